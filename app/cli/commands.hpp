@@ -1,0 +1,17 @@
+// The subcommands of tttlab. Each register_* adds one subcommand to the CLI11 app; its callback runs
+// the command and stores the process exit status with set_exit_code() (0 ok, 1 the command failed,
+// 2 bad usage).
+#pragma once
+
+namespace CLI {
+class App;
+}
+
+namespace tttlab::cli {
+
+void register_info(CLI::App& app);    // cmd_info.cpp: build configuration and compute devices
+
+void set_exit_code(int code);
+int exit_code();
+
+}  // namespace tttlab::cli
