@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
 
   // The one explicit list of subcommands.
+  tttlab::cli::register_verify(app);
   tttlab::cli::register_info(app);
 
   try {

@@ -9,6 +9,7 @@ class App;
 
 namespace tttlab::cli {
 
+void register_verify(CLI::App& app);  // cmd_verify.cpp: the equivalence suite
 void register_info(CLI::App& app);    // cmd_info.cpp: build configuration and compute devices
 
 void set_exit_code(int code);

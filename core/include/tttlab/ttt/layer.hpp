@@ -1,0 +1,122 @@
+// tttlab/ttt/layer.hpp — a full TTT layer: TTT-Linear or TTT-MLP, Transformer or Mamba backbone form.
+//
+// Forward of one sequence x [T, D] (the layer input, already RMS-normed by the block), following the
+// official ttt-lm-pytorch `TTTLinear`/`TTTMLP` modules (ttt-spec.md §2, §3, §4, §6.1):
+//
+//   1. Projections.  Transformer form (share_qk = false): XQ = x·Wq, XK = x·Wk.
+//                    Mamba form (share_qk = true): u = x·Wq, XQ = conv_q(u), XK = conv_k(u), two
+//                    depthwise causal convs of width conv_kernel with bias.       XV = x·Wv always.
+//   2. RoPE on XQ and XK per head, interleaved pairs, position = t mod b (restarts every mini-batch).
+//   3. η: λ_{h,t} = η_base·σ(x_t·θ_h + β_h)/d, τ_i = max(1/i + δ_i, 0)  (tttlab/ttt/eta.hpp).
+//   4. The inner loop per head (tttlab/ttt/inner.hpp): O_h = Q_h + LN(Z̄_h).
+//   5. Output path: y = o_proj( gate( post_norm( concat_h O_h ) ) ), gate(z) = gelu(x·Wg) ⊙ z when
+//      use_gate (Mamba backbone), identity otherwise; post_norm is a full-width LayerNorm (ε 1e-6).
+//
+// Parameters (TTTLayerParams) carry the official names in comments; all linear maps are [in, out]
+// (tensor.hpp). The layer is a stream (sequence_layer.hpp): its state holds the conv history, the
+// token count, and one InnerState per head, so a dual-form prefill can be continued one token at a
+// time by the primal form from wherever it stopped (mid-mini-batch included).
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "tttlab/seq/sequence_layer.hpp"
+#include "tttlab/ttt/eta.hpp"
+#include "tttlab/ttt/inner.hpp"
+
+namespace tttlab {
+
+enum class TTTForm { Dual, Primal };
+
+struct TTTLayerConfig {
+  int width = 64;            // D (hidden_size)
+  int heads = 4;             // H (num_attention_heads); head dim d = D / H
+  InnerOptions inner;        // inner model, mini-batch b, LN / residual / bias toggles
+  EtaOptions eta;            // η_base (ttt_base_lr), gate, token-index scaling
+  bool share_qk = false;     // Mamba form: shared Q/K projection + conv_q, conv_k
+  int conv_kernel = 4;       // width of conv_q / conv_k (conv_kernel)
+  bool use_gate = false;     // Mamba form: gelu(x·Wg) ⊙ · before o_proj (use_gate)
+  bool rope = true;          // RoPE on Q, K with positions t mod b
+  double rope_theta = 1e4;   // rope_theta
+  bool post_norm = true;     // full-width LayerNorm on the concatenated heads
+
+  int head_dim() const { return heads > 0 ? width / heads : 0; }
+  // Throws std::invalid_argument with a one-line message naming the bad field.
+  void validate() const;
+
+  // The Theorem 1 configuration (ttt-spec.md §9.2): one mini-batch of T tokens, no LN, no residual, no
+  // bias, fixed η with τ ≡ 1 and λ ≡ 1, no RoPE, no post-norm, no gate. With W0 = 0 the layer computes
+  // plain causal linear attention: o_proj(concat_h tril(Q_h K_hᵀ) V_h).
+  static TTTLayerConfig linear_attention_equivalent(int width, int heads, int seq_len);
+};
+
+template <class S>
+struct TTTLayerParams {
+  Mat<S> wq, wk, wv, wo, wg;           // [D, D]: q_proj, k_proj (unused if share_qk), v_proj, o_proj, g_proj
+  Mat<S> conv_q_w, conv_k_w;           // [D, K]: conv_q.weight, conv_k.weight ([D, 1, K] in PyTorch)
+  RowVec<S> conv_q_b, conv_k_b;        // [D]
+  Mat<S> lr_w;                         // θ_lr [H, D]: learnable_ttt_lr_weight ([H, 1, D])
+  RowVec<S> lr_b;                      // β_lr [H]: learnable_ttt_lr_bias ([H, 1])
+  RowVec<S> token_idx_offset;          // δ [b]: learnable_token_idx
+  Mat<S> ttt_norm_w, ttt_norm_b;       // γ, β [H, d]: ttt_norm_weight, ttt_norm_bias
+  RowVec<S> post_norm_w, post_norm_b;  // [D]: post_norm.weight, post_norm.bias
+  std::vector<InnerWeights<S>> W0;     // per head: W1 [d, d|4d], b1, (W2, b2) — the learned initial state
+
+  // Initialisation of ttt-spec.md §7.4: projections, θ_lr and W0 ~ N(0, 0.02); biases, β_lr, δ = 0;
+  // γ = 1, β = 0; post-norm 1/0; convs N(0, 1/K) (lecun-normal for a depthwise kernel of fan-in K).
+  // `normal` returns independent N(0, 1) draws.
+  static TTTLayerParams init(const TTTLayerConfig& cfg, const std::function<double()>& normal);
+  // Throws if any shape does not match cfg.
+  void check_shapes(const TTTLayerConfig& cfg) const;
+};
+
+// State of one sequence: conv history of u (Mamba form), and the inner state of each head.
+template <class S>
+struct TTTLayerState : SequenceState {
+  Mat<S> conv_history;              // [K−1, D], last inputs of conv_q/conv_k (zeros at start)
+  std::vector<InnerState<S>> heads; // one per head
+};
+
+// Everything the layer computes before the inner loop, for tests, probes and the GUI.
+template <class S>
+struct TTTLayerInputs {
+  Mat<S> XQ, XK, XV;            // [T, D] after convs and RoPE; head h is columns h·d..
+  std::vector<Vec<S>> lambda;   // per head, λ [T]
+  Vec<S> tau;                   // τ [b]
+};
+
+// Called by the primal form for every (head, token).
+template <class S>
+using TTTLayerObserver = std::function<void(int head, const InnerStepRecord<S>&)>;
+
+template <class S>
+class TTTLayer final : public SequenceLayer<S> {
+ public:
+  TTTLayer(TTTLayerConfig cfg, TTTLayerParams<S> params);  // validates both
+
+  std::string name() const override;
+  int width() const override { return m_cfg.width; }
+  std::unique_ptr<SequenceState> start() const override;
+  // Dual form (the fast path).
+  Mat<S> forward(SequenceState& state, ConstMatRef<S> x) const override;
+  using SequenceLayer<S>::forward;
+
+  // Either form, with an optional observer (primal only). `state` must come from start().
+  Mat<S> forward(TTTLayerState<S>& state, ConstMatRef<S> x, TTTForm form,
+                 const TTTLayerObserver<S>& observer = {}) const;
+
+  // Step 1–3 only: projections, convs, RoPE, η. Advances the conv history of `state` (a copy is fine
+  // for inspection). Positions for RoPE continue from state.tokens.
+  TTTLayerInputs<S> inputs(TTTLayerState<S>& state, ConstMatRef<S> x) const;
+
+  const TTTLayerConfig& config() const { return m_cfg; }
+  const TTTLayerParams<S>& params() const { return m_params; }
+  TTTLayerParams<S>& mutable_params() { return m_params; }
+
+ private:
+  TTTLayerConfig m_cfg;
+  TTTLayerParams<S> m_params;
+};
+
+}  // namespace tttlab
