@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
 
   // The one explicit list of subcommands.
   tttlab::cli::register_verify(app);
+  tttlab::cli::register_probe(app);
   tttlab::cli::register_info(app);
 
   try {
@@ -27,8 +28,13 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
+    // Unknown flags, bad values, failed validation: one line, status 2.
     std::fprintf(stderr, "tttlab: %s\n", e.what());
     return 2;
+  } catch (const std::exception& e) {
+    // The command itself failed (unreadable file, bad checkpoint, ...): one line, status 1.
+    std::fprintf(stderr, "tttlab: error: %s\n", e.what());
+    return 1;
   }
   return tttlab::cli::exit_code();
 }

@@ -10,6 +10,7 @@ class App;
 namespace tttlab::cli {
 
 void register_verify(CLI::App& app);  // cmd_verify.cpp: the equivalence suite
+void register_probe(CLI::App& app);   // cmd_probe.cpp: one layer's inner loop, token by token
 void register_info(CLI::App& app);    // cmd_info.cpp: build configuration and compute devices
 
 void set_exit_code(int code);

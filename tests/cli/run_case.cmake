@@ -1,0 +1,21 @@
+# Runs one command-line case and checks its exit status and output.
+#   cmake -DEXE=<exe> -DARGS="<arg>|<arg>|..." -DEXPECT_RC=<n> [-DEXPECT_OUT=<regex>] [-DEXPECT_ERR=<regex>]
+#         [-DMAX_ERR_LINES=<n>] -P run_case.cmake
+string(REPLACE "|" ";" args "${ARGS}")
+execute_process(COMMAND ${EXE} ${args} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL EXPECT_RC)
+  message(FATAL_ERROR "exit status ${rc}, expected ${EXPECT_RC}\nstdout:\n${out}\nstderr:\n${err}")
+endif()
+if(DEFINED EXPECT_OUT AND NOT out MATCHES "${EXPECT_OUT}")
+  message(FATAL_ERROR "stdout does not match '${EXPECT_OUT}':\n${out}")
+endif()
+if(DEFINED EXPECT_ERR AND NOT err MATCHES "${EXPECT_ERR}")
+  message(FATAL_ERROR "stderr does not match '${EXPECT_ERR}':\n${err}")
+endif()
+if(DEFINED MAX_ERR_LINES)
+  string(REGEX MATCHALL "\n" newlines "${err}")
+  list(LENGTH newlines n)
+  if(n GREATER MAX_ERR_LINES)
+    message(FATAL_ERROR "stderr has ${n} lines, expected at most ${MAX_ERR_LINES}:\n${err}")
+  endif()
+endif()
