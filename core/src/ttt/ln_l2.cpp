@@ -49,13 +49,64 @@ S ln_l2_loss(const RowVec<S>& z, const RowVec<S>& r, const RowVec<S>& gamma,
   return S(0.5) * (y - r.array()).square().sum();
 }
 
+template <class S>
+void layer_norm_rows_backward(ConstMatRef<S> Z, const RowVec<S>& gamma, S eps, ConstMatRef<S> dY,
+                              Mat<S>& dZ, RowVec<S>& dgamma, RowVec<S>& dbeta) {
+  const Eigen::Index n = Z.rows(), d = Z.cols();
+  dZ.resize(n, d);
+  for (Eigen::Index i = 0; i < n; ++i) {
+    const S mu = Z.row(i).mean();
+    const S sigma = std::sqrt((Z.row(i).array() - mu).square().mean() + eps);
+    const Eigen::Array<S, 1, Eigen::Dynamic> xhat = (Z.row(i).array() - mu) / sigma;
+    dgamma.array() += dY.row(i).array() * xhat;
+    dbeta += dY.row(i);
+    const Eigen::Array<S, 1, Eigen::Dynamic> dxhat = dY.row(i).array() * gamma.array();
+    // dz = (1/σ) P(dx̂),  P(u) = u − mean(u) − x̂·mean(u⊙x̂)
+    dZ.row(i) = ((dxhat - dxhat.mean() - xhat * (dxhat * xhat).mean()) / sigma).matrix();
+  }
+}
+
+template <class S>
+void ln_l2_grad_backward(ConstMatRef<S> Z, ConstMatRef<S> R, const RowVec<S>& gamma,
+                         const RowVec<S>& beta, S eps, ConstMatRef<S> dG, Mat<S>& dZ, Mat<S>& dR,
+                         RowVec<S>& dgamma, RowVec<S>& dbeta) {
+  using Row = Eigen::Array<S, 1, Eigen::Dynamic>;
+  const Eigen::Index n = Z.rows(), d = Z.cols();
+  dZ.resize(n, d);
+  dR.resize(n, d);
+  const Row gam = gamma.array();
+  for (Eigen::Index i = 0; i < n; ++i) {
+    const S mu = Z.row(i).mean();
+    const S sigma = std::sqrt((Z.row(i).array() - mu).square().mean() + eps);
+    const Row xhat = (Z.row(i).array() - mu) / sigma;
+    const Row resid = gam * xhat + beta.array() - R.row(i).array();  // y − r
+    const Row ghat = gam * resid;
+    const Row g = (ghat - ghat.mean() - xhat * (ghat * xhat).mean()) / sigma;
+    const Row delta = dG.row(i).array();
+    // g = (1/σ) P(ĝ) with P symmetric, so ∂L/∂ĝ = (1/σ) P(δ).
+    const Row a = (delta - delta.mean() - xhat * (delta * xhat).mean()) / sigma;
+    dR.row(i) = (-gam * a).matrix();
+    dbeta.array() += gam * a;
+    dgamma.array() += a * (S(2) * gam * xhat + beta.array() - R.row(i).array());
+    // x̂ enters through ĝ (γ²⊙a) and through P itself; σ through the 1/σ in front of P.
+    const Row dxhat = gam * gam * a - (delta * (xhat * ghat).mean() + ghat * (xhat * delta).mean()) / sigma;
+    const S dsigma = -(delta * g).sum() / sigma;
+    dZ.row(i) = ((dxhat - dxhat.mean() - xhat * (dxhat * xhat).mean()) / sigma + dsigma * xhat / S(d)).matrix();
+  }
+}
+
 #define TTTLAB_INSTANTIATE(S)                                                                  \
   template void layer_norm_rows<S>(ConstMatRef<S>, const RowVec<S>&, const RowVec<S>&, S,      \
                                    Mat<S>&);                                                   \
   template void ln_l2_grad<S>(ConstMatRef<S>, ConstMatRef<S>, const RowVec<S>&,                \
                               const RowVec<S>&, S, Mat<S>&, Vec<S>*);                          \
   template S ln_l2_loss<S>(const RowVec<S>&, const RowVec<S>&, const RowVec<S>&,               \
-                           const RowVec<S>&, S, bool);
+                           const RowVec<S>&, S, bool);                                     \
+  template void layer_norm_rows_backward<S>(ConstMatRef<S>, const RowVec<S>&, S, ConstMatRef<S>, \
+                                            Mat<S>&, RowVec<S>&, RowVec<S>&);                     \
+  template void ln_l2_grad_backward<S>(ConstMatRef<S>, ConstMatRef<S>, const RowVec<S>&,         \
+                                       const RowVec<S>&, S, ConstMatRef<S>, Mat<S>&, Mat<S>&,    \
+                                       RowVec<S>&, RowVec<S>&);
 TTTLAB_INSTANTIATE(float)
 TTTLAB_INSTANTIATE(double)
 #undef TTTLAB_INSTANTIATE

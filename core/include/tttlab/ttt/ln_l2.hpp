@@ -28,4 +28,19 @@ template <class S>
 S ln_l2_loss(const RowVec<S>& z, const RowVec<S>& r, const RowVec<S>& gamma,
              const RowVec<S>& beta, S eps, bool use_ln);
 
+// ---- Backward (for the outer loop) -----------------------------------------------------------------
+// Gradients of activations are OVERWRITTEN (resized); gradients of parameters are ADDED to.
+
+// Backward of layer_norm_rows: given dY, writes dZ and adds to dgamma, dbeta.
+template <class S>
+void layer_norm_rows_backward(ConstMatRef<S> Z, const RowVec<S>& gamma, S eps, ConstMatRef<S> dY,
+                              Mat<S>& dZ, RowVec<S>& dgamma, RowVec<S>& dbeta);
+
+// Backward of ln_l2_grad (the "second-order" kernel of ttt-spec.md §7.3 step 6): given dG = ∂L/∂G,
+// writes dZ and dR and adds to dgamma, dbeta.
+template <class S>
+void ln_l2_grad_backward(ConstMatRef<S> Z, ConstMatRef<S> R, const RowVec<S>& gamma,
+                         const RowVec<S>& beta, S eps, ConstMatRef<S> dG, Mat<S>& dZ, Mat<S>& dR,
+                         RowVec<S>& dgamma, RowVec<S>& dbeta);
+
 }  // namespace tttlab
