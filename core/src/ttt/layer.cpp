@@ -7,6 +7,7 @@
 #include "tttlab/nn/activations.hpp"
 #include "tttlab/nn/causal_conv.hpp"
 #include "tttlab/nn/rope.hpp"
+#include "tttlab/ttt/inner_backward.hpp"
 #include "tttlab/ttt/ln_l2.hpp"
 
 namespace tttlab {
@@ -140,6 +141,47 @@ void TTTLayerParams<S>::check_shapes(const TTTLayerConfig& cfg) const {
   }
 }
 
+template <class S>
+TTTLayerParams<S> TTTLayerParams<S>::zeros(const TTTLayerConfig& cfg) {
+  TTTLayerParams p = init(cfg, [] { return 0.0; });
+  p.for_each(cfg, [](Eigen::Map<Mat<S>> m, const std::string&) { m.setZero(); });
+  return p;
+}
+
+template <class S>
+void TTTLayerParams<S>::for_each(const TTTLayerConfig& cfg,
+                                 const std::function<void(Eigen::Map<Mat<S>>, const std::string&)>& f) {
+  auto visit = [&f](auto& m, const std::string& name) {
+    if (m.size() == 0) return;
+    f(Eigen::Map<Mat<S>>(m.data(), m.rows(), m.cols()), name);
+  };
+  visit(wq, "q_proj.weight");
+  if (!cfg.share_qk) visit(wk, "k_proj.weight");
+  visit(wv, "v_proj.weight");
+  visit(wo, "o_proj.weight");
+  if (cfg.use_gate) visit(wg, "g_proj.weight");
+  if (cfg.share_qk) {
+    visit(conv_q_w, "conv_q.weight");
+    visit(conv_q_b, "conv_q.bias");
+    visit(conv_k_w, "conv_k.weight");
+    visit(conv_k_b, "conv_k.bias");
+  }
+  visit(lr_w, "learnable_ttt_lr_weight");
+  visit(lr_b, "learnable_ttt_lr_bias");
+  visit(token_idx_offset, "learnable_token_idx");
+  visit(ttt_norm_w, "ttt_norm_weight");
+  visit(ttt_norm_b, "ttt_norm_bias");
+  visit(post_norm_w, "post_norm.weight");
+  visit(post_norm_b, "post_norm.bias");
+  for (size_t h = 0; h < W0.size(); ++h) {
+    const std::string idx = "[" + std::to_string(h) + "]";
+    visit(W0[h].W1, "W1" + idx);
+    if (cfg.inner.bias) visit(W0[h].b1, "b1" + idx);
+    visit(W0[h].W2, "W2" + idx);
+    if (cfg.inner.bias) visit(W0[h].b2, "b2" + idx);
+  }
+}
+
 // ---- Layer ------------------------------------------------------------------------------------------
 
 template <class S>
@@ -243,6 +285,128 @@ Mat<S> TTTLayer<S>::forward(TTTLayerState<S>& state, ConstMatRef<S> x, TTTForm f
     Y = Y.cwiseProduct(gate);
   }
   return Y * p.wo;
+}
+
+template <class S>
+Mat<S> TTTLayer<S>::forward_train(ConstMatRef<S> x, TTTLayerCache<S>& cache) const {
+  const auto& c = m_cfg;
+  const auto& p = m_params;
+  auto st_ptr = start();
+  auto& st = static_cast<TTTLayerState<S>&>(*st_ptr);
+  cache.x = x;
+  if (c.share_qk) cache.u = x * p.wq;
+  cache.in = inputs(st, x);
+  const int d = c.head_dim();
+  cache.O.resize(x.rows(), c.width);
+  for (int h = 0; h < c.heads; ++h) {
+    InnerHeadParams<S> hp{p.ttt_norm_w.row(h), p.ttt_norm_b.row(h), cache.in.tau};
+    Mat<S> Oh;
+    inner_forward_dual<S>(c.inner, hp, cache.in.XQ.middleCols(h * d, d), cache.in.XK.middleCols(h * d, d),
+                          cache.in.XV.middleCols(h * d, d), cache.in.lambda[h], st.heads[h], Oh);
+    cache.O.middleCols(h * d, d) = Oh;
+  }
+  if (c.post_norm)
+    layer_norm_rows<S>(cache.O, p.post_norm_w, p.post_norm_b, S(1e-6), cache.Y);
+  else
+    cache.Y = cache.O;
+  Mat<S> Yg = cache.Y;
+  if (c.use_gate) Yg = Yg.cwiseProduct((x * p.wg).unaryExpr([](S v) { return gelu_tanh(v); }));
+  return Yg * p.wo;
+}
+
+template <class S>
+void TTTLayer<S>::backward(const TTTLayerCache<S>& cache, ConstMatRef<S> dY, TTTLayerParams<S>& g,
+                           Mat<S>& dx, int checkpoint_group) const {
+  const auto& c = m_cfg;
+  const auto& p = m_params;
+  const Mat<S>& x = cache.x;
+  const Eigen::Index T = x.rows();
+  const int d = c.head_dim(), b = c.inner.mini_batch;
+  dx = Mat<S>::Zero(T, c.width);
+
+  // y = Yg·Wo
+  Mat<S> Yg = cache.Y;
+  Mat<S> A, gate;
+  if (c.use_gate) {
+    A = x * p.wg;
+    gate = A.unaryExpr([](S v) { return gelu_tanh(v); });
+    Yg = Yg.cwiseProduct(gate);
+  }
+  g.wo.noalias() += Yg.transpose() * dY;
+  const Mat<S> dYg = dY * p.wo.transpose();
+  // Yg = gelu(x·Wg) ⊙ Y
+  Mat<S> dYpn = dYg;
+  if (c.use_gate) {
+    dYpn = dYg.cwiseProduct(gate);
+    const Mat<S> dA = dYg.cwiseProduct(cache.Y).cwiseProduct(A.unaryExpr([](S v) { return gelu_tanh_grad(v); }));
+    g.wg.noalias() += x.transpose() * dA;
+    dx.noalias() += dA * p.wg.transpose();
+  }
+  // Y = post_norm(O)
+  Mat<S> dO;
+  if (c.post_norm)
+    layer_norm_rows_backward<S>(cache.O, p.post_norm_w, S(1e-6), dYpn, dO, g.post_norm_w, g.post_norm_b);
+  else
+    dO = dYpn;
+
+  // The inner loop of every head.
+  Mat<S> dXQ(T, c.width), dXK(T, c.width), dXV(T, c.width);
+  Vec<S> dtau = Vec<S>::Zero(b);
+  for (int h = 0; h < c.heads; ++h) {
+    InnerHeadParams<S> hp{p.ttt_norm_w.row(h), p.ttt_norm_b.row(h), cache.in.tau};
+    InnerGrads<S> ig;
+    inner_backward<S>(c.inner, hp, cache.in.XQ.middleCols(h * d, d), cache.in.XK.middleCols(h * d, d),
+                      cache.in.XV.middleCols(h * d, d), cache.in.lambda[h], p.W0[h],
+                      dO.middleCols(h * d, d), ig, checkpoint_group);
+    dXQ.middleCols(h * d, d) = ig.dQ;
+    dXK.middleCols(h * d, d) = ig.dK;
+    dXV.middleCols(h * d, d) = ig.dV;
+    dtau += ig.dtau;
+    g.ttt_norm_w.row(h) += ig.dln_weight;
+    g.ttt_norm_b.row(h) += ig.dln_bias;
+    g.W0[h].W1 += ig.dW0.W1;
+    g.W0[h].W2 += ig.dW0.W2;
+    if (c.inner.bias) {
+      g.W0[h].b1 += ig.dW0.b1;
+      g.W0[h].b2 += ig.dW0.b2;
+    }
+    // λ = (η_base/d)·σ(x·θ_h + β_h):  dλ/du = λ·(1 − σ)
+    if (c.eta.gate == EtaGate::Learned) {
+      const Vec<S> lam = cache.in.lambda[h];
+      const S scale = S(c.eta.base_lr) / S(d);
+      const Vec<S> du = ig.dlambda.cwiseProduct(lam).cwiseProduct(
+          (Vec<S>::Ones(T) - lam / (scale > 0 ? scale : S(1))));
+      g.lr_w.row(h).noalias() += du.transpose() * x;
+      g.lr_b(h) += du.sum();
+      dx.noalias() += du * p.lr_w.row(h);
+    }
+  }
+  // τ_i = max(1/i + δ_i, 0): the gradient passes where the clamp is inactive.
+  if (c.eta.token_index)
+    for (int i = 0; i < b; ++i)
+      if (S(1) / S(i + 1) + p.token_idx_offset(i) > S(0)) g.token_idx_offset(i) += dtau(i);
+
+  // RoPE, convs and projections.
+  if (c.rope) {
+    std::vector<long> pos(T);
+    for (Eigen::Index t = 0; t < T; ++t) pos[t] = t % b;
+    rope_backward<S>(dXQ, c.heads, pos, c.rope_theta);
+    rope_backward<S>(dXK, c.heads, pos, c.rope_theta);
+  }
+  if (c.share_qk) {
+    Mat<S> du_q, du_k;
+    causal_conv_backward<S>(cache.u, p.conv_q_w, dXQ, du_q, g.conv_q_w, g.conv_q_b);
+    causal_conv_backward<S>(cache.u, p.conv_k_w, dXK, du_k, g.conv_k_w, g.conv_k_b);
+    const Mat<S> du = du_q + du_k;
+    g.wq.noalias() += x.transpose() * du;
+    dx.noalias() += du * p.wq.transpose();
+  } else {
+    g.wq.noalias() += x.transpose() * dXQ;
+    g.wk.noalias() += x.transpose() * dXK;
+    dx.noalias() += dXQ * p.wq.transpose() + dXK * p.wk.transpose();
+  }
+  g.wv.noalias() += x.transpose() * dXV;
+  dx.noalias() += dXV * p.wv.transpose();
 }
 
 template struct TTTLayerParams<float>;

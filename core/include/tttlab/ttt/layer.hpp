@@ -69,6 +69,14 @@ struct TTTLayerParams {
   static TTTLayerParams init(const TTTLayerConfig& cfg, const std::function<double()>& normal);
   // Throws if any shape does not match cfg.
   void check_shapes(const TTTLayerConfig& cfg) const;
+  // All zeros, with the shapes of cfg (the container for gradients).
+  static TTTLayerParams zeros(const TTTLayerConfig& cfg);
+  // Applies f(param, name) to every tensor that exists for cfg, with its official PyTorch name
+  // (relative to the layer, e.g. "q_proj.weight", "W1"); per-head W0 tensors are visited head by
+  // head as "W1[h]", "b1[h]", ... Used by optimisers, checkpoints and gradient checks.
+  // The Map views the parameter's own (contiguous, row-major) storage.
+  void for_each(const TTTLayerConfig& cfg,
+                const std::function<void(Eigen::Map<Mat<S>>, const std::string&)>& f);
 };
 
 // State of one sequence: conv history of u (Mamba form), and the inner state of each head.
@@ -84,6 +92,16 @@ struct TTTLayerInputs {
   Mat<S> XQ, XK, XV;            // [T, D] after convs and RoPE; head h is columns h·d..
   std::vector<Vec<S>> lambda;   // per head, λ [T]
   Vec<S> tau;                   // τ [b]
+};
+
+// What the training forward keeps for the backward (activations of one sequence).
+template <class S>
+struct TTTLayerCache {
+  Mat<S> x;                    // [T, D] layer input
+  Mat<S> u;                    // [T, D] shared projection (Mamba form)
+  TTTLayerInputs<S> in;        // XQ, XK, XV after RoPE, λ, τ
+  Mat<S> O;                    // [T, D] concatenated head outputs
+  Mat<S> Y;                    // [T, D] after the post-norm (before the gate)
 };
 
 // Called by the primal form for every (head, token).
@@ -109,6 +127,13 @@ class TTTLayer final : public SequenceLayer<S> {
   // Step 1–3 only: projections, convs, RoPE, η. Advances the conv history of `state` (a copy is fine
   // for inspection). Positions for RoPE continue from state.tokens.
   TTTLayerInputs<S> inputs(TTTLayerState<S>& state, ConstMatRef<S> x) const;
+
+  // Training: a whole sequence from the fresh state in the dual form, keeping what backward needs.
+  Mat<S> forward_train(ConstMatRef<S> x, TTTLayerCache<S>& cache) const;
+  // Given dY = ∂L/∂y [T, D], ADDS every parameter gradient to `grads` (shaped as zeros(cfg)) and
+  // writes dx [T, D]. checkpoint_group: mini-batches per remat group of the inner loop (0: none).
+  void backward(const TTTLayerCache<S>& cache, ConstMatRef<S> dY, TTTLayerParams<S>& grads,
+                Mat<S>& dx, int checkpoint_group = 0) const;
 
   const TTTLayerConfig& config() const { return m_cfg; }
   const TTTLayerParams<S>& params() const { return m_params; }
