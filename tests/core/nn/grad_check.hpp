@@ -66,7 +66,9 @@ inline ::testing::AssertionResult compare(const std::string& what, const char* a
                                           const char* b_name, const double* a, const double* b,
                                           Eigen::Index n, Eigen::Index cols, Tolerance tol,
                                           bool print_summary) {
-  double max_abs = 0, max_rel = 0;
+  double max_abs = 0, max_rel = 0, max_mag = 0;
+  for (Eigen::Index i = 0; i < n; ++i)
+    max_mag = std::max({max_mag, std::abs(a[i]), std::abs(b[i])});
   Eigen::Index mismatches = 0;
   std::ostringstream first;
   for (Eigen::Index i = 0; i < n; ++i) {
@@ -74,16 +76,18 @@ inline ::testing::AssertionResult compare(const std::string& what, const char* a
     const double mag = std::max(std::abs(a[i]), std::abs(b[i]));
     const bool bad = !(err <= tol.atol + tol.rtol * mag);  // NaN counts as a mismatch
     max_abs = std::max(max_abs, err);
-    // A relative error is only meaningful above the absolute floor.
-    if (mag > tol.atol) max_rel = std::max(max_rel, err / mag);
+    // The summary's relative error skips elements below 1 % of the largest one, whose relative
+    // error only measures the absolute rounding floor (the pass/fail rule above covers them).
+    if (mag > tol.atol && mag >= 1e-2 * max_mag) max_rel = std::max(max_rel, err / mag);
     if (std::isnan(err)) max_abs = max_rel = NAN;
     if (bad && mismatches++ < 5)
       first << "\n    at " << index_str(i, cols) << ": " << a_name << " " << a[i] << ", " << b_name
             << " " << b[i] << ", |diff| " << err;
   }
   char summary[256];
-  std::snprintf(summary, sizeof summary, "%s: %ld elements, max abs err %.3g, max rel err %.3g",
-                what.c_str(), static_cast<long>(n), max_abs, max_rel);
+  std::snprintf(summary, sizeof summary,
+                "%s: %ld elements (max |value| %.3g), max abs err %.3g, max rel err %.3g",
+                what.c_str(), static_cast<long>(n), max_mag, max_abs, max_rel);
   if (mismatches == 0) {
     if (print_summary) std::printf("  [check] %s\n", summary);
     return ::testing::AssertionSuccess();
