@@ -1,0 +1,71 @@
+// Argument checks shared by the nn ops (private to core/src/nn). Every failure is one line of the
+// form "<op>: <argument> is [r, c] but must be [r', c'] (<why>)".
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "tttlab/tensor.hpp"
+
+namespace tttlab::nn_detail {
+
+using Index = Eigen::Index;
+
+inline std::string shape_str(Index r, Index c) {
+  // Built by appending: GCC 12 reports a false -Wrestrict on "[" + std::to_string(r).
+  std::string s("[");
+  s += std::to_string(r);
+  s += ", ";
+  s += std::to_string(c);
+  s += "]";
+  return s;
+}
+
+[[noreturn]] inline void fail(const char* op, const std::string& msg) {
+  throw std::invalid_argument(std::string(op) + ": " + msg);
+}
+
+template <class M>
+void require_shape(const char* op, const char* name, const M& m, Index rows, Index cols,
+                   const char* why) {
+  if (m.rows() != rows || m.cols() != cols)
+    fail(op, std::string(name) + " is " + shape_str(m.rows(), m.cols()) + " but must be " +
+                 shape_str(rows, cols) + " (" + why + ")");
+}
+
+// Width of one head; heads must be ≥ 1 and divide D.
+inline Index head_width(const char* op, Index D, int heads) {
+  if (heads < 1 || D % heads != 0)
+    fail(op, "heads = " + std::to_string(heads) + " must be >= 1 and divide the width " +
+                 std::to_string(D));
+  return D / heads;
+}
+
+// The byte range [first, last) spanned by a (possibly strided) matrix view.
+template <class M>
+void byte_range(const M& m, std::uintptr_t& first, std::uintptr_t& last) {
+  first = reinterpret_cast<std::uintptr_t>(m.data());
+  if (m.size() == 0) {
+    last = first;
+    return;
+  }
+  // Row-major storage: the last element sits (rows−1)·outerStride + cols−1 after the first.
+  const Index span = (m.rows() - 1) * m.outerStride() + m.cols();
+  last = first + static_cast<std::uintptr_t>(span) * sizeof(typename M::Scalar);
+}
+
+// Throws when `out` (an output buffer, before resizing) overlaps `in` (an input view). Both are
+// checked as they are at the call: an empty output cannot overlap anything.
+template <class Out, class In>
+void require_distinct(const char* op, const char* out_name, const Out& out, const char* in_name,
+                      const In& in) {
+  std::uintptr_t a0, a1, b0, b1;
+  byte_range(out, a0, a1);
+  byte_range(in, b0, b1);
+  if (a0 < b1 && b0 < a1)
+    fail(op, std::string("output ") + out_name + " shares memory with input " + in_name +
+                 "; pass a separate buffer");
+}
+
+}  // namespace tttlab::nn_detail

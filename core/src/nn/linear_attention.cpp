@@ -1,0 +1,130 @@
+// Causal linear attention (see tttlab/nn/linear_attention.hpp).
+#include "tttlab/nn/linear_attention.hpp"
+
+#include "checks.hpp"
+
+namespace tttlab {
+namespace {
+
+using Index = Eigen::Index;
+using nn_detail::require_distinct;
+using nn_detail::require_shape;
+
+template <class S>
+Index check_args(const char* op, ConstMatRef<S> Q, ConstMatRef<S> K, ConstMatRef<S> V,
+                 int heads) {
+  require_shape(op, "K", K, Q.rows(), Q.cols(), "same as Q");
+  require_shape(op, "V", V, Q.rows(), Q.cols(), "same as Q");
+  return nn_detail::head_width(op, Q.cols(), heads);
+}
+
+// A fresh state becomes zeros of the right shape; a used one must match.
+template <class S>
+void prepare_state(const char* op, LinearAttentionState<S>& state, Index D, Index d) {
+  if (state.kv.size() == 0 && state.tokens == 0) {
+    state.kv.setZero(D, d);
+    return;
+  }
+  require_shape(op, "state.kv", state.kv, D, d,
+                "[D, d] of the first call; clear() the state for another shape");
+}
+
+template <class S>
+void check_outputs(const char* op, const Mat<S>& out, ConstMatRef<S> Q, ConstMatRef<S> K,
+                   ConstMatRef<S> V) {
+  require_distinct(op, "output", out, "Q", Q);
+  require_distinct(op, "output", out, "K", K);
+  require_distinct(op, "output", out, "V", V);
+}
+
+}  // namespace
+
+template <class S>
+void linear_attention_forward(ConstMatRef<S> Q, ConstMatRef<S> K, ConstMatRef<S> V, int heads,
+                              Mat<S>& Z) {
+  const char* op = "linear_attention_forward";
+  const Index T = Q.rows(), D = Q.cols(), d = check_args<S>(op, Q, K, V, heads);
+  check_outputs<S>(op, Z, Q, K, V);
+  Z.resize(T, D);
+  Mat<S> A(T, T);
+  for (int h = 0; h < heads; ++h) {
+    A.template triangularView<Eigen::Lower>() = Q.middleCols(h * d, d) * K.middleCols(h * d, d).transpose();
+    Z.middleCols(h * d, d).noalias() =
+        A.template triangularView<Eigen::Lower>() * V.middleCols(h * d, d);
+  }
+}
+
+template <class S>
+void linear_attention_backward(ConstMatRef<S> Q, ConstMatRef<S> K, ConstMatRef<S> V, int heads,
+                               ConstMatRef<S> dZ, Mat<S>& dQ, Mat<S>& dK, Mat<S>& dV) {
+  const char* op = "linear_attention_backward";
+  const Index T = Q.rows(), D = Q.cols(), d = check_args<S>(op, Q, K, V, heads);
+  require_shape(op, "dZ", dZ, T, D, "same as Q");
+  for (const Mat<S>* out : {&dQ, &dK, &dV}) {
+    check_outputs<S>(op, *out, Q, K, V);
+    require_distinct(op, "output", *out, "dZ", dZ);
+  }
+  dQ.resize(T, D);
+  dK.resize(T, D);
+  dV.resize(T, D);
+  Mat<S> A(T, T), dA(T, T);
+  for (int h = 0; h < heads; ++h) {
+    const auto Qh = Q.middleCols(h * d, d), Kh = K.middleCols(h * d, d), Vh = V.middleCols(h * d, d);
+    const auto dZh = dZ.middleCols(h * d, d);
+    A.template triangularView<Eigen::Lower>() = Qh * Kh.transpose();
+    dA.template triangularView<Eigen::Lower>() = dZh * Vh.transpose();
+    // Transposed lower triangles are the upper triangles of the transposes (Eigen 3.4 cannot
+    // transpose a triangular view of a non-const matrix).
+    dV.middleCols(h * d, d).noalias() = A.transpose().template triangularView<Eigen::Upper>() * dZh;
+    dQ.middleCols(h * d, d).noalias() = dA.template triangularView<Eigen::Lower>() * Kh;
+    dK.middleCols(h * d, d).noalias() = dA.transpose().template triangularView<Eigen::Upper>() * Qh;
+  }
+}
+
+template <class S>
+void linear_attention_recurrent(ConstMatRef<S> Q, ConstMatRef<S> K, ConstMatRef<S> V, int heads,
+                                LinearAttentionState<S>& state, Mat<S>& Z) {
+  const char* op = "linear_attention_recurrent";
+  const Index n = Q.rows(), D = Q.cols(), d = check_args<S>(op, Q, K, V, heads);
+  check_outputs<S>(op, Z, Q, K, V);
+  prepare_state<S>(op, state, D, d);
+  Z.resize(n, D);
+  for (Index t = 0; t < n; ++t)
+    for (int h = 0; h < heads; ++h) {
+      auto Sh = state.kv.middleRows(h * d, d);
+      Sh.noalias() += K.row(t).segment(h * d, d).transpose() * V.row(t).segment(h * d, d);
+      Z.row(t).segment(h * d, d).noalias() = Q.row(t).segment(h * d, d) * Sh;
+    }
+  state.tokens += n;
+}
+
+template <class S>
+void linear_attention_chunk(ConstMatRef<S> Q, ConstMatRef<S> K, ConstMatRef<S> V, int heads,
+                            LinearAttentionState<S>& state, Mat<S>& Z) {
+  const char* op = "linear_attention_chunk";
+  const Index n = Q.rows(), D = Q.cols(), d = check_args<S>(op, Q, K, V, heads);
+  check_outputs<S>(op, Z, Q, K, V);
+  prepare_state<S>(op, state, D, d);
+  linear_attention_forward<S>(Q, K, V, heads, Z);  // the within-chunk part
+  for (int h = 0; h < heads; ++h) {
+    auto Sh = state.kv.middleRows(h * d, d);
+    Z.middleCols(h * d, d).noalias() += Q.middleCols(h * d, d) * Sh;  // the part before the chunk
+    Sh.noalias() += K.middleCols(h * d, d).transpose() * V.middleCols(h * d, d);
+  }
+  state.tokens += n;
+}
+
+#define TTTLAB_INSTANTIATE(S)                                                                      \
+  template void linear_attention_forward<S>(ConstMatRef<S>, ConstMatRef<S>, ConstMatRef<S>, int,  \
+                                            Mat<S>&);                                             \
+  template void linear_attention_backward<S>(ConstMatRef<S>, ConstMatRef<S>, ConstMatRef<S>, int, \
+                                             ConstMatRef<S>, Mat<S>&, Mat<S>&, Mat<S>&);          \
+  template void linear_attention_recurrent<S>(ConstMatRef<S>, ConstMatRef<S>, ConstMatRef<S>,     \
+                                              int, LinearAttentionState<S>&, Mat<S>&);            \
+  template void linear_attention_chunk<S>(ConstMatRef<S>, ConstMatRef<S>, ConstMatRef<S>, int,    \
+                                          LinearAttentionState<S>&, Mat<S>&);
+TTTLAB_INSTANTIATE(float)
+TTTLAB_INSTANTIATE(double)
+#undef TTTLAB_INSTANTIATE
+
+}  // namespace tttlab

@@ -1,0 +1,173 @@
+// Causal softmax attention: forward against a scalar-loop reference of the definition, causality,
+// backward against central differences (fp64) for Q, K and V, the KV-cache streaming form against
+// the full forward for several chunkings, stability with large scores, fp32 against fp64.
+#include <vector>
+
+#include "core/nn/grad_check.hpp"
+#include "tttlab/nn/attention.hpp"
+
+namespace tttlab {
+namespace {
+
+using test::check_gradient;
+using test::dot;
+
+Mat<double> attention_reference(const Mat<double>& Q, const Mat<double>& K, const Mat<double>& V,
+                                int heads) {
+  const Eigen::Index T = Q.rows(), d = Q.cols() / heads;
+  Mat<double> O = Mat<double>::Zero(T, Q.cols());
+  for (int h = 0; h < heads; ++h)
+    for (Eigen::Index t = 0; t < T; ++t) {
+      std::vector<double> s(t + 1);
+      double m = -INFINITY;
+      for (Eigen::Index u = 0; u <= t; ++u) {
+        double acc = 0;
+        for (Eigen::Index j = 0; j < d; ++j) acc += Q(t, h * d + j) * K(u, h * d + j);
+        s[u] = acc / std::sqrt(double(d));
+        m = std::max(m, s[u]);
+      }
+      double z = 0;
+      for (Eigen::Index u = 0; u <= t; ++u) z += std::exp(s[u] - m);
+      for (Eigen::Index u = 0; u <= t; ++u)
+        for (Eigen::Index j = 0; j < d; ++j)
+          O(t, h * d + j) += std::exp(s[u] - m) / z * V(u, h * d + j);
+    }
+  return O;
+}
+
+struct Shape {
+  int T, heads, d;
+};
+
+TEST(CausalAttention, ForwardMatchesDefinition) {
+  std::mt19937_64 rng(51);
+  for (Shape s : {Shape{7, 2, 3}, Shape{1, 1, 4}, Shape{9, 3, 2}}) {
+    const int D = s.heads * s.d;
+    const Mat<double> Q = test::random_mat(s.T, D, rng, 1.5), K = test::random_mat(s.T, D, rng),
+                      V = test::random_mat(s.T, D, rng);
+    Mat<double> O;
+    causal_attention_forward<double>(Q, K, V, s.heads, O);
+    EXPECT_TRUE(test::all_close("attention T=" + std::to_string(s.T), O,
+                                attention_reference(Q, K, V, s.heads), {1e-13, 1e-14}));
+  }
+}
+
+TEST(CausalAttention, FutureTokensDoNotChangeThePast) {
+  std::mt19937_64 rng(52);
+  const Mat<double> Q = test::random_mat(8, 4, rng), K = test::random_mat(8, 4, rng),
+                    V = test::random_mat(8, 4, rng);
+  Mat<double> O, O2;
+  causal_attention_forward<double>(Q, K, V, 2, O);
+  Mat<double> Q2 = Q, K2 = K, V2 = V;
+  Q2.bottomRows(3).setRandom();
+  K2.bottomRows(3).setRandom();
+  V2.bottomRows(3).setRandom();
+  causal_attention_forward<double>(Q2, K2, V2, 2, O2);
+  EXPECT_EQ(Mat<double>(O.topRows(5)), Mat<double>(O2.topRows(5)));
+  EXPECT_NE(Mat<double>(O.bottomRows(3)), Mat<double>(O2.bottomRows(3)));
+}
+
+TEST(CausalAttention, BackwardMatchesFiniteDifferences) {
+  std::mt19937_64 rng(53);
+  for (Shape s : {Shape{5, 2, 3}, Shape{4, 1, 2}}) {
+    const int D = s.heads * s.d;
+    Mat<double> Q = test::random_mat(s.T, D, rng), K = test::random_mat(s.T, D, rng),
+                V = test::random_mat(s.T, D, rng);
+    const Mat<double> G = test::random_mat(s.T, D, rng);
+    auto loss = [&] {
+      Mat<double> O;
+      causal_attention_forward<double>(Q, K, V, s.heads, O);
+      return dot(G, O);
+    };
+    Mat<double> dQ, dK, dV;
+    causal_attention_backward<double>(Q, K, V, s.heads, G, dQ, dK, dV);
+    const std::string tag = " (heads " + std::to_string(s.heads) + ")";
+    EXPECT_TRUE(check_gradient("Q" + tag, Q, dQ, loss));
+    EXPECT_TRUE(check_gradient("K" + tag, K, dK, loss));
+    EXPECT_TRUE(check_gradient("V" + tag, V, dV, loss));
+  }
+}
+
+TEST(CausalAttention, CachedStreamingMatchesFullForward) {
+  std::mt19937_64 rng(54);
+  const int T = 11, heads = 2, D = 8;
+  const Mat<double> Q = test::random_mat(T, D, rng), K = test::random_mat(T, D, rng),
+                    V = test::random_mat(T, D, rng);
+  Mat<double> full;
+  causal_attention_forward<double>(Q, K, V, heads, full);
+  KvCache<double> cache;
+  for (const std::vector<int>& chunks :
+       {std::vector<int>(T, 1), std::vector<int>{3, 1, 4, 0, 3}, std::vector<int>{T}}) {
+    cache.clear();
+    Mat<double> streamed(T, D), O;
+    int start = 0;
+    for (int n : chunks) {
+      causal_attention_forward_cached<double>(Q.middleRows(start, n), K.middleRows(start, n),
+                                              V.middleRows(start, n), heads, cache, O);
+      ASSERT_EQ(O.rows(), n);
+      streamed.middleRows(start, n) = O;
+      start += n;
+    }
+    ASSERT_EQ(start, T);
+    EXPECT_EQ(cache.length, T);
+    // Same sums in another order (dense vs triangular products): a few ulps.
+    EXPECT_TRUE(test::all_close("streamed in " + std::to_string(chunks.size()) + " chunks",
+                                streamed, full, {1e-14, 1e-15}));
+  }
+  // A cache of another width is refused until cleared.
+  EXPECT_THROW(causal_attention_forward_cached<double>(Q.leftCols(4), K.leftCols(4), V.leftCols(4),
+                                                       heads, cache, full),
+               std::invalid_argument);
+  cache.clear();
+  Mat<double> O;
+  causal_attention_forward_cached<double>(Q.leftCols(4), K.leftCols(4), V.leftCols(4), heads,
+                                          cache, O);
+  EXPECT_EQ(cache.length, T);
+}
+
+// Scores in the thousands: exp would overflow even in fp64 without the row maximum subtracted.
+TEST(CausalAttention, StableForLargeScores) {
+  std::mt19937_64 rng(55);
+  const Mat<double> Q = test::random_mat(6, 4, rng, 3000.0), K = test::random_mat(6, 4, rng),
+                    V = test::random_mat(6, 4, rng);
+  Mat<double> O;
+  causal_attention_forward<double>(Q, K, V, 2, O);
+  EXPECT_TRUE(test::all_close("large scores", O, attention_reference(Q, K, V, 2), {1e-12, 1e-13}));
+  Mat<float> Of, dQ, dK, dV;
+  const Mat<float> Qf = Q.cast<float>(), Kf = K.cast<float>(), Vf = V.cast<float>();
+  causal_attention_forward<float>(Qf, Kf, Vf, 2, Of);
+  causal_attention_backward<float>(Qf, Kf, Vf, 2, Mat<float>::Ones(6, 4), dQ, dK, dV);
+  EXPECT_TRUE(Of.allFinite() && dQ.allFinite() && dK.allFinite() && dV.allFinite());
+}
+
+TEST(CausalAttention, Fp32AgreesWithFp64) {
+  std::mt19937_64 rng(56);
+  const int T = 32, heads = 4, D = 32;
+  const Mat<double> Q = test::random_mat(T, D, rng), K = test::random_mat(T, D, rng),
+                    V = test::random_mat(T, D, rng), G = test::random_mat(T, D, rng);
+  Mat<double> O64, dQ64, dK64, dV64;
+  causal_attention_forward<double>(Q, K, V, heads, O64);
+  causal_attention_backward<double>(Q, K, V, heads, G, dQ64, dK64, dV64);
+  const Mat<float> Qf = Q.cast<float>(), Kf = K.cast<float>(), Vf = V.cast<float>(),
+                   Gf = G.cast<float>();
+  Mat<float> O32, dQ32, dK32, dV32;
+  causal_attention_forward<float>(Qf, Kf, Vf, heads, O32);
+  causal_attention_backward<float>(Qf, Kf, Vf, heads, Gf, dQ32, dK32, dV32);
+  // Scores of O(1), exp, and sums over ≤ 32 keys in fp32: ≲ 1e-5 absolute on O(1) results.
+  const test::Tolerance tol{1e-5, 1e-5};
+  EXPECT_TRUE(test::all_close("O", O32, O64, tol));
+  EXPECT_TRUE(test::all_close("dQ", dQ32, dQ64, tol));
+  EXPECT_TRUE(test::all_close("dK", dK32, dK64, tol));
+  EXPECT_TRUE(test::all_close("dV", dV32, dV64, tol));
+}
+
+TEST(CausalAttention, RejectsBadArguments) {
+  const Mat<double> Q = Mat<double>::Ones(3, 6);
+  Mat<double> O;
+  EXPECT_THROW(causal_attention_forward<double>(Q, Q, Q, 4, O), std::invalid_argument);
+  EXPECT_THROW(causal_attention_forward<double>(Q, Q, Q, 0, O), std::invalid_argument);
+  EXPECT_THROW(causal_attention_forward<double>(Q, Q.topRows(2), Q, 2, O), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace tttlab
