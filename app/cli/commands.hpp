@@ -10,6 +10,7 @@ class App;
 namespace tttlab::cli {
 
 void register_info(CLI::App& app);    // cmd_info.cpp: build configuration and compute devices
+void register_data(CLI::App& app);    // cmd_data.cpp: prepare-brown, stats
 
 void set_exit_code(int code);
 int exit_code();
