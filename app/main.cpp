@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   tttlab::cli::register_verify(app);
   tttlab::cli::register_probe(app);
   tttlab::cli::register_info(app);
+  tttlab::cli::register_data(app);
 
   try {
     app.parse(argc, argv);

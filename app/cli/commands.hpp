@@ -12,6 +12,7 @@ namespace tttlab::cli {
 void register_verify(CLI::App& app);  // cmd_verify.cpp: the equivalence suite
 void register_probe(CLI::App& app);   // cmd_probe.cpp: one layer's inner loop, token by token
 void register_info(CLI::App& app);    // cmd_info.cpp: build configuration and compute devices
+void register_data(CLI::App& app);    // cmd_data.cpp: prepare-brown, stats
 
 void set_exit_code(int code);
 int exit_code();

@@ -1,0 +1,164 @@
+// Whole-file reads and atomic writes on POSIX (see tttlab/io/atomic_file.hpp).
+#include "tttlab/io/atomic_file.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+namespace tttlab {
+namespace {
+
+// Built by appending: GCC 12 warns (-Wrestrict, a false positive) on "'" + str + "'".
+std::string quoted(const std::filesystem::path& p) {
+  std::string s;
+  s += '\'';
+  s += p.string();
+  s += '\'';
+  return s;
+}
+
+std::string reason(int err) { return std::strerror(err); }
+
+// Closes on scope exit; read paths only (the writer manages its descriptor itself).
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+std::atomic<std::uint64_t> g_temp_counter{0};
+
+}  // namespace
+
+std::vector<std::uint8_t> read_file_bytes(const std::filesystem::path& path, std::uint64_t max_bytes) {
+  Fd f;
+  do {
+    f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  } while (f.fd < 0 && errno == EINTR);
+  if (f.fd < 0) throw FileError("cannot read " + quoted(path) + ": " + reason(errno));
+  struct stat st {};
+  if (::fstat(f.fd, &st) != 0) throw FileError("cannot read " + quoted(path) + ": " + reason(errno));
+  if (S_ISDIR(st.st_mode)) throw FileError("cannot read " + quoted(path) + ": it is a directory, not a file");
+  if (S_ISREG(st.st_mode) && static_cast<std::uint64_t>(st.st_size) > max_bytes)
+    throw FileError("cannot read " + quoted(path) + ": " + std::to_string(st.st_size) +
+                    " bytes is more than the limit of " + std::to_string(max_bytes) + " bytes");
+  std::vector<std::uint8_t> out;
+  if (S_ISREG(st.st_mode)) out.reserve(static_cast<std::size_t>(st.st_size));
+  // Read until end of file rather than trusting st_size: the file may change, or be a pipe.
+  std::uint8_t buf[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(f.fd, buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw FileError("cannot read " + quoted(path) + ": " + reason(errno));
+    }
+    if (n == 0) break;
+    if (out.size() + static_cast<std::size_t>(n) > max_bytes)
+      throw FileError("cannot read " + quoted(path) + ": more than the limit of " + std::to_string(max_bytes) + " bytes");
+    out.insert(out.end(), buf, buf + n);
+  }
+  return out;
+}
+
+std::string read_file_text(const std::filesystem::path& path, std::uint64_t max_bytes) {
+  const auto bytes = read_file_bytes(path, max_bytes);
+  return std::string(bytes.begin(), bytes.end());
+}
+
+AtomicFileWriter::AtomicFileWriter(std::filesystem::path target) : m_target(std::move(target)) {
+  if (m_target.filename().empty()) throw FileError("cannot write " + quoted(m_target) + ": not a file name");
+  const std::filesystem::path dir = m_target.has_parent_path() ? m_target.parent_path() : std::filesystem::path(".");
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec))
+    throw FileError("cannot write " + quoted(m_target) + ": directory " + quoted(dir) + " does not exist");
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    std::string name = ".";
+    name += m_target.filename().string();
+    name += ".tmp-";
+    name += std::to_string(::getpid());
+    name += '-';
+    name += std::to_string(g_temp_counter.fetch_add(1));
+    m_temp = dir / name;
+    m_fd = ::open(m_temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (m_fd >= 0) return;
+    if (errno != EEXIST && errno != EINTR) fail("create a temporary file in " + quoted(dir), errno);
+  }
+  throw FileError("cannot write " + quoted(m_target) + ": could not create a unique temporary file");
+}
+
+AtomicFileWriter::AtomicFileWriter(AtomicFileWriter&& other) noexcept
+    : m_target(std::move(other.m_target)), m_temp(std::move(other.m_temp)), m_fd(other.m_fd),
+      m_committed(other.m_committed) {
+  other.m_fd = -1;
+  other.m_committed = true;  // nothing left for the moved-from writer to clean up
+}
+
+AtomicFileWriter::~AtomicFileWriter() {
+  if (!m_committed) discard();
+}
+
+void AtomicFileWriter::discard() noexcept {
+  if (m_fd >= 0) {
+    ::close(m_fd);
+    m_fd = -1;
+  }
+  if (!m_temp.empty()) ::unlink(m_temp.c_str());
+}
+
+void AtomicFileWriter::fail(const std::string& action, int err) {
+  discard();
+  m_committed = true;
+  const std::string what = action.empty() ? "" : " (" + action + ")";
+  throw FileError("cannot write " + quoted(m_target) + ": " + reason(err) + what);
+}
+
+void AtomicFileWriter::write(const void* data, std::size_t size) {
+  if (m_fd < 0) throw FileError("cannot write " + quoted(m_target) + ": the writer is closed");
+  const auto* p = static_cast<const std::uint8_t*>(data);
+  while (size > 0) {
+    const ssize_t n = ::write(m_fd, p, size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail("", errno);
+    }
+    p += n;
+    size -= static_cast<std::size_t>(n);
+  }
+}
+
+void AtomicFileWriter::commit() {
+  if (m_fd < 0) throw FileError("cannot write " + quoted(m_target) + ": the writer is closed");
+  if (::fsync(m_fd) != 0) fail("fsync", errno);
+  const int fd = m_fd;
+  m_fd = -1;
+  if (::close(fd) != 0) fail("close", errno);
+  if (::rename(m_temp.c_str(), m_target.c_str()) != 0) fail("rename", errno);
+  m_committed = true;
+  // Make the rename itself durable. A failure here cannot undo the (complete) new file, so it is
+  // not reported: some file systems refuse fsync on directories.
+  const std::filesystem::path dir = m_target.has_parent_path() ? m_target.parent_path() : std::filesystem::path(".");
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    (void)::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+void write_file_atomic(const std::filesystem::path& path, std::span<const std::uint8_t> data) {
+  AtomicFileWriter w(path);
+  w.write(data.data(), data.size());
+  w.commit();
+}
+
+void write_file_atomic(const std::filesystem::path& path, std::string_view text) {
+  AtomicFileWriter w(path);
+  w.write(text);
+  w.commit();
+}
+
+}  // namespace tttlab
