@@ -47,6 +47,7 @@ void TTTLayerConfig::validate() const {
   if (inner.mlp_expansion <= 0) bad("mlp_expansion must be >= 1");
   if (rope && head_dim() % 2 != 0) bad("RoPE needs an even head dim, got " + std::to_string(head_dim()));
   if (share_qk && conv_kernel < 1) bad("conv_kernel must be >= 1");
+  if (checkpoint_group < 0) bad("checkpoint_group must be >= 0");
   if (!(inner.ln_eps > 0)) bad("ln_eps must be positive");
   if (!(eta.base_lr >= 0)) bad("ttt_base_lr must be >= 0");
 }
@@ -315,8 +316,44 @@ Mat<S> TTTLayer<S>::forward_train(ConstMatRef<S> x, TTTLayerCache<S>& cache) con
 }
 
 template <class S>
+std::unique_ptr<LayerCache> TTTLayer<S>::forward_train(ConstMatRef<S> x, Mat<S>& y) const {
+  auto cache = std::make_unique<TTTLayerCache<S>>();
+  y = forward_train(x, *cache);
+  return cache;
+}
+
+template <class S>
+void TTTLayer<S>::backward(const LayerCache& cache, ConstMatRef<S> dY, SequenceLayer<S>& grads,
+                           Mat<S>& dx) const {
+  auto* c = dynamic_cast<const TTTLayerCache<S>*>(&cache);
+  auto* g = dynamic_cast<TTTLayer<S>*>(&grads);
+  if (!c || !g) bad("backward() was given the cache or gradient of another layer type");
+  backward(*c, dY, g->m_params, dx);
+}
+
+template <class S>
+std::unique_ptr<SequenceLayer<S>> TTTLayer<S>::zeros_like() const {
+  return std::make_unique<TTTLayer<S>>(m_cfg, TTTLayerParams<S>::zeros(m_cfg));
+}
+
+template <class S>
+double TTTLayer<S>::forward_flops(long T) const {
+  const double D = m_cfg.width, d = m_cfg.head_dim(), b = m_cfg.inner.mini_batch;
+  const double projections = (m_cfg.share_qk ? 3 : 4) + (m_cfg.use_gate ? 1 : 0);
+  double inner;
+  if (m_cfg.inner.model == InnerModel::Linear) {
+    inner = 6 * d * d + 4 * b * d;
+  } else {
+    const double h = m_cfg.inner.mlp_expansion * d;
+    inner = 14 * d * h + 4 * b * d + 4 * b * h;
+  }
+  return double(T) * (projections * 2 * D * D + m_cfg.heads * inner);
+}
+
+template <class S>
 void TTTLayer<S>::backward(const TTTLayerCache<S>& cache, ConstMatRef<S> dY, TTTLayerParams<S>& g,
-                           Mat<S>& dx, int checkpoint_group) const {
+                           Mat<S>& dx) const {
+  const int checkpoint_group = m_cfg.checkpoint_group;
   const auto& c = m_cfg;
   const auto& p = m_params;
   const Mat<S>& x = cache.x;

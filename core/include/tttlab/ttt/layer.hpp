@@ -40,6 +40,7 @@ struct TTTLayerConfig {
   bool rope = true;          // RoPE on Q, K with positions t mod b
   double rope_theta = 1e4;   // rope_theta
   bool post_norm = true;     // full-width LayerNorm on the concatenated heads
+  int checkpoint_group = 0;  // training: mini-batches per remat group of the inner loop (0: keep all)
 
   int head_dim() const { return heads > 0 ? width / heads : 0; }
   // Throws std::invalid_argument with a one-line message naming the bad field.
@@ -96,7 +97,7 @@ struct TTTLayerInputs {
 
 // What the training forward keeps for the backward (activations of one sequence).
 template <class S>
-struct TTTLayerCache {
+struct TTTLayerCache : LayerCache {
   Mat<S> x;                    // [T, D] layer input
   Mat<S> u;                    // [T, D] shared projection (Mamba form)
   TTTLayerInputs<S> in;        // XQ, XK, XV after RoPE, λ, τ
@@ -131,9 +132,19 @@ class TTTLayer final : public SequenceLayer<S> {
   // Training: a whole sequence from the fresh state in the dual form, keeping what backward needs.
   Mat<S> forward_train(ConstMatRef<S> x, TTTLayerCache<S>& cache) const;
   // Given dY = ∂L/∂y [T, D], ADDS every parameter gradient to `grads` (shaped as zeros(cfg)) and
-  // writes dx [T, D]. checkpoint_group: mini-batches per remat group of the inner loop (0: none).
+  // writes dx [T, D]. The inner loop is rematerialised in groups of config().checkpoint_group.
   void backward(const TTTLayerCache<S>& cache, ConstMatRef<S> dY, TTTLayerParams<S>& grads,
-                Mat<S>& dx, int checkpoint_group = 0) const;
+                Mat<S>& dx) const;
+
+  // SequenceLayer's training interface (the same, through the base types).
+  std::unique_ptr<LayerCache> forward_train(ConstMatRef<S> x, Mat<S>& y) const override;
+  void backward(const LayerCache& cache, ConstMatRef<S> dY, SequenceLayer<S>& grads,
+                Mat<S>& dx) const override;
+  std::unique_ptr<SequenceLayer<S>> zeros_like() const override;
+  void for_each_param(const ParamVisitor<S>& f) override { m_params.for_each(m_cfg, f); }
+  // Per token: 2D² per projection (q, [k], v, o, [g]) + per head the inner loop: TTT-Linear
+  // 6d² + 4bd, TTT-MLP (hidden h) 14dh + 4bd + 4bh (ttt-spec.md §3 counts the Linear case).
+  double forward_flops(long T) const override;
 
   const TTTLayerConfig& config() const { return m_cfg; }
   const TTTLayerParams<S>& params() const { return m_params; }
