@@ -1,0 +1,70 @@
+// tttlab/model/config.hpp — the configuration of a byte-level language model (ttt-spec.md §6).
+//
+// Field names follow the official PyTorch TTTConfig wherever the concept exists (hidden_size,
+// num_attention_heads, num_hidden_layers, intermediate_size, mini_batch_size, ttt_layer_type,
+// ttt_base_lr, use_gate, share_qk, pre_conv, conv_kernel, rope_theta, vocab_size, ...): config.json in a
+// checkpoint uses exactly these keys. Concepts of our own (the attention baselines, the paper's simpler
+// variants) use keys prefixed "tttlab_".
+//
+// Backbones: "t" (Transformer: separate Q/K projections, no pre-conv, no gate) and "m" (Mamba-style:
+// pre-conv, shared Q/K projection with conv_q/conv_k, GELU gate), i.e. share_qk = use_gate = pre_conv =
+// (backbone == m), as in ttt-lm-jax's TTTLinear/TTTMLP vs TTTLinearBase/TTTMLPBase.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tttlab/seq/attention_layers.hpp"
+#include "tttlab/ttt/layer.hpp"
+
+namespace tttlab {
+
+enum class SeqLayerKind { TTTLinear, TTTMLP, LinearAttention, SoftmaxAttention };
+
+// "ttt-linear", "ttt-mlp", "linear-attention", "softmax-attention"
+std::string to_string(SeqLayerKind k);
+SeqLayerKind seq_layer_from_string(const std::string& s);  // std::invalid_argument if unknown
+
+struct ModelConfig {
+  int vocab_size = 256;           // bytes
+  int hidden_size = 128;          // D
+  int intermediate_size = 384;    // F (SwiGLU)
+  int num_hidden_layers = 4;      // L
+  int num_attention_heads = 4;    // H
+  SeqLayerKind seq_layer = SeqLayerKind::TTTLinear;
+  bool mamba_backbone = true;     // "m": pre_conv, share_qk, use_gate; "t": none of them
+  int mini_batch_size = 16;       // b
+  double ttt_base_lr = 1.0;       // η_base (official: 1.0 Linear, 0.1 MLP)
+  int conv_kernel = 4;
+  double rope_theta = 1e4;
+  double rms_norm_eps = 1e-6;
+  double initializer_range = 0.02;
+  int max_position_embeddings = 256;  // the training sequence length T
+  int scan_checkpoint_group_size = 0; // inner-loop remat group (mini-batches); 0 keeps every state
+  // The paper's simpler variants (all true / learned = the official layer).
+  bool inner_layer_norm = true;
+  bool inner_residual = true;
+  bool inner_bias = true;
+  bool eta_learned_gate = true;   // λ = η_base σ(xθ+β)/d (true) or η_base/d (false)
+  bool eta_token_index = true;    // τ_i = max(1/i + δ_i, 0) (true) or 1 (false)
+  bool learnable_w0 = true;       // W0 trained from N(0, 0.02) (true) or fixed at 0 (false)
+
+  bool is_ttt() const { return seq_layer == SeqLayerKind::TTTLinear || seq_layer == SeqLayerKind::TTTMLP; }
+  int head_dim() const { return num_attention_heads > 0 ? hidden_size / num_attention_heads : 0; }
+  // Throws std::invalid_argument with a one-line message naming the field.
+  void validate() const;
+  TTTLayerConfig ttt_layer_config() const;
+  AttentionConfig attention_config() const;
+
+  // Presets: "tiny" (~1M parameters, CPU), "small" (~10–30M, GPU), "125m" (the paper's shape with a
+  // byte vocabulary, for benchmarks). The layer kind and backbone are set separately.
+  static ModelConfig preset(const std::string& name);
+  static std::vector<std::string> preset_names();
+
+  // config.json: official TTTConfig keys plus tttlab_* keys. from_json refuses unknown layer types,
+  // wrong types and bad values with a message naming the key.
+  std::string to_json() const;
+  static ModelConfig from_json(const std::string& text);
+};
+
+}  // namespace tttlab

@@ -1,0 +1,208 @@
+// Model configuration, presets and config.json (see tttlab/model/config.hpp).
+#include "tttlab/model/config.hpp"
+
+#include <stdexcept>
+
+#include "tttlab/io/json.hpp"
+
+namespace tttlab {
+namespace {
+
+[[noreturn]] void bad(const std::string& msg) { throw std::invalid_argument("model config: " + msg); }
+
+}  // namespace
+
+std::string to_string(SeqLayerKind k) {
+  switch (k) {
+    case SeqLayerKind::TTTLinear: return "ttt-linear";
+    case SeqLayerKind::TTTMLP: return "ttt-mlp";
+    case SeqLayerKind::LinearAttention: return "linear-attention";
+    case SeqLayerKind::SoftmaxAttention: return "softmax-attention";
+  }
+  return "?";
+}
+
+SeqLayerKind seq_layer_from_string(const std::string& s) {
+  for (SeqLayerKind k : {SeqLayerKind::TTTLinear, SeqLayerKind::TTTMLP, SeqLayerKind::LinearAttention,
+                         SeqLayerKind::SoftmaxAttention})
+    if (s == to_string(k)) return k;
+  bad("unknown layer '" + s + "' (expected ttt-linear, ttt-mlp, linear-attention or softmax-attention)");
+}
+
+void ModelConfig::validate() const {
+  auto positive = [](int v, const char* name) {
+    if (v <= 0) bad(std::string(name) + " must be positive, got " + std::to_string(v));
+  };
+  positive(vocab_size, "vocab_size");
+  positive(hidden_size, "hidden_size");
+  positive(intermediate_size, "intermediate_size");
+  positive(num_hidden_layers, "num_hidden_layers");
+  positive(num_attention_heads, "num_attention_heads");
+  positive(mini_batch_size, "mini_batch_size");
+  positive(conv_kernel, "conv_kernel");
+  positive(max_position_embeddings, "max_position_embeddings");
+  if (hidden_size % num_attention_heads != 0)
+    bad("num_attention_heads (" + std::to_string(num_attention_heads) + ") must divide hidden_size (" +
+        std::to_string(hidden_size) + ")");
+  if (head_dim() % 2 != 0 && (is_ttt() || seq_layer == SeqLayerKind::SoftmaxAttention))
+    bad("RoPE needs an even head dim, got " + std::to_string(head_dim()));
+  if (!(ttt_base_lr >= 0)) bad("ttt_base_lr must be >= 0");
+  if (!(rms_norm_eps > 0)) bad("rms_norm_eps must be positive");
+  if (!(initializer_range >= 0)) bad("initializer_range must be >= 0");
+  if (scan_checkpoint_group_size < 0) bad("scan_checkpoint_group_size must be >= 0");
+}
+
+TTTLayerConfig ModelConfig::ttt_layer_config() const {
+  TTTLayerConfig c;
+  c.width = hidden_size;
+  c.heads = num_attention_heads;
+  c.inner.model = seq_layer == SeqLayerKind::TTTMLP ? InnerModel::MLP : InnerModel::Linear;
+  c.inner.mini_batch = mini_batch_size;
+  c.inner.layer_norm = inner_layer_norm;
+  c.inner.residual = inner_residual;
+  c.inner.bias = inner_bias;
+  c.eta.base_lr = ttt_base_lr;
+  c.eta.gate = eta_learned_gate ? EtaGate::Learned : EtaGate::Fixed;
+  c.eta.token_index = eta_token_index;
+  c.share_qk = c.use_gate = mamba_backbone;
+  c.conv_kernel = conv_kernel;
+  c.rope = true;
+  c.rope_theta = rope_theta;
+  c.checkpoint_group = scan_checkpoint_group_size;
+  return c;
+}
+
+AttentionConfig ModelConfig::attention_config() const {
+  return AttentionConfig{hidden_size, num_attention_heads, true, rope_theta};
+}
+
+ModelConfig ModelConfig::preset(const std::string& name) {
+  ModelConfig c;
+  if (name == "tiny") {
+    c.hidden_size = 128, c.num_hidden_layers = 4, c.num_attention_heads = 4, c.intermediate_size = 384;
+    c.max_position_embeddings = 256;
+  } else if (name == "small") {
+    c.hidden_size = 384, c.num_hidden_layers = 6, c.num_attention_heads = 6, c.intermediate_size = 1024;
+    c.max_position_embeddings = 512;
+  } else if (name == "125m") {
+    c.hidden_size = 768, c.num_hidden_layers = 12, c.num_attention_heads = 12, c.intermediate_size = 2048;
+    c.max_position_embeddings = 2048;
+  } else {
+    bad("unknown preset '" + name + "' (expected tiny, small or 125m)");
+  }
+  return c;
+}
+
+std::vector<std::string> ModelConfig::preset_names() { return {"tiny", "small", "125m"}; }
+
+std::string ModelConfig::to_json() const {
+  Json j = Json::object();
+  j["architectures"] = Json(Json::Array{Json("TTTForCausalLM")});
+  j["model_type"] = "ttt";
+  j["vocab_size"] = vocab_size;
+  j["hidden_size"] = hidden_size;
+  j["intermediate_size"] = intermediate_size;
+  j["num_hidden_layers"] = num_hidden_layers;
+  j["num_attention_heads"] = num_attention_heads;
+  j["hidden_act"] = "silu";
+  j["max_position_embeddings"] = max_position_embeddings;
+  j["initializer_range"] = initializer_range;
+  j["rms_norm_eps"] = rms_norm_eps;
+  j["use_cache"] = true;
+  j["pad_token_id"] = nullptr;
+  j["bos_token_id"] = nullptr;
+  j["eos_token_id"] = nullptr;
+  j["pretraining_tp"] = 1;
+  j["tie_word_embeddings"] = true;
+  j["rope_theta"] = rope_theta;
+  j["use_gate"] = mamba_backbone;
+  j["share_qk"] = mamba_backbone;
+  j["pre_conv"] = mamba_backbone;
+  j["conv_kernel"] = conv_kernel;
+  j["ttt_layer_type"] = seq_layer == SeqLayerKind::TTTMLP ? "mlp" : "linear";
+  j["ttt_base_lr"] = ttt_base_lr;
+  j["mini_batch_size"] = mini_batch_size;
+  j["scan_checkpoint_group_size"] = scan_checkpoint_group_size;
+  j["tttlab_seq_layer"] = to_string(seq_layer);
+  j["tttlab_inner_layer_norm"] = inner_layer_norm;
+  j["tttlab_inner_residual"] = inner_residual;
+  j["tttlab_inner_bias"] = inner_bias;
+  j["tttlab_eta_learned_gate"] = eta_learned_gate;
+  j["tttlab_eta_token_index"] = eta_token_index;
+  j["tttlab_learnable_w0"] = learnable_w0;
+  return j.dump(2) + "\n";
+}
+
+ModelConfig ModelConfig::from_json(const std::string& text) {
+  Json j;
+  try {
+    j = Json::parse(text);
+  } catch (const JsonError& e) {
+    bad(std::string("config.json is not valid JSON: ") + e.what());
+  }
+  if (!j.is_object()) bad("config.json must hold a JSON object");
+  ModelConfig c;
+  auto get_int = [&](const char* key, int& out) {
+    if (const Json* v = j.find(key)) {
+      if (!v->is_integer()) bad(std::string("'") + key + "' must be an integer");
+      const auto x = v->as_i64();
+      if (x < -(1LL << 30) || x > (1LL << 30)) bad(std::string("'") + key + "' is out of range");
+      out = static_cast<int>(x);
+    }
+  };
+  auto get_double = [&](const char* key, double& out) {
+    if (const Json* v = j.find(key)) {
+      if (!v->is_number()) bad(std::string("'") + key + "' must be a number");
+      out = v->as_double();
+    }
+  };
+  auto get_bool = [&](const char* key, bool& out) {
+    if (const Json* v = j.find(key)) {
+      if (!v->is_bool()) bad(std::string("'") + key + "' must be true or false");
+      out = v->as_bool();
+    }
+  };
+  get_int("vocab_size", c.vocab_size);
+  get_int("hidden_size", c.hidden_size);
+  get_int("intermediate_size", c.intermediate_size);
+  get_int("num_hidden_layers", c.num_hidden_layers);
+  get_int("num_attention_heads", c.num_attention_heads);
+  get_int("max_position_embeddings", c.max_position_embeddings);
+  get_int("mini_batch_size", c.mini_batch_size);
+  get_int("conv_kernel", c.conv_kernel);
+  get_int("scan_checkpoint_group_size", c.scan_checkpoint_group_size);
+  get_double("ttt_base_lr", c.ttt_base_lr);
+  get_double("rope_theta", c.rope_theta);
+  get_double("rms_norm_eps", c.rms_norm_eps);
+  get_double("initializer_range", c.initializer_range);
+  bool use_gate = true, share_qk = true, pre_conv = true;
+  get_bool("use_gate", use_gate);
+  get_bool("share_qk", share_qk);
+  get_bool("pre_conv", pre_conv);
+  if (use_gate != share_qk || share_qk != pre_conv)
+    bad("use_gate, share_qk and pre_conv must be all true (Mamba backbone) or all false (Transformer)");
+  c.mamba_backbone = share_qk;
+  std::string ttt_type = "linear";
+  if (const Json* v = j.find("ttt_layer_type")) {
+    if (!v->is_string()) bad("'ttt_layer_type' must be a string");
+    ttt_type = v->as_string();
+    if (ttt_type != "linear" && ttt_type != "mlp") bad("'ttt_layer_type' must be \"linear\" or \"mlp\", got \"" + ttt_type + "\"");
+  }
+  c.seq_layer = ttt_type == "mlp" ? SeqLayerKind::TTTMLP : SeqLayerKind::TTTLinear;
+  if (const Json* v = j.find("tttlab_seq_layer")) {
+    if (!v->is_string()) bad("'tttlab_seq_layer' must be a string");
+    c.seq_layer = seq_layer_from_string(v->as_string());
+  }
+  get_bool("tttlab_inner_layer_norm", c.inner_layer_norm);
+  get_bool("tttlab_inner_residual", c.inner_residual);
+  get_bool("tttlab_inner_bias", c.inner_bias);
+  get_bool("tttlab_eta_learned_gate", c.eta_learned_gate);
+  get_bool("tttlab_eta_token_index", c.eta_token_index);
+  get_bool("tttlab_learnable_w0", c.learnable_w0);
+  if (const Json* v = j.find("tie_word_embeddings"); v && !(v->is_bool() && v->as_bool()))
+    bad("only tie_word_embeddings = true is supported");
+  c.validate();
+  return c;
+}
+
+}  // namespace tttlab
