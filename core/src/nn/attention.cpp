@@ -80,6 +80,7 @@ void causal_attention_backward(ConstMatRef<S> Q, ConstMatRef<S> K, ConstMatRef<S
     require_distinct(op, "dQ/dK/dV", *out, "V", V);
     require_distinct(op, "dQ/dK/dV", *out, "dO", dO);
   }
+  nn_detail::require_separate_outputs<Mat<S>>(op, {&dQ, &dK, &dV});
   const S scale = attention_scale<S>(d);
   dQ.resize(T, D);
   dK.resize(T, D);

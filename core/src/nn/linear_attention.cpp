@@ -64,6 +64,7 @@ void linear_attention_backward(ConstMatRef<S> Q, ConstMatRef<S> K, ConstMatRef<S
     check_outputs<S>(op, *out, Q, K, V);
     require_distinct(op, "output", *out, "dZ", dZ);
   }
+  nn_detail::require_separate_outputs<Mat<S>>(op, {&dQ, &dK, &dV});
   dQ.resize(T, D);
   dK.resize(T, D);
   dV.resize(T, D);

@@ -167,6 +167,8 @@ TEST(CausalAttention, RejectsBadArguments) {
   EXPECT_THROW(causal_attention_forward<double>(Q, Q, Q, 4, O), std::invalid_argument);
   EXPECT_THROW(causal_attention_forward<double>(Q, Q, Q, 0, O), std::invalid_argument);
   EXPECT_THROW(causal_attention_forward<double>(Q, Q.topRows(2), Q, 2, O), std::invalid_argument);
+  Mat<double> dQ, dV;
+  EXPECT_THROW(causal_attention_backward<double>(Q, Q, Q, 2, Q, dQ, dQ, dV), std::invalid_argument);
 }
 
 }  // namespace
