@@ -161,6 +161,16 @@ TEST(CausalAttention, Fp32AgreesWithFp64) {
   EXPECT_TRUE(test::all_close("dV", dV32, dV64, tol));
 }
 
+TEST(CausalAttention, EmptySequenceGivesEmptyResults) {
+  const Mat<double> E(0, 6);
+  Mat<double> O = Mat<double>::Ones(2, 2), dQ, dK, dV;
+  causal_attention_forward<double>(E, E, E, 2, O);
+  causal_attention_backward<double>(E, E, E, 2, E, dQ, dK, dV);
+  EXPECT_EQ(O.rows(), 0);
+  EXPECT_EQ(O.cols(), 6);
+  EXPECT_EQ(dK.rows(), 0);
+}
+
 TEST(CausalAttention, RejectsBadArguments) {
   const Mat<double> Q = Mat<double>::Ones(3, 6);
   Mat<double> O;

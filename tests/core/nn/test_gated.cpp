@@ -219,7 +219,8 @@ TEST(GatedActivations, SaturateCleanlyForLargeInputs) {
     EXPECT_TRUE(test::all_close(fp32 ? "gelu fp32" : "gelu fp64", dZ, gelu_ref, tol));
     EXPECT_TRUE(test::all_close(fp32 ? "swiglu fp32" : "swiglu fp64", Y,
                                 Mat<double>::Constant(1, 1, silu_ref.sum()), tol));
-    EXPECT_TRUE(test::all_close(fp32 ? "silu slope fp32" : "silu slope fp64", dWg, silu_slope, tol));
+    EXPECT_TRUE(
+        test::all_close(fp32 ? "silu slope fp32" : "silu slope fp64", dWg, silu_slope, tol));
   }
 }
 
