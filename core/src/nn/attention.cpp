@@ -59,6 +59,8 @@ void causal_attention_forward(ConstMatRef<S> Q, ConstMatRef<S> K, ConstMatRef<S>
   require_distinct(op, "O", O, "V", V);
   const S scale = attention_scale<S>(d);
   O.resize(T, D);
+  // Eigen's triangular products take the address of element (0, 0), even of an empty matrix.
+  if (T == 0) return;
   Mat<S> P;
   for (int h = 0; h < heads; ++h) {
     causal_probs<S>(Q.middleCols(h * d, d), K.middleCols(h * d, d), scale, P);
@@ -80,13 +82,16 @@ void causal_attention_backward(ConstMatRef<S> Q, ConstMatRef<S> K, ConstMatRef<S
     require_distinct(op, "dQ/dK/dV", *out, "V", V);
     require_distinct(op, "dQ/dK/dV", *out, "dO", dO);
   }
+  nn_detail::require_separate_outputs<Mat<S>>(op, {&dQ, &dK, &dV});
   const S scale = attention_scale<S>(d);
   dQ.resize(T, D);
   dK.resize(T, D);
   dV.resize(T, D);
+  if (T == 0) return;
   Mat<S> P, dS(T, T);
   for (int h = 0; h < heads; ++h) {
-    const auto Qh = Q.middleCols(h * d, d), Kh = K.middleCols(h * d, d), Vh = V.middleCols(h * d, d);
+    const auto Qh = Q.middleCols(h * d, d), Kh = K.middleCols(h * d, d);
+    const auto Vh = V.middleCols(h * d, d);
     const auto dOh = dO.middleCols(h * d, d);
     causal_probs<S>(Qh, Kh, scale, P);
     // (lower P)ᵀ is written as the upper triangle of Pᵀ: Eigen 3.4 cannot transpose a triangular
@@ -150,6 +155,7 @@ void causal_attention_forward_cached(ConstMatRef<S> Q, ConstMatRef<S> K, ConstMa
   const Index L = cache.length;
   const S scale = attention_scale<S>(d);
   O.resize(n, D);
+  if (n == 0) return;
   Mat<S> P(n, L);
   for (int h = 0; h < heads; ++h) {
     P.noalias() = (scale * Q.middleCols(h * d, d)) *

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
 
@@ -66,6 +67,14 @@ void require_distinct(const char* op, const char* out_name, const Out& out, cons
   if (a0 < b1 && b0 < a1)
     fail(op, std::string("output ") + out_name + " shares memory with input " + in_name +
                  "; pass a separate buffer");
+}
+
+// Throws when two output buffers are the same object (the second result would overwrite the first).
+template <class M>
+void require_separate_outputs(const char* op, std::initializer_list<const M*> outs) {
+  for (auto i = outs.begin(); i != outs.end(); ++i)
+    for (auto j = i + 1; j != outs.end(); ++j)
+      if (*i == *j) fail(op, "the same buffer was passed for two outputs; pass separate ones");
 }
 
 }  // namespace tttlab::nn_detail

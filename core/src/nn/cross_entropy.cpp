@@ -18,7 +18,8 @@ CrossEntropyStats softmax_cross_entropy(ConstMatRef<S> logits, std::span<const i
     nn_detail::fail(op, "got " + std::to_string(targets.size()) + " targets for " +
                             std::to_string(T) + " rows of logits; one per row is required");
   if (V < 1) nn_detail::fail(op, "logits have no columns (vocabulary size 0)");
-  if (denominator < 0) nn_detail::fail(op, "denominator must be > 0, or 0 for the counted positions");
+  if (denominator < 0)
+    nn_detail::fail(op, "denominator must be > 0, or 0 for the counted positions");
   CrossEntropyStats stats;
   for (Eigen::Index t = 0; t < T; ++t) {
     const int y = targets[t];

@@ -1,8 +1,8 @@
 // GELU output gate of the Mamba-backbone TTT layer (see tttlab/nn/gelu_gate.hpp).
 #include "tttlab/nn/gelu_gate.hpp"
 
+#include "activation_arrays.hpp"
 #include "checks.hpp"
-#include "tttlab/nn/activations.hpp"
 
 namespace tttlab {
 
@@ -18,7 +18,7 @@ void gelu_gate_forward(ConstMatRef<S> X, ConstMatRef<S> W_g, ConstMatRef<S> Z, M
   require_distinct(op, "Out", Out, "X", X);
   require_distinct(op, "Out", Out, "Z", Z);
   cache.pre.noalias() = X * W_g;
-  cache.act = cache.pre.unaryExpr([](S a) { return gelu_tanh(a); });
+  nn_detail::gelu_tanh_array(cache.pre, cache.act);
   Out.resize(Z.rows(), Z.cols());
   Out = cache.act.cwiseProduct(Z);
 }
@@ -39,11 +39,12 @@ void gelu_gate_backward(ConstMatRef<S> X, ConstMatRef<S> W_g, ConstMatRef<S> Z,
   require_distinct(op, "dZ", dZ, "dOut", dOut);
   require_distinct(op, "dX", dX, "X", X);
   require_distinct(op, "dZ", dZ, "Z", Z);
+  nn_detail::require_separate_outputs<Mat<S>>(op, {&dX, &dZ});
   dZ.resize(T, D);
   dZ = dOut.cwiseProduct(cache.act);
-  const Mat<S> dA =
-      (dOut.array() * Z.array() * cache.pre.unaryExpr([](S a) { return gelu_tanh_grad(a); }).array())
-          .matrix();
+  Mat<S> dA;
+  nn_detail::gelu_tanh_grad_array(cache.pre, dA);
+  dA.array() *= dOut.array() * Z.array();
   dW_g.noalias() += X.transpose() * dA;
   dX.resize(T, X.cols());
   dX.noalias() = dA * W_g.transpose();

@@ -46,9 +46,12 @@ void linear_attention_forward(ConstMatRef<S> Q, ConstMatRef<S> K, ConstMatRef<S>
   const Index T = Q.rows(), D = Q.cols(), d = check_args<S>(op, Q, K, V, heads);
   check_outputs<S>(op, Z, Q, K, V);
   Z.resize(T, D);
+  // Eigen's triangular products take the address of element (0, 0), even of an empty matrix.
+  if (T == 0) return;
   Mat<S> A(T, T);
   for (int h = 0; h < heads; ++h) {
-    A.template triangularView<Eigen::Lower>() = Q.middleCols(h * d, d) * K.middleCols(h * d, d).transpose();
+    A.template triangularView<Eigen::Lower>() =
+        Q.middleCols(h * d, d) * K.middleCols(h * d, d).transpose();
     Z.middleCols(h * d, d).noalias() =
         A.template triangularView<Eigen::Lower>() * V.middleCols(h * d, d);
   }
@@ -64,12 +67,15 @@ void linear_attention_backward(ConstMatRef<S> Q, ConstMatRef<S> K, ConstMatRef<S
     check_outputs<S>(op, *out, Q, K, V);
     require_distinct(op, "output", *out, "dZ", dZ);
   }
+  nn_detail::require_separate_outputs<Mat<S>>(op, {&dQ, &dK, &dV});
   dQ.resize(T, D);
   dK.resize(T, D);
   dV.resize(T, D);
+  if (T == 0) return;
   Mat<S> A(T, T), dA(T, T);
   for (int h = 0; h < heads; ++h) {
-    const auto Qh = Q.middleCols(h * d, d), Kh = K.middleCols(h * d, d), Vh = V.middleCols(h * d, d);
+    const auto Qh = Q.middleCols(h * d, d), Kh = K.middleCols(h * d, d);
+    const auto Vh = V.middleCols(h * d, d);
     const auto dZh = dZ.middleCols(h * d, d);
     A.template triangularView<Eigen::Lower>() = Qh * Kh.transpose();
     dA.template triangularView<Eigen::Lower>() = dZh * Vh.transpose();
@@ -106,6 +112,7 @@ void linear_attention_chunk(ConstMatRef<S> Q, ConstMatRef<S> K, ConstMatRef<S> V
   check_outputs<S>(op, Z, Q, K, V);
   prepare_state<S>(op, state, D, d);
   linear_attention_forward<S>(Q, K, V, heads, Z);  // the within-chunk part
+  if (n == 0) return;
   for (int h = 0; h < heads; ++h) {
     auto Sh = state.kv.middleRows(h * d, d);
     Z.middleCols(h * d, d).noalias() += Q.middleCols(h * d, d) * Sh;  // the part before the chunk

@@ -1,8 +1,8 @@
 // SwiGLU feed-forward (see tttlab/nn/swiglu.hpp).
 #include "tttlab/nn/swiglu.hpp"
 
+#include "activation_arrays.hpp"
 #include "checks.hpp"
-#include "tttlab/nn/activations.hpp"
 
 namespace tttlab {
 namespace {
@@ -19,13 +19,6 @@ void check_weights(const char* op, ConstMatRef<S> X, ConstMatRef<S> W_gate, Cons
   require_shape(op, "W_down", W_down, F, D, "[F, D], the transpose shape of W_gate");
 }
 
-// d silu / da = σ(a)·(1 + a·(1 − σ(a))).
-template <class S>
-S silu_grad(S a) {
-  const S s = sigmoid(a);
-  return s * (S(1) + a * (S(1) - s));
-}
-
 }  // namespace
 
 template <class S>
@@ -36,7 +29,7 @@ void swiglu_forward(ConstMatRef<S> X, ConstMatRef<S> W_gate, ConstMatRef<S> W_up
   require_distinct(op, "Y", Y, "X", X);
   cache.gate.noalias() = X * W_gate;
   cache.up.noalias() = X * W_up;
-  cache.act = cache.gate.unaryExpr([](S a) { return silu(a); });
+  nn_detail::silu_array(cache.gate, cache.act);
   cache.hidden = cache.act.cwiseProduct(cache.up);
   Y.resize(X.rows(), X.cols());
   Y.noalias() = cache.hidden * W_down;
@@ -65,7 +58,9 @@ void swiglu_backward(ConstMatRef<S> X, ConstMatRef<S> W_gate, ConstMatRef<S> W_u
   dH.noalias() = dY * W_down.transpose();
   const Mat<S> dB = dH.cwiseProduct(cache.act);
   // dA = dH ⊙ B ⊙ silu′(A), reusing dH's storage.
-  dH.array() *= cache.up.array() * cache.gate.unaryExpr([](S a) { return silu_grad(a); }).array();
+  Mat<S> grad;
+  nn_detail::silu_grad_array(cache.gate, grad);
+  dH.array() *= cache.up.array() * grad.array();
   dW_gate.noalias() += X.transpose() * dH;
   dW_up.noalias() += X.transpose() * dB;
   dX.resize(T, D);

@@ -161,12 +161,24 @@ TEST(CausalAttention, Fp32AgreesWithFp64) {
   EXPECT_TRUE(test::all_close("dV", dV32, dV64, tol));
 }
 
+TEST(CausalAttention, EmptySequenceGivesEmptyResults) {
+  const Mat<double> E(0, 6);
+  Mat<double> O = Mat<double>::Ones(2, 2), dQ, dK, dV;
+  causal_attention_forward<double>(E, E, E, 2, O);
+  causal_attention_backward<double>(E, E, E, 2, E, dQ, dK, dV);
+  EXPECT_EQ(O.rows(), 0);
+  EXPECT_EQ(O.cols(), 6);
+  EXPECT_EQ(dK.rows(), 0);
+}
+
 TEST(CausalAttention, RejectsBadArguments) {
   const Mat<double> Q = Mat<double>::Ones(3, 6);
   Mat<double> O;
   EXPECT_THROW(causal_attention_forward<double>(Q, Q, Q, 4, O), std::invalid_argument);
   EXPECT_THROW(causal_attention_forward<double>(Q, Q, Q, 0, O), std::invalid_argument);
   EXPECT_THROW(causal_attention_forward<double>(Q, Q.topRows(2), Q, 2, O), std::invalid_argument);
+  Mat<double> dQ, dV;
+  EXPECT_THROW(causal_attention_backward<double>(Q, Q, Q, 2, Q, dQ, dQ, dV), std::invalid_argument);
 }
 
 }  // namespace

@@ -177,7 +177,8 @@ TEST(CrossEntropy, StableForHugeLogitsInBothPrecisions) {
     // moves the losses by up to about twice that; at 1e8 that is O(1), so only finiteness is asked.
     if (std::abs(shift) <= 1e4) {
       const double tol32 = 4 * std::abs(shift) * 6e-8;
-      EXPECT_TRUE(test::all_close("fp32 losses, shift " + std::to_string(shift), lf, l0, {0, tol32}));
+      EXPECT_TRUE(
+          test::all_close("fp32 losses, shift " + std::to_string(shift), lf, l0, {0, tol32}));
     }
   }
   // Widely spread logits: exp(l − m) underflows to 0 for all but the max; the loss of the max

@@ -164,5 +164,65 @@ TEST(GeluGate, Fp32AgreesWithFp64) {
   EXPECT_TRUE(test::all_close("dZ", dZ32, dZ64, tol));
 }
 
+// Pre-activations up to ±100: the vectorised fp32 logistic and tanh saturate cleanly (no inf/NaN in
+// values or gradients) and still agree with the fp64 definitions.
+TEST(GatedActivations, SaturateCleanlyForLargeInputs) {
+  Mat<double> X(1, 1);
+  Mat<double> pre(1, 9);
+  pre << -100, -30, -9.5, -2, 0, 2, 9.5, 30, 100;
+  const Mat<double> Wg = pre, Z = Mat<double>::Ones(1, 9), ones = Mat<double>::Ones(1, 9);
+  X << 1.0;
+  for (bool fp32 : {false, true}) {
+    Mat<double> out, dX, dZ, dW = Mat<double>::Zero(1, 9), Y, dXs, dWg = Mat<double>::Zero(1, 9),
+                          dWu = Mat<double>::Zero(1, 9), dWd = Mat<double>::Zero(9, 1);
+    if (fp32) {
+      const Mat<float> Xf = X.cast<float>(), Wf = Wg.cast<float>(), Zf = Z.cast<float>(),
+                       Gf = ones.cast<float>(), Wu = Mat<float>::Ones(1, 9),
+                       Wd = Mat<float>::Ones(9, 1), G1 = Mat<float>::Ones(1, 1);
+      Mat<float> o, a, b, y, e, g = Mat<float>::Zero(1, 9), h = Mat<float>::Zero(1, 9),
+                             k = Mat<float>::Zero(9, 1);
+      Mat<float> dwf = Mat<float>::Zero(1, 9);
+      GeluGateCache<float> gc;
+      gelu_gate_forward<float>(Xf, Wf, Zf, o, gc);
+      gelu_gate_backward<float>(Xf, Wf, Zf, gc, Gf, a, dwf, b);
+      SwigluCache<float> sc;
+      swiglu_forward<float>(Xf, Wf, Wu, Wd, y, sc);
+      swiglu_backward<float>(Xf, Wf, Wu, Wd, sc, G1, e, g, h, k);
+      out = o.cast<double>();
+      dW = dwf.cast<double>();
+      dZ = b.cast<double>();
+      Y = y.cast<double>();
+      dWg = g.cast<double>();
+    } else {
+      GeluGateCache<double> gc;
+      gelu_gate_forward<double>(X, Wg, Z, out, gc);
+      gelu_gate_backward<double>(X, Wg, Z, gc, ones, dX, dW, dZ);
+      SwigluCache<double> sc;
+      swiglu_forward<double>(X, Wg, Mat<double>::Ones(1, 9), Mat<double>::Ones(9, 1), Y, sc);
+      swiglu_backward<double>(X, Wg, Mat<double>::Ones(1, 9), Mat<double>::Ones(9, 1), sc,
+                              Mat<double>::Ones(1, 1), dXs, dWg, dWu, dWd);
+    }
+    EXPECT_TRUE(out.allFinite() && dW.allFinite() && dZ.allFinite() && Y.allFinite() &&
+                dWg.allFinite())
+        << (fp32 ? "fp32" : "fp64");
+    // gelu(a) → a for a ≫ 0, → 0 for a ≪ 0; its slope → 1 and 0. silu likewise.
+    Mat<double> gelu_ref(1, 9), silu_ref(1, 9), silu_slope(1, 9);
+    for (int j = 0; j < 9; ++j) {
+      const double a = pre(0, j);
+      gelu_ref(0, j) = 0.5 * a * (1 + std::tanh(std::sqrt(2 / M_PI) * (a + 0.044715 * a * a * a)));
+      const double s = 1 / (1 + std::exp(-a));
+      silu_ref(0, j) = a * s;
+      silu_slope(0, j) = s * (1 + a * (1 - s));  // dY/dW_gate[0, j] with X = 1, W_up = 1
+    }
+    // fp32: a few ulps of values up to 100 (≈ 1e-5), and the fit error of the vectorised logistic.
+    const test::Tolerance tol = fp32 ? test::Tolerance{1e-6, 2e-5} : test::Tolerance{1e-14, 1e-14};
+    EXPECT_TRUE(test::all_close(fp32 ? "gelu fp32" : "gelu fp64", dZ, gelu_ref, tol));
+    EXPECT_TRUE(test::all_close(fp32 ? "swiglu fp32" : "swiglu fp64", Y,
+                                Mat<double>::Constant(1, 1, silu_ref.sum()), tol));
+    EXPECT_TRUE(
+        test::all_close(fp32 ? "silu slope fp32" : "silu slope fp64", dWg, silu_slope, tol));
+  }
+}
+
 }  // namespace
 }  // namespace tttlab

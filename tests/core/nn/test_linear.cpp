@@ -116,7 +116,8 @@ TEST(Linear, RejectsBadShapesAndAliasing) {
   try {
     linear_forward<double>(X, W, Y);
   } catch (const std::invalid_argument& e) {
-    EXPECT_STREQ(e.what(), "linear_forward: W is [2, 5] but must be [3, 5] (rows of W = width of X)");
+    EXPECT_STREQ(e.what(),
+                 "linear_forward: W is [2, 5] but must be [3, 5] (rows of W = width of X)");
   }
 }
 

@@ -83,6 +83,18 @@ TEST(LinearAttention, RecurrentAndChunkedFormsMatchQuadraticForm) {
                std::invalid_argument);
 }
 
+TEST(LinearAttention, EmptySequenceGivesEmptyResults) {
+  const Mat<double> E(0, 6);
+  Mat<double> Z = Mat<double>::Ones(2, 2), dQ, dK, dV;
+  linear_attention_forward<double>(E, E, E, 3, Z);
+  EXPECT_EQ(Z.rows(), 0);
+  linear_attention_backward<double>(E, E, E, 3, E, dQ, dK, dV);
+  EXPECT_EQ(dV.rows(), 0);
+  LinearAttentionState<double> state;
+  linear_attention_chunk<double>(E, E, E, 3, state, Z);
+  EXPECT_EQ(state.kv, Mat<double>::Zero(6, 2));
+}
+
 TEST(LinearAttention, BackwardMatchesFiniteDifferences) {
   std::mt19937_64 rng(63);
   for (int heads : {1, 2}) {
