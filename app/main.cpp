@@ -7,12 +7,21 @@
 #include <exception>
 
 #include "cli/commands.hpp"
+#ifdef TTTLAB_HAVE_CUDA
+#include "tttlab/device.hpp"
+#include "tttlab/kernels/cuda_device.hpp"
+#endif
 
 int main(int argc, char** argv) {
   CLI::App app{"TTT Lab: an interactive lab for Test-Time Training (TTT) layers.\n"
                "Run `tttlab <command> --help` for the options of a command."};
   app.set_version_flag("--version", "tttlab 0.1.0");
   app.require_subcommand(1);
+
+#ifdef TTTLAB_HAVE_CUDA
+  // The composition root: the CUDA kernels offer their devices to core's device policy.
+  tttlab::device_registry().set_gpu_probe(tttlab::kernels::probe_cuda_gpus);
+#endif
 
   // The one explicit list of subcommands.
   tttlab::cli::register_verify(app);

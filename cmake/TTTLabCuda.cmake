@@ -15,6 +15,12 @@ if(NOT TTTLAB_CUDA STREQUAL "OFF")
     if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
       set(CMAKE_CUDA_ARCHITECTURES 90)
     endif()
+    # Device code (.cu) is C++17: CMake 3.25 (Debian 12's) knows no C++20 flag for nvcc, and
+    # without this it would carry CXX_STANDARD 20 over to CUDA and refuse to generate.
+    if(NOT DEFINED CMAKE_CUDA_STANDARD)
+      set(CMAKE_CUDA_STANDARD 17)
+      set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    endif()
     enable_language(CUDA)
     find_package(CUDAToolkit REQUIRED)
     set(TTTLAB_HAVE_CUDA ON)

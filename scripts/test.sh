@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# scripts/test.sh — set up TTT Lab and run the whole test suite, in two builds.
+#
+#   bash scripts/test.sh               (as root, from the repository root; CI runs exactly this)
+#
+# Stages:
+#   setup          scripts/setup.sh: packages, Brown corpus, the `default` build (build/)
+#   info           build/tttlab info: the build configuration and the device the engine would use
+#   ctest default  every test of the Release build; GPU tests (label gpu) report Skipped with the
+#                  reason where no GPU is present
+#   build asan     the `asan` preset (build-asan/): RelWithDebInfo, AddressSanitizer + UBSan, CPU only
+#   ctest asan     every test again under the sanitizers; any report fails its test
+# Tests run under Xvfb when there is no display, so that tests which open a window can. A summary
+# closes the output; the exit status is 0 only when every stage passed.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
+
+# Sanitizer settings (also in the asan test preset; here too for binaries started by the tests):
+# stop at the first report and exit non-zero, leaks included.
+export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:strict_string_checks=1:check_initialization_order=1"
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+export LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp"
+
+JOBS=$(nproc 2>/dev/null || echo 2)
+run_start=$SECONDS
+rows=()
+ctest_lines=()
+stage_failures=0
+n_passed=0
+n_failed=0
+n_skipped=0
+device_line="(unknown)"
+
+banner() { printf '\n######## %s\n' "$*"; }
+record() {  # name status seconds detail
+  rows+=("$(printf '  %-14s %-5s %6ss  %s' "$1" "$2" "$3" "$4")")
+  [[ "$2" == ok ]] || stage_failures=$((stage_failures + 1))
+}
+
+with_display() {
+  if [[ -z "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ]] && command -v xvfb-run >/dev/null 2>&1; then
+    xvfb-run -a -s "-screen 0 1280x800x24" "$@"
+  else
+    "$@"
+  fi
+}
+
+# ctest on one preset; its output is shown whole (ctest's closing lines included) and kept in
+# <build dir>/ctest.log for the counts of the summary.
+run_ctest() {
+  local preset=$1 dir=$2 t0=$SECONDS rc line total failed skipped
+  banner "ctest --preset $preset"
+  with_display ctest --preset "$preset" --parallel "$JOBS" 2>&1 | tee "$dir/ctest.log"
+  rc=${PIPESTATUS[0]}
+  line=$(grep -E '^[0-9]+% tests passed, [0-9]+ tests? failed out of [0-9]+' "$dir/ctest.log" | tail -n1)
+  if [[ -n "$line" ]]; then
+    total=$(sed -E 's/.* out of ([0-9]+).*/\1/' <<<"$line")
+    failed=$(sed -E 's/.*passed, ([0-9]+) tests? failed.*/\1/' <<<"$line")
+    skipped=$(grep -cE '^[[:space:]]+[0-9]+ - .* \((Skipped|Disabled)\)$' "$dir/ctest.log")
+    n_passed=$((n_passed + total - failed - skipped))
+    n_failed=$((n_failed + failed))
+    n_skipped=$((n_skipped + skipped))
+    ctest_lines+=("  $preset: $line, $skipped skipped")
+  else
+    ctest_lines+=("  $preset: ctest printed no result line")
+  fi
+  if ((rc == 0)); then
+    record "ctest $preset" ok $((SECONDS - t0)) "${line:-no result line}"
+  else
+    record "ctest $preset" FAIL $((SECONDS - t0)) "${line:-ctest exited $rc}; log: $dir/ctest.log"
+  fi
+}
+
+summary() {
+  banner "summary"
+  printf '  %-14s %-5s %7s  %s\n' stage result time detail
+  printf '%s\n' "${rows[@]}"
+  printf '  device: %s\n' "$device_line"
+  ((${#ctest_lines[@]})) && printf '%s\n' "${ctest_lines[@]}"
+  printf '  wall time: %ds\n' $((SECONDS - run_start))
+  if ((stage_failures == 0)); then
+    printf '  result: every stage passed\n'
+  else
+    printf '  result: %d stage(s) failed\n' "$stage_failures"
+  fi
+  # The closing line counts tests of both builds; a stage that failed outside ctest (set-up,
+  # build) counts as one failure.
+  local nonctest_failures=$((stage_failures > 0 && n_failed == 0 ? stage_failures : 0))
+  printf 'total: %d passed, %d failed, %d skipped\n' "$n_passed" $((n_failed + nonctest_failures)) \
+    "$n_skipped"
+  ((stage_failures == 0))
+  exit $?
+}
+
+banner "setup (scripts/setup.sh)"
+t0=$SECONDS
+if bash scripts/setup.sh; then
+  record setup ok $((SECONDS - t0)) "packages, corpus, build/ (preset default)"
+else
+  record setup FAIL $((SECONDS - t0)) "scripts/setup.sh failed; nothing was tested"
+  summary
+fi
+
+banner "build/tttlab info"
+t0=$SECONDS
+if info=$(build/tttlab info 2>&1); then
+  printf '%s\n' "$info"
+  device_line=$(printf '%s\n' "$info" | sed -n 's/^device  *//p' | head -n1)
+  note_line=$(printf '%s\n' "$info" | sed -n '/^device /{n;s/^  *//p}' | head -n1)
+  [[ -n "$note_line" ]] && device_line="$device_line — $note_line"
+  record info ok $((SECONDS - t0)) "build/tttlab info"
+else
+  printf '%s\n' "$info"
+  record info FAIL $((SECONDS - t0)) "build/tttlab info failed"
+fi
+
+run_ctest default build
+
+banner "build asan (cmake --preset asan && cmake --build --preset asan)"
+t0=$SECONDS
+if cmake --preset asan && cmake --build --preset asan; then
+  record "build asan" ok $((SECONDS - t0)) "build-asan/ (RelWithDebInfo, -fsanitize=address,undefined)"
+  run_ctest asan build-asan
+else
+  record "build asan" FAIL $((SECONDS - t0)) "the sanitizer build failed; its tests did not run"
+fi
+
+summary
