@@ -1,0 +1,121 @@
+// tttlab/train/trainer.hpp — training and evaluating a byte-level model on the CPU.
+//
+// The Trainer owns the model (float), the optimiser (AdamW + warmup-cosine, tttlab/optim), the data
+// and the batch sampler. step() runs one optimiser step on one batch of B random windows of T + 1
+// bytes: the B sequences are split over `threads` worker threads in fixed contiguous slices, each
+// thread accumulates its gradient in its own model-shaped buffer, and the buffers are summed in thread
+// order. Results are therefore deterministic for a given seed AND thread count (floating-point sums in
+// another order round differently).
+//
+// Checkpoints (save/resume) make a run directory:
+//   RUN/train_config.json           the run's settings (TrainConfig::to_json)
+//   RUN/metrics.jsonl               one JSON object per step / evaluation (append-only)
+//   RUN/latest                      the name of the newest complete checkpoint, e.g. "step-0000500"
+//   RUN/step-0000500/config.json          model config (official TTTConfig keys)
+//   RUN/step-0000500/model.safetensors    weights in the official PyTorch layout (checkpoint.hpp)
+//   RUN/step-0000500/train_state.safetensors  AdamW moments and step, sampler state, configs
+// Every file is written atomically and `latest` is updated last, so a crash at any moment leaves the
+// previous checkpoint intact. Resuming restores the parameters, moments, step and sampler state bit for
+// bit: the continued loss curve is identical to an uninterrupted run (with the same thread count).
+//
+// Threading: the Trainer itself is driven by one thread (the CLI's main thread or the GUI's engine
+// thread); it starts its own workers inside step() and evaluate().
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tttlab/model/model.hpp"
+
+namespace tttlab {
+
+struct TrainConfig {
+  ModelConfig model;
+  std::string data = "brown";      // "brown": data/brown/{train,val}.txt; else a UTF-8 text file
+  std::string data_dir = "data/brown";
+  long steps = 1000;
+  int batch_size = 16;             // B sequences per step
+  int seq_len = 256;               // T
+  double lr = 3e-3;                // peak learning rate
+  double warmup_fraction = 0.1;    // linear warmup over this share of the steps
+  double end_lr = 1e-5;            // cosine decay target
+  double weight_decay = 0.1;
+  double clip_norm = 1.0;
+  std::uint64_t seed = 0;
+  int threads = 0;                 // 0: the machine's hardware threads
+  long checkpoint_every = 0;       // 0: only at the end
+  long eval_every = 0;             // 0: only at the end
+  int eval_windows = 64;           // validation windows of T tokens per evaluation (0: all)
+
+  void validate() const;
+  std::string to_json() const;
+  static TrainConfig from_json(const std::string& text);
+};
+
+struct StepReport {
+  long step = 0;              // steps done after this one
+  double loss = 0;            // mean training loss of the batch (nats per byte)
+  double lr = 0;
+  double grad_norm = 0;       // before clipping
+  bool skipped = false;       // non-finite gradient: the update was skipped
+  double seconds = 0;         // wall time of this step
+  long tokens = 0;            // tokens in the batch
+};
+
+struct EvalReport {
+  long step = 0;
+  double loss = 0;            // nats per byte
+  double bpb = 0;             // bits per byte = loss / ln 2
+  long targets = 0;           // scored bytes
+  std::vector<double> loss_by_position;  // [T] mean loss at each position in the window
+};
+
+// The bytes a run trains and validates on.
+struct TextData {
+  std::vector<std::uint8_t> train, val;
+  std::string description;
+  // "brown" (data_dir/train.txt + val.txt) or a file: its first 95% train, the last 5% validation.
+  static TextData load(const TrainConfig& cfg);
+};
+
+class Trainer {
+ public:
+  Trainer(TrainConfig cfg, TextData data);
+  ~Trainer();
+  // Reopens RUN at its latest checkpoint (the data is reloaded from the saved TrainConfig unless given).
+  static std::unique_ptr<Trainer> resume(const std::filesystem::path& run_dir);
+
+  StepReport step();
+  EvalReport evaluate(int max_windows) const;  // 0: every validation window
+  // Writes a checkpoint of the current step into run_dir (see above) and prunes older ones (keeps 2).
+  void save(const std::filesystem::path& run_dir) const;
+
+  long steps_done() const;
+  bool finished() const { return steps_done() >= m_cfg.steps; }
+  const TrainConfig& config() const { return m_cfg; }
+  Model<float>& model() { return *m_model; }
+  const Model<float>& model() const { return *m_model; }
+  const TextData& data() const { return m_data; }
+  int threads() const { return m_threads; }
+  // Model FLOPs of one training step (forward + backward ≈ 3 × forward), inner loop included.
+  double step_flops() const;
+
+ private:
+  struct Impl;
+  TrainConfig m_cfg;
+  TextData m_data;
+  int m_threads = 1;
+  std::unique_ptr<Model<float>> m_model;
+  std::unique_ptr<Impl> m_impl;
+};
+
+// Where a run directory's newest checkpoint lives (RUN/<latest>), or RUN itself when it holds a
+// model.safetensors directly. Throws std::runtime_error with a clear message when there is none.
+std::filesystem::path resolve_checkpoint(const std::filesystem::path& dir);
+
+// Loads config.json + model.safetensors of a checkpoint directory (as resolve_checkpoint finds it).
+std::unique_ptr<Model<float>> load_model(const std::filesystem::path& dir);
+
+}  // namespace tttlab

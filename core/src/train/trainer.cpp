@@ -1,0 +1,361 @@
+// Training on the CPU (see tttlab/train/trainer.hpp).
+#include "tttlab/train/trainer.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <mutex>
+#include <cmath>
+#include <cstdio>
+#include <stdexcept>
+#include <thread>
+
+#include "tttlab/data/batches.hpp"
+#include "tttlab/data/text_file.hpp"
+#include "tttlab/io/atomic_file.hpp"
+#include "tttlab/io/json.hpp"
+#include "tttlab/io/safetensors.hpp"
+#include "tttlab/model/checkpoint.hpp"
+#include "tttlab/optim/adamw.hpp"
+
+namespace tttlab {
+namespace fs = std::filesystem;
+
+namespace {
+
+[[noreturn]] void bad(const std::string& msg) { throw std::invalid_argument("training config: " + msg); }
+
+// Runs fn(i) for i in [0, n) on n threads (the calling thread takes i = 0).
+template <class F>
+void run_parallel(int n, F&& fn) {
+  std::vector<std::thread> workers;
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  auto guarded = [&](int i) {
+    try {
+      fn(i);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mutex);
+      if (!error) error = std::current_exception();
+    }
+  };
+  for (int i = 1; i < n; ++i) workers.emplace_back(guarded, i);
+  guarded(0);
+  for (auto& w : workers) w.join();
+  if (error) std::rethrow_exception(error);
+}
+
+std::string step_name(long step) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "step-%07ld", step);
+  return buf;
+}
+
+}  // namespace
+
+// ---- TrainConfig ------------------------------------------------------------------------------------
+
+void TrainConfig::validate() const {
+  model.validate();
+  if (steps <= 0) bad("steps must be positive, got " + std::to_string(steps));
+  if (batch_size <= 0) bad("batch size must be positive, got " + std::to_string(batch_size));
+  if (seq_len < 2) bad("sequence length must be at least 2, got " + std::to_string(seq_len));
+  if (!(lr > 0)) bad("learning rate must be positive");
+  if (!(warmup_fraction >= 0 && warmup_fraction < 1)) bad("warmup fraction must be in [0, 1)");
+  if (!(end_lr >= 0)) bad("end learning rate must be >= 0");
+  if (threads < 0) bad("threads must be >= 0");
+  if (checkpoint_every < 0 || eval_every < 0 || eval_windows < 0) bad("intervals must be >= 0");
+}
+
+std::string TrainConfig::to_json() const {
+  Json j = Json::object();
+  j["model"] = Json::parse(model.to_json());
+  j["data"] = data;
+  j["data_dir"] = data_dir;
+  j["steps"] = steps;
+  j["batch_size"] = batch_size;
+  j["seq_len"] = seq_len;
+  j["lr"] = lr;
+  j["warmup_fraction"] = warmup_fraction;
+  j["end_lr"] = end_lr;
+  j["weight_decay"] = weight_decay;
+  j["clip_norm"] = clip_norm;
+  j["seed"] = seed;
+  j["threads"] = threads;
+  j["checkpoint_every"] = checkpoint_every;
+  j["eval_every"] = eval_every;
+  j["eval_windows"] = eval_windows;
+  return j.dump(2) + "\n";
+}
+
+TrainConfig TrainConfig::from_json(const std::string& text) {
+  Json j;
+  try {
+    j = Json::parse(text);
+  } catch (const JsonError& e) {
+    bad(std::string("not valid JSON: ") + e.what());
+  }
+  if (!j.is_object() || !j.find("model")) bad("expected an object with a \"model\" member");
+  TrainConfig c;
+  c.model = ModelConfig::from_json(j.find("model")->dump());
+  auto num = [&](const char* k, auto& out) {
+    if (const Json* v = j.find(k)) {
+      if (!v->is_number()) bad(std::string("'") + k + "' must be a number");
+      using T = std::decay_t<decltype(out)>;
+      if constexpr (std::is_integral_v<T>)
+        out = static_cast<T>(v->as_i64());
+      else
+        out = v->as_double();
+    }
+  };
+  auto str = [&](const char* k, std::string& out) {
+    if (const Json* v = j.find(k)) {
+      if (!v->is_string()) bad(std::string("'") + k + "' must be a string");
+      out = v->as_string();
+    }
+  };
+  str("data", c.data);
+  str("data_dir", c.data_dir);
+  num("steps", c.steps);
+  num("batch_size", c.batch_size);
+  num("seq_len", c.seq_len);
+  num("lr", c.lr);
+  num("warmup_fraction", c.warmup_fraction);
+  num("end_lr", c.end_lr);
+  num("weight_decay", c.weight_decay);
+  num("clip_norm", c.clip_norm);
+  if (const Json* v = j.find("seed")) c.seed = v->as_u64();
+  num("threads", c.threads);
+  num("checkpoint_every", c.checkpoint_every);
+  num("eval_every", c.eval_every);
+  num("eval_windows", c.eval_windows);
+  c.validate();
+  return c;
+}
+
+// ---- TextData --------------------------------------------------------------------------------------
+
+TextData TextData::load(const TrainConfig& cfg) {
+  TextData d;
+  TextLoadOptions opt;
+  opt.seq_len = cfg.seq_len;
+  if (cfg.data == "brown") {
+    const fs::path dir = cfg.data_dir;
+    if (!fs::exists(dir / "train.txt"))
+      throw std::runtime_error("the Brown corpus is not prepared in '" + dir.string() +
+                               "': run `bash scripts/setup.sh` (or `tttlab data prepare-brown`) first");
+    d.train = load_text_file(dir / "train.txt", opt).bytes;
+    d.val = load_text_file(dir / "val.txt", opt).bytes;
+    d.description = "Brown corpus (" + dir.string() + ")";
+  } else {
+    TextLoadOptions whole = opt;
+    whole.seq_len = 0;
+    std::vector<std::uint8_t> bytes = load_text_file(cfg.data, whole).bytes;
+    // The last 5% validates; both parts need at least one window of T + 1 bytes.
+    const std::size_t n_val = std::max<std::size_t>(bytes.size() / 20, static_cast<std::size_t>(cfg.seq_len) + 1);
+    if (bytes.size() < n_val + static_cast<std::size_t>(cfg.seq_len) + 1)
+      throw std::runtime_error("'" + cfg.data + "' is too short: " + std::to_string(bytes.size()) +
+                               " bytes; sequence length " + std::to_string(cfg.seq_len) +
+                               " needs at least " + std::to_string(n_val + cfg.seq_len + 1) +
+                               " (a training and a validation window); use a longer text or a shorter --seq-len");
+    d.val.assign(bytes.end() - static_cast<std::ptrdiff_t>(n_val), bytes.end());
+    bytes.resize(bytes.size() - n_val);
+    d.train = std::move(bytes);
+    d.description = cfg.data + " (first 95% train, last 5% validation)";
+  }
+  return d;
+}
+
+// ---- Trainer ----------------------------------------------------------------------------------------
+
+struct Trainer::Impl {
+  std::vector<std::unique_ptr<Model<float>>> grads;  // one per thread
+  std::vector<std::vector<Eigen::Map<Mat<float>>>> grad_views;
+  std::vector<Eigen::Map<Mat<float>>> param_views;
+  std::vector<std::string> names;
+  std::unique_ptr<RandomWindowSampler> sampler;
+  std::unique_ptr<AdamW<float>> optim;
+};
+
+Trainer::Trainer(TrainConfig cfg, TextData data) : m_cfg(std::move(cfg)), m_data(std::move(data)) {
+  m_cfg.validate();
+  m_threads = m_cfg.threads > 0 ? m_cfg.threads : std::max(1u, std::thread::hardware_concurrency());
+  m_threads = std::min(m_threads, m_cfg.batch_size);
+  m_model = std::make_unique<Model<float>>(m_cfg.model, m_cfg.seed);
+  m_impl = std::make_unique<Impl>();
+  m_model->for_each_param([&](Eigen::Map<Mat<float>> m, const std::string& n) {
+    m_impl->param_views.push_back(m);
+    m_impl->names.push_back(n);
+  });
+  for (int i = 0; i < m_threads; ++i) {
+    m_impl->grads.push_back(m_model->zeros_like());
+    m_impl->grad_views.emplace_back();
+    m_impl->grads.back()->for_each_param(
+        [&](Eigen::Map<Mat<float>> m, const std::string&) { m_impl->grad_views.back().push_back(m); });
+  }
+  if (m_data.train.size() < static_cast<std::size_t>(m_cfg.seq_len) + 1)
+    throw std::runtime_error("the training text is shorter than one window of " + std::to_string(m_cfg.seq_len + 1) + " bytes");
+  m_impl->sampler = std::make_unique<RandomWindowSampler>(std::span<const std::uint8_t>(m_data.train),
+                                                          m_cfg.batch_size, m_cfg.seq_len, m_cfg.seed);
+  AdamWConfig ac;
+  ac.weight_decay = m_cfg.weight_decay;
+  ac.clip_norm = m_cfg.clip_norm;
+  WarmupCosineSchedule sched;
+  sched.init_value = 0.0;
+  sched.peak_value = m_cfg.lr;
+  sched.warmup_steps = static_cast<std::int64_t>(std::llround(m_cfg.warmup_fraction * double(m_cfg.steps)));
+  sched.decay_steps = std::max<std::int64_t>(m_cfg.steps, sched.warmup_steps + 1);
+  sched.end_value = std::min(m_cfg.end_lr, m_cfg.lr);
+  m_impl->optim = std::make_unique<AdamW<float>>(ac, sched);
+}
+
+Trainer::~Trainer() = default;
+
+long Trainer::steps_done() const { return static_cast<long>(m_impl->optim->step_count()); }
+
+double Trainer::step_flops() const {
+  return 3.0 * double(m_cfg.batch_size) * m_model->forward_flops(m_cfg.seq_len);
+}
+
+StepReport Trainer::step() {
+  const auto t0 = std::chrono::steady_clock::now();
+  const TokenBatch batch = m_impl->sampler->next();
+  const long denom = static_cast<long>(batch.counted_targets());
+  std::vector<double> loss_sum(m_threads, 0.0);
+  run_parallel(m_threads, [&](int i) {
+    Model<float>& g = *m_impl->grads[i];
+    g.set_zero();
+    const int lo = batch.batch * i / m_threads, hi = batch.batch * (i + 1) / m_threads;
+    for (int r = lo; r < hi; ++r) {
+      const auto row = batch.row(r);
+      std::vector<std::uint8_t> mask;
+      if (!batch.mask.empty())
+        mask.assign(batch.mask.begin() + std::ptrdiff_t(r) * batch.seq_len,
+                    batch.mask.begin() + std::ptrdiff_t(r + 1) * batch.seq_len);
+      const std::vector<int> tokens(row.begin(), row.end());
+      loss_sum[i] += m_model->train_sequence(tokens, mask, denom, g).loss_sum;
+    }
+  });
+  // Sum the per-thread gradients in thread order (deterministic for a given thread count).
+  auto& gv = m_impl->grad_views;
+  for (int i = 1; i < m_threads; ++i)
+    for (size_t k = 0; k < gv[0].size(); ++k) gv[0][k] += gv[i][k];
+  std::vector<NamedParam<float>> params;
+  params.reserve(gv[0].size());
+  for (size_t k = 0; k < gv[0].size(); ++k) {
+    auto& p = m_impl->param_views[k];
+    params.push_back({m_impl->names[k], std::span<float>(p.data(), p.size()),
+                      std::span<const float>(gv[0][k].data(), gv[0][k].size())});
+  }
+  const AdamWReport rep = m_impl->optim->step(params);
+  StepReport r;
+  r.step = rep.step;
+  double total = 0;
+  for (double l : loss_sum) total += l;
+  r.loss = denom > 0 ? total / double(denom) : 0.0;
+  r.lr = rep.lr;
+  r.grad_norm = rep.grad_norm;
+  r.skipped = rep.skipped;
+  r.tokens = static_cast<long>(batch.batch) * batch.seq_len;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (rep.skipped) r.step = steps_done();
+  return r;
+}
+
+EvalReport Trainer::evaluate(int max_windows) const {
+  SequentialWindows windows(std::span<const std::uint8_t>(m_data.val), 1, m_cfg.seq_len, max_windows);
+  const std::int64_t n = windows.windows();
+  if (n <= 0) throw std::runtime_error("the validation text is shorter than one window");
+  std::vector<double> loss(m_threads, 0.0);
+  std::vector<long> count(m_threads, 0);
+  std::vector<std::vector<double>> by_pos(m_threads, std::vector<double>(m_cfg.seq_len, 0.0));
+  run_parallel(m_threads, [&](int i) {
+    for (std::int64_t w = i; w < n; w += m_threads) {
+      const TokenBatch b = windows.batch_at(w);
+      const auto row = b.row(0);
+      const std::vector<int> tokens(row.begin(), row.end());
+      Vec<float> pos;
+      const CrossEntropyStats st = m_model->eval_sequence(tokens, {}, &pos);
+      loss[i] += st.loss_sum;
+      count[i] += st.counted;
+      for (int t = 0; t < m_cfg.seq_len; ++t) by_pos[i][t] += pos(t);
+    }
+  });
+  EvalReport r;
+  r.step = steps_done();
+  double total = 0;
+  for (int i = 0; i < m_threads; ++i) {
+    total += loss[i];
+    r.targets += count[i];
+  }
+  r.loss = total / double(r.targets);
+  r.bpb = r.loss / std::log(2.0);
+  r.loss_by_position.assign(m_cfg.seq_len, 0.0);
+  for (int i = 0; i < m_threads; ++i)
+    for (int t = 0; t < m_cfg.seq_len; ++t) r.loss_by_position[t] += by_pos[i][t] / double(n);
+  return r;
+}
+
+void Trainer::save(const fs::path& run_dir) const {
+  const long step = steps_done();
+  const fs::path dir = run_dir / step_name(step);
+  fs::create_directories(dir);
+  write_file_atomic(run_dir / "train_config.json", m_cfg.to_json());
+  write_file_atomic(dir / "config.json", m_cfg.model.to_json());
+  save_model_safetensors(*m_model, dir / "model.safetensors", {{"tttlab_step", std::to_string(step)}});
+  SafetensorsWriter w;
+  m_impl->optim->state().save(w, "optim.");
+  const SamplerState ss = m_impl->sampler->state();
+  w.set_metadata("tttlab_step", std::to_string(step));
+  w.set_metadata("sampler_seed", std::to_string(ss.seed));
+  w.set_metadata("sampler_next_batch", std::to_string(ss.next_batch));
+  w.set_metadata("train_config", m_cfg.to_json());
+  w.write(dir / "train_state.safetensors");
+  write_file_atomic(run_dir / "latest", step_name(step) + "\n");
+  // Keep the two newest checkpoints.
+  std::vector<fs::path> old;
+  for (const auto& e : fs::directory_iterator(run_dir))
+    if (e.is_directory() && e.path().filename().string().rfind("step-", 0) == 0) old.push_back(e.path());
+  std::sort(old.begin(), old.end());
+  for (size_t i = 0; i + 2 < old.size(); ++i) fs::remove_all(old[i]);
+}
+
+fs::path resolve_checkpoint(const fs::path& dir) {
+  if (fs::exists(dir / "model.safetensors")) return dir;
+  if (!fs::exists(dir)) throw std::runtime_error("'" + dir.string() + "' does not exist");
+  if (!fs::exists(dir / "latest"))
+    throw std::runtime_error("'" + dir.string() + "' holds no checkpoint (no model.safetensors and no 'latest' file)");
+  std::string name = read_file_text(dir / "latest", 256);
+  while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
+  if (name.find('/') != std::string::npos || name.empty())
+    throw std::runtime_error("'" + (dir / "latest").string() + "' is corrupt");
+  const fs::path ck = dir / name;
+  if (!fs::exists(ck / "model.safetensors"))
+    throw std::runtime_error("checkpoint '" + ck.string() + "' named by 'latest' is missing");
+  return ck;
+}
+
+std::unique_ptr<Model<float>> load_model(const fs::path& dir) {
+  const fs::path ck = resolve_checkpoint(dir);
+  const ModelConfig cfg = ModelConfig::from_json(read_file_text(ck / "config.json", 1 << 20));
+  auto model = std::make_unique<Model<float>>(cfg, 0);
+  load_model_safetensors(*model, ck / "model.safetensors");
+  return model;
+}
+
+std::unique_ptr<Trainer> Trainer::resume(const fs::path& run_dir) {
+  const fs::path ck = resolve_checkpoint(run_dir);
+  const SafetensorsFile st = SafetensorsFile::read(ck / "train_state.safetensors");
+  const std::string* cfg_text = st.metadata_value("train_config");
+  if (!cfg_text) throw std::runtime_error("'" + (ck / "train_state.safetensors").string() + "' has no training config");
+  TrainConfig cfg = TrainConfig::from_json(*cfg_text);
+  auto t = std::make_unique<Trainer>(cfg, TextData::load(cfg));
+  load_model_safetensors(*t->m_model, ck / "model.safetensors");
+  t->m_impl->optim->load_state(AdamWState<float>::load(st, "optim."));
+  const std::string* seed = st.metadata_value("sampler_seed");
+  const std::string* next = st.metadata_value("sampler_next_batch");
+  if (!seed || !next) throw std::runtime_error("'" + ck.string() + "': the sampler state is missing");
+  t->m_impl->sampler->set_state(SamplerState{std::stoull(*seed), std::stoull(*next)});
+  return t;
+}
+
+}  // namespace tttlab

@@ -1,0 +1,186 @@
+// The training engine: the loss falls on learnable text, runs are deterministic, a resumed run
+// continues the same loss curve bit for bit, checkpoints round-trip and bad checkpoints are refused.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "tttlab/io/atomic_file.hpp"
+#include "tttlab/model/checkpoint.hpp"
+#include "tttlab/train/trainer.hpp"
+
+namespace tttlab {
+namespace fs = std::filesystem;
+namespace {
+
+fs::path temp_dir(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("tttlab_test_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+// A small text with structure a tiny model picks up quickly.
+fs::path write_corpus(const fs::path& dir) {
+  std::string text;
+  const char* words[] = {"the ", "cat ", "sat ", "on ", "a ", "mat. ", "dogs ", "run ", "fast. "};
+  unsigned x = 1;
+  for (int i = 0; i < 6000; ++i) {
+    x = x * 1103515245u + 12345u;
+    text += words[(x >> 16) % 9];
+  }
+  const fs::path p = dir / "corpus.txt";
+  write_file_atomic(p, text);
+  return p;
+}
+
+TrainConfig small_config(const fs::path& corpus, SeqLayerKind kind = SeqLayerKind::TTTLinear) {
+  TrainConfig c;
+  c.model.hidden_size = 32;
+  c.model.num_attention_heads = 2;
+  c.model.num_hidden_layers = 2;
+  c.model.intermediate_size = 64;
+  c.model.mini_batch_size = 8;
+  c.model.seq_layer = kind;
+  c.model.max_position_embeddings = 32;
+  c.data = corpus.string();
+  c.steps = 30;
+  c.batch_size = 4;
+  c.seq_len = 32;
+  c.lr = 1e-2;
+  c.seed = 7;
+  c.threads = 2;
+  c.eval_windows = 8;
+  return c;
+}
+
+TEST(Trainer, LossFallsOnLearnableText) {
+  const fs::path dir = temp_dir("falls");
+  const TrainConfig cfg = small_config(write_corpus(dir));
+  Trainer t(cfg, TextData::load(cfg));
+  const double before = t.evaluate(8).loss;
+  while (!t.finished()) {
+    const StepReport r = t.step();
+    ASSERT_TRUE(std::isfinite(r.loss));
+  }
+  const EvalReport after = t.evaluate(8);
+  // ln 256 = 5.55 nats at random; a few dozen steps on this 9-word text get far below that.
+  EXPECT_NEAR(before, std::log(256.0), 0.3);
+  EXPECT_LT(after.loss, before - 1.5);
+  EXPECT_NEAR(after.bpb, after.loss / std::log(2.0), 1e-12);
+  EXPECT_EQ(after.loss_by_position.size(), 32u);
+  fs::remove_all(dir);
+}
+
+TEST(Trainer, ResumeContinuesTheSameCurveExactly) {
+  const fs::path dir = temp_dir("resume");
+  TrainConfig cfg = small_config(write_corpus(dir));
+  cfg.steps = 8;
+  // Uninterrupted.
+  std::vector<double> straight;
+  {
+    Trainer t(cfg, TextData::load(cfg));
+    while (!t.finished()) straight.push_back(t.step().loss);
+  }
+  // Stopped after 3 steps, saved, resumed from disk.
+  const fs::path run = dir / "run";
+  std::vector<double> resumed;
+  {
+    Trainer t(cfg, TextData::load(cfg));
+    for (int i = 0; i < 3; ++i) resumed.push_back(t.step().loss);
+    t.save(run);
+  }
+  auto t2 = Trainer::resume(run);
+  EXPECT_EQ(t2->steps_done(), 3);
+  while (!t2->finished()) resumed.push_back(t2->step().loss);
+  ASSERT_EQ(resumed.size(), straight.size());
+  for (size_t i = 0; i < straight.size(); ++i) EXPECT_EQ(resumed[i], straight[i]) << "step " << i + 1;
+  fs::remove_all(dir);
+}
+
+TEST(Trainer, SameSeedSameThreadsIsDeterministic) {
+  const fs::path dir = temp_dir("det");
+  TrainConfig cfg = small_config(write_corpus(dir), SeqLayerKind::TTTMLP);
+  cfg.steps = 3;
+  cfg.model.ttt_base_lr = 0.1;
+  std::vector<double> a, b;
+  {
+    Trainer t(cfg, TextData::load(cfg));
+    while (!t.finished()) a.push_back(t.step().loss);
+  }
+  {
+    Trainer t(cfg, TextData::load(cfg));
+    while (!t.finished()) b.push_back(t.step().loss);
+  }
+  EXPECT_EQ(a, b);
+  fs::remove_all(dir);
+}
+
+TEST(Checkpoint, RoundTripAndOfficialLayout) {
+  ModelConfig mc;
+  mc.hidden_size = 16;
+  mc.num_attention_heads = 2;
+  mc.num_hidden_layers = 2;
+  mc.intermediate_size = 24;
+  mc.seq_layer = SeqLayerKind::TTTMLP;
+  Model<float> m(mc, 3);
+  const auto sd = state_dict(m);
+  auto find = [&](const std::string& n) -> const NamedTensor& {
+    for (const auto& t : sd)
+      if (t.name == n) return t;
+    throw std::runtime_error("missing " + n);
+  };
+  const std::string L = "model.layers.1.seq_modeling_block.";
+  EXPECT_EQ(find(L + "W1").shape, (std::vector<std::int64_t>{2, 8, 32}));
+  EXPECT_EQ(find(L + "b1").shape, (std::vector<std::int64_t>{2, 1, 32}));
+  EXPECT_EQ(find(L + "W2").shape, (std::vector<std::int64_t>{2, 32, 8}));
+  EXPECT_EQ(find(L + "learnable_ttt_lr_weight").shape, (std::vector<std::int64_t>{2, 1, 16}));
+  EXPECT_EQ(find(L + "learnable_ttt_lr_bias").shape, (std::vector<std::int64_t>{2, 1}));
+  EXPECT_EQ(find(L + "conv_q.weight").shape, (std::vector<std::int64_t>{16, 1, 4}));
+  EXPECT_EQ(find(L + "ttt_norm_weight").shape, (std::vector<std::int64_t>{2, 8}));
+  EXPECT_EQ(find("model.layers.0.mlp.down_proj.weight").shape, (std::vector<std::int64_t>{16, 24}));
+  EXPECT_EQ(find("lm_head.weight").data, find("model.embed_tokens.weight").data);
+  // nn.Linear weights are stored [out, in]: element [o, i] of q_proj is our wq(i, o).
+  const auto& q = find(L + "q_proj.weight");
+  float wq_01 = 0;
+  m.for_each_param([&](Eigen::Map<Mat<float>> p, const std::string& n) {
+    if (n == L + "q_proj.weight") wq_01 = p(0, 1);
+  });
+  EXPECT_EQ(q.data[1 * 16 + 0], wq_01);
+
+  const fs::path dir = temp_dir("ckpt");
+  save_model_safetensors(m, dir / "model.safetensors");
+  Model<float> m2(mc, 99);
+  load_model_safetensors(m2, dir / "model.safetensors");
+  const auto sd2 = state_dict(m2);
+  ASSERT_EQ(sd2.size(), sd.size());
+  for (size_t i = 0; i < sd.size(); ++i) EXPECT_EQ(sd2[i].data, sd[i].data) << sd[i].name;
+
+  // Truncated: refused with a message, never a crash.
+  const auto bytes = read_file_bytes(dir / "model.safetensors");
+  write_file_atomic(dir / "cut.safetensors", std::span<const std::uint8_t>(bytes.data(), bytes.size() / 2));
+  EXPECT_ANY_THROW(load_model_safetensors(m2, dir / "cut.safetensors"));
+  // Another model's weights: refused naming the tensor.
+  ModelConfig other = mc;
+  other.hidden_size = 32;
+  Model<float> m3(other, 1);
+  try {
+    load_model_safetensors(m3, dir / "model.safetensors");
+    FAIL() << "a checkpoint of another shape must be refused";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("shape"), std::string::npos) << e.what();
+  }
+  fs::remove_all(dir);
+}
+
+TEST(Checkpoint, MissingOrCorruptRunDirectoryIsAClearError) {
+  const fs::path dir = temp_dir("badrun");
+  EXPECT_THROW(resolve_checkpoint(dir / "nope"), std::runtime_error);
+  EXPECT_THROW(resolve_checkpoint(dir), std::runtime_error);
+  write_file_atomic(dir / "latest", "step-0000100\n");
+  EXPECT_THROW(resolve_checkpoint(dir), std::runtime_error);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace tttlab
