@@ -26,6 +26,9 @@ int main(int argc, char** argv) {
   // The one explicit list of subcommands.
   tttlab::cli::register_verify(app);
   tttlab::cli::register_probe(app);
+  tttlab::cli::register_train(app);
+  tttlab::cli::register_eval(app);
+  tttlab::cli::register_generate(app);
   tttlab::cli::register_info(app);
   tttlab::cli::register_data(app);
 

@@ -241,7 +241,10 @@ template <class S>
 Mat<S> TTTLayer<S>::forward(SequenceState& state, ConstMatRef<S> x) const {
   auto* st = dynamic_cast<TTTLayerState<S>*>(&state);
   if (!st) bad("forward() was given the state of another layer type");
-  return forward(*st, x, TTTForm::Dual);
+  // One token (decoding) takes the primal step: no b×b products, and the state is exactly the
+  // decoder's (base, accumulators, position). Longer chunks take the dual form. Both compute the
+  // same function (tests/core/test_ttt_inner.cpp).
+  return forward(*st, x, x.rows() == 1 ? TTTForm::Primal : TTTForm::Dual);
 }
 
 template <class S>

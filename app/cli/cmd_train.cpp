@@ -1,0 +1,237 @@
+// `tttlab train`: train a byte-level model on the CPU (see tttlab/train/trainer.hpp).
+//
+//   tttlab train --preset tiny --layer ttt-linear --backbone m --data brown --steps 2000 --out runs/tiny
+//   tttlab train --resume runs/tiny
+//
+// Prints a progress line (loss, tokens/s, time left), appends metrics as JSON lines to OUT/metrics.jsonl,
+// saves a checkpoint every --checkpoint-every steps and at the end. Ctrl-C finishes the current step,
+// saves a checkpoint and exits with status 0; --resume continues the same loss curve exactly.
+#include <CLI/CLI.hpp>
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "cli/commands.hpp"
+#include "cli/model_options.hpp"
+#include "tttlab/io/json.hpp"
+#include "tttlab/train/trainer.hpp"
+
+namespace tttlab::cli {
+namespace fs = std::filesystem;
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+extern "C" void on_sigint(int) { g_interrupted.store(true); }
+
+struct TrainArgs {
+  ModelOptions model;
+  std::string data = "brown";
+  std::string data_dir = "data/brown";
+  long steps = 1000;
+  int batch = 16;
+  int seq_len = 0;  // 0: the preset's max_position_embeddings
+  double lr = 3e-3;
+  double warmup = 0.1;
+  std::uint64_t seed = 0;
+  int threads = 0;
+  long checkpoint_every = 0;
+  long eval_every = 0;
+  int eval_windows = 64;
+  std::string out;
+  std::string resume;
+  bool quiet = false;
+};
+
+std::string format_duration(double s) {
+  char buf[32];
+  if (s < 0 || !std::isfinite(s)) return "?";
+  const long t = std::lround(s);
+  if (t >= 3600)
+    std::snprintf(buf, sizeof buf, "%ldh%02ldm", t / 3600, (t / 60) % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%ldm%02lds", t / 60, t % 60);
+  return buf;
+}
+
+void append_line(const fs::path& file, const Json& j) {
+  std::ofstream out(file, std::ios::app);
+  out << j.dump() << "\n";
+}
+
+// Drops metrics lines after `step` (a resumed run rewrites what followed its checkpoint).
+void truncate_metrics(const fs::path& file, long step) {
+  std::ifstream in(file);
+  if (!in) return;
+  std::string line, kept;
+  while (std::getline(in, line)) {
+    try {
+      const Json j = Json::parse(line);
+      if (const Json* s = j.find("step"); s && s->as_i64() > step) continue;
+    } catch (const std::exception&) {
+      continue;  // a torn last line from a crash
+    }
+    kept += line + "\n";
+  }
+  in.close();
+  std::ofstream(file, std::ios::trunc) << kept;
+}
+
+void run(const TrainArgs& a, CLI::App* cmd) {
+  std::unique_ptr<Trainer> trainer;
+  fs::path out;
+  if (!a.resume.empty()) {
+    for (const char* opt : {"--preset", "--layer", "--steps", "--data", "--batch", "--seq-len", "--lr", "--seed"})
+      if (cmd->count(opt))
+        throw CLI::ValidationError(std::string(opt) + " cannot be changed when resuming (the run's saved settings apply)");
+    out = a.out.empty() ? fs::path(a.resume) : fs::path(a.out);
+    if (!a.out.empty() && fs::weakly_canonical(a.out) != fs::weakly_canonical(a.resume))
+      throw CLI::ValidationError("--out must be the run directory itself when resuming (or left out)");
+    trainer = Trainer::resume(a.resume);
+    std::printf("resumed %s at step %ld of %ld\n", a.resume.c_str(), trainer->steps_done(), trainer->config().steps);
+    truncate_metrics(out / "metrics.jsonl", trainer->steps_done());
+  } else {
+    if (a.out.empty()) throw CLI::ValidationError("--out DIR is required (where checkpoints and metrics go)");
+    out = a.out;
+    if (fs::exists(out / "latest"))
+      throw std::runtime_error("'" + out.string() + "' already holds a run; use --resume " + out.string() +
+                               " to continue it, or choose another --out");
+    TrainConfig cfg;
+    cfg.model = a.model.build(cmd);
+    cfg.data = a.data;
+    cfg.data_dir = a.data_dir;
+    cfg.steps = a.steps;
+    cfg.batch_size = a.batch;
+    cfg.seq_len = a.seq_len > 0 ? a.seq_len : cfg.model.max_position_embeddings;
+    cfg.model.max_position_embeddings = cfg.seq_len;
+    cfg.lr = a.lr;
+    cfg.warmup_fraction = a.warmup;
+    cfg.seed = a.seed;
+    cfg.threads = a.threads;
+    cfg.checkpoint_every = a.checkpoint_every;
+    cfg.eval_every = a.eval_every;
+    cfg.eval_windows = a.eval_windows;
+    try {
+      cfg.validate();
+    } catch (const std::invalid_argument& e) {
+      throw CLI::ValidationError(e.what());
+    }
+    trainer = std::make_unique<Trainer>(cfg, TextData::load(cfg));
+    fs::create_directories(out);
+  }
+  const TrainConfig& cfg = trainer->config();
+  const long params = trainer->model().num_params();
+  const double flops_per_token = trainer->step_flops() / (double(cfg.batch_size) * cfg.seq_len);
+  std::printf("model: %s, %s backbone, %ld parameters (D=%d, L=%d, H=%d, b=%d)\n", to_string(cfg.model.seq_layer).c_str(),
+              cfg.model.mamba_backbone ? "Mamba (m)" : "Transformer (t)", params, cfg.model.hidden_size,
+              cfg.model.num_hidden_layers, cfg.model.num_attention_heads, cfg.model.mini_batch_size);
+  std::printf("data: %s: %zu train bytes, %zu validation bytes\n", trainer->data().description.c_str(),
+              trainer->data().train.size(), trainer->data().val.size());
+  std::printf("training: %ld steps of %d x %d bytes, peak lr %g, %d threads, %.2f MFLOP per token (training, inner loop included)\n",
+              cfg.steps, cfg.batch_size, cfg.seq_len, cfg.lr, trainer->threads(), flops_per_token / 1e6);
+  std::printf("output: %s (metrics.jsonl, checkpoints); Ctrl-C saves and stops\n", out.string().c_str());
+  std::fflush(stdout);
+
+  g_interrupted = false;
+  auto previous = std::signal(SIGINT, on_sigint);
+  const bool tty = isatty(STDOUT_FILENO);
+  double ema = NAN, tokens = 0, seconds = 0;
+  const auto t_start = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count(); };
+  auto evaluate = [&](bool final) {
+    const EvalReport ev = trainer->evaluate(cfg.eval_windows);
+    Json j = Json::object();
+    j["step"] = ev.step;
+    j["val_loss"] = ev.loss;
+    j["val_bpb"] = ev.bpb;
+    j["val_targets"] = ev.targets;
+    if (final) {
+      Json pos = Json::array();
+      for (double v : ev.loss_by_position) pos.push_back(v);
+      j["val_loss_by_position"] = pos;
+    }
+    append_line(out / "metrics.jsonl", j);
+    std::printf("%sstep %ld: validation loss %.4f nats/byte, %.4f bits/byte (%ld bytes)\n", tty ? "\r\33[2K" : "",
+                ev.step, ev.loss, ev.bpb, ev.targets);
+    std::fflush(stdout);
+  };
+  long last_print = 0;
+  while (!trainer->finished() && !g_interrupted) {
+    const StepReport r = trainer->step();
+    tokens += double(r.tokens);
+    seconds += r.seconds;
+    if (!r.skipped) ema = std::isnan(ema) ? r.loss : 0.95 * ema + 0.05 * r.loss;
+    Json j = Json::object();
+    j["step"] = r.step;
+    j["loss"] = r.loss;
+    j["lr"] = r.lr;
+    j["grad_norm"] = std::isfinite(r.grad_norm) ? Json(r.grad_norm) : Json(nullptr);
+    j["skipped"] = r.skipped;
+    j["tokens_per_s"] = double(r.tokens) / r.seconds;
+    j["elapsed_s"] = elapsed();
+    append_line(out / "metrics.jsonl", j);
+    if (r.skipped)
+      std::printf("%sstep %ld: non-finite gradient, update skipped\n", tty ? "\r\33[2K" : "", r.step);
+    const double rate = tokens / seconds;
+    const double left = double(cfg.steps - trainer->steps_done()) * cfg.batch_size * cfg.seq_len / rate;
+    if (tty || trainer->steps_done() - last_print >= std::max<long>(1, cfg.steps / 20) || trainer->finished()) {
+      const int width = 24;
+      const int filled = int(width * double(trainer->steps_done()) / double(cfg.steps));
+      std::string bar(filled, '#');
+      bar += std::string(width - filled, '.');
+      std::printf("%s[%s] %ld/%ld  loss %.4f (%.3f bpb)  %.0f tok/s  %.1f GFLOP/s  lr %.2e  |g| %.2f  left %s%s",
+                  tty ? "\r\33[2K" : "", bar.c_str(), trainer->steps_done(), cfg.steps, ema, ema / std::log(2.0), rate,
+                  rate * flops_per_token / 1e9, r.lr, r.grad_norm, format_duration(left).c_str(), tty ? "" : "\n");
+      std::fflush(stdout);
+      last_print = trainer->steps_done();
+    }
+    if (cfg.eval_every > 0 && trainer->steps_done() % cfg.eval_every == 0 && !trainer->finished()) evaluate(false);
+    if (cfg.checkpoint_every > 0 && trainer->steps_done() % cfg.checkpoint_every == 0 && !trainer->finished())
+      trainer->save(out);
+  }
+  std::signal(SIGINT, previous);
+  if (tty) std::printf("\n");
+  if (g_interrupted) {
+    trainer->save(out);
+    std::printf("interrupted at step %ld: checkpoint saved; continue with `tttlab train --resume %s`\n",
+                trainer->steps_done(), out.string().c_str());
+    set_exit_code(0);
+    return;
+  }
+  evaluate(true);
+  trainer->save(out);
+  std::printf("done: %ld steps in %s, %.0f tokens/s; checkpoint %s\n", trainer->steps_done(),
+              format_duration(elapsed()).c_str(), tokens / seconds, resolve_checkpoint(out).string().c_str());
+  set_exit_code(0);
+}
+
+}  // namespace
+
+void register_train(CLI::App& app) {
+  auto a = std::make_shared<TrainArgs>();
+  auto* cmd = app.add_subcommand("train", "Train a byte-level language model on the CPU (TTT or a baseline)");
+  a->model.add_to(cmd);
+  cmd->add_option("--data", a->data, "brown (the prepared Brown corpus) or a UTF-8 text file (its last 5% validates)")->capture_default_str();
+  cmd->add_option("--data-dir", a->data_dir, "Where the prepared Brown corpus is")->capture_default_str();
+  cmd->add_option("--steps", a->steps, "Optimiser steps")->check(CLI::Range(1L, 1000000000L))->capture_default_str();
+  cmd->add_option("--batch", a->batch, "Sequences per step")->check(CLI::Range(1, 100000))->capture_default_str();
+  cmd->add_option("--seq-len", a->seq_len, "Sequence length T (default: the preset's)")->check(CLI::Range(2, 1 << 20));
+  cmd->add_option("--lr", a->lr, "Peak learning rate (linear warmup, cosine decay to 1e-5)")->check(CLI::Range(1e-9, 10.0))->capture_default_str();
+  cmd->add_option("--warmup", a->warmup, "Warmup share of the steps")->check(CLI::Range(0.0, 0.99))->capture_default_str();
+  cmd->add_option("--seed", a->seed, "Seed of the initialisation and the batches")->capture_default_str();
+  cmd->add_option("--threads", a->threads, "Worker threads (0: all hardware threads); results are deterministic per thread count")
+      ->check(CLI::Range(0, 1024));
+  cmd->add_option("--checkpoint-every", a->checkpoint_every, "Save every N steps (and always at the end)")->check(CLI::Range(0L, 1000000000L));
+  cmd->add_option("--eval-every", a->eval_every, "Validate every N steps (and always at the end)")->check(CLI::Range(0L, 1000000000L));
+  cmd->add_option("--eval-windows", a->eval_windows, "Validation windows of T bytes (0: the whole validation text)")->check(CLI::Range(0, 1 << 30))->capture_default_str();
+  cmd->add_option("--out", a->out, "Run directory (checkpoints, metrics.jsonl)");
+  cmd->add_option("--resume", a->resume, "Continue the run in this directory from its latest checkpoint");
+  cmd->callback([a, cmd] { run(*a, cmd); });
+}
+
+}  // namespace tttlab::cli

@@ -1,0 +1,55 @@
+// Shared model options (see model_options.hpp).
+#include "cli/model_options.hpp"
+
+namespace tttlab::cli {
+
+void ModelOptions::add_to(CLI::App* cmd) {
+  cmd->add_option("--preset", preset, "Model size: tiny (~1M parameters), small (~11M), 125m")
+      ->check(CLI::IsMember({"tiny", "small", "125m"}))->capture_default_str();
+  cmd->add_option("--layer", layer, "Sequence layer")
+      ->check(CLI::IsMember({"ttt-linear", "ttt-mlp", "linear-attention", "softmax-attention"}))->capture_default_str();
+  cmd->add_option("--backbone", backbone, "m: Mamba-style (pre-conv, shared Q/K + convs, gate); t: Transformer")
+      ->check(CLI::IsMember({"t", "m"}))->capture_default_str();
+  cmd->add_option("--hidden-size", hidden_size, "Override the width D")->check(CLI::Range(1, 1 << 16));
+  cmd->add_option("--layers", layers, "Override the number of blocks")->check(CLI::Range(1, 1024));
+  cmd->add_option("--heads", heads, "Override the number of heads (must divide D)")->check(CLI::Range(1, 1 << 12));
+  cmd->add_option("--intermediate-size", intermediate_size, "Override the SwiGLU width")->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("-b,--mini-batch", mini_batch, "TTT inner mini-batch size b >= 1")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  cmd->add_option("--base-lr", base_lr, "TTT eta_base (default 1.0 for ttt-linear, 0.1 for ttt-mlp)")->check(CLI::Range(0.0, 1e6));
+  cmd->add_option("--remat-group", remat_group, "Recompute the inner loop in groups of N mini-batches (0: keep all states)")
+      ->check(CLI::Range(0, 1 << 20));
+  cmd->add_flag("--no-inner-ln", no_inner_ln, "Variant: no LayerNorm inside the inner model");
+  cmd->add_flag("--no-inner-residual", no_inner_residual, "Variant: no residual in the inner model (target V)");
+  cmd->add_flag("--no-inner-bias", no_inner_bias, "Variant: no inner bias");
+  cmd->add_flag("--fixed-eta", fixed_eta, "Variant: eta = eta_base/d for every token (no learned gate)");
+  cmd->add_flag("--no-token-index", no_token_index, "Variant: tau_i = 1 (sum of gradients, plain mini-batch GD)");
+  cmd->add_flag("--fixed-w0", fixed_w0, "Variant: W0 fixed at zero instead of learned");
+}
+
+ModelConfig ModelOptions::build(const CLI::App*) const {
+  ModelConfig c;
+  try {
+    c = ModelConfig::preset(preset);
+    c.seq_layer = seq_layer_from_string(layer);
+    c.mamba_backbone = backbone == "m";
+    if (hidden_size) c.hidden_size = hidden_size;
+    if (layers) c.num_hidden_layers = layers;
+    if (heads) c.num_attention_heads = heads;
+    if (intermediate_size) c.intermediate_size = intermediate_size;
+    c.mini_batch_size = mini_batch;
+    c.ttt_base_lr = base_lr >= 0 ? base_lr : (c.seq_layer == SeqLayerKind::TTTMLP ? 0.1 : 1.0);
+    c.scan_checkpoint_group_size = remat_group;
+    c.inner_layer_norm = !no_inner_ln;
+    c.inner_residual = !no_inner_residual;
+    c.inner_bias = !no_inner_bias;
+    c.eta_learned_gate = !fixed_eta;
+    c.eta_token_index = !no_token_index;
+    c.learnable_w0 = !fixed_w0;
+    c.validate();
+  } catch (const std::invalid_argument& e) {
+    throw CLI::ValidationError(e.what());
+  }
+  return c;
+}
+
+}  // namespace tttlab::cli
