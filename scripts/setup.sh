@@ -26,13 +26,13 @@ setup_start=$SECONDS
 # ---- 1. System packages -----------------------------------------------------------------------
 # Compiler and build tools; the libraries the code includes (Eigen, GoogleTest, Google Benchmark,
 # nlohmann-json, CLI11, Dear ImGui, GLFW, MD4C, stb); a font for the GUI; Xvfb and Mesa's software
-# OpenGL, so that the GUI's tests can open a window on a machine without a display or GPU; npm for
-# the corpus download. CUDA is optional and not installed here (see README.md).
+# OpenGL, so that the GUI's tests can open a window on a machine without a display or GPU (and
+# glxinfo, from mesa-utils, to see what GL that is); npm for the corpus download. CUDA is optional and not installed here (see README.md).
 PACKAGES=(
   build-essential cmake ninja-build pkg-config ca-certificates
   libeigen3-dev libgtest-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
   libimgui-dev libglfw3-dev libmd4c-dev libstb-dev fonts-dejavu-core
-  xvfb xauth libgl1-mesa-dri libglx-mesa0
+  xvfb xauth libgl1-mesa-dri libglx-mesa0 mesa-utils
 )
 step "1/4 system packages"
 missing=()
@@ -56,8 +56,16 @@ else
   fi
   note "installing: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  "${sudo[@]}" apt-get update -qq
-  "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  # apt's and dpkg's progress output is kept in a log and shown only if something fails.
+  apt_log=$(mktemp)
+  if ! { "${sudo[@]}" apt-get update -q &&
+    "${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"; } >"$apt_log" 2>&1
+  then
+    cat "$apt_log"
+    die "apt-get could not install: ${missing[*]}"
+  fi
+  rm -f "$apt_log"
+  note "installed"
 fi
 cmake_version=$(cmake --version | sed -n '1s/^cmake version //p')
 [[ "$(printf '%s\n' 3.25 "$cmake_version" | sort -V | head -n1)" == 3.25 ]] ||
