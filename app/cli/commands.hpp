@@ -14,6 +14,7 @@ void register_probe(CLI::App& app);   // cmd_probe.cpp: one layer's inner loop, 
 void register_train(CLI::App& app);     // cmd_train.cpp
 void register_eval(CLI::App& app);      // cmd_eval.cpp
 void register_generate(CLI::App& app);  // cmd_generate.cpp
+void register_bench(CLI::App& app);     // cmd_bench.cpp
 void register_info(CLI::App& app);    // cmd_info.cpp: build configuration and compute devices
 void register_data(CLI::App& app);    // cmd_data.cpp: prepare-brown, stats
 

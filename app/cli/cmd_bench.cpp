@@ -1,0 +1,197 @@
+// `tttlab bench [--json]`: training and inference speed of each preset on this machine's CPU, as a
+// ratio to this machine's GEMM rate measured in the same run.
+//
+// Ceiling: Eigen float GEMM (n × n × n, n = 384) run on every worker thread at once, each thread on
+// its own matrices, as training runs (one sequence per thread, Eigen single-threaded inside). Model
+// FLOPs count the matrix products of the forward (projections, SwiGLU, tied head, and the TTT inner
+// loop: 6d² + 4bd per token and head for TTT-Linear) and 3× that for a training step. MFU = model
+// FLOP/s ÷ the GEMM rate.
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "cli/commands.hpp"
+#include "cli/model_options.hpp"
+#include "tttlab/io/json.hpp"
+#include "tttlab/train/trainer.hpp"
+#include "tttlab/util/rng.hpp"
+
+namespace tttlab::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// GFLOP/s of float GEMM with `threads` threads each multiplying its own n × n matrices.
+double gemm_rate(int threads, int n, double seconds) {
+  std::vector<double> flops(threads, 0.0);
+  std::vector<double> elapsed(threads, 0.0);
+  std::vector<std::thread> pool;
+  for (int i = 0; i < threads; ++i)
+    pool.emplace_back([&, i] {
+      Rng rng(i + 1);
+      Mat<float> A(n, n), B(n, n), C(n, n);
+      for (Eigen::Index k = 0; k < A.size(); ++k) A.data()[k] = rng.uniform_float() - 0.5f;
+      for (Eigen::Index k = 0; k < B.size(); ++k) B.data()[k] = rng.uniform_float() - 0.5f;
+      C.noalias() = A * B;  // warm-up
+      const auto t0 = Clock::now();
+      long reps = 0;
+      do {
+        C.noalias() = A * B;
+        A(0, 0) += C(1, 1) * 1e-30f;  // keep every product live
+        ++reps;
+      } while (since(t0) < seconds);
+      elapsed[i] = since(t0);
+      flops[i] = 2.0 * n * n * double(n) * reps;
+    });
+  for (auto& t : pool) t.join();
+  double rate = 0;
+  for (int i = 0; i < threads; ++i) rate += flops[i] / elapsed[i];
+  return rate / 1e9;
+}
+
+struct Row {
+  std::string preset, layer;
+  long params = 0;
+  int batch = 0, seq_len = 0;
+  double fwd_flops_per_token = 0;
+  double train_tok_s = 0, train_gflops = 0, train_mfu = 0;
+  double prefill_tok_s = 0, decode_tok_s = 0;
+};
+
+Row bench_preset(const ModelConfig& model, const std::string& preset, int batch, int seq_len, int steps,
+                 int threads, double gemm) {
+  TrainConfig cfg;
+  cfg.model = model;
+  cfg.model.max_position_embeddings = seq_len;
+  cfg.batch_size = batch;
+  cfg.seq_len = seq_len;
+  cfg.steps = steps + 1;
+  cfg.threads = threads;
+  TextData data;
+  Rng rng(5);
+  data.train.resize(std::size_t(batch) * (seq_len + 1) * 4 + 4096);
+  for (auto& b : data.train) b = static_cast<std::uint8_t>(32 + rng.below(95));
+  data.val = data.train;
+  data.description = "random printable bytes";
+  Trainer t(cfg, std::move(data));
+  Row r;
+  r.preset = preset;
+  r.layer = to_string(model.seq_layer);
+  r.params = t.model().num_params();
+  r.batch = batch;
+  r.seq_len = seq_len;
+  r.fwd_flops_per_token = t.model().forward_flops(seq_len) / seq_len;
+  t.step();  // warm-up (allocations)
+  const auto t0 = Clock::now();
+  for (int i = 0; i < steps; ++i) t.step();
+  const double s = since(t0);
+  r.train_tok_s = double(steps) * batch * seq_len / s;
+  r.train_gflops = r.train_tok_s * 3 * r.fwd_flops_per_token / 1e9;
+  r.train_mfu = r.train_gflops / gemm;
+  // Inference, one sequence: prefill (dual form over T tokens), then decode (one primal step a token).
+  std::vector<int> tokens(seq_len);
+  for (int& v : tokens) v = static_cast<int>(32 + rng.below(95));
+  auto st = t.model().start();
+  const auto t1 = Clock::now();
+  t.model().forward(*st, tokens);
+  r.prefill_tok_s = seq_len / since(t1);
+  const int n_decode = std::min(seq_len, 128);
+  const auto t2 = Clock::now();
+  for (int i = 0; i < n_decode; ++i) {
+    const int tok[1] = {tokens[i]};
+    t.model().forward(*st, tok);
+  }
+  r.decode_tok_s = n_decode / since(t2);
+  return r;
+}
+
+struct BenchArgs {
+  std::vector<std::string> presets{"tiny", "small", "125m"};
+  std::string layer = "ttt-linear";
+  std::string backbone = "m";
+  int threads = 0;
+  bool json = false;
+  std::string device = "cpu";
+};
+
+void run(const BenchArgs& a) {
+  if (a.device == "cuda")
+    throw std::runtime_error("the CUDA benchmarks are not part of this build yet; use --device cpu");
+  const int threads = a.threads > 0 ? a.threads : std::max(1u, std::thread::hardware_concurrency());
+  const double gemm1 = gemm_rate(1, 384, 1.0);
+  const double gemm = gemm_rate(threads, 384, 1.5);
+  if (!a.json) {
+    std::printf("CPU: %d threads; Eigen float GEMM 384x384x384: %.1f GFLOP/s on 1 thread, %.1f GFLOP/s on %d (the ceiling)\n\n",
+                threads, gemm1, gemm, threads);
+    std::printf("%-6s %-11s %10s %9s %12s %12s %10s %7s %12s %12s\n", "preset", "layer", "params", "B x T",
+                "MFLOP/tok", "train tok/s", "GFLOP/s", "MFU", "prefill t/s", "decode t/s");
+  }
+  std::vector<Row> rows;
+  for (const auto& p : a.presets) {
+    ModelConfig m = ModelConfig::preset(p);
+    m.seq_layer = seq_layer_from_string(a.layer);
+    m.mamba_backbone = a.backbone == "m";
+    m.ttt_base_lr = m.seq_layer == SeqLayerKind::TTTMLP ? 0.1 : 1.0;
+    int batch = 16, seq_len = 256, steps = 4;
+    if (p == "small") batch = 4, seq_len = 512, steps = 2;
+    if (p == "125m") batch = std::max(1, threads), seq_len = 512, steps = 1;
+    Row r = bench_preset(m, p, batch, seq_len, steps, threads, gemm);
+    if (!a.json) {
+      std::printf("%-6s %-11s %10ld %4d x %-4d %12.2f %12.0f %10.1f %6.1f%% %12.0f %12.0f\n", r.preset.c_str(),
+                  r.layer.c_str(), r.params, r.batch, r.seq_len, 3 * r.fwd_flops_per_token / 1e6, r.train_tok_s,
+                  r.train_gflops, 100 * r.train_mfu, r.prefill_tok_s, r.decode_tok_s);
+      std::fflush(stdout);
+    }
+    rows.push_back(r);
+  }
+  if (a.json) {
+    Json j = Json::object();
+    j["threads"] = threads;
+    j["gemm_gflops_1thread"] = gemm1;
+    j["gemm_gflops"] = gemm;
+    Json arr = Json::array();
+    for (const auto& r : rows) {
+      Json o = Json::object();
+      o["preset"] = r.preset;
+      o["layer"] = r.layer;
+      o["params"] = r.params;
+      o["batch"] = r.batch;
+      o["seq_len"] = r.seq_len;
+      o["train_flops_per_token"] = 3 * r.fwd_flops_per_token;
+      o["train_tokens_per_s"] = r.train_tok_s;
+      o["train_gflops"] = r.train_gflops;
+      o["train_mfu"] = r.train_mfu;
+      o["prefill_tokens_per_s"] = r.prefill_tok_s;
+      o["decode_tokens_per_s"] = r.decode_tok_s;
+      arr.push_back(o);
+    }
+    j["rows"] = arr;
+    std::printf("%s\n", j.dump(1).c_str());
+  } else {
+    std::printf("\nMFLOP/tok: training FLOPs per token (3x the forward's matrix products, TTT inner loop included).\n"
+                "MFU: training GFLOP/s / the GEMM ceiling above. Prefill: one sequence of T tokens (dual form);\n"
+                "decode: one token at a time from the streaming state (primal form).\n");
+  }
+  set_exit_code(0);
+}
+
+}  // namespace
+
+void register_bench(CLI::App& app) {
+  auto a = std::make_shared<BenchArgs>();
+  auto* cmd = app.add_subcommand("bench", "Measure training and inference speed per preset against this CPU's GEMM rate");
+  cmd->add_option("--presets", a->presets, "Presets to measure")->check(CLI::IsMember({"tiny", "small", "125m"}))->capture_default_str();
+  cmd->add_option("--layer", a->layer, "Sequence layer")
+      ->check(CLI::IsMember({"ttt-linear", "ttt-mlp", "linear-attention", "softmax-attention"}))->capture_default_str();
+  cmd->add_option("--backbone", a->backbone, "m or t")->check(CLI::IsMember({"t", "m"}))->capture_default_str();
+  cmd->add_option("--threads", a->threads, "Worker threads (0: all)")->check(CLI::Range(0, 1024));
+  cmd->add_option("--device", a->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+  cmd->add_flag("--json", a->json, "Print JSON");
+  cmd->callback([a] { run(*a); });
+}
+
+}  // namespace tttlab::cli
