@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
 
   // The one explicit list of subcommands.
   tttlab::cli::register_info(app);
+  tttlab::cli::register_gui(app);
 
   try {
     app.parse(argc, argv);

@@ -10,6 +10,7 @@ class App;
 namespace tttlab::cli {
 
 void register_info(CLI::App& app);    // cmd_info.cpp: build configuration and compute devices
+void register_gui(CLI::App& app);     // cmd_gui.cpp: the desktop app, screenshots, frame benchmark
 
 void set_exit_code(int code);
 int exit_code();

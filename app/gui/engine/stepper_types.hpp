@@ -32,8 +32,16 @@ struct TokenRecord {
   double loss_after = 0;     // ℓ(W_t; x_t)
   RowVec<double> k, grad_z, x2, grad_z2, output;
   InnerWeights<double> w_after;  // W_t
+  InnerWeights<double> delta;    // W_t − W_{t−1}, member by member
+  Mat<double> outer1;            // this token's rank-1 gradient term k_tᵀ·grad_z (shape of W1)
+  Mat<double> outer2;            // MLP: x2ᵀ·grad_z2 (shape of W2); empty for Linear
   double w_norm = 0;             // ‖W1_t‖_F
   double dw_norm = 0;            // ‖W1_t − W1_{t−1}‖_F
+  // Largest magnitudes (for colour scales that stay fixed while scrubbing):
+  double w_absmax = 0;           // max |W1_t|, max |W2_t| …
+  double w2_absmax = 0;
+  double delta_absmax = 0, delta2_absmax = 0;
+  double outer_absmax = 0, outer2_absmax = 0;
 };
 
 struct StepperView {
