@@ -15,6 +15,7 @@ Fonts g_fonts;
 // Unicode blocks to bake into the atlas (pairs of inclusive ranges, zero-terminated).
 const ImWchar kRanges[] = {
     0x0020, 0x00FF,  // Basic Latin, Latin-1 (· ² ³ ± × µ)
+    0x0300, 0x036F,  // Combining diacritical marks (the bar of Z̄)
     0x0370, 0x03FF,  // Greek (η θ λ τ σ Δ)
     0x1D00, 0x1DBF,  // Phonetic extensions (ᵀ ᵢ ⱼ)
     0x2000, 0x206F,  // General punctuation (– — ‖ … ′)
@@ -26,6 +27,7 @@ const ImWchar kRanges[] = {
     0x2300, 0x23FF,  // Miscellaneous technical (⌀ ⏎)
     0x2400, 0x243F,  // Control pictures (␣ for a space token)
     0x25A0, 0x25FF,  // Geometric shapes (▶ ◀ ■ ●)
+    0x2C60, 0x2C7F,  // Latin extended-C (the subscript ⱼ)
     0,
 };
 

@@ -123,6 +123,7 @@ int App::init() {
   ImGui_ImplGlfw_InitForOpenGL(window_->handle(), true);
   ImGui_ImplOpenGL3_Init("#version 130");
   imgui_ready_ = true;
+  set_notifications_visible(opt_.screenshot.empty());
 
   if (!opt_.panel.empty()) {
     const auto i = find_panel(opt_.panel);
@@ -403,12 +404,14 @@ void App::draw_sidebar(float width) {
 
   ImGui::Dummy(ImVec2(0, 10));
   widgets::section_label("ENGINE");
-  const double now_busy = snap_->stats.busy_ms_last_second;
+  const bool idle = engine_.quiescent();
   ImGui::PushFont(fonts().small);
-  ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(now_busy > 1.0 ? colors::kGood : colors::kTextDim),
-                     now_busy > 1.0 ? "● computing" : "● idle");
-  ImGui::SameLine();
-  ImGui::TextDisabled("%.0f ms/s busy", now_busy);
+  ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(idle ? colors::kTextDim : colors::kGood),
+                     idle ? "● idle" : "● working");
+  if (!idle) {
+    ImGui::SameLine();
+    ImGui::TextDisabled("%.0f ms/s busy", snap_->stats.busy_ms_last_second);
+  }
   ImGui::TextDisabled("snapshot #%llu", static_cast<unsigned long long>(snap_->version));
   ImGui::PopFont();
   bool any_job = false;

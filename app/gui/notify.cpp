@@ -16,6 +16,7 @@ struct Note {
 };
 std::deque<Note> g_notes;
 std::string g_last;
+bool g_visible = true;
 constexpr double kLifetime = 5.0;
 
 }  // namespace
@@ -27,11 +28,12 @@ void notify(std::string message, bool error) {
 }
 
 const std::string& last_notification() { return g_last; }
+void set_notifications_visible(bool visible) { g_visible = visible; }
 
 void draw_notifications() {
   const double now = ImGui::GetTime();
   while (!g_notes.empty() && now - g_notes.front().born > kLifetime) g_notes.pop_front();
-  if (g_notes.empty()) return;
+  if (g_notes.empty() || !g_visible) return;
   const ImGuiViewport* vp = ImGui::GetMainViewport();
   const float pad = ImGui::GetStyle().WindowPadding.x;
   float y = vp->WorkPos.y + vp->WorkSize.y - 2.5f * ImGui::GetFrameHeight();

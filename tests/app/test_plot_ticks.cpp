@@ -107,3 +107,26 @@ TEST(PlotTicks, ValuesAreReadableAtEveryMagnitude) {
 
 }  // namespace
 }  // namespace tttlab::gui::plot
+
+namespace tttlab::gui::plot {
+namespace {
+
+TEST(PlotTicks, OneOrTwoDecadesGetOneTwoFiveLabels) {
+  const auto t = log_ticks(1.5e-16, 3e-15, 5);
+  std::vector<std::string> labels;
+  for (const auto& k : t)
+    if (k.major) labels.push_back(k.label);
+  const std::vector<std::string> want{"2\xC3\x97" "10\xE2\x81\xBB\xC2\xB9\xE2\x81\xB6",
+                                      "5\xC3\x97" "10\xE2\x81\xBB\xC2\xB9\xE2\x81\xB6",
+                                      "10\xE2\x81\xBB\xC2\xB9\xE2\x81\xB5",
+                                      "2\xC3\x97" "10\xE2\x81\xBB\xC2\xB9\xE2\x81\xB5"};
+  EXPECT_EQ(labels, want);
+  const auto plain = log_ticks(0.3, 8.0, 5);
+  std::vector<std::string> pl;
+  for (const auto& k : plain)
+    if (k.major) pl.push_back(k.label);
+  EXPECT_EQ(pl, (std::vector<std::string>{"0.5", "1", "2", "5"}));
+}
+
+}  // namespace
+}  // namespace tttlab::gui::plot

@@ -38,7 +38,9 @@ struct HeadConfig {
   bool layer_norm = true;
   bool residual = true;
   bool bias = true;
-  W0Init w0 = W0Init::Zero;
+  // Random is the official initialisation. With W0 = 0 (and b = 0) every z = kW + b is constant, its
+  // LayerNorm variance is 0 and the first gradients are scaled by 1/√ε = 1000.
+  W0Init w0 = W0Init::Random;
 
   bool operator==(const HeadConfig&) const = default;
 

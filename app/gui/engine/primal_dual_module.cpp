@@ -121,7 +121,8 @@ class TypedJob final : public PrimalDualModule::Job {
     v.dual_ms = dual_ms_;
     v.primal_ms_median = median(primal_ms_);
     v.dual_ms_median = median(dual_ms_);
-    v.diff_map = plot::pool_max_abs(diff.data(), T, diff.cols(), diff.cols(), kMaxBins, kMaxBins);
+    const Mat<double> diff_t = diff.transpose();  // [d, T]: tokens run along the wide axis
+    v.diff_map = plot::pool_max_abs(diff_t.data(), diff_t.rows(), T, T, kMaxBins, kMaxBins);
 
     // The dual form's matrix M = E ⊙ tril(QKᵀ + 1), built per mini-batch exactly as the dual form
     // weighs the gradients (the +1 only with the inner bias). Rows of the two forms' W1 read-out.

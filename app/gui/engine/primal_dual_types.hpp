@@ -56,7 +56,7 @@ struct PrimalDualView {
   std::vector<double> primal_ms, dual_ms;  // every repetition
   double primal_ms_median = 0, dual_ms_median = 0;
   plot::PooledMatrix attention;     // M, [T, T] pooled to ≤ 512²
-  plot::PooledMatrix diff_map;      // |O_primal − O_dual|, [T, d] pooled to ≤ 512 rows
+  plot::PooledMatrix diff_map;      // |O_primal − O_dual| transposed, [d, T], pooled to ≤ 512 columns
   bool linear_attention = false;
   double linear_attention_diff = 0; // max |O − tril(QKᵀ)V| (only with linear_attention)
   double linear_attention_scale = 0;// max |tril(QKᵀ)V|

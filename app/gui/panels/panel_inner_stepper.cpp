@@ -34,7 +34,13 @@ using plot::format_value;
 
 // ---- [SECTION] Settings ------------------------------------------------------------------------------
 
-enum class ColourScale { FixedOverRun, PerMatrix };
+// How heat-map colours map to values.
+//   SharedPerToken: W_{t−1} and W_t share one range (what changed is visible); ΔW, the gradient term
+//                   and the vectors each use their own. The default.
+//   FixedOverRun:   one range per kind of matrix over all computed tokens (robust 95th percentile),
+//                   so magnitudes compare across tokens while stepping.
+//   PerMatrix:      every map its own largest |value|.
+enum class ColourScale { SharedPerToken, FixedOverRun, PerMatrix };
 
 struct StepperSettings {
   HeadConfig head;
@@ -43,7 +49,7 @@ struct StepperSettings {
   bool loop = false;
   double smoothing = 0.0;
   bool log_losses = false;
-  ColourScale colours = ColourScale::FixedOverRun;
+  ColourScale colours = ColourScale::SharedPerToken;
   int layer = 0;  // TTT-MLP: which weight matrix is shown (0: W1, 1: W2)
 };
 
@@ -55,7 +61,9 @@ nlohmann::json to_json(const StepperSettings& s) {
           {"view",
            {{"smoothing", s.smoothing},
             {"log_losses", s.log_losses},
-            {"colours", s.colours == ColourScale::FixedOverRun ? "fixed" : "per_matrix"},
+            {"colours", s.colours == ColourScale::SharedPerToken ? "shared"
+                        : s.colours == ColourScale::FixedOverRun ? "fixed"
+                                                                 : "per_matrix"},
             {"layer", s.layer == 0 ? "W1" : "W2"}}}};
 }
 
@@ -73,8 +81,7 @@ StepperSettings settings_from(const FieldReader& r) {
   const FieldReader v = r.object("view");
   s.smoothing = v.number("smoothing", 0.0, 0.999, s.smoothing);
   s.log_losses = v.boolean("log_losses", s.log_losses);
-  s.colours = v.choice("colours", {"fixed", "per_matrix"}, 0) == 0 ? ColourScale::FixedOverRun
-                                                                   : ColourScale::PerMatrix;
+  s.colours = static_cast<ColourScale>(v.choice("colours", {"shared", "fixed", "per_matrix"}, 0));
   s.layer = v.choice("layer", {"W1", "W2"}, 0);
   return s;
 }
@@ -87,6 +94,25 @@ plot::MatrixView view_of(const Mat<double>& m) {
 plot::MatrixView view_of(const RowVec<double>& v, bool as_column) {
   return as_column ? plot::MatrixView::of(v.data(), v.size(), 1, 1)
                    : plot::MatrixView::of(v.data(), 1, v.size(), v.size());
+}
+
+// The 95th percentile (nearest rank) of positive values.
+double robust_max(std::vector<double> v) {
+  std::erase_if(v, [](double x) { return !(x > 0.0) || !std::isfinite(x); });
+  if (v.empty()) return 0.0;
+  const std::size_t k = static_cast<std::size_t>(std::ceil(0.95 * static_cast<double>(v.size()))) - 1;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
+  return v[k];
+}
+
+// "₁₂" for 12.
+std::string subscript(long n) {
+  static const char* const kSub[] = {"\xE2\x82\x80", "\xE2\x82\x81", "\xE2\x82\x82", "\xE2\x82\x83",
+                                     "\xE2\x82\x84", "\xE2\x82\x85", "\xE2\x82\x86", "\xE2\x82\x87",
+                                     "\xE2\x82\x88", "\xE2\x82\x89"};
+  std::string s;
+  for (char c : std::to_string(n)) s += kSub[c - '0'];
+  return s;
 }
 
 std::string token_quote(const StepperView& v, long t) {
@@ -190,11 +216,13 @@ class InnerStepperPanel final : public Panel {
     ImGui::SameLine(ImGui::GetFontSize() * 6.6f);
     ImGui::SetNextItemWidth(-1);
     int cm = static_cast<int>(s_.colours);
-    if (ImGui::Combo("##colours", &cm, "fixed over the run\0per matrix\0"))
+    if (ImGui::Combo("##colours", &cm, "W before/after shared\0fixed over the run\0per matrix\0"))
       s_.colours = static_cast<ColourScale>(cm);
     if (ImGui::IsItemHovered())
-      ImGui::SetTooltip("Fixed: one colour range per kind of matrix over all computed tokens, so colours\n"
-                        "stay comparable while stepping. Per matrix: each map uses its own largest |value|.");
+      ImGui::SetTooltip("Shared: Wₜ₋₁ and Wₜ use one range, the other maps their own.\n"
+                        "Fixed over the run: one range per kind of matrix over all computed tokens\n"
+                        "(95th percentile), so magnitudes compare while stepping.\n"
+                        "Per matrix: every map uses its own largest |value|.");
     if (v.config.model == InnerModel::MLP) {
       ImGui::AlignTextToFramePadding();
       ImGui::TextUnformatted("Layer");
@@ -325,7 +353,7 @@ class InnerStepperPanel final : public Panel {
     ImGui::SameLine(0, 16);
     ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim), "λₜ = %s", format_value(r.lambda, 3).c_str());
     ImGui::SameLine(0, 12);
-    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim), "τ%d = %s", r.pos + 1,
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim), "τ%s = %s", subscript(r.pos + 1).c_str(),
                        format_value(r.tau, 3).c_str());
     ImGui::SameLine(0, 12);
     ImGui::Text("ηₜ = τλ = %s", format_value(r.tau * r.lambda, 3).c_str());
@@ -366,14 +394,23 @@ class InnerStepperPanel final : public Panel {
     const Mat<double>& w_now = r ? pick(r->w_after) : pick(*v.w0);
 
     // Colour ranges.
+    // "Fixed over the run": the 95th percentile of the per-token largest magnitudes, so one
+    // outlier token (e.g. the first step from W₀ = 0) does not wash out every other picture; the
+    // few larger values saturate.
     double lim_w = 0, lim_d = 0, lim_o = 0;
-    if (s_.colours == ColourScale::FixedOverRun) {
+    if (s_.colours == ColourScale::FixedOverRun && !v.records.empty()) {
+      std::vector<double> w, d, o;
       for (const auto& rec : v.records) {
-        lim_w = std::max(lim_w, l2 ? rec->w2_absmax : rec->w_absmax);
-        lim_d = std::max(lim_d, l2 ? rec->delta2_absmax : rec->delta_absmax);
-        lim_o = std::max(lim_o, l2 ? rec->outer2_absmax : rec->outer_absmax);
+        w.push_back(l2 ? rec->w2_absmax : rec->w_absmax);
+        d.push_back(l2 ? rec->delta2_absmax : rec->delta_absmax);
+        o.push_back(l2 ? rec->outer2_absmax : rec->outer_absmax);
       }
-      lim_w = std::max(lim_w, plot::max_abs(view_of(pick(*v.w0))));
+      w.push_back(plot::max_abs(view_of(pick(*v.w0))));
+      lim_w = robust_max(w);
+      lim_d = robust_max(d);
+      lim_o = robust_max(o);
+    } else if (s_.colours == ColourScale::SharedPerToken) {
+      lim_w = std::max(plot::max_abs(view_of(w_prev)), plot::max_abs(view_of(w_now)));
     }
 
     const float avail = ImGui::GetContentRegionAvail().x;
@@ -412,6 +449,7 @@ class InnerStepperPanel final : public Panel {
         g.size = ImVec2(cell * static_cast<float>(cols) + 1, cell + 1);
         g.colorbar = false;
         g.show_values = false;
+        g.show_range = false;
         g.row_name = "";
         g.col_name = "j";
         g.tooltip = [&](long, long j, double val) {
@@ -436,6 +474,7 @@ class InnerStepperPanel final : public Panel {
         o.export_name = "outer_product";
         o.m = view_of(outer);
         o.limit = lim_o;
+        o.show_range = false;
         o.size = ImVec2(block_w - cell - gap, cell * static_cast<float>(rows) + 2);
         o.max_cell = cell;
         o.row_name = "i";
@@ -449,9 +488,6 @@ class InnerStepperPanel final : public Panel {
         };
         ImGui::SetCursorScreenPos(grid);
         plot::heatmap(o);
-        // Axis hints: the key runs down, the gradient across.
-        plot::text_at(dl, f.small, ImVec2(origin.x + cell * 0.5f, grid.y - gap - 1), 0.5f, 1.0f, colors::kTextFaint,
-                      l2 ? "x₂" : "k");
       } else {
         plot::text_at(dl, f.small, ImVec2(origin.x + block_w * 0.5f, origin.y + block_h * 0.5f), 0.5f, 0.5f,
                       colors::kTextFaint, "— no token yet —");
@@ -537,12 +573,13 @@ class InnerStepperPanel final : public Panel {
     };
 
     const float avail = ImGui::GetContentRegionAvail().x;
-    const float h = std::clamp(ImGui::GetContentRegionAvail().y - 110.0f, 170.0f, 260.0f);
+    const float h = std::clamp(ImGui::GetContentRegionAvail().y - 124.0f, 170.0f, 330.0f);
     plot::LinePlot lp;
     lp.id = "losses";
     lp.export_name = "inner_losses";
     lp.title = "Inner losses per token";
-    lp.y_label = "ℓ = ½‖f(k; W) − target‖²   (dashed: mini-batch boundaries; drag to scrub)";
+    lp.y_label = "ℓ(W; xₜ) = ½‖f(kₜ; W) − target‖² with W₀ (no learning), the weights before and after token t's "
+                 "step.  Dashed: mini-batch ends. Drag to scrub.";
     lp.x_label = "token t";
     lp.size = ImVec2(avail * 0.64f, h);
     lp.x_range = plot::Range{-0.5, std::max(1.0, static_cast<double>(T) - 0.5)};
@@ -551,9 +588,9 @@ class InnerStepperPanel final : public Panel {
     lp.markers = marks;
     if (v.cursor >= 0) lp.cursor = static_cast<double>(v.cursor);
     lp.x_format = fmt;
-    lp.series.push_back({"ℓ(W₀; xₜ)  no learning", l0, {}, 0, 1, colors::kLossInitial});
-    lp.series.push_back({"ℓ(Wₜ₋₁; xₜ)  before the step", lb, {}, 0, 1, colors::kLossBefore});
-    lp.series.push_back({"ℓ(Wₜ; xₜ)  after the step", la, {}, 0, 1, colors::kLossAfter});
+    lp.series.push_back({"ℓ(W₀; xₜ)", l0, {}, 0, 1, colors::kLossInitial});
+    lp.series.push_back({"ℓ(Wₜ₋₁; xₜ)", lb, {}, 0, 1, colors::kLossBefore});
+    lp.series.push_back({"ℓ(Wₜ; xₜ)", la, {}, 0, 1, colors::kLossAfter});
     const auto res = plot::line_plot(lp);
     if (res.drag_x) {
       const long t = std::clamp(std::lround(*res.drag_x), 0L, T - 1);
@@ -618,6 +655,7 @@ class InnerStepperPanel final : public Panel {
       h.size = ImVec2(size.x, size.x);
       h.colorbar = false;
       h.show_values = false;
+      h.show_range = false;
       h.row_name = "i";
       h.col_name = "j";
       if (s == t) h.highlight_row = -1;

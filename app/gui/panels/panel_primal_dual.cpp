@@ -29,7 +29,6 @@ using plot::format_value;
 PrimalDualConfig default_config() {
   PrimalDualConfig c;
   c.head.text = "the cat sat on the mat. the cat sat on the mat. the cat sat on the mat.";
-  c.head.repeat = 3;  // 213 tokens: enough for the timings to mean something
   c.head.w0 = W0Init::Random;
   return c;
 }
@@ -112,7 +111,17 @@ class PrimalDualPanel final : public Panel {
     widgets::HeadEditorOptions opt;
     opt.limits = PrimalDualModule::limits();
     opt.lock_reduction = c_.linear_attention;
-    changed |= widgets::head_editor(c_.head, opt);
+    if (c_.linear_attention) {
+      // Show the values the reduction runs with; keep the user's own for when it is switched off.
+      HeadConfig shown = c_.effective();
+      changed |= widgets::head_editor(shown, opt);
+      c_.head.text = shown.text;
+      c_.head.repeat = shown.repeat;
+      c_.head.seed = shown.seed;
+      c_.head.d = shown.d;
+    } else {
+      changed |= widgets::head_editor(c_.head, opt);
+    }
 
     widgets::section_label("MEASUREMENT");
     ImGui::AlignTextToFramePadding();
@@ -184,7 +193,7 @@ class PrimalDualPanel final : public Panel {
     const double rel = v.max_abs_output > 0 ? v.max_abs_diff / v.max_abs_output : 0.0;
     const double tol = dbl ? 1e-12 : 1e-4;
     widgets::metric("max |O_primal − O_dual|", format_value(v.max_abs_diff, 3),
-                    "relative " + format_value(rel, 2) + " of max |O| = " + format_value(v.max_abs_output, 3),
+                    "relative " + format_value(rel, 2) + " (max |O| " + format_value(v.max_abs_output, 3) + ")",
                     rel < tol ? colors::kGood : colors::kWarning, cw);
     ImGui::SameLine(0, gap);
     const double per_tok = v.T > 0 ? 1000.0 / static_cast<double>(v.T) : 0.0;
@@ -207,7 +216,7 @@ class PrimalDualPanel final : public Panel {
       ImGui::SameLine(0, gap);
       const double lrel = v.linear_attention_scale > 0 ? v.linear_attention_diff / v.linear_attention_scale : 0.0;
       widgets::metric("max |O − tril(QKᵀ)V|", format_value(v.linear_attention_diff, 3),
-                      "relative " + format_value(lrel, 2) + ": TTT is linear attention here",
+                      "relative " + format_value(lrel, 2) + ", rounding only",
                       lrel < tol ? colors::kGood : colors::kWarning, cw);
     }
     ImGui::Dummy(ImVec2(0, 6));
@@ -240,8 +249,8 @@ class PrimalDualPanel final : public Panel {
     m.col_name = "key j";
     m.row_label = tok;
     m.col_label = tok;
-    m.row_lines = lines;
-    m.col_lines = lines;
+    m.diagonal_blocks = {0};
+    m.diagonal_blocks.insert(m.diagonal_blocks.end(), lines.begin(), lines.end());
     m.tooltip = [&v](long i, long j, double) {
       const long mb = i / std::max(1, v.effective.mini_batch);
       if (j > i)
@@ -296,6 +305,27 @@ class PrimalDualPanel final : public Panel {
     ImGui::EndGroup();
 
     ImGui::SetCursorScreenPos(ImVec2(top.x, top.y + map_w + 36.0f));
+    const float rest = ImGui::GetContentRegionAvail().y - 4.0f * ImGui::GetTextLineHeightWithSpacing();
+    if (rest > 90.0f && !v.diff_map.empty()) {
+      plot::Heatmap dm;
+      dm.id = "diff_map";
+      dm.export_name = "primal_dual_difference_map";
+      dm.title = "Where the two forms differ: |O_primal − O_dual| per output element";
+      dm.subtitle = "[d × T], log colour scale; darkest: exactly equal. Rounding noise has no structure.";
+      dm.pooled = &v.diff_map;
+      dm.m = plot::MatrixView::of(v.diff_map);
+      dm.palette = plot::Palette::Sequential;
+      dm.log_color = true;
+      dm.square = false;
+      dm.max_cell = 60.0f;
+      dm.size = ImVec2(avail_w, std::min(rest, 220.0f));
+      dm.row_name = "feature j";
+      dm.col_name = "token t";
+      dm.col_label = tok;
+      dm.col_lines = lines;
+      plot::heatmap(dm);
+      ImGui::Dummy(ImVec2(0, 4));
+    }
     widgets::note(
         "Dual form, per mini-batch (ttt-spec §3): Z̄ = QW − (E ⊙ tril(QKᵀ + 1))·G + b̄, with G the loss "
         "gradients taken at the mini-batch's start state and E[i, j] = τᵢλⱼ. Row i of M weighs every earlier "

@@ -202,11 +202,13 @@ bool head_editor(HeadConfig& c, const HeadEditorOptions& opt) {
   changed |= ImGui::Checkbox("residual", &c.residual);
   ImGui::SameLine();
   changed |= ImGui::Checkbox("bias", &c.bias);
-  row("W₀", "The inner weights at the start of the sequence (a learned parameter in a real model).");
+  row("W₀", "The inner weights at the start of the sequence (a learned parameter in a real model). Random: "
+            "entries N(0, 0.02²), the official initialisation. Zero: every z = kW₀ is constant, its "
+            "LayerNorm variance is 0, and the first gradients are scaled by 1/√ε = 1000.");
   int w0 = c.w0 == W0Init::Zero ? 0 : 1;
   if (ImGui::RadioButton("zero", &w0, 0)) changed = true;
   ImGui::SameLine();
-  if (ImGui::RadioButton("random N(0, 0.02²)", &w0, 1)) changed = true;
+  if (ImGui::RadioButton("random", &w0, 1)) changed = true;
   c.w0 = w0 == 0 ? W0Init::Zero : W0Init::Random;
   ImGui::EndDisabled();
   return changed;

@@ -79,7 +79,7 @@ HeatmapResult heatmap(const Heatmap& h) {
   }
   {
     std::string sub = h.subtitle;
-    if (h.palette == Palette::Diverging)
+    if (h.palette == Palette::Diverging && h.show_range)
       sub += (sub.empty() ? "" : "   ") + std::string("±") + format_value(cs.hi, 3);
     if (!sub.empty()) {
       dl->AddText(f.small, small_h, ImVec2(pos.x, top), colors::kTextDim, sub.c_str());
@@ -87,8 +87,22 @@ HeatmapResult heatmap(const Heatmap& h) {
     }
   }
 
+  // Colour-bar axis and its labels (measured first: they set the width the map can use).
+  AxisMap bar_axis;
+  if (h.palette == Palette::Diverging)
+    bar_axis = {ScaleKind::Linear, -cs.hi, cs.hi};
+  else if (cs.log)
+    bar_axis = {ScaleKind::Log10, cs.lo, cs.hi};
+  else
+    bar_axis = {ScaleKind::Linear, 0.0, cs.hi};
+  const float est_h = std::max(40.0f, h.size.y - (top - pos.y));
+  const auto bar_ticks = ticks_for(bar_axis, std::clamp(static_cast<int>(est_h / (2.2f * small_h)), 2, 5));
+  float label_w = 0.0f;
+  for (const auto& t : bar_ticks)
+    if (t.major) label_w = std::max(label_w, text_size(f.small, t.label.c_str()).x);
+
   // Map geometry.
-  const float bar_w = h.colorbar ? 10.0f + 6.0f + text_size(f.small, "−0.000").x + 4.0f : 0.0f;
+  const float bar_w = h.colorbar ? 8.0f + 10.0f + 5.0f + label_w + 2.0f : 0.0f;
   const float avail_w = std::max(8.0f, h.size.x - bar_w);
   const float avail_h = std::max(8.0f, h.size.y - (top - pos.y));
   float cw = m.cols > 0 ? avail_w / static_cast<float>(m.cols) : 1.0f;
@@ -167,6 +181,16 @@ HeatmapResult heatmap(const Heatmap& h) {
     for (long c : h.col_lines)
       if (c > 0 && c < (h.pooled ? h.pooled->src_cols : m.cols))
         dl->AddLine(ImVec2(col_x(c), p0.y), ImVec2(col_x(c), p1.y), sep, 1.0f);
+    if (!h.diagonal_blocks.empty()) {
+      const long n = std::min(h.pooled ? h.pooled->src_rows : m.rows, h.pooled ? h.pooled->src_cols : m.cols);
+      for (std::size_t k = 0; k < h.diagonal_blocks.size(); ++k) {
+        const long s0 = h.diagonal_blocks[k];
+        const long s1 = k + 1 < h.diagonal_blocks.size() ? h.diagonal_blocks[k + 1] : n;
+        if (s0 < 0 || s0 >= n || s1 <= s0) continue;
+        const float ex = s1 >= n ? p1.x : col_x(s1), ey = s1 >= n ? p1.y : row_y(s1);
+        dl->AddRect(ImVec2(col_x(s0), row_y(s0)), ImVec2(ex, ey), IM_COL32(110, 118, 135, 200));
+      }
+    }
     if (h.highlight_row >= 0 && h.highlight_row < (h.pooled ? h.pooled->src_rows : m.rows))
       dl->AddRect(ImVec2(p0.x - 1, row_y(h.highlight_row) - 1),
                   ImVec2(p1.x + 1, row_y(h.highlight_row) + ch + 1), colors::kCursor, 0, 0, 1.5f);
@@ -190,15 +214,8 @@ HeatmapResult heatmap(const Heatmap& h) {
       dl->AddRectFilled(ImVec2(bx0, y0), ImVec2(bx1, y1 + 0.5f), c);
     }
     dl->AddRect(ImVec2(bx0 - 0.5f, by0 - 0.5f), ImVec2(bx1 + 0.5f, by1 + 0.5f), colors::kPlotFrame);
-    const int budget = std::clamp(static_cast<int>((by1 - by0) / (2.2f * small_h)), 2, 5);
-    AxisMap am;
-    if (h.palette == Palette::Diverging)
-      am = {ScaleKind::Linear, -cs.hi, cs.hi};
-    else if (cs.log)
-      am = {ScaleKind::Log10, cs.lo, cs.hi};
-    else
-      am = {ScaleKind::Linear, 0.0, cs.hi};
-    for (const auto& t : ticks_for(am, budget)) {
+    const AxisMap& am = bar_axis;
+    for (const auto& t : bar_ticks) {
       if (!t.major || !am.drawable(t.value)) continue;
       const float y = by1 - static_cast<float>(am.forward(t.value)) * (by1 - by0);
       if (y < by0 - 1 || y > by1 + 1) continue;

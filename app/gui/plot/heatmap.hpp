@@ -51,6 +51,8 @@ struct Heatmap {
   std::string row_name = "row", col_name = "col";
   std::function<std::string(long)> row_label, col_label;  // e.g. the token of a row
   std::vector<long> row_lines, col_lines;  // separators before these source rows / columns
+  std::vector<long> diagonal_blocks;       // outline squares [s_k, s_{k+1}) on the diagonal (starts)
+  bool show_range = true;                  // append "±limit" to the subtitle (diverging)
   long highlight_row = -1, highlight_col = -1;
   std::function<void(long row, long col, double value)> tooltip;  // extra tooltip lines
 };

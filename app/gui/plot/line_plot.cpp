@@ -236,10 +236,37 @@ PlotResult line_plot(const LinePlot& p) {
     text_at(dl, f.small, ImVec2((p0.x + p1.x) * 0.5f, (p0.y + p1.y) * 0.5f), 0.5f, 0.5f,
             colors::kTextFaint, p.empty_text.c_str());
 
-  // Legend (top right, inside); click an entry to hide/show its series.
+  // Legend: on the title line, right-aligned, when it fits (it never covers data there); otherwise
+  // inside the plot, top right. Click an entry to hide/show its series.
   const ImVec2 mouse = ImGui::GetIO().MousePos;
   bool legend_hit = false;
-  if (p.legend && !p.series.empty()) {
+  const bool mouse_in_block = ImGui::IsWindowHovered() && mouse.x >= pos.x && mouse.x < pos.x + size.x &&
+                              mouse.y >= pos.y && mouse.y < pos.y + size.y;
+  float legend_w = 0.0f;
+  for (const auto& s : p.series) legend_w += 22.0f + text_size(f.small, s.label.c_str()).x + 14.0f;
+  const float title_w = p.title.empty() ? 0.0f : text_size(f.bold, p.title.c_str()).x;
+  const bool legend_on_top = !p.title.empty() && legend_w + title_w + 24.0f < size.x;
+  if (p.legend && !p.series.empty() && legend_on_top) {
+    float x = pos.x + size.x - legend_w;
+    const float y = pos.y + (f.bold->FontSize - small_h) * 0.5f;
+    for (std::size_t i = 0; i < p.series.size(); ++i) {
+      const float ew = 22.0f + text_size(f.small, p.series[i].label.c_str()).x;
+      const ImVec2 e0(x - 2.0f, y - 1.0f), e1(x + ew + 2.0f, y + small_h + 1.0f);
+      const bool over = mouse_in_block && mouse.x >= e0.x && mouse.x < e1.x && mouse.y >= e0.y && mouse.y < e1.y;
+      if (over) {
+        dl->AddRectFilled(e0, e1, IM_COL32(255, 255, 255, 18), 2.0f);
+        ImGui::SetTooltip("Click to %s this series", visible[i] ? "hide" : "show");
+        if (ImGui::IsMouseClicked(ImGuiMouseButton_Left))
+          store->SetBool(series_key(id, p.series[i].label), visible[i]);
+      }
+      const ImU32 c = visible[i] ? p.series[i].color : colors::kTextFaint;
+      dl->AddLine(ImVec2(x, y + small_h * 0.5f + 1.0f), ImVec2(x + 16.0f, y + small_h * 0.5f + 1.0f), c, 2.5f);
+      dl->AddText(f.small, small_h, ImVec2(x + 22.0f, y), visible[i] ? colors::kText : colors::kTextFaint,
+                  p.series[i].label.c_str());
+      x += ew + 14.0f;
+    }
+  }
+  if (p.legend && !p.series.empty() && !legend_on_top) {
     float lw = 0.0f;
     for (const auto& s : p.series) lw = std::max(lw, text_size(f.small, s.label.c_str()).x);
     lw += 30.0f;

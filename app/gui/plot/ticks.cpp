@@ -112,8 +112,29 @@ std::vector<Tick> log_ticks(double lo, double hi, int max_major) {
     const double v = std::pow(10.0, e);
     if (v >= lo * (1 - 1e-9) && v <= hi * (1 + 1e-9)) ++majors_inside;
   }
-  if (majors_inside < 2) {
-    // Less than a decade: label nice linear values instead (in the log-scaled positions).
+  if (majors_inside < 3) {
+    // One or two decades: label 1, 2 and 5 times powers of ten; narrower still: linear labels.
+    std::vector<Tick> t;
+    for (int e = e0; e <= e1; ++e)
+      for (int m = 1; m <= 9; ++m) {
+        const double v = m * std::pow(10.0, e);
+        if (v < lo * (1 - 1e-9) || v > hi * (1 + 1e-9)) continue;
+        const bool major = m == 1 || m == 2 || m == 5;
+        std::string label;
+        if (major) {
+          if (e >= -2 && e <= 3) {
+            char buf[32];
+            std::snprintf(buf, sizeof buf, "%g", v);
+            label = buf;
+          } else {
+            label = (m == 1 ? std::string() : std::to_string(m) + "\xC3\x97") + power_of_ten(e);  // "2×10⁻¹⁵"
+          }
+        }
+        t.push_back({v, major, label});
+      }
+    int labelled = 0;
+    for (const auto& k : t) labelled += k.major;
+    if (labelled >= 2) return t;
     return linear_ticks(lo, hi, std::max(2, max_major / 2));
   }
   const int stride = std::max(1, (e1 - e0 + max_major - 1) / max_major);

@@ -4,7 +4,8 @@
 // labelled ticks within a budget, so labels are short round numbers ("0.2 0.4 0.6", never
 // "0.183 0.366"). Minor ticks subdivide a step into 5 (steps 1, 5) or 4 (step 2) parts.
 // Log axes label decades (10ᵏ, every n-th decade when there are many) with minor ticks at 2..9·10ᵏ;
-// a log range narrower than a decade falls back to nice linear ticks so it is never unlabelled.
+// a range of one or two decades labels 1, 2 and 5·10ᵏ, and a narrower one falls back to nice linear
+// ticks, so a log axis is never left with a single label.
 // Labels use the typographic minus sign (U+2212) and superscript exponents ("10⁻³"); CSV export
 // uses plain ASCII instead (csv.hpp).
 #pragma once
