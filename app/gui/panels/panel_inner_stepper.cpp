@@ -227,9 +227,11 @@ class InnerStepperPanel final : public Panel {
       ImGui::AlignTextToFramePadding();
       ImGui::TextUnformatted("Layer");
       ImGui::SameLine(ImGui::GetFontSize() * 6.6f);
-      ImGui::RadioButton("W₁ (d × 4d)", &s_.layer, 0);
+      ImGui::RadioButton("W₁", &s_.layer, 0);
+      if (ImGui::IsItemHovered()) ImGui::SetTooltip("W₁: d × 4d, the first layer (key kₜ)");
       ImGui::SameLine();
-      ImGui::RadioButton("W₂ (4d × d)", &s_.layer, 1);
+      ImGui::RadioButton("W₂", &s_.layer, 1);
+      if (ImGui::IsItemHovered()) ImGui::SetTooltip("W₂: 4d × d, the second layer (key x₂ = GELU(z₁))");
     }
 
     ImGui::Dummy(ImVec2(0, 6));
@@ -416,7 +418,12 @@ class InnerStepperPanel final : public Panel {
     const float avail = ImGui::GetContentRegionAvail().x;
     const float op_w = 26.0f;
     const float block_w = (avail - 3.0f * op_w - 24.0f) / 4.0f;
-    const float block_h = std::min(250.0f, block_w * 0.95f);
+    // The blocks are as tall as their maps: square cells sized by the width, up to 250 px (wide
+    // TTT-MLP matrices give short blocks, and the plots below move up).
+    const float head_h = f.bold->FontSize + f.small->FontSize + 6.0f;
+    const float est_cell = std::min((block_w - 64.0f) / static_cast<float>(w_now.cols()), 26.0f);
+    const float block_h =
+        std::clamp(head_h + est_cell * static_cast<float>(w_now.rows()) + 6.0f, head_h + 70.0f, 250.0f);
     const ImVec2 origin = ImGui::GetCursorScreenPos();
     ImDrawList* dl = ImGui::GetWindowDrawList();
     const std::string wname = l2 ? "W₂" : (mlp ? "W₁" : "W");
@@ -578,8 +585,8 @@ class InnerStepperPanel final : public Panel {
     lp.id = "losses";
     lp.export_name = "inner_losses";
     lp.title = "Inner losses per token";
-    lp.y_label = "ℓ(W; xₜ) = ½‖f(kₜ; W) − target‖² with W₀ (no learning), the weights before and after token t's "
-                 "step.  Dashed: mini-batch ends. Drag to scrub.";
+    lp.y_label = "½‖f(kₜ; W) − target‖² at W₀ (no learning), before and after token t's step · dashed: "
+                 "mini-batch ends · drag to scrub";
     lp.x_label = "token t";
     lp.size = ImVec2(avail * 0.64f, h);
     lp.x_range = plot::Range{-0.5, std::max(1.0, static_cast<double>(T) - 0.5)};
@@ -641,9 +648,14 @@ class InnerStepperPanel final : public Panel {
     ImGui::TextDisabled("small multiples on one colour scale (±%s); the last one is the current token",
                         format_value(lim, 3).c_str());
     ImGui::PopFont();
-    const float cell = std::clamp(ImGui::GetContentRegionAvail().y - 22.0f, 40.0f, 76.0f);
+    const Mat<double>& shape = l2 ? v.records[static_cast<std::size_t>(t)]->delta.W2
+                                  : v.records[static_cast<std::size_t>(t)]->delta.W1;
+    const float aspect = static_cast<float>(shape.rows()) / static_cast<float>(std::max<Eigen::Index>(1, shape.cols()));
+    const float room = std::clamp(ImGui::GetContentRegionAvail().y - 22.0f, 40.0f, 76.0f);
+    const float cw = aspect >= 1.0f ? room / aspect : std::min(room / aspect, 3.0f * room);
+    const float ch = cw * aspect;
     const int count = static_cast<int>(t - first + 1);
-    plot::small_multiples(count, 0, ImVec2(cell, cell + 16.0f), ImVec2(8.0f, 4.0f), [&](int i, ImVec2 size) {
+    plot::small_multiples(count, 0, ImVec2(cw, ch + 16.0f), ImVec2(8.0f, 4.0f), [&](int i, ImVec2 size) {
       const long s = first + i;
       const TokenRecord& r = *v.records[static_cast<std::size_t>(s)];
       const Mat<double>& d = l2 ? r.delta.W2 : r.delta.W1;
@@ -652,7 +664,8 @@ class InnerStepperPanel final : public Panel {
       h.export_name = "delta_W_t" + std::to_string(s);
       h.m = view_of(d);
       h.limit = lim;
-      h.size = ImVec2(size.x, size.x);
+      h.size = ImVec2(size.x, size.y - 16.0f);
+      h.square = false;
       h.colorbar = false;
       h.show_values = false;
       h.show_range = false;
@@ -662,7 +675,7 @@ class InnerStepperPanel final : public Panel {
       const ImVec2 p = ImGui::GetCursorScreenPos();
       plot::heatmap(h);
       const std::string label = std::to_string(s) + " " + token_quote(v, s);
-      plot::text_at(ImGui::GetWindowDrawList(), fonts().small, ImVec2(p.x + size.x * 0.5f, p.y + size.x + 2.0f), 0.5f,
+      plot::text_at(ImGui::GetWindowDrawList(), fonts().small, ImVec2(p.x + size.x * 0.5f, p.y + size.y - 14.0f), 0.5f,
                     0.0f, s == t ? colors::kAccent : colors::kTextDim, label.c_str());
     });
   }

@@ -95,11 +95,26 @@ HeatmapResult heatmap(const Heatmap& h) {
     bar_axis = {ScaleKind::Log10, cs.lo, cs.hi};
   else
     bar_axis = {ScaleKind::Linear, 0.0, cs.hi};
+  // A short bar is labelled at its ends (and 0), a tall one with nice ticks.
+  const auto bar_labels = [&](float bar_h) {
+    if (bar_h >= 100.0f)
+      return ticks_for(bar_axis, std::clamp(static_cast<int>(bar_h / (2.2f * small_h)), 2, 5));
+    std::vector<Tick> t;
+    if (h.palette == Palette::Diverging) {
+      t.push_back({-cs.hi, true, format_value(-cs.hi, 2)});
+      if (bar_h >= 3.0f * small_h) t.push_back({0.0, true, "0"});
+      t.push_back({cs.hi, true, format_value(cs.hi, 2)});
+    } else {
+      t.push_back({cs.log ? cs.lo : 0.0, true, cs.log ? format_value(cs.lo, 2) : "0"});
+      t.push_back({cs.hi, true, format_value(cs.hi, 2)});
+    }
+    return t;
+  };
   const float est_h = std::max(40.0f, h.size.y - (top - pos.y));
-  const auto bar_ticks = ticks_for(bar_axis, std::clamp(static_cast<int>(est_h / (2.2f * small_h)), 2, 5));
   float label_w = 0.0f;
-  for (const auto& t : bar_ticks)
+  for (const auto& t : bar_labels(est_h))
     if (t.major) label_w = std::max(label_w, text_size(f.small, t.label.c_str()).x);
+  label_w = std::max(label_w, text_size(f.small, format_value(-cs.hi, 2).c_str()).x);
 
   // Map geometry.
   const float bar_w = h.colorbar ? 8.0f + 10.0f + 5.0f + label_w + 2.0f : 0.0f;
@@ -121,7 +136,7 @@ HeatmapResult heatmap(const Heatmap& h) {
   const bool hovered = ImGui::IsItemHovered();
   res.clicked = ImGui::IsItemClicked();
   const ImVec2 block_max(std::max(p1.x + bar_w, pos.x + 1.0f), std::max(p1.y, pos.y + 1.0f) + 2.0f);
-  exporter().note_rect(id, pos, block_max);
+  exporter().note_rect(id, h.export_name.empty() ? h.id : h.export_name, pos, block_max);
   const bool capturing = exporter().capturing(id);
   export_menu(id, h.export_name.empty() ? h.id : h.export_name, [&] {
     std::vector<std::string> rl, cl;
@@ -204,6 +219,8 @@ HeatmapResult heatmap(const Heatmap& h) {
   if (h.colorbar && !m.empty()) {
     const float bx0 = p1.x + 8.0f, bx1 = bx0 + 10.0f;
     const float by0 = p0.y, by1 = std::max(p1.y, p0.y + 40.0f);
+    // Ticks for the bar as drawn (the width above was reserved from an estimate).
+    const auto bar_ticks_drawn = bar_labels(by1 - by0);
     const int steps = 48;
     for (int s = 0; s < steps; ++s) {
       const double u1 = 1.0 - s / double(steps), u0 = 1.0 - (s + 1) / double(steps);
@@ -215,9 +232,10 @@ HeatmapResult heatmap(const Heatmap& h) {
     }
     dl->AddRect(ImVec2(bx0 - 0.5f, by0 - 0.5f), ImVec2(bx1 + 0.5f, by1 + 0.5f), colors::kPlotFrame);
     const AxisMap& am = bar_axis;
-    for (const auto& t : bar_ticks) {
+    for (const auto& t : bar_ticks_drawn) {
       if (!t.major || !am.drawable(t.value)) continue;
-      const float y = by1 - static_cast<float>(am.forward(t.value)) * (by1 - by0);
+      const float y = std::clamp(by1 - static_cast<float>(am.forward(t.value)) * (by1 - by0), by0 + small_h * 0.5f,
+                                 by1 - small_h * 0.5f);
       if (y < by0 - 1 || y > by1 + 1) continue;
       dl->AddLine(ImVec2(bx1, y), ImVec2(bx1 + 3.0f, y), colors::kTextDim);
       text_at(dl, f.small, ImVec2(bx1 + 5.0f, y), 0.0f, 0.5f, colors::kTextDim, t.label.c_str());

@@ -133,7 +133,9 @@ PlotResult line_plot(const LinePlot& p) {
     top += f.bold->FontSize + 2.0f;
   }
   if (!p.y_label.empty()) {
+    dl->PushClipRect(ImVec2(pos.x, top), ImVec2(pos.x + size.x, top + small_h + 2.0f), true);
     dl->AddText(f.small, small_h, ImVec2(pos.x, top), colors::kTextDim, p.y_label.c_str());
+    dl->PopClipRect();
     top += small_h + 4.0f;
   }
   const float plot_h_guess = size.y - (top - pos.y) - 2.0f * small_h - 10.0f;
@@ -156,9 +158,9 @@ PlotResult line_plot(const LinePlot& p) {
   ImGui::InvisibleButton("##plot", ImVec2(w, h));
   const bool hovered = ImGui::IsItemHovered();
   const bool active = ImGui::IsItemActive();
-  exporter().note_rect(id, pos, ImVec2(pos.x + size.x, pos.y + size.y));
-  const bool capturing = exporter().capturing(id);
   const std::string stem = p.export_name.empty() ? p.id : p.export_name;
+  exporter().note_rect(id, stem, pos, ImVec2(pos.x + size.x, pos.y + size.y));
+  const bool capturing = exporter().capturing(id);
   export_menu(id, stem, [&] {
     std::vector<CsvColumn> cols;
     for (std::size_t i = 0; i < p.series.size(); ++i) {

@@ -35,7 +35,25 @@ void Exporter::request_png(ImGuiID plot, const std::string& stem) {
 
 void Exporter::request_window_png() { pending_.push_back({0, "window", 1, true}); }
 
-void Exporter::note_rect(ImGuiID plot, ImVec2 min, ImVec2 max) { rects_.push_back({plot, min, max}); }
+void Exporter::note_rect(ImGuiID plot, const std::string& stem, ImVec2 min, ImVec2 max) {
+  rects_.push_back({plot, stem, min, max});
+}
+
+bool Exporter::request_png_by_name(const std::string& stem) {
+  for (const auto* list : {&rects_, &last_rects_})
+    for (const auto& r : *list)
+      if (r.stem == stem) {
+        request_png(r.id, stem);
+        return true;
+      }
+  return false;
+}
+
+std::vector<std::string> Exporter::on_screen() const {
+  std::vector<std::string> names;
+  for (const auto& r : rects_.empty() ? last_rects_ : rects_) names.push_back(r.stem);
+  return names;
+}
 
 bool Exporter::capturing(ImGuiID plot) const {
   for (const auto& p : pending_)
@@ -88,6 +106,7 @@ void Exporter::process(const std::function<Image(int, int, int, int)>& read, ImV
     }
   }
   pending_ = std::move(keep);
+  last_rects_ = std::move(rects_);
   rects_.clear();
 }
 

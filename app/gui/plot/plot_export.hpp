@@ -29,7 +29,13 @@ class Exporter {
   std::filesystem::path make_path(const std::string& stem, const std::string& ext) const;
 
   void request_png(ImGuiID plot, const std::string& stem);
-  void note_rect(ImGuiID plot, ImVec2 min, ImVec2 max);
+  // A plot reports where it is this frame, under its export name.
+  void note_rect(ImGuiID plot, const std::string& stem, ImVec2 min, ImVec2 max);
+  // Requests the plot that reported `stem` this frame; false if none did. (For "export all" style
+  // commands and tests, which do not know ImGui ids.)
+  bool request_png_by_name(const std::string& stem);
+  // The export names reported this frame.
+  std::vector<std::string> on_screen() const;
   bool capturing(ImGuiID plot) const;
   // Writes text (CSV) now and notifies; returns false on failure.
   bool save_text(const std::string& stem, const std::string& ext, const std::string& content);
@@ -50,11 +56,13 @@ class Exporter {
   };
   struct Rect {
     ImGuiID id;
+    std::string stem;
     ImVec2 min, max;
   };
   std::filesystem::path dir_ = ".";
   std::vector<Pending> pending_;
-  std::vector<Rect> rects_;  // noted during the current frame
+  std::vector<Rect> rects_;       // noted during the current frame
+  std::vector<Rect> last_rects_;  // noted during the previous frame
 };
 
 Exporter& exporter();
