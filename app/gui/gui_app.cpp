@@ -28,6 +28,7 @@
 #include "gui/panels/widgets.hpp"
 #include "gui/platform.hpp"
 #include "gui/plot/plot_export.hpp"
+#include "gui/plot/texture_cache.hpp"
 #include "gui/state/json_fields.hpp"
 #include "gui/state/state_file.hpp"
 #include "gui/theme.hpp"
@@ -105,6 +106,7 @@ App::~App() {
   engine_.set_publish_callback({});
   engine_.stop();  // before the window (and GLFW) go away: the callback posts GLFW events
   if (imgui_ready_) {
+    plot::release_textures();
     ImGui_ImplOpenGL3_Shutdown();
     ImGui_ImplGlfw_Shutdown();
     ImGui::DestroyContext();
@@ -122,6 +124,7 @@ int App::init() {
   load_fonts(scale);
   ImGui_ImplGlfw_InitForOpenGL(window_->handle(), true);
   ImGui_ImplOpenGL3_Init("#version 130");
+  install_gl_textures();
   imgui_ready_ = true;
   set_notifications_visible(opt_.screenshot.empty());
 

@@ -6,12 +6,14 @@
 #include <stb_image_write.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
 
 #include "gui/keys.hpp"
+#include "gui/plot/texture_cache.hpp"
 
 namespace tttlab::gui {
 namespace {
@@ -184,6 +186,31 @@ void Window::present() {
 void Window::post_empty_event() { glfwPostEmptyEvent(); }
 void Window::wait_events(double timeout) { glfwWaitEventsTimeout(timeout); }
 void Window::poll_events() { glfwPollEvents(); }
+
+void install_gl_textures() {
+  plot::TextureApi api;
+  api.create = [](int w, int h, const unsigned char* rgba) {
+    GLint previous = 0;
+    glGetIntegerv(GL_TEXTURE_BINDING_2D, &previous);
+    GLuint tex = 0;
+    glGenTextures(1, &tex);
+    glBindTexture(GL_TEXTURE_2D, tex);
+    // Nearest: a cell is a cell, never blurred into its neighbours.
+    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MIN_FILTER, GL_NEAREST);
+    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MAG_FILTER, GL_NEAREST);
+    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_WRAP_S, GL_CLAMP_TO_EDGE);
+    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_WRAP_T, GL_CLAMP_TO_EDGE);
+    glPixelStorei(GL_UNPACK_ALIGNMENT, 1);
+    glTexImage2D(GL_TEXTURE_2D, 0, GL_RGBA, w, h, 0, GL_RGBA, GL_UNSIGNED_BYTE, rgba);
+    glBindTexture(GL_TEXTURE_2D, static_cast<GLuint>(previous));
+    return reinterpret_cast<ImTextureID>(static_cast<std::uintptr_t>(tex));
+  };
+  api.destroy = [](ImTextureID id) {
+    const GLuint tex = static_cast<GLuint>(reinterpret_cast<std::uintptr_t>(id));
+    glDeleteTextures(1, &tex);
+  };
+  plot::set_texture_api(std::move(api));
+}
 
 void write_png(const std::filesystem::path& path, const Image& img) {
   if (img.width <= 0 || img.height <= 0) throw std::runtime_error("nothing to write (empty image)");

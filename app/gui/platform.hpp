@@ -68,6 +68,9 @@ class Window {
   unsigned fbo_ = 0, color_rb_ = 0;
 };
 
+// Installs the OpenGL implementation of plot::TextureApi (call with the context current).
+void install_gl_textures();
+
 // Writes `img` as PNG; throws std::runtime_error on failure.
 void write_png(const std::filesystem::path& path, const Image& img);
 

@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "gui/fonts.hpp"
 #include "gui/plot/colormap.hpp"
 #include "gui/plot/csv.hpp"
 #include "gui/plot/plot_common.hpp"
 #include "gui/plot/plot_export.hpp"
+#include "gui/plot/texture_cache.hpp"
 #include "gui/plot/ticks.hpp"
 #include "gui/theme.hpp"
 
@@ -157,12 +159,36 @@ HeatmapResult heatmap(const Heatmap& h) {
     text_at(dl, f.small, ImVec2(pos.x + (h.size.x - bar_w) * 0.5f, pos.y + h.size.y * 0.5f), 0.5f,
             0.5f, colors::kTextFaint, "—");
   } else {
-    // Cells (adjacent rectangles share edges exactly: no hairline gaps).
-    for (long i = 0; i < m.rows; ++i) {
-      const float y0 = p0.y + ch * static_cast<float>(i), y1 = y0 + ch;
-      for (long j = 0; j < m.cols; ++j) {
-        const float x0 = p0.x + cw * static_cast<float>(j);
-        dl->AddRectFilled(ImVec2(x0, y0), ImVec2(x0 + cw, y1), cs.color(m.at(i, j)));
+    // Cells: large pooled maps as one cached texture, the rest as rectangles (adjacent rectangles
+    // share edges exactly: no hairline gaps).
+    ImTextureID tex = nullptr;
+    if (h.pooled && m.rows * m.cols > 4096 && plot::textures_available()) {
+      std::uint64_t key = h.pooled->id * 1000003u;
+      std::uint64_t bits = 0;
+      static_assert(sizeof bits == sizeof cs.hi);
+      std::memcpy(&bits, &cs.hi, sizeof bits);
+      key ^= bits + (static_cast<std::uint64_t>(cs.log) << 1) + static_cast<std::uint64_t>(h.palette);
+      tex = cached_texture(id, key, static_cast<int>(m.cols), static_cast<int>(m.rows), [&](std::vector<unsigned char>& px) {
+        for (long i = 0; i < m.rows; ++i)
+          for (long j = 0; j < m.cols; ++j) {
+            const ImU32 c = cs.color(m.at(i, j));
+            unsigned char* q = &px[static_cast<std::size_t>((i * m.cols + j) * 4)];
+            q[0] = c & 0xFF;
+            q[1] = (c >> 8) & 0xFF;
+            q[2] = (c >> 16) & 0xFF;
+            q[3] = 255;
+          }
+      });
+    }
+    if (tex) {
+      dl->AddImage(tex, p0, p1);
+    } else {
+      for (long i = 0; i < m.rows; ++i) {
+        const float y0 = p0.y + ch * static_cast<float>(i), y1 = y0 + ch;
+        for (long j = 0; j < m.cols; ++j) {
+          const float x0 = p0.x + cw * static_cast<float>(j);
+          dl->AddRectFilled(ImVec2(x0, y0), ImVec2(x0 + cw, y1), cs.color(m.at(i, j)));
+        }
       }
     }
     // Values in large cells.
@@ -190,13 +216,17 @@ HeatmapResult heatmap(const Heatmap& h) {
       return p0.x + cw * static_cast<float>(bin);
     };
     const ImU32 sep = IM_COL32(20, 22, 26, 200);
-    for (long r : h.row_lines)
+    // Separators closer than 6 px would only hatch the map: then they are left out.
+    const bool rows_fit = static_cast<float>(h.row_lines.size()) * 6.0f < p1.y - p0.y;
+    const bool cols_fit = static_cast<float>(h.col_lines.size()) * 6.0f < p1.x - p0.x;
+    const bool blocks_fit = static_cast<float>(h.diagonal_blocks.size()) * 6.0f < p1.x - p0.x;
+    for (long r : rows_fit ? h.row_lines : std::vector<long>{})
       if (r > 0 && r < (h.pooled ? h.pooled->src_rows : m.rows))
         dl->AddLine(ImVec2(p0.x, row_y(r)), ImVec2(p1.x, row_y(r)), sep, 1.0f);
-    for (long c : h.col_lines)
+    for (long c : cols_fit ? h.col_lines : std::vector<long>{})
       if (c > 0 && c < (h.pooled ? h.pooled->src_cols : m.cols))
         dl->AddLine(ImVec2(col_x(c), p0.y), ImVec2(col_x(c), p1.y), sep, 1.0f);
-    if (!h.diagonal_blocks.empty()) {
+    if (!h.diagonal_blocks.empty() && blocks_fit) {
       const long n = std::min(h.pooled ? h.pooled->src_rows : m.rows, h.pooled ? h.pooled->src_cols : m.cols);
       for (std::size_t k = 0; k < h.diagonal_blocks.size(); ++k) {
         const long s0 = h.diagonal_blocks[k];

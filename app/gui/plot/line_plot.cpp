@@ -207,8 +207,10 @@ PlotResult line_plot(const LinePlot& p) {
             colors::kTextDim, p.x_label.c_str());
 
   dl->PushClipRect(p0, p1, true);
-  // Markers and cursor under the data.
-  for (const auto& m : p.markers) {
+  // Markers and cursor under the data. Markers closer than 6 px would only hatch the plot grey:
+  // then they are left out (the cursor stays).
+  const bool markers_fit = static_cast<float>(p.markers.size()) * 6.0f < w;
+  for (const auto& m : markers_fit ? p.markers : std::vector<VLine>{}) {
     if (!xm.drawable(m.x) || m.x < xr.lo || m.x > xr.hi) continue;
     const float x = std::round(X(m.x)) + 0.5f;
     if (m.dashed)

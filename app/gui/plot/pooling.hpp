@@ -8,13 +8,16 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstdint>
 #include <stdexcept>
 #include <vector>
 
 namespace tttlab::gui::plot {
 
 struct PooledMatrix {
+  std::uint64_t id = 0;            // unique per pooling result (process-wide), for display caches
   int rows = 0, cols = 0;          // bins
   long src_rows = 0, src_cols = 0; // the source matrix
   std::vector<float> values;       // [rows, cols] row-major
@@ -39,7 +42,9 @@ PooledMatrix pool_max_abs(const double* data, long rows, long cols, long row_str
 template <class F>
 PooledMatrix pool_max_abs_fn(long rows, long cols, int max_rows, int max_cols, F&& value) {
   if (max_rows < 1 || max_cols < 1) throw std::invalid_argument("pool_max_abs: bins must be >= 1");
+  static std::atomic<std::uint64_t> next_id{1};
   PooledMatrix p;
+  p.id = next_id.fetch_add(1, std::memory_order_relaxed);
   p.src_rows = rows;
   p.src_cols = cols;
   p.rows = static_cast<int>(std::min<long>(rows, max_rows));
