@@ -27,6 +27,9 @@ void register_gui(CLI::App& app) {
     std::string screenshot, panel, state, size = "1600x1000";
     int frames = 10, bench = 0;
   };
+  cmd->footer("Screenshots and benchmarks render offscreen but need an X display for OpenGL. Without one,\n"
+              "run them under a virtual X server (Mesa renders in software, no GPU needed):\n"
+              "  xvfb-run -a tttlab gui --screenshot out.png --frames 10 --panel primal_dual");
   auto o = std::make_shared<Opts>();
   cmd->add_flag("--list-panels", o->list, "Print the panels (id, name, summary) and exit");
   auto* shot = cmd->add_option("--screenshot", o->screenshot, "Render offscreen and write this PNG");

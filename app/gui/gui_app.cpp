@@ -188,6 +188,7 @@ void App::frame() {
   const auto t0 = Clock::now();
   ImGui::NewFrame();
   snap_ = engine_.snapshot();  // the one snapshot this frame reads
+  for (auto& p : panels_) p->observe(*snap_);
   draw_main();
   draw_dialogs();
   draw_shortcut_help();
@@ -667,6 +668,22 @@ int run_gui(const GuiOptions& opt) {
   if (opt.list_panels) {
     for (const auto& p : make_panels()) std::printf("%-16s %-22s %s\n", p->id(), p->name(), p->summary());
     return 0;
+  }
+  if (!opt.panel.empty()) {  // checked before a window (and a display) is needed
+    bool known = false;
+    std::string ids;
+    for (const auto& p : make_panels()) {
+      std::string name = p->name();
+      for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      std::string key = opt.panel;
+      for (auto& c : key) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      known = known || key == p->id() || key == name;
+      ids += std::string(ids.empty() ? "" : ", ") + p->id();
+    }
+    if (!known) {
+      std::fprintf(stderr, "tttlab gui: unknown panel \"%s\" (known: %s)\n", opt.panel.c_str(), ids.c_str());
+      return 2;
+    }
   }
   WindowSpec spec;
   spec.width = opt.width;

@@ -110,7 +110,8 @@ TEST(Engine, CancelledJobStopsAndReportsIt) {
   e.post(StepperSetSpeed{5000, true});  // a job of ~5 s
   JobId id = 0;
   for (int i = 0; i < 500 && id == 0; ++i) {
-    for (const auto& j : e.snapshot()->jobs) id = j.id;
+    const auto s = e.snapshot();  // held: a range-for over e.snapshot()->jobs would dangle
+    for (const auto& j : s->jobs) id = j.id;
     std::this_thread::sleep_for(2ms);
   }
   ASSERT_NE(id, 0u);

@@ -36,6 +36,9 @@ class Panel {
 
   // Sends the panel's current settings to the engine (at start-up and after a state file loads).
   virtual void sync(CommandSink& sink) = 0;
+  // Called every frame for EVERY panel, shown or not, to follow engine state cheaply (e.g. where
+  // playback is, so that saving a state file records it).
+  virtual void observe(const Snapshot& snapshot) {}
   // Draws the panel into the current ImGui window (the app's content area).
   virtual void draw(const Snapshot& snapshot, CommandSink& sink) = 0;
   // Keyboard shortcuts; called while the panel is active and no text field has the keyboard.

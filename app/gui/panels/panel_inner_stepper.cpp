@@ -171,10 +171,13 @@ class InnerStepperPanel final : public Panel {
     if (key_pressed(Key::End, false)) go(StepperOp::ToEnd);
   }
 
+  void observe(const Snapshot& snap) override {
+    if (snap.stepper && snap.stepper->error.empty()) last_cursor_ = snap.stepper->cursor;
+  }
+
   void draw(const Snapshot& snap, CommandSink& sink) override {
     const StepperView* v = snap.stepper.get();
     if (!v) return;
-    if (v->error.empty()) last_cursor_ = v->cursor;
     const float controls_w = 20.0f * ImGui::GetFontSize();
     ImGui::BeginChild("##controls", ImVec2(controls_w, 0), false);
     draw_controls(*v, sink);
@@ -645,8 +648,9 @@ class InnerStepperPanel final : public Panel {
     ImGui::SameLine(0, 10);
     ImGui::PushFont(fonts().small);
     ImGui::AlignTextToFramePadding();
-    ImGui::TextDisabled("small multiples on one colour scale (±%s); the last one is the current token",
-                        format_value(lim, 3).c_str());
+    ImGui::TextDisabled("small multiples on one colour scale (±%s); the last one is the current token%s",
+                        format_value(lim, 3).c_str(),
+                        v.config.token_index ? ". Later tokens move W less: τᵢ = 1/i averages the gradients." : "");
     ImGui::PopFont();
     const Mat<double>& shape = l2 ? v.records[static_cast<std::size_t>(t)]->delta.W2
                                   : v.records[static_cast<std::size_t>(t)]->delta.W1;

@@ -50,6 +50,7 @@ class Headless : public ::testing::Test {
     ImGui::SetNextWindowPos(ImVec2(0, 0));
     ImGui::SetNextWindowSize(ImGui::GetIO().DisplaySize);
     ImGui::Begin("##content", nullptr, ImGuiWindowFlags_NoDecoration);
+    panel.observe(snap);
     panel.draw(snap, sink);
     panel.shortcuts(snap, sink);
     ImGui::End();
