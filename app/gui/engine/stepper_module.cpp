@@ -41,12 +41,17 @@ void StepperModule::configure(const StepperConfigure& c) {
     head_.reset();
     state_.reset();
     w0_.reset();
+    eta_.reset();
     cursor_ = target_ = -1;
     compute_us_total_ = 0;
     try {
       validate(config_, limits());
       head_ = make_toy_head<double>(config_);
       w0_ = std::make_shared<const InnerWeights<double>>(head_->w0);
+      auto eta = std::make_shared<std::vector<double>>(static_cast<std::size_t>(head_->tokens()));
+      for (long t = 0; t < head_->tokens(); ++t)
+        (*eta)[static_cast<std::size_t>(t)] = head_->params.tau(t % config_.mini_batch) * head_->lambda(t);
+      eta_ = std::move(eta);
       state_ = InnerState<double>::start(head_->w0);
       error_.clear();
     } catch (const std::exception& e) {
@@ -197,6 +202,7 @@ void StepperModule::publish(Snapshot& snapshot) const {
   v->error = error_;
   if (head_) v->bytes = head_->bytes;
   v->w0 = w0_;
+  v->eta = eta_;
   v->records = records_;
   v->cursor = cursor_;
   v->playing = playing_;

@@ -38,6 +38,7 @@ class StepperModule final : public EngineModule {
   std::string error_;
   std::optional<ToyHead<double>> head_;
   std::shared_ptr<const InnerWeights<double>> w0_;
+  std::shared_ptr<const std::vector<double>> eta_;
   std::optional<InnerState<double>> state_;
   std::vector<std::shared_ptr<const TokenRecord>> records_;
   long cursor_ = -1;

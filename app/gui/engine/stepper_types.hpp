@@ -49,6 +49,9 @@ struct StepperView {
   std::uint64_t generation = 0;  // changes whenever the run is rebuilt from a new config
   std::string error;             // non-empty: the config was rejected and nothing below is valid
   std::vector<unsigned char> bytes;
+  // ηₜ = τ_{(t mod b)+1}·λₜ for EVERY token (known before the tokens are consumed): the weight of
+  // token t's own gradient at its read-out.
+  std::shared_ptr<const std::vector<double>> eta;
   std::shared_ptr<const InnerWeights<double>> w0;
   std::vector<std::shared_ptr<const TokenRecord>> records;  // tokens 0 .. computed()−1
   long cursor = -1;              // the token on show (W_cursor = state after it); −1: before token 0

@@ -329,6 +329,7 @@ class InnerStepperPanel final : public Panel {
                                             3.0f * (f.mono->FontSize + 10.0f));
         t >= 0)
       sink.post(StepperTransport{StepperOp::Seek, t});
+    eta_strip(v, sink);
     ImGui::Dummy(ImVec2(0, 2));
     step_summary(v);
     ImGui::Dummy(ImVec2(0, 4));
@@ -337,6 +338,42 @@ class InnerStepperPanel final : public Panel {
     plots(v, sink);
     ImGui::Dummy(ImVec2(0, 6));
     film_strip(v);
+  }
+
+  // ηₜ for every token as one row: the token-index scale τᵢ = 1/i makes a sawtooth that restarts at
+  // every mini-batch; the learned gate makes it token-dependent.
+  void eta_strip(const StepperView& v, CommandSink& sink) {
+    if (!v.eta || v.eta->empty()) return;
+    const Fonts& f = fonts();
+    const float label_w = ImGui::CalcTextSize("ηₜ = τᵢλₜ").x + 10.0f;
+    const ImVec2 p = ImGui::GetCursorScreenPos();
+    ImGui::GetWindowDrawList()->AddText(f.regular, f.regular->FontSize, ImVec2(p.x, p.y + 1.0f), colors::kTextDim,
+                                        "ηₜ = τᵢλₜ");
+    ImGui::SetCursorScreenPos(ImVec2(p.x + label_w, p.y));
+    plot::Heatmap h;
+    h.id = "eta";
+    h.export_name = "eta_per_token";
+    h.m = plot::MatrixView::of(v.eta->data(), 1, static_cast<long>(v.eta->size()), static_cast<long>(v.eta->size()));
+    h.palette = plot::Palette::Sequential;
+    h.square = false;
+    h.size = ImVec2(ImGui::GetContentRegionAvail().x, f.regular->FontSize + 4.0f);
+    h.max_cell = 40.0f;
+    h.show_values = false;
+    h.colorbar = false;  // one row: the value is in the tooltip; dark = small, light = large
+    h.row_name = "";
+    h.col_name = "token";
+    h.col_label = [&v](long t) { return token_quote(v, t); };
+    for (long s = v.mini_batch(); s < v.tokens(); s += v.mini_batch()) h.col_lines.push_back(s);
+    h.highlight_col = v.cursor;
+    const int b = v.mini_batch();
+    h.tooltip = [&v, b](long, long t, double) {
+      ImGui::TextDisabled("position %ld of its mini-batch: τ = %s, λ = %s", t % b + 1,
+                          v.computed() > t ? format_value(v.records[static_cast<std::size_t>(t)]->tau, 3).c_str() : "…",
+                          v.computed() > t ? format_value(v.records[static_cast<std::size_t>(t)]->lambda, 3).c_str()
+                                           : "…");
+      ImGui::TextDisabled("click to go to this token");
+    };
+    if (const auto r = plot::heatmap(h); r.clicked && r.col >= 0) sink.post(StepperTransport{StepperOp::Seek, r.col});
   }
 
   void step_summary(const StepperView& v) {
