@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
   tttlab::cli::register_bench(app);
   tttlab::cli::register_info(app);
   tttlab::cli::register_data(app);
+  tttlab::cli::register_gui(app);
 
   try {
     app.parse(argc, argv);

@@ -17,6 +17,7 @@ void register_generate(CLI::App& app);  // cmd_generate.cpp
 void register_bench(CLI::App& app);     // cmd_bench.cpp
 void register_info(CLI::App& app);    // cmd_info.cpp: build configuration and compute devices
 void register_data(CLI::App& app);    // cmd_data.cpp: prepare-brown, stats
+void register_gui(CLI::App& app);     // cmd_gui.cpp: the desktop app, screenshots, frame benchmark
 
 void set_exit_code(int code);
 int exit_code();

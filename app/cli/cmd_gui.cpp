@@ -1,0 +1,77 @@
+// `tttlab gui`: the desktop app (app/gui/), its screenshots and its frame-time benchmark.
+//
+//   tttlab gui                                        open the window on the inner-loop stepper
+//   tttlab gui --list-panels                          panel ids, names and summaries
+//   tttlab gui --screenshot out.png --frames 10 [--panel primal_dual] [--state view.tttlab]
+//   tttlab gui --bench-frames 600                     UI-thread work per frame, p50 / p99
+//
+// Screenshots and benchmarks render offscreen but need an X display for the OpenGL context. On a
+// machine without one, run them under a virtual X server (Mesa renders in software):
+//   xvfb-run -a build/tttlab gui --screenshot out.png --frames 10
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "cli/commands.hpp"
+#ifdef TTTLAB_HAVE_GUI
+#include "gui/gui_app.hpp"
+#endif
+
+namespace tttlab::cli {
+
+void register_gui(CLI::App& app) {
+  auto* cmd = app.add_subcommand("gui", "Open the desktop app (or render a screenshot / benchmark it)");
+  struct Opts {
+    bool list = false;
+    std::string screenshot, panel, state, size = "1600x1000";
+    int frames = 10, bench = 0;
+  };
+  cmd->footer("Screenshots and benchmarks render offscreen but need an X display for OpenGL. Without one,\n"
+              "run them under a virtual X server (Mesa renders in software, no GPU needed):\n"
+              "  xvfb-run -a tttlab gui --screenshot out.png --frames 10 --panel primal_dual");
+  auto o = std::make_shared<Opts>();
+  cmd->add_flag("--list-panels", o->list, "Print the panels (id, name, summary) and exit");
+  auto* shot = cmd->add_option("--screenshot", o->screenshot, "Render offscreen and write this PNG");
+  cmd->add_option("--frames", o->frames, "Frames to render before the screenshot (default 10)")
+      ->check(CLI::Range(1, 100000))
+      ->needs(shot);
+  cmd->add_option("--panel", o->panel, "Panel to show, by id or name (see --list-panels)");
+  cmd->add_option("--state", o->state, "Open this .tttlab state file at start")->check(CLI::ExistingFile);
+  cmd->add_option("--bench-frames", o->bench, "Render N frames offscreen and print the UI thread's work per frame")
+      ->check(CLI::Range(1, 1000000))
+      ->excludes(shot);
+  cmd->add_option("--size", o->size, "Offscreen size WIDTHxHEIGHT for --screenshot / --bench-frames");
+  cmd->callback([o] {
+#ifdef TTTLAB_HAVE_GUI
+    gui::GuiOptions g;
+    g.list_panels = o->list;
+    g.screenshot = o->screenshot;
+    g.frames = o->frames;
+    g.panel = o->panel;
+    g.state_file = o->state;
+    g.bench_frames = o->bench;
+    int w = 0, h = 0;
+    char x = 0;
+    if (std::sscanf(o->size.c_str(), "%d%c%d", &w, &x, &h) != 3 || (x != 'x' && x != 'X') || w < 320 ||
+        h < 240 || w > 8192 || h > 8192) {
+      std::fprintf(stderr, "tttlab gui: --size must be WIDTHxHEIGHT between 320x240 and 8192x8192, got \"%s\"\n",
+                   o->size.c_str());
+      set_exit_code(2);
+      return;
+    }
+    g.width = w;
+    g.height = h;
+    set_exit_code(gui::run_gui(g));
+#else
+    (void)o;
+    std::fprintf(stderr,
+                 "tttlab gui: this build has no desktop app (GLFW, Dear ImGui, stb or OpenGL were not "
+                 "found when it was configured); install libglfw3-dev libimgui-dev libstb-dev and "
+                 "reconfigure\n");
+    set_exit_code(1);
+#endif
+  });
+}
+
+}  // namespace tttlab::cli

@@ -1,0 +1,71 @@
+// app/gui/engine/head_config.hpp — the settings of one toy TTT head, shared by the panels that drive
+// the inner loop directly (inner-loop stepper, primal vs dual).
+//
+// Until the full TTT layer and a trained model exist, a panel builds ONE head's inputs from text:
+//   tokens   the UTF-8 bytes of `text`, repeated `repeat` times (T tokens)
+//   x_t      a fixed random byte embedding E[byte_t] ∈ R^d, E ~ N(0, 1) drawn from `seed`
+//   q, k, v  x_t·W_Q, x_t·W_K, x_t·W_V with random W_* ~ N(0, 1/d) drawn from `seed`
+//   λ_t      η_base·σ(x_t·θ)/d with a random θ ~ N(0, 1/d) (learned gate) or η_base/d (fixed gate)
+//   τ_i      1/i (token-index scale, δ = 0) or 1
+//   W0       zero, or N(0, 0.02²) as the official initialisation (biases zero)
+// The projections are NOT trained: the panels show what the inner loop does with whatever keys and
+// values it is given. The UI says so next to the controls.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+
+#include "tttlab/ttt/eta.hpp"
+#include "tttlab/ttt/inner.hpp"
+
+namespace tttlab::gui {
+
+class FieldReader;
+
+enum class W0Init { Zero, Random };
+
+struct HeadConfig {
+  std::string text = "the cat sat on the mat. the cat sat on the mat. the cat sat on the mat.";
+  std::uint64_t seed = 7;
+  int repeat = 1;                 // the text is repeated this many times
+  InnerModel model = InnerModel::Linear;
+  int d = 16;                     // head dimension (= width of the toy embedding)
+  int mini_batch = 16;            // b
+  double eta_base = 1.0;          // η_base
+  EtaGate gate = EtaGate::Learned;
+  bool token_index = true;        // τ_i = 1/i (on) or 1 (off)
+  bool layer_norm = true;
+  bool residual = true;
+  bool bias = true;
+  // Random is the official initialisation. With W0 = 0 (and b = 0) every z = kW + b is constant, its
+  // LayerNorm variance is 0 and the first gradients are scaled by 1/√ε = 1000.
+  W0Init w0 = W0Init::Random;
+
+  bool operator==(const HeadConfig&) const = default;
+
+  long tokens() const { return static_cast<long>(text.size()) * repeat; }
+  InnerOptions inner_options() const;
+  EtaOptions eta_options() const;
+};
+
+// Limits the panels enforce (memory of the per-token records, responsiveness).
+struct HeadLimits {
+  long max_tokens = 512;
+  int max_d_linear = 64;
+  int max_d_mlp = 32;
+  int max_mini_batch = 1024;
+};
+
+// Throws std::invalid_argument with a one-line, user-facing message when `c` is unusable.
+void validate(const HeadConfig& c, const HeadLimits& limits);
+
+nlohmann::json to_json(const HeadConfig& c);
+// Reads every field (missing ones keep HeadConfig's defaults); throws StateError on bad content.
+HeadConfig head_config_from(const FieldReader& r);
+
+const char* to_string(InnerModel m);
+const char* to_string(EtaGate g);
+const char* to_string(W0Init w);
+
+}  // namespace tttlab::gui

@@ -1,0 +1,36 @@
+// app/gui/engine/primal_dual_module.hpp — the engine side of the primal-vs-dual panel.
+//
+// A PrimalDualRun command starts a job (cancelling the previous one). The job is split into work
+// items — build inputs; each timed repetition of the primal form; each of the dual form; compare and
+// build the matrices — so the engine stays responsive and a cancel lands between repetitions.
+#pragma once
+
+#include <memory>
+#include <optional>
+
+#include "gui/engine/engine.hpp"
+
+namespace tttlab::gui {
+
+class PrimalDualModule final : public EngineModule {
+ public:
+  PrimalDualModule();
+  ~PrimalDualModule() override;
+  const char* name() const override { return "primal vs dual"; }
+  bool handle(const Command& command, ModuleContext& ctx) override;
+  bool has_work(Clock::time_point now) const override;
+  void work(ModuleContext& ctx) override;
+  void publish(Snapshot& snapshot) const override;
+
+  static HeadLimits limits();
+
+  struct Job;  // the computation in flight (precision-specific, in the .cpp)
+
+ private:
+  std::shared_ptr<const PrimalDualView> view_;
+  std::unique_ptr<Job> job_;
+  JobId job_id_ = 0;
+  std::uint64_t generation_ = 0;
+};
+
+}  // namespace tttlab::gui

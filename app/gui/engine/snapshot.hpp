@@ -1,0 +1,44 @@
+// app/gui/engine/snapshot.hpp — the immutable picture of the engine that the UI draws from.
+//
+// The engine thread publishes a new Snapshot whenever something changed (at most ~120 per second);
+// the UI takes the latest one once per frame (Engine::snapshot()) and reads it for the whole frame.
+// A Snapshot is never modified after publication: each part is a shared_ptr<const …>, and a new
+// snapshot shares every part that did not change with the previous one, so publishing is cheap and a
+// frame never sees a half-updated state. Holding a snapshot keeps its data alive; nothing else does.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gui/engine/command.hpp"
+#include "gui/engine/primal_dual_types.hpp"
+#include "gui/engine/stepper_types.hpp"
+
+namespace tttlab::gui {
+
+// A unit of engine work that the UI can watch and cancel (shown in the status area).
+struct JobStatus {
+  JobId id = 0;
+  std::string label;
+  double progress = 0;  // 0..1
+  JobOutcome outcome = JobOutcome::Running;
+  std::string message;  // why it failed / was cancelled
+};
+
+struct EngineStats {
+  std::uint64_t commands = 0;       // commands handled since start
+  std::uint64_t work_items = 0;     // work items run since start
+  double busy_ms_last_second = 0;   // engine time spent working in the last second
+};
+
+struct Snapshot {
+  std::uint64_t version = 0;  // increases with every publication
+  std::shared_ptr<const StepperView> stepper;
+  std::shared_ptr<const PrimalDualView> primal_dual;
+  std::vector<JobStatus> jobs;  // running jobs and those finished in the last few seconds
+  EngineStats stats;
+};
+
+}  // namespace tttlab::gui

@@ -1,0 +1,216 @@
+#include "gui/engine/stepper_module.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+
+namespace tttlab::gui {
+
+HeadLimits StepperModule::limits() {
+  HeadLimits l;
+  l.max_tokens = 512;  // one record holds W_t: 512 tokens × (d=64)² doubles ≈ 16 MiB
+  l.max_d_linear = 64;
+  l.max_d_mlp = 32;
+  l.max_mini_batch = 512;
+  return l;
+}
+
+StepperModule::StepperModule() { configure(StepperConfigure{HeadConfig{}, -1}); }
+
+bool StepperModule::handle(const Command& command, ModuleContext& ctx) {
+  if (const auto* c = std::get_if<StepperConfigure>(&command)) {
+    configure(*c);
+  } else if (const auto* t = std::get_if<StepperTransport>(&command)) {
+    transport(*t);
+  } else if (const auto* s = std::get_if<StepperSetSpeed>(&command)) {
+    speed_ = std::clamp(s->tokens_per_second, 0.25, 1000.0);
+    loop_ = s->loop;
+    if (playing_) next_tick_ = Clock::now();
+  } else {
+    return false;
+  }
+  ctx.mark_dirty();
+  return true;
+}
+
+void StepperModule::configure(const StepperConfigure& c) {
+  if (!(c.config == config_) || (!head_ && error_.empty())) {
+    config_ = c.config;
+    ++generation_;
+    records_.clear();
+    head_.reset();
+    state_.reset();
+    w0_.reset();
+    eta_.reset();
+    cursor_ = target_ = -1;
+    compute_us_total_ = 0;
+    try {
+      validate(config_, limits());
+      head_ = make_toy_head<double>(config_);
+      w0_ = std::make_shared<const InnerWeights<double>>(head_->w0);
+      auto eta = std::make_shared<std::vector<double>>(static_cast<std::size_t>(head_->tokens()));
+      for (long t = 0; t < head_->tokens(); ++t)
+        (*eta)[static_cast<std::size_t>(t)] = head_->params.tau(t % config_.mini_batch) * head_->lambda(t);
+      eta_ = std::move(eta);
+      state_ = InnerState<double>::start(head_->w0);
+      error_.clear();
+    } catch (const std::exception& e) {
+      error_ = e.what();
+      head_.reset();
+      playing_ = false;
+      return;
+    }
+  }
+  set_cursor_target(c.cursor);
+  cursor_ = std::min(cursor_, target_);
+}
+
+void StepperModule::set_cursor_target(long token) {
+  if (!head_) return;
+  target_ = std::clamp(token, -1L, head_->tokens() - 1);
+  if (target_ < static_cast<long>(records_.size())) cursor_ = target_;
+}
+
+void StepperModule::transport(const StepperTransport& t) {
+  if (!head_) return;
+  const long T = head_->tokens();
+  const long b = config_.mini_batch;
+  // The stepper's position is where the cursor is heading (a seek in progress counts as done).
+  const long at = target_;
+  switch (t.op) {
+    case StepperOp::Play:
+      if (at >= T - 1) set_cursor_target(-1);  // play from the start again
+      playing_ = true;
+      next_tick_ = Clock::now();
+      return;
+    case StepperOp::Pause:
+      playing_ = false;
+      return;
+    case StepperOp::TogglePlay:
+      transport({playing_ ? StepperOp::Pause : StepperOp::Play, 0});
+      return;
+    default:
+      break;
+  }
+  playing_ = false;  // every manual move pauses, like a video player's frame step
+  switch (t.op) {
+    case StepperOp::StepForward: set_cursor_target(at + 1); break;
+    case StepperOp::StepBack: set_cursor_target(at - 1); break;
+    case StepperOp::NextMiniBatch: {
+      // Last token of the current mini-batch (pos = b−1, where the state is committed); if already
+      // there, the last token of the next one.
+      const long next_end = (at + 1) / b * b + b - 1;
+      set_cursor_target(std::min(next_end, T - 1));
+      break;
+    }
+    case StepperOp::PrevMiniBatch: {
+      const long prev_end = (at + 1) % b == 0 ? at - b : at - (at + 1) % b;
+      set_cursor_target(std::max(prev_end, -1L));
+      break;
+    }
+    case StepperOp::Seek: set_cursor_target(t.token); break;
+    case StepperOp::ToStart: set_cursor_target(-1); break;
+    case StepperOp::ToEnd: set_cursor_target(T - 1); break;
+    default: break;
+  }
+}
+
+bool StepperModule::has_work(Clock::time_point now) const {
+  if (!head_) return false;
+  if (target_ > cursor_) return true;
+  return playing_ && now >= next_tick_;
+}
+
+std::optional<Clock::time_point> StepperModule::next_wakeup() const {
+  if (head_ && playing_) return next_tick_;
+  return std::nullopt;
+}
+
+void StepperModule::work(ModuleContext& ctx) {
+  const long T = head_->tokens();
+  if (target_ <= cursor_ && playing_) {
+    // A playback tick: advance by one token (or wrap / stop at the end).
+    if (cursor_ >= T - 1) {
+      if (loop_) {
+        cursor_ = target_ = -1;
+      } else {
+        playing_ = false;
+      }
+    } else {
+      target_ = cursor_ + 1;
+    }
+    const auto period = std::chrono::duration_cast<Clock::duration>(
+        std::chrono::duration<double>(1.0 / speed_));
+    next_tick_ = std::max(next_tick_ + period, Clock::now() - period);
+  }
+  if (target_ > cursor_) {
+    if (static_cast<long>(records_.size()) <= cursor_ + 1) compute_next_token();
+    ++cursor_;
+  }
+  ctx.mark_dirty();
+}
+
+void StepperModule::compute_next_token() {
+  const long t = static_cast<long>(records_.size());
+  const ToyHead<double>& h = *head_;
+  auto rec = std::make_shared<TokenRecord>();
+  rec->t = t;
+  rec->byte = h.bytes[static_cast<std::size_t>(t)];
+  rec->mini_batch_index = t / config_.mini_batch;
+
+  const InnerObserver<double> observer = [&](const InnerStepRecord<double>& r) {
+    rec->pos = r.pos;
+    rec->commits = r.pos == config_.mini_batch - 1;
+    rec->lambda = r.lambda;
+    rec->tau = r.tau;
+    rec->loss_initial = r.loss_initial;
+    rec->loss_before = r.loss_before;
+    rec->loss_after = r.loss_after;
+    rec->k = *r.k;
+    rec->grad_z = *r.grad_z;
+    if (r.x2) rec->x2 = *r.x2;
+    if (r.grad_z2) rec->grad_z2 = *r.grad_z2;
+    rec->output = *r.output;
+    rec->w_after = *r.w_after;
+    rec->delta = *r.w_after;
+    rec->delta.sub_scaled(*r.w_before, 1.0);
+    rec->outer1 = r.k->transpose() * *r.grad_z;
+    if (r.x2 && r.grad_z2) rec->outer2 = r.x2->transpose() * *r.grad_z2;
+    rec->w_norm = r.w_after->W1.norm();
+    rec->dw_norm = rec->delta.W1.norm();
+    const auto absmax = [](const auto& m) { return m.size() ? m.cwiseAbs().maxCoeff() : 0.0; };
+    rec->w_absmax = absmax(rec->w_after.W1);
+    rec->w2_absmax = absmax(rec->w_after.W2);
+    rec->delta_absmax = absmax(rec->delta.W1);
+    rec->delta2_absmax = absmax(rec->delta.W2);
+    rec->outer_absmax = absmax(rec->outer1);
+    rec->outer2_absmax = absmax(rec->outer2);
+  };
+  const Vec<double> lam = h.lambda.segment(t, 1);
+  Mat<double> out;
+  const auto t0 = Clock::now();
+  inner_forward_primal<double>(h.options, h.params, h.Q.middleRows(t, 1), h.K.middleRows(t, 1),
+                               h.V.middleRows(t, 1), lam, *state_, out, observer, w0_.get());
+  compute_us_total_ += std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+  records_.push_back(std::move(rec));
+}
+
+void StepperModule::publish(Snapshot& snapshot) const {
+  auto v = std::make_shared<StepperView>();
+  v->config = config_;
+  v->generation = generation_;
+  v->error = error_;
+  if (head_) v->bytes = head_->bytes;
+  v->w0 = w0_;
+  v->eta = eta_;
+  v->records = records_;
+  v->cursor = cursor_;
+  v->playing = playing_;
+  v->speed = speed_;
+  v->loop = loop_;
+  v->compute_us_per_token =
+      records_.empty() ? 0.0 : compute_us_total_ / static_cast<double>(records_.size());
+  snapshot.stepper = std::move(v);
+}
+
+}  // namespace tttlab::gui

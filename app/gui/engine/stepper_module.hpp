@@ -1,0 +1,53 @@
+// app/gui/engine/stepper_module.hpp — the engine side of the inner-loop stepper (see stepper_types.hpp).
+//
+// State: the toy head, the streaming InnerState after `computed` tokens, and one TokenRecord per
+// computed token. A work item consumes ONE token with inner_forward_primal (a 1-row call that
+// continues the state, exactly like a decoder), so playback, seeking and config changes are all
+// interleaved with the UI's commands at token granularity. Tokens already computed are never
+// recomputed when the cursor moves back: scrubbing backwards is free.
+#pragma once
+
+#include <memory>
+#include <optional>
+
+#include "gui/engine/engine.hpp"
+#include "gui/engine/toy_head.hpp"
+
+namespace tttlab::gui {
+
+class StepperModule final : public EngineModule {
+ public:
+  StepperModule();
+  const char* name() const override { return "inner-loop stepper"; }
+  bool handle(const Command& command, ModuleContext& ctx) override;
+  bool has_work(Clock::time_point now) const override;
+  std::optional<Clock::time_point> next_wakeup() const override;
+  void work(ModuleContext& ctx) override;
+  void publish(Snapshot& snapshot) const override;
+
+  static HeadLimits limits();
+
+ private:
+  void configure(const StepperConfigure& c);
+  void transport(const StepperTransport& t);
+  void set_cursor_target(long token);
+  void compute_next_token();
+
+  HeadConfig config_;
+  std::uint64_t generation_ = 0;
+  std::string error_;
+  std::optional<ToyHead<double>> head_;
+  std::shared_ptr<const InnerWeights<double>> w0_;
+  std::shared_ptr<const std::vector<double>> eta_;
+  std::optional<InnerState<double>> state_;
+  std::vector<std::shared_ptr<const TokenRecord>> records_;
+  long cursor_ = -1;
+  long target_ = -1;  // the cursor moves here, computing tokens as needed
+  bool playing_ = false;
+  double speed_ = 8.0;
+  bool loop_ = false;
+  Clock::time_point next_tick_{};
+  double compute_us_total_ = 0;
+};
+
+}  // namespace tttlab::gui

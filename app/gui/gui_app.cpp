@@ -1,0 +1,707 @@
+// The desktop app: window, main loop, menus, sidebar, status bar, state files, screenshots and the
+// frame-time benchmark (see gui_app.hpp).
+//
+// Index of this file
+//   [SECTION] App: construction, the frame, the main loops (interactive / screenshot / benchmark)
+//   [SECTION] Layout: menu bar, sidebar, content, status bar
+//   [SECTION] State files and dialogs
+//   [SECTION] run_gui
+#include "gui/gui_app.hpp"
+
+#include <GLFW/glfw3.h>
+#include <imgui.h>
+#include <imgui_impl_glfw.h>
+#include <imgui_impl_opengl3.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "gui/engine/engine.hpp"
+#include "gui/fonts.hpp"
+#include "gui/keys.hpp"
+#include "gui/notify.hpp"
+#include "gui/panels/panel.hpp"
+#include "gui/panels/widgets.hpp"
+#include "gui/platform.hpp"
+#include "gui/plot/plot_export.hpp"
+#include "gui/plot/texture_cache.hpp"
+#include "gui/state/json_fields.hpp"
+#include "gui/state/state_file.hpp"
+#include "gui/theme.hpp"
+
+namespace tttlab::gui {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const double idx = p * static_cast<double>(v.size() - 1);
+  const std::size_t lo = static_cast<std::size_t>(idx);
+  const std::size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (idx - static_cast<double>(lo)) * (v[hi] - v[lo]);
+}
+
+// ---- [SECTION] App -----------------------------------------------------------------------------------
+
+class App {
+ public:
+  App(const GuiOptions& opt, std::unique_ptr<Window> window)
+      : opt_(opt), window_(std::move(window)), engine_(make_engine_modules()), panels_(make_panels()) {}
+  ~App();
+
+  int init();
+  int run_interactive();
+  int run_screenshot();
+  int run_benchmark();
+
+ private:
+  void frame();
+  void render();
+  void draw_main();
+  void draw_menu_bar();
+  void draw_sidebar(float width);
+  void draw_status_bar();
+  void draw_dialogs();
+  void draw_shortcut_help();
+  void global_shortcuts();
+  bool open_state(const fs::path& path);
+  bool save_state(const fs::path& path);
+  void set_active(std::size_t i);
+  std::size_t find_panel(const std::string& id_or_name) const;
+  void update_title();
+
+  GuiOptions opt_;
+  std::unique_ptr<Window> window_;
+  Engine engine_;
+  std::vector<std::unique_ptr<Panel>> panels_;
+  std::size_t active_ = 0;
+  std::shared_ptr<const Snapshot> snap_;
+  bool imgui_ready_ = false;
+
+  // Dialogs
+  bool open_dialog_ = false, save_dialog_ = false, show_help_ = false, show_about_ = false;
+  char path_buf_[1024] = "";
+  std::string error_title_, error_text_;
+  bool error_pending_ = false;
+  fs::path state_path_;
+
+  // Frame timing (UI thread's own work: snapshot, panels, ImGui::Render).
+  double ui_ms_ = 0.0, gl_ms_ = 0.0;
+  std::vector<double> ui_samples_, gl_samples_;
+  bool collect_ = false;
+};
+
+App::~App() {
+  engine_.set_publish_callback({});
+  engine_.stop();  // before the window (and GLFW) go away: the callback posts GLFW events
+  if (imgui_ready_) {
+    plot::release_textures();
+    ImGui_ImplOpenGL3_Shutdown();
+    ImGui_ImplGlfw_Shutdown();
+    ImGui::DestroyContext();
+  }
+}
+
+int App::init() {
+  IMGUI_CHECKVERSION();
+  ImGui::CreateContext();
+  ImGuiIO& io = ImGui::GetIO();
+  io.IniFilename = nullptr;  // the layout is fixed; state lives in .tttlab files
+  io.ConfigFlags |= ImGuiConfigFlags_NavEnableKeyboard;
+  const float scale = window_->content_scale();
+  apply_theme(scale);
+  load_fonts(scale);
+  ImGui_ImplGlfw_InitForOpenGL(window_->handle(), true);
+  ImGui_ImplOpenGL3_Init("#version 130");
+  install_gl_textures();
+  imgui_ready_ = true;
+  set_notifications_visible(opt_.screenshot.empty());
+
+  if (!opt_.panel.empty()) {
+    const auto i = find_panel(opt_.panel);
+    if (i == panels_.size()) {
+      std::string known;
+      for (const auto& p : panels_) known += std::string(known.empty() ? "" : ", ") + p->id();
+      std::fprintf(stderr, "tttlab gui: unknown panel \"%s\" (known: %s)\n", opt_.panel.c_str(),
+                   known.c_str());
+      return 2;
+    }
+    active_ = i;
+  }
+  for (auto& p : panels_) p->sync(engine_);
+  if (!opt_.state_file.empty()) {
+    const bool interactive = opt_.screenshot.empty() && opt_.bench_frames == 0;
+    if (!open_state(opt_.state_file) && !interactive) {
+      std::fprintf(stderr, "tttlab gui: %s\n", error_text_.c_str());
+      return 1;
+    }
+    if (!opt_.panel.empty()) active_ = find_panel(opt_.panel);  // --panel wins over the file
+  }
+  engine_.set_publish_callback([] { Window::post_empty_event(); });
+  engine_.start();
+  update_title();
+  return 0;
+}
+
+std::size_t App::find_panel(const std::string& key) const {
+  const auto lower = [](std::string s) {
+    for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+  };
+  for (std::size_t i = 0; i < panels_.size(); ++i)
+    if (lower(key) == panels_[i]->id() || lower(key) == lower(panels_[i]->name())) return i;
+  return panels_.size();
+}
+
+void App::set_active(std::size_t i) {
+  if (i >= panels_.size() || i == active_) return;
+  active_ = i;
+  update_title();
+}
+
+void App::update_title() {
+  std::string t = std::string("TTT Lab — ") + panels_[active_]->name();
+  if (!state_path_.empty()) t += " — " + state_path_.filename().string();
+  window_->set_title(t);
+}
+
+void App::frame() {
+  ImGui_ImplOpenGL3_NewFrame();
+  ImGui_ImplGlfw_NewFrame();
+  if (window_->spec().hidden) {
+    ImGuiIO& io = ImGui::GetIO();
+    io.DisplaySize = ImVec2(static_cast<float>(window_->spec().width),
+                            static_cast<float>(window_->spec().height));
+    io.DisplayFramebufferScale = ImVec2(1, 1);
+  }
+  const auto t0 = Clock::now();
+  ImGui::NewFrame();
+  snap_ = engine_.snapshot();  // the one snapshot this frame reads
+  for (auto& p : panels_) p->observe(*snap_);
+  draw_main();
+  draw_dialogs();
+  draw_shortcut_help();
+  draw_notifications();
+  global_shortcuts();
+  ImGui::Render();
+  ui_ms_ = ms_since(t0);
+}
+
+void App::render() {
+  const auto t0 = Clock::now();
+  const ImVec4 c = clear_color();
+  window_->begin_render(c.x, c.y, c.z);
+  ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+  const ImGuiIO& io = ImGui::GetIO();
+  plot::exporter().process(
+      [&](int x, int y, int w, int h) { return window_->read_pixels(x, y, w, h); },
+      io.DisplayFramebufferScale, io.DisplaySize);
+  if (collect_) glFinish();  // benchmark: charge the GL work to this frame
+  gl_ms_ = ms_since(t0);
+  if (collect_) {
+    ui_samples_.push_back(ui_ms_);
+    gl_samples_.push_back(gl_ms_);
+  }
+  window_->present();
+}
+
+int App::run_interactive() {
+  while (!window_->should_close()) {
+    // Sleep until input or a new snapshot (the engine's publish callback posts an empty event);
+    // the timeout keeps the status bar and notifications ticking.
+    window_->wait_events(0.25);
+    if (glfwGetWindowAttrib(window_->handle(), GLFW_ICONIFIED)) continue;
+    frame();
+    render();
+    // While something animates (hover, playback), keep frames coming at the display rate.
+    if (ImGui::IsAnyItemActive() || ImGui::GetIO().MouseDelta.x != 0 || ImGui::GetIO().MouseDelta.y != 0)
+      glfwPostEmptyEvent();
+  }
+  return 0;
+}
+
+int App::run_screenshot() {
+  for (int i = 0; i < opt_.frames; ++i) {
+    window_->poll_events();
+    frame();
+    render();
+  }
+  // Let the engine finish what the frames asked for, then draw until the picture is stable.
+  const auto t0 = Clock::now();
+  std::uint64_t seen = 0;
+  int stable = 0;
+  while (stable < 3 && ms_since(t0) < 60000.0) {
+    const bool idle = engine_.quiescent();
+    const auto v = engine_.snapshot()->version;
+    stable = idle && v == seen ? stable + 1 : 0;
+    seen = v;
+    if (!idle) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    window_->poll_events();
+    frame();
+    render();
+  }
+  if (stable < 3)
+    std::fprintf(stderr, "tttlab gui: the engine was still busy after 60 s; capturing anyway\n");
+  window_->poll_events();
+  frame();
+  const ImVec4 c = clear_color();
+  window_->begin_render(c.x, c.y, c.z);
+  ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+  const Image img = window_->read_pixels(0, 0, window_->spec().width, window_->spec().height);
+  try {
+    write_png(opt_.screenshot, img);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tttlab gui: %s\n", e.what());
+    return 1;
+  }
+  std::printf("wrote %s (%dx%d, panel %s)\n", opt_.screenshot.c_str(), img.width, img.height,
+              panels_[active_]->id());
+  return 0;
+}
+
+int App::run_benchmark() {
+  // Drive the stepper so the UI draws a changing snapshot every frame, as during playback.
+  engine_.post(StepperSetSpeed{240.0, true});
+  engine_.post(StepperTransport{StepperOp::Play, 0});
+  const int warmup = std::min(30, opt_.bench_frames);
+  for (int i = 0; i < warmup; ++i) {
+    window_->poll_events();
+    frame();
+    render();
+  }
+  collect_ = true;
+  std::uint64_t last = 0, distinct = 0;
+  const auto t0 = Clock::now();
+  for (int i = 0; i < opt_.bench_frames; ++i) {
+    window_->poll_events();
+    frame();
+    if (snap_->version != last) ++distinct;
+    last = snap_->version;
+    render();
+  }
+  const double wall = ms_since(t0);
+  collect_ = false;
+  int fw = 0, fh = 0;
+  window_->framebuffer_size(&fw, &fh);
+  const char* renderer = reinterpret_cast<const char*>(glGetString(GL_RENDERER));
+  std::printf("tttlab gui --bench-frames %d  (panel %s, %dx%d offscreen, GL renderer: %s)\n",
+              opt_.bench_frames, panels_[active_]->id(), fw, fh, renderer ? renderer : "?");
+  std::printf("UI thread work per frame (snapshot + panels + ImGui::Render): p50 %.3f ms  p99 %.3f ms  "
+              "max %.3f ms\n",
+              percentile(ui_samples_, 0.5), percentile(ui_samples_, 0.99),
+              percentile(ui_samples_, 1.0));
+  std::printf("GL submit + finish per frame:                               p50 %.3f ms  p99 %.3f ms\n",
+              percentile(gl_samples_, 0.5), percentile(gl_samples_, 0.99));
+  std::printf("%d frames in %.0f ms (%.0f frames/s, no vsync); %llu distinct engine snapshots drawn\n",
+              opt_.bench_frames, wall, 1000.0 * opt_.bench_frames / wall,
+              static_cast<unsigned long long>(distinct));
+  return 0;
+}
+
+// ---- [SECTION] Layout ----------------------------------------------------------------------------------
+
+void App::draw_main() {
+  const ImGuiViewport* vp = ImGui::GetMainViewport();
+  ImGui::SetNextWindowPos(vp->WorkPos);
+  ImGui::SetNextWindowSize(vp->WorkSize);
+  ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, ImVec2(0, 0));
+  ImGui::Begin("##main", nullptr,
+               ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_MenuBar |
+                   ImGuiWindowFlags_NoBringToFrontOnFocus | ImGuiWindowFlags_NoSavedSettings |
+                   ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
+  ImGui::PopStyleVar();
+  draw_menu_bar();
+
+  const float status_h = ImGui::GetFrameHeight() + 2.0f;
+  const float sidebar_w = 214.0f * ImGui::GetFontSize() / 15.0f;
+  const ImVec2 avail = ImGui::GetContentRegionAvail();
+  ImGui::PushStyleVar(ImGuiStyleVar_ItemSpacing, ImVec2(0, 0));
+  ImGui::PushStyleColor(ImGuiCol_ChildBg, ImVec4(0.105f, 0.11f, 0.128f, 1.0f));
+  ImGui::BeginChild("##sidebar", ImVec2(sidebar_w, avail.y - status_h), false,
+                    ImGuiWindowFlags_AlwaysUseWindowPadding);
+  ImGui::PopStyleVar();
+  draw_sidebar(sidebar_w);
+  ImGui::EndChild();
+  ImGui::PopStyleColor();
+  ImGui::SameLine();
+  ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, ImVec2(14, 10));
+  ImGui::BeginChild("##content", ImVec2(avail.x - sidebar_w, avail.y - status_h), false,
+                    ImGuiWindowFlags_AlwaysUseWindowPadding);
+  ImGui::PopStyleVar();
+  panels_[active_]->draw(*snap_, engine_);
+  ImGui::EndChild();
+  draw_status_bar();
+  ImGui::End();
+}
+
+void App::draw_menu_bar() {
+  if (!ImGui::BeginMenuBar()) return;
+  if (ImGui::BeginMenu("File")) {
+    if (ImGui::MenuItem("Open state…", "Ctrl+O")) open_dialog_ = true;
+    if (ImGui::MenuItem("Save state", "Ctrl+S")) {
+      if (state_path_.empty())
+        save_dialog_ = true;
+      else
+        save_state(state_path_);
+    }
+    if (ImGui::MenuItem("Save state as…", "Ctrl+Shift+S")) save_dialog_ = true;
+    ImGui::Separator();
+    if (ImGui::MenuItem("Export window as PNG", "F12")) plot::exporter().request_window_png();
+    ImGui::TextDisabled("Plots: right-click a plot to export it");
+    ImGui::TextDisabled("Files go to %s", fs::absolute(plot::exporter().directory()).string().c_str());
+    ImGui::Separator();
+    if (ImGui::MenuItem("Quit", "Ctrl+Q")) window_->request_close();
+    ImGui::EndMenu();
+  }
+  if (ImGui::BeginMenu("Panels")) {
+    for (std::size_t i = 0; i < panels_.size(); ++i) {
+      char sc[32];
+      std::snprintf(sc, sizeof sc, "Ctrl+%zu", i + 1);
+      if (ImGui::MenuItem(panels_[i]->name(), sc, i == active_)) set_active(i);
+    }
+    ImGui::EndMenu();
+  }
+  if (ImGui::BeginMenu("Help")) {
+    if (ImGui::MenuItem("Keyboard shortcuts", "F1")) show_help_ = true;
+    if (ImGui::MenuItem("About TTT Lab")) show_about_ = true;
+    ImGui::EndMenu();
+  }
+  ImGui::EndMenuBar();
+}
+
+void App::draw_sidebar(float width) {
+  ImGui::PushFont(fonts().large);
+  ImGui::TextUnformatted("TTT Lab");
+  ImGui::PopFont();
+  ImGui::PushStyleColor(ImGuiCol_Text, colors::kTextDim);
+  ImGui::PushFont(fonts().small);
+  ImGui::TextWrapped("Test-Time Training layers, computed live on the CPU engine.");
+  ImGui::PopFont();
+  ImGui::PopStyleColor();
+  ImGui::Dummy(ImVec2(0, 8));
+
+  widgets::section_label("PANELS");
+  for (std::size_t i = 0; i < panels_.size(); ++i) {
+    char label[128];
+    std::snprintf(label, sizeof label, "%zu   %s", i + 1, panels_[i]->name());
+    if (ImGui::Selectable(label, i == active_, 0, ImVec2(0, ImGui::GetFrameHeight())))
+      set_active(i);
+    if (ImGui::IsItemHovered()) {
+      ImGui::BeginTooltip();
+      ImGui::PushTextWrapPos(ImGui::GetFontSize() * 28.0f);
+      ImGui::TextUnformatted(panels_[i]->summary());
+      ImGui::PopTextWrapPos();
+      ImGui::EndTooltip();
+    }
+  }
+
+  ImGui::Dummy(ImVec2(0, 10));
+  widgets::section_label("ENGINE");
+  const bool idle = engine_.quiescent();
+  ImGui::PushFont(fonts().small);
+  ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(idle ? colors::kTextDim : colors::kGood),
+                     idle ? "● idle" : "● working");
+  if (!idle) {
+    ImGui::SameLine();
+    ImGui::TextDisabled("%.0f ms/s busy", snap_->stats.busy_ms_last_second);
+  }
+  ImGui::TextDisabled("snapshot #%llu", static_cast<unsigned long long>(snap_->version));
+  ImGui::PopFont();
+  bool any_job = false;
+  for (const auto& j : snap_->jobs) {
+    if (j.outcome != JobOutcome::Running) continue;
+    any_job = true;
+    ImGui::PushID(static_cast<int>(j.id));
+    ImGui::PushFont(fonts().small);
+    ImGui::TextWrapped("%s", j.label.c_str());
+    ImGui::PopFont();
+    ImGui::ProgressBar(static_cast<float>(j.progress), ImVec2(width - 70.0f, 0));
+    ImGui::SameLine();
+    if (ImGui::SmallButton("Cancel")) engine_.post(CancelJob{j.id});
+    ImGui::PopID();
+  }
+  if (!any_job) {
+    ImGui::PushFont(fonts().small);
+    ImGui::TextDisabled("no jobs running");
+    ImGui::PopFont();
+  }
+
+  // Keep the hint at the bottom of the sidebar.
+  const float hint_h = 2.0f * ImGui::GetTextLineHeightWithSpacing();
+  if (ImGui::GetContentRegionAvail().y > hint_h)
+    ImGui::SetCursorPosY(ImGui::GetCursorPosY() + ImGui::GetContentRegionAvail().y - hint_h);
+  ImGui::PushFont(fonts().small);
+  ImGui::TextDisabled("F1  keyboard shortcuts");
+  ImGui::TextDisabled("Ctrl+S  save this view");
+  ImGui::PopFont();
+}
+
+void App::draw_status_bar() {
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImVec2 p = ImGui::GetCursorScreenPos();
+  const float w = ImGui::GetWindowWidth(), h = ImGui::GetFrameHeight() + 2.0f;
+  dl->AddRectFilled(p, ImVec2(p.x + w, p.y + h), IM_COL32(30, 32, 38, 255));
+  dl->AddLine(p, ImVec2(p.x + w, p.y), IM_COL32(52, 55, 64, 255));
+  ImGui::SetCursorScreenPos(ImVec2(p.x + 10.0f, p.y + 3.0f));
+  ImGui::PushFont(fonts().small);
+  ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim), "%s",
+                     state_path_.empty() ? "unsaved view" : state_path_.string().c_str());
+  const std::string& note = last_notification();
+  if (!note.empty()) {
+    ImGui::SameLine(0, 24);
+    ImGui::TextDisabled("%s", note.c_str());
+  }
+  char right[160];
+  std::snprintf(right, sizeof right, "UI %.2f ms/frame   %.0f fps   CPU engine (Eigen)", ui_ms_,
+                ImGui::GetIO().Framerate);
+  const float rw = ImGui::CalcTextSize(right).x;
+  ImGui::SameLine(w - rw - 12.0f);
+  ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim), "%s", right);
+  ImGui::PopFont();
+}
+
+void App::global_shortcuts() {
+  if (!shortcuts_enabled()) return;
+  if (ctrl_down()) {
+    if (key_pressed(Key::O, false)) open_dialog_ = true;
+    if (key_pressed(Key::S, false)) {
+      if (shift_down() || state_path_.empty())
+        save_dialog_ = true;
+      else
+        save_state(state_path_);
+    }
+    if (key_pressed(Key::Q, false)) window_->request_close();
+    for (std::size_t i = 0; i < panels_.size() && i < 9; ++i)
+      if (key_pressed(static_cast<Key>(static_cast<int>(Key::N1) + static_cast<int>(i)), false))
+        set_active(i);
+    return;
+  }
+  if (key_pressed(Key::F1, false)) show_help_ = !show_help_;
+  if (key_pressed(Key::F12, false)) plot::exporter().request_window_png();
+  if (ImGui::IsPopupOpen("", ImGuiPopupFlags_AnyPopupId)) return;
+  panels_[active_]->shortcuts(*snap_, engine_);
+}
+
+// ---- [SECTION] State files and dialogs -----------------------------------------------------------------
+
+bool App::open_state(const fs::path& path) {
+  try {
+    const nlohmann::json doc = read_state_file(path);
+    const FieldReader top(doc, "");
+    const FieldReader panels = top.object("panels");
+    std::vector<std::function<void()>> apply;
+    for (const auto& p : panels_) {
+      if (!panels.has(p->id())) continue;
+      apply.push_back(p->parse_state(doc["panels"][p->id()], std::string("panels.") + p->id()));
+    }
+    std::size_t active = active_;
+    if (const auto a = top.string("active_panel", 64, ""); !a.empty()) {
+      active = find_panel(a);
+      if (active == panels_.size()) throw StateError("active_panel: unknown panel \"" + a + "\"");
+    }
+    for (auto& f : apply) f();
+    for (auto& p : panels_) p->sync(engine_);
+    active_ = active;
+    state_path_ = path;
+    update_title();
+    notify("Opened " + path.string());
+    return true;
+  } catch (const StateError& e) {
+    error_title_ = "Could not open the state file";
+    error_text_ = e.what();
+    error_pending_ = true;
+    return false;
+  }
+}
+
+bool App::save_state(const fs::path& path) {
+  try {
+    nlohmann::json panels = nlohmann::json::object();
+    for (const auto& p : panels_) panels[p->id()] = p->save_state();
+    fs::path target = path;
+    if (target.extension().empty()) target += kStateExtension;
+    write_state_file(target, make_state(panels_[active_]->id(), std::move(panels)));
+    state_path_ = target;
+    update_title();
+    notify("Saved view to " + fs::absolute(target).string());
+    return true;
+  } catch (const StateError& e) {
+    error_title_ = "Could not save the state file";
+    error_text_ = e.what();
+    error_pending_ = true;
+    return false;
+  }
+}
+
+void App::draw_dialogs() {
+  const ImVec2 center = ImGui::GetMainViewport()->GetCenter();
+  const auto file_dialog = [&](const char* title, bool* flag, bool saving) {
+    if (*flag) {
+      ImGui::OpenPopup(title);
+      *flag = false;
+      std::snprintf(path_buf_, sizeof path_buf_, "%s",
+                    state_path_.empty() ? (saving ? "view.tttlab" : "") : state_path_.string().c_str());
+    }
+    ImGui::SetNextWindowPos(center, ImGuiCond_Appearing, ImVec2(0.5f, 0.5f));
+    ImGui::SetNextWindowSize(ImVec2(560, 0), ImGuiCond_Appearing);
+    if (!ImGui::BeginPopupModal(title, nullptr, ImGuiWindowFlags_NoSavedSettings)) return;
+    ImGui::TextUnformatted(saving ? "Save the panel settings and seeds to a .tttlab file:"
+                                  : "Open a .tttlab state file:");
+    if (ImGui::IsWindowAppearing()) ImGui::SetKeyboardFocusHere();
+    ImGui::SetNextItemWidth(-1);
+    const bool enter = ImGui::InputText("##path", path_buf_, sizeof path_buf_,
+                                        ImGuiInputTextFlags_EnterReturnsTrue);
+    // The state files in the working directory, for one-click picking.
+    std::vector<std::string> found;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(".", ec))
+      if (e.path().extension() == kStateExtension) found.push_back(e.path().filename().string());
+    std::sort(found.begin(), found.end());
+    ImGui::TextDisabled("In %s:", fs::absolute(".").lexically_normal().string().c_str());
+    ImGui::BeginChild("##files", ImVec2(0, 120), true);
+    if (found.empty()) ImGui::TextDisabled("(no .tttlab files)");
+    for (const auto& f : found)
+      if (ImGui::Selectable(f.c_str(), f == path_buf_)) std::snprintf(path_buf_, sizeof path_buf_, "%s", f.c_str());
+    ImGui::EndChild();
+    const bool ok = ImGui::Button(saving ? "Save" : "Open", ImVec2(100, 0)) || enter;
+    ImGui::SameLine();
+    if (ImGui::Button("Cancel", ImVec2(100, 0)) || ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape)))
+      ImGui::CloseCurrentPopup();
+    if (ok && path_buf_[0]) {
+      ImGui::CloseCurrentPopup();
+      if (saving)
+        save_state(path_buf_);
+      else
+        open_state(path_buf_);
+    }
+    ImGui::EndPopup();
+  };
+  file_dialog("Open state", &open_dialog_, false);
+  file_dialog("Save state", &save_dialog_, true);
+
+  if (error_pending_) {
+    ImGui::OpenPopup("##error");
+    error_pending_ = false;
+  }
+  ImGui::SetNextWindowPos(center, ImGuiCond_Appearing, ImVec2(0.5f, 0.5f));
+  ImGui::SetNextWindowSize(ImVec2(560, 0), ImGuiCond_Appearing);
+  if (ImGui::BeginPopupModal("##error", nullptr, ImGuiWindowFlags_NoTitleBar | ImGuiWindowFlags_NoSavedSettings)) {
+    ImGui::PushFont(fonts().bold);
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kError), "%s", error_title_.c_str());
+    ImGui::PopFont();
+    ImGui::Separator();
+    ImGui::PushTextWrapPos(0.0f);
+    ImGui::TextUnformatted(error_text_.c_str());
+    ImGui::PopTextWrapPos();
+    ImGui::TextDisabled("Nothing was changed.");
+    if (ImGui::Button("OK", ImVec2(100, 0)) || ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Enter)) ||
+        ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape)))
+      ImGui::CloseCurrentPopup();
+    ImGui::EndPopup();
+  }
+
+  if (show_about_) {
+    ImGui::OpenPopup("About TTT Lab");
+    show_about_ = false;
+  }
+  ImGui::SetNextWindowPos(center, ImGuiCond_Appearing, ImVec2(0.5f, 0.5f));
+  if (ImGui::BeginPopupModal("About TTT Lab", nullptr, ImGuiWindowFlags_AlwaysAutoResize)) {
+    ImGui::TextUnformatted("TTT Lab 0.1.0");
+    ImGui::TextDisabled("An interactive lab for Test-Time Training layers (Sun et al., ICML 2025).");
+    ImGui::TextDisabled("Dear ImGui %s · GLFW %s · OpenGL: %s", ImGui::GetVersion(), glfwGetVersionString(),
+                        reinterpret_cast<const char*>(glGetString(GL_VERSION)));
+    if (ImGui::Button("Close", ImVec2(100, 0))) ImGui::CloseCurrentPopup();
+    ImGui::EndPopup();
+  }
+}
+
+void App::draw_shortcut_help() {
+  if (!show_help_) return;
+  ImGui::SetNextWindowPos(ImGui::GetMainViewport()->GetCenter(), ImGuiCond_Appearing, ImVec2(0.5f, 0.5f));
+  ImGui::SetNextWindowSize(ImVec2(480, 0), ImGuiCond_Appearing);
+  if (ImGui::Begin("Keyboard shortcuts", &show_help_,
+                   ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_NoCollapse | ImGuiWindowFlags_AlwaysAutoResize)) {
+    const auto table = [](const char* title, const std::vector<ShortcutHelp>& rows) {
+      widgets::section_label(title);
+      if (ImGui::BeginTable(title, 2, ImGuiTableFlags_SizingFixedFit)) {
+        for (const auto& r : rows) {
+          ImGui::TableNextRow();
+          ImGui::TableNextColumn();
+          ImGui::PushFont(fonts().mono);
+          ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kAccent), "%s", r.keys);
+          ImGui::PopFont();
+          ImGui::TableNextColumn();
+          ImGui::TextUnformatted(r.action);
+        }
+        ImGui::EndTable();
+      }
+    };
+    table("APP", {{"Ctrl+O", "open a state file"},
+                  {"Ctrl+S", "save the view (Ctrl+Shift+S: save as)"},
+                  {"Ctrl+1 … 9", "switch panel"},
+                  {"F12", "export the window as PNG"},
+                  {"F1", "this help"},
+                  {"Ctrl+Q", "quit"}});
+    ImGui::Dummy(ImVec2(0, 6));
+    const auto rows = panels_[active_]->shortcut_help();
+    if (!rows.empty()) table(panels_[active_]->name(), rows);
+  }
+  ImGui::End();
+}
+
+}  // namespace
+
+// ---- [SECTION] run_gui ---------------------------------------------------------------------------------
+
+int run_gui(const GuiOptions& opt) {
+  if (opt.list_panels) {
+    for (const auto& p : make_panels()) std::printf("%-16s %-22s %s\n", p->id(), p->name(), p->summary());
+    return 0;
+  }
+  if (!opt.panel.empty()) {  // checked before a window (and a display) is needed
+    bool known = false;
+    std::string ids;
+    for (const auto& p : make_panels()) {
+      std::string name = p->name();
+      for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      std::string key = opt.panel;
+      for (auto& c : key) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      known = known || key == p->id() || key == name;
+      ids += std::string(ids.empty() ? "" : ", ") + p->id();
+    }
+    if (!known) {
+      std::fprintf(stderr, "tttlab gui: unknown panel \"%s\" (known: %s)\n", opt.panel.c_str(), ids.c_str());
+      return 2;
+    }
+  }
+  WindowSpec spec;
+  spec.width = opt.width;
+  spec.height = opt.height;
+  spec.hidden = !opt.screenshot.empty() || opt.bench_frames > 0;
+  spec.vsync = !spec.hidden;
+  std::unique_ptr<Window> window;
+  try {
+    window = Window::open(spec);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tttlab gui: %s\n", e.what());
+    return 1;
+  }
+  App app(opt, std::move(window));
+  if (const int rc = app.init(); rc != 0) return rc;
+  if (!opt.screenshot.empty()) return app.run_screenshot();
+  if (opt.bench_frames > 0) return app.run_benchmark();
+  return app.run_interactive();
+}
+
+}  // namespace tttlab::gui

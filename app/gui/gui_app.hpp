@@ -1,0 +1,31 @@
+// app/gui/gui_app.hpp — entry points of the desktop app, used by `tttlab gui` (app/cli/cmd_gui.cpp).
+//
+//   tttlab gui                                  the window, on the inner-loop stepper
+//   tttlab gui --list-panels                    panel ids and names (no window needed)
+//   tttlab gui --screenshot F.png --frames N [--panel ID] [--state F.tttlab] [--size WxH]
+//                                               renders N frames offscreen, waits for the engine to
+//                                               finish what those frames asked for, writes a PNG
+//   tttlab gui --bench-frames N                 per-frame UI-thread work time, p50/p99
+// Screenshots and benchmarks render into an offscreen framebuffer but still need an X display for
+// the OpenGL context; on a machine without one use `xvfb-run -a tttlab gui --screenshot …`.
+#pragma once
+
+#include <string>
+
+namespace tttlab::gui {
+
+struct GuiOptions {
+  bool list_panels = false;
+  std::string screenshot;   // PNG path; empty: interactive
+  int frames = 10;          // frames rendered before the screenshot
+  std::string panel;        // panel id or name to start on
+  std::string state_file;   // .tttlab to open at start
+  int bench_frames = 0;     // > 0: benchmark mode
+  int width = 1600, height = 1000;
+};
+
+// Runs the app; returns the process exit status (0 ok, 1 failure, 2 bad usage). Prints errors as
+// one line on stderr.
+int run_gui(const GuiOptions& options);
+
+}  // namespace tttlab::gui

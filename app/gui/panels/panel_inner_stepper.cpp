@@ -1,0 +1,732 @@
+// Panel 1 — Inner-loop stepper: one TTT head consumes a text token by token (the primal form, the
+// way a decoder runs), and the panel takes each step apart: the key k_t, the loss gradient ∇ℓ_t,
+// their outer product (the token's rank-1 gradient term), the learning rate, and the weights before,
+// the change, and after; plus the three inner losses over the sequence.
+//
+// Index of this file
+//   [SECTION] Settings (state file)
+//   [SECTION] Panel: controls column, transport, token strip, update anatomy, plots, film strip
+#include <imgui.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "gui/engine/stepper_module.hpp"
+#include "gui/engine/toy_head.hpp"
+#include "gui/fonts.hpp"
+#include "gui/keys.hpp"
+#include "gui/panels/panel.hpp"
+#include "gui/panels/widgets.hpp"
+#include "gui/plot/heatmap.hpp"
+#include "gui/plot/line_plot.hpp"
+#include "gui/plot/plot_common.hpp"
+#include "gui/plot/small_multiples.hpp"
+#include "gui/plot/ticks.hpp"
+#include "gui/state/json_fields.hpp"
+#include "gui/theme.hpp"
+
+namespace tttlab::gui {
+namespace {
+
+using plot::format_value;
+
+// ---- [SECTION] Settings ------------------------------------------------------------------------------
+
+// How heat-map colours map to values.
+//   SharedPerToken: W_{t−1} and W_t share one range (what changed is visible); ΔW, the gradient term
+//                   and the vectors each use their own. The default.
+//   FixedOverRun:   one range per kind of matrix over all computed tokens (robust 95th percentile),
+//                   so magnitudes compare across tokens while stepping.
+//   PerMatrix:      every map its own largest |value|.
+enum class ColourScale { SharedPerToken, FixedOverRun, PerMatrix };
+
+struct StepperSettings {
+  HeadConfig head;
+  long cursor = 39;  // mid-way through the third mini-batch with the defaults (b = 16)
+  double speed = 8.0;
+  bool loop = false;
+  double smoothing = 0.0;
+  bool log_losses = false;
+  ColourScale colours = ColourScale::SharedPerToken;
+  int layer = 0;  // TTT-MLP: which weight matrix is shown (0: W1, 1: W2)
+};
+
+nlohmann::json to_json(const StepperSettings& s) {
+  return {{"head", gui::to_json(s.head)},
+          {"cursor", s.cursor},
+          {"speed", s.speed},
+          {"loop", s.loop},
+          {"view",
+           {{"smoothing", s.smoothing},
+            {"log_losses", s.log_losses},
+            {"colours", s.colours == ColourScale::SharedPerToken ? "shared"
+                        : s.colours == ColourScale::FixedOverRun ? "fixed"
+                                                                 : "per_matrix"},
+            {"layer", s.layer == 0 ? "W1" : "W2"}}}};
+}
+
+StepperSettings settings_from(const FieldReader& r) {
+  StepperSettings s;
+  s.head = head_config_from(r.object("head"));
+  try {
+    validate(s.head, StepperModule::limits());
+  } catch (const std::invalid_argument& e) {
+    throw StateError(r.path() + ".head: " + e.what());
+  }
+  s.cursor = r.integer("cursor", -1, 1 << 20, s.cursor);
+  s.speed = r.number("speed", 0.25, 1000.0, s.speed);
+  s.loop = r.boolean("loop", s.loop);
+  const FieldReader v = r.object("view");
+  s.smoothing = v.number("smoothing", 0.0, 0.999, s.smoothing);
+  s.log_losses = v.boolean("log_losses", s.log_losses);
+  s.colours = static_cast<ColourScale>(v.choice("colours", {"shared", "fixed", "per_matrix"}, 0));
+  s.layer = v.choice("layer", {"W1", "W2"}, 0);
+  return s;
+}
+
+// ---- [SECTION] Panel -----------------------------------------------------------------------------------
+
+plot::MatrixView view_of(const Mat<double>& m) {
+  return plot::MatrixView::of(m.data(), m.rows(), m.cols(), m.cols());
+}
+plot::MatrixView view_of(const RowVec<double>& v, bool as_column) {
+  return as_column ? plot::MatrixView::of(v.data(), v.size(), 1, 1)
+                   : plot::MatrixView::of(v.data(), 1, v.size(), v.size());
+}
+
+// The 95th percentile (nearest rank) of positive values.
+double robust_max(std::vector<double> v) {
+  std::erase_if(v, [](double x) { return !(x > 0.0) || !std::isfinite(x); });
+  if (v.empty()) return 0.0;
+  const std::size_t k = static_cast<std::size_t>(std::ceil(0.95 * static_cast<double>(v.size()))) - 1;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
+  return v[k];
+}
+
+// "₁₂" for 12.
+std::string subscript(long n) {
+  static const char* const kSub[] = {"\xE2\x82\x80", "\xE2\x82\x81", "\xE2\x82\x82", "\xE2\x82\x83",
+                                     "\xE2\x82\x84", "\xE2\x82\x85", "\xE2\x82\x86", "\xE2\x82\x87",
+                                     "\xE2\x82\x88", "\xE2\x82\x89"};
+  std::string s;
+  for (char c : std::to_string(n)) s += kSub[c - '0'];
+  return s;
+}
+
+std::string token_quote(const StepperView& v, long t) {
+  std::string s;
+  if (t < 0 || t >= v.tokens()) return s;
+  s += '\'';  // appended piecewise: GCC 12 warns falsely (-Wrestrict) on "'" + str + "'"
+  s += token_label(v.bytes[static_cast<std::size_t>(t)]);
+  s += '\'';
+  return s;
+}
+
+class InnerStepperPanel final : public Panel {
+ public:
+  const char* id() const override { return "inner_stepper"; }
+  const char* name() const override { return "Inner-loop stepper"; }
+  const char* summary() const override {
+    return "Step one TTT head through a text token by token: k, ∇ℓ, their outer product, η, and "
+           "W before/after, with the three inner losses.";
+  }
+
+  void sync(CommandSink& sink) override {
+    sink.post(StepperSetSpeed{s_.speed, s_.loop});
+    sink.post(StepperConfigure{s_.head, s_.cursor});
+  }
+
+  nlohmann::json save_state() const override {
+    StepperSettings s = s_;
+    s.cursor = last_cursor_;
+    return to_json(s);
+  }
+
+  std::function<void()> parse_state(const nlohmann::json& j, const std::string& path) const override {
+    const StepperSettings s = settings_from(FieldReader(j, path));
+    return [this, s] {
+      auto* self = const_cast<InnerStepperPanel*>(this);
+      self->s_ = s;
+      self->last_cursor_ = s.cursor;
+    };
+  }
+
+  std::vector<ShortcutHelp> shortcut_help() const override {
+    return {{"Space", "play / pause"},
+            {"→  ←", "one token forward / back"},
+            {"Shift+→  Shift+←", "to the end of the next / previous mini-batch (PgDn / PgUp)"},
+            {"Home  End", "before the first token / the last token"}};
+  }
+
+  void shortcuts(const Snapshot&, CommandSink& sink) override {
+    const auto go = [&](StepperOp op) { sink.post(StepperTransport{op, 0}); };
+    if (key_pressed(Key::Space, false)) go(StepperOp::TogglePlay);
+    if (key_pressed(Key::Right)) go(shift_down() ? StepperOp::NextMiniBatch : StepperOp::StepForward);
+    if (key_pressed(Key::Left)) go(shift_down() ? StepperOp::PrevMiniBatch : StepperOp::StepBack);
+    if (key_pressed(Key::PageDown)) go(StepperOp::NextMiniBatch);
+    if (key_pressed(Key::PageUp)) go(StepperOp::PrevMiniBatch);
+    if (key_pressed(Key::Home, false)) go(StepperOp::ToStart);
+    if (key_pressed(Key::End, false)) go(StepperOp::ToEnd);
+  }
+
+  void observe(const Snapshot& snap) override {
+    if (snap.stepper && snap.stepper->error.empty()) last_cursor_ = snap.stepper->cursor;
+  }
+
+  void draw(const Snapshot& snap, CommandSink& sink) override {
+    const StepperView* v = snap.stepper.get();
+    if (!v) return;
+    const float controls_w = 20.0f * ImGui::GetFontSize();
+    ImGui::BeginChild("##controls", ImVec2(controls_w, 0), false);
+    draw_controls(*v, sink);
+    ImGui::EndChild();
+    ImGui::SameLine(0, 16);
+    ImGui::BeginChild("##view", ImVec2(0, 0), false);
+    draw_view(*v, sink);
+    ImGui::EndChild();
+  }
+
+ private:
+  void draw_controls(const StepperView& v, CommandSink& sink) {
+    widgets::HeadEditorOptions opt;
+    opt.limits = StepperModule::limits();
+    if (widgets::head_editor(s_.head, opt)) sink.post(StepperConfigure{s_.head, last_cursor_});
+
+    widgets::section_label("PLAYBACK");
+    ImGui::AlignTextToFramePadding();
+    ImGui::TextUnformatted("Speed");
+    ImGui::SameLine(ImGui::GetFontSize() * 6.6f);
+    ImGui::SetNextItemWidth(-1);
+    float speed = static_cast<float>(s_.speed);
+    if (ImGui::SliderFloat("##speed", &speed, 0.5f, 240.0f, "%.3g tokens/s", ImGuiSliderFlags_Logarithmic)) {
+      s_.speed = speed;
+      sink.post(StepperSetSpeed{s_.speed, s_.loop});
+    }
+    if (ImGui::Checkbox("loop at the end", &s_.loop)) sink.post(StepperSetSpeed{s_.speed, s_.loop});
+
+    widgets::section_label("VIEW");
+    ImGui::AlignTextToFramePadding();
+    ImGui::TextUnformatted("Smoothing");
+    ImGui::SameLine(ImGui::GetFontSize() * 6.6f);
+    ImGui::SetNextItemWidth(-1);
+    float sm = static_cast<float>(s_.smoothing);
+    if (ImGui::SliderFloat("##smooth", &sm, 0.0f, 0.99f, sm == 0.0f ? "off" : "EMA %.2f")) s_.smoothing = sm;
+    ImGui::Checkbox("log scale for losses", &s_.log_losses);
+    ImGui::AlignTextToFramePadding();
+    ImGui::TextUnformatted("Colours");
+    ImGui::SameLine(ImGui::GetFontSize() * 6.6f);
+    ImGui::SetNextItemWidth(-1);
+    int cm = static_cast<int>(s_.colours);
+    if (ImGui::Combo("##colours", &cm, "W before/after shared\0fixed over the run\0per matrix\0"))
+      s_.colours = static_cast<ColourScale>(cm);
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("Shared: Wₜ₋₁ and Wₜ use one range, the other maps their own.\n"
+                        "Fixed over the run: one range per kind of matrix over all computed tokens\n"
+                        "(95th percentile), so magnitudes compare while stepping.\n"
+                        "Per matrix: every map uses its own largest |value|.");
+    if (v.config.model == InnerModel::MLP) {
+      ImGui::AlignTextToFramePadding();
+      ImGui::TextUnformatted("Layer");
+      ImGui::SameLine(ImGui::GetFontSize() * 6.6f);
+      ImGui::RadioButton("W₁", &s_.layer, 0);
+      if (ImGui::IsItemHovered()) ImGui::SetTooltip("W₁: d × 4d, the first layer (key kₜ)");
+      ImGui::SameLine();
+      ImGui::RadioButton("W₂", &s_.layer, 1);
+      if (ImGui::IsItemHovered()) ImGui::SetTooltip("W₂: 4d × d, the second layer (key x₂ = GELU(z₁))");
+    }
+
+    ImGui::Dummy(ImVec2(0, 6));
+    widgets::note("About the inputs: there is no trained model here yet. q, k and v come from a fixed "
+                  "random byte embedding and random projections drawn from the seed, so a byte always "
+                  "has the same key and value. The inner loop itself is the engine's real "
+                  "inner_forward_primal, run one token at a time on the engine thread.");
+    if (v.computed() > 0) {
+      ImGui::PushFont(fonts().small);
+      ImGui::TextDisabled("engine: %.1f µs per primal step", v.compute_us_per_token);
+      ImGui::PopFont();
+    }
+  }
+
+  void transport(const StepperView& v, CommandSink& sink) {
+    const auto go = [&](StepperOp op, long token = 0) { sink.post(StepperTransport{op, token}); };
+    if (widgets::icon_button("\xE2\x87\xA4", "Before the first token (Home)")) go(StepperOp::ToStart);
+    ImGui::SameLine(0, 4);
+    if (widgets::icon_button("\xC2\xAB", "Previous mini-batch (Shift+←)")) go(StepperOp::PrevMiniBatch);
+    ImGui::SameLine(0, 4);
+    if (widgets::icon_button("\xE2\x80\xB9", "One token back (←)")) go(StepperOp::StepBack);
+    ImGui::SameLine(0, 4);
+    if (widgets::icon_button(v.playing ? "\xE2\x85\xA1" : "\xE2\x96\xB6", v.playing ? "Pause (Space)" : "Play (Space)",
+                             v.playing))
+      go(StepperOp::TogglePlay);
+    ImGui::SameLine(0, 4);
+    if (widgets::icon_button("\xE2\x80\xBA", "One token forward (→)")) go(StepperOp::StepForward);
+    ImGui::SameLine(0, 4);
+    if (widgets::icon_button("\xC2\xBB", "To the end of the mini-batch (Shift+→)")) go(StepperOp::NextMiniBatch);
+    ImGui::SameLine(0, 4);
+    if (widgets::icon_button("\xE2\x87\xA5", "The last token (End)")) go(StepperOp::ToEnd);
+    ImGui::SameLine(0, 14);
+
+    // The timeline: one segment per mini-batch, the computed part filled, the cursor as a handle.
+    const float h = ImGui::GetFrameHeight();
+    const float w = ImGui::GetContentRegionAvail().x - ImGui::GetFontSize() * 9.5f;
+    const ImVec2 p = ImGui::GetCursorScreenPos();
+    ImGui::InvisibleButton("##timeline", ImVec2(std::max(w, 50.0f), h));
+    const long T = v.tokens();
+    const int b = std::max(1, v.mini_batch());
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    const float y0 = p.y + h * 0.35f, y1 = p.y + h * 0.65f;
+    const auto X = [&](double t) { return p.x + static_cast<float>(t / std::max(1L, T)) * w; };
+    dl->AddRectFilled(ImVec2(p.x, y0), ImVec2(p.x + w, y1), IM_COL32(40, 43, 51, 255), 3.0f);
+    dl->AddRectFilled(ImVec2(p.x, y0), ImVec2(X(static_cast<double>(v.computed())), y1), IM_COL32(58, 80, 118, 255), 3.0f);
+    for (long s = b; s < T; s += b) {
+      const float x = std::round(X(static_cast<double>(s))) + 0.5f;
+      dl->AddLine(ImVec2(x, y0 - 3), ImVec2(x, y1 + 3), colors::kMarker);
+    }
+    if (v.cursor >= 0) {
+      const float x = X(v.cursor + 0.5);
+      dl->AddCircleFilled(ImVec2(x, (y0 + y1) * 0.5f), h * 0.32f, colors::kCursor);
+    }
+    if (ImGui::IsItemActive() && ImGui::IsMouseDown(ImGuiMouseButton_Left)) {
+      const float u = std::clamp((ImGui::GetIO().MousePos.x - p.x) / w, 0.0f, 1.0f);
+      const long t = std::min(T - 1, static_cast<long>(u * static_cast<float>(T)));
+      if (t != v.cursor) go(StepperOp::Seek, t);
+    }
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("Drag to scrub through the tokens");
+    ImGui::SameLine(0, 10);
+    ImGui::AlignTextToFramePadding();
+    if (v.cursor >= 0)
+      ImGui::Text("token %ld / %ld", v.cursor, T - 1);
+    else
+      ImGui::TextDisabled("before token 0");
+  }
+
+  void draw_view(const StepperView& v, CommandSink& sink) {
+    const Fonts& f = fonts();
+    ImGui::PushFont(f.large);
+    ImGui::TextUnformatted("Inner-loop stepper");
+    ImGui::PopFont();
+    ImGui::SameLine(0, 14);
+    ImGui::PushFont(f.small);
+    ImGui::AlignTextToFramePadding();
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim),
+                       "Each token is one gradient step on ℓ(W; xₜ) = ½‖f(kₜ; W) − %s‖², TTT-%s, primal form.",
+                       v.config.residual ? "(vₜ − kₜ)" : "vₜ", to_string(v.config.model));
+    ImGui::PopFont();
+
+    if (!v.error.empty()) {
+      ImGui::Dummy(ImVec2(0, 8));
+      ImGui::PushStyleColor(ImGuiCol_Text, ImGui::ColorConvertU32ToFloat4(colors::kError));
+      ImGui::TextWrapped("These settings cannot run: %s", v.error.c_str());
+      ImGui::PopStyleColor();
+      return;
+    }
+
+    transport(v, sink);
+    ImGui::Dummy(ImVec2(0, 2));
+    if (const long t = widgets::token_strip(v.bytes, v.mini_batch(), v.cursor, v.computed(),
+                                            3.0f * (f.mono->FontSize + 10.0f));
+        t >= 0)
+      sink.post(StepperTransport{StepperOp::Seek, t});
+    eta_strip(v, sink);
+    ImGui::Dummy(ImVec2(0, 2));
+    step_summary(v);
+    ImGui::Dummy(ImVec2(0, 4));
+    anatomy(v);
+    ImGui::Dummy(ImVec2(0, 6));
+    plots(v, sink);
+    ImGui::Dummy(ImVec2(0, 6));
+    film_strip(v);
+  }
+
+  // ηₜ for every token as one row: the token-index scale τᵢ = 1/i makes a sawtooth that restarts at
+  // every mini-batch; the learned gate makes it token-dependent.
+  void eta_strip(const StepperView& v, CommandSink& sink) {
+    if (!v.eta || v.eta->empty()) return;
+    const Fonts& f = fonts();
+    const float label_w = ImGui::CalcTextSize("ηₜ = τᵢλₜ").x + 10.0f;
+    const ImVec2 p = ImGui::GetCursorScreenPos();
+    ImGui::GetWindowDrawList()->AddText(f.regular, f.regular->FontSize, ImVec2(p.x, p.y + 1.0f), colors::kTextDim,
+                                        "ηₜ = τᵢλₜ");
+    ImGui::SetCursorScreenPos(ImVec2(p.x + label_w, p.y));
+    plot::Heatmap h;
+    h.id = "eta";
+    h.export_name = "eta_per_token";
+    h.m = plot::MatrixView::of(v.eta->data(), 1, static_cast<long>(v.eta->size()), static_cast<long>(v.eta->size()));
+    h.palette = plot::Palette::Sequential;
+    h.square = false;
+    h.size = ImVec2(ImGui::GetContentRegionAvail().x, f.regular->FontSize + 4.0f);
+    h.max_cell = 40.0f;
+    h.show_values = false;
+    h.colorbar = false;  // one row: the value is in the tooltip; dark = small, light = large
+    h.row_name = "";
+    h.col_name = "token";
+    h.col_label = [&v](long t) { return token_quote(v, t); };
+    for (long s = v.mini_batch(); s < v.tokens(); s += v.mini_batch()) h.col_lines.push_back(s);
+    h.highlight_col = v.cursor;
+    const int b = v.mini_batch();
+    h.tooltip = [&v, b](long, long t, double) {
+      ImGui::TextDisabled("position %ld of its mini-batch: τ = %s, λ = %s", t % b + 1,
+                          v.computed() > t ? format_value(v.records[static_cast<std::size_t>(t)]->tau, 3).c_str() : "…",
+                          v.computed() > t ? format_value(v.records[static_cast<std::size_t>(t)]->lambda, 3).c_str()
+                                           : "…");
+      ImGui::TextDisabled("click to go to this token");
+    };
+    if (const auto r = plot::heatmap(h); r.clicked && r.col >= 0) sink.post(StepperTransport{StepperOp::Seek, r.col});
+  }
+
+  void step_summary(const StepperView& v) {
+    const Fonts& f = fonts();
+    const long t = v.cursor;
+    if (t < 0) {
+      ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim),
+                         "No token consumed yet: W = W₀. Press → to take the first step, Space to play.");
+      ImGui::Dummy(ImVec2(0, f.small->FontSize));
+      return;
+    }
+    const TokenRecord& r = *v.records[static_cast<std::size_t>(t)];
+    const int b = v.mini_batch();
+    ImGui::PushFont(f.bold);
+    ImGui::Text("t = %ld  %s", t, token_quote(v, t).c_str());
+    ImGui::PopFont();
+    ImGui::SameLine(0, 16);
+    ImGui::Text("mini-batch %ld, position %d of %d", r.mini_batch_index, r.pos + 1, b);
+    ImGui::SameLine(0, 16);
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim), "λₜ = %s", format_value(r.lambda, 3).c_str());
+    ImGui::SameLine(0, 12);
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim), "τ%s = %s", subscript(r.pos + 1).c_str(),
+                       format_value(r.tau, 3).c_str());
+    ImGui::SameLine(0, 12);
+    ImGui::Text("ηₜ = τλ = %s", format_value(r.tau * r.lambda, 3).c_str());
+    ImGui::SameLine(0, 20);
+    const double drop = r.loss_before > 0 ? (r.loss_after - r.loss_before) / r.loss_before : 0.0;
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kLossBefore), "ℓ(Wₜ₋₁) %s",
+                       format_value(r.loss_before, 3).c_str());
+    ImGui::SameLine(0, 6);
+    ImGui::TextUnformatted("→");
+    ImGui::SameLine(0, 6);
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kLossAfter), "ℓ(Wₜ) %s", format_value(r.loss_after, 3).c_str());
+    ImGui::SameLine(0, 6);
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(drop <= 0 ? colors::kGood : colors::kWarning), "(%+.1f %%)",
+                       100.0 * drop);
+    ImGui::PushFont(f.small);
+    const long start = r.mini_batch_index * b;
+    if (r.commits)
+      ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kAccent),
+                         "Last token of its mini-batch: the state is committed here, and the next token's "
+                         "gradient will be taken at this Wₜ.");
+    else
+      ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim),
+                         "∇ℓₜ is taken at the W from the start of this mini-batch (after token %ld), not at Wₜ₋₁; "
+                         "Wₜ = W_start − τᵢ · Σ λ kᵀ∇ℓ over this mini-batch's tokens so far.",
+                         start - 1);
+    ImGui::PopFont();
+  }
+
+  // The update taken apart: [k, ∇ℓ, kᵀ∇ℓ]   W_{t−1} + ΔW = W_t.
+  void anatomy(const StepperView& v) {
+    const Fonts& f = fonts();
+    const long t = v.cursor;
+    const bool mlp = v.config.model == InnerModel::MLP;
+    const bool l2 = mlp && s_.layer == 1;
+    const TokenRecord* r = t >= 0 ? v.records[static_cast<std::size_t>(t)].get() : nullptr;
+    const auto pick = [&](const InnerWeights<double>& w) -> const Mat<double>& { return l2 ? w.W2 : w.W1; };
+    const Mat<double>& w_prev = pick(v.weights_before(std::max(0L, t)));
+    const Mat<double>& w_now = r ? pick(r->w_after) : pick(*v.w0);
+
+    // Colour ranges.
+    // "Fixed over the run": the 95th percentile of the per-token largest magnitudes, so one
+    // outlier token (e.g. the first step from W₀ = 0) does not wash out every other picture; the
+    // few larger values saturate.
+    double lim_w = 0, lim_d = 0, lim_o = 0;
+    if (s_.colours == ColourScale::FixedOverRun && !v.records.empty()) {
+      std::vector<double> w, d, o;
+      for (const auto& rec : v.records) {
+        w.push_back(l2 ? rec->w2_absmax : rec->w_absmax);
+        d.push_back(l2 ? rec->delta2_absmax : rec->delta_absmax);
+        o.push_back(l2 ? rec->outer2_absmax : rec->outer_absmax);
+      }
+      w.push_back(plot::max_abs(view_of(pick(*v.w0))));
+      lim_w = robust_max(w);
+      lim_d = robust_max(d);
+      lim_o = robust_max(o);
+    } else if (s_.colours == ColourScale::SharedPerToken) {
+      lim_w = std::max(plot::max_abs(view_of(w_prev)), plot::max_abs(view_of(w_now)));
+    }
+
+    const float avail = ImGui::GetContentRegionAvail().x;
+    const float op_w = 26.0f;
+    const float block_w = (avail - 3.0f * op_w - 24.0f) / 4.0f;
+    // The blocks are as tall as their maps: square cells sized by the width, up to 250 px (wide
+    // TTT-MLP matrices give short blocks, and the plots below move up).
+    const float head_h = f.bold->FontSize + f.small->FontSize + 6.0f;
+    const float est_cell = std::min((block_w - 64.0f) / static_cast<float>(w_now.cols()), 26.0f);
+    const float block_h =
+        std::clamp(head_h + est_cell * static_cast<float>(w_now.rows()) + 6.0f, head_h + 70.0f, 250.0f);
+    const ImVec2 origin = ImGui::GetCursorScreenPos();
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    const std::string wname = l2 ? "W₂" : (mlp ? "W₁" : "W");
+    const std::string shape = "[" + std::to_string(w_now.rows()) + " × " + std::to_string(w_now.cols()) + "]";
+
+    // Block 1: the rank-1 gradient term, drawn like a multiplication table.
+    {
+      const std::string key_name = l2 ? "x₂" : "kₜ";
+      const std::string grad_name = l2 ? "∂ℓₜ/∂z₂" : (mlp ? "∂ℓₜ/∂z₁" : "∇ℓₜ");
+      const std::string title = key_name + "ᵀ " + grad_name;
+      dl->AddText(f.bold, f.bold->FontSize, origin, colors::kText, title.c_str());
+      dl->AddText(f.small, f.small->FontSize, ImVec2(origin.x, origin.y + f.bold->FontSize + 1), colors::kTextDim,
+                  "this token's gradient term");
+      const float head = f.bold->FontSize + f.small->FontSize + 6.0f;
+      const long rows = w_now.rows(), cols = w_now.cols();
+      const float bar = 58.0f;
+      float cell = std::min({(block_w - bar - 14.0f) / static_cast<float>(cols + 1),
+                             (block_h - head - 10.0f) / static_cast<float>(rows + 1), 24.0f});
+      cell = std::max(cell, 1.0f);
+      const float gap = 5.0f;
+      const ImVec2 grid(origin.x + cell + gap, origin.y + head + cell + gap);
+      if (r) {
+        const RowVec<double>& key = l2 ? r->x2 : r->k;
+        const RowVec<double>& grad = l2 ? r->grad_z2 : r->grad_z;
+        const Mat<double>& outer = l2 ? r->outer2 : r->outer1;
+        plot::Heatmap g;
+        g.id = "grad";
+        g.export_name = "grad";
+        g.m = view_of(grad, false);
+        g.size = ImVec2(cell * static_cast<float>(cols) + 1, cell + 1);
+        g.colorbar = false;
+        g.show_values = false;
+        g.show_range = false;
+        g.row_name = "";
+        g.col_name = "j";
+        g.tooltip = [&](long, long j, double val) {
+          ImGui::TextDisabled("%s[%ld] = ∂ℓₜ/∂z[%ld] = %s", grad_name.c_str(), j, j, format_value(val, 5).c_str());
+        };
+        ImGui::SetCursorScreenPos(ImVec2(grid.x, origin.y + head));
+        plot::heatmap(g);
+        plot::Heatmap k = g;
+        k.id = "key";
+        k.export_name = "key";
+        k.m = view_of(key, true);
+        k.size = ImVec2(cell + 1, cell * static_cast<float>(rows) + 1);
+        k.row_name = "i";
+        k.col_name = "";
+        k.tooltip = [&](long i, long, double val) {
+          ImGui::TextDisabled("%s[%ld] = %s", key_name.c_str(), i, format_value(val, 5).c_str());
+        };
+        ImGui::SetCursorScreenPos(ImVec2(origin.x, grid.y));
+        plot::heatmap(k);
+        plot::Heatmap o;
+        o.id = "outer";
+        o.export_name = "outer_product";
+        o.m = view_of(outer);
+        o.limit = lim_o;
+        o.show_range = false;
+        o.size = ImVec2(block_w - cell - gap, cell * static_cast<float>(rows) + 2);
+        o.max_cell = cell;
+        o.row_name = "i";
+        o.col_name = "j";
+        const double eta = r->tau * r->lambda;
+        o.tooltip = [&, eta](long i, long j, double val) {
+          ImGui::Text("%s[%ld] · %s[%ld] = %s · %s", key_name.c_str(), i, grad_name.c_str(), j,
+                      format_value(key(i), 4).c_str(), format_value(grad(j), 4).c_str());
+          ImGui::TextDisabled("scaled by −ηₜ = −%s: %s", format_value(eta, 3).c_str(),
+                              format_value(-eta * val, 4).c_str());
+        };
+        ImGui::SetCursorScreenPos(grid);
+        plot::heatmap(o);
+      } else {
+        plot::text_at(dl, f.small, ImVec2(origin.x + block_w * 0.5f, origin.y + block_h * 0.5f), 0.5f, 0.5f,
+                      colors::kTextFaint, "— no token yet —");
+      }
+    }
+
+    const auto op = [&](float x, const char* glyph) {
+      plot::text_at(dl, f.large, ImVec2(x + op_w * 0.5f, origin.y + block_h * 0.5f), 0.5f, 0.5f, colors::kTextDim,
+                    glyph);
+    };
+    const auto mat_block = [&](const char* id, const std::string& title, const std::string& sub,
+                               const Mat<double>* m, double limit, const std::string& export_name) {
+      plot::Heatmap h;
+      h.id = id;
+      h.title = title;
+      h.subtitle = sub;
+      h.export_name = export_name;
+      if (m) h.m = view_of(*m);
+      h.limit = limit;
+      h.size = ImVec2(block_w, block_h);
+      h.row_name = "i";
+      h.col_name = "j";
+      return h;
+    };
+
+    // Blocks 2–4: W_{t−1} + ΔW = W_t.
+    const float x1 = origin.x + block_w + 24.0f;
+    {
+      plot::Heatmap h = mat_block("w_prev", wname + "ₜ₋₁", shape + "  before this token", r ? &w_prev : nullptr,
+                                  lim_w, "W_prev");
+      ImGui::SetCursorScreenPos(ImVec2(x1, origin.y));
+      plot::heatmap(h);
+    }
+    op(x1 + block_w, "+");
+    const float x2 = x1 + block_w + op_w;
+    {
+      plot::Heatmap h = mat_block("delta", "Δ" + wname + " = " + wname + "ₜ − " + wname + "ₜ₋₁", "the change",
+                                  r ? (l2 ? &r->delta.W2 : &r->delta.W1) : nullptr, lim_d, "delta_W");
+      if (r) {
+        const double eta = r->tau * r->lambda;
+        const Mat<double>& outer = l2 ? r->outer2 : r->outer1;
+        const int pos = r->pos;
+        h.tooltip = [&, eta, pos](long i, long j, double) {
+          ImGui::TextDisabled("this token's own term −ηₜ·(kᵀ∇ℓ)[%ld,%ld] = %s", i, j,
+                              format_value(-eta * outer(i, j), 4).c_str());
+          if (pos > 0) ImGui::TextDisabled("the rest: τ changes from 1/%d to 1/%d on the earlier terms", pos, pos + 1);
+        };
+      }
+      ImGui::SetCursorScreenPos(ImVec2(x2, origin.y));
+      plot::heatmap(h);
+    }
+    op(x2 + block_w, "=");
+    const float x3 = x2 + block_w + op_w;
+    {
+      plot::Heatmap h = mat_block("w_now", r ? wname + "ₜ" : wname + "₀", r ? shape + "  after this token" : shape,
+                                  &w_now, lim_w, "W_t");
+      ImGui::SetCursorScreenPos(ImVec2(x3, origin.y));
+      plot::heatmap(h);
+    }
+    ImGui::SetCursorScreenPos(origin);
+    ImGui::Dummy(ImVec2(avail, block_h + 4.0f));
+  }
+
+  void plots(const StepperView& v, CommandSink& sink) {
+    const long n = v.computed();
+    std::vector<double> l0(static_cast<std::size_t>(n)), lb(static_cast<std::size_t>(n)),
+        la(static_cast<std::size_t>(n)), wn(static_cast<std::size_t>(n)), dn(static_cast<std::size_t>(n));
+    for (long t = 0; t < n; ++t) {
+      const TokenRecord& r = *v.records[static_cast<std::size_t>(t)];
+      l0[static_cast<std::size_t>(t)] = r.loss_initial;
+      lb[static_cast<std::size_t>(t)] = r.loss_before;
+      la[static_cast<std::size_t>(t)] = r.loss_after;
+      wn[static_cast<std::size_t>(t)] = r.w_norm;
+      dn[static_cast<std::size_t>(t)] = r.dw_norm;
+    }
+    const long T = v.tokens();
+    const int b = v.mini_batch();
+    std::vector<plot::VLine> marks;
+    for (long s = b; s < T; s += b) marks.push_back({s - 0.5, colors::kMarker, true});
+    const auto fmt = [&v](double x) {
+      const long t = std::lround(x);
+      return "t = " + std::to_string(t) + "  " + token_quote(v, t);
+    };
+
+    const float avail = ImGui::GetContentRegionAvail().x;
+    const float h = std::clamp(ImGui::GetContentRegionAvail().y - 124.0f, 170.0f, 330.0f);
+    plot::LinePlot lp;
+    lp.id = "losses";
+    lp.export_name = "inner_losses";
+    lp.title = "Inner losses per token";
+    lp.y_label = "½‖f(kₜ; W) − target‖² at W₀ (no learning), before and after token t's step · dashed: "
+                 "mini-batch ends · drag to scrub";
+    lp.x_label = "token t";
+    lp.size = ImVec2(avail * 0.64f, h);
+    lp.x_range = plot::Range{-0.5, std::max(1.0, static_cast<double>(T) - 0.5)};
+    lp.y_scale = s_.log_losses ? plot::ScaleKind::Log10 : plot::ScaleKind::Linear;
+    lp.smoothing = s_.smoothing;
+    lp.markers = marks;
+    if (v.cursor >= 0) lp.cursor = static_cast<double>(v.cursor);
+    lp.x_format = fmt;
+    lp.series.push_back({"ℓ(W₀; xₜ)", l0, {}, 0, 1, colors::kLossInitial});
+    lp.series.push_back({"ℓ(Wₜ₋₁; xₜ)", lb, {}, 0, 1, colors::kLossBefore});
+    lp.series.push_back({"ℓ(Wₜ; xₜ)", la, {}, 0, 1, colors::kLossAfter});
+    const auto res = plot::line_plot(lp);
+    if (res.drag_x) {
+      const long t = std::clamp(std::lround(*res.drag_x), 0L, T - 1);
+      if (t != v.cursor) sink.post(StepperTransport{StepperOp::Seek, t});
+    }
+    ImGui::SameLine(0, 14);
+    plot::LinePlot np;
+    np.id = "norms";
+    np.export_name = "weight_norms";
+    np.title = "Size of the state";
+    np.y_label = "Frobenius norms (log scale)";
+    np.x_label = "token t";
+    np.size = ImVec2(ImGui::GetContentRegionAvail().x, h);
+    np.x_range = lp.x_range;
+    np.y_scale = plot::ScaleKind::Log10;
+    np.markers = marks;
+    np.cursor = lp.cursor;
+    np.x_format = fmt;
+    const bool mlp = v.config.model == InnerModel::MLP;
+    np.series.push_back({mlp ? "‖W₁,ₜ‖" : "‖Wₜ‖", wn, {}, 0, 1, colors::kNormW, false});
+    np.series.push_back({mlp ? "‖ΔW₁,ₜ‖" : "‖ΔWₜ‖", dn, {}, 0, 1, colors::kNormDW, false});
+    const auto res2 = plot::line_plot(np);
+    if (res2.drag_x) {
+      const long t = std::clamp(std::lround(*res2.drag_x), 0L, T - 1);
+      if (t != v.cursor) sink.post(StepperTransport{StepperOp::Seek, t});
+    }
+  }
+
+  // ΔW of every token of the current mini-batch so far, on one colour scale.
+  void film_strip(const StepperView& v) {
+    const long t = v.cursor;
+    const int b = v.mini_batch();
+    if (t < 0) return;
+    const long start = t / b * b;
+    const long first = std::max(start, t - 23);
+    const bool l2 = v.config.model == InnerModel::MLP && s_.layer == 1;
+    double lim = 0;
+    for (long s = first; s <= t; ++s) {
+      const TokenRecord& r = *v.records[static_cast<std::size_t>(s)];
+      lim = std::max(lim, l2 ? r.delta2_absmax : r.delta_absmax);
+    }
+    ImGui::PushFont(fonts().bold);
+    ImGui::TextUnformatted("ΔW of each token in this mini-batch");
+    ImGui::PopFont();
+    ImGui::SameLine(0, 10);
+    ImGui::PushFont(fonts().small);
+    ImGui::AlignTextToFramePadding();
+    ImGui::TextDisabled("small multiples on one colour scale (±%s); the last one is the current token%s",
+                        format_value(lim, 3).c_str(),
+                        v.config.token_index ? ". Later tokens move W less: τᵢ = 1/i averages the gradients." : "");
+    ImGui::PopFont();
+    const Mat<double>& shape = l2 ? v.records[static_cast<std::size_t>(t)]->delta.W2
+                                  : v.records[static_cast<std::size_t>(t)]->delta.W1;
+    const float aspect = static_cast<float>(shape.rows()) / static_cast<float>(std::max<Eigen::Index>(1, shape.cols()));
+    const float room = std::clamp(ImGui::GetContentRegionAvail().y - 22.0f, 40.0f, 76.0f);
+    const float cw = aspect >= 1.0f ? room / aspect : std::min(room / aspect, 3.0f * room);
+    const float ch = cw * aspect;
+    const int count = static_cast<int>(t - first + 1);
+    plot::small_multiples(count, 0, ImVec2(cw, ch + 16.0f), ImVec2(8.0f, 4.0f), [&](int i, ImVec2 size) {
+      const long s = first + i;
+      const TokenRecord& r = *v.records[static_cast<std::size_t>(s)];
+      const Mat<double>& d = l2 ? r.delta.W2 : r.delta.W1;
+      plot::Heatmap h;
+      h.id = "strip";
+      h.export_name = "delta_W_t" + std::to_string(s);
+      h.m = view_of(d);
+      h.limit = lim;
+      h.size = ImVec2(size.x, size.y - 16.0f);
+      h.square = false;
+      h.colorbar = false;
+      h.show_values = false;
+      h.show_range = false;
+      h.row_name = "i";
+      h.col_name = "j";
+      if (s == t) h.highlight_row = -1;
+      const ImVec2 p = ImGui::GetCursorScreenPos();
+      plot::heatmap(h);
+      const std::string label = std::to_string(s) + " " + token_quote(v, s);
+      plot::text_at(ImGui::GetWindowDrawList(), fonts().small, ImVec2(p.x + size.x * 0.5f, p.y + size.y - 14.0f), 0.5f,
+                    0.0f, s == t ? colors::kAccent : colors::kTextDim, label.c_str());
+    });
+  }
+
+  StepperSettings s_;
+  long last_cursor_ = StepperSettings{}.cursor;
+};
+
+}  // namespace
+
+std::unique_ptr<Panel> make_inner_stepper_panel() { return std::make_unique<InnerStepperPanel>(); }
+
+}  // namespace tttlab::gui

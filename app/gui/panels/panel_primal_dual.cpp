@@ -1,0 +1,346 @@
+// Panel 5 — Primal vs dual: the same head through inner_forward_primal (token by token, W_t formed
+// explicitly) and inner_forward_dual (per mini-batch matrix products, never forming W_t); how far
+// apart the outputs are, what each costs, and the dual form's masked attention-like matrix. A toggle
+// set reduces TTT to plain causal linear attention, where the output must equal tril(QKᵀ)V.
+#include <imgui.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "gui/engine/primal_dual_module.hpp"
+#include "gui/engine/toy_head.hpp"
+#include "gui/fonts.hpp"
+#include "gui/keys.hpp"
+#include "gui/panels/panel.hpp"
+#include "gui/panels/widgets.hpp"
+#include "gui/plot/heatmap.hpp"
+#include "gui/plot/line_plot.hpp"
+#include "gui/plot/ticks.hpp"
+#include "gui/state/json_fields.hpp"
+#include "gui/theme.hpp"
+
+namespace tttlab::gui {
+namespace {
+
+using plot::format_value;
+
+PrimalDualConfig default_config() {
+  PrimalDualConfig c;
+  c.head.text = "the cat sat on the mat. the cat sat on the mat. the cat sat on the mat.";
+  c.head.w0 = W0Init::Random;
+  return c;
+}
+
+nlohmann::json to_json(const PrimalDualConfig& c) {
+  return {{"head", gui::to_json(c.head)},
+          {"precision", c.precision == Precision::Double ? "double" : "float"},
+          {"timing_reps", c.timing_reps},
+          {"linear_attention", c.linear_attention}};
+}
+
+PrimalDualConfig config_from(const FieldReader& r) {
+  PrimalDualConfig c = default_config();
+  c.head = head_config_from(r.object("head"));
+  c.precision = r.choice("precision", {"double", "float"}, 0) == 0 ? Precision::Double : Precision::Float;
+  c.timing_reps = static_cast<int>(r.integer("timing_reps", 1, 50, c.timing_reps));
+  c.linear_attention = r.boolean("linear_attention", c.linear_attention);
+  try {
+    validate(c.effective(), PrimalDualModule::limits());
+  } catch (const std::invalid_argument& e) {
+    throw StateError(r.path() + ".head: " + e.what());
+  }
+  return c;
+}
+
+std::string ms(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, v < 1.0 ? "%.3f ms" : (v < 100.0 ? "%.2f ms" : "%.0f ms"), v);
+  return b;
+}
+
+class PrimalDualPanel final : public Panel {
+ public:
+  const char* id() const override { return "primal_dual"; }
+  const char* name() const override { return "Primal vs dual"; }
+  const char* summary() const override {
+    return "The same head through the primal (token by token) and dual (matrix) forms: their difference, "
+           "their cost, the dual's masked attention-like matrix, and the reduction to linear attention.";
+  }
+
+  void sync(CommandSink& sink) override { sink.post(PrimalDualRun{c_}); }
+
+  nlohmann::json save_state() const override { return to_json(c_); }
+
+  std::function<void()> parse_state(const nlohmann::json& j, const std::string& path) const override {
+    const PrimalDualConfig c = config_from(FieldReader(j, path));
+    return [this, c] { const_cast<PrimalDualPanel*>(this)->c_ = c; };
+  }
+
+  std::vector<ShortcutHelp> shortcut_help() const override { return {{"F5", "run the comparison again"}}; }
+
+  void shortcuts(const Snapshot&, CommandSink& sink) override {
+    if (key_pressed_f5()) sink.post(PrimalDualRun{c_});
+  }
+
+  void draw(const Snapshot& snap, CommandSink& sink) override {
+    const PrimalDualView* v = snap.primal_dual.get();
+    if (!v) return;
+    const float controls_w = 20.0f * ImGui::GetFontSize();
+    ImGui::BeginChild("##controls", ImVec2(controls_w, 0), false);
+    draw_controls(*v, sink);
+    ImGui::EndChild();
+    ImGui::SameLine(0, 16);
+    ImGui::BeginChild("##view", ImVec2(0, 0), false);
+    draw_view(*v, snap, sink);
+    ImGui::EndChild();
+  }
+
+ private:
+  static bool key_pressed_f5();
+
+  void draw_controls(const PrimalDualView&, CommandSink& sink) {
+    bool changed = false;
+    widgets::section_label("REDUCTION");
+    changed |= ImGui::Checkbox("Reduce to linear attention", &c_.linear_attention);
+    widgets::note("One mini-batch (b = T), W₀ = 0, no LayerNorm, residual or bias, fixed gate with "
+                  "η_base = d and τ = 1, so every weight of E is 1. Then TTT's output is exactly the "
+                  "causal linear attention tril(QKᵀ)V (ttt-spec §9.2). The settings it fixes are greyed out.");
+
+    widgets::HeadEditorOptions opt;
+    opt.limits = PrimalDualModule::limits();
+    opt.lock_reduction = c_.linear_attention;
+    if (c_.linear_attention) {
+      // Show the values the reduction runs with; keep the user's own for when it is switched off.
+      HeadConfig shown = c_.effective();
+      changed |= widgets::head_editor(shown, opt);
+      c_.head.text = shown.text;
+      c_.head.repeat = shown.repeat;
+      c_.head.seed = shown.seed;
+      c_.head.d = shown.d;
+    } else {
+      changed |= widgets::head_editor(c_.head, opt);
+    }
+
+    widgets::section_label("MEASUREMENT");
+    ImGui::AlignTextToFramePadding();
+    ImGui::TextUnformatted("Precision");
+    ImGui::SameLine(ImGui::GetFontSize() * 6.6f);
+    int p = c_.precision == Precision::Double ? 0 : 1;
+    if (ImGui::RadioButton("double", &p, 0)) changed = true;
+    ImGui::SameLine();
+    if (ImGui::RadioButton("float", &p, 1)) changed = true;
+    c_.precision = p == 0 ? Precision::Double : Precision::Float;
+    ImGui::AlignTextToFramePadding();
+    ImGui::TextUnformatted("Repeats");
+    ImGui::SameLine(ImGui::GetFontSize() * 6.6f);
+    ImGui::SetNextItemWidth(-1);
+    ImGui::SliderInt("##reps", &c_.timing_reps, 1, 50, "%d runs per form");
+    changed |= ImGui::IsItemDeactivatedAfterEdit();
+    ImGui::Dummy(ImVec2(0, 4));
+    if (ImGui::Button("Run again  (F5)", ImVec2(-1, 0))) changed = true;
+    if (changed) sink.post(PrimalDualRun{c_});
+    ImGui::Dummy(ImVec2(0, 4));
+    widgets::note("Both forms run on the engine thread, one after the other, on the same inputs (a fixed "
+                  "random byte embedding and random projections from the seed; no trained model). Times "
+                  "are the median over the repeats, single-threaded CPU.");
+  }
+
+  void draw_view(const PrimalDualView& v, const Snapshot& snap, CommandSink& sink) {
+    const Fonts& f = fonts();
+    ImGui::PushFont(f.large);
+    ImGui::TextUnformatted("Primal vs dual");
+    ImGui::PopFont();
+    ImGui::SameLine(0, 14);
+    ImGui::PushFont(f.small);
+    ImGui::AlignTextToFramePadding();
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim),
+                       "Two ways to compute the same TTT layer output: explicit Wₜ per token, or matrix products "
+                       "per mini-batch.");
+    ImGui::PopFont();
+
+    // Status line: running / failed / stale.
+    if (v.outcome == JobOutcome::Running) {
+      ImGui::ProgressBar(static_cast<float>(v.progress), ImVec2(260, 0), "computing…");
+      ImGui::SameLine();
+      for (const auto& j : snap.jobs)
+        if (j.outcome == JobOutcome::Running && ImGui::SmallButton("Cancel")) sink.post(CancelJob{j.id});
+      if (v.results_generation != 0) {
+        ImGui::SameLine();
+        ImGui::TextDisabled("the results below are from the previous run");
+      }
+    } else if (v.outcome == JobOutcome::Failed) {
+      ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kError), "Cannot run: %s", v.error.c_str());
+    } else if (v.outcome == JobOutcome::Cancelled) {
+      ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kWarning), "Cancelled.");
+    } else {
+      const HeadConfig& e = v.effective;
+      ImGui::PushFont(f.small);
+      ImGui::TextDisabled("T = %ld tokens, d = %d, b = %d, TTT-%s, %s precision%s", v.T, e.d, e.mini_batch,
+                          to_string(e.model), v.config.precision == Precision::Double ? "double" : "float",
+                          v.linear_attention ? ", reduced to linear attention" : "");
+      ImGui::PopFont();
+    }
+    if (v.results_generation == 0) return;
+
+    // Metric cards.
+    ImGui::Dummy(ImVec2(0, 4));
+    const bool dbl = v.config.precision == Precision::Double;
+    const int cards = v.linear_attention ? 5 : 4;
+    const float gap = 10.0f;
+    const float cw = (ImGui::GetContentRegionAvail().x - gap * (cards - 1)) / cards;
+    const double rel = v.max_abs_output > 0 ? v.max_abs_diff / v.max_abs_output : 0.0;
+    const double tol = dbl ? 1e-12 : 1e-4;
+    widgets::metric("max |O_primal − O_dual|", format_value(v.max_abs_diff, 3),
+                    "relative " + format_value(rel, 2) + " (max |O| " + format_value(v.max_abs_output, 3) + ")",
+                    rel < tol ? colors::kGood : colors::kWarning, cw);
+    ImGui::SameLine(0, gap);
+    const double per_tok = v.T > 0 ? 1000.0 / static_cast<double>(v.T) : 0.0;
+    widgets::metric("primal form", ms(v.primal_ms_median),
+                    format_value(v.primal_ms_median * per_tok, 3) + " µs/token, median of " +
+                        std::to_string(v.primal_ms.size()),
+                    colors::kPrimal, cw);
+    ImGui::SameLine(0, gap);
+    widgets::metric("dual form", ms(v.dual_ms_median),
+                    format_value(v.dual_ms_median * per_tok, 3) + " µs/token, median of " +
+                        std::to_string(v.dual_ms.size()),
+                    colors::kDual, cw);
+    ImGui::SameLine(0, gap);
+    const double speedup = v.dual_ms_median > 0 ? v.primal_ms_median / v.dual_ms_median : 0.0;
+    char sp[32];
+    std::snprintf(sp, sizeof sp, "%.2f×", speedup);
+    widgets::metric("dual speed-up", sp, speedup >= 1.0 ? "the dual form is faster" : "the primal form is faster",
+                    colors::kText, cw);
+    if (v.linear_attention) {
+      ImGui::SameLine(0, gap);
+      const double lrel = v.linear_attention_scale > 0 ? v.linear_attention_diff / v.linear_attention_scale : 0.0;
+      widgets::metric("max |O − tril(QKᵀ)V|", format_value(v.linear_attention_diff, 3),
+                      "relative " + format_value(lrel, 2) + ", rounding only",
+                      lrel < tol ? colors::kGood : colors::kWarning, cw);
+    }
+    ImGui::Dummy(ImVec2(0, 6));
+
+    // The dual form's matrix, and the difference per token.
+    const float avail_w = ImGui::GetContentRegionAvail().x;
+    const float map_w = std::min(avail_w * 0.46f, ImGui::GetContentRegionAvail().y - 40.0f);
+    std::vector<long> lines;
+    const long b = v.effective.mini_batch;
+    for (long s = b; s < v.T; s += b) lines.push_back(s);
+    const auto tok = [&v](long t) {
+      std::string s;
+      if (t < 0 || t >= static_cast<long>(v.bytes.size())) return s;
+      s += '\'';  // appended piecewise: GCC 12 warns falsely (-Wrestrict) on "'" + str + "'"
+      s += token_label(v.bytes[static_cast<std::size_t>(t)]);
+      s += '\'';
+      return s;
+    };
+    plot::Heatmap m;
+    m.id = "attention";
+    m.export_name = "dual_matrix_M";
+    m.title = v.effective.bias ? "M = E ⊙ tril(QKᵀ + 1)" : "M = E ⊙ tril(QKᵀ)";
+    m.subtitle = "[" + std::to_string(v.T) + " × " + std::to_string(v.T) + "]" +
+                 (v.attention.pooled() ? ", pooled: max |·| per bin" : "") + ", row i reads tokens j ≤ i";
+    m.pooled = &v.attention;
+    m.m = plot::MatrixView::of(v.attention);
+    m.size = ImVec2(map_w, map_w + 30.0f);
+    m.max_cell = 40.0f;
+    m.row_name = "query i";
+    m.col_name = "key j";
+    m.row_label = tok;
+    m.col_label = tok;
+    m.diagonal_blocks = {0};
+    m.diagonal_blocks.insert(m.diagonal_blocks.end(), lines.begin(), lines.end());
+    m.tooltip = [&v](long i, long j, double) {
+      const long mb = i / std::max(1, v.effective.mini_batch);
+      if (j > i)
+        ImGui::TextDisabled("above the diagonal: a token never reads later tokens");
+      else if (j < mb * v.effective.mini_batch)
+        ImGui::TextDisabled("earlier mini-batch: reaches token i only through the committed W");
+      else
+        ImGui::TextDisabled("τᵢ λⱼ (qᵢ·kⱼ%s): how much token j's gradient moves token i's read-out",
+                            v.effective.bias ? " + 1" : "");
+    };
+    const ImVec2 top = ImGui::GetCursorScreenPos();
+    plot::heatmap(m);
+    const float right_x = top.x + map_w + 70.0f;
+    const float right_w = avail_w - (right_x - top.x);
+    ImGui::SetCursorScreenPos(ImVec2(right_x, top.y));
+    ImGui::BeginGroup();
+    std::vector<plot::VLine> marks;
+    for (long s : lines) marks.push_back({s - 0.5, colors::kMarker, true});
+    std::vector<double> diff = v.token_diff;
+    const double floor = dbl ? 1e-18 : 1e-10;  // exact zeros cannot sit on a log axis
+    for (double& d : diff) d = std::max(d, floor);
+    plot::LinePlot dp;
+    dp.id = "token_diff";
+    dp.export_name = "primal_dual_difference";
+    dp.title = "Difference per token";
+    dp.y_label = "maxⱼ |O_primal − O_dual|[t, j]  (log scale; " + std::string(dbl ? "double" : "float") +
+                 " rounding ≈ " + (dbl ? "1e−16" : "1e−7") + " × |O|)";
+    dp.x_label = "token t";
+    dp.size = ImVec2(right_w, (map_w + 30.0f) * 0.5f - 6.0f);
+    dp.y_scale = plot::ScaleKind::Log10;
+    dp.x_range = plot::Range{-0.5, static_cast<double>(v.T) - 0.5};
+    dp.markers = marks;
+    dp.x_format = [&](double x) { return "t = " + std::to_string(std::lround(x)) + "  " + tok(std::lround(x)); };
+    dp.series.push_back({"max |difference|", diff, {}, 0, 1, colors::kAccent, false});
+    dp.legend = false;
+    plot::line_plot(dp);
+    ImGui::Dummy(ImVec2(0, 6));
+    plot::LinePlot tp;
+    tp.id = "timings";
+    tp.export_name = "primal_dual_timings";
+    tp.title = "Time of each run";
+    tp.y_label = "milliseconds (the first run includes cache warm-up)";
+    tp.x_label = "repeat";
+    tp.size = ImVec2(right_w, (map_w + 30.0f) * 0.5f - 6.0f);
+    tp.series.push_back({"primal", v.primal_ms, {}, 1, 1, colors::kPrimal, false});
+    tp.series.push_back({"dual", v.dual_ms, {}, 1, 1, colors::kDual, false});
+    tp.y_range = plot::Range{0.0, 1.08 * std::max(*std::max_element(v.primal_ms.begin(), v.primal_ms.end()),
+                                                  *std::max_element(v.dual_ms.begin(), v.dual_ms.end()))};
+    tp.x_range = plot::Range{0.8, std::max(2.0, static_cast<double>(v.primal_ms.size()) + 0.2)};
+    tp.x_format = [](double x) { return "run " + std::to_string(std::lround(x)); };
+    plot::line_plot(tp);
+    ImGui::EndGroup();
+
+    ImGui::SetCursorScreenPos(ImVec2(top.x, top.y + map_w + 36.0f));
+    const float rest = ImGui::GetContentRegionAvail().y - 4.0f * ImGui::GetTextLineHeightWithSpacing();
+    if (rest > 90.0f && !v.diff_map.empty()) {
+      plot::Heatmap dm;
+      dm.id = "diff_map";
+      dm.export_name = "primal_dual_difference_map";
+      dm.title = "Where the two forms differ: |O_primal − O_dual| per output element";
+      dm.subtitle = "[d × T], log colour scale; darkest: exactly equal. Rounding noise has no structure.";
+      dm.pooled = &v.diff_map;
+      dm.m = plot::MatrixView::of(v.diff_map);
+      dm.palette = plot::Palette::Sequential;
+      dm.log_color = true;
+      dm.square = false;
+      dm.max_cell = 60.0f;
+      dm.size = ImVec2(avail_w, std::min(rest, 220.0f));
+      dm.row_name = "feature j";
+      dm.col_name = "token t";
+      dm.col_label = tok;
+      dm.col_lines = lines;
+      plot::heatmap(dm);
+      ImGui::Dummy(ImVec2(0, 4));
+    }
+    widgets::note(
+        "Dual form, per mini-batch (ttt-spec §3): Z̄ = QW − (E ⊙ tril(QKᵀ + 1))·G + b̄, with G the loss "
+        "gradients taken at the mini-batch's start state and E[i, j] = τᵢλⱼ. Row i of M weighs every earlier "
+        "token's gradient of the same mini-batch, like a causal attention pattern; across mini-batches "
+        "information flows only through the committed W. The primal form applies the same updates one "
+        "token at a time, so the two outputs agree up to floating-point rounding.");
+  }
+
+  PrimalDualConfig c_ = default_config();
+};
+
+bool PrimalDualPanel::key_pressed_f5() { return key_pressed(Key::F5, false); }
+
+}  // namespace
+
+std::unique_ptr<Panel> make_primal_dual_panel() { return std::make_unique<PrimalDualPanel>(); }
+
+}  // namespace tttlab::gui

@@ -1,0 +1,77 @@
+// app/gui/platform.hpp — the window, the OpenGL context and pixel read-back (GLFW + OpenGL 3).
+//
+// Two ways to show frames:
+//   visible window   the interactive app; frames go to the window's back buffer.
+//   hidden window    screenshots and benchmarks; frames go to an offscreen framebuffer object of an
+//                    exact size, so the result does not depend on the screen, the window manager
+//                    or whether parts of the window are covered. It still needs an X display for
+//                    the GL context: without one, run under `xvfb-run -a` (Mesa renders in software).
+// UI thread only, except post_empty_event().
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+struct GLFWwindow;
+
+namespace tttlab::gui {
+
+struct WindowSpec {
+  int width = 1600;
+  int height = 1000;
+  bool hidden = false;  // offscreen rendering into a framebuffer object of width × height
+  bool vsync = true;
+  std::string title = "TTT Lab";
+};
+
+// An RGBA8 image, rows top to bottom.
+struct Image {
+  int width = 0, height = 0;
+  std::vector<unsigned char> rgba;
+};
+
+class Window {
+ public:
+  // Creates the window and context; throws std::runtime_error with an actionable message (e.g. no
+  // display: "run it as `xvfb-run -a tttlab gui …`").
+  static std::unique_ptr<Window> open(const WindowSpec& spec);
+  ~Window();
+
+  GLFWwindow* handle() const { return window_; }
+  const WindowSpec& spec() const { return spec_; }
+  // The monitor's content scale (1 on a standard-DPI screen, 2 on a 200 % HiDPI screen).
+  float content_scale() const;
+  bool should_close() const;
+  void request_close();
+  void set_title(const std::string& title);
+  // Framebuffer size in pixels (the offscreen size for hidden windows).
+  void framebuffer_size(int* w, int* h) const;
+
+  // Bind the render target of this frame (the offscreen FBO for hidden windows), set the viewport
+  // and clear it.
+  void begin_render(float r, float g, float b);
+  // Read a rectangle of the frame just rendered (pixels, origin top-left), before present().
+  Image read_pixels(int x, int y, int w, int h) const;
+  void present();
+
+  // Wakes wait_events() from any thread (used when the engine publishes a snapshot).
+  static void post_empty_event();
+  void wait_events(double timeout_seconds);
+  void poll_events();
+
+ private:
+  Window() = default;
+  WindowSpec spec_;
+  GLFWwindow* window_ = nullptr;
+  unsigned fbo_ = 0, color_rb_ = 0;
+};
+
+// Installs the OpenGL implementation of plot::TextureApi (call with the context current).
+void install_gl_textures();
+
+// Writes `img` as PNG; throws std::runtime_error on failure.
+void write_png(const std::filesystem::path& path, const Image& img);
+
+}  // namespace tttlab::gui

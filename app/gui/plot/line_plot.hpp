@@ -1,0 +1,74 @@
+// app/gui/plot/line_plot.hpp — line plots drawn with ImDrawList (ImPlot is not available).
+//
+//   plot::LinePlot p;
+//   p.id = "losses"; p.title = "Inner losses"; p.y_label = "ℓ = ½‖f(k) − (v − k)‖²";
+//   p.x_label = "token t"; p.smoothing = 0.6; p.markers = boundaries; p.cursor = t;
+//   p.series.push_back({"ℓ(W₀; xₜ)", ys, {}, 0, 1, colors::kLossInitial});
+//   auto r = plot::line_plot(p);            // r.drag_x: where the user clicks/drags (scrubbing)
+//
+// Features: linear or log axes with 1-2-5 ticks; raw series drawn faint under their EMA when
+// smoothing is on (both always visible: smoothing never hides the data); vertical markers (dashed)
+// and a cursor line; a legend whose entries toggle series; a crosshair with a tooltip listing every
+// series' raw and smoothed value at the hovered x, recomputed every frame from the current data (so
+// it stays live while the data changes); right-click export to PNG and CSV.
+// Series data is borrowed for the call only; the plot keeps no copy.
+#pragma once
+
+#include <imgui.h>
+
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "gui/plot/scale.hpp"
+
+namespace tttlab::gui::plot {
+
+struct Series {
+  std::string label;
+  std::span<const double> y;
+  std::span<const double> x;  // empty: x_i = x0 + i·dx
+  double x0 = 0.0, dx = 1.0;
+  ImU32 color = IM_COL32(230, 159, 0, 255);
+  bool smooth = true;          // apply the plot's smoothing to this series
+  float thickness = 1.6f;
+
+  double x_at(std::size_t i) const { return x.empty() ? x0 + dx * static_cast<double>(i) : x[i]; }
+};
+
+struct VLine {
+  double x = 0.0;
+  ImU32 color = IM_COL32(120, 126, 140, 170);
+  bool dashed = true;
+};
+
+struct LinePlot {
+  const char* id = "plot";
+  std::string title;
+  std::string y_label;   // shown under the title (ImGui cannot rotate text)
+  std::string x_label;
+  std::string export_name;  // file stem for exports (default: id)
+  ImVec2 size{-1.0f, 220.0f};  // width ≤ 0: the available width
+  ScaleKind x_scale = ScaleKind::Linear;
+  ScaleKind y_scale = ScaleKind::Linear;
+  std::optional<Range> x_range, y_range;  // fixed; otherwise fitted to the data
+  double smoothing = 0.0;                 // EMA weight in [0, 0.999]
+  std::vector<Series> series;
+  std::vector<VLine> markers;
+  std::optional<double> cursor;           // highlighted x (drawn solid, accent colour)
+  std::function<std::string(double)> x_format;  // hover header / cursor label, e.g. "t = 37 'o'"
+  bool legend = true;
+  std::string empty_text = "no data yet";
+};
+
+struct PlotResult {
+  bool hovered = false;
+  std::optional<double> hover_x;
+  std::optional<double> drag_x;  // x under the mouse while the left button is held on the plot
+};
+
+PlotResult line_plot(const LinePlot& plot);
+
+}  // namespace tttlab::gui::plot

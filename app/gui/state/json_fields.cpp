@@ -1,0 +1,119 @@
+#include "gui/state/json_fields.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+namespace tttlab::gui {
+namespace {
+
+const nlohmann::json& empty_object() {
+  static const nlohmann::json e = nlohmann::json::object();
+  return e;
+}
+
+std::string type_of(const nlohmann::json& v) { return v.type_name(); }
+
+}  // namespace
+
+FieldReader::FieldReader(const nlohmann::json& j, std::string path) : j_(j), path_(std::move(path)) {
+  if (!j_.is_object())
+    throw StateError(path_ + ": expected an object, got " + type_of(j_));
+}
+
+std::string FieldReader::where(std::string_view key) const {
+  return path_.empty() ? std::string(key) : path_ + "." + std::string(key);
+}
+
+const nlohmann::json* FieldReader::field(std::string_view key) const {
+  auto it = j_.find(key);
+  return it == j_.end() ? nullptr : &*it;
+}
+
+bool FieldReader::has(std::string_view key) const { return field(key) != nullptr; }
+
+bool FieldReader::boolean(std::string_view key, bool fallback) const {
+  const auto* v = field(key);
+  if (!v) return fallback;
+  if (!v->is_boolean()) throw StateError(where(key) + ": expected true or false, got " + type_of(*v));
+  return v->get<bool>();
+}
+
+long long FieldReader::integer(std::string_view key, long long lo, long long hi,
+                               long long fallback) const {
+  const auto* v = field(key);
+  if (!v) return fallback;
+  const std::string range = " in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  if (!v->is_number_integer())
+    throw StateError(where(key) + ": expected an integer" + range + ", got " + v->dump());
+  long long x = 0;
+  if (v->is_number_unsigned()) {
+    const auto u = v->get<unsigned long long>();
+    if (u > static_cast<unsigned long long>(hi))
+      throw StateError(where(key) + ": expected an integer" + range + ", got " + v->dump());
+    x = static_cast<long long>(u);
+  } else {
+    x = v->get<long long>();
+  }
+  if (x < lo || x > hi)
+    throw StateError(where(key) + ": expected an integer" + range + ", got " + std::to_string(x));
+  return x;
+}
+
+std::uint64_t FieldReader::uint64(std::string_view key, std::uint64_t fallback) const {
+  const auto* v = field(key);
+  if (!v) return fallback;
+  if (v->is_number_unsigned()) return v->get<std::uint64_t>();
+  if (v->is_number_integer() && v->get<long long>() >= 0)
+    return static_cast<std::uint64_t>(v->get<long long>());
+  throw StateError(where(key) + ": expected a non-negative integer, got " + v->dump());
+}
+
+double FieldReader::number(std::string_view key, double lo, double hi, double fallback) const {
+  const auto* v = field(key);
+  if (!v) return fallback;
+  char range[96];
+  std::snprintf(range, sizeof range, " in [%g, %g]", lo, hi);
+  if (!v->is_number())
+    throw StateError(where(key) + ": expected a number" + range + ", got " + v->dump());
+  const double x = v->get<double>();
+  if (!std::isfinite(x) || x < lo || x > hi)
+    throw StateError(where(key) + ": expected a number" + range + ", got " + v->dump());
+  return x;
+}
+
+std::string FieldReader::string(std::string_view key, std::size_t max_bytes,
+                                std::string fallback) const {
+  const auto* v = field(key);
+  if (!v) return fallback;
+  if (!v->is_string()) throw StateError(where(key) + ": expected a string, got " + type_of(*v));
+  auto s = v->get<std::string>();
+  if (s.size() > max_bytes)
+    throw StateError(where(key) + ": text is " + std::to_string(s.size()) +
+                     " bytes, at most " + std::to_string(max_bytes) + " are allowed");
+  return s;
+}
+
+int FieldReader::choice(std::string_view key, std::initializer_list<std::string_view> choices,
+                        int fallback) const {
+  const auto* v = field(key);
+  if (!v) return fallback;
+  std::string list;
+  for (auto c : choices) list += (list.empty() ? "\"" : ", \"") + std::string(c) + "\"";
+  if (v->is_string()) {
+    const auto s = v->get<std::string>();
+    int i = 0;
+    for (auto c : choices) {
+      if (s == c) return i;
+      ++i;
+    }
+  }
+  throw StateError(where(key) + ": expected one of " + list + ", got " + v->dump());
+}
+
+FieldReader FieldReader::object(std::string_view key) const {
+  const auto* v = field(key);
+  return FieldReader(v ? *v : empty_object(), where(key));
+}
+
+}  // namespace tttlab::gui

@@ -1,0 +1,82 @@
+#include "gui/state/state_file.hpp"
+
+#include <fstream>
+#include <sstream>
+#include <system_error>
+
+#include "gui/state/json_fields.hpp"
+
+namespace tttlab::gui {
+
+namespace fs = std::filesystem;
+
+nlohmann::json parse_state(const std::string& text, const std::string& source) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    // e.what() is "[json.exception.parse_error.101] parse error at line 3, column 5: …"; keep the
+    // part after the bracketed id.
+    std::string what = e.what();
+    if (auto p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
+    throw StateError(source + " is not valid JSON: " + what);
+  }
+  if (!j.is_object())
+    throw StateError(source + " is not a TTT Lab state file (the top level is not an object)");
+  auto f = j.find("format");
+  if (f == j.end() || !f->is_string() || f->get<std::string>() != kStateFormat)
+    throw StateError(source + " is not a TTT Lab state file (missing \"format\": \"" +
+                     std::string(kStateFormat) + "\")");
+  FieldReader r(j, "");
+  const auto version = r.integer("version", 1, 1'000'000, kStateVersion);
+  if (version > kStateVersion)
+    throw StateError(source + " was written by a newer TTT Lab (state version " +
+                     std::to_string(version) + ", this build reads up to " +
+                     std::to_string(kStateVersion) + ")");
+  r.string("active_panel", 64, "");
+  r.object("panels");  // must be an object when present
+  return j;
+}
+
+nlohmann::json read_state_file(const fs::path& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) throw StateError(path.string() + ": no such file");
+  if (fs::is_directory(path, ec)) throw StateError(path.string() + " is a directory, not a state file");
+  const auto size = fs::file_size(path, ec);
+  if (ec) throw StateError(path.string() + ": cannot read (" + ec.message() + ")");
+  if (size > (16u << 20)) throw StateError(path.string() + " is larger than 16 MiB; not a state file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw StateError(path.string() + ": cannot open for reading");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return parse_state(ss.str(), path.string());
+}
+
+void write_state_file(const fs::path& path, const nlohmann::json& state) {
+  if (path.empty()) throw StateError("no file name given");
+  fs::path tmp = path;
+  tmp += ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw StateError(path.string() + ": cannot open for writing (does the folder exist?)");
+    out << state.dump(2) << '\n';
+    if (!out) throw StateError(path.string() + ": write failed");
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    const std::string why = ec.message();
+    fs::remove(tmp, ec);
+    throw StateError(path.string() + ": cannot replace the file (" + why + ")");
+  }
+}
+
+nlohmann::json make_state(const std::string& active_panel, nlohmann::json panels) {
+  return {{"format", kStateFormat},
+          {"version", kStateVersion},
+          {"app", "tttlab 0.1.0"},
+          {"active_panel", active_panel},
+          {"panels", std::move(panels)}};
+}
+
+}  // namespace tttlab::gui

@@ -1,0 +1,236 @@
+// Every panel drawn headless (a Dear ImGui context without a window or renderer) from real engine
+// snapshots; state round trips and refusal of bad settings; keyboard shortcuts turn into commands.
+#include <GLFW/glfw3.h>  // key codes only (the GLFW backend indexes io.KeysDown by them)
+#include <gtest/gtest.h>
+#include <imgui.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "gui/engine/engine.hpp"
+#include "gui/fonts.hpp"
+#include "gui/panels/panel.hpp"
+#include "gui/plot/plot_export.hpp"
+#include "gui/state/json_fields.hpp"
+#include "gui/theme.hpp"
+
+namespace tttlab::gui {
+namespace {
+
+using namespace std::chrono_literals;
+
+class RecordingSink final : public CommandSink {
+ public:
+  void post(Command c) override { commands.push_back(std::move(c)); }
+  std::vector<Command> commands;
+};
+
+class Headless : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ImGui::CreateContext();
+    ImGuiIO& io = ImGui::GetIO();
+    io.IniFilename = nullptr;
+    io.DisplaySize = ImVec2(1600, 1000);
+    io.DeltaTime = 1.0f / 60.0f;
+    apply_theme(1.0f);
+    load_fonts(1.0f);
+    unsigned char* px = nullptr;
+    int w = 0, h = 0;
+    io.Fonts->GetTexDataAsRGBA32(&px, &w, &h);
+  }
+  void TearDown() override { ImGui::DestroyContext(); }
+
+  // One frame with `panel` filling a window the size of the display; returns the vertex count.
+  int frame(Panel& panel, const Snapshot& snap, CommandSink& sink) {
+    ImGui::NewFrame();
+    ImGui::SetNextWindowPos(ImVec2(0, 0));
+    ImGui::SetNextWindowSize(ImGui::GetIO().DisplaySize);
+    ImGui::Begin("##content", nullptr, ImGuiWindowFlags_NoDecoration);
+    panel.observe(snap);
+    panel.draw(snap, sink);
+    panel.shortcuts(snap, sink);
+    ImGui::End();
+    ImGui::Render();
+    plot::exporter().process([](int, int, int, int) { return Image{}; }, ImVec2(1, 1), ImVec2(1600, 1000));
+    return ImGui::GetDrawData()->TotalVtxCount;
+  }
+};
+
+TEST_F(Headless, EveryPanelDrawsRealSnapshotsAndEmptyOnes) {
+  Engine engine(make_engine_modules());
+  auto panels = make_panels();
+  ASSERT_GE(panels.size(), 2u);
+  for (auto& p : panels) p->sync(engine);
+  engine.start();
+  ASSERT_TRUE(engine.wait_quiescent(30s));
+  const auto snap = engine.snapshot();
+  ASSERT_TRUE(snap->stepper && snap->primal_dual);
+  EXPECT_GT(snap->stepper->computed(), 0);
+  EXPECT_EQ(snap->primal_dual->outcome, JobOutcome::Done);
+
+  RecordingSink sink;
+  const Snapshot empty;  // no module views yet: panels must draw nothing, not crash
+  for (auto& p : panels) {
+    SCOPED_TRACE(p->id());
+    int verts = 0;
+    for (int i = 0; i < 3; ++i) verts = frame(*p, *snap, sink);
+    EXPECT_GT(verts, 5000) << "a real snapshot should draw plots and heat-maps";
+    frame(*p, empty, sink);
+  }
+  EXPECT_TRUE(sink.commands.empty()) << "drawing without input must not send commands";
+}
+
+TEST_F(Headless, PanelsShowRejectedSettingsInsteadOfFailing) {
+  Engine engine(make_engine_modules());
+  engine.start();
+  HeadConfig bad;
+  bad.text.clear();
+  engine.post(StepperConfigure{bad, 0});
+  PrimalDualConfig pd;
+  pd.head.d = 500;
+  engine.post(PrimalDualRun{pd});
+  ASSERT_TRUE(engine.wait_quiescent(30s));
+  const auto snap = engine.snapshot();
+  EXPECT_FALSE(snap->stepper->error.empty());
+  EXPECT_EQ(snap->primal_dual->outcome, JobOutcome::Failed);
+  RecordingSink sink;
+  for (auto& p : make_panels())
+    for (int i = 0; i < 2; ++i) EXPECT_GT(frame(*p, *snap, sink), 0);
+}
+
+TEST_F(Headless, ShortcutsBecomeCommands) {
+  Engine engine(make_engine_modules());
+  engine.start();
+  auto panels = make_panels();
+  Panel& stepper = *panels[0];
+  ASSERT_STREQ(stepper.id(), "inner_stepper");
+  stepper.sync(engine);
+  ASSERT_TRUE(engine.wait_quiescent(30s));
+  const auto snap = engine.snapshot();
+  RecordingSink sink;
+  frame(stepper, *snap, sink);
+  ImGuiIO& io = ImGui::GetIO();
+  const auto press = [&](int key, bool shift) {
+    io.KeysDown[key] = true;
+    io.KeyShift = shift;
+    frame(stepper, *snap, sink);
+    io.KeysDown[key] = false;
+    io.KeyShift = false;
+    frame(stepper, *snap, sink);
+  };
+  press(GLFW_KEY_SPACE, false);
+  press(GLFW_KEY_RIGHT, false);
+  press(GLFW_KEY_RIGHT, true);
+  press(GLFW_KEY_HOME, false);
+  std::vector<StepperOp> ops;
+  for (const auto& c : sink.commands)
+    if (const auto* t = std::get_if<StepperTransport>(&c)) ops.push_back(t->op);
+  EXPECT_EQ(ops, (std::vector<StepperOp>{StepperOp::TogglePlay, StepperOp::StepForward, StepperOp::NextMiniBatch,
+                                         StepperOp::ToStart}));
+}
+
+TEST(PanelState, EveryPanelRoundTripsItsSettings) {
+  for (auto& p : make_panels()) {
+    SCOPED_TRACE(p->id());
+    const nlohmann::json saved = p->save_state();
+    nlohmann::json changed = saved;
+    changed["head"]["seed"] = 12345;
+    changed["head"]["d"] = 8;
+    p->parse_state(changed, std::string("panels.") + p->id())();
+    EXPECT_EQ(p->save_state()["head"]["seed"], 12345);
+    EXPECT_EQ(p->save_state()["head"]["d"], 8);
+    p->parse_state(saved, "p")();
+    EXPECT_EQ(p->save_state(), saved);
+  }
+}
+
+TEST(PanelState, BadSettingsAreRefusedWithTheFieldAndChangeNothing) {
+  auto panels = make_panels();
+  const auto expect_error = [](const Panel& p, const char* json, const char* needle) {
+    try {
+      p.parse_state(nlohmann::json::parse(json), std::string("panels.") + p.id());
+      ADD_FAILURE() << "accepted " << json;
+    } catch (const StateError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  Panel& stepper = *panels[0];
+  Panel& pd = *panels[1];
+  const auto before = stepper.save_state();
+  expect_error(stepper, R"({"head": {"d": 1000}})", "panels.inner_stepper.head.d");
+  expect_error(stepper, R"({"head": {"text": ""}})", "panels.inner_stepper.head: the input text is empty");
+  expect_error(stepper, R"({"view": {"colours": "rainbow"}})", "panels.inner_stepper.view.colours");
+  expect_error(stepper, R"({"cursor": "ten"})", "panels.inner_stepper.cursor");
+  expect_error(stepper, R"([1, 2, 3])", "expected an object");
+  expect_error(pd, R"({"timing_reps": 0})", "panels.primal_dual.timing_reps");
+  expect_error(pd, R"({"precision": "half"})", "panels.primal_dual.precision");
+  EXPECT_EQ(stepper.save_state(), before);
+}
+
+}  // namespace
+}  // namespace tttlab::gui
+
+namespace tttlab::gui {
+namespace {
+
+TEST_F(Headless, PlotExportReadsTheRectangleOfThePlotAfterTwoFrames) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "tttlab_export_test";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  plot::exporter().set_directory(dir);
+
+  Engine engine(make_engine_modules());
+  auto panels = make_panels();
+  panels[0]->sync(engine);
+  engine.start();
+  ASSERT_TRUE(engine.wait_quiescent(30s));
+  const auto snap = engine.snapshot();
+  RecordingSink sink;
+  const auto draw = [&](std::vector<std::array<int, 4>>* reads) {
+    ImGui::NewFrame();
+    ImGui::SetNextWindowPos(ImVec2(0, 0));
+    ImGui::SetNextWindowSize(ImGui::GetIO().DisplaySize);
+    ImGui::Begin("##content", nullptr, ImGuiWindowFlags_NoDecoration);
+    panels[0]->draw(*snap, sink);
+    ImGui::End();
+    ImGui::Render();
+    plot::exporter().process(
+        [&](int x, int y, int w, int h) {
+          reads->push_back({x, y, w, h});
+          Image img;
+          img.width = w;
+          img.height = h;
+          img.rgba.assign(static_cast<std::size_t>(w) * h * 4, 128);
+          return img;
+        },
+        ImVec2(2, 2), ImVec2(3200, 2000));  // framebuffer scale 2: pixels = 2 × ImGui units
+  };
+  std::vector<std::array<int, 4>> reads;
+  draw(&reads);
+  const auto names = plot::exporter().on_screen();
+  EXPECT_NE(std::find(names.begin(), names.end(), "inner_losses"), names.end());
+  ASSERT_TRUE(plot::exporter().request_png_by_name("inner_losses"));
+  EXPECT_FALSE(plot::exporter().request_png_by_name("no_such_plot"));
+  draw(&reads);
+  EXPECT_TRUE(reads.empty()) << "the capture waits a frame so menus and hover marks are gone";
+  draw(&reads);
+  ASSERT_EQ(reads.size(), 1u);
+  EXPECT_GT(reads[0][2], 600);  // the loss plot is wide…
+  EXPECT_GT(reads[0][3], 300);  // …and at least 150 units tall, at scale 2
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(dir)) files.push_back(e.path());
+  ASSERT_EQ(files.size(), 1u);
+  EXPECT_EQ(files[0].extension(), ".png");
+  EXPECT_NE(files[0].filename().string().find("tttlab_inner_losses_"), std::string::npos);
+  EXPECT_TRUE(plot::exporter().save_text("inner_losses", "csv", "t,loss\n0,1\n"));
+  fs::remove_all(dir);
+  plot::exporter().set_directory(".");
+}
+
+}  // namespace
+}  // namespace tttlab::gui
