@@ -97,6 +97,29 @@ TEST(Model, StreamingTokenByTokenEqualsOnePass) {
   }
 }
 
+TEST(Model, ObservedForwardReportsEveryBlockHeadAndTokenAndChangesNothing) {
+  Model<double> model(tiny_test_config(SeqLayerKind::TTTLinear, true), 6);
+  const std::vector<int> tokens = random_tokens(10, 7);
+  auto s1 = model.start(), s2 = model.start();
+  const Mat<double> plain = model.forward(*s1, tokens);
+  int calls = 0;
+  double last_loss = 0;
+  const Mat<double> observed = model.forward(*s2, tokens, [&](int block, int head, const InnerStepRecord<double>& r) {
+    EXPECT_GE(block, 0);
+    EXPECT_LT(head, 2);
+    last_loss = r.loss_after;
+    ++calls;
+  });
+  EXPECT_EQ(calls, 2 * 2 * 10);  // blocks × heads × tokens
+  EXPECT_GT(last_loss, 0);
+  EXPECT_LT((plain - observed).cwiseAbs().maxCoeff(), 1e-12);
+  // mixer_input of block 0 is what that block's TTT layer was fed.
+  const Mat<double> x0 = model.mixer_input(tokens, 0);
+  EXPECT_EQ(x0.rows(), 10);
+  EXPECT_EQ(x0.cols(), 16);
+  EXPECT_THROW(model.mixer_input(tokens, 5), std::invalid_argument);
+}
+
 TEST(Model, PresetsHaveTheAdvertisedSize) {
   ModelConfig tiny = ModelConfig::preset("tiny");
   Model<float> m(tiny, 0);

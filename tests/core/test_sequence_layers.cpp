@@ -96,8 +96,8 @@ TEST_P(EveryLayer, BackwardMatchesFiniteDifferences) {
 
 INSTANTIATE_TEST_SUITE_P(Layers, EveryLayer,
                          ::testing::Values("ttt-linear", "ttt-mlp", "linear-attention", "softmax-attention"),
-                         [](const auto& info) {
-                           std::string n = info.param;
+                         [](const auto& param_info) {
+                           std::string n = param_info.param;
                            for (char& c : n)
                              if (c == '-') c = '_';
                            return n;

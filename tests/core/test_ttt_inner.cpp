@@ -64,7 +64,9 @@ TEST_P(DualPrimal, OutputsAndStatesAgreeFp64) {
     EXPECT_LT(compare(a.base.W1, r.base.W1).max_abs, 1e-13);
     EXPECT_LT(compare(a.current_weights(tau).W1, r.current_weights(tau).W1).max_abs, 1e-13);
     EXPECT_LT(compare(Mat<double>(a.base.b1), Mat<double>(r.base.b1)).max_abs, 1e-13);
-    if (model == InnerModel::MLP) EXPECT_LT(compare(a.base.W2, r.base.W2).max_abs, 1e-13);
+    if (model == InnerModel::MLP) {
+      EXPECT_LT(compare(a.base.W2, r.base.W2).max_abs, 1e-13);
+    }
   }
 }
 

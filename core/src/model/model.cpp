@@ -277,6 +277,38 @@ std::unique_ptr<ModelStream> Model<S>::start() const {
 
 template <class S>
 Mat<S> Model<S>::forward(ModelStream& stream, std::span<const int> tokens) const {
+  return forward(stream, tokens, BlockObserver());
+}
+
+template <class S>
+Mat<S> Model<S>::mixer_input(std::span<const int> tokens, int block) const {
+  if (block < 0 || block >= static_cast<int>(m_blocks.size()))
+    throw std::invalid_argument("model: block " + std::to_string(block) + " does not exist (the model has " +
+                                std::to_string(m_blocks.size()) + ")");
+  const S eps = S(m_cfg.rms_norm_eps);
+  auto st = start();
+  auto* s = static_cast<ModelStreamT<S>*>(st.get());
+  Mat<S> h, a, tmp;
+  embedding_forward<S>(m_embed, tokens, h);
+  for (int i = 0;; ++i) {
+    const Block& b = *m_blocks[i];
+    if (m_cfg.mamba_backbone) {
+      rms_norm_forward<S>(h, b.conv_norm, a, eps);
+      causal_conv_forward<S>(a, b.conv_w, b.conv_b, s->conv_history[i], tmp);
+      h += tmp;
+    }
+    rms_norm_forward<S>(h, b.seq_norm, a, eps);
+    if (i == block) return a;
+    h += b.mixer->forward(*s->mixers[i], a);
+    rms_norm_forward<S>(h, b.ffn_norm, a, eps);
+    SwigluCache<S> cache;
+    swiglu_forward<S>(a, b.w_gate, b.w_up, b.w_down, tmp, cache);
+    h += tmp;
+  }
+}
+
+template <class S>
+Mat<S> Model<S>::forward(ModelStream& stream, std::span<const int> tokens, const BlockObserver& observer) const {
   auto* st = dynamic_cast<ModelStreamT<S>*>(&stream);
   if (!st) throw std::invalid_argument("model: forward() was given a stream of another model");
   const S eps = S(m_cfg.rms_norm_eps);
@@ -290,7 +322,14 @@ Mat<S> Model<S>::forward(ModelStream& stream, std::span<const int> tokens) const
       h += tmp;
     }
     rms_norm_forward<S>(h, b.seq_norm, a, eps);
-    h += b.mixer->forward(*st->mixers[i], a);
+    const auto* ttt = observer ? dynamic_cast<const TTTLayer<S>*>(b.mixer.get()) : nullptr;
+    if (ttt) {
+      const int block = static_cast<int>(i);
+      h += ttt->forward(static_cast<TTTLayerState<S>&>(*st->mixers[i]), a, TTTForm::Primal,
+                        [&observer, block](int head, const InnerStepRecord<S>& r) { observer(block, head, r); });
+    } else {
+      h += b.mixer->forward(*st->mixers[i], a);
+    }
     rms_norm_forward<S>(h, b.ffn_norm, a, eps);
     SwigluCache<S> cache;
     swiglu_forward<S>(a, b.w_gate, b.w_up, b.w_down, tmp, cache);

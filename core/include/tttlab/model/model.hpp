@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -62,6 +63,15 @@ class Model {
   std::unique_ptr<ModelStream> start() const;
   // Feeds tokens (any number, ≥ 1) and returns their logits [n, V]. Never re-runs the prefix.
   Mat<S> forward(ModelStream& stream, std::span<const int> tokens) const;
+  // The same, and every TTT block runs its inner loop in the primal form, reporting each (block, head,
+  // token) step to `observer` (the per-token losses, the update, W_{t−1} and W_t; see inner.hpp). For
+  // the GUI and `tttlab probe`; blocks of the attention baselines report nothing.
+  using BlockObserver = std::function<void(int block, int head, const InnerStepRecord<S>&)>;
+  Mat<S> forward(ModelStream& stream, std::span<const int> tokens, const BlockObserver& observer) const;
+
+  // The input x [T, D] that block `block`'s sequence layer sees for these tokens (from the empty
+  // prefix): embedding, the blocks before it, then its pre-conv and RMSNorm_seq.
+  Mat<S> mixer_input(std::span<const int> tokens, int block) const;
 
   // Matrix-product FLOPs of one forward over T tokens (embedding lookups excluded, head included).
   double forward_flops(long T) const;
