@@ -19,6 +19,17 @@ for s in $steps; do
     bench2)
       echo "== bench (second run, spread)"
       timeout 120 ./tttlab_ttt_bench --repeats 30 --no-mlp --no-backward 2>&1 | tee "$OUT/bench2.log" ;;
+    ncu)
+      NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+      echo "== ncu at $NCU"
+      SEC="--section SpeedOfLight --section WarpStateStats --section SchedulerStats --section ComputeWorkloadAnalysis --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis"
+      timeout 150 $NCU --clock-control none -k regex:linear_forward_v4_kernel --launch-count 2 $SEC \
+        ./tttlab_ttt_bench --no-backward --no-mlp --repeats 1 --warmup 0 > "$OUT/ncu_fwd.txt" 2>&1; echo "ncu fwd rc=$?"
+      timeout 150 $NCU --clock-control none -k regex:linear_backward_v2_kernel --launch-count 1 $SEC \
+        ./tttlab_ttt_bench --no-mlp --repeats 1 --warmup 0 > "$OUT/ncu_bwd.txt" 2>&1; echo "ncu bwd rc=$?"
+      timeout 150 $NCU --clock-control none -k regex:mlp_forward_v2_kernel --launch-count 1 $SEC \
+        ./tttlab_ttt_bench --no-backward --repeats 1 --warmup 0 > "$OUT/ncu_mlp.txt" 2>&1; echo "ncu mlp rc=$?"
+      grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|Issue Slots Busy|Stall|Achieved Occupancy|Registers Per" "$OUT"/ncu_*.txt | head -40 ;;
     sanitize)
       CS=/usr/local/cuda/bin/compute-sanitizer
       [ -x "$CS" ] || CS=$(command -v compute-sanitizer)

@@ -173,7 +173,9 @@ TttBenchReport ttt_bench(const TttBenchConfig& cfg) {
   if (cfg.all_versions) {
     versions = {{TttLinearForwardVersion::V1Simt, "v1-simt"},
                 {TttLinearForwardVersion::V2Tf32, "v2-tf32"},
-                {TttLinearForwardVersion::V3Tf32x3, "v3-3xtf32"}};
+                {TttLinearForwardVersion::V3Tf32x3, "v3-3xtf32"},
+                {TttLinearForwardVersion::V4Tf32, "v4-tf32-lean"},
+                {TttLinearForwardVersion::V5Tf32x3, "v5-3xtf32-lean"}};
   }
   versions.push_back({TttLinearForwardVersion::Default, "default"});
   for (auto [v, vname] : versions) {
@@ -231,9 +233,17 @@ TttBenchReport ttt_bench(const TttBenchConfig& cfg) {
         },
         cfg.warmup, cfg.repeats);
     add("ttt-linear forward+backward (g=4)", ms, fb_flops, fb_bytes, 0, "target (issue 4)", 1.0);
-    const double msb = time_median([&] { ttt_linear_backward(ba); }, cfg.warmup, cfg.repeats);
-    add("ttt-linear backward only (g=4)", msb, tokens * (16 * dd * dd + 12 * b * dd),
-        (7.0 * act + 2.0 * lam_n) * sizeof(float) + ck_bytes, 0, "", 0);
+    std::vector<std::pair<TttBackwardVersion, const char*>> bversions;
+    if (cfg.all_versions)
+      bversions = {{TttBackwardVersion::V1Simt, "v1-simt"}, {TttBackwardVersion::V2Tf32x3, "v2-3xtf32"}};
+    for (auto [bv, bname] : bversions) {
+      ba.version = bv;
+      const double msb = time_median([&] { ttt_linear_backward(ba); }, cfg.warmup, cfg.repeats);
+      add(std::string("ttt-linear backward (g=4) ") + bname, msb,
+          tokens * (16 * dd * dd + 12 * b * dd),
+          (7.0 * act + 2.0 * lam_n) * sizeof(float) + ck_bytes, 0, "", 0);
+    }
+    ba.version = TttBackwardVersion::Default;
   }
 
   if (cfg.mlp) {
@@ -261,9 +271,16 @@ TttBenchReport ttt_bench(const TttBenchConfig& cfg) {
     ma.O = O.p;
     ma.workspace = ws_bytes ? ws.p : nullptr;
     ma.workspace_bytes = ws_bytes;
-    const double ms = time_median([&] { ttt_mlp_forward(ma); }, cfg.warmup, cfg.repeats);
-    add("ttt-mlp forward v1-simt", ms, tokens * (56 * dd * dd + 20 * b * dd), fwd_bytes, 0,
-        "target (issue 4)", 3.0);
+    std::vector<std::pair<TttMlpForwardVersion, const char*>> mversions;
+    if (cfg.all_versions)
+      mversions = {{TttMlpForwardVersion::V1Simt, "v1-simt"}, {TttMlpForwardVersion::V2Tf32x3, "v2-3xtf32"}};
+    mversions.push_back({TttMlpForwardVersion::Default, "default"});
+    for (auto [mv, mname] : mversions) {
+      ma.version = mv;
+      const double ms = time_median([&] { ttt_mlp_forward(ma); }, cfg.warmup, cfg.repeats);
+      add(std::string("ttt-mlp forward ") + mname, ms, tokens * (56 * dd * dd + 20 * b * dd),
+          fwd_bytes, 0, "target (issue 4)", 3.0);
+    }
   }
   TTTLAB_CUDA_CHECK(cudaDeviceSynchronize());
   return rep;

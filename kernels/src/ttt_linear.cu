@@ -202,17 +202,6 @@ __global__ void __launch_bounds__(kThreads) linear_forward_v1_kernel(FwdParams p
 // the shared parameters (dW0, db0, dγ, dβ, dτ) are written to partial buffers and summed over the
 // batch by a second kernel, in a fixed order.
 
-struct BwdParams {
-  const float *Q, *K, *V, *lam, *tau, *gamma, *beta, *ckW, *ckb, *dO;
-  float *dQ, *dK, *dV, *dlam;
-  float* slots;    // [BH, group, d·d + d]
-  float* scratch;  // [BH, bwd_floats] when the workspace does not fit in shared memory
-  float *pW, *pb, *pgam, *pbet, *ptau;  // partials [BH, d·d], [BH, d], [BH, d], [BH, d], [BH, b]
-  int B, H, T, d, b, group, n_ck;
-  bool ln, res, bias;
-  float eps;
-};
-
 __host__ __device__ inline std::size_t bwd_floats(int d, int b) {
   const std::size_t ldd = d + 1, ldb = b + 1;
   return 2 * d * ldd + 4 * std::size_t(d) + 9 * b * ldd + 2 * b * ldb + 8 * std::size_t(b);
@@ -786,7 +775,7 @@ using namespace detail;
 
 // The version Default picks where the tensor-core kernel supports the shape (docs/KERNELS.md says
 // why this one).
-constexpr TttLinearForwardVersion kDefaultTensorCoreVersion = TttLinearForwardVersion::V3Tf32x3;
+constexpr TttLinearForwardVersion kDefaultTensorCoreVersion = TttLinearForwardVersion::V5Tf32x3;
 
 int ttt_num_mini_batches(const TttDims& dims) {
   return (dims.seq_len + dims.mini_batch - 1) / dims.mini_batch;
@@ -828,6 +817,8 @@ bool ttt_linear_forward_supports(TttLinearForwardVersion version, const TttDims&
       return true;
     case TttLinearForwardVersion::V2Tf32:
     case TttLinearForwardVersion::V3Tf32x3:
+    case TttLinearForwardVersion::V4Tf32:
+    case TttLinearForwardVersion::V5Tf32x3:
       return linear_forward_v2_supports(dims);
   }
   return false;
@@ -853,6 +844,12 @@ void ttt_linear_forward(const TttLinearForwardArgs& a) {
     case TttLinearForwardVersion::V3Tf32x3:
       linear_forward_v2(a, true);
       break;
+    case TttLinearForwardVersion::V4Tf32:
+      linear_forward_v4(a, false);
+      break;
+    case TttLinearForwardVersion::V5Tf32x3:
+      linear_forward_v4(a, true);
+      break;
     default:
       linear_forward_v1(a);
   }
@@ -866,17 +863,26 @@ struct BwdLayout {
   std::size_t smem_bytes = 0;
 };
 
-BwdLayout bwd_layout(const TttDims& D, int group) {
+// The per-block scratch goes to global memory only where the block's matrices exceed the shared
+// memory of the device; the workspace is sized for the larger of the versions.
+BwdLayout bwd_layout(const TttDims& D, int group, TttBackwardVersion v) {
   BwdLayout L;
   const std::size_t BH = std::size_t(D.batch) * D.heads, d = D.head_dim, b = D.mini_batch;
-  const std::size_t per_block = bwd_floats(D.head_dim, D.mini_batch);
+  const std::size_t limit = max_dynamic_smem();
+  auto needs_global = [&](std::size_t floats) { return floats * sizeof(float) > limit; };
+  const std::size_t f1 = bwd_floats(D.head_dim, D.mini_batch);
+  const std::size_t f2 = bwd_v2_floats(D.head_dim, D.mini_batch);
+  const std::size_t per_block = v == TttBackwardVersion::V1Simt ? f1 : f2;
   L.smem_bytes = per_block * sizeof(float);
-  L.use_smem = L.smem_bytes <= max_dynamic_smem();
+  L.use_smem = !needs_global(per_block);
+  std::size_t scratch_floats = 0;
+  if (needs_global(f1)) scratch_floats = std::max(scratch_floats, BH * f1);
+  if (needs_global(f2)) scratch_floats = std::max(scratch_floats, BH * f2);
   std::size_t off = 0;
   L.slots = off;
   off += BH * std::size_t(group) * (d * d + d);
   L.scratch = off;
-  if (!L.use_smem) off += BH * per_block;
+  off += scratch_floats;
   L.pW = off;
   off += BH * d * d;
   L.pb = off;
@@ -895,7 +901,7 @@ BwdLayout bwd_layout(const TttDims& D, int group) {
 std::size_t ttt_linear_backward_workspace_bytes(const TttDims& dims, int checkpoint_group) {
   check_dims("ttt_linear_backward_workspace_bytes", dims);
   require(checkpoint_group >= 1, "ttt_linear_backward_workspace_bytes: checkpoint_group must be >= 1");
-  return bwd_layout(dims, checkpoint_group).total * sizeof(float);
+  return bwd_layout(dims, checkpoint_group, TttBackwardVersion::V1Simt).total * sizeof(float);
 }
 
 void ttt_linear_backward(const TttLinearBackwardArgs& a) {
@@ -916,7 +922,9 @@ void ttt_linear_backward(const TttLinearBackwardArgs& a) {
     check_ptr(fn, a.ln_bias, "ln_bias (layer_norm is on)");
   }
   const TttDims& D = a.dims;
-  const BwdLayout L = bwd_layout(D, a.checkpoint_group);
+  const TttBackwardVersion v =
+      a.version == TttBackwardVersion::Default ? TttBackwardVersion::V2Tf32x3 : a.version;
+  const BwdLayout L = bwd_layout(D, a.checkpoint_group, v);
   require(a.workspace_bytes >= L.total * sizeof(float),
           "ttt_linear_backward: workspace has " + std::to_string(a.workspace_bytes) +
               " bytes, needs " + std::to_string(L.total * sizeof(float)) +
@@ -956,9 +964,13 @@ void ttt_linear_backward(const TttLinearBackwardArgs& a) {
   p.bias = a.opt.bias;
   p.eps = a.opt.ln_eps;
   const std::size_t smem = L.use_smem ? L.smem_bytes : 0;
-  set_smem_limit(reinterpret_cast<const void*>(&linear_backward_v1_kernel), smem);
-  linear_backward_v1_kernel<<<D.batch * D.heads, kThreads, smem, a.stream>>>(p);
-  TTTLAB_CUDA_CHECK(cudaGetLastError());
+  if (v == TttBackwardVersion::V1Simt) {
+    set_smem_limit(reinterpret_cast<const void*>(&linear_backward_v1_kernel), smem);
+    linear_backward_v1_kernel<<<D.batch * D.heads, kThreads, smem, a.stream>>>(p);
+    TTTLAB_CUDA_CHECK(cudaGetLastError());
+  } else {
+    launch_linear_backward_v2(p, smem, a.stream);
+  }
   const int d = D.head_dim;
   auto sum = [&](const float* part, float* out, int B, int H, int len) {
     const std::size_t total = std::size_t(H) * len;

@@ -33,6 +33,7 @@
 #include "ttt_common.cuh"
 #include "ttt_host.hpp"
 #include "ttt_linear_internal.hpp"
+#include "ttt_mma.cuh"
 
 namespace tttlab::kernels::detail {
 namespace {
@@ -49,36 +50,6 @@ struct V2Params {
   bool ln, res, bias, per_seq;
   float eps;
 };
-
-__device__ __forceinline__ uint32_t to_tf32(float x) {
-  uint32_t r;
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-  return r;
-}
-
-__device__ __forceinline__ void mma_tf32(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                         uint32_t a3, uint32_t b0, uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-// c += A·B for one m16n8k8 tile; A = (a0..a3), B = (b0, b1) in fp32, converted here.
-template <bool SPLIT>
-__device__ __forceinline__ void mma(float (&c)[4], float a0, float a1, float a2, float a3, float b0,
-                                    float b1) {
-  const uint32_t ah0 = to_tf32(a0), ah1 = to_tf32(a1), ah2 = to_tf32(a2), ah3 = to_tf32(a3);
-  const uint32_t bh0 = to_tf32(b0), bh1 = to_tf32(b1);
-  if constexpr (SPLIT) {
-    const uint32_t al0 = to_tf32(a0 - __uint_as_float(ah0)), al1 = to_tf32(a1 - __uint_as_float(ah1));
-    const uint32_t al2 = to_tf32(a2 - __uint_as_float(ah2)), al3 = to_tf32(a3 - __uint_as_float(ah3));
-    const uint32_t bl0 = to_tf32(b0 - __uint_as_float(bh0)), bl1 = to_tf32(b1 - __uint_as_float(bh1));
-    mma_tf32(c, al0, al1, al2, al3, bh0, bh1);
-    mma_tf32(c, ah0, ah1, ah2, ah3, bl0, bl1);
-  }
-  mma_tf32(c, ah0, ah1, ah2, ah3, bh0, bh1);
-}
 
 __device__ __forceinline__ void cp_async16(float* dst, const float* src, int bytes) {
   const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
@@ -275,21 +246,39 @@ __global__ void __launch_bounds__(2 * D) linear_forward_v2_kernel(V2Params p) {
     const int t0 = mb * kMb, m = min(kMb, T - t0);
     if (p.ckW && mb % p.group == 0) store_state(p.ckW, p.ckb, std::size_t(blk) * p.n_ck + mb / p.group);
 
-    // Z = K W, Z̄₀ = Q W, C = Q Kᵀ.
-    float z[2][4] = {}, zb[2][4] = {}, mc[2][4] = {};
+    // Z = K W, Z̄₀ = Q W, C = Q Kᵀ: six independent accumulator chains over d/8 k-steps; for
+    // d ≤ 64 the odd k-steps go to a second set of accumulators (twelve chains of half the length).
+    constexpr int NA = D <= 64 ? 2 : 1;
+    float za[NA][2][4] = {}, zba[NA][2][4] = {}, mca[NA][2][4] = {};
 #pragma unroll
     for (int kt = 0; kt < KT; ++kt) {
+      const int a = kt % NA;
       const float2 k0 = *reinterpret_cast<const float2*>(sK + gid * LDX + kt * 8 + 2 * tig);
       const float2 k1 = *reinterpret_cast<const float2*>(sK + (gid + 8) * LDX + kt * 8 + 2 * tig);
       const float2 q0 = *reinterpret_cast<const float2*>(sQ + gid * LDX + kt * 8 + 2 * tig);
       const float2 q1 = *reinterpret_cast<const float2*>(sQ + (gid + 8) * LDX + kt * 8 + 2 * tig);
-      mma<SPLIT>(z[0], k0.x, k1.x, k0.y, k1.y, Wr[kt][0], Wr[kt][1]);
-      mma<SPLIT>(z[1], k0.x, k1.x, k0.y, k1.y, Wr[kt][2], Wr[kt][3]);
-      mma<SPLIT>(zb[0], q0.x, q1.x, q0.y, q1.y, Wr[kt][0], Wr[kt][1]);
-      mma<SPLIT>(zb[1], q0.x, q1.x, q0.y, q1.y, Wr[kt][2], Wr[kt][3]);
-      mma<SPLIT>(mc[0], q0.x, q1.x, q0.y, q1.y, k0.x, k0.y);
-      mma<SPLIT>(mc[1], q0.x, q1.x, q0.y, q1.y, k1.x, k1.y);
+      mma<SPLIT>(za[a][0], k0.x, k1.x, k0.y, k1.y, Wr[kt][0], Wr[kt][1]);
+      mma<SPLIT>(za[a][1], k0.x, k1.x, k0.y, k1.y, Wr[kt][2], Wr[kt][3]);
+      mma<SPLIT>(zba[a][0], q0.x, q1.x, q0.y, q1.y, Wr[kt][0], Wr[kt][1]);
+      mma<SPLIT>(zba[a][1], q0.x, q1.x, q0.y, q1.y, Wr[kt][2], Wr[kt][3]);
+      mma<SPLIT>(mca[a][0], q0.x, q1.x, q0.y, q1.y, k0.x, k0.y);
+      mma<SPLIT>(mca[a][1], q0.x, q1.x, q0.y, q1.y, k1.x, k1.y);
     }
+    float z[2][4], zb[2][4], mc[2][4];
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        z[nt][i] = za[0][nt][i];
+        zb[nt][i] = zba[0][nt][i];
+        mc[nt][i] = mca[0][nt][i];
+#pragma unroll
+        for (int a = 1; a < NA; ++a) {
+          z[nt][i] += za[a][nt][i];
+          zb[nt][i] += zba[a][nt][i];
+          mc[nt][i] += mca[a][nt][i];
+        }
+      }
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt)
 #pragma unroll

@@ -9,6 +9,7 @@
 // one warp per row.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <string>
 #include <utility>
@@ -16,6 +17,7 @@
 #include "cuda_check.hpp"
 #include "ttt_common.cuh"
 #include "ttt_host.hpp"
+#include "ttt_mma.cuh"
 #include "tttlab/kernels/ttt.hpp"
 
 namespace tttlab::kernels {
@@ -220,16 +222,177 @@ __global__ void __launch_bounds__(kThreads) mlp_forward_v1_kernel(MlpParams p) {
   }
 }
 
+
+// ---- Version 2: the same algorithm with every matrix product on tensor cores --------------------
+//
+// block_mma (ttt_mma.cuh, 3xTF32: fp32-level accuracy) over the same shared-memory matrices, padded
+// to leading dimensions d + 4, 4d + 4 and b + 4 (conflict-free or two-way fragment loads). GELU,
+// the mask, the biases and the λ-weighting are applied in the products' store step.
+
+__host__ __device__ inline std::size_t mlp_v2_floats(int d, int b) {
+  const std::size_t hd = 4 * std::size_t(d), ldd = d + 4, ldh = hd + 4, ldb = b + 4;
+  return d * ldh + hd * ldd + hd + d + 4 * b * ldd + 3 * b * ldh + b * ldb + 2 * std::size_t(b);
+}
+
+__global__ void __launch_bounds__(kThreads) mlp_forward_v2_kernel(MlpParams p) {
+  constexpr bool kSplit = true;
+  extern __shared__ float smem[];
+  const int blk = blockIdx.x, n = blk / p.H, h = blk % p.H;
+  const int d = p.d, b = p.b, hd = 4 * d, ldd = d + 4, ldh = hd + 4, ldb = b + 4;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  float* base = p.scratch ? p.scratch + std::size_t(blk) * mlp_v2_floats(d, b) : smem;
+  float* sW1 = base;                         // [d, ldh]
+  float* sW2 = sW1 + std::size_t(d) * ldh;   // [hd, ldd]
+  float* sb1 = sW2 + std::size_t(hd) * ldd;  // [hd]
+  float* sb2 = sb1 + hd;                     // [d]
+  float* sK = sb2 + d;                       // [b, ldd]
+  float* sX = sK + b * ldd;                  // [b, ldd]  V, then Q
+  float* sG2 = sX + b * ldd;                 // [b, ldd]  Z2, then G2 (λ ⊙ G2 for the update)
+  float* sZb2 = sG2 + b * ldd;               // [b, ldd]  Z̄2
+  float* sZ1 = sZb2 + b * ldd;               // [b, ldh]  Z1, then G1 (λ ⊙ G1 for the update)
+  float* sX2 = sZ1 + b * ldh;                // [b, ldh]  X2 = gelu(Z1)
+  float* sXb2 = sX2 + b * ldh;               // [b, ldh]  X̄2 = gelu(Z̄1)
+  float* sM = sXb2 + b * ldh;                // [b, ldb]
+  float* sLam = sM + b * ldb;                // [b]
+  float* sTau = sLam + b;                    // [b]
+
+  const std::size_t rs = std::size_t(p.H) * d;
+  const std::size_t seq0 = std::size_t(n) * p.T * rs + std::size_t(h) * d;
+  for (int i = tid; i < d * hd; i += kThreads) {
+    sW1[(i / hd) * ldh + i % hd] = p.W1[std::size_t(h) * d * hd + i];
+    sW2[(i / d) * ldd + i % d] = p.W2[std::size_t(h) * hd * d + i];
+  }
+  for (int i = tid; i < hd; i += kThreads) sb1[i] = p.bias ? p.b1[std::size_t(h) * hd + i] : 0.0f;
+  for (int i = tid; i < d; i += kThreads) sb2[i] = p.bias ? p.b2[std::size_t(h) * d + i] : 0.0f;
+  for (int i = tid; i < b; i += kThreads) sTau[i] = p.tau[i];
+  const RowFrag gam = p.ln ? row_load(p.gamma + std::size_t(h) * d, d, lane) : RowFrag{};
+  const RowFrag bet = p.ln ? row_load(p.beta + std::size_t(h) * d, d, lane) : RowFrag{};
+  const float one = p.bias ? 1.0f : 0.0f;
+  __syncthreads();
+
+  const int n_mb = (p.T + b - 1) / b;
+  for (int mb = 0; mb < n_mb; ++mb) {
+    const int t0 = mb * b, m = min(b, p.T - t0);
+    for (int i = tid; i < m * d; i += kThreads) {
+      const int r = i / d, c = i % d;
+      const std::size_t g = seq0 + std::size_t(t0 + r) * rs + c;
+      sK[r * ldd + c] = p.K[g];
+      sX[r * ldd + c] = p.V[g];
+    }
+    for (int i = tid; i < m; i += kThreads) sLam[i] = p.lam[std::size_t(blk) * p.T + t0 + i];
+    __syncthreads();
+
+    // Z1 = K W1 + b1,  X2 = gelu(Z1).
+    block_mma<kSplit>(m, hd, d, op(sK, ldd), op(sW1, ldh), 1.0f, [&](int i, int j, float v) {
+      const float z = v + sb1[j];
+      sZ1[i * ldh + j] = z;
+      sX2[i * ldh + j] = gelu_tanh(z);
+    });
+    __syncthreads();
+    // Z2 = X2 W2 + b2.
+    block_mma<kSplit>(m, d, hd, op(sX2, ldh), op(sW2, ldd), 1.0f,
+                      [&](int i, int j, float v) { sG2[i * ldd + j] = v + sb2[j]; });
+    __syncthreads();
+    // G2 = lnl2(Z2, R).
+    for (int r = warp; r < m; r += kWarps) {
+      const RowFrag z = row_load(sG2 + r * ldd, d, lane);
+      RowFrag t = row_load(sX + r * ldd, d, lane);
+      if (p.res) {
+        const RowFrag k = row_load(sK + r * ldd, d, lane);
+#pragma unroll
+        for (int u = 0; u < kPerLane; ++u) t.v[u] -= k.v[u];
+      }
+      row_store(sG2 + r * ldd, row_loss_grad(z, t, gam, bet, d, lane, p.eps, p.ln), d, lane);
+    }
+    __syncthreads();
+    // G1 = (G2 W2ᵀ) ⊙ gelu′(Z1), in place of Z1;  Q into the V buffer.
+    block_mma<kSplit>(m, hd, d, op(sG2, ldd), op_t(sW2, ldd), 1.0f, [&](int i, int j, float v) {
+      sZ1[i * ldh + j] = v * gelu_tanh_grad(sZ1[i * ldh + j]);
+    });
+    for (int i = tid; i < m * d; i += kThreads) {
+      const int r = i / d, c = i % d;
+      sX[r * ldd + c] = p.Q[seq0 + std::size_t(t0 + r) * rs + c];
+    }
+    __syncthreads();
+    // M1 = E ⊙ tril(Q Kᵀ + 1).
+    block_mma<kSplit>(m, m, d, op(sX, ldd), op_t(sK, ldd), 1.0f, [&](int i, int j, float v) {
+      sM[i * ldb + j] = j <= i ? sTau[i] * sLam[j] * (v + one) : 0.0f;
+    });
+    __syncthreads();
+    // X̄2 = gelu(Q W1 + b1 − M1 G1).
+    block_mma<kSplit>(m, hd, d, op(sX, ldd), op(sW1, ldh), 1.0f, m, op(sM, ldb), op(sZ1, ldh), -1.0f,
+                      [&](int i, int j, float v) { sXb2[i * ldh + j] = gelu_tanh(v + sb1[j]); });
+    __syncthreads();
+    // M2 = E ⊙ tril(X̄2 X2ᵀ + 1).
+    block_mma<kSplit>(m, m, hd, op(sXb2, ldh), op_t(sX2, ldh), 1.0f, [&](int i, int j, float v) {
+      sM[i * ldb + j] = j <= i ? sTau[i] * sLam[j] * (v + one) : 0.0f;
+    });
+    __syncthreads();
+    // Z̄2 = X̄2 W2 + b2 − M2 G2.
+    block_mma<kSplit>(m, d, hd, op(sXb2, ldh), op(sW2, ldd), 1.0f, m, op(sM, ldb), op(sG2, ldd),
+                      -1.0f, [&](int i, int j, float v) { sZb2[i * ldd + j] = v + sb2[j]; });
+    __syncthreads();
+    // O = [Q +] LN(Z̄2);  λ-weight G1 and G2 for the update.
+    for (int r = warp; r < m; r += kWarps) {
+      RowFrag o = row_layer_norm(row_load(sZb2 + r * ldd, d, lane), gam, bet, d, lane, p.eps, p.ln);
+      if (p.res) {
+        const RowFrag q = row_load(sX + r * ldd, d, lane);
+#pragma unroll
+        for (int u = 0; u < kPerLane; ++u) o.v[u] += q.v[u];
+      }
+      row_store(p.O + seq0 + std::size_t(t0 + r) * rs, o, d, lane);
+    }
+    if (m < b) {
+      __syncthreads();
+      continue;  // a short last mini-batch stays uncommitted
+    }
+    for (int i = tid; i < b * hd; i += kThreads) sZ1[(i / hd) * ldh + i % hd] *= sLam[i / hd];
+    for (int i = tid; i < b * d; i += kThreads) sG2[(i / d) * ldd + i % d] *= sLam[i / d];
+    __syncthreads();
+    // W1 −= τ_b Kᵀ(λ ⊙ G1),  W2 −= τ_b X2ᵀ(λ ⊙ G2),  b1, b2 likewise.
+    const float tb = sTau[b - 1];
+    block_mma<kSplit>(d, hd, b, op_t(sK, ldd), op(sZ1, ldh), 1.0f,
+                      [&](int i, int j, float v) { sW1[i * ldh + j] -= tb * v; });
+    block_mma<kSplit>(hd, d, b, op_t(sX2, ldh), op(sG2, ldd), 1.0f,
+                      [&](int i, int j, float v) { sW2[i * ldd + j] -= tb * v; });
+    if (p.bias) {
+      for (int c = tid; c < hd; c += kThreads) {
+        float acc = 0.0f;
+        for (int j = 0; j < b; ++j) acc += sZ1[j * ldh + c];
+        sb1[c] -= tb * acc;
+      }
+      for (int c = tid; c < d; c += kThreads) {
+        float acc = 0.0f;
+        for (int j = 0; j < b; ++j) acc += sG2[j * ldd + c];
+        sb2[c] -= tb * acc;
+      }
+    }
+    __syncthreads();
+  }
+}
+
 }  // namespace
 }  // namespace detail
 
 using namespace detail;
 
+namespace {
+std::size_t per_block_bytes(const TttDims& dims, TttMlpForwardVersion v) {
+  return (v == TttMlpForwardVersion::V1Simt ? mlp_floats(dims.head_dim, dims.mini_batch)
+                                            : mlp_v2_floats(dims.head_dim, dims.mini_batch)) *
+         sizeof(float);
+}
+}  // namespace
+
 std::size_t ttt_mlp_forward_workspace_bytes(const TttDims& dims) {
   check_dims("ttt_mlp_forward_workspace_bytes", dims);
-  const std::size_t per_block = mlp_floats(dims.head_dim, dims.mini_batch) * sizeof(float);
-  if (per_block <= max_dynamic_smem()) return 0;
-  return per_block * std::size_t(dims.batch) * dims.heads;
+  const std::size_t limit = max_dynamic_smem();
+  std::size_t need = 0;
+  for (TttMlpForwardVersion v : {TttMlpForwardVersion::V1Simt, TttMlpForwardVersion::V2Tf32x3}) {
+    const std::size_t per_block = per_block_bytes(dims, v);
+    if (per_block > limit) need = std::max(need, per_block * std::size_t(dims.batch) * dims.heads);
+  }
+  return need;
 }
 
 void ttt_mlp_forward(const TttMlpForwardArgs& a) {
@@ -249,7 +412,10 @@ void ttt_mlp_forward(const TttMlpForwardArgs& a) {
     check_ptr(fn, a.ln_bias, "ln_bias (layer_norm is on)");
   }
   const TttDims& D = a.dims;
-  const std::size_t need = ttt_mlp_forward_workspace_bytes(D);
+  const TttMlpForwardVersion v =
+      a.version == TttMlpForwardVersion::Default ? TttMlpForwardVersion::V2Tf32x3 : a.version;
+  const bool in_smem = per_block_bytes(D, v) <= max_dynamic_smem();
+  const std::size_t need = in_smem ? 0 : ttt_mlp_forward_workspace_bytes(D);
   if (need > 0) {
     check_ptr(fn, a.workspace, "workspace (ttt_mlp_forward_workspace_bytes > 0 for this shape)");
     require(a.workspace_bytes >= need, "ttt_mlp_forward: workspace has " +
@@ -278,11 +444,16 @@ void ttt_mlp_forward(const TttMlpForwardArgs& a) {
   p.res = a.opt.residual;
   p.bias = a.opt.bias;
   p.eps = a.opt.ln_eps;
-  const std::size_t smem = need > 0 ? 0 : mlp_floats(D.head_dim, D.mini_batch) * sizeof(float);
-  TTTLAB_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&mlp_forward_v1_kernel),
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
+  const std::size_t smem = in_smem ? per_block_bytes(D, v) : 0;
+  const void* kernel = v == TttMlpForwardVersion::V1Simt
+                       ? reinterpret_cast<const void*>(&mlp_forward_v1_kernel)
+                       : reinterpret_cast<const void*>(&mlp_forward_v2_kernel);
+  TTTLAB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(smem)));
-  mlp_forward_v1_kernel<<<D.batch * D.heads, kThreads, smem, a.stream>>>(p);
+  if (v == TttMlpForwardVersion::V1Simt)
+    mlp_forward_v1_kernel<<<D.batch * D.heads, kThreads, smem, a.stream>>>(p);
+  else
+    mlp_forward_v2_kernel<<<D.batch * D.heads, kThreads, smem, a.stream>>>(p);
   TTTLAB_CUDA_CHECK(cudaGetLastError());
 }
 

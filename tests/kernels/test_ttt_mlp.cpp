@@ -67,7 +67,7 @@ TEST(TttMlpForward, MatchesCpuDualFormOnTheShapeGrid) {
   const std::vector<int> bs = quick ? std::vector<int>{7, 16} : std::vector<int>{1, 7, 16, 64};
   const std::vector<int> Ts = quick ? std::vector<int>{17} : std::vector<int>{1, 17, 64, 200};
   const int bh[4][2] = {{1, 1}, {2, 3}, {3, 2}, {2, 1}};
-  double worst = 0;
+  double worst[2] = {0, 0};
   int idx = 0, runs = 0;
   for (int d : ds)
     for (int b : bs)
@@ -89,9 +89,13 @@ TEST(TttMlpForward, MatchesCpuDualFormOnTheShapeGrid) {
         DeviceBuffer O(in.base.Q.size());
         const std::size_t ws_bytes = ttt_mlp_forward_workspace_bytes(D);
         DeviceBuffer ws((ws_bytes + 3) / 4);
+        for (TttMlpForwardVersion mv : {TttMlpForwardVersion::V1Simt, TttMlpForwardVersion::V2Tf32x3}) {
+        SCOPED_TRACE(mv == TttMlpForwardVersion::V1Simt ? "mlp v1" : "mlp v2");
+        const int vi = mv == TttMlpForwardVersion::V1Simt ? 0 : 1;
         O.poison();
         ws.poison();
         TttMlpForwardArgs a;
+        a.version = mv;
         a.dims = D;
         a.opt = opt;
         a.Q = Q.get();
@@ -112,10 +116,12 @@ TEST(TttMlpForward, MatchesCpuDualFormOnTheShapeGrid) {
         const std::vector<float> o = O.download();
         const ErrorStat e = compare(o, ref);
         EXPECT_TRUE(within("O", e, kTolFp32, o, ref));
-        worst = std::max(worst, e.rel);
+        worst[vi] = std::max(worst[vi], e.rel);
         ++runs;
+        }
       }
-  std::printf("[   INFO   ] mlp forward: %d runs, worst |O - ref| / max|ref| = %.3g\n", runs, worst);
+  std::printf("[   INFO   ] mlp forward: %d runs, worst |O - ref| / max|ref| = %.3g (v1), %.3g (v2)\n",
+              runs, worst[0], worst[1]);
 }
 
 TEST(TttMlpArguments, BadInputIsRejectedWithAMessage) {

@@ -56,7 +56,8 @@ int ttt_num_mini_batches(const TttDims& dims);
 int ttt_num_checkpoints(const TttDims& dims, int checkpoint_group);
 
 // Implementation versions of the TTT-Linear forward, kept side by side (docs/KERNELS.md has the
-// design and the measured time of each). Default: the fastest one that supports the shape.
+// design and the measured time of each). Default: the fastest version with fp32-level accuracy
+// (1e-4 relative to max|O| in the tests) that supports the shape, else V1.
 enum class TttLinearForwardVersion {
   Default = 0,
   V1Simt = 1,    // one block per (sequence, head), fp32 CUDA cores; every supported shape
@@ -65,6 +66,9 @@ enum class TttLinearForwardVersion {
                  // Needs b == 16 and d in {16, 32, 64, 128}.
   V3Tf32x3 = 3,  // V2 with split operands (3xTF32: a·b ≈ a_hi·b_hi + a_hi·b_lo + a_lo·b_hi),
                  // fp32-level accuracy at three times the tensor-core work. Same shapes as V2.
+  V4Tf32 = 4,    // V2 with fewer instructions per mini-batch (operands converted once, Q Kᵀ split
+                 // over the warps, shuffle reductions); tf32 by truncation. Same shapes as V2.
+  V5Tf32x3 = 5,  // V4 with 3xTF32 operands: fp32-level accuracy. Same shapes as V2.
 };
 
 // ---- TTT-Linear, dual form, forward --------------------------------------------------------------
@@ -115,6 +119,12 @@ bool ttt_linear_forward_supports(TttLinearForwardVersion version, const TttDims&
 //   dQ, dK, dV [B, T, H·d];  dlambda [B, H, T];  dtau [b] (summed over B, H);  dln_weight, dln_bias
 //   [H, d] and dW0 [H, d, d], db0 [H, d] (summed over B). With bias off db0 is written as zeros; with
 //   layer_norm off dln_weight and dln_bias are zeros. The result is deterministic (no atomics).
+enum class TttBackwardVersion {
+  Default = 0,
+  V1Simt = 1,    // fp32 CUDA-core dot products
+  V2Tf32x3 = 2,  // every matrix product on tensor cores (mma.sync, 3xTF32: fp32-level accuracy)
+};
+
 struct TttLinearBackwardArgs {
   TttDims dims;
   TttOptions opt;
@@ -140,9 +150,11 @@ struct TttLinearBackwardArgs {
   float* db0 = nullptr;
   void* workspace = nullptr;  // ttt_linear_backward_workspace_bytes(dims, checkpoint_group) bytes
   std::size_t workspace_bytes = 0;
+  TttBackwardVersion version = TttBackwardVersion::Default;
   CUstream_st* stream = nullptr;
 };
 
+// Enough for every version (the versions keep different matrices per block).
 std::size_t ttt_linear_backward_workspace_bytes(const TttDims& dims, int checkpoint_group);
 void ttt_linear_backward(const TttLinearBackwardArgs& args);
 
@@ -176,6 +188,12 @@ void ttt_linear_decode_step(const TttLinearDecodeArgs& args);
 
 // ---- TTT-MLP, dual form, forward (hidden width 4d) -----------------------------------------------
 
+enum class TttMlpForwardVersion {
+  Default = 0,
+  V1Simt = 1,    // fp32 CUDA-core dot products
+  V2Tf32x3 = 2,  // every matrix product on tensor cores (mma.sync, 3xTF32: fp32-level accuracy)
+};
+
 struct TttMlpForwardArgs {
   TttDims dims;
   TttOptions opt;
@@ -192,9 +210,10 @@ struct TttMlpForwardArgs {
   const float* b2 = nullptr;  // [H, d]
   float* O = nullptr;         // [B, T, H·d]
   // Global scratch for the heads whose state does not fit in shared memory (d > 64 at b = 16):
-  // ttt_mlp_forward_workspace_bytes(dims) bytes, or nullptr when that is 0.
+  // ttt_mlp_forward_workspace_bytes(dims) bytes (enough for every version), or nullptr when 0.
   void* workspace = nullptr;
   std::size_t workspace_bytes = 0;
+  TttMlpForwardVersion version = TttMlpForwardVersion::Default;
   CUstream_st* stream = nullptr;
 };
 
