@@ -1,7 +1,7 @@
-// TTT-MLP dual-form forward on the GPU, version 1 (see tttlab/kernels/ttt.hpp; maths in ttt-spec.md
-// §4; the CPU engine's dual_chunk_mlp in core/src/ttt/inner.cpp, which this kernel follows).
+// TTT-MLP dual-form forward on the GPU, versions 1 and 2 (see tttlab/kernels/ttt.hpp; maths in
+// ttt-spec.md §4; the CPU engine's dual_chunk_mlp in core/src/ttt/inner.cpp, which both follow).
 //
-// One block per (sequence, head), 256 threads, the state W1 [d, 4d], b1, W2 [4d, d], b2 on chip for
+// Version 1: one block per (sequence, head), 256 threads, the state W1 [d, 4d], b1, W2 [4d, d], b2 on chip for
 // the whole sequence when it fits in shared memory (d ≤ 64 at b = 16: 200 KB), otherwise in a
 // per-block slice of global memory (the same code through generic pointers; L2 holds it). Matrices
 // have padded rows (leading dimension + 1) so that row and column walks avoid bank conflicts.
@@ -229,12 +229,17 @@ __global__ void __launch_bounds__(kThreads) mlp_forward_v1_kernel(MlpParams p) {
 // to leading dimensions d + 4, 4d + 4 and b + 4 (conflict-free or two-way fragment loads). GELU,
 // the mask, the biases and the λ-weighting are applied in the products' store step.
 
+// 16 warps: the products and row passes of a mini-batch are short, so more warps shorten each phase
+// (the block holds a whole SM's shared memory anyway).
+constexpr int kThreadsV2 = 512;
+constexpr int kWarpsV2 = kThreadsV2 / 32;
+
 __host__ __device__ inline std::size_t mlp_v2_floats(int d, int b) {
   const std::size_t hd = 4 * std::size_t(d), ldd = d + 4, ldh = hd + 4, ldb = b + 4;
   return d * ldh + hd * ldd + hd + d + 4 * b * ldd + 3 * b * ldh + b * ldb + 2 * std::size_t(b);
 }
 
-__global__ void __launch_bounds__(kThreads) mlp_forward_v2_kernel(MlpParams p) {
+__global__ void __launch_bounds__(kThreadsV2, 1) mlp_forward_v2_kernel(MlpParams p) {
   constexpr bool kSplit = true;
   extern __shared__ float smem[];
   const int blk = blockIdx.x, n = blk / p.H, h = blk % p.H;
@@ -258,13 +263,13 @@ __global__ void __launch_bounds__(kThreads) mlp_forward_v2_kernel(MlpParams p) {
 
   const std::size_t rs = std::size_t(p.H) * d;
   const std::size_t seq0 = std::size_t(n) * p.T * rs + std::size_t(h) * d;
-  for (int i = tid; i < d * hd; i += kThreads) {
+  for (int i = tid; i < d * hd; i += kThreadsV2) {
     sW1[(i / hd) * ldh + i % hd] = p.W1[std::size_t(h) * d * hd + i];
     sW2[(i / d) * ldd + i % d] = p.W2[std::size_t(h) * hd * d + i];
   }
-  for (int i = tid; i < hd; i += kThreads) sb1[i] = p.bias ? p.b1[std::size_t(h) * hd + i] : 0.0f;
-  for (int i = tid; i < d; i += kThreads) sb2[i] = p.bias ? p.b2[std::size_t(h) * d + i] : 0.0f;
-  for (int i = tid; i < b; i += kThreads) sTau[i] = p.tau[i];
+  for (int i = tid; i < hd; i += kThreadsV2) sb1[i] = p.bias ? p.b1[std::size_t(h) * hd + i] : 0.0f;
+  for (int i = tid; i < d; i += kThreadsV2) sb2[i] = p.bias ? p.b2[std::size_t(h) * d + i] : 0.0f;
+  for (int i = tid; i < b; i += kThreadsV2) sTau[i] = p.tau[i];
   const RowFrag gam = p.ln ? row_load(p.gamma + std::size_t(h) * d, d, lane) : RowFrag{};
   const RowFrag bet = p.ln ? row_load(p.beta + std::size_t(h) * d, d, lane) : RowFrag{};
   const float one = p.bias ? 1.0f : 0.0f;
@@ -273,13 +278,13 @@ __global__ void __launch_bounds__(kThreads) mlp_forward_v2_kernel(MlpParams p) {
   const int n_mb = (p.T + b - 1) / b;
   for (int mb = 0; mb < n_mb; ++mb) {
     const int t0 = mb * b, m = min(b, p.T - t0);
-    for (int i = tid; i < m * d; i += kThreads) {
+    for (int i = tid; i < m * d; i += kThreadsV2) {
       const int r = i / d, c = i % d;
       const std::size_t g = seq0 + std::size_t(t0 + r) * rs + c;
       sK[r * ldd + c] = p.K[g];
       sX[r * ldd + c] = p.V[g];
     }
-    for (int i = tid; i < m; i += kThreads) sLam[i] = p.lam[std::size_t(blk) * p.T + t0 + i];
+    for (int i = tid; i < m; i += kThreadsV2) sLam[i] = p.lam[std::size_t(blk) * p.T + t0 + i];
     __syncthreads();
 
     // Z1 = K W1 + b1,  X2 = gelu(Z1).
@@ -294,7 +299,7 @@ __global__ void __launch_bounds__(kThreads) mlp_forward_v2_kernel(MlpParams p) {
                       [&](int i, int j, float v) { sG2[i * ldd + j] = v + sb2[j]; });
     __syncthreads();
     // G2 = lnl2(Z2, R).
-    for (int r = warp; r < m; r += kWarps) {
+    for (int r = warp; r < m; r += kWarpsV2) {
       const RowFrag z = row_load(sG2 + r * ldd, d, lane);
       RowFrag t = row_load(sX + r * ldd, d, lane);
       if (p.res) {
@@ -309,7 +314,7 @@ __global__ void __launch_bounds__(kThreads) mlp_forward_v2_kernel(MlpParams p) {
     block_mma<kSplit>(m, hd, d, op(sG2, ldd), op_t(sW2, ldd), 1.0f, [&](int i, int j, float v) {
       sZ1[i * ldh + j] = v * gelu_tanh_grad(sZ1[i * ldh + j]);
     });
-    for (int i = tid; i < m * d; i += kThreads) {
+    for (int i = tid; i < m * d; i += kThreadsV2) {
       const int r = i / d, c = i % d;
       sX[r * ldd + c] = p.Q[seq0 + std::size_t(t0 + r) * rs + c];
     }
@@ -333,7 +338,7 @@ __global__ void __launch_bounds__(kThreads) mlp_forward_v2_kernel(MlpParams p) {
                       -1.0f, [&](int i, int j, float v) { sZb2[i * ldd + j] = v + sb2[j]; });
     __syncthreads();
     // O = [Q +] LN(Z̄2);  λ-weight G1 and G2 for the update.
-    for (int r = warp; r < m; r += kWarps) {
+    for (int r = warp; r < m; r += kWarpsV2) {
       RowFrag o = row_layer_norm(row_load(sZb2 + r * ldd, d, lane), gam, bet, d, lane, p.eps, p.ln);
       if (p.res) {
         const RowFrag q = row_load(sX + r * ldd, d, lane);
@@ -346,8 +351,8 @@ __global__ void __launch_bounds__(kThreads) mlp_forward_v2_kernel(MlpParams p) {
       __syncthreads();
       continue;  // a short last mini-batch stays uncommitted
     }
-    for (int i = tid; i < b * hd; i += kThreads) sZ1[(i / hd) * ldh + i % hd] *= sLam[i / hd];
-    for (int i = tid; i < b * d; i += kThreads) sG2[(i / d) * ldd + i % d] *= sLam[i / d];
+    for (int i = tid; i < b * hd; i += kThreadsV2) sZ1[(i / hd) * ldh + i % hd] *= sLam[i / hd];
+    for (int i = tid; i < b * d; i += kThreadsV2) sG2[(i / d) * ldd + i % d] *= sLam[i / d];
     __syncthreads();
     // W1 −= τ_b Kᵀ(λ ⊙ G1),  W2 −= τ_b X2ᵀ(λ ⊙ G2),  b1, b2 likewise.
     const float tb = sTau[b - 1];
@@ -356,12 +361,12 @@ __global__ void __launch_bounds__(kThreads) mlp_forward_v2_kernel(MlpParams p) {
     block_mma<kSplit>(hd, d, b, op_t(sX2, ldh), op(sG2, ldd), 1.0f,
                       [&](int i, int j, float v) { sW2[i * ldd + j] -= tb * v; });
     if (p.bias) {
-      for (int c = tid; c < hd; c += kThreads) {
+      for (int c = tid; c < hd; c += kThreadsV2) {
         float acc = 0.0f;
         for (int j = 0; j < b; ++j) acc += sZ1[j * ldh + c];
         sb1[c] -= tb * acc;
       }
-      for (int c = tid; c < d; c += kThreads) {
+      for (int c = tid; c < d; c += kThreadsV2) {
         float acc = 0.0f;
         for (int j = 0; j < b; ++j) acc += sG2[j * ldd + c];
         sb2[c] -= tb * acc;
@@ -453,7 +458,7 @@ void ttt_mlp_forward(const TttMlpForwardArgs& a) {
   if (v == TttMlpForwardVersion::V1Simt)
     mlp_forward_v1_kernel<<<D.batch * D.heads, kThreads, smem, a.stream>>>(p);
   else
-    mlp_forward_v2_kernel<<<D.batch * D.heads, kThreads, smem, a.stream>>>(p);
+    mlp_forward_v2_kernel<<<D.batch * D.heads, kThreadsV2, smem, a.stream>>>(p);
   TTTLAB_CUDA_CHECK(cudaGetLastError());
 }
 

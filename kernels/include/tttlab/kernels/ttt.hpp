@@ -8,7 +8,10 @@
 // unless stated otherwise; the caller owns all memory. Calls are asynchronous on `stream` (nullptr:
 // the legacy default stream), validate their arguments first (std::invalid_argument, one line, nothing
 // launched) and throw std::runtime_error naming the CUDA call when the runtime reports an error.
-// THREADING: no global state besides one-time kernel attributes; calls may come from any thread.
+// THREADING: no global state (each launch sets its kernel's shared-memory limit on the current
+// device); calls may come from any thread.
+// ALIGNMENT: the tensor-core forward versions (V2..V5) need Q, K, V and O 16-byte aligned (cudaMalloc
+// gives 256); Default falls back to V1 for unaligned pointers.
 //
 // LAYOUTS (row-major, fp32, contiguous, as in tttlab/tensor.hpp: a token is a row, heads are column
 // blocks, linear maps are stored [in, out] and applied as z = x·W + b):
@@ -209,8 +212,9 @@ struct TttMlpForwardArgs {
   const float* W2 = nullptr;  // [H, 4d, d]
   const float* b2 = nullptr;  // [H, d]
   float* O = nullptr;         // [B, T, H·d]
-  // Global scratch for the heads whose state does not fit in shared memory (d > 64 at b = 16):
-  // ttt_mlp_forward_workspace_bytes(dims) bytes (enough for every version), or nullptr when 0.
+  // Global scratch for shapes whose per-head matrices exceed the device's shared memory (e.g. d = 128,
+  // or d = 64 with b = 64): ttt_mlp_forward_workspace_bytes(dims) bytes (enough for every version),
+  // or nullptr when that is 0.
   void* workspace = nullptr;
   std::size_t workspace_bytes = 0;
   TttMlpForwardVersion version = TttMlpForwardVersion::Default;
@@ -222,11 +226,13 @@ void ttt_mlp_forward(const TttMlpForwardArgs& args);
 
 // ---- Benchmark -------------------------------------------------------------------------------------
 //
-// Times the kernels at one shape on device 0 (default: the B=16, H=12, T=2048, d=64, b=16):
-// random inputs, warm-up, then `repeats` timed runs with CUDA events (inputs rotated among several
-// copies so that L2 does not hold them); reports the median. For `tttlab bench --device cuda`.
+// Times the kernels at one shape on the current device (default: the B=16, H=12, T=2048,
+// d=64, b=16), on the legacy default stream; allocates about 1 GB at that shape and frees it again.
+// Random inputs (at the default shape ~8x the L2, so they are not rotated), `warmup` untimed runs,
+// then `repeats` runs each timed with CUDA events; reports the median. The copy bandwidth is a
+// 512 MiB device-to-device copy in the same call. For `tttlab bench --device cuda`.
 struct TttBenchRow {
-  std::string name;    // e.g. "ttt-linear forward v2-3xtf32"
+  std::string name;    // e.g. "ttt-linear forward v5-3xtf32-lean"
   std::string shape;   // "B=16 H=12 T=2048 d=64 b=16"
   double median_ms = 0;
   double gflops = 0;   // useful FLOPs (counted as in docs/KERNELS.md) / median time
