@@ -1,0 +1,265 @@
+// tttlab/kernels/ttt.hpp — the TTT inner loop on the GPU (TTT-Linear and TTT-MLP, fp32).
+//
+// The kernels compute exactly the functions of the CPU engine (core/include/tttlab/ttt/inner.hpp,
+// inner_backward.hpp; maths in ttt-spec.md §3–§5 and §7.3) for all B·H heads of a batch at once.
+// The tests (tests/kernels/test_ttt_*.cpp) compare every output with the CPU engine run in fp64.
+//
+// This header includes neither CUDA nor Eigen headers. Every pointer is a DEVICE pointer (cudaMalloc)
+// unless stated otherwise; the caller owns all memory. Calls are asynchronous on `stream` (nullptr:
+// the legacy default stream), validate their arguments first (std::invalid_argument, one line, nothing
+// launched) and throw std::runtime_error naming the CUDA call when the runtime reports an error.
+// THREADING: no global state (each launch sets its kernel's shared-memory limit on the current
+// device); calls may come from any thread.
+// ALIGNMENT: the tensor-core forward versions (V2..V5) need Q, K, V and O 16-byte aligned (cudaMalloc
+// gives 256); Default falls back to V1 for unaligned pointers.
+//
+// LAYOUTS (row-major, fp32, contiguous, as in tttlab/tensor.hpp: a token is a row, heads are column
+// blocks, linear maps are stored [in, out] and applied as z = x·W + b):
+//   Q, K, V, O, dQ, dK, dV, dO   [B, T, H·d]   element (n, t, h, c) at (n·T + t)·H·d + h·d + c
+//   lambda, dlambda              [B, H, T]     λ_t of head h of sequence n at (n·H + h)·T + t
+//   tau, dtau                    [b]           τ_i, i = 1..b, shared by all heads and sequences
+//   ln_weight, ln_bias (γ, β)    [H, d]        the inner LayerNorm of each head (loss and output)
+//   TTT-Linear state  W [H, d, d] (row k = input feature k), b [H, d]
+//   TTT-MLP state     W1 [H, d, 4d], b1 [H, 4d], W2 [H, 4d, d], b2 [H, d]
+//   Per-sequence states (decode, final states, per-sequence initial states) add a leading B axis:
+//   W [B, H, d, d] etc., sequence n's head h at (n·H + h)·d·d.
+//
+// SHAPES: 1 ≤ b ≤ 64, 16 ≤ d ≤ 128 with d even, any T ≥ 1 (T need not be a multiple of b: the last,
+// short mini-batch is read out and left uncommitted, exactly as the CPU engine does), any B, H ≥ 1.
+// A forward starts at a mini-batch boundary (position 0) from the given initial state.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+struct CUstream_st;  // = cudaStream_t, without the CUDA headers
+
+namespace tttlab::kernels {
+
+struct TttDims {
+  int batch = 1;       // B
+  int heads = 1;       // H
+  int seq_len = 1;     // T
+  int head_dim = 64;   // d
+  int mini_batch = 16; // b
+};
+
+// The options of tttlab::InnerOptions that the kernels support (model chosen by the function).
+struct TttOptions {
+  bool layer_norm = true;  // f(k) = LN(kW + c) and O = [Q +] LN(Z̄); off: no LN anywhere
+  bool residual = true;    // target V − K and output Q + ...; off: target V, output without Q
+  bool bias = true;        // inner bias c (b0) exists and learns; off: c ≡ 0, b0 is not read
+  float ln_eps = 1e-6f;
+};
+
+// Number of mini-batches, ceil(T / b), and of checkpoints kept by a forward with group g ≥ 1: the
+// state at the start of mini-batches 0, g, 2g, … , i.e. ceil(n / g).
+int ttt_num_mini_batches(const TttDims& dims);
+int ttt_num_checkpoints(const TttDims& dims, int checkpoint_group);
+
+// Implementation versions of the TTT-Linear forward, kept side by side (docs/KERNELS.md has the
+// design and the measured time of each). Default: the fastest version with fp32-level accuracy
+// (1e-4 relative to max|O| in the tests) that supports the shape, else V1.
+enum class TttLinearForwardVersion {
+  Default = 0,
+  V1Simt = 1,    // one block per (sequence, head), fp32 CUDA cores; every supported shape
+  V2Tf32 = 2,    // tensor cores, mma.sync m16n8k8 with tf32 operands and fp32 accumulation; the
+                 // state stays in registers. Relative error ~1e-3 (10-bit operand mantissas).
+                 // Needs b == 16 and d in {16, 32, 64, 128}.
+  V3Tf32x3 = 3,  // V2 with split operands (3xTF32: a·b ≈ a_hi·b_hi + a_hi·b_lo + a_lo·b_hi),
+                 // fp32-level accuracy at three times the tensor-core work. Same shapes as V2.
+  V4Tf32 = 4,    // V2 with fewer instructions per mini-batch (operands converted once, Q Kᵀ split
+                 // over the warps, shuffle reductions); tf32 by truncation. Same shapes as V2.
+  V5Tf32x3 = 5,  // V4 with 3xTF32 operands: fp32-level accuracy. Same shapes as V2.
+};
+
+// ---- TTT-Linear, dual form, forward --------------------------------------------------------------
+
+struct TttLinearForwardArgs {
+  TttDims dims;
+  TttOptions opt;
+  const float* Q = nullptr;         // [B, T, H·d]
+  const float* K = nullptr;         // [B, T, H·d]
+  const float* V = nullptr;         // [B, T, H·d]
+  const float* lambda = nullptr;    // [B, H, T]
+  const float* tau = nullptr;       // [b]
+  const float* ln_weight = nullptr; // γ [H, d] (read only with layer_norm)
+  const float* ln_bias = nullptr;   // β [H, d] (read only with layer_norm)
+  const float* W0 = nullptr;        // [H, d, d], or [B, H, d, d] with per_sequence_init
+  const float* b0 = nullptr;        // [H, d], or [B, H, d] with per_sequence_init (read with bias)
+  bool per_sequence_init = false;
+  float* O = nullptr;               // [B, T, H·d], written
+
+  // Optional (nullptr: not written). Checkpoints for the backward: the committed state at the start
+  // of every checkpoint_group-th mini-batch, [B, H, ttt_num_checkpoints, d, d] and [.., d].
+  float* checkpoint_W = nullptr;
+  float* checkpoint_b = nullptr;
+  int checkpoint_group = 0;  // ≥ 1 when checkpoints are requested
+  // Optional (nullptr: not written). The streaming state after the last token, for decode
+  // (ttt_linear_decode_step): the committed state [B, H, d, d], [B, H, d] and the accumulators of the
+  // open mini-batch Σ_j λ_j ∇ℓ_j (zero when T % b == 0); the position is T % b.
+  float* final_W = nullptr;
+  float* final_b = nullptr;
+  float* final_acc_W = nullptr;
+  float* final_acc_b = nullptr;
+
+  TttLinearForwardVersion version = TttLinearForwardVersion::Default;
+  CUstream_st* stream = nullptr;
+};
+
+void ttt_linear_forward(const TttLinearForwardArgs& args);
+
+// Whether a version supports these dims/options (Default: always true for valid dims).
+bool ttt_linear_forward_supports(TttLinearForwardVersion version, const TttDims& dims);
+
+// ---- TTT-Linear backward (second order, through the dual form) -----------------------------------
+//
+// Given dO, the gradients of a forward run from the shared initial state (W0, b0) [H, d, d], [H, d]
+// (per_sequence_init = false). The checkpoints are those that forward wrote with the same group g;
+// the backward recomputes the states inside each group (memory: n/g checkpoints plus g states per
+// head of workspace). Outputs are overwritten:
+//   dQ, dK, dV [B, T, H·d];  dlambda [B, H, T];  dtau [b] (summed over B, H);  dln_weight, dln_bias
+//   [H, d] and dW0 [H, d, d], db0 [H, d] (summed over B). With bias off db0 is written as zeros; with
+//   layer_norm off dln_weight and dln_bias are zeros. The result is deterministic (no atomics).
+enum class TttBackwardVersion {
+  Default = 0,
+  V1Simt = 1,    // fp32 CUDA-core dot products
+  V2Tf32x3 = 2,  // every matrix product on tensor cores (mma.sync, 3xTF32: fp32-level accuracy)
+};
+
+struct TttLinearBackwardArgs {
+  TttDims dims;
+  TttOptions opt;
+  const float* Q = nullptr;
+  const float* K = nullptr;
+  const float* V = nullptr;
+  const float* lambda = nullptr;
+  const float* tau = nullptr;
+  const float* ln_weight = nullptr;
+  const float* ln_bias = nullptr;
+  const float* checkpoint_W = nullptr;  // from ttt_linear_forward with the same checkpoint_group
+  const float* checkpoint_b = nullptr;  // (read with bias)
+  int checkpoint_group = 1;
+  const float* dO = nullptr;  // [B, T, H·d]
+  float* dQ = nullptr;
+  float* dK = nullptr;
+  float* dV = nullptr;
+  float* dlambda = nullptr;
+  float* dtau = nullptr;
+  float* dln_weight = nullptr;
+  float* dln_bias = nullptr;
+  float* dW0 = nullptr;
+  float* db0 = nullptr;
+  void* workspace = nullptr;  // ttt_linear_backward_workspace_bytes(dims, checkpoint_group) bytes
+  std::size_t workspace_bytes = 0;
+  TttBackwardVersion version = TttBackwardVersion::Default;
+  CUstream_st* stream = nullptr;
+};
+
+// Enough for every version (the versions keep different matrices per block).
+std::size_t ttt_linear_backward_workspace_bytes(const TttDims& dims, int checkpoint_group);
+void ttt_linear_backward(const TttLinearBackwardArgs& args);
+
+// ---- TTT-Linear decode: one token per sequence, primal form (ttt-spec.md §5.1) -------------------
+//
+// Every sequence of the batch is at the same position `pos` (0 ≤ pos < b) of its mini-batch: pos
+// tokens of it were consumed before. The token's gradient is taken at the committed state, added
+// (λ-weighted) to the accumulators, and the output is read with W_t = W − τ_{pos+1}·A_W,
+// c_t = c − τ_{pos+1}·A_c. When pos + 1 == b the mini-batch is committed: W ← W_t, c ← c_t and the
+// accumulators are zeroed. The caller advances pos to (pos + 1) % b. dims.seq_len is ignored.
+struct TttLinearDecodeArgs {
+  TttDims dims;
+  TttOptions opt;
+  const float* q = nullptr;         // [B, H·d], one token per sequence
+  const float* k = nullptr;
+  const float* v = nullptr;
+  const float* lambda = nullptr;    // [B, H]
+  const float* tau = nullptr;       // [b]
+  const float* ln_weight = nullptr; // [H, d]
+  const float* ln_bias = nullptr;
+  float* W = nullptr;      // [B, H, d, d]  committed state, read and (at a commit) written
+  float* b = nullptr;      // [B, H, d]     (with bias)
+  float* acc_W = nullptr;  // [B, H, d, d]  accumulators, read and written
+  float* acc_b = nullptr;  // [B, H, d]     (with bias)
+  int pos = 0;
+  float* o = nullptr;      // [B, H·d], written
+  CUstream_st* stream = nullptr;
+};
+
+void ttt_linear_decode_step(const TttLinearDecodeArgs& args);
+
+// ---- TTT-MLP, dual form, forward (hidden width 4d) -----------------------------------------------
+
+enum class TttMlpForwardVersion {
+  Default = 0,
+  V1Simt = 1,    // fp32 CUDA-core dot products
+  V2Tf32x3 = 2,  // every matrix product on tensor cores (mma.sync, 3xTF32: fp32-level accuracy)
+};
+
+struct TttMlpForwardArgs {
+  TttDims dims;
+  TttOptions opt;
+  const float* Q = nullptr;
+  const float* K = nullptr;
+  const float* V = nullptr;
+  const float* lambda = nullptr;
+  const float* tau = nullptr;
+  const float* ln_weight = nullptr;
+  const float* ln_bias = nullptr;
+  const float* W1 = nullptr;  // [H, d, 4d]
+  const float* b1 = nullptr;  // [H, 4d]
+  const float* W2 = nullptr;  // [H, 4d, d]
+  const float* b2 = nullptr;  // [H, d]
+  float* O = nullptr;         // [B, T, H·d]
+  // Global scratch for shapes whose per-head matrices exceed the device's shared memory (e.g. d = 128,
+  // or d = 64 with b = 64): ttt_mlp_forward_workspace_bytes(dims) bytes (enough for every version),
+  // or nullptr when that is 0.
+  void* workspace = nullptr;
+  std::size_t workspace_bytes = 0;
+  TttMlpForwardVersion version = TttMlpForwardVersion::Default;
+  CUstream_st* stream = nullptr;
+};
+
+std::size_t ttt_mlp_forward_workspace_bytes(const TttDims& dims);
+void ttt_mlp_forward(const TttMlpForwardArgs& args);
+
+// ---- Benchmark -------------------------------------------------------------------------------------
+//
+// Times the kernels at one shape on the current device (default: the B=16, H=12, T=2048,
+// d=64, b=16), on the legacy default stream; allocates about 1 GB at that shape and frees it again.
+// Random inputs (at the default shape ~8x the L2, so they are not rotated), `warmup` untimed runs,
+// then `repeats` runs each timed with CUDA events; reports the median. The copy bandwidth is a
+// 512 MiB device-to-device copy in the same call. For `tttlab bench --device cuda`.
+struct TttBenchRow {
+  std::string name;    // e.g. "ttt-linear forward v5-3xtf32-lean"
+  std::string shape;   // "B=16 H=12 T=2048 d=64 b=16"
+  double median_ms = 0;
+  double gflops = 0;   // useful FLOPs (counted as in docs/KERNELS.md) / median time
+  double floor_ms = 0; // bytes that must move / measured device-to-device copy bandwidth
+  double peer_ms = 0;  // published time of a peer implementation; 0: none
+  std::string peer;    // what peer_ms is (or where the target comes from)
+  double target_ms = 0;  // the target for this kernel; 0: none
+};
+
+struct TttBenchConfig {
+  TttDims dims{16, 12, 2048, 64, 16};
+  int warmup = 5;
+  int repeats = 30;
+  bool mlp = true;        // also time the TTT-MLP forward
+  bool backward = true;   // also time forward + backward
+  bool all_versions = true;  // every forward version (otherwise the default only)
+};
+
+struct TttBenchReport {
+  std::string device;          // GPU name
+  double copy_bandwidth_gbs = 0;  // measured device-to-device copy, bytes read + written per second
+  std::vector<TttBenchRow> rows;
+};
+
+TttBenchReport ttt_bench(const TttBenchConfig& config = {});
+
+// The report as a plain-text table (one line per row, plus the device and bandwidth).
+std::string format_ttt_bench(const TttBenchReport& report);
+
+}  // namespace tttlab::kernels

@@ -1,0 +1,308 @@
+// ttt_bench(): times the TTT kernels at one shape (see tttlab/kernels/ttt.hpp and docs/KERNELS.md,
+// which explains the FLOP counts and the memory-traffic floors printed beside the times).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cuda_check.hpp"
+#include "ttt_host.hpp"
+#include "tttlab/kernels/ttt.hpp"
+
+namespace tttlab::kernels {
+namespace {
+
+// Deterministic pseudo-random fill on the device: x = lo + (hi − lo)·u, u uniform in [0, 1).
+__global__ void fill_uniform(float* x, std::size_t n, std::uint32_t seed, float lo, float hi) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::size_t(gridDim.x) * blockDim.x) {
+    std::uint32_t h = static_cast<std::uint32_t>(i) * 0x9E3779B1u ^ seed;
+    h ^= h >> 16;
+    h *= 0x85EBCA6Bu;
+    h ^= h >> 13;
+    h *= 0xC2B2AE35u;
+    h ^= h >> 16;
+    x[i] = lo + (hi - lo) * (float(h >> 8) * (1.0f / 16777216.0f));
+  }
+}
+
+struct Buf {
+  float* p = nullptr;
+  std::size_t n = 0;
+  explicit Buf(std::size_t count) : n(count) {
+    TTTLAB_CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(count, 1) * sizeof(float)));
+  }
+  ~Buf() { cudaFree(p); }
+  Buf(const Buf&) = delete;
+  Buf& operator=(const Buf&) = delete;
+  void fill(std::uint32_t seed, float lo, float hi) {
+    fill_uniform<<<1024, 256>>>(p, n, seed, lo, hi);
+    TTTLAB_CUDA_CHECK(cudaGetLastError());
+  }
+};
+
+struct Events {
+  cudaEvent_t a = nullptr, b = nullptr;
+  Events() {
+    TTTLAB_CUDA_CHECK(cudaEventCreate(&a));
+    TTTLAB_CUDA_CHECK(cudaEventCreate(&b));
+  }
+  ~Events() {
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+  }
+};
+
+// Median over `repeats` timed runs of fn (after `warmup` untimed ones), in ms.
+double time_median(const std::function<void()>& fn, int warmup, int repeats) {
+  for (int i = 0; i < warmup; ++i) fn();
+  TTTLAB_CUDA_CHECK(cudaDeviceSynchronize());
+  Events ev;
+  std::vector<double> ms;
+  for (int i = 0; i < repeats; ++i) {
+    TTTLAB_CUDA_CHECK(cudaEventRecord(ev.a));
+    fn();
+    TTTLAB_CUDA_CHECK(cudaEventRecord(ev.b));
+    TTTLAB_CUDA_CHECK(cudaEventSynchronize(ev.b));
+    float t = 0;
+    TTTLAB_CUDA_CHECK(cudaEventElapsedTime(&t, ev.a, ev.b));
+    ms.push_back(t);
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+std::string shape_text(const TttDims& D) {
+  return "B=" + std::to_string(D.batch) + " H=" + std::to_string(D.heads) +
+         " T=" + std::to_string(D.seq_len) + " d=" + std::to_string(D.head_dim) +
+         " b=" + std::to_string(D.mini_batch);
+}
+
+}  // namespace
+
+TttBenchReport ttt_bench(const TttBenchConfig& cfg) {
+  const TttDims D = cfg.dims;
+  detail::check_dims("ttt_bench", D);
+  detail::require(cfg.repeats >= 1 && cfg.warmup >= 0, "ttt_bench: repeats must be >= 1");
+  TttBenchReport rep;
+  int dev = 0;
+  TTTLAB_CUDA_CHECK(cudaGetDevice(&dev));
+  cudaDeviceProp prop{};
+  TTTLAB_CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
+  rep.device = prop.name;
+
+  // Copy bandwidth: a 2 × 512 MiB device-to-device copy, bytes read + written.
+  {
+    const std::size_t n = (std::size_t(512) << 20) / sizeof(float);
+    Buf src(n), dst(n);
+    src.fill(1, -1.0f, 1.0f);
+    const double ms = time_median(
+        [&] {
+          TTTLAB_CUDA_CHECK(cudaMemcpyAsync(dst.p, src.p, n * sizeof(float), cudaMemcpyDeviceToDevice));
+        },
+        2, 10);
+    rep.copy_bandwidth_gbs = 2.0 * n * sizeof(float) / (ms * 1e-3) / 1e9;
+  }
+  const double bw = rep.copy_bandwidth_gbs * 1e9;  // bytes/s
+  auto floor_ms = [&](double bytes) { return bytes / bw * 1e3; };
+
+  const std::size_t BH = std::size_t(D.batch) * D.heads, d = D.head_dim;
+  const std::size_t act = std::size_t(D.batch) * D.seq_len * D.heads * d;  // one [B, T, H·d]
+  const std::size_t lam_n = BH * D.seq_len;
+  const double tokens = double(D.batch) * D.seq_len * D.heads;  // (token, head) pairs
+  const double b = D.mini_batch, dd = double(d);
+
+  // Inputs: random, never zeros. The activations are several times L2, so no rotation is needed.
+  Buf Q(act), K(act), V(act), O(act), lam(lam_n), tau(D.mini_batch), gam(D.heads * d),
+      bet(D.heads * d), W0(D.heads * d * d), b0(D.heads * d);
+  Q.fill(11, -1.0f, 1.0f);
+  K.fill(12, -1.0f, 1.0f);
+  V.fill(13, -1.0f, 1.0f);
+  lam.fill(14, 0.2f / float(d), 0.8f / float(d));
+  gam.fill(15, 0.8f, 1.2f);
+  bet.fill(16, -0.1f, 0.1f);
+  W0.fill(17, -1.0f / std::sqrt(float(d)), 1.0f / std::sqrt(float(d)));
+  b0.fill(18, -0.1f, 0.1f);
+  {
+    std::vector<float> t(D.mini_batch);
+    for (int i = 0; i < D.mini_batch; ++i) t[i] = 1.0f / float(i + 1);
+    TTTLAB_CUDA_CHECK(cudaMemcpy(tau.p, t.data(), t.size() * sizeof(float), cudaMemcpyHostToDevice));
+  }
+  TTTLAB_CUDA_CHECK(cudaDeviceSynchronize());
+
+  TttLinearForwardArgs fa;
+  fa.dims = D;
+  fa.Q = Q.p;
+  fa.K = K.p;
+  fa.V = V.p;
+  fa.lambda = lam.p;
+  fa.tau = tau.p;
+  fa.ln_weight = gam.p;
+  fa.ln_bias = bet.p;
+  fa.W0 = W0.p;
+  fa.b0 = b0.p;
+  fa.O = O.p;
+
+  const double fwd_bytes = (4.0 * act + lam_n) * sizeof(float);
+  const double fwd_flops = tokens * (6 * dd * dd + 4 * b * dd);
+  const std::string shape = shape_text(D);
+  auto add = [&](std::string name, double ms, double flops, double bytes, double peer_ms,
+                 std::string peer, double target_ms) {
+    TttBenchRow r;
+    r.name = std::move(name);
+    r.shape = shape;
+    r.median_ms = ms;
+    r.gflops = flops / (ms * 1e-3) / 1e9;
+    r.floor_ms = floor_ms(bytes);
+    r.peer_ms = peer_ms;
+    r.peer = std::move(peer);
+    r.target_ms = target_ms;
+    rep.rows.push_back(std::move(r));
+  };
+  const char* tk_peer = "ThunderKittens TTT-Linear prefill fp16 (issue 4)";
+
+  std::vector<std::pair<TttLinearForwardVersion, const char*>> versions;
+  if (cfg.all_versions) {
+    versions = {{TttLinearForwardVersion::V1Simt, "v1-simt"},
+                {TttLinearForwardVersion::V2Tf32, "v2-tf32"},
+                {TttLinearForwardVersion::V3Tf32x3, "v3-3xtf32"},
+                {TttLinearForwardVersion::V4Tf32, "v4-tf32-lean"},
+                {TttLinearForwardVersion::V5Tf32x3, "v5-3xtf32-lean"}};
+  }
+  versions.push_back({TttLinearForwardVersion::Default, "default"});
+  for (auto [v, vname] : versions) {
+    if (!ttt_linear_forward_supports(v, D)) continue;
+    fa.version = v;
+    const double ms = time_median([&] { ttt_linear_forward(fa); }, cfg.warmup, cfg.repeats);
+    add(std::string("ttt-linear forward ") + vname, ms, fwd_flops, fwd_bytes, 0.585, tk_peer, 0.3);
+  }
+
+  if (cfg.backward) {
+    const int group = 4;
+    const std::size_t n_ck = ttt_num_checkpoints(D, group);
+    Buf ckW(BH * n_ck * d * d), ckb(BH * n_ck * d), dO(act), dQ(act), dK(act), dV(act),
+        dlam(lam_n), dtau(D.mini_batch), dgam(D.heads * d), dbet(D.heads * d),
+        dW0(D.heads * d * d), db0(D.heads * d);
+    dO.fill(19, -1.0f, 1.0f);
+    const std::size_t ws_bytes = ttt_linear_backward_workspace_bytes(D, group);
+    Buf ws((ws_bytes + sizeof(float) - 1) / sizeof(float));
+    TttLinearForwardArgs f2 = fa;
+    f2.version = TttLinearForwardVersion::Default;
+    f2.checkpoint_W = ckW.p;
+    f2.checkpoint_b = ckb.p;
+    f2.checkpoint_group = group;
+    TttLinearBackwardArgs ba;
+    ba.dims = D;
+    ba.Q = Q.p;
+    ba.K = K.p;
+    ba.V = V.p;
+    ba.lambda = lam.p;
+    ba.tau = tau.p;
+    ba.ln_weight = gam.p;
+    ba.ln_bias = bet.p;
+    ba.checkpoint_W = ckW.p;
+    ba.checkpoint_b = ckb.p;
+    ba.checkpoint_group = group;
+    ba.dO = dO.p;
+    ba.dQ = dQ.p;
+    ba.dK = dK.p;
+    ba.dV = dV.p;
+    ba.dlambda = dlam.p;
+    ba.dtau = dtau.p;
+    ba.dln_weight = dgam.p;
+    ba.dln_bias = dbet.p;
+    ba.dW0 = dW0.p;
+    ba.db0 = db0.p;
+    ba.workspace = ws.p;
+    ba.workspace_bytes = ws_bytes;
+    const double ck_bytes = double(BH) * n_ck * (d * d + d) * sizeof(float);
+    const double fb_bytes = (11.0 * act + 3.0 * lam_n) * sizeof(float) + 2 * ck_bytes;
+    const double fb_flops = tokens * (22 * dd * dd + 16 * b * dd);
+    const double ms = time_median(
+        [&] {
+          ttt_linear_forward(f2);
+          ttt_linear_backward(ba);
+        },
+        cfg.warmup, cfg.repeats);
+    add("ttt-linear forward+backward (g=4)", ms, fb_flops, fb_bytes, 0, "target (issue 4)", 1.0);
+    std::vector<std::pair<TttBackwardVersion, const char*>> bversions;
+    if (cfg.all_versions)
+      bversions = {{TttBackwardVersion::V1Simt, "v1-simt"}, {TttBackwardVersion::V2Tf32x3, "v2-3xtf32"}};
+    for (auto [bv, bname] : bversions) {
+      ba.version = bv;
+      const double msb = time_median([&] { ttt_linear_backward(ba); }, cfg.warmup, cfg.repeats);
+      add(std::string("ttt-linear backward (g=4) ") + bname, msb,
+          tokens * (16 * dd * dd + 12 * b * dd),
+          (7.0 * act + 2.0 * lam_n) * sizeof(float) + ck_bytes, 0, "", 0);
+    }
+    ba.version = TttBackwardVersion::Default;
+  }
+
+  if (cfg.mlp) {
+    const std::size_t hd = 4 * d;
+    Buf W1(D.heads * d * hd), b1(D.heads * hd), W2(D.heads * hd * d), b2(D.heads * d);
+    W1.fill(21, -1.0f / std::sqrt(float(d)), 1.0f / std::sqrt(float(d)));
+    W2.fill(22, -1.0f / std::sqrt(float(hd)), 1.0f / std::sqrt(float(hd)));
+    b1.fill(23, -0.1f, 0.1f);
+    b2.fill(24, -0.1f, 0.1f);
+    const std::size_t ws_bytes = ttt_mlp_forward_workspace_bytes(D);
+    Buf ws((ws_bytes + sizeof(float) - 1) / sizeof(float));
+    TttMlpForwardArgs ma;
+    ma.dims = D;
+    ma.Q = Q.p;
+    ma.K = K.p;
+    ma.V = V.p;
+    ma.lambda = lam.p;
+    ma.tau = tau.p;
+    ma.ln_weight = gam.p;
+    ma.ln_bias = bet.p;
+    ma.W1 = W1.p;
+    ma.b1 = b1.p;
+    ma.W2 = W2.p;
+    ma.b2 = b2.p;
+    ma.O = O.p;
+    ma.workspace = ws_bytes ? ws.p : nullptr;
+    ma.workspace_bytes = ws_bytes;
+    std::vector<std::pair<TttMlpForwardVersion, const char*>> mversions;
+    if (cfg.all_versions)
+      mversions = {{TttMlpForwardVersion::V1Simt, "v1-simt"}, {TttMlpForwardVersion::V2Tf32x3, "v2-3xtf32"}};
+    mversions.push_back({TttMlpForwardVersion::Default, "default"});
+    for (auto [mv, mname] : mversions) {
+      ma.version = mv;
+      const double ms = time_median([&] { ttt_mlp_forward(ma); }, cfg.warmup, cfg.repeats);
+      add(std::string("ttt-mlp forward ") + mname, ms, tokens * (56 * dd * dd + 20 * b * dd),
+          fwd_bytes, 0, "target (issue 4)", 3.0);
+    }
+  }
+  TTTLAB_CUDA_CHECK(cudaDeviceSynchronize());
+  return rep;
+}
+
+std::string format_ttt_bench(const TttBenchReport& rep) {
+  std::string out;
+  char line[512];
+  std::snprintf(line, sizeof line, "device: %s   copy bandwidth (read+write): %.0f GB/s\n",
+                rep.device.c_str(), rep.copy_bandwidth_gbs);
+  out += line;
+  std::snprintf(line, sizeof line, "%-38s %-28s %10s %10s %10s %10s %10s\n", "kernel", "shape",
+                "median ms", "GFLOP/s", "floor ms", "peer ms", "target ms");
+  out += line;
+  for (const TttBenchRow& r : rep.rows) {
+    std::snprintf(line, sizeof line, "%-38s %-28s %10.4f %10.1f %10.4f %10s %10s\n",
+                  r.name.c_str(), r.shape.c_str(), r.median_ms, r.gflops, r.floor_ms,
+                  r.peer_ms > 0 ? std::to_string(r.peer_ms).substr(0, 5).c_str() : "-",
+                  r.target_ms > 0 ? std::to_string(r.target_ms).substr(0, 5).c_str() : "-");
+    out += line;
+  }
+  return out;
+}
+
+}  // namespace tttlab::kernels

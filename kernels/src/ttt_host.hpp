@@ -1,0 +1,49 @@
+// Host-side helpers of the TTT kernels: argument checks with one-line messages, and the dynamic
+// shared-memory limit of the current device. Private to kernels/src.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+
+#include "cuda_check.hpp"
+#include "tttlab/kernels/ttt.hpp"
+
+namespace tttlab::kernels::detail {
+
+inline void require(bool ok, const std::string& what) {
+  if (!ok) throw std::invalid_argument(what);
+}
+
+inline void check_dims(const char* fn, const TttDims& d) {
+  const std::string f(fn);
+  require(d.batch >= 1 && d.heads >= 1, f + ": batch and heads must be >= 1");
+  require(d.seq_len >= 1, f + ": seq_len must be >= 1");
+  require(d.mini_batch >= 1 && d.mini_batch <= 64,
+          f + ": mini_batch must be in 1..64 (got " + std::to_string(d.mini_batch) + ")");
+  require(d.head_dim >= 16 && d.head_dim <= 128 && d.head_dim % 2 == 0,
+          f + ": head_dim must be even and in 16..128 (got " + std::to_string(d.head_dim) + ")");
+}
+
+inline void check_ptr(const char* fn, const void* p, const char* name) {
+  if (!p) throw std::invalid_argument(std::string(fn) + ": " + name + " is null");
+}
+
+inline void check_eps(const char* fn, const TttOptions& o) {
+  require(o.ln_eps > 0.0f, std::string(fn) + ": ln_eps must be > 0");
+}
+
+// The largest dynamic shared memory one block of the current device may use (opt-in limit).
+inline std::size_t max_dynamic_smem() {
+  int dev = 0;
+  TTTLAB_CUDA_CHECK(cudaGetDevice(&dev));
+  int bytes = 0;
+  TTTLAB_CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  return static_cast<std::size_t>(bytes);
+}
+
+inline std::size_t ceil_div(std::size_t a, std::size_t b) { return (a + b - 1) / b; }
+
+}  // namespace tttlab::kernels::detail

@@ -1,0 +1,201 @@
+// Tensor-core helpers shared by the TTT kernels: tf32 mma.sync m16n8k8 with fp32 accumulation, the
+// split "3xTF32" form (fp32-level accuracy), and block_mma: a whole thread block computing a small
+// product of matrices that live in shared (or global) memory, with any strides (so transposes are
+// free) and a caller-supplied store (so scaling, masking, bias, activation and accumulation happen
+// as the result leaves the registers). Private to kernels/src.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace tttlab::kernels::detail {
+
+__device__ __forceinline__ uint32_t to_tf32(float x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return r;
+}
+
+// c += A·B for one 16×8×8 tile. Fragments (PTX ISA, mma.m16n8k8 .tf32), with g = lane/4, t = lane%4:
+// A: a0 (g, t), a1 (g+8, t), a2 (g, t+4), a3 (g+8, t+4);  B: b0 (t, g), b1 (t+4, g);
+// C: c0 (g, 2t), c1 (g, 2t+1), c2 (g+8, 2t), c3 (g+8, 2t+1).
+__device__ __forceinline__ void mma_tf32(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                         uint32_t a3, uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// c += A·B with fp32 operands, converted here. SPLIT: x = hi + lo with hi = tf32(x),
+// lo = tf32(x − hi), and a·b ≈ a_hi·b_hi + a_hi·b_lo + a_lo·b_hi (the dropped a_lo·b_lo is ~2^-22
+// relative), which recovers fp32-level accuracy at three times the tensor-core work.
+template <bool SPLIT>
+__device__ __forceinline__ void mma(float (&c)[4], float a0, float a1, float a2, float a3, float b0,
+                                    float b1) {
+  const uint32_t ah0 = to_tf32(a0), ah1 = to_tf32(a1), ah2 = to_tf32(a2), ah3 = to_tf32(a3);
+  const uint32_t bh0 = to_tf32(b0), bh1 = to_tf32(b1);
+  if constexpr (SPLIT) {
+    const uint32_t al0 = to_tf32(a0 - __uint_as_float(ah0)), al1 = to_tf32(a1 - __uint_as_float(ah1));
+    const uint32_t al2 = to_tf32(a2 - __uint_as_float(ah2)), al3 = to_tf32(a3 - __uint_as_float(ah3));
+    const uint32_t bl0 = to_tf32(b0 - __uint_as_float(bh0)), bl1 = to_tf32(b1 - __uint_as_float(bh1));
+    mma_tf32(c, al0, al1, al2, al3, bh0, bh1);
+    mma_tf32(c, ah0, ah1, ah2, ah3, bl0, bl1);
+  }
+  mma_tf32(c, ah0, ah1, ah2, ah3, bh0, bh1);
+}
+
+// A matrix operand in memory: element (i, j) at p[i·rs + j·cs]. A transpose swaps rs and cs.
+struct Operand {
+  const float* p;
+  int rs, cs;
+  __device__ __forceinline__ float at(int i, int j) const { return p[i * rs + j * cs]; }
+};
+
+__device__ __forceinline__ Operand op(const float* p, int ld) { return {p, ld, 1}; }     // X
+__device__ __forceinline__ Operand op_t(const float* p, int ld) { return {p, 1, ld}; }   // Xᵀ
+
+// tf32 parts of an fp32 operand: hi = tf32(x) (round to nearest) and lo = x − hi handed to the tensor
+// core as raw fp32 bits (it reads the top 19 bits: a truncation of a term already 2^-11 smaller).
+// Without SPLIT the raw bits of x itself (truncation to tf32, no instruction).
+template <bool SPLIT>
+__device__ __forceinline__ void tf32_parts(float x, uint32_t& hi, uint32_t& lo) {
+  if constexpr (SPLIT) {
+    hi = to_tf32(x);
+    lo = __float_as_uint(x - __uint_as_float(hi));
+  } else {
+    hi = __float_as_uint(x);
+    lo = 0;
+  }
+}
+
+namespace mma_detail {
+
+// One warp task of block_mma: rows i0..i0+15, NTW n-tiles from column j0, one product over k. The
+// k-steps go round-robin to ACC accumulator sets, so that NTW·ACC independent mma chains are in flight.
+// CHECK: zero-pad rows, columns and k beyond the matrix (partial tiles); without it every index is
+// known to be inside and k is a multiple of 8·ACC.
+template <bool SPLIT, int NTW, int ACC, bool CHECK>
+__device__ __forceinline__ void strip_product(float (&c)[ACC][NTW][4], int m, int n, int k, Operand A,
+                                              Operand B, int i0, int j0, int g, int t) {
+  const int r0 = i0 + g, r1 = r0 + 8;
+  const float* a0p = A.p + r0 * A.rs;
+  const float* a1p = A.p + r1 * A.rs;
+  for (int kbase = 0; kbase < k; kbase += 8 * ACC) {
+#pragma unroll
+    for (int s = 0; s < ACC; ++s) {
+      const int k0 = kbase + 8 * s;
+      if (CHECK && k0 >= k) break;
+      const int ka = k0 + t, kb = ka + 4;
+      float x0, x1, x2, x3;
+      if (CHECK) {
+        x0 = r0 < m && ka < k ? a0p[ka * A.cs] : 0.0f;
+        x1 = r1 < m && ka < k ? a1p[ka * A.cs] : 0.0f;
+        x2 = r0 < m && kb < k ? a0p[kb * A.cs] : 0.0f;
+        x3 = r1 < m && kb < k ? a1p[kb * A.cs] : 0.0f;
+      } else {
+        x0 = a0p[ka * A.cs];
+        x1 = a1p[ka * A.cs];
+        x2 = a0p[kb * A.cs];
+        x3 = a1p[kb * A.cs];
+      }
+      uint32_t ah[4], al[4];
+      tf32_parts<SPLIT>(x0, ah[0], al[0]);
+      tf32_parts<SPLIT>(x1, ah[1], al[1]);
+      tf32_parts<SPLIT>(x2, ah[2], al[2]);
+      tf32_parts<SPLIT>(x3, ah[3], al[3]);
+      const float* bap = B.p + ka * B.rs;
+      const float* bbp = B.p + kb * B.rs;
+#pragma unroll
+      for (int u = 0; u < NTW; ++u) {
+        const int cb = j0 + 8 * u + g;
+        float y0, y1;
+        if (CHECK) {
+          y0 = ka < k && cb < n ? bap[cb * B.cs] : 0.0f;
+          y1 = kb < k && cb < n ? bbp[cb * B.cs] : 0.0f;
+        } else {
+          y0 = bap[cb * B.cs];
+          y1 = bbp[cb * B.cs];
+        }
+        uint32_t bh0, bl0, bh1, bl1;
+        tf32_parts<SPLIT>(y0, bh0, bl0);
+        tf32_parts<SPLIT>(y1, bh1, bl1);
+        if constexpr (SPLIT) {
+          mma_tf32(c[s][u], al[0], al[1], al[2], al[3], bh0, bh1);
+          mma_tf32(c[s][u], ah[0], ah[1], ah[2], ah[3], bl0, bl1);
+        }
+        mma_tf32(c[s][u], ah[0], ah[1], ah[2], ah[3], bh0, bh1);
+      }
+    }
+  }
+}
+
+template <bool SPLIT, int NTW, class Store>
+__device__ __forceinline__ void strips(int m, int n, int k1, Operand A1, Operand B1, float a1, int k2,
+                                       Operand A2, Operand B2, float a2, Store& store) {
+  constexpr int ACC = 4 / NTW;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int MT = (m + 15) >> 4, NS = (n + 8 * NTW - 1) / (8 * NTW);
+  for (int task = warp; task < MT * NS; task += nwarps) {
+    const int i0 = (task / NS) * 16, j0 = (task % NS) * 8 * NTW;
+    const bool inside = i0 + 16 <= m && j0 + 8 * NTW <= n;
+    float c1[ACC][NTW][4] = {}, c2[ACC][NTW][4] = {};
+    if (inside && k1 % (8 * ACC) == 0)
+      strip_product<SPLIT, NTW, ACC, false>(c1, m, n, k1, A1, B1, i0, j0, g, t);
+    else
+      strip_product<SPLIT, NTW, ACC, true>(c1, m, n, k1, A1, B1, i0, j0, g, t);
+    if (k2 > 0) {
+      if (inside && k2 % (8 * ACC) == 0)
+        strip_product<SPLIT, NTW, ACC, false>(c2, m, n, k2, A2, B2, i0, j0, g, t);
+      else
+        strip_product<SPLIT, NTW, ACC, true>(c2, m, n, k2, A2, B2, i0, j0, g, t);
+    }
+#pragma unroll
+    for (int u = 0; u < NTW; ++u)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int i = e < 2 ? i0 + g : i0 + g + 8, j = j0 + 8 * u + 2 * t + (e & 1);
+        float v1 = 0.0f, v2 = 0.0f;
+#pragma unroll
+        for (int s = 0; s < ACC; ++s) {
+          v1 += c1[s][u][e];
+          v2 += c2[s][u][e];
+        }
+        if (i < m && j < n) store(i, j, a1 * v1 + a2 * v2);
+      }
+  }
+}
+
+}  // namespace mma_detail
+
+// The whole block computes  R = α₁·A₁B₁ (+ α₂·A₂B₂)  for R of m × n (A₁: m × k1, B₁: k1 × n; the
+// optional second product has k2 > 0) and hands every element to store(i, j, value); each element
+// exactly once, by one thread. Warps take tasks of 16 rows × 8·w columns in turn (w = 4, 2 or 1 n-tiles,
+// the widest that still gives every warp a task): the A fragment of a k-step is loaded and split once
+// for the w products. Partial tiles are zero-padded on load and masked on store. The operands must not
+// be written during the call; what store() writes must not be read by other threads before a barrier.
+// Two calls with the same (m, n) give every element to the same thread, so a store may read what the
+// previous call's store wrote at the same (i, j) without a barrier.
+template <bool SPLIT, class Store>
+__device__ __forceinline__ void block_mma(int m, int n, int k1, Operand A1, Operand B1, float a1,
+                                          int k2, Operand A2, Operand B2, float a2, Store store) {
+  const int nwarps = blockDim.x >> 5;
+  const int MT = (m + 15) >> 4, NT = (n + 7) >> 3;
+  if (MT * ((NT + 3) / 4) >= nwarps)
+    mma_detail::strips<SPLIT, 4>(m, n, k1, A1, B1, a1, k2, A2, B2, a2, store);
+  else if (MT * ((NT + 1) / 2) >= nwarps)
+    mma_detail::strips<SPLIT, 2>(m, n, k1, A1, B1, a1, k2, A2, B2, a2, store);
+  else
+    mma_detail::strips<SPLIT, 1>(m, n, k1, A1, B1, a1, k2, A2, B2, a2, store);
+}
+
+// One product only.
+template <bool SPLIT, class Store>
+__device__ __forceinline__ void block_mma(int m, int n, int k, Operand A, Operand B, float alpha,
+                                          Store store) {
+  block_mma<SPLIT>(m, n, k, A, B, alpha, 0, A, B, 0.0f, store);
+}
+
+}  // namespace tttlab::kernels::detail

@@ -1,0 +1,669 @@
+// TTT-Linear kernels against the CPU engine run in fp64 (core/include/tttlab/ttt/inner.hpp,
+// inner_backward.hpp): the dual-form forward (every version), the second-order backward with
+// checkpointing through time, and prefill + decode against the primal form.
+//
+// Every run draws fresh random inputs (the seed is printed with any failure; TTTLAB_GPU_TEST_SEED
+// replays one) and poisons every output with NaN before the launch, so an element the kernel does not
+// write fails the comparison. Tolerances, relative to max|ref| of each output:
+//   fp32 kernels (v1, v3 = 3xTF32, backward, decode): 1e-4 for per-token outputs and states.
+//     fp32 has a 2^-24 unit roundoff; the inner loop's dot products over d ≤ 128 and its recurrence
+//     over ≤ 2048 tokens stay at ~1e-5 or below in practice (the second-order backward up to ~3e-5),
+//     so 1e-4 leaves a margin and still catches any wrong term (those are O(1)).
+//   Sums over the whole batch (dτ, dγ, dβ, dW0, db0): 3e-4 (they add B·T terms of both signs, so
+//     max|ref| understates the magnitude of the terms and the cancellation costs a few bits).
+//   v2 and v4 (plain tf32 operands, 10-bit mantissa: unit roundoff 2^-11 ≈ 4.9e-4 with rounding (v2),
+//     2^-10 with the truncation of v4): 1e-2. Products over d terms and the recurrence through the
+//     state give errors of a few 1e-4 to 1e-3 relative to max|ref| (printed below).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "test_ttt_util.hpp"
+
+namespace tttlab::kernels::test {
+namespace {
+
+constexpr double kTolFp32 = 1e-4;
+constexpr double kTolFp32Sum = 3e-4;
+constexpr double kTolTf32 = 1e-2;
+
+std::string describe(const TttDims& D, const TttOptions& o) {
+  return "B=" + std::to_string(D.batch) + " H=" + std::to_string(D.heads) +
+         " T=" + std::to_string(D.seq_len) + " d=" + std::to_string(D.head_dim) +
+         " b=" + std::to_string(D.mini_batch) + (o.layer_norm ? " ln" : " no-ln") +
+         (o.residual ? " res" : " no-res") + (o.bias ? " bias" : " no-bias");
+}
+
+TttOptions flags(int f) {
+  TttOptions o;
+  o.layer_norm = !(f & 1);
+  o.residual = !(f & 2);
+  o.bias = !(f & 4);
+  return o;
+}
+
+struct Case {
+  TttDims dims;
+  TttOptions opt;
+  int group = 1;
+};
+
+// The shape grid of the issue: d ∈ {16, 32, 64, 128}, b ∈ {1, 7, 16, 64}, T ∈ {1, 17, 64, 200},
+// several B·H; each shape runs with all options on and with one of the 8 option combinations (in
+// turn), plus odd head dims and one long sequence.
+std::vector<Case> forward_cases() {
+  const bool quick = quick_mode();
+  const std::vector<int> ds = quick ? std::vector<int>{16, 64} : std::vector<int>{16, 32, 64, 128};
+  const std::vector<int> bs = quick ? std::vector<int>{7, 16} : std::vector<int>{1, 7, 16, 64};
+  const std::vector<int> Ts = quick ? std::vector<int>{17, 64} : std::vector<int>{1, 17, 64, 200};
+  const int bh[4][2] = {{1, 1}, {2, 3}, {3, 2}, {2, 1}};
+  std::vector<Case> cases;
+  int idx = 0;
+  for (int d : ds)
+    for (int b : bs)
+      for (int T : Ts) {
+        const TttDims D{bh[idx % 4][0], bh[idx % 4][1], T, d, b};
+        cases.push_back({D, flags(0)});
+        if (idx % 8) cases.push_back({D, flags(idx % 8)});
+        ++idx;
+      }
+  if (!quick) {
+    cases.push_back({{2, 2, 23, 18, 5}, flags(0)});
+    cases.push_back({{1, 3, 40, 50, 16}, flags(0)});
+    cases.push_back({{2, 1, 130, 96, 64}, flags(0)});
+    cases.push_back({{1, 2, 2048, 64, 16}, flags(0)});
+    cases.push_back({{1, 1, 2000, 128, 16}, flags(0)});
+  }
+  return cases;
+}
+
+struct LinearRef {
+  std::vector<double> O, W, b, aW, ab;
+};
+
+InnerWeights<double> initial_weights(const LinearInputs& in, std::size_t state) {
+  const int d = in.dims.head_dim;
+  InnerWeights<double> w;
+  w.W1 = mat_at(in.W0, state * d * d, d, d);
+  w.b1 = in.opt.bias ? row_at(in.b0, state * d, d) : RowVec<double>::Zero(d);
+  return w;
+}
+
+// The CPU engine's dual form on every head; also its final streaming state.
+LinearRef cpu_forward(const LinearInputs& in, bool per_seq, bool primal = false) {
+  const TttDims& D = in.dims;
+  const int d = D.head_dim;
+  const InnerOptions io = inner_options(in.opt, D, InnerModel::Linear);
+  LinearRef ref;
+  ref.O.assign(std::size_t(D.batch) * D.seq_len * D.heads * d, 0.0);
+  const std::size_t BH = std::size_t(D.batch) * D.heads;
+  ref.W.resize(BH * d * d);
+  ref.aW.resize(BH * d * d);
+  ref.b.resize(BH * d);
+  ref.ab.resize(BH * d);
+  for (int n = 0; n < D.batch; ++n)
+    for (int h = 0; h < D.heads; ++h) {
+      const std::size_t blk = std::size_t(n) * D.heads + h;
+      InnerState<double> st = InnerState<double>::start(initial_weights(in, per_seq ? blk : h));
+      Mat<double> out;
+      const auto hp = head_params(in, h);
+      const Mat<double> Q = head_slice(in.Q, D, n, h), K = head_slice(in.K, D, n, h),
+                        V = head_slice(in.V, D, n, h);
+      const Vec<double> lam = lambda_slice(in.lam, D, n, h);
+      if (primal)
+        inner_forward_primal<double>(io, hp, Q, K, V, lam, st, out);
+      else
+        inner_forward_dual<double>(io, hp, Q, K, V, lam, st, out);
+      for (int t = 0; t < D.seq_len; ++t)
+        for (int c = 0; c < d; ++c)
+          ref.O[(std::size_t(n) * D.seq_len + t) * D.heads * d + std::size_t(h) * d + c] = out(t, c);
+      for (int i = 0; i < d * d; ++i) {
+        ref.W[blk * d * d + i] = st.base.W1(i / d, i % d);
+        ref.aW[blk * d * d + i] = st.acc.W1(i / d, i % d);
+      }
+      for (int c = 0; c < d; ++c) {
+        ref.b[blk * d + c] = st.base.b1(c);
+        ref.ab[blk * d + c] = st.acc.b1(c);
+      }
+    }
+  return ref;
+}
+
+struct DeviceLinearInputs {
+  DeviceBuffer Q, K, V, lam, tau, gamma, beta, W0, b0;
+  explicit DeviceLinearInputs(const LinearInputs& in)
+      : Q(in.Q), K(in.K), V(in.V), lam(in.lam), tau(in.tau), gamma(in.gamma), beta(in.beta),
+        W0(in.W0), b0(in.b0) {}
+};
+
+TttLinearForwardArgs forward_args(const LinearInputs& in, const DeviceLinearInputs& dev) {
+  TttLinearForwardArgs a;
+  a.dims = in.dims;
+  a.opt = in.opt;
+  a.Q = dev.Q.get();
+  a.K = dev.K.get();
+  a.V = dev.V.get();
+  a.lambda = dev.lam.get();
+  a.tau = dev.tau.get();
+  a.ln_weight = dev.gamma.get();
+  a.ln_bias = dev.beta.get();
+  a.W0 = dev.W0.get();
+  a.b0 = dev.b0.get();
+  return a;
+}
+
+struct VersionInfo {
+  TttLinearForwardVersion v;
+  const char* name;
+  double tol;
+};
+// Default is the fastest fp32-accurate version, so it is held to the fp32 tolerance.
+const VersionInfo kVersions[] = {{TttLinearForwardVersion::V1Simt, "v1", kTolFp32},
+                                 {TttLinearForwardVersion::V2Tf32, "v2", kTolTf32},
+                                 {TttLinearForwardVersion::V3Tf32x3, "v3", kTolFp32},
+                                 {TttLinearForwardVersion::V4Tf32, "v4", kTolTf32},
+                                 {TttLinearForwardVersion::V5Tf32x3, "v5", kTolFp32},
+                                 {TttLinearForwardVersion::Default, "default", kTolFp32}};
+constexpr int kNumVersions = sizeof(kVersions) / sizeof(kVersions[0]);
+
+TEST(TttLinearForward, MatchesCpuDualFormOnTheShapeGrid) {
+  TTTLAB_REQUIRE_GPU();
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  double worst[kNumVersions] = {};
+  int runs[kNumVersions] = {};
+  for (const Case& c : forward_cases()) {
+    SCOPED_TRACE(describe(c.dims, c.opt));
+    const TttDims& D = c.dims;
+    const LinearInputs in = random_linear_inputs(D, c.opt, rng);
+    const LinearRef ref = cpu_forward(in, false);
+    const DeviceLinearInputs dev(in);
+    const std::size_t BH = std::size_t(D.batch) * D.heads, d = D.head_dim;
+    DeviceBuffer O(in.Q.size()), fW(BH * d * d), fb(BH * d), faW(BH * d * d), fab(BH * d);
+    for (int vi = 0; vi < kNumVersions; ++vi) {
+      const VersionInfo& V = kVersions[vi];
+      if (!ttt_linear_forward_supports(V.v, D)) continue;
+      SCOPED_TRACE(V.name);
+      for (DeviceBuffer* b : {&O, &fW, &fb, &faW, &fab}) b->poison();
+      TttLinearForwardArgs a = forward_args(in, dev);
+      a.O = O.get();
+      a.final_W = fW.get();
+      a.final_b = fb.get();
+      a.final_acc_W = faW.get();
+      a.final_acc_b = fab.get();
+      a.version = V.v;
+      ttt_linear_forward(a);
+      const std::vector<float> o = O.download();
+      const ErrorStat e = compare(o, ref.O);
+      EXPECT_TRUE(within("O", e, V.tol, o, ref.O));
+      worst[vi] = std::max(worst[vi], e.rel);
+      ++runs[vi];
+      const std::vector<float> w = fW.download(), aw = faW.download(), bb = fb.download(),
+                               ab = fab.download();
+      EXPECT_TRUE(within("final W", compare(w, ref.W), V.tol, w, ref.W));
+      EXPECT_TRUE(within("final acc W", compare(aw, ref.aW, 1.0), V.tol, aw, ref.aW));
+      EXPECT_TRUE(within("final b", compare(bb, ref.b, 1.0), V.tol, bb, ref.b));
+      EXPECT_TRUE(within("final acc b", compare(ab, ref.ab, 1.0), V.tol, ab, ref.ab));
+    }
+  }
+  for (int vi = 0; vi < kNumVersions; ++vi)
+    std::printf("[   INFO   ] forward %-7s %3d runs, worst |O - ref| / max|ref| = %.3g\n",
+                kVersions[vi].name, runs[vi], worst[vi]);
+  EXPECT_GT(runs[0], 0);
+}
+
+TEST(TttLinearForward, PerSequenceInitialStatesAndCheckpoints) {
+  TTTLAB_REQUIRE_GPU();
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  for (const TttDims& D : {TttDims{3, 2, 70, 64, 16}, TttDims{2, 2, 45, 32, 7}}) {
+    SCOPED_TRACE(describe(D, TttOptions{}));
+    const LinearInputs in = random_linear_inputs(D, TttOptions{}, rng, true);
+    const LinearRef ref = cpu_forward(in, true);
+    const DeviceLinearInputs dev(in);
+    const int group = 2, n_ck = ttt_num_checkpoints(D, group), d = D.head_dim;
+    const std::size_t BH = std::size_t(D.batch) * D.heads;
+    for (const VersionInfo& V : kVersions) {
+      if (!ttt_linear_forward_supports(V.v, D)) continue;
+      SCOPED_TRACE(V.name);
+      DeviceBuffer O(in.Q.size()), ckW(BH * n_ck * d * d), ckb(BH * n_ck * d);
+      O.poison();
+      ckW.poison();
+      ckb.poison();
+      TttLinearForwardArgs a = forward_args(in, dev);
+      a.per_sequence_init = true;
+      a.O = O.get();
+      a.checkpoint_W = ckW.get();
+      a.checkpoint_b = ckb.get();
+      a.checkpoint_group = group;
+      a.version = V.v;
+      ttt_linear_forward(a);
+      const std::vector<float> o = O.download();
+      EXPECT_TRUE(within("O", compare(o, ref.O), V.tol, o, ref.O));
+      // Checkpoint k is the committed state at the start of mini-batch k·group: replay the CPU engine
+      // on the prefix and compare.
+      const std::vector<float> cw = ckW.download(), cb = ckb.download();
+      for (int k = 0; k < n_ck; ++k) {
+        const int len = k * group * D.mini_batch;
+        std::vector<double> rw(BH * d * d), rb(BH * d);
+        std::vector<float> gw(BH * d * d), gb(BH * d);
+        for (std::size_t blk = 0; blk < BH; ++blk) {
+          const int n = int(blk / D.heads), h = int(blk % D.heads);
+          InnerState<double> st = InnerState<double>::start(initial_weights(in, blk));
+          if (len > 0) {
+            Mat<double> out;
+            inner_forward_dual<double>(inner_options(in.opt, D, InnerModel::Linear),
+                                       head_params(in, h), head_slice(in.Q, D, n, h, 0, len),
+                                       head_slice(in.K, D, n, h, 0, len),
+                                       head_slice(in.V, D, n, h, 0, len),
+                                       lambda_slice(in.lam, D, n, h, 0, len), st, out);
+          }
+          for (int i = 0; i < d * d; ++i) {
+            rw[blk * d * d + i] = st.base.W1(i / d, i % d);
+            gw[blk * d * d + i] = cw[(blk * n_ck + k) * d * d + i];
+          }
+          for (int c = 0; c < d; ++c) {
+            rb[blk * d + c] = st.base.b1(c);
+            gb[blk * d + c] = cb[(blk * n_ck + k) * d + c];
+          }
+        }
+        SCOPED_TRACE("checkpoint " + std::to_string(k));
+        EXPECT_TRUE(within("checkpoint W", compare(gw, rw), V.tol, gw, rw));
+        EXPECT_TRUE(within("checkpoint b", compare(gb, rb, 1.0), V.tol, gb, rb));
+      }
+    }
+  }
+}
+
+// ---- Backward ---------------------------------------------------------------------------------------
+
+struct GradRef {
+  std::vector<double> dQ, dK, dV, dlam, dtau, dgam, dbet, dW0, db0;
+};
+
+GradRef cpu_backward(const LinearInputs& in, const std::vector<float>& dO, int group) {
+  const TttDims& D = in.dims;
+  const int d = D.head_dim;
+  const InnerOptions io = inner_options(in.opt, D, InnerModel::Linear);
+  GradRef g;
+  const std::size_t act = in.Q.size();
+  g.dQ.assign(act, 0);
+  g.dK.assign(act, 0);
+  g.dV.assign(act, 0);
+  g.dlam.assign(in.lam.size(), 0);
+  g.dtau.assign(D.mini_batch, 0);
+  g.dgam.assign(std::size_t(D.heads) * d, 0);
+  g.dbet.assign(std::size_t(D.heads) * d, 0);
+  g.dW0.assign(std::size_t(D.heads) * d * d, 0);
+  g.db0.assign(std::size_t(D.heads) * d, 0);
+  for (int n = 0; n < D.batch; ++n)
+    for (int h = 0; h < D.heads; ++h) {
+      InnerGrads<double> gr;
+      inner_backward<double>(io, head_params(in, h), head_slice(in.Q, D, n, h),
+                             head_slice(in.K, D, n, h), head_slice(in.V, D, n, h),
+                             lambda_slice(in.lam, D, n, h), initial_weights(in, h),
+                             head_slice(dO, D, n, h), gr, group);
+      for (int t = 0; t < D.seq_len; ++t) {
+        for (int c = 0; c < d; ++c) {
+          const std::size_t e = (std::size_t(n) * D.seq_len + t) * D.heads * d + std::size_t(h) * d + c;
+          g.dQ[e] = gr.dQ(t, c);
+          g.dK[e] = gr.dK(t, c);
+          g.dV[e] = gr.dV(t, c);
+        }
+        g.dlam[(std::size_t(n) * D.heads + h) * D.seq_len + t] = gr.dlambda(t);
+      }
+      for (int i = 0; i < D.mini_batch; ++i) g.dtau[i] += gr.dtau(i);
+      for (int c = 0; c < d; ++c) {
+        g.dgam[std::size_t(h) * d + c] += gr.dln_weight(c);
+        g.dbet[std::size_t(h) * d + c] += gr.dln_bias(c);
+        g.db0[std::size_t(h) * d + c] += gr.dW0.b1(c);
+      }
+      for (int i = 0; i < d * d; ++i) g.dW0[std::size_t(h) * d * d + i] += gr.dW0.W1(i / d, i % d);
+    }
+  return g;
+}
+
+std::vector<Case> backward_cases() {
+  const bool quick = quick_mode();
+  const std::vector<int> ds = quick ? std::vector<int>{16, 64} : std::vector<int>{16, 64, 128};
+  const std::vector<int> bs = quick ? std::vector<int>{7, 16} : std::vector<int>{1, 7, 16, 64};
+  const std::vector<int> Ts = quick ? std::vector<int>{17, 64} : std::vector<int>{1, 17, 64, 200};
+  const int bh[4][2] = {{1, 1}, {2, 3}, {3, 2}, {2, 1}};
+  const int groups[4] = {1, 2, 3, 5};
+  std::vector<Case> cases;
+  int idx = 0;
+  for (int d : ds)
+    for (int b : bs)
+      for (int T : Ts) {
+        const TttDims D{bh[idx % 4][0], bh[idx % 4][1], T, d, b};
+        cases.push_back({D, flags(idx % 8), groups[(idx / 2) % 4]});
+        ++idx;
+      }
+  if (!quick) {
+    cases.push_back({{2, 2, 23, 18, 5}, flags(0), 2});
+    cases.push_back({{1, 2, 100, 50, 16}, flags(0), 3});
+    cases.push_back({{2, 2, 64, 64, 16}, flags(0), 1});
+  }
+  return cases;
+}
+
+TEST(TttLinearBackward, MatchesCpuSecondOrderBackwardWithCheckpointing) {
+  TTTLAB_REQUIRE_GPU();
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  double worst_tok[2] = {0, 0}, worst_sum[2] = {0, 0};
+  int idx = 0;
+  for (const Case& c : backward_cases()) {
+    const TttDims& D = c.dims;
+    SCOPED_TRACE(describe(D, c.opt) + " group " + std::to_string(c.group));
+    const LinearInputs in = random_linear_inputs(D, c.opt, rng);
+    const std::vector<float> dO = randn_vec(in.Q.size(), rng, 1.0);
+    const GradRef ref = cpu_backward(in, dO, c.group);
+
+    const DeviceLinearInputs dev(in);
+    const int d = D.head_dim, n_ck = ttt_num_checkpoints(D, c.group);
+    const std::size_t BH = std::size_t(D.batch) * D.heads;
+    DeviceBuffer O(in.Q.size()), ckW(BH * n_ck * d * d), ckb(BH * n_ck * d), ddO(dO),
+        dQ(in.Q.size()), dK(in.Q.size()), dV(in.Q.size()), dlam(in.lam.size()),
+        dtau(D.mini_batch), dgam(std::size_t(D.heads) * d), dbet(std::size_t(D.heads) * d),
+        dW0(std::size_t(D.heads) * d * d), db0(std::size_t(D.heads) * d);
+    const std::size_t ws_bytes = ttt_linear_backward_workspace_bytes(D, c.group);
+    DeviceBuffer ws((ws_bytes + 3) / 4);
+    TttLinearForwardArgs fa = forward_args(in, dev);
+    fa.O = O.get();
+    fa.checkpoint_W = ckW.get();
+    fa.checkpoint_b = ckb.get();
+    fa.checkpoint_group = c.group;
+    // Alternate the forward that writes the checkpoints (the default one, and v1).
+    fa.version = idx++ % 2 ? TttLinearForwardVersion::V1Simt : TttLinearForwardVersion::Default;
+    ttt_linear_forward(fa);
+
+    for (TttBackwardVersion bv : {TttBackwardVersion::V1Simt, TttBackwardVersion::V2Tf32x3}) {
+    SCOPED_TRACE(bv == TttBackwardVersion::V1Simt ? "backward v1" : "backward v2");
+    const int vi = bv == TttBackwardVersion::V1Simt ? 0 : 1;
+    for (DeviceBuffer* b : {&dQ, &dK, &dV, &dlam, &dtau, &dgam, &dbet, &dW0, &db0, &ws}) b->poison();
+    TttLinearBackwardArgs ba;
+    ba.dims = D;
+    ba.opt = c.opt;
+    ba.Q = dev.Q.get();
+    ba.K = dev.K.get();
+    ba.V = dev.V.get();
+    ba.lambda = dev.lam.get();
+    ba.tau = dev.tau.get();
+    ba.ln_weight = dev.gamma.get();
+    ba.ln_bias = dev.beta.get();
+    ba.checkpoint_W = ckW.get();
+    ba.checkpoint_b = ckb.get();
+    ba.checkpoint_group = c.group;
+    ba.dO = ddO.get();
+    ba.dQ = dQ.get();
+    ba.dK = dK.get();
+    ba.dV = dV.get();
+    ba.dlambda = dlam.get();
+    ba.dtau = dtau.get();
+    ba.dln_weight = dgam.get();
+    ba.dln_bias = dbet.get();
+    ba.dW0 = dW0.get();
+    ba.db0 = db0.get();
+    ba.workspace = ws.get();
+    ba.workspace_bytes = ws_bytes;
+    ba.version = bv;
+    ttt_linear_backward(ba);
+
+    auto check = [&](const char* what, const DeviceBuffer& buf, const std::vector<double>& r,
+                     double tol, double& worst) {
+      const std::vector<float> got = buf.download();
+      const ErrorStat e = compare(got, r, 1e-6);
+      EXPECT_TRUE(within(what, e, tol, got, r));
+      worst = std::max(worst, e.rel);
+    };
+    check("dQ", dQ, ref.dQ, kTolFp32, worst_tok[vi]);
+    check("dK", dK, ref.dK, kTolFp32, worst_tok[vi]);
+    check("dV", dV, ref.dV, kTolFp32, worst_tok[vi]);
+    check("dlambda", dlam, ref.dlam, kTolFp32, worst_tok[vi]);
+    check("dtau", dtau, ref.dtau, kTolFp32Sum, worst_sum[vi]);
+    check("dln_weight", dgam, ref.dgam, kTolFp32Sum, worst_sum[vi]);
+    check("dln_bias", dbet, ref.dbet, kTolFp32Sum, worst_sum[vi]);
+    check("dW0", dW0, ref.dW0, kTolFp32Sum, worst_sum[vi]);
+    check("db0", db0, ref.db0, kTolFp32Sum, worst_sum[vi]);
+    }
+  }
+  for (int vi = 0; vi < 2; ++vi)
+    std::printf("[   INFO   ] backward v%d: worst rel. error per-token %.3g, summed parameters %.3g\n",
+                vi + 1, worst_tok[vi], worst_sum[vi]);
+}
+
+// ---- Decode -----------------------------------------------------------------------------------------
+
+TEST(TttLinearDecode, PrefillThenDecodeMatchesThePrimalForm) {
+  TTTLAB_REQUIRE_GPU();
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  struct DecodeCase {
+    TttDims dims;
+    int prefill;
+    int flags;
+  };
+  const std::vector<DecodeCase> cases = {
+      {{2, 3, 40, 16, 7}, 10, 0},  {{2, 2, 50, 64, 16}, 16, 0}, {{1, 2, 50, 64, 16}, 21, 0},
+      {{2, 1, 13, 128, 4}, 0, 0},  {{3, 1, 9, 32, 1}, 3, 0},    {{1, 2, 23, 48, 5}, 7, 3},
+      {{2, 2, 30, 64, 16}, 17, 5}, {{1, 1, 70, 128, 64}, 33, 6}, {{2, 2, 20, 16, 8}, 8, 7}};
+  for (const DecodeCase& c : cases) {
+    const TttDims& D = c.dims;
+    const TttOptions opt = flags(c.flags);
+    SCOPED_TRACE(describe(D, opt) + " prefill " + std::to_string(c.prefill));
+    const int d = D.head_dim, P = c.prefill, HD = D.heads * d;
+    const std::size_t BH = std::size_t(D.batch) * D.heads;
+    const LinearInputs in = random_linear_inputs(D, opt, rng, true);
+    const LinearRef ref = cpu_forward(in, true, /*primal=*/true);
+
+    // The state: the prefill forward's final state, or the initial state.
+    DeviceBuffer W(BH * d * d), bb(BH * d), aW(BH * d * d), ab(BH * d);
+    if (P > 0) {
+      TttDims PD = D;
+      PD.seq_len = P;
+      LinearInputs pin = in;
+      pin.dims = PD;
+      pin.Q.clear();
+      pin.K.clear();
+      pin.V.clear();
+      pin.lam.clear();
+      for (int n = 0; n < D.batch; ++n) {
+        const std::size_t s0 = std::size_t(n) * D.seq_len * HD;
+        pin.Q.insert(pin.Q.end(), in.Q.begin() + s0, in.Q.begin() + s0 + std::size_t(P) * HD);
+        pin.K.insert(pin.K.end(), in.K.begin() + s0, in.K.begin() + s0 + std::size_t(P) * HD);
+        pin.V.insert(pin.V.end(), in.V.begin() + s0, in.V.begin() + s0 + std::size_t(P) * HD);
+        for (int h = 0; h < D.heads; ++h) {
+          const std::size_t l0 = (std::size_t(n) * D.heads + h) * D.seq_len;
+          pin.lam.insert(pin.lam.end(), in.lam.begin() + l0, in.lam.begin() + l0 + P);
+        }
+      }
+      const DeviceLinearInputs pdev(pin);
+      DeviceBuffer O(pin.Q.size());
+      for (DeviceBuffer* b : {&O, &W, &bb, &aW, &ab}) b->poison();
+      TttLinearForwardArgs a = forward_args(pin, pdev);
+      a.per_sequence_init = true;
+      a.O = O.get();
+      a.final_W = W.get();
+      a.final_b = bb.get();
+      a.final_acc_W = aW.get();
+      a.final_acc_b = ab.get();
+      ttt_linear_forward(a);
+      const std::vector<float> o = O.download();
+      std::vector<double> r;
+      std::vector<float> g;
+      for (int n = 0; n < D.batch; ++n)
+        for (std::size_t i = 0; i < std::size_t(P) * HD; ++i) {
+          r.push_back(ref.O[std::size_t(n) * D.seq_len * HD + i]);
+          g.push_back(o[std::size_t(n) * P * HD + i]);
+        }
+      EXPECT_TRUE(within("prefill O", compare(g, r), kTolFp32, g, r));
+    } else {
+      W.upload(in.W0);
+      std::vector<float> b0 = in.b0;
+      if (!opt.bias) std::fill(b0.begin(), b0.end(), 0.0f);
+      bb.upload(b0);
+      aW.upload(std::vector<float>(BH * d * d, 0.0f));
+      ab.upload(std::vector<float>(BH * d, 0.0f));
+    }
+
+    DeviceBuffer q(std::size_t(D.batch) * HD), k(q.size()), v(q.size()), l(BH), o(q.size());
+    const DeviceBuffer tau(in.tau), gam(in.gamma), bet(in.beta);
+    double worst = 0;
+    for (int t = P; t < D.seq_len; ++t) {
+      std::vector<float> hq, hk, hv, hl;
+      for (int n = 0; n < D.batch; ++n) {
+        const std::size_t r0 = (std::size_t(n) * D.seq_len + t) * HD;
+        hq.insert(hq.end(), in.Q.begin() + r0, in.Q.begin() + r0 + HD);
+        hk.insert(hk.end(), in.K.begin() + r0, in.K.begin() + r0 + HD);
+        hv.insert(hv.end(), in.V.begin() + r0, in.V.begin() + r0 + HD);
+        for (int h = 0; h < D.heads; ++h)
+          hl.push_back(in.lam[(std::size_t(n) * D.heads + h) * D.seq_len + t]);
+      }
+      q.upload(hq);
+      k.upload(hk);
+      v.upload(hv);
+      l.upload(hl);
+      o.poison();
+      TttLinearDecodeArgs a;
+      a.dims = D;
+      a.opt = opt;
+      a.q = q.get();
+      a.k = k.get();
+      a.v = v.get();
+      a.lambda = l.get();
+      a.tau = tau.get();
+      a.ln_weight = gam.get();
+      a.ln_bias = bet.get();
+      a.W = W.get();
+      a.b = bb.get();
+      a.acc_W = aW.get();
+      a.acc_b = ab.get();
+      a.pos = t % D.mini_batch;
+      a.o = o.get();
+      ttt_linear_decode_step(a);
+      const std::vector<float> got = o.download();
+      std::vector<double> r;
+      for (int n = 0; n < D.batch; ++n)
+        for (int i = 0; i < HD; ++i) r.push_back(ref.O[(std::size_t(n) * D.seq_len + t) * HD + i]);
+      const ErrorStat e = compare(got, r);
+      worst = std::max(worst, e.rel);
+      ASSERT_TRUE(within(("decode token " + std::to_string(t)).c_str(), e, kTolFp32, got, r));
+    }
+    std::printf("[   INFO   ] decode %s prefill %d: worst rel. error %.3g\n",
+                describe(D, opt).c_str(), P, worst);
+    const std::vector<float> w = W.download(), aw = aW.download(), b1 = bb.download(),
+                             a1 = ab.download();
+    EXPECT_TRUE(within("state W", compare(w, ref.W), kTolFp32, w, ref.W));
+    EXPECT_TRUE(within("state acc W", compare(aw, ref.aW, 1.0), kTolFp32, aw, ref.aW));
+    EXPECT_TRUE(within("state b", compare(b1, ref.b, 1.0), kTolFp32, b1, ref.b));
+    EXPECT_TRUE(within("state acc b", compare(a1, ref.ab, 1.0), kTolFp32, a1, ref.ab));
+  }
+}
+
+// ---- Arguments ----------------------------------------------------------------------------------------
+
+TEST(TttLinearArguments, BadInputIsRejectedWithAMessageBeforeAnyLaunch) {
+  // No GPU needed: the checks run before any CUDA call.
+  TttLinearForwardArgs a;
+  a.dims = {1, 1, 8, 64, 16};
+  auto msg = [](auto&& fn) {
+    try {
+      fn();
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("<no exception>");
+  };
+  EXPECT_NE(msg([&] { ttt_linear_forward(a); }).find("Q is null"), std::string::npos);
+  float dummy = 0;
+  a.Q = a.K = a.V = a.lambda = a.tau = a.ln_weight = a.ln_bias = a.W0 = a.b0 = &dummy;
+  a.O = &dummy;
+  a.dims.head_dim = 15;
+  EXPECT_NE(msg([&] { ttt_linear_forward(a); }).find("head_dim"), std::string::npos);
+  a.dims.head_dim = 130;
+  EXPECT_NE(msg([&] { ttt_linear_forward(a); }).find("head_dim"), std::string::npos);
+  a.dims.head_dim = 64;
+  a.dims.mini_batch = 65;
+  EXPECT_NE(msg([&] { ttt_linear_forward(a); }).find("mini_batch"), std::string::npos);
+  a.dims.mini_batch = 16;
+  a.dims.seq_len = 0;
+  EXPECT_NE(msg([&] { ttt_linear_forward(a); }).find("seq_len"), std::string::npos);
+  a.dims.seq_len = 8;
+  a.checkpoint_W = &dummy;
+  EXPECT_NE(msg([&] { ttt_linear_forward(a); }).find("checkpoint_group"), std::string::npos);
+  a.checkpoint_W = nullptr;
+  a.opt.ln_eps = 0;
+  EXPECT_NE(msg([&] { ttt_linear_forward(a); }).find("ln_eps"), std::string::npos);
+
+  TttLinearDecodeArgs dec;
+  dec.dims = {1, 1, 1, 32, 4};
+  dec.q = dec.k = dec.v = dec.lambda = dec.tau = dec.ln_weight = dec.ln_bias = &dummy;
+  dec.W = dec.b = dec.acc_W = dec.acc_b = dec.o = &dummy;
+  dec.pos = 4;
+  EXPECT_NE(msg([&] { ttt_linear_decode_step(dec); }).find("pos"), std::string::npos);
+  dec.pos = 0;
+  dec.acc_b = nullptr;
+  EXPECT_NE(msg([&] { ttt_linear_decode_step(dec); }).find("acc_b"), std::string::npos);
+
+  TttLinearBackwardArgs ba;
+  ba.dims = {1, 1, 8, 64, 16};
+  ba.checkpoint_group = 0;
+  EXPECT_NE(msg([&] { ttt_linear_backward(ba); }).find("checkpoint_group"), std::string::npos);
+  EXPECT_THROW(ttt_num_checkpoints(ba.dims, 0), std::invalid_argument);
+  EXPECT_EQ(ttt_num_mini_batches({1, 1, 33, 64, 16}), 3);
+  EXPECT_EQ(ttt_num_checkpoints({1, 1, 33, 64, 16}, 2), 2);
+}
+
+TEST(TttLinearArguments, BackwardRejectsASmallWorkspace) {
+  TTTLAB_REQUIRE_GPU();
+  TttLinearBackwardArgs ba;
+  ba.dims = {1, 1, 8, 64, 16};
+  float dummy = 0;
+  ba.Q = ba.K = ba.V = ba.lambda = ba.tau = ba.ln_weight = ba.ln_bias = &dummy;
+  ba.checkpoint_W = ba.checkpoint_b = ba.dO = &dummy;
+  ba.dQ = ba.dK = ba.dV = ba.dlambda = ba.dtau = ba.dln_weight = ba.dln_bias = ba.dW0 = ba.db0 =
+      &dummy;
+  ba.workspace = &dummy;
+  ba.workspace_bytes = 4;
+  try {
+    ttt_linear_backward(ba);
+    ADD_FAILURE() << "no exception";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("workspace"), std::string::npos) << e.what();
+  }
+}
+
+// ---- Benchmark --------------------------------------------------------------------------------------
+
+TEST(TttBench, ReportsEveryKernelWithTimesFloorsAndBandwidth) {
+  TTTLAB_REQUIRE_GPU();
+  TttBenchConfig cfg;
+  cfg.dims = {2, 2, 64, 64, 16};
+  cfg.warmup = 1;
+  cfg.repeats = 3;
+  const TttBenchReport r = ttt_bench(cfg);
+  EXPECT_FALSE(r.device.empty());
+  EXPECT_GT(r.copy_bandwidth_gbs, 10.0);
+  ASSERT_GE(r.rows.size(), 6u);  // v1, v2, v3, default, fwd+bwd, bwd, mlp
+  for (const TttBenchRow& row : r.rows) {
+    SCOPED_TRACE(row.name);
+    EXPECT_GT(row.median_ms, 0.0);
+    EXPECT_GT(row.gflops, 0.0);
+    EXPECT_GT(row.floor_ms, 0.0);
+    EXPECT_EQ(row.shape, "B=2 H=2 T=64 d=64 b=16");
+  }
+  const std::string table = format_ttt_bench(r);
+  EXPECT_NE(table.find("ttt-linear forward v1-simt"), std::string::npos) << table;
+  EXPECT_NE(table.find("ttt-mlp forward"), std::string::npos) << table;
+}
+
+}  // namespace
+}  // namespace tttlab::kernels::test

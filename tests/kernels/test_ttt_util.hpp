@@ -1,0 +1,226 @@
+// Helpers of the TTT kernel tests: device buffers, random inputs of a whole batch, the CPU engine
+// (fp64) run head by head on the same inputs, and error measures.
+#pragma once
+
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda_check.hpp"
+#include "tttlab/kernels/cuda_device.hpp"
+#include "tttlab/kernels/ttt.hpp"
+#include "tttlab/ttt/inner.hpp"
+#include "tttlab/ttt/inner_backward.hpp"
+
+namespace tttlab::kernels::test {
+
+// Skips the test, with the reason, where no CUDA device is usable.
+#define TTTLAB_REQUIRE_GPU()                                                              \
+  do {                                                                                    \
+    const ::tttlab::kernels::CudaQuery q_ = ::tttlab::kernels::query_cuda_devices();      \
+    if (q_.status != ::tttlab::kernels::CudaStatus::Ok)                                   \
+      GTEST_SKIP() << "no CUDA device: " << q_.message;                                   \
+  } while (0)
+
+// TTTLAB_GPU_TEST_QUICK=1 (used under compute-sanitizer, which slows kernels 10-100×) shrinks the
+// shape grids to a representative few.
+inline bool quick_mode() {
+  const char* v = std::getenv("TTTLAB_GPU_TEST_QUICK");
+  return v && *v && std::string(v) != "0";
+}
+
+// A fresh seed per test run (printed on failure via SCOPED_TRACE), or TTTLAB_GPU_TEST_SEED.
+inline std::uint64_t fresh_seed() {
+  if (const char* v = std::getenv("TTTLAB_GPU_TEST_SEED")) return std::strtoull(v, nullptr, 10);
+  return (std::uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
+}
+
+// One device allocation of floats; poisoned with NaN (all bits set) on request.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(std::size_t n) : n_(n) {
+    if (n) TTTLAB_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p_), n * sizeof(float)));
+  }
+  explicit DeviceBuffer(const std::vector<float>& host) : DeviceBuffer(host.size()) { upload(host); }
+  ~DeviceBuffer() {
+    if (p_) cudaFree(p_);
+  }
+  DeviceBuffer(DeviceBuffer&& o) noexcept : p_(o.p_), n_(o.n_) {
+    o.p_ = nullptr;
+    o.n_ = 0;
+  }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    std::swap(p_, o.p_);
+    std::swap(n_, o.n_);
+    return *this;
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  float* get() const { return p_; }
+  std::size_t size() const { return n_; }
+  void upload(const std::vector<float>& host) {
+    if (host.size() != n_) throw std::invalid_argument("DeviceBuffer::upload: size mismatch");
+    if (n_)
+      TTTLAB_CUDA_CHECK(cudaMemcpy(p_, host.data(), n_ * sizeof(float), cudaMemcpyHostToDevice));
+  }
+  std::vector<float> download() const {
+    std::vector<float> h(n_);
+    TTTLAB_CUDA_CHECK(cudaDeviceSynchronize());
+    if (n_)
+      TTTLAB_CUDA_CHECK(cudaMemcpy(h.data(), p_, n_ * sizeof(float), cudaMemcpyDeviceToHost));
+    return h;
+  }
+  void poison() {
+    if (n_) TTTLAB_CUDA_CHECK(cudaMemset(p_, 0xFF, n_ * sizeof(float)));
+  }
+
+ private:
+  float* p_ = nullptr;
+  std::size_t n_ = 0;
+};
+
+// Random inputs of one batch in the kernels' layouts (float, as uploaded), drawn so that the inner
+// loop is well conditioned and realistic: λ = σ(u)/d like the official η gate at η_base = 1, τ_i =
+// 1/i + small noise, γ ≈ 1, W0 ~ N(0, 1/d).
+struct LinearInputs {
+  TttDims dims;
+  TttOptions opt;
+  std::vector<float> Q, K, V, lam, tau, gamma, beta, W0, b0;
+};
+
+inline std::vector<float> randn_vec(std::size_t n, std::mt19937_64& rng, double std, double mean = 0) {
+  std::normal_distribution<double> nd(mean, std);
+  std::vector<float> v(n);
+  for (auto& x : v) x = float(nd(rng));
+  return v;
+}
+
+inline LinearInputs random_linear_inputs(const TttDims& D, const TttOptions& opt,
+                                         std::mt19937_64& rng, bool per_sequence_init = false) {
+  LinearInputs in;
+  in.dims = D;
+  in.opt = opt;
+  const std::size_t act = std::size_t(D.batch) * D.seq_len * D.heads * D.head_dim;
+  const int d = D.head_dim;
+  in.Q = randn_vec(act, rng, 1.0);
+  in.K = randn_vec(act, rng, 1.0);
+  in.V = randn_vec(act, rng, 1.0);
+  std::normal_distribution<double> nd(0.0, 1.0);
+  in.lam.resize(std::size_t(D.batch) * D.heads * D.seq_len);
+  for (auto& x : in.lam) x = float(1.0 / (1.0 + std::exp(-nd(rng))) / d);
+  in.tau.resize(D.mini_batch);
+  std::uniform_real_distribution<double> ud(-0.1, 0.1);
+  for (int i = 0; i < D.mini_batch; ++i) in.tau[i] = float(1.0 / (i + 1) + ud(rng) / (i + 1));
+  in.gamma = randn_vec(std::size_t(D.heads) * d, rng, 0.1, 1.0);
+  in.beta = randn_vec(std::size_t(D.heads) * d, rng, 0.1);
+  const std::size_t states = per_sequence_init ? std::size_t(D.batch) * D.heads : D.heads;
+  in.W0 = randn_vec(states * d * d, rng, 1.0 / std::sqrt(double(d)));
+  in.b0 = randn_vec(states * d, rng, 0.1);
+  return in;
+}
+
+inline InnerOptions inner_options(const TttOptions& o, const TttDims& D, InnerModel model) {
+  InnerOptions io;
+  io.model = model;
+  io.mini_batch = D.mini_batch;
+  io.layer_norm = o.layer_norm;
+  io.residual = o.residual;
+  io.bias = o.bias;
+  io.ln_eps = o.ln_eps;
+  return io;
+}
+
+// Head h of sequence n of a [B, T, H·d] buffer, as a [T, d] matrix in double.
+inline Mat<double> head_slice(const std::vector<float>& x, const TttDims& D, int n, int h,
+                              int t0 = 0, int len = -1) {
+  if (len < 0) len = D.seq_len - t0;
+  const int d = D.head_dim;
+  Mat<double> m(len, d);
+  for (int t = 0; t < len; ++t)
+    for (int c = 0; c < d; ++c)
+      m(t, c) = x[(std::size_t(n) * D.seq_len + t0 + t) * D.heads * d + std::size_t(h) * d + c];
+  return m;
+}
+
+inline Vec<double> lambda_slice(const std::vector<float>& lam, const TttDims& D, int n, int h,
+                                int t0 = 0, int len = -1) {
+  if (len < 0) len = D.seq_len - t0;
+  Vec<double> v(len);
+  for (int t = 0; t < len; ++t) v(t) = lam[(std::size_t(n) * D.heads + h) * D.seq_len + t0 + t];
+  return v;
+}
+
+inline Mat<double> mat_at(const std::vector<float>& x, std::size_t offset, int rows, int cols) {
+  Mat<double> m(rows, cols);
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j) m(i, j) = x[offset + std::size_t(i) * cols + j];
+  return m;
+}
+
+inline RowVec<double> row_at(const std::vector<float>& x, std::size_t offset, int n) {
+  RowVec<double> r(n);
+  for (int i = 0; i < n; ++i) r(i) = x[offset + i];
+  return r;
+}
+
+inline InnerHeadParams<double> head_params(const LinearInputs& in, int h) {
+  const int d = in.dims.head_dim;
+  InnerHeadParams<double> hp;
+  hp.ln_weight = row_at(in.gamma, std::size_t(h) * d, d);
+  hp.ln_bias = row_at(in.beta, std::size_t(h) * d, d);
+  hp.tau.resize(in.dims.mini_batch);
+  for (int i = 0; i < in.dims.mini_batch; ++i) hp.tau(i) = in.tau[i];
+  return hp;
+}
+
+// Error of a GPU result against an fp64 reference, relative to max|ref| (at least `floor`), with a
+// count of non-finite GPU values; "worst" names the first worst element for the failure message.
+struct ErrorStat {
+  double max_abs_err = 0, max_ref = 0, rel = 0;
+  std::size_t worst = 0, nonfinite = 0;
+};
+
+inline ErrorStat compare(const std::vector<float>& got, const std::vector<double>& ref,
+                         double floor = 1e-30) {
+  ErrorStat e;
+  for (std::size_t i = 0; i < ref.size(); ++i) e.max_ref = std::max(e.max_ref, std::abs(ref[i]));
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    if (!std::isfinite(got[i])) {
+      ++e.nonfinite;
+      continue;
+    }
+    const double err = std::abs(double(got[i]) - ref[i]);
+    if (err > e.max_abs_err) {
+      e.max_abs_err = err;
+      e.worst = i;
+    }
+  }
+  e.rel = e.max_abs_err / std::max(e.max_ref, floor);
+  return e;
+}
+
+inline ::testing::AssertionResult within(const char* what, const ErrorStat& e, double tol,
+                                         const std::vector<float>& got,
+                                         const std::vector<double>& ref) {
+  if (e.nonfinite == 0 && e.rel <= tol) return ::testing::AssertionSuccess();
+  auto r = ::testing::AssertionFailure();
+  r << what << ": ";
+  if (e.nonfinite) r << e.nonfinite << " non-finite (unwritten or NaN) values; ";
+  r << "max |gpu - ref| = " << e.max_abs_err << " = " << e.rel << " x max|ref| (" << e.max_ref
+    << "), tolerance " << tol;
+  if (!ref.empty() && e.nonfinite == 0)
+    r << "; worst at " << e.worst << ": gpu " << got[e.worst] << " ref " << ref[e.worst];
+  return r;
+}
+
+}  // namespace tttlab::kernels::test
