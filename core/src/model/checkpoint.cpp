@@ -153,11 +153,12 @@ void load_state_dict(Model<float>& model, const std::vector<NamedTensor>& tensor
 }
 
 void save_model_safetensors(Model<float>& model, const std::filesystem::path& path,
-                            const std::vector<std::pair<std::string, std::string>>& metadata) {
+                            const std::vector<std::pair<std::string, std::string>>& metadata, bool bf16) {
   SafetensorsWriter w;
   w.set_metadata("format", "pt");
   for (const auto& [k, v] : metadata) w.set_metadata(k, v);
-  for (const auto& t : state_dict(model)) w.add(t.name, t.shape, std::span<const float>(t.data));
+  for (const auto& t : state_dict(model))
+    w.add(t.name, t.shape, std::span<const float>(t.data), bf16 ? DType::BF16 : DType::F32);
   w.write(path);
 }
 

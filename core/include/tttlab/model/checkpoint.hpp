@@ -35,8 +35,11 @@ std::vector<NamedTensor> state_dict(Model<float>& model);
 void load_state_dict(Model<float>& model, const std::vector<NamedTensor>& tensors, const std::string& source);
 
 // model.safetensors (with the given metadata) and its reverse.
+// `bf16` stores every tensor as bfloat16 (half the size; what the shipped asset model uses) instead of
+// F32. Loading converts either to float.
 void save_model_safetensors(Model<float>& model, const std::filesystem::path& path,
-                            const std::vector<std::pair<std::string, std::string>>& metadata = {});
+                            const std::vector<std::pair<std::string, std::string>>& metadata = {},
+                            bool bf16 = false);
 void load_model_safetensors(Model<float>& model, const std::filesystem::path& path);
 
 }  // namespace tttlab
