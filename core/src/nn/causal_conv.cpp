@@ -16,12 +16,10 @@ void causal_conv_forward(ConstMatRef<S> u, const Mat<S>& w, const RowVec<S>& bia
   Mat<S> ext(K - 1 + T, D);
   ext.topRows(K - 1) = history;
   ext.bottomRows(T) = u;
-  y.resize(T, D);
-  for (Eigen::Index t = 0; t < T; ++t) {
-    RowVec<S> acc = bias;
-    for (Eigen::Index j = 0; j < K; ++j) acc.array() += w.col(j).transpose().array() * ext.row(t + j).array();
-    y.row(t) = acc;
-  }
+  // Tap by tap over the whole sequence: each tap is a column-scaled copy of a shifted block.
+  y = bias.replicate(T, 1);
+  for (Eigen::Index j = 0; j < K; ++j)
+    y.array() += ext.middleRows(j, T).array().rowwise() * w.col(j).transpose().array();
   history = ext.bottomRows(K - 1);
 }
 
@@ -29,15 +27,18 @@ template <class S>
 void causal_conv_backward(ConstMatRef<S> u, const Mat<S>& w, ConstMatRef<S> dy, Mat<S>& du,
                           Mat<S>& dw, RowVec<S>& dbias) {
   const Eigen::Index T = u.rows(), D = u.cols(), K = w.cols();
+  if (w.rows() != D || dy.rows() != T || dy.cols() != D || dw.rows() != D || dw.cols() != K ||
+      dbias.size() != D)
+    throw std::invalid_argument("causal_conv_backward: u, dy must be [T, D], w and dw [D, K], dbias [D]");
   du = Mat<S>::Zero(T, D);
-  for (Eigen::Index t = 0; t < T; ++t) {
-    dbias += dy.row(t);
-    for (Eigen::Index j = 0; j < K; ++j) {
-      const Eigen::Index s = t - (K - 1) + j;  // input row read by tap j of output t
-      if (s < 0) continue;
-      du.row(s).array() += w.col(j).transpose().array() * dy.row(t).array();
-      dw.col(j).array() += (dy.row(t).array() * u.row(s).array()).transpose();
-    }
+  dbias += dy.colwise().sum();
+  // Tap j of output t reads input s = t − (K−1) + j: rows [0, T − shift) of u meet rows
+  // [shift, T) of dy, with shift = K − 1 − j.
+  for (Eigen::Index j = 0; j < K; ++j) {
+    const Eigen::Index shift = K - 1 - j, n = T - shift;
+    if (n <= 0) continue;
+    du.topRows(n).array() += dy.bottomRows(n).array().rowwise() * w.col(j).transpose().array();
+    dw.col(j) += (dy.bottomRows(n).array() * u.topRows(n).array()).colwise().sum().transpose().matrix();
   }
 }
 

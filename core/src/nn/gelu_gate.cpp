@@ -1,7 +1,7 @@
 // GELU output gate of the Mamba-backbone TTT layer (see tttlab/nn/gelu_gate.hpp).
 #include "tttlab/nn/gelu_gate.hpp"
 
-#include "activation_arrays.hpp"
+#include "tttlab/nn/activation_arrays.hpp"
 #include "checks.hpp"
 
 namespace tttlab {
@@ -18,7 +18,7 @@ void gelu_gate_forward(ConstMatRef<S> X, ConstMatRef<S> W_g, ConstMatRef<S> Z, M
   require_distinct(op, "Out", Out, "X", X);
   require_distinct(op, "Out", Out, "Z", Z);
   cache.pre.noalias() = X * W_g;
-  nn_detail::gelu_tanh_array(cache.pre, cache.act);
+  gelu_tanh_array(cache.pre, cache.act);
   Out.resize(Z.rows(), Z.cols());
   Out = cache.act.cwiseProduct(Z);
 }
@@ -43,7 +43,7 @@ void gelu_gate_backward(ConstMatRef<S> X, ConstMatRef<S> W_g, ConstMatRef<S> Z,
   dZ.resize(T, D);
   dZ = dOut.cwiseProduct(cache.act);
   Mat<S> dA;
-  nn_detail::gelu_tanh_grad_array(cache.pre, dA);
+  gelu_tanh_grad_array(cache.pre, dA);
   dA.array() *= dOut.array() * Z.array();
   dW_g.noalias() += X.transpose() * dA;
   dX.resize(T, X.cols());

@@ -1,6 +1,7 @@
 // Interleaved RoPE (see tttlab/nn/rope.hpp).
 #include "tttlab/nn/rope.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -16,12 +17,31 @@ void rotate(MatRef<S> X, int heads, const std::vector<long>& positions, double r
   if (d % 2 != 0) throw std::invalid_argument("rope: head dim must be even");
   if (static_cast<Eigen::Index>(positions.size()) != T)
     throw std::invalid_argument("rope: one position per row is required");
+  // The TTT layers use positions t mod b, so few distinct values: compute each angle once.
+  long max_pos = 0;
+  for (long p : positions) {
+    if (p < 0) throw std::invalid_argument("rope: positions must be >= 0");
+    max_pos = std::max(max_pos, p);
+  }
+  const bool table = max_pos < T;
+  std::vector<S> cos_t, sin_t;
+  if (table) {
+    cos_t.resize(std::size_t(max_pos + 1) * (d / 2));
+    sin_t.resize(cos_t.size());
+    for (long p = 0; p <= max_pos; ++p)
+      for (Eigen::Index m = 0; m < d / 2; ++m) {
+        // Frequencies and angles in double whatever S is, so fp32 and fp64 rotate by the same angle.
+        const double phi = sign * double(p) * std::pow(rope_theta, -2.0 * double(m) / double(d));
+        cos_t[p * (d / 2) + m] = S(std::cos(phi));
+        sin_t[p * (d / 2) + m] = S(std::sin(phi));
+      }
+  }
   for (Eigen::Index m = 0; m < d / 2; ++m) {
-    // Frequencies in double whatever S is, so fp32 and fp64 rotate by the same angle.
     const double freq = std::pow(rope_theta, -2.0 * double(m) / double(d));
     for (Eigen::Index t = 0; t < T; ++t) {
       const double phi = sign * double(positions[t]) * freq;
-      const S c = S(std::cos(phi)), s = S(std::sin(phi));
+      const S c = table ? cos_t[positions[t] * (d / 2) + m] : S(std::cos(phi));
+      const S s = table ? sin_t[positions[t] * (d / 2) + m] : S(std::sin(phi));
       for (Eigen::Index h = 0; h < heads; ++h) {
         S& a = X(t, h * d + 2 * m);
         S& b = X(t, h * d + 2 * m + 1);

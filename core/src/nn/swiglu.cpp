@@ -1,7 +1,7 @@
 // SwiGLU feed-forward (see tttlab/nn/swiglu.hpp).
 #include "tttlab/nn/swiglu.hpp"
 
-#include "activation_arrays.hpp"
+#include "tttlab/nn/activation_arrays.hpp"
 #include "checks.hpp"
 
 namespace tttlab {
@@ -29,7 +29,7 @@ void swiglu_forward(ConstMatRef<S> X, ConstMatRef<S> W_gate, ConstMatRef<S> W_up
   require_distinct(op, "Y", Y, "X", X);
   cache.gate.noalias() = X * W_gate;
   cache.up.noalias() = X * W_up;
-  nn_detail::silu_array(cache.gate, cache.act);
+  silu_array(cache.gate, cache.act);
   cache.hidden = cache.act.cwiseProduct(cache.up);
   Y.resize(X.rows(), X.cols());
   Y.noalias() = cache.hidden * W_down;
@@ -59,7 +59,7 @@ void swiglu_backward(ConstMatRef<S> X, ConstMatRef<S> W_gate, ConstMatRef<S> W_u
   const Mat<S> dB = dH.cwiseProduct(cache.act);
   // dA = dH ⊙ B ⊙ silu′(A), reusing dH's storage.
   Mat<S> grad;
-  nn_detail::silu_grad_array(cache.gate, grad);
+  silu_grad_array(cache.gate, grad);
   dH.array() *= cache.up.array() * grad.array();
   dW_gate.noalias() += X.transpose() * dH;
   dW_up.noalias() += X.transpose() * dB;

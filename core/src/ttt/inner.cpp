@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "tttlab/nn/activation_arrays.hpp"
 #include "tttlab/nn/activations.hpp"
 #include "tttlab/ttt/ln_l2.hpp"
 
@@ -70,7 +71,16 @@ void head_output(const InnerOptions& opt, const InnerHeadParams<S>& p, ConstMatR
 
 template <class S>
 Mat<S> gelu_mat(const Mat<S>& Z) {
-  return Z.unaryExpr([](S x) { return gelu_tanh(x); });
+  Mat<S> out;
+  gelu_tanh_array<S>(Z, out);
+  return out;
+}
+
+template <class S>
+Mat<S> gelu_grad_mat(const Mat<S>& Z) {
+  Mat<S> out;
+  gelu_tanh_grad_array<S>(Z, out);
+  return out;
 }
 
 // M[i, j] = τ_i λ_j (A[i, j] + one) for j ≤ i, 0 above the diagonal.
@@ -141,8 +151,7 @@ void dual_chunk_mlp(const InnerOptions& opt, const InnerHeadParams<S>& p, ConstM
   if (opt.bias) Z2.rowwise() += w.b2;
   Mat<S> G2;
   loss_grad(opt, p, Z2, target<S>(opt, K, V), G2);
-  const Mat<S> G1 =
-      (G2 * w.W2.transpose()).cwiseProduct(Z1.unaryExpr([](S x) { return gelu_tanh_grad(x); }));
+  const Mat<S> G1 = (G2 * w.W2.transpose()).cwiseProduct(gelu_grad_mat(Z1));
 
   // Layer 1 dual read-out (query Q, key K).
   const Mat<S> M1 = masked_eta<S>(Q * K.transpose(), tau_c, lam, one);

@@ -13,6 +13,7 @@
 
 #include <stdexcept>
 
+#include "tttlab/nn/activation_arrays.hpp"
 #include "tttlab/nn/activations.hpp"
 #include "tttlab/ttt/ln_l2.hpp"
 
@@ -41,11 +42,15 @@ Mat<S> lower(const Mat<S>& A) {
 
 template <class S>
 Mat<S> gelu(const Mat<S>& Z) {
-  return Z.unaryExpr([](S x) { return gelu_tanh(x); });
+  Mat<S> out;
+  gelu_tanh_array<S>(Z, out);
+  return out;
 }
 template <class S>
 Mat<S> gelu_d1(const Mat<S>& Z) {
-  return Z.unaryExpr([](S x) { return gelu_tanh_grad(x); });
+  Mat<S> out;
+  gelu_tanh_grad_array<S>(Z, out);
+  return out;
 }
 template <class S>
 Mat<S> gelu_d2(const Mat<S>& Z) {

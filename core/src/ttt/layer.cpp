@@ -6,6 +6,7 @@
 
 #include "tttlab/nn/activations.hpp"
 #include "tttlab/nn/causal_conv.hpp"
+#include "tttlab/nn/gelu_gate.hpp"
 #include "tttlab/nn/rope.hpp"
 #include "tttlab/ttt/inner_backward.hpp"
 #include "tttlab/ttt/ln_l2.hpp"
@@ -285,8 +286,10 @@ Mat<S> TTTLayer<S>::forward(TTTLayerState<S>& state, ConstMatRef<S> x, TTTForm f
   else
     Y = std::move(O);
   if (c.use_gate) {
-    const Mat<S> gate = (x * p.wg).unaryExpr([](S v) { return gelu_tanh(v); });
-    Y = Y.cwiseProduct(gate);
+    GeluGateCache<S> gc;
+    Mat<S> gated;
+    gelu_gate_forward<S>(x, p.wg, Y, gated, gc);
+    return gated * p.wo;
   }
   return Y * p.wo;
 }
@@ -313,9 +316,12 @@ Mat<S> TTTLayer<S>::forward_train(ConstMatRef<S> x, TTTLayerCache<S>& cache) con
     layer_norm_rows<S>(cache.O, p.post_norm_w, p.post_norm_b, S(1e-6), cache.Y);
   else
     cache.Y = cache.O;
-  Mat<S> Yg = cache.Y;
-  if (c.use_gate) Yg = Yg.cwiseProduct((x * p.wg).unaryExpr([](S v) { return gelu_tanh(v); }));
-  return Yg * p.wo;
+  if (c.use_gate) {
+    Mat<S> gated;
+    gelu_gate_forward<S>(x, p.wg, cache.Y, gated, cache.gate);
+    return gated * p.wo;
+  }
+  return cache.Y * p.wo;
 }
 
 template <class S>
@@ -364,23 +370,19 @@ void TTTLayer<S>::backward(const TTTLayerCache<S>& cache, ConstMatRef<S> dY, TTT
   const int d = c.head_dim(), b = c.inner.mini_batch;
   dx = Mat<S>::Zero(T, c.width);
 
-  // y = Yg·Wo
-  Mat<S> Yg = cache.Y;
-  Mat<S> A, gate;
-  if (c.use_gate) {
-    A = x * p.wg;
-    gate = A.unaryExpr([](S v) { return gelu_tanh(v); });
-    Yg = Yg.cwiseProduct(gate);
-  }
-  g.wo.noalias() += Yg.transpose() * dY;
+  // y = Yg·Wo, Yg = gelu(x·Wg) ⊙ Y (the gate) or Y
+  if (c.use_gate)
+    g.wo.noalias() += (cache.gate.act.cwiseProduct(cache.Y)).transpose() * dY;
+  else
+    g.wo.noalias() += cache.Y.transpose() * dY;
   const Mat<S> dYg = dY * p.wo.transpose();
-  // Yg = gelu(x·Wg) ⊙ Y
-  Mat<S> dYpn = dYg;
+  Mat<S> dYpn;
   if (c.use_gate) {
-    dYpn = dYg.cwiseProduct(gate);
-    const Mat<S> dA = dYg.cwiseProduct(cache.Y).cwiseProduct(A.unaryExpr([](S v) { return gelu_tanh_grad(v); }));
-    g.wg.noalias() += x.transpose() * dA;
-    dx.noalias() += dA * p.wg.transpose();
+    Mat<S> dx_gate;
+    gelu_gate_backward<S>(x, p.wg, cache.Y, cache.gate, dYg, dx_gate, g.wg, dYpn);
+    dx += dx_gate;
+  } else {
+    dYpn = dYg;
   }
   // Y = post_norm(O)
   Mat<S> dO;

@@ -21,6 +21,7 @@
 #include <functional>
 #include <vector>
 
+#include "tttlab/nn/gelu_gate.hpp"
 #include "tttlab/seq/sequence_layer.hpp"
 #include "tttlab/ttt/eta.hpp"
 #include "tttlab/ttt/inner.hpp"
@@ -103,6 +104,7 @@ struct TTTLayerCache : LayerCache {
   TTTLayerInputs<S> in;        // XQ, XK, XV after RoPE, λ, τ
   Mat<S> O;                    // [T, D] concatenated head outputs
   Mat<S> Y;                    // [T, D] after the post-norm (before the gate)
+  GeluGateCache<S> gate;       // x·Wg and gelu(x·Wg) (Mamba backbone)
 };
 
 // Called by the primal form for every (head, token).

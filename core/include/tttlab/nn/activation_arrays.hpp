@@ -1,4 +1,4 @@
-// Whole-matrix forms of the activations of tttlab/nn/activations.hpp (private to core/src/nn).
+// tttlab/nn/activation_arrays.hpp — whole-matrix forms of the activations of tttlab/nn/activations.hpp.
 // Same formulas, written with Eigen array expressions so that fp32 runs on Eigen's vectorised
 // logistic and tanh instead of one libm call per element (the element-wise part dominated the
 // SwiGLU and GELU-gate timings otherwise).
@@ -7,7 +7,7 @@
 #include "tttlab/nn/activations.hpp"
 #include "tttlab/tensor.hpp"
 
-namespace tttlab::nn_detail {
+namespace tttlab {
 
 // silu(a) = a·σ(a). Eigen's logistic is 1/(1 + exp(−a)) in fp64 (exp overflow gives 0, not NaN)
 // and a rational fit accurate to a few ulps in fp32.
@@ -41,4 +41,4 @@ void gelu_tanh_grad_array(const Mat<S>& A, Mat<S>& out) {
             .matrix();
 }
 
-}  // namespace tttlab::nn_detail
+}  // namespace tttlab
