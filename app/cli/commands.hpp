@@ -16,6 +16,7 @@ void register_eval(CLI::App& app);      // cmd_eval.cpp
 void register_generate(CLI::App& app);  // cmd_generate.cpp
 void register_bench(CLI::App& app);     // cmd_bench.cpp
 void register_export(CLI::App& app);    // cmd_export.cpp
+void register_ablate(CLI::App& app);    // cmd_ablate.cpp
 void register_info(CLI::App& app);    // cmd_info.cpp: build configuration and compute devices
 void register_data(CLI::App& app);    // cmd_data.cpp: prepare-brown, stats
 void register_gui(CLI::App& app);     // cmd_gui.cpp: the desktop app, screenshots, frame benchmark

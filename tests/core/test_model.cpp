@@ -2,9 +2,11 @@
 // and both backbones (ttt-spec.md oracle 8), streaming equals the full forward, config.json round trip.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <tuple>
 
 #include "tttlab/model/model.hpp"
+#include "tttlab/train/ablation.hpp"
 #include "tttlab/util/rng.hpp"
 
 namespace tttlab {
@@ -145,6 +147,50 @@ TEST(ModelConfig, JsonRoundTripAndErrors) {
   EXPECT_THROW(ModelConfig::from_json("{\"hidden_size\": \"big\"}"), std::invalid_argument);
   EXPECT_THROW(ModelConfig::from_json("[1, 2"), std::invalid_argument);
   EXPECT_THROW(ModelConfig::from_json("{\"ttt_layer_type\": \"conv\"}"), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace tttlab
+
+namespace tttlab {
+namespace {
+
+// Table 1's second row is the same function as its first: with the linear-attention layer's weights
+// copied in, the TTT-equivalence model gives the same logits.
+TEST(Ablation, TttEquivalenceRowIsLinearAttention) {
+  ModelConfig base = ModelConfig::preset("tiny");
+  base.hidden_size = 16;
+  base.num_attention_heads = 2;
+  base.num_hidden_layers = 2;
+  base.intermediate_size = 24;
+  base.initializer_range = 0.2;
+  const auto rows = table1_rows(base, 12);
+  ASSERT_EQ(rows.size(), 7u);
+  Model<double> lin(rows[0].model, 1);
+  Model<double> ttt(rows[1].model, 2);
+  // Copy by name: the shared tensors have the same names; the TTT-only ones (W0 fixed at 0, the η
+  // parameters, which the fixed η ignores) keep their values.
+  std::map<std::string, Mat<double>> src;
+  lin.for_each_param([&](Eigen::Map<Mat<double>> m, const std::string& n) { src[n] = m; });
+  int copied = 0;
+  ttt.for_each_param([&](Eigen::Map<Mat<double>> m, const std::string& n) {
+    if (auto it = src.find(n); it != src.end()) {
+      m = it->second;
+      ++copied;
+    }
+  });
+  EXPECT_EQ(copied, static_cast<int>(src.size()));
+  const std::vector<int> tokens = random_tokens(12, 3);
+  auto s1 = lin.start(), s2 = ttt.start();
+  const Mat<double> a = lin.forward(*s1, tokens), b = ttt.forward(*s2, tokens);
+  EXPECT_LT((a - b).cwiseAbs().maxCoeff(), 1e-10);
+  // The next row (learnable W0, initialised away from 0) is a different function.
+  Model<double> w0(rows[2].model, 2);
+  w0.for_each_param([&](Eigen::Map<Mat<double>> m, const std::string& n) {
+    if (auto it = src.find(n); it != src.end()) m = it->second;
+  });
+  auto s3 = w0.start();
+  EXPECT_GT((w0.forward(*s3, tokens) - a).cwiseAbs().maxCoeff(), 1e-8);
 }
 
 }  // namespace

@@ -44,7 +44,7 @@ void ModelConfig::validate() const {
   if (hidden_size % num_attention_heads != 0)
     bad("num_attention_heads (" + std::to_string(num_attention_heads) + ") must divide hidden_size (" +
         std::to_string(hidden_size) + ")");
-  if (head_dim() % 2 != 0 && (is_ttt() || seq_layer == SeqLayerKind::SoftmaxAttention))
+  if (head_dim() % 2 != 0 && ((is_ttt() && ttt_rope) || seq_layer == SeqLayerKind::SoftmaxAttention))
     bad("RoPE needs an even head dim, got " + std::to_string(head_dim()));
   if (!(ttt_base_lr >= 0)) bad("ttt_base_lr must be >= 0");
   if (!(rms_norm_eps > 0)) bad("rms_norm_eps must be positive");
@@ -66,8 +66,9 @@ TTTLayerConfig ModelConfig::ttt_layer_config() const {
   c.eta.token_index = eta_token_index;
   c.share_qk = c.use_gate = mamba_backbone;
   c.conv_kernel = conv_kernel;
-  c.rope = true;
+  c.rope = ttt_rope;
   c.rope_theta = rope_theta;
+  c.post_norm = ttt_post_norm;
   c.checkpoint_group = scan_checkpoint_group_size;
   return c;
 }
@@ -130,6 +131,8 @@ std::string ModelConfig::to_json() const {
   j["tttlab_eta_learned_gate"] = eta_learned_gate;
   j["tttlab_eta_token_index"] = eta_token_index;
   j["tttlab_learnable_w0"] = learnable_w0;
+  j["tttlab_ttt_rope"] = ttt_rope;
+  j["tttlab_ttt_post_norm"] = ttt_post_norm;
   return j.dump(2) + "\n";
 }
 
@@ -199,6 +202,8 @@ ModelConfig ModelConfig::from_json(const std::string& text) {
   get_bool("tttlab_eta_learned_gate", c.eta_learned_gate);
   get_bool("tttlab_eta_token_index", c.eta_token_index);
   get_bool("tttlab_learnable_w0", c.learnable_w0);
+  get_bool("tttlab_ttt_rope", c.ttt_rope);
+  get_bool("tttlab_ttt_post_norm", c.ttt_post_norm);
   if (const Json* v = j.find("tie_word_embeddings"); v && !(v->is_bool() && v->as_bool()))
     bad("only tie_word_embeddings = true is supported");
   c.validate();

@@ -48,6 +48,8 @@ struct ModelConfig {
   bool eta_learned_gate = true;   // λ = η_base σ(xθ+β)/d (true) or η_base/d (false)
   bool eta_token_index = true;    // τ_i = max(1/i + δ_i, 0) (true) or 1 (false)
   bool learnable_w0 = true;       // W0 trained from N(0, 0.02) (true) or fixed at 0 (false)
+  bool ttt_rope = true;           // RoPE on the TTT layer's Q, K (positions t mod b)
+  bool ttt_post_norm = true;      // the TTT layer's post-norm (off in the Theorem 1 equivalence rows)
 
   bool is_ttt() const { return seq_layer == SeqLayerKind::TTTLinear || seq_layer == SeqLayerKind::TTTMLP; }
   int head_dim() const { return num_attention_heads > 0 ? hidden_size / num_attention_heads : 0; }
