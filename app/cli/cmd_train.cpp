@@ -150,14 +150,19 @@ void run(const TrainArgs& a, CLI::App* cmd) {
     j["val_loss"] = ev.loss;
     j["val_bpb"] = ev.bpb;
     j["val_targets"] = ev.targets;
+    j["val_accuracy"] = ev.accuracy;
     if (final) {
       Json pos = Json::array();
       for (double v : ev.loss_by_position) pos.push_back(v);
       j["val_loss_by_position"] = pos;
     }
     append_line(out / "metrics.jsonl", j);
-    std::printf("%sstep %ld: validation loss %.4f nats/byte, %.4f bits/byte (%ld bytes)\n", tty ? "\r\33[2K" : "",
-                ev.step, ev.loss, ev.bpb, ev.targets);
+    if (trainer->data().synthetic.empty())
+      std::printf("%sstep %ld: validation loss %.4f nats/byte, %.4f bits/byte (%ld bytes)\n", tty ? "\r\33[2K" : "",
+                  ev.step, ev.loss, ev.bpb, ev.targets);
+    else
+      std::printf("%sstep %ld: validation loss %.4f nats on the scored answers, accuracy %.1f%% (%ld answers)\n",
+                  tty ? "\r\33[2K" : "", ev.step, ev.loss, 100 * ev.accuracy, ev.targets);
     std::fflush(stdout);
   };
   long last_print = 0;
@@ -216,7 +221,7 @@ void register_train(CLI::App& app) {
   auto a = std::make_shared<TrainArgs>();
   auto* cmd = app.add_subcommand("train", "Train a byte-level language model on the CPU (TTT or a baseline)");
   a->model.add_to(cmd);
-  cmd->add_option("--data", a->data, "brown (the prepared Brown corpus) or a UTF-8 text file (its last 5% validates)")->capture_default_str();
+  cmd->add_option("--data", a->data, "brown (the prepared Brown corpus), mqar or copy (synthetic recall tasks), or a UTF-8 text file (its last 5% validates)")->capture_default_str();
   cmd->add_option("--data-dir", a->data_dir, "Where the prepared Brown corpus is")->capture_default_str();
   cmd->add_option("--steps", a->steps, "Optimiser steps")->check(CLI::Range(1L, 1000000000L))->capture_default_str();
   cmd->add_option("--batch", a->batch, "Sequences per step")->check(CLI::Range(1, 100000))->capture_default_str();

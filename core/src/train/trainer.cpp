@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "tttlab/data/batches.hpp"
+#include "tttlab/data/synthetic.hpp"
 #include "tttlab/data/text_file.hpp"
 #include "tttlab/io/atomic_file.hpp"
 #include "tttlab/io/json.hpp"
@@ -134,8 +135,48 @@ TrainConfig TrainConfig::from_json(const std::string& text) {
 
 // ---- TextData --------------------------------------------------------------------------------------
 
+namespace {
+
+// The synthetic tasks sized to the sequence length: as many pairs (MQAR) or symbols (copy) as fit.
+MqarConfig mqar_config(int T) {
+  MqarConfig c;
+  c.seq_len = T;
+  c.num_pairs = c.num_queries = std::max(1, std::min<int>(static_cast<int>(c.keys.size()), T / 4));
+  return c;
+}
+CopyConfig copy_config(int T) {
+  CopyConfig c;
+  c.seq_len = T;
+  c.max_len = std::max(1, std::min(64, T / 2));
+  c.min_len = std::max(1, c.max_len / 2);
+  return c;
+}
+TokenBatch synthetic_batch(const std::string& kind, int T, int B, std::uint64_t seed, std::uint64_t index) {
+  if (kind == "mqar") return mqar_batch(mqar_config(T), B, seed, index);
+  return copy_batch(copy_config(T), B, seed, index);
+}
+// Validation rows come from another seed stream than training rows.
+constexpr std::uint64_t k_val_seed_offset = 0x5eed0000c0ffee11ULL;
+
+}  // namespace
+
 TextData TextData::load(const TrainConfig& cfg) {
   TextData d;
+  if (cfg.data == "mqar" || cfg.data == "copy") {
+    d.synthetic = cfg.data;
+    if (cfg.data == "mqar") {
+      const MqarConfig m = mqar_config(cfg.seq_len);
+      m.validate();
+      d.description = "MQAR: " + std::to_string(m.num_pairs) + " key-value pairs, " +
+                      std::to_string(m.num_queries) + " queries per sequence (answers scored)";
+    } else {
+      const CopyConfig c = copy_config(cfg.seq_len);
+      c.validate();
+      d.description = "copying: " + std::to_string(c.min_len) + "-" + std::to_string(c.max_len) +
+                      " symbols per sequence (copies scored)";
+    }
+    return d;
+  }
   TextLoadOptions opt;
   opt.seq_len = cfg.seq_len;
   if (cfg.data == "brown") {
@@ -168,6 +209,7 @@ TextData TextData::load(const TrainConfig& cfg) {
 // ---- Trainer ----------------------------------------------------------------------------------------
 
 struct Trainer::Impl {
+  std::uint64_t synthetic_next = 0;  // the next synthetic batch index (the synthetic "sampler state")
   std::vector<std::unique_ptr<Model<float>>> grads;  // one per thread
   std::vector<std::vector<Eigen::Map<Mat<float>>>> grad_views;
   std::vector<Eigen::Map<Mat<float>>> param_views;
@@ -192,10 +234,11 @@ Trainer::Trainer(TrainConfig cfg, TextData data) : m_cfg(std::move(cfg)), m_data
     m_impl->grads.back()->for_each_param(
         [&](Eigen::Map<Mat<float>> m, const std::string&) { m_impl->grad_views.back().push_back(m); });
   }
-  if (m_data.train.size() < static_cast<std::size_t>(m_cfg.seq_len) + 1)
+  if (m_data.synthetic.empty() && m_data.train.size() < static_cast<std::size_t>(m_cfg.seq_len) + 1)
     throw std::runtime_error("the training text is shorter than one window of " + std::to_string(m_cfg.seq_len + 1) + " bytes");
-  m_impl->sampler = std::make_unique<RandomWindowSampler>(std::span<const std::uint8_t>(m_data.train),
-                                                          m_cfg.batch_size, m_cfg.seq_len, m_cfg.seed);
+  if (m_data.synthetic.empty())
+    m_impl->sampler = std::make_unique<RandomWindowSampler>(std::span<const std::uint8_t>(m_data.train),
+                                                            m_cfg.batch_size, m_cfg.seq_len, m_cfg.seed);
   AdamWConfig ac;
   ac.weight_decay = m_cfg.weight_decay;
   ac.clip_norm = m_cfg.clip_norm;
@@ -218,7 +261,10 @@ double Trainer::step_flops() const {
 
 StepReport Trainer::step() {
   const auto t0 = std::chrono::steady_clock::now();
-  const TokenBatch batch = m_impl->sampler->next();
+  const TokenBatch batch = m_data.synthetic.empty()
+                               ? m_impl->sampler->next()
+                               : synthetic_batch(m_data.synthetic, m_cfg.seq_len, m_cfg.batch_size, m_cfg.seed,
+                                                 m_impl->synthetic_next++);
   const long denom = static_cast<long>(batch.counted_targets());
   std::vector<double> loss_sum(m_threads, 0.0);
   run_parallel(m_threads, [&](int i) {
@@ -262,31 +308,54 @@ StepReport Trainer::step() {
 }
 
 EvalReport Trainer::evaluate(int max_windows) const {
-  SequentialWindows windows(std::span<const std::uint8_t>(m_data.val), 1, m_cfg.seq_len, max_windows);
-  const std::int64_t n = windows.windows();
+  // Text: fixed consecutive windows of the validation text. Synthetic: a fixed set of rows drawn
+  // from a seed stream that training never uses (max_windows rows, 256 when 0).
+  const bool synthetic = !m_data.synthetic.empty();
+  std::unique_ptr<SequentialWindows> windows;
+  TokenBatch rows;
+  std::int64_t n = 0;
+  if (synthetic) {
+    n = max_windows > 0 ? max_windows : 256;
+    rows = synthetic_batch(m_data.synthetic, m_cfg.seq_len, static_cast<int>(n), m_cfg.seed + k_val_seed_offset, 0);
+  } else {
+    windows = std::make_unique<SequentialWindows>(std::span<const std::uint8_t>(m_data.val), 1, m_cfg.seq_len, max_windows);
+    n = windows->windows();
+  }
   if (n <= 0) throw std::runtime_error("the validation text is shorter than one window");
   std::vector<double> loss(m_threads, 0.0);
-  std::vector<long> count(m_threads, 0);
+  std::vector<long> count(m_threads, 0), correct(m_threads, 0);
   std::vector<std::vector<double>> by_pos(m_threads, std::vector<double>(m_cfg.seq_len, 0.0));
   run_parallel(m_threads, [&](int i) {
     for (std::int64_t w = i; w < n; w += m_threads) {
-      const TokenBatch b = windows.batch_at(w);
-      const auto row = b.row(0);
-      const std::vector<int> tokens(row.begin(), row.end());
+      std::vector<int> tokens;
+      std::vector<std::uint8_t> mask;
+      if (synthetic) {
+        const auto row = rows.row(static_cast<int>(w));
+        tokens.assign(row.begin(), row.end());
+        mask.assign(rows.mask.begin() + w * m_cfg.seq_len, rows.mask.begin() + (w + 1) * m_cfg.seq_len);
+      } else {
+        const TokenBatch b = windows->batch_at(w);
+        const auto row = b.row(0);
+        tokens.assign(row.begin(), row.end());
+      }
       Vec<float> pos;
-      const CrossEntropyStats st = m_model->eval_sequence(tokens, {}, &pos);
+      const CrossEntropyStats st = m_model->eval_sequence(tokens, mask, &pos);
       loss[i] += st.loss_sum;
       count[i] += st.counted;
+      correct[i] += st.correct;
       for (int t = 0; t < m_cfg.seq_len; ++t) by_pos[i][t] += pos(t);
     }
   });
   EvalReport r;
   r.step = steps_done();
   double total = 0;
+  long right = 0;
   for (int i = 0; i < m_threads; ++i) {
     total += loss[i];
     r.targets += count[i];
+    right += correct[i];
   }
+  r.accuracy = r.targets ? double(right) / double(r.targets) : 0.0;
   r.loss = total / double(r.targets);
   r.bpb = r.loss / std::log(2.0);
   r.loss_by_position.assign(m_cfg.seq_len, 0.0);
@@ -304,7 +373,7 @@ void Trainer::save(const fs::path& run_dir) const {
   save_model_safetensors(*m_model, dir / "model.safetensors", {{"tttlab_step", std::to_string(step)}});
   SafetensorsWriter w;
   m_impl->optim->state().save(w, "optim.");
-  const SamplerState ss = m_impl->sampler->state();
+  const SamplerState ss = m_impl->sampler ? m_impl->sampler->state() : SamplerState{m_cfg.seed, m_impl->synthetic_next};
   w.set_metadata("tttlab_step", std::to_string(step));
   w.set_metadata("sampler_seed", std::to_string(ss.seed));
   w.set_metadata("sampler_next_batch", std::to_string(ss.next_batch));
@@ -354,7 +423,10 @@ std::unique_ptr<Trainer> Trainer::resume(const fs::path& run_dir) {
   const std::string* seed = st.metadata_value("sampler_seed");
   const std::string* next = st.metadata_value("sampler_next_batch");
   if (!seed || !next) throw std::runtime_error("'" + ck.string() + "': the sampler state is missing");
-  t->m_impl->sampler->set_state(SamplerState{std::stoull(*seed), std::stoull(*next)});
+  if (t->m_impl->sampler)
+    t->m_impl->sampler->set_state(SamplerState{std::stoull(*seed), std::stoull(*next)});
+  else
+    t->m_impl->synthetic_next = std::stoull(*next);
   return t;
 }
 

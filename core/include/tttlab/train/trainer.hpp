@@ -33,7 +33,9 @@ namespace tttlab {
 
 struct TrainConfig {
   ModelConfig model;
-  std::string data = "brown";      // "brown": data/brown/{train,val}.txt; else a UTF-8 text file
+  // "brown": data/brown/{train,val}.txt; "mqar" / "copy": synthetic long-context tasks generated from
+  // the seed (tttlab/data/synthetic.hpp; only the answers are scored); else a UTF-8 text file.
+  std::string data = "brown";
   std::string data_dir = "data/brown";
   long steps = 1000;
   int batch_size = 16;             // B sequences per step
@@ -69,14 +71,17 @@ struct EvalReport {
   double loss = 0;            // nats per byte
   double bpb = 0;             // bits per byte = loss / ln 2
   long targets = 0;           // scored bytes
+  double accuracy = 0;         // share of scored targets whose most likely byte is right
   std::vector<double> loss_by_position;  // [T] mean loss at each position in the window
 };
 
 // The bytes a run trains and validates on.
 struct TextData {
-  std::vector<std::uint8_t> train, val;
+  std::vector<std::uint8_t> train, val;  // empty for the synthetic tasks
   std::string description;
-  // "brown" (data_dir/train.txt + val.txt) or a file: its first 95% train, the last 5% validation.
+  std::string synthetic;                  // "", "mqar" or "copy"
+  // "brown" (data_dir/train.txt + val.txt), "mqar" / "copy", or a file: its first 95% train, the
+  // last 5% validation.
   static TextData load(const TrainConfig& cfg);
 };
 
