@@ -14,12 +14,17 @@
 #include <stdexcept>
 #include <string>
 
-#include "tttlab/nn/activation_arrays.hpp"
 #include "tttlab/nn/activations.hpp"
 #include "tttlab/ttt/ln_l2.hpp"
+#include "inner_common.hpp"
 
 namespace tttlab {
 namespace {
+
+using inner_detail::gelu;
+using inner_detail::gelu_grad;
+using inner_detail::loss_grad;
+using inner_detail::target;
 
 template <class S>
 void check_inputs(const InnerOptions& opt, const InnerHeadParams<S>& p, ConstMatRef<S> Q,
@@ -38,23 +43,6 @@ void check_inputs(const InnerOptions& opt, const InnerHeadParams<S>& p, ConstMat
   if (st.base.W1.rows() != d) throw std::invalid_argument("inner loop: state W1 must have d rows");
 }
 
-// R = target of the reconstruction: V − K with the residual (f(k) = k + g(k)), V without.
-template <class S>
-Mat<S> target(const InnerOptions& opt, ConstMatRef<S> K, ConstMatRef<S> V) {
-  if (opt.residual) return V - K;
-  return V;
-}
-
-// G = ∂ℓ/∂Z for every row: the fused LN + L2 gradient, or plain Z − R without the LN.
-template <class S>
-void loss_grad(const InnerOptions& opt, const InnerHeadParams<S>& p, const Mat<S>& Z,
-               const Mat<S>& R, Mat<S>& G) {
-  if (opt.layer_norm)
-    ln_l2_grad<S>(Z, R, p.ln_weight, p.ln_bias, S(opt.ln_eps), G);
-  else
-    G = Z - R;
-}
-
 // Output of the head: O = [Q +] LN(Z̄)   (or Z̄ without the LN).
 template <class S>
 void head_output(const InnerOptions& opt, const InnerHeadParams<S>& p, ConstMatRef<S> Q,
@@ -67,20 +55,6 @@ void head_output(const InnerOptions& opt, const InnerHeadParams<S>& p, ConstMatR
     out = Zbar;
   }
   if (opt.residual) out += Q;
-}
-
-template <class S>
-Mat<S> gelu_mat(const Mat<S>& Z) {
-  Mat<S> out;
-  gelu_tanh_array<S>(Z, out);
-  return out;
-}
-
-template <class S>
-Mat<S> gelu_grad_mat(const Mat<S>& Z) {
-  Mat<S> out;
-  gelu_tanh_grad_array<S>(Z, out);
-  return out;
 }
 
 // M[i, j] = τ_i λ_j (A[i, j] + one) for j ≤ i, 0 above the diagonal.
@@ -146,12 +120,12 @@ void dual_chunk_mlp(const InnerOptions& opt, const InnerHeadParams<S>& p, ConstM
   // Forward and plain backprop through the mini-batch start state (ttt-spec.md §4 steps 1–3).
   Mat<S> Z1 = K * w.W1;
   if (opt.bias) Z1.rowwise() += w.b1;
-  const Mat<S> X2 = gelu_mat(Z1);
+  const Mat<S> X2 = gelu(Z1);
   Mat<S> Z2 = X2 * w.W2;
   if (opt.bias) Z2.rowwise() += w.b2;
   Mat<S> G2;
   loss_grad(opt, p, Z2, target<S>(opt, K, V), G2);
-  const Mat<S> G1 = (G2 * w.W2.transpose()).cwiseProduct(gelu_grad_mat(Z1));
+  const Mat<S> G1 = (G2 * w.W2.transpose()).cwiseProduct(gelu_grad(Z1));
 
   // Layer 1 dual read-out (query Q, key K).
   const Mat<S> M1 = masked_eta<S>(Q * K.transpose(), tau_c, lam, one);
@@ -162,7 +136,7 @@ void dual_chunk_mlp(const InnerOptions& opt, const InnerHeadParams<S>& p, ConstM
     Zbar1.rowwise() += w.b1;
     Zbar1.noalias() -= tau_c * st.acc.b1;
   }
-  const Mat<S> Xbar2 = gelu_mat(Zbar1);
+  const Mat<S> Xbar2 = gelu(Zbar1);
 
   // Layer 2 dual read-out (query X̄2, key X2).
   const Mat<S> M2 = masked_eta<S>(Xbar2 * X2.transpose(), tau_c, lam, one);

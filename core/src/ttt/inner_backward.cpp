@@ -13,18 +13,16 @@
 
 #include <stdexcept>
 
-#include "tttlab/nn/activation_arrays.hpp"
 #include "tttlab/nn/activations.hpp"
 #include "tttlab/ttt/ln_l2.hpp"
+#include "inner_common.hpp"
 
 namespace tttlab {
 namespace {
 
-template <class S>
-Mat<S> target(const InnerOptions& opt, ConstMatRef<S> K, ConstMatRef<S> V) {
-  if (opt.residual) return V - K;
-  return V;
-}
+using inner_detail::gelu;
+using inner_detail::loss_grad;
+using inner_detail::target;
 
 template <class S>
 Mat<S> eta_matrix(const Vec<S>& tau_c, const Vec<S>& lam) {
@@ -41,29 +39,8 @@ Mat<S> lower(const Mat<S>& A) {
 }
 
 template <class S>
-Mat<S> gelu(const Mat<S>& Z) {
-  Mat<S> out;
-  gelu_tanh_array<S>(Z, out);
-  return out;
-}
-template <class S>
-Mat<S> gelu_d1(const Mat<S>& Z) {
-  Mat<S> out;
-  gelu_tanh_grad_array<S>(Z, out);
-  return out;
-}
-template <class S>
 Mat<S> gelu_d2(const Mat<S>& Z) {
   return Z.unaryExpr([](S x) { return gelu_tanh_grad2(x); });
-}
-
-template <class S>
-void loss_grad(const InnerOptions& opt, const InnerHeadParams<S>& p, const Mat<S>& Z, const Mat<S>& R,
-               Mat<S>& G) {
-  if (opt.layer_norm)
-    ln_l2_grad<S>(Z, R, p.ln_weight, p.ln_bias, S(opt.ln_eps), G);
-  else
-    G = Z - R;
 }
 
 // Reverses G = lnl2(Z, R) (or G = Z − R without the LN).
@@ -111,7 +88,7 @@ void advance_state(const InnerOptions& opt, const InnerHeadParams<S>& p, ConstMa
     if (opt.bias) Z2.rowwise() += w.b2;
     Mat<S> G2;
     loss_grad(opt, p, Z2, R, G2);
-    const Mat<S> G1 = (G2 * w.W2.transpose()).cwiseProduct(gelu_d1(Z1));
+    const Mat<S> G1 = (G2 * w.W2.transpose()).cwiseProduct(inner_detail::gelu_grad(Z1));
     w.W1.noalias() -= tau_last * (K.transpose() * (lam.asDiagonal() * G1));
     w.W2.noalias() -= tau_last * (X2.transpose() * (lam.asDiagonal() * G2));
     if (opt.bias) {
@@ -222,7 +199,7 @@ void chunk_backward_mlp(const InnerOptions& opt, const InnerHeadParams<S>& p, Co
   Mat<S> G2;
   loss_grad(opt, p, Z2, R, G2);
   const Mat<S> P1 = G2 * w.W2.transpose();
-  const Mat<S> D1 = gelu_d1(Z1);
+  const Mat<S> D1 = inner_detail::gelu_grad(Z1);
   const Mat<S> G1 = P1.cwiseProduct(D1);
   const Mat<S> E = eta_matrix<S>(tau_c, lam);
   const Mat<S> C1 = (Q * K.transpose()).array() + one;
@@ -253,7 +230,7 @@ void chunk_backward_mlp(const InnerOptions& opt, const InnerHeadParams<S>& p, Co
   dXbar2.noalias() += dC2 * X2;
   Mat<S> dX2 = dC2.transpose() * Xbar2;
   // X̄2 = gelu(Z̄1)
-  const Mat<S> dZbar1 = dXbar2.cwiseProduct(gelu_d1(Zbar1));
+  const Mat<S> dZbar1 = dXbar2.cwiseProduct(inner_detail::gelu_grad(Zbar1));
   // Z̄1 = Q W1 + b1 − M1 G1
   dQ.noalias() += dZbar1 * w.W1.transpose();
   dw.W1.noalias() += Q.transpose() * dZbar1;

@@ -1,6 +1,8 @@
 // Row-wise LayerNorm and the fused LN + L2 inner-loss gradient (see tttlab/ttt/ln_l2.hpp).
 #include "tttlab/ttt/ln_l2.hpp"
 
+#include "tttlab/nn/norms.hpp"
+
 #include <cmath>
 
 namespace tttlab {
@@ -8,14 +10,7 @@ namespace tttlab {
 template <class S>
 void layer_norm_rows(ConstMatRef<S> Z, const RowVec<S>& gamma, const RowVec<S>& beta, S eps,
                      Mat<S>& Y) {
-  const Eigen::Index n = Z.rows(), d = Z.cols();
-  Y.resize(n, d);
-  for (Eigen::Index i = 0; i < n; ++i) {
-    const S mu = Z.row(i).mean();
-    const S var = (Z.row(i).array() - mu).square().mean();
-    const S inv_sigma = S(1) / std::sqrt(var + eps);
-    Y.row(i) = ((Z.row(i).array() - mu) * inv_sigma * gamma.array() + beta.array()).matrix();
-  }
+  layer_norm_forward<S>(Z, gamma, beta, Y, eps);
 }
 
 template <class S>
@@ -52,18 +47,7 @@ S ln_l2_loss(const RowVec<S>& z, const RowVec<S>& r, const RowVec<S>& gamma,
 template <class S>
 void layer_norm_rows_backward(ConstMatRef<S> Z, const RowVec<S>& gamma, S eps, ConstMatRef<S> dY,
                               Mat<S>& dZ, RowVec<S>& dgamma, RowVec<S>& dbeta) {
-  const Eigen::Index n = Z.rows(), d = Z.cols();
-  dZ.resize(n, d);
-  for (Eigen::Index i = 0; i < n; ++i) {
-    const S mu = Z.row(i).mean();
-    const S sigma = std::sqrt((Z.row(i).array() - mu).square().mean() + eps);
-    const Eigen::Array<S, 1, Eigen::Dynamic> xhat = (Z.row(i).array() - mu) / sigma;
-    dgamma.array() += dY.row(i).array() * xhat;
-    dbeta += dY.row(i);
-    const Eigen::Array<S, 1, Eigen::Dynamic> dxhat = dY.row(i).array() * gamma.array();
-    // dz = (1/σ) P(dx̂),  P(u) = u − mean(u) − x̂·mean(u⊙x̂)
-    dZ.row(i) = ((dxhat - dxhat.mean() - xhat * (dxhat * xhat).mean()) / sigma).matrix();
-  }
+  layer_norm_backward<S>(Z, gamma, dY, dZ, dgamma, dbeta, eps);
 }
 
 template <class S>

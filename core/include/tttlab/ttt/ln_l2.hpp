@@ -13,7 +13,8 @@
 
 namespace tttlab {
 
-// Row-wise LayerNorm: Y = γ⊙x̂ + β. Y may not alias Z.
+// Row-wise LayerNorm: Y = γ⊙x̂ + β (the inner loss's and the head output's LN; the same function as
+// nn/norms.hpp's layer_norm_forward, which it calls). Y may not alias Z.
 template <class S>
 void layer_norm_rows(ConstMatRef<S> Z, const RowVec<S>& gamma, const RowVec<S>& beta, S eps,
                      Mat<S>& Y);
