@@ -6,17 +6,21 @@
 //    rematerialisation group, both forward paths of the inner loop (b = 8: the CUDA-core kernel;
 //    b = 16, d = 64: the tensor-core kernel), the built-in GEMM and tf32 products.
 //    Tolerance per tensor: max |gpu − ref| ≤ tol · max(max|ref of the tensor|, 1e-3 · max|ref of all|).
-//    fp32 products: tol = 2e-3. The step chains ~40 fp32 operations per block and the inner loop's
-//    second-order backward (3xTF32, 1e-4 level on its own in test_ttt_linear.cpp); the CPU fp32 engine
-//    lands at ~1e-5..1e-4 of the same reference (printed beside), and any wrong term is O(1).
-//    tf32 products: tol = 5e-2 (operands rounded to 10 bits, ~1e-3 per product, compounded through the
-//    layers and the backward). The loss: 1e-5 (fp32) and 1e-3 (tf32) relative.
+//    fp32 products: tol = 1e-4, the fp32 bound. The step chains ~40 fp32 operations per block
+//    and the inner loop's second-order backward (3xTF32); measured 0.6e-6..1.5e-6 on an H200, as the
+//    CPU fp32 engine against the same reference (printed beside); any wrong term is O(1).
+//    tf32 products: tol = 1e-2 (operands rounded to 10 bits, ~5e-4 per product, compounded through
+//    the layers and the backward; measured 1.1e-3..1.3e-3). The loss: 1e-5 (fp32) and 1e-3 (tf32)
+//    relative.
 // 2. Training. A tiny model (the `tiny` preset's shape at T = 128, B = 8) trained 50 steps from the
-//    same seed on the CPU and on the GPU: every step's loss within 1e-2 nats with fp32 products and
-//    3e-2 with tf32; the first step's loss (identical parameters) within 1e-5 / 1e-3 relative; the
-//    validation loss before and after likewise. Two GPU runs give identical losses bit for bit.
+//    same seed on the CPU and on the GPU: every step's loss within 1e-3 nats with fp32 products and
+//    5e-3 with tf32 (measured on an H200: 7e-8 and 3e-5 nats over the 50 steps, from 5.5 to 0.75; the
+//    bounds leave room for chaotic growth on other CPUs and GPUs, and still fail on any wrong gradient
+//    term, which moves the curve by 1e-2 or more within a few steps); the first step's loss (identical
+//    parameters) within 1e-5 / 1e-3 relative; the validation loss before and after likewise. Two GPU
+//    runs give identical losses bit for bit.
 // 3. Checkpoints: a GPU run resumed on the GPU continues the same losses bit for bit; resumed on the
-//    CPU (and a CPU run on the GPU) it stays within the training tolerance.
+//    CPU (and a CPU run on the GPU) it stays within the fp32 training tolerance (1e-3 nats).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -51,7 +55,7 @@ struct GradCase {
   ModelConfig model;
   int batch = 3, seq_len = 37;
   CudaTrainOptions opt;
-  double tol = 2e-3, loss_tol = 1e-5;
+  double tol = 1e-4, loss_tol = 1e-5;
 };
 
 ModelConfig base_model(bool mamba, int D, int H, int b) {
@@ -105,7 +109,7 @@ std::vector<GradCase> grad_cases() {
     GradCase g = c[i];
     g.name += ", tf32";
     g.opt.gemm = GemmPrecision::Tf32;
-    g.tol = 5e-2;
+    g.tol = 1e-2;
     g.loss_tol = 1e-3;
     c.push_back(g);
   }
@@ -306,8 +310,8 @@ TEST(TrainCuda, FiftyStepsFollowTheCpuLossCurve) {
     maxtf = std::max(maxtf, std::abs(dtf));
     if (i % 5 == 0 || i + 1 == cpu.loss.size())
       std::printf("[ INFO     ] %5zu %10.5f %10.5f %+10.2e %10.5f %+10.2e\n", i + 1, cpu.loss[i], g32.loss[i], d32, gtf.loss[i], dtf);
-    EXPECT_NEAR(g32.loss[i], cpu.loss[i], 1e-2) << "step " << i + 1 << " (fp32 GEMMs)";
-    EXPECT_NEAR(gtf.loss[i], cpu.loss[i], 3e-2) << "step " << i + 1 << " (tf32 GEMMs)";
+    EXPECT_NEAR(g32.loss[i], cpu.loss[i], 1e-3) << "step " << i + 1 << " (fp32 GEMMs)";
+    EXPECT_NEAR(gtf.loss[i], cpu.loss[i], 5e-3) << "step " << i + 1 << " (tf32 GEMMs)";
     EXPECT_EQ(g32.loss[i], g32b.loss[i]) << "step " << i + 1 << ": two GPU runs differ";
   }
   std::printf("[ INFO     ] max |gpu - cpu| over 50 steps: fp32 %.2e, tf32 %.2e nats; loss %.4f -> %.4f (cpu)\n", max32,
@@ -318,8 +322,8 @@ TEST(TrainCuda, FiftyStepsFollowTheCpuLossCurve) {
   EXPECT_NEAR(gtf.loss[0], cpu.loss[0], 1e-3 * cpu.loss[0]);
   EXPECT_NEAR(g32.val_before, cpu.val_before, 1e-5 * cpu.val_before);
   EXPECT_NEAR(gtf.val_before, cpu.val_before, 1e-3 * cpu.val_before);
-  EXPECT_NEAR(g32.val_after, cpu.val_after, 1e-2);
-  EXPECT_NEAR(gtf.val_after, cpu.val_after, 3e-2);
+  EXPECT_NEAR(g32.val_after, cpu.val_after, 1e-3);
+  EXPECT_NEAR(gtf.val_after, cpu.val_after, 5e-3);
   EXPECT_LT(cpu.loss.back(), cpu.loss.front() - 1.0) << "the model should learn the corpus";
 }
 
@@ -370,8 +374,8 @@ TEST(TrainCuda, CheckpointsResumeOnEitherDevice) {
   const std::vector<double> c = run_steps(*cpu_on_gpu, 3);
   for (int i = 0; i < 3; ++i) {
     EXPECT_EQ(a[i], ref[3 + i]) << "GPU run resumed on the GPU, step " << 4 + i;
-    EXPECT_NEAR(b[i], ref[3 + i], 1e-2) << "GPU run resumed on the CPU, step " << 4 + i;
-    EXPECT_NEAR(c[i], ref_cpu[3 + i], 1e-2) << "CPU run resumed on the GPU, step " << 4 + i;
+    EXPECT_NEAR(b[i], ref[3 + i], 1e-3) << "GPU run resumed on the CPU, step " << 4 + i;
+    EXPECT_NEAR(c[i], ref_cpu[3 + i], 1e-3) << "CPU run resumed on the GPU, step " << 4 + i;
   }
   // The checkpoint the GPU wrote holds its parameters: a CPU model loaded from it evaluates as the
   // GPU does.
