@@ -19,8 +19,10 @@
 #include "tttlab/train/trainer.hpp"
 #include "tttlab/util/rng.hpp"
 #ifdef TTTLAB_HAVE_CUDA
+#include "tttlab/data/batches.hpp"
 #include "tttlab/kernels/train_cuda.hpp"
 #include "tttlab/kernels/ttt.hpp"
+#include "tttlab/optim/adamw.hpp"
 #endif
 
 namespace tttlab::cli {
@@ -123,13 +125,14 @@ struct BenchArgs {
 };
 
 #ifdef TTTLAB_HAVE_CUDA
-// Whole-model training on the GPU: tokens/s of full steps (forward, backward, AdamW) at one shape.
+// Whole-model training on the GPU: tokens/s of full steps (forward, backward, AdamW) at one shape,
+// and where one step's device time goes.
 struct GpuRow {
   std::string name, gemm;
   int width = 0, layers = 0, heads = 0, ffn = 0, batch = 0, seq_len = 0;
   long params = 0;
   double ms_per_step = 0, tok_s = 0, tflops = 0;
-  double device_gib = 0;
+  kernels::CudaStepProfile profile;
 };
 
 GpuRow bench_gpu_training(const std::string& name, int D, int L, int B, int T, const std::string& layer,
@@ -144,15 +147,18 @@ GpuRow bench_gpu_training(const std::string& name, int D, int L, int B, int T, c
   cfg.model.max_position_embeddings = T;
   cfg.batch_size = B;
   cfg.seq_len = T;
-  cfg.steps = steps + 3;
-  TextData data;
+  std::vector<std::uint8_t> text(std::size_t(B) * (T + 1) * 4 + 4096);
   Rng rng(5);
-  data.train.resize(std::size_t(B) * (T + 1) * 4 + 4096);
-  for (auto& b : data.train) b = static_cast<std::uint8_t>(32 + rng.below(95));
-  data.val = data.train;
+  for (auto& b : text) b = static_cast<std::uint8_t>(32 + rng.below(95));
+  Model<float> model(cfg.model, 1);
+  WarmupCosineSchedule sched;
+  sched.peak_value = 1e-3;
+  sched.decay_steps = 1000;
+  AdamW<float> optim(AdamWConfig{}, sched);
   kernels::CudaTrainOptions o;
   o.gemm = gemm;
-  Trainer t(cfg, std::move(data), kernels::cuda_train_backend_factory(o));
+  kernels::CudaTrainBackend gpu(TrainBackendContext{&cfg, &model, &optim, 1}, o);
+  RandomWindowSampler sampler(text, B, T, 3);
   GpuRow r;
   r.name = name;
   r.gemm = kernels::to_string(gemm);
@@ -162,15 +168,22 @@ GpuRow bench_gpu_training(const std::string& name, int D, int L, int B, int T, c
   r.ffn = cfg.model.intermediate_size;
   r.batch = B;
   r.seq_len = T;
-  r.params = t.model().num_params();
-  for (int i = 0; i < 2; ++i) t.step();  // warm-up: cuBLAS heuristics, first launches
-  // step() returns after the update's norm reached the host: the device has finished the step.
+  r.params = model.num_params();
+  for (int i = 0; i < 2; ++i) gpu.step(sampler.next());  // warm-up: cuBLAS heuristics, first launches
+  // step() returns once the gradient norm reached the host, with the AdamW update still running; the
+  // next step waits for it before its batch is copied. In steady state one step() is one step.
   std::vector<double> ms;
-  for (int i = 0; i < steps; ++i) ms.push_back(t.step().seconds * 1e3);
+  for (int i = 0; i < steps; ++i) {
+    const TokenBatch batch = sampler.next();
+    const auto t0 = Clock::now();
+    gpu.step(batch);
+    ms.push_back(since(t0) * 1e3);
+  }
   std::sort(ms.begin(), ms.end());
   r.ms_per_step = ms[ms.size() / 2];
   r.tok_s = double(B) * T / (r.ms_per_step / 1e3);
-  r.tflops = t.step_flops() / (r.ms_per_step / 1e3) / 1e12;
+  r.tflops = 3.0 * B * model.forward_flops(T) / (r.ms_per_step / 1e3) / 1e12;
+  gpu.profile_step(sampler.next(), r.profile);
   return r;
 }
 
@@ -179,18 +192,21 @@ void run_cuda(const BenchArgs& a) {
   std::printf("TTT inner-loop kernels\n%s\n", kernels::format_ttt_bench(rep).c_str());
   std::printf("Whole-model training steps on the GPU (%s, %s backbone; forward + backward + AdamW, median of the timed steps)\n",
               a.layer.c_str(), a.backbone.c_str());
-  std::printf("%-9s %5s %3s %3s %5s %8s %12s %6s %10s %12s %12s\n", "shape", "D", "L", "H", "F", "B x T", "params", "gemm",
-              "ms/step", "tokens/s", "model TFLOP/s");
+  std::printf("%-9s %5s %3s %3s %5s %9s %10s %5s %8s %9s %7s | %-44s\n", "shape", "D", "L", "H", "F", "B x T", "params", "gemm",
+              "ms/step", "tokens/s", "TFLOP/s", "one profiled step, ms: total: GEMM, TTT fwd, TTT bwd, rest");
   for (const auto& gemm : {kernels::GemmPrecision::Tf32, kernels::GemmPrecision::Fp32}) {
     for (int shape = 0; shape < 2; ++shape) {
       const GpuRow r = shape == 0 ? bench_gpu_training("D256-L4", 256, 4, 16, 512, a.layer, a.backbone, gemm, 10)
                                   : bench_gpu_training("D768-L12", 768, 12, 8, 2048, a.layer, a.backbone, gemm, 5);
-      std::printf("%-9s %5d %3d %3d %5d %3d x %-4d %12ld %6s %10.2f %12.0f %12.1f\n", r.name.c_str(), r.width, r.layers,
-                  r.heads, r.ffn, r.batch, r.seq_len, r.params, r.gemm.c_str(), r.ms_per_step, r.tok_s, r.tflops);
+      const kernels::CudaStepProfile& p = r.profile;
+      std::printf("%-9s %5d %3d %3d %5d %3d x %-4d %10ld %5s %8.2f %9.0f %7.1f | %6.1f: %6.1f %6.1f %6.1f %6.1f\n",
+                  r.name.c_str(), r.width, r.layers, r.heads, r.ffn, r.batch, r.seq_len, r.params, r.gemm.c_str(),
+                  r.ms_per_step, r.tok_s, r.tflops, p.total_ms, p.gemm_ms, p.inner_forward_ms,
+                  p.inner_backward_ms, p.other_ms);
       std::fflush(stdout);
     }
   }
-  std::printf("\nmodel TFLOP/s: 3x the forward's matrix-product FLOPs (inner loop included) per second.\n");
+  std::printf("\nTFLOP/s: 3x the forward's matrix-product FLOPs (inner loop included) per second of a step.\n");
   set_exit_code(0);
 }
 #endif

@@ -138,6 +138,29 @@ struct CudaTrainBackend::Impl {
   int rows = 0;  // R of the batch in flight
   int nseq = 0;
 
+  // Profiling (profile_step): event pairs around the phases, summed after the step.
+  enum Phase { kGemm = 0, kInnerFwd = 1, kInnerBwd = 2 };
+  bool profiling = false;
+  std::vector<cudaEvent_t> events;  // a pool, reused across profiled steps
+  std::size_t events_used = 0;
+  std::vector<std::pair<int, std::size_t>> marks;  // phase, index of its start event (end = + 1)
+  cudaEvent_t next_event() {
+    if (events_used == events.size()) {
+      cudaEvent_t e;
+      TTTLAB_CUDA_CHECK(cudaEventCreate(&e));
+      events.push_back(e);
+    }
+    return events[events_used++];
+  }
+  void begin(int phase) {
+    if (!profiling) return;
+    marks.push_back({phase, events_used});
+    TTTLAB_CUDA_CHECK(cudaEventRecord(next_event(), stream));
+  }
+  void end() {
+    if (profiling) TTTLAB_CUDA_CHECK(cudaEventRecord(next_event(), stream));
+  }
+
   float* alloc(std::size_t n) {
     storage.push_back(std::make_unique<DeviceArray<float>>(std::max<std::size_t>(n, 1)));
     return storage.back()->get();
@@ -149,16 +172,18 @@ struct CudaTrainBackend::Impl {
 
   // Row-major C = op(A)·op(B) (+ C with accumulate).
   void mm(bool ta, bool tb, int M, int N, int Kd, const float* A, int lda, const float* Bm, int ldb, float* C,
-          int ldc, bool accumulate) const {
+          int ldc, bool accumulate) {
+    begin(kGemm);
     (*gemm)(ta, tb, M, N, Kd, 1.f, A, lda, Bm, ldb, accumulate ? 1.f : 0.f, C, ldc);
+    end();
   }
   // y [R, out] = x [R, in] · W [in, out]
-  void linear(const float* x, const float* W, int in, int out, float* y) const {
+  void linear(const float* x, const float* W, int in, int out, float* y) {
     mm(false, false, rows, out, in, x, in, W, out, y, out, false);
   }
   // dW [in, out] += xᵀ·dy;  dx [R, in] (+)= dy·Wᵀ (dx may be null)
   void linear_backward(const float* x, const float* W, const float* dy, int in, int out, float* dW, float* dxo,
-                       bool accumulate_dx) const {
+                       bool accumulate_dx) {
     mm(true, false, in, out, rows, x, in, dy, out, dW, out, true);
     if (dxo) mm(false, true, rows, in, out, dy, out, W, out, dxo, in, accumulate_dx);
   }
@@ -389,7 +414,9 @@ void CudaTrainBackend::Impl::ttt_forward(int i, const float* x, float* out, bool
     a.checkpoint_group = group;
   }
   a.stream = st;
+  begin(kInnerFwd);
   ttt_linear_forward(a);
+  end();
   // Post-norm, gate, o_proj.
   layer_norm_forward(k.O, p(pre + "post_norm.weight"), p(pre + "post_norm.bias"), rows, D, kPostNormEps, k.Y, st);
   const float* yg = k.Y;
@@ -483,7 +510,9 @@ void CudaTrainBackend::Impl::ttt_backward(int i, const float* x, const float* dY
   a.workspace = ttt_ws.get();
   a.workspace_bytes = ttt_ws_bytes;
   a.stream = st;
+  begin(kInnerBwd);
   ttt_linear_backward(a);
+  end();
   // λ = scale·σ(x·θ_h + β_h)
   const float scale = float(mc.ttt_base_lr) / float(d);
   if (mc.eta_learned_gate) {
@@ -603,6 +632,7 @@ CudaTrainBackend::~CudaTrainBackend() {
     cudaStreamSynchronize(m_impl->stream);
     m_impl->storage.clear();
     m_impl->gemm.reset();  // its cuBLAS handle is bound to the stream
+    for (cudaEvent_t e : m_impl->events) cudaEventDestroy(e);
     cudaStreamDestroy(m_impl->stream);
   }
 }
@@ -666,6 +696,40 @@ BackendStep CudaTrainBackend::step(const TokenBatch& batch) {
   a.wd = static_cast<float>(c.weight_decay);
   adamw_update(s.P.get(), s.G.get(), s.M1.get(), s.M2.get(), s.total, a, s.stream);
   r.step = ++s.step;
+  return out;
+}
+
+BackendStep CudaTrainBackend::profile_step(const TokenBatch& batch, CudaStepProfile& profile) {
+  Impl& s = *m_impl;
+  s.marks.clear();
+  s.events_used = 0;
+  s.profiling = true;
+  const cudaEvent_t start = s.next_event();
+  TTTLAB_CUDA_CHECK(cudaEventRecord(start, s.stream));
+  BackendStep out;
+  try {
+    out = step(batch);
+  } catch (...) {
+    s.profiling = false;
+    throw;
+  }
+  const cudaEvent_t stop = s.next_event();
+  TTTLAB_CUDA_CHECK(cudaEventRecord(stop, s.stream));
+  s.profiling = false;
+  TTTLAB_CUDA_CHECK(cudaEventSynchronize(stop));
+  profile = CudaStepProfile{};
+  float ms = 0;
+  TTTLAB_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+  profile.total_ms = ms;
+  double phase[3] = {0, 0, 0};
+  for (const auto& [ph, i] : s.marks) {
+    TTTLAB_CUDA_CHECK(cudaEventElapsedTime(&ms, s.events[i], s.events[i + 1]));
+    phase[ph] += ms;
+  }
+  profile.gemm_ms = phase[Impl::kGemm];
+  profile.inner_forward_ms = phase[Impl::kInnerFwd];
+  profile.inner_backward_ms = phase[Impl::kInnerBwd];
+  profile.other_ms = profile.total_ms - profile.gemm_ms - profile.inner_forward_ms - profile.inner_backward_ms;
   return out;
 }
 

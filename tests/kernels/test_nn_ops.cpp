@@ -14,6 +14,8 @@
 //         per row (rstd·|dY ⊙ γ| for LayerNorm), when that is larger than max|ref|: at D = 1 (RMSNorm)
 //         or D = 2 (LayerNorm) the normalised row is ±1, the gradient cancels to ~0 and only the
 //         terms' fp32 roundoff remains, on the CPU's fp32 op as here.
+//         LayerNorm (forward and dX): 1e-4. A row's x − μ loses bits when the row's spread is small
+//         against its mean (at D = 2 the two entries can be close): measured up to 8e-6 at D = 2.
 //   1e-4  sums over many rows (weight gradients: column sums, dγ, dβ, dw of the conv, dE): the issue's
 //         fp32 bound; fixed-order sums of up to ~10^4 terms of both signs stay near 1e-6.
 //   GEMM  fp32 (cuBLAS CUBLAS_COMPUTE_32F and the built-in kernel): 1e-4. tf32 (10-bit operand mantissa,
@@ -210,7 +212,7 @@ TEST_F(NnOps, LayerNormForwardBackward) {
     RowVec<double> dGr = to_mat(dg0, 1, D), dBr = to_mat(db0, 1, D);
     layer_norm_rows<double>(Xd, Gd, Bd, eps, Yr);
     layer_norm_rows_backward<double>(Xd, Gd, eps, to_mat(dy, R, D), dXr, dGr, dBr);
-    EXPECT_CLOSE("layernorm forward", Y.download(), flat(Yr), kTolElem);
+    EXPECT_CLOSE("layernorm forward", Y.download(), flat(Yr), kTolSum);
     {
       double terms = 0;  // max over rows of rstd·|dY ⊙ γ|
       for (int r = 0; r < R; ++r) {
@@ -222,7 +224,7 @@ TEST_F(NnOps, LayerNormForwardBackward) {
       const std::vector<double> ref = flat(dXr);
       const ErrorStat e = compare(got, ref, terms);
       worst_ = std::max(worst_, e.rel);
-      EXPECT_TRUE(within("layernorm dX (relative to the terms' size)", e, kTolElem, got, ref));
+      EXPECT_TRUE(within("layernorm dX (relative to the terms' size)", e, kTolSum, got, ref));
     }
     EXPECT_CLOSE("layernorm dgamma", dG.download(), flat(dGr), kTolSum);
     EXPECT_CLOSE("layernorm dbeta", dB.download(), flat(dBr), kTolSum);

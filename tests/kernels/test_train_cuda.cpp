@@ -9,9 +9,9 @@
 //    fp32 products: tol = 1e-4, the fp32 bound. The step chains ~40 fp32 operations per block
 //    and the inner loop's second-order backward (3xTF32); measured 0.6e-6..1.5e-6 on an H200, as the
 //    CPU fp32 engine against the same reference (printed beside); any wrong term is O(1).
-//    tf32 products: tol = 1e-2 (operands rounded to 10 bits, ~5e-4 per product, compounded through
-//    the layers and the backward; measured 1.1e-3..1.3e-3). The loss: 1e-5 (fp32) and 1e-3 (tf32)
-//    relative.
+//    tf32 products: tol = 3e-2 (operands rounded to 10 bits, ~5e-4 per product, compounded through
+//    the layers and the backward; measured 0.9e-3..3.4e-3 over three runs, worst on the small δ
+//    gradient). The loss: 1e-5 (fp32) and 1e-3 (tf32) relative.
 // 2. Training. A tiny model (the `tiny` preset's shape at T = 128, B = 8) trained 50 steps from the
 //    same seed on the CPU and on the GPU: every step's loss within 1e-3 nats with fp32 products and
 //    5e-3 with tf32 (measured on an H200: 7e-8 and 3e-5 nats over the 50 steps, from 5.5 to 0.75; the
@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "test_ttt_util.hpp"
+#include "tttlab/data/batches.hpp"
 #include "tttlab/io/atomic_file.hpp"
 #include "tttlab/kernels/train_cuda.hpp"
 #include "tttlab/model/model.hpp"
@@ -109,7 +110,7 @@ std::vector<GradCase> grad_cases() {
     GradCase g = c[i];
     g.name += ", tf32";
     g.opt.gemm = GemmPrecision::Tf32;
-    g.tol = 1e-2;
+    g.tol = 3e-2;
     g.loss_tol = 1e-3;
     c.push_back(g);
   }
@@ -325,6 +326,28 @@ TEST(TrainCuda, FiftyStepsFollowTheCpuLossCurve) {
   EXPECT_NEAR(g32.val_after, cpu.val_after, 1e-3);
   EXPECT_NEAR(gtf.val_after, cpu.val_after, 5e-3);
   EXPECT_LT(cpu.loss.back(), cpu.loss.front() - 1.0) << "the model should learn the corpus";
+}
+
+TEST(TrainCuda, ProfiledStepAccountsForItsPhases) {
+  REQUIRE_GPU_OR_SKIP();
+  TrainConfig tc = tiny_config(10);
+  Model<float> model(tc.model, 3);
+  AdamW<float> optim(AdamWConfig{}, WarmupCosineSchedule{});
+  CudaTrainBackend gpu(TrainBackendContext{&tc, &model, &optim, 1}, CudaTrainOptions{});
+  const TextData data = corpus_data();
+  RandomWindowSampler sampler(data.train, tc.batch_size, tc.seq_len, 5);
+  gpu.step(sampler.next());
+  CudaStepProfile p;
+  const BackendStep s = gpu.profile_step(sampler.next(), p);
+  EXPECT_EQ(s.optim.step, 2);
+  EXPECT_EQ(gpu.step_count(), 2);
+  EXPECT_GT(p.gemm_ms, 0.0);
+  EXPECT_GT(p.inner_forward_ms, 0.0);
+  EXPECT_GT(p.inner_backward_ms, 0.0);
+  EXPECT_GE(p.other_ms, -0.01);  // event resolution
+  EXPECT_LE(p.gemm_ms + p.inner_forward_ms + p.inner_backward_ms, p.total_ms + 0.01);
+  std::printf("[ INFO     ] tiny, B=8 T=128, one profiled step: %.2f ms = GEMM %.2f + TTT forward %.2f + TTT backward %.2f + rest %.2f\n",
+              p.total_ms, p.gemm_ms, p.inner_forward_ms, p.inner_backward_ms, p.other_ms);
 }
 
 // ---- 3. checkpoints ------------------------------------------------------------------------------------

@@ -57,6 +57,15 @@ struct CudaTrainOptions {
 // "the GPU trains ttt-linear models; ttt-mlp trains on the CPU (--device cpu)").
 std::string cuda_train_unsupported(const ModelConfig& model);
 
+// Where one step's device time goes (CUDA events around each phase, read after the step).
+struct CudaStepProfile {
+  double total_ms = 0;           // forward + backward + optimiser, first launch to last
+  double gemm_ms = 0;            // every matrix product (projections, SwiGLU, head, η gate)
+  double inner_forward_ms = 0;   // the TTT inner loop, forward kernels
+  double inner_backward_ms = 0;  // the TTT inner loop, backward kernels (incl. their batch sums)
+  double other_ms = 0;           // the rest: norms, convs, RoPE, activations, loss, AdamW, copies, gaps
+};
+
 class CudaTrainBackend final : public TrainBackend {
  public:
   // Allocates everything for batches of up to config.batch_size sequences of config.seq_len tokens
@@ -81,6 +90,9 @@ class CudaTrainBackend final : public TrainBackend {
   std::vector<std::vector<float>> download_gradients() const;
   // Bytes of device memory the backend holds.
   std::size_t device_bytes() const;
+  // step() with a timing of its phases. The events between launches cost a little time themselves;
+  // use it to see proportions, and plain step() for throughput.
+  BackendStep profile_step(const TokenBatch& batch, CudaStepProfile& profile);
 
  private:
   struct Impl;
