@@ -1,7 +1,12 @@
-// `tttlab train`: train a byte-level model on the CPU (see tttlab/train/trainer.hpp).
+// `tttlab train`: train a byte-level model on the CPU or a GPU (see tttlab/train/trainer.hpp).
 //
 //   tttlab train --preset tiny --layer ttt-linear --backbone m --data brown --steps 2000 --out runs/tiny
+//   tttlab train --preset small --device cuda --out runs/small
 //   tttlab train --resume runs/tiny
+//
+// --device auto (the default) trains on the GPU when one is present and the build has the CUDA
+// kernels and the GPU can train the model (TTT-Linear), else on the CPU; the program prints which.
+// Checkpoints are the same on both, so a run may resume on the other device.
 //
 // Prints a progress line (loss, tokens/s, time left), appends metrics as JSON lines to OUT/metrics.jsonl,
 // saves a checkpoint every --checkpoint-every steps and at the end. Ctrl-C finishes the current step,
@@ -21,6 +26,9 @@
 #include "cli/model_options.hpp"
 #include "tttlab/io/json.hpp"
 #include "tttlab/train/trainer.hpp"
+#ifdef TTTLAB_HAVE_CUDA
+#include "tttlab/kernels/train_cuda.hpp"
+#endif
 
 namespace tttlab::cli {
 namespace fs = std::filesystem;
@@ -45,8 +53,44 @@ struct TrainArgs {
   int eval_windows = 64;
   std::string out;
   std::string resume;
+  std::string device = "auto";
+  std::string gpu_gemm = "tf32";
   bool quiet = false;
 };
+
+// The backend for --device (nullptr: the CPU). A GPU that cannot train the model (the check needs the
+// model's config, which a resumed run reads from its checkpoint inside Trainer::resume) falls back to
+// the CPU with a note under `auto`, and is a usage error under `cuda`.
+TrainBackendFactory choose_backend(const TrainArgs& a, std::string& note) {
+  DeviceRequest request;
+  try {
+    request = parse_device_request(a.device);
+  } catch (const std::invalid_argument& e) {
+    throw CLI::ValidationError(e.what());
+  }
+  const DeviceSelection sel = select_device(request);  // DeviceError (status 1) for cuda without a GPU
+  note = sel.note;
+  if (sel.device.kind == DeviceKind::CPU) return {};
+#ifdef TTTLAB_HAVE_CUDA
+  kernels::CudaTrainOptions o;
+  o.device = sel.device.index;
+  try {
+    o.gemm = kernels::parse_gemm_precision(a.gpu_gemm);
+  } catch (const std::invalid_argument& e) {
+    throw CLI::ValidationError(e.what());
+  }
+  const bool forced = request == DeviceRequest::CUDA;
+  return [o, forced, &note](const TrainBackendContext& ctx) -> std::unique_ptr<TrainBackend> {
+    const std::string why = kernels::cuda_train_unsupported(ctx.model->config());
+    if (why.empty()) return std::make_unique<kernels::CudaTrainBackend>(ctx, o);
+    if (forced) throw CLI::ValidationError("--device cuda: " + why);
+    note = why;
+    return make_cpu_train_backend(ctx);
+  };
+#else
+  return {};
+#endif
+}
 
 std::string format_duration(double s) {
   char buf[32];
@@ -85,6 +129,8 @@ void truncate_metrics(const fs::path& file, long step) {
 void run(const TrainArgs& a, CLI::App* cmd) {
   std::unique_ptr<Trainer> trainer;
   fs::path out;
+  std::string device_note;
+  const TrainBackendFactory backend = choose_backend(a, device_note);
   if (!a.resume.empty()) {
     for (const char* opt : {"--preset", "--layer", "--steps", "--data", "--batch", "--seq-len", "--lr", "--seed"})
       if (cmd->count(opt))
@@ -92,7 +138,7 @@ void run(const TrainArgs& a, CLI::App* cmd) {
     out = a.out.empty() ? fs::path(a.resume) : fs::path(a.out);
     if (!a.out.empty() && fs::weakly_canonical(a.out) != fs::weakly_canonical(a.resume))
       throw CLI::ValidationError("--out must be the run directory itself when resuming (or left out)");
-    trainer = Trainer::resume(a.resume);
+    trainer = Trainer::resume(a.resume, backend);
     std::printf("resumed %s at step %ld of %ld\n", a.resume.c_str(), trainer->steps_done(), trainer->config().steps);
     truncate_metrics(out / "metrics.jsonl", trainer->steps_done());
   } else {
@@ -121,7 +167,7 @@ void run(const TrainArgs& a, CLI::App* cmd) {
     } catch (const std::invalid_argument& e) {
       throw CLI::ValidationError(e.what());
     }
-    trainer = std::make_unique<Trainer>(cfg, TextData::load(cfg));
+    trainer = std::make_unique<Trainer>(cfg, TextData::load(cfg), backend);
     fs::create_directories(out);
   }
   const TrainConfig& cfg = trainer->config();
@@ -132,8 +178,10 @@ void run(const TrainArgs& a, CLI::App* cmd) {
               cfg.model.num_hidden_layers, cfg.model.num_attention_heads, cfg.model.mini_batch_size);
   std::printf("data: %s: %zu train bytes, %zu validation bytes\n", trainer->data().description.c_str(),
               trainer->data().train.size(), trainer->data().val.size());
-  std::printf("training: %ld steps of %d x %d bytes, peak lr %g, %d threads, %.2f MFLOP per token (training, inner loop included)\n",
-              cfg.steps, cfg.batch_size, cfg.seq_len, cfg.lr, trainer->threads(), flops_per_token / 1e6);
+  std::printf("training: %ld steps of %d x %d bytes, peak lr %g, %.2f MFLOP per token (training, inner loop included)\n",
+              cfg.steps, cfg.batch_size, cfg.seq_len, cfg.lr, flops_per_token / 1e6);
+  std::printf("device: %s\n", trainer->device_description().c_str());
+  if (!device_note.empty()) std::printf("  (%s)\n", device_note.c_str());
   std::printf("output: %s (metrics.jsonl, checkpoints); Ctrl-C saves and stops\n", out.string().c_str());
   std::fflush(stdout);
 
@@ -219,7 +267,7 @@ void run(const TrainArgs& a, CLI::App* cmd) {
 
 void register_train(CLI::App& app) {
   auto a = std::make_shared<TrainArgs>();
-  auto* cmd = app.add_subcommand("train", "Train a byte-level language model on the CPU (TTT or a baseline)");
+  auto* cmd = app.add_subcommand("train", "Train a byte-level language model on the CPU or a GPU (TTT or a baseline)");
   a->model.add_to(cmd);
   cmd->add_option("--data", a->data, "brown (the prepared Brown corpus), mqar or copy (synthetic recall tasks), or a UTF-8 text file (its last 5% validates)")->capture_default_str();
   cmd->add_option("--data-dir", a->data_dir, "Where the prepared Brown corpus is")->capture_default_str();
@@ -236,6 +284,12 @@ void register_train(CLI::App& app) {
   cmd->add_option("--eval-windows", a->eval_windows, "Validation windows of T bytes (0: the whole validation text)")->check(CLI::Range(0, 1 << 30))->capture_default_str();
   cmd->add_option("--out", a->out, "Run directory (checkpoints, metrics.jsonl)");
   cmd->add_option("--resume", a->resume, "Continue the run in this directory from its latest checkpoint");
+  cmd->add_option("--device", a->device,
+                  "auto (a GPU when present and it can train the model, else the CPU), cpu, or cuda (an error "
+                  "without a GPU); a run may resume on another device")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))->capture_default_str();
+  cmd->add_option("--gpu-gemm", a->gpu_gemm, "GPU matrix products: tf32 (tensor cores, ~1e-3 relative) or fp32")
+      ->check(CLI::IsMember({"tf32", "fp32"}))->capture_default_str();
   cmd->callback([a, cmd] { run(*a, cmd); });
 }
 

@@ -1,9 +1,8 @@
-// Training on the CPU (see tttlab/train/trainer.hpp).
+// Training on a backend, the CPU by default (see tttlab/train/trainer.hpp).
 #include "tttlab/train/trainer.hpp"
 
 #include <algorithm>
 #include <chrono>
-#include <mutex>
 #include <cmath>
 #include <cstdio>
 #include <stdexcept>
@@ -18,32 +17,14 @@
 #include "tttlab/model/checkpoint.hpp"
 #include "tttlab/optim/adamw.hpp"
 
+#include "tttlab/util/parallel.hpp"
+
 namespace tttlab {
 namespace fs = std::filesystem;
 
 namespace {
 
 [[noreturn]] void bad(const std::string& msg) { throw std::invalid_argument("training config: " + msg); }
-
-// Runs fn(i) for i in [0, n) on n threads (the calling thread takes i = 0).
-template <class F>
-void run_parallel(int n, F&& fn) {
-  std::vector<std::thread> workers;
-  std::exception_ptr error;
-  std::mutex error_mutex;
-  auto guarded = [&](int i) {
-    try {
-      fn(i);
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(error_mutex);
-      if (!error) error = std::current_exception();
-    }
-  };
-  for (int i = 1; i < n; ++i) workers.emplace_back(guarded, i);
-  guarded(0);
-  for (auto& w : workers) w.join();
-  if (error) std::rethrow_exception(error);
-}
 
 std::string step_name(long step) {
   char buf[32];
@@ -210,30 +191,19 @@ TextData TextData::load(const TrainConfig& cfg) {
 
 struct Trainer::Impl {
   std::uint64_t synthetic_next = 0;  // the next synthetic batch index (the synthetic "sampler state")
-  std::vector<std::unique_ptr<Model<float>>> grads;  // one per thread
-  std::vector<std::vector<Eigen::Map<Mat<float>>>> grad_views;
-  std::vector<Eigen::Map<Mat<float>>> param_views;
-  std::vector<std::string> names;
   std::unique_ptr<RandomWindowSampler> sampler;
   std::unique_ptr<AdamW<float>> optim;
+  // Last: it refers to the optimiser and the model, so it goes first.
+  std::unique_ptr<TrainBackend> backend;
 };
 
-Trainer::Trainer(TrainConfig cfg, TextData data) : m_cfg(std::move(cfg)), m_data(std::move(data)) {
+Trainer::Trainer(TrainConfig cfg, TextData data, const TrainBackendFactory& backend)
+    : m_cfg(std::move(cfg)), m_data(std::move(data)) {
   m_cfg.validate();
   m_threads = m_cfg.threads > 0 ? m_cfg.threads : std::max(1u, std::thread::hardware_concurrency());
   m_threads = std::min(m_threads, m_cfg.batch_size);
   m_model = std::make_unique<Model<float>>(m_cfg.model, m_cfg.seed);
   m_impl = std::make_unique<Impl>();
-  m_model->for_each_param([&](Eigen::Map<Mat<float>> m, const std::string& n) {
-    m_impl->param_views.push_back(m);
-    m_impl->names.push_back(n);
-  });
-  for (int i = 0; i < m_threads; ++i) {
-    m_impl->grads.push_back(m_model->zeros_like());
-    m_impl->grad_views.emplace_back();
-    m_impl->grads.back()->for_each_param(
-        [&](Eigen::Map<Mat<float>> m, const std::string&) { m_impl->grad_views.back().push_back(m); });
-  }
   if (m_data.synthetic.empty() && m_data.train.size() < static_cast<std::size_t>(m_cfg.seq_len) + 1)
     throw std::runtime_error("the training text is shorter than one window of " + std::to_string(m_cfg.seq_len + 1) + " bytes");
   if (m_data.synthetic.empty())
@@ -249,11 +219,14 @@ Trainer::Trainer(TrainConfig cfg, TextData data) : m_cfg(std::move(cfg)), m_data
   sched.decay_steps = std::max<std::int64_t>(m_cfg.steps, sched.warmup_steps + 1);
   sched.end_value = std::min(m_cfg.end_lr, m_cfg.lr);
   m_impl->optim = std::make_unique<AdamW<float>>(ac, sched);
+  const TrainBackendContext ctx{&m_cfg, m_model.get(), m_impl->optim.get(), m_threads};
+  m_impl->backend = backend ? backend(ctx) : make_cpu_train_backend(ctx);
+  if (!m_impl->backend) throw std::runtime_error("the training backend could not be created");
 }
 
 Trainer::~Trainer() = default;
 
-long Trainer::steps_done() const { return static_cast<long>(m_impl->optim->step_count()); }
+long Trainer::steps_done() const { return static_cast<long>(m_impl->backend->step_count()); }
 
 double Trainer::step_flops() const {
   return 3.0 * double(m_cfg.batch_size) * m_model->forward_flops(m_cfg.seq_len);
@@ -266,38 +239,11 @@ StepReport Trainer::step() {
                                : synthetic_batch(m_data.synthetic, m_cfg.seq_len, m_cfg.batch_size, m_cfg.seed,
                                                  m_impl->synthetic_next++);
   const long denom = static_cast<long>(batch.counted_targets());
-  std::vector<double> loss_sum(m_threads, 0.0);
-  run_parallel(m_threads, [&](int i) {
-    Model<float>& g = *m_impl->grads[i];
-    g.set_zero();
-    const int lo = batch.batch * i / m_threads, hi = batch.batch * (i + 1) / m_threads;
-    for (int r = lo; r < hi; ++r) {
-      const auto row = batch.row(r);
-      std::vector<std::uint8_t> mask;
-      if (!batch.mask.empty())
-        mask.assign(batch.mask.begin() + std::ptrdiff_t(r) * batch.seq_len,
-                    batch.mask.begin() + std::ptrdiff_t(r + 1) * batch.seq_len);
-      const std::vector<int> tokens(row.begin(), row.end());
-      loss_sum[i] += m_model->train_sequence(tokens, mask, denom, g).loss_sum;
-    }
-  });
-  // Sum the per-thread gradients in thread order (deterministic for a given thread count).
-  auto& gv = m_impl->grad_views;
-  for (int i = 1; i < m_threads; ++i)
-    for (size_t k = 0; k < gv[0].size(); ++k) gv[0][k] += gv[i][k];
-  std::vector<NamedParam<float>> params;
-  params.reserve(gv[0].size());
-  for (size_t k = 0; k < gv[0].size(); ++k) {
-    auto& p = m_impl->param_views[k];
-    params.push_back({m_impl->names[k], std::span<float>(p.data(), p.size()),
-                      std::span<const float>(gv[0][k].data(), gv[0][k].size())});
-  }
-  const AdamWReport rep = m_impl->optim->step(params);
+  const BackendStep s = m_impl->backend->step(batch);
+  const AdamWReport& rep = s.optim;
   StepReport r;
   r.step = rep.step;
-  double total = 0;
-  for (double l : loss_sum) total += l;
-  r.loss = denom > 0 ? total / double(denom) : 0.0;
+  r.loss = denom > 0 ? s.loss_sum / double(denom) : 0.0;
   r.lr = rep.lr;
   r.grad_norm = rep.grad_norm;
   r.skipped = rep.skipped;
@@ -308,36 +254,26 @@ StepReport Trainer::step() {
 }
 
 EvalReport Trainer::evaluate(int max_windows) const {
-  // Text: fixed consecutive windows of the validation text. Synthetic: a fixed set of rows drawn
-  // from a seed stream that training never uses (max_windows rows, 256 when 0).
-  const bool synthetic = !m_data.synthetic.empty();
-  std::unique_ptr<SequentialWindows> windows;
-  TokenBatch rows;
-  std::int64_t n = 0;
-  if (synthetic) {
-    n = max_windows > 0 ? max_windows : 256;
-    rows = synthetic_batch(m_data.synthetic, m_cfg.seq_len, static_cast<int>(n), m_cfg.seed + k_val_seed_offset, 0);
-  } else {
-    windows = std::make_unique<SequentialWindows>(std::span<const std::uint8_t>(m_data.val), 1, m_cfg.seq_len, max_windows);
-    n = windows->windows();
+  if (m_data.synthetic.empty()) {
+    EvalReport r = m_impl->backend->evaluate(std::span<const std::uint8_t>(m_data.val), m_cfg.seq_len, max_windows);
+    r.step = steps_done();
+    return r;
   }
-  if (n <= 0) throw std::runtime_error("the validation text is shorter than one window");
+  // Synthetic tasks: a fixed set of rows drawn from a seed stream that training never uses
+  // (max_windows rows, 256 when 0), scored on the answers only, on the host model.
+  m_impl->backend->pull_to_host();
+  const std::int64_t n = max_windows > 0 ? max_windows : 256;
+  const TokenBatch rows =
+      synthetic_batch(m_data.synthetic, m_cfg.seq_len, static_cast<int>(n), m_cfg.seed + k_val_seed_offset, 0);
   std::vector<double> loss(m_threads, 0.0);
   std::vector<long> count(m_threads, 0), correct(m_threads, 0);
   std::vector<std::vector<double>> by_pos(m_threads, std::vector<double>(m_cfg.seq_len, 0.0));
   run_parallel(m_threads, [&](int i) {
     for (std::int64_t w = i; w < n; w += m_threads) {
-      std::vector<int> tokens;
-      std::vector<std::uint8_t> mask;
-      if (synthetic) {
-        const auto row = rows.row(static_cast<int>(w));
-        tokens.assign(row.begin(), row.end());
-        mask.assign(rows.mask.begin() + w * m_cfg.seq_len, rows.mask.begin() + (w + 1) * m_cfg.seq_len);
-      } else {
-        const TokenBatch b = windows->batch_at(w);
-        const auto row = b.row(0);
-        tokens.assign(row.begin(), row.end());
-      }
+      const auto row = rows.row(static_cast<int>(w));
+      const std::vector<int> tokens(row.begin(), row.end());
+      const std::vector<std::uint8_t> mask(rows.mask.begin() + w * m_cfg.seq_len,
+                                           rows.mask.begin() + (w + 1) * m_cfg.seq_len);
       Vec<float> pos;
       const CrossEntropyStats st = m_model->eval_sequence(tokens, mask, &pos);
       loss[i] += st.loss_sum;
@@ -364,7 +300,14 @@ EvalReport Trainer::evaluate(int max_windows) const {
   return r;
 }
 
+void Trainer::sync_to_host() const { m_impl->backend->pull_to_host(); }
+
+std::string Trainer::device_description() const { return m_impl->backend->describe(); }
+
+DeviceKind Trainer::device_kind() const { return m_impl->backend->kind(); }
+
 void Trainer::save(const fs::path& run_dir) const {
+  sync_to_host();
   const long step = steps_done();
   const fs::path dir = run_dir / step_name(step);
   fs::create_directories(dir);
@@ -411,13 +354,13 @@ std::unique_ptr<Model<float>> load_model(const fs::path& dir) {
   return model;
 }
 
-std::unique_ptr<Trainer> Trainer::resume(const fs::path& run_dir) {
+std::unique_ptr<Trainer> Trainer::resume(const fs::path& run_dir, const TrainBackendFactory& backend) {
   const fs::path ck = resolve_checkpoint(run_dir);
   const SafetensorsFile st = SafetensorsFile::read(ck / "train_state.safetensors");
   const std::string* cfg_text = st.metadata_value("train_config");
   if (!cfg_text) throw std::runtime_error("'" + (ck / "train_state.safetensors").string() + "' has no training config");
   TrainConfig cfg = TrainConfig::from_json(*cfg_text);
-  auto t = std::make_unique<Trainer>(cfg, TextData::load(cfg));
+  auto t = std::make_unique<Trainer>(cfg, TextData::load(cfg), backend);
   load_model_safetensors(*t->m_model, ck / "model.safetensors");
   t->m_impl->optim->load_state(AdamWState<float>::load(st, "optim."));
   const std::string* seed = st.metadata_value("sampler_seed");
@@ -427,6 +370,7 @@ std::unique_ptr<Trainer> Trainer::resume(const fs::path& run_dir) {
     t->m_impl->sampler->set_state(SamplerState{std::stoull(*seed), std::stoull(*next)});
   else
     t->m_impl->synthetic_next = std::stoull(*next);
+  t->m_impl->backend->push_from_host();
   return t;
 }
 

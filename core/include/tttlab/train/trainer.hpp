@@ -1,11 +1,14 @@
-// tttlab/train/trainer.hpp — training and evaluating a byte-level model on the CPU.
+// tttlab/train/trainer.hpp — training and evaluating a byte-level model, on the CPU or a GPU.
 //
 // The Trainer owns the model (float), the optimiser (AdamW + warmup-cosine, tttlab/optim), the data
 // and the batch sampler. step() runs one optimiser step on one batch of B random windows of T + 1
-// bytes: the B sequences are split over `threads` worker threads in fixed contiguous slices, each
-// thread accumulates its gradient in its own model-shaped buffer, and the buffers are summed in thread
-// order. Results are therefore deterministic for a given seed AND thread count (floating-point sums in
-// another order round differently).
+// bytes on its backend (backend.hpp). The default backend is the CPU engine: the B sequences are
+// split over `threads` worker threads in fixed contiguous slices, each thread accumulates its gradient
+// in its own model-shaped buffer, and the buffers are summed in thread order. Results are therefore
+// deterministic for a given seed AND thread count (floating-point sums in another order round
+// differently). A GPU backend (a TrainBackendFactory from kernels/, tttlab/kernels/train_cuda.hpp)
+// keeps the parameters and the optimiser state on the device between steps; model() is then the host
+// copy, made current by sync_to_host() (save() does it), and checkpoints are the same files.
 //
 // Checkpoints (save/resume) make a run directory:
 //   RUN/train_config.json           the run's settings (TrainConfig::to_json)
@@ -28,6 +31,7 @@
 #include <vector>
 
 #include "tttlab/model/model.hpp"
+#include "tttlab/train/backend.hpp"
 
 namespace tttlab {
 
@@ -66,15 +70,6 @@ struct StepReport {
   long tokens = 0;            // tokens in the batch
 };
 
-struct EvalReport {
-  long step = 0;
-  double loss = 0;            // nats per byte
-  double bpb = 0;             // bits per byte = loss / ln 2
-  long targets = 0;           // scored bytes
-  double accuracy = 0;         // share of scored targets whose most likely byte is right
-  std::vector<double> loss_by_position;  // [T] mean loss at each position in the window
-};
-
 // The bytes a run trains and validates on.
 struct TextData {
   std::vector<std::uint8_t> train, val;  // empty for the synthetic tasks
@@ -87,15 +82,28 @@ struct TextData {
 
 class Trainer {
  public:
-  Trainer(TrainConfig cfg, TextData data);
+  // `backend` empty: the CPU engine. Otherwise it is called once, here, with the new model and
+  // optimiser (a GPU backend uploads them).
+  Trainer(TrainConfig cfg, TextData data, const TrainBackendFactory& backend = {});
   ~Trainer();
-  // Reopens RUN at its latest checkpoint (the data is reloaded from the saved TrainConfig unless given).
-  static std::unique_ptr<Trainer> resume(const std::filesystem::path& run_dir);
+  // Reopens RUN at its latest checkpoint (the data is reloaded from the saved TrainConfig unless given),
+  // on the given backend (empty: the CPU). Checkpoints do not record the device: a run saved by one
+  // backend resumes on any other.
+  static std::unique_ptr<Trainer> resume(const std::filesystem::path& run_dir,
+                                         const TrainBackendFactory& backend = {});
 
   StepReport step();
+  // Evaluation and saving run on the backend and only read the run's state; they are const although
+  // a GPU backend uses its device buffers for them.
   EvalReport evaluate(int max_windows) const;  // 0: every validation window
   // Writes a checkpoint of the current step into run_dir (see above) and prunes older ones (keeps 2).
   void save(const std::filesystem::path& run_dir) const;
+  // Makes model() (and the host optimiser state) current. Needed only with a GPU backend, before
+  // reading model() directly; a no-op on the CPU.
+  void sync_to_host() const;
+  // The backend's device in words ("CPU (Eigen 3.4, 16 threads)", "CUDA: NVIDIA H100 ...").
+  std::string device_description() const;
+  DeviceKind device_kind() const;
 
   long steps_done() const;
   bool finished() const { return steps_done() >= m_cfg.steps; }

@@ -1,0 +1,127 @@
+// The CPU training backend (see tttlab/train/backend.hpp): the Trainer's step and evaluation on the
+// engine of core/, with data-parallel worker threads.
+#include <cmath>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+#include "tttlab/train/backend.hpp"
+#include "tttlab/train/trainer.hpp"
+
+#include "tttlab/util/parallel.hpp"
+
+namespace tttlab {
+namespace {
+
+class CpuTrainBackend final : public TrainBackend {
+ public:
+  explicit CpuTrainBackend(const TrainBackendContext& ctx)
+      : m_model(*ctx.model), m_optim(*ctx.optim), m_threads(std::max(1, ctx.threads)) {
+    m_model.for_each_param([&](Eigen::Map<Mat<float>> m, const std::string& n) {
+      m_param_views.push_back(m);
+      m_names.push_back(n);
+    });
+    for (int i = 0; i < m_threads; ++i) {
+      m_grads.push_back(m_model.zeros_like());
+      m_grad_views.emplace_back();
+      m_grads.back()->for_each_param(
+          [&](Eigen::Map<Mat<float>> m, const std::string&) { m_grad_views.back().push_back(m); });
+    }
+  }
+
+  DeviceKind kind() const override { return DeviceKind::CPU; }
+  std::string describe() const override {
+    DeviceInfo d = cpu_device();
+    d.threads = m_threads;
+    return d.describe();
+  }
+
+  BackendStep step(const TokenBatch& batch) override {
+    const long denom = static_cast<long>(batch.counted_targets());
+    std::vector<double> loss_sum(m_threads, 0.0);
+    run_parallel(m_threads, [&](int i) {
+      Model<float>& g = *m_grads[i];
+      g.set_zero();
+      const int lo = batch.batch * i / m_threads, hi = batch.batch * (i + 1) / m_threads;
+      for (int r = lo; r < hi; ++r) {
+        const auto row = batch.row(r);
+        std::vector<std::uint8_t> mask;
+        if (!batch.mask.empty())
+          mask.assign(batch.mask.begin() + std::ptrdiff_t(r) * batch.seq_len,
+                      batch.mask.begin() + std::ptrdiff_t(r + 1) * batch.seq_len);
+        const std::vector<int> tokens(row.begin(), row.end());
+        loss_sum[i] += m_model.train_sequence(tokens, mask, denom, g).loss_sum;
+      }
+    });
+    // Sum the per-thread gradients in thread order (deterministic for a given thread count).
+    auto& gv = m_grad_views;
+    for (int i = 1; i < m_threads; ++i)
+      for (size_t k = 0; k < gv[0].size(); ++k) gv[0][k] += gv[i][k];
+    std::vector<NamedParam<float>> params;
+    params.reserve(gv[0].size());
+    for (size_t k = 0; k < gv[0].size(); ++k) {
+      auto& p = m_param_views[k];
+      params.push_back({m_names[k], std::span<float>(p.data(), p.size()),
+                        std::span<const float>(gv[0][k].data(), gv[0][k].size())});
+    }
+    BackendStep s;
+    s.optim = m_optim.step(params);
+    for (double l : loss_sum) s.loss_sum += l;
+    return s;
+  }
+
+  std::int64_t step_count() const override { return m_optim.step_count(); }
+
+  EvalReport evaluate(std::span<const std::uint8_t> val, int seq_len, int max_windows) override {
+    SequentialWindows windows(val, 1, seq_len, max_windows);
+    const std::int64_t n = windows.windows();
+    if (n <= 0) throw std::runtime_error("the validation text is shorter than one window");
+    std::vector<double> loss(m_threads, 0.0);
+    std::vector<long> count(m_threads, 0);
+    std::vector<std::vector<double>> by_pos(m_threads, std::vector<double>(seq_len, 0.0));
+    run_parallel(m_threads, [&](int i) {
+      for (std::int64_t w = i; w < n; w += m_threads) {
+        const TokenBatch b = windows.batch_at(w);
+        const auto row = b.row(0);
+        const std::vector<int> tokens(row.begin(), row.end());
+        Vec<float> pos;
+        const CrossEntropyStats st = m_model.eval_sequence(tokens, {}, &pos);
+        loss[i] += st.loss_sum;
+        count[i] += st.counted;
+        for (int t = 0; t < seq_len; ++t) by_pos[i][t] += pos(t);
+      }
+    });
+    EvalReport r;
+    double total = 0;
+    for (int i = 0; i < m_threads; ++i) {
+      total += loss[i];
+      r.targets += count[i];
+    }
+    r.loss = total / double(r.targets);
+    r.bpb = r.loss / std::log(2.0);
+    r.loss_by_position.assign(seq_len, 0.0);
+    for (int i = 0; i < m_threads; ++i)
+      for (int t = 0; t < seq_len; ++t) r.loss_by_position[t] += by_pos[i][t] / double(n);
+    return r;
+  }
+
+  void pull_to_host() override {}
+  void push_from_host() override {}
+
+ private:
+  Model<float>& m_model;
+  AdamW<float>& m_optim;
+  int m_threads;
+  std::vector<std::unique_ptr<Model<float>>> m_grads;  // one per thread
+  std::vector<std::vector<Eigen::Map<Mat<float>>>> m_grad_views;
+  std::vector<Eigen::Map<Mat<float>>> m_param_views;
+  std::vector<std::string> m_names;
+};
+
+}  // namespace
+
+std::unique_ptr<TrainBackend> make_cpu_train_backend(const TrainBackendContext& ctx) {
+  return std::make_unique<CpuTrainBackend>(ctx);
+}
+
+}  // namespace tttlab

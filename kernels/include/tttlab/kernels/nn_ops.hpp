@@ -1,0 +1,132 @@
+// tttlab/kernels/nn_ops.hpp — the element-wise and row operations of a training step on the GPU.
+//
+// Each function mirrors one CPU op of core/ (named below) in fp32 and is tested against it
+// (tests/kernels/test_nn_ops.cpp). Together with the matrix products (gemm.hpp) and the TTT inner
+// loop (ttt.hpp) they make the model's forward and backward (train_cuda.cpp).
+//
+// CONVENTIONS. Every pointer is a DEVICE pointer, fp32 unless typed otherwise; matrices are ROW-MAJOR
+// and contiguous (tttlab/tensor.hpp: a token is a row, R = B·T rows for a batch of B sequences of T
+// tokens, sequence n's token t at row n·T + t). Calls are asynchronous on `stream` (nullptr: the
+// legacy default stream), check their arguments first (std::invalid_argument, one line, nothing
+// launched) and throw std::runtime_error when a launch fails. Outputs marked "=" are overwritten,
+// "+=" are added to (gradient accumulators, as the CPU ops' `dw +=`). No atomics: every result is
+// the same bit for bit from run to run; sums over rows run in a fixed order (two passes through a
+// caller-provided workspace of the size the matching *_workspace function gives, in floats).
+// THREADING: no global state; calls may come from any thread.
+// This header includes neither CUDA nor Eigen headers.
+#pragma once
+
+#include <cstddef>
+
+struct CUstream_st;
+
+namespace tttlab::kernels {
+
+// ---- reductions --------------------------------------------------------------------------------
+// out[c] += Σ_r X[r, c] over R rows (R ≥ 0, C ≥ 1), summed in a fixed order.
+std::size_t column_sum_workspace(int R, int C);
+void column_sum_add(const float* X, int R, int C, float* out, float* workspace, CUstream_st* stream);
+
+// ---- element-wise --------------------------------------------------------------------------------
+// out = a + b over n elements (out may alias a or b).
+void add(const float* a, const float* b, float* out, std::size_t n, CUstream_st* stream);
+
+// ---- embedding (nn/embedding.hpp) -----------------------------------------------------------------
+// H[r, :] = E[tokens[r], :]. E [V, D]; tokens [R] in [0, V) (not checked on the device: the host
+// checks tokens before they are uploaded).
+void embedding_forward(const float* E, int V, int D, const int* tokens, int R, float* H, CUstream_st* stream);
+// dE[v, :] += Σ over the rows r with tokens[r] = v of dH[r, :], rows in increasing order. The rows of
+// each token come as a CSR list built on the host: rows_of[offsets[v] .. offsets[v+1]) (offsets [V+1],
+// rows_of [R]).
+void embedding_backward(const int* offsets, const int* rows_of, int V, int D, const float* dH, float* dE,
+                        CUstream_st* stream);
+
+// ---- RMSNorm and LayerNorm (nn/norms.hpp) --------------------------------------------------------
+// Y = X·r·w per row, r = 1/√(mean(x²) + ε). X, Y [R, D] (Y may not alias X).
+void rms_norm_forward(const float* X, const float* w, int R, int D, float eps, float* Y, CUstream_st* stream);
+// dX (= or += with accumulate) and dw += Σ_r dY ⊙ x·r.
+std::size_t rms_norm_backward_workspace(int R, int D);
+void rms_norm_backward(const float* X, const float* w, const float* dY, int R, int D, float eps, float* dX,
+                       bool accumulate, float* dw, float* workspace, CUstream_st* stream);
+// Y = (X − μ)/σ ⊙ γ + β per row, σ = √(var + ε) (the TTT layer's post-norm).
+void layer_norm_forward(const float* X, const float* gamma, const float* beta, int R, int D, float eps,
+                        float* Y, CUstream_st* stream);
+// dX =, dγ += Σ_r dY ⊙ x̂, dβ += Σ_r dY.
+std::size_t layer_norm_backward_workspace(int R, int D);
+void layer_norm_backward(const float* X, const float* gamma, const float* dY, int R, int D, float eps,
+                         float* dX, float* dgamma, float* dbeta, float* workspace, CUstream_st* stream);
+
+// ---- depthwise causal convolution (nn/causal_conv.hpp) -------------------------------------------
+// Each of the B sequences [T, C] starts from a zero history: y[t, c] = bias[c] + Σ_j w[c, j]·u[t−K+1+j, c]
+// (terms before the sequence start are 0). u, y [B·T, C]; w [C, K]; bias [C]. 1 ≤ K ≤ 16.
+void causal_conv_forward(const float* u, const float* w, const float* bias, int B, int T, int C, int K,
+                         float* y, CUstream_st* stream);
+// du (= or += with accumulate), dw += Σ dy·u, dbias += Σ dy.
+std::size_t causal_conv_backward_workspace(int B, int T, int C, int K);
+void causal_conv_backward(const float* u, const float* w, const float* dy, int B, int T, int C, int K,
+                          float* du, bool accumulate, float* dw, float* dbias, float* workspace,
+                          CUstream_st* stream);
+
+// ---- RoPE (nn/rope.hpp), positions t mod b -------------------------------------------------------
+// In place on X [B·T, H·d]: each interleaved pair (2m, 2m+1) of every head of row n·T + t is rotated
+// by the angle of position p = t mod period, frequency m: (a, b) → (a·c − b·s, a·s + b·c) with
+// c = cos_table[p·d/2 + m], s = sign·sin_table[p·d/2 + m]. sign = +1 forward, −1 backward (the
+// transpose). The tables [period, d/2] are computed on the host in double and rounded to float, as
+// the CPU op rounds its cos and sin (rope_tables()).
+void rope_rotate(float* X, int B, int T, int H, int d, int period, const float* cos_table, const float* sin_table,
+                 float sign, CUstream_st* stream);
+// Host helper: the tables above for head dim d (even), `period` positions, base theta.
+void rope_tables(int d, int period, double theta, float* cos_host, float* sin_host);
+
+// ---- activations (nn/swiglu.hpp, the TTT layer's gate) --------------------------------------------
+// hidden = silu(G) ⊙ U over n elements.
+void silu_mul_forward(const float* G, const float* U, float* hidden, std::size_t n, CUstream_st* stream);
+// Given dHidden: dU = dHidden ⊙ silu(G), dG = dHidden ⊙ U ⊙ silu′(G). dG may alias dHidden.
+void silu_mul_backward(const float* G, const float* U, const float* dHidden, float* dG, float* dU, std::size_t n,
+                       CUstream_st* stream);
+// out = gelu(A) ⊙ Y (tanh GELU, nn/activations.hpp).
+void gelu_gate_forward(const float* A, const float* Y, float* out, std::size_t n, CUstream_st* stream);
+// Given dOut: dY = dOut ⊙ gelu(A), dA = dOut ⊙ Y ⊙ gelu′(A).
+void gelu_gate_backward(const float* A, const float* Y, const float* dOut, float* dY, float* dA, std::size_t n,
+                        CUstream_st* stream);
+
+// ---- the TTT layer's learning rates (ttt/eta.hpp) --------------------------------------------------
+// λ [B, H, T] (the inner-loop kernels' layout) from the gate's pre-activations U [B·T, H] = x·θᵀ:
+// λ[n, h, t] = scale·σ(U[n·T + t, h] + bias[h]). With U == nullptr (the fixed gate) λ = scale.
+void eta_forward(const float* U, const float* bias, int B, int T, int H, float scale, float* lambda,
+                 CUstream_st* stream);
+// dU [B·T, H] = dλ ⊙ λ ⊙ (1 − λ/scale)  (scale ≤ 0 is taken as 1, as on the CPU, where λ = 0 anyway).
+void eta_backward(const float* lambda, const float* dlambda, int B, int T, int H, float scale, float* dU,
+                  CUstream_st* stream);
+// τ [b]: τ_i = max(1/i + δ_i, 0) (i = 1..b), or 1 with token_index off.
+void token_index_forward(const float* delta, int b, bool token_index, float* tau, CUstream_st* stream);
+// dδ_i += dτ_i where 1/i + δ_i > 0 (the clamp is inactive); nothing with token_index off.
+void token_index_backward(const float* delta, const float* dtau, int b, bool token_index, float* ddelta,
+                          CUstream_st* stream);
+
+// ---- softmax cross-entropy (nn/cross_entropy.hpp) --------------------------------------------------
+// Per row r of logits [R, V] with targets[r] in [0, V), or −1 (not counted): losses[r] =
+// logsumexp − logit[target] (0 for uncounted rows), and (dlogits != nullptr) dlogits[r, :] =
+// grad_scale·(softmax − onehot), zero rows for uncounted rows. dlogits may alias logits.
+void cross_entropy(const float* logits, const int* targets, int R, int V, float grad_scale, float* losses,
+                   float* dlogits, CUstream_st* stream);
+
+// ---- AdamW (optim/adamw.hpp) -------------------------------------------------------------------
+// Σ g² over n elements, accumulated in double, written to *out (one double on the device).
+std::size_t sum_squares_workspace(std::size_t n);  // in doubles
+void sum_squares(const float* g, std::size_t n, double* out, double* workspace, CUstream_st* stream);
+// The element update of AdamW::step with its scalars computed on the host as there:
+//   g' = g·scale; m = b1·m + (1−b1)·g'; v = b2·v + (1−b2)·g'²; p −= lr·(m·inv_bc1 / (√(v·inv_bc2) + eps) + wd·p)
+struct AdamWScalars {
+  float scale = 1, b1 = 0.9f, one_minus_b1 = 0.1f, b2 = 0.95f, one_minus_b2 = 0.05f;
+  float inv_bc1 = 1, inv_bc2 = 1, lr = 0, eps = 1e-8f, wd = 0;
+};
+void adamw_update(float* p, const float* g, float* m, float* v, std::size_t n, const AdamWScalars& s,
+                  CUstream_st* stream);
+
+// ---- a plain fp32 matrix product (the fallback engine of gemm.hpp) ------------------------------
+// Row-major C[M, N] = alpha·op(A)·op(B) + beta·C, the contract of Gemm::operator().
+void gemm_builtin(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
+                  const float* B, int ldb, float beta, float* C, int ldc, CUstream_st* stream);
+
+}  // namespace tttlab::kernels

@@ -1,0 +1,105 @@
+// tttlab/kernels/train_cuda.hpp — a whole training step of the byte-level model on one GPU.
+//
+// CudaTrainBackend implements core's TrainBackend (tttlab/train/backend.hpp) for TTT-Linear models of
+// either backbone. It computes the function of Model<float>::train_sequence (model.hpp, layer.hpp) for
+// all B sequences of a batch at once and applies the AdamW update of optim/adamw.hpp on the device:
+//
+//   embedding → per block [pre-conv (Mamba backbone): RMSNorm, depthwise causal conv, residual;
+//   RMSNorm + TTT-Linear layer (projections, conv_q/conv_k or k_proj, RoPE at positions t mod b,
+//   η gate and token-index τ, the inner loop, post-norm LayerNorm, GELU gate, o_proj), residual;
+//   RMSNorm + SwiGLU, residual] → RMSNorm → tied head → softmax cross-entropy, and the backward of
+//   all of it, in reverse.
+//
+// Pieces: matrix products through cuBLAS (gemm.hpp; tf32 or fp32 products, fp32 accumulation), the
+// element-wise and row kernels of nn_ops.hpp, and the TTT inner-loop kernels of ttt.hpp (dual-form
+// forward with checkpoints every `scan_checkpoint_group_size` mini-batches, 1 when that is 0, and the
+// second-order backward). Every activation the backward needs is kept on the device (about
+// 16·B·T·D + 3·B·T·F floats per block plus the inner-loop checkpoints).
+//
+// PARAMETERS AND OPTIMISER STATE live on the device in one flat fp32 array each (parameters,
+// gradients, first and second moments), with the tensors of Model::for_each_param at fixed offsets
+// (the per-head initial states W1[h], b1[h] of a layer side by side, as the inner-loop kernels read
+// them). The global gradient norm is summed in double on the device; the step's scalars (learning rate
+// from the schedule, bias corrections, clipping scale) are computed on the host exactly as AdamW::step
+// computes them, and a non-finite norm skips the update as there. pull_to_host() copies parameters,
+// moments and the step count back into the Trainer's Model and AdamW, so checkpoints are the CPU's.
+//
+// DETERMINISM: no atomics anywhere; the same seed gives the same losses bit for bit on one GPU model.
+// NUMERICS: fp32 storage throughout. With GemmPrecision::Fp32 every operation is fp32; with Tf32 (the
+// default for training) the matrix products of the projections, the SwiGLU and the head round their
+// operands to tf32 (~1e-3 relative per product); the inner loop is the 3xTF32 / fp32 kernels either
+// way. tests/kernels/test_train_cuda.cpp states the tolerances against the CPU engine.
+//
+// THREADING: one thread drives a backend (the Trainer's). It uses device `options.device` and its
+// own CUDA stream.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tttlab/kernels/gemm.hpp"
+#include "tttlab/train/backend.hpp"
+
+namespace tttlab {
+struct ModelConfig;
+}
+
+namespace tttlab::kernels {
+
+struct CudaTrainOptions {
+  int device = 0;                                // CUDA device ordinal
+  GemmPrecision gemm = GemmPrecision::Tf32;      // precision of the matrix products
+  GemmEngine engine = GemmEngine::Cublas;        // Builtin: our fp32 kernel instead of cuBLAS
+};
+
+// Empty when the backend can train this model; otherwise one line saying what it cannot do (e.g.
+// "the GPU trains ttt-linear models; ttt-mlp trains on the CPU (--device cpu)").
+std::string cuda_train_unsupported(const ModelConfig& model);
+
+// Where one step's device time goes (CUDA events around each phase, read after the step).
+struct CudaStepProfile {
+  double total_ms = 0;           // forward + backward + optimiser, first launch to last
+  double gemm_ms = 0;            // every matrix product (projections, SwiGLU, head, η gate)
+  double inner_forward_ms = 0;   // the TTT inner loop, forward kernels
+  double inner_backward_ms = 0;  // the TTT inner loop, backward kernels (incl. their batch sums)
+  double other_ms = 0;           // the rest: norms, convs, RoPE, activations, loss, AdamW, copies, gaps
+};
+
+class CudaTrainBackend final : public TrainBackend {
+ public:
+  // Allocates everything for batches of up to config.batch_size sequences of config.seq_len tokens
+  // and uploads the model and the optimiser state. Throws std::invalid_argument when the model is
+  // not supported (cuda_train_unsupported), std::runtime_error when the device fails or lacks memory.
+  CudaTrainBackend(const TrainBackendContext& ctx, const CudaTrainOptions& options);
+  ~CudaTrainBackend() override;
+
+  DeviceKind kind() const override { return DeviceKind::CUDA; }
+  std::string describe() const override;
+  BackendStep step(const TokenBatch& batch) override;
+  std::int64_t step_count() const override;
+  EvalReport evaluate(std::span<const std::uint8_t> val, int seq_len, int max_windows) override;
+  void pull_to_host() override;
+  void push_from_host() override;
+
+  // For tests and benchmarks: forward + backward only (no update). Returns Σ of the per-target
+  // losses; the gradient of loss_sum / counted_targets stays on the device until
+  // download_gradients(), which returns it tensor by tensor in Model::for_each_param order (each
+  // tensor row-major, as the Map the visitor gets).
+  double forward_backward(const TokenBatch& batch);
+  std::vector<std::vector<float>> download_gradients() const;
+  // Bytes of device memory the backend holds.
+  std::size_t device_bytes() const;
+  // step() with a timing of its phases. The events between launches cost a little time themselves;
+  // use it to see proportions, and plain step() for throughput.
+  BackendStep profile_step(const TokenBatch& batch, CudaStepProfile& profile);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> m_impl;
+};
+
+// A factory for Trainer (core's TrainBackendFactory): builds a CudaTrainBackend with `options`.
+TrainBackendFactory cuda_train_backend_factory(const CudaTrainOptions& options = {});
+
+}  // namespace tttlab::kernels

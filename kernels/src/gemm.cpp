@@ -1,0 +1,164 @@
+// Row-major fp32 GEMM through cuBLAS loaded at run time, or our own kernel (see tttlab/kernels/gemm.hpp).
+#include "tttlab/kernels/gemm.hpp"
+
+#include <cublas_api.h>
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+
+#include "cuda_check.hpp"
+#include "tttlab/kernels/nn_ops.hpp"
+
+namespace tttlab::kernels {
+namespace {
+
+// The few entry points we use, with the signatures of cublas_api.h (CUDA 13). Declared here rather
+// than through decltype because cublas_api.h overloads cublasGemmEx in C++.
+using CreateFn = cublasStatus_t (*)(cublasHandle_t*);
+using DestroyFn = cublasStatus_t (*)(cublasHandle_t);
+using SetStreamFn = cublasStatus_t (*)(cublasHandle_t, cudaStream_t);
+using GetVersionFn = cublasStatus_t (*)(cublasHandle_t, int*);
+using GemmExFn = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                                    const void*, const void*, cudaDataType, int, const void*, cudaDataType, int,
+                                    const void*, void*, cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
+
+struct CublasLibrary {
+  void* handle = nullptr;
+  CreateFn create = nullptr;
+  DestroyFn destroy = nullptr;
+  SetStreamFn set_stream = nullptr;
+  GetVersionFn get_version = nullptr;
+  GemmExFn gemm_ex = nullptr;
+  std::string error;  // why it is not loaded
+};
+
+// Loaded once per process and never unloaded (handles may outlive any one Gemm).
+const CublasLibrary& cublas_library() {
+  static CublasLibrary lib;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    std::string tried;
+    // TTTLAB_CUBLAS names a library file explicitly; otherwise the loader's search path, then the
+    // toolkit's usual place.
+    const char* env = std::getenv("TTTLAB_CUBLAS");
+    const char* candidates[] = {env, "libcublas.so.13", "/usr/local/cuda/lib64/libcublas.so.13", "libcublas.so"};
+    for (const char* name : candidates) {
+      if (!name || !*name) continue;
+      lib.handle = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+      if (lib.handle) break;
+      const char* e = dlerror();
+      tried += std::string(tried.empty() ? "" : "; ") + (e ? e : name);
+    }
+    if (!lib.handle) {
+      lib.error = "libcublas.so.13 not found (" + tried + ")";
+      return;
+    }
+    auto sym = [&](const char* name) {
+      void* p = dlsym(lib.handle, name);
+      if (!p && lib.error.empty()) lib.error = std::string("libcublas has no symbol ") + name;
+      return p;
+    };
+    lib.create = reinterpret_cast<CreateFn>(sym("cublasCreate_v2"));
+    lib.destroy = reinterpret_cast<DestroyFn>(sym("cublasDestroy_v2"));
+    lib.set_stream = reinterpret_cast<SetStreamFn>(sym("cublasSetStream_v2"));
+    lib.get_version = reinterpret_cast<GetVersionFn>(sym("cublasGetVersion_v2"));
+    lib.gemm_ex = reinterpret_cast<GemmExFn>(sym("cublasGemmEx"));
+  });
+  return lib;
+}
+
+std::string status_text(cublasStatus_t s) { return "cuBLAS status " + std::to_string(static_cast<int>(s)); }
+
+}  // namespace
+
+const char* to_string(GemmPrecision p) { return p == GemmPrecision::Tf32 ? "tf32" : "fp32"; }
+
+GemmPrecision parse_gemm_precision(const std::string& text) {
+  if (text == "tf32") return GemmPrecision::Tf32;
+  if (text == "fp32") return GemmPrecision::Fp32;
+  throw std::invalid_argument("unknown GEMM precision '" + text + "': expected fp32 or tf32");
+}
+
+struct Gemm::Impl {
+  cudaStream_t stream = nullptr;
+  GemmPrecision precision = GemmPrecision::Tf32;
+  GemmEngine engine = GemmEngine::Builtin;
+  cublasHandle_t handle = nullptr;
+  std::string note;
+  int version = 0;
+};
+
+Gemm::Gemm(CUstream_st* stream, GemmPrecision precision, GemmEngine engine) : m_impl(std::make_unique<Impl>()) {
+  m_impl->stream = stream;
+  m_impl->precision = precision;
+  if (engine == GemmEngine::Builtin) {
+    m_impl->note = "chosen";
+    return;
+  }
+  const CublasLibrary& lib = cublas_library();
+  if (!lib.error.empty()) {
+    m_impl->note = "cuBLAS not loaded: " + lib.error;
+    return;
+  }
+  cublasHandle_t h = nullptr;
+  const cublasStatus_t s = lib.create(&h);
+  if (s != CUBLAS_STATUS_SUCCESS) {
+    m_impl->note = "cublasCreate failed: " + status_text(s);
+    return;
+  }
+  if (lib.set_stream(h, stream) != CUBLAS_STATUS_SUCCESS) {
+    lib.destroy(h);
+    m_impl->note = "cublasSetStream failed";
+    return;
+  }
+  lib.get_version(h, &m_impl->version);
+  m_impl->handle = h;
+  m_impl->engine = GemmEngine::Cublas;
+}
+
+Gemm::~Gemm() {
+  if (m_impl && m_impl->handle) cublas_library().destroy(m_impl->handle);
+}
+
+GemmEngine Gemm::engine() const { return m_impl->engine; }
+GemmPrecision Gemm::precision() const { return m_impl->precision; }
+
+std::string Gemm::describe() const {
+  if (m_impl->engine == GemmEngine::Cublas) {
+    const int v = m_impl->version;
+    return "cuBLAS " + std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." +
+           std::to_string(v % 100) + ", " + to_string(m_impl->precision) + " GEMMs";
+  }
+  return "built-in fp32 GEMM kernel (" + m_impl->note + ")";
+}
+
+void Gemm::operator()(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
+                      const float* B, int ldb, float beta, float* C, int ldc) const {
+  auto bad = [](const std::string& m) { throw std::invalid_argument("gemm: " + m); };
+  if (M < 0 || N < 0 || K < 0) bad("M, N, K must be >= 0");
+  if (M == 0 || N == 0) return;
+  if (ldc < N) bad("ldc (" + std::to_string(ldc) + ") < N (" + std::to_string(N) + ")");
+  if (lda < (trans_a ? M : K) || lda < 1) bad("lda (" + std::to_string(lda) + ") too small");
+  if (ldb < (trans_b ? K : N) || ldb < 1) bad("ldb (" + std::to_string(ldb) + ") too small");
+  if (!C || (K > 0 && (!A || !B))) bad("a matrix pointer is null");
+  if (m_impl->engine == GemmEngine::Builtin) {
+    gemm_builtin(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, m_impl->stream);
+    return;
+  }
+  // Row-major C = op(A)·op(B) is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ: the operands swap places and the
+  // stored buffers are read as their own transposes, so each keeps its flag.
+  const cublasStatus_t s = cublas_library().gemm_ex(
+      m_impl->handle, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B,
+      CUDA_R_32F, ldb, A, CUDA_R_32F, lda, &beta, C, CUDA_R_32F, ldc,
+      m_impl->precision == GemmPrecision::Tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
+      CUBLAS_GEMM_DEFAULT);
+  if (s != CUBLAS_STATUS_SUCCESS)
+    throw std::runtime_error("cublasGemmEx failed (" + status_text(s) + ") at M=" + std::to_string(M) +
+                             " N=" + std::to_string(N) + " K=" + std::to_string(K));
+}
+
+}  // namespace tttlab::kernels

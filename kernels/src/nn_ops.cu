@@ -1,0 +1,779 @@
+// The element-wise and row operations of a training step (see tttlab/kernels/nn_ops.hpp).
+//
+// Simple, memory-bound kernels: one thread per element, or one warp per row for the row reductions
+// (RMSNorm, LayerNorm, cross-entropy). Sums over rows (the gradients of per-feature weights) never
+// use atomics: a first pass writes one partial sum per chunk of rows and feature, a second adds the
+// chunks in order, so results are bitwise reproducible.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "cuda_check.hpp"
+#include "tttlab/kernels/nn_ops.hpp"
+
+namespace tttlab::kernels {
+namespace {
+
+constexpr int kChunkRows = 128;  // rows per partial sum of the column reductions
+constexpr float kGeluC = 0.7978845608028654f;
+constexpr float kGeluA = 0.044715f;
+
+void require(bool ok, const char* fn, const std::string& what) {
+  if (!ok) throw std::invalid_argument(std::string(fn) + ": " + what);
+}
+void check_launch() { TTTLAB_CUDA_CHECK(cudaGetLastError()); }
+
+int blocks_for(std::size_t n, int threads, int cap = 65535 * 8) {
+  const std::size_t b = (n + threads - 1) / threads;
+  return static_cast<int>(std::max<std::size_t>(1, std::min<std::size_t>(b, std::size_t(cap))));
+}
+int chunks(int R) { return (R + kChunkRows - 1) / kChunkRows; }
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+__device__ __forceinline__ float sigmoidf_split(float x) {
+  // Split by sign as the CPU's sigmoid(): exp never overflows.
+  if (x >= 0.f) return 1.f / (1.f + expf(-x));
+  const float e = expf(x);
+  return e / (1.f + e);
+}
+
+// ---- column sums ----------------------------------------------------------------------------------
+
+// partial[chunk, c] = Σ of X[r, c] over the chunk's rows; block (32, 8), grid (⌈C/32⌉, chunks).
+__global__ void colsum_partial_kernel(const float* __restrict__ X, int R, int C, float* __restrict__ partial) {
+  __shared__ float s[8][33];
+  const int c = blockIdx.x * 32 + threadIdx.x;
+  const int r0 = blockIdx.y * kChunkRows, r1 = min(R, r0 + kChunkRows);
+  float acc = 0.f;
+  if (c < C)
+    for (int r = r0 + threadIdx.y; r < r1; r += 8) acc += X[std::size_t(r) * C + c];
+  s[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < C) {
+    float t = 0.f;
+    for (int j = 0; j < 8; ++j) t += s[j][threadIdx.x];
+    partial[std::size_t(blockIdx.y) * C + c] = t;
+  }
+}
+
+// out[c] += Σ_k partial[k, c], k in order.
+__global__ void sum_partials_add_kernel(const float* __restrict__ partial, int n_chunks, int C, float* __restrict__ out) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+  float t = 0.f;
+  for (int k = 0; k < n_chunks; ++k) t += partial[std::size_t(k) * C + c];
+  out[c] += t;
+}
+
+void column_sum_launch(const float* X, int R, int C, float* out, float* ws, cudaStream_t st) {
+  if (R <= 0 || C <= 0) return;
+  const int n = chunks(R);
+  colsum_partial_kernel<<<dim3((C + 31) / 32, n), dim3(32, 8), 0, st>>>(X, R, C, ws);
+  check_launch();
+  sum_partials_add_kernel<<<(C + 255) / 256, 256, 0, st>>>(ws, n, C, out);
+  check_launch();
+}
+
+// ---- element-wise ---------------------------------------------------------------------------------
+
+__global__ void add_kernel(const float* a, const float* b, float* out, std::size_t n) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x)
+    out[i] = a[i] + b[i];
+}
+
+__global__ void embedding_forward_kernel(const float* __restrict__ E, int D, const int* __restrict__ tokens,
+                                         std::size_t n, float* __restrict__ H) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x) {
+    const std::size_t r = i / D, c = i % D;
+    H[i] = E[std::size_t(tokens[r]) * D + c];
+  }
+}
+
+// Block (v, column tile): dE[v, c] += Σ dH[rows_of[k], c] over the token's rows, in order.
+__global__ void embedding_backward_kernel(const int* __restrict__ offsets, const int* __restrict__ rows_of, int D,
+                                          const float* __restrict__ dH, float* __restrict__ dE) {
+  const int v = blockIdx.x;
+  const int c = blockIdx.y * blockDim.x + threadIdx.x;
+  if (c >= D) return;
+  const int k0 = offsets[v], k1 = offsets[v + 1];
+  if (k0 == k1) return;
+  float acc = 0.f;
+  for (int k = k0; k < k1; ++k) acc += dH[std::size_t(rows_of[k]) * D + c];
+  dE[std::size_t(v) * D + c] += acc;
+}
+
+// ---- RMSNorm / LayerNorm: one warp per row ------------------------------------------------------------
+
+__global__ void rms_forward_kernel(const float* __restrict__ X, const float* __restrict__ w, int R, int D, float eps,
+                                   float* __restrict__ Y) {
+  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= R) return;
+  const float* x = X + std::size_t(row) * D;
+  float ss = 0.f;
+  for (int c = lane; c < D; c += 32) ss += x[c] * x[c];
+  ss = warp_sum(ss);
+  const float r = 1.f / sqrtf(ss / float(D) + eps);
+  float* y = Y + std::size_t(row) * D;
+  for (int c = lane; c < D; c += 32) y[c] = x[c] * r * w[c];
+}
+
+// dX = r·G − c·x̂ with G = dY⊙w, x̂ = x·r, c = r·(G·x̂)/D; prod = dY⊙x̂ (column-summed into dw after).
+__global__ void rms_backward_kernel(const float* __restrict__ X, const float* __restrict__ w,
+                                    const float* __restrict__ dY, int R, int D, float eps, float* __restrict__ dX,
+                                    bool accumulate, float* __restrict__ prod) {
+  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= R) return;
+  const std::size_t o = std::size_t(row) * D;
+  float ss = 0.f, gx = 0.f;
+  for (int c = lane; c < D; c += 32) {
+    const float x = X[o + c];
+    ss += x * x;
+    gx += dY[o + c] * w[c] * x;
+  }
+  ss = warp_sum(ss);
+  gx = warp_sum(gx);
+  const float r = 1.f / sqrtf(ss / float(D) + eps);
+  const float coef = r * (gx * r) / float(D);
+  for (int c = lane; c < D; c += 32) {
+    const float xn = X[o + c] * r;
+    const float g = dY[o + c] * w[c];
+    const float d = r * g - coef * xn;
+    dX[o + c] = accumulate ? dX[o + c] + d : d;
+    prod[o + c] = dY[o + c] * xn;
+  }
+}
+
+__global__ void ln_forward_kernel(const float* __restrict__ X, const float* __restrict__ gamma,
+                                  const float* __restrict__ beta, int R, int D, float eps, float* __restrict__ Y) {
+  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= R) return;
+  const float* x = X + std::size_t(row) * D;
+  float s = 0.f;
+  for (int c = lane; c < D; c += 32) s += x[c];
+  const float mu = warp_sum(s) / float(D);
+  float v = 0.f;
+  for (int c = lane; c < D; c += 32) v += (x[c] - mu) * (x[c] - mu);
+  const float rstd = 1.f / sqrtf(warp_sum(v) / float(D) + eps);
+  float* y = Y + std::size_t(row) * D;
+  for (int c = lane; c < D; c += 32) y[c] = (x[c] - mu) * rstd * gamma[c] + beta[c];
+}
+
+// dX = rstd·(G − mean(G) − x̂·mean(G⊙x̂)), G = dY⊙γ; prod = dY⊙x̂ (for dγ).
+__global__ void ln_backward_kernel(const float* __restrict__ X, const float* __restrict__ gamma,
+                                   const float* __restrict__ dY, int R, int D, float eps, float* __restrict__ dX,
+                                   float* __restrict__ prod) {
+  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= R) return;
+  const std::size_t o = std::size_t(row) * D;
+  float s = 0.f;
+  for (int c = lane; c < D; c += 32) s += X[o + c];
+  const float mu = warp_sum(s) / float(D);
+  float v = 0.f;
+  for (int c = lane; c < D; c += 32) v += (X[o + c] - mu) * (X[o + c] - mu);
+  const float rstd = 1.f / sqrtf(warp_sum(v) / float(D) + eps);
+  float sg = 0.f, sgx = 0.f;
+  for (int c = lane; c < D; c += 32) {
+    const float g = dY[o + c] * gamma[c];
+    sg += g;
+    sgx += g * (X[o + c] - mu) * rstd;
+  }
+  const float mean_g = warp_sum(sg) / float(D);
+  const float mean_gx = warp_sum(sgx) / float(D);
+  for (int c = lane; c < D; c += 32) {
+    const float xh = (X[o + c] - mu) * rstd;
+    const float g = dY[o + c] * gamma[c];
+    dX[o + c] = rstd * (g - mean_g - xh * mean_gx);
+    prod[o + c] = dY[o + c] * xh;
+  }
+}
+
+// ---- causal conv ------------------------------------------------------------------------------------
+
+__global__ void conv_forward_kernel(const float* __restrict__ u, const float* __restrict__ w,
+                                    const float* __restrict__ bias, int T, int C, int K, std::size_t n,
+                                    float* __restrict__ y) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x) {
+    const std::size_t row = i / C;
+    const int c = int(i % C);
+    const int t = int(row % T);
+    float acc = bias[c];
+    for (int j = 0; j < K; ++j) {
+      const int s = t - (K - 1) + j;
+      if (s >= 0) acc += w[c * K + j] * u[(row - (K - 1) + j) * C + c];
+    }
+    y[i] = acc;
+  }
+}
+
+// du[s, c] = Σ_j w[c, j]·dy[s + K−1−j, c] over the taps whose output lies in the sequence.
+__global__ void conv_backward_input_kernel(const float* __restrict__ w, const float* __restrict__ dy, int T, int C,
+                                           int K, std::size_t n, float* __restrict__ du, bool accumulate) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x) {
+    const std::size_t row = i / C;
+    const int c = int(i % C);
+    const int s = int(row % T);
+    float acc = 0.f;
+    for (int j = K - 1; j >= 0; --j) {
+      const int t = s + (K - 1) - j;
+      if (t < T) acc += w[c * K + j] * dy[(row + (K - 1) - j) * C + c];
+    }
+    du[i] = accumulate ? du[i] + acc : acc;
+  }
+}
+
+// partial[chunk, c·(K+1) + j] = Σ over the chunk's rows of dy·u (tap j), and j = K: Σ dy.
+__global__ void conv_weight_partial_kernel(const float* __restrict__ u, const float* __restrict__ dy, int R, int T,
+                                           int C, int K, float* __restrict__ partial) {
+  __shared__ float s[8][32][17];
+  const int c = blockIdx.x * 32 + threadIdx.x;
+  const int r0 = blockIdx.y * kChunkRows, r1 = min(R, r0 + kChunkRows);
+  float acc[17];
+#pragma unroll
+  for (int j = 0; j < 17; ++j) acc[j] = 0.f;
+  if (c < C)
+    for (int r = r0 + threadIdx.y; r < r1; r += 8) {
+      const int t = r % T;
+      const float g = dy[std::size_t(r) * C + c];
+#pragma unroll
+      for (int j = 0; j < 16; ++j)
+        if (j < K && t - (K - 1) + j >= 0) acc[j] += g * u[std::size_t(r - (K - 1) + j) * C + c];
+      acc[16] += g;
+    }
+#pragma unroll
+  for (int j = 0; j < 17; ++j) s[threadIdx.y][threadIdx.x][j] = acc[j];
+  __syncthreads();
+  if (threadIdx.y == 0 && c < C) {
+    for (int j = 0; j <= K; ++j) {
+      float t = 0.f;
+      for (int q = 0; q < 8; ++q) t += s[q][threadIdx.x][j == K ? 16 : j];
+      partial[std::size_t(blockIdx.y) * C * (K + 1) + std::size_t(c) * (K + 1) + j] = t;
+    }
+  }
+}
+
+__global__ void conv_weight_finish_kernel(const float* __restrict__ partial, int n_chunks, int C, int K,
+                                          float* __restrict__ dw, float* __restrict__ dbias) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  const int width = C * (K + 1);
+  if (i >= width) return;
+  float t = 0.f;
+  for (int k = 0; k < n_chunks; ++k) t += partial[std::size_t(k) * width + i];
+  const int c = i / (K + 1), j = i % (K + 1);
+  if (j < K)
+    dw[c * K + j] += t;
+  else
+    dbias[c] += t;
+}
+
+// ---- RoPE ---------------------------------------------------------------------------------------------
+
+__global__ void rope_kernel(float* X, int T, int H, int d, int period, const float* __restrict__ cos_t,
+                            const float* __restrict__ sin_t, float sign, std::size_t n_pairs) {
+  const int half = d / 2;
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n_pairs;
+       i += std::size_t(gridDim.x) * blockDim.x) {
+    const int m = int(i % half);
+    const std::size_t rh = i / half;  // row·H + head
+    const std::size_t row = rh / H;
+    const int p = int(row % T) % period;
+    const float c = cos_t[p * half + m], s = sign * sin_t[p * half + m];
+    float* x = X + rh * d + 2 * m;
+    const float a = x[0], b = x[1];
+    x[0] = a * c - b * s;
+    x[1] = a * s + b * c;
+  }
+}
+
+// ---- activations ------------------------------------------------------------------------------------
+
+__global__ void silu_mul_forward_kernel(const float* G, const float* U, float* Hd, std::size_t n) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x) {
+    const float a = G[i];
+    Hd[i] = a / (1.f + expf(-a)) * U[i];
+  }
+}
+
+__global__ void silu_mul_backward_kernel(const float* G, const float* U, const float* dHd, float* dG, float* dU,
+                                         std::size_t n) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x) {
+    const float a = G[i], h = dHd[i];
+    const float sg = 1.f / (1.f + expf(-a));
+    dU[i] = h * (a * sg);
+    dG[i] = h * U[i] * (sg * (1.f + a * (1.f - sg)));
+  }
+}
+
+// gelu(x) = ½x(1 + tanh u), u = c(x + k x³), written with 1 + tanh u = 2σ(2u) and 1 − tanh² u =
+// 4σ(2u)σ(−2u): the same function without the cancellation of 1 + tanh u for negative x (at x = −5,
+// 1 + tanh u ≈ 1e-4 and fp32's tanh leaves ~1e-3 relative error there; this form stays at a few ulp).
+__device__ __forceinline__ float gelu_tanh(float x) {
+  const float u = kGeluC * (x + kGeluA * x * x * x);
+  return x * sigmoidf_split(2.f * u);
+}
+__device__ __forceinline__ float gelu_tanh_grad(float x) {
+  const float u = kGeluC * (x + kGeluA * x * x * x);
+  const float sp = sigmoidf_split(2.f * u), sn = sigmoidf_split(-2.f * u);
+  const float du = kGeluC * (1.f + 3.f * kGeluA * x * x);
+  return sp + 2.f * x * sp * sn * du;
+}
+
+__global__ void gelu_gate_forward_kernel(const float* A, const float* Y, float* out, std::size_t n) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x)
+    out[i] = Y[i] * gelu_tanh(A[i]);
+}
+
+__global__ void gelu_gate_backward_kernel(const float* A, const float* Y, const float* dOut, float* dY, float* dA,
+                                          std::size_t n) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x) {
+    const float a = A[i], g = dOut[i];
+    const float y = Y[i];
+    dY[i] = g * gelu_tanh(a);
+    dA[i] = g * y * gelu_tanh_grad(a);
+  }
+}
+
+// ---- η ---------------------------------------------------------------------------------------------------
+
+__global__ void eta_forward_kernel(const float* __restrict__ U, const float* __restrict__ bias, int T, int H,
+                                   float scale, std::size_t n, float* __restrict__ lam) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x) {
+    if (!U) {
+      lam[i] = scale;
+      continue;
+    }
+    const std::size_t t = i % T, nh = i / T;
+    const int h = int(nh % H);
+    const std::size_t seq = nh / H;
+    lam[i] = scale * sigmoidf_split(U[(seq * T + t) * H + h] + bias[h]);
+  }
+}
+
+__global__ void eta_backward_kernel(const float* __restrict__ lam, const float* __restrict__ dlam, int T, int H,
+                                    float scale, std::size_t n, float* __restrict__ dU) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x) {
+    const std::size_t t = i % T, nh = i / T;
+    const int h = int(nh % H);
+    const std::size_t seq = nh / H;
+    const float l = lam[i];
+    dU[(seq * T + t) * H + h] = dlam[i] * l * (1.f - l / scale);
+  }
+}
+
+__global__ void token_index_forward_kernel(const float* delta, int b, bool on, float* tau) {
+  for (int i = threadIdx.x; i < b; i += blockDim.x) tau[i] = on ? fmaxf(1.f / float(i + 1) + delta[i], 0.f) : 1.f;
+}
+
+__global__ void token_index_backward_kernel(const float* delta, const float* dtau, int b, float* ddelta) {
+  for (int i = threadIdx.x; i < b; i += blockDim.x)
+    if (1.f / float(i + 1) + delta[i] > 0.f) ddelta[i] += dtau[i];
+}
+
+// ---- cross-entropy: one warp per row ------------------------------------------------------------
+
+__global__ void cross_entropy_kernel(const float* logits, const int* __restrict__ targets, int R, int V,
+                                     float grad_scale, float* __restrict__ losses, float* dlogits) {
+  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= R) return;
+  const std::size_t o = std::size_t(row) * V;
+  const int y = targets[row];
+  if (y < 0) {
+    if (lane == 0) losses[row] = 0.f;
+    if (dlogits)
+      for (int j = lane; j < V; j += 32) dlogits[o + j] = 0.f;
+    return;
+  }
+  const float ly = logits[o + y];
+  float m = -INFINITY;
+  for (int j = lane; j < V; j += 32) m = fmaxf(m, logits[o + j]);
+  m = warp_max(m);
+  float s = 0.f;
+  for (int j = lane; j < V; j += 32) s += expf(logits[o + j] - m);
+  s = warp_sum(s);  // every lane has read its logits before any lane writes below
+  if (lane == 0) losses[row] = logf(s) + (m - ly);
+  if (dlogits) {
+    const float k = grad_scale / s;
+    for (int j = lane; j < V; j += 32) {
+      const float e = expf(logits[o + j] - m) * k;
+      dlogits[o + j] = j == y ? e - grad_scale : e;
+    }
+  }
+}
+
+// ---- AdamW -------------------------------------------------------------------------------------------
+
+constexpr int kNormThreads = 256;
+
+int norm_blocks(std::size_t n) { return blocks_for(n, kNormThreads * 4, 1024); }
+
+__global__ void sum_squares_partial_kernel(const float* __restrict__ g, std::size_t n, double* __restrict__ partial) {
+  __shared__ double s[kNormThreads];
+  double acc = 0;
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x) {
+    const double v = g[i];
+    acc += v * v;
+  }
+  s[threadIdx.x] = acc;
+  __syncthreads();
+  for (int w = kNormThreads / 2; w > 0; w >>= 1) {
+    if (threadIdx.x < w) s[threadIdx.x] += s[threadIdx.x + w];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) partial[blockIdx.x] = s[0];
+}
+
+__global__ void sum_partials_double_kernel(const double* partial, int n, double* out) {
+  if (threadIdx.x != 0 || blockIdx.x != 0) return;
+  double t = 0;
+  for (int i = 0; i < n; ++i) t += partial[i];
+  *out = t;
+}
+
+__global__ void adamw_kernel(float* __restrict__ p, const float* __restrict__ g, float* __restrict__ m,
+                             float* __restrict__ v, std::size_t n, AdamWScalars s) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x) {
+    const float gj = g[i] * s.scale;
+    const float mj = s.b1 * m[i] + s.one_minus_b1 * gj;
+    const float vj = s.b2 * v[i] + s.one_minus_b2 * gj * gj;
+    m[i] = mj;
+    v[i] = vj;
+    const float mhat = mj * s.inv_bc1, vhat = vj * s.inv_bc2;
+    const float pj = p[i];
+    p[i] = pj - s.lr * (mhat / (sqrtf(vhat) + s.eps) + s.wd * pj);
+  }
+}
+
+// ---- fallback GEMM: 64×64 tiles, 16-deep k-steps, 256 threads of 4×4 outputs -------------------------
+
+__global__ void gemm_kernel(bool ta, bool tb, int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
+                            const float* __restrict__ B, int ldb, float beta, float* __restrict__ C, int ldc) {
+  __shared__ float As[16][64 + 1];
+  __shared__ float Bs[16][64 + 1];
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  const int m0 = blockIdx.y * 64, n0 = blockIdx.x * 64;
+  float acc[4][4] = {};
+  for (int k0 = 0; k0 < K; k0 += 16) {
+    for (int q = 0; q < 4; ++q) {
+      const int e = threadIdx.x + 256 * q;
+      // A tile element (mm, kk) and B tile element (kk, nn), read along memory's fast axis.
+      int mm, kk;
+      if (ta) { kk = e / 64; mm = e % 64; } else { mm = e / 16; kk = e % 16; }
+      const int gm = m0 + mm, gk = k0 + kk;
+      float a = 0.f;
+      if (gm < M && gk < K) a = ta ? A[std::size_t(gk) * lda + gm] : A[std::size_t(gm) * lda + gk];
+      As[kk][mm] = a;
+      int nn, kb;
+      if (tb) { nn = e / 16; kb = e % 16; } else { kb = e / 64; nn = e % 64; }
+      const int gn = n0 + nn, gkb = k0 + kb;
+      float b = 0.f;
+      if (gn < N && gkb < K) b = tb ? B[std::size_t(gn) * ldb + gkb] : B[std::size_t(gkb) * ldb + gn];
+      Bs[kb][nn] = b;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < 16; ++kk) {
+      float a[4], b[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) a[i] = As[kk][ty + 16 * i];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) b[j] = Bs[kk][tx + 16 * j];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] += a[i] * b[j];
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int gm = m0 + ty + 16 * i, gn = n0 + tx + 16 * j;
+      if (gm < M && gn < N) {
+        float* c = C + std::size_t(gm) * ldc + gn;
+        *c = beta == 0.f ? alpha * acc[i][j] : alpha * acc[i][j] + beta * *c;
+      }
+    }
+}
+
+constexpr int kThreads = 256;
+constexpr int kRowsPerBlock = kThreads / 32;
+
+int row_blocks(int R) { return (R + kRowsPerBlock - 1) / kRowsPerBlock; }
+
+}  // namespace
+
+// ---- host wrappers -----------------------------------------------------------------------------------
+
+std::size_t column_sum_workspace(int R, int C) {
+  return R > 0 && C > 0 ? std::size_t(chunks(R)) * C : 0;
+}
+
+void column_sum_add(const float* X, int R, int C, float* out, float* workspace, CUstream_st* stream) {
+  const char* fn = "column_sum_add";
+  require(R >= 0 && C >= 1, fn, "R must be >= 0 and C >= 1");
+  require(R == 0 || (X && out && workspace), fn, "a pointer is null");
+  column_sum_launch(X, R, C, out, workspace, stream);
+}
+
+void add(const float* a, const float* b, float* out, std::size_t n, CUstream_st* stream) {
+  if (n == 0) return;
+  require(a && b && out, "add", "a pointer is null");
+  add_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(a, b, out, n);
+  check_launch();
+}
+
+void embedding_forward(const float* E, int V, int D, const int* tokens, int R, float* H, CUstream_st* stream) {
+  const char* fn = "embedding_forward";
+  require(V >= 1 && D >= 1 && R >= 0, fn, "V, D must be >= 1 and R >= 0");
+  if (R == 0) return;
+  require(E && tokens && H, fn, "a pointer is null");
+  const std::size_t n = std::size_t(R) * D;
+  embedding_forward_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(E, D, tokens, n, H);
+  check_launch();
+}
+
+void embedding_backward(const int* offsets, const int* rows_of, int V, int D, const float* dH, float* dE,
+                        CUstream_st* stream) {
+  const char* fn = "embedding_backward";
+  require(V >= 1 && D >= 1, fn, "V and D must be >= 1");
+  require(offsets && rows_of && dH && dE, fn, "a pointer is null");
+  embedding_backward_kernel<<<dim3(V, (D + 127) / 128), 128, 0, stream>>>(offsets, rows_of, D, dH, dE);
+  check_launch();
+}
+
+void rms_norm_forward(const float* X, const float* w, int R, int D, float eps, float* Y, CUstream_st* stream) {
+  const char* fn = "rms_norm_forward";
+  require(R >= 0 && D >= 1, fn, "R must be >= 0 and D >= 1");
+  require(eps > 0.f, fn, "eps must be > 0");
+  if (R == 0) return;
+  require(X && w && Y && X != Y, fn, "pointers must be non-null and Y must not alias X");
+  rms_forward_kernel<<<row_blocks(R), kThreads, 0, stream>>>(X, w, R, D, eps, Y);
+  check_launch();
+}
+
+std::size_t rms_norm_backward_workspace(int R, int D) {
+  return std::size_t(std::max(R, 0)) * std::max(D, 0) + column_sum_workspace(R, D);
+}
+
+void rms_norm_backward(const float* X, const float* w, const float* dY, int R, int D, float eps, float* dX,
+                       bool accumulate, float* dw, float* workspace, CUstream_st* stream) {
+  const char* fn = "rms_norm_backward";
+  require(R >= 0 && D >= 1, fn, "R must be >= 0 and D >= 1");
+  require(eps > 0.f, fn, "eps must be > 0");
+  if (R == 0) return;
+  require(X && w && dY && dX && dw && workspace, fn, "a pointer is null");
+  require(dX != X && dX != dY, fn, "dX must not alias X or dY");
+  float* prod = workspace;
+  rms_backward_kernel<<<row_blocks(R), kThreads, 0, stream>>>(X, w, dY, R, D, eps, dX, accumulate, prod);
+  check_launch();
+  column_sum_launch(prod, R, D, dw, workspace + std::size_t(R) * D, stream);
+}
+
+void layer_norm_forward(const float* X, const float* gamma, const float* beta, int R, int D, float eps, float* Y,
+                        CUstream_st* stream) {
+  const char* fn = "layer_norm_forward";
+  require(R >= 0 && D >= 1, fn, "R must be >= 0 and D >= 1");
+  require(eps > 0.f, fn, "eps must be > 0");
+  if (R == 0) return;
+  require(X && gamma && beta && Y && X != Y, fn, "pointers must be non-null and Y must not alias X");
+  ln_forward_kernel<<<row_blocks(R), kThreads, 0, stream>>>(X, gamma, beta, R, D, eps, Y);
+  check_launch();
+}
+
+std::size_t layer_norm_backward_workspace(int R, int D) { return rms_norm_backward_workspace(R, D); }
+
+void layer_norm_backward(const float* X, const float* gamma, const float* dY, int R, int D, float eps, float* dX,
+                         float* dgamma, float* dbeta, float* workspace, CUstream_st* stream) {
+  const char* fn = "layer_norm_backward";
+  require(R >= 0 && D >= 1, fn, "R must be >= 0 and D >= 1");
+  require(eps > 0.f, fn, "eps must be > 0");
+  if (R == 0) return;
+  require(X && gamma && dY && dX && dgamma && dbeta && workspace, fn, "a pointer is null");
+  require(dX != X && dX != dY, fn, "dX must not alias X or dY");
+  float* prod = workspace;
+  ln_backward_kernel<<<row_blocks(R), kThreads, 0, stream>>>(X, gamma, dY, R, D, eps, dX, prod);
+  check_launch();
+  float* ws = workspace + std::size_t(R) * D;
+  column_sum_launch(prod, R, D, dgamma, ws, stream);
+  column_sum_launch(dY, R, D, dbeta, ws, stream);
+}
+
+void causal_conv_forward(const float* u, const float* w, const float* bias, int B, int T, int C, int K, float* y,
+                         CUstream_st* stream) {
+  const char* fn = "causal_conv_forward";
+  require(B >= 1 && T >= 1 && C >= 1, fn, "B, T, C must be >= 1");
+  require(K >= 1 && K <= 16, fn, "K must be in 1..16 (got " + std::to_string(K) + ")");
+  require(u && w && bias && y && u != y, fn, "pointers must be non-null and y must not alias u");
+  const std::size_t n = std::size_t(B) * T * C;
+  conv_forward_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(u, w, bias, T, C, K, n, y);
+  check_launch();
+}
+
+std::size_t causal_conv_backward_workspace(int B, int T, int C, int K) {
+  return std::size_t(chunks(std::max(B * T, 1))) * std::max(C, 0) * (std::max(K, 0) + 1);
+}
+
+void causal_conv_backward(const float* u, const float* w, const float* dy, int B, int T, int C, int K, float* du,
+                          bool accumulate, float* dw, float* dbias, float* workspace, CUstream_st* stream) {
+  const char* fn = "causal_conv_backward";
+  require(B >= 1 && T >= 1 && C >= 1, fn, "B, T, C must be >= 1");
+  require(K >= 1 && K <= 16, fn, "K must be in 1..16 (got " + std::to_string(K) + ")");
+  require(u && w && dy && du && dw && dbias && workspace, fn, "a pointer is null");
+  require(du != dy && du != u, fn, "du must not alias u or dy");
+  const int R = B * T;
+  const std::size_t n = std::size_t(R) * C;
+  conv_backward_input_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(w, dy, T, C, K, n, du, accumulate);
+  check_launch();
+  const int nc = chunks(R);
+  conv_weight_partial_kernel<<<dim3((C + 31) / 32, nc), dim3(32, 8), 0, stream>>>(u, dy, R, T, C, K, workspace);
+  check_launch();
+  const int width = C * (K + 1);
+  conv_weight_finish_kernel<<<(width + 255) / 256, 256, 0, stream>>>(workspace, nc, C, K, dw, dbias);
+  check_launch();
+}
+
+void rope_tables(int d, int period, double theta, float* cos_host, float* sin_host) {
+  if (d < 2 || d % 2 != 0 || period < 1)
+    throw std::invalid_argument("rope_tables: d must be even and >= 2, period >= 1");
+  const int half = d / 2;
+  for (int m = 0; m < half; ++m) {
+    // As the CPU op: the frequency and the angle in double, cos and sin rounded to float.
+    const double freq = std::pow(theta, -2.0 * double(m) / double(d));
+    for (int p = 0; p < period; ++p) {
+      const double phi = double(p) * freq;
+      cos_host[p * half + m] = float(std::cos(phi));
+      sin_host[p * half + m] = float(std::sin(phi));
+    }
+  }
+}
+
+void rope_rotate(float* X, int B, int T, int H, int d, int period, const float* cos_table, const float* sin_table,
+                 float sign, CUstream_st* stream) {
+  const char* fn = "rope_rotate";
+  require(B >= 1 && T >= 1 && H >= 1 && period >= 1, fn, "B, T, H and the period must be >= 1");
+  require(d >= 2 && d % 2 == 0, fn, "the head dim must be even");
+  require(X && cos_table && sin_table, fn, "a pointer is null");
+  const std::size_t n = std::size_t(B) * T * H * (d / 2);
+  rope_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(X, T, H, d, period, cos_table, sin_table, sign, n);
+  check_launch();
+}
+
+void silu_mul_forward(const float* G, const float* U, float* hidden, std::size_t n, CUstream_st* stream) {
+  if (n == 0) return;
+  require(G && U && hidden, "silu_mul_forward", "a pointer is null");
+  silu_mul_forward_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(G, U, hidden, n);
+  check_launch();
+}
+
+void silu_mul_backward(const float* G, const float* U, const float* dHidden, float* dG, float* dU, std::size_t n,
+                       CUstream_st* stream) {
+  if (n == 0) return;
+  require(G && U && dHidden && dG && dU, "silu_mul_backward", "a pointer is null");
+  silu_mul_backward_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(G, U, dHidden, dG, dU, n);
+  check_launch();
+}
+
+void gelu_gate_forward(const float* A, const float* Y, float* out, std::size_t n, CUstream_st* stream) {
+  if (n == 0) return;
+  require(A && Y && out, "gelu_gate_forward", "a pointer is null");
+  gelu_gate_forward_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(A, Y, out, n);
+  check_launch();
+}
+
+void gelu_gate_backward(const float* A, const float* Y, const float* dOut, float* dY, float* dA, std::size_t n,
+                        CUstream_st* stream) {
+  if (n == 0) return;
+  require(A && Y && dOut && dY && dA, "gelu_gate_backward", "a pointer is null");
+  gelu_gate_backward_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(A, Y, dOut, dY, dA, n);
+  check_launch();
+}
+
+void eta_forward(const float* U, const float* bias, int B, int T, int H, float scale, float* lambda,
+                 CUstream_st* stream) {
+  const char* fn = "eta_forward";
+  require(B >= 1 && T >= 1 && H >= 1, fn, "B, T, H must be >= 1");
+  require(lambda && (!U || bias), fn, "lambda (and bias with U) must be non-null");
+  const std::size_t n = std::size_t(B) * H * T;
+  eta_forward_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(U, bias, T, H, scale, n, lambda);
+  check_launch();
+}
+
+void eta_backward(const float* lambda, const float* dlambda, int B, int T, int H, float scale, float* dU,
+                  CUstream_st* stream) {
+  const char* fn = "eta_backward";
+  require(B >= 1 && T >= 1 && H >= 1, fn, "B, T, H must be >= 1");
+  require(lambda && dlambda && dU, fn, "a pointer is null");
+  const std::size_t n = std::size_t(B) * H * T;
+  eta_backward_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(lambda, dlambda, T, H,
+                                                                           scale > 0.f ? scale : 1.f, n, dU);
+  check_launch();
+}
+
+void token_index_forward(const float* delta, int b, bool token_index, float* tau, CUstream_st* stream) {
+  require(b >= 1 && delta && tau, "token_index_forward", "b must be >= 1 and pointers non-null");
+  token_index_forward_kernel<<<1, 64, 0, stream>>>(delta, b, token_index, tau);
+  check_launch();
+}
+
+void token_index_backward(const float* delta, const float* dtau, int b, bool token_index, float* ddelta,
+                          CUstream_st* stream) {
+  require(b >= 1 && delta && dtau && ddelta, "token_index_backward", "b must be >= 1 and pointers non-null");
+  if (!token_index) return;
+  token_index_backward_kernel<<<1, 64, 0, stream>>>(delta, dtau, b, ddelta);
+  check_launch();
+}
+
+void cross_entropy(const float* logits, const int* targets, int R, int V, float grad_scale, float* losses,
+                   float* dlogits, CUstream_st* stream) {
+  const char* fn = "cross_entropy";
+  require(R >= 0 && V >= 1, fn, "R must be >= 0 and V >= 1");
+  if (R == 0) return;
+  require(logits && targets && losses, fn, "a pointer is null");
+  cross_entropy_kernel<<<row_blocks(R), kThreads, 0, stream>>>(logits, targets, R, V, grad_scale, losses, dlogits);
+  check_launch();
+}
+
+std::size_t sum_squares_workspace(std::size_t n) { return std::size_t(norm_blocks(n)); }
+
+void sum_squares(const float* g, std::size_t n, double* out, double* workspace, CUstream_st* stream) {
+  require(out && workspace && (n == 0 || g), "sum_squares", "a pointer is null");
+  const int nb = norm_blocks(n);
+  sum_squares_partial_kernel<<<nb, kNormThreads, 0, stream>>>(g, n, workspace);
+  check_launch();
+  sum_partials_double_kernel<<<1, 32, 0, stream>>>(workspace, nb, out);
+  check_launch();
+}
+
+void adamw_update(float* p, const float* g, float* m, float* v, std::size_t n, const AdamWScalars& s,
+                  CUstream_st* stream) {
+  if (n == 0) return;
+  require(p && g && m && v, "adamw_update", "a pointer is null");
+  adamw_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(p, g, m, v, n, s);
+  check_launch();
+}
+
+void gemm_builtin(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
+                  const float* B, int ldb, float beta, float* C, int ldc, CUstream_st* stream) {
+  if (M <= 0 || N <= 0) return;
+  require(M <= 65535 * 64, "gemm_builtin", "M too large for the grid");
+  gemm_kernel<<<dim3((N + 63) / 64, (M + 63) / 64), 256, 0, stream>>>(trans_a, trans_b, M, N, K, alpha, A, lda, B,
+                                                                      ldb, beta, C, ldc);
+  check_launch();
+}
+
+}  // namespace tttlab::kernels

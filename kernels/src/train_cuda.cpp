@@ -1,0 +1,815 @@
+// A whole training step of the byte-level model on one GPU (see tttlab/kernels/train_cuda.hpp).
+//
+// The code follows Model<float>::train_sequence (core/src/model/model.cpp) and TTTLayer's
+// forward_train/backward (core/src/ttt/layer.cpp) line by line, with the B sequences of a batch
+// stacked as R = B·T rows. Comments name the CPU statement each step mirrors where that is not
+// obvious.
+#include "tttlab/kernels/train_cuda.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <stdexcept>
+#include <string>
+
+#include "cuda_check.hpp"
+#include "tttlab/kernels/cuda_device.hpp"
+#include "tttlab/kernels/nn_ops.hpp"
+#include "tttlab/kernels/ttt.hpp"
+#include "tttlab/model/model.hpp"
+#include "tttlab/train/trainer.hpp"
+
+namespace tttlab::kernels {
+namespace {
+
+constexpr float kPostNormEps = 1e-6f;  // TTTLayer's post-norm (layer.cpp: S(1e-6))
+constexpr float kInnerLnEps = 1e-6f;   // InnerOptions::ln_eps, never changed by ModelConfig
+constexpr std::size_t kAlign = 64;     // floats: every tensor starts 256-byte aligned
+
+std::size_t align_up(std::size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+// One cudaMalloc'd array; freed with its owner.
+template <class T>
+class DeviceArray {
+ public:
+  DeviceArray() = default;
+  explicit DeviceArray(std::size_t n) { reset(n); }
+  ~DeviceArray() {
+    if (m_p) cudaFree(m_p);
+  }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  void reset(std::size_t n) {
+    if (m_p) cudaFree(m_p);
+    m_p = nullptr;
+    m_n = n;
+    if (n) TTTLAB_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&m_p), n * sizeof(T)));
+  }
+  T* get() const { return m_p; }
+  std::size_t size() const { return m_n; }
+  std::size_t bytes() const { return m_n * sizeof(T); }
+
+ private:
+  T* m_p = nullptr;
+  std::size_t m_n = 0;
+};
+
+// "model.layers.3.seq_modeling_block.W1[2]" → key "model.layers.3.seq_modeling_block.W1", head 2.
+bool split_head_index(const std::string& name, std::string& key, int& head) {
+  if (name.empty() || name.back() != ']') return false;
+  const auto open = name.rfind('[');
+  if (open == std::string::npos) return false;
+  key = name.substr(0, open);
+  head = std::stoi(name.substr(open + 1, name.size() - open - 2));
+  return true;
+}
+
+}  // namespace
+
+std::string cuda_train_unsupported(const ModelConfig& m) {
+  if (m.seq_layer != SeqLayerKind::TTTLinear)
+    return "the GPU trains ttt-linear models; " + to_string(m.seq_layer) +
+           " trains on the CPU (--device cpu)";
+  const int d = m.head_dim();
+  if (d < 16 || d > 128 || d % 2 != 0)
+    return "the GPU's TTT kernels need a head dim (hidden size / heads) that is even and in 16..128, got " +
+           std::to_string(d) + "; use --device cpu";
+  if (m.mini_batch_size > 64)
+    return "the GPU's TTT kernels need a mini-batch b <= 64, got " + std::to_string(m.mini_batch_size) +
+           "; use --device cpu";
+  if (m.mamba_backbone && m.conv_kernel > 16)
+    return "the GPU's causal convolution needs conv_kernel <= 16, got " + std::to_string(m.conv_kernel);
+  return {};
+}
+
+// ---- the backend -------------------------------------------------------------------------------------
+
+struct CudaTrainBackend::Impl {
+  // Run settings.
+  ModelConfig mc;
+  Model<float>* model = nullptr;
+  AdamW<float>* optim = nullptr;
+  CudaTrainOptions options;
+  int Bmax = 0, T = 0, D = 0, F = 0, V = 0, L = 0, H = 0, d = 0, b = 0, K = 0, group = 1, n_ck = 0;
+  bool mamba = false;
+  std::int64_t step = 0;
+  std::string device_name;
+
+  cudaStream_t stream = nullptr;
+  std::unique_ptr<Gemm> gemm;
+
+  // Parameters, gradients and moments: flat arrays, one offset per tensor.
+  struct Tensor {
+    std::string name;
+    long rows = 0, cols = 0;
+    std::size_t offset = 0;
+    std::size_t size() const { return std::size_t(rows) * std::size_t(cols); }
+  };
+  std::vector<Tensor> tensors;                  // Model::for_each_param order
+  std::map<std::string, std::size_t> offset_of;  // tensor name, or a per-head group key, → offset
+  std::size_t total = 0;
+  DeviceArray<float> P, G, M1, M2;
+
+  // Activations of one batch, per block, kept for the backward.
+  struct Block {
+    float *h_in = nullptr, *a_conv = nullptr, *h_mid1 = nullptr, *a_seq = nullptr, *h_mid2 = nullptr,
+          *a_ffn = nullptr;
+    float *u = nullptr, *XQ = nullptr, *XK = nullptr, *XV = nullptr, *lam = nullptr, *tau = nullptr, *O = nullptr,
+          *Y = nullptr, *A = nullptr, *ckW = nullptr, *ckb = nullptr;
+    float *Gt = nullptr, *Up = nullptr, *Hd = nullptr;  // SwiGLU gate and up pre-activations, hidden
+  };
+  std::vector<Block> blocks;
+  float* h_final = nullptr;
+  std::vector<std::unique_ptr<DeviceArray<float>>> storage;  // owns every activation buffer
+
+  // Shared temporaries.
+  float *hf = nullptr, *logits = nullptr, *losses = nullptr, *tmp = nullptr, *dh = nullptr, *da = nullptr,
+        *dx = nullptr, *dYg = nullptr, *dYpn = nullptr, *dA = nullptr, *dO = nullptr, *dXQ = nullptr,
+        *dXK = nullptr, *dXV = nullptr, *du = nullptr, *Ulr = nullptr, *dUlr = nullptr, *dlam = nullptr,
+        *dtau = nullptr, *db0_scratch = nullptr, *dHd = nullptr, *dUp = nullptr, *ws = nullptr,
+        *rope_cos = nullptr, *rope_sin = nullptr;
+  DeviceArray<unsigned char> ttt_ws;
+  DeviceArray<int> tokens, targets, emb_offsets, emb_rows;
+  DeviceArray<double> norm_ws, norm_out;
+  std::size_t ttt_ws_bytes = 0;
+  int rows = 0;  // R of the batch in flight
+  int nseq = 0;
+
+  // Profiling (profile_step): event pairs around the phases, summed after the step.
+  enum Phase { kGemm = 0, kInnerFwd = 1, kInnerBwd = 2 };
+  bool profiling = false;
+  std::vector<cudaEvent_t> events;  // a pool, reused across profiled steps
+  std::size_t events_used = 0;
+  std::vector<std::pair<int, std::size_t>> marks;  // phase, index of its start event (end = + 1)
+  cudaEvent_t next_event() {
+    if (events_used == events.size()) {
+      cudaEvent_t e;
+      TTTLAB_CUDA_CHECK(cudaEventCreate(&e));
+      events.push_back(e);
+    }
+    return events[events_used++];
+  }
+  void begin(int phase) {
+    if (!profiling) return;
+    marks.push_back({phase, events_used});
+    TTTLAB_CUDA_CHECK(cudaEventRecord(next_event(), stream));
+  }
+  void end() {
+    if (profiling) TTTLAB_CUDA_CHECK(cudaEventRecord(next_event(), stream));
+  }
+
+  float* alloc(std::size_t n) {
+    storage.push_back(std::make_unique<DeviceArray<float>>(std::max<std::size_t>(n, 1)));
+    return storage.back()->get();
+  }
+  float* p(const std::string& name) const { return P.get() + offset_of.at(name); }
+  float* g(const std::string& name) const { return G.get() + offset_of.at(name); }
+  std::string layer(int i) const { return "model.layers." + std::to_string(i) + "."; }
+  std::string mixer(int i) const { return layer(i) + "seq_modeling_block."; }
+
+  // Row-major C = op(A)·op(B) (+ C with accumulate).
+  void mm(bool ta, bool tb, int M, int N, int Kd, const float* A, int lda, const float* Bm, int ldb, float* C,
+          int ldc, bool accumulate) {
+    begin(kGemm);
+    (*gemm)(ta, tb, M, N, Kd, 1.f, A, lda, Bm, ldb, accumulate ? 1.f : 0.f, C, ldc);
+    end();
+  }
+  // y [R, out] = x [R, in] · W [in, out]
+  void linear(const float* x, const float* W, int in, int out, float* y) {
+    mm(false, false, rows, out, in, x, in, W, out, y, out, false);
+  }
+  // dW [in, out] += xᵀ·dy;  dx [R, in] (+)= dy·Wᵀ (dx may be null)
+  void linear_backward(const float* x, const float* W, const float* dy, int in, int out, float* dW, float* dxo,
+                       bool accumulate_dx) {
+    mm(true, false, in, out, rows, x, in, dy, out, dW, out, true);
+    if (dxo) mm(false, true, rows, in, out, dy, out, W, out, dxo, in, accumulate_dx);
+  }
+
+  void layout(Model<float>& m);
+  void allocate();
+  void upload_params();
+  void upload_optimizer();
+  void upload_batch(const TokenBatch& batch, bool train, long* counted);
+  void forward(bool train, float grad_scale);
+  void ttt_forward(int i, const float* x, float* out, bool train);
+  void backward();
+  void ttt_backward(int i, const float* x, const float* dY, float* dxo);
+  double loss_sum() const;
+  void sync() const { TTTLAB_CUDA_CHECK(cudaStreamSynchronize(stream)); }
+};
+
+void CudaTrainBackend::Impl::layout(Model<float>& m) {
+  std::map<std::string, std::size_t> group_base;
+  m.for_each_param([&](Eigen::Map<Mat<float>> t, const std::string& name) {
+    Tensor x{name, static_cast<long>(t.rows()), static_cast<long>(t.cols()), 0};
+    std::string key;
+    int head = 0;
+    if (split_head_index(name, key, head)) {
+      // The per-head initial states of one layer, side by side: [H, rows, cols].
+      auto it = group_base.find(key);
+      if (it == group_base.end()) {
+        if (head != 0) throw std::logic_error("train_cuda: per-head tensors of '" + key + "' out of order");
+        it = group_base.emplace(key, total).first;
+        offset_of[key] = total;
+        total = align_up(total + std::size_t(H) * x.size());
+      }
+      x.offset = it->second + std::size_t(head) * x.size();
+    } else {
+      x.offset = total;
+      total = align_up(total + x.size());
+    }
+    offset_of[name] = x.offset;
+    tensors.push_back(x);
+  });
+}
+
+void CudaTrainBackend::Impl::allocate() {
+  P.reset(total);
+  G.reset(total);
+  M1.reset(total);
+  M2.reset(total);
+  TTTLAB_CUDA_CHECK(cudaMemsetAsync(P.get(), 0, P.bytes(), stream));
+  TTTLAB_CUDA_CHECK(cudaMemsetAsync(G.get(), 0, G.bytes(), stream));
+  const std::size_t R = std::size_t(Bmax) * T;
+  const std::size_t RD = R * D, RF = R * F;
+  TttDims dims{Bmax, H, T, d, b};
+  n_ck = ttt_num_checkpoints(dims, group);
+  blocks.resize(L);
+  float* h = alloc(RD);  // the embedding output = h_in of block 0
+  for (int i = 0; i < L; ++i) {
+    Block& k = blocks[i];
+    k.h_in = h;
+    if (mamba) {
+      k.a_conv = alloc(RD);
+      k.h_mid1 = alloc(RD);
+      k.u = alloc(RD);
+      k.A = alloc(RD);
+    } else {
+      k.h_mid1 = k.h_in;
+    }
+    k.a_seq = alloc(RD);
+    k.XQ = alloc(RD);
+    k.XK = alloc(RD);
+    k.XV = alloc(RD);
+    k.lam = alloc(std::size_t(Bmax) * H * T);
+    k.tau = alloc(b);
+    k.O = alloc(RD);
+    k.Y = alloc(RD);
+    k.ckW = alloc(std::size_t(Bmax) * H * n_ck * d * d);
+    k.ckb = alloc(std::size_t(Bmax) * H * n_ck * d);
+    k.h_mid2 = alloc(RD);
+    k.a_ffn = alloc(RD);
+    k.Gt = alloc(RF);
+    k.Up = alloc(RF);
+    k.Hd = alloc(RF);
+    h = alloc(RD);  // h_out = the next block's h_in
+  }
+  h_final = h;
+  hf = alloc(RD);
+  logits = alloc(R * V);
+  losses = alloc(R);
+  for (float** t : {&tmp, &dh, &da, &dx, &dYg, &dYpn, &dA, &dO, &dXQ, &dXK, &dXV, &du}) *t = alloc(RD);
+  Ulr = alloc(R * H);
+  dUlr = alloc(R * H);
+  dlam = alloc(std::size_t(Bmax) * H * T);
+  dtau = alloc(b);
+  db0_scratch = alloc(std::size_t(H) * d);
+  dHd = alloc(RF);
+  dUp = alloc(RF);
+  const int Ri = static_cast<int>(R);
+  const std::size_t ws_floats =
+      std::max({rms_norm_backward_workspace(Ri, std::max(D, F)), layer_norm_backward_workspace(Ri, D),
+                causal_conv_backward_workspace(Bmax, T, D, std::max(K, 1)), column_sum_workspace(Ri, H)});
+  ws = alloc(ws_floats);
+  ttt_ws_bytes = ttt_linear_backward_workspace_bytes(dims, group);
+  ttt_ws.reset(ttt_ws_bytes);
+  tokens.reset(R);
+  targets.reset(R);
+  emb_offsets.reset(V + 1);
+  emb_rows.reset(R);
+  norm_ws.reset(std::max<std::size_t>(sum_squares_workspace(total), 1));
+  norm_out.reset(1);
+  // RoPE tables for positions 0..b−1 (t mod b).
+  std::vector<float> c(std::size_t(b) * d / 2), s(c.size());
+  rope_tables(d, b, mc.rope_theta, c.data(), s.data());
+  rope_cos = alloc(c.size());
+  rope_sin = alloc(s.size());
+  TTTLAB_CUDA_CHECK(cudaMemcpy(rope_cos, c.data(), c.size() * sizeof(float), cudaMemcpyHostToDevice));
+  TTTLAB_CUDA_CHECK(cudaMemcpy(rope_sin, s.data(), s.size() * sizeof(float), cudaMemcpyHostToDevice));
+}
+
+void CudaTrainBackend::Impl::upload_params() {
+  std::size_t k = 0;
+  model->for_each_param([&](Eigen::Map<Mat<float>> t, const std::string& name) {
+    const Tensor& x = tensors.at(k++);
+    if (x.name != name || std::size_t(t.size()) != x.size())
+      throw std::logic_error("train_cuda: the model's tensors changed (" + name + ")");
+    TTTLAB_CUDA_CHECK(cudaMemcpy(P.get() + x.offset, t.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice));
+  });
+}
+
+void CudaTrainBackend::Impl::upload_optimizer() {
+  const AdamWState<float>& st = optim->state();
+  step = st.step;
+  TTTLAB_CUDA_CHECK(cudaMemset(M1.get(), 0, M1.bytes()));
+  TTTLAB_CUDA_CHECK(cudaMemset(M2.get(), 0, M2.bytes()));
+  if (st.names.empty()) return;  // fresh: moments zero (AdamW::step creates them so)
+  if (st.names.size() != tensors.size())
+    throw std::invalid_argument("train_cuda: the optimiser state has " + std::to_string(st.names.size()) +
+                                " tensors, the model " + std::to_string(tensors.size()));
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& x = tensors[i];
+    if (st.names[i] != x.name || st.m[i].size() != x.size() || st.v[i].size() != x.size())
+      throw std::invalid_argument("train_cuda: optimiser state tensor " + std::to_string(i) + " is '" + st.names[i] +
+                                  "', the model's is '" + x.name + "' (or the sizes differ)");
+    TTTLAB_CUDA_CHECK(cudaMemcpy(M1.get() + x.offset, st.m[i].data(), x.size() * sizeof(float), cudaMemcpyHostToDevice));
+    TTTLAB_CUDA_CHECK(cudaMemcpy(M2.get() + x.offset, st.v[i].data(), x.size() * sizeof(float), cudaMemcpyHostToDevice));
+  }
+}
+
+// Inputs, targets (−1 where the mask drops them: model.cpp's targets_of) and the rows of each token
+// for the embedding's backward.
+void CudaTrainBackend::Impl::upload_batch(const TokenBatch& batch, bool train, long* counted) {
+  if (batch.batch < 1 || batch.batch > Bmax)
+    throw std::invalid_argument("train_cuda: a batch of " + std::to_string(batch.batch) +
+                                " sequences; this backend was built for 1.." + std::to_string(Bmax));
+  if (batch.seq_len != T)
+    throw std::invalid_argument("train_cuda: sequence length " + std::to_string(batch.seq_len) +
+                                ", this backend was built for " + std::to_string(T));
+  nseq = batch.batch;
+  rows = nseq * T;
+  std::vector<int> in(rows), tg(rows), count(V + 1, 0);
+  long n_counted = 0;
+  for (int s = 0; s < nseq; ++s)
+    for (int t = 0; t < T; ++t) {
+      const int x = batch.input(s, t), y = batch.target(s, t);
+      if (x < 0 || x >= V || y < 0 || y >= V)
+        throw std::invalid_argument("train_cuda: token " + std::to_string(x < 0 || x >= V ? x : y) + " of sequence " +
+                                    std::to_string(s) + " is outside the vocabulary [0, " + std::to_string(V) + ")");
+      const int r = s * T + t;
+      in[r] = x;
+      tg[r] = batch.counts(s, t) ? y : -1;
+      n_counted += batch.counts(s, t) ? 1 : 0;
+      ++count[x + 1];
+    }
+  if (counted) *counted = n_counted;
+  TTTLAB_CUDA_CHECK(cudaMemcpyAsync(tokens.get(), in.data(), rows * sizeof(int), cudaMemcpyHostToDevice, stream));
+  TTTLAB_CUDA_CHECK(cudaMemcpyAsync(targets.get(), tg.data(), rows * sizeof(int), cudaMemcpyHostToDevice, stream));
+  if (train) {
+    for (int v = 0; v < V; ++v) count[v + 1] += count[v];
+    std::vector<int> rows_of(rows), fill(count.begin(), count.end() - 1);
+    for (int r = 0; r < rows; ++r) rows_of[fill[in[r]]++] = r;
+    TTTLAB_CUDA_CHECK(cudaMemcpyAsync(emb_offsets.get(), count.data(), (V + 1) * sizeof(int), cudaMemcpyHostToDevice, stream));
+    TTTLAB_CUDA_CHECK(cudaMemcpyAsync(emb_rows.get(), rows_of.data(), rows * sizeof(int), cudaMemcpyHostToDevice, stream));
+  }
+  // The host vectors die here: make the copies complete first.
+  sync();
+}
+
+// TTTLayer::forward_train: x = a_seq [R, D] → out [R, D] (the mixer's output).
+void CudaTrainBackend::Impl::ttt_forward(int i, const float* x, float* out, bool train) {
+  Block& k = blocks[i];
+  const std::string pre = mixer(i);
+  cudaStream_t st = stream;
+  if (mamba) {
+    // u = x·Wq; XQ = conv_q(u), XK = conv_k(u), each sequence from a zero history.
+    linear(x, p(pre + "q_proj.weight"), D, D, k.u);
+    causal_conv_forward(k.u, p(pre + "conv_q.weight"), p(pre + "conv_q.bias"), nseq, T, D, K, k.XQ, st);
+    causal_conv_forward(k.u, p(pre + "conv_k.weight"), p(pre + "conv_k.bias"), nseq, T, D, K, k.XK, st);
+  } else {
+    linear(x, p(pre + "q_proj.weight"), D, D, k.XQ);
+    linear(x, p(pre + "k_proj.weight"), D, D, k.XK);
+  }
+  linear(x, p(pre + "v_proj.weight"), D, D, k.XV);
+  rope_rotate(k.XQ, nseq, T, H, d, b, rope_cos, rope_sin, 1.f, st);
+  rope_rotate(k.XK, nseq, T, H, d, b, rope_cos, rope_sin, 1.f, st);
+  token_index_forward(p(pre + "learnable_token_idx"), b, mc.eta_token_index, k.tau, st);
+  const float scale = float(mc.ttt_base_lr) / float(d);
+  if (mc.eta_learned_gate) {
+    // U = x·θᵀ (θ [H, D]), λ = scale·σ(U + β)
+    mm(false, true, rows, H, D, x, D, p(pre + "learnable_ttt_lr_weight"), D, Ulr, H, false);
+    eta_forward(Ulr, p(pre + "learnable_ttt_lr_bias"), nseq, T, H, scale, k.lam, st);
+  } else {
+    eta_forward(nullptr, nullptr, nseq, T, H, scale, k.lam, st);
+  }
+  TttLinearForwardArgs a;
+  a.dims = TttDims{nseq, H, T, d, b};
+  a.opt = TttOptions{mc.inner_layer_norm, mc.inner_residual, mc.inner_bias, kInnerLnEps};
+  a.Q = k.XQ;
+  a.K = k.XK;
+  a.V = k.XV;
+  a.lambda = k.lam;
+  a.tau = k.tau;
+  a.ln_weight = p(pre + "ttt_norm_weight");
+  a.ln_bias = p(pre + "ttt_norm_bias");
+  a.W0 = p(pre + "W1");
+  a.b0 = mc.inner_bias ? p(pre + "b1") : nullptr;
+  a.O = k.O;
+  if (train) {
+    a.checkpoint_W = k.ckW;
+    a.checkpoint_b = mc.inner_bias ? k.ckb : nullptr;
+    a.checkpoint_group = group;
+  }
+  a.stream = st;
+  begin(kInnerFwd);
+  ttt_linear_forward(a);
+  end();
+  // Post-norm, gate, o_proj.
+  layer_norm_forward(k.O, p(pre + "post_norm.weight"), p(pre + "post_norm.bias"), rows, D, kPostNormEps, k.Y, st);
+  const float* yg = k.Y;
+  if (mamba) {
+    linear(x, p(pre + "g_proj.weight"), D, D, k.A);
+    gelu_gate_forward(k.A, k.Y, tmp, std::size_t(rows) * D, st);
+    yg = tmp;
+  }
+  linear(yg, p(pre + "o_proj.weight"), D, D, out);
+}
+
+void CudaTrainBackend::Impl::forward(bool train, float grad_scale) {
+  cudaStream_t st = stream;
+  const float eps = float(mc.rms_norm_eps);
+  const std::size_t RD = std::size_t(rows) * D;
+  embedding_forward(p("model.embed_tokens.weight"), V, D, tokens.get(), rows, blocks[0].h_in, st);
+  for (int i = 0; i < L; ++i) {
+    Block& k = blocks[i];
+    const std::string pre = layer(i);
+    float* h_out = i + 1 < L ? blocks[i + 1].h_in : h_final;
+    if (mamba) {
+      rms_norm_forward(k.h_in, p(pre + "conv.norm.weight"), rows, D, eps, k.a_conv, st);
+      causal_conv_forward(k.a_conv, p(pre + "conv.conv.weight"), p(pre + "conv.conv.bias"), nseq, T, D, K, dx, st);
+      add(k.h_in, dx, k.h_mid1, RD, st);
+    }
+    rms_norm_forward(k.h_mid1, p(pre + "seq_norm.weight"), rows, D, eps, k.a_seq, st);
+    ttt_forward(i, k.a_seq, dx, train);
+    add(k.h_mid1, dx, k.h_mid2, RD, st);
+    rms_norm_forward(k.h_mid2, p(pre + "ffn_norm.weight"), rows, D, eps, k.a_ffn, st);
+    linear(k.a_ffn, p(pre + "mlp.gate_proj.weight"), D, F, k.Gt);
+    linear(k.a_ffn, p(pre + "mlp.up_proj.weight"), D, F, k.Up);
+    silu_mul_forward(k.Gt, k.Up, k.Hd, std::size_t(rows) * F, st);
+    linear(k.Hd, p(pre + "mlp.down_proj.weight"), F, D, dx);
+    add(k.h_mid2, dx, h_out, RD, st);
+  }
+  rms_norm_forward(h_final, p("model.norm.weight"), rows, D, eps, hf, st);
+  // Tied head: logits = hf·Eᵀ.
+  mm(false, true, rows, V, D, hf, D, p("model.embed_tokens.weight"), D, logits, V, false);
+  cross_entropy(logits, targets.get(), rows, V, grad_scale, losses, train ? logits : nullptr, st);
+}
+
+// TTTLayer::backward: dY = ∂L/∂out [R, D] → dxo = ∂L/∂x (overwritten), parameter gradients added.
+void CudaTrainBackend::Impl::ttt_backward(int i, const float* x, const float* dY, float* dxo) {
+  Block& k = blocks[i];
+  const std::string pre = mixer(i);
+  cudaStream_t st = stream;
+  const std::size_t RD = std::size_t(rows) * D;
+  TTTLAB_CUDA_CHECK(cudaMemsetAsync(dxo, 0, RD * sizeof(float), st));
+  // y = Yg·Wo
+  const float* yg = k.Y;
+  if (mamba) {
+    gelu_gate_forward(k.A, k.Y, tmp, RD, st);
+    yg = tmp;
+  }
+  linear_backward(yg, p(pre + "o_proj.weight"), dY, D, D, g(pre + "o_proj.weight"), dYg, false);
+  // Yg = gelu(x·Wg) ⊙ Y
+  const float* dypn = dYg;
+  if (mamba) {
+    gelu_gate_backward(k.A, k.Y, dYg, dYpn, dA, RD, st);
+    linear_backward(x, p(pre + "g_proj.weight"), dA, D, D, g(pre + "g_proj.weight"), dxo, true);
+    dypn = dYpn;
+  }
+  // Y = post_norm(O)
+  layer_norm_backward(k.O, p(pre + "post_norm.weight"), dypn, rows, D, kPostNormEps, dO, g(pre + "post_norm.weight"),
+                      g(pre + "post_norm.bias"), ws, st);
+  // The inner loop of every head.
+  TttLinearBackwardArgs a;
+  a.dims = TttDims{nseq, H, T, d, b};
+  a.opt = TttOptions{mc.inner_layer_norm, mc.inner_residual, mc.inner_bias, kInnerLnEps};
+  a.Q = k.XQ;
+  a.K = k.XK;
+  a.V = k.XV;
+  a.lambda = k.lam;
+  a.tau = k.tau;
+  a.ln_weight = p(pre + "ttt_norm_weight");
+  a.ln_bias = p(pre + "ttt_norm_bias");
+  a.checkpoint_W = k.ckW;
+  a.checkpoint_b = mc.inner_bias ? k.ckb : nullptr;
+  a.checkpoint_group = group;
+  a.dO = dO;
+  a.dQ = dXQ;
+  a.dK = dXK;
+  a.dV = dXV;
+  a.dlambda = dlam;
+  a.dtau = dtau;
+  // Sole contributors: the kernel overwrites these gradients (zero before the step anyway).
+  a.dln_weight = g(pre + "ttt_norm_weight");
+  a.dln_bias = g(pre + "ttt_norm_bias");
+  a.dW0 = g(pre + "W1");
+  a.db0 = mc.inner_bias ? g(pre + "b1") : db0_scratch;
+  a.workspace = ttt_ws.get();
+  a.workspace_bytes = ttt_ws_bytes;
+  a.stream = st;
+  begin(kInnerBwd);
+  ttt_linear_backward(a);
+  end();
+  // λ = scale·σ(x·θ_h + β_h)
+  const float scale = float(mc.ttt_base_lr) / float(d);
+  if (mc.eta_learned_gate) {
+    eta_backward(k.lam, dlam, nseq, T, H, scale, dUlr, st);
+    mm(true, false, H, D, rows, dUlr, H, x, D, g(pre + "learnable_ttt_lr_weight"), D, true);
+    column_sum_add(dUlr, rows, H, g(pre + "learnable_ttt_lr_bias"), ws, st);
+    mm(false, false, rows, D, H, dUlr, H, p(pre + "learnable_ttt_lr_weight"), D, dxo, D, true);
+  }
+  // τ_i = max(1/i + δ_i, 0)
+  token_index_backward(p(pre + "learnable_token_idx"), dtau, b, mc.eta_token_index, g(pre + "learnable_token_idx"), st);
+  // RoPE, convs and projections.
+  rope_rotate(dXQ, nseq, T, H, d, b, rope_cos, rope_sin, -1.f, st);
+  rope_rotate(dXK, nseq, T, H, d, b, rope_cos, rope_sin, -1.f, st);
+  if (mamba) {
+    causal_conv_backward(k.u, p(pre + "conv_q.weight"), dXQ, nseq, T, D, K, du, false, g(pre + "conv_q.weight"),
+                         g(pre + "conv_q.bias"), ws, st);
+    causal_conv_backward(k.u, p(pre + "conv_k.weight"), dXK, nseq, T, D, K, du, true, g(pre + "conv_k.weight"),
+                         g(pre + "conv_k.bias"), ws, st);
+    linear_backward(x, p(pre + "q_proj.weight"), du, D, D, g(pre + "q_proj.weight"), dxo, true);
+  } else {
+    linear_backward(x, p(pre + "q_proj.weight"), dXQ, D, D, g(pre + "q_proj.weight"), dxo, true);
+    linear_backward(x, p(pre + "k_proj.weight"), dXK, D, D, g(pre + "k_proj.weight"), dxo, true);
+  }
+  linear_backward(x, p(pre + "v_proj.weight"), dXV, D, D, g(pre + "v_proj.weight"), dxo, true);
+}
+
+void CudaTrainBackend::Impl::backward() {
+  cudaStream_t st = stream;
+  const float eps = float(mc.rms_norm_eps);
+  const std::string E = "model.embed_tokens.weight";
+  float* dlogits = logits;  // cross_entropy wrote the gradient over the logits
+  // logits = hf·Eᵀ
+  mm(true, false, V, D, rows, dlogits, V, hf, D, g(E), D, true);
+  mm(false, false, rows, D, V, dlogits, V, p(E), D, tmp, D, false);
+  rms_norm_backward(h_final, p("model.norm.weight"), tmp, rows, D, eps, dh, false, g("model.norm.weight"), ws, st);
+  for (int i = L; i-- > 0;) {
+    Block& k = blocks[i];
+    const std::string pre = layer(i);
+    // h_out = h_mid2 + W_down(silu(a·W_gate) ⊙ a·W_up), a = RMSNorm_ffn(h_mid2)
+    linear_backward(k.Hd, p(pre + "mlp.down_proj.weight"), dh, F, D, g(pre + "mlp.down_proj.weight"), dHd, false);
+    silu_mul_backward(k.Gt, k.Up, dHd, dHd, dUp, std::size_t(rows) * F, st);
+    linear_backward(k.a_ffn, p(pre + "mlp.gate_proj.weight"), dHd, D, F, g(pre + "mlp.gate_proj.weight"), da, false);
+    linear_backward(k.a_ffn, p(pre + "mlp.up_proj.weight"), dUp, D, F, g(pre + "mlp.up_proj.weight"), da, true);
+    rms_norm_backward(k.h_mid2, p(pre + "ffn_norm.weight"), da, rows, D, eps, dh, true, g(pre + "ffn_norm.weight"), ws, st);
+    // h_mid2 = h_mid1 + mixer(RMSNorm_seq(h_mid1))
+    ttt_backward(i, k.a_seq, dh, da);
+    rms_norm_backward(k.h_mid1, p(pre + "seq_norm.weight"), da, rows, D, eps, dh, true, g(pre + "seq_norm.weight"), ws, st);
+    // h_mid1 = h_in + conv(RMSNorm_conv(h_in))
+    if (mamba) {
+      causal_conv_backward(k.a_conv, p(pre + "conv.conv.weight"), dh, nseq, T, D, K, da, false,
+                           g(pre + "conv.conv.weight"), g(pre + "conv.conv.bias"), ws, st);
+      rms_norm_backward(k.h_in, p(pre + "conv.norm.weight"), da, rows, D, eps, dh, true, g(pre + "conv.norm.weight"), ws, st);
+    }
+  }
+  embedding_backward(emb_offsets.get(), emb_rows.get(), V, D, dh, g(E), st);
+  if (!mc.learnable_w0) {
+    // W0 is fixed at zero in this variant: drop its gradient (model.cpp does the same).
+    for (int i = 0; i < L; ++i) {
+      const std::string pre = mixer(i);
+      TTTLAB_CUDA_CHECK(cudaMemsetAsync(g(pre + "W1"), 0, std::size_t(H) * d * d * sizeof(float), st));
+      if (mc.inner_bias) TTTLAB_CUDA_CHECK(cudaMemsetAsync(g(pre + "b1"), 0, std::size_t(H) * d * sizeof(float), st));
+    }
+  }
+}
+
+double CudaTrainBackend::Impl::loss_sum() const {
+  std::vector<float> l(rows);
+  TTTLAB_CUDA_CHECK(cudaMemcpyAsync(l.data(), losses, rows * sizeof(float), cudaMemcpyDeviceToHost, stream));
+  sync();
+  // In row order, in double, as softmax_cross_entropy sums a sequence and the Trainer its sequences.
+  double s = 0;
+  for (float v : l) s += double(v);
+  return s;
+}
+
+// ---- public interface ----------------------------------------------------------------------------
+
+CudaTrainBackend::CudaTrainBackend(const TrainBackendContext& ctx, const CudaTrainOptions& options)
+    : m_impl(std::make_unique<Impl>()) {
+  Impl& s = *m_impl;
+  if (!ctx.config || !ctx.model || !ctx.optim) throw std::invalid_argument("train_cuda: incomplete backend context");
+  s.mc = ctx.model->config();
+  if (const std::string why = cuda_train_unsupported(s.mc); !why.empty()) throw std::invalid_argument(why);
+  s.model = ctx.model;
+  s.optim = ctx.optim;
+  s.options = options;
+  s.Bmax = ctx.config->batch_size;
+  s.T = ctx.config->seq_len;
+  s.D = s.mc.hidden_size;
+  s.F = s.mc.intermediate_size;
+  s.V = s.mc.vocab_size;
+  s.L = s.mc.num_hidden_layers;
+  s.H = s.mc.num_attention_heads;
+  s.d = s.mc.head_dim();
+  s.b = s.mc.mini_batch_size;
+  s.K = s.mc.mamba_backbone ? s.mc.conv_kernel : 0;
+  s.mamba = s.mc.mamba_backbone;
+  s.group = std::max(1, s.mc.scan_checkpoint_group_size);
+
+  const CudaQuery q = query_cuda_devices();
+  if (q.status != CudaStatus::Ok) throw std::runtime_error("train_cuda: no CUDA device: " + q.message);
+  if (options.device < 0 || options.device >= static_cast<int>(q.devices.size()))
+    throw std::invalid_argument("train_cuda: CUDA device " + std::to_string(options.device) + " does not exist");
+  s.device_name = q.devices[options.device].name;
+  TTTLAB_CUDA_CHECK(cudaSetDevice(options.device));
+  TTTLAB_CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
+  s.gemm = std::make_unique<Gemm>(s.stream, options.gemm, options.engine);
+  s.layout(*s.model);
+  s.allocate();
+  TTTLAB_CUDA_CHECK(cudaStreamSynchronize(s.stream));
+  s.upload_params();
+  s.upload_optimizer();
+}
+
+CudaTrainBackend::~CudaTrainBackend() {
+  if (m_impl && m_impl->stream) {
+    cudaStreamSynchronize(m_impl->stream);
+    m_impl->storage.clear();
+    m_impl->gemm.reset();  // its cuBLAS handle is bound to the stream
+    for (cudaEvent_t e : m_impl->events) cudaEventDestroy(e);
+    cudaStreamDestroy(m_impl->stream);
+  }
+}
+
+std::string CudaTrainBackend::describe() const {
+  return "CUDA: " + m_impl->device_name + ", " + m_impl->gemm->describe();
+}
+
+std::int64_t CudaTrainBackend::step_count() const { return m_impl->step; }
+
+std::size_t CudaTrainBackend::device_bytes() const {
+  const Impl& s = *m_impl;
+  std::size_t n = s.P.bytes() + s.G.bytes() + s.M1.bytes() + s.M2.bytes() + s.ttt_ws.bytes() + s.tokens.bytes() +
+                  s.targets.bytes() + s.emb_offsets.bytes() + s.emb_rows.bytes() + s.norm_ws.bytes();
+  for (const auto& a : s.storage) n += a->bytes();
+  return n;
+}
+
+double CudaTrainBackend::forward_backward(const TokenBatch& batch) {
+  Impl& s = *m_impl;
+  long counted = 0;
+  s.upload_batch(batch, true, &counted);
+  TTTLAB_CUDA_CHECK(cudaMemsetAsync(s.G.get(), 0, s.G.bytes(), s.stream));
+  // softmax_cross_entropy's gradient scale: S(1) / S(denominator).
+  const float grad_scale = counted > 0 ? 1.f / float(counted) : 0.f;
+  s.forward(true, grad_scale);
+  s.backward();
+  return s.loss_sum();
+}
+
+BackendStep CudaTrainBackend::step(const TokenBatch& batch) {
+  Impl& s = *m_impl;
+  BackendStep out;
+  out.loss_sum = forward_backward(batch);
+  // AdamW::step, with the elements on the device.
+  sum_squares(s.G.get(), s.total, s.norm_out.get(), s.norm_ws.get(), s.stream);
+  double sumsq = 0;
+  TTTLAB_CUDA_CHECK(cudaMemcpyAsync(&sumsq, s.norm_out.get(), sizeof(double), cudaMemcpyDeviceToHost, s.stream));
+  s.sync();
+  const AdamWConfig& c = s.optim->config();
+  AdamWReport& r = out.optim;
+  r.grad_norm = std::sqrt(sumsq);
+  if (!std::isfinite(r.grad_norm)) {
+    r.skipped = true;
+    r.step = s.step;
+    return out;
+  }
+  if (c.clip_norm > 0 && r.grad_norm > c.clip_norm) r.clip_scale = c.clip_norm / r.grad_norm;
+  r.lr = s.optim->schedule()(s.step);
+  const double n = static_cast<double>(s.step + 1);
+  AdamWScalars a;
+  a.b1 = static_cast<float>(c.beta1);
+  a.b2 = static_cast<float>(c.beta2);
+  a.one_minus_b1 = static_cast<float>(1.0 - c.beta1);
+  a.one_minus_b2 = static_cast<float>(1.0 - c.beta2);
+  a.inv_bc1 = static_cast<float>(1.0 / (1.0 - std::pow(c.beta1, n)));
+  a.inv_bc2 = static_cast<float>(1.0 / (1.0 - std::pow(c.beta2, n)));
+  a.scale = static_cast<float>(r.clip_scale);
+  a.lr = static_cast<float>(r.lr);
+  a.eps = static_cast<float>(c.eps);
+  a.wd = static_cast<float>(c.weight_decay);
+  adamw_update(s.P.get(), s.G.get(), s.M1.get(), s.M2.get(), s.total, a, s.stream);
+  r.step = ++s.step;
+  return out;
+}
+
+BackendStep CudaTrainBackend::profile_step(const TokenBatch& batch, CudaStepProfile& profile) {
+  Impl& s = *m_impl;
+  s.marks.clear();
+  s.events_used = 0;
+  s.profiling = true;
+  const cudaEvent_t start = s.next_event();
+  TTTLAB_CUDA_CHECK(cudaEventRecord(start, s.stream));
+  BackendStep out;
+  try {
+    out = step(batch);
+  } catch (...) {
+    s.profiling = false;
+    throw;
+  }
+  const cudaEvent_t stop = s.next_event();
+  TTTLAB_CUDA_CHECK(cudaEventRecord(stop, s.stream));
+  s.profiling = false;
+  TTTLAB_CUDA_CHECK(cudaEventSynchronize(stop));
+  profile = CudaStepProfile{};
+  float ms = 0;
+  TTTLAB_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+  profile.total_ms = ms;
+  double phase[3] = {0, 0, 0};
+  for (const auto& [ph, i] : s.marks) {
+    TTTLAB_CUDA_CHECK(cudaEventElapsedTime(&ms, s.events[i], s.events[i + 1]));
+    phase[ph] += ms;
+  }
+  profile.gemm_ms = phase[Impl::kGemm];
+  profile.inner_forward_ms = phase[Impl::kInnerFwd];
+  profile.inner_backward_ms = phase[Impl::kInnerBwd];
+  profile.other_ms = profile.total_ms - profile.gemm_ms - profile.inner_forward_ms - profile.inner_backward_ms;
+  return out;
+}
+
+EvalReport CudaTrainBackend::evaluate(std::span<const std::uint8_t> val, int seq_len, int max_windows) {
+  Impl& s = *m_impl;
+  if (seq_len != s.T)
+    throw std::invalid_argument("train_cuda: evaluation windows of " + std::to_string(seq_len) +
+                                " tokens; this backend was built for " + std::to_string(s.T));
+  SequentialWindows windows(val, s.Bmax, seq_len, max_windows);
+  if (windows.windows() <= 0) throw std::runtime_error("the validation text is shorter than one window");
+  EvalReport r;
+  r.loss_by_position.assign(seq_len, 0.0);
+  double total = 0;
+  std::vector<float> l;
+  for (std::int64_t k = 0; k < windows.batches(); ++k) {
+    const TokenBatch batch = windows.batch_at(k);
+    s.upload_batch(batch, false, nullptr);
+    s.forward(false, 0.f);
+    l.resize(s.rows);
+    TTTLAB_CUDA_CHECK(cudaMemcpyAsync(l.data(), s.losses, s.rows * sizeof(float), cudaMemcpyDeviceToHost, s.stream));
+    s.sync();
+    for (int w = 0; w < batch.batch; ++w)
+      for (int t = 0; t < seq_len; ++t) {
+        const double v = l[std::size_t(w) * seq_len + t];
+        total += v;
+        r.loss_by_position[t] += v;
+        ++r.targets;
+      }
+  }
+  const double n = double(windows.windows());
+  for (double& v : r.loss_by_position) v /= n;
+  r.loss = total / double(r.targets);
+  r.bpb = r.loss / std::log(2.0);
+  return r;
+}
+
+void CudaTrainBackend::pull_to_host() {
+  Impl& s = *m_impl;
+  s.sync();
+  std::size_t k = 0;
+  s.model->for_each_param([&](Eigen::Map<Mat<float>> t, const std::string&) {
+    const Impl::Tensor& x = s.tensors.at(k++);
+    TTTLAB_CUDA_CHECK(cudaMemcpy(t.data(), s.P.get() + x.offset, x.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  });
+  AdamWState<float> st;
+  st.step = s.step;
+  if (s.step > 0 || !s.optim->state().names.empty()) {
+    for (const Impl::Tensor& x : s.tensors) {
+      st.names.push_back(x.name);
+      st.m.emplace_back(x.size());
+      st.v.emplace_back(x.size());
+      TTTLAB_CUDA_CHECK(cudaMemcpy(st.m.back().data(), s.M1.get() + x.offset, x.size() * sizeof(float), cudaMemcpyDeviceToHost));
+      TTTLAB_CUDA_CHECK(cudaMemcpy(st.v.back().data(), s.M2.get() + x.offset, x.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    }
+  }
+  s.optim->load_state(std::move(st));
+}
+
+void CudaTrainBackend::push_from_host() {
+  Impl& s = *m_impl;
+  s.sync();
+  s.upload_params();
+  s.upload_optimizer();
+}
+
+std::vector<std::vector<float>> CudaTrainBackend::download_gradients() const {
+  const Impl& s = *m_impl;
+  s.sync();
+  std::vector<std::vector<float>> out;
+  for (const Impl::Tensor& x : s.tensors) {
+    out.emplace_back(x.size());
+    TTTLAB_CUDA_CHECK(cudaMemcpy(out.back().data(), s.G.get() + x.offset, x.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  }
+  return out;
+}
+
+TrainBackendFactory cuda_train_backend_factory(const CudaTrainOptions& options) {
+  return [options](const TrainBackendContext& ctx) -> std::unique_ptr<TrainBackend> {
+    return std::make_unique<CudaTrainBackend>(ctx, options);
+  };
+}
+
+}  // namespace tttlab::kernels

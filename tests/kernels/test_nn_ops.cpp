@@ -1,0 +1,528 @@
+// The training step's GPU operations (tttlab/kernels/nn_ops.hpp, gemm.hpp) against the CPU ops of
+// core/ run in fp64 on the same (float) inputs, over many shapes, edge cases included (one row, one
+// column, widths that are not multiples of a warp, sequences shorter than the conv kernel).
+//
+// Every run draws fresh random inputs (the seed is printed with a failure; TTTLAB_GPU_TEST_SEED replays
+// one) and poisons every output with NaN first, so an element the kernel does not write fails.
+// Accumulated outputs ("+=") start from random values, so a kernel that overwrites them fails too.
+//
+// Tolerances, relative to max|ref| of each output:
+//   1e-5  element-wise ops and row ops (RMSNorm, LayerNorm, RoPE, activations, η, cross-entropy,
+//         embedding, the conv's outputs): a few fp32 roundings (unit roundoff 6e-8) per element, and
+//         row sums over at most a few thousand terms, stay near 1e-6.
+//         The input gradients of the norms are measured against the size of their terms, r·|dY ⊙ w|
+//         per row (rstd·|dY ⊙ γ| for LayerNorm), when that is larger than max|ref|: at D = 1 (RMSNorm)
+//         or D = 2 (LayerNorm) the normalised row is ±1, the gradient cancels to ~0 and only the
+//         terms' fp32 roundoff remains, on the CPU's fp32 op as here.
+//         LayerNorm (forward and dX): 1e-4. A row's x − μ loses bits when the row's spread is small
+//         against its mean (at D = 2 the two entries can be close): measured up to 8e-6 at D = 2.
+//   1e-4  sums over many rows (weight gradients: column sums, dγ, dβ, dw of the conv, dE): the issue's
+//         fp32 bound; fixed-order sums of up to ~10^4 terms of both signs stay near 1e-6.
+//   GEMM  fp32 (cuBLAS CUBLAS_COMPUTE_32F and the built-in kernel): 1e-4. tf32 (10-bit operand mantissa,
+//         unit roundoff 2^-11 ≈ 4.9e-4 per operand): 5e-3; measured errors are printed.
+//   AdamW against the CPU AdamW<float> itself (the same fp32 formula): 1e-5 on p, m, v after three steps;
+//         the global norm (double sums in another order) to 1e-12.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "test_ttt_util.hpp"
+#include "tttlab/kernels/gemm.hpp"
+#include "tttlab/kernels/nn_ops.hpp"
+#include "tttlab/nn/activations.hpp"
+#include "tttlab/nn/causal_conv.hpp"
+#include "tttlab/nn/cross_entropy.hpp"
+#include "tttlab/nn/embedding.hpp"
+#include "tttlab/nn/norms.hpp"
+#include "tttlab/nn/rope.hpp"
+#include "tttlab/optim/adamw.hpp"
+#include "tttlab/ttt/eta.hpp"
+#include "tttlab/ttt/ln_l2.hpp"
+
+namespace tttlab::kernels::test {
+namespace {
+
+constexpr double kTolElem = 1e-5;
+constexpr double kTolSum = 1e-4;
+
+// Int buffers (tokens, targets, CSR lists).
+class DeviceInts {
+ public:
+  explicit DeviceInts(const std::vector<int>& h) : n_(h.size()) {
+    TTTLAB_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p_), std::max<std::size_t>(n_, 1) * sizeof(int)));
+    if (n_) TTTLAB_CUDA_CHECK(cudaMemcpy(p_, h.data(), n_ * sizeof(int), cudaMemcpyHostToDevice));
+  }
+  ~DeviceInts() { cudaFree(p_); }
+  DeviceInts(const DeviceInts&) = delete;
+  DeviceInts& operator=(const DeviceInts&) = delete;
+  int* get() const { return p_; }
+
+ private:
+  int* p_ = nullptr;
+  std::size_t n_ = 0;
+};
+
+Mat<double> to_mat(const std::vector<float>& v, int rows, int cols) { return mat_at(v, 0, rows, cols); }
+std::vector<double> flat(const Mat<double>& m) { return std::vector<double>(m.data(), m.data() + m.size()); }
+std::vector<double> flat(const RowVec<double>& m) { return std::vector<double>(m.data(), m.data() + m.size()); }
+std::vector<double> widen(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
+
+// Checks and prints the error of one output.
+#define EXPECT_CLOSE(what, got, ref, tol)                                  \
+  do {                                                                     \
+    const std::vector<float> got_ = (got);                                 \
+    const std::vector<double> ref_ = (ref);                                \
+    ASSERT_EQ(got_.size(), ref_.size()) << what;                           \
+    const ErrorStat e_ = compare(got_, ref_);                              \
+    worst_ = std::max(worst_, e_.rel);                                     \
+    EXPECT_TRUE(within(std::string(what).c_str(), e_, (tol), got_, ref_)); \
+  } while (0)
+
+class NnOps : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const CudaQuery q = query_cuda_devices();
+    if (q.status != CudaStatus::Ok) GTEST_SKIP() << "no CUDA device: " << q.message;
+    seed_ = fresh_seed();
+    rng_.seed(seed_);
+  }
+  void TearDown() override {
+    if (!IsSkipped())
+      std::printf("[ INFO     ] %s: worst relative error %.2e (seed %llu)\n",
+                  ::testing::UnitTest::GetInstance()->current_test_info()->name(), worst_,
+                  static_cast<unsigned long long>(seed_));
+  }
+  std::vector<float> randn(std::size_t n, double std = 1.0, double mean = 0.0) { return randn_vec(n, rng_, std, mean); }
+  DeviceBuffer poisoned(std::size_t n) {
+    DeviceBuffer b(n);
+    b.poison();
+    return b;
+  }
+  std::uint64_t seed_ = 0;
+  std::mt19937_64 rng_;
+  double worst_ = 0;
+};
+
+TEST_F(NnOps, ColumnSum) {
+  for (auto [R, C] : std::vector<std::pair<int, int>>{{1, 1}, {1, 37}, {7, 5}, {128, 32}, {129, 33}, {1000, 384}, {5000, 6}}) {
+    SCOPED_TRACE("R=" + std::to_string(R) + " C=" + std::to_string(C) + " seed " + std::to_string(seed_));
+    const auto x = randn(std::size_t(R) * C);
+    const auto out0 = randn(C);
+    DeviceBuffer X(x), out(out0), ws(std::max<std::size_t>(column_sum_workspace(R, C), 1));
+    column_sum_add(X.get(), R, C, out.get(), ws.get(), nullptr);
+    std::vector<double> ref(out0.begin(), out0.end());
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < C; ++c) ref[c] += x[std::size_t(r) * C + c];
+    EXPECT_CLOSE("column sum", out.download(), ref, kTolSum);
+  }
+}
+
+TEST_F(NnOps, AddAndEmbedding) {
+  for (auto [V, D, R] : std::vector<std::array<int, 3>>{{1, 1, 1}, {256, 64, 300}, {256, 384, 2048}, {7, 33, 65}}) {
+    SCOPED_TRACE("V=" + std::to_string(V) + " D=" + std::to_string(D) + " R=" + std::to_string(R) + " seed " + std::to_string(seed_));
+    const auto e = randn(std::size_t(V) * D), dh = randn(std::size_t(R) * D), de0 = randn(std::size_t(V) * D);
+    // Skewed token frequencies, as bytes of text: some tokens many times, some never.
+    std::vector<int> tok(R);
+    std::geometric_distribution<int> geo(0.05);
+    for (int& t : tok) t = std::min(V - 1, geo(rng_));
+    DeviceBuffer E(e), H = poisoned(std::size_t(R) * D), dH(dh), dE(de0);
+    DeviceInts T(tok);
+    embedding_forward(E.get(), V, D, T.get(), R, H.get(), nullptr);
+    Mat<double> Href;
+    ::tttlab::embedding_forward<double>(to_mat(e, V, D), tok, Href);
+    EXPECT_CLOSE("embedding forward", H.download(), flat(Href), 0.0);
+    // CSR of the rows of each token, in increasing row order.
+    std::vector<int> off(V + 1, 0), rows_of(R);
+    for (int t : tok) ++off[t + 1];
+    for (int v = 0; v < V; ++v) off[v + 1] += off[v];
+    std::vector<int> fill(off.begin(), off.end() - 1);
+    for (int r = 0; r < R; ++r) rows_of[fill[tok[r]]++] = r;
+    DeviceInts O(off), RO(rows_of);
+    embedding_backward(O.get(), RO.get(), V, D, dH.get(), dE.get(), nullptr);
+    Mat<double> dEref = to_mat(de0, V, D);
+    ::tttlab::embedding_backward<double>(tok, to_mat(dh, R, D), dEref);
+    EXPECT_CLOSE("embedding backward", dE.download(), flat(dEref), kTolSum);
+    // add
+    DeviceBuffer S = poisoned(std::size_t(R) * D);
+    add(H.get(), dH.get(), S.get(), std::size_t(R) * D, nullptr);
+    EXPECT_CLOSE("add", S.download(), flat(Mat<double>(Href + to_mat(dh, R, D))), kTolElem);
+  }
+}
+
+TEST_F(NnOps, RmsNormForwardBackward) {
+  for (auto [R, D] : std::vector<std::pair<int, int>>{{1, 1}, {1, 384}, {9, 31}, {64, 128}, {257, 384}, {1024, 768}, {33, 1000}}) {
+    for (bool acc : {false, true}) {
+      SCOPED_TRACE("R=" + std::to_string(R) + " D=" + std::to_string(D) + (acc ? " accumulate" : "") + " seed " + std::to_string(seed_));
+      const auto x = randn(std::size_t(R) * D, 1.5, 0.3), w = randn(D, 0.3, 1.0), dy = randn(std::size_t(R) * D);
+      const auto dx0 = randn(std::size_t(R) * D), dw0 = randn(D);
+      const float eps = 1e-6f;
+      DeviceBuffer X(x), W(w), dY(dy), Y = poisoned(std::size_t(R) * D);
+      DeviceBuffer dX = acc ? DeviceBuffer(dx0) : poisoned(std::size_t(R) * D), dW(dw0),
+                   ws(rms_norm_backward_workspace(R, D));
+      rms_norm_forward(X.get(), W.get(), R, D, eps, Y.get(), nullptr);
+      rms_norm_backward(X.get(), W.get(), dY.get(), R, D, eps, dX.get(), acc, dW.get(), ws.get(), nullptr);
+      Mat<double> Yr, dXr;
+      const Mat<double> Xd = to_mat(x, R, D);
+      RowVec<double> Wd = to_mat(w, 1, D), dWr = to_mat(dw0, 1, D);
+      ::tttlab::rms_norm_forward<double>(Xd, Wd, Yr, eps);
+      ::tttlab::rms_norm_backward<double>(Xd, Wd, to_mat(dy, R, D), dXr, dWr, eps);
+      if (acc) dXr += to_mat(dx0, R, D);
+      EXPECT_CLOSE("rms forward", Y.download(), flat(Yr), kTolElem);
+      double terms = 0;  // max over rows of r·|dY ⊙ w|
+      for (int r = 0; r < R; ++r) {
+        const double rr = 1.0 / std::sqrt(Xd.row(r).squaredNorm() / D + eps);
+        for (int c = 0; c < D; ++c) terms = std::max(terms, rr * std::abs(double(dy[std::size_t(r) * D + c]) * w[c]));
+      }
+      {
+        const std::vector<float> got = dX.download();
+        std::vector<double> ref = flat(dXr);
+        if (acc)  // the accumulated part is not cancelled: compare only what the op adds
+          for (std::size_t i = 0; i < ref.size(); ++i) ref[i] -= dx0[i];
+        std::vector<float> added(got);
+        if (acc)
+          for (std::size_t i = 0; i < got.size(); ++i) added[i] = float(double(got[i]) - dx0[i]);
+        const ErrorStat e = compare(added, ref, terms);
+        worst_ = std::max(worst_, e.rel);
+        EXPECT_TRUE(within("rms dX (relative to the terms' size)", e, kTolElem, added, ref));
+      }
+      EXPECT_CLOSE("rms dw", dW.download(), flat(dWr), kTolSum);
+    }
+  }
+}
+
+TEST_F(NnOps, LayerNormForwardBackward) {
+  for (auto [R, D] : std::vector<std::pair<int, int>>{{1, 2}, {1, 384}, {9, 31}, {64, 128}, {257, 384}, {1024, 768}}) {
+    SCOPED_TRACE("R=" + std::to_string(R) + " D=" + std::to_string(D) + " seed " + std::to_string(seed_));
+    const auto x = randn(std::size_t(R) * D, 2.0, 0.5), gmm = randn(D, 0.3, 1.0), bta = randn(D, 0.3);
+    const auto dy = randn(std::size_t(R) * D), dg0 = randn(D), db0 = randn(D);
+    const float eps = 1e-6f;
+    DeviceBuffer X(x), Gm(gmm), Bt(bta), dY(dy), Y = poisoned(std::size_t(R) * D), dX = poisoned(std::size_t(R) * D);
+    DeviceBuffer dG(dg0), dB(db0), ws(layer_norm_backward_workspace(R, D));
+    layer_norm_forward(X.get(), Gm.get(), Bt.get(), R, D, eps, Y.get(), nullptr);
+    layer_norm_backward(X.get(), Gm.get(), dY.get(), R, D, eps, dX.get(), dG.get(), dB.get(), ws.get(), nullptr);
+    // The TTT layer's post-norm is layer_norm_rows (ttt/ln_l2.hpp).
+    Mat<double> Yr, dXr;
+    const Mat<double> Xd = to_mat(x, R, D);
+    const RowVec<double> Gd = to_mat(gmm, 1, D), Bd = to_mat(bta, 1, D);
+    RowVec<double> dGr = to_mat(dg0, 1, D), dBr = to_mat(db0, 1, D);
+    layer_norm_rows<double>(Xd, Gd, Bd, eps, Yr);
+    layer_norm_rows_backward<double>(Xd, Gd, eps, to_mat(dy, R, D), dXr, dGr, dBr);
+    EXPECT_CLOSE("layernorm forward", Y.download(), flat(Yr), kTolSum);
+    {
+      double terms = 0;  // max over rows of rstd·|dY ⊙ γ|
+      for (int r = 0; r < R; ++r) {
+        const double mu = Xd.row(r).mean();
+        const double rs = 1.0 / std::sqrt((Xd.row(r).array() - mu).square().mean() + eps);
+        for (int c = 0; c < D; ++c) terms = std::max(terms, rs * std::abs(double(dy[std::size_t(r) * D + c]) * gmm[c]));
+      }
+      const std::vector<float> got = dX.download();
+      const std::vector<double> ref = flat(dXr);
+      const ErrorStat e = compare(got, ref, terms);
+      worst_ = std::max(worst_, e.rel);
+      EXPECT_TRUE(within("layernorm dX (relative to the terms' size)", e, kTolSum, got, ref));
+    }
+    EXPECT_CLOSE("layernorm dgamma", dG.download(), flat(dGr), kTolSum);
+    EXPECT_CLOSE("layernorm dbeta", dB.download(), flat(dBr), kTolSum);
+  }
+}
+
+TEST_F(NnOps, CausalConvForwardBackward) {
+  for (auto [B, T, C, K] : std::vector<std::array<int, 4>>{
+           {1, 1, 1, 1}, {1, 3, 5, 4}, {2, 17, 33, 4}, {3, 64, 128, 4}, {2, 200, 64, 1}, {1, 40, 32, 16}, {4, 512, 384, 4}}) {
+    for (bool acc : {false, true}) {
+      SCOPED_TRACE("B=" + std::to_string(B) + " T=" + std::to_string(T) + " C=" + std::to_string(C) + " K=" + std::to_string(K) +
+                   (acc ? " accumulate" : "") + " seed " + std::to_string(seed_));
+      const std::size_t n = std::size_t(B) * T * C;
+      const auto u = randn(n), w = randn(std::size_t(C) * K, 0.5), bias = randn(C, 0.1), dy = randn(n);
+      const auto du0 = randn(n), dw0 = randn(std::size_t(C) * K), dbias0 = randn(C);
+      DeviceBuffer U(u), W(w), Bi(bias), dY(dy), Y = poisoned(n), dU = acc ? DeviceBuffer(du0) : poisoned(n);
+      DeviceBuffer dW(dw0), dBi(dbias0), ws(causal_conv_backward_workspace(B, T, C, K));
+      causal_conv_forward(U.get(), W.get(), Bi.get(), B, T, C, K, Y.get(), nullptr);
+      causal_conv_backward(U.get(), W.get(), dY.get(), B, T, C, K, dU.get(), acc, dW.get(), dBi.get(), ws.get(), nullptr);
+      std::vector<double> Yr(n), dUr(n);
+      Mat<double> Wd = to_mat(w, C, K), dWr = to_mat(dw0, C, K);
+      RowVec<double> Bd = to_mat(bias, 1, C), dBr = to_mat(dbias0, 1, C);
+      for (int s = 0; s < B; ++s) {
+        const std::size_t o = std::size_t(s) * T * C;
+        const Mat<double> us = mat_at(u, o, T, C), dys = mat_at(dy, o, T, C);
+        Mat<double> hist = Mat<double>::Zero(K - 1, C), y, dus;
+        ::tttlab::causal_conv_forward<double>(us, Wd, Bd, hist, y);
+        ::tttlab::causal_conv_backward<double>(us, Wd, dys, dus, dWr, dBr);
+        for (std::size_t i = 0; i < std::size_t(T) * C; ++i) {
+          Yr[o + i] = y.data()[i];
+          dUr[o + i] = dus.data()[i] + (acc ? du0[o + i] : 0.0);
+        }
+      }
+      EXPECT_CLOSE("conv forward", Y.download(), Yr, kTolElem);
+      EXPECT_CLOSE("conv du", dU.download(), dUr, kTolElem);
+      EXPECT_CLOSE("conv dw", dW.download(), flat(dWr), kTolSum);
+      EXPECT_CLOSE("conv dbias", dBi.download(), flat(dBr), kTolSum);
+    }
+  }
+}
+
+TEST_F(NnOps, RopeForwardBackward) {
+  for (auto [B, T, H, d, period] : std::vector<std::array<int, 5>>{
+           {1, 1, 1, 2, 1}, {2, 17, 3, 16, 16}, {1, 100, 2, 64, 7}, {3, 64, 6, 64, 16}, {1, 40, 1, 128, 64}}) {
+    SCOPED_TRACE("B=" + std::to_string(B) + " T=" + std::to_string(T) + " H=" + std::to_string(H) + " d=" + std::to_string(d) +
+                 " b=" + std::to_string(period) + " seed " + std::to_string(seed_));
+    const int D = H * d;
+    const std::size_t n = std::size_t(B) * T * D;
+    const auto x = randn(n);
+    std::vector<float> ct(std::size_t(period) * d / 2), st(ct.size());
+    rope_tables(d, period, 1e4, ct.data(), st.data());
+    DeviceBuffer X(x), Ct(ct), St(st);
+    rope_rotate(X.get(), B, T, H, d, period, Ct.get(), St.get(), 1.f, nullptr);
+    const std::vector<float> fwd = X.download();
+    rope_rotate(X.get(), B, T, H, d, period, Ct.get(), St.get(), -1.f, nullptr);
+    const std::vector<float> back = X.download();
+    std::vector<double> fr(n), br(n);
+    std::vector<long> pos(T);
+    for (int t = 0; t < T; ++t) pos[t] = t % period;
+    for (int s = 0; s < B; ++s) {
+      const std::size_t o = std::size_t(s) * T * D;
+      Mat<double> m = mat_at(x, o, T, D);
+      rope_apply<double>(m, H, pos, 1e4);
+      for (std::size_t i = 0; i < std::size_t(T) * D; ++i) fr[o + i] = m.data()[i];
+      Mat<double> f = mat_at(fwd, o, T, D);  // the backward applied to the GPU's forward output
+      rope_backward<double>(f, H, pos, 1e4);
+      for (std::size_t i = 0; i < std::size_t(T) * D; ++i) br[o + i] = f.data()[i];
+    }
+    EXPECT_CLOSE("rope forward", fwd, fr, kTolElem);
+    EXPECT_CLOSE("rope backward", back, br, kTolElem);
+    EXPECT_CLOSE("rope round trip", back, widen(x), kTolElem);
+  }
+}
+
+TEST_F(NnOps, Activations) {
+  for (std::size_t n : {std::size_t(1), std::size_t(31), std::size_t(4097), std::size_t(1) << 20}) {
+    SCOPED_TRACE("n=" + std::to_string(n) + " seed " + std::to_string(seed_));
+    auto a = randn(n, 3.0), u = randn(n), dh = randn(n);
+    if (n > 8) a[0] = 80.f, a[1] = -80.f, a[2] = 0.f;  // saturated and zero pre-activations
+    DeviceBuffer A(a), U(u), dH(dh), Hd = poisoned(n), dG = poisoned(n), dU = poisoned(n);
+    DeviceBuffer Go = poisoned(n), dY = poisoned(n), dA = poisoned(n);
+    silu_mul_forward(A.get(), U.get(), Hd.get(), n, nullptr);
+    silu_mul_backward(A.get(), U.get(), dH.get(), dG.get(), dU.get(), n, nullptr);
+    gelu_gate_forward(A.get(), U.get(), Go.get(), n, nullptr);
+    gelu_gate_backward(A.get(), U.get(), dH.get(), dY.get(), dA.get(), n, nullptr);
+    std::vector<double> h(n), dg(n), du(n), go(n), dy(n), da(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const double x = a[i], s = sigmoid(x);
+      h[i] = x * s * u[i];
+      du[i] = dh[i] * x * s;
+      dg[i] = dh[i] * u[i] * s * (1 + x * (1 - s));
+      go[i] = gelu_tanh(x) * u[i];
+      dy[i] = dh[i] * gelu_tanh(x);
+      da[i] = dh[i] * u[i] * gelu_tanh_grad(x);
+    }
+    EXPECT_CLOSE("silu*up", Hd.download(), h, kTolElem);
+    EXPECT_CLOSE("silu dG", dG.download(), dg, kTolElem);
+    EXPECT_CLOSE("silu dU", dU.download(), du, kTolElem);
+    EXPECT_CLOSE("gelu gate", Go.download(), go, kTolElem);
+    EXPECT_CLOSE("gelu gate dY", dY.download(), dy, kTolElem);
+    EXPECT_CLOSE("gelu gate dA", dA.download(), da, kTolElem);
+    // dG may alias dHidden (the backend does this).
+    silu_mul_backward(A.get(), U.get(), dH.get(), dH.get(), dU.get(), n, nullptr);
+    EXPECT_CLOSE("silu dG in place", dH.download(), dg, kTolElem);
+  }
+}
+
+TEST_F(NnOps, EtaAndTokenIndex) {
+  for (auto [B, T, H, D] : std::vector<std::array<int, 4>>{{1, 1, 1, 16}, {2, 17, 3, 48}, {4, 512, 6, 384}}) {
+    for (bool learned : {true, false}) {
+      SCOPED_TRACE("B=" + std::to_string(B) + " T=" + std::to_string(T) + " H=" + std::to_string(H) + (learned ? " learned" : " fixed") +
+                   " seed " + std::to_string(seed_));
+      const int d = D / H;
+      const int R = B * T;
+      const auto x = randn(std::size_t(R) * D), theta = randn(std::size_t(H) * D, 0.3), beta = randn(H, 0.5);
+      const auto dlam = randn(std::size_t(B) * H * T);
+      const float scale = 1.0f / float(d);
+      // U = x·θᵀ on the host (the backend's GEMM), so that only the kernel is under test.
+      std::vector<float> u(std::size_t(R) * H);
+      for (int r = 0; r < R; ++r)
+        for (int h = 0; h < H; ++h) {
+          float s = 0;
+          for (int c = 0; c < D; ++c) s += x[std::size_t(r) * D + c] * theta[std::size_t(h) * D + c];
+          u[std::size_t(r) * H + h] = s;
+        }
+      DeviceBuffer U(u), Bt(beta), L = poisoned(std::size_t(B) * H * T), dL(dlam), dU = poisoned(std::size_t(R) * H);
+      eta_forward(learned ? U.get() : nullptr, learned ? Bt.get() : nullptr, B, T, H, scale, L.get(), nullptr);
+      const std::vector<float> lam = L.download();
+      eta_backward(L.get(), dL.get(), B, T, H, scale, dU.get(), nullptr);
+      std::vector<double> lr(lam.size()), dur(std::size_t(R) * H);
+      EtaOptions eo;
+      eo.base_lr = 1.0;
+      eo.gate = learned ? EtaGate::Learned : EtaGate::Fixed;
+      for (int s = 0; s < B; ++s)
+        for (int h = 0; h < H; ++h) {
+          const Mat<double> xs = mat_at(x, std::size_t(s) * T * D, T, D);
+          const Vec<double> l = per_token_lr<double>(eo, xs, row_at(theta, std::size_t(h) * D, D), beta[h], d);
+          for (int t = 0; t < T; ++t) {
+            const std::size_t i = (std::size_t(s) * H + h) * T + t;
+            lr[i] = l(t);
+            dur[(std::size_t(s) * T + t) * H + h] = dlam[i] * lam[i] * (1.0 - lam[i] / scale);
+          }
+        }
+      EXPECT_CLOSE("eta forward", lam, lr, kTolElem);
+      EXPECT_CLOSE("eta backward", dU.download(), dur, kTolElem);
+    }
+  }
+  for (int b : {1, 7, 16, 64}) {
+    for (bool on : {true, false}) {
+      SCOPED_TRACE("b=" + std::to_string(b) + (on ? " token index" : " tau = 1") + " seed " + std::to_string(seed_));
+      auto delta = randn(b, 0.3);
+      if (b > 2) delta[1] = -0.9f;  // 1/2 − 0.9 < 0: clamped, no gradient
+      const auto dtau = randn(b), dd0 = randn(b);
+      DeviceBuffer De(delta), Ta = poisoned(b), dT(dtau), dD(dd0);
+      token_index_forward(De.get(), b, on, Ta.get(), nullptr);
+      token_index_backward(De.get(), dT.get(), b, on, dD.get(), nullptr);
+      EtaOptions eo;
+      eo.token_index = on;
+      const Vec<double> tau = token_index_scale<double>(eo, to_mat(delta, 1, b));
+      std::vector<double> ddr(dd0.begin(), dd0.end());
+      for (int i = 0; i < b; ++i)
+        if (on && 1.0f / float(i + 1) + delta[i] > 0.f) ddr[i] += dtau[i];
+      EXPECT_CLOSE("tau", Ta.download(), std::vector<double>(tau.data(), tau.data() + b), kTolElem);
+      EXPECT_CLOSE("dDelta", dD.download(), ddr, kTolElem);
+    }
+  }
+}
+
+TEST_F(NnOps, CrossEntropy) {
+  for (auto [R, V] : std::vector<std::pair<int, int>>{{1, 1}, {1, 256}, {37, 256}, {2048, 256}, {65, 1000}, {16, 7}}) {
+    SCOPED_TRACE("R=" + std::to_string(R) + " V=" + std::to_string(V) + " seed " + std::to_string(seed_));
+    auto logits = randn(std::size_t(R) * V, 3.0);
+    if (R > 2) logits[V] = 200.f;  // a dominant logit: exp must not overflow
+    std::vector<int> tg(R);
+    std::uniform_int_distribution<int> pick(0, V - 1);
+    int counted = 0;
+    for (int r = 0; r < R; ++r) {
+      tg[r] = (r % 5 == 3) ? k_ignore_target : pick(rng_);
+      counted += tg[r] >= 0;
+    }
+    const long denom = counted + 3;  // a batch denominator larger than this call's count
+    const float gs = 1.0f / float(denom);
+    DeviceBuffer Lg(logits), Ls = poisoned(R), dL = poisoned(std::size_t(R) * V);
+    DeviceInts Tg(tg);
+    cross_entropy(Lg.get(), Tg.get(), R, V, gs, Ls.get(), dL.get(), nullptr);
+    Mat<double> dref;
+    Vec<double> pl;
+    softmax_cross_entropy<double>(to_mat(logits, R, V), tg, &dref, &pl, denom);
+    EXPECT_CLOSE("CE losses", Ls.download(), std::vector<double>(pl.data(), pl.data() + R), kTolElem);
+    EXPECT_CLOSE("CE dlogits", dL.download(), flat(dref), kTolElem);
+    // In place over the logits, as the backend runs it.
+    cross_entropy(Lg.get(), Tg.get(), R, V, gs, Ls.get(), Lg.get(), nullptr);
+    EXPECT_CLOSE("CE dlogits in place", Lg.download(), flat(dref), kTolElem);
+  }
+}
+
+TEST_F(NnOps, AdamWMatchesTheCpuOptimizer) {
+  for (std::size_t n : {std::size_t(1), std::size_t(1000), std::size_t(300001)}) {
+    SCOPED_TRACE("n=" + std::to_string(n) + " seed " + std::to_string(seed_));
+    std::vector<float> p = randn(n, 0.1), m(n, 0.f), v(n, 0.f);
+    DeviceBuffer P(p), M(m), Vv(v), G(n);
+    DeviceBuffer ws_d(sum_squares_workspace(n) * 2);  // doubles: twice the floats
+    DeviceBuffer out_d(2);
+    AdamWConfig ac;
+    WarmupCosineSchedule sched;
+    sched.peak_value = 1e-2;
+    sched.warmup_steps = 1;
+    sched.decay_steps = 10;
+    AdamW<float> cpu(ac, sched);
+    for (int step = 0; step < 3; ++step) {
+      const std::vector<float> g = randn(n, step == 1 ? 10.0 : 0.01);  // step 1 is clipped
+      G.upload(g);
+      const NamedParam<float> np{"p", std::span<float>(p), std::span<const float>(g)};
+      const AdamWReport rep = cpu.step(std::span<const NamedParam<float>>(&np, 1));
+      sum_squares(G.get(), n, reinterpret_cast<double*>(out_d.get()), reinterpret_cast<double*>(ws_d.get()), nullptr);
+      double sumsq = 0;
+      TTTLAB_CUDA_CHECK(cudaMemcpy(&sumsq, out_d.get(), sizeof(double), cudaMemcpyDeviceToHost));
+      EXPECT_NEAR(std::sqrt(sumsq), rep.grad_norm, 1e-12 * rep.grad_norm);
+      // The scalars as AdamW::step (and train_cuda.cpp) computes them.
+      const double k = double(step + 1);
+      AdamWScalars s;
+      s.scale = float(rep.clip_scale);
+      s.lr = float(rep.lr);
+      s.inv_bc1 = float(1.0 / (1.0 - std::pow(ac.beta1, k)));
+      s.inv_bc2 = float(1.0 / (1.0 - std::pow(ac.beta2, k)));
+      s.b1 = float(ac.beta1), s.b2 = float(ac.beta2);
+      s.one_minus_b1 = float(1.0 - ac.beta1), s.one_minus_b2 = float(1.0 - ac.beta2);
+      s.eps = float(ac.eps), s.wd = float(ac.weight_decay);
+      adamw_update(P.get(), G.get(), M.get(), Vv.get(), n, s, nullptr);
+    }
+    EXPECT_CLOSE("adamw p", P.download(), widen(p), kTolElem);
+    EXPECT_CLOSE("adamw m", M.download(), widen(cpu.state().m[0]), kTolElem);
+    EXPECT_CLOSE("adamw v", Vv.download(), widen(cpu.state().v[0]), kTolElem);
+  }
+}
+
+TEST_F(NnOps, GemmAllTransposesEnginesAndPrecisions) {
+  struct Shape {
+    int M, N, K;
+  };
+  const std::vector<Shape> shapes = {{1, 1, 1}, {1, 384, 384}, {37, 5, 129}, {64, 64, 64}, {300, 257, 66},
+                                     {2048, 384, 256}, {256, 300, 2048}, {5, 6, 0}};
+  std::vector<std::unique_ptr<Gemm>> engines;
+  for (GemmEngine engine : {GemmEngine::Cublas, GemmEngine::Builtin})
+    for (GemmPrecision prec : {GemmPrecision::Fp32, GemmPrecision::Tf32}) {
+      engines.push_back(std::make_unique<Gemm>(nullptr, prec, engine));
+      std::printf("[ INFO     ] engine: %s\n", engines.back()->describe().c_str());
+    }
+  EXPECT_EQ(engines[0]->engine(), GemmEngine::Cublas) << "cuBLAS could not be loaded: " << engines[0]->describe();
+  std::vector<double> worst(engines.size(), 0.0);
+  for (const Shape& sh : shapes)
+    for (int t = 0; t < 4; ++t) {
+      const bool ta = t & 1, tb = t & 2;
+      const int M = sh.M, N = sh.N, K = sh.K;
+      // Padded leading dimensions: the products must read and write only their own columns.
+      const int lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 1, ldc = N + 2;
+      const auto a = randn(std::size_t(ta ? K : M) * lda), b = randn(std::size_t(tb ? N : K) * ldb);
+      const auto c0 = randn(std::size_t(M) * ldc);
+      std::vector<double> prod(std::size_t(M) * N, 0.0);
+      for (int i = 0; i < M; ++i)
+        for (int k = 0; k < K; ++k) {
+          const double av = ta ? a[std::size_t(k) * lda + i] : a[std::size_t(i) * lda + k];
+          for (int j = 0; j < N; ++j)
+            prod[std::size_t(i) * N + j] += av * double(tb ? b[std::size_t(j) * ldb + k] : b[std::size_t(k) * ldb + j]);
+        }
+      for (std::size_t e = 0; e < engines.size(); ++e) {
+        const Gemm& gemm = *engines[e];
+        const bool tf32 = gemm.engine() == GemmEngine::Cublas && gemm.precision() == GemmPrecision::Tf32;
+        SCOPED_TRACE(gemm.describe() + " M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K) +
+                     (ta ? " A^T" : "") + (tb ? " B^T" : "") + " seed " + std::to_string(seed_));
+        for (float beta : {0.f, 1.f}) {
+          DeviceBuffer A(a), Bm(b), C(c0);
+          if (beta == 0.f) C.poison();
+          gemm(ta, tb, M, N, K, 0.5f, A.get(), lda, Bm.get(), ldb, beta, C.get(), ldc);
+          std::vector<float> got = C.download();
+          std::vector<double> ref(got.size());
+          for (int i = 0; i < M; ++i)
+            for (int j = 0; j < ldc; ++j) {
+              const std::size_t o = std::size_t(i) * ldc + j;
+              if (j >= N) {  // padding: untouched (with beta = 0 it holds the poison, not compared)
+                if (beta == 0.f) got[o] = 0.f;
+                ref[o] = beta == 0.f ? 0.0 : c0[o];
+                continue;
+              }
+              ref[o] = 0.5 * prod[std::size_t(i) * N + j] + beta * c0[o];
+            }
+          const ErrorStat err = compare(got, ref);
+          worst[e] = std::max(worst[e], err.rel);
+          EXPECT_TRUE(within("gemm", err, tf32 ? 5e-3 : 1e-4, got, ref));
+        }
+      }
+    }
+  for (std::size_t e = 0; e < engines.size(); ++e) {
+    std::printf("[ INFO     ] %s: worst relative error %.2e\n", engines[e]->describe().c_str(), worst[e]);
+    if (!(engines[e]->engine() == GemmEngine::Cublas && engines[e]->precision() == GemmPrecision::Tf32))
+      worst_ = std::max(worst_, worst[e]);
+  }
+}
+
+}  // namespace
+}  // namespace tttlab::kernels::test

@@ -1,0 +1,420 @@
+// The whole training step on the GPU (tttlab/kernels/train_cuda.hpp) against the CPU engine.
+//
+// 1. Gradients. One forward + backward of a batch (masked targets, a short last mini-batch) on the GPU
+//    against Model<double>::train_sequence on the same parameters, tensor by tensor, over both
+//    backbones, the paper's variants (no inner LN / bias / residual, fixed η, τ = 1, fixed W0), a
+//    rematerialisation group, both forward paths of the inner loop (b = 8: the CUDA-core kernel;
+//    b = 16, d = 64: the tensor-core kernel), the built-in GEMM and tf32 products.
+//    Tolerance per tensor: max |gpu − ref| ≤ tol · max(max|ref of the tensor|, 1e-3 · max|ref of all|).
+//    fp32 products: tol = 1e-4, the fp32 bound. The step chains ~40 fp32 operations per block
+//    and the inner loop's second-order backward (3xTF32); measured 0.6e-6..1.5e-6 on an H200, as the
+//    CPU fp32 engine against the same reference (printed beside); any wrong term is O(1).
+//    tf32 products: tol = 3e-2 (operands rounded to 10 bits, ~5e-4 per product, compounded through
+//    the layers and the backward; measured 0.9e-3..3.4e-3 over three runs, worst on the small δ
+//    gradient). The loss: 1e-5 (fp32) and 1e-3 (tf32) relative.
+// 2. Training. A tiny model (the `tiny` preset's shape at T = 128, B = 8) trained 50 steps from the
+//    same seed on the CPU and on the GPU: every step's loss within 1e-3 nats with fp32 products and
+//    5e-3 with tf32 (measured on an H200: 7e-8 and 3e-5 nats over the 50 steps, from 5.5 to 0.75; the
+//    bounds leave room for chaotic growth on other CPUs and GPUs, and still fail on any wrong gradient
+//    term, which moves the curve by 1e-2 or more within a few steps); the first step's loss (identical
+//    parameters) within 1e-5 / 1e-3 relative; the validation loss before and after likewise. Two GPU
+//    runs give identical losses bit for bit.
+// 3. Checkpoints: a GPU run resumed on the GPU continues the same losses bit for bit; resumed on the
+//    CPU (and a CPU run on the GPU) it stays within the fp32 training tolerance (1e-3 nats).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "test_ttt_util.hpp"
+#include "tttlab/data/batches.hpp"
+#include "tttlab/io/atomic_file.hpp"
+#include "tttlab/kernels/train_cuda.hpp"
+#include "tttlab/model/model.hpp"
+#include "tttlab/train/trainer.hpp"
+
+namespace tttlab::kernels::test {
+namespace {
+namespace fs = std::filesystem;
+
+#define REQUIRE_GPU_OR_SKIP()                                            \
+  do {                                                                   \
+    const CudaQuery q_ = query_cuda_devices();                           \
+    if (q_.status != CudaStatus::Ok) GTEST_SKIP() << "no CUDA device: " << q_.message; \
+  } while (0)
+
+// ---- 1. gradients ----------------------------------------------------------------------------------
+
+struct GradCase {
+  std::string name;
+  ModelConfig model;
+  int batch = 3, seq_len = 37;
+  CudaTrainOptions opt;
+  double tol = 1e-4, loss_tol = 1e-5;
+};
+
+ModelConfig base_model(bool mamba, int D, int H, int b) {
+  ModelConfig m;
+  m.hidden_size = D;
+  m.num_attention_heads = H;
+  m.num_hidden_layers = 2;
+  m.intermediate_size = 96;
+  m.mini_batch_size = b;
+  m.mamba_backbone = mamba;
+  m.max_position_embeddings = 64;
+  return m;
+}
+
+std::vector<GradCase> grad_cases() {
+  std::vector<GradCase> c;
+  auto add = [&](std::string name, ModelConfig m, int T = 37) {
+    GradCase g;
+    g.name = std::move(name);
+    g.model = m;
+    g.seq_len = T;
+    g.opt.gemm = GemmPrecision::Fp32;
+    c.push_back(g);
+  };
+  add("m, all on, b=8 d=32", base_model(true, 64, 2, 8));
+  add("t, all on, b=8 d=32", base_model(false, 64, 2, 8));
+  {
+    ModelConfig m = base_model(true, 64, 2, 8);
+    m.inner_layer_norm = false;
+    m.inner_bias = false;
+    m.scan_checkpoint_group_size = 2;
+    add("m, no inner LN, no inner bias, remat group 2", m);
+  }
+  {
+    ModelConfig m = base_model(false, 64, 2, 8);
+    m.eta_learned_gate = false;
+    m.eta_token_index = false;
+    m.learnable_w0 = false;
+    m.inner_residual = false;
+    add("t, fixed eta, tau = 1, fixed W0, no inner residual", m);
+  }
+  add("m, b=16 d=64 (tensor-core forward), T=64", base_model(true, 128, 2, 16), 64);
+  add("t, b=16 d=16, 3 heads, T=50", base_model(false, 48, 3, 16), 50);
+  {
+    GradCase g = c[0];
+    g.name += ", built-in GEMM";
+    g.opt.engine = GemmEngine::Builtin;
+    c.push_back(g);
+  }
+  for (int i : {0, 4}) {
+    GradCase g = c[i];
+    g.name += ", tf32";
+    g.opt.gemm = GemmPrecision::Tf32;
+    g.tol = 3e-2;
+    g.loss_tol = 1e-3;
+    c.push_back(g);
+  }
+  return c;
+}
+
+TokenBatch random_batch(int B, int T, std::mt19937_64& rng, bool mask) {
+  TokenBatch b;
+  b.batch = B;
+  b.seq_len = T;
+  b.tokens.resize(std::size_t(B) * (T + 1));
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (auto& t : b.tokens) t = byte(rng);
+  if (mask) {
+    b.mask.assign(std::size_t(B) * T, 1);
+    for (std::size_t i = 0; i < b.mask.size(); i += 7) b.mask[i] = 0;
+  }
+  return b;
+}
+
+// The CPU engine's gradient (Model<S>::train_sequence over the rows), tensor by tensor.
+template <class S>
+double cpu_gradients(Model<S>& model, const TokenBatch& batch, std::vector<std::vector<double>>& out) {
+  auto g = model.zeros_like();
+  const long denom = static_cast<long>(batch.counted_targets());
+  double loss = 0;
+  for (int r = 0; r < batch.batch; ++r) {
+    const auto row = batch.row(r);
+    std::vector<std::uint8_t> mask;
+    if (!batch.mask.empty())
+      mask.assign(batch.mask.begin() + std::ptrdiff_t(r) * batch.seq_len,
+                  batch.mask.begin() + std::ptrdiff_t(r + 1) * batch.seq_len);
+    loss += model.train_sequence(std::vector<int>(row.begin(), row.end()), mask, denom, *g).loss_sum;
+  }
+  out.clear();
+  g->for_each_param([&](Eigen::Map<Mat<S>> m, const std::string&) { out.emplace_back(m.data(), m.data() + m.size()); });
+  return loss;
+}
+
+TEST(TrainCuda, GradientsMatchTheCpuEngine) {
+  REQUIRE_GPU_OR_SKIP();
+  const std::uint64_t seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  for (const GradCase& gc : grad_cases()) {
+    SCOPED_TRACE(gc.name + ", seed " + std::to_string(seed));
+    TrainConfig tc;
+    tc.model = gc.model;
+    tc.batch_size = gc.batch;
+    tc.seq_len = gc.seq_len;
+    Model<float> model(gc.model, rng());
+    // Move every parameter off its initial value (zero biases, unit norms, δ = 0) so that each
+    // gradient path carries signal; δ at this scale also clamps a few τ_i (1/i + δ_i < 0 for i = 8).
+    std::normal_distribution<double> nd(0.0, 1.0);
+    model.for_each_param([&](Eigen::Map<Mat<float>> m, const std::string& name) {
+      const bool small = m.rows() == 1 || name.find("norm") != std::string::npos || name.find("token_idx") != std::string::npos ||
+                         name.find("lr_bias") != std::string::npos;
+      if (!gc.model.learnable_w0 && (name.find("W1[") != std::string::npos || name.find("b1[") != std::string::npos)) return;
+      for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] += float((small ? 0.15 : 0.01) * nd(rng));
+    });
+    AdamW<float> optim(AdamWConfig{}, WarmupCosineSchedule{});
+    const TokenBatch batch = random_batch(gc.batch, gc.seq_len, rng, true);
+
+    CudaTrainBackend gpu(TrainBackendContext{&tc, &model, &optim, 1}, gc.opt);
+    const double gpu_loss = gpu.forward_backward(batch);
+    const auto got = gpu.download_gradients();
+
+    Model<double> md(gc.model, 0);
+    std::vector<const float*> src;
+    model.for_each_param([&](Eigen::Map<Mat<float>> m, const std::string&) { src.push_back(m.data()); });
+    std::size_t k = 0;
+    md.for_each_param([&](Eigen::Map<Mat<double>> m, const std::string&) {
+      for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = src[k][i];
+      ++k;
+    });
+    std::vector<std::vector<double>> ref, cpu32;
+    const double ref_loss = cpu_gradients(md, batch, ref);
+    cpu_gradients(model, batch, cpu32);
+    ASSERT_EQ(got.size(), ref.size());
+
+    EXPECT_NEAR(gpu_loss, ref_loss, gc.loss_tol * std::abs(ref_loss)) << "loss";
+    double global = 0;
+    for (const auto& t : ref)
+      for (double v : t) global = std::max(global, std::abs(v));
+    std::vector<std::string> names;
+    model.for_each_param([&](Eigen::Map<Mat<float>>, const std::string& n) { names.push_back(n); });
+    double worst = 0, worst_cpu = 0;
+    std::string worst_name;
+    for (std::size_t i = 0; i < ref.size(); ++i) {
+      const double floor = 1e-3 * global;
+      const ErrorStat e = compare(got[i], ref[i], floor);
+      std::vector<float> c32(cpu32[i].begin(), cpu32[i].end());
+      const ErrorStat ec = compare(c32, ref[i], floor);
+      const double rel = e.max_abs_err / std::max(e.max_ref, floor);
+      if (rel > worst || e.nonfinite) worst = std::max(worst, rel), worst_name = names[i];
+      worst_cpu = std::max(worst_cpu, ec.max_abs_err / std::max(ec.max_ref, floor));
+      ErrorStat scaled = e;
+      scaled.rel = rel;
+      EXPECT_TRUE(within(names[i].c_str(), scaled, gc.tol, got[i], ref[i]));
+    }
+    std::printf("[ INFO     ] %-58s loss %.6f (ref %.6f); worst gradient error %.2e (%s); CPU fp32 engine: %.2e\n",
+                gc.name.c_str(), gpu_loss, ref_loss, worst, worst_name.c_str(), worst_cpu);
+  }
+}
+
+TEST(TrainCuda, UnsupportedModelsAreRefusedWithAReason) {
+  ModelConfig m;
+  m.seq_layer = SeqLayerKind::TTTMLP;
+  EXPECT_NE(cuda_train_unsupported(m).find("ttt-mlp"), std::string::npos);
+  m.seq_layer = SeqLayerKind::SoftmaxAttention;
+  EXPECT_NE(cuda_train_unsupported(m).find("--device cpu"), std::string::npos);
+  m.seq_layer = SeqLayerKind::TTTLinear;
+  m.hidden_size = 64, m.num_attention_heads = 8;  // d = 8
+  EXPECT_NE(cuda_train_unsupported(m).find("head dim"), std::string::npos);
+  m.num_attention_heads = 2;
+  EXPECT_EQ(cuda_train_unsupported(m), "");
+  REQUIRE_GPU_OR_SKIP();
+  m.seq_layer = SeqLayerKind::TTTMLP;
+  TrainConfig tc;
+  tc.model = m;
+  Model<float> model(m, 1);
+  AdamW<float> optim(AdamWConfig{}, WarmupCosineSchedule{});
+  const TrainBackendContext ctx{&tc, &model, &optim, 1};
+  EXPECT_THROW({ CudaTrainBackend b(ctx, CudaTrainOptions{}); }, std::invalid_argument);
+}
+
+// ---- 2. training -------------------------------------------------------------------------------------
+
+// Structured text a tiny model picks up quickly (words, punctuation, a few sentence shapes).
+std::string corpus_text() {
+  std::string text;
+  const char* words[] = {"the ", "cat ", "sat ", "on ", "a ", "mat. ", "dogs ", "run ", "fast. ", "and ", "we ", "saw ",
+                         "them ", "in ", "the ", "park, ", "where ", "birds ", "sing. "};
+  unsigned x = 12345;
+  while (text.size() < 120000) {
+    x = x * 1103515245u + 12345u;
+    text += words[(x >> 16) % 19];
+  }
+  return text;
+}
+
+TextData corpus_data() {
+  const std::string t = corpus_text();
+  TextData d;
+  const std::size_t n_val = t.size() / 20;
+  d.train.assign(t.begin(), t.end() - std::ptrdiff_t(n_val));
+  d.val.assign(t.end() - std::ptrdiff_t(n_val), t.end());
+  d.description = "test corpus";
+  return d;
+}
+
+TrainConfig tiny_config(long steps) {
+  TrainConfig c;
+  c.model = ModelConfig::preset("tiny");
+  c.model.max_position_embeddings = 128;
+  c.seq_len = 128;
+  c.batch_size = 8;
+  c.steps = steps;
+  c.lr = 3e-3;
+  c.seed = 11;
+  c.threads = static_cast<int>(std::min(8u, std::max(1u, std::thread::hardware_concurrency())));
+  c.eval_windows = 16;
+  return c;
+}
+
+struct Curve {
+  std::vector<double> loss;
+  double val_before = 0, val_after = 0;
+  std::string device;
+};
+
+Curve train_curve(const TrainConfig& cfg, const TrainBackendFactory& backend) {
+  Trainer t(cfg, corpus_data(), backend);
+  Curve c;
+  c.device = t.device_description();
+  c.val_before = t.evaluate(cfg.eval_windows).loss;
+  while (!t.finished()) c.loss.push_back(t.step().loss);
+  c.val_after = t.evaluate(cfg.eval_windows).loss;
+  return c;
+}
+
+TEST(TrainCuda, FiftyStepsFollowTheCpuLossCurve) {
+  REQUIRE_GPU_OR_SKIP();
+  const TrainConfig cfg = tiny_config(50);
+  const Curve cpu = train_curve(cfg, {});
+  CudaTrainOptions fp32, tf32;
+  fp32.gemm = GemmPrecision::Fp32;
+  tf32.gemm = GemmPrecision::Tf32;
+  const Curve g32 = train_curve(cfg, cuda_train_backend_factory(fp32));
+  const Curve g32b = train_curve(cfg, cuda_train_backend_factory(fp32));
+  const Curve gtf = train_curve(cfg, cuda_train_backend_factory(tf32));
+  std::printf("[ INFO     ] CPU: %s\n[ INFO     ] GPU: %s\n[ INFO     ] GPU: %s\n", cpu.device.c_str(), g32.device.c_str(),
+              gtf.device.c_str());
+  std::printf("[ INFO     ] %5s %10s %10s %10s %10s %10s\n", "step", "cpu", "gpu fp32", "diff", "gpu tf32", "diff");
+  double max32 = 0, maxtf = 0;
+  for (std::size_t i = 0; i < cpu.loss.size(); ++i) {
+    const double d32 = g32.loss[i] - cpu.loss[i], dtf = gtf.loss[i] - cpu.loss[i];
+    max32 = std::max(max32, std::abs(d32));
+    maxtf = std::max(maxtf, std::abs(dtf));
+    if (i % 5 == 0 || i + 1 == cpu.loss.size())
+      std::printf("[ INFO     ] %5zu %10.5f %10.5f %+10.2e %10.5f %+10.2e\n", i + 1, cpu.loss[i], g32.loss[i], d32, gtf.loss[i], dtf);
+    EXPECT_NEAR(g32.loss[i], cpu.loss[i], 1e-3) << "step " << i + 1 << " (fp32 GEMMs)";
+    EXPECT_NEAR(gtf.loss[i], cpu.loss[i], 5e-3) << "step " << i + 1 << " (tf32 GEMMs)";
+    EXPECT_EQ(g32.loss[i], g32b.loss[i]) << "step " << i + 1 << ": two GPU runs differ";
+  }
+  std::printf("[ INFO     ] max |gpu - cpu| over 50 steps: fp32 %.2e, tf32 %.2e nats; loss %.4f -> %.4f (cpu)\n", max32,
+              maxtf, cpu.loss.front(), cpu.loss.back());
+  std::printf("[ INFO     ] validation: cpu %.5f -> %.5f, gpu fp32 %.5f -> %.5f, gpu tf32 %.5f -> %.5f\n", cpu.val_before,
+              cpu.val_after, g32.val_before, g32.val_after, gtf.val_before, gtf.val_after);
+  EXPECT_NEAR(g32.loss[0], cpu.loss[0], 1e-5 * cpu.loss[0]);
+  EXPECT_NEAR(gtf.loss[0], cpu.loss[0], 1e-3 * cpu.loss[0]);
+  EXPECT_NEAR(g32.val_before, cpu.val_before, 1e-5 * cpu.val_before);
+  EXPECT_NEAR(gtf.val_before, cpu.val_before, 1e-3 * cpu.val_before);
+  EXPECT_NEAR(g32.val_after, cpu.val_after, 1e-3);
+  EXPECT_NEAR(gtf.val_after, cpu.val_after, 5e-3);
+  EXPECT_LT(cpu.loss.back(), cpu.loss.front() - 1.0) << "the model should learn the corpus";
+}
+
+TEST(TrainCuda, ProfiledStepAccountsForItsPhases) {
+  REQUIRE_GPU_OR_SKIP();
+  TrainConfig tc = tiny_config(10);
+  Model<float> model(tc.model, 3);
+  AdamW<float> optim(AdamWConfig{}, WarmupCosineSchedule{});
+  CudaTrainBackend gpu(TrainBackendContext{&tc, &model, &optim, 1}, CudaTrainOptions{});
+  const TextData data = corpus_data();
+  RandomWindowSampler sampler(data.train, tc.batch_size, tc.seq_len, 5);
+  gpu.step(sampler.next());
+  CudaStepProfile p;
+  const BackendStep s = gpu.profile_step(sampler.next(), p);
+  EXPECT_EQ(s.optim.step, 2);
+  EXPECT_EQ(gpu.step_count(), 2);
+  EXPECT_GT(p.gemm_ms, 0.0);
+  EXPECT_GT(p.inner_forward_ms, 0.0);
+  EXPECT_GT(p.inner_backward_ms, 0.0);
+  EXPECT_GE(p.other_ms, -0.01);  // event resolution
+  EXPECT_LE(p.gemm_ms + p.inner_forward_ms + p.inner_backward_ms, p.total_ms + 0.01);
+  std::printf("[ INFO     ] tiny, B=8 T=128, one profiled step: %.2f ms = GEMM %.2f + TTT forward %.2f + TTT backward %.2f + rest %.2f\n",
+              p.total_ms, p.gemm_ms, p.inner_forward_ms, p.inner_backward_ms, p.other_ms);
+}
+
+// ---- 3. checkpoints ------------------------------------------------------------------------------------
+
+fs::path temp_dir(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("tttlab_gpu_test_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+std::vector<double> run_steps(Trainer& t, int n) {
+  std::vector<double> l;
+  for (int i = 0; i < n; ++i) l.push_back(t.step().loss);
+  return l;
+}
+
+TEST(TrainCuda, CheckpointsResumeOnEitherDevice) {
+  REQUIRE_GPU_OR_SKIP();
+  const fs::path dir = temp_dir("resume");
+  const fs::path corpus = dir / "corpus.txt";
+  write_file_atomic(corpus, corpus_text());
+  TrainConfig cfg = tiny_config(6);
+  cfg.data = corpus.string();
+  CudaTrainOptions o;
+  o.gemm = GemmPrecision::Fp32;
+  const TrainBackendFactory gpu = cuda_train_backend_factory(o);
+
+  Trainer straight_gpu(cfg, TextData::load(cfg), gpu);
+  const std::vector<double> ref = run_steps(straight_gpu, 6);
+  Trainer straight_cpu(cfg, TextData::load(cfg));
+  const std::vector<double> ref_cpu = run_steps(straight_cpu, 6);
+  {
+    Trainer first(cfg, TextData::load(cfg), gpu);
+    run_steps(first, 3);
+    first.save(dir / "gpu_run");
+    Trainer first_cpu(cfg, TextData::load(cfg));
+    run_steps(first_cpu, 3);
+    first_cpu.save(dir / "cpu_run");
+  }
+  auto on_gpu = Trainer::resume(dir / "gpu_run", gpu);
+  EXPECT_EQ(on_gpu->steps_done(), 3);
+  const std::vector<double> a = run_steps(*on_gpu, 3);
+  auto on_cpu = Trainer::resume(dir / "gpu_run");
+  const std::vector<double> b = run_steps(*on_cpu, 3);
+  auto cpu_on_gpu = Trainer::resume(dir / "cpu_run", gpu);
+  const std::vector<double> c = run_steps(*cpu_on_gpu, 3);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(a[i], ref[3 + i]) << "GPU run resumed on the GPU, step " << 4 + i;
+    EXPECT_NEAR(b[i], ref[3 + i], 1e-3) << "GPU run resumed on the CPU, step " << 4 + i;
+    EXPECT_NEAR(c[i], ref_cpu[3 + i], 1e-3) << "CPU run resumed on the GPU, step " << 4 + i;
+  }
+  // The checkpoint the GPU wrote holds its parameters: a CPU model loaded from it evaluates as the
+  // GPU does.
+  on_gpu->save(dir / "gpu_run");
+  auto loaded = load_model(dir / "gpu_run");
+  EXPECT_EQ(loaded->num_params(), on_gpu->model().num_params());
+  const double gpu_val = on_gpu->evaluate(4).loss;
+  Trainer cpu_eval(cfg, TextData::load(cfg));
+  cpu_eval.model().for_each_param([&](Eigen::Map<Mat<float>> dst, const std::string& name) {
+    loaded->for_each_param([&](Eigen::Map<Mat<float>> src, const std::string& n) {
+      if (n == name) dst = src;
+    });
+  });
+  EXPECT_NEAR(cpu_eval.evaluate(4).loss, gpu_val, 1e-5 * gpu_val);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace tttlab::kernels::test
