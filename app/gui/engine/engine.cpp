@@ -188,6 +188,8 @@ void Engine::run() {
       worked = true;
     }
 
+    for (std::size_t i = 0; i < modules_.size(); ++i) modules_[i]->after_iteration(contexts_[i]);
+
     bool dirty = false;
     {
       std::lock_guard lk(jobs_mu_);

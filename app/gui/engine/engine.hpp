@@ -75,6 +75,9 @@ class EngineModule {
   virtual void work(ModuleContext& ctx) = 0;
   // Writes this module's view into a snapshot being built (called after mark_dirty()).
   virtual void publish(Snapshot& snapshot) const = 0;
+  // Called after every pass of the engine loop (commands and work items of all modules), e.g. to
+  // notice state that other modules share (the model library).
+  virtual void after_iteration(ModuleContext& /*ctx*/) {}
 };
 
 // The modules of the app, in one explicit list (engine/modules.cpp).

@@ -34,6 +34,7 @@ class Headless : public ::testing::Test {
     ImGui::CreateContext();
     ImGuiIO& io = ImGui::GetIO();
     io.IniFilename = nullptr;
+    io.BackendFlags |= ImGuiBackendFlags_RendererHasVtxOffset;  // as the OpenGL 3 renderer: > 64k vertices
     io.DisplaySize = ImVec2(1600, 1000);
     io.DeltaTime = 1.0f / 60.0f;
     apply_theme(1.0f);
@@ -91,6 +92,7 @@ TEST_F(Headless, PanelsShowRejectedSettingsInsteadOfFailing) {
   bad.text.clear();
   engine.post(StepperConfigure{bad, 0});
   PrimalDualConfig pd;
+  pd.head.source = HeadSource::Toy;
   pd.head.d = 500;
   engine.post(PrimalDualRun{pd});
   ASSERT_TRUE(engine.wait_quiescent(30s));
