@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "gui/engine/resources.hpp"
 #include "gui/state/json_fields.hpp"
 
 namespace tttlab::gui {
@@ -26,10 +27,7 @@ EtaOptions HeadConfig::eta_options() const {
   return e;
 }
 
-std::string HeadConfig::default_text() {
-  return "Every evening the keeper climbed the stairs of the old lighthouse, counted the steps, and lit the lamp. "
-         "He counted them again on the way down.";
-}
+std::string HeadConfig::default_text() { return sample_texts().front().text; }
 
 void validate(const HeadConfig& c, const HeadLimits& lim) {
   using std::to_string;

@@ -24,6 +24,7 @@ class StepperModule final : public EngineModule {
   bool handle(const Command& command, ModuleContext& ctx) override;
   bool has_work(Clock::time_point now) const override;
   std::optional<Clock::time_point> next_wakeup() const override;
+  bool awaiting_more() const override { return playing_ && !loop_; }  // looping playback never ends
   void work(ModuleContext& ctx) override;
   void publish(Snapshot& snapshot) const override;
 

@@ -28,6 +28,7 @@ class TrainingModule final : public EngineModule {
   bool handle(const Command& command, ModuleContext& ctx) override;
   bool has_work(Clock::time_point now) const override;
   std::optional<Clock::time_point> next_wakeup() const override;
+  bool awaiting_more() const override { return false; }  // a run may train for hours
   void work(ModuleContext& ctx) override;
   void publish(Snapshot& snapshot) const override;
 

@@ -8,6 +8,7 @@
 #include "gui/engine/head_inputs.hpp"
 #include "gui/engine/resources.hpp"
 #include "gui/fonts.hpp"
+#include "gui/plot/colormap.hpp"
 #include "gui/plot/plot_common.hpp"
 #include "gui/theme.hpp"
 
@@ -160,7 +161,7 @@ bool data_combo(const char* id, std::string& source) {
   bool changed = false;
   ImGui::PushID(id);
   const bool brown = find_brown_dir().has_value();
-  const std::string preview = source == "brown" ? "Brown corpus (validation part)"
+  const std::string preview = source == "brown" ? "Brown corpus"
                               : source == "sample" ? "built-in sample text"
                                                    : source;
   bool open_prompt = false;
@@ -240,6 +241,49 @@ void metric(const char* label, const std::string& value, const std::string& capt
   ImGui::Dummy(ImVec2(width, h));
 }
 
+void job_status(JobOutcome outcome, double progress, const std::string& error, const Snapshot& snap,
+                CommandSink& sink, const char* running_note) {
+  if (outcome == JobOutcome::Running) {
+    ImGui::ProgressBar(static_cast<float>(progress), ImVec2(ImGui::GetFontSize() * 16.0f, 0), "computing…");
+    ImGui::SameLine();
+    for (const auto& j : snap.jobs)
+      if (j.outcome == JobOutcome::Running) {
+        ImGui::PushID(static_cast<int>(j.id));
+        if (ImGui::SmallButton("Cancel")) sink.post(CancelJob{j.id});
+        ImGui::PopID();
+        break;
+      }
+    if (running_note) {
+      ImGui::SameLine();
+      ImGui::TextDisabled("%s", running_note);
+    }
+  } else if (outcome == JobOutcome::Failed) {
+    ImGui::PushTextWrapPos(0.0f);
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kError), "Cannot run: %s", error.c_str());
+    ImGui::PopTextWrapPos();
+  } else if (outcome == JobOutcome::Cancelled) {
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kWarning), "Cancelled: the results below are partial.");
+  }
+}
+
+ImU32 series_color(int i) {
+  // Okabe–Ito without grey and yellow (too light on the dark plot background for thin lines).
+  static const int order[] = {0, 1, 2, 5, 6, 4, 3};
+  return plot::pack_u32(plot::categorical(order[((i % 7) + 7) % 7]));
+}
+
+void panel_title(const char* title, const char* explanation) {
+  const Fonts& f = fonts();
+  ImGui::PushFont(f.large);
+  ImGui::TextUnformatted(title);
+  ImGui::PopFont();
+  ImGui::SameLine(0, 14);
+  ImGui::PushFont(f.small);
+  ImGui::AlignTextToFramePadding();
+  ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim), "%s", explanation);
+  ImGui::PopFont();
+}
+
 bool icon_button(const char* glyph, const char* tooltip, bool active) {
   if (active) ImGui::PushStyleColor(ImGuiCol_Button, ImVec4(0.25f, 0.40f, 0.65f, 1.0f));
   const float s = ImGui::GetFrameHeight();
@@ -262,7 +306,7 @@ bool head_editor(HeadConfig& c, const HeadEditorOptions& opt) {
     int src = toy ? 1 : 0;
     if (ImGui::RadioButton("trained model", &src, 0)) changed = true;
     ImGui::SameLine();
-    if (ImGui::RadioButton("toy head", &src, 1)) changed = true;
+    if (ImGui::RadioButton("toy", &src, 1)) changed = true;
     c.source = src == 0 ? HeadSource::Model : HeadSource::Toy;
     if (c.source == HeadSource::Model) {
       const ModelInfo* info = opt.library ? opt.library->find(c.model_id) : nullptr;

@@ -11,6 +11,7 @@
 #include "gui/engine/command.hpp"
 #include "gui/engine/head_config.hpp"
 #include "gui/engine/model_library.hpp"
+#include "gui/engine/snapshot.hpp"
 
 namespace tttlab::gui::widgets {
 
@@ -64,6 +65,17 @@ bool input_string(const char* id, std::string& s, bool multiline = false, float 
 // `cursor` is highlighted, tokens ≥ `computed` are dimmed. Returns the clicked token or −1.
 long token_strip(const std::vector<unsigned char>& bytes, int mini_batch, long cursor, long computed,
                  float max_height);
+
+// The state of a panel's engine job on one line: a progress bar with Cancel while it runs, the error
+// when it failed, "cancelled", or nothing when done. `running_note` follows the bar.
+void job_status(JobOutcome outcome, double progress, const std::string& error, const Snapshot& snap,
+                CommandSink& sink, const char* running_note = nullptr);
+
+// The colour of series i (Okabe–Ito, colour-blind safe), for runs and models.
+ImU32 series_color(int i);
+
+// The panel's title with a one-line dim explanation beside it.
+void panel_title(const char* title, const char* explanation);
 
 // Transport button with a glyph; returns true when clicked.
 bool icon_button(const char* glyph, const char* tooltip, bool active = false);

@@ -128,7 +128,7 @@ PlotResult line_plot(const LinePlot& p) {
       fy.add(s.y[k]);
     }
   }
-  const Range xr = p.x_range ? *p.x_range : fx.range(0.0);
+  const Range xr = p.x_range ? *p.x_range : fx.range(p.x_pad);
   const Range yr = p.y_range ? *p.y_range : fy.range(0.06);
   const AxisMap xm{p.x_scale, xr.lo, xr.hi}, ym{p.y_scale, yr.lo, yr.hi};
 

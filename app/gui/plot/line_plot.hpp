@@ -82,6 +82,7 @@ struct LinePlot {
   ScaleKind x_scale = ScaleKind::Linear;
   ScaleKind y_scale = ScaleKind::Linear;
   std::optional<Range> x_range, y_range;  // fixed; otherwise fitted to the data
+  double x_pad = 0.0;                     // fitted x range: padding as a share of its width (scatter plots)
   double smoothing = 0.0;                 // EMA weight in [0, 0.999]
   std::vector<Series> series;
   std::vector<VLine> markers;
