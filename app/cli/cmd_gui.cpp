@@ -3,7 +3,8 @@
 //   tttlab gui                                        open the window on the inner-loop stepper
 //   tttlab gui --list-panels                          panel ids, names and summaries
 //   tttlab gui --screenshot out.png --frames 10 [--panel primal_dual] [--state view.tttlab]
-//   tttlab gui --bench-frames 600                     UI-thread work per frame, p50 / p99
+//   tttlab gui --bench-frames 600 [--bench-idle]      UI-thread work per frame, p50 / p99, while a tiny
+//                                                     model trains on the CPU (unless --bench-idle)
 //
 // Screenshots and benchmarks render offscreen but need an X display for the OpenGL context. On a
 // machine without one, run them under a virtual X server (Mesa renders in software):
@@ -26,6 +27,7 @@ void register_gui(CLI::App& app) {
     bool list = false;
     std::string screenshot, panel, state, size = "1600x1000";
     int frames = 10, bench = 0;
+    bool bench_idle = false;
   };
   cmd->footer("Screenshots and benchmarks render offscreen but need an X display for OpenGL. Without one,\n"
               "run them under a virtual X server (Mesa renders in software, no GPU needed):\n"
@@ -41,6 +43,8 @@ void register_gui(CLI::App& app) {
   cmd->add_option("--bench-frames", o->bench, "Render N frames offscreen and print the UI thread's work per frame")
       ->check(CLI::Range(1, 1000000))
       ->excludes(shot);
+  cmd->add_flag("--bench-idle", o->bench_idle,
+                "With --bench-frames: do not train a tiny model during the benchmark (it does by default)");
   cmd->add_option("--size", o->size, "Offscreen size WIDTHxHEIGHT for --screenshot / --bench-frames");
   cmd->callback([o] {
 #ifdef TTTLAB_HAVE_GUI
@@ -51,6 +55,7 @@ void register_gui(CLI::App& app) {
     g.panel = o->panel;
     g.state_file = o->state;
     g.bench_frames = o->bench;
+    g.bench_train = !o->bench_idle;
     int w = 0, h = 0;
     char x = 0;
     if (std::sscanf(o->size.c_str(), "%d%c%d", &w, &x, &h) != 3 || (x != 'x' && x != 'X') || w < 320 ||

@@ -20,6 +20,9 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "gui/app_requests.hpp"
+#include "gui/classroom.hpp"
+#include "gui/engine/data_source.hpp"
 #include "gui/engine/engine.hpp"
 #include "gui/fonts.hpp"
 #include "gui/keys.hpp"
@@ -78,6 +81,11 @@ class App {
   bool open_state(const fs::path& path);
   bool save_state(const fs::path& path);
   void set_active(std::size_t i);
+  // Sends a panel's settings to the engine the first time it is shown (or after a state file loads):
+  // panels the user never opens cost no engine time.
+  void ensure_synced(std::size_t i);
+  void draw_classroom_dialog();
+  void watch_engine_events();
   std::size_t find_panel(const std::string& id_or_name) const;
   void update_title();
 
@@ -86,7 +94,10 @@ class App {
   Engine engine_;
   std::vector<std::unique_ptr<Panel>> panels_;
   std::size_t active_ = 0;
+  std::vector<bool> synced_;
   std::shared_ptr<const Snapshot> snap_;
+  std::uint64_t library_event_ = 0;
+  bool show_classroom_ = false;
   bool imgui_ready_ = false;
 
   // Dialogs
@@ -139,7 +150,7 @@ int App::init() {
     }
     active_ = i;
   }
-  for (auto& p : panels_) p->sync(engine_);
+  synced_.assign(panels_.size(), false);
   if (!opt_.state_file.empty()) {
     const bool interactive = opt_.screenshot.empty() && opt_.bench_frames == 0;
     if (!open_state(opt_.state_file) && !interactive) {
@@ -148,6 +159,8 @@ int App::init() {
     }
     if (!opt_.panel.empty()) active_ = find_panel(opt_.panel);  // --panel wins over the file
   }
+  ensure_synced(active_);
+  engine_.post(LibraryLoad{kShippedModelId});
   engine_.set_publish_callback([] { Window::post_empty_event(); });
   engine_.start();
   update_title();
@@ -167,7 +180,29 @@ std::size_t App::find_panel(const std::string& key) const {
 void App::set_active(std::size_t i) {
   if (i >= panels_.size() || i == active_) return;
   active_ = i;
+  ensure_synced(i);
   update_title();
+}
+
+void App::ensure_synced(std::size_t i) {
+  if (i >= panels_.size() || synced_[i]) return;
+  synced_[i] = true;
+  panels_[i]->sync(engine_);
+}
+
+void App::watch_engine_events() {
+  if (snap_->library && snap_->library->event != library_event_) {
+    library_event_ = snap_->library->event;
+    if (!snap_->library->error.empty()) {
+      error_title_ = "Could not open the model";
+      error_text_ = snap_->library->error;
+      error_pending_ = true;
+    } else if (!snap_->library->opened_id.empty()) {
+      notify("Opened " + snap_->library->opened_id.substr(snap_->library->opened_id.find(':') + 1) +
+             ": it is in every model list now");
+    }
+  }
+  if (auto req = take_open_state_request()) open_state(*req);
 }
 
 void App::update_title() {
@@ -189,8 +224,10 @@ void App::frame() {
   ImGui::NewFrame();
   snap_ = engine_.snapshot();  // the one snapshot this frame reads
   for (auto& p : panels_) p->observe(*snap_);
+  watch_engine_events();
   draw_main();
   draw_dialogs();
+  draw_classroom_dialog();
   draw_shortcut_help();
   draw_notifications();
   global_shortcuts();
@@ -242,7 +279,7 @@ int App::run_screenshot() {
   std::uint64_t seen = 0;
   int stable = 0;
   while (stable < 3 && ms_since(t0) < 60000.0) {
-    const bool idle = engine_.quiescent();
+    const bool idle = engine_.settled();
     const auto v = engine_.snapshot()->version;
     stable = idle && v == seen ? stable + 1 : 0;
     seen = v;
@@ -271,9 +308,23 @@ int App::run_screenshot() {
 }
 
 int App::run_benchmark() {
-  // Drive the stepper so the UI draws a changing snapshot every frame, as during playback.
+  // Drive the stepper so the UI draws a changing snapshot every frame, as during playback, and (unless
+  // --bench-idle) train a tiny model at the same time, as the benchmark asks.
+  for (std::size_t i = 0; i < panels_.size(); ++i) ensure_synced(i);
   engine_.post(StepperSetSpeed{240.0, true});
   engine_.post(StepperTransport{StepperOp::Play, 0});
+  if (opt_.bench_train) {
+    TrainSettings t;
+    t.preset = "tiny";
+    t.data = default_data_source();
+    t.steps = 100000;
+    t.batch_size = 4;
+    t.seq_len = 64;
+    t.threads = 1;
+    t.eval_every = 0;
+    t.runs_dir = (fs::temp_directory_path() / "tttlab-bench-runs").string();
+    engine_.post(TrainStart{t, "bench"});
+  }
   const int warmup = std::min(30, opt_.bench_frames);
   for (int i = 0; i < warmup; ++i) {
     window_->poll_events();
@@ -306,6 +357,25 @@ int App::run_benchmark() {
   std::printf("%d frames in %.0f ms (%.0f frames/s, no vsync); %llu distinct engine snapshots drawn\n",
               opt_.bench_frames, wall, 1000.0 * opt_.bench_frames / wall,
               static_cast<unsigned long long>(distinct));
+  if (opt_.bench_train) {
+    long steps = 0;
+    double rate = 0;
+    std::string state = "not started";
+    if (snap_->training)
+      for (const auto& r : snap_->training->runs) {
+        steps = r->steps_done;
+        rate = r->tokens_per_s;
+        state = r->message.empty() ? to_string(r->state) : r->message;
+      }
+    std::printf("meanwhile a tiny model trained on the CPU (B = 4, T = 64, 1 thread): %ld steps, %.0f tokens/s (%s)\n",
+                steps, rate, state.c_str());
+    for (const auto& r : snap_->training ? snap_->training->runs : std::vector<std::shared_ptr<const RunView>>{}) {
+      engine_.post(TrainControl{r->id, TrainOp::Remove});
+      std::error_code ec;
+      fs::remove_all(r->dir, ec);
+    }
+    engine_.wait_quiescent(std::chrono::seconds(30));
+  }
   return 0;
 }
 
@@ -364,7 +434,16 @@ void App::draw_menu_bar() {
     if (ImGui::MenuItem("Quit", "Ctrl+Q")) window_->request_close();
     ImGui::EndMenu();
   }
-  if (ImGui::BeginMenu("Panels")) {
+  if (ImGui::BeginMenu("View")) {
+    ClassroomState room = classroom::state();
+    if (ImGui::MenuItem("Classroom mode", "Ctrl+Shift+K", room.enabled)) {
+      room.enabled = !room.enabled;
+      classroom::set(room);
+    }
+    if (ImGui::MenuItem("Classroom settings…")) show_classroom_ = true;
+    ImGui::EndMenu();
+  }
+  if (ImGui::BeginMenu("Panels", !(classroom::state().enabled && classroom::state().hide_panel_list))) {
     for (std::size_t i = 0; i < panels_.size(); ++i) {
       char sc[32];
       std::snprintf(sc, sizeof sc, "Ctrl+%zu", i + 1);
@@ -391,8 +470,9 @@ void App::draw_sidebar(float width) {
   ImGui::PopStyleColor();
   ImGui::Dummy(ImVec2(0, 8));
 
-  widgets::section_label("PANELS");
-  for (std::size_t i = 0; i < panels_.size(); ++i) {
+  const bool locked = classroom::state().enabled && classroom::state().hide_panel_list;
+  widgets::section_label(locked ? "CLASSROOM" : "PANELS");
+  for (std::size_t i = 0; i < panels_.size() && !locked; ++i) {
     char label[128];
     std::snprintf(label, sizeof label, "%zu   %s", i + 1, panels_[i]->name());
     if (ImGui::Selectable(label, i == active_, 0, ImVec2(0, ImGui::GetFrameHeight())))
@@ -406,6 +486,12 @@ void App::draw_sidebar(float width) {
     }
   }
 
+  if (locked) {
+    ImGui::PushFont(fonts().small);
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kAccent), "● %s", panels_[active_]->name());
+    ImGui::TextDisabled("Classroom mode: the teacher chose this view.");
+    ImGui::PopFont();
+  }
   ImGui::Dummy(ImVec2(0, 10));
   widgets::section_label("ENGINE");
   const bool idle = engine_.quiescent();
@@ -462,9 +548,9 @@ void App::draw_status_bar() {
     ImGui::SameLine(0, 24);
     ImGui::TextDisabled("%s", note.c_str());
   }
-  char right[160];
-  std::snprintf(right, sizeof right, "UI %.2f ms/frame   %.0f fps   CPU engine (Eigen)", ui_ms_,
-                ImGui::GetIO().Framerate);
+  char right[200];
+  std::snprintf(right, sizeof right, "%sUI %.2f ms/frame   %.0f fps   CPU engine (Eigen)",
+                classroom::state().enabled ? "CLASSROOM MODE   " : "", ui_ms_, ImGui::GetIO().Framerate);
   const float rw = ImGui::CalcTextSize(right).x;
   ImGui::SameLine(w - rw - 12.0f);
   ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim), "%s", right);
@@ -474,6 +560,13 @@ void App::draw_status_bar() {
 void App::global_shortcuts() {
   if (!shortcuts_enabled()) return;
   if (ctrl_down()) {
+    if (shift_down() && key_pressed(Key::K, false)) {
+      ClassroomState room = classroom::state();
+      room.enabled = !room.enabled;
+      classroom::set(room);
+      notify(room.enabled ? "Classroom mode on: the chosen controls are hidden" : "Classroom mode off");
+      return;
+    }
     if (key_pressed(Key::O, false)) open_dialog_ = true;
     if (key_pressed(Key::S, false)) {
       if (shift_down() || state_path_.empty())
@@ -482,7 +575,8 @@ void App::global_shortcuts() {
         save_state(state_path_);
     }
     if (key_pressed(Key::Q, false)) window_->request_close();
-    for (std::size_t i = 0; i < panels_.size() && i < 9; ++i)
+    const bool locked = classroom::state().enabled && classroom::state().hide_panel_list;
+    for (std::size_t i = 0; i < panels_.size() && i < 9 && !locked; ++i)
       if (key_pressed(static_cast<Key>(static_cast<int>(Key::N1) + static_cast<int>(i)), false))
         set_active(i);
     return;
@@ -510,9 +604,14 @@ bool App::open_state(const fs::path& path) {
       active = find_panel(a);
       if (active == panels_.size()) throw StateError("active_panel: unknown panel \"" + a + "\"");
     }
+    const ClassroomState room = classroom::from_json(top.object("classroom"));
     for (auto& f : apply) f();
-    for (auto& p : panels_) p->sync(engine_);
+    classroom::set(room);
+    // The panels the file set up are re-synced when shown (the active one now).
+    for (std::size_t i = 0; i < panels_.size(); ++i)
+      if (panels.has(panels_[i]->id()) || synced_[i]) synced_[i] = false;
     active_ = active;
+    ensure_synced(active_);
     state_path_ = path;
     update_title();
     notify("Opened " + path.string());
@@ -531,7 +630,9 @@ bool App::save_state(const fs::path& path) {
     for (const auto& p : panels_) panels[p->id()] = p->save_state();
     fs::path target = path;
     if (target.extension().empty()) target += kStateExtension;
-    write_state_file(target, make_state(panels_[active_]->id(), std::move(panels)));
+    nlohmann::json doc = make_state(panels_[active_]->id(), std::move(panels));
+    doc["classroom"] = classroom::to_json(classroom::state());
+    write_state_file(target, doc);
     state_path_ = target;
     update_title();
     notify("Saved view to " + fs::absolute(target).string());
@@ -626,6 +727,41 @@ void App::draw_dialogs() {
   }
 }
 
+void App::draw_classroom_dialog() {
+  if (!show_classroom_) return;
+  ImGui::SetNextWindowPos(ImGui::GetMainViewport()->GetCenter(), ImGuiCond_Appearing, ImVec2(0.5f, 0.5f));
+  ImGui::SetNextWindowSize(ImVec2(ImGui::GetFontSize() * 36.0f, ImGui::GetFontSize() * 34.0f), ImGuiCond_Appearing);
+  if (ImGui::Begin("Classroom mode", &show_classroom_, ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_NoCollapse)) {
+    ClassroomState room = classroom::state();
+    bool changed = ImGui::Checkbox("Classroom mode is on (Ctrl+Shift+K)", &room.enabled);
+    ImGui::PushTextWrapPos(0.0f);
+    ImGui::TextDisabled("Tick the controls students should not see, set up the view, and save it with File → Save "
+                        "state: the file remembers the choice and reopens in classroom mode.");
+    ImGui::PopTextWrapPos();
+    changed |= ImGui::Checkbox("Hide the panel list (students stay on the saved panel)", &room.hide_panel_list);
+    ImGui::Separator();
+    ImGui::BeginChild("##controls", ImVec2(0, 0), false);
+    for (const auto& p : panels_) {
+      const auto controls = p->classroom_controls();
+      if (controls.empty()) continue;
+      widgets::section_label(p->name());
+      for (const auto& c : controls) {
+        bool hide = room.hidden.count(c.id) > 0;
+        if (ImGui::Checkbox(c.label, &hide)) {
+          if (hide)
+            room.hidden.insert(c.id);
+          else
+            room.hidden.erase(c.id);
+          changed = true;
+        }
+      }
+    }
+    ImGui::EndChild();
+    if (changed) classroom::set(room);
+  }
+  ImGui::End();
+}
+
 void App::draw_shortcut_help() {
   if (!show_help_) return;
   ImGui::SetNextWindowPos(ImGui::GetMainViewport()->GetCenter(), ImGuiCond_Appearing, ImVec2(0.5f, 0.5f));
@@ -648,6 +784,7 @@ void App::draw_shortcut_help() {
       }
     };
     table("APP", {{"Ctrl+O", "open a state file"},
+                  {"Ctrl+Shift+K", "classroom mode on / off"},
                   {"Ctrl+S", "save the view (Ctrl+Shift+S: save as)"},
                   {"Ctrl+1 … 9", "switch panel"},
                   {"F12", "export the window as PNG"},
@@ -666,7 +803,7 @@ void App::draw_shortcut_help() {
 
 int run_gui(const GuiOptions& opt) {
   if (opt.list_panels) {
-    for (const auto& p : make_panels()) std::printf("%-16s %-22s %s\n", p->id(), p->name(), p->summary());
+    for (const auto& p : make_panels()) std::printf("%-14s %-24s %s\n", p->id(), p->name(), p->summary());
     return 0;
   }
   if (!opt.panel.empty()) {  // checked before a window (and a display) is needed

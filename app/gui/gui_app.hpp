@@ -21,6 +21,7 @@ struct GuiOptions {
   std::string panel;        // panel id or name to start on
   std::string state_file;   // .tttlab to open at start
   int bench_frames = 0;     // > 0: benchmark mode
+  bool bench_train = true;  // benchmark while a tiny model trains (false: --bench-idle)
   int width = 1600, height = 1000;
 };
 

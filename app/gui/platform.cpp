@@ -241,6 +241,7 @@ int glfw_key(Key k) {
     case Key::F12: return GLFW_KEY_F12;
     case Key::B: return GLFW_KEY_B;
     case Key::E: return GLFW_KEY_E;
+    case Key::K: return GLFW_KEY_K;
     case Key::L: return GLFW_KEY_L;
     case Key::O: return GLFW_KEY_O;
     case Key::Q: return GLFW_KEY_Q;

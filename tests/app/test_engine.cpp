@@ -8,7 +8,7 @@
 
 #include "gui/engine/engine.hpp"
 #include "gui/engine/stepper_module.hpp"
-#include "gui/engine/toy_head.hpp"
+#include "gui/engine/head_inputs.hpp"
 
 namespace tttlab::gui {
 namespace {
@@ -142,6 +142,7 @@ std::shared_ptr<const StepperView> settle(Engine& e) {
 
 HeadConfig small_head(InnerModel model = InnerModel::Linear) {
   HeadConfig c;
+  c.source = HeadSource::Toy;
   c.text = "abcabcabcabc xyz";
   c.d = 6;
   c.mini_batch = 4;

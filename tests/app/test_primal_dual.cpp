@@ -24,6 +24,7 @@ std::shared_ptr<const PrimalDualView> run(const PrimalDualConfig& cfg) {
 
 PrimalDualConfig base(InnerModel model, Precision p) {
   PrimalDualConfig c;
+  c.head.source = HeadSource::Toy;
   c.head.text = "primal and dual forms compute the same function.";
   c.head.model = model;
   c.head.d = 8;

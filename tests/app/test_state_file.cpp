@@ -107,6 +107,11 @@ TEST(FieldReader, NamesTheFieldAndTheExpectation) {
 
 TEST(HeadConfigJson, RoundTripsEveryField) {
   HeadConfig c;
+  c.source = HeadSource::Toy;
+  c.model_id = "file:/some/run";
+  c.block = 3;
+  c.head = 2;
+  c.override_model = true;
   c.text = "abc, \"quoted\"\nnew line";
   c.seed = 0xFFFFFFFFFFFFFFFFull;
   c.repeat = 3;
@@ -141,6 +146,7 @@ TEST(HeadConfigValidate, RejectsUnusableSettingsWithActionableText) {
     EXPECT_NE(std::string(e.what()).find("600 tokens"), std::string::npos);
   }
   c = HeadConfig{};
+  c.source = HeadSource::Toy;
   c.model = InnerModel::MLP;
   c.d = 64;  // allowed for Linear, too large for MLP
   EXPECT_THROW(validate(c, lim), std::invalid_argument);

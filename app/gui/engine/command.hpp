@@ -9,8 +9,15 @@
 #include <cstdint>
 #include <variant>
 
+#include "gui/engine/curves_types.hpp"
+#include "gui/engine/evaluation_types.hpp"
+#include "gui/engine/evolution_types.hpp"
+#include "gui/engine/generation_types.hpp"
+#include "gui/engine/library_types.hpp"
+#include "gui/engine/minibatch_types.hpp"
 #include "gui/engine/primal_dual_types.hpp"
 #include "gui/engine/stepper_types.hpp"
+#include "gui/engine/training_types.hpp"
 
 namespace tttlab::gui {
 
@@ -21,8 +28,9 @@ struct CancelJob {
   JobId id = 0;
 };
 
-using Command = std::variant<CancelJob, StepperConfigure, StepperTransport, StepperSetSpeed,
-                             PrimalDualRun>;
+using Command = std::variant<CancelJob, LibraryOpen, LibraryLoad, StepperConfigure, StepperTransport,
+                             StepperSetSpeed, PrimalDualRun, EvolutionConfigure, CurvesRun, SweepRun,
+                             TrainStart, TrainControl, TrainOpen, EvaluationRun, GenerateStart, GenerateStop>;
 
 // Where panels send commands. Engine implements it; tests use a recording sink.
 // Thread-safety: post() may be called from any thread and never blocks on engine work.

@@ -111,6 +111,11 @@ bool Engine::quiescent() const {
   return sleeping_ && queue_.empty() && drained_ == posted_;
 }
 
+bool Engine::settled() const {
+  std::lock_guard lk(queue_mu_);
+  return sleeping_ && settled_ && queue_.empty() && drained_ == posted_;
+}
+
 bool Engine::wait_quiescent(std::chrono::milliseconds timeout) const {
   std::unique_lock lk(queue_mu_);
   return queue_cv_.wait_for(lk, timeout,
@@ -188,6 +193,8 @@ void Engine::run() {
       worked = true;
     }
 
+    for (std::size_t i = 0; i < modules_.size(); ++i) modules_[i]->after_iteration(contexts_[i]);
+
     bool dirty = false;
     {
       std::lock_guard lk(jobs_mu_);
@@ -199,9 +206,13 @@ void Engine::run() {
 
     // Idle: sleep until a command arrives or a module wants to run again.
     std::optional<Clock::time_point> wake;
-    for (const auto& m : modules_)
+    bool settled = true;
+    for (const auto& m : modules_) {
       if (auto w = m->next_wakeup(); w && (!wake || *w < *wake)) wake = w;
+      settled = settled && !m->awaiting_more();
+    }
     std::unique_lock lk(queue_mu_);
+    settled_ = settled;
     if (stop_) return;
     if (!queue_.empty()) continue;
     drained_ = taken;

@@ -75,6 +75,12 @@ class EngineModule {
   virtual void work(ModuleContext& ctx) = 0;
   // Writes this module's view into a snapshot being built (called after mark_dirty()).
   virtual void publish(Snapshot& snapshot) const = 0;
+  // Whether the module still has timed work ahead that a screenshot should wait for (playback that
+  // ends, text being generated). Modules whose timed work may never end (a training run) say no.
+  virtual bool awaiting_more() const { return next_wakeup().has_value(); }
+  // Called after every pass of the engine loop (commands and work items of all modules), e.g. to
+  // notice state that other modules share (the model library).
+  virtual void after_iteration(ModuleContext& /*ctx*/) {}
 };
 
 // The modules of the app, in one explicit list (engine/modules.cpp).
@@ -95,6 +101,9 @@ class Engine final : public CommandSink {
 
   // True when every posted command was handled, the result published, and no module has work due.
   bool quiescent() const;
+  // quiescent(), and no module awaits more timed work (EngineModule::awaiting_more): the picture will
+  // not change by itself any more. For screenshots.
+  bool settled() const;
   // Blocks the CALLER until quiescent() or the timeout. For tests, screenshots and benchmarks only;
   // the interactive UI never calls it.
   bool wait_quiescent(std::chrono::milliseconds timeout) const;
@@ -124,6 +133,7 @@ class Engine final : public CommandSink {
   std::uint64_t posted_ = 0;   // commands posted
   std::uint64_t drained_ = 0;  // commands handled and published when the thread last went idle
   bool sleeping_ = false;
+  bool settled_ = false;  // when it went to sleep, no module awaited more timed work
   bool stop_ = false;
 
   // Latest snapshot (engine → UI).

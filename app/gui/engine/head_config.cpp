@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "gui/engine/resources.hpp"
 #include "gui/state/json_fields.hpp"
 
 namespace tttlab::gui {
@@ -26,15 +27,21 @@ EtaOptions HeadConfig::eta_options() const {
   return e;
 }
 
+std::string HeadConfig::default_text() { return sample_texts().front().text; }
+
 void validate(const HeadConfig& c, const HeadLimits& lim) {
   using std::to_string;
   if (c.text.empty()) throw std::invalid_argument("the input text is empty: type or pick a text");
+  if (c.source == HeadSource::Model) {
+    if (c.model_id.empty()) throw std::invalid_argument("no model chosen");
+    if (c.block < 0 || c.head < 0) throw std::invalid_argument("block and head must be ≥ 0");
+  }
   if (c.repeat < 1) throw std::invalid_argument("repeat must be at least 1");
   if (c.tokens() > lim.max_tokens)
     throw std::invalid_argument("the input has " + to_string(c.tokens()) + " tokens (bytes), at most " +
                                 to_string(lim.max_tokens) + " are allowed here: shorten the text");
   const int max_d = c.model == InnerModel::Linear ? lim.max_d_linear : lim.max_d_mlp;
-  if (c.d < 2 || c.d > max_d)
+  if (c.source == HeadSource::Toy && (c.d < 2 || c.d > max_d))
     throw std::invalid_argument("head dimension d must be in [2, " + to_string(max_d) + "] for TTT-" +
                                 gui::to_string(c.model));
   if (c.mini_batch < 1 || c.mini_batch > lim.max_mini_batch)
@@ -47,9 +54,15 @@ void validate(const HeadConfig& c, const HeadLimits& lim) {
 const char* to_string(InnerModel m) { return m == InnerModel::Linear ? "Linear" : "MLP"; }
 const char* to_string(EtaGate g) { return g == EtaGate::Learned ? "learned" : "fixed"; }
 const char* to_string(W0Init w) { return w == W0Init::Zero ? "zero" : "random"; }
+const char* to_string(HeadSource s) { return s == HeadSource::Model ? "model" : "toy"; }
 
 nlohmann::json to_json(const HeadConfig& c) {
   return {
+      {"source", to_string(c.source)},
+      {"model_id", c.model_id},
+      {"block", c.block},
+      {"head", c.head},
+      {"override_model", c.override_model},
       {"text", c.text},
       {"seed", c.seed},
       {"repeat", c.repeat},
@@ -68,6 +81,12 @@ nlohmann::json to_json(const HeadConfig& c) {
 
 HeadConfig head_config_from(const FieldReader& r) {
   HeadConfig c;
+  c.source = r.choice("source", {"model", "toy"}, c.source == HeadSource::Model ? 0 : 1) == 0 ? HeadSource::Model
+                                                                                             : HeadSource::Toy;
+  c.model_id = r.string("model_id", 4096, c.model_id);
+  c.block = static_cast<int>(r.integer("block", 0, 1023, c.block));
+  c.head = static_cast<int>(r.integer("head", 0, 1023, c.head));
+  c.override_model = r.boolean("override_model", c.override_model);
   c.text = r.string("text", 1 << 16, c.text);
   c.seed = r.uint64("seed", c.seed);
   c.repeat = static_cast<int>(r.integer("repeat", 1, 1 << 16, c.repeat));

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "gui/engine/toy_head.hpp"
+#include "gui/engine/head_inputs.hpp"
 
 namespace tttlab::gui {
 
@@ -44,6 +44,10 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
 }  // namespace
 
 // The job as a small state machine; each call of step() is one work item.
@@ -58,7 +62,7 @@ namespace {
 template <class S>
 class TypedJob final : public PrimalDualModule::Job {
  public:
-  TypedJob(const PrimalDualConfig& cfg) : cfg_(cfg), eff_(cfg.effective()) {}
+  TypedJob(const PrimalDualConfig& cfg, ModelLibrary& library) : cfg_(cfg), library_(library) {}
 
   double progress() const override {
     const double total = 2.0 + 2.0 * cfg_.timing_reps;
@@ -68,18 +72,14 @@ class TypedJob final : public PrimalDualModule::Job {
   bool step(PrimalDualView& out) override {
     ++done_steps_;
     if (phase_ == Phase::Build) {
-      head_ = make_toy_head<S>(eff_);
+      build();
       phase_ = Phase::Primal;
       return false;
     }
-    if (phase_ == Phase::Primal) {
-      run_form(/*dual=*/false);
-      if (static_cast<int>(primal_ms_.size()) == cfg_.timing_reps) phase_ = Phase::Dual;
-      return false;
-    }
-    if (phase_ == Phase::Dual) {
-      run_form(/*dual=*/true);
-      if (static_cast<int>(dual_ms_.size()) == cfg_.timing_reps) phase_ = Phase::Compare;
+    if (phase_ == Phase::Primal || phase_ == Phase::Dual) {
+      const bool dual = phase_ == Phase::Dual;
+      run_form(dual);
+      if (static_cast<int>(times_[dual][0].size()) == cfg_.timing_reps) phase_ = dual ? Phase::Compare : Phase::Dual;
       return false;
     }
     compare(out);
@@ -89,84 +89,169 @@ class TypedJob final : public PrimalDualModule::Job {
  private:
   enum class Phase { Build, Primal, Dual, Compare };
 
+  void build() {
+    const HeadConfig& c = cfg_.head;
+    if (c.toy()) {
+      blocks_.push_back({make_toy_head<S>(cfg_.effective())});
+      description_ = blocks_[0][0].description;
+    } else {
+      ModelOverrides o;
+      if (c.override_model) {
+        o.mini_batch = c.mini_batch;
+        o.base_lr = c.eta_base;
+      }
+      const auto model = library_.get(c.model_id, o);
+      const ModelConfig& mc = model->config();
+      if (!mc.is_ttt())
+        throw std::invalid_argument("this model's layers are " + to_string(mc.seq_layer) +
+                                    ", not TTT layers: choose a TTT model");
+      const auto view = library_.view();
+      const ModelInfo* info = view->find(c.model_id);
+      const std::string label = info ? info->label.substr(0, info->label.find(" (")) : c.model_id;
+      const auto bytes = config_bytes(c);
+      for (int b = 0; b < mc.num_hidden_layers; ++b) blocks_.push_back(model_layer_heads<S>(*model, bytes, b, label));
+      description_ = label + ", " + std::to_string(mc.num_hidden_layers) + " blocks × " +
+                     std::to_string(mc.num_attention_heads) + " heads";
+      shown_block_ = std::min(c.block, mc.num_hidden_layers - 1);
+      shown_head_ = std::min(c.head, mc.num_attention_heads - 1);
+    }
+    if (cfg_.linear_attention)
+      for (auto& heads : blocks_)
+        for (auto& h : heads) reduce_to_linear_attention(h);
+    for (int f = 0; f < 2; ++f) {
+      times_[f].assign(blocks_.size(), {});
+      outputs_[f].assign(blocks_.size(), std::vector<Mat<double>>());
+    }
+  }
+
   void run_form(bool dual) {
-    const ToyHead<S>& h = *head_;
-    auto st = InnerState<S>::start(h.w0);
-    Mat<S> o;
-    const auto t0 = std::chrono::steady_clock::now();
-    if (dual)
-      inner_forward_dual<S>(h.options, h.params, h.Q, h.K, h.V, h.lambda, st, o);
-    else
-      inner_forward_primal<S>(h.options, h.params, h.Q, h.K, h.V, h.lambda, st, o);
-    const double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    (dual ? dual_ms_ : primal_ms_).push_back(ms);
-    (dual ? out_dual_ : out_primal_) = o.template cast<double>();
+    for (std::size_t b = 0; b < blocks_.size(); ++b) {
+      auto& outs = outputs_[dual][b];
+      outs.resize(blocks_[b].size());
+      const auto t0 = std::chrono::steady_clock::now();
+      std::vector<Mat<S>> o(blocks_[b].size());
+      for (std::size_t h = 0; h < blocks_[b].size(); ++h) {
+        const HeadInputs<S>& x = blocks_[b][h];
+        auto st = InnerState<S>::start(x.w0);
+        if (dual)
+          inner_forward_dual<S>(x.options, x.params, x.Q, x.K, x.V, x.lambda, st, o[h]);
+        else
+          inner_forward_primal<S>(x.options, x.params, x.Q, x.K, x.V, x.lambda, st, o[h]);
+      }
+      times_[dual][b].push_back(ms_since(t0));
+      for (std::size_t h = 0; h < o.size(); ++h) outs[h] = o[h].template cast<double>();
+    }
   }
 
   void compare(PrimalDualView& v) {
-    const ToyHead<S>& h = *head_;
-    const long T = h.tokens();
-    const int b = eff_.mini_batch;
+    const HeadInputs<S>& shown = blocks_[static_cast<std::size_t>(shown_block_)][static_cast<std::size_t>(shown_head_)];
+    const long T = shown.tokens();
+    const int b = shown.options.mini_batch;
     v.results_generation = v.generation;
-    v.bytes = h.bytes;
+    v.description = description_;
+    v.model_source = !cfg_.head.toy();
+    v.bytes = shown.bytes;
     v.T = T;
-    v.d = eff_.d;
-    const Mat<double> diff = (out_primal_ - out_dual_).cwiseAbs();
-    v.max_abs_diff = diff.size() ? diff.maxCoeff() : 0.0;
-    v.max_abs_output = out_primal_.size() ? out_primal_.cwiseAbs().maxCoeff() : 0.0;
+    v.d = shown.d();
+    v.mini_batch = b;
+    v.bias = shown.options.bias;
+    v.mlp = shown.options.model == InnerModel::MLP;
+    v.shown_block = shown_block_;
+    v.shown_head = shown_head_;
+    v.linear_attention = cfg_.linear_attention;
+    v.layers.clear();
+    v.max_abs_diff = v.max_abs_output = v.linear_attention_diff = v.linear_attention_scale = 0.0;
+    const std::size_t reps = times_[0][0].size();
+    v.primal_ms.assign(reps, 0.0);
+    v.dual_ms.assign(reps, 0.0);
+    for (std::size_t blk = 0; blk < blocks_.size(); ++blk) {
+      LayerComparison L;
+      L.block = static_cast<int>(blk);
+      L.heads = static_cast<int>(blocks_[blk].size());
+      for (std::size_t h = 0; h < blocks_[blk].size(); ++h) {
+        const Mat<double>& p = outputs_[0][blk][h];
+        const Mat<double>& d = outputs_[1][blk][h];
+        if (p.size()) {
+          L.max_abs_diff = std::max(L.max_abs_diff, (p - d).cwiseAbs().maxCoeff());
+          L.max_abs_output = std::max(L.max_abs_output, p.cwiseAbs().maxCoeff());
+        }
+        if (cfg_.linear_attention) {
+          const auto [diff, scale] = linear_attention_check(blocks_[blk][h], d);
+          L.linear_attention_diff = std::max(L.linear_attention_diff, diff);
+          L.linear_attention_scale = std::max(L.linear_attention_scale, scale);
+        }
+      }
+      L.primal_ms = median(times_[0][blk]);
+      L.dual_ms = median(times_[1][blk]);
+      for (std::size_t r = 0; r < reps; ++r) {
+        v.primal_ms[r] += times_[0][blk][r];
+        v.dual_ms[r] += times_[1][blk][r];
+      }
+      v.max_abs_diff = std::max(v.max_abs_diff, L.max_abs_diff);
+      v.max_abs_output = std::max(v.max_abs_output, L.max_abs_output);
+      v.linear_attention_diff = std::max(v.linear_attention_diff, L.linear_attention_diff);
+      v.linear_attention_scale = std::max(v.linear_attention_scale, L.linear_attention_scale);
+      v.layers.push_back(L);
+    }
+    v.primal_ms_median = median(v.primal_ms);
+    v.dual_ms_median = median(v.dual_ms);
+
+    const Mat<double>& op = outputs_[0][static_cast<std::size_t>(shown_block_)][static_cast<std::size_t>(shown_head_)];
+    const Mat<double>& od = outputs_[1][static_cast<std::size_t>(shown_block_)][static_cast<std::size_t>(shown_head_)];
+    const Mat<double> diff = (op - od).cwiseAbs();
     v.token_diff.resize(static_cast<std::size_t>(T));
     for (long t = 0; t < T; ++t) v.token_diff[static_cast<std::size_t>(t)] = diff.row(t).maxCoeff();
-    v.primal_ms = primal_ms_;
-    v.dual_ms = dual_ms_;
-    v.primal_ms_median = median(primal_ms_);
-    v.dual_ms_median = median(dual_ms_);
     const Mat<double> diff_t = diff.transpose();  // [d, T]: tokens run along the wide axis
     v.diff_map = plot::pool_max_abs(diff_t.data(), diff_t.rows(), T, T, kMaxBins, kMaxBins);
 
     // The dual form's matrix M = E ⊙ tril(QKᵀ + 1), built per mini-batch exactly as the dual form
-    // weighs the gradients (the +1 only with the inner bias). Rows of the two forms' W1 read-out.
-    const Mat<double> Q = h.Q.template cast<double>(), K = h.K.template cast<double>();
-    const Vec<double> lam = h.lambda.template cast<double>();
-    const Vec<double> tau = h.params.tau.template cast<double>();
-    const double one = eff_.bias ? 1.0 : 0.0;
+    // weighs the gradients (the +1 only with the inner bias).
+    const Mat<double> Q = shown.Q.template cast<double>(), K = shown.K.template cast<double>();
+    const Vec<double> lam = shown.lambda.template cast<double>();
+    const Vec<double> tau = shown.params.tau.template cast<double>();
+    const double one = shown.options.bias ? 1.0 : 0.0;
     v.attention = plot::pool_max_abs_fn(T, T, kMaxBins, kMaxBins, [&](long i, long j) {
       const long start = i / b * b;
       if (j < start || j > i) return 0.0;  // other mini-batches interact through W only
       return tau(i - start) * lam(j) * (Q.row(i).dot(K.row(j)) + one);
     });
+  }
 
-    v.linear_attention = cfg_.linear_attention;
-    if (cfg_.linear_attention) {
-      // Plain causal linear attention, computed independently of the TTT code: O = tril(QKᵀ)V.
-      // Row blocks keep the T×T scores to [block, T] at a time.
-      const Mat<double> V = h.V.template cast<double>();
-      v.linear_attention_diff = v.linear_attention_scale = 0.0;
-      constexpr long kBlock = 256;
-      for (long i0 = 0; i0 < T; i0 += kBlock) {
-        const long n = std::min(kBlock, T - i0);
-        Mat<double> A = Q.middleRows(i0, n) * K.transpose();
-        for (long r = 0; r < n; ++r) A.row(r).tail(T - (i0 + r + 1)).setZero();  // tril
-        const Mat<double> ref = A * V;
-        v.linear_attention_diff = std::max(
-            v.linear_attention_diff, (out_dual_.middleRows(i0, n) - ref).cwiseAbs().maxCoeff());
-        v.linear_attention_scale = std::max(v.linear_attention_scale, ref.cwiseAbs().maxCoeff());
-      }
+  // Plain causal linear attention, computed independently of the TTT code: O = tril(QKᵀ)V. Row
+  // blocks keep the T×T scores to [block, T] at a time. Returns (max |O − ref|, max |ref|).
+  static std::pair<double, double> linear_attention_check(const HeadInputs<S>& h, const Mat<double>& out) {
+    const Mat<double> Q = h.Q.template cast<double>(), K = h.K.template cast<double>(),
+                      V = h.V.template cast<double>();
+    const long T = h.tokens();
+    double diff = 0.0, scale = 0.0;
+    constexpr long kBlock = 256;
+    for (long i0 = 0; i0 < T; i0 += kBlock) {
+      const long n = std::min(kBlock, T - i0);
+      Mat<double> A = Q.middleRows(i0, n) * K.transpose();
+      for (long r = 0; r < n; ++r) A.row(r).tail(T - (i0 + r + 1)).setZero();  // tril
+      const Mat<double> ref = A * V;
+      diff = std::max(diff, (out.middleRows(i0, n) - ref).cwiseAbs().maxCoeff());
+      scale = std::max(scale, ref.cwiseAbs().maxCoeff());
     }
+    return {diff, scale};
   }
 
   PrimalDualConfig cfg_;
-  HeadConfig eff_;
+  ModelLibrary& library_;
   Phase phase_ = Phase::Build;
   int done_steps_ = 0;
-  std::optional<ToyHead<S>> head_;
-  std::vector<double> primal_ms_, dual_ms_;
-  Mat<double> out_primal_, out_dual_;
+  std::string description_;
+  int shown_block_ = 0, shown_head_ = 0;
+  std::vector<std::vector<HeadInputs<S>>> blocks_;           // [block][head]
+  std::vector<std::vector<double>> times_[2];                // [form][block][rep]
+  std::vector<std::vector<Mat<double>>> outputs_[2];         // [form][block][head], the last repetition
 };
 
 }  // namespace
 
-PrimalDualModule::PrimalDualModule() : view_(std::make_shared<PrimalDualView>()) {}
+PrimalDualModule::PrimalDualModule(std::shared_ptr<ModelLibrary> library)
+    : library_(library ? std::move(library) : std::make_shared<ModelLibrary>()),
+      view_(std::make_shared<PrimalDualView>()) {}
 PrimalDualModule::~PrimalDualModule() = default;
 
 bool PrimalDualModule::handle(const Command& command, ModuleContext& ctx) {
@@ -185,13 +270,13 @@ bool PrimalDualModule::handle(const Command& command, ModuleContext& ctx) {
   try {
     if (run->config.timing_reps < 1 || run->config.timing_reps > 50)
       throw std::invalid_argument("timing repetitions must be in [1, 50]");
-    validate(v->effective, limits());
+    validate(run->config.head.toy() ? v->effective : run->config.head, limits());
     if (run->config.precision == Precision::Float)
-      job_ = std::make_unique<TypedJob<float>>(run->config);
+      job_ = std::make_unique<TypedJob<float>>(run->config, *library_);
     else
-      job_ = std::make_unique<TypedJob<double>>(run->config);
+      job_ = std::make_unique<TypedJob<double>>(run->config, *library_);
     v->outcome = JobOutcome::Running;
-    job_id_ = ctx.begin_job("Primal vs dual: T = " + std::to_string(v->effective.tokens()));
+    job_id_ = ctx.begin_job("Primal vs dual: T = " + std::to_string(run->config.head.tokens()));
   } catch (const std::exception& e) {
     v->outcome = JobOutcome::Failed;
     v->error = e.what();

@@ -1,20 +1,22 @@
 // app/gui/engine/primal_dual_module.hpp — the engine side of the primal-vs-dual panel.
 //
 // A PrimalDualRun command starts a job (cancelling the previous one). The job is split into work
-// items — build inputs; each timed repetition of the primal form; each of the dual form; compare and
-// build the matrices — so the engine stays responsive and a cancel lands between repetitions.
+// items — build the inputs of every block; each timed repetition of the primal form over all blocks
+// and heads; the same for the dual form; compare and build the matrices — so the engine stays
+// responsive and a cancel lands between repetitions.
 #pragma once
 
 #include <memory>
 #include <optional>
 
 #include "gui/engine/engine.hpp"
+#include "gui/engine/model_library.hpp"
 
 namespace tttlab::gui {
 
 class PrimalDualModule final : public EngineModule {
  public:
-  PrimalDualModule();
+  explicit PrimalDualModule(std::shared_ptr<ModelLibrary> library = nullptr);
   ~PrimalDualModule() override;
   const char* name() const override { return "primal vs dual"; }
   bool handle(const Command& command, ModuleContext& ctx) override;
@@ -27,6 +29,7 @@ class PrimalDualModule final : public EngineModule {
   struct Job;  // the computation in flight (precision-specific, in the .cpp)
 
  private:
+  std::shared_ptr<ModelLibrary> library_;
   std::shared_ptr<const PrimalDualView> view_;
   std::unique_ptr<Job> job_;
   JobId job_id_ = 0;

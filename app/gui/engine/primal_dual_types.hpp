@@ -1,15 +1,17 @@
 // app/gui/engine/primal_dual_types.hpp — the primal-vs-dual comparison and how it is requested.
 //
-// The same toy head goes through inner_forward_primal and inner_forward_dual; the job reports the
-// largest difference of the outputs, the time of each form, and the dual form's masked
-// attention-like matrix M (per mini-batch, M[i, j] = τ_i λ_j (q_i·k_j + 1) for j ≤ i; the "+1" is
-// the bias update and is absent with the bias off; across mini-batches tokens interact only through
-// the committed state W, so M is block lower-triangular).
+// The same inputs go through inner_forward_primal and inner_forward_dual. With the MODEL source
+// (head_config.hpp) that is every head of EVERY block of the model, each block reading the input its
+// own layer sees (Model::mixer_input → TTTLayer::inputs); with the TOY source it is the one toy head.
+// The job reports, per block, the largest difference of the outputs and the time of each form, and
+// for the block and head on show: the difference per token and per output element, and the dual
+// form's masked attention-like matrix M (per mini-batch, M[i, j] = τ_i λ_j (q_i·k_j + 1) for j ≤ i;
+// the "+1" is the bias update and is absent with the bias off; across mini-batches tokens interact
+// only through the committed state W, so M is block lower-triangular).
 //
-// With `linear_attention` set, the head is reduced to linear attention (ttt-spec.md §9.2): one
-// mini-batch b = T, W0 = 0, no LayerNorm, no residual, no bias, fixed gate with η_base = d and no
-// token-index scale, so E ≡ 1 and the output is exactly tril(QKᵀ)V, which the job also computes
-// directly and compares.
+// With `linear_attention` set, every head is reduced to linear attention (ttt-spec.md §9.2, Theorem 1)
+// on its own Q, K, V: one mini-batch b = T, W0 = 0, no LayerNorm, no residual, no bias, λ ≡ 1, τ ≡ 1,
+// so E ≡ 1 and the output is exactly tril(QKᵀ)V, which the job also computes directly and compares.
 #pragma once
 
 #include <string>
@@ -23,21 +25,32 @@ namespace tttlab::gui {
 enum class Precision { Float, Double };
 
 struct PrimalDualConfig {
-  HeadConfig head;
+  HeadConfig head;                // source, text; block/head select what the matrices show
   Precision precision = Precision::Double;
   int timing_reps = 5;            // each form runs this many times; the median time is reported
   bool linear_attention = false;
 
   bool operator==(const PrimalDualConfig&) const = default;
-  // The head actually run (the linear-attention reduction applied when requested).
+  // The toy head actually run (the linear-attention reduction shown in the toy settings).
   HeadConfig effective() const;
 };
 
 enum class JobOutcome { None, Running, Done, Cancelled, Failed };
 
+// One block (the toy source has one "block" of one head).
+struct LayerComparison {
+  int block = 0;
+  int heads = 0;
+  double max_abs_diff = 0;        // max over heads, tokens, features of |O_primal − O_dual|
+  double max_abs_output = 0;      // max |O|
+  double primal_ms = 0, dual_ms = 0;  // median over the repeats, all heads of the block
+  double linear_attention_diff = 0;   // max |O − tril(QKᵀ)V| (with linear_attention)
+  double linear_attention_scale = 0;  // max |tril(QKᵀ)V|
+};
+
 struct PrimalDualView {
   PrimalDualConfig config;          // as requested
-  HeadConfig effective;             // as run
+  HeadConfig effective;             // as run (toy)
   std::uint64_t generation = 0;     // increments with every new request
   JobOutcome outcome = JobOutcome::None;
   double progress = 0;              // 0..1 while running
@@ -47,18 +60,26 @@ struct PrimalDualView {
   // runs they still show the previous one.
   std::uint64_t results_generation = 0;
 
+  std::string description;          // "tiny-brown, 4 blocks × 4 heads" / "toy head, seed 7"
+  bool model_source = false;
   std::vector<unsigned char> bytes;
   long T = 0;
   int d = 0;
-  double max_abs_diff = 0;          // max |O_primal − O_dual|
-  double max_abs_output = 0;        // max |O| (scale for the difference)
-  std::vector<double> token_diff;   // [T] max_j |O_primal − O_dual|[t, j]
-  std::vector<double> primal_ms, dual_ms;  // every repetition
+  int mini_batch = 0;               // b as run
+  bool bias = true;                 // the inner bias exists (M has the +1)
+  bool mlp = false;
+  std::vector<LayerComparison> layers;
+  double max_abs_diff = 0;          // over all layers
+  double max_abs_output = 0;
+  std::vector<double> primal_ms, dual_ms;  // every repetition, all layers together
   double primal_ms_median = 0, dual_ms_median = 0;
+  // The block and head on show:
+  int shown_block = 0, shown_head = 0;
+  std::vector<double> token_diff;   // [T] max_j |O_primal − O_dual|[t, j]
   plot::PooledMatrix attention;     // M, [T, T] pooled to ≤ 512²
   plot::PooledMatrix diff_map;      // |O_primal − O_dual| transposed, [d, T], pooled to ≤ 512 columns
   bool linear_attention = false;
-  double linear_attention_diff = 0; // max |O − tril(QKᵀ)V| (only with linear_attention)
+  double linear_attention_diff = 0; // max over layers of max |O − tril(QKᵀ)V|
   double linear_attention_scale = 0;// max |tril(QKᵀ)V|
 };
 

@@ -13,8 +13,15 @@
 #include <vector>
 
 #include "gui/engine/command.hpp"
+#include "gui/engine/curves_types.hpp"
+#include "gui/engine/evaluation_types.hpp"
+#include "gui/engine/evolution_types.hpp"
+#include "gui/engine/generation_types.hpp"
+#include "gui/engine/library_types.hpp"
+#include "gui/engine/minibatch_types.hpp"
 #include "gui/engine/primal_dual_types.hpp"
 #include "gui/engine/stepper_types.hpp"
+#include "gui/engine/training_types.hpp"
 
 namespace tttlab::gui {
 
@@ -35,8 +42,15 @@ struct EngineStats {
 
 struct Snapshot {
   std::uint64_t version = 0;  // increases with every publication
+  std::shared_ptr<const LibraryStatus> library;
   std::shared_ptr<const StepperView> stepper;
   std::shared_ptr<const PrimalDualView> primal_dual;
+  std::shared_ptr<const EvolutionView> evolution;
+  std::shared_ptr<const CurvesView> curves;
+  std::shared_ptr<const MiniBatchView> minibatch;
+  std::shared_ptr<const TrainingView> training;
+  std::shared_ptr<const EvaluationView> evaluation;
+  std::shared_ptr<const GenerationView> generation;
   std::vector<JobStatus> jobs;  // running jobs and those finished in the last few seconds
   EngineStats stats;
 };

@@ -15,7 +15,12 @@ HeadLimits StepperModule::limits() {
   return l;
 }
 
-StepperModule::StepperModule() { configure(StepperConfigure{HeadConfig{}, -1}); }
+StepperModule::StepperModule(std::shared_ptr<ModelLibrary> library)
+    : library_(library ? std::move(library) : std::make_shared<ModelLibrary>()) {
+  // Nothing is built before the first StepperConfigure: loading the model belongs on the engine
+  // thread, and the constructor runs on the caller's.
+  error_ = "waiting for settings";
+}
 
 bool StepperModule::handle(const Command& command, ModuleContext& ctx) {
   if (const auto* c = std::get_if<StepperConfigure>(&command)) {
@@ -34,7 +39,7 @@ bool StepperModule::handle(const Command& command, ModuleContext& ctx) {
 }
 
 void StepperModule::configure(const StepperConfigure& c) {
-  if (!(c.config == config_) || (!head_ && error_.empty())) {
+  if (!(c.config == config_) || !head_) {
     config_ = c.config;
     ++generation_;
     records_.clear();
@@ -46,11 +51,12 @@ void StepperModule::configure(const StepperConfigure& c) {
     compute_us_total_ = 0;
     try {
       validate(config_, limits());
-      head_ = make_toy_head<double>(config_);
+      head_ = build_head_inputs<double>(config_, *library_);
       w0_ = std::make_shared<const InnerWeights<double>>(head_->w0);
+      const int b = head_->options.mini_batch;
       auto eta = std::make_shared<std::vector<double>>(static_cast<std::size_t>(head_->tokens()));
       for (long t = 0; t < head_->tokens(); ++t)
-        (*eta)[static_cast<std::size_t>(t)] = head_->params.tau(t % config_.mini_batch) * head_->lambda(t);
+        (*eta)[static_cast<std::size_t>(t)] = head_->params.tau(t % b) * head_->lambda(t);
       eta_ = std::move(eta);
       state_ = InnerState<double>::start(head_->w0);
       error_.clear();
@@ -74,7 +80,7 @@ void StepperModule::set_cursor_target(long token) {
 void StepperModule::transport(const StepperTransport& t) {
   if (!head_) return;
   const long T = head_->tokens();
-  const long b = config_.mini_batch;
+  const long b = head_->options.mini_batch;
   // The stepper's position is where the cursor is heading (a seek in progress counts as done).
   const long at = target_;
   switch (t.op) {
@@ -152,15 +158,16 @@ void StepperModule::work(ModuleContext& ctx) {
 
 void StepperModule::compute_next_token() {
   const long t = static_cast<long>(records_.size());
-  const ToyHead<double>& h = *head_;
+  const HeadInputs<double>& h = *head_;
+  const int b = h.options.mini_batch;
   auto rec = std::make_shared<TokenRecord>();
   rec->t = t;
   rec->byte = h.bytes[static_cast<std::size_t>(t)];
-  rec->mini_batch_index = t / config_.mini_batch;
+  rec->mini_batch_index = t / b;
 
   const InnerObserver<double> observer = [&](const InnerStepRecord<double>& r) {
     rec->pos = r.pos;
-    rec->commits = r.pos == config_.mini_batch - 1;
+    rec->commits = r.pos == b - 1;
     rec->lambda = r.lambda;
     rec->tau = r.tau;
     rec->loss_initial = r.loss_initial;
@@ -200,7 +207,12 @@ void StepperModule::publish(Snapshot& snapshot) const {
   v->config = config_;
   v->generation = generation_;
   v->error = error_;
-  if (head_) v->bytes = head_->bytes;
+  if (head_) {
+    v->bytes = head_->bytes;
+    v->description = head_->description;
+    v->options = head_->options;
+    v->d = head_->d();
+  }
   v->w0 = w0_;
   v->eta = eta_;
   v->records = records_;

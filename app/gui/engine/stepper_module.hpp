@@ -1,6 +1,6 @@
 // app/gui/engine/stepper_module.hpp — the engine side of the inner-loop stepper (see stepper_types.hpp).
 //
-// State: the toy head, the streaming InnerState after `computed` tokens, and one TokenRecord per
+// State: the head's inputs (head_inputs.hpp), the streaming InnerState after `computed` tokens, and one TokenRecord per
 // computed token. A work item consumes ONE token with inner_forward_primal (a 1-row call that
 // continues the state, exactly like a decoder), so playback, seeking and config changes are all
 // interleaved with the UI's commands at token granularity. Tokens already computed are never
@@ -11,17 +11,20 @@
 #include <optional>
 
 #include "gui/engine/engine.hpp"
-#include "gui/engine/toy_head.hpp"
+#include "gui/engine/head_inputs.hpp"
+#include "gui/engine/model_library.hpp"
 
 namespace tttlab::gui {
 
 class StepperModule final : public EngineModule {
  public:
-  StepperModule();
+  // `library` is shared with the other modules (a private one when null).
+  explicit StepperModule(std::shared_ptr<ModelLibrary> library = nullptr);
   const char* name() const override { return "inner-loop stepper"; }
   bool handle(const Command& command, ModuleContext& ctx) override;
   bool has_work(Clock::time_point now) const override;
   std::optional<Clock::time_point> next_wakeup() const override;
+  bool awaiting_more() const override { return playing_ && !loop_; }  // looping playback never ends
   void work(ModuleContext& ctx) override;
   void publish(Snapshot& snapshot) const override;
 
@@ -33,10 +36,11 @@ class StepperModule final : public EngineModule {
   void set_cursor_target(long token);
   void compute_next_token();
 
+  std::shared_ptr<ModelLibrary> library_;
   HeadConfig config_;
   std::uint64_t generation_ = 0;
   std::string error_;
-  std::optional<ToyHead<double>> head_;
+  std::optional<HeadInputs<double>> head_;
   std::shared_ptr<const InnerWeights<double>> w0_;
   std::shared_ptr<const std::vector<double>> eta_;
   std::optional<InnerState<double>> state_;

@@ -1,7 +1,9 @@
 // app/gui/engine/stepper_types.hpp — what the inner-loop stepper computes and how it is driven.
 //
-// The stepper runs ONE toy head (head_config.hpp) through inner_forward_primal token by token, the
-// way a decoder consumes a stream, and keeps one TokenRecord per consumed token. The engine thread
+// The stepper runs ONE head (head_config.hpp: a block and head of the trained model, or a toy head)
+// through inner_forward_primal token by token, the way a decoder consumes a stream, and keeps one
+// TokenRecord per consumed token. The model's own float inputs are converted to double: the stepper
+// shows the maths at full precision. The engine thread
 // owns the run; the UI sees it as an immutable StepperView inside each Snapshot and drives it with
 // the commands below.
 #pragma once
@@ -48,6 +50,9 @@ struct StepperView {
   HeadConfig config;
   std::uint64_t generation = 0;  // changes whenever the run is rebuilt from a new config
   std::string error;             // non-empty: the config was rejected and nothing below is valid
+  std::string description;       // what runs: "tiny-brown · block 0 · head 0", "toy head …"
+  InnerOptions options;          // the inner loop as it runs (the model's own for the MODEL source)
+  int d = 0;                     // head dimension
   std::vector<unsigned char> bytes;
   // ηₜ = τ_{(t mod b)+1}·λₜ for EVERY token (known before the tokens are consumed): the weight of
   // token t's own gradient at its read-out.
@@ -62,7 +67,8 @@ struct StepperView {
 
   long tokens() const { return static_cast<long>(bytes.size()); }
   long computed() const { return static_cast<long>(records.size()); }
-  int mini_batch() const { return config.mini_batch; }
+  int mini_batch() const { return options.mini_batch; }
+  bool mlp() const { return options.model == InnerModel::MLP; }
   // W_{t−1}: the weights in effect before token t is consumed (W0 for t = 0).
   const InnerWeights<double>& weights_before(long t) const {
     return t <= 0 ? *w0 : records[static_cast<std::size_t>(t - 1)]->w_after;

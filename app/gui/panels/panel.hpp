@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "gui/classroom.hpp"
 #include "gui/engine/command.hpp"
 #include "gui/engine/snapshot.hpp"
 
@@ -38,12 +39,14 @@ class Panel {
   virtual void sync(CommandSink& sink) = 0;
   // Called every frame for EVERY panel, shown or not, to follow engine state cheaply (e.g. where
   // playback is, so that saving a state file records it).
-  virtual void observe(const Snapshot& snapshot) {}
+  virtual void observe(const Snapshot& /*snapshot*/) {}
   // Draws the panel into the current ImGui window (the app's content area).
   virtual void draw(const Snapshot& snapshot, CommandSink& sink) = 0;
   // Keyboard shortcuts; called while the panel is active and no text field has the keyboard.
-  virtual void shortcuts(const Snapshot& snapshot, CommandSink& sink) {}
+  virtual void shortcuts(const Snapshot& /*snapshot*/, CommandSink& /*sink*/) {}
   virtual std::vector<ShortcutHelp> shortcut_help() const { return {}; }
+  // The controls classroom mode can hide on this panel (classroom.hpp).
+  virtual std::vector<ClassroomControl> classroom_controls() const { return {}; }
 
   virtual nlohmann::json save_state() const = 0;
   // Checks `settings` completely (throws StateError naming the field under `path`) and returns a

@@ -1,5 +1,6 @@
-// Panel 1 — Inner-loop stepper: one TTT head consumes a text token by token (the primal form, the
-// way a decoder runs), and the panel takes each step apart: the key k_t, the loss gradient ∇ℓ_t,
+// Panel 1 — Inner-loop stepper: one TTT head — by default head 0 of block 0 of the shipped, trained
+// tiny-brown model — consumes a text token by token (the primal form, the way a decoder runs), and
+// the panel takes each step apart: the key k_t, the loss gradient ∇ℓ_t,
 // their outer product (the token's rank-1 gradient term), the learning rate, and the weights before,
 // the change, and after; plus the three inner losses over the sequence.
 //
@@ -14,7 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gui/engine/stepper_module.hpp"
-#include "gui/engine/toy_head.hpp"
+#include "gui/engine/head_inputs.hpp"
 #include "gui/fonts.hpp"
 #include "gui/keys.hpp"
 #include "gui/panels/panel.hpp"
@@ -129,8 +130,16 @@ class InnerStepperPanel final : public Panel {
   const char* id() const override { return "inner_stepper"; }
   const char* name() const override { return "Inner-loop stepper"; }
   const char* summary() const override {
-    return "Step one TTT head through a text token by token: k, ∇ℓ, their outer product, η, and "
-           "W before/after, with the three inner losses.";
+    return "Step one head of the trained model through a text token by token: k, ∇ℓ, their outer product, "
+           "η, and W before/after, with the three inner losses.";
+  }
+
+  std::vector<ClassroomControl> classroom_controls() const override {
+    return {{"inner_stepper.source", "Stepper: model, block and head"},
+            {"inner_stepper.text", "Stepper: input text"},
+            {"inner_stepper.inner", "Stepper: toy-head settings"},
+            {"inner_stepper.playback", "Stepper: playback speed"},
+            {"inner_stepper.view", "Stepper: view options"}};
   }
 
   void sync(CommandSink& sink) override {
@@ -180,7 +189,7 @@ class InnerStepperPanel final : public Panel {
     if (!v) return;
     const float controls_w = 20.0f * ImGui::GetFontSize();
     ImGui::BeginChild("##controls", ImVec2(controls_w, 0), false);
-    draw_controls(*v, sink);
+    draw_controls(*v, snap, sink);
     ImGui::EndChild();
     ImGui::SameLine(0, 16);
     ImGui::BeginChild("##view", ImVec2(0, 0), false);
@@ -189,11 +198,15 @@ class InnerStepperPanel final : public Panel {
   }
 
  private:
-  void draw_controls(const StepperView& v, CommandSink& sink) {
+  void draw_controls(const StepperView& v, const Snapshot& snap, CommandSink& sink) {
     widgets::HeadEditorOptions opt;
     opt.limits = StepperModule::limits();
+    opt.library = snap.library ? snap.library->models.get() : nullptr;
+    opt.sink = &sink;
+    opt.panel = "inner_stepper";
     if (widgets::head_editor(s_.head, opt)) sink.post(StepperConfigure{s_.head, last_cursor_});
 
+    if (classroom::visible("inner_stepper.playback")) {
     widgets::section_label("PLAYBACK");
     ImGui::AlignTextToFramePadding();
     ImGui::TextUnformatted("Speed");
@@ -205,7 +218,9 @@ class InnerStepperPanel final : public Panel {
       sink.post(StepperSetSpeed{s_.speed, s_.loop});
     }
     if (ImGui::Checkbox("loop at the end", &s_.loop)) sink.post(StepperSetSpeed{s_.speed, s_.loop});
+    }
 
+    if (classroom::visible("inner_stepper.view")) {
     widgets::section_label("VIEW");
     ImGui::AlignTextToFramePadding();
     ImGui::TextUnformatted("Smoothing");
@@ -226,7 +241,7 @@ class InnerStepperPanel final : public Panel {
                         "Fixed over the run: one range per kind of matrix over all computed tokens\n"
                         "(95th percentile), so magnitudes compare while stepping.\n"
                         "Per matrix: every map uses its own largest |value|.");
-    if (v.config.model == InnerModel::MLP) {
+    if (v.mlp()) {
       ImGui::AlignTextToFramePadding();
       ImGui::TextUnformatted("Layer");
       ImGui::SameLine(ImGui::GetFontSize() * 6.6f);
@@ -236,12 +251,18 @@ class InnerStepperPanel final : public Panel {
       ImGui::RadioButton("W₂", &s_.layer, 1);
       if (ImGui::IsItemHovered()) ImGui::SetTooltip("W₂: 4d × d, the second layer (key x₂ = GELU(z₁))");
     }
+    }
 
     ImGui::Dummy(ImVec2(0, 6));
-    widgets::note("About the inputs: there is no trained model here yet. q, k and v come from a fixed "
-                  "random byte embedding and random projections drawn from the seed, so a byte always "
-                  "has the same key and value. The inner loop itself is the engine's real "
-                  "inner_forward_primal, run one token at a time on the engine thread.");
+    if (v.config.toy())
+      widgets::note("Toy head: q, k and v come from a fixed random byte embedding and random projections drawn "
+                    "from the seed, so a byte always has the same key and value. The inner loop is the engine's "
+                    "real inner_forward_primal, run one token at a time on the engine thread.");
+    else
+      widgets::note("Trained model: the layer input is Model::mixer_input (the embedding and the blocks "
+                    "before), and k, v, q, η and W₀ are the layer's own (TTTLayer::inputs: projections, "
+                    "convolutions, RoPE, the learned gate). The inner loop is the engine's "
+                    "inner_forward_primal, one token per step, in double precision.");
     if (v.computed() > 0) {
       ImGui::PushFont(fonts().small);
       ImGui::TextDisabled("engine: %.1f µs per primal step", v.compute_us_per_token);
@@ -312,8 +333,16 @@ class InnerStepperPanel final : public Panel {
     ImGui::AlignTextToFramePadding();
     ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim),
                        "Each token is one gradient step on ℓ(W; xₜ) = ½‖f(kₜ; W) − %s‖², TTT-%s, primal form.",
-                       v.config.residual ? "(vₜ − kₜ)" : "vₜ", to_string(v.config.model));
+                       v.options.residual ? "(vₜ − kₜ)" : "vₜ", v.mlp() ? "MLP" : "Linear");
     ImGui::PopFont();
+    if (!v.description.empty()) {
+      ImGui::PushFont(f.small);
+      ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kAccent), "%s", v.description.c_str());
+      ImGui::SameLine(0, 10);
+      ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim), "d = %d, b = %d, T = %ld", v.d,
+                         v.mini_batch(), v.tokens());
+      ImGui::PopFont();
+    }
 
     if (!v.error.empty()) {
       ImGui::Dummy(ImVec2(0, 8));
@@ -428,7 +457,7 @@ class InnerStepperPanel final : public Panel {
   void anatomy(const StepperView& v) {
     const Fonts& f = fonts();
     const long t = v.cursor;
-    const bool mlp = v.config.model == InnerModel::MLP;
+    const bool mlp = v.mlp();
     const bool l2 = mlp && s_.layer == 1;
     const TokenRecord* r = t >= 0 ? v.records[static_cast<std::size_t>(t)].get() : nullptr;
     const auto pick = [&](const InnerWeights<double>& w) -> const Mat<double>& { return l2 ? w.W2 : w.W1; };
@@ -635,9 +664,9 @@ class InnerStepperPanel final : public Panel {
     lp.markers = marks;
     if (v.cursor >= 0) lp.cursor = static_cast<double>(v.cursor);
     lp.x_format = fmt;
-    lp.series.push_back({"ℓ(W₀; xₜ)", l0, {}, 0, 1, colors::kLossInitial});
-    lp.series.push_back({"ℓ(Wₜ₋₁; xₜ)", lb, {}, 0, 1, colors::kLossBefore});
-    lp.series.push_back({"ℓ(Wₜ; xₜ)", la, {}, 0, 1, colors::kLossAfter});
+    lp.series.push_back(plot::line("ℓ(W₀; xₜ)", l0, colors::kLossInitial, true, 0, 1));
+    lp.series.push_back(plot::line("ℓ(Wₜ₋₁; xₜ)", lb, colors::kLossBefore, true, 0, 1));
+    lp.series.push_back(plot::line("ℓ(Wₜ; xₜ)", la, colors::kLossAfter, true, 0, 1));
     const auto res = plot::line_plot(lp);
     if (res.drag_x) {
       const long t = std::clamp(std::lround(*res.drag_x), 0L, T - 1);
@@ -656,9 +685,9 @@ class InnerStepperPanel final : public Panel {
     np.markers = marks;
     np.cursor = lp.cursor;
     np.x_format = fmt;
-    const bool mlp = v.config.model == InnerModel::MLP;
-    np.series.push_back({mlp ? "‖W₁,ₜ‖" : "‖Wₜ‖", wn, {}, 0, 1, colors::kNormW, false});
-    np.series.push_back({mlp ? "‖ΔW₁,ₜ‖" : "‖ΔWₜ‖", dn, {}, 0, 1, colors::kNormDW, false});
+    const bool mlp = v.mlp();
+    np.series.push_back(plot::line(mlp ? "‖W₁,ₜ‖" : "‖Wₜ‖", wn, colors::kNormW, false));
+    np.series.push_back(plot::line(mlp ? "‖ΔW₁,ₜ‖" : "‖ΔWₜ‖", dn, colors::kNormDW, false));
     const auto res2 = plot::line_plot(np);
     if (res2.drag_x) {
       const long t = std::clamp(std::lround(*res2.drag_x), 0L, T - 1);
@@ -673,7 +702,7 @@ class InnerStepperPanel final : public Panel {
     if (t < 0) return;
     const long start = t / b * b;
     const long first = std::max(start, t - 23);
-    const bool l2 = v.config.model == InnerModel::MLP && s_.layer == 1;
+    const bool l2 = v.mlp() && s_.layer == 1;
     double lim = 0;
     for (long s = first; s <= t; ++s) {
       const TokenRecord& r = *v.records[static_cast<std::size_t>(s)];
@@ -687,7 +716,9 @@ class InnerStepperPanel final : public Panel {
     ImGui::AlignTextToFramePadding();
     ImGui::TextDisabled("small multiples on one colour scale (±%s); the last one is the current token%s",
                         format_value(lim, 3).c_str(),
-                        v.config.token_index ? ". Later tokens move W less: τᵢ = 1/i averages the gradients." : "");
+                        !v.config.toy() || v.config.token_index
+                            ? ". Later tokens move W less: τᵢ ≈ 1/i averages the gradients."
+                            : "");
     ImGui::PopFont();
     const Mat<double>& shape = l2 ? v.records[static_cast<std::size_t>(t)]->delta.W2
                                   : v.records[static_cast<std::size_t>(t)]->delta.W1;

@@ -1,7 +1,8 @@
-// Panel 5 — Primal vs dual: the same head through inner_forward_primal (token by token, W_t formed
-// explicitly) and inner_forward_dual (per mini-batch matrix products, never forming W_t); how far
-// apart the outputs are, what each costs, and the dual form's masked attention-like matrix. A toggle
-// set reduces TTT to plain causal linear attention, where the output must equal tril(QKᵀ)V.
+// Panel 5 — Primal vs dual: every head of every block of the trained model (or one toy head) through
+// inner_forward_primal (token by token, W_t formed explicitly) and inner_forward_dual (per mini-batch
+// matrix products, never forming W_t); how far apart the outputs are per layer, what each form costs,
+// and the dual form's masked attention-like matrix of the chosen block and head. A toggle reduces TTT
+// to plain causal linear attention (Theorem 1), where the output must equal tril(QKᵀ)V.
 #include <imgui.h>
 
 #include <algorithm>
@@ -10,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gui/engine/primal_dual_module.hpp"
-#include "gui/engine/toy_head.hpp"
+#include "gui/engine/head_inputs.hpp"
 #include "gui/fonts.hpp"
 #include "gui/keys.hpp"
 #include "gui/panels/panel.hpp"
@@ -28,8 +29,8 @@ using plot::format_value;
 
 PrimalDualConfig default_config() {
   PrimalDualConfig c;
-  c.head.text = "the cat sat on the mat. the cat sat on the mat. the cat sat on the mat.";
   c.head.w0 = W0Init::Random;
+  c.head.repeat = 2;  // 256 tokens: long enough for the dual form's matrix products to pay off
   return c;
 }
 
@@ -65,8 +66,17 @@ class PrimalDualPanel final : public Panel {
   const char* id() const override { return "primal_dual"; }
   const char* name() const override { return "Primal vs dual"; }
   const char* summary() const override {
-    return "The same head through the primal (token by token) and dual (matrix) forms: their difference, "
-           "their cost, the dual's masked attention-like matrix, and the reduction to linear attention.";
+    return "Every layer of the model through the primal (token by token) and dual (matrix) forms: their "
+           "difference per layer, their cost, the dual's masked attention-like matrix, and the reduction to "
+           "linear attention.";
+  }
+
+  std::vector<ClassroomControl> classroom_controls() const override {
+    return {{"primal_dual.reduction", "Primal vs dual: the linear-attention toggle"},
+            {"primal_dual.source", "Primal vs dual: model, block and head"},
+            {"primal_dual.text", "Primal vs dual: input text"},
+            {"primal_dual.inner", "Primal vs dual: toy-head settings"},
+            {"primal_dual.measurement", "Primal vs dual: precision and repeats"}};
   }
 
   void sync(CommandSink& sink) override { sink.post(PrimalDualRun{c_}); }
@@ -89,7 +99,7 @@ class PrimalDualPanel final : public Panel {
     if (!v) return;
     const float controls_w = 20.0f * ImGui::GetFontSize();
     ImGui::BeginChild("##controls", ImVec2(controls_w, 0), false);
-    draw_controls(*v, sink);
+    draw_controls(*v, snap, sink);
     ImGui::EndChild();
     ImGui::SameLine(0, 16);
     ImGui::BeginChild("##view", ImVec2(0, 0), false);
@@ -100,18 +110,23 @@ class PrimalDualPanel final : public Panel {
  private:
   static bool key_pressed_f5();
 
-  void draw_controls(const PrimalDualView&, CommandSink& sink) {
+  void draw_controls(const PrimalDualView&, const Snapshot& snap, CommandSink& sink) {
     bool changed = false;
-    widgets::section_label("REDUCTION");
-    changed |= ImGui::Checkbox("Reduce to linear attention", &c_.linear_attention);
-    widgets::note("One mini-batch (b = T), W₀ = 0, no LayerNorm, residual or bias, fixed gate with "
-                  "η_base = d and τ = 1, so every weight of E is 1. Then TTT's output is exactly the "
-                  "causal linear attention tril(QKᵀ)V (ttt-spec §9.2). The settings it fixes are greyed out.");
+    if (classroom::visible("primal_dual.reduction")) {
+      widgets::section_label("REDUCTION (THEOREM 1)");
+      changed |= ImGui::Checkbox("Reduce to linear attention", &c_.linear_attention);
+      widgets::note("One mini-batch (b = T), W₀ = 0, no LayerNorm, residual or bias, λ ≡ 1 and τ ≡ 1, so every "
+                    "weight of E is 1. Then TTT's output is exactly the causal linear attention tril(QKᵀ)V of the "
+                    "same Q, K, V (ttt-spec §9.2), and the meter on the right drops to rounding error.");
+    }
 
     widgets::HeadEditorOptions opt;
     opt.limits = PrimalDualModule::limits();
     opt.lock_reduction = c_.linear_attention;
-    if (c_.linear_attention) {
+    opt.library = snap.library ? snap.library->models.get() : nullptr;
+    opt.sink = &sink;
+    opt.panel = "primal_dual";
+    if (c_.linear_attention && c_.head.toy()) {
       // Show the values the reduction runs with; keep the user's own for when it is switched off.
       HeadConfig shown = c_.effective();
       changed |= widgets::head_editor(shown, opt);
@@ -119,10 +134,12 @@ class PrimalDualPanel final : public Panel {
       c_.head.repeat = shown.repeat;
       c_.head.seed = shown.seed;
       c_.head.d = shown.d;
+      c_.head.source = shown.source;
     } else {
       changed |= widgets::head_editor(c_.head, opt);
     }
 
+    if (classroom::visible("primal_dual.measurement")) {
     widgets::section_label("MEASUREMENT");
     ImGui::AlignTextToFramePadding();
     ImGui::TextUnformatted("Precision");
@@ -138,13 +155,18 @@ class PrimalDualPanel final : public Panel {
     ImGui::SetNextItemWidth(-1);
     ImGui::SliderInt("##reps", &c_.timing_reps, 1, 50, "%d runs per form");
     changed |= ImGui::IsItemDeactivatedAfterEdit();
+    }
     ImGui::Dummy(ImVec2(0, 4));
     if (ImGui::Button("Run again  (F5)", ImVec2(-1, 0))) changed = true;
     if (changed) sink.post(PrimalDualRun{c_});
     ImGui::Dummy(ImVec2(0, 4));
-    widgets::note("Both forms run on the engine thread, one after the other, on the same inputs (a fixed "
-                  "random byte embedding and random projections from the seed; no trained model). Times "
-                  "are the median over the repeats, single-threaded CPU.");
+    widgets::note(c_.head.toy()
+                      ? "Both forms run on the engine thread, one after the other, on the same inputs (a fixed "
+                        "random byte embedding and random projections from the seed). Times are the median over "
+                        "the repeats, single-threaded CPU."
+                      : "Both forms run on the engine thread over every head of every block, each block reading "
+                        "the input its own layer sees in the model (Model::mixer_input → TTTLayer::inputs). Times "
+                        "are the median over the repeats, single-threaded CPU, all heads of a block together.");
   }
 
   void draw_view(const PrimalDualView& v, const Snapshot& snap, CommandSink& sink) {
@@ -175,10 +197,11 @@ class PrimalDualPanel final : public Panel {
     } else if (v.outcome == JobOutcome::Cancelled) {
       ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kWarning), "Cancelled.");
     } else {
-      const HeadConfig& e = v.effective;
       ImGui::PushFont(f.small);
-      ImGui::TextDisabled("T = %ld tokens, d = %d, b = %d, TTT-%s, %s precision%s", v.T, e.d, e.mini_batch,
-                          to_string(e.model), v.config.precision == Precision::Double ? "double" : "float",
+      ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kAccent), "%s", v.description.c_str());
+      ImGui::SameLine(0, 10);
+      ImGui::TextDisabled("T = %ld tokens, d = %d, b = %d, TTT-%s, %s precision%s", v.T, v.d, v.mini_batch,
+                          v.mlp ? "MLP" : "Linear", v.config.precision == Precision::Double ? "double" : "float",
                           v.linear_attention ? ", reduced to linear attention" : "");
       ImGui::PopFont();
     }
@@ -220,12 +243,14 @@ class PrimalDualPanel final : public Panel {
                       lrel < tol ? colors::kGood : colors::kWarning, cw);
     }
     ImGui::Dummy(ImVec2(0, 6));
+    layer_table(v, tol);
+    ImGui::Dummy(ImVec2(0, 6));
 
     // The dual form's matrix, and the difference per token.
     const float avail_w = ImGui::GetContentRegionAvail().x;
     const float map_w = std::min(avail_w * 0.46f, ImGui::GetContentRegionAvail().y - 40.0f);
     std::vector<long> lines;
-    const long b = v.effective.mini_batch;
+    const long b = v.mini_batch;
     for (long s = b; s < v.T; s += b) lines.push_back(s);
     const auto tok = [&v](long t) {
       std::string s;
@@ -238,7 +263,9 @@ class PrimalDualPanel final : public Panel {
     plot::Heatmap m;
     m.id = "attention";
     m.export_name = "dual_matrix_M";
-    m.title = v.effective.bias ? "M = E ⊙ tril(QKᵀ + 1)" : "M = E ⊙ tril(QKᵀ)";
+    m.title = std::string(v.bias ? "M = E ⊙ tril(QKᵀ + 1)" : "M = E ⊙ tril(QKᵀ)") +
+              (v.model_source ? "   block " + std::to_string(v.shown_block) + ", head " + std::to_string(v.shown_head)
+                              : std::string());
     m.subtitle = "[" + std::to_string(v.T) + " × " + std::to_string(v.T) + "]" +
                  (v.attention.pooled() ? ", pooled: max |·| per bin" : "") + ", row i reads tokens j ≤ i";
     m.pooled = &v.attention;
@@ -252,14 +279,14 @@ class PrimalDualPanel final : public Panel {
     m.diagonal_blocks = {0};
     m.diagonal_blocks.insert(m.diagonal_blocks.end(), lines.begin(), lines.end());
     m.tooltip = [&v](long i, long j, double) {
-      const long mb = i / std::max(1, v.effective.mini_batch);
+      const long mb = i / std::max(1, v.mini_batch);
       if (j > i)
         ImGui::TextDisabled("above the diagonal: a token never reads later tokens");
-      else if (j < mb * v.effective.mini_batch)
+      else if (j < mb * v.mini_batch)
         ImGui::TextDisabled("earlier mini-batch: reaches token i only through the committed W");
       else
         ImGui::TextDisabled("τᵢ λⱼ (qᵢ·kⱼ%s): how much token j's gradient moves token i's read-out",
-                            v.effective.bias ? " + 1" : "");
+                            v.bias ? " + 1" : "");
     };
     const ImVec2 top = ImGui::GetCursorScreenPos();
     plot::heatmap(m);
@@ -275,7 +302,9 @@ class PrimalDualPanel final : public Panel {
     plot::LinePlot dp;
     dp.id = "token_diff";
     dp.export_name = "primal_dual_difference";
-    dp.title = "Difference per token";
+    dp.title = v.model_source ? "Difference per token (block " + std::to_string(v.shown_block) + ", head " +
+                                    std::to_string(v.shown_head) + ")"
+                              : std::string("Difference per token");
     dp.y_label = "maxⱼ |O_primal − O_dual|[t, j]  (log scale; " + std::string(dbl ? "double" : "float") +
                  " rounding ≈ " + (dbl ? "1e−16" : "1e−7") + " × |O|)";
     dp.x_label = "token t";
@@ -284,19 +313,19 @@ class PrimalDualPanel final : public Panel {
     dp.x_range = plot::Range{-0.5, static_cast<double>(v.T) - 0.5};
     dp.markers = marks;
     dp.x_format = [&](double x) { return "t = " + std::to_string(std::lround(x)) + "  " + tok(std::lround(x)); };
-    dp.series.push_back({"max |difference|", diff, {}, 0, 1, colors::kAccent, false});
+    dp.series.push_back(plot::line("max |difference|", diff, colors::kAccent, false, 0, 1));
     dp.legend = false;
     plot::line_plot(dp);
     ImGui::Dummy(ImVec2(0, 6));
     plot::LinePlot tp;
     tp.id = "timings";
     tp.export_name = "primal_dual_timings";
-    tp.title = "Time of each run";
+    tp.title = v.model_source ? "Time of each run (all layers)" : "Time of each run";
     tp.y_label = "milliseconds (the first run includes cache warm-up)";
     tp.x_label = "repeat";
     tp.size = ImVec2(right_w, (map_w + 30.0f) * 0.5f - 6.0f);
-    tp.series.push_back({"primal", v.primal_ms, {}, 1, 1, colors::kPrimal, false});
-    tp.series.push_back({"dual", v.dual_ms, {}, 1, 1, colors::kDual, false});
+    tp.series.push_back(plot::line("primal", v.primal_ms, colors::kPrimal, false, 1, 1));
+    tp.series.push_back(plot::line("dual", v.dual_ms, colors::kDual, false, 1, 1));
     tp.y_range = plot::Range{0.0, 1.08 * std::max(*std::max_element(v.primal_ms.begin(), v.primal_ms.end()),
                                                   *std::max_element(v.dual_ms.begin(), v.dual_ms.end()))};
     tp.x_range = plot::Range{0.8, std::max(2.0, static_cast<double>(v.primal_ms.size()) + 0.2)};
@@ -332,6 +361,53 @@ class PrimalDualPanel final : public Panel {
         "token's gradient of the same mini-batch, like a causal attention pattern; across mini-batches "
         "information flows only through the committed W. The primal form applies the same updates one "
         "token at a time, so the two outputs agree up to floating-point rounding.");
+  }
+
+  // One row per block: how far apart the two forms are and what each costs.
+  void layer_table(const PrimalDualView& v, double tol) {
+    if (v.layers.size() < 2 && !v.model_source) return;
+    const Fonts& f = fonts();
+    const int cols = v.linear_attention ? 6 : 5;
+    ImGui::PushFont(f.small);
+    if (ImGui::BeginTable("##layers", cols,
+                          ImGuiTableFlags_BordersInnerH | ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp)) {
+      ImGui::TableSetupColumn("layer");
+      ImGui::TableSetupColumn("max |O_primal − O_dual|");
+      ImGui::TableSetupColumn("relative");
+      ImGui::TableSetupColumn("primal / dual (median, all heads)");
+      ImGui::TableSetupColumn("dual speed-up");
+      if (v.linear_attention) ImGui::TableSetupColumn("max |O − tril(QKᵀ)V|");
+      ImGui::TableHeadersRow();
+      for (const auto& L : v.layers) {
+        ImGui::TableNextRow();
+        ImGui::TableNextColumn();
+        ImGui::Text("block %d  (%d heads)", L.block, L.heads);
+        ImGui::TableNextColumn();
+        const double rel = L.max_abs_output > 0 ? L.max_abs_diff / L.max_abs_output : 0.0;
+        ImGui::PushFont(f.mono);
+        ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(rel < tol ? colors::kGood : colors::kWarning), "%s",
+                           format_value(L.max_abs_diff, 3).c_str());
+        ImGui::TableNextColumn();
+        ImGui::TextUnformatted(format_value(rel, 2).c_str());
+        ImGui::TableNextColumn();
+        ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kPrimal), "%s", ms(L.primal_ms).c_str());
+        ImGui::SameLine(0, 4);
+        ImGui::TextUnformatted("/");
+        ImGui::SameLine(0, 4);
+        ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kDual), "%s", ms(L.dual_ms).c_str());
+        ImGui::TableNextColumn();
+        ImGui::Text("%.2f×", L.dual_ms > 0 ? L.primal_ms / L.dual_ms : 0.0);
+        if (v.linear_attention) {
+          ImGui::TableNextColumn();
+          const double lrel = L.linear_attention_scale > 0 ? L.linear_attention_diff / L.linear_attention_scale : 0.0;
+          ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(lrel < tol ? colors::kGood : colors::kWarning), "%s",
+                             format_value(L.linear_attention_diff, 3).c_str());
+        }
+        ImGui::PopFont();
+      }
+      ImGui::EndTable();
+    }
+    ImGui::PopFont();
   }
 
   PrimalDualConfig c_ = default_config();

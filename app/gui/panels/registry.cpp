@@ -5,12 +5,26 @@
 namespace tttlab::gui {
 
 std::unique_ptr<Panel> make_inner_stepper_panel();  // panel_inner_stepper.cpp
+std::unique_ptr<Panel> make_evolution_panel();      // panel_evolution.cpp
+std::unique_ptr<Panel> make_inner_curves_panel();   // panel_inner_curves.cpp
+std::unique_ptr<Panel> make_minibatch_panel();      // panel_minibatch.cpp
 std::unique_ptr<Panel> make_primal_dual_panel();    // panel_primal_dual.cpp
+std::unique_ptr<Panel> make_training_panel();       // panel_training.cpp
+std::unique_ptr<Panel> make_evaluation_panel();     // panel_evaluation.cpp
+std::unique_ptr<Panel> make_generation_panel();     // panel_generation.cpp
+std::unique_ptr<Panel> make_lessons_panel();        // panel_lessons.cpp
 
 std::vector<std::unique_ptr<Panel>> make_panels() {
   std::vector<std::unique_ptr<Panel>> p;
   p.push_back(make_inner_stepper_panel());
+  p.push_back(make_evolution_panel());
+  p.push_back(make_inner_curves_panel());
+  p.push_back(make_minibatch_panel());
   p.push_back(make_primal_dual_panel());
+  p.push_back(make_training_panel());
+  p.push_back(make_evaluation_panel());
+  p.push_back(make_generation_panel());
+  p.push_back(make_lessons_panel());
   return p;
 }
 

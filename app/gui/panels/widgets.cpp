@@ -1,10 +1,14 @@
 #include "gui/panels/widgets.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <cstdio>
 
-#include "gui/engine/toy_head.hpp"
+#include "gui/classroom.hpp"
+#include "gui/engine/head_inputs.hpp"
+#include "gui/engine/resources.hpp"
 #include "gui/fonts.hpp"
+#include "gui/plot/colormap.hpp"
 #include "gui/plot/plot_common.hpp"
 #include "gui/theme.hpp"
 
@@ -31,26 +35,159 @@ const Preset kPresets[] = {
 
 int resize_callback(ImGuiInputTextCallbackData* data) {
   if (data->EventFlag == ImGuiInputTextFlags_CallbackResize) {
-    auto* s = static_cast<std::string*>(data->UserData);
-    s->resize(static_cast<std::size_t>(data->BufTextLen));
-    data->Buf = s->data();
+    auto* str = static_cast<std::string*>(data->UserData);
+    str->resize(static_cast<std::size_t>(data->BufTextLen));
+    data->Buf = str->data();
   }
   return 0;
 }
 
-// Label on the left, control filling the rest of the row.
-void row(const char* label, const char* help = nullptr) {
+std::string with_panel(const char* panel, const char* control) { return std::string(panel) + "." + control; }
+
+}  // namespace
+
+float label_width() { return ImGui::GetFontSize() * 6.6f; }
+
+void row(const char* label, const char* help) {
   ImGui::AlignTextToFramePadding();
   ImGui::TextUnformatted(label);
   if (help) {
     ImGui::SameLine(0, 4);
     help_marker(help);
   }
-  ImGui::SameLine(ImGui::GetFontSize() * 6.6f);
+  ImGui::SameLine(label_width());
   ImGui::SetNextItemWidth(-1);
 }
 
-}  // namespace
+bool input_string(const char* id, std::string& str, bool multiline, float height) {
+  if (multiline)
+    ImGui::InputTextMultiline(id, str.data(), str.capacity() + 1, ImVec2(-1, height), ImGuiInputTextFlags_CallbackResize,
+                              resize_callback, &str);
+  else
+    ImGui::InputText(id, str.data(), str.capacity() + 1, ImGuiInputTextFlags_CallbackResize, resize_callback, &str);
+  return ImGui::IsItemDeactivatedAfterEdit();
+}
+
+bool path_prompt(const char* title, const char* explanation, std::string& out) {
+  bool ok = false;
+  ImGui::SetNextWindowSize(ImVec2(ImGui::GetFontSize() * 34.0f, 0), ImGuiCond_Appearing);
+  if (ImGui::BeginPopupModal(title, nullptr, ImGuiWindowFlags_NoSavedSettings)) {
+    static std::string buf;
+    if (ImGui::IsWindowAppearing()) {
+      buf = out;
+      ImGui::SetKeyboardFocusHere();
+    }
+    ImGui::PushTextWrapPos(0.0f);
+    ImGui::TextUnformatted(explanation);
+    ImGui::PopTextWrapPos();
+    ImGui::SetNextItemWidth(-1);
+    const bool enter = ImGui::InputText("##path", buf.data(), buf.capacity() + 1,
+                                        ImGuiInputTextFlags_CallbackResize | ImGuiInputTextFlags_EnterReturnsTrue,
+                                        resize_callback, &buf);
+    ImGui::TextDisabled("Relative paths start in %s", std::filesystem::current_path().string().c_str());
+    if ((ImGui::Button("OK", ImVec2(100, 0)) || enter) && !buf.empty()) {
+      out = buf;
+      ok = true;
+      ImGui::CloseCurrentPopup();
+    }
+    ImGui::SameLine();
+    if (ImGui::Button("Cancel", ImVec2(100, 0)) || ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape)))
+      ImGui::CloseCurrentPopup();
+    ImGui::EndPopup();
+  }
+  return ok;
+}
+
+bool model_combo(const char* id, std::string& model_id, const LibraryView* library, bool ttt_only, CommandSink* sink) {
+  bool changed = false;
+  ImGui::PushID(id);
+  const ModelInfo* cur = library ? library->find(model_id) : nullptr;
+  const std::string preview = cur ? cur->label : model_id;
+  bool open_prompt = false;
+  if (ImGui::BeginCombo("##model", preview.c_str())) {
+    if (library)
+      for (const auto& m : library->models) {
+        const bool known_ttt = m.loaded ? m.config.is_ttt() : m.id.rfind("random:ttt", 0) == 0 || m.id == kShippedModelId || m.id.rfind("file:", 0) == 0;
+        const bool usable = m.error.empty() && (!ttt_only || known_ttt);
+        ImGui::BeginDisabled(!usable);
+        if (ImGui::Selectable(m.label.c_str(), m.id == model_id)) {
+          model_id = m.id;
+          changed = true;
+        }
+        ImGui::EndDisabled();
+        if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled)) {
+          ImGui::BeginTooltip();
+          ImGui::PushTextWrapPos(ImGui::GetFontSize() * 30.0f);
+          ImGui::TextUnformatted(m.summary().c_str());
+          if (!m.path.empty()) ImGui::TextDisabled("%s", m.path.c_str());
+          if (!usable && m.error.empty()) ImGui::TextDisabled("no inner loop to show: not a TTT model");
+          ImGui::PopTextWrapPos();
+          ImGui::EndTooltip();
+        }
+      }
+    ImGui::Separator();
+    if (sink && ImGui::Selectable("Open a checkpoint folder…")) open_prompt = true;
+    ImGui::EndCombo();
+  }
+  if (open_prompt) ImGui::OpenPopup("Open a model");
+  static std::string path = "runs/";
+  if (sink && path_prompt("Open a model",
+                          "A checkpoint folder (config.json + model.safetensors) or a run directory of "
+                          "`tttlab train` or the Training panel (its latest checkpoint is used):",
+                          path))
+    sink->post(LibraryOpen{path});
+  ImGui::PopID();
+  return changed;
+}
+
+void model_summary_line(const std::string& model_id, const LibraryView* library) {
+  const ModelInfo* m = library ? library->find(model_id) : nullptr;
+  ImGui::PushFont(fonts().small);
+  if (!m) {
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim), "loading…");
+  } else if (!m->error.empty()) {
+    ImGui::PushTextWrapPos(0.0f);
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kError), "%s", m->error.c_str());
+    ImGui::PopTextWrapPos();
+  } else {
+    ImGui::PushTextWrapPos(0.0f);
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim), "%s", m->summary().c_str());
+    ImGui::PopTextWrapPos();
+  }
+  ImGui::PopFont();
+}
+
+bool data_combo(const char* id, std::string& source) {
+  bool changed = false;
+  ImGui::PushID(id);
+  const bool brown = find_brown_dir().has_value();
+  const std::string preview = source == "brown" ? "Brown corpus"
+                              : source == "sample" ? "built-in sample text"
+                                                   : source;
+  bool open_prompt = false;
+  if (ImGui::BeginCombo("##data", preview.c_str())) {
+    ImGui::BeginDisabled(!brown);
+    if (ImGui::Selectable(brown ? "Brown corpus" : "Brown corpus (not prepared: run scripts/setup.sh)", source == "brown")) {
+      source = "brown";
+      changed = true;
+    }
+    ImGui::EndDisabled();
+    if (ImGui::Selectable("built-in sample text", source == "sample")) {
+      source = "sample";
+      changed = true;
+    }
+    if (ImGui::Selectable("a text file…")) open_prompt = true;
+    ImGui::EndCombo();
+  }
+  if (open_prompt) ImGui::OpenPopup("Text file");
+  std::string path = source == "brown" || source == "sample" ? std::string() : source;
+  if (path_prompt("Text file", "A UTF-8 text file; its last 5 % is the validation part:", path)) {
+    source = path;
+    changed = true;
+  }
+  ImGui::PopID();
+  return changed;
+}
 
 void section_label(const char* text) {
   ImGui::Dummy(ImVec2(0, 2));
@@ -104,6 +241,49 @@ void metric(const char* label, const std::string& value, const std::string& capt
   ImGui::Dummy(ImVec2(width, h));
 }
 
+void job_status(JobOutcome outcome, double progress, const std::string& error, const Snapshot& snap,
+                CommandSink& sink, const char* running_note) {
+  if (outcome == JobOutcome::Running) {
+    ImGui::ProgressBar(static_cast<float>(progress), ImVec2(ImGui::GetFontSize() * 16.0f, 0), "computing…");
+    ImGui::SameLine();
+    for (const auto& j : snap.jobs)
+      if (j.outcome == JobOutcome::Running) {
+        ImGui::PushID(static_cast<int>(j.id));
+        if (ImGui::SmallButton("Cancel")) sink.post(CancelJob{j.id});
+        ImGui::PopID();
+        break;
+      }
+    if (running_note) {
+      ImGui::SameLine();
+      ImGui::TextDisabled("%s", running_note);
+    }
+  } else if (outcome == JobOutcome::Failed) {
+    ImGui::PushTextWrapPos(0.0f);
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kError), "Cannot run: %s", error.c_str());
+    ImGui::PopTextWrapPos();
+  } else if (outcome == JobOutcome::Cancelled) {
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kWarning), "Cancelled: the results below are partial.");
+  }
+}
+
+ImU32 series_color(int i) {
+  // Okabe–Ito without grey and yellow (too light on the dark plot background for thin lines).
+  static const int order[] = {0, 1, 2, 5, 6, 4, 3};
+  return plot::pack_u32(plot::categorical(order[((i % 7) + 7) % 7]));
+}
+
+void panel_title(const char* title, const char* explanation) {
+  const Fonts& f = fonts();
+  ImGui::PushFont(f.large);
+  ImGui::TextUnformatted(title);
+  ImGui::PopFont();
+  ImGui::SameLine(0, 14);
+  ImGui::PushFont(f.small);
+  ImGui::AlignTextToFramePadding();
+  ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim), "%s", explanation);
+  ImGui::PopFont();
+}
+
 bool icon_button(const char* glyph, const char* tooltip, bool active) {
   if (active) ImGui::PushStyleColor(ImGuiCol_Button, ImVec4(0.25f, 0.40f, 0.65f, 1.0f));
   const float s = ImGui::GetFrameHeight();
@@ -116,34 +296,104 @@ bool icon_button(const char* glyph, const char* tooltip, bool active) {
 bool head_editor(HeadConfig& c, const HeadEditorOptions& opt) {
   bool changed = false;
   const bool lock = opt.lock_reduction;
+  const bool toy = c.source == HeadSource::Toy;
 
-  section_label("INPUT");
-  row("Text");
-  int current = -1;
-  for (int i = 0; i < static_cast<int>(std::size(kPresets)); ++i)
-    if (c.text == kPresets[i].text) current = i;
-  if (ImGui::BeginCombo("##preset", current >= 0 ? kPresets[current].name : "Custom text")) {
-    for (int i = 0; i < static_cast<int>(std::size(kPresets)); ++i)
-      if (ImGui::Selectable(kPresets[i].name, i == current)) {
-        c.text = kPresets[i].text;
+  if (classroom::visible(with_panel(opt.panel, "source"))) {
+    section_label("WHAT RUNS");
+    row("Source", "Trained model: a block and head of a real language model (its own Q, K, V, η and W₀). "
+                  "Toy head: one head with random projections, for experiments the model cannot show "
+                  "(any d, W₀ = 0, LayerNorm off, …).");
+    int src = toy ? 1 : 0;
+    if (ImGui::RadioButton("trained model", &src, 0)) changed = true;
+    ImGui::SameLine();
+    if (ImGui::RadioButton("toy", &src, 1)) changed = true;
+    c.source = src == 0 ? HeadSource::Model : HeadSource::Toy;
+    if (c.source == HeadSource::Model) {
+      const ModelInfo* info = opt.library ? opt.library->find(c.model_id) : nullptr;
+      row("Model");
+      changed |= model_combo("model", c.model_id, opt.library, true, opt.sink);
+      model_summary_line(c.model_id, opt.library);
+      const int blocks = info && info->loaded ? info->config.num_hidden_layers : 1;
+      const int heads = info && info->loaded ? info->config.num_attention_heads : 1;
+      if (opt.show_block_head) {
+        row("Block", "Which block's TTT layer (0 reads the embeddings; later blocks read what the earlier ones "
+                     "wrote).");
+        int blk = std::min(c.block, blocks - 1);
+        if (ImGui::SliderInt("##block", &blk, 0, std::max(0, blocks - 1), "block %d")) c.block = blk;
+        changed |= ImGui::IsItemDeactivatedAfterEdit();
+        row("Head");
+        int hd = std::min(c.head, heads - 1);
+        if (ImGui::SliderInt("##head", &hd, 0, std::max(0, heads - 1), "head %d")) c.head = hd;
+        changed |= ImGui::IsItemDeactivatedAfterEdit();
+      }
+      ImGui::BeginDisabled(lock);
+      if (ImGui::Checkbox("change b and η_base", &c.override_model)) {
+        if (c.override_model && info && info->loaded) {
+          c.mini_batch = info->config.mini_batch_size;
+          c.eta_base = info->config.ttt_base_lr;
+        }
         changed = true;
       }
-    ImGui::EndCombo();
+      ImGui::SameLine();
+      help_marker("Run the trained weights with another inner mini-batch size b or base learning rate η_base "
+                  "than they were trained with. With b changed, the token-index offsets δ are cut or padded "
+                  "with zeros and RoPE positions restart every b tokens.");
+      if (c.override_model) {
+        row("b");
+        ImGui::SliderInt("##b", &c.mini_batch, 1, std::min(opt.limits.max_mini_batch, 256), "%d",
+                         ImGuiSliderFlags_Logarithmic);
+        changed |= ImGui::IsItemDeactivatedAfterEdit();
+        row("η base");
+        float eta = static_cast<float>(c.eta_base);
+        if (ImGui::SliderFloat("##eta", &eta, 0.01f, 100.0f, "%.3g", ImGuiSliderFlags_Logarithmic)) c.eta_base = eta;
+        changed |= ImGui::IsItemDeactivatedAfterEdit();
+      }
+      ImGui::EndDisabled();
+    }
   }
-  ImGui::InputTextMultiline("##text", c.text.data(), c.text.capacity() + 1,
-                            ImVec2(-1, ImGui::GetTextLineHeight() * 3.6f),
-                            ImGuiInputTextFlags_CallbackResize, resize_callback, &c.text);
-  changed |= ImGui::IsItemDeactivatedAfterEdit();
-  row("Repeat", "The text is repeated this many times. T = bytes × repeat.");
-  int rep = c.repeat;
-  if (ImGui::SliderInt("##repeat", &rep, 1, 32, "× %d")) c.repeat = std::max(1, rep);
-  changed |= ImGui::IsItemDeactivatedAfterEdit();
-  ImGui::PushFont(fonts().small);
-  const long T = c.tokens();
-  ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(T > opt.limits.max_tokens ? colors::kError : colors::kTextDim),
-                     "T = %ld tokens (bytes)%s", T,
-                     T > opt.limits.max_tokens ? " — too long for this panel" : "");
-  ImGui::PopFont();
+
+  if (classroom::visible(with_panel(opt.panel, "text"))) {
+    section_label("INPUT");
+    row("Text");
+    int current = -1;
+    const auto& samples = sample_texts();
+    const int n_samples = static_cast<int>(samples.size());
+    const int n_presets = static_cast<int>(std::size(kPresets));
+    for (int i = 0; i < n_samples; ++i)
+      if (c.text == samples[static_cast<std::size_t>(i)].text) current = i;
+    for (int i = 0; i < n_presets; ++i)
+      if (c.text == kPresets[i].text) current = n_samples + i;
+    const char* preview = current < 0 ? "Custom text"
+                          : current < n_samples ? samples[static_cast<std::size_t>(current)].name
+                                                : kPresets[current - n_samples].name;
+    if (ImGui::BeginCombo("##preset", preview)) {
+      for (int i = 0; i < n_samples; ++i)
+        if (ImGui::Selectable(samples[static_cast<std::size_t>(i)].name, i == current)) {
+          c.text = samples[static_cast<std::size_t>(i)].text;
+          changed = true;
+        }
+      ImGui::Separator();
+      for (int i = 0; i < n_presets; ++i)
+        if (ImGui::Selectable(kPresets[i].name, n_samples + i == current)) {
+          c.text = kPresets[i].text;
+          changed = true;
+        }
+      ImGui::EndCombo();
+    }
+    changed |= input_string("##text", c.text, true, ImGui::GetTextLineHeight() * 3.6f);
+    row("Repeat", "The text is repeated this many times. T = bytes × repeat.");
+    int rep = c.repeat;
+    if (ImGui::SliderInt("##repeat", &rep, 1, 32, "× %d")) c.repeat = std::max(1, rep);
+    changed |= ImGui::IsItemDeactivatedAfterEdit();
+    ImGui::PushFont(fonts().small);
+    const long T = c.tokens();
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(T > opt.limits.max_tokens ? colors::kError : colors::kTextDim),
+                       "T = %ld tokens (bytes)%s", T, T > opt.limits.max_tokens ? " — too long for this panel" : "");
+    ImGui::PopFont();
+  }
+
+  if (c.source != HeadSource::Toy || !classroom::visible(with_panel(opt.panel, "inner"))) return changed;
+
   row("Seed", "Draws the byte embedding, the projections W_Q, W_K, W_V, the gate θ and a random W₀.");
   ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x - ImGui::GetFrameHeight() * 2.2f);
   std::uint64_t seed = c.seed;
@@ -158,7 +408,7 @@ bool head_editor(HeadConfig& c, const HeadEditorOptions& opt) {
     changed = true;
   }
 
-  section_label("INNER MODEL f");
+  section_label("TOY INNER MODEL f");
   ImGui::BeginDisabled(lock);
   row("Model", "TTT-Linear: f(k) = k W + b.  TTT-MLP: f(k) = GELU(k W₁ + b₁) W₂ + b₂ with 4d hidden units.");
   int model = c.model == InnerModel::Linear ? 0 : 1;
@@ -184,8 +434,7 @@ bool head_editor(HeadConfig& c, const HeadEditorOptions& opt) {
   row("η base", "η_base. The learning rate of token t is λ_t = η_base · σ(x_t·θ) / d (learned gate) or "
                 "η_base / d (fixed).");
   float eta = static_cast<float>(c.eta_base);
-  if (ImGui::SliderFloat("##eta", &eta, 0.01f, 100.0f, "%.3g", ImGuiSliderFlags_Logarithmic))
-    c.eta_base = eta;
+  if (ImGui::SliderFloat("##eta", &eta, 0.01f, 100.0f, "%.3g", ImGuiSliderFlags_Logarithmic)) c.eta_base = eta;
   changed |= ImGui::IsItemDeactivatedAfterEdit();
   row("Gate", "Learned: λ_t = η_base·σ(x_t·θ)/d depends on the token. Fixed: λ_t = η_base/d.");
   int gate = c.gate == EtaGate::Learned ? 0 : 1;
@@ -211,8 +460,10 @@ bool head_editor(HeadConfig& c, const HeadEditorOptions& opt) {
   if (ImGui::RadioButton("random", &w0, 1)) changed = true;
   c.w0 = w0 == 0 ? W0Init::Zero : W0Init::Random;
   ImGui::EndDisabled();
+  (void)toy;
   return changed;
 }
+
 
 long token_strip(const std::vector<unsigned char>& bytes, int mini_batch, long cursor, long computed,
                  float max_height) {

@@ -8,7 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "gui/engine/command.hpp"
 #include "gui/engine/head_config.hpp"
+#include "gui/engine/model_library.hpp"
+#include "gui/engine/snapshot.hpp"
 
 namespace tttlab::gui::widgets {
 
@@ -22,18 +25,57 @@ void note(const char* text);
 void metric(const char* label, const std::string& value, const std::string& caption, ImU32 value_color,
             float width);
 
-// Edits a toy head's settings. Returns true when a change is complete (slider released, text field
-// left, box ticked) so callers send one command per edit, not one per pixel of drag.
+// Edits which head runs and on what (head_config.hpp): the source (a trained model's block and head, or
+// a toy head), the text, and the toy head's own settings. Returns true when a change is complete
+// (slider released, text field left, box ticked) so callers send one command per edit, not one per
+// pixel of drag.
 struct HeadEditorOptions {
   HeadLimits limits;
   bool lock_reduction = false;  // the linear-attention reduction fixes most settings: show them disabled
+  const LibraryView* library = nullptr;  // the models to choose from
+  CommandSink* sink = nullptr;           // for "Open a checkpoint…"
+  const char* panel = "";                // classroom ids: "<panel>.source", "<panel>.text", "<panel>.inner"
+  bool show_block_head = true;           // block/head pickers (the primal-vs-dual panel uses them for its maps)
 };
 bool head_editor(HeadConfig& c, const HeadEditorOptions& opt);
+
+// A label column of this width, then the control: the layout of every settings column.
+float label_width();
+// Label on the left, control filling the rest of the row (call right before the control).
+void row(const char* label, const char* help = nullptr);
+
+// A combo of the library's models. `ttt_only` disables models without an inner loop. The last entry
+// opens a folder prompt and posts LibraryOpen (the opened model joins the list). Returns true when
+// the choice changed.
+bool model_combo(const char* id, std::string& model_id, const LibraryView* library, bool ttt_only, CommandSink* sink);
+// One dim line: the chosen model's summary or why it cannot be used.
+void model_summary_line(const std::string& model_id, const LibraryView* library);
+
+// A data source picker (data_source.hpp): Brown, the sample text, or a file. Returns true on change.
+bool data_combo(const char* id, std::string& source);
+
+// A small modal prompt for a path; returns true (and fills `out`) when confirmed.
+// Open it with ImGui::OpenPopup(title) from the same ID scope.
+bool path_prompt(const char* title, const char* explanation, std::string& out);
+
+// Text input bound to a std::string; returns true when the edit is complete.
+bool input_string(const char* id, std::string& s, bool multiline = false, float height = 0.0f);
 
 // The input as a strip of token cells, wrapped to the available width, grouped by mini-batch.
 // `cursor` is highlighted, tokens ≥ `computed` are dimmed. Returns the clicked token or −1.
 long token_strip(const std::vector<unsigned char>& bytes, int mini_batch, long cursor, long computed,
                  float max_height);
+
+// The state of a panel's engine job on one line: a progress bar with Cancel while it runs, the error
+// when it failed, "cancelled", or nothing when done. `running_note` follows the bar.
+void job_status(JobOutcome outcome, double progress, const std::string& error, const Snapshot& snap,
+                CommandSink& sink, const char* running_note = nullptr);
+
+// The colour of series i (Okabe–Ito, colour-blind safe), for runs and models.
+ImU32 series_color(int i);
+
+// The panel's title with a one-line dim explanation beside it.
+void panel_title(const char* title, const char* explanation);
 
 // Transport button with a glyph; returns true when clicked.
 bool icon_button(const char* glyph, const char* tooltip, bool active = false);

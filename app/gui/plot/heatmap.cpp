@@ -69,7 +69,7 @@ HeatmapResult heatmap(const Heatmap& h) {
       if (v > 0 && (data_min_pos == 0.0 || v < data_min_pos)) data_min_pos = v;
     }
   cs.hi = h.limit > 0 ? h.limit : (data_max > 0 ? data_max : 1.0);
-  if (cs.log) cs.lo = std::max(data_min_pos > 0 ? data_min_pos : cs.hi * 1e-6, cs.hi * 1e-12);
+  if (cs.log) cs.lo = std::max(data_min_pos > 0 ? data_min_pos : cs.hi * 1e-6, cs.hi / std::max(10.0, h.log_span));
   if (cs.log && cs.lo >= cs.hi) cs.lo = cs.hi / 10.0;
   res.limit = cs.hi;
 

@@ -42,6 +42,7 @@ struct Heatmap {
   const PooledMatrix* pooled = nullptr;  // when set, m must be MatrixView::of(*pooled)
   Palette palette = Palette::Diverging;
   bool log_color = false;          // sequential only
+  double log_span = 1e12;          // log colour: the range covers at most max/log_span … max
   double limit = 0.0;              // > 0: fixed range (±limit, or [0, limit]); else from the data
   ImVec2 size{200.0f, 200.0f};     // the whole block: title, map, colour bar
   float max_cell = 26.0f;          // cells never grow beyond this (px)

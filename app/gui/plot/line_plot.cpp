@@ -14,10 +14,16 @@
 namespace tttlab::gui::plot {
 namespace {
 
-// Index of the sample nearest to x (samples sorted by x).
+// Index of the sample nearest to x (samples sorted by x, unless the series is a scatter).
 std::size_t nearest(const Series& s, double x) {
   const std::size_t n = s.y.size();
   if (n == 0) return 0;
+  if (!s.line) {
+    std::size_t best = 0;
+    for (std::size_t i = 1; i < n; ++i)
+      if (std::abs(s.x_at(i) - x) < std::abs(s.x_at(best) - x)) best = i;
+    return best;
+  }
   if (s.x.empty()) {
     const double i = std::round((x - s.x0) / s.dx);
     return static_cast<std::size_t>(std::clamp(i, 0.0, static_cast<double>(n - 1)));
@@ -122,7 +128,7 @@ PlotResult line_plot(const LinePlot& p) {
       fy.add(s.y[k]);
     }
   }
-  const Range xr = p.x_range ? *p.x_range : fx.range(0.0);
+  const Range xr = p.x_range ? *p.x_range : fx.range(p.x_pad);
   const Range yr = p.y_range ? *p.y_range : fy.range(0.06);
   const AxisMap xm{p.x_scale, xr.lo, xr.hi}, ym{p.y_scale, yr.lo, yr.hi};
 
@@ -165,6 +171,7 @@ PlotResult line_plot(const LinePlot& p) {
     std::vector<CsvColumn> cols;
     for (std::size_t i = 0; i < p.series.size(); ++i) {
       const auto& s = p.series[i];
+      if (s.y.empty()) continue;
       CsvColumn xc{"x", {}};
       for (std::size_t k = 0; k < s.y.size(); ++k) xc.values.push_back(s.x_at(k));
       if (cols.empty() || cols.front().values != xc.values) {
@@ -227,11 +234,26 @@ PlotResult line_plot(const LinePlot& p) {
     if (!visible[i] || p.series[i].y.empty()) continue;
     any = true;
     const auto& s = p.series[i];
-    if (!smooth[i].empty()) {
+    if (!s.line) {
+    } else if (!smooth[i].empty()) {
       draw_series(dl, s, s.y, xm, ym, p0, p1, with_alpha(s.color, 0.35f), 1.0f);
       draw_series(dl, s, smooth[i], xm, ym, p0, p1, s.color, s.thickness);
     } else {
       draw_series(dl, s, s.y, xm, ym, p0, p1, s.color, s.thickness);
+    }
+    if (s.markers || s.point_label) {
+      for (std::size_t k = 0; k < s.y.size(); ++k) {
+        if (!xm.drawable(s.x_at(k)) || !ym.drawable(s.y[k])) continue;
+        const ImVec2 pt(X(s.x_at(k)), Y(s.y[k]));
+        if (s.markers) {
+          dl->AddCircleFilled(pt, s.thickness + 2.2f, s.color);
+          dl->AddCircle(pt, s.thickness + 2.2f, IM_COL32(20, 21, 25, 200));
+        }
+        if (s.point_label) {
+          const std::string lbl = s.point_label(k);
+          if (!lbl.empty()) text_at(dl, f.small, ImVec2(pt.x + 6.0f, pt.y - 3.0f), 0.0f, 1.0f, with_alpha(s.color, 0.95f), lbl.c_str());
+        }
+      }
     }
   }
   dl->PopClipRect();
@@ -248,6 +270,7 @@ PlotResult line_plot(const LinePlot& p) {
                               mouse.y >= pos.y && mouse.y < pos.y + size.y;
   float legend_w = 0.0f;
   for (const auto& s : p.series) legend_w += 22.0f + text_size(f.small, s.label.c_str()).x + 14.0f;
+  legend_w = std::max(0.0f, legend_w - 14.0f);
   const float title_w = p.title.empty() ? 0.0f : text_size(f.bold, p.title.c_str()).x;
   const bool legend_on_top = !p.title.empty() && legend_w + title_w + 24.0f < size.x;
   if (p.legend && !p.series.empty() && legend_on_top) {

@@ -34,9 +34,37 @@ struct Series {
   ImU32 color = IM_COL32(230, 159, 0, 255);
   bool smooth = true;          // apply the plot's smoothing to this series
   float thickness = 1.6f;
+  bool line = true;            // connect the samples
+  bool markers = false;        // a dot on every sample (with line = false: a scatter plot)
+  // A short label drawn next to each sample (e.g. "b = 4"); empty strings draw nothing.
+  std::function<std::string(std::size_t)> point_label;
 
   double x_at(std::size_t i) const { return x.empty() ? x0 + dx * static_cast<double>(i) : x[i]; }
 };
+
+// A line series starting at x = x0 with step dx (the common case, without field-by-field setup).
+inline Series line(std::string label, std::span<const double> y, ImU32 color, bool smooth = true, double x0 = 0.0,
+                   double dx = 1.0) {
+  Series s;
+  s.label = std::move(label);
+  s.y = y;
+  s.x0 = x0;
+  s.dx = dx;
+  s.color = color;
+  s.smooth = smooth;
+  return s;
+}
+// A series with explicit x values.
+inline Series xy(std::string label, std::span<const double> x, std::span<const double> y, ImU32 color,
+                 bool smooth = false) {
+  Series s;
+  s.label = std::move(label);
+  s.x = x;
+  s.y = y;
+  s.color = color;
+  s.smooth = smooth;
+  return s;
+}
 
 struct VLine {
   double x = 0.0;
@@ -54,6 +82,7 @@ struct LinePlot {
   ScaleKind x_scale = ScaleKind::Linear;
   ScaleKind y_scale = ScaleKind::Linear;
   std::optional<Range> x_range, y_range;  // fixed; otherwise fitted to the data
+  double x_pad = 0.0;                     // fitted x range: padding as a share of its width (scatter plots)
   double smoothing = 0.0;                 // EMA weight in [0, 0.999]
   std::vector<Series> series;
   std::vector<VLine> markers;

@@ -111,6 +111,33 @@ int FieldReader::choice(std::string_view key, std::initializer_list<std::string_
   throw StateError(where(key) + ": expected one of " + list + ", got " + v->dump());
 }
 
+std::vector<std::string> FieldReader::string_list(std::string_view key, std::size_t max_items, std::size_t max_bytes,
+                                                  std::vector<std::string> fallback) const {
+  const auto* v = field(key);
+  if (!v) return fallback;
+  if (!v->is_array()) throw StateError(where(key) + ": expected an array of strings, got " + type_of(*v));
+  if (v->size() > max_items)
+    throw StateError(where(key) + ": " + std::to_string(v->size()) + " entries, at most " +
+                     std::to_string(max_items) + " are allowed");
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < v->size(); ++i) {
+    const auto& e = (*v)[i];
+    const std::string at = where(key) + "[" + std::to_string(i) + "]";
+    if (!e.is_string()) throw StateError(at + ": expected a string, got " + e.dump());
+    auto s = e.get<std::string>();
+    if (s.size() > max_bytes)
+      throw StateError(at + ": text is " + std::to_string(s.size()) + " bytes, at most " + std::to_string(max_bytes));
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::set<std::string> FieldReader::string_set(std::string_view key, std::size_t max_items,
+                                              std::size_t max_bytes) const {
+  const auto l = string_list(key, max_items, max_bytes, {});
+  return {l.begin(), l.end()};
+}
+
 FieldReader FieldReader::object(std::string_view key) const {
   const auto* v = field(key);
   return FieldReader(v ? *v : empty_object(), where(key));

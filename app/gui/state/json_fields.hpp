@@ -9,6 +9,8 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <set>
+#include <vector>
 #include <nlohmann/json_fwd.hpp>
 #include <stdexcept>
 #include <string>
@@ -39,6 +41,10 @@ class FieldReader {
   // One of `choices` (exact, case-sensitive); returns its index.
   int choice(std::string_view key, std::initializer_list<std::string_view> choices,
              int fallback) const;
+  // An array of at most `max_items` strings of at most `max_bytes` each (empty when absent).
+  std::set<std::string> string_set(std::string_view key, std::size_t max_items, std::size_t max_bytes) const;
+  std::vector<std::string> string_list(std::string_view key, std::size_t max_items, std::size_t max_bytes,
+                                       std::vector<std::string> fallback) const;
   // The sub-object at `key` (an empty object when absent).
   FieldReader object(std::string_view key) const;
 

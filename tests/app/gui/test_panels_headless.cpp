@@ -8,9 +8,14 @@
 #include <array>
 #include <chrono>
 #include <filesystem>
+#include <thread>
 #include <nlohmann/json.hpp>
 
+#include "gui/classroom.hpp"
 #include "gui/engine/engine.hpp"
+#include "gui/engine/resources.hpp"
+#include "gui/lessons/markdown.hpp"
+#include "gui/state/state_file.hpp"
 #include "gui/fonts.hpp"
 #include "gui/panels/panel.hpp"
 #include "gui/plot/plot_export.hpp"
@@ -34,6 +39,7 @@ class Headless : public ::testing::Test {
     ImGui::CreateContext();
     ImGuiIO& io = ImGui::GetIO();
     io.IniFilename = nullptr;
+    io.BackendFlags |= ImGuiBackendFlags_RendererHasVtxOffset;  // as the OpenGL 3 renderer: > 64k vertices
     io.DisplaySize = ImVec2(1600, 1000);
     io.DeltaTime = 1.0f / 60.0f;
     apply_theme(1.0f);
@@ -61,16 +67,57 @@ class Headless : public ::testing::Test {
 };
 
 TEST_F(Headless, EveryPanelDrawsRealSnapshotsAndEmptyOnes) {
+  namespace fs = std::filesystem;
+  const fs::path runs = fs::temp_directory_path() / "tttlab_headless_runs";
+  fs::remove_all(runs);
   Engine engine(make_engine_modules());
   auto panels = make_panels();
-  ASSERT_GE(panels.size(), 2u);
+  ASSERT_EQ(panels.size(), 9u);
   for (auto& p : panels) p->sync(engine);
+  // Small jobs, so the test stays quick: a short sample-text evaluation and sweep, and a training run.
+  EvalSettings ev;
+  ev.data = "sample";
+  ev.seq_len = 64;
+  ev.windows = 2;
+  engine.post(EvaluationRun{ev});
+  SweepSettings sw;
+  sw.data = "sample";
+  sw.seq_len = 16;
+  sw.windows = 1;
+  engine.post(SweepRun{sw});
+  CurvesSettings cv;
+  cv.data = "sample";
+  cv.seq_len = 32;
+  cv.sequences = 1;
+  engine.post(CurvesRun{cv});
+  TrainSettings tr;
+  tr.data = "sample";
+  tr.steps = 3;
+  tr.batch_size = 2;
+  tr.seq_len = 32;
+  tr.eval_every = 1;
+  tr.eval_windows = 1;
+  tr.runs_dir = runs.string();
+  engine.post(TrainStart{tr, "headless"});
   engine.start();
-  ASSERT_TRUE(engine.wait_quiescent(30s));
-  const auto snap = engine.snapshot();
-  ASSERT_TRUE(snap->stepper && snap->primal_dual);
+  std::shared_ptr<const Snapshot> snap;
+  for (int i = 0; i < 6000; ++i) {  // until every job is done and the run has finished
+    ASSERT_TRUE(engine.wait_quiescent(60s));
+    snap = engine.snapshot();
+    if (snap->training && !snap->training->runs.empty() &&
+        snap->training->runs[0]->state == RunState::Finished && snap->generation && !snap->generation->running)
+      break;
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_TRUE(snap->stepper && snap->primal_dual && snap->evolution && snap->curves && snap->minibatch &&
+              snap->training && snap->evaluation && snap->generation && snap->library);
   EXPECT_GT(snap->stepper->computed(), 0);
   EXPECT_EQ(snap->primal_dual->outcome, JobOutcome::Done);
+  EXPECT_EQ(snap->curves->outcome, JobOutcome::Done);
+  EXPECT_EQ(snap->evaluation->outcome, JobOutcome::Done);
+  EXPECT_EQ(snap->minibatch->outcome, JobOutcome::Done);
+  ASSERT_EQ(snap->training->runs.size(), 1u);
+  EXPECT_EQ(snap->training->runs[0]->state, RunState::Finished);
 
   RecordingSink sink;
   const Snapshot empty;  // no module views yet: panels must draw nothing, not crash
@@ -78,10 +125,40 @@ TEST_F(Headless, EveryPanelDrawsRealSnapshotsAndEmptyOnes) {
     SCOPED_TRACE(p->id());
     int verts = 0;
     for (int i = 0; i < 3; ++i) verts = frame(*p, *snap, sink);
-    EXPECT_GT(verts, 5000) << "a real snapshot should draw plots and heat-maps";
+    EXPECT_GT(verts, 3000) << "a real snapshot should draw plots, heat-maps or text";
     frame(*p, empty, sink);
   }
   EXPECT_TRUE(sink.commands.empty()) << "drawing without input must not send commands";
+  engine.stop();
+  fs::remove_all(runs);
+}
+
+TEST_F(Headless, ClassroomModeHidesTheChosenControls) {
+  Engine engine(make_engine_modules());
+  auto panels = make_panels();
+  panels[0]->sync(engine);
+  engine.start();
+  ASSERT_TRUE(engine.wait_quiescent(30s));
+  const auto snap = engine.snapshot();
+  RecordingSink sink;
+  for (int i = 0; i < 2; ++i) frame(*panels[0], *snap, sink);
+  const int all = frame(*panels[0], *snap, sink);
+  ClassroomState room;
+  room.enabled = true;
+  for (const auto& c : panels[0]->classroom_controls()) room.hidden.insert(c.id);
+  classroom::set(room);
+  for (int i = 0; i < 2; ++i) frame(*panels[0], *snap, sink);
+  const int fewer = frame(*panels[0], *snap, sink);
+  room.enabled = false;
+  classroom::set(room);
+  const int again = frame(*panels[0], *snap, sink);
+  classroom::set(ClassroomState{});
+  EXPECT_LT(fewer, all - 1000) << "the hidden controls are not drawn";
+  EXPECT_NEAR(again, all, all * 0.05) << "switching the mode off shows them again";
+  // Every control id names its panel.
+  for (const auto& p : panels)
+    for (const auto& c : p->classroom_controls())
+      EXPECT_EQ(std::string(c.id).rfind(std::string(p->id()) + ".", 0), 0u) << c.id;
 }
 
 TEST_F(Headless, PanelsShowRejectedSettingsInsteadOfFailing) {
@@ -91,6 +168,7 @@ TEST_F(Headless, PanelsShowRejectedSettingsInsteadOfFailing) {
   bad.text.clear();
   engine.post(StepperConfigure{bad, 0});
   PrimalDualConfig pd;
+  pd.head.source = HeadSource::Toy;
   pd.head.d = 500;
   engine.post(PrimalDualRun{pd});
   ASSERT_TRUE(engine.wait_quiescent(30s));
@@ -137,15 +215,40 @@ TEST(PanelState, EveryPanelRoundTripsItsSettings) {
   for (auto& p : make_panels()) {
     SCOPED_TRACE(p->id());
     const nlohmann::json saved = p->save_state();
+    p->parse_state(saved, std::string("panels.") + p->id())();
+    EXPECT_EQ(p->save_state(), saved);
+    if (!saved.contains("head")) continue;
     nlohmann::json changed = saved;
     changed["head"]["seed"] = 12345;
     changed["head"]["d"] = 8;
+    changed["head"]["block"] = 2;
     p->parse_state(changed, std::string("panels.") + p->id())();
     EXPECT_EQ(p->save_state()["head"]["seed"], 12345);
     EXPECT_EQ(p->save_state()["head"]["d"], 8);
+    EXPECT_EQ(p->save_state()["head"]["block"], 2);
     p->parse_state(saved, "p")();
     EXPECT_EQ(p->save_state(), saved);
   }
+}
+
+TEST(PanelState, EveryLessonsStateFileAppliesToThePanels) {
+  const auto dir = find_resource("lessons");
+  ASSERT_TRUE(dir);
+  auto panels = make_panels();
+  int files = 0;
+  for (const auto& l : load_lessons(*dir)) {
+    SCOPED_TRACE(l.state.string());
+    const nlohmann::json doc = read_state_file(l.state);
+    for (auto& p : panels)
+      if (doc["panels"].contains(p->id())) {
+        EXPECT_NO_THROW(p->parse_state(doc["panels"][p->id()], p->id())());
+      }
+    if (doc.contains("classroom")) {
+      EXPECT_NO_THROW(classroom::from_json(FieldReader(doc["classroom"], "classroom")));
+    }
+    ++files;
+  }
+  EXPECT_GE(files, 3);
 }
 
 TEST(PanelState, BadSettingsAreRefusedWithTheFieldAndChangeNothing) {
@@ -158,8 +261,13 @@ TEST(PanelState, BadSettingsAreRefusedWithTheFieldAndChangeNothing) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
     }
   };
-  Panel& stepper = *panels[0];
-  Panel& pd = *panels[1];
+  const auto by_id = [&](const char* id) -> Panel& {
+    for (auto& p : panels)
+      if (std::string(p->id()) == id) return *p;
+    throw std::logic_error(id);
+  };
+  Panel& stepper = by_id("inner_stepper");
+  Panel& pd = by_id("primal_dual");
   const auto before = stepper.save_state();
   expect_error(stepper, R"({"head": {"d": 1000}})", "panels.inner_stepper.head.d");
   expect_error(stepper, R"({"head": {"text": ""}})", "panels.inner_stepper.head: the input text is empty");
@@ -168,6 +276,14 @@ TEST(PanelState, BadSettingsAreRefusedWithTheFieldAndChangeNothing) {
   expect_error(stepper, R"([1, 2, 3])", "expected an object");
   expect_error(pd, R"({"timing_reps": 0})", "panels.primal_dual.timing_reps");
   expect_error(pd, R"({"precision": "half"})", "panels.primal_dual.precision");
+  expect_error(by_id("evolution"), R"({"head": {"text": ""}})", "panels.evolution.head: the input text is empty");
+  expect_error(by_id("inner_curves"), R"({"sequences": 0})", "panels.inner_curves.sequences");
+  expect_error(by_id("minibatch"), R"({"mode": "guess"})", "panels.minibatch.mode");
+  expect_error(by_id("training"), R"({"settings": {"layer": "rnn"}})", "panels.training.settings.layer");
+  expect_error(by_id("training"), R"({"runs": [1]})", "panels.training.runs[0]");
+  expect_error(by_id("evaluation"), R"({"models": []})", "panels.evaluation.models");
+  expect_error(by_id("generation"), R"({"prompt": ""})", "panels.generation.prompt");
+  expect_error(by_id("generation"), R"({"temperature": -1})", "panels.generation.temperature");
   EXPECT_EQ(stepper.save_state(), before);
 }
 

@@ -1,0 +1,43 @@
+// app/gui/classroom.hpp — classroom mode: a teacher hides chosen controls (the model picker, the
+// training hyper-parameters, …) so that a lesson's view cannot drift from what the lesson is about,
+// and saves that choice in the .tttlab state file with the rest of the view.
+//
+// Each panel lists the controls it can hide (Panel::classroom_controls, ids like "training.settings")
+// and asks visible(id) before drawing one. Hidden controls are hidden only while the mode is on;
+// switching it off (View menu, or Ctrl+Shift+K) shows everything again. UI thread only.
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+#include <set>
+#include <string>
+#include <string_view>
+
+namespace tttlab::gui {
+
+class FieldReader;
+
+struct ClassroomControl {
+  const char* id;     // "<panel id>.<control>", stable (state files store it)
+  const char* label;  // what the teacher reads in the classroom dialog
+};
+
+struct ClassroomState {
+  bool enabled = false;
+  std::set<std::string> hidden;  // control ids
+  bool hide_panel_list = false;  // also hide the sidebar's panel list (students stay on one panel)
+  bool operator==(const ClassroomState&) const = default;
+};
+
+namespace classroom {
+
+const ClassroomState& state();
+void set(ClassroomState s);
+// False while classroom mode is on and `control` is hidden.
+bool visible(std::string_view control);
+
+nlohmann::json to_json(const ClassroomState& s);
+// Throws StateError naming the field under `r.path()`.
+ClassroomState from_json(const FieldReader& r);
+
+}  // namespace classroom
+}  // namespace tttlab::gui

@@ -1,0 +1,142 @@
+#include "gui/engine/curves_module.hpp"
+
+#include <stdexcept>
+
+#include "gui/engine/data_source.hpp"
+#include "tttlab/data/batches.hpp"
+
+namespace tttlab::gui {
+
+namespace {
+constexpr long kChunk = 64;
+}
+
+struct CurvesModule::Job {
+  std::shared_ptr<const Model<float>> model;
+  std::shared_ptr<const DataBytes> data;
+  std::unique_ptr<SequentialWindows> windows;
+  long window = 0;
+  long pos = 0;  // tokens of the current window done
+  std::unique_ptr<ModelStream> stream;
+  std::vector<int> tokens;
+  std::vector<std::vector<double>> s0, sb, sa;  // [block][t] sums over windows and heads
+};
+
+CurvesModule::CurvesModule(std::shared_ptr<ModelLibrary> library)
+    : library_(library ? std::move(library) : std::make_shared<ModelLibrary>()),
+      view_(std::make_shared<CurvesView>()) {}
+CurvesModule::~CurvesModule() = default;
+
+bool CurvesModule::handle(const Command& command, ModuleContext& ctx) {
+  const auto* run = std::get_if<CurvesRun>(&command);
+  if (!run) return false;
+  if (job_) ctx.finish_job(job_id_, JobOutcome::Cancelled, "superseded by a new request");
+  job_.reset();
+  const CurvesSettings& s = run->settings;
+  auto v = std::make_shared<CurvesView>();
+  v->settings = s;
+  v->generation = ++generation_;
+  try {
+    if (s.seq_len < 8 || s.seq_len > 2048) throw std::invalid_argument("the sequence length T must be in [8, 2048]");
+    if (s.sequences < 1 || s.sequences > 256) throw std::invalid_argument("the number of sequences must be in [1, 256]");
+    auto job = std::make_unique<Job>();
+    job->model = library_->get(s.model_id);
+    const ModelConfig& c = job->model->config();
+    if (!c.is_ttt())
+      throw std::invalid_argument("this model's layers are " + to_string(c.seq_layer) +
+                                  ", which have no inner loop: choose a TTT model");
+    job->data = load_data(s.data, s.seq_len);
+    job->windows = std::make_unique<SequentialWindows>(std::span<const std::uint8_t>(job->data->val), 1, s.seq_len,
+                                                      s.sequences);
+    const auto lib = library_->view();
+    const ModelInfo* info = lib->find(s.model_id);
+    v->model_label = info ? info->label : s.model_id;
+    v->data_description = job->data->description;
+    v->blocks = c.num_hidden_layers;
+    v->heads = c.num_attention_heads;
+    v->mini_batch = c.mini_batch_size;
+    v->T = s.seq_len;
+    const std::vector<double> zeros(static_cast<std::size_t>(s.seq_len), 0.0);
+    job->s0.assign(static_cast<std::size_t>(v->blocks), zeros);
+    job->sb = job->sa = job->s0;
+    v->l0 = v->lb = v->la = job->s0;
+    job_ = std::move(job);
+    v->outcome = JobOutcome::Running;
+    job_id_ = ctx.begin_job("Inner-loss curves: " + std::to_string(job_->windows->windows()) + " sequences");
+  } catch (const std::exception& e) {
+    v->outcome = JobOutcome::Failed;
+    v->error = e.what();
+  }
+  view_ = std::move(v);
+  ctx.mark_dirty();
+  return true;
+}
+
+bool CurvesModule::has_work(Clock::time_point) const { return job_ != nullptr; }
+
+void CurvesModule::work(ModuleContext& ctx) {
+  Job& j = *job_;
+  if (ctx.cancel_requested(job_id_)) {
+    auto v = std::make_shared<CurvesView>(*view_);
+    ctx.finish_job(job_id_, JobOutcome::Cancelled, "cancelled");
+    v->outcome = JobOutcome::Cancelled;
+    job_.reset();
+    view_ = std::move(v);
+    ctx.mark_dirty();
+    return;
+  }
+  const long T = view_->T;
+  const long W = j.windows->windows();
+  try {
+    if (j.pos == 0) {
+      const TokenBatch b = j.windows->batch_at(j.window);
+      const auto row = b.row(0);
+      j.tokens.assign(row.begin(), row.begin() + T);  // inputs only: the curves need no targets
+      j.stream = j.model->start();
+    }
+    const long n = std::min(kChunk, T - j.pos);
+    const long base = j.pos;
+    j.model->forward(*j.stream, std::span<const int>(j.tokens.data() + base, static_cast<std::size_t>(n)),
+                     [&](int block, int, const InnerStepRecord<float>& r) {
+                       const std::size_t t = static_cast<std::size_t>(base + r.token);
+                       j.s0[static_cast<std::size_t>(block)][t] += r.loss_initial;
+                       j.sb[static_cast<std::size_t>(block)][t] += r.loss_before;
+                       j.sa[static_cast<std::size_t>(block)][t] += r.loss_after;
+                     });
+    j.pos += n;
+  } catch (const std::exception& e) {
+    auto v = std::make_shared<CurvesView>(*view_);
+    ctx.finish_job(job_id_, JobOutcome::Failed, e.what());
+    v->outcome = JobOutcome::Failed;
+    v->error = e.what();
+    job_.reset();
+    view_ = std::move(v);
+    ctx.mark_dirty();
+    return;
+  }
+  if (j.pos < T) return;  // publish whole windows only: a half-done window would bend the curves
+  j.pos = 0;
+  ++j.window;
+  auto v = std::make_shared<CurvesView>(*view_);
+  v->sequences_done = j.window;
+  const double n = static_cast<double>(j.window) * v->heads;
+  for (std::size_t b = 0; b < j.s0.size(); ++b)
+    for (std::size_t t = 0; t < j.s0[b].size(); ++t) {
+      v->l0[b][t] = j.s0[b][t] / n;
+      v->lb[b][t] = j.sb[b][t] / n;
+      v->la[b][t] = j.sa[b][t] / n;
+    }
+  v->progress = static_cast<double>(j.window) / static_cast<double>(W);
+  ctx.set_progress(job_id_, v->progress);
+  if (j.window >= W) {
+    v->outcome = JobOutcome::Done;
+    ctx.finish_job(job_id_, JobOutcome::Done);
+    job_.reset();
+  }
+  view_ = std::move(v);
+  ctx.mark_dirty();
+}
+
+void CurvesModule::publish(Snapshot& snapshot) const { snapshot.curves = view_; }
+
+}  // namespace tttlab::gui

@@ -1,0 +1,47 @@
+// app/gui/engine/evaluation_types.hpp — loss by token position for several models (the paper's
+// Fig. 2, right) and bits per byte, on the same validation windows.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gui/engine/primal_dual_types.hpp"  // JobOutcome
+
+namespace tttlab::gui {
+
+struct EvalSettings {
+  std::vector<std::string> models = {"shipped", "random:ttt-linear:m:0"};
+  std::string data = "brown";
+  int seq_len = 256;  // T
+  int windows = 16;   // validation windows (the first ones: the same for every model)
+  bool operator==(const EvalSettings&) const = default;
+};
+
+struct EvalCurve {
+  std::string model_id;
+  std::string label;
+  std::string error;                     // this model could not be evaluated
+  std::vector<double> loss_by_position;  // [T] mean nats over the windows done
+  double loss = 0;                       // mean nats per byte
+  double bpb = 0;                        // bits per byte
+  long windows_done = 0;
+  double ms_per_window = 0;
+};
+
+struct EvaluationView {
+  EvalSettings settings;
+  std::uint64_t generation = 0;
+  JobOutcome outcome = JobOutcome::None;
+  double progress = 0;
+  std::string error;
+  std::string data_description;
+  long windows_total = 0;
+  std::vector<EvalCurve> curves;
+};
+
+struct EvaluationRun {
+  EvalSettings settings;
+};
+
+}  // namespace tttlab::gui

@@ -1,0 +1,126 @@
+#include "gui/engine/evolution_module.hpp"
+
+#include <Eigen/SVD>
+#include <algorithm>
+
+namespace tttlab::gui {
+
+namespace {
+constexpr long kTokensPerItem = 32;
+}
+
+std::vector<float> singular_values(const Mat<double>& m) {
+  if (m.size() == 0) return {};
+  Eigen::BDCSVD<Eigen::MatrixXd> svd(m);
+  const auto& s = svd.singularValues();
+  std::vector<float> out(static_cast<std::size_t>(s.size()));
+  for (Eigen::Index i = 0; i < s.size(); ++i) out[static_cast<std::size_t>(i)] = static_cast<float>(s(i));
+  return out;  // Eigen returns them sorted in decreasing order
+}
+
+HeadLimits EvolutionModule::limits() {
+  HeadLimits l;
+  l.max_tokens = 1024;
+  l.max_d_linear = 64;
+  l.max_d_mlp = 32;
+  l.max_mini_batch = 1024;
+  return l;
+}
+
+EvolutionModule::EvolutionModule(std::shared_ptr<ModelLibrary> library)
+    : library_(library ? std::move(library) : std::make_shared<ModelLibrary>()) {
+  error_ = "waiting for settings";
+}
+
+bool EvolutionModule::handle(const Command& command, ModuleContext& ctx) {
+  const auto* c = std::get_if<EvolutionConfigure>(&command);
+  if (!c) return false;
+  if (configured_ && c->config == config_ && head_) return true;
+  configured_ = true;
+  config_ = c->config;
+  ++generation_;
+  head_.reset();
+  state_.reset();
+  w0_.reset();
+  steps_.clear();
+  try {
+    validate(config_, limits());
+    head_ = build_head_inputs<double>(config_, *library_);
+    state_ = InnerState<double>::start(head_->w0);
+    auto w0 = std::make_shared<EvolutionStep>();
+    w0->w1 = head_->w0.W1.cast<float>();
+    w0->w2 = head_->w0.W2.cast<float>();
+    w0->norm1 = head_->w0.W1.norm();
+    w0->norm2 = head_->w0.W2.norm();
+    w0->sv1 = singular_values(head_->w0.W1);
+    w0->sv2 = singular_values(head_->w0.W2);
+    w0->dsv1.assign(w0->sv1.size(), 0.0f);
+    w0->dsv2.assign(w0->sv2.size(), 0.0f);
+    w0_ = std::move(w0);
+    error_.clear();
+  } catch (const std::exception& e) {
+    error_ = e.what();
+    head_.reset();
+  }
+  ctx.mark_dirty();
+  return true;
+}
+
+bool EvolutionModule::has_work(Clock::time_point) const {
+  return head_ && static_cast<long>(steps_.size()) < head_->tokens();
+}
+
+void EvolutionModule::work(ModuleContext& ctx) {
+  const HeadInputs<double>& h = *head_;
+  const long t0 = static_cast<long>(steps_.size());
+  const long n = std::min(kTokensPerItem, h.tokens() - t0);
+  const InnerWeights<double>& W0 = h.w0;
+  std::vector<std::shared_ptr<EvolutionStep>> fresh;
+  const InnerObserver<double> observer = [&](const InnerStepRecord<double>& r) {
+    auto s = std::make_shared<EvolutionStep>();
+    const InnerWeights<double>& w = *r.w_after;
+    s->w1 = w.W1.cast<float>();
+    s->w2 = w.W2.cast<float>();
+    const Mat<double> d1 = w.W1 - W0.W1;
+    s->drift1 = d1.norm();
+    s->norm1 = w.W1.norm();
+    s->sv1 = singular_values(w.W1);
+    s->dsv1 = singular_values(d1);
+    if (w.W2.size()) {
+      const Mat<double> d2 = w.W2 - W0.W2;
+      s->drift2 = d2.norm();
+      s->norm2 = w.W2.norm();
+      s->sv2 = singular_values(w.W2);
+      s->dsv2 = singular_values(d2);
+    }
+    s->loss_before = r.loss_before;
+    s->loss_after = r.loss_after;
+    fresh.push_back(std::move(s));
+  };
+  const Vec<double> lam = h.lambda.segment(t0, n);
+  Mat<double> out;
+  inner_forward_primal<double>(h.options, h.params, h.Q.middleRows(t0, n), h.K.middleRows(t0, n),
+                               h.V.middleRows(t0, n), lam, *state_, out, observer, &h.w0);
+  for (auto& s : fresh) steps_.push_back(std::move(s));
+  ctx.mark_dirty();
+}
+
+void EvolutionModule::publish(Snapshot& snapshot) const {
+  auto v = std::make_shared<EvolutionView>();
+  v->config = config_;
+  v->generation = generation_;
+  v->error = error_;
+  if (head_) {
+    v->description = head_->description;
+    v->bytes = head_->bytes;
+    v->d = head_->d();
+    v->mini_batch = head_->options.mini_batch;
+    v->mlp = head_->options.model == InnerModel::MLP;
+    v->w0 = w0_;
+    v->steps = steps_;
+    v->done = static_cast<long>(steps_.size()) == head_->tokens();
+  }
+  snapshot.evolution = std::move(v);
+}
+
+}  // namespace tttlab::gui

@@ -1,0 +1,41 @@
+// app/gui/engine/evolution_module.hpp — the engine side of the Hidden-state evolution panel
+// (evolution_types.hpp): the head runs in the primal form over the text, 32 tokens per work item, and
+// each token's W_t is kept with its norms and singular values.
+#pragma once
+
+#include <memory>
+#include <optional>
+
+#include "gui/engine/engine.hpp"
+#include "gui/engine/head_inputs.hpp"
+#include "gui/engine/model_library.hpp"
+
+namespace tttlab::gui {
+
+class EvolutionModule final : public EngineModule {
+ public:
+  explicit EvolutionModule(std::shared_ptr<ModelLibrary> library = nullptr);
+  const char* name() const override { return "hidden-state evolution"; }
+  bool handle(const Command& command, ModuleContext& ctx) override;
+  bool has_work(Clock::time_point now) const override;
+  void work(ModuleContext& ctx) override;
+  void publish(Snapshot& snapshot) const override;
+
+  static HeadLimits limits();
+
+ private:
+  std::shared_ptr<ModelLibrary> library_;
+  HeadConfig config_;
+  bool configured_ = false;
+  std::uint64_t generation_ = 0;
+  std::string error_;
+  std::optional<HeadInputs<double>> head_;
+  std::optional<InnerState<double>> state_;
+  std::shared_ptr<const EvolutionStep> w0_;
+  std::vector<std::shared_ptr<const EvolutionStep>> steps_;
+};
+
+// Singular values of m, descending (as floats: for display).
+std::vector<float> singular_values(const Mat<double>& m);
+
+}  // namespace tttlab::gui

@@ -1,0 +1,47 @@
+// app/gui/engine/evolution_types.hpp — the hidden state W_t of one head over a whole sequence.
+//
+// The head (head_config.hpp: any block and head of a model, TTT-Linear or TTT-MLP, or a toy head) runs
+// in the primal form over the whole text; for every token the module keeps W_t and its summaries:
+// the drift ‖W_t − W_0‖_F, ‖W_t‖_F and the singular values of W_t and of W_t − W_0 (for TTT-MLP, of
+// both layers' matrices).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gui/engine/head_config.hpp"
+#include "tttlab/tensor.hpp"
+
+namespace tttlab::gui {
+
+struct EvolutionStep {
+  Mat<float> w1, w2;                 // W1_t [d, d|4d] and (MLP) W2_t [4d, d]
+  double drift1 = 0, drift2 = 0;     // ‖W_t − W_0‖_F per matrix
+  double norm1 = 0, norm2 = 0;       // ‖W_t‖_F
+  double loss_before = 0, loss_after = 0;
+  std::vector<float> sv1, sv2;       // singular values of W1_t, W2_t (descending)
+  std::vector<float> dsv1, dsv2;     // singular values of W1_t − W1_0, W2_t − W2_0
+};
+
+struct EvolutionView {
+  HeadConfig config;
+  std::uint64_t generation = 0;
+  std::string error;
+  std::string description;
+  std::vector<unsigned char> bytes;
+  int d = 0;
+  int mini_batch = 0;
+  bool mlp = false;
+  std::shared_ptr<const EvolutionStep> w0;  // W_0 (drifts 0)
+  std::vector<std::shared_ptr<const EvolutionStep>> steps;  // tokens 0 .. computed−1
+  bool done = false;
+  long tokens() const { return static_cast<long>(bytes.size()); }
+};
+
+struct EvolutionConfigure {
+  HeadConfig config;
+};
+
+}  // namespace tttlab::gui

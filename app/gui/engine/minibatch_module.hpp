@@ -1,0 +1,37 @@
+// app/gui/engine/minibatch_module.hpp — the engine side of the Mini-batch lab (minibatch_types.hpp).
+// A sweep walks b = 1, 2, 4, …, T; a work item is one evaluation window (or, in Train mode, one
+// optimiser step) of one b, so the small multiples fill in live and a cancel lands quickly.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "gui/engine/engine.hpp"
+#include "gui/engine/model_library.hpp"
+
+namespace tttlab::gui {
+
+// 1, 2, 4, …, and T itself when it is not a power of two.
+std::vector<int> sweep_mini_batches(int T);
+
+class MiniBatchModule final : public EngineModule {
+ public:
+  explicit MiniBatchModule(std::shared_ptr<ModelLibrary> library = nullptr);
+  ~MiniBatchModule() override;
+  const char* name() const override { return "mini-batch lab"; }
+  bool handle(const Command& command, ModuleContext& ctx) override;
+  bool has_work(Clock::time_point now) const override;
+  void work(ModuleContext& ctx) override;
+  void publish(Snapshot& snapshot) const override;
+
+  struct Job;
+
+ private:
+  std::shared_ptr<ModelLibrary> library_;
+  std::shared_ptr<const MiniBatchView> view_;
+  std::unique_ptr<Job> job_;
+  JobId job_id_ = 0;
+  std::uint64_t generation_ = 0;
+};
+
+}  // namespace tttlab::gui

@@ -1,0 +1,67 @@
+// app/gui/engine/minibatch_types.hpp — the mini-batch lab: the same model with inner mini-batch size
+// b ∈ {1, 2, 4, …, T}, its loss and its measured forward time (the paper's Fig. 8).
+//
+// Two modes:
+//   Evaluate  the chosen model's weights run with each b (model_library.hpp derive_model): what b does
+//             to a model at test time. Fast.
+//   Train     for each b, a small model trained from the same seed on the same batches, then
+//             evaluated: the paper's experiment, at toy scale. Slow (cancellable).
+// Forward times are single-threaded wall times of Model::eval_sequence (dual form), the median over
+// the evaluation windows.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gui/engine/primal_dual_types.hpp"  // JobOutcome
+
+namespace tttlab::gui {
+
+enum class SweepMode { Evaluate, Train };
+
+struct SweepSettings {
+  SweepMode mode = SweepMode::Evaluate;
+  std::string model_id = "shipped";  // Evaluate
+  std::string layer = "ttt-linear";  // Train: the layer of the small models
+  std::string data = "brown";
+  int seq_len = 128;   // T; b runs over 1, 2, 4, …, T
+  int windows = 8;     // evaluation windows per b
+  int train_steps = 60;  // Train: optimiser steps per b
+  std::uint64_t seed = 0;
+  bool operator==(const SweepSettings&) const = default;
+};
+
+struct SweepPoint {
+  int b = 0;
+  double loss = 0, bpb = 0;            // mean over the windows done
+  double ms_per_forward = 0;           // median
+  std::vector<double> loss_by_position;  // [T] nats
+  long windows_done = 0;
+  std::vector<double> train_loss;      // Train mode: the loss of every step
+};
+
+struct SweepResult {
+  SweepSettings settings;
+  std::string label;                   // what was swept, for the legend
+  std::vector<SweepPoint> points;      // in order of b; the last one may be in progress
+  bool complete = false;
+};
+
+struct MiniBatchView {
+  SweepSettings settings;
+  std::uint64_t generation = 0;
+  JobOutcome outcome = JobOutcome::None;
+  double progress = 0;
+  std::string error;
+  std::string data_description;
+  std::shared_ptr<const SweepResult> current;
+  std::shared_ptr<const SweepResult> previous;  // the sweep before: drawn as a ghost
+};
+
+struct SweepRun {
+  SweepSettings settings;
+};
+
+}  // namespace tttlab::gui

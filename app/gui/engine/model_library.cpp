@@ -1,0 +1,248 @@
+#include "gui/engine/model_library.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <stdexcept>
+
+#include "gui/engine/resources.hpp"
+#include "tttlab/train/trainer.hpp"
+
+namespace tttlab::gui {
+namespace fs = std::filesystem;
+namespace {
+
+std::string millions(long n) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.2f M", static_cast<double>(n) / 1e6);
+  return b;
+}
+
+// "random:<layer>:<backbone>:<seed>" → config and seed; false if `id` is not of that form.
+bool parse_random_id(const std::string& id, ModelConfig* cfg, std::uint64_t* seed) {
+  if (id.rfind("random:", 0) != 0) return false;
+  const std::string rest = id.substr(7);
+  const auto a = rest.find(':'), b = rest.find(':', a == std::string::npos ? 0 : a + 1);
+  if (a == std::string::npos || b == std::string::npos)
+    throw std::runtime_error("model id '" + id + "' should read random:<layer>:<backbone>:<seed>");
+  ModelConfig c = ModelConfig::preset("tiny");
+  try {
+    c.seq_layer = seq_layer_from_string(rest.substr(0, a));
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(e.what());
+  }
+  const std::string backbone = rest.substr(a + 1, b - a - 1);
+  if (backbone != "m" && backbone != "t")
+    throw std::runtime_error("model id '" + id + "': the backbone must be m or t");
+  c.mamba_backbone = backbone == "m";
+  c.ttt_base_lr = c.seq_layer == SeqLayerKind::TTTMLP ? 0.1 : 1.0;
+  try {
+    *seed = std::stoull(rest.substr(b + 1));
+  } catch (const std::exception&) {
+    throw std::runtime_error("model id '" + id + "': the seed must be a non-negative integer");
+  }
+  *cfg = c;
+  return true;
+}
+
+}  // namespace
+
+std::string ModelInfo::layer_name() const {
+  switch (config.seq_layer) {
+    case SeqLayerKind::TTTLinear: return "TTT-Linear";
+    case SeqLayerKind::TTTMLP: return "TTT-MLP";
+    case SeqLayerKind::LinearAttention: return "linear attention";
+    case SeqLayerKind::SoftmaxAttention: return "softmax attention";
+  }
+  return "?";
+}
+
+std::string ModelInfo::summary() const {
+  if (!loaded) return error.empty() ? "not loaded yet" : error;
+  const ModelConfig& c = config;
+  std::string s = layer_name() + " · " + (c.mamba_backbone ? "Mamba" : "Transformer") + " backbone · " +
+                  std::to_string(c.num_hidden_layers) + " blocks × " + std::to_string(c.num_attention_heads) +
+                  " heads, d = " + std::to_string(c.head_dim());
+  if (c.is_ttt()) s += ", b = " + std::to_string(c.mini_batch_size);
+  return s + " · " + millions(params) + " parameters";
+}
+
+const ModelInfo* LibraryView::find(const std::string& id) const {
+  for (const auto& m : models)
+    if (m.id == id) return &m;
+  return nullptr;
+}
+
+std::string random_model_id(const std::string& layer, bool mamba, std::uint64_t seed) {
+  return "random:" + layer + ":" + (mamba ? "m" : "t") + ":" + std::to_string(seed);
+}
+
+ModelLibrary::ModelLibrary() {
+  // Listed from the start (loaded on first use): the shipped model and two untrained TTT models.
+  entry(kShippedModelId);
+  entry(random_model_id("ttt-linear", true, 0));
+  entry(random_model_id("ttt-mlp", true, 0));
+}
+
+ModelLibrary::Entry& ModelLibrary::entry(const std::string& id) {
+  for (auto& e : entries_)
+    if (e->info.id == id) return *e;
+  auto e = std::make_unique<Entry>();
+  e->info.id = id;
+  ModelConfig cfg;
+  std::uint64_t seed = 0;
+  if (id == kShippedModelId) {
+    e->info.label = "tiny-brown (shipped, trained on Brown)";
+    e->info.trained = true;
+  } else if (id.rfind("file:", 0) == 0) {
+    e->info.path = id.substr(5);
+    e->info.label = fs::path(e->info.path).filename().string();
+    e->info.trained = true;
+  } else if (parse_random_id(id, &cfg, &seed)) {
+    e->info.config = cfg;
+    ModelInfo probe;
+    probe.config = cfg;
+    e->info.label = "untrained " + probe.layer_name() + " (random init, seed " + std::to_string(seed) + ")";
+  } else {
+    throw std::runtime_error("unknown model '" + id + "' (expected shipped, file:<folder> or random:…)");
+  }
+  entries_.push_back(std::move(e));
+  ++generation_;
+  // Keep the order: shipped, checkpoints, random.
+  std::stable_sort(entries_.begin(), entries_.end(), [](const auto& a, const auto& b) {
+    const auto rank = [](const std::string& i) { return i == kShippedModelId ? 0 : i.rfind("random:", 0) == 0 ? 2 : 1; };
+    return rank(a->info.id) < rank(b->info.id);
+  });
+  for (auto& x : entries_)
+    if (x->info.id == id) return *x;
+  throw std::logic_error("model library: entry vanished");
+}
+
+void ModelLibrary::load(Entry& e) {
+  if (e.model) return;
+  const std::string& id = e.info.id;
+  try {
+    std::unique_ptr<Model<float>> m;
+    ModelConfig cfg;
+    std::uint64_t seed = 0;
+    if (id == kShippedModelId) {
+      std::string looked;
+      const auto dir = find_resource(kShippedModelPath, &looked);
+      if (!dir)
+        throw std::runtime_error(std::string("the shipped model ") + kShippedModelPath +
+                                 " was not found (looked in " + looked +
+                                 "); run from the repository or set TTTLAB_HOME to it");
+      e.info.path = dir->string();
+      m = load_model(*dir);
+    } else if (id.rfind("file:", 0) == 0) {
+      m = load_model(e.info.path);
+    } else if (parse_random_id(id, &cfg, &seed)) {
+      m = std::make_unique<Model<float>>(cfg, seed);
+    }
+    e.info.params = m->num_params();
+    e.info.config = m->config();
+    e.info.loaded = true;
+    e.info.error.clear();
+    e.model = std::move(m);
+  } catch (const std::exception& ex) {
+    e.info.loaded = false;
+    e.info.error = ex.what();
+    ++generation_;
+    throw std::runtime_error(ex.what());
+  }
+  ++generation_;
+}
+
+std::shared_ptr<const Model<float>> ModelLibrary::get(const std::string& id, const ModelOverrides& o) {
+  Entry& e = entry(id);
+  load(e);
+  if (!o.any()) return e.model;
+  const auto key = std::make_pair(o.mini_batch, o.base_lr);
+  if (auto it = e.variants.find(key); it != e.variants.end()) return it->second;
+  try {
+    std::shared_ptr<const Model<float>> v = derive_model(*e.model, o);
+    if (e.variants.size() > 16) e.variants.clear();  // sweeps should not pile up models
+    e.variants.emplace(key, v);
+    return v;
+  } catch (const std::invalid_argument& ex) {
+    throw std::runtime_error(ex.what());
+  }
+}
+
+std::string ModelLibrary::open_checkpoint(const fs::path& dir) {
+  std::error_code ec;
+  const fs::path canon = fs::weakly_canonical(dir, ec);
+  const std::string id = "file:" + (ec ? dir : canon).string();
+  Entry& e = entry(id);
+  try {
+    load(e);
+  } catch (...) {
+    std::erase_if(entries_, [&](const auto& x) { return x->info.id == id; });
+    ++generation_;
+    throw;
+  }
+  return id;
+}
+
+void ModelLibrary::put(const std::string& id, const std::string& label, const std::string& path,
+                       std::shared_ptr<const Model<float>> model, bool trained) {
+  std::erase_if(entries_, [&](const auto& x) { return x->info.id == id; });
+  auto e = std::make_unique<Entry>();
+  e->info.id = id;
+  e->info.label = label;
+  e->info.path = path;
+  e->info.trained = trained;
+  e->info.loaded = true;
+  e->info.config = model->config();
+  e->info.params = const_cast<Model<float>&>(*model).num_params();  // reads only
+  e->model = std::move(model);
+  entries_.push_back(std::move(e));
+  std::stable_sort(entries_.begin(), entries_.end(), [](const auto& a, const auto& b) {
+    const auto rank = [](const std::string& i) { return i == kShippedModelId ? 0 : i.rfind("random:", 0) == 0 ? 2 : 1; };
+    return rank(a->info.id) < rank(b->info.id);
+  });
+  ++generation_;
+}
+
+std::shared_ptr<const LibraryView> ModelLibrary::view() {
+  if (!view_ || view_generation_ != generation_) {
+    auto v = std::make_shared<LibraryView>();
+    v->generation = generation_;
+    for (const auto& e : entries_) v->models.push_back(e->info);
+    view_ = std::move(v);
+    view_generation_ = generation_;
+  }
+  return view_;
+}
+
+std::unique_ptr<Model<float>> derive_model(const Model<float>& m, const ModelOverrides& o) {
+  ModelConfig cfg = m.config();
+  if (o.mini_batch > 0) {
+    if (o.mini_batch > 1 << 16) throw std::invalid_argument("mini-batch size b must be at most 65536");
+    cfg.mini_batch_size = o.mini_batch;
+  }
+  if (o.base_lr > 0.0) cfg.ttt_base_lr = o.base_lr;
+  cfg.validate();
+  auto out = std::make_unique<Model<float>>(cfg, 0);
+  // Copy by name. for_each_param is non-const only because it hands out writable views; the source
+  // is read, never written.
+  std::vector<std::pair<std::string, Eigen::Map<Mat<float>>>> src;
+  const_cast<Model<float>&>(m).for_each_param(
+      [&](Eigen::Map<Mat<float>> p, const std::string& n) { src.emplace_back(n, p); });
+  std::size_t i = 0;
+  out->for_each_param([&](Eigen::Map<Mat<float>> dst, const std::string& name) {
+    while (i < src.size() && src[i].first != name) ++i;  // same visiting order in both models
+    if (i == src.size()) throw std::logic_error("derive_model: parameter " + name + " not found");
+    const auto& s = src[i].second;
+    if (s.rows() == dst.rows() && s.cols() == dst.cols()) {
+      dst = s;
+    } else {  // δ [1, b]: keep the common positions, new ones start at 0 (τ_i = 1/i)
+      dst.setZero();
+      const auto r = std::min(s.rows(), dst.rows()), c = std::min(s.cols(), dst.cols());
+      dst.topLeftCorner(r, c) = s.topLeftCorner(r, c);
+    }
+    ++i;
+  });
+  return out;
+}
+
+}  // namespace tttlab::gui

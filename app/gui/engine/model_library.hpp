@@ -1,0 +1,104 @@
+// app/gui/engine/model_library.hpp — the language models the panels run, shared by every engine
+// module: the trained model that ships in assets/, checkpoints the user opens or trains, and freshly
+// initialised (untrained) models for comparison.
+//
+// Models are identified by strings that state files store:
+//   "shipped"                          assets/models/tiny-brown (resources.hpp says where it is looked for)
+//   "file:<path>"                      a checkpoint or run directory (tttlab::load_model)
+//   "random:<layer>:<backbone>:<seed>" the tiny preset with that sequence layer ("ttt-linear", "ttt-mlp",
+//                                      "linear-attention", "softmax-attention") and backbone ("m", "t"),
+//                                      initialised from the seed and not trained
+// A model is loaded on first use and then shared, immutable (Model is const while it computes, so
+// any number of modules and threads may run it at once). Variants with another inner mini-batch
+// size b or η_base (ModelOverrides) are derived once and cached: same weights, the config changed;
+// δ (learnable_token_idx, one entry per mini-batch position) is cut or padded with zeros.
+//
+// Threading: the library belongs to the engine thread (modules hold a shared_ptr to it). The
+// training thread never touches it; the training module registers checkpoints on the engine thread.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "tttlab/model/model.hpp"
+
+namespace tttlab::gui {
+
+inline constexpr const char* kShippedModelId = "shipped";
+inline constexpr const char* kShippedModelPath = "assets/models/tiny-brown";
+
+// What a panel needs to know about a model without touching it (part of the snapshot).
+struct ModelInfo {
+  std::string id;
+  std::string label;        // "tiny-brown (shipped, trained)", "untrained TTT-MLP (seed 0)", …
+  std::string path;         // checkpoint folder, empty for random models
+  bool loaded = false;      // false: listed but not loaded yet (or failed: see error)
+  std::string error;        // why it cannot be loaded
+  ModelConfig config;       // valid when loaded
+  long params = 0;
+  bool trained = false;     // from a checkpoint (shipped or file)
+
+  bool ttt() const { return loaded && config.is_ttt(); }
+  std::string layer_name() const;  // "TTT-Linear", "TTT-MLP", "linear attention", "softmax attention"
+  // "TTT-Linear · Mamba backbone · 4 blocks × 4 heads, d = 32, b = 16 · 0.47 M parameters"
+  std::string summary() const;
+};
+
+struct LibraryView {
+  std::uint64_t generation = 0;
+  std::vector<ModelInfo> models;  // the shipped model first, then opened checkpoints, then random ones
+  const ModelInfo* find(const std::string& id) const;
+};
+
+// Changes applied to a model's config (0 = keep the model's own value).
+struct ModelOverrides {
+  int mini_batch = 0;    // b
+  double base_lr = 0.0;  // η_base
+  bool operator==(const ModelOverrides&) const = default;
+  bool any() const { return mini_batch > 0 || base_lr > 0.0; }
+};
+
+// The tiny preset with another layer kind/backbone, as random model ids use it.
+std::string random_model_id(const std::string& layer, bool mamba, std::uint64_t seed);
+
+class ModelLibrary {
+ public:
+  ModelLibrary();
+
+  // The model `id`, loaded on first use. Throws std::runtime_error with a one-line message (unknown
+  // id, missing files, a bad checkpoint, invalid overrides).
+  std::shared_ptr<const Model<float>> get(const std::string& id, const ModelOverrides& overrides = {});
+  // Adds a checkpoint (run directory or checkpoint directory) and returns its id; throws as get().
+  std::string open_checkpoint(const std::filesystem::path& dir);
+  // Registers a model built elsewhere (e.g. a training run's checkpoint); replaces one of that id.
+  void put(const std::string& id, const std::string& label, const std::string& path,
+           std::shared_ptr<const Model<float>> model, bool trained);
+
+  // Increases whenever the list or a model's state changes.
+  std::uint64_t generation() const { return generation_; }
+  std::shared_ptr<const LibraryView> view();
+
+ private:
+  struct Entry {
+    ModelInfo info;
+    std::shared_ptr<const Model<float>> model;
+    std::map<std::pair<int, double>, std::shared_ptr<const Model<float>>> variants;
+  };
+  Entry& entry(const std::string& id);  // creates listed-but-unloaded entries for known ids
+  void load(Entry& e);
+
+  std::vector<std::unique_ptr<Entry>> entries_;
+  std::uint64_t generation_ = 1;
+  std::shared_ptr<const LibraryView> view_;
+  std::uint64_t view_generation_ = 0;
+};
+
+// A copy of `m` with the config changed by `o` (same weights; δ cut or zero-padded to the new b).
+std::unique_ptr<Model<float>> derive_model(const Model<float>& m, const ModelOverrides& o);
+
+}  // namespace tttlab::gui

@@ -1,0 +1,451 @@
+// Panel 2 — Hidden-state evolution: the hidden state W_t of one head over a whole sequence, for any
+// block and head of a model (TTT-Linear or TTT-MLP; a toy head too). A scrubber walks the tokens;
+// the panel shows W_t (or its change from W_0), the change made by token t, how far the state has
+// drifted from W_0, and the singular values of W_t and of W_t − W_0 over the sequence: the update
+// is a sum of rank-1 terms, and the spectrum shows how many directions the state has actually learned.
+#include <imgui.h>
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "gui/engine/evolution_module.hpp"
+#include "gui/engine/head_inputs.hpp"
+#include "gui/fonts.hpp"
+#include "gui/keys.hpp"
+#include "gui/panels/panel.hpp"
+#include "gui/panels/widgets.hpp"
+#include "gui/plot/heatmap.hpp"
+#include "gui/plot/line_plot.hpp"
+#include "gui/plot/pooling.hpp"
+#include "gui/plot/ticks.hpp"
+#include "gui/state/json_fields.hpp"
+#include "gui/theme.hpp"
+
+namespace tttlab::gui {
+namespace {
+
+using plot::format_value;
+
+struct EvolutionSettings {
+  HeadConfig head;
+  long cursor = -1;       // −1: the last token
+  int layer = 0;          // TTT-MLP: 0 = W1, 1 = W2
+  bool show_delta = true; // the map shows W_t − W_0 (true) or W_t
+  bool spectrum_of_delta = true;
+  double play_speed = 30.0;  // tokens per second
+};
+
+EvolutionSettings default_settings() {
+  EvolutionSettings s;
+  s.head.block = 1;
+  s.head.head = 2;
+  return s;
+}
+
+nlohmann::json to_json(const EvolutionSettings& s) {
+  return {{"head", gui::to_json(s.head)},
+          {"cursor", s.cursor},
+          {"view",
+           {{"layer", s.layer == 0 ? "W1" : "W2"},
+            {"map", s.show_delta ? "delta" : "weights"},
+            {"spectrum", s.spectrum_of_delta ? "delta" : "weights"},
+            {"play_speed", s.play_speed}}}};
+}
+
+EvolutionSettings settings_from(const FieldReader& r) {
+  EvolutionSettings s = default_settings();
+  s.head = head_config_from(r.object("head"));
+  try {
+    validate(s.head, EvolutionModule::limits());
+  } catch (const std::invalid_argument& e) {
+    throw StateError(r.path() + ".head: " + e.what());
+  }
+  s.cursor = r.integer("cursor", -1, 1 << 20, s.cursor);
+  const FieldReader v = r.object("view");
+  s.layer = v.choice("layer", {"W1", "W2"}, 0);
+  s.show_delta = v.choice("map", {"delta", "weights"}, 0) == 0;
+  s.spectrum_of_delta = v.choice("spectrum", {"delta", "weights"}, 0) == 0;
+  s.play_speed = v.number("play_speed", 1.0, 1000.0, s.play_speed);
+  return s;
+}
+
+std::string quote(const EvolutionView& v, long t) {
+  std::string s;
+  if (t < 0 || t >= v.tokens()) return s;
+  s += '\'';
+  s += token_label(v.bytes[static_cast<std::size_t>(t)]);
+  s += '\'';
+  return s;
+}
+
+class EvolutionPanel final : public Panel {
+ public:
+  const char* id() const override { return "evolution"; }
+  const char* name() const override { return "Hidden-state evolution"; }
+  const char* summary() const override {
+    return "W_t of any block and head over a whole sequence (TTT-Linear and TTT-MLP): a scrubber, the drift "
+           "‖W_t − W_0‖ and the singular values.";
+  }
+  std::vector<ClassroomControl> classroom_controls() const override {
+    return {{"evolution.source", "Evolution: model, block and head"},
+            {"evolution.text", "Evolution: input text"},
+            {"evolution.inner", "Evolution: toy-head settings"},
+            {"evolution.view", "Evolution: view options"}};
+  }
+
+  void sync(CommandSink& sink) override { sink.post(EvolutionConfigure{s_.head}); }
+  nlohmann::json save_state() const override { return to_json(s_); }
+  std::function<void()> parse_state(const nlohmann::json& j, const std::string& path) const override {
+    const EvolutionSettings s = settings_from(FieldReader(j, path));
+    return [this, s] { const_cast<EvolutionPanel*>(this)->s_ = s; };
+  }
+
+  std::vector<ShortcutHelp> shortcut_help() const override {
+    return {{"Space", "play / pause the scrubber"},
+            {"→  ←", "one token forward / back"},
+            {"Shift+→  Shift+←", "one mini-batch forward / back"},
+            {"Home  End", "the first / the last token"}};
+  }
+
+  void shortcuts(const Snapshot& snap, CommandSink&) override {
+    const EvolutionView* v = snap.evolution.get();
+    if (!v || v->steps.empty()) return;
+    const long n = static_cast<long>(v->steps.size());
+    const long b = std::max(1, v->mini_batch);
+    long t = cursor(*v);
+    if (key_pressed(Key::Space, false)) toggle_play(*v);
+    if (key_pressed(Key::Right)) t += shift_down() ? b : 1;
+    if (key_pressed(Key::Left)) t -= shift_down() ? b : 1;
+    if (key_pressed(Key::Home, false)) t = 0;
+    if (key_pressed(Key::End, false)) t = n - 1;
+    if (t != cursor(*v)) {
+      playing_ = false;
+      s_.cursor = std::clamp(t, 0L, n - 1);
+    }
+  }
+
+  void draw(const Snapshot& snap, CommandSink& sink) override {
+    const EvolutionView* v = snap.evolution.get();
+    if (!v) return;
+    advance_playback(*v);
+    const float controls_w = 20.0f * ImGui::GetFontSize();
+    ImGui::BeginChild("##controls", ImVec2(controls_w, 0), false);
+    draw_controls(*v, snap, sink);
+    ImGui::EndChild();
+    ImGui::SameLine(0, 16);
+    ImGui::BeginChild("##view", ImVec2(0, 0), false);
+    draw_view(*v);
+    ImGui::EndChild();
+  }
+
+ private:
+  long cursor(const EvolutionView& v) const {
+    const long n = static_cast<long>(v.steps.size());
+    if (n == 0) return -1;
+    return s_.cursor < 0 ? n - 1 : std::min(s_.cursor, n - 1);
+  }
+
+  void toggle_play(const EvolutionView& v) {
+    playing_ = !playing_;
+    if (playing_ && cursor(v) >= static_cast<long>(v.steps.size()) - 1) s_.cursor = 0;
+    play_clock_ = ImGui::GetTime();
+  }
+
+  // The scrubber plays on the UI side: every W_t is already in the snapshot.
+  void advance_playback(const EvolutionView& v) {
+    if (!playing_ || v.steps.empty()) return;
+    const double now = ImGui::GetTime();
+    const long steps = static_cast<long>((now - play_clock_) * s_.play_speed);
+    if (steps <= 0) return;
+    play_clock_ += static_cast<double>(steps) / s_.play_speed;
+    const long n = static_cast<long>(v.steps.size());
+    s_.cursor = std::min(cursor(v) + steps, n - 1);
+    if (s_.cursor >= n - 1 && v.done) playing_ = false;
+  }
+
+  void draw_controls(const EvolutionView& v, const Snapshot& snap, CommandSink& sink) {
+    widgets::HeadEditorOptions opt;
+    opt.limits = EvolutionModule::limits();
+    opt.library = snap.library ? snap.library->models.get() : nullptr;
+    opt.sink = &sink;
+    opt.panel = "evolution";
+    if (widgets::head_editor(s_.head, opt)) {
+      s_.cursor = -1;
+      sink.post(EvolutionConfigure{s_.head});
+    }
+    if (classroom::visible("evolution.view")) {
+      widgets::section_label("VIEW");
+      widgets::row("Map", "What the large heat-map shows at the cursor.");
+      int map = s_.show_delta ? 0 : 1;
+      if (ImGui::RadioButton("Wₜ − W₀", &map, 0)) s_.show_delta = true;
+      ImGui::SameLine();
+      if (ImGui::RadioButton("Wₜ", &map, 1)) s_.show_delta = false;
+      widgets::row("Spectrum", "Singular values of the learned change Wₜ − W₀ (how many directions the state has "
+                               "written) or of Wₜ itself.");
+      int sp = s_.spectrum_of_delta ? 0 : 1;
+      if (ImGui::RadioButton("of Wₜ − W₀", &sp, 0)) s_.spectrum_of_delta = true;
+      ImGui::SameLine();
+      if (ImGui::RadioButton("of Wₜ", &sp, 1)) s_.spectrum_of_delta = false;
+      if (v.mlp) {
+        widgets::row("Layer");
+        ImGui::RadioButton("W₁", &s_.layer, 0);
+        ImGui::SameLine();
+        ImGui::RadioButton("W₂", &s_.layer, 1);
+      }
+      widgets::row("Play speed");
+      float sp_f = static_cast<float>(s_.play_speed);
+      if (ImGui::SliderFloat("##speed", &sp_f, 2.0f, 300.0f, "%.0f tokens/s", ImGuiSliderFlags_Logarithmic))
+        s_.play_speed = sp_f;
+    }
+    ImGui::Dummy(ImVec2(0, 6));
+    widgets::note("The head reads the whole text in the primal form (one gradient step per token, in double "
+                  "precision); every Wₜ is kept, so scrubbing is instant. Each token adds a rank-1 term "
+                  "−η kᵀ∇ℓ to the state; the singular values show how many independent directions those "
+                  "terms add up to.");
+  }
+
+  void draw_view(const EvolutionView& v) {
+    const Fonts& f = fonts();
+    widgets::panel_title("Hidden-state evolution", "The state Wₜ of one head as it reads the whole sequence.");
+    if (!v.error.empty()) {
+      ImGui::Dummy(ImVec2(0, 8));
+      ImGui::PushStyleColor(ImGuiCol_Text, ImGui::ColorConvertU32ToFloat4(colors::kError));
+      ImGui::TextWrapped("These settings cannot run: %s", v.error.c_str());
+      ImGui::PopStyleColor();
+      return;
+    }
+    if (!v.w0) return;
+    ImGui::PushFont(f.small);
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kAccent), "%s", v.description.c_str());
+    ImGui::SameLine(0, 10);
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim), "TTT-%s, d = %d, b = %d, T = %ld%s",
+                       v.mlp ? "MLP" : "Linear", v.d, v.mini_batch, v.tokens(),
+                       v.done ? "" : "  (computing…)");
+    ImGui::PopFont();
+
+    const long n = static_cast<long>(v.steps.size());
+    const long t = cursor(v);
+    scrubber(v, t);
+    if (const long c = widgets::token_strip(v.bytes, std::max(1, v.mini_batch), t, n, 2.0f * (f.mono->FontSize + 10.0f));
+        c >= 0 && c < n) {
+      s_.cursor = c;
+      playing_ = false;
+    }
+    if (t < 0) return;
+    ImGui::Dummy(ImVec2(0, 4));
+    maps(v, t);
+    ImGui::Dummy(ImVec2(0, 6));
+    curves(v, t);
+  }
+
+  void scrubber(const EvolutionView& v, long t) {
+    const long n = static_cast<long>(v.steps.size());
+    if (widgets::icon_button(playing_ ? "\xE2\x85\xA1" : "\xE2\x96\xB6", playing_ ? "Pause (Space)" : "Play (Space)",
+                             playing_))
+      toggle_play(v);
+    ImGui::SameLine(0, 10);
+    const float w = ImGui::GetContentRegionAvail().x - ImGui::GetFontSize() * 11.0f;
+    ImGui::SetNextItemWidth(std::max(60.0f, w));
+    int ti = static_cast<int>(std::max(0L, t));
+    if (ImGui::SliderInt("##scrub", &ti, 0, static_cast<int>(std::max(0L, n - 1)), "")) {
+      s_.cursor = ti;
+      playing_ = false;
+    }
+    // Mini-batch boundaries on the slider track.
+    const ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    const long T = v.tokens();
+    if (v.mini_batch > 0 && T / v.mini_batch < 200)
+      for (long s = v.mini_batch; s < T; s += v.mini_batch) {
+        const float x = a.x + 6.0f + (b.x - a.x - 12.0f) * static_cast<float>(s) / static_cast<float>(std::max(1L, T - 1));
+        dl->AddLine(ImVec2(x, b.y - 4.0f), ImVec2(x, b.y - 1.0f), colors::kMarker);
+      }
+    ImGui::SameLine(0, 10);
+    ImGui::AlignTextToFramePadding();
+    ImGui::Text("t = %ld %s  of %ld", t, quote(v, t).c_str(), T);
+  }
+
+  const Mat<float>& pick(const EvolutionStep& s) const { return s_.layer == 1 && s.w2.size() ? s.w2 : s.w1; }
+
+  void maps(const EvolutionView& v, long t) {
+    const EvolutionStep& cur = *v.steps[static_cast<std::size_t>(t)];
+    const EvolutionStep& prev = t > 0 ? *v.steps[static_cast<std::size_t>(t - 1)] : *v.w0;
+    const Mat<float>& W = pick(cur);
+    const Mat<float>& W0 = pick(*v.w0);
+    map_main_ = s_.show_delta ? Mat<float>(W - W0) : W;
+    map_step_ = W - pick(prev);
+    const std::string wn = v.mlp ? (s_.layer == 1 ? "W₂" : "W₁") : "W";
+    const std::string shape = "[" + std::to_string(W.rows()) + " × " + std::to_string(W.cols()) + "]";
+
+    const float avail = ImGui::GetContentRegionAvail().x;
+    const float h = std::clamp(ImGui::GetContentRegionAvail().y * 0.42f, 200.0f, 330.0f);
+    const float wide = static_cast<float>(W.cols()) / static_cast<float>(std::max<Eigen::Index>(1, W.rows()));
+    const float map_w = std::min(avail * (wide > 1.5f ? 0.40f : 0.27f), (h - 40.0f) * wide + 70.0f);
+    const ImVec2 top = ImGui::GetCursorScreenPos();
+
+    plot::Heatmap a;
+    a.id = "w_main";
+    a.export_name = s_.show_delta ? "W_t_minus_W0" : "W_t";
+    a.title = s_.show_delta ? wn + "ₜ − " + wn + "₀" : wn + "ₜ";
+    a.subtitle = shape + "  after token " + std::to_string(t);
+    a.m = plot::MatrixView::of(map_main_.data(), map_main_.rows(), map_main_.cols(), map_main_.cols());
+    a.size = ImVec2(map_w, h);
+    a.row_name = "i";
+    a.col_name = "j";
+    const EvolutionStep* w0p = v.w0.get();
+    const bool l2 = s_.layer == 1 && cur.w2.size();
+    a.tooltip = [&, w0p, l2](long i, long j, double) {
+      const Mat<float>& w0m = l2 ? w0p->w2 : w0p->w1;
+      const Mat<float>& wm = l2 ? cur.w2 : cur.w1;
+      ImGui::TextDisabled("%sₜ[%ld,%ld] = %s   %s₀[%ld,%ld] = %s", wn.c_str(), i, j, format_value(wm(i, j), 4).c_str(),
+                          wn.c_str(), i, j, format_value(w0m(i, j), 4).c_str());
+    };
+    plot::heatmap(a);
+
+    ImGui::SetCursorScreenPos(ImVec2(top.x + map_w + 18.0f, top.y));
+    plot::Heatmap b;
+    b.id = "w_step";
+    b.export_name = "delta_W_t";
+    b.title = "Δ" + wn + "ₜ = " + wn + "ₜ − " + wn + "ₜ₋₁";
+    b.subtitle = "what token " + std::to_string(t) + " " + quote(v, t) + " changed";
+    b.m = plot::MatrixView::of(map_step_.data(), map_step_.rows(), map_step_.cols(), map_step_.cols());
+    b.size = ImVec2(map_w, h);
+    b.row_name = "i";
+    b.col_name = "j";
+    plot::heatmap(b);
+
+    // The spectrum at the cursor against W0's.
+    ImGui::SetCursorScreenPos(ImVec2(top.x + 2.0f * (map_w + 18.0f), top.y));
+    const std::vector<float>& sv = spectrum(cur);
+    const std::vector<float>& sv0 = s_.spectrum_of_delta ? std::vector<float>() : spectrum(*v.w0);
+    sv_now_.assign(sv.begin(), sv.end());
+    sv_zero_.assign(sv0.begin(), sv0.end());
+    plot::LinePlot p;
+    p.id = "spectrum_now";
+    p.export_name = "singular_values_at_t";
+    p.title = "Singular values at t = " + std::to_string(t);
+    p.y_label = s_.spectrum_of_delta ? "σᵢ(" + wn + "ₜ − " + wn + "₀), log scale" : "σᵢ(" + wn + "ₜ) against σᵢ(" + wn + "₀), log scale";
+    p.x_label = "index i (largest first)";
+    p.size = ImVec2(ImGui::GetContentRegionAvail().x, h);
+    p.y_scale = plot::ScaleKind::Log10;
+    p.x_range = plot::Range{0.5, std::max(2.0, static_cast<double>(sv.size()) + 0.5)};
+    auto s1 = plot::line(s_.spectrum_of_delta ? "σ(Wₜ − W₀)" : "σ(Wₜ)", sv_now_, colors::kNormDW, false, 1.0, 1.0);
+    s1.markers = sv.size() <= 64;
+    p.series.push_back(s1);
+    if (!s_.spectrum_of_delta) {
+      auto s0 = plot::line("σ(W₀)", sv_zero_, colors::kLossInitial, false, 1.0, 1.0);
+      p.series.push_back(s0);
+    }
+    p.x_format = [](double x) { return "i = " + std::to_string(std::lround(x)); };
+    plot::line_plot(p);
+    ImGui::SetCursorScreenPos(ImVec2(top.x, top.y + h + 4.0f));
+    ImGui::Dummy(ImVec2(avail, 1.0f));
+  }
+
+  const std::vector<float>& spectrum(const EvolutionStep& s) const {
+    const bool l2 = s_.layer == 1 && !s.sv2.empty();
+    if (s_.spectrum_of_delta) return l2 ? s.dsv2 : s.dsv1;
+    return l2 ? s.sv2 : s.sv1;
+  }
+
+  void curves(const EvolutionView& v, long t) {
+    const long n = static_cast<long>(v.steps.size());
+    const bool l2 = s_.layer == 1 && v.mlp;
+    drift_.resize(static_cast<std::size_t>(n));
+    norm_.resize(static_cast<std::size_t>(n));
+    for (long i = 0; i < n; ++i) {
+      const EvolutionStep& s = *v.steps[static_cast<std::size_t>(i)];
+      drift_[static_cast<std::size_t>(i)] = l2 ? s.drift2 : s.drift1;
+      norm_[static_cast<std::size_t>(i)] = l2 ? s.norm2 : s.norm1;
+    }
+    const long T = v.tokens();
+    std::vector<plot::VLine> marks;
+    for (long s = v.mini_batch; v.mini_batch > 0 && s < T; s += v.mini_batch) marks.push_back({s - 0.5, colors::kMarker, true});
+    const auto fmt = [&v](double x) {
+      const long i = std::lround(x);
+      return "t = " + std::to_string(i) + "  " + quote(v, i);
+    };
+    const std::string wn = v.mlp ? (l2 ? "W₂" : "W₁") : "W";
+    const float h = std::max(170.0f, ImGui::GetContentRegionAvail().y - 6.0f);
+    const float avail = ImGui::GetContentRegionAvail().x;
+
+    plot::LinePlot d;
+    d.id = "drift";
+    d.export_name = "state_drift";
+    d.title = "How far the state has moved";
+    d.y_label = "Frobenius norms · dashed: mini-batch ends · drag to scrub";
+    d.x_label = "token t";
+    d.size = ImVec2(avail * 0.42f, h);
+    d.x_range = plot::Range{-0.5, std::max(1.0, static_cast<double>(T) - 0.5)};
+    d.markers = marks;
+    d.cursor = static_cast<double>(t);
+    d.x_format = fmt;
+    d.series.push_back(plot::line("‖" + wn + "ₜ − " + wn + "₀‖", drift_, colors::kNormDW, false));
+    d.series.push_back(plot::line("‖" + wn + "ₜ‖", norm_, colors::kNormW, false));
+    if (const auto r = plot::line_plot(d); r.drag_x) {
+      s_.cursor = std::clamp(std::lround(*r.drag_x), 0L, n - 1);
+      playing_ = false;
+    }
+    ImGui::SameLine(0, 14);
+
+    // The whole spectrum over time: row i is σ_i, column t is token t (a "spectrogram").
+    // Rebuilt only when the data changes: as one pooled matrix it is drawn from a cached texture.
+    const SpecKey key{v.generation, n, s_.spectrum_of_delta, s_.layer};
+    if (!(key == spec_key_)) {
+      const long k = static_cast<long>(spectrum(*v.steps[0]).size());
+      spec_ = plot::pool_max_abs_fn(k, n, 512, 2048, [&](long r, long c) {
+        const auto& sv = spectrum(*v.steps[static_cast<std::size_t>(c)]);
+        return static_cast<std::size_t>(r) < sv.size() ? std::max(static_cast<double>(sv[static_cast<std::size_t>(r)]), 1e-12)
+                                                        : 1e-12;
+      });
+      spec_key_ = key;
+    }
+    plot::Heatmap sg;
+    sg.id = "spectrogram";
+    sg.export_name = "singular_values_over_t";
+    sg.title = s_.spectrum_of_delta ? "Singular values of " + wn + "ₜ − " + wn + "₀ over the sequence"
+                                    : "Singular values of " + wn + "ₜ over the sequence";
+    sg.subtitle = "row i: σᵢ (largest on top), column t: after token t; log colour over 4 decades";
+    sg.pooled = &spec_;
+    sg.m = plot::MatrixView::of(spec_);
+    sg.palette = plot::Palette::Sequential;
+    sg.log_color = true;
+    sg.log_span = 1e4;  // four decades: the zero singular values (rank < d) sit at the dark end
+    sg.square = false;
+    sg.max_cell = 60.0f;
+    sg.show_values = false;
+    sg.size = ImVec2(ImGui::GetContentRegionAvail().x, h);
+    sg.row_name = "σ index i";
+    sg.col_name = "token t";
+    sg.col_label = [&v](long c) { return quote(v, c); };
+    sg.highlight_col = t;
+    for (long s = v.mini_batch; v.mini_batch > 0 && s < n && T / v.mini_batch < 200; s += v.mini_batch) sg.col_lines.push_back(s);
+    if (const auto r = plot::heatmap(sg); r.clicked && r.col >= 0) {
+      s_.cursor = r.col;
+      playing_ = false;
+    }
+  }
+
+  EvolutionSettings s_ = default_settings();
+  bool playing_ = false;
+  double play_clock_ = 0.0;
+  // Per-frame scratch (kept to avoid reallocations; rebuilt every frame from the snapshot).
+  Mat<float> map_main_, map_step_;
+  struct SpecKey {
+    std::uint64_t generation = 0;
+    long n = -1;
+    bool delta = false;
+    int layer = 0;
+    bool operator==(const SpecKey&) const = default;
+  };
+  plot::PooledMatrix spec_;
+  SpecKey spec_key_;
+  std::vector<double> drift_, norm_, sv_now_, sv_zero_;
+};
+
+}  // namespace
+
+std::unique_ptr<Panel> make_evolution_panel() { return std::make_unique<EvolutionPanel>(); }
+
+}  // namespace tttlab::gui

@@ -1,0 +1,250 @@
+// Panel 3 — Inner-loss curves: the three inner losses over token position, averaged over a batch of
+// validation sequences and over the heads of each block (the paper's Fig. 5 and 17):
+//   ℓ(W_0; x_t)      what the initial state predicts: no learning at test time
+//   ℓ(W_{t−1}; x_t)  before the gradient step on x_t: what the state learned from tokens before t
+//   ℓ(W_t; x_t)      after it
+// The gap between the first two is what test-time training buys; it grows along the sequence.
+#include <imgui.h>
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "gui/engine/data_source.hpp"
+#include "gui/fonts.hpp"
+#include "gui/keys.hpp"
+#include "gui/panels/panel.hpp"
+#include "gui/panels/widgets.hpp"
+#include "gui/plot/line_plot.hpp"
+#include "gui/plot/small_multiples.hpp"
+#include "gui/plot/ticks.hpp"
+#include "gui/state/json_fields.hpp"
+#include "gui/theme.hpp"
+
+namespace tttlab::gui {
+namespace {
+
+using plot::format_value;
+
+struct CurvesPanelSettings {
+  CurvesSettings run;
+  double smoothing = 0.6;
+  bool log_scale = false;
+  bool shared_y = true;  // one y range for every block
+};
+
+CurvesPanelSettings default_settings() {
+  CurvesPanelSettings s;
+  s.run.data = default_data_source();
+  return s;
+}
+
+nlohmann::json to_json(const CurvesPanelSettings& s) {
+  return {{"model_id", s.run.model_id},
+          {"data", s.run.data},
+          {"seq_len", s.run.seq_len},
+          {"sequences", s.run.sequences},
+          {"view", {{"smoothing", s.smoothing}, {"log_scale", s.log_scale}, {"shared_y", s.shared_y}}}};
+}
+
+CurvesPanelSettings settings_from(const FieldReader& r) {
+  CurvesPanelSettings s = default_settings();
+  s.run.model_id = r.string("model_id", 4096, s.run.model_id);
+  s.run.data = r.string("data", 4096, s.run.data);
+  s.run.seq_len = static_cast<int>(r.integer("seq_len", 8, 2048, s.run.seq_len));
+  s.run.sequences = static_cast<int>(r.integer("sequences", 1, 256, s.run.sequences));
+  const FieldReader v = r.object("view");
+  s.smoothing = v.number("smoothing", 0.0, 0.999, s.smoothing);
+  s.log_scale = v.boolean("log_scale", s.log_scale);
+  s.shared_y = v.boolean("shared_y", s.shared_y);
+  return s;
+}
+
+double mean(const std::vector<double>& v, std::size_t from = 0) {
+  if (v.size() <= from) return 0.0;
+  double s = 0;
+  for (std::size_t i = from; i < v.size(); ++i) s += v[i];
+  return s / static_cast<double>(v.size() - from);
+}
+
+class InnerCurvesPanel final : public Panel {
+ public:
+  const char* id() const override { return "inner_curves"; }
+  const char* name() const override { return "Inner-loss curves"; }
+  const char* summary() const override {
+    return "ℓ(W₀; xₜ), ℓ(Wₜ₋₁; xₜ) and ℓ(Wₜ; xₜ) over token position, averaged over sequences and heads, per "
+           "layer (the paper's Fig. 5 and 17).";
+  }
+  std::vector<ClassroomControl> classroom_controls() const override {
+    return {{"inner_curves.model", "Inner-loss curves: model and data"},
+            {"inner_curves.size", "Inner-loss curves: T and number of sequences"},
+            {"inner_curves.view", "Inner-loss curves: view options"}};
+  }
+
+  void sync(CommandSink& sink) override { sink.post(CurvesRun{s_.run}); }
+  nlohmann::json save_state() const override { return to_json(s_); }
+  std::function<void()> parse_state(const nlohmann::json& j, const std::string& path) const override {
+    const CurvesPanelSettings s = settings_from(FieldReader(j, path));
+    return [this, s] { const_cast<InnerCurvesPanel*>(this)->s_ = s; };
+  }
+  std::vector<ShortcutHelp> shortcut_help() const override { return {{"F5", "compute again"}}; }
+  void shortcuts(const Snapshot&, CommandSink& sink) override {
+    if (key_pressed(Key::F5, false)) sink.post(CurvesRun{s_.run});
+  }
+
+  void draw(const Snapshot& snap, CommandSink& sink) override {
+    const CurvesView* v = snap.curves.get();
+    if (!v) return;
+    const float controls_w = 20.0f * ImGui::GetFontSize();
+    ImGui::BeginChild("##controls", ImVec2(controls_w, 0), false);
+    draw_controls(snap, sink);
+    ImGui::EndChild();
+    ImGui::SameLine(0, 16);
+    ImGui::BeginChild("##view", ImVec2(0, 0), false);
+    draw_view(*v, snap, sink);
+    ImGui::EndChild();
+  }
+
+ private:
+  void draw_controls(const Snapshot& snap, CommandSink& sink) {
+    bool run = false;
+    const LibraryView* lib = snap.library ? snap.library->models.get() : nullptr;
+    if (classroom::visible("inner_curves.model")) {
+      widgets::section_label("MODEL AND DATA");
+      widgets::row("Model");
+      run |= widgets::model_combo("model", s_.run.model_id, lib, true, &sink);
+      widgets::model_summary_line(s_.run.model_id, lib);
+      widgets::row("Data", "Sequences are the first validation windows of this text (the same for every model).");
+      run |= widgets::data_combo("data", s_.run.data);
+    }
+    if (classroom::visible("inner_curves.size")) {
+      widgets::section_label("AVERAGE OVER");
+      widgets::row("T", "Sequence length: the curves run over positions 0 … T−1.");
+      ImGui::SliderInt("##T", &s_.run.seq_len, 16, 1024, "%d tokens", ImGuiSliderFlags_Logarithmic);
+      run |= ImGui::IsItemDeactivatedAfterEdit();
+      widgets::row("Sequences");
+      ImGui::SliderInt("##n", &s_.run.sequences, 1, 64, "%d windows");
+      run |= ImGui::IsItemDeactivatedAfterEdit();
+      ImGui::Dummy(ImVec2(0, 4));
+      if (ImGui::Button("Compute again  (F5)", ImVec2(-1, 0))) run = true;
+    }
+    if (run) sink.post(CurvesRun{s_.run});
+    if (classroom::visible("inner_curves.view")) {
+      widgets::section_label("VIEW");
+      widgets::row("Smoothing");
+      float sm = static_cast<float>(s_.smoothing);
+      if (ImGui::SliderFloat("##smooth", &sm, 0.0f, 0.98f, sm == 0.0f ? "off" : "EMA %.2f")) s_.smoothing = sm;
+      ImGui::Checkbox("log scale", &s_.log_scale);
+      ImGui::SameLine();
+      ImGui::Checkbox("same y range for all blocks", &s_.shared_y);
+    }
+    ImGui::Dummy(ImVec2(0, 6));
+    widgets::note("Every sequence streams through the whole model in the primal form; every head of every block "
+                  "reports, for each token, the loss of its inner model before any learning (W₀), before the "
+                  "token's own step (Wₜ₋₁) and after it (Wₜ). The curves are means over the sequences done and "
+                  "the heads; they sharpen while the job runs. Raw values stay visible under the smoothed line.");
+  }
+
+  void draw_view(const CurvesView& v, const Snapshot& snap, CommandSink& sink) {
+    const Fonts& f = fonts();
+    widgets::panel_title("Inner-loss curves", "What each layer's hidden state learns along the sequence.");
+    widgets::job_status(v.outcome, v.progress, v.error, snap, sink);
+    if (v.blocks == 0) return;
+    ImGui::PushFont(f.small);
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kAccent), "%s", v.model_label.c_str());
+    ImGui::SameLine(0, 10);
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim),
+                       "%ld of %d sequences of T = %ld from %s · mean over %d heads · b = %d", v.sequences_done,
+                       v.settings.sequences, v.T, v.data_description.c_str(), v.heads, v.mini_batch);
+    ImGui::PopFont();
+    if (v.sequences_done == 0) return;
+    ImGui::Dummy(ImVec2(0, 2));
+    summary_table(v);
+    ImGui::Dummy(ImVec2(0, 6));
+
+    std::optional<plot::Range> shared;
+    if (s_.shared_y) {
+      plot::RangeFitter fit(s_.log_scale ? plot::ScaleKind::Log10 : plot::ScaleKind::Linear);
+      for (int b = 0; b < v.blocks; ++b) {
+        fit.add(v.l0[static_cast<std::size_t>(b)]);
+        fit.add(v.la[static_cast<std::size_t>(b)]);
+      }
+      shared = fit.range(0.05);
+    }
+    const int cols = v.blocks <= 2 ? v.blocks : (v.blocks <= 4 ? 2 : (v.blocks <= 9 ? 3 : 4));
+    const int rows = (v.blocks + cols - 1) / cols;
+    const float gap = 14.0f;
+    const ImVec2 avail = ImGui::GetContentRegionAvail();
+    const ImVec2 cell((avail.x - gap * static_cast<float>(cols - 1)) / static_cast<float>(cols),
+                      std::max(150.0f, (avail.y - gap * static_cast<float>(rows - 1)) / static_cast<float>(rows) - 2.0f));
+    std::vector<plot::VLine> marks;
+    for (long s = v.mini_batch; v.mini_batch > 0 && s < v.T; s += v.mini_batch) marks.push_back({s - 0.5, colors::kMarker, true});
+    plot::small_multiples(v.blocks, cols, cell, ImVec2(gap, gap), [&](int b, ImVec2 size) {
+      const std::size_t k = static_cast<std::size_t>(b);
+      plot::LinePlot p;
+      p.id = ids_[static_cast<std::size_t>(std::min(b, 15))];
+      p.export_name = "inner_losses_block" + std::to_string(b);
+      p.title = "Block " + std::to_string(b);
+      p.y_label = "inner loss ½‖f(k; W) − (v − k)‖², mean over sequences and heads";
+      p.x_label = "token position t";
+      p.size = size;
+      p.x_range = plot::Range{-0.5, static_cast<double>(v.T) - 0.5};
+      p.y_range = shared;
+      p.y_scale = s_.log_scale ? plot::ScaleKind::Log10 : plot::ScaleKind::Linear;
+      p.smoothing = s_.smoothing;
+      p.markers = marks;
+      p.series.push_back(plot::line("ℓ(W₀; xₜ)", v.l0[k], colors::kLossInitial));
+      p.series.push_back(plot::line("ℓ(Wₜ₋₁; xₜ)", v.lb[k], colors::kLossBefore));
+      p.series.push_back(plot::line("ℓ(Wₜ; xₜ)", v.la[k], colors::kLossAfter));
+      p.x_format = [](double x) { return "t = " + std::to_string(std::lround(x)); };
+      plot::line_plot(p);
+    });
+  }
+
+  // Per block: the mean of each curve, and how much of ℓ(W₀) the state removes by the end.
+  void summary_table(const CurvesView& v) {
+    const Fonts& f = fonts();
+    ImGui::PushFont(f.small);
+    if (ImGui::BeginTable("##summary", 5, ImGuiTableFlags_BordersInnerH | ImGuiTableFlags_RowBg |
+                                              ImGuiTableFlags_SizingStretchProp)) {
+      ImGui::TableSetupColumn("block");
+      ImGui::TableSetupColumn("mean ℓ(W₀; xₜ)");
+      ImGui::TableSetupColumn("mean ℓ(Wₜ₋₁; xₜ)");
+      ImGui::TableSetupColumn("mean ℓ(Wₜ; xₜ)");
+      ImGui::TableSetupColumn("second half: ℓ(Wₜ₋₁) vs ℓ(W₀)");
+      ImGui::TableHeadersRow();
+      for (int b = 0; b < v.blocks; ++b) {
+        const std::size_t k = static_cast<std::size_t>(b);
+        ImGui::TableNextRow();
+        ImGui::TableNextColumn();
+        ImGui::Text("block %d", b);
+        ImGui::PushFont(f.mono);
+        ImGui::TableNextColumn();
+        ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kLossInitial), "%s", format_value(mean(v.l0[k]), 4).c_str());
+        ImGui::TableNextColumn();
+        ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kLossBefore), "%s", format_value(mean(v.lb[k]), 4).c_str());
+        ImGui::TableNextColumn();
+        ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kLossAfter), "%s", format_value(mean(v.la[k]), 4).c_str());
+        ImGui::TableNextColumn();
+        const std::size_t half = v.l0[k].size() / 2;
+        const double a = mean(v.l0[k], half), c = mean(v.lb[k], half);
+        const double rel = a > 0 ? (c - a) / a : 0.0;
+        ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(rel < 0 ? colors::kGood : colors::kWarning), "%+.1f %%",
+                           100.0 * rel);
+        ImGui::PopFont();
+      }
+      ImGui::EndTable();
+    }
+    ImGui::PopFont();
+  }
+
+  CurvesPanelSettings s_ = default_settings();
+  const char* ids_[16] = {"b0", "b1", "b2", "b3", "b4", "b5", "b6", "b7",
+                          "b8", "b9", "b10", "b11", "b12", "b13", "b14", "b15"};
+};
+
+}  // namespace
+
+std::unique_ptr<Panel> make_inner_curves_panel() { return std::make_unique<InnerCurvesPanel>(); }
+
+}  // namespace tttlab::gui

@@ -1,0 +1,346 @@
+// Panel 4 — Mini-batch lab: the inner mini-batch size b trades quality for speed. For b = 1, 2, 4,
+// …, T the same model (same weights, same seed, same validation windows) gives a loss and a measured
+// forward time; small multiples show the loss by position for each b, and a quality-versus-time plot
+// (the paper's Fig. 8) puts them side by side. The sweep before stays on screen as a grey ghost, so a
+// change (another model, T, the Train mode) can be compared with what came before.
+#include <imgui.h>
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "gui/engine/data_source.hpp"
+#include "gui/engine/minibatch_module.hpp"
+#include "gui/fonts.hpp"
+#include "gui/keys.hpp"
+#include "gui/panels/panel.hpp"
+#include "gui/panels/widgets.hpp"
+#include "gui/plot/line_plot.hpp"
+#include "gui/plot/plot_common.hpp"
+#include "gui/plot/small_multiples.hpp"
+#include "gui/plot/ticks.hpp"
+#include "gui/state/json_fields.hpp"
+#include "gui/theme.hpp"
+
+namespace tttlab::gui {
+namespace {
+
+using plot::format_value;
+
+constexpr ImU32 kGhost = IM_COL32(125, 130, 142, 170);
+
+struct LabSettings {
+  SweepSettings sweep;
+  double smoothing = 0.7;
+  bool log_time = true;
+};
+
+LabSettings default_settings() {
+  LabSettings s;
+  s.sweep.data = default_data_source();
+  return s;
+}
+
+nlohmann::json to_json(const LabSettings& s) {
+  return {{"mode", s.sweep.mode == SweepMode::Evaluate ? "evaluate" : "train"},
+          {"model_id", s.sweep.model_id},
+          {"layer", s.sweep.layer},
+          {"data", s.sweep.data},
+          {"seq_len", s.sweep.seq_len},
+          {"windows", s.sweep.windows},
+          {"train_steps", s.sweep.train_steps},
+          {"seed", s.sweep.seed},
+          {"view", {{"smoothing", s.smoothing}, {"log_time", s.log_time}}}};
+}
+
+LabSettings settings_from(const FieldReader& r) {
+  LabSettings s = default_settings();
+  s.sweep.mode = r.choice("mode", {"evaluate", "train"}, 0) == 0 ? SweepMode::Evaluate : SweepMode::Train;
+  s.sweep.model_id = r.string("model_id", 4096, s.sweep.model_id);
+  s.sweep.layer = r.choice("layer", {"ttt-linear", "ttt-mlp"}, s.sweep.layer == "ttt-mlp" ? 1 : 0) == 0 ? "ttt-linear" : "ttt-mlp";
+  s.sweep.data = r.string("data", 4096, s.sweep.data);
+  s.sweep.seq_len = static_cast<int>(r.integer("seq_len", 2, 1024, s.sweep.seq_len));
+  s.sweep.windows = static_cast<int>(r.integer("windows", 1, 256, s.sweep.windows));
+  s.sweep.train_steps = static_cast<int>(r.integer("train_steps", 1, 100000, s.sweep.train_steps));
+  s.sweep.seed = r.uint64("seed", s.sweep.seed);
+  const FieldReader v = r.object("view");
+  s.smoothing = v.number("smoothing", 0.0, 0.999, s.smoothing);
+  s.log_time = v.boolean("log_time", s.log_time);
+  return s;
+}
+
+const SweepPoint* point_for(const SweepResult* r, int b) {
+  if (!r) return nullptr;
+  for (const auto& p : r->points)
+    if (p.b == b && p.windows_done > 0) return &p;
+  return nullptr;
+}
+
+class MiniBatchPanel final : public Panel {
+ public:
+  const char* id() const override { return "minibatch"; }
+  const char* name() const override { return "Mini-batch lab"; }
+  const char* summary() const override {
+    return "For b = 1, 2, 4, …, T: the loss of the same model and its measured forward time, as small multiples "
+           "and a quality-versus-time plot (the paper's Fig. 8); the previous sweep stays as a ghost.";
+  }
+  std::vector<ClassroomControl> classroom_controls() const override {
+    return {{"minibatch.mode", "Mini-batch lab: evaluate or train"},
+            {"minibatch.model", "Mini-batch lab: model and data"},
+            {"minibatch.size", "Mini-batch lab: T, windows, steps"},
+            {"minibatch.view", "Mini-batch lab: view options"}};
+  }
+
+  void sync(CommandSink& sink) override { sink.post(SweepRun{s_.sweep}); }
+  nlohmann::json save_state() const override { return to_json(s_); }
+  std::function<void()> parse_state(const nlohmann::json& j, const std::string& path) const override {
+    const LabSettings s = settings_from(FieldReader(j, path));
+    return [this, s] { const_cast<MiniBatchPanel*>(this)->s_ = s; };
+  }
+  std::vector<ShortcutHelp> shortcut_help() const override { return {{"F5", "run the sweep again"}}; }
+  void shortcuts(const Snapshot&, CommandSink& sink) override {
+    if (key_pressed(Key::F5, false)) sink.post(SweepRun{s_.sweep});
+  }
+
+  void draw(const Snapshot& snap, CommandSink& sink) override {
+    const MiniBatchView* v = snap.minibatch.get();
+    if (!v) return;
+    const float controls_w = 20.0f * ImGui::GetFontSize();
+    ImGui::BeginChild("##controls", ImVec2(controls_w, 0), false);
+    draw_controls(snap, sink);
+    ImGui::EndChild();
+    ImGui::SameLine(0, 16);
+    ImGui::BeginChild("##view", ImVec2(0, 0), false);
+    draw_view(*v, snap, sink);
+    ImGui::EndChild();
+  }
+
+ private:
+  void draw_controls(const Snapshot& snap, CommandSink& sink) {
+    bool run = false;
+    SweepSettings& w = s_.sweep;
+    const LibraryView* lib = snap.library ? snap.library->models.get() : nullptr;
+    if (classroom::visible("minibatch.mode")) {
+      widgets::section_label("EXPERIMENT");
+      widgets::row("Mode", "Evaluate: the chosen model's own weights, run with each b (what b does at test time; "
+                           "fast). Train: for each b a small 2-block model trained from the same seed on the same "
+                           "batches, then evaluated (the paper's experiment at toy scale; slow, cancellable).");
+      int mode = w.mode == SweepMode::Evaluate ? 0 : 1;
+      if (ImGui::RadioButton("evaluate", &mode, 0)) run = true;
+      ImGui::SameLine();
+      if (ImGui::RadioButton("train each b", &mode, 1)) run = true;
+      w.mode = mode == 0 ? SweepMode::Evaluate : SweepMode::Train;
+    }
+    if (classroom::visible("minibatch.model")) {
+      widgets::section_label(w.mode == SweepMode::Evaluate ? "MODEL AND DATA" : "LAYER AND DATA");
+      if (w.mode == SweepMode::Evaluate) {
+        widgets::row("Model");
+        run |= widgets::model_combo("model", w.model_id, lib, true, &sink);
+        widgets::model_summary_line(w.model_id, lib);
+      } else {
+        widgets::row("Layer");
+        int layer = w.layer == "ttt-mlp" ? 1 : 0;
+        if (ImGui::RadioButton("TTT-Linear", &layer, 0)) run = true;
+        ImGui::SameLine();
+        if (ImGui::RadioButton("TTT-MLP", &layer, 1)) run = true;
+        w.layer = layer == 0 ? "ttt-linear" : "ttt-mlp";
+        widgets::row("Seed", "Initialisation and training batches: the same for every b.");
+        std::uint64_t seed = w.seed;
+        if (ImGui::InputScalar("##seed", ImGuiDataType_U64, &seed, nullptr, nullptr, "%llu",
+                               ImGuiInputTextFlags_EnterReturnsTrue)) {
+          w.seed = seed;
+          run = true;
+        }
+      }
+      widgets::row("Data");
+      run |= widgets::data_combo("data", w.data);
+    }
+    if (classroom::visible("minibatch.size")) {
+      widgets::section_label("SIZE");
+      widgets::row("T", "Sequence length; b runs over 1, 2, 4, … up to T.");
+      ImGui::SliderInt("##T", &w.seq_len, 8, 512, "%d tokens", ImGuiSliderFlags_Logarithmic);
+      run |= ImGui::IsItemDeactivatedAfterEdit();
+      widgets::row("Windows", "Validation windows per b: the loss is their mean, the time their median.");
+      ImGui::SliderInt("##W", &w.windows, 1, 64, "%d per b");
+      run |= ImGui::IsItemDeactivatedAfterEdit();
+      if (w.mode == SweepMode::Train) {
+        widgets::row("Steps");
+        ImGui::SliderInt("##steps", &w.train_steps, 10, 2000, "%d per b", ImGuiSliderFlags_Logarithmic);
+        run |= ImGui::IsItemDeactivatedAfterEdit();
+      }
+      ImGui::Dummy(ImVec2(0, 4));
+      if (ImGui::Button("Run the sweep again  (F5)", ImVec2(-1, 0))) run = true;
+    }
+    if (run) sink.post(SweepRun{w});
+    if (classroom::visible("minibatch.view")) {
+      widgets::section_label("VIEW");
+      widgets::row("Smoothing");
+      float sm = static_cast<float>(s_.smoothing);
+      if (ImGui::SliderFloat("##smooth", &sm, 0.0f, 0.98f, sm == 0.0f ? "off" : "EMA %.2f")) s_.smoothing = sm;
+      ImGui::Checkbox("log time axis", &s_.log_time);
+    }
+    ImGui::Dummy(ImVec2(0, 6));
+    widgets::note("Small b: more, smaller gradient steps per sequence (closer to online learning, more sequential "
+                  "work). Large b: the gradients of a whole mini-batch are taken at one stale state, and the dual "
+                  "form does more of its work as large matrix products. Times are single-threaded forward passes "
+                  "of the whole model on the CPU (dual form), the median over the windows.");
+  }
+
+  void draw_view(const MiniBatchView& v, const Snapshot& snap, CommandSink& sink) {
+    const Fonts& f = fonts();
+    widgets::panel_title("Mini-batch lab", "How the inner mini-batch size b trades loss against time.");
+    widgets::job_status(v.outcome, v.progress, v.error, snap, sink);
+    const SweepResult* cur = v.current.get();
+    const SweepResult* ghost = v.previous.get();
+    if (!cur) return;
+    ImGui::PushFont(f.small);
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kAccent), "%s", cur->label.c_str());
+    ImGui::SameLine(0, 10);
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim), "T = %d, %d windows of %s", cur->settings.seq_len,
+                       cur->settings.windows, v.data_description.c_str());
+    if (ghost) {
+      ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(kGhost), "ghost (grey): %s, T = %d", ghost->label.c_str(),
+                         ghost->settings.seq_len);
+    }
+    ImGui::PopFont();
+    ImGui::Dummy(ImVec2(0, 4));
+
+    const std::vector<int> bs = sweep_mini_batches(cur->settings.seq_len);
+    const ImVec2 avail = ImGui::GetContentRegionAvail();
+    const float top_h = std::max(200.0f, avail.y * 0.52f);
+    const float left_w = avail.x * 0.56f;
+
+    // Quality versus time (left) and the loss per b (right).
+    const ImVec2 origin = ImGui::GetCursorScreenPos();
+    scatter_.clear();
+    for (const SweepResult* r : {ghost, cur}) {
+      if (!r) continue;
+      auto& s = scatter_.emplace_back();
+      for (const auto& p : r->points)
+        if (p.windows_done > 0) {
+          s.x.push_back(p.ms_per_forward);
+          s.y.push_back(p.bpb);
+          s.b.push_back(p.b);
+        }
+    }
+    plot::LinePlot q;
+    q.id = "quality_time";
+    q.export_name = "minibatch_quality_vs_time";
+    q.title = "Quality versus time";
+    q.y_label = "validation loss (bits per byte) against the forward time of one window";
+    q.x_label = "milliseconds per forward pass (single thread)";
+    q.size = ImVec2(left_w, top_h);
+    q.x_scale = s_.log_time ? plot::ScaleKind::Log10 : plot::ScaleKind::Linear;
+    q.x_pad = 0.1;
+    std::size_t k = 0;
+    for (const SweepResult* r : {ghost, cur}) {
+      if (!r) continue;
+      const auto& s = scatter_[k++];
+      auto ser = plot::xy(r == cur ? "this sweep" : "previous sweep", s.x, s.y, r == cur ? colors::kAccent : kGhost);
+      ser.line = false;
+      ser.markers = true;
+      const std::vector<int>* bl = &s.b;
+      ser.point_label = [bl](std::size_t i) { return "b=" + std::to_string((*bl)[i]); };
+      q.series.push_back(ser);
+    }
+    q.x_format = [](double x) { return format_value(x, 3) + " ms"; };
+    plot::line_plot(q);
+
+    ImGui::SetCursorScreenPos(ImVec2(origin.x + left_w + 14.0f, origin.y));
+    bars_.clear();
+    for (const SweepResult* r : {ghost, cur}) {
+      auto& s = bars_.emplace_back();
+      for (int b : bs) {
+        const SweepPoint* p = point_for(r, b);
+        s.push_back(p ? p->bpb : NAN);
+      }
+    }
+    plot::LinePlot lb;
+    lb.id = "loss_by_b";
+    lb.export_name = "minibatch_loss_by_b";
+    lb.title = "Loss for each b";
+    lb.y_label = "bits per byte (log₂ b on the x axis)";
+    lb.x_label = "inner mini-batch size b";
+    lb.size = ImVec2(ImGui::GetContentRegionAvail().x, top_h);
+    lb.x_scale = plot::ScaleKind::Log10;
+    bx_.assign(bs.begin(), bs.end());
+    lb.x_range = plot::Range{0.8, static_cast<double>(bs.back()) * 1.25};
+    if (ghost) {
+      auto g = plot::xy("previous sweep", bx_, bars_[0], kGhost);
+      g.markers = true;
+      lb.series.push_back(g);
+    }
+    auto c = plot::xy("this sweep", bx_, bars_[1], colors::kAccent);
+    c.markers = true;
+    lb.series.push_back(c);
+    lb.x_format = [](double x) { return "b = " + std::to_string(std::lround(x)); };
+    plot::line_plot(lb);
+    ImGui::SetCursorScreenPos(ImVec2(origin.x, origin.y + top_h + 10.0f));
+
+    // Small multiples: loss by position, one cell per b, one y range.
+    ImGui::PushFont(f.bold);
+    ImGui::TextUnformatted("Loss by token position for each b");
+    ImGui::PopFont();
+    ImGui::SameLine(0, 10);
+    ImGui::PushFont(f.small);
+    ImGui::AlignTextToFramePadding();
+    ImGui::TextDisabled("small multiples on one scale: bits per byte against t; dashed: mini-batch ends");
+    ImGui::PopFont();
+    plot::RangeFitter fit(plot::ScaleKind::Linear);
+    for (const SweepResult* r : {ghost, cur})
+      if (r)
+        for (const auto& p : r->points)
+          for (double x : p.loss_by_position) fit.add(x / std::log(2.0));
+    const plot::Range yr = fit.range(0.04);
+    const int n = static_cast<int>(bs.size());
+    const int cols = std::min(n, 5);
+    const int rows = (n + cols - 1) / cols;
+    const ImVec2 rest = ImGui::GetContentRegionAvail();
+    const ImVec2 cell((rest.x - 10.0f * static_cast<float>(cols - 1)) / static_cast<float>(cols),
+                      std::max(110.0f, (rest.y - 10.0f * static_cast<float>(rows - 1)) / static_cast<float>(rows) - 2.0f));
+    curves_.assign(static_cast<std::size_t>(2 * n), {});
+    plot::small_multiples(n, cols, cell, ImVec2(10.0f, 10.0f), [&](int i, ImVec2 size) {
+      const int b = bs[static_cast<std::size_t>(i)];
+      plot::LinePlot p;
+      p.id = cell_ids_[static_cast<std::size_t>(std::min(i, 11))];
+      p.export_name = "minibatch_loss_by_position_b" + std::to_string(b);
+      const SweepPoint* cp = point_for(cur, b);
+      p.title = "b = " + std::to_string(b) + (cp ? "   " + format_value(cp->bpb, 3) + " bpb" : "");
+      p.size = size;
+      p.y_range = yr;
+      p.x_range = plot::Range{-0.5, static_cast<double>(cur->settings.seq_len) - 0.5};
+      p.smoothing = s_.smoothing;
+      p.legend = false;
+      p.empty_text = "waiting…";
+      for (long s = b; s < cur->settings.seq_len && cur->settings.seq_len / b <= 32; s += b)
+        p.markers.push_back({s - 0.5, colors::kMarker, true});
+      int slot = 0;
+      for (const SweepResult* r : {ghost, cur}) {
+        const SweepPoint* pt = point_for(r, b);
+        auto& y = curves_[static_cast<std::size_t>(2 * i + slot++)];
+        if (!pt) continue;
+        y.resize(pt->loss_by_position.size());
+        for (std::size_t t = 0; t < y.size(); ++t) y[t] = pt->loss_by_position[t] / std::log(2.0);
+        p.series.push_back(plot::line(r == cur ? "this sweep" : "previous", y, r == cur ? colors::kAccent : kGhost));
+      }
+      p.x_format = [](double x) { return "t = " + std::to_string(std::lround(x)); };
+      plot::line_plot(p);
+    });
+  }
+
+  struct Scatter {
+    std::vector<double> x, y;
+    std::vector<int> b;
+  };
+  LabSettings s_ = default_settings();
+  std::vector<Scatter> scatter_;
+  std::vector<std::vector<double>> bars_, curves_;
+  std::vector<double> bx_;
+  const char* cell_ids_[12] = {"m0", "m1", "m2", "m3", "m4", "m5", "m6", "m7", "m8", "m9", "m10", "m11"};
+};
+
+}  // namespace
+
+std::unique_ptr<Panel> make_minibatch_panel() { return std::make_unique<MiniBatchPanel>(); }
+
+}  // namespace tttlab::gui

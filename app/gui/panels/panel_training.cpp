@@ -1,0 +1,559 @@
+// Panel 6 — Training: train small byte-level language models on the CPU and watch them learn. Start,
+// pause, resume and stop runs (layer, backbone, preset, data, b, η_base, learning rate, steps, …); live
+// training and validation loss, tokens per second, learning rate, gradient norm and time left; several
+// runs overlaid in one colour each; checkpoints saved (and loaded into every other panel's model list)
+// and run directories opened or resumed — the same directories `tttlab train` writes.
+#include <imgui.h>
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "gui/engine/data_source.hpp"
+#include "gui/fonts.hpp"
+#include "gui/keys.hpp"
+#include "gui/notify.hpp"
+#include "gui/panels/panel.hpp"
+#include "gui/panels/widgets.hpp"
+#include "gui/plot/line_plot.hpp"
+#include "gui/plot/ticks.hpp"
+#include "gui/state/json_fields.hpp"
+#include "gui/theme.hpp"
+
+namespace tttlab::gui {
+namespace {
+
+using plot::format_value;
+
+const char* const kLayers[] = {"ttt-linear", "ttt-mlp", "linear-attention", "softmax-attention"};
+const char* const kLayerNames[] = {"TTT-Linear", "TTT-MLP", "linear attention", "softmax attention"};
+const char* const kPresets[] = {"tiny", "small", "125m"};
+
+enum class XAxis { Step, Tokens, Time };
+
+struct TrainingPanelSettings {
+  TrainSettings train;
+  std::string name;
+  double smoothing = 0.8;
+  bool log_loss = false;
+  XAxis x = XAxis::Step;
+  std::vector<std::string> open_runs;  // run directories shown (opened, or started here)
+};
+
+TrainingPanelSettings default_settings() {
+  TrainingPanelSettings s;
+  s.train.data = default_data_source();
+  return s;
+}
+
+nlohmann::json to_json(const TrainingPanelSettings& s) {
+  const TrainSettings& t = s.train;
+  return {{"settings",
+           {{"layer", t.layer}, {"backbone", t.mamba ? "m" : "t"}, {"preset", t.preset}, {"data", t.data},
+            {"mini_batch", t.mini_batch}, {"base_lr", t.base_lr}, {"lr", t.lr}, {"steps", t.steps},
+            {"batch_size", t.batch_size}, {"seq_len", t.seq_len}, {"seed", t.seed}, {"threads", t.threads},
+            {"eval_every", t.eval_every}, {"eval_windows", t.eval_windows},
+            {"checkpoint_every", t.checkpoint_every}, {"runs_dir", t.runs_dir}}},
+          {"name", s.name},
+          {"runs", s.open_runs},
+          {"view",
+           {{"smoothing", s.smoothing},
+            {"log_loss", s.log_loss},
+            {"x", s.x == XAxis::Step ? "step" : s.x == XAxis::Tokens ? "tokens" : "time"}}}};
+}
+
+TrainingPanelSettings settings_from(const FieldReader& r) {
+  TrainingPanelSettings s = default_settings();
+  const FieldReader t = r.object("settings");
+  TrainSettings& x = s.train;
+  x.layer = kLayers[t.choice("layer", {"ttt-linear", "ttt-mlp", "linear-attention", "softmax-attention"}, 0)];
+  x.mamba = t.choice("backbone", {"m", "t"}, 0) == 0;
+  x.preset = kPresets[t.choice("preset", {"tiny", "small", "125m"}, 0)];
+  x.data = t.string("data", 4096, x.data);
+  x.mini_batch = static_cast<int>(t.integer("mini_batch", 1, 4096, x.mini_batch));
+  x.base_lr = t.number("base_lr", 0.0, 1000.0, x.base_lr);
+  x.lr = t.number("lr", 1e-6, 1.0, x.lr);
+  x.steps = t.integer("steps", 1, 10'000'000, x.steps);
+  x.batch_size = static_cast<int>(t.integer("batch_size", 1, 1024, x.batch_size));
+  x.seq_len = static_cast<int>(t.integer("seq_len", 2, 4096, x.seq_len));
+  x.seed = t.uint64("seed", x.seed);
+  x.threads = static_cast<int>(t.integer("threads", 0, 256, x.threads));
+  x.eval_every = t.integer("eval_every", 0, 10'000'000, x.eval_every);
+  x.eval_windows = static_cast<int>(t.integer("eval_windows", 1, 4096, x.eval_windows));
+  x.checkpoint_every = t.integer("checkpoint_every", 0, 10'000'000, x.checkpoint_every);
+  x.runs_dir = t.string("runs_dir", 4096, x.runs_dir);
+  s.name = r.string("name", 128, "");
+  s.open_runs = r.string_list("runs", 64, 4096, {});
+  const FieldReader v = r.object("view");
+  s.smoothing = v.number("smoothing", 0.0, 0.999, s.smoothing);
+  s.log_loss = v.boolean("log_loss", s.log_loss);
+  s.x = static_cast<XAxis>(v.choice("x", {"step", "tokens", "time"}, 0));
+  return s;
+}
+
+std::string duration(double seconds) {
+  if (!(seconds >= 0) || !std::isfinite(seconds)) return "—";
+  const long t = std::lround(seconds);
+  char b[32];
+  if (t >= 3600)
+    std::snprintf(b, sizeof b, "%ldh %02ldm", t / 3600, (t / 60) % 60);
+  else if (t >= 60)
+    std::snprintf(b, sizeof b, "%ldm %02lds", t / 60, t % 60);
+  else
+    std::snprintf(b, sizeof b, "%lds", t);
+  return b;
+}
+
+ImU32 state_color(RunState s) {
+  switch (s) {
+    case RunState::Running: return colors::kGood;
+    case RunState::Paused: return colors::kWarning;
+    case RunState::Failed: return colors::kError;
+    case RunState::Starting:
+    case RunState::Stopping: return colors::kAccent;
+    default: return colors::kTextDim;
+  }
+}
+
+class TrainingPanel final : public Panel {
+ public:
+  const char* id() const override { return "training"; }
+  const char* name() const override { return "Training"; }
+  const char* summary() const override {
+    return "Train small language models on the CPU: start, pause, resume, stop; live losses, tokens/s, learning "
+           "rate, gradient norm, time left; several runs overlaid; checkpoints saved and loaded.";
+  }
+  std::vector<ClassroomControl> classroom_controls() const override {
+    return {{"training.settings", "Training: the run settings (model, data, hyper-parameters)"},
+            {"training.start", "Training: the Start button"},
+            {"training.runs", "Training: run controls (pause, stop, save, remove, open)"},
+            {"training.view", "Training: view options"}};
+  }
+
+  void sync(CommandSink& sink) override {
+    // Runs recorded in a state file are shown again from their directories (their metrics and latest
+    // checkpoints), never retrained.
+    for (const auto& dir : s_.open_runs) sink.post(TrainOpen{dir, false});
+  }
+  nlohmann::json save_state() const override {
+    TrainingPanelSettings s = s_;
+    s.open_runs = known_dirs_;
+    return to_json(s);
+  }
+  std::function<void()> parse_state(const nlohmann::json& j, const std::string& path) const override {
+    const TrainingPanelSettings s = settings_from(FieldReader(j, path));
+    return [this, s] {
+      auto* self = const_cast<TrainingPanel*>(this);
+      self->s_ = s;
+      self->known_dirs_.clear();
+    };
+  }
+  void observe(const Snapshot& snap) override {
+    if (!snap.training) return;
+    known_dirs_.clear();
+    for (const auto& r : snap.training->runs) known_dirs_.push_back(r->dir);
+    if (snap.training->event != seen_event_) {
+      seen_event_ = snap.training->event;
+      if (!snap.training->error.empty()) notify(snap.training->error, true);
+    }
+  }
+
+  void draw(const Snapshot& snap, CommandSink& sink) override {
+    const TrainingView* v = snap.training.get();
+    if (!v) return;
+    const float controls_w = 20.0f * ImGui::GetFontSize();
+    ImGui::BeginChild("##controls", ImVec2(controls_w, 0), false);
+    draw_controls(*v, sink);
+    ImGui::EndChild();
+    ImGui::SameLine(0, 16);
+    ImGui::BeginChild("##view", ImVec2(0, 0), false);
+    draw_view(*v, sink);
+    ImGui::EndChild();
+  }
+
+ private:
+  void draw_controls(const TrainingView& v, CommandSink& sink) {
+    TrainSettings& t = s_.train;
+    const bool any_active = std::any_of(v.runs.begin(), v.runs.end(), [](const auto& r) { return r->active(); });
+    if (classroom::visible("training.settings")) {
+      widgets::section_label("MODEL");
+      widgets::row("Layer", "The sequence layer of every block: the two TTT layers, or the attention baselines.");
+      int layer = 0;
+      for (int i = 0; i < 4; ++i)
+        if (t.layer == kLayers[i]) layer = i;
+      if (ImGui::Combo("##layer", &layer, "TTT-Linear\0TTT-MLP\0linear attention\0softmax attention\0")) t.layer = kLayers[layer];
+      widgets::row("Backbone", "Mamba (m): pre-convolution, shared Q/K with convolutions, gate. Transformer (t): none.");
+      int bb = t.mamba ? 0 : 1;
+      ImGui::RadioButton("Mamba", &bb, 0);
+      ImGui::SameLine();
+      ImGui::RadioButton("Transformer", &bb, 1);
+      t.mamba = bb == 0;
+      widgets::row("Preset", "tiny: D = 128, 4 blocks (CPU). small and 125m are for GPUs and benchmarks.");
+      int preset = t.preset == "small" ? 1 : t.preset == "125m" ? 2 : 0;
+      if (ImGui::Combo("##preset", &preset, "tiny (~1 M parameters)\0small (~11 M)\0125m\0")) t.preset = kPresets[preset];
+      const bool ttt = t.layer == "ttt-linear" || t.layer == "ttt-mlp";
+      ImGui::BeginDisabled(!ttt);
+      widgets::row("b", "Inner mini-batch size of the TTT layers.");
+      ImGui::SliderInt("##b", &t.mini_batch, 1, 256, "%d", ImGuiSliderFlags_Logarithmic);
+      widgets::row("η base", "The TTT inner learning rate scale (0: the official default, 1 for Linear, 0.1 for MLP).");
+      float eta = static_cast<float>(t.base_lr);
+      if (ImGui::SliderFloat("##eta", &eta, 0.0f, 10.0f, eta == 0.0f ? "default" : "%.3g")) t.base_lr = eta;
+      ImGui::EndDisabled();
+
+      widgets::section_label("DATA");
+      widgets::row("Text");
+      widgets::data_combo("data", t.data);
+      widgets::row("T", "Sequence length of each training window.");
+      ImGui::SliderInt("##T", &t.seq_len, 16, 1024, "%d tokens", ImGuiSliderFlags_Logarithmic);
+      widgets::row("Batch", "Sequences per optimiser step.");
+      ImGui::SliderInt("##B", &t.batch_size, 1, 64, "%d sequences");
+
+      widgets::section_label("OPTIMISER");
+      widgets::row("LR", "Peak learning rate of AdamW (10 % linear warm-up, cosine decay to 1e−5).");
+      float lr = static_cast<float>(t.lr);
+      if (ImGui::SliderFloat("##lr", &lr, 1e-4f, 3e-2f, "%.2e", ImGuiSliderFlags_Logarithmic)) t.lr = lr;
+      widgets::row("Steps");
+      int steps = static_cast<int>(t.steps);
+      if (ImGui::SliderInt("##steps", &steps, 10, 20000, "%d", ImGuiSliderFlags_Logarithmic)) t.steps = steps;
+      widgets::row("Seed", "Initialisation and batch order: the same seed gives the same run (per thread count).");
+      std::uint64_t seed = t.seed;
+      if (ImGui::InputScalar("##seed", ImGuiDataType_U64, &seed)) t.seed = seed;
+      widgets::row("Threads", "Worker threads inside each step. 1 leaves the other cores to the app.");
+      ImGui::SliderInt("##threads", &t.threads, 1, 16);
+      widgets::row("Validate", "Validation every N steps (and at the end), on the first windows of the validation text.");
+      int ev = static_cast<int>(t.eval_every);
+      if (ImGui::SliderInt("##eval", &ev, 0, 1000, ev == 0 ? "at the end" : "every %d steps", ImGuiSliderFlags_Logarithmic))
+        t.eval_every = ev;
+      widgets::row("Name", "The run directory's name under the runs folder (empty: from the settings).");
+      widgets::input_string("##name", s_.name);
+      widgets::row("Folder");
+      widgets::input_string("##runs", t.runs_dir);
+    }
+    if (classroom::visible("training.start")) {
+      ImGui::Dummy(ImVec2(0, 4));
+      ImGui::BeginDisabled(any_active);
+      if (ImGui::Button(any_active ? "A run is training…" : "Start a run", ImVec2(-1, ImGui::GetFrameHeight() * 1.3f)))
+        sink.post(TrainStart{t, s_.name});
+      ImGui::EndDisabled();
+    }
+    if (classroom::visible("training.runs")) {
+      ImGui::Dummy(ImVec2(0, 2));
+      if (ImGui::Button("Open a run…", ImVec2(ImGui::GetContentRegionAvail().x * 0.5f - 3.0f, 0)))
+        ImGui::OpenPopup("Open a run directory");
+      ImGui::SameLine(0, 6);
+      if (ImGui::Button("Resume a run…", ImVec2(-1, 0))) ImGui::OpenPopup("Resume a run directory");
+      static std::string open_path = "runs/";
+      if (widgets::path_prompt("Open a run directory",
+                               "A run directory of this panel or of `tttlab train` (metrics.jsonl, checkpoints). "
+                               "Its curves join the plots and its latest checkpoint joins every model list:",
+                               open_path))
+        sink.post(TrainOpen{open_path, false});
+      if (widgets::path_prompt("Resume a run directory",
+                               "Training continues from the run's latest checkpoint with its saved settings "
+                               "(opened paused: press Resume):",
+                               open_path))
+        sink.post(TrainOpen{open_path, true});
+    }
+    if (classroom::visible("training.view")) {
+      widgets::section_label("VIEW");
+      widgets::row("Smoothing");
+      float sm = static_cast<float>(s_.smoothing);
+      if (ImGui::SliderFloat("##smooth", &sm, 0.0f, 0.99f, sm == 0.0f ? "off" : "EMA %.2f")) s_.smoothing = sm;
+      widgets::row("x axis");
+      int x = static_cast<int>(s_.x);
+      if (ImGui::Combo("##x", &x, "optimiser step\0tokens seen\0wall time\0")) s_.x = static_cast<XAxis>(x);
+      ImGui::Checkbox("log scale for the loss", &s_.log_loss);
+    }
+    ImGui::Dummy(ImVec2(0, 6));
+    widgets::note("Runs train on their own thread with tttlab's Trainer (AdamW, data-parallel threads, exact "
+                  "resume); pause and stop take effect between optimiser steps. Run directories are those of "
+                  "`tttlab train`: continue one from the command line with `tttlab train --resume DIR`.");
+  }
+
+  void draw_view(const TrainingView& v, CommandSink& sink) {
+    widgets::panel_title("Training", "Byte-level language models trained on the CPU, live.");
+    if (v.runs.empty()) {
+      ImGui::Dummy(ImVec2(0, 10));
+      ImGui::PushTextWrapPos(ImGui::GetFontSize() * 40.0f);
+      ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim),
+                         "No runs yet. Choose the settings on the left and press Start a run: the tiny preset "
+                         "trains at a few thousand tokens per second on one core, and a few hundred steps already "
+                         "show the loss falling from 8 bits per byte (uniform over 256 bytes) towards 2–3. Or open "
+                         "a run directory written earlier (here or by `tttlab train`).");
+      ImGui::PopTextWrapPos();
+      return;
+    }
+    runs_table(v, sink);
+    ImGui::Dummy(ImVec2(0, 6));
+    const RunView* sel = nullptr;
+    for (const auto& r : v.runs)
+      if (r->id == selected_) sel = r.get();
+    if (!sel) sel = v.runs.back().get();
+    cards(*sel);
+    ImGui::Dummy(ImVec2(0, 6));
+    plots(v);
+  }
+
+  void runs_table(const TrainingView& v, CommandSink& sink) {
+    const Fonts& f = fonts();
+    const bool controls = classroom::visible("training.runs");
+    ImGui::PushFont(f.small);
+    const float rows_h = std::min(6.0f, static_cast<float>(v.runs.size()) + 1.0f) * (ImGui::GetFrameHeight() + 4.0f) + 4.0f;
+    if (ImGui::BeginTable("##runs", 6, ImGuiTableFlags_BordersInnerH | ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY |
+                                           ImGuiTableFlags_SizingStretchProp,
+                          ImVec2(0, rows_h))) {
+      ImGui::TableSetupScrollFreeze(0, 1);
+      ImGui::TableSetupColumn("run", ImGuiTableColumnFlags_WidthStretch, 2.2f);
+      ImGui::TableSetupColumn("state", ImGuiTableColumnFlags_WidthStretch, 0.8f);
+      ImGui::TableSetupColumn("progress", ImGuiTableColumnFlags_WidthStretch, 1.4f);
+      ImGui::TableSetupColumn("settings", ImGuiTableColumnFlags_WidthStretch, 2.4f);
+      ImGui::TableSetupColumn("checkpoint", ImGuiTableColumnFlags_WidthStretch, 1.0f);
+      ImGui::TableSetupColumn("", ImGuiTableColumnFlags_WidthStretch, 2.2f);
+      ImGui::TableHeadersRow();
+      int i = 0;
+      for (const auto& rp : v.runs) {
+        const RunView& r = *rp;
+        ImGui::PushID(r.id);
+        ImGui::TableNextRow();
+        ImGui::TableNextColumn();
+        bool shown = !hidden_.count(r.id);
+        ImGui::PushStyleColor(ImGuiCol_CheckMark, ImGui::ColorConvertU32ToFloat4(widgets::series_color(i)));
+        if (ImGui::Checkbox("##show", &shown)) {
+          if (shown)
+            hidden_.erase(r.id);
+          else
+            hidden_.insert(r.id);
+        }
+        ImGui::PopStyleColor();
+        if (ImGui::IsItemHovered()) ImGui::SetTooltip("Show this run in the plots");
+        ImGui::SameLine();
+        ImGui::AlignTextToFramePadding();
+        if (ImGui::Selectable(r.name.c_str(), selected_ == r.id || (selected_ == 0 && rp == v.runs.back()),
+                              ImGuiSelectableFlags_None))
+          selected_ = r.id;
+        if (ImGui::IsItemHovered()) {
+          ImGui::BeginTooltip();
+          ImGui::Text("%s", r.dir.c_str());
+          if (!r.model_summary.empty()) ImGui::TextDisabled("%s", r.model_summary.c_str());
+          if (!r.data_description.empty()) ImGui::TextDisabled("data: %s", r.data_description.c_str());
+          ImGui::EndTooltip();
+        }
+        ImGui::TableNextColumn();
+        ImGui::AlignTextToFramePadding();
+        ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(state_color(r.state)), "%s", to_string(r.state));
+        if (!r.message.empty() && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", r.message.c_str());
+        ImGui::TableNextColumn();
+        const float frac = r.steps_total > 0 ? static_cast<float>(r.steps_done) / static_cast<float>(r.steps_total) : 0.0f;
+        char prog[64];
+        std::snprintf(prog, sizeof prog, "%ld / %ld", r.steps_done, r.steps_total);
+        ImGui::ProgressBar(frac, ImVec2(-1, 0), prog);
+        ImGui::TableNextColumn();
+        ImGui::AlignTextToFramePadding();
+        const TrainSettings& t = r.settings;
+        ImGui::TextDisabled("%s %s, b %d, lr %.1e, B %d × T %d", t.layer.c_str(), t.mamba ? "m" : "t", t.mini_batch,
+                            t.lr, t.batch_size, t.seq_len);
+        ImGui::TableNextColumn();
+        ImGui::AlignTextToFramePadding();
+        if (r.checkpoint.empty())
+          ImGui::TextDisabled("—");
+        else {
+          const std::string ck = std::filesystem::path(r.checkpoint).filename().string();
+          ImGui::TextUnformatted(ck.c_str());
+          if (ImGui::IsItemHovered())
+            ImGui::SetTooltip("%s\nloaded into the model lists as \"run %s\"", r.checkpoint.c_str(), r.name.c_str());
+        }
+        ImGui::TableNextColumn();
+        if (controls) {
+          const auto op = [&](TrainOp o) { sink.post(TrainControl{r.id, o}); };
+          if (r.state == RunState::Running || r.state == RunState::Starting) {
+            if (ImGui::SmallButton("Pause")) op(TrainOp::Pause);
+            ImGui::SameLine();
+          } else if (r.state == RunState::Paused) {
+            if (ImGui::SmallButton("Resume")) op(TrainOp::Resume);
+            ImGui::SameLine();
+          }
+          if (r.live()) {
+            if (ImGui::SmallButton("Stop")) op(TrainOp::Stop);
+            if (ImGui::IsItemHovered()) ImGui::SetTooltip("Finish the current step, save a checkpoint and end the run");
+            ImGui::SameLine();
+            if (ImGui::SmallButton("Save")) op(TrainOp::Save);
+            if (ImGui::IsItemHovered()) ImGui::SetTooltip("Save a checkpoint after the current step");
+            ImGui::SameLine();
+          }
+          if (ImGui::SmallButton("Remove")) op(TrainOp::Remove);
+          if (ImGui::IsItemHovered())
+            ImGui::SetTooltip("Remove from this list (stops it if it trains); the run directory stays on disk");
+        }
+        ImGui::PopID();
+        ++i;
+      }
+      ImGui::EndTable();
+    }
+    ImGui::PopFont();
+  }
+
+  void cards(const RunView& r) {
+    const float gap = 8.0f;
+    const int n = 6;
+    const float cw = (ImGui::GetContentRegionAvail().x - gap * (n - 1)) / n;
+    const Series<StepPoint>* st = r.steps.get();
+    const StepPoint* last = st && !st->empty() ? &st->back() : nullptr;
+    // The smoothed training loss (the raw loss of one batch is noisy).
+    double ema = NAN;
+    if (st)
+      for (std::size_t i = st->size() > 200 ? st->size() - 200 : 0; i < st->size(); ++i)
+        if (std::isfinite((*st)[i].loss)) ema = std::isnan(ema) ? (*st)[i].loss : 0.9 * ema + 0.1 * (*st)[i].loss;
+    const double ln2 = std::log(2.0);
+    widgets::metric("training loss", std::isnan(ema) ? "—" : format_value(ema / ln2, 4) + " bpb",
+                    last ? "EMA of the batch loss, step " + std::to_string(last->step) : r.name, colors::kAccent, cw);
+    ImGui::SameLine(0, gap);
+    const EvalPoint* ev = r.evals.empty() ? nullptr : &r.evals.back();
+    widgets::metric("validation", ev ? format_value(ev->bpb, 4) + " bpb" : "—",
+                    ev ? "at step " + std::to_string(ev->step) + " (" + format_value(ev->loss, 4) + " nats)" : "not yet",
+                    colors::kLossAfter, cw);
+    ImGui::SameLine(0, gap);
+    widgets::metric("tokens / s", r.tokens_per_s > 0 ? format_value(r.tokens_per_s, 3) : "—",
+                    std::to_string(r.settings.threads) + " thread" + (r.settings.threads == 1 ? "" : "s"), colors::kText, cw);
+    ImGui::SameLine(0, gap);
+    widgets::metric("learning rate", last ? format_value(last->lr, 3) : "—", "warm-up, then cosine", colors::kText, cw);
+    ImGui::SameLine(0, gap);
+    widgets::metric("gradient norm", last ? format_value(last->grad_norm, 3) : "—", "before clipping at 1",
+                    colors::kText, cw);
+    ImGui::SameLine(0, gap);
+    widgets::metric("time left", r.active() ? duration(r.seconds_left) : to_string(r.state),
+                    std::to_string(r.steps_done) + " of " + std::to_string(r.steps_total) + " steps", state_color(r.state),
+                    cw);
+  }
+
+  void plots(const TrainingView& v) {
+    // One x/y buffer pair per run and quantity, rebuilt every frame from the shared series.
+    const std::size_t n = v.runs.size();
+    xs_.assign(n, {});
+    loss_.assign(n, {});
+    lr_.assign(n, {});
+    gn_.assign(n, {});
+    tps_.assign(n, {});
+    vx_.assign(n, {});
+    vy_.assign(n, {});
+    const double ln2 = std::log(2.0);
+    for (std::size_t i = 0; i < n; ++i) {
+      const RunView& r = *v.runs[i];
+      const double tokens_per_step = static_cast<double>(r.settings.batch_size) * r.settings.seq_len;
+      const auto xval = [&](const StepPoint& p) {
+        return s_.x == XAxis::Step ? static_cast<double>(p.step)
+               : s_.x == XAxis::Tokens ? static_cast<double>(p.step) * tokens_per_step
+                                      : p.elapsed_s;
+      };
+      if (r.steps)
+        for (std::size_t k = 0; k < r.steps->size(); ++k) {
+          const StepPoint& p = (*r.steps)[k];
+          xs_[i].push_back(xval(p));
+          loss_[i].push_back(p.skipped ? NAN : p.loss / ln2);
+          lr_[i].push_back(p.lr);
+          gn_[i].push_back(p.grad_norm);
+          tps_[i].push_back(p.tokens_per_s);
+        }
+      for (const auto& e : r.evals) {
+        // Evaluations are placed at their step (on the time axis: the time of that step).
+        double x = static_cast<double>(e.step);
+        if (s_.x == XAxis::Tokens) x *= tokens_per_step;
+        if (s_.x == XAxis::Time) {
+          x = NAN;
+          if (r.steps)
+            for (std::size_t k = r.steps->size(); k-- > 0;)
+              if ((*r.steps)[k].step <= e.step) {
+                x = (*r.steps)[k].elapsed_s;
+                break;
+              }
+        }
+        vx_[i].push_back(x);
+        vy_[i].push_back(e.bpb);
+      }
+    }
+    const std::string xl = s_.x == XAxis::Step ? "optimiser step" : s_.x == XAxis::Tokens ? "tokens seen" : "seconds";
+    const ImVec2 avail = ImGui::GetContentRegionAvail();
+    const float big_h = std::max(180.0f, avail.y * 0.58f);
+    const float small_h = std::max(130.0f, avail.y - big_h - 12.0f);
+
+    plot::LinePlot L;
+    L.id = "train_loss";
+    L.export_name = "training_loss";
+    L.title = "Loss";
+    L.y_label = "bits per byte · lines: training batches (raw faint, EMA bold) · dots: validation";
+    L.x_label = xl;
+    L.size = ImVec2(avail.x * 0.62f, big_h);
+    L.smoothing = s_.smoothing;
+    L.y_scale = s_.log_loss ? plot::ScaleKind::Log10 : plot::ScaleKind::Linear;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (hidden_.count(v.runs[i]->id)) continue;
+      L.series.push_back(plot::xy(v.runs[i]->name, xs_[i], loss_[i], widgets::series_color(static_cast<int>(i)), true));
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      if (hidden_.count(v.runs[i]->id) || vy_[i].empty()) continue;
+      auto s = plot::xy(v.runs[i]->name + " (validation)", vx_[i], vy_[i], widgets::series_color(static_cast<int>(i)));
+      s.markers = true;
+      s.thickness = 1.2f;
+      L.series.push_back(s);
+    }
+    L.legend = n <= 4;
+    plot::line_plot(L);
+    ImGui::SameLine(0, 14);
+    ImGui::BeginGroup();
+    const float side_w = ImGui::GetContentRegionAvail().x;
+    const float side_h = (big_h - 8.0f) * 0.5f;
+    plot::LinePlot T;
+    T.id = "tokens_per_s";
+    T.export_name = "training_tokens_per_s";
+    T.title = "Tokens per second";
+    T.x_label = xl;
+    T.size = ImVec2(side_w, side_h);
+    T.smoothing = 0.9;
+    T.legend = false;
+    for (std::size_t i = 0; i < n; ++i)
+      if (!hidden_.count(v.runs[i]->id))
+        T.series.push_back(plot::xy(v.runs[i]->name, xs_[i], tps_[i], widgets::series_color(static_cast<int>(i)), true));
+    plot::line_plot(T);
+    ImGui::Dummy(ImVec2(0, 4));
+    plot::LinePlot R;
+    R.id = "lr";
+    R.export_name = "training_learning_rate";
+    R.title = "Learning rate";
+    R.x_label = xl;
+    R.size = ImVec2(side_w, side_h);
+    R.legend = false;
+    for (std::size_t i = 0; i < n; ++i)
+      if (!hidden_.count(v.runs[i]->id))
+        R.series.push_back(plot::xy(v.runs[i]->name, xs_[i], lr_[i], widgets::series_color(static_cast<int>(i))));
+    plot::line_plot(R);
+    ImGui::EndGroup();
+
+    ImGui::Dummy(ImVec2(0, 4));
+    plot::LinePlot G;
+    G.id = "grad_norm";
+    G.export_name = "training_grad_norm";
+    G.title = "Gradient norm";
+    G.y_label = "‖∇θ‖ before clipping (log scale)";
+    G.x_label = xl;
+    G.size = ImVec2(avail.x, small_h);
+    G.y_scale = plot::ScaleKind::Log10;
+    G.smoothing = s_.smoothing;
+    G.legend = false;
+    for (std::size_t i = 0; i < n; ++i)
+      if (!hidden_.count(v.runs[i]->id))
+        G.series.push_back(plot::xy(v.runs[i]->name, xs_[i], gn_[i], widgets::series_color(static_cast<int>(i)), true));
+    plot::line_plot(G);
+  }
+
+  TrainingPanelSettings s_ = default_settings();
+  std::vector<std::string> known_dirs_;
+  std::uint64_t seen_event_ = 0;
+  int selected_ = 0;
+  std::set<int> hidden_;
+  std::vector<std::vector<double>> xs_, loss_, lr_, gn_, tps_, vx_, vy_;
+};
+
+}  // namespace
+
+std::unique_ptr<Panel> make_training_panel() { return std::make_unique<TrainingPanel>(); }
+
+}  // namespace tttlab::gui
