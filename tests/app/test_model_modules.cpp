@@ -365,7 +365,7 @@ TEST(MiniBatchSweep, EvaluatesEveryPowerOfTwoUpToT) {
   s.data = "sample";
   s.seq_len = 32;
   s.windows = 2;
-  e->post(SweepRun{s});
+  e->post(SweepRun{s, false});
   ASSERT_TRUE(e->wait_quiescent(120s));
   auto v = e->snapshot()->minibatch;
   ASSERT_EQ(v->outcome, JobOutcome::Done) << v->error;
@@ -393,12 +393,26 @@ TEST(MiniBatchSweep, EvaluatesEveryPowerOfTwoUpToT) {
   }
   // A second sweep keeps the first as the ghost.
   s.seq_len = 16;
-  e->post(SweepRun{s});
+  e->post(SweepRun{s, false});
   ASSERT_TRUE(e->wait_quiescent(120s));
   v = e->snapshot()->minibatch;
   ASSERT_TRUE(v->previous);
   EXPECT_EQ(v->previous->settings.seq_len, 32);
   EXPECT_EQ(v->current->points.size(), 5u);
+
+  // Queued after the current sweep (how a state file restores its ghost): both complete, in order.
+  SweepSettings a = s, b = s;
+  a.seq_len = 8;
+  b.seq_len = 4;
+  e->post(SweepRun{a, false});
+  e->post(SweepRun{b, true});
+  ASSERT_TRUE(e->wait_quiescent(120s));
+  v = e->snapshot()->minibatch;
+  ASSERT_TRUE(v->current && v->previous);
+  EXPECT_EQ(v->current->settings.seq_len, 4);
+  EXPECT_TRUE(v->current->complete);
+  EXPECT_EQ(v->previous->settings.seq_len, 8);
+  EXPECT_TRUE(v->previous->complete) << "the first sweep was not cancelled by the queued one";
 }
 
 // ---- generation --------------------------------------------------------------------------------------

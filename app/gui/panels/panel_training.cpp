@@ -12,7 +12,6 @@
 #include "gui/engine/data_source.hpp"
 #include "gui/fonts.hpp"
 #include "gui/keys.hpp"
-#include "gui/notify.hpp"
 #include "gui/panels/panel.hpp"
 #include "gui/panels/widgets.hpp"
 #include "gui/plot/line_plot.hpp"
@@ -133,6 +132,8 @@ class TrainingPanel final : public Panel {
   void sync(CommandSink& sink) override {
     // Runs recorded in a state file are shown again from their directories (their metrics and latest
     // checkpoints), never retrained.
+    if (synced_) return;  // runs are already open in the engine
+    synced_ = true;
     for (const auto& dir : s_.open_runs) sink.post(TrainOpen{dir, false});
   }
   nlohmann::json save_state() const override {
@@ -145,17 +146,15 @@ class TrainingPanel final : public Panel {
     return [this, s] {
       auto* self = const_cast<TrainingPanel*>(this);
       self->s_ = s;
-      self->known_dirs_.clear();
+      self->known_dirs_ = s.open_runs;
+      self->synced_ = false;  // the next sync opens the file's runs
     };
   }
+  // Refused commands (a second run, a folder that is not a run) reach the user as the app's error popup.
   void observe(const Snapshot& snap) override {
-    if (!snap.training) return;
+    if (!snap.training || !synced_) return;
     known_dirs_.clear();
     for (const auto& r : snap.training->runs) known_dirs_.push_back(r->dir);
-    if (snap.training->event != seen_event_) {
-      seen_event_ = snap.training->event;
-      if (!snap.training->error.empty()) notify(snap.training->error, true);
-    }
   }
 
   void draw(const Snapshot& snap, CommandSink& sink) override {
@@ -473,7 +472,7 @@ class TrainingPanel final : public Panel {
     const std::string xl = s_.x == XAxis::Step ? "optimiser step" : s_.x == XAxis::Tokens ? "tokens seen" : "seconds";
     const ImVec2 avail = ImGui::GetContentRegionAvail();
     const float big_h = std::max(180.0f, avail.y * 0.58f);
-    const float small_h = std::max(130.0f, avail.y - big_h - 12.0f);
+    const float small_h = std::max(130.0f, avail.y - big_h - 22.0f);
 
     plot::LinePlot L;
     L.id = "train_loss";
@@ -546,7 +545,7 @@ class TrainingPanel final : public Panel {
 
   TrainingPanelSettings s_ = default_settings();
   std::vector<std::string> known_dirs_;
-  std::uint64_t seen_event_ = 0;
+  bool synced_ = false;
   int selected_ = 0;
   std::set<int> hidden_;
   std::vector<std::vector<double>> xs_, loss_, lr_, gn_, tps_, vx_, vy_;

@@ -84,7 +84,7 @@ TEST_F(Headless, EveryPanelDrawsRealSnapshotsAndEmptyOnes) {
   sw.data = "sample";
   sw.seq_len = 16;
   sw.windows = 1;
-  engine.post(SweepRun{sw});
+  engine.post(SweepRun{sw, false});
   CurvesSettings cv;
   cv.data = "sample";
   cv.seq_len = 32;
