@@ -90,19 +90,6 @@ TrainingPanelSettings settings_from(const FieldReader& r) {
   return s;
 }
 
-std::string duration(double seconds) {
-  if (!(seconds >= 0) || !std::isfinite(seconds)) return "—";
-  const long t = std::lround(seconds);
-  char b[32];
-  if (t >= 3600)
-    std::snprintf(b, sizeof b, "%ldh %02ldm", t / 3600, (t / 60) % 60);
-  else if (t >= 60)
-    std::snprintf(b, sizeof b, "%ldm %02lds", t / 60, t % 60);
-  else
-    std::snprintf(b, sizeof b, "%lds", t);
-  return b;
-}
-
 ImU32 state_color(RunState s) {
   switch (s) {
     case RunState::Running: return colors::kGood;
@@ -419,7 +406,7 @@ class TrainingPanel final : public Panel {
     widgets::metric("gradient norm", last ? format_value(last->grad_norm, 3) : "—", "before clipping at 1",
                     colors::kText, cw);
     ImGui::SameLine(0, gap);
-    widgets::metric("time left", r.active() ? duration(r.seconds_left) : to_string(r.state),
+    widgets::metric("time left", r.active() ? plot::format_duration(r.seconds_left) : to_string(r.state),
                     std::to_string(r.steps_done) + " of " + std::to_string(r.steps_total) + " steps", state_color(r.state),
                     cw);
   }
