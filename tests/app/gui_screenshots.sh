@@ -1,7 +1,8 @@
 #!/bin/sh
 # The gui_screenshots test (ctest label "gui"): renders every panel offscreen under a virtual X server,
-# one more view from a state file, and checks that the PNGs are not blank and all differ; also checks
-# that a broken state file is refused with a message instead of a crash.
+# two more views from state files (a toy TTT-MLP head, and a lesson's view in classroom mode), and
+# checks that the PNGs are not blank and all differ; also checks that a broken state file is refused
+# with a message instead of a crash, and that the frame-time benchmark runs and reports its p99.
 #   usage: gui_screenshots.sh TTTLAB PNG_CHECK OUTDIR
 # Exit 77 (ctest: skipped) with a visible message when xvfb-run is not installed.
 set -u
@@ -32,16 +33,21 @@ for p in $panels; do
   files="$files $out/$p.png"
 done
 
-# A saved view reproduces different settings: TTT-MLP, b = 4, token 9, on the stepper.
+# A saved view reproduces different settings: a toy TTT-MLP head, b = 4, token 9, on the stepper.
 cat > "$out/mlp.tttlab" <<'JSON'
 {
   "format": "tttlab-state", "version": 1, "active_panel": "inner_stepper",
-  "panels": { "inner_stepper": { "cursor": 9, "head": { "model": "mlp", "d": 8, "mini_batch": 4,
+  "panels": { "inner_stepper": { "cursor": 9, "head": { "source": "toy", "model": "mlp", "d": 8, "mini_batch": 4,
                                                           "text": "abcdabcdabcdabcd", "seed": 3 } } }
 }
 JSON
 shoot "$out/state_mlp.png" --state "$out/mlp.tttlab" || { echo "FAIL: screenshot from a state file"; exit 1; }
 files="$files $out/state_mlp.png"
+
+# A lesson's view: its state file, classroom mode included.
+lesson=$(dirname "$0")/../../lessons/01-one-step-per-token.tttlab
+shoot "$out/lesson1.png" --state "$lesson" || { echo "FAIL: screenshot of lesson 1's view"; exit 1; }
+files="$files $out/lesson1.png"
 
 # A broken state file is refused: exit status 1 and a one-line message naming the field.
 cat > "$out/bad.tttlab" <<'JSON'
@@ -54,5 +60,13 @@ if [ $rc -ne 1 ] || ! echo "$msg" | grep -q "panels.inner_stepper.head.d"; then
   exit 1
 fi
 echo "ok   bad state file refused: $msg"
+
+# The frame-time benchmark runs (briefly, without the training run) and reports a p99.
+bench=$(xvfb-run -a "$tttlab" gui --bench-frames 20 --bench-idle 2>&1)
+if ! echo "$bench" | grep -q "thread CPU time: p50 .* p99"; then
+  echo "FAIL: tttlab gui --bench-frames printed no p99: $bench"
+  exit 1
+fi
+echo "ok   benchmark: $(echo "$bench" | grep "thread CPU time")"
 
 exec "$check" $files

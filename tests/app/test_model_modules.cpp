@@ -365,7 +365,7 @@ TEST(MiniBatchSweep, EvaluatesEveryPowerOfTwoUpToT) {
   s.data = "sample";
   s.seq_len = 32;
   s.windows = 2;
-  e->post(SweepRun{s});
+  e->post(SweepRun{s, false});
   ASSERT_TRUE(e->wait_quiescent(120s));
   auto v = e->snapshot()->minibatch;
   ASSERT_EQ(v->outcome, JobOutcome::Done) << v->error;
@@ -393,12 +393,49 @@ TEST(MiniBatchSweep, EvaluatesEveryPowerOfTwoUpToT) {
   }
   // A second sweep keeps the first as the ghost.
   s.seq_len = 16;
-  e->post(SweepRun{s});
+  e->post(SweepRun{s, false});
   ASSERT_TRUE(e->wait_quiescent(120s));
   v = e->snapshot()->minibatch;
   ASSERT_TRUE(v->previous);
   EXPECT_EQ(v->previous->settings.seq_len, 32);
   EXPECT_EQ(v->current->points.size(), 5u);
+
+  // Queued after the current sweep (how a state file restores its ghost): both complete, in order.
+  SweepSettings a = s, b = s;
+  a.seq_len = 8;
+  b.seq_len = 4;
+  e->post(SweepRun{a, false});
+  e->post(SweepRun{b, true});
+  ASSERT_TRUE(e->wait_quiescent(120s));
+  v = e->snapshot()->minibatch;
+  ASSERT_TRUE(v->current && v->previous);
+  EXPECT_EQ(v->current->settings.seq_len, 4);
+  EXPECT_TRUE(v->current->complete);
+  EXPECT_EQ(v->previous->settings.seq_len, 8);
+  EXPECT_TRUE(v->previous->complete) << "the first sweep was not cancelled by the queued one";
+}
+
+TEST(MiniBatchSweep, TrainModeTrainsOneSmallModelPerB) {
+  auto e = engine_with<MiniBatchModule>(library());
+  SweepSettings s;
+  s.mode = SweepMode::Train;
+  s.data = "sample";
+  s.seq_len = 8;
+  s.windows = 1;
+  s.train_steps = 3;
+  e->post(SweepRun{s, false});
+  ASSERT_TRUE(e->wait_quiescent(120s));
+  const auto v = e->snapshot()->minibatch;
+  ASSERT_EQ(v->outcome, JobOutcome::Done) << v->error;
+  ASSERT_EQ(v->current->points.size(), 4u);  // b = 1, 2, 4, 8
+  for (const auto& p : v->current->points) {
+    EXPECT_EQ(p.train_loss.size(), 3u) << "b = " << p.b;
+    EXPECT_EQ(p.windows_done, 1);
+    EXPECT_TRUE(std::isfinite(p.loss));
+  }
+  // Same seed and batches: every model starts from the same weights, so the first losses are close (b
+  // changes only how the inner loop groups its updates within the forward pass).
+  EXPECT_NEAR(v->current->points[0].train_loss[0], v->current->points[3].train_loss[0], 0.5);
 }
 
 // ---- generation --------------------------------------------------------------------------------------

@@ -128,5 +128,14 @@ TEST(PlotTicks, OneOrTwoDecadesGetOneTwoFiveLabels) {
   EXPECT_EQ(pl, (std::vector<std::string>{"0.5", "1", "2", "5"}));
 }
 
+TEST(PlotFormat, DurationsReadLikeAClock) {
+  EXPECT_EQ(format_duration(0.4), "0s");
+  EXPECT_EQ(format_duration(42.0), "42s");
+  EXPECT_EQ(format_duration(187.0), "3m 07s");
+  EXPECT_EQ(format_duration(7500.0), "2h 05m");
+  EXPECT_EQ(format_duration(-1.0), "\xE2\x80\x94");
+  EXPECT_EQ(format_duration(std::nan("")), "\xE2\x80\x94");
+}
+
 }  // namespace
 }  // namespace tttlab::gui::plot

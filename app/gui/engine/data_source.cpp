@@ -8,6 +8,7 @@
 #include "tttlab/data/text_file.hpp"
 
 namespace tttlab::gui {
+namespace fs = std::filesystem;
 
 std::string default_data_source() { return find_brown_dir() ? "brown" : "sample"; }
 
@@ -30,7 +31,10 @@ std::shared_ptr<const DataBytes> load_data(const std::string& source, int min_wi
                                  "found): run `bash scripts/setup.sh`, or choose the sample text or a file");
       n->train = load_text_file(*dir / "train.txt", opt).bytes;
       n->val = load_text_file(*dir / "val.txt", opt).bytes;
-      n->description = "Brown corpus (" + dir->string() + ")";
+      std::error_code ec;
+      const fs::path rel = dir->lexically_relative(fs::current_path(ec));  // symlinks kept as they are
+      const bool inside = !ec && !rel.empty() && rel.string().rfind("..", 0) != 0;
+      n->description = "Brown corpus (" + (inside ? rel : *dir).string() + ")";
       n->dir = *dir;
     } else if (source == "sample") {
       const std::string& s = sample_corpus();

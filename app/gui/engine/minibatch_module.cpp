@@ -45,9 +45,18 @@ MiniBatchModule::~MiniBatchModule() = default;
 bool MiniBatchModule::handle(const Command& command, ModuleContext& ctx) {
   const auto* run = std::get_if<SweepRun>(&command);
   if (!run) return false;
+  if (run->after_current && job_) {
+    queued_.push_back(run->settings);
+    return true;
+  }
+  queued_.clear();
   if (job_) ctx.finish_job(job_id_, JobOutcome::Cancelled, "superseded by a new request");
   job_.reset();
-  const SweepSettings& s = run->settings;
+  start(run->settings, ctx);
+  return true;
+}
+
+void MiniBatchModule::start(const SweepSettings& s, ModuleContext& ctx) {
   auto v = std::make_shared<MiniBatchView>(*view_);
   // The sweep on show becomes the ghost, unless it has nothing to show.
   if (v->current && !v->current->points.empty()) v->previous = v->current;
@@ -95,12 +104,17 @@ bool MiniBatchModule::handle(const Command& command, ModuleContext& ctx) {
   }
   view_ = std::move(v);
   ctx.mark_dirty();
-  return true;
 }
 
-bool MiniBatchModule::has_work(Clock::time_point) const { return job_ != nullptr; }
+bool MiniBatchModule::has_work(Clock::time_point) const { return job_ != nullptr || !queued_.empty(); }
 
 void MiniBatchModule::work(ModuleContext& ctx) {
+  if (!job_) {  // the sweep before finished (or failed): start the queued one
+    const SweepSettings next = queued_.front();
+    queued_.erase(queued_.begin());
+    start(next, ctx);
+    return;
+  }
   Job& j = *job_;
   auto v = std::make_shared<MiniBatchView>(*view_);
   const auto finish = [&](JobOutcome o, const std::string& msg = {}) {
@@ -176,9 +190,8 @@ void MiniBatchModule::work(ModuleContext& ctx) {
       p.bpb = p.loss / std::log(2.0);
       p.loss_by_position.resize(j.sums.size());
       for (std::size_t t = 0; t < j.sums.size(); ++t) p.loss_by_position[t] = j.sums[t] / static_cast<double>(j.window);
-      std::vector<double> sorted = j.times;
-      std::sort(sorted.begin(), sorted.end());
-      p.ms_per_forward = sorted[sorted.size() / 2];
+      // The fastest window: the least disturbed by other programs on a shared machine.
+      p.ms_per_forward = *std::min_element(j.times.begin(), j.times.end());
       if (j.window >= W) {
         ++j.index;
         j.trainer.reset();

@@ -6,6 +6,8 @@
 #include <memory>
 #include <vector>
 
+#include "gui/engine/minibatch_types.hpp"
+
 #include "gui/engine/engine.hpp"
 #include "gui/engine/model_library.hpp"
 
@@ -32,6 +34,8 @@ class MiniBatchModule final : public EngineModule {
   std::unique_ptr<Job> job_;
   JobId job_id_ = 0;
   std::uint64_t generation_ = 0;
+  std::vector<SweepSettings> queued_;  // SweepRun{after_current = true} waiting for the running sweep
+  void start(const SweepSettings& s, ModuleContext& ctx);
 };
 
 }  // namespace tttlab::gui

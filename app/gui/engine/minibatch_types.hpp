@@ -6,8 +6,8 @@
 //             to a model at test time. Fast.
 //   Train     for each b, a small model trained from the same seed on the same batches, then
 //             evaluated: the paper's experiment, at toy scale. Slow (cancellable).
-// Forward times are single-threaded wall times of Model::eval_sequence (dual form), the median over
-// the evaluation windows.
+// Forward times are single-threaded wall times of Model::eval_sequence (dual form), the fastest of the
+// evaluation windows (the one least disturbed by other programs).
 #pragma once
 
 #include <cstdint>
@@ -36,7 +36,7 @@ struct SweepSettings {
 struct SweepPoint {
   int b = 0;
   double loss = 0, bpb = 0;            // mean over the windows done
-  double ms_per_forward = 0;           // median
+  double ms_per_forward = 0;           // the fastest of the windows
   std::vector<double> loss_by_position;  // [T] nats
   long windows_done = 0;
   std::vector<double> train_loss;      // Train mode: the loss of every step
@@ -62,6 +62,9 @@ struct MiniBatchView {
 
 struct SweepRun {
   SweepSettings settings;
+  // false: cancel the sweep in progress and start this one. true: start this one after it (a state
+  // file restores its ghost this way: the ghost's sweep first, then the current one).
+  bool after_current = false;
 };
 
 }  // namespace tttlab::gui

@@ -91,7 +91,7 @@ ModelLibrary::Entry& ModelLibrary::entry(const std::string& id) {
   ModelConfig cfg;
   std::uint64_t seed = 0;
   if (id == kShippedModelId) {
-    e->info.label = "tiny-brown (shipped, trained on Brown)";
+    e->info.label = "tiny-brown (shipped)";
     e->info.trained = true;
   } else if (id.rfind("file:", 0) == 0) {
     e->info.path = id.substr(5);

@@ -210,11 +210,14 @@ class TypedJob final : public PrimalDualModule::Job {
     const Vec<double> lam = shown.lambda.template cast<double>();
     const Vec<double> tau = shown.params.tau.template cast<double>();
     const double one = shown.options.bias ? 1.0 : 0.0;
-    v.attention = plot::pool_max_abs_fn(T, T, kMaxBins, kMaxBins, [&](long i, long j) {
+    const auto M = [&](long i, long j) {
       const long start = i / b * b;
       if (j < start || j > i) return 0.0;  // other mini-batches interact through W only
       return tau(i - start) * lam(j) * (Q.row(i).dot(K.row(j)) + one);
-    });
+    };
+    v.attention = plot::pool_max_abs_fn(T, T, kMaxBins, kMaxBins, M);
+    const long n = std::min(T, 96L);
+    v.attention_start = plot::pool_max_abs_fn(n, n, kMaxBins, kMaxBins, M);
   }
 
   // Plain causal linear attention, computed independently of the TTT code: O = tril(QKᵀ)V. Row

@@ -77,6 +77,7 @@ struct PrimalDualView {
   int shown_block = 0, shown_head = 0;
   std::vector<double> token_diff;   // [T] max_j |O_primal − O_dual|[t, j]
   plot::PooledMatrix attention;     // M, [T, T] pooled to ≤ 512²
+  plot::PooledMatrix attention_start;  // M of the first min(T, 96) tokens, unpooled (the mini-batch blocks up close)
   plot::PooledMatrix diff_map;      // |O_primal − O_dual| transposed, [d, T], pooled to ≤ 512 columns
   bool linear_attention = false;
   double linear_attention_diff = 0; // max over layers of max |O − tril(QKᵀ)V|

@@ -442,6 +442,9 @@ bool TrainingModule::handle(const Command& command, ModuleContext& ctx) {
     return true;
   }
   if (const auto* o = std::get_if<TrainOpen>(&command)) {
+    std::error_code ec;
+    for (const auto& r : runs_)
+      if (!o->resume && fs::weakly_canonical(r->dir, ec) == fs::weakly_canonical(o->dir, ec)) return true;  // shown already
     try {
       const fs::path dir = o->dir;
       if (!fs::exists(dir / "metrics.jsonl") && !fs::exists(dir / "latest"))
@@ -575,7 +578,15 @@ void TrainingModule::rebuild_view() {
       rv->model_summary = r->summary;
       rv->data_description = r->data_description;
     }
-    rv->tokens_per_s = r->rate;
+    // A run opened from disk has no live rate: the mean of its last logged steps.
+    if (r->rate == 0 && rv->steps && !rv->steps->empty()) {
+      const std::size_t n = rv->steps->size(), k = std::min<std::size_t>(n, 20);
+      double sum = 0;
+      for (std::size_t i = n - k; i < n; ++i) sum += (*rv->steps)[i].tokens_per_s;
+      rv->tokens_per_s = sum / static_cast<double>(k);
+    } else {
+      rv->tokens_per_s = r->rate;
+    }
     const double tokens_left = static_cast<double>(std::max(0L, rv->steps_total - rv->steps_done)) *
                                r->settings.batch_size * r->settings.seq_len;
     rv->seconds_left = r->rate > 0 ? tokens_left / r->rate : 0.0;

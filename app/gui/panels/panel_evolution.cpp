@@ -282,6 +282,8 @@ class EvolutionPanel final : public Panel {
     const float h = std::clamp(ImGui::GetContentRegionAvail().y * 0.42f, 200.0f, 330.0f);
     const float wide = static_cast<float>(W.cols()) / static_cast<float>(std::max<Eigen::Index>(1, W.rows()));
     const float map_w = std::min(avail * (wide > 1.5f ? 0.40f : 0.27f), (h - 40.0f) * wide + 70.0f);
+    // The row is as tall as a map with square cells at this width (no gap under short maps).
+    const float h_fit = std::min(h, (map_w - 62.0f) / wide + 48.0f);
     const ImVec2 top = ImGui::GetCursorScreenPos();
 
     plot::Heatmap a;
@@ -290,7 +292,7 @@ class EvolutionPanel final : public Panel {
     a.title = s_.show_delta ? wn + "ₜ − " + wn + "₀" : wn + "ₜ";
     a.subtitle = shape + "  after token " + std::to_string(t);
     a.m = plot::MatrixView::of(map_main_.data(), map_main_.rows(), map_main_.cols(), map_main_.cols());
-    a.size = ImVec2(map_w, h);
+    a.size = ImVec2(map_w, h_fit);
     a.row_name = "i";
     a.col_name = "j";
     const EvolutionStep* w0p = v.w0.get();
@@ -310,7 +312,7 @@ class EvolutionPanel final : public Panel {
     b.title = "Δ" + wn + "ₜ = " + wn + "ₜ − " + wn + "ₜ₋₁";
     b.subtitle = "what token " + std::to_string(t) + " " + quote(v, t) + " changed";
     b.m = plot::MatrixView::of(map_step_.data(), map_step_.rows(), map_step_.cols(), map_step_.cols());
-    b.size = ImVec2(map_w, h);
+    b.size = ImVec2(map_w, h_fit);
     b.row_name = "i";
     b.col_name = "j";
     plot::heatmap(b);
@@ -327,7 +329,7 @@ class EvolutionPanel final : public Panel {
     p.title = "Singular values at t = " + std::to_string(t);
     p.y_label = s_.spectrum_of_delta ? "σᵢ(" + wn + "ₜ − " + wn + "₀), log scale" : "σᵢ(" + wn + "ₜ) against σᵢ(" + wn + "₀), log scale";
     p.x_label = "index i (largest first)";
-    p.size = ImVec2(ImGui::GetContentRegionAvail().x, h);
+    p.size = ImVec2(ImGui::GetContentRegionAvail().x, h_fit);
     p.y_scale = plot::ScaleKind::Log10;
     p.x_range = plot::Range{0.5, std::max(2.0, static_cast<double>(sv.size()) + 0.5)};
     auto s1 = plot::line(s_.spectrum_of_delta ? "σ(Wₜ − W₀)" : "σ(Wₜ)", sv_now_, colors::kNormDW, false, 1.0, 1.0);
@@ -339,7 +341,7 @@ class EvolutionPanel final : public Panel {
     }
     p.x_format = [](double x) { return "i = " + std::to_string(std::lround(x)); };
     plot::line_plot(p);
-    ImGui::SetCursorScreenPos(ImVec2(top.x, top.y + h + 4.0f));
+    ImGui::SetCursorScreenPos(ImVec2(top.x, top.y + h_fit + 4.0f));
     ImGui::Dummy(ImVec2(avail, 1.0f));
   }
 
@@ -420,7 +422,6 @@ class EvolutionPanel final : public Panel {
     sg.col_name = "token t";
     sg.col_label = [&v](long c) { return quote(v, c); };
     sg.highlight_col = t;
-    for (long s = v.mini_batch; v.mini_batch > 0 && s < n && T / v.mini_batch < 200; s += v.mini_batch) sg.col_lines.push_back(s);
     if (const auto r = plot::heatmap(sg); r.clicked && r.col >= 0) {
       s_.cursor = r.col;
       playing_ = false;

@@ -309,13 +309,14 @@ class GenerationPanel final : public Panel {
   }
 
   void selected_view(const GenerationView& v, long sel) {
+    const Fonts& f = fonts();
     const GenToken& g = *v.tokens[static_cast<std::size_t>(sel)];
     const int b = std::min(s_.block, v.blocks - 1), h = std::min(s_.head, v.heads - 1);
     const ImVec2 avail = ImGui::GetContentRegionAvail();
-    const float h_px = std::max(180.0f, avail.y * 0.55f);
+    const float row_h = std::clamp(avail.y * 0.5f, 180.0f, 300.0f);
     const ImVec2 top = ImGui::GetCursorScreenPos();
 
-    // ΔW of the selected byte in the chosen block and head.
+    // Row 1: ΔW of the selected byte in the chosen block and head, ‖ΔW‖ everywhere, the distribution.
     const Mat<float>& dw = g.dw[static_cast<std::size_t>(b * v.heads + h)];
     plot::Heatmap m;
     m.id = "dw";
@@ -324,13 +325,12 @@ class GenerationPanel final : public Panel {
     m.subtitle = "block " + std::to_string(b) + ", head " + std::to_string(h) + ", W₁ [" + std::to_string(dw.rows()) +
                  " × " + std::to_string(dw.cols()) + "]";
     if (dw.size()) m.m = plot::MatrixView::of(dw.data(), dw.rows(), dw.cols(), dw.cols());
-    const float map_w = std::min(avail.x * 0.34f, h_px + 60.0f);
-    m.size = ImVec2(map_w, h_px);
+    const float map_w = std::min(avail.x * 0.3f, row_h + 40.0f);
+    m.size = ImVec2(map_w, row_h);
     m.row_name = "i";
     m.col_name = "j";
     plot::heatmap(m);
 
-    // ‖ΔW‖ of every block and head for this byte.
     ImGui::SetCursorScreenPos(ImVec2(top.x + map_w + 16.0f, top.y));
     grid_ = Mat<double>(v.blocks, v.heads);
     for (int r = 0; r < v.blocks; ++r)
@@ -339,11 +339,12 @@ class GenerationPanel final : public Panel {
     gm.id = "grid";
     gm.export_name = "generation_update_sizes";
     gm.title = "‖ΔW‖ in every block and head";
-    gm.subtitle = "this byte; rows: blocks, columns: heads";
+    gm.subtitle = "rows: blocks, columns: heads";
     gm.m = plot::MatrixView::of(grid_.data(), grid_.rows(), grid_.cols(), grid_.cols());
     gm.palette = plot::Palette::Sequential;
-    gm.size = ImVec2(std::min(avail.x * 0.22f, h_px), h_px);
-    gm.max_cell = 48.0f;
+    const float grid_w = std::min(avail.x * 0.26f, row_h + 20.0f);
+    gm.size = ImVec2(grid_w, row_h);
+    gm.max_cell = 56.0f;
     gm.row_name = "block";
     gm.col_name = "head";
     gm.highlight_row = b;
@@ -353,23 +354,51 @@ class GenerationPanel final : public Panel {
       s_.head = static_cast<int>(r.col);
     }
 
-    // ‖ΔW‖ along the text, per block.
-    ImGui::SetCursorScreenPos(ImVec2(top.x + map_w + 16.0f + gm.size.x + 16.0f, top.y));
+    ImGui::SetCursorScreenPos(ImVec2(top.x + map_w + grid_w + 32.0f, top.y));
+    ImGui::BeginGroup();
+    ImGui::PushFont(f.bold);
+    ImGui::TextUnformatted(g.prompt ? "A prompt byte" : "What the model could have written");
+    ImGui::PopFont();
+    ImGui::PushFont(f.small);
+    if (g.prompt) {
+      ImGui::TextDisabled("read, not sampled: no distribution");
+    } else {
+      ImGui::PushTextWrapPos(0.0f);
+      ImGui::TextDisabled("the most likely bytes after temperature and top-k; drawn: '%s' (p = %s)",
+                          token_label(g.byte).c_str(), format_value(g.prob, 3).c_str());
+      ImGui::PopTextWrapPos();
+      const float bar_w = ImGui::GetContentRegionAvail().x - ImGui::GetFontSize() * 3.0f;
+      for (const auto& [byte, p] : g.top) {
+        ImGui::PushFont(f.mono);
+        ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(byte == g.byte ? colors::kAccent : colors::kText), "%-4s",
+                           token_label(byte).c_str());
+        ImGui::PopFont();
+        ImGui::SameLine(ImGui::GetFontSize() * 3.0f);
+        if (byte == g.byte) ImGui::PushStyleColor(ImGuiCol_PlotHistogram, ImGui::ColorConvertU32ToFloat4(colors::kAccent));
+        ImGui::ProgressBar(p, ImVec2(std::max(60.0f, bar_w), 0), format_value(p, 2).c_str());
+        if (byte == g.byte) ImGui::PopStyleColor();
+      }
+    }
+    ImGui::PopFont();
+    ImGui::EndGroup();
+
+    // Row 2: ‖ΔW‖ along the text, per block.
+    ImGui::SetCursorScreenPos(ImVec2(top.x, top.y + row_h + 10.0f));
     const std::size_t n = v.tokens.size();
     lines_.assign(static_cast<std::size_t>(v.blocks), std::vector<double>(n));
     for (std::size_t i = 0; i < n; ++i)
       for (int r = 0; r < v.blocks; ++r) {
-        double s = 0;
-        for (int c = 0; c < v.heads; ++c) s += v.tokens[i]->dw_norm[static_cast<std::size_t>(r * v.heads + c)];
-        lines_[static_cast<std::size_t>(r)][i] = s / v.heads;
+        double sum = 0;
+        for (int c = 0; c < v.heads; ++c) sum += v.tokens[i]->dw_norm[static_cast<std::size_t>(r * v.heads + c)];
+        lines_[static_cast<std::size_t>(r)][i] = sum / v.heads;
       }
     plot::LinePlot p;
     p.id = "dw_along";
     p.export_name = "generation_update_sizes_along_text";
     p.title = "Update size along the text";
-    p.y_label = "‖ΔW‖ per byte, mean over the heads of each block (log scale)";
+    p.y_label = "‖ΔW‖ per byte, mean over the heads of each block (log scale) · orange: the model starts writing · drag to select";
     p.x_label = "byte";
-    p.size = ImVec2(ImGui::GetContentRegionAvail().x, h_px);
+    p.size = ImVec2(avail.x, std::max(140.0f, ImGui::GetContentRegionAvail().y - 6.0f));
     p.y_scale = plot::ScaleKind::Log10;
     p.smoothing = 0.6;
     p.cursor = static_cast<double>(sel);

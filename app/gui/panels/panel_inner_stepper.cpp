@@ -45,7 +45,7 @@ enum class ColourScale { SharedPerToken, FixedOverRun, PerMatrix };
 
 struct StepperSettings {
   HeadConfig head;
-  long cursor = 39;  // mid-way through the third mini-batch with the defaults (b = 16)
+  long cursor = 103;  // mid-way through the seventh mini-batch with the defaults (b = 16)
   double speed = 8.0;
   bool loop = false;
   double smoothing = 0.0;
@@ -349,6 +349,9 @@ class InnerStepperPanel final : public Panel {
       ImGui::PushStyleColor(ImGuiCol_Text, ImGui::ColorConvertU32ToFloat4(colors::kError));
       ImGui::TextWrapped("These settings cannot run: %s", v.error.c_str());
       ImGui::PopStyleColor();
+      if (!v.config.toy())
+        widgets::note("Choose another model on the left (an untrained one, or a checkpoint you open), or the toy "
+                      "head: every view works with each of them.");
       return;
     }
 
@@ -714,11 +717,8 @@ class InnerStepperPanel final : public Panel {
     ImGui::SameLine(0, 10);
     ImGui::PushFont(fonts().small);
     ImGui::AlignTextToFramePadding();
-    ImGui::TextDisabled("small multiples on one colour scale (±%s); the last one is the current token%s",
-                        format_value(lim, 3).c_str(),
-                        !v.config.toy() || v.config.token_index
-                            ? ". Later tokens move W less: τᵢ ≈ 1/i averages the gradients."
-                            : "");
+    ImGui::TextDisabled("one colour scale (±%s); the last is the current token%s", format_value(lim, 3).c_str(),
+                        !v.config.toy() || v.config.token_index ? "; τᵢ ≈ 1/i: later tokens move W less" : "");
     ImGui::PopFont();
     const Mat<double>& shape = l2 ? v.records[static_cast<std::size_t>(t)]->delta.W2
                                   : v.records[static_cast<std::size_t>(t)]->delta.W1;

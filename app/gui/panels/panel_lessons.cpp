@@ -173,7 +173,10 @@ class LessonsPanel final : public Panel {
       loaded_ = false;
     }
     ImGui::Dummy(ImVec2(0, 6));
-    widgets::note(("Lessons are the Markdown files in " + dir_.string() +
+    std::error_code ec;
+    const fs::path rel = dir_.lexically_relative(fs::current_path(ec));
+    const bool inside = !ec && !rel.empty() && rel.string().rfind("..", 0) != 0;
+    widgets::note(("Lessons are the Markdown files in " + (inside ? rel : dir_).string() +
                    ". Each links to a .tttlab state; a teacher can add lessons there (the first .tttlab link is the "
                    "lesson's view) and save states with File → Save state, classroom mode included.")
                       .c_str());

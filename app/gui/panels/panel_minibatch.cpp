@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "gui/engine/data_source.hpp"
 #include "gui/engine/minibatch_module.hpp"
@@ -31,6 +32,7 @@ constexpr ImU32 kGhost = IM_COL32(125, 130, 142, 170);
 
 struct LabSettings {
   SweepSettings sweep;
+  std::optional<SweepSettings> ghost;  // the sweep drawn in grey (state files restore it)
   double smoothing = 0.7;
   bool log_time = true;
 };
@@ -41,28 +43,40 @@ LabSettings default_settings() {
   return s;
 }
 
+nlohmann::json sweep_json(const SweepSettings& w) {
+  return {{"mode", w.mode == SweepMode::Evaluate ? "evaluate" : "train"},
+          {"model_id", w.model_id},
+          {"layer", w.layer},
+          {"data", w.data},
+          {"seq_len", w.seq_len},
+          {"windows", w.windows},
+          {"train_steps", w.train_steps},
+          {"seed", w.seed}};
+}
+
 nlohmann::json to_json(const LabSettings& s) {
-  return {{"mode", s.sweep.mode == SweepMode::Evaluate ? "evaluate" : "train"},
-          {"model_id", s.sweep.model_id},
-          {"layer", s.sweep.layer},
-          {"data", s.sweep.data},
-          {"seq_len", s.sweep.seq_len},
-          {"windows", s.sweep.windows},
-          {"train_steps", s.sweep.train_steps},
-          {"seed", s.sweep.seed},
-          {"view", {{"smoothing", s.smoothing}, {"log_time", s.log_time}}}};
+  nlohmann::json j = sweep_json(s.sweep);
+  if (s.ghost) j["ghost"] = sweep_json(*s.ghost);
+  j["view"] = {{"smoothing", s.smoothing}, {"log_time", s.log_time}};
+  return j;
+}
+
+SweepSettings sweep_from(const FieldReader& r, SweepSettings w) {
+  w.mode = r.choice("mode", {"evaluate", "train"}, w.mode == SweepMode::Evaluate ? 0 : 1) == 0 ? SweepMode::Evaluate : SweepMode::Train;
+  w.model_id = r.string("model_id", 4096, w.model_id);
+  w.layer = r.choice("layer", {"ttt-linear", "ttt-mlp"}, w.layer == "ttt-mlp" ? 1 : 0) == 0 ? "ttt-linear" : "ttt-mlp";
+  w.data = r.string("data", 4096, w.data);
+  w.seq_len = static_cast<int>(r.integer("seq_len", 2, 1024, w.seq_len));
+  w.windows = static_cast<int>(r.integer("windows", 1, 256, w.windows));
+  w.train_steps = static_cast<int>(r.integer("train_steps", 1, 100000, w.train_steps));
+  w.seed = r.uint64("seed", w.seed);
+  return w;
 }
 
 LabSettings settings_from(const FieldReader& r) {
   LabSettings s = default_settings();
-  s.sweep.mode = r.choice("mode", {"evaluate", "train"}, 0) == 0 ? SweepMode::Evaluate : SweepMode::Train;
-  s.sweep.model_id = r.string("model_id", 4096, s.sweep.model_id);
-  s.sweep.layer = r.choice("layer", {"ttt-linear", "ttt-mlp"}, s.sweep.layer == "ttt-mlp" ? 1 : 0) == 0 ? "ttt-linear" : "ttt-mlp";
-  s.sweep.data = r.string("data", 4096, s.sweep.data);
-  s.sweep.seq_len = static_cast<int>(r.integer("seq_len", 2, 1024, s.sweep.seq_len));
-  s.sweep.windows = static_cast<int>(r.integer("windows", 1, 256, s.sweep.windows));
-  s.sweep.train_steps = static_cast<int>(r.integer("train_steps", 1, 100000, s.sweep.train_steps));
-  s.sweep.seed = r.uint64("seed", s.sweep.seed);
+  s.sweep = sweep_from(r, s.sweep);
+  if (r.has("ghost")) s.ghost = sweep_from(r.object("ghost"), s.sweep);
   const FieldReader v = r.object("view");
   s.smoothing = v.number("smoothing", 0.0, 0.999, s.smoothing);
   s.log_time = v.boolean("log_time", s.log_time);
@@ -91,7 +105,26 @@ class MiniBatchPanel final : public Panel {
             {"minibatch.view", "Mini-batch lab: view options"}};
   }
 
-  void sync(CommandSink& sink) override { sink.post(SweepRun{s_.sweep}); }
+  void sync(CommandSink& sink) override {
+    if (s_.ghost) {
+      sink.post(SweepRun{*s_.ghost, false});
+      sink.post(SweepRun{s_.sweep, true});
+    } else {
+      sink.post(SweepRun{s_.sweep, false});
+    }
+  }
+  // The ghost to save is the sweep the engine drew before the one these settings asked for.
+  void observe(const Snapshot& snap) override {
+    const MiniBatchView* v = snap.minibatch.get();
+    if (!v || v->generation == seen_generation_) return;
+    if (v->current && v->current->settings == s_.sweep) {
+      seen_generation_ = v->generation;
+      if (v->previous)
+        s_.ghost = v->previous->settings;
+      else
+        s_.ghost.reset();
+    }
+  }
   nlohmann::json save_state() const override { return to_json(s_); }
   std::function<void()> parse_state(const nlohmann::json& j, const std::string& path) const override {
     const LabSettings s = settings_from(FieldReader(j, path));
@@ -99,7 +132,7 @@ class MiniBatchPanel final : public Panel {
   }
   std::vector<ShortcutHelp> shortcut_help() const override { return {{"F5", "run the sweep again"}}; }
   void shortcuts(const Snapshot&, CommandSink& sink) override {
-    if (key_pressed(Key::F5, false)) sink.post(SweepRun{s_.sweep});
+    if (key_pressed(Key::F5, false)) sink.post(SweepRun{s_.sweep, false});
   }
 
   void draw(const Snapshot& snap, CommandSink& sink) override {
@@ -171,7 +204,7 @@ class MiniBatchPanel final : public Panel {
       ImGui::Dummy(ImVec2(0, 4));
       if (ImGui::Button("Run the sweep again  (F5)", ImVec2(-1, 0))) run = true;
     }
-    if (run) sink.post(SweepRun{w});
+    if (run) sink.post(SweepRun{w, false});
     if (classroom::visible("minibatch.view")) {
       widgets::section_label("VIEW");
       widgets::row("Smoothing");
@@ -183,7 +216,7 @@ class MiniBatchPanel final : public Panel {
     widgets::note("Small b: more, smaller gradient steps per sequence (closer to online learning, more sequential "
                   "work). Large b: the gradients of a whole mini-batch are taken at one stale state, and the dual "
                   "form does more of its work as large matrix products. Times are single-threaded forward passes "
-                  "of the whole model on the CPU (dual form), the median over the windows.");
+                  "of the whole model on the CPU (dual form), the fastest of the windows.");
   }
 
   void draw_view(const MiniBatchView& v, const Snapshot& snap, CommandSink& sink) {
@@ -333,6 +366,7 @@ class MiniBatchPanel final : public Panel {
     std::vector<int> b;
   };
   LabSettings s_ = default_settings();
+  std::uint64_t seen_generation_ = 0;
   std::vector<Scatter> scatter_;
   std::vector<std::vector<double>> bars_, curves_;
   std::vector<double> bx_;

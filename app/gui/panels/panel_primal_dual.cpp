@@ -30,7 +30,7 @@ using plot::format_value;
 PrimalDualConfig default_config() {
   PrimalDualConfig c;
   c.head.w0 = W0Init::Random;
-  c.head.repeat = 2;  // 256 tokens: long enough for the dual form's matrix products to pay off
+  c.head.repeat = 1;
   return c;
 }
 
@@ -260,16 +260,20 @@ class PrimalDualPanel final : public Panel {
       s += '\'';
       return s;
     };
+    const bool zoom = zoom_ && v.T > 128 && v.attention_start.src_rows < v.T;
+    const plot::PooledMatrix& shown_m = zoom ? v.attention_start : v.attention;
     plot::Heatmap m;
     m.id = "attention";
     m.export_name = "dual_matrix_M";
     m.title = std::string(v.bias ? "M = E ⊙ tril(QKᵀ + 1)" : "M = E ⊙ tril(QKᵀ)") +
               (v.model_source ? "   block " + std::to_string(v.shown_block) + ", head " + std::to_string(v.shown_head)
                               : std::string());
-    m.subtitle = "[" + std::to_string(v.T) + " × " + std::to_string(v.T) + "]" +
-                 (v.attention.pooled() ? ", pooled: max |·| per bin" : "") + ", row i reads tokens j ≤ i";
-    m.pooled = &v.attention;
-    m.m = plot::MatrixView::of(v.attention);
+    m.subtitle = zoom ? "the first " + std::to_string(shown_m.src_rows) + " of " + std::to_string(v.T) +
+                            " tokens (click the map for all), row i reads tokens j ≤ i"
+                      : "[" + std::to_string(v.T) + " × " + std::to_string(v.T) + "]" +
+                            (shown_m.pooled() ? ", pooled: max |·| per bin" : "") + ", row i reads tokens j ≤ i";
+    m.pooled = &shown_m;
+    m.m = plot::MatrixView::of(shown_m);
     m.size = ImVec2(map_w, map_w + 30.0f);
     m.max_cell = 40.0f;
     m.row_name = "query i";
@@ -289,7 +293,7 @@ class PrimalDualPanel final : public Panel {
                             v.bias ? " + 1" : "");
     };
     const ImVec2 top = ImGui::GetCursorScreenPos();
-    plot::heatmap(m);
+    if (plot::heatmap(m).clicked && v.T > 128) zoom_ = !zoom_;
     const float right_x = top.x + map_w + 70.0f;
     const float right_w = avail_w - (right_x - top.x);
     ImGui::SetCursorScreenPos(ImVec2(right_x, top.y));
@@ -411,6 +415,7 @@ class PrimalDualPanel final : public Panel {
   }
 
   PrimalDualConfig c_ = default_config();
+  bool zoom_ = true;  // M: the first tokens up close (a view choice, not a setting)
 };
 
 bool PrimalDualPanel::key_pressed_f5() { return key_pressed(Key::F5, false); }

@@ -12,7 +12,6 @@
 #include "gui/engine/data_source.hpp"
 #include "gui/fonts.hpp"
 #include "gui/keys.hpp"
-#include "gui/notify.hpp"
 #include "gui/panels/panel.hpp"
 #include "gui/panels/widgets.hpp"
 #include "gui/plot/line_plot.hpp"
@@ -91,19 +90,6 @@ TrainingPanelSettings settings_from(const FieldReader& r) {
   return s;
 }
 
-std::string duration(double seconds) {
-  if (!(seconds >= 0) || !std::isfinite(seconds)) return "—";
-  const long t = std::lround(seconds);
-  char b[32];
-  if (t >= 3600)
-    std::snprintf(b, sizeof b, "%ldh %02ldm", t / 3600, (t / 60) % 60);
-  else if (t >= 60)
-    std::snprintf(b, sizeof b, "%ldm %02lds", t / 60, t % 60);
-  else
-    std::snprintf(b, sizeof b, "%lds", t);
-  return b;
-}
-
 ImU32 state_color(RunState s) {
   switch (s) {
     case RunState::Running: return colors::kGood;
@@ -133,6 +119,8 @@ class TrainingPanel final : public Panel {
   void sync(CommandSink& sink) override {
     // Runs recorded in a state file are shown again from their directories (their metrics and latest
     // checkpoints), never retrained.
+    if (synced_) return;  // runs are already open in the engine
+    synced_ = true;
     for (const auto& dir : s_.open_runs) sink.post(TrainOpen{dir, false});
   }
   nlohmann::json save_state() const override {
@@ -145,17 +133,15 @@ class TrainingPanel final : public Panel {
     return [this, s] {
       auto* self = const_cast<TrainingPanel*>(this);
       self->s_ = s;
-      self->known_dirs_.clear();
+      self->known_dirs_ = s.open_runs;
+      self->synced_ = false;  // the next sync opens the file's runs
     };
   }
+  // Refused commands (a second run, a folder that is not a run) reach the user as the app's error popup.
   void observe(const Snapshot& snap) override {
-    if (!snap.training) return;
+    if (!snap.training || !synced_) return;
     known_dirs_.clear();
     for (const auto& r : snap.training->runs) known_dirs_.push_back(r->dir);
-    if (snap.training->event != seen_event_) {
-      seen_event_ = snap.training->event;
-      if (!snap.training->error.empty()) notify(snap.training->error, true);
-    }
   }
 
   void draw(const Snapshot& snap, CommandSink& sink) override {
@@ -420,7 +406,7 @@ class TrainingPanel final : public Panel {
     widgets::metric("gradient norm", last ? format_value(last->grad_norm, 3) : "—", "before clipping at 1",
                     colors::kText, cw);
     ImGui::SameLine(0, gap);
-    widgets::metric("time left", r.active() ? duration(r.seconds_left) : to_string(r.state),
+    widgets::metric("time left", r.active() ? plot::format_duration(r.seconds_left) : to_string(r.state),
                     std::to_string(r.steps_done) + " of " + std::to_string(r.steps_total) + " steps", state_color(r.state),
                     cw);
   }
@@ -473,7 +459,7 @@ class TrainingPanel final : public Panel {
     const std::string xl = s_.x == XAxis::Step ? "optimiser step" : s_.x == XAxis::Tokens ? "tokens seen" : "seconds";
     const ImVec2 avail = ImGui::GetContentRegionAvail();
     const float big_h = std::max(180.0f, avail.y * 0.58f);
-    const float small_h = std::max(130.0f, avail.y - big_h - 12.0f);
+    const float small_h = std::max(130.0f, avail.y - big_h - 22.0f);
 
     plot::LinePlot L;
     L.id = "train_loss";
@@ -546,7 +532,7 @@ class TrainingPanel final : public Panel {
 
   TrainingPanelSettings s_ = default_settings();
   std::vector<std::string> known_dirs_;
-  std::uint64_t seen_event_ = 0;
+  bool synced_ = false;
   int selected_ = 0;
   std::set<int> hidden_;
   std::vector<std::vector<double>> xs_, loss_, lr_, gn_, tps_, vx_, vy_;

@@ -267,8 +267,8 @@ void job_status(JobOutcome outcome, double progress, const std::string& error, c
 }
 
 ImU32 series_color(int i) {
-  // Okabe–Ito without grey and yellow (too light on the dark plot background for thin lines).
-  static const int order[] = {0, 1, 2, 5, 6, 4, 3};
+  // Okabe–Ito without grey; orange and vermillion (alike for many) as far apart as possible.
+  static const int order[] = {0, 1, 2, 6, 4, 5, 3};
   return plot::pack_u32(plot::categorical(order[((i % 7) + 7) % 7]));
 }
 
@@ -491,7 +491,7 @@ long token_strip(const std::vector<unsigned char>& bytes, int mini_batch, long c
   ImGui::BeginChild("##tokens", ImVec2(0, h), false, lines * (cell_h + 2.0f) > max_height ? 0 : ImGuiWindowFlags_NoScrollbar);
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const ImVec2 o = ImGui::GetCursorScreenPos();
-  float x = 0, y = 0;
+  float x = 0, y = 0, cursor_y = -1.0f;
   const ImVec2 mouse = ImGui::GetIO().MousePos;
   const bool hovered_win = ImGui::IsWindowHovered();
   for (long t = 0; t < n; ++t) {
@@ -502,6 +502,7 @@ long token_strip(const std::vector<unsigned char>& bytes, int mini_batch, long c
       y += cell_h + 2.0f;
     }
     const ImVec2 a(o.x + x, o.y + y), b(a.x + cell_w - 1.0f, a.y + cell_h);
+    if (t == cursor) cursor_y = y;
     const long mb = t / mini_batch;
     ImU32 bg = mb % 2 ? IM_COL32(44, 48, 58, 255) : IM_COL32(36, 39, 47, 255);
     ImU32 fg = t < computed ? colors::kText : colors::kTextFaint;
@@ -527,6 +528,16 @@ long token_strip(const std::vector<unsigned char>& bytes, int mini_batch, long c
     x += w;
   }
   ImGui::Dummy(ImVec2(avail, y + cell_h));
+  // Keep the cursor's line in view when the cursor moves (not while the user scrolls by hand).
+  static ImGuiID last_window = 0;
+  static long last_cursor = -2;
+  const ImGuiID win = ImGui::GetID("##tokens-scroll");
+  if ((win != last_window || cursor != last_cursor) && cursor_y >= 0.0f) {
+    const float top = ImGui::GetScrollY(), bottom = top + h;
+    if (cursor_y < top || cursor_y + cell_h > bottom) ImGui::SetScrollY(std::max(0.0f, cursor_y - cell_h));
+  }
+  last_window = win;
+  last_cursor = cursor;
   ImGui::EndChild();
   return clicked;
 }

@@ -159,11 +159,31 @@ HeatmapResult heatmap(const Heatmap& h) {
     text_at(dl, f.small, ImVec2(pos.x + (h.size.x - bar_w) * 0.5f, pos.y + h.size.y * 0.5f), 0.5f,
             0.5f, colors::kTextFaint, "—");
   } else {
-    // Cells: large pooled maps as one cached texture, the rest as rectangles (adjacent rectangles
-    // share edges exactly: no hairline gaps).
+    // Cells: maps of 256 cells or more as one cached texture (nearest-neighbour: crisp cells), the
+    // rest as rectangles (adjacent rectangles share edges exactly: no hairline gaps). A pooled map is
+    // identified by its pooling id; any other map by a hash of its values, so a texture is rebuilt
+    // exactly when the picture changes (a 32 × 32 map costs 4 vertices instead of 4096 per frame).
     ImTextureID tex = nullptr;
-    if (h.pooled && m.rows * m.cols > 4096 && plot::textures_available()) {
-      std::uint64_t key = h.pooled->id * 1000003u;
+    if (m.rows * m.cols >= 256 && plot::textures_available()) {
+      std::uint64_t key = 1469598103934665603ull;  // FNV-1a
+      const auto mix = [&key](std::uint64_t x) {
+        for (int b = 0; b < 8; ++b) {
+          key ^= (x >> (8 * b)) & 0xFF;
+          key *= 1099511628211ull;
+        }
+      };
+      if (h.pooled) {
+        mix(h.pooled->id);
+      } else {
+        mix(static_cast<std::uint64_t>(m.rows) << 32 | static_cast<std::uint64_t>(m.cols));
+        for (long i = 0; i < m.rows; ++i)
+          for (long j = 0; j < m.cols; ++j) {
+            const double v = m.at(i, j);
+            std::uint64_t vb = 0;
+            std::memcpy(&vb, &v, sizeof vb);
+            mix(vb);
+          }
+      }
       std::uint64_t bits = 0;
       static_assert(sizeof bits == sizeof cs.hi);
       std::memcpy(&bits, &cs.hi, sizeof bits);

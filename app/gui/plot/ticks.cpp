@@ -168,4 +168,17 @@ std::vector<Tick> ticks_for(const AxisMap& axis, int max_major) {
                                        : linear_ticks(axis.lo, axis.hi, max_major);
 }
 
+std::string format_duration(double seconds) {
+  if (!(seconds >= 0) || !std::isfinite(seconds)) return "\xE2\x80\x94";  // an em dash
+  const long t = std::lround(seconds);
+  char b[32];
+  if (t >= 3600)
+    std::snprintf(b, sizeof b, "%ldh %02ldm", t / 3600, (t / 60) % 60);
+  else if (t >= 60)
+    std::snprintf(b, sizeof b, "%ldm %02lds", t / 60, t % 60);
+  else
+    std::snprintf(b, sizeof b, "%lds", t);
+  return b;
+}
+
 }  // namespace tttlab::gui::plot

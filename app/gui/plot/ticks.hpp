@@ -37,5 +37,7 @@ std::string format_tick(double v, double step);
 std::string format_value(double v, int digits = 4);
 // "10⁻³" style power of ten.
 std::string power_of_ten(int exponent);
+// A duration for people: "42s", "3m 07s", "2h 05m"; "—" when unknown (negative or not finite).
+std::string format_duration(double seconds);
 
 }  // namespace tttlab::gui::plot

@@ -84,7 +84,7 @@ TEST_F(Headless, EveryPanelDrawsRealSnapshotsAndEmptyOnes) {
   sw.data = "sample";
   sw.seq_len = 16;
   sw.windows = 1;
-  engine.post(SweepRun{sw});
+  engine.post(SweepRun{sw, false});
   CurvesSettings cv;
   cv.data = "sample";
   cv.seq_len = 32;
@@ -99,6 +99,10 @@ TEST_F(Headless, EveryPanelDrawsRealSnapshotsAndEmptyOnes) {
   tr.eval_windows = 1;
   tr.runs_dir = runs.string();
   engine.post(TrainStart{tr, "headless"});
+  GenSettings gen;
+  gen.max_tokens = 40;
+  gen.tokens_per_second = 1e6;
+  engine.post(GenerateStart{gen});
   engine.start();
   std::shared_ptr<const Snapshot> snap;
   for (int i = 0; i < 6000; ++i) {  // until every job is done and the run has finished
