@@ -51,9 +51,8 @@ class Panel {
   virtual nlohmann::json save_state() const = 0;
   // Checks `settings` completely (throws StateError naming the field under `path`) and returns a
   // function that applies them, which cannot fail: loading is two-phase, so a bad file changes
-  // nothing.
-  virtual std::function<void()> parse_state(const nlohmann::json& settings,
-                                            const std::string& path) const = 0;
+  // nothing. Checking changes nothing either; only the returned function writes to the panel.
+  virtual std::function<void()> parse_state(const nlohmann::json& settings, const std::string& path) = 0;
 };
 
 // Every panel of the app, in menu order (registry.cpp). Constructing panels needs no window, so

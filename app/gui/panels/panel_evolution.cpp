@@ -96,9 +96,9 @@ class EvolutionPanel final : public Panel {
 
   void sync(CommandSink& sink) override { sink.post(EvolutionConfigure{s_.head}); }
   nlohmann::json save_state() const override { return to_json(s_); }
-  std::function<void()> parse_state(const nlohmann::json& j, const std::string& path) const override {
+  std::function<void()> parse_state(const nlohmann::json& j, const std::string& path) override {
     const EvolutionSettings s = settings_from(FieldReader(j, path));
-    return [this, s] { const_cast<EvolutionPanel*>(this)->s_ = s; };
+    return [this, s] { s_ = s; };
   }
 
   std::vector<ShortcutHelp> shortcut_help() const override {
@@ -129,14 +129,7 @@ class EvolutionPanel final : public Panel {
     const EvolutionView* v = snap.evolution.get();
     if (!v) return;
     advance_playback(*v);
-    const float controls_w = 20.0f * ImGui::GetFontSize();
-    ImGui::BeginChild("##controls", ImVec2(controls_w, 0), false);
-    draw_controls(*v, snap, sink);
-    ImGui::EndChild();
-    ImGui::SameLine(0, 16);
-    ImGui::BeginChild("##view", ImVec2(0, 0), false);
-    draw_view(*v);
-    ImGui::EndChild();
+    widgets::controls_and_view([&] { draw_controls(*v, snap, sink); }, [&] { draw_view(*v); });
   }
 
  private:

@@ -80,9 +80,9 @@ class GenerationPanel final : public Panel {
 
   void sync(CommandSink& sink) override { sink.post(GenerateStart{s_.gen}); }
   nlohmann::json save_state() const override { return to_json(s_); }
-  std::function<void()> parse_state(const nlohmann::json& j, const std::string& path) const override {
+  std::function<void()> parse_state(const nlohmann::json& j, const std::string& path) override {
     const GenerationPanelSettings s = settings_from(FieldReader(j, path));
-    return [this, s] { const_cast<GenerationPanel*>(this)->s_ = s; };
+    return [this, s] { s_ = s; };
   }
   std::vector<ShortcutHelp> shortcut_help() const override {
     return {{"F5", "generate again (the same seed gives the same text)"}, {"Space", "stop / generate"},
@@ -112,14 +112,7 @@ class GenerationPanel final : public Panel {
       seen_generation_ = v->generation;
       selected_ = -1;  // follow the newest byte
     }
-    const float controls_w = 20.0f * ImGui::GetFontSize();
-    ImGui::BeginChild("##controls", ImVec2(controls_w, 0), false);
-    draw_controls(*v, snap, sink);
-    ImGui::EndChild();
-    ImGui::SameLine(0, 16);
-    ImGui::BeginChild("##view", ImVec2(0, 0), false);
-    draw_view(*v);
-    ImGui::EndChild();
+    widgets::controls_and_view([&] { draw_controls(*v, snap, sink); }, [&] { draw_view(*v); });
   }
 
  private:

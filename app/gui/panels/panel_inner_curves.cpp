@@ -83,9 +83,9 @@ class InnerCurvesPanel final : public Panel {
 
   void sync(CommandSink& sink) override { sink.post(CurvesRun{s_.run}); }
   nlohmann::json save_state() const override { return to_json(s_); }
-  std::function<void()> parse_state(const nlohmann::json& j, const std::string& path) const override {
+  std::function<void()> parse_state(const nlohmann::json& j, const std::string& path) override {
     const CurvesPanelSettings s = settings_from(FieldReader(j, path));
-    return [this, s] { const_cast<InnerCurvesPanel*>(this)->s_ = s; };
+    return [this, s] { s_ = s; };
   }
   std::vector<ShortcutHelp> shortcut_help() const override { return {{"F5", "compute again"}}; }
   void shortcuts(const Snapshot&, CommandSink& sink) override {
@@ -95,14 +95,7 @@ class InnerCurvesPanel final : public Panel {
   void draw(const Snapshot& snap, CommandSink& sink) override {
     const CurvesView* v = snap.curves.get();
     if (!v) return;
-    const float controls_w = 20.0f * ImGui::GetFontSize();
-    ImGui::BeginChild("##controls", ImVec2(controls_w, 0), false);
-    draw_controls(snap, sink);
-    ImGui::EndChild();
-    ImGui::SameLine(0, 16);
-    ImGui::BeginChild("##view", ImVec2(0, 0), false);
-    draw_view(*v, snap, sink);
-    ImGui::EndChild();
+    widgets::controls_and_view([&] { draw_controls(snap, sink); }, [&] { draw_view(*v, snap, sink); });
   }
 
  private:

@@ -153,12 +153,11 @@ class InnerStepperPanel final : public Panel {
     return to_json(s);
   }
 
-  std::function<void()> parse_state(const nlohmann::json& j, const std::string& path) const override {
+  std::function<void()> parse_state(const nlohmann::json& j, const std::string& path) override {
     const StepperSettings s = settings_from(FieldReader(j, path));
     return [this, s] {
-      auto* self = const_cast<InnerStepperPanel*>(this);
-      self->s_ = s;
-      self->last_cursor_ = s.cursor;
+      s_ = s;
+      last_cursor_ = s.cursor;
     };
   }
 
@@ -187,14 +186,7 @@ class InnerStepperPanel final : public Panel {
   void draw(const Snapshot& snap, CommandSink& sink) override {
     const StepperView* v = snap.stepper.get();
     if (!v) return;
-    const float controls_w = 20.0f * ImGui::GetFontSize();
-    ImGui::BeginChild("##controls", ImVec2(controls_w, 0), false);
-    draw_controls(*v, snap, sink);
-    ImGui::EndChild();
-    ImGui::SameLine(0, 16);
-    ImGui::BeginChild("##view", ImVec2(0, 0), false);
-    draw_view(*v, sink);
-    ImGui::EndChild();
+    widgets::controls_and_view([&] { draw_controls(*v, snap, sink); }, [&] { draw_view(*v, sink); });
   }
 
  private:

@@ -116,10 +116,10 @@ class LessonsPanel final : public Panel {
 
   void sync(CommandSink&) override {}
   nlohmann::json save_state() const override { return {{"lesson", selected_}}; }
-  std::function<void()> parse_state(const nlohmann::json& j, const std::string& path) const override {
+  std::function<void()> parse_state(const nlohmann::json& j, const std::string& path) override {
     const FieldReader r(j, path);
     const std::string sel = r.string("lesson", 256, "");
-    return [this, sel] { const_cast<LessonsPanel*>(this)->selected_ = sel; };
+    return [this, sel] { selected_ = sel; };
   }
 
   void draw(const Snapshot&, CommandSink&) override {

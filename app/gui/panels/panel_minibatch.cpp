@@ -126,9 +126,9 @@ class MiniBatchPanel final : public Panel {
     }
   }
   nlohmann::json save_state() const override { return to_json(s_); }
-  std::function<void()> parse_state(const nlohmann::json& j, const std::string& path) const override {
+  std::function<void()> parse_state(const nlohmann::json& j, const std::string& path) override {
     const LabSettings s = settings_from(FieldReader(j, path));
-    return [this, s] { const_cast<MiniBatchPanel*>(this)->s_ = s; };
+    return [this, s] { s_ = s; };
   }
   std::vector<ShortcutHelp> shortcut_help() const override { return {{"F5", "run the sweep again"}}; }
   void shortcuts(const Snapshot&, CommandSink& sink) override {
@@ -138,14 +138,7 @@ class MiniBatchPanel final : public Panel {
   void draw(const Snapshot& snap, CommandSink& sink) override {
     const MiniBatchView* v = snap.minibatch.get();
     if (!v) return;
-    const float controls_w = 20.0f * ImGui::GetFontSize();
-    ImGui::BeginChild("##controls", ImVec2(controls_w, 0), false);
-    draw_controls(snap, sink);
-    ImGui::EndChild();
-    ImGui::SameLine(0, 16);
-    ImGui::BeginChild("##view", ImVec2(0, 0), false);
-    draw_view(*v, snap, sink);
-    ImGui::EndChild();
+    widgets::controls_and_view([&] { draw_controls(snap, sink); }, [&] { draw_view(*v, snap, sink); });
   }
 
  private:

@@ -83,9 +83,9 @@ class PrimalDualPanel final : public Panel {
 
   nlohmann::json save_state() const override { return to_json(c_); }
 
-  std::function<void()> parse_state(const nlohmann::json& j, const std::string& path) const override {
+  std::function<void()> parse_state(const nlohmann::json& j, const std::string& path) override {
     const PrimalDualConfig c = config_from(FieldReader(j, path));
-    return [this, c] { const_cast<PrimalDualPanel*>(this)->c_ = c; };
+    return [this, c] { c_ = c; };
   }
 
   std::vector<ShortcutHelp> shortcut_help() const override { return {{"F5", "run the comparison again"}}; }
@@ -97,14 +97,7 @@ class PrimalDualPanel final : public Panel {
   void draw(const Snapshot& snap, CommandSink& sink) override {
     const PrimalDualView* v = snap.primal_dual.get();
     if (!v) return;
-    const float controls_w = 20.0f * ImGui::GetFontSize();
-    ImGui::BeginChild("##controls", ImVec2(controls_w, 0), false);
-    draw_controls(*v, snap, sink);
-    ImGui::EndChild();
-    ImGui::SameLine(0, 16);
-    ImGui::BeginChild("##view", ImVec2(0, 0), false);
-    draw_view(*v, snap, sink);
-    ImGui::EndChild();
+    widgets::controls_and_view([&] { draw_controls(*v, snap, sink); }, [&] { draw_view(*v, snap, sink); });
   }
 
  private:

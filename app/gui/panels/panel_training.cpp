@@ -128,13 +128,12 @@ class TrainingPanel final : public Panel {
     s.open_runs = known_dirs_;
     return to_json(s);
   }
-  std::function<void()> parse_state(const nlohmann::json& j, const std::string& path) const override {
+  std::function<void()> parse_state(const nlohmann::json& j, const std::string& path) override {
     const TrainingPanelSettings s = settings_from(FieldReader(j, path));
     return [this, s] {
-      auto* self = const_cast<TrainingPanel*>(this);
-      self->s_ = s;
-      self->known_dirs_ = s.open_runs;
-      self->synced_ = false;  // the next sync opens the file's runs
+      s_ = s;
+      known_dirs_ = s.open_runs;
+      synced_ = false;  // the next sync opens the file's runs
     };
   }
   // Refused commands (a second run, a folder that is not a run) reach the user as the app's error popup.
@@ -147,14 +146,7 @@ class TrainingPanel final : public Panel {
   void draw(const Snapshot& snap, CommandSink& sink) override {
     const TrainingView* v = snap.training.get();
     if (!v) return;
-    const float controls_w = 20.0f * ImGui::GetFontSize();
-    ImGui::BeginChild("##controls", ImVec2(controls_w, 0), false);
-    draw_controls(*v, sink);
-    ImGui::EndChild();
-    ImGui::SameLine(0, 16);
-    ImGui::BeginChild("##view", ImVec2(0, 0), false);
-    draw_view(*v, sink);
-    ImGui::EndChild();
+    widgets::controls_and_view([&] { draw_controls(*v, sink); }, [&] { draw_view(*v, sink); });
   }
 
  private:

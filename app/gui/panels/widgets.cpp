@@ -284,6 +284,16 @@ void panel_title(const char* title, const char* explanation) {
   ImGui::PopFont();
 }
 
+void controls_and_view(const std::function<void()>& controls, const std::function<void()>& view) {
+  ImGui::BeginChild("##controls", ImVec2(20.0f * ImGui::GetFontSize(), 0), false);
+  controls();
+  ImGui::EndChild();
+  ImGui::SameLine(0, 16);
+  ImGui::BeginChild("##view", ImVec2(0, 0), false);
+  view();
+  ImGui::EndChild();
+}
+
 bool icon_button(const char* glyph, const char* tooltip, bool active) {
   if (active) ImGui::PushStyleColor(ImGuiCol_Button, ImVec4(0.25f, 0.40f, 0.65f, 1.0f));
   const float s = ImGui::GetFrameHeight();

@@ -77,6 +77,10 @@ ImU32 series_color(int i);
 // The panel's title with a one-line dim explanation beside it.
 void panel_title(const char* title, const char* explanation);
 
+// The layout most panels share: a column of controls 20 em wide on the left, the view filling the
+// rest. Each part is drawn in its own child window, so either can scroll on its own.
+void controls_and_view(const std::function<void()>& controls, const std::function<void()>& view);
+
 // Transport button with a glyph; returns true when clicked.
 bool icon_button(const char* glyph, const char* tooltip, bool active = false);
 

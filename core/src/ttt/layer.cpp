@@ -176,7 +176,10 @@ void TTTLayerParams<S>::for_each(const TTTLayerConfig& cfg,
   visit(post_norm_w, "post_norm.weight");
   visit(post_norm_b, "post_norm.bias");
   for (size_t h = 0; h < W0.size(); ++h) {
-    const std::string idx = "[" + std::to_string(h) + "]";
+    // Appended rather than `"[" + std::to_string(h)`: GCC 12 warns falsely (-Wrestrict) on that form.
+    std::string idx = "[";
+    idx += std::to_string(h);
+    idx += ']';
     visit(W0[h].W1, "W1" + idx);
     if (cfg.inner.bias) visit(W0[h].b1, "b1" + idx);
     visit(W0[h].W2, "W2" + idx);

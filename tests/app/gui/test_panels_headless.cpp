@@ -257,7 +257,7 @@ TEST(PanelState, EveryLessonsStateFileAppliesToThePanels) {
 
 TEST(PanelState, BadSettingsAreRefusedWithTheFieldAndChangeNothing) {
   auto panels = make_panels();
-  const auto expect_error = [](const Panel& p, const char* json, const char* needle) {
+  const auto expect_error = [](Panel& p, const char* json, const char* needle) {
     try {
       p.parse_state(nlohmann::json::parse(json), std::string("panels.") + p.id());
       ADD_FAILURE() << "accepted " << json;
