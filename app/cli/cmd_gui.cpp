@@ -16,6 +16,7 @@
 
 #include "cli/commands.hpp"
 #ifdef TTTLAB_HAVE_GUI
+#include "cli/train_device.hpp"
 #include "gui/gui_app.hpp"
 #endif
 
@@ -56,6 +57,10 @@ void register_gui(CLI::App& app) {
     g.state_file = o->state;
     g.bench_frames = o->bench;
     g.bench_train = !o->bench_idle;
+    // Training runs started in the app pick their device as `tttlab train --device` does (tf32 GEMMs).
+    g.train_devices.choose = [](const std::string& device, std::string& note) {
+      return train_backend_for(parse_device_request(device), "tf32", note);
+    };
     int w = 0, h = 0;
     char x = 0;
     if (std::sscanf(o->size.c_str(), "%d%c%d", &w, &x, &h) != 3 || (x != 'x' && x != 'X') || w < 320 ||

@@ -24,11 +24,9 @@
 
 #include "cli/commands.hpp"
 #include "cli/model_options.hpp"
+#include "cli/train_device.hpp"
 #include "tttlab/io/json.hpp"
 #include "tttlab/train/trainer.hpp"
-#ifdef TTTLAB_HAVE_CUDA
-#include "tttlab/kernels/train_cuda.hpp"
-#endif
 
 namespace tttlab::cli {
 namespace fs = std::filesystem;
@@ -58,9 +56,7 @@ struct TrainArgs {
   bool quiet = false;
 };
 
-// The backend for --device (nullptr: the CPU). A GPU that cannot train the model (the check needs the
-// model's config, which a resumed run reads from its checkpoint inside Trainer::resume) falls back to
-// the CPU with a note under `auto`, and is a usage error under `cuda`.
+// The backend for --device (cli/train_device.hpp), with its errors as usage errors (exit status 2).
 TrainBackendFactory choose_backend(const TrainArgs& a, std::string& note) {
   DeviceRequest request;
   try {
@@ -68,28 +64,20 @@ TrainBackendFactory choose_backend(const TrainArgs& a, std::string& note) {
   } catch (const std::invalid_argument& e) {
     throw CLI::ValidationError(e.what());
   }
-  const DeviceSelection sel = select_device(request);  // DeviceError (status 1) for cuda without a GPU
-  note = sel.note;
-  if (sel.device.kind == DeviceKind::CPU) return {};
-#ifdef TTTLAB_HAVE_CUDA
-  kernels::CudaTrainOptions o;
-  o.device = sel.device.index;
+  TrainBackendFactory f;
   try {
-    o.gemm = kernels::parse_gemm_precision(a.gpu_gemm);
+    f = train_backend_for(request, a.gpu_gemm, note);  // DeviceError (status 1) for cuda without a GPU
   } catch (const std::invalid_argument& e) {
     throw CLI::ValidationError(e.what());
   }
-  const bool forced = request == DeviceRequest::CUDA;
-  return [o, forced, &note](const TrainBackendContext& ctx) -> std::unique_ptr<TrainBackend> {
-    const std::string why = kernels::cuda_train_unsupported(ctx.model->config());
-    if (why.empty()) return std::make_unique<kernels::CudaTrainBackend>(ctx, o);
-    if (forced) throw CLI::ValidationError("--device cuda: " + why);
-    note = why;
-    return make_cpu_train_backend(ctx);
+  if (!f) return f;
+  return [f](const TrainBackendContext& ctx) {
+    try {
+      return f(ctx);
+    } catch (const TrainDeviceUnsupported& e) {
+      throw CLI::ValidationError(e.what());
+    }
   };
-#else
-  return {};
-#endif
 }
 
 std::string format_duration(double s) {

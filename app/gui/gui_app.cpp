@@ -36,6 +36,7 @@
 #include "gui/state/json_fields.hpp"
 #include "gui/state/state_file.hpp"
 #include "gui/theme.hpp"
+#include "tttlab/device.hpp"
 
 namespace tttlab::gui {
 namespace {
@@ -66,10 +67,29 @@ double percentile(std::vector<double> v, double p) {
 
 // ---- [SECTION] App -----------------------------------------------------------------------------------
 
+// Which devices compute, for the status bar. The interactive panels always use the CPU engine (one
+// head or one small model, token by token: latency-bound work that a GPU would not speed up);
+// training runs use the GPU when the build has the kernels and one is present (TrainDevices).
+static std::string device_line(const GuiOptions& opt) {
+  const std::string cpu = "CPU engine (Eigen)";
+  if (!opt.train_devices.choose) return cpu;
+  try {
+    const DeviceSelection sel = select_device(DeviceRequest::Auto);
+    if (sel.device.kind == DeviceKind::CUDA) return cpu + " · training on " + sel.device.name;
+    return cpu + " · no GPU found: training on the CPU";
+  } catch (const std::exception&) {
+    return cpu;
+  }
+}
+
 class App {
  public:
   App(const GuiOptions& opt, std::unique_ptr<Window> window)
-      : opt_(opt), window_(std::move(window)), engine_(make_engine_modules()), panels_(make_panels()) {}
+      : opt_(opt),
+        window_(std::move(window)),
+        engine_(make_engine_modules(opt.train_devices)),
+        panels_(make_panels()),
+        device_line_(device_line(opt)) {}
   ~App();
 
   int init();
@@ -102,6 +122,7 @@ class App {
   std::unique_ptr<Window> window_;
   Engine engine_;
   std::vector<std::unique_ptr<Panel>> panels_;
+  std::string device_line_;  // the status bar's last words: which devices compute
   std::size_t active_ = 0;
   std::vector<bool> synced_;
   std::shared_ptr<const Snapshot> snap_;
@@ -334,6 +355,7 @@ int App::run_benchmark() {
   engine_.post(StepperTransport{StepperOp::Play, 0});
   if (opt_.bench_train) {
     TrainSettings t;
+    t.device = "cpu";  // the benchmark's question: a CPU run competing with the UI thread
     t.preset = "tiny";
     t.data = default_data_source();
     t.steps = 100000;
@@ -486,7 +508,7 @@ void App::draw_sidebar(float width) {
   ImGui::PopFont();
   ImGui::PushStyleColor(ImGuiCol_Text, colors::kTextDim);
   ImGui::PushFont(fonts().small);
-  ImGui::TextWrapped("Test-Time Training layers, computed live on the CPU engine.");
+  ImGui::TextWrapped("Test-Time Training layers, computed live by the TTT engine.");
   ImGui::PopFont();
   ImGui::PopStyleColor();
   ImGui::Dummy(ImVec2(0, 8));
@@ -569,9 +591,10 @@ void App::draw_status_bar() {
     ImGui::SameLine(0, 24);
     ImGui::TextDisabled("%s", note.c_str());
   }
-  char right[200];
-  std::snprintf(right, sizeof right, "%sUI %.2f ms/frame   %.0f fps   CPU engine (Eigen)",
-                classroom::state().enabled ? "CLASSROOM MODE   " : "", ui_ms_, ImGui::GetIO().Framerate);
+  char right[320];
+  std::snprintf(right, sizeof right, "%sUI %.2f ms/frame   %.0f fps   %s",
+                classroom::state().enabled ? "CLASSROOM MODE   " : "", ui_ms_, ImGui::GetIO().Framerate,
+                device_line_.c_str());
   const float rw = ImGui::CalcTextSize(right).x;
   ImGui::SameLine(w - rw - 12.0f);
   ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim), "%s", right);

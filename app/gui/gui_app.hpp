@@ -12,6 +12,8 @@
 
 #include <string>
 
+#include "gui/engine/training_types.hpp"
+
 namespace tttlab::gui {
 
 struct GuiOptions {
@@ -23,6 +25,7 @@ struct GuiOptions {
   int bench_frames = 0;     // > 0: benchmark mode
   bool bench_train = true;  // benchmark while a tiny model trains (false: --bench-idle)
   int width = 1600, height = 1000;
+  TrainDevices train_devices;  // where the Training panel's runs may compute; empty: the CPU only
 };
 
 // Runs the app; returns the process exit status (0 ok, 1 failure, 2 bad usage). Prints errors as

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <Eigen/SVD>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -563,6 +564,58 @@ TEST(Training, ARunFinishesWithMetricsAndACheckpointOtherPanelsCanUse) {
   std::ifstream in(dir / "first" / "metrics.jsonl");
   for (std::string line; std::getline(in, line);) lines += line.find("\"loss\"") != std::string::npos;
   EXPECT_EQ(lines, 4);
+  fs::remove_all(dir);
+}
+
+// The device choice reaches the chooser `tttlab gui` installs, the chooser's backend computes the run,
+// and a request the chooser refuses fails the run with its message (never a crash).
+TEST(Training, TheRunsDeviceGoesThroughTheInstalledChooser) {
+  const fs::path dir = fs::temp_directory_path() / "tttlab_gui_train_test_device";
+  fs::remove_all(dir);
+  auto asked = std::make_shared<std::vector<std::string>>();
+  auto backends_made = std::make_shared<std::atomic<int>>(0);
+  TrainDevices devices;
+  devices.choose = [asked, backends_made](const std::string& device, std::string& note) -> TrainBackendFactory {
+    asked->push_back(device);
+    if (device == "cuda") throw std::runtime_error("no GPU in this test");
+    note = "chosen by the test";
+    return [backends_made](const TrainBackendContext& ctx) {
+      ++*backends_made;
+      return make_cpu_train_backend(ctx);
+    };
+  };
+  std::vector<std::unique_ptr<EngineModule>> mods;
+  mods.push_back(std::make_unique<TrainingModule>(std::make_shared<ModelLibrary>(), devices));
+  Engine e(std::move(mods));
+  e.start();
+  const auto done = [](const char* name) {
+    return [name](const Snapshot& x) {
+      const RunView* r = run_named(x, name);
+      return r && (r->state == RunState::Finished || r->state == RunState::Failed);
+    };
+  };
+  TrainSettings t = small_run(dir, 2);
+  e.post(TrainStart{t, "auto"});
+  auto s = wait_for(e, done("auto"));
+  const RunView* r = run_named(*s, "auto");
+  ASSERT_EQ(r->state, RunState::Finished) << r->message;
+  EXPECT_EQ(backends_made->load(), 1);
+  EXPECT_NE(r->device.find("CPU"), std::string::npos) << r->device;
+  EXPECT_NE(r->device.find("chosen by the test"), std::string::npos) << r->device;
+
+  t.device = "cuda";
+  e.post(TrainStart{t, "cuda"});
+  s = wait_for(e, done("cuda"));
+  r = run_named(*s, "cuda");
+  ASSERT_EQ(r->state, RunState::Failed);
+  EXPECT_NE(r->message.find("no GPU in this test"), std::string::npos) << r->message;
+  EXPECT_EQ(*asked, (std::vector<std::string>{"auto", "cuda"}));
+
+  t.device = "tpu";
+  e.post(TrainStart{t, "tpu"});
+  s = wait_for(e, [](const Snapshot& x) { return x.training && !x.training->error.empty(); });
+  EXPECT_NE(s->training->error.find("cuda"), std::string::npos) << s->training->error;
+  EXPECT_EQ(run_named(*s, "tpu"), nullptr);
   fs::remove_all(dir);
 }
 

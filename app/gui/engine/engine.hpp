@@ -83,8 +83,9 @@ class EngineModule {
   virtual void after_iteration(ModuleContext& /*ctx*/) {}
 };
 
-// The modules of the app, in one explicit list (engine/modules.cpp).
-std::vector<std::unique_ptr<EngineModule>> make_engine_modules();
+// The modules of the app, in one explicit list (engine/modules.cpp). `devices`: where training runs
+// may compute (training_types.hpp; empty: the CPU only).
+std::vector<std::unique_ptr<EngineModule>> make_engine_modules(const TrainDevices& devices = {});
 
 class Engine final : public CommandSink {
  public:

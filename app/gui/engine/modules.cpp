@@ -15,7 +15,7 @@
 
 namespace tttlab::gui {
 
-std::vector<std::unique_ptr<EngineModule>> make_engine_modules() {
+std::vector<std::unique_ptr<EngineModule>> make_engine_modules(const TrainDevices& devices) {
   auto library = std::make_shared<ModelLibrary>();
   std::vector<std::unique_ptr<EngineModule>> m;
   m.push_back(std::make_unique<StepperModule>(library));
@@ -23,7 +23,7 @@ std::vector<std::unique_ptr<EngineModule>> make_engine_modules() {
   m.push_back(std::make_unique<CurvesModule>(library));
   m.push_back(std::make_unique<MiniBatchModule>(library));
   m.push_back(std::make_unique<PrimalDualModule>(library));
-  m.push_back(std::make_unique<TrainingModule>(library));
+  m.push_back(std::make_unique<TrainingModule>(library, devices));
   m.push_back(std::make_unique<EvaluationModule>(library));
   m.push_back(std::make_unique<GenerationModule>(library));
   // Last: it publishes the library after the other modules loaded models into it in the same pass.

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "gui/engine/data_source.hpp"
+#include "tttlab/device.hpp"
 #include "tttlab/train/trainer.hpp"
 
 namespace tttlab::gui {
@@ -166,6 +167,7 @@ struct TrainingModule::Run {
   fs::path dir;
   TrainSettings settings;
   bool resume = false;
+  TrainDevices devices;
 
   // Mailbox (under mu).
   std::mutex mu;
@@ -177,7 +179,7 @@ struct TrainingModule::Run {
   std::vector<std::pair<long, fs::path>> saved;  // (step, checkpoint folder)
   std::string error, message;
   long steps_done = 0, steps_total = 0, params = 0;
-  std::string summary, data_description;
+  std::string summary, data_description, device;
   std::atomic<bool> news{false};
 
   // Engine side.
@@ -210,8 +212,17 @@ struct TrainingModule::Run {
 void TrainingModule::Run::work() {
   try {
     std::unique_ptr<Trainer> t;
+    // The factory may write `device_note` while the Trainer is built (a model the GPU cannot train
+    // falls back to the CPU under "auto"), so it lives as long as this function.
+    std::string device_note;
+    TrainBackendFactory backend;
+    if (devices.choose)
+      backend = devices.choose(settings.device, device_note);
+    else if (settings.device == "cuda")
+      throw std::runtime_error("this build has no CUDA kernels (nvcc was not found when it was configured); "
+                               "train on the CPU");
     if (resume) {
-      t = Trainer::resume(dir);
+      t = Trainer::resume(dir, backend);
       truncate_metrics(dir / "metrics.jsonl", t->steps_done());
     } else {
       TrainConfig cfg = train_config(settings);
@@ -237,7 +248,7 @@ void TrainingModule::Run::work() {
       td.train = data->train;
       td.val = data->val;
       td.description = data->description;
-      t = std::make_unique<Trainer>(cfg, std::move(td));
+      t = std::make_unique<Trainer>(cfg, std::move(td), backend);
     }
     {
       std::lock_guard lk(mu);
@@ -246,6 +257,8 @@ void TrainingModule::Run::work() {
       params = t->model().num_params();
       summary = model_summary(t->config().model, params);
       data_description = t->data().description;
+      device = t->device_description();
+      if (!device_note.empty()) device += " (" + device_note + ")";
       if (state == RunState::Starting) state = want_pause ? RunState::Paused : RunState::Running;
       news = true;
     }
@@ -337,8 +350,9 @@ void TrainingModule::Run::work() {
 
 // ---- the module ----------------------------------------------------------------------------------
 
-TrainingModule::TrainingModule(std::shared_ptr<ModelLibrary> library)
+TrainingModule::TrainingModule(std::shared_ptr<ModelLibrary> library, TrainDevices devices)
     : library_(library ? std::move(library) : std::make_shared<ModelLibrary>()),
+      devices_(std::move(devices)),
       view_(std::make_shared<TrainingView>()) {}
 
 TrainingModule::~TrainingModule() {
@@ -371,7 +385,9 @@ bool TrainingModule::handle(const Command& command, ModuleContext& ctx) {
       }
     try {
       train_config(s->settings);  // refuse bad settings here, with the message, before any thread starts
+      parse_device_request(s->settings.device);
       auto run = std::make_unique<Run>();
+      run->devices = devices_;
       run->id = next_id_++;
       run->settings = s->settings;
       std::string base = s->name;
@@ -454,6 +470,7 @@ bool TrainingModule::handle(const Command& command, ModuleContext& ctx) {
           if (x->view && x->view->active())
             throw std::runtime_error("run '" + x->name + "' is training: pause or stop it first");
       auto run = std::make_unique<Run>();
+      run->devices = devices_;
       run->id = next_id_++;
       run->dir = dir;
       run->name = fs::weakly_canonical(dir).filename().string();
@@ -577,6 +594,7 @@ void TrainingModule::rebuild_view() {
       rv->params = r->params;
       rv->model_summary = r->summary;
       rv->data_description = r->data_description;
+      rv->device = r->device;
     }
     // A run opened from disk has no live rate: the mean of its last logged steps.
     if (r->rate == 0 && rv->steps && !rv->steps->empty()) {

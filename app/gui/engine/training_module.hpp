@@ -22,7 +22,7 @@ namespace tttlab::gui {
 
 class TrainingModule final : public EngineModule {
  public:
-  explicit TrainingModule(std::shared_ptr<ModelLibrary> library = nullptr);
+  explicit TrainingModule(std::shared_ptr<ModelLibrary> library = nullptr, TrainDevices devices = {});
   ~TrainingModule() override;  // stops every worker (each finishes its current step) and joins it
   const char* name() const override { return "training"; }
   bool handle(const Command& command, ModuleContext& ctx) override;
@@ -40,6 +40,7 @@ class TrainingModule final : public EngineModule {
   Run* find(int id);
 
   std::shared_ptr<ModelLibrary> library_;
+  TrainDevices devices_;
   std::vector<std::unique_ptr<Run>> runs_;
   int next_id_ = 1;
   std::shared_ptr<const TrainingView> view_;

@@ -8,11 +8,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "gui/engine/series.hpp"
+#include "tttlab/train/backend.hpp"
 
 namespace tttlab::gui {
 
@@ -29,12 +31,24 @@ struct TrainSettings {
   int seq_len = 128;                 // T
   std::uint64_t seed = 0;
   int threads = 1;                   // worker threads inside Trainer::step (results depend on it)
+  std::string device = "auto";       // auto, cpu, cuda (TrainDevices below)
   long eval_every = 50;              // validate every N steps (and at the end); 0: only at the end
   int eval_windows = 16;             // validation windows per evaluation
   long checkpoint_every = 0;         // 0: only when paused/stopped/finished or asked to
   std::string runs_dir = "runs";     // run directories go here: <runs_dir>/<name>
 
   bool operator==(const TrainSettings&) const = default;
+};
+
+// Where runs compute. `tttlab gui` fills `choose` in a build with the CUDA kernels
+// (app/cli/train_device.hpp), so this library never links them itself; left empty, every run trains
+// on the CPU engine and a run that asks for "cuda" fails with a message.
+//   choose(device, note): device is "auto", "cpu" or "cuda"; returns the Trainer's backend factory
+//   (empty: the CPU) and writes to `note` why the CPU was chosen under "auto", if it was. `note` must
+//   outlive the Trainer's construction. Throws with an actionable message when "cuda" cannot be had.
+// Called on the run's worker thread.
+struct TrainDevices {
+  std::function<TrainBackendFactory(const std::string& device, std::string& note)> choose;
 };
 
 enum class RunState { Starting, Running, Paused, Stopping, Stopped, Finished, Failed, Loaded };
@@ -69,6 +83,7 @@ struct RunView {
   long params = 0;
   std::string model_summary;
   std::string data_description;
+  std::string device;             // where it computes: "CPU (Eigen 3.4, 2 threads)", "CUDA: NVIDIA …"
   std::string checkpoint;         // the newest saved checkpoint folder
   std::string model_id;           // its id in the model library ("" before the first save)
   std::shared_ptr<const Series<StepPoint>> steps;

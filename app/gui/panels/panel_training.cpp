@@ -25,6 +25,7 @@ namespace {
 using plot::format_value;
 
 const char* const kLayers[] = {"ttt-linear", "ttt-mlp", "linear-attention", "softmax-attention"};
+const char* const kDevices[] = {"auto", "cpu", "cuda"};
 const char* const kLayerNames[] = {"TTT-Linear", "TTT-MLP", "linear attention", "softmax attention"};
 const char* const kPresets[] = {"tiny", "small", "125m"};
 
@@ -50,7 +51,7 @@ nlohmann::json to_json(const TrainingPanelSettings& s) {
   return {{"settings",
            {{"layer", t.layer}, {"backbone", t.mamba ? "m" : "t"}, {"preset", t.preset}, {"data", t.data},
             {"mini_batch", t.mini_batch}, {"base_lr", t.base_lr}, {"lr", t.lr}, {"steps", t.steps},
-            {"batch_size", t.batch_size}, {"seq_len", t.seq_len}, {"seed", t.seed}, {"threads", t.threads},
+            {"batch_size", t.batch_size}, {"seq_len", t.seq_len}, {"seed", t.seed}, {"threads", t.threads}, {"device", t.device},
             {"eval_every", t.eval_every}, {"eval_windows", t.eval_windows},
             {"checkpoint_every", t.checkpoint_every}, {"runs_dir", t.runs_dir}}},
           {"name", s.name},
@@ -77,6 +78,7 @@ TrainingPanelSettings settings_from(const FieldReader& r) {
   x.seq_len = static_cast<int>(t.integer("seq_len", 2, 4096, x.seq_len));
   x.seed = t.uint64("seed", x.seed);
   x.threads = static_cast<int>(t.integer("threads", 0, 256, x.threads));
+  x.device = kDevices[t.choice("device", {"auto", "cpu", "cuda"}, 0)];
   x.eval_every = t.integer("eval_every", 0, 10'000'000, x.eval_every);
   x.eval_windows = static_cast<int>(t.integer("eval_windows", 1, 4096, x.eval_windows));
   x.checkpoint_every = t.integer("checkpoint_every", 0, 10'000'000, x.checkpoint_every);
@@ -196,7 +198,14 @@ class TrainingPanel final : public Panel {
       widgets::row("Seed", "Initialisation and batch order: the same seed gives the same run (per thread count).");
       std::uint64_t seed = t.seed;
       if (ImGui::InputScalar("##seed", ImGuiDataType_U64, &seed)) t.seed = seed;
-      widgets::row("Threads", "Worker threads inside each step. 1 leaves the other cores to the app.");
+      widgets::row("Device", "Where the run computes. Automatic: the GPU when this build has the CUDA kernels, a GPU "
+                             "is present and it can train the model (TTT-Linear); the CPU otherwise. The run's "
+                             "card says which it uses.");
+      int device = 0;
+      for (int i = 0; i < 3; ++i)
+        if (t.device == kDevices[i]) device = i;
+      if (ImGui::Combo("##device", &device, "automatic\0CPU\0GPU (CUDA)\0")) t.device = kDevices[device];
+      widgets::row("Threads", "CPU worker threads inside each step. 1 leaves the other cores to the app.");
       ImGui::SliderInt("##threads", &t.threads, 1, 16);
       widgets::row("Validate", "Validation every N steps (and at the end), on the first windows of the validation text.");
       int ev = static_cast<int>(t.eval_every);
@@ -330,6 +339,9 @@ class TrainingPanel final : public Panel {
         const TrainSettings& t = r.settings;
         ImGui::TextDisabled("%s %s, b %d, lr %.1e, B %d × T %d", t.layer.c_str(), t.mamba ? "m" : "t", t.mini_batch,
                             t.lr, t.batch_size, t.seq_len);
+        if (ImGui::IsItemHovered() && !r.model_summary.empty())
+          ImGui::SetTooltip("%s\n%s\ncomputes on %s", r.model_summary.c_str(), r.data_description.c_str(),
+                            r.device.empty() ? "—" : r.device.c_str());
         ImGui::TableNextColumn();
         ImGui::AlignTextToFramePadding();
         if (r.checkpoint.empty())
@@ -391,7 +403,10 @@ class TrainingPanel final : public Panel {
                     colors::kLossAfter, cw);
     ImGui::SameLine(0, gap);
     widgets::metric("tokens / s", r.tokens_per_s > 0 ? format_value(r.tokens_per_s, 3) : "—",
-                    std::to_string(r.settings.threads) + " thread" + (r.settings.threads == 1 ? "" : "s"), colors::kText, cw);
+                    r.device.rfind("CUDA", 0) == 0
+                        ? std::string("on the GPU")
+                        : std::to_string(r.settings.threads) + " thread" + (r.settings.threads == 1 ? "" : "s"),
+                    colors::kText, cw);
     ImGui::SameLine(0, gap);
     widgets::metric("learning rate", last ? format_value(last->lr, 3) : "—", "warm-up, then cosine", colors::kText, cw);
     ImGui::SameLine(0, gap);

@@ -1,0 +1,35 @@
+// app/cli/train_device.hpp — which device a training run computes on, for `tttlab train` and the
+// desktop app's Training panel (handed to it through gui::GuiOptions, so app/gui/ never links the
+// CUDA kernels itself).
+//
+//   request   a GPU is present, model supported    GPU present, model not supported    no GPU / no CUDA build
+//   auto      the GPU (kernels::CudaTrainBackend)  the CPU, note says why              the CPU, note says why
+//   cpu       the CPU                              the CPU                             the CPU
+//   cuda      the GPU                              TrainDeviceUnsupported              DeviceError
+//
+// The model check needs the model's config, which a resumed run reads from its checkpoint inside
+// Trainer::resume, so it happens inside the returned factory, when the Trainer calls it.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+#include "tttlab/device.hpp"
+#include "tttlab/train/backend.hpp"
+
+namespace tttlab::cli {
+
+// `cuda` was requested for a model the GPU training step does not support (the text says what).
+class TrainDeviceUnsupported : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+// The backend factory for `request` (empty: the CPU engine). `gemm` is the GPU's GEMM precision
+// ("tf32" or "fp32"; std::invalid_argument otherwise). `note` receives why the CPU was chosen under
+// `auto` although the build has CUDA kernels (empty otherwise); the factory may write it later, so
+// `note` must outlive the Trainer's construction. Trainer::device_description() says where it runs.
+// Throws DeviceError for `cuda` without a usable GPU.
+TrainBackendFactory train_backend_for(DeviceRequest request, const std::string& gemm, std::string& note);
+
+}  // namespace tttlab::cli
