@@ -126,6 +126,8 @@ enum class TttBackwardVersion {
   Default = 0,
   V1Simt = 1,    // fp32 CUDA-core dot products
   V2Tf32x3 = 2,  // every matrix product on tensor cores (mma.sync, 3xTF32: fp32-level accuracy)
+  V3Fused = 3,   // the forward's register design, 3xTF32; mini_batch 16 and head_dim 16, 32, 64
+                 // only (ttt_linear_backward_supports), inputs and outputs 16-byte aligned
 };
 
 struct TttLinearBackwardArgs {
@@ -160,6 +162,8 @@ struct TttLinearBackwardArgs {
 // Enough for every version (the versions keep different matrices per block).
 std::size_t ttt_linear_backward_workspace_bytes(const TttDims& dims, int checkpoint_group);
 void ttt_linear_backward(const TttLinearBackwardArgs& args);
+// Whether a version supports these dims (Default and V1, V2: always true for valid dims).
+bool ttt_linear_backward_supports(TttBackwardVersion version, const TttDims& dims);
 
 // ---- TTT-Linear decode: one token per sequence, primal form (ttt-spec.md §5.1) -------------------
 //
@@ -195,6 +199,8 @@ enum class TttMlpForwardVersion {
   Default = 0,
   V1Simt = 1,    // fp32 CUDA-core dot products
   V2Tf32x3 = 2,  // every matrix product on tensor cores (mma.sync, 3xTF32: fp32-level accuracy)
+  V3Fused = 3,   // the forward's register design, 3xTF32; mini_batch 16 and head_dim 16, 32, 64
+                 // only (ttt_linear_backward_supports), inputs and outputs 16-byte aligned
 };
 
 struct TttMlpForwardArgs {
