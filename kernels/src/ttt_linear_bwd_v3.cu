@@ -17,26 +17,32 @@
 // W of the mini-batch (loaded from the checkpoint or the group's slot) and a copy of dW' written
 // after each update. Every product is 3xTF32 (fp32-level accuracy).
 //
-// Per mini-batch (the state W, c of its start; carry dW', dc'), 7 barriers with LayerNorm:
-//   top        inputs of this mini-batch landed (cp.async: K, Q, λ, c, W; the previous mini-batch's
-//              stage is issued now, V and dO of it loaded into registers)
+// Per mini-batch (the state W, c of its start; carry dW', dc'), 9 barriers with LayerNorm (v2: 14
+// phases), each named by what it completes:
+//   top        inputs of this mini-batch landed (cp.async: K, Q, λ, c, W); the previous mini-batch's
+//              stage is issued now and its V, dO rows loaded into registers
 //   Z stats    Z = KW + c, Z̄₀ = QW + c, partial C = QKᵀ; LN row statistics of Z
-//   G sums     G = lnl2(Z, R) (rows ≥ m zeroed) → shared
-//   G          M, Mᵀ from the C partials; Z̄ = Z̄₀ − MG; row statistics of Z̄, Σ γdO, Σ γdO·Z̄
-//   dZ̄         (one round) → dZ̄ → shared
-//   δ sums     dQ = dO + dZ̄Wᵀ; partial dM = −dZ̄Gᵀ; KdW', GdW'ᵀ; dG = −Mᵀ dZ̄ − e(KdW' + dc');
-//              dK = −e GdW'ᵀ; partial de; row sums of δ, δx̂, δg
-//   dx̂ sums    a, dR = dV, dx̂ (row sums) → dZ → shared; dC, dCᵀ from the dM partials;
-//              dQ += dC K, dK += dCᵀ Q; dτ, dλ
-//   dZ         dK += dZ Wᵀ − dR; dQ, dK out; dW' += Qᵀ dZ̄ + Kᵀ dZ, dc' likewise; dW' → shared
+//   G sums     the two row sums of G = lnl2(Z, R)
+//   G          G (rows ≥ m zeroed) in shared memory; M, Mᵀ from the C partials; Z̄ = Z̄₀ − MG
+//   Z̄ stats    row statistics of Z̄ with Σ γdO and Σ γdO·(Z̄ − μ) in the same round → dZ̄
+//   dZ̄         dZ̄ in shared memory; dQ = dO + dZ̄Wᵀ; partial dM = −dZ̄Gᵀ; KdW', GdW'ᵀ;
+//              δ = dG = −Mᵀ dZ̄ − e(KdW' + dc'); dK = −e GdW'ᵀ; partial de
+//   δ sums     Σδ, Σδx̂, Σδg (and the dM, de partials) → a, dR = dV, dx̂
+//   dx̂ sums    Σdx̂, Σdx̂·x̂ → dZ; dC, dCᵀ from the dM partials: dQ += dC K, dK += dCᵀ Q; dτ, dλ
+//   dZ         dZ in shared memory; dK += dZ Wᵀ − dR; dQ, dK, dV out; dW' += Qᵀ dZ̄ + Kᵀ dZ, dc'
+//              likewise; dW' → shared memory for the next mini-batch's G dW'ᵀ
 // Checkpoint groups: the states inside a group are recomputed from its checkpoint by the forward's
-// update in registers (W in the forward's fragment layout) and written to the group's slots, then
-// the group is walked in reverse. The batch sums (dW0, db0, dγ, dβ, dτ) leave as per-block partials
-// for the fixed-order reduction in ttt_linear.cu, as in v1 and v2: deterministic.
+// update in registers (W in the forward's fragment layout, 3 barriers per mini-batch) and written
+// to the group's slots, then the group is walked in reverse. The last mini-batch of a group issues
+// the first loads of the next group (the recompute's, or with groups of one the walk's). The batch
+// sums (dW0, db0, dγ, dβ, dτ) leave as per-block partials for the fixed-order reduction in
+// ttt_linear.cu, as in v1 and v2: deterministic.
 #include <cuda_runtime.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 
 #include "cuda_check.hpp"
 #include "ttt_linear_internal.hpp"
@@ -480,6 +486,12 @@ __global__ void __launch_bounds__(2 * D) linear_backward_v3_kernel(BwdParams p) 
       }
   };
 
+  // The first stage of the next group is issued by the last mini-batch of the group before it
+  // (staged): the recompute's (K, λ into buffer rbuf, V rows into vr), or, with groups of one
+  // mini-batch, the walk's own (into its usual buffer, V and dO into vn, don).
+  bool staged = false;
+  int rbuf = 0;
+  Frag vr, vn, don;
   for (int grp = p.n_ck - 1; grp >= 0; --grp) {
     const int k0 = grp * p.group, k1 = min(n_mb, k0 + p.group);
     const std::size_t ck = std::size_t(blk) * p.n_ck + grp;
@@ -498,14 +510,25 @@ __global__ void __launch_bounds__(2 * D) linear_backward_v3_kernel(BwdParams p) 
       for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
         for (int e = 0; e < 2; ++e) cb[nt][e] = ckb ? ckb[col0 + nt * 8 + 2 * tig + e] : 0.0f;
-      issue(k0, smem, false, nullptr, nullptr);
+      if (!staged) {
+        rbuf = 0;
+        issue(k0, smem, false, nullptr, nullptr);
+        load_rows(p.V, k0, vr);
+      }
+      staged = false;
       for (int k = k0; k + 1 < k1; ++k) {
-        float* st = smem + ((k - k0) & 1) * L::STAGE;
+        float* st = smem + ((rbuf + k - k0) & 1) * L::STAGE;
         Frag v;
-        load_rows(p.V, k, v);
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) v[nt][i] = vr[nt][i];
         cp_async_wait_all();
         __syncthreads();
-        if (k + 2 < k1) issue(k + 1, smem + ((k + 1 - k0) & 1) * L::STAGE, false, nullptr, nullptr);
+        if (k + 2 < k1) {
+          issue(k + 1, smem + ((rbuf + k + 1 - k0) & 1) * L::STAGE, false, nullptr, nullptr);
+          load_rows(p.V, k + 1, vr);
+        }
         const float* sK = st;
         const float* sL = st + L::OFF_LAM;
         Frag z = {};
@@ -566,10 +589,12 @@ __global__ void __launch_bounds__(2 * D) linear_backward_v3_kernel(BwdParams p) 
       if (!p.bias) return nullptr;
       return k == k0 ? ckb : slots + std::size_t(k - k0) * slot_floats + D * D;
     };
-    issue(k1 - 1, smem + ((k1 - 1) & 1) * L::STAGE, true, wsrc(k1 - 1), csrc(k1 - 1));
-    Frag vn, don;
-    load_rows(p.V, k1 - 1, vn);
-    load_rows(p.dO, k1 - 1, don);
+    if (!staged) {
+      issue(k1 - 1, smem + ((k1 - 1) & 1) * L::STAGE, true, wsrc(k1 - 1), csrc(k1 - 1));
+      load_rows(p.V, k1 - 1, vn);
+      load_rows(p.dO, k1 - 1, don);
+    }
+    staged = false;
     for (int k = k1 - 1; k >= k0; --k) {
       const int t0 = k * kMb, m = min(kMb, T - t0);
       const bool full = m == kMb;
@@ -587,6 +612,21 @@ __global__ void __launch_bounds__(2 * D) linear_backward_v3_kernel(BwdParams p) 
         issue(k - 1, smem + ((k - 1) & 1) * L::STAGE, true, wsrc(k - 1), csrc(k - 1));
         load_rows(p.V, k - 1, vn);
         load_rows(p.dO, k - 1, don);
+      } else if (grp > 0) {
+        // The next group's first stage, into the buffer mini-batch k + 1 used (free now).
+        const int nk0 = (grp - 1) * p.group;
+        if (p.group > 1) {
+          rbuf = (k + 1) & 1;
+          issue(nk0, smem + rbuf * L::STAGE, false, nullptr, nullptr);
+          load_rows(p.V, nk0, vr);
+        } else {
+          const std::size_t nck = std::size_t(blk) * p.n_ck + grp - 1;
+          issue(k - 1, smem + ((k - 1) & 1) * L::STAGE, true, p.ckW + nck * D * D,
+                p.bias ? p.ckb + nck * D : nullptr);
+          load_rows(p.V, k - 1, vn);
+          load_rows(p.dO, k - 1, don);
+        }
+        staged = true;
       }
       const float* st = smem + (k & 1) * L::STAGE;
       const float* sK = st;
@@ -797,11 +837,14 @@ __global__ void __launch_bounds__(2 * D) linear_backward_v3_kernel(BwdParams p) 
         mma_small_a<D>(dq, dcf, sK, col0, gid, tig);
         mma_small_a<D>(dk, dct, sQ, col0, gid, tig);
         if (warp == 0) {
+          // Σ_j de_j λ_j (the commit line's share of dτ_b): lane j and j + 16 hold term j.
+          float dl15 = full ? sum_parts<D>(dMp + 16, lane & 15, 0) * sL[lane & 15] : 0.0f;
+#pragma unroll
+          for (int o = 1; o < 16; o <<= 1) dl15 += __shfl_xor_sync(0xffffffffu, dl15, o);
 #pragma unroll
           for (int hf = 0; hf < 2; ++hf) {
             float v = quad_sum(dtp[hf]);
-            if (full && gid + 8 * hf == kMb - 1)
-              for (int j = 0; j < kMb; ++j) v += sum_parts<D>(dMp + 16, j, 0) * sL[j];
+            if (gid + 8 * hf == kMb - 1) v += dl15;
             dtau[hf] += v;
           }
 #pragma unroll
@@ -925,7 +968,8 @@ void launch_linear_backward_v3(const BwdParams& p, CUstream_st* stream) {
     case 64:
       return launch_v3<64>(p, stream);
     default:
-      break;
+      throw std::invalid_argument("ttt_linear_backward v3: unsupported head_dim " +
+                                  std::to_string(p.d));
   }
 }
 
