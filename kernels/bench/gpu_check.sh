@@ -43,6 +43,8 @@ for s in $steps; do
         ./tttlab_ttt_bench --no-backward --no-mlp --repeats 1 --warmup 0 > "$OUT/ncu_fwd.txt" 2>&1; echo "ncu fwd rc=$?"
       timeout 150 $NCU --clock-control none -k regex:linear_backward_v2_kernel --launch-count 1 $SEC \
         ./tttlab_ttt_bench --no-mlp --repeats 1 --warmup 0 > "$OUT/ncu_bwd.txt" 2>&1; echo "ncu bwd rc=$?"
+      timeout 150 $NCU --clock-control none -k regex:linear_backward_v3_kernel --launch-count 1 $SEC \
+        ./tttlab_ttt_bench --no-mlp --default-only --repeats 1 --warmup 0 > "$OUT/ncu_bwd_v3.txt" 2>&1; echo "ncu bwd v3 rc=$?"
       timeout 150 $NCU --clock-control none -k regex:mlp_forward_v2_kernel --launch-count 1 $SEC \
         ./tttlab_ttt_bench --no-backward --repeats 1 --warmup 0 > "$OUT/ncu_mlp.txt" 2>&1; echo "ncu mlp rc=$?"
       grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|Issue Slots Busy|Stall|Achieved Occupancy|Registers Per" "$OUT"/ncu_*.txt | head -40 ;;
