@@ -234,8 +234,25 @@ TttBenchReport ttt_bench(const TttBenchConfig& cfg) {
         cfg.warmup, cfg.repeats);
     add("ttt-linear forward+backward (g=4)", ms, fb_flops, fb_bytes, 0, "target (issue 4)", 1.0);
     std::vector<std::pair<TttBackwardVersion, const char*>> bversions;
-    if (cfg.all_versions)
+    if (cfg.all_versions) {
       bversions = {{TttBackwardVersion::V1Simt, "v1-simt"}, {TttBackwardVersion::V2Tf32x3, "v2-3xtf32"}};
+      if (ttt_linear_backward_supports(TttBackwardVersion::V3Fused, D))
+        bversions.push_back({TttBackwardVersion::V3Fused, "v3-fused"});
+      // Forward + backward with each tensor-core backward, whichever Default picks.
+      for (auto [bv, bname] : {std::pair<TttBackwardVersion, const char*>{TttBackwardVersion::V2Tf32x3, "v2"},
+                               {TttBackwardVersion::V3Fused, "v3"}}) {
+        if (!ttt_linear_backward_supports(bv, D)) continue;
+        ba.version = bv;
+        const double msv = time_median(
+            [&] {
+              ttt_linear_forward(f2);
+              ttt_linear_backward(ba);
+            },
+            cfg.warmup, cfg.repeats);
+        add(std::string("ttt-linear forward+backward (g=4) bwd ") + bname, msv, fb_flops, fb_bytes,
+            0, "", 1.0);
+      }
+    }
     for (auto [bv, bname] : bversions) {
       ba.version = bv;
       const double msb = time_median([&] { ttt_linear_backward(ba); }, cfg.warmup, cfg.repeats);

@@ -776,6 +776,8 @@ using namespace detail;
 // The version Default picks where the tensor-core kernel supports the shape (docs/KERNELS.md says
 // why this one).
 constexpr TttLinearForwardVersion kDefaultTensorCoreVersion = TttLinearForwardVersion::V5Tf32x3;
+// The backward version Default picks where backward v3 supports the shape (else v2).
+constexpr TttBackwardVersion kDefaultBackwardVersion = TttBackwardVersion::V3Fused;
 
 int ttt_num_mini_batches(const TttDims& dims) {
   return (dims.seq_len + dims.mini_batch - 1) / dims.mini_batch;
@@ -904,6 +906,19 @@ std::size_t ttt_linear_backward_workspace_bytes(const TttDims& dims, int checkpo
   return bwd_layout(dims, checkpoint_group, TttBackwardVersion::V1Simt).total * sizeof(float);
 }
 
+bool ttt_linear_backward_supports(TttBackwardVersion version, const TttDims& dims) {
+  switch (version) {
+    case TttBackwardVersion::Default:
+    case TttBackwardVersion::V1Simt:
+    case TttBackwardVersion::V2Tf32x3:
+      return true;
+    case TttBackwardVersion::V3Fused:
+      return bwd_v3_supports(dims.head_dim, dims.mini_batch) &&
+             bwd_v3_smem_bytes(dims.head_dim) <= max_dynamic_smem();
+  }
+  return false;
+}
+
 void ttt_linear_backward(const TttLinearBackwardArgs& a) {
   const char* fn = "ttt_linear_backward";
   check_dims(fn, a.dims);
@@ -922,8 +937,22 @@ void ttt_linear_backward(const TttLinearBackwardArgs& a) {
     check_ptr(fn, a.ln_bias, "ln_bias (layer_norm is on)");
   }
   const TttDims& D = a.dims;
-  const TttBackwardVersion v =
-      a.version == TttBackwardVersion::Default ? TttBackwardVersion::V2Tf32x3 : a.version;
+  auto al = [](const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0; };
+  const bool aligned = al(a.Q) && al(a.K) && al(a.V) && al(a.dO) && al(a.dQ) && al(a.dK) &&
+                       al(a.dV) && al(a.workspace) && al(a.checkpoint_W) &&
+                       (!a.opt.bias || al(a.checkpoint_b));
+  TttBackwardVersion v = a.version;
+  if (v == TttBackwardVersion::Default)
+    v = ttt_linear_backward_supports(TttBackwardVersion::V3Fused, D) && aligned
+            ? kDefaultBackwardVersion
+            : TttBackwardVersion::V2Tf32x3;
+  require(ttt_linear_backward_supports(v, D),
+          "ttt_linear_backward: version " + std::to_string(int(v)) + " does not support head_dim " +
+              std::to_string(D.head_dim) + ", mini_batch " + std::to_string(D.mini_batch) +
+              " (docs/KERNELS.md lists the shapes)");
+  require(v != TttBackwardVersion::V3Fused || aligned,
+          "ttt_linear_backward v3: Q, K, V, dO, dQ, dK, dV, the checkpoints and the workspace must "
+          "be 16-byte aligned");
   const BwdLayout L = bwd_layout(D, a.checkpoint_group, v);
   require(a.workspace_bytes >= L.total * sizeof(float),
           "ttt_linear_backward: workspace has " + std::to_string(a.workspace_bytes) +
@@ -968,6 +997,8 @@ void ttt_linear_backward(const TttLinearBackwardArgs& a) {
     set_smem_limit(reinterpret_cast<const void*>(&linear_backward_v1_kernel), smem);
     linear_backward_v1_kernel<<<D.batch * D.heads, kThreads, smem, a.stream>>>(p);
     TTTLAB_CUDA_CHECK(cudaGetLastError());
+  } else if (v == TttBackwardVersion::V3Fused) {
+    launch_linear_backward_v3(p, a.stream);
   } else {
     launch_linear_backward_v2(p, smem, a.stream);
   }

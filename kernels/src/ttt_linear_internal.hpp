@@ -36,4 +36,12 @@ struct BwdParams {
 std::size_t bwd_v2_floats(int d, int b);
 void launch_linear_backward_v2(const BwdParams& p, std::size_t smem_bytes, CUstream_st* stream);
 
+// Backward v3 (ttt_linear_bwd_v3.cu): the forward's register design (d/16 warps, each owning 16
+// columns of every tile and of the carry dW'), b = 16 and d ∈ {16, 32, 64} only. Its block keeps
+// everything in shared memory (bwd_v3_smem_bytes) and needs Q, K, V, dO, dQ, dK, dV 16-byte aligned
+// and no scratch.
+bool bwd_v3_supports(int d, int b);
+std::size_t bwd_v3_smem_bytes(int d);
+void launch_linear_backward_v3(const BwdParams& p, CUstream_st* stream);
+
 }  // namespace tttlab::kernels::detail

@@ -122,10 +122,16 @@ bool ttt_linear_forward_supports(TttLinearForwardVersion version, const TttDims&
 //   dQ, dK, dV [B, T, H·d];  dlambda [B, H, T];  dtau [b] (summed over B, H);  dln_weight, dln_bias
 //   [H, d] and dW0 [H, d, d], db0 [H, d] (summed over B). With bias off db0 is written as zeros; with
 //   layer_norm off dln_weight and dln_bias are zeros. The result is deterministic (no atomics).
+// Versions (docs/KERNELS.md has the design and measured time of each): Default runs V3 where it
+// supports the shape and every pointer it streams (Q, K, V, dO, dQ, dK, dV, checkpoints, workspace)
+// is 16-byte aligned, and V2 otherwise; V3 asked for explicitly on other dims or unaligned pointers
+// is a std::invalid_argument.
 enum class TttBackwardVersion {
   Default = 0,
   V1Simt = 1,    // fp32 CUDA-core dot products
   V2Tf32x3 = 2,  // every matrix product on tensor cores (mma.sync, 3xTF32: fp32-level accuracy)
+  V3Fused = 3,   // the forward's register design, 3xTF32; mini_batch 16 and head_dim 16, 32, 64
+                 // only (ttt_linear_backward_supports), inputs and outputs 16-byte aligned
 };
 
 struct TttLinearBackwardArgs {
@@ -160,6 +166,9 @@ struct TttLinearBackwardArgs {
 // Enough for every version (the versions keep different matrices per block).
 std::size_t ttt_linear_backward_workspace_bytes(const TttDims& dims, int checkpoint_group);
 void ttt_linear_backward(const TttLinearBackwardArgs& args);
+// Whether a version supports these dims (Default, V1 and V2: always true for valid dims; V3 also
+// needs the device's shared memory for its block, 105 KB at head_dim 64).
+bool ttt_linear_backward_supports(TttBackwardVersion version, const TttDims& dims);
 
 // ---- TTT-Linear decode: one token per sequence, primal form (ttt-spec.md §5.1) -------------------
 //
@@ -195,6 +204,8 @@ enum class TttMlpForwardVersion {
   Default = 0,
   V1Simt = 1,    // fp32 CUDA-core dot products
   V2Tf32x3 = 2,  // every matrix product on tensor cores (mma.sync, 3xTF32: fp32-level accuracy)
+  V3Fused = 3,   // the forward's register design, 3xTF32; mini_batch 16 and head_dim 16, 32, 64
+                 // only (ttt_linear_backward_supports), inputs and outputs 16-byte aligned
 };
 
 struct TttMlpForwardArgs {
