@@ -1,4 +1,4 @@
-// Panel 6 — Training: train small byte-level language models on the CPU and watch them learn. Start,
+// Panel 6 — Training: train small byte-level language models on the CPU or the GPU and watch them learn. Start,
 // pause, resume and stop runs (layer, backbone, preset, data, b, η_base, learning rate, steps, …); live
 // training and validation loss, tokens per second, learning rate, gradient norm and time left; several
 // runs overlaid in one colour each; checkpoints saved (and loaded into every other panel's model list)
@@ -108,7 +108,7 @@ class TrainingPanel final : public Panel {
   const char* id() const override { return "training"; }
   const char* name() const override { return "Training"; }
   const char* summary() const override {
-    return "Train small language models on the CPU: start, pause, resume, stop; live losses, tokens/s, learning "
+    return "Train small language models on the CPU or the GPU: start, pause, resume, stop; live losses, tokens/s, learning "
            "rate, gradient norm, time left; several runs overlaid; checkpoints saved and loaded.";
   }
   std::vector<ClassroomControl> classroom_controls() const override {
@@ -258,7 +258,7 @@ class TrainingPanel final : public Panel {
   }
 
   void draw_view(const TrainingView& v, CommandSink& sink) {
-    widgets::panel_title("Training", "Byte-level language models trained on the CPU, live.");
+    widgets::panel_title("Training", "Byte-level language models trained live, on the CPU or the GPU (Device).");
     if (v.runs.empty()) {
       ImGui::Dummy(ImVec2(0, 10));
       ImGui::PushTextWrapPos(ImGui::GetFontSize() * 40.0f);
