@@ -1,12 +1,17 @@
 // The element-wise and row operations of a training step (see tttlab/kernels/nn_ops.hpp).
 //
-// Simple, memory-bound kernels: one thread per element, or one warp per row for the row reductions
-// (RMSNorm, LayerNorm, cross-entropy). Sums over rows (the gradients of per-feature weights) never
+// Memory-bound kernels: one thread per element, or one warp per row for the row reductions
+// (RMSNorm, LayerNorm, cross-entropy). The ones a training step spends most time in also have a
+// float4 version for the shapes of every preset (the convs, RMSNorm's backward, RoPE, SwiGLU; each
+// says when it applies, and the plain kernel serves every other shape); docs/KERNELS.md has the
+// profile that chose them and what each gained. Sums over rows (the gradients of per-feature weights) never
 // use atomics: a first pass writes one partial sum per chunk of rows and feature, a second adds the
 // chunks in order, so results are bitwise reproducible.
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <initializer_list>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -35,6 +40,13 @@ int chunks(int R) { return (R + kChunkRows - 1) / kChunkRows; }
 __device__ __forceinline__ float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
+}
+__device__ __forceinline__ float4 f4_zero() { return make_float4(0.f, 0.f, 0.f, 0.f); }
+__device__ __forceinline__ void f4_fma(float4& acc, float4 w, float4 x) {
+  acc.x = fmaf(w.x, x.x, acc.x);
+  acc.y = fmaf(w.y, x.y, acc.y);
+  acc.z = fmaf(w.z, x.z, acc.z);
+  acc.w = fmaf(w.w, x.w, acc.w);
 }
 __device__ __forceinline__ float warp_max(float v) {
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
@@ -152,6 +164,78 @@ __global__ void rms_backward_kernel(const float* __restrict__ X, const float* __
     const float d = r * g - coef * xn;
     dX[o + c] = accumulate ? dX[o + c] + d : d;
     prod[o + c] = dY[o + c] * xn;
+  }
+}
+
+// The same backward for D a multiple of 128 up to 1024 (every preset's width), fused with the first
+// pass of dw's column sum: one block per kChunkRows-row chunk, 8 warps of kChunkRows/8 rows each. A
+// lane owns the same NV float4 columns in every row (c = 4·lane + 128·v), so it reads its row slices
+// once into registers, and adds its columns' dY⊙x̂ over its rows in registers; the 8 warps' sums are
+// added in a fixed order through shared memory into partial[chunk, D]. No [R, D] product buffer is
+// written and read back (the plain kernel's), and dw stays bitwise reproducible.
+template <int NV>
+__global__ void rms_backward_vec4_kernel(const float4* __restrict__ X, const float4* __restrict__ w,
+                                         const float4* __restrict__ dY, int R, float eps, float4* __restrict__ dX,
+                                         bool accumulate, float* __restrict__ partial) {
+  constexpr int D4 = 32 * NV, D = 4 * D4;
+  __shared__ float4 s_sum[8][D4];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  float4 wv[NV], acc[NV];
+#pragma unroll
+  for (int v = 0; v < NV; ++v) {
+    wv[v] = w[lane + 32 * v];
+    acc[v] = f4_zero();
+  }
+  const int r_end = min(R, (blockIdx.x + 1) * kChunkRows);
+  for (int row = blockIdx.x * kChunkRows + warp; row < r_end; row += 8) {
+    const std::size_t o = std::size_t(row) * D4;
+    float4 x[NV], g[NV];
+    float ss = 0.f, gx = 0.f;
+#pragma unroll
+    for (int v = 0; v < NV; ++v) {
+      x[v] = X[o + lane + 32 * v];
+      g[v] = dY[o + lane + 32 * v];
+    }
+#pragma unroll
+    for (int v = 0; v < NV; ++v) {
+      ss += x[v].x * x[v].x + x[v].y * x[v].y + x[v].z * x[v].z + x[v].w * x[v].w;
+      gx += g[v].x * wv[v].x * x[v].x + g[v].y * wv[v].y * x[v].y + g[v].z * wv[v].z * x[v].z +
+            g[v].w * wv[v].w * x[v].w;
+    }
+    ss = warp_sum(ss);
+    gx = warp_sum(gx);
+    const float r = 1.f / sqrtf(ss / float(D) + eps);
+    const float coef = r * (gx * r) / float(D);
+#pragma unroll
+    for (int v = 0; v < NV; ++v) {
+      const float4 xn = make_float4(x[v].x * r, x[v].y * r, x[v].z * r, x[v].w * r);
+      float4 d = make_float4(r * g[v].x * wv[v].x - coef * xn.x, r * g[v].y * wv[v].y - coef * xn.y,
+                             r * g[v].z * wv[v].z - coef * xn.z, r * g[v].w * wv[v].w - coef * xn.w);
+      float4* out = dX + o + lane + 32 * v;
+      if (accumulate) {
+        const float4 p = *out;
+        d.x += p.x;
+        d.y += p.y;
+        d.z += p.z;
+        d.w += p.w;
+      }
+      *out = d;
+      f4_fma(acc[v], g[v], xn);
+    }
+  }
+#pragma unroll
+  for (int v = 0; v < NV; ++v) s_sum[warp][lane + 32 * v] = acc[v];
+  __syncthreads();
+  for (int c4 = threadIdx.x; c4 < D4; c4 += blockDim.x) {
+    float4 t = s_sum[0][c4];
+    for (int q = 1; q < 8; ++q) {
+      const float4 u = s_sum[q][c4];
+      t.x += u.x;
+      t.y += u.y;
+      t.z += u.z;
+      t.w += u.w;
+    }
+    reinterpret_cast<float4*>(partial + std::size_t(blockIdx.x) * D)[c4] = t;
   }
 }
 
@@ -279,6 +363,153 @@ __global__ void conv_weight_finish_kernel(const float* __restrict__ partial, int
     dbias[c] += t;
 }
 
+// Vectorised versions for the shapes of every model preset (K = 4, C a multiple of 4, 16-byte aligned
+// tensors). The element-wise kernels above read each input row K times through the cache and pay a
+// 64-bit division per element; these give each thread 4 channels (one float4) and a tile of
+// kConvTile consecutive rows, load the tile and its K−1 neighbouring rows once into registers (all
+// loads in flight together), and find each row's position in its sequence with one 32-bit division
+// per tile. Profile of a D = 768 training step on an H200 (docs/KERNELS.md, run 11): the three
+// element-wise conv kernels took 2.8–4.7× their memory floor.
+constexpr int kConvTile = 16;
+
+// The K taps of 4 channels, tap-major: wt[j] holds w[c .. c+3, j].
+template <int K>
+__device__ __forceinline__ void load_taps(const float* __restrict__ w, int c, float4 (&wt)[K]) {
+#pragma unroll
+  for (int j = 0; j < K; ++j) wt[j] = make_float4(w[c * K + j], w[(c + 1) * K + j], w[(c + 2) * K + j], w[(c + 3) * K + j]);
+}
+
+// y[r, c] = bias[c] + Σ_j w[c, j]·u[r − (K−1) + j, c] over the taps inside r's sequence.
+// grid (⌈C/4 / blockDim.x⌉, tiles), one float4 column per thread.
+template <int K>
+__global__ void conv_forward_vec4_kernel(const float4* __restrict__ u, const float* __restrict__ w,
+                                         const float* __restrict__ bias, int R, int T, int C4,
+                                         float4* __restrict__ y) {
+  const int c4 = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c4 >= C4) return;
+  float4 wt[K];
+  load_taps<K>(w, 4 * c4, wt);
+  const float4 b = make_float4(bias[4 * c4], bias[4 * c4 + 1], bias[4 * c4 + 2], bias[4 * c4 + 3]);
+  for (int tile = blockIdx.y; tile * kConvTile < R; tile += gridDim.y) {
+    const int r0 = tile * kConvTile;
+    const int t0 = r0 % T;
+    // x[i] = u[r0 − (K−1) + i]; rows before r0's sequence, or past R, are zero.
+    float4 x[kConvTile + K - 1];
+#pragma unroll
+    for (int i = 0; i < kConvTile + K - 1; ++i) {
+      const int r = r0 - (K - 1) + i;
+      const bool ok = r < R && t0 + i - (K - 1) >= 0;
+      x[i] = ok ? u[std::size_t(r) * C4 + c4] : f4_zero();
+    }
+    int t = t0;
+#pragma unroll
+    for (int i = 0; i < kConvTile; ++i) {
+      if (r0 + i >= R) break;
+      float4 acc = b;
+#pragma unroll
+      for (int j = 0; j < K; ++j)
+        if (t - (K - 1) + j >= 0) f4_fma(acc, wt[j], x[i + j]);  // tap inside this row's sequence
+      y[std::size_t(r0 + i) * C4 + c4] = acc;
+      t = t + 1 == T ? 0 : t + 1;
+    }
+  }
+}
+
+// du[s, c] (+)= Σ_j w[c, j]·dy[s + K−1−j, c] over the outputs inside s's sequence.
+template <int K>
+__global__ void conv_backward_input_vec4_kernel(const float* __restrict__ w, const float4* __restrict__ dy, int R,
+                                                int T, int C4, float4* __restrict__ du, bool accumulate) {
+  const int c4 = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c4 >= C4) return;
+  float4 wt[K];
+  load_taps<K>(w, 4 * c4, wt);
+  for (int tile = blockIdx.y; tile * kConvTile < R; tile += gridDim.y) {
+    const int r0 = tile * kConvTile;
+    const int t0 = r0 % T;
+    // g[i] = dy[r0 + i]; rows past R are zero (rows past a sequence's end are masked below).
+    float4 g[kConvTile + K - 1];
+#pragma unroll
+    for (int i = 0; i < kConvTile + K - 1; ++i)
+      g[i] = r0 + i < R ? dy[std::size_t(r0 + i) * C4 + c4] : f4_zero();
+    int t = t0;
+#pragma unroll
+    for (int i = 0; i < kConvTile; ++i) {
+      if (r0 + i >= R) break;
+      float4 acc = f4_zero();
+#pragma unroll
+      for (int j = 0; j < K; ++j)
+        if (t + (K - 1 - j) < T) f4_fma(acc, wt[j], g[i + K - 1 - j]);
+      float4* out = du + std::size_t(r0 + i) * C4 + c4;
+      if (accumulate) {
+        const float4 o = *out;
+        acc.x += o.x;
+        acc.y += o.y;
+        acc.z += o.z;
+        acc.w += o.w;
+      }
+      *out = acc;
+      t = t + 1 == T ? 0 : t + 1;
+    }
+  }
+}
+
+// partial[chunk, c·(K+1) + j] = Σ over the chunk's rows of dy·u (tap j), and j = K: Σ dy; the layout
+// conv_weight_finish_kernel reads. grid (⌈C/4 / blockDim.x⌉, chunks); each chunk in tiles.
+template <int K>
+__global__ void conv_weight_partial_vec4_kernel(const float4* __restrict__ u, const float4* __restrict__ dy, int R,
+                                                int T, int C4, float* __restrict__ partial) {
+  const int c4 = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c4 >= C4) return;
+  float4 acc[K + 1];
+#pragma unroll
+  for (int j = 0; j <= K; ++j) acc[j] = f4_zero();
+  const int r_end = min(R, (blockIdx.y + 1) * kChunkRows);
+  for (int r0 = blockIdx.y * kChunkRows; r0 < r_end; r0 += kConvTile) {
+    const int t0 = r0 % T;
+    float4 x[kConvTile + K - 1], g[kConvTile];
+#pragma unroll
+    for (int i = 0; i < kConvTile + K - 1; ++i) {
+      const int r = r0 - (K - 1) + i;
+      x[i] = r < r_end && t0 + i - (K - 1) >= 0 ? u[std::size_t(r) * C4 + c4] : f4_zero();
+    }
+#pragma unroll
+    for (int i = 0; i < kConvTile; ++i) g[i] = r0 + i < r_end ? dy[std::size_t(r0 + i) * C4 + c4] : f4_zero();
+    int t = t0;
+#pragma unroll
+    for (int i = 0; i < kConvTile; ++i) {
+#pragma unroll
+      for (int j = 0; j < K; ++j)
+        if (t - (K - 1) + j >= 0) f4_fma(acc[j], g[i], x[i + j]);
+      acc[K].x += g[i].x;
+      acc[K].y += g[i].y;
+      acc[K].z += g[i].z;
+      acc[K].w += g[i].w;
+      t = t + 1 == T ? 0 : t + 1;
+    }
+  }
+  float* out = partial + std::size_t(blockIdx.y) * (4 * C4) * (K + 1) + std::size_t(4 * c4) * (K + 1);
+#pragma unroll
+  for (int j = 0; j <= K; ++j) {
+    out[j] = acc[j].x;
+    out[(K + 1) + j] = acc[j].y;
+    out[2 * (K + 1) + j] = acc[j].z;
+    out[3 * (K + 1) + j] = acc[j].w;
+  }
+}
+
+// Whether the vectorised kernels apply: K = 4 (every preset), C a multiple of 4, 16-byte alignment.
+bool conv_vec4(int C, int K, std::initializer_list<const void*> ptrs) {
+  if (K != 4 || C % 4 != 0) return false;
+  for (const void* p : ptrs)
+    if (reinterpret_cast<std::uintptr_t>(p) % 16 != 0) return false;
+  return true;
+}
+// One float4 column per thread: C/4 rounded up to whole warps, at most 256 (192 at D = 768).
+int conv_vec4_threads(int C) { return std::min(256, (C / 4 + 31) / 32 * 32); }
+dim3 conv_vec4_grid(int C, int tiles, int threads) {
+  return dim3(unsigned((C / 4 + threads - 1) / threads), unsigned(std::max(1, std::min(tiles, 65535))));
+}
+
 // ---- RoPE ---------------------------------------------------------------------------------------------
 
 __global__ void rope_kernel(float* X, int T, int H, int d, int period, const float* __restrict__ cos_t,
@@ -295,6 +526,23 @@ __global__ void rope_kernel(float* X, int T, int H, int d, int period, const flo
     const float a = x[0], b = x[1];
     x[0] = a * c - b * s;
     x[1] = a * s + b * c;
+  }
+}
+
+// Two pairs per thread (d a multiple of 4, 16-byte aligned, fewer than 2^31 pairs) with 32-bit
+// index arithmetic: the kernel above pays five 64-bit divisions per pair, which made it 1.7× its
+// byte floor on a D = 768 step.
+__global__ void rope_vec4_kernel(float4* X, int T, int H, int quarter, int period, const float* __restrict__ cos_t,
+                                 const float* __restrict__ sin_t, float sign, int n4) {
+  const int half = 2 * quarter;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += gridDim.x * blockDim.x) {
+    const int m = 2 * (i % quarter);
+    const int rh = i / quarter;  // row·H + head
+    const int p = (rh / H % T) % period;
+    const float c0 = cos_t[p * half + m], s0 = sign * sin_t[p * half + m];
+    const float c1 = cos_t[p * half + m + 1], s1 = sign * sin_t[p * half + m + 1];
+    const float4 x = X[i];
+    X[i] = make_float4(x.x * c0 - x.y * s0, x.x * s0 + x.y * c0, x.z * c1 - x.w * s1, x.z * s1 + x.w * c1);
   }
 }
 
@@ -315,6 +563,43 @@ __global__ void silu_mul_backward_kernel(const float* G, const float* U, const f
     dU[i] = h * (a * sg);
     dG[i] = h * U[i] * (sg * (1.f + a * (1.f - sg)));
   }
+}
+
+// float4 versions of the two above (n a multiple of 4, 16-byte aligned): a quarter of the threads and
+// of the memory instructions; on a D = 768 step the scalar ones ran at 1.5–1.7× their byte floor.
+__global__ void silu_mul_forward_vec4_kernel(const float4* __restrict__ G, const float4* __restrict__ U,
+                                             float4* __restrict__ Hd, std::size_t n4) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n4; i += std::size_t(gridDim.x) * blockDim.x) {
+    const float4 a = G[i], u = U[i];
+    Hd[i] = make_float4(a.x / (1.f + expf(-a.x)) * u.x, a.y / (1.f + expf(-a.y)) * u.y, a.z / (1.f + expf(-a.z)) * u.z,
+                        a.w / (1.f + expf(-a.w)) * u.w);
+  }
+}
+
+__device__ __forceinline__ void silu_mul_grad(float a, float u, float h, float& dg, float& du) {
+  const float sg = 1.f / (1.f + expf(-a));
+  du = h * (a * sg);
+  dg = h * u * (sg * (1.f + a * (1.f - sg)));
+}
+__global__ void silu_mul_backward_vec4_kernel(const float4* __restrict__ G, const float4* __restrict__ U,
+                                              const float4* __restrict__ dHd, float4* __restrict__ dG,
+                                              float4* __restrict__ dU, std::size_t n4) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n4; i += std::size_t(gridDim.x) * blockDim.x) {
+    const float4 a = G[i], u = U[i], h = dHd[i];
+    float4 g, v;
+    silu_mul_grad(a.x, u.x, h.x, g.x, v.x);
+    silu_mul_grad(a.y, u.y, h.y, g.y, v.y);
+    silu_mul_grad(a.z, u.z, h.z, g.z, v.z);
+    silu_mul_grad(a.w, u.w, h.w, g.w, v.w);
+    dG[i] = g;
+    dU[i] = v;
+  }
+}
+
+bool aligned16(std::initializer_list<const void*> ptrs) {
+  for (const void* p : ptrs)
+    if (reinterpret_cast<std::uintptr_t>(p) % 16 != 0) return false;
+  return true;
 }
 
 // gelu(x) = ½x(1 + tanh u), u = c(x + k x³), written with 1 + tanh u = 2σ(2u) and 1 − tanh² u =
@@ -578,6 +863,27 @@ void rms_norm_backward(const float* X, const float* w, const float* dY, int R, i
   if (R == 0) return;
   require(X && w && dY && dX && dw && workspace, fn, "a pointer is null");
   require(dX != X && dX != dY, fn, "dX must not alias X or dY");
+  const bool aligned = (reinterpret_cast<std::uintptr_t>(X) | reinterpret_cast<std::uintptr_t>(w) |
+                         reinterpret_cast<std::uintptr_t>(dY) | reinterpret_cast<std::uintptr_t>(dX) |
+                         reinterpret_cast<std::uintptr_t>(workspace)) % 16 == 0;
+  if (aligned && D % 128 == 0 && D <= 1024) {
+    const int n = chunks(R);
+    const auto* X4 = reinterpret_cast<const float4*>(X);
+    const auto* w4 = reinterpret_cast<const float4*>(w);
+    const auto* dY4 = reinterpret_cast<const float4*>(dY);
+    auto* dX4 = reinterpret_cast<float4*>(dX);
+    switch (D / 128) {
+#define TTTLAB_RMS_BWD(NV) \
+  case NV: rms_backward_vec4_kernel<NV><<<n, 256, 0, stream>>>(X4, w4, dY4, R, eps, dX4, accumulate, workspace); break;
+      TTTLAB_RMS_BWD(1) TTTLAB_RMS_BWD(2) TTTLAB_RMS_BWD(3) TTTLAB_RMS_BWD(4)
+      TTTLAB_RMS_BWD(5) TTTLAB_RMS_BWD(6) TTTLAB_RMS_BWD(7) TTTLAB_RMS_BWD(8)
+#undef TTTLAB_RMS_BWD
+    }
+    check_launch();
+    sum_partials_add_kernel<<<(D + 255) / 256, 256, 0, stream>>>(workspace, n, D, dw);
+    check_launch();
+    return;
+  }
   float* prod = workspace;
   rms_backward_kernel<<<row_blocks(R), kThreads, 0, stream>>>(X, w, dY, R, D, eps, dX, accumulate, prod);
   check_launch();
@@ -620,7 +926,13 @@ void causal_conv_forward(const float* u, const float* w, const float* bias, int 
   require(K >= 1 && K <= 16, fn, "K must be in 1..16 (got " + std::to_string(K) + ")");
   require(u && w && bias && y && u != y, fn, "pointers must be non-null and y must not alias u");
   const std::size_t n = std::size_t(B) * T * C;
-  conv_forward_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(u, w, bias, T, C, K, n, y);
+  if (conv_vec4(C, K, {u, y})) {
+    const int R = B * T, threads = conv_vec4_threads(C);
+    conv_forward_vec4_kernel<4><<<conv_vec4_grid(C, (R + kConvTile - 1) / kConvTile, threads), threads, 0, stream>>>(
+        reinterpret_cast<const float4*>(u), w, bias, R, T, C / 4, reinterpret_cast<float4*>(y));
+  } else {
+    conv_forward_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(u, w, bias, T, C, K, n, y);
+  }
   check_launch();
 }
 
@@ -637,11 +949,21 @@ void causal_conv_backward(const float* u, const float* w, const float* dy, int B
   require(du != dy && du != u, fn, "du must not alias u or dy");
   const int R = B * T;
   const std::size_t n = std::size_t(R) * C;
-  conv_backward_input_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(w, dy, T, C, K, n, du, accumulate);
-  check_launch();
   const int nc = chunks(R);
-  conv_weight_partial_kernel<<<dim3((C + 31) / 32, nc), dim3(32, 8), 0, stream>>>(u, dy, R, T, C, K, workspace);
-  check_launch();
+  if (conv_vec4(C, K, {u, dy, du})) {
+    const int threads = conv_vec4_threads(C);
+    conv_backward_input_vec4_kernel<4><<<conv_vec4_grid(C, (R + kConvTile - 1) / kConvTile, threads), threads, 0, stream>>>(
+        w, reinterpret_cast<const float4*>(dy), R, T, C / 4, reinterpret_cast<float4*>(du), accumulate);
+    check_launch();
+    conv_weight_partial_vec4_kernel<4><<<dim3(unsigned((C / 4 + threads - 1) / threads), unsigned(nc)), threads, 0, stream>>>(
+        reinterpret_cast<const float4*>(u), reinterpret_cast<const float4*>(dy), R, T, C / 4, workspace);
+    check_launch();
+  } else {
+    conv_backward_input_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(w, dy, T, C, K, n, du, accumulate);
+    check_launch();
+    conv_weight_partial_kernel<<<dim3((C + 31) / 32, nc), dim3(32, 8), 0, stream>>>(u, dy, R, T, C, K, workspace);
+    check_launch();
+  }
   const int width = C * (K + 1);
   conv_weight_finish_kernel<<<(width + 255) / 256, 256, 0, stream>>>(workspace, nc, C, K, dw, dbias);
   check_launch();
@@ -669,14 +991,24 @@ void rope_rotate(float* X, int B, int T, int H, int d, int period, const float* 
   require(d >= 2 && d % 2 == 0, fn, "the head dim must be even");
   require(X && cos_table && sin_table, fn, "a pointer is null");
   const std::size_t n = std::size_t(B) * T * H * (d / 2);
-  rope_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(X, T, H, d, period, cos_table, sin_table, sign, n);
+  if (d % 4 == 0 && n / 2 < std::size_t(1) << 31 && aligned16({X})) {
+    const int n4 = int(n / 2);
+    rope_vec4_kernel<<<blocks_for(std::size_t(n4), kThreads), kThreads, 0, stream>>>(
+        reinterpret_cast<float4*>(X), T, H, d / 4, period, cos_table, sin_table, sign, n4);
+  } else {
+    rope_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(X, T, H, d, period, cos_table, sin_table, sign, n);
+  }
   check_launch();
 }
 
 void silu_mul_forward(const float* G, const float* U, float* hidden, std::size_t n, CUstream_st* stream) {
   if (n == 0) return;
   require(G && U && hidden, "silu_mul_forward", "a pointer is null");
-  silu_mul_forward_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(G, U, hidden, n);
+  if (n % 4 == 0 && aligned16({G, U, hidden}))
+    silu_mul_forward_vec4_kernel<<<blocks_for(n / 4, kThreads), kThreads, 0, stream>>>(
+        reinterpret_cast<const float4*>(G), reinterpret_cast<const float4*>(U), reinterpret_cast<float4*>(hidden), n / 4);
+  else
+    silu_mul_forward_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(G, U, hidden, n);
   check_launch();
 }
 
@@ -684,7 +1016,12 @@ void silu_mul_backward(const float* G, const float* U, const float* dHidden, flo
                        CUstream_st* stream) {
   if (n == 0) return;
   require(G && U && dHidden && dG && dU, "silu_mul_backward", "a pointer is null");
-  silu_mul_backward_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(G, U, dHidden, dG, dU, n);
+  if (n % 4 == 0 && aligned16({G, U, dHidden, dG, dU}))
+    silu_mul_backward_vec4_kernel<<<blocks_for(n / 4, kThreads), kThreads, 0, stream>>>(
+        reinterpret_cast<const float4*>(G), reinterpret_cast<const float4*>(U), reinterpret_cast<const float4*>(dHidden),
+        reinterpret_cast<float4*>(dG), reinterpret_cast<float4*>(dU), n / 4);
+  else
+    silu_mul_backward_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(G, U, dHidden, dG, dU, n);
   check_launch();
 }
 

@@ -155,7 +155,9 @@ TEST_F(NnOps, AddAndEmbedding) {
 }
 
 TEST_F(NnOps, RmsNormForwardBackward) {
-  for (auto [R, D] : std::vector<std::pair<int, int>>{{1, 1}, {1, 384}, {9, 31}, {64, 128}, {257, 384}, {1024, 768}, {33, 1000}}) {
+  // D a multiple of 128 up to 1024 takes the vectorised backward (whole and partial 128-row chunks).
+  for (auto [R, D] : std::vector<std::pair<int, int>>{
+           {1, 1}, {1, 384}, {9, 31}, {64, 128}, {257, 384}, {1024, 768}, {33, 1000}, {130, 256}, {300, 1024}}) {
     for (bool acc : {false, true}) {
       SCOPED_TRACE("R=" + std::to_string(R) + " D=" + std::to_string(D) + (acc ? " accumulate" : "") + " seed " + std::to_string(seed_));
       const auto x = randn(std::size_t(R) * D, 1.5, 0.3), w = randn(D, 0.3, 1.0), dy = randn(std::size_t(R) * D);
@@ -233,7 +235,10 @@ TEST_F(NnOps, LayerNormForwardBackward) {
 
 TEST_F(NnOps, CausalConvForwardBackward) {
   for (auto [B, T, C, K] : std::vector<std::array<int, 4>>{
-           {1, 1, 1, 1}, {1, 3, 5, 4}, {2, 17, 33, 4}, {3, 64, 128, 4}, {2, 200, 64, 1}, {1, 40, 32, 16}, {4, 512, 384, 4}}) {
+           {1, 1, 1, 1}, {1, 3, 5, 4}, {2, 17, 33, 4}, {3, 64, 128, 4}, {2, 200, 64, 1}, {1, 40, 32, 16}, {4, 512, 384, 4},
+           // The vectorised path (K = 4, C % 4 = 0): tiles of 16 rows that cross sequence ends, sequences
+           // shorter than the kernel, and a last 128-row chunk of the weight sums that is partial.
+           {2, 37, 64, 4}, {4, 2, 16, 4}, {3, 21, 8, 4}, {5, 50, 12, 4}, {1, 300, 1028, 4}}) {
     for (bool acc : {false, true}) {
       SCOPED_TRACE("B=" + std::to_string(B) + " T=" + std::to_string(T) + " C=" + std::to_string(C) + " K=" + std::to_string(K) +
                    (acc ? " accumulate" : "") + " seed " + std::to_string(seed_));
