@@ -36,6 +36,12 @@ int blocks_for(std::size_t n, int threads, int cap = 65535 * 8) {
   return static_cast<int>(std::max<std::size_t>(1, std::min<std::size_t>(b, std::size_t(cap))));
 }
 int chunks(int R) { return (R + kChunkRows - 1) / kChunkRows; }
+// Whether every pointer is 16-byte aligned (the float4 kernels' precondition).
+bool aligned16(std::initializer_list<const void*> ptrs) {
+  for (const void* p : ptrs)
+    if (reinterpret_cast<std::uintptr_t>(p) % 16 != 0) return false;
+  return true;
+}
 
 __device__ __forceinline__ float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -499,10 +505,7 @@ __global__ void conv_weight_partial_vec4_kernel(const float4* __restrict__ u, co
 
 // Whether the vectorised kernels apply: K = 4 (every preset), C a multiple of 4, 16-byte alignment.
 bool conv_vec4(int C, int K, std::initializer_list<const void*> ptrs) {
-  if (K != 4 || C % 4 != 0) return false;
-  for (const void* p : ptrs)
-    if (reinterpret_cast<std::uintptr_t>(p) % 16 != 0) return false;
-  return true;
+  return K == 4 && C % 4 == 0 && aligned16(ptrs);
 }
 // One float4 column per thread: C/4 rounded up to whole warps, at most 256 (192 at D = 768).
 int conv_vec4_threads(int C) { return std::min(256, (C / 4 + 31) / 32 * 32); }
@@ -594,12 +597,6 @@ __global__ void silu_mul_backward_vec4_kernel(const float4* __restrict__ G, cons
     dG[i] = g;
     dU[i] = v;
   }
-}
-
-bool aligned16(std::initializer_list<const void*> ptrs) {
-  for (const void* p : ptrs)
-    if (reinterpret_cast<std::uintptr_t>(p) % 16 != 0) return false;
-  return true;
 }
 
 // gelu(x) = ½x(1 + tanh u), u = c(x + k x³), written with 1 + tanh u = 2σ(2u) and 1 − tanh² u =
@@ -863,10 +860,7 @@ void rms_norm_backward(const float* X, const float* w, const float* dY, int R, i
   if (R == 0) return;
   require(X && w && dY && dX && dw && workspace, fn, "a pointer is null");
   require(dX != X && dX != dY, fn, "dX must not alias X or dY");
-  const bool aligned = (reinterpret_cast<std::uintptr_t>(X) | reinterpret_cast<std::uintptr_t>(w) |
-                         reinterpret_cast<std::uintptr_t>(dY) | reinterpret_cast<std::uintptr_t>(dX) |
-                         reinterpret_cast<std::uintptr_t>(workspace)) % 16 == 0;
-  if (aligned && D % 128 == 0 && D <= 1024) {
+  if (aligned16({X, w, dY, dX, workspace}) && D % 128 == 0 && D <= 1024) {
     const int n = chunks(R);
     const auto* X4 = reinterpret_cast<const float4*>(X);
     const auto* w4 = reinterpret_cast<const float4*>(w);
