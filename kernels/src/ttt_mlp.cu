@@ -31,10 +31,28 @@ struct MlpParams {
   const float *Q, *K, *V, *lam, *tau, *gamma, *beta, *W1, *b1, *W2, *b2;
   float* O;
   float* scratch;  // [BH, mlp_floats] when the workspace does not fit in shared memory
-  int H, T, d, b;
+  float *ckW1, *ckb1, *ckW2, *ckb2;  // checkpoints (nullptr: none), [BH, n_ck, ...]
+  int H, T, d, b, group, n_ck;
   bool ln, res, bias;
   float eps;
 };
+
+// Writes the committed state (padded rows ldh, ldd) as checkpoint mb / group when mb starts a group.
+__device__ inline void write_checkpoint(const MlpParams& p, int blk, int mb, const float* sW1,
+                                        const float* sb1, const float* sW2, const float* sb2,
+                                        int ldh, int ldd) {
+  if (!p.ckW1 || mb % p.group != 0) return;
+  const int d = p.d, hd = 4 * d;
+  const std::size_t ck = std::size_t(blk) * p.n_ck + mb / p.group;
+  for (int i = threadIdx.x; i < d * hd; i += blockDim.x) {
+    p.ckW1[ck * d * hd + i] = sW1[(i / hd) * ldh + i % hd];
+    p.ckW2[ck * hd * d + i] = sW2[(i / d) * ldd + i % d];
+  }
+  if (p.ckb1)
+    for (int c = threadIdx.x; c < hd; c += blockDim.x) p.ckb1[ck * hd + c] = sb1[c];
+  if (p.ckb2)
+    for (int c = threadIdx.x; c < d; c += blockDim.x) p.ckb2[ck * d + c] = sb2[c];
+}
 
 __host__ __device__ inline std::size_t mlp_floats(int d, int b) {
   const std::size_t hd = 4 * std::size_t(d), ldd = d + 1, ldh = hd + 1, ldb = b + 1;
@@ -79,6 +97,7 @@ __global__ void __launch_bounds__(kThreads) mlp_forward_v1_kernel(MlpParams p) {
   const int n_mb = (p.T + b - 1) / b;
   for (int mb = 0; mb < n_mb; ++mb) {
     const int t0 = mb * b, m = min(b, p.T - t0);
+    write_checkpoint(p, blk, mb, sW1, sb1, sW2, sb2, ldh, ldd);
     for (int i = tid; i < m * d; i += kThreads) {
       const int r = i / d, c = i % d;
       const std::size_t g = seq0 + std::size_t(t0 + r) * rs + c;
@@ -278,6 +297,7 @@ __global__ void __launch_bounds__(kThreadsV2, 1) mlp_forward_v2_kernel(MlpParams
   const int n_mb = (p.T + b - 1) / b;
   for (int mb = 0; mb < n_mb; ++mb) {
     const int t0 = mb * b, m = min(b, p.T - t0);
+    write_checkpoint(p, blk, mb, sW1, sb1, sW2, sb2, ldh, ldd);
     for (int i = tid; i < m * d; i += kThreadsV2) {
       const int r = i / d, c = i % d;
       const std::size_t g = seq0 + std::size_t(t0 + r) * rs + c;
@@ -416,6 +436,16 @@ void ttt_mlp_forward(const TttMlpForwardArgs& a) {
     check_ptr(fn, a.ln_weight, "ln_weight (layer_norm is on)");
     check_ptr(fn, a.ln_bias, "ln_bias (layer_norm is on)");
   }
+  const bool ck = a.checkpoint_W1 || a.checkpoint_W2 || a.checkpoint_b1 || a.checkpoint_b2;
+  if (ck) {
+    require(a.checkpoint_group >= 1,
+            "ttt_mlp_forward: checkpoint_group must be >= 1 when checkpoints are requested");
+    check_ptr(fn, a.checkpoint_W1, "checkpoint_W1 (other checkpoints are set)");
+    check_ptr(fn, a.checkpoint_W2, "checkpoint_W2 (other checkpoints are set)");
+  }
+  require(a.version == TttMlpForwardVersion::Default || a.version == TttMlpForwardVersion::V1Simt ||
+              a.version == TttMlpForwardVersion::V2Tf32x3,
+          "ttt_mlp_forward: unknown version " + std::to_string(int(a.version)));
   const TttDims& D = a.dims;
   const TttMlpForwardVersion v =
       a.version == TttMlpForwardVersion::Default ? TttMlpForwardVersion::V2Tf32x3 : a.version;
@@ -441,6 +471,12 @@ void ttt_mlp_forward(const TttMlpForwardArgs& a) {
   p.b2 = a.b2;
   p.O = a.O;
   p.scratch = need > 0 ? static_cast<float*>(a.workspace) : nullptr;
+  p.ckW1 = ck ? a.checkpoint_W1 : nullptr;
+  p.ckb1 = ck ? a.checkpoint_b1 : nullptr;
+  p.ckW2 = ck ? a.checkpoint_W2 : nullptr;
+  p.ckb2 = ck ? a.checkpoint_b2 : nullptr;
+  p.group = ck ? a.checkpoint_group : 1;
+  p.n_ck = ttt_num_checkpoints(D, p.group);
   p.H = D.heads;
   p.T = D.seq_len;
   p.d = D.head_dim;

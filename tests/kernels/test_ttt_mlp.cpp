@@ -1,7 +1,13 @@
-// TTT-MLP forward kernel against the CPU engine's dual form in fp64 (inner_forward_dual with
-// InnerModel::MLP), on the shape grid of the issue with the options toggled, fresh random inputs
-// each run and the output poisoned with NaN before each launch. Tolerance 1e-4 relative to max|ref|
-// (fp32 arithmetic; see test_ttt_linear.cpp for the reasoning).
+// TTT-MLP kernels against the CPU engine run in fp64 (inner_forward_dual and inner_backward with
+// InnerModel::MLP): the dual-form forward (both versions), its checkpoints against the CPU engine's
+// states, and the second-order backward with checkpointing through time, on shape grids with the
+// options toggled, fresh random inputs each run (the seed is printed with any failure;
+// TTTLAB_GPU_TEST_SEED replays one) and every output poisoned with NaN before each launch.
+// Tolerances, relative to max|ref| of each output, as in test_ttt_linear.cpp (which gives the
+// reasoning): 1e-4 for per-token outputs and states; 3e-4 for dλ and the sums over the batch (dτ,
+// dγ, dβ, dW1, db1, dW2, db2); and the fp32-witness rule: the CPU engine run in fp32 on the same
+// inputs, and an output whose witness is itself off by more than a quarter of the tolerance is held
+// to 4× the witness's error instead.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -15,6 +21,22 @@ namespace tttlab::kernels::test {
 namespace {
 
 constexpr double kTolFp32 = 1e-4;
+constexpr double kTolFp32Sum = 3e-4;
+
+std::string describe(const TttDims& D, const TttOptions& o) {
+  return "B=" + std::to_string(D.batch) + " H=" + std::to_string(D.heads) +
+         " T=" + std::to_string(D.seq_len) + " d=" + std::to_string(D.head_dim) +
+         " b=" + std::to_string(D.mini_batch) + (o.layer_norm ? " ln" : " no-ln") +
+         (o.residual ? " res" : " no-res") + (o.bias ? " bias" : " no-bias");
+}
+
+TttOptions flags(int f) {
+  TttOptions o;
+  o.layer_norm = !(f & 1);
+  o.residual = !(f & 2);
+  o.bias = !(f & 4);
+  return o;
+}
 
 struct MlpInputs {
   LinearInputs base;  // Q, K, V, λ, τ, γ, β (W0, b0 unused)
@@ -31,6 +53,16 @@ MlpInputs random_mlp_inputs(const TttDims& D, const TttOptions& opt, std::mt1993
   in.W2 = randn_vec(std::size_t(D.heads) * hd * d, rng, 1.0 / std::sqrt(double(hd)));
   in.b2 = randn_vec(std::size_t(D.heads) * d, rng, 0.1);
   return in;
+}
+
+InnerWeights<double> initial_weights(const MlpInputs& in, const InnerOptions& io, int h) {
+  const int d = in.base.dims.head_dim, hd = 4 * d;
+  InnerWeights<double> w;
+  w.W1 = mat_at(in.W1, std::size_t(h) * d * hd, d, hd);
+  w.W2 = mat_at(in.W2, std::size_t(h) * hd * d, hd, d);
+  w.b1 = io.bias ? row_at(in.b1, std::size_t(h) * hd, hd) : RowVec<double>::Zero(hd);
+  w.b2 = io.bias ? row_at(in.b2, std::size_t(h) * d, d) : RowVec<double>::Zero(d);
+  return w;
 }
 
 std::vector<double> cpu_mlp_forward(const MlpInputs& in) {
@@ -124,17 +156,412 @@ TEST(TttMlpForward, MatchesCpuDualFormOnTheShapeGrid) {
               runs, worst[0], worst[1]);
 }
 
+// ---- Forward checkpoints ------------------------------------------------------------------------
+
+struct MlpDevice {
+  DeviceBuffer Q, K, V, lam, tau, gam, bet, W1, b1, W2, b2;
+  explicit MlpDevice(const MlpInputs& in)
+      : Q(in.base.Q), K(in.base.K), V(in.base.V), lam(in.base.lam), tau(in.base.tau),
+        gam(in.base.gamma), bet(in.base.beta), W1(in.W1), b1(in.b1), W2(in.W2), b2(in.b2) {}
+};
+
+struct MlpCheckpoints {
+  DeviceBuffer W1, b1, W2, b2;
+};
+
+// The forward of one version writing O and the checkpoints of group g.
+MlpCheckpoints run_forward(const MlpInputs& in, const MlpDevice& dev, int group,
+                           TttMlpForwardVersion v, DeviceBuffer& O) {
+  const TttDims& D = in.base.dims;
+  const std::size_t BH = std::size_t(D.batch) * D.heads, d = D.head_dim, hd = 4 * d;
+  const std::size_t n_ck = ttt_num_checkpoints(D, group);
+  MlpCheckpoints ck{DeviceBuffer(BH * n_ck * d * hd), DeviceBuffer(BH * n_ck * hd),
+                    DeviceBuffer(BH * n_ck * d * hd), DeviceBuffer(BH * n_ck * d)};
+  for (DeviceBuffer* b : {&ck.W1, &ck.b1, &ck.W2, &ck.b2, &O}) b->poison();
+  const std::size_t ws_bytes = ttt_mlp_forward_workspace_bytes(D);
+  DeviceBuffer ws((ws_bytes + 3) / 4);
+  TttMlpForwardArgs a;
+  a.version = v;
+  a.dims = D;
+  a.opt = in.base.opt;
+  a.Q = dev.Q.get();
+  a.K = dev.K.get();
+  a.V = dev.V.get();
+  a.lambda = dev.lam.get();
+  a.tau = dev.tau.get();
+  a.ln_weight = dev.gam.get();
+  a.ln_bias = dev.bet.get();
+  a.W1 = dev.W1.get();
+  a.b1 = dev.b1.get();
+  a.W2 = dev.W2.get();
+  a.b2 = dev.b2.get();
+  a.O = O.get();
+  a.checkpoint_W1 = ck.W1.get();
+  a.checkpoint_b1 = ck.b1.get();
+  a.checkpoint_W2 = ck.W2.get();
+  a.checkpoint_b2 = ck.b2.get();
+  a.checkpoint_group = group;
+  a.workspace = ws.get();
+  a.workspace_bytes = ws_bytes;
+  ttt_mlp_forward(a);
+  TTTLAB_CUDA_CHECK(cudaDeviceSynchronize());
+  return ck;
+}
+
+// Checkpoint k is the committed state at the start of mini-batch k·group: the CPU engine replayed
+// on the prefix.
+TEST(TttMlpForward, CheckpointsAreTheCpuEnginesStates) {
+  TTTLAB_REQUIRE_GPU();
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const std::vector<std::pair<TttDims, int>> cases = {
+      {{2, 2, 70, 64, 16}, 2}, {{2, 1, 45, 32, 7}, 3}, {{1, 2, 40, 16, 5}, 1}};
+  int fi = 0;
+  for (const auto& [D, group] : cases) {
+    const TttOptions opt = flags(fi++ * 5 % 8);
+    SCOPED_TRACE(describe(D, opt) + " group " + std::to_string(group));
+    const MlpInputs in = random_mlp_inputs(D, opt, rng);
+    const InnerOptions io = inner_options(opt, D, InnerModel::MLP);
+    const MlpDevice dev(in);
+    const int d = D.head_dim, hd = 4 * d, n_ck = ttt_num_checkpoints(D, group);
+    const std::size_t BH = std::size_t(D.batch) * D.heads;
+    for (TttMlpForwardVersion v : {TttMlpForwardVersion::V1Simt, TttMlpForwardVersion::V2Tf32x3}) {
+      SCOPED_TRACE(v == TttMlpForwardVersion::V1Simt ? "mlp v1" : "mlp v2");
+      DeviceBuffer O(in.base.Q.size());
+      const MlpCheckpoints ck = run_forward(in, dev, group, v, O);
+      const std::vector<float> cW1 = ck.W1.download(), cb1 = ck.b1.download(),
+                               cW2 = ck.W2.download(), cb2 = ck.b2.download();
+      for (int k = 0; k < n_ck; ++k) {
+        const int len = k * group * D.mini_batch;
+        std::vector<double> r[4];
+        std::vector<float> g[4];
+        for (std::size_t blk = 0; blk < BH; ++blk) {
+          const int n = int(blk / D.heads), h = int(blk % D.heads);
+          InnerState<double> st = InnerState<double>::start(initial_weights(in, io, h));
+          if (len > 0) {
+            Mat<double> out;
+            inner_forward_dual<double>(io, head_params(in.base, h),
+                                       head_slice(in.base.Q, D, n, h, 0, len),
+                                       head_slice(in.base.K, D, n, h, 0, len),
+                                       head_slice(in.base.V, D, n, h, 0, len),
+                                       lambda_slice(in.base.lam, D, n, h, 0, len), st, out);
+          }
+          const std::size_t c0 = blk * n_ck + k;
+          for (int i = 0; i < d * hd; ++i) {
+            r[0].push_back(st.base.W1(i / hd, i % hd));
+            g[0].push_back(cW1[c0 * d * hd + i]);
+            r[2].push_back(st.base.W2(i / d, i % d));
+            g[2].push_back(cW2[c0 * d * hd + i]);
+          }
+          for (int c = 0; c < hd; ++c) {
+            r[1].push_back(st.base.b1(c));
+            g[1].push_back(cb1[c0 * hd + c]);
+          }
+          for (int c = 0; c < d; ++c) {
+            r[3].push_back(st.base.b2(c));
+            g[3].push_back(cb2[c0 * d + c]);
+          }
+        }
+        SCOPED_TRACE("checkpoint " + std::to_string(k));
+        const char* names[4] = {"checkpoint W1", "checkpoint b1", "checkpoint W2", "checkpoint b2"};
+        for (int q = 0; q < 4; ++q)
+          EXPECT_TRUE(within(names[q], compare(g[q], r[q], 1.0), kTolFp32, g[q], r[q]));
+      }
+    }
+  }
+}
+
+// ---- Backward ---------------------------------------------------------------------------------------
+
+struct MlpGradRef {
+  std::vector<double> dQ, dK, dV, dlam, dtau, dgam, dbet, dW1, db1, dW2, db2;
+};
+
+// The CPU engine's backward in precision S (double: the reference; float: the witness).
+template <class S>
+MlpGradRef cpu_mlp_backward(const MlpInputs& in, const std::vector<float>& dO, int group) {
+  const TttDims& D = in.base.dims;
+  const int d = D.head_dim, hd = 4 * d;
+  const InnerOptions io = inner_options(in.base.opt, D, InnerModel::MLP);
+  MlpGradRef g;
+  const std::size_t act = in.base.Q.size();
+  g.dQ.assign(act, 0);
+  g.dK.assign(act, 0);
+  g.dV.assign(act, 0);
+  g.dlam.assign(in.base.lam.size(), 0);
+  g.dtau.assign(D.mini_batch, 0);
+  g.dgam.assign(std::size_t(D.heads) * d, 0);
+  g.dbet.assign(std::size_t(D.heads) * d, 0);
+  g.dW1.assign(std::size_t(D.heads) * d * hd, 0);
+  g.db1.assign(std::size_t(D.heads) * hd, 0);
+  g.dW2.assign(std::size_t(D.heads) * d * hd, 0);
+  g.db2.assign(std::size_t(D.heads) * d, 0);
+  for (int n = 0; n < D.batch; ++n)
+    for (int h = 0; h < D.heads; ++h) {
+      const InnerHeadParams<double> hp = head_params(in.base, h);
+      InnerHeadParams<S> p;
+      p.ln_weight = hp.ln_weight.cast<S>();
+      p.ln_bias = hp.ln_bias.cast<S>();
+      p.tau = hp.tau.cast<S>();
+      const InnerWeights<double> w0 = initial_weights(in, io, h);
+      InnerWeights<S> w;
+      w.W1 = w0.W1.cast<S>();
+      w.b1 = w0.b1.cast<S>();
+      w.W2 = w0.W2.cast<S>();
+      w.b2 = w0.b2.cast<S>();
+      const Mat<S> Q = head_slice(in.base.Q, D, n, h).cast<S>(),
+                   K = head_slice(in.base.K, D, n, h).cast<S>(),
+                   V = head_slice(in.base.V, D, n, h).cast<S>(),
+                   dOh = head_slice(dO, D, n, h).cast<S>();
+      const Vec<S> lam = lambda_slice(in.base.lam, D, n, h).cast<S>();
+      InnerGrads<S> gr;
+      inner_backward<S>(io, p, Q, K, V, lam, w, dOh, gr, group);
+      for (int t = 0; t < D.seq_len; ++t) {
+        for (int c = 0; c < d; ++c) {
+          const std::size_t e = (std::size_t(n) * D.seq_len + t) * D.heads * d + std::size_t(h) * d + c;
+          g.dQ[e] = gr.dQ(t, c);
+          g.dK[e] = gr.dK(t, c);
+          g.dV[e] = gr.dV(t, c);
+        }
+        g.dlam[(std::size_t(n) * D.heads + h) * D.seq_len + t] = gr.dlambda(t);
+      }
+      for (int i = 0; i < D.mini_batch; ++i) g.dtau[i] += gr.dtau(i);
+      for (int c = 0; c < d; ++c) {
+        g.dgam[std::size_t(h) * d + c] += gr.dln_weight(c);
+        g.dbet[std::size_t(h) * d + c] += gr.dln_bias(c);
+        g.db2[std::size_t(h) * d + c] += gr.dW0.b2(c);
+      }
+      for (int c = 0; c < hd; ++c) g.db1[std::size_t(h) * hd + c] += gr.dW0.b1(c);
+      for (int i = 0; i < d * hd; ++i) {
+        g.dW1[std::size_t(h) * d * hd + i] += gr.dW0.W1(i / hd, i % hd);
+        g.dW2[std::size_t(h) * d * hd + i] += gr.dW0.W2(i / d, i % d);
+      }
+    }
+  return g;
+}
+
+struct MlpBwdOut {
+  std::vector<float> dQ, dK, dV, dlam, dtau, dgam, dbet, dW1, db1, dW2, db2;
+};
+
+MlpBwdOut run_backward(const MlpInputs& in, const MlpDevice& dev, const MlpCheckpoints& ck,
+                       const std::vector<float>& dO, int group) {
+  const TttDims& D = in.base.dims;
+  const std::size_t d = D.head_dim, hd = 4 * d, H = D.heads, act = in.base.Q.size();
+  const std::size_t ws_bytes = ttt_mlp_backward_workspace_bytes(D, group);
+  DeviceBuffer dOd(dO), dQ(act), dK(act), dV(act), dlam(in.base.lam.size()), dtau(D.mini_batch),
+      dgam(H * d), dbet(H * d), dW1(H * d * hd), db1(H * hd), dW2(H * d * hd), db2(H * d),
+      ws((ws_bytes + 3) / 4);
+  for (DeviceBuffer* b : {&dQ, &dK, &dV, &dlam, &dtau, &dgam, &dbet, &dW1, &db1, &dW2, &db2, &ws})
+    b->poison();
+  TttMlpBackwardArgs a;
+  a.dims = D;
+  a.opt = in.base.opt;
+  a.Q = dev.Q.get();
+  a.K = dev.K.get();
+  a.V = dev.V.get();
+  a.lambda = dev.lam.get();
+  a.tau = dev.tau.get();
+  a.ln_weight = dev.gam.get();
+  a.ln_bias = dev.bet.get();
+  a.checkpoint_W1 = ck.W1.get();
+  a.checkpoint_b1 = ck.b1.get();
+  a.checkpoint_W2 = ck.W2.get();
+  a.checkpoint_b2 = ck.b2.get();
+  a.checkpoint_group = group;
+  a.dO = dOd.get();
+  a.dQ = dQ.get();
+  a.dK = dK.get();
+  a.dV = dV.get();
+  a.dlambda = dlam.get();
+  a.dtau = dtau.get();
+  a.dln_weight = dgam.get();
+  a.dln_bias = dbet.get();
+  a.dW1 = dW1.get();
+  a.db1 = db1.get();
+  a.dW2 = dW2.get();
+  a.db2 = db2.get();
+  a.workspace = ws.get();
+  a.workspace_bytes = ws_bytes;
+  ttt_mlp_backward(a);
+  return {dQ.download(),  dK.download(),  dV.download(),  dlam.download(),
+          dtau.download(), dgam.download(), dbet.download(), dW1.download(),
+          db1.download(), dW2.download(),  db2.download()};
+}
+
+// Every output against the reference, with the fp32-witness rule (see the file's header).
+void check_mlp_backward(const MlpBwdOut& got, const MlpGradRef& ref, const MlpGradRef& wit,
+                        double& tok, double& sum) {
+  auto check = [&](const char* what, const std::vector<float>& g, const std::vector<double>& r,
+                   const std::vector<double>& w, double tol, double& worst) {
+    const std::vector<float> wf(w.begin(), w.end());
+    const double wtol = 4.0 * compare(wf, r, 1e-6).rel;
+    if (wtol > tol) {
+      std::printf("[   INFO   ] %s: the CPU fp32 witness is off by %.3g, tolerance %.3g\n", what,
+                  wtol / 4.0, wtol);
+      tol = wtol;
+    }
+    const ErrorStat e = compare(g, r, 1e-6);
+    EXPECT_TRUE(within(what, e, tol, g, r));
+    worst = std::max(worst, e.rel);
+  };
+  check("dQ", got.dQ, ref.dQ, wit.dQ, kTolFp32, tok);
+  check("dK", got.dK, ref.dK, wit.dK, kTolFp32, tok);
+  check("dV", got.dV, ref.dV, wit.dV, kTolFp32, tok);
+  check("dlambda", got.dlam, ref.dlam, wit.dlam, kTolFp32Sum, tok);
+  check("dtau", got.dtau, ref.dtau, wit.dtau, kTolFp32Sum, sum);
+  check("dln_weight", got.dgam, ref.dgam, wit.dgam, kTolFp32Sum, sum);
+  check("dln_bias", got.dbet, ref.dbet, wit.dbet, kTolFp32Sum, sum);
+  check("dW1", got.dW1, ref.dW1, wit.dW1, kTolFp32Sum, sum);
+  check("db1", got.db1, ref.db1, wit.db1, kTolFp32Sum, sum);
+  check("dW2", got.dW2, ref.dW2, wit.dW2, kTolFp32Sum, sum);
+  check("db2", got.db2, ref.db2, wit.db2, kTolFp32Sum, sum);
+}
+
+struct MlpCase {
+  TttDims dims;
+  TttOptions opt;
+  int group;
+};
+
+// d × b × T with B·H, the 8 option combinations and the checkpoint group in turn; T not a multiple
+// of b (a short last mini-batch, T < b included) and groups of 1, several and more than there are
+// mini-batches.
+std::vector<MlpCase> mlp_backward_cases() {
+  const bool quick = quick_mode();
+  const std::vector<int> ds = quick ? std::vector<int>{16, 64} : std::vector<int>{16, 32, 64, 128};
+  const std::vector<int> bs = quick ? std::vector<int>{7, 16} : std::vector<int>{1, 7, 16, 64};
+  const std::vector<int> Ts = quick ? std::vector<int>{23} : std::vector<int>{1, 17, 64, 150};
+  const int bh[4][2] = {{1, 1}, {2, 3}, {3, 2}, {2, 1}};
+  const int groups[5] = {1, 2, 3, 5, 40};
+  std::vector<MlpCase> cases;
+  int idx = 0;
+  for (int d : ds)
+    for (int b : bs)
+      for (int T : Ts) {
+        if (!quick && d == 128 && b == 64 && T > 64) continue;  // CPU reference time
+        const TttDims D{bh[idx % 4][0], bh[idx % 4][1], T, d, b};
+        cases.push_back({D, flags(idx % 8), groups[(idx / 2) % 5]});
+        ++idx;
+      }
+  if (!quick) {
+    cases.push_back({{2, 2, 23, 18, 5}, flags(0), 2});
+    cases.push_back({{1, 2, 100, 50, 16}, flags(3), 3});
+    cases.push_back({{2, 3, 512, 64, 16}, flags(0), 8});  // the benchmark's head shape
+  }
+  return cases;
+}
+
+TEST(TttMlpBackward, MatchesCpuSecondOrderBackwardWithCheckpointing) {
+  TTTLAB_REQUIRE_GPU();
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  double tok = 0, sum = 0;
+  int runs = 0, idx = 0;
+  for (const MlpCase& c : mlp_backward_cases()) {
+    const TttDims& D = c.dims;
+    SCOPED_TRACE(describe(D, c.opt) + " group " + std::to_string(c.group));
+    const MlpInputs in = random_mlp_inputs(D, c.opt, rng);
+    const std::vector<float> dO = randn_vec(in.base.Q.size(), rng, 1.0);
+    const MlpGradRef ref = cpu_mlp_backward<double>(in, dO, c.group);
+    const MlpGradRef wit = cpu_mlp_backward<float>(in, dO, c.group);
+    const MlpDevice dev(in);
+    DeviceBuffer O(in.base.Q.size());
+    // Alternate the forward that writes the checkpoints.
+    const MlpCheckpoints ck =
+        run_forward(in, dev, c.group,
+                    idx++ % 2 ? TttMlpForwardVersion::V1Simt : TttMlpForwardVersion::Default, O);
+    check_mlp_backward(run_backward(in, dev, ck, dO, c.group), ref, wit, tok, sum);
+    ++runs;
+  }
+  std::printf("[   INFO   ] mlp backward: %d shapes, worst rel. error per-token %.3g, summed "
+              "parameters %.3g\n",
+              runs, tok, sum);
+}
+
+// Two runs on the same inputs give the same bits (no atomics, fixed reduction order).
+TEST(TttMlpBackward, IsDeterministic) {
+  TTTLAB_REQUIRE_GPU();
+  std::mt19937_64 rng(7);
+  const TttDims D{3, 2, 40, 32, 16};
+  const MlpInputs in = random_mlp_inputs(D, TttOptions{}, rng);
+  const std::vector<float> dO = randn_vec(in.base.Q.size(), rng, 1.0);
+  const MlpDevice dev(in);
+  DeviceBuffer O(in.base.Q.size());
+  const MlpCheckpoints ck = run_forward(in, dev, 2, TttMlpForwardVersion::Default, O);
+  const MlpBwdOut a = run_backward(in, dev, ck, dO, 2), b = run_backward(in, dev, ck, dO, 2);
+  EXPECT_EQ(a.dW1, b.dW1);
+  EXPECT_EQ(a.dW2, b.dW2);
+  EXPECT_EQ(a.dtau, b.dtau);
+  EXPECT_EQ(a.dK, b.dK);
+}
+
+// ---- Arguments --------------------------------------------------------------------------------------
+
 TEST(TttMlpArguments, BadInputIsRejectedWithAMessage) {
+  auto expect_msg = [](auto&& call, const char* needle) {
+    try {
+      call();
+      ADD_FAILURE() << "no exception (expected one naming " << needle << ")";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  float dummy = 0;
   TttMlpForwardArgs a;
   a.dims = {1, 1, 8, 64, 16};
-  float dummy = 0;
   a.Q = a.K = a.V = a.lambda = a.tau = a.ln_weight = a.ln_bias = a.b1 = a.b2 = a.O = &dummy;
   a.W2 = &dummy;
+  expect_msg([&] { ttt_mlp_forward(a); }, "W1");
+  a.W1 = &dummy;
+  a.checkpoint_W1 = &dummy;
+  expect_msg([&] { ttt_mlp_forward(a); }, "checkpoint_group");
+  a.checkpoint_group = 2;
+  expect_msg([&] { ttt_mlp_forward(a); }, "checkpoint_W2");
+  a.dims.head_dim = 15;
+  expect_msg([&] { ttt_mlp_forward(a); }, "head_dim");
+
+  TttMlpBackwardArgs g;
+  g.dims = {1, 1, 8, 64, 16};
+  g.Q = g.K = g.V = g.lambda = g.tau = g.ln_weight = g.ln_bias = g.dO = &dummy;
+  g.checkpoint_W1 = g.checkpoint_W2 = g.checkpoint_b1 = g.checkpoint_b2 = &dummy;
+  g.dQ = g.dK = g.dV = g.dlambda = g.dtau = g.dln_weight = g.dln_bias = &dummy;
+  g.dW1 = g.db1 = g.dW2 = &dummy;
+  g.workspace = &dummy;
+  expect_msg([&] { ttt_mlp_backward(g); }, "db2");
+  g.db2 = &dummy;
+  g.checkpoint_group = 0;
+  expect_msg([&] { ttt_mlp_backward(g); }, "checkpoint_group");
+  g.checkpoint_group = 1;
+  g.opt.bias = true;
+  g.checkpoint_b2 = nullptr;
+  expect_msg([&] { ttt_mlp_backward(g); }, "checkpoint_b2");
+  g.checkpoint_b2 = &dummy;
+  g.dims.mini_batch = 65;
+  expect_msg([&] { ttt_mlp_backward(g); }, "mini_batch");
+  g.dims.mini_batch = 16;
+  expect_msg([&] { ttt_mlp_backward_workspace_bytes(g.dims, 0); }, "checkpoint_group");
+}
+
+// The workspace size is checked before the launch (needs the device's shared-memory limit).
+TEST(TttMlpArguments, BackwardRejectsASmallWorkspace) {
+  TTTLAB_REQUIRE_GPU();
+  float dummy = 0;
+  TttMlpBackwardArgs g;
+  g.dims = {2, 2, 64, 64, 16};
+  g.Q = g.K = g.V = g.lambda = g.tau = g.ln_weight = g.ln_bias = g.dO = &dummy;
+  g.checkpoint_W1 = g.checkpoint_W2 = g.checkpoint_b1 = g.checkpoint_b2 = &dummy;
+  g.dQ = g.dK = g.dV = g.dlambda = g.dtau = g.dln_weight = g.dln_bias = &dummy;
+  g.dW1 = g.db1 = g.dW2 = g.db2 = &dummy;
+  g.workspace = &dummy;
+  g.workspace_bytes = ttt_mlp_backward_workspace_bytes(g.dims, 1) - 4;
   try {
-    ttt_mlp_forward(a);
+    ttt_mlp_backward(g);
     ADD_FAILURE() << "no exception";
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("W1"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("workspace"), std::string::npos) << e.what();
   }
 }
 

@@ -200,12 +200,11 @@ void ttt_linear_decode_step(const TttLinearDecodeArgs& args);
 
 // ---- TTT-MLP, dual form, forward (hidden width 4d) -----------------------------------------------
 
+// Both versions support every valid shape; Default is V2.
 enum class TttMlpForwardVersion {
   Default = 0,
   V1Simt = 1,    // fp32 CUDA-core dot products
   V2Tf32x3 = 2,  // every matrix product on tensor cores (mma.sync, 3xTF32: fp32-level accuracy)
-  V3Fused = 3,   // the forward's register design, 3xTF32; mini_batch 16 and head_dim 16, 32, 64
-                 // only (ttt_linear_backward_supports), inputs and outputs 16-byte aligned
 };
 
 struct TttMlpForwardArgs {
@@ -223,6 +222,16 @@ struct TttMlpForwardArgs {
   const float* W2 = nullptr;  // [H, 4d, d]
   const float* b2 = nullptr;  // [H, d]
   float* O = nullptr;         // [B, T, H·d]
+  // Optional (nullptr: not written). Checkpoints for ttt_mlp_backward: the committed state at the
+  // start of every checkpoint_group-th mini-batch, [B, H, n_ck, d, 4d], [B, H, n_ck, 4d],
+  // [B, H, n_ck, 4d, d], [B, H, n_ck, d] with n_ck = ttt_num_checkpoints(dims, checkpoint_group).
+  // checkpoint_W1 and checkpoint_W2 go together; the biases are written where given (with bias off
+  // they are written as zeros).
+  float* checkpoint_W1 = nullptr;
+  float* checkpoint_b1 = nullptr;
+  float* checkpoint_W2 = nullptr;
+  float* checkpoint_b2 = nullptr;
+  int checkpoint_group = 0;  // ≥ 1 when checkpoints are requested
   // Global scratch for shapes whose per-head matrices exceed the device's shared memory (e.g. d = 128,
   // or d = 64 with b = 64): ttt_mlp_forward_workspace_bytes(dims) bytes (enough for every version),
   // or nullptr when that is 0.
@@ -234,6 +243,52 @@ struct TttMlpForwardArgs {
 
 std::size_t ttt_mlp_forward_workspace_bytes(const TttDims& dims);
 void ttt_mlp_forward(const TttMlpForwardArgs& args);
+
+// ---- TTT-MLP backward (second order, through the dual form, the LN+L2 gradient and gelu′) --------
+//
+// Given dO, the gradients of a forward run from the shared initial state (W1, b1, W2, b2) [H, ...].
+// The checkpoints are those ttt_mlp_forward wrote with the same group g; the backward recomputes
+// the states inside each group (per-block slots of g states in the workspace). Outputs are
+// overwritten: dQ, dK, dV [B, T, H·d]; dlambda [B, H, T]; dtau [b] (summed over B, H); dln_weight,
+// dln_bias [H, d]; dW1 [H, d, 4d], db1 [H, 4d], dW2 [H, 4d, d], db2 [H, d] (summed over B). With
+// bias off db1, db2 are written as zeros; with layer_norm off dln_weight and dln_bias are zeros.
+// Deterministic (per-block partials summed in a fixed order, no atomics). Every matrix product runs
+// on tensor cores in 3xTF32 (fp32-level accuracy); the block's matrices live in shared memory as far
+// as they fit and in a per-block slice of the workspace otherwise. Any valid dims.
+struct TttMlpBackwardArgs {
+  TttDims dims;
+  TttOptions opt;
+  const float* Q = nullptr;
+  const float* K = nullptr;
+  const float* V = nullptr;
+  const float* lambda = nullptr;
+  const float* tau = nullptr;
+  const float* ln_weight = nullptr;
+  const float* ln_bias = nullptr;
+  const float* checkpoint_W1 = nullptr;  // from ttt_mlp_forward with the same checkpoint_group
+  const float* checkpoint_b1 = nullptr;  // (biases read with bias)
+  const float* checkpoint_W2 = nullptr;
+  const float* checkpoint_b2 = nullptr;
+  int checkpoint_group = 1;
+  const float* dO = nullptr;  // [B, T, H·d]
+  float* dQ = nullptr;
+  float* dK = nullptr;
+  float* dV = nullptr;
+  float* dlambda = nullptr;
+  float* dtau = nullptr;
+  float* dln_weight = nullptr;
+  float* dln_bias = nullptr;
+  float* dW1 = nullptr;
+  float* db1 = nullptr;
+  float* dW2 = nullptr;
+  float* db2 = nullptr;
+  void* workspace = nullptr;  // ttt_mlp_backward_workspace_bytes(dims, checkpoint_group) bytes
+  std::size_t workspace_bytes = 0;
+  CUstream_st* stream = nullptr;
+};
+
+std::size_t ttt_mlp_backward_workspace_bytes(const TttDims& dims, int checkpoint_group);
+void ttt_mlp_backward(const TttMlpBackwardArgs& args);
 
 // ---- Benchmark -------------------------------------------------------------------------------------
 //

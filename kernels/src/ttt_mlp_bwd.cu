@@ -1,0 +1,734 @@
+// TTT-MLP backward on the GPU (see tttlab/kernels/ttt.hpp; maths in ttt-spec.md §4 and §7; the CPU
+// engine's chunk_backward_mlp in core/src/ttt/inner_backward.cpp, which this follows line by line).
+//
+// Design (as the TTT-Linear backward v2, ttt_linear_bwd_v2.cu): one block per (sequence, head);
+// checkpoint groups walked in reverse; the states inside a group recomputed from its checkpoint
+// into per-block slots in the workspace; the group's mini-batches walked in reverse with the carry
+// dW1', db1', dW2', db2' (∂L/∂ the state after the mini-batch). Every matrix product is a block_mma
+// on tensor cores in 3xTF32 (fp32-level accuracy); row-wise LayerNorm work is one warp per row, the
+// b×b pieces and the column sums stay on CUDA cores. The per-block contributions to the shared
+// parameters go to partial buffers summed over the batch by a second kernel in a fixed order
+// (deterministic, no atomics).
+//
+// Memory: the block's matrices (about 6·d·4d for the state and the carry plus 10 b×4d, 12 b×d and
+// 7 b×b per mini-batch) are placed in priority order — the per-mini-batch matrices first, then the
+// state W1, W2, then the carry dW1, dW2 — into dynamic shared memory while they fit, and the rest
+// into a per-block slice of the workspace (the same code through generic pointers; L2 holds it).
+// At d ≤ 32 (b = 16) everything is on chip; at d = 64 the state and the carry are in the workspace.
+//
+// Per mini-batch (m ≤ b rows; E[i,j] = τ_i λ_j for j ≤ i, e = τ_b λ; phases separated by barriers):
+//   recompute  Z1 = KW1 + b1, X2 = gelu(Z1), Z2 = X2W2 + b2, G2 = lnl2(Z2, R), P1 = G2W2ᵀ,
+//              G1 = P1 ⊙ gelu′(Z1), M1 = E ⊙ tril(QKᵀ + 1), Z̄1 = QW1 + b1 − M1G1, X̄2 = gelu(Z̄1),
+//              M2 = E ⊙ tril(X̄2X2ᵀ + 1), Z̄2 = X̄2W2 + b2 − M2G2
+//   output     dZ̄2 = LN′ᵀ dO (dγ, dβ);  dQ = dO (residual)
+//   Z̄2 line    dM2 = −dZ̄2G2ᵀ, dG2 = −M2ᵀdZ̄2, dE = dM2 ⊙ C2, dC2 = tril(dM2 ⊙ E)
+//   C2, gelu   dZ̄1 = (dZ̄2W2ᵀ + dC2X2) ⊙ gelu′(Z̄1),  dX2 = dC2ᵀX̄2
+//   Z̄1 line    dQ += dZ̄1W1ᵀ, dM1 = −dZ̄1G1ᵀ, dG1 = −M1ᵀdZ̄1, dE += dM1 ⊙ C1, dC1 = tril(dM1 ⊙ E),
+//              dQ += dC1K, dK += dC1ᵀQ
+//   commit     (full) dG1 −= e ⊙ (K dW1' + db1'), dK −= e ⊙ (G1 dW1'ᵀ), dG2 −= e ⊙ (X2 dW2' + db2'),
+//              dX2 −= e ⊙ (G2 dW2'ᵀ), de
+//   η          dτ, dλ from dE and de
+//   G1 line    dP1 = dG1 ⊙ gelu′(Z1), dZ1 = dG1 ⊙ P1 ⊙ gelu″(Z1), dG2 += dP1W2
+//   G2 = lnl2  dZ2, dR (second order), dV = dR, dγ, dβ
+//   Z2, X2     dX2 += dZ2W2ᵀ, dZ1 += dX2 ⊙ gelu′(Z1), dK += dZ1W1ᵀ − dR (residual)
+//   carry      dW1 ← [dW1' +] Qᵀ dZ̄1 + Kᵀ dZ1,  dW2 ← [dW2' +] X̄2ᵀ dZ̄2 + X2ᵀ dZ2 + dP1ᵀ G2, biases
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "cuda_check.hpp"
+#include "ttt_common.cuh"
+#include "ttt_host.hpp"
+#include "ttt_mma.cuh"
+#include "tttlab/kernels/ttt.hpp"
+
+namespace tttlab::kernels {
+namespace detail {
+namespace {
+
+constexpr int kThreads = 512;
+constexpr int kWarps = kThreads / 32;
+constexpr bool kSplit = true;
+
+struct MlpBwdParams {
+  const float *Q, *K, *V, *lam, *tau, *gamma, *beta, *ckW1, *ckb1, *ckW2, *ckb2, *dO;
+  float *dQ, *dK, *dV, *dlam;
+  float* slots;    // [BH, group, slot floats]: the states inside the group being walked
+  float* scratch;  // [BH, global floats]: the block's matrices that do not fit in shared memory
+  float *pW1, *pb1, *pW2, *pb2, *pgam, *pbet, *ptau;  // per-block partials
+  std::size_t smem_cap;       // floats of shared memory the layout may use
+  std::size_t global_floats;  // floats per block in scratch
+  int B, H, T, d, b, group, n_ck;
+  bool ln, res, bias;
+  float eps;
+};
+
+// d/dx gelu′(x) of the tanh form (as gelu_tanh_grad2 in tttlab/nn/activations.hpp).
+__device__ __forceinline__ float gelu_tanh_grad2(float x) {
+  const float c = 0.7978845608028654f, a = 0.044715f;
+  const float t = tanhf(c * (x + a * x * x * x));
+  const float du = c * (1.0f + 3.0f * a * x * x);
+  const float d2u = c * 6.0f * a * x;
+  const float sech2 = 1.0f - t * t;
+  return sech2 * du - x * t * sech2 * du * du + 0.5f * x * sech2 * d2u;
+}
+
+struct Bufs {
+  // vectors
+  float *lam, *tau, *mu, *rstd, *rstd2, *de, *dtau, *b1, *b2, *db1, *db2, *dgam, *dbet;
+  // [b, ldb]
+  float *C1, *C2, *M1, *M2, *dM, *dC, *dE;
+  // [b, ldd]
+  float *Q, *K, *R, *dO, *Z2, *G2, *Zb2, *Xh, *dG2, *dQ, *dK, *T2;
+  // [b, ldh]
+  float *Z1, *X2, *P1, *G1, *Zb1, *Xb2, *dZb1, *dX2, *dG1, *T1;
+  // state [d, ldh], [hd, ldd] and carry
+  float *W1, *W2, *dW1, *dW2;
+};
+
+// Places the buffers in priority order: into shared memory (sm) while the running total stays
+// within cap floats, else into global memory (gl). Returns the floats used in each. With sm = gl = 0
+// it only counts (the host's sizing).
+__host__ __device__ inline void carve(Bufs& s, std::uintptr_t sm, std::uintptr_t gl, int d, int b,
+                                      std::size_t cap, std::size_t& used_s, std::size_t& used_g) {
+  const std::size_t hd = 4 * std::size_t(d), ldd = d + 4, ldh = hd + 4, ldb = b + 4;
+  used_s = used_g = 0;
+  auto take = [&](float*& ptr, std::size_t n) {
+    n = (n + 3) & ~std::size_t(3);  // keep every buffer 16-byte aligned
+    if (used_s + n <= cap) {
+      ptr = reinterpret_cast<float*>(sm + used_s * sizeof(float));
+      used_s += n;
+    } else {
+      ptr = reinterpret_cast<float*>(gl + used_g * sizeof(float));
+      used_g += n;
+    }
+  };
+  // (explicit calls: std::initializer_list is not usable in device code)
+  take(s.lam, b), take(s.tau, b), take(s.mu, b), take(s.rstd, b), take(s.rstd2, b), take(s.de, b);
+  take(s.dtau, b);
+  take(s.b2, d), take(s.db2, d), take(s.dgam, d), take(s.dbet, d), take(s.b1, hd), take(s.db1, hd);
+  const std::size_t bb = b * ldb, bd = b * ldd, bh = b * ldh;
+  take(s.C1, bb), take(s.C2, bb), take(s.M1, bb), take(s.M2, bb), take(s.dM, bb), take(s.dC, bb);
+  take(s.dE, bb);
+  take(s.Q, bd), take(s.K, bd), take(s.R, bd), take(s.dO, bd), take(s.Z2, bd), take(s.G2, bd);
+  take(s.Zb2, bd), take(s.Xh, bd), take(s.dG2, bd), take(s.dQ, bd), take(s.dK, bd), take(s.T2, bd);
+  take(s.Z1, bh), take(s.X2, bh), take(s.P1, bh), take(s.G1, bh), take(s.Zb1, bh);
+  take(s.Xb2, bh), take(s.dZb1, bh), take(s.dX2, bh), take(s.dG1, bh), take(s.T1, bh);
+  take(s.W1, d * ldh);
+  take(s.W2, hd * ldd);
+  take(s.dW1, d * ldh);
+  take(s.dW2, hd * ldd);
+}
+
+// One full mini-batch of the forward without the read-out: the commit
+// W1 −= τ_b Kᵀ(λ ⊙ G1), W2 −= τ_b X2ᵀ(λ ⊙ G2), b1, b2 likewise. Ends with a barrier.
+__device__ void advance(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, std::size_t rs,
+                        int blk, int t0, const RowFrag& gam, const RowFrag& bet) {
+  const int d = p.d, b = p.b, hd = 4 * d, ldd = d + 4, ldh = hd + 4;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  for (int i = tid; i < b * d; i += kThreads) {
+    const int r = i / d, c = i % d;
+    const std::size_t g = seq0 + std::size_t(t0 + r) * rs + c;
+    const float k = p.K[g], v = p.V[g];
+    s.K[r * ldd + c] = k;
+    s.R[r * ldd + c] = p.res ? v - k : v;
+  }
+  for (int i = tid; i < b; i += kThreads) s.lam[i] = p.lam[std::size_t(blk) * p.T + t0 + i];
+  __syncthreads();
+  block_mma<kSplit>(b, hd, d, op(s.K, ldd), op(s.W1, ldh), 1.0f, [&](int i, int j, float v) {
+    const float z = v + s.b1[j];
+    s.Z1[i * ldh + j] = z;
+    s.X2[i * ldh + j] = gelu_tanh(z);
+  });
+  __syncthreads();
+  block_mma<kSplit>(b, d, hd, op(s.X2, ldh), op(s.W2, ldd), 1.0f,
+                    [&](int i, int j, float v) { s.Z2[i * ldd + j] = v + s.b2[j]; });
+  __syncthreads();
+  for (int r = warp; r < b; r += kWarps) {
+    const RowFrag z = row_load(s.Z2 + r * ldd, d, lane);
+    const RowFrag t = row_load(s.R + r * ldd, d, lane);
+    RowFrag g = row_loss_grad(z, t, gam, bet, d, lane, p.eps, p.ln);
+#pragma unroll
+    for (int u = 0; u < kPerLane; ++u) g.v[u] *= s.lam[r];
+    row_store(s.G2 + r * ldd, g, d, lane);  // λ ⊙ G2
+  }
+  __syncthreads();
+  block_mma<kSplit>(b, hd, d, op(s.G2, ldd), op_t(s.W2, ldd), 1.0f, [&](int i, int j, float v) {
+    s.G1[i * ldh + j] = v * gelu_tanh_grad(s.Z1[i * ldh + j]);  // λ ⊙ G1
+  });
+  __syncthreads();
+  const float tb = s.tau[b - 1];
+  block_mma<kSplit>(d, hd, b, op_t(s.K, ldd), op(s.G1, ldh), 1.0f,
+                    [&](int i, int j, float v) { s.W1[i * ldh + j] -= tb * v; });
+  block_mma<kSplit>(hd, d, b, op_t(s.X2, ldh), op(s.G2, ldd), 1.0f,
+                    [&](int i, int j, float v) { s.W2[i * ldd + j] -= tb * v; });
+  if (p.bias) {
+    for (int c = tid; c < hd; c += kThreads) {
+      float acc = 0.0f;
+      for (int j = 0; j < b; ++j) acc += s.G1[j * ldh + c];
+      s.b1[c] -= tb * acc;
+    }
+    for (int c = tid; c < d; c += kThreads) {
+      float acc = 0.0f;
+      for (int j = 0; j < b; ++j) acc += s.G2[j * ldd + c];
+      s.b2[c] -= tb * acc;
+    }
+  }
+  __syncthreads();
+}
+
+__device__ void chunk(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, std::size_t rs,
+                      int blk, int t0, int m, const RowFrag& gam, const RowFrag& bet) {
+  const int d = p.d, b = p.b, hd = 4 * d, ldd = d + 4, ldh = hd + 4, ldb = b + 4;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const bool full = m == b;
+  const float one = p.bias ? 1.0f : 0.0f;
+  const float tb = s.tau[b - 1];
+  const int h = blk % p.H;
+  float* dV = p.dV + seq0 + std::size_t(t0) * rs;
+
+  // Inputs.
+  for (int i = tid; i < m * d; i += kThreads) {
+    const int r = i / d, c = i % d;
+    const std::size_t g = seq0 + std::size_t(t0 + r) * rs + c;
+    const float k = p.K[g], v = p.V[g];
+    s.Q[r * ldd + c] = p.Q[g];
+    s.K[r * ldd + c] = k;
+    s.R[r * ldd + c] = p.res ? v - k : v;
+    s.dO[r * ldd + c] = p.dO[g];
+  }
+  for (int i = tid; i < m; i += kThreads) s.lam[i] = p.lam[std::size_t(blk) * p.T + t0 + i];
+  __syncthreads();
+
+  // Z1 = K W1 + b1, X2 = gelu(Z1);  C1 = Q Kᵀ (raw).
+  block_mma<kSplit>(m, hd, d, op(s.K, ldd), op(s.W1, ldh), 1.0f, [&](int i, int j, float v) {
+    const float z = v + s.b1[j];
+    s.Z1[i * ldh + j] = z;
+    s.X2[i * ldh + j] = gelu_tanh(z);
+  });
+  block_mma<kSplit>(m, m, d, op(s.Q, ldd), op_t(s.K, ldd), 1.0f,
+                    [&](int i, int j, float v) { s.C1[i * ldb + j] = v; });
+  __syncthreads();
+
+  // Z2 = X2 W2 + b2;  C1 ← tril(C1 + 1), M1 = E ⊙ C1;  dK = 0.
+  block_mma<kSplit>(m, d, hd, op(s.X2, ldh), op(s.W2, ldd), 1.0f,
+                    [&](int i, int j, float v) { s.Z2[i * ldd + j] = v + s.b2[j]; });
+  for (int i = tid; i < m * m; i += kThreads) {
+    const int r = i / m, j = i % m;
+    const float cv = j <= r ? s.C1[r * ldb + j] + one : 0.0f;
+    s.C1[r * ldb + j] = cv;
+    s.M1[r * ldb + j] = s.tau[r] * s.lam[j] * cv;
+  }
+  for (int i = tid; i < m * d; i += kThreads) s.dK[(i / d) * ldd + i % d] = 0.0f;
+  __syncthreads();
+
+  // G2 = lnl2(Z2, R), with Z2's statistics kept.
+  for (int r = warp; r < m; r += kWarps) {
+    const RowFrag z = row_load(s.Z2 + r * ldd, d, lane);
+    const RowFrag t = row_load(s.R + r * ldd, d, lane);
+    if (p.ln) {
+      const RowStats st = row_stats(z, d, lane, p.eps);
+      if (lane == 0) {
+        s.mu[r] = st.mu;
+        s.rstd[r] = st.rstd;
+      }
+    }
+    row_store(s.G2 + r * ldd, row_loss_grad(z, t, gam, bet, d, lane, p.eps, p.ln), d, lane);
+  }
+  __syncthreads();
+
+  // P1 = G2 W2ᵀ,  G1 = P1 ⊙ gelu′(Z1).
+  block_mma<kSplit>(m, hd, d, op(s.G2, ldd), op_t(s.W2, ldd), 1.0f, [&](int i, int j, float v) {
+    s.P1[i * ldh + j] = v;
+    s.G1[i * ldh + j] = v * gelu_tanh_grad(s.Z1[i * ldh + j]);
+  });
+  __syncthreads();
+
+  // Z̄1 = Q W1 + b1 − M1 G1,  X̄2 = gelu(Z̄1).
+  block_mma<kSplit>(m, hd, d, op(s.Q, ldd), op(s.W1, ldh), 1.0f, m, op(s.M1, ldb), op(s.G1, ldh),
+                    -1.0f, [&](int i, int j, float v) {
+                      const float z = v + s.b1[j];
+                      s.Zb1[i * ldh + j] = z;
+                      s.Xb2[i * ldh + j] = gelu_tanh(z);
+                    });
+  __syncthreads();
+
+  // C2 = tril(X̄2 X2ᵀ + 1), M2 = E ⊙ C2 (one thread per element: the store sees the whole sum).
+  block_mma<kSplit>(m, m, hd, op(s.Xb2, ldh), op_t(s.X2, ldh), 1.0f, [&](int i, int j, float v) {
+    const float cv = j <= i ? v + one : 0.0f;
+    s.C2[i * ldb + j] = cv;
+    s.M2[i * ldb + j] = s.tau[i] * s.lam[j] * cv;
+  });
+  __syncthreads();
+
+  // Z̄2 = X̄2 W2 + b2 − M2 G2.
+  block_mma<kSplit>(m, d, hd, op(s.Xb2, ldh), op(s.W2, ldd), 1.0f, m, op(s.M2, ldb), op(s.G2, ldd),
+                    -1.0f, [&](int i, int j, float v) { s.Zb2[i * ldd + j] = v + s.b2[j]; });
+  __syncthreads();
+
+  // Output LN backward: x̂(Z̄2) into s.Xh, dγ and dβ (column walk), dZ̄2 into s.Zb2; dQ = dO or 0.
+  if (p.ln) {
+    for (int r = warp; r < m; r += kWarps) {
+      const RowFrag z = row_load(s.Zb2 + r * ldd, d, lane);
+      const RowStats st = row_stats(z, d, lane, p.eps);
+      row_store(s.Xh + r * ldd, row_xhat(z, st, d, lane), d, lane);
+      if (lane == 0) s.rstd2[r] = st.rstd;
+    }
+    __syncthreads();
+    for (int c = tid; c < d; c += kThreads) {
+      float ag = 0.0f, ab = 0.0f;
+      for (int r = 0; r < m; ++r) {
+        ag += s.dO[r * ldd + c] * s.Xh[r * ldd + c];
+        ab += s.dO[r * ldd + c];
+      }
+      s.dgam[c] += ag;
+      s.dbet[c] += ab;
+    }
+  }
+  for (int r = warp; r < m; r += kWarps) {
+    const RowFrag dy = row_load(s.dO + r * ldd, d, lane);
+    if (p.ln) {
+      const RowFrag xh = row_load(s.Xh + r * ldd, d, lane);
+      RowFrag dxh;
+#pragma unroll
+      for (int u = 0; u < kPerLane; ++u) dxh.v[u] = dy.v[u] * gam.v[u];
+      row_store(s.Zb2 + r * ldd, row_project(dxh, xh, s.rstd2[r], d, lane), d, lane);
+    } else {
+      row_store(s.Zb2 + r * ldd, dy, d, lane);
+    }
+    RowFrag q0;
+#pragma unroll
+    for (int u = 0; u < kPerLane; ++u) q0.v[u] = p.res ? dy.v[u] : 0.0f;
+    row_store(s.dQ + r * ldd, q0, d, lane);
+  }
+  __syncthreads();
+
+  // dM2 = −dZ̄2 G2ᵀ;  (full) T2 = X2 dW2', T1 = K dW1'.
+  block_mma<kSplit>(m, m, d, op(s.Zb2, ldd), op_t(s.G2, ldd), -1.0f,
+                    [&](int i, int j, float v) { s.dM[i * ldb + j] = v; });
+  if (full) {
+    block_mma<kSplit>(m, d, hd, op(s.X2, ldh), op(s.dW2, ldd), 1.0f,
+                      [&](int i, int j, float v) { s.T2[i * ldd + j] = v; });
+    block_mma<kSplit>(m, hd, d, op(s.K, ldd), op(s.dW1, ldh), 1.0f,
+                      [&](int i, int j, float v) { s.T1[i * ldh + j] = v; });
+  }
+  __syncthreads();
+
+  // dE = dM2 ⊙ C2, dC2 = tril(dM2 ⊙ E);  dG2 = −M2ᵀ dZ̄2 − e ⊙ (T2 + db2');  de (full).
+  for (int i = tid; i < m * m; i += kThreads) {
+    const int r = i / m, j = i % m;
+    const float dm = s.dM[r * ldb + j];
+    s.dE[r * ldb + j] = j <= r ? dm * s.C2[r * ldb + j] : 0.0f;
+    s.dC[r * ldb + j] = j <= r ? dm * s.tau[r] * s.lam[j] : 0.0f;
+  }
+  block_mma<kSplit>(m, d, m, op_t(s.M2, ldb), op(s.Zb2, ldd), -1.0f, [&](int i, int j, float v) {
+    if (full) v -= tb * s.lam[i] * (s.T2[i * ldd + j] + (p.bias ? s.db2[j] : 0.0f));
+    s.dG2[i * ldd + j] = v;
+  });
+  if (full)
+    for (int j = warp; j < m; j += kWarps) {
+      float v = 0.0f;
+      for (int c = lane; c < hd; c += 32) {
+        const float g1 = s.G1[j * ldh + c];
+        v -= g1 * (s.T1[j * ldh + c] + (p.bias ? s.db1[c] : 0.0f));
+      }
+      for (int c = lane; c < d; c += 32) {
+        const float g2 = s.G2[j * ldd + c];
+        v -= g2 * (s.T2[j * ldd + c] + (p.bias ? s.db2[c] : 0.0f));
+      }
+      v = warp_sum(v);
+      if (lane == 0) s.de[j] = v;
+    }
+  __syncthreads();
+
+  // dZ̄1 = (dZ̄2 W2ᵀ + dC2 X2) ⊙ gelu′(Z̄1);  dX2 = dC2ᵀ X̄2 [− e ⊙ (G2 dW2'ᵀ)].
+  block_mma<kSplit>(m, hd, d, op(s.Zb2, ldd), op_t(s.W2, ldd), 1.0f, m, op(s.dC, ldb), op(s.X2, ldh),
+                    1.0f, [&](int i, int j, float v) {
+                      s.dZb1[i * ldh + j] = v * gelu_tanh_grad(s.Zb1[i * ldh + j]);
+                    });
+  block_mma<kSplit>(m, hd, m, op_t(s.dC, ldb), op(s.Xb2, ldh), 1.0f,
+                    [&](int i, int j, float v) { s.dX2[i * ldh + j] = v; });
+  if (full)  // same (m, n) as the call above: each element stays with its thread
+    block_mma<kSplit>(m, hd, d, op(s.G2, ldd), op_t(s.dW2, ldd), 1.0f,
+                      [&](int i, int j, float v) { s.dX2[i * ldh + j] -= tb * s.lam[i] * v; });
+  __syncthreads();
+
+  // dQ += dZ̄1 W1ᵀ;  dM1 = −dZ̄1 G1ᵀ;  dG1 = −M1ᵀ dZ̄1 [− e ⊙ (T1 + db1')];  dK −= e ⊙ (G1 dW1'ᵀ).
+  block_mma<kSplit>(m, d, hd, op(s.dZb1, ldh), op_t(s.W1, ldh), 1.0f,
+                    [&](int i, int j, float v) { s.dQ[i * ldd + j] += v; });
+  block_mma<kSplit>(m, m, hd, op(s.dZb1, ldh), op_t(s.G1, ldh), -1.0f,
+                    [&](int i, int j, float v) { s.dM[i * ldb + j] = v; });
+  block_mma<kSplit>(m, hd, m, op_t(s.M1, ldb), op(s.dZb1, ldh), -1.0f, [&](int i, int j, float v) {
+    if (full) v -= tb * s.lam[i] * (s.T1[i * ldh + j] + (p.bias ? s.db1[j] : 0.0f));
+    s.dG1[i * ldh + j] = v;
+  });
+  if (full)
+    block_mma<kSplit>(m, d, hd, op(s.G1, ldh), op_t(s.dW1, ldh), 1.0f,
+                      [&](int i, int j, float v) { s.dK[i * ldd + j] -= tb * s.lam[i] * v; });
+  __syncthreads();
+
+  // dE += dM1 ⊙ C1, dC1 = tril(dM1 ⊙ E);  dP1 = dG1 ⊙ gelu′(Z1) in place of dG1,
+  // dZ1 = dG1 ⊙ P1 ⊙ gelu″(Z1) into T1.
+  for (int i = tid; i < m * m; i += kThreads) {
+    const int r = i / m, j = i % m;
+    const float dm = s.dM[r * ldb + j];
+    if (j <= r) s.dE[r * ldb + j] += dm * s.C1[r * ldb + j];
+    s.dC[r * ldb + j] = j <= r ? dm * s.tau[r] * s.lam[j] : 0.0f;
+  }
+  for (int i = tid; i < m * hd; i += kThreads) {
+    const int r = i / hd, c = i % hd;
+    const float z = s.Z1[r * ldh + c], g = s.dG1[r * ldh + c];
+    s.T1[r * ldh + c] = g * s.P1[r * ldh + c] * gelu_tanh_grad2(z);
+    s.dG1[r * ldh + c] = g * gelu_tanh_grad(z);
+  }
+  __syncthreads();
+
+  // dQ += dC1 K, dK += dC1ᵀ Q;  dG2 += dP1 W2;  dτ, dλ.
+  block_mma<kSplit>(m, d, m, op(s.dC, ldb), op(s.K, ldd), 1.0f,
+                    [&](int i, int j, float v) { s.dQ[i * ldd + j] += v; });
+  block_mma<kSplit>(m, d, m, op_t(s.dC, ldb), op(s.Q, ldd), 1.0f,
+                    [&](int i, int j, float v) { s.dK[i * ldd + j] += v; });
+  block_mma<kSplit>(m, d, hd, op(s.dG1, ldh), op(s.W2, ldd), 1.0f,
+                    [&](int i, int j, float v) { s.dG2[i * ldd + j] += v; });
+  for (int i = tid; i < m; i += kThreads) {
+    float dt = 0.0f, dl = 0.0f;
+    for (int j = 0; j <= i; ++j) dt += s.dE[i * ldb + j] * s.lam[j];
+    for (int r = i; r < m; ++r) dl += s.dE[r * ldb + i] * s.tau[r];
+    if (full) {
+      dl += tb * s.de[i];
+      if (i == b - 1)
+        for (int j = 0; j < m; ++j) dt += s.de[j] * s.lam[j];
+    }
+    s.dtau[i] += dt;
+    p.dlam[std::size_t(blk) * p.T + t0 + i] = dl;
+  }
+  __syncthreads();
+
+  // G2 = lnl2(Z2, R) backward: dZ2 into s.Xh, a (LN) into s.dG2 in place, dV = dR.
+  for (int r = warp; r < m; r += kWarps) {
+    const RowFrag delta = row_load(s.dG2 + r * ldd, d, lane);
+    float* dv = dV + std::size_t(r) * rs;
+    if (!p.ln) {
+      RowFrag nd;
+#pragma unroll
+      for (int u = 0; u < kPerLane; ++u) nd.v[u] = -delta.v[u];
+      row_store(dv, nd, d, lane);
+      row_store(s.Xh + r * ldd, delta, d, lane);
+      continue;
+    }
+    const RowFrag z = row_load(s.Z2 + r * ldd, d, lane);
+    const RowFrag t = row_load(s.R + r * ldd, d, lane);
+    const RowStats st{s.mu[r], s.rstd[r]};
+    const RowFrag xh = row_xhat(z, st, d, lane);
+    RowFrag gh;
+#pragma unroll
+    for (int u = 0; u < kPerLane; ++u) gh.v[u] = gam.v[u] * (gam.v[u] * xh.v[u] + bet.v[u] - t.v[u]);
+    const RowFrag g = row_project(gh, xh, st.rstd, d, lane);
+    const RowFrag a = row_project(delta, xh, st.rstd, d, lane);
+    const float m_xg = row_dot(xh, gh) / float(d);
+    const float m_xd = row_dot(xh, delta) / float(d);
+    const float dsig = -row_dot(delta, g) * st.rstd;
+    RowFrag dxh, dr;
+#pragma unroll
+    for (int u = 0; u < kPerLane; ++u) {
+      dxh.v[u] = gam.v[u] * gam.v[u] * a.v[u] - (delta.v[u] * m_xg + gh.v[u] * m_xd) * st.rstd;
+      dr.v[u] = -gam.v[u] * a.v[u];
+    }
+    RowFrag dz = row_project(dxh, xh, st.rstd, d, lane);
+#pragma unroll
+    for (int u = 0; u < kPerLane; ++u) dz.v[u] += dsig * xh.v[u] / float(d);
+    row_store(dv, dr, d, lane);
+    row_store(s.Xh + r * ldd, dz, d, lane);
+    row_store(s.dG2 + r * ldd, a, d, lane);
+  }
+  __syncthreads();
+
+  // dZ1 += (dX2 + dZ2 W2ᵀ) ⊙ gelu′(Z1);  dγ, dβ of the loss LN;  the carry dW2, db2.
+  block_mma<kSplit>(m, hd, d, op(s.Xh, ldd), op_t(s.W2, ldd), 1.0f, [&](int i, int j, float v) {
+    s.T1[i * ldh + j] += (s.dX2[i * ldh + j] + v) * gelu_tanh_grad(s.Z1[i * ldh + j]);
+  });
+  if (p.ln) {
+    const float* gamma_h = p.gamma + std::size_t(h) * d;
+    const float* beta_h = p.beta + std::size_t(h) * d;
+    for (int c = tid; c < d; c += kThreads) {
+      const float gc = gamma_h[c], bc = beta_h[c];
+      float ag = 0.0f, ab = 0.0f;
+      for (int r = 0; r < m; ++r) {
+        const float a = s.dG2[r * ldd + c];
+        const float xh = (s.Z2[r * ldd + c] - s.mu[r]) * s.rstd[r];
+        ag += a * (2.0f * gc * xh + bc - s.R[r * ldd + c]);
+        ab += gc * a;
+      }
+      s.dgam[c] += ag;
+      s.dbet[c] += ab;
+    }
+  }
+  block_mma<kSplit>(hd, d, m, op_t(s.Xb2, ldh), op(s.Zb2, ldd), 1.0f, m, op_t(s.X2, ldh),
+                    op(s.Xh, ldd), 1.0f, [&](int i, int j, float v) {
+                      s.dW2[i * ldd + j] = (full ? s.dW2[i * ldd + j] : 0.0f) + v;
+                    });
+  block_mma<kSplit>(hd, d, m, op_t(s.dG1, ldh), op(s.G2, ldd), 1.0f,
+                    [&](int i, int j, float v) { s.dW2[i * ldd + j] += v; });
+  for (int c = tid; c < d; c += kThreads) {
+    float acc = full ? s.db2[c] : 0.0f;
+    for (int r = 0; r < m; ++r) acc += s.Zb2[r * ldd + c] + s.Xh[r * ldd + c];
+    s.db2[c] = acc;
+  }
+  __syncthreads();
+
+  // dK += dZ1 W1ᵀ − dR (residual);  the carry dW1, db1.
+  block_mma<kSplit>(m, d, hd, op(s.T1, ldh), op_t(s.W1, ldh), 1.0f, [&](int i, int j, float v) {
+    if (p.res) {
+      const float x = s.dG2[i * ldd + j];  // a (LN) or δ (no LN): −dR = γ ⊙ a, or δ
+      v += p.ln ? p.gamma[std::size_t(h) * d + j] * x : x;
+    }
+    s.dK[i * ldd + j] += v;
+  });
+  block_mma<kSplit>(d, hd, m, op_t(s.Q, ldd), op(s.dZb1, ldh), 1.0f, m, op_t(s.K, ldd),
+                    op(s.T1, ldh), 1.0f, [&](int i, int j, float v) {
+                      s.dW1[i * ldh + j] = (full ? s.dW1[i * ldh + j] : 0.0f) + v;
+                    });
+  for (int c = tid; c < hd; c += kThreads) {
+    float acc = full ? s.db1[c] : 0.0f;
+    for (int r = 0; r < m; ++r) acc += s.dZb1[r * ldh + c] + s.T1[r * ldh + c];
+    s.db1[c] = acc;
+  }
+  __syncthreads();
+  // Copy-out; the next mini-batch's first writes to s.dQ, s.dK come after barriers.
+  for (int i = tid; i < m * d; i += kThreads) {
+    const int r = i / d, c = i % d;
+    const std::size_t g = seq0 + std::size_t(t0 + r) * rs + c;
+    p.dQ[g] = s.dQ[r * ldd + c];
+    p.dK[g] = s.dK[r * ldd + c];
+  }
+}
+
+__global__ void __launch_bounds__(kThreads, 1) mlp_backward_kernel(MlpBwdParams p) {
+  extern __shared__ float smem[];
+  const int blk = blockIdx.x, n = blk / p.H, h = blk % p.H;
+  const int d = p.d, b = p.b, hd = 4 * d, ldd = d + 4, ldh = hd + 4;
+  const int tid = threadIdx.x, lane = tid & 31;
+  Bufs s;
+  std::size_t used_s = 0, used_g = 0;
+  carve(s, reinterpret_cast<std::uintptr_t>(smem),
+        reinterpret_cast<std::uintptr_t>(p.scratch ? p.scratch + std::size_t(blk) * p.global_floats
+                                                   : nullptr),
+        d, b, p.smem_cap, used_s, used_g);
+  const std::size_t rs = std::size_t(p.H) * d;
+  const std::size_t seq0 = std::size_t(n) * p.T * rs + std::size_t(h) * d;
+  const RowFrag gam = p.ln ? row_load(p.gamma + std::size_t(h) * d, d, lane) : RowFrag{};
+  const RowFrag bet = p.ln ? row_load(p.beta + std::size_t(h) * d, d, lane) : RowFrag{};
+  const std::size_t dh = std::size_t(d) * hd, slot_floats = 2 * dh + hd + d;
+  float* slots = p.slots + std::size_t(blk) * p.group * slot_floats;
+
+  for (int i = tid; i < d * ldh; i += kThreads) s.dW1[i] = 0.0f;
+  for (int i = tid; i < hd * ldd; i += kThreads) s.dW2[i] = 0.0f;
+  for (int c = tid; c < hd; c += kThreads) s.db1[c] = 0.0f;
+  for (int c = tid; c < d; c += kThreads) s.db2[c] = s.dgam[c] = s.dbet[c] = 0.0f;
+  for (int i = tid; i < b; i += kThreads) {
+    s.tau[i] = p.tau[i];
+    s.dtau[i] = 0.0f;
+  }
+
+  const int n_mb = (p.T + b - 1) / b;
+  for (int grp = p.n_ck - 1; grp >= 0; --grp) {
+    const int k0 = grp * p.group, k1 = min(n_mb, k0 + p.group);
+    __syncthreads();
+    const std::size_t ck = std::size_t(blk) * p.n_ck + grp;
+    for (int i = tid; i < d * hd; i += kThreads) {
+      s.W1[(i / hd) * ldh + i % hd] = p.ckW1[ck * dh + i];
+      s.W2[(i / d) * ldd + i % d] = p.ckW2[ck * dh + i];
+    }
+    for (int c = tid; c < hd; c += kThreads) s.b1[c] = p.bias ? p.ckb1[ck * hd + c] : 0.0f;
+    for (int c = tid; c < d; c += kThreads) s.b2[c] = p.bias ? p.ckb2[ck * d + c] : 0.0f;
+    __syncthreads();
+    for (int k = k0; k + 1 < k1; ++k) {
+      float* slot = slots + std::size_t(k - k0) * slot_floats;
+      for (int i = tid; i < d * hd; i += kThreads) {
+        slot[i] = s.W1[(i / hd) * ldh + i % hd];
+        slot[dh + i] = s.W2[(i / d) * ldd + i % d];
+      }
+      for (int c = tid; c < hd; c += kThreads) slot[2 * dh + c] = s.b1[c];
+      for (int c = tid; c < d; c += kThreads) slot[2 * dh + hd + c] = s.b2[c];
+      advance(p, s, seq0, rs, blk, k * b, gam, bet);  // writes the state only after its barriers
+    }
+    for (int k = k1 - 1; k >= k0; --k) {
+      if (k != k1 - 1) {
+        const float* slot = slots + std::size_t(k - k0) * slot_floats;
+        for (int i = tid; i < d * hd; i += kThreads) {
+          s.W1[(i / hd) * ldh + i % hd] = slot[i];
+          s.W2[(i / d) * ldd + i % d] = slot[dh + i];
+        }
+        for (int c = tid; c < hd; c += kThreads) s.b1[c] = slot[2 * dh + c];
+        for (int c = tid; c < d; c += kThreads) s.b2[c] = slot[2 * dh + hd + c];
+      }
+      __syncthreads();
+      const int t0 = k * b;
+      chunk(p, s, seq0, rs, blk, t0, min(b, p.T - t0), gam, bet);
+      __syncthreads();
+    }
+  }
+
+  for (int i = tid; i < d * hd; i += kThreads) {
+    p.pW1[std::size_t(blk) * dh + i] = s.dW1[(i / hd) * ldh + i % hd];
+    p.pW2[std::size_t(blk) * dh + i] = s.dW2[(i / d) * ldd + i % d];
+  }
+  for (int c = tid; c < hd; c += kThreads) p.pb1[std::size_t(blk) * hd + c] = p.bias ? s.db1[c] : 0.0f;
+  for (int c = tid; c < d; c += kThreads) {
+    p.pb2[std::size_t(blk) * d + c] = p.bias ? s.db2[c] : 0.0f;
+    p.pgam[std::size_t(blk) * d + c] = s.dgam[c];
+    p.pbet[std::size_t(blk) * d + c] = s.dbet[c];
+  }
+  for (int i = tid; i < b; i += kThreads) p.ptau[std::size_t(blk) * b + i] = s.dtau[i];
+}
+
+// out[h, e] = Σ_n part[n·H + h, e], in the order n = 0, 1, … (deterministic).
+__global__ void mlp_sum_over_batch(const float* part, float* out, int B, int H, int len) {
+  const std::size_t total = std::size_t(H) * len;
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < total;
+       i += std::size_t(gridDim.x) * blockDim.x) {
+    const std::size_t hh = i / len, e = i % len;
+    float acc = 0.0f;
+    for (int n = 0; n < B; ++n) acc += part[(std::size_t(n) * H + hh) * len + e];
+    out[i] = acc;
+  }
+}
+
+// The workspace, in floats: [slots][scratch][partials W1, b1, W2, b2, γ, β, τ].
+struct MlpBwdLayout {
+  std::size_t slots = 0, scratch = 0, pW1 = 0, pb1 = 0, pW2 = 0, pb2 = 0, pgam = 0, pbet = 0,
+              ptau = 0, total = 0;
+  std::size_t smem_floats = 0, global_floats = 0, smem_cap = 0;
+};
+
+MlpBwdLayout mlp_bwd_layout(const TttDims& D, int group) {
+  MlpBwdLayout L;
+  const std::size_t BH = std::size_t(D.batch) * D.heads, d = D.head_dim, hd = 4 * d,
+                    b = D.mini_batch;
+  L.smem_cap = max_dynamic_smem() / sizeof(float);
+  Bufs s;
+  carve(s, 0, 0, D.head_dim, D.mini_batch, L.smem_cap, L.smem_floats, L.global_floats);
+  std::size_t off = 0;
+  auto take = [&](std::size_t n) {
+    const std::size_t r = off;
+    off += (n + 3) & ~std::size_t(3);
+    return r;
+  };
+  L.slots = take(BH * std::size_t(group) * (2 * d * hd + hd + d));
+  L.scratch = take(BH * L.global_floats);
+  L.pW1 = take(BH * d * hd);
+  L.pb1 = take(BH * hd);
+  L.pW2 = take(BH * d * hd);
+  L.pb2 = take(BH * d);
+  L.pgam = take(BH * d);
+  L.pbet = take(BH * d);
+  L.ptau = take(BH * b);
+  L.total = off;
+  return L;
+}
+
+}  // namespace
+}  // namespace detail
+
+using namespace detail;
+
+std::size_t ttt_mlp_backward_workspace_bytes(const TttDims& dims, int checkpoint_group) {
+  check_dims("ttt_mlp_backward_workspace_bytes", dims);
+  require(checkpoint_group >= 1, "ttt_mlp_backward_workspace_bytes: checkpoint_group must be >= 1");
+  return mlp_bwd_layout(dims, checkpoint_group).total * sizeof(float);
+}
+
+void ttt_mlp_backward(const TttMlpBackwardArgs& a) {
+  const char* fn = "ttt_mlp_backward";
+  check_dims(fn, a.dims);
+  check_eps(fn, a.opt);
+  require(a.checkpoint_group >= 1, "ttt_mlp_backward: checkpoint_group must be >= 1");
+  for (auto [ptr, name] :
+       {std::pair<const void*, const char*>{a.Q, "Q"}, {a.K, "K"}, {a.V, "V"}, {a.lambda, "lambda"},
+        {a.tau, "tau"}, {a.checkpoint_W1, "checkpoint_W1"}, {a.checkpoint_W2, "checkpoint_W2"},
+        {a.dO, "dO"}, {a.dQ, "dQ"}, {a.dK, "dK"}, {a.dV, "dV"}, {a.dlambda, "dlambda"},
+        {a.dtau, "dtau"}, {a.dln_weight, "dln_weight"}, {a.dln_bias, "dln_bias"}, {a.dW1, "dW1"},
+        {a.db1, "db1"}, {a.dW2, "dW2"}, {a.db2, "db2"}, {a.workspace, "workspace"}})
+    check_ptr(fn, ptr, name);
+  if (a.opt.bias) {
+    check_ptr(fn, a.checkpoint_b1, "checkpoint_b1 (bias is on)");
+    check_ptr(fn, a.checkpoint_b2, "checkpoint_b2 (bias is on)");
+  }
+  if (a.opt.layer_norm) {
+    check_ptr(fn, a.ln_weight, "ln_weight (layer_norm is on)");
+    check_ptr(fn, a.ln_bias, "ln_bias (layer_norm is on)");
+  }
+  const TttDims& D = a.dims;
+  const MlpBwdLayout L = mlp_bwd_layout(D, a.checkpoint_group);
+  require(a.workspace_bytes >= L.total * sizeof(float),
+          "ttt_mlp_backward: workspace has " + std::to_string(a.workspace_bytes) + " bytes, needs " +
+              std::to_string(L.total * sizeof(float)) + " (ttt_mlp_backward_workspace_bytes)");
+  require(reinterpret_cast<std::uintptr_t>(a.workspace) % 16 == 0,
+          "ttt_mlp_backward: the workspace must be 16-byte aligned");
+  float* ws = static_cast<float*>(a.workspace);
+  MlpBwdParams p{};
+  p.Q = a.Q;
+  p.K = a.K;
+  p.V = a.V;
+  p.lam = a.lambda;
+  p.tau = a.tau;
+  p.gamma = a.ln_weight;
+  p.beta = a.ln_bias;
+  p.ckW1 = a.checkpoint_W1;
+  p.ckb1 = a.checkpoint_b1;
+  p.ckW2 = a.checkpoint_W2;
+  p.ckb2 = a.checkpoint_b2;
+  p.dO = a.dO;
+  p.dQ = a.dQ;
+  p.dK = a.dK;
+  p.dV = a.dV;
+  p.dlam = a.dlambda;
+  p.slots = ws + L.slots;
+  p.scratch = L.global_floats > 0 ? ws + L.scratch : nullptr;
+  p.pW1 = ws + L.pW1;
+  p.pb1 = ws + L.pb1;
+  p.pW2 = ws + L.pW2;
+  p.pb2 = ws + L.pb2;
+  p.pgam = ws + L.pgam;
+  p.pbet = ws + L.pbet;
+  p.ptau = ws + L.ptau;
+  p.smem_cap = L.smem_cap;
+  p.global_floats = L.global_floats;
+  p.B = D.batch;
+  p.H = D.heads;
+  p.T = D.seq_len;
+  p.d = D.head_dim;
+  p.b = D.mini_batch;
+  p.group = a.checkpoint_group;
+  p.n_ck = ttt_num_checkpoints(D, a.checkpoint_group);
+  p.ln = a.opt.layer_norm;
+  p.res = a.opt.residual;
+  p.bias = a.opt.bias;
+  p.eps = a.opt.ln_eps;
+  const std::size_t smem = L.smem_floats * sizeof(float);
+  TTTLAB_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&mlp_backward_kernel),
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(smem)));
+  mlp_backward_kernel<<<D.batch * D.heads, kThreads, smem, a.stream>>>(p);
+  TTTLAB_CUDA_CHECK(cudaGetLastError());
+  const int d = D.head_dim, hd = 4 * d;
+  auto sum = [&](const float* part, float* out, int B, int H, int len) {
+    const std::size_t total = std::size_t(H) * len;
+    const int grid = static_cast<int>(std::min<std::size_t>(ceil_div(total, 256), 1024));
+    mlp_sum_over_batch<<<grid, 256, 0, a.stream>>>(part, out, B, H, len);
+    TTTLAB_CUDA_CHECK(cudaGetLastError());
+  };
+  sum(p.pW1, a.dW1, D.batch, D.heads, d * hd);
+  sum(p.pb1, a.db1, D.batch, D.heads, hd);
+  sum(p.pW2, a.dW2, D.batch, D.heads, d * hd);
+  sum(p.pb2, a.db2, D.batch, D.heads, d);
+  sum(p.pgam, a.dln_weight, D.batch, D.heads, d);
+  sum(p.pbet, a.dln_bias, D.batch, D.heads, d);
+  sum(p.ptau, a.dtau, D.batch * D.heads, 1, D.mini_batch);
+}
+
+}  // namespace tttlab::kernels
