@@ -298,6 +298,68 @@ TttBenchReport ttt_bench(const TttBenchConfig& cfg) {
       add(std::string("ttt-mlp forward ") + mname, ms, tokens * (56 * dd * dd + 20 * b * dd),
           fwd_bytes, 0, "target (issue 4)", 3.0);
     }
+    ma.version = TttMlpForwardVersion::Default;
+    if (cfg.backward) {
+      // Forward with checkpoints every g = 8 mini-batches, then the backward (docs/KERNELS.md,
+      // "TTT-MLP backward": FLOP count and floor).
+      const int group = 8;
+      const std::size_t n_ck = ttt_num_checkpoints(D, group);
+      Buf ckW1(BH * n_ck * d * hd), ckb1(BH * n_ck * hd), ckW2(BH * n_ck * hd * d),
+          ckb2(BH * n_ck * d), dO(act), dQ(act), dK(act), dV(act), dlam(lam_n), dtau(D.mini_batch),
+          dgam(D.heads * d), dbet(D.heads * d), dW1(D.heads * d * hd), db1(D.heads * hd),
+          dW2(D.heads * hd * d), db2(D.heads * d);
+      dO.fill(25, -1.0f, 1.0f);
+      const std::size_t bws_bytes = ttt_mlp_backward_workspace_bytes(D, group);
+      Buf bws((bws_bytes + sizeof(float) - 1) / sizeof(float));
+      TttMlpForwardArgs mf = ma;
+      mf.checkpoint_W1 = ckW1.p;
+      mf.checkpoint_b1 = ckb1.p;
+      mf.checkpoint_W2 = ckW2.p;
+      mf.checkpoint_b2 = ckb2.p;
+      mf.checkpoint_group = group;
+      TttMlpBackwardArgs mb;
+      mb.dims = D;
+      mb.Q = Q.p;
+      mb.K = K.p;
+      mb.V = V.p;
+      mb.lambda = lam.p;
+      mb.tau = tau.p;
+      mb.ln_weight = gam.p;
+      mb.ln_bias = bet.p;
+      mb.checkpoint_W1 = ckW1.p;
+      mb.checkpoint_b1 = ckb1.p;
+      mb.checkpoint_W2 = ckW2.p;
+      mb.checkpoint_b2 = ckb2.p;
+      mb.checkpoint_group = group;
+      mb.dO = dO.p;
+      mb.dQ = dQ.p;
+      mb.dK = dK.p;
+      mb.dV = dV.p;
+      mb.dlambda = dlam.p;
+      mb.dtau = dtau.p;
+      mb.dln_weight = dgam.p;
+      mb.dln_bias = dbet.p;
+      mb.dW1 = dW1.p;
+      mb.db1 = db1.p;
+      mb.dW2 = dW2.p;
+      mb.db2 = db2.p;
+      mb.workspace = bws.p;
+      mb.workspace_bytes = bws_bytes;
+      const double ck_bytes = double(BH) * n_ck * (2.0 * d * hd + hd + d) * sizeof(float);
+      const double bwd_flops = tokens * (152 * dd * dd + 60 * b * dd);
+      const double ms = time_median(
+          [&] {
+            ttt_mlp_forward(mf);
+            ttt_mlp_backward(mb);
+          },
+          cfg.warmup, cfg.repeats);
+      add("ttt-mlp forward+backward (g=8)", ms, tokens * (56 * dd * dd + 20 * b * dd) + bwd_flops,
+          (11.0 * act + 3.0 * lam_n) * sizeof(float) + 2 * ck_bytes, 713.0,
+          "official PyTorch TTT-MLP fwd+bwd (issue 4)", 8.0);
+      const double msb = time_median([&] { ttt_mlp_backward(mb); }, cfg.warmup, cfg.repeats);
+      add("ttt-mlp backward (g=8)", msb, bwd_flops,
+          (7.0 * act + 2.0 * lam_n) * sizeof(float) + ck_bytes, 0, "", 0);
+    }
   }
   TTTLAB_CUDA_CHECK(cudaDeviceSynchronize());
   return rep;
