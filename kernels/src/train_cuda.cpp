@@ -70,8 +70,8 @@ bool split_head_index(const std::string& name, std::string& key, int& head) {
 }  // namespace
 
 std::string cuda_train_unsupported(const ModelConfig& m) {
-  if (m.seq_layer != SeqLayerKind::TTTLinear)
-    return "the GPU trains ttt-linear models; " + to_string(m.seq_layer) +
+  if (m.seq_layer != SeqLayerKind::TTTLinear && m.seq_layer != SeqLayerKind::TTTMLP)
+    return "the GPU trains ttt-linear and ttt-mlp models; " + to_string(m.seq_layer) +
            " trains on the CPU (--device cpu)";
   const int d = m.head_dim();
   if (d < 16 || d > 128 || d % 2 != 0)
@@ -95,6 +95,7 @@ struct CudaTrainBackend::Impl {
   CudaTrainOptions options;
   int Bmax = 0, T = 0, D = 0, F = 0, V = 0, L = 0, H = 0, d = 0, b = 0, K = 0, group = 1, n_ck = 0;
   bool mamba = false;
+  bool ttt_mlp = false;  // the mixer's inner model: TTT-MLP (W1, b1, W2, b2 per head) or TTT-Linear
   std::int64_t step = 0;
   std::string device_name;
 
@@ -119,6 +120,7 @@ struct CudaTrainBackend::Impl {
           *a_ffn = nullptr;
     float *u = nullptr, *XQ = nullptr, *XK = nullptr, *XV = nullptr, *lam = nullptr, *tau = nullptr, *O = nullptr,
           *Y = nullptr, *A = nullptr, *ckW = nullptr, *ckb = nullptr;
+    float *ckW2 = nullptr, *ckb2 = nullptr;  // TTT-MLP: the checkpoints of W2, b2 (ckW, ckb: W1, b1)
     float *Gt = nullptr, *Up = nullptr, *Hd = nullptr;  // SwiGLU gate and up pre-activations, hidden
   };
   std::vector<Block> blocks;
@@ -129,7 +131,7 @@ struct CudaTrainBackend::Impl {
   float *hf = nullptr, *logits = nullptr, *losses = nullptr, *tmp = nullptr, *dh = nullptr, *da = nullptr,
         *dx = nullptr, *dYg = nullptr, *dYpn = nullptr, *dA = nullptr, *dO = nullptr, *dXQ = nullptr,
         *dXK = nullptr, *dXV = nullptr, *du = nullptr, *Ulr = nullptr, *dUlr = nullptr, *dlam = nullptr,
-        *dtau = nullptr, *db0_scratch = nullptr, *dHd = nullptr, *dUp = nullptr, *ws = nullptr,
+        *dtau = nullptr, *db0_scratch = nullptr, *db2_scratch = nullptr, *dHd = nullptr, *dUp = nullptr, *ws = nullptr,
         *rope_cos = nullptr, *rope_sin = nullptr;
   DeviceArray<unsigned char> ttt_ws;
   DeviceArray<int> tokens, targets, emb_offsets, emb_rows;
@@ -258,8 +260,15 @@ void CudaTrainBackend::Impl::allocate() {
     k.tau = alloc(b);
     k.O = alloc(RD);
     k.Y = alloc(RD);
-    k.ckW = alloc(std::size_t(Bmax) * H * n_ck * d * d);
-    k.ckb = alloc(std::size_t(Bmax) * H * n_ck * d);
+    // The inner state's size: W1 [d, d] and b1 [d] (TTT-Linear), or W1 [d, 4d], b1 [4d], W2 [4d, d],
+    // b2 [d] (TTT-MLP).
+    const std::size_t hw = ttt_mlp ? 4 * std::size_t(d) : d;
+    k.ckW = alloc(std::size_t(Bmax) * H * n_ck * d * hw);
+    k.ckb = alloc(std::size_t(Bmax) * H * n_ck * hw);
+    if (ttt_mlp) {
+      k.ckW2 = alloc(std::size_t(Bmax) * H * n_ck * d * hw);
+      k.ckb2 = alloc(std::size_t(Bmax) * H * n_ck * d);
+    }
     k.h_mid2 = alloc(RD);
     k.a_ffn = alloc(RD);
     k.Gt = alloc(RF);
@@ -276,7 +285,8 @@ void CudaTrainBackend::Impl::allocate() {
   dUlr = alloc(R * H);
   dlam = alloc(std::size_t(Bmax) * H * T);
   dtau = alloc(b);
-  db0_scratch = alloc(std::size_t(H) * d);
+  db0_scratch = alloc(std::size_t(H) * d * (ttt_mlp ? 4 : 1));
+  db2_scratch = alloc(std::size_t(H) * d);
   dHd = alloc(RF);
   dUp = alloc(RF);
   const int Ri = static_cast<int>(R);
@@ -284,7 +294,10 @@ void CudaTrainBackend::Impl::allocate() {
       std::max({rms_norm_backward_workspace(Ri, std::max(D, F)), layer_norm_backward_workspace(Ri, D),
                 causal_conv_backward_workspace(Bmax, T, D, std::max(K, 1)), column_sum_workspace(Ri, H)});
   ws = alloc(ws_floats);
-  ttt_ws_bytes = ttt_linear_backward_workspace_bytes(dims, group);
+  // TTT-MLP: the forward's scratch (d = 128) and the backward's workspace share one buffer (the two
+  // run one after the other on the stream).
+  ttt_ws_bytes = ttt_mlp ? std::max(ttt_mlp_backward_workspace_bytes(dims, group), ttt_mlp_forward_workspace_bytes(dims))
+                         : ttt_linear_backward_workspace_bytes(dims, group);
   ttt_ws.reset(ttt_ws_bytes);
   tokens.reset(R);
   targets.reset(R);
@@ -395,28 +408,59 @@ void CudaTrainBackend::Impl::ttt_forward(int i, const float* x, float* out, bool
   } else {
     eta_forward(nullptr, nullptr, nseq, T, H, scale, k.lam, st);
   }
-  TttLinearForwardArgs a;
-  a.dims = TttDims{nseq, H, T, d, b};
-  a.opt = TttOptions{mc.inner_layer_norm, mc.inner_residual, mc.inner_bias, kInnerLnEps};
-  a.Q = k.XQ;
-  a.K = k.XK;
-  a.V = k.XV;
-  a.lambda = k.lam;
-  a.tau = k.tau;
-  a.ln_weight = p(pre + "ttt_norm_weight");
-  a.ln_bias = p(pre + "ttt_norm_bias");
-  a.W0 = p(pre + "W1");
-  a.b0 = mc.inner_bias ? p(pre + "b1") : nullptr;
-  a.O = k.O;
-  if (train) {
-    a.checkpoint_W = k.ckW;
-    a.checkpoint_b = mc.inner_bias ? k.ckb : nullptr;
-    a.checkpoint_group = group;
+  if (ttt_mlp) {
+    TttMlpForwardArgs a;
+    a.dims = TttDims{nseq, H, T, d, b};
+    a.opt = TttOptions{mc.inner_layer_norm, mc.inner_residual, mc.inner_bias, kInnerLnEps};
+    a.Q = k.XQ;
+    a.K = k.XK;
+    a.V = k.XV;
+    a.lambda = k.lam;
+    a.tau = k.tau;
+    a.ln_weight = p(pre + "ttt_norm_weight");
+    a.ln_bias = p(pre + "ttt_norm_bias");
+    a.W1 = p(pre + "W1");
+    a.b1 = mc.inner_bias ? p(pre + "b1") : nullptr;
+    a.W2 = p(pre + "W2");
+    a.b2 = mc.inner_bias ? p(pre + "b2") : nullptr;
+    a.O = k.O;
+    if (train) {
+      a.checkpoint_W1 = k.ckW;
+      a.checkpoint_b1 = k.ckb;
+      a.checkpoint_W2 = k.ckW2;
+      a.checkpoint_b2 = k.ckb2;
+      a.checkpoint_group = group;
+    }
+    a.workspace = ttt_ws.get();
+    a.workspace_bytes = ttt_ws_bytes;
+    a.stream = st;
+    begin(kInnerFwd);
+    ttt_mlp_forward(a);
+    end();
+  } else {
+    TttLinearForwardArgs a;
+    a.dims = TttDims{nseq, H, T, d, b};
+    a.opt = TttOptions{mc.inner_layer_norm, mc.inner_residual, mc.inner_bias, kInnerLnEps};
+    a.Q = k.XQ;
+    a.K = k.XK;
+    a.V = k.XV;
+    a.lambda = k.lam;
+    a.tau = k.tau;
+    a.ln_weight = p(pre + "ttt_norm_weight");
+    a.ln_bias = p(pre + "ttt_norm_bias");
+    a.W0 = p(pre + "W1");
+    a.b0 = mc.inner_bias ? p(pre + "b1") : nullptr;
+    a.O = k.O;
+    if (train) {
+      a.checkpoint_W = k.ckW;
+      a.checkpoint_b = mc.inner_bias ? k.ckb : nullptr;
+      a.checkpoint_group = group;
+    }
+    a.stream = st;
+    begin(kInnerFwd);
+    ttt_linear_forward(a);
+    end();
   }
-  a.stream = st;
-  begin(kInnerFwd);
-  ttt_linear_forward(a);
-  end();
   // Post-norm, gate, o_proj.
   layer_norm_forward(k.O, p(pre + "post_norm.weight"), p(pre + "post_norm.bias"), rows, D, kPostNormEps, k.Y, st);
   const float* yg = k.Y;
@@ -483,36 +527,73 @@ void CudaTrainBackend::Impl::ttt_backward(int i, const float* x, const float* dY
   layer_norm_backward(k.O, p(pre + "post_norm.weight"), dypn, rows, D, kPostNormEps, dO, g(pre + "post_norm.weight"),
                       g(pre + "post_norm.bias"), ws, st);
   // The inner loop of every head.
-  TttLinearBackwardArgs a;
-  a.dims = TttDims{nseq, H, T, d, b};
-  a.opt = TttOptions{mc.inner_layer_norm, mc.inner_residual, mc.inner_bias, kInnerLnEps};
-  a.Q = k.XQ;
-  a.K = k.XK;
-  a.V = k.XV;
-  a.lambda = k.lam;
-  a.tau = k.tau;
-  a.ln_weight = p(pre + "ttt_norm_weight");
-  a.ln_bias = p(pre + "ttt_norm_bias");
-  a.checkpoint_W = k.ckW;
-  a.checkpoint_b = mc.inner_bias ? k.ckb : nullptr;
-  a.checkpoint_group = group;
-  a.dO = dO;
-  a.dQ = dXQ;
-  a.dK = dXK;
-  a.dV = dXV;
-  a.dlambda = dlam;
-  a.dtau = dtau;
-  // Sole contributors: the kernel overwrites these gradients (zero before the step anyway).
-  a.dln_weight = g(pre + "ttt_norm_weight");
-  a.dln_bias = g(pre + "ttt_norm_bias");
-  a.dW0 = g(pre + "W1");
-  a.db0 = mc.inner_bias ? g(pre + "b1") : db0_scratch;
-  a.workspace = ttt_ws.get();
-  a.workspace_bytes = ttt_ws_bytes;
-  a.stream = st;
-  begin(kInnerBwd);
-  ttt_linear_backward(a);
-  end();
+  if (ttt_mlp) {
+    TttMlpBackwardArgs a;
+    a.dims = TttDims{nseq, H, T, d, b};
+    a.opt = TttOptions{mc.inner_layer_norm, mc.inner_residual, mc.inner_bias, kInnerLnEps};
+    a.Q = k.XQ;
+    a.K = k.XK;
+    a.V = k.XV;
+    a.lambda = k.lam;
+    a.tau = k.tau;
+    a.ln_weight = p(pre + "ttt_norm_weight");
+    a.ln_bias = p(pre + "ttt_norm_bias");
+    a.checkpoint_W1 = k.ckW;
+    a.checkpoint_b1 = k.ckb;
+    a.checkpoint_W2 = k.ckW2;
+    a.checkpoint_b2 = k.ckb2;
+    a.checkpoint_group = group;
+    a.dO = dO;
+    a.dQ = dXQ;
+    a.dK = dXK;
+    a.dV = dXV;
+    a.dlambda = dlam;
+    a.dtau = dtau;
+    // Sole contributors: the kernel overwrites these gradients (zero before the step anyway).
+    a.dln_weight = g(pre + "ttt_norm_weight");
+    a.dln_bias = g(pre + "ttt_norm_bias");
+    a.dW1 = g(pre + "W1");
+    a.db1 = mc.inner_bias ? g(pre + "b1") : db0_scratch;
+    a.dW2 = g(pre + "W2");
+    a.db2 = mc.inner_bias ? g(pre + "b2") : db2_scratch;
+    a.workspace = ttt_ws.get();
+    a.workspace_bytes = ttt_ws_bytes;
+    a.stream = st;
+    begin(kInnerBwd);
+    ttt_mlp_backward(a);
+    end();
+  } else {
+    TttLinearBackwardArgs a;
+    a.dims = TttDims{nseq, H, T, d, b};
+    a.opt = TttOptions{mc.inner_layer_norm, mc.inner_residual, mc.inner_bias, kInnerLnEps};
+    a.Q = k.XQ;
+    a.K = k.XK;
+    a.V = k.XV;
+    a.lambda = k.lam;
+    a.tau = k.tau;
+    a.ln_weight = p(pre + "ttt_norm_weight");
+    a.ln_bias = p(pre + "ttt_norm_bias");
+    a.checkpoint_W = k.ckW;
+    a.checkpoint_b = mc.inner_bias ? k.ckb : nullptr;
+    a.checkpoint_group = group;
+    a.dO = dO;
+    a.dQ = dXQ;
+    a.dK = dXK;
+    a.dV = dXV;
+    a.dlambda = dlam;
+    a.dtau = dtau;
+    // Sole contributors: the kernel overwrites these gradients (zero before the step anyway).
+    a.dln_weight = g(pre + "ttt_norm_weight");
+    a.dln_bias = g(pre + "ttt_norm_bias");
+    a.dW0 = g(pre + "W1");
+    a.db0 = mc.inner_bias ? g(pre + "b1") : db0_scratch;
+    a.workspace = ttt_ws.get();
+    a.workspace_bytes = ttt_ws_bytes;
+    a.stream = st;
+    begin(kInnerBwd);
+    ttt_linear_backward(a);
+    end();
+  }
   // λ = scale·σ(x·θ_h + β_h)
   const float scale = float(mc.ttt_base_lr) / float(d);
   if (mc.eta_learned_gate) {
@@ -572,8 +653,13 @@ void CudaTrainBackend::Impl::backward() {
     // W0 is fixed at zero in this variant: drop its gradient (model.cpp does the same).
     for (int i = 0; i < L; ++i) {
       const std::string pre = mixer(i);
-      TTTLAB_CUDA_CHECK(cudaMemsetAsync(g(pre + "W1"), 0, std::size_t(H) * d * d * sizeof(float), st));
-      if (mc.inner_bias) TTTLAB_CUDA_CHECK(cudaMemsetAsync(g(pre + "b1"), 0, std::size_t(H) * d * sizeof(float), st));
+      const std::size_t hw = ttt_mlp ? 4 * std::size_t(d) : d;  // the inner hidden width
+      TTTLAB_CUDA_CHECK(cudaMemsetAsync(g(pre + "W1"), 0, std::size_t(H) * d * hw * sizeof(float), st));
+      if (mc.inner_bias) TTTLAB_CUDA_CHECK(cudaMemsetAsync(g(pre + "b1"), 0, std::size_t(H) * hw * sizeof(float), st));
+      if (ttt_mlp) {
+        TTTLAB_CUDA_CHECK(cudaMemsetAsync(g(pre + "W2"), 0, std::size_t(H) * hw * d * sizeof(float), st));
+        if (mc.inner_bias) TTTLAB_CUDA_CHECK(cudaMemsetAsync(g(pre + "b2"), 0, std::size_t(H) * d * sizeof(float), st));
+      }
     }
   }
 }
@@ -610,6 +696,7 @@ CudaTrainBackend::CudaTrainBackend(const TrainBackendContext& ctx, const CudaTra
   s.b = s.mc.mini_batch_size;
   s.K = s.mc.mamba_backbone ? s.mc.conv_kernel : 0;
   s.mamba = s.mc.mamba_backbone;
+  s.ttt_mlp = s.mc.seq_layer == SeqLayerKind::TTTMLP;
   s.group = std::max(1, s.mc.scan_checkpoint_group_size);
 
   const CudaQuery q = query_cuda_devices();
