@@ -4,7 +4,8 @@
 //    against Model<double>::train_sequence on the same parameters, tensor by tensor, over both
 //    backbones, the paper's variants (no inner LN / bias / residual, fixed η, τ = 1, fixed W0), a
 //    rematerialisation group, both forward paths of the inner loop (b = 8: the CUDA-core kernel;
-//    b = 16, d = 64: the tensor-core kernel), the built-in GEMM and tf32 products.
+//    b = 16, d = 64: the tensor-core kernel), the built-in GEMM and tf32 products; and TTT-MLP mixers
+//    over the same variants (ttt_mlp_forward / ttt_mlp_backward).
 //    Tolerance per tensor: max |gpu − ref| ≤ tol · max(max|ref of the tensor|, 1e-3 · max|ref of all|).
 //    fp32 products: tol = 1e-4, the fp32 bound. The step chains ~40 fp32 operations per block
 //    and the inner loop's second-order backward (3xTF32); measured 0.6e-6..1.5e-6 on an H200, as the
