@@ -1,15 +1,17 @@
 // Causal multi-head attention, forward and backward (see tttlab/kernels/attention.hpp).
 //
 // Every kernel works on 64 × 64 tiles of one head with 256 threads as a 16 × 16 grid: thread
-// (ty, tx) = (tid / 16, tid % 16) owns rows ty + 16·i (i < 4) of the tile and columns tx + 16·j
-// (j < 4 of a 64-key tile, j < DM/16 of a d-wide tile). DM ∈ {32, 64, 128} is d rounded up; the
-// padding columns are loaded as zeros and never stored, so they change no sum.
+// (ty, tx) = (tid / 16, tid % 16) owns rows ty + 16·i (i < 4) of the tile, columns tx + 16·j (j < 4)
+// of a 64-key tile and DM/16 columns of a d-wide tile (acc_col: four consecutive ones per 64).
+// DM ∈ {32, 64, 128} is d rounded up; the padding columns are loaded as zeros and never stored, so
+// they change no sum.
 //
-// Shared-memory tiles are row-major with one float of padding per row (leading dimension DM + 1 or
-// 65). With that stride the three access patterns of the products below are free of bank conflicts:
-//   A[row(ty, i)][c]    two rows per warp, one bank apart, each a broadcast over tx;
-//   B[col(tx, j)][c]    16 rows of one column: banks (tx + c) mod 32, all distinct;
-//   B[k][col(tx, j)]    16 consecutive floats.
+// Shared-memory tiles are row-major with 4 floats of padding per row (leading dimension DM + 4 or
+// 68), so rows stay 16-byte aligned and the products read float4s (a quarter of the load
+// instructions of scalar reads) without bank conflicts:
+//   A[row(ty, i)][c..c+3]   two rows per warp, each a broadcast over tx;
+//   B[col(tx, j)][c..c+3]   8 rows per quarter-warp, 4 banks apart: all 32 banks once;
+//   B[k][acc_col(tx, ·)]    contiguous 16-byte pieces.
 // The rows of a half-warp share ty, so a row's reductions (max, sum) are shuffles over lanes xor 1..8.
 //
 // Softmax scores are kept in log2 units (s₂ = q·k·log2(e)/√d, p = 2^(s₂ − m₂)); the saved lse is
@@ -23,35 +25,39 @@
 #include <stdexcept>
 #include <string>
 
+#include "attention_internal.hpp"
 #include "cuda_check.hpp"
 #include "tttlab/kernels/attention.hpp"
 
 namespace tttlab::kernels {
 namespace {
 
-constexpr int kTile = 64;     // queries per query tile, keys per key tile
-constexpr int kThreads = 256;
-constexpr int kLdP = kTile + 1;
+using attention_detail::kThreads;
+using attention_detail::kTile;
+using attention_detail::Params;
+constexpr int kLdP = kTile + 4;  // score tiles [64][68]
+// d-wide tiles [64][DM + 4]: rows 16-byte aligned for float4 reads.
+template <int DM>
+__host__ __device__ constexpr int ldt() { return DM + 4; }
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
-struct Params {
-  const float *Q, *K, *V, *O, *dO, *lse_in, *delta_in;
-  float *Out, *lse, *delta, *dQ, *dK, *dV;
-  int H, T, d;
-  int tiles;
-  float scale;     // 1/√d (softmax), 1 (linear)
-  float scale_l2;  // scale·log2(e)
-};
-
-// Rows r0 .. r0 + 63 of one head (row stride `ld` floats) into S[64][DM + 1]; rows ≥ T and columns
+// Rows r0 .. r0 + 63 of one head (row stride `ld` floats) into S[64][DM + 4]; rows ≥ T and columns
 // ≥ d as zeros. Coalesced: consecutive threads read consecutive columns.
 template <int DM>
 __device__ __forceinline__ void load_tile(float* S, const float* G, int r0, int T, int d, long ld) {
   for (int idx = threadIdx.x; idx < kTile * DM; idx += kThreads) {
     const int r = idx / DM, c = idx % DM;
-    S[r * (DM + 1) + c] = (r0 + r < T && c < d) ? G[long(r0 + r) * ld + c] : 0.f;
+    S[r * ldt<DM>() + c] = (r0 + r < T && c < d) ? G[long(r0 + r) * ld + c] : 0.f;
   }
+}
+
+// Column of element j (< DM/16) of a thread's d-wide accumulator row: four consecutive columns per
+// 64 (DM ≥ 64) or two per 32 (DM = 32), so that B rows are read as float4 / float2.
+template <int DM>
+__device__ __forceinline__ int acc_col(int tx, int j) {
+  if constexpr (DM >= 64) return 4 * tx + 64 * (j / 4) + (j % 4);
+  else return 2 * tx + j;
 }
 
 __device__ __forceinline__ float half_warp_max(float v) {
@@ -66,37 +72,64 @@ __device__ __forceinline__ float half_warp_sum(float v) {
 }
 
 // acc[i][j] += Σ_c A[row i][c] · B[col j][c] over c < DM: a 64 × 64 tile of A·Bᵀ, both operands
-// row-major [64][DM + 1].
+// row-major [64][DM + 4], read four columns at a time.
 template <int DM>
 __device__ __forceinline__ void tile_abt(float (&acc)[4][4], const float* A, const float* B, int ty, int tx) {
-#pragma unroll 8
-  for (int c = 0; c < DM; ++c) {
-    float a[4], b[4];
+#pragma unroll 2
+  for (int c = 0; c < DM; c += 4) {
+    float4 a[4], b[4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) a[i] = A[(ty + 16 * i) * (DM + 1) + c];
+    for (int i = 0; i < 4; ++i) a[i] = *reinterpret_cast<const float4*>(A + (ty + 16 * i) * ldt<DM>() + c);
 #pragma unroll
-    for (int j = 0; j < 4; ++j) b[j] = B[(tx + 16 * j) * (DM + 1) + c];
+    for (int j = 0; j < 4; ++j) b[j] = *reinterpret_cast<const float4*>(B + (tx + 16 * j) * ldt<DM>() + c);
 #pragma unroll
     for (int i = 0; i < 4; ++i)
 #pragma unroll
-      for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+      for (int j = 0; j < 4; ++j) {
+        float v = acc[i][j];
+        v = fmaf(a[i].x, b[j].x, v);
+        v = fmaf(a[i].y, b[j].y, v);
+        v = fmaf(a[i].z, b[j].z, v);
+        acc[i][j] = fmaf(a[i].w, b[j].w, v);
+      }
   }
 }
 
-// acc[i][j] += Σ_k P[row i][k] · B[k][col j] over the 64 keys: P [64][65], B [64][DM + 1].
+// Row k of B at the thread's accumulator columns (acc_col).
+template <int DM>
+__device__ __forceinline__ void load_cols(float (&b)[DM / 16], const float* Brow, int tx) {
+  if constexpr (DM >= 64) {
+#pragma unroll
+    for (int m = 0; m < DM / 64; ++m) {
+      const float4 v = *reinterpret_cast<const float4*>(Brow + 4 * tx + 64 * m);
+      b[4 * m] = v.x, b[4 * m + 1] = v.y, b[4 * m + 2] = v.z, b[4 * m + 3] = v.w;
+    }
+  } else {
+    const float2 v = *reinterpret_cast<const float2*>(Brow + 2 * tx);
+    b[0] = v.x, b[1] = v.y;
+  }
+}
+
+// acc[i][j] += Σ_k P[row i][k] · B[k][acc_col(j)] over the 64 keys: P [64][68], B [64][DM + 4]; P read
+// four keys at a time.
 template <int DM>
 __device__ __forceinline__ void tile_pb(float (&acc)[4][DM / 16], const float* P, const float* B, int ty, int tx) {
-#pragma unroll 4
-  for (int k = 0; k < kTile; ++k) {
-    float p[4], b[DM / 16];
+#pragma unroll 2
+  for (int k = 0; k < kTile; k += 4) {
+    float4 p4[4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) p[i] = P[(ty + 16 * i) * kLdP + k];
+    for (int i = 0; i < 4; ++i) p4[i] = *reinterpret_cast<const float4*>(P + (ty + 16 * i) * kLdP + k);
 #pragma unroll
-    for (int j = 0; j < DM / 16; ++j) b[j] = B[k * (DM + 1) + tx + 16 * j];
+    for (int kk = 0; kk < 4; ++kk) {
+      float b[DM / 16];
+      load_cols<DM>(b, B + (k + kk) * ldt<DM>(), tx);
 #pragma unroll
-    for (int i = 0; i < 4; ++i)
+      for (int i = 0; i < 4; ++i) {
+        const float p = kk == 0 ? p4[i].x : kk == 1 ? p4[i].y : kk == 2 ? p4[i].z : p4[i].w;
 #pragma unroll
-      for (int j = 0; j < DM / 16; ++j) acc[i][j] = fmaf(p[i], b[j], acc[i][j]);
+        for (int j = 0; j < DM / 16; ++j) acc[i][j] = fmaf(p, b[j], acc[i][j]);
+      }
+    }
   }
 }
 
@@ -110,7 +143,7 @@ __device__ __forceinline__ void store_rows(float* G, const float (&acc)[4][DM / 
     if (r >= T) continue;
 #pragma unroll
     for (int j = 0; j < DM / 16; ++j) {
-      const int c = tx + 16 * j;
+      const int c = acc_col<DM>(tx, j);
       if (c < d) G[long(r) * ld + c] = acc[i][j] * mul;
     }
   }
@@ -122,9 +155,9 @@ template <int DM, bool kLinear>
 __global__ void __launch_bounds__(kThreads) attention_forward_kernel(Params p) {
   extern __shared__ float smem[];
   float* Qs = smem;
-  float* Ks = Qs + kTile * (DM + 1);
-  float* Vs = Ks + kTile * (DM + 1);
-  float* Ps = Vs + kTile * (DM + 1);
+  float* Ks = Qs + kTile * ldt<DM>();
+  float* Vs = Ks + kTile * ldt<DM>();
+  float* Ps = Vs + kTile * ldt<DM>();
   const int tid = threadIdx.x, ty = tid / 16, tx = tid % 16;
   const int qt = p.tiles - 1 - int(blockIdx.x), q0 = qt * kTile;
   const int n = int(blockIdx.y) / p.H, h = int(blockIdx.y) % p.H;
@@ -222,10 +255,10 @@ template <int DM, bool kLinear>
 __global__ void __launch_bounds__(kThreads) attention_dq_kernel(Params p) {
   extern __shared__ float smem[];
   float* Qs = smem;
-  float* dOs = Qs + kTile * (DM + 1);
-  float* Ks = dOs + kTile * (DM + 1);
-  float* Vs = Ks + kTile * (DM + 1);
-  float* dSs = Vs + kTile * (DM + 1);
+  float* dOs = Qs + kTile * ldt<DM>();
+  float* Ks = dOs + kTile * ldt<DM>();
+  float* Vs = Ks + kTile * ldt<DM>();
+  float* dSs = Vs + kTile * ldt<DM>();
   const int tid = threadIdx.x, ty = tid / 16, tx = tid % 16;
   const int qt = p.tiles - 1 - int(blockIdx.x), q0 = qt * kTile;
   const int n = int(blockIdx.y) / p.H, h = int(blockIdx.y) % p.H;
@@ -283,10 +316,10 @@ template <int DM, bool kLinear>
 __global__ void __launch_bounds__(kThreads) attention_dkdv_kernel(Params p) {
   extern __shared__ float smem[];
   float* Ks = smem;
-  float* Vs = Ks + kTile * (DM + 1);
-  float* Qs = Vs + kTile * (DM + 1);
-  float* dOs = Qs + kTile * (DM + 1);
-  float* Pts = dOs + kTile * (DM + 1);
+  float* Vs = Ks + kTile * ldt<DM>();
+  float* Qs = Vs + kTile * ldt<DM>();
+  float* dOs = Qs + kTile * ldt<DM>();
+  float* Pts = dOs + kTile * ldt<DM>();
   float* dSts = Pts + kTile * kLdP;
   float* lse2s = dSts + kTile * kLdP;
   float* deltas = lse2s + kTile;
@@ -377,7 +410,7 @@ void check_disjoint(const char* fn, const float* a, std::size_t na, const char* 
 }
 
 int dm_of(int d) { return d <= 32 ? 32 : d <= 64 ? 64 : 128; }
-std::size_t tile_bytes(int dm) { return std::size_t(kTile) * (dm + 1) * sizeof(float); }
+std::size_t tile_bytes(int dm) { return std::size_t(kTile) * (dm + 4) * sizeof(float); }
 std::size_t p_bytes() { return std::size_t(kTile) * kLdP * sizeof(float); }
 
 Params make_params(const AttentionDims& D, AttentionKind kind) {
@@ -454,7 +487,9 @@ void attention_forward(const AttentionForwardArgs& a) {
   p.Out = a.O;
   p.lse = linear ? nullptr : a.lse;
   const int bh = a.dims.batch * a.dims.heads;
-  if (linear)
+  if (a.version == AttentionVersion::V2Tf32x3)
+    attention_detail::forward_v2(p, bh, dm_of(p.d), linear, a.stream);
+  else if (linear)
     forward_dispatch<true>(p, bh, a.stream);
   else
     forward_dispatch<false>(p, bh, a.stream);
@@ -509,8 +544,12 @@ void attention_backward(const AttentionBackwardArgs& a) {
   p.dK = a.dK;
   p.dV = a.dV;
   const int bh = a.dims.batch * a.dims.heads;
+  const bool v2 = a.version == AttentionVersion::V2Tf32x3;
   if (linear) {
-    backward_dispatch<true>(p, bh, a.stream);
+    if (v2)
+      attention_detail::backward_v2(p, bh, dm_of(p.d), true, a.stream);
+    else
+      backward_dispatch<true>(p, bh, a.stream);
     return;
   }
   p.O = a.O;
@@ -521,7 +560,10 @@ void attention_backward(const AttentionBackwardArgs& a) {
   const long blocks = (long(rows) + warps_per_block - 1) / warps_per_block;
   attention_delta_kernel<<<unsigned(blocks), kThreads, 0, a.stream>>>(p, long(rows));
   TTTLAB_CUDA_CHECK(cudaGetLastError());
-  backward_dispatch<false>(p, bh, a.stream);
+  if (v2)
+    attention_detail::backward_v2(p, bh, dm_of(p.d), false, a.stream);
+  else
+    backward_dispatch<false>(p, bh, a.stream);
 }
 
 }  // namespace tttlab::kernels

@@ -324,8 +324,14 @@ TttBenchReport ttt_bench(const TttBenchConfig& cfg) {
     adO.fill(31, -1.0f, 1.0f);
     const std::size_t aws = attention_backward_workspace_bytes(ad, AttentionKind::Softmax);
     Buf ws((aws + sizeof(float) - 1) / sizeof(float));
-    for (AttentionKind kind : {AttentionKind::Softmax, AttentionKind::Linear}) {
+    std::vector<std::pair<AttentionVersion, const char*>> aversions;
+    if (cfg.all_versions) aversions.push_back({AttentionVersion::V1Simt, "v1-simt"});
+    aversions.push_back({AttentionVersion::Default, "default"});
+    for (auto [kind, av] : {std::pair{AttentionKind::Softmax, 0}, std::pair{AttentionKind::Softmax, 1},
+                            std::pair{AttentionKind::Linear, 0}, std::pair{AttentionKind::Linear, 1}}) {
+      if (av >= int(aversions.size())) continue;
       const bool soft = kind == AttentionKind::Softmax;
+      const AttentionVersion version = aversions[av].first;
       AttentionForwardArgs af;
       af.dims = ad;
       af.kind = kind;
@@ -334,6 +340,7 @@ TttBenchReport ttt_bench(const TttBenchConfig& cfg) {
       af.V = V.p;
       af.O = O.p;
       af.lse = soft ? lse.p : nullptr;
+      af.version = version;
       AttentionBackwardArgs ab;
       ab.dims = ad;
       ab.kind = kind;
@@ -348,9 +355,11 @@ TttBenchReport ttt_bench(const TttBenchConfig& cfg) {
       ab.dV = adV.p;
       ab.workspace = soft ? ws.p : nullptr;
       ab.workspace_bytes = soft ? aws : 0;
+      ab.version = version;
+      const std::string vname = std::string(" ") + aversions[av].second;
       const std::string kname = soft ? "softmax-attention" : "linear-attention";
       const double fwd_ms = time_median([&] { attention_forward(af); }, cfg.warmup, cfg.repeats);
-      add_attn(kname + " forward", fwd_ms, 2 * T2d, (4.0 * act + lam_n) * sizeof(float));
+      add_attn(kname + " forward" + vname, fwd_ms, 2 * T2d, (4.0 * act + lam_n) * sizeof(float));
       if (cfg.backward) {
         const double fb_ms = time_median(
             [&] {
@@ -358,7 +367,7 @@ TttBenchReport ttt_bench(const TttBenchConfig& cfg) {
               attention_backward(ab);
             },
             cfg.warmup, cfg.repeats);
-        add_attn(kname + " forward+backward", fb_ms, 7 * T2d, (12.0 * act + 4.0 * lam_n) * sizeof(float));
+        add_attn(kname + " fwd+bwd" + vname, fb_ms, 7 * T2d, (12.0 * act + 4.0 * lam_n) * sizeof(float));
       }
     }
   }

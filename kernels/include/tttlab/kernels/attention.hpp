@@ -9,8 +9,8 @@
 //            O_h = tril(Q_h K_hᵀ) V_h (tril keeps the diagonal; no scale, no normalisation)
 // The tests (tests/kernels/test_attention.cpp) compare every output with those functions in fp64.
 //
-// DESIGN (docs/KERNELS.md, "Attention baselines"): FlashAttention-2 style, fp32 on the CUDA cores.
-// A block owns a tile of 64 queries of one head, streams the 64-key tiles at or below the diagonal
+// DESIGN (docs/KERNELS.md, "Attention baselines"): FlashAttention-2 style, fp32 storage; the tile
+// products on the CUDA cores (V1, the default) or on the tensor cores in 3xTF32 (V2). A block owns a tile of 64 queries of one head, streams the 64-key tiles at or below the diagonal
 // through shared memory and keeps the softmax online (running row maximum and sum), so no [T, T]
 // matrix is ever stored. The forward saves each row's log-sum-exp; the backward recomputes P tile by
 // tile from it, in two kernels: one owns a query tile and writes dQ, the other owns a key tile and
@@ -40,6 +40,15 @@ enum class AttentionKind {
   Linear,   // tril(Q Kᵀ) V
 };
 
+// Implementation versions, kept side by side (docs/KERNELS.md has the design and measured times of
+// each). Both support every shape and give fp32-level accuracy (1e-4 of max|ref| in the tests).
+enum class AttentionVersion {
+  Default = 0,   // V1: as fast as V2 or faster (docs/KERNELS.md, run 14)
+  V1Simt = 1,    // fp32 FMAs on the CUDA cores, float4 shared-memory reads
+  V2Tf32x3 = 2,  // tile products on the tensor cores (block_mma of ttt_mma.cuh): mma.sync m16n8k8
+                 // with split 3xTF32 operands; accumulators in shared memory
+};
+
 struct AttentionDims {
   int batch = 1;      // B
   int heads = 1;      // H
@@ -59,6 +68,7 @@ struct AttentionForwardArgs {
   // natural log of Σ_{s ≤ t} exp(q_t·k_s/√d) of every row, which the backward needs. Ignored (may be
   // null) for Linear.
   float* lse = nullptr;
+  AttentionVersion version = AttentionVersion::Default;
   CUstream_st* stream = nullptr;
 };
 void attention_forward(const AttentionForwardArgs& args);
@@ -84,6 +94,7 @@ struct AttentionBackwardArgs {
   float* dV = nullptr;
   void* workspace = nullptr;  // attention_backward_workspace_bytes(dims, kind) bytes (null if 0)
   std::size_t workspace_bytes = 0;
+  AttentionVersion version = AttentionVersion::Default;
   CUstream_st* stream = nullptr;
 };
 void attention_backward(const AttentionBackwardArgs& args);
