@@ -16,6 +16,7 @@
 #include <string>
 
 #include "cuda_check.hpp"
+#include "tttlab/kernels/attention.hpp"
 #include "tttlab/kernels/cuda_device.hpp"
 #include "tttlab/kernels/nn_ops.hpp"
 #include "tttlab/kernels/ttt.hpp"
@@ -70,8 +71,16 @@ bool split_head_index(const std::string& name, std::string& key, int& head) {
 }  // namespace
 
 std::string cuda_train_unsupported(const ModelConfig& m) {
+  if (m.seq_layer == SeqLayerKind::LinearAttention || m.seq_layer == SeqLayerKind::SoftmaxAttention) {
+    if (m.head_dim() > 128)
+      return "the GPU's attention kernels need a head dim (hidden size / heads) <= 128, got " +
+             std::to_string(m.head_dim()) + "; use --device cpu";
+    if (m.mamba_backbone && m.conv_kernel > 16)
+      return "the GPU's causal convolution needs conv_kernel <= 16, got " + std::to_string(m.conv_kernel);
+    return {};
+  }
   if (m.seq_layer != SeqLayerKind::TTTLinear && m.seq_layer != SeqLayerKind::TTTMLP)
-    return "the GPU trains ttt-linear and ttt-mlp models; " + to_string(m.seq_layer) +
+    return "the GPU trains ttt-linear, ttt-mlp and the attention baselines; " + to_string(m.seq_layer) +
            " trains on the CPU (--device cpu)";
   const int d = m.head_dim();
   if (d < 16 || d > 128 || d % 2 != 0)
@@ -140,6 +149,18 @@ struct CudaTrainBackend::Impl {
   int rows = 0;  // R of the batch in flight
   int nseq = 0;
 
+  // The attention baselines (linear-attention, softmax-attention): the mixer is
+  // o_proj(attention(q_proj x, k_proj x, v_proj x)), RoPE with global positions on Q, K for softmax.
+  // Per block the forward keeps XQ, XK, XV (after RoPE) and O (the input of o_proj) in the Block's
+  // buffers of the same names, and softmax's log-sum-exp rows here.
+  bool attention = false;
+  AttentionKind attn_kind = AttentionKind::Softmax;
+  std::vector<float*> attn_lse;                          // per block, [Bmax, H, T]
+  float *attn_rope_cos = nullptr, *attn_rope_sin = nullptr;  // [T, d/2]: positions 0..T−1
+  DeviceArray<unsigned char> attn_ws;
+  std::size_t attn_ws_bytes = 0;
+  AttentionDims attn_dims() const { return AttentionDims{nseq, H, T, d}; }
+
   // Profiling (profile_step): event pairs around the phases, summed after the step.
   enum Phase { kGemm = 0, kInnerFwd = 1, kInnerBwd = 2 };
   bool profiling = false;
@@ -199,6 +220,8 @@ struct CudaTrainBackend::Impl {
   void ttt_forward(int i, const float* x, float* out, bool train);
   void backward();
   void ttt_backward(int i, const float* x, const float* dY, float* dxo);
+  void attention_mixer_forward(int i, const float* x, float* out, bool train);
+  void attention_mixer_backward(int i, const float* x, const float* dY, float* dxo);
   double loss_sum() const;
   void sync() const { TTTLAB_CUDA_CHECK(cudaStreamSynchronize(stream)); }
 };
@@ -238,7 +261,7 @@ void CudaTrainBackend::Impl::allocate() {
   const std::size_t R = std::size_t(Bmax) * T;
   const std::size_t RD = R * D, RF = R * F;
   TttDims dims{Bmax, H, T, d, b};
-  n_ck = ttt_num_checkpoints(dims, group);
+  n_ck = attention ? 0 : ttt_num_checkpoints(dims, group);
   blocks.resize(L);
   float* h = alloc(RD);  // the embedding output = h_in of block 0
   for (int i = 0; i < L; ++i) {
@@ -256,18 +279,20 @@ void CudaTrainBackend::Impl::allocate() {
     k.XQ = alloc(RD);
     k.XK = alloc(RD);
     k.XV = alloc(RD);
-    k.lam = alloc(std::size_t(Bmax) * H * T);
-    k.tau = alloc(b);
     k.O = alloc(RD);
-    k.Y = alloc(RD);
-    // The inner state's size: W1 [d, d] and b1 [d] (TTT-Linear), or W1 [d, 4d], b1 [4d], W2 [4d, d],
-    // b2 [d] (TTT-MLP).
-    const std::size_t hw = ttt_mlp ? 4 * std::size_t(d) : d;
-    k.ckW = alloc(std::size_t(Bmax) * H * n_ck * d * hw);
-    k.ckb = alloc(std::size_t(Bmax) * H * n_ck * hw);
-    if (ttt_mlp) {
-      k.ckW2 = alloc(std::size_t(Bmax) * H * n_ck * d * hw);
-      k.ckb2 = alloc(std::size_t(Bmax) * H * n_ck * d);
+    if (!attention) {
+      k.lam = alloc(std::size_t(Bmax) * H * T);
+      k.tau = alloc(b);
+      k.Y = alloc(RD);
+      // The inner state's size: W1 [d, d] and b1 [d] (TTT-Linear), or W1 [d, 4d], b1 [4d], W2 [4d, d],
+      // b2 [d] (TTT-MLP).
+      const std::size_t hw = ttt_mlp ? 4 * std::size_t(d) : d;
+      k.ckW = alloc(std::size_t(Bmax) * H * n_ck * d * hw);
+      k.ckb = alloc(std::size_t(Bmax) * H * n_ck * hw);
+      if (ttt_mlp) {
+        k.ckW2 = alloc(std::size_t(Bmax) * H * n_ck * d * hw);
+        k.ckb2 = alloc(std::size_t(Bmax) * H * n_ck * d);
+      }
     }
     k.h_mid2 = alloc(RD);
     k.a_ffn = alloc(RD);
@@ -296,8 +321,9 @@ void CudaTrainBackend::Impl::allocate() {
   ws = alloc(ws_floats);
   // TTT-MLP: the forward's scratch (d = 128) and the backward's workspace share one buffer (the two
   // run one after the other on the stream).
-  ttt_ws_bytes = ttt_mlp ? std::max(ttt_mlp_backward_workspace_bytes(dims, group), ttt_mlp_forward_workspace_bytes(dims))
-                         : ttt_linear_backward_workspace_bytes(dims, group);
+  ttt_ws_bytes = attention ? 0
+                 : ttt_mlp ? std::max(ttt_mlp_backward_workspace_bytes(dims, group), ttt_mlp_forward_workspace_bytes(dims))
+                           : ttt_linear_backward_workspace_bytes(dims, group);
   ttt_ws.reset(ttt_ws_bytes);
   tokens.reset(R);
   targets.reset(R);
@@ -305,6 +331,23 @@ void CudaTrainBackend::Impl::allocate() {
   emb_rows.reset(R);
   norm_ws.reset(std::max<std::size_t>(sum_squares_workspace(total), 1));
   norm_out.reset(1);
+  if (attention) {
+    const AttentionDims ad{Bmax, H, T, d};
+    for (int i = 0; i < L; ++i)
+      attn_lse.push_back(attn_kind == AttentionKind::Softmax ? alloc(std::size_t(Bmax) * H * T) : nullptr);
+    attn_ws_bytes = attention_backward_workspace_bytes(ad, attn_kind);
+    attn_ws.reset(attn_ws_bytes);
+    if (attn_kind == AttentionKind::Softmax) {
+      // SoftmaxAttentionLayer::forward_train rotates by the global positions 0..T−1 (rope_apply).
+      std::vector<float> ac(std::size_t(T) * d / 2), as(ac.size());
+      rope_tables(d, T, mc.rope_theta, ac.data(), as.data());
+      attn_rope_cos = alloc(ac.size());
+      attn_rope_sin = alloc(as.size());
+      TTTLAB_CUDA_CHECK(cudaMemcpy(attn_rope_cos, ac.data(), ac.size() * sizeof(float), cudaMemcpyHostToDevice));
+      TTTLAB_CUDA_CHECK(cudaMemcpy(attn_rope_sin, as.data(), as.size() * sizeof(float), cudaMemcpyHostToDevice));
+    }
+    return;  // the TTT layers' RoPE tables below are not needed
+  }
   // RoPE tables for positions 0..b−1 (t mod b).
   std::vector<float> c(std::size_t(b) * d / 2), s(c.size());
   rope_tables(d, b, mc.rope_theta, c.data(), s.data());
@@ -487,7 +530,10 @@ void CudaTrainBackend::Impl::forward(bool train, float grad_scale) {
       add(k.h_in, dx, k.h_mid1, RD, st);
     }
     rms_norm_forward(k.h_mid1, p(pre + "seq_norm.weight"), rows, D, eps, k.a_seq, st);
-    ttt_forward(i, k.a_seq, dx, train);
+    if (attention)
+      attention_mixer_forward(i, k.a_seq, dx, train);
+    else
+      ttt_forward(i, k.a_seq, dx, train);
     add(k.h_mid1, dx, k.h_mid2, RD, st);
     rms_norm_forward(k.h_mid2, p(pre + "ffn_norm.weight"), rows, D, eps, k.a_ffn, st);
     linear(k.a_ffn, p(pre + "mlp.gate_proj.weight"), D, F, k.Gt);
@@ -620,6 +666,72 @@ void CudaTrainBackend::Impl::ttt_backward(int i, const float* x, const float* dY
   linear_backward(x, p(pre + "v_proj.weight"), dXV, D, D, g(pre + "v_proj.weight"), dxo, true);
 }
 
+// LinearAttentionLayer / SoftmaxAttentionLayer::forward_train (seq/attention_layers.cpp): x = a_seq
+// [R, D] → out = Z·Wo with Z = attention(x·Wq, x·Wk, x·Wv), RoPE on Q and K (softmax only).
+void CudaTrainBackend::Impl::attention_mixer_forward(int i, const float* x, float* out, bool train) {
+  Block& k = blocks[i];
+  const std::string pre = mixer(i);
+  cudaStream_t st = stream;
+  linear(x, p(pre + "q_proj.weight"), D, D, k.XQ);
+  linear(x, p(pre + "k_proj.weight"), D, D, k.XK);
+  linear(x, p(pre + "v_proj.weight"), D, D, k.XV);
+  const bool soft = attn_kind == AttentionKind::Softmax;
+  if (soft) {
+    // Period T: position t mod T = t, the global position.
+    rope_rotate(k.XQ, nseq, T, H, d, T, attn_rope_cos, attn_rope_sin, 1.f, st);
+    rope_rotate(k.XK, nseq, T, H, d, T, attn_rope_cos, attn_rope_sin, 1.f, st);
+  }
+  AttentionForwardArgs a;
+  a.dims = attn_dims();
+  a.kind = attn_kind;
+  a.Q = k.XQ;
+  a.K = k.XK;
+  a.V = k.XV;
+  a.O = k.O;
+  a.lse = soft && train ? attn_lse[i] : nullptr;
+  a.stream = st;
+  begin(kInnerFwd);
+  attention_forward(a);
+  end();
+  linear(k.O, p(pre + "o_proj.weight"), D, D, out);
+}
+
+// The layers' backward: dY = ∂L/∂out → dxo = ∂L/∂x (overwritten), the four projections' gradients
+// added (projections_backward in attention_layers.cpp).
+void CudaTrainBackend::Impl::attention_mixer_backward(int i, const float* x, const float* dY, float* dxo) {
+  Block& k = blocks[i];
+  const std::string pre = mixer(i);
+  cudaStream_t st = stream;
+  // out = Z·Wo: dWo += Zᵀ·dY, dZ = dY·Woᵀ
+  linear_backward(k.O, p(pre + "o_proj.weight"), dY, D, D, g(pre + "o_proj.weight"), dO, false);
+  const bool soft = attn_kind == AttentionKind::Softmax;
+  AttentionBackwardArgs a;
+  a.dims = attn_dims();
+  a.kind = attn_kind;
+  a.Q = k.XQ;
+  a.K = k.XK;
+  a.V = k.XV;
+  a.O = soft ? k.O : nullptr;
+  a.lse = soft ? attn_lse[i] : nullptr;
+  a.dO = dO;
+  a.dQ = dXQ;
+  a.dK = dXK;
+  a.dV = dXV;
+  a.workspace = attn_ws_bytes ? attn_ws.get() : nullptr;
+  a.workspace_bytes = attn_ws_bytes;
+  a.stream = st;
+  begin(kInnerBwd);
+  attention_backward(a);
+  end();
+  if (soft) {
+    rope_rotate(dXQ, nseq, T, H, d, T, attn_rope_cos, attn_rope_sin, -1.f, st);
+    rope_rotate(dXK, nseq, T, H, d, T, attn_rope_cos, attn_rope_sin, -1.f, st);
+  }
+  linear_backward(x, p(pre + "q_proj.weight"), dXQ, D, D, g(pre + "q_proj.weight"), dxo, false);
+  linear_backward(x, p(pre + "k_proj.weight"), dXK, D, D, g(pre + "k_proj.weight"), dxo, true);
+  linear_backward(x, p(pre + "v_proj.weight"), dXV, D, D, g(pre + "v_proj.weight"), dxo, true);
+}
+
 void CudaTrainBackend::Impl::backward() {
   cudaStream_t st = stream;
   const float eps = float(mc.rms_norm_eps);
@@ -639,7 +751,10 @@ void CudaTrainBackend::Impl::backward() {
     linear_backward(k.a_ffn, p(pre + "mlp.up_proj.weight"), dUp, D, F, g(pre + "mlp.up_proj.weight"), da, true);
     rms_norm_backward(k.h_mid2, p(pre + "ffn_norm.weight"), da, rows, D, eps, dh, true, g(pre + "ffn_norm.weight"), ws, st);
     // h_mid2 = h_mid1 + mixer(RMSNorm_seq(h_mid1))
-    ttt_backward(i, k.a_seq, dh, da);
+    if (attention)
+      attention_mixer_backward(i, k.a_seq, dh, da);
+    else
+      ttt_backward(i, k.a_seq, dh, da);
     rms_norm_backward(k.h_mid1, p(pre + "seq_norm.weight"), da, rows, D, eps, dh, true, g(pre + "seq_norm.weight"), ws, st);
     // h_mid1 = h_in + conv(RMSNorm_conv(h_in))
     if (mamba) {
@@ -649,7 +764,7 @@ void CudaTrainBackend::Impl::backward() {
     }
   }
   embedding_backward(emb_offsets.get(), emb_rows.get(), V, D, dh, g(E), st);
-  if (!mc.learnable_w0) {
+  if (!attention && !mc.learnable_w0) {
     // W0 is fixed at zero in this variant: drop its gradient (model.cpp does the same).
     for (int i = 0; i < L; ++i) {
       const std::string pre = mixer(i);
@@ -698,6 +813,8 @@ CudaTrainBackend::CudaTrainBackend(const TrainBackendContext& ctx, const CudaTra
   s.mamba = s.mc.mamba_backbone;
   s.ttt_mlp = s.mc.seq_layer == SeqLayerKind::TTTMLP;
   s.group = std::max(1, s.mc.scan_checkpoint_group_size);
+  s.attention = s.mc.seq_layer == SeqLayerKind::LinearAttention || s.mc.seq_layer == SeqLayerKind::SoftmaxAttention;
+  s.attn_kind = s.mc.seq_layer == SeqLayerKind::LinearAttention ? AttentionKind::Linear : AttentionKind::Softmax;
 
   const CudaQuery q = query_cuda_devices();
   if (q.status != CudaStatus::Ok) throw std::runtime_error("train_cuda: no CUDA device: " + q.message);
@@ -733,7 +850,8 @@ std::int64_t CudaTrainBackend::step_count() const { return m_impl->step; }
 std::size_t CudaTrainBackend::device_bytes() const {
   const Impl& s = *m_impl;
   std::size_t n = s.P.bytes() + s.G.bytes() + s.M1.bytes() + s.M2.bytes() + s.ttt_ws.bytes() + s.tokens.bytes() +
-                  s.targets.bytes() + s.emb_offsets.bytes() + s.emb_rows.bytes() + s.norm_ws.bytes();
+                  s.targets.bytes() + s.emb_offsets.bytes() + s.emb_rows.bytes() + s.norm_ws.bytes() +
+                  s.attn_ws.bytes();
   for (const auto& a : s.storage) n += a->bytes();
   return n;
 }

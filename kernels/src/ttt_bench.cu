@@ -15,6 +15,7 @@
 
 #include "cuda_check.hpp"
 #include "ttt_host.hpp"
+#include "tttlab/kernels/attention.hpp"
 #include "tttlab/kernels/ttt.hpp"
 
 namespace tttlab::kernels {
@@ -359,6 +360,77 @@ TttBenchReport ttt_bench(const TttBenchConfig& cfg) {
       const double msb = time_median([&] { ttt_mlp_backward(mb); }, cfg.warmup, cfg.repeats);
       add("ttt-mlp backward (g=8)", msb, bwd_flops,
           (7.0 * act + 2.0 * lam_n) * sizeof(float) + ck_bytes, 0, "", 0);
+    }
+  }
+  // ---- attention baselines (attention.hpp) -----------------------------------------------------------
+  // Causal softmax attention at the same B, H, T, d. FLOPs per head: the forward's Q·Kᵀ and P·V over
+  // the causal half, T²·d each (half of the full square's 2·T²·d), 2·T²·d in all; the backward's
+  // recomputed Q·Kᵀ, dO·Vᵀ, dV, dQ and dK, 5·T²·d (FlashAttention's count; the kernels run Q·Kᵀ and
+  // dO·Vᵀ once in each of their two passes, 7·T²·d executed). Floors: the forward reads Q, K, V and
+  // writes O and the lse; the backward reads Q, K, V, O, dO, lse and writes dQ, dK, dV (δ: one row).
+  {
+    const AttentionDims ad{D.batch, D.heads, D.seq_len, D.head_dim};
+    const double T2d = double(BH) * D.seq_len * double(D.seq_len) * dd;
+    const std::string ashape = "B=" + std::to_string(D.batch) + " H=" + std::to_string(D.heads) +
+                               " T=" + std::to_string(D.seq_len) + " d=" + std::to_string(D.head_dim);
+    auto add_attn = [&](std::string name, double ms, double flops, double bytes) {
+      TttBenchRow r;
+      r.name = std::move(name);
+      r.shape = ashape;
+      r.median_ms = ms;
+      r.gflops = flops / (ms * 1e-3) / 1e9;
+      r.floor_ms = floor_ms(bytes);
+      rep.rows.push_back(std::move(r));
+    };
+    Buf lse(lam_n), adO(act), adQ(act), adK(act), adV(act);
+    adO.fill(31, -1.0f, 1.0f);
+    const std::size_t aws = attention_backward_workspace_bytes(ad, AttentionKind::Softmax);
+    Buf ws((aws + sizeof(float) - 1) / sizeof(float));
+    std::vector<std::pair<AttentionVersion, const char*>> aversions;
+    if (cfg.all_versions) aversions.push_back({AttentionVersion::V1Simt, "v1-simt"});
+    aversions.push_back({AttentionVersion::Default, "default"});
+    for (auto [kind, av] : {std::pair{AttentionKind::Softmax, 0}, std::pair{AttentionKind::Softmax, 1},
+                            std::pair{AttentionKind::Linear, 0}, std::pair{AttentionKind::Linear, 1}}) {
+      if (av >= int(aversions.size())) continue;
+      const bool soft = kind == AttentionKind::Softmax;
+      const AttentionVersion version = aversions[av].first;
+      AttentionForwardArgs af;
+      af.dims = ad;
+      af.kind = kind;
+      af.Q = Q.p;
+      af.K = K.p;
+      af.V = V.p;
+      af.O = O.p;
+      af.lse = soft ? lse.p : nullptr;
+      af.version = version;
+      AttentionBackwardArgs ab;
+      ab.dims = ad;
+      ab.kind = kind;
+      ab.Q = Q.p;
+      ab.K = K.p;
+      ab.V = V.p;
+      ab.O = soft ? O.p : nullptr;
+      ab.lse = soft ? lse.p : nullptr;
+      ab.dO = adO.p;
+      ab.dQ = adQ.p;
+      ab.dK = adK.p;
+      ab.dV = adV.p;
+      ab.workspace = soft ? ws.p : nullptr;
+      ab.workspace_bytes = soft ? aws : 0;
+      ab.version = version;
+      const std::string vname = std::string(" ") + aversions[av].second;
+      const std::string kname = soft ? "softmax-attention" : "linear-attention";
+      const double fwd_ms = time_median([&] { attention_forward(af); }, cfg.warmup, cfg.repeats);
+      add_attn(kname + " forward" + vname, fwd_ms, 2 * T2d, (4.0 * act + lam_n) * sizeof(float));
+      if (cfg.backward) {
+        const double fb_ms = time_median(
+            [&] {
+              attention_forward(af);
+              attention_backward(ab);
+            },
+            cfg.warmup, cfg.repeats);
+        add_attn(kname + " fwd+bwd" + vname, fb_ms, 7 * T2d, (12.0 * act + 4.0 * lam_n) * sizeof(float));
+      }
     }
   }
   TTTLAB_CUDA_CHECK(cudaDeviceSynchronize());

@@ -20,6 +20,8 @@
 //    term, which moves the curve by 1e-2 or more within a few steps); the first step's loss (identical
 //    parameters) within 1e-5 / 1e-3 relative; the validation loss before and after likewise. Two GPU
 //    runs give identical losses bit for bit.
+// 1-2 cover the attention baselines too (softmax-attention, linear-attention): gradient cases on both
+//    backbones at fp32's 1e-4, and their own 50-step curves (OtherMixersFollowTheCpuLossCurve, with TTT-MLP).
 // 3. Checkpoints: a GPU run resumed on the GPU continues the same losses bit for bit; resumed on the
 //    CPU (and a CPU run on the GPU) it stays within the fp32 training tolerance (1e-3 nats).
 #include <gtest/gtest.h>
@@ -70,6 +72,32 @@ ModelConfig base_model(bool mamba, int D, int H, int b) {
   m.mamba_backbone = mamba;
   m.max_position_embeddings = 64;
   return m;
+}
+
+// The attention baselines: softmax (RoPE with global positions) and linear, on both backbones; T = 37
+// (one partial attention tile) and T = 100 (a full and a partial tile, d = 16).
+void add_attention_grad_cases(std::vector<GradCase>& c) {
+  for (SeqLayerKind kind : {SeqLayerKind::SoftmaxAttention, SeqLayerKind::LinearAttention}) {
+    const std::string k = to_string(kind);
+    for (bool mamba : {true, false}) {
+      ModelConfig m = base_model(mamba, 64, 2, 8);
+      m.seq_layer = kind;
+      GradCase g;
+      g.name = (mamba ? "m, " : "t, ") + k + " d=32";
+      g.model = m;
+      g.opt.gemm = GemmPrecision::Fp32;
+      c.push_back(g);
+    }
+    ModelConfig m = base_model(false, 48, 3, 8);
+    m.seq_layer = kind;
+    m.max_position_embeddings = 128;
+    GradCase g;
+    g.name = "t, " + k + " d=16, 3 heads, T=100";
+    g.model = m;
+    g.seq_len = 100;
+    g.opt.gemm = GemmPrecision::Fp32;
+    c.push_back(g);
+  }
 }
 
 std::vector<GradCase> grad_cases() {
@@ -144,6 +172,7 @@ std::vector<GradCase> grad_cases() {
     m.scan_checkpoint_group_size = 3;
     return m;
   }(), 64);
+  add_attention_grad_cases(c);
   return c;
 }
 
@@ -250,14 +279,23 @@ TEST(TrainCuda, UnsupportedModelsAreRefusedWithAReason) {
   m.seq_layer = SeqLayerKind::TTTMLP;
   EXPECT_EQ(cuda_train_unsupported(m), "");
   m.seq_layer = SeqLayerKind::SoftmaxAttention;
-  EXPECT_NE(cuda_train_unsupported(m).find("--device cpu"), std::string::npos);
+  EXPECT_EQ(cuda_train_unsupported(m), "");
+  m.seq_layer = SeqLayerKind::LinearAttention;
+  EXPECT_EQ(cuda_train_unsupported(m), "");
+  {
+    ModelConfig wide = m;
+    wide.hidden_size = 512, wide.num_attention_heads = 2;  // d = 256
+    EXPECT_NE(cuda_train_unsupported(wide).find("head dim"), std::string::npos);
+  }
   m.seq_layer = SeqLayerKind::TTTLinear;
   m.hidden_size = 64, m.num_attention_heads = 8;  // d = 8
   EXPECT_NE(cuda_train_unsupported(m).find("head dim"), std::string::npos);
   m.num_attention_heads = 2;
   EXPECT_EQ(cuda_train_unsupported(m), "");
   REQUIRE_GPU_OR_SKIP();
+  // The backend refuses what cuda_train_unsupported names, before touching the device.
   m.seq_layer = SeqLayerKind::SoftmaxAttention;
+  m.hidden_size = 512, m.num_attention_heads = 2;  // d = 256
   TrainConfig tc;
   tc.model = m;
   Model<float> model(m, 1);
@@ -358,36 +396,44 @@ TEST(TrainCuda, FiftyStepsFollowTheCpuLossCurve) {
   EXPECT_LT(cpu.loss.back(), cpu.loss.front() - 1.0) << "the model should learn the corpus";
 }
 
-// The same with TTT-MLP mixers (η_base = 0.1), fp32 products: every step's loss within 1e-3 nats of
-// the CPU's (the TTT-Linear test's bound and reasoning), the first step's and the validation loss
-// before training within 1e-5 relative, two GPU runs bit for bit.
-TEST(TrainCuda, TttMlpFiftyStepsFollowTheCpuLossCurve) {
+// The other mixers: the tiny model of the test above with TTT-MLP (η_base = 0.1, as the official
+// TTT-MLP) and with each attention baseline, 50 steps on the CPU and on the GPU (fp32 products) from
+// one seed. Every step's loss within 1e-3 nats, the first step's and the validation loss before
+// training within 1e-5 relative (identical parameters), the validation loss after within 1e-3: the
+// bounds of the TTT-Linear test above, for the same reasons (fp32 rounding differences grow slowly
+// through training; a wrong gradient term moves the curve by 1e-2 or more within a few steps). Two
+// GPU runs agree bit for bit.
+TEST(TrainCuda, OtherMixersFollowTheCpuLossCurve) {
   REQUIRE_GPU_OR_SKIP();
-  TrainConfig cfg = tiny_config(50);
-  cfg.model.seq_layer = SeqLayerKind::TTTMLP;
-  cfg.model.ttt_base_lr = 0.1;
-  const Curve cpu = train_curve(cfg, {});
-  CudaTrainOptions fp32;
-  fp32.gemm = GemmPrecision::Fp32;
-  const Curve g32 = train_curve(cfg, cuda_train_backend_factory(fp32));
-  const Curve g32b = train_curve(cfg, cuda_train_backend_factory(fp32));
-  double max32 = 0;
-  for (std::size_t i = 0; i < cpu.loss.size(); ++i) {
-    const double d32 = g32.loss[i] - cpu.loss[i];
-    max32 = std::max(max32, std::abs(d32));
-    if (i % 10 == 0 || i + 1 == cpu.loss.size())
-      std::printf("[ INFO     ] ttt-mlp %5zu %10.5f %10.5f %+10.2e\n", i + 1, cpu.loss[i], g32.loss[i], d32);
-    EXPECT_NEAR(g32.loss[i], cpu.loss[i], 1e-3) << "step " << i + 1;
-    EXPECT_EQ(g32.loss[i], g32b.loss[i]) << "step " << i + 1 << ": two GPU runs differ";
+  for (SeqLayerKind kind : {SeqLayerKind::TTTMLP, SeqLayerKind::SoftmaxAttention, SeqLayerKind::LinearAttention}) {
+    SCOPED_TRACE(to_string(kind));
+    TrainConfig cfg = tiny_config(50);
+    cfg.model.seq_layer = kind;
+    if (kind == SeqLayerKind::TTTMLP) cfg.model.ttt_base_lr = 0.1;
+    const Curve cpu = train_curve(cfg, {});
+    CudaTrainOptions fp32;
+    fp32.gemm = GemmPrecision::Fp32;
+    const Curve g32 = train_curve(cfg, cuda_train_backend_factory(fp32));
+    const Curve g32b = train_curve(cfg, cuda_train_backend_factory(fp32));
+    double mx = 0;
+    for (std::size_t i = 0; i < cpu.loss.size(); ++i) {
+      const double diff = g32.loss[i] - cpu.loss[i];
+      mx = std::max(mx, std::abs(diff));
+      if (i % 10 == 0 || i + 1 == cpu.loss.size())
+        std::printf("[ INFO     ] %-17s step %3zu cpu %.5f gpu %.5f diff %+.2e\n", to_string(kind).c_str(), i + 1,
+                    cpu.loss[i], g32.loss[i], diff);
+      EXPECT_NEAR(g32.loss[i], cpu.loss[i], 1e-3) << "step " << i + 1;
+      EXPECT_EQ(g32.loss[i], g32b.loss[i]) << "step " << i + 1 << ": two GPU runs differ";
+    }
+    std::printf("[ INFO     ] %s: max |gpu - cpu| over 50 steps %.2e nats; loss %.4f -> %.4f; validation cpu %.5f -> %.5f, "
+                "gpu %.5f -> %.5f\n",
+                to_string(kind).c_str(), mx, cpu.loss.front(), cpu.loss.back(), cpu.val_before, cpu.val_after,
+                g32.val_before, g32.val_after);
+    EXPECT_NEAR(g32.loss[0], cpu.loss[0], 1e-5 * cpu.loss[0]);
+    EXPECT_NEAR(g32.val_before, cpu.val_before, 1e-5 * cpu.val_before);
+    EXPECT_NEAR(g32.val_after, cpu.val_after, 1e-3);
+    EXPECT_LT(cpu.loss.back(), cpu.loss.front() - 1.0) << "the model should learn the corpus";
   }
-  std::printf("[ INFO     ] ttt-mlp: max |gpu - cpu| over 50 steps %.2e nats; loss %.4f -> %.4f (cpu); "
-              "validation cpu %.5f -> %.5f, gpu %.5f -> %.5f\n",
-              max32, cpu.loss.front(), cpu.loss.back(), cpu.val_before, cpu.val_after, g32.val_before,
-              g32.val_after);
-  EXPECT_NEAR(g32.loss[0], cpu.loss[0], 1e-5 * cpu.loss[0]);
-  EXPECT_NEAR(g32.val_before, cpu.val_before, 1e-5 * cpu.val_before);
-  EXPECT_NEAR(g32.val_after, cpu.val_after, 1e-3);
-  EXPECT_LT(cpu.loss.back(), cpu.loss.front() - 1.0) << "the model should learn the corpus";
 }
 
 TEST(TrainCuda, ProfiledStepAccountsForItsPhases) {

@@ -1,0 +1,102 @@
+// tttlab/kernels/attention.hpp — causal multi-head attention on the GPU, the token mixers of the two
+// baselines of the TTT paper (softmax attention: the Transformer; linear attention: Theorem 1).
+//
+// The kernels compute exactly the functions of the CPU engine on projected (and, for softmax, already
+// rotated) Q, K, V, for all B·H heads of a batch at once:
+//   Softmax  core/include/tttlab/nn/attention.hpp          causal_attention_forward / _backward
+//            O_h = softmax_causal(Q_h K_hᵀ/√d) V_h, each row's maximum subtracted before exp
+//   Linear   core/include/tttlab/nn/linear_attention.hpp   linear_attention_forward / _backward
+//            O_h = tril(Q_h K_hᵀ) V_h (tril keeps the diagonal; no scale, no normalisation)
+// The tests (tests/kernels/test_attention.cpp) compare every output with those functions in fp64.
+//
+// DESIGN (docs/KERNELS.md, "Attention baselines"): FlashAttention-2 style, fp32 storage; the tile
+// products on the CUDA cores (V1, the default) or on the tensor cores in 3xTF32 (V2). A block owns a tile of 64 queries of one head, streams the 64-key tiles at or below the diagonal
+// through shared memory and keeps the softmax online (running row maximum and sum), so no [T, T]
+// matrix is ever stored. The forward saves each row's log-sum-exp; the backward recomputes P tile by
+// tile from it, in two kernels: one owns a query tile and writes dQ, the other owns a key tile and
+// writes dK and dV. No atomics: every result is the same bit for bit from run to run.
+//
+// CONVENTIONS. This header includes neither CUDA nor Eigen headers. Every pointer is a DEVICE pointer
+// (cudaMalloc), fp32, contiguous; the caller owns all memory. Calls are asynchronous on `stream`
+// (nullptr: the legacy default stream), validate their arguments first (std::invalid_argument, one
+// line, nothing launched) and throw std::runtime_error naming the CUDA call when a launch fails.
+// THREADING: no global state (each launch sets its kernel's shared-memory limit on the current
+// device); calls may come from any thread.
+//
+// LAYOUTS (row-major, as in tttlab/tensor.hpp and ttt.hpp: a token is a row, heads are column blocks):
+//   Q, K, V, O, dO, dQ, dK, dV   [B, T, H·d]   element (n, t, h, c) at (n·T + t)·H·d + h·d + c
+//   lse, workspace rows          [B, H, T]     row t of head h of sequence n at (n·H + h)·T + t
+// SHAPES: any B, H, T ≥ 1 (T need not be a multiple of the tile), 1 ≤ d ≤ 128.
+#pragma once
+
+#include <cstddef>
+
+struct CUstream_st;  // = cudaStream_t, without the CUDA headers
+
+namespace tttlab::kernels {
+
+enum class AttentionKind {
+  Softmax,  // causal softmax(Q Kᵀ/√d) V
+  Linear,   // tril(Q Kᵀ) V
+};
+
+// Implementation versions, kept side by side (docs/KERNELS.md has the design and measured times of
+// each). Both support every shape and give fp32-level accuracy (1e-4 of max|ref| in the tests).
+enum class AttentionVersion {
+  Default = 0,   // V1: as fast as V2 or faster (docs/KERNELS.md, run 14)
+  V1Simt = 1,    // fp32 FMAs on the CUDA cores, float4 shared-memory reads
+  V2Tf32x3 = 2,  // tile products on the tensor cores (block_mma of ttt_mma.cuh): mma.sync m16n8k8
+                 // with split 3xTF32 operands; accumulators in shared memory
+};
+
+struct AttentionDims {
+  int batch = 1;      // B
+  int heads = 1;      // H
+  int seq_len = 1;    // T
+  int head_dim = 64;  // d
+};
+
+// ---- forward --------------------------------------------------------------------------------------
+struct AttentionForwardArgs {
+  AttentionDims dims;
+  AttentionKind kind = AttentionKind::Softmax;
+  const float* Q = nullptr;  // [B, T, H·d]
+  const float* K = nullptr;  // [B, T, H·d]
+  const float* V = nullptr;  // [B, T, H·d]
+  float* O = nullptr;        // [B, T, H·d], OVERWRITTEN; must not overlap Q, K, V
+  // Softmax only, optional (null: not written, e.g. for evaluation): [B, H, T], OVERWRITTEN with the
+  // natural log of Σ_{s ≤ t} exp(q_t·k_s/√d) of every row, which the backward needs. Ignored (may be
+  // null) for Linear.
+  float* lse = nullptr;
+  AttentionVersion version = AttentionVersion::Default;
+  CUstream_st* stream = nullptr;
+};
+void attention_forward(const AttentionForwardArgs& args);
+
+// ---- backward -------------------------------------------------------------------------------------
+// Bytes of device workspace attention_backward needs (softmax: one float per row, [B, H, T], for
+// δ_t = dO_t·O_t; linear: 0).
+std::size_t attention_backward_workspace_bytes(const AttentionDims& dims, AttentionKind kind);
+
+struct AttentionBackwardArgs {
+  AttentionDims dims;
+  AttentionKind kind = AttentionKind::Softmax;
+  const float* Q = nullptr;    // [B, T, H·d], as given to the forward
+  const float* K = nullptr;    // [B, T, H·d]
+  const float* V = nullptr;    // [B, T, H·d]
+  const float* O = nullptr;    // softmax: the forward's output [B, T, H·d]; linear: not read
+  const float* lse = nullptr;  // softmax: the forward's [B, H, T]; linear: not read
+  const float* dO = nullptr;   // ∂L/∂O [B, T, H·d]
+  // ∂L/∂Q, ∂L/∂K, ∂L/∂V [B, T, H·d], OVERWRITTEN (attention has no parameters; the CPU functions
+  // overwrite too). Pairwise disjoint and disjoint from every input.
+  float* dQ = nullptr;
+  float* dK = nullptr;
+  float* dV = nullptr;
+  void* workspace = nullptr;  // attention_backward_workspace_bytes(dims, kind) bytes (null if 0)
+  std::size_t workspace_bytes = 0;
+  AttentionVersion version = AttentionVersion::Default;
+  CUstream_st* stream = nullptr;
+};
+void attention_backward(const AttentionBackwardArgs& args);
+
+}  // namespace tttlab::kernels

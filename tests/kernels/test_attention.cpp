@@ -1,0 +1,343 @@
+// The causal attention kernels (tttlab/kernels/attention.hpp) against the CPU engine in fp64.
+//
+// Every case runs the forward and the backward of both variants (softmax, linear) on random fp32
+// inputs and compares O, the softmax's saved log-sum-exp, dQ, dK and dV with
+// causal_attention_forward/_backward and linear_attention_forward/_backward run in double on the
+// same (float-valued) inputs, sequence by sequence. Outputs are poisoned with NaN first, so an
+// unwritten element fails. Tolerance: max |gpu − ref| ≤ 1e-4 · max(max|ref|, 1) per tensor (the
+// issue's fp32 bound; fp32 accumulation over ≤ 1000 keys of terms of ~|ref| gives ~1e-6, measured
+// ≤ 2e-6, and ≤ 2e-5 with the large logits). The floor of 1 (the inputs are N(0, 1), so every term is
+// O(1)) is for T = 1, where softmax's dQ and dK are exactly 0 in exact arithmetic (P = 1, so
+// dS = dP − δ = 0) but fp32 leaves ~1e-6 (dP = dO·V and δ = dO·O are summed in different orders;
+// measured 3.3e-6 at d = 128). The lse: 1e-5 + 2e-6·A_t, where A_t = max_s Σ_c |q_tc·k_sc|/√d
+// bounds the size of the row's fp32 score sums: a score's rounding error is ~1e-7·A_t in fp32 and
+// ~5e-7·A_t with 3xTF32 (its low parts are truncated to tf32), and the lse moves by at most the largest
+// score error (measured 2.1e-4 at A_t ≈ 300 with logits x40, v2).
+//
+// Both versions (V1: CUDA cores, V2: 3xTF32 tensor cores) run every case.
+// Shapes: T = 1, 2, 63, 64, 65 (the tile is 64), 200, 1000; d = 16, 32, 64, 128 plus 8, 40 and 100
+// (padding of the kernels' d-tiles); several sequences and heads, so head and sequence offsets are
+// exercised. A case with logits of standard deviation ~40 checks the softmax's max subtraction
+// (without it exp overflows to inf). TTTLAB_GPU_TEST_QUICK=1 (under compute-sanitizer) keeps a few.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "test_ttt_util.hpp"
+#include "tttlab/kernels/attention.hpp"
+#include "tttlab/nn/attention.hpp"
+#include "tttlab/nn/linear_attention.hpp"
+
+namespace tttlab::kernels::test {
+namespace {
+
+struct AttnCase {
+  int B, H, T, d;
+  double q_scale = 1.0;  // multiplies Q: large logits
+};
+
+std::vector<AttnCase> attention_cases() {
+  if (quick_mode()) return {{2, 2, 1, 16}, {1, 2, 65, 32}, {2, 1, 130, 64}, {1, 1, 70, 128}, {1, 2, 64, 40, 40.0}};
+  std::vector<AttnCase> c;
+  for (int d : {16, 32, 64, 128})
+    for (int T : {1, 2, 63, 64, 65, 200, 1000}) {
+      const bool big = T >= 1000;
+      c.push_back({big ? 1 : 2, big ? 2 : 3, T, d});
+    }
+  for (int d : {8, 40, 100}) c.push_back({2, 2, 130, d});
+  c.push_back({2, 2, 200, 64, 40.0});
+  c.push_back({1, 2, 129, 128, 40.0});
+  return c;
+}
+
+// Sequence n of a [B, T, H·d] buffer as a [T, H·d] matrix in double.
+Mat<double> seq_mat(const std::vector<float>& x, int n, int T, int D) {
+  Mat<double> m(T, D);
+  for (int t = 0; t < T; ++t)
+    for (int c = 0; c < D; ++c) m(t, c) = x[(std::size_t(n) * T + t) * D + c];
+  return m;
+}
+void put_seq(std::vector<double>& out, const Mat<double>& m, int n) {
+  const std::size_t base = std::size_t(n) * m.rows() * m.cols();
+  for (Eigen::Index t = 0; t < m.rows(); ++t)
+    for (Eigen::Index c = 0; c < m.cols(); ++c) out[base + std::size_t(t) * m.cols() + c] = m(t, c);
+}
+
+struct Reference {
+  std::vector<double> O, lse, lse_scale, dQ, dK, dV;  // lse_scale: A_t above
+};
+
+Reference reference(AttentionKind kind, const AttnCase& k, const std::vector<float>& Q, const std::vector<float>& K,
+                    const std::vector<float>& V, const std::vector<float>& dO) {
+  const int D = k.H * k.d;
+  const std::size_t n = std::size_t(k.B) * k.T * D;
+  Reference r;
+  r.O.resize(n);
+  r.dQ.resize(n);
+  r.dK.resize(n);
+  r.dV.resize(n);
+  r.lse.resize(std::size_t(k.B) * k.H * k.T);
+  r.lse_scale.resize(r.lse.size());
+  for (int s = 0; s < k.B; ++s) {
+    const Mat<double> q = seq_mat(Q, s, k.T, D), kk = seq_mat(K, s, k.T, D), v = seq_mat(V, s, k.T, D),
+                      g = seq_mat(dO, s, k.T, D);
+    Mat<double> o, dq, dk, dv;
+    if (kind == AttentionKind::Softmax) {
+      causal_attention_forward<double>(q, kk, v, k.H, o);
+      causal_attention_backward<double>(q, kk, v, k.H, g, dq, dk, dv);
+      // log Σ_{s ≤ t} exp(q_t·k_s/√d), with the row maximum taken out.
+      for (int h = 0; h < k.H; ++h)
+        for (int t = 0; t < k.T; ++t) {
+          std::vector<double> sc(t + 1);
+          double mx = -INFINITY, scale = 0;
+          const double inv = 1 / std::sqrt(double(k.d));
+          for (int u = 0; u <= t; ++u) {
+            const auto qt = q.row(t).segment(h * k.d, k.d), ku = kk.row(u).segment(h * k.d, k.d);
+            sc[u] = qt.dot(ku) * inv;
+            mx = std::max(mx, sc[u]);
+            scale = std::max(scale, qt.cwiseAbs().dot(ku.cwiseAbs()) * inv);
+          }
+          double sum = 0;
+          for (double x : sc) sum += std::exp(x - mx);
+          r.lse[(std::size_t(s) * k.H + h) * k.T + t] = mx + std::log(sum);
+          r.lse_scale[(std::size_t(s) * k.H + h) * k.T + t] = scale;
+        }
+    } else {
+      linear_attention_forward<double>(q, kk, v, k.H, o);
+      linear_attention_backward<double>(q, kk, v, k.H, g, dq, dk, dv);
+    }
+    put_seq(r.O, o, s);
+    put_seq(r.dQ, dq, s);
+    put_seq(r.dK, dk, s);
+    put_seq(r.dV, dv, s);
+  }
+  return r;
+}
+
+constexpr double kFloor = 1.0;  // see the tolerance above
+constexpr AttentionVersion kVersions[] = {AttentionVersion::V1Simt, AttentionVersion::V2Tf32x3};
+
+const char* name_of(AttentionKind k) { return k == AttentionKind::Softmax ? "softmax" : "linear"; }
+
+std::string case_name(AttentionKind kind, const AttnCase& k) {
+  return std::string(name_of(kind)) + " B=" + std::to_string(k.B) + " H=" + std::to_string(k.H) +
+         " T=" + std::to_string(k.T) + " d=" + std::to_string(k.d) +
+         (k.q_scale != 1.0 ? " Q x" + std::to_string(int(k.q_scale)) : std::string());
+}
+
+struct Outputs {
+  std::vector<float> O, lse, dQ, dK, dV;
+};
+
+Outputs run_gpu(AttentionKind kind, AttentionVersion version, const AttnCase& k, const std::vector<float>& Q,
+                const std::vector<float>& K, const std::vector<float>& V, const std::vector<float>& dO) {
+  const AttentionDims dims{k.B, k.H, k.T, k.d};
+  const std::size_t n = Q.size(), rows = std::size_t(k.B) * k.H * k.T;
+  DeviceBuffer q(Q), kk(K), v(V), g(dO), o(n), lse(rows), dq(n), dk(n), dv(n);
+  const std::size_t ws_bytes = attention_backward_workspace_bytes(dims, kind);
+  DeviceBuffer ws((ws_bytes + sizeof(float) - 1) / sizeof(float));
+  for (DeviceBuffer* b : {&o, &lse, &dq, &dk, &dv, &ws}) b->poison();
+  const bool soft = kind == AttentionKind::Softmax;
+  AttentionForwardArgs f;
+  f.dims = dims;
+  f.kind = kind;
+  f.Q = q.get();
+  f.K = kk.get();
+  f.V = v.get();
+  f.O = o.get();
+  f.lse = soft ? lse.get() : nullptr;
+  f.version = version;
+  attention_forward(f);
+  AttentionBackwardArgs b;
+  b.dims = dims;
+  b.kind = kind;
+  b.Q = q.get();
+  b.K = kk.get();
+  b.V = v.get();
+  b.O = soft ? o.get() : nullptr;
+  b.lse = soft ? lse.get() : nullptr;
+  b.dO = g.get();
+  b.dQ = dq.get();
+  b.dK = dk.get();
+  b.dV = dv.get();
+  b.workspace = ws_bytes ? ws.get() : nullptr;
+  b.workspace_bytes = ws_bytes;
+  b.version = version;
+  attention_backward(b);
+  TTTLAB_CUDA_CHECK(cudaDeviceSynchronize());
+  return Outputs{o.download(), soft ? lse.download() : std::vector<float>{}, dq.download(), dk.download(),
+                 dv.download()};
+}
+
+TEST(Attention, ForwardAndBackwardMatchTheCpuEngine) {
+  TTTLAB_REQUIRE_GPU();
+  const std::uint64_t seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  double worst[2][2] = {};  // [kind][version]
+  for (AttentionKind kind : {AttentionKind::Softmax, AttentionKind::Linear})
+    for (const AttnCase& k : attention_cases()) {
+      if (kind == AttentionKind::Linear && k.q_scale != 1.0) continue;  // no softmax to overflow
+      const std::size_t n = std::size_t(k.B) * k.T * k.H * k.d;
+      std::vector<float> Q = randn_vec(n, rng, k.q_scale), K = randn_vec(n, rng, 1.0), V = randn_vec(n, rng, 1.0),
+                         dO = randn_vec(n, rng, 1.0);
+      const Reference ref = reference(kind, k, Q, K, V, dO);
+      for (AttentionVersion version : kVersions) {
+        const int vi = version == AttentionVersion::V1Simt ? 0 : 1;
+        const std::string name = case_name(kind, k) + (vi ? " v2" : " v1");
+        SCOPED_TRACE(name + ", seed " + std::to_string(seed));
+        const Outputs got = run_gpu(kind, version, k, Q, K, V, dO);
+        const ErrorStat eo = compare(got.O, ref.O, kFloor), eq = compare(got.dQ, ref.dQ, kFloor),
+                        ek = compare(got.dK, ref.dK, kFloor), ev = compare(got.dV, ref.dV, kFloor);
+        EXPECT_TRUE(within("O", eo, 1e-4, got.O, ref.O));
+        EXPECT_TRUE(within("dQ", eq, 1e-4, got.dQ, ref.dQ));
+        EXPECT_TRUE(within("dK", ek, 1e-4, got.dK, ref.dK));
+        EXPECT_TRUE(within("dV", ev, 1e-4, got.dV, ref.dV));
+        if (kind == AttentionKind::Softmax) {
+          double lse_err = 0;
+          std::size_t bad = 0;
+          for (std::size_t i = 0; i < ref.lse.size(); ++i) {
+            const double e = std::abs(double(got.lse[i]) - ref.lse[i]);
+            if (!(e <= 1e-5 + 2e-6 * ref.lse_scale[i])) ++bad;
+            if (std::isfinite(e)) lse_err = std::max(lse_err, e);
+          }
+          EXPECT_EQ(bad, 0u) << "lse: " << bad << " rows off by more than 1e-5 + 2e-6 A_t (max error " << lse_err
+                             << ")";
+        }
+        double& wk = worst[kind == AttentionKind::Linear][vi];
+        wk = std::max({wk, eo.rel, eq.rel, ek.rel, ev.rel});
+        if (k.T >= 1000 || k.q_scale != 1.0 || quick_mode())
+          std::printf("[ INFO     ] %-39s O %.1e dQ %.1e dK %.1e dV %.1e (x max|ref|)\n", name.c_str(), eo.rel, eq.rel,
+                      ek.rel, ev.rel);
+      }
+    }
+  std::printf("[ INFO     ] worst relative error over all cases: softmax v1 %.2e v2 %.2e, linear v1 %.2e v2 %.2e\n",
+              worst[0][0], worst[0][1], worst[1][0], worst[1][1]);
+}
+
+// Two backward runs give the same bits (no atomics, fixed summation order).
+TEST(Attention, BackwardIsDeterministic) {
+  TTTLAB_REQUIRE_GPU();
+  std::mt19937_64 rng(7);
+  const AttnCase k{2, 3, 300, 64};
+  const std::size_t n = std::size_t(k.B) * k.T * k.H * k.d;
+  const auto Q = randn_vec(n, rng, 1.0), K = randn_vec(n, rng, 1.0), V = randn_vec(n, rng, 1.0), dO = randn_vec(n, rng, 1.0);
+  for (AttentionKind kind : {AttentionKind::Softmax, AttentionKind::Linear})
+    for (AttentionVersion v : kVersions) {
+      const Outputs a = run_gpu(kind, v, k, Q, K, V, dO), b = run_gpu(kind, v, k, Q, K, V, dO);
+      EXPECT_EQ(a.O, b.O) << name_of(kind);
+      EXPECT_EQ(a.dQ, b.dQ) << name_of(kind);
+      EXPECT_EQ(a.dK, b.dK) << name_of(kind);
+      EXPECT_EQ(a.dV, b.dV) << name_of(kind);
+    }
+}
+
+// Bad arguments are refused with a one-line std::invalid_argument before anything is launched.
+TEST(Attention, ArgumentsAreChecked) {
+  TTTLAB_REQUIRE_GPU();
+  const AttentionDims dims{2, 2, 10, 16};
+  const std::size_t n = 2 * 2 * 10 * 16, rows = 2 * 2 * 10;
+  DeviceBuffer q(n), k(n), v(n), o(n), lse(rows), g(n), dq(n), dk(n), dv(n), ws(rows);
+  auto fwd = [&] {
+    AttentionForwardArgs a;
+    a.dims = dims;
+    a.Q = q.get();
+    a.K = k.get();
+    a.V = v.get();
+    a.O = o.get();
+    a.lse = lse.get();
+    return a;
+  };
+  auto bwd = [&] {
+    AttentionBackwardArgs a;
+    a.dims = dims;
+    a.Q = q.get();
+    a.K = k.get();
+    a.V = v.get();
+    a.O = o.get();
+    a.lse = lse.get();
+    a.dO = g.get();
+    a.dQ = dq.get();
+    a.dK = dk.get();
+    a.dV = dv.get();
+    a.workspace = ws.get();
+    a.workspace_bytes = rows * sizeof(float);
+    return a;
+  };
+  auto expect_refused = [](auto call, const std::string& words) {
+    try {
+      call();
+      ADD_FAILURE() << "no exception; expected one mentioning '" << words << "'";
+    } catch (const std::invalid_argument& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find(words), std::string::npos) << m;
+      EXPECT_EQ(m.find('\n'), std::string::npos) << "one line: " << m;
+    }
+  };
+  EXPECT_NO_THROW(attention_forward(fwd()));
+  EXPECT_NO_THROW(attention_backward(bwd()));
+  for (int d : {0, 129}) {
+    auto a = fwd();
+    a.dims.head_dim = d;
+    expect_refused([&] { attention_forward(a); }, "head_dim");
+  }
+  {
+    auto a = fwd();
+    a.dims.seq_len = 0;
+    expect_refused([&] { attention_forward(a); }, "seq_len");
+  }
+  {
+    auto a = fwd();
+    a.K = nullptr;
+    expect_refused([&] { attention_forward(a); }, "K is null");
+  }
+  {
+    auto a = fwd();
+    a.O = const_cast<float*>(a.Q) + 5;
+    expect_refused([&] { attention_forward(a); }, "O overlaps Q");
+  }
+  {
+    auto a = fwd();
+    a.lse = o.get();
+    expect_refused([&] { attention_forward(a); }, "lse overlaps O");
+  }
+  {
+    auto a = bwd();
+    a.workspace_bytes = rows * sizeof(float) - 4;
+    expect_refused([&] { attention_backward(a); }, "workspace has");
+  }
+  {
+    auto a = bwd();
+    a.lse = nullptr;
+    expect_refused([&] { attention_backward(a); }, "lse (softmax) is null");
+  }
+  {
+    auto a = bwd();
+    a.dK = a.dQ;
+    expect_refused([&] { attention_backward(a); }, "dQ overlaps dK");
+  }
+  {
+    auto a = bwd();
+    a.dV = const_cast<float*>(a.dO);
+    expect_refused([&] { attention_backward(a); }, "dV overlaps dO");
+  }
+  {
+    // Linear attention reads neither O nor lse and needs no workspace.
+    auto a = bwd();
+    a.kind = AttentionKind::Linear;
+    a.O = nullptr;
+    a.lse = nullptr;
+    a.workspace = nullptr;
+    a.workspace_bytes = 0;
+    EXPECT_EQ(attention_backward_workspace_bytes(dims, AttentionKind::Linear), 0u);
+    EXPECT_NO_THROW(attention_backward(a));
+  }
+  TTTLAB_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+}  // namespace
+}  // namespace tttlab::kernels::test
