@@ -193,7 +193,7 @@ void run_cuda(const BenchArgs& a) {
   std::printf("Whole-model training steps on the GPU (%s, %s backbone; forward + backward + AdamW, median of the timed steps)\n",
               a.layer.c_str(), a.backbone.c_str());
   std::printf("%-9s %5s %3s %3s %5s %9s %10s %5s %8s %9s %7s | %-44s\n", "shape", "D", "L", "H", "F", "B x T", "params", "gemm",
-              "ms/step", "tokens/s", "TFLOP/s", "one profiled step, ms: total: GEMM, TTT fwd, TTT bwd, rest");
+              "ms/step", "tokens/s", "TFLOP/s", "one profiled step, ms: total: GEMM, mixer fwd, mixer bwd, rest");
   for (const auto& gemm : {kernels::GemmPrecision::Tf32, kernels::GemmPrecision::Fp32}) {
     for (int shape = 0; shape < 2; ++shape) {
       const GpuRow r = shape == 0 ? bench_gpu_training("D256-L4", 256, 4, 16, 512, a.layer, a.backbone, gemm, 10)
@@ -206,7 +206,8 @@ void run_cuda(const BenchArgs& a) {
       std::fflush(stdout);
     }
   }
-  std::printf("\nTFLOP/s: 3x the forward's matrix-product FLOPs (inner loop included) per second of a step.\n");
+  std::printf("\nTFLOP/s: 3x the forward's matrix-product FLOPs (inner loop included) per second of a step.\n"
+              "mixer fwd, bwd: the TTT inner loop (TTT layers) or the attention kernel (attention baselines).\n");
   set_exit_code(0);
 }
 #endif

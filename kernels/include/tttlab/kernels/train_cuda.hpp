@@ -1,14 +1,16 @@
 // tttlab/kernels/train_cuda.hpp — a whole training step of the byte-level model on one GPU.
 //
-// CudaTrainBackend implements core's TrainBackend (tttlab/train/backend.hpp) for TTT-Linear models of
-// either backbone. It computes the function of Model<float>::train_sequence (model.hpp, layer.hpp) for
-// all B sequences of a batch at once and applies the AdamW update of optim/adamw.hpp on the device:
+// CudaTrainBackend implements core's TrainBackend (tttlab/train/backend.hpp) for every model kind
+// (TTT-Linear, TTT-MLP, linear-attention, softmax-attention) of either backbone. It computes the
+// function of Model<float>::train_sequence (model.hpp, layer.hpp, seq/attention_layers.hpp) for all B
+// sequences of a batch at once and applies the AdamW update of optim/adamw.hpp on the device:
 //
 //   embedding → per block [pre-conv (Mamba backbone): RMSNorm, depthwise causal conv, residual;
-//   RMSNorm + TTT-Linear layer (projections, conv_q/conv_k or k_proj, RoPE at positions t mod b,
-//   η gate and token-index τ, the inner loop, post-norm LayerNorm, GELU gate, o_proj), residual;
-//   RMSNorm + SwiGLU, residual] → RMSNorm → tied head → softmax cross-entropy, and the backward of
-//   all of it, in reverse.
+//   RMSNorm + token mixer, residual; RMSNorm + SwiGLU, residual] → RMSNorm → tied head → softmax
+//   cross-entropy, and the backward of all of it, in reverse. The mixer is a TTT layer (projections,
+//   conv_q/conv_k or k_proj, RoPE at positions t mod b, η gate and token-index τ, the TTT-Linear or
+//   TTT-MLP inner loop, post-norm LayerNorm, GELU gate, o_proj) or an attention baseline (q/k/v
+//   projections, RoPE at global positions for softmax attention, causal attention, o_proj).
 //
 // Pieces: matrix products through cuBLAS (gemm.hpp; tf32 or fp32 products, fp32 accumulation), the
 // element-wise and row kernels of nn_ops.hpp, and the TTT inner-loop kernels of ttt.hpp (dual-form
@@ -54,15 +56,15 @@ struct CudaTrainOptions {
 };
 
 // Empty when the backend can train this model; otherwise one line saying what it cannot do (e.g.
-// "the GPU trains ttt-linear models; ttt-mlp trains on the CPU (--device cpu)").
+// "the GPU's TTT kernels need a mini-batch b <= 64, got 128; use --device cpu").
 std::string cuda_train_unsupported(const ModelConfig& model);
 
 // Where one step's device time goes (CUDA events around each phase, read after the step).
 struct CudaStepProfile {
   double total_ms = 0;           // forward + backward + optimiser, first launch to last
   double gemm_ms = 0;            // every matrix product (projections, SwiGLU, head, η gate)
-  double inner_forward_ms = 0;   // the TTT inner loop, forward kernels
-  double inner_backward_ms = 0;  // the TTT inner loop, backward kernels (incl. their batch sums)
+  double inner_forward_ms = 0;   // the mixer kernel, forward: the TTT inner loop, or attention
+  double inner_backward_ms = 0;  // the mixer kernel, backward (incl. the TTT batch sums)
   double other_ms = 0;           // the rest: norms, convs, RoPE, activations, loss, AdamW, copies, gaps
 };
 
