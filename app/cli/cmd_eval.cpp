@@ -1,11 +1,13 @@
-// `tttlab eval --checkpoint DIR [--data brown|FILE] [--json]`: validation loss, bits per byte and the
-// loss by token position (the paper's Fig. 2, right) of a trained model.
+// `tttlab eval --checkpoint DIR [--data brown|FILE] [--device auto|cpu|cuda] [--json]`: validation
+// loss, bits per byte and the loss by token position (the paper's Fig. 2, right) of a trained model,
+// on the CPU engine or the GPU training step's evaluation (the same function; cli/train_device.hpp).
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 
 #include "cli/commands.hpp"
+#include "cli/train_device.hpp"
 #include "tttlab/data/batches.hpp"
 #include "tttlab/io/atomic_file.hpp"
 #include "tttlab/io/json.hpp"
@@ -22,6 +24,8 @@ struct EvalArgs {
   int seq_len = 0;      // 0: the run's
   int windows = 0;      // 0: all
   int threads = 0;
+  std::string device = "auto";
+  std::string gpu_gemm = "fp32";  // evaluation is cheap: full fp32 products, within ~1e-6 of the CPU
   bool json = false;
 };
 
@@ -43,19 +47,23 @@ void run(const EvalArgs& a) {
   cfg.threads = a.threads;
   cfg.steps = 1;
   cfg.lr = 1e-3;
-  Trainer t(cfg, TextData::load(cfg));
-  // The trainer holds a freshly initialised model: give it the checkpoint's weights.
+  std::string device_note;
+  const TrainBackendFactory backend = command_line_backend(a.device, a.gpu_gemm, device_note);
+  Trainer t(cfg, TextData::load(cfg), backend);
+  // The trainer holds a freshly initialised model: give it the checkpoint's weights (and the backend).
   t.model().for_each_param([&](Eigen::Map<Mat<float>> dst, const std::string& name) {
     model->for_each_param([&](Eigen::Map<Mat<float>> src, const std::string& n) {
       if (n == name) dst = src;
     });
   });
+  t.sync_from_host();
   const EvalReport r = t.evaluate(a.windows);
   if (a.json) {
     Json j = Json::object();
     j["checkpoint"] = resolve_checkpoint(a.checkpoint).string();
     j["data"] = t.data().description;
     j["seq_len"] = cfg.seq_len;
+    j["device"] = t.device_description();
     j["val_loss"] = r.loss;
     j["val_bpb"] = r.bpb;
     j["targets"] = r.targets;
@@ -67,6 +75,8 @@ void run(const EvalArgs& a) {
     std::printf("checkpoint: %s (%s, %ld parameters)\n", resolve_checkpoint(a.checkpoint).string().c_str(),
                 to_string(model->config().seq_layer).c_str(), model->num_params());
     std::printf("data: %s, windows of %d bytes\n", t.data().description.c_str(), cfg.seq_len);
+    std::printf("device: %s\n", t.device_description().c_str());
+    if (!device_note.empty()) std::printf("  (%s)\n", device_note.c_str());
     std::printf("validation loss %.4f nats/byte = %.4f bits/byte over %ld bytes\n\n", r.loss, r.bpb, r.targets);
     std::printf("loss by token position (bits/byte, mean over windows):\n");
     const int T = cfg.seq_len, buckets = std::min(16, T);
@@ -92,6 +102,10 @@ void register_eval(CLI::App& app) {
   cmd->add_option("--seq-len", a->seq_len, "Window length (default: the run's)")->check(CLI::Range(2, 1 << 20));
   cmd->add_option("--windows", a->windows, "Evaluate only the first N windows (0: all)")->check(CLI::Range(0, 1 << 30));
   cmd->add_option("--threads", a->threads, "Worker threads (0: all)")->check(CLI::Range(0, 1024));
+  cmd->add_option("--device", a->device, "auto (a GPU when present and it can run the model, else the CPU), cpu, or cuda")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))->capture_default_str();
+  cmd->add_option("--gpu-gemm", a->gpu_gemm, "GPU matrix products: fp32, or tf32 (tensor cores, ~1e-3 relative)")
+      ->check(CLI::IsMember({"tf32", "fp32"}))->capture_default_str();
   cmd->add_flag("--json", a->json, "Print JSON (with the full loss-by-position curve)");
   cmd->callback([a] { run(*a); });
 }

@@ -56,30 +56,6 @@ struct TrainArgs {
   bool quiet = false;
 };
 
-// The backend for --device (cli/train_device.hpp), with its errors as usage errors (exit status 2).
-TrainBackendFactory choose_backend(const TrainArgs& a, std::string& note) {
-  DeviceRequest request;
-  try {
-    request = parse_device_request(a.device);
-  } catch (const std::invalid_argument& e) {
-    throw CLI::ValidationError(e.what());
-  }
-  TrainBackendFactory f;
-  try {
-    f = train_backend_for(request, a.gpu_gemm, note);  // DeviceError (status 1) for cuda without a GPU
-  } catch (const std::invalid_argument& e) {
-    throw CLI::ValidationError(e.what());
-  }
-  if (!f) return f;
-  return [f](const TrainBackendContext& ctx) {
-    try {
-      return f(ctx);
-    } catch (const TrainDeviceUnsupported& e) {
-      throw CLI::ValidationError(e.what());
-    }
-  };
-}
-
 std::string format_duration(double s) {
   char buf[32];
   if (s < 0 || !std::isfinite(s)) return "?";
@@ -118,7 +94,7 @@ void run(const TrainArgs& a, CLI::App* cmd) {
   std::unique_ptr<Trainer> trainer;
   fs::path out;
   std::string device_note;
-  const TrainBackendFactory backend = choose_backend(a, device_note);
+  const TrainBackendFactory backend = command_line_backend(a.device, a.gpu_gemm, device_note);
   if (!a.resume.empty()) {
     for (const char* opt : {"--preset", "--layer", "--steps", "--data", "--batch", "--seq-len", "--lr", "--seed"})
       if (cmd->count(opt))

@@ -1,5 +1,7 @@
 #include "cli/train_device.hpp"
 
+#include <CLI/CLI.hpp>
+
 #ifdef TTTLAB_HAVE_CUDA
 #include <memory>
 
@@ -29,6 +31,29 @@ TrainBackendFactory train_backend_for(DeviceRequest request, const std::string& 
   (void)gemm;
   return {};  // select_device() never picks CUDA in a build without the kernels
 #endif
+}
+
+TrainBackendFactory command_line_backend(const std::string& device, const std::string& gemm, std::string& note) {
+  DeviceRequest request;
+  try {
+    request = parse_device_request(device);
+  } catch (const std::invalid_argument& e) {
+    throw CLI::ValidationError(e.what());
+  }
+  TrainBackendFactory f;
+  try {
+    f = train_backend_for(request, gemm, note);  // DeviceError (a runtime_error) passes through
+  } catch (const std::invalid_argument& e) {
+    throw CLI::ValidationError(e.what());
+  }
+  if (!f) return f;
+  return [f](const TrainBackendContext& ctx) {
+    try {
+      return f(ctx);
+    } catch (const TrainDeviceUnsupported& e) {
+      throw CLI::ValidationError(e.what());
+    }
+  };
 }
 
 }  // namespace tttlab::cli

@@ -32,4 +32,10 @@ class TrainDeviceUnsupported : public std::invalid_argument {
 // Throws DeviceError for `cuda` without a usable GPU.
 TrainBackendFactory train_backend_for(DeviceRequest request, const std::string& gemm, std::string& note);
 
+// The same for a command's --device and --gpu-gemm strings, with their errors as usage errors
+// (CLI::ValidationError, exit status 2): an unknown device or precision, or `cuda` for a model the
+// GPU step does not support (raised when the Trainer calls the factory). DeviceError (status 1) for
+// `cuda` without a usable GPU.
+TrainBackendFactory command_line_backend(const std::string& device, const std::string& gemm, std::string& note);
+
 }  // namespace tttlab::cli

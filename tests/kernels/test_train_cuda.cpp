@@ -359,6 +359,32 @@ Curve train_curve(const TrainConfig& cfg, const TrainBackendFactory& backend) {
   return c;
 }
 
+// Weights changed on the host reach the device through Trainer::sync_from_host (what `tttlab eval
+// --device cuda` does with a checkpoint's weights): a GPU trainer started from another seed evaluates
+// like the CPU trainer whose weights it was given, and not before.
+TEST(TrainCuda, EvaluatesWeightsCopiedInOnTheHost) {
+  REQUIRE_GPU_OR_SKIP();
+  TrainConfig cfg = tiny_config(3);
+  Trainer cpu(cfg, corpus_data(), {});
+  while (!cpu.finished()) cpu.step();  // weights no initialisation reproduces
+  cfg.seed = 12;
+  CudaTrainOptions fp32;
+  fp32.gemm = GemmPrecision::Fp32;
+  Trainer gpu(cfg, corpus_data(), cuda_train_backend_factory(fp32));
+  const double want = cpu.evaluate(cfg.eval_windows).loss;
+  const double before = gpu.evaluate(cfg.eval_windows).loss;
+  gpu.model().for_each_param([&](Eigen::Map<Mat<float>> dst, const std::string& name) {
+    cpu.model().for_each_param([&](Eigen::Map<Mat<float>> src, const std::string& n) {
+      if (n == name) dst = src;
+    });
+  });
+  gpu.sync_from_host();
+  const double after = gpu.evaluate(cfg.eval_windows).loss;
+  std::printf("[ INFO     ] cpu %.6f; gpu before the copy %.6f, after %.6f\n", want, before, after);
+  EXPECT_GT(std::abs(before - want), 1e-3) << "the two trainers should start apart";
+  EXPECT_NEAR(after, want, 1e-5 * want);
+}
+
 TEST(TrainCuda, FiftyStepsFollowTheCpuLossCurve) {
   REQUIRE_GPU_OR_SKIP();
   const TrainConfig cfg = tiny_config(50);

@@ -302,6 +302,8 @@ EvalReport Trainer::evaluate(int max_windows) const {
 
 void Trainer::sync_to_host() const { m_impl->backend->pull_to_host(); }
 
+void Trainer::sync_from_host() { m_impl->backend->push_from_host(); }
+
 std::string Trainer::device_description() const { return m_impl->backend->describe(); }
 
 DeviceKind Trainer::device_kind() const { return m_impl->backend->kind(); }

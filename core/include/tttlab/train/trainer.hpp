@@ -101,6 +101,9 @@ class Trainer {
   // Makes model() (and the host optimiser state) current. Needed only with a GPU backend, before
   // reading model() directly; a no-op on the CPU.
   void sync_to_host() const;
+  // The reverse: after model() was changed directly (weights copied in from a checkpoint), makes the
+  // backend compute with it. A no-op on the CPU.
+  void sync_from_host();
   // The backend's device in words ("CPU (Eigen 3.4, 16 threads)", "CUDA: NVIDIA H100 ...").
   std::string device_description() const;
   DeviceKind device_kind() const;
