@@ -14,6 +14,7 @@ mkdir -p "$OUT"
 cd "$(dirname "$0")"
 steps=${*:-tests brown bench}
 STEPS=${STEPS:-200}
+LAYER=${LAYER:-ttt-linear}  # the preset's mixer: ttt-linear, ttt-mlp, linear-attention, softmax-attention
 CPU_SECONDS=${CPU_SECONDS:-80}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee "$OUT/gpu.txt"
 echo "cpu cores: $(nproc)"
@@ -34,8 +35,8 @@ for s in $steps; do
       done
       grep -iE "INFO|FAILED|PASSED|SKIPPED \]|Failure|error|Which is|actual" "$OUT/tests.log" | head -120 ;;
     brown)
-      echo "== brown: small, $STEPS steps, GPU"
-      common="--preset small --data brown --data-dir brown --steps $STEPS --eval-every 100 --eval-windows 64 --seed 1"
+      echo "== brown: small, $LAYER, $STEPS steps, GPU"
+      common="--preset small --layer $LAYER --data brown --data-dir brown --steps $STEPS --eval-every 100 --eval-windows 64 --seed 1"
       timeout 80 ./tttlab train $common --device cuda --out "$W/gpu" > "$OUT/brown_gpu.log" 2>&1; echo "gpu rc=$?"
       tail -4 "$OUT/brown_gpu.log"
       echo "== brown: the same run on the CPU for ${CPU_SECONDS}s"
@@ -45,12 +46,16 @@ for s in $steps; do
       cp -r "$W/cpu" "$W/cpu_then_gpu"
       timeout 60 ./tttlab train --resume "$W/cpu_then_gpu" --device cuda > "$OUT/brown_resume.log" 2>&1; echo "resume rc=$?"
       tail -3 "$OUT/brown_resume.log"
-      python3 compare_runs.py "$W/gpu/metrics.jsonl" "$W/cpu/metrics.jsonl" "$W/cpu_then_gpu/metrics.jsonl" | tee "$OUT/brown_compare.txt"
+      python3 compare_runs.py "$W/gpu/metrics.jsonl" "$W/cpu/metrics.jsonl" "$W/cpu_then_gpu/metrics.jsonl" | tee "$OUT/brown_compare.txt" "$OUT/brown_compare-$LAYER.txt"
+      echo "== brown: the GPU run's checkpoint evaluated on the GPU and on the CPU (tttlab eval, 64 windows)"
+      for dev in cuda cpu; do
+        timeout 60 ./tttlab eval --checkpoint "$W/gpu" --data-dir brown --windows 64 --device $dev | grep -E "^device|^validation"
+      done | tee "$OUT/eval-$LAYER.txt"
       # One archive: the device tool returns at most 8 files.
       mkdir -p "$W/brown_logs"
       for r in gpu cpu cpu_then_gpu; do cp "$W/$r/metrics.jsonl" "$W/brown_logs/${r}_metrics.jsonl"; done
       mv "$OUT"/brown_*.log "$OUT/brown_compare.txt" "$W/brown_logs/"
-      tar -czf "$OUT/brown.tar.gz" -C "$W" brown_logs ;;
+      tar -czf "$OUT/brown-$LAYER.tar.gz" -C "$W" brown_logs ;;
     bench)
       echo "== bench"
       timeout 120 ./tttlab bench --device cuda 2>&1 | tee "$OUT/bench.log"; echo "bench rc=${PIPESTATUS[0]}" ;;
