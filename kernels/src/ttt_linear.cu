@@ -378,15 +378,7 @@ __device__ void bwd_chunk(const BwdParams& p, const BwdSmem& s, std::size_t seq0
   // P6: dγ, dβ of the output LN (column walk, one thread per feature: deterministic), dZ̄ into s.Zb,
   // dQ = dO (residual) or 0.
   if (p.ln) {
-    for (int c = tid; c < d; c += kThreads) {
-      float ag = 0.0f, ab = 0.0f;
-      for (int r = 0; r < m; ++r) {
-        ag += s.dO[r * ldd + c] * s.dZ[r * ldd + c];
-        ab += s.dO[r * ldd + c];
-      }
-      s.dgam[c] += ag;
-      s.dbet[c] += ab;
-    }
+    block_ln_param_backward(s.dO, s.dZ, m, d, ldd, s.dgam, s.dbet, tid, kThreads);
   }
   for (int r = warp; r < m; r += kWarps) {
     const RowFrag dy = row_load(s.dO + r * ldd, d, lane);
@@ -483,42 +475,9 @@ __device__ void bwd_chunk(const BwdParams& p, const BwdSmem& s, std::size_t seq0
     s.dtau[i] += dt;
     p.dlam[std::size_t(blk) * p.T + t0 + i] = dl;
   }
-  for (int r = warp; r < m; r += kWarps) {
-    const RowFrag delta = row_load(s.dG + r * ldd, d, lane);
-    float* dv = dV + std::size_t(r) * rs;
-    if (!p.ln) {
-      RowFrag nd;
-#pragma unroll
-      for (int u = 0; u < kPerLane; ++u) nd.v[u] = -delta.v[u];
-      row_store(dv, nd, d, lane);
-      row_store(s.dZ + r * ldd, delta, d, lane);
-      continue;
-    }
-    const RowFrag z = row_load(s.Z + r * ldd, d, lane);
-    const RowFrag t = row_load(s.R + r * ldd, d, lane);
-    const RowStats st{s.mu[r], s.rstd[r]};
-    const RowFrag xh = row_xhat(z, st, d, lane);
-    RowFrag gh;
-#pragma unroll
-    for (int u = 0; u < kPerLane; ++u) gh.v[u] = gam.v[u] * (gam.v[u] * xh.v[u] + bet.v[u] - t.v[u]);
-    const RowFrag g = row_project(gh, xh, st.rstd, d, lane);
-    const RowFrag a = row_project(delta, xh, st.rstd, d, lane);
-    const float m_xg = row_dot(xh, gh) / float(d);
-    const float m_xd = row_dot(xh, delta) / float(d);
-    const float dsig = -row_dot(delta, g) * st.rstd;
-    RowFrag dxh, dr;
-#pragma unroll
-    for (int u = 0; u < kPerLane; ++u) {
-      dxh.v[u] = gam.v[u] * gam.v[u] * a.v[u] - (delta.v[u] * m_xg + gh.v[u] * m_xd) * st.rstd;
-      dr.v[u] = -gam.v[u] * a.v[u];
-    }
-    RowFrag dz = row_project(dxh, xh, st.rstd, d, lane);
-#pragma unroll
-    for (int u = 0; u < kPerLane; ++u) dz.v[u] += dsig * xh.v[u] / float(d);
-    row_store(dv, dr, d, lane);
-    row_store(s.dZ + r * ldd, dz, d, lane);
-    row_store(s.dG + r * ldd, a, d, lane);
-  }
+  for (int r = warp; r < m; r += kWarps)
+    row_loss_grad_backward(s.dG + r * ldd, s.Z + r * ldd, s.R + r * ldd, s.mu + r, s.rstd + r, gam,
+                           bet, d, lane, p.ln, dV + std::size_t(r) * rs, s.dZ + r * ldd);
   __syncthreads();
 
   // P10: dK += dZ Wᵀ − dR (residual);  dγ, dβ of the loss LN;  the carry:
@@ -534,19 +493,10 @@ __device__ void bwd_chunk(const BwdParams& p, const BwdSmem& s, std::size_t seq0
     dK[std::size_t(j) * rs + k] += acc;
   }
   if (p.ln)
-    for (int c = tid; c < d; c += kThreads) {
-      const float gc = p.gamma[std::size_t(blk % p.H) * d + c];
-      const float bc = p.beta[std::size_t(blk % p.H) * d + c];
-      float ag = 0.0f, ab = 0.0f;
-      for (int r = 0; r < m; ++r) {
-        const float a = s.dG[r * ldd + c];
-        const float xh = (s.Z[r * ldd + c] - s.mu[r]) * s.rstd[r];
-        ag += a * (2.0f * gc * xh + bc - s.R[r * ldd + c]);
-        ab += gc * a;
-      }
-      s.dgam[c] += ag;
-      s.dbet[c] += ab;
-    }
+    block_loss_grad_param_backward(s.dG, s.Z, s.R, s.mu, s.rstd, m, d, ldd,
+                                   p.gamma + std::size_t(blk % p.H) * d,
+                                   p.beta + std::size_t(blk % p.H) * d, s.dgam, s.dbet, tid,
+                                   kThreads);
   for (int i = tid; i < d * d; i += kThreads) {
     const int k = i / d, c = i % d;
     float acc = full ? s.dW[k * ldd + c] : 0.0f;

@@ -191,15 +191,7 @@ __device__ void chunk(const BwdParams& p, const Smem2& s, std::size_t seq0, std:
       if (lane == 0) s.rstd2[r] = st.rstd;
     }
     __syncthreads();
-    for (int c = tid; c < d; c += kThreads) {
-      float ag = 0.0f, ab = 0.0f;
-      for (int r = 0; r < m; ++r) {
-        ag += s.dO[r * ldd + c] * s.dZ[r * ldd + c];
-        ab += s.dO[r * ldd + c];
-      }
-      s.dgam[c] += ag;
-      s.dbet[c] += ab;
-    }
+    block_ln_param_backward(s.dO, s.dZ, m, d, ldd, s.dgam, s.dbet, tid, kThreads);
   }
   for (int r = warp; r < m; r += kWarps) {
     const RowFrag dy = row_load(s.dO + r * ldd, d, lane);
@@ -268,42 +260,9 @@ __device__ void chunk(const BwdParams& p, const Smem2& s, std::size_t seq0, std:
     s.dtau[i] += dt;
     p.dlam[std::size_t(blk) * p.T + t0 + i] = dl;
   }
-  for (int r = warp; r < m; r += kWarps) {
-    const RowFrag delta = row_load(s.dG + r * ldd, d, lane);
-    float* dv = dV + std::size_t(r) * rs;
-    if (!p.ln) {
-      RowFrag nd;
-#pragma unroll
-      for (int u = 0; u < kPerLane; ++u) nd.v[u] = -delta.v[u];
-      row_store(dv, nd, d, lane);
-      row_store(s.dZ + r * ldd, delta, d, lane);
-      continue;
-    }
-    const RowFrag z = row_load(s.Z + r * ldd, d, lane);
-    const RowFrag t = row_load(s.R + r * ldd, d, lane);
-    const RowStats st{s.mu[r], s.rstd[r]};
-    const RowFrag xh = row_xhat(z, st, d, lane);
-    RowFrag gh;
-#pragma unroll
-    for (int u = 0; u < kPerLane; ++u) gh.v[u] = gam.v[u] * (gam.v[u] * xh.v[u] + bet.v[u] - t.v[u]);
-    const RowFrag g = row_project(gh, xh, st.rstd, d, lane);
-    const RowFrag a = row_project(delta, xh, st.rstd, d, lane);
-    const float m_xg = row_dot(xh, gh) / float(d);
-    const float m_xd = row_dot(xh, delta) / float(d);
-    const float dsig = -row_dot(delta, g) * st.rstd;
-    RowFrag dxh, dr;
-#pragma unroll
-    for (int u = 0; u < kPerLane; ++u) {
-      dxh.v[u] = gam.v[u] * gam.v[u] * a.v[u] - (delta.v[u] * m_xg + gh.v[u] * m_xd) * st.rstd;
-      dr.v[u] = -gam.v[u] * a.v[u];
-    }
-    RowFrag dz = row_project(dxh, xh, st.rstd, d, lane);
-#pragma unroll
-    for (int u = 0; u < kPerLane; ++u) dz.v[u] += dsig * xh.v[u] / float(d);
-    row_store(dv, dr, d, lane);
-    row_store(s.dZ + r * ldd, dz, d, lane);
-    row_store(s.dG + r * ldd, a, d, lane);
-  }
+  for (int r = warp; r < m; r += kWarps)
+    row_loss_grad_backward(s.dG + r * ldd, s.Z + r * ldd, s.R + r * ldd, s.mu + r, s.rstd + r, gam,
+                           bet, d, lane, p.ln, dV + std::size_t(r) * rs, s.dZ + r * ldd);
   __syncthreads();
 
   // P10: dK += dZ Wᵀ − dR;  dγ, dβ of the loss LN;  the carry dW, dc.
@@ -316,19 +275,8 @@ __device__ void chunk(const BwdParams& p, const Smem2& s, std::size_t seq0, std:
     dK[i * lrs + j] += v;
   });
   if (p.ln)
-    for (int c = tid; c < d; c += kThreads) {
-      const float gc = gamma_h[c];
-      const float bc = p.beta[std::size_t(h) * d + c];
-      float ag = 0.0f, ab = 0.0f;
-      for (int r = 0; r < m; ++r) {
-        const float a = s.dG[r * ldd + c];
-        const float xh = (s.Z[r * ldd + c] - s.mu[r]) * s.rstd[r];
-        ag += a * (2.0f * gc * xh + bc - s.R[r * ldd + c]);
-        ab += gc * a;
-      }
-      s.dgam[c] += ag;
-      s.dbet[c] += ab;
-    }
+    block_loss_grad_param_backward(s.dG, s.Z, s.R, s.mu, s.rstd, m, d, ldd, gamma_h,
+                                   p.beta + std::size_t(h) * d, s.dgam, s.dbet, tid, kThreads);
   block_mma<kSplit>(d, d, m, op_t(s.Q, ldd), op(s.Zb, ldd), 1.0f, m, op_t(s.K, ldd), op(s.dZ, ldd),
                     1.0f, [&](int i, int j, float v) {
                       s.dW[i * ldd + j] = (full ? s.dW[i * ldd + j] : 0.0f) + v;

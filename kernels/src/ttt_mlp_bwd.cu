@@ -279,15 +279,7 @@ __device__ void chunk(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, st
       if (lane == 0) s.rstd2[r] = st.rstd;
     }
     __syncthreads();
-    for (int c = tid; c < d; c += kThreads) {
-      float ag = 0.0f, ab = 0.0f;
-      for (int r = 0; r < m; ++r) {
-        ag += s.dO[r * ldd + c] * s.Xh[r * ldd + c];
-        ab += s.dO[r * ldd + c];
-      }
-      s.dgam[c] += ag;
-      s.dbet[c] += ab;
-    }
+    block_ln_param_backward(s.dO, s.Xh, m, d, ldd, s.dgam, s.dbet, tid, kThreads);
   }
   for (int r = warp; r < m; r += kWarps) {
     const RowFrag dy = row_load(s.dO + r * ldd, d, lane);
@@ -409,64 +401,19 @@ __device__ void chunk(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, st
   __syncthreads();
 
   // G2 = lnl2(Z2, R) backward: dZ2 into s.Xh, a (LN) into s.dG2 in place, dV = dR.
-  for (int r = warp; r < m; r += kWarps) {
-    const RowFrag delta = row_load(s.dG2 + r * ldd, d, lane);
-    float* dv = dV + std::size_t(r) * rs;
-    if (!p.ln) {
-      RowFrag nd;
-#pragma unroll
-      for (int u = 0; u < kPerLane; ++u) nd.v[u] = -delta.v[u];
-      row_store(dv, nd, d, lane);
-      row_store(s.Xh + r * ldd, delta, d, lane);
-      continue;
-    }
-    const RowFrag z = row_load(s.Z2 + r * ldd, d, lane);
-    const RowFrag t = row_load(s.R + r * ldd, d, lane);
-    const RowStats st{s.mu[r], s.rstd[r]};
-    const RowFrag xh = row_xhat(z, st, d, lane);
-    RowFrag gh;
-#pragma unroll
-    for (int u = 0; u < kPerLane; ++u) gh.v[u] = gam.v[u] * (gam.v[u] * xh.v[u] + bet.v[u] - t.v[u]);
-    const RowFrag g = row_project(gh, xh, st.rstd, d, lane);
-    const RowFrag a = row_project(delta, xh, st.rstd, d, lane);
-    const float m_xg = row_dot(xh, gh) / float(d);
-    const float m_xd = row_dot(xh, delta) / float(d);
-    const float dsig = -row_dot(delta, g) * st.rstd;
-    RowFrag dxh, dr;
-#pragma unroll
-    for (int u = 0; u < kPerLane; ++u) {
-      dxh.v[u] = gam.v[u] * gam.v[u] * a.v[u] - (delta.v[u] * m_xg + gh.v[u] * m_xd) * st.rstd;
-      dr.v[u] = -gam.v[u] * a.v[u];
-    }
-    RowFrag dz = row_project(dxh, xh, st.rstd, d, lane);
-#pragma unroll
-    for (int u = 0; u < kPerLane; ++u) dz.v[u] += dsig * xh.v[u] / float(d);
-    row_store(dv, dr, d, lane);
-    row_store(s.Xh + r * ldd, dz, d, lane);
-    row_store(s.dG2 + r * ldd, a, d, lane);
-  }
+  for (int r = warp; r < m; r += kWarps)
+    row_loss_grad_backward(s.dG2 + r * ldd, s.Z2 + r * ldd, s.R + r * ldd, s.mu + r, s.rstd + r, gam,
+                           bet, d, lane, p.ln, dV + std::size_t(r) * rs, s.Xh + r * ldd);
   __syncthreads();
 
   // dZ1 += (dX2 + dZ2 W2ᵀ) ⊙ gelu′(Z1);  dγ, dβ of the loss LN;  the carry dW2, db2.
   block_mma<kSplit>(m, hd, d, op(s.Xh, ldd), op_t(s.W2, ldd), 1.0f, [&](int i, int j, float v) {
     s.T1[i * ldh + j] += (s.dX2[i * ldh + j] + v) * gelu_tanh_grad(s.Z1[i * ldh + j]);
   });
-  if (p.ln) {
-    const float* gamma_h = p.gamma + std::size_t(h) * d;
-    const float* beta_h = p.beta + std::size_t(h) * d;
-    for (int c = tid; c < d; c += kThreads) {
-      const float gc = gamma_h[c], bc = beta_h[c];
-      float ag = 0.0f, ab = 0.0f;
-      for (int r = 0; r < m; ++r) {
-        const float a = s.dG2[r * ldd + c];
-        const float xh = (s.Z2[r * ldd + c] - s.mu[r]) * s.rstd[r];
-        ag += a * (2.0f * gc * xh + bc - s.R[r * ldd + c]);
-        ab += gc * a;
-      }
-      s.dgam[c] += ag;
-      s.dbet[c] += ab;
-    }
-  }
+  if (p.ln)
+    block_loss_grad_param_backward(s.dG2, s.Z2, s.R, s.mu, s.rstd, m, d, ldd,
+                                   p.gamma + std::size_t(h) * d, p.beta + std::size_t(h) * d,
+                                   s.dgam, s.dbet, tid, kThreads);
   block_mma<kSplit>(hd, d, m, op_t(s.Xb2, ldh), op(s.Zb2, ldd), 1.0f, m, op_t(s.X2, ldh),
                     op(s.Xh, ldd), 1.0f, [&](int i, int j, float v) {
                       s.dW2[i * ldd + j] = (full ? s.dW2[i * ldd + j] : 0.0f) + v;
