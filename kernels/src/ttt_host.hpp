@@ -46,4 +46,16 @@ inline std::size_t max_dynamic_smem() {
 
 inline std::size_t ceil_div(std::size_t a, std::size_t b) { return (a + b - 1) / b; }
 
+// Lets kernel `fn` launch with `bytes` of dynamic shared memory (CUDA needs the opt-in above 48 KiB).
+inline void set_smem_limit(const void* fn, std::size_t bytes) {
+  TTTLAB_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(bytes)));
+}
+
+// The backward kernels' batch reduction of per-(sequence, head) partials, enqueued on `stream`:
+// out[h, e] = Σ_n part[n·H + h, e] for h < H, e < len, summed in the order n = 0, 1, …, B − 1
+// (deterministic). part is [B·H, len], out [H, len], both device memory; H = 1 with B = rows
+// sums all rows (dτ). Defined in ttt_linear.cu.
+void sum_over_batch(const float* part, float* out, int B, int H, int len, cudaStream_t stream);
+
 }  // namespace tttlab::kernels::detail

@@ -569,9 +569,8 @@ __global__ void __launch_bounds__(kThreads) linear_backward_v1_kernel(BwdParams 
   for (int i = tid; i < b; i += kThreads) p.ptau[std::size_t(blk) * b + i] = s.dtau[i];
 }
 
-// Sums the per-(sequence, head) partials over the batch: out[h, e] = Σ_n part[n·H + h, e]
-// (heads_per_sum = H), or over everything (H = 1, rows = B·H) for dτ.
-__global__ void sum_over_batch(const float* part, float* out, int B, int H, int len) {
+// See sum_over_batch in ttt_host.hpp.
+__global__ void sum_over_batch_kernel(const float* part, float* out, int B, int H, int len) {
   const std::size_t total = std::size_t(H) * len;
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < total;
        i += std::size_t(gridDim.x) * blockDim.x) {
@@ -670,12 +669,14 @@ __global__ void __launch_bounds__(kDecodeThreads) linear_decode(DecodeParams p) 
   }
 }
 
-void set_smem_limit(const void* fn, std::size_t bytes) {
-  TTTLAB_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(bytes)));
-}
-
 }  // namespace
+
+void sum_over_batch(const float* part, float* out, int B, int H, int len, cudaStream_t stream) {
+  const std::size_t total = std::size_t(H) * len;
+  const int grid = static_cast<int>(std::min<std::size_t>(ceil_div(total, 256), 1024));
+  sum_over_batch_kernel<<<grid, 256, 0, stream>>>(part, out, B, H, len);
+  TTTLAB_CUDA_CHECK(cudaGetLastError());
+}
 
 void linear_forward_v1(const TttLinearForwardArgs& a) {
   const TttDims& D = a.dims;
@@ -954,10 +955,7 @@ void ttt_linear_backward(const TttLinearBackwardArgs& a) {
   }
   const int d = D.head_dim;
   auto sum = [&](const float* part, float* out, int B, int H, int len) {
-    const std::size_t total = std::size_t(H) * len;
-    const int grid = static_cast<int>(std::min<std::size_t>(ceil_div(total, 256), 1024));
-    sum_over_batch<<<grid, 256, 0, a.stream>>>(part, out, B, H, len);
-    TTTLAB_CUDA_CHECK(cudaGetLastError());
+    sum_over_batch(part, out, B, H, len, a.stream);
   };
   sum(p.pW, a.dW0, D.batch, D.heads, d * d);
   sum(p.pb, a.db0, D.batch, D.heads, d);

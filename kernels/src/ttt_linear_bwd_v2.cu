@@ -19,6 +19,7 @@
 
 #include "cuda_check.hpp"
 #include "ttt_common.cuh"
+#include "ttt_host.hpp"
 #include "ttt_linear_internal.hpp"
 #include "ttt_mma.cuh"
 
@@ -359,9 +360,7 @@ __global__ void __launch_bounds__(kThreads, 2) linear_backward_v2_kernel(BwdPara
 std::size_t bwd_v2_floats(int d, int b) { return floats_v2(d, b); }
 
 void launch_linear_backward_v2(const BwdParams& p, std::size_t smem_bytes, CUstream_st* stream) {
-  TTTLAB_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&linear_backward_v2_kernel),
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(smem_bytes)));
+  set_smem_limit(reinterpret_cast<const void*>(&linear_backward_v2_kernel), smem_bytes);
   linear_backward_v2_kernel<<<p.B * p.H, kThreads, smem_bytes, stream>>>(p);
   TTTLAB_CUDA_CHECK(cudaGetLastError());
 }

@@ -507,8 +507,7 @@ template <int D, bool SPLIT>
 void launch_v4(const V4Params& p, int blocks, cudaStream_t stream) {
   const std::size_t bytes = V4Layout<D>::FLOATS * sizeof(float);
   const void* fn = reinterpret_cast<const void*>(&linear_forward_v4_kernel<D, SPLIT>);
-  TTTLAB_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(bytes)));
+  set_smem_limit(fn, bytes);
   linear_forward_v4_kernel<D, SPLIT><<<blocks, V4Layout<D>::NT, bytes, stream>>>(p);
   TTTLAB_CUDA_CHECK(cudaGetLastError());
 }

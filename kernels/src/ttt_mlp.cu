@@ -489,8 +489,7 @@ void ttt_mlp_forward(const TttMlpForwardArgs& a) {
   const void* kernel = v == TttMlpForwardVersion::V1Simt
                        ? reinterpret_cast<const void*>(&mlp_forward_v1_kernel)
                        : reinterpret_cast<const void*>(&mlp_forward_v2_kernel);
-  TTTLAB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(smem)));
+  set_smem_limit(kernel, smem);
   if (v == TttMlpForwardVersion::V1Simt)
     mlp_forward_v1_kernel<<<D.batch * D.heads, kThreads, smem, a.stream>>>(p);
   else

@@ -533,18 +533,6 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_backward_kernel(MlpBwdParams 
   for (int i = tid; i < b; i += kThreads) p.ptau[std::size_t(blk) * b + i] = s.dtau[i];
 }
 
-// out[h, e] = Σ_n part[n·H + h, e], in the order n = 0, 1, … (deterministic).
-__global__ void mlp_sum_over_batch(const float* part, float* out, int B, int H, int len) {
-  const std::size_t total = std::size_t(H) * len;
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < total;
-       i += std::size_t(gridDim.x) * blockDim.x) {
-    const std::size_t hh = i / len, e = i % len;
-    float acc = 0.0f;
-    for (int n = 0; n < B; ++n) acc += part[(std::size_t(n) * H + hh) * len + e];
-    out[i] = acc;
-  }
-}
-
 // The workspace, in floats: [slots][scratch][partials W1, b1, W2, b2, γ, β, τ].
 struct MlpBwdLayout {
   std::size_t slots = 0, scratch = 0, pW1 = 0, pb1 = 0, pW2 = 0, pb2 = 0, pgam = 0, pbet = 0,
@@ -657,17 +645,12 @@ void ttt_mlp_backward(const TttMlpBackwardArgs& a) {
   p.bias = a.opt.bias;
   p.eps = a.opt.ln_eps;
   const std::size_t smem = L.smem_floats * sizeof(float);
-  TTTLAB_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&mlp_backward_kernel),
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(smem)));
+  set_smem_limit(reinterpret_cast<const void*>(&mlp_backward_kernel), smem);
   mlp_backward_kernel<<<D.batch * D.heads, kThreads, smem, a.stream>>>(p);
   TTTLAB_CUDA_CHECK(cudaGetLastError());
   const int d = D.head_dim, hd = 4 * d;
   auto sum = [&](const float* part, float* out, int B, int H, int len) {
-    const std::size_t total = std::size_t(H) * len;
-    const int grid = static_cast<int>(std::min<std::size_t>(ceil_div(total, 256), 1024));
-    mlp_sum_over_batch<<<grid, 256, 0, a.stream>>>(part, out, B, H, len);
-    TTTLAB_CUDA_CHECK(cudaGetLastError());
+    sum_over_batch(part, out, B, H, len, a.stream);
   };
   sum(p.pW1, a.dW1, D.batch, D.heads, d * hd);
   sum(p.pb1, a.db1, D.batch, D.heads, hd);
