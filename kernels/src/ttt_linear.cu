@@ -687,13 +687,7 @@ void linear_forward_v1(const TttLinearForwardArgs& a) {
                               std::to_string(bytes) + " bytes of shared memory per block; the "
                               "device allows " + std::to_string(limit));
   FwdParams p{};
-  p.Q = a.Q;
-  p.K = a.K;
-  p.V = a.V;
-  p.lam = a.lambda;
-  p.tau = a.tau;
-  p.gamma = a.ln_weight;
-  p.beta = a.ln_bias;
+  set_token_inputs(p, a);
   p.W0 = a.W0;
   p.b0 = a.b0;
   p.O = a.O;
@@ -751,10 +745,7 @@ void check_linear_forward_args(const TttLinearForwardArgs& a) {
   check_ptr(fn, a.W0, "W0");
   check_ptr(fn, a.O, "O");
   if (a.opt.bias) check_ptr(fn, a.b0, "b0 (bias is on)");
-  if (a.opt.layer_norm) {
-    check_ptr(fn, a.ln_weight, "ln_weight (layer_norm is on)");
-    check_ptr(fn, a.ln_bias, "ln_bias (layer_norm is on)");
-  }
+  check_ln_params(fn, a);
   if (a.checkpoint_W || a.checkpoint_b) {
     require(a.checkpoint_group >= 1, "ttt_linear_forward: checkpoint_group must be >= 1 when "
                                      "checkpoints are requested");
@@ -883,10 +874,7 @@ void ttt_linear_backward(const TttLinearBackwardArgs& a) {
                            {a.workspace, "workspace"}})
     check_ptr(fn, ptr, name);
   if (a.opt.bias) check_ptr(fn, a.checkpoint_b, "checkpoint_b (bias is on)");
-  if (a.opt.layer_norm) {
-    check_ptr(fn, a.ln_weight, "ln_weight (layer_norm is on)");
-    check_ptr(fn, a.ln_bias, "ln_bias (layer_norm is on)");
-  }
+  check_ln_params(fn, a);
   const TttDims& D = a.dims;
   auto al = [](const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0; };
   const bool aligned = al(a.Q) && al(a.K) && al(a.V) && al(a.dO) && al(a.dQ) && al(a.dK) &&
@@ -911,13 +899,7 @@ void ttt_linear_backward(const TttLinearBackwardArgs& a) {
               " (ttt_linear_backward_workspace_bytes)");
   float* ws = static_cast<float*>(a.workspace);
   BwdParams p{};
-  p.Q = a.Q;
-  p.K = a.K;
-  p.V = a.V;
-  p.lam = a.lambda;
-  p.tau = a.tau;
-  p.gamma = a.ln_weight;
-  p.beta = a.ln_bias;
+  set_token_inputs(p, a);
   p.ckW = a.checkpoint_W;
   p.ckb = a.checkpoint_b;
   p.dO = a.dO;
@@ -981,10 +963,7 @@ void ttt_linear_decode_step(const TttLinearDecodeArgs& a) {
     check_ptr(fn, a.b, "b (bias is on)");
     check_ptr(fn, a.acc_b, "acc_b (bias is on)");
   }
-  if (a.opt.layer_norm) {
-    check_ptr(fn, a.ln_weight, "ln_weight (layer_norm is on)");
-    check_ptr(fn, a.ln_bias, "ln_bias (layer_norm is on)");
-  }
+  check_ln_params(fn, a);
   DecodeParams p{};
   p.q = a.q;
   p.k = a.k;

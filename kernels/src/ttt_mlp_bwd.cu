@@ -593,10 +593,7 @@ void ttt_mlp_backward(const TttMlpBackwardArgs& a) {
     check_ptr(fn, a.checkpoint_b1, "checkpoint_b1 (bias is on)");
     check_ptr(fn, a.checkpoint_b2, "checkpoint_b2 (bias is on)");
   }
-  if (a.opt.layer_norm) {
-    check_ptr(fn, a.ln_weight, "ln_weight (layer_norm is on)");
-    check_ptr(fn, a.ln_bias, "ln_bias (layer_norm is on)");
-  }
+  check_ln_params(fn, a);
   const TttDims& D = a.dims;
   const MlpBwdLayout L = mlp_bwd_layout(D, a.checkpoint_group);
   require(a.workspace_bytes >= L.total * sizeof(float),
@@ -606,13 +603,7 @@ void ttt_mlp_backward(const TttMlpBackwardArgs& a) {
           "ttt_mlp_backward: the workspace must be 16-byte aligned");
   float* ws = static_cast<float*>(a.workspace);
   MlpBwdParams p{};
-  p.Q = a.Q;
-  p.K = a.K;
-  p.V = a.V;
-  p.lam = a.lambda;
-  p.tau = a.tau;
-  p.gamma = a.ln_weight;
-  p.beta = a.ln_bias;
+  set_token_inputs(p, a);
   p.ckW1 = a.checkpoint_W1;
   p.ckb1 = a.checkpoint_b1;
   p.ckW2 = a.checkpoint_W2;
