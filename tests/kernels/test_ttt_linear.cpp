@@ -454,18 +454,7 @@ void check_backward(const BwdOut& got, const GradRef& ref, const GradRef* witnes
                     double& sum, double sum_tol = kTolFp32Sum) {
   auto check = [&](const char* what, const std::vector<float>& g, const std::vector<double>& r,
                    const std::vector<double>* w, double tol, double& worst) {
-    if (w) {
-      const std::vector<float> wf(w->begin(), w->end());
-      const double wtol = 4.0 * compare(wf, r, 1e-6).rel;
-      if (wtol > tol) {
-        std::printf("[   INFO   ] %s: the CPU fp32 witness is off by %.3g, tolerance %.3g\n", what,
-                    wtol / 4.0, wtol);
-        tol = wtol;
-      }
-    }
-    const ErrorStat e = compare(g, r, 1e-6);
-    EXPECT_TRUE(within(what, e, tol, g, r));
-    worst = std::max(worst, e.rel);
+    expect_within_witness(what, g, r, w, tol, worst);
   };
   const GradRef* W = witness;
   check("dQ", got.dQ, ref.dQ, W ? &W->dQ : nullptr, kTolFp32, tok);

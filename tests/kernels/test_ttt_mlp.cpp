@@ -367,16 +367,7 @@ void check_mlp_backward(const MlpBwdOut& got, const MlpGradRef& ref, const MlpGr
                         double& tok, double& sum) {
   auto check = [&](const char* what, const std::vector<float>& g, const std::vector<double>& r,
                    const std::vector<double>& w, double tol, double& worst) {
-    const std::vector<float> wf(w.begin(), w.end());
-    const double wtol = 4.0 * compare(wf, r, 1e-6).rel;
-    if (wtol > tol) {
-      std::printf("[   INFO   ] %s: the CPU fp32 witness is off by %.3g, tolerance %.3g\n", what,
-                  wtol / 4.0, wtol);
-      tol = wtol;
-    }
-    const ErrorStat e = compare(g, r, 1e-6);
-    EXPECT_TRUE(within(what, e, tol, g, r));
-    worst = std::max(worst, e.rel);
+    expect_within_witness(what, g, r, &w, tol, worst);
   };
   check("dQ", got.dQ, ref.dQ, wit.dQ, kTolFp32, tok);
   check("dK", got.dK, ref.dK, wit.dK, kTolFp32, tok);

@@ -266,4 +266,25 @@ inline ::testing::AssertionResult within(const char* what, const ErrorStat& e, d
   return r;
 }
 
+// EXPECTs `got` within `tol` of the fp64 reference `ref`, the tolerance widened to 4× the error of
+// the CPU engine's fp32 witness `wit` where that is larger (a correct fp32 implementation of the
+// same maths cannot do better; the widening is printed). wit may be null (no witness). Raises
+// `worst` to the relative error found.
+inline void expect_within_witness(const char* what, const std::vector<float>& got,
+                                  const std::vector<double>& ref, const std::vector<double>* wit,
+                                  double tol, double& worst) {
+  if (wit) {
+    const std::vector<float> wf(wit->begin(), wit->end());
+    const double wtol = 4.0 * compare(wf, ref, 1e-6).rel;
+    if (wtol > tol) {
+      std::printf("[   INFO   ] %s: the CPU fp32 witness is off by %.3g, tolerance %.3g\n", what,
+                  wtol / 4.0, wtol);
+      tol = wtol;
+    }
+  }
+  const ErrorStat e = compare(got, ref, 1e-6);
+  EXPECT_TRUE(within(what, e, tol, got, ref));
+  worst = std::max(worst, e.rel);
+}
+
 }  // namespace tttlab::kernels::test
