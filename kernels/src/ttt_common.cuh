@@ -127,8 +127,26 @@ __device__ __forceinline__ RowFrag row_layer_norm(const RowFrag& z, const RowFra
   return y;
 }
 
+// g = row_loss_grad(z, r) for the warp's row, stored to g; when ln, z's row_stats are also kept in
+// *mu and *rstd (by lane 0) for row_loss_grad_backward. Rows of n ≤ 128 floats.
+__device__ __forceinline__ void row_loss_grad_keep_stats(const float* z, const float* r, float* g,
+                                                         float* mu, float* rstd, const RowFrag& gam,
+                                                         const RowFrag& bet, int n, int lane,
+                                                         float eps, bool ln) {
+  const RowFrag zr = row_load(z, n, lane);
+  const RowFrag t = row_load(r, n, lane);
+  if (ln) {
+    const RowStats st = row_stats(zr, n, lane, eps);
+    if (lane == 0) {
+      *mu = st.mu;
+      *rstd = st.rstd;
+    }
+  }
+  row_store(g, row_loss_grad(zr, t, gam, bet, n, lane, eps, ln), n, lane);
+}
+
 // Second-order backward of row_loss_grad for the warp's row: given δ, the cotangent of
-// g = row_loss_grad(z, r), writes the cotangents of its inputs (ttt-spec.md §3, backward of step 3).
+// g = row_loss_grad(z, r), writes the cotangents of its inputs (ttt-spec.md §3, step 3 backward).
 //   io    [in]  δ (n floats);  [out] a = P(δ)/σ when ln (left as δ otherwise). The dγ, dβ sums of
 //               block_loss_grad_param_backward read a from here.
 //   z, r  the row's pre-LN input and target (read only when ln); mu, rstd point at its saved
@@ -211,6 +229,49 @@ __device__ __forceinline__ void block_ln_param_backward(const float* dY, const f
     }
     dgam[c] += ag;
     dbet[c] += ab;
+  }
+}
+
+// The output LayerNorm's backward over an m-row block, for O = [Q +] γ⊙x̂(Z̄) + β (ln) or [Q +] Z̄.
+// Called by all NT threads of the block together (it synchronises once, when ln).
+//   ln:   x̂(Z̄) into Xh and 1/σ into rstd; dgam, dbet += Σ_rows of dO⊙x̂ and dO;
+//         Z̄ ← dZ̄ = P(γ⊙dO)/σ (in place).            not ln: Z̄ ← dZ̄ = dO.
+//   dq:   the residual's share of dQ, dO (res) or 0; row r at dq + r·dq_ld.
+// Zb, Xh, dO are m×n blocks of leading dimension ld (n ≤ 128). No barrier at the end: callers
+// synchronise before reading Zb or dq.
+template <int NT>
+__device__ __forceinline__ void block_output_ln_backward(float* Zb, float* Xh, const float* dO,
+                                                         float* rstd, const RowFrag& gam,
+                                                         float* dgam, float* dbet, float* dq,
+                                                         std::size_t dq_ld, int m, int n, int ld,
+                                                         float eps, bool ln, bool res) {
+  constexpr int kWarpsNT = NT / 32;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  if (ln) {
+    for (int r = warp; r < m; r += kWarpsNT) {
+      const RowFrag z = row_load(Zb + r * ld, n, lane);
+      const RowStats st = row_stats(z, n, lane, eps);
+      row_store(Xh + r * ld, row_xhat(z, st, n, lane), n, lane);
+      if (lane == 0) rstd[r] = st.rstd;
+    }
+    __syncthreads();
+    block_ln_param_backward(dO, Xh, m, n, ld, dgam, dbet, tid, NT);
+  }
+  for (int r = warp; r < m; r += kWarpsNT) {
+    const RowFrag dy = row_load(dO + r * ld, n, lane);
+    if (ln) {
+      const RowFrag xh = row_load(Xh + r * ld, n, lane);
+      RowFrag dxh;
+#pragma unroll
+      for (int u = 0; u < kPerLane; ++u) dxh.v[u] = dy.v[u] * gam.v[u];
+      row_store(Zb + r * ld, row_project(dxh, xh, rstd[r], n, lane), n, lane);
+    } else {
+      row_store(Zb + r * ld, dy, n, lane);
+    }
+    RowFrag q0;
+#pragma unroll
+    for (int u = 0; u < kPerLane; ++u) q0.v[u] = res ? dy.v[u] : 0.0f;
+    row_store(dq + std::size_t(r) * dq_ld, q0, n, lane);
   }
 }
 

@@ -69,7 +69,8 @@ void set_token_inputs(Params& p, const Args& a) {
 
 inline std::size_t ceil_div(std::size_t a, std::size_t b) { return (a + b - 1) / b; }
 
-// Lets kernel `fn` launch with `bytes` of dynamic shared memory (CUDA needs the opt-in above 48 KiB).
+// Lets kernel `fn` launch with `bytes` of dynamic shared memory (CUDA wants this opt-in above
+// 48 KiB).
 inline void set_smem_limit(const void* fn, std::size_t bytes) {
   TTTLAB_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(bytes)));

@@ -339,18 +339,9 @@ __device__ void bwd_chunk(const BwdParams& p, const BwdSmem& s, std::size_t seq0
   __syncthreads();
 
   // P3: G = lnl2(Z, R); keep Z's row statistics.
-  for (int r = warp; r < m; r += kWarps) {
-    const RowFrag z = row_load(s.Z + r * ldd, d, lane);
-    const RowFrag t = row_load(s.R + r * ldd, d, lane);
-    if (p.ln) {
-      const RowStats st = row_stats(z, d, lane, p.eps);
-      if (lane == 0) {
-        s.mu[r] = st.mu;
-        s.rstd[r] = st.rstd;
-      }
-    }
-    row_store(s.G + r * ldd, row_loss_grad(z, t, gam, bet, d, lane, p.eps, p.ln), d, lane);
-  }
+  for (int r = warp; r < m; r += kWarps)
+    row_loss_grad_keep_stats(s.Z + r * ldd, s.R + r * ldd, s.G + r * ldd, s.mu + r, s.rstd + r,
+                             gam, bet, d, lane, p.eps, p.ln);
   __syncthreads();
 
   // P4: Z̄ = Q W + 1c − M G,  M[i,j] = τ_i λ_j C[i,j].
@@ -364,38 +355,10 @@ __device__ void bwd_chunk(const BwdParams& p, const BwdSmem& s, std::size_t seq0
   }
   __syncthreads();
 
-  // P5: O = [Q +] LN(Z̄): statistics of Z̄ and x̂(Z̄) into s.dZ (free until P7).
-  if (p.ln) {
-    for (int r = warp; r < m; r += kWarps) {
-      const RowFrag z = row_load(s.Zb + r * ldd, d, lane);
-      const RowStats st = row_stats(z, d, lane, p.eps);
-      row_store(s.dZ + r * ldd, row_xhat(z, st, d, lane), d, lane);
-      if (lane == 0) s.rstd2[r] = st.rstd;
-    }
-    __syncthreads();
-  }
-
-  // P6: dγ, dβ of the output LN (column walk, one thread per feature: deterministic), dZ̄ into s.Zb,
-  // dQ = dO (residual) or 0.
-  if (p.ln) {
-    block_ln_param_backward(s.dO, s.dZ, m, d, ldd, s.dgam, s.dbet, tid, kThreads);
-  }
-  for (int r = warp; r < m; r += kWarps) {
-    const RowFrag dy = row_load(s.dO + r * ldd, d, lane);
-    if (p.ln) {
-      const RowFrag xh = row_load(s.dZ + r * ldd, d, lane);
-      RowFrag dxh;
-#pragma unroll
-      for (int u = 0; u < kPerLane; ++u) dxh.v[u] = dy.v[u] * gam.v[u];
-      row_store(s.Zb + r * ldd, row_project(dxh, xh, s.rstd2[r], d, lane), d, lane);
-    } else {
-      row_store(s.Zb + r * ldd, dy, d, lane);
-    }
-    RowFrag q0;
-#pragma unroll
-    for (int u = 0; u < kPerLane; ++u) q0.v[u] = p.res ? dy.v[u] : 0.0f;
-    row_store(dQ + std::size_t(r) * rs, q0, d, lane);
-  }
+  // P5–P6: O = [Q +] LN(Z̄) backward: x̂(Z̄) into s.dZ (free until P7), dγ and dβ of the output LN
+  // (column walk, one thread per feature: deterministic), dZ̄ into s.Zb, dQ = dO (residual) or 0.
+  block_output_ln_backward<kThreads>(s.Zb, s.dZ, s.dO, s.rstd2, gam, s.dgam, s.dbet, dQ, rs, m, d,
+                                     ldd, p.eps, p.ln, p.res);
   __syncthreads();
 
   // P7: dQ += dZ̄ Wᵀ;  dM = −dZ̄ Gᵀ (lower triangle);  KdW = K dW' into s.dZ (full only).

@@ -227,18 +227,9 @@ __device__ void chunk(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, st
   __syncthreads();
 
   // G2 = lnl2(Z2, R), with Z2's statistics kept.
-  for (int r = warp; r < m; r += kWarps) {
-    const RowFrag z = row_load(s.Z2 + r * ldd, d, lane);
-    const RowFrag t = row_load(s.R + r * ldd, d, lane);
-    if (p.ln) {
-      const RowStats st = row_stats(z, d, lane, p.eps);
-      if (lane == 0) {
-        s.mu[r] = st.mu;
-        s.rstd[r] = st.rstd;
-      }
-    }
-    row_store(s.G2 + r * ldd, row_loss_grad(z, t, gam, bet, d, lane, p.eps, p.ln), d, lane);
-  }
+  for (int r = warp; r < m; r += kWarps)
+    row_loss_grad_keep_stats(s.Z2 + r * ldd, s.R + r * ldd, s.G2 + r * ldd, s.mu + r, s.rstd + r,
+                             gam, bet, d, lane, p.eps, p.ln);
   __syncthreads();
 
   // P1 = G2 W2ᵀ,  G1 = P1 ⊙ gelu′(Z1).
@@ -271,32 +262,8 @@ __device__ void chunk(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, st
   __syncthreads();
 
   // Output LN backward: x̂(Z̄2) into s.Xh, dγ and dβ (column walk), dZ̄2 into s.Zb2; dQ = dO or 0.
-  if (p.ln) {
-    for (int r = warp; r < m; r += kWarps) {
-      const RowFrag z = row_load(s.Zb2 + r * ldd, d, lane);
-      const RowStats st = row_stats(z, d, lane, p.eps);
-      row_store(s.Xh + r * ldd, row_xhat(z, st, d, lane), d, lane);
-      if (lane == 0) s.rstd2[r] = st.rstd;
-    }
-    __syncthreads();
-    block_ln_param_backward(s.dO, s.Xh, m, d, ldd, s.dgam, s.dbet, tid, kThreads);
-  }
-  for (int r = warp; r < m; r += kWarps) {
-    const RowFrag dy = row_load(s.dO + r * ldd, d, lane);
-    if (p.ln) {
-      const RowFrag xh = row_load(s.Xh + r * ldd, d, lane);
-      RowFrag dxh;
-#pragma unroll
-      for (int u = 0; u < kPerLane; ++u) dxh.v[u] = dy.v[u] * gam.v[u];
-      row_store(s.Zb2 + r * ldd, row_project(dxh, xh, s.rstd2[r], d, lane), d, lane);
-    } else {
-      row_store(s.Zb2 + r * ldd, dy, d, lane);
-    }
-    RowFrag q0;
-#pragma unroll
-    for (int u = 0; u < kPerLane; ++u) q0.v[u] = p.res ? dy.v[u] : 0.0f;
-    row_store(s.dQ + r * ldd, q0, d, lane);
-  }
+  block_output_ln_backward<kThreads>(s.Zb2, s.Xh, s.dO, s.rstd2, gam, s.dgam, s.dbet, s.dQ, ldd, m,
+                                     d, ldd, p.eps, p.ln, p.res);
   __syncthreads();
 
   // dM2 = −dZ̄2 G2ᵀ;  (full) T2 = X2 dW2', T1 = K dW1'.

@@ -205,10 +205,10 @@ inline TttOptions flags(int f) {
 // layouts: dQ, dK, dV [B, T, H·d] and dλ [B, H, T] are set; dτ [b] and dγ, dβ [H, d] are shared
 // over the batch, so they are added to. The vectors are sized by the caller.
 template <class S>
-void add_head_grads(const InnerGrads<S>& gr, const TttDims& D, int n, int h, std::vector<double>& dQ,
-                    std::vector<double>& dK, std::vector<double>& dV, std::vector<double>& dlam,
-                    std::vector<double>& dtau, std::vector<double>& dgam,
-                    std::vector<double>& dbet) {
+void add_head_grads(const InnerGrads<S>& gr, const TttDims& D, int n, int h,
+                    std::vector<double>& dQ, std::vector<double>& dK, std::vector<double>& dV,
+                    std::vector<double>& dlam, std::vector<double>& dtau,
+                    std::vector<double>& dgam, std::vector<double>& dbet) {
   const int d = D.head_dim;
   for (int t = 0; t < D.seq_len; ++t) {
     for (int c = 0; c < d; ++c) {
