@@ -127,6 +127,154 @@ __device__ __forceinline__ RowFrag row_layer_norm(const RowFrag& z, const RowFra
   return y;
 }
 
+// g = row_loss_grad(z, r) for the warp's row, stored to g; when ln, z's row_stats are also kept in
+// *mu and *rstd (by lane 0) for row_loss_grad_backward. Rows of n ≤ 128 floats.
+__device__ __forceinline__ void row_loss_grad_keep_stats(const float* z, const float* r, float* g,
+                                                         float* mu, float* rstd, const RowFrag& gam,
+                                                         const RowFrag& bet, int n, int lane,
+                                                         float eps, bool ln) {
+  const RowFrag zr = row_load(z, n, lane);
+  const RowFrag t = row_load(r, n, lane);
+  if (ln) {
+    const RowStats st = row_stats(zr, n, lane, eps);
+    if (lane == 0) {
+      *mu = st.mu;
+      *rstd = st.rstd;
+    }
+  }
+  row_store(g, row_loss_grad(zr, t, gam, bet, n, lane, eps, ln), n, lane);
+}
+
+// Second-order backward of row_loss_grad for the warp's row: given δ, the cotangent of
+// g = row_loss_grad(z, r), writes the cotangents of its inputs (ttt-spec.md §3, step 3 backward).
+//   io    [in]  δ (n floats);  [out] a = P(δ)/σ when ln (left as δ otherwise). The dγ, dβ sums of
+//               block_loss_grad_param_backward read a from here.
+//   z, r  the row's pre-LN input and target (read only when ln); mu, rstd point at its saved
+//         row_stats (read only when ln).
+//   dr    [out] ∂/∂r:  −γ⊙a (ln) or −δ.     dz [out] ∂/∂z:  the full second-order term (ln) or δ.
+// All pointers are rows of n ≤ 128 floats; io may not alias z, r, dr or dz. No synchronisation.
+__device__ __forceinline__ void row_loss_grad_backward(float* io, const float* z, const float* r,
+                                                       const float* mu, const float* rstd,
+                                                       const RowFrag& gam, const RowFrag& bet,
+                                                       int n, int lane, bool ln, float* dr,
+                                                       float* dz) {
+  const RowFrag delta = row_load(io, n, lane);
+  if (!ln) {
+    RowFrag nd;
+#pragma unroll
+    for (int u = 0; u < kPerLane; ++u) nd.v[u] = -delta.v[u];
+    row_store(dr, nd, n, lane);
+    row_store(dz, delta, n, lane);
+    return;
+  }
+  const RowFrag zr = row_load(z, n, lane);
+  const RowFrag t = row_load(r, n, lane);
+  const RowStats st{*mu, *rstd};
+  const RowFrag xh = row_xhat(zr, st, n, lane);
+  RowFrag gh;
+#pragma unroll
+  for (int u = 0; u < kPerLane; ++u) gh.v[u] = gam.v[u] * (gam.v[u] * xh.v[u] + bet.v[u] - t.v[u]);
+  const RowFrag g = row_project(gh, xh, st.rstd, n, lane);
+  const RowFrag a = row_project(delta, xh, st.rstd, n, lane);
+  const float m_xg = row_dot(xh, gh) / float(n);
+  const float m_xd = row_dot(xh, delta) / float(n);
+  const float dsig = -row_dot(delta, g) * st.rstd;
+  RowFrag dxh, drr;
+#pragma unroll
+  for (int u = 0; u < kPerLane; ++u) {
+    dxh.v[u] = gam.v[u] * gam.v[u] * a.v[u] - (delta.v[u] * m_xg + gh.v[u] * m_xd) * st.rstd;
+    drr.v[u] = -gam.v[u] * a.v[u];
+  }
+  RowFrag dzr = row_project(dxh, xh, st.rstd, n, lane);
+#pragma unroll
+  for (int u = 0; u < kPerLane; ++u) dzr.v[u] += dsig * xh.v[u] / float(n);
+  row_store(dr, drr, n, lane);
+  row_store(dz, dzr, n, lane);
+  row_store(io, a, n, lane);
+}
+
+// The loss LayerNorm's parameter cotangents summed over m rows, after row_loss_grad_backward:
+// dgam[c] += Σ_r a[r,c] (2γ_c x̂[r,c] + β_c − r[r,c]),  dbet[c] += Σ_r γ_c a[r,c]. A, Z, R are m×n
+// row blocks of leading dimension ld; mu, rstd the saved row stats; gamma, beta the head's n
+// parameters. Threads tid, tid + nthreads, ... of the block each own columns; no synchronisation.
+__device__ __forceinline__ void block_loss_grad_param_backward(
+    const float* A, const float* Z, const float* R, const float* mu, const float* rstd, int m,
+    int n, int ld, const float* gamma, const float* beta, float* dgam, float* dbet, int tid,
+    int nthreads) {
+  for (int c = tid; c < n; c += nthreads) {
+    const float gc = gamma[c], bc = beta[c];
+    float ag = 0.0f, ab = 0.0f;
+    for (int r = 0; r < m; ++r) {
+      const float a = A[r * ld + c];
+      const float xh = (Z[r * ld + c] - mu[r]) * rstd[r];
+      ag += a * (2.0f * gc * xh + bc - R[r * ld + c]);
+      ab += gc * a;
+    }
+    dgam[c] += ag;
+    dbet[c] += ab;
+  }
+}
+
+// An output LayerNorm's parameter cotangents summed over m rows: dgam[c] += Σ_r dY[r,c] x̂[r,c],
+// dbet[c] += Σ_r dY[r,c]. dY, Xh are m×n row blocks of leading dimension ld. A column walk, one
+// thread per feature, so the sums are deterministic; no synchronisation.
+__device__ __forceinline__ void block_ln_param_backward(const float* dY, const float* Xh, int m,
+                                                        int n, int ld, float* dgam, float* dbet,
+                                                        int tid, int nthreads) {
+  for (int c = tid; c < n; c += nthreads) {
+    float ag = 0.0f, ab = 0.0f;
+    for (int r = 0; r < m; ++r) {
+      ag += dY[r * ld + c] * Xh[r * ld + c];
+      ab += dY[r * ld + c];
+    }
+    dgam[c] += ag;
+    dbet[c] += ab;
+  }
+}
+
+// The output LayerNorm's backward over an m-row block, for O = [Q +] γ⊙x̂(Z̄) + β (ln) or [Q +] Z̄.
+// Called by all NT threads of the block together (it synchronises once, when ln).
+//   ln:   x̂(Z̄) into Xh and 1/σ into rstd; dgam, dbet += Σ_rows of dO⊙x̂ and dO;
+//         Z̄ ← dZ̄ = P(γ⊙dO)/σ (in place).            not ln: Z̄ ← dZ̄ = dO.
+//   dq:   the residual's share of dQ, dO (res) or 0; row r at dq + r·dq_ld.
+// Zb, Xh, dO are m×n blocks of leading dimension ld (n ≤ 128). No barrier at the end: callers
+// synchronise before reading Zb or dq.
+template <int NT>
+__device__ __forceinline__ void block_output_ln_backward(float* Zb, float* Xh, const float* dO,
+                                                         float* rstd, const RowFrag& gam,
+                                                         float* dgam, float* dbet, float* dq,
+                                                         std::size_t dq_ld, int m, int n, int ld,
+                                                         float eps, bool ln, bool res) {
+  constexpr int kWarpsNT = NT / 32;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  if (ln) {
+    for (int r = warp; r < m; r += kWarpsNT) {
+      const RowFrag z = row_load(Zb + r * ld, n, lane);
+      const RowStats st = row_stats(z, n, lane, eps);
+      row_store(Xh + r * ld, row_xhat(z, st, n, lane), n, lane);
+      if (lane == 0) rstd[r] = st.rstd;
+    }
+    __syncthreads();
+    block_ln_param_backward(dO, Xh, m, n, ld, dgam, dbet, tid, NT);
+  }
+  for (int r = warp; r < m; r += kWarpsNT) {
+    const RowFrag dy = row_load(dO + r * ld, n, lane);
+    if (ln) {
+      const RowFrag xh = row_load(Xh + r * ld, n, lane);
+      RowFrag dxh;
+#pragma unroll
+      for (int u = 0; u < kPerLane; ++u) dxh.v[u] = dy.v[u] * gam.v[u];
+      row_store(Zb + r * ld, row_project(dxh, xh, rstd[r], n, lane), n, lane);
+    } else {
+      row_store(Zb + r * ld, dy, n, lane);
+    }
+    RowFrag q0;
+#pragma unroll
+    for (int u = 0; u < kPerLane; ++u) q0.v[u] = res ? dy.v[u] : 0.0f;
+    row_store(dq + std::size_t(r) * dq_ld, q0, n, lane);
+  }
+}
+
 // tanh-approximate GELU and its derivative (ttt-spec.md §1, §4 step 3).
 __device__ __forceinline__ float gelu_tanh(float x) {
   const float t = tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x));

@@ -44,6 +44,42 @@ inline std::size_t max_dynamic_smem() {
   return static_cast<std::size_t>(bytes);
 }
 
+// The loss LayerNorm's γ, β must be given when layer_norm is on. Args: any of the TTT argument
+// structs of ttt.hpp (they share the names opt, ln_weight, ln_bias).
+template <class Args>
+void check_ln_params(const char* fn, const Args& a) {
+  if (a.opt.layer_norm) {
+    check_ptr(fn, a.ln_weight, "ln_weight (layer_norm is on)");
+    check_ptr(fn, a.ln_bias, "ln_bias (layer_norm is on)");
+  }
+}
+
+// Copies the inputs every TTT kernel reads (Q, K, V, λ, τ and the loss LN's γ, β) from an argument
+// struct of ttt.hpp into a kernel's parameter block (members Q, K, V, lam, tau, gamma, beta).
+template <class Params, class Args>
+void set_token_inputs(Params& p, const Args& a) {
+  p.Q = a.Q;
+  p.K = a.K;
+  p.V = a.V;
+  p.lam = a.lambda;
+  p.tau = a.tau;
+  p.gamma = a.ln_weight;
+  p.beta = a.ln_bias;
+}
+
 inline std::size_t ceil_div(std::size_t a, std::size_t b) { return (a + b - 1) / b; }
+
+// Lets kernel `fn` launch with `bytes` of dynamic shared memory (CUDA wants this opt-in above
+// 48 KiB).
+inline void set_smem_limit(const void* fn, std::size_t bytes) {
+  TTTLAB_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(bytes)));
+}
+
+// The backward kernels' batch reduction of per-(sequence, head) partials, enqueued on `stream`:
+// out[h, e] = Σ_n part[n·H + h, e] for h < H, e < len, summed in the order n = 0, 1, …, B − 1
+// (deterministic). part is [B·H, len], out [H, len], both device memory; H = 1 with B = rows
+// sums all rows (dτ). Defined in ttt_linear.cu.
+void sum_over_batch(const float* part, float* out, int B, int H, int len, cudaStream_t stream);
 
 }  // namespace tttlab::kernels::detail

@@ -339,18 +339,9 @@ __device__ void bwd_chunk(const BwdParams& p, const BwdSmem& s, std::size_t seq0
   __syncthreads();
 
   // P3: G = lnl2(Z, R); keep Z's row statistics.
-  for (int r = warp; r < m; r += kWarps) {
-    const RowFrag z = row_load(s.Z + r * ldd, d, lane);
-    const RowFrag t = row_load(s.R + r * ldd, d, lane);
-    if (p.ln) {
-      const RowStats st = row_stats(z, d, lane, p.eps);
-      if (lane == 0) {
-        s.mu[r] = st.mu;
-        s.rstd[r] = st.rstd;
-      }
-    }
-    row_store(s.G + r * ldd, row_loss_grad(z, t, gam, bet, d, lane, p.eps, p.ln), d, lane);
-  }
+  for (int r = warp; r < m; r += kWarps)
+    row_loss_grad_keep_stats(s.Z + r * ldd, s.R + r * ldd, s.G + r * ldd, s.mu + r, s.rstd + r,
+                             gam, bet, d, lane, p.eps, p.ln);
   __syncthreads();
 
   // P4: Z̄ = Q W + 1c − M G,  M[i,j] = τ_i λ_j C[i,j].
@@ -364,46 +355,10 @@ __device__ void bwd_chunk(const BwdParams& p, const BwdSmem& s, std::size_t seq0
   }
   __syncthreads();
 
-  // P5: O = [Q +] LN(Z̄): statistics of Z̄ and x̂(Z̄) into s.dZ (free until P7).
-  if (p.ln) {
-    for (int r = warp; r < m; r += kWarps) {
-      const RowFrag z = row_load(s.Zb + r * ldd, d, lane);
-      const RowStats st = row_stats(z, d, lane, p.eps);
-      row_store(s.dZ + r * ldd, row_xhat(z, st, d, lane), d, lane);
-      if (lane == 0) s.rstd2[r] = st.rstd;
-    }
-    __syncthreads();
-  }
-
-  // P6: dγ, dβ of the output LN (column walk, one thread per feature: deterministic), dZ̄ into s.Zb,
-  // dQ = dO (residual) or 0.
-  if (p.ln) {
-    for (int c = tid; c < d; c += kThreads) {
-      float ag = 0.0f, ab = 0.0f;
-      for (int r = 0; r < m; ++r) {
-        ag += s.dO[r * ldd + c] * s.dZ[r * ldd + c];
-        ab += s.dO[r * ldd + c];
-      }
-      s.dgam[c] += ag;
-      s.dbet[c] += ab;
-    }
-  }
-  for (int r = warp; r < m; r += kWarps) {
-    const RowFrag dy = row_load(s.dO + r * ldd, d, lane);
-    if (p.ln) {
-      const RowFrag xh = row_load(s.dZ + r * ldd, d, lane);
-      RowFrag dxh;
-#pragma unroll
-      for (int u = 0; u < kPerLane; ++u) dxh.v[u] = dy.v[u] * gam.v[u];
-      row_store(s.Zb + r * ldd, row_project(dxh, xh, s.rstd2[r], d, lane), d, lane);
-    } else {
-      row_store(s.Zb + r * ldd, dy, d, lane);
-    }
-    RowFrag q0;
-#pragma unroll
-    for (int u = 0; u < kPerLane; ++u) q0.v[u] = p.res ? dy.v[u] : 0.0f;
-    row_store(dQ + std::size_t(r) * rs, q0, d, lane);
-  }
+  // P5–P6: O = [Q +] LN(Z̄) backward: x̂(Z̄) into s.dZ (free until P7), dγ and dβ of the output LN
+  // (column walk, one thread per feature: deterministic), dZ̄ into s.Zb, dQ = dO (residual) or 0.
+  block_output_ln_backward<kThreads>(s.Zb, s.dZ, s.dO, s.rstd2, gam, s.dgam, s.dbet, dQ, rs, m, d,
+                                     ldd, p.eps, p.ln, p.res);
   __syncthreads();
 
   // P7: dQ += dZ̄ Wᵀ;  dM = −dZ̄ Gᵀ (lower triangle);  KdW = K dW' into s.dZ (full only).
@@ -483,42 +438,9 @@ __device__ void bwd_chunk(const BwdParams& p, const BwdSmem& s, std::size_t seq0
     s.dtau[i] += dt;
     p.dlam[std::size_t(blk) * p.T + t0 + i] = dl;
   }
-  for (int r = warp; r < m; r += kWarps) {
-    const RowFrag delta = row_load(s.dG + r * ldd, d, lane);
-    float* dv = dV + std::size_t(r) * rs;
-    if (!p.ln) {
-      RowFrag nd;
-#pragma unroll
-      for (int u = 0; u < kPerLane; ++u) nd.v[u] = -delta.v[u];
-      row_store(dv, nd, d, lane);
-      row_store(s.dZ + r * ldd, delta, d, lane);
-      continue;
-    }
-    const RowFrag z = row_load(s.Z + r * ldd, d, lane);
-    const RowFrag t = row_load(s.R + r * ldd, d, lane);
-    const RowStats st{s.mu[r], s.rstd[r]};
-    const RowFrag xh = row_xhat(z, st, d, lane);
-    RowFrag gh;
-#pragma unroll
-    for (int u = 0; u < kPerLane; ++u) gh.v[u] = gam.v[u] * (gam.v[u] * xh.v[u] + bet.v[u] - t.v[u]);
-    const RowFrag g = row_project(gh, xh, st.rstd, d, lane);
-    const RowFrag a = row_project(delta, xh, st.rstd, d, lane);
-    const float m_xg = row_dot(xh, gh) / float(d);
-    const float m_xd = row_dot(xh, delta) / float(d);
-    const float dsig = -row_dot(delta, g) * st.rstd;
-    RowFrag dxh, dr;
-#pragma unroll
-    for (int u = 0; u < kPerLane; ++u) {
-      dxh.v[u] = gam.v[u] * gam.v[u] * a.v[u] - (delta.v[u] * m_xg + gh.v[u] * m_xd) * st.rstd;
-      dr.v[u] = -gam.v[u] * a.v[u];
-    }
-    RowFrag dz = row_project(dxh, xh, st.rstd, d, lane);
-#pragma unroll
-    for (int u = 0; u < kPerLane; ++u) dz.v[u] += dsig * xh.v[u] / float(d);
-    row_store(dv, dr, d, lane);
-    row_store(s.dZ + r * ldd, dz, d, lane);
-    row_store(s.dG + r * ldd, a, d, lane);
-  }
+  for (int r = warp; r < m; r += kWarps)
+    row_loss_grad_backward(s.dG + r * ldd, s.Z + r * ldd, s.R + r * ldd, s.mu + r, s.rstd + r, gam,
+                           bet, d, lane, p.ln, dV + std::size_t(r) * rs, s.dZ + r * ldd);
   __syncthreads();
 
   // P10: dK += dZ Wᵀ − dR (residual);  dγ, dβ of the loss LN;  the carry:
@@ -534,19 +456,10 @@ __device__ void bwd_chunk(const BwdParams& p, const BwdSmem& s, std::size_t seq0
     dK[std::size_t(j) * rs + k] += acc;
   }
   if (p.ln)
-    for (int c = tid; c < d; c += kThreads) {
-      const float gc = p.gamma[std::size_t(blk % p.H) * d + c];
-      const float bc = p.beta[std::size_t(blk % p.H) * d + c];
-      float ag = 0.0f, ab = 0.0f;
-      for (int r = 0; r < m; ++r) {
-        const float a = s.dG[r * ldd + c];
-        const float xh = (s.Z[r * ldd + c] - s.mu[r]) * s.rstd[r];
-        ag += a * (2.0f * gc * xh + bc - s.R[r * ldd + c]);
-        ab += gc * a;
-      }
-      s.dgam[c] += ag;
-      s.dbet[c] += ab;
-    }
+    block_loss_grad_param_backward(s.dG, s.Z, s.R, s.mu, s.rstd, m, d, ldd,
+                                   p.gamma + std::size_t(blk % p.H) * d,
+                                   p.beta + std::size_t(blk % p.H) * d, s.dgam, s.dbet, tid,
+                                   kThreads);
   for (int i = tid; i < d * d; i += kThreads) {
     const int k = i / d, c = i % d;
     float acc = full ? s.dW[k * ldd + c] : 0.0f;
@@ -619,9 +532,8 @@ __global__ void __launch_bounds__(kThreads) linear_backward_v1_kernel(BwdParams 
   for (int i = tid; i < b; i += kThreads) p.ptau[std::size_t(blk) * b + i] = s.dtau[i];
 }
 
-// Sums the per-(sequence, head) partials over the batch: out[h, e] = Σ_n part[n·H + h, e]
-// (heads_per_sum = H), or over everything (H = 1, rows = B·H) for dτ.
-__global__ void sum_over_batch(const float* part, float* out, int B, int H, int len) {
+// See sum_over_batch in ttt_host.hpp.
+__global__ void sum_over_batch_kernel(const float* part, float* out, int B, int H, int len) {
   const std::size_t total = std::size_t(H) * len;
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < total;
        i += std::size_t(gridDim.x) * blockDim.x) {
@@ -720,12 +632,14 @@ __global__ void __launch_bounds__(kDecodeThreads) linear_decode(DecodeParams p) 
   }
 }
 
-void set_smem_limit(const void* fn, std::size_t bytes) {
-  TTTLAB_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(bytes)));
-}
-
 }  // namespace
+
+void sum_over_batch(const float* part, float* out, int B, int H, int len, cudaStream_t stream) {
+  const std::size_t total = std::size_t(H) * len;
+  const int grid = static_cast<int>(std::min<std::size_t>(ceil_div(total, 256), 1024));
+  sum_over_batch_kernel<<<grid, 256, 0, stream>>>(part, out, B, H, len);
+  TTTLAB_CUDA_CHECK(cudaGetLastError());
+}
 
 void linear_forward_v1(const TttLinearForwardArgs& a) {
   const TttDims& D = a.dims;
@@ -736,13 +650,7 @@ void linear_forward_v1(const TttLinearForwardArgs& a) {
                               std::to_string(bytes) + " bytes of shared memory per block; the "
                               "device allows " + std::to_string(limit));
   FwdParams p{};
-  p.Q = a.Q;
-  p.K = a.K;
-  p.V = a.V;
-  p.lam = a.lambda;
-  p.tau = a.tau;
-  p.gamma = a.ln_weight;
-  p.beta = a.ln_bias;
+  set_token_inputs(p, a);
   p.W0 = a.W0;
   p.b0 = a.b0;
   p.O = a.O;
@@ -800,10 +708,7 @@ void check_linear_forward_args(const TttLinearForwardArgs& a) {
   check_ptr(fn, a.W0, "W0");
   check_ptr(fn, a.O, "O");
   if (a.opt.bias) check_ptr(fn, a.b0, "b0 (bias is on)");
-  if (a.opt.layer_norm) {
-    check_ptr(fn, a.ln_weight, "ln_weight (layer_norm is on)");
-    check_ptr(fn, a.ln_bias, "ln_bias (layer_norm is on)");
-  }
+  check_ln_params(fn, a);
   if (a.checkpoint_W || a.checkpoint_b) {
     require(a.checkpoint_group >= 1, "ttt_linear_forward: checkpoint_group must be >= 1 when "
                                      "checkpoints are requested");
@@ -932,10 +837,7 @@ void ttt_linear_backward(const TttLinearBackwardArgs& a) {
                            {a.workspace, "workspace"}})
     check_ptr(fn, ptr, name);
   if (a.opt.bias) check_ptr(fn, a.checkpoint_b, "checkpoint_b (bias is on)");
-  if (a.opt.layer_norm) {
-    check_ptr(fn, a.ln_weight, "ln_weight (layer_norm is on)");
-    check_ptr(fn, a.ln_bias, "ln_bias (layer_norm is on)");
-  }
+  check_ln_params(fn, a);
   const TttDims& D = a.dims;
   auto al = [](const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0; };
   const bool aligned = al(a.Q) && al(a.K) && al(a.V) && al(a.dO) && al(a.dQ) && al(a.dK) &&
@@ -960,13 +862,7 @@ void ttt_linear_backward(const TttLinearBackwardArgs& a) {
               " (ttt_linear_backward_workspace_bytes)");
   float* ws = static_cast<float*>(a.workspace);
   BwdParams p{};
-  p.Q = a.Q;
-  p.K = a.K;
-  p.V = a.V;
-  p.lam = a.lambda;
-  p.tau = a.tau;
-  p.gamma = a.ln_weight;
-  p.beta = a.ln_bias;
+  set_token_inputs(p, a);
   p.ckW = a.checkpoint_W;
   p.ckb = a.checkpoint_b;
   p.dO = a.dO;
@@ -1004,10 +900,7 @@ void ttt_linear_backward(const TttLinearBackwardArgs& a) {
   }
   const int d = D.head_dim;
   auto sum = [&](const float* part, float* out, int B, int H, int len) {
-    const std::size_t total = std::size_t(H) * len;
-    const int grid = static_cast<int>(std::min<std::size_t>(ceil_div(total, 256), 1024));
-    sum_over_batch<<<grid, 256, 0, a.stream>>>(part, out, B, H, len);
-    TTTLAB_CUDA_CHECK(cudaGetLastError());
+    sum_over_batch(part, out, B, H, len, a.stream);
   };
   sum(p.pW, a.dW0, D.batch, D.heads, d * d);
   sum(p.pb, a.db0, D.batch, D.heads, d);
@@ -1033,10 +926,7 @@ void ttt_linear_decode_step(const TttLinearDecodeArgs& a) {
     check_ptr(fn, a.b, "b (bias is on)");
     check_ptr(fn, a.acc_b, "acc_b (bias is on)");
   }
-  if (a.opt.layer_norm) {
-    check_ptr(fn, a.ln_weight, "ln_weight (layer_norm is on)");
-    check_ptr(fn, a.ln_bias, "ln_bias (layer_norm is on)");
-  }
+  check_ln_params(fn, a);
   DecodeParams p{};
   p.q = a.q;
   p.k = a.k;

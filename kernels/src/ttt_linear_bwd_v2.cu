@@ -19,6 +19,7 @@
 
 #include "cuda_check.hpp"
 #include "ttt_common.cuh"
+#include "ttt_host.hpp"
 #include "ttt_linear_internal.hpp"
 #include "ttt_mma.cuh"
 
@@ -155,18 +156,9 @@ __device__ void chunk(const BwdParams& p, const Smem2& s, std::size_t seq0, std:
   __syncthreads();
 
   // P3: G = lnl2(Z, R) with Z's statistics;  C ← tril(C + 1),  M = E ⊙ C.
-  for (int r = warp; r < m; r += kWarps) {
-    const RowFrag z = row_load(s.Z + r * ldd, d, lane);
-    const RowFrag t = row_load(s.R + r * ldd, d, lane);
-    if (p.ln) {
-      const RowStats st = row_stats(z, d, lane, p.eps);
-      if (lane == 0) {
-        s.mu[r] = st.mu;
-        s.rstd[r] = st.rstd;
-      }
-    }
-    row_store(s.G + r * ldd, row_loss_grad(z, t, gam, bet, d, lane, p.eps, p.ln), d, lane);
-  }
+  for (int r = warp; r < m; r += kWarps)
+    row_loss_grad_keep_stats(s.Z + r * ldd, s.R + r * ldd, s.G + r * ldd, s.mu + r, s.rstd + r,
+                             gam, bet, d, lane, p.eps, p.ln);
   for (int i = tid; i < m * d; i += kThreads) dK[(i / d) * ldd + i % d] = 0.0f;
   for (int i = tid; i < m * m; i += kThreads) {
     const int r = i / m, j = i % m;
@@ -183,40 +175,8 @@ __device__ void chunk(const BwdParams& p, const Smem2& s, std::size_t seq0, std:
 
   // P5–P6: the output LN backward: x̂(Z̄) into s.dZ, dγ and dβ (column walk), dZ̄ into s.Zb;
   // dQ = dO (residual) or 0.
-  if (p.ln) {
-    for (int r = warp; r < m; r += kWarps) {
-      const RowFrag z = row_load(s.Zb + r * ldd, d, lane);
-      const RowStats st = row_stats(z, d, lane, p.eps);
-      row_store(s.dZ + r * ldd, row_xhat(z, st, d, lane), d, lane);
-      if (lane == 0) s.rstd2[r] = st.rstd;
-    }
-    __syncthreads();
-    for (int c = tid; c < d; c += kThreads) {
-      float ag = 0.0f, ab = 0.0f;
-      for (int r = 0; r < m; ++r) {
-        ag += s.dO[r * ldd + c] * s.dZ[r * ldd + c];
-        ab += s.dO[r * ldd + c];
-      }
-      s.dgam[c] += ag;
-      s.dbet[c] += ab;
-    }
-  }
-  for (int r = warp; r < m; r += kWarps) {
-    const RowFrag dy = row_load(s.dO + r * ldd, d, lane);
-    if (p.ln) {
-      const RowFrag xh = row_load(s.dZ + r * ldd, d, lane);
-      RowFrag dxh;
-#pragma unroll
-      for (int u = 0; u < kPerLane; ++u) dxh.v[u] = dy.v[u] * gam.v[u];
-      row_store(s.Zb + r * ldd, row_project(dxh, xh, s.rstd2[r], d, lane), d, lane);
-    } else {
-      row_store(s.Zb + r * ldd, dy, d, lane);
-    }
-    RowFrag q0;
-#pragma unroll
-    for (int u = 0; u < kPerLane; ++u) q0.v[u] = p.res ? dy.v[u] : 0.0f;
-    row_store(dQ + r * ldd, q0, d, lane);
-  }
+  block_output_ln_backward<kThreads>(s.Zb, s.dZ, s.dO, s.rstd2, gam, s.dgam, s.dbet, dQ, ldd, m, d,
+                                     ldd, p.eps, p.ln, p.res);
   __syncthreads();
 
   // P7: dQ += dZ̄ Wᵀ;  dM = −dZ̄ Gᵀ;  K dW' into s.dZ (full).
@@ -268,42 +228,9 @@ __device__ void chunk(const BwdParams& p, const Smem2& s, std::size_t seq0, std:
     s.dtau[i] += dt;
     p.dlam[std::size_t(blk) * p.T + t0 + i] = dl;
   }
-  for (int r = warp; r < m; r += kWarps) {
-    const RowFrag delta = row_load(s.dG + r * ldd, d, lane);
-    float* dv = dV + std::size_t(r) * rs;
-    if (!p.ln) {
-      RowFrag nd;
-#pragma unroll
-      for (int u = 0; u < kPerLane; ++u) nd.v[u] = -delta.v[u];
-      row_store(dv, nd, d, lane);
-      row_store(s.dZ + r * ldd, delta, d, lane);
-      continue;
-    }
-    const RowFrag z = row_load(s.Z + r * ldd, d, lane);
-    const RowFrag t = row_load(s.R + r * ldd, d, lane);
-    const RowStats st{s.mu[r], s.rstd[r]};
-    const RowFrag xh = row_xhat(z, st, d, lane);
-    RowFrag gh;
-#pragma unroll
-    for (int u = 0; u < kPerLane; ++u) gh.v[u] = gam.v[u] * (gam.v[u] * xh.v[u] + bet.v[u] - t.v[u]);
-    const RowFrag g = row_project(gh, xh, st.rstd, d, lane);
-    const RowFrag a = row_project(delta, xh, st.rstd, d, lane);
-    const float m_xg = row_dot(xh, gh) / float(d);
-    const float m_xd = row_dot(xh, delta) / float(d);
-    const float dsig = -row_dot(delta, g) * st.rstd;
-    RowFrag dxh, dr;
-#pragma unroll
-    for (int u = 0; u < kPerLane; ++u) {
-      dxh.v[u] = gam.v[u] * gam.v[u] * a.v[u] - (delta.v[u] * m_xg + gh.v[u] * m_xd) * st.rstd;
-      dr.v[u] = -gam.v[u] * a.v[u];
-    }
-    RowFrag dz = row_project(dxh, xh, st.rstd, d, lane);
-#pragma unroll
-    for (int u = 0; u < kPerLane; ++u) dz.v[u] += dsig * xh.v[u] / float(d);
-    row_store(dv, dr, d, lane);
-    row_store(s.dZ + r * ldd, dz, d, lane);
-    row_store(s.dG + r * ldd, a, d, lane);
-  }
+  for (int r = warp; r < m; r += kWarps)
+    row_loss_grad_backward(s.dG + r * ldd, s.Z + r * ldd, s.R + r * ldd, s.mu + r, s.rstd + r, gam,
+                           bet, d, lane, p.ln, dV + std::size_t(r) * rs, s.dZ + r * ldd);
   __syncthreads();
 
   // P10: dK += dZ Wᵀ − dR;  dγ, dβ of the loss LN;  the carry dW, dc.
@@ -316,19 +243,8 @@ __device__ void chunk(const BwdParams& p, const Smem2& s, std::size_t seq0, std:
     dK[i * lrs + j] += v;
   });
   if (p.ln)
-    for (int c = tid; c < d; c += kThreads) {
-      const float gc = gamma_h[c];
-      const float bc = p.beta[std::size_t(h) * d + c];
-      float ag = 0.0f, ab = 0.0f;
-      for (int r = 0; r < m; ++r) {
-        const float a = s.dG[r * ldd + c];
-        const float xh = (s.Z[r * ldd + c] - s.mu[r]) * s.rstd[r];
-        ag += a * (2.0f * gc * xh + bc - s.R[r * ldd + c]);
-        ab += gc * a;
-      }
-      s.dgam[c] += ag;
-      s.dbet[c] += ab;
-    }
+    block_loss_grad_param_backward(s.dG, s.Z, s.R, s.mu, s.rstd, m, d, ldd, gamma_h,
+                                   p.beta + std::size_t(h) * d, s.dgam, s.dbet, tid, kThreads);
   block_mma<kSplit>(d, d, m, op_t(s.Q, ldd), op(s.Zb, ldd), 1.0f, m, op_t(s.K, ldd), op(s.dZ, ldd),
                     1.0f, [&](int i, int j, float v) {
                       s.dW[i * ldd + j] = (full ? s.dW[i * ldd + j] : 0.0f) + v;
@@ -411,9 +327,7 @@ __global__ void __launch_bounds__(kThreads, 2) linear_backward_v2_kernel(BwdPara
 std::size_t bwd_v2_floats(int d, int b) { return floats_v2(d, b); }
 
 void launch_linear_backward_v2(const BwdParams& p, std::size_t smem_bytes, CUstream_st* stream) {
-  TTTLAB_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&linear_backward_v2_kernel),
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(smem_bytes)));
+  set_smem_limit(reinterpret_cast<const void*>(&linear_backward_v2_kernel), smem_bytes);
   linear_backward_v2_kernel<<<p.B * p.H, kThreads, smem_bytes, stream>>>(p);
   TTTLAB_CUDA_CHECK(cudaGetLastError());
 }

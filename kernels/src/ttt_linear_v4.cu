@@ -507,8 +507,7 @@ template <int D, bool SPLIT>
 void launch_v4(const V4Params& p, int blocks, cudaStream_t stream) {
   const std::size_t bytes = V4Layout<D>::FLOATS * sizeof(float);
   const void* fn = reinterpret_cast<const void*>(&linear_forward_v4_kernel<D, SPLIT>);
-  TTTLAB_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(bytes)));
+  set_smem_limit(fn, bytes);
   linear_forward_v4_kernel<D, SPLIT><<<blocks, V4Layout<D>::NT, bytes, stream>>>(p);
   TTTLAB_CUDA_CHECK(cudaGetLastError());
 }
@@ -537,13 +536,7 @@ void linear_forward_v4(const TttLinearForwardArgs& a, bool split) {
   require(aligned16(a.Q) && aligned16(a.K) && aligned16(a.V) && aligned16(a.O),
           "ttt_linear_forward v4/v5: Q, K, V and O must be 16-byte aligned");
   V4Params p{};
-  p.Q = a.Q;
-  p.K = a.K;
-  p.V = a.V;
-  p.lam = a.lambda;
-  p.tau = a.tau;
-  p.gamma = a.ln_weight;
-  p.beta = a.ln_bias;
+  set_token_inputs(p, a);
   p.W0 = a.W0;
   p.b0 = a.b0;
   p.O = a.O;

@@ -432,10 +432,7 @@ void ttt_mlp_forward(const TttMlpForwardArgs& a) {
     check_ptr(fn, a.b1, "b1 (bias is on)");
     check_ptr(fn, a.b2, "b2 (bias is on)");
   }
-  if (a.opt.layer_norm) {
-    check_ptr(fn, a.ln_weight, "ln_weight (layer_norm is on)");
-    check_ptr(fn, a.ln_bias, "ln_bias (layer_norm is on)");
-  }
+  check_ln_params(fn, a);
   const bool ck = a.checkpoint_W1 || a.checkpoint_W2 || a.checkpoint_b1 || a.checkpoint_b2;
   if (ck) {
     require(a.checkpoint_group >= 1,
@@ -458,13 +455,7 @@ void ttt_mlp_forward(const TttMlpForwardArgs& a) {
                                            std::to_string(need));
   }
   MlpParams p{};
-  p.Q = a.Q;
-  p.K = a.K;
-  p.V = a.V;
-  p.lam = a.lambda;
-  p.tau = a.tau;
-  p.gamma = a.ln_weight;
-  p.beta = a.ln_bias;
+  set_token_inputs(p, a);
   p.W1 = a.W1;
   p.b1 = a.b1;
   p.W2 = a.W2;
@@ -489,8 +480,7 @@ void ttt_mlp_forward(const TttMlpForwardArgs& a) {
   const void* kernel = v == TttMlpForwardVersion::V1Simt
                        ? reinterpret_cast<const void*>(&mlp_forward_v1_kernel)
                        : reinterpret_cast<const void*>(&mlp_forward_v2_kernel);
-  TTTLAB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(smem)));
+  set_smem_limit(kernel, smem);
   if (v == TttMlpForwardVersion::V1Simt)
     mlp_forward_v1_kernel<<<D.batch * D.heads, kThreads, smem, a.stream>>>(p);
   else

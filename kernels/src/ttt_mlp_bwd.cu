@@ -227,18 +227,9 @@ __device__ void chunk(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, st
   __syncthreads();
 
   // G2 = lnl2(Z2, R), with Z2's statistics kept.
-  for (int r = warp; r < m; r += kWarps) {
-    const RowFrag z = row_load(s.Z2 + r * ldd, d, lane);
-    const RowFrag t = row_load(s.R + r * ldd, d, lane);
-    if (p.ln) {
-      const RowStats st = row_stats(z, d, lane, p.eps);
-      if (lane == 0) {
-        s.mu[r] = st.mu;
-        s.rstd[r] = st.rstd;
-      }
-    }
-    row_store(s.G2 + r * ldd, row_loss_grad(z, t, gam, bet, d, lane, p.eps, p.ln), d, lane);
-  }
+  for (int r = warp; r < m; r += kWarps)
+    row_loss_grad_keep_stats(s.Z2 + r * ldd, s.R + r * ldd, s.G2 + r * ldd, s.mu + r, s.rstd + r,
+                             gam, bet, d, lane, p.eps, p.ln);
   __syncthreads();
 
   // P1 = G2 W2ᵀ,  G1 = P1 ⊙ gelu′(Z1).
@@ -271,40 +262,8 @@ __device__ void chunk(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, st
   __syncthreads();
 
   // Output LN backward: x̂(Z̄2) into s.Xh, dγ and dβ (column walk), dZ̄2 into s.Zb2; dQ = dO or 0.
-  if (p.ln) {
-    for (int r = warp; r < m; r += kWarps) {
-      const RowFrag z = row_load(s.Zb2 + r * ldd, d, lane);
-      const RowStats st = row_stats(z, d, lane, p.eps);
-      row_store(s.Xh + r * ldd, row_xhat(z, st, d, lane), d, lane);
-      if (lane == 0) s.rstd2[r] = st.rstd;
-    }
-    __syncthreads();
-    for (int c = tid; c < d; c += kThreads) {
-      float ag = 0.0f, ab = 0.0f;
-      for (int r = 0; r < m; ++r) {
-        ag += s.dO[r * ldd + c] * s.Xh[r * ldd + c];
-        ab += s.dO[r * ldd + c];
-      }
-      s.dgam[c] += ag;
-      s.dbet[c] += ab;
-    }
-  }
-  for (int r = warp; r < m; r += kWarps) {
-    const RowFrag dy = row_load(s.dO + r * ldd, d, lane);
-    if (p.ln) {
-      const RowFrag xh = row_load(s.Xh + r * ldd, d, lane);
-      RowFrag dxh;
-#pragma unroll
-      for (int u = 0; u < kPerLane; ++u) dxh.v[u] = dy.v[u] * gam.v[u];
-      row_store(s.Zb2 + r * ldd, row_project(dxh, xh, s.rstd2[r], d, lane), d, lane);
-    } else {
-      row_store(s.Zb2 + r * ldd, dy, d, lane);
-    }
-    RowFrag q0;
-#pragma unroll
-    for (int u = 0; u < kPerLane; ++u) q0.v[u] = p.res ? dy.v[u] : 0.0f;
-    row_store(s.dQ + r * ldd, q0, d, lane);
-  }
+  block_output_ln_backward<kThreads>(s.Zb2, s.Xh, s.dO, s.rstd2, gam, s.dgam, s.dbet, s.dQ, ldd, m,
+                                     d, ldd, p.eps, p.ln, p.res);
   __syncthreads();
 
   // dM2 = −dZ̄2 G2ᵀ;  (full) T2 = X2 dW2', T1 = K dW1'.
@@ -409,64 +368,19 @@ __device__ void chunk(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, st
   __syncthreads();
 
   // G2 = lnl2(Z2, R) backward: dZ2 into s.Xh, a (LN) into s.dG2 in place, dV = dR.
-  for (int r = warp; r < m; r += kWarps) {
-    const RowFrag delta = row_load(s.dG2 + r * ldd, d, lane);
-    float* dv = dV + std::size_t(r) * rs;
-    if (!p.ln) {
-      RowFrag nd;
-#pragma unroll
-      for (int u = 0; u < kPerLane; ++u) nd.v[u] = -delta.v[u];
-      row_store(dv, nd, d, lane);
-      row_store(s.Xh + r * ldd, delta, d, lane);
-      continue;
-    }
-    const RowFrag z = row_load(s.Z2 + r * ldd, d, lane);
-    const RowFrag t = row_load(s.R + r * ldd, d, lane);
-    const RowStats st{s.mu[r], s.rstd[r]};
-    const RowFrag xh = row_xhat(z, st, d, lane);
-    RowFrag gh;
-#pragma unroll
-    for (int u = 0; u < kPerLane; ++u) gh.v[u] = gam.v[u] * (gam.v[u] * xh.v[u] + bet.v[u] - t.v[u]);
-    const RowFrag g = row_project(gh, xh, st.rstd, d, lane);
-    const RowFrag a = row_project(delta, xh, st.rstd, d, lane);
-    const float m_xg = row_dot(xh, gh) / float(d);
-    const float m_xd = row_dot(xh, delta) / float(d);
-    const float dsig = -row_dot(delta, g) * st.rstd;
-    RowFrag dxh, dr;
-#pragma unroll
-    for (int u = 0; u < kPerLane; ++u) {
-      dxh.v[u] = gam.v[u] * gam.v[u] * a.v[u] - (delta.v[u] * m_xg + gh.v[u] * m_xd) * st.rstd;
-      dr.v[u] = -gam.v[u] * a.v[u];
-    }
-    RowFrag dz = row_project(dxh, xh, st.rstd, d, lane);
-#pragma unroll
-    for (int u = 0; u < kPerLane; ++u) dz.v[u] += dsig * xh.v[u] / float(d);
-    row_store(dv, dr, d, lane);
-    row_store(s.Xh + r * ldd, dz, d, lane);
-    row_store(s.dG2 + r * ldd, a, d, lane);
-  }
+  for (int r = warp; r < m; r += kWarps)
+    row_loss_grad_backward(s.dG2 + r * ldd, s.Z2 + r * ldd, s.R + r * ldd, s.mu + r, s.rstd + r, gam,
+                           bet, d, lane, p.ln, dV + std::size_t(r) * rs, s.Xh + r * ldd);
   __syncthreads();
 
   // dZ1 += (dX2 + dZ2 W2ᵀ) ⊙ gelu′(Z1);  dγ, dβ of the loss LN;  the carry dW2, db2.
   block_mma<kSplit>(m, hd, d, op(s.Xh, ldd), op_t(s.W2, ldd), 1.0f, [&](int i, int j, float v) {
     s.T1[i * ldh + j] += (s.dX2[i * ldh + j] + v) * gelu_tanh_grad(s.Z1[i * ldh + j]);
   });
-  if (p.ln) {
-    const float* gamma_h = p.gamma + std::size_t(h) * d;
-    const float* beta_h = p.beta + std::size_t(h) * d;
-    for (int c = tid; c < d; c += kThreads) {
-      const float gc = gamma_h[c], bc = beta_h[c];
-      float ag = 0.0f, ab = 0.0f;
-      for (int r = 0; r < m; ++r) {
-        const float a = s.dG2[r * ldd + c];
-        const float xh = (s.Z2[r * ldd + c] - s.mu[r]) * s.rstd[r];
-        ag += a * (2.0f * gc * xh + bc - s.R[r * ldd + c]);
-        ab += gc * a;
-      }
-      s.dgam[c] += ag;
-      s.dbet[c] += ab;
-    }
-  }
+  if (p.ln)
+    block_loss_grad_param_backward(s.dG2, s.Z2, s.R, s.mu, s.rstd, m, d, ldd,
+                                   p.gamma + std::size_t(h) * d, p.beta + std::size_t(h) * d,
+                                   s.dgam, s.dbet, tid, kThreads);
   block_mma<kSplit>(hd, d, m, op_t(s.Xb2, ldh), op(s.Zb2, ldd), 1.0f, m, op_t(s.X2, ldh),
                     op(s.Xh, ldd), 1.0f, [&](int i, int j, float v) {
                       s.dW2[i * ldd + j] = (full ? s.dW2[i * ldd + j] : 0.0f) + v;
@@ -586,18 +500,6 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_backward_kernel(MlpBwdParams 
   for (int i = tid; i < b; i += kThreads) p.ptau[std::size_t(blk) * b + i] = s.dtau[i];
 }
 
-// out[h, e] = Σ_n part[n·H + h, e], in the order n = 0, 1, … (deterministic).
-__global__ void mlp_sum_over_batch(const float* part, float* out, int B, int H, int len) {
-  const std::size_t total = std::size_t(H) * len;
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < total;
-       i += std::size_t(gridDim.x) * blockDim.x) {
-    const std::size_t hh = i / len, e = i % len;
-    float acc = 0.0f;
-    for (int n = 0; n < B; ++n) acc += part[(std::size_t(n) * H + hh) * len + e];
-    out[i] = acc;
-  }
-}
-
 // The workspace, in floats: [slots][scratch][partials W1, b1, W2, b2, γ, β, τ].
 struct MlpBwdLayout {
   std::size_t slots = 0, scratch = 0, pW1 = 0, pb1 = 0, pW2 = 0, pb2 = 0, pgam = 0, pbet = 0,
@@ -658,10 +560,7 @@ void ttt_mlp_backward(const TttMlpBackwardArgs& a) {
     check_ptr(fn, a.checkpoint_b1, "checkpoint_b1 (bias is on)");
     check_ptr(fn, a.checkpoint_b2, "checkpoint_b2 (bias is on)");
   }
-  if (a.opt.layer_norm) {
-    check_ptr(fn, a.ln_weight, "ln_weight (layer_norm is on)");
-    check_ptr(fn, a.ln_bias, "ln_bias (layer_norm is on)");
-  }
+  check_ln_params(fn, a);
   const TttDims& D = a.dims;
   const MlpBwdLayout L = mlp_bwd_layout(D, a.checkpoint_group);
   require(a.workspace_bytes >= L.total * sizeof(float),
@@ -671,13 +570,7 @@ void ttt_mlp_backward(const TttMlpBackwardArgs& a) {
           "ttt_mlp_backward: the workspace must be 16-byte aligned");
   float* ws = static_cast<float*>(a.workspace);
   MlpBwdParams p{};
-  p.Q = a.Q;
-  p.K = a.K;
-  p.V = a.V;
-  p.lam = a.lambda;
-  p.tau = a.tau;
-  p.gamma = a.ln_weight;
-  p.beta = a.ln_bias;
+  set_token_inputs(p, a);
   p.ckW1 = a.checkpoint_W1;
   p.ckb1 = a.checkpoint_b1;
   p.ckW2 = a.checkpoint_W2;
@@ -710,17 +603,12 @@ void ttt_mlp_backward(const TttMlpBackwardArgs& a) {
   p.bias = a.opt.bias;
   p.eps = a.opt.ln_eps;
   const std::size_t smem = L.smem_floats * sizeof(float);
-  TTTLAB_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&mlp_backward_kernel),
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(smem)));
+  set_smem_limit(reinterpret_cast<const void*>(&mlp_backward_kernel), smem);
   mlp_backward_kernel<<<D.batch * D.heads, kThreads, smem, a.stream>>>(p);
   TTTLAB_CUDA_CHECK(cudaGetLastError());
   const int d = D.head_dim, hd = 4 * d;
   auto sum = [&](const float* part, float* out, int B, int H, int len) {
-    const std::size_t total = std::size_t(H) * len;
-    const int grid = static_cast<int>(std::min<std::size_t>(ceil_div(total, 256), 1024));
-    mlp_sum_over_batch<<<grid, 256, 0, a.stream>>>(part, out, B, H, len);
-    TTTLAB_CUDA_CHECK(cudaGetLastError());
+    sum_over_batch(part, out, B, H, len, a.stream);
   };
   sum(p.pW1, a.dW1, D.batch, D.heads, d * hd);
   sum(p.pb1, a.db1, D.batch, D.heads, hd);

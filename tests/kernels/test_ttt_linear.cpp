@@ -43,21 +43,6 @@ constexpr double kTolFp32Sum = 3e-4;
 constexpr double kTolFp32SumLong = 1e-3;
 constexpr double kTolTf32 = 1e-2;
 
-std::string describe(const TttDims& D, const TttOptions& o) {
-  return "B=" + std::to_string(D.batch) + " H=" + std::to_string(D.heads) +
-         " T=" + std::to_string(D.seq_len) + " d=" + std::to_string(D.head_dim) +
-         " b=" + std::to_string(D.mini_batch) + (o.layer_norm ? " ln" : " no-ln") +
-         (o.residual ? " res" : " no-res") + (o.bias ? " bias" : " no-bias");
-}
-
-TttOptions flags(int f) {
-  TttOptions o;
-  o.layer_norm = !(f & 1);
-  o.residual = !(f & 2);
-  o.bias = !(f & 4);
-  return o;
-}
-
 struct Case {
   TttDims dims;
   TttOptions opt;
@@ -333,21 +318,8 @@ GradRef cpu_backward(const LinearInputs& in, const std::vector<float>& dO, int g
       const Vec<S> lam = lambda_slice(in.lam, D, n, h).cast<S>();
       InnerGrads<S> gr;
       inner_backward<S>(io, p, Q, K, V, lam, w, dOh, gr, group);
-      for (int t = 0; t < D.seq_len; ++t) {
-        for (int c = 0; c < d; ++c) {
-          const std::size_t e = (std::size_t(n) * D.seq_len + t) * D.heads * d + std::size_t(h) * d + c;
-          g.dQ[e] = gr.dQ(t, c);
-          g.dK[e] = gr.dK(t, c);
-          g.dV[e] = gr.dV(t, c);
-        }
-        g.dlam[(std::size_t(n) * D.heads + h) * D.seq_len + t] = gr.dlambda(t);
-      }
-      for (int i = 0; i < D.mini_batch; ++i) g.dtau[i] += gr.dtau(i);
-      for (int c = 0; c < d; ++c) {
-        g.dgam[std::size_t(h) * d + c] += gr.dln_weight(c);
-        g.dbet[std::size_t(h) * d + c] += gr.dln_bias(c);
-        g.db0[std::size_t(h) * d + c] += gr.dW0.b1(c);
-      }
+      add_head_grads(gr, D, n, h, g.dQ, g.dK, g.dV, g.dlam, g.dtau, g.dgam, g.dbet);
+      for (int c = 0; c < d; ++c) g.db0[std::size_t(h) * d + c] += gr.dW0.b1(c);
       for (int i = 0; i < d * d; ++i) g.dW0[std::size_t(h) * d * d + i] += gr.dW0.W1(i / d, i % d);
     }
   return g;
@@ -482,18 +454,7 @@ void check_backward(const BwdOut& got, const GradRef& ref, const GradRef* witnes
                     double& sum, double sum_tol = kTolFp32Sum) {
   auto check = [&](const char* what, const std::vector<float>& g, const std::vector<double>& r,
                    const std::vector<double>* w, double tol, double& worst) {
-    if (w) {
-      const std::vector<float> wf(w->begin(), w->end());
-      const double wtol = 4.0 * compare(wf, r, 1e-6).rel;
-      if (wtol > tol) {
-        std::printf("[   INFO   ] %s: the CPU fp32 witness is off by %.3g, tolerance %.3g\n", what,
-                    wtol / 4.0, wtol);
-        tol = wtol;
-      }
-    }
-    const ErrorStat e = compare(g, r, 1e-6);
-    EXPECT_TRUE(within(what, e, tol, g, r));
-    worst = std::max(worst, e.rel);
+    expect_within_witness(what, g, r, w, tol, worst);
   };
   const GradRef* W = witness;
   check("dQ", got.dQ, ref.dQ, W ? &W->dQ : nullptr, kTolFp32, tok);

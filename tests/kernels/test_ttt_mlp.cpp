@@ -23,21 +23,6 @@ namespace {
 constexpr double kTolFp32 = 1e-4;
 constexpr double kTolFp32Sum = 3e-4;
 
-std::string describe(const TttDims& D, const TttOptions& o) {
-  return "B=" + std::to_string(D.batch) + " H=" + std::to_string(D.heads) +
-         " T=" + std::to_string(D.seq_len) + " d=" + std::to_string(D.head_dim) +
-         " b=" + std::to_string(D.mini_batch) + (o.layer_norm ? " ln" : " no-ln") +
-         (o.residual ? " res" : " no-res") + (o.bias ? " bias" : " no-bias");
-}
-
-TttOptions flags(int f) {
-  TttOptions o;
-  o.layer_norm = !(f & 1);
-  o.residual = !(f & 2);
-  o.bias = !(f & 4);
-  return o;
-}
-
 struct MlpInputs {
   LinearInputs base;  // Q, K, V, λ, τ, γ, β (W0, b0 unused)
   std::vector<float> W1, b1, W2, b2;
@@ -317,21 +302,8 @@ MlpGradRef cpu_mlp_backward(const MlpInputs& in, const std::vector<float>& dO, i
       const Vec<S> lam = lambda_slice(in.base.lam, D, n, h).cast<S>();
       InnerGrads<S> gr;
       inner_backward<S>(io, p, Q, K, V, lam, w, dOh, gr, group);
-      for (int t = 0; t < D.seq_len; ++t) {
-        for (int c = 0; c < d; ++c) {
-          const std::size_t e = (std::size_t(n) * D.seq_len + t) * D.heads * d + std::size_t(h) * d + c;
-          g.dQ[e] = gr.dQ(t, c);
-          g.dK[e] = gr.dK(t, c);
-          g.dV[e] = gr.dV(t, c);
-        }
-        g.dlam[(std::size_t(n) * D.heads + h) * D.seq_len + t] = gr.dlambda(t);
-      }
-      for (int i = 0; i < D.mini_batch; ++i) g.dtau[i] += gr.dtau(i);
-      for (int c = 0; c < d; ++c) {
-        g.dgam[std::size_t(h) * d + c] += gr.dln_weight(c);
-        g.dbet[std::size_t(h) * d + c] += gr.dln_bias(c);
-        g.db2[std::size_t(h) * d + c] += gr.dW0.b2(c);
-      }
+      add_head_grads(gr, D, n, h, g.dQ, g.dK, g.dV, g.dlam, g.dtau, g.dgam, g.dbet);
+      for (int c = 0; c < d; ++c) g.db2[std::size_t(h) * d + c] += gr.dW0.b2(c);
       for (int c = 0; c < hd; ++c) g.db1[std::size_t(h) * hd + c] += gr.dW0.b1(c);
       for (int i = 0; i < d * hd; ++i) {
         g.dW1[std::size_t(h) * d * hd + i] += gr.dW0.W1(i / hd, i % hd);
@@ -395,16 +367,7 @@ void check_mlp_backward(const MlpBwdOut& got, const MlpGradRef& ref, const MlpGr
                         double& tok, double& sum) {
   auto check = [&](const char* what, const std::vector<float>& g, const std::vector<double>& r,
                    const std::vector<double>& w, double tol, double& worst) {
-    const std::vector<float> wf(w.begin(), w.end());
-    const double wtol = 4.0 * compare(wf, r, 1e-6).rel;
-    if (wtol > tol) {
-      std::printf("[   INFO   ] %s: the CPU fp32 witness is off by %.3g, tolerance %.3g\n", what,
-                  wtol / 4.0, wtol);
-      tol = wtol;
-    }
-    const ErrorStat e = compare(g, r, 1e-6);
-    EXPECT_TRUE(within(what, e, tol, g, r));
-    worst = std::max(worst, e.rel);
+    expect_within_witness(what, g, r, &w, tol, worst);
   };
   check("dQ", got.dQ, ref.dQ, wit.dQ, kTolFp32, tok);
   check("dK", got.dK, ref.dK, wit.dK, kTolFp32, tok);

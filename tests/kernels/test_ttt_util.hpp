@@ -183,6 +183,49 @@ inline InnerHeadParams<double> head_params(const LinearInputs& in, int h) {
   return hp;
 }
 
+// "B=2 H=3 T=64 d=32 b=16 ln res bias": a case's name for SCOPED_TRACE.
+inline std::string describe(const TttDims& D, const TttOptions& o) {
+  return "B=" + std::to_string(D.batch) + " H=" + std::to_string(D.heads) +
+         " T=" + std::to_string(D.seq_len) + " d=" + std::to_string(D.head_dim) +
+         " b=" + std::to_string(D.mini_batch) + (o.layer_norm ? " ln" : " no-ln") +
+         (o.residual ? " res" : " no-res") + (o.bias ? " bias" : " no-bias");
+}
+
+// Option combination f ∈ 0..7: bit 0 turns layer_norm off, bit 1 residual, bit 2 bias (f = 0 is
+// all on).
+inline TttOptions flags(int f) {
+  TttOptions o;
+  o.layer_norm = !(f & 1);
+  o.residual = !(f & 2);
+  o.bias = !(f & 4);
+  return o;
+}
+
+// Puts head h of sequence n's CPU-engine gradients (one head, any inner model) into the kernels'
+// layouts: dQ, dK, dV [B, T, H·d] and dλ [B, H, T] are set; dτ [b] and dγ, dβ [H, d] are shared
+// over the batch, so they are added to. The vectors are sized by the caller.
+template <class S>
+void add_head_grads(const InnerGrads<S>& gr, const TttDims& D, int n, int h,
+                    std::vector<double>& dQ, std::vector<double>& dK, std::vector<double>& dV,
+                    std::vector<double>& dlam, std::vector<double>& dtau,
+                    std::vector<double>& dgam, std::vector<double>& dbet) {
+  const int d = D.head_dim;
+  for (int t = 0; t < D.seq_len; ++t) {
+    for (int c = 0; c < d; ++c) {
+      const std::size_t e = (std::size_t(n) * D.seq_len + t) * D.heads * d + std::size_t(h) * d + c;
+      dQ[e] = gr.dQ(t, c);
+      dK[e] = gr.dK(t, c);
+      dV[e] = gr.dV(t, c);
+    }
+    dlam[(std::size_t(n) * D.heads + h) * D.seq_len + t] = gr.dlambda(t);
+  }
+  for (int i = 0; i < D.mini_batch; ++i) dtau[i] += gr.dtau(i);
+  for (int c = 0; c < d; ++c) {
+    dgam[std::size_t(h) * d + c] += gr.dln_weight(c);
+    dbet[std::size_t(h) * d + c] += gr.dln_bias(c);
+  }
+}
+
 // Error of a GPU result against an fp64 reference, relative to max|ref| (at least `floor`), with a
 // count of non-finite GPU values; "worst" names the first worst element for the failure message.
 struct ErrorStat {
@@ -221,6 +264,27 @@ inline ::testing::AssertionResult within(const char* what, const ErrorStat& e, d
   if (!ref.empty() && e.nonfinite == 0)
     r << "; worst at " << e.worst << ": gpu " << got[e.worst] << " ref " << ref[e.worst];
   return r;
+}
+
+// EXPECTs `got` within `tol` of the fp64 reference `ref`, the tolerance widened to 4× the error of
+// the CPU engine's fp32 witness `wit` where that is larger (a correct fp32 implementation of the
+// same maths cannot do better; the widening is printed). wit may be null (no witness). Raises
+// `worst` to the relative error found.
+inline void expect_within_witness(const char* what, const std::vector<float>& got,
+                                  const std::vector<double>& ref, const std::vector<double>* wit,
+                                  double tol, double& worst) {
+  if (wit) {
+    const std::vector<float> wf(wit->begin(), wit->end());
+    const double wtol = 4.0 * compare(wf, ref, 1e-6).rel;
+    if (wtol > tol) {
+      std::printf("[   INFO   ] %s: the CPU fp32 witness is off by %.3g, tolerance %.3g\n", what,
+                  wtol / 4.0, wtol);
+      tol = wtol;
+    }
+  }
+  const ErrorStat e = compare(got, ref, 1e-6);
+  EXPECT_TRUE(within(what, e, tol, got, ref));
+  worst = std::max(worst, e.rel);
 }
 
 }  // namespace tttlab::kernels::test
