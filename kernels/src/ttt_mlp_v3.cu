@@ -10,8 +10,9 @@
 //    row for Z̄2, whose M2 G2 term is then a per-row sum on CUDA cores).
 //  - λ is folded into G1 and G2 once (they are only used as λ ⊙ G: in M G with M's λ_j taken out,
 //    and in the update), so there is no scaling pass.
-//  - G1 and X̄2 are computed by the same warps tile for tile (same (m, n) in block_mma), so they
-//    need no block barrier between them; M1 is computed beside Z1.
+//  - Z1 = K W1 and Q W1 share one pass over W1 (its fragments loaded and split once); M1 is
+//    computed beside them. G1 and X̄2 = gelu(Q W1 + b1 − M1 G1) are computed by the same warps tile
+//    for tile (same (m, n) in block_mma), so they need no block barrier between them.
 //  - The state update is split where it is free: W1, b1 beside the M2 / Z̄2 partials, W2 beside the
 //    output rows; b2 is double-buffered because the output rows still read the old one.
 //  - The next mini-batch's K, Q, V, λ are loaded into registers while the current one is computed.
@@ -88,6 +89,52 @@ __device__ __forceinline__ void splitk_strip(Operand A, Operand B, float* P, int
   }
 }
 
+// Z1 = K W1 and Z̄1₀ = Q W1 (16 × 4d, k = d) in one pass over W1: each warp task is 16 rows ×
+// 8·NTW columns, and the B fragments of W1 are loaded and split once for both products.
+// store(i, j, z1, zb1) gets every element once.
+template <int D, class Store>
+__device__ __forceinline__ void dual_strip(const float* sK, const float* sQ, const float* sW1,
+                                           int warp, int lane, Store store) {
+  constexpr int LDD = D + 4, LDH = 4 * D + 4, NT = 4 * D / 8;
+  constexpr int NTW = NT >= 2 * kWarpsV3 ? NT / kWarpsV3 : 1, NS = NT / NTW;
+  const int g = lane >> 2, t = lane & 3;
+  for (int task = warp; task < NS; task += kWarpsV3) {
+    const int j0 = task * 8 * NTW;
+    float ck[NTW][4] = {}, cq[NTW][4] = {};
+#pragma unroll
+    for (int k0 = 0; k0 < D; k0 += 8) {
+      const int ka = k0 + t, kb = ka + 4;
+      uint32_t kh[4], kl[4], qh[4], ql[4];
+      tf32_parts<true>(sK[g * LDD + ka], kh[0], kl[0]);
+      tf32_parts<true>(sK[(g + 8) * LDD + ka], kh[1], kl[1]);
+      tf32_parts<true>(sK[g * LDD + kb], kh[2], kl[2]);
+      tf32_parts<true>(sK[(g + 8) * LDD + kb], kh[3], kl[3]);
+      tf32_parts<true>(sQ[g * LDD + ka], qh[0], ql[0]);
+      tf32_parts<true>(sQ[(g + 8) * LDD + ka], qh[1], ql[1]);
+      tf32_parts<true>(sQ[g * LDD + kb], qh[2], ql[2]);
+      tf32_parts<true>(sQ[(g + 8) * LDD + kb], qh[3], ql[3]);
+#pragma unroll
+      for (int u = 0; u < NTW; ++u) {
+        const int j = j0 + 8 * u + g;
+        uint32_t bh0, bl0, bh1, bl1;
+        tf32_parts<true>(sW1[ka * LDH + j], bh0, bl0);
+        tf32_parts<true>(sW1[kb * LDH + j], bh1, bl1);
+        mma_tf32(ck[u], kl[0], kl[1], kl[2], kl[3], bh0, bh1);
+        mma_tf32(cq[u], ql[0], ql[1], ql[2], ql[3], bh0, bh1);
+        mma_tf32(ck[u], kh[0], kh[1], kh[2], kh[3], bl0, bl1);
+        mma_tf32(cq[u], qh[0], qh[1], qh[2], qh[3], bl0, bl1);
+        mma_tf32(ck[u], kh[0], kh[1], kh[2], kh[3], bh0, bh1);
+        mma_tf32(cq[u], qh[0], qh[1], qh[2], qh[3], bh0, bh1);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < NTW; ++u)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        store(e < 2 ? g : g + 8, j0 + 8 * u + 2 * t + (e & 1), ck[u][e], cq[u][e]);
+  }
+}
+
 template <int D>
 __global__ void __launch_bounds__(kThreadsV3, 1) mlp_forward_v3_kernel(MlpV3Params p) {
   using L = Layout<D>;
@@ -104,7 +151,7 @@ __global__ void __launch_bounds__(kThreadsV3, 1) mlp_forward_v3_kernel(MlpV3Para
   float* sG2 = sQ + kB * LDD;                // [kB, LDD]  λ ⊙ G2
   float* sZ1 = sG2 + kB * LDD;               // [kB, LDH]  Z1, then λ ⊙ G1
   float* sX2 = sZ1 + kB * LDH;               // [kB, LDH]  X2 = gelu(Z1)
-  float* sXb2 = sX2 + kB * LDH;              // [kB, LDH]  X̄2 = gelu(Z̄1)
+  float* sXb2 = sX2 + kB * LDH;              // [kB, LDH]  Q W1 + b1, then X̄2 = gelu(Z̄1)
   float* sM = sXb2 + kB * LDH;               // [kB, LDM]  M1 without λ_j
   float* sPZ = sM + kB * LDM;                // [NS_Z, kB, D]  partials of Z2, then of Z̄2
   float* sPM = sPZ + L::PZ;                  // [≤ 8, kB, kB]  partials of Q Kᵀ, then of X̄2 X2ᵀ
@@ -178,11 +225,12 @@ __global__ void __launch_bounds__(kThreadsV3, 1) mlp_forward_v3_kernel(MlpV3Para
         for (int c = tid; c < D; c += kThreadsV3) p.ckb2[ck * D + c] = b2[c];
     }
 
-    // A. Z1 = K W1 + b1, X2 = gelu(Z1);  partials of Q Kᵀ.
-    block_mma<true>(kB, HD, D, op(sK, LDD), op(sW1, LDH), 1.0f, [&](int i, int j, float val) {
-      const float z = val + sb1[j];
+    // A. Z1 = K W1 + b1, X2 = gelu(Z1), and Q W1 + b1;  partials of Q Kᵀ.
+    dual_strip<D>(sK, sQ, sW1, warp, lane, [&](int i, int j, float zk, float zq) {
+      const float z = zk + sb1[j];
       sZ1[i * LDH + j] = z;
       sX2[i * LDH + j] = gelu_tanh(z);
+      sXb2[i * LDH + j] = zq + sb1[j];
     });
     splitk_strip<kB, D, L::NS_M1>(op(sQ, LDD), op_t(sK, LDD), sPM, warp, lane);
     __syncthreads();
@@ -234,8 +282,9 @@ __global__ void __launch_bounds__(kThreadsV3, 1) mlp_forward_v3_kernel(MlpV3Para
       sZ1[i * LDH + j] = val * gelu_tanh_grad(sZ1[i * LDH + j]);
     });
     __syncwarp();
-    block_mma<true>(kB, HD, D, op(sQ, LDD), op(sW1, LDH), 1.0f, kB, op(sM, LDM), op(sZ1, LDH), -1.0f,
-                    [&](int i, int j, float val) { sXb2[i * LDH + j] = gelu_tanh(val + sb1[j]); });
+    block_mma<true>(kB, HD, kB, op(sM, LDM), op(sZ1, LDH), -1.0f, [&](int i, int j, float val) {
+      sXb2[i * LDH + j] = gelu_tanh(sXb2[i * LDH + j] + val);
+    });
     __syncthreads();
 
     // E. Partials of M2 = X̄2 X2ᵀ and Z̄2 = X̄2 W2;  W1 −= τ_b Kᵀ(λ ⊙ G1), b1, and the next b2;

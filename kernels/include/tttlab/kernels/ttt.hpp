@@ -201,7 +201,7 @@ void ttt_linear_decode_step(const TttLinearDecodeArgs& args);
 // ---- TTT-MLP, dual form, forward (hidden width 4d) -----------------------------------------------
 
 // V1 and V2 support every valid shape; V3 only b = 16 with d ∈ {16, 32, 64}
-// (ttt_mlp_forward_supports). Default is V2.
+// (ttt_mlp_forward_supports). Default is V3 where it applies, V2 elsewhere.
 enum class TttMlpForwardVersion {
   Default = 0,
   V1Simt = 1,    // fp32 CUDA-core dot products
