@@ -456,7 +456,7 @@ void ttt_mlp_forward(const TttMlpForwardArgs& a) {
   require(ttt_mlp_forward_supports(a.version, D),
           "ttt_mlp_forward: version 3 needs mini_batch 16 and head_dim 16, 32 or 64 (got b = " +
               std::to_string(D.mini_batch) + ", d = " + std::to_string(D.head_dim) + ")");
-  // Default: version 3 where it applies (run 15, H200: 5.60 against version 2's 10.11 ms at the
+  // Default: version 3 where it applies (run 15, H200: 5.41 against version 2's 10.09 ms at the
   // issue's shape; docs/KERNELS.md), version 2 elsewhere.
   if (a.version == TttMlpForwardVersion::V3Tf32x3 ||
       (a.version == TttMlpForwardVersion::Default && mlp_forward_v3_supports(D))) {
