@@ -291,9 +291,11 @@ TttBenchReport ttt_bench(const TttBenchConfig& cfg) {
     ma.workspace_bytes = ws_bytes;
     std::vector<std::pair<TttMlpForwardVersion, const char*>> mversions;
     if (cfg.all_versions)
-      mversions = {{TttMlpForwardVersion::V1Simt, "v1-simt"}, {TttMlpForwardVersion::V2Tf32x3, "v2-3xtf32"}};
+      mversions = {{TttMlpForwardVersion::V1Simt, "v1-simt"}, {TttMlpForwardVersion::V2Tf32x3, "v2-3xtf32"},
+                   {TttMlpForwardVersion::V3Tf32x3, "v3-3xtf32"}};
     mversions.push_back({TttMlpForwardVersion::Default, "default"});
     for (auto [mv, mname] : mversions) {
+      if (!ttt_mlp_forward_supports(mv, D)) continue;
       ma.version = mv;
       const double ms = time_median([&] { ttt_mlp_forward(ma); }, cfg.warmup, cfg.repeats);
       add(std::string("ttt-mlp forward ") + mname, ms, tokens * (56 * dd * dd + 20 * b * dd),

@@ -17,6 +17,7 @@
 #include "cuda_check.hpp"
 #include "ttt_common.cuh"
 #include "ttt_host.hpp"
+#include "ttt_mlp_internal.hpp"
 #include "ttt_mma.cuh"
 #include "tttlab/kernels/ttt.hpp"
 
@@ -420,6 +421,10 @@ std::size_t ttt_mlp_forward_workspace_bytes(const TttDims& dims) {
   return need;
 }
 
+bool ttt_mlp_forward_supports(TttMlpForwardVersion version, const TttDims& dims) {
+  return version != TttMlpForwardVersion::V3Tf32x3 || mlp_forward_v3_supports(dims);
+}
+
 void ttt_mlp_forward(const TttMlpForwardArgs& a) {
   const char* fn = "ttt_mlp_forward";
   check_dims(fn, a.dims);
@@ -441,9 +446,21 @@ void ttt_mlp_forward(const TttMlpForwardArgs& a) {
     check_ptr(fn, a.checkpoint_W2, "checkpoint_W2 (other checkpoints are set)");
   }
   require(a.version == TttMlpForwardVersion::Default || a.version == TttMlpForwardVersion::V1Simt ||
-              a.version == TttMlpForwardVersion::V2Tf32x3,
+              a.version == TttMlpForwardVersion::V2Tf32x3 ||
+              a.version == TttMlpForwardVersion::V3Tf32x3,
           "ttt_mlp_forward: unknown version " + std::to_string(int(a.version)));
   const TttDims& D = a.dims;
+  require(ttt_mlp_forward_supports(a.version, D),
+          "ttt_mlp_forward: version 3 needs mini_batch 16 and head_dim 16, 32 or 64 (got b = " +
+              std::to_string(D.mini_batch) + ", d = " + std::to_string(D.head_dim) + ")");
+  // Default: version 3 where it applies (run 15, H200: 5.41 against version 2's 10.09 ms at the
+  // issue's shape; docs/KERNELS.md), version 2 elsewhere.
+  if (a.version == TttMlpForwardVersion::V3Tf32x3 ||
+      (a.version == TttMlpForwardVersion::Default && mlp_forward_v3_supports(D))) {
+    const int group = ck ? a.checkpoint_group : 1;
+    mlp_forward_v3(a, ck, group, ttt_num_checkpoints(D, group));
+    return;
+  }
   const TttMlpForwardVersion v =
       a.version == TttMlpForwardVersion::Default ? TttMlpForwardVersion::V2Tf32x3 : a.version;
   const bool in_smem = per_block_bytes(D, v) <= max_dynamic_smem();

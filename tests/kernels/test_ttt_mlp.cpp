@@ -84,7 +84,7 @@ TEST(TttMlpForward, MatchesCpuDualFormOnTheShapeGrid) {
   const std::vector<int> bs = quick ? std::vector<int>{7, 16} : std::vector<int>{1, 7, 16, 64};
   const std::vector<int> Ts = quick ? std::vector<int>{17} : std::vector<int>{1, 17, 64, 200};
   const int bh[4][2] = {{1, 1}, {2, 3}, {3, 2}, {2, 1}};
-  double worst[2] = {0, 0};
+  double worst[3] = {0, 0, 0};
   int idx = 0, runs = 0;
   for (int d : ds)
     for (int b : bs)
@@ -106,9 +106,11 @@ TEST(TttMlpForward, MatchesCpuDualFormOnTheShapeGrid) {
         DeviceBuffer O(in.base.Q.size());
         const std::size_t ws_bytes = ttt_mlp_forward_workspace_bytes(D);
         DeviceBuffer ws((ws_bytes + 3) / 4);
-        for (TttMlpForwardVersion mv : {TttMlpForwardVersion::V1Simt, TttMlpForwardVersion::V2Tf32x3}) {
-        SCOPED_TRACE(mv == TttMlpForwardVersion::V1Simt ? "mlp v1" : "mlp v2");
-        const int vi = mv == TttMlpForwardVersion::V1Simt ? 0 : 1;
+        for (TttMlpForwardVersion mv : {TttMlpForwardVersion::V1Simt, TttMlpForwardVersion::V2Tf32x3,
+                                        TttMlpForwardVersion::V3Tf32x3}) {
+        if (!ttt_mlp_forward_supports(mv, D)) continue;
+        const int vi = int(mv) - 1;
+        SCOPED_TRACE("mlp v" + std::to_string(vi + 1));
         O.poison();
         ws.poison();
         TttMlpForwardArgs a;
@@ -137,8 +139,9 @@ TEST(TttMlpForward, MatchesCpuDualFormOnTheShapeGrid) {
         ++runs;
         }
       }
-  std::printf("[   INFO   ] mlp forward: %d runs, worst |O - ref| / max|ref| = %.3g (v1), %.3g (v2)\n",
-              runs, worst[0], worst[1]);
+  std::printf("[   INFO   ] mlp forward: %d runs, worst |O - ref| / max|ref| = %.3g (v1), %.3g (v2), "
+              "%.3g (v3)\n",
+              runs, worst[0], worst[1], worst[2]);
 }
 
 // ---- Forward checkpoints ------------------------------------------------------------------------
@@ -201,7 +204,8 @@ TEST(TttMlpForward, CheckpointsAreTheCpuEnginesStates) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
   const std::vector<std::pair<TttDims, int>> cases = {
-      {{2, 2, 70, 64, 16}, 2}, {{2, 1, 45, 32, 7}, 3}, {{1, 2, 40, 16, 5}, 1}};
+      {{2, 2, 70, 64, 16}, 2}, {{2, 1, 45, 32, 7}, 3}, {{1, 2, 40, 16, 5}, 1},
+      {{1, 2, 50, 32, 16}, 4}, {{2, 1, 33, 16, 16}, 1}};
   int fi = 0;
   for (const auto& [D, group] : cases) {
     const TttOptions opt = flags(fi++ * 5 % 8);
@@ -211,8 +215,10 @@ TEST(TttMlpForward, CheckpointsAreTheCpuEnginesStates) {
     const MlpDevice dev(in);
     const int d = D.head_dim, hd = 4 * d, n_ck = ttt_num_checkpoints(D, group);
     const std::size_t BH = std::size_t(D.batch) * D.heads;
-    for (TttMlpForwardVersion v : {TttMlpForwardVersion::V1Simt, TttMlpForwardVersion::V2Tf32x3}) {
-      SCOPED_TRACE(v == TttMlpForwardVersion::V1Simt ? "mlp v1" : "mlp v2");
+    for (TttMlpForwardVersion v : {TttMlpForwardVersion::V1Simt, TttMlpForwardVersion::V2Tf32x3,
+                                   TttMlpForwardVersion::V3Tf32x3}) {
+      if (!ttt_mlp_forward_supports(v, D)) continue;
+      SCOPED_TRACE("mlp v" + std::to_string(int(v)));
       DeviceBuffer O(in.base.Q.size());
       const MlpCheckpoints ck = run_forward(in, dev, group, v, O);
       const std::vector<float> cW1 = ck.W1.download(), cb1 = ck.b1.download(),
@@ -255,6 +261,34 @@ TEST(TttMlpForward, CheckpointsAreTheCpuEnginesStates) {
       }
     }
   }
+}
+
+// Version 3 has its own code path per head dimension: every option combination at each of its
+// shapes, with a short last mini-batch, against the CPU engine in double precision.
+TEST(TttMlpForward, V3MatchesCpuForEveryOption) {
+  TTTLAB_REQUIRE_GPU();
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const int T = quick_mode() ? 40 : 150;
+  double worst = 0;
+  for (int d : {16, 32, 64})
+    for (int f = 0; f < 8; ++f) {
+      const TttDims D{2, 1, T, d, 16};
+      ASSERT_TRUE(ttt_mlp_forward_supports(TttMlpForwardVersion::V3Tf32x3, D));
+      const TttOptions opt = flags(f);
+      SCOPED_TRACE(describe(D, opt));
+      const MlpInputs in = random_mlp_inputs(D, opt, rng);
+      const std::vector<double> ref = cpu_mlp_forward(in);
+      const MlpDevice dev(in);
+      DeviceBuffer O(in.base.Q.size());
+      run_forward(in, dev, 3, TttMlpForwardVersion::V3Tf32x3, O);
+      const std::vector<float> o = O.download();
+      const ErrorStat e = compare(o, ref);
+      EXPECT_TRUE(within("O", e, kTolFp32, o, ref));
+      worst = std::max(worst, e.rel);
+    }
+  std::printf("[   INFO   ] mlp forward v3, every option: worst |O - ref| / max|ref| = %.3g\n", worst);
 }
 
 // ---- Backward ---------------------------------------------------------------------------------------
@@ -483,6 +517,18 @@ TEST(TttMlpArguments, BadInputIsRejectedWithAMessage) {
   expect_msg([&] { ttt_mlp_forward(a); }, "checkpoint_group");
   a.checkpoint_group = 2;
   expect_msg([&] { ttt_mlp_forward(a); }, "checkpoint_W2");
+  a.checkpoint_W2 = &dummy;
+  a.version = TttMlpForwardVersion::V3Tf32x3;
+  a.dims.mini_batch = 8;
+  EXPECT_FALSE(ttt_mlp_forward_supports(a.version, a.dims));
+  expect_msg([&] { ttt_mlp_forward(a); }, "version 3 needs mini_batch 16");
+  a.dims.mini_batch = 16;
+  a.dims.head_dim = 48;
+  EXPECT_FALSE(ttt_mlp_forward_supports(a.version, a.dims));
+  EXPECT_TRUE(ttt_mlp_forward_supports(TttMlpForwardVersion::Default, a.dims));
+  expect_msg([&] { ttt_mlp_forward(a); }, "head_dim 16, 32 or 64");
+  a.version = TttMlpForwardVersion::Default;
+  a.checkpoint_W2 = nullptr;
   a.dims.head_dim = 15;
   expect_msg([&] { ttt_mlp_forward(a); }, "head_dim");
 

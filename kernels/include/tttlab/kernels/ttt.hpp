@@ -200,11 +200,13 @@ void ttt_linear_decode_step(const TttLinearDecodeArgs& args);
 
 // ---- TTT-MLP, dual form, forward (hidden width 4d) -----------------------------------------------
 
-// Both versions support every valid shape; Default is V2.
+// V1 and V2 support every valid shape; V3 only b = 16 with d ∈ {16, 32, 64}
+// (ttt_mlp_forward_supports). Default is V3 where it applies, V2 elsewhere.
 enum class TttMlpForwardVersion {
   Default = 0,
   V1Simt = 1,    // fp32 CUDA-core dot products
   V2Tf32x3 = 2,  // every matrix product on tensor cores (mma.sync, 3xTF32: fp32-level accuracy)
+  V3Tf32x3 = 3,  // V2 with split-k products and 6 barriers per mini-batch instead of 11 (3xTF32)
 };
 
 struct TttMlpForwardArgs {
@@ -243,6 +245,8 @@ struct TttMlpForwardArgs {
 
 std::size_t ttt_mlp_forward_workspace_bytes(const TttDims& dims);
 void ttt_mlp_forward(const TttMlpForwardArgs& args);
+// Whether `version` runs `dims` (valid dims assumed; Default always does).
+bool ttt_mlp_forward_supports(TttMlpForwardVersion version, const TttDims& dims);
 
 // ---- TTT-MLP backward (second order, through the dual form, the LN+L2 gradient and gelu′) --------
 //

@@ -1,0 +1,444 @@
+// TTT-MLP dual-form forward, version 3 (see tttlab/kernels/ttt.hpp; maths in ttt-spec.md §4; the
+// CPU engine's dual_chunk_mlp in core/src/ttt/inner.cpp). b = 16 and d ∈ {16, 32, 64}.
+//
+// Version 2's state and algorithm (every matrix in shared memory, 3xTF32 tensor-core products, 16
+// warps), reorganised around its critical path: 6 barriers per mini-batch instead of 11.
+//  - The products whose output is one 16-row tile but whose k is long (Z2 = X2 W2 and
+//    Z̄2 = X̄2 W2 with k = 4d: d/8 tiles; M2 = X̄2 X2ᵀ with k = 4d and M1 = Q Kᵀ: 2 tiles) are split
+//    over k so that all 16 warps have a task; the partial tiles go to shared memory and the warp
+//    that owns a row sums them where the row is consumed (the LN+L2 gradient for Z2, the output
+//    row for Z̄2, whose M2 G2 term is then a per-row sum on CUDA cores).
+//  - λ is folded into G1 and G2 once (they are only used as λ ⊙ G: in M G with M's λ_j taken out,
+//    and in the update), so there is no scaling pass.
+//  - Z1 = K W1 and Q W1 share one pass over W1 (its fragments loaded and split once); M1 is
+//    computed beside them. G1 and X̄2 = gelu(Q W1 + b1 − M1 G1) are computed by the same warps tile
+//    for tile (same (m, n) in block_mma), so they need no block barrier between them.
+//  - The state update is split where it is free: W1, b1 beside the M2 / Z̄2 partials, W2 beside the
+//    output rows; b2 is double-buffered because the output rows still read the old one.
+//  - The next mini-batch's K, Q, V, λ are loaded into registers while the current one is computed.
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "cuda_check.hpp"
+#include "ttt_common.cuh"
+#include "ttt_host.hpp"
+#include "ttt_mlp_internal.hpp"
+#include "ttt_mma.cuh"
+
+namespace tttlab::kernels::detail {
+namespace {
+
+constexpr int kB = 16;  // the mini-batch: one m16 tile
+constexpr int kThreadsV3 = 512;
+constexpr int kWarpsV3 = kThreadsV3 / 32;  // = kB: one warp per row in the row passes
+
+struct MlpV3Params {
+  const float *Q, *K, *V, *lam, *tau, *gamma, *beta, *W1, *b1, *W2, *b2;
+  float* O;
+  float *ckW1, *ckb1, *ckW2, *ckb2;  // checkpoints (nullptr: none), [BH, n_ck, ...]
+  int H, T, group, n_ck;
+  bool ln, res, bias;
+  float eps;
+};
+
+template <int D>
+struct Layout {
+  static constexpr int HD = 4 * D, LDD = D + 4, LDH = HD + 4, LDM = kB + 4;
+  static constexpr int NT_Z = D / 8;                              // n-tiles of Z2, Z̄2
+  static constexpr int NS_Z = kWarpsV3 / NT_Z;                    // their k-splits
+  static constexpr int NS_M1 = D / 8 < 8 ? D / 8 : 8;             // k-splits of Q Kᵀ (k = d)
+  static constexpr int NS_M2 = 8;                                 // k-splits of X̄2 X2ᵀ (k = 4d)
+  static constexpr int PZ = NS_Z * kB * D, PM = 8 * kB * kB;      // partial buffers
+  static constexpr int PF = (kB * D + kThreadsV3 - 1) / kThreadsV3;  // prefetched K, Q per thread
+  static constexpr std::size_t floats = std::size_t(D) * LDH + std::size_t(HD) * LDD + HD + 2 * D +
+                                        3 * kB * LDD + 3 * kB * LDH + kB * LDM + PZ + PM + 2 * kB;
+  static_assert(HD / 8 % NS_Z == 0 && D / 8 % NS_M1 == 0 && HD / 8 % NS_M2 == 0, "k-splits");
+};
+
+// P[s][i][j] = Σ over the s-th of NSPLIT equal k-ranges of A(i, k) B(k, j), i < 16, j < N, in
+// 3xTF32; tasks (n-tile, split) go round-robin over the warps, two mma chains each.
+template <int N, int K, int NSPLIT>
+__device__ __forceinline__ void splitk_strip(Operand A, Operand B, float* P, int warp, int lane) {
+  constexpr int NT = N / 8, KS = K / 8 / NSPLIT;
+  const int g = lane >> 2, t = lane & 3;
+  for (int task = warp; task < NT * NSPLIT; task += kWarpsV3) {
+    const int nt = task % NT, s = task / NT, j = nt * 8 + g;
+    float c[2][4] = {};
+#pragma unroll
+    for (int q = 0; q < KS; ++q) {
+      const int ka = (s * KS + q) * 8 + t, kb = ka + 4;
+      uint32_t ah[4], al[4], bh0, bl0, bh1, bl1;
+      tf32_parts<true>(A.at(g, ka), ah[0], al[0]);
+      tf32_parts<true>(A.at(g + 8, ka), ah[1], al[1]);
+      tf32_parts<true>(A.at(g, kb), ah[2], al[2]);
+      tf32_parts<true>(A.at(g + 8, kb), ah[3], al[3]);
+      tf32_parts<true>(B.at(ka, j), bh0, bl0);
+      tf32_parts<true>(B.at(kb, j), bh1, bl1);
+      float(&cc)[4] = c[q & 1];
+      mma_tf32(cc, al[0], al[1], al[2], al[3], bh0, bh1);
+      mma_tf32(cc, ah[0], ah[1], ah[2], ah[3], bl0, bl1);
+      mma_tf32(cc, ah[0], ah[1], ah[2], ah[3], bh0, bh1);
+    }
+    float* out = P + s * kB * N + nt * 8 + 2 * t;
+    out[g * N] = c[0][0] + c[1][0];
+    out[g * N + 1] = c[0][1] + c[1][1];
+    out[(g + 8) * N] = c[0][2] + c[1][2];
+    out[(g + 8) * N + 1] = c[0][3] + c[1][3];
+  }
+}
+
+// Z1 = K W1 and Z̄1₀ = Q W1 (16 × 4d, k = d) in one pass over W1: each warp task is 16 rows ×
+// 8·NTW columns, and the B fragments of W1 are loaded and split once for both products.
+// store(i, j, z1, zb1) gets every element once.
+template <int D, class Store>
+__device__ __forceinline__ void dual_strip(const float* sK, const float* sQ, const float* sW1,
+                                           int warp, int lane, Store store) {
+  constexpr int LDD = D + 4, LDH = 4 * D + 4, NT = 4 * D / 8;
+  constexpr int NTW = NT >= 2 * kWarpsV3 ? NT / kWarpsV3 : 1, NS = NT / NTW;
+  const int g = lane >> 2, t = lane & 3;
+  for (int task = warp; task < NS; task += kWarpsV3) {
+    const int j0 = task * 8 * NTW;
+    float ck[NTW][4] = {}, cq[NTW][4] = {};
+#pragma unroll
+    for (int k0 = 0; k0 < D; k0 += 8) {
+      const int ka = k0 + t, kb = ka + 4;
+      uint32_t kh[4], kl[4], qh[4], ql[4];
+      tf32_parts<true>(sK[g * LDD + ka], kh[0], kl[0]);
+      tf32_parts<true>(sK[(g + 8) * LDD + ka], kh[1], kl[1]);
+      tf32_parts<true>(sK[g * LDD + kb], kh[2], kl[2]);
+      tf32_parts<true>(sK[(g + 8) * LDD + kb], kh[3], kl[3]);
+      tf32_parts<true>(sQ[g * LDD + ka], qh[0], ql[0]);
+      tf32_parts<true>(sQ[(g + 8) * LDD + ka], qh[1], ql[1]);
+      tf32_parts<true>(sQ[g * LDD + kb], qh[2], ql[2]);
+      tf32_parts<true>(sQ[(g + 8) * LDD + kb], qh[3], ql[3]);
+#pragma unroll
+      for (int u = 0; u < NTW; ++u) {
+        const int j = j0 + 8 * u + g;
+        uint32_t bh0, bl0, bh1, bl1;
+        tf32_parts<true>(sW1[ka * LDH + j], bh0, bl0);
+        tf32_parts<true>(sW1[kb * LDH + j], bh1, bl1);
+        mma_tf32(ck[u], kl[0], kl[1], kl[2], kl[3], bh0, bh1);
+        mma_tf32(cq[u], ql[0], ql[1], ql[2], ql[3], bh0, bh1);
+        mma_tf32(ck[u], kh[0], kh[1], kh[2], kh[3], bl0, bl1);
+        mma_tf32(cq[u], qh[0], qh[1], qh[2], qh[3], bl0, bl1);
+        mma_tf32(ck[u], kh[0], kh[1], kh[2], kh[3], bh0, bh1);
+        mma_tf32(cq[u], qh[0], qh[1], qh[2], qh[3], bh0, bh1);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < NTW; ++u)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        store(e < 2 ? g : g + 8, j0 + 8 * u + 2 * t + (e & 1), ck[u][e], cq[u][e]);
+  }
+}
+
+template <int D>
+__global__ void __launch_bounds__(kThreadsV3, 1) mlp_forward_v3_kernel(MlpV3Params p) {
+  using L = Layout<D>;
+  constexpr int HD = L::HD, LDD = L::LDD, LDH = L::LDH, LDM = L::LDM;
+  extern __shared__ float smem[];
+  const int blk = blockIdx.x, n = blk / p.H, h = blk % p.H;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  float* sW1 = smem;                         // [D, LDH]
+  float* sW2 = sW1 + D * LDH;                // [HD, LDD]
+  float* sb1 = sW2 + HD * LDD;               // [HD]
+  float* sb2 = sb1 + HD;                     // [2][D]: the committed b2 and the next one
+  float* sK = sb2 + 2 * D;                   // [kB, LDD]
+  float* sQ = sK + kB * LDD;                 // [kB, LDD]
+  float* sG2 = sQ + kB * LDD;                // [kB, LDD]  λ ⊙ G2
+  float* sZ1 = sG2 + kB * LDD;               // [kB, LDH]  Z1, then λ ⊙ G1
+  float* sX2 = sZ1 + kB * LDH;               // [kB, LDH]  X2 = gelu(Z1)
+  float* sXb2 = sX2 + kB * LDH;              // [kB, LDH]  Q W1 + b1, then X̄2 = gelu(Z̄1)
+  float* sM = sXb2 + kB * LDH;               // [kB, LDM]  M1 without λ_j
+  float* sPZ = sM + kB * LDM;                // [NS_Z, kB, D]  partials of Z2, then of Z̄2
+  float* sPM = sPZ + L::PZ;                  // [≤ 8, kB, kB]  partials of Q Kᵀ, then of X̄2 X2ᵀ
+  float* sLam = sPM + L::PM;                 // [kB]
+  float* sTau = sLam + kB;                   // [kB]
+
+  const std::size_t rs = std::size_t(p.H) * D;
+  const std::size_t seq0 = std::size_t(n) * p.T * rs + std::size_t(h) * D;
+  for (int i = tid; i < D * HD; i += kThreadsV3) {
+    sW1[(i / HD) * LDH + i % HD] = p.W1[std::size_t(h) * D * HD + i];
+    sW2[(i / D) * LDD + i % D] = p.W2[std::size_t(h) * HD * D + i];
+  }
+  for (int i = tid; i < HD; i += kThreadsV3) sb1[i] = p.bias ? p.b1[std::size_t(h) * HD + i] : 0.0f;
+  for (int i = tid; i < D; i += kThreadsV3) sb2[i] = p.bias ? p.b2[std::size_t(h) * D + i] : 0.0f;
+  if (tid < kB) sTau[tid] = p.tau[tid];
+  const RowFrag gam = p.ln ? row_load(p.gamma + std::size_t(h) * D, D, lane) : RowFrag{};
+  const RowFrag bet = p.ln ? row_load(p.beta + std::size_t(h) * D, D, lane) : RowFrag{};
+  const float one = p.bias ? 1.0f : 0.0f;
+
+  // The inputs of mini-batch mb into registers (rows past T as zeros): K and Q spread over the
+  // block, V's row `warp` in the warp (it is only read by the row pass), λ in threads 0..15.
+  float pk[L::PF], pq[L::PF], plam = 0.0f;
+  RowFrag pv;
+  auto prefetch = [&](int mb) {
+    const int t0 = mb * kB, m = min(kB, p.T - t0);
+#pragma unroll
+    for (int u = 0; u < L::PF; ++u) {
+      const int i = tid + u * kThreadsV3, r = i / D, c = i % D;
+      const bool in = i < kB * D && r < m;
+      const std::size_t g = seq0 + std::size_t(t0 + r) * rs + c;
+      pk[u] = in ? p.K[g] : 0.0f;
+      pq[u] = in ? p.Q[g] : 0.0f;
+    }
+    if (warp < m) {
+      pv = row_load(p.V + seq0 + std::size_t(t0 + warp) * rs, D, lane);
+    } else {
+      pv = RowFrag{};
+    }
+    plam = tid < m ? p.lam[std::size_t(blk) * p.T + t0 + tid] : 0.0f;
+  };
+  auto stage = [&]() {
+#pragma unroll
+    for (int u = 0; u < L::PF; ++u) {
+      const int i = tid + u * kThreadsV3;
+      if (i < kB * D) {
+        sK[(i / D) * LDD + i % D] = pk[u];
+        sQ[(i / D) * LDD + i % D] = pq[u];
+      }
+    }
+    if (tid < kB) sLam[tid] = plam;
+  };
+  prefetch(0);
+  stage();
+  RowFrag v = pv;
+  __syncthreads();
+
+  const int n_mb = (p.T + kB - 1) / kB;
+  int cur = 0;  // which half of sb2 holds the committed b2
+  for (int mb = 0; mb < n_mb; ++mb) {
+    const int t0 = mb * kB, m = min(kB, p.T - t0);
+    const float* b2 = sb2 + cur * D;
+    if (p.ckW1 && mb % p.group == 0) {
+      const std::size_t ck = std::size_t(blk) * p.n_ck + mb / p.group;
+      for (int i = tid; i < D * HD; i += kThreadsV3) {
+        p.ckW1[ck * D * HD + i] = sW1[(i / HD) * LDH + i % HD];
+        p.ckW2[ck * HD * D + i] = sW2[(i / D) * LDD + i % D];
+      }
+      if (p.ckb1)
+        for (int c = tid; c < HD; c += kThreadsV3) p.ckb1[ck * HD + c] = sb1[c];
+      if (p.ckb2)
+        for (int c = tid; c < D; c += kThreadsV3) p.ckb2[ck * D + c] = b2[c];
+    }
+
+    // A. Z1 = K W1 + b1, X2 = gelu(Z1), and Q W1 + b1;  partials of Q Kᵀ.
+    dual_strip<D>(sK, sQ, sW1, warp, lane, [&](int i, int j, float zk, float zq) {
+      const float z = zk + sb1[j];
+      sZ1[i * LDH + j] = z;
+      sX2[i * LDH + j] = gelu_tanh(z);
+      sXb2[i * LDH + j] = zq + sb1[j];
+    });
+    splitk_strip<kB, D, L::NS_M1>(op(sQ, LDD), op_t(sK, LDD), sPM, warp, lane);
+    __syncthreads();
+
+    // B. Partials of Z2 = X2 W2.
+    splitk_strip<D, HD, L::NS_Z>(op(sX2, LDH), op(sW2, LDD), sPZ, warp, lane);
+    __syncthreads();
+
+    // C. Row `warp`: λ ⊙ G2 = λ ⊙ lnl2(Z2 + b2, V [− K]);  M1 without λ_j (τ_i (q_i·k_j + 1), j ≤ i).
+    RowFrag qres{};
+    {
+      const int r = warp;
+      RowFrag z;
+#pragma unroll
+      for (int u = 0; u < kPerLane; ++u) {
+        const int c = lane + 32 * u;
+        float acc = 0.0f;
+        if (c < D) {
+          acc = b2[c];
+#pragma unroll
+          for (int s = 0; s < L::NS_Z; ++s) acc += sPZ[(s * kB + r) * D + c];
+        }
+        z.v[u] = acc;
+      }
+      RowFrag tgt = v;
+      if (p.res) {
+        const RowFrag k = row_load(sK + r * LDD, D, lane);
+#pragma unroll
+        for (int u = 0; u < kPerLane; ++u) tgt.v[u] -= k.v[u];
+        qres = row_load(sQ + r * LDD, D, lane);
+      }
+      RowFrag g2 = row_loss_grad(z, tgt, gam, bet, D, lane, p.eps, p.ln);
+      const float lr = sLam[r];
+#pragma unroll
+      for (int u = 0; u < kPerLane; ++u) g2.v[u] *= lr;
+      row_store(sG2 + r * LDD, g2, D, lane);
+      if (lane < kB) {
+        float dot = 0.0f;
+#pragma unroll
+        for (int s = 0; s < L::NS_M1; ++s) dot += sPM[(s * kB + r) * kB + lane];
+        sM[r * LDM + lane] = lane <= r ? sTau[r] * (dot + one) : 0.0f;
+      }
+    }
+    __syncthreads();
+
+    // D. λ ⊙ G1 = (λ ⊙ G2) W2ᵀ ⊙ gelu′(Z1), in place of Z1; then, tile for tile by the same warps,
+    // X̄2 = gelu(Q W1 + b1 − M1 G1).
+    block_mma<true>(kB, HD, D, op(sG2, LDD), op_t(sW2, LDD), 1.0f, [&](int i, int j, float val) {
+      sZ1[i * LDH + j] = val * gelu_tanh_grad(sZ1[i * LDH + j]);
+    });
+    __syncwarp();
+    block_mma<true>(kB, HD, kB, op(sM, LDM), op(sZ1, LDH), -1.0f, [&](int i, int j, float val) {
+      sXb2[i * LDH + j] = gelu_tanh(sXb2[i * LDH + j] + val);
+    });
+    __syncthreads();
+
+    // E. Partials of M2 = X̄2 X2ᵀ and Z̄2 = X̄2 W2;  W1 −= τ_b Kᵀ(λ ⊙ G1), b1, and the next b2;
+    // the next mini-batch's inputs start to load.
+    if (mb + 1 < n_mb) prefetch(mb + 1);
+    splitk_strip<kB, HD, L::NS_M2>(op(sXb2, LDH), op_t(sX2, LDH), sPM, warp, lane);
+    splitk_strip<D, HD, L::NS_Z>(op(sXb2, LDH), op(sW2, LDD), sPZ, warp, lane);
+    const bool commit = m == kB;  // a short last mini-batch stays uncommitted
+    const float tb = sTau[kB - 1];
+    if (commit) {
+      block_mma<true>(D, HD, kB, op_t(sK, LDD), op(sZ1, LDH), 1.0f,
+                      [&](int i, int j, float val) { sW1[i * LDH + j] -= tb * val; });
+      if (p.bias) {
+        for (int c = tid; c < HD; c += kThreadsV3) {
+          float acc = 0.0f;
+#pragma unroll
+          for (int j = 0; j < kB; ++j) acc += sZ1[j * LDH + c];
+          sb1[c] -= tb * acc;
+        }
+        for (int c = tid; c < D; c += kThreadsV3) {
+          float acc = 0.0f;
+#pragma unroll
+          for (int j = 0; j < kB; ++j) acc += sG2[j * LDD + c];
+          sb2[(cur ^ 1) * D + c] = b2[c] - tb * acc;
+        }
+      }
+    }
+    __syncthreads();
+
+    // F. Row `warp`: Z̄2 = Σ partials + b2 − M2 (λ ⊙ G2), O = [Q +] LN(Z̄2);  W2 −= τ_b X2ᵀ(λ ⊙ G2);
+    // the next inputs into shared memory (nothing here reads K, Q or λ).
+    {
+      const int r = warp;
+      float m2 = 0.0f;
+      if (lane < kB) {
+        float dot = 0.0f;
+#pragma unroll
+        for (int s = 0; s < L::NS_M2; ++s) dot += sPM[(s * kB + r) * kB + lane];
+        m2 = lane <= r ? sTau[r] * (dot + one) : 0.0f;
+      }
+      RowFrag z;
+#pragma unroll
+      for (int u = 0; u < kPerLane; ++u) {
+        const int c = lane + 32 * u;
+        float acc = 0.0f;
+        if (c < D) {
+          acc = b2[c];
+#pragma unroll
+          for (int s = 0; s < L::NS_Z; ++s) acc += sPZ[(s * kB + r) * D + c];
+        }
+        z.v[u] = acc;
+      }
+#pragma unroll
+      for (int j = 0; j < kB; ++j) {
+        const float mj = __shfl_sync(0xffffffffu, m2, j);
+#pragma unroll
+        for (int u = 0; u < kPerLane; ++u) {
+          const int c = lane + 32 * u;
+          if (c < D) z.v[u] -= mj * sG2[j * LDD + c];
+        }
+      }
+      RowFrag o = row_layer_norm(z, gam, bet, D, lane, p.eps, p.ln);
+      if (p.res) {
+#pragma unroll
+        for (int u = 0; u < kPerLane; ++u) o.v[u] += qres.v[u];
+      }
+      if (r < m) row_store(p.O + seq0 + std::size_t(t0 + r) * rs, o, D, lane);
+    }
+    if (commit) {
+      block_mma<true>(HD, D, kB, op_t(sX2, LDH), op(sG2, LDD), 1.0f,
+                      [&](int i, int j, float val) { sW2[i * LDD + j] -= tb * val; });
+      if (p.bias) cur ^= 1;
+    }
+    if (mb + 1 < n_mb) {
+      stage();
+      v = pv;
+    }
+    __syncthreads();
+  }
+}
+
+struct V3Shape {
+  int d;
+  const void* kernel;
+  std::size_t bytes;
+};
+
+V3Shape v3_shape(int d) {
+  switch (d) {
+    case 16:
+      return {16, reinterpret_cast<const void*>(&mlp_forward_v3_kernel<16>),
+              Layout<16>::floats * sizeof(float)};
+    case 32:
+      return {32, reinterpret_cast<const void*>(&mlp_forward_v3_kernel<32>),
+              Layout<32>::floats * sizeof(float)};
+    case 64:
+      return {64, reinterpret_cast<const void*>(&mlp_forward_v3_kernel<64>),
+              Layout<64>::floats * sizeof(float)};
+    default:
+      return {d, nullptr, 0};
+  }
+}
+
+}  // namespace
+
+bool mlp_forward_v3_supports(const TttDims& dims) {
+  if (dims.mini_batch != kB) return false;
+  const V3Shape s = v3_shape(dims.head_dim);
+  return s.kernel != nullptr && s.bytes <= max_dynamic_smem();
+}
+
+void mlp_forward_v3(const TttMlpForwardArgs& a, bool checkpoints, int group, int n_ck) {
+  const TttDims& D = a.dims;
+  MlpV3Params p{};
+  p.Q = a.Q;
+  p.K = a.K;
+  p.V = a.V;
+  p.lam = a.lambda;
+  p.tau = a.tau;
+  p.gamma = a.ln_weight;
+  p.beta = a.ln_bias;
+  p.W1 = a.W1;
+  p.b1 = a.b1;
+  p.W2 = a.W2;
+  p.b2 = a.b2;
+  p.O = a.O;
+  p.ckW1 = checkpoints ? a.checkpoint_W1 : nullptr;
+  p.ckb1 = checkpoints ? a.checkpoint_b1 : nullptr;
+  p.ckW2 = checkpoints ? a.checkpoint_W2 : nullptr;
+  p.ckb2 = checkpoints ? a.checkpoint_b2 : nullptr;
+  p.group = group;
+  p.n_ck = n_ck;
+  p.H = D.heads;
+  p.T = D.seq_len;
+  p.ln = a.opt.layer_norm;
+  p.res = a.opt.residual;
+  p.bias = a.opt.bias;
+  p.eps = a.opt.ln_eps;
+  const V3Shape s = v3_shape(D.head_dim);
+  TTTLAB_CUDA_CHECK(cudaFuncSetAttribute(s.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(s.bytes)));
+  const int blocks = D.batch * D.heads;
+  switch (s.d) {
+    case 16:
+      mlp_forward_v3_kernel<16><<<blocks, kThreadsV3, s.bytes, a.stream>>>(p);
+      break;
+    case 32:
+      mlp_forward_v3_kernel<32><<<blocks, kThreadsV3, s.bytes, a.stream>>>(p);
+      break;
+    default:
+      mlp_forward_v3_kernel<64><<<blocks, kThreadsV3, s.bytes, a.stream>>>(p);
+      break;
+  }
+  TTTLAB_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace tttlab::kernels::detail
