@@ -399,13 +399,7 @@ bool mlp_forward_v3_supports(const TttDims& dims) {
 void mlp_forward_v3(const TttMlpForwardArgs& a, bool checkpoints, int group, int n_ck) {
   const TttDims& D = a.dims;
   MlpV3Params p{};
-  p.Q = a.Q;
-  p.K = a.K;
-  p.V = a.V;
-  p.lam = a.lambda;
-  p.tau = a.tau;
-  p.gamma = a.ln_weight;
-  p.beta = a.ln_bias;
+  set_token_inputs(p, a);
   p.W1 = a.W1;
   p.b1 = a.b1;
   p.W2 = a.W2;
@@ -424,8 +418,7 @@ void mlp_forward_v3(const TttMlpForwardArgs& a, bool checkpoints, int group, int
   p.bias = a.opt.bias;
   p.eps = a.opt.ln_eps;
   const V3Shape s = v3_shape(D.head_dim);
-  TTTLAB_CUDA_CHECK(cudaFuncSetAttribute(s.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(s.bytes)));
+  set_smem_limit(s.kernel, s.bytes);
   const int blocks = D.batch * D.heads;
   switch (s.d) {
     case 16:
