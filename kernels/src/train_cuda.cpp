@@ -218,6 +218,36 @@ struct CudaTrainBackend::Impl {
   void upload_batch(const TokenBatch& batch, bool train, long* counted);
   void forward(bool train, float grad_scale);
   void ttt_forward(int i, const float* x, float* out, bool train);
+  // The fields that every inner-loop call of block k reads, shared by the forward and backward argument
+  // structs of both TTT models (tttlab/kernels/ttt.hpp).
+  template <class Args>
+  void inner_inputs(Args& a, const Block& k, const std::string& pre) const {
+    a.dims = TttDims{nseq, H, T, d, b};
+    a.opt = TttOptions{mc.inner_layer_norm, mc.inner_residual, mc.inner_bias, kInnerLnEps};
+    a.Q = k.XQ;
+    a.K = k.XK;
+    a.V = k.XV;
+    a.lambda = k.lam;
+    a.tau = k.tau;
+    a.ln_weight = p(pre + "ttt_norm_weight");
+    a.ln_bias = p(pre + "ttt_norm_bias");
+    a.stream = stream;
+  }
+  // ... and the backward's outputs: the per-token gradients, dλ, dτ and the loss LN's dγ, dβ, which
+  // the kernel overwrites (sole contributors; zero before the step anyway), and its workspace.
+  template <class Args>
+  void inner_gradients(Args& a, const std::string& pre) {
+    a.dO = dO;
+    a.dQ = dXQ;
+    a.dK = dXK;
+    a.dV = dXV;
+    a.dlambda = dlam;
+    a.dtau = dtau;
+    a.dln_weight = g(pre + "ttt_norm_weight");
+    a.dln_bias = g(pre + "ttt_norm_bias");
+    a.workspace = ttt_ws.get();
+    a.workspace_bytes = ttt_ws_bytes;
+  }
   void backward();
   void ttt_backward(int i, const float* x, const float* dY, float* dxo);
   void attention_mixer_forward(int i, const float* x, float* out, bool train);
@@ -453,15 +483,7 @@ void CudaTrainBackend::Impl::ttt_forward(int i, const float* x, float* out, bool
   }
   if (ttt_mlp) {
     TttMlpForwardArgs a;
-    a.dims = TttDims{nseq, H, T, d, b};
-    a.opt = TttOptions{mc.inner_layer_norm, mc.inner_residual, mc.inner_bias, kInnerLnEps};
-    a.Q = k.XQ;
-    a.K = k.XK;
-    a.V = k.XV;
-    a.lambda = k.lam;
-    a.tau = k.tau;
-    a.ln_weight = p(pre + "ttt_norm_weight");
-    a.ln_bias = p(pre + "ttt_norm_bias");
+    inner_inputs(a, k, pre);
     a.W1 = p(pre + "W1");
     a.b1 = mc.inner_bias ? p(pre + "b1") : nullptr;
     a.W2 = p(pre + "W2");
@@ -476,21 +498,12 @@ void CudaTrainBackend::Impl::ttt_forward(int i, const float* x, float* out, bool
     }
     a.workspace = ttt_ws.get();
     a.workspace_bytes = ttt_ws_bytes;
-    a.stream = st;
     begin(kInnerFwd);
     ttt_mlp_forward(a);
     end();
   } else {
     TttLinearForwardArgs a;
-    a.dims = TttDims{nseq, H, T, d, b};
-    a.opt = TttOptions{mc.inner_layer_norm, mc.inner_residual, mc.inner_bias, kInnerLnEps};
-    a.Q = k.XQ;
-    a.K = k.XK;
-    a.V = k.XV;
-    a.lambda = k.lam;
-    a.tau = k.tau;
-    a.ln_weight = p(pre + "ttt_norm_weight");
-    a.ln_bias = p(pre + "ttt_norm_bias");
+    inner_inputs(a, k, pre);
     a.W0 = p(pre + "W1");
     a.b0 = mc.inner_bias ? p(pre + "b1") : nullptr;
     a.O = k.O;
@@ -499,7 +512,6 @@ void CudaTrainBackend::Impl::ttt_forward(int i, const float* x, float* out, bool
       a.checkpoint_b = mc.inner_bias ? k.ckb : nullptr;
       a.checkpoint_group = group;
     }
-    a.stream = st;
     begin(kInnerFwd);
     ttt_linear_forward(a);
     end();
@@ -575,67 +587,29 @@ void CudaTrainBackend::Impl::ttt_backward(int i, const float* x, const float* dY
   // The inner loop of every head.
   if (ttt_mlp) {
     TttMlpBackwardArgs a;
-    a.dims = TttDims{nseq, H, T, d, b};
-    a.opt = TttOptions{mc.inner_layer_norm, mc.inner_residual, mc.inner_bias, kInnerLnEps};
-    a.Q = k.XQ;
-    a.K = k.XK;
-    a.V = k.XV;
-    a.lambda = k.lam;
-    a.tau = k.tau;
-    a.ln_weight = p(pre + "ttt_norm_weight");
-    a.ln_bias = p(pre + "ttt_norm_bias");
+    inner_inputs(a, k, pre);
     a.checkpoint_W1 = k.ckW;
     a.checkpoint_b1 = k.ckb;
     a.checkpoint_W2 = k.ckW2;
     a.checkpoint_b2 = k.ckb2;
     a.checkpoint_group = group;
-    a.dO = dO;
-    a.dQ = dXQ;
-    a.dK = dXK;
-    a.dV = dXV;
-    a.dlambda = dlam;
-    a.dtau = dtau;
-    // Sole contributors: the kernel overwrites these gradients (zero before the step anyway).
-    a.dln_weight = g(pre + "ttt_norm_weight");
-    a.dln_bias = g(pre + "ttt_norm_bias");
+    inner_gradients(a, pre);
     a.dW1 = g(pre + "W1");
     a.db1 = mc.inner_bias ? g(pre + "b1") : db0_scratch;
     a.dW2 = g(pre + "W2");
     a.db2 = mc.inner_bias ? g(pre + "b2") : db2_scratch;
-    a.workspace = ttt_ws.get();
-    a.workspace_bytes = ttt_ws_bytes;
-    a.stream = st;
     begin(kInnerBwd);
     ttt_mlp_backward(a);
     end();
   } else {
     TttLinearBackwardArgs a;
-    a.dims = TttDims{nseq, H, T, d, b};
-    a.opt = TttOptions{mc.inner_layer_norm, mc.inner_residual, mc.inner_bias, kInnerLnEps};
-    a.Q = k.XQ;
-    a.K = k.XK;
-    a.V = k.XV;
-    a.lambda = k.lam;
-    a.tau = k.tau;
-    a.ln_weight = p(pre + "ttt_norm_weight");
-    a.ln_bias = p(pre + "ttt_norm_bias");
+    inner_inputs(a, k, pre);
     a.checkpoint_W = k.ckW;
     a.checkpoint_b = mc.inner_bias ? k.ckb : nullptr;
     a.checkpoint_group = group;
-    a.dO = dO;
-    a.dQ = dXQ;
-    a.dK = dXK;
-    a.dV = dXV;
-    a.dlambda = dlam;
-    a.dtau = dtau;
-    // Sole contributors: the kernel overwrites these gradients (zero before the step anyway).
-    a.dln_weight = g(pre + "ttt_norm_weight");
-    a.dln_bias = g(pre + "ttt_norm_bias");
+    inner_gradients(a, pre);
     a.dW0 = g(pre + "W1");
     a.db0 = mc.inner_bias ? g(pre + "b1") : db0_scratch;
-    a.workspace = ttt_ws.get();
-    a.workspace_bytes = ttt_ws_bytes;
-    a.stream = st;
     begin(kInnerBwd);
     ttt_linear_backward(a);
     end();
