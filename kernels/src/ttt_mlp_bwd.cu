@@ -16,6 +16,12 @@
 // into a per-block slice of the workspace (the same code through generic pointers; L2 holds it).
 // At d ≤ 32 (b = 16) everything is on chip; at d = 64 the state and the carry are in the workspace.
 //
+// The 16-row products with k = 4d (X2W2, X̄2W2, X̄2X2ᵀ, X2dW2', dZ̄1W1ᵀ, dZ̄1G1ᵀ, G1dW1'ᵀ, dP1W2, dZ1W1ᵀ)
+// have only n/8 output tiles; they are split over k (splitk_mma) so that about 16 warp tasks run,
+// into partial buffers that are dead at that point, and the partials are summed in slice order by
+// the consumer (the row warps of the LN phases, the element-wise phases, the copy-out): one barrier
+// more per mini-batch (the C2 sum), none for the others.
+//
 // Per mini-batch (m ≤ b rows; E[i,j] = τ_i λ_j for j ≤ i, e = τ_b λ; phases separated by barriers):
 //   recompute  Z1 = KW1 + b1, X2 = gelu(Z1), Z2 = X2W2 + b2, G2 = lnl2(Z2, R), P1 = G2W2ᵀ,
 //              G1 = P1 ⊙ gelu′(Z1), M1 = E ⊙ tril(QKᵀ + 1), Z̄1 = QW1 + b1 − M1G1, X̄2 = gelu(Z̄1),
