@@ -16,6 +16,12 @@
 // into a per-block slice of the workspace (the same code through generic pointers; L2 holds it).
 // At d ≤ 32 (b = 16) everything is on chip; at d = 64 the state and the carry are in the workspace.
 //
+// The 16-row products with k = 4d (X2W2, X̄2W2, X̄2X2ᵀ, X2dW2', dZ̄1W1ᵀ, dZ̄1G1ᵀ, G1dW1'ᵀ, dP1W2, dZ1W1ᵀ)
+// have only n/8 output tiles; they are split over k (splitk_mma) so that about 16 warp tasks run,
+// into partial buffers that are dead at that point, and the partials are summed in slice order by
+// the consumer (the row warps of the LN phases, the element-wise phases, the copy-out): one barrier
+// more per mini-batch (the C2 sum), none for the others.
+//
 // Per mini-batch (m ≤ b rows; E[i,j] = τ_i λ_j for j ≤ i, e = τ_b λ; phases separated by barriers):
 //   recompute  Z1 = KW1 + b1, X2 = gelu(Z1), Z2 = X2W2 + b2, G2 = lnl2(Z2, R), P1 = G2W2ᵀ,
 //              G1 = P1 ⊙ gelu′(Z1), M1 = E ⊙ tril(QKᵀ + 1), Z̄1 = QW1 + b1 − M1G1, X̄2 = gelu(Z̄1),
@@ -75,6 +81,74 @@ __device__ __forceinline__ float gelu_tanh_grad2(float x) {
   const float d2u = c * 6.0f * a * x;
   const float sech2 = 1.0f - t * t;
   return sech2 * du - x * t * sech2 * du * du + 0.5f * x * sech2 * d2u;
+}
+
+// Split-k products (as forward v3): the 16-row products with a long k (k = 4d) have only n/8 output
+// tiles, so block_mma would give them to n/8 warps that each walk all of k. Here the k range is cut
+// into S slices so that tiles × S ≈ 16 warp tasks; every task writes its α-scaled partial tile to
+// part[(s·m + i)·n + j] (all S slices are written, zeros for an empty one), and the consumer sums
+// the slices in a fixed order (psum) after a barrier, usually inside the next phase's element-wise
+// or row work (no barrier of its own). k1 + k2: the optional second product continues the k range.
+__device__ __forceinline__ int splitk_slices(int m, int n, int k, std::size_t cap) {
+  const int tiles = ((m + 15) >> 4) * ((n + 7) >> 3);
+  int S = min(max(1, kWarps / tiles), max(1, (k + 31) / 32));
+  while (S > 1 && std::size_t(S) * m * n > cap) --S;
+  return S;
+}
+
+__device__ __forceinline__ void splitk_mma(int m, int n, int S, int k1, Operand A1, Operand B1,
+                                           float a1, int k2, Operand A2, Operand B2, float a2,
+                                           float* part) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const int MT = (m + 15) >> 4, NT = (n + 7) >> 3, K = k1 + k2;
+  const int ks = ((K + S - 1) / S + 31) & ~31;
+  for (int task = warp; task < MT * NT * S; task += kWarps) {
+    const int sl = task / (MT * NT), tile = task % (MT * NT);
+    const int i0 = (tile / NT) * 16, j0 = (tile % NT) * 8;
+    const bool inside = i0 + 16 <= m && j0 + 8 <= n;
+    const int lo = min(K, sl * ks), hi = min(K, lo + ks);
+    float c1[4][1][4] = {}, c2[4][1][4] = {};
+    const int l1 = max(0, min(hi, k1) - lo);
+    if (l1 > 0) {
+      const Operand A{A1.p + lo * A1.cs, A1.rs, A1.cs}, B{B1.p + lo * B1.rs, B1.rs, B1.cs};
+      if (inside && l1 % 32 == 0)
+        mma_detail::strip_product<kSplit, 1, 4, false>(c1, m, n, l1, A, B, i0, j0, g, t);
+      else
+        mma_detail::strip_product<kSplit, 1, 4, true>(c1, m, n, l1, A, B, i0, j0, g, t);
+    }
+    const int lo2 = max(lo, k1), l2 = max(0, hi - lo2);
+    if (l2 > 0) {
+      const int o = lo2 - k1;
+      const Operand A{A2.p + o * A2.cs, A2.rs, A2.cs}, B{B2.p + o * B2.rs, B2.rs, B2.cs};
+      if (inside && l2 % 32 == 0)
+        mma_detail::strip_product<kSplit, 1, 4, false>(c2, m, n, l2, A, B, i0, j0, g, t);
+      else
+        mma_detail::strip_product<kSplit, 1, 4, true>(c2, m, n, l2, A, B, i0, j0, g, t);
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int i = e < 2 ? i0 + g : i0 + g + 8, j = j0 + 2 * t + (e & 1);
+      float v1 = 0.0f, v2 = 0.0f;
+#pragma unroll
+      for (int a = 0; a < 4; ++a) {
+        v1 += c1[a][0][e];
+        v2 += c2[a][0][e];
+      }
+      if (i < m && j < n) part[(sl * m + i) * n + j] = a1 * v1 + a2 * v2;
+    }
+  }
+}
+
+__device__ __forceinline__ void splitk_mma(int m, int n, int S, int k, Operand A, Operand B,
+                                           float alpha, float* part) {
+  splitk_mma(m, n, S, k, A, B, alpha, 0, A, B, 0.0f, part);
+}
+
+// Σ over the S slices of element (i, j), in slice order.
+__device__ __forceinline__ float psum(const float* part, int S, int m, int n, int i, int j) {
+  float v = 0.0f;
+  for (int sl = 0; sl < S; ++sl) v += part[(sl * m + i) * n + j];
+  return v;
 }
 
 struct Bufs {
@@ -145,10 +219,12 @@ __device__ void advance(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, 
     s.X2[i * ldh + j] = gelu_tanh(z);
   });
   __syncthreads();
-  block_mma<kSplit>(b, d, hd, op(s.X2, ldh), op(s.W2, ldd), 1.0f,
-                    [&](int i, int j, float v) { s.Z2[i * ldd + j] = v + s.b2[j]; });
+  const int Sz = splitk_slices(b, d, hd, std::size_t(b) * ldh);
+  splitk_mma(b, d, Sz, hd, op(s.X2, ldh), op(s.W2, ldd), 1.0f, s.T1);  // Z2 − b2, partials
   __syncthreads();
   for (int r = warp; r < b; r += kWarps) {
+    for (int c = lane; c < d; c += 32) s.Z2[r * ldd + c] = psum(s.T1, Sz, b, d, r, c) + s.b2[c];
+    __syncwarp();
     const RowFrag z = row_load(s.Z2 + r * ldd, d, lane);
     const RowFrag t = row_load(s.R + r * ldd, d, lane);
     RowFrag g = row_loss_grad(z, t, gam, bet, d, lane, p.eps, p.ln);
@@ -189,6 +265,7 @@ __device__ void chunk(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, st
   const float one = p.bias ? 1.0f : 0.0f;
   const float tb = s.tau[b - 1];
   const int h = blk % p.H;
+  const std::size_t cap_h = std::size_t(b) * ldh, cap_d = std::size_t(b) * ldd;  // partials' room
   float* dV = p.dV + seq0 + std::size_t(t0) * rs;
 
   // Inputs.
@@ -214,9 +291,9 @@ __device__ void chunk(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, st
                     [&](int i, int j, float v) { s.C1[i * ldb + j] = v; });
   __syncthreads();
 
-  // Z2 = X2 W2 + b2;  C1 ← tril(C1 + 1), M1 = E ⊙ C1;  dK = 0.
-  block_mma<kSplit>(m, d, hd, op(s.X2, ldh), op(s.W2, ldd), 1.0f,
-                    [&](int i, int j, float v) { s.Z2[i * ldd + j] = v + s.b2[j]; });
+  // X2 W2 (split-k partials in T1);  C1 ← tril(C1 + 1), M1 = E ⊙ C1;  dK = 0.
+  const int Sz2 = splitk_slices(m, d, hd, cap_h);
+  splitk_mma(m, d, Sz2, hd, op(s.X2, ldh), op(s.W2, ldd), 1.0f, s.T1);
   for (int i = tid; i < m * m; i += kThreads) {
     const int r = i / m, j = i % m;
     const float cv = j <= r ? s.C1[r * ldb + j] + one : 0.0f;
@@ -226,10 +303,13 @@ __device__ void chunk(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, st
   for (int i = tid; i < m * d; i += kThreads) s.dK[(i / d) * ldd + i % d] = 0.0f;
   __syncthreads();
 
-  // G2 = lnl2(Z2, R), with Z2's statistics kept.
-  for (int r = warp; r < m; r += kWarps)
+  // Z2 = X2 W2 + b2 (the partials summed by the row's warp), G2 = lnl2(Z2, R), Z2's statistics kept.
+  for (int r = warp; r < m; r += kWarps) {
+    for (int c = lane; c < d; c += 32) s.Z2[r * ldd + c] = psum(s.T1, Sz2, m, d, r, c) + s.b2[c];
+    __syncwarp();
     row_loss_grad_keep_stats(s.Z2 + r * ldd, s.R + r * ldd, s.G2 + r * ldd, s.mu + r, s.rstd + r,
                              gam, bet, d, lane, p.eps, p.ln);
+  }
   __syncthreads();
 
   // P1 = G2 W2ᵀ,  G1 = P1 ⊙ gelu′(Z1).
@@ -248,17 +328,25 @@ __device__ void chunk(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, st
                     });
   __syncthreads();
 
-  // C2 = tril(X̄2 X2ᵀ + 1), M2 = E ⊙ C2 (one thread per element: the store sees the whole sum).
-  block_mma<kSplit>(m, m, hd, op(s.Xb2, ldh), op_t(s.X2, ldh), 1.0f, [&](int i, int j, float v) {
-    const float cv = j <= i ? v + one : 0.0f;
-    s.C2[i * ldb + j] = cv;
-    s.M2[i * ldb + j] = s.tau[i] * s.lam[j] * cv;
-  });
+  // X̄2 X2ᵀ and X̄2 W2 as split-k partials (in dZb1 and dX2, both written later).
+  const int Sc2 = splitk_slices(m, m, hd, cap_h), Szb2 = splitk_slices(m, d, hd, cap_h);
+  splitk_mma(m, m, Sc2, hd, op(s.Xb2, ldh), op_t(s.X2, ldh), 1.0f, s.dZb1);
+  splitk_mma(m, d, Szb2, hd, op(s.Xb2, ldh), op(s.W2, ldd), 1.0f, s.dX2);
+  __syncthreads();
+
+  // C2 = tril(X̄2 X2ᵀ + 1), M2 = E ⊙ C2.
+  for (int i = tid; i < m * m; i += kThreads) {
+    const int r = i / m, j = i % m;
+    const float cv = j <= r ? psum(s.dZb1, Sc2, m, m, r, j) + one : 0.0f;
+    s.C2[r * ldb + j] = cv;
+    s.M2[r * ldb + j] = s.tau[r] * s.lam[j] * cv;
+  }
   __syncthreads();
 
   // Z̄2 = X̄2 W2 + b2 − M2 G2.
-  block_mma<kSplit>(m, d, hd, op(s.Xb2, ldh), op(s.W2, ldd), 1.0f, m, op(s.M2, ldb), op(s.G2, ldd),
-                    -1.0f, [&](int i, int j, float v) { s.Zb2[i * ldd + j] = v + s.b2[j]; });
+  block_mma<kSplit>(m, d, m, op(s.M2, ldb), op(s.G2, ldd), -1.0f, [&](int i, int j, float v) {
+    s.Zb2[i * ldd + j] = v + psum(s.dX2, Szb2, m, d, i, j) + s.b2[j];
+  });
   __syncthreads();
 
   // Output LN backward: x̂(Z̄2) into s.Xh, dγ and dβ (column walk), dZ̄2 into s.Zb2; dQ = dO or 0.
@@ -266,12 +354,12 @@ __device__ void chunk(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, st
                                      d, ldd, p.eps, p.ln, p.res);
   __syncthreads();
 
-  // dM2 = −dZ̄2 G2ᵀ;  (full) T2 = X2 dW2', T1 = K dW1'.
+  // dM2 = −dZ̄2 G2ᵀ;  (full) T2 = X2 dW2' (split-k partials in dG1, written later), T1 = K dW1'.
   block_mma<kSplit>(m, m, d, op(s.Zb2, ldd), op_t(s.G2, ldd), -1.0f,
                     [&](int i, int j, float v) { s.dM[i * ldb + j] = v; });
+  const int St2 = splitk_slices(m, d, hd, cap_h);
   if (full) {
-    block_mma<kSplit>(m, d, hd, op(s.X2, ldh), op(s.dW2, ldd), 1.0f,
-                      [&](int i, int j, float v) { s.T2[i * ldd + j] = v; });
+    splitk_mma(m, d, St2, hd, op(s.X2, ldh), op(s.dW2, ldd), 1.0f, s.dG1);
     block_mma<kSplit>(m, hd, d, op(s.K, ldd), op(s.dW1, ldh), 1.0f,
                       [&](int i, int j, float v) { s.T1[i * ldh + j] = v; });
   }
@@ -285,7 +373,7 @@ __device__ void chunk(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, st
     s.dC[r * ldb + j] = j <= r ? dm * s.tau[r] * s.lam[j] : 0.0f;
   }
   block_mma<kSplit>(m, d, m, op_t(s.M2, ldb), op(s.Zb2, ldd), -1.0f, [&](int i, int j, float v) {
-    if (full) v -= tb * s.lam[i] * (s.T2[i * ldd + j] + (p.bias ? s.db2[j] : 0.0f));
+    if (full) v -= tb * s.lam[i] * (psum(s.dG1, St2, m, d, i, j) + (p.bias ? s.db2[j] : 0.0f));
     s.dG2[i * ldd + j] = v;
   });
   if (full)
@@ -297,7 +385,7 @@ __device__ void chunk(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, st
       }
       for (int c = lane; c < d; c += 32) {
         const float g2 = s.G2[j * ldd + c];
-        v -= g2 * (s.T2[j * ldd + c] + (p.bias ? s.db2[c] : 0.0f));
+        v -= g2 * (psum(s.dG1, St2, m, d, j, c) + (p.bias ? s.db2[c] : 0.0f));
       }
       v = warp_sum(v);
       if (lane == 0) s.de[j] = v;
@@ -316,25 +404,32 @@ __device__ void chunk(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, st
                       [&](int i, int j, float v) { s.dX2[i * ldh + j] -= tb * s.lam[i] * v; });
   __syncthreads();
 
-  // dQ += dZ̄1 W1ᵀ;  dM1 = −dZ̄1 G1ᵀ;  dG1 = −M1ᵀ dZ̄1 [− e ⊙ (T1 + db1')];  dK −= e ⊙ (G1 dW1'ᵀ).
-  block_mma<kSplit>(m, d, hd, op(s.dZb1, ldh), op_t(s.W1, ldh), 1.0f,
-                    [&](int i, int j, float v) { s.dQ[i * ldd + j] += v; });
-  block_mma<kSplit>(m, m, hd, op(s.dZb1, ldh), op_t(s.G1, ldh), -1.0f,
-                    [&](int i, int j, float v) { s.dM[i * ldb + j] = v; });
+  // Split-k partials of dZ̄1 W1ᵀ (into Z̄1's buffer, dead now), (full) G1 dW1'ᵀ (after it) and
+  // dM1 = −dZ̄1 G1ᵀ (in T2, or in dM where T2 is too small);  dG1 = −M1ᵀ dZ̄1 [− e ⊙ (T1 + db1')].
+  const int Sq = splitk_slices(m, d, hd, cap_h / 2), Sk = splitk_slices(m, d, hd, cap_h / 2);
+  float* const pq = s.Zb1;
+  float* const pk = s.Zb1 + std::size_t(Sq) * m * d;
+  const int Sm1 = splitk_slices(m, m, hd, cap_d);
+  float* const pm1 = std::size_t(Sm1) * m * m <= cap_d ? s.T2 : s.dM;
+  splitk_mma(m, d, Sq, hd, op(s.dZb1, ldh), op_t(s.W1, ldh), 1.0f, pq);
+  if (full) splitk_mma(m, d, Sk, hd, op(s.G1, ldh), op_t(s.dW1, ldh), 1.0f, pk);
+  splitk_mma(m, m, Sm1, hd, op(s.dZb1, ldh), op_t(s.G1, ldh), -1.0f, pm1);
   block_mma<kSplit>(m, hd, m, op_t(s.M1, ldb), op(s.dZb1, ldh), -1.0f, [&](int i, int j, float v) {
     if (full) v -= tb * s.lam[i] * (s.T1[i * ldh + j] + (p.bias ? s.db1[j] : 0.0f));
     s.dG1[i * ldh + j] = v;
   });
-  if (full)
-    block_mma<kSplit>(m, d, hd, op(s.G1, ldh), op_t(s.dW1, ldh), 1.0f,
-                      [&](int i, int j, float v) { s.dK[i * ldd + j] -= tb * s.lam[i] * v; });
   __syncthreads();
 
-  // dE += dM1 ⊙ C1, dC1 = tril(dM1 ⊙ E);  dP1 = dG1 ⊙ gelu′(Z1) in place of dG1,
-  // dZ1 = dG1 ⊙ P1 ⊙ gelu″(Z1) into T1.
+  // dQ += dZ̄1 W1ᵀ, (full) dK −= e ⊙ (G1 dW1'ᵀ);  dE += dM1 ⊙ C1, dC1 = tril(dM1 ⊙ E);
+  // dP1 = dG1 ⊙ gelu′(Z1) in place of dG1, dZ1 = dG1 ⊙ P1 ⊙ gelu″(Z1) into T1.
+  for (int i = tid; i < m * d; i += kThreads) {
+    const int r = i / d, c = i % d;
+    s.dQ[r * ldd + c] += psum(pq, Sq, m, d, r, c);
+    if (full) s.dK[r * ldd + c] -= tb * s.lam[r] * psum(pk, Sk, m, d, r, c);
+  }
   for (int i = tid; i < m * m; i += kThreads) {
     const int r = i / m, j = i % m;
-    const float dm = s.dM[r * ldb + j];
+    const float dm = psum(pm1, Sm1, m, m, r, j);
     if (j <= r) s.dE[r * ldb + j] += dm * s.C1[r * ldb + j];
     s.dC[r * ldb + j] = j <= r ? dm * s.tau[r] * s.lam[j] : 0.0f;
   }
@@ -351,8 +446,8 @@ __device__ void chunk(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, st
                     [&](int i, int j, float v) { s.dQ[i * ldd + j] += v; });
   block_mma<kSplit>(m, d, m, op_t(s.dC, ldb), op(s.Q, ldd), 1.0f,
                     [&](int i, int j, float v) { s.dK[i * ldd + j] += v; });
-  block_mma<kSplit>(m, d, hd, op(s.dG1, ldh), op(s.W2, ldd), 1.0f,
-                    [&](int i, int j, float v) { s.dG2[i * ldd + j] += v; });
+  const int Sg2 = splitk_slices(m, d, hd, cap_h);
+  splitk_mma(m, d, Sg2, hd, op(s.dG1, ldh), op(s.W2, ldd), 1.0f, s.Zb1);  // dP1 W2, partials
   for (int i = tid; i < m; i += kThreads) {
     float dt = 0.0f, dl = 0.0f;
     for (int j = 0; j <= i; ++j) dt += s.dE[i * ldb + j] * s.lam[j];
@@ -367,10 +462,14 @@ __device__ void chunk(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, st
   }
   __syncthreads();
 
-  // G2 = lnl2(Z2, R) backward: dZ2 into s.Xh, a (LN) into s.dG2 in place, dV = dR.
-  for (int r = warp; r < m; r += kWarps)
+  // dG2 += dP1 W2 (the partials summed by the row's warp);  G2 = lnl2(Z2, R) backward: dZ2 into
+  // s.Xh, a (LN) into s.dG2 in place, dV = dR.
+  for (int r = warp; r < m; r += kWarps) {
+    for (int c = lane; c < d; c += 32) s.dG2[r * ldd + c] += psum(s.Zb1, Sg2, m, d, r, c);
+    __syncwarp();
     row_loss_grad_backward(s.dG2 + r * ldd, s.Z2 + r * ldd, s.R + r * ldd, s.mu + r, s.rstd + r, gam,
                            bet, d, lane, p.ln, dV + std::size_t(r) * rs, s.Xh + r * ldd);
+  }
   __syncthreads();
 
   // dZ1 += (dX2 + dZ2 W2ᵀ) ⊙ gelu′(Z1);  dγ, dβ of the loss LN;  the carry dW2, db2.
@@ -394,14 +493,9 @@ __device__ void chunk(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, st
   }
   __syncthreads();
 
-  // dK += dZ1 W1ᵀ − dR (residual);  the carry dW1, db1.
-  block_mma<kSplit>(m, d, hd, op(s.T1, ldh), op_t(s.W1, ldh), 1.0f, [&](int i, int j, float v) {
-    if (p.res) {
-      const float x = s.dG2[i * ldd + j];  // a (LN) or δ (no LN): −dR = γ ⊙ a, or δ
-      v += p.ln ? p.gamma[std::size_t(h) * d + j] * x : x;
-    }
-    s.dK[i * ldd + j] += v;
-  });
+  // dZ1 W1ᵀ (split-k partials in Z̄1's buffer, summed at the copy-out);  the carry dW1, db1.
+  const int Sk2 = splitk_slices(m, d, hd, cap_h);
+  splitk_mma(m, d, Sk2, hd, op(s.T1, ldh), op_t(s.W1, ldh), 1.0f, s.Zb1);
   block_mma<kSplit>(d, hd, m, op_t(s.Q, ldd), op(s.dZb1, ldh), 1.0f, m, op_t(s.K, ldd),
                     op(s.T1, ldh), 1.0f, [&](int i, int j, float v) {
                       s.dW1[i * ldh + j] = (full ? s.dW1[i * ldh + j] : 0.0f) + v;
@@ -412,12 +506,18 @@ __device__ void chunk(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, st
     s.db1[c] = acc;
   }
   __syncthreads();
-  // Copy-out; the next mini-batch's first writes to s.dQ, s.dK come after barriers.
+  // Copy-out with dK += dZ1 W1ᵀ − dR (residual); the next mini-batch's first writes to s.dQ, s.dK
+  // and Z̄1's buffer come after barriers.
   for (int i = tid; i < m * d; i += kThreads) {
     const int r = i / d, c = i % d;
     const std::size_t g = seq0 + std::size_t(t0 + r) * rs + c;
+    float k = s.dK[r * ldd + c] + psum(s.Zb1, Sk2, m, d, r, c);
+    if (p.res) {
+      const float x = s.dG2[r * ldd + c];  // a (LN) or δ (no LN): −dR = γ ⊙ a, or δ
+      k += p.ln ? p.gamma[std::size_t(h) * d + c] * x : x;
+    }
     p.dQ[g] = s.dQ[r * ldd + c];
-    p.dK[g] = s.dK[r * ldd + c];
+    p.dK[g] = k;
   }
 }
 
