@@ -9,7 +9,9 @@
 //   - C = Q Kᵀ is split over the warps by k-steps (each warp does 2 of them) and the partial 16×16
 //     tiles are summed through shared memory at the barrier that already precedes Z̄ −= M G;
 //   - the bias update Σ_j λ_j G[j, :] is spread over the 8 lanes that share columns and reduced with
-//     shuffles instead of a 16-step loop per lane.
+//     shuffles instead of a 16-step loop per lane;
+//   - the loss gradient's LayerNorm backward takes one cross-warp reduction round and barrier instead
+//     of two (tile_lnl2_stats, whose comment has the derivation): 4 block barriers per mini-batch.
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -116,9 +118,10 @@ struct V4Layout {
   static constexpr int LDG = D + 4;  // G
   static constexpr int TILE = kMb * LDX;
   static constexpr int STAGE = 3 * TILE + kMb;  // K, V, Q, λ
-  static constexpr int RED = NW * 16 * 2;       // one cross-warp reduction round
+  static constexpr int RED = NW * 16 * 2;       // the output LN's cross-warp reduction round
+  static constexpr int RED8 = NW * 16 * 8;      // the loss gradient's round (tile_lnl2_stats)
   static constexpr int LDM = 20;                 // partial C tiles [NW][16][LDM]
-  static constexpr int FLOATS = kStages * STAGE + kMb * LDG + 3 * RED + NW * 16 * LDM;
+  static constexpr int FLOATS = kStages * STAGE + kMb * LDG + RED8 + RED + NW * 16 * LDM;
 };
 
 // Row statistics of a 16 × D tile held as accumulator fragments x[nt][i] (row gid + 8·(i>>1)),
@@ -166,33 +169,90 @@ __device__ __forceinline__ void tile_row_stats(const float (&x)[2][4], float* re
   }
 }
 
-// Two row sums over the whole 16 × D tile (both halves), one smem round.
+// The loss gradient G = ∂ℓ/∂Z of ℓ = ½‖γ ⊙ x̂ + β − r‖² per row, x̂ = (z − μ)·ρ, ρ = 1/√(σ² + ε),
+// from ONE cross-warp reduction round (the LN backward otherwise needs a second round for its
+// projection sums after the first has produced μ and ρ). Derivation, per row, sums over the D columns:
+//   ĝ = γ ⊙ (γ ⊙ x̂ + β − r) = γ² ⊙ x̂ + u,   u = γ ⊙ (β − r),
+//   G = ρ · (ĝ − S1/D − x̂ · S2/D),   S1 = Σ ĝ,   S2 = Σ ĝ ⊙ x̂,
+//   S1 = ρ · Σ γ²(z − μ) + Σ u,
+//   S2 = ρ² · Σ γ²(z − μ)² + ρ · Σ u (z − μ).
+// So μ, σ², S1 and S2 all follow from row sums that do not need μ first, provided the sums are taken
+// about a shift that each warp knows without communication. Raw sums (Σ z², Σ γ² z², ...) would
+// cancel catastrophically when |μ| ≫ σ, so each warp w shifts by its own 16-column mean
+// m_w = s_w / 16 (s_w = Σ_w z, one quad shuffle round) and reduces, with y = z − m_w,
+//   q_w = Σ y²,  c_w = Σ γ² y,  e_w = Σ γ² y²,  f_w = Σ u y,  U_w = Σ u,  Γ_w = Σ γ².
+// With μ = Σ_w s_w / D and δ_w = m_w − μ, z − μ = y + δ_w on warp w's columns; with Σ y = 0 per warp
+// (up to rounding, dropped as in the two-round parallel variance)
+//   Σ (z − μ)²     = Σ_w q_w + 16 δ_w²                 (the parallel-variance combination),
+//   Σ γ²(z − μ)    = Σ_w c_w + δ_w Γ_w,
+//   Σ γ²(z − μ)²   = Σ_w e_w + 2 δ_w c_w + δ_w² Γ_w,
+//   Σ u (z − μ)    = Σ_w f_w + δ_w U_w,
+//   Σ u            = Σ_w U_w.
+// Every term is centred (y and δ_w are of the order of the row's spread, not of |μ|), so the fp32
+// error is that of the two-round form. Outputs: x̂ and ĝ are recomputed by the caller from μ, ρ;
+// this returns μ, ρ and the two projection coefficients S1/D and S2/D for rows gid, gid + 8.
 template <int D>
-__device__ __forceinline__ void tile_row_sums2(const float (&a)[2][4], const float (&b)[2][4],
-                                               float* red, int warp, int gid, int tig,
-                                               float (&sa)[2], float (&sb)[2]) {
+__device__ __forceinline__ void tile_lnl2_stats(const float (&z)[2][4], const float (&u)[2][4],
+                                                const float (&g2)[2][2], float gam2_w, float* red,
+                                                int warp, int gid, int tig, float eps,
+                                                float (&mu)[2], float (&rstd)[2], float (&p1)[2],
+                                                float (&p2)[2]) {
   using L = V4Layout<D>;
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
-    const float x = quad_sum(a[0][2 * hf] + a[0][2 * hf + 1] + a[1][2 * hf] + a[1][2 * hf + 1]);
-    const float y = quad_sum(b[0][2 * hf] + b[0][2 * hf + 1] + b[1][2 * hf] + b[1][2 * hf + 1]);
+    const float s = quad_sum(z[0][2 * hf] + z[0][2 * hf + 1] + z[1][2 * hf] + z[1][2 * hf + 1]);
+    const float mw = s * (1.0f / 16.0f);
+    float q = 0.0f, c = 0.0f, e = 0.0f, f = 0.0f, uu = 0.0f;
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int k = 0; k < 2; ++k) {
+        const float y = z[nt][2 * hf + k] - mw, gy = g2[nt][k] * y, uv = u[nt][2 * hf + k];
+        q += y * y;
+        c += gy;
+        e += gy * y;
+        f += uv * y;
+        uu += uv;
+      }
+    q = quad_sum(q);
+    c = quad_sum(c);
+    e = quad_sum(e);
+    f = quad_sum(f);
+    uu = quad_sum(uu);
     if (tig == 0) {
-      red[(warp * 16 + gid + 8 * hf) * 2 + 0] = x;
-      red[(warp * 16 + gid + 8 * hf) * 2 + 1] = y;
+      float4* dst = reinterpret_cast<float4*>(red + (warp * 16 + gid + 8 * hf) * 8);
+      dst[0] = make_float4(s, q, c, e);
+      dst[1] = make_float4(f, uu, gam2_w, 0.0f);
     }
   }
   __syncthreads();
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
     const int row = gid + 8 * hf;
-    float x = 0.0f, y = 0.0f;
+    float4 a[L::NW], b[L::NW];
+    float s = 0.0f;
 #pragma unroll
     for (int w = 0; w < L::NW; ++w) {
-      x += red[(w * 16 + row) * 2];
-      y += red[(w * 16 + row) * 2 + 1];
+      a[w] = reinterpret_cast<const float4*>(red + (w * 16 + row) * 8)[0];
+      b[w] = reinterpret_cast<const float4*>(red + (w * 16 + row) * 8)[1];
+      s += a[w].x;
     }
-    sa[hf] = x;
-    sb[hf] = y;
+    const float m = s * (1.0f / float(D));
+    float m2 = 0.0f, pc = 0.0f, pe = 0.0f, pf = 0.0f, us = 0.0f;
+#pragma unroll
+    for (int w = 0; w < L::NW; ++w) {
+      const float dw = a[w].x * (1.0f / 16.0f) - m;
+      m2 += a[w].y + 16.0f * dw * dw;
+      pc += a[w].z + dw * b[w].z;
+      pe += a[w].w + dw * (2.0f * a[w].z + dw * b[w].z);
+      pf += b[w].x + dw * b[w].y;
+      us += b[w].y;
+    }
+    const float rs = 1.0f / sqrtf(m2 / float(D) + eps);
+    mu[hf] = m;
+    rstd[hf] = rs;
+    p1[hf] = (rs * pc + us) * (1.0f / float(D));
+    p2[hf] = rs * (rs * pe + pf) * (1.0f / float(D));
   }
 }
 
@@ -204,7 +264,7 @@ __global__ void __launch_bounds__(2 * D) linear_forward_v4_kernel(V4Params p) {
   float* stages = smem;
   float* sG = smem + kStages * L::STAGE;
   float* red = sG + kMb * LDG;
-  float* Mp = red + 3 * L::RED;  // [NW][16][LDM] partial C = Q Kᵀ of each warp
+  float* Mp = red + L::RED8 + L::RED;  // [NW][16][LDM] partial C = Q Kᵀ of each warp
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gid = lane >> 2, tig = lane & 3;
   const int blk = blockIdx.x, n = blk / p.H, h = blk % p.H;
@@ -235,6 +295,13 @@ __global__ void __launch_bounds__(2 * D) linear_forward_v4_kernel(V4Params p) {
       gam[nt][e] = p.ln ? p.gamma[std::size_t(h) * D + col] : 1.0f;
       bet[nt][e] = p.ln ? p.beta[std::size_t(h) * D + col] : 0.0f;
     }
+  float gam2[2][2];
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) gam2[nt][e] = gam[nt][e] * gam[nt][e];
+  // Σ γ² over the warp's 16 columns (the lanes of a quad hold 4 distinct columns each).
+  const float gam2_w = quad_sum(gam2[0][0] + gam2[0][1] + gam2[1][0] + gam2[1][1]);
   const float tau_row[2] = {p.tau[gid], p.tau[gid + 8]};
   const float tb = p.tau[kMb - 1];
 
@@ -341,26 +408,21 @@ __global__ void __launch_bounds__(2 * D) linear_forward_v4_kernel(V4Params p) {
           r[nt][2 * hf + 1] = p.res ? v.y - k.y : v.y;
         }
       if (p.ln) {
-        float mu[2], rstd[2];
-        tile_row_stats<D>(z, red, warp, gid, tig, p.eps, mu, rstd);
-        float xh[2][4], gh[2][4], ghx[2][4];
+        float u[2][4];
 #pragma unroll
         for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const float gm = gam[nt][i & 1];
-            xh[nt][i] = (z[nt][i] - mu[i >> 1]) * rstd[i >> 1];
-            gh[nt][i] = gm * (gm * xh[nt][i] + bet[nt][i & 1] - r[nt][i]);
-            ghx[nt][i] = gh[nt][i] * xh[nt][i];
-          }
-        float s1[2], s2[2];
-        tile_row_sums2<D>(gh, ghx, red + L::RED, warp, gid, tig, s1, s2);
+          for (int i = 0; i < 4; ++i) u[nt][i] = gam[nt][i & 1] * (bet[nt][i & 1] - r[nt][i]);
+        float mu[2], rstd[2], p1[2], p2[2];
+        tile_lnl2_stats<D>(z, u, gam2, gam2_w, red, warp, gid, tig, p.eps, mu, rstd, p1, p2);
 #pragma unroll
         for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
           for (int i = 0; i < 4; ++i) {
             const int hf = i >> 1;
-            g[nt][i] = (gh[nt][i] - s1[hf] / float(D) - xh[nt][i] * (s2[hf] / float(D))) * rstd[hf];
+            const float xh = (z[nt][i] - mu[hf]) * rstd[hf];
+            const float gh = gam2[nt][i & 1] * xh + u[nt][i];
+            g[nt][i] = (gh - p1[hf] - xh * p2[hf]) * rstd[hf];
           }
       } else {
 #pragma unroll
@@ -409,7 +471,7 @@ __global__ void __launch_bounds__(2 * D) linear_forward_v4_kernel(V4Params p) {
     // O = [Q +] LN(Z̄).
     {
       float mu[2] = {0.0f, 0.0f}, rstd[2] = {1.0f, 1.0f};
-      if (p.ln) tile_row_stats<D>(zb, red + 2 * L::RED, warp, gid, tig, p.eps, mu, rstd);
+      if (p.ln) tile_row_stats<D>(zb, red + L::RED8, warp, gid, tig, p.eps, mu, rstd);
 #pragma unroll
       for (int hf = 0; hf < 2; ++hf) {
         const int row = gid + 8 * hf;
