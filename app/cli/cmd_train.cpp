@@ -252,7 +252,7 @@ void register_train(CLI::App& app) {
                   "auto (a GPU when present and it can train the model, else the CPU), cpu, or cuda (an error "
                   "without a GPU); a run may resume on another device")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))->capture_default_str();
-  cmd->add_option("--gpu-gemm", a->gpu_gemm, "GPU matrix products: tf32 (tensor cores, ~1e-3 relative) or fp32")
+  cmd->add_option("--gpu-gemm", a->gpu_gemm, "GPU matrix products, the TTT-Linear inner forward included: tf32 (tensor cores, ~1e-3 relative) or fp32")
       ->check(CLI::IsMember({"tf32", "fp32"}))->capture_default_str();
   cmd->callback([a, cmd] { run(*a, cmd); });
 }

@@ -2,9 +2,10 @@
 //
 // Memory-bound kernels: one thread per element, or one warp per row for the row reductions
 // (RMSNorm, LayerNorm, cross-entropy). The ones a training step spends most time in also have a
-// float4 version for the shapes of every preset (the convs, RMSNorm's backward, RoPE, SwiGLU; each
-// says when it applies, and the plain kernel serves every other shape); docs/KERNELS.md has the
-// profile that chose them and what each gained. Sums over rows (the gradients of per-feature weights) never
+// float4 version for the shapes of every preset (the convs, RMSNorm forward and backward, RoPE,
+// SwiGLU; each says when it applies, and the plain kernel serves every other shape), and the residual
+// adds run fused with the RMSNorm that follows each (add_rms_norm_forward); docs/KERNELS.md has the
+// profiles that chose them and what each gained. Sums over rows (the gradients of per-feature weights) never
 // use atomics: a first pass writes one partial sum per chunk of rows and feature, a second adds the
 // chunks in order, so results are bitwise reproducible.
 #include <cuda_runtime.h>
@@ -132,18 +133,61 @@ __global__ void embedding_backward_kernel(const int* __restrict__ offsets, const
 
 // ---- RMSNorm / LayerNorm: one warp per row ------------------------------------------------------------
 
-__global__ void rms_forward_kernel(const float* __restrict__ X, const float* __restrict__ w, int R, int D, float eps,
-                                   float* __restrict__ Y) {
+// The residual add and the RMSNorm after it in one pass: S = H + Dx, Y = S·r·w. Every add of the
+// block's residual stream is followed by a norm of its result, so fusing them saves the re-read of S
+// (4 passes over [R, D] instead of 5) and a launch. Dx == nullptr: Y = RMSNorm(H), S not written.
+// One warp per row; each lane writes and reads back only its own columns.
+__global__ void add_rms_forward_kernel(const float* __restrict__ H, const float* __restrict__ Dx,
+                                       const float* __restrict__ w, int R, int D, float eps,
+                                       float* __restrict__ S, float* __restrict__ Y) {
   const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= R) return;
-  const float* x = X + std::size_t(row) * D;
+  const std::size_t o = std::size_t(row) * D;
   float ss = 0.f;
-  for (int c = lane; c < D; c += 32) ss += x[c] * x[c];
+  for (int c = lane; c < D; c += 32) {
+    float x = H[o + c];
+    if (Dx) {
+      x += Dx[o + c];
+      S[o + c] = x;
+    }
+    ss += x * x;
+  }
   ss = warp_sum(ss);
   const float r = 1.f / sqrtf(ss / float(D) + eps);
-  float* y = Y + std::size_t(row) * D;
-  for (int c = lane; c < D; c += 32) y[c] = x[c] * r * w[c];
+  const float* x = Dx ? S : H;
+  for (int c = lane; c < D; c += 32) Y[o + c] = x[o + c] * r * w[c];
+}
+
+// The same for D = 128·NV (every preset's width): the row stays in registers.
+template <int NV>
+__global__ void add_rms_forward_vec4_kernel(const float4* __restrict__ H, const float4* __restrict__ Dx,
+                                            const float4* __restrict__ w, int R, float eps,
+                                            float4* __restrict__ S, float4* __restrict__ Y) {
+  constexpr int D4 = 32 * NV, D = 4 * D4;
+  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= R) return;
+  const std::size_t o = std::size_t(row) * D4;
+  float4 x[NV];
+  float ss = 0.f;
+#pragma unroll
+  for (int v = 0; v < NV; ++v) {
+    x[v] = H[o + lane + 32 * v];
+    if (Dx) {
+      const float4 a = Dx[o + lane + 32 * v];
+      x[v] = make_float4(x[v].x + a.x, x[v].y + a.y, x[v].z + a.z, x[v].w + a.w);
+      S[o + lane + 32 * v] = x[v];
+    }
+    ss += x[v].x * x[v].x + x[v].y * x[v].y + x[v].z * x[v].z + x[v].w * x[v].w;
+  }
+  ss = warp_sum(ss);
+  const float r = 1.f / sqrtf(ss / float(D) + eps);
+#pragma unroll
+  for (int v = 0; v < NV; ++v) {
+    const float4 wv = w[lane + 32 * v];
+    Y[o + lane + 32 * v] = make_float4(x[v].x * r * wv.x, x[v].y * r * wv.y, x[v].z * r * wv.z, x[v].w * r * wv.w);
+  }
 }
 
 // dX = r·G − c·x̂ with G = dY⊙w, x̂ = x·r, c = r·(G·x̂)/D; prod = dY⊙x̂ (column-summed into dw after).
@@ -460,17 +504,28 @@ __global__ void conv_backward_input_vec4_kernel(const float* __restrict__ w, con
 }
 
 // partial[chunk, c·(K+1) + j] = Σ over the chunk's rows of dy·u (tap j), and j = K: Σ dy; the layout
-// conv_weight_finish_kernel reads. grid (⌈C/4 / blockDim.x⌉, chunks); each chunk in tiles.
+// conv_weight_finish_kernel reads. grid (⌈C/4 / kConvPartialColumns⌉, chunks), block
+// (kConvPartialColumns, kConvRowGroups): the thread rows take consecutive quarters of the chunk (one
+// thread per column and chunk left the SMs with too few warps for a memory-bound pass) and are summed
+// through shared memory in a fixed order, last group first, so the result stays bitwise reproducible.
+constexpr int kConvRowGroups = 4;
+constexpr int kConvPartialColumns = 64;  // float4 columns per block: 256 threads, ~170 registers each
+static_assert(kChunkRows % (kConvRowGroups * kConvTile) == 0, "row groups of whole tiles");
 template <int K>
-__global__ void conv_weight_partial_vec4_kernel(const float4* __restrict__ u, const float4* __restrict__ dy, int R,
-                                                int T, int C4, float* __restrict__ partial) {
+__global__ void __launch_bounds__(kConvPartialColumns * kConvRowGroups)
+    conv_weight_partial_vec4_kernel(const float4* __restrict__ u, const float4* __restrict__ dy, int R, int T, int C4,
+                                    float* __restrict__ partial) {
+  __shared__ float4 s_acc[(K + 1) * kConvPartialColumns];
   const int c4 = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c4 >= C4) return;
+  const int group = threadIdx.y;
+  const bool active = c4 < C4;
   float4 acc[K + 1];
 #pragma unroll
   for (int j = 0; j <= K; ++j) acc[j] = f4_zero();
-  const int r_end = min(R, (blockIdx.y + 1) * kChunkRows);
-  for (int r0 = blockIdx.y * kChunkRows; r0 < r_end; r0 += kConvTile) {
+  constexpr int kGroupRows = kChunkRows / kConvRowGroups;
+  const int r_begin = blockIdx.y * kChunkRows + group * kGroupRows;
+  const int r_end = min(R, r_begin + kGroupRows);
+  for (int r0 = r_begin; active && r0 < r_end; r0 += kConvTile) {
     const int t0 = r0 % T;
     float4 x[kConvTile + K - 1], g[kConvTile];
 #pragma unroll
@@ -493,6 +548,22 @@ __global__ void conv_weight_partial_vec4_kernel(const float4* __restrict__ u, co
       t = t + 1 == T ? 0 : t + 1;
     }
   }
+  // Groups kConvRowGroups−1 .. 0 add their sums in turn: s = ((a₃ + a₂) + a₁) + a₀.
+  float4* mine = s_acc + threadIdx.x * (K + 1);
+  for (int turn = kConvRowGroups - 1; turn >= 0; --turn) {
+    if (group == turn) {
+#pragma unroll
+      for (int j = 0; j <= K; ++j) {
+        if (turn < kConvRowGroups - 1) {
+          const float4 o = mine[j];
+          acc[j] = make_float4(o.x + acc[j].x, o.y + acc[j].y, o.z + acc[j].z, o.w + acc[j].w);
+        }
+        mine[j] = acc[j];
+      }
+    }
+    __syncthreads();
+  }
+  if (group != 0 || !active) return;
   float* out = partial + std::size_t(blockIdx.y) * (4 * C4) * (K + 1) + std::size_t(4 * c4) * (K + 1);
 #pragma unroll
   for (int j = 0; j <= K; ++j) {
@@ -838,14 +909,50 @@ void embedding_backward(const int* offsets, const int* rows_of, int V, int D, co
   check_launch();
 }
 
+namespace {
+// S = H + Dx (when Dx) and Y = RMSNorm(S or H)·w; the float4 kernel where D = 128·NV ≤ 1024 and every
+// pointer is 16-byte aligned.
+void add_rms_launch(const float* H, const float* Dx, const float* w, int R, int D, float eps, float* S, float* Y,
+                    CUstream_st* stream) {
+  const int grid = row_blocks(R);
+  if (aligned16({H, Dx, w, S, Y}) && D % 128 == 0 && D <= 1024) {
+    const auto* H4 = reinterpret_cast<const float4*>(H);
+    const auto* Dx4 = reinterpret_cast<const float4*>(Dx);
+    const auto* w4 = reinterpret_cast<const float4*>(w);
+    auto* S4 = reinterpret_cast<float4*>(S);
+    auto* Y4 = reinterpret_cast<float4*>(Y);
+    switch (D / 128) {
+#define TTTLAB_ADD_RMS(NV) \
+  case NV: add_rms_forward_vec4_kernel<NV><<<grid, kThreads, 0, stream>>>(H4, Dx4, w4, R, eps, S4, Y4); break;
+      TTTLAB_ADD_RMS(1) TTTLAB_ADD_RMS(2) TTTLAB_ADD_RMS(3) TTTLAB_ADD_RMS(4)
+      TTTLAB_ADD_RMS(5) TTTLAB_ADD_RMS(6) TTTLAB_ADD_RMS(7) TTTLAB_ADD_RMS(8)
+#undef TTTLAB_ADD_RMS
+    }
+  } else {
+    add_rms_forward_kernel<<<grid, kThreads, 0, stream>>>(H, Dx, w, R, D, eps, S, Y);
+  }
+  check_launch();
+}
+}  // namespace
+
 void rms_norm_forward(const float* X, const float* w, int R, int D, float eps, float* Y, CUstream_st* stream) {
   const char* fn = "rms_norm_forward";
   require(R >= 0 && D >= 1, fn, "R must be >= 0 and D >= 1");
   require(eps > 0.f, fn, "eps must be > 0");
   if (R == 0) return;
   require(X && w && Y && X != Y, fn, "pointers must be non-null and Y must not alias X");
-  rms_forward_kernel<<<row_blocks(R), kThreads, 0, stream>>>(X, w, R, D, eps, Y);
-  check_launch();
+  add_rms_launch(X, nullptr, w, R, D, eps, nullptr, Y, stream);
+}
+
+void add_rms_norm_forward(const float* H, const float* Dx, const float* w, int R, int D, float eps, float* S,
+                          float* Y, CUstream_st* stream) {
+  const char* fn = "add_rms_norm_forward";
+  require(R >= 0 && D >= 1, fn, "R must be >= 0 and D >= 1");
+  require(eps > 0.f, fn, "eps must be > 0");
+  if (R == 0) return;
+  require(H && Dx && w && S && Y, fn, "a pointer is null");
+  require(S != Y && Y != H && Y != Dx && S != H && S != Dx, fn, "S, Y, H and Dx must be four different buffers");
+  add_rms_launch(H, Dx, w, R, D, eps, S, Y, stream);
 }
 
 std::size_t rms_norm_backward_workspace(int R, int D) {
@@ -949,7 +1056,8 @@ void causal_conv_backward(const float* u, const float* w, const float* dy, int B
     conv_backward_input_vec4_kernel<4><<<conv_vec4_grid(C, (R + kConvTile - 1) / kConvTile, threads), threads, 0, stream>>>(
         w, reinterpret_cast<const float4*>(dy), R, T, C / 4, reinterpret_cast<float4*>(du), accumulate);
     check_launch();
-    conv_weight_partial_vec4_kernel<4><<<dim3(unsigned((C / 4 + threads - 1) / threads), unsigned(nc)), threads, 0, stream>>>(
+    conv_weight_partial_vec4_kernel<4><<<dim3(unsigned((C / 4 + kConvPartialColumns - 1) / kConvPartialColumns), unsigned(nc)),
+                                        dim3(kConvPartialColumns, kConvRowGroups), 0, stream>>>(
         reinterpret_cast<const float4*>(u), reinterpret_cast<const float4*>(dy), R, T, C / 4, workspace);
     check_launch();
   } else {

@@ -129,6 +129,7 @@ struct CudaTrainBackend::Impl {
           *a_ffn = nullptr;
     float *u = nullptr, *XQ = nullptr, *XK = nullptr, *XV = nullptr, *lam = nullptr, *tau = nullptr, *O = nullptr,
           *Y = nullptr, *A = nullptr, *ckW = nullptr, *ckb = nullptr;
+    float* Yg = nullptr;  // Mamba TTT mixers: gelu(A) ⊙ Y, the o_proj input, kept for its weight gradient
     float *ckW2 = nullptr, *ckb2 = nullptr;  // TTT-MLP: the checkpoints of W2, b2 (ckW, ckb: W1, b1)
     float *Gt = nullptr, *Up = nullptr, *Hd = nullptr;  // SwiGLU gate and up pre-activations, hidden
   };
@@ -314,6 +315,7 @@ void CudaTrainBackend::Impl::allocate() {
       k.lam = alloc(std::size_t(Bmax) * H * T);
       k.tau = alloc(b);
       k.Y = alloc(RD);
+      if (mamba) k.Yg = alloc(RD);
       // The inner state's size: W1 [d, d] and b1 [d] (TTT-Linear), or W1 [d, 4d], b1 [4d], W2 [4d, d],
       // b2 [d] (TTT-MLP).
       const std::size_t hw = ttt_mlp ? 4 * std::size_t(d) : d;
@@ -507,6 +509,11 @@ void CudaTrainBackend::Impl::ttt_forward(int i, const float* x, float* out, bool
     a.W0 = p(pre + "W1");
     a.b0 = mc.inner_bias ? p(pre + "b1") : nullptr;
     a.O = k.O;
+    // The inner loop's products in the precision asked of the step's products: with tf32 the forward
+    // is the tf32 kernel (v4, ~1e-3 relative like the projections; 1.4x faster than the Default), with
+    // fp32 the fp32-accurate Default. The backward is 3xTF32 either way.
+    if (options.gemm == GemmPrecision::Tf32 && ttt_linear_forward_supports(TttLinearForwardVersion::V4Tf32, a.dims))
+      a.version = TttLinearForwardVersion::V4Tf32;
     if (train) {
       a.checkpoint_W = k.ckW;
       a.checkpoint_b = mc.inner_bias ? k.ckb : nullptr;
@@ -521,8 +528,8 @@ void CudaTrainBackend::Impl::ttt_forward(int i, const float* x, float* out, bool
   const float* yg = k.Y;
   if (mamba) {
     linear(x, p(pre + "g_proj.weight"), D, D, k.A);
-    gelu_gate_forward(k.A, k.Y, tmp, std::size_t(rows) * D, st);
-    yg = tmp;
+    gelu_gate_forward(k.A, k.Y, k.Yg, std::size_t(rows) * D, st);
+    yg = k.Yg;
   }
   linear(yg, p(pre + "o_proj.weight"), D, D, out);
 }
@@ -530,31 +537,36 @@ void CudaTrainBackend::Impl::ttt_forward(int i, const float* x, float* out, bool
 void CudaTrainBackend::Impl::forward(bool train, float grad_scale) {
   cudaStream_t st = stream;
   const float eps = float(mc.rms_norm_eps);
-  const std::size_t RD = std::size_t(rows) * D;
+  // Every residual add is followed by an RMSNorm of its result (the next sublayer's input norm, or the
+  // final norm), so each add runs fused with that norm: add_rms_norm_forward writes the sum and the
+  // normalised rows in one pass. Only block 0's first norm reads the embedding alone.
+  auto first_norm = [&](int i) {  // the first norm of block i: its weight and its output
+    const std::string pre = layer(i);
+    return mamba ? std::make_pair(p(pre + "conv.norm.weight"), blocks[i].a_conv)
+                 : std::make_pair(p(pre + "seq_norm.weight"), blocks[i].a_seq);
+  };
   embedding_forward(p("model.embed_tokens.weight"), V, D, tokens.get(), rows, blocks[0].h_in, st);
+  rms_norm_forward(blocks[0].h_in, first_norm(0).first, rows, D, eps, first_norm(0).second, st);
   for (int i = 0; i < L; ++i) {
     Block& k = blocks[i];
     const std::string pre = layer(i);
     float* h_out = i + 1 < L ? blocks[i + 1].h_in : h_final;
+    const auto next_norm = i + 1 < L ? first_norm(i + 1) : std::make_pair(p("model.norm.weight"), hf);
     if (mamba) {
-      rms_norm_forward(k.h_in, p(pre + "conv.norm.weight"), rows, D, eps, k.a_conv, st);
       causal_conv_forward(k.a_conv, p(pre + "conv.conv.weight"), p(pre + "conv.conv.bias"), nseq, T, D, K, dx, st);
-      add(k.h_in, dx, k.h_mid1, RD, st);
+      add_rms_norm_forward(k.h_in, dx, p(pre + "seq_norm.weight"), rows, D, eps, k.h_mid1, k.a_seq, st);
     }
-    rms_norm_forward(k.h_mid1, p(pre + "seq_norm.weight"), rows, D, eps, k.a_seq, st);
     if (attention)
       attention_mixer_forward(i, k.a_seq, dx, train);
     else
       ttt_forward(i, k.a_seq, dx, train);
-    add(k.h_mid1, dx, k.h_mid2, RD, st);
-    rms_norm_forward(k.h_mid2, p(pre + "ffn_norm.weight"), rows, D, eps, k.a_ffn, st);
+    add_rms_norm_forward(k.h_mid1, dx, p(pre + "ffn_norm.weight"), rows, D, eps, k.h_mid2, k.a_ffn, st);
     linear(k.a_ffn, p(pre + "mlp.gate_proj.weight"), D, F, k.Gt);
     linear(k.a_ffn, p(pre + "mlp.up_proj.weight"), D, F, k.Up);
     silu_mul_forward(k.Gt, k.Up, k.Hd, std::size_t(rows) * F, st);
     linear(k.Hd, p(pre + "mlp.down_proj.weight"), F, D, dx);
-    add(k.h_mid2, dx, h_out, RD, st);
+    add_rms_norm_forward(k.h_mid2, dx, next_norm.first, rows, D, eps, h_out, next_norm.second, st);
   }
-  rms_norm_forward(h_final, p("model.norm.weight"), rows, D, eps, hf, st);
   // Tied head: logits = hf·Eᵀ.
   mm(false, true, rows, V, D, hf, D, p("model.embed_tokens.weight"), D, logits, V, false);
   cross_entropy(logits, targets.get(), rows, V, grad_scale, losses, train ? logits : nullptr, st);
@@ -568,11 +580,7 @@ void CudaTrainBackend::Impl::ttt_backward(int i, const float* x, const float* dY
   const std::size_t RD = std::size_t(rows) * D;
   TTTLAB_CUDA_CHECK(cudaMemsetAsync(dxo, 0, RD * sizeof(float), st));
   // y = Yg·Wo
-  const float* yg = k.Y;
-  if (mamba) {
-    gelu_gate_forward(k.A, k.Y, tmp, RD, st);
-    yg = tmp;
-  }
+  const float* yg = mamba ? k.Yg : k.Y;
   linear_backward(yg, p(pre + "o_proj.weight"), dY, D, D, g(pre + "o_proj.weight"), dYg, false);
   // Yg = gelu(x·Wg) ⊙ Y
   const float* dypn = dYg;

@@ -197,6 +197,45 @@ TEST_F(NnOps, RmsNormForwardBackward) {
   }
 }
 
+// The residual add fused with the RMSNorm after it (the training step's forward calls it between
+// every two sublayers): S must be the fp32 sum H + Dx exactly, Y the norm of that sum. D a multiple of
+// 128 up to 1024 takes the float4 kernel when the pointers are 16-byte aligned; the "offset by one
+// float" runs force the plain kernel at the same widths.
+TEST_F(NnOps, AddRmsNormForward) {
+  for (auto [R, D] : std::vector<std::pair<int, int>>{
+           {1, 1}, {1, 384}, {9, 31}, {64, 128}, {257, 384}, {1024, 768}, {33, 1000}, {300, 1024}, {5, 1152}}) {
+    for (int shift : {0, 1}) {
+      SCOPED_TRACE("R=" + std::to_string(R) + " D=" + std::to_string(D) + (shift ? " unaligned" : "") + " seed " +
+                   std::to_string(seed_));
+      const std::size_t n = std::size_t(R) * D;
+      const auto h = randn(n + shift, 1.5, 0.3), dx = randn(n + shift, 0.5), w = randn(D + shift, 0.3, 1.0);
+      const float eps = 1e-6f;
+      DeviceBuffer H(h), Dx(dx), W(w), S = poisoned(n + shift), Y = poisoned(n + shift);
+      add_rms_norm_forward(H.get() + shift, Dx.get() + shift, W.get() + shift, R, D, eps, S.get() + shift,
+                           Y.get() + shift, nullptr);
+      std::vector<float> sum(n);
+      for (std::size_t i = 0; i < n; ++i) sum[i] = h[i + shift] + dx[i + shift];
+      std::vector<float> s_got = S.download(), y_got = Y.download();
+      s_got.erase(s_got.begin(), s_got.begin() + shift);
+      y_got.erase(y_got.begin(), y_got.begin() + shift);
+      EXPECT_CLOSE("add_rms S", s_got, widen(sum), 0.0);
+      Mat<double> Yr;
+      RowVec<double> Wd = to_mat(std::vector<float>(w.begin() + shift, w.end()), 1, D);
+      ::tttlab::rms_norm_forward<double>(to_mat(sum, R, D), Wd, Yr, eps);
+      EXPECT_CLOSE("add_rms Y", y_got, flat(Yr), kTolElem);
+      // The plain norm (no add) through the same kernels.
+      DeviceBuffer Y2 = poisoned(n + shift);
+      rms_norm_forward(S.get() + shift, W.get() + shift, R, D, eps, Y2.get() + shift, nullptr);
+      std::vector<float> y2 = Y2.download();
+      y2.erase(y2.begin(), y2.begin() + shift);
+      EXPECT_CLOSE("rms forward (unfused, same input)", y2, flat(Yr), kTolElem);
+    }
+  }
+  DeviceBuffer A(std::vector<float>(8, 1.f)), W(std::vector<float>(4, 1.f));
+  EXPECT_THROW(add_rms_norm_forward(A.get(), A.get(), W.get(), 2, 4, 1e-6f, A.get(), A.get(), nullptr),
+               std::invalid_argument);
+}
+
 TEST_F(NnOps, LayerNormForwardBackward) {
   for (auto [R, D] : std::vector<std::pair<int, int>>{{1, 2}, {1, 384}, {9, 31}, {64, 128}, {257, 384}, {1024, 768}}) {
     SCOPED_TRACE("R=" + std::to_string(R) + " D=" + std::to_string(D) + " seed " + std::to_string(seed_));

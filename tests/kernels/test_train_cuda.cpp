@@ -12,10 +12,12 @@
 //    CPU fp32 engine against the same reference (printed beside); any wrong term is O(1).
 //    tf32 products: tol = 3e-2 (operands rounded to 10 bits, ~5e-4 per product, compounded through
 //    the layers and the backward; measured 0.9e-3..3.4e-3 over three runs, worst on the small δ
-//    gradient). The loss: 1e-5 (fp32) and 1e-3 (tf32) relative.
+//    gradient; 1.1e-3..1.6e-3 on an H100 since the inner forward runs tf32 too). The loss: 1e-5 (fp32)
+//    and 1e-3 (tf32) relative.
 // 2. Training. A tiny model (the `tiny` preset's shape at T = 128, B = 8) trained 50 steps from the
 //    same seed on the CPU and on the GPU: every step's loss within 1e-3 nats with fp32 products and
-//    5e-3 with tf32 (measured on an H200: 7e-8 and 3e-5 nats over the 50 steps, from 5.5 to 0.75; the
+//    5e-3 with tf32 (measured on an H200: 7e-8 and 3e-5 nats over the 50 steps, from 5.5 to 0.75; with
+//    the tf32 inner forward, on an H100, 1e-7 and 7.7e-5; the
 //    bounds leave room for chaotic growth on other CPUs and GPUs, and still fail on any wrong gradient
 //    term, which moves the curve by 1e-2 or more within a few steps); the first step's loss (identical
 //    parameters) within 1e-5 / 1e-3 relative; the validation loss before and after likewise. Two GPU

@@ -44,6 +44,10 @@ void embedding_backward(const int* offsets, const int* rows_of, int V, int D, co
 // ---- RMSNorm and LayerNorm (nn/norms.hpp) --------------------------------------------------------
 // Y = X·r·w per row, r = 1/√(mean(x²) + ε). X, Y [R, D] (Y may not alias X).
 void rms_norm_forward(const float* X, const float* w, int R, int D, float eps, float* Y, CUstream_st* stream);
+// The residual add fused with the norm that follows it: S = H + Dx, Y = RMSNorm(S)·w in one pass
+// (the same sums as add() then rms_norm_forward). H, Dx, S, Y [R, D], four different buffers.
+void add_rms_norm_forward(const float* H, const float* Dx, const float* w, int R, int D, float eps, float* S,
+                          float* Y, CUstream_st* stream);
 // dX (= or += with accumulate) and dw += Σ_r dY ⊙ x·r.
 std::size_t rms_norm_backward_workspace(int R, int D);
 void rms_norm_backward(const float* X, const float* w, const float* dY, int R, int D, float eps, float* dX,
