@@ -118,7 +118,11 @@ __global__ void embedding_forward_kernel(const float* __restrict__ E, int D, con
   }
 }
 
-// Block (v, column tile): dE[v, c] += Σ dH[rows_of[k], c] over the token's rows, in order.
+// Block (v, column tile): dE[v, c] += Σ dH[rows_of[k], c] over the token's rows. Byte text gives
+// one token (the space) a sixth of all rows, so that block's chain of loads is the kernel's time: it
+// keeps kEmbLanes rows in flight, row k into accumulator k mod kEmbLanes, and adds the accumulators in
+// order at the end (a fixed order: bitwise reproducible).
+constexpr int kEmbLanes = 8;
 __global__ void embedding_backward_kernel(const int* __restrict__ offsets, const int* __restrict__ rows_of, int D,
                                           const float* __restrict__ dH, float* __restrict__ dE) {
   const int v = blockIdx.x;
@@ -126,9 +130,22 @@ __global__ void embedding_backward_kernel(const int* __restrict__ offsets, const
   if (c >= D) return;
   const int k0 = offsets[v], k1 = offsets[v + 1];
   if (k0 == k1) return;
-  float acc = 0.f;
-  for (int k = k0; k < k1; ++k) acc += dH[std::size_t(rows_of[k]) * D + c];
-  dE[std::size_t(v) * D + c] += acc;
+  float acc[kEmbLanes] = {};
+  int k = k0;
+  for (; k + kEmbLanes <= k1; k += kEmbLanes) {
+    int r[kEmbLanes];
+#pragma unroll
+    for (int j = 0; j < kEmbLanes; ++j) r[j] = rows_of[k + j];
+#pragma unroll
+    for (int j = 0; j < kEmbLanes; ++j) acc[j] += dH[std::size_t(r[j]) * D + c];
+  }
+#pragma unroll
+  for (int j = 0; j < kEmbLanes - 1; ++j)
+    if (k + j < k1) acc[j] += dH[std::size_t(rows_of[k + j]) * D + c];
+  float total = 0.f;
+#pragma unroll
+  for (int j = 0; j < kEmbLanes; ++j) total += acc[j];
+  dE[std::size_t(v) * D + c] += total;
 }
 
 // ---- RMSNorm / LayerNorm: one warp per row ------------------------------------------------------------
@@ -332,6 +349,87 @@ __global__ void ln_backward_kernel(const float* __restrict__ X, const float* __r
     const float g = dY[o + c] * gamma[c];
     dX[o + c] = rstd * (g - mean_g - xh * mean_gx);
     prod[o + c] = dY[o + c] * xh;
+  }
+}
+
+// The same for D = 128·NV (every preset's width), as rms_backward_vec4_kernel: a block per chunk of
+// kChunkRows rows, 8 warps taking a row at a time from registers; dγ (Σ dY⊙x̂) and dβ (Σ dY) summed per
+// chunk in registers and shared memory into partial[chunk, D] and partial[chunks + chunk, D], so no
+// [R, D] product buffer is written and read back.
+template <int NV>
+__global__ void ln_backward_vec4_kernel(const float4* __restrict__ X, const float4* __restrict__ gamma,
+                                        const float4* __restrict__ dY, int R, float eps, float4* __restrict__ dX,
+                                        float* __restrict__ partial) {
+  constexpr int D4 = 32 * NV, D = 4 * D4;
+  __shared__ float4 s_sum[8][D4];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  float4 gm[NV], acc_g[NV], acc_b[NV];
+#pragma unroll
+  for (int v = 0; v < NV; ++v) {
+    gm[v] = gamma[lane + 32 * v];
+    acc_g[v] = f4_zero();
+    acc_b[v] = f4_zero();
+  }
+  const int r_end = min(R, (blockIdx.x + 1) * kChunkRows);
+  for (int row = blockIdx.x * kChunkRows + warp; row < r_end; row += 8) {
+    const std::size_t o = std::size_t(row) * D4;
+    float4 x[NV], dy[NV];
+    float s = 0.f;
+#pragma unroll
+    for (int v = 0; v < NV; ++v) {
+      x[v] = X[o + lane + 32 * v];
+      dy[v] = dY[o + lane + 32 * v];
+      s += x[v].x + x[v].y + x[v].z + x[v].w;
+    }
+    const float mu = warp_sum(s) / float(D);
+    float var = 0.f;
+#pragma unroll
+    for (int v = 0; v < NV; ++v) {
+      x[v] = make_float4(x[v].x - mu, x[v].y - mu, x[v].z - mu, x[v].w - mu);
+      var += x[v].x * x[v].x + x[v].y * x[v].y + x[v].z * x[v].z + x[v].w * x[v].w;
+    }
+    const float rstd = 1.f / sqrtf(warp_sum(var) / float(D) + eps);
+    float sg = 0.f, sgx = 0.f;
+#pragma unroll
+    for (int v = 0; v < NV; ++v) {
+      x[v] = make_float4(x[v].x * rstd, x[v].y * rstd, x[v].z * rstd, x[v].w * rstd);  // x̂
+      const float4 g = make_float4(dy[v].x * gm[v].x, dy[v].y * gm[v].y, dy[v].z * gm[v].z, dy[v].w * gm[v].w);
+      sg += g.x + g.y + g.z + g.w;
+      sgx += g.x * x[v].x + g.y * x[v].y + g.z * x[v].z + g.w * x[v].w;
+    }
+    const float mean_g = warp_sum(sg) / float(D);
+    const float mean_gx = warp_sum(sgx) / float(D);
+#pragma unroll
+    for (int v = 0; v < NV; ++v) {
+      const float4 g = make_float4(dy[v].x * gm[v].x, dy[v].y * gm[v].y, dy[v].z * gm[v].z, dy[v].w * gm[v].w);
+      dX[o + lane + 32 * v] =
+          make_float4(rstd * (g.x - mean_g - x[v].x * mean_gx), rstd * (g.y - mean_g - x[v].y * mean_gx),
+                      rstd * (g.z - mean_g - x[v].z * mean_gx), rstd * (g.w - mean_g - x[v].w * mean_gx));
+      f4_fma(acc_g[v], dy[v], x[v]);
+      acc_b[v].x += dy[v].x;
+      acc_b[v].y += dy[v].y;
+      acc_b[v].z += dy[v].z;
+      acc_b[v].w += dy[v].w;
+    }
+  }
+  // The 8 warps' sums, added in warp order: dγ first, then dβ through the same shared array.
+  const int n_chunks = gridDim.x;
+  for (int which = 0; which < 2; ++which) {
+#pragma unroll
+    for (int v = 0; v < NV; ++v) s_sum[warp][lane + 32 * v] = which == 0 ? acc_g[v] : acc_b[v];
+    __syncthreads();
+    for (int c4 = threadIdx.x; c4 < D4; c4 += blockDim.x) {
+      float4 t = s_sum[0][c4];
+      for (int q = 1; q < 8; ++q) {
+        const float4 u = s_sum[q][c4];
+        t.x += u.x;
+        t.y += u.y;
+        t.z += u.z;
+        t.w += u.w;
+      }
+      reinterpret_cast<float4*>(partial + (std::size_t(which) * n_chunks + blockIdx.x) * D)[c4] = t;
+    }
+    __syncthreads();
   }
 }
 
@@ -1012,6 +1110,26 @@ void layer_norm_backward(const float* X, const float* gamma, const float* dY, in
   if (R == 0) return;
   require(X && gamma && dY && dX && dgamma && dbeta && workspace, fn, "a pointer is null");
   require(dX != X && dX != dY, fn, "dX must not alias X or dY");
+  if (aligned16({X, gamma, dY, dX, workspace}) && D % 128 == 0 && D <= 1024) {
+    const int n = chunks(R);
+    const auto* X4 = reinterpret_cast<const float4*>(X);
+    const auto* g4 = reinterpret_cast<const float4*>(gamma);
+    const auto* dY4 = reinterpret_cast<const float4*>(dY);
+    auto* dX4 = reinterpret_cast<float4*>(dX);
+    switch (D / 128) {
+#define TTTLAB_LN_BWD(NV) \
+  case NV: ln_backward_vec4_kernel<NV><<<n, 256, 0, stream>>>(X4, g4, dY4, R, eps, dX4, workspace); break;
+      TTTLAB_LN_BWD(1) TTTLAB_LN_BWD(2) TTTLAB_LN_BWD(3) TTTLAB_LN_BWD(4)
+      TTTLAB_LN_BWD(5) TTTLAB_LN_BWD(6) TTTLAB_LN_BWD(7) TTTLAB_LN_BWD(8)
+#undef TTTLAB_LN_BWD
+    }
+    check_launch();
+    sum_partials_add_kernel<<<(D + 255) / 256, 256, 0, stream>>>(workspace, n, D, dgamma);
+    check_launch();
+    sum_partials_add_kernel<<<(D + 255) / 256, 256, 0, stream>>>(workspace + std::size_t(n) * D, n, D, dbeta);
+    check_launch();
+    return;
+  }
   float* prod = workspace;
   ln_backward_kernel<<<row_blocks(R), kThreads, 0, stream>>>(X, gamma, dY, R, D, eps, dX, prod);
   check_launch();
