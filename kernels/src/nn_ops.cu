@@ -43,6 +43,8 @@ bool aligned16(std::initializer_list<const void*> ptrs) {
     if (reinterpret_cast<std::uintptr_t>(p) % 16 != 0) return false;
   return true;
 }
+// Whether the float4 row kernels (a row of D = 128·NV in registers, NV ≤ 8) apply.
+bool rows_vec4(int D, std::initializer_list<const void*> ptrs) { return D % 128 == 0 && D <= 1024 && aligned16(ptrs); }
 
 __device__ __forceinline__ float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -149,6 +151,29 @@ __global__ void embedding_backward_kernel(const int* __restrict__ offsets, const
 }
 
 // ---- RMSNorm / LayerNorm: one warp per row ------------------------------------------------------------
+
+// The row kernels' per-column sums over a chunk of rows: each of the 8 warps holds its sums of the
+// columns lane + 32·v (float4 each); they are added in warp order (bitwise reproducible) into
+// out[0, 32·NV). Every thread of the 256-thread block must call it; s_sum is free again on return.
+template <int NV>
+__device__ void chunk_sum_8_warps(float4 (&s_sum)[8][32 * NV], const float4 (&acc)[NV], float4* __restrict__ out) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+  for (int v = 0; v < NV; ++v) s_sum[warp][lane + 32 * v] = acc[v];
+  __syncthreads();
+  for (int c4 = threadIdx.x; c4 < 32 * NV; c4 += blockDim.x) {
+    float4 t = s_sum[0][c4];
+    for (int q = 1; q < 8; ++q) {
+      const float4 u = s_sum[q][c4];
+      t.x += u.x;
+      t.y += u.y;
+      t.z += u.z;
+      t.w += u.w;
+    }
+    out[c4] = t;
+  }
+  __syncthreads();
+}
 
 // The residual add and the RMSNorm after it in one pass: S = H + Dx, Y = S·r·w. Every add of the
 // block's residual stream is followed by a norm of its result, so fusing them saves the re-read of S
@@ -290,20 +315,7 @@ __global__ void rms_backward_vec4_kernel(const float4* __restrict__ X, const flo
       f4_fma(acc[v], g[v], xn);
     }
   }
-#pragma unroll
-  for (int v = 0; v < NV; ++v) s_sum[warp][lane + 32 * v] = acc[v];
-  __syncthreads();
-  for (int c4 = threadIdx.x; c4 < D4; c4 += blockDim.x) {
-    float4 t = s_sum[0][c4];
-    for (int q = 1; q < 8; ++q) {
-      const float4 u = s_sum[q][c4];
-      t.x += u.x;
-      t.y += u.y;
-      t.z += u.z;
-      t.w += u.w;
-    }
-    reinterpret_cast<float4*>(partial + std::size_t(blockIdx.x) * D)[c4] = t;
-  }
+  chunk_sum_8_warps<NV>(s_sum, acc, reinterpret_cast<float4*>(partial + std::size_t(blockIdx.x) * D));
 }
 
 __global__ void ln_forward_kernel(const float* __restrict__ X, const float* __restrict__ gamma,
@@ -412,25 +424,9 @@ __global__ void ln_backward_vec4_kernel(const float4* __restrict__ X, const floa
       acc_b[v].w += dy[v].w;
     }
   }
-  // The 8 warps' sums, added in warp order: dγ first, then dβ through the same shared array.
-  const int n_chunks = gridDim.x;
-  for (int which = 0; which < 2; ++which) {
-#pragma unroll
-    for (int v = 0; v < NV; ++v) s_sum[warp][lane + 32 * v] = which == 0 ? acc_g[v] : acc_b[v];
-    __syncthreads();
-    for (int c4 = threadIdx.x; c4 < D4; c4 += blockDim.x) {
-      float4 t = s_sum[0][c4];
-      for (int q = 1; q < 8; ++q) {
-        const float4 u = s_sum[q][c4];
-        t.x += u.x;
-        t.y += u.y;
-        t.z += u.z;
-        t.w += u.w;
-      }
-      reinterpret_cast<float4*>(partial + (std::size_t(which) * n_chunks + blockIdx.x) * D)[c4] = t;
-    }
-    __syncthreads();
-  }
+  // dγ, then dβ through the same shared array.
+  chunk_sum_8_warps<NV>(s_sum, acc_g, reinterpret_cast<float4*>(partial + std::size_t(blockIdx.x) * D));
+  chunk_sum_8_warps<NV>(s_sum, acc_b, reinterpret_cast<float4*>(partial + (std::size_t(gridDim.x) + blockIdx.x) * D));
 }
 
 // ---- causal conv ------------------------------------------------------------------------------------
@@ -607,7 +603,7 @@ __global__ void conv_backward_input_vec4_kernel(const float* __restrict__ w, con
 // thread per column and chunk left the SMs with too few warps for a memory-bound pass) and are summed
 // through shared memory in a fixed order, last group first, so the result stays bitwise reproducible.
 constexpr int kConvRowGroups = 4;
-constexpr int kConvPartialColumns = 64;  // float4 columns per block: 256 threads, ~170 registers each
+constexpr int kConvPartialColumns = 64;  // float4 columns per block: 256 threads (117 registers each on sm_90)
 static_assert(kChunkRows % (kConvRowGroups * kConvTile) == 0, "row groups of whole tiles");
 template <int K>
 __global__ void __launch_bounds__(kConvPartialColumns * kConvRowGroups)
@@ -1013,7 +1009,7 @@ namespace {
 void add_rms_launch(const float* H, const float* Dx, const float* w, int R, int D, float eps, float* S, float* Y,
                     CUstream_st* stream) {
   const int grid = row_blocks(R);
-  if (aligned16({H, Dx, w, S, Y}) && D % 128 == 0 && D <= 1024) {
+  if (rows_vec4(D, {H, Dx, w, S, Y})) {
     const auto* H4 = reinterpret_cast<const float4*>(H);
     const auto* Dx4 = reinterpret_cast<const float4*>(Dx);
     const auto* w4 = reinterpret_cast<const float4*>(w);
@@ -1065,7 +1061,7 @@ void rms_norm_backward(const float* X, const float* w, const float* dY, int R, i
   if (R == 0) return;
   require(X && w && dY && dX && dw && workspace, fn, "a pointer is null");
   require(dX != X && dX != dY, fn, "dX must not alias X or dY");
-  if (aligned16({X, w, dY, dX, workspace}) && D % 128 == 0 && D <= 1024) {
+  if (rows_vec4(D, {X, w, dY, dX, workspace})) {
     const int n = chunks(R);
     const auto* X4 = reinterpret_cast<const float4*>(X);
     const auto* w4 = reinterpret_cast<const float4*>(w);
@@ -1110,7 +1106,7 @@ void layer_norm_backward(const float* X, const float* gamma, const float* dY, in
   if (R == 0) return;
   require(X && gamma && dY && dX && dgamma && dbeta && workspace, fn, "a pointer is null");
   require(dX != X && dX != dY, fn, "dX must not alias X or dY");
-  if (aligned16({X, gamma, dY, dX, workspace}) && D % 128 == 0 && D <= 1024) {
+  if (rows_vec4(D, {X, gamma, dY, dX, workspace})) {
     const int n = chunks(R);
     const auto* X4 = reinterpret_cast<const float4*>(X);
     const auto* g4 = reinterpret_cast<const float4*>(gamma);
