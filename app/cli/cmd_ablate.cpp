@@ -1,14 +1,23 @@
 // `tttlab ablate`: the TTT paper's Table 1 in miniature. Trains every row of tttlab/train/ablation.hpp
 // (linear attention → TTT equivalence → + learnable W0 → + LN and residual → + mini-batch b = 16 →
-// + learnable η → + Mamba backbone) on the same preset, data, seed and budget, evaluates each on the
-// whole validation text and prints the table of validation bits per byte.
+// + learnable η → + Mamba backbone, then the diagnostic row 5a) on the same preset, data and budget,
+// for --seeds N seeds each, evaluates each run on the whole validation text and prints the table of
+// validation bits per byte (mean ± sd over the seeds), each row's definition beside its result.
+//
+// --device auto trains each row on the GPU where the GPU training step supports it and on the CPU
+// otherwise (rows without RoPE or post-norm, b > 64: cuda_train_unsupported); the table says which
+// device ran each row. --device cuda fails at the first row the GPU cannot train.
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
+#include <set>
 
 #include "cli/commands.hpp"
+#include "cli/train_device.hpp"
+#include "cli/validators.hpp"
 #include "tttlab/io/atomic_file.hpp"
 #include "tttlab/io/json.hpp"
 #include "tttlab/train/ablation.hpp"
@@ -27,11 +36,45 @@ struct AblateArgs {
   int seq_len = 256;
   double lr = 4e-3;
   std::uint64_t seed = 0;
+  int seeds = 1;
   int threads = 0;
   int eval_windows = 0;
+  std::string device = "auto";
+  std::string gpu_gemm = "tf32";
   std::string out;
   bool json = false;
 };
+
+struct MeanSd {
+  double mean = 0;
+  double sd = 0;  // sample standard deviation (n − 1); NaN for one value
+};
+
+MeanSd mean_sd(const std::vector<double>& v) {
+  MeanSd r;
+  for (double x : v) r.mean += x;
+  r.mean /= double(v.size());
+  if (v.size() < 2) {
+    r.sd = std::nan("");
+    return r;
+  }
+  double ss = 0;
+  for (double x : v) ss += (x - r.mean) * (x - r.mean);
+  r.sd = std::sqrt(ss / double(v.size() - 1));
+  return r;
+}
+
+Json number_or_null(double x) { return std::isfinite(x) ? Json(x) : Json(nullptr); }
+
+// The rows for --help: names, changes and settings (b written T, since T is a flag).
+std::string rows_help() {
+  std::string s = "Rows (1-7: the paper's chain, one change per row; 5a: a diagnostic outside it). Settings as for\n"
+                  "--preset tiny (d = 32); the inner rate is lambda = eta_base/d (fixed) or eta_base*sigmoid(.)/d (learned):\n";
+  for (const auto& r : table1_rows(ModelConfig::preset("tiny"), 256))
+    s += "  " + r.id + std::string(r.id.size() < 3 ? 3 - r.id.size() : 0, ' ') + r.name + ": " + r.change + "\n      " +
+         ablation_settings(r.model) + "\n";
+  return s;
+}
 
 void run(const AblateArgs& a) {
   ModelConfig base;
@@ -40,57 +83,126 @@ void run(const AblateArgs& a) {
   } catch (const std::invalid_argument& e) {
     throw CLI::ValidationError(e.what());
   }
+  std::string device_note;  // written by the backend factory when auto falls back to the CPU
+  const TrainBackendFactory backend = command_line_backend(a.device, a.gpu_gemm, device_note);
   const auto rows = table1_rows(base, a.seq_len);
-  Json results = Json::array();
-  if (!a.json)
-    std::printf("Table 1 in miniature: preset %s, %ld steps of %d x %d bytes, lr %g, seed %llu, data %s\n\n", a.preset.c_str(),
-                a.steps, a.batch, a.seq_len, a.lr, static_cast<unsigned long long>(a.seed), a.data.c_str());
-  std::vector<std::pair<std::string, EvalReport>> done;
   for (const auto& row : rows) {
-    TrainConfig cfg;
-    cfg.model = row.model;
-    cfg.data = a.data;
-    cfg.data_dir = a.data_dir;
-    cfg.steps = a.steps;
-    cfg.batch_size = a.batch;
-    cfg.seq_len = a.seq_len;
-    cfg.lr = a.lr;
-    cfg.seed = a.seed;
-    cfg.threads = a.threads;
-    Trainer t(cfg, TextData::load(cfg));
-    const auto t0 = std::chrono::steady_clock::now();
-    double last = 0;
-    while (!t.finished()) last = t.step().loss;
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const EvalReport ev = t.evaluate(a.eval_windows);
-    if (!a.out.empty()) t.save(fs::path(a.out) / row.name);
-    Json j = Json::object();
-    j["row"] = row.name;
-    j["change"] = row.change;
-    j["params"] = t.model().num_params();
-    j["train_loss"] = last;
-    j["val_loss"] = ev.loss;
-    j["val_bpb"] = ev.bpb;
-    j["seconds"] = secs;
-    results.push_back(j);
-    if (!a.json) {
-      std::printf("  %-18s %-62s val %.4f bits/byte  (%ld params, %.0f s)\n", row.name.c_str(), row.change.c_str(),
-                  ev.bpb, t.model().num_params(), secs);
-      std::fflush(stdout);
+    try {
+      row.model.validate();
+    } catch (const std::invalid_argument& e) {
+      throw CLI::ValidationError("row " + row.id + " (" + row.name + "): " + e.what());
     }
-    done.emplace_back(row.name, ev);
   }
+  if (!a.json)
+    std::printf("Table 1 in miniature: preset %s, %ld steps of %d x %d bytes, lr %g, seeds %llu..%llu, data %s, device %s\n\n",
+                a.preset.c_str(), a.steps, a.batch, a.seq_len, a.lr, static_cast<unsigned long long>(a.seed),
+                static_cast<unsigned long long>(a.seed + std::uint64_t(a.seeds) - 1), a.data.c_str(), a.device.c_str());
+  Json runs = Json::array();
+  Json row_reports = Json::array();
+  for (const auto& row : rows) {
+    std::vector<double> bpb;
+    std::set<std::string> devices;
+    std::string fallback_note;
+    for (int k = 0; k < a.seeds; ++k) {
+      TrainConfig cfg;
+      cfg.model = row.model;
+      cfg.data = a.data;
+      cfg.data_dir = a.data_dir;
+      cfg.steps = a.steps;
+      cfg.batch_size = a.batch;
+      cfg.seq_len = a.seq_len;
+      cfg.lr = a.lr;
+      cfg.seed = a.seed + std::uint64_t(k);
+      cfg.threads = a.threads;
+      device_note.clear();
+      Trainer t(cfg, TextData::load(cfg), backend);
+      if (!device_note.empty()) fallback_note = device_note;
+      const std::string device = to_string(t.device_kind());
+      devices.insert(device);
+      const auto t0 = std::chrono::steady_clock::now();
+      double last = 0;
+      while (!t.finished()) last = t.step().loss;
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const EvalReport ev = t.evaluate(a.eval_windows);
+      if (!a.out.empty())
+        t.save(a.seeds == 1 ? fs::path(a.out) / row.name : fs::path(a.out) / row.name / ("seed-" + std::to_string(cfg.seed)));
+      Json j = Json::object();
+      j["row"] = row.id;
+      j["name"] = row.name;
+      j["seed"] = cfg.seed;
+      j["device"] = device;
+      j["steps"] = t.steps_done();
+      j["params"] = t.model().num_params();
+      j["train_loss"] = last;
+      j["val_loss"] = ev.loss;
+      j["val_bpb"] = ev.bpb;
+      j["seconds"] = secs;
+      runs.push_back(j);
+      bpb.push_back(ev.bpb);
+      if (!a.json) {
+        std::printf("  %-3s %-18s seed %-4llu %-4s val %.4f bits/byte  (%ld params, %.1f s)\n", row.id.c_str(), row.name.c_str(),
+                    static_cast<unsigned long long>(cfg.seed), device.c_str(), ev.bpb, t.model().num_params(), secs);
+        std::fflush(stdout);
+      }
+    }
+    const MeanSd s = mean_sd(bpb);
+    std::string device;
+    for (const auto& d : devices) device += (device.empty() ? "" : "+") + d;
+    Json r = Json::object();
+    r["row"] = row.id;
+    r["name"] = row.name;
+    r["in_chain"] = row.in_chain;
+    r["change"] = row.change;
+    r["settings"] = ablation_settings(row.model);
+    r["device"] = device;
+    if (!fallback_note.empty()) r["device_note"] = fallback_note;
+    r["seeds"] = static_cast<int>(bpb.size());
+    r["val_bpb_mean"] = s.mean;
+    r["val_bpb_sd"] = number_or_null(s.sd);
+    row_reports.push_back(r);
+  }
+  Json report = Json::object();
+  report["preset"] = a.preset;
+  report["data"] = a.data;
+  report["steps"] = a.steps;
+  report["batch"] = a.batch;
+  report["seq_len"] = a.seq_len;
+  report["lr"] = a.lr;
+  report["seed"] = a.seed;
+  report["seeds"] = a.seeds;
+  report["device_request"] = a.device;
+  report["runs"] = runs;
+  report["rows"] = row_reports;
   if (!a.out.empty()) {
     fs::create_directories(a.out);
-    write_file_atomic(fs::path(a.out) / "table1.json", results.dump(2) + "\n");
+    write_file_atomic(fs::path(a.out) / "table1.json", report.dump(2) + "\n");
   }
   if (a.json) {
-    std::printf("%s\n", results.dump(2).c_str());
+    std::printf("%s\n", report.dump(2).c_str());
   } else {
-    std::printf("\n%-18s %12s %10s\n", "row", "val bpb", "change");
-    for (size_t i = 0; i < done.size(); ++i)
-      std::printf("%-18s %12.4f %+10.4f\n", done[i].first.c_str(), done[i].second.bpb,
-                  i ? done[i].second.bpb - done[i - 1].second.bpb : 0.0);
+    std::printf("\n%-3s %-18s %-19s %9s %-6s %s\n", "#", "row", "val bpb (mean+-sd)", "change", "device", "definition");
+    const Json* prev = nullptr;  // the previous chain row, for the change column
+    for (const auto& r : row_reports) {
+      const double mean = r["val_bpb_mean"].get<double>();
+      const std::string sd = r["val_bpb_sd"].is_null() ? std::string("   -  ") : [&] {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.4f", r["val_bpb_sd"].get<double>());
+        return std::string(buf);
+      }();
+      const bool chain = r["in_chain"].get<bool>();
+      const Json* ref = chain ? prev : nullptr;
+      if (!chain)  // a diagnostic row is compared with the chain row it varies (5a with 5)
+        for (const auto& q : row_reports)
+          if (q["in_chain"].get<bool>() && r["row"].get<std::string>().rfind(q["row"].get<std::string>(), 0) == 0) ref = &q;
+      char delta[32] = "";
+      if (ref) std::snprintf(delta, sizeof delta, "%+9.4f", mean - (*ref)["val_bpb_mean"].get<double>());
+      std::printf("%-3s %-18s %.4f +- %-7s %9s %-6s %s: %s\n", r["row"].get<std::string>().c_str(), r["name"].get<std::string>().c_str(),
+                  mean, sd.c_str(), delta, r["device"].get<std::string>().c_str(), r["change"].get<std::string>().c_str(),
+                  r["settings"].get<std::string>().c_str());
+      if (r.contains("device_note")) std::printf("      (%s)\n", r["device_note"].get<std::string>().c_str());
+      if (chain) prev = &r;
+    }
+    std::printf("\nchange: against the previous chain row (row 5a: against row 5). sd: over %d seed(s).\n", a.seeds);
   }
   set_exit_code(0);
 }
@@ -106,12 +218,21 @@ void register_ablate(CLI::App& app) {
   cmd->add_option("--steps", a->steps, "Optimiser steps per row")->check(CLI::Range(1L, 100000000L))->capture_default_str();
   cmd->add_option("--batch", a->batch, "Sequences per step")->check(CLI::Range(1, 100000))->capture_default_str();
   cmd->add_option("--seq-len", a->seq_len, "Sequence length T")->check(CLI::Range(2, 1 << 16))->capture_default_str();
-  cmd->add_option("--lr", a->lr, "Peak learning rate")->check(CLI::Range(1e-9, 10.0))->capture_default_str();
-  cmd->add_option("--seed", a->seed, "Seed (the same for every row)")->capture_default_str();
+  cmd->add_option("--lr", a->lr, "Peak learning rate")->check(finite_range(1e-9, 10.0))->capture_default_str();
+  cmd->add_option("--seed", a->seed, "First seed (the same seeds for every row)")->capture_default_str();
+  cmd->add_option("--seeds", a->seeds, "Runs per row, with seeds seed..seed+N-1; the table gives mean +- sd")
+      ->check(CLI::Range(1, 1000))->capture_default_str();
+  cmd->add_option("--device", a->device,
+                  "auto: each row on the GPU where its training step supports the row, else the CPU; cpu; "
+                  "cuda: the GPU for every row (fails at a row it cannot train)")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))->capture_default_str();
+  cmd->add_option("--gpu-gemm", a->gpu_gemm, "GPU matrix products: tf32 or fp32 (fp32 to compare with CPU rows)")
+      ->check(CLI::IsMember({"tf32", "fp32"}))->capture_default_str();
   cmd->add_option("--threads", a->threads, "Worker threads (0: all)")->check(CLI::Range(0, 1024));
   cmd->add_option("--eval-windows", a->eval_windows, "Validation windows (0: the whole validation text)")->check(CLI::Range(0, 1 << 30));
-  cmd->add_option("--out", a->out, "Save each row's checkpoint and table1.json here");
-  cmd->add_flag("--json", a->json, "Print JSON");
+  cmd->add_option("--out", a->out, "Save each row's checkpoint (ROW/ or ROW/seed-S/ with --seeds > 1) and table1.json here");
+  cmd->add_flag("--json", a->json, "Print the report as JSON: every run (row, seed, device, bits/byte, steps, seconds) and each row's mean and sd");
+  cmd->footer(rows_help());
   cmd->callback([a] { run(*a); });
 }
 

@@ -37,7 +37,7 @@ void run(const EvalArgs& a) {
   cfg.seq_len = model->config().max_position_embeddings;
   for (const fs::path& p : {fs::path(a.checkpoint) / "train_config.json", fs::path(a.checkpoint).parent_path() / "train_config.json"})
     if (fs::exists(p)) {
-      cfg = TrainConfig::from_json(read_file_text(p, 1 << 20));
+      cfg = TrainConfig::from_json(read_file_text(p, 1 << 20), p.string());
       break;
     }
   if (!a.data.empty()) cfg.data = a.data;

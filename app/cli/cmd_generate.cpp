@@ -11,6 +11,7 @@
 #include <numeric>
 
 #include "cli/commands.hpp"
+#include "cli/validators.hpp"
 #include "tttlab/train/trainer.hpp"
 #include "tttlab/util/rng.hpp"
 
@@ -87,7 +88,7 @@ void register_generate(CLI::App& app) {
   cmd->add_option("--checkpoint", a->checkpoint, "A run directory or a checkpoint directory")->required();
   cmd->add_option("--prompt", a->prompt, "Text to start from")->capture_default_str();
   cmd->add_option("--tokens", a->tokens, "Bytes to generate")->check(CLI::Range(0, 1 << 24))->capture_default_str();
-  cmd->add_option("--temperature", a->temperature, "Sampling temperature (0: greedy)")->check(CLI::Range(0.0, 100.0))->capture_default_str();
+  cmd->add_option("--temperature", a->temperature, "Sampling temperature (0: greedy)")->check(finite_range(0.0, 100.0))->capture_default_str();
   cmd->add_option("--top-k", a->top_k, "Sample among the k most likely bytes (0: all)")->check(CLI::Range(0, 256))->capture_default_str();
   cmd->add_option("--seed", a->seed, "Sampling seed")->capture_default_str();
   cmd->callback([a] { run(*a); });

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "cli/commands.hpp"
+#include "cli/validators.hpp"
 #include "tttlab/ttt/layer.hpp"
 
 namespace tttlab::cli {
@@ -143,7 +144,7 @@ void register_probe(CLI::App& app) {
   cmd->add_option("--heads", a->heads, "Number of heads H (must divide D)")->check(k_at_least_one)->capture_default_str();
   cmd->add_option("--head", a->head, "Head to report")->capture_default_str();
   cmd->add_option("-b,--mini-batch", a->mini_batch, "Inner mini-batch size b >= 1")->check(k_at_least_one)->capture_default_str();
-  cmd->add_option("--base-lr", a->base_lr, "eta_base (default 1.0 for ttt-linear, 0.1 for ttt-mlp)")->check(CLI::Range(0.0, 1e6));
+  cmd->add_option("--base-lr", a->base_lr, "eta_base (default 1.0 for ttt-linear, 0.1 for ttt-mlp)")->check(finite_range(0.0, 1e6));
   cmd->add_flag("--no-ln", a->no_ln, "No LayerNorm inside f (and on the output)");
   cmd->add_flag("--no-residual", a->no_residual, "No residual in f: target V instead of V-K, output without +Q");
   cmd->add_flag("--fixed-eta", a->fixed_eta, "eta = eta_base/d for every token (no learned gate)");

@@ -8,9 +8,10 @@
 // kernels and the GPU can train the model (TTT-Linear), else on the CPU; the program prints which.
 // Checkpoints are the same on both, so a run may resume on the other device.
 //
-// Prints a progress line (loss, tokens/s, time left), appends metrics as JSON lines to OUT/metrics.jsonl,
-// saves a checkpoint every --checkpoint-every steps and at the end. Ctrl-C finishes the current step,
-// saves a checkpoint and exits with status 0; --resume continues the same loss curve exactly.
+// The run itself is a tttlab::TrainingSession (tttlab/train/session.hpp: the run directory, the
+// metrics it writes, the evaluation and checkpoint cadence); this file parses the flags and prints.
+// Prints a progress line (loss, tokens/s, time left) and the evaluations. Ctrl-C finishes the current
+// step, saves a checkpoint and exits with status 0; --resume continues the same loss curve exactly.
 #include <CLI/CLI.hpp>
 #include <unistd.h>
 
@@ -19,14 +20,13 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <string>
 
 #include "cli/commands.hpp"
 #include "cli/model_options.hpp"
 #include "cli/train_device.hpp"
-#include "tttlab/io/json.hpp"
-#include "tttlab/train/trainer.hpp"
+#include "cli/validators.hpp"
+#include "tttlab/train/session.hpp"
 
 namespace tttlab::cli {
 namespace fs = std::filesystem;
@@ -67,31 +67,8 @@ std::string format_duration(double s) {
   return buf;
 }
 
-void append_line(const fs::path& file, const Json& j) {
-  std::ofstream out(file, std::ios::app);
-  out << j.dump() << "\n";
-}
-
-// Drops metrics lines after `step` (a resumed run rewrites what followed its checkpoint).
-void truncate_metrics(const fs::path& file, long step) {
-  std::ifstream in(file);
-  if (!in) return;
-  std::string line, kept;
-  while (std::getline(in, line)) {
-    try {
-      const Json j = Json::parse(line);
-      if (const Json* s = j.find("step"); s && s->as_i64() > step) continue;
-    } catch (const std::exception&) {
-      continue;  // a torn last line from a crash
-    }
-    kept += line + "\n";
-  }
-  in.close();
-  std::ofstream(file, std::ios::trunc) << kept;
-}
-
 void run(const TrainArgs& a, CLI::App* cmd) {
-  std::unique_ptr<Trainer> trainer;
+  std::unique_ptr<TrainingSession> session;
   fs::path out;
   std::string device_note;
   const TrainBackendFactory backend = command_line_backend(a.device, a.gpu_gemm, device_note);
@@ -102,9 +79,9 @@ void run(const TrainArgs& a, CLI::App* cmd) {
     out = a.out.empty() ? fs::path(a.resume) : fs::path(a.out);
     if (!a.out.empty() && fs::weakly_canonical(a.out) != fs::weakly_canonical(a.resume))
       throw CLI::ValidationError("--out must be the run directory itself when resuming (or left out)");
-    trainer = Trainer::resume(a.resume, backend);
-    std::printf("resumed %s at step %ld of %ld\n", a.resume.c_str(), trainer->steps_done(), trainer->config().steps);
-    truncate_metrics(out / "metrics.jsonl", trainer->steps_done());
+    session = TrainingSession::resume(a.resume, backend);
+    std::printf("resumed %s at step %ld of %ld\n", a.resume.c_str(), session->trainer().steps_done(),
+                session->trainer().config().steps);
   } else {
     if (a.out.empty()) throw CLI::ValidationError("--out DIR is required (where checkpoints and metrics go)");
     out = a.out;
@@ -131,9 +108,9 @@ void run(const TrainArgs& a, CLI::App* cmd) {
     } catch (const std::invalid_argument& e) {
       throw CLI::ValidationError(e.what());
     }
-    trainer = std::make_unique<Trainer>(cfg, TextData::load(cfg), backend);
-    fs::create_directories(out);
+    session = TrainingSession::create(out, cfg, TextData::load(cfg), backend);
   }
+  Trainer* trainer = &session->trainer();
   const TrainConfig& cfg = trainer->config();
   const long params = trainer->model().num_params();
   const double flops_per_token = trainer->step_flops() / (double(cfg.batch_size) * cfg.seq_len);
@@ -155,20 +132,10 @@ void run(const TrainArgs& a, CLI::App* cmd) {
   double ema = NAN, tokens = 0, seconds = 0;
   const auto t_start = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count(); };
-  auto evaluate = [&](bool final) {
-    const EvalReport ev = trainer->evaluate(cfg.eval_windows);
-    Json j = Json::object();
-    j["step"] = ev.step;
-    j["val_loss"] = ev.loss;
-    j["val_bpb"] = ev.bpb;
-    j["val_targets"] = ev.targets;
-    j["val_accuracy"] = ev.accuracy;
-    if (final) {
-      Json pos = Json::array();
-      for (double v : ev.loss_by_position) pos.push_back(v);
-      j["val_loss_by_position"] = pos;
-    }
-    append_line(out / "metrics.jsonl", j);
+  SessionHooks hooks;
+  hooks.between_steps = [] { return g_interrupted ? SessionControl::Stop : SessionControl::Continue; };
+  hooks.on_eval = [&](const EvalReport& ev, bool final) {
+    if (final && tty) std::printf("\n");  // keep the last progress line
     if (trainer->data().synthetic.empty())
       std::printf("%sstep %ld: validation loss %.4f nats/byte, %.4f bits/byte (%ld bytes)\n", tty ? "\r\33[2K" : "",
                   ev.step, ev.loss, ev.bpb, ev.targets);
@@ -178,24 +145,14 @@ void run(const TrainArgs& a, CLI::App* cmd) {
     std::fflush(stdout);
   };
   long last_print = 0;
-  while (!trainer->finished() && !g_interrupted) {
-    const StepReport r = trainer->step();
+  hooks.on_step = [&](const StepReport& r, double, double) {
     tokens += double(r.tokens);
     seconds += r.seconds;
     if (!r.skipped) ema = std::isnan(ema) ? r.loss : 0.95 * ema + 0.05 * r.loss;
-    Json j = Json::object();
-    j["step"] = r.step;
-    j["loss"] = r.loss;
-    j["lr"] = r.lr;
-    j["grad_norm"] = std::isfinite(r.grad_norm) ? Json(r.grad_norm) : Json(nullptr);
-    j["skipped"] = r.skipped;
-    j["tokens_per_s"] = double(r.tokens) / r.seconds;
-    j["elapsed_s"] = elapsed();
-    append_line(out / "metrics.jsonl", j);
     if (r.skipped)
       std::printf("%sstep %ld: non-finite gradient, update skipped\n", tty ? "\r\33[2K" : "", r.step);
-    const double rate = tokens / seconds;
-    const double left = double(cfg.steps - trainer->steps_done()) * cfg.batch_size * cfg.seq_len / rate;
+    const double rate = seconds > 0 ? tokens / seconds : 0.0;
+    const double left = rate > 0 ? double(cfg.steps - trainer->steps_done()) * cfg.batch_size * cfg.seq_len / rate : NAN;
     if (tty || trainer->steps_done() - last_print >= std::max<long>(1, cfg.steps / 20) || trainer->finished()) {
       const int width = 24;
       const int filled = int(width * double(trainer->steps_done()) / double(cfg.steps));
@@ -207,23 +164,18 @@ void run(const TrainArgs& a, CLI::App* cmd) {
       std::fflush(stdout);
       last_print = trainer->steps_done();
     }
-    if (cfg.eval_every > 0 && trainer->steps_done() % cfg.eval_every == 0 && !trainer->finished()) evaluate(false);
-    if (cfg.checkpoint_every > 0 && trainer->steps_done() % cfg.checkpoint_every == 0 && !trainer->finished())
-      trainer->save(out);
-  }
+  };
+  const TrainingSession::Outcome outcome = session->run(hooks);
   std::signal(SIGINT, previous);
-  if (tty) std::printf("\n");
-  if (g_interrupted) {
-    trainer->save(out);
+  if (outcome == TrainingSession::Outcome::Stopped) {
+    if (tty) std::printf("\n");
     std::printf("interrupted at step %ld: checkpoint saved; continue with `tttlab train --resume %s`\n",
                 trainer->steps_done(), out.string().c_str());
     set_exit_code(0);
     return;
   }
-  evaluate(true);
-  trainer->save(out);
   std::printf("done: %ld steps in %s, %.0f tokens/s; checkpoint %s\n", trainer->steps_done(),
-              format_duration(elapsed()).c_str(), tokens / seconds, resolve_checkpoint(out).string().c_str());
+              format_duration(elapsed()).c_str(), seconds > 0 ? tokens / seconds : 0.0, resolve_checkpoint(out).string().c_str());
   set_exit_code(0);
 }
 
@@ -238,8 +190,8 @@ void register_train(CLI::App& app) {
   cmd->add_option("--steps", a->steps, "Optimiser steps")->check(CLI::Range(1L, 1000000000L))->capture_default_str();
   cmd->add_option("--batch", a->batch, "Sequences per step")->check(CLI::Range(1, 100000))->capture_default_str();
   cmd->add_option("--seq-len", a->seq_len, "Sequence length T (default: the preset's)")->check(CLI::Range(2, 1 << 20));
-  cmd->add_option("--lr", a->lr, "Peak learning rate (linear warmup, cosine decay to 1e-5)")->check(CLI::Range(1e-9, 10.0))->capture_default_str();
-  cmd->add_option("--warmup", a->warmup, "Warmup share of the steps")->check(CLI::Range(0.0, 0.99))->capture_default_str();
+  cmd->add_option("--lr", a->lr, "Peak learning rate (linear warmup, cosine decay to 1e-5)")->check(finite_range(1e-9, 10.0))->capture_default_str();
+  cmd->add_option("--warmup", a->warmup, "Warmup share of the steps")->check(finite_range(0.0, 0.99))->capture_default_str();
   cmd->add_option("--seed", a->seed, "Seed of the initialisation and the batches")->capture_default_str();
   cmd->add_option("--threads", a->threads, "Worker threads (0: all hardware threads); results are deterministic per thread count")
       ->check(CLI::Range(0, 1024));

@@ -1,5 +1,6 @@
 // Shared model options (see model_options.hpp).
 #include "cli/model_options.hpp"
+#include "cli/validators.hpp"
 
 namespace tttlab::cli {
 
@@ -15,14 +16,17 @@ void ModelOptions::add_to(CLI::App* cmd) {
   cmd->add_option("--heads", heads, "Override the number of heads (must divide D)")->check(CLI::Range(1, 1 << 12));
   cmd->add_option("--intermediate-size", intermediate_size, "Override the SwiGLU width")->check(CLI::Range(1, 1 << 20));
   cmd->add_option("-b,--mini-batch", mini_batch, "TTT inner mini-batch size b >= 1")->check(CLI::Range(1, 1 << 20))->capture_default_str();
-  cmd->add_option("--base-lr", base_lr, "TTT eta_base (default 1.0 for ttt-linear, 0.1 for ttt-mlp)")->check(CLI::Range(0.0, 1e6));
+  cmd->add_option("--base-lr", base_lr, "TTT eta_base (default 1.0 for ttt-linear, 0.1 for ttt-mlp)")->check(finite_range(0.0, 1e6));
   cmd->add_option("--remat-group", remat_group, "Recompute the inner loop in groups of N mini-batches (0: keep all states)")
       ->check(CLI::Range(0, 1 << 20));
   cmd->add_flag("--no-inner-ln", no_inner_ln, "Variant: no LayerNorm inside the inner model");
   cmd->add_flag("--no-inner-residual", no_inner_residual, "Variant: no residual in the inner model (target V)");
   cmd->add_flag("--no-inner-bias", no_inner_bias, "Variant: no inner bias");
   cmd->add_flag("--fixed-eta", fixed_eta, "Variant: eta = eta_base/d for every token (no learned gate)");
-  cmd->add_flag("--no-token-index", no_token_index, "Variant: tau_i = 1 (sum of gradients, plain mini-batch GD)");
+  auto* no_tau = cmd->add_flag("--no-token-index", no_token_index, "Variant: tau_i = 1 (sum of gradients, plain mini-batch GD)");
+  cmd->add_flag("--frozen-token-index", frozen_token_index,
+                "Variant: tau_i = 1/i with delta not trained (the mean of the mini-batch's gradients)")
+      ->excludes(no_tau);
   cmd->add_flag("--fixed-w0", fixed_w0, "Variant: W0 fixed at zero instead of learned");
 }
 
@@ -44,6 +48,7 @@ ModelConfig ModelOptions::build(const CLI::App*) const {
     c.inner_bias = !no_inner_bias;
     c.eta_learned_gate = !fixed_eta;
     c.eta_token_index = !no_token_index;
+    c.eta_token_index_learnable = !frozen_token_index;
     c.learnable_w0 = !fixed_w0;
     c.validate();
   } catch (const std::invalid_argument& e) {

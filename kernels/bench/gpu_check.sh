@@ -1,62 +1,94 @@
 #!/usr/bin/env bash
-# One device-machine call: GPU tests, benchmark, compute-sanitizer (memcheck, racecheck) on the TTT
-# kernel tests in quick mode. Run from a folder holding tttlab_gpu_tests and tttlab_ttt_bench;
-# logs go to $OUT (or ./out). Steps: "tests bench sanitize" by default, or name them as arguments.
+# One device-machine call that regenerates the measurements of docs/KERNELS.md ("Where it stands"):
+#   tests     the GPU test suite (TTT kernels, the training step's ops, attention, whole-model
+#             gradients and loss curves against the CPU engine), in groups so that a crash in one
+#             leaves the others' results
+#   sanitize  compute-sanitizer memcheck and racecheck on the kernel tests in quick mode
+#             (TTTLAB_GPU_TEST_QUICK=1: representative shapes only; the sanitizers slow kernels 10-100x)
+#   bench     `tttlab bench --device cuda`: the TTT kernels and attention at the issue's shape, and
+#             whole-model training steps (without tttlab: `tttlab_ttt_bench`, the kernel table alone)
+#   brown     `tttlab train --device cuda --preset small` on Brown, the same run on the CPU for
+#             CPU_SECONDS (Ctrl-C saves it), the CPU run resumed on the GPU, the loss curves compared
+#             at equal steps (compare_runs.py) and the GPU checkpoint evaluated on both devices
+#   ncu       Nsight Compute sections of the default TTT-Linear forward and backward kernels
+# Run from a folder holding tttlab, tttlab_gpu_tests and this script (plus compare_runs.py and
+# brown/{train,val}.txt for `brown`, tttlab_ttt_bench for `ncu`). Logs go to $OUT (or ./out). Steps: "tests sanitize bench" by
+# default, or name them as arguments. The tests' random inputs come from fixed seeds;
+# TTTLAB_TEST_SEED=random (or a number) draws others.
 set -u
 OUT=${OUT:-./out}
 mkdir -p "$OUT"
-steps=${*:-tests bench sanitize}
+cd "$(dirname "$0")"
+steps=${*:-tests sanitize bench}
+STEPS=${STEPS:-200}
+LAYER=${LAYER:-ttt-linear}  # the Brown run's mixer: ttt-linear, ttt-mlp, linear-attention, softmax-attention
+CPU_SECONDS=${CPU_SECONDS:-80}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee "$OUT/gpu.txt"
+# cuBLAS: the toolkit's, else the one PyTorch ships.
+if ! ldconfig -p | grep -q libcublas.so.13 && [ ! -e /usr/local/cuda/lib64/libcublas.so.13 ]; then
+  d=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null)
+  [ -n "$d" ] && export TTTLAB_CUBLAS="$d/libcublas.so.13" && echo "cuBLAS from $TTTLAB_CUBLAS"
+fi
+CS=/usr/local/cuda/bin/compute-sanitizer
+[ -x "$CS" ] || CS=$(command -v compute-sanitizer)
+W=$(mktemp -d)
 for s in $steps; do
   case $s in
     tests)
       echo "== tests"
-      timeout 300 ./tttlab_gpu_tests 2>&1 > "$OUT/tests.log"; echo "tests rc=$?"
-      grep -E "INFO|FAILED|PASSED|SKIPPED \]|Failure|error" "$OUT/tests.log" | head -60 ;;
-    ttt-tests)
-      echo "== TTT-Linear tests"
-      timeout 200 ./tttlab_gpu_tests --gtest_filter='TttLinear*' 2>&1 > "$OUT/ttt-tests.log"; echo "ttt-tests rc=$?"
-      grep -E "INFO|FAILED|PASSED|SKIPPED \]|Failure|error|OK \]" "$OUT/ttt-tests.log" | head -60 ;;
-    bench-linear)
-      echo "== bench (TTT-Linear only)"
-      timeout 150 ./tttlab_ttt_bench --repeats 30 --no-mlp 2>&1 | tee "$OUT/bench-linear.log"; echo "bench rc=${PIPESTATUS[0]}" ;;
-    sanitize-bwd)
-      CS=/usr/local/cuda/bin/compute-sanitizer
-      [ -x "$CS" ] || CS=$(command -v compute-sanitizer)
-      echo "== compute-sanitizer (backward tests, quick mode) at $CS"
+      : > "$OUT/tests.log"
+      for f in '-NnOps*:TrainCuda*' 'NnOps*' 'TrainCuda*'; do
+        timeout 240 ./tttlab_gpu_tests --gtest_filter="$f" >> "$OUT/tests.log" 2>&1; echo "tests $f rc=$?"
+      done
+      grep -iE "INFO|FAILED|PASSED|SKIPPED \]|Failure|Which is|actual" "$OUT/tests.log" | head -120 ;;
+    sanitize)
+      echo "== compute-sanitizer at $CS"
+      # The kernel tests; the cuBLAS GEMM test does not finish under racecheck (cuBLAS's own kernels).
       for tool in memcheck racecheck; do
-        TTTLAB_GPU_TEST_QUICK=1 timeout 150 "$CS" --tool $tool --error-exitcode 7 \
-          ./tttlab_gpu_tests --gtest_filter='TttLinearBackward*' > "$OUT/$tool-bwd.log" 2>&1
-        echo "$tool rc=$?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/$tool-bwd.log" | head -8
+        TTTLAB_GPU_TEST_QUICK=1 timeout ${SANITIZE_SECONDS:-240} "$CS" --tool $tool --error-exitcode 7 \
+          ./tttlab_gpu_tests --gtest_filter='TttLinear*:TttMlp*:Attention*:NnOps*-NnOps.Gemm*' > "$OUT/$tool.log" 2>&1
+        echo "$tool rc=$?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/$tool.log" | head -8
       done ;;
     bench)
       echo "== bench"
-      timeout 240 ./tttlab_ttt_bench --repeats 30 2>&1 | tee "$OUT/bench.log"; echo "bench rc=${PIPESTATUS[0]}" ;;
-    bench2)
-      echo "== bench (second run, spread)"
-      timeout 120 ./tttlab_ttt_bench --repeats 30 --no-mlp --no-backward 2>&1 | tee "$OUT/bench2.log" ;;
+      if [ -x ./tttlab ]; then
+        timeout 180 ./tttlab bench --device cuda 2>&1 | tee "$OUT/bench.log"; echo "bench rc=${PIPESTATUS[0]}"
+      else  # the kernel table alone
+        timeout 180 ./tttlab_ttt_bench --repeats 30 2>&1 | tee "$OUT/bench.log"; echo "bench rc=${PIPESTATUS[0]}"
+      fi ;;
+    brown)
+      echo "== brown: small, $LAYER, $STEPS steps, GPU"
+      common="--preset small --layer $LAYER --data brown --data-dir brown --steps $STEPS --eval-every 100 --eval-windows 64 --seed 1"
+      timeout 80 ./tttlab train $common --device cuda --out "$W/gpu" > "$OUT/brown_gpu.log" 2>&1; echo "gpu rc=$?"
+      tail -4 "$OUT/brown_gpu.log"
+      echo "== brown: the same run on the CPU for ${CPU_SECONDS}s"
+      timeout -s INT "$CPU_SECONDS" ./tttlab train $common --device cpu --out "$W/cpu" > "$OUT/brown_cpu.log" 2>&1; echo "cpu rc=$?"
+      tail -3 "$OUT/brown_cpu.log"
+      echo "== brown: the CPU run resumed on the GPU"
+      cp -r "$W/cpu" "$W/cpu_then_gpu"
+      timeout 60 ./tttlab train --resume "$W/cpu_then_gpu" --device cuda > "$OUT/brown_resume.log" 2>&1; echo "resume rc=$?"
+      tail -3 "$OUT/brown_resume.log"
+      python3 compare_runs.py "$W/gpu/metrics.jsonl" "$W/cpu/metrics.jsonl" "$W/cpu_then_gpu/metrics.jsonl" | tee "$OUT/brown_compare-$LAYER.txt"
+      echo "== brown: the GPU run's checkpoint evaluated on the GPU and on the CPU (tttlab eval, 64 windows)"
+      for dev in cuda cpu; do
+        timeout 60 ./tttlab eval --checkpoint "$W/gpu" --data-dir brown --windows 64 --device $dev | grep -E "^device|^validation"
+      done | tee "$OUT/eval-$LAYER.txt"
+      # One archive: the device tool returns at most 8 files.
+      mkdir -p "$W/brown_logs"
+      for r in gpu cpu cpu_then_gpu; do cp "$W/$r/metrics.jsonl" "$W/brown_logs/${r}_metrics.jsonl"; done
+      mv "$OUT"/brown_*.log "$W/brown_logs/"
+      tar -czf "$OUT/brown-$LAYER.tar.gz" -C "$W" brown_logs ;;
     ncu)
       NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
       echo "== ncu at $NCU"
       SEC="--section SpeedOfLight --section WarpStateStats --section SchedulerStats --section ComputeWorkloadAnalysis --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis"
-      timeout 150 $NCU --clock-control none -k regex:linear_forward_v4_kernel --launch-count 2 $SEC \
-        ./tttlab_ttt_bench --no-backward --no-mlp --repeats 1 --warmup 0 > "$OUT/ncu_fwd.txt" 2>&1; echo "ncu fwd rc=$?"
-      timeout 150 $NCU --clock-control none -k regex:linear_backward_v2_kernel --launch-count 1 $SEC \
-        ./tttlab_ttt_bench --no-mlp --repeats 1 --warmup 0 > "$OUT/ncu_bwd.txt" 2>&1; echo "ncu bwd rc=$?"
-      timeout 150 $NCU --clock-control none -k regex:linear_backward_v3_kernel --launch-count 1 $SEC \
-        ./tttlab_ttt_bench --no-mlp --default-only --repeats 1 --warmup 0 > "$OUT/ncu_bwd_v3.txt" 2>&1; echo "ncu bwd v3 rc=$?"
-      timeout 150 $NCU --clock-control none -k regex:mlp_forward_v2_kernel --launch-count 1 $SEC \
-        ./tttlab_ttt_bench --no-backward --repeats 1 --warmup 0 > "$OUT/ncu_mlp.txt" 2>&1; echo "ncu mlp rc=$?"
-      grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|Issue Slots Busy|Stall|Achieved Occupancy|Registers Per" "$OUT"/ncu_*.txt | head -40 ;;
-    sanitize)
-      CS=/usr/local/cuda/bin/compute-sanitizer
-      [ -x "$CS" ] || CS=$(command -v compute-sanitizer)
-      echo "== compute-sanitizer at $CS"
-      # Every kernel test; the cuBLAS GEMM test does not finish under racecheck (cuBLAS's own kernels).
-      for tool in memcheck racecheck; do
-        TTTLAB_GPU_TEST_QUICK=1 timeout 240 "$CS" --tool $tool --error-exitcode 7 \
-          ./tttlab_gpu_tests --gtest_filter='TttLinear*:TttMlp*:Attention*:NnOps*-NnOps.Gemm*' > "$OUT/$tool.log" 2>&1
-        echo "$tool rc=$?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/$tool.log" | head -8
-      done ;;
+      for k in linear_forward_tc_kernel linear_backward_fused_kernel mlp_forward_fused_kernel; do
+        timeout 150 $NCU --clock-control none -k regex:$k --launch-count 1 $SEC \
+          ./tttlab_ttt_bench --default-only --repeats 1 --warmup 0 > "$OUT/ncu_$k.txt" 2>&1; echo "ncu $k rc=$?"
+      done
+      grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|Issue Slots Busy|Achieved Occupancy|Registers Per" "$OUT"/ncu_*.txt | head -40 ;;
+    *)
+      echo "unknown step '$s' (tests, sanitize, bench, brown, ncu)"; exit 2 ;;
   esac
 done
+rm -rf "$W"

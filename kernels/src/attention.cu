@@ -25,16 +25,24 @@
 #include <stdexcept>
 #include <string>
 
-#include "attention_internal.hpp"
 #include "cuda_check.hpp"
 #include "tttlab/kernels/attention.hpp"
 
 namespace tttlab::kernels {
 namespace {
 
-using attention_detail::kThreads;
-using attention_detail::kTile;
-using attention_detail::Params;
+constexpr int kTile = 64;  // queries per query tile, keys per key tile
+constexpr int kThreads = 256;
+
+struct Params {
+  const float *Q, *K, *V, *O, *dO, *lse_in, *delta_in;
+  float *Out, *lse, *delta, *dQ, *dK, *dV;
+  int H, T, d;
+  int tiles;       // ceil(T / 64)
+  float scale;     // 1/√d (softmax), 1 (linear)
+  float scale_l2;  // scale·log2(e)
+};
+
 constexpr int kLdP = kTile + 4;  // score tiles [64][68]
 // d-wide tiles [64][DM + 4]: rows 16-byte aligned for float4 reads.
 template <int DM>
@@ -487,9 +495,7 @@ void attention_forward(const AttentionForwardArgs& a) {
   p.Out = a.O;
   p.lse = linear ? nullptr : a.lse;
   const int bh = a.dims.batch * a.dims.heads;
-  if (a.version == AttentionVersion::V2Tf32x3)
-    attention_detail::forward_v2(p, bh, dm_of(p.d), linear, a.stream);
-  else if (linear)
+  if (linear)
     forward_dispatch<true>(p, bh, a.stream);
   else
     forward_dispatch<false>(p, bh, a.stream);
@@ -544,12 +550,8 @@ void attention_backward(const AttentionBackwardArgs& a) {
   p.dK = a.dK;
   p.dV = a.dV;
   const int bh = a.dims.batch * a.dims.heads;
-  const bool v2 = a.version == AttentionVersion::V2Tf32x3;
   if (linear) {
-    if (v2)
-      attention_detail::backward_v2(p, bh, dm_of(p.d), true, a.stream);
-    else
-      backward_dispatch<true>(p, bh, a.stream);
+    backward_dispatch<true>(p, bh, a.stream);
     return;
   }
   p.O = a.O;
@@ -560,10 +562,7 @@ void attention_backward(const AttentionBackwardArgs& a) {
   const long blocks = (long(rows) + warps_per_block - 1) / warps_per_block;
   attention_delta_kernel<<<unsigned(blocks), kThreads, 0, a.stream>>>(p, long(rows));
   TTTLAB_CUDA_CHECK(cudaGetLastError());
-  if (v2)
-    attention_detail::backward_v2(p, bh, dm_of(p.d), false, a.stream);
-  else
-    backward_dispatch<false>(p, bh, a.stream);
+  backward_dispatch<false>(p, bh, a.stream);
 }
 
 }  // namespace tttlab::kernels

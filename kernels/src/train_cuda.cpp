@@ -26,8 +26,6 @@
 namespace tttlab::kernels {
 namespace {
 
-constexpr float kPostNormEps = 1e-6f;  // TTTLayer's post-norm (layer.cpp: S(1e-6))
-constexpr float kInnerLnEps = 1e-6f;   // InnerOptions::ln_eps, never changed by ModelConfig
 constexpr std::size_t kAlign = 64;     // floats: every tensor starts 256-byte aligned
 
 std::size_t align_up(std::size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
@@ -86,6 +84,10 @@ std::string cuda_train_unsupported(const ModelConfig& m) {
   if (d < 16 || d > 128 || d % 2 != 0)
     return "the GPU's TTT kernels need a head dim (hidden size / heads) that is even and in 16..128, got " +
            std::to_string(d) + "; use --device cpu";
+  // The GPU step always applies RoPE to the TTT layer's Q, K and always has the post-norm; the
+  // Theorem 1 rows of the ablation switch them off, which only the CPU engine computes.
+  if (!m.ttt_rope) return "the GPU trains TTT layers with RoPE on Q and K only; without it, use --device cpu";
+  if (!m.ttt_post_norm) return "the GPU trains TTT layers with their post-norm only; without it, use --device cpu";
   if (m.mini_batch_size > 64)
     return "the GPU's TTT kernels need a mini-batch b <= 64, got " + std::to_string(m.mini_batch_size) +
            "; use --device cpu";
@@ -224,7 +226,7 @@ struct CudaTrainBackend::Impl {
   template <class Args>
   void inner_inputs(Args& a, const Block& k, const std::string& pre) const {
     a.dims = TttDims{nseq, H, T, d, b};
-    a.opt = TttOptions{mc.inner_layer_norm, mc.inner_residual, mc.inner_bias, kInnerLnEps};
+    a.opt = TttOptions{mc.inner_layer_norm, mc.inner_residual, mc.inner_bias, float(mc.ttt_ln_eps)};
     a.Q = k.XQ;
     a.K = k.XK;
     a.V = k.XV;
@@ -510,10 +512,10 @@ void CudaTrainBackend::Impl::ttt_forward(int i, const float* x, float* out, bool
     a.b0 = mc.inner_bias ? p(pre + "b1") : nullptr;
     a.O = k.O;
     // The inner loop's products in the precision asked of the step's products: with tf32 the forward
-    // is the tf32 kernel (v4, ~1e-3 relative like the projections; 1.4x faster than the Default), with
+    // is the Tf32 kernel (~1e-3 relative like the projections; 1.4x faster than the Default), with
     // fp32 the fp32-accurate Default. The backward is 3xTF32 either way.
-    if (options.gemm == GemmPrecision::Tf32 && ttt_linear_forward_supports(TttLinearForwardVersion::V4Tf32, a.dims))
-      a.version = TttLinearForwardVersion::V4Tf32;
+    if (options.gemm == GemmPrecision::Tf32 && ttt_linear_forward_supports(TttLinearForwardVersion::Tf32, a.dims))
+      a.version = TttLinearForwardVersion::Tf32;
     if (train) {
       a.checkpoint_W = k.ckW;
       a.checkpoint_b = mc.inner_bias ? k.ckb : nullptr;
@@ -524,7 +526,7 @@ void CudaTrainBackend::Impl::ttt_forward(int i, const float* x, float* out, bool
     end();
   }
   // Post-norm, gate, o_proj.
-  layer_norm_forward(k.O, p(pre + "post_norm.weight"), p(pre + "post_norm.bias"), rows, D, kPostNormEps, k.Y, st);
+  layer_norm_forward(k.O, p(pre + "post_norm.weight"), p(pre + "post_norm.bias"), rows, D, float(mc.ttt_ln_eps), k.Y, st);
   const float* yg = k.Y;
   if (mamba) {
     linear(x, p(pre + "g_proj.weight"), D, D, k.A);
@@ -590,7 +592,7 @@ void CudaTrainBackend::Impl::ttt_backward(int i, const float* x, const float* dY
     dypn = dYpn;
   }
   // Y = post_norm(O)
-  layer_norm_backward(k.O, p(pre + "post_norm.weight"), dypn, rows, D, kPostNormEps, dO, g(pre + "post_norm.weight"),
+  layer_norm_backward(k.O, p(pre + "post_norm.weight"), dypn, rows, D, float(mc.ttt_ln_eps), dO, g(pre + "post_norm.weight"),
                       g(pre + "post_norm.bias"), ws, st);
   // The inner loop of every head.
   if (ttt_mlp) {
@@ -630,8 +632,10 @@ void CudaTrainBackend::Impl::ttt_backward(int i, const float* x, const float* dY
     column_sum_add(dUlr, rows, H, g(pre + "learnable_ttt_lr_bias"), ws, st);
     mm(false, false, rows, D, H, dUlr, H, p(pre + "learnable_ttt_lr_weight"), D, dxo, D, true);
   }
-  // τ_i = max(1/i + δ_i, 0)
-  token_index_backward(p(pre + "learnable_token_idx"), dtau, b, mc.eta_token_index, g(pre + "learnable_token_idx"), st);
+  // τ_i = max(1/i + δ_i, 0). With δ frozen (eta_token_index_learnable off) nothing is added, so dδ
+  // stays at the zero the step starts from and AdamW never moves δ (layer.cpp does the same).
+  token_index_backward(p(pre + "learnable_token_idx"), dtau, b, mc.eta_token_index && mc.eta_token_index_learnable,
+                       g(pre + "learnable_token_idx"), st);
   // RoPE, convs and projections.
   rope_rotate(dXQ, nseq, T, H, d, b, rope_cos, rope_sin, -1.f, st);
   rope_rotate(dXK, nseq, T, H, d, b, rope_cos, rope_sin, -1.f, st);

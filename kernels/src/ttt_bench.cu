@@ -176,11 +176,8 @@ TttBenchReport ttt_bench(const TttBenchConfig& cfg) {
 
   std::vector<std::pair<TttLinearForwardVersion, const char*>> versions;
   if (cfg.all_versions) {
-    versions = {{TttLinearForwardVersion::V1Simt, "v1-simt"},
-                {TttLinearForwardVersion::V2Tf32, "v2-tf32"},
-                {TttLinearForwardVersion::V3Tf32x3, "v3-3xtf32"},
-                {TttLinearForwardVersion::V4Tf32, "v4-tf32-lean"},
-                {TttLinearForwardVersion::V5Tf32x3, "v5-3xtf32-lean"}};
+    versions = {{TttLinearForwardVersion::Fallback, "fallback-simt"},
+                {TttLinearForwardVersion::Tf32, "tf32"}};
   }
   versions.push_back({TttLinearForwardVersion::Default, "default"});
   for (auto [v, vname] : versions) {
@@ -233,25 +230,8 @@ TttBenchReport ttt_bench(const TttBenchConfig& cfg) {
     add("ttt-linear forward+backward (g=4)", ms, fb_flops, fb_bytes, 376.0,
         "official PyTorch TTT-Linear fwd+bwd (issue 4)", 1.0);
     std::vector<std::pair<TttBackwardVersion, const char*>> bversions;
-    if (cfg.all_versions) {
-      bversions = {{TttBackwardVersion::V1Simt, "v1-simt"}, {TttBackwardVersion::V2Tf32x3, "v2-3xtf32"}};
-      if (ttt_linear_backward_supports(TttBackwardVersion::V3Fused, D))
-        bversions.push_back({TttBackwardVersion::V3Fused, "v3-fused"});
-      // Forward + backward with each tensor-core backward, whichever Default picks.
-      for (auto [bv, bname] : {std::pair<TttBackwardVersion, const char*>{TttBackwardVersion::V2Tf32x3, "v2"},
-                               {TttBackwardVersion::V3Fused, "v3"}}) {
-        if (!ttt_linear_backward_supports(bv, D)) continue;
-        ba.version = bv;
-        const double msv = time_median(
-            [&] {
-              ttt_linear_forward(f2);
-              ttt_linear_backward(ba);
-            },
-            cfg.warmup, cfg.repeats);
-        add(std::string("ttt-linear forward+backward (g=4) bwd ") + bname, msv, fb_flops, fb_bytes,
-            0, "", 1.0);
-      }
-    }
+    if (cfg.all_versions) bversions.push_back({TttBackwardVersion::Fallback, "fallback"});
+    bversions.push_back({TttBackwardVersion::Default, "default"});
     for (auto [bv, bname] : bversions) {
       ba.version = bv;
       const double msb = time_median([&] { ttt_linear_backward(ba); }, cfg.warmup, cfg.repeats);
@@ -282,8 +262,7 @@ TttBenchReport ttt_bench(const TttBenchConfig& cfg) {
     ma.workspace_bytes = ws_bytes;
     std::vector<std::pair<TttMlpForwardVersion, const char*>> mversions;
     if (cfg.all_versions)
-      mversions = {{TttMlpForwardVersion::V1Simt, "v1-simt"}, {TttMlpForwardVersion::V2Tf32x3, "v2-3xtf32"},
-                   {TttMlpForwardVersion::V3Tf32x3, "v3-3xtf32"}};
+      mversions = {{TttMlpForwardVersion::Fallback, "fallback"}};
     mversions.push_back({TttMlpForwardVersion::Default, "default"});
     for (auto [mv, mname] : mversions) {
       if (!ttt_mlp_forward_supports(mv, D)) continue;
@@ -372,14 +351,8 @@ TttBenchReport ttt_bench(const TttBenchConfig& cfg) {
     adO.fill(31, -1.0f, 1.0f);
     const std::size_t aws = attention_backward_workspace_bytes(ad, AttentionKind::Softmax);
     Buf ws((aws + sizeof(float) - 1) / sizeof(float));
-    std::vector<std::pair<AttentionVersion, const char*>> aversions;
-    if (cfg.all_versions) aversions.push_back({AttentionVersion::V1Simt, "v1-simt"});
-    aversions.push_back({AttentionVersion::Default, "default"});
-    for (auto [kind, av] : {std::pair{AttentionKind::Softmax, 0}, std::pair{AttentionKind::Softmax, 1},
-                            std::pair{AttentionKind::Linear, 0}, std::pair{AttentionKind::Linear, 1}}) {
-      if (av >= int(aversions.size())) continue;
+    for (AttentionKind kind : {AttentionKind::Softmax, AttentionKind::Linear}) {
       const bool soft = kind == AttentionKind::Softmax;
-      const AttentionVersion version = aversions[av].first;
       AttentionForwardArgs af;
       af.dims = ad;
       af.kind = kind;
@@ -388,7 +361,6 @@ TttBenchReport ttt_bench(const TttBenchConfig& cfg) {
       af.V = V.p;
       af.O = O.p;
       af.lse = soft ? lse.p : nullptr;
-      af.version = version;
       AttentionBackwardArgs ab;
       ab.dims = ad;
       ab.kind = kind;
@@ -403,8 +375,7 @@ TttBenchReport ttt_bench(const TttBenchConfig& cfg) {
       ab.dV = adV.p;
       ab.workspace = soft ? ws.p : nullptr;
       ab.workspace_bytes = soft ? aws : 0;
-      ab.version = version;
-      const std::string vname = std::string(" ") + aversions[av].second;
+      const std::string vname = " default";
       const std::string kname = soft ? "softmax-attention" : "linear-attention";
       const double fwd_ms = time_median([&] { attention_forward(af); }, cfg.warmup, cfg.repeats);
       add_attn(kname + " forward" + vname, fwd_ms, 2 * T2d, (4.0 * act + lam_n) * sizeof(float));

@@ -1,4 +1,4 @@
-// Device helpers shared by the TTT kernels (ttt_linear*.cu, ttt_mlp.cu): warp reductions and the
+// Device helpers shared by the TTT kernels (ttt_linear_*.cu, ttt_mlp_*.cu): warp reductions and the
 // row-wise LayerNorm pieces, one warp per row of at most 128 features (4 per lane, in registers).
 // Private to kernels/src.
 #pragma once
@@ -84,7 +84,7 @@ __device__ __forceinline__ RowFrag row_xhat(const RowFrag& z, RowStats s, int n,
   return x;
 }
 
-// P(u) / σ with P(u) = u − mean(u) − x̂·mean(u⊙x̂) (ttt-spec.md §3 step 3); zero on padding lanes.
+// P(u) / σ with P(u) = u − mean(u) − x̂·mean(u⊙x̂) (docs/MATH.md §3.2); zero on padding lanes.
 __device__ __forceinline__ RowFrag row_project(const RowFrag& u, const RowFrag& xh, float rstd,
                                                int n, int lane) {
   const float m1 = row_sum(u) / float(n);
@@ -127,6 +127,52 @@ __device__ __forceinline__ RowFrag row_layer_norm(const RowFrag& z, const RowFra
   return y;
 }
 
+// The loss gradient G = ∂ℓ/∂Z of rows r = warp, warp + warps, … < m, in place over Z (rows of
+// leading dimension ld), with the target R = V − K (residual) or V. One warp per row.
+__device__ __forceinline__ void rows_loss_grad(float* ZG, const float* V, const float* K, int ld,
+                                               int m, int d, int warp, int warps, int lane,
+                                               const RowFrag& gam, const RowFrag& bet, float eps,
+                                               bool ln, bool res) {
+  for (int r = warp; r < m; r += warps) {
+    const RowFrag z = row_load(ZG + r * ld, d, lane);
+    RowFrag t = row_load(V + r * ld, d, lane);
+    if (res) {
+      const RowFrag k = row_load(K + r * ld, d, lane);
+#pragma unroll
+      for (int u = 0; u < kPerLane; ++u) t.v[u] -= k.v[u];
+    }
+    row_store(ZG + r * ld, row_loss_grad(z, t, gam, bet, d, lane, eps, ln), d, lane);
+  }
+}
+
+// The output O = [Q +] LN(Z̄) (or Z̄ without layer_norm) of rows r = warp, warp + warps, … < m:
+// Z̄ and Q rows of leading dimension ld, row r written to out + r·out_stride. One warp per row.
+__device__ __forceinline__ void rows_output(float* out, std::size_t out_stride, const float* Zb,
+                                            const float* Q, int ld, int m, int d, int warp,
+                                            int warps, int lane, const RowFrag& gam,
+                                            const RowFrag& bet, float eps, bool ln, bool res) {
+  for (int r = warp; r < m; r += warps) {
+    RowFrag o = row_layer_norm(row_load(Zb + r * ld, d, lane), gam, bet, d, lane, eps, ln);
+    if (res) {
+      const RowFrag q = row_load(Q + r * ld, d, lane);
+#pragma unroll
+      for (int u = 0; u < kPerLane; ++u) o.v[u] += q.v[u];
+    }
+    row_store(out + r * out_stride, o, d, lane);
+  }
+}
+
+// The bias carry of the backward: dc[c] = [dc[c] if full +] Σ_{r < m} (A[r, c] + B[r, c]) for the
+// n columns (rows of leading dimension ld), columns spread over the block's threads.
+__device__ __forceinline__ void block_carry_colsum(float* dc, const float* A, const float* B, int ld,
+                                                   int m, int n, bool full, int tid, int threads) {
+  for (int c = tid; c < n; c += threads) {
+    float acc = full ? dc[c] : 0.0f;
+    for (int r = 0; r < m; ++r) acc += A[r * ld + c] + B[r * ld + c];
+    dc[c] = acc;
+  }
+}
+
 // g = row_loss_grad(z, r) for the warp's row, stored to g; when ln, z's row_stats are also kept in
 // *mu and *rstd (by lane 0) for row_loss_grad_backward. Rows of n ≤ 128 floats.
 __device__ __forceinline__ void row_loss_grad_keep_stats(const float* z, const float* r, float* g,
@@ -146,7 +192,7 @@ __device__ __forceinline__ void row_loss_grad_keep_stats(const float* z, const f
 }
 
 // Second-order backward of row_loss_grad for the warp's row: given δ, the cotangent of
-// g = row_loss_grad(z, r), writes the cotangents of its inputs (ttt-spec.md §3, step 3 backward).
+// g = row_loss_grad(z, r), writes the cotangents of its inputs (docs/MATH.md §7.2).
 //   io    [in]  δ (n floats);  [out] a = P(δ)/σ when ln (left as δ otherwise). The dγ, dβ sums of
 //               block_loss_grad_param_backward read a from here.
 //   z, r  the row's pre-LN input and target (read only when ln); mu, rstd point at its saved
@@ -275,7 +321,7 @@ __device__ __forceinline__ void block_output_ln_backward(float* Zb, float* Xh, c
   }
 }
 
-// tanh-approximate GELU and its derivative (ttt-spec.md §1, §4 step 3).
+// tanh-approximate GELU and its derivative (docs/MATH.md §1, §5).
 __device__ __forceinline__ float gelu_tanh(float x) {
   const float t = tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x));
   return 0.5f * x * (1.0f + t);
@@ -285,6 +331,26 @@ __device__ __forceinline__ float gelu_tanh_grad(float x) {
   const float t = tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x));
   const float du = 0.7978845608028654f * (1.0f + 3.0f * 0.044715f * x * x);
   return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
+}
+
+// One mini-batch of a backward's token inputs into shared memory: Q, K, the inner target R (V − K
+// with the residual, else V) and dO as m rows of stride ldd, and λ. Shared by the TTT-Linear
+// fallback backward and the TTT-MLP backward, whose parameter and shared-memory structs name these
+// fields alike. The caller synchronises the block afterwards.
+template <int kThreads, class Params, class Smem>
+__device__ __forceinline__ void load_backward_inputs(const Params& p, const Smem& s, std::size_t seq0,
+                                                     std::size_t rs, int blk, int t0, int m, int d,
+                                                     int ldd) {
+  for (int i = threadIdx.x; i < m * d; i += kThreads) {
+    const int r = i / d, c = i % d;
+    const std::size_t g = seq0 + std::size_t(t0 + r) * rs + c;
+    const float k = p.K[g], v = p.V[g];
+    s.Q[r * ldd + c] = p.Q[g];
+    s.K[r * ldd + c] = k;
+    s.R[r * ldd + c] = p.res ? v - k : v;
+    s.dO[r * ldd + c] = p.dO[g];
+  }
+  for (int i = threadIdx.x; i < m; i += kThreads) s.lam[i] = p.lam[std::size_t(blk) * p.T + t0 + i];
 }
 
 }  // namespace tttlab::kernels::detail

@@ -67,6 +67,36 @@ void set_token_inputs(Params& p, const Args& a) {
   p.beta = a.ln_bias;
 }
 
+// The per-token gradient pointers of a backward's parameter block (dO in; dQ, dK, dV, dλ out) from
+// its argument struct.
+template <class Params, class Args>
+void set_token_grads(Params& p, const Args& a) {
+  p.dO = a.dO;
+  p.dQ = a.dQ;
+  p.dK = a.dK;
+  p.dV = a.dV;
+  p.dlam = a.dlambda;
+}
+
+// The option fields every TTT kernel's parameter block has: ln, res, bias, eps (TttOptions).
+template <class Params>
+void set_options(Params& p, const TttOptions& o) {
+  p.ln = o.layer_norm;
+  p.res = o.residual;
+  p.bias = o.bias;
+  p.eps = o.ln_eps;
+}
+
+// The shape fields B, H, T, d, b of a kernel's parameter block (TttDims).
+template <class Params>
+void set_dims(Params& p, const TttDims& D) {
+  p.B = D.batch;
+  p.H = D.heads;
+  p.T = D.seq_len;
+  p.d = D.head_dim;
+  p.b = D.mini_batch;
+}
+
 inline std::size_t ceil_div(std::size_t a, std::size_t b) { return (a + b - 1) / b; }
 
 // Lets kernel `fn` launch with `bytes` of dynamic shared memory (CUDA wants this opt-in above
@@ -79,7 +109,7 @@ inline void set_smem_limit(const void* fn, std::size_t bytes) {
 // The backward kernels' batch reduction of per-(sequence, head) partials, enqueued on `stream`:
 // out[h, e] = Σ_n part[n·H + h, e] for h < H, e < len, summed in the order n = 0, 1, …, B − 1
 // (deterministic). part is [B·H, len], out [H, len], both device memory; H = 1 with B = rows
-// sums all rows (dτ). Defined in ttt_linear.cu.
+// sums all rows (dτ). Defined in ttt_linear_backward.cu.
 void sum_over_batch(const float* part, float* out, int B, int H, int len, cudaStream_t stream);
 
 }  // namespace tttlab::kernels::detail

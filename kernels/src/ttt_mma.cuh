@@ -2,7 +2,8 @@
 // split "3xTF32" form (fp32-level accuracy), and block_mma: a whole thread block computing a small
 // product of matrices that live in shared (or global) memory, with any strides (so transposes are
 // free) and a caller-supplied store (so scaling, masking, bias, activation and accumulation happen
-// as the result leaves the registers). Private to kernels/src.
+// as the result leaves the registers); and the m16 register-tile helpers of the TTT-Linear forward
+// and fused backward. Private to kernels/src.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -196,6 +197,144 @@ template <bool SPLIT, class Store>
 __device__ __forceinline__ void block_mma(int m, int n, int k, Operand A, Operand B, float alpha,
                                           Store store) {
   block_mma<SPLIT>(m, n, k, A, B, alpha, 0, A, B, 0.0f, store);
+}
+
+// ---- m16 register tiles: the TTT-Linear forward's and fused backward's design --------------------
+//
+// A mini-batch of 16 rows is one m16 tile; each warp owns 16 columns of it, held as two n8
+// accumulator fragments x[nt][i] at row gid + 8·(i>>1), column 16·warp + 8·nt + 2·tig + (i&1)
+// (gid = lane / 4, tig = lane % 4). Operands are converted to their tf32 parts once per use site
+// (Op4: an A fragment, Op2: a B fragment) and shared by the products that read them.
+struct Op4 {
+  uint32_t h[4], l[4];
+};
+struct Op2 {
+  uint32_t h[2], l[2];
+};
+
+template <bool SPLIT>
+__device__ __forceinline__ Op4 op4(float a0, float a1, float a2, float a3) {
+  Op4 o;
+  tf32_parts<SPLIT>(a0, o.h[0], o.l[0]);
+  tf32_parts<SPLIT>(a1, o.h[1], o.l[1]);
+  tf32_parts<SPLIT>(a2, o.h[2], o.l[2]);
+  tf32_parts<SPLIT>(a3, o.h[3], o.l[3]);
+  return o;
+}
+
+template <bool SPLIT>
+__device__ __forceinline__ Op2 op2(float b0, float b1) {
+  Op2 o;
+  tf32_parts<SPLIT>(b0, o.h[0], o.l[0]);
+  tf32_parts<SPLIT>(b1, o.h[1], o.l[1]);
+  return o;
+}
+
+// c += a·b from the parts: with SPLIT the 3xTF32 sum (small terms first), else one tf32 product.
+template <bool SPLIT>
+__device__ __forceinline__ void mma_parts(float (&c)[4], const Op4& a, const Op2& b) {
+  if constexpr (SPLIT) {
+    mma_tf32(c, a.l[0], a.l[1], a.l[2], a.l[3], b.h[0], b.h[1]);
+    mma_tf32(c, a.h[0], a.h[1], a.h[2], a.h[3], b.l[0], b.l[1]);
+  }
+  mma_tf32(c, a.h[0], a.h[1], a.h[2], a.h[3], b.h[0], b.h[1]);
+}
+
+// Asynchronous global → shared copies (cp.async); `bytes` < the size zero-fills the rest.
+__device__ __forceinline__ void cp_async16(float* dst, const float* src, int bytes) {
+  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src), "r"(bytes));
+}
+
+__device__ __forceinline__ void cp_async4(float* dst, const float* src, int bytes) {
+  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(src), "r"(bytes));
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+
+// Waits until at most N committed groups are still in flight.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// Sum over the 4 lanes of a quad (the lanes that share a row in an accumulator fragment).
+__device__ __forceinline__ float quad_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  v += __shfl_xor_sync(0xffffffffu, v, 2);
+  return v;
+}
+
+// Sum over the 8 lanes that share tig (the rows of an accumulator fragment's column).
+__device__ __forceinline__ float col_sum8(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 4);
+  v += __shfl_xor_sync(0xffffffffu, v, 8);
+  v += __shfl_xor_sync(0xffffffffu, v, 16);
+  return v;
+}
+
+// One k-step kt (8 of the contraction) of Z += K·W and Z̄ += Q·W for a 16-row K and Q tile in
+// shared memory (leading dimension ld), with this warp's two n8 fragments w0, w1 of W already in
+// operand form. K and Q are read as 8-byte pairs: contraction position t of the fragment holds
+// column 2t and t + 4 holds 2t + 1 (the permutation W's fragments use too).
+template <bool SPLIT>
+__device__ __forceinline__ void kq_times_w(float (&z)[2][4], float (&zb)[2][4], const float* sK,
+                                           const float* sQ, int ld, int kt, int gid, int tig,
+                                           const Op2& w0, const Op2& w1) {
+  const float2 k0 = *reinterpret_cast<const float2*>(sK + gid * ld + kt * 8 + 2 * tig);
+  const float2 k1 = *reinterpret_cast<const float2*>(sK + (gid + 8) * ld + kt * 8 + 2 * tig);
+  const float2 q0 = *reinterpret_cast<const float2*>(sQ + gid * ld + kt * 8 + 2 * tig);
+  const float2 q1 = *reinterpret_cast<const float2*>(sQ + (gid + 8) * ld + kt * 8 + 2 * tig);
+  const Op4 ak = op4<SPLIT>(k0.x, k1.x, k0.y, k1.y), aq = op4<SPLIT>(q0.x, q1.x, q0.y, q1.y);
+  mma_parts<SPLIT>(z[0], ak, w0);
+  mma_parts<SPLIT>(z[1], ak, w1);
+  mma_parts<SPLIT>(zb[0], aq, w0);
+  mma_parts<SPLIT>(zb[1], aq, w1);
+}
+
+// Row mean and 1/σ of a 16 × D tile in fragments (D/16 warps × 16 columns), rows gid (half 0) and
+// gid + 8 (half 1). Parallel variance: each warp contributes (sum, M2 about its own 16-column mean)
+// through `red` (STRIDE ≥ 2 floats per warp and row) and the parts are combined exactly. One barrier.
+template <int D, int STRIDE>
+__device__ __forceinline__ void frag_row_stats(const float (&x)[2][4], float* red, int warp, int gid,
+                                               int tig, float eps, float (&mu)[2], float (&rstd)[2]) {
+  constexpr int NW = D / 16;
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    const float s = quad_sum(x[0][2 * hf] + x[0][2 * hf + 1] + x[1][2 * hf] + x[1][2 * hf + 1]);
+    const float mw = s * (1.0f / 16.0f);
+    float q = 0.0f;
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float dv = x[nt][2 * hf + e] - mw;
+        q += dv * dv;
+      }
+    q = quad_sum(q);
+    if (tig == 0) {
+      red[(warp * 16 + gid + 8 * hf) * STRIDE + 0] = s;
+      red[(warp * 16 + gid + 8 * hf) * STRIDE + 1] = q;
+    }
+  }
+  __syncthreads();
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    const int row = gid + 8 * hf;
+    float s = 0.0f;
+#pragma unroll
+    for (int w = 0; w < NW; ++w) s += red[(w * 16 + row) * STRIDE];
+    const float m = s / float(D);
+    float m2 = 0.0f;
+#pragma unroll
+    for (int w = 0; w < NW; ++w) {
+      const float dm = red[(w * 16 + row) * STRIDE] * (1.0f / 16.0f) - m;
+      m2 += red[(w * 16 + row) * STRIDE + 1] + 16.0f * dm * dm;
+    }
+    mu[hf] = m;
+    rstd[hf] = 1.0f / sqrtf(m2 / float(D) + eps);
+  }
 }
 
 }  // namespace tttlab::kernels::detail

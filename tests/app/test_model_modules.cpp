@@ -11,6 +11,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <thread>
 
 #include "gui/engine/curves_module.hpp"
@@ -29,6 +30,7 @@
 #include "gui/engine/stepper_module.hpp"
 #include "gui/engine/training_module.hpp"
 #include "tttlab/data/batches.hpp"
+#include "tttlab/train/metrics.hpp"
 #include "tttlab/ttt/layer.hpp"
 
 namespace tttlab::gui {
@@ -564,6 +566,35 @@ TEST(Training, ARunFinishesWithMetricsAndACheckpointOtherPanelsCanUse) {
   std::ifstream in(dir / "first" / "metrics.jsonl");
   for (std::string line; std::getline(in, line);) lines += line.find("\"loss\"") != std::string::npos;
   EXPECT_EQ(lines, 4);
+  fs::remove_all(dir);
+}
+
+// The app writes the metrics schema `tttlab train` writes: every record's keys, in order, are one of
+// the lines of tests/metrics_keys.txt, and each line occurs (the CLI is held to the same file by
+// tests/cli/test_metrics_keys.sh).
+TEST(Training, MetricsHaveTheKeysTheCommandLineWrites) {
+  const fs::path dir = fs::temp_directory_path() / "tttlab_gui_train_test_keys";
+  fs::remove_all(dir);
+  auto e = engine_with<TrainingModule>(std::make_shared<ModelLibrary>());
+  e->post(TrainStart{small_run(dir, 4), "keys"});
+  const auto s = wait_for(*e, [](const Snapshot& x) {
+    const RunView* r = run_named(x, "keys");
+    return r && (r->state == RunState::Finished || r->state == RunState::Failed);
+  });
+  ASSERT_EQ(run_named(*s, "keys")->state, RunState::Finished) << run_named(*s, "keys")->message;
+  std::set<std::string> want, got;
+  std::ifstream keys(TTTLAB_METRICS_KEYS);
+  for (std::string line; std::getline(keys, line);)
+    if (!line.empty()) want.insert(line);
+  ASSERT_EQ(want.size(), 3u) << TTTLAB_METRICS_KEYS;
+  for (const Json& record : read_metrics(dir / "keys" / "metrics.jsonl")) {
+    std::string list;
+    for (const auto& item : record.items()) list += (list.empty() ? "" : " ") + item.key();
+    EXPECT_EQ(want.count(list), 1u) << "unexpected keys: " << list;
+    got.insert(list);
+  }
+  EXPECT_EQ(got, want);
+  e.reset();
   fs::remove_all(dir);
 }
 

@@ -60,6 +60,18 @@ TEST(StateFile, RejectsWhatIsNotAStateFileWithAClearMessage) {
             "(no error)");
 }
 
+// A 200 KB file of nested arrays used to crash the app (the deep value overflowed the stack); it is
+// now refused while parsing, and a state file at the cap's edge still reads.
+TEST(StateFile, DeeplyNestedFilesAreRefusedNotACrash) {
+  const std::string deep = "{\"format\": \"tttlab-state\", \"version\": " + std::string(100000, '[') +
+                           std::string(100000, ']') + "}";
+  EXPECT_NE(error_of([&] { parse_state(deep, "deep.tttlab"); }).find("deep.tttlab nests arrays and objects"),
+            std::string::npos);
+  const std::string nested_60 = "{\"format\": \"tttlab-state\", \"panels\": {\"x\": " +
+                                std::string(60, '[') + std::string(60, ']') + "}}";
+  EXPECT_EQ(error_of([&] { parse_state(nested_60, "ok.tttlab"); }), "(no error)");
+}
+
 TEST(StateFile, WriteThenReadGivesTheSameDocument) {
   TempDir dir;
   const fs::path p = dir.path() / "view.tttlab";

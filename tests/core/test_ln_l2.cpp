@@ -1,4 +1,4 @@
-// Oracle 1 of ttt-spec.md: the fused LN + L2 gradient against central finite differences (fp64),
+// docs/MATH.md §10, oracle 1: the fused LN + L2 gradient against central finite differences (fp64),
 // and against itself in fp32.
 #include <gtest/gtest.h>
 
@@ -45,7 +45,7 @@ TEST(LnL2Grad, MatchesFiniteDifferencesFp64) {
         max_err = std::max(max_err, std::abs(fd - G(i, j)));
       }
     }
-    // The spec measured 1.3e-9 at small d. Central differences carry a rounding error of about
+    // Oracle 1's bound: central differences carry a rounding error of about
     // ε_mach·ℓ/h, and ℓ grows with d (≈ 60 at d = 64 here), so the bound is 1e-7.
     EXPECT_LT(max_err, 1e-7) << "d = " << d;
   }

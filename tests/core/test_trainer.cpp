@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/word_corpus.hpp"
 #include "tttlab/io/atomic_file.hpp"
 #include "tttlab/model/checkpoint.hpp"
 #include "tttlab/train/trainer.hpp"
@@ -20,19 +21,7 @@ fs::path temp_dir(const std::string& name) {
   return d;
 }
 
-// A small text with structure a tiny model picks up quickly.
-fs::path write_corpus(const fs::path& dir) {
-  std::string text;
-  const char* words[] = {"the ", "cat ", "sat ", "on ", "a ", "mat. ", "dogs ", "run ", "fast. "};
-  unsigned x = 1;
-  for (int i = 0; i < 6000; ++i) {
-    x = x * 1103515245u + 12345u;
-    text += words[(x >> 16) % 9];
-  }
-  const fs::path p = dir / "corpus.txt";
-  write_file_atomic(p, text);
-  return p;
-}
+fs::path write_corpus(const fs::path& dir) { return testing::write_word_corpus(dir, 6000); }
 
 TrainConfig small_config(const fs::path& corpus, SeqLayerKind kind = SeqLayerKind::TTTLinear) {
   TrainConfig c;
@@ -69,6 +58,44 @@ TEST(Trainer, LossFallsOnLearnableText) {
   EXPECT_LT(after.loss, before - 1.5);
   EXPECT_NEAR(after.bpb, after.loss / std::log(2.0), 1e-12);
   EXPECT_EQ(after.loss_by_position.size(), 32u);
+  fs::remove_all(dir);
+}
+
+// δ frozen (eta_token_index_learnable = false): after AdamW steps with weight decay, every layer's δ
+// is still exactly 0 while the rest of the model has trained (the loss falls, the η gate moved); the
+// learnable model's δ moves from the same start.
+TEST(Trainer, FrozenTokenIndexStaysZeroWhileTheRestTrains) {
+  const fs::path dir = temp_dir("frozen_delta");
+  const fs::path corpus = write_corpus(dir);
+  auto params = [](Model<float>& m, const std::string& part) {
+    std::vector<float> v;
+    m.for_each_param([&](Eigen::Map<Mat<float>> p, const std::string& n) {
+      if (n.find(part) != std::string::npos) v.insert(v.end(), p.data(), p.data() + p.size());
+    });
+    return v;
+  };
+  for (const bool learnable : {false, true}) {
+    TrainConfig cfg = small_config(corpus);  // seed 7
+    cfg.model.eta_token_index_learnable = learnable;
+    cfg.steps = 20;
+    cfg.weight_decay = 0.1;  // the decay must not move δ either
+    Trainer t(cfg, TextData::load(cfg));
+    const std::vector<float> gate0 = params(t.model(), "learnable_ttt_lr_weight");
+    ASSERT_FALSE(gate0.empty());
+    const double before = t.evaluate(8).loss;
+    while (!t.finished()) t.step();
+    t.sync_to_host();
+    const std::vector<float> delta = params(t.model(), "learnable_token_idx");
+    ASSERT_EQ(delta.size(), size_t(cfg.model.num_hidden_layers * cfg.model.mini_batch_size));
+    float max_delta = 0;
+    for (float x : delta) max_delta = std::max(max_delta, std::abs(x));
+    if (learnable)
+      EXPECT_GT(max_delta, 0.f) << "the learnable δ should train";
+    else
+      EXPECT_EQ(max_delta, 0.f) << "the frozen δ moved";
+    EXPECT_NE(params(t.model(), "learnable_ttt_lr_weight"), gate0) << "learnable " << learnable;
+    EXPECT_LT(t.evaluate(8).loss, before - 0.5) << "learnable " << learnable;
+  }
   fs::remove_all(dir);
 }
 
@@ -210,6 +237,32 @@ TEST(Checkpoint, MissingOrCorruptRunDirectoryIsAClearError) {
   write_file_atomic(dir / "latest", "step-0000100\n");
   EXPECT_THROW(resolve_checkpoint(dir), std::runtime_error);
   fs::remove_all(dir);
+}
+
+// Config files are user data: a bad one is refused with one line naming the file and the field.
+TEST(TrainConfig, JsonErrorsNameTheFileAndTheField) {
+  const auto message = [](auto&& f) -> std::string {
+    try {
+      f();
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    ADD_FAILURE() << "accepted";
+    return {};
+  };
+  EXPECT_EQ(message([] { ModelConfig::from_json(R"({"hidden_size": "big"})"); }),
+            "model config: config.json: field 'hidden_size' must be an integer");
+  EXPECT_EQ(message([] { ModelConfig::from_json(R"({"hidden_size": 64,})", "runs/a/config.json"); })
+                .rfind("model config: runs/a/config.json: JSON parse error at byte ", 0),
+            0u);
+  const std::string good = small_config("x.txt").to_json();
+  EXPECT_EQ(TrainConfig::from_json(good).to_json(), good);  // round trip
+  std::string bad = good;
+  bad.replace(bad.find("\"seed\": 7"), 9, "\"seed\": -7");
+  EXPECT_EQ(message([&] { TrainConfig::from_json(bad); }),
+            "training config: train_config.json: field 'seed' must be a non-negative integer");
+  std::string deep = "{\"model\": " + std::string(100, '[') + std::string(100, ']') + "}";
+  EXPECT_NE(message([&] { TrainConfig::from_json(deep); }).find("nested deeper than 64 levels"), std::string::npos);
 }
 
 }  // namespace

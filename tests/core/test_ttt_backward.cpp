@@ -1,5 +1,5 @@
 // The outer-loop backward of the TTT inner loop against central finite differences in fp64
-// (ttt-spec.md oracles 6, 7 and 9), for both inner models and with the options toggled.
+// (docs/MATH.md §10, oracles 6, 7 and 9), for both inner models and with the options toggled.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -62,7 +62,7 @@ TEST(LnL2GradBackward, MatchesFiniteDifferences) {
   Mat<double> dZ, dR;
   RowVec<double> dgamma = RowVec<double>::Zero(d), dbeta = RowVec<double>::Zero(d);
   ln_l2_grad_backward<double>(Z, R, gamma, beta, 1e-6, W, dZ, dR, dgamma, dbeta);
-  // The spec measured 2.6e-9 for this kernel.
+  // docs/MATH.md §10, oracle 6 (the backward of §7.2).
   EXPECT_LT(fd_error(Z.data(), Z.size(), dZ.data(), loss, "dZ"), 1e-7);
   EXPECT_LT(fd_error(R.data(), R.size(), dR.data(), loss, "dR"), 1e-7);
   EXPECT_LT(fd_error(gamma.data(), d, dgamma.data(), loss, "dgamma"), 1e-7);
@@ -134,7 +134,7 @@ TEST_P(InnerBackward, EveryInputMatchesFiniteDifferences) {
   };
   InnerGrads<double> g;
   inner_backward<double>(opt, p, Q, K, V, lam, W0, Wl, g);
-  // The spec measured ≤ 5.2e-9 for TTT-Linear's per-mini-batch backward.
+  // docs/MATH.md §10, oracle 7 (TTT-Linear's per-mini-batch backward of §7.3).
   const double tol = 1e-7;
   EXPECT_LT(fd_error(Q.data(), Q.size(), g.dQ.data(), loss, "dQ"), tol);
   EXPECT_LT(fd_error(K.data(), K.size(), g.dK.data(), loss, "dK"), tol);

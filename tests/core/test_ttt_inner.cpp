@@ -1,5 +1,5 @@
-// The TTT engine against the oracles of ttt-spec.md ("Test oracles" 2, 3, 4, 5, 10, 11, 15), in fp64
-// with the spec's thresholds and in fp32 with looser, stated ones.
+// The TTT engine against the oracles of docs/MATH.md §10 (2, 3, 4, 5, 10, 11, 15), in fp64
+// with the thresholds stated there and in fp32 with looser, stated ones.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -2,8 +2,8 @@
 // core/ run in fp64 on the same (float) inputs, over many shapes, edge cases included (one row, one
 // column, widths that are not multiples of a warp, sequences shorter than the conv kernel).
 //
-// Every run draws fresh random inputs (the seed is printed with a failure; TTTLAB_GPU_TEST_SEED replays
-// one) and poisons every output with NaN first, so an element the kernel does not write fails.
+// Random inputs from a fixed seed per test (test_ttt_util.hpp: test_seed; printed with a failure;
+// TTTLAB_TEST_SEED=<n> or =random overrides it) and poisons every output with NaN first, so an element the kernel does not write fails.
 // Accumulated outputs ("+=") start from random values, so a kernel that overwrites them fails too.
 //
 // Tolerances, relative to max|ref| of each output:
@@ -88,7 +88,7 @@ class NnOps : public ::testing::Test {
   void SetUp() override {
     const CudaQuery q = query_cuda_devices();
     if (q.status != CudaStatus::Ok) GTEST_SKIP() << "no CUDA device: " << q.message;
-    seed_ = fresh_seed();
+    seed_ = test_seed();
     rng_.seed(seed_);
   }
   void TearDown() override {

@@ -1,13 +1,11 @@
 // TTT-MLP kernels against the CPU engine run in fp64 (inner_forward_dual and inner_backward with
 // InnerModel::MLP): the dual-form forward (both versions), its checkpoints against the CPU engine's
 // states, and the second-order backward with checkpointing through time, on shape grids with the
-// options toggled, fresh random inputs each run (the seed is printed with any failure;
-// TTTLAB_GPU_TEST_SEED replays one) and every output poisoned with NaN before each launch.
-// Tolerances, relative to max|ref| of each output, as in test_ttt_linear.cpp (which gives the
-// reasoning): 1e-4 for per-token outputs and states; 3e-4 for dλ and the sums over the batch (dτ,
-// dγ, dβ, dW1, db1, dW2, db2); and the fp32-witness rule: the CPU engine run in fp32 on the same
-// inputs, and an output whose witness is itself off by more than a quarter of the tolerance is held
-// to 4× the witness's error instead.
+// options toggled, random inputs from a fixed seed per test (test_seed: printed with any failure;
+// TTTLAB_TEST_SEED=<n> or =random overrides it) and every output poisoned with NaN before each
+// launch. Tolerances, fixed, relative to max|ref| of each output, as in test_ttt_linear.cpp (which
+// gives the reasoning): 1e-4 for the forward's outputs and states; for the backward 5e-4 per
+// token (dQ, dK, dV) and 1e-3 for dλ and the sums over the batch (dτ, dγ, dβ, dW1, db1, dW2, db2).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -21,7 +19,10 @@ namespace tttlab::kernels::test {
 namespace {
 
 constexpr double kTolFp32 = 1e-4;
-constexpr double kTolFp32Sum = 3e-4;
+// The second-order backward: fixed bounds, the same as test_ttt_linear.cpp's (whose comment gives
+// the observations behind them).
+constexpr double kTolBwdToken = 5e-4;
+constexpr double kTolBwdSum = 1e-3;
 
 struct MlpInputs {
   LinearInputs base;  // Q, K, V, λ, τ, γ, β (W0, b0 unused)
@@ -31,7 +32,7 @@ struct MlpInputs {
 MlpInputs random_mlp_inputs(const TttDims& D, const TttOptions& opt, std::mt19937_64& rng) {
   MlpInputs in;
   in.base = random_linear_inputs(D, opt, rng);
-  for (auto& l : in.base.lam) l *= 0.1f;  // η_base = 0.1 for TTT-MLP (ttt-spec.md §2.3)
+  for (auto& l : in.base.lam) l *= 0.1f;  // η_base = 0.1 for TTT-MLP (docs/MATH.md §2.3)
   const int d = D.head_dim, hd = 4 * d;
   in.W1 = randn_vec(std::size_t(D.heads) * d * hd, rng, 1.0 / std::sqrt(double(d)));
   in.b1 = randn_vec(std::size_t(D.heads) * hd, rng, 0.1);
@@ -76,7 +77,7 @@ std::vector<double> cpu_mlp_forward(const MlpInputs& in) {
 
 TEST(TttMlpForward, MatchesCpuDualFormOnTheShapeGrid) {
   TTTLAB_REQUIRE_GPU();
-  const std::uint64_t seed = fresh_seed();
+  const std::uint64_t seed = test_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
   const bool quick = quick_mode();
@@ -84,7 +85,7 @@ TEST(TttMlpForward, MatchesCpuDualFormOnTheShapeGrid) {
   const std::vector<int> bs = quick ? std::vector<int>{7, 16} : std::vector<int>{1, 7, 16, 64};
   const std::vector<int> Ts = quick ? std::vector<int>{17} : std::vector<int>{1, 17, 64, 200};
   const int bh[4][2] = {{1, 1}, {2, 3}, {3, 2}, {2, 1}};
-  double worst[3] = {0, 0, 0};
+  double worst[2] = {0, 0};  // Fallback, Default
   int idx = 0, runs = 0;
   for (int d : ds)
     for (int b : bs)
@@ -106,11 +107,10 @@ TEST(TttMlpForward, MatchesCpuDualFormOnTheShapeGrid) {
         DeviceBuffer O(in.base.Q.size());
         const std::size_t ws_bytes = ttt_mlp_forward_workspace_bytes(D);
         DeviceBuffer ws((ws_bytes + 3) / 4);
-        for (TttMlpForwardVersion mv : {TttMlpForwardVersion::V1Simt, TttMlpForwardVersion::V2Tf32x3,
-                                        TttMlpForwardVersion::V3Tf32x3}) {
+        for (TttMlpForwardVersion mv : {TttMlpForwardVersion::Fallback, TttMlpForwardVersion::Default}) {
         if (!ttt_mlp_forward_supports(mv, D)) continue;
-        const int vi = int(mv) - 1;
-        SCOPED_TRACE("mlp v" + std::to_string(vi + 1));
+        const int vi = mv == TttMlpForwardVersion::Fallback ? 0 : 1;
+        SCOPED_TRACE(vi == 0 ? "mlp fallback" : "mlp default");
         O.poison();
         ws.poison();
         TttMlpForwardArgs a;
@@ -139,9 +139,9 @@ TEST(TttMlpForward, MatchesCpuDualFormOnTheShapeGrid) {
         ++runs;
         }
       }
-  std::printf("[   INFO   ] mlp forward: %d runs, worst |O - ref| / max|ref| = %.3g (v1), %.3g (v2), "
-              "%.3g (v3)\n",
-              runs, worst[0], worst[1], worst[2]);
+  std::printf("[   INFO   ] mlp forward: %d runs, worst |O - ref| / max|ref| = %.3g (fallback), "
+              "%.3g (default)\n",
+              runs, worst[0], worst[1]);
 }
 
 // ---- Forward checkpoints ------------------------------------------------------------------------
@@ -200,7 +200,7 @@ MlpCheckpoints run_forward(const MlpInputs& in, const MlpDevice& dev, int group,
 // on the prefix.
 TEST(TttMlpForward, CheckpointsAreTheCpuEnginesStates) {
   TTTLAB_REQUIRE_GPU();
-  const std::uint64_t seed = fresh_seed();
+  const std::uint64_t seed = test_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
   const std::vector<std::pair<TttDims, int>> cases = {
@@ -215,10 +215,9 @@ TEST(TttMlpForward, CheckpointsAreTheCpuEnginesStates) {
     const MlpDevice dev(in);
     const int d = D.head_dim, hd = 4 * d, n_ck = ttt_num_checkpoints(D, group);
     const std::size_t BH = std::size_t(D.batch) * D.heads;
-    for (TttMlpForwardVersion v : {TttMlpForwardVersion::V1Simt, TttMlpForwardVersion::V2Tf32x3,
-                                   TttMlpForwardVersion::V3Tf32x3}) {
+    for (TttMlpForwardVersion v : {TttMlpForwardVersion::Fallback, TttMlpForwardVersion::Default}) {
       if (!ttt_mlp_forward_supports(v, D)) continue;
-      SCOPED_TRACE("mlp v" + std::to_string(int(v)));
+      SCOPED_TRACE(v == TttMlpForwardVersion::Fallback ? "mlp fallback" : "mlp default");
       DeviceBuffer O(in.base.Q.size());
       const MlpCheckpoints ck = run_forward(in, dev, group, v, O);
       const std::vector<float> cW1 = ck.W1.download(), cb1 = ck.b1.download(),
@@ -263,11 +262,12 @@ TEST(TttMlpForward, CheckpointsAreTheCpuEnginesStates) {
   }
 }
 
-// Version 3 has its own code path per head dimension: every option combination at each of its
-// shapes, with a short last mini-batch, against the CPU engine in double precision.
-TEST(TttMlpForward, V3MatchesCpuForEveryOption) {
+// The fused kernel (Default at b = 16, d ∈ {16, 32, 64}) has its own code path per head dimension:
+// every option combination at each of its shapes, with a short last mini-batch, against the CPU
+// engine in double precision.
+TEST(TttMlpForward, FusedMatchesCpuForEveryOption) {
   TTTLAB_REQUIRE_GPU();
-  const std::uint64_t seed = fresh_seed();
+  const std::uint64_t seed = test_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
   const int T = quick_mode() ? 40 : 150;
@@ -275,20 +275,19 @@ TEST(TttMlpForward, V3MatchesCpuForEveryOption) {
   for (int d : {16, 32, 64})
     for (int f = 0; f < 8; ++f) {
       const TttDims D{2, 1, T, d, 16};
-      ASSERT_TRUE(ttt_mlp_forward_supports(TttMlpForwardVersion::V3Tf32x3, D));
       const TttOptions opt = flags(f);
       SCOPED_TRACE(describe(D, opt));
       const MlpInputs in = random_mlp_inputs(D, opt, rng);
       const std::vector<double> ref = cpu_mlp_forward(in);
       const MlpDevice dev(in);
       DeviceBuffer O(in.base.Q.size());
-      run_forward(in, dev, 3, TttMlpForwardVersion::V3Tf32x3, O);
+      run_forward(in, dev, 3, TttMlpForwardVersion::Default, O);
       const std::vector<float> o = O.download();
       const ErrorStat e = compare(o, ref);
       EXPECT_TRUE(within("O", e, kTolFp32, o, ref));
       worst = std::max(worst, e.rel);
     }
-  std::printf("[   INFO   ] mlp forward v3, every option: worst |O - ref| / max|ref| = %.3g\n", worst);
+  std::printf("[   INFO   ] mlp forward fused, every option: worst |O - ref| / max|ref| = %.3g\n", worst);
 }
 
 // ---- Backward ---------------------------------------------------------------------------------------
@@ -297,7 +296,7 @@ struct MlpGradRef {
   std::vector<double> dQ, dK, dV, dlam, dtau, dgam, dbet, dW1, db1, dW2, db2;
 };
 
-// The CPU engine's backward in precision S (double: the reference; float: the witness).
+// The CPU engine's backward in precision S (the tests use double: the reference).
 template <class S>
 MlpGradRef cpu_mlp_backward(const MlpInputs& in, const std::vector<float>& dO, int group) {
   const TttDims& D = in.base.dims;
@@ -396,24 +395,19 @@ MlpBwdOut run_backward(const MlpInputs& in, const MlpDevice& dev, const MlpCheck
           db1.download(), dW2.download(),  db2.download()};
 }
 
-// Every output against the reference, with the fp32-witness rule (see the file's header).
-void check_mlp_backward(const MlpBwdOut& got, const MlpGradRef& ref, const MlpGradRef& wit,
-                        double& tok, double& sum) {
-  auto check = [&](const char* what, const std::vector<float>& g, const std::vector<double>& r,
-                   const std::vector<double>& w, double tol, double& worst) {
-    expect_within_witness(what, g, r, &w, tol, worst);
-  };
-  check("dQ", got.dQ, ref.dQ, wit.dQ, kTolFp32, tok);
-  check("dK", got.dK, ref.dK, wit.dK, kTolFp32, tok);
-  check("dV", got.dV, ref.dV, wit.dV, kTolFp32, tok);
-  check("dlambda", got.dlam, ref.dlam, wit.dlam, kTolFp32Sum, tok);
-  check("dtau", got.dtau, ref.dtau, wit.dtau, kTolFp32Sum, sum);
-  check("dln_weight", got.dgam, ref.dgam, wit.dgam, kTolFp32Sum, sum);
-  check("dln_bias", got.dbet, ref.dbet, wit.dbet, kTolFp32Sum, sum);
-  check("dW1", got.dW1, ref.dW1, wit.dW1, kTolFp32Sum, sum);
-  check("db1", got.db1, ref.db1, wit.db1, kTolFp32Sum, sum);
-  check("dW2", got.dW2, ref.dW2, wit.dW2, kTolFp32Sum, sum);
-  check("db2", got.db2, ref.db2, wit.db2, kTolFp32Sum, sum);
+// Every output against the reference, with the backward's fixed tolerances.
+void check_mlp_backward(const MlpBwdOut& got, const MlpGradRef& ref, double& tok, double& sum) {
+  expect_within("dQ", got.dQ, ref.dQ, kTolBwdToken, tok);
+  expect_within("dK", got.dK, ref.dK, kTolBwdToken, tok);
+  expect_within("dV", got.dV, ref.dV, kTolBwdToken, tok);
+  expect_within("dlambda", got.dlam, ref.dlam, kTolBwdSum, tok);
+  expect_within("dtau", got.dtau, ref.dtau, kTolBwdSum, sum);
+  expect_within("dln_weight", got.dgam, ref.dgam, kTolBwdSum, sum);
+  expect_within("dln_bias", got.dbet, ref.dbet, kTolBwdSum, sum);
+  expect_within("dW1", got.dW1, ref.dW1, kTolBwdSum, sum);
+  expect_within("db1", got.db1, ref.db1, kTolBwdSum, sum);
+  expect_within("dW2", got.dW2, ref.dW2, kTolBwdSum, sum);
+  expect_within("db2", got.db2, ref.db2, kTolBwdSum, sum);
 }
 
 struct MlpCase {
@@ -452,7 +446,7 @@ std::vector<MlpCase> mlp_backward_cases() {
 
 TEST(TttMlpBackward, MatchesCpuSecondOrderBackwardWithCheckpointing) {
   TTTLAB_REQUIRE_GPU();
-  const std::uint64_t seed = fresh_seed();
+  const std::uint64_t seed = test_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
   double tok = 0, sum = 0;
@@ -463,14 +457,13 @@ TEST(TttMlpBackward, MatchesCpuSecondOrderBackwardWithCheckpointing) {
     const MlpInputs in = random_mlp_inputs(D, c.opt, rng);
     const std::vector<float> dO = randn_vec(in.base.Q.size(), rng, 1.0);
     const MlpGradRef ref = cpu_mlp_backward<double>(in, dO, c.group);
-    const MlpGradRef wit = cpu_mlp_backward<float>(in, dO, c.group);
     const MlpDevice dev(in);
     DeviceBuffer O(in.base.Q.size());
     // Alternate the forward that writes the checkpoints.
     const MlpCheckpoints ck =
         run_forward(in, dev, c.group,
-                    idx++ % 2 ? TttMlpForwardVersion::V1Simt : TttMlpForwardVersion::Default, O);
-    check_mlp_backward(run_backward(in, dev, ck, dO, c.group), ref, wit, tok, sum);
+                    idx++ % 2 ? TttMlpForwardVersion::Fallback : TttMlpForwardVersion::Default, O);
+    check_mlp_backward(run_backward(in, dev, ck, dO, c.group), ref, tok, sum);
     ++runs;
   }
   std::printf("[   INFO   ] mlp backward: %d shapes, worst rel. error per-token %.3g, summed "
@@ -481,7 +474,9 @@ TEST(TttMlpBackward, MatchesCpuSecondOrderBackwardWithCheckpointing) {
 // Two runs on the same inputs give the same bits (no atomics, fixed reduction order).
 TEST(TttMlpBackward, IsDeterministic) {
   TTTLAB_REQUIRE_GPU();
-  std::mt19937_64 rng(7);
+  const std::uint64_t seed = test_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
   const TttDims D{3, 2, 40, 32, 16};
   const MlpInputs in = random_mlp_inputs(D, TttOptions{}, rng);
   const std::vector<float> dO = randn_vec(in.base.Q.size(), rng, 1.0);
@@ -518,16 +513,11 @@ TEST(TttMlpArguments, BadInputIsRejectedWithAMessage) {
   a.checkpoint_group = 2;
   expect_msg([&] { ttt_mlp_forward(a); }, "checkpoint_W2");
   a.checkpoint_W2 = &dummy;
-  a.version = TttMlpForwardVersion::V3Tf32x3;
-  a.dims.mini_batch = 8;
+  a.version = static_cast<TttMlpForwardVersion>(7);
   EXPECT_FALSE(ttt_mlp_forward_supports(a.version, a.dims));
-  expect_msg([&] { ttt_mlp_forward(a); }, "version 3 needs mini_batch 16");
-  a.dims.mini_batch = 16;
-  a.dims.head_dim = 48;
-  EXPECT_FALSE(ttt_mlp_forward_supports(a.version, a.dims));
-  EXPECT_TRUE(ttt_mlp_forward_supports(TttMlpForwardVersion::Default, a.dims));
-  expect_msg([&] { ttt_mlp_forward(a); }, "head_dim 16, 32 or 64");
+  expect_msg([&] { ttt_mlp_forward(a); }, "unknown version");
   a.version = TttMlpForwardVersion::Default;
+  EXPECT_TRUE(ttt_mlp_forward_supports(TttMlpForwardVersion::Default, a.dims));
   a.checkpoint_W2 = nullptr;
   a.dims.head_dim = 15;
   expect_msg([&] { ttt_mlp_forward(a); }, "head_dim");

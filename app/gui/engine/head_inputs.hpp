@@ -52,7 +52,7 @@ HeadInputs<S> build_head_inputs(const HeadConfig& c, ModelLibrary& library);
 
 // The Theorem 1 reduction applied to already-built inputs: one mini-batch of all T tokens, W0 = 0, no
 // LayerNorm, no residual, no bias, λ ≡ 1 and τ ≡ 1. The inner loop then outputs exactly
-// tril(QKᵀ)V for the same Q, K, V (ttt-spec.md §9.2).
+// tril(QKᵀ)V for the same Q, K, V (docs/MATH.md §9.1).
 template <class S>
 void reduce_to_linear_attention(HeadInputs<S>& h);
 

@@ -9,7 +9,7 @@
 // the "+1" is the bias update and is absent with the bias off; across mini-batches tokens interact
 // only through the committed state W, so M is block lower-triangular).
 //
-// With `linear_attention` set, every head is reduced to linear attention (ttt-spec.md §9.2, Theorem 1)
+// With `linear_attention` set, every head is reduced to linear attention (docs/MATH.md §9.1, Theorem 1)
 // on its own Q, K, V: one mini-batch b = T, W0 = 0, no LayerNorm, no residual, no bias, λ ≡ 1, τ ≡ 1,
 // so E ≡ 1 and the output is exactly tril(QKᵀ)V, which the job also computes directly and compares.
 #pragma once

@@ -5,18 +5,16 @@
 #include <cctype>
 #include <chrono>
 #include <cstdio>
-#include <sstream>
 #include <cmath>
 #include <condition_variable>
 #include <filesystem>
-#include <fstream>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "gui/engine/data_source.hpp"
 #include "tttlab/device.hpp"
-#include "tttlab/train/trainer.hpp"
+#include "tttlab/io/atomic_file.hpp"
+#include "tttlab/train/session.hpp"
 
 namespace tttlab::gui {
 namespace fs = std::filesystem;
@@ -36,8 +34,6 @@ const char* to_string(RunState s) {
 }
 
 namespace {
-
-using Json = nlohmann::json;
 
 TrainConfig train_config(const TrainSettings& s) {
   TrainConfig c;
@@ -102,20 +98,11 @@ std::string model_summary(const ModelConfig& m, long params) {
          std::to_string(m.num_attention_heads) + " heads, " + b;
 }
 
-// metrics.jsonl as `tttlab train` writes it: step lines and evaluation lines.
-void read_metrics(const fs::path& file, long up_to_step, std::vector<StepPoint>& steps, std::vector<EvalPoint>& evals) {
-  std::ifstream in(file);
-  std::string line;
-  while (std::getline(in, line)) {
-    Json j;
-    try {
-      j = Json::parse(line);
-    } catch (const std::exception&) {
-      continue;  // a torn last line
-    }
-    if (!j.is_object() || !j.contains("step") || !j["step"].is_number()) continue;
-    const long step = j["step"].get<long>();
-    if (up_to_step >= 0 && step > up_to_step) continue;
+// The step and evaluation records of a run's metrics.jsonl (schema: tttlab/train/metrics.hpp).
+void read_metrics_points(const fs::path& file, long up_to_step, std::vector<StepPoint>& steps,
+                         std::vector<EvalPoint>& evals) {
+  for (const Json& j : read_metrics(file, up_to_step)) {
+    const long step = j.at("step").get<long>();
     const auto num = [&](const char* k) { return j.contains(k) && j[k].is_number() ? j[k].get<double>() : NAN; };
     if (j.contains("val_loss")) {
       evals.push_back({step, num("val_loss"), num("val_bpb")});
@@ -131,29 +118,6 @@ void read_metrics(const fs::path& file, long up_to_step, std::vector<StepPoint>&
       steps.push_back(p);
     }
   }
-}
-
-void append_line(const fs::path& file, const Json& j) {
-  std::ofstream out(file, std::ios::app);
-  out << j.dump() << "\n";
-}
-
-// Keeps the lines up to `step` (a resumed run rewrites what followed its checkpoint).
-void truncate_metrics(const fs::path& file, long step) {
-  std::ifstream in(file);
-  if (!in) return;
-  std::string line, kept;
-  while (std::getline(in, line)) {
-    try {
-      const Json j = Json::parse(line);
-      if (j.contains("step") && j["step"].is_number() && j["step"].get<long>() > step) continue;
-    } catch (const std::exception&) {
-      continue;
-    }
-    kept += line + "\n";
-  }
-  in.close();
-  std::ofstream(file, std::ios::trunc) << kept;
 }
 
 }  // namespace
@@ -211,7 +175,7 @@ struct TrainingModule::Run {
 
 void TrainingModule::Run::work() {
   try {
-    std::unique_ptr<Trainer> t;
+    std::unique_ptr<TrainingSession> session;
     // The factory may write `device_note` while the Trainer is built (a model the GPU cannot train
     // falls back to the CPU under "auto"), so it lives as long as this function.
     std::string device_note;
@@ -222,8 +186,7 @@ void TrainingModule::Run::work() {
       throw std::runtime_error("this build has no CUDA kernels (nvcc was not found when it was configured); "
                                "train on the CPU");
     if (resume) {
-      t = Trainer::resume(dir, backend);
-      truncate_metrics(dir / "metrics.jsonl", t->steps_done());
+      session = TrainingSession::resume(dir, backend);
     } else {
       TrainConfig cfg = train_config(settings);
       const auto data = load_data(settings.data, settings.seq_len);
@@ -236,10 +199,9 @@ void TrainingModule::Run::work() {
         // The built-in text lives in the binary; a copy in the run directory lets
         // `tttlab train --resume` (and the app) reload the same data.
         const fs::path copy = dir / "sample_text.txt";
-        std::ofstream(copy, std::ios::binary).write(reinterpret_cast<const char*>(data->train.data()),
-                                                    static_cast<std::streamsize>(data->train.size()));
-        std::ofstream(copy, std::ios::binary | std::ios::app)
-            .write(reinterpret_cast<const char*>(data->val.data()), static_cast<std::streamsize>(data->val.size()));
+        std::string text(data->train.begin(), data->train.end());
+        text.append(data->val.begin(), data->val.end());
+        write_file_atomic(copy, std::string_view(text));
         cfg.data = fs::absolute(copy).string();
       } else if (settings.data != "brown") {
         cfg.data = fs::absolute(settings.data).string();
@@ -248,98 +210,77 @@ void TrainingModule::Run::work() {
       td.train = data->train;
       td.val = data->val;
       td.description = data->description;
-      t = std::make_unique<Trainer>(cfg, std::move(td), backend);
+      session = TrainingSession::create(dir, cfg, std::move(td), backend);
     }
+    Trainer& t = session->trainer();
     {
       std::lock_guard lk(mu);
-      steps_done = t->steps_done();
-      steps_total = t->config().steps;
-      params = t->model().num_params();
-      summary = model_summary(t->config().model, params);
-      data_description = t->data().description;
-      device = t->device_description();
+      steps_done = t.steps_done();
+      steps_total = t.config().steps;
+      params = t.model().num_params();
+      summary = model_summary(t.config().model, params);
+      data_description = t.data().description;
+      device = t.device_description();
       if (!device_note.empty()) device += " (" + device_note + ")";
       if (state == RunState::Starting) state = want_pause ? RunState::Paused : RunState::Running;
       news = true;
     }
-    const fs::path metrics = dir / "metrics.jsonl";
-    const TrainConfig& cfg = t->config();
-    const auto t0 = std::chrono::steady_clock::now();
-    const auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
-    const auto save = [&] {
-      t->save(dir);
-      const fs::path ck = resolve_checkpoint(dir);
+    SessionHooks hooks;
+    hooks.on_checkpoint = [&](long step, const fs::path& ck) {
       std::lock_guard lk(mu);
-      saved.emplace_back(t->steps_done(), ck);
-      message = "checkpoint saved at step " + std::to_string(t->steps_done());
+      saved.emplace_back(step, ck);
+      message = "checkpoint saved at step " + std::to_string(step);
       news = true;
     };
-    const auto evaluate = [&] {
-      const EvalReport ev = t->evaluate(cfg.eval_windows);
-      append_line(metrics, Json{{"step", ev.step}, {"val_loss", ev.loss}, {"val_bpb", ev.bpb}, {"val_targets", ev.targets}});
+    hooks.on_eval = [&](const EvalReport& ev, bool) {
       std::lock_guard lk(mu);
       new_evals.push_back({ev.step, ev.loss, ev.bpb});
       news = true;
     };
-    long saved_at = -1;
-    while (!t->finished()) {
-      bool do_save = false;
-      {
-        std::unique_lock lk(mu);
-        while (want_pause && !want_stop && !want_save) {
-          if (state != RunState::Paused) {
-            state = RunState::Paused;
-            news = true;
-          }
-          cv.wait(lk);
-        }
-        if (want_stop) break;
-        do_save = want_save;
-        want_save = false;
-        if (!want_pause && state != RunState::Running) {
-          state = RunState::Running;
-          news = true;
-        }
-      }
-      if (do_save) {
-        if (saved_at != t->steps_done()) save();
-        saved_at = t->steps_done();
-        continue;
-      }
-      const StepReport r = t->step();
+    hooks.on_step = [&](const StepReport& r, double tokens_per_s, double elapsed_s) {
       StepPoint p;
       p.step = r.step;
       p.loss = r.loss;
       p.lr = r.lr;
       p.grad_norm = r.grad_norm;
-      p.tokens_per_s = r.seconds > 0 ? static_cast<double>(r.tokens) / r.seconds : 0.0;
-      p.elapsed_s = elapsed();
+      p.tokens_per_s = tokens_per_s;
+      p.elapsed_s = elapsed_s;
       p.skipped = r.skipped;
-      append_line(metrics, Json{{"step", p.step}, {"loss", p.loss}, {"lr", p.lr},
-                                {"grad_norm", std::isfinite(p.grad_norm) ? Json(p.grad_norm) : Json(nullptr)},
-                                {"skipped", p.skipped}, {"tokens_per_s", p.tokens_per_s}, {"elapsed_s", p.elapsed_s}});
-      {
-        std::lock_guard lk(mu);
-        new_steps.push_back(p);
-        steps_done = t->steps_done();
-        news = true;
-      }
-      if (cfg.eval_every > 0 && t->steps_done() % cfg.eval_every == 0 && !t->finished()) evaluate();
-      if (cfg.checkpoint_every > 0 && t->steps_done() % cfg.checkpoint_every == 0 && !t->finished()) {
-        save();
-        saved_at = t->steps_done();
-      }
-    }
-    bool stopped = false;
-    {
       std::lock_guard lk(mu);
-      stopped = want_stop && !t->finished();
-    }
-    if (t->finished()) evaluate();
-    if (saved_at != t->steps_done()) save();
+      new_steps.push_back(p);
+      steps_done = t.steps_done();
+      news = true;
+    };
+    // Pause (wait here), stop and save requests are served between optimiser steps.
+    hooks.between_steps = [&] {
+      for (;;) {
+        {
+          std::unique_lock lk(mu);
+          while (want_pause && !want_stop && !want_save) {
+            if (state != RunState::Paused) {
+              state = RunState::Paused;
+              news = true;
+            }
+            cv.wait(lk);
+          }
+          if (want_stop) return SessionControl::Stop;
+          if (!want_save) {
+            if (state != RunState::Running) {
+              state = RunState::Running;
+              news = true;
+            }
+            return SessionControl::Continue;
+          }
+          want_save = false;
+        }
+        session->checkpoint(hooks);  // then look at the requests again (a paused run stays paused)
+      }
+    };
+    const TrainingSession::Outcome outcome = session->run(hooks);
+    const bool stopped = outcome == TrainingSession::Outcome::Stopped;
     post_state(stopped ? RunState::Stopped : RunState::Finished,
-               stopped ? "stopped at step " + std::to_string(t->steps_done()) + "; checkpoint saved"
-                       : "finished: " + std::to_string(t->steps_done()) + " steps; checkpoint saved");
+               stopped ? "stopped at step " + std::to_string(t.steps_done()) + "; checkpoint saved"
+                       : "finished: " + std::to_string(t.steps_done()) + " steps; checkpoint saved");
   } catch (const std::exception& e) {
     std::lock_guard lk(mu);
     state = RunState::Failed;
@@ -478,11 +419,9 @@ bool TrainingModule::handle(const Command& command, ModuleContext& ctx) {
       if (fs::exists(dir / "latest")) {
         const fs::path ck = resolve_checkpoint(dir);
         run->checkpoint = ck.string();
-        std::ifstream in(dir / "train_config.json");
-        std::stringstream ss;
-        ss << in.rdbuf();
-        if (!ss.str().empty()) {
-          const TrainConfig cfg = TrainConfig::from_json(ss.str());
+        if (fs::exists(dir / "train_config.json")) {
+          const TrainConfig cfg =
+              TrainConfig::from_json(read_file_text(dir / "train_config.json", 1 << 20), (dir / "train_config.json").string());
           run->settings = settings_of(cfg);
           run->steps_total = cfg.steps;
         }
@@ -495,7 +434,7 @@ bool TrainingModule::handle(const Command& command, ModuleContext& ctx) {
         throw std::runtime_error("'" + dir.string() + "' has no checkpoint to resume from");
       }
       std::vector<StepPoint> steps;
-      read_metrics(dir / "metrics.jsonl", up_to, steps, run->evals);
+      read_metrics_points(dir / "metrics.jsonl", up_to, steps, run->evals);
       for (auto& p : steps) run->steps.push_back(p);
       run->steps_done = steps.empty() ? 0 : steps.back().step;
       if (!run->checkpoint.empty()) {

@@ -1,9 +1,11 @@
 // app/gui/engine/training_module.hpp — the engine side of the Training panel (training_types.hpp).
 //
-// Each run's Trainer steps on a worker thread that this module owns, so the interactive modules keep
-// answering on the engine thread while a step (tens to hundreds of milliseconds) runs. The worker
-// and the module talk through a small mailbox per run (requests in: pause, resume, stop, save;
-// reports out: steps, evaluations, saved checkpoints, errors), and the module turns reports into
+// Each run is a tttlab::TrainingSession (core/include/tttlab/train/session.hpp, the loop `tttlab train`
+// runs too: same run directory, same metrics.jsonl records) driven by a worker thread that this module
+// owns, so the interactive modules keep answering on the engine thread while a step (tens to hundreds
+// of milliseconds) runs. The worker and the module talk through a small mailbox per run (requests in:
+// pause, resume, stop, save, served by the session's between-steps hook; reports out: steps,
+// evaluations, saved checkpoints, errors, from its report hooks), and the module turns reports into
 // immutable RunViews: a step adds one StepPoint to an append-only Series (series.hpp), so publishing
 // never copies the history, and the model itself is never copied to the UI.
 //

@@ -110,7 +110,7 @@ class PrimalDualPanel final : public Panel {
       changed |= ImGui::Checkbox("Reduce to linear attention", &c_.linear_attention);
       widgets::note("One mini-batch (b = T), W₀ = 0, no LayerNorm, residual or bias, λ ≡ 1 and τ ≡ 1, so every "
                     "weight of E is 1. Then TTT's output is exactly the causal linear attention tril(QKᵀ)V of the "
-                    "same Q, K, V (ttt-spec §9.2), and the meter on the right drops to rounding error.");
+                    "same Q, K, V (see the Math reference, §9.1), and the meter on the right drops to rounding error.");
     }
 
     widgets::HeadEditorOptions opt;
@@ -353,7 +353,7 @@ class PrimalDualPanel final : public Panel {
       ImGui::Dummy(ImVec2(0, 4));
     }
     widgets::note(
-        "Dual form, per mini-batch (ttt-spec §3): Z̄ = QW − (E ⊙ tril(QKᵀ + 1))·G + b̄, with G the loss "
+        "Dual form, per mini-batch (see the Math reference, §4.2): Z̄ = QW − (E ⊙ tril(QKᵀ + 1))·G + b̄, with G the loss "
         "gradients taken at the mini-batch's start state and E[i, j] = τᵢλⱼ. Row i of M weighs every earlier "
         "token's gradient of the same mini-batch, like a causal attention pattern; across mini-batches "
         "information flows only through the committed W. The primal form applies the same updates one "

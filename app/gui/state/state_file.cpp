@@ -11,9 +11,18 @@ namespace tttlab::gui {
 namespace fs = std::filesystem;
 
 nlohmann::json parse_state(const std::string& text, const std::string& source) {
+  // A state file is a few levels deep; a hostile one nested thousands deep would build a value whose
+  // recursive destruction or printing exhausts the stack, so nesting is capped while parsing.
+  constexpr int kMaxDepth = 64;
+  const auto depth_cap = [&source](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+    if (depth > kMaxDepth)
+      throw StateError(source + " nests arrays and objects more than " + std::to_string(kMaxDepth) +
+                       " levels deep: not a TTT Lab state file");
+    return true;
+  };
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(text);
+    j = nlohmann::json::parse(text, depth_cap);
   } catch (const nlohmann::json::parse_error& e) {
     // e.what() is "[json.exception.parse_error.101] parse error at line 3, column 5: …"; keep the
     // part after the bracketed id.

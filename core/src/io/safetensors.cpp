@@ -103,38 +103,40 @@ SafetensorsFile SafetensorsFile::parse(std::vector<std::uint8_t> bytes, std::str
   const std::string_view header(reinterpret_cast<const char*>(bytes.data() + 8), static_cast<std::size_t>(n));
   const std::uint64_t data_size = size - 8 - n;
 
+  // Duplicate keys are refused while parsing (nlohmann would keep the last one silently), with the
+  // message saying which kind of key repeated.
   Json root;
   try {
-    root = Json::parse(header, JsonParseOptions{.max_depth = 8, .allow_duplicate_keys = true});
+    root = parse_json(header, "JSON header", JsonParseOptions{.max_depth = 8, .reject_duplicate_keys = true});
+  } catch (const JsonDuplicateKey& e) {
+    const std::vector<std::string>& path = e.path();
+    if (path.empty())
+      c.fail(e.key() == "__metadata__" ? "duplicate __metadata__ in the header"
+                                       : "duplicate tensor name '" + e.key() + "' in the header");
+    if (path.size() == 1 && path[0] == "__metadata__") c.fail("duplicate __metadata__ key '" + e.key() + "'");
+    if (path.size() == 1) c.fail("tensor '" + path[0] + "' has an unexpected or repeated key '" + e.key() + "'");
+    c.fail("malformed " + std::string(e.what()));
   } catch (const JsonError& e) {
-    std::string_view what = e.what();
-    if (what.starts_with("JSON: ")) what.remove_prefix(6);
-    c.fail("malformed JSON header: " + std::string(what) + " of the header");
+    c.fail("malformed " + std::string(e.what()));  // "malformed JSON header: JSON parse error at byte ..."
   }
   if (!root.is_object()) c.fail("the header is not a JSON object");
 
-  std::unordered_set<std::string> names;  // duplicate checks stay linear on huge headers
-  for (const auto& [name, value] : root.as_object()) {
-    if (!names.insert(name).second)
-      c.fail(name == "__metadata__" ? "duplicate __metadata__ in the header"
-                                    : "duplicate tensor name '" + name + "' in the header");
+  for (const auto& [name, value] : root.items()) {
     if (name == "__metadata__") {
       if (!value.is_object()) c.fail("__metadata__ must be an object of strings");
-      std::unordered_set<std::string> keys;
-      for (const auto& [k, v] : value.as_object()) {
+      for (const auto& [k, v] : value.items()) {
         if (!v.is_string()) c.fail("__metadata__ value of '" + k + "' is not a string");
-        if (!keys.insert(k).second) c.fail("duplicate __metadata__ key '" + k + "'");
-        f.m_metadata.emplace_back(k, v.as_string());
+        f.m_metadata.emplace_back(k, v.get<std::string>());
       }
       continue;
     }
     if (name.empty()) c.fail("a tensor has an empty name");
     if (!value.is_object()) c.fail("entry of tensor '" + name + "' is not an object");
     const Json *dt = nullptr, *sh = nullptr, *off = nullptr;
-    for (const auto& [k, v] : value.as_object()) {
-      if (k == "dtype" && !dt) dt = &v;
-      else if (k == "shape" && !sh) sh = &v;
-      else if (k == "data_offsets" && !off) off = &v;
+    for (const auto& [k, v] : value.items()) {
+      if (k == "dtype") dt = &v;
+      else if (k == "shape") sh = &v;
+      else if (k == "data_offsets") off = &v;
       else c.fail("tensor '" + name + "' has an unexpected or repeated key '" + k + "'");
     }
     if (!dt || !sh || !off) c.fail("tensor '" + name + "' lacks one of dtype, shape, data_offsets");
@@ -142,7 +144,7 @@ SafetensorsFile SafetensorsFile::parse(std::vector<std::uint8_t> bytes, std::str
     TensorEntry t;
     t.name = name;
     if (!dt->is_string()) c.fail("dtype of tensor '" + name + "' is not a string");
-    const std::string& ds = dt->as_string();
+    const std::string& ds = dt->get_ref<const std::string&>();
     if (ds == "F32") t.dtype = DType::F32;
     else if (ds == "F64") t.dtype = DType::F64;
     else if (ds == "BF16") t.dtype = DType::BF16;
@@ -154,18 +156,17 @@ SafetensorsFile SafetensorsFile::parse(std::vector<std::uint8_t> bytes, std::str
     if (!sh->is_array()) c.fail("shape of tensor '" + name + "' is not an array");
     // numel × element size must stay below 2^64: check each product against the data size bound.
     unsigned __int128 nbytes = dtype_size(t.dtype);
-    for (const Json& d : sh->as_array()) {
-      if (!d.is_u64() || d.as_u64() > static_cast<std::uint64_t>(INT64_MAX))
+    for (const Json& d : *sh) {
+      if (!d.is_number_unsigned() || d.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
         c.fail("shape of tensor '" + name + "' holds something other than a non-negative integer");
-      t.shape.push_back(static_cast<std::int64_t>(d.as_u64()));
-      nbytes *= d.as_u64();
+      t.shape.push_back(static_cast<std::int64_t>(d.get<std::uint64_t>()));
+      nbytes *= d.get<std::uint64_t>();
       if (nbytes > size) nbytes = static_cast<unsigned __int128>(size) + 1;  // saturate: already too big
     }
-    if (!off->is_array() || off->as_array().size() != 2 || !off->as_array()[0].is_u64() ||
-        !off->as_array()[1].is_u64())
+    if (!off->is_array() || off->size() != 2 || !(*off)[0].is_number_unsigned() || !(*off)[1].is_number_unsigned())
       c.fail("data_offsets of tensor '" + name + "' must be two non-negative integers [begin, end]");
-    t.begin = off->as_array()[0].as_u64();
-    t.end = off->as_array()[1].as_u64();
+    t.begin = (*off)[0].get<std::uint64_t>();
+    t.end = (*off)[1].get<std::uint64_t>();
     if (t.begin > t.end)
       c.fail("data_offsets of tensor '" + name + "' begin after they end [" + std::to_string(t.begin) + ", " +
              std::to_string(t.end) + "]");
@@ -310,24 +311,21 @@ std::string SafetensorsWriter::header() const {
   Json root = Json::object();
   if (!m_metadata.empty()) {
     Json meta = Json::object();
-    for (const auto& [k, v] : m_metadata) meta[k] = Json(v);
-    root.as_object().emplace_back("__metadata__", std::move(meta));
+    for (const auto& [k, v] : m_metadata) meta[k] = v;
+    root["__metadata__"] = std::move(meta);
   }
   std::uint64_t offset = 0;
   for (const auto& t : m_tensors) {
     Json e = Json::object();
-    e["dtype"] = Json(dtype_name(t.dtype));
+    e["dtype"] = dtype_name(t.dtype);
     Json shape = Json::array();
-    for (auto d : t.shape) shape.push_back(Json(static_cast<long long>(d)));
+    for (auto d : t.shape) shape.push_back(static_cast<std::int64_t>(d));
     e["shape"] = std::move(shape);
-    Json offs = Json::array();
-    offs.push_back(Json(static_cast<unsigned long long>(offset)));
-    offs.push_back(Json(static_cast<unsigned long long>(offset + t.bytes.size())));
-    e["data_offsets"] = std::move(offs);
+    e["data_offsets"] = Json::array({offset, offset + t.bytes.size()});
     offset += t.bytes.size();
-    root.as_object().emplace_back(t.name, std::move(e));
+    root[t.name] = std::move(e);
   }
-  std::string h = root.dump();
+  std::string h = root.dump();  // names and metadata were checked to be valid UTF-8
   h.append((8 - h.size() % 8) % 8, ' ');  // data section starts 8-aligned
   return h;
 }

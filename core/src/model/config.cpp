@@ -48,6 +48,7 @@ void ModelConfig::validate() const {
     bad("RoPE needs an even head dim, got " + std::to_string(head_dim()));
   if (!(ttt_base_lr >= 0)) bad("ttt_base_lr must be >= 0");
   if (!(rms_norm_eps > 0)) bad("rms_norm_eps must be positive");
+  if (!(ttt_ln_eps > 0)) bad("tttlab_ttt_ln_eps must be positive");
   if (!(initializer_range >= 0)) bad("initializer_range must be >= 0");
   if (scan_checkpoint_group_size < 0) bad("scan_checkpoint_group_size must be >= 0");
 }
@@ -64,11 +65,14 @@ TTTLayerConfig ModelConfig::ttt_layer_config() const {
   c.eta.base_lr = ttt_base_lr;
   c.eta.gate = eta_learned_gate ? EtaGate::Learned : EtaGate::Fixed;
   c.eta.token_index = eta_token_index;
+  c.eta.token_index_learnable = eta_token_index_learnable;
   c.share_qk = c.use_gate = mamba_backbone;
   c.conv_kernel = conv_kernel;
   c.rope = ttt_rope;
   c.rope_theta = rope_theta;
   c.post_norm = ttt_post_norm;
+  c.inner.ln_eps = ttt_ln_eps;
+  c.post_norm_eps = ttt_ln_eps;
   c.checkpoint_group = scan_checkpoint_group_size;
   return c;
 }
@@ -98,7 +102,7 @@ std::vector<std::string> ModelConfig::preset_names() { return {"tiny", "small", 
 
 std::string ModelConfig::to_json() const {
   Json j = Json::object();
-  j["architectures"] = Json(Json::Array{Json("TTTForCausalLM")});
+  j["architectures"] = Json::array({"TTTForCausalLM"});
   j["model_type"] = "ttt";
   j["vocab_size"] = vocab_size;
   j["hidden_size"] = hidden_size;
@@ -109,6 +113,7 @@ std::string ModelConfig::to_json() const {
   j["max_position_embeddings"] = max_position_embeddings;
   j["initializer_range"] = initializer_range;
   j["rms_norm_eps"] = rms_norm_eps;
+  j["tttlab_ttt_ln_eps"] = ttt_ln_eps;
   j["use_cache"] = true;
   j["pad_token_id"] = nullptr;
   j["bos_token_id"] = nullptr;
@@ -130,82 +135,65 @@ std::string ModelConfig::to_json() const {
   j["tttlab_inner_bias"] = inner_bias;
   j["tttlab_eta_learned_gate"] = eta_learned_gate;
   j["tttlab_eta_token_index"] = eta_token_index;
+  j["tttlab_eta_token_index_learnable"] = eta_token_index_learnable;
   j["tttlab_learnable_w0"] = learnable_w0;
   j["tttlab_ttt_rope"] = ttt_rope;
   j["tttlab_ttt_post_norm"] = ttt_post_norm;
   return j.dump(2) + "\n";
 }
 
-ModelConfig ModelConfig::from_json(const std::string& text) {
-  Json j;
-  try {
-    j = Json::parse(text);
-  } catch (const JsonError& e) {
-    bad(std::string("config.json is not valid JSON: ") + e.what());
-  }
-  if (!j.is_object()) bad("config.json must hold a JSON object");
+ModelConfig ModelConfig::from_json(const std::string& text, const std::string& source) {
   ModelConfig c;
-  auto get_int = [&](const char* key, int& out) {
-    if (const Json* v = j.find(key)) {
-      if (!v->is_integer()) bad(std::string("'") + key + "' must be an integer");
-      const auto x = v->as_i64();
-      if (x < -(1LL << 30) || x > (1LL << 30)) bad(std::string("'") + key + "' is out of range");
-      out = static_cast<int>(x);
-    }
-  };
-  auto get_double = [&](const char* key, double& out) {
-    if (const Json* v = j.find(key)) {
-      if (!v->is_number()) bad(std::string("'") + key + "' must be a number");
-      out = v->as_double();
-    }
-  };
-  auto get_bool = [&](const char* key, bool& out) {
-    if (const Json* v = j.find(key)) {
-      if (!v->is_bool()) bad(std::string("'") + key + "' must be true or false");
-      out = v->as_bool();
-    }
-  };
-  get_int("vocab_size", c.vocab_size);
-  get_int("hidden_size", c.hidden_size);
-  get_int("intermediate_size", c.intermediate_size);
-  get_int("num_hidden_layers", c.num_hidden_layers);
-  get_int("num_attention_heads", c.num_attention_heads);
-  get_int("max_position_embeddings", c.max_position_embeddings);
-  get_int("mini_batch_size", c.mini_batch_size);
-  get_int("conv_kernel", c.conv_kernel);
-  get_int("scan_checkpoint_group_size", c.scan_checkpoint_group_size);
-  get_double("ttt_base_lr", c.ttt_base_lr);
-  get_double("rope_theta", c.rope_theta);
-  get_double("rms_norm_eps", c.rms_norm_eps);
-  get_double("initializer_range", c.initializer_range);
-  bool use_gate = true, share_qk = true, pre_conv = true;
-  get_bool("use_gate", use_gate);
-  get_bool("share_qk", share_qk);
-  get_bool("pre_conv", pre_conv);
-  if (use_gate != share_qk || share_qk != pre_conv)
-    bad("use_gate, share_qk and pre_conv must be all true (Mamba backbone) or all false (Transformer)");
-  c.mamba_backbone = share_qk;
-  std::string ttt_type = "linear";
-  if (const Json* v = j.find("ttt_layer_type")) {
-    if (!v->is_string()) bad("'ttt_layer_type' must be a string");
-    ttt_type = v->as_string();
-    if (ttt_type != "linear" && ttt_type != "mlp") bad("'ttt_layer_type' must be \"linear\" or \"mlp\", got \"" + ttt_type + "\"");
+  try {
+    const Json j = parse_json(text, source);
+    const JsonFields f(j, source);
+    // Integers are bounded so that sizes computed from them cannot overflow before validate().
+    auto get_int = [&](const char* key, int& out) {
+      int x = out;
+      if (f.read(key, x) && (x < -(1 << 30) || x > (1 << 30))) f.fail(key, "is out of range");
+      out = x;
+    };
+    get_int("vocab_size", c.vocab_size);
+    get_int("hidden_size", c.hidden_size);
+    get_int("intermediate_size", c.intermediate_size);
+    get_int("num_hidden_layers", c.num_hidden_layers);
+    get_int("num_attention_heads", c.num_attention_heads);
+    get_int("max_position_embeddings", c.max_position_embeddings);
+    get_int("mini_batch_size", c.mini_batch_size);
+    get_int("conv_kernel", c.conv_kernel);
+    get_int("scan_checkpoint_group_size", c.scan_checkpoint_group_size);
+    f.read("ttt_base_lr", c.ttt_base_lr);
+    f.read("rope_theta", c.rope_theta);
+    f.read("rms_norm_eps", c.rms_norm_eps);
+    f.read("tttlab_ttt_ln_eps", c.ttt_ln_eps);
+    f.read("initializer_range", c.initializer_range);
+    bool use_gate = true, share_qk = true, pre_conv = true;
+    f.read("use_gate", use_gate);
+    f.read("share_qk", share_qk);
+    f.read("pre_conv", pre_conv);
+    if (use_gate != share_qk || share_qk != pre_conv)
+      bad("use_gate, share_qk and pre_conv must be all true (Mamba backbone) or all false (Transformer)");
+    c.mamba_backbone = share_qk;
+    std::string ttt_type = "linear";
+    if (f.read("ttt_layer_type", ttt_type) && ttt_type != "linear" && ttt_type != "mlp")
+      f.fail("ttt_layer_type", "must be \"linear\" or \"mlp\", got \"" + ttt_type + "\"");
+    c.seq_layer = ttt_type == "mlp" ? SeqLayerKind::TTTMLP : SeqLayerKind::TTTLinear;
+    std::string layer;
+    if (f.read("tttlab_seq_layer", layer)) c.seq_layer = seq_layer_from_string(layer);
+    f.read("tttlab_inner_layer_norm", c.inner_layer_norm);
+    f.read("tttlab_inner_residual", c.inner_residual);
+    f.read("tttlab_inner_bias", c.inner_bias);
+    f.read("tttlab_eta_learned_gate", c.eta_learned_gate);
+    f.read("tttlab_eta_token_index", c.eta_token_index);
+    f.read("tttlab_eta_token_index_learnable", c.eta_token_index_learnable);
+    f.read("tttlab_learnable_w0", c.learnable_w0);
+    f.read("tttlab_ttt_rope", c.ttt_rope);
+    f.read("tttlab_ttt_post_norm", c.ttt_post_norm);
+    if (const Json* v = f.find("tie_word_embeddings"); v && !(v->is_boolean() && v->get<bool>()))
+      f.fail("tie_word_embeddings", "must be true (only tied embeddings are supported)");
+  } catch (const JsonError& e) {
+    throw std::invalid_argument(std::string("model config: ") + e.what());
   }
-  c.seq_layer = ttt_type == "mlp" ? SeqLayerKind::TTTMLP : SeqLayerKind::TTTLinear;
-  if (const Json* v = j.find("tttlab_seq_layer")) {
-    if (!v->is_string()) bad("'tttlab_seq_layer' must be a string");
-    c.seq_layer = seq_layer_from_string(v->as_string());
-  }
-  get_bool("tttlab_inner_layer_norm", c.inner_layer_norm);
-  get_bool("tttlab_inner_residual", c.inner_residual);
-  get_bool("tttlab_inner_bias", c.inner_bias);
-  get_bool("tttlab_eta_learned_gate", c.eta_learned_gate);
-  get_bool("tttlab_eta_token_index", c.eta_token_index);
-  get_bool("tttlab_learnable_w0", c.learnable_w0);
-  get_bool("tttlab_ttt_rope", c.ttt_rope);
-  get_bool("tttlab_ttt_post_norm", c.ttt_post_norm);
-  if (const Json* v = j.find("tie_word_embeddings"); v && !(v->is_bool() && v->as_bool()))
-    bad("only tie_word_embeddings = true is supported");
   c.validate();
   return c;
 }

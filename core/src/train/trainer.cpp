@@ -50,7 +50,7 @@ void TrainConfig::validate() const {
 
 std::string TrainConfig::to_json() const {
   Json j = Json::object();
-  j["model"] = Json::parse(model.to_json());
+  j["model"] = parse_json(model.to_json(), "config.json");
   j["data"] = data;
   j["data_dir"] = data_dir;
   j["steps"] = steps;
@@ -69,47 +69,31 @@ std::string TrainConfig::to_json() const {
   return j.dump(2) + "\n";
 }
 
-TrainConfig TrainConfig::from_json(const std::string& text) {
-  Json j;
-  try {
-    j = Json::parse(text);
-  } catch (const JsonError& e) {
-    bad(std::string("not valid JSON: ") + e.what());
-  }
-  if (!j.is_object() || !j.find("model")) bad("expected an object with a \"model\" member");
+TrainConfig TrainConfig::from_json(const std::string& text, const std::string& source) {
   TrainConfig c;
-  c.model = ModelConfig::from_json(j.find("model")->dump());
-  auto num = [&](const char* k, auto& out) {
-    if (const Json* v = j.find(k)) {
-      if (!v->is_number()) bad(std::string("'") + k + "' must be a number");
-      using T = std::decay_t<decltype(out)>;
-      if constexpr (std::is_integral_v<T>)
-        out = static_cast<T>(v->as_i64());
-      else
-        out = v->as_double();
-    }
-  };
-  auto str = [&](const char* k, std::string& out) {
-    if (const Json* v = j.find(k)) {
-      if (!v->is_string()) bad(std::string("'") + k + "' must be a string");
-      out = v->as_string();
-    }
-  };
-  str("data", c.data);
-  str("data_dir", c.data_dir);
-  num("steps", c.steps);
-  num("batch_size", c.batch_size);
-  num("seq_len", c.seq_len);
-  num("lr", c.lr);
-  num("warmup_fraction", c.warmup_fraction);
-  num("end_lr", c.end_lr);
-  num("weight_decay", c.weight_decay);
-  num("clip_norm", c.clip_norm);
-  if (const Json* v = j.find("seed")) c.seed = v->as_u64();
-  num("threads", c.threads);
-  num("checkpoint_every", c.checkpoint_every);
-  num("eval_every", c.eval_every);
-  num("eval_windows", c.eval_windows);
+  try {
+    const Json j = parse_json(text, source);
+    const JsonFields f(j, source);
+    if (!f.has("model")) f.fail("model", "is missing (the model's config.json keys)");
+    c.model = ModelConfig::from_json(f.find("model")->dump(), source + ": model");
+    f.read("data", c.data);
+    f.read("data_dir", c.data_dir);
+    f.read("steps", c.steps);
+    f.read("batch_size", c.batch_size);
+    f.read("seq_len", c.seq_len);
+    f.read("lr", c.lr);
+    f.read("warmup_fraction", c.warmup_fraction);
+    f.read("end_lr", c.end_lr);
+    f.read("weight_decay", c.weight_decay);
+    f.read("clip_norm", c.clip_norm);
+    f.read("seed", c.seed);
+    f.read("threads", c.threads);
+    f.read("checkpoint_every", c.checkpoint_every);
+    f.read("eval_every", c.eval_every);
+    f.read("eval_windows", c.eval_windows);
+  } catch (const JsonError& e) {
+    bad(e.what());
+  }
   c.validate();
   return c;
 }
@@ -292,6 +276,7 @@ EvalReport Trainer::evaluate(int max_windows) const {
     right += correct[i];
   }
   r.accuracy = r.targets ? double(right) / double(r.targets) : 0.0;
+  r.accuracy_measured = true;
   r.loss = total / double(r.targets);
   r.bpb = r.loss / std::log(2.0);
   r.loss_by_position.assign(m_cfg.seq_len, 0.0);
@@ -350,7 +335,7 @@ fs::path resolve_checkpoint(const fs::path& dir) {
 
 std::unique_ptr<Model<float>> load_model(const fs::path& dir) {
   const fs::path ck = resolve_checkpoint(dir);
-  const ModelConfig cfg = ModelConfig::from_json(read_file_text(ck / "config.json", 1 << 20));
+  const ModelConfig cfg = ModelConfig::from_json(read_file_text(ck / "config.json", 1 << 20), (ck / "config.json").string());
   auto model = std::make_unique<Model<float>>(cfg, 0);
   load_model_safetensors(*model, ck / "model.safetensors");
   return model;
@@ -361,7 +346,7 @@ std::unique_ptr<Trainer> Trainer::resume(const fs::path& run_dir, const TrainBac
   const SafetensorsFile st = SafetensorsFile::read(ck / "train_state.safetensors");
   const std::string* cfg_text = st.metadata_value("train_config");
   if (!cfg_text) throw std::runtime_error("'" + (ck / "train_state.safetensors").string() + "' has no training config");
-  TrainConfig cfg = TrainConfig::from_json(*cfg_text);
+  TrainConfig cfg = TrainConfig::from_json(*cfg_text, (ck / "train_state.safetensors").string() + " (train_config)");
   auto t = std::make_unique<Trainer>(cfg, TextData::load(cfg), backend);
   load_model_safetensors(*t->m_model, ck / "model.safetensors");
   t->m_impl->optim->load_state(AdamWState<float>::load(st, "optim."));

@@ -1,4 +1,4 @@
-// The TTT inner loop, dual and primal forms (see tttlab/ttt/inner.hpp; maths in ttt-spec.md §3–§5).
+// The TTT inner loop, dual and primal forms (see tttlab/ttt/inner.hpp; maths in docs/MATH.md §3–§6).
 //
 // Notation inside this file, for one chunk of m tokens that lies inside one mini-batch and starts at
 // position p0 of it:  W, c = state.base (the mini-batch start state); A_W, A_c = state.acc (the
@@ -117,7 +117,7 @@ void dual_chunk_mlp(const InnerOptions& opt, const InnerHeadParams<S>& p, ConstM
   const InnerWeights<S>& w = st.base;
   const S one = opt.bias ? S(1) : S(0);
 
-  // Forward and plain backprop through the mini-batch start state (ttt-spec.md §4 steps 1–3).
+  // Forward and plain backprop through the mini-batch start state (docs/MATH.md §5).
   Mat<S> Z1 = K * w.W1;
   if (opt.bias) Z1.rowwise() += w.b1;
   const Mat<S> X2 = gelu(Z1);

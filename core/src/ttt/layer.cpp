@@ -50,6 +50,7 @@ void TTTLayerConfig::validate() const {
   if (share_qk && conv_kernel < 1) bad("conv_kernel must be >= 1");
   if (checkpoint_group < 0) bad("checkpoint_group must be >= 0");
   if (!(inner.ln_eps > 0)) bad("ln_eps must be positive");
+  if (!(post_norm_eps > 0)) bad("post_norm_eps must be positive");
   if (!(eta.base_lr >= 0)) bad("ttt_base_lr must be >= 0");
 }
 
@@ -285,7 +286,7 @@ Mat<S> TTTLayer<S>::forward(TTTLayerState<S>& state, ConstMatRef<S> x, TTTForm f
   // Output path: post-norm, gate, o_proj.
   Mat<S> Y;
   if (c.post_norm)
-    layer_norm_rows<S>(O, p.post_norm_w, p.post_norm_b, S(1e-6), Y);
+    layer_norm_rows<S>(O, p.post_norm_w, p.post_norm_b, S(c.post_norm_eps), Y);
   else
     Y = std::move(O);
   if (c.use_gate) {
@@ -316,7 +317,7 @@ Mat<S> TTTLayer<S>::forward_train(ConstMatRef<S> x, TTTLayerCache<S>& cache) con
     cache.O.middleCols(h * d, d) = Oh;
   }
   if (c.post_norm)
-    layer_norm_rows<S>(cache.O, p.post_norm_w, p.post_norm_b, S(1e-6), cache.Y);
+    layer_norm_rows<S>(cache.O, p.post_norm_w, p.post_norm_b, S(c.post_norm_eps), cache.Y);
   else
     cache.Y = cache.O;
   if (c.use_gate) {
@@ -390,7 +391,7 @@ void TTTLayer<S>::backward(const TTTLayerCache<S>& cache, ConstMatRef<S> dY, TTT
   // Y = post_norm(O)
   Mat<S> dO;
   if (c.post_norm)
-    layer_norm_rows_backward<S>(cache.O, p.post_norm_w, S(1e-6), dYpn, dO, g.post_norm_w, g.post_norm_b);
+    layer_norm_rows_backward<S>(cache.O, p.post_norm_w, S(c.post_norm_eps), dYpn, dO, g.post_norm_w, g.post_norm_b);
   else
     dO = dYpn;
 
@@ -426,8 +427,9 @@ void TTTLayer<S>::backward(const TTTLayerCache<S>& cache, ConstMatRef<S> dY, TTT
       dx.noalias() += du * p.lr_w.row(h);
     }
   }
-  // τ_i = max(1/i + δ_i, 0): the gradient passes where the clamp is inactive.
-  if (c.eta.token_index)
+  // τ_i = max(1/i + δ_i, 0): the gradient passes where the clamp is inactive. With δ frozen
+  // (token_index_learnable off) δ gets no gradient at all, so the optimiser never moves it.
+  if (c.eta.token_index && c.eta.token_index_learnable)
     for (int i = 0; i < b; ++i)
       if (S(1) / S(i + 1) + p.token_idx_offset(i) > S(0)) g.token_idx_offset(i) += dtau(i);
 

@@ -27,7 +27,7 @@ void ln_l2_grad(ConstMatRef<S> Z, ConstMatRef<S> R, const RowVec<S>& gamma, cons
     const Eigen::Array<S, 1, Eigen::Dynamic> resid =
         gamma.array() * xhat + beta.array() - R.row(i).array();  // y − r
     const Eigen::Array<S, 1, Eigen::Dynamic> ghat = gamma.array() * resid;
-    // g = (1/σ)(ĝ − mean(ĝ) − x̂·mean(ĝ⊙x̂)); the spec's boxed form divided through by d.
+    // g = (1/σ)(ĝ − mean(ĝ) − x̂·mean(ĝ⊙x̂)); docs/MATH.md §3.2's first form divided through by d.
     G.row(i) = ((ghat - ghat.mean() - xhat * (ghat * xhat).mean()) / sigma).matrix();
     if (losses) (*losses)(i) = S(0.5) * resid.square().sum();
   }

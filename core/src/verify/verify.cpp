@@ -207,17 +207,18 @@ CheckResult check_ln_l2_grad(int d, std::uint64_t seed) {
   const Mat<double> Z = randn<double>(n, d, 2.0, rng), R = randn<double>(n, d, 1.0, rng);
   const RowVec<double> gamma = randn_row<double>(d, 0.2, rng).array() + 1.0;
   const RowVec<double> beta = randn_row<double>(d, 0.2, rng);
+  const double eps = InnerOptions{}.ln_eps;  // the engine's default inner LayerNorm ε
   Mat<double> G;
-  ln_l2_grad<double>(Z, R, gamma, beta, 1e-6, G);
+  ln_l2_grad<double>(Z, R, gamma, beta, eps, G);
   Mat<double> fd(n, d);
-  const double h = 1e-6;
+  const double h = 1e-6;  // central-difference step
   for (int i = 0; i < n; ++i)
     for (int j = 0; j < d; ++j) {
       RowVec<double> zp = Z.row(i), zm = Z.row(i);
       zp(j) += h;
       zm(j) -= h;
-      fd(i, j) = (ln_l2_loss<double>(zp, R.row(i), gamma, beta, 1e-6, true) -
-                  ln_l2_loss<double>(zm, R.row(i), gamma, beta, 1e-6, true)) /
+      fd(i, j) = (ln_l2_loss<double>(zp, R.row(i), gamma, beta, eps, true) -
+                  ln_l2_loss<double>(zm, R.row(i), gamma, beta, eps, true)) /
                  (2 * h);
     }
   // Central differences: truncation O(h²) plus rounding ≈ ε·ℓ/h, ℓ = O(d).

@@ -99,13 +99,13 @@ TEST(PrepareBrown, SplitsEveryTwentiethDocumentAndWritesManifest) {
   const std::string train = read_file_text(r.train_path);
   EXPECT_EQ(train.substr(0, 54), "Document ca01 says hello.\n\nDocument ca02 says hello.\n\n");
   EXPECT_EQ(train.find("cc02"), std::string::npos);
-  const Json m = Json::parse(read_file_text(r.manifest_path));
-  EXPECT_EQ(m.find("version")->as_u64(), 1u);
-  EXPECT_EQ(m.find("train")->find("bytes")->as_u64(), train.size());
-  EXPECT_EQ(m.find("train")->find("sha256")->as_string(), sha256_hex(std::string_view(train)));
-  EXPECT_EQ(m.find("val")->find("documents")->as_u64(), 2u);
-  EXPECT_EQ(m.find("val")->find("names")->as_array()[1].as_string(), "ce04");
-  EXPECT_EQ(m.find("source")->find("documents")->as_u64(), 45u);
+  const Json m = parse_json(read_file_text(r.manifest_path), "manifest");
+  EXPECT_EQ(m.at("version").get<std::uint64_t>(), 1u);
+  EXPECT_EQ(m.at("train").at("bytes").get<std::uint64_t>(), train.size());
+  EXPECT_EQ(m.at("train").at("sha256").get<std::string>(), sha256_hex(std::string_view(train)));
+  EXPECT_EQ(m.at("val").at("documents").get<std::uint64_t>(), 2u);
+  EXPECT_EQ(m.at("val").at("names").at(1).get<std::string>(), "ce04");
+  EXPECT_EQ(m.at("source").at("documents").get<std::uint64_t>(), 45u);
 }
 
 TEST(PrepareBrown, SecondRunIsUpToDateAndRepairsDamage) {

@@ -1,6 +1,6 @@
 // Causal linear attention: quadratic form against the definition, the recurrent and chunked
 // streaming forms against the quadratic form, backward against central differences (fp64), fp32
-// against fp64, and the TTT limit of ttt-spec.md oracle 4 (TTT-Linear, one mini-batch, W0 = 0, no LN,
+// against fp64, and the TTT limit of docs/MATH.md §10, oracle 4 (TTT-Linear, one mini-batch, W0 = 0, no LN,
 // no residual, no bias, η ≡ 1 gives exactly this layer).
 #include <vector>
 
@@ -140,7 +140,7 @@ TEST(LinearAttention, Fp32AgreesWithFp64) {
   EXPECT_TRUE(test::all_close("dV", dV32, dV64, tol));
 }
 
-// ttt-spec.md oracle 4 / §9.2 against the engine's own TTT inner loop, head by head.
+// docs/MATH.md §10, oracle 4 (§9.1) against the engine's own TTT inner loop, head by head.
 TEST(LinearAttention, IsTttLinearWithOneMiniBatchAndNoNorm) {
   std::mt19937_64 rng(65);
   const int T = 12, heads = 2, d = 4, D = heads * d;

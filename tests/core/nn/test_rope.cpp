@@ -1,5 +1,5 @@
 // RoPE (the lead's tttlab/nn/rope.hpp): rope_apply against the complex-multiply definition of the
-// interleaved pairing, the per-mini-batch position reset of ttt-spec.md oracle 10, rope_backward
+// interleaved pairing, the per-mini-batch position reset of docs/MATH.md §10, oracle 10, rope_backward
 // against central differences (fp64), orthogonality, fp32 against fp64.
 #include "tttlab/nn/rope.hpp"
 
@@ -57,7 +57,7 @@ TEST(Rope, MatchesComplexMultiplyDefinition) {
                 1e-15);
 }
 
-// ttt-spec.md oracle 10: the TTT layers pass p = t mod b, so tokens t and t + b with the same raw
+// docs/MATH.md §10, oracle 10: the TTT layers pass p = t mod b, so tokens t and t + b with the same raw
 // q/k are rotated identically. Global positions (the Transformer's) rotate them differently.
 TEST(Rope, PositionsResetEveryMiniBatch) {
   std::mt19937_64 rng(72);

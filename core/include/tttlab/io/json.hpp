@@ -1,126 +1,100 @@
-// tttlab/io/json.hpp — a small, strict JSON value for the engine's own files (safetensors headers,
-// data manifests, configs).
+// tttlab/io/json.hpp — the project's JSON: nlohmann-json, plus the few checks our files need on top.
 //
-// Why our own and not a library: core/ links Eigen and the standard library only, and the
-// safetensors reader needs what general-purpose parsers do not give: duplicate keys reported (not
-// silently overwritten), integers kept exact up to 2^64 − 1 (byte offsets), a nesting limit, and
-// errors that carry the byte offset, all without ever reading out of bounds on hostile input.
+// Every JSON file the engine reads or writes (config.json, train_config.json, metrics.jsonl,
+// safetensors headers, data manifests, CLI --json output) goes through nlohmann::ordered_json: objects
+// keep their members in document / insertion order, so written files read in the order they were
+// built. Integers are exact up to 2^64 − 1 (unsigned) and down to −2^63; other numbers are doubles.
+// nlohmann writes non-finite doubles as null.
 //
-// Grammar: RFC 8259 exactly. No comments, no trailing commas, no NaN/Infinity, strings must be valid
-// UTF-8 with control characters escaped, \u escapes must pair surrogates correctly. Leading and
-// trailing whitespace (space, tab, CR, LF) is allowed.
+// What this header adds:
+//   parse_json   parses text with the source named in every error
+//                  "config.json: JSON parse error at byte 123: syntax error while parsing object ..."
+//                a nesting cap (default 64 levels, enforced while parsing, so hostile input fails
+//                cleanly instead of exhausting memory or the stack), non-finite numbers (1e999)
+//                refused, and duplicate keys refused (JsonDuplicateKey says where) unless allowed.
+//   JsonFields   typed reads of an object's fields whose errors name the source and the field
+//                  "config.json: field 'hidden_size' must be an integer"
 //
-// Numbers: a literal without fraction or exponent that fits in uint64 (or, when negative, int64)
-// is stored as an exact integer; every other number is a double (std::from_chars, locale-free).
-// as_u64()/as_i64() accept only exact integers; as_double() accepts both.
-//
-// Objects keep their members in document (or insertion) order; keys are unique unless the parse
-// option allows duplicates (then all are kept, in order, for the caller to report).
-//
-// Output (dump): compact, or indented by `indent` spaces; integers exactly, doubles in the shortest
-// form that reads back to the same value. Non-finite doubles and invalid UTF-8 throw JsonError.
+// Errors are JsonError (a std::runtime_error) with one-line messages.
 #pragma once
 
-#include <cstddef>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <utility>
-#include <variant>
 #include <vector>
 
 namespace tttlab {
 
-// Parse errors carry the byte offset in the text where the problem was found; type errors
-// (as_u64 on a string, ...) carry offset npos.
+using Json = nlohmann::ordered_json;
+
 class JsonError : public std::runtime_error {
  public:
-  JsonError(const std::string& what, std::size_t offset = npos) : std::runtime_error(what), m_offset(offset) {}
-  static constexpr std::size_t npos = static_cast<std::size_t>(-1);
-  std::size_t offset() const { return m_offset; }
+  using std::runtime_error::runtime_error;
+};
+
+// A key repeated within one object. path(): the keys of the enclosing objects from the root
+// (array elements appear as "[i]"); key(): the repeated key.
+class JsonDuplicateKey : public JsonError {
+ public:
+  JsonDuplicateKey(const std::string& what, std::vector<std::string> path, std::string key)
+      : JsonError(what), m_path(std::move(path)), m_key(std::move(key)) {}
+  const std::vector<std::string>& path() const { return m_path; }
+  const std::string& key() const { return m_key; }
 
  private:
-  std::size_t m_offset;
+  std::vector<std::string> m_path;
+  std::string m_key;
 };
 
 struct JsonParseOptions {
-  int max_depth = 64;                 // nesting of arrays/objects
-  bool allow_duplicate_keys = false;  // false: a repeated key is a JsonError
+  int max_depth = 64;                // nesting of arrays and objects; deeper input is a JsonError
+  bool reject_duplicate_keys = true;  // false: a repeated key keeps the last value (nlohmann's rule)
 };
 
-class Json {
+// Parses `text` as one JSON document. `source` names it in errors (a file name, "the header").
+Json parse_json(std::string_view text, std::string_view source, const JsonParseOptions& options = {});
+
+// Serialises for files and logs: compact (indent < 0) or indented; invalid UTF-8 in strings is
+// replaced by U+FFFD instead of throwing, so writing a record never fails on its content.
+std::string dump_json(const Json& j, int indent = -1);
+
+// Typed reads of one object's fields. Absent fields: `read` leaves `out` as it is and returns false
+// (settings files stay valid when new fields are added); `require` throws. A present field of the
+// wrong type or out of range is always an error:
+//   "<source>: field '<key>' must be an integer" / "... must be a number" / "... must be true or false"
+//   "<source>: field '<key>' must be a string" / "... must be a non-negative integer" / "... is out of range"
+// `j` must outlive the reader.
+class JsonFields {
  public:
-  enum class Type { Null, Bool, Integer, Double, String, Array, Object };
-  using Array = std::vector<Json>;
-  using Member = std::pair<std::string, Json>;
-  using Object = std::vector<Member>;
+  JsonFields(const Json& j, std::string source);  // JsonError when j is not an object
 
-  Json() = default;  // null
-  Json(std::nullptr_t) {}
-  Json(bool b) : m_value(b) {}
-  Json(int v) : m_value(Int{v < 0, static_cast<std::uint64_t>(static_cast<std::int64_t>(v))}) {}
-  Json(long v) : Json(static_cast<long long>(v)) {}
-  Json(long long v) : m_value(Int{v < 0, static_cast<std::uint64_t>(v)}) {}
-  Json(unsigned v) : m_value(Int{false, v}) {}
-  Json(unsigned long v) : m_value(Int{false, v}) {}
-  Json(unsigned long long v) : m_value(Int{false, v}) {}
-  Json(double v) : m_value(v) {}
-  Json(std::string s) : m_value(std::move(s)) {}
-  Json(std::string_view s) : m_value(std::string(s)) {}
-  Json(const char* s) : m_value(std::string(s)) {}
-  Json(Array a) : m_value(std::move(a)) {}
-  Json(Object o) : m_value(std::move(o)) {}
+  const std::string& source() const { return m_source; }
+  const Json* find(std::string_view key) const;  // nullptr when absent
+  bool has(std::string_view key) const { return find(key) != nullptr; }
 
-  static Json array() { return Json(Array{}); }
-  static Json object() { return Json(Object{}); }
-  static Json parse(std::string_view text, const JsonParseOptions& options = {});
+  bool read(std::string_view key, int& out) const;
+  bool read(std::string_view key, long& out) const;
+  bool read(std::string_view key, long long& out) const;
+  bool read(std::string_view key, std::uint64_t& out) const;  // a non-negative integer
+  bool read(std::string_view key, double& out) const;         // any number
+  bool read(std::string_view key, bool& out) const;
+  bool read(std::string_view key, std::string& out) const;
 
-  Type type() const;
-  bool is_null() const { return type() == Type::Null; }
-  bool is_bool() const { return type() == Type::Bool; }
-  bool is_integer() const { return type() == Type::Integer; }
-  bool is_u64() const;  // an exact integer ≥ 0 (as_u64 will succeed)
-  bool is_number() const { return type() == Type::Integer || type() == Type::Double; }
-  bool is_string() const { return type() == Type::String; }
-  bool is_array() const { return type() == Type::Array; }
-  bool is_object() const { return type() == Type::Object; }
-
-  bool as_bool() const;
-  std::uint64_t as_u64() const;  // exact non-negative integer
-  std::int64_t as_i64() const;   // exact integer in int64 range
-  double as_double() const;      // any number
-  const std::string& as_string() const;
-  const Array& as_array() const;
-  Array& as_array();
-  const Object& as_object() const;
-  Object& as_object();
-
-  // Object access. find returns nullptr when the key is absent (or this is not an object).
-  const Json* find(std::string_view key) const;
-  // Returns the member, appending a null member first if absent; turns a null value into an object.
-  Json& operator[](std::string_view key);
-  // Appends to an array; turns a null value into an array.
-  void push_back(Json value);
-
-  // indent < 0: compact; otherwise newline + indent spaces per level.
-  std::string dump(int indent = -1) const;
-
-  friend bool operator==(const Json& a, const Json& b) { return a.m_value == b.m_value; }
+  template <class T>
+  T require(std::string_view key) const {
+    T out{};
+    if (!read(key, out)) fail(key, "is missing");
+    return out;
+  }
+  // A JsonError "<source>: field '<key>' <what>".
+  [[noreturn]] void fail(std::string_view key, std::string_view what) const;
 
  private:
-  struct Int {
-    bool negative;        // value is the int64 reinterpretation of bits when negative
-    std::uint64_t bits;
-    friend bool operator==(const Int&, const Int&) = default;
-  };
-  std::variant<std::monostate, bool, Int, double, std::string, Array, Object> m_value;
-
-  friend class JsonParser;
-  void dump_to(std::string& out, int indent, int level) const;
+  bool read_integer(std::string_view key, long long lo, long long hi, long long& out) const;
+  const Json& m_j;
+  std::string m_source;
 };
-
-// A JSON string literal (with quotes) for `s`; throws JsonError when s is not valid UTF-8.
-std::string json_quote(std::string_view s);
 
 }  // namespace tttlab

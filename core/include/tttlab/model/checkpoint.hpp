@@ -1,7 +1,7 @@
 // tttlab/model/checkpoint.hpp — model weights in the official ttt-lm-pytorch layout.
 //
 // model.safetensors holds exactly the state_dict of ttt-lm-pytorch's TTTForCausalLM for the same
-// config (ttt-spec.md §6.4): the same names and shapes, nn.Linear weights as [out, in] (our [in, out]
+// config (docs/MATH.md §8.4): the same names and shapes, nn.Linear weights as [out, in] (our [in, out]
 // transposed), convs as [D, 1, K], learnable_ttt_lr_weight as [H, 1, D], the inner state W1/b1 (and
 // W2/b2) stacked over heads as [H, d_in, d_out] / [H, 1, d_out], and the tied head stored again as
 // lm_head.weight so that a strict load_state_dict finds it. Tensors of our own variants (the attention

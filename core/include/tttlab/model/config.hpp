@@ -1,4 +1,4 @@
-// tttlab/model/config.hpp — the configuration of a byte-level language model (ttt-spec.md §6).
+// tttlab/model/config.hpp — the configuration of a byte-level language model (docs/MATH.md §8.3).
 //
 // Field names follow the official PyTorch TTTConfig wherever the concept exists (hidden_size,
 // num_attention_heads, num_hidden_layers, intermediate_size, mini_batch_size, ttt_layer_type,
@@ -37,7 +37,9 @@ struct ModelConfig {
   double ttt_base_lr = 1.0;       // η_base (official: 1.0 Linear, 0.1 MLP)
   int conv_kernel = 4;
   double rope_theta = 1e4;
-  double rms_norm_eps = 1e-6;
+  double rms_norm_eps = 1e-6;     // ε of every RMSNorm of the model
+  double ttt_ln_eps = 1e-6;       // ε of the TTT layer's LayerNorms: the inner LN and the post-norm
+                                  // (official value; TttOptions::ln_eps on the GPU)
   double initializer_range = 0.02;
   int max_position_embeddings = 256;  // the training sequence length T
   int scan_checkpoint_group_size = 0; // inner-loop remat group (mini-batches); 0 keeps every state
@@ -47,6 +49,8 @@ struct ModelConfig {
   bool inner_bias = true;
   bool eta_learned_gate = true;   // λ = η_base σ(xθ+β)/d (true) or η_base/d (false)
   bool eta_token_index = true;    // τ_i = max(1/i + δ_i, 0) (true) or 1 (false)
+  bool eta_token_index_learnable = true;  // δ trained (true) or frozen at its initial 0, τ_i = 1/i
+                                          // (false; the mean of the mini-batch's gradients)
   bool learnable_w0 = true;       // W0 trained from N(0, 0.02) (true) or fixed at 0 (false)
   bool ttt_rope = true;           // RoPE on the TTT layer's Q, K (positions t mod b)
   bool ttt_post_norm = true;      // the TTT layer's post-norm (off in the Theorem 1 equivalence rows)
@@ -64,9 +68,9 @@ struct ModelConfig {
   static std::vector<std::string> preset_names();
 
   // config.json: official TTTConfig keys plus tttlab_* keys. from_json refuses unknown layer types,
-  // wrong types and bad values with a message naming the key.
+  // wrong types and bad values with a message naming the key (and `source`, the file).
   std::string to_json() const;
-  static ModelConfig from_json(const std::string& text);
+  static ModelConfig from_json(const std::string& text, const std::string& source = "config.json");
 };
 
 }  // namespace tttlab

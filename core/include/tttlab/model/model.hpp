@@ -1,4 +1,4 @@
-// tttlab/model/model.hpp — a byte-level language model around a sequence layer (ttt-spec.md §6).
+// tttlab/model/model.hpp — a byte-level language model around a sequence layer (docs/MATH.md §8).
 //
 //   h = E[x]                                          embedding E [V, D]
 //   for each block i:
@@ -36,7 +36,7 @@ struct ModelStream {
 template <class S>
 class Model {
  public:
-  // Initialised as ttt-spec.md §7.4 from `seed` (deterministic).
+  // Initialised as docs/MATH.md §8.5 from `seed` (deterministic).
   Model(const ModelConfig& cfg, std::uint64_t seed);
   // All-zero parameters of the same shapes (a gradient accumulator).
   std::unique_ptr<Model> zeros_like() const;

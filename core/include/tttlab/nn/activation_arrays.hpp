@@ -23,7 +23,7 @@ void silu_grad_array(const Mat<S>& A, Mat<S>& out) {
   out = (out.array() * (S(1) + A.array() * (S(1) - out.array()))).matrix();
 }
 
-// gelu(a) = ½a(1 + tanh(c(a + k a³))), the tanh approximation (ttt-spec.md §1).
+// gelu(a) = ½a(1 + tanh(c(a + k a³))), the tanh approximation (docs/MATH.md §5).
 template <class S>
 void gelu_tanh_array(const Mat<S>& A, Mat<S>& out) {
   const auto a = A.array();

@@ -1,5 +1,5 @@
 // tttlab/nn/activations.hpp — scalar activations used by the TTT layers and the model.
-// GELU is ALWAYS the tanh approximation (ttt-spec.md §1), as in every official implementation.
+// GELU is ALWAYS the tanh approximation (docs/MATH.md §5), as in every official implementation.
 #pragma once
 
 #include <cmath>
@@ -24,7 +24,7 @@ S gelu_tanh(S x) {
   return S(0.5) * x * (S(1) + t);
 }
 
-// d gelu / dx (ttt-spec.md §4 step 3).
+// d gelu / dx (docs/MATH.md §5).
 template <class S>
 S gelu_tanh_grad(S x) {
   const S u = S(k_gelu_c) * (x + S(k_gelu_a) * x * x * x);

@@ -1,4 +1,4 @@
-// tttlab/nn/causal_conv.hpp — depthwise causal 1-D convolution over time (ttt-spec.md §2.1, §6.2).
+// tttlab/nn/causal_conv.hpp — depthwise causal 1-D convolution over time (docs/MATH.md §2.1, §8.2).
 //
 //   y_t[c] = Σ_{j=0..K−1} w[c, j] · u_{t−K+1+j}[c] + bias[c],   u_s = 0 for s < 0 (zero left padding)
 //

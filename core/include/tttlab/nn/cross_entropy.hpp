@@ -1,4 +1,4 @@
-// tttlab/nn/cross_entropy.hpp — softmax cross-entropy of next-token logits (ttt-spec.md §7.1: mean
+// tttlab/nn/cross_entropy.hpp — softmax cross-entropy of next-token logits (docs/MATH.md §7.1: mean
 // token cross-entropy, logits in fp32).
 //
 // For each position t with a target y_t:

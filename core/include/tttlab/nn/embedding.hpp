@@ -1,4 +1,4 @@
-// tttlab/nn/embedding.hpp — token embedding and the LM head tied to it (ttt-spec.md §6.2 step 4,
+// tttlab/nn/embedding.hpp — token embedding and the LM head tied to it (docs/MATH.md §8.2,
 // tie_word_embeddings = true).
 //
 //   embedding:  H[t] = E[token_t]            (a row lookup)

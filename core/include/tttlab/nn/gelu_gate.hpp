@@ -1,4 +1,4 @@
-// tttlab/nn/gelu_gate.hpp — the output gate of the Mamba-backbone TTT layer (ttt-spec.md §6.1):
+// tttlab/nn/gelu_gate.hpp — the output gate of the Mamba-backbone TTT layer (docs/MATH.md §8.1):
 //
 //   A = X·W_g,   Out = gelu_tanh(A) ⊙ Z
 //

@@ -3,7 +3,7 @@
 // Shapes (one sequence; conventions of tttlab/nn/views.hpp):
 //   X  [T, in]     input tokens, one per row
 //   W  [in, out]   stored [in, out] as in tensor.hpp (PyTorch's nn.Linear weight transposed)
-//   b  [out]       optional bias (the model's projections have none: ttt-spec.md §2.1, §6)
+//   b  [out]       optional bias (the model's projections have none: docs/MATH.md §2.1, §8)
 //   Y  [T, out]    output, resized and overwritten
 //
 // Backward, given dY [T, out]:

@@ -1,6 +1,6 @@
 // tttlab/nn/linear_attention.hpp — causal linear attention, the baseline of the TTT paper's
 // Theorem 1: TTT-Linear with one mini-batch over the sequence, W0 = 0, no LayerNorm, no residual,
-// no bias and η ≡ 1 (½-loss convention) IS this layer (ttt-spec.md §9.2, oracle 4).
+// no bias and η ≡ 1 (½-loss convention) IS this layer (docs/MATH.md §9.1; §10, oracle 4).
 //
 // Per head h (columns h·d .. (h+1)·d − 1 of every [T, D] matrix, d = D / heads), no scaling and no
 // normalisation:

@@ -1,8 +1,8 @@
 // tttlab/nn/norms.hpp — RMSNorm and full-width LayerNorm over the features of each token.
 //
-// RMSNorm (the model's pre-norms seq_norm, ffn_norm, conv norm and the final ln_f; ttt-spec.md §6.2):
+// RMSNorm (the model's pre-norms seq_norm, ffn_norm, conv norm and the final ln_f; docs/MATH.md §8.2):
 //   r_t = 1 / sqrt(mean_j X[t,j]² + ε),   Y[t,j] = X[t,j] · r_t · w[j]
-// LayerNorm (the TTT layer's post_norm over the full width D; ttt-spec.md §6.1), BIASED variance:
+// LayerNorm (the TTT layer's post_norm over the full width D; docs/MATH.md §8.1), BIASED variance:
 //   μ_t = mean_j X[t,j],  σ_t = sqrt(mean_j (X[t,j] − μ_t)² + ε),  x̂ = (X − μ_t)/σ_t,
 //   Y[t,j] = x̂[t,j]·γ[j] + β[j]
 // ε defaults to 1e-6 (k_norm_eps) for both, as in the official configs.

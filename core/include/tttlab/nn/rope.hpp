@@ -1,4 +1,4 @@
-// tttlab/nn/rope.hpp — rotary position embedding, INTERLEAVED pairing (ttt-spec.md §2.2).
+// tttlab/nn/rope.hpp — rotary position embedding, INTERLEAVED pairing (docs/MATH.md §2.2).
 //
 // For a head of width d (even), dims (2m, 2m+1) form complex pair m = 0..d/2−1 with frequency
 // θ_m = rope_theta^(−2m/d). A row at position p is rotated by φ = p·θ_m:

@@ -1,4 +1,4 @@
-// tttlab/nn/swiglu.hpp — the block's feed-forward: SwiGLU without biases (ttt-spec.md §6.2 step 3).
+// tttlab/nn/swiglu.hpp — the block's feed-forward: SwiGLU without biases (docs/MATH.md §8.2).
 //
 //   A = X·W_gate,  B = X·W_up,  H = silu(A) ⊙ B,  Y = H·W_down        silu(a) = a·σ(a)
 //

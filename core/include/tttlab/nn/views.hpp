@@ -33,7 +33,7 @@ using ConstRowRef = Eigen::Ref<const RowVec<S>>;
 template <class S>
 using RowRef = Eigen::Ref<RowVec<S>>;
 
-// ε of RMSNorm and LayerNorm in the model (ttt-spec.md §6.2, §6.3: rms_norm_eps = 1e-6; PostLN 1e-6).
+// ε of RMSNorm and LayerNorm in the model (docs/MATH.md §8.2, §8.3: rms_norm_eps = 1e-6; PostLN 1e-6).
 inline constexpr double k_norm_eps = 1e-6;
 
 }  // namespace tttlab

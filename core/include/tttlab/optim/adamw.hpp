@@ -1,5 +1,5 @@
 // tttlab/optim/adamw.hpp — AdamW with global-norm clipping and the warmup-cosine schedule, as the
-// official TTT training runs it (ttt-spec.md §7.4: optax.chain(clip_by_global_norm(1.0),
+// official TTT training runs it (docs/MATH.md §8.5: optax.chain(clip_by_global_norm(1.0),
 // optax.adamw(schedule, b1 = 0.9, b2 = 0.95, eps = 1e-8, weight_decay = 0.1)), decay on ALL parameters).
 //
 // ONE UPDATE, number n = step_count() + 1, over every parameter tensor p with gradient g:

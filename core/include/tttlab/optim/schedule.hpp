@@ -1,5 +1,5 @@
-// tttlab/optim/schedule.hpp — the learning-rate schedule of the official TTT training (ttt-spec.md
-// §7.4): linear warmup, then cosine decay, as optax.warmup_cosine_decay_schedule defines it.
+// tttlab/optim/schedule.hpp — the learning-rate schedule of the official TTT training (docs/MATH.md
+// §8.5): linear warmup, then cosine decay, as optax.warmup_cosine_decay_schedule defines it.
 //
 // For an update count c (0, 1, 2, …), with W = warmup_steps, D = decay_steps (the TOTAL number of
 // steps, warmup included), lr0 = init_value, peak = peak_value, end = end_value:

@@ -2,7 +2,7 @@
 //
 // LinearAttentionLayer: y = o_proj( concat_h tril(Q_h K_hᵀ) V_h ), Q = x·Wq, K = x·Wk, V = x·Wv, no
 //   normalisation, no RoPE. It is exactly TTTLayer with TTTLayerConfig::linear_attention_equivalent and
-//   W0 = 0 (Theorem 1 of the paper, ttt-spec.md §9.2): tests check the two agree to rounding.
+//   W0 = 0 (Theorem 1 of the paper, docs/MATH.md §9.1): tests check the two agree to rounding.
 //   Stream state: the running sums S_h = Σ_s k_sᵀ v_s ([d, d] per head).
 // SoftmaxAttentionLayer: the Transformer baseline, y = o_proj( concat_h softmax_causal(Q_h K_hᵀ/√d) V_h )
 //   with RoPE (interleaved pairs, GLOBAL positions t) on Q and K. Stream state: the KV cache.

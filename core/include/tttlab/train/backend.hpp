@@ -48,6 +48,7 @@ struct EvalReport {
   double bpb = 0;             // bits per byte = loss / ln 2
   long targets = 0;           // scored bytes
   double accuracy = 0;        // share of scored targets whose most likely byte is right (synthetic tasks)
+  bool accuracy_measured = false;  // accuracy is computed on the synthetic tasks only
   std::vector<double> loss_by_position;  // [T] mean loss at each position in the window
 };
 

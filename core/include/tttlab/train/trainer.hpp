@@ -10,9 +10,8 @@
 // keeps the parameters and the optimiser state on the device between steps; model() is then the host
 // copy, made current by sync_to_host() (save() does it), and checkpoints are the same files.
 //
-// Checkpoints (save/resume) make a run directory:
+// Checkpoints (save/resume) make a run directory (TrainingSession, session.hpp, adds metrics.jsonl):
 //   RUN/train_config.json           the run's settings (TrainConfig::to_json)
-//   RUN/metrics.jsonl               one JSON object per step / evaluation (append-only)
 //   RUN/latest                      the name of the newest complete checkpoint, e.g. "step-0000500"
 //   RUN/step-0000500/config.json          model config (official TTTConfig keys)
 //   RUN/step-0000500/model.safetensors    weights in the official PyTorch layout (checkpoint.hpp)
@@ -57,7 +56,8 @@ struct TrainConfig {
 
   void validate() const;
   std::string to_json() const;
-  static TrainConfig from_json(const std::string& text);
+  // `source` names the text in errors (a file, or the checkpoint that embeds it).
+  static TrainConfig from_json(const std::string& text, const std::string& source = "train_config.json");
 };
 
 struct StepReport {

@@ -1,4 +1,4 @@
-// tttlab/ttt/eta.hpp — the inner learning rate η of the TTT layers (ttt-spec.md §2.3).
+// tttlab/ttt/eta.hpp — the inner learning rate η of the TTT layers (docs/MATH.md §2.3).
 //
 // Official: for head h, token j and position i (1-based) in the mini-batch,
 //   λ_{h,j} = η_base · σ(x_j·θ_h + β_h) / d        per-token, data-dependent gate
@@ -10,6 +10,8 @@
 // The paper's simpler variants are options:
 //   EtaGate::Fixed        λ_j = η_base / d for every token (no data-dependent gate)
 //   token_index = false   τ_i = 1: token i applies the SUM of the gradients (plain mini-batch GD)
+//   token_index_learnable = false   τ_i = max(1/i + δ_i, 0) with δ not trained (its gradient is 0,
+//                                   so δ keeps its initial 0: τ_i = 1/i, the mean of the gradients)
 #pragma once
 
 #include "tttlab/tensor.hpp"
@@ -22,6 +24,7 @@ struct EtaOptions {
   double base_lr = 1.0;        // η_base: 1.0 for TTT-Linear, 0.1 for TTT-MLP (official)
   EtaGate gate = EtaGate::Learned;
   bool token_index = true;     // τ_i = max(1/i + δ_i, 0) (on) or 1 (off)
+  bool token_index_learnable = true;  // δ trained (true) or its gradient zeroed (false); only with token_index
 };
 
 // τ [b] from the learnable offsets δ [b].

@@ -1,6 +1,6 @@
 // tttlab/ttt/inner.hpp — the TTT inner loop for ONE head of ONE sequence.
 //
-// This is the part of a TTT layer that learns at test time (ttt-spec.md §3–§5). Its inputs are the
+// This is the part of a TTT layer that learns at test time (docs/MATH.md §3–§6). Its inputs are the
 // head's already-projected views of the sequence, and its output is the head's block of the layer
 // output before the post-norm:
 //
@@ -65,7 +65,7 @@ struct InnerWeights {
   void sub_scaled(const InnerWeights& other, S s);
 };
 
-// The streaming state of one head: what a decoder keeps between tokens (ttt-spec.md §5.1).
+// The streaming state of one head: what a decoder keeps between tokens (docs/MATH.md §6).
 //   base  = the committed state at the start of the current mini-batch,
 //   acc   = Σ_{j<pos} λ_j ∇ℓ_j over the tokens already seen in this mini-batch (zero when pos = 0),
 //   pos   = how many tokens of the current mini-batch were consumed, 0 ≤ pos < b.

@@ -1,8 +1,8 @@
 // tttlab/ttt/inner_backward.hpp — the outer-loop gradient through one head's inner loop.
 //
 // The forward (inner.hpp) contains a gradient step, so its backward is SECOND ORDER: it differentiates
-// through the fused LN + L2 gradient G(Z, R; γ, β) and, for TTT-MLP, through gelu′. Derivation: ttt-spec.md
-// §7.3 for TTT-Linear; TTT-MLP follows the same recipe (comments in inner_backward.cpp). Everything is
+// through the fused LN + L2 gradient G(Z, R; γ, β) and, for TTT-MLP, through gelu′. Derivation: docs/MATH.md
+// §7.3 for TTT-Linear, §7.4 for TTT-MLP (comments in inner_backward.cpp). Everything is
 // checked against central finite differences in fp64 (tests/core/test_ttt_backward.cpp).
 //
 // Scope: a whole sequence from a fresh state (pos = 0), the training case. Mini-batches are walked in
@@ -11,7 +11,7 @@
 // Gradient checkpointing through time: with checkpoint_group = g > 0, the forward keeps only the state at
 // the start of every g-th mini-batch, and the backward recomputes the states inside a group just before
 // walking it (memory: n/g + g states instead of n). g = 0 keeps every state. The arithmetic is the same
-// either way, so the gradients are bit-identical for every g (oracle 9).
+// either way, so the gradients are bit-identical for every g (docs/MATH.md §10, oracle 9).
 #pragma once
 
 #include "tttlab/ttt/inner.hpp"

@@ -1,7 +1,7 @@
 // tttlab/ttt/layer.hpp — a full TTT layer: TTT-Linear or TTT-MLP, Transformer or Mamba backbone form.
 //
 // Forward of one sequence x [T, D] (the layer input, already RMS-normed by the block), following the
-// official ttt-lm-pytorch `TTTLinear`/`TTTMLP` modules (ttt-spec.md §2, §3, §4, §6.1):
+// official ttt-lm-pytorch `TTTLinear`/`TTTMLP` modules (docs/MATH.md §2–§5, §8.1):
 //
 //   1. Projections.  Transformer form (share_qk = false): XQ = x·Wq, XK = x·Wk.
 //                    Mamba form (share_qk = true): u = x·Wq, XQ = conv_q(u), XK = conv_k(u), two
@@ -10,7 +10,7 @@
 //   3. η: λ_{h,t} = η_base·σ(x_t·θ_h + β_h)/d, τ_i = max(1/i + δ_i, 0)  (tttlab/ttt/eta.hpp).
 //   4. The inner loop per head (tttlab/ttt/inner.hpp): O_h = Q_h + LN(Z̄_h).
 //   5. Output path: y = o_proj( gate( post_norm( concat_h O_h ) ) ), gate(z) = gelu(x·Wg) ⊙ z when
-//      use_gate (Mamba backbone), identity otherwise; post_norm is a full-width LayerNorm (ε 1e-6).
+//      use_gate (Mamba backbone), identity otherwise; post_norm is a full-width LayerNorm (ε post_norm_eps).
 //
 // Parameters (TTTLayerParams) carry the official names in comments; all linear maps are [in, out]
 // (tensor.hpp). The layer is a stream (sequence_layer.hpp): its state holds the conv history, the
@@ -41,13 +41,14 @@ struct TTTLayerConfig {
   bool rope = true;          // RoPE on Q, K with positions t mod b
   double rope_theta = 1e4;   // rope_theta
   bool post_norm = true;     // full-width LayerNorm on the concatenated heads
+  double post_norm_eps = 1e-6;  // its ε (ModelConfig::ttt_ln_eps, like inner.ln_eps)
   int checkpoint_group = 0;  // training: mini-batches per remat group of the inner loop (0: keep all)
 
   int head_dim() const { return heads > 0 ? width / heads : 0; }
   // Throws std::invalid_argument with a one-line message naming the bad field.
   void validate() const;
 
-  // The Theorem 1 configuration (ttt-spec.md §9.2): one mini-batch of T tokens, no LN, no residual, no
+  // The Theorem 1 configuration (docs/MATH.md §9.1): one mini-batch of T tokens, no LN, no residual, no
   // bias, fixed η with τ ≡ 1 and λ ≡ 1, no RoPE, no post-norm, no gate. With W0 = 0 the layer computes
   // plain causal linear attention: o_proj(concat_h tril(Q_h K_hᵀ) V_h).
   static TTTLayerConfig linear_attention_equivalent(int width, int heads, int seq_len);
@@ -65,7 +66,7 @@ struct TTTLayerParams {
   RowVec<S> post_norm_w, post_norm_b;  // [D]: post_norm.weight, post_norm.bias
   std::vector<InnerWeights<S>> W0;     // per head: W1 [d, d|4d], b1, (W2, b2) — the learned initial state
 
-  // Initialisation of ttt-spec.md §7.4: projections, θ_lr and W0 ~ N(0, 0.02); biases, β_lr, δ = 0;
+  // Initialisation of docs/MATH.md §8.5: projections, θ_lr and W0 ~ N(0, 0.02); biases, β_lr, δ = 0;
   // γ = 1, β = 0; post-norm 1/0; convs N(0, 1/K) (lecun-normal for a depthwise kernel of fan-in K).
   // `normal` returns independent N(0, 1) draws.
   static TTTLayerParams init(const TTTLayerConfig& cfg, const std::function<double()>& normal);
@@ -145,7 +146,7 @@ class TTTLayer final : public SequenceLayer<S> {
   std::unique_ptr<SequenceLayer<S>> zeros_like() const override;
   void for_each_param(const ParamVisitor<S>& f) override { m_params.for_each(m_cfg, f); }
   // Per token: 2D² per projection (q, [k], v, o, [g]) + per head the inner loop: TTT-Linear
-  // 6d² + 4bd, TTT-MLP (hidden h) 14dh + 4bd + 4bh (ttt-spec.md §3 counts the Linear case).
+  // 6d² + 4bd, TTT-MLP (hidden h) 14dh + 4bd + 4bh (docs/MATH.md §4.4, §5 count them).
   double forward_flops(long T) const override;
 
   const TTTLayerConfig& config() const { return m_cfg; }

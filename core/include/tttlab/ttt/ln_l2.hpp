@@ -4,7 +4,7 @@
 //   μ = mean(z),  σ = sqrt(mean((z−μ)²) + ε)  (BIASED variance),  x̂ = (z−μ)/σ,  y = γ⊙x̂ + β
 //   ℓ = ½‖y − r‖²           (summed over the d features, not averaged: the 1/d lives in η)
 //   g = ∂ℓ/∂z = (1/σ)·P(ĝ),  ĝ = γ⊙(y − r),  P(u) = u − mean(u) − x̂·mean(u⊙x̂)
-// (ttt-spec.md §3 step 3, "fused LN + L2 backward"). With the LayerNorm switched off, y = z and g = z − r.
+// (docs/MATH.md §3.2, "fused LN + L2 backward"). With the LayerNorm switched off, y = z and g = z − r.
 //
 // Shapes: Z, R, G are [n, d] row-major, one row per token. Rows are independent.
 #pragma once
@@ -37,7 +37,7 @@ template <class S>
 void layer_norm_rows_backward(ConstMatRef<S> Z, const RowVec<S>& gamma, S eps, ConstMatRef<S> dY,
                               Mat<S>& dZ, RowVec<S>& dgamma, RowVec<S>& dbeta);
 
-// Backward of ln_l2_grad (the "second-order" kernel of ttt-spec.md §7.3 step 6): given dG = ∂L/∂G,
+// Backward of ln_l2_grad (the "second-order" kernel of docs/MATH.md §7.2): given dG = ∂L/∂G,
 // writes dZ and dR and adds to dgamma, dbeta.
 template <class S>
 void ln_l2_grad_backward(ConstMatRef<S> Z, ConstMatRef<S> R, const RowVec<S>& gamma,

@@ -10,8 +10,9 @@
 // The tests (tests/kernels/test_attention.cpp) compare every output with those functions in fp64.
 //
 // DESIGN (docs/KERNELS.md, "Attention baselines"): FlashAttention-2 style, fp32 storage; the tile
-// products on the CUDA cores (V1, the default) or on the tensor cores in 3xTF32 (V2). A block owns a tile of 64 queries of one head, streams the 64-key tiles at or below the diagonal
-// through shared memory and keeps the softmax online (running row maximum and sum), so no [T, T]
+// products on the CUDA cores (fp32 FMAs, float4 shared-memory reads; a 3xTF32 tensor-core version was
+// no faster and is retired, docs/KERNELS.md). A block owns a tile of 64 queries of one head, streams
+// the 64-key tiles at or below the diagonal through shared memory and keeps the softmax online (running row maximum and sum), so no [T, T]
 // matrix is ever stored. The forward saves each row's log-sum-exp; the backward recomputes P tile by
 // tile from it, in two kernels: one owns a query tile and writes dQ, the other owns a key tile and
 // writes dK and dV. No atomics: every result is the same bit for bit from run to run.
@@ -40,15 +41,6 @@ enum class AttentionKind {
   Linear,   // tril(Q Kᵀ) V
 };
 
-// Implementation versions, kept side by side (docs/KERNELS.md has the design and measured times of
-// each). Both support every shape and give fp32-level accuracy (1e-4 of max|ref| in the tests).
-enum class AttentionVersion {
-  Default = 0,   // V1: as fast as V2 or faster (docs/KERNELS.md, run 14)
-  V1Simt = 1,    // fp32 FMAs on the CUDA cores, float4 shared-memory reads
-  V2Tf32x3 = 2,  // tile products on the tensor cores (block_mma of ttt_mma.cuh): mma.sync m16n8k8
-                 // with split 3xTF32 operands; accumulators in shared memory
-};
-
 struct AttentionDims {
   int batch = 1;      // B
   int heads = 1;      // H
@@ -68,7 +60,6 @@ struct AttentionForwardArgs {
   // natural log of Σ_{s ≤ t} exp(q_t·k_s/√d) of every row, which the backward needs. Ignored (may be
   // null) for Linear.
   float* lse = nullptr;
-  AttentionVersion version = AttentionVersion::Default;
   CUstream_st* stream = nullptr;
 };
 void attention_forward(const AttentionForwardArgs& args);
@@ -94,7 +85,6 @@ struct AttentionBackwardArgs {
   float* dV = nullptr;
   void* workspace = nullptr;  // attention_backward_workspace_bytes(dims, kind) bytes (null if 0)
   std::size_t workspace_bytes = 0;
-  AttentionVersion version = AttentionVersion::Default;
   CUstream_st* stream = nullptr;
 };
 void attention_backward(const AttentionBackwardArgs& args);

@@ -30,7 +30,7 @@
 // NUMERICS: fp32 storage throughout. With GemmPrecision::Fp32 every operation is fp32; with Tf32 (the
 // default for training) the matrix products of the projections, the SwiGLU and the head round their
 // operands to tf32 (~1e-3 relative per product), and so does the TTT-Linear inner loop's forward (the
-// tf32 kernel, v4, where it supports the shape); the inner loop's backward and TTT-MLP stay 3xTF32 /
+// TttLinearForwardVersion::Tf32 kernel, where it supports the shape); the inner loop's backward and TTT-MLP stay 3xTF32 /
 // fp32. tests/kernels/test_train_cuda.cpp states the tolerances against the CPU engine.
 //
 // THREADING: one thread drives a backend (the Trainer's). It uses device `options.device` and its

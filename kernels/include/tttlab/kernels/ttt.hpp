@@ -1,7 +1,7 @@
 // tttlab/kernels/ttt.hpp — the TTT inner loop on the GPU (TTT-Linear and TTT-MLP, fp32).
 //
 // The kernels compute exactly the functions of the CPU engine (core/include/tttlab/ttt/inner.hpp,
-// inner_backward.hpp; maths in ttt-spec.md §3–§5 and §7.3) for all B·H heads of a batch at once.
+// inner_backward.hpp; maths in docs/MATH.md §3–§6 and §7) for all B·H heads of a batch at once.
 // The tests (tests/kernels/test_ttt_*.cpp) compare every output with the CPU engine run in fp64.
 //
 // This header includes neither CUDA nor Eigen headers. Every pointer is a DEVICE pointer (cudaMalloc)
@@ -10,8 +10,8 @@
 // launched) and throw std::runtime_error naming the CUDA call when the runtime reports an error.
 // THREADING: no global state (each launch sets its kernel's shared-memory limit on the current
 // device); calls may come from any thread.
-// ALIGNMENT: the tensor-core forward versions (V2..V5) need Q, K, V and O 16-byte aligned (cudaMalloc
-// gives 256); Default falls back to V1 for unaligned pointers.
+// ALIGNMENT: the tensor-core kernels need the pointers they stream 16-byte aligned (cudaMalloc gives
+// 256); Default runs the fallback for unaligned pointers.
 //
 // LAYOUTS (row-major, fp32, contiguous, as in tttlab/tensor.hpp: a token is a row, heads are column
 // blocks, linear maps are stored [in, out] and applied as z = x·W + b):
@@ -50,7 +50,7 @@ struct TttOptions {
   bool layer_norm = true;  // f(k) = LN(kW + c) and O = [Q +] LN(Z̄); off: no LN anywhere
   bool residual = true;    // target V − K and output Q + ...; off: target V, output without Q
   bool bias = true;        // inner bias c (b0) exists and learns; off: c ≡ 0, b0 is not read
-  float ln_eps = 1e-6f;
+  float ln_eps = 1e-6f;     // ε of the inner LayerNorm; callers pass ModelConfig::ttt_ln_eps
 };
 
 // Number of mini-batches, ceil(T / b), and of checkpoints kept by a forward with group g ≥ 1: the
@@ -58,20 +58,15 @@ struct TttOptions {
 int ttt_num_mini_batches(const TttDims& dims);
 int ttt_num_checkpoints(const TttDims& dims, int checkpoint_group);
 
-// Implementation versions of the TTT-Linear forward, kept side by side (docs/KERNELS.md has the
-// design and the measured time of each). Default: the fastest version with fp32-level accuracy
-// (1e-4 relative to max|O| in the tests) that supports the shape, else V1.
+// Which kernel runs the TTT-Linear forward (docs/KERNELS.md has the design and measured time of each).
 enum class TttLinearForwardVersion {
-  Default = 0,
-  V1Simt = 1,    // one block per (sequence, head), fp32 CUDA cores; every supported shape
-  V2Tf32 = 2,    // tensor cores, mma.sync m16n8k8 with tf32 operands and fp32 accumulation; the
-                 // state stays in registers. Relative error ~1e-3 (10-bit operand mantissas).
-                 // Needs b == 16 and d in {16, 32, 64, 128}.
-  V3Tf32x3 = 3,  // V2 with split operands (3xTF32: a·b ≈ a_hi·b_hi + a_hi·b_lo + a_lo·b_hi),
-                 // fp32-level accuracy at three times the tensor-core work. Same shapes as V2.
-  V4Tf32 = 4,    // V2 with fewer instructions per mini-batch (operands converted once, Q Kᵀ split
-                 // over the warps, shuffle reductions); tf32 by truncation. Same shapes as V2.
-  V5Tf32x3 = 5,  // V4 with 3xTF32 operands: fp32-level accuracy. Same shapes as V2.
+  Default = 0,   // tensor cores, 3xTF32 (fp32-level accuracy: split operands, a·b ≈ a_hi·b_hi +
+                 // a_hi·b_lo + a_lo·b_hi) where b == 16, d ∈ {16, 32, 64, 128} and Q, K, V, O are
+                 // 16-byte aligned; the Fallback elsewhere
+  Fallback = 1,  // one block per (sequence, head), fp32 CUDA cores; every supported shape
+  Tf32 = 2,      // Default's tensor-core kernel with one tf32 product per term (operands truncated
+                 // to 10-bit mantissas, relative error ~1e-3): what the training step runs when its
+                 // GEMMs are tf32. Same shapes and alignment as Default's fast path, else an error.
 };
 
 // ---- TTT-Linear, dual form, forward --------------------------------------------------------------
@@ -122,16 +117,13 @@ bool ttt_linear_forward_supports(TttLinearForwardVersion version, const TttDims&
 //   dQ, dK, dV [B, T, H·d];  dlambda [B, H, T];  dtau [b] (summed over B, H);  dln_weight, dln_bias
 //   [H, d] and dW0 [H, d, d], db0 [H, d] (summed over B). With bias off db0 is written as zeros; with
 //   layer_norm off dln_weight and dln_bias are zeros. The result is deterministic (no atomics).
-// Versions (docs/KERNELS.md has the design and measured time of each): Default runs V3 where it
-// supports the shape and every pointer it streams (Q, K, V, dO, dQ, dK, dV, checkpoints, workspace)
-// is 16-byte aligned, and V2 otherwise; V3 asked for explicitly on other dims or unaligned pointers
-// is a std::invalid_argument.
+// Versions (docs/KERNELS.md has the design and measured time of each), both 3xTF32 on tensor cores:
 enum class TttBackwardVersion {
-  Default = 0,
-  V1Simt = 1,    // fp32 CUDA-core dot products
-  V2Tf32x3 = 2,  // every matrix product on tensor cores (mma.sync, 3xTF32: fp32-level accuracy)
-  V3Fused = 3,   // the forward's register design, 3xTF32; mini_batch 16 and head_dim 16, 32, 64
-                 // only (ttt_linear_backward_supports), inputs and outputs 16-byte aligned
+  Default = 0,   // the fused register kernel where mini_batch == 16, head_dim ∈ {16, 32, 64}, the
+                 // device's shared memory holds its block (105 KB at head_dim 64) and every pointer
+                 // it streams (Q, K, V, dO, dQ, dK, dV, checkpoints, workspace) is 16-byte aligned;
+                 // the Fallback elsewhere
+  Fallback = 1,  // block-wide tensor-core products; every supported shape
 };
 
 struct TttLinearBackwardArgs {
@@ -163,14 +155,13 @@ struct TttLinearBackwardArgs {
   CUstream_st* stream = nullptr;
 };
 
-// Enough for every version (the versions keep different matrices per block).
+// Enough for both versions.
 std::size_t ttt_linear_backward_workspace_bytes(const TttDims& dims, int checkpoint_group);
 void ttt_linear_backward(const TttLinearBackwardArgs& args);
-// Whether a version supports these dims (Default, V1 and V2: always true for valid dims; V3 also
-// needs the device's shared memory for its block, 105 KB at head_dim 64).
+// Whether a version supports these dims (both do, for valid dims).
 bool ttt_linear_backward_supports(TttBackwardVersion version, const TttDims& dims);
 
-// ---- TTT-Linear decode: one token per sequence, primal form (ttt-spec.md §5.1) -------------------
+// ---- TTT-Linear decode: one token per sequence, primal form (docs/MATH.md §6) --------------------
 //
 // Every sequence of the batch is at the same position `pos` (0 ≤ pos < b) of its mini-batch: pos
 // tokens of it were consumed before. The token's gradient is taken at the committed state, added
@@ -200,13 +191,11 @@ void ttt_linear_decode_step(const TttLinearDecodeArgs& args);
 
 // ---- TTT-MLP, dual form, forward (hidden width 4d) -----------------------------------------------
 
-// V1 and V2 support every valid shape; V3 only b = 16 with d ∈ {16, 32, 64}
-// (ttt_mlp_forward_supports). Default is V3 where it applies, V2 elsewhere.
+// Both versions are 3xTF32 on tensor cores (fp32-level accuracy).
 enum class TttMlpForwardVersion {
-  Default = 0,
-  V1Simt = 1,    // fp32 CUDA-core dot products
-  V2Tf32x3 = 2,  // every matrix product on tensor cores (mma.sync, 3xTF32: fp32-level accuracy)
-  V3Tf32x3 = 3,  // V2 with split-k products and 6 barriers per mini-batch instead of 11 (3xTF32)
+  Default = 0,   // split-k products, 6 barriers per mini-batch, every matrix on chip, where b == 16
+                 // and d ∈ {16, 32, 64}; the Fallback elsewhere (ttt_mlp_forward_supports)
+  Fallback = 1,  // block-wide products, matrices in shared memory or the workspace; every shape
 };
 
 struct TttMlpForwardArgs {
@@ -302,7 +291,7 @@ void ttt_mlp_backward(const TttMlpBackwardArgs& args);
 // then `repeats` runs each timed with CUDA events; reports the median. The copy bandwidth is a
 // 512 MiB device-to-device copy in the same call. For `tttlab bench --device cuda`.
 struct TttBenchRow {
-  std::string name;    // e.g. "ttt-linear forward v5-3xtf32-lean"
+  std::string name;    // e.g. "ttt-linear forward default"
   std::string shape;   // "B=16 H=12 T=2048 d=64 b=16"
   double median_ms = 0;
   double gflops = 0;   // useful FLOPs (counted as in docs/KERNELS.md) / median time
@@ -318,7 +307,7 @@ struct TttBenchConfig {
   int repeats = 30;
   bool mlp = true;        // also time the TTT-MLP forward
   bool backward = true;   // also time forward + backward
-  bool all_versions = true;  // every forward version (otherwise the default only)
+  bool all_versions = true;  // every version of each kernel (otherwise the Default only)
 };
 
 struct TttBenchReport {

@@ -1,0 +1,154 @@
+// TTT-Linear decode on the GPU: one token per sequence in the primal form (tttlab/kernels/ttt.hpp;
+// maths in docs/MATH.md §6 and §4.1; the CPU engine's inner_step in core/src/ttt/inner.cpp). One
+// block of 128 threads per (sequence, head): the token's loss gradient at the committed state is
+// added, λ-weighted, to the accumulators; the output is read with W_t = W − τ·A_W; at the end of a
+// mini-batch the state is committed. Row-wise LayerNorm work uses the warp row helpers of
+// ttt_common.cuh.
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <string>
+#include <utility>
+
+#include "cuda_check.hpp"
+#include "ttt_common.cuh"
+#include "ttt_host.hpp"
+#include "tttlab/kernels/ttt.hpp"
+
+namespace tttlab::kernels {
+namespace detail {
+namespace {
+
+struct DecodeParams {
+  const float *q, *k, *v, *lam, *tau, *gamma, *beta;
+  float *W, *c, *aW, *ac, *o;
+  int B, H, d, b, pos;
+  bool ln, res, bias;
+  float eps;
+};
+
+constexpr int kDecodeThreads = 128;
+
+__global__ void __launch_bounds__(kDecodeThreads) linear_decode(DecodeParams p) {
+  __shared__ float sq[kMaxHeadDim], sk[kMaxHeadDim], sz[kMaxHeadDim], sg[kMaxHeadDim];
+  const int blk = blockIdx.x, h = blk % p.H;
+  const int d = p.d, tid = threadIdx.x, lane = tid & 31;
+  const std::size_t row = std::size_t(blk) * d;  // (n·H + h)·d: the token's head slice
+  for (int c = tid; c < d; c += kDecodeThreads) {
+    sq[c] = p.q[row + c];
+    sk[c] = p.k[row + c];
+  }
+  __syncthreads();
+  float* W = p.W + std::size_t(blk) * d * d;
+  float* aW = p.aW + std::size_t(blk) * d * d;
+  for (int c = tid; c < d; c += kDecodeThreads) {
+    float acc = p.bias ? p.c[row + c] : 0.0f;
+    for (int k = 0; k < d; ++k) acc += sk[k] * W[std::size_t(k) * d + c];
+    sz[c] = acc;
+  }
+  __syncthreads();
+  if (tid < 32) {
+    const RowFrag z = row_load(sz, d, lane);
+    RowFrag t = row_load(p.v + row, d, lane);
+    if (p.res) {
+      const RowFrag kk = row_load(sk, d, lane);
+#pragma unroll
+      for (int u = 0; u < kPerLane; ++u) t.v[u] -= kk.v[u];
+    }
+    const RowFrag gam = p.ln ? row_load(p.gamma + std::size_t(h) * d, d, lane) : RowFrag{};
+    const RowFrag bet = p.ln ? row_load(p.beta + std::size_t(h) * d, d, lane) : RowFrag{};
+    row_store(sg, row_loss_grad(z, t, gam, bet, d, lane, p.eps, p.ln), d, lane);
+  }
+  __syncthreads();
+  // Each thread owns columns c of W, A_W, c, A_c: accumulate, materialise W_t, read out, commit.
+  const float lam = p.lam[blk], tp = p.tau[p.pos];
+  const bool commit = p.pos + 1 == p.b;
+  for (int c = tid; c < d; c += kDecodeThreads) {
+    const float gc = sg[c];
+    float zb = 0.0f;
+    for (int k = 0; k < d; ++k) {
+      const std::size_t e = std::size_t(k) * d + c;
+      const float a = aW[e] + lam * sk[k] * gc;
+      const float w = W[e] - tp * a;
+      zb += sq[k] * w;
+      if (commit) {
+        W[e] = w;
+        aW[e] = 0.0f;
+      } else {
+        aW[e] = a;
+      }
+    }
+    if (p.bias) {
+      const float a = p.ac[row + c] + lam * gc;
+      const float cb = p.c[row + c] - tp * a;
+      zb += cb;
+      if (commit) {
+        p.c[row + c] = cb;
+        p.ac[row + c] = 0.0f;
+      } else {
+        p.ac[row + c] = a;
+      }
+    }
+    sz[c] = zb;
+  }
+  __syncthreads();
+  if (tid < 32) {
+    const RowFrag gam = p.ln ? row_load(p.gamma + std::size_t(h) * d, d, lane) : RowFrag{};
+    const RowFrag bet = p.ln ? row_load(p.beta + std::size_t(h) * d, d, lane) : RowFrag{};
+    RowFrag o = row_layer_norm(row_load(sz, d, lane), gam, bet, d, lane, p.eps, p.ln);
+    if (p.res) {
+      const RowFrag q = row_load(sq, d, lane);
+#pragma unroll
+      for (int u = 0; u < kPerLane; ++u) o.v[u] += q.v[u];
+    }
+    row_store(p.o + row, o, d, lane);
+  }
+}
+
+}  // namespace
+}  // namespace detail
+
+using namespace detail;
+
+void ttt_linear_decode_step(const TttLinearDecodeArgs& a) {
+  const char* fn = "ttt_linear_decode_step";
+  TttDims D = a.dims;
+  D.seq_len = 1;
+  check_dims(fn, D);
+  check_eps(fn, a.opt);
+  require(a.pos >= 0 && a.pos < D.mini_batch,
+          "ttt_linear_decode_step: pos must be in 0..mini_batch-1 (got " + std::to_string(a.pos) +
+              ")");
+  for (auto [ptr, name] :
+       {std::pair<const void*, const char*>{a.q, "q"}, {a.k, "k"}, {a.v, "v"},
+        {a.lambda, "lambda"}, {a.tau, "tau"}, {a.W, "W"}, {a.acc_W, "acc_W"}, {a.o, "o"}})
+    check_ptr(fn, ptr, name);
+  if (a.opt.bias) {
+    check_ptr(fn, a.b, "b (bias is on)");
+    check_ptr(fn, a.acc_b, "acc_b (bias is on)");
+  }
+  check_ln_params(fn, a);
+  DecodeParams p{};
+  p.q = a.q;
+  p.k = a.k;
+  p.v = a.v;
+  p.lam = a.lambda;
+  p.tau = a.tau;
+  p.gamma = a.ln_weight;
+  p.beta = a.ln_bias;
+  p.W = a.W;
+  p.c = a.b;
+  p.aW = a.acc_W;
+  p.ac = a.acc_b;
+  p.o = a.o;
+  p.B = D.batch;
+  p.H = D.heads;
+  p.d = D.head_dim;
+  p.b = D.mini_batch;
+  p.pos = a.pos;
+  set_options(p, a.opt);
+  linear_decode<<<D.batch * D.heads, kDecodeThreads, 0, a.stream>>>(p);
+  TTTLAB_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace tttlab::kernels

@@ -1,0 +1,776 @@
+// TTT-Linear, dual form, forward on the GPU (tttlab/kernels/ttt.hpp; maths in docs/MATH.md §4.2,
+// the loss gradient §3.2, the short last mini-batch §4.3; the CPU engine in core/src/ttt/inner.cpp,
+// which these kernels follow line by line). Two kernels:
+//
+// THE TENSOR-CORE KERNEL (Default where b = 16, d ∈ {16, 32, 64, 128} and Q, K, V, O are 16-byte
+// aligned; 3xTF32, fp32-level accuracy. Version Tf32: the same kernel with one tf32 product per term,
+// ~1e-3 relative, what the training step runs when its GEMMs are tf32).
+//
+// One block per (sequence, head) of d/16 warps; warp w owns output columns 16w..16w+15 of every
+// product and the matching 16 columns of the state W, which stay in REGISTERS for the whole
+// sequence (d/8 × 4 floats per lane). Each mini-batch (b = 16 tokens = one m16 tile):
+//   Z = K W + 1c,  Z̄₀ = Q W + 1c,  C = Q Kᵀ            one k-loop, 6 independent mma chains
+//   G = lnl2(Z, V − K)                                 row statistics: warp shuffles + one smem round
+//   Z̄ = Z̄₀ − M G,  M = τ_i λ_j (C + 1) masked j ≤ i  M is turned from accumulator into operand
+//                                                     layout in registers (see below)
+//   O = [Q +] LN(Z̄);   W ← W − τ_b Kᵀ diag(λ) G       the update lands in W's register layout
+// Products use mma.sync.m16n8k8 with tf32 operands and fp32 accumulation. With SPLIT (3xTF32, the
+// Default) every operand x is split into hi = tf32(x) and lo = tf32(x − hi) and a·b is taken as
+// a_hi·b_hi + a_hi·b_lo + a_lo·b_hi, which recovers fp32-level accuracy (the dropped a_lo·b_lo term
+// is ~2^-22 relative).
+//
+// Layout trick: the contraction index k of a product may be permuted freely as long as A and B use
+// the same permutation. The accumulator fragment of m16n8k8 holds columns (2t, 2t+1) of an 8-wide
+// tile, the A/B operand fragments hold k = (t, t+4). Reading k position t as 2t and t+4 as 2t+1
+// lets an accumulator (the W update, the masked M) serve directly as an operand with no shuffles,
+// and turns the shared-memory operand loads of K and Q into 8-byte loads.
+//
+// Inputs stream through a 3-stage cp.async pipeline (K, V, Q, λ of mini-batch mb+2 load while mb
+// is computed). Rows past the end of a short last mini-batch are zero-filled and get λ = 0, so they
+// contribute nothing; they are not stored.
+//
+// Per mini-batch the instruction count is kept low (a profile of the first tensor-core design showed
+// an issue-bound kernel: 1.5 warps per scheduler, one instruction every ~3 cycles per warp, ~1700
+// instructions per warp per mini-batch, 6 tf32 conversions per mma):
+//   - every operand is converted once per use site and shared by the products that read it; the
+//     tf32 "hi" part is cvt.rna, the "lo" part x − hi is handed to the tensor core as raw fp32 bits
+//     (it reads the top 19 bits: truncation of a term already 2^-11 smaller); the tf32 version hands
+//     raw fp32 bits for everything (truncation to tf32, no conversion instruction at all);
+//   - C = Q Kᵀ is split over the warps by k-steps (each warp does 2 of them) and the partial 16×16
+//     tiles are summed through shared memory at the barrier that already precedes Z̄ −= M G;
+//   - the bias update Σ_j λ_j G[j, :] is spread over the 8 lanes that share columns and reduced with
+//     shuffles instead of a 16-step loop per lane;
+//   - the loss gradient's LayerNorm backward takes one cross-warp reduction round and barrier instead
+//     of two (tile_lnl2_stats, whose comment has the derivation): 4 block barriers per mini-batch.
+//
+// THE FALLBACK (every supported shape, fp32 CUDA cores): one thread block per (sequence n, head h),
+// 256 threads. The state W [d, d], c [d] stays on chip for the whole sequence; the mini-batches are
+// walked in order. Every matrix of a block lives in one workspace with padded rows (leading dimension
+// d + 1 and b + 1), so that both row and column walks of a warp hit distinct shared-memory banks.
+// Products are plain fp32 dot products, one output element per thread per step; row-wise LayerNorm
+// work is one warp per row (ttt_common.cuh). Phases are separated by __syncthreads().
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "cuda_check.hpp"
+#include "ttt_common.cuh"
+#include "ttt_host.hpp"
+#include "ttt_mma.cuh"
+#include "tttlab/kernels/ttt.hpp"
+
+namespace tttlab::kernels {
+namespace detail {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+
+// ---- Fallback: fp32 CUDA cores, every supported shape -------------------------------------------
+
+struct FwdParams {
+  const float *Q, *K, *V, *lam, *tau, *gamma, *beta, *W0, *b0;
+  float* O;
+  float *ckW, *ckb;
+  float *fW, *fb, *faW, *fab;
+  int B, H, T, d, b, group, n_ck;
+  bool ln, res, bias, per_seq;
+  float eps;
+};
+
+__host__ __device__ inline std::size_t fwd_simt_floats(int d, int b) {
+  const std::size_t ldd = d + 1, ldb = b + 1;
+  return d * ldd + d + 4 * b * ldd + b * ldb + 2 * b;
+}
+
+__global__ void __launch_bounds__(kThreads) linear_forward_simt_kernel(FwdParams p) {
+  extern __shared__ float smem[];
+  const int blk = blockIdx.x, n = blk / p.H, h = blk % p.H;
+  const int d = p.d, b = p.b, ldd = d + 1, ldb = b + 1;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  float* sW = smem;              // [d, ldd]   the committed state
+  float* sc = sW + d * ldd;      // [d]
+  float* sK = sc + d;            // [b, ldd]
+  float* sX = sK + b * ldd;      // [b, ldd]   V, then Q
+  float* sG = sX + b * ldd;      // [b, ldd]   Z, then G
+  float* sZb = sG + b * ldd;     // [b, ldd]   Z̄
+  float* sM = sZb + b * ldd;     // [b, ldb]   M = E ⊙ tril(QKᵀ + 1)
+  float* sLam = sM + b * ldb;    // [b]
+  float* sTau = sLam + b;        // [b]
+
+  const std::size_t rs = std::size_t(p.H) * d;  // row stride of Q, K, V, O
+  const std::size_t seq0 = std::size_t(n) * p.T * rs + std::size_t(h) * d;
+  const float* W0 = p.W0 + (p.per_seq ? std::size_t(blk) : std::size_t(h)) * d * d;
+  const float* b0 = p.b0 ? p.b0 + (p.per_seq ? std::size_t(blk) : std::size_t(h)) * d : nullptr;
+  for (int i = tid; i < d * d; i += kThreads) sW[(i / d) * ldd + i % d] = W0[i];
+  for (int c = tid; c < d; c += kThreads) sc[c] = p.bias ? b0[c] : 0.0f;
+  for (int i = tid; i < b; i += kThreads) sTau[i] = p.tau[i];
+  const RowFrag gam = p.ln ? row_load(p.gamma + std::size_t(h) * d, d, lane) : RowFrag{};
+  const RowFrag bet = p.ln ? row_load(p.beta + std::size_t(h) * d, d, lane) : RowFrag{};
+  const float one = p.bias ? 1.0f : 0.0f;
+  __syncthreads();
+
+  const int n_mb = (p.T + b - 1) / b;
+  for (int mb = 0; mb < n_mb; ++mb) {
+    const int t0 = mb * b, m = min(b, p.T - t0);
+    if (p.ckW && mb % p.group == 0) {
+      const std::size_t ck = std::size_t(blk) * p.n_ck + mb / p.group;
+      for (int i = tid; i < d * d; i += kThreads) p.ckW[ck * d * d + i] = sW[(i / d) * ldd + i % d];
+      if (p.ckb)
+        for (int c = tid; c < d; c += kThreads) p.ckb[ck * d + c] = sc[c];
+    }
+    for (int i = tid; i < m * d; i += kThreads) {
+      const int r = i / d, c = i % d;
+      const std::size_t g = seq0 + std::size_t(t0 + r) * rs + c;
+      sK[r * ldd + c] = p.K[g];
+      sX[r * ldd + c] = p.V[g];
+    }
+    for (int i = tid; i < m; i += kThreads) sLam[i] = p.lam[std::size_t(blk) * p.T + t0 + i];
+    __syncthreads();
+
+    // Z = K W + 1c at the mini-batch start state.
+    for (int i = tid; i < m * d; i += kThreads) {
+      const int r = i / d, c = i % d;
+      float acc = sc[c];
+      for (int k = 0; k < d; ++k) acc += sK[r * ldd + k] * sW[k * ldd + c];
+      sG[r * ldd + c] = acc;
+    }
+    __syncthreads();
+
+    // G = ∂ℓ/∂Z row by row, target R = V − K (residual) or V.
+    rows_loss_grad(sG, sX, sK, ldd, m, d, warp, kWarps, lane, gam, bet, p.eps, p.ln, p.res);
+    __syncthreads();
+
+    for (int i = tid; i < m * d; i += kThreads) {
+      const int r = i / d, c = i % d;
+      sX[r * ldd + c] = p.Q[seq0 + std::size_t(t0 + r) * rs + c];
+    }
+    __syncthreads();
+
+    // M[i, j] = τ_i λ_j (q_i·k_j + 1) for j ≤ i.
+    for (int i = tid; i < m * m; i += kThreads) {
+      const int r = i / m, j = i % m;
+      float v = 0.0f;
+      if (j <= r) {
+        float dot = 0.0f;
+        for (int k = 0; k < d; ++k) dot += sX[r * ldd + k] * sK[j * ldd + k];
+        v = sTau[r] * sLam[j] * (dot + one);
+      }
+      sM[r * ldb + j] = v;
+    }
+    __syncthreads();
+
+    // Z̄ = Q W + 1c − M G.
+    for (int i = tid; i < m * d; i += kThreads) {
+      const int r = i / d, c = i % d;
+      float acc = sc[c];
+      for (int k = 0; k < d; ++k) acc += sX[r * ldd + k] * sW[k * ldd + c];
+      for (int j = 0; j <= r; ++j) acc -= sM[r * ldb + j] * sG[j * ldd + c];
+      sZb[r * ldd + c] = acc;
+    }
+    __syncthreads();
+
+    // O = [Q +] LN(Z̄), and the state update (disjoint buffers: no barrier between them).
+    rows_output(p.O + seq0 + std::size_t(t0) * rs, rs, sZb, sX, ldd, m, d, warp, kWarps, lane, gam,
+                bet, p.eps, p.ln, p.res);
+    // A = Kᵀ diag(λ) G: committed with τ_b when the mini-batch is full, else the open accumulator.
+    const bool full = m == b;
+    if (full || p.faW) {
+      const float tb = sTau[b - 1];
+      for (int i = tid; i < d * d; i += kThreads) {
+        const int k = i / d, c = i % d;
+        float acc = 0.0f;
+        for (int j = 0; j < m; ++j) acc += sLam[j] * sK[j * ldd + k] * sG[j * ldd + c];
+        if (full)
+          sW[k * ldd + c] -= tb * acc;
+        else
+          p.faW[std::size_t(blk) * d * d + i] = acc;
+      }
+      for (int c = tid; c < d; c += kThreads) {
+        float acc = 0.0f;
+        for (int j = 0; j < m; ++j) acc += sLam[j] * sG[j * ldd + c];
+        if (full) {
+          if (p.bias) sc[c] -= tb * acc;
+        } else if (p.fab) {
+          p.fab[std::size_t(blk) * d + c] = p.bias ? acc : 0.0f;
+        }
+      }
+    }
+    __syncthreads();
+  }
+
+  if (p.fW)
+    for (int i = tid; i < d * d; i += kThreads)
+      p.fW[std::size_t(blk) * d * d + i] = sW[(i / d) * ldd + i % d];
+  if (p.fb)
+    for (int c = tid; c < d; c += kThreads) p.fb[std::size_t(blk) * d + c] = sc[c];
+  if (p.T % b == 0) {
+    if (p.faW)
+      for (int i = tid; i < d * d; i += kThreads) p.faW[std::size_t(blk) * d * d + i] = 0.0f;
+    if (p.fab)
+      for (int c = tid; c < d; c += kThreads) p.fab[std::size_t(blk) * d + c] = 0.0f;
+  }
+}
+
+// ---- Default and Tf32: tensor cores --------------------------------------------------------------
+
+constexpr int kMb = 16;     // the mini-batch the tensor-core kernel handles: one m16 tile
+constexpr int kStages = 3;  // cp.async pipeline depth
+
+
+template <int D>
+struct TcLayout {
+  static constexpr int NW = D / 16, NT = 32 * NW, KT = D / 8;
+  static constexpr int LDX = D + 8;  // K, V, Q tiles: conflict-free 8-byte fragment loads
+  static constexpr int LDG = D + 4;  // G
+  static constexpr int TILE = kMb * LDX;
+  static constexpr int STAGE = 3 * TILE + kMb;  // K, V, Q, λ
+  static constexpr int RED = NW * 16 * 2;       // the output LN's cross-warp reduction round
+  static constexpr int RED8 = NW * 16 * 8;      // the loss gradient's round (tile_lnl2_stats)
+  static constexpr int LDM = 20;                 // partial C tiles [NW][16][LDM]
+  static constexpr int FLOATS = kStages * STAGE + kMb * LDG + RED8 + RED + NW * 16 * LDM;
+};
+
+// The loss gradient G = ∂ℓ/∂Z of ℓ = ½‖γ ⊙ x̂ + β − r‖² per row, x̂ = (z − μ)·ρ, ρ = 1/√(σ² + ε),
+// from ONE cross-warp reduction round (the LN backward otherwise needs a second round for its
+// projection sums after the first has produced μ and ρ). Derivation, per row, sums over the D columns:
+//   ĝ = γ ⊙ (γ ⊙ x̂ + β − r) = γ² ⊙ x̂ + u,   u = γ ⊙ (β − r),
+//   G = ρ · (ĝ − S1/D − x̂ · S2/D),   S1 = Σ ĝ,   S2 = Σ ĝ ⊙ x̂,
+//   S1 = ρ · Σ γ²(z − μ) + Σ u,
+//   S2 = ρ² · Σ γ²(z − μ)² + ρ · Σ u (z − μ).
+// So μ, σ², S1 and S2 all follow from row sums that do not need μ first, provided the sums are taken
+// about a shift that each warp knows without communication. Raw sums (Σ z², Σ γ² z², ...) would
+// cancel catastrophically when |μ| ≫ σ, so each warp w shifts by its own 16-column mean
+// m_w = s_w / 16 (s_w = Σ_w z, one quad shuffle round) and reduces, with y = z − m_w,
+//   q_w = Σ y²,  c_w = Σ γ² y,  e_w = Σ γ² y²,  f_w = Σ u y,  U_w = Σ u,  Γ_w = Σ γ².
+// With μ = Σ_w s_w / D and δ_w = m_w − μ, z − μ = y + δ_w on warp w's columns; with Σ y = 0 per warp
+// (up to rounding, dropped as in the two-round parallel variance)
+//   Σ (z − μ)²     = Σ_w q_w + 16 δ_w²                 (the parallel-variance combination),
+//   Σ γ²(z − μ)    = Σ_w c_w + δ_w Γ_w,
+//   Σ γ²(z − μ)²   = Σ_w e_w + 2 δ_w c_w + δ_w² Γ_w,
+//   Σ u (z − μ)    = Σ_w f_w + δ_w U_w,
+//   Σ u            = Σ_w U_w.
+// Every term is centred (y and δ_w are of the order of the row's spread, not of |μ|), so the fp32
+// error is that of the two-round form. Outputs: x̂ and ĝ are recomputed by the caller from μ, ρ;
+// this returns μ, ρ and the two projection coefficients S1/D and S2/D for rows gid, gid + 8.
+template <int D>
+__device__ __forceinline__ void tile_lnl2_stats(const float (&z)[2][4], const float (&u)[2][4],
+                                                const float (&g2)[2][2], float gam2_w, float* red,
+                                                int warp, int gid, int tig, float eps,
+                                                float (&mu)[2], float (&rstd)[2], float (&p1)[2],
+                                                float (&p2)[2]) {
+  using L = TcLayout<D>;
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    const float s = quad_sum(z[0][2 * hf] + z[0][2 * hf + 1] + z[1][2 * hf] + z[1][2 * hf + 1]);
+    const float mw = s * (1.0f / 16.0f);
+    float q = 0.0f, c = 0.0f, e = 0.0f, f = 0.0f, uu = 0.0f;
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int k = 0; k < 2; ++k) {
+        const float y = z[nt][2 * hf + k] - mw, gy = g2[nt][k] * y, uv = u[nt][2 * hf + k];
+        q += y * y;
+        c += gy;
+        e += gy * y;
+        f += uv * y;
+        uu += uv;
+      }
+    q = quad_sum(q);
+    c = quad_sum(c);
+    e = quad_sum(e);
+    f = quad_sum(f);
+    uu = quad_sum(uu);
+    if (tig == 0) {
+      float4* dst = reinterpret_cast<float4*>(red + (warp * 16 + gid + 8 * hf) * 8);
+      dst[0] = make_float4(s, q, c, e);
+      dst[1] = make_float4(f, uu, gam2_w, 0.0f);
+    }
+  }
+  __syncthreads();
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    const int row = gid + 8 * hf;
+    float4 a[L::NW], b[L::NW];
+    float s = 0.0f;
+#pragma unroll
+    for (int w = 0; w < L::NW; ++w) {
+      a[w] = reinterpret_cast<const float4*>(red + (w * 16 + row) * 8)[0];
+      b[w] = reinterpret_cast<const float4*>(red + (w * 16 + row) * 8)[1];
+      s += a[w].x;
+    }
+    const float m = s * (1.0f / float(D));
+    float m2 = 0.0f, pc = 0.0f, pe = 0.0f, pf = 0.0f, us = 0.0f;
+#pragma unroll
+    for (int w = 0; w < L::NW; ++w) {
+      const float dw = a[w].x * (1.0f / 16.0f) - m;
+      m2 += a[w].y + 16.0f * dw * dw;
+      pc += a[w].z + dw * b[w].z;
+      pe += a[w].w + dw * (2.0f * a[w].z + dw * b[w].z);
+      pf += b[w].x + dw * b[w].y;
+      us += b[w].y;
+    }
+    const float rs = 1.0f / sqrtf(m2 / float(D) + eps);
+    mu[hf] = m;
+    rstd[hf] = rs;
+    p1[hf] = (rs * pc + us) * (1.0f / float(D));
+    p2[hf] = rs * (rs * pe + pf) * (1.0f / float(D));
+  }
+}
+
+template <int D, bool SPLIT>
+__global__ void __launch_bounds__(2 * D) linear_forward_tc_kernel(FwdParams p) {
+  using L = TcLayout<D>;
+  constexpr int KT = L::KT, LDX = L::LDX, LDG = L::LDG;
+  extern __shared__ __align__(16) float smem[];
+  float* stages = smem;
+  float* sG = smem + kStages * L::STAGE;
+  float* red = sG + kMb * LDG;
+  float* Mp = red + L::RED8 + L::RED;  // [NW][16][LDM] partial C = Q Kᵀ of each warp
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gid = lane >> 2, tig = lane & 3;
+  const int blk = blockIdx.x, n = blk / p.H, h = blk % p.H;
+  const int T = p.T, n_mb = (T + kMb - 1) / kMb;
+  const std::size_t rs = std::size_t(p.H) * D;
+  const std::size_t seq0 = std::size_t(n) * T * rs + std::size_t(h) * D;
+  const int col0 = warp * 16;
+  const float one = p.bias ? 1.0f : 0.0f;
+
+  // The state: Wr[kt][i] = W[kt·8 + 2·tig + (i&1)][col0 + gid + 8·(i>>1)]; c for the lane's columns
+  // col0 + nt·8 + 2·tig + e.
+  float Wr[KT][4];
+  {
+    const float* W0 = p.W0 + (p.per_seq ? std::size_t(blk) : std::size_t(h)) * D * D;
+#pragma unroll
+    for (int kt = 0; kt < KT; ++kt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        Wr[kt][i] = W0[(kt * 8 + 2 * tig + (i & 1)) * D + col0 + gid + 8 * (i >> 1)];
+  }
+  float cb[2][2], gam[2][2], bet[2][2];
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int col = col0 + nt * 8 + 2 * tig + e;
+      cb[nt][e] = p.bias ? p.b0[(p.per_seq ? std::size_t(blk) : std::size_t(h)) * D + col] : 0.0f;
+      gam[nt][e] = p.ln ? p.gamma[std::size_t(h) * D + col] : 1.0f;
+      bet[nt][e] = p.ln ? p.beta[std::size_t(h) * D + col] : 0.0f;
+    }
+  float gam2[2][2];
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) gam2[nt][e] = gam[nt][e] * gam[nt][e];
+  // Σ γ² over the warp's 16 columns (the lanes of a quad hold 4 distinct columns each).
+  const float gam2_w = quad_sum(gam2[0][0] + gam2[0][1] + gam2[1][0] + gam2[1][1]);
+  const float tau_row[2] = {p.tau[gid], p.tau[gid + 8]};
+  const float tb = p.tau[kMb - 1];
+
+  auto prefetch = [&](int mb) {
+    if (mb < n_mb) {
+      float* st = stages + (mb % kStages) * L::STAGE;
+      const int t0 = mb * kMb, m = min(kMb, T - t0);
+      constexpr int CPR = D / 4;  // 16-byte chunks per row
+      for (int i = tid; i < 3 * kMb * CPR; i += L::NT) {
+        const int tile = i / (kMb * CPR), rem = i % (kMb * CPR), r = rem / CPR, ch = rem % CPR;
+        const float* base = tile == 0 ? p.K : (tile == 1 ? p.V : p.Q);
+        const float* src = base + seq0 + std::size_t(t0 + min(r, m - 1)) * rs + ch * 4;
+        cp_async16(st + tile * L::TILE + r * LDX + ch * 4, src, r < m ? 16 : 0);
+      }
+      if (tid < kMb)
+        cp_async4(st + 3 * L::TILE + tid, p.lam + std::size_t(blk) * T + t0 + min(tid, m - 1),
+                  tid < m ? 4 : 0);
+    }
+    cp_async_commit();
+  };
+
+  auto store_state = [&](float* Wd, float* cd, std::size_t slot) {
+#pragma unroll
+    for (int kt = 0; kt < KT; ++kt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        Wd[slot * D * D + (kt * 8 + 2 * tig + (i & 1)) * D + col0 + gid + 8 * (i >> 1)] = Wr[kt][i];
+    if (cd && gid == 0)
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) cd[slot * D + col0 + nt * 8 + 2 * tig + e] = cb[nt][e];
+  };
+
+  prefetch(0);
+  prefetch(1);
+  for (int mb = 0; mb < n_mb; ++mb) {
+    cp_async_wait<kStages - 2>();
+    __syncthreads();  // this stage landed for every thread; the stage of mb − 1 is free
+    prefetch(mb + kStages - 1);
+    const float* sK = stages + (mb % kStages) * L::STAGE;
+    const float* sV = sK + L::TILE;
+    const float* sQ = sV + L::TILE;
+    const float* sL = sQ + L::TILE;
+    const int t0 = mb * kMb, m = min(kMb, T - t0);
+    if (p.ckW && mb % p.group == 0) store_state(p.ckW, p.ckb, std::size_t(blk) * p.n_ck + mb / p.group);
+
+    // Z = K W and Z̄₀ = Q W: four accumulator chains over d/8 k-steps, each operand converted once.
+    float z[2][4] = {}, zb[2][4] = {};
+#pragma unroll
+    for (int kt = 0; kt < KT; ++kt) {
+      const Op2 w0 = op2<SPLIT>(Wr[kt][0], Wr[kt][1]), w1 = op2<SPLIT>(Wr[kt][2], Wr[kt][3]);
+      kq_times_w<SPLIT>(z, zb, sK, sQ, LDX, kt, gid, tig, w0, w1);
+    }
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        z[nt][i] += cb[nt][i & 1];
+        zb[nt][i] += cb[nt][i & 1];
+      }
+    // This warp's share of C = Q Kᵀ: k-steps warp and warp + NW (d/8 = 2·NW k-steps in all).
+    {
+      float mp[2][4] = {};
+#pragma unroll
+      for (int s2 = 0; s2 < 2; ++s2) {
+        const int kt = warp + s2 * L::NW;
+        const float2 k0 = *reinterpret_cast<const float2*>(sK + gid * LDX + kt * 8 + 2 * tig);
+        const float2 k1 = *reinterpret_cast<const float2*>(sK + (gid + 8) * LDX + kt * 8 + 2 * tig);
+        const float2 q0 = *reinterpret_cast<const float2*>(sQ + gid * LDX + kt * 8 + 2 * tig);
+        const float2 q1 = *reinterpret_cast<const float2*>(sQ + (gid + 8) * LDX + kt * 8 + 2 * tig);
+        const Op4 aq = op4<SPLIT>(q0.x, q1.x, q0.y, q1.y);
+        mma_parts<SPLIT>(mp[0], aq, op2<SPLIT>(k0.x, k0.y));
+        mma_parts<SPLIT>(mp[1], aq, op2<SPLIT>(k1.x, k1.y));
+      }
+      float* mw = Mp + warp * 16 * L::LDM;
+#pragma unroll
+      for (int jt = 0; jt < 2; ++jt)
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf)
+          *reinterpret_cast<float2*>(mw + (gid + 8 * hf) * L::LDM + jt * 8 + 2 * tig) =
+              make_float2(mp[jt][2 * hf], mp[jt][2 * hf + 1]);
+    }
+    // G = lnl2(Z, R) at the lane's positions, then into shared memory.
+    float g[2][4];
+    {
+      float r[2][4];
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+          const int off = (gid + 8 * hf) * LDX + col0 + nt * 8 + 2 * tig;
+          const float2 v = *reinterpret_cast<const float2*>(sV + off);
+          const float2 k = *reinterpret_cast<const float2*>(sK + off);
+          r[nt][2 * hf] = p.res ? v.x - k.x : v.x;
+          r[nt][2 * hf + 1] = p.res ? v.y - k.y : v.y;
+        }
+      if (p.ln) {
+        float u[2][4];
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) u[nt][i] = gam[nt][i & 1] * (bet[nt][i & 1] - r[nt][i]);
+        float mu[2], rstd[2], p1[2], p2[2];
+        tile_lnl2_stats<D>(z, u, gam2, gam2_w, red, warp, gid, tig, p.eps, mu, rstd, p1, p2);
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const int hf = i >> 1;
+            const float xh = (z[nt][i] - mu[hf]) * rstd[hf];
+            const float gh = gam2[nt][i & 1] * xh + u[nt][i];
+            g[nt][i] = (gh - p1[hf] - xh * p2[hf]) * rstd[hf];
+          }
+      } else {
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) g[nt][i] = z[nt][i] - r[nt][i];
+      }
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf)
+          *reinterpret_cast<float2*>(sG + (gid + 8 * hf) * LDG + col0 + nt * 8 + 2 * tig) =
+              make_float2(g[nt][2 * hf], g[nt][2 * hf + 1]);
+    }
+    __syncthreads();  // G complete
+
+    // C = Σ_w C_w at this lane's accumulator positions; M = τ_i λ_j (C + 1) on the lower triangle,
+    // negated; then Z̄ = Z̄₀ − M G (M from registers, G rows read with the permuted j).
+    float mc[2][4];
+#pragma unroll
+    for (int jt = 0; jt < 2; ++jt)
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        float2 acc = make_float2(0.0f, 0.0f);
+#pragma unroll
+        for (int w = 0; w < L::NW; ++w) {
+          const float2 v = *reinterpret_cast<const float2*>(Mp + w * 16 * L::LDM +
+                                                            (gid + 8 * hf) * L::LDM + jt * 8 + 2 * tig);
+          acc.x += v.x;
+          acc.y += v.y;
+        }
+        const int row = gid + 8 * hf, j = jt * 8 + 2 * tig;
+        mc[jt][2 * hf] = j <= row ? -tau_row[hf] * sL[j] * (acc.x + one) : 0.0f;
+        mc[jt][2 * hf + 1] = j + 1 <= row ? -tau_row[hf] * sL[j + 1] * (acc.y + one) : 0.0f;
+      }
+#pragma unroll
+    for (int js = 0; js < 2; ++js) {
+      const Op4 am = op4<SPLIT>(mc[js][0], mc[js][2], mc[js][1], mc[js][3]);
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        const float* gp = sG + (js * 8 + 2 * tig) * LDG + col0 + nt * 8 + gid;
+        mma_parts<SPLIT>(zb[nt], am, op2<SPLIT>(gp[0], gp[LDG]));
+      }
+    }
+
+    // O = [Q +] LN(Z̄).
+    {
+      float mu[2] = {0.0f, 0.0f}, rstd[2] = {1.0f, 1.0f};
+      if (p.ln) frag_row_stats<D, 2>(zb, red + L::RED8, warp, gid, tig, p.eps, mu, rstd);
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        const int row = gid + 8 * hf;
+        if (row >= m) continue;
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+          const int col = col0 + nt * 8 + 2 * tig;
+          float o0 = zb[nt][2 * hf], o1 = zb[nt][2 * hf + 1];
+          if (p.ln) {
+            o0 = gam[nt][0] * (o0 - mu[hf]) * rstd[hf] + bet[nt][0];
+            o1 = gam[nt][1] * (o1 - mu[hf]) * rstd[hf] + bet[nt][1];
+          }
+          if (p.res) {
+            const float2 q = *reinterpret_cast<const float2*>(sQ + row * LDX + col);
+            o0 += q.x;
+            o1 += q.y;
+          }
+          *reinterpret_cast<float2*>(p.O + seq0 + std::size_t(t0 + row) * rs + col) =
+              make_float2(o0, o1);
+        }
+      }
+    }
+
+    // W ← W − τ_b Kᵀ diag(λ) G (full mini-batch), or the open accumulator Kᵀ diag(λ) G.
+    const bool full = m == kMb;
+    if (full || p.faW) {
+      const float scale = full ? -tb : 1.0f;
+      float acc[KT][4];
+#pragma unroll
+      for (int kt = 0; kt < KT; ++kt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[kt][i] = full ? Wr[kt][i] : 0.0f;
+#pragma unroll
+      for (int js = 0; js < 2; ++js) {
+        const int j0 = js * 8 + tig, j1 = j0 + 4;
+        const float e0 = scale * sL[j0], e1 = scale * sL[j1];
+        const Op4 ag = op4<SPLIT>(e0 * sG[j0 * LDG + col0 + gid], e0 * sG[j0 * LDG + col0 + gid + 8],
+                                  e1 * sG[j1 * LDG + col0 + gid], e1 * sG[j1 * LDG + col0 + gid + 8]);
+#pragma unroll
+        for (int kt = 0; kt < KT; ++kt)
+          mma_parts<SPLIT>(acc[kt], ag, op2<SPLIT>(sK[j0 * LDX + kt * 8 + gid], sK[j1 * LDX + kt * 8 + gid]));
+      }
+      // Σ_j λ_j G[j, col] for the lane's 4 columns: rows gid and gid + 8 here, then the 8 lanes that
+      // share tig (lane bits 2..4) are summed.
+      float cacc[2][2];
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        const float2 g0 = *reinterpret_cast<const float2*>(sG + gid * LDG + col0 + nt * 8 + 2 * tig);
+        const float2 g1 = *reinterpret_cast<const float2*>(sG + (gid + 8) * LDG + col0 + nt * 8 + 2 * tig);
+        cacc[nt][0] = sL[gid] * g0.x + sL[gid + 8] * g1.x;
+        cacc[nt][1] = sL[gid] * g0.y + sL[gid + 8] * g1.y;
+#pragma unroll
+        for (int e = 0; e < 2; ++e)
+#pragma unroll
+          for (int o = 4; o < 32; o <<= 1) cacc[nt][e] += __shfl_xor_sync(0xffffffffu, cacc[nt][e], o);
+      }
+      if (full) {
+#pragma unroll
+        for (int kt = 0; kt < KT; ++kt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) Wr[kt][i] = acc[kt][i];
+        if (p.bias)
+#pragma unroll
+          for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) cb[nt][e] -= tb * cacc[nt][e];
+      } else {
+#pragma unroll
+        for (int kt = 0; kt < KT; ++kt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i)
+            p.faW[std::size_t(blk) * D * D + (kt * 8 + 2 * tig + (i & 1)) * D + col0 + gid +
+                  8 * (i >> 1)] = acc[kt][i];
+        if (p.fab && gid == 0)
+#pragma unroll
+          for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+            for (int e = 0; e < 2; ++e)
+              p.fab[std::size_t(blk) * D + col0 + nt * 8 + 2 * tig + e] = p.bias ? cacc[nt][e] : 0.0f;
+      }
+    }
+  }
+  cp_async_wait<0>();
+
+  if (p.fW) store_state(p.fW, p.fb, blk);
+  if (T % kMb == 0) {
+    if (p.faW)
+      for (int i = tid; i < D * D; i += L::NT) p.faW[std::size_t(blk) * D * D + i] = 0.0f;
+    if (p.fab)
+      for (int i = tid; i < D; i += L::NT) p.fab[std::size_t(blk) * D + i] = 0.0f;
+  }
+}
+
+template <int D, bool SPLIT>
+void launch_tc(const FwdParams& p, int blocks, cudaStream_t stream) {
+  const std::size_t bytes = TcLayout<D>::FLOATS * sizeof(float);
+  const void* fn = reinterpret_cast<const void*>(&linear_forward_tc_kernel<D, SPLIT>);
+  set_smem_limit(fn, bytes);
+  linear_forward_tc_kernel<D, SPLIT><<<blocks, TcLayout<D>::NT, bytes, stream>>>(p);
+  TTTLAB_CUDA_CHECK(cudaGetLastError());
+}
+
+template <bool SPLIT>
+void dispatch_tc(const FwdParams& p, int d, int blocks, cudaStream_t stream) {
+  switch (d) {
+    case 16:
+      return launch_tc<16, SPLIT>(p, blocks, stream);
+    case 32:
+      return launch_tc<32, SPLIT>(p, blocks, stream);
+    case 64:
+      return launch_tc<64, SPLIT>(p, blocks, stream);
+    case 128:
+      return launch_tc<128, SPLIT>(p, blocks, stream);
+    default:
+      throw std::invalid_argument("ttt_linear_forward (tensor cores): unsupported head_dim " + std::to_string(d));
+  }
+}
+
+bool aligned16(const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0; }
+
+bool tensor_core_supports(const TttDims& dims) {
+  const int d = dims.head_dim;
+  return dims.mini_batch == kMb && (d == 16 || d == 32 || d == 64 || d == 128);
+}
+
+// The kernels' parameters from the checked arguments (the tensor-core kernel ignores B, d, b: they
+// are its template and grid).
+FwdParams forward_params(const TttLinearForwardArgs& a) {
+  const TttDims& D = a.dims;
+  FwdParams p{};
+  set_token_inputs(p, a);
+  p.W0 = a.W0;
+  p.b0 = a.b0;
+  p.O = a.O;
+  p.ckW = a.checkpoint_W;
+  p.ckb = a.checkpoint_b;
+  p.fW = a.final_W;
+  p.fb = a.final_b;
+  p.faW = a.final_acc_W;
+  p.fab = a.final_acc_b;
+  set_dims(p, D);
+  p.group = a.checkpoint_group > 0 ? a.checkpoint_group : 1;
+  p.n_ck = ttt_num_checkpoints(D, p.group);
+  set_options(p, a.opt);
+  p.per_seq = a.per_sequence_init;
+  return p;
+}
+
+void linear_forward_simt(const TttLinearForwardArgs& a) {
+  const TttDims& D = a.dims;
+  const std::size_t bytes = fwd_simt_floats(D.head_dim, D.mini_batch) * sizeof(float);
+  const std::size_t limit = max_dynamic_smem();
+  require(bytes <= limit, "ttt_linear_forward: head_dim " + std::to_string(D.head_dim) +
+                              " with mini_batch " + std::to_string(D.mini_batch) + " needs " +
+                              std::to_string(bytes) + " bytes of shared memory per block; the "
+                              "device allows " + std::to_string(limit));
+  const FwdParams p = forward_params(a);
+  set_smem_limit(reinterpret_cast<const void*>(&linear_forward_simt_kernel), bytes);
+  linear_forward_simt_kernel<<<D.batch * D.heads, kThreads, bytes, a.stream>>>(p);
+  TTTLAB_CUDA_CHECK(cudaGetLastError());
+}
+
+void linear_forward_tensor_core(const TttLinearForwardArgs& a, bool split) {
+  const FwdParams p = forward_params(a);
+  const int blocks = a.dims.batch * a.dims.heads;
+  if (split)
+    dispatch_tc<true>(p, a.dims.head_dim, blocks, a.stream);
+  else
+    dispatch_tc<false>(p, a.dims.head_dim, blocks, a.stream);
+}
+
+}  // namespace
+}  // namespace detail
+
+using namespace detail;
+
+
+
+int ttt_num_mini_batches(const TttDims& dims) {
+  return (dims.seq_len + dims.mini_batch - 1) / dims.mini_batch;
+}
+
+int ttt_num_checkpoints(const TttDims& dims, int checkpoint_group) {
+  if (checkpoint_group < 1) throw std::invalid_argument("checkpoint_group must be >= 1");
+  return (ttt_num_mini_batches(dims) + checkpoint_group - 1) / checkpoint_group;
+}
+
+void check_linear_forward_args(const TttLinearForwardArgs& a) {
+  const char* fn = "ttt_linear_forward";
+  check_dims(fn, a.dims);
+  check_eps(fn, a.opt);
+  check_ptr(fn, a.Q, "Q");
+  check_ptr(fn, a.K, "K");
+  check_ptr(fn, a.V, "V");
+  check_ptr(fn, a.lambda, "lambda");
+  check_ptr(fn, a.tau, "tau");
+  check_ptr(fn, a.W0, "W0");
+  check_ptr(fn, a.O, "O");
+  if (a.opt.bias) check_ptr(fn, a.b0, "b0 (bias is on)");
+  check_ln_params(fn, a);
+  if (a.checkpoint_W || a.checkpoint_b) {
+    require(a.checkpoint_group >= 1, "ttt_linear_forward: checkpoint_group must be >= 1 when "
+                                     "checkpoints are requested");
+    check_ptr(fn, a.checkpoint_W, "checkpoint_W (checkpoint_b is set)");
+  }
+  if (a.final_acc_b) check_ptr(fn, a.final_acc_W, "final_acc_W (final_acc_b is set)");
+}
+
+bool ttt_linear_forward_supports(TttLinearForwardVersion version, const TttDims& dims) {
+  switch (version) {
+    case TttLinearForwardVersion::Default:
+    case TttLinearForwardVersion::Fallback:
+      return true;
+    case TttLinearForwardVersion::Tf32:
+      return tensor_core_supports(dims);
+  }
+  return false;
+}
+
+void ttt_linear_forward(const TttLinearForwardArgs& a) {
+  check_linear_forward_args(a);
+  const bool aligned = aligned16(a.Q) && aligned16(a.K) && aligned16(a.V) && aligned16(a.O);
+  switch (a.version) {
+    case TttLinearForwardVersion::Default:
+      if (tensor_core_supports(a.dims) && aligned)
+        linear_forward_tensor_core(a, /*split=*/true);
+      else
+        linear_forward_simt(a);
+      return;
+    case TttLinearForwardVersion::Fallback:
+      linear_forward_simt(a);
+      return;
+    case TttLinearForwardVersion::Tf32:
+      require(tensor_core_supports(a.dims),
+              "ttt_linear_forward: version Tf32 needs mini_batch 16 and head_dim 16, 32, 64 or 128 (got "
+              "head_dim " + std::to_string(a.dims.head_dim) + ", mini_batch " +
+                  std::to_string(a.dims.mini_batch) + ")");
+      require(aligned, "ttt_linear_forward: version Tf32 needs Q, K, V and O 16-byte aligned");
+      linear_forward_tensor_core(a, /*split=*/false);
+      return;
+  }
+  require(false, "ttt_linear_forward: unknown version " + std::to_string(int(a.version)));
+}
+
+}  // namespace tttlab::kernels

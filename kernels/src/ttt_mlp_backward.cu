@@ -1,0 +1,694 @@
+// TTT-MLP backward on the GPU (see tttlab/kernels/ttt.hpp; maths in docs/MATH.md §5 and §7.4; the CPU
+// engine's chunk_backward_mlp in core/src/ttt/inner_backward.cpp, which this follows line by line).
+//
+// Design (as the TTT-Linear backward's fallback, ttt_linear_backward.cu): one block per (sequence, head);
+// checkpoint groups walked in reverse; the states inside a group recomputed from its checkpoint
+// into per-block slots in the workspace; the group's mini-batches walked in reverse with the carry
+// dW1', db1', dW2', db2' (∂L/∂ the state after the mini-batch). Every matrix product is a block_mma
+// on tensor cores in 3xTF32 (fp32-level accuracy); row-wise LayerNorm work is one warp per row, the
+// b×b pieces and the column sums stay on CUDA cores. The per-block contributions to the shared
+// parameters go to partial buffers summed over the batch by a second kernel in a fixed order
+// (deterministic, no atomics).
+//
+// Memory: the block's matrices (about 6·d·4d for the state and the carry plus 10 b×4d, 12 b×d and
+// 7 b×b per mini-batch) are placed in priority order — the per-mini-batch matrices first, then the
+// state W1, W2, then the carry dW1, dW2 — into dynamic shared memory while they fit, and the rest
+// into a per-block slice of the workspace (the same code through generic pointers; L2 holds it).
+// At d ≤ 32 (b = 16) everything is on chip; at d = 64 the state and the carry are in the workspace.
+//
+// The 16-row products with k = 4d (X2W2, X̄2W2, X̄2X2ᵀ, X2dW2', dZ̄1W1ᵀ, dZ̄1G1ᵀ, G1dW1'ᵀ, dP1W2, dZ1W1ᵀ)
+// have only n/8 output tiles; they are split over k (splitk_mma) so that about 16 warp tasks run,
+// into partial buffers that are dead at that point, and the partials are summed in slice order by
+// the consumer (the row warps of the LN phases, the element-wise phases, the copy-out): one barrier
+// more per mini-batch (the C2 sum), none for the others.
+//
+// Per mini-batch (m ≤ b rows; E[i,j] = τ_i λ_j for j ≤ i, e = τ_b λ; phases separated by barriers):
+//   recompute  Z1 = KW1 + b1, X2 = gelu(Z1), Z2 = X2W2 + b2, G2 = lnl2(Z2, R), P1 = G2W2ᵀ,
+//              G1 = P1 ⊙ gelu′(Z1), M1 = E ⊙ tril(QKᵀ + 1), Z̄1 = QW1 + b1 − M1G1, X̄2 = gelu(Z̄1),
+//              M2 = E ⊙ tril(X̄2X2ᵀ + 1), Z̄2 = X̄2W2 + b2 − M2G2
+//   output     dZ̄2 = LN′ᵀ dO (dγ, dβ);  dQ = dO (residual)
+//   Z̄2 line    dM2 = −dZ̄2G2ᵀ, dG2 = −M2ᵀdZ̄2, dE = dM2 ⊙ C2, dC2 = tril(dM2 ⊙ E)
+//   C2, gelu   dZ̄1 = (dZ̄2W2ᵀ + dC2X2) ⊙ gelu′(Z̄1),  dX2 = dC2ᵀX̄2
+//   Z̄1 line    dQ += dZ̄1W1ᵀ, dM1 = −dZ̄1G1ᵀ, dG1 = −M1ᵀdZ̄1, dE += dM1 ⊙ C1, dC1 = tril(dM1 ⊙ E),
+//              dQ += dC1K, dK += dC1ᵀQ
+//   commit     (full) dG1 −= e ⊙ (K dW1' + db1'), dK −= e ⊙ (G1 dW1'ᵀ), dG2 −= e ⊙ (X2 dW2' + db2'),
+//              dX2 −= e ⊙ (G2 dW2'ᵀ), de
+//   η          dτ, dλ from dE and de
+//   G1 line    dP1 = dG1 ⊙ gelu′(Z1), dZ1 = dG1 ⊙ P1 ⊙ gelu″(Z1), dG2 += dP1W2
+//   G2 = lnl2  dZ2, dR (second order), dV = dR, dγ, dβ
+//   Z2, X2     dX2 += dZ2W2ᵀ, dZ1 += dX2 ⊙ gelu′(Z1), dK += dZ1W1ᵀ − dR (residual)
+//   carry      dW1 ← [dW1' +] Qᵀ dZ̄1 + Kᵀ dZ1,  dW2 ← [dW2' +] X̄2ᵀ dZ̄2 + X2ᵀ dZ2 + dP1ᵀ G2, biases
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "cuda_check.hpp"
+#include "ttt_common.cuh"
+#include "ttt_host.hpp"
+#include "ttt_mma.cuh"
+#include "tttlab/kernels/ttt.hpp"
+
+namespace tttlab::kernels {
+namespace detail {
+namespace {
+
+constexpr int kThreads = 512;
+constexpr int kWarps = kThreads / 32;
+constexpr bool kSplit = true;
+
+struct MlpBwdParams {
+  const float *Q, *K, *V, *lam, *tau, *gamma, *beta, *ckW1, *ckb1, *ckW2, *ckb2, *dO;
+  float *dQ, *dK, *dV, *dlam;
+  float* slots;    // [BH, group, slot floats]: the states inside the group being walked
+  float* scratch;  // [BH, global floats]: the block's matrices that do not fit in shared memory
+  float *pW1, *pb1, *pW2, *pb2, *pgam, *pbet, *ptau;  // per-block partials
+  std::size_t smem_cap;       // floats of shared memory the layout may use
+  std::size_t global_floats;  // floats per block in scratch
+  int B, H, T, d, b, group, n_ck;
+  bool ln, res, bias;
+  float eps;
+};
+
+// d/dx gelu′(x) of the tanh form (as gelu_tanh_grad2 in tttlab/nn/activations.hpp).
+__device__ __forceinline__ float gelu_tanh_grad2(float x) {
+  const float c = 0.7978845608028654f, a = 0.044715f;
+  const float t = tanhf(c * (x + a * x * x * x));
+  const float du = c * (1.0f + 3.0f * a * x * x);
+  const float d2u = c * 6.0f * a * x;
+  const float sech2 = 1.0f - t * t;
+  return sech2 * du - x * t * sech2 * du * du + 0.5f * x * sech2 * d2u;
+}
+
+// Split-k products (as the fused forward, ttt_mlp_forward.cu): the 16-row products with a long k (k = 4d) have only n/8 output
+// tiles, so block_mma would give them to n/8 warps that each walk all of k. Here the k range is cut
+// into S slices so that tiles × S ≈ 16 warp tasks; every task writes its α-scaled partial tile to
+// part[(s·m + i)·n + j] (all S slices are written, zeros for an empty one), and the consumer sums
+// the slices in a fixed order (psum) after a barrier, usually inside the next phase's element-wise
+// or row work (no barrier of its own). k1 + k2: the optional second product continues the k range.
+__device__ __forceinline__ int splitk_slices(int m, int n, int k, std::size_t cap) {
+  const int tiles = ((m + 15) >> 4) * ((n + 7) >> 3);
+  int S = min(max(1, kWarps / tiles), max(1, (k + 31) / 32));
+  while (S > 1 && std::size_t(S) * m * n > cap) --S;
+  return S;
+}
+
+__device__ __forceinline__ void splitk_mma(int m, int n, int S, int k1, Operand A1, Operand B1,
+                                           float a1, int k2, Operand A2, Operand B2, float a2,
+                                           float* part) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const int MT = (m + 15) >> 4, NT = (n + 7) >> 3, K = k1 + k2;
+  const int ks = ((K + S - 1) / S + 31) & ~31;
+  for (int task = warp; task < MT * NT * S; task += kWarps) {
+    const int sl = task / (MT * NT), tile = task % (MT * NT);
+    const int i0 = (tile / NT) * 16, j0 = (tile % NT) * 8;
+    const bool inside = i0 + 16 <= m && j0 + 8 <= n;
+    const int lo = min(K, sl * ks), hi = min(K, lo + ks);
+    float c1[4][1][4] = {}, c2[4][1][4] = {};
+    const int l1 = max(0, min(hi, k1) - lo);
+    if (l1 > 0) {
+      const Operand A{A1.p + lo * A1.cs, A1.rs, A1.cs}, B{B1.p + lo * B1.rs, B1.rs, B1.cs};
+      if (inside && l1 % 32 == 0)
+        mma_detail::strip_product<kSplit, 1, 4, false>(c1, m, n, l1, A, B, i0, j0, g, t);
+      else
+        mma_detail::strip_product<kSplit, 1, 4, true>(c1, m, n, l1, A, B, i0, j0, g, t);
+    }
+    const int lo2 = max(lo, k1), l2 = max(0, hi - lo2);
+    if (l2 > 0) {
+      const int o = lo2 - k1;
+      const Operand A{A2.p + o * A2.cs, A2.rs, A2.cs}, B{B2.p + o * B2.rs, B2.rs, B2.cs};
+      if (inside && l2 % 32 == 0)
+        mma_detail::strip_product<kSplit, 1, 4, false>(c2, m, n, l2, A, B, i0, j0, g, t);
+      else
+        mma_detail::strip_product<kSplit, 1, 4, true>(c2, m, n, l2, A, B, i0, j0, g, t);
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int i = e < 2 ? i0 + g : i0 + g + 8, j = j0 + 2 * t + (e & 1);
+      float v1 = 0.0f, v2 = 0.0f;
+#pragma unroll
+      for (int a = 0; a < 4; ++a) {
+        v1 += c1[a][0][e];
+        v2 += c2[a][0][e];
+      }
+      if (i < m && j < n) part[(sl * m + i) * n + j] = a1 * v1 + a2 * v2;
+    }
+  }
+}
+
+__device__ __forceinline__ void splitk_mma(int m, int n, int S, int k, Operand A, Operand B,
+                                           float alpha, float* part) {
+  splitk_mma(m, n, S, k, A, B, alpha, 0, A, B, 0.0f, part);
+}
+
+// Σ over the S slices of element (i, j), in slice order.
+__device__ __forceinline__ float psum(const float* part, int S, int m, int n, int i, int j) {
+  float v = 0.0f;
+  for (int sl = 0; sl < S; ++sl) v += part[(sl * m + i) * n + j];
+  return v;
+}
+
+struct Bufs {
+  // vectors
+  float *lam, *tau, *mu, *rstd, *rstd2, *de, *dtau, *b1, *b2, *db1, *db2, *dgam, *dbet;
+  // [b, ldb]
+  float *C1, *C2, *M1, *M2, *dM, *dC, *dE;
+  // [b, ldd]
+  float *Q, *K, *R, *dO, *Z2, *G2, *Zb2, *Xh, *dG2, *dQ, *dK, *T2;
+  // [b, ldh]
+  float *Z1, *X2, *P1, *G1, *Zb1, *Xb2, *dZb1, *dX2, *dG1, *T1;
+  // state [d, ldh], [hd, ldd] and carry
+  float *W1, *W2, *dW1, *dW2;
+};
+
+// Places the buffers in priority order: into shared memory (sm) while the running total stays
+// within cap floats, else into global memory (gl). Returns the floats used in each. With sm = gl = 0
+// it only counts (the host's sizing).
+__host__ __device__ inline void carve(Bufs& s, std::uintptr_t sm, std::uintptr_t gl, int d, int b,
+                                      std::size_t cap, std::size_t& used_s, std::size_t& used_g) {
+  const std::size_t hd = 4 * std::size_t(d), ldd = d + 4, ldh = hd + 4, ldb = b + 4;
+  used_s = used_g = 0;
+  auto take = [&](float*& ptr, std::size_t n) {
+    n = (n + 3) & ~std::size_t(3);  // keep every buffer 16-byte aligned
+    if (used_s + n <= cap) {
+      ptr = reinterpret_cast<float*>(sm + used_s * sizeof(float));
+      used_s += n;
+    } else {
+      ptr = reinterpret_cast<float*>(gl + used_g * sizeof(float));
+      used_g += n;
+    }
+  };
+  // (explicit calls: std::initializer_list is not usable in device code)
+  take(s.lam, b), take(s.tau, b), take(s.mu, b), take(s.rstd, b), take(s.rstd2, b), take(s.de, b);
+  take(s.dtau, b);
+  take(s.b2, d), take(s.db2, d), take(s.dgam, d), take(s.dbet, d), take(s.b1, hd), take(s.db1, hd);
+  const std::size_t bb = b * ldb, bd = b * ldd, bh = b * ldh;
+  take(s.C1, bb), take(s.C2, bb), take(s.M1, bb), take(s.M2, bb), take(s.dM, bb), take(s.dC, bb);
+  take(s.dE, bb);
+  take(s.Q, bd), take(s.K, bd), take(s.R, bd), take(s.dO, bd), take(s.Z2, bd), take(s.G2, bd);
+  take(s.Zb2, bd), take(s.Xh, bd), take(s.dG2, bd), take(s.dQ, bd), take(s.dK, bd), take(s.T2, bd);
+  take(s.Z1, bh), take(s.X2, bh), take(s.P1, bh), take(s.G1, bh), take(s.Zb1, bh);
+  take(s.Xb2, bh), take(s.dZb1, bh), take(s.dX2, bh), take(s.dG1, bh), take(s.T1, bh);
+  take(s.W1, d * ldh);
+  take(s.W2, hd * ldd);
+  take(s.dW1, d * ldh);
+  take(s.dW2, hd * ldd);
+}
+
+// One full mini-batch of the forward without the read-out: the commit
+// W1 −= τ_b Kᵀ(λ ⊙ G1), W2 −= τ_b X2ᵀ(λ ⊙ G2), b1, b2 likewise. Ends with a barrier.
+__device__ void advance(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, std::size_t rs,
+                        int blk, int t0, const RowFrag& gam, const RowFrag& bet) {
+  const int d = p.d, b = p.b, hd = 4 * d, ldd = d + 4, ldh = hd + 4;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  for (int i = tid; i < b * d; i += kThreads) {
+    const int r = i / d, c = i % d;
+    const std::size_t g = seq0 + std::size_t(t0 + r) * rs + c;
+    const float k = p.K[g], v = p.V[g];
+    s.K[r * ldd + c] = k;
+    s.R[r * ldd + c] = p.res ? v - k : v;
+  }
+  for (int i = tid; i < b; i += kThreads) s.lam[i] = p.lam[std::size_t(blk) * p.T + t0 + i];
+  __syncthreads();
+  block_mma<kSplit>(b, hd, d, op(s.K, ldd), op(s.W1, ldh), 1.0f, [&](int i, int j, float v) {
+    const float z = v + s.b1[j];
+    s.Z1[i * ldh + j] = z;
+    s.X2[i * ldh + j] = gelu_tanh(z);
+  });
+  __syncthreads();
+  const int Sz = splitk_slices(b, d, hd, std::size_t(b) * ldh);
+  splitk_mma(b, d, Sz, hd, op(s.X2, ldh), op(s.W2, ldd), 1.0f, s.T1);  // Z2 − b2, partials
+  __syncthreads();
+  for (int r = warp; r < b; r += kWarps) {
+    for (int c = lane; c < d; c += 32) s.Z2[r * ldd + c] = psum(s.T1, Sz, b, d, r, c) + s.b2[c];
+    __syncwarp();
+    const RowFrag z = row_load(s.Z2 + r * ldd, d, lane);
+    const RowFrag t = row_load(s.R + r * ldd, d, lane);
+    RowFrag g = row_loss_grad(z, t, gam, bet, d, lane, p.eps, p.ln);
+#pragma unroll
+    for (int u = 0; u < kPerLane; ++u) g.v[u] *= s.lam[r];
+    row_store(s.G2 + r * ldd, g, d, lane);  // λ ⊙ G2
+  }
+  __syncthreads();
+  block_mma<kSplit>(b, hd, d, op(s.G2, ldd), op_t(s.W2, ldd), 1.0f, [&](int i, int j, float v) {
+    s.G1[i * ldh + j] = v * gelu_tanh_grad(s.Z1[i * ldh + j]);  // λ ⊙ G1
+  });
+  __syncthreads();
+  const float tb = s.tau[b - 1];
+  block_mma<kSplit>(d, hd, b, op_t(s.K, ldd), op(s.G1, ldh), 1.0f,
+                    [&](int i, int j, float v) { s.W1[i * ldh + j] -= tb * v; });
+  block_mma<kSplit>(hd, d, b, op_t(s.X2, ldh), op(s.G2, ldd), 1.0f,
+                    [&](int i, int j, float v) { s.W2[i * ldd + j] -= tb * v; });
+  if (p.bias) {
+    for (int c = tid; c < hd; c += kThreads) {
+      float acc = 0.0f;
+      for (int j = 0; j < b; ++j) acc += s.G1[j * ldh + c];
+      s.b1[c] -= tb * acc;
+    }
+    for (int c = tid; c < d; c += kThreads) {
+      float acc = 0.0f;
+      for (int j = 0; j < b; ++j) acc += s.G2[j * ldd + c];
+      s.b2[c] -= tb * acc;
+    }
+  }
+  __syncthreads();
+}
+
+__device__ void chunk(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, std::size_t rs,
+                      int blk, int t0, int m, const RowFrag& gam, const RowFrag& bet) {
+  const int d = p.d, b = p.b, hd = 4 * d, ldd = d + 4, ldh = hd + 4, ldb = b + 4;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const bool full = m == b;
+  const float one = p.bias ? 1.0f : 0.0f;
+  const float tb = s.tau[b - 1];
+  const int h = blk % p.H;
+  const std::size_t cap_h = std::size_t(b) * ldh, cap_d = std::size_t(b) * ldd;  // partials' room
+  float* dV = p.dV + seq0 + std::size_t(t0) * rs;
+
+  // Inputs.
+  load_backward_inputs<kThreads>(p, s, seq0, rs, blk, t0, m, d, ldd);
+  __syncthreads();
+
+  // Z1 = K W1 + b1, X2 = gelu(Z1);  C1 = Q Kᵀ (raw).
+  block_mma<kSplit>(m, hd, d, op(s.K, ldd), op(s.W1, ldh), 1.0f, [&](int i, int j, float v) {
+    const float z = v + s.b1[j];
+    s.Z1[i * ldh + j] = z;
+    s.X2[i * ldh + j] = gelu_tanh(z);
+  });
+  block_mma<kSplit>(m, m, d, op(s.Q, ldd), op_t(s.K, ldd), 1.0f,
+                    [&](int i, int j, float v) { s.C1[i * ldb + j] = v; });
+  __syncthreads();
+
+  // X2 W2 (split-k partials in T1);  C1 ← tril(C1 + 1), M1 = E ⊙ C1;  dK = 0.
+  const int Sz2 = splitk_slices(m, d, hd, cap_h);
+  splitk_mma(m, d, Sz2, hd, op(s.X2, ldh), op(s.W2, ldd), 1.0f, s.T1);
+  for (int i = tid; i < m * m; i += kThreads) {
+    const int r = i / m, j = i % m;
+    const float cv = j <= r ? s.C1[r * ldb + j] + one : 0.0f;
+    s.C1[r * ldb + j] = cv;
+    s.M1[r * ldb + j] = s.tau[r] * s.lam[j] * cv;
+  }
+  for (int i = tid; i < m * d; i += kThreads) s.dK[(i / d) * ldd + i % d] = 0.0f;
+  __syncthreads();
+
+  // Z2 = X2 W2 + b2 (the partials summed by the row's warp), G2 = lnl2(Z2, R), Z2's statistics kept.
+  for (int r = warp; r < m; r += kWarps) {
+    for (int c = lane; c < d; c += 32) s.Z2[r * ldd + c] = psum(s.T1, Sz2, m, d, r, c) + s.b2[c];
+    __syncwarp();
+    row_loss_grad_keep_stats(s.Z2 + r * ldd, s.R + r * ldd, s.G2 + r * ldd, s.mu + r, s.rstd + r,
+                             gam, bet, d, lane, p.eps, p.ln);
+  }
+  __syncthreads();
+
+  // P1 = G2 W2ᵀ,  G1 = P1 ⊙ gelu′(Z1).
+  block_mma<kSplit>(m, hd, d, op(s.G2, ldd), op_t(s.W2, ldd), 1.0f, [&](int i, int j, float v) {
+    s.P1[i * ldh + j] = v;
+    s.G1[i * ldh + j] = v * gelu_tanh_grad(s.Z1[i * ldh + j]);
+  });
+  __syncthreads();
+
+  // Z̄1 = Q W1 + b1 − M1 G1,  X̄2 = gelu(Z̄1).
+  block_mma<kSplit>(m, hd, d, op(s.Q, ldd), op(s.W1, ldh), 1.0f, m, op(s.M1, ldb), op(s.G1, ldh),
+                    -1.0f, [&](int i, int j, float v) {
+                      const float z = v + s.b1[j];
+                      s.Zb1[i * ldh + j] = z;
+                      s.Xb2[i * ldh + j] = gelu_tanh(z);
+                    });
+  __syncthreads();
+
+  // X̄2 X2ᵀ and X̄2 W2 as split-k partials (in dZb1 and dX2, both written later).
+  const int Sc2 = splitk_slices(m, m, hd, cap_h), Szb2 = splitk_slices(m, d, hd, cap_h);
+  splitk_mma(m, m, Sc2, hd, op(s.Xb2, ldh), op_t(s.X2, ldh), 1.0f, s.dZb1);
+  splitk_mma(m, d, Szb2, hd, op(s.Xb2, ldh), op(s.W2, ldd), 1.0f, s.dX2);
+  __syncthreads();
+
+  // C2 = tril(X̄2 X2ᵀ + 1), M2 = E ⊙ C2.
+  for (int i = tid; i < m * m; i += kThreads) {
+    const int r = i / m, j = i % m;
+    const float cv = j <= r ? psum(s.dZb1, Sc2, m, m, r, j) + one : 0.0f;
+    s.C2[r * ldb + j] = cv;
+    s.M2[r * ldb + j] = s.tau[r] * s.lam[j] * cv;
+  }
+  __syncthreads();
+
+  // Z̄2 = X̄2 W2 + b2 − M2 G2.
+  block_mma<kSplit>(m, d, m, op(s.M2, ldb), op(s.G2, ldd), -1.0f, [&](int i, int j, float v) {
+    s.Zb2[i * ldd + j] = v + psum(s.dX2, Szb2, m, d, i, j) + s.b2[j];
+  });
+  __syncthreads();
+
+  // Output LN backward: x̂(Z̄2) into s.Xh, dγ and dβ (column walk), dZ̄2 into s.Zb2; dQ = dO or 0.
+  block_output_ln_backward<kThreads>(s.Zb2, s.Xh, s.dO, s.rstd2, gam, s.dgam, s.dbet, s.dQ, ldd, m,
+                                     d, ldd, p.eps, p.ln, p.res);
+  __syncthreads();
+
+  // dM2 = −dZ̄2 G2ᵀ;  (full) T2 = X2 dW2' (split-k partials in dG1, written later), T1 = K dW1'.
+  block_mma<kSplit>(m, m, d, op(s.Zb2, ldd), op_t(s.G2, ldd), -1.0f,
+                    [&](int i, int j, float v) { s.dM[i * ldb + j] = v; });
+  const int St2 = splitk_slices(m, d, hd, cap_h);
+  if (full) {
+    splitk_mma(m, d, St2, hd, op(s.X2, ldh), op(s.dW2, ldd), 1.0f, s.dG1);
+    block_mma<kSplit>(m, hd, d, op(s.K, ldd), op(s.dW1, ldh), 1.0f,
+                      [&](int i, int j, float v) { s.T1[i * ldh + j] = v; });
+  }
+  __syncthreads();
+
+  // dE = dM2 ⊙ C2, dC2 = tril(dM2 ⊙ E);  dG2 = −M2ᵀ dZ̄2 − e ⊙ (T2 + db2');  de (full).
+  for (int i = tid; i < m * m; i += kThreads) {
+    const int r = i / m, j = i % m;
+    const float dm = s.dM[r * ldb + j];
+    s.dE[r * ldb + j] = j <= r ? dm * s.C2[r * ldb + j] : 0.0f;
+    s.dC[r * ldb + j] = j <= r ? dm * s.tau[r] * s.lam[j] : 0.0f;
+  }
+  block_mma<kSplit>(m, d, m, op_t(s.M2, ldb), op(s.Zb2, ldd), -1.0f, [&](int i, int j, float v) {
+    if (full) v -= tb * s.lam[i] * (psum(s.dG1, St2, m, d, i, j) + (p.bias ? s.db2[j] : 0.0f));
+    s.dG2[i * ldd + j] = v;
+  });
+  if (full)
+    for (int j = warp; j < m; j += kWarps) {
+      float v = 0.0f;
+      for (int c = lane; c < hd; c += 32) {
+        const float g1 = s.G1[j * ldh + c];
+        v -= g1 * (s.T1[j * ldh + c] + (p.bias ? s.db1[c] : 0.0f));
+      }
+      for (int c = lane; c < d; c += 32) {
+        const float g2 = s.G2[j * ldd + c];
+        v -= g2 * (psum(s.dG1, St2, m, d, j, c) + (p.bias ? s.db2[c] : 0.0f));
+      }
+      v = warp_sum(v);
+      if (lane == 0) s.de[j] = v;
+    }
+  __syncthreads();
+
+  // dZ̄1 = (dZ̄2 W2ᵀ + dC2 X2) ⊙ gelu′(Z̄1);  dX2 = dC2ᵀ X̄2 [− e ⊙ (G2 dW2'ᵀ)].
+  block_mma<kSplit>(m, hd, d, op(s.Zb2, ldd), op_t(s.W2, ldd), 1.0f, m, op(s.dC, ldb), op(s.X2, ldh),
+                    1.0f, [&](int i, int j, float v) {
+                      s.dZb1[i * ldh + j] = v * gelu_tanh_grad(s.Zb1[i * ldh + j]);
+                    });
+  block_mma<kSplit>(m, hd, m, op_t(s.dC, ldb), op(s.Xb2, ldh), 1.0f,
+                    [&](int i, int j, float v) { s.dX2[i * ldh + j] = v; });
+  if (full)  // same (m, n) as the call above: each element stays with its thread
+    block_mma<kSplit>(m, hd, d, op(s.G2, ldd), op_t(s.dW2, ldd), 1.0f,
+                      [&](int i, int j, float v) { s.dX2[i * ldh + j] -= tb * s.lam[i] * v; });
+  __syncthreads();
+
+  // Split-k partials of dZ̄1 W1ᵀ (into Z̄1's buffer, dead now), (full) G1 dW1'ᵀ (after it) and
+  // dM1 = −dZ̄1 G1ᵀ (in T2, or in dM where T2 is too small);  dG1 = −M1ᵀ dZ̄1 [− e ⊙ (T1 + db1')].
+  const int Sq = splitk_slices(m, d, hd, cap_h / 2), Sk = splitk_slices(m, d, hd, cap_h / 2);
+  float* const pq = s.Zb1;
+  float* const pk = s.Zb1 + std::size_t(Sq) * m * d;
+  const int Sm1 = splitk_slices(m, m, hd, cap_d);
+  float* const pm1 = std::size_t(Sm1) * m * m <= cap_d ? s.T2 : s.dM;
+  splitk_mma(m, d, Sq, hd, op(s.dZb1, ldh), op_t(s.W1, ldh), 1.0f, pq);
+  if (full) splitk_mma(m, d, Sk, hd, op(s.G1, ldh), op_t(s.dW1, ldh), 1.0f, pk);
+  splitk_mma(m, m, Sm1, hd, op(s.dZb1, ldh), op_t(s.G1, ldh), -1.0f, pm1);
+  block_mma<kSplit>(m, hd, m, op_t(s.M1, ldb), op(s.dZb1, ldh), -1.0f, [&](int i, int j, float v) {
+    if (full) v -= tb * s.lam[i] * (s.T1[i * ldh + j] + (p.bias ? s.db1[j] : 0.0f));
+    s.dG1[i * ldh + j] = v;
+  });
+  __syncthreads();
+
+  // dQ += dZ̄1 W1ᵀ, (full) dK −= e ⊙ (G1 dW1'ᵀ);  dE += dM1 ⊙ C1, dC1 = tril(dM1 ⊙ E);
+  // dP1 = dG1 ⊙ gelu′(Z1) in place of dG1, dZ1 = dG1 ⊙ P1 ⊙ gelu″(Z1) into T1.
+  for (int i = tid; i < m * d; i += kThreads) {
+    const int r = i / d, c = i % d;
+    s.dQ[r * ldd + c] += psum(pq, Sq, m, d, r, c);
+    if (full) s.dK[r * ldd + c] -= tb * s.lam[r] * psum(pk, Sk, m, d, r, c);
+  }
+  for (int i = tid; i < m * m; i += kThreads) {
+    const int r = i / m, j = i % m;
+    const float dm = psum(pm1, Sm1, m, m, r, j);
+    if (j <= r) s.dE[r * ldb + j] += dm * s.C1[r * ldb + j];
+    s.dC[r * ldb + j] = j <= r ? dm * s.tau[r] * s.lam[j] : 0.0f;
+  }
+  for (int i = tid; i < m * hd; i += kThreads) {
+    const int r = i / hd, c = i % hd;
+    const float z = s.Z1[r * ldh + c], g = s.dG1[r * ldh + c];
+    s.T1[r * ldh + c] = g * s.P1[r * ldh + c] * gelu_tanh_grad2(z);
+    s.dG1[r * ldh + c] = g * gelu_tanh_grad(z);
+  }
+  __syncthreads();
+
+  // dQ += dC1 K, dK += dC1ᵀ Q;  dG2 += dP1 W2;  dτ, dλ.
+  block_mma<kSplit>(m, d, m, op(s.dC, ldb), op(s.K, ldd), 1.0f,
+                    [&](int i, int j, float v) { s.dQ[i * ldd + j] += v; });
+  block_mma<kSplit>(m, d, m, op_t(s.dC, ldb), op(s.Q, ldd), 1.0f,
+                    [&](int i, int j, float v) { s.dK[i * ldd + j] += v; });
+  const int Sg2 = splitk_slices(m, d, hd, cap_h);
+  splitk_mma(m, d, Sg2, hd, op(s.dG1, ldh), op(s.W2, ldd), 1.0f, s.Zb1);  // dP1 W2, partials
+  for (int i = tid; i < m; i += kThreads) {
+    float dt = 0.0f, dl = 0.0f;
+    for (int j = 0; j <= i; ++j) dt += s.dE[i * ldb + j] * s.lam[j];
+    for (int r = i; r < m; ++r) dl += s.dE[r * ldb + i] * s.tau[r];
+    if (full) {
+      dl += tb * s.de[i];
+      if (i == b - 1)
+        for (int j = 0; j < m; ++j) dt += s.de[j] * s.lam[j];
+    }
+    s.dtau[i] += dt;
+    p.dlam[std::size_t(blk) * p.T + t0 + i] = dl;
+  }
+  __syncthreads();
+
+  // dG2 += dP1 W2 (the partials summed by the row's warp);  G2 = lnl2(Z2, R) backward: dZ2 into
+  // s.Xh, a (LN) into s.dG2 in place, dV = dR.
+  for (int r = warp; r < m; r += kWarps) {
+    for (int c = lane; c < d; c += 32) s.dG2[r * ldd + c] += psum(s.Zb1, Sg2, m, d, r, c);
+    __syncwarp();
+    row_loss_grad_backward(s.dG2 + r * ldd, s.Z2 + r * ldd, s.R + r * ldd, s.mu + r, s.rstd + r, gam,
+                           bet, d, lane, p.ln, dV + std::size_t(r) * rs, s.Xh + r * ldd);
+  }
+  __syncthreads();
+
+  // dZ1 += (dX2 + dZ2 W2ᵀ) ⊙ gelu′(Z1);  dγ, dβ of the loss LN;  the carry dW2, db2.
+  block_mma<kSplit>(m, hd, d, op(s.Xh, ldd), op_t(s.W2, ldd), 1.0f, [&](int i, int j, float v) {
+    s.T1[i * ldh + j] += (s.dX2[i * ldh + j] + v) * gelu_tanh_grad(s.Z1[i * ldh + j]);
+  });
+  if (p.ln)
+    block_loss_grad_param_backward(s.dG2, s.Z2, s.R, s.mu, s.rstd, m, d, ldd,
+                                   p.gamma + std::size_t(h) * d, p.beta + std::size_t(h) * d,
+                                   s.dgam, s.dbet, tid, kThreads);
+  block_mma<kSplit>(hd, d, m, op_t(s.Xb2, ldh), op(s.Zb2, ldd), 1.0f, m, op_t(s.X2, ldh),
+                    op(s.Xh, ldd), 1.0f, [&](int i, int j, float v) {
+                      s.dW2[i * ldd + j] = (full ? s.dW2[i * ldd + j] : 0.0f) + v;
+                    });
+  block_mma<kSplit>(hd, d, m, op_t(s.dG1, ldh), op(s.G2, ldd), 1.0f,
+                    [&](int i, int j, float v) { s.dW2[i * ldd + j] += v; });
+  block_carry_colsum(s.db2, s.Zb2, s.Xh, ldd, m, d, full, tid, kThreads);
+  __syncthreads();
+
+  // dZ1 W1ᵀ (split-k partials in Z̄1's buffer, summed at the copy-out);  the carry dW1, db1.
+  const int Sk2 = splitk_slices(m, d, hd, cap_h);
+  splitk_mma(m, d, Sk2, hd, op(s.T1, ldh), op_t(s.W1, ldh), 1.0f, s.Zb1);
+  block_mma<kSplit>(d, hd, m, op_t(s.Q, ldd), op(s.dZb1, ldh), 1.0f, m, op_t(s.K, ldd),
+                    op(s.T1, ldh), 1.0f, [&](int i, int j, float v) {
+                      s.dW1[i * ldh + j] = (full ? s.dW1[i * ldh + j] : 0.0f) + v;
+                    });
+  block_carry_colsum(s.db1, s.dZb1, s.T1, ldh, m, hd, full, tid, kThreads);
+  __syncthreads();
+  // Copy-out with dK += dZ1 W1ᵀ − dR (residual); the next mini-batch's first writes to s.dQ, s.dK
+  // and Z̄1's buffer come after barriers.
+  for (int i = tid; i < m * d; i += kThreads) {
+    const int r = i / d, c = i % d;
+    const std::size_t g = seq0 + std::size_t(t0 + r) * rs + c;
+    float k = s.dK[r * ldd + c] + psum(s.Zb1, Sk2, m, d, r, c);
+    if (p.res) {
+      const float x = s.dG2[r * ldd + c];  // a (LN) or δ (no LN): −dR = γ ⊙ a, or δ
+      k += p.ln ? p.gamma[std::size_t(h) * d + c] * x : x;
+    }
+    p.dQ[g] = s.dQ[r * ldd + c];
+    p.dK[g] = k;
+  }
+}
+
+__global__ void __launch_bounds__(kThreads, 1) mlp_backward_kernel(MlpBwdParams p) {
+  extern __shared__ float smem[];
+  const int blk = blockIdx.x, n = blk / p.H, h = blk % p.H;
+  const int d = p.d, b = p.b, hd = 4 * d, ldd = d + 4, ldh = hd + 4;
+  const int tid = threadIdx.x, lane = tid & 31;
+  Bufs s;
+  std::size_t used_s = 0, used_g = 0;
+  carve(s, reinterpret_cast<std::uintptr_t>(smem),
+        reinterpret_cast<std::uintptr_t>(p.scratch ? p.scratch + std::size_t(blk) * p.global_floats
+                                                   : nullptr),
+        d, b, p.smem_cap, used_s, used_g);
+  const std::size_t rs = std::size_t(p.H) * d;
+  const std::size_t seq0 = std::size_t(n) * p.T * rs + std::size_t(h) * d;
+  const RowFrag gam = p.ln ? row_load(p.gamma + std::size_t(h) * d, d, lane) : RowFrag{};
+  const RowFrag bet = p.ln ? row_load(p.beta + std::size_t(h) * d, d, lane) : RowFrag{};
+  const std::size_t dh = std::size_t(d) * hd, slot_floats = 2 * dh + hd + d;
+  float* slots = p.slots + std::size_t(blk) * p.group * slot_floats;
+
+  for (int i = tid; i < d * ldh; i += kThreads) s.dW1[i] = 0.0f;
+  for (int i = tid; i < hd * ldd; i += kThreads) s.dW2[i] = 0.0f;
+  for (int c = tid; c < hd; c += kThreads) s.db1[c] = 0.0f;
+  for (int c = tid; c < d; c += kThreads) s.db2[c] = s.dgam[c] = s.dbet[c] = 0.0f;
+  for (int i = tid; i < b; i += kThreads) {
+    s.tau[i] = p.tau[i];
+    s.dtau[i] = 0.0f;
+  }
+
+  const int n_mb = (p.T + b - 1) / b;
+  for (int grp = p.n_ck - 1; grp >= 0; --grp) {
+    const int k0 = grp * p.group, k1 = min(n_mb, k0 + p.group);
+    __syncthreads();
+    const std::size_t ck = std::size_t(blk) * p.n_ck + grp;
+    for (int i = tid; i < d * hd; i += kThreads) {
+      s.W1[(i / hd) * ldh + i % hd] = p.ckW1[ck * dh + i];
+      s.W2[(i / d) * ldd + i % d] = p.ckW2[ck * dh + i];
+    }
+    for (int c = tid; c < hd; c += kThreads) s.b1[c] = p.bias ? p.ckb1[ck * hd + c] : 0.0f;
+    for (int c = tid; c < d; c += kThreads) s.b2[c] = p.bias ? p.ckb2[ck * d + c] : 0.0f;
+    __syncthreads();
+    for (int k = k0; k + 1 < k1; ++k) {
+      float* slot = slots + std::size_t(k - k0) * slot_floats;
+      for (int i = tid; i < d * hd; i += kThreads) {
+        slot[i] = s.W1[(i / hd) * ldh + i % hd];
+        slot[dh + i] = s.W2[(i / d) * ldd + i % d];
+      }
+      for (int c = tid; c < hd; c += kThreads) slot[2 * dh + c] = s.b1[c];
+      for (int c = tid; c < d; c += kThreads) slot[2 * dh + hd + c] = s.b2[c];
+      advance(p, s, seq0, rs, blk, k * b, gam, bet);  // writes the state only after its barriers
+    }
+    for (int k = k1 - 1; k >= k0; --k) {
+      if (k != k1 - 1) {
+        const float* slot = slots + std::size_t(k - k0) * slot_floats;
+        for (int i = tid; i < d * hd; i += kThreads) {
+          s.W1[(i / hd) * ldh + i % hd] = slot[i];
+          s.W2[(i / d) * ldd + i % d] = slot[dh + i];
+        }
+        for (int c = tid; c < hd; c += kThreads) s.b1[c] = slot[2 * dh + c];
+        for (int c = tid; c < d; c += kThreads) s.b2[c] = slot[2 * dh + hd + c];
+      }
+      __syncthreads();
+      const int t0 = k * b;
+      chunk(p, s, seq0, rs, blk, t0, min(b, p.T - t0), gam, bet);
+      __syncthreads();
+    }
+  }
+
+  for (int i = tid; i < d * hd; i += kThreads) {
+    p.pW1[std::size_t(blk) * dh + i] = s.dW1[(i / hd) * ldh + i % hd];
+    p.pW2[std::size_t(blk) * dh + i] = s.dW2[(i / d) * ldd + i % d];
+  }
+  for (int c = tid; c < hd; c += kThreads) p.pb1[std::size_t(blk) * hd + c] = p.bias ? s.db1[c] : 0.0f;
+  for (int c = tid; c < d; c += kThreads) {
+    p.pb2[std::size_t(blk) * d + c] = p.bias ? s.db2[c] : 0.0f;
+    p.pgam[std::size_t(blk) * d + c] = s.dgam[c];
+    p.pbet[std::size_t(blk) * d + c] = s.dbet[c];
+  }
+  for (int i = tid; i < b; i += kThreads) p.ptau[std::size_t(blk) * b + i] = s.dtau[i];
+}
+
+// The workspace, in floats: [slots][scratch][partials W1, b1, W2, b2, γ, β, τ].
+struct MlpBwdLayout {
+  std::size_t slots = 0, scratch = 0, pW1 = 0, pb1 = 0, pW2 = 0, pb2 = 0, pgam = 0, pbet = 0,
+              ptau = 0, total = 0;
+  std::size_t smem_floats = 0, global_floats = 0, smem_cap = 0;
+};
+
+MlpBwdLayout mlp_bwd_layout(const TttDims& D, int group) {
+  MlpBwdLayout L;
+  const std::size_t BH = std::size_t(D.batch) * D.heads, d = D.head_dim, hd = 4 * d,
+                    b = D.mini_batch;
+  L.smem_cap = max_dynamic_smem() / sizeof(float);
+  Bufs s;
+  carve(s, 0, 0, D.head_dim, D.mini_batch, L.smem_cap, L.smem_floats, L.global_floats);
+  std::size_t off = 0;
+  auto take = [&](std::size_t n) {
+    const std::size_t r = off;
+    off += (n + 3) & ~std::size_t(3);
+    return r;
+  };
+  L.slots = take(BH * std::size_t(group) * (2 * d * hd + hd + d));
+  L.scratch = take(BH * L.global_floats);
+  L.pW1 = take(BH * d * hd);
+  L.pb1 = take(BH * hd);
+  L.pW2 = take(BH * d * hd);
+  L.pb2 = take(BH * d);
+  L.pgam = take(BH * d);
+  L.pbet = take(BH * d);
+  L.ptau = take(BH * b);
+  L.total = off;
+  return L;
+}
+
+}  // namespace
+}  // namespace detail
+
+using namespace detail;
+
+std::size_t ttt_mlp_backward_workspace_bytes(const TttDims& dims, int checkpoint_group) {
+  check_dims("ttt_mlp_backward_workspace_bytes", dims);
+  require(checkpoint_group >= 1, "ttt_mlp_backward_workspace_bytes: checkpoint_group must be >= 1");
+  return mlp_bwd_layout(dims, checkpoint_group).total * sizeof(float);
+}
+
+void ttt_mlp_backward(const TttMlpBackwardArgs& a) {
+  const char* fn = "ttt_mlp_backward";
+  check_dims(fn, a.dims);
+  check_eps(fn, a.opt);
+  require(a.checkpoint_group >= 1, "ttt_mlp_backward: checkpoint_group must be >= 1");
+  for (auto [ptr, name] :
+       {std::pair<const void*, const char*>{a.Q, "Q"}, {a.K, "K"}, {a.V, "V"}, {a.lambda, "lambda"},
+        {a.tau, "tau"}, {a.checkpoint_W1, "checkpoint_W1"}, {a.checkpoint_W2, "checkpoint_W2"},
+        {a.dO, "dO"}, {a.dQ, "dQ"}, {a.dK, "dK"}, {a.dV, "dV"}, {a.dlambda, "dlambda"},
+        {a.dtau, "dtau"}, {a.dln_weight, "dln_weight"}, {a.dln_bias, "dln_bias"}, {a.dW1, "dW1"},
+        {a.db1, "db1"}, {a.dW2, "dW2"}, {a.db2, "db2"}, {a.workspace, "workspace"}})
+    check_ptr(fn, ptr, name);
+  if (a.opt.bias) {
+    check_ptr(fn, a.checkpoint_b1, "checkpoint_b1 (bias is on)");
+    check_ptr(fn, a.checkpoint_b2, "checkpoint_b2 (bias is on)");
+  }
+  check_ln_params(fn, a);
+  const TttDims& D = a.dims;
+  const MlpBwdLayout L = mlp_bwd_layout(D, a.checkpoint_group);
+  require(a.workspace_bytes >= L.total * sizeof(float),
+          "ttt_mlp_backward: workspace has " + std::to_string(a.workspace_bytes) + " bytes, needs " +
+              std::to_string(L.total * sizeof(float)) + " (ttt_mlp_backward_workspace_bytes)");
+  require(reinterpret_cast<std::uintptr_t>(a.workspace) % 16 == 0,
+          "ttt_mlp_backward: the workspace must be 16-byte aligned");
+  float* ws = static_cast<float*>(a.workspace);
+  MlpBwdParams p{};
+  set_token_inputs(p, a);
+  p.ckW1 = a.checkpoint_W1;
+  p.ckb1 = a.checkpoint_b1;
+  p.ckW2 = a.checkpoint_W2;
+  p.ckb2 = a.checkpoint_b2;
+  set_token_grads(p, a);
+  p.slots = ws + L.slots;
+  p.scratch = L.global_floats > 0 ? ws + L.scratch : nullptr;
+  p.pW1 = ws + L.pW1;
+  p.pb1 = ws + L.pb1;
+  p.pW2 = ws + L.pW2;
+  p.pb2 = ws + L.pb2;
+  p.pgam = ws + L.pgam;
+  p.pbet = ws + L.pbet;
+  p.ptau = ws + L.ptau;
+  p.smem_cap = L.smem_cap;
+  p.global_floats = L.global_floats;
+  set_dims(p, D);
+  p.group = a.checkpoint_group;
+  p.n_ck = ttt_num_checkpoints(D, a.checkpoint_group);
+  set_options(p, a.opt);
+  const std::size_t smem = L.smem_floats * sizeof(float);
+  set_smem_limit(reinterpret_cast<const void*>(&mlp_backward_kernel), smem);
+  mlp_backward_kernel<<<D.batch * D.heads, kThreads, smem, a.stream>>>(p);
+  TTTLAB_CUDA_CHECK(cudaGetLastError());
+  const int d = D.head_dim, hd = 4 * d;
+  auto sum = [&](const float* part, float* out, int B, int H, int len) {
+    sum_over_batch(part, out, B, H, len, a.stream);
+  };
+  sum(p.pW1, a.dW1, D.batch, D.heads, d * hd);
+  sum(p.pb1, a.db1, D.batch, D.heads, hd);
+  sum(p.pW2, a.dW2, D.batch, D.heads, d * hd);
+  sum(p.pb2, a.db2, D.batch, D.heads, d);
+  sum(p.pgam, a.dln_weight, D.batch, D.heads, d);
+  sum(p.pbet, a.dln_bias, D.batch, D.heads, d);
+  sum(p.ptau, a.dtau, D.batch * D.heads, 1, D.mini_batch);
+}
+
+}  // namespace tttlab::kernels
