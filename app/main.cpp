@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
   tttlab::cli::register_bench(app);
   tttlab::cli::register_export(app);
   tttlab::cli::register_ablate(app);
+  tttlab::cli::register_lessons(app);
   tttlab::cli::register_info(app);
   tttlab::cli::register_data(app);
   tttlab::cli::register_gui(app);

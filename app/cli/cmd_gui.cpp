@@ -3,6 +3,7 @@
 //   tttlab gui                                        open the window on the inner-loop stepper
 //   tttlab gui --list-panels                          panel ids, names and summaries
 //   tttlab gui --screenshot out.png --frames 10 [--panel primal_dual] [--state view.tttlab]
+//   tttlab gui --lesson 01                            dock lesson 01 of the course beside its view
 //   tttlab gui --bench-frames 600 [--bench-idle]      UI-thread work per frame, p50 / p99, while a tiny
 //                                                     model trains on the CPU (unless --bench-idle)
 //
@@ -26,13 +27,14 @@ void register_gui(CLI::App& app) {
   auto* cmd = app.add_subcommand("gui", "Open the desktop app (or render a screenshot / benchmark it)");
   struct Opts {
     bool list = false;
-    std::string screenshot, panel, state, size = "1600x1000";
+    std::string screenshot, panel, state, lesson, size = "1600x1000";
     int frames = 10, bench = 0;
     bool bench_idle = false;
   };
   cmd->footer("Screenshots and benchmarks render offscreen but need an X display for OpenGL. Without one,\n"
               "run them under a virtual X server (Mesa renders in software, no GPU needed):\n"
-              "  xvfb-run -a tttlab gui --screenshot out.png --frames 10 --panel primal_dual");
+              "  xvfb-run -a tttlab gui --screenshot out.png --frames 10 --panel primal_dual\n"
+              "  xvfb-run -a tttlab gui --screenshot lesson.png --size 1280x720 --lesson 01");
   auto o = std::make_shared<Opts>();
   cmd->add_flag("--list-panels", o->list, "Print the panels (id, name, summary) and exit");
   auto* shot = cmd->add_option("--screenshot", o->screenshot, "Render offscreen and write this PNG");
@@ -41,6 +43,9 @@ void register_gui(CLI::App& app) {
       ->needs(shot);
   cmd->add_option("--panel", o->panel, "Panel to show, by id or name (see --list-panels)");
   cmd->add_option("--state", o->state, "Open this .tttlab state file at start")->check(CLI::ExistingFile);
+  cmd->add_option("--lesson", o->lesson,
+                  "Start a lesson of the course (by name or number, e.g. 01): its view opens with the lesson "
+                  "docked beside it (see `tttlab lessons list`)");
   cmd->add_option("--bench-frames", o->bench, "Render N frames offscreen and print the UI thread's work per frame")
       ->check(CLI::Range(1, 1000000))
       ->excludes(shot);
@@ -55,6 +60,7 @@ void register_gui(CLI::App& app) {
     g.frames = o->frames;
     g.panel = o->panel;
     g.state_file = o->state;
+    g.lesson = o->lesson;
     g.bench_frames = o->bench;
     g.bench_train = !o->bench_idle;
     // Training runs started in the app pick their device as `tttlab train --device` does (tf32 GEMMs).

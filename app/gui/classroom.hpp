@@ -25,6 +25,10 @@ struct ClassroomState {
   bool enabled = false;
   std::set<std::string> hidden;  // control ids
   bool hide_panel_list = false;  // also hide the sidebar's panel list (students stay on one panel)
+  // The lessons' questions: whether students may reveal the hints and the answers (while the mode is
+  // on; off, both are always allowed). Files written before these existed read as allowed.
+  bool allow_hints = true;
+  bool allow_answers = true;
   bool operator==(const ClassroomState&) const = default;
 };
 
@@ -34,6 +38,9 @@ const ClassroomState& state();
 void set(ClassroomState s);
 // False while classroom mode is on and `control` is hidden.
 bool visible(std::string_view control);
+// Whether a lesson's hints / answers may be revealed now (classroom mode off, or the teacher allows it).
+bool hints_allowed();
+bool answers_allowed();
 
 nlohmann::json to_json(const ClassroomState& s);
 // Throws StateError naming the field under `r.path()`.

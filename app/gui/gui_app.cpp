@@ -15,11 +15,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <unistd.h>
 
 #include "gui/app_requests.hpp"
 #include "gui/classroom.hpp"
@@ -27,6 +30,9 @@
 #include "gui/engine/engine.hpp"
 #include "gui/fonts.hpp"
 #include "gui/keys.hpp"
+#include "gui/lessons/course_session.hpp"
+#include "gui/lessons/lesson_pane.hpp"
+#include "gui/lessons/lesson_session.hpp"
 #include "gui/notify.hpp"
 #include "gui/panels/panel.hpp"
 #include "gui/panels/widgets.hpp"
@@ -103,6 +109,8 @@ class App {
   void draw_main();
   void draw_menu_bar();
   void draw_sidebar(float width);
+  void draw_sidebar_strip();
+  void draw_content(float width, float height);
   void draw_status_bar();
   void draw_dialogs();
   void draw_shortcut_help();
@@ -117,6 +125,15 @@ class App {
   void watch_engine_events();
   std::size_t find_panel(const std::string& id_or_name) const;
   void update_title();
+  // The course: a lesson docked beside its view (lessons/lesson_pane.hpp).
+  bool start_lesson(const std::string& name);  // opens its scene and docks it; false if it failed
+  void dock_lesson(const course::Lesson& lesson);
+  void leave_lesson();
+  // Opens a lesson's scene like File → Open, but leaves the view unsaved (Ctrl+S then asks for a
+  // file) so that saving never overwrites the lesson's own file. keep_classroom: the classroom
+  // settings stay as they are (an experiment run inside a lesson must not undo the teacher's choice).
+  bool open_lesson_scene(const fs::path& path, bool keep_classroom = false);
+  bool lesson_veiled() const;
 
   GuiOptions opt_;
   std::unique_ptr<Window> window_;
@@ -129,6 +146,21 @@ class App {
   std::uint64_t library_event_ = 0, training_event_ = 0;
   bool show_classroom_ = false;
   bool imgui_ready_ = false;
+
+  // The docked lesson. The session outlives leaving (Ctrl+L brings it back with its state).
+  std::unique_ptr<LessonSession> lesson_;
+  int lesson_generation_ = 0;  // the course's generation when lesson_ was made
+  bool lesson_docked_ = false;
+  bool sidebar_wide_ = false;            // while a lesson is docked the sidebar is a strip unless widened
+  // A state file named a lesson: docked at the start of the next frame (or at the end of init), never
+  // in the middle of drawing the pane that opened the file. load_scene: the file had no view of its own.
+  struct PendingDock {
+    std::string name;
+    bool load_scene = false;
+    std::optional<ClassroomState> classroom;  // the file's own, which wins over the scene's
+  };
+  std::optional<PendingDock> pending_dock_;
+  void take_pending_dock();
 
   // Dialogs
   bool open_dialog_ = false, save_dialog_ = false, show_help_ = false, show_about_ = false;
@@ -168,6 +200,15 @@ int App::init() {
   install_gl_textures();
   imgui_ready_ = true;
   set_notifications_visible(opt_.screenshot.empty());
+  // Screenshots and benchmarks never show (or change) a student's course progress: a fresh one, unless
+  // $TTTLAB_PROGRESS names a file on purpose.
+  if (!opt_.screenshot.empty() || opt_.bench_frames > 0) {
+    const char* env = std::getenv("TTTLAB_PROGRESS");
+    course_session::set_progress_path(env && *env ? fs::path(env)
+                                                  : fs::temp_directory_path() /
+                                                        ("tttlab-offscreen-" + std::to_string(::getpid())) /
+                                                        "course-progress.json");
+  }
 
   if (!opt_.panel.empty()) {
     const auto i = find_panel(opt_.panel);
@@ -181,14 +222,23 @@ int App::init() {
     active_ = i;
   }
   synced_.assign(panels_.size(), false);
+  const bool interactive = opt_.screenshot.empty() && opt_.bench_frames == 0;
   if (!opt_.state_file.empty()) {
-    const bool interactive = opt_.screenshot.empty() && opt_.bench_frames == 0;
     if (!open_state(opt_.state_file) && !interactive) {
       std::fprintf(stderr, "tttlab gui: %s\n", error_text_.c_str());
       return 1;
     }
-    if (!opt_.panel.empty()) active_ = find_panel(opt_.panel);  // --panel wins over the file
+    take_pending_dock();
   }
+  if (!opt_.lesson.empty()) {
+    if (!start_lesson(opt_.lesson) && !interactive) {
+      std::fprintf(stderr, "tttlab gui: %s\n", error_text_.c_str());
+      return 1;
+    }
+    take_pending_dock();
+  }
+  if (!opt_.panel.empty() && (!opt_.state_file.empty() || !opt_.lesson.empty()))
+    active_ = find_panel(opt_.panel);  // --panel wins over the file and the lesson
   ensure_synced(active_);
   engine_.post(LibraryLoad{kShippedModelId});
   engine_.set_publish_callback([] { Window::post_empty_event(); });
@@ -241,10 +291,13 @@ void App::watch_engine_events() {
     }
   }
   if (auto req = take_open_state_request()) open_state(*req);
+  if (auto name = course_session::take_start_request()) start_lesson(*name);
+  take_pending_dock();
 }
 
 void App::update_title() {
   std::string t = std::string("TTT Lab — ") + panels_[active_]->name();
+  if (lesson_docked_ && lesson_) t += " — lesson: " + lesson_->lesson().title;
   if (!state_path_.empty()) t += " — " + state_path_.filename().string();
   window_->set_title(t);
 }
@@ -437,25 +490,82 @@ void App::draw_main() {
   draw_menu_bar();
 
   const float status_h = ImGui::GetFrameHeight() + 2.0f;
-  const float sidebar_w = 214.0f * ImGui::GetFontSize() / 15.0f;
+  const float em = ImGui::GetFontSize() / 15.0f;
+  // While a lesson is docked the sidebar folds to a strip (panel numbers), so that the lesson and its
+  // view both fit beside each other on a 1280 × 720 screen.
+  const bool strip = lesson_docked_ && lesson_ && !sidebar_wide_;
+  const float sidebar_w = (strip ? 44.0f : 214.0f) * em;
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   ImGui::PushStyleVar(ImGuiStyleVar_ItemSpacing, ImVec2(0, 0));
+  if (strip) ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, ImVec2(6, 10));
   ImGui::PushStyleColor(ImGuiCol_ChildBg, ImVec4(0.105f, 0.11f, 0.128f, 1.0f));
   ImGui::BeginChild("##sidebar", ImVec2(sidebar_w, avail.y - status_h), false,
                     ImGuiWindowFlags_AlwaysUseWindowPadding);
-  ImGui::PopStyleVar();
-  draw_sidebar(sidebar_w);
+  ImGui::PopStyleVar(strip ? 2 : 1);
+  if (strip)
+    draw_sidebar_strip();
+  else
+    draw_sidebar(sidebar_w);
   ImGui::EndChild();
   ImGui::PopStyleColor();
   ImGui::SameLine();
-  ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, ImVec2(14, 10));
-  ImGui::BeginChild("##content", ImVec2(avail.x - sidebar_w, avail.y - status_h), false,
-                    ImGuiWindowFlags_AlwaysUseWindowPadding);
-  ImGui::PopStyleVar();
-  panels_[active_]->draw(*snap_, engine_);
-  ImGui::EndChild();
+  draw_content(avail.x - sidebar_w, avail.y - status_h);
   draw_status_bar();
   ImGui::End();
+}
+
+void App::draw_content(float width, float height) {
+  if (!lesson_docked_ || !lesson_) {
+    ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, ImVec2(14, 10));
+    ImGui::BeginChild("##content", ImVec2(width, height), false, ImGuiWindowFlags_AlwaysUseWindowPadding);
+    ImGui::PopStyleVar();
+    panels_[active_]->draw(*snap_, engine_);
+    ImGui::EndChild();
+    return;
+  }
+  // The lesson on the left (about 36 % of the width, at least ~330 px, scrolling on its own), its live
+  // view on the right.
+  const float em = ImGui::GetFontSize() / 15.0f;
+  const float pane_w = std::floor(std::clamp(width * 0.36f, std::min(330.0f * em, width * 0.6f), width * 0.6f));
+  ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, ImVec2(0, 0));
+  ImGui::BeginChild("##content", ImVec2(width, height), false,
+                    ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
+  ImGui::PopStyleVar();
+
+  ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, ImVec2(18, 12));
+  ImGui::PushStyleColor(ImGuiCol_ChildBg, ImVec4(30 / 255.0f, 32 / 255.0f, 38 / 255.0f, 1.0f));
+  ImGui::BeginChild("##lesson_pane", ImVec2(pane_w, height), false, ImGuiWindowFlags_AlwaysUseWindowPadding);
+  ImGui::PopStyleColor();
+  ImGui::PopStyleVar();
+  LessonPaneHost host;
+  host.open_scene = [this](const fs::path& p) { return open_lesson_scene(p, true); };
+  host.engine_quiet = [this] { return engine_.quiescent(); };
+  host.leave = [this] { leave_lesson(); };
+  // Deferred to the next frame: starting a lesson replaces the session this pane is drawing.
+  host.start_lesson = [](const std::string& name) { course_session::request_start(name); };
+  {
+    const auto& lessons = course_session::get().course.lessons;
+    for (std::size_t i = 0; i + 1 < lessons.size(); ++i)
+      if (lessons[i].name == lesson_->lesson().name) {
+        host.next_lesson = lessons[i + 1].name;
+        host.next_lesson_title = lessons[i + 1].title;
+      }
+  }
+  draw_lesson_pane(*lesson_, *snap_, engine_, host);
+  ImGui::EndChild();
+
+  ImGui::SameLine(0, 0);
+  const ImVec2 edge = ImGui::GetCursorScreenPos();
+  ImGui::GetWindowDrawList()->AddLine(edge, ImVec2(edge.x, edge.y + height), IM_COL32(58, 62, 72, 255), 1.0f);
+  ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, ImVec2(14, 10));
+  ImGui::BeginChild("##live_view", ImVec2(0, height), false, ImGuiWindowFlags_AlwaysUseWindowPadding);
+  ImGui::PopStyleVar();
+  if (lesson_ && lesson_veiled())
+    draw_lesson_veil(*lesson_);
+  else
+    panels_[active_]->draw(*snap_, engine_);
+  ImGui::EndChild();
+  ImGui::EndChild();
 }
 
 void App::draw_menu_bar() {
@@ -506,6 +616,11 @@ void App::draw_sidebar(float width) {
   ImGui::PushFont(fonts().large);
   ImGui::TextUnformatted("TTT Lab");
   ImGui::PopFont();
+  if (lesson_docked_ && lesson_) {
+    ImGui::SameLine(width - ImGui::GetStyle().WindowPadding.x - ImGui::GetFrameHeight() * 1.2f);
+    if (ImGui::Button("\xC2\xAB", ImVec2(ImGui::GetFrameHeight() * 1.2f, 0))) sidebar_wide_ = false;
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("Fold the sidebar: more room for the lesson and its view");
+  }
   ImGui::PushStyleColor(ImGuiCol_Text, colors::kTextDim);
   ImGui::PushFont(fonts().small);
   ImGui::TextWrapped("Test-Time Training layers, computed live by the TTT engine.");
@@ -576,6 +691,29 @@ void App::draw_sidebar(float width) {
   ImGui::PopFont();
 }
 
+// The sidebar folded while a lesson is docked: the panel numbers, and whether the engine works.
+void App::draw_sidebar_strip() {
+  const float w = ImGui::GetContentRegionAvail().x;
+  if (ImGui::Button("\xC2\xBB", ImVec2(w, 0))) sidebar_wide_ = true;
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("Show the sidebar");
+  ImGui::Dummy(ImVec2(0, 10));
+  const bool locked = classroom::state().enabled && classroom::state().hide_panel_list;
+  ImGui::PushStyleVar(ImGuiStyleVar_SelectableTextAlign, ImVec2(0.5f, 0.5f));
+  for (std::size_t i = 0; i < panels_.size() && !locked; ++i) {
+    char label[24];
+    std::snprintf(label, sizeof label, "%zu", i + 1);
+    if (ImGui::Selectable(label, i == active_, 0, ImVec2(w, ImGui::GetFrameHeight()))) set_active(i);
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s  (Ctrl+%zu)", panels_[i]->name(), i + 1);
+  }
+  ImGui::PopStyleVar();
+  ImGui::Dummy(ImVec2(0, 10));
+  const bool idle = engine_.quiescent();
+  const char* dot = "\xE2\x97\x8F";
+  ImGui::SetCursorPosX(ImGui::GetCursorPosX() + (w - ImGui::CalcTextSize(dot).x) * 0.5f);
+  ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(idle ? colors::kTextDim : colors::kGood), "%s", dot);
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip(idle ? "The engine is idle" : "The engine is working");
+}
+
 void App::draw_status_bar() {
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const ImVec2 p = ImGui::GetCursorScreenPos();
@@ -611,6 +749,21 @@ void App::global_shortcuts() {
       notify(room.enabled ? "Classroom mode on: the chosen controls are hidden" : "Classroom mode off");
       return;
     }
+    if (key_pressed(Key::L, false)) {
+      if (lesson_docked_)
+        leave_lesson();
+      else if (lesson_) {
+        const std::string name = lesson_->lesson().name;  // the course may have been reloaded since
+        if (const course::Lesson* l = course_session::get().course.find(name))
+          dock_lesson(*l);
+        else
+          notify("That lesson can no longer be read: the course page says why");
+      } else {
+        set_active(find_panel("lessons"));
+        notify("Choose a lesson on the course page: it opens beside its view");
+      }
+      return;
+    }
     if (key_pressed(Key::O, false)) open_dialog_ = true;
     if (key_pressed(Key::S, false)) {
       if (shift_down() || state_path_.empty())
@@ -628,6 +781,7 @@ void App::global_shortcuts() {
   if (key_pressed(Key::F1, false)) show_help_ = !show_help_;
   if (key_pressed(Key::F12, false)) plot::exporter().request_window_png();
   if (ImGui::IsPopupOpen("", ImGuiPopupFlags_AnyPopupId)) return;
+  if (lesson_veiled()) return;  // the view is not shown yet: its keys wait too
   panels_[active_]->shortcuts(*snap_, engine_);
 }
 
@@ -649,6 +803,16 @@ bool App::open_state(const fs::path& path) {
       if (active == panels_.size()) throw StateError("active_panel: unknown panel \"" + a + "\"");
     }
     const ClassroomState room = classroom::from_json(top.object("classroom"));
+    // "lesson": the lesson docked beside this view (a name or number of the course).
+    std::string lesson_name;
+    if (const auto key = top.string("lesson", 128, ""); !key.empty()) {
+      const CourseSession& cs = course_session::get();
+      const course::Lesson* l = cs.course.find(key);
+      if (!l)
+        throw StateError("lesson: no lesson \"" + key + "\" in the course" +
+                         (cs.error.empty() ? std::string() : " (" + cs.error + ")"));
+      lesson_name = l->name;
+    }
     for (auto& f : apply) f();
     classroom::set(room);
     // The panels the file set up are re-synced when shown (the active one now).
@@ -659,6 +823,9 @@ bool App::open_state(const fs::path& path) {
     state_path_ = path;
     update_title();
     notify("Opened " + path.string());
+    if (!lesson_name.empty())
+      pending_dock_ = PendingDock{lesson_name, !doc.contains("panels") && !doc.contains("active_panel"),
+                                  doc.contains("classroom") ? std::optional<ClassroomState>(room) : std::nullopt};
     return true;
   } catch (const StateError& e) {
     error_title_ = "Could not open the state file";
@@ -676,6 +843,7 @@ bool App::save_state(const fs::path& path) {
     if (target.extension().empty()) target += kStateExtension;
     nlohmann::json doc = make_state(panels_[active_]->id(), std::move(panels));
     doc["classroom"] = classroom::to_json(classroom::state());
+    if (lesson_docked_ && lesson_) doc["lesson"] = lesson_->lesson().name;
     write_state_file(target, doc);
     state_path_ = target;
     update_title();
@@ -687,6 +855,72 @@ bool App::save_state(const fs::path& path) {
     error_pending_ = true;
     return false;
   }
+}
+
+// ---- [SECTION] The course: a lesson docked beside its view ---------------------------------------------
+
+bool App::open_lesson_scene(const fs::path& path, bool keep_classroom) {
+  const ClassroomState room = classroom::state();
+  const bool ok = open_state(path);
+  if (keep_classroom) classroom::set(room);
+  pending_dock_.reset();  // a lesson's scene never re-docks (or re-opens) a lesson itself
+  if (ok) {
+    state_path_.clear();
+    update_title();
+  }
+  return ok;
+}
+
+bool App::start_lesson(const std::string& name) {
+  const CourseSession& cs = course_session::get();
+  const course::Lesson* found = cs.course.find(name);
+  if (!found) {
+    std::string known;
+    for (const auto& l : cs.course.lessons) known += (known.empty() ? "" : ", ") + l.name;
+    error_title_ = "Could not start the lesson";
+    error_text_ = "There is no lesson \"" + name + "\" in the course" +
+                  (!known.empty() ? " (its lessons: " + known + ")." : cs.error.empty() ? std::string(".") : ": " + cs.error);
+    error_pending_ = true;
+    return false;
+  }
+  const course::Lesson lesson = *found;
+  const bool ok = lesson.scene.empty() || open_lesson_scene(lesson.scene);
+  dock_lesson(lesson);
+  return ok;
+}
+
+void App::dock_lesson(const course::Lesson& lesson) {
+  CourseSession& cs = course_session::get();
+  if (!lesson_ || lesson_->lesson().name != lesson.name || lesson_generation_ != cs.generation) {
+    lesson_ = std::make_unique<LessonSession>(lesson, cs.progress.get());
+    lesson_generation_ = cs.generation;
+  }
+  lesson_docked_ = true;
+  sidebar_wide_ = false;
+  cs.open_lesson = lesson.name;
+  update_title();
+}
+
+void App::leave_lesson() {
+  lesson_docked_ = false;
+  course_session::get().open_lesson.clear();
+  update_title();
+}
+
+void App::take_pending_dock() {
+  if (!pending_dock_) return;
+  const PendingDock d = *pending_dock_;
+  pending_dock_.reset();
+  if (d.load_scene) {
+    start_lesson(d.name);
+    if (d.classroom) classroom::set(*d.classroom);
+    return;
+  }
+  if (const course::Lesson* l = course_session::get().course.find(d.name)) dock_lesson(*l);
+}
+
+bool App::lesson_veiled() const {
+  return lesson_docked_ && lesson_ && lesson_->veiled() && std::string(panels_[active_]->id()) != "lessons";
 }
 
 void App::draw_dialogs() {
@@ -783,6 +1017,9 @@ void App::draw_classroom_dialog() {
                         "state: the file remembers the choice and reopens in classroom mode.");
     ImGui::PopTextWrapPos();
     changed |= ImGui::Checkbox("Hide the panel list (students stay on the saved panel)", &room.hide_panel_list);
+    widgets::section_label("LESSONS");
+    changed |= ImGui::Checkbox("Students may open the hints of the lessons' questions", &room.allow_hints);
+    changed |= ImGui::Checkbox("Students may open the answers of the lessons' questions", &room.allow_answers);
     ImGui::Separator();
     ImGui::BeginChild("##controls", ImVec2(0, 0), false);
     for (const auto& p : panels_) {
@@ -829,6 +1066,7 @@ void App::draw_shortcut_help() {
     };
     table("APP", {{"Ctrl+O", "open a state file"},
                   {"Ctrl+Shift+K", "classroom mode on / off"},
+                  {"Ctrl+L", "show / hide the lesson beside the view"},
                   {"Ctrl+S", "save the view (Ctrl+Shift+S: save as)"},
                   {"Ctrl+1 … 9", "switch panel"},
                   {"F12", "export the window as PNG"},

@@ -5,6 +5,7 @@
 //   tttlab gui --screenshot F.png --frames N [--panel ID] [--state F.tttlab] [--size WxH]
 //                                               renders N frames offscreen, waits for the engine to
 //                                               finish what those frames asked for, writes a PNG
+//   tttlab gui --lesson 01                      docks a lesson of the course beside its view (its scene)
 //   tttlab gui --bench-frames N                 per-frame UI-thread work time, p50/p99
 // Screenshots and benchmarks render into an offscreen framebuffer but still need an X display for
 // the OpenGL context; on a machine without one use `xvfb-run -a tttlab gui --screenshot …`.
@@ -22,6 +23,7 @@ struct GuiOptions {
   int frames = 10;          // frames rendered before the screenshot
   std::string panel;        // panel id or name to start on
   std::string state_file;   // .tttlab to open at start
+  std::string lesson;       // lesson to dock at start, by name or number ("01"): opens its scene too
   int bench_frames = 0;     // > 0: benchmark mode
   bool bench_train = true;  // benchmark while a tiny model trains (false: --bench-idle)
   int width = 1600, height = 1000;

@@ -48,6 +48,9 @@ files="$files $out/state_mlp.png"
 lesson=$(dirname "$0")/../../lessons/01-one-step-per-token.tttlab
 shoot "$out/lesson1.png" --state "$lesson" || { echo "FAIL: screenshot of lesson 1's view"; exit 1; }
 files="$files $out/lesson1.png"
+# A lesson docked beside its view (the veil until the first prediction) at the smallest supported size.
+shoot "$out/lesson_docked.png" --size 1280x720 --lesson 01 || { echo "FAIL: screenshot of a docked lesson"; exit 1; }
+files="$files $out/lesson_docked.png"
 
 # A broken state file is refused: exit status 1 and a one-line message naming the field.
 cat > "$out/bad.tttlab" <<'JSON'

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "gui/classroom.hpp"
 #include "gui/engine/head_config.hpp"
 #include "gui/state/json_fields.hpp"
 #include "gui/state/state_file.hpp"
@@ -166,6 +167,37 @@ TEST(HeadConfigValidate, RejectsUnusableSettingsWithActionableText) {
   EXPECT_NO_THROW(validate(c, lim));
   c.mini_batch = 0;
   EXPECT_THROW(validate(c, lim), std::invalid_argument);
+}
+
+// The classroom keys of a state file: the hint and answer switches round-trip, default to allowed
+// in files written before they existed, and only bite while classroom mode is on.
+TEST(ClassroomJson, HintAndAnswerSwitchesRoundTripWithOldFilesAllowingBoth) {
+  ClassroomState s;
+  s.enabled = true;
+  s.allow_hints = false;
+  s.allow_answers = true;
+  const nlohmann::json j = nlohmann::json::parse(classroom::to_json(s).dump());
+  EXPECT_EQ(j.at("allow_hints"), false);
+  EXPECT_EQ(j.at("allow_answers"), true);
+  EXPECT_EQ(classroom::from_json(FieldReader(j, "classroom")), s);
+
+  const auto old = nlohmann::json::parse(R"({"enabled": true, "hidden": [], "hide_panel_list": false})");
+  const ClassroomState o = classroom::from_json(FieldReader(old, "classroom"));
+  EXPECT_TRUE(o.allow_hints);
+  EXPECT_TRUE(o.allow_answers);
+
+  EXPECT_EQ(error_of([] {
+              classroom::from_json(FieldReader(nlohmann::json::parse(R"({"allow_answers": "no"})"), "classroom"));
+            }),
+            "classroom.allow_answers: expected true or false, got string");
+
+  classroom::set(s);
+  EXPECT_FALSE(classroom::hints_allowed());
+  EXPECT_TRUE(classroom::answers_allowed());
+  s.enabled = false;
+  classroom::set(s);
+  EXPECT_TRUE(classroom::hints_allowed()) << "outside classroom mode nothing is hidden";
+  classroom::set(ClassroomState{});
 }
 
 }  // namespace

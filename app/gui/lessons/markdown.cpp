@@ -229,40 +229,4 @@ MdDocument parse_markdown(std::string_view) {
 }
 #endif
 
-std::vector<Lesson> load_lessons(const std::filesystem::path& dir) {
-  namespace fs = std::filesystem;
-  std::vector<Lesson> out;
-  std::error_code ec;
-  std::vector<fs::path> files;
-  for (const auto& e : fs::directory_iterator(dir, ec))
-    if (e.path().extension() == ".md" && e.path().filename() != "README.md") files.push_back(e.path());
-  std::sort(files.begin(), files.end());
-  for (const auto& f : files) {
-    Lesson l;
-    l.file = f;
-    try {
-      std::ifstream in(f, std::ios::binary);
-      if (!in) throw std::runtime_error("cannot open the file");
-      std::ostringstream ss;
-      ss << in.rdbuf();
-      if (ss.str().size() > (1u << 20)) throw std::runtime_error("larger than 1 MiB; not a lesson");
-      l.doc = parse_markdown(ss.str());
-      l.title = l.doc.title.empty() ? f.stem().string() : l.doc.title;
-      for (const auto& link : l.doc.links)
-        if (fs::path(link).extension() == ".tttlab" && link.find("://") == std::string::npos) {
-          l.state = fs::path(link).is_absolute() ? fs::path(link) : f.parent_path() / link;
-          break;
-        }
-    } catch (const std::exception& e) {
-      l.title = f.stem().string();
-      l.doc = MdDocument{};
-      MdBlock b;
-      b.runs.push_back(MdRun{std::string("This lesson could not be read: ") + e.what(), false, false, false, {}});
-      l.doc.blocks.push_back(b);
-    }
-    out.push_back(std::move(l));
-  }
-  return out;
-}
-
 }  // namespace tttlab::gui

@@ -2,8 +2,8 @@
 // that the Lessons panel lays out with ImGui. No drawing here: parsing and the model are unit-tested.
 //
 // Supported: headings, paragraphs, bullet and numbered lists (nested), block quotes, fenced and
-// indented code, rules, and inline strong / emphasis / code spans / links. Links to a .tttlab file
-// are "open this view" actions; other links are shown with their target.
+// indented code, rules, and inline strong / emphasis / code spans / links. A lesson (app/course/lesson.hpp)
+// is rendered from these, one Markdown part at a time.
 #pragma once
 
 #include <filesystem>
@@ -36,17 +36,5 @@ struct MdDocument {
 
 // Throws std::runtime_error if md4c refuses the text.
 MdDocument parse_markdown(std::string_view text);
-
-// A lesson: a Markdown file of lessons/ and the view it opens.
-struct Lesson {
-  std::filesystem::path file;
-  std::string title;
-  MdDocument doc;
-  std::filesystem::path state;  // the first .tttlab link, resolved next to the lesson (empty: none)
-};
-
-// Every *.md file of `dir` except README.md, sorted by file name. Unreadable files become a lesson
-// whose text says why (the panel never fails on them).
-std::vector<Lesson> load_lessons(const std::filesystem::path& dir);
 
 }  // namespace tttlab::gui

@@ -15,6 +15,7 @@
 #include "gui/plot/line_plot.hpp"
 #include "gui/plot/ticks.hpp"
 #include "gui/state/json_fields.hpp"
+#include "gui/state/run_settings.hpp"
 #include "gui/theme.hpp"
 
 namespace tttlab::gui {
@@ -36,20 +37,14 @@ EvaluationPanelSettings default_settings() {
 }
 
 nlohmann::json to_json(const EvaluationPanelSettings& s) {
-  return {{"models", s.eval.models},
-          {"data", s.eval.data},
-          {"seq_len", s.eval.seq_len},
-          {"windows", s.eval.windows},
-          {"view", {{"smoothing", s.smoothing}, {"log_x", s.log_x}}}};
+  nlohmann::json j = to_json(s.eval);
+  j["view"] = {{"smoothing", s.smoothing}, {"log_x", s.log_x}};
+  return j;
 }
 
 EvaluationPanelSettings settings_from(const FieldReader& r) {
   EvaluationPanelSettings s = default_settings();
-  s.eval.models = r.string_list("models", 8, 4096, s.eval.models);
-  if (s.eval.models.empty()) throw StateError(r.path() + ".models: choose at least one model");
-  s.eval.data = r.string("data", 4096, s.eval.data);
-  s.eval.seq_len = static_cast<int>(r.integer("seq_len", 8, 4096, s.eval.seq_len));
-  s.eval.windows = static_cast<int>(r.integer("windows", 1, 1024, s.eval.windows));
+  s.eval = eval_settings_from(r, s.eval);
   const FieldReader v = r.object("view");
   s.smoothing = v.number("smoothing", 0.0, 0.999, s.smoothing);
   s.log_x = v.boolean("log_x", s.log_x);

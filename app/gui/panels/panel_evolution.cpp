@@ -20,6 +20,7 @@
 #include "gui/plot/pooling.hpp"
 #include "gui/plot/ticks.hpp"
 #include "gui/state/json_fields.hpp"
+#include "gui/state/run_settings.hpp"
 #include "gui/theme.hpp"
 
 namespace tttlab::gui {
@@ -55,12 +56,7 @@ nlohmann::json to_json(const EvolutionSettings& s) {
 
 EvolutionSettings settings_from(const FieldReader& r) {
   EvolutionSettings s = default_settings();
-  s.head = head_config_from(r.object("head"));
-  try {
-    validate(s.head, EvolutionModule::limits());
-  } catch (const std::invalid_argument& e) {
-    throw StateError(r.path() + ".head: " + e.what());
-  }
+  s.head = evolution_head_from(r);
   s.cursor = r.integer("cursor", -1, 1 << 20, s.cursor);
   const FieldReader v = r.object("view");
   s.layer = v.choice("layer", {"W1", "W2"}, 0);

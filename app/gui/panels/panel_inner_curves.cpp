@@ -19,6 +19,7 @@
 #include "gui/plot/small_multiples.hpp"
 #include "gui/plot/ticks.hpp"
 #include "gui/state/json_fields.hpp"
+#include "gui/state/run_settings.hpp"
 #include "gui/theme.hpp"
 
 namespace tttlab::gui {
@@ -40,19 +41,14 @@ CurvesPanelSettings default_settings() {
 }
 
 nlohmann::json to_json(const CurvesPanelSettings& s) {
-  return {{"model_id", s.run.model_id},
-          {"data", s.run.data},
-          {"seq_len", s.run.seq_len},
-          {"sequences", s.run.sequences},
-          {"view", {{"smoothing", s.smoothing}, {"log_scale", s.log_scale}, {"shared_y", s.shared_y}}}};
+  nlohmann::json j = to_json(s.run);
+  j["view"] = {{"smoothing", s.smoothing}, {"log_scale", s.log_scale}, {"shared_y", s.shared_y}};
+  return j;
 }
 
 CurvesPanelSettings settings_from(const FieldReader& r) {
   CurvesPanelSettings s = default_settings();
-  s.run.model_id = r.string("model_id", 4096, s.run.model_id);
-  s.run.data = r.string("data", 4096, s.run.data);
-  s.run.seq_len = static_cast<int>(r.integer("seq_len", 8, 2048, s.run.seq_len));
-  s.run.sequences = static_cast<int>(r.integer("sequences", 1, 256, s.run.sequences));
+  s.run = curves_settings_from(r, s.run);
   const FieldReader v = r.object("view");
   s.smoothing = v.number("smoothing", 0.0, 0.999, s.smoothing);
   s.log_scale = v.boolean("log_scale", s.log_scale);

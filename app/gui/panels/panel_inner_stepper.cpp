@@ -26,6 +26,7 @@
 #include "gui/plot/small_multiples.hpp"
 #include "gui/plot/ticks.hpp"
 #include "gui/state/json_fields.hpp"
+#include "gui/state/run_settings.hpp"
 #include "gui/theme.hpp"
 
 namespace tttlab::gui {
@@ -70,12 +71,7 @@ nlohmann::json to_json(const StepperSettings& s) {
 
 StepperSettings settings_from(const FieldReader& r) {
   StepperSettings s;
-  s.head = head_config_from(r.object("head"));
-  try {
-    validate(s.head, StepperModule::limits());
-  } catch (const std::invalid_argument& e) {
-    throw StateError(r.path() + ".head: " + e.what());
-  }
+  s.head = stepper_head_from(r);
   s.cursor = r.integer("cursor", -1, 1 << 20, s.cursor);
   s.speed = r.number("speed", 0.25, 1000.0, s.speed);
   s.loop = r.boolean("loop", s.loop);

@@ -21,6 +21,7 @@
 #include "gui/plot/small_multiples.hpp"
 #include "gui/plot/ticks.hpp"
 #include "gui/state/json_fields.hpp"
+#include "gui/state/run_settings.hpp"
 #include "gui/theme.hpp"
 
 namespace tttlab::gui {
@@ -43,40 +44,17 @@ LabSettings default_settings() {
   return s;
 }
 
-nlohmann::json sweep_json(const SweepSettings& w) {
-  return {{"mode", w.mode == SweepMode::Evaluate ? "evaluate" : "train"},
-          {"model_id", w.model_id},
-          {"layer", w.layer},
-          {"data", w.data},
-          {"seq_len", w.seq_len},
-          {"windows", w.windows},
-          {"train_steps", w.train_steps},
-          {"seed", w.seed}};
-}
-
 nlohmann::json to_json(const LabSettings& s) {
-  nlohmann::json j = sweep_json(s.sweep);
-  if (s.ghost) j["ghost"] = sweep_json(*s.ghost);
+  nlohmann::json j = to_json(s.sweep);
+  if (s.ghost) j["ghost"] = to_json(*s.ghost);
   j["view"] = {{"smoothing", s.smoothing}, {"log_time", s.log_time}};
   return j;
 }
 
-SweepSettings sweep_from(const FieldReader& r, SweepSettings w) {
-  w.mode = r.choice("mode", {"evaluate", "train"}, w.mode == SweepMode::Evaluate ? 0 : 1) == 0 ? SweepMode::Evaluate : SweepMode::Train;
-  w.model_id = r.string("model_id", 4096, w.model_id);
-  w.layer = r.choice("layer", {"ttt-linear", "ttt-mlp"}, w.layer == "ttt-mlp" ? 1 : 0) == 0 ? "ttt-linear" : "ttt-mlp";
-  w.data = r.string("data", 4096, w.data);
-  w.seq_len = static_cast<int>(r.integer("seq_len", 2, 1024, w.seq_len));
-  w.windows = static_cast<int>(r.integer("windows", 1, 256, w.windows));
-  w.train_steps = static_cast<int>(r.integer("train_steps", 1, 100000, w.train_steps));
-  w.seed = r.uint64("seed", w.seed);
-  return w;
-}
-
 LabSettings settings_from(const FieldReader& r) {
   LabSettings s = default_settings();
-  s.sweep = sweep_from(r, s.sweep);
-  if (r.has("ghost")) s.ghost = sweep_from(r.object("ghost"), s.sweep);
+  s.sweep = sweep_settings_from(r, s.sweep);
+  if (r.has("ghost")) s.ghost = sweep_settings_from(r.object("ghost"), s.sweep);
   const FieldReader v = r.object("view");
   s.smoothing = v.number("smoothing", 0.0, 0.999, s.smoothing);
   s.log_time = v.boolean("log_time", s.log_time);

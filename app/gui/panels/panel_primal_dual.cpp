@@ -20,40 +20,13 @@
 #include "gui/plot/line_plot.hpp"
 #include "gui/plot/ticks.hpp"
 #include "gui/state/json_fields.hpp"
+#include "gui/state/run_settings.hpp"
 #include "gui/theme.hpp"
 
 namespace tttlab::gui {
 namespace {
 
 using plot::format_value;
-
-PrimalDualConfig default_config() {
-  PrimalDualConfig c;
-  c.head.w0 = W0Init::Random;
-  c.head.repeat = 1;
-  return c;
-}
-
-nlohmann::json to_json(const PrimalDualConfig& c) {
-  return {{"head", gui::to_json(c.head)},
-          {"precision", c.precision == Precision::Double ? "double" : "float"},
-          {"timing_reps", c.timing_reps},
-          {"linear_attention", c.linear_attention}};
-}
-
-PrimalDualConfig config_from(const FieldReader& r) {
-  PrimalDualConfig c = default_config();
-  c.head = head_config_from(r.object("head"));
-  c.precision = r.choice("precision", {"double", "float"}, 0) == 0 ? Precision::Double : Precision::Float;
-  c.timing_reps = static_cast<int>(r.integer("timing_reps", 1, 50, c.timing_reps));
-  c.linear_attention = r.boolean("linear_attention", c.linear_attention);
-  try {
-    validate(c.effective(), PrimalDualModule::limits());
-  } catch (const std::invalid_argument& e) {
-    throw StateError(r.path() + ".head: " + e.what());
-  }
-  return c;
-}
 
 std::string ms(double v) {
   char b[32];
@@ -84,7 +57,7 @@ class PrimalDualPanel final : public Panel {
   nlohmann::json save_state() const override { return to_json(c_); }
 
   std::function<void()> parse_state(const nlohmann::json& j, const std::string& path) override {
-    const PrimalDualConfig c = config_from(FieldReader(j, path));
+    const PrimalDualConfig c = primal_dual_config_from(FieldReader(j, path));
     return [this, c] { c_ = c; };
   }
 
@@ -407,7 +380,7 @@ class PrimalDualPanel final : public Panel {
     ImGui::PopFont();
   }
 
-  PrimalDualConfig c_ = default_config();
+  PrimalDualConfig c_ = primal_dual_config_default();
   bool zoom_ = true;  // M: the first tokens up close (a view choice, not a setting)
 };
 

@@ -1,0 +1,214 @@
+// `tttlab lessons list | check [NAME...] [--json] | measures`: the course in lessons/ (app/course/).
+//
+// `check` runs every claim of the named lessons (all by default) on the engine, headless: each
+// lesson's experiment is its scene (a .tttlab state whose view computes on a private engine), and each
+// ```check block compares one measure of it with the claim's expectation. It prints the measured
+// value beside the claim and exits 1 if any claim fails, or any lesson file is malformed. Claims that
+// depend on the machine (speeds) are printed with their spread and never fail on the number alone.
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.hpp"
+#include "course/experiments.hpp"
+#include "course/lesson.hpp"
+#include "gui/engine/resources.hpp"
+
+namespace tttlab::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct LessonsArgs {
+  std::vector<std::string> names;
+  bool json = false;
+  std::string dir;
+  int timeout_s = 600;
+};
+
+std::optional<course::Course> open_course(const LessonsArgs& a) {
+  fs::path dir = a.dir;
+  if (dir.empty()) {
+    std::string looked;
+    const auto found = gui::find_resource("lessons", &looked);
+    if (!found) {
+      std::fprintf(stderr, "tttlab lessons: the lessons folder was not found (looked in %s); give --dir\n",
+                   looked.c_str());
+      return std::nullopt;
+    }
+    dir = *found;
+  }
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    std::fprintf(stderr, "tttlab lessons: %s is not a folder\n", dir.string().c_str());
+    return std::nullopt;
+  }
+  return course::load_course(dir);
+}
+
+std::string fmt(double v) {
+  char b[48];
+  if (v != 0 && (std::fabs(v) < 1e-3 || std::fabs(v) >= 1e5))
+    std::snprintf(b, sizeof b, "%.3e", v);
+  else
+    std::snprintf(b, sizeof b, "%.4g", v);
+  return b;
+}
+
+void list(const LessonsArgs& a) {
+  const auto c = open_course(a);
+  if (!c) return set_exit_code(1);
+  int total = 0;
+  for (const auto& l : c->lessons) {
+    std::printf("%-32s %3d min  %s\n        %s\n", l.name.c_str(), l.minutes, l.title.c_str(), l.goal.c_str());
+    total += l.minutes;
+  }
+  for (const auto& [f, e] : c->errors) std::printf("MALFORMED %s\n", e.c_str());
+  std::printf("%zu lessons, %d min in all\n", c->lessons.size(), total);
+  set_exit_code(c->errors.empty() ? 0 : 1);
+}
+
+void measures() {
+  for (const auto& p : course::measurable_panels()) {
+    std::printf("%s\n", p.c_str());
+    for (const auto& m : course::measures_of(p))
+      std::printf("  %-20s %s%s\n", m.name.c_str(), m.description.c_str(),
+                  m.depends_on_device ? " (depends on the device)" : "");
+  }
+}
+
+void check(const LessonsArgs& a) {
+  const auto c = open_course(a);
+  if (!c) return set_exit_code(1);
+  std::vector<const course::Lesson*> todo;
+  bool bad_name = false;
+  if (a.names.empty()) {
+    for (const auto& l : c->lessons) todo.push_back(&l);
+  } else {
+    for (const auto& n : a.names) {
+      if (const auto* l = c->find(n)) {
+        todo.push_back(l);
+      } else {
+        std::fprintf(stderr, "tttlab lessons check: no lesson \"%s\" in %s (tttlab lessons list names them)\n",
+                     n.c_str(), c->dir.string().c_str());
+        bad_name = true;
+      }
+    }
+  }
+  if (bad_name) return set_exit_code(2);
+
+  nlohmann::json out = {{"lessons", nlohmann::json::array()}};
+  int lessons_failed = 0, claims_passed = 0, claims_failed = 0;
+  for (const auto& [f, e] : c->errors) {  // malformed files fail (when checking everything)
+    if (!a.names.empty()) continue;
+    ++lessons_failed;
+    if (!a.json) std::printf("MALFORMED %s\n", e.c_str());
+    out["lessons"].push_back({{"name", f.stem().string()}, {"passed", false}, {"error", e}, {"checks", nlohmann::json::array()}});
+  }
+  for (const auto* l : todo) {
+    if (!a.json) std::printf("\n%s — %s\n", l->name.c_str(), l->title.c_str());
+    nlohmann::json lj = {{"name", l->name}, {"checks", nlohmann::json::array()}};
+    bool lesson_ok = true;
+    std::map<std::string, course::Measures> cache;  // experiment id → its measures
+    std::map<std::string, std::string> failures;     // experiment id → why it could not run
+    for (const auto& ch : l->checks) {
+      nlohmann::json cj = {{"claim", ch.claim}, {"measure", ch.measure}, {"expected", ch.expect.text}};
+      if (!cache.count(ch.experiment) && !failures.count(ch.experiment)) {
+        const auto t0 = std::chrono::steady_clock::now();
+        try {
+          const fs::path& scene = l->scene_of(ch.experiment);
+          cache[ch.experiment] = course::run_scene(scene, std::chrono::seconds(a.timeout_s));
+          if (!a.json)
+            std::printf("  (experiment %s: %.1f s)\n", scene.filename().string().c_str(),
+                        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        } catch (const std::exception& e) {
+          failures[ch.experiment] = e.what();
+        }
+      }
+      bool passed = false;
+      if (failures.count(ch.experiment)) {
+        cj["error"] = failures[ch.experiment];
+        cj["measured"] = nullptr;
+      } else {
+        const auto& m = cache[ch.experiment];
+        const auto it = m.find(ch.measure);
+        if (it == m.end()) {
+          std::string known;
+          for (const auto& [k, v] : m) known += (known.empty() ? "" : ", ") + k;
+          cj["error"] = l->file.generic_string() + ":" + std::to_string(ch.line) + ": the experiment has no measure \"" +
+                        ch.measure + "\" (it has: " + known + ")";
+          cj["measured"] = nullptr;
+        } else {
+          const auto& v = it->second;
+          cj["measured"] = v.value;
+          if (v.lo) cj["measured_min"] = *v.lo;
+          if (v.hi) cj["measured_max"] = *v.hi;
+          const bool holds = ch.expect.holds(v.value);
+          cj["holds"] = holds;
+          // A machine-dependent claim is reported, not failed on its number.
+          passed = ch.depends_on_device || v.depends_on_device ? std::isfinite(v.value) : holds;
+          if (ch.depends_on_device || v.depends_on_device) cj["depends_on_device"] = true;
+        }
+      }
+      cj["passed"] = passed;
+      (passed ? claims_passed : claims_failed)++;
+      lesson_ok &= passed;
+      if (!a.json) {
+        std::string measured = cj["measured"].is_null() ? "—" : fmt(cj["measured"].get<double>());
+        if (cj.contains("measured_min"))
+          measured += " (" + fmt(cj["measured_min"].get<double>()) + " .. " + fmt(cj["measured_max"].get<double>()) + ")";
+        const char* verdict = !passed ? "FAIL" : cj.value("depends_on_device", false) ? "report" : "ok";
+        std::printf("  %-6s %s\n         %s = %s, expected %s\n", verdict, ch.claim.c_str(), ch.measure.c_str(),
+                    measured.c_str(), ch.expect.text.c_str());
+        if (cj.contains("error")) std::printf("         %s\n", cj["error"].get<std::string>().c_str());
+      }
+      lj["checks"].push_back(std::move(cj));
+    }
+    lj["passed"] = lesson_ok;
+    if (!lesson_ok) ++lessons_failed;
+    out["lessons"].push_back(std::move(lj));
+    std::fflush(stdout);
+  }
+  const int lessons_passed = static_cast<int>(out["lessons"].size()) - lessons_failed;
+  if (a.json) {
+    out["passed"] = lessons_failed == 0;
+    std::printf("%s\n", out.dump(2).c_str());
+  } else {
+    std::printf("\nlessons: %d passed, %d failed; claims: %d passed, %d failed\n", lessons_passed, lessons_failed,
+                claims_passed, claims_failed);
+  }
+  set_exit_code(lessons_failed ? 1 : 0);
+}
+
+}  // namespace
+
+void register_lessons(CLI::App& app) {
+  auto args = std::make_shared<LessonsArgs>();
+  auto* cmd = app.add_subcommand("lessons", "The course: list the lessons, or check what they claim on the engine.");
+  cmd->require_subcommand(1);
+  cmd->add_option("--dir", args->dir, "The lessons folder (default: lessons/ of this installation)");
+
+  auto* l = cmd->add_subcommand("list", "Every lesson with its duration, title and goal.");
+  l->callback([args] { list(*args); });
+
+  auto* c = cmd->add_subcommand(
+      "check",
+      "Run each lesson's experiment headless on the engine and compare every claim of the lesson with "
+      "the measured value. Exits 1 if a claim fails or a lesson file is malformed.");
+  c->add_option("names", args->names, "Lessons to check, by name or number (default: all)");
+  c->add_flag("--json", args->json,
+              "Print {\"lessons\": [{\"name\", \"passed\", \"checks\": [{\"claim\", \"measured\", \"expected\", "
+              "\"passed\"}]}]}");
+  c->add_option("--timeout", args->timeout_s, "Seconds one experiment may take before it fails")
+      ->check(CLI::Range(1, 86400))
+      ->capture_default_str();
+  c->callback([args] { check(*args); });
+
+  auto* m = cmd->add_subcommand("measures", "The measures each view offers to lesson predictions and checks.");
+  m->callback([] { measures(); });
+}
+
+}  // namespace tttlab::cli

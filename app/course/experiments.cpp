@@ -1,0 +1,346 @@
+// app/course/experiments.cpp — measures read off the engine's views (see experiments.hpp).
+#include "course/experiments.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <thread>
+
+#include "course/lesson.hpp"
+#include "gui/engine/data_source.hpp"
+#include "gui/engine/engine.hpp"
+#include "gui/state/run_settings.hpp"
+#include "gui/state/state_file.hpp"
+
+namespace tttlab::course {
+namespace fs = std::filesystem;
+using gui::JobOutcome;
+
+namespace {
+
+const std::vector<MeasureInfo> kPrimalDual = {
+    {"max_rel_diff", "max |O_primal − O_dual| / max |O| over every layer and head", false},
+    {"max_abs_diff", "max |O_primal − O_dual| over every layer and head", false},
+    {"reduction_rel_err", "with the reduction to linear attention: max |O − tril(QKᵀ)V| / max |tril(QKᵀ)V|", false},
+    {"dual_speedup", "primal time / dual time: median over the repeats, with min and max", true},
+    {"mini_batch", "b as run", false},
+    {"tokens", "T, the tokens of the text", false},
+};
+const std::vector<MeasureInfo> kCurves = {
+    {"gain_from_context", "mean over blocks and positions t ≥ 30 of ℓ(W₀; xₜ) − ℓ(Wₜ₋₁; xₜ) (the inner loss: ½ squared error over the head's d features)", false},
+    {"gain_first_10", "the same over positions t < 10", false},
+    {"step_gain", "mean over blocks and positions of ℓ(Wₜ₋₁; xₜ) − ℓ(Wₜ; xₜ) (inner-loss units)", false},
+    {"fraction_learning", "fraction of (block, t ≥ 30) with ℓ(Wₜ₋₁; xₜ) < ℓ(W₀; xₜ)", false},
+    {"relative_gain", "gain_from_context / mean ℓ(W₀; xₜ) over t ≥ 30", false},
+};
+const std::vector<MeasureInfo> kMiniBatch = {
+    {"loss_b<N>", "validation loss (nats per byte) with mini-batch size N, for every b of the sweep", false},
+    {"best_b", "the b with the lowest loss", false},
+    {"loss_T_minus_best", "loss at b = T minus the lowest loss", false},
+    {"loss_1_minus_best", "loss at b = 1 minus the lowest loss", false},
+    {"time_ratio_1_T", "forward time at b = 1 over forward time at b = T", true},
+};
+const std::vector<MeasureInfo> kEvolution = {
+    {"rank_excess", "max over tokens t of rank(Wₜ − W₀) − (t + 1): ≤ 0 when each token adds at most rank one", false},
+    {"final_rank", "numerical rank of W_T − W₀", false},
+    {"drift_final", "‖W_T − W₀‖_F", false},
+    {"loss_drop_fraction", "fraction of tokens with ℓ(Wₜ; xₜ) < ℓ(Wₜ₋₁; xₜ)", false},
+};
+const std::vector<MeasureInfo> kStepper = {
+    {"lambda_mean", "mean of λₜ over the text", false},
+    {"lambda_min", "smallest λₜ", false},
+    {"lambda_max", "largest λₜ", false},
+    {"tau_first", "τ₁, the token-index scale of the first token of a mini-batch", false},
+    {"tau_last", "τ_b, the scale of its last token (the one that commits the state)", false},
+    {"loss_drop_fraction", "fraction of tokens with ℓ(Wₜ; xₜ) < ℓ(Wₜ₋₁; xₜ)", false},
+    {"tokens", "T", false},
+    {"mini_batch", "b", false},
+};
+const std::vector<MeasureInfo> kEvaluation = {
+    {"bpb_<i>", "bits per byte of the scene's model i (0, 1, …)", false},
+    {"context_gain_<i>", "model i: mean loss over positions 0–15 minus the mean over the last quarter, nats", false},
+};
+const std::vector<MeasureInfo> kNone;
+
+double mean_range(const std::vector<double>& v, std::size_t from, std::size_t to) {
+  to = std::min(to, v.size());
+  if (from >= to) return 0.0;
+  double s = 0;
+  for (std::size_t i = from; i < to; ++i) s += v[i];
+  return s / static_cast<double>(to - from);
+}
+
+Measurement plain(double v) { return Measurement{v, std::nullopt, std::nullopt, false}; }
+
+// Numerical rank: singular values above rel · the largest (descending input).
+int numerical_rank(const std::vector<float>& sv, double rel = 1e-4) {
+  if (sv.empty() || !(sv.front() > 0)) return 0;
+  int r = 0;
+  for (float s : sv)
+    if (s > rel * sv.front()) ++r;
+  return r;
+}
+
+void fail_if(const std::string& error, std::string_view panel) {
+  if (!error.empty()) throw LessonError("the " + std::string(panel) + " experiment failed: " + error);
+}
+
+std::optional<Measures> primal_dual(const gui::Snapshot& s) {
+  const auto* v = s.primal_dual.get();
+  if (!v) return std::nullopt;
+  if (v->outcome == JobOutcome::Failed) fail_if(v->error.empty() ? "unknown error" : v->error, "primal vs dual");
+  if (v->outcome != JobOutcome::Done || v->results_generation != v->generation) return std::nullopt;
+  Measures m;
+  m["max_abs_diff"] = plain(v->max_abs_diff);
+  m["max_rel_diff"] = plain(v->max_abs_output > 0 ? v->max_abs_diff / v->max_abs_output : v->max_abs_diff);
+  if (v->linear_attention)
+    m["reduction_rel_err"] = plain(v->linear_attention_scale > 0 ? v->linear_attention_diff / v->linear_attention_scale
+                                                                 : v->linear_attention_diff);
+  std::vector<double> ratios;
+  for (std::size_t i = 0; i < std::min(v->primal_ms.size(), v->dual_ms.size()); ++i)
+    if (v->dual_ms[i] > 0) ratios.push_back(v->primal_ms[i] / v->dual_ms[i]);
+  if (!ratios.empty() && v->dual_ms_median > 0) {
+    const auto [lo, hi] = std::minmax_element(ratios.begin(), ratios.end());
+    m["dual_speedup"] = Measurement{v->primal_ms_median / v->dual_ms_median, *lo, *hi, true};
+  }
+  m["mini_batch"] = plain(v->mini_batch);
+  m["tokens"] = plain(static_cast<double>(v->T));
+  return m;
+}
+
+std::optional<Measures> curves(const gui::Snapshot& s) {
+  const auto* v = s.curves.get();
+  if (!v) return std::nullopt;
+  if (v->outcome == JobOutcome::Failed) fail_if(v->error.empty() ? "unknown error" : v->error, "inner-loss curves");
+  if (v->outcome != JobOutcome::Done || v->l0.empty()) return std::nullopt;
+  double gain = 0, first = 0, step = 0, base = 0, learning = 0, count = 0;
+  const std::size_t blocks = v->l0.size();
+  for (std::size_t bl = 0; bl < blocks; ++bl) {
+    const auto &l0 = v->l0[bl], &lb = v->lb[bl], &la = v->la[bl];
+    const std::size_t T = std::min({l0.size(), lb.size(), la.size()});
+    std::vector<double> d0b(T), dba(T);
+    for (std::size_t t = 0; t < T; ++t) {
+      d0b[t] = l0[t] - lb[t];
+      dba[t] = lb[t] - la[t];
+      if (t >= 30) {
+        learning += lb[t] < l0[t] ? 1.0 : 0.0;
+        count += 1.0;
+      }
+    }
+    gain += mean_range(d0b, 30, T);
+    first += mean_range(d0b, 0, 10);
+    step += mean_range(dba, 0, T);
+    base += mean_range(l0, 30, T);
+  }
+  const double n = static_cast<double>(blocks);
+  Measures m;
+  m["gain_from_context"] = plain(gain / n);
+  m["gain_first_10"] = plain(first / n);
+  m["step_gain"] = plain(step / n);
+  m["fraction_learning"] = plain(count > 0 ? learning / count : 0.0);
+  m["relative_gain"] = plain(base > 0 ? gain / base : 0.0);
+  return m;
+}
+
+std::optional<Measures> minibatch(const gui::Snapshot& s) {
+  const auto* v = s.minibatch.get();
+  if (!v) return std::nullopt;
+  if (v->outcome == JobOutcome::Failed) fail_if(v->error.empty() ? "unknown error" : v->error, "mini-batch");
+  if (v->outcome != JobOutcome::Done || !v->current || !v->current->complete || v->current->points.empty())
+    return std::nullopt;
+  Measures m;
+  const auto& pts = v->current->points;
+  const gui::SweepPoint* best = &pts.front();
+  for (const auto& p : pts) {
+    m["loss_b" + std::to_string(p.b)] = plain(p.loss);
+    if (p.loss < best->loss) best = &p;
+  }
+  m["best_b"] = plain(best->b);
+  m["loss_T_minus_best"] = plain(pts.back().loss - best->loss);
+  m["loss_1_minus_best"] = plain(pts.front().loss - best->loss);
+  if (pts.back().ms_per_forward > 0)
+    m["time_ratio_1_T"] = Measurement{pts.front().ms_per_forward / pts.back().ms_per_forward, std::nullopt,
+                                      std::nullopt, true};
+  return m;
+}
+
+std::optional<Measures> evolution(const gui::Snapshot& s) {
+  const auto* v = s.evolution.get();
+  if (!v || v->generation == 0) return std::nullopt;  // not configured yet ("waiting for settings")
+  fail_if(v->error, "hidden-state evolution");
+  if (!v->done || v->steps.empty()) return std::nullopt;
+  int excess = -1 << 30;
+  double drops = 0;
+  for (std::size_t t = 0; t < v->steps.size(); ++t) {
+    const auto& st = *v->steps[t];
+    excess = std::max(excess, numerical_rank(st.dsv1) - static_cast<int>(t + 1));
+    drops += st.loss_after < st.loss_before ? 1.0 : 0.0;
+  }
+  Measures m;
+  m["rank_excess"] = plain(excess);
+  m["final_rank"] = plain(numerical_rank(v->steps.back()->dsv1));
+  m["drift_final"] = plain(v->steps.back()->drift1);
+  m["loss_drop_fraction"] = plain(drops / static_cast<double>(v->steps.size()));
+  return m;
+}
+
+std::optional<Measures> stepper(const gui::Snapshot& s) {
+  const auto* v = s.stepper.get();
+  if (!v || v->generation == 0) return std::nullopt;  // not configured yet ("waiting for settings")
+  fail_if(v->error, "inner-loop stepper");
+  if (v->tokens() == 0 || v->computed() < v->tokens()) return std::nullopt;
+  double lsum = 0, lmin = INFINITY, lmax = -INFINITY, drops = 0, tau_first = 0, tau_last = 0;
+  for (const auto& r : v->records) {
+    lsum += r->lambda;
+    lmin = std::min(lmin, r->lambda);
+    lmax = std::max(lmax, r->lambda);
+    drops += r->loss_after < r->loss_before ? 1.0 : 0.0;
+    if (r->pos == 0) tau_first = r->tau;
+    if (r->pos == v->mini_batch() - 1) tau_last = r->tau;
+  }
+  const double n = static_cast<double>(v->records.size());
+  Measures m;
+  m["lambda_mean"] = plain(lsum / n);
+  m["lambda_min"] = plain(lmin);
+  m["lambda_max"] = plain(lmax);
+  m["tau_first"] = plain(tau_first);
+  m["tau_last"] = plain(tau_last);
+  m["loss_drop_fraction"] = plain(drops / n);
+  m["tokens"] = plain(n);
+  m["mini_batch"] = plain(v->mini_batch());
+  return m;
+}
+
+std::optional<Measures> evaluation(const gui::Snapshot& s) {
+  const auto* v = s.evaluation.get();
+  if (!v) return std::nullopt;
+  if (v->outcome == JobOutcome::Failed) fail_if(v->error.empty() ? "unknown error" : v->error, "evaluation");
+  if (v->outcome != JobOutcome::Done) return std::nullopt;
+  Measures m;
+  for (std::size_t i = 0; i < v->curves.size(); ++i) {
+    const auto& c = v->curves[i];
+    fail_if(c.error, "evaluation");
+    const auto& l = c.loss_by_position;
+    m["bpb_" + std::to_string(i)] = plain(c.bpb);
+    m["context_gain_" + std::to_string(i)] = plain(mean_range(l, 0, 16) - mean_range(l, l.size() * 3 / 4, l.size()));
+  }
+  return m;
+}
+
+}  // namespace
+
+const std::vector<std::string>& measurable_panels() {
+  static const std::vector<std::string> panels = {"primal_dual", "inner_curves", "minibatch",
+                                                  "evolution",   "inner_stepper", "evaluation"};
+  return panels;
+}
+
+const std::vector<MeasureInfo>& measures_of(std::string_view panel) {
+  if (panel == "primal_dual") return kPrimalDual;
+  if (panel == "inner_curves") return kCurves;
+  if (panel == "minibatch") return kMiniBatch;
+  if (panel == "evolution") return kEvolution;
+  if (panel == "inner_stepper") return kStepper;
+  if (panel == "evaluation") return kEvaluation;
+  return kNone;
+}
+
+std::string scene_panel(const nlohmann::json& state) {
+  try {
+    const gui::FieldReader top(state, "");
+    return top.string("active_panel", 64, "");
+  } catch (const gui::StateError& e) {
+    throw LessonError(e.what());
+  }
+}
+
+void post_scene(const nlohmann::json& state, gui::CommandSink& sink) {
+  const std::string panel = scene_panel(state);
+  if (measures_of(panel).empty())
+    throw LessonError("the scene's view \"" + panel + "\" has no measures (views that do: primal_dual, "
+                      "inner_curves, minibatch, evolution, inner_stepper, evaluation)");
+  try {
+    const gui::FieldReader panels(state.at("panels"), "panels");
+    const gui::FieldReader r = panels.object(panel);
+    if (panel == "primal_dual") {
+      sink.post(gui::PrimalDualRun{gui::primal_dual_config_from(r)});
+    } else if (panel == "inner_curves") {
+      gui::CurvesSettings d;
+      d.data = gui::default_data_source();
+      sink.post(gui::CurvesRun{gui::curves_settings_from(r, d)});
+    } else if (panel == "minibatch") {
+      gui::SweepSettings d;
+      d.data = gui::default_data_source();
+      sink.post(gui::SweepRun{gui::sweep_settings_from(r, d)});
+    } else if (panel == "evaluation") {
+      gui::EvalSettings d;
+      d.data = gui::default_data_source();
+      d.models = {"shipped", "random:ttt-linear:m:0"};
+      sink.post(gui::EvaluationRun{gui::eval_settings_from(r, d)});
+    } else if (panel == "evolution") {
+      sink.post(gui::EvolutionConfigure{gui::evolution_head_from(r)});
+    } else if (panel == "inner_stepper") {
+      const gui::HeadConfig h = gui::stepper_head_from(r);
+      sink.post(gui::StepperConfigure{h, h.tokens() - 1});  // every token computed
+    }
+  } catch (const gui::StateError& e) {
+    throw LessonError(std::string("the scene's settings: ") + e.what());
+  } catch (const nlohmann::json::exception& e) {
+    throw LessonError(std::string("the scene has no panels: ") + e.what());
+  }
+}
+
+std::optional<Measures> read_measures(std::string_view panel, const gui::Snapshot& s) {
+  if (panel == "primal_dual") return primal_dual(s);
+  if (panel == "inner_curves") return curves(s);
+  if (panel == "minibatch") return minibatch(s);
+  if (panel == "evolution") return evolution(s);
+  if (panel == "inner_stepper") return stepper(s);
+  if (panel == "evaluation") return evaluation(s);
+  throw LessonError("the view \"" + std::string(panel) + "\" has no measures");
+}
+
+std::uint64_t view_generation(std::string_view panel, const gui::Snapshot& s) {
+  auto gen = [](const auto& view) -> std::uint64_t { return view ? view->generation : 0; };
+  if (panel == "primal_dual") return gen(s.primal_dual);
+  if (panel == "inner_curves") return gen(s.curves);
+  if (panel == "minibatch") return gen(s.minibatch);
+  if (panel == "evolution") return gen(s.evolution);
+  if (panel == "inner_stepper") return gen(s.stepper);
+  if (panel == "evaluation") return gen(s.evaluation);
+  return 0;
+}
+
+Measures run_scene(const fs::path& scene, std::chrono::seconds timeout,
+                   const std::function<void(double)>& progress) {
+  nlohmann::json state;
+  try {
+    state = gui::read_state_file(scene);
+  } catch (const gui::StateError& e) {
+    throw LessonError(e.what());
+  }
+  const std::string panel = scene_panel(state);
+  gui::Engine engine(gui::make_engine_modules());
+  engine.start();
+  post_scene(state, engine);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto last_report = t0;
+  for (;;) {
+    const auto snap = engine.snapshot();
+    if (snap) {
+      if (auto m = read_measures(panel, *snap)) return *m;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (now - t0 > timeout)
+      throw LessonError(scene.generic_string() + ": the experiment did not finish within " +
+                        std::to_string(timeout.count()) + " s");
+    if (progress && now - last_report > std::chrono::seconds(1) && snap) {
+      last_report = now;
+      double p = 0;
+      for (const auto& j : snap->jobs) p = std::max(p, j.progress);
+      progress(p);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+}  // namespace tttlab::course

@@ -1,0 +1,72 @@
+// app/course/experiments.hpp — what a lesson's experiment measures, read off the same engine views
+// that the app's panels draw.
+//
+// A lesson's experiment is its scene: a .tttlab state whose active panel is the view. The panel's
+// engine module computes the view (the same code the window shows); a MEASURE is a named number read
+// off that view, e.g. "max_rel_diff" of the primal-vs-dual comparison. The app reads measures from its
+// live snapshot to reveal a prediction; `tttlab lessons check` runs the scene headless on a private
+// engine (run_scene) and compares each measure with the lesson's claim.
+//
+// Each measure states whether it depends on the machine (a speed). Such values come with their spread
+// (lo, hi: the extremes over the repeats) and lessons report them rather than assert them.
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tttlab::gui {
+struct Snapshot;
+class CommandSink;
+}  // namespace tttlab::gui
+
+namespace tttlab::course {
+
+struct MeasureInfo {
+  std::string name;
+  std::string description;  // for `tttlab lessons measures` and the lesson authors' guide
+  bool depends_on_device = false;
+};
+
+struct Measurement {
+  double value = 0;
+  std::optional<double> lo, hi;  // spread over repeats, where the measure has one
+  bool depends_on_device = false;
+};
+using Measures = std::map<std::string, Measurement, std::less<>>;
+
+// The panels whose views lessons can measure, and their measures.
+const std::vector<std::string>& measurable_panels();
+// Empty when the panel has no measures.
+const std::vector<MeasureInfo>& measures_of(std::string_view panel_id);
+
+// The active panel of a parsed state ("" when it has none). Throws LessonError on a malformed state.
+std::string scene_panel(const nlohmann::json& state);
+
+// Posts the commands that make the engine compute the scene's view (its active panel's settings).
+// Throws LessonError when the scene's panel cannot be measured or its settings are invalid.
+void post_scene(const nlohmann::json& state, gui::CommandSink& sink);
+
+// The measures of `panel` read off a snapshot, once that panel's computation is complete (nullopt
+// while it runs or before it started). Throws LessonError if the computation failed.
+std::optional<Measures> read_measures(std::string_view panel, const gui::Snapshot& snapshot);
+
+// The generation of the panel's view in a snapshot (0: none yet). Each new request of a view raises
+// it: after posting a scene, wait for a view newer than the one seen before posting, so that a
+// finished earlier computation is not read as the answer. (The stepper and evolution views keep their
+// generation when asked for exactly what they already show: their measures are then already right.)
+std::uint64_t view_generation(std::string_view panel, const gui::Snapshot& snapshot);
+
+// Headless: a private engine computes the scene (the file's active panel) and the measures are read
+// when it is done. `progress` (optional) is called about every second with 0..1. Throws LessonError
+// (unreadable scene, the computation failed, or it took longer than `timeout`).
+Measures run_scene(const std::filesystem::path& scene, std::chrono::seconds timeout,
+                   const std::function<void(double)>& progress = {});
+
+}  // namespace tttlab::course

@@ -1,0 +1,220 @@
+// app/course/progress.cpp — the student's progress file (see progress.hpp).
+//
+// Reading is all-or-nothing: a file that is not exactly what this build writes (bad JSON, another
+// format, a newer version, a field of the wrong type) leaves the progress empty, sets error() and is
+// not touched on disk. Before the student's next change replaces such a file, it is copied once to
+// "<file>.unreadable", so even a file another tool damaged is never lost silently.
+#include "course/progress.hpp"
+
+#include <cmath>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <system_error>
+
+#include "tttlab/io/atomic_file.hpp"
+
+namespace tttlab::course {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kFormat = "tttlab-course-progress";
+constexpr int kVersion = 1;
+constexpr std::uint64_t kMaxBytes = 1u << 20;  // a course's progress is a few KB
+constexpr int kMaxDepth = 16;                  // the format is 5 levels deep
+
+// A malformed field: the message names it ("lessons.01-x.finished: expected true or false").
+struct Bad : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+const char* type_name(const nlohmann::json& j) {
+  switch (j.type()) {
+    case nlohmann::json::value_t::null: return "null";
+    case nlohmann::json::value_t::boolean: return "true/false";
+    case nlohmann::json::value_t::string: return "a string";
+    case nlohmann::json::value_t::array: return "an array";
+    case nlohmann::json::value_t::object: return "an object";
+    default: return "a number";
+  }
+}
+
+[[noreturn]] void expected(const std::string& where, const char* what, const nlohmann::json& got) {
+  throw Bad(where + ": expected " + what + ", found " + type_name(got));
+}
+
+bool read_bool(const nlohmann::json& o, const char* key, const std::string& where) {
+  const auto it = o.find(key);
+  if (it == o.end()) return false;
+  if (!it->is_boolean()) expected(where + "." + key, "true or false", *it);
+  return it->get<bool>();
+}
+
+// A number; null stands for a value that was not finite when it was written (JSON has no NaN).
+double read_number(const nlohmann::json& o, const char* key, const std::string& where) {
+  const auto it = o.find(key);
+  if (it == o.end()) return 0.0;
+  if (it->is_null()) return std::nan("");
+  if (!it->is_number()) expected(where + "." + key, "a number", *it);
+  return it->get<double>();
+}
+
+int read_choice(const nlohmann::json& o, const std::string& where) {
+  const auto it = o.find("choice");
+  if (it == o.end()) return -1;
+  if (!it->is_number_integer()) expected(where + ".choice", "a whole number", *it);
+  const auto v = it->get<std::int64_t>();
+  if (v < -1 || v > 1000) throw Bad(where + ".choice: " + std::to_string(v) + " is not a choice (−1 … 1000)");
+  return static_cast<int>(v);
+}
+
+std::map<std::string, LessonProgress> parse(const std::string& text) {
+  const auto depth_cap = [](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+    if (depth > kMaxDepth) throw Bad("nests arrays and objects too deeply: not a progress file");
+    return true;
+  };
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(text, depth_cap);
+  } catch (const nlohmann::json::parse_error& e) {
+    std::string what = e.what();  // "[json.exception.parse_error.101] parse error at line 3, …"
+    if (const auto p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
+    throw Bad("not valid JSON: " + what);
+  }
+  if (!doc.is_object()) throw Bad("not a course progress file (the top level is not an object)");
+  const auto fmt = doc.find("format");
+  if (fmt == doc.end() || !fmt->is_string() || fmt->get<std::string>() != kFormat)
+    throw Bad(std::string("not a course progress file (missing \"format\": \"") + kFormat + "\")");
+  if (const auto v = doc.find("version"); v != doc.end()) {
+    if (!v->is_number_integer()) expected("version", "a whole number", *v);
+    if (v->get<std::int64_t>() > kVersion)
+      throw Bad("written by a newer TTT Lab (version " + std::to_string(v->get<std::int64_t>()) +
+                ", this build reads up to " + std::to_string(kVersion) + ")");
+  }
+  std::map<std::string, LessonProgress> out;
+  const auto lessons = doc.find("lessons");
+  if (lessons == doc.end()) return out;
+  if (!lessons->is_object()) expected("lessons", "an object", *lessons);
+  for (const auto& [name, l] : lessons->items()) {
+    const std::string where = "lessons." + name;
+    if (!l.is_object()) expected(where, "an object", l);
+    LessonProgress lp;
+    lp.finished = read_bool(l, "finished", where);
+    if (const auto preds = l.find("predictions"); preds != l.end()) {
+      if (!preds->is_object()) expected(where + ".predictions", "an object", *preds);
+      for (const auto& [id, p] : preds->items()) {
+        const std::string pw = where + ".predictions." + id;
+        if (!p.is_object()) expected(pw, "an object", p);
+        PredictionRecord r;
+        r.choice = read_choice(p, pw);
+        r.value = read_number(p, "value", pw);
+        r.revealed = read_bool(p, "revealed", pw);
+        r.right = read_bool(p, "right", pw);
+        r.measured = read_number(p, "measured", pw);
+        lp.predictions.emplace(id, r);
+      }
+    }
+    out.emplace(name, std::move(lp));
+  }
+  return out;
+}
+
+nlohmann::json to_json(const std::map<std::string, LessonProgress>& lessons) {
+  nlohmann::json ls = nlohmann::json::object();
+  for (const auto& [name, lp] : lessons) {
+    nlohmann::json preds = nlohmann::json::object();
+    for (const auto& [id, r] : lp.predictions)
+      preds[id] = {{"choice", r.choice},
+                   {"value", r.value},  // NaN and ±∞ are written as null
+                   {"revealed", r.revealed},
+                   {"right", r.right},
+                   {"measured", r.measured}};
+    ls[name] = {{"finished", lp.finished}, {"predictions", std::move(preds)}};
+  }
+  return {{"format", kFormat}, {"version", kVersion}, {"lessons", std::move(ls)}};
+}
+
+bool readable(const fs::path& path) {
+  try {
+    parse(read_file_text(path, kMaxBytes));
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+}  // namespace
+
+fs::path ProgressStore::default_path() {
+  if (const char* p = std::getenv("TTTLAB_PROGRESS"); p && *p) return fs::path(p);
+  fs::path config;
+  if (const char* x = std::getenv("XDG_CONFIG_HOME"); x && *x && fs::path(x).is_absolute())
+    config = x;  // the XDG spec: a relative value is ignored
+  else if (const char* home = std::getenv("HOME"); home && *home)
+    config = fs::path(home) / ".config";
+  else
+    return fs::path("tttlab-course-progress.json");  // no home: the working directory
+  return config / "tttlab" / "course-progress.json";
+}
+
+ProgressStore::ProgressStore(fs::path path) : path_(std::move(path)) {
+  try {
+    std::error_code ec;
+    const auto st = fs::status(path_, ec);
+    if (!fs::exists(st)) return;  // not written yet: an empty progress
+    if (fs::is_directory(st)) {
+      error_ = path_.string() + " is a folder, not a progress file";
+      return;
+    }
+    const std::string text = read_file_text(path_, kMaxBytes);  // FileError names the file
+    lessons_ = parse(text);
+  } catch (const Bad& e) {
+    lessons_.clear();
+    error_ = path_.string() + ": " + e.what();
+  } catch (const std::exception& e) {
+    lessons_.clear();
+    error_ = e.what();
+  }
+}
+
+const LessonProgress* ProgressStore::lesson(const std::string& name) const {
+  const auto it = lessons_.find(name);
+  return it == lessons_.end() ? nullptr : &it->second;
+}
+
+LessonProgress& ProgressStore::edit(const std::string& name) { return lessons_[name]; }
+
+bool ProgressStore::save() {
+  try {
+    std::error_code ec;
+    const fs::path dir = path_.parent_path();
+    if (!dir.empty() && !fs::is_directory(dir, ec)) {
+      fs::create_directories(dir, ec);
+      if (ec) throw FileError("cannot create the folder '" + dir.string() + "': " + ec.message());
+    }
+    // After a failure (error_ set), the file on disk may be one this store could not read: it is
+    // kept beside the new one. (Checked only then, so a normal save reads nothing.)
+    if (!error_.empty() && fs::is_regular_file(path_, ec) && !readable(path_)) {
+      fs::path keep = path_;
+      keep += ".unreadable";
+      fs::copy_file(path_, keep, fs::copy_options::overwrite_existing, ec);
+      if (ec) throw FileError("cannot keep a copy of the unreadable '" + path_.string() + "' as '" +
+                              keep.string() + "': " + ec.message());
+    }
+    write_file_atomic(path_, to_json(lessons_).dump(2) + "\n");
+    error_.clear();
+    return true;
+  } catch (const std::exception& e) {
+    error_ = std::string("your progress could not be saved: ") + e.what();
+    return false;
+  }
+}
+
+int ProgressStore::finished_count() const {
+  int n = 0;
+  for (const auto& [name, lp] : lessons_) n += lp.finished ? 1 : 0;
+  return n;
+}
+
+}  // namespace tttlab::course

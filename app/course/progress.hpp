@@ -1,0 +1,58 @@
+// app/course/progress.hpp — what a student has done in the course, kept between sessions.
+//
+// One small JSON file, by default $XDG_CONFIG_HOME/tttlab/course-progress.json (~/.config/… when
+// XDG_CONFIG_HOME is unset; $TTTLAB_PROGRESS overrides the whole path):
+//
+//   { "format": "tttlab-course-progress", "version": 1,
+//     "lessons": { "01-one-step-per-token": { "finished": true,
+//                                             "predictions": { "gap": { "choice": 0, "value": 0.0,
+//                                                                       "right": true } } } } }
+//
+// Written atomically after every change. A missing file is an empty progress; an unreadable or
+// malformed one is reported (ProgressStore::error) and left untouched on disk until the student's next
+// change replaces it, so nothing is lost silently.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+
+namespace tttlab::course {
+
+struct PredictionRecord {
+  int choice = -1;     // multiple choice: the index picked
+  double value = 0;    // slider: the value set
+  bool revealed = false;
+  bool right = false;  // once revealed
+  double measured = 0;
+};
+
+struct LessonProgress {
+  bool finished = false;
+  std::map<std::string, PredictionRecord> predictions;  // by prediction id
+};
+
+class ProgressStore {
+ public:
+  // The default location (see above).
+  static std::filesystem::path default_path();
+
+  explicit ProgressStore(std::filesystem::path path);  // reads it (errors: see error())
+
+  const std::filesystem::path& path() const { return path_; }
+  const std::string& error() const { return error_; }  // last read or write failure, "" if none
+
+  const LessonProgress* lesson(const std::string& name) const;
+  LessonProgress& edit(const std::string& name);  // creates the entry
+  // Writes the file atomically; on failure keeps the data in memory and sets error().
+  bool save();
+  int finished_count() const;
+
+ private:
+  std::filesystem::path path_;
+  std::map<std::string, LessonProgress> lessons_;
+  std::string error_;
+};
+
+}  // namespace tttlab::course

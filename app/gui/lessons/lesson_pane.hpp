@@ -1,0 +1,39 @@
+// app/gui/lessons/lesson_pane.hpp — the lesson docked beside its live view: the lesson's text, its
+// predictions (choose, lock in, run the experiment, see the measurement), its questions (hint and
+// answer on request, unless the teacher hid them), the engine's checks and "I have finished this
+// lesson". Draws a LessonSession (lesson_session.hpp) into the current ImGui window; the app places
+// that window to the left of the view. UI thread only.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <string>
+
+#include "gui/lessons/lesson_session.hpp"
+
+namespace tttlab::gui {
+
+struct Snapshot;
+class CommandSink;
+
+// What the pane asks of the app.
+struct LessonPaneHost {
+  // Opens a scene exactly as File → Open does; false when it failed (the app shows why).
+  std::function<bool(const std::filesystem::path&)> open_scene;
+  // Engine::quiescent() now.
+  std::function<bool()> engine_quiet;
+  // "×  Leave lesson".
+  std::function<void()> leave;
+  // Starts another lesson of the course by name ("Next lesson").
+  std::function<void(const std::string&)> start_lesson;
+  std::string next_lesson;        // the next lesson's name ("" at the end of the course)
+  std::string next_lesson_title;
+};
+
+// The lesson pane. Call once per frame while the lesson is docked.
+void draw_lesson_pane(LessonSession& session, const Snapshot& snap, CommandSink& sink, const LessonPaneHost& host);
+
+// What the view area shows instead of the view until the lesson's first prediction is locked in.
+void draw_lesson_veil(const LessonSession& session);
+
+}  // namespace tttlab::gui

@@ -1,0 +1,49 @@
+// app/gui/lessons/lesson_widgets.hpp — the small pieces the course page and the lesson pane share: a
+// card (a framed block with a coloured edge), a spinner, a check mark, and how durations and measured
+// values are written for students. UI thread only.
+#pragma once
+
+#include <imgui.h>
+
+#include <optional>
+#include <string>
+
+namespace tttlab::gui::lesson_ui {
+
+// A framed block `width` wide from the cursor; everything drawn between construction and destruction
+// is inside it (an ImGui group, text wrapped to the inside). Not nestable.
+class Card {
+ public:
+  Card(float width, ImU32 edge, ImU32 background = IM_COL32(37, 40, 48, 255));
+  ~Card();
+  Card(const Card&) = delete;
+  Card& operator=(const Card&) = delete;
+  float inner_width() const { return inner_; }
+  float left() const { return x_; }  // screen x where the inside starts
+
+ private:
+  ImDrawList* dl_;
+  ImVec2 p0_;
+  float width_, inner_, x_;
+  ImU32 edge_, background_;
+};
+
+// "PREDICT" style small caps in `color`.
+void card_label(const char* text, ImU32 color);
+// A spinning arc `radius` px, then the cursor continues on the same line.
+void spinner(float radius, ImU32 color);
+// A check mark of size `size` at screen position `pos`.
+void check_mark(ImVec2 pos, float size, ImU32 color);
+// A round badge `diameter` wide at the cursor: a check mark when `done`, else the number (0: none).
+void badge(int number, bool done, float diameter);
+
+// 25 → "25 min", 125 → "2 h 05 min".
+std::string minutes_text(int minutes);
+// A number for students: 4 significant digits, "2.5 × 10⁻¹⁶" for very small or large magnitudes.
+std::string number_text(double value, int digits = 4);
+// A measured value for students: 4 significant digits, with its spread "(lo – hi)" when known, and a
+// unit when given.
+std::string measured_text(double value, std::optional<double> lo = std::nullopt,
+                          std::optional<double> hi = std::nullopt, const std::string& unit = "");
+
+}  // namespace tttlab::gui::lesson_ui

@@ -1,0 +1,109 @@
+// app/gui/state/run_settings.cpp — see run_settings.hpp.
+#include "gui/state/run_settings.hpp"
+
+#include <stdexcept>
+
+#include "gui/engine/evolution_module.hpp"
+#include "gui/engine/primal_dual_module.hpp"
+#include "gui/engine/stepper_module.hpp"
+
+namespace tttlab::gui {
+namespace {
+
+HeadConfig checked_head(const FieldReader& panel, HeadConfig h, const HeadLimits& limits) {
+  try {
+    validate(h, limits);
+  } catch (const std::invalid_argument& e) {
+    throw StateError(panel.path() + ".head: " + e.what());
+  }
+  return h;
+}
+
+}  // namespace
+
+CurvesSettings curves_settings_from(const FieldReader& r, CurvesSettings s) {
+  s.model_id = r.string("model_id", 4096, s.model_id);
+  s.data = r.string("data", 4096, s.data);
+  s.seq_len = static_cast<int>(r.integer("seq_len", 8, 2048, s.seq_len));
+  s.sequences = static_cast<int>(r.integer("sequences", 1, 256, s.sequences));
+  return s;
+}
+
+nlohmann::json to_json(const CurvesSettings& s) {
+  return {{"model_id", s.model_id}, {"data", s.data}, {"seq_len", s.seq_len}, {"sequences", s.sequences}};
+}
+
+SweepSettings sweep_settings_from(const FieldReader& r, SweepSettings w) {
+  w.mode = r.choice("mode", {"evaluate", "train"}, w.mode == SweepMode::Evaluate ? 0 : 1) == 0 ? SweepMode::Evaluate
+                                                                                             : SweepMode::Train;
+  w.model_id = r.string("model_id", 4096, w.model_id);
+  w.layer = r.choice("layer", {"ttt-linear", "ttt-mlp"}, w.layer == "ttt-mlp" ? 1 : 0) == 0 ? "ttt-linear" : "ttt-mlp";
+  w.data = r.string("data", 4096, w.data);
+  w.seq_len = static_cast<int>(r.integer("seq_len", 2, 1024, w.seq_len));
+  w.windows = static_cast<int>(r.integer("windows", 1, 256, w.windows));
+  w.train_steps = static_cast<int>(r.integer("train_steps", 1, 100000, w.train_steps));
+  w.seed = r.uint64("seed", w.seed);
+  return w;
+}
+
+nlohmann::json to_json(const SweepSettings& w) {
+  return {{"mode", w.mode == SweepMode::Evaluate ? "evaluate" : "train"},
+          {"model_id", w.model_id},
+          {"layer", w.layer},
+          {"data", w.data},
+          {"seq_len", w.seq_len},
+          {"windows", w.windows},
+          {"train_steps", w.train_steps},
+          {"seed", w.seed}};
+}
+
+EvalSettings eval_settings_from(const FieldReader& r, EvalSettings s) {
+  s.models = r.string_list("models", 8, 4096, s.models);
+  if (s.models.empty()) throw StateError(r.path() + ".models: choose at least one model");
+  s.data = r.string("data", 4096, s.data);
+  s.seq_len = static_cast<int>(r.integer("seq_len", 8, 4096, s.seq_len));
+  s.windows = static_cast<int>(r.integer("windows", 1, 1024, s.windows));
+  return s;
+}
+
+nlohmann::json to_json(const EvalSettings& s) {
+  return {{"models", s.models}, {"data", s.data}, {"seq_len", s.seq_len}, {"windows", s.windows}};
+}
+
+PrimalDualConfig primal_dual_config_default() {
+  PrimalDualConfig c;
+  c.head.w0 = W0Init::Random;
+  c.head.repeat = 1;
+  return c;
+}
+
+PrimalDualConfig primal_dual_config_from(const FieldReader& r) {
+  PrimalDualConfig c = primal_dual_config_default();
+  c.head = head_config_from(r.object("head"));
+  c.precision = r.choice("precision", {"double", "float"}, 0) == 0 ? Precision::Double : Precision::Float;
+  c.timing_reps = static_cast<int>(r.integer("timing_reps", 1, 50, c.timing_reps));
+  c.linear_attention = r.boolean("linear_attention", c.linear_attention);
+  try {
+    validate(c.effective(), PrimalDualModule::limits());
+  } catch (const std::invalid_argument& e) {
+    throw StateError(r.path() + ".head: " + e.what());
+  }
+  return c;
+}
+
+nlohmann::json to_json(const PrimalDualConfig& c) {
+  return {{"head", gui::to_json(c.head)},
+          {"precision", c.precision == Precision::Double ? "double" : "float"},
+          {"timing_reps", c.timing_reps},
+          {"linear_attention", c.linear_attention}};
+}
+
+HeadConfig stepper_head_from(const FieldReader& panel) {
+  return checked_head(panel, head_config_from(panel.object("head")), StepperModule::limits());
+}
+
+HeadConfig evolution_head_from(const FieldReader& panel) {
+  return checked_head(panel, head_config_from(panel.object("head")), EvolutionModule::limits());
+}
+
+}  // namespace tttlab::gui

@@ -1,0 +1,43 @@
+// app/gui/state/run_settings.hpp — the part of each panel's saved settings that tells the ENGINE what
+// to compute, read from and written to a .tttlab state file.
+//
+// A panel's entry in a state file holds its run settings (flat keys, documented by the functions
+// below) and its view settings (under "view": smoothing, scales, …, which only the panel reads). The
+// run settings are parsed here, outside the UI library, so that the panels and the headless lesson
+// checker (app/course/experiments.cpp) read a scene the same way. Every reader takes the defaults to
+// keep for absent keys and throws StateError naming the field.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "gui/engine/curves_types.hpp"
+#include "gui/engine/evaluation_types.hpp"
+#include "gui/engine/head_config.hpp"
+#include "gui/engine/minibatch_types.hpp"
+#include "gui/engine/primal_dual_types.hpp"
+#include "gui/state/json_fields.hpp"
+
+namespace tttlab::gui {
+
+// Inner-loss curves: model_id, data, seq_len, sequences.
+CurvesSettings curves_settings_from(const FieldReader& r, CurvesSettings defaults);
+nlohmann::json to_json(const CurvesSettings& s);
+
+// Mini-batch lab: mode, model_id, layer, data, seq_len, windows, train_steps, seed.
+SweepSettings sweep_settings_from(const FieldReader& r, SweepSettings defaults);
+nlohmann::json to_json(const SweepSettings& s);
+
+// Evaluation: models, data, seq_len, windows.
+EvalSettings eval_settings_from(const FieldReader& r, EvalSettings defaults);
+nlohmann::json to_json(const EvalSettings& s);
+
+// Primal vs dual: head, precision, timing_reps, linear_attention (checked against the module's limits).
+PrimalDualConfig primal_dual_config_default();
+PrimalDualConfig primal_dual_config_from(const FieldReader& r);
+nlohmann::json to_json(const PrimalDualConfig& c);
+
+// The "head" object of the stepper and evolution panels, checked against that module's limits.
+HeadConfig stepper_head_from(const FieldReader& panel);
+HeadConfig evolution_head_from(const FieldReader& panel);
+
+}  // namespace tttlab::gui

@@ -1,0 +1,194 @@
+// The lesson pane and the veil drawn headless (an ImGui context without a window) in every state a
+// prediction, a question and a check go through, with classroom mode hiding hints and answers, and a
+// click on "Lock in my prediction" turning into a locked prediction.
+#include <gtest/gtest.h>
+#include <imgui.h>
+
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
+
+#include "course/lesson.hpp"
+#include "gui/classroom.hpp"
+#include "gui/engine/snapshot.hpp"
+#include "gui/fonts.hpp"
+#include "gui/lessons/lesson_pane.hpp"
+#include "gui/lessons/lesson_session.hpp"
+#include "gui/theme.hpp"
+
+namespace tttlab::gui {
+namespace {
+
+namespace fs = std::filesystem;
+
+class NullSink final : public CommandSink {
+ public:
+  void post(Command) override { ++posted; }
+  int posted = 0;
+};
+
+const char* kLesson = R"(---
+title: Every widget
+goal: Draw every part of a lesson.
+duration: 15
+scene: scene.tttlab
+---
+# 1. Every widget
+
+Text with *emphasis*, `code` and **strong** words, long enough to wrap over several lines in a narrow
+pane.
+
+```predict
+id: first
+ask: Which one?
+measure: max_rel_diff
+choice: The first answer, which is long enough to wrap inside the pane when the pane is narrow. | <= 1e-12
+choice: The second. | > 1e-12
+reveal: Because *rounding*.
+```
+
+```question
+ask: Why?
+hint: Think of the sums.
+answer: They are the same sums in another order.
+```
+
+```check
+claim: They agree.
+measure: max_rel_diff
+expect: <= 1e-12
+```
+
+```check
+claim: The dual form is faster.
+measure: dual_speedup
+expect: > 1
+depends-on-device: yes
+```
+
+```predict
+id: slider
+ask: How many tokens?
+measure: tokens
+slider: 0 .. 100
+tolerance: 1
+unit: tokens
+```
+)";
+
+class LessonPaneHeadless : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ImGui::CreateContext();
+    ImGuiIO& io = ImGui::GetIO();
+    io.IniFilename = nullptr;
+    io.BackendFlags |= ImGuiBackendFlags_RendererHasVtxOffset;
+    io.DisplaySize = ImVec2(1280, 720);
+    io.DeltaTime = 1.0f / 60.0f;
+    apply_theme(1.0f);
+    load_fonts(1.0f);
+    unsigned char* px = nullptr;
+    int w = 0, h = 0;
+    io.Fonts->GetTexDataAsRGBA32(&px, &w, &h);
+    dir_ = fs::temp_directory_path() / ("tttlab_pane_headless_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+    std::ofstream(dir_ / "scene.tttlab") << R"({"format": "tttlab-state", "active_panel": "primal_dual",
+      "panels": {"primal_dual": {"head": {"source": "toy", "text": "the moon", "d": 4, "mini_batch": 4}}}})";
+    std::ofstream(dir_ / "01-every.md") << kLesson;
+  }
+  void TearDown() override {
+    ImGui::DestroyContext();
+    classroom::set(ClassroomState{});
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  // One frame: the pane in a 460 px window (as docked at 1280 × 720), the veil beside it.
+  int frame(LessonSession& s, const Snapshot& snap, CommandSink& sink, const LessonPaneHost& host) {
+    ImGui::NewFrame();
+    ImGui::SetNextWindowPos(ImVec2(0, 0));
+    ImGui::SetNextWindowSize(ImVec2(460, 720));
+    ImGui::Begin("##pane", nullptr, ImGuiWindowFlags_NoDecoration);
+    draw_lesson_pane(s, snap, sink, host);
+    ImGui::End();
+    ImGui::SetNextWindowPos(ImVec2(460, 0));
+    ImGui::SetNextWindowSize(ImVec2(820, 720));
+    ImGui::Begin("##view", nullptr, ImGuiWindowFlags_NoDecoration);
+    draw_lesson_veil(s);
+    ImGui::End();
+    ImGui::Render();
+    return ImGui::GetDrawData()->TotalVtxCount;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(LessonPaneHeadless, DrawsEveryStateAndLocksOnClick) {
+  const course::Lesson L = course::read_lesson(dir_ / "01-every.md");
+  LessonSession s(L, nullptr);
+  NullSink sink;
+  const Snapshot snap;
+  int opened = 0;
+  bool left = false;
+  LessonPaneHost host;
+  host.open_scene = [&](const fs::path&) {
+    ++opened;
+    return true;
+  };
+  host.engine_quiet = [] { return false; };
+  host.leave = [&] { left = true; };
+  host.start_lesson = [](const std::string&) {};
+  host.next_lesson = "02-next";
+  host.next_lesson_title = "The next one";
+
+  EXPECT_GT(frame(s, snap, sink, host), 1000);
+
+  // Click the first choice, then "Lock in my prediction", scanning down the pane for them.
+  ImGuiIO& io = ImGui::GetIO();
+  const auto click_at = [&](ImVec2 p) {
+    io.MousePos = p;
+    io.MouseDown[0] = true;
+    frame(s, snap, sink, host);
+    io.MouseDown[0] = false;
+    frame(s, snap, sink, host);
+  };
+  bool chose = false;
+  for (float y = 100; y < 700 && !chose; y += 6) {
+    click_at(ImVec2(200, y));
+    chose = s.prediction(0).choice == 0;
+  }
+  ASSERT_TRUE(chose) << "clicking the first choice's row chooses it";
+  EXPECT_FALSE(s.prediction(0).locked);
+  for (float y = 100; y < 700 && !s.prediction(0).locked; y += 6) click_at(ImVec2(110, y));
+  EXPECT_TRUE(s.prediction(0).locked) << "the lock button locks the prediction in";
+  EXPECT_FALSE(s.veiled());
+
+  // Locked: "Run the experiment" asks the app to open the scene.
+  for (float y = 100; y < 700 && opened == 0; y += 6) click_at(ImVec2(130, y));
+  EXPECT_EQ(opened, 1) << "running the experiment opens the lesson's scene";
+  EXPECT_TRUE(s.running());
+  frame(s, snap, sink, host);  // the spinner
+  s.cancel_run();
+
+  // Revealed, with the device-dependent check measured; hints and answers shown, then hidden by the
+  // teacher.
+  course::Measures m;
+  m["max_rel_diff"] = course::Measurement{1e-16, std::nullopt, std::nullopt, false};
+  m["dual_speedup"] = course::Measurement{1.4, 1.1, 1.9, true};
+  m["tokens"] = course::Measurement{8, std::nullopt, std::nullopt, false};
+  s.apply_measures("", m);
+  s.show_hint(0, true);
+  s.show_answer(0, true);
+  EXPECT_GT(frame(s, snap, sink, host), 1000);
+  ClassroomState room;
+  room.enabled = true;
+  room.allow_hints = false;
+  room.allow_answers = false;
+  classroom::set(room);
+  EXPECT_GT(frame(s, snap, sink, host), 1000);
+  EXPECT_FALSE(left);
+  EXPECT_EQ(sink.posted, 0) << "drawing posts nothing while no run waits";
+}
+
+}  // namespace
+}  // namespace tttlab::gui
