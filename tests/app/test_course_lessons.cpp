@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "core/io/temp_dir.hpp"
 #include "course/experiments.hpp"
 #include "course/lesson.hpp"
 #include "gui/state/state_file.hpp"
@@ -159,8 +160,8 @@ TEST(CourseLesson, MalformedLessonsNameFileAndLine) {
 }
 
 TEST(CourseLesson, CourseFindsLessonsByNameOrNumber) {
-  const fs::path dir = fs::temp_directory_path() / ("tttlab-course-test-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const testing::TempDir tmp;
+  const fs::path& dir = tmp.path();
   auto write = [&](const std::string& name, const std::string& text) {
     FILE* f = std::fopen((dir / name).string().c_str(), "wb");
     ASSERT_NE(f, nullptr);
@@ -178,7 +179,6 @@ TEST(CourseLesson, CourseFindsLessonsByNameOrNumber) {
   EXPECT_NE(c.find("3"), nullptr);
   EXPECT_NE(c.find("03"), nullptr);
   EXPECT_EQ(c.find("4"), nullptr);
-  fs::remove_all(dir);
 }
 
 // The shipped course: every lesson parses, its scenes exist and are valid state files of a view that

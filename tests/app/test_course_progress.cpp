@@ -12,6 +12,7 @@
 #include <string>
 #include <unistd.h>
 
+#include "core/io/temp_dir.hpp"
 #include "course/progress.hpp"
 
 namespace tttlab::course {
@@ -19,24 +20,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() {
-    path_ = fs::temp_directory_path() /
-            ("tttlab_progress_test_" + std::to_string(::getpid()) + "_" +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using tttlab::testing::TempDir;  // tests/core/io/temp_dir.hpp
 
 std::string slurp(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);

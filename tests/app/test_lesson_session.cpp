@@ -12,6 +12,7 @@
 #include <thread>
 #include <unistd.h>
 
+#include "core/io/temp_dir.hpp"
 #include "course/experiments.hpp"
 #include "course/lesson.hpp"
 #include "course/progress.hpp"
@@ -26,23 +27,7 @@ namespace {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-class TempDir {
- public:
-  TempDir() {
-    path_ = fs::temp_directory_path() / ("tttlab_lesson_session_" + std::to_string(::getpid()) + "_" +
-                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using tttlab::testing::TempDir;  // tests/core/io/temp_dir.hpp
 
 void write(const fs::path& p, const std::string& text) { std::ofstream(p, std::ios::binary) << text; }
 
