@@ -28,6 +28,9 @@ void ModelOptions::add_to(CLI::App* cmd) {
                 "Variant: tau_i = 1/i with delta not trained (the mean of the mini-batch's gradients)")
       ->excludes(no_tau);
   cmd->add_flag("--fixed-w0", fixed_w0, "Variant: W0 fixed at zero instead of learned");
+  cmd->add_flag("--fixed-views", fixed_views,
+                "Variant: the self-supervised task's views (theta_K, theta_V, theta_Q and the Q/K convolutions) "
+                "stay at their random initialisation: a fixed task instead of a learned one (TTT layers, CPU)");
 }
 
 ModelConfig ModelOptions::build(const CLI::App*) const {
@@ -50,6 +53,7 @@ ModelConfig ModelOptions::build(const CLI::App*) const {
     c.eta_token_index = !no_token_index;
     c.eta_token_index_learnable = !frozen_token_index;
     c.learnable_w0 = !fixed_w0;
+    c.learnable_views = !fixed_views;
     c.validate();
   } catch (const std::invalid_argument& e) {
     throw CLI::ValidationError(e.what());

@@ -18,7 +18,7 @@ struct ModelOptions {
   double base_lr = -1;  // < 0: official default (1.0 Linear, 0.1 MLP)
   int remat_group = 0;
   bool no_inner_ln = false, no_inner_residual = false, no_inner_bias = false;
-  bool fixed_eta = false, no_token_index = false, frozen_token_index = false, fixed_w0 = false;
+  bool fixed_eta = false, no_token_index = false, frozen_token_index = false, fixed_w0 = false, fixed_views = false;
 
   void add_to(CLI::App* cmd);
   // The configuration the options describe; CLI::ValidationError (exit status 2) when invalid.

@@ -58,6 +58,37 @@ const std::vector<MeasureInfo> kStepper = {
 const std::vector<MeasureInfo> kEvaluation = {
     {"bpb_<i>", "bits per byte of the scene's model i (0, 1, …)", false},
     {"context_gain_<i>", "model i: mean loss over positions 0–15 minus the mean over the last quarter, nats", false},
+    {"long_gain_<i>", "model i: mean loss over positions T/16 … T/4 − 1 minus the mean over the last quarter, nats "
+                      "(at T = 2048: positions 128–511 against 1536–2047; > 0 while the model still gains from "
+                      "context far back)", false},
+    {"late_loss_<i>", "model i: mean loss over the last quarter of the positions, nats", false},
+};
+const std::vector<MeasureInfo> kNonparametric = {
+    {"nw_max_rel_diff", "max over the block's heads of max |ŷ − Z| / max |Z|: the Nadaraya–Watson estimator against the layer's own attention output", false},
+    {"nw_max_abs_diff", "max |ŷ − Z| over the block's heads, tokens and features", false},
+    {"weights_row_sum_err", "the head on show: maxₜ |Σᵢ wₜᵢ − 1| of the kernel weights", false},
+    {"max_weight_last_row", "the head on show, last token: the largest kernel weight maxᵢ w_Tᵢ", false},
+    {"effective_pairs", "the head on show, last token: 1 / Σᵢ w_Tᵢ², how many stored pairs the prediction effectively averages (T when the kernel is flat)", false},
+    {"effective_fraction", "effective_pairs / T", false},
+    {"effective_pairs_mean_heads", "effective_pairs at the last token, mean over the block's heads", false},
+    {"state_numbers_nw", "the nonparametric learner's state after the last token: 2·T·d numbers (every key and value)", false},
+    {"state_numbers_ttt", "TTT-Linear's state: d² numbers, whatever T", false},
+    {"tokens", "T, the tokens of the text", false},
+    {"head_dim", "d, the width of one head", false},
+};
+const std::vector<MeasureInfo> kRecall = {
+    {"acc_<memory>_p<P>", "fraction of the P pairs recalled after reading all of them, mean over the sequences; memory: ttt_linear, ttt_mlp, linear_attention, softmax_attention; P: each number of pairs of the scene", false},
+    {"linear_acc_small", "linear attention's accuracy at the smallest P", false},
+    {"linear_acc_large", "linear attention's accuracy at the largest P", false},
+    {"ttt_linear_acc_small", "TTT-Linear's accuracy at the smallest P", false},
+    {"ttt_linear_acc_large", "TTT-Linear's accuracy at the largest P", false},
+    {"softmax_acc_min", "softmax attention's lowest accuracy over the P", false},
+    {"ttt_linear_minus_linear_at_d", "TTT-Linear's accuracy minus linear attention's at P = d (only when d is one of the P)", false},
+    {"map_recall_oldest", "forgetting map, right after the last pair: fraction of the oldest quarter of the pairs still recalled", false},
+    {"map_recall_newest", "the same for the newest quarter", false},
+    {"map_recency", "map_recall_newest − map_recall_oldest", false},
+    {"map_last_row_mean", "the map's last row, mean: the map's memory's accuracy at P = the map's pairs", false},
+    {"width", "d, the width of every memory", false},
 };
 const std::vector<MeasureInfo> kNone;
 
@@ -222,7 +253,72 @@ std::optional<Measures> evaluation(const gui::Snapshot& s) {
     const auto& l = c.loss_by_position;
     m["bpb_" + std::to_string(i)] = plain(c.bpb);
     m["context_gain_" + std::to_string(i)] = plain(mean_range(l, 0, 16) - mean_range(l, l.size() * 3 / 4, l.size()));
+    m["long_gain_" + std::to_string(i)] =
+        plain(mean_range(l, l.size() / 16, l.size() / 4) - mean_range(l, l.size() * 3 / 4, l.size()));
+    m["late_loss_" + std::to_string(i)] = plain(mean_range(l, l.size() * 3 / 4, l.size()));
   }
+  return m;
+}
+
+std::optional<Measures> nonparametric(const gui::Snapshot& s) {
+  const auto* v = s.nonparametric.get();
+  if (!v) return std::nullopt;
+  if (v->outcome == JobOutcome::Failed) fail_if(v->error.empty() ? "unknown error" : v->error, "Theorem 2");
+  if (v->outcome != JobOutcome::Done || v->results_generation != v->generation || !v->detail) return std::nullopt;
+  const auto& d = *v->detail;
+  Measures m;
+  m["nw_max_rel_diff"] = plain(v->max_rel_diff);
+  m["nw_max_abs_diff"] = plain(v->max_abs_diff);
+  m["weights_row_sum_err"] = plain(d.row_sum_err);
+  m["max_weight_last_row"] = plain(d.max_weight.empty() ? 0.0 : d.max_weight.back());
+  const double eff = d.effective_pairs.empty() ? 0.0 : d.effective_pairs.back();
+  m["effective_pairs"] = plain(eff);
+  m["effective_fraction"] = plain(v->T > 0 ? eff / static_cast<double>(v->T) : 0.0);
+  double mean = 0;
+  for (const auto& h : v->head_summaries) mean += h.effective_pairs;
+  m["effective_pairs_mean_heads"] = plain(v->head_summaries.empty() ? 0.0 : mean / static_cast<double>(v->head_summaries.size()));
+  m["state_numbers_nw"] = plain(static_cast<double>(v->state_numbers_nw));
+  m["state_numbers_ttt"] = plain(static_cast<double>(v->state_numbers_ttt));
+  m["tokens"] = plain(static_cast<double>(v->T));
+  m["head_dim"] = plain(v->d);
+  return m;
+}
+
+std::optional<Measures> recall(const gui::Snapshot& s) {
+  const auto* v = s.recall.get();
+  if (!v) return std::nullopt;
+  if (v->outcome == JobOutcome::Failed) fail_if(v->error.empty() ? "unknown error" : v->error, "recall lab");
+  if (v->outcome != JobOutcome::Done || v->accuracy.size() != 4) return std::nullopt;
+  const gui::RecallSettings& st = v->settings;
+  const std::size_t np = st.pairs.size();
+  // Indices of recall::Memory: TTT-Linear, TTT-MLP, linear attention, softmax attention.
+  static const char* const ids[] = {"ttt_linear", "ttt_mlp", "linear_attention", "softmax_attention"};
+  Measures m;
+  for (std::size_t k = 0; k < 4; ++k)
+    for (std::size_t j = 0; j < np; ++j)
+      m["acc_" + std::string(ids[k]) + "_p" + std::to_string(st.pairs[j])] = plain(v->accuracy[k][j]);
+  m["linear_acc_small"] = plain(v->accuracy[2].front());
+  m["linear_acc_large"] = plain(v->accuracy[2].back());
+  m["ttt_linear_acc_small"] = plain(v->accuracy[0].front());
+  m["ttt_linear_acc_large"] = plain(v->accuracy[0].back());
+  m["softmax_acc_min"] = plain(*std::min_element(v->accuracy[3].begin(), v->accuracy[3].end()));
+  for (std::size_t j = 0; j < np; ++j)
+    if (st.pairs[j] == st.width) m["ttt_linear_minus_linear_at_d"] = plain(v->accuracy[0][j] - v->accuracy[2][j]);
+  const std::size_t P = static_cast<std::size_t>(st.map_pairs), q = std::max<std::size_t>(1, P / 4);
+  if (v->map.size() == P * P) {
+    const double* last = v->map.data() + (P - 1) * P;
+    double oldest = 0, newest = 0, all = 0;
+    for (std::size_t i = 0; i < q; ++i) {
+      oldest += last[i];
+      newest += last[P - 1 - i];
+    }
+    for (std::size_t i = 0; i < P; ++i) all += last[i];
+    m["map_recall_oldest"] = plain(oldest / static_cast<double>(q));
+    m["map_recall_newest"] = plain(newest / static_cast<double>(q));
+    m["map_recency"] = plain((newest - oldest) / static_cast<double>(q));
+    m["map_last_row_mean"] = plain(all / static_cast<double>(P));
+  }
+  m["width"] = plain(st.width);
   return m;
 }
 
@@ -230,7 +326,8 @@ std::optional<Measures> evaluation(const gui::Snapshot& s) {
 
 const std::vector<std::string>& measurable_panels() {
   static const std::vector<std::string> panels = {"primal_dual", "inner_curves", "minibatch",
-                                                  "evolution",   "inner_stepper", "evaluation"};
+                                                  "evolution",   "inner_stepper", "evaluation",
+                                                  "nonparametric", "recall"};
   return panels;
 }
 
@@ -241,6 +338,8 @@ const std::vector<MeasureInfo>& measures_of(std::string_view panel) {
   if (panel == "evolution") return kEvolution;
   if (panel == "inner_stepper") return kStepper;
   if (panel == "evaluation") return kEvaluation;
+  if (panel == "nonparametric") return kNonparametric;
+  if (panel == "recall") return kRecall;
   return kNone;
 }
 
@@ -257,7 +356,7 @@ void post_scene(const nlohmann::json& state, gui::CommandSink& sink) {
   const std::string panel = scene_panel(state);
   if (measures_of(panel).empty())
     throw LessonError("the scene's view \"" + panel + "\" has no measures (views that do: primal_dual, "
-                      "inner_curves, minibatch, evolution, inner_stepper, evaluation)");
+                      "inner_curves, minibatch, evolution, inner_stepper, evaluation, nonparametric, recall)");
   try {
     const gui::FieldReader panels(state.at("panels"), "panels");
     const gui::FieldReader r = panels.object(panel);
@@ -281,6 +380,10 @@ void post_scene(const nlohmann::json& state, gui::CommandSink& sink) {
     } else if (panel == "inner_stepper") {
       const gui::HeadConfig h = gui::stepper_head_from(r);
       sink.post(gui::StepperConfigure{h, h.tokens() - 1});  // every token computed
+    } else if (panel == "nonparametric") {
+      sink.post(gui::NonparametricRun{gui::nonparametric_config_from(r)});
+    } else if (panel == "recall") {
+      sink.post(gui::RecallRun{gui::recall_settings_from(r, gui::RecallSettings{})});
     }
   } catch (const gui::StateError& e) {
     throw LessonError(std::string("the scene's settings: ") + e.what());
@@ -296,6 +399,8 @@ std::optional<Measures> read_measures(std::string_view panel, const gui::Snapsho
   if (panel == "evolution") return evolution(s);
   if (panel == "inner_stepper") return stepper(s);
   if (panel == "evaluation") return evaluation(s);
+  if (panel == "nonparametric") return nonparametric(s);
+  if (panel == "recall") return recall(s);
   throw LessonError("the view \"" + std::string(panel) + "\" has no measures");
 }
 
@@ -307,6 +412,8 @@ std::uint64_t view_generation(std::string_view panel, const gui::Snapshot& s) {
   if (panel == "evolution") return gen(s.evolution);
   if (panel == "inner_stepper") return gen(s.stepper);
   if (panel == "evaluation") return gen(s.evaluation);
+  if (panel == "nonparametric") return gen(s.nonparametric);
+  if (panel == "recall") return gen(s.recall);
   return 0;
 }
 

@@ -69,6 +69,9 @@ bool split_head_index(const std::string& name, std::string& key, int& head) {
 }  // namespace
 
 std::string cuda_train_unsupported(const ModelConfig& m) {
+  // The GPU optimiser updates (and decays) every parameter; fixed views need the CPU's list of trained
+  // parameters (ModelConfig::trains).
+  if (!m.learnable_views) return "fixed views (--fixed-views) train on the CPU engine only; use --device cpu";
   if (m.seq_layer == SeqLayerKind::LinearAttention || m.seq_layer == SeqLayerKind::SoftmaxAttention) {
     if (m.head_dim() > 128)
       return "the GPU's attention kernels need a head dim (hidden size / heads) <= 128, got " +

@@ -99,6 +99,54 @@ TEST(Trainer, FrozenTokenIndexStaysZeroWhileTheRestTrains) {
   fs::remove_all(dir);
 }
 
+TEST(Trainer, FixedViewsKeepTheirInitialValuesExactlyWhileTheRestTrains) {
+  // The fixed-task variant: θ_K, θ_V, θ_Q and the Q/K convolutions stay at their initialisation bit
+  // for bit (they are left out of the optimiser, so weight decay does not shrink them either), and the
+  // model still learns through everything else. With learned views (the control) they move.
+  const fs::path dir = temp_dir("fixed_views");
+  const fs::path corpus = write_corpus(dir);
+  auto views = [](Model<float>& m) {
+    std::vector<float> v;
+    m.for_each_param([&](Eigen::Map<Mat<float>> p, const std::string& n) {
+      if (!m.config().trains(n)) v.insert(v.end(), p.data(), p.data() + p.size());
+    });
+    return v;
+  };
+  for (const bool learnable : {false, true}) {
+    TrainConfig cfg = small_config(corpus);  // seed 7, Mamba backbone: q_proj, v_proj, conv_q, conv_k
+    cfg.model.learnable_views = false;       // names the view parameters for views() below
+    Trainer probe(cfg, TextData::load(cfg));
+    const std::vector<float> before_views = views(probe.model());
+    // 2 blocks × (q_proj D² + v_proj D² + conv_q/conv_k (D·K + D) each) with D = 32, K = 4.
+    ASSERT_EQ(before_views.size(), size_t(2 * (2 * 32 * 32 + 2 * (32 * 4 + 32))));
+    cfg.model.learnable_views = learnable;
+    cfg.steps = 20;
+    cfg.weight_decay = 0.1;
+    Trainer t(cfg, TextData::load(cfg));
+    const double before = t.evaluate(8).loss;
+    while (!t.finished()) t.step();
+    t.sync_to_host();
+    ModelConfig names = t.model().config();
+    names.learnable_views = false;
+    std::vector<float> after_views;
+    t.model().for_each_param([&](Eigen::Map<Mat<float>> p, const std::string& n) {
+      if (!names.trains(n)) after_views.insert(after_views.end(), p.data(), p.data() + p.size());
+    });
+    if (learnable)
+      EXPECT_NE(after_views, before_views) << "learned views should train";
+    else
+      EXPECT_EQ(after_views, before_views) << "a fixed view moved";
+    EXPECT_LT(t.evaluate(8).loss, before - 0.5) << "learnable views " << learnable;
+  }
+  // The flag round-trips through config.json, and only TTT layers have it.
+  ModelConfig c;
+  c.learnable_views = false;
+  EXPECT_FALSE(ModelConfig::from_json(c.to_json()).learnable_views);
+  c.seq_layer = SeqLayerKind::SoftmaxAttention;
+  EXPECT_THROW(c.validate(), std::invalid_argument);
+  fs::remove_all(dir);
+}
+
 TEST(Trainer, ResumeContinuesTheSameCurveExactly) {
   const fs::path dir = temp_dir("resume");
   TrainConfig cfg = small_config(write_corpus(dir));

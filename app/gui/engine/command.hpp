@@ -15,7 +15,9 @@
 #include "gui/engine/generation_types.hpp"
 #include "gui/engine/library_types.hpp"
 #include "gui/engine/minibatch_types.hpp"
+#include "gui/engine/nonparametric_types.hpp"
 #include "gui/engine/primal_dual_types.hpp"
+#include "gui/engine/recall_types.hpp"
 #include "gui/engine/stepper_types.hpp"
 #include "gui/engine/training_types.hpp"
 
@@ -30,7 +32,8 @@ struct CancelJob {
 
 using Command = std::variant<CancelJob, LibraryOpen, LibraryLoad, StepperConfigure, StepperTransport,
                              StepperSetSpeed, PrimalDualRun, EvolutionConfigure, CurvesRun, SweepRun,
-                             TrainStart, TrainControl, TrainOpen, EvaluationRun, GenerateStart, GenerateStop>;
+                             TrainStart, TrainControl, TrainOpen, EvaluationRun, GenerateStart, GenerateStop,
+                             NonparametricRun, RecallRun>;
 
 // Where panels send commands. Engine implements it; tests use a recording sink.
 // Thread-safety: post() may be called from any thread and never blocks on engine work.

@@ -1,10 +1,12 @@
 #include "gui/engine/model_library.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <stdexcept>
 
 #include "gui/engine/resources.hpp"
+#include "tttlab/io/atomic_file.hpp"
 #include "tttlab/train/trainer.hpp"
 
 namespace tttlab::gui {
@@ -44,7 +46,23 @@ bool parse_random_id(const std::string& id, ModelConfig* cfg, std::uint64_t* see
   return true;
 }
 
+
 }  // namespace
+
+bool is_shipped_id(const std::string& id) { return id == kShippedModelId || id.rfind("shipped:", 0) == 0; }
+
+std::string shipped_model_name(const std::string& id) {
+  if (id.rfind("shipped:", 0) != 0) return "";
+  const std::string name = id.substr(8);
+  const bool plain = !name.empty() && name.size() <= 64 && name != "." && name != ".." &&
+                     std::all_of(name.begin(), name.end(), [](char c) {
+                       return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+                     });
+  if (!plain)
+    throw std::runtime_error("model id '" + id + "': a shipped model's name is a folder name of " +
+                             kShippedModelsFolder + " (letters, digits, '-', '_', '.')");
+  return name;
+}
 
 std::string ModelInfo::layer_name() const {
   switch (config.seq_layer) {
@@ -79,6 +97,22 @@ std::string random_model_id(const std::string& layer, bool mamba, std::uint64_t 
 ModelLibrary::ModelLibrary() {
   // Listed from the start (loaded on first use): the shipped model and two untrained TTT models.
   entry(kShippedModelId);
+  if (const auto dir = find_resource(kShippedModelsFolder)) {
+    std::vector<std::string> names;
+    std::error_code ec;
+    for (const auto& d : fs::directory_iterator(*dir, ec))
+      if (d.is_directory(ec) && fs::exists(d.path() / "config.json", ec) &&
+          d.path() != fs::path(*dir) / fs::path(kShippedModelPath).filename())
+        names.push_back(d.path().filename().string());
+    std::sort(names.begin(), names.end());
+    for (const auto& n : names) {
+      try {
+        entry("shipped:" + n);
+      } catch (const std::runtime_error&) {
+        // A folder whose name is not a plain name is not offered.
+      }
+    }
+  }
   entry(random_model_id("ttt-linear", true, 0));
   entry(random_model_id("ttt-mlp", true, 0));
 }
@@ -93,23 +127,36 @@ ModelLibrary::Entry& ModelLibrary::entry(const std::string& id) {
   if (id == kShippedModelId) {
     e->info.label = "tiny-brown (shipped)";
     e->info.trained = true;
+  } else if (const std::string name = shipped_model_name(id); !name.empty()) {
+    e->info.label = name + " (shipped)";
+    e->info.trained = true;
+    // The config alone (a small file), so that model choosers know the layer kind before loading.
+    if (const auto dir = find_resource(std::string(kShippedModelsFolder) + "/" + name + "/config.json")) {
+      try {
+        e->info.config = ModelConfig::from_json(read_file_text(*dir, 1 << 20), dir->string());
+        e->info.config_known = true;
+      } catch (const std::exception&) {
+        // Reported when the model is loaded.
+      }
+    }
   } else if (id.rfind("file:", 0) == 0) {
     e->info.path = id.substr(5);
     e->info.label = fs::path(e->info.path).filename().string();
     e->info.trained = true;
   } else if (parse_random_id(id, &cfg, &seed)) {
     e->info.config = cfg;
+    e->info.config_known = true;
     ModelInfo probe;
     probe.config = cfg;
     e->info.label = "untrained " + probe.layer_name() + " (random init, seed " + std::to_string(seed) + ")";
   } else {
-    throw std::runtime_error("unknown model '" + id + "' (expected shipped, file:<folder> or random:…)");
+    throw std::runtime_error("unknown model '" + id + "' (expected shipped, shipped:<name>, file:<folder> or random:…)");
   }
   entries_.push_back(std::move(e));
   ++generation_;
   // Keep the order: shipped, checkpoints, random.
   std::stable_sort(entries_.begin(), entries_.end(), [](const auto& a, const auto& b) {
-    const auto rank = [](const std::string& i) { return i == kShippedModelId ? 0 : i.rfind("random:", 0) == 0 ? 2 : 1; };
+    const auto rank = [](const std::string& i) { return is_shipped_id(i) ? 0 : i.rfind("random:", 0) == 0 ? 2 : 1; };
     return rank(a->info.id) < rank(b->info.id);
   });
   for (auto& x : entries_)
@@ -130,6 +177,15 @@ void ModelLibrary::load(Entry& e) {
       if (!dir)
         throw std::runtime_error(std::string("the shipped model ") + kShippedModelPath +
                                  " was not found (looked in " + looked +
+                                 "); run from the repository or set TTTLAB_HOME to it");
+      e.info.path = dir->string();
+      m = load_model(*dir);
+    } else if (const std::string name = shipped_model_name(id); !name.empty()) {
+      const std::string rel = std::string(kShippedModelsFolder) + "/" + name;
+      std::string looked;
+      const auto dir = find_resource(rel, &looked);
+      if (!dir)
+        throw std::runtime_error("the shipped model " + rel + " was not found (looked in " + looked +
                                  "); run from the repository or set TTTLAB_HOME to it");
       e.info.path = dir->string();
       m = load_model(*dir);
@@ -197,7 +253,7 @@ void ModelLibrary::put(const std::string& id, const std::string& label, const st
   e->model = std::move(model);
   entries_.push_back(std::move(e));
   std::stable_sort(entries_.begin(), entries_.end(), [](const auto& a, const auto& b) {
-    const auto rank = [](const std::string& i) { return i == kShippedModelId ? 0 : i.rfind("random:", 0) == 0 ? 2 : 1; };
+    const auto rank = [](const std::string& i) { return is_shipped_id(i) ? 0 : i.rfind("random:", 0) == 0 ? 2 : 1; };
     return rank(a->info.id) < rank(b->info.id);
   });
   ++generation_;

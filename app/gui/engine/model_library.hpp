@@ -4,6 +4,9 @@
 //
 // Models are identified by strings that state files store:
 //   "shipped"                          assets/models/tiny-brown (resources.hpp says where it is looked for)
+//   "shipped:<name>"                   assets/models/<name>, another model that ships with the app (the
+//                                      course's comparisons: TTT-MLP, the Transformer backbone, the
+//                                      long-context models; assets/models/README.md lists them)
 //   "file:<path>"                      a checkpoint or run directory (tttlab::load_model)
 //   "random:<layer>:<backbone>:<seed>" the tiny preset with that sequence layer ("ttt-linear", "ttt-mlp",
 //                                      "linear-attention", "softmax-attention") and backbone ("m", "t"),
@@ -31,6 +34,14 @@ namespace tttlab::gui {
 
 inline constexpr const char* kShippedModelId = "shipped";
 inline constexpr const char* kShippedModelPath = "assets/models/tiny-brown";
+inline constexpr const char* kShippedModelsFolder = "assets/models";
+
+// "shipped" or "shipped:<name>".
+bool is_shipped_id(const std::string& id);
+// The <name> of a "shipped:<name>" id, "" for any other id. Throws std::runtime_error when the name
+// is not a plain folder name (letters, digits, '-', '_', '.'; not "." or ".."), so an id read from a
+// state file cannot reach outside assets/models.
+std::string shipped_model_name(const std::string& id);
 
 // What a panel needs to know about a model without touching it (part of the snapshot).
 struct ModelInfo {
@@ -39,7 +50,8 @@ struct ModelInfo {
   std::string path;         // checkpoint folder, empty for random models
   bool loaded = false;      // false: listed but not loaded yet (or failed: see error)
   std::string error;        // why it cannot be loaded
-  ModelConfig config;       // valid when loaded
+  ModelConfig config;       // valid when loaded or config_known
+  bool config_known = false;  // config read before loading (random models, shipped models' config.json)
   long params = 0;
   bool trained = false;     // from a checkpoint (shipped or file)
 
@@ -70,6 +82,8 @@ class ModelLibrary {
  public:
   ModelLibrary();
 
+  // Lists "shipped", every other folder of assets/models as "shipped:<name>" (not loaded yet) and two
+  // untrained TTT models.
   // The model `id`, loaded on first use. Throws std::runtime_error with a one-line message (unknown
   // id, missing files, a bad checkpoint, invalid overrides).
   std::shared_ptr<const Model<float>> get(const std::string& id, const ModelOverrides& overrides = {});

@@ -9,7 +9,9 @@
 #include "gui/engine/generation_module.hpp"
 #include "gui/engine/library_module.hpp"
 #include "gui/engine/minibatch_module.hpp"
+#include "gui/engine/nonparametric_module.hpp"
 #include "gui/engine/primal_dual_module.hpp"
+#include "gui/engine/recall_module.hpp"
 #include "gui/engine/stepper_module.hpp"
 #include "gui/engine/training_module.hpp"
 
@@ -26,6 +28,8 @@ std::vector<std::unique_ptr<EngineModule>> make_engine_modules(const TrainDevice
   m.push_back(std::make_unique<TrainingModule>(library, devices));
   m.push_back(std::make_unique<EvaluationModule>(library));
   m.push_back(std::make_unique<GenerationModule>(library));
+  m.push_back(std::make_unique<NonparametricModule>(library));
+  m.push_back(std::make_unique<RecallModule>());
   // Last: it publishes the library after the other modules loaded models into it in the same pass.
   m.push_back(std::make_unique<LibraryModule>(library));
   return m;

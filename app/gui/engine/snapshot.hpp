@@ -19,7 +19,9 @@
 #include "gui/engine/generation_types.hpp"
 #include "gui/engine/library_types.hpp"
 #include "gui/engine/minibatch_types.hpp"
+#include "gui/engine/nonparametric_types.hpp"
 #include "gui/engine/primal_dual_types.hpp"
+#include "gui/engine/recall_types.hpp"
 #include "gui/engine/stepper_types.hpp"
 #include "gui/engine/training_types.hpp"
 
@@ -51,6 +53,8 @@ struct Snapshot {
   std::shared_ptr<const TrainingView> training;
   std::shared_ptr<const EvaluationView> evaluation;
   std::shared_ptr<const GenerationView> generation;
+  std::shared_ptr<const NonparametricView> nonparametric;
+  std::shared_ptr<const RecallView> recall;
   std::vector<JobStatus> jobs;  // running jobs and those finished in the last few seconds
   EngineStats stats;
 };

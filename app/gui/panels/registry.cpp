@@ -9,6 +9,8 @@ std::unique_ptr<Panel> make_evolution_panel();      // panel_evolution.cpp
 std::unique_ptr<Panel> make_inner_curves_panel();   // panel_inner_curves.cpp
 std::unique_ptr<Panel> make_minibatch_panel();      // panel_minibatch.cpp
 std::unique_ptr<Panel> make_primal_dual_panel();    // panel_primal_dual.cpp
+std::unique_ptr<Panel> make_nonparametric_panel();  // panel_nonparametric.cpp
+std::unique_ptr<Panel> make_recall_panel();         // panel_recall.cpp
 std::unique_ptr<Panel> make_training_panel();       // panel_training.cpp
 std::unique_ptr<Panel> make_evaluation_panel();     // panel_evaluation.cpp
 std::unique_ptr<Panel> make_generation_panel();     // panel_generation.cpp
@@ -21,6 +23,8 @@ std::vector<std::unique_ptr<Panel>> make_panels() {
   p.push_back(make_inner_curves_panel());
   p.push_back(make_minibatch_panel());
   p.push_back(make_primal_dual_panel());
+  p.push_back(make_nonparametric_panel());
+  p.push_back(make_recall_panel());
   p.push_back(make_training_panel());
   p.push_back(make_evaluation_panel());
   p.push_back(make_generation_panel());

@@ -107,7 +107,7 @@ bool model_combo(const char* id, std::string& model_id, const LibraryView* libra
   if (ImGui::BeginCombo("##model", preview.c_str())) {
     if (library)
       for (const auto& m : library->models) {
-        const bool known_ttt = m.loaded ? m.config.is_ttt() : m.id.rfind("random:ttt", 0) == 0 || m.id == kShippedModelId || m.id.rfind("file:", 0) == 0;
+        const bool known_ttt = m.loaded || m.config_known ? m.config.is_ttt() : m.id.rfind("random:ttt", 0) == 0 || m.id == kShippedModelId || m.id.rfind("file:", 0) == 0;
         const bool usable = m.error.empty() && (!ttt_only || known_ttt);
         ImGui::BeginDisabled(!usable);
         if (ImGui::Selectable(m.label.c_str(), m.id == model_id)) {

@@ -132,6 +132,30 @@ std::vector<std::string> FieldReader::string_list(std::string_view key, std::siz
   return out;
 }
 
+std::vector<long long> FieldReader::integer_list(std::string_view key, std::size_t max_items, long long lo,
+                                                long long hi, std::vector<long long> fallback) const {
+  const auto* v = field(key);
+  if (!v) return fallback;
+  const std::string range = " in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  if (!v->is_array()) throw StateError(where(key) + ": expected an array of integers, got " + type_of(*v));
+  if (v->size() > max_items)
+    throw StateError(where(key) + ": " + std::to_string(v->size()) + " entries, at most " +
+                     std::to_string(max_items) + " are allowed");
+  std::vector<long long> out;
+  for (std::size_t i = 0; i < v->size(); ++i) {
+    const auto& e = (*v)[i];
+    const std::string at = where(key) + "[" + std::to_string(i) + "]";
+    // Checked as unsigned first: a value above the range of long long must not wrap into it.
+    const bool ok = e.is_number_integer() &&
+                    (e.is_number_unsigned() ? e.get<unsigned long long>() <= static_cast<unsigned long long>(hi) &&
+                                                  static_cast<long long>(e.get<unsigned long long>()) >= lo
+                                            : e.get<long long>() >= lo && e.get<long long>() <= hi);
+    if (!ok) throw StateError(at + ": expected an integer" + range + ", got " + e.dump());
+    out.push_back(e.get<long long>());
+  }
+  return out;
+}
+
 std::set<std::string> FieldReader::string_set(std::string_view key, std::size_t max_items,
                                               std::size_t max_bytes) const {
   const auto l = string_list(key, max_items, max_bytes, {});

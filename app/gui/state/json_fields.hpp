@@ -45,6 +45,9 @@ class FieldReader {
   std::set<std::string> string_set(std::string_view key, std::size_t max_items, std::size_t max_bytes) const;
   std::vector<std::string> string_list(std::string_view key, std::size_t max_items, std::size_t max_bytes,
                                        std::vector<std::string> fallback) const;
+  // An array of at most `max_items` integers, each in [lo, hi] (`fallback` when absent).
+  std::vector<long long> integer_list(std::string_view key, std::size_t max_items, long long lo, long long hi,
+                                      std::vector<long long> fallback) const;
   // The sub-object at `key` (an empty object when absent).
   FieldReader object(std::string_view key) const;
 

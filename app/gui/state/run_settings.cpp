@@ -4,7 +4,9 @@
 #include <stdexcept>
 
 #include "gui/engine/evolution_module.hpp"
+#include "gui/engine/nonparametric_module.hpp"
 #include "gui/engine/primal_dual_module.hpp"
+#include "gui/engine/recall_module.hpp"
 #include "gui/engine/stepper_module.hpp"
 
 namespace tttlab::gui {
@@ -96,6 +98,53 @@ nlohmann::json to_json(const PrimalDualConfig& c) {
           {"precision", c.precision == Precision::Double ? "double" : "float"},
           {"timing_reps", c.timing_reps},
           {"linear_attention", c.linear_attention}};
+}
+
+NonparametricConfig nonparametric_config_from(const FieldReader& r) {
+  NonparametricConfig c;
+  c.model_id = r.string("model_id", 4096, c.model_id);
+  c.block = static_cast<int>(r.integer("block", 0, 1024, c.block));
+  c.head = static_cast<int>(r.integer("attention_head", 0, 1024, c.head));
+  c.text = r.string("text", NonparametricModule::kMaxTokens, c.text);
+  c.data = r.string("data", 4096, c.data);
+  c.offset = static_cast<long>(r.integer("offset", 0, 1LL << 40, c.offset));
+  c.tokens = static_cast<int>(r.integer("tokens", 2, NonparametricModule::kMaxTokens, c.tokens));
+  c.precision = r.choice("precision", {"double", "float"}, 0) == 0 ? Precision::Double : Precision::Float;
+  try {
+    NonparametricModule::validate(c);
+  } catch (const std::invalid_argument& e) {
+    throw StateError(r.path() + ": " + e.what());
+  }
+  return c;
+}
+
+nlohmann::json to_json(const NonparametricConfig& c) {
+  return {{"model_id", c.model_id}, {"block", c.block},   {"attention_head", c.head},
+          {"text", c.text},         {"data", c.data},     {"offset", c.offset},
+          {"tokens", c.tokens},     {"precision", c.precision == Precision::Double ? "double" : "float"}};
+}
+
+RecallSettings recall_settings_from(const FieldReader& r, RecallSettings s) {
+  s.width = static_cast<int>(r.integer("width", 4, 128, s.width));
+  const std::vector<long long> pairs = r.integer_list("pairs", 12, 1, 160, {s.pairs.begin(), s.pairs.end()});
+  s.pairs.assign(pairs.begin(), pairs.end());
+  s.sequences = static_cast<int>(r.integer("sequences", 1, 256, s.sequences));
+  s.seed = r.uint64("seed", s.seed);
+  s.map_memory = r.string("map_memory", 64, s.map_memory);
+  s.map_pairs = static_cast<int>(r.integer("map_pairs", 2, 160, s.map_pairs));
+  s.eta_linear = r.number("eta_linear", 0.0, 2.0, s.eta_linear);
+  try {
+    validate(s);
+  } catch (const std::invalid_argument& e) {
+    throw StateError(r.path() + ": " + e.what());
+  }
+  return s;
+}
+
+nlohmann::json to_json(const RecallSettings& s) {
+  return {{"width", s.width},           {"pairs", s.pairs},         {"sequences", s.sequences},
+          {"seed", s.seed},             {"map_memory", s.map_memory}, {"map_pairs", s.map_pairs},
+          {"eta_linear", s.eta_linear}};
 }
 
 HeadConfig stepper_head_from(const FieldReader& panel) {

@@ -14,7 +14,9 @@
 #include "gui/engine/evaluation_types.hpp"
 #include "gui/engine/head_config.hpp"
 #include "gui/engine/minibatch_types.hpp"
+#include "gui/engine/nonparametric_types.hpp"
 #include "gui/engine/primal_dual_types.hpp"
+#include "gui/engine/recall_types.hpp"
 #include "gui/state/json_fields.hpp"
 
 namespace tttlab::gui {
@@ -35,6 +37,17 @@ nlohmann::json to_json(const EvalSettings& s);
 PrimalDualConfig primal_dual_config_default();
 PrimalDualConfig primal_dual_config_from(const FieldReader& r);
 nlohmann::json to_json(const PrimalDualConfig& c);
+
+// Theorem 2 (nonparametric learner): model_id, block, attention_head (not "head": that key is the
+// head_config object of the other panels), text, data, offset, tokens, precision
+// (checked against the module's limits).
+NonparametricConfig nonparametric_config_from(const FieldReader& r);
+nlohmann::json to_json(const NonparametricConfig& c);
+
+// Recall lab: width, pairs (an increasing list), sequences, seed, map_memory, map_pairs, eta_linear
+// (checked against the module's limits).
+RecallSettings recall_settings_from(const FieldReader& r, RecallSettings defaults);
+nlohmann::json to_json(const RecallSettings& s);
 
 // The "head" object of the stepper and evolution panels, checked against that module's limits.
 HeadConfig stepper_head_from(const FieldReader& panel);

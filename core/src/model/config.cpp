@@ -2,6 +2,7 @@
 #include "tttlab/model/config.hpp"
 
 #include <stdexcept>
+#include <string_view>
 
 #include "tttlab/io/json.hpp"
 
@@ -51,6 +52,18 @@ void ModelConfig::validate() const {
   if (!(ttt_ln_eps > 0)) bad("tttlab_ttt_ln_eps must be positive");
   if (!(initializer_range >= 0)) bad("initializer_range must be >= 0");
   if (scan_checkpoint_group_size < 0) bad("scan_checkpoint_group_size must be >= 0");
+  if (!learnable_views && !is_ttt()) bad("tttlab_learnable_views = false (fixed views) is a TTT-layer variant");
+}
+
+bool ModelConfig::trains(const std::string& name) const {
+  if (learnable_views) return true;
+  // The views of the self-supervised task: "model.layers.<i>.seq_modeling_block.<param>".
+  static constexpr std::string_view kBlock = ".seq_modeling_block.";
+  const auto at = name.find(kBlock);
+  if (at == std::string::npos) return true;
+  const std::string_view p = std::string_view(name).substr(at + kBlock.size());
+  return !(p == "q_proj.weight" || p == "k_proj.weight" || p == "v_proj.weight" || p == "conv_q.weight" ||
+           p == "conv_q.bias" || p == "conv_k.weight" || p == "conv_k.bias");
 }
 
 TTTLayerConfig ModelConfig::ttt_layer_config() const {
@@ -137,6 +150,7 @@ std::string ModelConfig::to_json() const {
   j["tttlab_eta_token_index"] = eta_token_index;
   j["tttlab_eta_token_index_learnable"] = eta_token_index_learnable;
   j["tttlab_learnable_w0"] = learnable_w0;
+  j["tttlab_learnable_views"] = learnable_views;
   j["tttlab_ttt_rope"] = ttt_rope;
   j["tttlab_ttt_post_norm"] = ttt_post_norm;
   return j.dump(2) + "\n";
@@ -187,6 +201,7 @@ ModelConfig ModelConfig::from_json(const std::string& text, const std::string& s
     f.read("tttlab_eta_token_index", c.eta_token_index);
     f.read("tttlab_eta_token_index_learnable", c.eta_token_index_learnable);
     f.read("tttlab_learnable_w0", c.learnable_w0);
+    f.read("tttlab_learnable_views", c.learnable_views);
     f.read("tttlab_ttt_rope", c.ttt_rope);
     f.read("tttlab_ttt_post_norm", c.ttt_post_norm);
     if (const Json* v = f.find("tie_word_embeddings"); v && !(v->is_boolean() && v->get<bool>()))

@@ -230,6 +230,15 @@ void SoftmaxAttentionLayer<S>::backward(const LayerCache& cache, ConstMatRef<S> 
 }
 
 template <class S>
+typename SoftmaxAttentionLayer<S>::Trace SoftmaxAttentionLayer<S>::trace(ConstMatRef<S> x) const {
+  // Through forward_train itself, so a probe sees exactly what training and evaluation compute.
+  Mat<S> y;
+  const auto cache = forward_train(x, y);
+  auto& c = static_cast<AttentionCache<S>&>(*cache);
+  return Trace{std::move(c.Q), std::move(c.K), std::move(c.V), std::move(c.Z)};
+}
+
+template <class S>
 std::unique_ptr<SequenceLayer<S>> SoftmaxAttentionLayer<S>::zeros_like() const {
   return std::make_unique<SoftmaxAttentionLayer<S>>(m_cfg, AttentionParams<S>::zeros(m_cfg));
 }

@@ -20,6 +20,7 @@ class CpuTrainBackend final : public TrainBackend {
     m_model.for_each_param([&](Eigen::Map<Mat<float>> m, const std::string& n) {
       m_param_views.push_back(m);
       m_names.push_back(n);
+      m_trained.push_back(m_model.config().trains(n));
     });
     for (int i = 0; i < m_threads; ++i) {
       m_grads.push_back(m_model.zeros_like());
@@ -60,6 +61,7 @@ class CpuTrainBackend final : public TrainBackend {
     std::vector<NamedParam<float>> params;
     params.reserve(gv[0].size());
     for (size_t k = 0; k < gv[0].size(); ++k) {
+      if (!m_trained[k]) continue;  // a fixed parameter (ModelConfig::trains): not in the optimiser
       auto& p = m_param_views[k];
       params.push_back({m_names[k], std::span<float>(p.data(), p.size()),
                         std::span<const float>(gv[0][k].data(), gv[0][k].size())});
@@ -116,6 +118,7 @@ class CpuTrainBackend final : public TrainBackend {
   std::vector<std::vector<Eigen::Map<Mat<float>>>> m_grad_views;
   std::vector<Eigen::Map<Mat<float>>> m_param_views;
   std::vector<std::string> m_names;
+  std::vector<bool> m_trained;  // per parameter: ModelConfig::trains
 };
 
 }  // namespace

@@ -72,7 +72,7 @@ TEST_F(Headless, EveryPanelDrawsRealSnapshotsAndEmptyOnes) {
   fs::remove_all(runs);
   Engine engine(make_engine_modules());
   auto panels = make_panels();
-  ASSERT_EQ(panels.size(), 9u);
+  ASSERT_EQ(panels.size(), 11u);
   for (auto& p : panels) p->sync(engine);
   // Small jobs, so the test stays quick: a short sample-text evaluation and sweep, and a training run.
   EvalSettings ev;
@@ -120,6 +120,10 @@ TEST_F(Headless, EveryPanelDrawsRealSnapshotsAndEmptyOnes) {
   EXPECT_EQ(snap->curves->outcome, JobOutcome::Done);
   EXPECT_EQ(snap->evaluation->outcome, JobOutcome::Done);
   EXPECT_EQ(snap->minibatch->outcome, JobOutcome::Done);
+  ASSERT_TRUE(snap->recall);
+  EXPECT_EQ(snap->recall->outcome, JobOutcome::Done);
+  ASSERT_TRUE(snap->nonparametric);
+  EXPECT_EQ(snap->nonparametric->outcome, JobOutcome::Done);
   ASSERT_EQ(snap->training->runs.size(), 1u);
   EXPECT_EQ(snap->training->runs[0]->state, RunState::Finished);
 

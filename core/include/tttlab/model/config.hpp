@@ -52,11 +52,19 @@ struct ModelConfig {
   bool eta_token_index_learnable = true;  // δ trained (true) or frozen at its initial 0, τ_i = 1/i
                                           // (false; the mean of the mini-batch's gradients)
   bool learnable_w0 = true;       // W0 trained from N(0, 0.02) (true) or fixed at 0 (false)
+  bool learnable_views = true;    // the self-supervised task's views θ_K, θ_V, θ_Q (q_proj, k_proj,
+                                  // v_proj and, on the "m" backbone, conv_q and conv_k) trained (true)
+                                  // or kept at their random initialisation (false: a fixed task;
+                                  // TTT layers only, CPU training only)
   bool ttt_rope = true;           // RoPE on the TTT layer's Q, K (positions t mod b)
   bool ttt_post_norm = true;      // the TTT layer's post-norm (off in the Theorem 1 equivalence rows)
 
   bool is_ttt() const { return seq_layer == SeqLayerKind::TTTLinear || seq_layer == SeqLayerKind::TTTMLP; }
   int head_dim() const { return num_attention_heads > 0 ? hidden_size / num_attention_heads : 0; }
+  // Whether the outer loop trains the parameter of this state_dict name (Model::for_each_param's
+  // names). Every parameter is trained except the views when learnable_views is false; trainers
+  // leave the others out of the optimiser, so they keep their initial values exactly (no decay).
+  bool trains(const std::string& param_name) const;
   // Throws std::invalid_argument with a one-line message naming the field.
   void validate() const;
   TTTLayerConfig ttt_layer_config() const;

@@ -73,6 +73,15 @@ class SoftmaxAttentionLayer final : public SequenceLayer<S> {
   const AttentionParams<S>& params() const { return m_params; }
   const AttentionConfig& config() const { return m_cfg; }
 
+  // For probes (the app's Theorem 2 view, docs/MATH.md §9.2): the layer's inner values for x [T, D]
+  // read from the empty prefix (global positions 0 … T−1), computed by the same code as
+  // forward_train. Q and K are after RoPE, Z is the attention output before o_proj; each is [T, D]
+  // with head h in columns h·d … (h+1)·d − 1. Returned by value; the layer is not changed.
+  struct Trace {
+    Mat<S> Q, K, V, Z;
+  };
+  Trace trace(ConstMatRef<S> x) const;
+
  private:
   AttentionConfig m_cfg;
   AttentionParams<S> m_params;

@@ -1,0 +1,317 @@
+// Panel — Recall lab: how many key-value pairs can a state of width d store and give back? Four
+// memories of the same width (TTT-Linear, TTT-MLP, linear attention, softmax attention) read the pairs
+// of synthetic key-value episodes and are asked for every value (docs/MATH.md §9.4). Left: accuracy
+// against the number of pairs P, with P = d marked; right (or below, when narrow): the forgetting map
+// of one memory, which earlier pairs it still gives back after reading pair t.
+#include <imgui.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "gui/fonts.hpp"
+#include "gui/keys.hpp"
+#include "gui/panels/panel.hpp"
+#include "gui/panels/widgets.hpp"
+#include "gui/plot/heatmap.hpp"
+#include "gui/plot/line_plot.hpp"
+#include "gui/plot/ticks.hpp"
+#include "gui/state/json_fields.hpp"
+#include "gui/state/run_settings.hpp"
+#include "gui/theme.hpp"
+
+namespace tttlab::gui {
+namespace {
+
+using plot::format_value;
+
+// In recall::Memory order; the ids are the state file's and the measures' names.
+constexpr const char* kMemoryIds[] = {"ttt_linear", "ttt_mlp", "linear_attention", "softmax_attention"};
+constexpr const char* kMemoryNames[] = {"TTT-Linear", "TTT-MLP", "Linear attention", "Softmax attention"};
+
+ImU32 memory_color(int m) {
+  switch (m) {
+    case 0: return colors::kLossAfter;    // sky blue
+    case 1: return colors::kNormW;        // green
+    case 2: return colors::kLossBefore;   // orange
+    default: return colors::kNormDW;      // purple
+  }
+}
+
+struct RecallPanelSettings {
+  RecallSettings run;
+  bool log_x = true;
+};
+
+nlohmann::json to_json(const RecallPanelSettings& s) {
+  nlohmann::json j = to_json(s.run);
+  j["view"] = {{"log_x", s.log_x}};
+  return j;
+}
+
+RecallPanelSettings settings_from(const FieldReader& r) {
+  RecallPanelSettings s;
+  s.run = recall_settings_from(r, s.run);
+  s.log_x = r.object("view").boolean("log_x", s.log_x);
+  return s;
+}
+
+std::string join(const std::vector<int>& v) {
+  std::string s;
+  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s;
+}
+
+// "4, 8, 16" (commas or spaces) → the list; false when a part is not a whole number.
+bool parse_list(const std::string& text, std::vector<int>& out) {
+  std::string t = text;
+  std::replace(t.begin(), t.end(), ',', ' ');
+  std::istringstream in(t);
+  std::vector<int> v;
+  std::string part;
+  while (in >> part) {
+    char* end = nullptr;
+    const long x = std::strtol(part.c_str(), &end, 10);
+    if (!end || *end != '\0' || x < 1 || x > 100000) return false;
+    v.push_back(static_cast<int>(x));
+  }
+  if (v.empty()) return false;
+  out = v;
+  return true;
+}
+
+class RecallPanel final : public Panel {
+ public:
+  const char* id() const override { return "recall"; }
+  const char* name() const override { return "Recall lab"; }
+  const char* summary() const override {
+    return "How many key-value pairs a state of width d can recall: TTT-Linear, TTT-MLP, linear attention and "
+           "softmax attention at equal width, accuracy against the number of pairs, and a forgetting map.";
+  }
+  std::vector<ClassroomControl> classroom_controls() const override {
+    return {{"recall.size", "Recall lab: width, pairs, sequences, seed"},
+            {"recall.step", "Recall lab: TTT-Linear's step η"},
+            {"recall.map", "Recall lab: forgetting-map settings"},
+            {"recall.view", "Recall lab: view options"}};
+  }
+
+  void sync(CommandSink& sink) override {
+    pairs_text_ = join(s_.run.pairs);
+    sink.post(RecallRun{s_.run});
+  }
+  nlohmann::json save_state() const override { return to_json(s_); }
+  std::function<void()> parse_state(const nlohmann::json& j, const std::string& path) override {
+    const RecallPanelSettings s = settings_from(FieldReader(j, path));
+    return [this, s] {
+      s_ = s;
+      pairs_text_ = join(s_.run.pairs);
+      pairs_error_.clear();
+    };
+  }
+  std::vector<ShortcutHelp> shortcut_help() const override { return {{"F5", "compute again"}}; }
+  void shortcuts(const Snapshot&, CommandSink& sink) override {
+    if (key_pressed(Key::F5, false)) sink.post(RecallRun{s_.run});
+  }
+
+  void draw(const Snapshot& snap, CommandSink& sink) override {
+    const RecallView* v = snap.recall.get();
+    if (!v) return;
+    widgets::controls_and_view([&] { draw_controls(sink); }, [&] { draw_view(*v, snap, sink); });
+  }
+
+ private:
+  void draw_controls(CommandSink& sink) {
+    bool run = false;
+    RecallSettings& r = s_.run;
+    if (classroom::visible("recall.size")) {
+      widgets::section_label("THE MEMORIES");
+      widgets::row("Width d", "Every memory works with vectors of this width. Keys and values are fixed random "
+                              "directions of length 1.");
+      ImGui::SliderInt("##d", &r.width, 8, 64, "d = %d", ImGuiSliderFlags_Logarithmic);
+      run |= ImGui::IsItemDeactivatedAfterEdit();
+      widgets::row("Pairs P", "How many key-value pairs each memory reads before it is asked, one point of the "
+                              "curves per number (increasing, at most 160).");
+      if (widgets::input_string("##pairs", pairs_text_)) {
+        std::vector<int> p;
+        if (parse_list(pairs_text_, p) && std::is_sorted(p.begin(), p.end()) &&
+            std::adjacent_find(p.begin(), p.end()) == p.end() && p.size() <= 12 && p.back() <= 160) {
+          r.pairs = p;
+          pairs_error_.clear();
+          run = true;
+        } else {
+          pairs_error_ = "Write up to 12 increasing whole numbers from 1 to 160, e.g. 4, 8, 16, 32.";
+        }
+      }
+      if (!pairs_error_.empty())
+        ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kError), "%s", pairs_error_.c_str());
+      widgets::row("Sequences", "Episodes per number of pairs: the accuracy is their mean.");
+      ImGui::SliderInt("##n", &r.sequences, 1, 64, "%d each");
+      run |= ImGui::IsItemDeactivatedAfterEdit();
+      widgets::row("Seed", "Draws the episodes and the random directions. The same seed gives the same numbers.");
+      std::uint64_t seed = r.seed;
+      if (ImGui::InputScalar("##seed", ImGuiDataType_U64, &seed, nullptr, nullptr, "%llu",
+                             ImGuiInputTextFlags_EnterReturnsTrue)) {
+        r.seed = seed;
+        run = true;
+      }
+    }
+    if (classroom::visible("recall.step")) {
+      widgets::row("Step η", "TTT-Linear's step size of TTT-Linear's one gradient step per pair. At η = 1 the step "
+                                   "stores the new pair exactly and overwrites what was stored along its key.");
+      float eta = static_cast<float>(r.eta_linear);
+      if (ImGui::SliderFloat("##eta", &eta, 0.05f, 1.5f, "η = %.2f")) r.eta_linear = eta;
+      run |= ImGui::IsItemDeactivatedAfterEdit();
+    }
+    if (classroom::visible("recall.map")) {
+      widgets::section_label("FORGETTING MAP");
+      widgets::row("Memory");
+      int m = 0;
+      for (int i = 0; i < 4; ++i)
+        if (r.map_memory == kMemoryIds[i]) m = i;
+      if (ImGui::BeginCombo("##mapmem", kMemoryNames[m])) {
+        for (int i = 0; i < 4; ++i)
+          if (ImGui::Selectable(kMemoryNames[i], i == m) && i != m) {
+            r.map_memory = kMemoryIds[i];
+            run = true;
+          }
+        ImGui::EndCombo();
+      }
+      widgets::row("Pairs", "How many pairs the map's episodes hold.");
+      ImGui::SliderInt("##mapP", &r.map_pairs, 4, 160, "P = %d", ImGuiSliderFlags_Logarithmic);
+      run |= ImGui::IsItemDeactivatedAfterEdit();
+    }
+    if (classroom::visible("recall.size") || classroom::visible("recall.map")) {
+      ImGui::Dummy(ImVec2(0, 4));
+      if (ImGui::Button("Compute again  (F5)", ImVec2(-1, 0))) run = true;
+    }
+    if (run) sink.post(RecallRun{r});
+    if (classroom::visible("recall.view")) {
+      widgets::section_label("VIEW");
+      ImGui::Checkbox("logarithmic P axis", &s_.log_x);
+    }
+    ImGui::Dummy(ImVec2(0, 6));
+    widgets::note("Each episode is a list of pairs (key, value). A memory reads the pairs one by one; then it is "
+                  "given each key and must give back its value. The answer counts as right when the value closest "
+                  "to what the memory returns is the one stored with that key.");
+    widgets::note("TTT-Linear takes one gradient step per pair on its d × d matrix (the delta rule). TTT-MLP takes "
+                  "one step on a two-layer network with 4d hidden units. Linear attention adds every pair into a "
+                  "d × d sum. Softmax attention keeps every key and value, so its state grows with P. The maths is "
+                  "in docs/MATH.md §9.4.");
+  }
+
+  void draw_view(const RecallView& v, const Snapshot& snap, CommandSink& sink) {
+    const Fonts& f = fonts();
+    widgets::panel_title("Recall lab", "How many pairs can a state of width d give back?");
+    widgets::job_status(v.outcome, v.progress, v.error, snap, sink);
+    const RecallSettings& st = v.settings;
+    if (v.accuracy.size() != 4 || st.pairs.empty()) return;
+    const long d = st.width;
+    ImGui::PushFont(f.small);
+    ImGui::PushTextWrapPos(0.0f);  // wrap at the view's edge: the lesson pane leaves it narrow
+    const ImVec4 dim = ImGui::ColorConvertU32ToFloat4(colors::kTextDim);
+    // Short lines of their own: ImGui may wrap after a '.', which would split a number.
+    ImGui::TextColored(dim, "d = %ld · %d of %d sequences per P · seed %llu", d,
+                       v.episodes_done.empty() ? 0 : v.episodes_done.back(), st.sequences,
+                       static_cast<unsigned long long>(st.seed));
+    ImGui::TextColored(dim, "steps: TTT-Linear η = %s · TTT-MLP η = %s · softmax sharpness β = %s",
+                       format_value(st.eta_linear, 3).c_str(), format_value(v.eta_mlp, 3).c_str(),
+                       format_value(v.softmax_beta, 3).c_str());
+    ImGui::TextColored(dim, "state in numbers: TTT-Linear d² = %ld · TTT-MLP 8d² = %ld · linear attention d² = %ld · "
+                       "softmax attention 2Pd = %ld to %ld, growing with P",
+                       d * d, 8 * d * d, d * d, 2 * d * st.pairs.front(), 2 * d * st.pairs.back());
+    ImGui::PopTextWrapPos();
+    // The legend as one line above the plot: inside it would cover the curves' right end.
+    for (int m = 0; m < 4; ++m) {
+      if (m) ImGui::SameLine(0, 14);
+      ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(memory_color(m)), "■ %s", kMemoryNames[m]);
+    }
+    ImGui::PopFont();
+    ImGui::Dummy(ImVec2(0, 2));
+
+    const ImVec2 avail = ImGui::GetContentRegionAvail();
+    const bool side = avail.x >= 820.0f;
+    const float plot_w = side ? avail.x * 0.55f : avail.x;
+    const float plot_h = side ? avail.y - 4.0f : std::max(200.0f, avail.y * 0.5f);
+    const ImVec2 origin = ImGui::GetCursorScreenPos();
+
+    xs_.assign(st.pairs.begin(), st.pairs.end());
+    plot::LinePlot p;
+    p.id = "recall_accuracy";
+    p.export_name = "recall_accuracy";
+    p.title = "Recall accuracy against the number of pairs";
+    p.y_label = "fraction of the P pairs given back right (dashed: P = d)";
+    p.x_label = "pairs stored, P";
+    p.size = ImVec2(plot_w, plot_h);
+    p.x_scale = s_.log_x ? plot::ScaleKind::Log10 : plot::ScaleKind::Linear;
+    p.x_pad = 0.06;
+    p.y_range = plot::Range{0.0, 1.04};
+    p.legend = false;
+    p.markers.push_back({static_cast<double>(d), colors::kWarning, true});
+    for (int m = 0; m < 4; ++m) {
+      auto s = plot::xy(kMemoryNames[m], xs_, v.accuracy[static_cast<std::size_t>(m)], memory_color(m));
+      s.markers = true;
+      p.series.push_back(s);
+    }
+    p.x_format = [d](double x) {
+      const long P = std::lround(x);
+      return "P = " + std::to_string(P) + (P == d ? " = d" : "");
+    };
+    plot::line_plot(p);
+
+    if (side)
+      ImGui::SetCursorScreenPos(ImVec2(origin.x + plot_w + 14.0f, origin.y));
+    else
+      ImGui::SetCursorScreenPos(ImVec2(origin.x, origin.y + plot_h + 8.0f));
+    const ImVec2 rest = ImGui::GetContentRegionAvail();
+    const long P = st.map_pairs;
+    if (static_cast<long>(v.map.size()) != P * P) return;
+    // Cells above the diagonal are pairs not read yet: NaN, drawn grey, not "forgotten".
+    // (Rebuilt every frame: at most 160² numbers, cheaper than keeping track of which view it came from.)
+    shown_ = v.map;
+    for (long t = 0; t < P; ++t)
+      for (long i = t + 1; i < P; ++i) shown_[static_cast<std::size_t>(t * P + i)] = NAN;
+    int mi = 0;
+    for (int i = 0; i < 4; ++i)
+      if (st.map_memory == kMemoryIds[i]) mi = i;
+    plot::Heatmap h;
+    h.id = "forgetting_map";
+    h.export_name = "recall_forgetting_map";
+    h.title = std::string("Forgetting map: ") + kMemoryNames[mi] + ", P = " + std::to_string(P);
+    h.subtitle = "row t: after reading pair t · column i: is pair i recalled?";
+    if (v.map_episodes_done < st.sequences)
+      h.subtitle += " (" + std::to_string(v.map_episodes_done) + " of " + std::to_string(st.sequences) + ")";
+    h.m = plot::MatrixView::of(shown_.data(), P, P, P);
+    h.palette = plot::Palette::Sequential;
+    h.limit = 1.0;
+    h.show_values = false;
+    h.square = true;
+    h.max_cell = 16.0f;
+    h.size = side ? ImVec2(rest.x, std::min(rest.y - 4.0f, rest.x + 60.0f))
+                  : ImVec2(rest.x, std::max(160.0f, rest.y - 4.0f));
+    h.row_name = "after pair t";
+    h.col_name = "pair i";
+    if (d < P) h.row_lines = {d};  // below this line the memory has read more pairs than its width
+    h.tooltip = [](long t, long i, double value) {
+      if (i > t)
+        ImGui::TextDisabled("pair %ld has not been read yet", i);
+      else
+        ImGui::TextDisabled("pair %ld is given back in %.0f %% of the sequences after %ld pairs", i, 100.0 * value,
+                            t + 1);
+    };
+    plot::heatmap(h);
+  }
+
+  RecallPanelSettings s_;
+  std::string pairs_text_ = join(RecallSettings{}.pairs);
+  std::string pairs_error_;
+  std::vector<double> xs_;
+  std::vector<double> shown_;
+};
+
+}  // namespace
+
+std::unique_ptr<Panel> make_recall_panel() { return std::make_unique<RecallPanel>(); }
+
+}  // namespace tttlab::gui

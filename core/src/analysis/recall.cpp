@@ -1,0 +1,293 @@
+// Associative recall of four memories of width d (see tttlab/analysis/recall.hpp, docs/MATH.md §9.4).
+#include "tttlab/analysis/recall.hpp"
+
+#include <cmath>
+#include <stdexcept>
+
+#include "tttlab/nn/activations.hpp"
+#include "tttlab/util/rng.hpp"
+
+namespace tttlab::recall {
+namespace {
+
+using Eigen::MatrixXd;
+using Eigen::RowVectorXd;
+
+std::string byte_range(int lo, int hi) {
+  std::string s;
+  for (int b = lo; b <= hi; ++b) s.push_back(static_cast<char>(static_cast<unsigned char>(b)));
+  return s;
+}
+
+void check_width(int d) {
+  if (d < kMinWidth || d > kMaxWidth)
+    throw std::invalid_argument("recall: the width d must be in [" + std::to_string(kMinWidth) + ", " +
+                                std::to_string(kMaxWidth) + "], got " + std::to_string(d));
+}
+
+// TTT-Linear: W ← W − η kᵀ(kW − v), W₀ = 0.
+class TttLinear final : public AssociativeMemory {
+ public:
+  explicit TttLinear(const MemoryParams& p) : w_(MatrixXd::Zero(p.width, p.width)), eta_(p.eta_linear) {}
+  void write(const RowVectorXd& k, const RowVectorXd& v) override {
+    const RowVectorXd g = k * w_ - v;  // ∇ of ½‖kW − v‖² with respect to kW
+    w_.noalias() -= eta_ * k.transpose() * g;
+  }
+  RowVectorXd read(const RowVectorXd& q) const override { return q * w_; }
+  long state_size() const override { return static_cast<long>(w_.size()); }
+
+ private:
+  MatrixXd w_;
+  double eta_;
+};
+
+// TTT-MLP: f(k) = gelu(kW₁)W₂; one step on both matrices, gradients at the state before the step.
+class TttMlp final : public AssociativeMemory {
+ public:
+  explicit TttMlp(const MemoryParams& p)
+      : w1_(p.width, 4 * p.width), w2_(MatrixXd::Zero(4 * p.width, p.width)),
+        eta_(p.eta_mlp > 0 ? p.eta_mlp : default_eta_mlp(p.width)) {
+    // Entries N(0, 1/d): a unit key gives pre-activations of unit variance, where gelu is curved.
+    Rng rng(p.seed, kMlpStream);
+    const double sd = 1.0 / std::sqrt(static_cast<double>(p.width));
+    for (Eigen::Index i = 0; i < w1_.rows(); ++i)
+      for (Eigen::Index j = 0; j < w1_.cols(); ++j) w1_(i, j) = sd * rng.normal();
+  }
+  void write(const RowVectorXd& k, const RowVectorXd& v) override {
+    const RowVectorXd z1 = k * w1_;
+    const RowVectorXd x2 = z1.unaryExpr([](double a) { return gelu_tanh(a); });
+    const RowVectorXd g2 = x2 * w2_ - v;
+    const RowVectorXd g1 =
+        (g2 * w2_.transpose()).cwiseProduct(z1.unaryExpr([](double a) { return gelu_tanh_grad(a); }));
+    w2_.noalias() -= eta_ * x2.transpose() * g2;
+    w1_.noalias() -= eta_ * k.transpose() * g1;
+  }
+  RowVectorXd read(const RowVectorXd& q) const override {
+    return (q * w1_).unaryExpr([](double a) { return gelu_tanh(a); }) * w2_;
+  }
+  long state_size() const override { return static_cast<long>(w1_.size() + w2_.size()); }
+
+ private:
+  MatrixXd w1_, w2_;
+  double eta_;
+};
+
+// Linear attention: S = Σ kᵢᵀvᵢ, read-out qS.
+class LinearAttention final : public AssociativeMemory {
+ public:
+  explicit LinearAttention(const MemoryParams& p) : s_(MatrixXd::Zero(p.width, p.width)) {}
+  void write(const RowVectorXd& k, const RowVectorXd& v) override { s_.noalias() += k.transpose() * v; }
+  RowVectorXd read(const RowVectorXd& q) const override { return q * s_; }
+  long state_size() const override { return static_cast<long>(s_.size()); }
+
+ private:
+  MatrixXd s_;
+};
+
+// Softmax attention: every pair kept; Σᵢ softmax(β q·kᵢ) vᵢ.
+class SoftmaxAttention final : public AssociativeMemory {
+ public:
+  explicit SoftmaxAttention(const MemoryParams& p) : d_(p.width), beta_(p.softmax_beta) {}
+  void write(const RowVectorXd& k, const RowVectorXd& v) override {
+    keys_.push_back(k);
+    values_.push_back(v);
+  }
+  RowVectorXd read(const RowVectorXd& q) const override {
+    RowVectorXd out = RowVectorXd::Zero(d_);
+    if (keys_.empty()) return out;
+    std::vector<double> s(keys_.size());
+    double top = -INFINITY;
+    for (std::size_t i = 0; i < keys_.size(); ++i) {
+      s[i] = beta_ * q.dot(keys_[i]);
+      top = std::max(top, s[i]);
+    }
+    double z = 0;
+    for (std::size_t i = 0; i < keys_.size(); ++i) {
+      const double w = std::exp(s[i] - top);  // shifted by the largest score: never overflows
+      z += w;
+      out += w * values_[i];
+    }
+    return out / z;
+  }
+  long state_size() const override { return 2L * d_ * static_cast<long>(keys_.size()); }
+
+ private:
+  int d_;
+  double beta_;
+  std::vector<RowVectorXd> keys_, values_;
+};
+
+}  // namespace
+
+const char* memory_id(Memory m) {
+  switch (m) {
+    case Memory::TttLinear: return "ttt_linear";
+    case Memory::TttMlp: return "ttt_mlp";
+    case Memory::LinearAttention: return "linear_attention";
+    case Memory::SoftmaxAttention: return "softmax_attention";
+  }
+  return "?";
+}
+
+const char* memory_name(Memory m) {
+  switch (m) {
+    case Memory::TttLinear: return "TTT-Linear";
+    case Memory::TttMlp: return "TTT-MLP";
+    case Memory::LinearAttention: return "Linear attention";
+    case Memory::SoftmaxAttention: return "Softmax attention";
+  }
+  return "?";
+}
+
+std::optional<Memory> memory_from_id(std::string_view id) {
+  for (int i = 0; i < kMemories; ++i)
+    if (id == memory_id(static_cast<Memory>(i))) return static_cast<Memory>(i);
+  return std::nullopt;
+}
+
+const std::string& key_alphabet() {
+  static const std::string s = byte_range(0x60, 0xFF);
+  return s;
+}
+
+const std::string& value_alphabet() {
+  static const std::string s = byte_range(0x20, 0x5F);
+  return s;
+}
+
+int max_pairs() { return static_cast<int>(key_alphabet().size()); }
+
+MqarConfig episode_config(int pairs) {
+  if (pairs < 1 || pairs > max_pairs())
+    throw std::invalid_argument("recall: the number of pairs must be in [1, " + std::to_string(max_pairs()) +
+                                "], got " + std::to_string(pairs));
+  MqarConfig c;
+  c.num_pairs = pairs;
+  c.num_queries = pairs;
+  c.seq_len = 4 * pairs;  // 2P + 1 + 2Q = 4P + 1 tokens
+  c.keys = key_alphabet();
+  c.values = value_alphabet();
+  c.separator = '\x1e';  // below both alphabets
+  c.pad = '\x1f';
+  return c;
+}
+
+Episode make_episode(int pairs, std::uint64_t seed, std::uint64_t index) {
+  const MqarConfig c = episode_config(pairs);
+  const TokenBatch b = mqar_batch(c, 1, seed, index);
+  Episode e;
+  e.keys.resize(static_cast<std::size_t>(pairs));
+  e.values.resize(static_cast<std::size_t>(pairs));
+  for (int i = 0; i < pairs; ++i) {
+    e.keys[static_cast<std::size_t>(i)] = b.at(0, 2 * i);
+    e.values[static_cast<std::size_t>(i)] = b.at(0, 2 * i + 1);
+  }
+  // The queries follow the separator; each names a key, which names its pair.
+  for (int j = 0; j < pairs; ++j) {
+    const int q = b.at(0, 2 * pairs + 1 + 2 * j);
+    for (int i = 0; i < pairs; ++i)
+      if (e.keys[static_cast<std::size_t>(i)] == q) {
+        e.queries.push_back(i);
+        break;
+      }
+  }
+  if (static_cast<int>(e.queries.size()) != pairs) throw std::logic_error("recall: an MQAR query names no key");
+  return e;
+}
+
+Embedding::Embedding(int width, std::uint64_t seed) : table_(256, width) {
+  check_width(width);
+  Rng rng(seed, kEmbeddingStream);
+  for (int b = 0; b < 256; ++b) {
+    for (int j = 0; j < width; ++j) table_(b, j) = rng.normal();
+    table_.row(b).normalize();
+  }
+  const std::string& vals = value_alphabet();
+  values_.resize(static_cast<Eigen::Index>(vals.size()), width);
+  for (std::size_t i = 0; i < vals.size(); ++i)
+    values_.row(static_cast<Eigen::Index>(i)) = table_.row(static_cast<unsigned char>(vals[i]));
+}
+
+int Embedding::decode(const Eigen::RowVectorXd& r) const {
+  const Eigen::VectorXd scores = values_ * r.transpose();
+  Eigen::Index best = 0;
+  for (Eigen::Index i = 1; i < scores.size(); ++i)
+    if (scores(i) > scores(best)) best = i;  // strict: the first one wins a tie
+  return static_cast<unsigned char>(value_alphabet()[static_cast<std::size_t>(best)]);
+}
+
+double gelu_second_moment() {
+  // ∫ gelu(a)² φ(a) da by the trapezoidal rule on [−12, 12]: the integrand is smooth and its tails
+  // are far below double precision there, so this is exact to ~1e−12.
+  constexpr int n = 24000;
+  constexpr double lo = -12.0, hi = 12.0, h = (hi - lo) / n;
+  const double norm = 1.0 / std::sqrt(2.0 * M_PI);
+  double s = 0;
+  for (int i = 0; i <= n; ++i) {
+    const double a = lo + h * i;
+    const double g = gelu_tanh(a);
+    const double f = g * g * norm * std::exp(-0.5 * a * a);
+    s += (i == 0 || i == n) ? 0.5 * f : f;
+  }
+  return s * h;
+}
+
+double default_eta_mlp(int width) {
+  static const double m2 = gelu_second_moment();
+  return 1.0 / (4.0 * width * m2);
+}
+
+std::unique_ptr<AssociativeMemory> make_memory(Memory m, const MemoryParams& p) {
+  check_width(p.width);
+  switch (m) {
+    case Memory::TttLinear: return std::make_unique<TttLinear>(p);
+    case Memory::TttMlp: return std::make_unique<TttMlp>(p);
+    case Memory::LinearAttention: return std::make_unique<LinearAttention>(p);
+    case Memory::SoftmaxAttention: return std::make_unique<SoftmaxAttention>(p);
+  }
+  throw std::invalid_argument("recall: unknown memory");
+}
+
+long state_size(Memory m, int width, int pairs) {
+  const long d = width;
+  switch (m) {
+    case Memory::TttLinear:
+    case Memory::LinearAttention: return d * d;
+    case Memory::TttMlp: return 8 * d * d;
+    case Memory::SoftmaxAttention: return 2 * d * pairs;
+  }
+  return 0;
+}
+
+int recall_correct(Memory m, const Episode& e, const Embedding& emb, const MemoryParams& p) {
+  auto mem = make_memory(m, p);
+  for (std::size_t i = 0; i < e.keys.size(); ++i) mem->write(emb.row(e.keys[i]), emb.row(e.values[i]));
+  int correct = 0;
+  for (const int i : e.queries) {
+    const auto k = static_cast<std::size_t>(i);
+    correct += emb.decode(mem->read(emb.row(e.keys[k]))) == e.values[k] ? 1 : 0;
+  }
+  return correct;
+}
+
+ForgettingStream::ForgettingStream(Memory m, const Episode& e, const Embedding& emb, const MemoryParams& p)
+    : e_(&e), emb_(&emb), mem_(make_memory(m, p)) {}
+
+void ForgettingStream::next_row(std::uint8_t* row) {
+  if (done()) throw std::logic_error("recall: the forgetting map is complete");
+  const std::size_t P = e_->keys.size(), t = t_;
+  mem_->write(emb_->row(e_->keys[t]), emb_->row(e_->values[t]));
+  for (std::size_t i = 0; i < P; ++i)
+    row[i] = i <= t && emb_->decode(mem_->read(emb_->row(e_->keys[i]))) == e_->values[i] ? 1 : 0;
+  ++t_;
+}
+
+std::vector<std::uint8_t> forgetting_rows(Memory m, const Episode& e, const Embedding& emb, const MemoryParams& p) {
+  const std::size_t P = e.keys.size();
+  std::vector<std::uint8_t> map(P * P, 0);
+  ForgettingStream s(m, e, emb, p);
+  for (std::size_t t = 0; t < P; ++t) s.next_row(map.data() + t * P);
+  return map;
+}
+
+}  // namespace tttlab::recall

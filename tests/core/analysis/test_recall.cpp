@@ -1,0 +1,278 @@
+// The recall lab's memories (tttlab/analysis/recall.hpp, docs/MATH.md §9.4): each update against a
+// plain hand-written reference, the episodes against the MQAR generator, and the outcomes the lesson
+// teaches on fixed, printed seeds: softmax attention recalls (nearly) everything, linear attention is
+// exact for few pairs and fails for many, TTT-Linear at η = 1 forgets its oldest pairs first, and the
+// forgetting map's last row is the accuracy.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <set>
+#include <vector>
+
+#include "tttlab/analysis/recall.hpp"
+#include "tttlab/nn/activations.hpp"
+#include "tttlab/util/rng.hpp"
+
+namespace tttlab::recall {
+namespace {
+
+using Eigen::MatrixXd;
+using Eigen::RowVectorXd;
+
+constexpr std::uint64_t kSeed = 0;  // every outcome below is on this seed (printed by each test)
+
+double accuracy(Memory m, int d, int pairs, int episodes, std::uint64_t seed, double eta_linear = 1.0) {
+  const Embedding emb(d, seed);
+  MemoryParams p;
+  p.width = d;
+  p.seed = seed;
+  p.eta_linear = eta_linear;
+  long right = 0;
+  for (int s = 0; s < episodes; ++s)
+    right += recall_correct(m, make_episode(pairs, seed, static_cast<std::uint64_t>(s)), emb, p);
+  return static_cast<double>(right) / (static_cast<double>(episodes) * pairs);
+}
+
+RowVectorXd random_unit(Rng& rng, int d) {
+  RowVectorXd v(d);
+  for (int j = 0; j < d; ++j) v(j) = rng.normal();
+  return v.normalized();
+}
+
+// Row j of the state, read through the memory's own interface: e_j W.
+MatrixXd state_of(const AssociativeMemory& m, int d) {
+  MatrixXd w(d, d);
+  for (int j = 0; j < d; ++j) w.row(j) = m.read(RowVectorXd::Unit(d, j));
+  return w;
+}
+
+TEST(Recall, EpisodeIsTheMqarRow) {
+  const int P = 40;
+  const Episode e = make_episode(P, 7, 3);
+  const TokenBatch b = mqar_batch(episode_config(P), 1, 7, 3);
+  ASSERT_EQ(e.keys.size(), static_cast<std::size_t>(P));
+  for (int i = 0; i < P; ++i) {
+    EXPECT_EQ(e.keys[static_cast<std::size_t>(i)], b.at(0, 2 * i));
+    EXPECT_EQ(e.values[static_cast<std::size_t>(i)], b.at(0, 2 * i + 1));
+    EXPECT_NE(key_alphabet().find(static_cast<char>(e.keys[static_cast<std::size_t>(i)])), std::string::npos);
+    EXPECT_NE(value_alphabet().find(static_cast<char>(e.values[static_cast<std::size_t>(i)])), std::string::npos);
+  }
+  EXPECT_EQ(std::set<int>(e.keys.begin(), e.keys.end()).size(), static_cast<std::size_t>(P));  // distinct keys
+  std::vector<int> q = e.queries;
+  std::sort(q.begin(), q.end());
+  for (int i = 0; i < P; ++i) EXPECT_EQ(q[static_cast<std::size_t>(i)], i);  // every pair asked once
+  for (int j = 0; j < P; ++j) EXPECT_EQ(e.keys[static_cast<std::size_t>(e.queries[static_cast<std::size_t>(j)])],
+                                        b.at(0, 2 * P + 1 + 2 * j));
+  const Episode again = make_episode(P, 7, 3);
+  EXPECT_EQ(again.keys, e.keys);
+  EXPECT_EQ(again.values, e.values);
+  EXPECT_NE(make_episode(P, 7, 4).keys, e.keys);
+  EXPECT_EQ(max_pairs(), 160);
+  EXPECT_THROW(episode_config(0), std::invalid_argument);
+  EXPECT_THROW(episode_config(161), std::invalid_argument);
+  EXPECT_NO_THROW(make_episode(160, 1, 0));
+}
+
+TEST(Recall, EmbeddingIsUnitFixedAndDecodesItsValues) {
+  const Embedding a(16, 5), b(16, 5), c(16, 6);
+  for (int byte = 0; byte < 256; ++byte) {
+    EXPECT_NEAR(a.row(byte).norm(), 1.0, 1e-12);
+    EXPECT_EQ(a.row(byte), b.row(byte));
+  }
+  EXPECT_GT((a.row(0x61) - c.row(0x61)).norm(), 0.1);  // another seed, other directions
+  for (const char v : value_alphabet()) {
+    const int byte = static_cast<unsigned char>(v);
+    EXPECT_EQ(a.decode(a.row(byte)), byte);
+    EXPECT_EQ(a.decode(0.3 * a.row(byte)), byte);  // a scaled read-out decodes the same
+  }
+  EXPECT_THROW(Embedding(2, 0), std::invalid_argument);
+}
+
+TEST(Recall, TttLinearIsOneGradientStepPerPair) {
+  const int d = 8, n = 12;
+  const double eta = 0.7;
+  MemoryParams p;
+  p.width = d;
+  p.eta_linear = eta;
+  auto mem = make_memory(Memory::TttLinear, p);
+  std::vector<std::vector<double>> w(d, std::vector<double>(d, 0.0));  // the reference, in plain loops
+  Rng rng(11);
+  for (int t = 0; t < n; ++t) {
+    const RowVectorXd k = random_unit(rng, d), v = random_unit(rng, d);
+    std::vector<double> g(d, 0.0);  // kW − v
+    for (int j = 0; j < d; ++j) {
+      for (int i = 0; i < d; ++i) g[j] += k(i) * w[i][j];
+      g[j] -= v(j);
+    }
+    for (int i = 0; i < d; ++i)
+      for (int j = 0; j < d; ++j) w[i][j] -= eta * k(i) * g[j];
+    mem->write(k, v);
+  }
+  const MatrixXd got = state_of(*mem, d);
+  for (int i = 0; i < d; ++i)
+    for (int j = 0; j < d; ++j) EXPECT_NEAR(got(i, j), w[i][j], 1e-12) << i << "," << j;
+  EXPECT_EQ(mem->state_size(), d * d);
+  // η = 1 and a unit key: the step stores the pair exactly (the delta rule's projection).
+  p.eta_linear = 1.0;
+  auto exact = make_memory(Memory::TttLinear, p);
+  for (int t = 0; t < n; ++t) {
+    const RowVectorXd k = random_unit(rng, d), v = random_unit(rng, d);
+    exact->write(k, v);
+    EXPECT_LT((exact->read(k) - v).norm(), 1e-12);
+  }
+}
+
+TEST(Recall, LinearAttentionIsTheSumOfOuterProducts) {
+  const int d = 6, n = 9;
+  MemoryParams p;
+  p.width = d;
+  auto mem = make_memory(Memory::LinearAttention, p);
+  std::vector<RowVectorXd> ks, vs;
+  Rng rng(12);
+  for (int t = 0; t < n; ++t) {
+    ks.push_back(random_unit(rng, d));
+    vs.push_back(random_unit(rng, d));
+    mem->write(ks.back(), vs.back());
+  }
+  const RowVectorXd q = random_unit(rng, d);
+  RowVectorXd want = RowVectorXd::Zero(d);  // Σᵢ (q·kᵢ) vᵢ
+  for (int t = 0; t < n; ++t) want += q.dot(ks[static_cast<std::size_t>(t)]) * vs[static_cast<std::size_t>(t)];
+  EXPECT_LT((mem->read(q) - want).norm(), 1e-12);
+}
+
+TEST(Recall, TttMlpIsOneGradientStepOnBothLayers) {
+  const int d = 4, h = 4 * d;
+  MemoryParams p;
+  p.width = d;
+  p.seed = 3;
+  p.eta_mlp = 0.2;
+  auto mem = make_memory(Memory::TttMlp, p);
+  EXPECT_EQ(mem->state_size(), 8 * d * d);
+  // W₁ as documented: N(0, 1/d) from Rng(seed, kMlpStream), row by row; W₂ = 0.
+  std::vector<std::vector<double>> w1(d, std::vector<double>(h)), w2(h, std::vector<double>(d, 0.0));
+  Rng init(3, kMlpStream);
+  for (int i = 0; i < d; ++i)
+    for (int j = 0; j < h; ++j) w1[i][j] = init.normal() / std::sqrt(static_cast<double>(d));
+  auto forward = [&](const RowVectorXd& x, std::vector<double>& z1, std::vector<double>& x2) {
+    std::vector<double> out(d, 0.0);
+    z1.assign(h, 0.0);
+    x2.assign(h, 0.0);
+    for (int j = 0; j < h; ++j) {
+      for (int i = 0; i < d; ++i) z1[j] += x(i) * w1[i][j];
+      x2[j] = gelu_tanh(z1[j]);
+    }
+    for (int o = 0; o < d; ++o)
+      for (int j = 0; j < h; ++j) out[o] += x2[j] * w2[j][o];
+    return out;
+  };
+  Rng rng(13);
+  for (int t = 0; t < 5; ++t) {
+    const RowVectorXd k = random_unit(rng, d), v = random_unit(rng, d);
+    std::vector<double> z1, x2;
+    const std::vector<double> y = forward(k, z1, x2);
+    std::vector<double> g2(d), g1(h, 0.0);
+    double loss_before = 0;
+    for (int o = 0; o < d; ++o) {
+      g2[o] = y[o] - v(o);
+      loss_before += 0.5 * g2[o] * g2[o];
+    }
+    for (int j = 0; j < h; ++j) {
+      for (int o = 0; o < d; ++o) g1[j] += g2[o] * w2[j][o];
+      g1[j] *= gelu_tanh_grad(z1[j]);
+    }
+    for (int j = 0; j < h; ++j)
+      for (int o = 0; o < d; ++o) w2[j][o] -= 0.2 * x2[j] * g2[o];
+    for (int i = 0; i < d; ++i)
+      for (int j = 0; j < h; ++j) w1[i][j] -= 0.2 * k(i) * g1[j];
+    mem->write(k, v);
+    const RowVectorXd q = random_unit(rng, d);
+    const std::vector<double> want = forward(q, z1, x2);
+    const RowVectorXd got = mem->read(q);
+    for (int o = 0; o < d; ++o) EXPECT_NEAR(got(o), want[static_cast<std::size_t>(o)], 1e-12);
+    const double loss_after = 0.5 * (mem->read(k) - v).squaredNorm();
+    EXPECT_LT(loss_after, loss_before) << "a small step must lower the loss on its own pair";
+  }
+}
+
+TEST(Recall, DefaultMlpStepFromTheGeluSecondMoment) {
+  // Monte Carlo with 400 000 draws: an independent estimate of E[gelu(a)²] (sd of the mean ≈ 0.002).
+  Rng rng(21);
+  double s = 0;
+  const int n = 400000;
+  for (int i = 0; i < n; ++i) {
+    const double g = gelu_tanh(rng.normal());
+    s += g * g;
+  }
+  EXPECT_NEAR(gelu_second_moment(), s / n, 0.01);
+  EXPECT_NEAR(gelu_second_moment(), 0.4252, 5e-4);
+  EXPECT_NEAR(default_eta_mlp(32), 1.0 / (128.0 * gelu_second_moment()), 1e-15);
+}
+
+TEST(Recall, SoftmaxAttentionRecallsNearlyEverything) {
+  for (const int P : {16, 64, 128}) {
+    const double a = accuracy(Memory::SoftmaxAttention, 32, P, 8, kSeed);
+    std::printf("[recall] seed %llu, d = 32, P = %d: softmax attention %.4f\n",
+                static_cast<unsigned long long>(kSeed), P, a);
+    EXPECT_GE(a, 0.99) << "P = " << P;
+  }
+  EXPECT_EQ(state_size(Memory::SoftmaxAttention, 32, 128), 2 * 32 * 128);
+}
+
+TEST(Recall, LinearAttentionIsExactForFewPairsAndFailsForMany) {
+  const double small = accuracy(Memory::LinearAttention, 32, 4, 16, kSeed);
+  const double at_d = accuracy(Memory::LinearAttention, 32, 32, 16, kSeed);
+  const double large = accuracy(Memory::LinearAttention, 32, 128, 16, kSeed);
+  std::printf("[recall] seed %llu, d = 32: linear attention P = 4: %.4f, P = 32: %.4f, P = 128: %.4f\n",
+              static_cast<unsigned long long>(kSeed), small, at_d, large);
+  EXPECT_GE(small, 0.95);
+  EXPECT_LE(large, 0.7);
+  EXPECT_GT(small - large, 0.3);
+  // The same for TTT-Linear: its d × d state cannot hold 4d pairs either.
+  const double ttt_small = accuracy(Memory::TttLinear, 32, 4, 16, kSeed);
+  const double ttt_large = accuracy(Memory::TttLinear, 32, 128, 16, kSeed);
+  std::printf("[recall] seed %llu, d = 32: TTT-Linear (η = 1) P = 4: %.4f, P = 128: %.4f\n",
+              static_cast<unsigned long long>(kSeed), ttt_small, ttt_large);
+  EXPECT_GE(ttt_small, 0.95);
+  EXPECT_LE(ttt_large, 0.5);
+}
+
+TEST(Recall, ForgettingMapMatchesTheAccuracyAndShowsRecency) {
+  const int d = 32, P = 64, episodes = 8;
+  const Embedding emb(d, kSeed);
+  MemoryParams p;
+  p.width = d;
+  p.seed = kSeed;
+  std::vector<double> last(P, 0.0);
+  for (int m = 0; m < kMemories; ++m) {
+    for (int s = 0; s < episodes; ++s) {
+      const Episode e = make_episode(P, kSeed, static_cast<std::uint64_t>(s));
+      const auto map = forgetting_rows(static_cast<Memory>(m), e, emb, p);
+      ASSERT_EQ(map.size(), static_cast<std::size_t>(P * P));
+      int row_sum = 0;
+      for (int i = 0; i < P; ++i) row_sum += map[static_cast<std::size_t>((P - 1) * P + i)];
+      EXPECT_EQ(row_sum, recall_correct(static_cast<Memory>(m), e, emb, p)) << memory_name(static_cast<Memory>(m));
+      for (int t = 0; t < P; ++t)
+        for (int i = t + 1; i < P; ++i) ASSERT_EQ(map[static_cast<std::size_t>(t * P + i)], 0);
+      if (static_cast<Memory>(m) == Memory::TttLinear)
+        for (int i = 0; i < P; ++i) last[static_cast<std::size_t>(i)] += map[static_cast<std::size_t>((P - 1) * P + i)];
+      // The freshest pair: always recalled by TTT-Linear at η = 1 (its step stores it exactly).
+      if (static_cast<Memory>(m) == Memory::TttLinear)
+        for (int t = 0; t < P; ++t) EXPECT_EQ(map[static_cast<std::size_t>(t * P + t)], 1);
+    }
+  }
+  double oldest = 0, newest = 0;
+  for (int i = 0; i < P / 4; ++i) {
+    oldest += last[static_cast<std::size_t>(i)];
+    newest += last[static_cast<std::size_t>(P - 1 - i)];
+  }
+  oldest /= episodes * (P / 4);
+  newest /= episodes * (P / 4);
+  std::printf("[recall] seed %llu, d = 32, P = 64: TTT-Linear recalls %.3f of the oldest quarter, %.3f of the newest\n",
+              static_cast<unsigned long long>(kSeed), oldest, newest);
+  EXPECT_GT(newest - oldest, 0.5);
+}
+
+}  // namespace
+}  // namespace tttlab::recall
