@@ -62,6 +62,8 @@ const std::vector<MeasureInfo> kEvaluation = {
                       "(at T = 2048: positions 128–511 against 1536–2047; > 0 while the model still gains from "
                       "context far back)", false},
     {"late_loss_<i>", "model i: mean loss over the last quarter of the positions, nats", false},
+    {"bpb_gap_<i>", "bpb_<i> − bpb_0 for i ≥ 1: how much worse (> 0) or better (< 0) model i is than model 0, "
+                    "on the same windows", false},
 };
 const std::vector<MeasureInfo> kNonparametric = {
     {"nw_max_rel_diff", "max over the block's heads of max |ŷ − Z| / max |Z|: the Nadaraya–Watson estimator against the layer's own attention output", false},
@@ -256,6 +258,7 @@ std::optional<Measures> evaluation(const gui::Snapshot& s) {
     m["long_gain_" + std::to_string(i)] =
         plain(mean_range(l, l.size() / 16, l.size() / 4) - mean_range(l, l.size() * 3 / 4, l.size()));
     m["late_loss_" + std::to_string(i)] = plain(mean_range(l, l.size() * 3 / 4, l.size()));
+    if (i > 0) m["bpb_gap_" + std::to_string(i)] = plain(c.bpb - v->curves[0].bpb);
   }
   return m;
 }

@@ -9,7 +9,8 @@
 # Environment (defaults in brackets):
 #   TTTLAB [build/tttlab]   SEEDS ["0 1 2"] (run at once, one process each)   STEPS [2000]
 #   LAYERS ["ttt-linear:m ttt-mlp:m ttt-linear:t softmax-attention:t linear-attention:t"] (layer:backbone)
-#   DEVICE [cuda]           DATA_DIR [data/brown]   WINDOWS [64] (validation windows of 2048 bytes)
+#   DEVICE [cuda]           DATA_DIR [data/brown]   WINDOWS [64] (validation windows of SEQ_LEN bytes)
+#   SEQ_LEN [2048]          THREADS [0: all] (CPU runs)
 # Writes OUT_DIR/seed<s>/<layer>-<backbone>/ (a `tttlab train` run directory, with eval.json from
 # `tttlab eval --json`), then long_context_summary.py writes OUT_DIR/long-context.csv (mean loss by
 # position over the seeds, per layer) and prints the table of docs/RESULTS.md. A run that already has
@@ -23,6 +24,8 @@ LAYERS=${LAYERS:-"ttt-linear:m ttt-mlp:m ttt-linear:t softmax-attention:t linear
 DEVICE=${DEVICE:-cuda}
 DATA_DIR=${DATA_DIR:-data/brown}
 WINDOWS=${WINDOWS:-64}
+SEQ_LEN=${SEQ_LEN:-2048}
+THREADS=${THREADS:-0}
 mkdir -p "$out"
 
 run_seed() {  # seed: every layer, one after the other
@@ -33,11 +36,11 @@ run_seed() {  # seed: every layer, one after the other
     [[ -s "$dir/eval.json" ]] && continue
     rm -rf "$dir"; mkdir -p "$out/seed$seed"
     local t0=$SECONDS
-    if "$TTTLAB" train --preset tiny --layer "$layer" --backbone "$backbone" --seq-len 2048 --batch 8 \
+    if "$TTTLAB" train --preset tiny --layer "$layer" --backbone "$backbone" --seq-len "$SEQ_LEN" --batch 8 \
         --steps "$STEPS" --lr 0.004 --seed "$seed" --data brown --data-dir "$DATA_DIR" --eval-every "$STEPS" \
-        --eval-windows "$WINDOWS" --device "$DEVICE" --out "$dir" > "$dir.log" 2>&1 &&
-       "$TTTLAB" eval --checkpoint "$dir" --data-dir "$DATA_DIR" --seq-len 2048 --windows "$WINDOWS" \
-        --device "$DEVICE" --json > "$dir/eval.json.tmp"; then
+        --eval-windows "$WINDOWS" --device "$DEVICE" --threads "$THREADS" --out "$dir" > "$dir.log" 2>&1 &&
+       "$TTTLAB" eval --checkpoint "$dir" --data-dir "$DATA_DIR" --seq-len "$SEQ_LEN" --windows "$WINDOWS" \
+        --device "$DEVICE" --threads "$THREADS" --json > "$dir/eval.json.tmp"; then
       mv "$dir/eval.json.tmp" "$dir/eval.json"
       echo "seed $seed $layer ($backbone): trained and evaluated in $((SECONDS - t0)) s"
     else

@@ -9,7 +9,12 @@ import os
 import statistics
 import sys
 
-RANGES = [(0, 16), (16, 128), (128, 512), (512, 1024), (1024, 1536), (1536, 2048)]
+
+
+def ranges(T):
+    """Position ranges, as fractions of T (at T = 2048: 0–15, 16–127, 128–511, 512–1023, 1024–1535,
+    1536–2047). The last column of the table compares the last quarter with T/16 … T/4 − 1."""
+    return [(0, 16), (16, T // 16), (T // 16, T // 4), (T // 4, T // 2), (T // 2, 3 * T // 4), (3 * T // 4, T)]
 
 
 def main(out):
@@ -22,7 +27,10 @@ def main(out):
         sys.exit(f"no eval.json under {out}/seed*/")
     layers = sorted(runs)
     curves = {}
-    print("| layer-backbone | seeds | bits/byte | " + " | ".join(f"{a}–{b - 1}" for a, b in RANGES) + " | (1536–2047) − (128–511) |")
+    RANGES = ranges(min(len(e["loss_by_position"]) for evals in runs.values() for e in evals))
+    (a2, b2), (a5, b5) = RANGES[2], RANGES[5]
+    print("| layer-backbone | seeds | bits/byte | " + " | ".join(f"{a}–{b - 1}" for a, b in RANGES) +
+          f" | ({a5}–{b5 - 1}) − ({a2}–{b2 - 1}) |")
     print("|---" * (len(RANGES) + 4) + "|")
     for name in layers:
         evals = runs[name]
