@@ -9,8 +9,8 @@
 # Full: the settings of docs/RESULTS.md, 3 seeds each. It needs a GPU: about 25 minutes on an NVIDIA
 # H100 with 16 CPU cores (ablate about 4.5 min of training, the b sweep 9 min with b = T on the CPU, the long-context
 # runs 10.5 min). On a CPU alone it would take days.
-# --quick: the same pipeline at toy budgets that run on a laptop's CPU in about 15 minutes on 2 cores
-# (60 to 120 steps, shorter texts, 2 seeds). Its numbers are noisy and say little about the paper;
+# --quick: the same pipeline at toy budgets that run on a CPU in about 8 minutes on 2 cores
+# (40 to 60 steps, shorter texts, 2 seeds). Its numbers are noisy and say little about the paper;
 # it checks that the whole pipeline works before a long run.
 # Plots need matplotlib (Debian: python3-matplotlib; the script uses /usr/bin/python3, or $PYTHON).
 # Each part resumes where it stopped: run the same command again after an interruption.
