@@ -2,6 +2,7 @@
 #include "course/experiments.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <thread>
 
@@ -31,6 +32,17 @@ const std::vector<MeasureInfo> kCurves = {
     {"step_gain", "mean over blocks and positions of ℓ(Wₜ₋₁; xₜ) − ℓ(Wₜ; xₜ) (inner-loss units)", false},
     {"fraction_learning", "fraction of (block, t ≥ 30) with ℓ(Wₜ₋₁; xₜ) < ℓ(W₀; xₜ)", false},
     {"relative_gain", "gain_from_context / mean ℓ(W₀; xₜ) over t ≥ 30", false},
+    {"initial_loss", "mean over blocks and positions t ≥ 30 of ℓ(W₀; xₜ), the inner loss before any test-time learning", false},
+    {"reloads", "following a training run (the model \"training\": the scene's Training-panel run, started with "
+                "it): how many times the view computed again because the run saved newer weights", false},
+    {"followed_step", "following a training run: the training step of the weights the view shows (read when the "
+                      "run has finished and the view shows its last checkpoint)", false},
+    {"first_checkpoint_step", "following a training run: the step of the first checkpoint the view computed in full", false},
+    {"relative_gain_first_checkpoint", "relative_gain with the weights of that first checkpoint", false},
+    {"gain_from_context_first_checkpoint", "gain_from_context with the weights of that first checkpoint", false},
+    {"initial_loss_first_checkpoint", "initial_loss with the weights of that first checkpoint", false},
+    {"relative_gain_change", "relative_gain − relative_gain_first_checkpoint: how much the outer loop changed the "
+                             "share of ℓ(W₀) that the inner loop removes", false},
 };
 const std::vector<MeasureInfo> kMiniBatch = {
     {"loss_b<N>", "validation loss (nats per byte) with mini-batch size N, for every b of the sweep", false},
@@ -140,15 +152,12 @@ std::optional<Measures> primal_dual(const gui::Snapshot& s) {
   return m;
 }
 
-std::optional<Measures> curves(const gui::Snapshot& s) {
-  const auto* v = s.curves.get();
-  if (!v) return std::nullopt;
-  if (v->outcome == JobOutcome::Failed) fail_if(v->error.empty() ? "unknown error" : v->error, "inner-loss curves");
-  if (v->outcome != JobOutcome::Done || v->l0.empty()) return std::nullopt;
+// The curves measures of one complete view.
+Measures curve_measures(const gui::CurvesView& v) {
   double gain = 0, first = 0, step = 0, base = 0, learning = 0, count = 0;
-  const std::size_t blocks = v->l0.size();
+  const std::size_t blocks = v.l0.size();
   for (std::size_t bl = 0; bl < blocks; ++bl) {
-    const auto &l0 = v->l0[bl], &lb = v->lb[bl], &la = v->la[bl];
+    const auto &l0 = v.l0[bl], &lb = v.lb[bl], &la = v.la[bl];
     const std::size_t T = std::min({l0.size(), lb.size(), la.size()});
     std::vector<double> d0b(T), dba(T);
     for (std::size_t t = 0; t < T; ++t) {
@@ -164,13 +173,42 @@ std::optional<Measures> curves(const gui::Snapshot& s) {
     step += mean_range(dba, 0, T);
     base += mean_range(l0, 30, T);
   }
-  const double n = static_cast<double>(blocks);
+  const double n = static_cast<double>(std::max<std::size_t>(blocks, 1));
   Measures m;
   m["gain_from_context"] = plain(gain / n);
   m["gain_first_10"] = plain(first / n);
   m["step_gain"] = plain(step / n);
   m["fraction_learning"] = plain(count > 0 ? learning / count : 0.0);
   m["relative_gain"] = plain(base > 0 ? gain / base : 0.0);
+  m["initial_loss"] = plain(base / n);
+  return m;
+}
+
+std::optional<Measures> curves(const gui::Snapshot& s) {
+  const auto* v = s.curves.get();
+  if (!v) return std::nullopt;
+  if (v->outcome == JobOutcome::Failed) fail_if(v->error.empty() ? "unknown error" : v->error, "inner-loss curves");
+  if (v->waiting && s.training)
+    for (const auto& r : s.training->runs)
+      if (r->state == gui::RunState::Failed) fail_if("the training run failed: " + r->message, "inner-loss curves");
+  if (v->waiting || v->outcome != JobOutcome::Done || v->l0.empty()) return std::nullopt;
+  if (v->model_step >= 0 && s.training) {
+    // Following a training run: measured once the run has ended and the view shows its last checkpoint.
+    for (const auto& r : s.training->runs)
+      if (r->model_id == v->model_id && (r->live() || r->state == gui::RunState::Starting || v->model_step < r->steps_done))
+        return std::nullopt;
+  }
+  Measures m = curve_measures(*v);
+  m["reloads"] = plain(v->reloads);
+  if (v->model_step >= 0) m["followed_step"] = plain(static_cast<double>(v->model_step));
+  if (v->first_followed && v->first_followed->model_step >= 0) {
+    const Measures f = curve_measures(*v->first_followed);
+    m["first_checkpoint_step"] = plain(static_cast<double>(v->first_followed->model_step));
+    m["relative_gain_first_checkpoint"] = f.at("relative_gain");
+    m["gain_from_context_first_checkpoint"] = f.at("gain_from_context");
+    m["initial_loss_first_checkpoint"] = f.at("initial_loss");
+    m["relative_gain_change"] = plain(m.at("relative_gain").value - f.at("relative_gain").value);
+  }
   return m;
 }
 
@@ -325,6 +363,16 @@ std::optional<Measures> recall(const gui::Snapshot& s) {
   return m;
 }
 
+// Whether the scene's active view is the inner-loss curves following a training run.
+bool follows_training(const nlohmann::json& state) {
+  try {
+    return scene_panel(state) == "inner_curves" &&
+           state.at("panels").at("inner_curves").value("model_id", std::string()) == gui::kFollowTrainingId;
+  } catch (const nlohmann::json::exception&) {
+    return false;
+  }
+}
+
 }  // namespace
 
 const std::vector<std::string>& measurable_panels() {
@@ -368,7 +416,14 @@ void post_scene(const nlohmann::json& state, gui::CommandSink& sink) {
     } else if (panel == "inner_curves") {
       gui::CurvesSettings d;
       d.data = gui::default_data_source();
-      sink.post(gui::CurvesRun{gui::curves_settings_from(r, d)});
+      const gui::CurvesSettings c = gui::curves_settings_from(r, d);
+      if (c.model_id == gui::kFollowTrainingId) {
+        // The view follows a training run: start the scene's Training-panel run (its "settings").
+        gui::TrainSettings t;
+        t.data = gui::default_data_source();
+        sink.post(gui::TrainStart{gui::train_settings_from(panels.object("training").object("settings"), t), ""});
+      }
+      sink.post(gui::CurvesRun{c});
     } else if (panel == "minibatch") {
       gui::SweepSettings d;
       d.data = gui::default_data_source();
@@ -429,6 +484,25 @@ Measures run_scene(const fs::path& scene, std::chrono::seconds timeout,
     throw LessonError(e.what());
   }
   const std::string panel = scene_panel(state);
+  // A scene that follows a training run trains in a fresh temporary folder, removed afterwards (the
+  // engine, declared after it, is stopped and its run threads joined first).
+  struct TempDir {
+    fs::path path;
+    ~TempDir() {
+      std::error_code ec;
+      if (!path.empty()) fs::remove_all(path, ec);
+    }
+  } runs_dir;
+  if (follows_training(state)) {
+    static std::atomic<unsigned> counter{0};
+    std::error_code ec;
+    const auto stamp = std::chrono::steady_clock::now().time_since_epoch().count();
+    runs_dir.path = fs::temp_directory_path(ec) /
+                    ("tttlab-lesson-runs-" + std::to_string(stamp) + "-" + std::to_string(counter++));
+    fs::create_directories(runs_dir.path, ec);
+    if (ec) throw LessonError("cannot create a temporary folder for the training run: " + ec.message());
+    state["panels"]["training"]["settings"]["runs_dir"] = runs_dir.path.string();
+  }
   gui::Engine engine(gui::make_engine_modules());
   engine.start();
   post_scene(state, engine);

@@ -50,6 +50,7 @@ const std::vector<MeasureInfo>& measures_of(std::string_view panel_id);
 std::string scene_panel(const nlohmann::json& state);
 
 // Posts the commands that make the engine compute the scene's view (its active panel's settings).
+// Inner-loss curves that follow "training" also start the scene's Training-panel run (see run_scene).
 // Throws LessonError when the scene's panel cannot be measured or its settings are invalid.
 void post_scene(const nlohmann::json& state, gui::CommandSink& sink);
 
@@ -64,7 +65,10 @@ std::optional<Measures> read_measures(std::string_view panel, const gui::Snapsho
 std::uint64_t view_generation(std::string_view panel, const gui::Snapshot& snapshot);
 
 // Headless: a private engine computes the scene (the file's active panel) and the measures are read
-// when it is done. `progress` (optional) is called about every second with 0..1. Throws LessonError
+// when it is done. A scene whose inner-loss curves name the model "training" (gui::kFollowTrainingId)
+// follows a training run: post_scene also starts the scene's Training-panel run (panels.training.
+// settings), run_scene points its runs_dir at a fresh temporary folder (removed afterwards), and the
+// measures are read when the run has finished and the view shows its last checkpoint. `progress` (optional) is called about every second with 0..1. Throws LessonError
 // (unreadable scene, the computation failed, or it took longer than `timeout`).
 Measures run_scene(const std::filesystem::path& scene, std::chrono::seconds timeout,
                    const std::function<void(double)>& progress = {});

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 namespace tttlab::gui {
 
 struct CurvesSettings {
+  // A ModelLibrary id, or kFollowTrainingId ("training"): the checkpoints of the next training run.
   std::string model_id = "shipped";
   std::string data = "brown";
   int seq_len = 256;    // T
@@ -32,6 +34,20 @@ struct CurvesView {
   long T = 0;
   long sequences_done = 0;
   std::vector<std::vector<double>> l0, lb, la;  // [block][t] means over the sequences done and the heads
+
+  // Following a training run. The view remembers the library version of the weights it was computed
+  // with (ModelInfo::version); when a training run puts a newer checkpoint under that id, the module
+  // computes the same settings again with the new weights (the previous curves stay on show until the
+  // first new sequence is done). So a view whose model is a run follows it, checkpoint by checkpoint.
+  std::string model_id;             // the library id computed with (the resolved run for kFollowTrainingId)
+  std::uint64_t model_version = 0;  // ModelInfo::version of those weights
+  long model_step = -1;             // their training step; −1: not a training run's checkpoint
+  int reloads = 0;                  // recomputations because newer weights arrived, since the settings were set
+  bool reloading = false;           // the curves on show are still the previous weights' (first sequence pending)
+  bool waiting = false;             // kFollowTrainingId and no run has saved a checkpoint yet
+  // The first complete view of this chain of reloads (the earliest checkpoint followed to the end of
+  // its computation); null before the first reload.
+  std::shared_ptr<const CurvesView> first_followed;
 };
 
 struct CurvesRun {

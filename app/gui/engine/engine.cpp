@@ -194,6 +194,10 @@ void Engine::run() {
     }
 
     for (std::size_t i = 0; i < modules_.size(); ++i) modules_[i]->after_iteration(contexts_[i]);
+    // after_iteration may have given a module work (a view computing again with newer weights): look
+    // again before going to sleep.
+    if (!worked)
+      for (const auto& m : modules_) worked = worked || m->has_work(Clock::now());
 
     bool dirty = false;
     {

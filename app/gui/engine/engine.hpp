@@ -79,7 +79,8 @@ class EngineModule {
   // ends, text being generated). Modules whose timed work may never end (a training run) say no.
   virtual bool awaiting_more() const { return next_wakeup().has_value(); }
   // Called after every pass of the engine loop (commands and work items of all modules), e.g. to
-  // notice state that other modules share (the model library).
+  // notice state that other modules share (the model library). It may start work (has_work() is
+  // asked again before the engine sleeps).
   virtual void after_iteration(ModuleContext& /*ctx*/) {}
 };
 

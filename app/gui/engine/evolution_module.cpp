@@ -39,10 +39,19 @@ bool EvolutionModule::handle(const Command& command, ModuleContext& ctx) {
   configured_ = true;
   config_ = c->config;
   ++generation_;
+  reloads_ = 0;
+  rebuild();
+  ctx.mark_dirty();
+  return true;
+}
+
+void EvolutionModule::rebuild() {
   head_.reset();
   state_.reset();
   w0_.reset();
   steps_.clear();
+  model_version_ = 0;
+  model_step_ = -1;
   try {
     validate(config_, limits());
     head_ = build_head_inputs<double>(config_, *library_);
@@ -62,8 +71,24 @@ bool EvolutionModule::handle(const Command& command, ModuleContext& ctx) {
     error_ = e.what();
     head_.reset();
   }
+  if (!config_.toy())
+    if (const ModelInfo* info = library_->view()->find(config_.model_id)) {
+      model_version_ = info->version;
+      model_step_ = info->step;
+    }
+  seen_library_ = library_->generation();
+}
+
+void EvolutionModule::after_iteration(ModuleContext& ctx) {
+  if (!configured_ || config_.toy() || library_->generation() == seen_library_) return;
+  seen_library_ = library_->generation();
+  const ModelInfo* info = library_->view()->find(config_.model_id);
+  if (!info || info->version == model_version_) return;
+  // A training run saved newer weights of this model: the same head and text again with them.
+  ++reloads_;
+  ++generation_;
+  rebuild();
   ctx.mark_dirty();
-  return true;
 }
 
 bool EvolutionModule::has_work(Clock::time_point) const {
@@ -120,6 +145,9 @@ void EvolutionModule::publish(Snapshot& snapshot) const {
     v->steps = steps_;
     v->done = static_cast<long>(steps_.size()) == head_->tokens();
   }
+  v->model_version = model_version_;
+  v->model_step = model_step_;
+  v->reloads = reloads_;
   snapshot.evolution = std::move(v);
 }
 

@@ -1,6 +1,8 @@
 // app/gui/engine/evolution_module.hpp — the engine side of the Hidden-state evolution panel
 // (evolution_types.hpp): the head runs in the primal form over the text, 32 tokens per work item, and
-// each token's W_t is kept with its norms and singular values.
+// each token's W_t is kept with its norms and singular values. When the library holds newer weights of
+// the head's model (a training run saved a checkpoint: ModelInfo::version rose), after_iteration
+// computes the same head and text again with them.
 #pragma once
 
 #include <memory>
@@ -20,10 +22,12 @@ class EvolutionModule final : public EngineModule {
   bool has_work(Clock::time_point now) const override;
   void work(ModuleContext& ctx) override;
   void publish(Snapshot& snapshot) const override;
+  void after_iteration(ModuleContext& ctx) override;
 
   static HeadLimits limits();
 
  private:
+  void rebuild();  // the head from config_ with the model's current weights
   std::shared_ptr<ModelLibrary> library_;
   HeadConfig config_;
   bool configured_ = false;
@@ -33,6 +37,10 @@ class EvolutionModule final : public EngineModule {
   std::optional<InnerState<double>> state_;
   std::shared_ptr<const EvolutionStep> w0_;
   std::vector<std::shared_ptr<const EvolutionStep>> steps_;
+  std::uint64_t seen_library_ = 0;   // library generation last looked at
+  std::uint64_t model_version_ = 0;  // ModelInfo::version of the weights the head was built from
+  long model_step_ = -1;
+  int reloads_ = 0;
 };
 
 // Singular values of m, descending (as floats: for display).

@@ -37,6 +37,11 @@ struct EvolutionView {
   std::shared_ptr<const EvolutionStep> w0;  // W_0 (drifts 0)
   std::vector<std::shared_ptr<const EvolutionStep>> steps;  // tokens 0 .. computed−1
   bool done = false;
+  // Following a training run (MODEL source): the library version and training step of the weights
+  // (step −1: not a run's checkpoint), and how many times newer weights arrived since the config was set.
+  std::uint64_t model_version = 0;
+  long model_step = -1;
+  int reloads = 0;
   long tokens() const { return static_cast<long>(bytes.size()); }
 };
 

@@ -240,10 +240,15 @@ std::string ModelLibrary::open_checkpoint(const fs::path& dir) {
 }
 
 void ModelLibrary::put(const std::string& id, const std::string& label, const std::string& path,
-                       std::shared_ptr<const Model<float>> model, bool trained) {
+                       std::shared_ptr<const Model<float>> model, bool trained, long step) {
+  std::uint64_t version = 0;
+  for (const auto& x : entries_)
+    if (x->info.id == id) version = x->info.version + 1;
   std::erase_if(entries_, [&](const auto& x) { return x->info.id == id; });
   auto e = std::make_unique<Entry>();
   e->info.id = id;
+  e->info.version = version;
+  e->info.step = step;
   e->info.label = label;
   e->info.path = path;
   e->info.trained = trained;
@@ -256,6 +261,8 @@ void ModelLibrary::put(const std::string& id, const std::string& label, const st
     const auto rank = [](const std::string& i) { return is_shipped_id(i) ? 0 : i.rfind("random:", 0) == 0 ? 2 : 1; };
     return rank(a->info.id) < rank(b->info.id);
   });
+  newest_put_ = id;
+  ++puts_;
   ++generation_;
 }
 

@@ -35,6 +35,10 @@ namespace tttlab::gui {
 inline constexpr const char* kShippedModelId = "shipped";
 inline constexpr const char* kShippedModelPath = "assets/models/tiny-brown";
 inline constexpr const char* kShippedModelsFolder = "assets/models";
+// Not a model: a view whose model id is this follows the training: it waits for the next checkpoint
+// that a training run saves after the view was asked for, then shows the newest run's checkpoints
+// (ModelLibrary::newest_put) as they arrive. State files and lessons use it.
+inline constexpr const char* kFollowTrainingId = "training";
 
 // "shipped" or "shipped:<name>".
 bool is_shipped_id(const std::string& id);
@@ -54,6 +58,11 @@ struct ModelInfo {
   bool config_known = false;  // config read before loading (random models, shipped models' config.json)
   long params = 0;
   bool trained = false;     // from a checkpoint (shipped or file)
+  // How many times put() replaced the model under this id (0: the first model it holds). A training
+  // run puts each checkpoint it saves under the run's id, so a view that remembers the version it was
+  // computed with knows when newer weights arrived (and follows the run: curves, stepper, evolution).
+  std::uint64_t version = 0;
+  long step = -1;           // the training step of these weights, where put() was told (−1: unknown)
 
   bool ttt() const { return loaded && config.is_ttt(); }
   std::string layer_name() const;  // "TTT-Linear", "TTT-MLP", "linear attention", "softmax attention"
@@ -89,9 +98,14 @@ class ModelLibrary {
   std::shared_ptr<const Model<float>> get(const std::string& id, const ModelOverrides& overrides = {});
   // Adds a checkpoint (run directory or checkpoint directory) and returns its id; throws as get().
   std::string open_checkpoint(const std::filesystem::path& dir);
-  // Registers a model built elsewhere (e.g. a training run's checkpoint); replaces one of that id.
+  // Registers a model built elsewhere (e.g. a training run's checkpoint, `step` its training step);
+  // replaces one of that id and then raises its version (ModelInfo::version) by one.
   void put(const std::string& id, const std::string& label, const std::string& path,
-           std::shared_ptr<const Model<float>> model, bool trained);
+           std::shared_ptr<const Model<float>> model, bool trained, long step = -1);
+  // The id of the newest put() ("" before any): the training run whose checkpoint arrived last, and
+  // how many put()s there were. The inner-loss curves resolve the model id kFollowTrainingId to it.
+  const std::string& newest_put() const { return newest_put_; }
+  std::uint64_t puts() const { return puts_; }
 
   // Increases whenever the list or a model's state changes.
   std::uint64_t generation() const { return generation_; }
@@ -110,6 +124,8 @@ class ModelLibrary {
   std::uint64_t generation_ = 1;
   std::shared_ptr<const LibraryView> view_;
   std::uint64_t view_generation_ = 0;
+  std::string newest_put_;
+  std::uint64_t puts_ = 0;
 };
 
 // A copy of `m` with the config changed by `o` (same weights; δ cut or zero-padded to the new b).

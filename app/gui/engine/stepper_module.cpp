@@ -42,33 +42,59 @@ void StepperModule::configure(const StepperConfigure& c) {
   if (!(c.config == config_) || !head_) {
     config_ = c.config;
     ++generation_;
-    records_.clear();
-    head_.reset();
-    state_.reset();
-    w0_.reset();
-    eta_.reset();
-    cursor_ = target_ = -1;
-    compute_us_total_ = 0;
-    try {
-      validate(config_, limits());
-      head_ = build_head_inputs<double>(config_, *library_);
-      w0_ = std::make_shared<const InnerWeights<double>>(head_->w0);
-      const int b = head_->options.mini_batch;
-      auto eta = std::make_shared<std::vector<double>>(static_cast<std::size_t>(head_->tokens()));
-      for (long t = 0; t < head_->tokens(); ++t)
-        (*eta)[static_cast<std::size_t>(t)] = head_->params.tau(t % b) * head_->lambda(t);
-      eta_ = std::move(eta);
-      state_ = InnerState<double>::start(head_->w0);
-      error_.clear();
-    } catch (const std::exception& e) {
-      error_ = e.what();
-      head_.reset();
-      playing_ = false;
-      return;
-    }
+    reloads_ = 0;
+    if (!rebuild()) return;
   }
   set_cursor_target(c.cursor);
   cursor_ = std::min(cursor_, target_);
+}
+
+bool StepperModule::rebuild() {
+  records_.clear();
+  head_.reset();
+  state_.reset();
+  w0_.reset();
+  eta_.reset();
+  cursor_ = target_ = -1;
+  compute_us_total_ = 0;
+  model_version_ = 0;
+  model_step_ = -1;
+  try {
+    validate(config_, limits());
+    head_ = build_head_inputs<double>(config_, *library_);
+    w0_ = std::make_shared<const InnerWeights<double>>(head_->w0);
+    const int b = head_->options.mini_batch;
+    auto eta = std::make_shared<std::vector<double>>(static_cast<std::size_t>(head_->tokens()));
+    for (long t = 0; t < head_->tokens(); ++t)
+      (*eta)[static_cast<std::size_t>(t)] = head_->params.tau(t % b) * head_->lambda(t);
+    eta_ = std::move(eta);
+    state_ = InnerState<double>::start(head_->w0);
+    error_.clear();
+  } catch (const std::exception& e) {
+    error_ = e.what();
+    head_.reset();
+    playing_ = false;
+  }
+  if (!config_.toy())
+    if (const ModelInfo* info = library_->view()->find(config_.model_id)) {
+      model_version_ = info->version;
+      model_step_ = info->step;
+    }
+  seen_library_ = library_->generation();
+  return head_.has_value();
+}
+
+void StepperModule::after_iteration(ModuleContext& ctx) {
+  if (generation_ == 0 || config_.toy() || library_->generation() == seen_library_) return;
+  seen_library_ = library_->generation();
+  const ModelInfo* info = library_->view()->find(config_.model_id);
+  if (!info || info->version == model_version_) return;
+  // A training run saved newer weights of this model: the same head, text and cursor with them.
+  const long keep = target_;
+  ++reloads_;
+  ++generation_;
+  if (rebuild()) set_cursor_target(keep);
+  ctx.mark_dirty();
 }
 
 void StepperModule::set_cursor_target(long token) {
@@ -220,6 +246,9 @@ void StepperModule::publish(Snapshot& snapshot) const {
   v->playing = playing_;
   v->speed = speed_;
   v->loop = loop_;
+  v->model_version = model_version_;
+  v->model_step = model_step_;
+  v->reloads = reloads_;
   v->compute_us_per_token =
       records_.empty() ? 0.0 : compute_us_total_ / static_cast<double>(records_.size());
   snapshot.stepper = std::move(v);

@@ -5,6 +5,10 @@
 // continues the state, exactly like a decoder), so playback, seeking and config changes are all
 // interleaved with the UI's commands at token granularity. Tokens already computed are never
 // recomputed when the cursor moves back: scrubbing backwards is free.
+//
+// Following a training run: when the library holds newer weights of the head's model (a run saved a
+// checkpoint: ModelInfo::version rose), after_iteration rebuilds the head with them and computes up to
+// the same cursor again (same block, head, text; playback goes on).
 #pragma once
 
 #include <memory>
@@ -27,11 +31,13 @@ class StepperModule final : public EngineModule {
   bool awaiting_more() const override { return playing_ && !loop_; }  // looping playback never ends
   void work(ModuleContext& ctx) override;
   void publish(Snapshot& snapshot) const override;
+  void after_iteration(ModuleContext& ctx) override;
 
   static HeadLimits limits();
 
  private:
   void configure(const StepperConfigure& c);
+  bool rebuild();  // builds the head from config_ with the model's current weights; false on error
   void transport(const StepperTransport& t);
   void set_cursor_target(long token);
   void compute_next_token();
@@ -52,6 +58,10 @@ class StepperModule final : public EngineModule {
   bool loop_ = false;
   Clock::time_point next_tick_{};
   double compute_us_total_ = 0;
+  std::uint64_t seen_library_ = 0;  // library generation last looked at
+  std::uint64_t model_version_ = 0;  // ModelInfo::version of the weights the head was built from
+  long model_step_ = -1;
+  int reloads_ = 0;
 };
 
 }  // namespace tttlab::gui

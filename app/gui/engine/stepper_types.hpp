@@ -64,6 +64,12 @@ struct StepperView {
   double speed = 8.0;            // tokens per second while playing
   bool loop = false;             // restart at the end while playing
   double compute_us_per_token = 0;  // engine time of the primal step, mean over the run
+  // Following a training run (MODEL source): the library version and training step of the weights
+  // the head was built from (step −1: not a run's checkpoint), and how many times newer weights
+  // arrived and the head was rebuilt with them since the config was set.
+  std::uint64_t model_version = 0;
+  long model_step = -1;
+  int reloads = 0;
 
   long tokens() const { return static_cast<long>(bytes.size()); }
   long computed() const { return static_cast<long>(records.size()); }

@@ -441,7 +441,15 @@ bool TrainingModule::handle(const Command& command, ModuleContext& ctx) {
         try {
           auto m = load_model(dir);
           run->model_id = "file:" + fs::weakly_canonical(dir).string();
-          library_->put(run->model_id, "run " + run->name, dir.string(), std::move(m), true);
+          const std::string tail = fs::path(run->checkpoint).filename().string();
+          long step = -1;
+          if (tail.rfind("step-", 0) == 0) {
+            try {
+              step = std::stol(tail.substr(5));
+            } catch (const std::exception&) {
+            }
+          }
+          library_->put(run->model_id, "run " + run->name, dir.string(), std::move(m), true, step);
         } catch (const std::exception&) {
           // The curves are still worth showing without a loadable model.
         }
@@ -503,7 +511,7 @@ void TrainingModule::work(ModuleContext& ctx) {
         auto m = load_model(ck);
         r->model_id = "file:" + fs::weakly_canonical(r->dir).string();
         library_->put(r->model_id, "run " + r->name + " (step " + std::to_string(step) + ")", r->dir.string(),
-                      std::move(m), true);
+                      std::move(m), true, step);
       } catch (const std::exception& e) {
         std::lock_guard lk(r->mu);
         r->message = std::string("checkpoint saved but could not be loaded: ") + e.what();

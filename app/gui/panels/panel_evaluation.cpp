@@ -155,17 +155,22 @@ class EvaluationPanel final : public Panel {
     ImGui::PopFont();
     ImGui::Dummy(ImVec2(0, 4));
 
-    // One card per model.
+    // One card per model; beside a docked lesson (a narrow view) two per row, so that "1.946 bits/byte"
+    // fits its card.
+    const bool narrow = widgets::narrow_view(ImGui::GetContentRegionAvail().x);
     const int n = static_cast<int>(v.curves.size());
     const float gap = 8.0f;
-    const int per_row = std::min(n, 4);
-    const float cw = (ImGui::GetContentRegionAvail().x - gap * static_cast<float>(per_row - 1)) / static_cast<float>(per_row);
+    const int per_row = std::min(n, narrow ? 2 : 4);
+    const float cw = widgets::box_width(per_row, gap);
     for (int i = 0; i < n; ++i) {
       const EvalCurve& c = v.curves[static_cast<std::size_t>(i)];
       if (i % per_row) ImGui::SameLine(0, gap);
-      std::string caption = c.error.empty() ? std::to_string(c.windows_done) + " windows, " +
-                                                  format_value(c.ms_per_window, 3) + " ms each"
-                                            : c.error;
+      const std::string each = format_value(c.ms_per_window, 3) + " ms per window";
+      const std::string caption =
+          c.error.empty() ? widgets::fit(std::to_string(c.windows_done) + " windows, " + format_value(c.ms_per_window, 3) +
+                                             " ms each",
+                                         each, cw - 16.0f, f.small)
+                          : c.error;
       widgets::metric(c.label.c_str(), c.windows_done ? format_value(c.bpb, 4) + " bits/byte" : "…", caption,
                       c.error.empty() ? widgets::series_color(i) : colors::kError, cw);
     }
@@ -177,9 +182,10 @@ class EvaluationPanel final : public Panel {
     p.id = "loss_by_position";
     p.export_name = "loss_by_position";
     p.title = "Loss by token position";
-    p.y_label = "bits per byte at position t, mean over the windows (raw faint, EMA bold)";
-    p.x_label = "token position t in the window";
     p.size = ImVec2(ImGui::GetContentRegionAvail().x, std::max(220.0f, ImGui::GetContentRegionAvail().y - 4.0f));
+    p.y_label = widgets::fit("bits per byte at position t, mean over the windows (raw faint, EMA bold)",
+                             "bits per byte at position t, mean over the windows", p.size.x, f.small);
+    p.x_label = "token position t in the window";
     p.smoothing = s_.smoothing;
     p.x_scale = s_.log_x ? plot::ScaleKind::Log10 : plot::ScaleKind::Linear;
     for (std::size_t i = 0; i < v.curves.size(); ++i) {

@@ -212,6 +212,7 @@ class EvolutionPanel final : public Panel {
                        v.mlp ? "MLP" : "Linear", v.d, v.mini_batch, v.tokens(),
                        v.done ? "" : "  (computing…)");
     ImGui::PopFont();
+    if (!v.config.toy()) widgets::follow_line(v.model_step, v.reloads);
 
     const long n = static_cast<long>(v.steps.size());
     const long t = cursor(v);

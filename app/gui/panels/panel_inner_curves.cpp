@@ -101,8 +101,25 @@ class InnerCurvesPanel final : public Panel {
     if (classroom::visible("inner_curves.model")) {
       widgets::section_label("MODEL AND DATA");
       widgets::row("Model");
-      run |= widgets::model_combo("model", s_.run.model_id, lib, true, &sink);
-      widgets::model_summary_line(s_.run.model_id, lib);
+      const bool follow = s_.run.model_id == kFollowTrainingId;
+      if (follow) {
+        ImGui::BeginDisabled();
+        std::string shown = "the next training run's checkpoints";
+        widgets::model_combo("model", shown, nullptr, true, nullptr);
+        ImGui::EndDisabled();
+      } else {
+        run |= widgets::model_combo("model", s_.run.model_id, lib, true, &sink);
+        widgets::model_summary_line(s_.run.model_id, lib);
+      }
+      bool follow_box = follow;
+      if (ImGui::Checkbox("follow the training", &follow_box)) {
+        s_.run.model_id = follow_box ? std::string(kFollowTrainingId) : std::string(kShippedModelId);
+        run = true;
+      }
+      ImGui::SameLine();
+      widgets::help_marker("Then start a run in the Training view: this view shows the first checkpoint the run "
+                           "saves and computes again each time it saves a new one. (A run chosen in the list "
+                           "above is followed the same way, from its latest checkpoint.)");
       widgets::row("Data", "Sequences are the first validation windows of this text (the same for every model).");
       run |= widgets::data_combo("data", s_.run.data);
     }
@@ -138,6 +155,12 @@ class InnerCurvesPanel final : public Panel {
     const Fonts& f = fonts();
     widgets::panel_title("Inner-loss curves", "What each layer's hidden state learns along the sequence.");
     widgets::job_status(v.outcome, v.progress, v.error, snap, sink);
+    if (v.waiting) {
+      ImGui::Dummy(ImVec2(0, 8));
+      widgets::note("Waiting for the training. Start a run in the Training view (with \"checkpoint every\" set): "
+                    "this view shows the run's first checkpoint as soon as it is saved, and every later one.");
+      return;
+    }
     if (v.blocks == 0) return;
     ImGui::PushFont(f.small);
     ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kAccent), "%s", v.model_label.c_str());
@@ -146,6 +169,7 @@ class InnerCurvesPanel final : public Panel {
                        "%ld of %d sequences of T = %ld from %s · mean over %d heads · b = %d", v.sequences_done,
                        v.settings.sequences, v.T, v.data_description.c_str(), v.heads, v.mini_batch);
     ImGui::PopFont();
+    widgets::follow_line(v.model_step, v.reloads, v.reloading);
     if (v.sequences_done == 0) return;
     ImGui::Dummy(ImVec2(0, 2));
     summary_table(v);

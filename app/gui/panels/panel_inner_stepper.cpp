@@ -330,6 +330,7 @@ class InnerStepperPanel final : public Panel {
       ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim), "d = %d, b = %d, T = %ld", v.d,
                          v.mini_batch(), v.tokens());
       ImGui::PopFont();
+      if (!v.config.toy()) widgets::follow_line(v.model_step, v.reloads);
     }
 
     if (!v.error.empty()) {

@@ -192,6 +192,9 @@ class MiniBatchPanel final : public Panel {
 
   void draw_view(const MiniBatchView& v, const Snapshot& snap, CommandSink& sink) {
     const Fonts& f = fonts();
+    // Beside a docked lesson the view is 450–770 px wide: the two plots stacked at full width (the view
+    // scrolls), three small multiples per row, shorter labels.
+    const bool narrow = widgets::narrow_view(ImGui::GetContentRegionAvail().x);
     widgets::panel_title("Mini-batch lab", "How the inner mini-batch size b trades loss against time.");
     widgets::job_status(v.outcome, v.progress, v.error, snap, sink);
     const SweepResult* cur = v.current.get();
@@ -199,9 +202,12 @@ class MiniBatchPanel final : public Panel {
     if (!cur) return;
     ImGui::PushFont(f.small);
     ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kAccent), "%s", cur->label.c_str());
-    ImGui::SameLine(0, 10);
-    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim), "T = %d, %d windows of %s", cur->settings.seq_len,
-                       cur->settings.windows, v.data_description.c_str());
+    const std::string details = "T = " + std::to_string(cur->settings.seq_len) + ", " +
+                                std::to_string(cur->settings.windows) + " windows of " + v.data_description;
+    widgets::same_line_if_fits(details.c_str(), 10);
+    ImGui::PushTextWrapPos(0.0f);
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim), "%s", details.c_str());
+    ImGui::PopTextWrapPos();
     if (ghost) {
       ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(kGhost), "ghost (grey): %s, T = %d", ghost->label.c_str(),
                          ghost->settings.seq_len);
@@ -211,8 +217,8 @@ class MiniBatchPanel final : public Panel {
 
     const std::vector<int> bs = sweep_mini_batches(cur->settings.seq_len);
     const ImVec2 avail = ImGui::GetContentRegionAvail();
-    const float top_h = std::max(200.0f, avail.y * 0.52f);
-    const float left_w = avail.x * 0.56f;
+    const float top_h = narrow ? 230.0f : std::max(200.0f, avail.y * 0.52f);
+    const float left_w = narrow ? avail.x : avail.x * 0.56f;
 
     // Quality versus time (left) and the loss per b (right).
     const ImVec2 origin = ImGui::GetCursorScreenPos();
@@ -231,7 +237,8 @@ class MiniBatchPanel final : public Panel {
     q.id = "quality_time";
     q.export_name = "minibatch_quality_vs_time";
     q.title = "Quality versus time";
-    q.y_label = "validation loss (bits per byte) against the forward time of one window";
+    q.y_label = widgets::fit("validation loss (bits per byte) against the forward time of one window",
+                             "validation loss (bits per byte)", left_w, f.small);
     q.x_label = "milliseconds per forward pass (single thread)";
     q.size = ImVec2(left_w, top_h);
     q.x_scale = s_.log_time ? plot::ScaleKind::Log10 : plot::ScaleKind::Linear;
@@ -250,7 +257,10 @@ class MiniBatchPanel final : public Panel {
     q.x_format = [](double x) { return format_value(x, 3) + " ms"; };
     plot::line_plot(q);
 
-    ImGui::SetCursorScreenPos(ImVec2(origin.x + left_w + 14.0f, origin.y));
+    if (narrow)
+      ImGui::Dummy(ImVec2(0, 6));
+    else
+      ImGui::SetCursorScreenPos(ImVec2(origin.x + left_w + 14.0f, origin.y));
     bars_.clear();
     for (const SweepResult* r : {ghost, cur}) {
       auto& s = bars_.emplace_back();
@@ -265,7 +275,7 @@ class MiniBatchPanel final : public Panel {
     lb.title = "Loss for each b";
     lb.y_label = "bits per byte (log₂ b on the x axis)";
     lb.x_label = "inner mini-batch size b";
-    lb.size = ImVec2(ImGui::GetContentRegionAvail().x, top_h);
+    lb.size = ImVec2(ImGui::GetContentRegionAvail().x, narrow ? 200.0f : top_h);
     lb.x_scale = plot::ScaleKind::Log10;
     bx_.assign(bs.begin(), bs.end());
     lb.x_range = plot::Range{0.8, static_cast<double>(bs.back()) * 1.25};
@@ -279,16 +289,22 @@ class MiniBatchPanel final : public Panel {
     lb.series.push_back(c);
     lb.x_format = [](double x) { return "b = " + std::to_string(std::lround(x)); };
     plot::line_plot(lb);
-    ImGui::SetCursorScreenPos(ImVec2(origin.x, origin.y + top_h + 10.0f));
+    if (narrow)
+      ImGui::Dummy(ImVec2(0, 4));
+    else
+      ImGui::SetCursorScreenPos(ImVec2(origin.x, origin.y + top_h + 10.0f));
 
     // Small multiples: loss by position, one cell per b, one y range.
     ImGui::PushFont(f.bold);
     ImGui::TextUnformatted("Loss by token position for each b");
     ImGui::PopFont();
-    ImGui::SameLine(0, 10);
     ImGui::PushFont(f.small);
+    const char* multiples_note = "small multiples on one scale: bits per byte against t; dashed: mini-batch ends";
+    widgets::same_line_if_fits(multiples_note, 10);
     ImGui::AlignTextToFramePadding();
-    ImGui::TextDisabled("small multiples on one scale: bits per byte against t; dashed: mini-batch ends");
+    ImGui::PushTextWrapPos(0.0f);
+    ImGui::TextDisabled("%s", multiples_note);
+    ImGui::PopTextWrapPos();
     ImGui::PopFont();
     plot::RangeFitter fit(plot::ScaleKind::Linear);
     for (const SweepResult* r : {ghost, cur})
@@ -297,7 +313,7 @@ class MiniBatchPanel final : public Panel {
           for (double x : p.loss_by_position) fit.add(x / std::log(2.0));
     const plot::Range yr = fit.range(0.04);
     const int n = static_cast<int>(bs.size());
-    const int cols = std::min(n, 5);
+    const int cols = std::min(n, narrow ? 3 : 5);
     const int rows = (n + cols - 1) / cols;
     const ImVec2 rest = ImGui::GetContentRegionAvail();
     const ImVec2 cell((rest.x - 10.0f * static_cast<float>(cols - 1)) / static_cast<float>(cols),
@@ -309,7 +325,12 @@ class MiniBatchPanel final : public Panel {
       p.id = cell_ids_[static_cast<std::size_t>(std::min(i, 11))];
       p.export_name = "minibatch_loss_by_position_b" + std::to_string(b);
       const SweepPoint* cp = point_for(cur, b);
-      p.title = "b = " + std::to_string(b) + (cp ? "   " + format_value(cp->bpb, 3) + " bpb" : "");
+      // A narrow cell drops "bpb", then the loss, rather than letting the title run into the next cell.
+      const std::string b_is = "b = " + std::to_string(b);
+      const std::string loss = cp ? format_value(cp->bpb, 3) : std::string();
+      p.title = cp ? widgets::fit(b_is + "   " + loss + " bpb", widgets::fit(b_is + "  " + loss, b_is, size.x, f.bold),
+                                  size.x, f.bold)
+                   : b_is;
       p.size = size;
       p.y_range = yr;
       p.x_range = plot::Range{-0.5, static_cast<double>(cur->settings.seq_len) - 0.5};

@@ -27,6 +27,7 @@ namespace tttlab::gui {
 namespace {
 
 using plot::format_value;
+using widgets::fit;
 
 std::string ms(double v) {
   char b[32];
@@ -137,16 +138,13 @@ class PrimalDualPanel final : public Panel {
 
   void draw_view(const PrimalDualView& v, const Snapshot& snap, CommandSink& sink) {
     const Fonts& f = fonts();
-    ImGui::PushFont(f.large);
-    ImGui::TextUnformatted("Primal vs dual");
-    ImGui::PopFont();
-    ImGui::SameLine(0, 14);
-    ImGui::PushFont(f.small);
-    ImGui::AlignTextToFramePadding();
-    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim),
-                       "Two ways to compute the same TTT layer output: explicit Wₜ per token, or matrix products "
-                       "per mini-batch.");
-    ImGui::PopFont();
+    // Beside a docked lesson the view is 450–770 px wide: two cards per row, the plots stacked at full
+    // width (the view scrolls), shorter titles and a table that scrolls sideways instead of cutting numbers.
+    const float view_w = ImGui::GetContentRegionAvail().x;
+    const bool narrow = widgets::narrow_view(view_w);
+    widgets::panel_title("Primal vs dual", narrow ? "Two ways to compute the same TTT layer output."
+                                                  : "Two ways to compute the same TTT layer output: explicit Wₜ per "
+                                                    "token, or matrix products per mini-batch.");
 
     // Status line: running / failed / stale.
     if (v.outcome == JobOutcome::Running) {
@@ -155,66 +153,42 @@ class PrimalDualPanel final : public Panel {
       for (const auto& j : snap.jobs)
         if (j.outcome == JobOutcome::Running && ImGui::SmallButton("Cancel")) sink.post(CancelJob{j.id});
       if (v.results_generation != 0) {
-        ImGui::SameLine();
-        ImGui::TextDisabled("the results below are from the previous run");
+        const char* stale = "the results below are from the previous run";
+        widgets::same_line_if_fits(stale, ImGui::GetStyle().ItemSpacing.x);
+        ImGui::TextDisabled("%s", stale);
       }
     } else if (v.outcome == JobOutcome::Failed) {
+      ImGui::PushTextWrapPos(0.0f);
       ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kError), "Cannot run: %s", v.error.c_str());
+      ImGui::PopTextWrapPos();
     } else if (v.outcome == JobOutcome::Cancelled) {
       ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kWarning), "Cancelled.");
     } else {
       ImGui::PushFont(f.small);
       ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kAccent), "%s", v.description.c_str());
-      ImGui::SameLine(0, 10);
-      ImGui::TextDisabled("T = %ld tokens, d = %d, b = %d, TTT-%s, %s precision%s", v.T, v.d, v.mini_batch,
-                          v.mlp ? "MLP" : "Linear", v.config.precision == Precision::Double ? "double" : "float",
-                          v.linear_attention ? ", reduced to linear attention" : "");
+      char details[160];
+      std::snprintf(details, sizeof details, "T = %ld tokens, d = %d, b = %d, TTT-%s, %s precision%s", v.T, v.d,
+                    v.mini_batch, v.mlp ? "MLP" : "Linear", v.config.precision == Precision::Double ? "double" : "float",
+                    v.linear_attention ? ", reduced to linear attention" : "");
+      widgets::same_line_if_fits(details, 10);
+      ImGui::PushTextWrapPos(0.0f);
+      ImGui::TextDisabled("%s", details);
+      ImGui::PopTextWrapPos();
       ImGui::PopFont();
     }
     if (v.results_generation == 0) return;
 
-    // Metric cards.
     ImGui::Dummy(ImVec2(0, 4));
     const bool dbl = v.config.precision == Precision::Double;
-    const int cards = v.linear_attention ? 5 : 4;
-    const float gap = 10.0f;
-    const float cw = (ImGui::GetContentRegionAvail().x - gap * (cards - 1)) / cards;
-    const double rel = v.max_abs_output > 0 ? v.max_abs_diff / v.max_abs_output : 0.0;
     const double tol = dbl ? 1e-12 : 1e-4;
-    widgets::metric("max |O_primal − O_dual|", format_value(v.max_abs_diff, 3),
-                    "relative " + format_value(rel, 2) + " (max |O| " + format_value(v.max_abs_output, 3) + ")",
-                    rel < tol ? colors::kGood : colors::kWarning, cw);
-    ImGui::SameLine(0, gap);
-    const double per_tok = v.T > 0 ? 1000.0 / static_cast<double>(v.T) : 0.0;
-    widgets::metric("primal form", ms(v.primal_ms_median),
-                    format_value(v.primal_ms_median * per_tok, 3) + " µs/token, median of " +
-                        std::to_string(v.primal_ms.size()),
-                    colors::kPrimal, cw);
-    ImGui::SameLine(0, gap);
-    widgets::metric("dual form", ms(v.dual_ms_median),
-                    format_value(v.dual_ms_median * per_tok, 3) + " µs/token, median of " +
-                        std::to_string(v.dual_ms.size()),
-                    colors::kDual, cw);
-    ImGui::SameLine(0, gap);
-    const double speedup = v.dual_ms_median > 0 ? v.primal_ms_median / v.dual_ms_median : 0.0;
-    char sp[32];
-    std::snprintf(sp, sizeof sp, "%.2f×", speedup);
-    widgets::metric("dual speed-up", sp, speedup >= 1.0 ? "the dual form is faster" : "the primal form is faster",
-                    colors::kText, cw);
-    if (v.linear_attention) {
-      ImGui::SameLine(0, gap);
-      const double lrel = v.linear_attention_scale > 0 ? v.linear_attention_diff / v.linear_attention_scale : 0.0;
-      widgets::metric("max |O − tril(QKᵀ)V|", format_value(v.linear_attention_diff, 3),
-                      "relative " + format_value(lrel, 2) + ", rounding only",
-                      lrel < tol ? colors::kGood : colors::kWarning, cw);
-    }
+    metric_cards(v, tol, narrow);
     ImGui::Dummy(ImVec2(0, 6));
-    layer_table(v, tol);
+    layer_table(v, tol, narrow);
     ImGui::Dummy(ImVec2(0, 6));
 
-    // The dual form's matrix, and the difference per token.
+    // The dual form's matrix, and the difference per token: side by side when wide, stacked when narrow.
     const float avail_w = ImGui::GetContentRegionAvail().x;
-    const float map_w = std::min(avail_w * 0.46f, ImGui::GetContentRegionAvail().y - 40.0f);
+    const float map_w = narrow ? avail_w : std::min(avail_w * 0.46f, ImGui::GetContentRegionAvail().y - 40.0f);
     std::vector<long> lines;
     const long b = v.mini_batch;
     for (long s = b; s < v.T; s += b) lines.push_back(s);
@@ -226,21 +200,32 @@ class PrimalDualPanel final : public Panel {
       s += '\'';
       return s;
     };
+    const std::string where =
+        v.model_source ? "block " + std::to_string(v.shown_block) + ", head " + std::to_string(v.shown_head)
+                       : std::string();
     const bool zoom = zoom_ && v.T > 128 && v.attention_start.src_rows < v.T;
     const plot::PooledMatrix& shown_m = zoom ? v.attention_start : v.attention;
     plot::Heatmap m;
     m.id = "attention";
     m.export_name = "dual_matrix_M";
-    m.title = std::string(v.bias ? "M = E ⊙ tril(QKᵀ + 1)" : "M = E ⊙ tril(QKᵀ)") +
-              (v.model_source ? "   block " + std::to_string(v.shown_block) + ", head " + std::to_string(v.shown_head)
-                              : std::string());
-    m.subtitle = zoom ? "the first " + std::to_string(shown_m.src_rows) + " of " + std::to_string(v.T) +
-                            " tokens (click the map for all), row i reads tokens j ≤ i"
-                      : "[" + std::to_string(v.T) + " × " + std::to_string(v.T) + "]" +
-                            (shown_m.pooled() ? ", pooled: max |·| per bin" : "") + ", row i reads tokens j ≤ i";
+    const std::string m_name = v.bias ? "M = E ⊙ tril(QKᵀ + 1)" : "M = E ⊙ tril(QKᵀ)";
+    m.title = fit(where.empty() ? m_name : m_name + "   " + where, m_name, map_w, f.bold);
+    // The heat-map appends the colour range ("   ±0.0551") to the subtitle: leave room for it.
+    const float sub_w = map_w - 70.0f;
+    const std::string range_note = ", row i reads tokens j ≤ i";
+    if (zoom) {
+      const std::string first = "the first " + std::to_string(shown_m.src_rows) + " of " + std::to_string(v.T) + " tokens";
+      m.subtitle = fit(first + " (click the map for all)" + range_note, first + " (click for all)", sub_w, f.small);
+    } else {
+      const std::string dims = "[" + std::to_string(v.T) + " × " + std::to_string(v.T) + "]";
+      const std::string full = dims + (shown_m.pooled() ? ", pooled: max |·| per bin" : "");
+      m.subtitle = fit(full + range_note, full, sub_w, f.small);
+    }
     m.pooled = &shown_m;
     m.m = plot::MatrixView::of(shown_m);
-    m.size = ImVec2(map_w, map_w + 30.0f);
+    // Wide, the map's height is set by its width; narrow, the colour bar takes ~60 px of the full width,
+    // so a height 60 px lower (less the title lines) keeps the square map without a gap under it.
+    m.size = ImVec2(map_w, narrow ? map_w - 30.0f : map_w + 30.0f);
     m.max_cell = 40.0f;
     m.row_name = "query i";
     m.col_name = "key j";
@@ -260,9 +245,15 @@ class PrimalDualPanel final : public Panel {
     };
     const ImVec2 top = ImGui::GetCursorScreenPos();
     if (plot::heatmap(m).clicked && v.T > 128) zoom_ = !zoom_;
-    const float right_x = top.x + map_w + 70.0f;
+    // Wide: the two plots share the map's height in a column on its right. Narrow: each at full width
+    // under the map, at a height that still reads.
+    const float right_x = narrow ? top.x : top.x + map_w + 70.0f;
     const float right_w = avail_w - (right_x - top.x);
-    ImGui::SetCursorScreenPos(ImVec2(right_x, top.y));
+    const float plot_h = narrow ? 190.0f : (map_w + 30.0f) * 0.5f - 6.0f;
+    if (narrow)
+      ImGui::Dummy(ImVec2(0, 6));
+    else
+      ImGui::SetCursorScreenPos(ImVec2(right_x, top.y));
     ImGui::BeginGroup();
     std::vector<plot::VLine> marks;
     for (long s : lines) marks.push_back({s - 0.5, colors::kMarker, true});
@@ -272,13 +263,14 @@ class PrimalDualPanel final : public Panel {
     plot::LinePlot dp;
     dp.id = "token_diff";
     dp.export_name = "primal_dual_difference";
-    dp.title = v.model_source ? "Difference per token (block " + std::to_string(v.shown_block) + ", head " +
-                                    std::to_string(v.shown_head) + ")"
-                              : std::string("Difference per token");
-    dp.y_label = "maxⱼ |O_primal − O_dual|[t, j]  (log scale; " + std::string(dbl ? "double" : "float") +
-                 " rounding ≈ " + (dbl ? "1e−16" : "1e−7") + " × |O|)";
+    dp.title = fit(where.empty() ? "Difference per token" : "Difference per token (" + where + ")",
+                   "Difference per token", right_w, f.bold);
+    const std::string dp_y = "maxⱼ |O_primal − O_dual|[t, j]";
+    dp.y_label = fit(dp_y + "  (log scale; " + std::string(dbl ? "double" : "float") + " rounding ≈ " +
+                         (dbl ? "1e−16" : "1e−7") + " × |O|)",
+                     dp_y + ", log scale", right_w, f.small);
     dp.x_label = "token t";
-    dp.size = ImVec2(right_w, (map_w + 30.0f) * 0.5f - 6.0f);
+    dp.size = ImVec2(right_w, plot_h);
     dp.y_scale = plot::ScaleKind::Log10;
     dp.x_range = plot::Range{-0.5, static_cast<double>(v.T) - 0.5};
     dp.markers = marks;
@@ -290,10 +282,12 @@ class PrimalDualPanel final : public Panel {
     plot::LinePlot tp;
     tp.id = "timings";
     tp.export_name = "primal_dual_timings";
-    tp.title = v.model_source ? "Time of each run (all layers)" : "Time of each run";
-    tp.y_label = "milliseconds (the first run includes cache warm-up)";
+    tp.title = fit(v.model_source ? "Time of each run (all layers)" : "Time of each run", "Time of each run", right_w,
+                   f.bold);
+    tp.y_label = fit("milliseconds (the first run includes cache warm-up)", "ms (run 1 warms the caches)", right_w,
+                     f.small);
     tp.x_label = "repeat";
-    tp.size = ImVec2(right_w, (map_w + 30.0f) * 0.5f - 6.0f);
+    tp.size = ImVec2(right_w, plot_h);
     tp.series.push_back(plot::line("primal", v.primal_ms, colors::kPrimal, false, 1, 1));
     tp.series.push_back(plot::line("dual", v.dual_ms, colors::kDual, false, 1, 1));
     tp.y_range = plot::Range{0.0, 1.08 * std::max(*std::max_element(v.primal_ms.begin(), v.primal_ms.end()),
@@ -303,14 +297,20 @@ class PrimalDualPanel final : public Panel {
     plot::line_plot(tp);
     ImGui::EndGroup();
 
-    ImGui::SetCursorScreenPos(ImVec2(top.x, top.y + map_w + 36.0f));
-    const float rest = ImGui::GetContentRegionAvail().y - 4.0f * ImGui::GetTextLineHeightWithSpacing();
+    if (narrow)
+      ImGui::Dummy(ImVec2(0, 6));
+    else
+      ImGui::SetCursorScreenPos(ImVec2(top.x, top.y + map_w + 36.0f));
+    // Wide, the map fills the space left above the note; narrow, the view scrolls and it gets a fixed height.
+    const float rest = narrow ? 180.0f : ImGui::GetContentRegionAvail().y - 4.0f * ImGui::GetTextLineHeightWithSpacing();
     if (rest > 90.0f && !v.diff_map.empty()) {
       plot::Heatmap dm;
       dm.id = "diff_map";
       dm.export_name = "primal_dual_difference_map";
-      dm.title = "Where the two forms differ: |O_primal − O_dual| per output element";
-      dm.subtitle = "[d × T], log colour scale; darkest: exactly equal. Rounding noise has no structure.";
+      dm.title = fit("Where the two forms differ: |O_primal − O_dual| per output element",
+                     "Where they differ: |O_primal − O_dual|", avail_w, f.bold);
+      dm.subtitle = fit("[d × T], log colour scale; darkest: exactly equal. Rounding noise has no structure.",
+                        "[d × T], log colours; darkest: exactly equal", avail_w, f.small);
       dm.pooled = &v.diff_map;
       dm.m = plot::MatrixView::of(v.diff_map);
       dm.palette = plot::Palette::Sequential;
@@ -333,25 +333,81 @@ class PrimalDualPanel final : public Panel {
         "token at a time, so the two outputs agree up to floating-point rounding.");
   }
 
-  // One row per block: how far apart the two forms are and what each costs.
-  void layer_table(const PrimalDualView& v, double tol) {
+  // The cards over the whole model: all in one row when wide, two per row when narrow. Each label and
+  // caption has a shorter form for a narrow card, so no number is ever clipped.
+  void metric_cards(const PrimalDualView& v, double tol, bool narrow) {
+    const int cards = v.linear_attention ? 5 : 4;
+    const int per_row = narrow ? 2 : cards;
+    const float gap = 10.0f;
+    const float cw = widgets::box_width(per_row, gap);
+    const float text_w = cw - 16.0f;  // metric()'s padding on both sides
+    ImFont* small = fonts().small;
+    int placed = 0;
+    const auto card = [&](const std::string& label, const std::string& short_label, const std::string& value,
+                          const std::string& caption, const std::string& short_caption, ImU32 color) {
+      if (placed++ % per_row) ImGui::SameLine(0, gap);
+      widgets::metric(fit(label, short_label, text_w, small).c_str(), value,
+                      fit(caption, short_caption, text_w, small), color, cw);
+    };
+    const double rel = v.max_abs_output > 0 ? v.max_abs_diff / v.max_abs_output : 0.0;
+    const std::string relative = "relative " + format_value(rel, 2);
+    card("max |O_primal − O_dual|", "max difference", format_value(v.max_abs_diff, 3),
+         relative + " (max |O| " + format_value(v.max_abs_output, 3) + ")", relative,
+         rel < tol ? colors::kGood : colors::kWarning);
+    const double per_tok = v.T > 0 ? 1000.0 / static_cast<double>(v.T) : 0.0;
+    const auto timing = [&](const char* label, double median, std::size_t runs, ImU32 color) {
+      const std::string us = format_value(median * per_tok, 3) + " µs/token";
+      card(label, label, ms(median), us + ", median of " + std::to_string(runs), us, color);
+    };
+    timing("primal form", v.primal_ms_median, v.primal_ms.size(), colors::kPrimal);
+    timing("dual form", v.dual_ms_median, v.dual_ms.size(), colors::kDual);
+    const double speedup = v.dual_ms_median > 0 ? v.primal_ms_median / v.dual_ms_median : 0.0;
+    char sp[32];
+    std::snprintf(sp, sizeof sp, "%.2f×", speedup);
+    const bool dual_faster = speedup >= 1.0;
+    card("dual speed-up", "dual speed-up", sp, dual_faster ? "the dual form is faster" : "the primal form is faster",
+         dual_faster ? "dual is faster" : "primal is faster", colors::kText);
+    if (v.linear_attention) {
+      const double lrel = v.linear_attention_scale > 0 ? v.linear_attention_diff / v.linear_attention_scale : 0.0;
+      const std::string lrelative = "relative " + format_value(lrel, 2);
+      card("max |O − tril(QKᵀ)V|", "vs tril(QKᵀ)V", format_value(v.linear_attention_diff, 3),
+           lrelative + ", rounding only", lrelative, lrel < tol ? colors::kGood : colors::kWarning);
+    }
+  }
+
+  // One row per block: how far apart the two forms are and what each costs. Wide, the columns share the
+  // width; narrow, they take the width of their content under short headers and the table scrolls
+  // sideways if they still do not fit, so a number is never cut.
+  void layer_table(const PrimalDualView& v, double tol, bool narrow) {
     if (v.layers.size() < 2 && !v.model_source) return;
     const Fonts& f = fonts();
     const int cols = v.linear_attention ? 6 : 5;
     ImGui::PushFont(f.small);
-    if (ImGui::BeginTable("##layers", cols,
-                          ImGuiTableFlags_BordersInnerH | ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp)) {
+    ImGuiTableFlags flags = ImGuiTableFlags_BordersInnerH | ImGuiTableFlags_RowBg;
+    ImVec2 outer(0.0f, 0.0f);
+    if (narrow) {
+      flags |= ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_ScrollX;
+      // A scrolling table is a child window: give it the height of its rows and the scrollbar.
+      const float row_h = ImGui::GetTextLineHeight() + 2.0f * ImGui::GetStyle().CellPadding.y;
+      outer.y = row_h * static_cast<float>(v.layers.size() + 1) + ImGui::GetStyle().ScrollbarSize + 4.0f;
+    } else {
+      flags |= ImGuiTableFlags_SizingStretchProp;
+    }
+    if (ImGui::BeginTable("##layers", cols, flags, outer)) {
       ImGui::TableSetupColumn("layer");
-      ImGui::TableSetupColumn("max |O_primal − O_dual|");
+      ImGui::TableSetupColumn(narrow ? "max |O_p − O_d|" : "max |O_primal − O_dual|");
       ImGui::TableSetupColumn("relative");
-      ImGui::TableSetupColumn("primal / dual (median, all heads)");
-      ImGui::TableSetupColumn("dual speed-up");
-      if (v.linear_attention) ImGui::TableSetupColumn("max |O − tril(QKᵀ)V|");
+      ImGui::TableSetupColumn(narrow ? "primal / dual" : "primal / dual (median, all heads)");
+      ImGui::TableSetupColumn(narrow ? "speed-up" : "dual speed-up");
+      if (v.linear_attention) ImGui::TableSetupColumn(narrow ? "vs tril(QKᵀ)V" : "max |O − tril(QKᵀ)V|");
       ImGui::TableHeadersRow();
       for (const auto& L : v.layers) {
         ImGui::TableNextRow();
         ImGui::TableNextColumn();
-        ImGui::Text("block %d  (%d heads)", L.block, L.heads);
+        if (narrow)
+          ImGui::Text("block %d", L.block);
+        else
+          ImGui::Text("block %d  (%d heads)", L.block, L.heads);
         ImGui::TableNextColumn();
         const double rel = L.max_abs_output > 0 ? L.max_abs_diff / L.max_abs_output : 0.0;
         ImGui::PushFont(f.mono);

@@ -17,6 +17,7 @@
 #include "gui/plot/line_plot.hpp"
 #include "gui/plot/ticks.hpp"
 #include "gui/state/json_fields.hpp"
+#include "gui/state/run_settings.hpp"
 #include "gui/theme.hpp"
 
 namespace tttlab::gui {
@@ -47,13 +48,7 @@ TrainingPanelSettings default_settings() {
 }
 
 nlohmann::json to_json(const TrainingPanelSettings& s) {
-  const TrainSettings& t = s.train;
-  return {{"settings",
-           {{"layer", t.layer}, {"backbone", t.mamba ? "m" : "t"}, {"preset", t.preset}, {"data", t.data},
-            {"mini_batch", t.mini_batch}, {"base_lr", t.base_lr}, {"lr", t.lr}, {"steps", t.steps},
-            {"batch_size", t.batch_size}, {"seq_len", t.seq_len}, {"seed", t.seed}, {"threads", t.threads}, {"device", t.device},
-            {"eval_every", t.eval_every}, {"eval_windows", t.eval_windows},
-            {"checkpoint_every", t.checkpoint_every}, {"runs_dir", t.runs_dir}}},
+  return {{"settings", to_json(s.train)},
           {"name", s.name},
           {"runs", s.open_runs},
           {"view",
@@ -64,25 +59,7 @@ nlohmann::json to_json(const TrainingPanelSettings& s) {
 
 TrainingPanelSettings settings_from(const FieldReader& r) {
   TrainingPanelSettings s = default_settings();
-  const FieldReader t = r.object("settings");
-  TrainSettings& x = s.train;
-  x.layer = kLayers[t.choice("layer", {"ttt-linear", "ttt-mlp", "linear-attention", "softmax-attention"}, 0)];
-  x.mamba = t.choice("backbone", {"m", "t"}, 0) == 0;
-  x.preset = kPresets[t.choice("preset", {"tiny", "small", "125m"}, 0)];
-  x.data = t.string("data", 4096, x.data);
-  x.mini_batch = static_cast<int>(t.integer("mini_batch", 1, 4096, x.mini_batch));
-  x.base_lr = t.number("base_lr", 0.0, 1000.0, x.base_lr);
-  x.lr = t.number("lr", 1e-6, 1.0, x.lr);
-  x.steps = t.integer("steps", 1, 10'000'000, x.steps);
-  x.batch_size = static_cast<int>(t.integer("batch_size", 1, 1024, x.batch_size));
-  x.seq_len = static_cast<int>(t.integer("seq_len", 2, 4096, x.seq_len));
-  x.seed = t.uint64("seed", x.seed);
-  x.threads = static_cast<int>(t.integer("threads", 0, 256, x.threads));
-  x.device = kDevices[t.choice("device", {"auto", "cpu", "cuda"}, 0)];
-  x.eval_every = t.integer("eval_every", 0, 10'000'000, x.eval_every);
-  x.eval_windows = static_cast<int>(t.integer("eval_windows", 1, 4096, x.eval_windows));
-  x.checkpoint_every = t.integer("checkpoint_every", 0, 10'000'000, x.checkpoint_every);
-  x.runs_dir = t.string("runs_dir", 4096, x.runs_dir);
+  s.train = train_settings_from(r.object("settings"), s.train);  // gui/state/run_settings.hpp
   s.name = r.string("name", 128, "");
   s.open_runs = r.string_list("runs", 64, 4096, {});
   const FieldReader v = r.object("view");

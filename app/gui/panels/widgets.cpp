@@ -1,8 +1,10 @@
 #include "gui/panels/widgets.hpp"
 
 #include <algorithm>
-#include <filesystem>
+#include <cfloat>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 
 #include "gui/classroom.hpp"
 #include "gui/engine/head_inputs.hpp"
@@ -221,6 +223,24 @@ void note(const char* text) {
   ImGui::PopFont();
 }
 
+void follow_line(long step, int reloads, bool reloading) {
+  if (step < 0) return;
+  ImGui::PushFont(fonts().small);
+  ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kGood), "Following the training run: weights of step %ld",
+                     step);
+  ImGui::SameLine(0, 10);
+  const std::string times = reloads == 1 ? "once" : std::to_string(reloads) + " times";
+  ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim), "%s",
+                     reloading ? "· new weights arrived, computing again…"
+                     : reloads == 0
+                         ? "· the view computes again whenever the run saves a checkpoint"
+                         : ("· reloaded " + times + " as the run saved checkpoints").c_str());
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("The outer loop is training this model while you watch. Each time the run saves a "
+                      "checkpoint (its \"checkpoint every\" setting), the view recomputes with the new weights.");
+  ImGui::PopFont();
+}
+
 void metric(const char* label, const std::string& value, const std::string& caption, ImU32 value_color,
             float width) {
   const Fonts& f = fonts();
@@ -230,7 +250,21 @@ void metric(const char* label, const std::string& value, const std::string& capt
   const float h = pad * 2 + f.small->FontSize * 2 + f.large->FontSize + 4;
   dl->AddRectFilled(p, ImVec2(p.x + width, p.y + h), IM_COL32(32, 34, 40, 255), 4.0f);
   dl->AddRect(p, ImVec2(p.x + width, p.y + h), IM_COL32(52, 55, 64, 255), 4.0f);
-  dl->AddText(f.small, f.small->FontSize, ImVec2(p.x + pad, p.y + pad), colors::kTextDim, label);
+  // A label wider than the box would run under the next box: cut it at a character and say so with "…".
+  const char* label_end = label + std::strlen(label);
+  const float label_w = width - 2 * pad;
+  std::string shown_label;
+  if (f.small->CalcTextSizeA(f.small->FontSize, FLT_MAX, 0.0f, label, label_end).x > label_w) {
+    const char* cut = label_end;
+    f.small->CalcTextSizeA(f.small->FontSize, label_w - f.small->CalcTextSizeA(f.small->FontSize, FLT_MAX, 0.0f, "…").x,
+                           0.0f, label, label_end, &cut);
+    shown_label.assign(label, cut);
+    shown_label += "…";
+    if (ImGui::IsMouseHoveringRect(p, ImVec2(p.x + width, p.y + h)) && ImGui::IsWindowHovered())
+      ImGui::SetTooltip("%s", label);
+  }
+  dl->AddText(f.small, f.small->FontSize, ImVec2(p.x + pad, p.y + pad), colors::kTextDim,
+              shown_label.empty() ? label : shown_label.c_str());
   dl->AddText(f.large, f.large->FontSize, ImVec2(p.x + pad, p.y + pad + f.small->FontSize + 1),
               value_color, value.c_str());
   dl->PushClipRect(p, ImVec2(p.x + width - pad, p.y + h), true);
@@ -277,11 +311,28 @@ void panel_title(const char* title, const char* explanation) {
   ImGui::PushFont(f.large);
   ImGui::TextUnformatted(title);
   ImGui::PopFont();
-  ImGui::SameLine(0, 14);
   ImGui::PushFont(f.small);
+  same_line_if_fits(explanation, 14);
   ImGui::AlignTextToFramePadding();
+  ImGui::PushTextWrapPos(0.0f);
   ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim), "%s", explanation);
+  ImGui::PopTextWrapPos();
   ImGui::PopFont();
+}
+
+const std::string& fit(const std::string& wide, const std::string& narrow, float width, ImFont* font) {
+  ImFont* f = font ? font : ImGui::GetFont();
+  return f->CalcTextSizeA(f->FontSize, FLT_MAX, 0.0f, wide.c_str()).x <= width ? wide : narrow;
+}
+
+void same_line_if_fits(const char* next_text, float spacing) {
+  ImGui::SameLine(0, spacing);
+  if (ImGui::CalcTextSize(next_text).x > ImGui::GetContentRegionAvail().x) ImGui::NewLine();
+}
+
+float box_width(int per_row, float gap) {
+  const int n = std::max(1, per_row);
+  return (ImGui::GetContentRegionAvail().x - gap * static_cast<float>(n - 1)) / static_cast<float>(n);
 }
 
 void controls_and_view(const std::function<void()>& controls, const std::function<void()>& view) {

@@ -21,7 +21,12 @@ void section_label(const char* text);
 void help_marker(const char* text);
 // A dim paragraph (wrapped).
 void note(const char* text);
-// A labelled number with a caption, in a framed box `width` wide.
+// For a view whose model is a training run's checkpoint (step ≥ 0; nothing otherwise), one line:
+// "Following the training run: weights of step 120 · reloaded 6 times as checkpoints arrived".
+void follow_line(long step, int reloads, bool reloading = false);
+// A labelled number with a caption, in a framed box `width` wide. A label too long for the box ends in
+// "…" (the whole label shows on hover); the caption is clipped to the box, so pass one that fits (see
+// fit()) whenever it ends in a number.
 void metric(const char* label, const std::string& value, const std::string& caption, ImU32 value_color,
             float width);
 
@@ -74,8 +79,22 @@ void job_status(JobOutcome outcome, double progress, const std::string& error, c
 // The colour of series i (Okabe–Ito, colour-blind safe), for runs and models.
 ImU32 series_color(int i);
 
-// The panel's title with a one-line dim explanation beside it.
+// The panel's title with a one-line dim explanation beside it, or wrapped under it when the view is too
+// narrow for both on one line.
 void panel_title(const char* title, const char* explanation);
+
+// Narrow layouts. Beside a docked lesson a view gets about 450–770 px of a 1280 px window; below this
+// width the panels switch to their narrow layout (cards two per row, plots stacked, shorter titles).
+constexpr float kNarrowView = 700.0f;
+inline bool narrow_view(float view_width) { return view_width < kNarrowView; }
+// `wide` when it fits in `width` pixels of `font` (the current font by default), else `narrow`: for
+// titles and captions that would otherwise be cut (a cut number reads as a different number).
+const std::string& fit(const std::string& wide, const std::string& narrow, float width, ImFont* font = nullptr);
+// SameLine(0, spacing) when `next_text` (in the current font) still fits on this line, else a new line:
+// for a dim detail that follows a line's main text.
+void same_line_if_fits(const char* next_text, float spacing);
+// The width of each of `per_row` boxes side by side with `gap` between them, filling the available width.
+float box_width(int per_row, float gap);
 
 // The layout most panels share: a column of controls 20 em wide on the left, the view filling the
 // rest. Each part is drawn in its own child window, so either can scroll on its own.

@@ -35,6 +35,38 @@ nlohmann::json to_json(const CurvesSettings& s) {
   return {{"model_id", s.model_id}, {"data", s.data}, {"seq_len", s.seq_len}, {"sequences", s.sequences}};
 }
 
+TrainSettings train_settings_from(const FieldReader& t, TrainSettings x) {
+  static const char* const layers[] = {"ttt-linear", "ttt-mlp", "linear-attention", "softmax-attention"};
+  static const char* const presets[] = {"tiny", "small", "125m"};
+  static const char* const devices[] = {"auto", "cpu", "cuda"};
+  x.layer = layers[t.choice("layer", {"ttt-linear", "ttt-mlp", "linear-attention", "softmax-attention"}, 0)];
+  x.mamba = t.choice("backbone", {"m", "t"}, 0) == 0;
+  x.preset = presets[t.choice("preset", {"tiny", "small", "125m"}, 0)];
+  x.data = t.string("data", 4096, x.data);
+  x.mini_batch = static_cast<int>(t.integer("mini_batch", 1, 4096, x.mini_batch));
+  x.base_lr = t.number("base_lr", 0.0, 1000.0, x.base_lr);
+  x.lr = t.number("lr", 1e-6, 1.0, x.lr);
+  x.steps = t.integer("steps", 1, 10'000'000, x.steps);
+  x.batch_size = static_cast<int>(t.integer("batch_size", 1, 1024, x.batch_size));
+  x.seq_len = static_cast<int>(t.integer("seq_len", 2, 4096, x.seq_len));
+  x.seed = t.uint64("seed", x.seed);
+  x.threads = static_cast<int>(t.integer("threads", 0, 256, x.threads));
+  x.device = devices[t.choice("device", {"auto", "cpu", "cuda"}, 0)];
+  x.eval_every = t.integer("eval_every", 0, 10'000'000, x.eval_every);
+  x.eval_windows = static_cast<int>(t.integer("eval_windows", 1, 4096, x.eval_windows));
+  x.checkpoint_every = t.integer("checkpoint_every", 0, 10'000'000, x.checkpoint_every);
+  x.runs_dir = t.string("runs_dir", 4096, x.runs_dir);
+  return x;
+}
+
+nlohmann::json to_json(const TrainSettings& t) {
+  return {{"layer", t.layer}, {"backbone", t.mamba ? "m" : "t"}, {"preset", t.preset}, {"data", t.data},
+          {"mini_batch", t.mini_batch}, {"base_lr", t.base_lr}, {"lr", t.lr}, {"steps", t.steps},
+          {"batch_size", t.batch_size}, {"seq_len", t.seq_len}, {"seed", t.seed}, {"threads", t.threads},
+          {"device", t.device}, {"eval_every", t.eval_every}, {"eval_windows", t.eval_windows},
+          {"checkpoint_every", t.checkpoint_every}, {"runs_dir", t.runs_dir}};
+}
+
 SweepSettings sweep_settings_from(const FieldReader& r, SweepSettings w) {
   w.mode = r.choice("mode", {"evaluate", "train"}, w.mode == SweepMode::Evaluate ? 0 : 1) == 0 ? SweepMode::Evaluate
                                                                                              : SweepMode::Train;

@@ -17,6 +17,7 @@
 #include "gui/engine/nonparametric_types.hpp"
 #include "gui/engine/primal_dual_types.hpp"
 #include "gui/engine/recall_types.hpp"
+#include "gui/engine/training_types.hpp"
 #include "gui/state/json_fields.hpp"
 
 namespace tttlab::gui {
@@ -48,6 +49,13 @@ nlohmann::json to_json(const NonparametricConfig& c);
 // (checked against the module's limits).
 RecallSettings recall_settings_from(const FieldReader& r, RecallSettings defaults);
 nlohmann::json to_json(const RecallSettings& s);
+
+// Training: the "settings" object of the Training panel (layer, backbone, preset, data, mini_batch,
+// base_lr, lr, steps, batch_size, seq_len, seed, threads, device, eval_every, eval_windows,
+// checkpoint_every, runs_dir). The panel and the lesson checker (a scene that follows a training run)
+// read it here.
+TrainSettings train_settings_from(const FieldReader& settings, TrainSettings defaults);
+nlohmann::json to_json(const TrainSettings& t);
 
 // The "head" object of the stepper and evolution panels, checked against that module's limits.
 HeadConfig stepper_head_from(const FieldReader& panel);
