@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   // The one explicit list of subcommands.
   tttlab::cli::register_verify(app);
   tttlab::cli::register_probe(app);
+  tttlab::cli::register_states(app);
   tttlab::cli::register_train(app);
   tttlab::cli::register_eval(app);
   tttlab::cli::register_generate(app);

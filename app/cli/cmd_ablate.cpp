@@ -16,6 +16,7 @@
 #include <set>
 
 #include "cli/commands.hpp"
+#include "cli/progress.hpp"
 #include "cli/train_device.hpp"
 #include "cli/validators.hpp"
 #include "tttlab/io/atomic_file.hpp"
@@ -43,6 +44,7 @@ struct AblateArgs {
   std::string gpu_gemm = "tf32";
   std::string out;
   bool json = false;
+  bool plan = false;
 };
 
 struct MeanSd {
@@ -76,6 +78,88 @@ std::string rows_help() {
   return s;
 }
 
+TrainConfig row_config(const AblateArgs& a, const AblationRow& row, std::uint64_t seed) {
+  TrainConfig cfg;
+  cfg.model = row.model;
+  cfg.data = a.data;
+  cfg.data_dir = a.data_dir;
+  cfg.steps = a.steps;
+  cfg.batch_size = a.batch;
+  cfg.seq_len = a.seq_len;
+  cfg.lr = a.lr;
+  cfg.seed = seed;
+  cfg.threads = a.threads;
+  return cfg;
+}
+
+// --plan: each row's definition and how long it would take here, from a few timed training steps
+// (after one untimed step that warms the caches), without training any row to the end.
+void print_plan(const AblateArgs& a, const std::vector<AblationRow>& rows, const TrainBackendFactory& backend,
+                std::string& device_note) {
+  constexpr int k_timed_steps = 2;
+  std::printf("Table 1 in miniature, the plan: preset %s, %ld steps of %d x %d bytes, %d seed(s) per row.\n"
+              "Time per row on this machine, estimated from %d timed training steps per row:\n\n",
+              a.preset.c_str(), a.steps, a.batch, a.seq_len, a.seeds, k_timed_steps);
+  double total = 0;
+  for (const auto& row : rows) {
+    device_note.clear();
+    Trainer t(row_config(a, row, a.seed), TextData::load(row_config(a, row, a.seed)), backend);
+    t.step();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < k_timed_steps; ++i) t.step();
+    const double per_step = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / k_timed_steps;
+    const double row_seconds = per_step * double(a.steps) * a.seeds;
+    total += row_seconds;
+    std::printf("  %-3s %-18s %-4s %8.3f s/step  about %s for the row\n      %s: %s\n", row.id.c_str(),
+                row.name.c_str(), to_string(t.device_kind()), per_step, format_duration(row_seconds).c_str(),
+                row.change.c_str(), ablation_settings(row.model).c_str());
+  }
+  std::printf("\nall rows: about %s (evaluation adds a little)\n", format_duration(total).c_str());
+}
+
+// Parameter tensors of a model by their name inside a block ("seq_modeling_block.W1"), summed over
+// the blocks, and outside the blocks by their full name.
+std::map<std::string, long> param_kinds(const ModelConfig& cfg) {
+  Model<float> m(cfg, 0);
+  std::map<std::string, long> kinds;
+  m.for_each_param([&](Eigen::Map<Mat<float>> p, const std::string& name) {
+    std::string kind = name;
+    if (name.rfind("model.layers.", 0) == 0) kind = name.substr(name.find('.', 13) + 1);
+    kinds[kind] += static_cast<long>(p.size());
+  });
+  return kinds;
+}
+
+// What differs between rows 1 and 2 beyond the change row 2 names: a reader comparing the two sees
+// different parameter counts and slightly different results for what is said to be one function.
+void print_row_notes(const std::vector<AblationRow>& rows) {
+  const AblationRow* r1 = nullptr;
+  const AblationRow* r2 = nullptr;
+  for (const auto& r : rows) {
+    if (r.id == "1") r1 = &r;
+    if (r.id == "2") r2 = &r;
+  }
+  if (!r1 || !r2) return;
+  const auto k1 = param_kinds(r1->model), k2 = param_kinds(r2->model);
+  long n1 = 0, n2 = 0;
+  for (const auto& [k, n] : k1) n1 += n;
+  for (const auto& [k, n] : k2) n2 += n;
+  std::string extra, missing;
+  for (const auto& [k, n] : k2)
+    if (!k1.count(k)) extra += (extra.empty() ? "" : ", ") + k + " (" + std::to_string(n) + ")";
+  for (const auto& [k, n] : k1)
+    if (!k2.count(k)) missing += (missing.empty() ? "" : ", ") + k + " (" + std::to_string(n) + ")";
+  std::printf("\nRow 2 against row 1. Row 2 is the TTT layer set up to compute exactly linear attention "
+              "(Theorem 1): W0 = 0 and kept there, no LayerNorm, residual or bias, a fixed learning rate, "
+              "tau = 1, b = T. Its parameter count differs from row 1's (%ld against %ld) because the TTT "
+              "layer keeps tensors that this setting does not use or keeps fixed:\n  only in row 2: %s\n"
+              "  only in row 1: %s\n"
+              "Their results still differ a little: the two compute the same function in a different order "
+              "(a test checks that they agree), and over hundreds of training steps the rounding differences "
+              "grow into two different trained models.\n",
+              n2, n1, extra.empty() ? "none" : extra.c_str(), missing.empty() ? "none" : missing.c_str());
+}
+
 void run(const AblateArgs& a) {
   ModelConfig base;
   try {
@@ -93,27 +177,26 @@ void run(const AblateArgs& a) {
       throw CLI::ValidationError("row " + row.id + " (" + row.name + "): " + e.what());
     }
   }
+  if (a.plan) {
+    print_plan(a, rows, backend, device_note);
+    set_exit_code(0);
+    return;
+  }
   if (!a.json)
     std::printf("Table 1 in miniature: preset %s, %ld steps of %d x %d bytes, lr %g, seeds %llu..%llu, data %s, device %s\n\n",
                 a.preset.c_str(), a.steps, a.batch, a.seq_len, a.lr, static_cast<unsigned long long>(a.seed),
                 static_cast<unsigned long long>(a.seed + std::uint64_t(a.seeds) - 1), a.data.c_str(), a.device.c_str());
   Json runs = Json::array();
   Json row_reports = Json::array();
+  ProgressLine progress("training steps, all rows and seeds");
+  const std::int64_t total_steps = static_cast<std::int64_t>(rows.size()) * a.seeds * a.steps;
+  std::int64_t steps_before = 0;  // of the runs already finished
   for (const auto& row : rows) {
     std::vector<double> bpb;
     std::set<std::string> devices;
     std::string fallback_note;
     for (int k = 0; k < a.seeds; ++k) {
-      TrainConfig cfg;
-      cfg.model = row.model;
-      cfg.data = a.data;
-      cfg.data_dir = a.data_dir;
-      cfg.steps = a.steps;
-      cfg.batch_size = a.batch;
-      cfg.seq_len = a.seq_len;
-      cfg.lr = a.lr;
-      cfg.seed = a.seed + std::uint64_t(k);
-      cfg.threads = a.threads;
+      const TrainConfig cfg = row_config(a, row, a.seed + std::uint64_t(k));
       device_note.clear();
       Trainer t(cfg, TextData::load(cfg), backend);
       if (!device_note.empty()) fallback_note = device_note;
@@ -121,7 +204,11 @@ void run(const AblateArgs& a) {
       devices.insert(device);
       const auto t0 = std::chrono::steady_clock::now();
       double last = 0;
-      while (!t.finished()) last = t.step().loss;
+      while (!t.finished()) {
+        last = t.step().loss;
+        progress.update(steps_before + t.steps_done(), total_steps);
+      }
+      steps_before += a.steps;
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       const EvalReport ev = t.evaluate(a.eval_windows);
       if (!a.out.empty())
@@ -139,9 +226,11 @@ void run(const AblateArgs& a) {
       j["seconds"] = secs;
       runs.push_back(j);
       bpb.push_back(ev.bpb);
+      progress.finish();
       if (!a.json) {
-        std::printf("  %-3s %-18s seed %-4llu %-4s val %.4f bits/byte  (%ld params, %.1f s)\n", row.id.c_str(), row.name.c_str(),
-                    static_cast<unsigned long long>(cfg.seed), device.c_str(), ev.bpb, t.model().num_params(), secs);
+        std::printf("  %-3s %-18s seed %-4llu %-4s val %.4f bits/byte  (%ld parameters, %.1f s)\n", row.id.c_str(),
+                    row.name.c_str(), static_cast<unsigned long long>(cfg.seed), device.c_str(), ev.bpb,
+                    t.model().num_params(), secs);
         std::fflush(stdout);
       }
     }
@@ -159,6 +248,7 @@ void run(const AblateArgs& a) {
     r["seeds"] = static_cast<int>(bpb.size());
     r["val_bpb_mean"] = s.mean;
     r["val_bpb_sd"] = number_or_null(s.sd);
+    r["params"] = runs.back()["params"];
     row_reports.push_back(r);
   }
   Json report = Json::object();
@@ -203,6 +293,7 @@ void run(const AblateArgs& a) {
       if (chain) prev = &r;
     }
     std::printf("\nchange: against the previous chain row (row 5a: against row 5). sd: over %d seed(s).\n", a.seeds);
+    print_row_notes(rows);
   }
   set_exit_code(0);
 }
@@ -232,7 +323,11 @@ void register_ablate(CLI::App& app) {
   cmd->add_option("--eval-windows", a->eval_windows, "Validation windows (0: the whole validation text)")->check(CLI::Range(0, 1 << 30));
   cmd->add_option("--out", a->out, "Save each row's checkpoint (ROW/ or ROW/seed-S/ with --seeds > 1) and table1.json here");
   cmd->add_flag("--json", a->json, "Print the report as JSON: every run (row, seed, device, bits/byte, steps, seconds) and each row's mean and sd");
-  cmd->footer(rows_help());
+  cmd->add_flag("--plan", a->plan,
+                "Print each row's definition and its estimated time on this machine (a few timed steps per row), "
+                "then stop without training");
+  cmd->footer(rows_help() + "\nTime per row: run `tttlab ablate --plan` with the same options; it times a few training "
+                            "steps of every row on this machine and prints the estimate.\n");
   cmd->callback([a] { run(*a); });
 }
 

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "cli/commands.hpp"
+#include "cli/progress.hpp"
 #include "cli/model_options.hpp"
 #include "tttlab/io/json.hpp"
 #include "tttlab/train/trainer.hpp"
@@ -234,7 +235,9 @@ void run(const BenchArgs& a) {
                 "MFLOP/tok", "train tok/s", "GFLOP/s", "MFU", "prefill t/s", "decode t/s");
   }
   std::vector<Row> rows;
+  ProgressLine progress("presets measured");
   for (const auto& p : a.presets) {
+    progress.update(static_cast<std::int64_t>(rows.size()), static_cast<std::int64_t>(a.presets.size()));
     ModelConfig m = ModelConfig::preset(p);
     m.seq_layer = seq_layer_from_string(a.layer);
     m.mamba_backbone = a.backbone == "m";
@@ -243,6 +246,7 @@ void run(const BenchArgs& a) {
     if (p == "small") batch = 4, seq_len = 512, steps = 2;
     if (p == "125m") batch = std::max(1, threads), seq_len = 512, steps = 1;
     Row r = bench_preset(m, p, batch, seq_len, steps, threads, gemm);
+    progress.finish();
     if (!a.json) {
       std::printf("%-6s %-11s %10ld %4d x %-4d %12.2f %12.0f %10.1f %6.1f%% %12.0f %12.0f\n", r.preset.c_str(),
                   r.layer.c_str(), r.params, r.batch, r.seq_len, 3 * r.fwd_flops_per_token / 1e6, r.train_tok_s,

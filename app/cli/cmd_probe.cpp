@@ -3,6 +3,8 @@
 // λ_t, τ, ‖∇ℓ_t‖ and ‖W_t − W_0‖, for one head. It is the command-line twin of the GUI's inner-loop
 // stepper.
 //
+// With --checkpoint it runs head --head of block --block of a trained model, with the inputs the app's
+// stepper uses (app/inspect/hidden_states.hpp), so the numbers are the ones the stepper shows.
 // Without a trained model the layer input is a fixed random byte embedding (N(0, 1), seeded) and the
 // layer parameters follow the official initialisation (seeded): what you see is the inner loop's own
 // learning at test time, not a language model's.
@@ -15,12 +17,16 @@
 
 #include "cli/commands.hpp"
 #include "cli/validators.hpp"
+#include "gui/engine/head_inputs.hpp"
+#include "tttlab/train/trainer.hpp"
 #include "tttlab/ttt/layer.hpp"
 
 namespace tttlab::cli {
 namespace {
 
 struct ProbeArgs {
+  std::string checkpoint;  // empty: a randomly initialised layer
+  int block = 0;
   std::string layer = "ttt-linear";
   std::string backbone = "m";
   std::string form = "primal";
@@ -48,7 +54,75 @@ const CLI::Validator k_at_least_one(
 
 [[noreturn]] void usage_error(const std::string& msg) { throw CLI::ValidationError(msg); }
 
+// Prints (or collects as JSON) one head's per-token records; `w0` is the head's initial state.
+class RecordPrinter {
+ public:
+  RecordPrinter(const ProbeArgs& a, const std::string& text, const InnerWeights<double>& w0, int mini_batch)
+      : m_a(a), m_text(text), m_w0(w0), m_b(mini_batch) {
+    if (!a.json)
+      std::printf("%5s %4s %4s %10s %8s %12s %12s %12s %10s %10s\n", "token", "byte", "pos", "lambda", "tau",
+                  "l(W0;x)", "l(Wt-1;x)", "l(Wt;x)", "|grad|", "|Wt-W0|");
+  }
+  void operator()(const InnerStepRecord<double>& r) {
+    const unsigned char c = static_cast<unsigned char>(m_text[static_cast<std::size_t>(r.token)]);
+    const double gnorm = r.grad_z->norm() * r.k->norm();  // ‖k_tᵀ g_t‖_F = ‖k_t‖·‖g_t‖
+    const double drift = (r.w_after->W1 - m_w0.W1).norm();
+    if (m_a.json) {
+      m_rows.push_back({{"token", r.token}, {"byte", c}, {"pos", r.pos}, {"lambda", r.lambda},
+                        {"tau", r.tau}, {"loss_initial", r.loss_initial}, {"loss_before", r.loss_before},
+                        {"loss_after", r.loss_after}, {"grad_norm", gnorm}, {"w_drift", drift}});
+    } else {
+      const char shown = (c >= 32 && c < 127) ? char(c) : '.';
+      std::printf("%5ld %4c %4d %10.3e %8.4f %12.5f %12.5f %12.5f %10.3e %10.3e%s\n", r.token, shown, r.pos,
+                  r.lambda, r.tau, r.loss_initial, r.loss_before, r.loss_after, gnorm, drift,
+                  r.pos == m_b - 1 ? "  | commit" : "");
+    }
+  }
+  nlohmann::json& rows() { return m_rows; }
+
+ private:
+  const ProbeArgs& m_a;
+  const std::string& m_text;
+  const InnerWeights<double>& m_w0;
+  int m_b;
+  nlohmann::json m_rows = nlohmann::json::array();
+};
+
+// Head a.head of block a.block of a trained model.
+void run_checkpoint(const ProbeArgs& a) {
+  if (a.text.empty()) usage_error("--text must not be empty");
+  const auto model = load_model(a.checkpoint);
+  const ModelConfig& mc = model->config();
+  if (a.head < 0 || a.head >= mc.num_attention_heads)
+    usage_error("--head must be in [0, " + std::to_string(mc.num_attention_heads - 1) + "] for this model");
+  const std::vector<unsigned char> bytes(a.text.begin(), a.text.end());
+  // The stepper's own inputs, in double (throws a one-line message for a bad block or a non-TTT model).
+  const auto heads = gui::model_layer_heads<double>(*model, bytes, a.block, "model");
+  const gui::HeadInputs<double>& in = heads[static_cast<std::size_t>(a.head)];
+  RecordPrinter print(a, a.text, in.w0, in.options.mini_batch);
+  auto state = InnerState<double>::start(in.w0);
+  Mat<double> y;
+  inner_forward_primal<double>(in.options, in.params, in.Q, in.K, in.V, in.lambda, state, y,
+                               [&](const InnerStepRecord<double>& r) { print(r); }, &in.w0);
+  const std::string layer = to_string(mc.seq_layer);
+  if (a.json) {
+    nlohmann::json j;
+    j["config"] = {{"checkpoint", resolve_checkpoint(a.checkpoint).string()}, {"layer", layer},
+                   {"block", a.block}, {"head", a.head}, {"mini_batch", in.options.mini_batch},
+                   {"ttt_base_lr", mc.ttt_base_lr}, {"form", "primal"}};
+    j["tokens"] = print.rows();
+    j["output_norm"] = y.norm();
+    std::printf("%s\n", j.dump(1).c_str());
+  } else {
+    std::printf("\n%zu tokens through block %d, head %d of %s (%s, %s backbone, d=%d, b=%d, primal form, double)\n",
+                bytes.size(), a.block, a.head, resolve_checkpoint(a.checkpoint).string().c_str(), layer.c_str(),
+                mc.mamba_backbone ? "Mamba" : "Transformer", in.d(), in.options.mini_batch);
+  }
+  set_exit_code(0);
+}
+
 void run(const ProbeArgs& a) {
+  if (!a.checkpoint.empty()) return run_checkpoint(a);
   TTTLayerConfig cfg;
   cfg.width = a.width;
   cfg.heads = a.heads;
@@ -85,26 +159,9 @@ void run(const ProbeArgs& a) {
 
   auto state = layer.start();
   auto& st = static_cast<TTTLayerState<double>&>(*state);
-  nlohmann::json rows = nlohmann::json::array();
-  const InnerWeights<double>& w0 = layer.params().W0[a.head];
-  if (!a.json)
-    std::printf("%5s %4s %4s %10s %8s %12s %12s %12s %10s %10s\n", "token", "byte", "pos", "lambda",
-                "tau", "l(W0;x)", "l(Wt-1;x)", "l(Wt;x)", "|grad|", "|Wt-W0|");
+  RecordPrinter print(a, a.text, layer.params().W0[a.head], cfg.inner.mini_batch);
   auto observe = [&](int h, const InnerStepRecord<double>& r) {
-    if (h != a.head) return;
-    const unsigned char c = static_cast<unsigned char>(a.text[r.token]);
-    const double gnorm = r.grad_z->norm() * r.k->norm();  // ‖k_tᵀ g_t‖_F = ‖k_t‖·‖g_t‖
-    const double drift = (r.w_after->W1 - w0.W1).norm();
-    if (a.json) {
-      rows.push_back({{"token", r.token}, {"byte", c}, {"pos", r.pos}, {"lambda", r.lambda},
-                      {"tau", r.tau}, {"loss_initial", r.loss_initial}, {"loss_before", r.loss_before},
-                      {"loss_after", r.loss_after}, {"grad_norm", gnorm}, {"w_drift", drift}});
-    } else {
-      const char shown = (c >= 32 && c < 127) ? char(c) : '.';
-      std::printf("%5ld %4c %4d %10.3e %8.4f %12.5f %12.5f %12.5f %10.3e %10.3e%s\n", r.token, shown,
-                  r.pos, r.lambda, r.tau, r.loss_initial, r.loss_before, r.loss_after, gnorm, drift,
-                  r.pos == cfg.inner.mini_batch - 1 ? "  | commit" : "");
-    }
+    if (h == a.head) print(r);
   };
   const TTTForm form = a.form == "dual" ? TTTForm::Dual : TTTForm::Primal;
   const Mat<double> y = layer.forward(st, x, form, form == TTTForm::Primal ? TTTLayerObserver<double>(observe)
@@ -114,7 +171,7 @@ void run(const ProbeArgs& a) {
     j["config"] = {{"layer", a.layer}, {"backbone", a.backbone}, {"width", a.width},
                    {"heads", a.heads}, {"head", a.head}, {"mini_batch", a.mini_batch},
                    {"ttt_base_lr", cfg.eta.base_lr}, {"seed", a.seed}, {"form", a.form}};
-    j["tokens"] = rows;
+    j["tokens"] = print.rows();
     j["output_norm"] = y.norm();
     std::printf("%s\n", j.dump(1).c_str());
   } else {
@@ -132,24 +189,40 @@ void register_probe(CLI::App& app) {
   auto a = std::make_shared<ProbeArgs>();
   auto* cmd = app.add_subcommand(
       "probe",
-      "Run one TTT layer over a text token by token and print each token's inner losses "
-      "l(W0;x), l(Wt-1;x), l(Wt;x), lambda, tau and the update size for one head. Random layer "
-      "weights and byte embedding (seeded): it shows the inner loop learning at test time.");
-  cmd->add_option("--layer", a->layer, "Inner model")->check(CLI::IsMember({"ttt-linear", "ttt-mlp"}))->capture_default_str();
+      "Run one TTT head over a text token by token and print each token's inner losses "
+      "l(W0;x), l(Wt-1;x), l(Wt;x), lambda, tau and the update size. With --checkpoint: head --head of "
+      "block --block of a trained model (the numbers the app's stepper shows). Without: a randomly "
+      "initialised layer on a random byte embedding (seeded), the inner loop learning at test time.");
+  auto* ck = cmd->add_option("--checkpoint", a->checkpoint,
+                             "A trained model: a run directory or a checkpoint directory (e.g. assets/models/tiny-brown)");
+  cmd->add_option("--block", a->block, "With --checkpoint: the block whose TTT layer to probe")
+      ->check(CLI::Range(0, 1 << 20))->capture_default_str()->needs(ck);
+  cmd->add_option("--layer", a->layer, "Inner model")->check(CLI::IsMember({"ttt-linear", "ttt-mlp"}))->capture_default_str()
+      ->excludes(ck);
   cmd->add_option("--backbone", a->backbone, "t: Transformer form (separate Q/K projections); m: Mamba form (shared Q/K + convs, gate)")
-      ->check(CLI::IsMember({"t", "m"}))->capture_default_str();
-  cmd->add_option("--form", a->form, "primal (per-token records) or dual")->check(CLI::IsMember({"primal", "dual"}))->capture_default_str();
+      ->check(CLI::IsMember({"t", "m"}))->capture_default_str()->excludes(ck);
+  cmd->add_option("--form", a->form, "primal (per-token records) or dual")->check(CLI::IsMember({"primal", "dual"}))->capture_default_str()
+      ->excludes(ck);
   cmd->add_option("--text", a->text, "Input text (bytes are tokens)")->capture_default_str();
-  cmd->add_option("--width", a->width, "Model width D")->check(k_at_least_one)->capture_default_str();
-  cmd->add_option("--heads", a->heads, "Number of heads H (must divide D)")->check(k_at_least_one)->capture_default_str();
+  cmd->add_option("--width", a->width, "Model width D")->check(k_at_least_one)->capture_default_str()
+      ->excludes(ck);
+  cmd->add_option("--heads", a->heads, "Number of heads H (must divide D)")->check(k_at_least_one)->capture_default_str()
+      ->excludes(ck);
   cmd->add_option("--head", a->head, "Head to report")->capture_default_str();
-  cmd->add_option("-b,--mini-batch", a->mini_batch, "Inner mini-batch size b >= 1")->check(k_at_least_one)->capture_default_str();
-  cmd->add_option("--base-lr", a->base_lr, "eta_base (default 1.0 for ttt-linear, 0.1 for ttt-mlp)")->check(finite_range(0.0, 1e6));
-  cmd->add_flag("--no-ln", a->no_ln, "No LayerNorm inside f (and on the output)");
-  cmd->add_flag("--no-residual", a->no_residual, "No residual in f: target V instead of V-K, output without +Q");
-  cmd->add_flag("--fixed-eta", a->fixed_eta, "eta = eta_base/d for every token (no learned gate)");
-  cmd->add_flag("--no-token-index", a->no_token_index, "tau_i = 1 (sum of gradients) instead of 1/i + delta_i");
-  cmd->add_option("--seed", a->seed, "Seed of the random weights and embedding")->capture_default_str();
+  cmd->add_option("-b,--mini-batch", a->mini_batch, "Inner mini-batch size b >= 1")->check(k_at_least_one)->capture_default_str()
+      ->excludes(ck);
+  cmd->add_option("--base-lr", a->base_lr, "eta_base (default 1.0 for ttt-linear, 0.1 for ttt-mlp)")->check(finite_range(0.0, 1e6))
+      ->excludes(ck);
+  cmd->add_flag("--no-ln", a->no_ln, "No LayerNorm inside f (and on the output)")
+      ->excludes(ck);
+  cmd->add_flag("--no-residual", a->no_residual, "No residual in f: target V instead of V-K, output without +Q")
+      ->excludes(ck);
+  cmd->add_flag("--fixed-eta", a->fixed_eta, "eta = eta_base/d for every token (no learned gate)")
+      ->excludes(ck);
+  cmd->add_flag("--no-token-index", a->no_token_index, "tau_i = 1 (sum of gradients) instead of 1/i + delta_i")
+      ->excludes(ck);
+  cmd->add_option("--seed", a->seed, "Seed of the random weights and embedding")->capture_default_str()
+      ->excludes(ck);
   cmd->add_flag("--json", a->json, "Print the records as JSON");
   cmd->callback([a] { run(*a); });
 }

@@ -19,11 +19,14 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <deque>
 #include <filesystem>
+#include <numeric>
 #include <string>
 
 #include "cli/commands.hpp"
 #include "cli/model_options.hpp"
+#include "cli/progress.hpp"
 #include "cli/train_device.hpp"
 #include "cli/validators.hpp"
 #include "tttlab/train/session.hpp"
@@ -55,17 +58,6 @@ struct TrainArgs {
   std::string gpu_gemm = "tf32";
   bool quiet = false;
 };
-
-std::string format_duration(double s) {
-  char buf[32];
-  if (s < 0 || !std::isfinite(s)) return "?";
-  const long t = std::lround(s);
-  if (t >= 3600)
-    std::snprintf(buf, sizeof buf, "%ldh%02ldm", t / 3600, (t / 60) % 60);
-  else
-    std::snprintf(buf, sizeof buf, "%ldm%02lds", t / 60, t % 60);
-  return buf;
-}
 
 void run(const TrainArgs& a, CLI::App* cmd) {
   std::unique_ptr<TrainingSession> session;
@@ -129,7 +121,11 @@ void run(const TrainArgs& a, CLI::App* cmd) {
   g_interrupted = false;
   auto previous = std::signal(SIGINT, on_sigint);
   const bool tty = isatty(STDOUT_FILENO);
-  double ema = NAN, tokens = 0, seconds = 0;
+  // The training loss on the progress line: the mean over the last k_recent steps' batches (one
+  // batch alone is noisy; a long average lags far behind while the loss falls fast).
+  constexpr std::size_t k_recent = 10;
+  std::deque<double> recent;
+  double tokens = 0, seconds = 0;
   const auto t_start = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count(); };
   SessionHooks hooks;
@@ -137,8 +133,8 @@ void run(const TrainArgs& a, CLI::App* cmd) {
   hooks.on_eval = [&](const EvalReport& ev, bool final) {
     if (final && tty) std::printf("\n");  // keep the last progress line
     if (trainer->data().synthetic.empty())
-      std::printf("%sstep %ld: validation loss %.4f nats/byte, %.4f bits/byte (%ld bytes)\n", tty ? "\r\33[2K" : "",
-                  ev.step, ev.loss, ev.bpb, ev.targets);
+      std::printf("%sstep %ld: validation loss %.4f nats/byte, %.4f bits/byte, next-byte accuracy %.1f%% (%ld bytes)\n",
+                  tty ? "\r\33[2K" : "", ev.step, ev.loss, ev.bpb, 100 * ev.accuracy, ev.targets);
     else
       std::printf("%sstep %ld: validation loss %.4f nats on the scored answers, accuracy %.1f%% (%ld answers)\n",
                   tty ? "\r\33[2K" : "", ev.step, ev.loss, 100 * ev.accuracy, ev.targets);
@@ -148,7 +144,11 @@ void run(const TrainArgs& a, CLI::App* cmd) {
   hooks.on_step = [&](const StepReport& r, double, double) {
     tokens += double(r.tokens);
     seconds += r.seconds;
-    if (!r.skipped) ema = std::isnan(ema) ? r.loss : 0.95 * ema + 0.05 * r.loss;
+    if (!r.skipped) {
+      recent.push_back(r.loss);
+      if (recent.size() > k_recent) recent.pop_front();
+    }
+    const double train_loss = recent.empty() ? NAN : std::accumulate(recent.begin(), recent.end(), 0.0) / double(recent.size());
     if (r.skipped)
       std::printf("%sstep %ld: non-finite gradient, update skipped\n", tty ? "\r\33[2K" : "", r.step);
     const double rate = seconds > 0 ? tokens / seconds : 0.0;
@@ -158,8 +158,10 @@ void run(const TrainArgs& a, CLI::App* cmd) {
       const int filled = int(width * double(trainer->steps_done()) / double(cfg.steps));
       std::string bar(filled, '#');
       bar += std::string(width - filled, '.');
-      std::printf("%s[%s] %ld/%ld  loss %.4f (%.3f bpb)  %.0f tok/s  %.1f GFLOP/s  lr %.2e  |g| %.2f  left %s%s",
-                  tty ? "\r\33[2K" : "", bar.c_str(), trainer->steps_done(), cfg.steps, ema, ema / std::log(2.0), rate,
+      std::printf("%s[%s] step %ld/%ld  train loss (last %zu steps) %.4f nats = %.3f bits/byte  %.0f tokens/s  "
+                  "%.1f GFLOP/s  lr %.2e  grad norm %.2f  time left %s%s",
+                  tty ? "\r\33[2K" : "", bar.c_str(), trainer->steps_done(), cfg.steps, recent.size(), train_loss,
+                  train_loss / std::log(2.0), rate,
                   rate * flops_per_token / 1e9, r.lr, r.grad_norm, format_duration(left).c_str(), tty ? "" : "\n");
       std::fflush(stdout);
       last_print = trainer->steps_done();

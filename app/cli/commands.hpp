@@ -11,6 +11,7 @@ namespace tttlab::cli {
 
 void register_verify(CLI::App& app);  // cmd_verify.cpp: the equivalence suite
 void register_probe(CLI::App& app);   // cmd_probe.cpp: one layer's inner loop, token by token
+void register_states(CLI::App& app);  // cmd_states.cpp: hidden states along a text, to safetensors
 void register_train(CLI::App& app);     // cmd_train.cpp
 void register_eval(CLI::App& app);      // cmd_eval.cpp
 void register_generate(CLI::App& app);  // cmd_generate.cpp

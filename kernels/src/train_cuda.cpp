@@ -927,36 +927,53 @@ BackendStep CudaTrainBackend::profile_step(const TokenBatch& batch, CudaStepProf
   return out;
 }
 
-EvalReport CudaTrainBackend::evaluate(std::span<const std::uint8_t> val, int seq_len, int max_windows) {
+EvalReport CudaTrainBackend::evaluate(std::span<const std::uint8_t> val, int seq_len, const EvalOptions& options) {
   Impl& s = *m_impl;
   if (seq_len != s.T)
     throw std::invalid_argument("train_cuda: evaluation windows of " + std::to_string(seq_len) +
                                 " tokens; this backend was built for " + std::to_string(s.T));
-  SequentialWindows windows(val, s.Bmax, seq_len, max_windows);
+  SequentialWindows windows(val, s.Bmax, seq_len, options.max_windows);
   if (windows.windows() <= 0) throw std::runtime_error("the validation text is shorter than one window");
+  if (options.target_losses) options.target_losses->assign(static_cast<std::size_t>(windows.windows() * seq_len), 0.f);
   EvalReport r;
   r.loss_by_position.assign(seq_len, 0.0);
   double total = 0;
-  std::vector<float> l;
+  long right = 0;
+  std::vector<float> l, logits;
+  std::int64_t done = 0;
   for (std::int64_t k = 0; k < windows.batches(); ++k) {
     const TokenBatch batch = windows.batch_at(k);
     s.upload_batch(batch, false, nullptr);
     s.forward(false, 0.f);
     l.resize(s.rows);
+    // The logits stay intact in evaluation (the loss kernel writes no gradient over them): the
+    // next-byte accuracy is their argmax, taken here on the host.
+    logits.resize(static_cast<std::size_t>(s.rows) * s.V);
     TTTLAB_CUDA_CHECK(cudaMemcpyAsync(l.data(), s.losses, s.rows * sizeof(float), cudaMemcpyDeviceToHost, s.stream));
+    TTTLAB_CUDA_CHECK(cudaMemcpyAsync(logits.data(), s.logits, logits.size() * sizeof(float), cudaMemcpyDeviceToHost, s.stream));
     s.sync();
     for (int w = 0; w < batch.batch; ++w)
       for (int t = 0; t < seq_len; ++t) {
-        const double v = l[std::size_t(w) * seq_len + t];
+        const std::size_t row = std::size_t(w) * seq_len + t;
+        const double v = l[row];
         total += v;
         r.loss_by_position[t] += v;
         ++r.targets;
+        const float* z = logits.data() + row * s.V;
+        if (std::max_element(z, z + s.V) - z == batch.target(w, t)) ++right;  // ties: the first, as on the CPU
       }
+    if (options.target_losses)
+      std::copy(l.begin(), l.begin() + std::size_t(batch.batch) * seq_len,
+                options.target_losses->begin() + (k * s.Bmax) * seq_len);
+    done += batch.batch;
+    if (options.progress) options.progress(done, windows.windows());
   }
   const double n = double(windows.windows());
   for (double& v : r.loss_by_position) v /= n;
   r.loss = total / double(r.targets);
   r.bpb = r.loss / std::log(2.0);
+  r.accuracy = double(right) / double(r.targets);
+  r.accuracy_measured = true;
   return r;
 }
 

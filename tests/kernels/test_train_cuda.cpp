@@ -626,14 +626,34 @@ TEST(TrainCuda, CheckpointsResumeOnEitherDevice) {
   on_gpu->save(dir / "gpu_run");
   auto loaded = load_model(dir / "gpu_run");
   EXPECT_EQ(loaded->num_params(), on_gpu->model().num_params());
-  const double gpu_val = on_gpu->evaluate(4).loss;
+  const EvalReport gpu_eval = on_gpu->evaluate(4);
+  const double gpu_val = gpu_eval.loss;
   Trainer cpu_eval(cfg, TextData::load(cfg));
   cpu_eval.model().for_each_param([&](Eigen::Map<Mat<float>> dst, const std::string& name) {
     loaded->for_each_param([&](Eigen::Map<Mat<float>> src, const std::string& n) {
       if (n == name) dst = src;
     });
   });
-  EXPECT_NEAR(cpu_eval.evaluate(4).loss, gpu_val, 1e-5 * gpu_val);
+  const EvalReport cpu_report = cpu_eval.evaluate(4);
+  EXPECT_NEAR(cpu_report.loss, gpu_val, 1e-5 * gpu_val);
+  // Next-byte accuracy: the argmax of the GPU's logits against the CPU's. A logit pair within float
+  // rounding of each other could swap the argmax: allow one target in a thousand.
+  ASSERT_TRUE(gpu_eval.accuracy_measured && cpu_report.accuracy_measured);
+  EXPECT_NEAR(cpu_report.accuracy, gpu_eval.accuracy, 1e-3);
+  EXPECT_EQ(cpu_report.targets, gpu_eval.targets);
+  // Per-target losses and progress from the GPU evaluation.
+  std::vector<float> per_target;
+  std::int64_t last = 0, total = 0;
+  EvalOptions eo;
+  eo.max_windows = 4;
+  eo.target_losses = &per_target;
+  eo.progress = [&](std::int64_t d, std::int64_t n) { last = d, total = n; };
+  const EvalReport with_losses = on_gpu->evaluate_text(on_gpu->data().val, eo);
+  ASSERT_EQ(static_cast<long>(per_target.size()), with_losses.targets);
+  double sum = 0;
+  for (float v : per_target) sum += v;
+  EXPECT_NEAR(sum / double(per_target.size()), with_losses.loss, 1e-6 * with_losses.loss);
+  EXPECT_EQ(last, total);
   fs::remove_all(dir);
 }
 

@@ -26,7 +26,7 @@ void store_le(std::uint8_t* p, std::uint64_t v, int n) {
 
 // Every dtype name of the safetensors format; those we do not read are refused by name.
 bool is_known_unsupported_dtype(std::string_view s) {
-  static const char* names[] = {"BOOL", "U8", "I8", "U16", "I16", "F16", "U32", "I32", "U64", "I64",
+  static const char* names[] = {"BOOL", "I8", "U16", "I16", "F16", "U32", "I32", "U64",
                                 "F8_E4M3", "F8_E5M2", "F8_E8M0", "F4", "F6_E2M3", "F6_E3M2", "C64"};
   for (const char* n : names)
     if (s == n) return true;
@@ -50,6 +50,8 @@ std::string_view dtype_name(DType d) {
   switch (d) {
     case DType::F32: return "F32";
     case DType::F64: return "F64";
+    case DType::U8: return "U8";
+    case DType::I64: return "I64";
     default: return "BF16";
   }
 }
@@ -58,6 +60,8 @@ std::size_t dtype_size(DType d) {
   switch (d) {
     case DType::F32: return 4;
     case DType::F64: return 8;
+    case DType::U8: return 1;
+    case DType::I64: return 8;
     default: return 2;
   }
 }
@@ -148,8 +152,10 @@ SafetensorsFile SafetensorsFile::parse(std::vector<std::uint8_t> bytes, std::str
     if (ds == "F32") t.dtype = DType::F32;
     else if (ds == "F64") t.dtype = DType::F64;
     else if (ds == "BF16") t.dtype = DType::BF16;
+    else if (ds == "U8") t.dtype = DType::U8;
+    else if (ds == "I64") t.dtype = DType::I64;
     else if (is_known_unsupported_dtype(ds))
-      c.fail("tensor '" + name + "' has dtype " + ds + ", which TTT Lab does not read (it reads F32, F64 and BF16)");
+      c.fail("tensor '" + name + "' has dtype " + ds + ", which TTT Lab does not read (it reads F32, F64, BF16, U8 and I64)");
     else
       c.fail("tensor '" + name + "' has unknown dtype '" + ds + "'");
 
@@ -234,6 +240,8 @@ std::vector<Out> convert(const TensorEntry& t, std::span<const std::uint8_t> raw
       case DType::F32: out[i] = static_cast<Out>(std::bit_cast<float>(static_cast<std::uint32_t>(load_le(p, 4)))); break;
       case DType::F64: out[i] = static_cast<Out>(std::bit_cast<double>(load_le(p, 8))); break;
       case DType::BF16: out[i] = static_cast<Out>(bf16_to_float(static_cast<std::uint16_t>(load_le(p, 2)))); break;
+      case DType::U8: out[i] = static_cast<Out>(*p); break;
+      case DType::I64: out[i] = static_cast<Out>(static_cast<std::int64_t>(load_le(p, 8))); break;
     }
   }
   return out;
@@ -280,8 +288,18 @@ std::vector<std::uint8_t> encode(std::span<const In> data, DType stored) {
       case DType::F32: store_le(p, std::bit_cast<std::uint32_t>(static_cast<float>(data[i])), 4); break;
       case DType::F64: store_le(p, std::bit_cast<std::uint64_t>(static_cast<double>(data[i])), 8); break;
       case DType::BF16: store_le(p, float_to_bf16(static_cast<float>(data[i])), 2); break;
+      case DType::U8:
+      case DType::I64: throw std::invalid_argument("safetensors: floating-point data cannot be stored as an integer dtype");
     }
   }
+  return out;
+}
+
+template <class Int>
+std::vector<std::uint8_t> encode_integers(std::span<const Int> data) {
+  std::vector<std::uint8_t> out(data.size() * sizeof(Int));
+  for (std::size_t i = 0; i < data.size(); ++i)
+    store_le(out.data() + i * sizeof(Int), static_cast<std::uint64_t>(data[i]), static_cast<int>(sizeof(Int)));
   return out;
 }
 }  // namespace
@@ -294,6 +312,16 @@ void SafetensorsWriter::add(std::string name, std::vector<std::int64_t> shape, s
 void SafetensorsWriter::add(std::string name, std::vector<std::int64_t> shape, std::span<const double> data, DType stored) {
   check_new(name, shape, data.size());
   m_tensors.push_back({std::move(name), stored, std::move(shape), encode(data, stored)});
+}
+
+void SafetensorsWriter::add(std::string name, std::vector<std::int64_t> shape, std::span<const std::uint8_t> data) {
+  check_new(name, shape, data.size());
+  m_tensors.push_back({std::move(name), DType::U8, std::move(shape), encode_integers(data)});
+}
+
+void SafetensorsWriter::add(std::string name, std::vector<std::int64_t> shape, std::span<const std::int64_t> data) {
+  check_new(name, shape, data.size());
+  m_tensors.push_back({std::move(name), DType::I64, std::move(shape), encode_integers(data)});
 }
 
 void SafetensorsWriter::set_metadata(std::string key, std::string value) {

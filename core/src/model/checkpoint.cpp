@@ -165,7 +165,13 @@ void save_model_safetensors(Model<float>& model, const std::filesystem::path& pa
 void load_model_safetensors(Model<float>& model, const std::filesystem::path& path) {
   const SafetensorsFile f = SafetensorsFile::read(path);
   std::vector<NamedTensor> tensors;
-  for (const auto& e : f.tensors()) tensors.push_back({e.name, e.shape, f.to_f32(e.name)});
+  for (const auto& e : f.tensors()) {
+    // Weights are floating point; an integer tensor here is a damaged or foreign file.
+    if (e.dtype == DType::U8 || e.dtype == DType::I64)
+      throw SafetensorsError("safetensors file '" + path.string() + "': tensor '" + e.name + "' has dtype " +
+                             std::string(dtype_name(e.dtype)) + "; model weights must be F32, F64 or BF16");
+    tensors.push_back({e.name, e.shape, f.to_f32(e.name)});
+  }
   load_state_dict(model, tensors, path.string());
 }
 

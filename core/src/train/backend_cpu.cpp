@@ -1,5 +1,6 @@
 // The CPU training backend (see tttlab/train/backend.hpp): the Trainer's step and evaluation on the
 // engine of core/, with data-parallel worker threads.
+#include <atomic>
 #include <cmath>
 #include <exception>
 #include <mutex>
@@ -74,13 +75,16 @@ class CpuTrainBackend final : public TrainBackend {
 
   std::int64_t step_count() const override { return m_optim.step_count(); }
 
-  EvalReport evaluate(std::span<const std::uint8_t> val, int seq_len, int max_windows) override {
-    SequentialWindows windows(val, 1, seq_len, max_windows);
+  EvalReport evaluate(std::span<const std::uint8_t> val, int seq_len, const EvalOptions& options) override {
+    SequentialWindows windows(val, 1, seq_len, options.max_windows);
     const std::int64_t n = windows.windows();
     if (n <= 0) throw std::runtime_error("the validation text is shorter than one window");
+    if (options.target_losses) options.target_losses->assign(static_cast<std::size_t>(n * seq_len), 0.f);
     std::vector<double> loss(m_threads, 0.0);
-    std::vector<long> count(m_threads, 0);
+    std::vector<long> count(m_threads, 0), correct(m_threads, 0);
     std::vector<std::vector<double>> by_pos(m_threads, std::vector<double>(seq_len, 0.0));
+    std::atomic<std::int64_t> done{0};
+    std::mutex progress_mutex;
     run_parallel(m_threads, [&](int i) {
       for (std::int64_t w = i; w < n; w += m_threads) {
         const TokenBatch b = windows.batch_at(w);
@@ -90,17 +94,29 @@ class CpuTrainBackend final : public TrainBackend {
         const CrossEntropyStats st = m_model.eval_sequence(tokens, {}, &pos);
         loss[i] += st.loss_sum;
         count[i] += st.counted;
+        correct[i] += st.correct;
         for (int t = 0; t < seq_len; ++t) by_pos[i][t] += pos(t);
+        if (options.target_losses)
+          std::copy(pos.data(), pos.data() + seq_len, options.target_losses->data() + w * seq_len);
+        const std::int64_t k = ++done;
+        if (options.progress) {
+          std::lock_guard<std::mutex> lock(progress_mutex);
+          options.progress(k, n);
+        }
       }
     });
     EvalReport r;
     double total = 0;
+    long right = 0;
     for (int i = 0; i < m_threads; ++i) {
       total += loss[i];
       r.targets += count[i];
+      right += correct[i];
     }
     r.loss = total / double(r.targets);
     r.bpb = r.loss / std::log(2.0);
+    r.accuracy = double(right) / double(r.targets);
+    r.accuracy_measured = true;
     r.loss_by_position.assign(seq_len, 0.0);
     for (int i = 0; i < m_threads; ++i)
       for (int t = 0; t < seq_len; ++t) r.loss_by_position[t] += by_pos[i][t] / double(n);

@@ -239,9 +239,9 @@ StepReport Trainer::step() {
 
 EvalReport Trainer::evaluate(int max_windows) const {
   if (m_data.synthetic.empty()) {
-    EvalReport r = m_impl->backend->evaluate(std::span<const std::uint8_t>(m_data.val), m_cfg.seq_len, max_windows);
-    r.step = steps_done();
-    return r;
+    EvalOptions options;
+    options.max_windows = max_windows;
+    return evaluate_text(std::span<const std::uint8_t>(m_data.val), options);
   }
   // Synthetic tasks: a fixed set of rows drawn from a seed stream that training never uses
   // (max_windows rows, 256 when 0), scored on the answers only, on the host model.
@@ -282,6 +282,12 @@ EvalReport Trainer::evaluate(int max_windows) const {
   r.loss_by_position.assign(m_cfg.seq_len, 0.0);
   for (int i = 0; i < m_threads; ++i)
     for (int t = 0; t < m_cfg.seq_len; ++t) r.loss_by_position[t] += by_pos[i][t] / double(n);
+  return r;
+}
+
+EvalReport Trainer::evaluate_text(std::span<const std::uint8_t> text, const EvalOptions& options) const {
+  EvalReport r = m_impl->backend->evaluate(text, m_cfg.seq_len, options);
+  r.step = steps_done();
   return r;
 }
 

@@ -12,10 +12,12 @@
 //   bytes [8 + N, EOF)    the data section: each tensor's elements, little-endian, row-major.
 // A tensor of shape [] is a scalar (one element); a shape with a 0 is an empty tensor (begin = end).
 //
-// DTYPES supported here: F32, F64, BF16 (bfloat16: the top 16 bits of an IEEE float). Reading
-// converts to float or double on request. Writing float as BF16 rounds to nearest, ties to even;
-// NaN stays NaN. Other safetensors dtypes (F16, I64, ...) are recognised and refused with a message
-// that names them; any other dtype string is reported as unknown.
+// DTYPES supported here: F32, F64, BF16 (bfloat16: the top 16 bits of an IEEE float), and the
+// integer types U8 and I64 (token bytes and token positions in `tttlab states` files). Reading
+// converts to float or double on request (U8 exactly; I64 exactly up to 2^53 in double). Writing
+// float as BF16 rounds to nearest, ties to even; NaN stays NaN. Other safetensors dtypes (F16, I32,
+// ...) are recognised and refused with a message that names them; any other dtype string is
+// reported as unknown.
 //
 // VALIDATION on read. Each of these is a SafetensorsError whose one-line message names the file
 // and the problem; nothing is ever read out of bounds, whatever the bytes:
@@ -54,7 +56,7 @@ class SafetensorsError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class DType { F32, F64, BF16 };
+enum class DType { F32, F64, BF16, U8, I64 };
 std::string_view dtype_name(DType dtype);
 std::size_t dtype_size(DType dtype);
 
@@ -115,6 +117,9 @@ class SafetensorsWriter {
            DType stored = DType::F32);
   void add(std::string name, std::vector<std::int64_t> shape, std::span<const double> data,
            DType stored = DType::F64);
+  // Integer tensors, stored as they are: bytes as U8, counts and positions as I64.
+  void add(std::string name, std::vector<std::int64_t> shape, std::span<const std::uint8_t> data);
+  void add(std::string name, std::vector<std::int64_t> shape, std::span<const std::int64_t> data);
   // Replaces the value when the key exists.
   void set_metadata(std::string key, std::string value);
 

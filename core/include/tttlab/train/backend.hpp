@@ -47,9 +47,20 @@ struct EvalReport {
   double loss = 0;            // nats per byte
   double bpb = 0;             // bits per byte = loss / ln 2
   long targets = 0;           // scored bytes
-  double accuracy = 0;        // share of scored targets whose most likely byte is right (synthetic tasks)
-  bool accuracy_measured = false;  // accuracy is computed on the synthetic tasks only
+  double accuracy = 0;        // next-byte accuracy: share of scored targets whose most likely byte is right
+  bool accuracy_measured = false;  // false: the backend did not compute `accuracy`
   std::vector<double> loss_by_position;  // [T] mean loss at each position in the window
+};
+
+// How to evaluate: how many windows, progress, and optionally every target's own loss.
+struct EvalOptions {
+  int max_windows = 0;  // the first N windows; 0: all
+  // Called as windows are scored (done, total), from the calling thread or a worker thread, never
+  // from two at once.
+  std::function<void(std::int64_t done, std::int64_t total)> progress;
+  // When set: resized to windows × seq_len, and filled with every target's loss (nats) in window
+  // order, target t of window w at w·seq_len + t.
+  std::vector<float>* target_losses = nullptr;
 };
 
 // What one training step on a backend produced.
@@ -73,9 +84,10 @@ class TrainBackend {
   // Updates applied so far (the optimiser's step count; skipped updates do not count).
   virtual std::int64_t step_count() const = 0;
 
-  // The loss of the current parameters over the validation windows of `val` (SequentialWindows of
-  // seq_len tokens, the first max_windows of them, 0: all). EvalReport::step is left 0.
-  virtual EvalReport evaluate(std::span<const std::uint8_t> val, int seq_len, int max_windows) = 0;
+  // The loss and next-byte accuracy of the current parameters over the windows of `val`
+  // (SequentialWindows of seq_len tokens, the first options.max_windows of them). EvalReport::step is
+  // left 0.
+  virtual EvalReport evaluate(std::span<const std::uint8_t> val, int seq_len, const EvalOptions& options) = 0;
 
   virtual void pull_to_host() = 0;
   virtual void push_from_host() = 0;

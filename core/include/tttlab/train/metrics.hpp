@@ -8,11 +8,11 @@
 //          loss: mean training loss of the batch (nats per byte); grad_norm: before clipping;
 //          skipped: the gradient was not finite and the update was skipped; elapsed_s: wall time
 //          since the session (or its resumption) started.
-//   eval   {"step":50,"val_loss":2.10,"val_bpb":3.03,"val_targets":8192,"val_accuracy":null,
+//   eval   {"step":50,"val_loss":2.10,"val_bpb":3.03,"val_targets":8192,"val_accuracy":0.41,
 //           "val_loss_by_position":[...]}
 //          val_loss in nats per byte (or per scored answer on the synthetic tasks), val_bpb = val_loss / ln 2,
-//          val_accuracy: share of scored targets whose most likely byte is right (null where it is not
-//          measured: text data; the synthetic tasks measure it). val_loss_by_position
+//          val_accuracy: next-byte accuracy, the share of scored targets whose most likely byte is the
+//          right one (null where a backend did not measure it). val_loss_by_position
 //          ([T] mean loss at each position of the window) is written by the final evaluation only,
 //          so that the file stays small for long sequences.
 //   event  {"step":7,"event":"<kind>","message":"..."}   something worth recording that is neither

@@ -96,6 +96,9 @@ class Trainer {
   // Evaluation and saving run on the backend and only read the run's state; they are const although
   // a GPU backend uses its device buffers for them.
   EvalReport evaluate(int max_windows) const;  // 0: every validation window
+  // The same over the windows of seq_len tokens of any text (not only the run's validation split),
+  // on the backend. Throws std::runtime_error when the text is shorter than one window.
+  EvalReport evaluate_text(std::span<const std::uint8_t> text, const EvalOptions& options) const;
   // Writes a checkpoint of the current step into run_dir (see above) and prunes older ones (keeps 2).
   void save(const std::filesystem::path& run_dir) const;
   // Makes model() (and the host optimiser state) current. Needed only with a GPU backend, before

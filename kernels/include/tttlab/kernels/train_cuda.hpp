@@ -81,7 +81,7 @@ class CudaTrainBackend final : public TrainBackend {
   std::string describe() const override;
   BackendStep step(const TokenBatch& batch) override;
   std::int64_t step_count() const override;
-  EvalReport evaluate(std::span<const std::uint8_t> val, int seq_len, int max_windows) override;
+  EvalReport evaluate(std::span<const std::uint8_t> val, int seq_len, const EvalOptions& options) override;
   void pull_to_host() override;
   void push_from_host() override;
 
