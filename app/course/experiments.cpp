@@ -78,8 +78,8 @@ const std::vector<MeasureInfo> kEvaluation = {
                     "on the same windows", false},
 };
 const std::vector<MeasureInfo> kNonparametric = {
-    {"nw_max_rel_diff", "max over the block's heads of max |ŷ − Z| / max |Z|: the Nadaraya–Watson estimator against the layer's own attention output", false},
-    {"nw_max_abs_diff", "max |ŷ − Z| over the block's heads, tokens and features", false},
+    {"nw_max_rel_diff", "max over the block's heads of max |ŷ − Z| / max |Z|: the Nadaraya–Watson estimator against the layer's own attention output", false},
+    {"nw_max_abs_diff", "max |ŷ − Z| over the block's heads, tokens and features", false},
     {"weights_row_sum_err", "the head on show: maxₜ |Σᵢ wₜᵢ − 1| of the kernel weights", false},
     {"max_weight_last_row", "the head on show, last token: the largest kernel weight maxᵢ w_Tᵢ", false},
     {"effective_pairs", "the head on show, last token: 1 / Σᵢ w_Tᵢ², how many stored pairs the prediction effectively averages (T when the kernel is flat)", false},

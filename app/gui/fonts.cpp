@@ -15,7 +15,8 @@ Fonts g_fonts;
 // Unicode blocks to bake into the atlas (pairs of inclusive ranges, zero-terminated).
 const ImWchar kRanges[] = {
     0x0020, 0x00FF,  // Basic Latin, Latin-1 (· ² ³ ± × µ)
-    0x0300, 0x036F,  // Combining diacritical marks (the bar of Z̄)
+    0x0100, 0x017F,  // Latin extended-A (ŷ ĝ: precomposed, as Dear ImGui draws no combining marks)
+    0x02B0, 0x02FF,  // Spacing modifier letters (the ˣ of ℝᵈˣᵈ)
     0x0370, 0x03FF,  // Greek (η θ λ τ σ Δ)
     0x1D00, 0x1DBF,  // Phonetic extensions (ᵀ ᵢ ⱼ)
     0x2000, 0x206F,  // General punctuation (– — ‖ … ′)
@@ -28,6 +29,7 @@ const ImWchar kRanges[] = {
     0x2400, 0x243F,  // Control pictures (␣ for a space token)
     0x25A0, 0x25FF,  // Geometric shapes (▶ ◀ ■ ●)
     0x2C60, 0x2C7F,  // Latin extended-C (the subscript ⱼ)
+    0xFFFD, 0xFFFD,  // the replacement character (a NUL in a lesson's Markdown)
     0,
 };
 

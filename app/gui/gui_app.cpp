@@ -26,8 +26,10 @@
 
 #include "gui/app_requests.hpp"
 #include "gui/classroom.hpp"
+#include "gui/dialogs.hpp"
 #include "gui/engine/data_source.hpp"
 #include "gui/engine/engine.hpp"
+#include "gui/engine/engine_activity.hpp"
 #include "gui/fonts.hpp"
 #include "gui/keys.hpp"
 #include "gui/lessons/course_session.hpp"
@@ -163,10 +165,12 @@ class App {
   void take_pending_dock();
 
   // Dialogs
-  bool open_dialog_ = false, save_dialog_ = false, show_help_ = false, show_about_ = false;
-  char path_buf_[1024] = "";
-  std::string error_title_, error_text_;
-  bool error_pending_ = false;
+  PathDialog open_dialog_{"Open state"}, save_dialog_{"Save state"};
+  ErrorDialog error_;
+  bool show_help_ = false, show_about_ = false;
+  // File → Open / Save as: the dialog opens on the current file (Save: a default name).
+  void show_open_dialog() { open_dialog_.open(state_path_.string()); }
+  void show_save_dialog() { save_dialog_.open(state_path_.empty() ? "view.tttlab" : state_path_.string()); }
   fs::path state_path_;
 
   // Frame timing (UI thread's own work: snapshot, panels, ImGui::Render).
@@ -225,14 +229,14 @@ int App::init() {
   const bool interactive = opt_.screenshot.empty() && opt_.bench_frames == 0;
   if (!opt_.state_file.empty()) {
     if (!open_state(opt_.state_file) && !interactive) {
-      std::fprintf(stderr, "tttlab gui: %s\n", error_text_.c_str());
+      std::fprintf(stderr, "tttlab gui: %s\n", error_.text().c_str());
       return 1;
     }
     take_pending_dock();
   }
   if (!opt_.lesson.empty()) {
     if (!start_lesson(opt_.lesson) && !interactive) {
-      std::fprintf(stderr, "tttlab gui: %s\n", error_text_.c_str());
+      std::fprintf(stderr, "tttlab gui: %s\n", error_.text().c_str());
       return 1;
     }
     take_pending_dock();
@@ -274,9 +278,7 @@ void App::watch_engine_events() {
   if (snap_->library && snap_->library->event != library_event_) {
     library_event_ = snap_->library->event;
     if (!snap_->library->error.empty()) {
-      error_title_ = "Could not open the model";
-      error_text_ = snap_->library->error;
-      error_pending_ = true;
+      error_.show("Could not open the model", snap_->library->error);
     } else if (!snap_->library->opened_id.empty()) {
       notify("Opened " + snap_->library->opened_id.substr(snap_->library->opened_id.find(':') + 1) +
              ": it is in every model list now");
@@ -285,9 +287,7 @@ void App::watch_engine_events() {
   if (snap_->training && snap_->training->event != training_event_) {
     training_event_ = snap_->training->event;
     if (!snap_->training->error.empty()) {
-      error_title_ = "Training";
-      error_text_ = snap_->training->error;
-      error_pending_ = true;
+      error_.show("Training", snap_->training->error);
     }
   }
   if (auto req = take_open_state_request()) open_state(*req);
@@ -571,14 +571,14 @@ void App::draw_content(float width, float height) {
 void App::draw_menu_bar() {
   if (!ImGui::BeginMenuBar()) return;
   if (ImGui::BeginMenu("File")) {
-    if (ImGui::MenuItem("Open state…", "Ctrl+O")) open_dialog_ = true;
+    if (ImGui::MenuItem("Open state…", "Ctrl+O")) show_open_dialog();
     if (ImGui::MenuItem("Save state", "Ctrl+S")) {
       if (state_path_.empty())
-        save_dialog_ = true;
+        show_save_dialog();
       else
         save_state(state_path_);
     }
-    if (ImGui::MenuItem("Save state as…", "Ctrl+Shift+S")) save_dialog_ = true;
+    if (ImGui::MenuItem("Save state as…", "Ctrl+Shift+S")) show_save_dialog();
     ImGui::Separator();
     if (ImGui::MenuItem("Export window as PNG", "F12")) plot::exporter().request_window_png();
     ImGui::TextDisabled("Plots: right-click a plot to export it");
@@ -652,32 +652,35 @@ void App::draw_sidebar(float width) {
   }
   ImGui::Dummy(ImVec2(0, 10));
   widgets::section_label("ENGINE");
-  const bool idle = engine_.quiescent();
+  const EngineActivity activity = engine_activity(*snap_, engine_.quiescent());
   ImGui::PushFont(fonts().small);
-  ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(idle ? colors::kTextDim : colors::kGood),
-                     idle ? "● idle" : "● working");
-  if (!idle) {
+  ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(activity.busy() ? colors::kGood : colors::kTextDim), "● %s",
+                     activity.word());
+  if (activity.state == EngineActivity::State::Working) {
     ImGui::SameLine();
     ImGui::TextDisabled("%.0f ms/s busy", snap_->stats.busy_ms_last_second);
   }
   ImGui::TextDisabled("snapshot #%llu", static_cast<unsigned long long>(snap_->version));
   ImGui::PopFont();
-  bool any_job = false;
-  for (const auto& j : snap_->jobs) {
-    if (j.outcome != JobOutcome::Running) continue;
-    any_job = true;
-    ImGui::PushID(static_cast<int>(j.id));
+  for (const ActivityItem& item : activity.items) {
+    ImGui::PushID(item.label.c_str());
     ImGui::PushFont(fonts().small);
-    ImGui::TextWrapped("%s", j.label.c_str());
+    ImGui::TextWrapped("%s", item.label.c_str());
     ImGui::PopFont();
-    ImGui::ProgressBar(static_cast<float>(j.progress), ImVec2(width - 70.0f, 0));
-    ImGui::SameLine();
-    if (ImGui::SmallButton("Cancel")) engine_.post(CancelJob{j.id});
+    // The bar takes what the Cancel button leaves of the row, so the button is never cut off.
+    const float cancel_w = item.cancel ? ImGui::CalcTextSize("Cancel").x + 2.0f * ImGui::GetStyle().FramePadding.x +
+                                             ImGui::GetStyle().ItemSpacing.x
+                                       : 0.0f;
+    ImGui::ProgressBar(static_cast<float>(item.progress), ImVec2(ImGui::GetContentRegionAvail().x - cancel_w, 0));
+    if (item.cancel) {
+      ImGui::SameLine();
+      if (ImGui::SmallButton("Cancel")) engine_.post(CancelJob{item.cancel});
+    }
     ImGui::PopID();
   }
-  if (!any_job) {
+  if (activity.items.empty()) {
     ImGui::PushFont(fonts().small);
-    ImGui::TextDisabled("no jobs running");
+    ImGui::TextDisabled("nothing running");
     ImGui::PopFont();
   }
 
@@ -707,11 +710,11 @@ void App::draw_sidebar_strip() {
   }
   ImGui::PopStyleVar();
   ImGui::Dummy(ImVec2(0, 10));
-  const bool idle = engine_.quiescent();
+  const EngineActivity activity = engine_activity(*snap_, engine_.quiescent());
   const char* dot = "\xE2\x97\x8F";
   ImGui::SetCursorPosX(ImGui::GetCursorPosX() + (w - ImGui::CalcTextSize(dot).x) * 0.5f);
-  ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(idle ? colors::kTextDim : colors::kGood), "%s", dot);
-  if (ImGui::IsItemHovered()) ImGui::SetTooltip(idle ? "The engine is idle" : "The engine is working");
+  ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(activity.busy() ? colors::kGood : colors::kTextDim), "%s", dot);
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", activity.sentence().c_str());
 }
 
 void App::draw_status_bar() {
@@ -764,10 +767,10 @@ void App::global_shortcuts() {
       }
       return;
     }
-    if (key_pressed(Key::O, false)) open_dialog_ = true;
+    if (key_pressed(Key::O, false)) show_open_dialog();
     if (key_pressed(Key::S, false)) {
       if (shift_down() || state_path_.empty())
-        save_dialog_ = true;
+        show_save_dialog();
       else
         save_state(state_path_);
     }
@@ -828,9 +831,7 @@ bool App::open_state(const fs::path& path) {
                                   doc.contains("classroom") ? std::optional<ClassroomState>(room) : std::nullopt};
     return true;
   } catch (const StateError& e) {
-    error_title_ = "Could not open the state file";
-    error_text_ = e.what();
-    error_pending_ = true;
+    error_.show("Could not open the state file", e.what());
     return false;
   }
 }
@@ -850,9 +851,7 @@ bool App::save_state(const fs::path& path) {
     notify("Saved view to " + fs::absolute(target).string());
     return true;
   } catch (const StateError& e) {
-    error_title_ = "Could not save the state file";
-    error_text_ = e.what();
-    error_pending_ = true;
+    error_.show("Could not save the state file", e.what());
     return false;
   }
 }
@@ -877,10 +876,9 @@ bool App::start_lesson(const std::string& name) {
   if (!found) {
     std::string known;
     for (const auto& l : cs.course.lessons) known += (known.empty() ? "" : ", ") + l.name;
-    error_title_ = "Could not start the lesson";
-    error_text_ = "There is no lesson \"" + name + "\" in the course" +
-                  (!known.empty() ? " (its lessons: " + known + ")." : cs.error.empty() ? std::string(".") : ": " + cs.error);
-    error_pending_ = true;
+    error_.show("Could not start the lesson",
+                "There is no lesson \"" + name + "\" in the course" +
+                    (!known.empty() ? " (its lessons: " + known + ")." : cs.error.empty() ? std::string(".") : ": " + cs.error));
     return false;
   }
   const course::Lesson lesson = *found;
@@ -925,70 +923,11 @@ bool App::lesson_veiled() const {
 
 void App::draw_dialogs() {
   const ImVec2 center = ImGui::GetMainViewport()->GetCenter();
-  const auto file_dialog = [&](const char* title, bool* flag, bool saving) {
-    if (*flag) {
-      ImGui::OpenPopup(title);
-      *flag = false;
-      std::snprintf(path_buf_, sizeof path_buf_, "%s",
-                    state_path_.empty() ? (saving ? "view.tttlab" : "") : state_path_.string().c_str());
-    }
-    ImGui::SetNextWindowPos(center, ImGuiCond_Appearing, ImVec2(0.5f, 0.5f));
-    ImGui::SetNextWindowSize(ImVec2(560, 0), ImGuiCond_Appearing);
-    if (!ImGui::BeginPopupModal(title, nullptr, ImGuiWindowFlags_NoSavedSettings)) return;
-    ImGui::TextUnformatted(saving ? "Save the panel settings and seeds to a .tttlab file:"
-                                  : "Open a .tttlab state file:");
-    if (ImGui::IsWindowAppearing()) ImGui::SetKeyboardFocusHere();
-    ImGui::SetNextItemWidth(-1);
-    const bool enter = ImGui::InputText("##path", path_buf_, sizeof path_buf_,
-                                        ImGuiInputTextFlags_EnterReturnsTrue);
-    // The state files in the working directory, for one-click picking.
-    std::vector<std::string> found;
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator(".", ec))
-      if (e.path().extension() == kStateExtension) found.push_back(e.path().filename().string());
-    std::sort(found.begin(), found.end());
-    ImGui::TextDisabled("In %s:", fs::absolute(".").lexically_normal().string().c_str());
-    ImGui::BeginChild("##files", ImVec2(0, 120), true);
-    if (found.empty()) ImGui::TextDisabled("(no .tttlab files)");
-    for (const auto& f : found)
-      if (ImGui::Selectable(f.c_str(), f == path_buf_)) std::snprintf(path_buf_, sizeof path_buf_, "%s", f.c_str());
-    ImGui::EndChild();
-    const bool ok = ImGui::Button(saving ? "Save" : "Open", ImVec2(100, 0)) || enter;
-    ImGui::SameLine();
-    if (ImGui::Button("Cancel", ImVec2(100, 0)) || ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape)))
-      ImGui::CloseCurrentPopup();
-    if (ok && path_buf_[0]) {
-      ImGui::CloseCurrentPopup();
-      if (saving)
-        save_state(path_buf_);
-      else
-        open_state(path_buf_);
-    }
-    ImGui::EndPopup();
-  };
-  file_dialog("Open state", &open_dialog_, false);
-  file_dialog("Save state", &save_dialog_, true);
-
-  if (error_pending_) {
-    ImGui::OpenPopup("##error");
-    error_pending_ = false;
-  }
-  ImGui::SetNextWindowPos(center, ImGuiCond_Appearing, ImVec2(0.5f, 0.5f));
-  ImGui::SetNextWindowSize(ImVec2(560, 0), ImGuiCond_Appearing);
-  if (ImGui::BeginPopupModal("##error", nullptr, ImGuiWindowFlags_NoTitleBar | ImGuiWindowFlags_NoSavedSettings)) {
-    ImGui::PushFont(fonts().bold);
-    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kError), "%s", error_title_.c_str());
-    ImGui::PopFont();
-    ImGui::Separator();
-    ImGui::PushTextWrapPos(0.0f);
-    ImGui::TextUnformatted(error_text_.c_str());
-    ImGui::PopTextWrapPos();
-    if (error_title_.rfind("Could not", 0) == 0) ImGui::TextDisabled("Nothing was changed.");
-    if (ImGui::Button("OK", ImVec2(100, 0)) || ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Enter)) ||
-        ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape)))
-      ImGui::CloseCurrentPopup();
-    ImGui::EndPopup();
-  }
+  if (const auto path = open_dialog_.draw("Open a .tttlab state file:", "Open")) open_state(*path);
+  if (const auto path = save_dialog_.draw("Save the panel settings and seeds to a .tttlab file:", "Save"))
+    save_state(*path);
+  // After the file dialogs: an error they cause opens in this frame (dialogs.hpp says why its keys wait).
+  error_.draw();
 
   if (show_about_) {
     ImGui::OpenPopup("About TTT Lab");

@@ -1,6 +1,6 @@
 #!/bin/sh
 # The gui_screenshots test (ctest label "gui"): renders every panel offscreen under a virtual X server,
-# two more views from state files (a toy TTT-MLP head, and a lesson's view in classroom mode), and
+# at 1600 × 1000 and at the smallest supported size, 1280 × 720, two more views from state files (a toy TTT-MLP head, and a lesson's view in classroom mode), and
 # checks that the PNGs are not blank and all differ; also checks that a broken state file is refused
 # with a message instead of a crash, and that the frame-time benchmark runs and reports its p99.
 #   usage: gui_screenshots.sh TTTLAB PNG_CHECK OUTDIR
@@ -15,12 +15,13 @@ if ! command -v xvfb-run >/dev/null 2>&1; then
   exit 77
 fi
 mkdir -p "$out" || exit 1
-shoot() {  # shoot OUT.png ARGS…
+shoot() {  # shoot OUT.png FRAMES ARGS…
   png=$1
-  shift
+  frames=$2
+  shift 2
   rm -f "$png"
   # Judged by the image written, not by xvfb-run's status (which its own clean-up can fail).
-  xvfb-run -a -s "-screen 0 1600x1000x24" "$tttlab" gui --screenshot "$png" --frames 5 "$@"
+  xvfb-run -a -s "-screen 0 1600x1000x24" "$tttlab" gui --screenshot "$png" --frames "$frames" "$@"
   [ -s "$png" ]
 }
 
@@ -31,8 +32,15 @@ if [ -z "$panels" ]; then
 fi
 files=""
 for p in $panels; do
-  shoot "$out/$p.png" --panel "$p" || { echo "FAIL: screenshot of panel $p"; exit 1; }
+  shoot "$out/$p.png" 5 --panel "$p" || { echo "FAIL: screenshot of panel $p"; exit 1; }
   files="$files $out/$p.png"
+done
+# Every panel at the smallest supported size, where text is most likely to overlap or be cut off. Two
+# frames: the layout is what these pictures are for (the engine's results still arrive before the
+# capture), and the test stays quick on a small CI machine.
+for p in $panels; do
+  shoot "$out/${p}_1280x720.png" 2 --panel "$p" --size 1280x720 || { echo "FAIL: screenshot of panel $p at 1280x720"; exit 1; }
+  files="$files $out/${p}_1280x720.png"
 done
 
 # A saved view reproduces different settings: a toy TTT-MLP head, b = 4, token 9, on the stepper.
@@ -43,15 +51,15 @@ cat > "$out/mlp.tttlab" <<'JSON'
                                                           "text": "abcdabcdabcdabcd", "seed": 3 } } }
 }
 JSON
-shoot "$out/state_mlp.png" --state "$out/mlp.tttlab" || { echo "FAIL: screenshot from a state file"; exit 1; }
+shoot "$out/state_mlp.png" 5 --state "$out/mlp.tttlab" || { echo "FAIL: screenshot from a state file"; exit 1; }
 files="$files $out/state_mlp.png"
 
 # A lesson's view: its state file, classroom mode included.
 lesson=$(dirname "$0")/../../lessons/01-one-step-per-token.tttlab
-shoot "$out/lesson1.png" --state "$lesson" || { echo "FAIL: screenshot of lesson 1's view"; exit 1; }
+shoot "$out/lesson1.png" 5 --state "$lesson" || { echo "FAIL: screenshot of lesson 1's view"; exit 1; }
 files="$files $out/lesson1.png"
 # A lesson docked beside its view (the veil until the first prediction) at the smallest supported size.
-shoot "$out/lesson_docked.png" --size 1280x720 --lesson 01 || { echo "FAIL: screenshot of a docked lesson"; exit 1; }
+shoot "$out/lesson_docked.png" 5 --size 1280x720 --lesson 01 || { echo "FAIL: screenshot of a docked lesson"; exit 1; }
 files="$files $out/lesson_docked.png"
 
 # A broken state file is refused: exit status 1 and a one-line message naming the field.

@@ -90,6 +90,25 @@ const ModelInfo* LibraryView::find(const std::string& id) const {
   return nullptr;
 }
 
+std::optional<ModelConfig> config_without_loading(const std::string& id) {
+  try {
+    ModelConfig cfg;
+    std::uint64_t seed = 0;
+    if (parse_random_id(id, &cfg, &seed)) return cfg;
+    std::optional<fs::path> file;
+    if (id == kShippedModelId)
+      file = find_resource(std::string(kShippedModelPath) + "/config.json");
+    else if (const std::string name = shipped_model_name(id); !name.empty())
+      file = find_resource(std::string(kShippedModelsFolder) + "/" + name + "/config.json");
+    else if (id.rfind("file:", 0) == 0 && fs::is_regular_file(fs::path(id.substr(5)) / "config.json"))
+      file = fs::path(id.substr(5)) / "config.json";
+    if (!file) return std::nullopt;
+    return ModelConfig::from_json(read_file_text(*file, 1 << 20), file->string());
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
 std::string random_model_id(const std::string& layer, bool mamba, std::uint64_t seed) {
   return "random:" + layer + ":" + (mamba ? "m" : "t") + ":" + std::to_string(seed);
 }

@@ -25,6 +25,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,11 @@ struct ModelOverrides {
   bool operator==(const ModelOverrides&) const = default;
   bool any() const { return mini_batch > 0 || base_lr > 0.0; }
 };
+
+// The config of model `id` where it can be read without loading the model (any thread: it reads a
+// small file at most): shipped models and checkpoint folders with a config.json, and random ids.
+// Nothing for other ids, or when the file is missing or unreadable (loading reports that).
+std::optional<ModelConfig> config_without_loading(const std::string& id);
 
 // The tiny preset with another layer kind/backbone, as random model ids use it.
 std::string random_model_id(const std::string& layer, bool mamba, std::uint64_t seed);

@@ -5,8 +5,8 @@
 // job takes the layer's own queries, keys (after RoPE), values and attention output (one forward of
 // the layer's code, in the chosen precision) and builds the Nadaraya–Watson estimator explicitly
 // (tttlab/analysis/nonparametric.hpp): at token t the "training set" is every pair (kᵢ, vᵢ), i ≤ t,
-// the kernel κ(q, k) = exp(q·k/√d), the prediction ŷₜ = Σᵢ κ(qₜ, kᵢ) vᵢ / Σⱼ κ(qₜ, kⱼ). The view
-// holds, per head, how far ŷ is from the layer's output, and for the head on show the kernel weights
+// the kernel κ(q, k) = exp(q·k/√d), the prediction ŷₜ = Σᵢ κ(qₜ, kᵢ) vᵢ / Σⱼ κ(qₜ, kⱼ). The view
+// holds, per head, how far ŷ is from the layer's output, and for the head on show the kernel weights
 // [T, T], both outputs [T, d] and how concentrated each row of weights is.
 #pragma once
 
@@ -42,7 +42,7 @@ struct NonparametricRun {
 // One head of the block: how far the estimator is from the layer's own output.
 struct NonparametricHeadSummary {
   int head = 0;
-  double max_abs_diff = 0;     // max |ŷ − Z|
+  double max_abs_diff = 0;     // max |ŷ − Z|
   double max_abs_output = 0;   // max |Z|
   double effective_pairs = 0;  // at the last token: 1 / Σᵢ wᵢ²
   double max_weight = 0;       // at the last token: maxᵢ wᵢ
@@ -52,9 +52,9 @@ struct NonparametricHeadSummary {
 struct NonparametricDetail {
   Mat<double> weights;         // [T, T] lower triangular, row t: the kernel weights wₜᵢ
   plot::PooledMatrix weights_map;  // the same pooled to ≤ 512² for the heat-map
-  Mat<double> nw_output;       // [T, d] ŷ
+  Mat<double> nw_output;       // [T, d] ŷ
   Mat<double> attention_output;// [T, d] the layer's Z for this head
-  std::vector<double> token_diff;       // [T] maxⱼ |ŷ − Z|[t, j]
+  std::vector<double> token_diff;       // [T] maxⱼ |ŷ − Z|[t, j]
   std::vector<double> effective_pairs;  // [T] 1 / Σᵢ wₜᵢ²
   std::vector<double> max_weight;       // [T] maxᵢ wₜᵢ
   std::vector<double> entropy;          // [T] −Σᵢ wₜᵢ ln wₜᵢ (nats)
@@ -80,7 +80,7 @@ struct NonparametricView {
   int shown_block = 0, shown_head = 0;
   std::vector<NonparametricHeadSummary> head_summaries;  // every head of the block
   double max_abs_diff = 0;          // over every head of the block
-  double max_rel_diff = 0;          // over every head: max |ŷ − Z| / max |Z| of that head
+  double max_rel_diff = 0;          // over every head: max |ŷ − Z| / max |Z| of that head
   std::shared_ptr<const NonparametricDetail> detail;  // the head on show
   long state_numbers_nw = 0;        // 2·T·d: the stored pairs after the last token
   long state_numbers_ttt = 0;       // d²: TTT-Linear's W, whatever T

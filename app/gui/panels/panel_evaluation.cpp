@@ -139,8 +139,8 @@ class EvaluationPanel final : public Panel {
       ImGui::Checkbox("log scale for the position", &s_.log_x);
     }
     ImGui::Dummy(ImVec2(0, 6));
-    widgets::note("Each window is one Model::eval_sequence: the loss of every next-byte prediction, kept by "
-                  "position. Bits per byte = nats / ln 2; 8 is a uniform guess over 256 bytes. Models trained on "
+    widgets::note("Each window of text is read once by the model: the loss of every next-byte prediction is kept "
+                  "by its position. Bits per byte = nats / ln 2; 8 is a uniform guess over 256 bytes. Models trained on "
                   "shorter windows than T are evaluated beyond their training length.");
   }
 

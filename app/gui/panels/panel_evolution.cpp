@@ -80,8 +80,8 @@ class EvolutionPanel final : public Panel {
   const char* id() const override { return "evolution"; }
   const char* name() const override { return "Hidden-state evolution"; }
   const char* summary() const override {
-    return "W_t of any block and head over a whole sequence (TTT-Linear and TTT-MLP): a scrubber, the drift "
-           "‖W_t − W_0‖ and the singular values.";
+    return "Wₜ of any block and head over a whole sequence (TTT-Linear and TTT-MLP): a scrubber, the drift "
+           "‖Wₜ − W₀‖ and the singular values.";
   }
   std::vector<ClassroomControl> classroom_controls() const override {
     return {{"evolution.source", "Evolution: model, block and head"},
@@ -271,7 +271,12 @@ class EvolutionPanel final : public Panel {
     const float avail = ImGui::GetContentRegionAvail().x;
     const float h = std::clamp(ImGui::GetContentRegionAvail().y * 0.42f, 200.0f, 330.0f);
     const float wide = static_cast<float>(W.cols()) / static_cast<float>(std::max<Eigen::Index>(1, W.rows()));
-    const float map_w = std::min(avail * (wide > 1.5f ? 0.40f : 0.27f), (h - 40.0f) * wide + 70.0f);
+    // The spectrum beside the two maps keeps at least a third of the row (280 px or more): the wide
+    // maps of TTT-MLP (d × 4d) would otherwise take four fifths and squeeze it.
+    const float gap = 18.0f;
+    const float spectrum_min = std::max(avail / 3.0f, 280.0f);
+    const float map_w = std::max(120.0f, std::min({avail * (wide > 1.5f ? 0.40f : 0.27f), (h - 40.0f) * wide + 70.0f,
+                                                   (avail - 2.0f * gap - spectrum_min) * 0.5f}));
     // The row is as tall as a map with square cells at this width (no gap under short maps).
     const float h_fit = std::min(h, (map_w - 62.0f) / wide + 48.0f);
     const ImVec2 top = ImGui::GetCursorScreenPos();
@@ -295,7 +300,7 @@ class EvolutionPanel final : public Panel {
     };
     plot::heatmap(a);
 
-    ImGui::SetCursorScreenPos(ImVec2(top.x + map_w + 18.0f, top.y));
+    ImGui::SetCursorScreenPos(ImVec2(top.x + map_w + gap, top.y));
     plot::Heatmap b;
     b.id = "w_step";
     b.export_name = "delta_W_t";
@@ -308,7 +313,7 @@ class EvolutionPanel final : public Panel {
     plot::heatmap(b);
 
     // The spectrum at the cursor against W0's.
-    ImGui::SetCursorScreenPos(ImVec2(top.x + 2.0f * (map_w + 18.0f), top.y));
+    ImGui::SetCursorScreenPos(ImVec2(top.x + 2.0f * (map_w + gap), top.y));
     const std::vector<float>& sv = spectrum(cur);
     const std::vector<float>& sv0 = s_.spectrum_of_delta ? std::vector<float>() : spectrum(*v.w0);
     sv_now_.assign(sv.begin(), sv.end());
@@ -316,10 +321,15 @@ class EvolutionPanel final : public Panel {
     plot::LinePlot p;
     p.id = "spectrum_now";
     p.export_name = "singular_values_at_t";
-    p.title = "Singular values at t = " + std::to_string(t);
-    p.y_label = s_.spectrum_of_delta ? "σᵢ(" + wn + "ₜ − " + wn + "₀), log scale" : "σᵢ(" + wn + "ₜ) against σᵢ(" + wn + "₀), log scale";
+    const float plot_w = ImGui::GetContentRegionAvail().x;
+    const std::string at = " at t = " + std::to_string(t);
+    p.title = widgets::fit("Singular values" + at, "σᵢ" + at, plot_w, fonts().bold);
+    const std::string of = s_.spectrum_of_delta ? "σᵢ(" + wn + "ₜ − " + wn + "₀)" : "σᵢ(" + wn + "ₜ) against σᵢ(" + wn + "₀)";
+    p.y_label = widgets::fit(of + ", log scale", of, plot_w, fonts().small);
     p.x_label = "index i (largest first)";
-    p.size = ImVec2(ImGui::GetContentRegionAvail().x, h_fit);
+    // As tall as the maps, but never flatter than a plot reads (wide maps are short).
+    const float plot_h = std::max(h_fit, std::min(h, 220.0f));
+    p.size = ImVec2(plot_w, plot_h);
     p.y_scale = plot::ScaleKind::Log10;
     p.x_range = plot::Range{0.5, std::max(2.0, static_cast<double>(sv.size()) + 0.5)};
     auto s1 = plot::line(s_.spectrum_of_delta ? "σ(Wₜ − W₀)" : "σ(Wₜ)", sv_now_, colors::kNormDW, false, 1.0, 1.0);
@@ -331,7 +341,7 @@ class EvolutionPanel final : public Panel {
     }
     p.x_format = [](double x) { return "i = " + std::to_string(std::lround(x)); };
     plot::line_plot(p);
-    ImGui::SetCursorScreenPos(ImVec2(top.x, top.y + h_fit + 4.0f));
+    ImGui::SetCursorScreenPos(ImVec2(top.x, top.y + plot_h + 4.0f));
     ImGui::Dummy(ImVec2(avail, 1.0f));
   }
 
@@ -366,7 +376,8 @@ class EvolutionPanel final : public Panel {
     d.id = "drift";
     d.export_name = "state_drift";
     d.title = "How far the state has moved";
-    d.y_label = "Frobenius norms · dashed: mini-batch ends · drag to scrub";
+    d.y_label = widgets::fit("Frobenius norms · dashed: mini-batch ends · drag to scrub",
+                             "Frobenius norms · drag to scrub", avail * 0.42f, fonts().small);
     d.x_label = "token t";
     d.size = ImVec2(avail * 0.42f, h);
     d.x_range = plot::Range{-0.5, std::max(1.0, static_cast<double>(T) - 0.5)};
@@ -398,7 +409,9 @@ class EvolutionPanel final : public Panel {
     sg.export_name = "singular_values_over_t";
     sg.title = s_.spectrum_of_delta ? "Singular values of " + wn + "ₜ − " + wn + "₀ over the sequence"
                                     : "Singular values of " + wn + "ₜ over the sequence";
-    sg.subtitle = "row i: σᵢ (largest on top), column t: after token t; log colour over 4 decades";
+    sg.subtitle = widgets::fit("row i: σᵢ (largest on top), column t: after token t; log colour over 4 decades",
+                               "row i: σᵢ, column t: token t; log colours", ImGui::GetContentRegionAvail().x,
+                               fonts().small);
     sg.pooled = &spec_;
     sg.m = plot::MatrixView::of(spec_);
     sg.palette = plot::Palette::Sequential;

@@ -245,12 +245,12 @@ class InnerStepperPanel final : public Panel {
     if (v.config.toy())
       widgets::note("Toy head: q, k and v come from a fixed random byte embedding and random projections drawn "
                     "from the seed, so a byte always has the same key and value. The inner loop is the engine's "
-                    "real inner_forward_primal, run one token at a time on the engine thread.");
+                    "own primal form, run one token at a time.");
     else
-      widgets::note("Trained model: the layer input is Model::mixer_input (the embedding and the blocks "
-                    "before), and k, v, q, η and W₀ are the layer's own (TTTLayer::inputs: projections, "
-                    "convolutions, RoPE, the learned gate). The inner loop is the engine's "
-                    "inner_forward_primal, one token per step, in double precision.");
+      widgets::note("Trained model: the layer reads what the model feeds it (the embedding and the blocks "
+                    "before), and k, v, q, η and W₀ are the layer's own (its projections, convolutions, "
+                    "rotary positions and learned gate). The inner loop is the engine's own primal form, one "
+                    "token per step, in double precision.");
     if (v.computed() > 0) {
       ImGui::PushFont(fonts().small);
       ImGui::TextDisabled("engine: %.1f µs per primal step", v.compute_us_per_token);
@@ -313,16 +313,11 @@ class InnerStepperPanel final : public Panel {
 
   void draw_view(const StepperView& v, CommandSink& sink) {
     const Fonts& f = fonts();
-    ImGui::PushFont(f.large);
-    ImGui::TextUnformatted("Inner-loop stepper");
-    ImGui::PopFont();
-    ImGui::SameLine(0, 14);
-    ImGui::PushFont(f.small);
-    ImGui::AlignTextToFramePadding();
-    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim),
-                       "Each token is one gradient step on ℓ(W; xₜ) = ½‖f(kₜ; W) − %s‖², TTT-%s, primal form.",
-                       v.options.residual ? "(vₜ − kₜ)" : "vₜ", v.mlp() ? "MLP" : "Linear");
-    ImGui::PopFont();
+    char explanation[160];
+    std::snprintf(explanation, sizeof explanation,
+                  "Each token is one gradient step on ℓ(W; xₜ) = ½‖f(kₜ; W) − %s‖², TTT-%s, primal form.",
+                  v.options.residual ? "(vₜ − kₜ)" : "vₜ", v.mlp() ? "MLP" : "Linear");
+    widgets::panel_title("Inner-loop stepper", explanation);
     if (!v.description.empty()) {
       ImGui::PushFont(f.small);
       ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kAccent), "%s", v.description.c_str());
@@ -408,30 +403,40 @@ class InnerStepperPanel final : public Panel {
     }
     const TokenRecord& r = *v.records[static_cast<std::size_t>(t)];
     const int b = v.mini_batch();
+    // Each read-out goes on the line while it fits, else on the next: nothing is cut at the view's edge.
+    const auto dim = ImGui::ColorConvertU32ToFloat4(colors::kTextDim);
     ImGui::PushFont(f.bold);
     ImGui::Text("t = %ld  %s", t, token_quote(v, t).c_str());
     ImGui::PopFont();
-    ImGui::SameLine(0, 16);
-    ImGui::Text("mini-batch %ld, position %d of %d", r.mini_batch_index, r.pos + 1, b);
-    ImGui::SameLine(0, 16);
-    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim), "λₜ = %s", format_value(r.lambda, 3).c_str());
-    ImGui::SameLine(0, 12);
-    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim), "τ%s = %s", subscript(r.pos + 1).c_str(),
-                       format_value(r.tau, 3).c_str());
-    ImGui::SameLine(0, 12);
-    ImGui::Text("ηₜ = τλ = %s", format_value(r.tau * r.lambda, 3).c_str());
-    ImGui::SameLine(0, 20);
+    char text[160];
+    std::snprintf(text, sizeof text, "mini-batch %ld, position %d of %d", r.mini_batch_index, r.pos + 1, b);
+    widgets::same_line_if_fits(text, 16);
+    ImGui::TextUnformatted(text);
+    std::snprintf(text, sizeof text, "λₜ = %s", format_value(r.lambda, 3).c_str());
+    widgets::same_line_if_fits(text, 16);
+    ImGui::TextColored(dim, "%s", text);
+    std::snprintf(text, sizeof text, "τ%s = %s", subscript(r.pos + 1).c_str(), format_value(r.tau, 3).c_str());
+    widgets::same_line_if_fits(text, 12);
+    ImGui::TextColored(dim, "%s", text);
+    std::snprintf(text, sizeof text, "ηₜ = τλ = %s", format_value(r.tau * r.lambda, 3).c_str());
+    widgets::same_line_if_fits(text, 12);
+    ImGui::TextUnformatted(text);
+    // The two losses and the change stay together.
     const double drop = r.loss_before > 0 ? (r.loss_after - r.loss_before) / r.loss_before : 0.0;
-    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kLossBefore), "ℓ(Wₜ₋₁) %s",
-                       format_value(r.loss_before, 3).c_str());
+    const std::string before = "ℓ(Wₜ₋₁) " + format_value(r.loss_before, 3);
+    const std::string after = "ℓ(Wₜ) " + format_value(r.loss_after, 3);
+    char change[32];
+    std::snprintf(change, sizeof change, "(%+.1f %%)", 100.0 * drop);
+    widgets::same_line_if_fits((before + "  →  " + after + "  " + change).c_str(), 20);
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kLossBefore), "%s", before.c_str());
     ImGui::SameLine(0, 6);
     ImGui::TextUnformatted("→");
     ImGui::SameLine(0, 6);
-    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kLossAfter), "ℓ(Wₜ) %s", format_value(r.loss_after, 3).c_str());
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kLossAfter), "%s", after.c_str());
     ImGui::SameLine(0, 6);
-    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(drop <= 0 ? colors::kGood : colors::kWarning), "(%+.1f %%)",
-                       100.0 * drop);
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(drop <= 0 ? colors::kGood : colors::kWarning), "%s", change);
     ImGui::PushFont(f.small);
+    ImGui::PushTextWrapPos(0.0f);
     const long start = r.mini_batch_index * b;
     if (r.commits)
       ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kAccent),
@@ -442,6 +447,7 @@ class InnerStepperPanel final : public Panel {
                          "∇ℓₜ is taken at the W from the start of this mini-batch (after token %ld), not at Wₜ₋₁; "
                          "Wₜ = W_start − τᵢ · Σ λ kᵀ∇ℓ over this mini-batch's tokens so far.",
                          start - 1);
+    ImGui::PopTextWrapPos();
     ImGui::PopFont();
   }
 
@@ -497,7 +503,7 @@ class InnerStepperPanel final : public Panel {
       const std::string title = key_name + "ᵀ " + grad_name;
       dl->AddText(f.bold, f.bold->FontSize, origin, colors::kText, title.c_str());
       dl->AddText(f.small, f.small->FontSize, ImVec2(origin.x, origin.y + f.bold->FontSize + 1), colors::kTextDim,
-                  "this token's gradient term");
+                  widgets::fit("this token's gradient term", "gradient term", block_w, f.small).c_str());
       const float head = f.bold->FontSize + f.small->FontSize + 6.0f;
       const long rows = w_now.rows(), cols = w_now.cols();
       const float bar = 58.0f;
@@ -584,7 +590,9 @@ class InnerStepperPanel final : public Panel {
     // Blocks 2–4: W_{t−1} + ΔW = W_t.
     const float x1 = origin.x + block_w + 24.0f;
     {
-      plot::Heatmap h = mat_block("w_prev", wname + "ₜ₋₁", shape + "  before this token", r ? &w_prev : nullptr,
+      plot::Heatmap h = mat_block("w_prev", wname + "ₜ₋₁",
+                                  widgets::fit(shape + "  before this token", "before this token", block_w, f.small),
+                                  r ? &w_prev : nullptr,
                                   lim_w, "W_prev");
       ImGui::SetCursorScreenPos(ImVec2(x1, origin.y));
       plot::heatmap(h);
@@ -610,7 +618,8 @@ class InnerStepperPanel final : public Panel {
     op(x2 + block_w, "=");
     const float x3 = x2 + block_w + op_w;
     {
-      plot::Heatmap h = mat_block("w_now", r ? wname + "ₜ" : wname + "₀", r ? shape + "  after this token" : shape,
+      plot::Heatmap h = mat_block("w_now", r ? wname + "ₜ" : wname + "₀",
+                                  r ? widgets::fit(shape + "  after this token", "after this token", block_w, f.small) : shape,
                                   &w_now, lim_w, "W_t");
       ImGui::SetCursorScreenPos(ImVec2(x3, origin.y));
       plot::heatmap(h);
@@ -646,8 +655,9 @@ class InnerStepperPanel final : public Panel {
     lp.id = "losses";
     lp.export_name = "inner_losses";
     lp.title = "Inner losses per token";
-    lp.y_label = "½‖f(kₜ; W) − target‖² at W₀ (no learning), before and after token t's step · dashed: "
-                 "mini-batch ends · drag to scrub";
+    lp.y_label = widgets::fit("½‖f(kₜ; W) − target‖² at W₀ (no learning), before and after token t's step · "
+                              "dashed: mini-batch ends · drag to scrub",
+                              "½‖f(kₜ; W) − target‖² · dashed: mini-batch ends", avail * 0.64f, fonts().small);
     lp.x_label = "token t";
     lp.size = ImVec2(avail * 0.64f, h);
     lp.x_range = plot::Range{-0.5, std::max(1.0, static_cast<double>(T) - 0.5)};
@@ -706,8 +716,10 @@ class InnerStepperPanel final : public Panel {
     ImGui::SameLine(0, 10);
     ImGui::PushFont(fonts().small);
     ImGui::AlignTextToFramePadding();
+    ImGui::PushTextWrapPos(0.0f);
     ImGui::TextDisabled("one colour scale (±%s); the last is the current token%s", format_value(lim, 3).c_str(),
                         !v.config.toy() || v.config.token_index ? "; τᵢ ≈ 1/i: later tokens move W less" : "");
+    ImGui::PopTextWrapPos();
     ImGui::PopFont();
     const Mat<double>& shape = l2 ? v.records[static_cast<std::size_t>(t)]->delta.W2
                                   : v.records[static_cast<std::size_t>(t)]->delta.W1;

@@ -31,7 +31,7 @@ namespace {
 
 using plot::format_value;
 
-constexpr ImU32 kNW = colors::kPrimal;         // the estimator ŷ
+constexpr ImU32 kNW = colors::kPrimal;         // the estimator ŷ
 constexpr ImU32 kAttention = colors::kDual;    // the layer's output z
 constexpr ImU32 kTTT = colors::kNormW;         // TTT-Linear's fixed state
 
@@ -292,7 +292,7 @@ class NonparametricPanel final : public Panel {
     const float gap = 8.0f;
     const int per_row = narrow ? 2 : 4;
     const float cw = (ImGui::GetContentRegionAvail().x - gap * static_cast<float>(per_row - 1)) / static_cast<float>(per_row);
-    widgets::metric("max |ŷ − z|, all heads", format_value(v.max_abs_diff, 3),
+    widgets::metric("max |ŷ − z|, all heads", format_value(v.max_abs_diff, 3),
                     "relative " + format_value(v.max_rel_diff, 2),
                     v.max_rel_diff < tol ? colors::kGood : colors::kWarning, cw);
     ImGui::SameLine(0, gap);
@@ -433,7 +433,7 @@ class NonparametricPanel final : public Panel {
     }
   }
 
-  // ŷₜ and zₜ feature by feature: the two computations give the same vector.
+  // ŷₜ and zₜ feature by feature: the two computations give the same vector.
   void outputs(const NonparametricView& v, long t, ImVec2 size) {
     const NonparametricDetail& det = *v.detail;
     nw_row_.assign(det.nw_output.row(t).data(), det.nw_output.row(t).data() + v.d);
@@ -441,16 +441,16 @@ class NonparametricPanel final : public Panel {
     plot::LinePlot lp;
     lp.id = "nw_outputs";
     lp.export_name = "nadaraya_watson_vs_attention";
-    lp.title = fit("Output of t = " + std::to_string(t) + ": zₜ (line), ŷₜ (dots)", "zₜ (line), ŷₜ (dots)", size.x,
+    lp.title = fit("Output of t = " + std::to_string(t) + ": zₜ (line), ŷₜ (dots)", "zₜ (line), ŷₜ (dots)", size.x,
                    fonts().bold);
-    lp.y_label = "max |ŷₜ − zₜ| = " + format_value(det.token_diff[static_cast<std::size_t>(t)], 3);
+    lp.y_label = "max |ŷₜ − zₜ| = " + format_value(det.token_diff[static_cast<std::size_t>(t)], 3);
     lp.legend = false;
     lp.x_label = "feature j of the head";
     lp.size = size;
     lp.x_pad = 0.02;
     plot::Series z = plot::line("zₜ, attention layer", att_row_, kAttention, false);
     z.thickness = 2.4f;
-    plot::Series y = plot::line("ŷₜ, Nadaraya–Watson", nw_row_, kNW, false);
+    plot::Series y = plot::line("ŷₜ, Nadaraya–Watson", nw_row_, kNW, false);
     y.line = false;
     y.markers = true;
     lp.series = {z, y};
@@ -490,7 +490,7 @@ class NonparametricPanel final : public Panel {
     if (ImGui::BeginTable("##heads", narrow ? 3 : 4,
                           ImGuiTableFlags_BordersInnerH | ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp)) {
       ImGui::TableSetupColumn("head");
-      if (!narrow) ImGui::TableSetupColumn("max |ŷ − z|");
+      if (!narrow) ImGui::TableSetupColumn("max |ŷ − z|");
       ImGui::TableSetupColumn("relative");
       ImGui::TableSetupColumn("pairs that count, last t");
       ImGui::TableHeadersRow();

@@ -132,7 +132,8 @@ class PrimalDualPanel final : public Panel {
                         "random byte embedding and random projections from the seed). Times are the median over "
                         "the repeats, single-threaded CPU."
                       : "Both forms run on the engine thread over every head of every block, each block reading "
-                        "the input its own layer sees in the model (Model::mixer_input → TTTLayer::inputs). Times "
+                        "the input its own layer sees in the model (the embedding passed through the blocks before it, "
+                        "then the layer's own projections of q, k and v). Times "
                         "are the median over the repeats, single-threaded CPU, all heads of a block together.");
   }
 
@@ -326,8 +327,9 @@ class PrimalDualPanel final : public Panel {
       ImGui::Dummy(ImVec2(0, 4));
     }
     widgets::note(
-        "Dual form, per mini-batch (see the Math reference, §4.2): Z̄ = QW − (E ⊙ tril(QKᵀ + 1))·G + b̄, with G the loss "
-        "gradients taken at the mini-batch's start state and E[i, j] = τᵢλⱼ. Row i of M weighs every earlier "
+        "Dual form, per mini-batch (see the Math reference, §4.2): the read-out is QW + b − M·G with "
+        "M = E ⊙ tril(QKᵀ + 1), where b is the bias (added to every row), G holds the loss gradients taken at the "
+        "mini-batch's start state and E[i, j] = τᵢλⱼ. Row i of M weighs every earlier "
         "token's gradient of the same mini-batch, like a causal attention pattern; across mini-batches "
         "information flows only through the committed W. The primal form applies the same updates one "
         "token at a time, so the two outputs agree up to floating-point rounding.");
@@ -370,8 +372,11 @@ class PrimalDualPanel final : public Panel {
     if (v.linear_attention) {
       const double lrel = v.linear_attention_scale > 0 ? v.linear_attention_diff / v.linear_attention_scale : 0.0;
       const std::string lrelative = "relative " + format_value(lrel, 2);
+      // Like the first card: an absolute difference means nothing without the size of what it is a
+      // difference of (in float precision 0.01 can be rounding on outputs of size 1000).
       card("max |O − tril(QKᵀ)V|", "vs tril(QKᵀ)V", format_value(v.linear_attention_diff, 3),
-           lrelative + ", rounding only", lrelative, lrel < tol ? colors::kGood : colors::kWarning);
+           lrelative + " (max |tril(QKᵀ)V| " + format_value(v.linear_attention_scale, 3) + ")", lrelative,
+           lrel < tol ? colors::kGood : colors::kWarning);
     }
   }
 
@@ -428,6 +433,8 @@ class PrimalDualPanel final : public Panel {
           const double lrel = L.linear_attention_scale > 0 ? L.linear_attention_diff / L.linear_attention_scale : 0.0;
           ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(lrel < tol ? colors::kGood : colors::kWarning), "%s",
                              format_value(L.linear_attention_diff, 3).c_str());
+          ImGui::SameLine();
+          ImGui::TextDisabled("relative %s", format_value(lrel, 2).c_str());
         }
         ImGui::PopFont();
       }

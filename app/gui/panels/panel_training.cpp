@@ -142,7 +142,13 @@ class TrainingPanel final : public Panel {
       widgets::row("Backbone", "Mamba (m): pre-convolution, shared Q/K with convolutions, gate. Transformer (t): none.");
       int bb = t.mamba ? 0 : 1;
       ImGui::RadioButton("Mamba", &bb, 0);
+      // On the same line where it fits (the circle, then the word), below it where the column is narrow.
       ImGui::SameLine();
+      if (ImGui::GetFrameHeight() + ImGui::GetStyle().ItemInnerSpacing.x + ImGui::CalcTextSize("Transformer").x >
+          ImGui::GetContentRegionAvail().x) {
+        ImGui::NewLine();
+        ImGui::SetCursorPosX(widgets::label_width());
+      }
       ImGui::RadioButton("Transformer", &bb, 1);
       t.mamba = bb == 0;
       widgets::row("Preset", "tiny: D = 128, 4 blocks (CPU). small and 125m are for GPUs and benchmarks.");
@@ -272,7 +278,13 @@ class TrainingPanel final : public Panel {
       ImGui::TableSetupColumn("progress", ImGuiTableColumnFlags_WidthStretch, 1.4f);
       ImGui::TableSetupColumn("settings", ImGuiTableColumnFlags_WidthStretch, 2.4f);
       ImGui::TableSetupColumn("checkpoint", ImGuiTableColumnFlags_WidthStretch, 1.0f);
-      ImGui::TableSetupColumn("", ImGuiTableColumnFlags_WidthStretch, 2.2f);
+      // The buttons' column is as wide as its widest row (Pause or Resume, Stop, Save, Remove), so no
+      // button is cut off when the view is narrow; the other columns share what is left.
+      const ImGuiStyle& style = ImGui::GetStyle();
+      float buttons_w = 3.0f * style.ItemSpacing.x;
+      for (const char* label : {"Resume", "Stop", "Save", "Remove"})
+        buttons_w += ImGui::CalcTextSize(label).x + 2.0f * style.FramePadding.x;
+      ImGui::TableSetupColumn("", ImGuiTableColumnFlags_WidthFixed, controls ? buttons_w : 0.0f);
       ImGui::TableHeadersRow();
       int i = 0;
       for (const auto& rp : v.runs) {
@@ -314,8 +326,11 @@ class TrainingPanel final : public Panel {
         ImGui::TableNextColumn();
         ImGui::AlignTextToFramePadding();
         const TrainSettings& t = r.settings;
-        ImGui::TextDisabled("%s %s, b %d, lr %.1e, B %d × T %d", t.layer.c_str(), t.mamba ? "m" : "t", t.mini_batch,
-                            t.lr, t.batch_size, t.seq_len);
+        char wide[160], narrow[80];
+        std::snprintf(wide, sizeof wide, "%s %s, b %d, lr %.1e, B %d × T %d", t.layer.c_str(), t.mamba ? "m" : "t",
+                      t.mini_batch, t.lr, t.batch_size, t.seq_len);
+        std::snprintf(narrow, sizeof narrow, "%s %s, b %d", t.layer.c_str(), t.mamba ? "m" : "t", t.mini_batch);
+        ImGui::TextDisabled("%s", widgets::fit(wide, narrow, ImGui::GetContentRegionAvail().x).c_str());
         if (ImGui::IsItemHovered() && !r.model_summary.empty())
           ImGui::SetTooltip("%s\n%s\ncomputes on %s", r.model_summary.c_str(), r.data_description.c_str(),
                             r.device.empty() ? "—" : r.device.c_str());
@@ -324,8 +339,12 @@ class TrainingPanel final : public Panel {
         if (r.checkpoint.empty())
           ImGui::TextDisabled("—");
         else {
+          // "step-0000300", or "300" where the column is narrow.
           const std::string ck = std::filesystem::path(r.checkpoint).filename().string();
-          ImGui::TextUnformatted(ck.c_str());
+          const auto digits = ck.find_first_of("123456789", ck.find('-') == std::string::npos ? 0 : ck.find('-'));
+          ImGui::TextUnformatted(
+              widgets::fit(ck, digits == std::string::npos ? ck : ck.substr(digits), ImGui::GetContentRegionAvail().x)
+                  .c_str());
           if (ImGui::IsItemHovered())
             ImGui::SetTooltip("%s\nloaded into the model lists as \"run %s\"", r.checkpoint.c_str(), r.name.c_str());
         }
@@ -363,6 +382,10 @@ class TrainingPanel final : public Panel {
     const float gap = 8.0f;
     const int n = 6;
     const float cw = (ImGui::GetContentRegionAvail().x - gap * (n - 1)) / n;
+    // metric() clips its caption to the card: a narrow card gets the short form.
+    const auto caption = [&](const std::string& wide, const std::string& narrow) {
+      return widgets::fit(wide, narrow, cw - 16.0f, fonts().small);
+    };
     const Series<StepPoint>* st = r.steps.get();
     const StepPoint* last = st && !st->empty() ? &st->back() : nullptr;
     // The smoothed training loss (the raw loss of one batch is noisy).
@@ -372,11 +395,15 @@ class TrainingPanel final : public Panel {
         if (std::isfinite((*st)[i].loss)) ema = std::isnan(ema) ? (*st)[i].loss : 0.9 * ema + 0.1 * (*st)[i].loss;
     const double ln2 = std::log(2.0);
     widgets::metric("training loss", std::isnan(ema) ? "—" : format_value(ema / ln2, 4) + " bpb",
-                    last ? "EMA of the batch loss, step " + std::to_string(last->step) : r.name, colors::kAccent, cw);
+                    last ? caption("EMA of the batch loss, step " + std::to_string(last->step), "step " + std::to_string(last->step))
+                         : r.name,
+                    colors::kAccent, cw);
     ImGui::SameLine(0, gap);
     const EvalPoint* ev = r.evals.empty() ? nullptr : &r.evals.back();
     widgets::metric("validation", ev ? format_value(ev->bpb, 4) + " bpb" : "—",
-                    ev ? "at step " + std::to_string(ev->step) + " (" + format_value(ev->loss, 4) + " nats)" : "not yet",
+                    ev ? caption("at step " + std::to_string(ev->step) + " (" + format_value(ev->loss, 4) + " nats)",
+                                 "at step " + std::to_string(ev->step))
+                       : "not yet",
                     colors::kLossAfter, cw);
     ImGui::SameLine(0, gap);
     widgets::metric("tokens / s", r.tokens_per_s > 0 ? format_value(r.tokens_per_s, 3) : "—",
@@ -385,9 +412,11 @@ class TrainingPanel final : public Panel {
                         : std::to_string(r.settings.threads) + " thread" + (r.settings.threads == 1 ? "" : "s"),
                     colors::kText, cw);
     ImGui::SameLine(0, gap);
-    widgets::metric("learning rate", last ? format_value(last->lr, 3) : "—", "warm-up, then cosine", colors::kText, cw);
+    widgets::metric("learning rate", last ? format_value(last->lr, 3) : "—", caption("warm-up, then cosine", "cosine"),
+                    colors::kText, cw);
     ImGui::SameLine(0, gap);
-    widgets::metric("gradient norm", last ? format_value(last->grad_norm, 3) : "—", "before clipping at 1",
+    widgets::metric("gradient norm", last ? format_value(last->grad_norm, 3) : "—",
+                    caption("before clipping at 1", "unclipped"),
                     colors::kText, cw);
     ImGui::SameLine(0, gap);
     widgets::metric("time left", r.active() ? plot::format_duration(r.seconds_left) : to_string(r.state),

@@ -374,17 +374,18 @@ bool head_editor(HeadConfig& c, const HeadEditorOptions& opt) {
       row("Model");
       changed |= model_combo("model", c.model_id, opt.library, true, opt.sink);
       model_summary_line(c.model_id, opt.library);
-      const int blocks = info && info->loaded ? info->config.num_hidden_layers : 1;
-      const int heads = info && info->loaded ? info->config.num_attention_heads : 1;
+      const bool known = info && (info->loaded || info->config_known);
+      const int blocks = known ? info->config.num_hidden_layers : 1;
+      const int heads = known ? info->config.num_attention_heads : 1;
       if (opt.show_block_head) {
+        // The sliders show the block and head the settings name, even one the model lacks: the engine's
+        // message about it then names the same number as the slider.
         row("Block", "Which block's TTT layer (0 reads the embeddings; later blocks read what the earlier ones "
                      "wrote).");
-        int blk = std::min(c.block, blocks - 1);
-        if (ImGui::SliderInt("##block", &blk, 0, std::max(0, blocks - 1), "block %d")) c.block = blk;
+        ImGui::SliderInt("##block", &c.block, 0, std::max(0, blocks - 1), "block %d");
         changed |= ImGui::IsItemDeactivatedAfterEdit();
         row("Head");
-        int hd = std::min(c.head, heads - 1);
-        if (ImGui::SliderInt("##head", &hd, 0, std::max(0, heads - 1), "head %d")) c.head = hd;
+        ImGui::SliderInt("##head", &c.head, 0, std::max(0, heads - 1), "head %d");
         changed |= ImGui::IsItemDeactivatedAfterEdit();
       }
       ImGui::BeginDisabled(lock);
@@ -492,12 +493,12 @@ bool head_editor(HeadConfig& c, const HeadEditorOptions& opt) {
   ImGui::SliderInt("##b", &c.mini_batch, 1, std::min(opt.limits.max_mini_batch, 256), "%d",
                    ImGuiSliderFlags_Logarithmic);
   changed |= ImGui::IsItemDeactivatedAfterEdit();
-  row("η base", "η_base. The learning rate of token t is λ_t = η_base · σ(x_t·θ) / d (learned gate) or "
+  row("η base", "η_base. The learning rate of token t is λₜ = η_base · σ(xₜ·θ) / d (learned gate) or "
                 "η_base / d (fixed).");
   float eta = static_cast<float>(c.eta_base);
   if (ImGui::SliderFloat("##eta", &eta, 0.01f, 100.0f, "%.3g", ImGuiSliderFlags_Logarithmic)) c.eta_base = eta;
   changed |= ImGui::IsItemDeactivatedAfterEdit();
-  row("Gate", "Learned: λ_t = η_base·σ(x_t·θ)/d depends on the token. Fixed: λ_t = η_base/d.");
+  row("Gate", "Learned: λₜ = η_base·σ(xₜ·θ)/d depends on the token. Fixed: λₜ = η_base/d.");
   int gate = c.gate == EtaGate::Learned ? 0 : 1;
   if (ImGui::Combo("##gate", &gate, "learned σ(x·θ)\0fixed\0")) {
     c.gate = gate == 0 ? EtaGate::Learned : EtaGate::Fixed;

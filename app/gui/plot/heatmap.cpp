@@ -48,6 +48,30 @@ struct ColorScale {
 
 }  // namespace
 
+std::string clip_to_width(const std::string& text, float width, const TextMeasure& measure) {
+  if (measure(text) <= width) return text;
+  const std::string ellipsis = "\xE2\x80\xA6";
+  std::string s = text;
+  while (!s.empty() && measure(s + ellipsis) > width) {
+    unsigned char last = 0;
+    do {  // one whole code point: its continuation bytes, then its first byte
+      last = static_cast<unsigned char>(s.back());
+      s.pop_back();
+    } while (!s.empty() && (last & 0xC0) == 0x80);
+  }
+  while (!s.empty() && s.back() == ' ') s.pop_back();
+  return s + ellipsis;
+}
+
+std::string subtitle_line(const std::string& subtitle, const std::string& range, float width,
+                          const TextMeasure& measure) {
+  if (!range.empty()) {
+    const std::string with_range = subtitle.empty() ? range : subtitle + "   " + range;
+    if (measure(with_range) <= width) return with_range;
+  }
+  return clip_to_width(subtitle, width, measure);
+}
+
 HeatmapResult heatmap(const Heatmap& h) {
   HeatmapResult res;
   const Fonts& f = fonts();
@@ -75,14 +99,18 @@ HeatmapResult heatmap(const Heatmap& h) {
 
   // Title lines.
   float top = pos.y;
+  const auto measure_in = [](ImFont* font) {
+    return [font](const std::string& s) { return text_size(font, s.c_str()).x; };
+  };
   if (!h.title.empty()) {
-    dl->AddText(f.bold, f.bold->FontSize, ImVec2(pos.x, top), colors::kText, h.title.c_str());
+    const std::string title = clip_to_width(h.title, h.size.x, measure_in(f.bold));
+    dl->AddText(f.bold, f.bold->FontSize, ImVec2(pos.x, top), colors::kText, title.c_str());
     top += f.bold->FontSize + 1.0f;
   }
   {
-    std::string sub = h.subtitle;
-    if (h.palette == Palette::Diverging && h.show_range)
-      sub += (sub.empty() ? "" : "   ") + std::string("±") + format_value(cs.hi, 3);
+    const std::string range =
+        h.palette == Palette::Diverging && h.show_range ? "±" + format_value(cs.hi, 3) : std::string();
+    const std::string sub = subtitle_line(h.subtitle, range, h.size.x, measure_in(f.small));
     if (!sub.empty()) {
       dl->AddText(f.small, small_h, ImVec2(pos.x, top), colors::kTextDim, sub.c_str());
       top += small_h + 3.0f;

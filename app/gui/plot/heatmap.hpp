@@ -36,7 +36,7 @@ struct MatrixView {
 struct Heatmap {
   const char* id = "heatmap";
   std::string title;
-  std::string subtitle;            // e.g. "[16 × 16]"; the colour range is appended
+  std::string subtitle;            // e.g. "[16 × 16]"; the colour range is appended where it fits
   std::string export_name;         // file stem (default: id)
   MatrixView m;
   const PooledMatrix* pooled = nullptr;  // when set, m must be MatrixView::of(*pooled)
@@ -53,7 +53,7 @@ struct Heatmap {
   std::function<std::string(long)> row_label, col_label;  // e.g. the token of a row
   std::vector<long> row_lines, col_lines;  // separators before these source rows / columns
   std::vector<long> diagonal_blocks;       // outline squares [s_k, s_{k+1}) on the diagonal (starts)
-  bool show_range = true;                  // append "±limit" to the subtitle (diverging)
+  bool show_range = true;                  // append "±limit" to the subtitle (diverging) where it fits
   long highlight_row = -1, highlight_col = -1;
   std::function<void(long row, long col, double value)> tooltip;  // extra tooltip lines
 };
@@ -66,6 +66,16 @@ struct HeatmapResult {
 };
 
 HeatmapResult heatmap(const Heatmap& h);
+
+// Measures a line of text in the font it will be drawn with (px).
+using TextMeasure = std::function<float(const std::string&)>;
+// `text`, cut at a code point and ended with "…" where it is wider than `width`.
+std::string clip_to_width(const std::string& text, float width, const TextMeasure& measure);
+// The subtitle line of a heat-map `width` wide: the colour range ("±0.538") is appended only where it
+// fits (the colour bar shows the range too), and a subtitle wider than the block is clipped, so the
+// line never runs into the block beside it.
+std::string subtitle_line(const std::string& subtitle, const std::string& range, float width,
+                          const TextMeasure& measure);
 
 // The largest |value| (diverging) or value (sequential) of a matrix, for sharing one colour range
 // between several heat-maps. Non-finite values are ignored; returns 0 for an empty matrix.

@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "gui/engine/evolution_module.hpp"
+#include "gui/engine/model_library.hpp"
 #include "gui/engine/nonparametric_module.hpp"
 #include "gui/engine/primal_dual_module.hpp"
 #include "gui/engine/recall_module.hpp"
@@ -12,12 +13,32 @@
 namespace tttlab::gui {
 namespace {
 
+// A block or head the model does not have is refused while the file loads, where the model's config
+// can be read without loading it: accepted, the view would show the model's last block on its slider
+// while the engine reported the block the file named.
+void check_block_and_head(const std::string& model_id, int block, const std::string& block_path, int head,
+                          const std::string& head_path) {
+  const auto cfg = config_without_loading(model_id);
+  if (!cfg) return;
+  const auto range = [](int n, const char* what) {
+    return "the model has " + std::to_string(n) + " " + what + (n > 0 ? " (0 … " + std::to_string(n - 1) + ")" : "");
+  };
+  if (block >= cfg->num_hidden_layers)
+    throw StateError(block_path + ": block " + std::to_string(block) + " does not exist: " +
+                     range(cfg->num_hidden_layers, "blocks"));
+  if (head >= cfg->num_attention_heads)
+    throw StateError(head_path + ": head " + std::to_string(head) + " does not exist: " +
+                     range(cfg->num_attention_heads, "heads"));
+}
+
 HeadConfig checked_head(const FieldReader& panel, HeadConfig h, const HeadLimits& limits) {
   try {
     validate(h, limits);
   } catch (const std::invalid_argument& e) {
     throw StateError(panel.path() + ".head: " + e.what());
   }
+  if (!h.toy())
+    check_block_and_head(h.model_id, h.block, panel.path() + ".head.block", h.head, panel.path() + ".head.head");
   return h;
 }
 
@@ -122,6 +143,8 @@ PrimalDualConfig primal_dual_config_from(const FieldReader& r) {
   } catch (const std::invalid_argument& e) {
     throw StateError(r.path() + ".head: " + e.what());
   }
+  if (!c.head.toy())
+    check_block_and_head(c.head.model_id, c.head.block, r.path() + ".head.block", c.head.head, r.path() + ".head.head");
   return c;
 }
 
@@ -147,6 +170,7 @@ NonparametricConfig nonparametric_config_from(const FieldReader& r) {
   } catch (const std::invalid_argument& e) {
     throw StateError(r.path() + ": " + e.what());
   }
+  check_block_and_head(c.model_id, c.block, r.path() + ".block", c.head, r.path() + ".attention_head");
   return c;
 }
 

@@ -3,6 +3,7 @@
 #include <GLFW/glfw3.h>  // key codes only (the GLFW backend indexes io.KeysDown by them)
 #include <gtest/gtest.h>
 #include <imgui.h>
+#include <imgui_internal.h>  // ImGui::LogToBuffer: the text a frame drew
 
 #include <algorithm>
 #include <array>
@@ -18,6 +19,7 @@
 #include "gui/state/state_file.hpp"
 #include "gui/fonts.hpp"
 #include "gui/panels/panel.hpp"
+#include "gui/panels/widgets.hpp"
 #include "gui/plot/plot_export.hpp"
 #include "gui/state/json_fields.hpp"
 #include "gui/theme.hpp"
@@ -299,11 +301,78 @@ TEST(PanelState, BadSettingsAreRefusedWithTheFieldAndChangeNothing) {
   EXPECT_EQ(stepper.save_state(), before);
 }
 
+TEST(PanelState, ABlockOrHeadTheModelLacksIsRefusedAndChangesNothing) {
+  // The shipped tiny-brown has 4 blocks of 4 heads: block 9 is refused while the file loads, so the
+  // view never shows one block on its slider while the engine reports another.
+  for (auto& p : make_panels()) {
+    const std::string id = p->id();
+    const std::string path = "panels." + id;
+    const bool nonparametric = id == "nonparametric";
+    if (!nonparametric && !p->save_state().contains("head")) continue;
+    SCOPED_TRACE(id);
+    const nlohmann::json before = p->save_state();
+    const auto refused = [&](const nlohmann::json& settings, const std::string& message) {
+      try {
+        p->parse_state(settings, path);
+        ADD_FAILURE() << "accepted " << settings.dump();
+      } catch (const StateError& e) {
+        EXPECT_EQ(std::string(e.what()), path + message);
+      }
+      EXPECT_EQ(p->save_state(), before);
+    };
+    if (nonparametric) {
+      refused({{"model_id", "random:softmax-attention:t:0"}, {"block", 9}},
+              ".block: block 9 does not exist: the model has 4 blocks (0 … 3)");
+      refused({{"model_id", "random:softmax-attention:t:0"}, {"attention_head", 4}},
+              ".attention_head: head 4 does not exist: the model has 4 heads (0 … 3)");
+      continue;
+    }
+    refused({{"head", {{"source", "model"}, {"model_id", "shipped"}, {"block", 9}}}},
+            ".head.block: block 9 does not exist: the model has 4 blocks (0 … 3)");
+    refused({{"head", {{"source", "model"}, {"model_id", "shipped"}, {"head", 4}}}},
+            ".head.head: head 4 does not exist: the model has 4 heads (0 … 3)");
+    EXPECT_NO_THROW(p->parse_state({{"head", {{"source", "model"}, {"model_id", "shipped"}, {"block", 3}}}}, path));
+  }
+}
+
 }  // namespace
 }  // namespace tttlab::gui
 
 namespace tttlab::gui {
 namespace {
+
+// The block slider shows the block the settings name, even one the model lacks (the engine's error
+// names it too), never the model's last block in its place.
+TEST_F(Headless, TheBlockSliderShowsTheBlockTheSettingsName) {
+  LibraryView library;
+  ModelInfo shipped;
+  shipped.id = kShippedModelId;
+  shipped.loaded = true;
+  shipped.config = ModelConfig::preset("tiny");
+  ASSERT_EQ(shipped.config.num_hidden_layers, 4);
+  library.models.push_back(shipped);
+  widgets::HeadEditorOptions opt;
+  opt.library = &library;
+  const auto shown = [&](int block) {
+    HeadConfig c;
+    c.block = block;
+    ImGui::NewFrame();
+    ImGui::SetNextWindowPos(ImVec2(0, 0));
+    ImGui::SetNextWindowSize(ImVec2(400, 1000));
+    ImGui::Begin("##controls", nullptr, ImGuiWindowFlags_NoDecoration);
+    ImGui::LogToBuffer();
+    widgets::head_editor(c, opt);
+    const std::string text = GImGui->LogBuffer.c_str();
+    ImGui::LogFinish();
+    ImGui::End();
+    ImGui::Render();
+    return text;
+  };
+  EXPECT_NE(shown(2).find("block 2"), std::string::npos);
+  const std::string nine = shown(9);
+  EXPECT_NE(nine.find("block 9"), std::string::npos) << nine;
+  EXPECT_EQ(nine.find("block 3"), std::string::npos) << nine;
+}
 
 TEST_F(Headless, PlotExportReadsTheRectangleOfThePlotAfterTwoFrames) {
   namespace fs = std::filesystem;

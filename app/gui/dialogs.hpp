@@ -1,0 +1,54 @@
+// app/gui/dialogs.hpp — the app's modal dialogs: File → Open / Save state (a path, with the state files
+// of the working directory to pick from) and the error message. UI thread only.
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace tttlab::gui {
+
+// A key that confirms or dismisses a modal counts only when it goes down while the modal is open. The
+// Enter that confirmed the Open dialog is still "pressed" in the frame whose failure opens the error
+// message; taken there too, it would close the message in the frame it appears. Pure: no ImGui.
+class FreshKeyPress {
+ public:
+  // Once per frame while the modal is drawn. appearing: the modal's first frame; down: the key is held.
+  // True in the frame of a press that began after the modal appeared (a key held since before must be
+  // released first).
+  bool update(bool appearing, bool down);
+
+ private:
+  bool released_ = false;  // the key was seen up since the modal appeared
+};
+
+// File → Open / Save state. The field opens with the given path selected, so typing replaces it.
+class PathDialog {
+ public:
+  explicit PathDialog(const char* title) : title_(title) {}
+  // Opens the dialog at the next draw(), with `path` in the field.
+  void open(const std::string& path);
+  // Draws the dialog while it is open. Returns the path when the user confirms it (Enter or the
+  // button), and closes the dialog.
+  std::optional<std::string> draw(const char* prompt, const char* confirm_label);
+
+ private:
+  const char* title_;
+  bool open_requested_ = false;
+  char path_[1024] = "";
+  FreshKeyPress escape_;
+};
+
+// The error message. show() may be called anywhere in a frame; draw() once per frame after it.
+class ErrorDialog {
+ public:
+  void show(std::string title, std::string text);
+  void draw();
+  const std::string& text() const { return text_; }
+
+ private:
+  bool pending_ = false;
+  std::string title_, text_;
+  FreshKeyPress enter_, escape_;
+};
+
+}  // namespace tttlab::gui

@@ -1,0 +1,103 @@
+// The app's modal dialogs drawn headless (dialogs.hpp): the Open dialog's field replaces the path it
+// opens with, and an error caused by pressing Enter stays up until a fresh Enter dismisses it.
+#include <GLFW/glfw3.h>  // key codes only: the GLFW backend indexes io.KeysDown by them
+#include <gtest/gtest.h>
+#include <imgui.h>
+
+#include <optional>
+#include <string>
+
+#include "gui/dialogs.hpp"
+#include "gui/fonts.hpp"
+#include "gui/theme.hpp"
+
+namespace tttlab::gui {
+namespace {
+
+TEST(FreshKeyPress, IgnoresTheKeyHeldWhenTheModalAppears) {
+  FreshKeyPress k;
+  EXPECT_FALSE(k.update(true, true)) << "the press that opened the modal";
+  EXPECT_FALSE(k.update(false, true)) << "still held";
+  EXPECT_FALSE(k.update(false, false));
+  EXPECT_TRUE(k.update(false, true)) << "a fresh press";
+  EXPECT_FALSE(k.update(false, true)) << "one press, one confirmation";
+}
+
+TEST(FreshKeyPress, TakesTheFirstPressWhenTheKeyWasUp) {
+  FreshKeyPress k;
+  EXPECT_FALSE(k.update(true, false));
+  EXPECT_TRUE(k.update(false, true));
+}
+
+class Dialogs : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ImGui::CreateContext();
+    ImGuiIO& io = ImGui::GetIO();
+    io.IniFilename = nullptr;
+    io.DisplaySize = ImVec2(1280, 720);
+    io.DeltaTime = 1.0f / 60.0f;
+    io.KeyMap[ImGuiKey_Enter] = GLFW_KEY_ENTER;
+    io.KeyMap[ImGuiKey_Escape] = GLFW_KEY_ESCAPE;
+    apply_theme(1.0f);
+    load_fonts(1.0f);
+    unsigned char* px = nullptr;
+    int w = 0, h = 0;
+    io.Fonts->GetTexDataAsRGBA32(&px, &w, &h);
+  }
+  void TearDown() override { ImGui::DestroyContext(); }
+
+  // One frame as the app draws it: the Open dialog; a confirmed path that cannot be opened shows the
+  // error in the same frame, as App::open_state does. Returns the confirmed path.
+  std::optional<std::string> frame() {
+    ImGui::NewFrame();
+    auto path = open.draw("Open a .tttlab state file:", "Open");
+    if (path) error.show("Could not open the state file", *path + ": no such file");
+    error.draw();
+    error_open = ImGui::IsPopupOpen("##error");
+    ImGui::Render();
+    return path;
+  }
+  void set_enter(bool down) { ImGui::GetIO().KeysDown[GLFW_KEY_ENTER] = down; }
+
+  PathDialog open{"Open state"};
+  ErrorDialog error;
+  bool error_open = false;
+};
+
+TEST_F(Dialogs, TypingReplacesThePathTheDialogOpensWith) {
+  open.open("lessons/01-one-step-per-token.tttlab");
+  frame();  // appears and asks for the keyboard
+  frame();  // the field takes it
+  ImGui::GetIO().AddInputCharactersUTF8("mine.tttlab");
+  frame();
+  set_enter(true);
+  const auto path = frame();
+  set_enter(false);
+  ASSERT_TRUE(path);
+  EXPECT_EQ(*path, "mine.tttlab");
+}
+
+TEST_F(Dialogs, AnErrorFromEnterStaysUntilAFreshEnter) {
+  open.open("");
+  frame();
+  frame();
+  ImGui::GetIO().AddInputCharactersUTF8("missing.tttlab");
+  frame();
+  set_enter(true);
+  ASSERT_TRUE(frame()) << "Enter confirms the path";
+  EXPECT_TRUE(error_open) << "the error opens in the frame of the Enter that caused it";
+  for (int i = 0; i < 40; ++i) frame();  // Enter held past the key-repeat delay
+  EXPECT_TRUE(error_open) << "the held Enter must not dismiss the error";
+  set_enter(false);
+  frame();
+  EXPECT_TRUE(error_open);
+  set_enter(true);
+  frame();
+  set_enter(false);
+  frame();
+  EXPECT_FALSE(error_open) << "a fresh Enter dismisses it";
+}
+
+}  // namespace
+}  // namespace tttlab::gui
