@@ -129,6 +129,10 @@ void run(const EvalArgs& a) {
   so.progress = [&](std::int64_t done, std::int64_t total) { progress.update(done, total); };
   const TextScore r = score_text(t, text, so);
   progress.finish();
+  if (!std::isfinite(r.loss))
+    throw std::runtime_error("the model in '" + resolve_checkpoint(a.checkpoint).string() +
+                             "' gives non-finite outputs (NaN or infinity): its weights are damaged or its training "
+                             "diverged; use an earlier checkpoint");
   if (!a.per_byte.empty()) write_per_byte_csv(a.per_byte, text, r);
 
   const std::string what = split == "whole" ? "the whole file " + a.data : t.data().description + ", validation split";

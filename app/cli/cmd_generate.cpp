@@ -60,6 +60,15 @@ void run(const GenerateArgs& a) {
   auto stream = model->start();
   const auto t0 = std::chrono::steady_clock::now();
   Mat<float> logits = model->forward(*stream, prompt);
+  // A diverged model (NaN or infinite weights) gives non-finite logits: sampling from them would print
+  // arbitrary bytes. Refuse it, before printing anything.
+  const auto refuse_non_finite = [&](const RowVec<float>& row) {
+    if (!row.allFinite())
+      throw std::runtime_error("the model in '" + resolve_checkpoint(a.checkpoint).string() +
+                               "' gives non-finite outputs (NaN or infinity): its weights are damaged or its training "
+                               "diverged; use an earlier checkpoint");
+  };
+  for (Eigen::Index r = 0; r < logits.rows(); ++r) refuse_non_finite(logits.row(r));
   const auto t1 = std::chrono::steady_clock::now();
   std::fwrite(a.prompt.data(), 1, a.prompt.size(), stdout);
   std::fflush(stdout);
@@ -71,6 +80,7 @@ void run(const GenerateArgs& a) {
     std::fflush(stdout);
     const int tok[1] = {next};
     last = model->forward(*stream, tok).row(0);
+    refuse_non_finite(last);
   }
   const auto t2 = std::chrono::steady_clock::now();
   const double prefill = std::chrono::duration<double>(t1 - t0).count();

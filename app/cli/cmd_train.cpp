@@ -57,6 +57,10 @@ struct TrainArgs {
   std::string device = "auto";
   std::string gpu_gemm = "tf32";
   bool quiet = false;
+  int max_bad_steps = 5;
+  std::string on_diverge = "rollback";
+  int max_rollbacks = 3;
+  double rollback_lr_factor = 0.5;
 };
 
 void run(const TrainArgs& a, CLI::App* cmd) {
@@ -65,7 +69,8 @@ void run(const TrainArgs& a, CLI::App* cmd) {
   std::string device_note;
   const TrainBackendFactory backend = command_line_backend(a.device, a.gpu_gemm, device_note);
   if (!a.resume.empty()) {
-    for (const char* opt : {"--preset", "--layer", "--steps", "--data", "--batch", "--seq-len", "--lr", "--seed"})
+    for (const char* opt : {"--preset", "--layer", "--steps", "--data", "--batch", "--seq-len", "--lr", "--seed",
+                            "--max-bad-steps", "--on-diverge", "--max-rollbacks", "--rollback-lr-factor"})
       if (cmd->count(opt))
         throw CLI::ValidationError(std::string(opt) + " cannot be changed when resuming (the run's saved settings apply)");
     out = a.out.empty() ? fs::path(a.resume) : fs::path(a.out);
@@ -95,6 +100,10 @@ void run(const TrainArgs& a, CLI::App* cmd) {
     cfg.checkpoint_every = a.checkpoint_every;
     cfg.eval_every = a.eval_every;
     cfg.eval_windows = a.eval_windows;
+    cfg.max_bad_steps = a.max_bad_steps;
+    cfg.on_diverge = a.on_diverge;
+    cfg.max_rollbacks = a.max_rollbacks;
+    cfg.rollback_lr_factor = a.rollback_lr_factor;
     try {
       cfg.validate();
     } catch (const std::invalid_argument& e) {
@@ -102,18 +111,19 @@ void run(const TrainArgs& a, CLI::App* cmd) {
     }
     session = TrainingSession::create(out, cfg, TextData::load(cfg), backend);
   }
-  Trainer* trainer = &session->trainer();
-  const TrainConfig& cfg = trainer->config();
-  const long params = trainer->model().num_params();
-  const double flops_per_token = trainer->step_flops() / (double(cfg.batch_size) * cfg.seq_len);
+  // A rollback (session.hpp) replaces the session's trainer: read it through the session each time.
+  const auto trainer = [&session]() -> Trainer& { return session->trainer(); };
+  const TrainConfig cfg = trainer().config();
+  const long params = trainer().model().num_params();
+  const double flops_per_token = trainer().step_flops() / (double(cfg.batch_size) * cfg.seq_len);
   std::printf("model: %s, %s backbone, %ld parameters (D=%d, L=%d, H=%d, b=%d)\n", to_string(cfg.model.seq_layer).c_str(),
               cfg.model.mamba_backbone ? "Mamba (m)" : "Transformer (t)", params, cfg.model.hidden_size,
               cfg.model.num_hidden_layers, cfg.model.num_attention_heads, cfg.model.mini_batch_size);
-  std::printf("data: %s: %zu train bytes, %zu validation bytes\n", trainer->data().description.c_str(),
-              trainer->data().train.size(), trainer->data().val.size());
+  std::printf("data: %s: %zu train bytes, %zu validation bytes\n", trainer().data().description.c_str(),
+              trainer().data().train.size(), trainer().data().val.size());
   std::printf("training: %ld steps of %d x %d bytes, peak lr %g, %.2f MFLOP per token (training, inner loop included)\n",
               cfg.steps, cfg.batch_size, cfg.seq_len, cfg.lr, flops_per_token / 1e6);
-  std::printf("device: %s\n", trainer->device_description().c_str());
+  std::printf("device: %s\n", trainer().device_description().c_str());
   if (!device_note.empty()) std::printf("  (%s)\n", device_note.c_str());
   std::printf("output: %s (metrics.jsonl, checkpoints); Ctrl-C saves and stops\n", out.string().c_str());
   std::fflush(stdout);
@@ -132,12 +142,18 @@ void run(const TrainArgs& a, CLI::App* cmd) {
   hooks.between_steps = [] { return g_interrupted ? SessionControl::Stop : SessionControl::Continue; };
   hooks.on_eval = [&](const EvalReport& ev, bool final) {
     if (final && tty) std::printf("\n");  // keep the last progress line
-    if (trainer->data().synthetic.empty())
+    if (trainer().data().synthetic.empty())
       std::printf("%sstep %ld: validation loss %.4f nats/byte, %.4f bits/byte, next-byte accuracy %.1f%% (%ld bytes)\n",
                   tty ? "\r\33[2K" : "", ev.step, ev.loss, ev.bpb, 100 * ev.accuracy, ev.targets);
     else
       std::printf("%sstep %ld: validation loss %.4f nats on the scored answers, accuracy %.1f%% (%ld answers)\n",
                   tty ? "\r\33[2K" : "", ev.step, ev.loss, 100 * ev.accuracy, ev.targets);
+    std::fflush(stdout);
+  };
+  hooks.on_event = [&](long step, const std::string& kind, const std::string& message) {
+    if (kind == "diverged") return;  // the error message says it
+    std::printf("%sstep %ld: %s\n", tty ? "\r\33[2K" : "", step, message.c_str());
+    if (kind == "rollback") recent.clear();
     std::fflush(stdout);
   };
   long last_print = 0;
@@ -149,22 +165,20 @@ void run(const TrainArgs& a, CLI::App* cmd) {
       if (recent.size() > k_recent) recent.pop_front();
     }
     const double train_loss = recent.empty() ? NAN : std::accumulate(recent.begin(), recent.end(), 0.0) / double(recent.size());
-    if (r.skipped)
-      std::printf("%sstep %ld: non-finite gradient, update skipped\n", tty ? "\r\33[2K" : "", r.step);
     const double rate = seconds > 0 ? tokens / seconds : 0.0;
-    const double left = rate > 0 ? double(cfg.steps - trainer->steps_done()) * cfg.batch_size * cfg.seq_len / rate : NAN;
-    if (tty || trainer->steps_done() - last_print >= std::max<long>(1, cfg.steps / 20) || trainer->finished()) {
+    const double left = rate > 0 ? double(cfg.steps - trainer().steps_done()) * cfg.batch_size * cfg.seq_len / rate : NAN;
+    if (tty || trainer().steps_done() - last_print >= std::max<long>(1, cfg.steps / 20) || trainer().finished()) {
       const int width = 24;
-      const int filled = int(width * double(trainer->steps_done()) / double(cfg.steps));
+      const int filled = int(width * double(trainer().steps_done()) / double(cfg.steps));
       std::string bar(filled, '#');
       bar += std::string(width - filled, '.');
       std::printf("%s[%s] step %ld/%ld  train loss (last %zu steps) %.4f nats = %.3f bits/byte  %.0f tokens/s  "
                   "%.1f GFLOP/s  lr %.2e  grad norm %.2f  time left %s%s",
-                  tty ? "\r\33[2K" : "", bar.c_str(), trainer->steps_done(), cfg.steps, recent.size(), train_loss,
+                  tty ? "\r\33[2K" : "", bar.c_str(), trainer().steps_done(), cfg.steps, recent.size(), train_loss,
                   train_loss / std::log(2.0), rate,
                   rate * flops_per_token / 1e9, r.lr, r.grad_norm, format_duration(left).c_str(), tty ? "" : "\n");
       std::fflush(stdout);
-      last_print = trainer->steps_done();
+      last_print = trainer().steps_done();
     }
   };
   const TrainingSession::Outcome outcome = session->run(hooks);
@@ -172,11 +186,11 @@ void run(const TrainArgs& a, CLI::App* cmd) {
   if (outcome == TrainingSession::Outcome::Stopped) {
     if (tty) std::printf("\n");
     std::printf("interrupted at step %ld: checkpoint saved; continue with `tttlab train --resume %s`\n",
-                trainer->steps_done(), out.string().c_str());
+                trainer().steps_done(), out.string().c_str());
     set_exit_code(0);
     return;
   }
-  std::printf("done: %ld steps in %s, %.0f tokens/s; checkpoint %s\n", trainer->steps_done(),
+  std::printf("done: %ld steps in %s, %.0f tokens/s; checkpoint %s\n", trainer().steps_done(),
               format_duration(elapsed()).c_str(), seconds > 0 ? tokens / seconds : 0.0, resolve_checkpoint(out).string().c_str());
   set_exit_code(0);
 }
@@ -208,6 +222,17 @@ void register_train(CLI::App& app) {
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))->capture_default_str();
   cmd->add_option("--gpu-gemm", a->gpu_gemm, "GPU matrix products, the TTT-Linear inner forward included: tf32 (tensor cores, ~1e-3 relative) or fp32")
       ->check(CLI::IsMember({"tf32", "fp32"}))->capture_default_str();
+  cmd->add_option("--max-bad-steps", a->max_bad_steps,
+                  "A step with a non-finite loss or gradient is skipped; after this many in a row the run has diverged")
+      ->check(CLI::Range(1, 1000000))->capture_default_str();
+  cmd->add_option("--on-diverge", a->on_diverge,
+                  "rollback: reopen the last checkpoint (or step 0) with the learning rate lowered, and go on; "
+                  "stop: stop with an error naming the step. Either way no diverged checkpoint is written")
+      ->check(CLI::IsMember({"rollback", "stop"}))->capture_default_str();
+  cmd->add_option("--max-rollbacks", a->max_rollbacks, "Rollbacks before the run stops as diverged")
+      ->check(CLI::Range(0, 1000))->capture_default_str();
+  cmd->add_option("--rollback-lr-factor", a->rollback_lr_factor, "Each rollback multiplies the learning rate by this")
+      ->check(finite_range(0.01, 0.99))->capture_default_str();
   cmd->callback([a, cmd] { run(*a, cmd); });
 }
 

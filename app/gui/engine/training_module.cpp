@@ -212,8 +212,10 @@ void TrainingModule::Run::work() {
       td.description = data->description;
       session = TrainingSession::create(dir, cfg, std::move(td), backend);
     }
-    Trainer& t = session->trainer();
     {
+      // A rollback (session.hpp) replaces the session's trainer: the hooks below read it through the
+      // session each time.
+      Trainer& t = session->trainer();
       std::lock_guard lk(mu);
       steps_done = t.steps_done();
       steps_total = t.config().steps;
@@ -248,7 +250,12 @@ void TrainingModule::Run::work() {
       p.skipped = r.skipped;
       std::lock_guard lk(mu);
       new_steps.push_back(p);
-      steps_done = t.steps_done();
+      steps_done = session->trainer().steps_done();
+      news = true;
+    };
+    hooks.on_event = [&](long, const std::string&, const std::string& what) {
+      std::lock_guard lk(mu);
+      message = what;
       news = true;
     };
     // Pause (wait here), stop and save requests are served between optimiser steps.
@@ -279,8 +286,8 @@ void TrainingModule::Run::work() {
     const TrainingSession::Outcome outcome = session->run(hooks);
     const bool stopped = outcome == TrainingSession::Outcome::Stopped;
     post_state(stopped ? RunState::Stopped : RunState::Finished,
-               stopped ? "stopped at step " + std::to_string(t.steps_done()) + "; checkpoint saved"
-                       : "finished: " + std::to_string(t.steps_done()) + " steps; checkpoint saved");
+               stopped ? "stopped at step " + std::to_string(session->trainer().steps_done()) + "; checkpoint saved"
+                       : "finished: " + std::to_string(session->trainer().steps_done()) + " steps; checkpoint saved");
   } catch (const std::exception& e) {
     std::lock_guard lk(mu);
     state = RunState::Failed;

@@ -144,6 +144,15 @@ AdamWState<S> AdamWState<S>::load(const SafetensorsFile& f, std::string_view pre
       st.m.push_back(f.to_f64(t.name));
       st.v.push_back(f.to_f64(tv->name));
     }
+    // A second moment is a running mean of squares: finite and never negative. A first moment is
+    // finite. Anything else is damage (or a diverged run) that the next update would spread.
+    for (std::size_t i = 0; i < st.m.back().size(); ++i)
+      if (!std::isfinite(st.m.back()[i]))
+        fail("first moment of '" + name + "' holds a non-finite value (element " + std::to_string(i) + ")");
+    for (std::size_t i = 0; i < st.v.back().size(); ++i)
+      if (!std::isfinite(st.v.back()[i]) || st.v.back()[i] < 0)
+        fail("second moment of '" + name + "' holds " + (st.v.back()[i] < 0 ? "a negative" : "a non-finite") +
+             " value (element " + std::to_string(i) + "); it must be finite and >= 0");
   }
   for (const TensorEntry& t : f.tensors())
     if (t.name.starts_with(pre + "v.") && !f.find(mpre + t.name.substr(pre.size() + 2)))

@@ -2,6 +2,8 @@
 #include "tttlab/train/session.hpp"
 
 #include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <stdexcept>
 
 #include "tttlab/io/atomic_file.hpp"
@@ -10,6 +12,15 @@ namespace tttlab {
 namespace fs = std::filesystem;
 
 namespace {
+
+// "NaN", "inf", or the number in 4 significant digits (std::to_string prints "-nan").
+std::string number_text(double x) {
+  if (std::isnan(x)) return "NaN";
+  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g", x);
+  return buf;
+}
 
 bool is_stale_temporary(const fs::path& p) {
   const std::string name = p.filename().string();
@@ -32,10 +43,11 @@ int remove_stale_temporaries(const fs::path& run_dir) {
 }
 
 TrainingSession::TrainingSession(fs::path dir, std::unique_ptr<Trainer> trainer, MetricsLog::Mode mode,
-                                 SessionOptions options)
+                                 TrainBackendFactory backend, SessionOptions options)
     : m_dir(std::move(dir)),
       m_trainer(std::move(trainer)),
-      m_metrics(m_dir / "metrics.jsonl", mode),
+      m_metrics(std::make_unique<MetricsLog>(m_dir / "metrics.jsonl", mode)),
+      m_backend(std::move(backend)),
       m_options(std::move(options)) {
   if (!m_options.clock) {
     m_options.clock = [] {
@@ -60,30 +72,91 @@ std::unique_ptr<TrainingSession> TrainingSession::create(const fs::path& run_dir
   remove_stale_temporaries(run_dir);
   write_file_atomic(run_dir / "train_config.json", trainer->config().to_json());
   return std::unique_ptr<TrainingSession>(
-      new TrainingSession(run_dir, std::move(trainer), MetricsLog::Mode::Fresh, std::move(options)));
+      new TrainingSession(run_dir, std::move(trainer), MetricsLog::Mode::Fresh, backend, std::move(options)));
 }
 
 std::unique_ptr<TrainingSession> TrainingSession::resume(const fs::path& run_dir, const TrainBackendFactory& backend,
                                                          SessionOptions options) {
+  if (!fs::exists(run_dir / "latest") && fs::exists(run_dir / "train_config.json")) {
+    // Killed before (or during) its first checkpoint: nothing was saved but the config, and the
+    // same config and seed give the same run from step 0.
+    TrainConfig cfg = TrainConfig::from_json(read_file_text(run_dir / "train_config.json", 1 << 20),
+                                             (run_dir / "train_config.json").string());
+    auto trainer = std::make_unique<Trainer>(cfg, TextData::load(cfg), backend);
+    remove_stale_temporaries(run_dir);
+    return std::unique_ptr<TrainingSession>(
+        new TrainingSession(run_dir, std::move(trainer), MetricsLog::Mode::Fresh, backend, std::move(options)));
+  }
   auto trainer = Trainer::resume(run_dir, backend);
   remove_stale_temporaries(run_dir);
   truncate_metrics(run_dir / "metrics.jsonl", trainer->steps_done());
   std::unique_ptr<TrainingSession> s(
-      new TrainingSession(run_dir, std::move(trainer), MetricsLog::Mode::Append, std::move(options)));
+      new TrainingSession(run_dir, std::move(trainer), MetricsLog::Mode::Append, backend, std::move(options)));
   s->m_saved_step = s->m_trainer->steps_done();
   return s;
 }
 
 void TrainingSession::evaluate(bool final, const SessionHooks& hooks) {
   const EvalReport ev = m_trainer->evaluate(m_trainer->config().eval_windows);
-  m_metrics.append(metrics_eval_record(ev, final));
+  m_metrics->append(metrics_eval_record(ev, final));
   if (hooks.on_eval) hooks.on_eval(ev, final);
+}
+
+void TrainingSession::event(const std::string& kind, const std::string& message, const SessionHooks& hooks) {
+  const long step = m_trainer->steps_done();
+  m_metrics->append(metrics_event_record(step, kind, message));
+  if (hooks.on_event) hooks.on_event(step, kind, message);
+}
+
+void TrainingSession::on_diverged(long bad_steps, const SessionHooks& hooks) {
+  const TrainConfig cfg = m_trainer->config();
+  const long step = m_trainer->steps_done();
+  const std::string what = std::to_string(bad_steps) + " steps in a row after step " + std::to_string(step) +
+                           " had a non-finite loss or gradient";
+  if (cfg.on_diverge == "stop" || m_rollbacks >= cfg.max_rollbacks) {
+    const std::string msg =
+        "training diverged: " + what +
+        (cfg.on_diverge == "stop" ? std::string(" (policy: stop)")
+                                  : " after " + std::to_string(m_rollbacks) + " rollbacks with lower learning rates") +
+        "; " + (m_saved_step >= 0 ? "the last good checkpoint is step " + std::to_string(m_saved_step)
+                                  : std::string("no checkpoint was written")) +
+        "; try a lower --lr or a longer --warmup";
+    event("diverged", msg, hooks);
+    m_metrics->sync();
+    throw TrainingDiverged(msg);
+  }
+  // Roll back: the last checkpoint, or step 0 when there is none, with the learning rate lowered.
+  ++m_rollbacks;
+  const double scale = cfg.lr_scale * cfg.rollback_lr_factor;
+  const auto lower = [scale](TrainConfig& c) { c.lr_scale = scale; };
+  m_metrics->sync();
+  m_metrics.reset();
+  long back_to = 0;
+  if (fs::exists(m_dir / "latest")) {
+    m_trainer = Trainer::resume(m_dir, m_backend, lower);
+    back_to = m_trainer->steps_done();
+    truncate_metrics(m_dir / "metrics.jsonl", back_to);
+  } else {
+    TrainConfig c = cfg;
+    lower(c);
+    m_trainer = std::make_unique<Trainer>(c, TextData::load(c), m_backend);
+    truncate_metrics(m_dir / "metrics.jsonl", 0);
+  }
+  m_saved_step = fs::exists(m_dir / "latest") ? back_to : -1;
+  write_file_atomic(m_dir / "train_config.json", m_trainer->config().to_json());
+  m_metrics = std::make_unique<MetricsLog>(m_dir / "metrics.jsonl", MetricsLog::Mode::Append);
+  event("rollback",
+        what + "; rolled back to " + (back_to > 0 ? "the checkpoint of step " + std::to_string(back_to) : std::string("step 0")) +
+            " with the learning rate times " + number_text(scale) + " (peak " +
+            number_text(m_trainer->config().lr * scale) + "), rollback " + std::to_string(m_rollbacks) + " of at most " +
+            std::to_string(cfg.max_rollbacks),
+        hooks);
 }
 
 fs::path TrainingSession::checkpoint(const SessionHooks& hooks) {
   const long step = m_trainer->steps_done();
   if (m_saved_step != step) {
-    m_metrics.sync();  // the records up to this step are durable before `latest` names it
+    m_metrics->sync();  // the records up to this step are durable before `latest` names it
     m_trainer->save(m_dir);
     m_saved_step = step;
   }
@@ -93,21 +166,35 @@ fs::path TrainingSession::checkpoint(const SessionHooks& hooks) {
 }
 
 TrainingSession::Outcome TrainingSession::run(const SessionHooks& hooks) {
-  Trainer& t = *m_trainer;
-  const TrainConfig& cfg = t.config();
   bool stopped = false;
-  while (!t.finished()) {
+  long bad_steps = 0;  // in a row
+  while (!m_trainer->finished()) {
     if (m_stop.load() || (hooks.between_steps && hooks.between_steps() == SessionControl::Stop) || m_stop.load()) {
       stopped = true;
       break;
     }
     const double t0 = now();
-    const StepReport r = t.step();
+    const StepReport r = m_trainer->step();
     const double seconds = now() - t0;
     const double tokens_per_s = seconds > 0 ? static_cast<double>(r.tokens) / seconds : 0.0;
     const double elapsed = now() - m_start;
-    m_metrics.append(metrics_step_record(r, tokens_per_s, elapsed));
+    m_metrics->append(metrics_step_record(r, tokens_per_s, elapsed));
     if (hooks.on_step) hooks.on_step(r, tokens_per_s, elapsed);
+    if (r.skipped || !std::isfinite(r.loss)) {
+      ++bad_steps;
+      event("skipped_step",
+            "the loss or the gradient was not finite (loss " + number_text(r.loss) + ", gradient norm " +
+                number_text(r.grad_norm) + "): the update was skipped",
+            hooks);
+      if (bad_steps >= m_trainer->config().max_bad_steps) {
+        on_diverged(bad_steps, hooks);  // a rollback replaces m_trainer, or it throws
+        bad_steps = 0;
+      }
+      continue;
+    }
+    bad_steps = 0;
+    const Trainer& t = *m_trainer;
+    const TrainConfig& cfg = t.config();
     const long done = t.steps_done();
     if (cfg.eval_every > 0 && done % cfg.eval_every == 0 && !t.finished()) evaluate(false, hooks);
     if (cfg.checkpoint_every > 0 && done % cfg.checkpoint_every == 0 && !t.finished()) checkpoint(hooks);

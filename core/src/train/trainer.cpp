@@ -46,6 +46,11 @@ void TrainConfig::validate() const {
   if (!(end_lr >= 0)) bad("end learning rate must be >= 0");
   if (threads < 0) bad("threads must be >= 0");
   if (checkpoint_every < 0 || eval_every < 0 || eval_windows < 0) bad("intervals must be >= 0");
+  if (max_bad_steps < 1) bad("max_bad_steps must be at least 1, got " + std::to_string(max_bad_steps));
+  if (on_diverge != "rollback" && on_diverge != "stop") bad("on_diverge must be \"rollback\" or \"stop\"");
+  if (max_rollbacks < 0) bad("max_rollbacks must be >= 0");
+  if (!(rollback_lr_factor > 0 && rollback_lr_factor < 1)) bad("rollback_lr_factor must be in (0, 1)");
+  if (!(lr_scale > 0 && lr_scale <= 1)) bad("lr_scale must be in (0, 1]");
 }
 
 std::string TrainConfig::to_json() const {
@@ -66,6 +71,11 @@ std::string TrainConfig::to_json() const {
   j["checkpoint_every"] = checkpoint_every;
   j["eval_every"] = eval_every;
   j["eval_windows"] = eval_windows;
+  j["max_bad_steps"] = max_bad_steps;
+  j["on_diverge"] = on_diverge;
+  j["max_rollbacks"] = max_rollbacks;
+  j["rollback_lr_factor"] = rollback_lr_factor;
+  j["lr_scale"] = lr_scale;
   return j.dump(2) + "\n";
 }
 
@@ -91,6 +101,12 @@ TrainConfig TrainConfig::from_json(const std::string& text, const std::string& s
     f.read("checkpoint_every", c.checkpoint_every);
     f.read("eval_every", c.eval_every);
     f.read("eval_windows", c.eval_windows);
+    // Absent from runs saved before divergence handling existed: the defaults apply.
+    f.read("max_bad_steps", c.max_bad_steps);
+    f.read("on_diverge", c.on_diverge);
+    f.read("max_rollbacks", c.max_rollbacks);
+    f.read("rollback_lr_factor", c.rollback_lr_factor);
+    f.read("lr_scale", c.lr_scale);
   } catch (const JsonError& e) {
     bad(e.what());
   }
@@ -198,10 +214,10 @@ Trainer::Trainer(TrainConfig cfg, TextData data, const TrainBackendFactory& back
   ac.clip_norm = m_cfg.clip_norm;
   WarmupCosineSchedule sched;
   sched.init_value = 0.0;
-  sched.peak_value = m_cfg.lr;
+  sched.peak_value = m_cfg.lr * m_cfg.lr_scale;
   sched.warmup_steps = static_cast<std::int64_t>(std::llround(m_cfg.warmup_fraction * double(m_cfg.steps)));
   sched.decay_steps = std::max<std::int64_t>(m_cfg.steps, sched.warmup_steps + 1);
-  sched.end_value = std::min(m_cfg.end_lr, m_cfg.lr);
+  sched.end_value = std::min(m_cfg.end_lr, m_cfg.lr) * m_cfg.lr_scale;
   m_impl->optim = std::make_unique<AdamW<float>>(ac, sched);
   const TrainBackendContext ctx{&m_cfg, m_model.get(), m_impl->optim.get(), m_threads};
   m_impl->backend = backend ? backend(ctx) : make_cpu_train_backend(ctx);
@@ -299,9 +315,33 @@ std::string Trainer::device_description() const { return m_impl->backend->descri
 
 DeviceKind Trainer::device_kind() const { return m_impl->backend->kind(); }
 
+std::optional<std::string> Trainer::non_finite_state() const {
+  sync_to_host();
+  std::optional<std::string> found;
+  // for_each_param has no const form; this visit only reads.
+  const_cast<Model<float>&>(*m_model).for_each_param([&](Eigen::Map<Mat<float>> p, const std::string& name) {
+    if (!found && !p.allFinite()) found = "parameter " + name;
+  });
+  if (found) return found;
+  const AdamWState<float>& st = m_impl->optim->state();
+  for (std::size_t i = 0; i < st.names.size(); ++i) {
+    for (float x : st.m[i])
+      if (!std::isfinite(x)) return "the optimiser's first moment of " + st.names[i];
+    for (float x : st.v[i])
+      if (!std::isfinite(x) || x < 0) return "the optimiser's second moment of " + st.names[i];
+  }
+  return std::nullopt;
+}
+
 void Trainer::save(const fs::path& run_dir) const {
   sync_to_host();
   const long step = steps_done();
+  // Only a finite state is saved: `latest` keeps naming the last good checkpoint, and every
+  // checkpoint written is one its own loader accepts.
+  if (const auto bad = non_finite_state())
+    throw std::runtime_error("not saving a checkpoint at step " + std::to_string(step) + ": " + *bad +
+                             " holds non-finite values (the run diverged); the last good checkpoint stays in '" +
+                             run_dir.string() + "'");
   const fs::path dir = run_dir / step_name(step);
   fs::create_directories(dir);
   write_file_atomic(run_dir / "train_config.json", m_cfg.to_json());
@@ -347,12 +387,17 @@ std::unique_ptr<Model<float>> load_model(const fs::path& dir) {
   return model;
 }
 
-std::unique_ptr<Trainer> Trainer::resume(const fs::path& run_dir, const TrainBackendFactory& backend) {
+std::unique_ptr<Trainer> Trainer::resume(const fs::path& run_dir, const TrainBackendFactory& backend,
+                                         const std::function<void(TrainConfig&)>& adjust) {
   const fs::path ck = resolve_checkpoint(run_dir);
   const SafetensorsFile st = SafetensorsFile::read(ck / "train_state.safetensors");
   const std::string* cfg_text = st.metadata_value("train_config");
   if (!cfg_text) throw std::runtime_error("'" + (ck / "train_state.safetensors").string() + "' has no training config");
   TrainConfig cfg = TrainConfig::from_json(*cfg_text, (ck / "train_state.safetensors").string() + " (train_config)");
+  if (adjust) {
+    adjust(cfg);
+    cfg.validate();
+  }
   auto t = std::make_unique<Trainer>(cfg, TextData::load(cfg), backend);
   load_model_safetensors(*t->m_model, ck / "model.safetensors");
   t->m_impl->optim->load_state(AdamWState<float>::load(st, "optim."));

@@ -15,8 +15,10 @@
 //          right one (null where a backend did not measure it). val_loss_by_position
 //          ([T] mean loss at each position of the window) is written by the final evaluation only,
 //          so that the file stays small for long sequences.
-//   event  {"step":7,"event":"<kind>","message":"..."}   something worth recording that is neither
-//          (none is written yet; readers skip kinds they do not know).
+//   event  {"step":7,"event":"<kind>","message":"..."}   something worth recording that is neither;
+//          kinds: "skipped_step" (a non-finite loss or gradient; the update was skipped), "rollback"
+//          (a run of them: back to the last checkpoint with a lower learning rate), "diverged" (the
+//          run stopped; session.hpp, DIVERGENCE). Readers skip kinds they do not know.
 //
 // Numbers that are not finite (a diverged loss) are written as null.
 //

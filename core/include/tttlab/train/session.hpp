@@ -26,6 +26,20 @@
 // An exception (data, disk, backend) leaves the run directory as the last checkpoint wrote it; the
 // error names the file when a file is the cause (e.g. "cannot append to 'RUN/metrics.jsonl': ...").
 //
+// DIVERGENCE. A step whose loss or gradient is not finite changes nothing (the update is skipped)
+// and is recorded as an event {"event": "skipped_step"}. After TrainConfig::max_bad_steps such
+// steps in a row the run has diverged, and TrainConfig::on_diverge decides:
+//   "rollback" (the default)  reopen the last checkpoint (or, before the first one, start again from
+//                             step 0) with the learning rate times rollback_lr_factor (lr_scale,
+//                             saved with the run), record {"event": "rollback"}, and go on; after
+//                             max_rollbacks rollbacks the run stops as below
+//   "stop"                    record {"event": "diverged"} and throw TrainingDiverged, naming the step
+// A diverged state is never saved (Trainer::save refuses non-finite values), so `latest` always
+// names a checkpoint that loads.
+//
+// A run directory with train_config.json but no checkpoint yet (killed before or during its first
+// save) resumes from step 0: the same config and seed give the same run.
+//
 // Threading: a session is driven by ONE thread (the CLI's main thread, or the GUI run's worker);
 // the hooks run on that thread, between steps or right after them, and may block (a paused GUI
 // run waits inside between_steps). request_stop() may be called from any thread.
@@ -35,6 +49,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 #include "tttlab/train/metrics.hpp"
@@ -54,6 +69,14 @@ struct SessionHooks {
   std::function<void(const EvalReport&, bool final)> on_eval;
   // After every checkpoint, with its folder (RUN/step-…).
   std::function<void(long step, const std::filesystem::path& checkpoint)> on_checkpoint;
+  // After every event record (a skipped step, a rollback), with its kind and message.
+  std::function<void(long step, const std::string& kind, const std::string& message)> on_event;
+};
+
+// The run diverged and its policy stopped it (see DIVERGENCE above). The message names the step.
+class TrainingDiverged : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
 };
 
 struct SessionOptions {
@@ -70,12 +93,14 @@ class TrainingSession {
   // already holds a run (a `latest` file). Writes train_config.json and starts metrics.jsonl afresh.
   static std::unique_ptr<TrainingSession> create(const std::filesystem::path& run_dir, TrainConfig cfg, TextData data,
                                                  const TrainBackendFactory& backend = {}, SessionOptions options = {});
-  // The run in `run_dir`, at its latest checkpoint (Trainer::resume), metrics truncated to it.
+  // The run in `run_dir`, at its latest checkpoint (Trainer::resume), metrics truncated to it; a run
+  // that never saved a checkpoint starts again from step 0 with its train_config.json.
   static std::unique_ptr<TrainingSession> resume(const std::filesystem::path& run_dir,
                                                  const TrainBackendFactory& backend = {}, SessionOptions options = {});
   ~TrainingSession();
 
-  // Trains until the run is finished or stopped (see above). Throws on any failure.
+  // Trains until the run is finished or stopped (see above). Throws on any failure, TrainingDiverged
+  // when the divergence policy gives up.
   Outcome run(const SessionHooks& hooks = {});
   // Writes a checkpoint of the current step (after syncing metrics.jsonl), unless the newest one
   // is of this step already. Returns its folder.
@@ -92,13 +117,18 @@ class TrainingSession {
 
  private:
   TrainingSession(std::filesystem::path dir, std::unique_ptr<Trainer> trainer, MetricsLog::Mode mode,
-                  SessionOptions options);
+                  TrainBackendFactory backend, SessionOptions options);
   void evaluate(bool final, const SessionHooks& hooks);
+  void event(const std::string& kind, const std::string& message, const SessionHooks& hooks);
+  // The policy after max_bad_steps bad steps in a row: a rollback, or TrainingDiverged.
+  void on_diverged(long bad_steps, const SessionHooks& hooks);
   double now() const;
 
   std::filesystem::path m_dir;
   std::unique_ptr<Trainer> m_trainer;
-  MetricsLog m_metrics;
+  std::unique_ptr<MetricsLog> m_metrics;  // reopened when a rollback rewrites the file
+  TrainBackendFactory m_backend;
+  int m_rollbacks = 0;
   SessionOptions m_options;
   double m_start = 0;
   long m_saved_step = -1;

@@ -25,7 +25,9 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,6 +55,16 @@ struct TrainConfig {
   long checkpoint_every = 0;       // 0: only at the end
   long eval_every = 0;             // 0: only at the end
   int eval_windows = 64;           // validation windows of T tokens per evaluation (0: all)
+  // Divergence (a non-finite loss or gradient; the policy is in session.hpp): after max_bad_steps
+  // consecutive skipped steps, "rollback" restarts from the last checkpoint with the learning rate
+  // times rollback_lr_factor (at most max_rollbacks times), "stop" stops the run with an error.
+  int max_bad_steps = 5;
+  std::string on_diverge = "rollback";
+  int max_rollbacks = 3;
+  double rollback_lr_factor = 0.5;
+  // Multiplies the whole learning-rate schedule (lr and end_lr). 1 unless rollbacks lowered it; saved
+  // with the run, so a resumed run keeps the lowered rate.
+  double lr_scale = 1.0;
 
   void validate() const;
   std::string to_json() const;
@@ -89,8 +101,11 @@ class Trainer {
   // Reopens RUN at its latest checkpoint (the data is reloaded from the saved TrainConfig unless given),
   // on the given backend (empty: the CPU). Checkpoints do not record the device: a run saved by one
   // backend resumes on any other.
+  // `adjust` (optional) changes the saved config before the trainer is built (a rollback lowers
+  // lr_scale); the model, optimiser and sampler states are the checkpoint's.
   static std::unique_ptr<Trainer> resume(const std::filesystem::path& run_dir,
-                                         const TrainBackendFactory& backend = {});
+                                         const TrainBackendFactory& backend = {},
+                                         const std::function<void(TrainConfig&)>& adjust = {});
 
   StepReport step();
   // Evaluation and saving run on the backend and only read the run's state; they are const although
@@ -100,7 +115,11 @@ class Trainer {
   // on the backend. Throws std::runtime_error when the text is shorter than one window.
   EvalReport evaluate_text(std::span<const std::uint8_t> text, const EvalOptions& options) const;
   // Writes a checkpoint of the current step into run_dir (see above) and prunes older ones (keeps 2).
+  // Refuses (std::runtime_error, nothing written) when a parameter or optimiser moment is not finite.
   void save(const std::filesystem::path& run_dir) const;
+  // The first parameter or optimiser moment holding a NaN or an infinity (or a negative second
+  // moment), named; nothing when the whole state is finite.
+  std::optional<std::string> non_finite_state() const;
   // Makes model() (and the host optimiser state) current. Needed only with a GPU backend, before
   // reading model() directly; a no-op on the CPU.
   void sync_to_host() const;
