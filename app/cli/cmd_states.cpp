@@ -57,8 +57,9 @@ void run(const StatesArgs& a) {
   const inspect::StatesSummary plan = inspect::plan_states(model->config(), r);
   std::printf("model: %s (%s, b = %d)\n", r.model_source.c_str(), to_string(model->config().seq_layer).c_str(),
               model->config().mini_batch_size);
-  std::printf("text: %ld bytes; %zu blocks x %zu heads; %zu states per head (%s); about %.1f MiB\n", plan.tokens,
-              plan.blocks.size(), plan.heads.size(), plan.saved.size(),
+  std::printf("text: %ld bytes; %zu block%s x %zu head%s; %zu states per head (%s); about %.1f MiB\n", plan.tokens,
+              plan.blocks.size(), plan.blocks.size() == 1 ? "" : "s", plan.heads.size(), plan.heads.size() == 1 ? "" : "s",
+              plan.saved.size(),
               a.stride > 0 ? ("every " + std::to_string(a.stride) + " tokens").c_str()
                            : (a.every == "mini-batch" ? "at every mini-batch end" : "after every token"),
               double(plan.file_bytes) / (1 << 20));

@@ -1,6 +1,6 @@
 // The hidden states that `tttlab states` writes and `tttlab probe --checkpoint` prints
-// (app/inspect/hidden_states.hpp), checked against the app's inner-loop stepper on the shipped model,
-// read back from the file; and which tokens' states are saved.
+// (app/inspect/hidden_states.hpp), checked against the app's inner-loop stepper on a shipped
+// TTT-Linear and a shipped TTT-MLP model, read back from the file; and which tokens' states are saved.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -36,11 +36,17 @@ double max_diff(const std::vector<double>& file, std::size_t at, const Mat<doubl
   return worst;
 }
 
-TEST(StatesFile, HoldsTheStatesTheStepperShowsForEveryToken) {
+// The states file of one head against the stepper, for the shipped TTT-Linear model and a shipped
+// TTT-MLP model: every member of W_t (W1, b1; W2, b2 for TTT-MLP), W0, the losses and η.
+class StatesFileVsStepper : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(StatesFileVsStepper, HoldsTheStatesTheStepperShowsForEveryToken) {
+  const std::string model_id = GetParam();
   const std::string text = "The keeper climbed the stairs; the lamp was lit at dusk, every evening.";
   const int block = 2, head = 1;
   auto lib = std::make_shared<gui::ModelLibrary>();
-  const auto model = lib->get(gui::kShippedModelId);
+  const auto model = lib->get(model_id);
+  const bool mlp = model->config().seq_layer == SeqLayerKind::TTTMLP;
 
   // The stepper, as the app runs it, through every token.
   std::vector<std::unique_ptr<gui::EngineModule>> mods;
@@ -48,6 +54,7 @@ TEST(StatesFile, HoldsTheStatesTheStepperShowsForEveryToken) {
   gui::Engine e(std::move(mods));
   e.start();
   gui::HeadConfig c;
+  c.model_id = model_id;
   c.block = block;
   c.head = head;
   c.text = text;
@@ -63,7 +70,7 @@ TEST(StatesFile, HoldsTheStatesTheStepperShowsForEveryToken) {
   r.bytes.assign(text.begin(), text.end());
   r.blocks = {block};
   r.heads = {head};
-  r.model_source = "shipped";
+  r.model_source = model_id;
   for (DType stored : {DType::F64, DType::F32}) {
     r.stored = stored;
     const auto path = dir.path() / (stored == DType::F64 ? "f64.safetensors" : "f32.safetensors");
@@ -77,27 +84,44 @@ TEST(StatesFile, HoldsTheStatesTheStepperShowsForEveryToken) {
     ASSERT_EQ(tokens.size(), text.size());
     for (std::size_t t = 0; t < text.size(); ++t) EXPECT_EQ(tokens[t], static_cast<unsigned char>(text[t]));
     const std::string p = "block2.head1.";
-    const TensorEntry& w1 = f.at(p + "W1");
-    ASSERT_EQ(w1.shape, (std::vector<std::int64_t>{static_cast<std::int64_t>(text.size()), 32, 32}));
-    const std::vector<double> W = f.to_f64(p + "W1"), b = f.to_f64(p + "b1"), W0 = f.to_f64(p + "W1_initial");
+    const std::int64_t T = static_cast<std::int64_t>(text.size()), d = 32, h = mlp ? 4 * d : d;
+    ASSERT_EQ(f.at(p + "W1").shape, (std::vector<std::int64_t>{T, d, mlp ? h : d}));
+    ASSERT_EQ(f.find(p + "W2") != nullptr, mlp);
+    if (mlp) ASSERT_EQ(f.at(p + "W2").shape, (std::vector<std::int64_t>{T, h, d}));
     const std::vector<double> before = f.to_f64(p + "loss_before"), eta = f.to_f64(p + "eta");
     // F64 holds the stepper's own double values; F32 rounds them once.
     const double tol = stored == DType::F64 ? 1e-13 : 1e-6;
-    double worst = 0;
+    // Every member, every token: |file − stepper| relative to the member's largest magnitude.
+    const auto member_of = [&](const InnerWeights<double>& w, const std::string& m) -> Mat<double> {
+      if (m == "W1") return w.W1;
+      if (m == "W2") return w.W2;
+      return m == "b1" ? Mat<double>(w.b1) : Mat<double>(w.b2);
+    };
+    for (const std::string m : {"W1", "b1", "W2", "b2"}) {
+      if (!mlp && m.back() == '2') continue;
+      const std::vector<double> data = f.to_f64(p + m), initial = f.to_f64(p + m + "_initial");
+      double worst = 0;
+      for (std::size_t t = 0; t < text.size(); ++t) {
+        const Mat<double> want = member_of(v->records[t]->w_after, m);
+        const double scale = std::max(1.0, want.cwiseAbs().maxCoeff());
+        worst = std::max(worst, max_diff(data, t * static_cast<std::size_t>(want.size()), want) / scale);
+      }
+      EXPECT_LE(worst, tol) << m << ", " << dtype_name(stored);
+      std::printf("[ states ] %s, %s, %s: largest relative difference from the stepper over %zu tokens: %.3g\n",
+                  model_id.c_str(), m.c_str(), std::string(dtype_name(stored)).c_str(), text.size(), worst);
+      EXPECT_LE(max_diff(initial, 0, member_of(*v->w0, m)), tol) << m << "_initial is the stepper's W0";
+    }
     for (std::size_t t = 0; t < text.size(); ++t) {
       const gui::TokenRecord& rec = *v->records[t];
-      const double scale = std::max(1.0, rec.w_after.W1.cwiseAbs().maxCoeff());
-      worst = std::max(worst, max_diff(W, t * 32 * 32, rec.w_after.W1) / scale);
-      for (int j = 0; j < 32; ++j) EXPECT_NEAR(b[t * 32 + j], rec.w_after.b1(j), tol) << "token " << t;
       EXPECT_NEAR(before[t], rec.loss_before, tol * std::max(1.0, rec.loss_before)) << "token " << t;
       EXPECT_NEAR(eta[t], rec.tau * rec.lambda, tol) << "token " << t;
     }
-    EXPECT_LE(worst, tol) << "largest relative difference of W_t from the stepper's, " << dtype_name(stored);
-    std::printf("[ states ] %s: largest relative difference of W_t from the stepper's over %zu tokens: %.3g\n",
-                std::string(dtype_name(stored)).c_str(), text.size(), worst);
-    EXPECT_LE(max_diff(W0, 0, v->w0->W1), tol) << "W_initial is the stepper's W0";
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(ShippedModels, StatesFileVsStepper,
+                         ::testing::Values(std::string(gui::kShippedModelId), std::string("shipped:long-ttt-mlp-m")),
+                         [](const auto& info) { return info.index == 0 ? std::string("TTTLinear") : std::string("TTTMLP"); });
 
 TEST(StatesFile, RefusesBadRequestsBeforeComputing) {
   auto lib = std::make_shared<gui::ModelLibrary>();
