@@ -156,8 +156,11 @@ void run(const EvalArgs& a) {
     if (!a.per_byte.empty()) j["per_byte"] = a.per_byte;
     std::printf("%s\n", j.dump(1).c_str());
   } else {
-    std::printf("data: %s: scored %ld of its %ld bytes (every byte after the first%s), windows of %d bytes\n",
-                what.c_str(), r.targets, r.bytes, a.windows > 0 ? ", in the first windows only" : "", cfg.seq_len);
+    const std::string which = a.windows > 0 && r.targets < r.bytes - 1
+                                  ? "the first " + std::to_string(r.full_windows) + " windows"
+                                  : std::string("every byte after the first");
+    std::printf("data: %s: scored %ld of its %ld bytes (%s), windows of %d bytes\n", what.c_str(), r.targets, r.bytes,
+                which.c_str(), cfg.seq_len);
     std::printf("%s %.4f nats/byte = %.4f bits/byte, next-byte accuracy %.1f%%, over %ld bytes\n",
                 split == "whole" ? "loss" : "validation loss", r.loss, r.bpb, 100 * r.accuracy, r.targets);
     if (!a.per_byte.empty()) std::printf("per-byte losses: %s\n", a.per_byte.c_str());
