@@ -198,7 +198,9 @@ void ModelLibrary::load(Entry& e) {
                                  " was not found (looked in " + looked +
                                  "); run from the repository or set TTTLAB_HOME to it");
       e.info.path = dir->string();
-      m = load_model(*dir);
+      CheckpointLoadInfo info;  // the shipped models carry no checksum: the note is kept, not printed
+      m = load_model(*dir, ModelLoadOptions{.info = &info});
+      e.info.note = info.note;
     } else if (const std::string name = shipped_model_name(id); !name.empty()) {
       const std::string rel = std::string(kShippedModelsFolder) + "/" + name;
       std::string looked;
@@ -207,9 +209,15 @@ void ModelLibrary::load(Entry& e) {
         throw std::runtime_error("the shipped model " + rel + " was not found (looked in " + looked +
                                  "); run from the repository or set TTTLAB_HOME to it");
       e.info.path = dir->string();
-      m = load_model(*dir);
+      CheckpointLoadInfo info;  // the shipped models carry no checksum: the note is kept, not printed
+      m = load_model(*dir, ModelLoadOptions{.info = &info});
+      e.info.note = info.note;
     } else if (id.rfind("file:", 0) == 0) {
-      m = load_model(e.info.path);
+      // Checked before allocation like every load (config against the weights' header, the memory
+      // estimate): a state file naming a hostile checkpoint gets an error, not gigabytes.
+      CheckpointLoadInfo info;
+      m = load_model(e.info.path, ModelLoadOptions{.info = &info});
+      e.info.note = info.note;
     } else if (parse_random_id(id, &cfg, &seed)) {
       m = std::make_unique<Model<float>>(cfg, seed);
     }

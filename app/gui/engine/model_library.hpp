@@ -55,6 +55,7 @@ struct ModelInfo {
   std::string path;         // checkpoint folder, empty for random models
   bool loaded = false;      // false: listed but not loaded yet (or failed: see error)
   std::string error;        // why it cannot be loaded
+  std::string note;         // loaded, with a remark (e.g. no checksum recorded to verify the weights)
   ModelConfig config;       // valid when loaded or config_known
   bool config_known = false;  // config read before loading (random models, shipped models' config.json)
   long params = 0;

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "tttlab/io/limits.hpp"
+
 namespace tttlab::gui {
 namespace {
 
@@ -14,6 +16,15 @@ const nlohmann::json& empty_object() {
 
 std::string type_of(const nlohmann::json& v) { return v.type_name(); }
 
+// A value quoted in a message: its JSON text, clipped, so that a megabyte string or a deep array in a
+// state file gives a short line. Containers are described rather than printed (printing recurses).
+std::string shown(const nlohmann::json& v) {
+  if (v.is_array()) return "an array of " + std::to_string(v.size()) + " entries";
+  if (v.is_object()) return "an object of " + std::to_string(v.size()) + " keys";
+  if (v.is_string()) return clip(v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), 60);
+  return clip(v.dump(), 60);
+}
+
 }  // namespace
 
 FieldReader::FieldReader(const nlohmann::json& j, std::string path) : j_(j), path_(std::move(path)) {
@@ -22,7 +33,7 @@ FieldReader::FieldReader(const nlohmann::json& j, std::string path) : j_(j), pat
 }
 
 std::string FieldReader::where(std::string_view key) const {
-  return path_.empty() ? std::string(key) : path_ + "." + std::string(key);
+  return path_.empty() ? clip(key) : path_ + "." + clip(key);
 }
 
 const nlohmann::json* FieldReader::field(std::string_view key) const {
@@ -45,12 +56,12 @@ long long FieldReader::integer(std::string_view key, long long lo, long long hi,
   if (!v) return fallback;
   const std::string range = " in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
   if (!v->is_number_integer())
-    throw StateError(where(key) + ": expected an integer" + range + ", got " + v->dump());
+    throw StateError(where(key) + ": expected an integer" + range + ", got " + shown(*v));
   long long x = 0;
   if (v->is_number_unsigned()) {
     const auto u = v->get<unsigned long long>();
     if (u > static_cast<unsigned long long>(hi))
-      throw StateError(where(key) + ": expected an integer" + range + ", got " + v->dump());
+      throw StateError(where(key) + ": expected an integer" + range + ", got " + shown(*v));
     x = static_cast<long long>(u);
   } else {
     x = v->get<long long>();
@@ -66,7 +77,7 @@ std::uint64_t FieldReader::uint64(std::string_view key, std::uint64_t fallback) 
   if (v->is_number_unsigned()) return v->get<std::uint64_t>();
   if (v->is_number_integer() && v->get<long long>() >= 0)
     return static_cast<std::uint64_t>(v->get<long long>());
-  throw StateError(where(key) + ": expected a non-negative integer, got " + v->dump());
+  throw StateError(where(key) + ": expected a non-negative integer, got " + shown(*v));
 }
 
 double FieldReader::number(std::string_view key, double lo, double hi, double fallback) const {
@@ -75,10 +86,10 @@ double FieldReader::number(std::string_view key, double lo, double hi, double fa
   char range[96];
   std::snprintf(range, sizeof range, " in [%g, %g]", lo, hi);
   if (!v->is_number())
-    throw StateError(where(key) + ": expected a number" + range + ", got " + v->dump());
+    throw StateError(where(key) + ": expected a number" + range + ", got " + shown(*v));
   const double x = v->get<double>();
   if (!std::isfinite(x) || x < lo || x > hi)
-    throw StateError(where(key) + ": expected a number" + range + ", got " + v->dump());
+    throw StateError(where(key) + ": expected a number" + range + ", got " + shown(*v));
   return x;
 }
 
@@ -108,7 +119,7 @@ int FieldReader::choice(std::string_view key, std::initializer_list<std::string_
       ++i;
     }
   }
-  throw StateError(where(key) + ": expected one of " + list + ", got " + v->dump());
+  throw StateError(where(key) + ": expected one of " + list + ", got " + shown(*v));
 }
 
 std::vector<std::string> FieldReader::string_list(std::string_view key, std::size_t max_items, std::size_t max_bytes,
@@ -123,7 +134,7 @@ std::vector<std::string> FieldReader::string_list(std::string_view key, std::siz
   for (std::size_t i = 0; i < v->size(); ++i) {
     const auto& e = (*v)[i];
     const std::string at = where(key) + "[" + std::to_string(i) + "]";
-    if (!e.is_string()) throw StateError(at + ": expected a string, got " + e.dump());
+    if (!e.is_string()) throw StateError(at + ": expected a string, got " + shown(e));
     auto s = e.get<std::string>();
     if (s.size() > max_bytes)
       throw StateError(at + ": text is " + std::to_string(s.size()) + " bytes, at most " + std::to_string(max_bytes));
@@ -150,7 +161,7 @@ std::vector<long long> FieldReader::integer_list(std::string_view key, std::size
                     (e.is_number_unsigned() ? e.get<unsigned long long>() <= static_cast<unsigned long long>(hi) &&
                                                   static_cast<long long>(e.get<unsigned long long>()) >= lo
                                             : e.get<long long>() >= lo && e.get<long long>() <= hi);
-    if (!ok) throw StateError(at + ": expected an integer" + range + ", got " + e.dump());
+    if (!ok) throw StateError(at + ": expected an integer" + range + ", got " + shown(e));
     out.push_back(e.get<long long>());
   }
   return out;

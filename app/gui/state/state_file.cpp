@@ -5,6 +5,8 @@
 #include <system_error>
 
 #include "gui/state/json_fields.hpp"
+#include "tttlab/io/atomic_file.hpp"
+#include "tttlab/io/limits.hpp"
 
 namespace tttlab::gui {
 
@@ -28,7 +30,7 @@ nlohmann::json parse_state(const std::string& text, const std::string& source) {
     // part after the bracketed id.
     std::string what = e.what();
     if (auto p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
-    throw StateError(source + " is not valid JSON: " + what);
+    throw StateError(source + " is not valid JSON: " + clip(what, 200));
   }
   if (!j.is_object())
     throw StateError(source + " is not a TTT Lab state file (the top level is not an object)");
@@ -36,29 +38,37 @@ nlohmann::json parse_state(const std::string& text, const std::string& source) {
   if (f == j.end() || !f->is_string() || f->get<std::string>() != kStateFormat)
     throw StateError(source + " is not a TTT Lab state file (missing \"format\": \"" +
                      std::string(kStateFormat) + "\")");
-  FieldReader r(j, "");
-  const auto version = r.integer("version", 1, 1'000'000, kStateVersion);
-  if (version > kStateVersion)
-    throw StateError(source + " was written by a newer TTT Lab (state version " +
-                     std::to_string(version) + ", this build reads up to " +
-                     std::to_string(kStateVersion) + ")");
-  r.string("active_panel", 64, "");
-  r.object("panels");  // must be an object when present
+  // The envelope's messages name the file too ("x.tttlab: version: expected an integer ...").
+  try {
+    FieldReader r(j, "");
+    const auto version = r.integer("version", 1, 1'000'000, kStateVersion);
+    if (version > kStateVersion)
+      throw StateError(source + " was written by a newer TTT Lab (state version " +
+                       std::to_string(version) + ", this build reads up to " +
+                       std::to_string(kStateVersion) + ")");
+    r.string("active_panel", 64, "");
+    r.object("panels");  // must be an object when present
+  } catch (const StateError& e) {
+    const std::string what = e.what();
+    if (what.rfind(source, 0) == 0) throw;
+    throw StateError(source + ": " + what);
+  }
   return j;
 }
 
 nlohmann::json read_state_file(const fs::path& path) {
   std::error_code ec;
-  if (!fs::exists(path, ec)) throw StateError(path.string() + ": no such file");
-  if (fs::is_directory(path, ec)) throw StateError(path.string() + " is a directory, not a state file");
-  const auto size = fs::file_size(path, ec);
-  if (ec) throw StateError(path.string() + ": cannot read (" + ec.message() + ")");
-  if (size > (16u << 20)) throw StateError(path.string() + " is larger than 16 MiB; not a state file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw StateError(path.string() + ": cannot open for reading");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return parse_state(ss.str(), path.string());
+  if (!fs::exists(path, ec)) throw StateError(clip(path.string(), 240) + ": no such file");
+  if (fs::is_directory(path, ec)) throw StateError(clip(path.string(), 240) + " is a directory, not a state file");
+  // Only a regular file of at most 16 MiB is read: a FIFO would block the app forever, a device
+  // (/dev/zero) never ends (tttlab::read_file_text refuses both, without blocking).
+  std::string text;
+  try {
+    text = read_file_text(path, 16u << 20);
+  } catch (const FileError& e) {
+    throw StateError(e.what());
+  }
+  return parse_state(text, clip(path.string(), 240));
 }
 
 void write_state_file(const fs::path& path, const nlohmann::json& state) {

@@ -1,6 +1,8 @@
 // Whole-file reads and atomic writes on POSIX (see tttlab/io/atomic_file.hpp).
 #include "tttlab/io/atomic_file.hpp"
 
+#include "tttlab/io/limits.hpp"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,10 +15,11 @@ namespace tttlab {
 namespace {
 
 // Built by appending: GCC 12 warns (-Wrestrict, a false positive) on "'" + str + "'".
+// Paths come from the user or from files (a run's 'latest'); clipped so a message stays one short line.
 std::string quoted(const std::filesystem::path& p) {
   std::string s;
   s += '\'';
-  s += p.string();
+  s += clip(p.string(), 240);
   s += '\'';
   return s;
 }
@@ -35,21 +38,76 @@ std::atomic<std::uint64_t> g_temp_counter{0};
 
 }  // namespace
 
-std::vector<std::uint8_t> read_file_bytes(const std::filesystem::path& path, std::uint64_t max_bytes) {
-  Fd f;
+namespace {
+
+// What a non-regular file is, for the message that refuses it.
+const char* kind_of(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+// Opens a regular file for reading. O_NONBLOCK: opening a FIFO without a writer would otherwise block
+// forever before fstat could tell what it is; for a regular file the flag changes nothing, and it is
+// cleared again anyway. Devices (/dev/zero, /dev/urandom) and FIFOs never end, so they are refused.
+void open_regular(Fd& f, const std::filesystem::path& path, struct stat& st) {
   do {
-    f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   } while (f.fd < 0 && errno == EINTR);
   if (f.fd < 0) throw FileError("cannot read " + quoted(path) + ": " + reason(errno));
-  struct stat st {};
   if (::fstat(f.fd, &st) != 0) throw FileError("cannot read " + quoted(path) + ": " + reason(errno));
-  if (S_ISDIR(st.st_mode)) throw FileError("cannot read " + quoted(path) + ": it is a directory, not a file");
-  if (S_ISREG(st.st_mode) && static_cast<std::uint64_t>(st.st_size) > max_bytes)
+  if (!S_ISREG(st.st_mode))
+    throw FileError("cannot read " + quoted(path) + ": it is " + kind_of(st.st_mode) + ", not a regular file");
+  const int flags = ::fcntl(f.fd, F_GETFL);
+  if (flags >= 0) (void)::fcntl(f.fd, F_SETFL, flags & ~O_NONBLOCK);
+}
+
+}  // namespace
+
+std::uint64_t regular_file_size(const std::filesystem::path& path) {
+  Fd f;
+  struct stat st {};
+  open_regular(f, path, st);
+  return static_cast<std::uint64_t>(st.st_size);
+}
+
+std::vector<std::uint8_t> read_file_range(const std::filesystem::path& path, std::uint64_t offset,
+                                          std::uint64_t count) {
+  Fd f;
+  struct stat st {};
+  open_regular(f, path, st);
+  const auto size = static_cast<std::uint64_t>(st.st_size);
+  if (offset > size || count > size - offset)
+    throw FileError("cannot read " + quoted(path) + ": it has " + std::to_string(size) + " bytes, fewer than the " +
+                    std::to_string(offset) + " + " + std::to_string(count) + " needed (truncated file?)");
+  std::vector<std::uint8_t> out(static_cast<std::size_t>(count));
+  std::uint64_t done = 0;
+  while (done < count) {
+    const ssize_t n = ::pread(f.fd, out.data() + done, static_cast<std::size_t>(count - done),
+                              static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw FileError("cannot read " + quoted(path) + ": " + reason(errno));
+    }
+    if (n == 0) throw FileError("cannot read " + quoted(path) + ": the file shrank while it was read");
+    done += static_cast<std::uint64_t>(n);
+  }
+  return out;
+}
+
+std::vector<std::uint8_t> read_file_bytes(const std::filesystem::path& path, std::uint64_t max_bytes) {
+  Fd f;
+  struct stat st {};
+  open_regular(f, path, st);
+  if (static_cast<std::uint64_t>(st.st_size) > max_bytes)
     throw FileError("cannot read " + quoted(path) + ": " + std::to_string(st.st_size) +
                     " bytes is more than the limit of " + std::to_string(max_bytes) + " bytes");
   std::vector<std::uint8_t> out;
-  if (S_ISREG(st.st_mode)) out.reserve(static_cast<std::size_t>(st.st_size));
-  // Read until end of file rather than trusting st_size: the file may change, or be a pipe.
+  out.reserve(static_cast<std::size_t>(st.st_size));
+  // Read until end of file rather than trusting st_size: the file may change while it is read.
   std::uint8_t buf[1 << 16];
   for (;;) {
     const ssize_t n = ::read(f.fd, buf, sizeof buf);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "tttlab/io/json.hpp"
+#include "tttlab/io/limits.hpp"
 
 namespace tttlab {
 
@@ -18,7 +19,8 @@ std::string reason_of(const nlohmann::json::exception& e) {
   if (const auto p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
   if (what.rfind("parse error", 0) == 0)
     if (const auto p = what.find(": "); p != std::string::npos) what = what.substr(p + 2);
-  return what;
+  // nlohmann quotes the last token read, which in hostile input can be a string of any length.
+  return clip(what, 200);
 }
 
 }  // namespace
@@ -69,9 +71,9 @@ Json parse_json(std::string_view text, std::string_view source, const JsonParseO
           for (std::size_t i = 1; i < open.size(); ++i) {
             path.push_back(open[i].name);
             if (!where.empty()) where += '.';
-            where += open[i].name;
+            where += clip(open[i].name, 40);
           }
-          std::string what = src + ": duplicate key '" + obj.last_key + "'";
+          std::string what = src + ": duplicate key '" + clip(obj.last_key) + "'";
           if (!where.empty()) {
             what += " in '";
             what += where;
@@ -114,7 +116,7 @@ const Json* JsonFields::find(std::string_view key) const {
 }
 
 void JsonFields::fail(std::string_view key, std::string_view what) const {
-  throw JsonError(m_source + ": field '" + std::string(key) + "' " + std::string(what));
+  throw JsonError(m_source + ": field '" + clip(key) + "' " + clip(what, 200));
 }
 
 bool JsonFields::read_integer(std::string_view key, long long lo, long long hi, long long& out) const {

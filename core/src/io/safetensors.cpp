@@ -9,6 +9,8 @@
 
 #include "tttlab/io/atomic_file.hpp"
 #include "tttlab/io/json.hpp"
+#include "tttlab/io/limits.hpp"
+#include "tttlab/io/sha256.hpp"
 #include "tttlab/io/utf8.hpp"
 
 namespace tttlab {
@@ -35,7 +37,9 @@ bool is_known_unsupported_dtype(std::string_view s) {
 
 struct Checked {
   std::string src;
-  [[noreturn]] void fail(const std::string& what) const { throw SafetensorsError("safetensors file '" + src + "': " + what); }
+  [[noreturn]] void fail(const std::string& what) const {
+    throw SafetensorsError("safetensors file '" + clip(src, 240) + "': " + what);
+  }
 };
 
 std::string shape_string(const std::vector<std::int64_t>& shape) {
@@ -86,8 +90,43 @@ std::int64_t TensorEntry::numel() const {
 // ---------------------------------------------------------------------------------------------
 // Reader.
 
-SafetensorsFile SafetensorsFile::read(const std::filesystem::path& path) {
-  return parse(read_file_bytes(path), path.string());
+SafetensorsFile SafetensorsFile::read(const std::filesystem::path& path, std::uint64_t max_bytes) {
+  return parse(read_file_bytes(path, max_bytes), path.string());
+}
+
+namespace {
+// The header length field, checked against the file size and the limit.
+std::uint64_t header_length(const Checked& c, const std::uint8_t* first8, std::uint64_t size, std::uint64_t max_header) {
+  if (size < 8)
+    c.fail("only " + std::to_string(size) + " bytes; a safetensors file starts with an 8-byte header length (truncated file?)");
+  const std::uint64_t n = load_le(first8, 8);
+  if (n > size - 8)
+    c.fail("header length " + std::to_string(n) + " exceeds the " + std::to_string(size - 8) +
+           " bytes after the length field (truncated file, or not a safetensors file)");
+  if (n > max_header)
+    c.fail("header length " + std::to_string(n) + " is above the limit of " + std::to_string(max_header) +
+           " bytes (not a safetensors file?)");
+  return n;
+}
+}  // namespace
+
+SafetensorsFile SafetensorsFile::read_header(const std::filesystem::path& path, std::uint64_t max_header) {
+  const Checked c{path.string()};
+  const std::uint64_t size = regular_file_size(path);
+  std::uint8_t first8[8] = {};
+  if (size >= 8) {
+    const auto b = read_file_range(path, 0, 8);
+    std::copy(b.begin(), b.end(), first8);
+  }
+  const std::uint64_t n = header_length(c, first8, size, max_header);
+  const std::vector<std::uint8_t> header = read_file_range(path, 8, n);
+  SafetensorsFile f;
+  f.m_source = path.string();
+  f.m_file_size = size;
+  f.m_header_only = true;
+  f.parse_header(std::string_view(reinterpret_cast<const char*>(header.data()), header.size()), size - 8 - n);
+  f.m_data_start = static_cast<std::size_t>(8 + n);
+  return f;
 }
 
 SafetensorsFile SafetensorsFile::parse(std::vector<std::uint8_t> bytes, std::string source) {
@@ -95,17 +134,36 @@ SafetensorsFile SafetensorsFile::parse(std::vector<std::uint8_t> bytes, std::str
   SafetensorsFile f;
   f.m_source = std::move(source);
   const std::uint64_t size = bytes.size();
-  if (size < 8)
-    c.fail("only " + std::to_string(size) + " bytes; a safetensors file starts with an 8-byte header length (truncated file?)");
-  const std::uint64_t n = load_le(bytes.data(), 8);
-  if (n > size - 8)
-    c.fail("header length " + std::to_string(n) + " exceeds the " + std::to_string(size - 8) +
-           " bytes after the length field (truncated file, or not a safetensors file)");
-  if (n > k_safetensors_max_header)
-    c.fail("header length " + std::to_string(n) + " is above the 100 MiB limit (not a safetensors file?)");
-  if (n < 2 || bytes[8] != '{') c.fail("the header does not start with '{' (not a safetensors file?)");
+  const std::uint64_t n = header_length(c, bytes.data(), size, k_safetensors_max_header);
   const std::string_view header(reinterpret_cast<const char*>(bytes.data() + 8), static_cast<std::size_t>(n));
-  const std::uint64_t data_size = size - 8 - n;
+  f.m_file_size = size;
+  f.parse_header(header, size - 8 - n);
+  f.m_data_start = static_cast<std::size_t>(8 + n);
+  f.m_bytes = std::move(bytes);
+  f.verify_checksum();
+  return f;
+}
+
+void SafetensorsFile::verify_checksum() {
+  const std::string* recorded = metadata_value(k_safetensors_checksum_key);
+  if (!recorded) return;
+  const Checked c{m_source};
+  const auto hex_digit = [](char ch) { return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f'); };
+  if (recorded->size() != 64 || !std::all_of(recorded->begin(), recorded->end(), hex_digit))
+    c.fail(std::string("__metadata__ value of '") + k_safetensors_checksum_key +
+           "' is not a SHA-256 (64 lowercase hex digits): the file is damaged");
+  const std::span<const std::uint8_t> data(m_bytes.data() + m_data_start, m_bytes.size() - m_data_start);
+  if (sha256_hex(data) != *recorded)
+    c.fail("the tensor data does not match the SHA-256 recorded in the header: the file is damaged "
+           "(a changed byte or a partial copy)");
+  m_checksum_verified = true;
+}
+
+void SafetensorsFile::parse_header(std::string_view header, std::uint64_t data_size) {
+  const Checked c{m_source};
+  SafetensorsFile& f = *this;
+  const std::uint64_t size = m_file_size;
+  if (header.size() < 2 || header[0] != '{') c.fail("the header does not start with '{' (not a safetensors file?)");
 
   // Duplicate keys are refused while parsing (nlohmann would keep the last one silently), with the
   // message saying which kind of key repeated.
@@ -116,9 +174,9 @@ SafetensorsFile SafetensorsFile::parse(std::vector<std::uint8_t> bytes, std::str
     const std::vector<std::string>& path = e.path();
     if (path.empty())
       c.fail(e.key() == "__metadata__" ? "duplicate __metadata__ in the header"
-                                       : "duplicate tensor name '" + e.key() + "' in the header");
-    if (path.size() == 1 && path[0] == "__metadata__") c.fail("duplicate __metadata__ key '" + e.key() + "'");
-    if (path.size() == 1) c.fail("tensor '" + path[0] + "' has an unexpected or repeated key '" + e.key() + "'");
+                                       : "duplicate tensor name '" + clip(e.key()) + "' in the header");
+    if (path.size() == 1 && path[0] == "__metadata__") c.fail("duplicate __metadata__ key '" + clip(e.key()) + "'");
+    if (path.size() == 1) c.fail("tensor '" + clip(path[0]) + "' has an unexpected or repeated key '" + clip(e.key()) + "'");
     c.fail("malformed " + std::string(e.what()));
   } catch (const JsonError& e) {
     c.fail("malformed " + std::string(e.what()));  // "malformed JSON header: JSON parse error at byte ..."
@@ -129,25 +187,25 @@ SafetensorsFile SafetensorsFile::parse(std::vector<std::uint8_t> bytes, std::str
     if (name == "__metadata__") {
       if (!value.is_object()) c.fail("__metadata__ must be an object of strings");
       for (const auto& [k, v] : value.items()) {
-        if (!v.is_string()) c.fail("__metadata__ value of '" + k + "' is not a string");
+        if (!v.is_string()) c.fail("__metadata__ value of '" + clip(k) + "' is not a string");
         f.m_metadata.emplace_back(k, v.get<std::string>());
       }
       continue;
     }
     if (name.empty()) c.fail("a tensor has an empty name");
-    if (!value.is_object()) c.fail("entry of tensor '" + name + "' is not an object");
+    if (!value.is_object()) c.fail("entry of tensor '" + clip(name) + "' is not an object");
     const Json *dt = nullptr, *sh = nullptr, *off = nullptr;
     for (const auto& [k, v] : value.items()) {
       if (k == "dtype") dt = &v;
       else if (k == "shape") sh = &v;
       else if (k == "data_offsets") off = &v;
-      else c.fail("tensor '" + name + "' has an unexpected or repeated key '" + k + "'");
+      else c.fail("tensor '" + clip(name) + "' has an unexpected or repeated key '" + clip(k) + "'");
     }
-    if (!dt || !sh || !off) c.fail("tensor '" + name + "' lacks one of dtype, shape, data_offsets");
+    if (!dt || !sh || !off) c.fail("tensor '" + clip(name) + "' lacks one of dtype, shape, data_offsets");
 
     TensorEntry t;
     t.name = name;
-    if (!dt->is_string()) c.fail("dtype of tensor '" + name + "' is not a string");
+    if (!dt->is_string()) c.fail("dtype of tensor '" + clip(name) + "' is not a string");
     const std::string& ds = dt->get_ref<const std::string&>();
     if (ds == "F32") t.dtype = DType::F32;
     else if (ds == "F64") t.dtype = DType::F64;
@@ -155,32 +213,32 @@ SafetensorsFile SafetensorsFile::parse(std::vector<std::uint8_t> bytes, std::str
     else if (ds == "U8") t.dtype = DType::U8;
     else if (ds == "I64") t.dtype = DType::I64;
     else if (is_known_unsupported_dtype(ds))
-      c.fail("tensor '" + name + "' has dtype " + ds + ", which TTT Lab does not read (it reads F32, F64, BF16, U8 and I64)");
+      c.fail("tensor '" + clip(name) + "' has dtype " + clip(ds) + ", which TTT Lab does not read (it reads F32, F64, BF16, U8 and I64)");
     else
-      c.fail("tensor '" + name + "' has unknown dtype '" + ds + "'");
+      c.fail("tensor '" + clip(name) + "' has unknown dtype '" + clip(ds) + "'");
 
-    if (!sh->is_array()) c.fail("shape of tensor '" + name + "' is not an array");
+    if (!sh->is_array()) c.fail("shape of tensor '" + clip(name) + "' is not an array");
     // numel × element size must stay below 2^64: check each product against the data size bound.
     unsigned __int128 nbytes = dtype_size(t.dtype);
     for (const Json& d : *sh) {
       if (!d.is_number_unsigned() || d.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
-        c.fail("shape of tensor '" + name + "' holds something other than a non-negative integer");
+        c.fail("shape of tensor '" + clip(name) + "' holds something other than a non-negative integer");
       t.shape.push_back(static_cast<std::int64_t>(d.get<std::uint64_t>()));
       nbytes *= d.get<std::uint64_t>();
       if (nbytes > size) nbytes = static_cast<unsigned __int128>(size) + 1;  // saturate: already too big
     }
     if (!off->is_array() || off->size() != 2 || !(*off)[0].is_number_unsigned() || !(*off)[1].is_number_unsigned())
-      c.fail("data_offsets of tensor '" + name + "' must be two non-negative integers [begin, end]");
+      c.fail("data_offsets of tensor '" + clip(name) + "' must be two non-negative integers [begin, end]");
     t.begin = (*off)[0].get<std::uint64_t>();
     t.end = (*off)[1].get<std::uint64_t>();
     if (t.begin > t.end)
-      c.fail("data_offsets of tensor '" + name + "' begin after they end [" + std::to_string(t.begin) + ", " +
+      c.fail("data_offsets of tensor '" + clip(name) + "' begin after they end [" + std::to_string(t.begin) + ", " +
              std::to_string(t.end) + "]");
     if (t.end > data_size)
-      c.fail("tensor '" + name + "' ends at data offset " + std::to_string(t.end) + " but the data section holds only " +
+      c.fail("tensor '" + clip(name) + "' ends at data offset " + std::to_string(t.end) + " but the data section holds only " +
              std::to_string(data_size) + " bytes (truncated file?)");
     if (nbytes != t.end - t.begin)
-      c.fail("tensor '" + name + "' has shape " + shape_string(t.shape) + " and dtype " + ds + ", which need " +
+      c.fail("tensor '" + clip(name) + "' has shape " + clip(shape_string(t.shape)) + " and dtype " + clip(ds) + ", which need " +
              (nbytes > size ? std::string("more bytes than the file has") : std::to_string(static_cast<std::uint64_t>(nbytes)) + " bytes") +
              ", but its data_offsets span " + std::to_string(t.end - t.begin));
     f.m_tensors.push_back(std::move(t));
@@ -197,9 +255,9 @@ SafetensorsFile SafetensorsFile::parse(std::vector<std::uint8_t> bytes, std::str
   const TensorEntry* prev = nullptr;
   for (const TensorEntry* t : order) {
     if (t->begin < covered)
-      c.fail("tensors '" + prev->name + "' and '" + t->name + "' overlap in the data section");
+      c.fail("tensors '" + clip(prev->name) + "' and '" + clip(t->name) + "' overlap in the data section");
     if (t->begin > covered)
-      c.fail("a gap of " + std::to_string(t->begin - covered) + " bytes before tensor '" + t->name +
+      c.fail("a gap of " + std::to_string(t->begin - covered) + " bytes before tensor '" + clip(t->name) +
              "' in the data section (offsets must cover the data exactly)");
     covered = t->end;
     prev = t;
@@ -209,9 +267,6 @@ SafetensorsFile SafetensorsFile::parse(std::vector<std::uint8_t> bytes, std::str
            std::to_string(covered) + " (trailing bytes, or offsets not covering the data)");
 
   for (std::size_t i = 0; i < f.m_tensors.size(); ++i) f.m_index.emplace(f.m_tensors[i].name, i);
-  f.m_data_start = static_cast<std::size_t>(8 + n);
-  f.m_bytes = std::move(bytes);
-  return f;
 }
 
 const TensorEntry* SafetensorsFile::find(std::string_view name) const {
@@ -221,11 +276,13 @@ const TensorEntry* SafetensorsFile::find(std::string_view name) const {
 
 const TensorEntry& SafetensorsFile::at(std::string_view name) const {
   if (const TensorEntry* t = find(name)) return *t;
-  throw SafetensorsError("safetensors file '" + m_source + "': no tensor named '" + std::string(name) + "'");
+  throw SafetensorsError("safetensors file '" + clip(m_source, 240) + "': no tensor named '" + clip(name) + "'");
 }
 
 std::span<const std::uint8_t> SafetensorsFile::raw(std::string_view name) const {
   const TensorEntry& t = at(name);
+  if (m_header_only)
+    throw SafetensorsError("safetensors file '" + clip(m_source, 240) + "': only the header was read (read_header)");
   return {m_bytes.data() + m_data_start + t.begin, static_cast<std::size_t>(t.end - t.begin)};
 }
 
@@ -337,9 +394,17 @@ void SafetensorsWriter::set_metadata(std::string key, std::string value) {
 
 std::string SafetensorsWriter::header() const {
   Json root = Json::object();
-  if (!m_metadata.empty()) {
+  if (!m_metadata.empty() || m_checksum) {
     Json meta = Json::object();
-    for (const auto& [k, v] : m_metadata) meta[k] = v;
+    for (const auto& [k, v] : m_metadata)
+      if (!m_checksum || k != k_safetensors_checksum_key) meta[k] = v;
+    if (m_checksum) {
+      // The data section is the tensors' bytes in the order they were added, packed.
+      Sha256 h;
+      for (const auto& t : m_tensors) h.update(std::span<const std::uint8_t>(t.bytes));
+      const auto digest = h.finish();
+      meta[k_safetensors_checksum_key] = to_hex(digest);
+    }
     root["__metadata__"] = std::move(meta);
   }
   std::uint64_t offset = 0;

@@ -11,6 +11,7 @@
 #include <map>
 #include <stdexcept>
 
+#include "tttlab/io/limits.hpp"
 #include "tttlab/io/safetensors.hpp"
 
 namespace tttlab {
@@ -35,7 +36,21 @@ bool is_conv_weight(const std::string& n) {
 std::pair<std::string, int> split_head(const std::string& n) {
   const auto open = n.rfind('[');
   if (open == std::string::npos || n.back() != ']') return {n, -1};
-  return {n.substr(0, open), std::stoi(n.substr(open + 1, n.size() - open - 2))};
+  int head = 0;
+  for (std::size_t i = open + 1; i + 1 < n.size(); ++i) {
+    if (n[i] < '0' || n[i] > '9' || head > 1 << 20) return {n, -1};
+    head = head * 10 + (n[i] - '0');
+  }
+  return {n.substr(0, open), head};
+}
+
+// The file shape of an unstacked internal tensor of shape [rows, cols] (the four rules above).
+std::vector<std::int64_t> file_shape(const std::string& name, std::int64_t rows, std::int64_t cols) {
+  if (is_linear_weight(name)) return {cols, rows};
+  if (is_conv_weight(name) || ends_with(name, "learnable_ttt_lr_weight")) return {rows, 1, cols};
+  if (ends_with(name, "learnable_ttt_lr_bias")) return {cols, 1};
+  if (rows == 1) return {cols};
+  return {rows, cols};
 }
 
 // One file tensor assembled from (or scattered to) internal tensors.
@@ -68,20 +83,8 @@ std::vector<std::pair<std::string, Slot>> layout(Model<float>& model) {
     }
     Slot s;
     s.parts.push_back(m);
-    if (is_linear_weight(name)) {
-      s.transpose = true;
-      s.shape = {m.cols(), m.rows()};
-    } else if (is_conv_weight(name)) {
-      s.shape = {m.rows(), 1, m.cols()};
-    } else if (ends_with(name, "learnable_ttt_lr_weight")) {
-      s.shape = {m.rows(), 1, m.cols()};
-    } else if (ends_with(name, "learnable_ttt_lr_bias")) {
-      s.shape = {m.cols(), 1};
-    } else if (m.rows() == 1) {
-      s.shape = {m.cols()};
-    } else {
-      s.shape = {m.rows(), m.cols()};
-    }
+    s.transpose = is_linear_weight(name);
+    s.shape = file_shape(name, m.rows(), m.cols());
     out.emplace_back(name, std::move(s));
   });
   return out;
@@ -89,11 +92,110 @@ std::vector<std::pair<std::string, Slot>> layout(Model<float>& model) {
 
 std::string shape_str(const std::vector<std::int64_t>& s) {
   std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + "]";
+  for (size_t i = 0; i < s.size() && i < 8; ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + (s.size() > 8 ? ", ...]" : "]");
+}
+
+// The internal [rows, cols] of every parameter of a block, in Model::for_each_param order, with the
+// per-head inner state once (stacked over the heads in the file). Mirrors the Model's construction;
+// a test compares the result with a built Model's layout for every layer kind and variant.
+struct ParamShape {
+  std::string name;
+  std::int64_t rows, cols;
+  bool per_head = false;
+};
+std::vector<ParamShape> block_params(const ModelConfig& c) {
+  const std::int64_t D = c.hidden_size, F = c.intermediate_size, K = c.conv_kernel, H = c.num_attention_heads;
+  const std::int64_t d = c.head_dim(), b = c.mini_batch_size;
+  std::vector<ParamShape> p;
+  if (c.mamba_backbone) p.insert(p.end(), {{"conv.norm.weight", 1, D}, {"conv.conv.weight", D, K}, {"conv.conv.bias", 1, D}});
+  p.push_back({"seq_norm.weight", 1, D});
+  const std::string m = "seq_modeling_block.";
+  if (c.is_ttt()) {
+    const bool shared = c.mamba_backbone, mlp = c.seq_layer == SeqLayerKind::TTTMLP;
+    p.push_back({m + "q_proj.weight", D, D});
+    if (!shared) p.push_back({m + "k_proj.weight", D, D});
+    p.push_back({m + "v_proj.weight", D, D});
+    p.push_back({m + "o_proj.weight", D, D});
+    if (shared) {
+      p.push_back({m + "g_proj.weight", D, D});
+      p.insert(p.end(), {{m + "conv_q.weight", D, K}, {m + "conv_q.bias", 1, D}, {m + "conv_k.weight", D, K},
+                         {m + "conv_k.bias", 1, D}});
+    }
+    p.insert(p.end(), {{m + "learnable_ttt_lr_weight", H, D}, {m + "learnable_ttt_lr_bias", 1, H},
+                       {m + "learnable_token_idx", 1, b}, {m + "ttt_norm_weight", H, d}, {m + "ttt_norm_bias", H, d},
+                       {m + "post_norm.weight", 1, D}, {m + "post_norm.bias", 1, D}});
+    const std::int64_t h = mlp ? 4 * d : d;
+    p.push_back({m + "W1", d, h, true});
+    if (c.inner_bias) p.push_back({m + "b1", 1, h, true});
+    if (mlp) {
+      p.push_back({m + "W2", h, d, true});
+      if (c.inner_bias) p.push_back({m + "b2", 1, d, true});
+    }
+  } else {
+    for (const char* n : {"q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight"}) p.push_back({m + n, D, D});
+  }
+  p.insert(p.end(), {{"ffn_norm.weight", 1, D}, {"mlp.gate_proj.weight", D, F}, {"mlp.up_proj.weight", D, F},
+                     {"mlp.down_proj.weight", F, D}});
+  return p;
+}
+
+std::vector<std::int64_t> file_shape_of(const ParamShape& p, std::int64_t heads) {
+  if (p.per_head) return {heads, p.rows, p.cols};
+  return file_shape(p.name, p.rows, p.cols);
+}
+
+std::string config_hint(const ModelConfig& c) {
+  return "config.json: " + to_string(c.seq_layer) + ", hidden_size " + std::to_string(c.hidden_size) +
+         ", num_hidden_layers " + std::to_string(c.num_hidden_layers) + ", num_attention_heads " +
+         std::to_string(c.num_attention_heads) + ", intermediate_size " + std::to_string(c.intermediate_size) +
+         ", mini_batch_size " + std::to_string(c.mini_batch_size) + ", conv_kernel " + std::to_string(c.conv_kernel) +
+         ", vocab_size " + std::to_string(c.vocab_size);
 }
 
 }  // namespace
+
+std::vector<TensorShape> checkpoint_tensor_shapes(const ModelConfig& cfg) {
+  cfg.validate();
+  std::vector<TensorShape> out;
+  out.push_back({"model.embed_tokens.weight", file_shape("model.embed_tokens.weight", cfg.vocab_size, cfg.hidden_size)});
+  const std::vector<ParamShape> block = block_params(cfg);
+  for (int i = 0; i < cfg.num_hidden_layers; ++i) {
+    const std::string pre = "model.layers." + std::to_string(i) + ".";
+    for (const ParamShape& p : block) out.push_back({pre + p.name, file_shape_of(p, cfg.num_attention_heads)});
+  }
+  out.push_back({"model.norm.weight", file_shape("model.norm.weight", 1, cfg.hidden_size)});
+  return out;
+}
+
+void check_checkpoint_header(const ModelConfig& cfg, const SafetensorsFile& header) {
+  const std::string src = clip(header.source(), 240);
+  auto fail = [&](const std::string& msg) { throw SafetensorsError("'" + src + "': " + msg); };
+  const std::vector<TensorShape> expected = checkpoint_tensor_shapes(cfg);
+  std::map<std::string, const TensorShape*> want;
+  for (const auto& t : expected) want.emplace(t.name, &t);
+  const std::vector<std::int64_t> embed_shape = expected.front().shape;
+  for (const TensorEntry& e : header.tensors()) {
+    if (e.dtype != DType::F32 && e.dtype != DType::F64 && e.dtype != DType::BF16)
+      fail("tensor '" + clip(e.name) + "' has dtype " + std::string(dtype_name(e.dtype)) +
+           "; model weights must be F32, F64 or BF16");
+    if (e.name == "lm_head.weight") {
+      if (e.shape != embed_shape)
+        fail("tensor 'lm_head.weight' has shape " + shape_str(e.shape) + ", but the head is tied to the embedding " +
+             shape_str(embed_shape) + " (it must equal model.embed_tokens.weight, or be absent)");
+      continue;
+    }
+    const auto it = want.find(e.name);
+    if (it == want.end())
+      fail("unexpected tensor '" + clip(e.name) + "' (" + config_hint(cfg) + "; does the config match the weights?)");
+    if (e.shape != it->second->shape)
+      fail("tensor '" + clip(e.name) + "' has shape " + shape_str(e.shape) + ", but " + config_hint(cfg) +
+           " implies " + shape_str(it->second->shape));
+  }
+  for (const auto& t : expected)
+    if (!header.find(t.name))
+      fail("tensor '" + t.name + "' is missing (" + config_hint(cfg) + "; is this a checkpoint of this model?)");
+}
 
 std::vector<NamedTensor> state_dict(Model<float>& model) {
   std::vector<NamedTensor> out;
@@ -121,7 +223,7 @@ std::vector<NamedTensor> state_dict(Model<float>& model) {
 void load_state_dict(Model<float>& model, const std::vector<NamedTensor>& tensors, const std::string& source) {
   std::map<std::string, const NamedTensor*> by_name;
   for (const auto& t : tensors) by_name[t.name] = &t;
-  auto fail = [&](const std::string& msg) { throw std::runtime_error("'" + source + "': " + msg); };
+  auto fail = [&](const std::string& msg) { throw std::runtime_error("'" + clip(source, 240) + "': " + msg); };
   size_t used = 0;
   for (auto& [name, slot] : layout(model)) {
     auto it = by_name.find(name);
@@ -142,12 +244,26 @@ void load_state_dict(Model<float>& model, const std::vector<NamedTensor>& tensor
     }
     ++used;
   }
-  if (by_name.count("lm_head.weight")) ++used;
+  // The LM head is tied to the embedding: stored again only so that a strict load_state_dict finds it.
+  // Present, it must be that same matrix; a copy that differs is a damaged or foreign file.
+  if (const auto head = by_name.find("lm_head.weight"); head != by_name.end()) {
+    const NamedTensor& h = *head->second;
+    const auto emb = by_name.find("model.embed_tokens.weight");
+    if (emb == by_name.end() || h.shape != emb->second->shape)
+      fail("tensor 'lm_head.weight' has shape " + shape_str(h.shape) +
+           ", but the head is tied to the embedding (it must equal model.embed_tokens.weight, or be absent)");
+    for (float v : h.data)
+      if (!std::isfinite(v)) fail("tensor 'lm_head.weight' holds a non-finite value");
+    if (h.data != emb->second->data)
+      fail("tensor 'lm_head.weight' differs from model.embed_tokens.weight, but the head is tied to the embedding "
+           "(a damaged file, or a model with an untied head, which TTT Lab does not support)");
+    ++used;
+  }
   if (used != by_name.size()) {
     for (const auto& t : tensors) {
       bool known = t.name == "lm_head.weight";
       for (auto& [name, slot] : layout(model)) known = known || name == t.name;
-      if (!known) fail("unexpected tensor '" + t.name + "' (does the config match the weights?)");
+      if (!known) fail("unexpected tensor '" + clip(t.name) + "' (does the config match the weights?)");
     }
   }
 }
@@ -156,23 +272,29 @@ void save_model_safetensors(Model<float>& model, const std::filesystem::path& pa
                             const std::vector<std::pair<std::string, std::string>>& metadata, bool bf16) {
   SafetensorsWriter w;
   w.set_metadata("format", "pt");
+  w.set_checksum();  // verified on load; ignored by other readers
   for (const auto& [k, v] : metadata) w.set_metadata(k, v);
   for (const auto& t : state_dict(model))
     w.add(t.name, t.shape, std::span<const float>(t.data), bf16 ? DType::BF16 : DType::F32);
   w.write(path);
 }
 
-void load_model_safetensors(Model<float>& model, const std::filesystem::path& path) {
-  const SafetensorsFile f = SafetensorsFile::read(path);
+void load_model_safetensors(Model<float>& model, const std::filesystem::path& path, CheckpointLoadInfo* info) {
+  // The header first: names, dtypes and shapes against the model's config, before the data is read.
+  const SafetensorsFile header = SafetensorsFile::read_header(path, k_checkpoint_max_header);
+  check_checkpoint_header(model.config(), header);
+  const SafetensorsFile f = SafetensorsFile::read(path, header.file_size());
   std::vector<NamedTensor> tensors;
-  for (const auto& e : f.tensors()) {
-    // Weights are floating point; an integer tensor here is a damaged or foreign file.
-    if (e.dtype == DType::U8 || e.dtype == DType::I64)
-      throw SafetensorsError("safetensors file '" + path.string() + "': tensor '" + e.name + "' has dtype " +
-                             std::string(dtype_name(e.dtype)) + "; model weights must be F32, F64 or BF16");
-    tensors.push_back({e.name, e.shape, f.to_f32(e.name)});
-  }
+  for (const auto& e : f.tensors()) tensors.push_back({e.name, e.shape, f.to_f32(e.name)});
   load_state_dict(model, tensors, path.string());
+  if (info) {
+    info->checksum_verified = f.checksum_verified();
+    info->note.clear();
+    if (!f.checksum_verified())
+      info->note = "'" + clip(path.string(), 240) +
+                   "' records no SHA-256 checksum (written by another tool or an older TTT Lab): loaded with "
+                   "the structural checks only";
+  }
 }
 
 }  // namespace tttlab

@@ -1,10 +1,12 @@
 // Model configuration, presets and config.json (see tttlab/model/config.hpp).
 #include "tttlab/model/config.hpp"
 
+#include <cmath>
 #include <stdexcept>
 #include <string_view>
 
 #include "tttlab/io/json.hpp"
+#include "tttlab/io/limits.hpp"
 
 namespace tttlab {
 namespace {
@@ -27,7 +29,7 @@ SeqLayerKind seq_layer_from_string(const std::string& s) {
   for (SeqLayerKind k : {SeqLayerKind::TTTLinear, SeqLayerKind::TTTMLP, SeqLayerKind::LinearAttention,
                          SeqLayerKind::SoftmaxAttention})
     if (s == to_string(k)) return k;
-  bad("unknown layer '" + s + "' (expected ttt-linear, ttt-mlp, linear-attention or softmax-attention)");
+  bad("unknown layer '" + clip(s, 40) + "' (expected ttt-linear, ttt-mlp, linear-attention or softmax-attention)");
 }
 
 void ModelConfig::validate() const {
@@ -42,6 +44,19 @@ void ModelConfig::validate() const {
   positive(mini_batch_size, "mini_batch_size");
   positive(conv_kernel, "conv_kernel");
   positive(max_position_embeddings, "max_position_embeddings");
+  // Upper bounds far above any model this lab trains, so that a hostile config.json cannot make a
+  // loader compute sizes, names or allocations from absurd numbers (the memory estimate then decides
+  // whether a model within them fits; tttlab/model/memory.hpp).
+  auto at_most = [](int v, int cap, const char* name) {
+    if (v > cap) bad(std::string(name) + " must be at most " + std::to_string(cap) + ", got " + std::to_string(v));
+  };
+  at_most(vocab_size, k_max_vocab_size, "vocab_size");
+  at_most(hidden_size, k_max_hidden_size, "hidden_size");
+  at_most(intermediate_size, k_max_intermediate_size, "intermediate_size");
+  at_most(num_hidden_layers, k_max_layers, "num_hidden_layers");
+  at_most(mini_batch_size, k_max_mini_batch, "mini_batch_size");
+  at_most(conv_kernel, k_max_conv_kernel, "conv_kernel");
+  at_most(max_position_embeddings, k_max_positions, "max_position_embeddings");
   if (hidden_size % num_attention_heads != 0)
     bad("num_attention_heads (" + std::to_string(num_attention_heads) + ") must divide hidden_size (" +
         std::to_string(hidden_size) + ")");
@@ -52,6 +67,9 @@ void ModelConfig::validate() const {
   if (!(ttt_ln_eps > 0)) bad("tttlab_ttt_ln_eps must be positive");
   if (!(initializer_range >= 0)) bad("initializer_range must be >= 0");
   if (scan_checkpoint_group_size < 0) bad("scan_checkpoint_group_size must be >= 0");
+  if (!std::isfinite(ttt_base_lr) || !std::isfinite(rope_theta) || !(rope_theta > 0) || !std::isfinite(rms_norm_eps) ||
+      !std::isfinite(ttt_ln_eps) || !std::isfinite(initializer_range))
+    bad("ttt_base_lr, rope_theta, rms_norm_eps, tttlab_ttt_ln_eps and initializer_range must be finite (rope_theta positive)");
   if (!learnable_views && !is_ttt()) bad("tttlab_learnable_views = false (fixed views) is a TTT-layer variant");
 }
 
@@ -106,7 +124,7 @@ ModelConfig ModelConfig::preset(const std::string& name) {
     c.hidden_size = 768, c.num_hidden_layers = 12, c.num_attention_heads = 12, c.intermediate_size = 2048;
     c.max_position_embeddings = 2048;
   } else {
-    bad("unknown preset '" + name + "' (expected tiny, small or 125m)");
+    bad("unknown preset '" + clip(name, 40) + "' (expected tiny, small or 125m)");
   }
   return c;
 }
@@ -190,7 +208,7 @@ ModelConfig ModelConfig::from_json(const std::string& text, const std::string& s
     c.mamba_backbone = share_qk;
     std::string ttt_type = "linear";
     if (f.read("ttt_layer_type", ttt_type) && ttt_type != "linear" && ttt_type != "mlp")
-      f.fail("ttt_layer_type", "must be \"linear\" or \"mlp\", got \"" + ttt_type + "\"");
+      f.fail("ttt_layer_type", "must be \"linear\" or \"mlp\", got \"" + clip(ttt_type, 40) + "\"");
     c.seq_layer = ttt_type == "mlp" ? SeqLayerKind::TTTMLP : SeqLayerKind::TTTLinear;
     std::string layer;
     if (f.read("tttlab_seq_layer", layer)) c.seq_layer = seq_layer_from_string(layer);

@@ -2,10 +2,13 @@
 #include "tttlab/train/trainer.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <stdexcept>
+#include <mutex>
+#include <set>
 #include <thread>
 
 #include "tttlab/data/batches.hpp"
@@ -13,8 +16,10 @@
 #include "tttlab/data/text_file.hpp"
 #include "tttlab/io/atomic_file.hpp"
 #include "tttlab/io/json.hpp"
+#include "tttlab/io/limits.hpp"
 #include "tttlab/io/safetensors.hpp"
 #include "tttlab/model/checkpoint.hpp"
+#include "tttlab/model/memory.hpp"
 #include "tttlab/optim/adamw.hpp"
 
 #include "tttlab/util/parallel.hpp"
@@ -51,6 +56,11 @@ void TrainConfig::validate() const {
   if (max_rollbacks < 0) bad("max_rollbacks must be >= 0");
   if (!(rollback_lr_factor > 0 && rollback_lr_factor < 1)) bad("rollback_lr_factor must be in (0, 1)");
   if (!(lr_scale > 0 && lr_scale <= 1)) bad("lr_scale must be in (0, 1]");
+  // Bounds far above any run of this lab, so that sizes computed from a hostile train_config.json stay
+  // exact; the memory estimate (Trainer's constructor) decides whether a run within them fits.
+  if (batch_size > k_max_batch_size) bad("batch size must be at most " + std::to_string(k_max_batch_size) + ", got " + std::to_string(batch_size));
+  if (seq_len > k_max_positions) bad("sequence length must be at most " + std::to_string(k_max_positions) + ", got " + std::to_string(seq_len));
+  if (threads > k_max_threads) bad("threads must be at most " + std::to_string(k_max_threads) + ", got " + std::to_string(threads));
 }
 
 std::string TrainConfig::to_json() const {
@@ -202,6 +212,13 @@ Trainer::Trainer(TrainConfig cfg, TextData data, const TrainBackendFactory& back
   m_cfg.validate();
   m_threads = m_cfg.threads > 0 ? m_cfg.threads : std::max(1u, std::thread::hardware_concurrency());
   m_threads = std::min(m_threads, m_cfg.batch_size);
+  // Refuse before allocating: the model, AdamW's moments, one gradient model and one sequence's
+  // activations per worker thread (tttlab/model/memory.hpp).
+  check_memory(estimate_memory(m_cfg.model, MemoryUse{.window = m_cfg.seq_len, .sequences = m_threads,
+                                                      .gradient_copies = m_threads}),
+               "a run of a " + std::to_string(static_cast<long long>(count_params(m_cfg.model))) +
+                   "-parameter model with sequences of " + std::to_string(m_cfg.seq_len) + " bytes on " +
+                   std::to_string(m_threads) + " threads");
   m_model = std::make_unique<Model<float>>(m_cfg.model, m_cfg.seed);
   m_impl = std::make_unique<Impl>();
   if (m_data.synthetic.empty() && m_data.train.size() < static_cast<std::size_t>(m_cfg.seq_len) + 1)
@@ -348,6 +365,7 @@ void Trainer::save(const fs::path& run_dir) const {
   write_file_atomic(dir / "config.json", m_cfg.model.to_json());
   save_model_safetensors(*m_model, dir / "model.safetensors", {{"tttlab_step", std::to_string(step)}});
   SafetensorsWriter w;
+  w.set_checksum();  // verified by resume
   m_impl->optim->state().save(w, "optim.");
   const SamplerState ss = m_impl->sampler ? m_impl->sampler->state() : SamplerState{m_cfg.seed, m_impl->synthetic_next};
   w.set_metadata("tttlab_step", std::to_string(step));
@@ -365,49 +383,110 @@ void Trainer::save(const fs::path& run_dir) const {
 }
 
 fs::path resolve_checkpoint(const fs::path& dir) {
-  if (fs::exists(dir / "model.safetensors")) return dir;
-  if (!fs::exists(dir)) throw std::runtime_error("'" + dir.string() + "' does not exist");
-  if (!fs::exists(dir / "latest"))
-    throw std::runtime_error("'" + dir.string() + "' holds no checkpoint (no model.safetensors and no 'latest' file)");
+  const std::string shown = clip(dir.string(), 240);
+  std::error_code ec;
+  if (fs::exists(dir / "model.safetensors", ec)) return dir;
+  if (!fs::exists(dir, ec)) throw std::runtime_error("'" + shown + "' does not exist");
+  if (!fs::exists(dir / "latest", ec))
+    throw std::runtime_error("'" + shown + "' holds no checkpoint (no model.safetensors and no 'latest' file)");
   std::string name = read_file_text(dir / "latest", 256);
   while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
-  if (name.find('/') != std::string::npos || name.empty())
-    throw std::runtime_error("'" + (dir / "latest").string() + "' is corrupt");
+  if (name.find('/') != std::string::npos || name.empty() || name == "." || name == "..")
+    throw std::runtime_error("'" + clip((dir / "latest").string(), 240) + "' is corrupt");
   const fs::path ck = dir / name;
-  if (!fs::exists(ck / "model.safetensors"))
-    throw std::runtime_error("checkpoint '" + ck.string() + "' named by 'latest' is missing");
+  if (!fs::exists(ck / "model.safetensors", ec))
+    throw std::runtime_error("checkpoint '" + clip(ck.string(), 240) + "' named by 'latest' is missing");
   return ck;
 }
 
-std::unique_ptr<Model<float>> load_model(const fs::path& dir) {
+namespace {
+
+std::mutex g_note_mutex;
+std::function<void(const std::string&)> g_note_handler;
+
+void report_note(const std::string& note) {
+  std::function<void(const std::string&)> handler;
+  {
+    std::lock_guard<std::mutex> lock(g_note_mutex);
+    handler = g_note_handler;
+    static std::set<std::string> said;  // once per file and process: the shipped model loads often
+    if (!handler && !said.insert(note).second) return;
+  }
+  if (handler) handler(note);
+  else std::fprintf(stderr, "tttlab: note: %s\n", note.c_str());
+}
+
+// A non-negative integer written by Trainer::save into the train state's metadata; anything else is a
+// damaged file, named with its key (std::stoull would say only "stoull").
+std::uint64_t metadata_u64(const SafetensorsFile& st, const char* key) {
+  const std::string* v = st.metadata_value(key);
+  const std::string src = clip(st.source(), 240);
+  if (!v) throw std::runtime_error("'" + src + "': the sampler state is missing (no '" + key + "' in __metadata__)");
+  std::uint64_t x = 0;
+  const auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), x);
+  if (v->empty() || ec != std::errc() || end != v->data() + v->size())
+    throw std::runtime_error("'" + src + "': __metadata__ '" + key + "' must be a non-negative integer, got '" +
+                             clip(*v, 40) + "'");
+  return x;
+}
+
+}  // namespace
+
+void set_checkpoint_note_handler(std::function<void(const std::string&)> handler) {
+  std::lock_guard<std::mutex> lock(g_note_mutex);
+  g_note_handler = std::move(handler);
+}
+
+std::unique_ptr<Model<float>> load_model(const fs::path& dir) { return load_model(dir, ModelLoadOptions{}); }
+
+std::unique_ptr<Model<float>> load_model(const fs::path& dir, const ModelLoadOptions& options) {
   const fs::path ck = resolve_checkpoint(dir);
-  const ModelConfig cfg = ModelConfig::from_json(read_file_text(ck / "config.json", 1 << 20), (ck / "config.json").string());
+  const fs::path cfg_path = ck / "config.json", weights = ck / "model.safetensors";
+  const ModelConfig cfg = ModelConfig::from_json(read_file_text(cfg_path, 1 << 20), cfg_path.string());
+  // Before anything is allocated for the model: the weights' header against the config, then the
+  // memory the model will take against what the machine (or TTTLAB_MAX_MEMORY) allows.
+  const SafetensorsFile header = SafetensorsFile::read_header(weights, k_checkpoint_max_header);
+  check_checkpoint_header(cfg, header);
+  check_memory(estimate_memory(cfg, MemoryUse{.window = options.window, .sequences = options.sequences,
+                                              .file_bytes = header.file_size()}),
+               "the model in '" + clip(ck.string(), 240) + "' (" +
+                   std::to_string(static_cast<long long>(count_params(cfg))) + " parameters, windows of " +
+                   std::to_string(options.window > 0 ? options.window : cfg.max_position_embeddings) + " bytes)");
   auto model = std::make_unique<Model<float>>(cfg, 0);
-  load_model_safetensors(*model, ck / "model.safetensors");
+  CheckpointLoadInfo info;
+  load_model_safetensors(*model, weights, &info);
+  if (options.info) *options.info = info;
+  else if (!info.note.empty()) report_note(info.note);
   return model;
 }
 
 std::unique_ptr<Trainer> Trainer::resume(const fs::path& run_dir, const TrainBackendFactory& backend,
                                          const std::function<void(TrainConfig&)>& adjust) {
   const fs::path ck = resolve_checkpoint(run_dir);
-  const SafetensorsFile st = SafetensorsFile::read(ck / "train_state.safetensors");
-  const std::string* cfg_text = st.metadata_value("train_config");
-  if (!cfg_text) throw std::runtime_error("'" + (ck / "train_state.safetensors").string() + "' has no training config");
-  TrainConfig cfg = TrainConfig::from_json(*cfg_text, (ck / "train_state.safetensors").string() + " (train_config)");
+  const fs::path state_path = ck / "train_state.safetensors";
+  // The header first (the run's settings are in its metadata); the moments are read once the run is
+  // known to fit.
+  const SafetensorsFile header = SafetensorsFile::read_header(state_path, k_checkpoint_max_header);
+  const std::string* cfg_text = header.metadata_value("train_config");
+  if (!cfg_text) throw std::runtime_error("'" + clip(state_path.string(), 240) + "' has no training config");
+  TrainConfig cfg = TrainConfig::from_json(*cfg_text, clip(state_path.string(), 240) + " (train_config)");
   if (adjust) {
     adjust(cfg);
     cfg.validate();
   }
+  const std::uint64_t seed = metadata_u64(header, "sampler_seed");
+  const std::uint64_t next = metadata_u64(header, "sampler_next_batch");
+  check_memory(estimate_memory(cfg.model, MemoryUse{.window = cfg.seq_len, .sequences = 1, .gradient_copies = 1,
+                                                    .file_bytes = header.file_size()}),
+               "resuming '" + clip(ck.string(), 240) + "'");
   auto t = std::make_unique<Trainer>(cfg, TextData::load(cfg), backend);
   load_model_safetensors(*t->m_model, ck / "model.safetensors");
+  const SafetensorsFile st = SafetensorsFile::read(state_path, header.file_size());
   t->m_impl->optim->load_state(AdamWState<float>::load(st, "optim."));
-  const std::string* seed = st.metadata_value("sampler_seed");
-  const std::string* next = st.metadata_value("sampler_next_batch");
-  if (!seed || !next) throw std::runtime_error("'" + ck.string() + "': the sampler state is missing");
   if (t->m_impl->sampler)
-    t->m_impl->sampler->set_state(SamplerState{std::stoull(*seed), std::stoull(*next)});
+    t->m_impl->sampler->set_state(SamplerState{seed, next});
   else
-    t->m_impl->synthetic_next = std::stoull(*next);
+    t->m_impl->synthetic_next = next;
   t->m_impl->backend->push_from_host();
   return t;
 }

@@ -31,11 +31,20 @@ class FileError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Reads the whole file. Fails (FileError) when it is missing, unreadable, a directory, or larger
-// than max_bytes (the message then gives the size and the limit).
+// Reads the whole file. Fails (FileError) when it is missing, unreadable, larger than max_bytes (the
+// message then gives the size and the limit), or not a regular file: a directory, a FIFO, a device
+// (/dev/zero), a socket. Only regular files are read: a FIFO would block forever and a device never
+// ends. A FIFO is recognised without blocking (it is opened non-blocking). Symbolic links are followed
+// and judged by their target.
 std::vector<std::uint8_t> read_file_bytes(const std::filesystem::path& path,
                                           std::uint64_t max_bytes = UINT64_MAX);
 std::string read_file_text(const std::filesystem::path& path, std::uint64_t max_bytes = UINT64_MAX);
+// The size of a regular file (FileError as above when it is not one).
+std::uint64_t regular_file_size(const std::filesystem::path& path);
+// Bytes [offset, offset + count) of a regular file; FileError when the file is shorter (or not regular).
+// Allocates `count` bytes: callers bound it first.
+std::vector<std::uint8_t> read_file_range(const std::filesystem::path& path, std::uint64_t offset,
+                                          std::uint64_t count);
 
 // Writes `data` to `path` atomically (see above). Replaces an existing file.
 void write_file_atomic(const std::filesystem::path& path, std::span<const std::uint8_t> data);

@@ -31,6 +31,20 @@
 //   - offsets past the end of the data section, two tensors overlapping, a gap between tensors, or
 //     bytes after the last tensor (the data section must be covered exactly, as the format requires).
 //
+// INTEGRITY. A writer asked to (set_checksum) records the SHA-256 of the whole data section, as 64
+// lowercase hex digits, in __metadata__ under "tttlab_data_sha256". Metadata is free-form in the
+// format, so other readers (Python's safetensors, the official loader) ignore it and the tensors keep
+// their names and layout. Reading a whole file verifies the digest when it is present and refuses a
+// mismatch (or a malformed digest) with a SafetensorsError naming the file; checksum_verified() tells
+// whether one was checked. Files without one (written by other tools) load as before: callers decide
+// whether to say so. The header itself is covered by its own checks (any changed byte of the JSON
+// breaks the syntax, a name, a shape or the exact coverage of the data section, or the digest).
+//
+// LIMITS. read() reads at most max_bytes; read_header() reads only the 8-byte length and the header
+// (at most max_header bytes), after checking that the file is regular and at least that long, so that
+// a caller can check the tensors' names, dtypes and shapes against what it expects before reading,
+// or allocating for, the data.
+//
 // WRITING: SafetensorsWriter collects tensors (copied and converted when added), then write() emits
 // the header (metadata first, tensors in the order they were added, data packed in that order with
 // no gaps; the header is padded with spaces so the data section starts at a multiple of 8 bytes)
@@ -65,6 +79,7 @@ std::uint16_t float_to_bf16(float f);
 float bf16_to_float(std::uint16_t b);
 
 inline constexpr std::uint64_t k_safetensors_max_header = 100ull << 20;
+inline constexpr const char* k_safetensors_checksum_key = "tttlab_data_sha256";
 
 struct TensorEntry {
   std::string name;
@@ -78,11 +93,19 @@ class SafetensorsFile {
  public:
   // Reads and validates the whole file (FileError when it cannot be read, SafetensorsError when
   // its contents are invalid). Memory: the file's size.
-  static SafetensorsFile read(const std::filesystem::path& path);
+  static SafetensorsFile read(const std::filesystem::path& path, std::uint64_t max_bytes = UINT64_MAX);
+  // The header only (tensors(), metadata(), file_size()); raw(), to_f32() and to_f64() throw. The data
+  // section is known to cover exactly the rest of the file, but is neither read nor checksummed.
+  static SafetensorsFile read_header(const std::filesystem::path& path,
+                                     std::uint64_t max_header = k_safetensors_max_header);
   // Validates bytes already in memory; `source` names them in error messages.
   static SafetensorsFile parse(std::vector<std::uint8_t> bytes, std::string source = "<memory>");
 
   const std::string& source() const { return m_source; }
+  std::uint64_t file_size() const { return m_file_size; }
+  // Whether the data section was checked against a recorded SHA-256 (false: none recorded, or header only).
+  bool checksum_verified() const { return m_checksum_verified; }
+  bool has_checksum() const { return metadata_value(k_safetensors_checksum_key) != nullptr; }
   // In header order.
   const std::vector<TensorEntry>& tensors() const { return m_tensors; }
   const TensorEntry* find(std::string_view name) const;
@@ -105,6 +128,12 @@ class SafetensorsFile {
   std::vector<TensorEntry> m_tensors;
   std::unordered_map<std::string, std::size_t> m_index;  // name → position in m_tensors
   std::vector<std::pair<std::string, std::string>> m_metadata;
+  std::uint64_t m_file_size = 0;
+  bool m_header_only = false;
+  bool m_checksum_verified = false;
+
+  void parse_header(std::string_view header, std::uint64_t data_size);
+  void verify_checksum();
 };
 
 class SafetensorsWriter {
@@ -122,6 +151,9 @@ class SafetensorsWriter {
   void add(std::string name, std::vector<std::int64_t> shape, std::span<const std::int64_t> data);
   // Replaces the value when the key exists.
   void set_metadata(std::string key, std::string value);
+  // Records the SHA-256 of the data section in __metadata__ (see INTEGRITY above) when the file is
+  // serialized or written.
+  void set_checksum(bool on = true) { m_checksum = on; }
 
   std::size_t size() const { return m_tensors.size(); }
   std::vector<std::uint8_t> serialize() const;
@@ -136,6 +168,7 @@ class SafetensorsWriter {
   };
   std::vector<Pending> m_tensors;
   std::vector<std::pair<std::string, std::string>> m_metadata;
+  bool m_checksum = false;
 
   void check_new(const std::string& name, const std::vector<std::int64_t>& shape, std::size_t count) const;
   std::string header() const;

@@ -7,10 +7,22 @@
 // lm_head.weight so that a strict load_state_dict finds it. Tensors of our own variants (the attention
 // baselines' q/k/v/o projections) keep names of the same pattern. dtype F32.
 //
-// Reading refuses, with a one-line message naming the file and tensor: a missing or extra tensor, a
-// wrong shape, a non-finite value, and everything the safetensors reader refuses (truncation, ...).
+// Saving records a SHA-256 of the data section in the safetensors __metadata__ ("tttlab_data_sha256";
+// io/safetensors.hpp: INTEGRITY), which PyTorch and the official loader ignore.
+//
+// Reading checks, in this order, and refuses with a one-line message naming the file and the tensor:
+//   1. the header alone (at most k_checkpoint_max_header bytes; the data is not read yet): every tensor
+//      the config implies is present with the shape the config implies (checkpoint_tensor_shapes), no
+//      other tensor is, every dtype is F32, F64 or BF16, and lm_head.weight, when present, has the
+//      embedding's shape;
+//   2. the whole file: everything the safetensors reader refuses (truncation, overlaps, ...) and the
+//      recorded SHA-256 when there is one (a file without one, e.g. from another tool, loads; the
+//      CheckpointLoadInfo says so);
+//   3. the values: every tensor finite, and lm_head.weight, when present, equal to
+//      model.embed_tokens.weight (the head is tied: equal to the embedding, or absent).
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -40,6 +52,24 @@ void load_state_dict(Model<float>& model, const std::vector<NamedTensor>& tensor
 void save_model_safetensors(Model<float>& model, const std::filesystem::path& path,
                             const std::vector<std::pair<std::string, std::string>>& metadata = {},
                             bool bf16 = false);
-void load_model_safetensors(Model<float>& model, const std::filesystem::path& path);
+// What loading found beyond success.
+struct CheckpointLoadInfo {
+  bool checksum_verified = false;  // a recorded SHA-256 matched the data
+  std::string note;                // one line for the user when there was none to verify; else empty
+};
+inline constexpr std::uint64_t k_checkpoint_max_header = 16ull << 20;
+
+void load_model_safetensors(Model<float>& model, const std::filesystem::path& path,
+                            CheckpointLoadInfo* info = nullptr);
+
+// The tensors (names and file shapes, lm_head.weight excluded) that model.safetensors holds for
+// `cfg`, computed from the config alone (no model is built). Throws what cfg.validate() throws.
+struct TensorShape {
+  std::string name;
+  std::vector<std::int64_t> shape;
+};
+std::vector<TensorShape> checkpoint_tensor_shapes(const ModelConfig& cfg);
+// Step 1 above, on a header read with SafetensorsFile::read_header. Throws SafetensorsError.
+void check_checkpoint_header(const ModelConfig& cfg, const SafetensorsFile& header);
 
 }  // namespace tttlab

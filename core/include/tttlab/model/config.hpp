@@ -19,6 +19,17 @@
 
 namespace tttlab {
 
+// Upper bounds that validate() enforces (besides positivity and consistency): far above the models of
+// this lab (the paper's 125M shape: D = 768, 12 blocks, T = 2048), they keep every size computed from
+// a config.json small enough to compute exactly, before any allocation.
+inline constexpr int k_max_vocab_size = 1 << 20;
+inline constexpr int k_max_hidden_size = 1 << 16;
+inline constexpr int k_max_intermediate_size = 1 << 18;
+inline constexpr int k_max_layers = 1 << 12;
+inline constexpr int k_max_mini_batch = 1 << 16;
+inline constexpr int k_max_conv_kernel = 1 << 10;
+inline constexpr int k_max_positions = 1 << 20;
+
 enum class SeqLayerKind { TTTLinear, TTTMLP, LinearAttention, SoftmaxAttention };
 
 // "ttt-linear", "ttt-mlp", "linear-attention", "softmax-attention"
@@ -65,7 +76,9 @@ struct ModelConfig {
   // names). Every parameter is trained except the views when learnable_views is false; trainers
   // leave the others out of the optimiser, so they keep their initial values exactly (no decay).
   bool trains(const std::string& param_name) const;
-  // Throws std::invalid_argument with a one-line message naming the field.
+  // Throws std::invalid_argument with a one-line message naming the field: a non-positive size, a size
+  // above the k_max_* bounds above, heads not dividing hidden_size, an odd head dim with RoPE, a negative
+  // or non-finite rate, epsilon or range.
   void validate() const;
   TTTLayerConfig ttt_layer_config() const;
   AttentionConfig attention_config() const;

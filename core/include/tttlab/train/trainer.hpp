@@ -31,10 +31,14 @@
 #include <string>
 #include <vector>
 
+#include "tttlab/model/checkpoint.hpp"
 #include "tttlab/model/model.hpp"
 #include "tttlab/train/backend.hpp"
 
 namespace tttlab {
+
+inline constexpr int k_max_batch_size = 1 << 16;
+inline constexpr int k_max_threads = 1 << 12;
 
 struct TrainConfig {
   ModelConfig model;
@@ -66,6 +70,8 @@ struct TrainConfig {
   // with the run, so a resumed run keeps the lowered rate.
   double lr_scale = 1.0;
 
+  // Throws std::invalid_argument naming the field: the model's validate(), non-positive steps, batch or
+  // rate, seq_len < 2, and sizes above the bounds (batch_size, seq_len ≤ k_max_positions, threads).
   void validate() const;
   std::string to_json() const;
   // `source` names the text in errors (a file, or the checkpoint that embeds it).
@@ -154,6 +160,22 @@ class Trainer {
 std::filesystem::path resolve_checkpoint(const std::filesystem::path& dir);
 
 // Loads config.json + model.safetensors of a checkpoint directory (as resolve_checkpoint finds it).
+// Before allocating the model it reads config.json (at most 1 MiB; ModelConfig::from_json validates it)
+// and the weights' header only, checks the header against the config (checkpoint.hpp), and checks the
+// memory estimate (model/memory.hpp) for `window` and `sequences` against the budget (io/limits.hpp:
+// the machine's available memory or TTTLAB_MAX_MEMORY). Then the weights are read and verified
+// (checksum, finiteness, the tied head). Only regular files are read. Errors are one line naming the
+// file. A checkpoint without a checksum loads with a note: into options.info when given, else to the
+// note handler (below).
+struct ModelLoadOptions {
+  long window = 0;                      // bytes per window the command computes (0: max_position_embeddings)
+  long sequences = 1;                   // windows computed at once
+  CheckpointLoadInfo* info = nullptr;   // receives the checksum status and the note
+};
 std::unique_ptr<Model<float>> load_model(const std::filesystem::path& dir);
+std::unique_ptr<Model<float>> load_model(const std::filesystem::path& dir, const ModelLoadOptions& options);
+// Where load_model's notes go when the caller did not ask for them: by default one line on stderr,
+// "tttlab: note: ...", once per distinct note and process. An empty handler restores the default.
+void set_checkpoint_note_handler(std::function<void(const std::string&)> handler);
 
 }  // namespace tttlab

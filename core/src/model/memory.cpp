@@ -1,0 +1,52 @@
+// The memory estimate of a model (see tttlab/model/memory.hpp).
+#include "tttlab/model/memory.hpp"
+
+#include <cmath>
+#include <limits>
+
+namespace tttlab {
+
+double count_params(const ModelConfig& c) {
+  const double D = c.hidden_size, F = c.intermediate_size, V = c.vocab_size, H = c.num_attention_heads;
+  const double K = c.conv_kernel, b = c.mini_batch_size, d = c.head_dim();
+  double block = D /*seq_norm*/ + D /*ffn_norm*/ + 3 * D * F /*SwiGLU*/;
+  if (c.mamba_backbone) block += D + D * K + D;  // pre-conv: norm, kernel, bias
+  if (c.is_ttt()) {
+    // Projections q, v, o (k unless shared), g (gate), the shared-projection convs, θ_lr, β_lr, δ,
+    // the inner LayerNorm γ/β, the post-norm, and W0 per head.
+    block += 3 * D * D + (c.mamba_backbone ? 0 : D * D) + (c.mamba_backbone ? D * D : 0);
+    if (c.mamba_backbone) block += 2 * (D * K + D);
+    block += H * D + H + b + 2 * H * d + 2 * D;
+    const double hidden = c.seq_layer == SeqLayerKind::TTTMLP ? 4 * d : d;
+    block += H * d * hidden + (c.inner_bias ? H * hidden : 0);
+    if (c.seq_layer == SeqLayerKind::TTTMLP) block += H * hidden * d + (c.inner_bias ? H * d : 0);
+  } else {
+    block += 4 * D * D;
+  }
+  return V * D + c.num_hidden_layers * block + D;
+}
+
+std::uint64_t estimate_memory(const ModelConfig& c, const MemoryUse& use) {
+  const double S = 4;
+  const double P = count_params(c);
+  const double D = c.hidden_size, F = c.intermediate_size, V = c.vocab_size, H = c.num_attention_heads;
+  const double d = c.head_dim(), b = c.mini_batch_size;
+  const double T = use.window > 0 ? double(use.window) : double(c.max_position_embeddings);
+  const double copies = use.gradient_copies < 0 ? 1.0 : 3.0 + double(use.gradient_copies);
+  double layer = 0;
+  if (c.is_ttt()) {
+    const double state = c.seq_layer == SeqLayerKind::TTTMLP ? 8 * d * d + 5 * d : d * d + d;
+    layer = H * 2 * std::min(b, T) + H * state / std::min(b, T);
+  } else if (c.seq_layer == SeqLayerKind::SoftmaxAttention) {
+    layer = H * T;
+  } else {
+    layer = H * d;
+  }
+  const double per_token = c.num_hidden_layers * (16 * D + 4 * F + layer) + 3 * V;
+  const double bytes = S * P * copies + (use.file_bytes ? double(use.file_bytes) + S * P : 0.0) +
+                       S * T * double(std::max(1L, use.sequences)) * per_token;
+  if (!(bytes < 1.8e19)) return std::numeric_limits<std::uint64_t>::max();
+  return static_cast<std::uint64_t>(bytes);
+}
+
+}  // namespace tttlab
