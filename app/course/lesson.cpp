@@ -404,8 +404,11 @@ Lesson parse_lesson(std::string_view text, const fs::path& file) {
   }
   flush_markdown();
   for (const auto& [id, line] : experiment_refs) {
+    // A named reference for the lambda: capturing a structured binding needs clang 16 (the fuzz build
+    // uses Debian's clang 14).
+    const std::string& wanted = id;
     const bool known = std::any_of(L.experiments.begin(), L.experiments.end(),
-                                   [&](const ExtraExperiment& x) { return x.id == id; });
+                                   [&](const ExtraExperiment& x) { return x.id == wanted; });
     if (!known) at.fail(line, "experiment: \"" + id + "\" is not defined by an ```experiment block of this lesson");
   }
   if (L.predictions.empty()) at.fail(1, "a lesson asks for at least one prediction (a ```predict block)");
