@@ -176,6 +176,14 @@ Some *prose* with `code`, a [link](x.md) and a list:
    - nested
 """)
 
+    # The shape of a hang fuzz_lesson's entry point once had (tests/app/test_fuzz_regressions.cpp):
+    # one block of many repeatable "choice:" lines; at this size it parses in milliseconds either way,
+    # the regression test checks the 1 MiB case.
+    write("fuzz_lesson", "regression-many-choices.md", b"---\ntitle: Many\ngoal: G\nduration: 5\nscene: s.tttlab\n---\n"
+          b"```predict\nask: Which?\nmeasure: gain\n"
+          + b"".join(b"choice: c%d | > %d\n" % (i, i) for i in range(500))
+          + b"```\n```check\nclaim: C\nmeasure: gain\nexpect: > 0\n```\n")
+
     # Training text: plain ASCII, UTF-8 with a BOM, Latin-1, control bytes, a binary header.
     write("fuzz_text_file", "ascii.txt", b"The cat sat on the mat.\nThe dog did not.\n" * 4)
     write("fuzz_text_file", "utf8-bom.txt", b"\xef\xbb\xbf" + "Grüße, ℓ(W₀; xₜ) → 𝔼\n".encode() * 8)
