@@ -118,6 +118,12 @@ def main():
         [("optim.m.w", "F64", [1], [0.5]), ("optim.v.w", "F64", [1], [0.25])],
         {"optim.type": "adamw", "optim.step": "3"}))
 
+    # A crash fuzz_train_state's entry point once had (tests/core/test_fuzz_regressions.cpp): a step
+    # count of 2^63 - 1, which the first step after resuming overflowed.
+    write("fuzz_train_state", "regression-step-max.safetensors", safetensors(
+        [("optim.m.w", "F32", [1], [0.5]), ("optim.v.w", "F32", [1], [0.25])],
+        {"optim.type": "adamw", "optim.step": str(2**63 - 1)}))
+
     # .tttlab state files and lessons: the shipped ones, plus the smallest valid file of each.
     for target in ("fuzz_state_file", "fuzz_lesson"):
         os.makedirs(os.path.join(CORPUS, target), exist_ok=True)
