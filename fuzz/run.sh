@@ -96,9 +96,8 @@ run_target() {
 
 printf '==> fuzzing %d target(s), %ds each, %d at a time (logs: %s/fuzz-logs/)\n' \
   "${#targets[@]}" "$seconds" "$parallel" "$BUILD"
-rm -f "$BUILD"/fuzz-logs/*.rc
 for t in "${targets[@]}"; do
-  rm -f "$BUILD/findings/$t/"* 2>/dev/null
+  rm -f "$BUILD/findings/$t/"* "$BUILD/fuzz-logs/$t.rc" 2>/dev/null
   while (($(jobs -rp | wc -l) >= parallel)); do wait -n; done
   printf '    %s ...\n' "$t"
   run_target "$t" &
