@@ -26,7 +26,7 @@ std::string lesson_with_choices(int choices) {
 // block of many "choice:" lines (the repeatable key) took quadratic time. This input, ~1 MiB (the most
 // read_lesson reads), took 8 s in an -O2 build and 154 s under ASan + UBSan: a hang for the Lessons
 // panel and `tttlab lessons check`. Now linear: 0.15 s under the sanitizers.
-TEST(FuzzRegressions, LessonWithTensOfThousandsOfChoicesParsesQuickly) {
+TEST(LessonFuzzRegressions, LessonWithTensOfThousandsOfChoicesParsesQuickly) {
   const std::string text = lesson_with_choices(42'000);
   ASSERT_GT(text.size(), 1'000'000u);
   ASSERT_LE(text.size(), std::size_t{1} << 20);  // what read_lesson accepts
@@ -41,7 +41,7 @@ TEST(FuzzRegressions, LessonWithTensOfThousandsOfChoicesParsesQuickly) {
 }
 
 // The same check still refuses a repeated non-repeatable key after many choices, naming both lines.
-TEST(FuzzRegressions, RepeatedKeyAfterManyChoicesIsStillRefused) {
+TEST(LessonFuzzRegressions, RepeatedKeyAfterManyChoicesIsStillRefused) {
   std::string text = lesson_with_choices(1000);
   const std::string marker = "measure: gain\n";
   text.insert(text.find(marker) + marker.size(), "ask: Again?\n");

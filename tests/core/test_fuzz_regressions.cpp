@@ -38,7 +38,7 @@ std::string load_error(const std::string& step) {
 // fuzz_train_state (fuzz/corpus/fuzz_train_state/regression-step-max.safetensors): optim.step =
 // 2^63 - 1 loaded, and the first step after resuming overflowed the step count (UBSan: signed integer
 // overflow in AdamW::step). Such a count is now refused when the state is read, naming the file.
-TEST(FuzzRegressions, OptimizerStepCountThatWouldOverflowIsRefused) {
+TEST(OptimizerFuzzRegressions, OptimizerStepCountThatWouldOverflowIsRefused) {
   const std::string msg = load_error(std::to_string(std::numeric_limits<std::int64_t>::max()));
   EXPECT_NE(msg.find("run/step-1/train_state.safetensors"), std::string::npos) << msg;
   EXPECT_NE(msg.find("optim.step is 9223372036854775807, more than any run takes"), std::string::npos) << msg;
@@ -46,7 +46,7 @@ TEST(FuzzRegressions, OptimizerStepCountThatWouldOverflowIsRefused) {
 }
 
 // The bound itself still loads and steps: 2^53 is exact in the double the bias corrections use.
-TEST(FuzzRegressions, OptimizerStepCountAtTheBoundStillContinues) {
+TEST(OptimizerFuzzRegressions, OptimizerStepCountAtTheBoundStillContinues) {
   const SafetensorsFile f = SafetensorsFile::parse(train_state_with_step("9007199254740992"), "state");
   AdamWState<float> state = AdamWState<float>::load(f, "optim.");
   ASSERT_EQ(state.step, std::int64_t{1} << 53);
@@ -60,7 +60,7 @@ TEST(FuzzRegressions, OptimizerStepCountAtTheBoundStillContinues) {
 }
 
 // AdamW::load_state refuses such a state too, for callers that build one without a file.
-TEST(FuzzRegressions, LoadStateRefusesAStepCountThatWouldOverflow) {
+TEST(OptimizerFuzzRegressions, LoadStateRefusesAStepCountThatWouldOverflow) {
   AdamW<float> optim(AdamWConfig{}, WarmupCosineSchedule::official(1e-3, 100));
   AdamWState<float> state;
   state.step = std::numeric_limits<std::int64_t>::max();
