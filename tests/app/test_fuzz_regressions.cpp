@@ -5,9 +5,15 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
+#include "core/io/temp_dir.hpp"
 #include "course/lesson.hpp"
+#include "course/progress.hpp"
+#include "gui/state/json_fields.hpp"
+#include "gui/state/state_file.hpp"
 
 namespace tttlab::course {
 namespace {
@@ -53,6 +59,32 @@ TEST(LessonFuzzRegressions, RepeatedKeyAfterManyChoicesIsStillRefused) {
               std::string::npos)
         << e.what();
   }
+}
+
+// fuzz_state_file (fuzz/corpus/fuzz_state_file/regression-number-overflow.tttlab, the fuzzer's own
+// find): a number too large for a double is nlohmann's out_of_range, not a parse_error, and escaped
+// parse_state, whose callers (File > Open, `--state`, the lesson checker) catch only StateError.
+TEST(StateFileFuzzRegressions, NumberTooLargeForADoubleIsAStateError) {
+  const std::string crash = "77e777ry \xd0\xd0";  // the bytes the fuzzer found
+  for (const std::string& text : {crash, std::string(R"({"format": "tttlab-state", "version": 1e999})")}) {
+    try {
+      (void)gui::parse_state(text, "scene.tttlab");
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const gui::StateError& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("scene.tttlab is not valid JSON"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("number overflow"), std::string::npos) << msg;
+    }
+  }
+}
+
+// The course progress file had the same catch: its error message now says what is wrong too.
+TEST(StateFileFuzzRegressions, ProgressFileWithAnOverflowingNumberSaysSo) {
+  const tttlab::testing::TempDir dir;
+  const std::filesystem::path file = dir.path() / "progress.json";
+  std::ofstream(file) << R"({"format": "tttlab-course-progress", "version": 1e999})";
+  const ProgressStore store(file);
+  EXPECT_NE(store.error().find("not valid JSON: number overflow"), std::string::npos) << store.error();
 }
 
 }  // namespace
