@@ -10,6 +10,8 @@
 #                  reason where no GPU is present
 #   build asan     the `asan` preset (build-asan/): RelWithDebInfo, AddressSanitizer + UBSan, CPU only
 #   ctest asan     every test again under the sanitizers; any report fails its test
+#   fuzz           fuzz/run.sh: builds the libFuzzer targets (build-fuzz/, clang, ASan + UBSan) and
+#                  runs each for 20 s on its seed corpus; a crash, hang, out-of-memory or leak fails it
 # Tests run under Xvfb when there is no display, so that tests which open a window can. A summary
 # closes the output; the exit status is 0 only when every stage passed.
 set -uo pipefail
@@ -127,6 +129,22 @@ if cmake --preset asan && cmake --build --preset asan; then
   run_ctest asan build-asan
 else
   record "build asan" FAIL $((SECONDS - t0)) "the sanitizer build failed; its tests did not run"
+fi
+
+# The fuzz targets, a short fixed time each (fuzz/run.sh --long runs them for long). Its closing
+# "total:" line (executions, targets with findings) becomes the summary's detail; a missing clang or
+# libFuzzer fails the stage with run.sh's message.
+banner "fuzz (bash fuzz/run.sh: every target 20 s under ASan + UBSan)"
+t0=$SECONDS
+mkdir -p build-fuzz
+bash fuzz/run.sh --time 20 2>&1 | tee build-fuzz/fuzz.log
+fuzz_rc=${PIPESTATUS[0]}
+fuzz_line=$(sed -n 's/^  total: //p' build-fuzz/fuzz.log | tail -n1)
+if ((fuzz_rc == 0)); then
+  record fuzz ok $((SECONDS - t0)) "${fuzz_line:-no total line}"
+else
+  fuzz_why=$(sed -n 's/^fuzz: FAILED: //p' build-fuzz/fuzz.log | tail -n1)
+  record fuzz FAIL $((SECONDS - t0)) "${fuzz_why:-${fuzz_line:-fuzz/run.sh exited $fuzz_rc}}; log: build-fuzz/fuzz.log"
 fi
 
 summary

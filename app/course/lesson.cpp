@@ -125,12 +125,16 @@ std::string required(const std::vector<Field>& fs_, std::string_view key, const 
 
 void no_duplicates(const std::vector<Field>& fs_, const std::vector<std::string>& repeatable,
                    const Location& at) {
-  for (std::size_t i = 0; i < fs_.size(); ++i)
+  // Repeatable keys are skipped before the inner loop: a hostile block of tens of thousands of
+  // "choice:" lines (1 MiB allows ~65,000) would otherwise take quadratic time, a minute per file.
+  // Any other key may occur once, so the inner loop runs for only a few keys before one repeats.
+  for (std::size_t i = 0; i < fs_.size(); ++i) {
+    if (std::find(repeatable.begin(), repeatable.end(), fs_[i].key) != repeatable.end()) continue;
     for (std::size_t j = 0; j < i; ++j)
-      if (fs_[i].key == fs_[j].key &&
-          std::find(repeatable.begin(), repeatable.end(), fs_[i].key) == repeatable.end())
+      if (fs_[i].key == fs_[j].key)
         at.fail(fs_[i].line, "\"" + fs_[i].key + ":\" given twice (first on line " +
                                  std::to_string(fs_[j].line) + ")");
+  }
 }
 
 Expectation expectation_at(const std::string& text, int line, const Location& at) {
@@ -404,8 +408,11 @@ Lesson parse_lesson(std::string_view text, const fs::path& file) {
   }
   flush_markdown();
   for (const auto& [id, line] : experiment_refs) {
+    // A named reference for the lambda: capturing a structured binding needs clang 16 (the fuzz build
+    // uses Debian's clang 14).
+    const std::string& wanted = id;
     const bool known = std::any_of(L.experiments.begin(), L.experiments.end(),
-                                   [&](const ExtraExperiment& x) { return x.id == id; });
+                                   [&](const ExtraExperiment& x) { return x.id == wanted; });
     if (!known) at.fail(line, "experiment: \"" + id + "\" is not defined by an ```experiment block of this lesson");
   }
   if (L.predictions.empty()) at.fail(1, "a lesson asks for at least one prediction (a ```predict block)");

@@ -77,7 +77,7 @@ std::map<std::string, LessonProgress> parse(const std::string& text) {
   nlohmann::json doc;
   try {
     doc = nlohmann::json::parse(text, depth_cap);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // also out_of_range: a number beyond a double
     std::string what = e.what();  // "[json.exception.parse_error.101] parse error at line 3, …"
     if (const auto p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
     throw Bad("not valid JSON: " + what);

@@ -2,6 +2,7 @@
 #include "tttlab/optim/adamw.hpp"
 
 #include <charconv>
+#include <cstdint>
 #include <cmath>
 #include <stdexcept>
 #include <type_traits>
@@ -33,9 +34,20 @@ AdamW<S>::AdamW(const AdamWConfig& config, const WarmupCosineSchedule& schedule)
   m_schedule.validate();
 }
 
+namespace {
+// The largest step count a state may carry: step() adds one to it and computes the bias corrections
+// from it as a double, exact up to 2^53. A count beyond (found by fuzz_train_state: a
+// train_state.safetensors with optim.step = 2^63 - 1 made the next step overflow, undefined behaviour)
+// comes from a damaged or hostile file, never from a run.
+constexpr std::int64_t k_max_state_step = std::int64_t{1} << 53;
+}  // namespace
+
 template <class S>
 void AdamW<S>::load_state(AdamWState<S> state) {
   if (state.step < 0) throw std::invalid_argument("AdamW: the step count of a state cannot be negative");
+  if (state.step > k_max_state_step)
+    throw std::invalid_argument("AdamW: the step count of a state is " + std::to_string(state.step) +
+                                ", more than any run takes (at most 2^53)");
   if (state.m.size() != state.names.size() || state.v.size() != state.names.size())
     throw std::invalid_argument("AdamW: a state needs one first and one second moment per parameter");
   for (std::size_t i = 0; i < state.names.size(); ++i)
@@ -126,6 +138,8 @@ AdamWState<S> AdamWState<S>::load(const SafetensorsFile& f, std::string_view pre
   const auto res = std::from_chars(step->data(), step->data() + step->size(), st.step);
   if (res.ec != std::errc() || res.ptr != step->data() + step->size() || st.step < 0)
     fail("metadata " + pre + "step is not a non-negative integer");
+  if (st.step > k_max_state_step)
+    fail("metadata " + pre + "step is " + *step + ", more than any run takes (at most 2^53)");
   const std::string mpre = pre + "m.";
   for (const TensorEntry& t : f.tensors()) {
     if (!t.name.starts_with(mpre)) continue;
