@@ -87,7 +87,9 @@ TEST_P(StatesFileVsStepper, HoldsTheStatesTheStepperShowsForEveryToken) {
     const std::int64_t T = static_cast<std::int64_t>(text.size()), d = 32, h = mlp ? 4 * d : d;
     ASSERT_EQ(f.at(p + "W1").shape, (std::vector<std::int64_t>{T, d, mlp ? h : d}));
     ASSERT_EQ(f.find(p + "W2") != nullptr, mlp);
-    if (mlp) ASSERT_EQ(f.at(p + "W2").shape, (std::vector<std::int64_t>{T, h, d}));
+    if (mlp) {
+      ASSERT_EQ(f.at(p + "W2").shape, (std::vector<std::int64_t>{T, h, d}));
+    }
     const std::vector<double> before = f.to_f64(p + "loss_before"), eta = f.to_f64(p + "eta");
     // F64 holds the stepper's own double values; F32 rounds them once.
     const double tol = stored == DType::F64 ? 1e-13 : 1e-6;
@@ -121,7 +123,7 @@ TEST_P(StatesFileVsStepper, HoldsTheStatesTheStepperShowsForEveryToken) {
 
 INSTANTIATE_TEST_SUITE_P(ShippedModels, StatesFileVsStepper,
                          ::testing::Values(std::string(gui::kShippedModelId), std::string("shipped:long-ttt-mlp-m")),
-                         [](const auto& info) { return info.index == 0 ? std::string("TTTLinear") : std::string("TTTMLP"); });
+                         [](const auto& param) { return param.index == 0 ? std::string("TTTLinear") : std::string("TTTMLP"); });
 
 TEST(StatesFile, RefusesBadRequestsBeforeComputing) {
   auto lib = std::make_shared<gui::ModelLibrary>();
