@@ -9,7 +9,8 @@
 namespace tttlab::inspect {
 namespace {
 
-std::string block_range(int L) { return "0 … " + std::to_string(L - 1); }
+// "0 … n−1": the valid indices of n blocks or heads, for messages.
+std::string index_range(int n) { return "0 … " + std::to_string(n - 1); }
 
 // Numbers per saved state and per initial state of one head: W1 and b1, plus W2 and b2 for TTT-MLP.
 std::uint64_t state_numbers(const ModelConfig& m) {
@@ -113,7 +114,7 @@ void check_head(const ModelConfig& m, int head) {
   const int H = m.num_attention_heads;
   if (head < 0 || head >= H)
     throw std::invalid_argument("head " + std::to_string(head) + " does not exist: the model has " + std::to_string(H) +
-                                " heads (" + block_range(H) + ")");
+                                " heads (" + index_range(H) + ")");
 }
 }  // namespace
 
@@ -146,7 +147,7 @@ StatesSummary plan_states(const ModelConfig& m, const StatesRequest& r) {
   for (int b : r.blocks)
     if (b < 0 || b >= L)
       throw std::invalid_argument("block " + std::to_string(b) + " does not exist: the model has " + std::to_string(L) +
-                                  " blocks (" + block_range(L) + ")");
+                                  " blocks (" + index_range(L) + ")");
   for (int h : r.heads) check_head(m, h);
   s.blocks = r.blocks;
   s.heads = r.heads;
