@@ -6,6 +6,12 @@
 // FLOPs count the matrix products of the forward (projections, SwiGLU, tied head, and the TTT inner
 // loop: 6d² + 4bd per token and head for TTT-Linear) and 3× that for a training step. MFU = model
 // FLOP/s ÷ the GEMM rate.
+//
+// Generation (both devices): bytes/s of greedy decoding at batch 1 through a TokenDecoder
+// (tttlab/model/decoder.hpp) for a randomly initialised model of each preset: W warm-up bytes (not
+// timed: first steps, CUDA graph capture), then R repeats of N bytes, each repeat timed as a whole
+// (decode steps and the host's argmax); rows give the median and min–max over the repeats, and on
+// CUDA the ratio of the medians to the CPU row of the same preset.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -17,10 +23,12 @@
 #include "cli/progress.hpp"
 #include "cli/model_options.hpp"
 #include "tttlab/io/json.hpp"
+#include "tttlab/model/decoder.hpp"
 #include "tttlab/train/trainer.hpp"
 #include "tttlab/util/rng.hpp"
 #ifdef TTTLAB_HAVE_CUDA
 #include "tttlab/data/batches.hpp"
+#include "tttlab/kernels/decode_cuda.hpp"
 #include "tttlab/kernels/train_cuda.hpp"
 #include "tttlab/kernels/ttt.hpp"
 #include "tttlab/optim/adamw.hpp"
@@ -116,6 +124,102 @@ Row bench_preset(const ModelConfig& model, const std::string& preset, int batch,
   return r;
 }
 
+// ---- generation ----------------------------------------------------------------------------------
+
+struct GenRow {
+  std::string preset, layer, device, describe;
+  long params = 0;
+  int warmup = 0, bytes = 0, repeats = 0;
+  double median_bps = 0, min_bps = 0, max_bps = 0;
+  double ratio_to_cpu = 0;  // CUDA rows: median / the CPU row's median (0: no CPU row)
+};
+
+// The model a generation row decodes: the preset with the bench's layer and backbone, random weights.
+ModelConfig generation_config(const std::string& preset, const std::string& layer, const std::string& backbone) {
+  ModelConfig m = ModelConfig::preset(preset);
+  m.seq_layer = seq_layer_from_string(layer);
+  m.mamba_backbone = backbone == "m";
+  m.ttt_base_lr = m.seq_layer == SeqLayerKind::TTTMLP ? 0.1 : 1.0;
+  return m;
+}
+
+// Greedy decoding from the prompt byte 'T': `warmup` bytes untimed, then `repeats` timed runs of
+// `bytes` bytes each, continuing the same stream.
+GenRow bench_generation(const std::string& preset, const Model<float>& model, const DecoderFactory& make,
+                        const std::string& device, int warmup, int bytes, int repeats) {
+  const std::unique_ptr<TokenDecoder> dec = make(model);
+  std::vector<float> logits;
+  const int first[1] = {'T'};
+  dec->feed(first, logits);
+  const auto step = [&] {
+    const int tok[1] = {static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin())};
+    dec->feed(tok, logits);
+  };
+  for (int i = 0; i < warmup; ++i) step();
+  std::vector<double> bps;
+  for (int r = 0; r < repeats; ++r) {
+    const auto t0 = Clock::now();
+    for (int i = 0; i < bytes; ++i) step();
+    bps.push_back(bytes / std::max(since(t0), 1e-9));
+  }
+  std::sort(bps.begin(), bps.end());
+  GenRow g;
+  g.preset = preset;
+  g.layer = to_string(model.config().seq_layer);
+  g.device = device;
+  g.describe = dec->describe();
+  g.params = const_cast<Model<float>&>(model).num_params();
+  g.warmup = warmup;
+  g.bytes = bytes;
+  g.repeats = repeats;
+  g.median_bps = bps[bps.size() / 2];
+  g.min_bps = bps.front();
+  g.max_bps = bps.back();
+  return g;
+}
+
+// W, N, R per preset and device: the CPU's 125m row decodes fewer bytes (a 125M-parameter primal step
+// takes tens of ms on a few cores).
+void generation_counts(const std::string& preset, bool cuda, int& warmup, int& bytes, int& repeats) {
+  warmup = 32, bytes = 256, repeats = 5;
+  if (!cuda && preset == "125m") warmup = 16, bytes = 32, repeats = 3;
+  if (cuda && preset == "125m") warmup = 64, bytes = 512, repeats = 5;
+}
+
+void print_generation_header() {
+  std::printf("\nGeneration at batch 1 (greedy; random weights of each preset). bytes/s = N bytes / the wall time of\n"
+              "their decode steps; median and min-max over R repeats, after W warm-up bytes that are not timed\n"
+              "(first steps, CUDA graph capture). x CPU: the CUDA median over the CPU median of the same preset.\n");
+  std::printf("%-6s %-11s %-16s %10s %4s %5s %3s %11s %23s %8s\n", "preset", "layer", "device", "params", "W", "N", "R",
+              "bytes/s", "min - max", "x CPU");
+}
+
+void print_generation_row(const GenRow& g) {
+  char ratio[32] = "";
+  if (g.ratio_to_cpu > 0) std::snprintf(ratio, sizeof ratio, "%.1f", g.ratio_to_cpu);
+  std::printf("%-6s %-11s %-16s %10ld %4d %5d %3d %11.0f %11.0f - %-9.0f %8s\n", g.preset.c_str(), g.layer.c_str(),
+              g.device.c_str(), g.params, g.warmup, g.bytes, g.repeats, g.median_bps, g.min_bps, g.max_bps, ratio);
+  std::fflush(stdout);
+}
+
+Json generation_json(const GenRow& g) {
+  Json o = Json::object();
+  o["preset"] = g.preset;
+  o["layer"] = g.layer;
+  o["device"] = g.device;
+  o["device_description"] = g.describe;
+  o["params"] = g.params;
+  o["batch"] = 1;
+  o["warmup_bytes"] = g.warmup;
+  o["bytes_per_repeat"] = g.bytes;
+  o["repeats"] = g.repeats;
+  o["bytes_per_s_median"] = g.median_bps;
+  o["bytes_per_s_min"] = g.min_bps;
+  o["bytes_per_s_max"] = g.max_bps;
+  if (g.ratio_to_cpu > 0) o["ratio_to_cpu"] = g.ratio_to_cpu;
+  return o;
+}
+
 struct BenchArgs {
   std::vector<std::string> presets{"tiny", "small", "125m"};
   std::string layer = "ttt-linear";
@@ -123,6 +227,7 @@ struct BenchArgs {
   int threads = 0;
   bool json = false;
   std::string device = "cpu";
+  bool generation_only = false;
 };
 
 #ifdef TTTLAB_HAVE_CUDA
@@ -188,7 +293,38 @@ GpuRow bench_gpu_training(const std::string& name, int D, int L, int B, int T, c
   return r;
 }
 
-void run_cuda(const BenchArgs& a) {
+// Generation rows on the CPU and the GPU for each preset (plus the GPU without CUDA graphs, to show
+// what the graphs save).
+void run_cuda_generation(const BenchArgs& a, int device) {
+  print_generation_header();
+  for (const auto& p : a.presets) {
+    const ModelConfig m = generation_config(p, a.layer, a.backbone);
+    const Model<float> model(m, 1);
+    int W, N, R;
+    generation_counts(p, false, W, N, R);
+    const GenRow cpu = bench_generation(p, model, make_cpu_decoder, "cpu", W, N, R);
+    print_generation_row(cpu);
+    if (const std::string why = kernels::cuda_decode_unsupported(m); !why.empty()) {
+      std::printf("%-6s %-11s cuda: %s\n", p.c_str(), to_string(m.seq_layer).c_str(), why.c_str());
+      continue;
+    }
+    generation_counts(p, true, W, N, R);
+    for (const bool graphs : {true, false}) {
+      GenRow g = bench_generation(p, model, kernels::cuda_decoder_factory(device, graphs),
+                                  graphs ? "cuda" : "cuda (no graphs)", W, N, R);
+      g.ratio_to_cpu = g.median_bps / cpu.median_bps;
+      print_generation_row(g);
+    }
+  }
+}
+
+void run_cuda(const BenchArgs& a, int device) {
+  run_cuda_generation(a, device);
+  if (a.generation_only) {
+    set_exit_code(0);
+    return;
+  }
+  std::printf("\n");
   const kernels::TttBenchReport rep = kernels::ttt_bench();
   std::printf("TTT inner-loop kernels\n%s\n", kernels::format_ttt_bench(rep).c_str());
   std::printf("Whole-model training steps on the GPU (%s, %s backbone; forward + backward + AdamW, median of the timed steps)\n",
@@ -214,12 +350,18 @@ void run_cuda(const BenchArgs& a) {
 #endif
 
 void run(const BenchArgs& a) {
-  if (a.device == "cuda") {
+  bool cuda = a.device == "cuda";
+  if (a.device == "auto") {
+    const DeviceSelection sel = select_device(DeviceRequest::Auto);
+    cuda = sel.device.kind == DeviceKind::CUDA;
+    if (!sel.note.empty()) std::fprintf(stderr, "[%s]\n", sel.note.c_str());
+  }
+  if (cuda) {
 #ifdef TTTLAB_HAVE_CUDA
     if (a.json) throw CLI::ValidationError("--json is not available with --device cuda yet");
     const DeviceSelection sel = select_device(DeviceRequest::CUDA);
-    std::printf("device: %s\n\n", sel.device.describe().c_str());
-    run_cuda(a);
+    std::printf("device: %s\n", sel.device.describe().c_str());
+    run_cuda(a, sel.device.index);
     return;
 #else
     throw std::runtime_error("this build has no CUDA kernels (reconfigure with -DTTTLAB_CUDA=ON); use --device cpu");
@@ -231,12 +373,14 @@ void run(const BenchArgs& a) {
   if (!a.json) {
     std::printf("CPU: %d threads; Eigen float GEMM 384x384x384: %.1f GFLOP/s on 1 thread, %.1f GFLOP/s on %d (the ceiling)\n\n",
                 threads, gemm1, gemm, threads);
-    std::printf("%-6s %-11s %10s %9s %12s %12s %10s %7s %12s %12s\n", "preset", "layer", "params", "B x T",
-                "MFLOP/tok", "train tok/s", "GFLOP/s", "MFU", "prefill t/s", "decode t/s");
+    if (!a.generation_only)
+      std::printf("%-6s %-11s %10s %9s %12s %12s %10s %7s %12s %12s\n", "preset", "layer", "params", "B x T",
+                  "MFLOP/tok", "train tok/s", "GFLOP/s", "MFU", "prefill t/s", "decode t/s");
   }
   std::vector<Row> rows;
   ProgressLine progress("presets measured");
   for (const auto& p : a.presets) {
+    if (a.generation_only) break;
     progress.update(static_cast<std::int64_t>(rows.size()), static_cast<std::int64_t>(a.presets.size()));
     ModelConfig m = ModelConfig::preset(p);
     m.seq_layer = seq_layer_from_string(a.layer);
@@ -254,6 +398,15 @@ void run(const BenchArgs& a) {
       std::fflush(stdout);
     }
     rows.push_back(r);
+  }
+  std::vector<GenRow> gen;
+  if (!a.json) print_generation_header();
+  for (const auto& p : a.presets) {
+    const Model<float> model(generation_config(p, a.layer, a.backbone), 1);
+    int W, N, R;
+    generation_counts(p, false, W, N, R);
+    gen.push_back(bench_generation(p, model, make_cpu_decoder, "cpu", W, N, R));
+    if (!a.json) print_generation_row(gen.back());
   }
   if (a.json) {
     Json j = Json::object();
@@ -277,6 +430,9 @@ void run(const BenchArgs& a) {
       arr.push_back(o);
     }
     j["rows"] = arr;
+    Json garr = Json::array();
+    for (const auto& g : gen) garr.push_back(generation_json(g));
+    j["generation"] = garr;
     std::printf("%s\n", j.dump(1).c_str());
   } else {
     std::printf("\nMFLOP/tok: training FLOPs per token (3x the forward's matrix products, TTT inner loop included).\n"
@@ -296,7 +452,9 @@ void register_bench(CLI::App& app) {
       ->check(CLI::IsMember({"ttt-linear", "ttt-mlp", "linear-attention", "softmax-attention"}))->capture_default_str();
   cmd->add_option("--backbone", a->backbone, "m or t")->check(CLI::IsMember({"t", "m"}))->capture_default_str();
   cmd->add_option("--threads", a->threads, "Worker threads (0: all)")->check(CLI::Range(0, 1024));
-  cmd->add_option("--device", a->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+  cmd->add_option("--device", a->device, "cpu, cuda, or auto (cuda when a GPU is present)")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))->capture_default_str();
+  cmd->add_flag("--generation-only", a->generation_only, "Measure only the generation rows (bytes/s at batch 1)");
   cmd->add_flag("--json", a->json, "Print JSON");
   cmd->callback([a] { run(*a); });
 }

@@ -1,6 +1,6 @@
 // TTT-Linear decode on the GPU: one token per sequence in the primal form (tttlab/kernels/ttt.hpp;
 // maths in docs/MATH.md §6 and §4.1; the CPU engine's inner_step in core/src/ttt/inner.cpp). One
-// block of 128 threads per (sequence, head): the token's loss gradient at the committed state is
+// block of 256 threads per (sequence, head): the token's loss gradient at the committed state is
 // added, λ-weighted, to the accumulators; the output is read with W_t = W − τ·A_W; at the end of a
 // mini-batch the state is committed. Row-wise LayerNorm work uses the warp row helpers of
 // ttt_common.cuh.
@@ -27,23 +27,38 @@ struct DecodeParams {
   float eps;
 };
 
-constexpr int kDecodeThreads = 128;
+constexpr int kDecodeThreads = 256;
 
+// Thread (c0, g0) = (tid mod d, tid / d) owns column c0 of the rows k ≡ g0 (mod G), G = 256 / d ≥ 2
+// row slices: every element of W and A_W is read and written by exactly one thread, and the column
+// sums over the slices are added in a fixed order (deterministic). Spreading the rows over all 256
+// threads, with the state pointers __restrict__ so that the loads of several rows are in flight
+// before the accumulator stores, matters at batch 1, where a decode step has only B·H blocks: one
+// thread per column walking all d rows serially took ~35 µs per block at d = 64 on an H100.
 __global__ void __launch_bounds__(kDecodeThreads) linear_decode(DecodeParams p) {
   __shared__ float sq[kMaxHeadDim], sk[kMaxHeadDim], sz[kMaxHeadDim], sg[kMaxHeadDim];
+  __shared__ float part[kDecodeThreads];
   const int blk = blockIdx.x, h = blk % p.H;
   const int d = p.d, tid = threadIdx.x, lane = tid & 31;
+  const int G = kDecodeThreads / d, c0 = tid % d, g0 = tid / d;
   const std::size_t row = std::size_t(blk) * d;  // (n·H + h)·d: the token's head slice
   for (int c = tid; c < d; c += kDecodeThreads) {
     sq[c] = p.q[row + c];
     sk[c] = p.k[row + c];
   }
   __syncthreads();
-  float* W = p.W + std::size_t(blk) * d * d;
-  float* aW = p.aW + std::size_t(blk) * d * d;
+  float* __restrict__ W = p.W + std::size_t(blk) * d * d;
+  float* __restrict__ aW = p.aW + std::size_t(blk) * d * d;
+  if (g0 < G) {
+    float acc = 0.0f;
+#pragma unroll 4
+    for (int k = g0; k < d; k += G) acc += sk[k] * W[std::size_t(k) * d + c0];
+    part[g0 * d + c0] = acc;
+  }
+  __syncthreads();
   for (int c = tid; c < d; c += kDecodeThreads) {
     float acc = p.bias ? p.c[row + c] : 0.0f;
-    for (int k = 0; k < d; ++k) acc += sk[k] * W[std::size_t(k) * d + c];
+    for (int g = 0; g < G; ++g) acc += part[g * d + c];
     sz[c] = acc;
   }
   __syncthreads();
@@ -60,14 +75,15 @@ __global__ void __launch_bounds__(kDecodeThreads) linear_decode(DecodeParams p) 
     row_store(sg, row_loss_grad(z, t, gam, bet, d, lane, p.eps, p.ln), d, lane);
   }
   __syncthreads();
-  // Each thread owns columns c of W, A_W, c, A_c: accumulate, materialise W_t, read out, commit.
+  // Accumulate, materialise W_t, read out (partial over the thread's rows), commit.
   const float lam = p.lam[blk], tp = p.tau[p.pos];
   const bool commit = p.pos + 1 == p.b;
-  for (int c = tid; c < d; c += kDecodeThreads) {
-    const float gc = sg[c];
+  if (g0 < G) {
+    const float gc = sg[c0];
     float zb = 0.0f;
-    for (int k = 0; k < d; ++k) {
-      const std::size_t e = std::size_t(k) * d + c;
+#pragma unroll 4
+    for (int k = g0; k < d; k += G) {
+      const std::size_t e = std::size_t(k) * d + c0;
       const float a = aW[e] + lam * sk[k] * gc;
       const float w = W[e] - tp * a;
       zb += sq[k] * w;
@@ -78,8 +94,14 @@ __global__ void __launch_bounds__(kDecodeThreads) linear_decode(DecodeParams p) 
         aW[e] = a;
       }
     }
+    part[g0 * d + c0] = zb;
+  }
+  __syncthreads();
+  for (int c = tid; c < d; c += kDecodeThreads) {
+    float zb = 0.0f;
+    for (int g = 0; g < G; ++g) zb += part[g * d + c];
     if (p.bias) {
-      const float a = p.ac[row + c] + lam * gc;
+      const float a = p.ac[row + c] + lam * sg[c];
       const float cb = p.c[row + c] - tp * a;
       zb += cb;
       if (commit) {

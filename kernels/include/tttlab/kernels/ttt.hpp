@@ -189,6 +189,43 @@ struct TttLinearDecodeArgs {
 
 void ttt_linear_decode_step(const TttLinearDecodeArgs& args);
 
+// ---- TTT-MLP decode: one token per sequence, primal form (docs/MATH.md §5, §6) ---------------------
+//
+// The TTT-MLP counterpart of ttt_linear_decode_step, with the same conventions: every sequence is at
+// position `pos` (0 ≤ pos < b) of its mini-batch. The token's gradients at the committed state
+//   z1 = k·W1 + b1, x2 = gelu(z1), z2 = x2·W2 + b2, g2 = ∂ℓ/∂z2 (LN + L2 loss, target v − k or v),
+//   g1 = (g2·W2ᵀ) ⊙ gelu′(z1)
+// are added λ-weighted to the accumulators (A_W1 += λ kᵀg1, A_b1 += λ g1, A_W2 += λ x2ᵀg2,
+// A_b2 += λ g2); the output is read with W_t = W − τ_{pos+1}·A (all four tensors):
+//   o = [q +] LN(gelu(q·W1_t + b1_t)·W2_t + b2_t).
+// When pos + 1 == b the state is committed (W ← W_t) and the accumulators are zeroed. The caller
+// advances pos to (pos + 1) % b. dims.seq_len is ignored. GELU is the tanh form. One block of 256
+// threads per (sequence, head); the hidden width is 4d (≤ 512).
+struct TttMlpDecodeArgs {
+  TttDims dims;
+  TttOptions opt;
+  const float* q = nullptr;         // [B, H·d], one token per sequence
+  const float* k = nullptr;
+  const float* v = nullptr;
+  const float* lambda = nullptr;    // [B, H]
+  const float* tau = nullptr;       // [b]
+  const float* ln_weight = nullptr; // [H, d] (read with layer_norm)
+  const float* ln_bias = nullptr;
+  float* W1 = nullptr;      // [B, H, d, 4d]  committed state, read and (at a commit) written
+  float* b1 = nullptr;      // [B, H, 4d]     (with bias)
+  float* W2 = nullptr;      // [B, H, 4d, d]
+  float* b2 = nullptr;      // [B, H, d]      (with bias)
+  float* acc_W1 = nullptr;  // accumulators of the same shapes, read and written
+  float* acc_b1 = nullptr;  // (with bias)
+  float* acc_W2 = nullptr;
+  float* acc_b2 = nullptr;  // (with bias)
+  int pos = 0;
+  float* o = nullptr;       // [B, H·d], written
+  CUstream_st* stream = nullptr;
+};
+
+void ttt_mlp_decode_step(const TttMlpDecodeArgs& args);
+
 // ---- TTT-MLP, dual form, forward (hidden width 4d) -----------------------------------------------
 
 // Both versions are 3xTF32 on tensor cores (fp32-level accuracy).

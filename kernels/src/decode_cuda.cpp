@@ -1,0 +1,583 @@
+// The whole-model GPU decoder (see tttlab/kernels/decode_cuda.hpp; design in docs/KERNELS.md,
+// "Decoding on the GPU").
+//
+// One token's step, per block (batch 1, one CUDA stream, kernels of decode_ops.hpp and ttt.hpp):
+//   block_in   h = E[token] | h += FFN partials;  [pre-conv;]  a = RMSNorm(h)·seq_norm
+//   gemv       a·[Wq | Wk | Wv | Wg | θ_lrᵀ]         one product for every projection of the layer
+//   ttt_prep   [conv_q, conv_k;] RoPE (pos = t mod b); λ
+//   decode     ttt_linear_decode_step / ttt_mlp_decode_step at pos
+//   post       post-norm [⊙ gelu(gate)]
+//   gemv       ·Wo
+//   add_norm   h += o_proj partials; a = RMSNorm(h)·ffn_norm
+//   gemv       a·[W_gate | W_up]
+//   gemv       (silu(G) ⊙ U)·W_down                  the SwiGLU product made while loading the input
+// then add_norm with the final norm and a·Eᵀ into the logits. At batch 1
+// every kernel is short (a few µs), so with cuda_graphs the whole step is captured once per
+// mini-batch position pos (the only launch argument that changes from token to token; the token
+// itself is read from device memory) and replayed with one cudaGraphLaunch.
+#include "tttlab/kernels/decode_cuda.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cuda_check.hpp"
+#include "decode_ops.hpp"
+#include "tttlab/kernels/nn_ops.hpp"
+#include "tttlab/kernels/ttt.hpp"
+#include "tttlab/model/model.hpp"
+#include "tttlab/ttt/eta.hpp"
+
+namespace tttlab::kernels {
+
+using detail::GemvPlan;
+using detail::GemvScratch;
+using detail::Partials;
+
+std::string cuda_decode_unsupported(const ModelConfig& m) {
+  if (!m.is_ttt())
+    return "the GPU decoder runs ttt-linear and ttt-mlp models; " + to_string(m.seq_layer) +
+           " decodes on the CPU (--device cpu)";
+  const int d = m.head_dim();
+  if (d < 16 || d > 128 || d % 2 != 0)
+    return "the GPU decoder needs a head dim (hidden size / heads) that is even and in 16..128, got " +
+           std::to_string(d) + "; use --device cpu";
+  if (m.mini_batch_size > 64)
+    return "the GPU decoder needs a mini-batch b <= 64, got " + std::to_string(m.mini_batch_size) +
+           "; use --device cpu";
+  if (m.conv_kernel > 16)
+    return "the GPU decoder needs conv_kernel <= 16, got " + std::to_string(m.conv_kernel) + "; use --device cpu";
+  return {};
+}
+
+namespace {
+
+class DeviceFloats {
+ public:
+  explicit DeviceFloats(std::size_t n) : m_n(n) {
+    TTTLAB_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&m_p), std::max<std::size_t>(n, 1) * sizeof(float)));
+  }
+  ~DeviceFloats() { cudaFree(m_p); }
+  DeviceFloats(const DeviceFloats&) = delete;
+  DeviceFloats& operator=(const DeviceFloats&) = delete;
+  float* get() const { return m_p; }
+
+ private:
+  float* m_p = nullptr;
+  std::size_t m_n = 0;
+};
+
+struct HostTensor {
+  const float* data = nullptr;
+  long rows = 0, cols = 0;
+};
+
+struct DecBlock {
+  // pre-conv (Mamba backbone)
+  float *conv_norm = nullptr, *conv_w = nullptr, *conv_b = nullptr, *hist_pre = nullptr;
+  float* seq_norm = nullptr;
+  // the TTT layer
+  float* Wcat = nullptr;
+  GemvPlan cat;
+  int off_q = 0, off_k = -1, off_v = 0, off_g = -1, off_lr = -1;
+  float *conv_q_w = nullptr, *conv_q_b = nullptr, *conv_k_w = nullptr, *conv_k_b = nullptr, *hist_qk = nullptr;
+  float *lr_b = nullptr, *tau = nullptr, *ln_w = nullptr, *ln_b = nullptr, *post_w = nullptr, *post_b = nullptr;
+  float* Wo = nullptr;
+  // inner state (W1 doubles as TTT-Linear's W, b1 as its bias) and accumulators
+  float *W1 = nullptr, *b1 = nullptr, *W2 = nullptr, *b2 = nullptr;
+  float *aW1 = nullptr, *ab1 = nullptr, *aW2 = nullptr, *ab2 = nullptr;
+  // SwiGLU
+  float *ffn_norm = nullptr, *Wgu = nullptr, *Wdown = nullptr;
+};
+
+}  // namespace
+
+struct CudaDecoder::Impl {
+  CudaDecoderOptions opt;
+  ModelConfig mc;
+  TTTLayerConfig tc;
+  std::string device_name;
+  int cc_major = 0, cc_minor = 0;
+  int D = 0, F = 0, V = 0, H = 0, d = 0, b = 0, K = 1, L = 0, hid = 0;
+  bool mlp = false;
+  float eps = 1e-6f, lam_scale = 1.0f;
+  long tokens = 0;
+
+  cudaStream_t stream = nullptr;
+  std::vector<std::unique_ptr<DeviceFloats>> storage;
+  std::vector<DecBlock> blocks;
+  float *embed = nullptr, *embed_t = nullptr, *final_norm = nullptr, *rope_cos = nullptr, *rope_sin = nullptr;
+  // scratch, shared by all blocks (one stream: used in order)
+  float *h = nullptr, *a = nullptr, *q = nullptr, *k = nullptr, *v = nullptr, *gpre = nullptr, *lam = nullptr;
+  float *O = nullptr, *Y = nullptr;
+  // The products' outputs ([ld] each; y_head holds the logits) and scratch.
+  float *y_cat = nullptr, *y_o = nullptr, *y_gu = nullptr, *y_down = nullptr, *y_head = nullptr;
+  GemvScratch s_cat, s_o, s_gu, s_down, s_head;
+  GemvPlan plan_o, plan_gu, plan_down, plan_head;
+  int* token_dev = nullptr;
+  int* token_host = nullptr;  // pinned
+  std::size_t token_host_cap = 0;
+  float* logits_host = nullptr;  // pinned
+  std::vector<cudaGraphExec_t> graphs;
+
+  ~Impl() {
+    for (auto g : graphs)
+      if (g) cudaGraphExecDestroy(g);
+    if (token_dev) cudaFree(token_dev);
+    if (token_host) cudaFreeHost(token_host);
+    if (logits_host) cudaFreeHost(logits_host);
+    storage.clear();
+    if (stream) cudaStreamDestroy(stream);
+  }
+
+  float* alloc(std::size_t n) {
+    storage.push_back(std::make_unique<DeviceFloats>(n));
+    return storage.back()->get();
+  }
+  float* upload(const std::vector<float>& host) {
+    float* p = alloc(host.size());
+    if (!host.empty())
+      TTTLAB_CUDA_CHECK(cudaMemcpy(p, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
+    return p;
+  }
+  float* zeros(std::size_t n) {
+    float* p = alloc(n);
+    TTTLAB_CUDA_CHECK(cudaMemset(p, 0, std::max<std::size_t>(n, 1) * sizeof(float)));
+    return p;
+  }
+  // A [K, N] matrix (row-major, host) uploaded with the plan's row stride ld ≥ N, zero-padded.
+  float* upload_padded(const float* host, const GemvPlan& g) {
+    std::vector<float> m(std::size_t(g.K) * g.ld, 0.0f);
+    for (int r = 0; r < g.K; ++r)
+      std::copy(host + std::size_t(r) * g.N, host + std::size_t(r + 1) * g.N, m.begin() + std::size_t(r) * g.ld);
+    return upload(m);
+  }
+  GemvScratch scratch(const GemvPlan& g) {
+    GemvScratch sc;
+    sc.part = zeros(g.partial_floats());
+    static_assert(sizeof(unsigned) == sizeof(float));
+    sc.counters = reinterpret_cast<unsigned*>(zeros(std::size_t(g.tiles)));  // all-zero bits: 0u
+    return sc;
+  }
+
+  void build(const Model<float>& model);
+  void enqueue_step(int pos);
+  void run_step(int pos);
+};
+
+namespace {
+
+// The model's tensors by their state_dict names. Model::for_each_param is not const (optimisers
+// write through it); the decoder only reads.
+std::map<std::string, HostTensor> tensors_of(const Model<float>& model) {
+  std::map<std::string, HostTensor> m;
+  const_cast<Model<float>&>(model).for_each_param([&](Eigen::Map<Mat<float>> t, const std::string& name) {
+    m[name] = HostTensor{t.data(), static_cast<long>(t.rows()), static_cast<long>(t.cols())};
+  });
+  return m;
+}
+
+const HostTensor& need(const std::map<std::string, HostTensor>& m, const std::string& name, long size) {
+  const auto it = m.find(name);
+  if (it == m.end()) throw std::invalid_argument("CudaDecoder: the model has no tensor " + name);
+  if (it->second.rows * it->second.cols != size)
+    throw std::invalid_argument("CudaDecoder: tensor " + name + " has " +
+                                std::to_string(it->second.rows * it->second.cols) + " elements, expected " +
+                                std::to_string(size));
+  return it->second;
+}
+
+std::vector<float> copy_of(const HostTensor& t) {
+  return std::vector<float>(t.data, t.data + t.rows * t.cols);
+}
+
+}  // namespace
+
+void CudaDecoder::Impl::build(const Model<float>& model) {
+  mc = model.config();
+  if (const std::string why = cuda_decode_unsupported(mc); !why.empty()) throw std::invalid_argument(why);
+  tc = mc.ttt_layer_config();
+  D = mc.hidden_size;
+  F = mc.intermediate_size;
+  V = mc.vocab_size;
+  H = mc.num_attention_heads;
+  d = mc.head_dim();
+  b = mc.mini_batch_size;
+  K = mc.conv_kernel;
+  L = mc.num_hidden_layers;
+  mlp = mc.seq_layer == SeqLayerKind::TTTMLP;
+  hid = mlp ? tc.inner.mlp_expansion * d : d;
+  if (mlp && tc.inner.mlp_expansion != 4)
+    throw std::invalid_argument("CudaDecoder: the GPU's TTT-MLP decode needs a hidden width of 4d");
+  eps = float(mc.rms_norm_eps);
+  lam_scale = float(tc.eta.base_lr) / float(d);
+
+  TTTLAB_CUDA_CHECK(cudaSetDevice(opt.device));
+  cudaDeviceProp prop{};
+  TTTLAB_CUDA_CHECK(cudaGetDeviceProperties(&prop, opt.device));
+  device_name = prop.name;
+  cc_major = prop.major;
+  cc_minor = prop.minor;
+  const int sms = prop.multiProcessorCount;
+  TTTLAB_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+
+  const auto T = tensors_of(model);
+  plan_o = detail::gemv_plan(D, D, sms);
+  plan_gu = detail::gemv_plan(D, 2 * F, sms);
+  plan_down = detail::gemv_plan(F, D, sms);
+  plan_head = detail::gemv_plan(D, V, sms);
+  const HostTensor& E = need(T, "model.embed_tokens.weight", long(V) * D);
+  embed = upload(copy_of(E));
+  std::vector<float> Et(std::size_t(D) * V);
+  for (int vv = 0; vv < V; ++vv)
+    for (int c = 0; c < D; ++c) Et[std::size_t(c) * V + vv] = E.data[std::size_t(vv) * D + c];
+  embed_t = upload_padded(Et.data(), plan_head);
+  final_norm = upload(copy_of(need(T, "model.norm.weight", D)));
+  if (tc.rope) {
+    std::vector<float> cs(std::size_t(b) * (d / 2)), sn(cs.size());
+    rope_tables(d, b, tc.rope_theta, cs.data(), sn.data());
+    rope_cos = upload(cs);
+    rope_sin = upload(sn);
+  }
+
+  // Projection columns: q (or the shared u), k (without share_qk), v, the gate, θ_lr.
+  int ncat = 0;
+  const int off_q = ncat;
+  ncat += D;
+  const int off_k = tc.share_qk ? -1 : ncat;
+  if (!tc.share_qk) ncat += D;
+  const int off_v = ncat;
+  ncat += D;
+  const int off_g = tc.use_gate ? ncat : -1;
+  if (tc.use_gate) ncat += D;
+  const bool learned = tc.eta.gate == EtaGate::Learned;
+  const int off_lr = learned ? ncat : -1;
+  if (learned) ncat += H;
+
+  const GemvPlan plan_cat = detail::gemv_plan(D, ncat, sms);
+  for (int i = 0; i < L; ++i) {
+    const std::string pre = "model.layers." + std::to_string(i) + ".";
+    const std::string sb = pre + "seq_modeling_block.";
+    DecBlock B;
+    if (mc.mamba_backbone) {
+      B.conv_norm = upload(copy_of(need(T, pre + "conv.norm.weight", D)));
+      B.conv_w = upload(copy_of(need(T, pre + "conv.conv.weight", long(D) * K)));
+      B.conv_b = upload(copy_of(need(T, pre + "conv.conv.bias", D)));
+      B.hist_pre = zeros(std::size_t(std::max(K - 1, 1)) * D);
+    }
+    B.seq_norm = upload(copy_of(need(T, pre + "seq_norm.weight", D)));
+    // [D, ncat]: row k holds input feature k's weights to every projection column.
+    std::vector<float> cat(std::size_t(D) * ncat, 0.0f);
+    auto put = [&](const HostTensor& t, int off) {  // t [D, D] ([in, out])
+      for (int r = 0; r < D; ++r)
+        for (int c = 0; c < D; ++c) cat[std::size_t(r) * ncat + off + c] = t.data[std::size_t(r) * D + c];
+    };
+    put(need(T, sb + "q_proj.weight", long(D) * D), off_q);
+    if (!tc.share_qk) put(need(T, sb + "k_proj.weight", long(D) * D), off_k);
+    put(need(T, sb + "v_proj.weight", long(D) * D), off_v);
+    if (tc.use_gate) put(need(T, sb + "g_proj.weight", long(D) * D), off_g);
+    if (learned) {
+      const HostTensor& lw = need(T, sb + "learnable_ttt_lr_weight", long(H) * D);  // [H, D]
+      for (int hh = 0; hh < H; ++hh)
+        for (int r = 0; r < D; ++r) cat[std::size_t(r) * ncat + off_lr + hh] = lw.data[std::size_t(hh) * D + r];
+      B.lr_b = upload(copy_of(need(T, sb + "learnable_ttt_lr_bias", H)));
+    }
+    B.cat = plan_cat;
+    B.Wcat = upload_padded(cat.data(), plan_cat);
+    B.off_q = off_q;
+    B.off_k = off_k;
+    B.off_v = off_v;
+    B.off_g = off_g;
+    B.off_lr = off_lr;
+    if (tc.share_qk) {
+      B.conv_q_w = upload(copy_of(need(T, sb + "conv_q.weight", long(D) * K)));
+      B.conv_q_b = upload(copy_of(need(T, sb + "conv_q.bias", D)));
+      B.conv_k_w = upload(copy_of(need(T, sb + "conv_k.weight", long(D) * K)));
+      B.conv_k_b = upload(copy_of(need(T, sb + "conv_k.bias", D)));
+      B.hist_qk = zeros(std::size_t(std::max(K - 1, 1)) * D);
+    }
+    // τ exactly as the CPU layer computes it (float, from δ).
+    const HostTensor& delta = need(T, sb + "learnable_token_idx", b);
+    RowVec<float> dv(b);
+    for (int j = 0; j < b; ++j) dv(j) = delta.data[j];
+    const Vec<float> tau = token_index_scale<float>(tc.eta, dv);
+    B.tau = upload(std::vector<float>(tau.data(), tau.data() + b));
+    B.ln_w = upload(copy_of(need(T, sb + "ttt_norm_weight", long(H) * d)));
+    B.ln_b = upload(copy_of(need(T, sb + "ttt_norm_bias", long(H) * d)));
+    if (tc.post_norm) {
+      B.post_w = upload(copy_of(need(T, sb + "post_norm.weight", D)));
+      B.post_b = upload(copy_of(need(T, sb + "post_norm.bias", D)));
+    }
+    B.Wo = upload_padded(need(T, sb + "o_proj.weight", long(D) * D).data, plan_o);
+    // The inner state starts at W0 (per head, [H, d, hid] etc.); biases stay 0 with bias off.
+    std::vector<float> w1(std::size_t(H) * d * hid), b1(std::size_t(H) * hid, 0.0f);
+    std::vector<float> w2(mlp ? std::size_t(H) * hid * d : 0), b2(mlp ? std::size_t(H) * d : 0, 0.0f);
+    for (int hh = 0; hh < H; ++hh) {
+      // Appended rather than `"[" + std::to_string(hh)`: GCC 12 warns falsely (-Wrestrict) on that form.
+      std::string idx = "[";
+      idx += std::to_string(hh);
+      idx += ']';
+      const HostTensor& W1 = need(T, sb + "W1" + idx, long(d) * hid);
+      std::copy(W1.data, W1.data + std::size_t(d) * hid, w1.begin() + std::size_t(hh) * d * hid);
+      if (tc.inner.bias) {
+        const HostTensor& bb = need(T, sb + "b1" + idx, hid);
+        std::copy(bb.data, bb.data + hid, b1.begin() + std::size_t(hh) * hid);
+      }
+      if (mlp) {
+        const HostTensor& W2 = need(T, sb + "W2" + idx, long(hid) * d);
+        std::copy(W2.data, W2.data + std::size_t(hid) * d, w2.begin() + std::size_t(hh) * hid * d);
+        if (tc.inner.bias) {
+          const HostTensor& bb = need(T, sb + "b2" + idx, d);
+          std::copy(bb.data, bb.data + d, b2.begin() + std::size_t(hh) * d);
+        }
+      }
+    }
+    B.W1 = upload(w1);
+    B.b1 = upload(b1);
+    B.aW1 = zeros(w1.size());
+    B.ab1 = zeros(b1.size());
+    if (mlp) {
+      B.W2 = upload(w2);
+      B.b2 = upload(b2);
+      B.aW2 = zeros(w2.size());
+      B.ab2 = zeros(b2.size());
+    }
+    B.ffn_norm = upload(copy_of(need(T, pre + "ffn_norm.weight", D)));
+    const HostTensor& wg = need(T, pre + "mlp.gate_proj.weight", long(D) * F);
+    const HostTensor& wu = need(T, pre + "mlp.up_proj.weight", long(D) * F);
+    std::vector<float> gu(std::size_t(D) * 2 * F);
+    for (int r = 0; r < D; ++r)
+      for (int c = 0; c < F; ++c) {
+        gu[std::size_t(r) * 2 * F + c] = wg.data[std::size_t(r) * F + c];
+        gu[std::size_t(r) * 2 * F + F + c] = wu.data[std::size_t(r) * F + c];
+      }
+    B.Wgu = upload_padded(gu.data(), plan_gu);
+    B.Wdown = upload_padded(need(T, pre + "mlp.down_proj.weight", long(F) * D).data, plan_down);
+    blocks.push_back(B);
+  }
+
+  h = zeros(D);
+  a = zeros(D);
+  q = zeros(D);
+  k = zeros(D);
+  v = zeros(D);
+  gpre = zeros(D);
+  lam = zeros(H);
+  O = zeros(D);
+  Y = zeros(D);
+  y_cat = zeros(plan_cat.ld);
+  y_o = zeros(plan_o.ld);
+  y_gu = zeros(plan_gu.ld);
+  y_down = zeros(plan_down.ld);
+  y_head = zeros(plan_head.ld);
+  s_cat = scratch(plan_cat);
+  s_o = scratch(plan_o);
+  s_gu = scratch(plan_gu);
+  s_down = scratch(plan_down);
+  s_head = scratch(plan_head);
+  TTTLAB_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&token_dev), sizeof(int)));
+  TTTLAB_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&logits_host), std::size_t(V) * sizeof(float)));
+  graphs.assign(b, nullptr);
+  TTTLAB_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+void CudaDecoder::Impl::enqueue_step(int pos) {
+  TttOptions to;
+  to.layer_norm = tc.inner.layer_norm;
+  to.residual = tc.inner.residual;
+  to.bias = tc.inner.bias;
+  to.ln_eps = float(tc.inner.ln_eps);
+  TttDims dims{1, H, 1, d, b};
+  for (int i = 0; i < L; ++i) {
+    const DecBlock& B = blocks[i];
+    detail::BlockInArgs bi;
+    bi.h = h;
+    if (i == 0) {
+      bi.embed = embed;
+      bi.token = token_dev;
+    } else {
+      bi.delta = Partials{y_down, 1, plan_down.ld};
+    }
+    if (mc.mamba_backbone) {
+      bi.conv_norm = B.conv_norm;
+      bi.conv_w = B.conv_w;
+      bi.conv_b = B.conv_b;
+      bi.hist = B.hist_pre;
+      bi.K = K;
+    }
+    bi.norm = B.seq_norm;
+    bi.a = a;
+    bi.D = D;
+    bi.eps = eps;
+    detail::decode_block_in(bi, stream);
+
+    detail::decode_gemv(B.cat, a, B.Wcat, s_cat, y_cat, stream);
+
+    detail::TttPrepArgs tp;
+    tp.P = Partials{y_cat, 1, B.cat.ld};
+    tp.off_q = B.off_q;
+    tp.off_k = B.off_k;
+    tp.off_v = B.off_v;
+    tp.off_g = B.off_g;
+    tp.off_lr = B.off_lr;
+    if (tc.share_qk) {
+      tp.conv_q_w = B.conv_q_w;
+      tp.conv_q_b = B.conv_q_b;
+      tp.conv_k_w = B.conv_k_w;
+      tp.conv_k_b = B.conv_k_b;
+      tp.hist = B.hist_qk;
+      tp.K = K;
+    }
+    tp.cos_t = rope_cos;
+    tp.sin_t = rope_sin;
+    tp.pos = pos;
+    tp.lr_b = B.lr_b;
+    tp.scale = lam_scale;
+    tp.q = q;
+    tp.k = k;
+    tp.v = v;
+    tp.gpre = tc.use_gate ? gpre : nullptr;
+    tp.lambda = lam;
+    tp.D = D;
+    tp.H = H;
+    tp.d = d;
+    detail::decode_ttt_prep(tp, stream);
+
+    if (mlp) {
+      TttMlpDecodeArgs m;
+      m.dims = dims;
+      m.opt = to;
+      m.q = q;
+      m.k = k;
+      m.v = v;
+      m.lambda = lam;
+      m.tau = B.tau;
+      m.ln_weight = B.ln_w;
+      m.ln_bias = B.ln_b;
+      m.W1 = B.W1;
+      m.b1 = B.b1;
+      m.W2 = B.W2;
+      m.b2 = B.b2;
+      m.acc_W1 = B.aW1;
+      m.acc_b1 = B.ab1;
+      m.acc_W2 = B.aW2;
+      m.acc_b2 = B.ab2;
+      m.pos = pos;
+      m.o = O;
+      m.stream = stream;
+      ttt_mlp_decode_step(m);
+    } else {
+      TttLinearDecodeArgs l;
+      l.dims = dims;
+      l.opt = to;
+      l.q = q;
+      l.k = k;
+      l.v = v;
+      l.lambda = lam;
+      l.tau = B.tau;
+      l.ln_weight = B.ln_w;
+      l.ln_bias = B.ln_b;
+      l.W = B.W1;
+      l.b = B.b1;
+      l.acc_W = B.aW1;
+      l.acc_b = B.ab1;
+      l.pos = pos;
+      l.o = O;
+      l.stream = stream;
+      ttt_linear_decode_step(l);
+    }
+
+    detail::decode_post(O, B.post_w, B.post_b, float(tc.post_norm_eps), tc.use_gate ? gpre : nullptr, Y, D,
+                        stream);
+    detail::decode_gemv(plan_o, Y, B.Wo, s_o, y_o, stream);
+    detail::decode_add_norm(h, Partials{y_o, 1, plan_o.ld}, B.ffn_norm, eps, a, D, stream);
+    detail::decode_gemv(plan_gu, a, B.Wgu, s_gu, y_gu, stream);
+    detail::decode_gemv_swiglu(plan_down, y_gu, B.Wdown, s_down, y_down, stream);
+  }
+  detail::decode_add_norm(h, Partials{y_down, 1, plan_down.ld}, final_norm, eps, a, D, stream);
+  detail::decode_gemv(plan_head, a, embed_t, s_head, y_head, stream);
+}
+
+void CudaDecoder::Impl::run_step(int pos) {
+  if (!opt.cuda_graphs) {
+    enqueue_step(pos);
+    return;
+  }
+  if (!graphs[pos]) {
+    cudaGraph_t g = nullptr;
+    TTTLAB_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    try {
+      enqueue_step(pos);
+    } catch (...) {
+      cudaStreamEndCapture(stream, &g);
+      if (g) cudaGraphDestroy(g);
+      throw;
+    }
+    TTTLAB_CUDA_CHECK(cudaStreamEndCapture(stream, &g));
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t err = cudaGraphInstantiate(&exec, g, 0);
+    cudaGraphDestroy(g);
+    TTTLAB_CUDA_CHECK(err);
+    graphs[pos] = exec;
+  }
+  TTTLAB_CUDA_CHECK(cudaGraphLaunch(graphs[pos], stream));
+}
+
+CudaDecoder::CudaDecoder(const Model<float>& model, const CudaDecoderOptions& options)
+    : m_impl(std::make_unique<Impl>()) {
+  m_impl->opt = options;
+  m_impl->build(model);
+}
+
+CudaDecoder::~CudaDecoder() = default;
+
+std::string CudaDecoder::describe() const {
+  return "CUDA: " + m_impl->device_name + ", sm_" + std::to_string(m_impl->cc_major) +
+         std::to_string(m_impl->cc_minor) + (m_impl->opt.cuda_graphs ? " (decode: CUDA graphs)" : " (decode: launches)");
+}
+
+long CudaDecoder::position() const { return m_impl->tokens; }
+
+void CudaDecoder::feed(std::span<const int> tokens, std::vector<float>& out) {
+  Impl& s = *m_impl;
+  if (tokens.empty()) throw std::invalid_argument("decoder: feed() needs at least one token");
+  for (int t : tokens)
+    if (t < 0 || t >= s.V)
+      throw std::invalid_argument("decoder: token " + std::to_string(t) + " is outside 0.." + std::to_string(s.V - 1));
+  TTTLAB_CUDA_CHECK(cudaSetDevice(s.opt.device));
+  // The previous feed() synchronised the stream, so the pinned buffer is free to reuse or grow.
+  if (s.token_host_cap < tokens.size()) {
+    if (s.token_host) cudaFreeHost(s.token_host);
+    s.token_host = nullptr;
+    s.token_host_cap = 0;
+    TTTLAB_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&s.token_host), tokens.size() * sizeof(int)));
+    s.token_host_cap = tokens.size();
+  }
+  std::copy(tokens.begin(), tokens.end(), s.token_host);
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    TTTLAB_CUDA_CHECK(cudaMemcpyAsync(s.token_dev, s.token_host + i, sizeof(int), cudaMemcpyHostToDevice, s.stream));
+    s.run_step(static_cast<int>(s.tokens % s.b));
+    ++s.tokens;
+  }
+  TTTLAB_CUDA_CHECK(cudaMemcpyAsync(s.logits_host, s.y_head, std::size_t(s.V) * sizeof(float), cudaMemcpyDeviceToHost,
+                                    s.stream));
+  TTTLAB_CUDA_CHECK(cudaStreamSynchronize(s.stream));
+  out.assign(s.logits_host, s.logits_host + s.V);
+}
+
+DecoderFactory cuda_decoder_factory(int device, bool cuda_graphs) {
+  return [device, cuda_graphs](const Model<float>& model) -> std::unique_ptr<TokenDecoder> {
+    CudaDecoderOptions o;
+    o.device = device;
+    o.cuda_graphs = cuda_graphs;
+    return std::make_unique<CudaDecoder>(model, o);
+  };
+}
+
+}  // namespace tttlab::kernels

@@ -1,0 +1,311 @@
+// The fused kernels of the whole-model GPU decoder (see decode_ops.hpp).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstddef>
+
+#include "cuda_check.hpp"
+#include "decode_ops.hpp"
+#include "ttt_common.cuh"
+
+namespace tttlab::kernels::detail {
+namespace {
+
+constexpr int kGemvThreads = 256;
+constexpr int kGemvWarps = kGemvThreads / 32;
+constexpr int kGemvCols = 128;  // columns per CTA: 32 lanes × 4
+constexpr int kRowThreads = 1024;
+
+// Four running sums (partials t ≡ 0, 1, 2, 3 mod 4), so that four loads are in flight; always
+// added in the same order.
+__device__ __forceinline__ float sum_partials(const Partials& p, int c) {
+  float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  int t = 0;
+  for (; t + 4 <= p.S; t += 4) {
+#pragma unroll
+    for (int u = 0; u < 4; ++u) s[u] += p.part[std::size_t(t + u) * p.N + c];
+  }
+  for (; t < p.S; ++t) s[0] += p.part[std::size_t(t) * p.N + c];
+  return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
+__device__ __forceinline__ float sigmoidf_(float x) {
+  // Split by sign so that exp never overflows (as the CPU's sigmoid).
+  if (x >= 0.0f) return 1.0f / (1.0f + expf(-x));
+  const float e = expf(x);
+  return e / (1.0f + e);
+}
+
+// Σ over the block of v (all threads call it; the result is returned to every thread).
+__device__ float block_sum(float v) {
+  __shared__ float warp_part[kRowThreads / 32];
+  __shared__ float total;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  v = warp_sum(v);
+  __syncthreads();  // warp_part may still be read by a previous call
+  if (lane == 0) warp_part[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    float s = lane < int(blockDim.x >> 5) ? warp_part[lane] : 0.0f;
+    s = warp_sum(s);
+    if (lane == 0) total = s;
+  }
+  __syncthreads();
+  return total;
+}
+
+// One CTA: a tile of 128 columns (32 lanes × float4) and a chunk of kc rows, the rows spread over
+// the 8 warps and summed in shared memory in warp order; the chunk's partial goes to part[s, :].
+// The last CTA of a tile to finish (a counter per tile) adds the S partials of its tile in a fixed
+// order (slices t ≡ warp mod 8, then the warps in order) into y and resets the counter for the next
+// launch: y is the same bit for bit whichever CTA is last.
+template <bool kSwiglu>
+__global__ void __launch_bounds__(kGemvThreads)
+    gemv_kernel(const float* __restrict__ x, const float* __restrict__ W, int K, int ld, int kc,
+                float* __restrict__ part, float* __restrict__ y, unsigned* __restrict__ counters) {
+  __shared__ float xs[kDecodeMaxChunk];
+  __shared__ float4 red[kGemvWarps][32];
+  __shared__ bool last;
+  const int tile = blockIdx.x, s = blockIdx.y, S = gridDim.y;
+  const int k0 = s * kc, len = min(kc, K - k0);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  for (int i = tid; i < len; i += kGemvThreads) {
+    if constexpr (kSwiglu) {
+      // x is the previous product [G | U] (gate columns [0, K), up columns [K, 2K)).
+      const float g = x[k0 + i], u = x[K + k0 + i];
+      xs[i] = g * sigmoidf_(g) * u;
+    } else {
+      xs[i] = x[k0 + i];
+    }
+  }
+  __syncthreads();
+  const int c = tile * kGemvCols + lane * 4;
+  float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  if (c < ld) {
+    const float* w = W + std::size_t(k0) * ld + c;
+#pragma unroll 4
+    for (int i = warp; i < len; i += kGemvWarps) {
+      const float4 wv = __ldg(reinterpret_cast<const float4*>(w + std::size_t(i) * ld));
+      const float xv = xs[i];
+      acc.x += xv * wv.x;
+      acc.y += xv * wv.y;
+      acc.z += xv * wv.z;
+      acc.w += xv * wv.w;
+    }
+  }
+  red[warp][lane] = acc;
+  __syncthreads();
+  if (warp == 0 && c < ld) {
+    float4 t = red[0][lane];
+    for (int w = 1; w < kGemvWarps; ++w) {
+      const float4 r = red[w][lane];
+      t.x += r.x;
+      t.y += r.y;
+      t.z += r.z;
+      t.w += r.w;
+    }
+    *reinterpret_cast<float4*>(part + std::size_t(s) * ld + c) = t;
+  }
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) last = atomicAdd(&counters[tile], 1u) == unsigned(S - 1);
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  if (c < ld)
+    for (int t = warp; t < S; t += kGemvWarps) {
+      // L2, not L1: the partials were written by other SMs.
+      const float4 r = __ldcg(reinterpret_cast<const float4*>(part + std::size_t(t) * ld + c));
+      a.x += r.x;
+      a.y += r.y;
+      a.z += r.z;
+      a.w += r.w;
+    }
+  red[warp][lane] = a;
+  __syncthreads();
+  if (warp == 0 && c < ld) {
+    float4 t = red[0][lane];
+    for (int w = 1; w < kGemvWarps; ++w) {
+      const float4 r = red[w][lane];
+      t.x += r.x;
+      t.y += r.y;
+      t.z += r.z;
+      t.w += r.w;
+    }
+    *reinterpret_cast<float4*>(y + c) = t;
+  }
+  if (tid == 0) counters[tile] = 0u;
+}
+
+__global__ void __launch_bounds__(kRowThreads) block_in_kernel(BlockInArgs p) {
+  const int D = p.D;
+  float ss = 0.0f;
+  for (int c = threadIdx.x; c < D; c += kRowThreads) {
+    const float hc = p.embed ? p.embed[std::size_t(*p.token) * D + c] : p.h[c] + sum_partials(p.delta, c);
+    p.h[c] = hc;
+    ss += hc * hc;
+  }
+  ss = block_sum(ss);
+  if (p.conv_w) {
+    const float r = rsqrtf(ss / float(D) + p.eps);
+    float ss2 = 0.0f;
+    const int K = p.K;
+    for (int c = threadIdx.x; c < D; c += kRowThreads) {
+      const float an = p.h[c] * r * p.conv_norm[c];
+      const float* w = p.conv_w + std::size_t(c) * K;
+      float y = p.conv_b[c];
+      for (int j = 0; j + 1 < K; ++j) y += w[j] * p.hist[std::size_t(j) * D + c];
+      y += w[K - 1] * an;
+      for (int j = 0; j + 2 < K; ++j) p.hist[std::size_t(j) * D + c] = p.hist[std::size_t(j + 1) * D + c];
+      if (K > 1) p.hist[std::size_t(K - 2) * D + c] = an;
+      const float hc = p.h[c] + y;
+      p.h[c] = hc;
+      ss2 += hc * hc;
+    }
+    ss = block_sum(ss2);
+  }
+  const float r = rsqrtf(ss / float(D) + p.eps);
+  for (int c = threadIdx.x; c < D; c += kRowThreads) p.a[c] = p.h[c] * r * p.norm[c];
+}
+
+// One thread per interleaved pair (2m, 2m+1) of the D columns; threads below H also make λ.
+__global__ void ttt_prep_kernel(TttPrepArgs p) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < p.H) {
+    float lam = p.scale;
+    if (p.off_lr >= 0) lam = p.scale * sigmoidf_(sum_partials(p.P, p.off_lr + i) + p.lr_b[i]);
+    p.lambda[i] = lam;
+  }
+  if (2 * i >= p.D) return;
+  float q[2], k[2];
+  const int K = p.K;
+  for (int e = 0; e < 2; ++e) {
+    const int c = 2 * i + e;
+    if (p.conv_q_w) {
+      const float u = sum_partials(p.P, p.off_q + c);
+      const float* wq = p.conv_q_w + std::size_t(c) * K;
+      const float* wk = p.conv_k_w + std::size_t(c) * K;
+      float yq = p.conv_q_b[c], yk = p.conv_k_b[c];
+      for (int j = 0; j + 1 < K; ++j) {
+        const float hv = p.hist[std::size_t(j) * p.D + c];
+        yq += wq[j] * hv;
+        yk += wk[j] * hv;
+      }
+      yq += wq[K - 1] * u;
+      yk += wk[K - 1] * u;
+      for (int j = 0; j + 2 < K; ++j) p.hist[std::size_t(j) * p.D + c] = p.hist[std::size_t(j + 1) * p.D + c];
+      if (K > 1) p.hist[std::size_t(K - 2) * p.D + c] = u;
+      q[e] = yq;
+      k[e] = yk;
+    } else {
+      q[e] = sum_partials(p.P, p.off_q + c);
+      k[e] = sum_partials(p.P, p.off_k + c);
+    }
+    p.v[c] = sum_partials(p.P, p.off_v + c);
+    if (p.gpre) p.gpre[c] = sum_partials(p.P, p.off_g + c);
+  }
+  if (p.cos_t) {
+    const int m = (2 * i % p.d) / 2;  // the pair's index inside its head
+    const float cs = p.cos_t[std::size_t(p.pos) * (p.d / 2) + m];
+    const float sn = p.sin_t[std::size_t(p.pos) * (p.d / 2) + m];
+    const float q0 = q[0], q1 = q[1], k0 = k[0], k1 = k[1];
+    q[0] = q0 * cs - q1 * sn;
+    q[1] = q0 * sn + q1 * cs;
+    k[0] = k0 * cs - k1 * sn;
+    k[1] = k0 * sn + k1 * cs;
+  }
+  p.q[2 * i] = q[0];
+  p.q[2 * i + 1] = q[1];
+  p.k[2 * i] = k[0];
+  p.k[2 * i + 1] = k[1];
+}
+
+__global__ void __launch_bounds__(kRowThreads)
+    post_kernel(const float* O, const float* w, const float* b, float eps, const float* gpre, float* y, int D) {
+  float mu = 0.0f, rstd = 1.0f;
+  if (w) {
+    float s = 0.0f;
+    for (int c = threadIdx.x; c < D; c += kRowThreads) s += O[c];
+    mu = block_sum(s) / float(D);
+    float v = 0.0f;
+    for (int c = threadIdx.x; c < D; c += kRowThreads) {
+      const float x = O[c] - mu;
+      v += x * x;
+    }
+    rstd = 1.0f / sqrtf(block_sum(v) / float(D) + eps);
+  }
+  for (int c = threadIdx.x; c < D; c += kRowThreads) {
+    float yc = w ? (O[c] - mu) * rstd * w[c] + b[c] : O[c];
+    if (gpre) yc *= gelu_tanh(gpre[c]);
+    y[c] = yc;
+  }
+}
+
+__global__ void __launch_bounds__(kRowThreads)
+    add_norm_kernel(float* h, Partials delta, const float* w, float eps, float* a, int D) {
+  float ss = 0.0f;
+  for (int c = threadIdx.x; c < D; c += kRowThreads) {
+    const float hc = h[c] + sum_partials(delta, c);
+    h[c] = hc;
+    ss += hc * hc;
+  }
+  const float r = rsqrtf(block_sum(ss) / float(D) + eps);
+  for (int c = threadIdx.x; c < D; c += kRowThreads) a[c] = h[c] * r * w[c];
+}
+
+
+}  // namespace
+
+GemvPlan gemv_plan(int K, int N, int sms) {
+  GemvPlan g;
+  g.K = K;
+  g.N = N;
+  g.ld = (N + 3) / 4 * 4;
+  g.tiles = (g.ld + kGemvCols - 1) / kGemvCols;
+  const int want = std::max(1, (2 * std::max(sms, 1) + g.tiles - 1) / g.tiles);
+  const int max_split = std::max(1, K / 16);
+  const int S = std::min(want, max_split);
+  g.kc = std::min(std::max((K + S - 1) / S, 1), kDecodeMaxChunk);
+  g.S = (K + g.kc - 1) / g.kc;
+  return g;
+}
+
+void decode_gemv(const GemvPlan& g, const float* x, const float* W, GemvScratch sc, float* y, cudaStream_t stream) {
+  const dim3 grid(g.tiles, g.S);
+  gemv_kernel<false><<<grid, kGemvThreads, 0, stream>>>(x, W, g.K, g.ld, g.kc, sc.part, y, sc.counters);
+  TTTLAB_CUDA_CHECK(cudaGetLastError());
+}
+
+void decode_gemv_swiglu(const GemvPlan& g, const float* gu, const float* W, GemvScratch sc, float* y,
+                        cudaStream_t stream) {
+  const dim3 grid(g.tiles, g.S);
+  gemv_kernel<true><<<grid, kGemvThreads, 0, stream>>>(gu, W, g.K, g.ld, g.kc, sc.part, y, sc.counters);
+  TTTLAB_CUDA_CHECK(cudaGetLastError());
+}
+
+void decode_block_in(const BlockInArgs& a, cudaStream_t stream) {
+  block_in_kernel<<<1, kRowThreads, 0, stream>>>(a);
+  TTTLAB_CUDA_CHECK(cudaGetLastError());
+}
+
+void decode_ttt_prep(const TttPrepArgs& a, cudaStream_t stream) {
+  const int threads = 256;
+  const int n = std::max(a.D / 2, a.H);
+  ttt_prep_kernel<<<(n + threads - 1) / threads, threads, 0, stream>>>(a);
+  TTTLAB_CUDA_CHECK(cudaGetLastError());
+}
+
+void decode_post(const float* O, const float* w, const float* b, float eps, const float* gpre, float* y, int D,
+                 cudaStream_t stream) {
+  post_kernel<<<1, kRowThreads, 0, stream>>>(O, w, b, eps, gpre, y, D);
+  TTTLAB_CUDA_CHECK(cudaGetLastError());
+}
+
+void decode_add_norm(float* h, Partials delta, const float* w, float eps, float* a, int D, cudaStream_t stream) {
+  add_norm_kernel<<<1, kRowThreads, 0, stream>>>(h, delta, w, eps, a, D);
+  TTTLAB_CUDA_CHECK(cudaGetLastError());
+}
+
+
+}  // namespace tttlab::kernels::detail

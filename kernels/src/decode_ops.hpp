@@ -1,0 +1,103 @@
+// The small fused kernels of the whole-model GPU decoder (decode_cuda.cpp), batch 1: a split-k
+// matrix-vector product and the row operations between the products. Private to kernels/src.
+//
+// Matrices are row-major [in, out], as the CPU engine stores linear maps. Every pointer is device
+// memory; all launches are asynchronous on `stream` and make no other CUDA call (they are captured
+// into CUDA graphs).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+
+namespace tttlab::kernels::detail {
+
+// One product y[N] = x[K]·W[K, N] is split into `tiles` column tiles of 128 and S row chunks of kc
+// rows (kc ≤ kDecodeMaxChunk), one CTA each, so that even a 768 × 768 product keeps ~2 CTAs per SM
+// busy. W is stored with a row stride ld = N rounded up to 4 (zero columns: float4 loads), and y has
+// ld entries.
+struct GemvPlan {
+  int K = 0, N = 0, ld = 0, tiles = 0, kc = 0, S = 0;
+  std::size_t partial_floats() const { return std::size_t(S) * ld; }
+};
+constexpr int kDecodeMaxChunk = 256;
+// About two CTAs of 256 threads per SM, at least 16 rows per chunk.
+GemvPlan gemv_plan(int K, int N, int sms);
+
+// The product's scratch: partials [S, ld] and one counter per tile (zero before the first launch;
+// each launch leaves them zero again). One scratch per product in flight.
+struct GemvScratch {
+  float* part = nullptr;
+  unsigned* counters = nullptr;
+};
+
+// y = x·W. Deterministic: the S chunk partials are added in a fixed order (no floating-point
+// atomics); only the tile counters are atomic.
+void decode_gemv(const GemvPlan& plan, const float* x, const float* W, GemvScratch scratch, float* y,
+                 cudaStream_t stream);
+// The same with the SwiGLU hidden vector as input, x[k] = silu(G[k])·U[k], where gu = [G | U] is the
+// previous product's output (G at [0, K), U at [K, 2K); plan.K = the FFN width).
+void decode_gemv_swiglu(const GemvPlan& plan, const float* gu, const float* W, GemvScratch scratch, float* y,
+                        cudaStream_t stream);
+
+// A vector given as a sum of S ≥ 1 rows of stride N: y[c] = Σ_s part[s·N + c] (S = 1: a plain vector).
+struct Partials {
+  const float* part = nullptr;
+  int S = 0, N = 0;
+};
+
+// The start of block i (one CTA):
+//   h = E[*token] (embed != nullptr: the first block) or h += Σ delta (the previous block's FFN),
+//   [pre-conv, conv_w != nullptr:] h += conv(RMSNorm(h)·conv_norm) with the rolling history
+//   hist [K−1, D] (oldest row first) updated,
+//   a = RMSNorm(h)·seq_norm.
+struct BlockInArgs {
+  float* h = nullptr;
+  const float* embed = nullptr;  // [V, D]
+  const int* token = nullptr;
+  Partials delta;
+  const float* conv_norm = nullptr;
+  const float* conv_w = nullptr;  // [D, K]
+  const float* conv_b = nullptr;
+  float* hist = nullptr;
+  int K = 1;
+  const float* norm = nullptr;
+  float* a = nullptr;
+  int D = 0;
+  float eps = 1e-6f;
+};
+void decode_block_in(const BlockInArgs& args, cudaStream_t stream);
+
+// The TTT layer's inputs for one token from the projection partials P (columns: q or u at off_q,
+// k at off_k (without share_qk), v at off_v, the gate's pre-activation at off_g (use_gate), θ_lr·x
+// at off_lr (learned gate)):
+//   share_qk: q = conv_q(u), k = conv_k(u) with the rolling history hist [K−1, D] of u;
+//   RoPE (cos_t != nullptr) at position pos with tables [b, d/2];
+//   λ[h] = scale·σ(θ_h·x + β_h) (learned gate) or scale.
+struct TttPrepArgs {
+  Partials P;
+  int off_q = 0, off_k = -1, off_v = 0, off_g = -1, off_lr = -1;
+  const float* conv_q_w = nullptr;  // [D, K]; nullptr: no share_qk
+  const float* conv_q_b = nullptr;
+  const float* conv_k_w = nullptr;
+  const float* conv_k_b = nullptr;
+  float* hist = nullptr;
+  int K = 1;
+  const float* cos_t = nullptr;
+  const float* sin_t = nullptr;
+  int pos = 0;
+  const float* lr_b = nullptr;  // [H]
+  float scale = 1.0f;
+  float *q = nullptr, *k = nullptr, *v = nullptr, *gpre = nullptr, *lambda = nullptr;
+  int D = 0, H = 1, d = 0;
+};
+void decode_ttt_prep(const TttPrepArgs& args, cudaStream_t stream);
+
+// y = [post-norm LayerNorm(O)·w + b (post_w != nullptr)] [⊙ gelu(gpre) (gpre != nullptr)] (one CTA).
+void decode_post(const float* O, const float* post_w, const float* post_b, float eps, const float* gpre,
+                 float* y, int D, cudaStream_t stream);
+
+// h += Σ delta; a = RMSNorm(h)·w (one CTA).
+void decode_add_norm(float* h, Partials delta, const float* w, float eps, float* a, int D, cudaStream_t stream);
+
+}  // namespace tttlab::kernels::detail

@@ -1,0 +1,77 @@
+// The CPU TokenDecoder (tttlab/model/decoder.hpp): it is Model::start() + Model::forward(stream, ...),
+// so feeding a sequence in chunks must give exactly (bit for bit) the logits of Model::forward run on
+// one stream with the same chunks, for every layer kind and backbone; and it validates its input.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <vector>
+
+#include "tttlab/model/decoder.hpp"
+#include "tttlab/model/model.hpp"
+#include "tttlab/util/rng.hpp"
+
+namespace tttlab {
+namespace {
+
+ModelConfig small_config(SeqLayerKind kind, bool mamba) {
+  ModelConfig c;
+  c.hidden_size = 32;
+  c.num_attention_heads = 2;
+  c.num_hidden_layers = 2;
+  c.intermediate_size = 64;
+  c.mini_batch_size = 4;
+  c.seq_layer = kind;
+  c.mamba_backbone = mamba;
+  c.ttt_base_lr = kind == SeqLayerKind::TTTMLP ? 0.1 : 1.0;
+  return c;
+}
+
+TEST(CpuDecoder, ChunkedFeedGivesExactlyTheModelsStreamingLogits) {
+  const std::uint64_t seed = 20251125;
+  std::printf("[   INFO   ] seed %llu\n", static_cast<unsigned long long>(seed));
+  // Chunk lengths cross mini-batch boundaries (b = 4) and mix one-token (primal) and longer (dual) feeds.
+  const std::vector<int> chunks = {1, 3, 5, 1, 1, 7, 2, 4, 1};
+  for (const auto kind : {SeqLayerKind::TTTLinear, SeqLayerKind::TTTMLP, SeqLayerKind::LinearAttention,
+                          SeqLayerKind::SoftmaxAttention}) {
+    for (const bool mamba : {true, false}) {
+      SCOPED_TRACE(to_string(kind) + (mamba ? " m" : " t"));
+      const Model<float> model(small_config(kind, mamba), seed);
+      Rng rng(seed);
+      const auto dec = make_cpu_decoder(model);
+      EXPECT_EQ(dec->kind(), DeviceKind::CPU);
+      EXPECT_FALSE(dec->describe().empty());
+      auto ref = model.start();
+      long fed = 0;
+      for (const int n : chunks) {
+        std::vector<int> tokens(n);
+        for (int& t : tokens) t = static_cast<int>(rng.below(256));
+        std::vector<float> got;
+        dec->feed(tokens, got);
+        const Mat<float> want = model.forward(*ref, tokens);
+        fed += n;
+        ASSERT_EQ(dec->position(), fed);
+        ASSERT_EQ(got.size(), static_cast<std::size_t>(want.cols()));
+        for (Eigen::Index v = 0; v < want.cols(); ++v)
+          ASSERT_EQ(got[static_cast<std::size_t>(v)], want(want.rows() - 1, v)) << "after " << fed << " tokens, logit " << v;
+      }
+    }
+  }
+}
+
+TEST(CpuDecoder, RefusesEmptyFeedsAndOutOfRangeTokens) {
+  const Model<float> model(small_config(SeqLayerKind::TTTLinear, true), 1);
+  const auto dec = make_cpu_decoder(model);
+  std::vector<float> logits;
+  EXPECT_THROW(dec->feed(std::span<const int>(), logits), std::invalid_argument);
+  const int bad[1] = {256};
+  EXPECT_THROW(dec->feed(bad, logits), std::invalid_argument);
+  const int neg[1] = {-1};
+  EXPECT_THROW(dec->feed(neg, logits), std::invalid_argument);
+  EXPECT_EQ(dec->position(), 0);
+}
+
+}  // namespace
+}  // namespace tttlab

@@ -1,0 +1,358 @@
+// GPU decoding against the CPU engine.
+//
+// 1. The primal decode kernels, ttt_linear_decode_step and ttt_mlp_decode_step, token by token
+//    against the CPU engine's inner_forward_primal in fp64 (core/src/ttt/inner.cpp) over shapes
+//    d ∈ {16, 32, 64}, b ∈ {1, 4, 16} and the LN / residual / bias options, for 2b + 3 tokens (so
+//    every case commits at least twice and ends mid-mini-batch), B = 2 sequences, H = 2 heads.
+//    Tolerance: 1e-4 relative to max|ref| for every token's output and for the final state and
+//    accumulators (as tests/kernels/test_ttt_linear.cpp's decode test: fp32 dot products over at most
+//    4d = 256 terms and a recurrence over ≤ 35 tokens stay near 1e-6; any wrong term is O(1)).
+// 2. kernels::CudaDecoder against the CPU decoder (make_cpu_decoder, fp32) for small TTT-Linear and
+//    TTT-MLP models of both backbones (random weights, fixed seed): a 21-token prefill, then 100
+//    single tokens; the logits after every feed within 1e-3 relative to max|CPU logits| (both sides
+//    are fp32 with sums in different orders; the differences are rounding, ~1e-6..1e-5, and a wrong
+//    term is O(1)), with and without CUDA graphs.
+// 3. Greedy decoding of 200 bytes from the shipped model (assets/models/tiny-brown, prompt "The "):
+//    the same bytes on both devices (the requirement); the smallest top-2 logit margin seen
+//    is printed, so a failure can be told from a near tie.
+// 4. Unsupported models are refused with one-line reasons (no GPU needed).
+// Seeds are fixed and printed (test_seed(): a hash of the test's name; TTTLAB_TEST_SEED overrides).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "test_ttt_util.hpp"
+#include "tttlab/kernels/decode_cuda.hpp"
+#include "tttlab/model/decoder.hpp"
+#include "tttlab/model/model.hpp"
+#include "tttlab/train/trainer.hpp"
+
+namespace tttlab::kernels::test {
+namespace {
+
+constexpr double kTolKernel = 1e-4;
+constexpr double kTolLogits = 1e-3;
+
+// ---- 1. the inner decode kernels ---------------------------------------------------------------
+
+void run_inner_case(InnerModel model, const TttDims& D, const TttOptions& opt, std::mt19937_64& rng) {
+  const bool mlp = model == InnerModel::MLP;
+  const int d = D.head_dim, hid = mlp ? 4 * d : d, HD = D.heads * d, T = D.seq_len;
+  const std::size_t BH = std::size_t(D.batch) * D.heads;
+  LinearInputs in = random_linear_inputs(D, opt, rng);
+  // Per-sequence initial states.
+  std::vector<float> W1 = randn_vec(BH * d * hid, rng, 1.0 / std::sqrt(double(d)));
+  std::vector<float> b1 = randn_vec(BH * hid, rng, 0.1);
+  std::vector<float> W2 = mlp ? randn_vec(BH * hid * d, rng, 1.0 / std::sqrt(double(hid))) : std::vector<float>();
+  std::vector<float> b2 = mlp ? randn_vec(BH * d, rng, 0.1) : std::vector<float>();
+  if (!opt.bias) {
+    std::fill(b1.begin(), b1.end(), 0.0f);
+    std::fill(b2.begin(), b2.end(), 0.0f);
+  }
+
+  // The CPU engine, fp64, head by head.
+  const InnerOptions io = inner_options(opt, D, model);
+  std::vector<Mat<double>> ref_out(BH);
+  std::vector<InnerState<double>> ref_st(BH);
+  for (int n = 0; n < D.batch; ++n)
+    for (int h = 0; h < D.heads; ++h) {
+      const std::size_t s = std::size_t(n) * D.heads + h;
+      InnerWeights<double> w0 = InnerWeights<double>::zeros(io, d);
+      w0.W1 = mat_at(W1, s * d * hid, d, hid);
+      w0.b1 = row_at(b1, s * hid, hid);
+      if (mlp) {
+        w0.W2 = mat_at(W2, s * hid * d, hid, d);
+        w0.b2 = row_at(b2, s * d, d);
+      }
+      ref_st[s] = InnerState<double>::start(w0);
+      inner_forward_primal<double>(io, head_params(in, h), head_slice(in.Q, D, n, h), head_slice(in.K, D, n, h),
+                                   head_slice(in.V, D, n, h), lambda_slice(in.lam, D, n, h), ref_st[s], ref_out[s]);
+    }
+
+  DeviceBuffer gW1(W1), gb1(b1), gaW1(std::vector<float>(W1.size(), 0.0f)), gab1(std::vector<float>(b1.size(), 0.0f));
+  DeviceBuffer gW2(W2), gb2(b2), gaW2(std::vector<float>(W2.size(), 0.0f)), gab2(std::vector<float>(b2.size(), 0.0f));
+  DeviceBuffer q(std::size_t(D.batch) * HD), k(q.size()), v(q.size()), l(BH), o(q.size());
+  const DeviceBuffer tau(in.tau), gam(in.gamma), bet(in.beta);
+  double worst = 0;
+  for (int t = 0; t < T; ++t) {
+    std::vector<float> hq, hk, hv, hl;
+    for (int n = 0; n < D.batch; ++n) {
+      const std::size_t r0 = (std::size_t(n) * T + t) * HD;
+      hq.insert(hq.end(), in.Q.begin() + r0, in.Q.begin() + r0 + HD);
+      hk.insert(hk.end(), in.K.begin() + r0, in.K.begin() + r0 + HD);
+      hv.insert(hv.end(), in.V.begin() + r0, in.V.begin() + r0 + HD);
+      for (int h = 0; h < D.heads; ++h) hl.push_back(in.lam[(std::size_t(n) * D.heads + h) * T + t]);
+    }
+    q.upload(hq);
+    k.upload(hk);
+    v.upload(hv);
+    l.upload(hl);
+    o.poison();
+    const int pos = t % D.mini_batch;
+    if (mlp) {
+      TttMlpDecodeArgs a;
+      a.dims = D;
+      a.opt = opt;
+      a.q = q.get();
+      a.k = k.get();
+      a.v = v.get();
+      a.lambda = l.get();
+      a.tau = tau.get();
+      a.ln_weight = gam.get();
+      a.ln_bias = bet.get();
+      a.W1 = gW1.get();
+      a.b1 = gb1.get();
+      a.W2 = gW2.get();
+      a.b2 = gb2.get();
+      a.acc_W1 = gaW1.get();
+      a.acc_b1 = gab1.get();
+      a.acc_W2 = gaW2.get();
+      a.acc_b2 = gab2.get();
+      a.pos = pos;
+      a.o = o.get();
+      ttt_mlp_decode_step(a);
+    } else {
+      TttLinearDecodeArgs a;
+      a.dims = D;
+      a.opt = opt;
+      a.q = q.get();
+      a.k = k.get();
+      a.v = v.get();
+      a.lambda = l.get();
+      a.tau = tau.get();
+      a.ln_weight = gam.get();
+      a.ln_bias = bet.get();
+      a.W = gW1.get();
+      a.b = gb1.get();
+      a.acc_W = gaW1.get();
+      a.acc_b = gab1.get();
+      a.pos = pos;
+      a.o = o.get();
+      ttt_linear_decode_step(a);
+    }
+    const std::vector<float> got = o.download();
+    std::vector<double> r;
+    for (int n = 0; n < D.batch; ++n)
+      for (int h = 0; h < D.heads; ++h)
+        for (int c = 0; c < d; ++c) r.push_back(ref_out[std::size_t(n) * D.heads + h](t, c));
+    const ErrorStat e = compare(got, r);
+    worst = std::max(worst, e.rel);
+    ASSERT_TRUE(within(("token " + std::to_string(t) + " (pos " + std::to_string(pos) + ")").c_str(), e, kTolKernel,
+                       got, r));
+  }
+  // Final states: committed weights and the open mini-batch's accumulators.
+  std::vector<double> rW1, rb1, raW1, rab1, rW2, rb2, raW2, rab2;
+  auto append = [](std::vector<double>& dst, const auto& m) {
+    for (Eigen::Index i = 0; i < m.rows(); ++i)
+      for (Eigen::Index j = 0; j < m.cols(); ++j) dst.push_back(m(i, j));
+  };
+  for (std::size_t s = 0; s < BH; ++s) {
+    append(rW1, ref_st[s].base.W1);
+    append(rb1, ref_st[s].base.b1);
+    append(raW1, ref_st[s].acc.W1);
+    append(rab1, ref_st[s].acc.b1);
+    if (mlp) {
+      append(rW2, ref_st[s].base.W2);
+      append(rb2, ref_st[s].base.b2);
+      append(raW2, ref_st[s].acc.W2);
+      append(rab2, ref_st[s].acc.b2);
+    }
+  }
+  double ws = 0;
+  expect_within("state W1", gW1.download(), rW1, kTolKernel, ws);
+  expect_within("acc W1", gaW1.download(), raW1, kTolKernel, ws);
+  if (opt.bias) {
+    expect_within("state b1", gb1.download(), rb1, kTolKernel, ws);
+    expect_within("acc b1", gab1.download(), rab1, kTolKernel, ws);
+  }
+  if (mlp) {
+    expect_within("state W2", gW2.download(), rW2, kTolKernel, ws);
+    expect_within("acc W2", gaW2.download(), raW2, kTolKernel, ws);
+    if (opt.bias) {
+      expect_within("state b2", gb2.download(), rb2, kTolKernel, ws);
+      expect_within("acc b2", gab2.download(), rab2, kTolKernel, ws);
+    }
+  }
+  std::printf("[   INFO   ] %s decode %s: worst rel. error outputs %.3g, states %.3g\n", mlp ? "mlp" : "linear",
+              describe(D, opt).c_str(), worst, ws);
+}
+
+void run_inner_grid(InnerModel model) {
+  const std::uint64_t seed = test_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::printf("[   INFO   ] seed %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  for (const int d : {16, 32, 64})
+    for (const int b : {1, 4, 16})
+      for (const int f : {0, 1, 2, 4, 7}) {
+        if (quick_mode() && (d != 32 || f != 0)) continue;
+        const TttDims D{2, 2, 2 * b + 3, d, b};
+        const TttOptions opt = flags(f);
+        SCOPED_TRACE(describe(D, opt));
+        run_inner_case(model, D, opt, rng);
+        if (::testing::Test::HasFatalFailure()) return;
+      }
+}
+
+TEST(DecodeKernels, LinearStepMatchesThePrimalFormInFp64) {
+  TTTLAB_REQUIRE_GPU();
+  run_inner_grid(InnerModel::Linear);
+}
+
+TEST(DecodeKernels, MlpStepMatchesThePrimalFormInFp64) {
+  TTTLAB_REQUIRE_GPU();
+  run_inner_grid(InnerModel::MLP);
+}
+
+TEST(DecodeKernels, MlpStepRefusesBadArguments) {
+  TttMlpDecodeArgs a;  // null pointers: refused before any launch, so no GPU is needed
+  a.dims = TttDims{1, 1, 1, 32, 4};
+  EXPECT_THROW(ttt_mlp_decode_step(a), std::invalid_argument);
+  a.pos = 4;
+  try {
+    ttt_mlp_decode_step(a);
+    FAIL() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("pos"), std::string::npos) << e.what();
+  }
+}
+
+// ---- 2. the whole-model decoder ------------------------------------------------------------------
+
+ModelConfig small_model(SeqLayerKind kind, bool mamba, int b) {
+  ModelConfig c;
+  c.hidden_size = 128;
+  c.num_attention_heads = 4;  // d = 32
+  c.num_hidden_layers = 2;
+  c.intermediate_size = 256;
+  c.mini_batch_size = b;
+  c.seq_layer = kind;
+  c.mamba_backbone = mamba;
+  c.ttt_base_lr = kind == SeqLayerKind::TTTMLP ? 0.1 : 1.0;
+  return c;
+}
+
+double rel_diff(const std::vector<float>& got, const std::vector<float>& ref) {
+  double m = 0, e = 0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    m = std::max(m, std::abs(double(ref[i])));
+    e = std::max(e, std::isfinite(got[i]) ? std::abs(double(got[i]) - double(ref[i])) : INFINITY);
+  }
+  return e / std::max(m, 1e-30);
+}
+
+void compare_decoders(const Model<float>& model, bool graphs, std::uint64_t seed, int steps) {
+  CudaDecoderOptions o;
+  o.cuda_graphs = graphs;
+  CudaDecoder gpu(model, o);
+  const auto cpu = make_cpu_decoder(model);
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::vector<int> prompt(21);
+  for (int& t : prompt) t = byte(rng);
+  std::vector<float> lg, lc;
+  gpu.feed(prompt, lg);
+  cpu->feed(prompt, lc);
+  ASSERT_EQ(lg.size(), lc.size());
+  double worst = rel_diff(lg, lc);
+  ASSERT_LE(worst, kTolLogits) << "after the prefill";
+  for (int i = 0; i < steps; ++i) {
+    const int tok[1] = {byte(rng)};
+    gpu.feed(tok, lg);
+    cpu->feed(tok, lc);
+    const double r = rel_diff(lg, lc);
+    worst = std::max(worst, r);
+    ASSERT_LE(r, kTolLogits) << "after token " << gpu.position();
+  }
+  EXPECT_EQ(gpu.position(), cpu->position());
+  std::printf("[   INFO   ] %s, %s backbone, b=%d, %s: worst rel. logit difference %.3g over %d feeds\n",
+              to_string(model.config().seq_layer).c_str(), model.config().mamba_backbone ? "m" : "t",
+              model.config().mini_batch_size, graphs ? "graphs" : "launches", worst, steps + 1);
+}
+
+TEST(CudaDecoder, LogitsMatchTheCpuDecoder) {
+  TTTLAB_REQUIRE_GPU();
+  const std::uint64_t seed = test_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::printf("[   INFO   ] seed %llu\n", static_cast<unsigned long long>(seed));
+  int i = 0;
+  for (const auto kind : {SeqLayerKind::TTTLinear, SeqLayerKind::TTTMLP})
+    for (const bool mamba : {true, false})
+      for (const int b : {16, 5}) {
+        SCOPED_TRACE(to_string(kind) + (mamba ? " m" : " t") + " b=" + std::to_string(b));
+        const Model<float> model(small_model(kind, mamba, b), seed + i);
+        compare_decoders(model, /*graphs=*/i % 2 == 0, seed + 100 + i, 100);
+        ++i;
+        if (::testing::Test::HasFatalFailure()) return;
+      }
+}
+
+std::string shipped_dir(const char* name) {
+  return std::string(TTTLAB_REFERENCE_DIR) + "/../../assets/models/" + name;
+}
+
+TEST(CudaDecoder, TrainedMlpModelLogitsMatchTheCpuDecoder) {
+  TTTLAB_REQUIRE_GPU();
+  const auto model = load_model(shipped_dir("long-ttt-mlp-m"));
+  compare_decoders(*model, true, 77, 100);
+}
+
+// Greedy decoding from the host's argmax (first of equal maxima, as `tttlab generate`); returns the
+// bytes and lowers `margin` to the smallest gap between the best and second-best logit seen.
+std::string greedy(TokenDecoder& dec, const std::string& prompt, int n, double& margin) {
+  std::vector<int> p(prompt.begin(), prompt.end());
+  std::vector<float> lg;
+  dec.feed(p, lg);
+  std::string out;
+  for (int i = 0; i < n; ++i) {
+    const int best = static_cast<int>(std::max_element(lg.begin(), lg.end()) - lg.begin());
+    float second = -INFINITY;
+    for (int v = 0; v < static_cast<int>(lg.size()); ++v)
+      if (v != best) second = std::max(second, lg[v]);
+    margin = std::min(margin, double(lg[best]) - double(second));
+    out.push_back(static_cast<char>(best));
+    const int tok[1] = {best};
+    dec.feed(tok, lg);
+  }
+  return out;
+}
+
+TEST(CudaDecoder, GreedyBytesOfTheShippedModelAreTheCpus) {
+  TTTLAB_REQUIRE_GPU();
+  const auto model = load_model(shipped_dir("tiny-brown"));
+  double m_cpu = INFINITY, m_gpu = INFINITY;
+  const auto cpu = make_cpu_decoder(*model);
+  CudaDecoder gpu(*model);
+  const std::string a = greedy(*cpu, "The ", 200, m_cpu);
+  const std::string b = greedy(gpu, "The ", 200, m_gpu);
+  std::printf("[   INFO   ] smallest top-2 logit margin: CPU %.3g, GPU %.3g\n", m_cpu, m_gpu);
+  EXPECT_EQ(a, b);
+}
+
+// ---- 4. refusals -------------------------------------------------------------------------------
+
+TEST(CudaDecoder, RefusesModelsItDoesNotRun) {
+  ModelConfig attn = small_model(SeqLayerKind::SoftmaxAttention, false, 16);
+  EXPECT_NE(cuda_decode_unsupported(attn), "");
+  ModelConfig wide = small_model(SeqLayerKind::TTTLinear, true, 16);
+  wide.num_attention_heads = 1;  // d = 128: supported
+  EXPECT_EQ(cuda_decode_unsupported(wide), "");
+  wide.hidden_size = 256;  // d = 256
+  wide.intermediate_size = 256;
+  EXPECT_NE(cuda_decode_unsupported(wide).find("head dim"), std::string::npos);
+  ModelConfig big_b = small_model(SeqLayerKind::TTTMLP, true, 128);
+  EXPECT_NE(cuda_decode_unsupported(big_b).find("mini-batch"), std::string::npos);
+  EXPECT_EQ(cuda_decode_unsupported(small_model(SeqLayerKind::TTTMLP, false, 64)), "");
+  // The constructor checks before touching the device.
+  const Model<float> model(attn, 1);
+  EXPECT_THROW(CudaDecoder{model}, std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace tttlab::kernels::test
