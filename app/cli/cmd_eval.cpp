@@ -8,6 +8,7 @@
 // validation split, the part of a corpus held out from training, is scored with --split val, and is
 // what the run's own data (no --data) and the Brown corpus give.
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -127,7 +128,10 @@ void run(const EvalArgs& a) {
   so.max_windows = a.windows;
   ProgressLine progress("windows");
   so.progress = [&](std::int64_t done, std::int64_t total) { progress.update(done, total); };
+  // Wall time of the scoring alone (the model was loaded and, on a GPU, uploaded before): one run.
+  const auto t0 = std::chrono::steady_clock::now();
   const TextScore r = score_text(t, text, so);
+  const double score_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   progress.finish();
   if (!std::isfinite(r.loss))
     throw std::runtime_error("the model in '" + resolve_checkpoint(a.checkpoint).string() +
@@ -150,6 +154,7 @@ void run(const EvalArgs& a) {
     j["targets"] = r.targets;
     j["full_windows"] = r.full_windows;
     j["tail_targets"] = r.tail_targets;
+    j["score_seconds"] = score_s;  // one run, wall time, model loading excluded
     Json pos = Json::array();
     for (double v : r.loss_by_position) pos.push_back(v);
     j["loss_by_position"] = pos;

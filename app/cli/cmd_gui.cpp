@@ -19,6 +19,9 @@
 #ifdef TTTLAB_HAVE_GUI
 #include "cli/train_device.hpp"
 #include "gui/gui_app.hpp"
+#ifdef TTTLAB_HAVE_CUDA
+#include "compute/cuda_compute.hpp"
+#endif
 #endif
 
 namespace tttlab::cli {
@@ -27,7 +30,7 @@ void register_gui(CLI::App& app) {
   auto* cmd = app.add_subcommand("gui", "Open the desktop app (or render a screenshot / benchmark it)");
   struct Opts {
     bool list = false;
-    std::string screenshot, panel, state, lesson, size = "1600x1000";
+    std::string screenshot, panel, state, lesson, size = "1600x1000", device = "auto";
     int frames = 10, bench = 0;
     bool bench_idle = false;
   };
@@ -52,6 +55,10 @@ void register_gui(CLI::App& app) {
   cmd->add_flag("--bench-idle", o->bench_idle,
                 "With --bench-frames: do not train a tiny model during the benchmark (it does by default)");
   cmd->add_option("--size", o->size, "Offscreen size WIDTHxHEIGHT for --screenshot / --bench-frames");
+  cmd->add_option("--device", o->device,
+                  "Where the panels compute at start: auto (the GPU when there is one), cpu or gpu; the Compute "
+                  "menu changes it")
+      ->check(CLI::IsMember({"auto", "cpu", "gpu", "cuda"}));
   cmd->callback([o] {
 #ifdef TTTLAB_HAVE_GUI
     gui::GuiOptions g;
@@ -63,10 +70,15 @@ void register_gui(CLI::App& app) {
     g.lesson = o->lesson;
     g.bench_frames = o->bench;
     g.bench_train = !o->bench_idle;
-    // Training runs started in the app pick their device as `tttlab train --device` does (tf32 GEMMs).
-    g.train_devices.choose = [](const std::string& device, std::string& note) {
+    // Training runs started in the app pick their device as `tttlab train --device` does (tf32 GEMMs);
+    // the panels use the GPU services of app/compute/ where the build has the kernels.
+    g.devices.train.choose = [](const std::string& device, std::string& note) {
       return train_backend_for(parse_device_request(device), "tf32", note);
     };
+#ifdef TTTLAB_HAVE_CUDA
+    g.devices.gpu = [](std::string& why_not) { return compute::make_cuda_compute(why_not); };
+#endif
+    g.compute = gui::parse_compute_request(o->device);
     int w = 0, h = 0;
     char x = 0;
     if (std::sscanf(o->size.c_str(), "%d%c%d", &w, &x, &h) != 3 || (x != 'x' && x != 'X') || w < 320 ||

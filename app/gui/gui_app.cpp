@@ -21,6 +21,7 @@
 #include <ctime>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 #include <unistd.h>
 
@@ -75,29 +76,13 @@ double percentile(std::vector<double> v, double p) {
 
 // ---- [SECTION] App -----------------------------------------------------------------------------------
 
-// Which devices compute, for the status bar. The interactive panels always use the CPU engine (one
-// head or one small model, token by token: latency-bound work that a GPU would not speed up);
-// training runs use the GPU when the build has the kernels and one is present (TrainDevices).
-static std::string device_line(const GuiOptions& opt) {
-  const std::string cpu = "CPU engine (Eigen)";
-  if (!opt.train_devices.choose) return cpu;
-  try {
-    const DeviceSelection sel = select_device(DeviceRequest::Auto);
-    if (sel.device.kind == DeviceKind::CUDA) return cpu + " · training on " + sel.device.name;
-    return cpu + " · no GPU found: training on the CPU";
-  } catch (const std::exception&) {
-    return cpu;
-  }
-}
-
 class App {
  public:
   App(const GuiOptions& opt, std::unique_ptr<Window> window)
       : opt_(opt),
         window_(std::move(window)),
-        engine_(make_engine_modules(opt.train_devices)),
-        panels_(make_panels()),
-        device_line_(device_line(opt)) {}
+        engine_(make_engine_modules(opt.devices)),
+        panels_(make_panels()) {}
   ~App();
 
   int init();
@@ -141,7 +126,6 @@ class App {
   std::unique_ptr<Window> window_;
   Engine engine_;
   std::vector<std::unique_ptr<Panel>> panels_;
-  std::string device_line_;  // the status bar's last words: which devices compute
   std::size_t active_ = 0;
   std::vector<bool> synced_;
   std::shared_ptr<const Snapshot> snap_;
@@ -185,7 +169,7 @@ App::~App() {
   if (imgui_ready_) {
     plot::release_textures();
     ImGui_ImplOpenGL3_Shutdown();
-    ImGui_ImplGlfw_Shutdown();
+    if (!window_->headless()) ImGui_ImplGlfw_Shutdown();
     ImGui::DestroyContext();
   }
 }
@@ -199,7 +183,24 @@ int App::init() {
   const float scale = window_->content_scale();
   apply_theme(scale);
   load_fonts(scale);
-  ImGui_ImplGlfw_InitForOpenGL(window_->handle(), true);
+  if (!window_->headless()) {
+    ImGui_ImplGlfw_InitForOpenGL(window_->handle(), true);
+  } else {
+    // No GLFW backend (a headless EGL context): map ImGui's keys to the GLFW codes keys.hpp reads, as
+    // the backend would; no key is ever pressed.
+    const int map[][2] = {{ImGuiKey_Tab, GLFW_KEY_TAB},         {ImGuiKey_LeftArrow, GLFW_KEY_LEFT},
+                          {ImGuiKey_RightArrow, GLFW_KEY_RIGHT}, {ImGuiKey_UpArrow, GLFW_KEY_UP},
+                          {ImGuiKey_DownArrow, GLFW_KEY_DOWN},   {ImGuiKey_PageUp, GLFW_KEY_PAGE_UP},
+                          {ImGuiKey_PageDown, GLFW_KEY_PAGE_DOWN}, {ImGuiKey_Home, GLFW_KEY_HOME},
+                          {ImGuiKey_End, GLFW_KEY_END},           {ImGuiKey_Insert, GLFW_KEY_INSERT},
+                          {ImGuiKey_Delete, GLFW_KEY_DELETE},     {ImGuiKey_Backspace, GLFW_KEY_BACKSPACE},
+                          {ImGuiKey_Space, GLFW_KEY_SPACE},       {ImGuiKey_Enter, GLFW_KEY_ENTER},
+                          {ImGuiKey_Escape, GLFW_KEY_ESCAPE},     {ImGuiKey_KeyPadEnter, GLFW_KEY_KP_ENTER},
+                          {ImGuiKey_A, GLFW_KEY_A},               {ImGuiKey_C, GLFW_KEY_C},
+                          {ImGuiKey_V, GLFW_KEY_V},               {ImGuiKey_X, GLFW_KEY_X},
+                          {ImGuiKey_Y, GLFW_KEY_Y},               {ImGuiKey_Z, GLFW_KEY_Z}};
+    for (const auto& [imgui_key, glfw_key] : map) io.KeyMap[imgui_key] = glfw_key;
+  }
   ImGui_ImplOpenGL3_Init("#version 130");
   install_gl_textures();
   imgui_ready_ = true;
@@ -245,6 +246,7 @@ int App::init() {
     active_ = find_panel(opt_.panel);  // --panel wins over the file and the lesson
   ensure_synced(active_);
   engine_.post(LibraryLoad{kShippedModelId});
+  engine_.post(SetComputeDevice{opt_.compute});
   engine_.set_publish_callback([] { Window::post_empty_event(); });
   engine_.start();
   update_title();
@@ -304,7 +306,10 @@ void App::update_title() {
 
 void App::frame() {
   ImGui_ImplOpenGL3_NewFrame();
-  ImGui_ImplGlfw_NewFrame();
+  if (window_->headless())
+    ImGui::GetIO().DeltaTime = 1.0f / 60.0f;  // no GLFW clock (a headless EGL context): a steady 60 fps
+  else
+    ImGui_ImplGlfw_NewFrame();
   if (window_->spec().hidden) {
     ImGuiIO& io = ImGui::GetIO();
     io.DisplaySize = ImVec2(static_cast<float>(window_->spec().width),
@@ -596,6 +601,21 @@ void App::draw_menu_bar() {
     if (ImGui::MenuItem("Classroom settings…")) show_classroom_ = true;
     ImGui::EndMenu();
   }
+  if (ImGui::BeginMenu("Compute")) {
+    // One device for every panel that computes; a change applies to the next computation.
+    const ComputeView* cv = snap_ && snap_->compute ? snap_->compute.get() : nullptr;
+    const ComputeRequest now = cv ? cv->request : opt_.compute;
+    const bool gpu_ok = cv && cv->gpu_available;
+    if (ImGui::MenuItem("Automatic: the GPU when there is one", nullptr, now == ComputeRequest::Auto))
+      engine_.post(SetComputeDevice{ComputeRequest::Auto});
+    if (ImGui::MenuItem("CPU", nullptr, now == ComputeRequest::CPU)) engine_.post(SetComputeDevice{ComputeRequest::CPU});
+    if (ImGui::MenuItem("GPU", nullptr, now == ComputeRequest::GPU, gpu_ok))
+      engine_.post(SetComputeDevice{ComputeRequest::GPU});
+    ImGui::Separator();
+    ImGui::TextDisabled("Computing on: %s", cv ? cv->active.c_str() : "…");
+    if (cv && !cv->gpu_available) ImGui::TextDisabled("%s", cv->gpu_build ? cv->note.c_str() : "This build has no GPU kernels");
+    ImGui::EndMenu();
+  }
   if (ImGui::BeginMenu("Panels", !(classroom::state().enabled && classroom::state().hide_panel_list))) {
     for (std::size_t i = 0; i < panels_.size(); ++i) {
       char sc[32];
@@ -732,10 +752,14 @@ void App::draw_status_bar() {
     ImGui::SameLine(0, 24);
     ImGui::TextDisabled("%s", note.c_str());
   }
+  // Which device the panels compute on (the Compute menu changes it).
+  const std::string device = snap_ && snap_->compute && !snap_->compute->active.empty()
+                                 ? "computing on " + snap_->compute->active
+                                 : std::string("CPU engine (Eigen)");
   char right[320];
   std::snprintf(right, sizeof right, "%sUI %.2f ms/frame   %.0f fps   %s",
                 classroom::state().enabled ? "CLASSROOM MODE   " : "", ui_ms_, ImGui::GetIO().Framerate,
-                device_line_.c_str());
+                device.c_str());
   const float rw = ImGui::CalcTextSize(right).x;
   ImGui::SameLine(w - rw - 12.0f);
   ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim), "%s", right);
@@ -816,8 +840,18 @@ bool App::open_state(const fs::path& path) {
                          (cs.error.empty() ? std::string() : " (" + cs.error + ")"));
       lesson_name = l->name;
     }
+    // "compute": the device the panels compute on (auto, cpu or gpu); absent: unchanged.
+    std::optional<ComputeRequest> compute;
+    if (const auto c = top.string("compute", 16, ""); !c.empty()) {
+      try {
+        compute = parse_compute_request(c);
+      } catch (const std::invalid_argument& e) {
+        throw StateError(std::string("compute: ") + e.what());
+      }
+    }
     for (auto& f : apply) f();
     classroom::set(room);
+    if (compute) engine_.post(SetComputeDevice{*compute});  // before the panels' requests below
     // The panels the file set up are re-synced when shown (the active one now).
     for (std::size_t i = 0; i < panels_.size(); ++i)
       if (panels.has(panels_[i]->id()) || synced_[i]) synced_[i] = false;
@@ -844,6 +878,7 @@ bool App::save_state(const fs::path& path) {
     if (target.extension().empty()) target += kStateExtension;
     nlohmann::json doc = make_state(panels_[active_]->id(), std::move(panels));
     doc["classroom"] = classroom::to_json(classroom::state());
+    if (snap_ && snap_->compute) doc["compute"] = to_string(snap_->compute->request);
     if (lesson_docked_ && lesson_) doc["lesson"] = lesson_->lesson().name;
     write_state_file(target, doc);
     state_path_ = target;

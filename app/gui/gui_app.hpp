@@ -13,7 +13,7 @@
 
 #include <string>
 
-#include "gui/engine/training_types.hpp"
+#include "gui/engine/compute_device.hpp"
 
 namespace tttlab::gui {
 
@@ -27,7 +27,9 @@ struct GuiOptions {
   int bench_frames = 0;     // > 0: benchmark mode
   bool bench_train = true;  // benchmark while a tiny model trains (false: --bench-idle)
   int width = 1600, height = 1000;
-  TrainDevices train_devices;  // where the Training panel's runs may compute; empty: the CPU only
+  // Where the panels and training runs may compute (compute_device.hpp); empty: the CPU only.
+  ComputeDevices devices;
+  ComputeRequest compute = ComputeRequest::Auto;  // the device the panels start on (the Compute menu)
 };
 
 // Runs the app; returns the process exit status (0 ok, 1 failure, 2 bad usage). Prints errors as

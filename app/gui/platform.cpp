@@ -5,7 +5,10 @@
 #include <imgui.h>
 #include <stb_image_write.h>
 
+#include <dlfcn.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -38,33 +41,172 @@ struct FboApi {
   PFNGLFRAMEBUFFERRENDERBUFFERPROC FramebufferRenderbuffer = nullptr;
   PFNGLCHECKFRAMEBUFFERSTATUSPROC CheckFramebufferStatus = nullptr;
 
-  bool load() {
-    GenFramebuffers = reinterpret_cast<PFNGLGENFRAMEBUFFERSPROC>(glfwGetProcAddress("glGenFramebuffers"));
-    BindFramebuffer = reinterpret_cast<PFNGLBINDFRAMEBUFFERPROC>(glfwGetProcAddress("glBindFramebuffer"));
+  using Loader = void* (*)(const char*);
+  // `get`: the context's loader, GLFW's or (a headless context) EGL's.
+  bool load(Loader get) {
+    GenFramebuffers = reinterpret_cast<PFNGLGENFRAMEBUFFERSPROC>(get("glGenFramebuffers"));
+    BindFramebuffer = reinterpret_cast<PFNGLBINDFRAMEBUFFERPROC>(get("glBindFramebuffer"));
     DeleteFramebuffers =
-        reinterpret_cast<PFNGLDELETEFRAMEBUFFERSPROC>(glfwGetProcAddress("glDeleteFramebuffers"));
+        reinterpret_cast<PFNGLDELETEFRAMEBUFFERSPROC>(get("glDeleteFramebuffers"));
     GenRenderbuffers =
-        reinterpret_cast<PFNGLGENRENDERBUFFERSPROC>(glfwGetProcAddress("glGenRenderbuffers"));
+        reinterpret_cast<PFNGLGENRENDERBUFFERSPROC>(get("glGenRenderbuffers"));
     BindRenderbuffer =
-        reinterpret_cast<PFNGLBINDRENDERBUFFERPROC>(glfwGetProcAddress("glBindRenderbuffer"));
+        reinterpret_cast<PFNGLBINDRENDERBUFFERPROC>(get("glBindRenderbuffer"));
     DeleteRenderbuffers =
-        reinterpret_cast<PFNGLDELETERENDERBUFFERSPROC>(glfwGetProcAddress("glDeleteRenderbuffers"));
+        reinterpret_cast<PFNGLDELETERENDERBUFFERSPROC>(get("glDeleteRenderbuffers"));
     RenderbufferStorage =
-        reinterpret_cast<PFNGLRENDERBUFFERSTORAGEPROC>(glfwGetProcAddress("glRenderbufferStorage"));
+        reinterpret_cast<PFNGLRENDERBUFFERSTORAGEPROC>(get("glRenderbufferStorage"));
     FramebufferRenderbuffer = reinterpret_cast<PFNGLFRAMEBUFFERRENDERBUFFERPROC>(
-        glfwGetProcAddress("glFramebufferRenderbuffer"));
+        get("glFramebufferRenderbuffer"));
     CheckFramebufferStatus = reinterpret_cast<PFNGLCHECKFRAMEBUFFERSTATUSPROC>(
-        glfwGetProcAddress("glCheckFramebufferStatus"));
+        get("glCheckFramebufferStatus"));
     return GenFramebuffers && BindFramebuffer && DeleteFramebuffers && GenRenderbuffers &&
            BindRenderbuffer && DeleteRenderbuffers && RenderbufferStorage &&
            FramebufferRenderbuffer && CheckFramebufferStatus;
   }
 };
 FboApi g_fbo;
+std::atomic<bool> g_glfw_up{false};  // post_empty_event() is a no-op without GLFW (headless EGL)
+
+// ---- a headless EGL context (TTTLAB_GL=egl) ------------------------------------------------------------
+// libEGL is opened at run time, so the program has no link dependency on it and the desktop build needs
+// no EGL headers: the few types and constants used are declared here as the EGL 1.4 specification
+// defines them.
+using EGLDisplay = void*;
+using EGLConfig = void*;
+using EGLContext = void*;
+using EGLSurface = void*;
+using EGLint = std::int32_t;
+constexpr EGLint kEglNone = 0x3038, kEglSurfaceType = 0x3033, kEglPbufferBit = 0x0001,
+                 kEglRenderableType = 0x3040, kEglOpenGLBit = 0x0008, kEglRedSize = 0x3024,
+                 kEglGreenSize = 0x3023, kEglBlueSize = 0x3022, kEglAlphaSize = 0x3021, kEglWidth = 0x3057,
+                 kEglHeight = 0x3056, kEglOpenGLApi = 0x30A2;
+
+struct Egl {
+  void* lib = nullptr;
+  EGLDisplay display = nullptr;
+  EGLContext context = nullptr;
+  EGLSurface surface = nullptr;
+  EGLDisplay (*GetDisplay)(void*) = nullptr;
+  unsigned (*Initialize)(EGLDisplay, EGLint*, EGLint*) = nullptr;
+  unsigned (*ChooseConfig)(EGLDisplay, const EGLint*, EGLConfig*, EGLint, EGLint*) = nullptr;
+  unsigned (*BindAPI)(unsigned) = nullptr;
+  EGLContext (*CreateContext)(EGLDisplay, EGLConfig, EGLContext, const EGLint*) = nullptr;
+  EGLSurface (*CreatePbufferSurface)(EGLDisplay, EGLConfig, const EGLint*) = nullptr;
+  unsigned (*MakeCurrent)(EGLDisplay, EGLSurface, EGLSurface, EGLContext) = nullptr;
+  unsigned (*DestroyContext)(EGLDisplay, EGLContext) = nullptr;
+  unsigned (*DestroySurface)(EGLDisplay, EGLSurface) = nullptr;
+  unsigned (*Terminate)(EGLDisplay) = nullptr;
+  EGLint (*GetError)() = nullptr;
+  void* (*GetProcAddress)(const char*) = nullptr;
+
+  template <class F>
+  void sym(F& f, const char* name) {
+    f = reinterpret_cast<F>(dlsym(lib, name));
+    if (!f) throw std::runtime_error(std::string("libEGL.so.1 lacks ") + name);
+  }
+  std::string error(const char* what) const {
+    char b[96];
+    std::snprintf(b, sizeof b, "%s failed (EGL error 0x%04x)", what, GetError ? unsigned(GetError()) : 0u);
+    return b;
+  }
+
+  // A pbuffer-backed OpenGL context on the default display (a GPU driver's EGL needs no X server).
+  void open(int w, int h) {
+    lib = dlopen("libEGL.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) throw std::runtime_error("TTTLAB_GL=egl: cannot open libEGL.so.1 (install libegl1 and a GL driver)");
+    sym(GetDisplay, "eglGetDisplay");
+    sym(Initialize, "eglInitialize");
+    sym(ChooseConfig, "eglChooseConfig");
+    sym(BindAPI, "eglBindAPI");
+    sym(CreateContext, "eglCreateContext");
+    sym(CreatePbufferSurface, "eglCreatePbufferSurface");
+    sym(MakeCurrent, "eglMakeCurrent");
+    sym(DestroyContext, "eglDestroyContext");
+    sym(DestroySurface, "eglDestroySurface");
+    sym(Terminate, "eglTerminate");
+    sym(GetError, "eglGetError");
+    sym(GetProcAddress, "eglGetProcAddress");
+    display = GetDisplay(nullptr);  // EGL_DEFAULT_DISPLAY
+    EGLint major = 0, minor = 0;
+    if (!display || !Initialize(display, &major, &minor)) {
+      // Without a window system the default display may not initialise: take the first GPU as an EGL
+      // device (EGL_EXT_device_enumeration + EGL_EXT_platform_device), as headless GPU servers do.
+      using QueryDevices = unsigned (*)(EGLint, void**, EGLint*);
+      using PlatformDisplay = EGLDisplay (*)(unsigned, void*, const EGLint*);
+      const auto query = reinterpret_cast<QueryDevices>(GetProcAddress("eglQueryDevicesEXT"));
+      const auto platform = reinterpret_cast<PlatformDisplay>(GetProcAddress("eglGetPlatformDisplayEXT"));
+      void* devices[4] = {};
+      EGLint n = 0;
+      constexpr unsigned kEglPlatformDevice = 0x313F;
+      display = nullptr;
+      if (query && platform && query(4, devices, &n) && n > 0) display = platform(kEglPlatformDevice, devices[0], nullptr);
+      if (!display || !Initialize(display, &major, &minor))
+        throw std::runtime_error("TTTLAB_GL=egl: " + error("eglInitialize") + " (no EGL driver or device found)");
+    }
+    const EGLint attrs[] = {kEglSurfaceType, kEglPbufferBit, kEglRenderableType, kEglOpenGLBit, kEglRedSize, 8,
+                            kEglGreenSize, 8, kEglBlueSize, 8, kEglAlphaSize, 8, kEglNone};
+    EGLConfig config = nullptr;
+    EGLint n = 0;
+    if (!ChooseConfig(display, attrs, &config, 1, &n) || n < 1)
+      throw std::runtime_error("TTTLAB_GL=egl: " + error("eglChooseConfig") + ": no RGBA8 OpenGL pbuffer config");
+    const EGLint pb[] = {kEglWidth, w, kEglHeight, h, kEglNone};
+    surface = CreatePbufferSurface(display, config, pb);
+    if (!surface) throw std::runtime_error("TTTLAB_GL=egl: " + error("eglCreatePbufferSurface"));
+    if (!BindAPI(kEglOpenGLApi)) throw std::runtime_error("TTTLAB_GL=egl: " + error("eglBindAPI(OpenGL)"));
+    context = CreateContext(display, config, nullptr, nullptr);
+    if (!context) throw std::runtime_error("TTTLAB_GL=egl: " + error("eglCreateContext"));
+    if (!MakeCurrent(display, surface, surface, context))
+      throw std::runtime_error("TTTLAB_GL=egl: " + error("eglMakeCurrent"));
+  }
+  void close() {
+    if (display) {
+      MakeCurrent(display, nullptr, nullptr, nullptr);
+      if (context) DestroyContext(display, context);
+      if (surface) DestroySurface(display, surface);
+      Terminate(display);
+    }
+    if (lib) dlclose(lib);
+  }
+};
+
+bool want_egl(const WindowSpec& spec) {
+  const char* gl = std::getenv("TTTLAB_GL");
+  return spec.hidden && gl && std::string(gl) == "egl";
+}
 
 }  // namespace
 
+void Window::make_fbo() {
+  const FboApi::Loader glfw_loader = [](const char* n) { return reinterpret_cast<void*>(glfwGetProcAddress(n)); };
+  if (!g_fbo.load(egl_ ? static_cast<Egl*>(egl_)->GetProcAddress : glfw_loader))
+    throw std::runtime_error("OpenGL framebuffer objects are not available");
+  g_fbo.GenFramebuffers(1, &fbo_);
+  g_fbo.GenRenderbuffers(1, &color_rb_);
+  g_fbo.BindRenderbuffer(GL_RENDERBUFFER, color_rb_);
+  g_fbo.RenderbufferStorage(GL_RENDERBUFFER, GL_RGBA8, spec_.width, spec_.height);
+  g_fbo.BindFramebuffer(GL_FRAMEBUFFER, fbo_);
+  g_fbo.FramebufferRenderbuffer(GL_FRAMEBUFFER, GL_COLOR_ATTACHMENT0, GL_RENDERBUFFER, color_rb_);
+  if (g_fbo.CheckFramebufferStatus(GL_FRAMEBUFFER) != GL_FRAMEBUFFER_COMPLETE)
+    throw std::runtime_error("cannot create an offscreen framebuffer of " + std::to_string(spec_.width) + "x" +
+                             std::to_string(spec_.height));
+}
+
 std::unique_ptr<Window> Window::open(const WindowSpec& spec) {
+  if (want_egl(spec)) {
+    std::unique_ptr<Window> w(new Window());
+    w->spec_ = spec;
+    auto egl = std::make_unique<Egl>();
+    try {
+      egl->open(spec.width, spec.height);
+    } catch (...) {
+      egl->close();
+      throw;
+    }
+    w->egl_ = egl.release();
+    w->make_fbo();
+    return w;
+  }
   glfwSetErrorCallback(glfw_error);
   if (!glfwInit()) {
     const char* display = std::getenv("DISPLAY");
@@ -89,24 +231,21 @@ std::unique_ptr<Window> Window::open(const WindowSpec& spec) {
   }
   glfwMakeContextCurrent(w->window_);
   glfwSwapInterval(spec.vsync ? 1 : 0);
-
-  if (spec.hidden) {
-    if (!g_fbo.load()) throw std::runtime_error("OpenGL framebuffer objects are not available");
-    g_fbo.GenFramebuffers(1, &w->fbo_);
-    g_fbo.GenRenderbuffers(1, &w->color_rb_);
-    g_fbo.BindRenderbuffer(GL_RENDERBUFFER, w->color_rb_);
-    g_fbo.RenderbufferStorage(GL_RENDERBUFFER, GL_RGBA8, spec.width, spec.height);
-    g_fbo.BindFramebuffer(GL_FRAMEBUFFER, w->fbo_);
-    g_fbo.FramebufferRenderbuffer(GL_FRAMEBUFFER, GL_COLOR_ATTACHMENT0, GL_RENDERBUFFER,
-                                  w->color_rb_);
-    if (g_fbo.CheckFramebufferStatus(GL_FRAMEBUFFER) != GL_FRAMEBUFFER_COMPLETE)
-      throw std::runtime_error("cannot create an offscreen framebuffer of " +
-                               std::to_string(spec.width) + "x" + std::to_string(spec.height));
-  }
+  g_glfw_up = true;
+  if (spec.hidden) w->make_fbo();
   return w;
 }
 
 Window::~Window() {
+  if (egl_) {
+    auto* egl = static_cast<Egl*>(egl_);
+    if (fbo_) g_fbo.DeleteFramebuffers(1, &fbo_);
+    if (color_rb_) g_fbo.DeleteRenderbuffers(1, &color_rb_);
+    egl->close();
+    delete egl;
+    return;
+  }
+  g_glfw_up = false;
   if (window_) {
     glfwMakeContextCurrent(window_);
     if (fbo_) g_fbo.DeleteFramebuffers(1, &fbo_);
@@ -123,9 +262,13 @@ float Window::content_scale() const {
   return x > 0.0f ? x : 1.0f;
 }
 
-bool Window::should_close() const { return glfwWindowShouldClose(window_); }
-void Window::request_close() { glfwSetWindowShouldClose(window_, GLFW_TRUE); }
-void Window::set_title(const std::string& title) { glfwSetWindowTitle(window_, title.c_str()); }
+bool Window::should_close() const { return window_ ? glfwWindowShouldClose(window_) : false; }
+void Window::request_close() {
+  if (window_) glfwSetWindowShouldClose(window_, GLFW_TRUE);
+}
+void Window::set_title(const std::string& title) {
+  if (window_) glfwSetWindowTitle(window_, title.c_str());
+}
 
 void Window::framebuffer_size(int* w, int* h) const {
   if (spec_.hidden) {
@@ -183,9 +326,15 @@ void Window::present() {
     glfwSwapBuffers(window_);
 }
 
-void Window::post_empty_event() { glfwPostEmptyEvent(); }
-void Window::wait_events(double timeout) { glfwWaitEventsTimeout(timeout); }
-void Window::poll_events() { glfwPollEvents(); }
+void Window::post_empty_event() {
+  if (g_glfw_up) glfwPostEmptyEvent();
+}
+void Window::wait_events(double timeout) {
+  if (window_) glfwWaitEventsTimeout(timeout);
+}
+void Window::poll_events() {
+  if (window_) glfwPollEvents();
+}
 
 void install_gl_textures() {
   plot::TextureApi api;

@@ -4,8 +4,10 @@
 //   visible window   the interactive app; frames go to the window's back buffer.
 //   hidden window    screenshots and benchmarks; frames go to an offscreen framebuffer object of an
 //                    exact size, so the result does not depend on the screen, the window manager
-//                    or whether parts of the window are covered. It still needs an X display for
-//                    the GL context: without one, run under `xvfb-run -a` (Mesa renders in software).
+//                    or whether parts of the window are covered. It needs an X display for the GL
+//                    context (without one, run under `xvfb-run -a`: Mesa renders in software) — or,
+//                    with TTTLAB_GL=egl, no display at all: a headless EGL context of the GPU's
+//                    driver (libEGL.so.1, opened at run time), e.g. on a GPU server.
 // UI thread only, except post_empty_event().
 #pragma once
 
@@ -39,7 +41,8 @@ class Window {
   static std::unique_ptr<Window> open(const WindowSpec& spec);
   ~Window();
 
-  GLFWwindow* handle() const { return window_; }
+  GLFWwindow* handle() const { return window_; }  // null for a headless EGL context
+  bool headless() const { return egl_ != nullptr; }
   const WindowSpec& spec() const { return spec_; }
   // The monitor's content scale (1 on a standard-DPI screen, 2 on a 200 % HiDPI screen).
   float content_scale() const;
@@ -65,7 +68,9 @@ class Window {
   Window() = default;
   WindowSpec spec_;
   GLFWwindow* window_ = nullptr;
+  void* egl_ = nullptr;  // the EGL display, context and library of a headless window (platform.cpp)
   unsigned fbo_ = 0, color_rb_ = 0;
+  void make_fbo();
 };
 
 // Installs the OpenGL implementation of plot::TextureApi (call with the context current).

@@ -857,6 +857,60 @@ double CudaTrainBackend::forward_backward(const TokenBatch& batch) {
   return s.loss_sum();
 }
 
+std::vector<double> CudaTrainBackend::time_forward(const TokenBatch& batch, int warmup, int repeats) {
+  Impl& s = *m_impl;
+  if (warmup < 0 || repeats < 1) throw std::invalid_argument("train_cuda: time_forward needs warmup >= 0, repeats >= 1");
+  s.upload_batch(batch, false, nullptr);
+  for (int i = 0; i < warmup; ++i) s.forward(false, 0.f);
+  cudaEvent_t a = nullptr, b = nullptr;
+  TTTLAB_CUDA_CHECK(cudaEventCreate(&a));
+  TTTLAB_CUDA_CHECK(cudaEventCreate(&b));
+  std::vector<double> ms;
+  try {
+    for (int i = 0; i < repeats; ++i) {
+      TTTLAB_CUDA_CHECK(cudaEventRecord(a, s.stream));
+      s.forward(false, 0.f);
+      TTTLAB_CUDA_CHECK(cudaEventRecord(b, s.stream));
+      TTTLAB_CUDA_CHECK(cudaEventSynchronize(b));
+      float t = 0;
+      TTTLAB_CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
+      ms.push_back(t);
+    }
+  } catch (...) {
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    throw;
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return ms;
+}
+
+std::vector<CudaTrainBackend::MixerInputs> CudaTrainBackend::mixer_inputs(const TokenBatch& batch) {
+  Impl& s = *m_impl;
+  std::vector<MixerInputs> out;
+  if (s.attention) return out;
+  s.upload_batch(batch, false, nullptr);
+  s.forward(false, 0.f);
+  const std::size_t rd = std::size_t(s.rows) * s.D, lam = std::size_t(s.nseq) * s.H * s.T;
+  const auto get = [&](const float* src, std::size_t n) {
+    std::vector<float> h(n);
+    TTTLAB_CUDA_CHECK(cudaMemcpyAsync(h.data(), src, n * sizeof(float), cudaMemcpyDeviceToHost, s.stream));
+    return h;
+  };
+  for (const Impl::Block& k : s.blocks) {
+    MixerInputs m;
+    m.Q = get(k.XQ, rd);
+    m.K = get(k.XK, rd);
+    m.V = get(k.XV, rd);
+    m.lambda = get(k.lam, lam);
+    m.tau = get(k.tau, std::size_t(s.b));
+    out.push_back(std::move(m));
+  }
+  s.sync();
+  return out;
+}
+
 BackendStep CudaTrainBackend::step(const TokenBatch& batch) {
   Impl& s = *m_impl;
   BackendStep out;

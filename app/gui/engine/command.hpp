@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <variant>
 
+#include "gui/engine/compute_device.hpp"
 #include "gui/engine/curves_types.hpp"
 #include "gui/engine/evaluation_types.hpp"
 #include "gui/engine/evolution_types.hpp"
@@ -33,7 +34,7 @@ struct CancelJob {
 using Command = std::variant<CancelJob, LibraryOpen, LibraryLoad, StepperConfigure, StepperTransport,
                              StepperSetSpeed, PrimalDualRun, EvolutionConfigure, CurvesRun, SweepRun,
                              TrainStart, TrainControl, TrainOpen, EvaluationRun, GenerateStart, GenerateStop,
-                             NonparametricRun, RecallRun>;
+                             NonparametricRun, RecallRun, SetComputeDevice>;
 
 // Where panels send commands. Engine implements it; tests use a recording sink.
 // Thread-safety: post() may be called from any thread and never blocks on engine work.

@@ -3,7 +3,9 @@
 #include <stdexcept>
 
 #include "gui/engine/data_source.hpp"
+#include "gui/engine/head_inputs.hpp"
 #include "tttlab/data/batches.hpp"
+#include "tttlab/model/model.hpp"
 
 namespace tttlab::gui {
 
@@ -20,10 +22,16 @@ struct CurvesModule::Job {
   std::unique_ptr<ModelStream> stream;
   std::vector<int> tokens;
   std::vector<std::vector<double>> s0, sb, sa;  // [block][t] sums over windows and heads
+  // On a GPU: the GPU's forward gives every block's inner-loop inputs for the window (one launch); the
+  // inner loop of each block's heads then runs here, one block per work item.
+  std::unique_ptr<GpuModel> gpu;
+  std::vector<GpuLayerInputs> inputs;  // of the current window
+  int block = 0;                       // the next block of the current window (GPU path)
 };
 
-CurvesModule::CurvesModule(std::shared_ptr<ModelLibrary> library)
+CurvesModule::CurvesModule(std::shared_ptr<ModelLibrary> library, std::shared_ptr<ComputeChoice> compute)
     : library_(library ? std::move(library) : std::make_shared<ModelLibrary>()),
+      compute_(compute ? std::move(compute) : std::make_shared<ComputeChoice>()),
       view_(std::make_shared<CurvesView>()) {}
 CurvesModule::~CurvesModule() = default;
 
@@ -77,6 +85,18 @@ void CurvesModule::start(const CurvesSettings& s, ModuleContext& ctx, std::share
       job->s0.assign(static_cast<std::size_t>(v->blocks), zeros);
       job->sb = job->sa = job->s0;
       v->l0 = v->lb = v->la = job->s0;
+      const ComputeTarget target = compute_->target();
+      v->device = cpu_device().describe();
+      v->device_note = target.note;
+      if (target.gpu) {
+        if (const std::string why = target.gpu->model_unsupported(c); why.empty()) {
+          job->gpu = target.gpu->load_model(*job->model, 1, s.seq_len);
+          v->device = "GPU: " + target.gpu->device().name + " (the model's forward) and " + cpu_device().describe() +
+                      " (each head's inner loop)";
+        } else {
+          v->device_note = "on the CPU: " + why;
+        }
+      }
       if (previous && previous->blocks == v->blocks && previous->T == v->T && previous->sequences_done > 0) {
         // Keep the previous weights' curves on show until the first sequence with the new ones is done.
         v->l0 = previous->l0;
@@ -149,6 +169,34 @@ void CurvesModule::work(ModuleContext& ctx) {
   const long T = view_->T;
   const long W = j.windows->windows();
   try {
+    if (j.gpu) {
+      // One block per work item: its heads' inner loops over the whole window, from the GPU's inputs.
+      const TokenBatch b = j.windows->batch_at(j.window);
+      if (j.block == 0) j.inputs = j.gpu->layer_inputs(b);
+      const auto row = b.row(0);
+      const std::vector<unsigned char> bytes(row.begin(), row.begin() + T);
+      const auto heads = model_layer_heads_from<float>(*j.model, bytes, j.block, "", j.inputs[static_cast<std::size_t>(j.block)]);
+      auto& s0 = j.s0[static_cast<std::size_t>(j.block)];
+      auto& sb = j.sb[static_cast<std::size_t>(j.block)];
+      auto& sa = j.sa[static_cast<std::size_t>(j.block)];
+      for (const HeadInputs<float>& h : heads) {
+        auto st = InnerState<float>::start(h.w0);
+        Mat<float> out;
+        inner_forward_primal<float>(
+            h.options, h.params, h.Q, h.K, h.V, h.lambda, st, out,
+            [&](const InnerStepRecord<float>& r) {
+              const std::size_t t = static_cast<std::size_t>(r.token);
+              s0[t] += r.loss_initial;
+              sb[t] += r.loss_before;
+              sa[t] += r.loss_after;
+            },
+            &h.w0);
+      }
+      if (++j.block < static_cast<int>(j.inputs.size())) return;
+      j.block = 0;
+      j.inputs.clear();
+      j.pos = T;
+    } else {
     if (j.pos == 0) {
       const TokenBatch b = j.windows->batch_at(j.window);
       const auto row = b.row(0);
@@ -165,6 +213,7 @@ void CurvesModule::work(ModuleContext& ctx) {
                        j.sa[static_cast<std::size_t>(block)][t] += r.loss_after;
                      });
     j.pos += n;
+    }
   } catch (const std::exception& e) {
     auto v = std::make_shared<CurvesView>(*view_);
     ctx.finish_job(job_id_, JobOutcome::Failed, e.what());

@@ -12,6 +12,7 @@
 
 #include <memory>
 
+#include "gui/engine/compute_device.hpp"
 #include "gui/engine/engine.hpp"
 #include "gui/engine/model_library.hpp"
 
@@ -19,7 +20,9 @@ namespace tttlab::gui {
 
 class CurvesModule final : public EngineModule {
  public:
-  explicit CurvesModule(std::shared_ptr<ModelLibrary> library = nullptr);
+  // `compute`: the device choice (compute_device.hpp); null: the CPU only.
+  explicit CurvesModule(std::shared_ptr<ModelLibrary> library = nullptr,
+                        std::shared_ptr<ComputeChoice> compute = nullptr);
   ~CurvesModule() override;
   const char* name() const override { return "inner-loss curves"; }
   bool handle(const Command& command, ModuleContext& ctx) override;
@@ -38,6 +41,7 @@ class CurvesModule final : public EngineModule {
   std::string resolve(const std::string& model_id) const;
 
   std::shared_ptr<ModelLibrary> library_;
+  std::shared_ptr<ComputeChoice> compute_;
   std::shared_ptr<const CurvesView> view_;
   std::unique_ptr<Job> job_;
   JobId job_id_ = 0;

@@ -30,6 +30,10 @@ struct CurvesView {
   double progress = 0;
   std::string error;
   std::string model_label, data_description;
+  // Where it was computed. On a GPU the model's forward (what every layer reads) runs there and each
+  // head's inner loop, a sequential walk over the tokens of d×d work, runs on the CPU from those inputs.
+  std::string device;
+  std::string device_note;  // why the CPU although a GPU is in use, or ""
   int blocks = 0, heads = 0, mini_batch = 0;
   long T = 0;
   long sequences_done = 0;

@@ -84,9 +84,11 @@ class EngineModule {
   virtual void after_iteration(ModuleContext& /*ctx*/) {}
 };
 
-// The modules of the app, in one explicit list (engine/modules.cpp). `devices`: where training runs
-// may compute (training_types.hpp; empty: the CPU only).
-std::vector<std::unique_ptr<EngineModule>> make_engine_modules(const TrainDevices& devices = {});
+// The modules of the app, in one explicit list (engine/modules.cpp). `devices`: where the panels and
+// training runs may compute (compute_device.hpp; empty: the CPU only).
+struct ComputeDevices;
+std::vector<std::unique_ptr<EngineModule>> make_engine_modules(const ComputeDevices& devices);
+std::vector<std::unique_ptr<EngineModule>> make_engine_modules();  // the CPU only
 
 class Engine final : public CommandSink {
  public:

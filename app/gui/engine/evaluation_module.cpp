@@ -16,12 +16,21 @@ struct EvaluationModule::Job {
   long window = 0;
   std::shared_ptr<const Model<float>> current;
   std::vector<std::vector<double>> sums;  // [model][t]
-  std::vector<double> loss_sum, ms_sum;
+  std::vector<double> loss_sum;
+  std::vector<std::vector<double>> window_ms;  // [model][window]
   std::vector<long> counted;
+  ComputeTarget target;
 };
 
-EvaluationModule::EvaluationModule(std::shared_ptr<ModelLibrary> library)
+namespace {
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+EvaluationModule::EvaluationModule(std::shared_ptr<ModelLibrary> library, std::shared_ptr<ComputeChoice> compute)
     : library_(library ? std::move(library) : std::make_shared<ModelLibrary>()),
+      compute_(compute ? std::move(compute) : std::make_shared<ComputeChoice>()),
       view_(std::make_shared<EvaluationView>()) {}
 EvaluationModule::~EvaluationModule() = default;
 
@@ -55,8 +64,13 @@ bool EvaluationModule::handle(const Command& command, ModuleContext& ctx) {
     }
     job->sums.assign(s.models.size(), std::vector<double>(static_cast<std::size_t>(s.seq_len), 0.0));
     job->loss_sum.assign(s.models.size(), 0.0);
-    job->ms_sum.assign(s.models.size(), 0.0);
+    job->window_ms.assign(s.models.size(), {});
     job->counted.assign(s.models.size(), 0);
+    job->target = compute_->target();
+    for (EvalCurve& c : v->curves) {
+      c.device = job->target.label;
+      c.note = job->target.note;
+    }
     job_ = std::move(job);
     v->outcome = JobOutcome::Running;
     job_id_ = ctx.begin_job("Evaluation: " + std::to_string(s.models.size()) + " models × " +
@@ -92,13 +106,35 @@ void EvaluationModule::work(ModuleContext& ctx) {
         const auto lib = library_->view();
         if (const ModelInfo* info = lib->find(c.model_id)) c.label = info->label;
       }
+      const std::string why = j.target.gpu ? j.target.gpu->model_unsupported(j.current->config()) : std::string();
+      if (j.target.gpu && !why.empty() && c.windows_done == 0) {
+        c.device = cpu_device().describe();
+        c.note = "on the CPU: " + why;
+      }
+      if (j.target.gpu && why.empty()) {
+        // All windows of this model in one work item: a few launches of several windows each.
+        const auto t0 = std::chrono::steady_clock::now();
+        const auto gm = j.target.gpu->load_model(*j.current, 16, v->settings.seq_len);
+        c.load_ms = ms_since(t0);
+        EvalOptions eo;
+        eo.max_windows = static_cast<int>(W);
+        const auto t1 = std::chrono::steady_clock::now();
+        const EvalReport r = gm->evaluate(j.data->val, v->settings.seq_len, eo);
+        c.eval_ms = ms_since(t1);
+        c.loss_by_position = r.loss_by_position;
+        c.loss = r.loss;
+        c.bpb = r.bpb;
+        c.windows_done = W;
+        c.ms_per_window = c.eval_ms / static_cast<double>(W);
+        j.window = W;
+      } else {
       const TokenBatch b = j.windows->batch_at(j.window);
       const auto row = b.row(0);
       const std::vector<int> tokens(row.begin(), row.end());
       Vec<float> pos;
       const auto t0 = std::chrono::steady_clock::now();
       const CrossEntropyStats st = j.current->eval_sequence(tokens, {}, &pos);
-      j.ms_sum[m] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      j.window_ms[m].push_back(ms_since(t0));
       for (long t = 0; t < pos.size(); ++t) j.sums[m][static_cast<std::size_t>(t)] += pos(t);
       j.loss_sum[m] += st.loss_sum;
       j.counted[m] += st.counted;
@@ -108,8 +144,10 @@ void EvaluationModule::work(ModuleContext& ctx) {
       for (std::size_t t = 0; t < j.sums[m].size(); ++t) c.loss_by_position[t] = j.sums[m][t] / n;
       c.loss = j.counted[m] ? j.loss_sum[m] / static_cast<double>(j.counted[m]) : 0.0;
       c.bpb = c.loss / std::log(2.0);
-      c.ms_per_window = j.ms_sum[m] / n;
+      c.window_time = summarize_ms(j.window_ms[m], 0);
+      c.ms_per_window = c.window_time.median_ms;
       ++j.window;
+      }
     } catch (const std::exception& e) {
       c.error = e.what();
       j.window = W;  // skip this model

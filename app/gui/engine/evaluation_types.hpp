@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "gui/engine/compute_device.hpp"
 #include "gui/engine/primal_dual_types.hpp"  // JobOutcome
 
 namespace tttlab::gui {
@@ -26,7 +27,13 @@ struct EvalCurve {
   double loss = 0;                       // mean nats per byte
   double bpb = 0;                        // bits per byte
   long windows_done = 0;
-  double ms_per_window = 0;
+  double ms_per_window = 0;              // CPU: window_time.median_ms; GPU: eval_ms / windows
+  TimingSummary window_time;             // CPU: the forward time of each window, median and min–max
+  std::string device;                    // where this curve was computed, in words
+  std::string note;                      // why the CPU although a GPU was in use, or ""
+  // GPU: the whole evaluation of this model (all windows in launches of several windows, losses and
+  // logits downloaded) and, apart, the upload of its weights. One run each: no repetition.
+  double load_ms = 0, eval_ms = 0;
 };
 
 struct EvaluationView {

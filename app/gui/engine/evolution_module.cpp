@@ -3,6 +3,9 @@
 #include <Eigen/SVD>
 #include <algorithm>
 
+#include "tttlab/data/batches.hpp"
+#include "tttlab/model/model.hpp"
+
 namespace tttlab::gui {
 
 namespace {
@@ -20,15 +23,16 @@ std::vector<float> singular_values(const Mat<double>& m) {
 
 HeadLimits EvolutionModule::limits() {
   HeadLimits l;
-  l.max_tokens = 1024;
+  l.max_tokens = 2048;
   l.max_d_linear = 64;
   l.max_d_mlp = 32;
   l.max_mini_batch = 1024;
   return l;
 }
 
-EvolutionModule::EvolutionModule(std::shared_ptr<ModelLibrary> library)
-    : library_(library ? std::move(library) : std::make_shared<ModelLibrary>()) {
+EvolutionModule::EvolutionModule(std::shared_ptr<ModelLibrary> library, std::shared_ptr<ComputeChoice> compute)
+    : library_(library ? std::move(library) : std::make_shared<ModelLibrary>()),
+      compute_(compute ? std::move(compute) : std::make_shared<ComputeChoice>()) {
   error_ = "waiting for settings";
 }
 
@@ -54,7 +58,48 @@ void EvolutionModule::rebuild() {
   model_step_ = -1;
   try {
     validate(config_, limits());
-    head_ = build_head_inputs<double>(config_, *library_);
+    device_ = cpu_device().describe();
+    device_note_.clear();
+    const ComputeTarget target = config_.toy() ? ComputeTarget{} : compute_->target();
+    if (!config_.toy()) device_note_ = target.note;
+    if (target.gpu) {
+      // The GPU's forward gives what the chosen block reads (the expensive part for a large model at
+      // a long T); W_t is then recomputed here, token by token in double precision, from those inputs:
+      // the views need every W_t on the host anyway (its singular values), and recomputing it costs
+      // O(d²) per token instead of streaming d² floats per token back from the device.
+      ModelOverrides o;
+      if (config_.override_model) {
+        o.mini_batch = config_.mini_batch;
+        o.base_lr = config_.eta_base;
+      }
+      const auto model = library_->get(config_.model_id, o);
+      if (const std::string why = target.gpu->model_unsupported(model->config()); !why.empty()) {
+        device_note_ = "on the CPU: " + why;
+        head_ = build_head_inputs<double>(config_, *library_);
+      } else {
+        const std::vector<unsigned char> bytes = config_bytes(config_);
+        TokenBatch b;
+        b.batch = 1;
+        b.seq_len = static_cast<int>(bytes.size());
+        b.tokens.assign(bytes.begin(), bytes.end());
+        b.tokens.push_back(0);  // a target for the last input (no loss is read)
+        const auto gm = target.gpu->load_model(*model, 1, b.seq_len);
+        const auto inputs = gm->layer_inputs(b);
+        if (config_.block < 0 || config_.block >= static_cast<int>(inputs.size()))
+          throw std::invalid_argument("block " + std::to_string(config_.block) + " does not exist");
+        const auto lib = library_->view();
+        const ModelInfo* info = lib->find(config_.model_id);
+        const std::string label = info ? info->label.substr(0, info->label.find(" (")) : config_.model_id;
+        auto heads = model_layer_heads_from<double>(*model, bytes, config_.block, label,
+                                                    inputs[static_cast<std::size_t>(config_.block)]);
+        if (config_.head < 0 || config_.head >= static_cast<int>(heads.size()))
+          throw std::invalid_argument("head " + std::to_string(config_.head) + " does not exist");
+        head_ = std::move(heads[static_cast<std::size_t>(config_.head)]);
+        device_ = "GPU: " + target.gpu->device().name + " (the model's forward); W_t recomputed on the CPU";
+      }
+    } else {
+      head_ = build_head_inputs<double>(config_, *library_);
+    }
     state_ = InnerState<double>::start(head_->w0);
     auto w0 = std::make_shared<EvolutionStep>();
     w0->w1 = head_->w0.W1.cast<float>();
@@ -144,6 +189,8 @@ void EvolutionModule::publish(Snapshot& snapshot) const {
     v->w0 = w0_;
     v->steps = steps_;
     v->done = static_cast<long>(steps_.size()) == head_->tokens();
+    v->device = device_;
+    v->device_note = device_note_;
   }
   v->model_version = model_version_;
   v->model_step = model_step_;

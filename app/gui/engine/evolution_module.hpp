@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 
+#include "gui/engine/compute_device.hpp"
 #include "gui/engine/engine.hpp"
 #include "gui/engine/head_inputs.hpp"
 #include "gui/engine/model_library.hpp"
@@ -16,7 +17,9 @@ namespace tttlab::gui {
 
 class EvolutionModule final : public EngineModule {
  public:
-  explicit EvolutionModule(std::shared_ptr<ModelLibrary> library = nullptr);
+  // `compute`: the device choice (compute_device.hpp); null: the CPU only.
+  explicit EvolutionModule(std::shared_ptr<ModelLibrary> library = nullptr,
+                           std::shared_ptr<ComputeChoice> compute = nullptr);
   const char* name() const override { return "hidden-state evolution"; }
   bool handle(const Command& command, ModuleContext& ctx) override;
   bool has_work(Clock::time_point now) const override;
@@ -29,6 +32,8 @@ class EvolutionModule final : public EngineModule {
  private:
   void rebuild();  // the head from config_ with the model's current weights
   std::shared_ptr<ModelLibrary> library_;
+  std::shared_ptr<ComputeChoice> compute_;
+  std::string device_, device_note_;  // where the head's inputs were computed (EvolutionView)
   HeadConfig config_;
   bool configured_ = false;
   std::uint64_t generation_ = 0;

@@ -30,6 +30,8 @@ struct EvolutionView {
   std::uint64_t generation = 0;
   std::string error;
   std::string description;
+  std::string device;       // where the head's inputs were computed, in words
+  std::string device_note;  // why the CPU although a GPU is in use, or ""
   std::vector<unsigned char> bytes;
   int d = 0;
   int mini_batch = 0;

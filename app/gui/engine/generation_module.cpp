@@ -49,8 +49,9 @@ int sample_byte(const RowVec<float>& logits, double temperature, int top_k, Rng&
   return idx[static_cast<std::size_t>(pick)];
 }
 
-GenerationModule::GenerationModule(std::shared_ptr<ModelLibrary> library)
+GenerationModule::GenerationModule(std::shared_ptr<ModelLibrary> library, std::shared_ptr<ComputeChoice> compute)
     : library_(library ? std::move(library) : std::make_shared<ModelLibrary>()),
+      compute_(compute ? std::move(compute) : std::make_shared<ComputeChoice>()),
       view_(std::make_shared<GenerationView>()) {}
 GenerationModule::~GenerationModule() = default;
 
@@ -74,9 +75,10 @@ void GenerationModule::start(const GenSettings& s) {
   v->settings = s;
   v->generation = ++generation_;
   view_ = v;
+  decoder_.reset();
   model_.reset();
   stream_.reset();
-  decode_ms_ = 0;
+  byte_ms_.clear();
   decoded_ = 0;
   try {
     if (s.prompt.empty()) throw std::invalid_argument("the prompt is empty: type a few words to start from");
@@ -94,7 +96,19 @@ void GenerationModule::start(const GenSettings& s) {
     v->heads = c.num_attention_heads;
     v->d = c.head_dim();
     rng_ = Rng(s.seed);
-    stream_ = model_->start();
+    const ComputeTarget target = compute_->target();
+    v->device = cpu_device().describe();
+    v->device_note = target.note;
+    if (target.gpu) {
+      if (const std::string why = target.gpu->decode_unsupported(c); why.empty()) {
+        decoder_ = target.gpu->decoder(*model_);
+        v->device = decoder_->describe();
+        v->states_on_gpu = true;
+      } else {
+        v->device_note = "on the CPU: " + why;
+      }
+    }
+    if (!decoder_) stream_ = model_->start();
     std::vector<int> prompt(s.prompt.begin(), s.prompt.end());
     for (int& t : prompt) t &= 0xff;
     logits_ = feed(prompt, true, {}, 0.0f);
@@ -122,6 +136,12 @@ RowVec<float> GenerationModule::feed(const std::vector<int>& tokens, bool prompt
   if (!prompt && !out.empty()) {
     out[0]->top = top;
     out[0]->prob = prob;
+  }
+  if (decoder_) {  // the GPU: logits only, the states stay on the device
+    std::vector<float> l;
+    decoder_->feed(tokens, l);
+    for (auto& g : out) v.tokens.push_back(std::move(g));
+    return Eigen::Map<const RowVec<float>>(l.data(), static_cast<Eigen::Index>(l.size()));
   }
   Mat<float> logits;
   if (v.ttt) {
@@ -155,9 +175,10 @@ void GenerationModule::work(ModuleContext& ctx) {
     const int next = sample_byte(logits_, s.temperature, s.top_k, rng_, &top, &prob);
     const auto t0 = Clock::now();
     logits_ = feed({next}, false, top, prob);
-    decode_ms_ += std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    byte_ms_.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
     ++decoded_;
-    view_->bytes_per_second = decode_ms_ > 0 ? 1000.0 * static_cast<double>(decoded_) / decode_ms_ : 0.0;
+    view_->byte_time = summarize_ms(byte_ms_, 0);
+    view_->bytes_per_second = view_->byte_time.median_ms > 0 ? 1000.0 / view_->byte_time.median_ms : 0.0;
     if (decoded_ >= s.max_tokens) view_->running = false;
   } catch (const std::exception& e) {
     view_->error = e.what();

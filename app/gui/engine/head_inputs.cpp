@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "gui/engine/compute_device.hpp"
 #include "gui/engine/model_library.hpp"
 #include "tttlab/model/model.hpp"
 #include "tttlab/ttt/eta.hpp"
@@ -120,6 +121,51 @@ std::vector<HeadInputs<S>> model_layer_heads(const Model<float>& model, const st
 }
 
 template <class S>
+std::vector<HeadInputs<S>> model_layer_heads_from(const Model<float>& model, const std::vector<unsigned char>& bytes,
+                                                  int block, const std::string& model_label, const GpuLayerInputs& in,
+                                                  int seq) {
+  const ModelConfig& mc = model.config();
+  if (block < 0 || block >= mc.num_hidden_layers) throw std::invalid_argument("block out of range");
+  const auto* layer = dynamic_cast<const TTTLayer<float>*>(&model.mixer(block));
+  if (!layer) throw std::invalid_argument("block " + std::to_string(block) + " is not a TTT layer");
+  const TTTLayerConfig& lc = layer->config();
+  const TTTLayerParams<float>& p = layer->params();
+  const int d = lc.head_dim(), H = lc.heads;
+  const long T = static_cast<long>(bytes.size());
+  const std::size_t HD = static_cast<std::size_t>(H) * d;
+  const std::size_t rows0 = static_cast<std::size_t>(seq) * T;
+  if (in.Q.size() < (rows0 + T) * HD || in.K.size() != in.Q.size() || in.V.size() != in.Q.size() ||
+      in.lambda.size() < (static_cast<std::size_t>(seq) + 1) * H * T || in.tau.size() != static_cast<std::size_t>(lc.inner.mini_batch))
+    throw std::invalid_argument("the GPU's layer inputs do not match the model and the text");
+  std::vector<HeadInputs<S>> heads(static_cast<std::size_t>(H));
+  for (int h = 0; h < H; ++h) {
+    HeadInputs<S>& o = heads[static_cast<std::size_t>(h)];
+    o.bytes = bytes;
+    o.Q.resize(T, d);
+    o.K.resize(T, d);
+    o.V.resize(T, d);
+    o.lambda.resize(T);
+    for (long t = 0; t < T; ++t) {
+      const std::size_t r = (rows0 + static_cast<std::size_t>(t)) * HD + static_cast<std::size_t>(h) * d;
+      for (int c = 0; c < d; ++c) {
+        o.Q(t, c) = static_cast<S>(in.Q[r + c]);
+        o.K(t, c) = static_cast<S>(in.K[r + c]);
+        o.V(t, c) = static_cast<S>(in.V[r + c]);
+      }
+      o.lambda(t) = static_cast<S>(in.lambda[(static_cast<std::size_t>(seq) * H + h) * T + t]);
+    }
+    o.params.ln_weight = p.ttt_norm_w.row(h).template cast<S>();
+    o.params.ln_bias = p.ttt_norm_b.row(h).template cast<S>();
+    o.params.tau.resize(static_cast<Eigen::Index>(in.tau.size()));
+    for (std::size_t i = 0; i < in.tau.size(); ++i) o.params.tau(static_cast<Eigen::Index>(i)) = static_cast<S>(in.tau[i]);
+    o.options = lc.inner;
+    o.w0 = cast_weights<S>(p.W0[static_cast<std::size_t>(h)]);
+    o.description = model_label + " · block " + std::to_string(block) + " · head " + std::to_string(h) + " (inputs from the GPU)";
+  }
+  return heads;
+}
+
+template <class S>
 HeadInputs<S> build_head_inputs(const HeadConfig& c, ModelLibrary& library) {
   if (c.source == HeadSource::Toy) return make_toy_head<S>(c);
   ModelOverrides o;
@@ -167,6 +213,8 @@ std::string token_label(unsigned char b) {
 
 #define TTTLAB_INSTANTIATE(S)                                                                              \
   template HeadInputs<S> make_toy_head<S>(const HeadConfig&);                                              \
+  template std::vector<HeadInputs<S>> model_layer_heads_from<S>(const Model<float>&, const std::vector<unsigned char>&, \
+                                                               int, const std::string&, const GpuLayerInputs&, int); \
   template std::vector<HeadInputs<S>> model_layer_heads<S>(const Model<float>&,                            \
                                                            const std::vector<unsigned char>&, int,         \
                                                            const std::string&);                            \

@@ -45,6 +45,15 @@ template <class S>
 std::vector<HeadInputs<S>> model_layer_heads(const Model<float>& model, const std::vector<unsigned char>& bytes,
                                              int block, const std::string& model_label);
 
+// The same heads, from inputs computed elsewhere (the GPU's forward, compute_device.hpp): sequence
+// `seq` of `in` (a batch of T = bytes.size() tokens per sequence) for block `block`; the layer's own
+// parameters (γ, β, W0) come from `model`.
+struct GpuLayerInputs;
+template <class S>
+std::vector<HeadInputs<S>> model_layer_heads_from(const Model<float>& model, const std::vector<unsigned char>& bytes,
+                                                  int block, const std::string& model_label, const GpuLayerInputs& in,
+                                                  int seq = 0);
+
 // The head `c` describes, either source. Throws std::invalid_argument / std::runtime_error with a
 // one-line message (bad settings, model missing, block or head out of range).
 template <class S>

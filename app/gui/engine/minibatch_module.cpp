@@ -31,14 +31,42 @@ struct MiniBatchModule::Job {
   double loss_sum = 0;
   long counted = 0;
   std::shared_ptr<SweepResult> result;        // copied into each published view
+  ComputeTarget target;                       // the GPU also runs each b when target.gpu
 
   long units_per_b() const {
     return windows->windows() + (settings.mode == SweepMode::Train ? settings.train_steps : 0);
   }
 };
 
-MiniBatchModule::MiniBatchModule(std::shared_ptr<ModelLibrary> library)
+// The same b on the GPU: the loss over the sweep's windows (one launch) and the timed forward of one
+// window. Shapes the kernels do not take (b > 64) keep the CPU's numbers, with a note.
+void MiniBatchModule::run_gpu(Job& j, const Model<float>& m, SweepPoint& p) {
+  GpuCompute& gpu = *j.target.gpu;
+  const std::string why = gpu.model_unsupported(m.config());
+  if (!why.empty()) {
+    p.gpu_note = why;
+    return;
+  }
+  const int T = j.settings.seq_len;
+  const long W = j.windows->windows();
+  // Up to 16 windows per launch bounds the activations a large model keeps on the device.
+  const auto gm = gpu.load_model(m, static_cast<int>(std::min<long>(W, 16)), T);
+  EvalOptions eo;
+  eo.max_windows = static_cast<int>(W);
+  const EvalReport r = gm->evaluate(j.data->val, T, eo);
+  p.loss = r.loss;
+  p.bpb = r.bpb;
+  p.loss_by_position = r.loss_by_position;
+  p.gpu_loss = true;
+  constexpr int kWarmup = 3, kRepeats = 20;
+  SequentialWindows one(std::span<const std::uint8_t>(j.data->val), 1, T, 1);
+  p.gpu_time = summarize_ms(gm->time_forward(one.batch_at(0), kWarmup, kRepeats), kWarmup);
+  p.gpu = true;
+}
+
+MiniBatchModule::MiniBatchModule(std::shared_ptr<ModelLibrary> library, std::shared_ptr<ComputeChoice> compute)
     : library_(library ? std::move(library) : std::make_shared<ModelLibrary>()),
+      compute_(compute ? std::move(compute) : std::make_shared<ComputeChoice>()),
       view_(std::make_shared<MiniBatchView>()) {}
 MiniBatchModule::~MiniBatchModule() = default;
 
@@ -77,6 +105,10 @@ void MiniBatchModule::start(const SweepSettings& s, ModuleContext& ctx) {
     job->bs = sweep_mini_batches(s.seq_len);
     job->result = std::make_shared<SweepResult>();
     job->result->settings = s;
+    job->target = compute_->target();
+    job->result->cpu_device = cpu_device().describe();
+    job->result->gpu_device = job->target.gpu ? job->target.gpu->device().name : std::string();
+    job->result->gpu_note = job->target.note;
     if (s.mode == SweepMode::Evaluate) {
       const auto m = library_->get(s.model_id);  // fail now (clear message) rather than mid-sweep
       if (!m->config().is_ttt())
@@ -190,8 +222,10 @@ void MiniBatchModule::work(ModuleContext& ctx) {
       p.bpb = p.loss / std::log(2.0);
       p.loss_by_position.resize(j.sums.size());
       for (std::size_t t = 0; t < j.sums.size(); ++t) p.loss_by_position[t] = j.sums[t] / static_cast<double>(j.window);
-      // The fastest window: the least disturbed by other programs on a shared machine.
-      p.ms_per_forward = *std::min_element(j.times.begin(), j.times.end());
+      p.cpu_time = summarize_ms(j.times, 0);
+      p.ms_per_forward = p.cpu_time.median_ms;
+      p.cpu_loss = p.loss;
+      if (j.window >= W && j.target.gpu) run_gpu(j, m, p);
       if (j.window >= W) {
         ++j.index;
         j.trainer.reset();

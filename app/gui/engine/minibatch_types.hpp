@@ -6,8 +6,11 @@
 //             to a model at test time. Fast.
 //   Train     for each b, a small model trained from the same seed on the same batches, then
 //             evaluated: the paper's experiment, at toy scale. Slow (cancellable).
-// Forward times are single-threaded wall times of Model::eval_sequence (dual form), the fastest of the
-// evaluation windows (the one least disturbed by other programs).
+// CPU forward times are single-threaded wall times of Model::eval_sequence (dual form) of one window,
+// summarised over the evaluation windows (median, min–max). When the panels compute on a GPU, each b
+// is also run there: the loss over the same windows (all at once) and the forward time of one window
+// (CUDA events, median and min–max of 20 runs after 3 warm-up runs), so both curves can be drawn.
+// The GPU kernels take b ≤ 64: larger b stay on the CPU, and the point says so.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "gui/engine/compute_device.hpp"
 #include "gui/engine/primal_dual_types.hpp"  // JobOutcome
 
 namespace tttlab::gui {
@@ -35,8 +39,14 @@ struct SweepSettings {
 
 struct SweepPoint {
   int b = 0;
-  double loss = 0, bpb = 0;            // mean over the windows done
-  double ms_per_forward = 0;           // the fastest of the windows
+  double loss = 0, bpb = 0;            // mean over the windows done (on the GPU where gpu_loss)
+  double ms_per_forward = 0;           // CPU: the median over the windows (cpu_time.median_ms)
+  TimingSummary cpu_time;              // CPU forward of one window, over the windows
+  bool gpu = false;                    // this b also ran on the GPU
+  bool gpu_loss = false;               // loss, bpb and loss_by_position are the GPU's
+  double cpu_loss = 0;                 // the CPU's loss over the same windows (agreement check)
+  TimingSummary gpu_time;              // GPU forward of one window
+  std::string gpu_note;                // why this b did not run on the GPU (a GPU was in use)
   std::vector<double> loss_by_position;  // [T] nats
   long windows_done = 0;
   std::vector<double> train_loss;      // Train mode: the loss of every step
@@ -45,6 +55,9 @@ struct SweepPoint {
 struct SweepResult {
   SweepSettings settings;
   std::string label;                   // what was swept, for the legend
+  std::string cpu_device;              // the CPU, in words
+  std::string gpu_device;              // the GPU that also ran the sweep, or "" (CPU only)
+  std::string gpu_note;                // why no GPU, when one was asked for
   std::vector<SweepPoint> points;      // in order of b; the last one may be in progress
   bool complete = false;
 };

@@ -2,6 +2,7 @@
 // initialisers that a static library could drop). Each module pairs with a panel in
 // app/gui/panels/registry.cpp. Every module that runs language models shares one ModelLibrary, so a
 // model is loaded once and a checkpoint opened (or trained) in one panel is offered in all of them.
+#include "gui/engine/compute_module.hpp"
 #include "gui/engine/curves_module.hpp"
 #include "gui/engine/engine.hpp"
 #include "gui/engine/evaluation_module.hpp"
@@ -17,17 +18,22 @@
 
 namespace tttlab::gui {
 
-std::vector<std::unique_ptr<EngineModule>> make_engine_modules(const TrainDevices& devices) {
+std::vector<std::unique_ptr<EngineModule>> make_engine_modules() { return make_engine_modules(ComputeDevices{}); }
+
+std::vector<std::unique_ptr<EngineModule>> make_engine_modules(const ComputeDevices& devices) {
   auto library = std::make_shared<ModelLibrary>();
+  // One device choice for every panel that computes (the Compute menu).
+  auto compute = std::make_shared<ComputeChoice>(devices);
   std::vector<std::unique_ptr<EngineModule>> m;
+  m.push_back(std::make_unique<ComputeModule>(compute));
   m.push_back(std::make_unique<StepperModule>(library));
-  m.push_back(std::make_unique<EvolutionModule>(library));
-  m.push_back(std::make_unique<CurvesModule>(library));
-  m.push_back(std::make_unique<MiniBatchModule>(library));
-  m.push_back(std::make_unique<PrimalDualModule>(library));
-  m.push_back(std::make_unique<TrainingModule>(library, devices));
-  m.push_back(std::make_unique<EvaluationModule>(library));
-  m.push_back(std::make_unique<GenerationModule>(library));
+  m.push_back(std::make_unique<EvolutionModule>(library, compute));
+  m.push_back(std::make_unique<CurvesModule>(library, compute));
+  m.push_back(std::make_unique<MiniBatchModule>(library, compute));
+  m.push_back(std::make_unique<PrimalDualModule>(library, compute));
+  m.push_back(std::make_unique<TrainingModule>(library, devices.train));
+  m.push_back(std::make_unique<EvaluationModule>(library, compute));
+  m.push_back(std::make_unique<GenerationModule>(library, compute));
   m.push_back(std::make_unique<NonparametricModule>(library));
   m.push_back(std::make_unique<RecallModule>());
   // Last: it publishes the library after the other modules loaded models into it in the same pass.

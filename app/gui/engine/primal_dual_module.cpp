@@ -62,10 +62,11 @@ namespace {
 template <class S>
 class TypedJob final : public PrimalDualModule::Job {
  public:
-  TypedJob(const PrimalDualConfig& cfg, ModelLibrary& library) : cfg_(cfg), library_(library) {}
+  TypedJob(const PrimalDualConfig& cfg, ModelLibrary& library, ComputeTarget target)
+      : cfg_(cfg), library_(library), target_(std::move(target)) {}
 
   double progress() const override {
-    const double total = 2.0 + 2.0 * cfg_.timing_reps;
+    const double total = 2.0 + 2.0 * cfg_.timing_reps + (target_.gpu ? static_cast<double>(blocks_.size()) : 0.0);
     return done_steps_ / total;
   }
 
@@ -79,7 +80,13 @@ class TypedJob final : public PrimalDualModule::Job {
     if (phase_ == Phase::Primal || phase_ == Phase::Dual) {
       const bool dual = phase_ == Phase::Dual;
       run_form(dual);
-      if (static_cast<int>(times_[dual][0].size()) == cfg_.timing_reps) phase_ = dual ? Phase::Compare : Phase::Dual;
+      if (static_cast<int>(times_[dual][0].size()) == cfg_.timing_reps)
+        phase_ = dual ? (target_.gpu ? Phase::Gpu : Phase::Compare) : Phase::Dual;
+      return false;
+    }
+    if (phase_ == Phase::Gpu) {  // one block per work item
+      run_gpu(gpu_.size());
+      if (gpu_.size() == blocks_.size() || !gpu_note_.empty()) phase_ = Phase::Compare;
       return false;
     }
     compare(out);
@@ -87,7 +94,85 @@ class TypedJob final : public PrimalDualModule::Job {
   }
 
  private:
-  enum class Phase { Build, Primal, Dual, Compare };
+  enum class Phase { Build, Primal, Dual, Gpu, Compare };
+
+  // The heads of block `blk` in the kernels' layout (GpuHeads), or why they cannot be.
+  GpuHeads pack(const std::vector<HeadInputs<S>>& heads) const {
+    const HeadInputs<S>& h0 = heads.front();
+    GpuHeads g;
+    g.mlp = h0.options.model == InnerModel::MLP;
+    g.heads = static_cast<int>(heads.size());
+    g.T = static_cast<int>(h0.tokens());
+    g.d = h0.d();
+    g.mini_batch = h0.options.mini_batch;
+    g.layer_norm = h0.options.layer_norm;
+    g.residual = h0.options.residual;
+    g.bias = h0.options.bias;
+    g.ln_eps = static_cast<float>(h0.options.ln_eps);
+    const int H = g.heads, T = g.T, d = g.d;
+    const std::size_t HD = static_cast<std::size_t>(H) * d;
+    g.Q.resize(static_cast<std::size_t>(T) * HD);
+    g.K.resize(g.Q.size());
+    g.V.resize(g.Q.size());
+    g.lambda.resize(static_cast<std::size_t>(H) * T);
+    for (int h = 0; h < H; ++h) {
+      const HeadInputs<S>& x = heads[static_cast<std::size_t>(h)];
+      for (int t = 0; t < T; ++t) {
+        for (int c = 0; c < d; ++c) {
+          const std::size_t e = static_cast<std::size_t>(t) * HD + static_cast<std::size_t>(h) * d + c;
+          g.Q[e] = static_cast<float>(x.Q(t, c));
+          g.K[e] = static_cast<float>(x.K(t, c));
+          g.V[e] = static_cast<float>(x.V(t, c));
+        }
+        g.lambda[static_cast<std::size_t>(h) * T + t] = static_cast<float>(x.lambda(t));
+      }
+      const auto append = [](std::vector<float>& out, const auto& m) {
+        for (Eigen::Index r = 0; r < m.rows(); ++r)
+          for (Eigen::Index c = 0; c < m.cols(); ++c) out.push_back(static_cast<float>(m(r, c)));
+      };
+      append(g.ln_weight, x.params.ln_weight);
+      append(g.ln_bias, x.params.ln_bias);
+      append(g.W1, x.w0.W1);
+      append(g.b1, x.w0.b1);
+      append(g.W2, x.w0.W2);
+      append(g.b2, x.w0.b2);
+    }
+    for (Eigen::Index i = 0; i < h0.params.tau.size(); ++i) g.tau.push_back(static_cast<float>(h0.params.tau(i)));
+    return g;
+  }
+
+  // The GPU's dual form for block `blk`: the TTT kernel, or (the Theorem 1 reduction with b = T beyond
+  // the kernels' mini-batch limit) the linear-attention kernel.
+  void run_gpu(std::size_t blk) {
+    const auto& heads = blocks_[blk];
+    constexpr int kWarmup = 2;
+    GpuHeads g = pack(heads);
+    std::string why = target_.gpu->ttt_forward_unsupported(g);
+    if (why.empty() && heads.front().options.model == InnerModel::MLP && heads.front().options.mlp_expansion != 4)
+      why = "the GPU's TTT-MLP kernels have a hidden width of 4d";
+    GpuRun r;
+    if (why.empty()) {
+      r = target_.gpu->ttt_forward(g, cfg_.gpu_math, kWarmup, cfg_.timing_reps);
+    } else if (cfg_.linear_attention) {
+      r = target_.gpu->linear_attention(g.Q, g.K, g.V, g.heads, g.T, g.d, kWarmup, cfg_.timing_reps);
+    } else {
+      gpu_note_ = "the GPU kernels cannot run this head: " + why;
+      return;
+    }
+    gpu_kernel_ = r.kernel;
+    GpuBlock out;
+    out.ms = r.ms;
+    const int H = g.heads, T = g.T, d = g.d;
+    out.outputs.resize(heads.size());
+    for (int h = 0; h < H; ++h) {
+      Mat<double>& o = out.outputs[static_cast<std::size_t>(h)];
+      o.resize(T, d);
+      for (int t = 0; t < T; ++t)
+        for (int c = 0; c < d; ++c)
+          o(t, c) = r.O[static_cast<std::size_t>(t) * H * d + static_cast<std::size_t>(h) * d + c];
+    }
+    gpu_.push_back(std::move(out));
+  }
 
   void build() {
     const HeadConfig& c = cfg_.head;
@@ -195,6 +280,44 @@ class TypedJob final : public PrimalDualModule::Job {
     }
     v.primal_ms_median = median(v.primal_ms);
     v.dual_ms_median = median(v.dual_ms);
+    v.primal_time = summarize_ms(v.primal_ms, 0);
+    v.dual_time = summarize_ms(v.dual_ms, 0);
+    v.cpu_device = cpu_device().describe();
+
+    // The GPU's column: its difference from the CPU primal form, per layer and for the head on show.
+    v.gpu_ran = !gpu_.empty() && gpu_.size() == blocks_.size();
+    v.gpu_device = target_.gpu ? target_.gpu->device().name : std::string();
+    v.gpu_note = target_.gpu ? gpu_note_ : target_.note;
+    v.gpu_kernel = gpu_kernel_;
+    v.gpu_math = cfg_.gpu_math;
+    v.gpu_max_abs_diff = 0;
+    v.gpu_ms.clear();
+    v.gpu_time = {};
+    v.gpu_token_diff.clear();
+    if (v.gpu_ran) {
+      v.gpu_ms.assign(gpu_[0].ms.size(), 0.0);
+      for (std::size_t blk = 0; blk < blocks_.size(); ++blk) {
+        LayerComparison& L = v.layers[blk];
+        for (std::size_t h = 0; h < blocks_[blk].size(); ++h) {
+          const Mat<double>& p = outputs_[0][blk][h];
+          if (p.size()) L.gpu_max_abs_diff = std::max(L.gpu_max_abs_diff, (p - gpu_[blk].outputs[h]).cwiseAbs().maxCoeff());
+        }
+        L.gpu_time = summarize_ms(gpu_[blk].ms, 2);
+        for (std::size_t r = 0; r < v.gpu_ms.size() && r < gpu_[blk].ms.size(); ++r) v.gpu_ms[r] += gpu_[blk].ms[r];
+        v.gpu_max_abs_diff = std::max(v.gpu_max_abs_diff, L.gpu_max_abs_diff);
+      }
+      v.gpu_time = summarize_ms(v.gpu_ms, 2);
+      const Mat<double> gd =
+          (outputs_[0][static_cast<std::size_t>(shown_block_)][static_cast<std::size_t>(shown_head_)] -
+           gpu_[static_cast<std::size_t>(shown_block_)].outputs[static_cast<std::size_t>(shown_head_)])
+              .cwiseAbs();
+      v.gpu_token_diff.resize(static_cast<std::size_t>(gd.rows()));
+      for (Eigen::Index t = 0; t < gd.rows(); ++t) v.gpu_token_diff[static_cast<std::size_t>(t)] = gd.row(t).maxCoeff();
+    }
+    for (std::size_t blk = 0; blk < blocks_.size(); ++blk) {
+      v.layers[blk].primal_time = summarize_ms(times_[0][blk], 0);
+      v.layers[blk].dual_time = summarize_ms(times_[1][blk], 0);
+    }
 
     const Mat<double>& op = outputs_[0][static_cast<std::size_t>(shown_block_)][static_cast<std::size_t>(shown_head_)];
     const Mat<double>& od = outputs_[1][static_cast<std::size_t>(shown_block_)][static_cast<std::size_t>(shown_head_)];
@@ -239,8 +362,16 @@ class TypedJob final : public PrimalDualModule::Job {
     return {diff, scale};
   }
 
+  struct GpuBlock {
+    std::vector<Mat<double>> outputs;  // [head] [T, d]
+    std::vector<double> ms;            // the timed repetitions
+  };
+
   PrimalDualConfig cfg_;
   ModelLibrary& library_;
+  ComputeTarget target_;
+  std::vector<GpuBlock> gpu_;  // [block]
+  std::string gpu_kernel_, gpu_note_;
   Phase phase_ = Phase::Build;
   int done_steps_ = 0;
   std::string description_;
@@ -252,8 +383,9 @@ class TypedJob final : public PrimalDualModule::Job {
 
 }  // namespace
 
-PrimalDualModule::PrimalDualModule(std::shared_ptr<ModelLibrary> library)
+PrimalDualModule::PrimalDualModule(std::shared_ptr<ModelLibrary> library, std::shared_ptr<ComputeChoice> compute)
     : library_(library ? std::move(library) : std::make_shared<ModelLibrary>()),
+      compute_(compute ? std::move(compute) : std::make_shared<ComputeChoice>()),
       view_(std::make_shared<PrimalDualView>()) {}
 PrimalDualModule::~PrimalDualModule() = default;
 
@@ -275,9 +407,9 @@ bool PrimalDualModule::handle(const Command& command, ModuleContext& ctx) {
       throw std::invalid_argument("timing repetitions must be in [1, 50]");
     validate(run->config.head.toy() ? v->effective : run->config.head, limits());
     if (run->config.precision == Precision::Float)
-      job_ = std::make_unique<TypedJob<float>>(run->config, *library_);
+      job_ = std::make_unique<TypedJob<float>>(run->config, *library_, compute_->target());
     else
-      job_ = std::make_unique<TypedJob<double>>(run->config, *library_);
+      job_ = std::make_unique<TypedJob<double>>(run->config, *library_, compute_->target());
     v->outcome = JobOutcome::Running;
     job_id_ = ctx.begin_job("Primal vs dual: T = " + std::to_string(run->config.head.tokens()));
   } catch (const std::exception& e) {

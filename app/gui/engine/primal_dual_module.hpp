@@ -2,13 +2,15 @@
 //
 // A PrimalDualRun command starts a job (cancelling the previous one). The job is split into work
 // items — build the inputs of every block; each timed repetition of the primal form over all blocks
-// and heads; the same for the dual form; compare and build the matrices — so the engine stays
-// responsive and a cancel lands between repetitions.
+// and heads; the same for the dual form; when the panels compute on a GPU, the CUDA dual form of one
+// block (all its heads, every repetition) per item; compare and build the matrices — so the engine
+// stays responsive and a cancel lands between repetitions.
 #pragma once
 
 #include <memory>
 #include <optional>
 
+#include "gui/engine/compute_device.hpp"
 #include "gui/engine/engine.hpp"
 #include "gui/engine/model_library.hpp"
 
@@ -16,7 +18,9 @@ namespace tttlab::gui {
 
 class PrimalDualModule final : public EngineModule {
  public:
-  explicit PrimalDualModule(std::shared_ptr<ModelLibrary> library = nullptr);
+  // `compute`: the device choice (compute_device.hpp); null: the CPU only.
+  explicit PrimalDualModule(std::shared_ptr<ModelLibrary> library = nullptr,
+                            std::shared_ptr<ComputeChoice> compute = nullptr);
   ~PrimalDualModule() override;
   const char* name() const override { return "primal vs dual"; }
   bool handle(const Command& command, ModuleContext& ctx) override;
@@ -30,6 +34,7 @@ class PrimalDualModule final : public EngineModule {
 
  private:
   std::shared_ptr<ModelLibrary> library_;
+  std::shared_ptr<ComputeChoice> compute_;
   std::shared_ptr<const PrimalDualView> view_;
   std::unique_ptr<Job> job_;
   JobId job_id_ = 0;

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "gui/engine/compute_device.hpp"
 #include "gui/engine/head_config.hpp"
 #include "gui/plot/pooling.hpp"
 
@@ -29,6 +30,7 @@ struct PrimalDualConfig {
   Precision precision = Precision::Double;
   int timing_reps = 5;            // each form runs this many times; the median time is reported
   bool linear_attention = false;
+  GpuMath gpu_math = GpuMath::Fp32;  // the GPU's dual form (when the panels compute on a GPU)
 
   bool operator==(const PrimalDualConfig&) const = default;
   // The toy head actually run (the linear-attention reduction shown in the toy settings).
@@ -46,6 +48,10 @@ struct LayerComparison {
   double primal_ms = 0, dual_ms = 0;  // median over the repeats, all heads of the block
   double linear_attention_diff = 0;   // max |O − tril(QKᵀ)V| (with linear_attention)
   double linear_attention_scale = 0;  // max |tril(QKᵀ)V|
+  TimingSummary primal_time, dual_time;  // all heads of the block, over the repeats
+  // The GPU's dual form (gpu_ran): its largest difference from the CPU primal output, and its time.
+  double gpu_max_abs_diff = 0;
+  TimingSummary gpu_time;
 };
 
 struct PrimalDualView {
@@ -73,6 +79,22 @@ struct PrimalDualView {
   double max_abs_output = 0;
   std::vector<double> primal_ms, dual_ms;  // every repetition, all layers together
   double primal_ms_median = 0, dual_ms_median = 0;
+  TimingSummary primal_time, dual_time;    // the same, summarised (the CPU forms run no warm-up)
+  std::string cpu_device;                  // the CPU, in words
+
+  // The third computation, on the GPU (when the panels compute on one): the CUDA dual-form kernel on
+  // the same inputs in fp32, compared with the CPU primal output. With the Theorem 1 reduction and
+  // T > 64 (longer than the kernels' largest mini-batch) the GPU computes tril(QKᵀ)V with its linear-
+  // attention kernel instead, which Theorem 1 says is the same function.
+  bool gpu_ran = false;
+  std::string gpu_device;                  // "NVIDIA H100 80GB HBM3"
+  std::string gpu_kernel;                  // what ran, in words
+  std::string gpu_note;                    // why the GPU did not run (a GPU was chosen), or ""
+  GpuMath gpu_math = GpuMath::Fp32;
+  double gpu_max_abs_diff = 0;             // over all layers, against the CPU primal form
+  std::vector<double> gpu_ms;              // every timed repetition, all layers together
+  TimingSummary gpu_time;
+  std::vector<double> gpu_token_diff;      // [T] of the block and head on show
   // The block and head on show:
   int shown_block = 0, shown_head = 0;
   std::vector<double> token_diff;   // [T] max_j |O_primal − O_dual|[t, j]

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "gui/engine/command.hpp"
+#include "gui/engine/compute_device.hpp"
 #include "gui/engine/curves_types.hpp"
 #include "gui/engine/evaluation_types.hpp"
 #include "gui/engine/evolution_types.hpp"
@@ -55,6 +56,7 @@ struct Snapshot {
   std::shared_ptr<const GenerationView> generation;
   std::shared_ptr<const NonparametricView> nonparametric;
   std::shared_ptr<const RecallView> recall;
+  std::shared_ptr<const ComputeView> compute;  // which device the panels compute on
   std::vector<JobStatus> jobs;  // running jobs and those finished in the last few seconds
   EngineStats stats;
 };

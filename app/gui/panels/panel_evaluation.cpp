@@ -152,6 +152,18 @@ class EvaluationPanel final : public Panel {
     ImGui::PushFont(f.small);
     ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim), "%ld windows of T = %d from %s",
                        v.windows_total, v.settings.seq_len, v.data_description.c_str());
+    // Where each curve was computed, and (GPU) how long the whole evaluation took: one run, so no spread.
+    ImGui::PushTextWrapPos(0.0f);
+    for (const EvalCurve& c : v.curves) {
+      if (c.device.empty()) continue;
+      std::string line = c.label + ": " + c.device;
+      if (c.eval_ms > 0)
+        line += ", all " + std::to_string(c.windows_done) + " windows in " + format_value(c.eval_ms, 3) +
+                " ms (one run, copies included; loading the weights took " + format_value(c.load_ms, 3) + " ms)";
+      if (!c.note.empty()) line += " — " + c.note;
+      ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim), "%s", line.c_str());
+    }
+    ImGui::PopTextWrapPos();
     ImGui::PopFont();
     ImGui::Dummy(ImVec2(0, 4));
 
@@ -165,12 +177,18 @@ class EvaluationPanel final : public Panel {
     for (int i = 0; i < n; ++i) {
       const EvalCurve& c = v.curves[static_cast<std::size_t>(i)];
       if (i % per_row) ImGui::SameLine(0, gap);
+      // CPU: the median time of one window and the fastest–slowest; GPU: the whole evaluation divided by
+      // the windows (one run).
       const std::string each = format_value(c.ms_per_window, 3) + " ms per window";
+      const std::string spread = c.window_time.repeats > 1 ? " (" + format_value(c.window_time.min_ms, 2) + "–" +
+                                                                 format_value(c.window_time.max_ms, 2) + ")"
+                                                           : std::string();
       const std::string caption =
-          c.error.empty() ? widgets::fit(std::to_string(c.windows_done) + " windows, " + format_value(c.ms_per_window, 3) +
-                                             " ms each",
-                                         each, cw - 16.0f, f.small)
-                          : c.error;
+          c.error.empty()
+              ? widgets::fit(std::to_string(c.windows_done) + " windows, " + format_value(c.ms_per_window, 3) +
+                                 (c.eval_ms > 0 ? " ms each (GPU, all at once)" : " ms each, median" + spread),
+                             each, cw - 16.0f, f.small)
+              : c.error;
       widgets::metric(c.label.c_str(), c.windows_done ? format_value(c.bpb, 4) + " bits/byte" : "…", caption,
                       c.error.empty() ? widgets::series_color(i) : colors::kError, cw);
     }

@@ -211,6 +211,7 @@ class EvolutionPanel final : public Panel {
     ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim), "TTT-%s, d = %d, b = %d, T = %ld%s",
                        v.mlp ? "MLP" : "Linear", v.d, v.mini_batch, v.tokens(),
                        v.done ? "" : "  (computing…)");
+    if (!v.config.toy()) widgets::device_line(v.device, v.device_note);
     ImGui::PopFont();
     if (!v.config.toy()) widgets::follow_line(v.model_step, v.reloads);
 

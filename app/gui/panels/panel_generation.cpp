@@ -203,9 +203,14 @@ class GenerationPanel final : public Panel {
     ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kAccent), "%s", v.model_label.c_str());
     ImGui::SameLine(0, 10);
     ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim),
-                       "%ld prompt bytes + %ld generated%s · decoding at %s bytes/s (engine time) · T %.2f, top-k %s",
-                       n_prompt, n - n_prompt, v.running ? " …" : "", format_value(v.bytes_per_second, 3).c_str(),
-                       v.settings.temperature, v.settings.top_k ? std::to_string(v.settings.top_k).c_str() : "all");
+                       "%ld prompt bytes + %ld generated%s · T %.2f, top-k %s", n_prompt, n - n_prompt,
+                       v.running ? " …" : "", v.settings.temperature,
+                       v.settings.top_k ? std::to_string(v.settings.top_k).c_str() : "all");
+    if (v.byte_time.repeats > 0)
+      ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim),
+                         "Decoding at %.0f bytes/s: %s per byte (engine time; the prompt's prefill not counted)",
+                         v.bytes_per_second, format_timing(v.byte_time).c_str());
+    widgets::device_line(v.device, v.device_note);
     ImGui::PopFont();
     if (n == 0) return;
     const long sel = selected_ < 0 || selected_ >= n ? n - 1 : selected_;
@@ -267,13 +272,22 @@ class GenerationPanel final : public Panel {
       if (ImGui::IsMouseClicked(ImGuiMouseButton_Left)) selected_ = hovered;
     }
     ImGui::PushFont(f.small);
-    ImGui::TextDisabled("Behind each byte: its ‖ΔW‖ %s (light = large). Orange bar: the model starts writing. "
-                        "Hover: probabilities. Click or ← →: select.",
-                        s_.all_heads ? "(block mean)" : "(chosen head)");
+    if (v.states_on_gpu)
+      ImGui::TextDisabled("Orange bar: the model starts writing. Hover: probabilities. Click or ← →: select.");
+    else
+      ImGui::TextDisabled("Behind each byte: its ‖ΔW‖ %s (light = large). Orange bar: the model starts writing. "
+                          "Hover: probabilities. Click or ← →: select.",
+                          s_.all_heads ? "(block mean)" : "(chosen head)");
     ImGui::PopFont();
     ImGui::Dummy(ImVec2(0, 4));
     if (!v.ttt) {
       widgets::note("This model has no TTT layer: there is no hidden state to watch.");
+      return;
+    }
+    if (v.states_on_gpu) {
+      widgets::note("The GPU decodes these bytes and keeps every hidden state on the GPU, so there is no ΔW to "
+                    "show here. Choose the CPU in the Compute menu and generate again to watch each byte's "
+                    "update of every head.");
       return;
     }
     selected_view(v, sel);

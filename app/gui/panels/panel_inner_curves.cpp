@@ -168,6 +168,7 @@ class InnerCurvesPanel final : public Panel {
     ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim),
                        "%ld of %d sequences of T = %ld from %s · mean over %d heads · b = %d", v.sequences_done,
                        v.settings.sequences, v.T, v.data_description.c_str(), v.heads, v.mini_batch);
+    widgets::device_line(v.device, v.device_note);
     ImGui::PopFont();
     widgets::follow_line(v.model_step, v.reloads, v.reloading);
     if (v.sequences_done == 0) return;

@@ -186,8 +186,56 @@ class MiniBatchPanel final : public Panel {
     ImGui::Dummy(ImVec2(0, 6));
     widgets::note("Small b: more, smaller gradient steps per sequence (closer to online learning, more sequential "
                   "work). Large b: the gradients of a whole mini-batch are taken at one stale state, and the dual "
-                  "form does more of its work as large matrix products. Times are single-threaded forward passes "
-                  "of the whole model on the CPU (dual form), the fastest of the windows.");
+                  "form does more of its work as large matrix products. CPU times are single-threaded forward passes "
+                  "of the whole model (dual form), the median over the windows. With a GPU (the Compute menu) each b "
+                  "also runs there: the loss comes from the GPU, and its time is the median of 20 forward passes of "
+                  "one window measured on the GPU, after 3 warm-up passes that are not counted. On a CPU the dual "
+                  "form's large b is cheap; on a GPU small b also leaves most of the chip idle: there the tradeoff "
+                  "of the paper's Fig. 8 shows.");
+    if (snap.minibatch && snap.minibatch->current) timing_table(*snap.minibatch->current);
+  }
+
+  // Every b's forward time on each device: median and the fastest–slowest run.
+  static void timing_table(const SweepResult& r) {
+    bool any = false, gpu = false;
+    for (const auto& p : r.points) {
+      any = any || p.cpu_time.repeats > 0;
+      gpu = gpu || p.gpu;
+    }
+    if (!any) return;
+    widgets::section_label("FORWARD TIME OF ONE WINDOW");
+    ImGui::PushFont(fonts().small);
+    if (ImGui::BeginTable("##times", gpu ? 3 : 2, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp)) {
+      ImGui::TableSetupColumn("b");
+      ImGui::TableSetupColumn("CPU, ms");
+      if (gpu) ImGui::TableSetupColumn("GPU, ms");
+      ImGui::TableHeadersRow();
+      const auto cell = [](const TimingSummary& t) {
+        if (t.repeats == 0) {
+          ImGui::TextDisabled("—");
+          return;
+        }
+        ImGui::Text("%s", format_value(t.median_ms, 3).c_str());
+        ImGui::SameLine(0, 4);
+        ImGui::TextDisabled("%s–%s", format_value(t.min_ms, 3).c_str(), format_value(t.max_ms, 3).c_str());
+      };
+      for (const auto& p : r.points) {
+        ImGui::TableNextRow();
+        ImGui::TableNextColumn();
+        ImGui::Text("%d", p.b);
+        ImGui::TableNextColumn();
+        cell(p.cpu_time);
+        if (gpu) {
+          ImGui::TableNextColumn();
+          cell(p.gpu_time);
+        }
+      }
+      ImGui::EndTable();
+    }
+    ImGui::PushTextWrapPos(0.0f);
+    ImGui::TextDisabled("median, then fastest–slowest: CPU over the windows%s", gpu ? ", GPU over 20 runs" : "");
+    ImGui::PopTextWrapPos();
+    ImGui::PopFont();
   }
 
   void draw_view(const MiniBatchView& v, const Snapshot& snap, CommandSink& sink) {
@@ -212,6 +260,21 @@ class MiniBatchPanel final : public Panel {
       ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(kGhost), "ghost (grey): %s, T = %d", ghost->label.c_str(),
                          ghost->settings.seq_len);
     }
+    {
+      std::string dev = "Computed on: " + cur->cpu_device;
+      if (!cur->gpu_device.empty()) dev += " and GPU " + cur->gpu_device + " (losses from the GPU where b ≤ 64)";
+      ImGui::PushTextWrapPos(0.0f);
+      ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim), "%s", dev.c_str());
+      if (!cur->gpu_note.empty())
+        ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kWarning), "GPU: %s", cur->gpu_note.c_str());
+      for (const auto& p : cur->points)
+        if (!p.gpu_note.empty()) {
+          ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim), "b = %d on the CPU only: %s", p.b,
+                             p.gpu_note.c_str());
+          break;
+        }
+      ImGui::PopTextWrapPos();
+    }
     ImGui::PopFont();
     ImGui::Dummy(ImVec2(0, 4));
 
@@ -223,6 +286,7 @@ class MiniBatchPanel final : public Panel {
     // Quality versus time (left) and the loss per b (right).
     const ImVec2 origin = ImGui::GetCursorScreenPos();
     scatter_.clear();
+    scatter_.reserve(3);  // the series below keep pointers into it for this frame
     for (const SweepResult* r : {ghost, cur}) {
       if (!r) continue;
       auto& s = scatter_.emplace_back();
@@ -231,15 +295,26 @@ class MiniBatchPanel final : public Panel {
           s.x.push_back(p.ms_per_forward);
           s.y.push_back(p.bpb);
           s.b.push_back(p.b);
+          s.spread.push_back(p.cpu_time);
         }
     }
+    // The GPU's curve of the current sweep: the same losses against the GPU's forward time.
+    auto& gs = scatter_.emplace_back();
+    for (const auto& p : cur->points)
+      if (p.gpu) {
+        gs.x.push_back(p.gpu_time.median_ms);
+        gs.y.push_back(p.bpb);
+        gs.b.push_back(p.b);
+        gs.spread.push_back(p.gpu_time);
+      }
     plot::LinePlot q;
     q.id = "quality_time";
     q.export_name = "minibatch_quality_vs_time";
     q.title = "Quality versus time";
     q.y_label = widgets::fit("validation loss (bits per byte) against the forward time of one window",
                              "validation loss (bits per byte)", left_w, f.small);
-    q.x_label = "milliseconds per forward pass (single thread)";
+    q.x_label = gs.x.empty() ? "milliseconds per forward pass of one window (CPU, one thread; median)"
+                             : "milliseconds per forward pass of one window (median; CPU: one thread)";
     q.size = ImVec2(left_w, top_h);
     q.x_scale = s_.log_time ? plot::ScaleKind::Log10 : plot::ScaleKind::Linear;
     q.x_pad = 0.1;
@@ -247,11 +322,20 @@ class MiniBatchPanel final : public Panel {
     for (const SweepResult* r : {ghost, cur}) {
       if (!r) continue;
       const auto& s = scatter_[k++];
-      auto ser = plot::xy(r == cur ? "this sweep" : "previous sweep", s.x, s.y, r == cur ? colors::kAccent : kGhost);
+      auto ser = plot::xy(r == cur ? (gs.x.empty() ? "this sweep" : "this sweep, CPU") : "previous sweep", s.x, s.y,
+                          r == cur ? colors::kAccent : kGhost);
       ser.line = false;
       ser.markers = true;
-      const std::vector<int>* bl = &s.b;
-      ser.point_label = [bl](std::size_t i) { return "b=" + std::to_string((*bl)[i]); };
+      const Scatter* sc = &s;
+      ser.point_label = [sc](std::size_t i) { return sc->label(i); };
+      q.series.push_back(ser);
+    }
+    if (!gs.x.empty()) {
+      auto ser = plot::xy("this sweep, GPU", gs.x, gs.y, colors::kGood);
+      ser.line = false;
+      ser.markers = true;
+      const Scatter* sc = &gs;
+      ser.point_label = [sc](std::size_t i) { return sc->label(i); };
       q.series.push_back(ser);
     }
     q.x_format = [](double x) { return format_value(x, 3) + " ms"; };
@@ -356,6 +440,9 @@ class MiniBatchPanel final : public Panel {
   struct Scatter {
     std::vector<double> x, y;
     std::vector<int> b;
+    std::vector<TimingSummary> spread;  // the time of each point: median, min–max, runs
+    // The point's label on the plot; its times with their spread are in the table under the controls.
+    std::string label(std::size_t i) const { return "b=" + std::to_string(b[i]); }
   };
   LabSettings s_ = default_settings();
   std::uint64_t seen_generation_ = 0;

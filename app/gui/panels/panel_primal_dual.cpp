@@ -122,6 +122,19 @@ class PrimalDualPanel final : public Panel {
     ImGui::SetNextItemWidth(-1);
     ImGui::SliderInt("##reps", &c_.timing_reps, 1, 50, "%d runs per form");
     changed |= ImGui::IsItemDeactivatedAfterEdit();
+    if (snap.compute && snap.compute->gpu_available && snap.compute->request != ComputeRequest::CPU) {
+      ImGui::AlignTextToFramePadding();
+      ImGui::TextUnformatted("GPU math");
+      ImGui::SameLine(ImGui::GetFontSize() * 6.6f);
+      int g = c_.gpu_math == GpuMath::Fp32 ? 0 : 1;
+      if (ImGui::RadioButton("fp32", &g, 0)) changed = true;
+      ImGui::SameLine();
+      if (ImGui::RadioButton("tf32", &g, 1)) changed = true;
+      c_.gpu_math = g == 0 ? GpuMath::Fp32 : GpuMath::Tf32;
+      if (ImGui::IsItemHovered())
+        ImGui::SetTooltip("tf32 rounds each product's inputs to 10 bits of mantissa on the tensor cores: faster, "
+                          "with differences near 1e-3 of |O| instead of 1e-7");
+    }
     }
     ImGui::Dummy(ImVec2(0, 4));
     if (ImGui::Button("Run again  (F5)", ImVec2(-1, 0))) changed = true;
@@ -130,11 +143,15 @@ class PrimalDualPanel final : public Panel {
     widgets::note(c_.head.toy()
                       ? "Both forms run on the engine thread, one after the other, on the same inputs (a fixed "
                         "random byte embedding and random projections from the seed). Times are the median over "
-                        "the repeats, single-threaded CPU."
+                        "the repeats, single-threaded CPU, with the fastest and slowest run beside it."
                       : "Both forms run on the engine thread over every head of every block, each block reading "
                         "the input its own layer sees in the model (the embedding passed through the blocks before it, "
                         "then the layer's own projections of q, k and v). Times "
                         "are the median over the repeats, single-threaded CPU, all heads of a block together.");
+    widgets::note("With a GPU (the Compute menu), the same inputs also go through the GPU's dual-form kernel in "
+                  "single precision, all heads of a block at once; its output is compared with the CPU's primal "
+                  "form, the reference. GPU times are kernel times measured on the GPU itself, after 2 warm-up runs "
+                  "that are not counted; copying the inputs over is not included.");
   }
 
   void draw_view(const PrimalDualView& v, const Snapshot& snap, CommandSink& sink) {
@@ -174,6 +191,11 @@ class PrimalDualPanel final : public Panel {
       widgets::same_line_if_fits(details, 10);
       ImGui::PushTextWrapPos(0.0f);
       ImGui::TextDisabled("%s", details);
+      std::string devices = "Computed on: " + v.cpu_device + " (primal and dual form)";
+      if (v.gpu_ran) devices += "; GPU: " + v.gpu_device + " (" + v.gpu_kernel + ")";
+      ImGui::TextDisabled("%s", devices.c_str());
+      if (!v.gpu_note.empty())
+        ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kWarning), "GPU: %s", v.gpu_note.c_str());
       ImGui::PopTextWrapPos();
       ImGui::PopFont();
     }
@@ -276,8 +298,15 @@ class PrimalDualPanel final : public Panel {
     dp.x_range = plot::Range{-0.5, static_cast<double>(v.T) - 0.5};
     dp.markers = marks;
     dp.x_format = [&](double x) { return "t = " + std::to_string(std::lround(x)) + "  " + tok(std::lround(x)); };
-    dp.series.push_back(plot::line("max |difference|", diff, colors::kAccent, false, 0, 1));
+    dp.series.push_back(plot::line("CPU dual", diff, colors::kAccent, false, 0, 1));
     dp.legend = false;
+    std::vector<double> gpu_diff;  // outlives the plot call: series view their data, they do not copy it
+    if (v.gpu_ran && v.gpu_token_diff.size() == diff.size()) {
+      gpu_diff = v.gpu_token_diff;
+      for (double& d : gpu_diff) d = std::max(d, 1e-18);
+      dp.series.push_back(plot::line("GPU dual", gpu_diff, colors::kGood, false, 0, 1));
+      dp.legend = true;
+    }
     plot::line_plot(dp);
     ImGui::Dummy(ImVec2(0, 6));
     plot::LinePlot tp;
@@ -291,8 +320,13 @@ class PrimalDualPanel final : public Panel {
     tp.size = ImVec2(right_w, plot_h);
     tp.series.push_back(plot::line("primal", v.primal_ms, colors::kPrimal, false, 1, 1));
     tp.series.push_back(plot::line("dual", v.dual_ms, colors::kDual, false, 1, 1));
-    tp.y_range = plot::Range{0.0, 1.08 * std::max(*std::max_element(v.primal_ms.begin(), v.primal_ms.end()),
-                                                  *std::max_element(v.dual_ms.begin(), v.dual_ms.end()))};
+    double top_ms = std::max(*std::max_element(v.primal_ms.begin(), v.primal_ms.end()),
+                             *std::max_element(v.dual_ms.begin(), v.dual_ms.end()));
+    if (v.gpu_ran && !v.gpu_ms.empty()) {
+      tp.series.push_back(plot::line("GPU dual", v.gpu_ms, colors::kGood, false, 1, 1));
+      top_ms = std::max(top_ms, *std::max_element(v.gpu_ms.begin(), v.gpu_ms.end()));
+    }
+    tp.y_range = plot::Range{0.0, 1.08 * top_ms};
     tp.x_range = plot::Range{0.8, std::max(2.0, static_cast<double>(v.primal_ms.size()) + 0.2)};
     tp.x_format = [](double x) { return "run " + std::to_string(std::lround(x)); };
     plot::line_plot(tp);
@@ -338,7 +372,7 @@ class PrimalDualPanel final : public Panel {
   // The cards over the whole model: all in one row when wide, two per row when narrow. Each label and
   // caption has a shorter form for a narrow card, so no number is ever clipped.
   void metric_cards(const PrimalDualView& v, double tol, bool narrow) {
-    const int cards = v.linear_attention ? 5 : 4;
+    const int cards = (v.linear_attention ? 5 : 4) + (v.gpu_ran ? 2 : 0);
     const int per_row = narrow ? 2 : cards;
     const float gap = 10.0f;
     const float cw = widgets::box_width(per_row, gap);
@@ -356,18 +390,26 @@ class PrimalDualPanel final : public Panel {
     card("max |O_primal − O_dual|", "max difference", format_value(v.max_abs_diff, 3),
          relative + " (max |O| " + format_value(v.max_abs_output, 3) + ")", relative,
          rel < tol ? colors::kGood : colors::kWarning);
-    const double per_tok = v.T > 0 ? 1000.0 / static_cast<double>(v.T) : 0.0;
-    const auto timing = [&](const char* label, double median, std::size_t runs, ImU32 color) {
-      const std::string us = format_value(median * per_tok, 3) + " µs/token";
-      card(label, label, ms(median), us + ", median of " + std::to_string(runs), us, color);
+    const auto timing = [&](const char* label, const TimingSummary& t, ImU32 color) {
+      const std::string spread = ms(t.min_ms) + "–" + ms(t.max_ms);
+      card(label, label, ms(t.median_ms), spread + ", median of " + std::to_string(t.repeats), spread, color);
     };
-    timing("primal form", v.primal_ms_median, v.primal_ms.size(), colors::kPrimal);
-    timing("dual form", v.dual_ms_median, v.dual_ms.size(), colors::kDual);
+    timing("primal form (CPU)", v.primal_time, colors::kPrimal);
+    timing("dual form (CPU)", v.dual_time, colors::kDual);
+    if (v.gpu_ran) {
+      const double grel = v.max_abs_output > 0 ? v.gpu_max_abs_diff / v.max_abs_output : 0.0;
+      const std::string grelative = "relative " + format_value(grel, 2);
+      card("max |O_primal − O_GPU|", "GPU difference", format_value(v.gpu_max_abs_diff, 3),
+           grelative + " (GPU dual, " + to_string(v.gpu_math) + ")", grelative,
+           grel < (v.gpu_math == GpuMath::Tf32 ? 1e-2 : 1e-4) ? colors::kGood : colors::kWarning);
+      timing("dual form (GPU)", v.gpu_time, colors::kGood);
+    }
     const double speedup = v.dual_ms_median > 0 ? v.primal_ms_median / v.dual_ms_median : 0.0;
     char sp[32];
     std::snprintf(sp, sizeof sp, "%.2f×", speedup);
     const bool dual_faster = speedup >= 1.0;
-    card("dual speed-up", "dual speed-up", sp, dual_faster ? "the dual form is faster" : "the primal form is faster",
+    card("dual speed-up (CPU)", "dual speed-up", sp,
+         std::string(dual_faster ? "dual is faster" : "primal is faster") + ", ratio of the medians",
          dual_faster ? "dual is faster" : "primal is faster", colors::kText);
     if (v.linear_attention) {
       const double lrel = v.linear_attention_scale > 0 ? v.linear_attention_diff / v.linear_attention_scale : 0.0;
@@ -386,7 +428,7 @@ class PrimalDualPanel final : public Panel {
   void layer_table(const PrimalDualView& v, double tol, bool narrow) {
     if (v.layers.size() < 2 && !v.model_source) return;
     const Fonts& f = fonts();
-    const int cols = v.linear_attention ? 6 : 5;
+    const int cols = (v.linear_attention ? 6 : 5) + (v.gpu_ran ? 2 : 0);
     ImGui::PushFont(f.small);
     ImGuiTableFlags flags = ImGuiTableFlags_BordersInnerH | ImGuiTableFlags_RowBg;
     ImVec2 outer(0.0f, 0.0f);
@@ -405,6 +447,10 @@ class PrimalDualPanel final : public Panel {
       ImGui::TableSetupColumn(narrow ? "primal / dual" : "primal / dual (median, all heads)");
       ImGui::TableSetupColumn(narrow ? "speed-up" : "dual speed-up");
       if (v.linear_attention) ImGui::TableSetupColumn(narrow ? "vs tril(QKᵀ)V" : "max |O − tril(QKᵀ)V|");
+      if (v.gpu_ran) {
+        ImGui::TableSetupColumn(narrow ? "|O_p − O_GPU|" : "max |O_primal − O_GPU|");
+        ImGui::TableSetupColumn(narrow ? "GPU" : "GPU dual (median, min–max)");
+      }
       ImGui::TableHeadersRow();
       for (const auto& L : v.layers) {
         ImGui::TableNextRow();
@@ -435,6 +481,17 @@ class PrimalDualPanel final : public Panel {
                              format_value(L.linear_attention_diff, 3).c_str());
           ImGui::SameLine();
           ImGui::TextDisabled("relative %s", format_value(lrel, 2).c_str());
+        }
+        if (v.gpu_ran) {
+          ImGui::TableNextColumn();
+          const double grel = L.max_abs_output > 0 ? L.gpu_max_abs_diff / L.max_abs_output : 0.0;
+          ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(
+                                 grel < (v.gpu_math == GpuMath::Tf32 ? 1e-2 : 1e-4) ? colors::kGood : colors::kWarning),
+                             "%s", format_value(L.gpu_max_abs_diff, 3).c_str());
+          ImGui::TableNextColumn();
+          ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kGood), "%s", ms(L.gpu_time.median_ms).c_str());
+          ImGui::SameLine(0, 4);
+          ImGui::TextDisabled("%s–%s", ms(L.gpu_time.min_ms).c_str(), ms(L.gpu_time.max_ms).c_str());
         }
         ImGui::PopFont();
       }

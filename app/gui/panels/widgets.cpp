@@ -223,6 +223,15 @@ void note(const char* text) {
   ImGui::PopFont();
 }
 
+void device_line(const std::string& device, const std::string& note) {
+  if (device.empty() && note.empty()) return;
+  ImGui::PushTextWrapPos(0.0f);
+  if (!device.empty())
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim), "Computed on: %s", device.c_str());
+  if (!note.empty()) ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kWarning), "%s", note.c_str());
+  ImGui::PopTextWrapPos();
+}
+
 void follow_line(long step, int reloads, bool reloading) {
   if (step < 0) return;
   ImGui::PushFont(fonts().small);

@@ -24,6 +24,9 @@ void note(const char* text);
 // For a view whose model is a training run's checkpoint (step ≥ 0; nothing otherwise), one line:
 // "Following the training run: weights of step 120 · reloaded 6 times as checkpoints arrived".
 void follow_line(long step, int reloads, bool reloading = false);
+// Where a view's numbers were computed ("Computed on: GPU: NVIDIA H100 …"), and in the warning colour
+// why the CPU although a GPU was chosen (`note`, if any). Wraps; nothing when both are empty.
+void device_line(const std::string& device, const std::string& note);
 // A labelled number with a caption, in a framed box `width` wide. A label too long for the box ends in
 // "…" (the whole label shows on hover); the caption is clipped to the box, so pass one that fits (see
 // fit()) whenever it ends in a number.

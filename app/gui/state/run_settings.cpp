@@ -138,6 +138,7 @@ PrimalDualConfig primal_dual_config_from(const FieldReader& r) {
   c.precision = r.choice("precision", {"double", "float"}, 0) == 0 ? Precision::Double : Precision::Float;
   c.timing_reps = static_cast<int>(r.integer("timing_reps", 1, 50, c.timing_reps));
   c.linear_attention = r.boolean("linear_attention", c.linear_attention);
+  c.gpu_math = r.choice("gpu_math", {"fp32", "tf32"}, 0) == 0 ? GpuMath::Fp32 : GpuMath::Tf32;
   try {
     validate(c.effective(), PrimalDualModule::limits());
   } catch (const std::invalid_argument& e) {
@@ -152,7 +153,8 @@ nlohmann::json to_json(const PrimalDualConfig& c) {
   return {{"head", gui::to_json(c.head)},
           {"precision", c.precision == Precision::Double ? "double" : "float"},
           {"timing_reps", c.timing_reps},
-          {"linear_attention", c.linear_attention}};
+          {"linear_attention", c.linear_attention},
+          {"gpu_math", to_string(c.gpu_math)}};
 }
 
 NonparametricConfig nonparametric_config_from(const FieldReader& r) {

@@ -5,6 +5,7 @@
 //     "format": "tttlab-state",      required, identifies the file
 //     "version": 1,                  files from a newer version are refused with a clear message
 //     "active_panel": "inner_stepper",
+//     "compute": "auto",             where the panels compute: auto, cpu or gpu (optional)
 //     "panels": { "<panel id>": { …that panel's settings… }, … }
 //   }
 //

@@ -91,6 +91,17 @@ class CudaTrainBackend final : public TrainBackend {
   // tensor row-major, as the Map the visitor gets).
   double forward_backward(const TokenBatch& batch);
   std::vector<std::vector<float>> download_gradients() const;
+  // For the app's timings (the mini-batch lab): the forward of `batch` without the loss read back,
+  // run `warmup` times untimed and then `repeats` times, each timed with CUDA events (ms, device time).
+  std::vector<double> time_forward(const TokenBatch& batch, int warmup, int repeats);
+  // For the app's hidden-state views on the GPU: what the inner loop of each TTT block reads for the
+  // sequences of `batch` (its forward in evaluation mode, the inputs copied back). Per block:
+  //   Q, K, V [B·T, H·d] (after the convolutions and RoPE), lambda [B, H, T], tau [b].
+  // Empty for the attention baselines.
+  struct MixerInputs {
+    std::vector<float> Q, K, V, lambda, tau;
+  };
+  std::vector<MixerInputs> mixer_inputs(const TokenBatch& batch);
   // Bytes of device memory the backend holds.
   std::size_t device_bytes() const;
   // step() with a timing of its phases. The events between launches cost a little time themselves;
