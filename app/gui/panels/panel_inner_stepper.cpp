@@ -182,7 +182,7 @@ class InnerStepperPanel final : public Panel {
   void draw(const Snapshot& snap, CommandSink& sink) override {
     const StepperView* v = snap.stepper.get();
     if (!v) return;
-    widgets::controls_and_view([&] { draw_controls(*v, snap, sink); }, [&] { draw_view(*v, sink); });
+    widgets::controls_and_view([&] { draw_controls(*v, snap, sink); }, [&] { draw_view(*v, snap, sink); });
   }
 
  private:
@@ -311,7 +311,7 @@ class InnerStepperPanel final : public Panel {
       ImGui::TextDisabled("before token 0");
   }
 
-  void draw_view(const StepperView& v, CommandSink& sink) {
+  void draw_view(const StepperView& v, const Snapshot& snap, CommandSink& sink) {
     const Fonts& f = fonts();
     char explanation[160];
     std::snprintf(explanation, sizeof explanation,
@@ -327,6 +327,8 @@ class InnerStepperPanel final : public Panel {
       ImGui::PopFont();
       if (!v.config.toy()) widgets::follow_line(v.model_step, v.reloads);
     }
+    widgets::cpu_only_line(snap, "one head, one token at a time, as you watch: work too small and too sequential "
+                                 "to gain from a GPU.");
 
     if (!v.error.empty()) {
       ImGui::Dummy(ImVec2(0, 8));

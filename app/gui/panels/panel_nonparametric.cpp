@@ -270,6 +270,8 @@ class NonparametricPanel final : public Panel {
     widgets::panel_title("Theorem 2", narrow ? "Attention stores every pair and averages them."
                                              : "Softmax attention is a learner that stores every pair and averages "
                                                "with a kernel.");
+    widgets::cpu_only_line(snap, "one head of one small model, and the attention it is compared with, in double "
+                                 "precision: small work, exact to rounding.");
     widgets::job_status(v.outcome, v.progress, v.error, snap, sink,
                         v.results_generation != 0 ? "the results below are from the previous run" : nullptr);
     if (v.results_generation == 0 || !v.detail) return;

@@ -204,6 +204,7 @@ class RecallPanel final : public Panel {
   void draw_view(const RecallView& v, const Snapshot& snap, CommandSink& sink) {
     const Fonts& f = fonts();
     widgets::panel_title("Recall lab", "How many pairs can a state of width d give back?");
+    widgets::cpu_only_line(snap, "one state of width d reading a few hundred pairs: small sequential work.");
     widgets::job_status(v.outcome, v.progress, v.error, snap, sink);
     const RecallSettings& st = v.settings;
     if (v.accuracy.size() != 4 || st.pairs.empty()) return;

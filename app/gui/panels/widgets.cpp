@@ -232,6 +232,14 @@ void device_line(const std::string& device, const std::string& note) {
   ImGui::PopTextWrapPos();
 }
 
+void cpu_only_line(const Snapshot& snap, const char* why) {
+  const ComputeView* cv = snap.compute.get();
+  const bool gpu_chosen = cv && cv->gpu_available && cv->request != ComputeRequest::CPU;
+  ImGui::PushFont(fonts().small);
+  device_line(cpu_device().describe(), gpu_chosen ? std::string("On the CPU even with a GPU: ") + why : std::string());
+  ImGui::PopFont();
+}
+
 void follow_line(long step, int reloads, bool reloading) {
   if (step < 0) return;
   ImGui::PushFont(fonts().small);

@@ -27,6 +27,9 @@ void follow_line(long step, int reloads, bool reloading = false);
 // Where a view's numbers were computed ("Computed on: GPU: NVIDIA H100 …"), and in the warning colour
 // why the CPU although a GPU was chosen (`note`, if any). Wraps; nothing when both are empty.
 void device_line(const std::string& device, const std::string& note);
+// For a panel that always computes on the CPU: "Computed on: CPU (…)", and, when the user chose a GPU
+// that is there, why this panel stays on the CPU (`why`, one sentence).
+void cpu_only_line(const Snapshot& snap, const char* why);
 // A labelled number with a caption, in a framed box `width` wide. A label too long for the box ends in
 // "…" (the whole label shows on hover); the caption is clipped to the box, so pass one that fits (see
 // fit()) whenever it ends in a number.
