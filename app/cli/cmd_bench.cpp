@@ -12,6 +12,14 @@
 // timed: first steps, CUDA graph capture), then R repeats of N bytes, each repeat timed as a whole
 // (decode steps and the host's argmax); rows give the median and min–max over the repeats, and on
 // CUDA the ratio of the medians to the CPU row of the same preset.
+//
+// `--device cuda [--json]` adds, after the generation rows: the TTT and attention kernels at the
+// paper's shape (kernels::ttt_bench: median and min–max of CUDA-event times, GFLOP/s, and the floor:
+// the bytes that must move over the copy bandwidth measured in the same run), the GEMM rate of tf32
+// and fp32 products measured in the same run (the ceiling), and whole-model training steps for all
+// four layers at both shapes (D256-L4 B16 T512, D768-L12 B8 T2048) in tf32 and fp32: median and
+// min–max of 10 timed steps, tokens/s, TFLOP/s, the ratio to the ceiling and the floor (the step's
+// FLOPs at the ceiling), and one profiled step's breakdown. --json prints all of it as one object.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -234,10 +242,12 @@ struct BenchArgs {
 // Whole-model training on the GPU: tokens/s of full steps (forward, backward, AdamW) at one shape,
 // and where one step's device time goes.
 struct GpuRow {
-  std::string name, gemm;
+  std::string name, gemm, layer, backbone;
   int width = 0, layers = 0, heads = 0, ffn = 0, batch = 0, seq_len = 0;
   long params = 0;
-  double ms_per_step = 0, tok_s = 0, tflops = 0;
+  double ms_per_step = 0, min_ms = 0, max_ms = 0, tok_s = 0, tflops = 0;
+  int repeats = 0, warmup = 2;
+  double step_flops = 0;  // 3x the forward's matrix-product FLOPs
   kernels::CudaStepProfile profile;
 };
 
@@ -268,6 +278,8 @@ GpuRow bench_gpu_training(const std::string& name, int D, int L, int B, int T, c
   GpuRow r;
   r.name = name;
   r.gemm = kernels::to_string(gemm);
+  r.layer = layer;
+  r.backbone = backbone;
   r.width = D;
   r.layers = L;
   r.heads = cfg.model.num_attention_heads;
@@ -287,25 +299,31 @@ GpuRow bench_gpu_training(const std::string& name, int D, int L, int B, int T, c
   }
   std::sort(ms.begin(), ms.end());
   r.ms_per_step = ms[ms.size() / 2];
+  r.min_ms = ms.front();
+  r.max_ms = ms.back();
+  r.repeats = steps;
   r.tok_s = double(B) * T / (r.ms_per_step / 1e3);
-  r.tflops = 3.0 * B * model.forward_flops(T) / (r.ms_per_step / 1e3) / 1e12;
+  r.step_flops = 3.0 * B * model.forward_flops(T);
+  r.tflops = r.step_flops / (r.ms_per_step / 1e3) / 1e12;
   gpu.profile_step(sampler.next(), r.profile);
   return r;
 }
 
 // Generation rows on the CPU and the GPU for each preset (plus the GPU without CUDA graphs, to show
 // what the graphs save).
-void run_cuda_generation(const BenchArgs& a, int device) {
-  print_generation_header();
+std::vector<GenRow> run_cuda_generation(const BenchArgs& a, int device) {
+  std::vector<GenRow> rows;
+  if (!a.json) print_generation_header();
   for (const auto& p : a.presets) {
     const ModelConfig m = generation_config(p, a.layer, a.backbone);
     const Model<float> model(m, 1);
     int W, N, R;
     generation_counts(p, false, W, N, R);
     const GenRow cpu = bench_generation(p, model, make_cpu_decoder, "cpu", W, N, R);
-    print_generation_row(cpu);
+    rows.push_back(cpu);
+    if (!a.json) print_generation_row(cpu);
     if (const std::string why = kernels::cuda_decode_unsupported(m); !why.empty()) {
-      std::printf("%-6s %-11s cuda: %s\n", p.c_str(), to_string(m.seq_layer).c_str(), why.c_str());
+      if (!a.json) std::printf("%-6s %-11s cuda: %s\n", p.c_str(), to_string(m.seq_layer).c_str(), why.c_str());
       continue;
     }
     generation_counts(p, true, W, N, R);
@@ -313,38 +331,144 @@ void run_cuda_generation(const BenchArgs& a, int device) {
       GenRow g = bench_generation(p, model, kernels::cuda_decoder_factory(device, graphs),
                                   graphs ? "cuda" : "cuda (no graphs)", W, N, R);
       g.ratio_to_cpu = g.median_bps / cpu.median_bps;
-      print_generation_row(g);
+      rows.push_back(g);
+      if (!a.json) print_generation_row(g);
     }
   }
+  return rows;
 }
 
-void run_cuda(const BenchArgs& a, int device) {
-  run_cuda_generation(a, device);
-  if (a.generation_only) {
+Json kernel_json(const kernels::TttBenchRow& r) {
+  Json o = Json::object();
+  o["name"] = r.name;
+  o["shape"] = r.shape;
+  o["median_ms"] = r.median_ms;
+  o["min_ms"] = r.min_ms;
+  o["max_ms"] = r.max_ms;
+  o["repeats"] = r.repeats;
+  o["warmup"] = r.warmup;
+  o["gflops"] = r.gflops;
+  o["floor_ms"] = r.floor_ms;  // bytes that must move / the copy bandwidth measured in this run
+  o["floor_ratio"] = r.floor_ms > 0 ? r.median_ms / r.floor_ms : 0.0;
+  if (r.peer_ms > 0) {
+    o["peer_ms"] = r.peer_ms;
+    o["peer"] = r.peer;
+    o["ratio_to_peer"] = r.median_ms / r.peer_ms;
+  }
+  if (r.target_ms > 0) o["target_ms"] = r.target_ms;
+  return o;
+}
+
+Json training_json(const GpuRow& r, const kernels::GemmRate& ceiling) {
+  Json o = Json::object();
+  o["shape"] = r.name;
+  o["layer"] = r.layer;
+  o["backbone"] = r.backbone;
+  o["gemm"] = r.gemm;
+  o["D"] = r.width;
+  o["L"] = r.layers;
+  o["H"] = r.heads;
+  o["F"] = r.ffn;
+  o["B"] = r.batch;
+  o["T"] = r.seq_len;
+  o["params"] = r.params;
+  o["median_ms"] = r.ms_per_step;
+  o["min_ms"] = r.min_ms;
+  o["max_ms"] = r.max_ms;
+  o["repeats"] = r.repeats;
+  o["warmup"] = r.warmup;
+  o["tokens_per_s"] = r.tok_s;
+  o["tflops"] = r.tflops;
+  // The ceiling measured in this run: the GEMM rate of this precision. floor_ms: the step's FLOPs at
+  // that rate (every FLOP of a step is a matrix product or the inner loop's).
+  o["gemm_ceiling_tflops"] = ceiling.median_tflops;
+  o["floor_ms"] = r.step_flops / (ceiling.median_tflops * 1e12) * 1e3;
+  o["ratio_to_ceiling"] = r.tflops / ceiling.median_tflops;
+  Json p = Json::object();
+  p["total_ms"] = r.profile.total_ms;
+  p["gemm_ms"] = r.profile.gemm_ms;
+  p["mixer_forward_ms"] = r.profile.inner_forward_ms;
+  p["mixer_backward_ms"] = r.profile.inner_backward_ms;
+  p["rest_ms"] = r.profile.other_ms;
+  o["one_profiled_step"] = p;
+  return o;
+}
+
+void run_cuda(const BenchArgs& a, int device, const std::string& device_text) {
+  const std::vector<GenRow> gen = run_cuda_generation(a, device);
+  if (a.generation_only && !a.json) {
     set_exit_code(0);
     return;
   }
-  std::printf("\n");
-  const kernels::TttBenchReport rep = kernels::ttt_bench();
-  std::printf("TTT inner-loop kernels\n%s\n", kernels::format_ttt_bench(rep).c_str());
-  std::printf("Whole-model training steps on the GPU (%s, %s backbone; forward + backward + AdamW, median of the timed steps)\n",
-              a.layer.c_str(), a.backbone.c_str());
-  std::printf("%-9s %5s %3s %3s %5s %9s %10s %5s %8s %9s %7s | %-44s\n", "shape", "D", "L", "H", "F", "B x T", "params", "gemm",
-              "ms/step", "tokens/s", "TFLOP/s", "one profiled step, ms: total: GEMM, mixer fwd, mixer bwd, rest");
-  for (const auto& gemm : {kernels::GemmPrecision::Tf32, kernels::GemmPrecision::Fp32}) {
-    for (int shape = 0; shape < 2; ++shape) {
-      const GpuRow r = shape == 0 ? bench_gpu_training("D256-L4", 256, 4, 16, 512, a.layer, a.backbone, gemm, 10)
-                                  : bench_gpu_training("D768-L12", 768, 12, 8, 2048, a.layer, a.backbone, gemm, 5);
-      const kernels::CudaStepProfile& p = r.profile;
-      std::printf("%-9s %5d %3d %3d %5d %3d x %-4d %10ld %5s %8.2f %9.0f %7.1f | %6.1f: %6.1f %6.1f %6.1f %6.1f\n",
-                  r.name.c_str(), r.width, r.layers, r.heads, r.ffn, r.batch, r.seq_len, r.params, r.gemm.c_str(),
-                  r.ms_per_step, r.tok_s, r.tflops, p.total_ms, p.gemm_ms, p.inner_forward_ms,
-                  p.inner_backward_ms, p.other_ms);
-      std::fflush(stdout);
-    }
+  Json out = Json::object();
+  out["device"] = device_text;
+  Json garr = Json::array();
+  for (const auto& g : gen) garr.push_back(generation_json(g));
+  out["generation"] = garr;
+  if (a.generation_only) {
+    std::printf("%s\n", out.dump(2).c_str());
+    set_exit_code(0);
+    return;
   }
-  std::printf("\nTFLOP/s: 3x the forward's matrix-product FLOPs (inner loop included) per second of a step.\n"
-              "mixer fwd, bwd: the TTT inner loop (TTT layers) or the attention kernel (attention baselines).\n");
+  if (!a.json) std::printf("\n");
+  const kernels::TttBenchReport rep = kernels::ttt_bench();
+  if (!a.json) std::printf("TTT inner-loop kernels\n%s\n", kernels::format_ttt_bench(rep).c_str());
+  out["copy_bandwidth_gbs"] = rep.copy_bandwidth_gbs;
+  Json karr = Json::array();
+  for (const auto& r : rep.rows) karr.push_back(kernel_json(r));
+  out["kernels"] = karr;
+
+  // The ceilings of the whole-model rows, measured in this run.
+  const kernels::GemmRate tf32 = kernels::measure_gemm_rate(kernels::GemmPrecision::Tf32);
+  const kernels::GemmRate fp32 = kernels::measure_gemm_rate(kernels::GemmPrecision::Fp32);
+  Json ceil = Json::object();
+  for (const auto* g : {&tf32, &fp32}) {
+    Json c = Json::object();
+    c["median_tflops"] = g->median_tflops;
+    c["min_tflops"] = g->min_tflops;
+    c["max_tflops"] = g->max_tflops;
+    c["n"] = g->n;
+    c["repeats"] = g->repeats;
+    c["engine"] = g->engine;
+    ceil[g == &tf32 ? "tf32" : "fp32"] = c;
+  }
+  out["gemm_ceiling"] = ceil;
+  if (!a.json) {
+    std::printf("GEMM ceiling (n = %d, median of %d, min-max): tf32 %.1f TFLOP/s (%.1f - %.1f), fp32 %.1f (%.1f - %.1f)\n\n",
+                tf32.n, tf32.repeats, tf32.median_tflops, tf32.min_tflops, tf32.max_tflops, fp32.median_tflops,
+                fp32.min_tflops, fp32.max_tflops);
+    std::printf("Whole-model training steps on the GPU (%s backbone; forward + backward + AdamW; median and min-max of 10 "
+                "timed steps after 2 warm-up steps)\n",
+                a.backbone.c_str());
+    std::printf("%-17s %-9s %5s %3s %9s %10s %5s %8s %17s %9s %7s %6s | %-44s\n", "layer", "shape", "D", "L", "B x T",
+                "params", "gemm", "ms/step", "min - max", "tokens/s", "TFLOP/s", "ceil%",
+                "one profiled step, ms: total: GEMM, mixer fwd, mixer bwd, rest");
+  }
+  Json tarr = Json::array();
+  for (const char* layer : {"ttt-linear", "ttt-mlp", "linear-attention", "softmax-attention"})
+    for (const auto& gemm : {kernels::GemmPrecision::Tf32, kernels::GemmPrecision::Fp32})
+      for (int shape = 0; shape < 2; ++shape) {
+        const GpuRow r = shape == 0 ? bench_gpu_training("D256-L4", 256, 4, 16, 512, layer, a.backbone, gemm, 10)
+                                    : bench_gpu_training("D768-L12", 768, 12, 8, 2048, layer, a.backbone, gemm, 10);
+        const kernels::GemmRate& c = gemm == kernels::GemmPrecision::Tf32 ? tf32 : fp32;
+        tarr.push_back(training_json(r, c));
+        if (!a.json) {
+          const kernels::CudaStepProfile& p = r.profile;
+          std::printf("%-17s %-9s %5d %3d %3d x %-4d %10ld %5s %8.2f %8.2f - %-6.2f %9.0f %7.1f %5.0f%% | %6.1f: %6.1f %6.1f %6.1f %6.1f\n",
+                      layer, r.name.c_str(), r.width, r.layers, r.batch, r.seq_len, r.params, r.gemm.c_str(),
+                      r.ms_per_step, r.min_ms, r.max_ms, r.tok_s, r.tflops, 100.0 * r.tflops / c.median_tflops,
+                      p.total_ms, p.gemm_ms, p.inner_forward_ms, p.inner_backward_ms, p.other_ms);
+          std::fflush(stdout);
+        }
+      }
+  out["training"] = tarr;
+  if (a.json) {
+    std::printf("%s\n", out.dump(2).c_str());
+  } else {
+    std::printf("\nTFLOP/s: 3x the forward's matrix-product FLOPs (inner loop included) per second of a step; ceil%%: that\n"
+                "over the GEMM rate of the same precision measured above. mixer fwd, bwd: the TTT inner loop (TTT\n"
+                "layers) or the attention kernel (attention baselines). bf16 rows: not built yet.\n");
+  }
   set_exit_code(0);
 }
 #endif
@@ -358,10 +482,9 @@ void run(const BenchArgs& a) {
   }
   if (cuda) {
 #ifdef TTTLAB_HAVE_CUDA
-    if (a.json) throw CLI::ValidationError("--json is not available with --device cuda yet");
     const DeviceSelection sel = select_device(DeviceRequest::CUDA);
-    std::printf("device: %s\n", sel.device.describe().c_str());
-    run_cuda(a, sel.device.index);
+    if (!a.json) std::printf("device: %s\n", sel.device.describe().c_str());
+    run_cuda(a, sel.device.index, sel.device.describe());
     return;
 #else
     throw std::runtime_error("this build has no CUDA kernels (reconfigure with -DTTTLAB_CUDA=ON); use --device cpu");

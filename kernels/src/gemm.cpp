@@ -5,10 +5,12 @@
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "cuda_check.hpp"
 #include "tttlab/kernels/nn_ops.hpp"
@@ -159,6 +161,58 @@ void Gemm::operator()(bool trans_a, bool trans_b, int M, int N, int K, float alp
   if (s != CUBLAS_STATUS_SUCCESS)
     throw std::runtime_error("cublasGemmEx failed (" + status_text(s) + ") at M=" + std::to_string(M) +
                              " N=" + std::to_string(N) + " K=" + std::to_string(K));
+}
+
+GemmRate measure_gemm_rate(GemmPrecision precision, int n, int repeats) {
+  if (n < 1 || repeats < 1) throw std::invalid_argument("measure_gemm_rate: n and repeats must be >= 1");
+  const std::size_t count = std::size_t(n) * n;
+  float *A = nullptr, *B = nullptr, *C = nullptr;
+  cudaStream_t stream = nullptr;
+  cudaEvent_t e0 = nullptr, e1 = nullptr;
+  GemmRate r;
+  const auto release = [&] {
+    cudaFree(A);
+    cudaFree(B);
+    cudaFree(C);
+    if (e0) cudaEventDestroy(e0);
+    if (e1) cudaEventDestroy(e1);
+    if (stream) cudaStreamDestroy(stream);
+  };
+  try {
+    TTTLAB_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&A), count * sizeof(float)));
+    TTTLAB_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&B), count * sizeof(float)));
+    TTTLAB_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&C), count * sizeof(float)));
+    TTTLAB_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    TTTLAB_CUDA_CHECK(cudaEventCreate(&e0));
+    TTTLAB_CUDA_CHECK(cudaEventCreate(&e1));
+    // Small nonzero operands (a memset pattern): the rate does not depend on the values.
+    TTTLAB_CUDA_CHECK(cudaMemsetAsync(A, 0x3c, count * sizeof(float), stream));
+    TTTLAB_CUDA_CHECK(cudaMemsetAsync(B, 0x3c, count * sizeof(float), stream));
+    Gemm gemm(stream, precision);
+    r.engine = gemm.describe();
+    r.n = n;
+    r.repeats = repeats;
+    for (int i = 0; i < 3; ++i) gemm(false, false, n, n, n, 1.f, A, n, B, n, 0.f, C, n);
+    std::vector<double> tf;
+    for (int i = 0; i < repeats; ++i) {
+      TTTLAB_CUDA_CHECK(cudaEventRecord(e0, stream));
+      gemm(false, false, n, n, n, 1.f, A, n, B, n, 0.f, C, n);
+      TTTLAB_CUDA_CHECK(cudaEventRecord(e1, stream));
+      TTTLAB_CUDA_CHECK(cudaEventSynchronize(e1));
+      float ms = 0;
+      TTTLAB_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+      tf.push_back(2.0 * n * double(n) * n / (ms * 1e-3) / 1e12);
+    }
+    std::sort(tf.begin(), tf.end());
+    r.median_tflops = tf[tf.size() / 2];
+    r.min_tflops = tf.front();
+    r.max_tflops = tf.back();
+  } catch (...) {
+    release();
+    throw;
+  }
+  release();
+  return r;
 }
 
 }  // namespace tttlab::kernels

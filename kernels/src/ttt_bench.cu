@@ -62,7 +62,15 @@ struct Events {
   }
 };
 
-// Median over `repeats` timed runs of fn (after `warmup` untimed ones), in ms.
+// The spread of the last time_median() call, which the row added right after it copies (the bench
+// runs on one thread; every row is added straight after its own timing).
+struct Spread {
+  double min_ms = 0, max_ms = 0;
+  int repeats = 0, warmup = 0;
+};
+Spread g_last;
+
+// Median over `repeats` timed runs of fn (after `warmup` untimed ones), in ms; min, max in g_last.
 double time_median(const std::function<void()>& fn, int warmup, int repeats) {
   for (int i = 0; i < warmup; ++i) fn();
   TTTLAB_CUDA_CHECK(cudaDeviceSynchronize());
@@ -78,7 +86,16 @@ double time_median(const std::function<void()>& fn, int warmup, int repeats) {
     ms.push_back(t);
   }
   std::sort(ms.begin(), ms.end());
+  g_last = Spread{ms.front(), ms.back(), repeats, warmup};
   return ms[ms.size() / 2];
+}
+
+// Copies the spread of the timing just taken into a row.
+void set_spread(TttBenchRow& r) {
+  r.min_ms = g_last.min_ms;
+  r.max_ms = g_last.max_ms;
+  r.repeats = g_last.repeats;
+  r.warmup = g_last.warmup;
 }
 
 std::string shape_text(const TttDims& D) {
@@ -165,6 +182,7 @@ TttBenchReport ttt_bench(const TttBenchConfig& cfg) {
     r.name = std::move(name);
     r.shape = shape;
     r.median_ms = ms;
+    set_spread(r);
     r.gflops = flops / (ms * 1e-3) / 1e9;
     r.floor_ms = floor_ms(bytes);
     r.peer_ms = peer_ms;
@@ -343,6 +361,7 @@ TttBenchReport ttt_bench(const TttBenchConfig& cfg) {
       r.name = std::move(name);
       r.shape = ashape;
       r.median_ms = ms;
+      set_spread(r);
       r.gflops = flops / (ms * 1e-3) / 1e9;
       r.floor_ms = floor_ms(bytes);
       rep.rows.push_back(std::move(r));
@@ -400,12 +419,12 @@ std::string format_ttt_bench(const TttBenchReport& rep) {
   std::snprintf(line, sizeof line, "device: %s   copy bandwidth (read+write): %.0f GB/s\n",
                 rep.device.c_str(), rep.copy_bandwidth_gbs);
   out += line;
-  std::snprintf(line, sizeof line, "%-38s %-28s %10s %10s %10s %10s %10s\n", "kernel", "shape",
-                "median ms", "GFLOP/s", "floor ms", "peer ms", "target ms");
+  std::snprintf(line, sizeof line, "%-38s %-28s %10s %19s %10s %10s %10s %10s\n", "kernel", "shape",
+                "median ms", "min - max", "GFLOP/s", "floor ms", "peer ms", "target ms");
   out += line;
   for (const TttBenchRow& r : rep.rows) {
-    std::snprintf(line, sizeof line, "%-38s %-28s %10.4f %10.1f %10.4f %10s %10s\n",
-                  r.name.c_str(), r.shape.c_str(), r.median_ms, r.gflops, r.floor_ms,
+    std::snprintf(line, sizeof line, "%-38s %-28s %10.4f %8.4f - %-8.4f %10.1f %10.4f %10s %10s\n",
+                  r.name.c_str(), r.shape.c_str(), r.median_ms, r.min_ms, r.max_ms, r.gflops, r.floor_ms,
                   r.peer_ms > 0 ? std::to_string(r.peer_ms).substr(0, 5).c_str() : "-",
                   r.target_ms > 0 ? std::to_string(r.target_ms).substr(0, 5).c_str() : "-");
     out += line;

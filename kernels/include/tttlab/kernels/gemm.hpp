@@ -59,4 +59,15 @@ class Gemm {
   std::unique_ptr<Impl> m_impl;
 };
 
+// The matrix-product rate of the current device in TFLOP/s: the median of `repeats` n × n × n products
+// (2n³ FLOPs each, after 3 untimed ones, CUDA events) through a Gemm of this precision on its own
+// stream, and the fastest and slowest. The ceiling `tttlab bench --device cuda` compares whole-model
+// steps with. Allocates 3n² floats for the call.
+struct GemmRate {
+  double median_tflops = 0, min_tflops = 0, max_tflops = 0;
+  int n = 0, repeats = 0;
+  std::string engine;  // Gemm::describe()
+};
+GemmRate measure_gemm_rate(GemmPrecision precision, int n = 4096, int repeats = 20);
+
 }  // namespace tttlab::kernels

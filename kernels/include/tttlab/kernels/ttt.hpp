@@ -325,12 +325,14 @@ void ttt_mlp_backward(const TttMlpBackwardArgs& args);
 // Times the kernels at one shape on the current device (default: the B=16, H=12, T=2048,
 // d=64, b=16), on the legacy default stream; allocates about 1 GB at that shape and frees it again.
 // Random inputs (at the default shape ~8x the L2, so they are not rotated), `warmup` untimed runs,
-// then `repeats` runs each timed with CUDA events; reports the median. The copy bandwidth is a
+// then `repeats` runs each timed with CUDA events; reports the median and the min–max. The copy bandwidth is a
 // 512 MiB device-to-device copy in the same call. For `tttlab bench --device cuda`.
 struct TttBenchRow {
   std::string name;    // e.g. "ttt-linear forward default"
   std::string shape;   // "B=16 H=12 T=2048 d=64 b=16"
   double median_ms = 0;
+  double min_ms = 0, max_ms = 0;  // the fastest and slowest of the timed runs
+  int repeats = 0, warmup = 0;    // timed runs; untimed runs before them
   double gflops = 0;   // useful FLOPs (counted as in docs/KERNELS.md) / median time
   double floor_ms = 0; // bytes that must move / measured device-to-device copy bandwidth
   double peer_ms = 0;  // published time of a peer implementation; 0: none
