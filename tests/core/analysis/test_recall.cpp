@@ -258,8 +258,9 @@ TEST(Recall, ForgettingMapMatchesTheAccuracyAndShowsRecency) {
       if (static_cast<Memory>(m) == Memory::TttLinear)
         for (int i = 0; i < P; ++i) last[static_cast<std::size_t>(i)] += map[static_cast<std::size_t>((P - 1) * P + i)];
       // The freshest pair: always recalled by TTT-Linear at η = 1 (its step stores it exactly).
-      if (static_cast<Memory>(m) == Memory::TttLinear)
+      if (static_cast<Memory>(m) == Memory::TttLinear) {
         for (int t = 0; t < P; ++t) EXPECT_EQ(map[static_cast<std::size_t>(t * P + t)], 1);
+      }
     }
   }
   double oldest = 0, newest = 0;
