@@ -53,10 +53,6 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
-
 // CPU time this thread has used, in ms: the UI thread's own work, without the time the scheduler
 // gave other threads and processes (wall time includes that on a loaded machine).
 double thread_cpu_ms() {

@@ -17,6 +17,7 @@
 // shared_ptr to it, as to the ModelLibrary). The GPU objects use their own CUDA stream.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -49,6 +50,10 @@ struct TimingSummary {
 TimingSummary summarize_ms(const std::vector<double>& ms, int warmup);
 // "1.23 ms (1.20–1.31, median of 9)".
 std::string format_timing(const TimingSummary& t);
+// Wall milliseconds since t0 (the engine's CPU timings).
+inline double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
 
 // ---- the GPU services ------------------------------------------------------------------------------
 

@@ -37,17 +37,6 @@ namespace {
 
 constexpr int kMaxBins = 512;
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-double ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-
 }  // namespace
 
 // The job as a small state machine; each call of step() is one work item.
@@ -266,8 +255,10 @@ class TypedJob final : public PrimalDualModule::Job {
           L.linear_attention_scale = std::max(L.linear_attention_scale, scale);
         }
       }
-      L.primal_ms = median(times_[0][blk]);
-      L.dual_ms = median(times_[1][blk]);
+      L.primal_time = summarize_ms(times_[0][blk], 0);
+      L.dual_time = summarize_ms(times_[1][blk], 0);
+      L.primal_ms = L.primal_time.median_ms;
+      L.dual_ms = L.dual_time.median_ms;
       for (std::size_t r = 0; r < reps; ++r) {
         v.primal_ms[r] += times_[0][blk][r];
         v.dual_ms[r] += times_[1][blk][r];
@@ -278,10 +269,10 @@ class TypedJob final : public PrimalDualModule::Job {
       v.linear_attention_scale = std::max(v.linear_attention_scale, L.linear_attention_scale);
       v.layers.push_back(L);
     }
-    v.primal_ms_median = median(v.primal_ms);
-    v.dual_ms_median = median(v.dual_ms);
     v.primal_time = summarize_ms(v.primal_ms, 0);
     v.dual_time = summarize_ms(v.dual_ms, 0);
+    v.primal_ms_median = v.primal_time.median_ms;
+    v.dual_ms_median = v.dual_time.median_ms;
     v.cpu_device = cpu_device().describe();
 
     // The GPU's column: its difference from the CPU primal form, per layer and for the head on show.
@@ -314,11 +305,6 @@ class TypedJob final : public PrimalDualModule::Job {
       v.gpu_token_diff.resize(static_cast<std::size_t>(gd.rows()));
       for (Eigen::Index t = 0; t < gd.rows(); ++t) v.gpu_token_diff[static_cast<std::size_t>(t)] = gd.row(t).maxCoeff();
     }
-    for (std::size_t blk = 0; blk < blocks_.size(); ++blk) {
-      v.layers[blk].primal_time = summarize_ms(times_[0][blk], 0);
-      v.layers[blk].dual_time = summarize_ms(times_[1][blk], 0);
-    }
-
     const Mat<double>& op = outputs_[0][static_cast<std::size_t>(shown_block_)][static_cast<std::size_t>(shown_head_)];
     const Mat<double>& od = outputs_[1][static_cast<std::size_t>(shown_block_)][static_cast<std::size_t>(shown_head_)];
     const Mat<double> diff = (op - od).cwiseAbs();
