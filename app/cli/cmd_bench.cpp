@@ -37,6 +37,7 @@
 #ifdef TTTLAB_HAVE_CUDA
 #include "tttlab/data/batches.hpp"
 #include "tttlab/kernels/decode_cuda.hpp"
+#include "tttlab/kernels/multi_gpu.hpp"
 #include "tttlab/kernels/train_cuda.hpp"
 #include "tttlab/kernels/ttt.hpp"
 #include "tttlab/optim/adamw.hpp"
@@ -236,6 +237,7 @@ struct BenchArgs {
   bool json = false;
   std::string device = "cpu";
   bool generation_only = false;
+  int gpus = 0;  // > 0: the data-parallel scaling rows on 1 .. gpus GPUs instead of everything else
 };
 
 #ifdef TTTLAB_HAVE_CUDA
@@ -251,8 +253,11 @@ struct GpuRow {
   kernels::CudaStepProfile profile;
 };
 
+// gpus = 0: one CudaTrainBackend on device 0. gpus ≥ 1: the data-parallel backend (kernels/multi_gpu.hpp)
+// over that many GPUs with B sequences on each (a global batch of B·gpus).
 GpuRow bench_gpu_training(const std::string& name, int D, int L, int B, int T, const std::string& layer,
-                          const std::string& backbone, kernels::GemmPrecision gemm, int steps) {
+                          const std::string& backbone, kernels::GemmPrecision gemm, int steps, int gpus = 0) {
+  B *= std::max(1, gpus);
   TrainConfig cfg;
   cfg.model.hidden_size = D;
   cfg.model.num_hidden_layers = L;
@@ -273,7 +278,20 @@ GpuRow bench_gpu_training(const std::string& name, int D, int L, int B, int T, c
   AdamW<float> optim(AdamWConfig{}, sched);
   kernels::CudaTrainOptions o;
   o.gemm = gemm;
-  kernels::CudaTrainBackend gpu(TrainBackendContext{&cfg, &model, &optim, 1}, o);
+  const TrainBackendContext ctx{&cfg, &model, &optim, 1};
+  std::unique_ptr<TrainBackend> backend;
+  kernels::CudaTrainBackend* single = nullptr;
+  if (gpus > 0) {
+    kernels::MultiGpuOptions m;
+    m.gpus = gpus;
+    m.cuda = o;
+    backend = kernels::multi_gpu_train_backend_factory(m)(ctx);
+  } else {
+    auto b = std::make_unique<kernels::CudaTrainBackend>(ctx, o);
+    single = b.get();
+    backend = std::move(b);
+  }
+  TrainBackend& gpu = *backend;
   RandomWindowSampler sampler(text, B, T, 3);
   GpuRow r;
   r.name = name;
@@ -305,8 +323,70 @@ GpuRow bench_gpu_training(const std::string& name, int D, int L, int B, int T, c
   r.tok_s = double(B) * T / (r.ms_per_step / 1e3);
   r.step_flops = 3.0 * B * model.forward_flops(T);
   r.tflops = r.step_flops / (r.ms_per_step / 1e3) / 1e12;
-  gpu.profile_step(sampler.next(), r.profile);
+  if (single) single->profile_step(sampler.next(), r.profile);
   return r;
+}
+
+// Data-parallel scaling (`--gpus N`): the same model with B sequences per GPU on 1, 2, 4, … and N
+// GPUs; efficiency = tokens/s on n GPUs / (n × tokens/s on one), the one-GPU row measured through
+// the same data-parallel code (one NCCL rank) in the same run.
+void run_cuda_scaling(const BenchArgs& a) {
+  std::string why;
+  if (!kernels::nccl_available(&why)) throw std::runtime_error("--gpus: " + why);
+  const int have = kernels::cuda_device_count();
+  if (a.gpus > have)
+    throw std::runtime_error("--gpus " + std::to_string(a.gpus) + ": this machine shows " + std::to_string(have) + " GPUs");
+  std::vector<int> counts;
+  for (int n = 1; n < a.gpus; n *= 2) counts.push_back(n);
+  counts.push_back(a.gpus);
+  const int B = 8, T = 2048, steps = 10;
+  if (!a.json) {
+    std::printf("Data-parallel scaling, NCCL %s: %s, D768 L12, B %d x T %d per GPU, tf32; median and min-max of %d steps\n"
+                "after 2 warm-up steps\n",
+                kernels::nccl_version().c_str(), a.layer.c_str(), B, T, steps);
+    std::printf("%5s %9s %17s %12s %14s %11s\n", "GPUs", "ms/step", "min - max", "tokens/s", "per GPU", "efficiency");
+  }
+  Json rows = Json::array();
+  double one = 0;
+  for (const int n : counts) {
+    const GpuRow r = bench_gpu_training("D768-L12", 768, 12, B, T, a.layer, a.backbone, kernels::GemmPrecision::Tf32,
+                                        steps, n);
+    if (n == 1) one = r.tok_s;
+    const double eff = one > 0 ? r.tok_s / (n * one) : 0.0;
+    if (!a.json) {
+      std::printf("%5d %9.2f %8.2f - %-6.2f %12.0f %14.0f %10.1f%%\n", n, r.ms_per_step, r.min_ms, r.max_ms, r.tok_s,
+                  r.tok_s / n, 100 * eff);
+      std::fflush(stdout);
+    }
+    Json o = Json::object();
+    o["gpus"] = n;
+    o["layer"] = r.layer;
+    o["backbone"] = r.backbone;
+    o["gemm"] = r.gemm;
+    o["B_per_gpu"] = B;
+    o["B"] = r.batch;
+    o["T"] = r.seq_len;
+    o["params"] = r.params;
+    o["median_ms"] = r.ms_per_step;
+    o["min_ms"] = r.min_ms;
+    o["max_ms"] = r.max_ms;
+    o["repeats"] = r.repeats;
+    o["warmup"] = r.warmup;
+    o["tokens_per_s"] = r.tok_s;
+    o["tokens_per_s_per_gpu"] = r.tok_s / n;
+    o["scaling_efficiency"] = eff;
+    rows.push_back(o);
+  }
+  if (a.json) {
+    Json out = Json::object();
+    out["nccl"] = kernels::nccl_version();
+    out["scaling"] = rows;
+    std::printf("%s\n", out.dump(2).c_str());
+  } else {
+    std::printf("\nefficiency: tokens/s on n GPUs / (n x tokens/s on 1 GPU). Each step: every GPU's forward and backward\n"
+                "on its 8 sequences, one all-reduce of the fp32 gradient through NCCL, the same AdamW update on every GPU.\n");
+  }
+  set_exit_code(0);
 }
 
 // Generation rows on the CPU and the GPU for each preset (plus the GPU without CUDA graphs, to show
@@ -395,6 +475,10 @@ Json training_json(const GpuRow& r, const kernels::GemmRate& ceiling) {
 }
 
 void run_cuda(const BenchArgs& a, int device, const std::string& device_text) {
+  if (a.gpus > 0) {
+    run_cuda_scaling(a);
+    return;
+  }
   const std::vector<GenRow> gen = run_cuda_generation(a, device);
   if (a.generation_only && !a.json) {
     set_exit_code(0);
@@ -480,6 +564,7 @@ void run(const BenchArgs& a) {
     cuda = sel.device.kind == DeviceKind::CUDA;
     if (!sel.note.empty()) std::fprintf(stderr, "[%s]\n", sel.note.c_str());
   }
+  if (a.gpus > 0 && !cuda) throw CLI::ValidationError("--gpus measures GPUs: use it with --device cuda");
   if (cuda) {
 #ifdef TTTLAB_HAVE_CUDA
     const DeviceSelection sel = select_device(DeviceRequest::CUDA);
@@ -578,6 +663,10 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--device", a->device, "cpu, cuda, or auto (cuda when a GPU is present)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}))->capture_default_str();
   cmd->add_flag("--generation-only", a->generation_only, "Measure only the generation rows (bytes/s at batch 1)");
+  cmd->add_option("--gpus", a->gpus,
+                  "With --device cuda: only the data-parallel scaling rows, on 1, 2, 4, ... and N GPUs (B 8 x T 2048 "
+                  "per GPU, D768 L12), with the scaling efficiency against one GPU")
+      ->check(CLI::Range(1, 1024));
   cmd->add_flag("--json", a->json, "Print JSON");
   cmd->callback([a] { run(*a); });
 }

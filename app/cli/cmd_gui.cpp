@@ -71,8 +71,11 @@ void register_gui(CLI::App& app) {
     g.bench_frames = o->bench;
     g.bench_train = !o->bench_idle;
     // Training runs started in the app pick their device as `tttlab train --device` does (tf32 GEMMs);
-    // the panels use the GPU services of app/compute/ where the build has the kernels.
-    g.devices.train.choose = [](const std::string& device, std::string& note) {
+    // with several GPUs, data-parallel over that many GPUs of this machine, in this one process (as
+    // `tttlab train --gpus N`). The panels use the GPU services of app/compute/ where the build has the
+    // kernels.
+    g.devices.train.choose = [](const std::string& device, int gpus, std::string& note) {
+      if (gpus > 1) return data_parallel_backend_for(parse_device_request(device), "tf32", gpus, JobEnvironment{}, note);
       return train_backend_for(parse_device_request(device), "tf32", note);
     };
 #ifdef TTTLAB_HAVE_CUDA

@@ -56,6 +56,7 @@ struct TrainArgs {
   std::string resume;
   std::string device = "auto";
   std::string gpu_gemm = "tf32";
+  std::string gpus;  // empty: one device; "N" or "all": data-parallel (train/data_parallel.hpp)
   bool quiet = false;
   int max_bad_steps = 5;
   std::string on_diverge = "rollback";
@@ -67,7 +68,24 @@ void run(const TrainArgs& a, CLI::App* cmd) {
   std::unique_ptr<TrainingSession> session;
   fs::path out;
   std::string device_note;
-  const TrainBackendFactory backend = command_line_backend(a.device, a.gpu_gemm, device_note);
+  // --gpus: data-parallel over several GPUs, in one process or as one process of a launcher's job.
+  JobEnvironment job;
+  TrainBackendFactory backend;
+  if (!a.gpus.empty()) {
+    try {
+      job = job_from_environment();
+      backend = data_parallel_backend_for(parse_device_request(a.device), a.gpu_gemm, parse_gpu_count(a.gpus), job,
+                                          device_note);
+    } catch (const std::invalid_argument& e) {
+      throw CLI::ValidationError(e.what());
+    }
+  } else {
+    backend = command_line_backend(a.device, a.gpu_gemm, device_note);
+  }
+  // Only the job's first process writes the run directory; the others compute and stay quiet.
+  SessionOptions session_options;
+  session_options.writes_files = job.process_rank == 0;
+  const bool speaks = job.process_rank == 0;
   if (!a.resume.empty()) {
     for (const char* opt : {"--preset", "--layer", "--steps", "--data", "--batch", "--seq-len", "--lr", "--seed",
                             "--max-bad-steps", "--on-diverge", "--max-rollbacks", "--rollback-lr-factor"})
@@ -76,13 +94,13 @@ void run(const TrainArgs& a, CLI::App* cmd) {
     out = a.out.empty() ? fs::path(a.resume) : fs::path(a.out);
     if (!a.out.empty() && fs::weakly_canonical(a.out) != fs::weakly_canonical(a.resume))
       throw CLI::ValidationError("--out must be the run directory itself when resuming (or left out)");
-    session = TrainingSession::resume(a.resume, backend);
-    std::printf("resumed %s at step %ld of %ld\n", a.resume.c_str(), session->trainer().steps_done(),
+    session = TrainingSession::resume(a.resume, backend, session_options);
+    if (speaks) std::printf("resumed %s at step %ld of %ld\n", a.resume.c_str(), session->trainer().steps_done(),
                 session->trainer().config().steps);
   } else {
     if (a.out.empty()) throw CLI::ValidationError("--out DIR is required (where checkpoints and metrics go)");
     out = a.out;
-    if (fs::exists(out / "latest"))
+    if (speaks && fs::exists(out / "latest"))
       throw std::runtime_error("'" + out.string() + "' already holds a run; use --resume " + out.string() +
                                " to continue it, or choose another --out");
     TrainConfig cfg;
@@ -109,28 +127,33 @@ void run(const TrainArgs& a, CLI::App* cmd) {
     } catch (const std::invalid_argument& e) {
       throw CLI::ValidationError(e.what());
     }
-    session = TrainingSession::create(out, cfg, TextData::load(cfg), backend);
+    session = TrainingSession::create(out, cfg, TextData::load(cfg), backend, session_options);
   }
   // A rollback (session.hpp) replaces the session's trainer: read it through the session each time.
   const auto trainer = [&session]() -> Trainer& { return session->trainer(); };
   const TrainConfig cfg = trainer().config();
   const long params = trainer().model().num_params();
   const double flops_per_token = trainer().step_flops() / (double(cfg.batch_size) * cfg.seq_len);
-  std::printf("model: %s, %s backbone, %ld parameters (D=%d, L=%d, H=%d, b=%d)\n", to_string(cfg.model.seq_layer).c_str(),
+  if (!speaks) {
+    std::printf("process %d of %d (%s): %s; process 0 writes %s and prints the progress\n", job.process_rank,
+                job.processes, job.source.c_str(), trainer().device_description().c_str(), out.string().c_str());
+    std::fflush(stdout);
+  }
+  if (speaks) std::printf("model: %s, %s backbone, %ld parameters (D=%d, L=%d, H=%d, b=%d)\n", to_string(cfg.model.seq_layer).c_str(),
               cfg.model.mamba_backbone ? "Mamba (m)" : "Transformer (t)", params, cfg.model.hidden_size,
               cfg.model.num_hidden_layers, cfg.model.num_attention_heads, cfg.model.mini_batch_size);
-  std::printf("data: %s: %zu train bytes, %zu validation bytes\n", trainer().data().description.c_str(),
+  if (speaks) std::printf("data: %s: %zu train bytes, %zu validation bytes\n", trainer().data().description.c_str(),
               trainer().data().train.size(), trainer().data().val.size());
-  std::printf("training: %ld steps of %d x %d bytes, peak lr %g, %.2f MFLOP per token (training, inner loop included)\n",
+  if (speaks) std::printf("training: %ld steps of %d x %d bytes, peak lr %g, %.2f MFLOP per token (training, inner loop included)\n",
               cfg.steps, cfg.batch_size, cfg.seq_len, cfg.lr, flops_per_token / 1e6);
-  std::printf("device: %s\n", trainer().device_description().c_str());
-  if (!device_note.empty()) std::printf("  (%s)\n", device_note.c_str());
-  std::printf("output: %s (metrics.jsonl, checkpoints); Ctrl-C saves and stops\n", out.string().c_str());
+  if (speaks) std::printf("device: %s\n", trainer().device_description().c_str());
+  if (speaks && !device_note.empty()) std::printf("  (%s)\n", device_note.c_str());
+  if (speaks) std::printf("output: %s (metrics.jsonl, checkpoints); Ctrl-C saves and stops\n", out.string().c_str());
   std::fflush(stdout);
 
   g_interrupted = false;
   auto previous = std::signal(SIGINT, on_sigint);
-  const bool tty = isatty(STDOUT_FILENO);
+  const bool tty = speaks && isatty(STDOUT_FILENO);
   // The training loss on the progress line: the mean over the last k_recent steps' batches (one
   // batch alone is noisy; a long average lags far behind while the loss falls fast).
   constexpr std::size_t k_recent = 10;
@@ -139,8 +162,13 @@ void run(const TrainArgs& a, CLI::App* cmd) {
   const auto t_start = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count(); };
   SessionHooks hooks;
-  hooks.between_steps = [] { return g_interrupted ? SessionControl::Stop : SessionControl::Continue; };
+  // Every process of a job stops at the same step: any one's Ctrl-C stops them all (any_rank is a
+  // collective of the job; with one process it is the flag itself).
+  hooks.between_steps = [&] {
+    return trainer().any_rank(g_interrupted.load()) ? SessionControl::Stop : SessionControl::Continue;
+  };
   hooks.on_eval = [&](const EvalReport& ev, bool final) {
+    if (!speaks) return;
     if (final && tty) std::printf("\n");  // keep the last progress line
     if (trainer().data().synthetic.empty())
       std::printf("%sstep %ld: validation loss %.4f nats/byte, %.4f bits/byte, next-byte accuracy %.1f%% (%ld bytes)\n",
@@ -151,15 +179,26 @@ void run(const TrainArgs& a, CLI::App* cmd) {
     std::fflush(stdout);
   };
   hooks.on_event = [&](long step, const std::string& kind, const std::string& message) {
-    if (kind == "diverged") return;  // the error message says it
+    if (kind == "diverged" || !speaks) return;  // the error message says it
     std::printf("%sstep %ld: %s\n", tty ? "\r\33[2K" : "", step, message.c_str());
     if (kind == "rollback") recent.clear();
     std::fflush(stdout);
   };
   long last_print = 0;
+  // Per GPU of a data-parallel run: its tokens and seconds so far (its own share of every step).
+  std::vector<double> gpu_tokens, gpu_seconds;
   hooks.on_step = [&](const StepReport& r, double, double) {
     tokens += double(r.tokens);
     seconds += r.seconds;
+    if (gpu_tokens.size() < r.ranks.size()) {
+      gpu_tokens.resize(r.ranks.size(), 0.0);
+      gpu_seconds.resize(r.ranks.size(), 0.0);
+    }
+    for (std::size_t i = 0; i < r.ranks.size(); ++i) {
+      gpu_tokens[i] += double(r.ranks[i].tokens);
+      gpu_seconds[i] += r.ranks[i].seconds;
+    }
+    if (!speaks) return;
     if (!r.skipped) {
       recent.push_back(r.loss);
       if (recent.size() > k_recent) recent.pop_front();
@@ -176,13 +215,38 @@ void run(const TrainArgs& a, CLI::App* cmd) {
                   "%.1f GFLOP/s  lr %.2e  grad norm %.2f  time left %s%s",
                   tty ? "\r\33[2K" : "", bar.c_str(), trainer().steps_done(), cfg.steps, recent.size(), train_loss,
                   train_loss / std::log(2.0), rate,
-                  rate * flops_per_token / 1e9, r.lr, r.grad_norm, format_duration(left).c_str(), tty ? "" : "\n");
+                  rate * flops_per_token / 1e9, r.lr, r.grad_norm, format_duration(left).c_str(),
+                  tty || gpu_tokens.size() > 1 ? "" : "\n");
+      if (gpu_tokens.size() > 1) {  // this process's GPUs, each at its own rate
+        std::printf("  per GPU (tokens/s):");
+        for (std::size_t i = 0; i < gpu_tokens.size(); ++i)
+          std::printf(" %.0f", gpu_seconds[i] > 0 ? gpu_tokens[i] / gpu_seconds[i] : 0.0);
+        std::printf("%s", tty ? "" : "\n");
+      }
       std::fflush(stdout);
       last_print = trainer().steps_done();
     }
   };
-  const TrainingSession::Outcome outcome = session->run(hooks);
+  TrainingSession::Outcome outcome;
+  try {
+    outcome = session->run(hooks);
+  } catch (const std::exception&) {
+    if (tty) std::printf("\n");
+    // The run directory keeps its last checkpoint: say where the run can go on from.
+    if (speaks && session->checkpoint_step() >= 0)
+      std::fprintf(stderr, "tttlab train: the run directory keeps its checkpoint of step %ld; continue with "
+                   "`tttlab train --resume %s`%s\n", session->checkpoint_step(), out.string().c_str(),
+                   a.gpus.empty() ? "" : " (on any number of GPUs)");
+    std::fflush(stdout);
+    throw;
+  }
   std::signal(SIGINT, previous);
+  if (!speaks) {
+    std::printf("process %d: %s at step %ld\n", job.process_rank,
+                outcome == TrainingSession::Outcome::Stopped ? "stopped" : "done", trainer().steps_done());
+    set_exit_code(0);
+    return;
+  }
   if (outcome == TrainingSession::Outcome::Stopped) {
     if (tty) std::printf("\n");
     std::printf("interrupted at step %ld: checkpoint saved; continue with `tttlab train --resume %s`\n",
@@ -220,6 +284,11 @@ void register_train(CLI::App& app) {
                   "auto (a GPU when present and it can train the model, else the CPU), cpu, or cuda (an error "
                   "without a GPU); a run may resume on another device")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))->capture_default_str();
+  cmd->add_option("--gpus", a->gpus,
+                  "Data-parallel training on N GPUs of this machine (or 'all'): each GPU computes its share of "
+                  "every batch, gradients are summed through NCCL, every GPU applies the same update. Under a "
+                  "launcher (torchrun's, Open MPI's or TTTLAB_* variables), this process's GPUs of a larger job. "
+                  "A run resumes on any number of GPUs");
   cmd->add_option("--gpu-gemm", a->gpu_gemm, "GPU matrix products, the TTT-Linear inner forward included: tf32 (tensor cores, ~1e-3 relative) or fp32")
       ->check(CLI::IsMember({"tf32", "fp32"}))->capture_default_str();
   cmd->add_option("--max-bad-steps", a->max_bad_steps,

@@ -2,9 +2,12 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdlib>
+
 #ifdef TTTLAB_HAVE_CUDA
 #include <memory>
 
+#include "tttlab/kernels/multi_gpu.hpp"
 #include "tttlab/kernels/train_cuda.hpp"
 #include "tttlab/model/model.hpp"
 #endif
@@ -30,6 +33,56 @@ TrainBackendFactory train_backend_for(DeviceRequest request, const std::string& 
 #else
   (void)gemm;
   return {};  // select_device() never picks CUDA in a build without the kernels
+#endif
+}
+
+int parse_gpu_count(const std::string& text) {
+  if (text == "all") return -1;
+  std::size_t used = 0;
+  int n = 0;
+  try {
+    n = std::stoi(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || n < 1 || n > 1024)
+    throw std::invalid_argument("--gpus must be a number of GPUs (1 to 1024) or 'all', got '" + text + "'");
+  return n;
+}
+
+TrainBackendFactory data_parallel_backend_for(DeviceRequest request, const std::string& gemm, int gpus,
+                                              const JobEnvironment& job, std::string& note) {
+  if (request == DeviceRequest::CPU)
+    throw std::invalid_argument("--gpus trains on GPUs; it cannot be combined with --device cpu");
+#ifdef TTTLAB_HAVE_CUDA
+  try {
+    select_device(DeviceRequest::CUDA);
+  } catch (const DeviceError& e) {  // say what was asked for: --gpus, not --device cuda
+    std::string m = e.what();
+    if (m.rfind("--device cuda: ", 0) == 0) m = m.substr(15);
+    if (const auto k = m.find("; use --device cpu or auto"); k != std::string::npos) m = m.substr(0, k);
+    throw DeviceError("--gpus: " + m + "; without --gpus, training runs on the CPU");
+  }
+  note.clear();
+  kernels::MultiGpuOptions o;
+  o.gpus = gpus > 0 ? gpus : kernels::cuda_device_count();  // all: every GPU this process sees
+  o.job = job;
+  o.cuda.gemm = kernels::parse_gemm_precision(gemm);
+  apply_fault_injection(o.data_parallel, std::getenv("TTTLAB_FAIL_RANK_AT_STEP"));
+  if (const char* t = std::getenv("TTTLAB_COLLECTIVE_TIMEOUT"); t && *t) {
+    char* end = nullptr;
+    const double s = std::strtod(t, &end);
+    if (*end != '\0' || !(s >= 1 && s <= 86400))
+      throw std::invalid_argument(std::string("TTTLAB_COLLECTIVE_TIMEOUT must be seconds between 1 and 86400, got '") + t + "'");
+    o.timeout_seconds = s;
+  }
+  return kernels::multi_gpu_train_backend_factory(o);
+#else
+  (void)gemm;
+  (void)gpus;
+  (void)job;
+  (void)note;
+  throw std::invalid_argument("--gpus needs a build with the CUDA kernels (this one trains on the CPU only)");
 #endif
 }
 

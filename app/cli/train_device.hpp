@@ -16,6 +16,7 @@
 
 #include "tttlab/device.hpp"
 #include "tttlab/train/backend.hpp"
+#include "tttlab/train/data_parallel.hpp"
 
 namespace tttlab::cli {
 
@@ -31,6 +32,19 @@ class TrainDeviceUnsupported : public std::invalid_argument {
 // `note` must outlive the Trainer's construction. Trainer::device_description() says where it runs.
 // Throws DeviceError for `cuda` without a usable GPU.
 TrainBackendFactory train_backend_for(DeviceRequest request, const std::string& gemm, std::string& note);
+
+// Data-parallel training over several GPUs (train/data_parallel.hpp, kernels/multi_gpu.hpp): `gpus`
+// GPUs of this host (−1: all of them) in this process, which is process `job.process_rank` of
+// `job.processes` (one unless a launcher said otherwise). `request` must not be cpu. The factory
+// builds one replica per GPU with NCCL between them; with gpus = 1 and one process it is the same
+// code path over a communicator of one rank. Throws std::invalid_argument for a cpu request or a
+// build without the CUDA kernels; DeviceError when no GPU is usable; the factory itself throws for
+// too few GPUs, no NCCL, or a model the GPU cannot train (each one line).
+TrainBackendFactory data_parallel_backend_for(DeviceRequest request, const std::string& gemm, int gpus,
+                                              const JobEnvironment& job, std::string& note);
+
+// "all" → −1, "N" (1 ≤ N ≤ 1024) → N; std::invalid_argument otherwise.
+int parse_gpu_count(const std::string& text);
 
 // The same for a command's --device and --gpu-gemm strings, with their errors as usage errors
 // (CLI::ValidationError, exit status 2): an unknown device or precision, or `cuda` for a model the

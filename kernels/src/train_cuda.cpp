@@ -260,6 +260,9 @@ struct CudaTrainBackend::Impl {
   void attention_mixer_backward(int i, const float* x, const float* dY, float* dxo);
   double loss_sum() const;
   void sync() const { TTTLAB_CUDA_CHECK(cudaStreamSynchronize(stream)); }
+  // Every public call selects the backend's GPU first: a data-parallel job drives several backends
+  // from several threads.
+  void use_device() const { TTTLAB_CUDA_CHECK(cudaSetDevice(options.device)); }
 };
 
 void CudaTrainBackend::Impl::layout(Model<float>& m) {
@@ -822,6 +825,7 @@ CudaTrainBackend::CudaTrainBackend(const TrainBackendContext& ctx, const CudaTra
 
 CudaTrainBackend::~CudaTrainBackend() {
   if (m_impl && m_impl->stream) {
+    cudaSetDevice(m_impl->options.device);
     cudaStreamSynchronize(m_impl->stream);
     m_impl->storage.clear();
     m_impl->gemm.reset();  // its cuBLAS handle is bound to the stream
@@ -847,6 +851,7 @@ std::size_t CudaTrainBackend::device_bytes() const {
 
 double CudaTrainBackend::forward_backward(const TokenBatch& batch) {
   Impl& s = *m_impl;
+  s.use_device();
   long counted = 0;
   s.upload_batch(batch, true, &counted);
   TTTLAB_CUDA_CHECK(cudaMemsetAsync(s.G.get(), 0, s.G.bytes(), s.stream));
@@ -857,8 +862,29 @@ double CudaTrainBackend::forward_backward(const TokenBatch& batch) {
   return s.loss_sum();
 }
 
+double CudaTrainBackend::forward_backward_shard(const TokenBatch& shard, std::int64_t denominator) {
+  Impl& s = *m_impl;
+  s.use_device();
+  if (denominator < 1) throw std::invalid_argument("train_cuda: a gradient denominator of " + std::to_string(denominator));
+  s.upload_batch(shard, true, nullptr);
+  TTTLAB_CUDA_CHECK(cudaMemsetAsync(s.G.get(), 0, s.G.bytes(), s.stream));
+  // The same scale as forward_backward's for the whole batch: 1 / (the global batch's counted targets).
+  s.forward(true, 1.f / float(denominator));
+  s.backward();
+  return s.loss_sum();
+}
+
+std::span<float> CudaTrainBackend::gradient_buffer() { return {m_impl->G.get(), m_impl->total}; }
+
+void CudaTrainBackend::bind_thread() { m_impl->use_device(); }
+
+void* CudaTrainBackend::cuda_stream() const { return m_impl->stream; }
+
+int CudaTrainBackend::device() const { return m_impl->options.device; }
+
 std::vector<double> CudaTrainBackend::time_forward(const TokenBatch& batch, int warmup, int repeats) {
   Impl& s = *m_impl;
+  s.use_device();
   if (warmup < 0 || repeats < 1) throw std::invalid_argument("train_cuda: time_forward needs warmup >= 0, repeats >= 1");
   s.upload_batch(batch, false, nullptr);
   for (int i = 0; i < warmup; ++i) s.forward(false, 0.f);
@@ -888,6 +914,7 @@ std::vector<double> CudaTrainBackend::time_forward(const TokenBatch& batch, int 
 
 std::vector<CudaTrainBackend::MixerInputs> CudaTrainBackend::mixer_inputs(const TokenBatch& batch) {
   Impl& s = *m_impl;
+  s.use_device();
   std::vector<MixerInputs> out;
   if (s.attention) return out;
   s.upload_batch(batch, false, nullptr);
@@ -912,21 +939,28 @@ std::vector<CudaTrainBackend::MixerInputs> CudaTrainBackend::mixer_inputs(const 
 }
 
 BackendStep CudaTrainBackend::step(const TokenBatch& batch) {
-  Impl& s = *m_impl;
   BackendStep out;
   out.loss_sum = forward_backward(batch);
+  out.optim = apply_update();
+  return out;
+}
+
+AdamWReport CudaTrainBackend::apply_update() {
+  Impl& s = *m_impl;
+  s.use_device();
+  AdamWReport out_optim;
   // AdamW::step, with the elements on the device.
   sum_squares(s.G.get(), s.total, s.norm_out.get(), s.norm_ws.get(), s.stream);
   double sumsq = 0;
   TTTLAB_CUDA_CHECK(cudaMemcpyAsync(&sumsq, s.norm_out.get(), sizeof(double), cudaMemcpyDeviceToHost, s.stream));
   s.sync();
   const AdamWConfig& c = s.optim->config();
-  AdamWReport& r = out.optim;
+  AdamWReport& r = out_optim;
   r.grad_norm = std::sqrt(sumsq);
   if (!std::isfinite(r.grad_norm)) {
     r.skipped = true;
     r.step = s.step;
-    return out;
+    return r;
   }
   if (c.clip_norm > 0 && r.grad_norm > c.clip_norm) r.clip_scale = c.clip_norm / r.grad_norm;
   r.lr = s.optim->schedule()(s.step);
@@ -944,11 +978,12 @@ BackendStep CudaTrainBackend::step(const TokenBatch& batch) {
   a.wd = static_cast<float>(c.weight_decay);
   adamw_update(s.P.get(), s.G.get(), s.M1.get(), s.M2.get(), s.total, a, s.stream);
   r.step = ++s.step;
-  return out;
+  return r;
 }
 
 BackendStep CudaTrainBackend::profile_step(const TokenBatch& batch, CudaStepProfile& profile) {
   Impl& s = *m_impl;
+  s.use_device();
   s.marks.clear();
   s.events_used = 0;
   s.profiling = true;
@@ -983,6 +1018,7 @@ BackendStep CudaTrainBackend::profile_step(const TokenBatch& batch, CudaStepProf
 
 EvalReport CudaTrainBackend::evaluate(std::span<const std::uint8_t> val, int seq_len, const EvalOptions& options) {
   Impl& s = *m_impl;
+  s.use_device();
   if (seq_len != s.T)
     throw std::invalid_argument("train_cuda: evaluation windows of " + std::to_string(seq_len) +
                                 " tokens; this backend was built for " + std::to_string(s.T));
@@ -1033,6 +1069,7 @@ EvalReport CudaTrainBackend::evaluate(std::span<const std::uint8_t> val, int seq
 
 void CudaTrainBackend::pull_to_host() {
   Impl& s = *m_impl;
+  s.use_device();
   s.sync();
   std::size_t k = 0;
   s.model->for_each_param([&](Eigen::Map<Mat<float>> t, const std::string&) {
@@ -1055,6 +1092,7 @@ void CudaTrainBackend::pull_to_host() {
 
 void CudaTrainBackend::push_from_host() {
   Impl& s = *m_impl;
+  s.use_device();
   s.sync();
   s.upload_params();
   s.upload_optimizer();
@@ -1062,6 +1100,7 @@ void CudaTrainBackend::push_from_host() {
 
 std::vector<std::vector<float>> CudaTrainBackend::download_gradients() const {
   const Impl& s = *m_impl;
+  s.use_device();
   s.sync();
   std::vector<std::vector<float>> out;
   for (const Impl::Tensor& x : s.tensors) {

@@ -606,7 +606,9 @@ TEST(Training, TheRunsDeviceGoesThroughTheInstalledChooser) {
   auto asked = std::make_shared<std::vector<std::string>>();
   auto backends_made = std::make_shared<std::atomic<int>>(0);
   TrainDevices devices;
-  devices.choose = [asked, backends_made](const std::string& device, std::string& note) -> TrainBackendFactory {
+  devices.choose = [asked, backends_made](const std::string& device, int gpus,
+                                          std::string& note) -> TrainBackendFactory {
+    EXPECT_EQ(gpus, 1) << "a run on one device asks for one GPU";
     asked->push_back(device);
     if (device == "cuda") throw std::runtime_error("no GPU in this test");
     note = "chosen by the test";

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -90,6 +91,40 @@ TrainSettings settings_of(const TrainConfig& c) {
   return s;
 }
 
+// The GPU count against the rest of the settings, before a run starts (the data-parallel backend would
+// refuse the same later, from the worker thread, in words about ranks and shards).
+void check_gpus(const TrainSettings& s) {
+  if (s.gpus < 1 || s.gpus > 1024)
+    throw std::runtime_error("GPUs must be between 1 and 1024, got " + std::to_string(s.gpus));
+  if (s.gpus == 1) return;
+  const std::string n = std::to_string(s.gpus);
+  if (s.device == "cpu")
+    throw std::runtime_error("training on " + n + " GPUs needs the device automatic or GPU (CUDA), not CPU: "
+                             "choose another device, or set GPUs to 1");
+  if (s.gpus > s.batch_size)
+    throw std::runtime_error(n + " GPUs need a batch of at least " + n + " sequences (each GPU computes at least one), "
+                             "but the batch has " + std::to_string(s.batch_size) +
+                             ": raise the batch or use fewer GPUs");
+}
+
+// How many steps the per-GPU throughput averages over.
+constexpr std::size_t kGpuRateSteps = 10;
+
+// Each rank's tokens/s over `recent` steps (Σ tokens / Σ seconds of that rank), in rank order.
+std::vector<double> rates_per_gpu(const std::vector<std::vector<RankStepTiming>>& recent) {
+  std::map<int, std::pair<double, double>> sums;  // rank → (tokens, seconds)
+  for (const auto& step : recent)
+    for (const RankStepTiming& t : step) {
+      auto& [tokens, seconds] = sums[t.rank];
+      tokens += static_cast<double>(t.tokens);
+      seconds += t.seconds;
+    }
+  std::vector<double> rates;
+  rates.reserve(sums.size());
+  for (const auto& [rank, ts] : sums) rates.push_back(ts.second > 0 ? ts.first / ts.second : 0.0);
+  return rates;
+}
+
 std::string model_summary(const ModelConfig& m, long params) {
   char b[64];
   std::snprintf(b, sizeof b, "%.2f M parameters", static_cast<double>(params) / 1e6);
@@ -141,6 +176,7 @@ struct TrainingModule::Run {
   std::vector<StepPoint> new_steps;
   std::vector<EvalPoint> new_evals;
   std::vector<std::pair<long, fs::path>> saved;  // (step, checkpoint folder)
+  std::vector<double> gpu_rates;                  // tokens/s per GPU (RunView::gpu_tokens_per_s)
   std::string error, message;
   long steps_done = 0, steps_total = 0, params = 0;
   std::string summary, data_description, device;
@@ -181,7 +217,11 @@ void TrainingModule::Run::work() {
     std::string device_note;
     TrainBackendFactory backend;
     if (devices.choose)
-      backend = devices.choose(settings.device, device_note);
+      backend = devices.choose(settings.device, settings.gpus, device_note);
+    else if (settings.gpus > 1)
+      throw std::runtime_error("training on " + std::to_string(settings.gpus) +
+                               " GPUs needs the CUDA kernels, and this build has none (nvcc was not found when it "
+                               "was configured); set GPUs to 1 and train on the CPU");
     else if (settings.device == "cuda")
       throw std::runtime_error("this build has no CUDA kernels (nvcc was not found when it was configured); "
                                "train on the CPU");
@@ -239,7 +279,15 @@ void TrainingModule::Run::work() {
       new_evals.push_back({ev.step, ev.loss, ev.bpb});
       news = true;
     };
+    // The last few steps' per-GPU timings (worker thread only).
+    std::vector<std::vector<RankStepTiming>> recent_ranks;
     hooks.on_step = [&](const StepReport& r, double tokens_per_s, double elapsed_s) {
+      std::vector<double> rates;
+      if (!r.ranks.empty()) {
+        recent_ranks.push_back(r.ranks);
+        if (recent_ranks.size() > kGpuRateSteps) recent_ranks.erase(recent_ranks.begin());
+        rates = rates_per_gpu(recent_ranks);
+      }
       StepPoint p;
       p.step = r.step;
       p.loss = r.loss;
@@ -250,6 +298,7 @@ void TrainingModule::Run::work() {
       p.skipped = r.skipped;
       std::lock_guard lk(mu);
       new_steps.push_back(p);
+      if (!rates.empty()) gpu_rates = std::move(rates);
       steps_done = session->trainer().steps_done();
       news = true;
     };
@@ -334,6 +383,7 @@ bool TrainingModule::handle(const Command& command, ModuleContext& ctx) {
     try {
       train_config(s->settings);  // refuse bad settings here, with the message, before any thread starts
       parse_device_request(s->settings.device);
+      check_gpus(s->settings);
       auto run = std::make_unique<Run>();
       run->devices = devices_;
       run->id = next_id_++;
@@ -549,6 +599,7 @@ void TrainingModule::rebuild_view() {
       rv->model_summary = r->summary;
       rv->data_description = r->data_description;
       rv->device = r->device;
+      rv->gpu_tokens_per_s = r->gpu_rates;
     }
     // A run opened from disk has no live rate: the mean of its last logged steps.
     if (r->rate == 0 && rv->steps && !rv->steps->empty()) {

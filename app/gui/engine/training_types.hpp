@@ -32,6 +32,8 @@ struct TrainSettings {
   std::uint64_t seed = 0;
   int threads = 1;                   // worker threads inside Trainer::step (results depend on it)
   std::string device = "auto";       // auto, cpu, cuda (TrainDevices below)
+  int gpus = 1;                      // GPUs of this machine for one run: 1 = one device as `device` says;
+                                     // N > 1 = data-parallel over N GPUs (device auto or cuda; 1 … 1024)
   long eval_every = 50;              // validate every N steps (and at the end); 0: only at the end
   int eval_windows = 16;             // validation windows per evaluation
   long checkpoint_every = 0;         // 0: only when paused/stopped/finished or asked to
@@ -42,13 +44,15 @@ struct TrainSettings {
 
 // Where runs compute. `tttlab gui` fills `choose` in a build with the CUDA kernels
 // (app/cli/train_device.hpp), so this library never links them itself; left empty, every run trains
-// on the CPU engine and a run that asks for "cuda" fails with a message.
-//   choose(device, note): device is "auto", "cpu" or "cuda"; returns the Trainer's backend factory
-//   (empty: the CPU) and writes to `note` why the CPU was chosen under "auto", if it was. `note` must
-//   outlive the Trainer's construction. Throws with an actionable message when "cuda" cannot be had.
+// on the CPU engine and a run that asks for "cuda" or for several GPUs fails with a message.
+//   choose(device, gpus, note): device is "auto", "cpu" or "cuda"; gpus is TrainSettings::gpus (1: one
+//   device; N > 1: a data-parallel backend over N GPUs, train/data_parallel.hpp; never with "cpu").
+//   Returns the Trainer's backend factory (empty: the CPU) and writes to `note` why the CPU was chosen
+//   under "auto", if it was. `note` must outlive the Trainer's construction. Throws with an actionable
+//   message when "cuda" or the GPUs cannot be had.
 // Called on the run's worker thread.
 struct TrainDevices {
-  std::function<TrainBackendFactory(const std::string& device, std::string& note)> choose;
+  std::function<TrainBackendFactory(const std::string& device, int gpus, std::string& note)> choose;
 };
 
 enum class RunState { Starting, Running, Paused, Stopping, Stopped, Finished, Failed, Loaded };
@@ -79,6 +83,11 @@ struct RunView {
   std::string message;            // failure, or what just happened ("checkpoint saved at step 300")
   long steps_done = 0, steps_total = 0;
   double tokens_per_s = 0;        // over the last few steps
+  // A data-parallel run (settings.gpus > 1): each GPU's own tokens/s, by rank (GPU 0, 1, …): the
+  // tokens of its share of the batch over the wall time of its forward + backward + all-reduce +
+  // update (StepReport::ranks), summed over the last few steps. Empty for a single-device run and
+  // before the first step.
+  std::vector<double> gpu_tokens_per_s;
   double seconds_left = 0;        // estimate
   long params = 0;
   std::string model_summary;

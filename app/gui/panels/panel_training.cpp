@@ -1,8 +1,9 @@
 // Panel 6 — Training: train small byte-level language models on the CPU or the GPU and watch them learn. Start,
-// pause, resume and stop runs (layer, backbone, preset, data, b, η_base, learning rate, steps, …); live
-// training and validation loss, tokens per second, learning rate, gradient norm and time left; several
-// runs overlaid in one colour each; checkpoints saved (and loaded into every other panel's model list)
-// and run directories opened or resumed — the same directories `tttlab train` writes.
+// pause, resume and stop runs (layer, backbone, preset, data, b, η_base, learning rate, steps, device, GPUs,
+// …); live training and validation loss, tokens per second (and per GPU for a run on several GPUs),
+// learning rate, gradient norm and time left; several runs overlaid in one colour each; checkpoints saved
+// (and loaded into every other panel's model list) and run directories opened or resumed — the same
+// directories `tttlab train` writes.
 #include <imgui.h>
 
 #include <algorithm>
@@ -31,6 +32,18 @@ const char* const kLayerNames[] = {"TTT-Linear", "TTT-MLP", "linear attention", 
 const char* const kPresets[] = {"tiny", "small", "125m"};
 
 enum class XAxis { Step, Tokens, Time };
+
+// 204500.4 → "204,500": a rate for students, to the whole token.
+std::string grouped(double v) {
+  if (!std::isfinite(v)) return "—";
+  const long long n = std::llround(v);
+  std::string digits = std::to_string(n < 0 ? -n : n), out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return (n < 0 ? "-" : "") + out;
+}
 
 struct TrainingPanelSettings {
   TrainSettings train;
@@ -187,7 +200,27 @@ class TrainingPanel final : public Panel {
       int device = 0;
       for (int i = 0; i < 3; ++i)
         if (t.device == kDevices[i]) device = i;
-      if (ImGui::Combo("##device", &device, "automatic\0CPU\0GPU (CUDA)\0")) t.device = kDevices[device];
+      if (ImGui::Combo("##device", &device, "automatic\0CPU\0GPU (CUDA)\0")) {
+        t.device = kDevices[device];
+        if (t.device == "cpu") t.gpus = 1;  // the CPU is one device
+      }
+      widgets::row("GPUs", "Train on several GPUs at once: each GPU computes part of every batch, their gradients "
+                           "are added up, and every GPU applies the same update, so all of them keep the same model. "
+                           "1: one device, as Device says. Each GPU needs at least one sequence of the batch.");
+      const bool on_cpu = t.device == "cpu";
+      ImGui::BeginDisabled(on_cpu);
+      int gpus = on_cpu ? 1 : t.gpus;
+      if (ImGui::InputInt("##gpus", &gpus, 1, 1) && !on_cpu) t.gpus = std::clamp(gpus, 1, 1024);
+      ImGui::EndDisabled();
+      if (on_cpu && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+        ImGui::SetTooltip("The CPU trains as one device: choose automatic or GPU to train on several GPUs.");
+      if (!on_cpu && t.gpus > t.batch_size) {
+        ImGui::PushTextWrapPos(0.0f);
+        ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kWarning),
+                           "%d GPUs need a batch of at least %d sequences (each GPU computes at least one).", t.gpus,
+                           t.gpus);
+        ImGui::PopTextWrapPos();
+      }
       widgets::row("Threads", "CPU worker threads inside each step. 1 leaves the other cores to the app.");
       ImGui::SliderInt("##threads", &t.threads, 1, 16);
       widgets::row("Validate", "Validation every N steps (and at the end), on the first windows of the validation text.");
@@ -260,6 +293,7 @@ class TrainingPanel final : public Panel {
       if (r->id == selected_) sel = r.get();
     if (!sel) sel = v.runs.back().get();
     cards(*sel);
+    per_gpu(*sel);
     ImGui::Dummy(ImVec2(0, 6));
     plots(v);
   }
@@ -326,14 +360,25 @@ class TrainingPanel final : public Panel {
         ImGui::TableNextColumn();
         ImGui::AlignTextToFramePadding();
         const TrainSettings& t = r.settings;
-        char wide[160], narrow[80];
-        std::snprintf(wide, sizeof wide, "%s %s, b %d, lr %.1e, B %d × T %d", t.layer.c_str(), t.mamba ? "m" : "t",
-                      t.mini_batch, t.lr, t.batch_size, t.seq_len);
+        // Wide, then without the optimiser's settings, then (a run on several GPUs) without the GPU count,
+        // which the tooltip, the tokens/s card and the per-GPU rows still give.
+        char wide[192], middle[112], narrow[80], on_gpus[32] = "";
+        if (t.gpus > 1) std::snprintf(on_gpus, sizeof on_gpus, ", %d GPUs", t.gpus);
+        std::snprintf(wide, sizeof wide, "%s %s, b %d, lr %.1e, B %d × T %d%s", t.layer.c_str(), t.mamba ? "m" : "t",
+                      t.mini_batch, t.lr, t.batch_size, t.seq_len, on_gpus);
+        std::snprintf(middle, sizeof middle, "%s %s, b %d%s", t.layer.c_str(), t.mamba ? "m" : "t", t.mini_batch,
+                      on_gpus);
         std::snprintf(narrow, sizeof narrow, "%s %s, b %d", t.layer.c_str(), t.mamba ? "m" : "t", t.mini_batch);
-        ImGui::TextDisabled("%s", widgets::fit(wide, narrow, ImGui::GetContentRegionAvail().x).c_str());
+        const std::string wide_s = wide, middle_s = middle, narrow_s = narrow;
+        const float settings_w = ImGui::GetContentRegionAvail().x;
+        ImGui::TextDisabled(
+            "%s", widgets::fit(wide_s, widgets::fit(middle_s, narrow_s, settings_w), settings_w).c_str());
         if (ImGui::IsItemHovered() && !r.model_summary.empty())
-          ImGui::SetTooltip("%s\n%s\ncomputes on %s", r.model_summary.c_str(), r.data_description.c_str(),
-                            r.device.empty() ? "—" : r.device.c_str());
+          ImGui::SetTooltip("%s\n%s\ncomputes on %s%s", r.model_summary.c_str(), r.data_description.c_str(),
+                            r.device.empty() ? "—" : r.device.c_str(),
+                            t.gpus > 1 ? ("\n" + std::to_string(t.gpus) + " GPUs, each computing part of every batch")
+                                             .c_str()
+                                       : "");
         ImGui::TableNextColumn();
         ImGui::AlignTextToFramePadding();
         if (r.checkpoint.empty())
@@ -407,7 +452,8 @@ class TrainingPanel final : public Panel {
                     colors::kLossAfter, cw);
     ImGui::SameLine(0, gap);
     widgets::metric("tokens / s", r.tokens_per_s > 0 ? format_value(r.tokens_per_s, 3) : "—",
-                    r.device.rfind("CUDA", 0) == 0
+                    r.settings.gpus > 1 ? "on " + std::to_string(r.settings.gpus) + " GPUs"
+                    : r.device.rfind("CUDA", 0) == 0
                         ? std::string("on the GPU")
                         : std::to_string(r.settings.threads) + " thread" + (r.settings.threads == 1 ? "" : "s"),
                     colors::kText, cw);
@@ -422,6 +468,75 @@ class TrainingPanel final : public Panel {
     widgets::metric("time left", r.active() ? plot::format_duration(r.seconds_left) : to_string(r.state),
                     std::to_string(r.steps_done) + " of " + std::to_string(r.steps_total) + " steps", state_color(r.state),
                     cw);
+  }
+
+  // A run on several GPUs: one row per GPU with its own tokens/s and a bar relative to the fastest, and
+  // the total. Nothing for a run on one device.
+  void per_gpu(const RunView& r) {
+    const std::vector<double>& rates = r.gpu_tokens_per_s;
+    if (r.settings.gpus <= 1 && rates.size() <= 1) return;
+    ImGui::Dummy(ImVec2(0, 4));
+    widgets::section_label("TOKENS PER SECOND ON EACH GPU");
+    ImGui::PushFont(fonts().small);
+    if (rates.empty()) {
+      ImGui::TextDisabled("%s", r.active() ? "appears after the first step" : "not measured (shown while the run trains)");
+      ImGui::PopFont();
+      return;
+    }
+    const double fastest = *std::max_element(rates.begin(), rates.end());
+    double total = 0;
+    for (double x : rates) total += x;
+    const int n = static_cast<int>(rates.size());
+    const int batch = r.settings.batch_size;
+    const float line_h = ImGui::GetTextLineHeightWithSpacing();
+    const float label_w = ImGui::CalcTextSize("all 0000 GPUs").x + 12.0f;
+    const float value_w = ImGui::CalcTextSize("00,000,000,000 tokens/s").x + 12.0f;
+    const float bar_w = std::clamp(ImGui::GetContentRegionAvail().x - label_w - value_w - 8.0f, 40.0f,
+                                   ImGui::GetFontSize() * 22.0f);
+    // One row: the label, the rate right-aligned, and a bar (frac of its width; frac < 0: no bar). A group,
+    // so the row's tooltip shows anywhere on it.
+    const auto row = [&](const std::string& label, double rate, float frac, bool strong) {
+      const ImVec4 text = ImGui::ColorConvertU32ToFloat4(strong ? colors::kText : colors::kTextDim);
+      const std::string value = grouped(rate) + " tokens/s";
+      ImGui::BeginGroup();  // inside a group, SameLine's offsets count from the group's left edge
+      ImGui::TextColored(text, "%s", label.c_str());
+      ImGui::SameLine(label_w + value_w - 12.0f - ImGui::CalcTextSize(value.c_str()).x);
+      ImGui::TextColored(text, "%s", value.c_str());
+      ImGui::SameLine(label_w + value_w);
+      const ImVec2 p = ImGui::GetCursorScreenPos();
+      const float h = ImGui::GetTextLineHeight();
+      ImGui::Dummy(ImVec2(bar_w, h));
+      ImDrawList* dl = ImGui::GetWindowDrawList();
+      if (frac >= 0)
+        dl->AddRectFilled(ImVec2(p.x, p.y + h * 0.2f), ImVec2(p.x + bar_w, p.y + h * 0.8f), IM_COL32(44, 47, 56, 255),
+                          2.0f);
+      if (frac > 0)
+        dl->AddRectFilled(ImVec2(p.x, p.y + h * 0.2f), ImVec2(p.x + bar_w * std::min(frac, 1.0f), p.y + h * 0.8f),
+                          colors::kAccent, 2.0f);
+      ImGui::EndGroup();
+    };
+    // Beyond 8 GPUs the rows scroll, so the plots keep their room.
+    const int shown = std::min(n, 8);
+    const bool scroll = n > shown;
+    if (scroll) ImGui::BeginChild("##gpu_rows", ImVec2(0, line_h * static_cast<float>(shown) + 4.0f), false);
+    for (int g = 0; g < n; ++g) {
+      const double rate = rates[static_cast<std::size_t>(g)];
+      row("GPU " + std::to_string(g), rate, fastest > 0 ? static_cast<float>(rate / fastest) : 0.0f, false);
+      if (ImGui::IsItemHovered()) {
+        const int share = n > 0 ? batch / n + (g < batch % n ? 1 : 0) : 0;
+        ImGui::SetTooltip("GPU %d computes %d of the %d sequences of every batch.\n%s tokens/s: the tokens of its share "
+                          "over the time of its forward pass, backward pass,\nadding up the gradients and the update, "
+                          "averaged over the last few steps.\nThe bar is relative to the fastest GPU (%s%% of it).",
+                          g, share, batch, grouped(rate).c_str(),
+                          fastest > 0 ? format_value(100.0 * rate / fastest, 3).c_str() : "—");
+      }
+    }
+    if (scroll) ImGui::EndChild();
+    row("all " + std::to_string(n) + " GPUs", total, -1.0f, true);
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("The GPUs' rates added up. The tokens / s card above measures whole steps: the slowest GPU "
+                        "sets the pace,\nand preparing the batch counts too, so it can be a little lower.");
+    ImGui::PopFont();
   }
 
   void plots(const TrainingView& v) {

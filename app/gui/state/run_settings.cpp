@@ -73,6 +73,10 @@ TrainSettings train_settings_from(const FieldReader& t, TrainSettings x) {
   x.seed = t.uint64("seed", x.seed);
   x.threads = static_cast<int>(t.integer("threads", 0, 256, x.threads));
   x.device = devices[t.choice("device", {"auto", "cpu", "cuda"}, 0)];
+  x.gpus = static_cast<int>(t.integer("gpus", 1, 1024, x.gpus));
+  if (x.gpus > 1 && x.device == "cpu")
+    throw StateError(t.path() + ".gpus: " + std::to_string(x.gpus) +
+                     " GPUs need the device \"auto\" or \"cuda\", but device is \"cpu\" (set gpus to 1)");
   x.eval_every = t.integer("eval_every", 0, 10'000'000, x.eval_every);
   x.eval_windows = static_cast<int>(t.integer("eval_windows", 1, 4096, x.eval_windows));
   x.checkpoint_every = t.integer("checkpoint_every", 0, 10'000'000, x.checkpoint_every);
@@ -84,7 +88,7 @@ nlohmann::json to_json(const TrainSettings& t) {
   return {{"layer", t.layer}, {"backbone", t.mamba ? "m" : "t"}, {"preset", t.preset}, {"data", t.data},
           {"mini_batch", t.mini_batch}, {"base_lr", t.base_lr}, {"lr", t.lr}, {"steps", t.steps},
           {"batch_size", t.batch_size}, {"seq_len", t.seq_len}, {"seed", t.seed}, {"threads", t.threads},
-          {"device", t.device}, {"eval_every", t.eval_every}, {"eval_windows", t.eval_windows},
+          {"device", t.device}, {"gpus", t.gpus}, {"eval_every", t.eval_every}, {"eval_windows", t.eval_windows},
           {"checkpoint_every", t.checkpoint_every}, {"runs_dir", t.runs_dir}};
 }
 

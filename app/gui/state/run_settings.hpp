@@ -51,8 +51,8 @@ RecallSettings recall_settings_from(const FieldReader& r, RecallSettings default
 nlohmann::json to_json(const RecallSettings& s);
 
 // Training: the "settings" object of the Training panel (layer, backbone, preset, data, mini_batch,
-// base_lr, lr, steps, batch_size, seq_len, seed, threads, device, eval_every, eval_windows,
-// checkpoint_every, runs_dir). The panel and the lesson checker (a scene that follows a training run)
+// base_lr, lr, steps, batch_size, seq_len, seed, threads, device, gpus (1 … 1024; more than 1 only with
+// device auto or cuda), eval_every, eval_windows, checkpoint_every, runs_dir). The panel and the lesson checker (a scene that follows a training run)
 // read it here.
 TrainSettings train_settings_from(const FieldReader& settings, TrainSettings defaults);
 nlohmann::json to_json(const TrainSettings& t);

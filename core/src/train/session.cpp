@@ -46,7 +46,7 @@ TrainingSession::TrainingSession(fs::path dir, std::unique_ptr<Trainer> trainer,
                                  TrainBackendFactory backend, SessionOptions options)
     : m_dir(std::move(dir)),
       m_trainer(std::move(trainer)),
-      m_metrics(std::make_unique<MetricsLog>(m_dir / "metrics.jsonl", mode)),
+      m_metrics(options.writes_files ? std::make_unique<MetricsLog>(m_dir / "metrics.jsonl", mode) : nullptr),
       m_backend(std::move(backend)),
       m_options(std::move(options)) {
   if (!m_options.clock) {
@@ -63,9 +63,12 @@ double TrainingSession::now() const { return m_options.clock(); }
 
 std::unique_ptr<TrainingSession> TrainingSession::create(const fs::path& run_dir, TrainConfig cfg, TextData data,
                                                          const TrainBackendFactory& backend, SessionOptions options) {
-  if (fs::exists(run_dir / "latest"))
+  if (options.writes_files && fs::exists(run_dir / "latest"))
     throw std::runtime_error("'" + run_dir.string() + "' already holds a run; resume it, or choose another directory");
   auto trainer = std::make_unique<Trainer>(std::move(cfg), std::move(data), backend);
+  if (!options.writes_files)
+    return std::unique_ptr<TrainingSession>(
+        new TrainingSession(run_dir, std::move(trainer), MetricsLog::Mode::Fresh, backend, std::move(options)));
   std::error_code ec;
   fs::create_directories(run_dir, ec);
   if (ec) throw FileError("cannot create the run directory '" + run_dir.string() + "': " + ec.message());
@@ -83,13 +86,15 @@ std::unique_ptr<TrainingSession> TrainingSession::resume(const fs::path& run_dir
     TrainConfig cfg = TrainConfig::from_json(read_file_text(run_dir / "train_config.json", 1 << 20),
                                              (run_dir / "train_config.json").string());
     auto trainer = std::make_unique<Trainer>(cfg, TextData::load(cfg), backend);
-    remove_stale_temporaries(run_dir);
+    if (options.writes_files) remove_stale_temporaries(run_dir);
     return std::unique_ptr<TrainingSession>(
         new TrainingSession(run_dir, std::move(trainer), MetricsLog::Mode::Fresh, backend, std::move(options)));
   }
   auto trainer = Trainer::resume(run_dir, backend);
-  remove_stale_temporaries(run_dir);
-  truncate_metrics(run_dir / "metrics.jsonl", trainer->steps_done());
+  if (options.writes_files) {
+    remove_stale_temporaries(run_dir);
+    truncate_metrics(run_dir / "metrics.jsonl", trainer->steps_done());
+  }
   std::unique_ptr<TrainingSession> s(
       new TrainingSession(run_dir, std::move(trainer), MetricsLog::Mode::Append, backend, std::move(options)));
   s->m_saved_step = s->m_trainer->steps_done();
@@ -98,13 +103,13 @@ std::unique_ptr<TrainingSession> TrainingSession::resume(const fs::path& run_dir
 
 void TrainingSession::evaluate(bool final, const SessionHooks& hooks) {
   const EvalReport ev = m_trainer->evaluate(m_trainer->config().eval_windows);
-  m_metrics->append(metrics_eval_record(ev, final));
+  if (m_metrics) m_metrics->append(metrics_eval_record(ev, final));
   if (hooks.on_eval) hooks.on_eval(ev, final);
 }
 
 void TrainingSession::event(const std::string& kind, const std::string& message, const SessionHooks& hooks) {
   const long step = m_trainer->steps_done();
-  m_metrics->append(metrics_event_record(step, kind, message));
+  if (m_metrics) m_metrics->append(metrics_event_record(step, kind, message));
   if (hooks.on_event) hooks.on_event(step, kind, message);
 }
 
@@ -122,29 +127,32 @@ void TrainingSession::on_diverged(long bad_steps, const SessionHooks& hooks) {
                                   : std::string("no checkpoint was written")) +
         "; try a lower --lr or a longer --warmup";
     event("diverged", msg, hooks);
-    m_metrics->sync();
+    if (m_metrics) m_metrics->sync();
     throw TrainingDiverged(msg);
   }
   // Roll back: the last checkpoint, or step 0 when there is none, with the learning rate lowered.
   ++m_rollbacks;
   const double scale = cfg.lr_scale * cfg.rollback_lr_factor;
   const auto lower = [scale](TrainConfig& c) { c.lr_scale = scale; };
-  m_metrics->sync();
+  const bool writes = m_options.writes_files;
+  if (m_metrics) m_metrics->sync();
   m_metrics.reset();
   long back_to = 0;
   if (fs::exists(m_dir / "latest")) {
     m_trainer = Trainer::resume(m_dir, m_backend, lower);
     back_to = m_trainer->steps_done();
-    truncate_metrics(m_dir / "metrics.jsonl", back_to);
+    if (writes) truncate_metrics(m_dir / "metrics.jsonl", back_to);
   } else {
     TrainConfig c = cfg;
     lower(c);
     m_trainer = std::make_unique<Trainer>(c, TextData::load(c), m_backend);
-    truncate_metrics(m_dir / "metrics.jsonl", 0);
+    if (writes) truncate_metrics(m_dir / "metrics.jsonl", 0);
   }
   m_saved_step = fs::exists(m_dir / "latest") ? back_to : -1;
-  write_file_atomic(m_dir / "train_config.json", m_trainer->config().to_json());
-  m_metrics = std::make_unique<MetricsLog>(m_dir / "metrics.jsonl", MetricsLog::Mode::Append);
+  if (writes) {
+    write_file_atomic(m_dir / "train_config.json", m_trainer->config().to_json());
+    m_metrics = std::make_unique<MetricsLog>(m_dir / "metrics.jsonl", MetricsLog::Mode::Append);
+  }
   event("rollback",
         what + "; rolled back to " + (back_to > 0 ? "the checkpoint of step " + std::to_string(back_to) : std::string("step 0")) +
             " with the learning rate times " + number_text(scale) + " (peak " +
@@ -155,6 +163,10 @@ void TrainingSession::on_diverged(long bad_steps, const SessionHooks& hooks) {
 
 fs::path TrainingSession::checkpoint(const SessionHooks& hooks) {
   const long step = m_trainer->steps_done();
+  if (!m_options.writes_files) {  // the first process of the job writes it
+    m_saved_step = step;
+    return m_dir;
+  }
   if (m_saved_step != step) {
     m_metrics->sync();  // the records up to this step are durable before `latest` names it
     m_trainer->save(m_dir);
@@ -178,7 +190,7 @@ TrainingSession::Outcome TrainingSession::run(const SessionHooks& hooks) {
     const double seconds = now() - t0;
     const double tokens_per_s = seconds > 0 ? static_cast<double>(r.tokens) / seconds : 0.0;
     const double elapsed = now() - m_start;
-    m_metrics->append(metrics_step_record(r, tokens_per_s, elapsed));
+    if (m_metrics) m_metrics->append(metrics_step_record(r, tokens_per_s, elapsed));
     if (hooks.on_step) hooks.on_step(r, tokens_per_s, elapsed);
     if (r.skipped || !std::isfinite(r.loss)) {
       ++bad_steps;

@@ -266,6 +266,7 @@ StepReport Trainer::step() {
   r.skipped = rep.skipped;
   r.tokens = static_cast<long>(batch.batch) * batch.seq_len;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.ranks = m_impl->backend->rank_timings();
   if (rep.skipped) r.step = steps_done();
   return r;
 }
@@ -327,6 +328,8 @@ EvalReport Trainer::evaluate_text(std::span<const std::uint8_t> text, const Eval
 void Trainer::sync_to_host() const { m_impl->backend->pull_to_host(); }
 
 void Trainer::sync_from_host() { m_impl->backend->push_from_host(); }
+
+bool Trainer::any_rank(bool flag) { return m_impl->backend->any_rank(flag); }
 
 std::string Trainer::device_description() const { return m_impl->backend->describe(); }
 

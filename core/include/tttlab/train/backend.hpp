@@ -63,6 +63,14 @@ struct EvalOptions {
   std::vector<float>* target_losses = nullptr;
 };
 
+// What one rank (a GPU of a data-parallel run, train/data_parallel.hpp) did in the last step, for
+// per-GPU throughput. A single-device backend reports none.
+struct RankStepTiming {
+  int rank = 0;            // global rank
+  long tokens = 0;         // input tokens of its share of the batch
+  double seconds = 0;      // its forward + backward + gradient all-reduce + update, wall time
+};
+
 // What one training step on a backend produced.
 struct BackendStep {
   double loss_sum = 0;  // Σ of the per-target losses over the counted targets (nats)
@@ -91,6 +99,12 @@ class TrainBackend {
 
   virtual void pull_to_host() = 0;
   virtual void push_from_host() = 0;
+
+  // Per-rank timings of the last step() (data-parallel backends); empty for one device.
+  virtual std::vector<RankStepTiming> rank_timings() const { return {}; }
+  // Whether any process of the job passes true (a data-parallel job of several processes agrees on
+  // stopping with it; every process must call it at the same point). One device: `flag`.
+  virtual bool any_rank(bool flag) { return flag; }
 };
 
 // What a backend is built from: the run's settings and the Trainer's host objects.

@@ -83,6 +83,11 @@ struct SessionOptions {
   // Seconds on a monotonic clock; the default is std::chrono::steady_clock. Tests pass a fake one
   // so that the records of two runs are byte for byte the same.
   std::function<double()> clock;
+  // false for every process but the first of a multi-process data-parallel job
+  // (train/data_parallel.hpp): the session computes, evaluates and stops exactly as the first one
+  // does, and reads the run directory (resume, rollback), but writes nothing into it: train_config,
+  // metrics and checkpoints are the first process's.
+  bool writes_files = true;
 };
 
 class TrainingSession {

@@ -86,6 +86,7 @@ struct StepReport {
   bool skipped = false;       // non-finite gradient: the update was skipped
   double seconds = 0;         // wall time of this step
   long tokens = 0;            // tokens in the batch
+  std::vector<RankStepTiming> ranks;  // per GPU, for a data-parallel run (train/data_parallel.hpp); else empty
 };
 
 // The bytes a run trains and validates on.
@@ -134,6 +135,9 @@ class Trainer {
   void sync_from_host();
   // The backend's device in words ("CPU (Eigen 3.4, 16 threads)", "CUDA: NVIDIA H100 ...").
   std::string device_description() const;
+  // True when any process of a multi-process job passes true (the backend's any_rank; a collective:
+  // every process calls it at the same point). One process: `flag`.
+  bool any_rank(bool flag);
   DeviceKind device_kind() const;
 
   long steps_done() const;

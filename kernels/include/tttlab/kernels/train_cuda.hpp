@@ -42,7 +42,7 @@
 #include <vector>
 
 #include "tttlab/kernels/gemm.hpp"
-#include "tttlab/train/backend.hpp"
+#include "tttlab/train/data_parallel.hpp"
 
 namespace tttlab {
 struct ModelConfig;
@@ -69,7 +69,11 @@ struct CudaStepProfile {
   double other_ms = 0;           // the rest: norms, convs, RoPE, activations, loss, AdamW, copies, gaps
 };
 
-class CudaTrainBackend final : public TrainBackend {
+// A Replica (train/data_parallel.hpp) too: forward_backward_shard, gradient_buffer (the flat device
+// gradient G) and apply_update are the pieces of step() that a data-parallel step runs with an
+// all-reduce between them (kernels/multi_gpu.hpp). Every public call first selects options.device on
+// the calling thread, so any thread may drive it (one at a time).
+class CudaTrainBackend final : public Replica {
  public:
   // Allocates everything for batches of up to config.batch_size sequences of config.seq_len tokens
   // and uploads the model and the optimiser state. Throws std::invalid_argument when the model is
@@ -84,6 +88,16 @@ class CudaTrainBackend final : public TrainBackend {
   EvalReport evaluate(std::span<const std::uint8_t> val, int seq_len, const EvalOptions& options) override;
   void pull_to_host() override;
   void push_from_host() override;
+
+  // Replica: step() is forward_backward_shard(batch, counted targets) + apply_update().
+  double forward_backward_shard(const TokenBatch& shard, std::int64_t denominator) override;
+  std::span<float> gradient_buffer() override;
+  AdamWReport apply_update() override;
+  void bind_thread() override;
+  // The CUDA stream every launch of this backend goes to (a cudaStream_t), for a communicator to
+  // enqueue its collectives behind them.
+  void* cuda_stream() const;
+  int device() const;
 
   // For tests and benchmarks: forward + backward only (no update). Returns Σ of the per-target
   // losses; the gradient of loss_sum / counted_targets stays on the device until

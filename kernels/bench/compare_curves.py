@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""Compares several `tttlab train` runs with a reference run, step by step (metrics.jsonl files).
+
+    compare_curves.py REFERENCE RUN [RUN ...]
+
+For each RUN: the largest |loss - reference loss| over the steps both recorded, the validation losses
+at equal steps, and whether the run agrees within TOLERANCE nats per byte, the data-parallel target
+of docs/MULTI_GPU.md (a run on N GPUs against the one-GPU run with the same global batch and seed).
+Prints the training loss of every run every 10 steps. Exit status 1 when a run disagrees.
+"""
+import json
+import os
+import sys
+
+TOLERANCE = 1e-3  # nats per byte, per step
+
+
+def read(path):
+    train, val = {}, {}
+    with open(path) as f:
+        for line in f:
+            try:
+                j = json.loads(line)
+            except ValueError:
+                continue
+            if "loss" in j and "step" in j:
+                train[j["step"]] = j["loss"]
+            if "val_loss" in j:
+                val[j["step"]] = j["val_loss"]
+    return train, val
+
+
+def name(path):
+    return os.path.basename(os.path.dirname(path)) or path
+
+
+def main():
+    if len(sys.argv) < 3:
+        print(__doc__)
+        return 2
+    ref, ref_val = read(sys.argv[1])
+    runs = [(name(p), *read(p)) for p in sys.argv[2:]]
+    print("step " + " ".join(f"{name(sys.argv[1]):>9}" if i == 0 else f"{n:>9}" for i, n in enumerate([""] + [r[0] for r in runs])))
+    for s in sorted(ref):
+        if s % 10 == 0 or s == 1:
+            print(f"{s:4d} {ref[s]:9.4f} " + " ".join(f"{r[1][s]:9.4f}" if s in r[1] else f"{'':9}" for r in runs))
+    ok = True
+    for n, train, val in runs:
+        common = sorted(set(train) & set(ref))
+        if not common:
+            print(f"{n}: no steps in common with the reference")
+            ok = False
+            continue
+        worst = max(abs(train[s] - ref[s]) for s in common)
+        at = max(common, key=lambda s: abs(train[s] - ref[s]))
+        vals = ", ".join(f"step {s}: {val[s] - ref_val[s]:+.1e}" for s in sorted(set(val) & set(ref_val)))
+        good = worst <= TOLERANCE
+        ok &= good
+        print(f"{n}: {len(common)} steps ({common[0]}..{common[-1]}), max |loss - reference| = {worst:.2e} nats "
+              f"(step {at}); validation differences: {vals or 'none'}; {'AGREE' if good else 'DISAGREE'} "
+              f"(tolerance {TOLERANCE})")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
