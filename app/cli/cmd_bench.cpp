@@ -327,6 +327,30 @@ GpuRow bench_gpu_training(const std::string& name, int D, int L, int B, int T, c
   return r;
 }
 
+// A whole-model row's shape and times (the training rows and the scaling rows).
+Json step_json(const GpuRow& r) {
+  Json o = Json::object();
+  o["shape"] = r.name;
+  o["layer"] = r.layer;
+  o["backbone"] = r.backbone;
+  o["gemm"] = r.gemm;
+  o["D"] = r.width;
+  o["L"] = r.layers;
+  o["H"] = r.heads;
+  o["F"] = r.ffn;
+  o["B"] = r.batch;
+  o["T"] = r.seq_len;
+  o["params"] = r.params;
+  o["median_ms"] = r.ms_per_step;
+  o["min_ms"] = r.min_ms;
+  o["max_ms"] = r.max_ms;
+  o["repeats"] = r.repeats;
+  o["warmup"] = r.warmup;
+  o["tokens_per_s"] = r.tok_s;
+  o["tflops"] = r.tflops;
+  return o;
+}
+
 // Data-parallel scaling (`--gpus N`): the same model with B sequences per GPU on 1, 2, 4, … and N
 // GPUs; efficiency = tokens/s on n GPUs / (n × tokens/s on one), the one-GPU row measured through
 // the same data-parallel code (one NCCL rank) in the same run.
@@ -358,21 +382,9 @@ void run_cuda_scaling(const BenchArgs& a) {
                   r.tok_s / n, 100 * eff);
       std::fflush(stdout);
     }
-    Json o = Json::object();
+    Json o = step_json(r);
     o["gpus"] = n;
-    o["layer"] = r.layer;
-    o["backbone"] = r.backbone;
-    o["gemm"] = r.gemm;
     o["B_per_gpu"] = B;
-    o["B"] = r.batch;
-    o["T"] = r.seq_len;
-    o["params"] = r.params;
-    o["median_ms"] = r.ms_per_step;
-    o["min_ms"] = r.min_ms;
-    o["max_ms"] = r.max_ms;
-    o["repeats"] = r.repeats;
-    o["warmup"] = r.warmup;
-    o["tokens_per_s"] = r.tok_s;
     o["tokens_per_s_per_gpu"] = r.tok_s / n;
     o["scaling_efficiency"] = eff;
     rows.push_back(o);
@@ -440,25 +452,7 @@ Json kernel_json(const kernels::TttBenchRow& r) {
 }
 
 Json training_json(const GpuRow& r, const kernels::GemmRate& ceiling) {
-  Json o = Json::object();
-  o["shape"] = r.name;
-  o["layer"] = r.layer;
-  o["backbone"] = r.backbone;
-  o["gemm"] = r.gemm;
-  o["D"] = r.width;
-  o["L"] = r.layers;
-  o["H"] = r.heads;
-  o["F"] = r.ffn;
-  o["B"] = r.batch;
-  o["T"] = r.seq_len;
-  o["params"] = r.params;
-  o["median_ms"] = r.ms_per_step;
-  o["min_ms"] = r.min_ms;
-  o["max_ms"] = r.max_ms;
-  o["repeats"] = r.repeats;
-  o["warmup"] = r.warmup;
-  o["tokens_per_s"] = r.tok_s;
-  o["tflops"] = r.tflops;
+  Json o = step_json(r);
   // The ceiling measured in this run: the GEMM rate of this precision. floor_ms: the step's FLOPs at
   // that rate (every FLOP of a step is a matrix product or the inner loop's).
   o["gemm_ceiling_tflops"] = ceiling.median_tflops;

@@ -8,26 +8,12 @@ at equal steps, and whether the run agrees within TOLERANCE nats per byte, the d
 of docs/MULTI_GPU.md (a run on N GPUs against the one-GPU run with the same global batch and seed).
 Prints the training loss of every run every 10 steps. Exit status 1 when a run disagrees.
 """
-import json
 import os
 import sys
 
+from compare_runs import read  # metrics.jsonl → ({step: loss}, {step: val_loss})
+
 TOLERANCE = 1e-3  # nats per byte, per step
-
-
-def read(path):
-    train, val = {}, {}
-    with open(path) as f:
-        for line in f:
-            try:
-                j = json.loads(line)
-            except ValueError:
-                continue
-            if "loss" in j and "step" in j:
-                train[j["step"]] = j["loss"]
-            if "val_loss" in j:
-                val[j["step"]] = j["val_loss"]
-    return train, val
 
 
 def name(path):

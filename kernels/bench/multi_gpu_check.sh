@@ -10,7 +10,7 @@
 #             job of 2 processes whose second process is killed (SIGKILL): the first must stop with an
 #             error within TTTLAB_COLLECTIVE_TIMEOUT
 #   bench     `tttlab bench --device cuda --gpus N` (TTT-Linear and TTT-MLP): the scaling efficiency
-# Run from a folder holding tttlab, tttlab_gpu_tests, compare_curves.py and brown/{train,val}.txt. Logs
+# Run from a folder holding tttlab, tttlab_gpu_tests, compare_curves.py, compare_runs.py and brown/{train,val}.txt. Logs
 # go to $OUT (or ./out). Steps: all four by default, or name them as arguments.
 set -u
 OUT=${OUT:-./out}

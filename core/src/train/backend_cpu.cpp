@@ -45,15 +45,7 @@ class CpuTrainBackend final : public TrainBackend {
       Model<float>& g = *m_grads[i];
       g.set_zero();
       const int lo = batch.batch * i / m_threads, hi = batch.batch * (i + 1) / m_threads;
-      for (int r = lo; r < hi; ++r) {
-        const auto row = batch.row(r);
-        std::vector<std::uint8_t> mask;
-        if (!batch.mask.empty())
-          mask.assign(batch.mask.begin() + std::ptrdiff_t(r) * batch.seq_len,
-                      batch.mask.begin() + std::ptrdiff_t(r + 1) * batch.seq_len);
-        const std::vector<int> tokens(row.begin(), row.end());
-        loss_sum[i] += m_model.train_sequence(tokens, mask, denom, g).loss_sum;
-      }
+      loss_sum[i] = cpu_train_rows(m_model, batch, lo, hi, denom, g);
     });
     // Sum the per-thread gradients in thread order (deterministic for a given thread count).
     auto& gv = m_grad_views;
@@ -138,6 +130,21 @@ class CpuTrainBackend final : public TrainBackend {
 };
 
 }  // namespace
+
+double cpu_train_rows(const Model<float>& model, const TokenBatch& batch, int first, int last, long denominator,
+                      Model<float>& grad) {
+  double loss = 0;
+  for (int r = first; r < last; ++r) {
+    const auto row = batch.row(r);
+    std::vector<std::uint8_t> mask;
+    if (!batch.mask.empty())
+      mask.assign(batch.mask.begin() + std::ptrdiff_t(r) * batch.seq_len,
+                  batch.mask.begin() + std::ptrdiff_t(r + 1) * batch.seq_len);
+    const std::vector<int> tokens(row.begin(), row.end());
+    loss += model.train_sequence(tokens, mask, denominator, grad).loss_sum;
+  }
+  return loss;
+}
 
 std::unique_ptr<TrainBackend> make_cpu_train_backend(const TrainBackendContext& ctx) {
   return std::make_unique<CpuTrainBackend>(ctx);

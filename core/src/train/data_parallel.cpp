@@ -191,17 +191,8 @@ class CpuReplica final : public Replica {
 
   double forward_backward_shard(const TokenBatch& shard, std::int64_t denominator) override {
     m_grad->set_zero();
-    double loss = 0;
-    for (int r = 0; r < shard.batch; ++r) {
-      const auto row = shard.row(r);
-      std::vector<std::uint8_t> mask;
-      if (!shard.mask.empty())
-        mask.assign(shard.mask.begin() + std::ptrdiff_t(r) * shard.seq_len,
-                    shard.mask.begin() + std::ptrdiff_t(r + 1) * shard.seq_len);
-      const std::vector<int> tokens(row.begin(), row.end());
-      loss += m_model->train_sequence(tokens, mask, static_cast<long>(std::max<std::int64_t>(denominator, 1)), *m_grad)
-                  .loss_sum;
-    }
+    const double loss = cpu_train_rows(*m_model, shard, 0, shard.batch,
+                                       static_cast<long>(std::max<std::int64_t>(denominator, 1)), *m_grad);
     std::size_t o = 0;
     for (const auto& g : m_grad_views) {
       std::copy(g.data(), g.data() + g.size(), m_flat.data() + o);

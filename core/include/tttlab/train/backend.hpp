@@ -120,4 +120,11 @@ using TrainBackendFactory = std::function<std::unique_ptr<TrainBackend>(const Tr
 // The CPU engine (see above).
 std::unique_ptr<TrainBackend> make_cpu_train_backend(const TrainBackendContext& ctx);
 
+// The CPU engine's forward + backward over rows [first, last) of `batch`, one after the other on the
+// calling thread: adds (1/denominator)·∇(Σ of their counted per-target losses) into `grad` (a model of
+// zeros_like shape) and returns that Σ (nats). The CPU backend's threads and the CPU replica of a
+// data-parallel run (data_parallel.hpp) both train their rows with it.
+double cpu_train_rows(const Model<float>& model, const TokenBatch& batch, int first, int last, long denominator,
+                      Model<float>& grad);
+
 }  // namespace tttlab
