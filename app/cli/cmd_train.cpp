@@ -134,21 +134,21 @@ void run(const TrainArgs& a, CLI::App* cmd) {
   const TrainConfig cfg = trainer().config();
   const long params = trainer().model().num_params();
   const double flops_per_token = trainer().step_flops() / (double(cfg.batch_size) * cfg.seq_len);
-  if (!speaks) {
+  if (speaks) {
+    std::printf("model: %s, %s backbone, %ld parameters (D=%d, L=%d, H=%d, b=%d)\n", to_string(cfg.model.seq_layer).c_str(),
+                cfg.model.mamba_backbone ? "Mamba (m)" : "Transformer (t)", params, cfg.model.hidden_size,
+                cfg.model.num_hidden_layers, cfg.model.num_attention_heads, cfg.model.mini_batch_size);
+    std::printf("data: %s: %zu train bytes, %zu validation bytes\n", trainer().data().description.c_str(),
+                trainer().data().train.size(), trainer().data().val.size());
+    std::printf("training: %ld steps of %d x %d bytes, peak lr %g, %.2f MFLOP per token (training, inner loop included)\n",
+                cfg.steps, cfg.batch_size, cfg.seq_len, cfg.lr, flops_per_token / 1e6);
+    std::printf("device: %s\n", trainer().device_description().c_str());
+    if (!device_note.empty()) std::printf("  (%s)\n", device_note.c_str());
+    std::printf("output: %s (metrics.jsonl, checkpoints); Ctrl-C saves and stops\n", out.string().c_str());
+  } else {
     std::printf("process %d of %d (%s): %s; process 0 writes %s and prints the progress\n", job.process_rank,
                 job.processes, job.source.c_str(), trainer().device_description().c_str(), out.string().c_str());
-    std::fflush(stdout);
   }
-  if (speaks) std::printf("model: %s, %s backbone, %ld parameters (D=%d, L=%d, H=%d, b=%d)\n", to_string(cfg.model.seq_layer).c_str(),
-              cfg.model.mamba_backbone ? "Mamba (m)" : "Transformer (t)", params, cfg.model.hidden_size,
-              cfg.model.num_hidden_layers, cfg.model.num_attention_heads, cfg.model.mini_batch_size);
-  if (speaks) std::printf("data: %s: %zu train bytes, %zu validation bytes\n", trainer().data().description.c_str(),
-              trainer().data().train.size(), trainer().data().val.size());
-  if (speaks) std::printf("training: %ld steps of %d x %d bytes, peak lr %g, %.2f MFLOP per token (training, inner loop included)\n",
-              cfg.steps, cfg.batch_size, cfg.seq_len, cfg.lr, flops_per_token / 1e6);
-  if (speaks) std::printf("device: %s\n", trainer().device_description().c_str());
-  if (speaks && !device_note.empty()) std::printf("  (%s)\n", device_note.c_str());
-  if (speaks) std::printf("output: %s (metrics.jsonl, checkpoints); Ctrl-C saves and stops\n", out.string().c_str());
   std::fflush(stdout);
 
   g_interrupted = false;

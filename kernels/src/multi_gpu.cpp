@@ -39,15 +39,6 @@ namespace tttlab::kernels {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-namespace {
-
-bool has_env(const char* name) {
-  const char* v = std::getenv(name);
-  return v && *v;
-}
-
-}  // namespace
-
 int cuda_device_count() {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess) {
@@ -86,7 +77,7 @@ const NcclLibrary& nccl() {
     // NVLink multicast (NVLS) is of no use at these sizes; leave a user's explicit setting alone.
     setenv("NCCL_NVLS_ENABLE", "0", 0);
     std::vector<std::string> names;
-    if (has_env("TTTLAB_NCCL")) names.push_back(std::getenv("TTTLAB_NCCL"));
+    if (const char* file = std::getenv("TTTLAB_NCCL"); file && *file) names.push_back(file);
     names.insert(names.end(), {"libnccl.so.2", "/usr/local/cuda/lib64/libnccl.so.2", "/usr/local/cuda/lib/libnccl.so.2"});
     std::string tried;
     for (const std::string& n : names) {

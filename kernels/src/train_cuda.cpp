@@ -221,7 +221,7 @@ struct CudaTrainBackend::Impl {
   void allocate();
   void upload_params();
   void upload_optimizer();
-  void upload_batch(const TokenBatch& batch, bool train, long* counted);
+  void upload_batch(const TokenBatch& batch, bool train);
   void forward(bool train, float grad_scale);
   void ttt_forward(int i, const float* x, float* out, bool train);
   // The fields that every inner-loop call of block k reads, shared by the forward and backward argument
@@ -428,7 +428,7 @@ void CudaTrainBackend::Impl::upload_optimizer() {
 
 // Inputs, targets (−1 where the mask drops them: model.cpp's targets_of) and the rows of each token
 // for the embedding's backward.
-void CudaTrainBackend::Impl::upload_batch(const TokenBatch& batch, bool train, long* counted) {
+void CudaTrainBackend::Impl::upload_batch(const TokenBatch& batch, bool train) {
   if (batch.batch < 1 || batch.batch > Bmax)
     throw std::invalid_argument("train_cuda: a batch of " + std::to_string(batch.batch) +
                                 " sequences; this backend was built for 1.." + std::to_string(Bmax));
@@ -438,7 +438,6 @@ void CudaTrainBackend::Impl::upload_batch(const TokenBatch& batch, bool train, l
   nseq = batch.batch;
   rows = nseq * T;
   std::vector<int> in(rows), tg(rows), count(V + 1, 0);
-  long n_counted = 0;
   for (int s = 0; s < nseq; ++s)
     for (int t = 0; t < T; ++t) {
       const int x = batch.input(s, t), y = batch.target(s, t);
@@ -448,10 +447,8 @@ void CudaTrainBackend::Impl::upload_batch(const TokenBatch& batch, bool train, l
       const int r = s * T + t;
       in[r] = x;
       tg[r] = batch.counts(s, t) ? y : -1;
-      n_counted += batch.counts(s, t) ? 1 : 0;
       ++count[x + 1];
     }
-  if (counted) *counted = n_counted;
   TTTLAB_CUDA_CHECK(cudaMemcpyAsync(tokens.get(), in.data(), rows * sizeof(int), cudaMemcpyHostToDevice, stream));
   TTTLAB_CUDA_CHECK(cudaMemcpyAsync(targets.get(), tg.data(), rows * sizeof(int), cudaMemcpyHostToDevice, stream));
   if (train) {
@@ -850,25 +847,18 @@ std::size_t CudaTrainBackend::device_bytes() const {
 }
 
 double CudaTrainBackend::forward_backward(const TokenBatch& batch) {
-  Impl& s = *m_impl;
-  s.use_device();
-  long counted = 0;
-  s.upload_batch(batch, true, &counted);
-  TTTLAB_CUDA_CHECK(cudaMemsetAsync(s.G.get(), 0, s.G.bytes(), s.stream));
-  // softmax_cross_entropy's gradient scale: S(1) / S(denominator).
-  const float grad_scale = counted > 0 ? 1.f / float(counted) : 0.f;
-  s.forward(true, grad_scale);
-  s.backward();
-  return s.loss_sum();
+  // A batch with no counted target has a zero gradient whatever the scale.
+  return forward_backward_shard(batch, std::max<std::int64_t>(1, batch.counted_targets()));
 }
 
 double CudaTrainBackend::forward_backward_shard(const TokenBatch& shard, std::int64_t denominator) {
   Impl& s = *m_impl;
   s.use_device();
   if (denominator < 1) throw std::invalid_argument("train_cuda: a gradient denominator of " + std::to_string(denominator));
-  s.upload_batch(shard, true, nullptr);
+  s.upload_batch(shard, true);
   TTTLAB_CUDA_CHECK(cudaMemsetAsync(s.G.get(), 0, s.G.bytes(), s.stream));
-  // The same scale as forward_backward's for the whole batch: 1 / (the global batch's counted targets).
+  // softmax_cross_entropy's gradient scale: S(1) / S(denominator), the denominator being the counted
+  // targets of the whole batch (of all ranks' shards in a data-parallel step).
   s.forward(true, 1.f / float(denominator));
   s.backward();
   return s.loss_sum();
@@ -886,7 +876,7 @@ std::vector<double> CudaTrainBackend::time_forward(const TokenBatch& batch, int 
   Impl& s = *m_impl;
   s.use_device();
   if (warmup < 0 || repeats < 1) throw std::invalid_argument("train_cuda: time_forward needs warmup >= 0, repeats >= 1");
-  s.upload_batch(batch, false, nullptr);
+  s.upload_batch(batch, false);
   for (int i = 0; i < warmup; ++i) s.forward(false, 0.f);
   cudaEvent_t a = nullptr, b = nullptr;
   TTTLAB_CUDA_CHECK(cudaEventCreate(&a));
@@ -917,7 +907,7 @@ std::vector<CudaTrainBackend::MixerInputs> CudaTrainBackend::mixer_inputs(const 
   s.use_device();
   std::vector<MixerInputs> out;
   if (s.attention) return out;
-  s.upload_batch(batch, false, nullptr);
+  s.upload_batch(batch, false);
   s.forward(false, 0.f);
   const std::size_t rd = std::size_t(s.rows) * s.D, lam = std::size_t(s.nseq) * s.H * s.T;
   const auto get = [&](const float* src, std::size_t n) {
@@ -1033,7 +1023,7 @@ EvalReport CudaTrainBackend::evaluate(std::span<const std::uint8_t> val, int seq
   std::int64_t done = 0;
   for (std::int64_t k = 0; k < windows.batches(); ++k) {
     const TokenBatch batch = windows.batch_at(k);
-    s.upload_batch(batch, false, nullptr);
+    s.upload_batch(batch, false);
     s.forward(false, 0.f);
     l.resize(s.rows);
     // The logits stay intact in evaluation (the loss kernel writes no gradient over them): the

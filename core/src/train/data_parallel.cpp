@@ -390,7 +390,9 @@ std::string DataParallelBackend::describe() const {
 std::int64_t DataParallelBackend::step_count() const { return m_replicas.front()->step_count(); }
 
 std::uint64_t DataParallelBackend::parameter_fingerprint() const {
-  if (!m_host_model) return 0;
+  // One process uploads every replica from the same host model: nothing to compare, and hashing the
+  // parameters costs a pass over them. Several processes each loaded their own.
+  if (!m_host_model || local_ranks() == world()) return 0;
   std::uint64_t h = 1469598103934665603ull;
   const_cast<Model<float>*>(m_host_model)->for_each_param([&](Eigen::Map<Mat<float>> m, const std::string&) {
     h = fingerprint_bytes(m.data(), static_cast<std::size_t>(m.size()) * sizeof(float), h);
@@ -407,24 +409,23 @@ void DataParallelBackend::on_every_rank(const char* what, F&& fn) {
   std::vector<std::exception_ptr> errors(n);
   std::vector<bool> own(n, false);  // failed for a reason of its own, not because a peer aborted
   std::mutex mutex;
+  // Records rank i's failure (inside its catch block) and releases every local rank waiting for it.
+  const auto failed = [&](int i, bool of_its_own) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      errors[i] = std::current_exception();
+      own[i] = of_its_own;
+    }
+    for (auto& c : m_comms) c->abort();
+  };
   run_parallel(n, [&](int i) {
     try {
       m_replicas[i]->bind_thread();
       fn(i);
+    } catch (const CommunicatorError&) {
+      failed(i, false);
     } catch (...) {
-      bool comm = false;
-      try {
-        throw;
-      } catch (const CommunicatorError&) {
-        comm = true;
-      } catch (...) {
-      }
-      {
-        std::lock_guard<std::mutex> lock(mutex);
-        errors[i] = std::current_exception();
-        own[i] = !comm;
-      }
-      for (auto& c : m_comms) c->abort();  // release every local rank waiting for this one
+      failed(i, true);
     }
   });
   int first = -1;
