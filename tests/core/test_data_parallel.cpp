@@ -261,7 +261,8 @@ TEST(DataParallel, ReplicasStayIdentical) {
     o.layout = DataParallelLayout{3, 0};
     return DataParallelBackend(std::move(reps), make_thread_group(3, 20.0), o, ctx);
   }();
-  RandomWindowSampler sampler(TextData::load(cfg).train, cfg.batch_size, cfg.seq_len, k_seed);
+  const TextData data = TextData::load(cfg);  // the sampler keeps a view of it
+  RandomWindowSampler sampler(data.train, cfg.batch_size, cfg.seq_len, k_seed);
   for (int k = 0; k < 4; ++k) EXPECT_TRUE(std::isfinite(dp.step(sampler.next()).loss_sum));
   std::vector<std::vector<float>> params;
   for (int r = 0; r < 3; ++r) {
