@@ -611,6 +611,8 @@ void CudaTrainBackend::Impl::ttt_backward(int i, const float* x, const float* dY
     a.db1 = mc.inner_bias ? g(pre + "b1") : db0_scratch;
     a.dW2 = g(pre + "W2");
     a.db2 = mc.inner_bias ? g(pre + "b2") : db2_scratch;
+    // As the TTT-Linear forward: one tf32 product per term when the step's products are tf32.
+    if (options.gemm == GemmPrecision::Tf32) a.version = TttMlpBackwardVersion::Tf32;
     begin(kInnerBwd);
     ttt_mlp_backward(a);
     end();

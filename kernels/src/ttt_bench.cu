@@ -343,6 +343,12 @@ TttBenchReport ttt_bench(const TttBenchConfig& cfg) {
       const double msb = time_median([&] { ttt_mlp_backward(mb); }, cfg.warmup, cfg.repeats);
       add("ttt-mlp backward (g=8)", msb, bwd_flops,
           (7.0 * act + 2.0 * lam_n) * sizeof(float) + ck_bytes, 0, "", 0);
+      if (cfg.all_versions) {  // the training step's backward when its products are tf32
+        mb.version = TttMlpBackwardVersion::Tf32;
+        const double mst = time_median([&] { ttt_mlp_backward(mb); }, cfg.warmup, cfg.repeats);
+        add("ttt-mlp backward (g=8) tf32", mst, bwd_flops,
+            (7.0 * act + 2.0 * lam_n) * sizeof(float) + ck_bytes, 0, "", 0);
+      }
     }
   }
   // ---- attention baselines (attention.hpp) -----------------------------------------------------------

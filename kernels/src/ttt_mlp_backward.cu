@@ -5,7 +5,8 @@
 // checkpoint groups walked in reverse; the states inside a group recomputed from its checkpoint
 // into per-block slots in the workspace; the group's mini-batches walked in reverse with the carry
 // dW1', db1', dW2', db2' (∂L/∂ the state after the mini-batch). Every matrix product is a block_mma
-// on tensor cores in 3xTF32 (fp32-level accuracy); row-wise LayerNorm work is one warp per row, the
+// on tensor cores in 3xTF32 (fp32-level accuracy; version Tf32: one tf32 product per term, the
+// template argument kSplit = false); row-wise LayerNorm work is one warp per row, the
 // b×b pieces and the column sums stay on CUDA cores. The per-block contributions to the shared
 // parameters go to partial buffers summed over the batch by a second kernel in a fixed order
 // (deterministic, no atomics).
@@ -58,7 +59,6 @@ namespace {
 
 constexpr int kThreads = 512;
 constexpr int kWarps = kThreads / 32;
-constexpr bool kSplit = true;
 
 struct MlpBwdParams {
   const float *Q, *K, *V, *lam, *tau, *gamma, *beta, *ckW1, *ckb1, *ckW2, *ckb2, *dO;
@@ -96,6 +96,7 @@ __device__ __forceinline__ int splitk_slices(int m, int n, int k, std::size_t ca
   return S;
 }
 
+template <bool kSplit>
 __device__ __forceinline__ void splitk_mma(int m, int n, int S, int k1, Operand A1, Operand B1,
                                            float a1, int k2, Operand A2, Operand B2, float a2,
                                            float* part) {
@@ -139,9 +140,10 @@ __device__ __forceinline__ void splitk_mma(int m, int n, int S, int k1, Operand 
   }
 }
 
+template <bool kSplit>
 __device__ __forceinline__ void splitk_mma(int m, int n, int S, int k, Operand A, Operand B,
                                            float alpha, float* part) {
-  splitk_mma(m, n, S, k, A, B, alpha, 0, A, B, 0.0f, part);
+  splitk_mma<kSplit>(m, n, S, k, A, B, alpha, 0, A, B, 0.0f, part);
 }
 
 // Σ over the S slices of element (i, j), in slice order.
@@ -200,6 +202,7 @@ __host__ __device__ inline void carve(Bufs& s, std::uintptr_t sm, std::uintptr_t
 
 // One full mini-batch of the forward without the read-out: the commit
 // W1 −= τ_b Kᵀ(λ ⊙ G1), W2 −= τ_b X2ᵀ(λ ⊙ G2), b1, b2 likewise. Ends with a barrier.
+template <bool kSplit>
 __device__ void advance(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, std::size_t rs,
                         int blk, int t0, const RowFrag& gam, const RowFrag& bet) {
   const int d = p.d, b = p.b, hd = 4 * d, ldd = d + 4, ldh = hd + 4;
@@ -220,7 +223,7 @@ __device__ void advance(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, 
   });
   __syncthreads();
   const int Sz = splitk_slices(b, d, hd, std::size_t(b) * ldh);
-  splitk_mma(b, d, Sz, hd, op(s.X2, ldh), op(s.W2, ldd), 1.0f, s.T1);  // Z2 − b2, partials
+  splitk_mma<kSplit>(b, d, Sz, hd, op(s.X2, ldh), op(s.W2, ldd), 1.0f, s.T1);  // Z2 − b2, partials
   __syncthreads();
   for (int r = warp; r < b; r += kWarps) {
     for (int c = lane; c < d; c += 32) s.Z2[r * ldd + c] = psum(s.T1, Sz, b, d, r, c) + s.b2[c];
@@ -257,6 +260,7 @@ __device__ void advance(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, 
   __syncthreads();
 }
 
+template <bool kSplit>
 __device__ void chunk(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, std::size_t rs,
                       int blk, int t0, int m, const RowFrag& gam, const RowFrag& bet) {
   const int d = p.d, b = p.b, hd = 4 * d, ldd = d + 4, ldh = hd + 4, ldb = b + 4;
@@ -284,7 +288,7 @@ __device__ void chunk(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, st
 
   // X2 W2 (split-k partials in T1);  C1 ← tril(C1 + 1), M1 = E ⊙ C1;  dK = 0.
   const int Sz2 = splitk_slices(m, d, hd, cap_h);
-  splitk_mma(m, d, Sz2, hd, op(s.X2, ldh), op(s.W2, ldd), 1.0f, s.T1);
+  splitk_mma<kSplit>(m, d, Sz2, hd, op(s.X2, ldh), op(s.W2, ldd), 1.0f, s.T1);
   for (int i = tid; i < m * m; i += kThreads) {
     const int r = i / m, j = i % m;
     const float cv = j <= r ? s.C1[r * ldb + j] + one : 0.0f;
@@ -321,8 +325,8 @@ __device__ void chunk(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, st
 
   // X̄2 X2ᵀ and X̄2 W2 as split-k partials (in dZb1 and dX2, both written later).
   const int Sc2 = splitk_slices(m, m, hd, cap_h), Szb2 = splitk_slices(m, d, hd, cap_h);
-  splitk_mma(m, m, Sc2, hd, op(s.Xb2, ldh), op_t(s.X2, ldh), 1.0f, s.dZb1);
-  splitk_mma(m, d, Szb2, hd, op(s.Xb2, ldh), op(s.W2, ldd), 1.0f, s.dX2);
+  splitk_mma<kSplit>(m, m, Sc2, hd, op(s.Xb2, ldh), op_t(s.X2, ldh), 1.0f, s.dZb1);
+  splitk_mma<kSplit>(m, d, Szb2, hd, op(s.Xb2, ldh), op(s.W2, ldd), 1.0f, s.dX2);
   __syncthreads();
 
   // C2 = tril(X̄2 X2ᵀ + 1), M2 = E ⊙ C2.
@@ -350,7 +354,7 @@ __device__ void chunk(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, st
                     [&](int i, int j, float v) { s.dM[i * ldb + j] = v; });
   const int St2 = splitk_slices(m, d, hd, cap_h);
   if (full) {
-    splitk_mma(m, d, St2, hd, op(s.X2, ldh), op(s.dW2, ldd), 1.0f, s.dG1);
+    splitk_mma<kSplit>(m, d, St2, hd, op(s.X2, ldh), op(s.dW2, ldd), 1.0f, s.dG1);
     block_mma<kSplit>(m, hd, d, op(s.K, ldd), op(s.dW1, ldh), 1.0f,
                       [&](int i, int j, float v) { s.T1[i * ldh + j] = v; });
   }
@@ -402,9 +406,9 @@ __device__ void chunk(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, st
   float* const pk = s.Zb1 + std::size_t(Sq) * m * d;
   const int Sm1 = splitk_slices(m, m, hd, cap_d);
   float* const pm1 = std::size_t(Sm1) * m * m <= cap_d ? s.T2 : s.dM;
-  splitk_mma(m, d, Sq, hd, op(s.dZb1, ldh), op_t(s.W1, ldh), 1.0f, pq);
-  if (full) splitk_mma(m, d, Sk, hd, op(s.G1, ldh), op_t(s.dW1, ldh), 1.0f, pk);
-  splitk_mma(m, m, Sm1, hd, op(s.dZb1, ldh), op_t(s.G1, ldh), -1.0f, pm1);
+  splitk_mma<kSplit>(m, d, Sq, hd, op(s.dZb1, ldh), op_t(s.W1, ldh), 1.0f, pq);
+  if (full) splitk_mma<kSplit>(m, d, Sk, hd, op(s.G1, ldh), op_t(s.dW1, ldh), 1.0f, pk);
+  splitk_mma<kSplit>(m, m, Sm1, hd, op(s.dZb1, ldh), op_t(s.G1, ldh), -1.0f, pm1);
   block_mma<kSplit>(m, hd, m, op_t(s.M1, ldb), op(s.dZb1, ldh), -1.0f, [&](int i, int j, float v) {
     if (full) v -= tb * s.lam[i] * (s.T1[i * ldh + j] + (p.bias ? s.db1[j] : 0.0f));
     s.dG1[i * ldh + j] = v;
@@ -438,7 +442,7 @@ __device__ void chunk(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, st
   block_mma<kSplit>(m, d, m, op_t(s.dC, ldb), op(s.Q, ldd), 1.0f,
                     [&](int i, int j, float v) { s.dK[i * ldd + j] += v; });
   const int Sg2 = splitk_slices(m, d, hd, cap_h);
-  splitk_mma(m, d, Sg2, hd, op(s.dG1, ldh), op(s.W2, ldd), 1.0f, s.Zb1);  // dP1 W2, partials
+  splitk_mma<kSplit>(m, d, Sg2, hd, op(s.dG1, ldh), op(s.W2, ldd), 1.0f, s.Zb1);  // dP1 W2, partials
   for (int i = tid; i < m; i += kThreads) {
     float dt = 0.0f, dl = 0.0f;
     for (int j = 0; j <= i; ++j) dt += s.dE[i * ldb + j] * s.lam[j];
@@ -482,7 +486,7 @@ __device__ void chunk(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, st
 
   // dZ1 W1ᵀ (split-k partials in Z̄1's buffer, summed at the copy-out);  the carry dW1, db1.
   const int Sk2 = splitk_slices(m, d, hd, cap_h);
-  splitk_mma(m, d, Sk2, hd, op(s.T1, ldh), op_t(s.W1, ldh), 1.0f, s.Zb1);
+  splitk_mma<kSplit>(m, d, Sk2, hd, op(s.T1, ldh), op_t(s.W1, ldh), 1.0f, s.Zb1);
   block_mma<kSplit>(d, hd, m, op_t(s.Q, ldd), op(s.dZb1, ldh), 1.0f, m, op_t(s.K, ldd),
                     op(s.T1, ldh), 1.0f, [&](int i, int j, float v) {
                       s.dW1[i * ldh + j] = (full ? s.dW1[i * ldh + j] : 0.0f) + v;
@@ -504,6 +508,7 @@ __device__ void chunk(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, st
   }
 }
 
+template <bool kSplit>
 __global__ void __launch_bounds__(kThreads, 1) mlp_backward_kernel(MlpBwdParams p) {
   extern __shared__ float smem[];
   const int blk = blockIdx.x, n = blk / p.H, h = blk % p.H;
@@ -551,7 +556,7 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_backward_kernel(MlpBwdParams 
       }
       for (int c = tid; c < hd; c += kThreads) slot[2 * dh + c] = s.b1[c];
       for (int c = tid; c < d; c += kThreads) slot[2 * dh + hd + c] = s.b2[c];
-      advance(p, s, seq0, rs, blk, k * b, gam, bet);  // writes the state only after its barriers
+      advance<kSplit>(p, s, seq0, rs, blk, k * b, gam, bet);  // writes the state only after its barriers
     }
     for (int k = k1 - 1; k >= k0; --k) {
       if (k != k1 - 1) {
@@ -565,7 +570,7 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_backward_kernel(MlpBwdParams 
       }
       __syncthreads();
       const int t0 = k * b;
-      chunk(p, s, seq0, rs, blk, t0, min(b, p.T - t0), gam, bet);
+      chunk<kSplit>(p, s, seq0, rs, blk, t0, min(b, p.T - t0), gam, bet);
       __syncthreads();
     }
   }
@@ -632,6 +637,8 @@ void ttt_mlp_backward(const TttMlpBackwardArgs& a) {
   check_dims(fn, a.dims);
   check_eps(fn, a.opt);
   require(a.checkpoint_group >= 1, "ttt_mlp_backward: checkpoint_group must be >= 1");
+  require(a.version == TttMlpBackwardVersion::Default || a.version == TttMlpBackwardVersion::Tf32,
+          "ttt_mlp_backward: unknown version " + std::to_string(static_cast<int>(a.version)));
   for (auto [ptr, name] :
        {std::pair<const void*, const char*>{a.Q, "Q"}, {a.K, "K"}, {a.V, "V"}, {a.lambda, "lambda"},
         {a.tau, "tau"}, {a.checkpoint_W1, "checkpoint_W1"}, {a.checkpoint_W2, "checkpoint_W2"},
@@ -675,8 +682,11 @@ void ttt_mlp_backward(const TttMlpBackwardArgs& a) {
   p.n_ck = ttt_num_checkpoints(D, a.checkpoint_group);
   set_options(p, a.opt);
   const std::size_t smem = L.smem_floats * sizeof(float);
-  set_smem_limit(reinterpret_cast<const void*>(&mlp_backward_kernel), smem);
-  mlp_backward_kernel<<<D.batch * D.heads, kThreads, smem, a.stream>>>(p);
+  // 3xTF32 (fp32-level) or one tf32 product per term: the same kernel, a template argument apart.
+  const bool split = a.version == TttMlpBackwardVersion::Default;
+  const auto kernel = split ? &mlp_backward_kernel<true> : &mlp_backward_kernel<false>;
+  set_smem_limit(reinterpret_cast<const void*>(kernel), smem);
+  kernel<<<D.batch * D.heads, kThreads, smem, a.stream>>>(p);
   TTTLAB_CUDA_CHECK(cudaGetLastError());
   const int d = D.head_dim, hd = 4 * d;
   auto sum = [&](const float* part, float* out, int B, int H, int len) {

@@ -5,7 +5,8 @@
 // TTTLAB_TEST_SEED=<n> or =random overrides it) and every output poisoned with NaN before each
 // launch. Tolerances, fixed, relative to max|ref| of each output, as in test_ttt_linear.cpp (which
 // gives the reasoning): 1e-4 for the forward's outputs and states; for the backward 5e-4 per
-// token (dQ, dK, dV) and 1e-3 for dλ and the sums over the batch (dτ, dγ, dβ, dW1, db1, dW2, db2).
+// token (dQ, dK, dV) and 1e-3 for dλ and the sums over the batch (dτ, dγ, dβ, dW1, db1, dW2, db2);
+// 1e-2 for every output of the backward's Tf32 version.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -351,7 +352,8 @@ struct MlpBwdOut {
 };
 
 MlpBwdOut run_backward(const MlpInputs& in, const MlpDevice& dev, const MlpCheckpoints& ck,
-                       const std::vector<float>& dO, int group) {
+                       const std::vector<float>& dO, int group,
+                       TttMlpBackwardVersion version = TttMlpBackwardVersion::Default) {
   const TttDims& D = in.base.dims;
   const std::size_t d = D.head_dim, hd = 4 * d, H = D.heads, act = in.base.Q.size();
   const std::size_t ws_bytes = ttt_mlp_backward_workspace_bytes(D, group);
@@ -389,25 +391,28 @@ MlpBwdOut run_backward(const MlpInputs& in, const MlpDevice& dev, const MlpCheck
   a.db2 = db2.get();
   a.workspace = ws.get();
   a.workspace_bytes = ws_bytes;
+  a.version = version;
   ttt_mlp_backward(a);
   return {dQ.download(),  dK.download(),  dV.download(),  dlam.download(),
           dtau.download(), dgam.download(), dbet.download(), dW1.download(),
           db1.download(), dW2.download(),  db2.download()};
 }
 
-// Every output against the reference, with the backward's fixed tolerances.
-void check_mlp_backward(const MlpBwdOut& got, const MlpGradRef& ref, double& tok, double& sum) {
-  expect_within("dQ", got.dQ, ref.dQ, kTolBwdToken, tok);
-  expect_within("dK", got.dK, ref.dK, kTolBwdToken, tok);
-  expect_within("dV", got.dV, ref.dV, kTolBwdToken, tok);
-  expect_within("dlambda", got.dlam, ref.dlam, kTolBwdSum, tok);
-  expect_within("dtau", got.dtau, ref.dtau, kTolBwdSum, sum);
-  expect_within("dln_weight", got.dgam, ref.dgam, kTolBwdSum, sum);
-  expect_within("dln_bias", got.dbet, ref.dbet, kTolBwdSum, sum);
-  expect_within("dW1", got.dW1, ref.dW1, kTolBwdSum, sum);
-  expect_within("db1", got.db1, ref.db1, kTolBwdSum, sum);
-  expect_within("dW2", got.dW2, ref.dW2, kTolBwdSum, sum);
-  expect_within("db2", got.db2, ref.db2, kTolBwdSum, sum);
+// Every output against the reference, with the backward's fixed tolerances (the fp32-accurate
+// Default's unless others are given).
+void check_mlp_backward(const MlpBwdOut& got, const MlpGradRef& ref, double& tok, double& sum,
+                        double tol_token = kTolBwdToken, double tol_sum = kTolBwdSum) {
+  expect_within("dQ", got.dQ, ref.dQ, tol_token, tok);
+  expect_within("dK", got.dK, ref.dK, tol_token, tok);
+  expect_within("dV", got.dV, ref.dV, tol_token, tok);
+  expect_within("dlambda", got.dlam, ref.dlam, tol_sum, tok);
+  expect_within("dtau", got.dtau, ref.dtau, tol_sum, sum);
+  expect_within("dln_weight", got.dgam, ref.dgam, tol_sum, sum);
+  expect_within("dln_bias", got.dbet, ref.dbet, tol_sum, sum);
+  expect_within("dW1", got.dW1, ref.dW1, tol_sum, sum);
+  expect_within("db1", got.db1, ref.db1, tol_sum, sum);
+  expect_within("dW2", got.dW2, ref.dW2, tol_sum, sum);
+  expect_within("db2", got.db2, ref.db2, tol_sum, sum);
 }
 
 struct MlpCase {
@@ -469,6 +474,44 @@ TEST(TttMlpBackward, MatchesCpuSecondOrderBackwardWithCheckpointing) {
   std::printf("[   INFO   ] mlp backward: %d shapes, worst rel. error per-token %.3g, summed "
               "parameters %.3g\n",
               runs, tok, sum);
+}
+
+// The Tf32 version (one tf32 product per term) on a smaller grid, every option combination and the
+// benchmark's head shape over T = 512. Its bound is the tf32 one of test_ttt_linear.cpp's Tf32
+// forward, 1e-2 of max|ref| for every output: a tf32 operand keeps a 10-bit mantissa (unit roundoff
+// 2^-11 with rounding, 2^-10 truncated), so each product is off by ~1e-3 relative and the errors of
+// the recomputed forward, the chain through the mini-batches and the sums stay within a few of those.
+TEST(TttMlpBackward, Tf32VersionMatchesCpuWithinTf32Rounding) {
+  TTTLAB_REQUIRE_GPU();
+  constexpr double kTolTf32 = 1e-2;
+  const std::uint64_t seed = test_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  std::vector<MlpCase> cases;
+  int idx = 0;
+  for (int d : {16, 64})
+    for (int b : {7, 16})
+      for (int T : {23, 150}) {
+        cases.push_back({TttDims{2, 3, T, d, b}, flags(idx % 8), 1 + idx % 3});
+        ++idx;
+      }
+  cases.push_back({{2, 3, 512, 64, 16}, flags(0), 8});
+  double tok = 0, sum = 0;
+  for (const MlpCase& c : cases) {
+    const TttDims& D = c.dims;
+    SCOPED_TRACE(describe(D, c.opt) + " group " + std::to_string(c.group));
+    const MlpInputs in = random_mlp_inputs(D, c.opt, rng);
+    const std::vector<float> dO = randn_vec(in.base.Q.size(), rng, 1.0);
+    const MlpGradRef ref = cpu_mlp_backward<double>(in, dO, c.group);
+    const MlpDevice dev(in);
+    DeviceBuffer O(in.base.Q.size());
+    const MlpCheckpoints ck = run_forward(in, dev, c.group, TttMlpForwardVersion::Default, O);
+    check_mlp_backward(run_backward(in, dev, ck, dO, c.group, TttMlpBackwardVersion::Tf32), ref, tok,
+                       sum, kTolTf32, kTolTf32);
+  }
+  std::printf("[   INFO   ] mlp backward tf32: %zu shapes, worst rel. error per-token %.3g, summed "
+              "parameters %.3g (bound %.0e)\n",
+              cases.size(), tok, sum, kTolTf32);
 }
 
 // Two runs on the same inputs give the same bits (no atomics, fixed reduction order).

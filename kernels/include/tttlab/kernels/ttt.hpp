@@ -283,8 +283,14 @@ bool ttt_mlp_forward_supports(TttMlpForwardVersion version, const TttDims& dims)
 // dln_bias [H, d]; dW1 [H, d, 4d], db1 [H, 4d], dW2 [H, 4d, d], db2 [H, d] (summed over B). With
 // bias off db1, db2 are written as zeros; with layer_norm off dln_weight and dln_bias are zeros.
 // Deterministic (per-block partials summed in a fixed order, no atomics). Every matrix product runs
-// on tensor cores in 3xTF32 (fp32-level accuracy); the block's matrices live in shared memory as far
-// as they fit and in a per-block slice of the workspace otherwise. Any valid dims.
+// on tensor cores (TttMlpBackwardVersion); the block's matrices live in shared memory as far as they
+// fit and in a per-block slice of the workspace otherwise. Any valid dims, either version.
+enum class TttMlpBackwardVersion {
+  Default = 0,  // 3xTF32 products (fp32-level accuracy)
+  Tf32 = 1,     // one tf32 product per term (operands rounded to a 10-bit mantissa, ~1e-3 relative
+                // per product): what the training step runs when its GEMMs are tf32
+};
+
 struct TttMlpBackwardArgs {
   TttDims dims;
   TttOptions opt;
@@ -314,6 +320,7 @@ struct TttMlpBackwardArgs {
   float* db2 = nullptr;
   void* workspace = nullptr;  // ttt_mlp_backward_workspace_bytes(dims, checkpoint_group) bytes
   std::size_t workspace_bytes = 0;
+  TttMlpBackwardVersion version = TttMlpBackwardVersion::Default;
   CUstream_st* stream = nullptr;
 };
 
