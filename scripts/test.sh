@@ -8,7 +8,7 @@
 #   info           build/tttlab info: the build configuration and the device the engine would use
 #   ctest default  every test of the Release build; GPU tests (label gpu) report Skipped with the
 #                  reason where no GPU is present
-#   build asan     the `asan` preset (build-asan/): RelWithDebInfo, AddressSanitizer + UBSan, CPU only
+#   build asan     the `asan` preset (build-asan/): -O1 -g1, AddressSanitizer + UBSan, CPU only
 #   ctest asan     every test again under the sanitizers; any report fails its test
 #   fuzz           fuzz/run.sh: builds the libFuzzer targets (build-fuzz/, clang, ASan + UBSan) and
 #                  runs each for 20 s on its seed corpus; a crash, hang, out-of-memory or leak fails it
@@ -125,7 +125,7 @@ run_ctest default build
 banner "build asan (cmake --preset asan && cmake --build --preset asan)"
 t0=$SECONDS
 if cmake --preset asan && cmake --build --preset asan; then
-  record "build asan" ok $((SECONDS - t0)) "build-asan/ (RelWithDebInfo, -fsanitize=address,undefined)"
+  record "build asan" ok $((SECONDS - t0)) "build-asan/ (-O1 -g1, -fsanitize=address,undefined)"
   run_ctest asan build-asan
 else
   record "build asan" FAIL $((SECONDS - t0)) "the sanitizer build failed; its tests did not run"

@@ -57,6 +57,8 @@ namespace tttlab::kernels {
 namespace detail {
 namespace {
 
+// 512 threads under a 128-register cap (some spills) beat 384 and 256 threads without them
+// (docs/KERNELS.md, issue #15's first step): the chain wants warps more than registers.
 constexpr int kThreads = 512;
 constexpr int kWarps = kThreads / 32;
 

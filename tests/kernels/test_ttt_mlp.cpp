@@ -495,7 +495,7 @@ TEST(TttMlpBackward, Tf32VersionMatchesCpuWithinTf32Rounding) {
         cases.push_back({TttDims{2, 3, T, d, b}, flags(idx % 8), 1 + idx % 3});
         ++idx;
       }
-  cases.push_back({{2, 3, 512, 64, 16}, flags(0), 8});
+  if (!quick_mode()) cases.push_back({{2, 3, 512, 64, 16}, flags(0), 8});
   double tok = 0, sum = 0;
   for (const MlpCase& c : cases) {
     const TttDims& D = c.dims;
