@@ -211,7 +211,7 @@ void register_eval(CLI::App& app) {
   cmd->add_option("--threads", a->threads, "Worker threads (0: all)")->check(CLI::Range(0, 1024));
   cmd->add_option("--device", a->device, "auto (a GPU when present and it can run the model, else the CPU), cpu, or cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))->capture_default_str();
-  cmd->add_option("--gpu-gemm", a->gpu_gemm, "GPU matrix products, the TTT-Linear inner forward included: fp32, or tf32 (tensor cores, ~1e-3 relative)")
+  cmd->add_option("--gpu-gemm", a->gpu_gemm, "GPU matrix products, the TTT inner loops' forwards included: fp32, or tf32 (tensor cores, ~1e-3 relative)")
       ->check(CLI::IsMember({"tf32", "fp32"}))->capture_default_str();
   cmd->add_flag("--json", a->json, "Print JSON (with the full loss-by-position curve)");
   cmd->callback([a] { run(*a); });

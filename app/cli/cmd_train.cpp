@@ -289,7 +289,7 @@ void register_train(CLI::App& app) {
                   "every batch, gradients are summed through NCCL, every GPU applies the same update. Under a "
                   "launcher (torchrun's, Open MPI's or TTTLAB_* variables), this process's GPUs of a larger job. "
                   "A run resumes on any number of GPUs");
-  cmd->add_option("--gpu-gemm", a->gpu_gemm, "GPU matrix products, the TTT-Linear inner forward included: tf32 (tensor cores, ~1e-3 relative) or fp32")
+  cmd->add_option("--gpu-gemm", a->gpu_gemm, "GPU matrix products, the TTT inner loops included (TTT-Linear forward, TTT-MLP forward and backward): tf32 (tensor cores, ~1e-3 relative) or fp32")
       ->check(CLI::IsMember({"tf32", "fp32"}))->capture_default_str();
   cmd->add_option("--max-bad-steps", a->max_bad_steps,
                   "A step with a non-finite loss or gradient is skipped; after this many in a row the run has diverged")

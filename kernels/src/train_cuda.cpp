@@ -505,6 +505,9 @@ void CudaTrainBackend::Impl::ttt_forward(int i, const float* x, float* out, bool
     }
     a.workspace = ttt_ws.get();
     a.workspace_bytes = ttt_ws_bytes;
+    // With tf32 products, one tf32 product per term where the fused kernel runs the shape.
+    if (options.gemm == GemmPrecision::Tf32 && ttt_mlp_forward_supports(TttMlpForwardVersion::Tf32, a.dims))
+      a.version = TttMlpForwardVersion::Tf32;
     begin(kInnerFwd);
     ttt_mlp_forward(a);
     end();

@@ -282,6 +282,7 @@ TttBenchReport ttt_bench(const TttBenchConfig& cfg) {
     if (cfg.all_versions)
       mversions = {{TttMlpForwardVersion::Fallback, "fallback"}};
     mversions.push_back({TttMlpForwardVersion::Default, "default"});
+    if (cfg.all_versions) mversions.push_back({TttMlpForwardVersion::Tf32, "tf32"});
     for (auto [mv, mname] : mversions) {
       if (!ttt_mlp_forward_supports(mv, D)) continue;
       ma.version = mv;

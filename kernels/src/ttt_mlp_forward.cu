@@ -127,23 +127,28 @@ __device__ __forceinline__ Op<1, LD> op_tr(const float* p) {
   return {p};
 }
 
-// The 3xTF32 parts of one k-step's A fragment (rows r0, r0 + 8) and B fragment (column j).
-template <class OA>
+// The tf32 parts of one k-step's A fragment (rows r0, r0 + 8) and B fragment (column j): with SPLIT
+// the 3xTF32 hi and lo parts, without it the raw bits (a tf32 truncation) and no lo part.
+template <bool SPLIT, class OA>
 __device__ __forceinline__ void a_frag(OA A, int r0, int ka, uint32_t (&h)[4], uint32_t (&l)[4]) {
-  tf32_parts<true>(A.at(r0, ka), h[0], l[0]);
-  tf32_parts<true>(A.at(r0 + 8, ka), h[1], l[1]);
-  tf32_parts<true>(A.at(r0, ka + 4), h[2], l[2]);
-  tf32_parts<true>(A.at(r0 + 8, ka + 4), h[3], l[3]);
+  tf32_parts<SPLIT>(A.at(r0, ka), h[0], l[0]);
+  tf32_parts<SPLIT>(A.at(r0 + 8, ka), h[1], l[1]);
+  tf32_parts<SPLIT>(A.at(r0, ka + 4), h[2], l[2]);
+  tf32_parts<SPLIT>(A.at(r0 + 8, ka + 4), h[3], l[3]);
 }
-template <class OB>
+template <bool SPLIT, class OB>
 __device__ __forceinline__ void b_frag(OB B, int ka, int j, uint32_t (&h)[2], uint32_t (&l)[2]) {
-  tf32_parts<true>(B.at(ka, j), h[0], l[0]);
-  tf32_parts<true>(B.at(ka + 4, j), h[1], l[1]);
+  tf32_parts<SPLIT>(B.at(ka, j), h[0], l[0]);
+  tf32_parts<SPLIT>(B.at(ka + 4, j), h[1], l[1]);
 }
+// c += A·B from the parts: the 3xTF32 sum (small terms first) with SPLIT, else one tf32 product.
+template <bool SPLIT>
 __device__ __forceinline__ void mma3(float (&c)[4], const uint32_t (&ah)[4], const uint32_t (&al)[4],
                                      const uint32_t (&bh)[2], const uint32_t (&bl)[2]) {
-  mma_tf32(c, al[0], al[1], al[2], al[3], bh[0], bh[1]);
-  mma_tf32(c, ah[0], ah[1], ah[2], ah[3], bl[0], bl[1]);
+  if constexpr (SPLIT) {
+    mma_tf32(c, al[0], al[1], al[2], al[3], bh[0], bh[1]);
+    mma_tf32(c, ah[0], ah[1], ah[2], ah[3], bl[0], bl[1]);
+  }
   mma_tf32(c, ah[0], ah[1], ah[2], ah[3], bh[0], bh[1]);
 }
 
@@ -163,7 +168,7 @@ struct TileShape {
   static_assert(M % 16 == 0 && N % 8 == 0, "whole tiles");
 };
 
-template <int M, int N, int K, class OA, class OB, class Store>
+template <int M, int N, int K, bool SPLIT, class OA, class OB, class Store>
 __device__ __forceinline__ void tile_mma(OA A, OB B, float alpha, int warp, int lane, Store store) {
   using S = TileShape<M, N>;
   constexpr int NTW = S::NTW, NG = S::NT / NTW, TASKS = S::MT * NG, KT = K / 8;
@@ -177,12 +182,12 @@ __device__ __forceinline__ void tile_mma(OA A, OB B, float alpha, int warp, int 
     for (int q = 0; q < KT; ++q) {
       const int ka = q * 8 + t;
       uint32_t ah[4], al[4];
-      a_frag(A, i0 + g, ka, ah, al);
+      a_frag<SPLIT>(A, i0 + g, ka, ah, al);
 #pragma unroll
       for (int u = 0; u < NTW; ++u) {
         uint32_t bh[2], bl[2];
-        b_frag(B, ka, j0 + 8 * u + g, bh, bl);
-        mma3(c[q % ACC][u], ah, al, bh, bl);
+        b_frag<SPLIT>(B, ka, j0 + 8 * u + g, bh, bl);
+        mma3<SPLIT>(c[q % ACC][u], ah, al, bh, bl);
       }
     }
 #pragma unroll
@@ -200,7 +205,7 @@ __device__ __forceinline__ void tile_mma(OA A, OB B, float alpha, int warp, int 
 // P[s][i][j] = Σ over the s-th of NSPLIT equal k-ranges of A(i, k) B(k, j), i < 16, j < N, in
 // 3xTF32; tasks (NTW n-tiles, split) go round-robin over the warps, each A fragment split once for
 // the NTW products, two accumulator sets per n-tile.
-template <int N, int K, int NSPLIT, int NTW, class OA, class OB>
+template <int N, int K, int NSPLIT, int NTW, bool SPLIT, class OA, class OB>
 __device__ __forceinline__ void splitk_strip(OA A, OB B, float* P, int warp, int lane) {
   constexpr int NG = N / 8 / NTW, KS = K / 8 / NSPLIT;
   static_assert(N % (8 * NTW) == 0 && K % (8 * NSPLIT) == 0, "whole tasks");
@@ -212,12 +217,12 @@ __device__ __forceinline__ void splitk_strip(OA A, OB B, float* P, int warp, int
     for (int q = 0; q < KS; ++q) {
       const int ka = (s * KS + q) * 8 + t;
       uint32_t ah[4], al[4];
-      a_frag(A, g, ka, ah, al);
+      a_frag<SPLIT>(A, g, ka, ah, al);
 #pragma unroll
       for (int u = 0; u < NTW; ++u) {
         uint32_t bh[2], bl[2];
-        b_frag(B, ka, j0 + 8 * u + g, bh, bl);
-        mma3(c[q & 1][u], ah, al, bh, bl);
+        b_frag<SPLIT>(B, ka, j0 + 8 * u + g, bh, bl);
+        mma3<SPLIT>(c[q & 1][u], ah, al, bh, bl);
       }
     }
 #pragma unroll
@@ -234,7 +239,7 @@ __device__ __forceinline__ void splitk_strip(OA A, OB B, float* P, int warp, int
 // Z1 = K W1 and Z̄1₀ = Q W1 (16 × 4d, k = d) in one pass over W1: each warp task is 16 rows ×
 // 8·NTW columns, and the B fragments of W1 are loaded and split once for both products.
 // store(i, j, z1, zb1) gets every element once.
-template <int D, class Store>
+template <int D, bool SPLIT, class Store>
 __device__ __forceinline__ void dual_strip(const float* sK, const float* sQ, const float* sW1,
                                            int warp, int lane, Store store) {
   constexpr int LDD = D + 4, LDH = 4 * D + 4, NT = 4 * D / 8;
@@ -247,24 +252,26 @@ __device__ __forceinline__ void dual_strip(const float* sK, const float* sQ, con
     for (int k0 = 0; k0 < D; k0 += 8) {
       const int ka = k0 + t, kb = ka + 4;
       uint32_t kh[4], kl[4], qh[4], ql[4];
-      tf32_parts<true>(sK[g * LDD + ka], kh[0], kl[0]);
-      tf32_parts<true>(sK[(g + 8) * LDD + ka], kh[1], kl[1]);
-      tf32_parts<true>(sK[g * LDD + kb], kh[2], kl[2]);
-      tf32_parts<true>(sK[(g + 8) * LDD + kb], kh[3], kl[3]);
-      tf32_parts<true>(sQ[g * LDD + ka], qh[0], ql[0]);
-      tf32_parts<true>(sQ[(g + 8) * LDD + ka], qh[1], ql[1]);
-      tf32_parts<true>(sQ[g * LDD + kb], qh[2], ql[2]);
-      tf32_parts<true>(sQ[(g + 8) * LDD + kb], qh[3], ql[3]);
+      tf32_parts<SPLIT>(sK[g * LDD + ka], kh[0], kl[0]);
+      tf32_parts<SPLIT>(sK[(g + 8) * LDD + ka], kh[1], kl[1]);
+      tf32_parts<SPLIT>(sK[g * LDD + kb], kh[2], kl[2]);
+      tf32_parts<SPLIT>(sK[(g + 8) * LDD + kb], kh[3], kl[3]);
+      tf32_parts<SPLIT>(sQ[g * LDD + ka], qh[0], ql[0]);
+      tf32_parts<SPLIT>(sQ[(g + 8) * LDD + ka], qh[1], ql[1]);
+      tf32_parts<SPLIT>(sQ[g * LDD + kb], qh[2], ql[2]);
+      tf32_parts<SPLIT>(sQ[(g + 8) * LDD + kb], qh[3], ql[3]);
 #pragma unroll
       for (int u = 0; u < NTW; ++u) {
         const int j = j0 + 8 * u + g;
         uint32_t bh0, bl0, bh1, bl1;
-        tf32_parts<true>(sW1[ka * LDH + j], bh0, bl0);
-        tf32_parts<true>(sW1[kb * LDH + j], bh1, bl1);
-        mma_tf32(ck[u], kl[0], kl[1], kl[2], kl[3], bh0, bh1);
-        mma_tf32(cq[u], ql[0], ql[1], ql[2], ql[3], bh0, bh1);
-        mma_tf32(ck[u], kh[0], kh[1], kh[2], kh[3], bl0, bl1);
-        mma_tf32(cq[u], qh[0], qh[1], qh[2], qh[3], bl0, bl1);
+        tf32_parts<SPLIT>(sW1[ka * LDH + j], bh0, bl0);
+        tf32_parts<SPLIT>(sW1[kb * LDH + j], bh1, bl1);
+        if constexpr (SPLIT) {
+          mma_tf32(ck[u], kl[0], kl[1], kl[2], kl[3], bh0, bh1);
+          mma_tf32(cq[u], ql[0], ql[1], ql[2], ql[3], bh0, bh1);
+          mma_tf32(ck[u], kh[0], kh[1], kh[2], kh[3], bl0, bl1);
+          mma_tf32(cq[u], qh[0], qh[1], qh[2], qh[3], bl0, bl1);
+        }
         mma_tf32(ck[u], kh[0], kh[1], kh[2], kh[3], bh0, bh1);
         mma_tf32(cq[u], qh[0], qh[1], qh[2], qh[3], bh0, bh1);
       }
@@ -277,7 +284,7 @@ __device__ __forceinline__ void dual_strip(const float* sK, const float* sQ, con
   }
 }
 
-template <int D>
+template <int D, bool SPLIT>
 __global__ void __launch_bounds__(kThreadsFused, 1) mlp_forward_fused_kernel(MlpParams p) {
   using L = Layout<D>;
   constexpr int HD = L::HD, LDD = L::LDD, LDH = L::LDH, LDM = L::LDM;
@@ -368,17 +375,17 @@ __global__ void __launch_bounds__(kThreadsFused, 1) mlp_forward_fused_kernel(Mlp
     }
 
     // A. Z1 = K W1 + b1, X2 = gelu(Z1), and Q W1 + b1;  partials of Q Kᵀ.
-    dual_strip<D>(sK, sQ, sW1, warp, lane, [&](int i, int j, float zk, float zq) {
+    dual_strip<D, SPLIT>(sK, sQ, sW1, warp, lane, [&](int i, int j, float zk, float zq) {
       const float z = zk + sb1[j];
       sZ1[i * LDH + j] = z;
       sX2[i * LDH + j] = gelu_sfu(z);
       sXb2[i * LDH + j] = zq + sb1[j];
     });
-    splitk_strip<kB, D, L::NS_M1, 1>(op_n<LDD>(sQ), op_tr<LDD>(sK), sPM, warp, lane);
+    splitk_strip<kB, D, L::NS_M1, 1, SPLIT>(op_n<LDD>(sQ), op_tr<LDD>(sK), sPM, warp, lane);
     __syncthreads();
 
     // B. Partials of Z2 = X2 W2.
-    splitk_strip<D, HD, L::NS_Z, L::NTW_Z>(op_n<LDH>(sX2), op_n<LDD>(sW2), sPZ, warp, lane);
+    splitk_strip<D, HD, L::NS_Z, L::NTW_Z, SPLIT>(op_n<LDH>(sX2), op_n<LDD>(sW2), sPZ, warp, lane);
     __syncthreads();
 
     // C. Row `warp`: λ ⊙ G2 = λ ⊙ lnl2(Z2 + b2, V [− K]);  M1 without λ_j (τ_i (q_i·k_j + 1), j ≤ i).
@@ -420,11 +427,11 @@ __global__ void __launch_bounds__(kThreadsFused, 1) mlp_forward_fused_kernel(Mlp
 
     // D. λ ⊙ G1 = (λ ⊙ G2) W2ᵀ ⊙ gelu′(Z1), in place of Z1; then, tile for tile by the same warps,
     // X̄2 = gelu(Q W1 + b1 − M1 G1).
-    tile_mma<kB, HD, D>(op_n<LDD>(sG2), op_tr<LDD>(sW2), 1.0f, warp, lane, [&](int i, int j, float val) {
+    tile_mma<kB, HD, D, SPLIT>(op_n<LDD>(sG2), op_tr<LDD>(sW2), 1.0f, warp, lane, [&](int i, int j, float val) {
       sZ1[i * LDH + j] = val * gelu_sfu_grad(sZ1[i * LDH + j]);
     });
     __syncwarp();
-    tile_mma<kB, HD, kB>(op_n<LDM>(sM), op_n<LDH>(sZ1), -1.0f, warp, lane, [&](int i, int j, float val) {
+    tile_mma<kB, HD, kB, SPLIT>(op_n<LDM>(sM), op_n<LDH>(sZ1), -1.0f, warp, lane, [&](int i, int j, float val) {
       sXb2[i * LDH + j] = gelu_sfu(sXb2[i * LDH + j] + val);
     });
     __syncthreads();
@@ -432,12 +439,12 @@ __global__ void __launch_bounds__(kThreadsFused, 1) mlp_forward_fused_kernel(Mlp
     // E. Partials of M2 = X̄2 X2ᵀ and Z̄2 = X̄2 W2;  W1 −= τ_b Kᵀ(λ ⊙ G1), b1, and the next b2;
     // the next mini-batch's inputs start to load.
     if (mb + 1 < n_mb) prefetch(mb + 1);
-    splitk_strip<kB, HD, L::NS_M2, 1>(op_n<LDH>(sXb2), op_tr<LDH>(sX2), sPM, warp, lane);
-    splitk_strip<D, HD, L::NS_Z, L::NTW_Z>(op_n<LDH>(sXb2), op_n<LDD>(sW2), sPZ, warp, lane);
+    splitk_strip<kB, HD, L::NS_M2, 1, SPLIT>(op_n<LDH>(sXb2), op_tr<LDH>(sX2), sPM, warp, lane);
+    splitk_strip<D, HD, L::NS_Z, L::NTW_Z, SPLIT>(op_n<LDH>(sXb2), op_n<LDD>(sW2), sPZ, warp, lane);
     const bool commit = m == kB;  // a short last mini-batch stays uncommitted
     const float tb = sTau[kB - 1];
     if (commit) {
-      tile_mma<D, HD, kB>(op_tr<LDD>(sK), op_n<LDH>(sZ1), 1.0f, warp, lane,
+      tile_mma<D, HD, kB, SPLIT>(op_tr<LDD>(sK), op_n<LDH>(sZ1), 1.0f, warp, lane,
                       [&](int i, int j, float val) { sW1[i * LDH + j] -= tb * val; });
       if (p.bias) {
         for (int c = tid; c < HD; c += kThreadsFused) {
@@ -496,7 +503,7 @@ __global__ void __launch_bounds__(kThreadsFused, 1) mlp_forward_fused_kernel(Mlp
       if (r < m) row_store(p.O + seq0 + std::size_t(t0 + r) * rs, o, D, lane);
     }
     if (commit) {
-      tile_mma<HD, D, kB>(op_tr<LDH>(sX2), op_n<LDD>(sG2), 1.0f, warp, lane,
+      tile_mma<HD, D, kB, SPLIT>(op_tr<LDH>(sX2), op_n<LDD>(sG2), 1.0f, warp, lane,
                       [&](int i, int j, float val) { sW2[i * LDD + j] -= tb * val; });
       if (p.bias) cur ^= 1;
     }
@@ -514,16 +521,17 @@ struct FusedShape {
   std::size_t bytes;
 };
 
+template <bool SPLIT>
 FusedShape fused_shape(int d) {
   switch (d) {
     case 16:
-      return {16, reinterpret_cast<const void*>(&mlp_forward_fused_kernel<16>),
+      return {16, reinterpret_cast<const void*>(&mlp_forward_fused_kernel<16, SPLIT>),
               Layout<16>::floats * sizeof(float)};
     case 32:
-      return {32, reinterpret_cast<const void*>(&mlp_forward_fused_kernel<32>),
+      return {32, reinterpret_cast<const void*>(&mlp_forward_fused_kernel<32, SPLIT>),
               Layout<32>::floats * sizeof(float)};
     case 64:
-      return {64, reinterpret_cast<const void*>(&mlp_forward_fused_kernel<64>),
+      return {64, reinterpret_cast<const void*>(&mlp_forward_fused_kernel<64, SPLIT>),
               Layout<64>::floats * sizeof(float)};
     default:
       return {d, nullptr, 0};
@@ -670,7 +678,7 @@ __global__ void __launch_bounds__(kThreadsFallback, 1) mlp_forward_fallback_kern
 
 bool fused_supports(const TttDims& dims) {
   if (dims.mini_batch != kB) return false;
-  const FusedShape s = fused_shape(dims.head_dim);
+  const FusedShape s = fused_shape<true>(dims.head_dim);  // the same layout for both SPLITs
   return s.kernel != nullptr && s.bytes <= max_dynamic_smem();
 }
 
@@ -700,19 +708,21 @@ MlpParams mlp_params(const TttMlpForwardArgs& a, bool ck, float* scratch) {
   return p;
 }
 
+// SPLIT: 3xTF32 products (Default), or one tf32 product per term (Tf32).
+template <bool SPLIT>
 void launch_fused(const MlpParams& p, const TttDims& D, cudaStream_t stream) {
-  const FusedShape s = fused_shape(D.head_dim);
+  const FusedShape s = fused_shape<SPLIT>(D.head_dim);
   set_smem_limit(s.kernel, s.bytes);
   const int blocks = D.batch * D.heads;
   switch (s.d) {
     case 16:
-      mlp_forward_fused_kernel<16><<<blocks, kThreadsFused, s.bytes, stream>>>(p);
+      mlp_forward_fused_kernel<16, SPLIT><<<blocks, kThreadsFused, s.bytes, stream>>>(p);
       break;
     case 32:
-      mlp_forward_fused_kernel<32><<<blocks, kThreadsFused, s.bytes, stream>>>(p);
+      mlp_forward_fused_kernel<32, SPLIT><<<blocks, kThreadsFused, s.bytes, stream>>>(p);
       break;
     default:
-      mlp_forward_fused_kernel<64><<<blocks, kThreadsFused, s.bytes, stream>>>(p);
+      mlp_forward_fused_kernel<64, SPLIT><<<blocks, kThreadsFused, s.bytes, stream>>>(p);
       break;
   }
   TTTLAB_CUDA_CHECK(cudaGetLastError());
@@ -730,6 +740,7 @@ std::size_t ttt_mlp_forward_workspace_bytes(const TttDims& dims) {
 }
 
 bool ttt_mlp_forward_supports(TttMlpForwardVersion version, const TttDims& dims) {
+  if (version == TttMlpForwardVersion::Tf32) return fused_supports(dims);
   return version == TttMlpForwardVersion::Default || version == TttMlpForwardVersion::Fallback;
 }
 
@@ -753,13 +764,21 @@ void ttt_mlp_forward(const TttMlpForwardArgs& a) {
     check_ptr(fn, a.checkpoint_W1, "checkpoint_W1 (other checkpoints are set)");
     check_ptr(fn, a.checkpoint_W2, "checkpoint_W2 (other checkpoints are set)");
   }
-  require(ttt_mlp_forward_supports(a.version, a.dims),
+  require(a.version == TttMlpForwardVersion::Default || a.version == TttMlpForwardVersion::Fallback ||
+              a.version == TttMlpForwardVersion::Tf32,
           "ttt_mlp_forward: unknown version " + std::to_string(int(a.version)));
+  require(ttt_mlp_forward_supports(a.version, a.dims),
+          "ttt_mlp_forward: version Tf32 needs mini_batch 16 and head_dim 16, 32 or 64 (the fused "
+          "kernel's shapes; ttt_mlp_forward_supports)");
   const TttDims& D = a.dims;
+  if (a.version == TttMlpForwardVersion::Tf32) {
+    launch_fused<false>(mlp_params(a, ck, nullptr), D, a.stream);
+    return;
+  }
   // Default: the fused kernel where it applies (run 15, H200: 5.41 against the fallback's 10.09 ms
   // at the issue's shape; docs/KERNELS.md), the fallback elsewhere.
   if (a.version == TttMlpForwardVersion::Default && fused_supports(D)) {
-    launch_fused(mlp_params(a, ck, nullptr), D, a.stream);
+    launch_fused<true>(mlp_params(a, ck, nullptr), D, a.stream);
     return;
   }
   const bool in_smem = fallback_block_bytes(D) <= max_dynamic_smem();

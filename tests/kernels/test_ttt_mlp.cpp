@@ -6,7 +6,7 @@
 // launch. Tolerances, fixed, relative to max|ref| of each output, as in test_ttt_linear.cpp (which
 // gives the reasoning): 1e-4 for the forward's outputs and states; for the backward 5e-4 per
 // token (dQ, dK, dV) and 1e-3 for dλ and the sums over the batch (dτ, dγ, dβ, dW1, db1, dW2, db2);
-// 1e-2 for every output of the backward's Tf32 version.
+// 1e-2 for the Tf32 versions' outputs (forward and backward).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -20,6 +20,9 @@ namespace tttlab::kernels::test {
 namespace {
 
 constexpr double kTolFp32 = 1e-4;
+// The Tf32 versions (one tf32 product per term, operands truncated to a 10-bit mantissa): 1e-2, as
+// test_ttt_linear.cpp's Tf32 forward.
+constexpr double kTolTf32 = 1e-2;
 // The second-order backward: fixed bounds, the same as test_ttt_linear.cpp's (whose comment gives
 // the observations behind them).
 constexpr double kTolBwdToken = 5e-4;
@@ -86,7 +89,7 @@ TEST(TttMlpForward, MatchesCpuDualFormOnTheShapeGrid) {
   const std::vector<int> bs = quick ? std::vector<int>{7, 16} : std::vector<int>{1, 7, 16, 64};
   const std::vector<int> Ts = quick ? std::vector<int>{17} : std::vector<int>{1, 17, 64, 200};
   const int bh[4][2] = {{1, 1}, {2, 3}, {3, 2}, {2, 1}};
-  double worst[2] = {0, 0};  // Fallback, Default
+  double worst[3] = {0, 0, 0};  // Fallback, Default, Tf32
   int idx = 0, runs = 0;
   for (int d : ds)
     for (int b : bs)
@@ -108,10 +111,11 @@ TEST(TttMlpForward, MatchesCpuDualFormOnTheShapeGrid) {
         DeviceBuffer O(in.base.Q.size());
         const std::size_t ws_bytes = ttt_mlp_forward_workspace_bytes(D);
         DeviceBuffer ws((ws_bytes + 3) / 4);
-        for (TttMlpForwardVersion mv : {TttMlpForwardVersion::Fallback, TttMlpForwardVersion::Default}) {
+        for (TttMlpForwardVersion mv : {TttMlpForwardVersion::Fallback, TttMlpForwardVersion::Default,
+                                        TttMlpForwardVersion::Tf32}) {
         if (!ttt_mlp_forward_supports(mv, D)) continue;
-        const int vi = mv == TttMlpForwardVersion::Fallback ? 0 : 1;
-        SCOPED_TRACE(vi == 0 ? "mlp fallback" : "mlp default");
+        const int vi = mv == TttMlpForwardVersion::Fallback ? 0 : mv == TttMlpForwardVersion::Default ? 1 : 2;
+        SCOPED_TRACE(vi == 0 ? "mlp fallback" : vi == 1 ? "mlp default" : "mlp tf32");
         O.poison();
         ws.poison();
         TttMlpForwardArgs a;
@@ -135,14 +139,14 @@ TEST(TttMlpForward, MatchesCpuDualFormOnTheShapeGrid) {
         ttt_mlp_forward(a);
         const std::vector<float> o = O.download();
         const ErrorStat e = compare(o, ref);
-        EXPECT_TRUE(within("O", e, kTolFp32, o, ref));
+        EXPECT_TRUE(within("O", e, vi == 2 ? kTolTf32 : kTolFp32, o, ref));
         worst[vi] = std::max(worst[vi], e.rel);
         ++runs;
         }
       }
   std::printf("[   INFO   ] mlp forward: %d runs, worst |O - ref| / max|ref| = %.3g (fallback), "
-              "%.3g (default)\n",
-              runs, worst[0], worst[1]);
+              "%.3g (default), %.3g (tf32)\n",
+              runs, worst[0], worst[1], worst[2]);
 }
 
 // ---- Forward checkpoints ------------------------------------------------------------------------
@@ -483,7 +487,6 @@ TEST(TttMlpBackward, MatchesCpuSecondOrderBackwardWithCheckpointing) {
 // the recomputed forward, the chain through the mini-batches and the sums stay within a few of those.
 TEST(TttMlpBackward, Tf32VersionMatchesCpuWithinTf32Rounding) {
   TTTLAB_REQUIRE_GPU();
-  constexpr double kTolTf32 = 1e-2;
   const std::uint64_t seed = test_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
@@ -561,6 +564,13 @@ TEST(TttMlpArguments, BadInputIsRejectedWithAMessage) {
   expect_msg([&] { ttt_mlp_forward(a); }, "unknown version");
   a.version = TttMlpForwardVersion::Default;
   EXPECT_TRUE(ttt_mlp_forward_supports(TttMlpForwardVersion::Default, a.dims));
+  {  // Tf32 is the fused kernel's shapes only: b = 16, d ∈ {16, 32, 64}
+    TttMlpForwardArgs t = a;
+    t.version = TttMlpForwardVersion::Tf32;
+    t.dims.mini_batch = 7;
+    EXPECT_FALSE(ttt_mlp_forward_supports(t.version, t.dims));
+    expect_msg([&] { ttt_mlp_forward(t); }, "version Tf32 needs mini_batch 16");
+  }
   a.checkpoint_W2 = nullptr;
   a.dims.head_dim = 15;
   expect_msg([&] { ttt_mlp_forward(a); }, "head_dim");

@@ -228,11 +228,15 @@ void ttt_mlp_decode_step(const TttMlpDecodeArgs& args);
 
 // ---- TTT-MLP, dual form, forward (hidden width 4d) -----------------------------------------------
 
-// Both versions are 3xTF32 on tensor cores (fp32-level accuracy).
+// Default and Fallback are 3xTF32 on tensor cores (fp32-level accuracy).
 enum class TttMlpForwardVersion {
   Default = 0,   // split-k products, 6 barriers per mini-batch, every matrix on chip, where b == 16
                  // and d ∈ {16, 32, 64}; the Fallback elsewhere (ttt_mlp_forward_supports)
   Fallback = 1,  // block-wide products, matrices in shared memory or the workspace; every shape
+  Tf32 = 2,      // Default's fused kernel with one tf32 product per term (operands truncated to a
+                 // 10-bit mantissa, ~1e-3 relative per product): what the training step runs when its
+                 // GEMMs are tf32. The fused kernel's shapes only (b == 16, d ∈ {16, 32, 64}), else
+                 // an error.
 };
 
 struct TttMlpForwardArgs {
@@ -271,7 +275,7 @@ struct TttMlpForwardArgs {
 
 std::size_t ttt_mlp_forward_workspace_bytes(const TttDims& dims);
 void ttt_mlp_forward(const TttMlpForwardArgs& args);
-// Whether `version` runs `dims` (valid dims assumed; Default always does).
+// Whether `version` runs `dims` (valid dims assumed; Default and Fallback always do).
 bool ttt_mlp_forward_supports(TttMlpForwardVersion version, const TttDims& dims);
 
 // ---- TTT-MLP backward (second order, through the dual form, the LN+L2 gradient and gelu′) --------
