@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <stdexcept>
@@ -628,6 +629,13 @@ void CudaTrainBackend::Impl::ttt_backward(int i, const float* x, const float* dY
     inner_gradients(a, pre);
     a.dW0 = g(pre + "W1");
     a.db0 = mc.inner_bias ? g(pre + "b1") : db0_scratch;
+    // With tf32 products, one tf32 product per term where the fused kernel runs the shape (its
+    // streamed buffers are separate device allocations, so 16-byte aligned; checked all the same).
+    auto aligned = [](const void* q) { return q == nullptr || reinterpret_cast<std::uintptr_t>(q) % 16 == 0; };
+    if (options.gemm == GemmPrecision::Tf32 && ttt_linear_backward_supports(TttBackwardVersion::Tf32, a.dims) &&
+        aligned(a.Q) && aligned(a.K) && aligned(a.V) && aligned(a.dO) && aligned(a.dQ) && aligned(a.dK) &&
+        aligned(a.dV) && aligned(a.workspace) && aligned(a.checkpoint_W) && aligned(a.checkpoint_b))
+      a.version = TttBackwardVersion::Tf32;
     begin(kInnerBwd);
     ttt_linear_backward(a);
     end();

@@ -250,6 +250,23 @@ TttBenchReport ttt_bench(const TttBenchConfig& cfg) {
     std::vector<std::pair<TttBackwardVersion, const char*>> bversions;
     if (cfg.all_versions) bversions.push_back({TttBackwardVersion::Fallback, "fallback"});
     bversions.push_back({TttBackwardVersion::Default, "default"});
+    const bool tf32_bwd = cfg.all_versions && ttt_linear_backward_supports(TttBackwardVersion::Tf32, D) &&
+                          ttt_linear_forward_supports(TttLinearForwardVersion::Tf32, D);
+    if (tf32_bwd) {
+      // What the training step runs with tf32 products: the Tf32 forward, then the Tf32 backward.
+      TttLinearForwardArgs f3 = f2;
+      f3.version = TttLinearForwardVersion::Tf32;
+      ba.version = TttBackwardVersion::Tf32;
+      const double mst = time_median(
+          [&] {
+            ttt_linear_forward(f3);
+            ttt_linear_backward(ba);
+          },
+          cfg.warmup, cfg.repeats);
+      add("ttt-linear forward+backward (g=4) tf32", mst, fb_flops, fb_bytes, 3.59,
+          "flash-linear-attention chunk_ttt_linear bf16 fwd+bwd (issue 15)", 1.0);
+      bversions.push_back({TttBackwardVersion::Tf32, "tf32"});
+    }
     for (auto [bv, bname] : bversions) {
       ba.version = bv;
       const double msb = time_median([&] { ttt_linear_backward(ba); }, cfg.warmup, cfg.repeats);

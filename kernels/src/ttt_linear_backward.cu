@@ -211,7 +211,7 @@ __device__ __forceinline__ void store_tile(float* dst, const Frag& x, int col0, 
 
 // acc += A·B over k = D: A a [16][LD] tile in shared memory, B[k][n] = S[k][n] (normal) for this
 // warp's 16 columns n.
-template <int D>
+template <int D, bool SPLIT>
 __device__ __forceinline__ void mma_tile_w(Frag& acc, const float* A, const float* S, int col0,
                                            int gid, int tig) {
   using L = Layout<D>;
@@ -219,15 +219,15 @@ __device__ __forceinline__ void mma_tile_w(Frag& acc, const float* A, const floa
   for (int kt = 0; kt < L::KT; ++kt) {
     const float2 a0 = *reinterpret_cast<const float2*>(A + gid * L::LD + kt * 8 + 2 * tig);
     const float2 a1 = *reinterpret_cast<const float2*>(A + (gid + 8) * L::LD + kt * 8 + 2 * tig);
-    const Op4 a = op4<true>(a0.x, a1.x, a0.y, a1.y);
+    const Op4 a = op4<SPLIT>(a0.x, a1.x, a0.y, a1.y);
     const float* b = S + (kt * 8 + 2 * tig) * L::LD + col0 + gid;
-    mma_parts<true>(acc[0], a, op2<true>(b[0], b[L::LD]));
-    mma_parts<true>(acc[1], a, op2<true>(b[8], b[L::LD + 8]));
+    mma_parts<SPLIT>(acc[0], a, op2<SPLIT>(b[0], b[L::LD]));
+    mma_parts<SPLIT>(acc[1], a, op2<SPLIT>(b[8], b[L::LD + 8]));
   }
 }
 
 // acc += A·Sᵀ over k = D: B[k][n] = S[n][k] for this warp's 16 columns n (rows of S).
-template <int D>
+template <int D, bool SPLIT>
 __device__ __forceinline__ void mma_tile_wt(Frag& acc, const float* A, const float* S, int col0,
                                             int gid, int tig) {
   using L = Layout<D>;
@@ -235,33 +235,33 @@ __device__ __forceinline__ void mma_tile_wt(Frag& acc, const float* A, const flo
   for (int kt = 0; kt < L::KT; ++kt) {
     const float2 a0 = *reinterpret_cast<const float2*>(A + gid * L::LD + kt * 8 + 2 * tig);
     const float2 a1 = *reinterpret_cast<const float2*>(A + (gid + 8) * L::LD + kt * 8 + 2 * tig);
-    const Op4 a = op4<true>(a0.x, a1.x, a0.y, a1.y);
+    const Op4 a = op4<SPLIT>(a0.x, a1.x, a0.y, a1.y);
     const float2 b0 = *reinterpret_cast<const float2*>(S + (col0 + gid) * L::LD + kt * 8 + 2 * tig);
     const float2 b1 =
         *reinterpret_cast<const float2*>(S + (col0 + 8 + gid) * L::LD + kt * 8 + 2 * tig);
-    mma_parts<true>(acc[0], a, op2<true>(b0.x, b0.y));
-    mma_parts<true>(acc[1], a, op2<true>(b1.x, b1.y));
+    mma_parts<SPLIT>(acc[0], a, op2<SPLIT>(b0.x, b0.y));
+    mma_parts<SPLIT>(acc[1], a, op2<SPLIT>(b1.x, b1.y));
   }
 }
 
 // acc += X·B with X a 16×16 matrix held as fragments x (every warp holds all of it) and B rows
 // from a [16][LD] tile in shared memory, this warp's 16 columns.
-template <int D>
+template <int D, bool SPLIT>
 __device__ __forceinline__ void mma_small_a(Frag& acc, const Frag& x, const float* B, int col0,
                                             int gid, int tig) {
   using L = Layout<D>;
 #pragma unroll
   for (int js = 0; js < 2; ++js) {
-    const Op4 a = op4<true>(x[js][0], x[js][2], x[js][1], x[js][3]);
+    const Op4 a = op4<SPLIT>(x[js][0], x[js][2], x[js][1], x[js][3]);
     const float* b = B + (js * 8 + 2 * tig) * L::LD + col0 + gid;
-    mma_parts<true>(acc[0], a, op2<true>(b[0], b[L::LD]));
-    mma_parts<true>(acc[1], a, op2<true>(b[8], b[L::LD + 8]));
+    mma_parts<SPLIT>(acc[0], a, op2<SPLIT>(b[0], b[L::LD]));
+    mma_parts<SPLIT>(acc[1], a, op2<SPLIT>(b[8], b[L::LD + 8]));
   }
 }
 
 // This warp's split-k share of the 16×16 product A·Bᵀ (A, B [16][LD] tiles): k-steps warp and
 // warp + NW, written to part [16][LDM].
-template <int D>
+template <int D, bool SPLIT>
 __device__ __forceinline__ void partial_abt(const float* A, const float* B, float* part, int warp,
                                             int gid, int tig) {
   using L = Layout<D>;
@@ -273,9 +273,9 @@ __device__ __forceinline__ void partial_abt(const float* A, const float* B, floa
     const float2 a1 = *reinterpret_cast<const float2*>(A + (gid + 8) * L::LD + kt * 8 + 2 * tig);
     const float2 b0 = *reinterpret_cast<const float2*>(B + gid * L::LD + kt * 8 + 2 * tig);
     const float2 b1 = *reinterpret_cast<const float2*>(B + (gid + 8) * L::LD + kt * 8 + 2 * tig);
-    const Op4 a = op4<true>(a0.x, a1.x, a0.y, a1.y);
-    mma_parts<true>(mp[0], a, op2<true>(b0.x, b0.y));
-    mma_parts<true>(mp[1], a, op2<true>(b1.x, b1.y));
+    const Op4 a = op4<SPLIT>(a0.x, a1.x, a0.y, a1.y);
+    mma_parts<SPLIT>(mp[0], a, op2<SPLIT>(b0.x, b0.y));
+    mma_parts<SPLIT>(mp[1], a, op2<SPLIT>(b1.x, b1.y));
   }
 #pragma unroll
   for (int jt = 0; jt < 2; ++jt)
@@ -295,7 +295,7 @@ __device__ __forceinline__ float sum_parts(const float* part, int i, int j) {
   return acc;
 }
 
-template <int D>
+template <int D, bool SPLIT>
 __global__ void __launch_bounds__(2 * D) linear_backward_fused_kernel(BwdParams p) {
   using L = Layout<D>;
   constexpr int KT = L::KT, LD = L::LD;
@@ -481,9 +481,9 @@ __global__ void __launch_bounds__(2 * D) linear_backward_fused_kernel(BwdParams 
         for (int kt = 0; kt < KT; ++kt) {
           const float2 a0 = *reinterpret_cast<const float2*>(sK + gid * LD + kt * 8 + 2 * tig);
           const float2 a1 = *reinterpret_cast<const float2*>(sK + (gid + 8) * LD + kt * 8 + 2 * tig);
-          const Op4 a = op4<true>(a0.x, a1.x, a0.y, a1.y);
-          mma_parts<true>(z[0], a, op2<true>(Wr[kt][0], Wr[kt][1]));
-          mma_parts<true>(z[1], a, op2<true>(Wr[kt][2], Wr[kt][3]));
+          const Op4 a = op4<SPLIT>(a0.x, a1.x, a0.y, a1.y);
+          mma_parts<SPLIT>(z[0], a, op2<SPLIT>(Wr[kt][0], Wr[kt][1]));
+          mma_parts<SPLIT>(z[1], a, op2<SPLIT>(Wr[kt][2], Wr[kt][3]));
         }
 #pragma unroll
         for (int nt = 0; nt < 2; ++nt)
@@ -499,11 +499,11 @@ __global__ void __launch_bounds__(2 * D) linear_backward_fused_kernel(BwdParams 
         for (int js = 0; js < 2; ++js) {
           const int j0 = js * 8 + tig, j1 = j0 + 4;
           const float e0 = -tb * sL[j0], e1 = -tb * sL[j1];
-          const Op4 ag = op4<true>(e0 * sG[j0 * LD + col0 + gid], e0 * sG[j0 * LD + col0 + gid + 8],
+          const Op4 ag = op4<SPLIT>(e0 * sG[j0 * LD + col0 + gid], e0 * sG[j0 * LD + col0 + gid + 8],
                              e1 * sG[j1 * LD + col0 + gid], e1 * sG[j1 * LD + col0 + gid + 8]);
 #pragma unroll
           for (int kt = 0; kt < KT; ++kt)
-            mma_parts<true>(Wr[kt], ag, op2<true>(sK[j0 * LD + kt * 8 + gid], sK[j1 * LD + kt * 8 + gid]));
+            mma_parts<SPLIT>(Wr[kt], ag, op2<SPLIT>(sK[j0 * LD + kt * 8 + gid], sK[j1 * LD + kt * 8 + gid]));
         }
         if (p.bias)
 #pragma unroll
@@ -584,8 +584,8 @@ __global__ void __launch_bounds__(2 * D) linear_backward_fused_kernel(BwdParams 
 #pragma unroll
       for (int kt = 0; kt < KT; ++kt) {
         const float* b = sW + (kt * 8 + 2 * tig) * LD + col0 + gid;
-        const Op2 w0 = op2<true>(b[0], b[LD]), w1 = op2<true>(b[8], b[LD + 8]);
-        kq_times_w<true>(z, zb, sK, sQ, LD, kt, gid, tig, w0, w1);
+        const Op2 w0 = op2<SPLIT>(b[0], b[LD]), w1 = op2<SPLIT>(b[8], b[LD + 8]);
+        kq_times_w<SPLIT>(z, zb, sK, sQ, LD, kt, gid, tig, w0, w1);
       }
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt)
@@ -597,7 +597,7 @@ __global__ void __launch_bounds__(2 * D) linear_backward_fused_kernel(BwdParams 
           zb[nt][e] += c;
           zb[nt][e + 2] += c;
         }
-      partial_abt<D>(sQ, sK, Mp + warp * 16 * L::LDM, warp, gid, tig);
+      partial_abt<D, SPLIT>(sQ, sK, Mp + warp * 16 * L::LDM, warp, gid, tig);
 
       // G = lnl2(Z, R), rows ≥ m zeroed (a short last mini-batch).
       Frag r, g, xh, gh;
@@ -624,7 +624,7 @@ __global__ void __launch_bounds__(2 * D) linear_backward_fused_kernel(BwdParams 
           mm[jt][i] = -tau_row[i >> 1] * sL[j] * c;  // −M
           mt[jt][i] = row <= j ? -sTau[j] * sL[row] * (sum_parts<D>(Mp, j, row) + one) : 0.0f;  // −Mᵀ
         }
-      mma_small_a<D>(zb, mm, sG, col0, gid, tig);
+      mma_small_a<D, SPLIT>(zb, mm, sG, col0, gid, tig);
 
       // Output LN backward: dZ̄ = LN′ᵀ dO; dγ, dβ (per-lane partials).
       Frag dzb;
@@ -663,9 +663,9 @@ __global__ void __launch_bounds__(2 * D) linear_backward_fused_kernel(BwdParams 
       for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
         for (int i = 0; i < 4; ++i) dq[nt][i] = p.res ? dy[nt][i] : 0.0f;
-      mma_tile_wt<D>(dq, sDZb, sW, col0, gid, tig);
-      partial_abt<D>(sDZb, sG, dMp + warp * 16 * L::LDM, warp, gid, tig);
-      mma_small_a<D>(dg, mt, sDZb, col0, gid, tig);  // mt holds −Mᵀ
+      mma_tile_wt<D, SPLIT>(dq, sDZb, sW, col0, gid, tig);
+      partial_abt<D, SPLIT>(sDZb, sG, dMp + warp * 16 * L::LDM, warp, gid, tig);
+      mma_small_a<D, SPLIT>(dg, mt, sDZb, col0, gid, tig);  // mt holds −Mᵀ
       float dep[2] = {0.0f, 0.0f};
       if (full) {
         Frag kdw = {}, gdw = {};
@@ -673,11 +673,11 @@ __global__ void __launch_bounds__(2 * D) linear_backward_fused_kernel(BwdParams 
         for (int kt = 0; kt < KT; ++kt) {
           const float2 a0 = *reinterpret_cast<const float2*>(sK + gid * LD + kt * 8 + 2 * tig);
           const float2 a1 = *reinterpret_cast<const float2*>(sK + (gid + 8) * LD + kt * 8 + 2 * tig);
-          const Op4 a = op4<true>(a0.x, a1.x, a0.y, a1.y);
-          mma_parts<true>(kdw[0], a, op2<true>(dWr[kt][0], dWr[kt][1]));
-          mma_parts<true>(kdw[1], a, op2<true>(dWr[kt][2], dWr[kt][3]));
+          const Op4 a = op4<SPLIT>(a0.x, a1.x, a0.y, a1.y);
+          mma_parts<SPLIT>(kdw[0], a, op2<SPLIT>(dWr[kt][0], dWr[kt][1]));
+          mma_parts<SPLIT>(kdw[1], a, op2<SPLIT>(dWr[kt][2], dWr[kt][3]));
         }
-        mma_tile_wt<D>(gdw, sG, sdW, col0, gid, tig);
+        mma_tile_wt<D, SPLIT>(gdw, sG, sdW, col0, gid, tig);
 #pragma unroll
         for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
@@ -771,8 +771,8 @@ __global__ void __launch_bounds__(2 * D) linear_backward_fused_kernel(BwdParams 
             dtp[hf] += pr * sL[j];
             dlp[jt][i & 1] += pr * tau_row[hf];
           }
-        mma_small_a<D>(dq, dcf, sK, col0, gid, tig);
-        mma_small_a<D>(dk, dct, sQ, col0, gid, tig);
+        mma_small_a<D, SPLIT>(dq, dcf, sK, col0, gid, tig);
+        mma_small_a<D, SPLIT>(dk, dct, sQ, col0, gid, tig);
         if (warp == 0) {
           // Σ_j de_j λ_j (the commit line's share of dτ_b): lane j and j + 16 hold term j.
           float dl15 = full ? sum_parts<D>(dMp + 16, lane & 15, 0) * sL[lane & 15] : 0.0f;
@@ -798,7 +798,7 @@ __global__ void __launch_bounds__(2 * D) linear_backward_fused_kernel(BwdParams 
       __syncthreads();  // dZ complete
 
       // dK += dZ Wᵀ; dQ, dK, dV out.
-      mma_tile_wt<D>(dk, sDZ, sW, col0, gid, tig);
+      mma_tile_wt<D, SPLIT>(dk, sDZ, sW, col0, gid, tig);
 #pragma unroll
       for (int hf = 0; hf < 2; ++hf) {
         const int row = gid + 8 * hf;
@@ -820,14 +820,14 @@ __global__ void __launch_bounds__(2 * D) linear_backward_fused_kernel(BwdParams 
 #pragma unroll
       for (int js = 0; js < 2; ++js) {
         const int j0 = js * 8 + tig, j1 = j0 + 4;
-        const Op4 a1 = op4<true>(sDZb[j0 * LD + col0 + gid], sDZb[j0 * LD + col0 + gid + 8],
+        const Op4 a1 = op4<SPLIT>(sDZb[j0 * LD + col0 + gid], sDZb[j0 * LD + col0 + gid + 8],
                            sDZb[j1 * LD + col0 + gid], sDZb[j1 * LD + col0 + gid + 8]);
-        const Op4 a2 = op4<true>(sDZ[j0 * LD + col0 + gid], sDZ[j0 * LD + col0 + gid + 8],
+        const Op4 a2 = op4<SPLIT>(sDZ[j0 * LD + col0 + gid], sDZ[j0 * LD + col0 + gid + 8],
                            sDZ[j1 * LD + col0 + gid], sDZ[j1 * LD + col0 + gid + 8]);
 #pragma unroll
         for (int kt = 0; kt < KT; ++kt) {
-          mma_parts<true>(dWr[kt], a1, op2<true>(sQ[j0 * LD + kt * 8 + gid], sQ[j1 * LD + kt * 8 + gid]));
-          mma_parts<true>(dWr[kt], a2, op2<true>(sK[j0 * LD + kt * 8 + gid], sK[j1 * LD + kt * 8 + gid]));
+          mma_parts<SPLIT>(dWr[kt], a1, op2<SPLIT>(sQ[j0 * LD + kt * 8 + gid], sQ[j1 * LD + kt * 8 + gid]));
+          mma_parts<SPLIT>(dWr[kt], a2, op2<SPLIT>(sK[j0 * LD + kt * 8 + gid], sK[j1 * LD + kt * 8 + gid]));
         }
       }
 #pragma unroll
@@ -869,13 +869,13 @@ __global__ void __launch_bounds__(2 * D) linear_backward_fused_kernel(BwdParams 
   }
 }
 
-template <int D>
+template <int D, bool SPLIT>
 void launch_fused(const BwdParams& p, cudaStream_t stream) {
   const std::size_t bytes = Layout<D>::FLOATS * sizeof(float);
-  const void* fn = reinterpret_cast<const void*>(&linear_backward_fused_kernel<D>);
+  const void* fn = reinterpret_cast<const void*>(&linear_backward_fused_kernel<D, SPLIT>);
   TTTLAB_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(bytes)));
-  linear_backward_fused_kernel<D><<<p.B * p.H, Layout<D>::NT, bytes, stream>>>(p);
+  linear_backward_fused_kernel<D, SPLIT><<<p.B * p.H, Layout<D>::NT, bytes, stream>>>(p);
   TTTLAB_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -1196,14 +1196,15 @@ std::size_t fused_smem_bytes(int d) {
   }
 }
 
-void launch_backward_fused(const BwdParams& p, cudaStream_t stream) {
+// split: 3xTF32 products (Default), or one tf32 product per term (Tf32).
+void launch_backward_fused(const BwdParams& p, bool split, cudaStream_t stream) {
   switch (p.d) {
     case 16:
-      return launch_fused<16>(p, stream);
+      return split ? launch_fused<16, true>(p, stream) : launch_fused<16, false>(p, stream);
     case 32:
-      return launch_fused<32>(p, stream);
+      return split ? launch_fused<32, true>(p, stream) : launch_fused<32, false>(p, stream);
     case 64:
-      return launch_fused<64>(p, stream);
+      return split ? launch_fused<64, true>(p, stream) : launch_fused<64, false>(p, stream);
     default:
       throw std::invalid_argument("ttt_linear_backward (fused): unsupported head_dim " +
                                   std::to_string(p.d));
@@ -1280,6 +1281,9 @@ bool ttt_linear_backward_supports(TttBackwardVersion version, const TttDims& dim
     case TttBackwardVersion::Default:
     case TttBackwardVersion::Fallback:
       return true;
+    case TttBackwardVersion::Tf32:
+      return fused_supports(dims.head_dim, dims.mini_batch) &&
+             fused_smem_bytes(dims.head_dim) <= max_dynamic_smem();
   }
   return false;
 }
@@ -1303,11 +1307,15 @@ void ttt_linear_backward(const TttLinearBackwardArgs& a) {
   const bool aligned = al(a.Q) && al(a.K) && al(a.V) && al(a.dO) && al(a.dQ) && al(a.dK) &&
                        al(a.dV) && al(a.workspace) && al(a.checkpoint_W) &&
                        (!a.opt.bias || al(a.checkpoint_b));
-  require(a.version == TttBackwardVersion::Default || a.version == TttBackwardVersion::Fallback,
+  require(a.version == TttBackwardVersion::Default || a.version == TttBackwardVersion::Fallback ||
+              a.version == TttBackwardVersion::Tf32,
           "ttt_linear_backward: unknown version " + std::to_string(int(a.version)));
-  const bool fused = a.version == TttBackwardVersion::Default && aligned &&
-                     fused_supports(D.head_dim, D.mini_batch) &&
-                     fused_smem_bytes(D.head_dim) <= max_dynamic_smem();
+  const bool tf32 = a.version == TttBackwardVersion::Tf32;
+  require(!tf32 || (ttt_linear_backward_supports(a.version, D) && aligned),
+          "ttt_linear_backward: version Tf32 needs mini_batch 16, head_dim 16, 32 or 64 and 16-byte "
+          "aligned Q, K, V, dO, dQ, dK, dV, checkpoints and workspace (the fused kernel's)");
+  const bool fused = tf32 || (a.version == TttBackwardVersion::Default && aligned &&
+                              ttt_linear_backward_supports(TttBackwardVersion::Tf32, D));
   const BwdLayout L = bwd_layout(D, a.checkpoint_group);
   require(a.workspace_bytes >= L.total * sizeof(float),
           "ttt_linear_backward: workspace has " + std::to_string(a.workspace_bytes) +
@@ -1332,7 +1340,7 @@ void ttt_linear_backward(const TttLinearBackwardArgs& a) {
   set_options(p, a.opt);
   const std::size_t smem = L.use_smem ? L.smem_bytes : 0;
   if (fused)
-    launch_backward_fused(p, a.stream);
+    launch_backward_fused(p, !tf32, a.stream);
   else
     launch_backward_block(p, smem, a.stream);
   const int d = D.head_dim;

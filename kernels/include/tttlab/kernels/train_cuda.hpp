@@ -30,9 +30,9 @@
 // NUMERICS: fp32 storage throughout. With GemmPrecision::Fp32 every operation is fp32; with Tf32 (the
 // default for training) the matrix products of the projections, the SwiGLU and the head round their
 // operands to tf32 (~1e-3 relative per product), and so do the TTT-Linear inner loop's forward (the
-// TttLinearForwardVersion::Tf32 kernel, where it supports the shape) and the TTT-MLP inner loop
-// (TttMlpForwardVersion::Tf32 where it supports the shape, TttMlpBackwardVersion::Tf32); the
-// TTT-Linear backward stays 3xTF32.
+// TttLinearForwardVersion::Tf32 and TttBackwardVersion::Tf32 kernels, where they support the
+// shape) and the TTT-MLP inner loop (TttMlpForwardVersion::Tf32 where it supports the shape,
+// TttMlpBackwardVersion::Tf32); elsewhere the inner loop stays 3xTF32.
 // tests/kernels/test_train_cuda.cpp states the tolerances against the CPU engine.
 //
 // THREADING: one thread drives a backend (the Trainer's). It uses device `options.device` and its

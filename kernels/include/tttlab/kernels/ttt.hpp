@@ -117,13 +117,17 @@ bool ttt_linear_forward_supports(TttLinearForwardVersion version, const TttDims&
 //   dQ, dK, dV [B, T, H·d];  dlambda [B, H, T];  dtau [b] (summed over B, H);  dln_weight, dln_bias
 //   [H, d] and dW0 [H, d, d], db0 [H, d] (summed over B). With bias off db0 is written as zeros; with
 //   layer_norm off dln_weight and dln_bias are zeros. The result is deterministic (no atomics).
-// Versions (docs/KERNELS.md has the design and measured time of each), both 3xTF32 on tensor cores:
+// Versions (docs/KERNELS.md has the design and measured time of each); Default and Fallback are
+// 3xTF32 on tensor cores:
 enum class TttBackwardVersion {
   Default = 0,   // the fused register kernel where mini_batch == 16, head_dim ∈ {16, 32, 64}, the
                  // device's shared memory holds its block (105 KB at head_dim 64) and every pointer
                  // it streams (Q, K, V, dO, dQ, dK, dV, checkpoints, workspace) is 16-byte aligned;
                  // the Fallback elsewhere
   Fallback = 1,  // block-wide tensor-core products; every supported shape
+  Tf32 = 2,      // the fused kernel with one tf32 product per term (operands truncated to a 10-bit
+                 // mantissa, ~1e-3 relative per product): what the training step runs when its GEMMs
+                 // are tf32. The fused kernel's shapes and alignment only, else an error.
 };
 
 struct TttLinearBackwardArgs {
@@ -158,7 +162,8 @@ struct TttLinearBackwardArgs {
 // Enough for both versions.
 std::size_t ttt_linear_backward_workspace_bytes(const TttDims& dims, int checkpoint_group);
 void ttt_linear_backward(const TttLinearBackwardArgs& args);
-// Whether a version supports these dims (both do, for valid dims).
+// Whether a version supports these dims (Default and Fallback do, for valid dims; Tf32 where the
+// fused kernel does, alignment apart).
 bool ttt_linear_backward_supports(TttBackwardVersion version, const TttDims& dims);
 
 // ---- TTT-Linear decode: one token per sequence, primal form (docs/MATH.md §6) --------------------
