@@ -1,6 +1,8 @@
 // TTT-Linear backward on the GPU: the gradients of a dual-form forward, second order through the
 // fused LN + L2 gradient (tttlab/kernels/ttt.hpp; maths in docs/MATH.md §7.1–§7.3; the CPU engine in
-// core/src/ttt/inner_backward.cpp). Two kernels, both 3xTF32 on tensor cores (fp32-level accuracy):
+// core/src/ttt/inner_backward.cpp). Two kernels, both 3xTF32 on tensor cores (fp32-level accuracy);
+// the fused one also as version Tf32 (template argument SPLIT = false: one tf32 product per term),
+// what the training step runs with tf32 products:
 //
 // THE FUSED KERNEL (Default where b = 16, d ∈ {16, 32, 64} and the streamed pointers are 16-byte
 // aligned): the fallback's maths on the forward's register design (ttt_linear_forward.cu); one m16
@@ -17,7 +19,7 @@
 // those fragments (quad and cross-quad shuffles). Products whose contraction runs over columns
 // that other warps own (dZ̄ Wᵀ, dZ Wᵀ, G dW'ᵀ, dZ̄ Gᵀ) read the other operand from shared memory:
 // W of the mini-batch (loaded from the checkpoint or the group's slot) and a copy of dW' written
-// after each update. Every product is 3xTF32 (fp32-level accuracy).
+// after each update. Every product is 3xTF32 (fp32-level accuracy), or plain tf32 with SPLIT off.
 //
 // Per mini-batch (the state W, c of its start; carry dW', dc'), 9 barriers with LayerNorm (the fallback:
 // 14 phases), each named by what it completes:

@@ -1,6 +1,8 @@
 // TTT-MLP, dual form, forward on the GPU, hidden width 4d (tttlab/kernels/ttt.hpp; maths in
 // docs/MATH.md §5; the CPU engine's dual_chunk_mlp in core/src/ttt/inner.cpp, which both kernels
-// follow). Two kernels, both with every matrix product on tensor cores in 3xTF32:
+// follow). Two kernels, both with every matrix product on tensor cores in 3xTF32; the fused one also
+// as version Tf32 (template argument SPLIT = false: one tf32 product per term), what the training
+// step runs with tf32 products:
 //
 // THE FUSED KERNEL (Default where b = 16 and d ∈ {16, 32, 64}): the fallback's state and algorithm
 // (every matrix in shared memory, 3xTF32 tensor-core products, 16 warps), reorganised around its
