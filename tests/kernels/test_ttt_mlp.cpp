@@ -453,6 +453,22 @@ std::vector<MlpCase> mlp_backward_cases() {
   return cases;
 }
 
+// One case: random inputs, the CPU reference in fp64, the forward of version fv writing the
+// checkpoints, the backward of version bv checked at the given tolerances.
+void check_backward_case(const MlpCase& c, std::mt19937_64& rng, TttMlpForwardVersion fv,
+                         TttMlpBackwardVersion bv, double tol_token, double tol_sum, double& tok,
+                         double& sum) {
+  const TttDims& D = c.dims;
+  SCOPED_TRACE(describe(D, c.opt) + " group " + std::to_string(c.group));
+  const MlpInputs in = random_mlp_inputs(D, c.opt, rng);
+  const std::vector<float> dO = randn_vec(in.base.Q.size(), rng, 1.0);
+  const MlpGradRef ref = cpu_mlp_backward<double>(in, dO, c.group);
+  const MlpDevice dev(in);
+  DeviceBuffer O(in.base.Q.size());
+  const MlpCheckpoints ck = run_forward(in, dev, c.group, fv, O);
+  check_mlp_backward(run_backward(in, dev, ck, dO, c.group, bv), ref, tok, sum, tol_token, tol_sum);
+}
+
 TEST(TttMlpBackward, MatchesCpuSecondOrderBackwardWithCheckpointing) {
   TTTLAB_REQUIRE_GPU();
   const std::uint64_t seed = test_seed();
@@ -461,18 +477,9 @@ TEST(TttMlpBackward, MatchesCpuSecondOrderBackwardWithCheckpointing) {
   double tok = 0, sum = 0;
   int runs = 0, idx = 0;
   for (const MlpCase& c : mlp_backward_cases()) {
-    const TttDims& D = c.dims;
-    SCOPED_TRACE(describe(D, c.opt) + " group " + std::to_string(c.group));
-    const MlpInputs in = random_mlp_inputs(D, c.opt, rng);
-    const std::vector<float> dO = randn_vec(in.base.Q.size(), rng, 1.0);
-    const MlpGradRef ref = cpu_mlp_backward<double>(in, dO, c.group);
-    const MlpDevice dev(in);
-    DeviceBuffer O(in.base.Q.size());
     // Alternate the forward that writes the checkpoints.
-    const MlpCheckpoints ck =
-        run_forward(in, dev, c.group,
-                    idx++ % 2 ? TttMlpForwardVersion::Fallback : TttMlpForwardVersion::Default, O);
-    check_mlp_backward(run_backward(in, dev, ck, dO, c.group), ref, tok, sum);
+    check_backward_case(c, rng, idx++ % 2 ? TttMlpForwardVersion::Fallback : TttMlpForwardVersion::Default,
+                        TttMlpBackwardVersion::Default, kTolBwdToken, kTolBwdSum, tok, sum);
     ++runs;
   }
   std::printf("[   INFO   ] mlp backward: %d shapes, worst rel. error per-token %.3g, summed "
@@ -500,18 +507,9 @@ TEST(TttMlpBackward, Tf32VersionMatchesCpuWithinTf32Rounding) {
       }
   if (!quick_mode()) cases.push_back({{2, 3, 512, 64, 16}, flags(0), 8});
   double tok = 0, sum = 0;
-  for (const MlpCase& c : cases) {
-    const TttDims& D = c.dims;
-    SCOPED_TRACE(describe(D, c.opt) + " group " + std::to_string(c.group));
-    const MlpInputs in = random_mlp_inputs(D, c.opt, rng);
-    const std::vector<float> dO = randn_vec(in.base.Q.size(), rng, 1.0);
-    const MlpGradRef ref = cpu_mlp_backward<double>(in, dO, c.group);
-    const MlpDevice dev(in);
-    DeviceBuffer O(in.base.Q.size());
-    const MlpCheckpoints ck = run_forward(in, dev, c.group, TttMlpForwardVersion::Default, O);
-    check_mlp_backward(run_backward(in, dev, ck, dO, c.group, TttMlpBackwardVersion::Tf32), ref, tok,
-                       sum, kTolTf32, kTolTf32);
-  }
+  for (const MlpCase& c : cases)
+    check_backward_case(c, rng, TttMlpForwardVersion::Default, TttMlpBackwardVersion::Tf32, kTolTf32,
+                        kTolTf32, tok, sum);
   std::printf("[   INFO   ] mlp backward tf32: %zu shapes, worst rel. error per-token %.3g, summed "
               "parameters %.3g (bound %.0e)\n",
               cases.size(), tok, sum, kTolTf32);
