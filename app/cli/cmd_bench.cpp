@@ -499,8 +499,9 @@ void run_cuda(const BenchArgs& a, int device, const std::string& device_text) {
   // The ceilings of the whole-model rows, measured in this run.
   const kernels::GemmRate tf32 = kernels::measure_gemm_rate(kernels::GemmPrecision::Tf32);
   const kernels::GemmRate fp32 = kernels::measure_gemm_rate(kernels::GemmPrecision::Fp32);
+  const kernels::GemmRate bf16 = kernels::measure_gemm_rate(kernels::GemmPrecision::Bf16);
   Json ceil = Json::object();
-  for (const auto* g : {&tf32, &fp32}) {
+  for (const auto* g : {&tf32, &fp32, &bf16}) {
     Json c = Json::object();
     c["median_tflops"] = g->median_tflops;
     c["min_tflops"] = g->min_tflops;
@@ -508,13 +509,14 @@ void run_cuda(const BenchArgs& a, int device, const std::string& device_text) {
     c["n"] = g->n;
     c["repeats"] = g->repeats;
     c["engine"] = g->engine;
-    ceil[g == &tf32 ? "tf32" : "fp32"] = c;
+    ceil[g == &tf32 ? "tf32" : g == &fp32 ? "fp32" : "bf16"] = c;
   }
   out["gemm_ceiling"] = ceil;
   if (!a.json) {
-    std::printf("GEMM ceiling (n = %d, median of %d, min-max): tf32 %.1f TFLOP/s (%.1f - %.1f), fp32 %.1f (%.1f - %.1f)\n\n",
+    std::printf("GEMM ceiling (n = %d, median of %d, min-max): tf32 %.1f TFLOP/s (%.1f - %.1f), fp32 %.1f (%.1f - %.1f), "
+                "bf16 %.1f (%.1f - %.1f; its operands rounded from fp32 included)\n\n",
                 tf32.n, tf32.repeats, tf32.median_tflops, tf32.min_tflops, tf32.max_tflops, fp32.median_tflops,
-                fp32.min_tflops, fp32.max_tflops);
+                fp32.min_tflops, fp32.max_tflops, bf16.median_tflops, bf16.min_tflops, bf16.max_tflops);
     std::printf("Whole-model training steps on the GPU (%s backbone; forward + backward + AdamW; median and min-max of 10 "
                 "timed steps after 2 warm-up steps)\n",
                 a.backbone.c_str());
@@ -524,11 +526,11 @@ void run_cuda(const BenchArgs& a, int device, const std::string& device_text) {
   }
   Json tarr = Json::array();
   for (const char* layer : {"ttt-linear", "ttt-mlp", "linear-attention", "softmax-attention"})
-    for (const auto& gemm : {kernels::GemmPrecision::Tf32, kernels::GemmPrecision::Fp32})
+    for (const auto& gemm : {kernels::GemmPrecision::Tf32, kernels::GemmPrecision::Bf16, kernels::GemmPrecision::Fp32})
       for (int shape = 0; shape < 2; ++shape) {
         const GpuRow r = shape == 0 ? bench_gpu_training("D256-L4", 256, 4, 16, 512, layer, a.backbone, gemm, 10)
                                     : bench_gpu_training("D768-L12", 768, 12, 8, 2048, layer, a.backbone, gemm, 10);
-        const kernels::GemmRate& c = gemm == kernels::GemmPrecision::Tf32 ? tf32 : fp32;
+        const kernels::GemmRate& c = gemm == kernels::GemmPrecision::Tf32 ? tf32 : gemm == kernels::GemmPrecision::Bf16 ? bf16 : fp32;
         tarr.push_back(training_json(r, c));
         if (!a.json) {
           const kernels::CudaStepProfile& p = r.profile;
@@ -545,7 +547,9 @@ void run_cuda(const BenchArgs& a, int device, const std::string& device_text) {
   } else {
     std::printf("\nTFLOP/s: 3x the forward's matrix-product FLOPs (inner loop included) per second of a step; ceil%%: that\n"
                 "over the GEMM rate of the same precision measured above. mixer fwd, bwd: the TTT inner loop (TTT\n"
-                "layers) or the attention kernel (attention baselines). bf16 rows: not built yet.\n");
+                "layers) or the attention kernel (attention baselines). bf16 rows: `tttlab train --precision bf16`, the\n"
+                "matrix products with bf16 operands (rounded from fp32 on the fly) and fp32 accumulation, the TTT inner\n"
+                "loop in tf32, everything else fp32.\n");
   }
   set_exit_code(0);
 }

@@ -56,6 +56,7 @@ struct TrainArgs {
   std::string resume;
   std::string device = "auto";
   std::string gpu_gemm = "tf32";
+  std::string precision = "fp32";
   std::string gpus;  // empty: one device; "N" or "all": data-parallel (train/data_parallel.hpp)
   bool quiet = false;
   int max_bad_steps = 5;
@@ -71,17 +72,31 @@ void run(const TrainArgs& a, CLI::App* cmd) {
   // --gpus: data-parallel over several GPUs, in one process or as one process of a launcher's job.
   JobEnvironment job;
   TrainBackendFactory backend;
+  // --precision bf16: the GPU's matrix products take bf16 operands (kernels/gemm.hpp, Bf16); all else
+  // stays fp32, checkpoints included.
+  std::string gemm = a.gpu_gemm;
+  if (a.precision == "bf16") {
+    if (cmd->count("--gpu-gemm"))
+      throw CLI::ValidationError("--precision bf16 sets the GPU's matrix products to bf16; leave out --gpu-gemm");
+    if (a.device == "cpu")
+      throw CLI::ValidationError("--precision bf16 trains on a GPU; the CPU engine computes in fp32 (leave out --precision)");
+    gemm = "bf16";
+  }
   if (!a.gpus.empty()) {
     try {
       job = job_from_environment();
-      backend = data_parallel_backend_for(parse_device_request(a.device), a.gpu_gemm, parse_gpu_count(a.gpus), job,
+      backend = data_parallel_backend_for(parse_device_request(a.device), gemm, parse_gpu_count(a.gpus), job,
                                           device_note);
     } catch (const std::invalid_argument& e) {
       throw CLI::ValidationError(e.what());
     }
   } else {
-    backend = command_line_backend(a.device, a.gpu_gemm, device_note);
+    backend = command_line_backend(a.device, gemm, device_note);
   }
+  if (!backend && a.precision == "bf16")
+    throw CLI::ValidationError("--precision bf16 trains on a GPU, and this run would train on the CPU" +
+                               (device_note.empty() ? std::string() : " (" + device_note + ")") +
+                               "; the CPU engine computes in fp32 (leave out --precision)");
   // Only the job's first process writes the run directory; the others compute and stay quiet.
   SessionOptions session_options;
   session_options.writes_files = job.process_rank == 0;
@@ -291,6 +306,11 @@ void register_train(CLI::App& app) {
                   "A run resumes on any number of GPUs");
   cmd->add_option("--gpu-gemm", a->gpu_gemm, "GPU matrix products, the TTT inner loops included (TTT-Linear forward, TTT-MLP forward and backward): tf32 (tensor cores, ~1e-3 relative) or fp32")
       ->check(CLI::IsMember({"tf32", "fp32"}))->capture_default_str();
+  cmd->add_option("--precision", a->precision,
+                  "fp32: every value in fp32 (the GPU's matrix products as --gpu-gemm says); bf16: mixed precision "
+                  "on the GPU, the matrix products with bf16 operands and fp32 accumulation, the weights, optimiser "
+                  "state, activations and checkpoints still fp32 (GPU only)")
+      ->check(CLI::IsMember({"fp32", "bf16"}))->capture_default_str();
   cmd->add_option("--max-bad-steps", a->max_bad_steps,
                   "A step with a non-finite loss or gradient is skipped; after this many in a row the run has diverged")
       ->check(CLI::Range(1, 1000000))->capture_default_str();

@@ -10,6 +10,10 @@
 #   brown     `tttlab train --device cuda --preset small` on Brown, the same run on the CPU for
 #             CPU_SECONDS (Ctrl-C saves it), the CPU run resumed on the GPU, the loss curves compared
 #             at equal steps (compare_runs.py) and the GPU checkpoint evaluated on both devices
+#   bf16      mixed precision on Brown: `tttlab train --preset small` for STEPS steps with fp32 products,
+#             tf32 products and --precision bf16 (seed 1), and fp32 with seed 2 (the seed-to-seed spread
+#             the bf16 difference is judged against), for TTT-Linear and TTT-MLP; compare_curves.py
+#             with the bf16 tolerance of docs/KERNELS.md
 #   ncu       Nsight Compute sections of the default TTT-Linear forward and backward kernels
 # Run from a folder holding tttlab, tttlab_gpu_tests and this script (plus compare_runs.py and
 # brown/{train,val}.txt for `brown`, tttlab_ttt_bench for `ncu`). Logs go to $OUT (or ./out). Steps: "tests sanitize bench" by
@@ -78,6 +82,22 @@ for s in $steps; do
       for r in gpu cpu cpu_then_gpu; do cp "$W/$r/metrics.jsonl" "$W/brown_logs/${r}_metrics.jsonl"; done
       mv "$OUT"/brown_*.log "$W/brown_logs/"
       tar -czf "$OUT/brown-$LAYER.tar.gz" -C "$W" brown_logs ;;
+    bf16)
+      for layer in ttt-linear ttt-mlp; do
+        echo "== bf16: small, $layer, $STEPS Brown steps: fp32, tf32 and bf16 products (seed 1), fp32 (seed 2)"
+        common="--preset small --layer $layer --data brown --data-dir brown --steps $STEPS --eval-every 50 --eval-windows 64 --device cuda"
+        timeout 150 ./tttlab train $common --seed 1 --gpu-gemm fp32 --out "$W/$layer-fp32" > "$OUT/bf16_$layer-fp32.log" 2>&1; echo "fp32 rc=$?"
+        timeout 150 ./tttlab train $common --seed 1 --gpu-gemm tf32 --out "$W/$layer-tf32" > "$OUT/bf16_$layer-tf32.log" 2>&1; echo "tf32 rc=$?"
+        timeout 150 ./tttlab train $common --seed 1 --precision bf16 --out "$W/$layer-bf16" > "$OUT/bf16_$layer-bf16.log" 2>&1; echo "bf16 rc=$?"
+        timeout 150 ./tttlab train $common --seed 2 --gpu-gemm fp32 --out "$W/$layer-fp32-seed2" > "$OUT/bf16_$layer-seed2.log" 2>&1; echo "seed2 rc=$?"
+        grep -hE "^device|tokens/s|step +$STEPS" "$OUT"/bf16_$layer-*.log | head -12
+        python3 compare_curves.py --tolerance ${BF16_TOLERANCE:-5e-2} "$W/$layer-fp32/metrics.jsonl" "$W/$layer-tf32/metrics.jsonl" \
+          "$W/$layer-bf16/metrics.jsonl" "$W/$layer-fp32-seed2/metrics.jsonl" | tee "$OUT/bf16_compare-$layer.txt"
+        mkdir -p "$W/bf16_logs"
+        for r in fp32 tf32 bf16 fp32-seed2; do cp "$W/$layer-$r/metrics.jsonl" "$W/bf16_logs/$layer-${r}_metrics.jsonl"; done
+      done
+      mv "$OUT"/bf16_*.log "$W/bf16_logs/" 2>/dev/null
+      tar -czf "$OUT/bf16-curves.tar.gz" -C "$W" bf16_logs ;;
     ncu)
       NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
       echo "== ncu at $NCU"
@@ -88,7 +108,7 @@ for s in $steps; do
       done
       grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|Issue Slots Busy|Achieved Occupancy|Registers Per" "$OUT"/ncu_*.txt | head -40 ;;
     *)
-      echo "unknown step '$s' (tests, sanitize, bench, brown, ncu)"; exit 2 ;;
+      echo "unknown step '$s' (tests, sanitize, bench, brown, bf16, ncu)"; exit 2 ;;
   esac
 done
 rm -rf "$W"

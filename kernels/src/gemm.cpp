@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <mutex>
 #include <stdexcept>
@@ -77,13 +78,53 @@ std::string status_text(cublasStatus_t s) { return "cuBLAS status " + std::to_st
 
 }  // namespace
 
-const char* to_string(GemmPrecision p) { return p == GemmPrecision::Tf32 ? "tf32" : "fp32"; }
+const char* to_string(GemmPrecision p) {
+  switch (p) {
+    case GemmPrecision::Fp32: return "fp32";
+    case GemmPrecision::Tf32: return "tf32";
+    case GemmPrecision::Bf16: return "bf16";
+  }
+  return "?";
+}
 
 GemmPrecision parse_gemm_precision(const std::string& text) {
   if (text == "tf32") return GemmPrecision::Tf32;
   if (text == "fp32") return GemmPrecision::Fp32;
-  throw std::invalid_argument("unknown GEMM precision '" + text + "': expected fp32 or tf32");
+  if (text == "bf16") return GemmPrecision::Bf16;
+  throw std::invalid_argument("unknown GEMM precision '" + text + "': expected fp32, tf32 or bf16");
 }
+
+namespace {
+
+// A device buffer of bf16 values (as 16-bit patterns) that only grows, stream-ordered: the old
+// buffer is freed after the products already queued on the stream that read it.
+struct Bf16Scratch {
+  std::uint16_t* data = nullptr;
+  std::size_t capacity = 0;  // elements
+
+  Bf16Scratch() = default;
+  Bf16Scratch(const Bf16Scratch&) = delete;
+  Bf16Scratch& operator=(const Bf16Scratch&) = delete;
+
+  std::uint16_t* reserve(std::size_t n, cudaStream_t stream) {
+    if (n <= capacity) return data;
+    const std::size_t grown = std::max(n, capacity + capacity / 2);
+    std::uint16_t* fresh = nullptr;
+    TTTLAB_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&fresh), grown * sizeof(std::uint16_t), stream));
+    if (data) cudaFreeAsync(data, stream);
+    data = fresh;
+    capacity = grown;
+    return data;
+  }
+  ~Bf16Scratch() {
+    if (data) cudaFree(data);  // waits for the device: the stream may already be gone
+  }
+};
+
+// A row stride that keeps every bf16 row 16-byte aligned, as cuBLAS's tensor-core kernels prefer.
+int padded_bf16_stride(int cols) { return (cols + 7) / 8 * 8; }
+
+}  // namespace
 
 struct Gemm::Impl {
   cudaStream_t stream = nullptr;
@@ -92,6 +133,7 @@ struct Gemm::Impl {
   cublasHandle_t handle = nullptr;
   std::string note;
   int version = 0;
+  Bf16Scratch a16, b16;  // the operands rounded to bf16 (Bf16 only)
 };
 
 Gemm::Gemm(CUstream_st* stream, GemmPrecision precision, GemmEngine engine) : m_impl(std::make_unique<Impl>()) {
@@ -133,7 +175,9 @@ std::string Gemm::describe() const {
   if (m_impl->engine == GemmEngine::Cublas) {
     const int v = m_impl->version;
     return "cuBLAS " + std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." +
-           std::to_string(v % 100) + ", " + to_string(m_impl->precision) + " GEMMs";
+           std::to_string(v % 100) + ", " +
+           (m_impl->precision == GemmPrecision::Bf16 ? std::string("bf16 GEMMs (bf16 operands, fp32 accumulation)")
+                                                     : std::string(to_string(m_impl->precision)) + " GEMMs");
   }
   return "built-in fp32 GEMM kernel (" + m_impl->note + ")";
 }
@@ -153,6 +197,10 @@ void Gemm::operator()(bool trans_a, bool trans_b, int M, int N, int K, float alp
   }
   // Row-major C = op(A)·op(B) is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ: the operands swap places and the
   // stored buffers are read as their own transposes, so each keeps its flag.
+  if (m_impl->precision == GemmPrecision::Bf16 && K > 0) {
+    bf16(trans_a, trans_b, M, N, K, alpha, A, lda, nullptr, 0, B, ldb, nullptr, 0, beta, C, ldc);
+    return;
+  }
   const cublasStatus_t s = cublas_library().gemm_ex(
       m_impl->handle, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B,
       CUDA_R_32F, ldb, A, CUDA_R_32F, lda, &beta, C, CUDA_R_32F, ldc,
@@ -160,6 +208,45 @@ void Gemm::operator()(bool trans_a, bool trans_b, int M, int N, int K, float alp
       CUBLAS_GEMM_DEFAULT);
   if (s != CUBLAS_STATUS_SUCCESS)
     throw std::runtime_error("cublasGemmEx failed (" + status_text(s) + ") at M=" + std::to_string(M) +
+                             " N=" + std::to_string(N) + " K=" + std::to_string(K));
+}
+
+void Gemm::bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
+                const std::uint16_t* A16, int lda16, const float* B, int ldb, const std::uint16_t* B16, int ldb16,
+                float beta, float* C, int ldc) const {
+  if (m_impl->precision != GemmPrecision::Bf16 || m_impl->engine != GemmEngine::Cublas)
+    throw std::logic_error("Gemm::bf16 needs a cuBLAS Gemm of Bf16 precision (this one: " + describe() + ")");
+  auto bad = [](const std::string& m) { throw std::invalid_argument("gemm (bf16): " + m); };
+  if (M < 0 || N < 0 || K < 0) bad("M, N, K must be >= 0");
+  if (M == 0 || N == 0) return;
+  if (ldc < N || !C) bad("ldc < N, or C is null");
+  if (K == 0) {  // C = beta·C: no operand is read (C stands in for them)
+    (*this)(trans_a, trans_b, M, N, 0, alpha, C, trans_a ? M : 1, C, trans_b ? 1 : N, beta, C, ldc);
+    return;
+  }
+  // Stored A is [M, K], or [K, M] when trans_a; B likewise.
+  const int a_rows = trans_a ? K : M, a_cols = trans_a ? M : K;
+  const int b_rows = trans_b ? N : K, b_cols = trans_b ? K : N;
+  if (A16 ? (lda16 < a_cols || lda16 < 1) : (!A || lda < a_cols || lda < 1)) bad("A: null, or its row stride too small");
+  if (B16 ? (ldb16 < b_cols || ldb16 < 1) : (!B || ldb < b_cols || ldb < 1)) bad("B: null, or its row stride too small");
+  if (!A16) {
+    lda16 = padded_bf16_stride(a_cols);
+    std::uint16_t* copy = m_impl->a16.reserve(std::size_t(a_rows) * lda16, m_impl->stream);
+    convert_to_bf16(A, a_rows, a_cols, lda, copy, lda16, m_impl->stream);
+    A16 = copy;
+  }
+  if (!B16) {
+    ldb16 = padded_bf16_stride(b_cols);
+    std::uint16_t* copy = m_impl->b16.reserve(std::size_t(b_rows) * ldb16, m_impl->stream);
+    convert_to_bf16(B, b_rows, b_cols, ldb, copy, ldb16, m_impl->stream);
+    B16 = copy;
+  }
+  // Column-major view as in operator(): the operands swap places and keep their flags.
+  const cublasStatus_t s = cublas_library().gemm_ex(
+      m_impl->handle, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B16,
+      CUDA_R_16BF, ldb16, A16, CUDA_R_16BF, lda16, &beta, C, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  if (s != CUBLAS_STATUS_SUCCESS)
+    throw std::runtime_error("cublasGemmEx (bf16) failed (" + status_text(s) + ") at M=" + std::to_string(M) +
                              " N=" + std::to_string(N) + " K=" + std::to_string(K));
 }
 

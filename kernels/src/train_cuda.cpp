@@ -15,6 +15,7 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 
 #include "cuda_check.hpp"
 #include "tttlab/kernels/attention.hpp"
@@ -153,6 +154,17 @@ struct CudaTrainBackend::Impl {
   DeviceArray<int> tokens, targets, emb_offsets, emb_rows;
   DeviceArray<double> norm_ws, norm_out;
   std::size_t ttt_ws_bytes = 0;
+
+  // Mixed precision (GemmPrecision::Bf16 on cuBLAS): bf16 copies of the products' operands, each
+  // rounded once where it is made rather than once per product that reads it. P16 mirrors P (same
+  // offsets), rounded at the start of every forward; an activation that several products read (a
+  // block's mixer input, o_proj input, SwiGLU input and hidden, the final norm's output) has a
+  // shadow, rounded right after the forward writes it and read again by the backward's weight
+  // gradients (nothing writes those buffers in between); a backward's incoming gradient is rounded
+  // into dy16 once for its two products. Everything else a product reads is rounded by the Gemm.
+  bool bf16 = false;
+  DeviceArray<std::uint16_t> P16, shadow_store, dy16;
+  std::unordered_map<const float*, std::uint16_t*> shadow16;  // fp32 activation → its shadow [R, cols]
   int rows = 0;  // R of the batch in flight
   int nseq = 0;
 
@@ -200,11 +212,49 @@ struct CudaTrainBackend::Impl {
   std::string layer(int i) const { return "model.layers." + std::to_string(i) + "."; }
   std::string mixer(int i) const { return layer(i) + "seq_modeling_block."; }
 
-  // Row-major C = op(A)·op(B) (+ C with accumulate).
+  // Row-major C = op(A)·op(B) (+ C with accumulate). With bf16 products, A16 / B16 are rounded copies
+  // of A / B made beforehand (the same row strides); where null, a kept copy (copy16) or the Gemm's.
   void mm(bool ta, bool tb, int M, int N, int Kd, const float* A, int lda, const float* Bm, int ldb, float* C,
-          int ldc, bool accumulate) {
+          int ldc, bool accumulate, const std::uint16_t* A16 = nullptr, const std::uint16_t* B16 = nullptr) {
     begin(kGemm);
-    (*gemm)(ta, tb, M, N, Kd, 1.f, A, lda, Bm, ldb, accumulate ? 1.f : 0.f, C, ldc);
+    if (bf16)
+      gemm->bf16(ta, tb, M, N, Kd, 1.f, A, lda, A16 ? A16 : copy16(A), lda, Bm, ldb, B16 ? B16 : copy16(Bm), ldb,
+                 accumulate ? 1.f : 0.f, C, ldc);
+    else
+      (*gemm)(ta, tb, M, N, Kd, 1.f, A, lda, Bm, ldb, accumulate ? 1.f : 0.f, C, ldc);
+    end();
+  }
+  // The bf16 copy kept of an operand: a parameter's in P16, an activation's shadow; else null.
+  const std::uint16_t* copy16(const float* x) const {
+    if (!bf16) return nullptr;
+    if (x >= P.get() && x < P.get() + total) return P16.get() + (x - P.get());
+    const auto it = shadow16.find(x);
+    return it == shadow16.end() ? nullptr : it->second;
+  }
+  // Rounds the activation x [rows, cols] (contiguous) into its shadow; nothing without bf16 products.
+  void refresh16(const float* x, int cols) {
+    if (!bf16) return;
+    begin(kGemm);
+    convert_to_bf16(x, rows, cols, cols, shadow16.at(x), cols, stream);
+    end();
+  }
+  // Rounds g [rows, cols] into dy16 for the products that read it next; null without bf16 products.
+  const std::uint16_t* round_gradient16(const float* g, int cols) {
+    if (!bf16) return nullptr;
+    begin(kGemm);
+    convert_to_bf16(g, rows, cols, cols, dy16.get(), cols, stream);
+    end();
+    return dy16.get();
+  }
+  // P16 = bf16(P), in slices that keep the converter's int sizes.
+  void refresh_params16() {
+    if (!bf16) return;
+    begin(kGemm);
+    const std::size_t slice = std::size_t(1) << 30;
+    for (std::size_t o = 0; o < total; o += slice) {
+      const int n = static_cast<int>(std::min(slice, total - o));
+      convert_to_bf16(P.get() + o, 1, n, n, P16.get() + o, n, stream);
+    }
     end();
   }
   // y [R, out] = x [R, in] · W [in, out]
@@ -214,8 +264,9 @@ struct CudaTrainBackend::Impl {
   // dW [in, out] += xᵀ·dy;  dx [R, in] (+)= dy·Wᵀ (dx may be null)
   void linear_backward(const float* x, const float* W, const float* dy, int in, int out, float* dW, float* dxo,
                        bool accumulate_dx) {
-    mm(true, false, in, out, rows, x, in, dy, out, dW, out, true);
-    if (dxo) mm(false, true, rows, in, out, dy, out, W, out, dxo, in, accumulate_dx);
+    const std::uint16_t* dy16p = round_gradient16(dy, out);
+    mm(true, false, in, out, rows, x, in, dy, out, dW, out, true, nullptr, dy16p);
+    if (dxo) mm(false, true, rows, in, out, dy, out, W, out, dxo, in, accumulate_dx, dy16p, nullptr);
   }
 
   void layout(Model<float>& m);
@@ -372,6 +423,27 @@ void CudaTrainBackend::Impl::allocate() {
   emb_rows.reset(R);
   norm_ws.reset(std::max<std::size_t>(sum_squares_workspace(total), 1));
   norm_out.reset(1);
+  if (bf16) {
+    P16.reset(total);
+    dy16.reset(std::max({RD, RF, R * V}));
+    // The shadows: per block the mixer input, the o_proj input, the SwiGLU input and hidden; hf.
+    std::vector<std::pair<const float*, std::size_t>> shadowed;
+    for (const Block& k : blocks) {
+      shadowed.emplace_back(k.a_seq, RD);
+      shadowed.emplace_back(attention ? k.O : mamba ? k.Yg : k.Y, RD);
+      shadowed.emplace_back(k.a_ffn, RD);
+      shadowed.emplace_back(k.Hd, RF);
+    }
+    shadowed.emplace_back(hf, RD);
+    std::size_t n = 0;
+    for (const auto& sh : shadowed) n += align_up(sh.second);
+    shadow_store.reset(n);
+    n = 0;
+    for (const auto& sh : shadowed) {
+      shadow16[sh.first] = shadow_store.get() + n;
+      n += align_up(sh.second);
+    }
+  }
   if (attention) {
     const AttentionDims ad{Bmax, H, T, d};
     for (int i = 0; i < L; ++i)
@@ -468,6 +540,7 @@ void CudaTrainBackend::Impl::ttt_forward(int i, const float* x, float* out, bool
   Block& k = blocks[i];
   const std::string pre = mixer(i);
   cudaStream_t st = stream;
+  refresh16(x, D);  // read by the q/k/v/g/η products here and their weight gradients
   if (mamba) {
     // u = x·Wq; XQ = conv_q(u), XK = conv_k(u), each sequence from a zero history.
     linear(x, p(pre + "q_proj.weight"), D, D, k.u);
@@ -506,8 +579,8 @@ void CudaTrainBackend::Impl::ttt_forward(int i, const float* x, float* out, bool
     }
     a.workspace = ttt_ws.get();
     a.workspace_bytes = ttt_ws_bytes;
-    // With tf32 products, one tf32 product per term where the fused kernel runs the shape.
-    if (options.gemm == GemmPrecision::Tf32 && ttt_mlp_forward_supports(TttMlpForwardVersion::Tf32, a.dims))
+    // With tf32 or bf16 products, one tf32 product per term where the fused kernel runs the shape.
+    if (options.gemm != GemmPrecision::Fp32 && ttt_mlp_forward_supports(TttMlpForwardVersion::Tf32, a.dims))
       a.version = TttMlpForwardVersion::Tf32;
     begin(kInnerFwd);
     ttt_mlp_forward(a);
@@ -518,10 +591,10 @@ void CudaTrainBackend::Impl::ttt_forward(int i, const float* x, float* out, bool
     a.W0 = p(pre + "W1");
     a.b0 = mc.inner_bias ? p(pre + "b1") : nullptr;
     a.O = k.O;
-    // The inner loop's products in the precision asked of the step's products: with tf32 the forward
-    // is the Tf32 kernel (~1e-3 relative like the projections; 1.4x faster than the Default), with
-    // fp32 the fp32-accurate Default. The backward is 3xTF32 either way.
-    if (options.gemm == GemmPrecision::Tf32 && ttt_linear_forward_supports(TttLinearForwardVersion::Tf32, a.dims))
+    // The inner loop's products in the precision asked of the step's products: with tf32 (or bf16
+    // projections) the forward is the Tf32 kernel (~1e-3 relative like the projections; 1.4x faster
+    // than the Default), with fp32 the fp32-accurate Default.
+    if (options.gemm != GemmPrecision::Fp32 && ttt_linear_forward_supports(TttLinearForwardVersion::Tf32, a.dims))
       a.version = TttLinearForwardVersion::Tf32;
     if (train) {
       a.checkpoint_W = k.ckW;
@@ -540,6 +613,7 @@ void CudaTrainBackend::Impl::ttt_forward(int i, const float* x, float* out, bool
     gelu_gate_forward(k.A, k.Y, k.Yg, std::size_t(rows) * D, st);
     yg = k.Yg;
   }
+  refresh16(yg, D);
   linear(yg, p(pre + "o_proj.weight"), D, D, out);
 }
 
@@ -554,6 +628,7 @@ void CudaTrainBackend::Impl::forward(bool train, float grad_scale) {
     return mamba ? std::make_pair(p(pre + "conv.norm.weight"), blocks[i].a_conv)
                  : std::make_pair(p(pre + "seq_norm.weight"), blocks[i].a_seq);
   };
+  refresh_params16();
   embedding_forward(p("model.embed_tokens.weight"), V, D, tokens.get(), rows, blocks[0].h_in, st);
   rms_norm_forward(blocks[0].h_in, first_norm(0).first, rows, D, eps, first_norm(0).second, st);
   for (int i = 0; i < L; ++i) {
@@ -570,13 +645,16 @@ void CudaTrainBackend::Impl::forward(bool train, float grad_scale) {
     else
       ttt_forward(i, k.a_seq, dx, train);
     add_rms_norm_forward(k.h_mid1, dx, p(pre + "ffn_norm.weight"), rows, D, eps, k.h_mid2, k.a_ffn, st);
+    refresh16(k.a_ffn, D);
     linear(k.a_ffn, p(pre + "mlp.gate_proj.weight"), D, F, k.Gt);
     linear(k.a_ffn, p(pre + "mlp.up_proj.weight"), D, F, k.Up);
     silu_mul_forward(k.Gt, k.Up, k.Hd, std::size_t(rows) * F, st);
+    refresh16(k.Hd, F);
     linear(k.Hd, p(pre + "mlp.down_proj.weight"), F, D, dx);
     add_rms_norm_forward(k.h_mid2, dx, next_norm.first, rows, D, eps, h_out, next_norm.second, st);
   }
   // Tied head: logits = hf·Eᵀ.
+  refresh16(hf, D);
   mm(false, true, rows, V, D, hf, D, p("model.embed_tokens.weight"), D, logits, V, false);
   cross_entropy(logits, targets.get(), rows, V, grad_scale, losses, train ? logits : nullptr, st);
 }
@@ -615,8 +693,8 @@ void CudaTrainBackend::Impl::ttt_backward(int i, const float* x, const float* dY
     a.db1 = mc.inner_bias ? g(pre + "b1") : db0_scratch;
     a.dW2 = g(pre + "W2");
     a.db2 = mc.inner_bias ? g(pre + "b2") : db2_scratch;
-    // As the TTT-Linear forward: one tf32 product per term when the step's products are tf32.
-    if (options.gemm == GemmPrecision::Tf32) a.version = TttMlpBackwardVersion::Tf32;
+    // As the TTT-Linear forward: one tf32 product per term when the step's products are tf32 or bf16.
+    if (options.gemm != GemmPrecision::Fp32) a.version = TttMlpBackwardVersion::Tf32;
     begin(kInnerBwd);
     ttt_mlp_backward(a);
     end();
@@ -629,10 +707,10 @@ void CudaTrainBackend::Impl::ttt_backward(int i, const float* x, const float* dY
     inner_gradients(a, pre);
     a.dW0 = g(pre + "W1");
     a.db0 = mc.inner_bias ? g(pre + "b1") : db0_scratch;
-    // With tf32 products, one tf32 product per term where the fused kernel runs the shape (its
+    // With tf32 or bf16 products, one tf32 product per term where the fused kernel runs the shape (its
     // streamed buffers are separate device allocations, so 16-byte aligned; checked all the same).
     auto aligned = [](const void* q) { return q == nullptr || reinterpret_cast<std::uintptr_t>(q) % 16 == 0; };
-    if (options.gemm == GemmPrecision::Tf32 && ttt_linear_backward_supports(TttBackwardVersion::Tf32, a.dims) &&
+    if (options.gemm != GemmPrecision::Fp32 && ttt_linear_backward_supports(TttBackwardVersion::Tf32, a.dims) &&
         aligned(a.Q) && aligned(a.K) && aligned(a.V) && aligned(a.dO) && aligned(a.dQ) && aligned(a.dK) &&
         aligned(a.dV) && aligned(a.workspace) && aligned(a.checkpoint_W) && aligned(a.checkpoint_b))
       a.version = TttBackwardVersion::Tf32;
@@ -674,6 +752,7 @@ void CudaTrainBackend::Impl::attention_mixer_forward(int i, const float* x, floa
   Block& k = blocks[i];
   const std::string pre = mixer(i);
   cudaStream_t st = stream;
+  refresh16(x, D);
   linear(x, p(pre + "q_proj.weight"), D, D, k.XQ);
   linear(x, p(pre + "k_proj.weight"), D, D, k.XK);
   linear(x, p(pre + "v_proj.weight"), D, D, k.XV);
@@ -695,6 +774,7 @@ void CudaTrainBackend::Impl::attention_mixer_forward(int i, const float* x, floa
   begin(kInnerFwd);
   attention_forward(a);
   end();
+  refresh16(k.O, D);
   linear(k.O, p(pre + "o_proj.weight"), D, D, out);
 }
 
@@ -740,8 +820,9 @@ void CudaTrainBackend::Impl::backward() {
   const std::string E = "model.embed_tokens.weight";
   float* dlogits = logits;  // cross_entropy wrote the gradient over the logits
   // logits = hf·Eᵀ
-  mm(true, false, V, D, rows, dlogits, V, hf, D, g(E), D, true);
-  mm(false, false, rows, D, V, dlogits, V, p(E), D, tmp, D, false);
+  const std::uint16_t* dlogits16 = round_gradient16(dlogits, V);
+  mm(true, false, V, D, rows, dlogits, V, hf, D, g(E), D, true, dlogits16, nullptr);
+  mm(false, false, rows, D, V, dlogits, V, p(E), D, tmp, D, false, dlogits16, nullptr);
   rms_norm_backward(h_final, p("model.norm.weight"), tmp, rows, D, eps, dh, false, g("model.norm.weight"), ws, st);
   for (int i = L; i-- > 0;) {
     Block& k = blocks[i];
@@ -826,6 +907,7 @@ CudaTrainBackend::CudaTrainBackend(const TrainBackendContext& ctx, const CudaTra
   TTTLAB_CUDA_CHECK(cudaSetDevice(options.device));
   TTTLAB_CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
   s.gemm = std::make_unique<Gemm>(s.stream, options.gemm, options.engine);
+  s.bf16 = options.gemm == GemmPrecision::Bf16 && s.gemm->engine() == GemmEngine::Cublas;
   s.layout(*s.model);
   s.allocate();
   TTTLAB_CUDA_CHECK(cudaStreamSynchronize(s.stream));

@@ -25,7 +25,11 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
+#include <limits>
 #include <memory>
 #include <random>
 #include <string>
@@ -514,7 +518,7 @@ TEST_F(NnOps, GemmAllTransposesEnginesAndPrecisions) {
                                      {2048, 384, 256}, {256, 300, 2048}, {5, 6, 0}};
   std::vector<std::unique_ptr<Gemm>> engines;
   for (GemmEngine engine : {GemmEngine::Cublas, GemmEngine::Builtin})
-    for (GemmPrecision prec : {GemmPrecision::Fp32, GemmPrecision::Tf32}) {
+    for (GemmPrecision prec : {GemmPrecision::Fp32, GemmPrecision::Tf32, GemmPrecision::Bf16}) {
       engines.push_back(std::make_unique<Gemm>(nullptr, prec, engine));
       std::printf("[ INFO     ] engine: %s\n", engines.back()->describe().c_str());
     }
@@ -537,7 +541,12 @@ TEST_F(NnOps, GemmAllTransposesEnginesAndPrecisions) {
         }
       for (std::size_t e = 0; e < engines.size(); ++e) {
         const Gemm& gemm = *engines[e];
-        const bool tf32 = gemm.engine() == GemmEngine::Cublas && gemm.precision() == GemmPrecision::Tf32;
+        const bool cublas = gemm.engine() == GemmEngine::Cublas;
+        // Operands rounded to tf32 (10-bit mantissa) or bf16 (7-bit): per-term relative errors of
+        // ~2·2^-11 and ~2·2^-8, which the products' random signs average down (measured worst:
+        // printed below).
+        const double tol = !cublas ? 1e-4 : gemm.precision() == GemmPrecision::Tf32 ? 5e-3
+                                         : gemm.precision() == GemmPrecision::Bf16 ? 2e-2 : 1e-4;
         SCOPED_TRACE(gemm.describe() + " M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K) +
                      (ta ? " A^T" : "") + (tb ? " B^T" : "") + " seed " + std::to_string(seed_));
         for (float beta : {0.f, 1.f}) {
@@ -558,15 +567,72 @@ TEST_F(NnOps, GemmAllTransposesEnginesAndPrecisions) {
             }
           const ErrorStat err = compare(got, ref);
           worst[e] = std::max(worst[e], err.rel);
-          EXPECT_TRUE(within("gemm", err, tf32 ? 5e-3 : 1e-4, got, ref));
+          EXPECT_TRUE(within("gemm", err, tol, got, ref));
         }
       }
     }
   for (std::size_t e = 0; e < engines.size(); ++e) {
     std::printf("[ INFO     ] %s: worst relative error %.2e\n", engines[e]->describe().c_str(), worst[e]);
-    if (!(engines[e]->engine() == GemmEngine::Cublas && engines[e]->precision() == GemmPrecision::Tf32))
+    if (!(engines[e]->engine() == GemmEngine::Cublas && engines[e]->precision() != GemmPrecision::Fp32))
       worst_ = std::max(worst_, worst[e]);
   }
+  // bf16 is coarser than tf32: a bf16 product that matched tf32's error would not be rounding to bf16.
+  EXPECT_GT(worst[2], worst[1]) << "the bf16 products are no less accurate than the tf32 ones";
+}
+
+// fp32 → bf16 of the host, bit for bit: round to nearest, ties to even, on the bit pattern.
+std::uint16_t bf16_bits_reference(float f) {
+  std::uint32_t u = 0;
+  std::memcpy(&u, &f, 4);
+  if (std::isnan(f)) return static_cast<std::uint16_t>((u >> 16) | 0x40);  // quiet, sign kept
+  const std::uint32_t lsb = (u >> 16) & 1u;
+  return static_cast<std::uint16_t>((u + 0x7fffu + lsb) >> 16);
+}
+
+TEST_F(NnOps, ConvertToBf16RoundsToNearestEvenOverStridedRows) {
+  // Values that exercise the rounding: random normals, exact ties both ways, the largest finite
+  // floats (which round to ±inf), subnormals, zeros of both signs, infinities and NaN.
+  std::vector<float> special = {0.f, -0.f, 1.f, -1.f, 1.00390625f /* tie, rounds to even 1.0 */,
+                                1.01171875f /* tie, rounds up */, 3.0e38f, -3.4028235e38f, 1e-40f, -1e-45f,
+                                std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                                std::numeric_limits<float>::quiet_NaN(), 65504.f, 1.0f + 1.0f / 256.f, 0.1f};
+  // (rows, cols, ld_src, ld_dst, src offset): the vector path (aligned, ld multiple of 4) and the
+  // element path (odd strides, a src misaligned by one float), ragged row ends.
+  const std::vector<std::array<int, 5>> cases = {{1, 1, 1, 1, 0},    {3, 16, 16, 16, 0}, {7, 13, 17, 16, 0},
+                                                 {64, 64, 68, 72, 0}, {33, 40, 44, 40, 1}, {2, 1025, 1027, 1032, 0}};
+  for (const auto& c : cases) {
+    const int rows = c[0], cols = c[1], ld_src = c[2], ld_dst = c[3], off = c[4];
+    SCOPED_TRACE("rows " + std::to_string(rows) + " cols " + std::to_string(cols) + " ld_src " + std::to_string(ld_src) +
+                 " ld_dst " + std::to_string(ld_dst) + " offset " + std::to_string(off) + " seed " + std::to_string(seed_));
+    std::vector<float> src = randn(std::size_t(rows) * ld_src + off, 3.0);
+    for (std::size_t i = 0; i < special.size() && i < src.size() - off; ++i) src[off + i * 7 % (src.size() - off)] = special[i];
+    DeviceBuffer S(src);
+    const std::size_t dst_elems = std::size_t(rows) * ld_dst;
+    std::uint16_t* D = nullptr;
+    TTTLAB_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&D), dst_elems * 2 + 2));
+    TTTLAB_CUDA_CHECK(cudaMemset(D, 0xab, dst_elems * 2 + 2));  // poison: columns past cols stay untouched
+    convert_to_bf16(S.get() + off, rows, cols, ld_src, D, ld_dst, nullptr);
+    std::vector<std::uint16_t> got(dst_elems);
+    TTTLAB_CUDA_CHECK(cudaMemcpy(got.data(), D, dst_elems * 2, cudaMemcpyDeviceToHost));
+    cudaFree(D);
+    int mismatches = 0;
+    for (int r = 0; r < rows; ++r)
+      for (int j = 0; j < ld_dst; ++j) {
+        const std::uint16_t g = got[std::size_t(r) * ld_dst + j];
+        if (j >= cols) {
+          if (g != 0xabab && ++mismatches <= 5) ADD_FAILURE() << "padding written at row " << r << " col " << j;
+          continue;
+        }
+        const float x = src[off + std::size_t(r) * ld_src + j];
+        const std::uint16_t want = bf16_bits_reference(x);
+        const bool same = std::isnan(x) ? ((g & 0x7f80) == 0x7f80 && (g & 0x7f) != 0) : g == want;
+        if (!same && ++mismatches <= 5)
+          ADD_FAILURE() << "row " << r << " col " << j << ": " << x << " gave 0x" << std::hex << g << ", expected 0x" << want
+                        << std::dec;
+      }
+    EXPECT_EQ(mismatches, 0);
+  }
+  EXPECT_THROW(convert_to_bf16(nullptr, 2, 4, 3, nullptr, 4, nullptr), std::invalid_argument);
 }
 
 }  // namespace

@@ -13,7 +13,11 @@
 //    tf32 products: tol = 3e-2 (operands rounded to 10 bits, ~5e-4 per product, compounded through
 //    the layers and the backward; measured 0.9e-3..3.4e-3 over three runs, worst on the small δ
 //    gradient; 1.1e-3..1.6e-3 on an H100 since the inner forward runs tf32 too). The loss: 1e-5 (fp32)
-//    and 1e-3 (tf32) relative.
+//    and 1e-3 (tf32) relative. bf16 products (mixed precision: bf16 operands, fp32 accumulation, the
+//    inner loop as with tf32): operands rounded to 8 significant bits instead of 11 (unit roundoff
+//    2^-9 against 2^-11), so 4x the tf32 bounds, tol = 1.2e-1 and the loss 4e-3 relative (measured
+//    on an H100: 7.0e-3..1.5e-2, worst on the small δ gradient, and the loss within 1.2e-5); a wrong
+//    term is still O(1).
 // 2. Training. A tiny model (the `tiny` preset's shape at T = 128, B = 8) trained 50 steps from the
 //    same seed on the CPU and on the GPU: every step's loss within 1e-3 nats with fp32 products and
 //    5e-3 with tf32 (measured on an H200: 7e-8 and 3e-5 nats over the 50 steps, from 5.5 to 0.75; with
@@ -24,6 +28,7 @@
 //    runs give identical losses bit for bit.
 // 1-2 cover the attention baselines too (softmax-attention, linear-attention): gradient cases on both
 //    backbones at fp32's 1e-4, and their own 50-step curves (OtherMixersFollowTheCpuLossCurve, with TTT-MLP).
+//    Mixed precision (bf16 products) against fp32 products on the GPU: Bf16MixedPrecisionFollowsTheFp32Curve.
 // 3. Checkpoints: a GPU run resumed on the GPU continues the same losses bit for bit; resumed on the
 //    CPU (and a CPU run on the GPU) it stays within the fp32 training tolerance (1e-3 nats).
 #include <gtest/gtest.h>
@@ -155,6 +160,12 @@ std::vector<GradCase> grad_cases() {
     g.tol = 3e-2;
     g.loss_tol = 1e-3;
     c.push_back(g);
+    g = c[i];  // mixed precision: bf16 operands, rounded 4x coarser than tf32: 4x the tf32 bounds
+    g.name += ", bf16";
+    g.opt.gemm = GemmPrecision::Bf16;
+    g.tol = 1.2e-1;
+    g.loss_tol = 4e-3;
+    c.push_back(g);
   }
   // TTT-MLP mixers (η_base = 0.1 as the official TTT-MLP): both backbones, the variants, a
   // rematerialisation group and a short last mini-batch, b = 16 at d = 64.
@@ -191,6 +202,11 @@ std::vector<GradCase> grad_cases() {
     g.opt.gemm = GemmPrecision::Tf32;
     g.tol = 3e-2;
     g.loss_tol = 1e-3;
+    c.push_back(g);
+    g.name.replace(g.name.size() - 4, 4, "bf16");  // and with bf16 products, the bf16 bounds above
+    g.opt.gemm = GemmPrecision::Bf16;
+    g.tol = 1.2e-1;
+    g.loss_tol = 4e-3;
     c.push_back(g);
   }
   // A non-default ε of the TTT layer's LayerNorms (ModelConfig::ttt_ln_eps: the inner LN and the
@@ -515,6 +531,55 @@ TEST(TrainCuda, FiftyStepsFollowTheCpuLossCurve) {
   EXPECT_NEAR(g32.val_after, cpu.val_after, 1e-3);
   EXPECT_NEAR(gtf.val_after, cpu.val_after, 5e-3);
   EXPECT_LT(cpu.loss.back(), cpu.loss.front() - 1.0) << "the model should learn the corpus";
+}
+
+// Mixed precision (kernels/gemm.hpp, GemmPrecision::Bf16): the tiny model of the test above, TTT-Linear
+// and TTT-MLP, 50 steps with bf16 products against the same run with fp32 products on the GPU, with
+// the tf32 test's bounds: every step's loss and the validation loss after training within 5e-3 nats,
+// the first step's loss within 1e-3 relative. bf16 rounds each operand to 8 significant bits (2^-9
+// ≈ 2e-3 relative), yet the products' fp32 sums average that down: measured on an H100, 2.6e-4 nats
+// at worst over the 50 steps (tf32: 1.3e-4) and 5e-6 relative at the first step. A wrong gradient
+// term moves the curve by 1e-2 or more within a few steps (the fp32 test above). The bf16 run must
+// also differ from the tf32 one (else the products are not bf16), and two bf16 runs agree bit for
+// bit. The 200-step Brown curves of docs/KERNELS.md run the same comparison at the `small` preset.
+TEST(TrainCuda, Bf16MixedPrecisionFollowsTheFp32Curve) {
+  REQUIRE_GPU_OR_SKIP();
+  for (SeqLayerKind kind : {SeqLayerKind::TTTLinear, SeqLayerKind::TTTMLP}) {
+    SCOPED_TRACE(to_string(kind));
+    TrainConfig cfg = tiny_config(50);
+    cfg.model.seq_layer = kind;
+    if (kind == SeqLayerKind::TTTMLP) cfg.model.ttt_base_lr = 0.1;
+    CudaTrainOptions fp32, tf32, bf16;
+    fp32.gemm = GemmPrecision::Fp32;
+    tf32.gemm = GemmPrecision::Tf32;
+    bf16.gemm = GemmPrecision::Bf16;
+    const Curve g32 = train_curve(cfg, cuda_train_backend_factory(fp32));
+    const Curve gtf = train_curve(cfg, cuda_train_backend_factory(tf32));
+    const Curve gbf = train_curve(cfg, cuda_train_backend_factory(bf16));
+    const Curve gbf2 = train_curve(cfg, cuda_train_backend_factory(bf16));
+    std::printf("[ INFO     ] %s\n", gbf.device.c_str());
+    double mx = 0, mxtf = 0;
+    bool differs_from_tf32 = false;
+    for (std::size_t i = 0; i < g32.loss.size(); ++i) {
+      const double d = gbf.loss[i] - g32.loss[i];
+      mx = std::max(mx, std::abs(d));
+      mxtf = std::max(mxtf, std::abs(gtf.loss[i] - g32.loss[i]));
+      differs_from_tf32 = differs_from_tf32 || gbf.loss[i] != gtf.loss[i];
+      if (i % 10 == 0 || i + 1 == g32.loss.size())
+        std::printf("[ INFO     ] %-10s step %3zu fp32 %.5f tf32 %.5f bf16 %.5f diff %+.2e\n", to_string(kind).c_str(), i + 1,
+                    g32.loss[i], gtf.loss[i], gbf.loss[i], d);
+      EXPECT_NEAR(gbf.loss[i], g32.loss[i], 5e-3) << "step " << i + 1;
+      EXPECT_EQ(gbf.loss[i], gbf2.loss[i]) << "step " << i + 1 << ": two bf16 runs differ";
+    }
+    std::printf("[ INFO     ] %s: max |bf16 - fp32| over 50 steps %.2e nats (tf32: %.2e); loss %.4f -> %.4f; validation "
+                "fp32 %.5f -> %.5f, bf16 %.5f -> %.5f\n",
+                to_string(kind).c_str(), mx, mxtf, g32.loss.front(), g32.loss.back(), g32.val_before, g32.val_after,
+                gbf.val_before, gbf.val_after);
+    EXPECT_TRUE(differs_from_tf32) << "the bf16 run gave the tf32 run's losses";
+    EXPECT_NEAR(gbf.loss[0], g32.loss[0], 1e-3 * g32.loss[0]);
+    EXPECT_NEAR(gbf.val_after, g32.val_after, 5e-3);
+    EXPECT_LT(gbf.loss.back(), gbf.loss.front() - 1.0) << "the model should learn the corpus in bf16 too";
+  }
 }
 
 // The other mixers: the tiny model of the test above with TTT-MLP (η_base = 0.1, as the official

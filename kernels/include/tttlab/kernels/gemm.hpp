@@ -14,6 +14,13 @@
 //   Fp32  CUBLAS_COMPUTE_32F: full fp32 products (the reference path of the tests)
 //   Tf32  CUBLAS_COMPUTE_32F_FAST_TF32: operands rounded to tf32 (10-bit mantissa) on the tensor
 //         cores, ~1e-3 relative error per product; the built-in kernel has no tf32 mode and stays fp32.
+//   Bf16  bf16 operands (8 significant bits, rounded to nearest even), fp32 accumulation and fp32 C
+//         (CUBLAS_COMPUTE_32F with CUDA_R_16BF inputs): ~4e-3 relative error per product, twice tf32's
+//         tensor-core rate. operator() rounds its fp32 operands into bf16 copies on the stream first
+//         (convert_to_bf16 below: 6 bytes of traffic per element, into scratch buffers the Gemm owns
+//         and grows to the largest operand it has seen); Gemm::bf16 takes copies made beforehand, so
+//         that an operand read by several products is rounded once. The built-in kernel has no bf16
+//         mode and stays fp32.
 // cuBLAS gives bitwise-identical results run to run on one GPU model for one stream, so training
 // steps built on it are deterministic.
 //
@@ -21,6 +28,7 @@
 // This header includes neither CUDA nor Eigen headers.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -28,10 +36,10 @@ struct CUstream_st;
 
 namespace tttlab::kernels {
 
-enum class GemmPrecision { Fp32, Tf32 };
+enum class GemmPrecision { Fp32, Tf32, Bf16 };
 enum class GemmEngine { Cublas, Builtin };
 
-// "fp32" / "tf32"; the parser accepts the same words (std::invalid_argument otherwise).
+// "fp32" / "tf32" / "bf16"; the parser accepts the same words (std::invalid_argument otherwise).
 const char* to_string(GemmPrecision p);
 GemmPrecision parse_gemm_precision(const std::string& text);
 
@@ -45,13 +53,22 @@ class Gemm {
   Gemm& operator=(const Gemm&) = delete;
 
   // Asynchronous on the stream. Checks the shapes (M, N, K ≥ 0, leading dimensions as above) and
-  // throws std::invalid_argument (one line) before launching; std::runtime_error on a library error.
+  // throws std::invalid_argument (one line) before launching; std::runtime_error on a library error
+  // (or, with Bf16, when its scratch buffers cannot be allocated).
   void operator()(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
                   int lda, const float* B, int ldb, float beta, float* C, int ldc) const;
 
+  // The same product with bf16 operands given (Bf16 precision on cuBLAS only, else
+  // std::logic_error): A16 / B16, when not null, are bf16 copies of the stored A / B made beforehand
+  // (convert_to_bf16; row strides lda16 / ldb16); a null copy is rounded here from the fp32 operand
+  // (A / B with lda / ldb), as operator() does.
+  void bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
+            const std::uint16_t* A16, int lda16, const float* B, int ldb, const std::uint16_t* B16, int ldb16,
+            float beta, float* C, int ldc) const;
+
   GemmEngine engine() const;
   GemmPrecision precision() const;
-  // "cuBLAS 13.0.0, tf32" / "built-in fp32 kernel (cuBLAS not loaded: ...)".
+  // "cuBLAS 13.0.0, tf32 GEMMs" / "built-in fp32 GEMM kernel (cuBLAS not loaded: ...)".
   std::string describe() const;
 
  private:
@@ -59,10 +76,20 @@ class Gemm {
   std::unique_ptr<Impl> m_impl;
 };
 
+// dst[r·ld_dst + c] = bf16(src[r·ld_src + c]) for r < rows, c < cols: the rounding of the Bf16 products
+// (round to nearest, ties to even; NaN stays NaN, values beyond bf16's range become ±inf as in any
+// fp32 → bf16 cast). bf16 is stored as its 16 bits (the upper half of the fp32 bit pattern); columns
+// cols..ld_dst−1 of dst are not written. Device pointers; asynchronous on `stream`. Needs rows, cols ≥ 0
+// and ld_src, ld_dst ≥ cols (std::invalid_argument otherwise); std::runtime_error when the launch fails.
+// Fastest with ld_src a multiple of 4 and ld_dst of 8 (16- and 8-byte aligned rows).
+void convert_to_bf16(const float* src, int rows, int cols, int ld_src, std::uint16_t* dst, int ld_dst,
+                     CUstream_st* stream);
+
 // The matrix-product rate of the current device in TFLOP/s: the median of `repeats` n × n × n products
 // (2n³ FLOPs each, after 3 untimed ones, CUDA events) through a Gemm of this precision on its own
 // stream, and the fastest and slowest. The ceiling `tttlab bench --device cuda` compares whole-model
-// steps with. Allocates 3n² floats for the call.
+// steps with; for Bf16 it includes the rounding of both operands, as every product of a step pays it.
+// Allocates 3n² floats for the call.
 struct GemmRate {
   double median_tflops = 0, min_tflops = 0, max_tflops = 0;
   int n = 0, repeats = 0;

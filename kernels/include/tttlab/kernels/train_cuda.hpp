@@ -12,7 +12,7 @@
 //   TTT-MLP inner loop, post-norm LayerNorm, GELU gate, o_proj) or an attention baseline (q/k/v
 //   projections, RoPE at global positions for softmax attention, causal attention, o_proj).
 //
-// Pieces: matrix products through cuBLAS (gemm.hpp; tf32 or fp32 products, fp32 accumulation), the
+// Pieces: matrix products through cuBLAS (gemm.hpp; tf32, bf16 or fp32 products, fp32 accumulation), the
 // element-wise and row kernels of nn_ops.hpp, and the TTT inner-loop kernels of ttt.hpp (dual-form
 // forward with checkpoints every `scan_checkpoint_group_size` mini-batches, 1 when that is 0, and the
 // second-order backward). Every activation the backward needs is kept on the device (about
@@ -32,7 +32,15 @@
 // operands to tf32 (~1e-3 relative per product), and so do the TTT-Linear inner loop's forward (the
 // TttLinearForwardVersion::Tf32 and TttBackwardVersion::Tf32 kernels, where they support the
 // shape) and the TTT-MLP inner loop (TttMlpForwardVersion::Tf32 where it supports the shape,
-// TttMlpBackwardVersion::Tf32); elsewhere the inner loop stays 3xTF32.
+// TttMlpBackwardVersion::Tf32); elsewhere the inner loop stays 3xTF32. With Bf16 (mixed precision,
+// `tttlab train --precision bf16`) every matrix product of the projections, the SwiGLU and the head
+// takes bf16 operands with fp32 accumulation (gemm.hpp), the TTT inner loop runs as with Tf32, and
+// everything else stays fp32: parameters (the master weights), gradients, AdamW moments, activations,
+// norms, the loss and the inner states. Checkpoints are therefore the same fp32 files. Each operand
+// is rounded to bf16 once, not once per product: a bf16 mirror of the parameters (rounded at the start
+// of each forward) and bf16 copies of the activations that several products read (3·B·T·D + B·T·F
+// values per block, kept from the forward to the backward) cost 2 bytes per parameter and about
+// 8·B·T·D + 2·B·T·F bytes per block on top of the fp32 step.
 // tests/kernels/test_train_cuda.cpp states the tolerances against the CPU engine.
 //
 // THREADING: one thread drives a backend (the Trainer's). It uses device `options.device` and its
