@@ -8,6 +8,7 @@
 // profiles that chose them and what each gained. Sums over rows (the gradients of per-feature weights) never
 // use atomics: a first pass writes one partial sum per chunk of rows and feature, a second adds the
 // chunks in order, so results are bitwise reproducible.
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -764,6 +765,58 @@ __global__ void silu_mul_backward_vec4_kernel(const float4* __restrict__ G, cons
   }
 }
 
+// The SwiGLU's outputs rounded to bf16 for the products that read them (mixed precision): the same
+// arithmetic as the kernels above, then round to nearest even; four elements per thread where n is a
+// multiple of 4 and the inputs 16-byte aligned (8-byte stores), else one.
+__device__ __forceinline__ void store_bf16x4(std::uint16_t* dst, float a, float b, float c, float d) {
+  __nv_bfloat162 lo = __floats2bfloat162_rn(a, b), hi = __floats2bfloat162_rn(c, d);
+  uint2 packed;
+  packed.x = *reinterpret_cast<unsigned*>(&lo);
+  packed.y = *reinterpret_cast<unsigned*>(&hi);
+  *reinterpret_cast<uint2*>(dst) = packed;
+}
+__device__ __forceinline__ std::uint16_t bf16_bits(float x) {
+  const __nv_bfloat16 h = __float2bfloat16_rn(x);
+  return *reinterpret_cast<const std::uint16_t*>(&h);
+}
+__global__ void silu_mul_forward_bf16_vec4_kernel(const float4* __restrict__ G, const float4* __restrict__ U,
+                                                  std::uint16_t* __restrict__ Hd16, std::size_t n4) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n4; i += std::size_t(gridDim.x) * blockDim.x) {
+    const float4 a = G[i], u = U[i];
+    store_bf16x4(Hd16 + 4 * i, a.x / (1.f + expf(-a.x)) * u.x, a.y / (1.f + expf(-a.y)) * u.y,
+                 a.z / (1.f + expf(-a.z)) * u.z, a.w / (1.f + expf(-a.w)) * u.w);
+  }
+}
+__global__ void silu_mul_forward_bf16_kernel(const float* G, const float* U, std::uint16_t* Hd16, std::size_t n) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x) {
+    const float a = G[i];
+    Hd16[i] = bf16_bits(a / (1.f + expf(-a)) * U[i]);
+  }
+}
+__global__ void silu_mul_backward_bf16_vec4_kernel(const float4* __restrict__ G, const float4* __restrict__ U,
+                                                   const float4* __restrict__ dHd, std::uint16_t* __restrict__ dG16,
+                                                   std::uint16_t* __restrict__ dU16, std::size_t n4) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n4; i += std::size_t(gridDim.x) * blockDim.x) {
+    const float4 a = G[i], u = U[i], h = dHd[i];
+    float4 g, v;
+    silu_mul_grad(a.x, u.x, h.x, g.x, v.x);
+    silu_mul_grad(a.y, u.y, h.y, g.y, v.y);
+    silu_mul_grad(a.z, u.z, h.z, g.z, v.z);
+    silu_mul_grad(a.w, u.w, h.w, g.w, v.w);
+    store_bf16x4(dG16 + 4 * i, g.x, g.y, g.z, g.w);
+    store_bf16x4(dU16 + 4 * i, v.x, v.y, v.z, v.w);
+  }
+}
+__global__ void silu_mul_backward_bf16_kernel(const float* G, const float* U, const float* dHd, std::uint16_t* dG16,
+                                              std::uint16_t* dU16, std::size_t n) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x) {
+    float g, v;
+    silu_mul_grad(G[i], U[i], dHd[i], g, v);
+    dG16[i] = bf16_bits(g);
+    dU16[i] = bf16_bits(v);
+  }
+}
+
 // gelu(x) = ½x(1 + tanh u), u = c(x + k x³), written with 1 + tanh u = 2σ(2u) and 1 − tanh² u =
 // 4σ(2u)σ(−2u): the same function without the cancellation of 1 + tanh u for negative x (at x = −5,
 // 1 + tanh u ≈ 1e-4 and fp32's tanh leaves ~1e-3 relative error there; this form stays at a few ulp).
@@ -1238,6 +1291,31 @@ void silu_mul_backward(const float* G, const float* U, const float* dHidden, flo
         reinterpret_cast<float4*>(dG), reinterpret_cast<float4*>(dU), n / 4);
   else
     silu_mul_backward_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(G, U, dHidden, dG, dU, n);
+  check_launch();
+}
+
+void silu_mul_forward_bf16(const float* G, const float* U, std::uint16_t* hidden16, std::size_t n, CUstream_st* stream) {
+  if (n == 0) return;
+  require(G && U && hidden16, "silu_mul_forward_bf16", "a pointer is null");
+  if (n % 4 == 0 && aligned16({G, U}) && reinterpret_cast<std::uintptr_t>(hidden16) % 8 == 0)
+    silu_mul_forward_bf16_vec4_kernel<<<blocks_for(n / 4, kThreads), kThreads, 0, stream>>>(
+        reinterpret_cast<const float4*>(G), reinterpret_cast<const float4*>(U), hidden16, n / 4);
+  else
+    silu_mul_forward_bf16_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(G, U, hidden16, n);
+  check_launch();
+}
+
+void silu_mul_backward_bf16(const float* G, const float* U, const float* dHidden, std::uint16_t* dG16,
+                            std::uint16_t* dU16, std::size_t n, CUstream_st* stream) {
+  if (n == 0) return;
+  require(G && U && dHidden && dG16 && dU16, "silu_mul_backward_bf16", "a pointer is null");
+  if (n % 4 == 0 && aligned16({G, U, dHidden}) && reinterpret_cast<std::uintptr_t>(dG16) % 8 == 0 &&
+      reinterpret_cast<std::uintptr_t>(dU16) % 8 == 0)
+    silu_mul_backward_bf16_vec4_kernel<<<blocks_for(n / 4, kThreads), kThreads, 0, stream>>>(
+        reinterpret_cast<const float4*>(G), reinterpret_cast<const float4*>(U), reinterpret_cast<const float4*>(dHidden),
+        dG16, dU16, n / 4);
+  else
+    silu_mul_backward_bf16_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(G, U, dHidden, dG16, dU16, n);
   check_launch();
 }
 

@@ -138,7 +138,9 @@ struct CudaTrainBackend::Impl {
           *Y = nullptr, *A = nullptr, *ckW = nullptr, *ckb = nullptr;
     float* Yg = nullptr;  // Mamba TTT mixers: gelu(A) ⊙ Y, the o_proj input, kept for its weight gradient
     float *ckW2 = nullptr, *ckb2 = nullptr;  // TTT-MLP: the checkpoints of W2, b2 (ckW, ckb: W1, b1)
-    float *Gt = nullptr, *Up = nullptr, *Hd = nullptr;  // SwiGLU gate and up pre-activations, hidden
+    // SwiGLU gate and up pre-activations, hidden. With bf16 products the SwiGLU writes the hidden only
+    // as its bf16 shadow (the products are its only readers), and Hd itself stays unwritten.
+    float *Gt = nullptr, *Up = nullptr, *Hd = nullptr;
   };
   std::vector<Block> blocks;
   float* h_final = nullptr;
@@ -161,9 +163,11 @@ struct CudaTrainBackend::Impl {
   // block's mixer input, o_proj input, SwiGLU input and hidden, the final norm's output) has a
   // shadow, rounded right after the forward writes it and read again by the backward's weight
   // gradients (nothing writes those buffers in between); a backward's incoming gradient is rounded
-  // into dy16 once for its two products. Everything else a product reads is rounded by the Gemm.
+  // into dy16 once for its two products. The SwiGLU writes its hidden (forward) and its two
+  // gradients (backward) straight in bf16, since products are their only readers. Everything else a
+  // product reads is rounded by the Gemm.
   bool bf16 = false;
-  DeviceArray<std::uint16_t> P16, shadow_store, dy16;
+  DeviceArray<std::uint16_t> P16, shadow_store, dy16, dy16b;  // dy16b: the SwiGLU's second gradient
   std::unordered_map<const float*, std::uint16_t*> shadow16;  // fp32 activation → its shadow [R, cols]
   int rows = 0;  // R of the batch in flight
   int nseq = 0;
@@ -262,9 +266,10 @@ struct CudaTrainBackend::Impl {
     mm(false, false, rows, out, in, x, in, W, out, y, out, false);
   }
   // dW [in, out] += xᵀ·dy;  dx [R, in] (+)= dy·Wᵀ (dx may be null)
+  // dy16_given: dy already rounded to bf16 by its producer (dy itself may then be null).
   void linear_backward(const float* x, const float* W, const float* dy, int in, int out, float* dW, float* dxo,
-                       bool accumulate_dx) {
-    const std::uint16_t* dy16p = round_gradient16(dy, out);
+                       bool accumulate_dx, const std::uint16_t* dy16_given = nullptr) {
+    const std::uint16_t* dy16p = dy16_given ? dy16_given : round_gradient16(dy, out);
     mm(true, false, in, out, rows, x, in, dy, out, dW, out, true, nullptr, dy16p);
     if (dxo) mm(false, true, rows, in, out, dy, out, W, out, dxo, in, accumulate_dx, dy16p, nullptr);
   }
@@ -426,6 +431,7 @@ void CudaTrainBackend::Impl::allocate() {
   if (bf16) {
     P16.reset(total);
     dy16.reset(std::max({RD, RF, R * V}));
+    dy16b.reset(RF);
     // The shadows: per block the mixer input, the o_proj input, the SwiGLU input and hidden; hf.
     std::vector<std::pair<const float*, std::size_t>> shadowed;
     for (const Block& k : blocks) {
@@ -648,8 +654,10 @@ void CudaTrainBackend::Impl::forward(bool train, float grad_scale) {
     refresh16(k.a_ffn, D);
     linear(k.a_ffn, p(pre + "mlp.gate_proj.weight"), D, F, k.Gt);
     linear(k.a_ffn, p(pre + "mlp.up_proj.weight"), D, F, k.Up);
-    silu_mul_forward(k.Gt, k.Up, k.Hd, std::size_t(rows) * F, st);
-    refresh16(k.Hd, F);
+    if (bf16)
+      silu_mul_forward_bf16(k.Gt, k.Up, shadow16.at(k.Hd), std::size_t(rows) * F, st);
+    else
+      silu_mul_forward(k.Gt, k.Up, k.Hd, std::size_t(rows) * F, st);
     linear(k.Hd, p(pre + "mlp.down_proj.weight"), F, D, dx);
     add_rms_norm_forward(k.h_mid2, dx, next_norm.first, rows, D, eps, h_out, next_norm.second, st);
   }
@@ -829,9 +837,17 @@ void CudaTrainBackend::Impl::backward() {
     const std::string pre = layer(i);
     // h_out = h_mid2 + W_down(silu(a·W_gate) ⊙ a·W_up), a = RMSNorm_ffn(h_mid2)
     linear_backward(k.Hd, p(pre + "mlp.down_proj.weight"), dh, F, D, g(pre + "mlp.down_proj.weight"), dHd, false);
-    silu_mul_backward(k.Gt, k.Up, dHd, dHd, dUp, std::size_t(rows) * F, st);
-    linear_backward(k.a_ffn, p(pre + "mlp.gate_proj.weight"), dHd, D, F, g(pre + "mlp.gate_proj.weight"), da, false);
-    linear_backward(k.a_ffn, p(pre + "mlp.up_proj.weight"), dUp, D, F, g(pre + "mlp.up_proj.weight"), da, true);
+    if (bf16) {  // the two gradients only as the products' bf16 operands
+      silu_mul_backward_bf16(k.Gt, k.Up, dHd, dy16.get(), dy16b.get(), std::size_t(rows) * F, st);
+      linear_backward(k.a_ffn, p(pre + "mlp.gate_proj.weight"), nullptr, D, F, g(pre + "mlp.gate_proj.weight"), da,
+                      false, dy16.get());
+      linear_backward(k.a_ffn, p(pre + "mlp.up_proj.weight"), nullptr, D, F, g(pre + "mlp.up_proj.weight"), da, true,
+                      dy16b.get());
+    } else {
+      silu_mul_backward(k.Gt, k.Up, dHd, dHd, dUp, std::size_t(rows) * F, st);
+      linear_backward(k.a_ffn, p(pre + "mlp.gate_proj.weight"), dHd, D, F, g(pre + "mlp.gate_proj.weight"), da, false);
+      linear_backward(k.a_ffn, p(pre + "mlp.up_proj.weight"), dUp, D, F, g(pre + "mlp.up_proj.weight"), da, true);
+    }
     rms_norm_backward(k.h_mid2, p(pre + "ffn_norm.weight"), da, rows, D, eps, dh, true, g(pre + "ffn_norm.weight"), ws, st);
     // h_mid2 = h_mid1 + mixer(RMSNorm_seq(h_mid1))
     if (attention)

@@ -381,6 +381,43 @@ TEST_F(NnOps, Activations) {
   }
 }
 
+// The mixed-precision SwiGLU (silu_mul_*_bf16): bit for bit the fp32 op above followed by
+// convert_to_bf16, on the vector path (n a multiple of 4) and the element path (n odd, or an output
+// misaligned by one element), with saturated and zero pre-activations.
+TEST_F(NnOps, SwigluBf16OutputsAreTheRoundedFp32Outputs) {
+  for (std::size_t n : {std::size_t(1), std::size_t(31), std::size_t(4096), std::size_t(1) << 20}) {
+    for (int offset : {0, 1}) {
+      SCOPED_TRACE("n=" + std::to_string(n) + " output offset " + std::to_string(offset) + " seed " + std::to_string(seed_));
+      auto a = randn(n, 3.0), u = randn(n), dh = randn(n);
+      if (n > 8) a[0] = 80.f, a[1] = -80.f, a[2] = 0.f;
+      DeviceBuffer A(a), U(u), dH(dh), Hd = poisoned(n), dG = poisoned(n), dU = poisoned(n);
+      silu_mul_forward(A.get(), U.get(), Hd.get(), n, nullptr);
+      silu_mul_backward(A.get(), U.get(), dH.get(), dG.get(), dU.get(), n, nullptr);
+      // The bf16 outputs, and the fp32 outputs rounded by convert_to_bf16.
+      std::uint16_t* buf = nullptr;
+      TTTLAB_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&buf), 6 * (n + 1) * sizeof(std::uint16_t)));
+      std::uint16_t *h16 = buf + offset, *g16 = buf + (n + 1) + offset, *u16 = buf + 2 * (n + 1) + offset;
+      std::uint16_t *h_ref = buf + 3 * (n + 1), *g_ref = buf + 4 * (n + 1), *u_ref = buf + 5 * (n + 1);
+      silu_mul_forward_bf16(A.get(), U.get(), h16, n, nullptr);
+      silu_mul_backward_bf16(A.get(), U.get(), dH.get(), g16, u16, n, nullptr);
+      const int cols = static_cast<int>(n);
+      convert_to_bf16(Hd.get(), 1, cols, cols, h_ref, cols, nullptr);
+      convert_to_bf16(dG.get(), 1, cols, cols, g_ref, cols, nullptr);
+      convert_to_bf16(dU.get(), 1, cols, cols, u_ref, cols, nullptr);
+      std::vector<std::uint16_t> host(6 * (n + 1));
+      TTTLAB_CUDA_CHECK(cudaMemcpy(host.data(), buf, host.size() * sizeof(std::uint16_t), cudaMemcpyDeviceToHost));
+      cudaFree(buf);
+      const char* names[] = {"silu*up", "silu dG", "silu dU"};
+      for (int k = 0; k < 3; ++k) {
+        std::size_t differ = 0, first = 0;
+        for (std::size_t i = 0; i < n; ++i)
+          if (host[k * (n + 1) + offset + i] != host[(3 + k) * (n + 1) + i] && differ++ == 0) first = i;
+        EXPECT_EQ(differ, 0u) << names[k] << ": " << differ << " of " << n << " elements differ, the first at " << first;
+      }
+    }
+  }
+}
+
 TEST_F(NnOps, EtaAndTokenIndex) {
   for (auto [B, T, H, D] : std::vector<std::array<int, 4>>{{1, 1, 1, 16}, {2, 17, 3, 48}, {4, 512, 6, 384}}) {
     for (bool learned : {true, false}) {

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 struct CUstream_st;
 
@@ -88,6 +89,12 @@ void silu_mul_forward(const float* G, const float* U, float* hidden, std::size_t
 // Given dHidden: dU = dHidden ⊙ silu(G), dG = dHidden ⊙ U ⊙ silu′(G). dG may alias dHidden.
 void silu_mul_backward(const float* G, const float* U, const float* dHidden, float* dG, float* dU, std::size_t n,
                        CUstream_st* stream);
+// Mixed precision (gemm.hpp, GemmPrecision::Bf16): the two above with their outputs written only as
+// bf16 (16-bit patterns), for the matrix products that are their only readers: bit for bit the fp32
+// op followed by convert_to_bf16, with 2 bytes written per output element instead of 4 + 6.
+void silu_mul_forward_bf16(const float* G, const float* U, std::uint16_t* hidden16, std::size_t n, CUstream_st* stream);
+void silu_mul_backward_bf16(const float* G, const float* U, const float* dHidden, std::uint16_t* dG16,
+                            std::uint16_t* dU16, std::size_t n, CUstream_st* stream);
 // out = gelu(A) ⊙ Y (tanh GELU, nn/activations.hpp).
 void gelu_gate_forward(const float* A, const float* Y, float* out, std::size_t n, CUstream_st* stream);
 // Given dOut: dY = dOut ⊙ gelu(A), dA = dOut ⊙ Y ⊙ gelu′(A).
