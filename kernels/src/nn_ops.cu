@@ -44,6 +44,21 @@ bool aligned16(std::initializer_list<const void*> ptrs) {
     if (reinterpret_cast<std::uintptr_t>(p) % 16 != 0) return false;
   return true;
 }
+// bf16 outputs (mixed precision, the operands of the matrix products): round to nearest even, as
+// convert_to_bf16; four values in one 8-byte store.
+__device__ __forceinline__ void store_bf16x4(std::uint16_t* dst, float a, float b, float c, float d) {
+  __nv_bfloat162 lo = __floats2bfloat162_rn(a, b), hi = __floats2bfloat162_rn(c, d);
+  uint2 packed;
+  packed.x = *reinterpret_cast<unsigned*>(&lo);
+  packed.y = *reinterpret_cast<unsigned*>(&hi);
+  *reinterpret_cast<uint2*>(dst) = packed;
+}
+__device__ __forceinline__ std::uint16_t bf16_bits(float x) {
+  const __nv_bfloat16 h = __float2bfloat16_rn(x);
+  return *reinterpret_cast<const std::uint16_t*>(&h);
+}
+bool aligned8(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 8 == 0; }
+
 // Whether the float4 row kernels (a row of D = 128·NV in registers, NV ≤ 8) apply.
 bool rows_vec4(int D, std::initializer_list<const void*> ptrs) { return D % 128 == 0 && D <= 1024 && aligned16(ptrs); }
 
@@ -182,7 +197,7 @@ __device__ void chunk_sum_8_warps(float4 (&s_sum)[8][32 * NV], const float4 (&ac
 // One warp per row; each lane writes and reads back only its own columns.
 __global__ void add_rms_forward_kernel(const float* __restrict__ H, const float* __restrict__ Dx,
                                        const float* __restrict__ w, int R, int D, float eps,
-                                       float* __restrict__ S, float* __restrict__ Y) {
+                                       float* __restrict__ S, float* __restrict__ Y, std::uint16_t* __restrict__ Y16) {
   const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= R) return;
@@ -199,14 +214,21 @@ __global__ void add_rms_forward_kernel(const float* __restrict__ H, const float*
   ss = warp_sum(ss);
   const float r = 1.f / sqrtf(ss / float(D) + eps);
   const float* x = Dx ? S : H;
-  for (int c = lane; c < D; c += 32) Y[o + c] = x[o + c] * r * w[c];
+  for (int c = lane; c < D; c += 32) {
+    const float y = x[o + c] * r * w[c];
+    if (Y16)
+      Y16[o + c] = bf16_bits(y);
+    else
+      Y[o + c] = y;
+  }
 }
 
 // The same for D = 128·NV (every preset's width): the row stays in registers.
 template <int NV>
 __global__ void add_rms_forward_vec4_kernel(const float4* __restrict__ H, const float4* __restrict__ Dx,
                                             const float4* __restrict__ w, int R, float eps,
-                                            float4* __restrict__ S, float4* __restrict__ Y) {
+                                            float4* __restrict__ S, float4* __restrict__ Y,
+                                            std::uint16_t* __restrict__ Y16) {
   constexpr int D4 = 32 * NV, D = 4 * D4;
   const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -229,7 +251,11 @@ __global__ void add_rms_forward_vec4_kernel(const float4* __restrict__ H, const 
 #pragma unroll
   for (int v = 0; v < NV; ++v) {
     const float4 wv = w[lane + 32 * v];
-    Y[o + lane + 32 * v] = make_float4(x[v].x * r * wv.x, x[v].y * r * wv.y, x[v].z * r * wv.z, x[v].w * r * wv.w);
+    const float4 y = make_float4(x[v].x * r * wv.x, x[v].y * r * wv.y, x[v].z * r * wv.z, x[v].w * r * wv.w);
+    if (Y16)
+      store_bf16x4(Y16 + 4 * (o + lane + 32 * v), y.x, y.y, y.z, y.w);
+    else
+      Y[o + lane + 32 * v] = y;
   }
 }
 
@@ -768,17 +794,6 @@ __global__ void silu_mul_backward_vec4_kernel(const float4* __restrict__ G, cons
 // The SwiGLU's outputs rounded to bf16 for the products that read them (mixed precision): the same
 // arithmetic as the kernels above, then round to nearest even; four elements per thread where n is a
 // multiple of 4 and the inputs 16-byte aligned (8-byte stores), else one.
-__device__ __forceinline__ void store_bf16x4(std::uint16_t* dst, float a, float b, float c, float d) {
-  __nv_bfloat162 lo = __floats2bfloat162_rn(a, b), hi = __floats2bfloat162_rn(c, d);
-  uint2 packed;
-  packed.x = *reinterpret_cast<unsigned*>(&lo);
-  packed.y = *reinterpret_cast<unsigned*>(&hi);
-  *reinterpret_cast<uint2*>(dst) = packed;
-}
-__device__ __forceinline__ std::uint16_t bf16_bits(float x) {
-  const __nv_bfloat16 h = __float2bfloat16_rn(x);
-  return *reinterpret_cast<const std::uint16_t*>(&h);
-}
 __global__ void silu_mul_forward_bf16_vec4_kernel(const float4* __restrict__ G, const float4* __restrict__ U,
                                                   std::uint16_t* __restrict__ Hd16, std::size_t n4) {
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n4; i += std::size_t(gridDim.x) * blockDim.x) {
@@ -834,6 +849,11 @@ __device__ __forceinline__ float gelu_tanh_grad(float x) {
 __global__ void gelu_gate_forward_kernel(const float* A, const float* Y, float* out, std::size_t n) {
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x)
     out[i] = Y[i] * gelu_tanh(A[i]);
+}
+
+__global__ void gelu_gate_forward_bf16_kernel(const float* A, const float* Y, std::uint16_t* out16, std::size_t n) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x)
+    out16[i] = bf16_bits(Y[i] * gelu_tanh(A[i]));
 }
 
 __global__ void gelu_gate_backward_kernel(const float* A, const float* Y, const float* dOut, float* dY, float* dA,
@@ -1057,12 +1077,12 @@ void embedding_backward(const int* offsets, const int* rows_of, int V, int D, co
 }
 
 namespace {
-// S = H + Dx (when Dx) and Y = RMSNorm(S or H)·w; the float4 kernel where D = 128·NV ≤ 1024 and every
-// pointer is 16-byte aligned.
+// S = H + Dx (when Dx) and Y = RMSNorm(S or H)·w, or its bf16 rounding in Y16 when that is not null;
+// the float4 kernel where D = 128·NV ≤ 1024 and every pointer is 16-byte aligned (Y16: 8-byte).
 void add_rms_launch(const float* H, const float* Dx, const float* w, int R, int D, float eps, float* S, float* Y,
-                    CUstream_st* stream) {
+                    std::uint16_t* Y16, CUstream_st* stream) {
   const int grid = row_blocks(R);
-  if (rows_vec4(D, {H, Dx, w, S, Y})) {
+  if (rows_vec4(D, {H, Dx, w, S, Y}) && aligned8(Y16)) {
     const auto* H4 = reinterpret_cast<const float4*>(H);
     const auto* Dx4 = reinterpret_cast<const float4*>(Dx);
     const auto* w4 = reinterpret_cast<const float4*>(w);
@@ -1070,13 +1090,13 @@ void add_rms_launch(const float* H, const float* Dx, const float* w, int R, int 
     auto* Y4 = reinterpret_cast<float4*>(Y);
     switch (D / 128) {
 #define TTTLAB_ADD_RMS(NV) \
-  case NV: add_rms_forward_vec4_kernel<NV><<<grid, kThreads, 0, stream>>>(H4, Dx4, w4, R, eps, S4, Y4); break;
+  case NV: add_rms_forward_vec4_kernel<NV><<<grid, kThreads, 0, stream>>>(H4, Dx4, w4, R, eps, S4, Y4, Y16); break;
       TTTLAB_ADD_RMS(1) TTTLAB_ADD_RMS(2) TTTLAB_ADD_RMS(3) TTTLAB_ADD_RMS(4)
       TTTLAB_ADD_RMS(5) TTTLAB_ADD_RMS(6) TTTLAB_ADD_RMS(7) TTTLAB_ADD_RMS(8)
 #undef TTTLAB_ADD_RMS
     }
   } else {
-    add_rms_forward_kernel<<<grid, kThreads, 0, stream>>>(H, Dx, w, R, D, eps, S, Y);
+    add_rms_forward_kernel<<<grid, kThreads, 0, stream>>>(H, Dx, w, R, D, eps, S, Y, Y16);
   }
   check_launch();
 }
@@ -1088,7 +1108,17 @@ void rms_norm_forward(const float* X, const float* w, int R, int D, float eps, f
   require(eps > 0.f, fn, "eps must be > 0");
   if (R == 0) return;
   require(X && w && Y && X != Y, fn, "pointers must be non-null and Y must not alias X");
-  add_rms_launch(X, nullptr, w, R, D, eps, nullptr, Y, stream);
+  add_rms_launch(X, nullptr, w, R, D, eps, nullptr, Y, nullptr, stream);
+}
+
+void rms_norm_forward_bf16(const float* X, const float* w, int R, int D, float eps, std::uint16_t* Y16,
+                           CUstream_st* stream) {
+  const char* fn = "rms_norm_forward_bf16";
+  require(R >= 0 && D >= 1, fn, "R must be >= 0 and D >= 1");
+  require(eps > 0.f, fn, "eps must be > 0");
+  if (R == 0) return;
+  require(X && w && Y16, fn, "a pointer is null");
+  add_rms_launch(X, nullptr, w, R, D, eps, nullptr, nullptr, Y16, stream);
 }
 
 void add_rms_norm_forward(const float* H, const float* Dx, const float* w, int R, int D, float eps, float* S,
@@ -1099,7 +1129,18 @@ void add_rms_norm_forward(const float* H, const float* Dx, const float* w, int R
   if (R == 0) return;
   require(H && Dx && w && S && Y, fn, "a pointer is null");
   require(S != Y && Y != H && Y != Dx && S != H && S != Dx, fn, "S, Y, H and Dx must be four different buffers");
-  add_rms_launch(H, Dx, w, R, D, eps, S, Y, stream);
+  add_rms_launch(H, Dx, w, R, D, eps, S, Y, nullptr, stream);
+}
+
+void add_rms_norm_forward_bf16(const float* H, const float* Dx, const float* w, int R, int D, float eps, float* S,
+                               std::uint16_t* Y16, CUstream_st* stream) {
+  const char* fn = "add_rms_norm_forward_bf16";
+  require(R >= 0 && D >= 1, fn, "R must be >= 0 and D >= 1");
+  require(eps > 0.f, fn, "eps must be > 0");
+  if (R == 0) return;
+  require(H && Dx && w && S && Y16, fn, "a pointer is null");
+  require(S != H && S != Dx, fn, "S, H and Dx must be three different buffers");
+  add_rms_launch(H, Dx, w, R, D, eps, S, nullptr, Y16, stream);
 }
 
 std::size_t rms_norm_backward_workspace(int R, int D) {
@@ -1323,6 +1364,13 @@ void gelu_gate_forward(const float* A, const float* Y, float* out, std::size_t n
   if (n == 0) return;
   require(A && Y && out, "gelu_gate_forward", "a pointer is null");
   gelu_gate_forward_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(A, Y, out, n);
+  check_launch();
+}
+
+void gelu_gate_forward_bf16(const float* A, const float* Y, std::uint16_t* out16, std::size_t n, CUstream_st* stream) {
+  if (n == 0) return;
+  require(A && Y && out16, "gelu_gate_forward_bf16", "a pointer is null");
+  gelu_gate_forward_bf16_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(A, Y, out16, n);
   check_launch();
 }
 

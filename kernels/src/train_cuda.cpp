@@ -131,6 +131,7 @@ struct CudaTrainBackend::Impl {
   DeviceArray<float> P, G, M1, M2;
 
   // Activations of one batch, per block, kept for the backward.
+  // With bf16 products, a_seq, a_ffn, Yg, Hd (and hf) live in their bf16 shadows only (see P16 below).
   struct Block {
     float *h_in = nullptr, *a_conv = nullptr, *h_mid1 = nullptr, *a_seq = nullptr, *h_mid2 = nullptr,
           *a_ffn = nullptr;
@@ -138,9 +139,7 @@ struct CudaTrainBackend::Impl {
           *Y = nullptr, *A = nullptr, *ckW = nullptr, *ckb = nullptr;
     float* Yg = nullptr;  // Mamba TTT mixers: gelu(A) ⊙ Y, the o_proj input, kept for its weight gradient
     float *ckW2 = nullptr, *ckb2 = nullptr;  // TTT-MLP: the checkpoints of W2, b2 (ckW, ckb: W1, b1)
-    // SwiGLU gate and up pre-activations, hidden. With bf16 products the SwiGLU writes the hidden only
-    // as its bf16 shadow (the products are its only readers), and Hd itself stays unwritten.
-    float *Gt = nullptr, *Up = nullptr, *Hd = nullptr;
+    float *Gt = nullptr, *Up = nullptr, *Hd = nullptr;  // SwiGLU gate and up pre-activations, hidden
   };
   std::vector<Block> blocks;
   float* h_final = nullptr;
@@ -161,11 +160,13 @@ struct CudaTrainBackend::Impl {
   // rounded once where it is made rather than once per product that reads it. P16 mirrors P (same
   // offsets), rounded at the start of every forward; an activation that several products read (a
   // block's mixer input, o_proj input, SwiGLU input and hidden, the final norm's output) has a
-  // shadow, rounded right after the forward writes it and read again by the backward's weight
-  // gradients (nothing writes those buffers in between); a backward's incoming gradient is rounded
-  // into dy16 once for its two products. The SwiGLU writes its hidden (forward) and its two
-  // gradients (backward) straight in bf16, since products are their only readers. Everything else a
-  // product reads is rounded by the Gemm.
+  // shadow, read again by the backward's weight gradients (nothing writes those buffers in between).
+  // Where products are an activation's only readers, its producer writes the shadow alone and the
+  // fp32 buffer stays unwritten: the RMSNorms before the mixer and the SwiGLU and the final norm
+  // (rms_norm_to, add_rms_norm_to), the SwiGLU's hidden, the Mamba gate's output; the o_proj input
+  // of the other mixers (a LayerNorm's or the attention's output) is rounded after it is written. A
+  // backward's incoming gradient is rounded into dy16 once for its two products, except the SwiGLU's
+  // two, which its backward writes in bf16. Everything else a product reads is rounded by the Gemm.
   bool bf16 = false;
   DeviceArray<std::uint16_t> P16, shadow_store, dy16, dy16b;  // dy16b: the SwiGLU's second gradient
   std::unordered_map<const float*, std::uint16_t*> shadow16;  // fp32 activation → its shadow [R, cols]
@@ -234,6 +235,29 @@ struct CudaTrainBackend::Impl {
     if (x >= P.get() && x < P.get() + total) return P16.get() + (x - P.get());
     const auto it = shadow16.find(x);
     return it == shadow16.end() ? nullptr : it->second;
+  }
+  // The shadow of an fp32 activation y, when bf16 products keep one; else null.
+  std::uint16_t* shadow_of(const float* y) const {
+    if (!bf16) return nullptr;
+    const auto it = shadow16.find(y);
+    return it == shadow16.end() ? nullptr : it->second;
+  }
+  // The forward's RMSNorms (plain, and fused with the residual add before them). A norm whose output
+  // has a shadow (a mixer or SwiGLU input, the final norm's output: only products read them) writes
+  // the shadow alone, in bf16; its fp32 buffer stays unwritten.
+  void rms_norm_to(const float* X, const float* w, float* Y) {
+    const float eps = float(mc.rms_norm_eps);
+    if (std::uint16_t* y16 = shadow_of(Y))
+      rms_norm_forward_bf16(X, w, rows, D, eps, y16, stream);
+    else
+      rms_norm_forward(X, w, rows, D, eps, Y, stream);
+  }
+  void add_rms_norm_to(const float* H, const float* Dx, const float* w, float* S, float* Y) {
+    const float eps = float(mc.rms_norm_eps);
+    if (std::uint16_t* y16 = shadow_of(Y))
+      add_rms_norm_forward_bf16(H, Dx, w, rows, D, eps, S, y16, stream);
+    else
+      add_rms_norm_forward(H, Dx, w, rows, D, eps, S, Y, stream);
   }
   // Rounds the activation x [rows, cols] (contiguous) into its shadow; nothing without bf16 products.
   void refresh16(const float* x, int cols) {
@@ -546,7 +570,6 @@ void CudaTrainBackend::Impl::ttt_forward(int i, const float* x, float* out, bool
   Block& k = blocks[i];
   const std::string pre = mixer(i);
   cudaStream_t st = stream;
-  refresh16(x, D);  // read by the q/k/v/g/η products here and their weight gradients
   if (mamba) {
     // u = x·Wq; XQ = conv_q(u), XK = conv_k(u), each sequence from a zero history.
     linear(x, p(pre + "q_proj.weight"), D, D, k.u);
@@ -616,16 +639,19 @@ void CudaTrainBackend::Impl::ttt_forward(int i, const float* x, float* out, bool
   const float* yg = k.Y;
   if (mamba) {
     linear(x, p(pre + "g_proj.weight"), D, D, k.A);
-    gelu_gate_forward(k.A, k.Y, k.Yg, std::size_t(rows) * D, st);
+    if (std::uint16_t* yg16 = shadow_of(k.Yg))  // o_proj alone reads it
+      gelu_gate_forward_bf16(k.A, k.Y, yg16, std::size_t(rows) * D, st);
+    else
+      gelu_gate_forward(k.A, k.Y, k.Yg, std::size_t(rows) * D, st);
     yg = k.Yg;
+  } else {
+    refresh16(yg, D);  // the post-norm's output (fp32: a LayerNorm)
   }
-  refresh16(yg, D);
   linear(yg, p(pre + "o_proj.weight"), D, D, out);
 }
 
 void CudaTrainBackend::Impl::forward(bool train, float grad_scale) {
   cudaStream_t st = stream;
-  const float eps = float(mc.rms_norm_eps);
   // Every residual add is followed by an RMSNorm of its result (the next sublayer's input norm, or the
   // final norm), so each add runs fused with that norm: add_rms_norm_forward writes the sum and the
   // normalised rows in one pass. Only block 0's first norm reads the embedding alone.
@@ -636,7 +662,7 @@ void CudaTrainBackend::Impl::forward(bool train, float grad_scale) {
   };
   refresh_params16();
   embedding_forward(p("model.embed_tokens.weight"), V, D, tokens.get(), rows, blocks[0].h_in, st);
-  rms_norm_forward(blocks[0].h_in, first_norm(0).first, rows, D, eps, first_norm(0).second, st);
+  rms_norm_to(blocks[0].h_in, first_norm(0).first, first_norm(0).second);
   for (int i = 0; i < L; ++i) {
     Block& k = blocks[i];
     const std::string pre = layer(i);
@@ -644,14 +670,13 @@ void CudaTrainBackend::Impl::forward(bool train, float grad_scale) {
     const auto next_norm = i + 1 < L ? first_norm(i + 1) : std::make_pair(p("model.norm.weight"), hf);
     if (mamba) {
       causal_conv_forward(k.a_conv, p(pre + "conv.conv.weight"), p(pre + "conv.conv.bias"), nseq, T, D, K, dx, st);
-      add_rms_norm_forward(k.h_in, dx, p(pre + "seq_norm.weight"), rows, D, eps, k.h_mid1, k.a_seq, st);
+      add_rms_norm_to(k.h_in, dx, p(pre + "seq_norm.weight"), k.h_mid1, k.a_seq);
     }
     if (attention)
       attention_mixer_forward(i, k.a_seq, dx, train);
     else
       ttt_forward(i, k.a_seq, dx, train);
-    add_rms_norm_forward(k.h_mid1, dx, p(pre + "ffn_norm.weight"), rows, D, eps, k.h_mid2, k.a_ffn, st);
-    refresh16(k.a_ffn, D);
+    add_rms_norm_to(k.h_mid1, dx, p(pre + "ffn_norm.weight"), k.h_mid2, k.a_ffn);
     linear(k.a_ffn, p(pre + "mlp.gate_proj.weight"), D, F, k.Gt);
     linear(k.a_ffn, p(pre + "mlp.up_proj.weight"), D, F, k.Up);
     if (bf16)
@@ -659,10 +684,9 @@ void CudaTrainBackend::Impl::forward(bool train, float grad_scale) {
     else
       silu_mul_forward(k.Gt, k.Up, k.Hd, std::size_t(rows) * F, st);
     linear(k.Hd, p(pre + "mlp.down_proj.weight"), F, D, dx);
-    add_rms_norm_forward(k.h_mid2, dx, next_norm.first, rows, D, eps, h_out, next_norm.second, st);
+    add_rms_norm_to(k.h_mid2, dx, next_norm.first, h_out, next_norm.second);
   }
   // Tied head: logits = hf·Eᵀ.
-  refresh16(hf, D);
   mm(false, true, rows, V, D, hf, D, p("model.embed_tokens.weight"), D, logits, V, false);
   cross_entropy(logits, targets.get(), rows, V, grad_scale, losses, train ? logits : nullptr, st);
 }
@@ -760,7 +784,6 @@ void CudaTrainBackend::Impl::attention_mixer_forward(int i, const float* x, floa
   Block& k = blocks[i];
   const std::string pre = mixer(i);
   cudaStream_t st = stream;
-  refresh16(x, D);
   linear(x, p(pre + "q_proj.weight"), D, D, k.XQ);
   linear(x, p(pre + "k_proj.weight"), D, D, k.XK);
   linear(x, p(pre + "v_proj.weight"), D, D, k.XV);

@@ -418,6 +418,51 @@ TEST_F(NnOps, SwigluBf16OutputsAreTheRoundedFp32Outputs) {
   }
 }
 
+// bf16 pattern arrays on the device, compared as bit patterns.
+std::vector<std::uint16_t> download16(const std::uint16_t* p, std::size_t n) {
+  std::vector<std::uint16_t> h(n);
+  TTTLAB_CUDA_CHECK(cudaMemcpy(h.data(), p, n * sizeof(std::uint16_t), cudaMemcpyDeviceToHost));
+  return h;
+}
+std::size_t count_differences(const std::vector<std::uint16_t>& a, const std::vector<std::uint16_t>& b) {
+  std::size_t d = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) d += a[i] != b[i];
+  return d;
+}
+
+// The mixed-precision RMSNorms and Mamba gate (rms_norm_forward_bf16, add_rms_norm_forward_bf16,
+// gelu_gate_forward_bf16): bit for bit the fp32 op followed by convert_to_bf16, on the row kernel in
+// registers (D = 768) and the general one (D = 100); the fused add's sum S stays the fp32 op's.
+TEST_F(NnOps, NormAndGateBf16OutputsAreTheRoundedFp32Outputs) {
+  for (auto [R, D] : std::vector<std::array<int, 2>>{{1, 100}, {37, 100}, {300, 768}}) {
+    SCOPED_TRACE("R=" + std::to_string(R) + " D=" + std::to_string(D) + " seed " + std::to_string(seed_));
+    const std::size_t n = std::size_t(R) * D;
+    const auto h = randn(n, 2.0), dx = randn(n), w = randn(D, 0.5, 1.0);
+    DeviceBuffer H(h), Dx(dx), W(w), Y = poisoned(n), S = poisoned(n), S2 = poisoned(n), G = poisoned(n);
+    std::uint16_t* buf = nullptr;
+    TTTLAB_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&buf), 2 * n * sizeof(std::uint16_t)));
+    std::uint16_t *got = buf, *want = buf + n;
+    // rms_norm_forward
+    rms_norm_forward(H.get(), W.get(), R, D, 1e-6f, Y.get(), nullptr);
+    rms_norm_forward_bf16(H.get(), W.get(), R, D, 1e-6f, got, nullptr);
+    convert_to_bf16(Y.get(), R, D, D, want, D, nullptr);
+    EXPECT_EQ(count_differences(download16(got, n), download16(want, n)), 0u) << "rms_norm_forward_bf16";
+    // add_rms_norm_forward
+    add_rms_norm_forward(H.get(), Dx.get(), W.get(), R, D, 1e-6f, S.get(), Y.get(), nullptr);
+    add_rms_norm_forward_bf16(H.get(), Dx.get(), W.get(), R, D, 1e-6f, S2.get(), got, nullptr);
+    convert_to_bf16(Y.get(), R, D, D, want, D, nullptr);
+    EXPECT_EQ(count_differences(download16(got, n), download16(want, n)), 0u) << "add_rms_norm_forward_bf16";
+    EXPECT_EQ(S.download(), S2.download()) << "the residual sum";
+    // gelu_gate_forward (A = h, Y = dx)
+    gelu_gate_forward(H.get(), Dx.get(), G.get(), n, nullptr);
+    gelu_gate_forward_bf16(H.get(), Dx.get(), got, n, nullptr);
+    convert_to_bf16(G.get(), R, D, D, want, D, nullptr);
+    EXPECT_EQ(count_differences(download16(got, n), download16(want, n)), 0u) << "gelu_gate_forward_bf16";
+    cudaFree(buf);
+  }
+  EXPECT_THROW(rms_norm_forward_bf16(nullptr, nullptr, 2, 8, 1e-6f, nullptr, nullptr), std::invalid_argument);
+}
+
 TEST_F(NnOps, EtaAndTokenIndex) {
   for (auto [B, T, H, D] : std::vector<std::array<int, 4>>{{1, 1, 1, 16}, {2, 17, 3, 48}, {4, 512, 6, 384}}) {
     for (bool learned : {true, false}) {

@@ -49,6 +49,13 @@ void rms_norm_forward(const float* X, const float* w, int R, int D, float eps, f
 // (the same sums as add() then rms_norm_forward). H, Dx, S, Y [R, D], four different buffers.
 void add_rms_norm_forward(const float* H, const float* Dx, const float* w, int R, int D, float eps, float* S,
                           float* Y, CUstream_st* stream);
+// Mixed precision (gemm.hpp, GemmPrecision::Bf16): the two above with the normalised rows written only
+// as bf16 (16-bit patterns) into Y16 [R, D], for the matrix products that are their only readers; bit
+// for bit the fp32 op followed by convert_to_bf16. S stays fp32 (the residual stream).
+void rms_norm_forward_bf16(const float* X, const float* w, int R, int D, float eps, std::uint16_t* Y16,
+                           CUstream_st* stream);
+void add_rms_norm_forward_bf16(const float* H, const float* Dx, const float* w, int R, int D, float eps, float* S,
+                               std::uint16_t* Y16, CUstream_st* stream);
 // dX (= or += with accumulate) and dw += Σ_r dY ⊙ x·r.
 std::size_t rms_norm_backward_workspace(int R, int D);
 void rms_norm_backward(const float* X, const float* w, const float* dY, int R, int D, float eps, float* dX,
@@ -97,6 +104,8 @@ void silu_mul_backward_bf16(const float* G, const float* U, const float* dHidden
                             std::uint16_t* dU16, std::size_t n, CUstream_st* stream);
 // out = gelu(A) ⊙ Y (tanh GELU, nn/activations.hpp).
 void gelu_gate_forward(const float* A, const float* Y, float* out, std::size_t n, CUstream_st* stream);
+// The same written only as bf16, as the SwiGLU's above (the gate's output feeds o_proj alone).
+void gelu_gate_forward_bf16(const float* A, const float* Y, std::uint16_t* out16, std::size_t n, CUstream_st* stream);
 // Given dOut: dY = dOut ⊙ gelu(A), dA = dOut ⊙ Y ⊙ gelu′(A).
 void gelu_gate_backward(const float* A, const float* Y, const float* dOut, float* dY, float* dA, std::size_t n,
                         CUstream_st* stream);
