@@ -15,8 +15,8 @@
 #             the bf16 difference is judged against), for TTT-Linear and TTT-MLP; compare_curves.py
 #             with the bf16 tolerance of docs/KERNELS.md
 #   ncu       Nsight Compute sections of the default TTT-Linear forward and backward kernels
-# Run from a folder holding tttlab, tttlab_gpu_tests and this script (plus compare_runs.py and
-# brown/{train,val}.txt for `brown`, tttlab_ttt_bench for `ncu`). Logs go to $OUT (or ./out). Steps: "tests sanitize bench" by
+# Run from a folder holding tttlab, tttlab_gpu_tests and this script (plus compare_runs.py, compare_curves.py and
+# brown/{train,val}.txt for `brown` and `bf16`, tttlab_ttt_bench for `ncu`). Logs go to $OUT (or ./out). Steps: "tests sanitize bench" by
 # default, or name them as arguments. The tests' random inputs come from fixed seeds;
 # TTTLAB_TEST_SEED=random (or a number) draws others.
 set -u
