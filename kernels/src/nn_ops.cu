@@ -776,16 +776,18 @@ __device__ __forceinline__ void silu_mul_grad(float a, float u, float h, float& 
   du = h * (a * sg);
   dg = h * u * (sg * (1.f + a * (1.f - sg)));
 }
+__device__ __forceinline__ void silu_mul_grad4(float4 a, float4 u, float4 h, float4& g, float4& v) {
+  silu_mul_grad(a.x, u.x, h.x, g.x, v.x);
+  silu_mul_grad(a.y, u.y, h.y, g.y, v.y);
+  silu_mul_grad(a.z, u.z, h.z, g.z, v.z);
+  silu_mul_grad(a.w, u.w, h.w, g.w, v.w);
+}
 __global__ void silu_mul_backward_vec4_kernel(const float4* __restrict__ G, const float4* __restrict__ U,
                                               const float4* __restrict__ dHd, float4* __restrict__ dG,
                                               float4* __restrict__ dU, std::size_t n4) {
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n4; i += std::size_t(gridDim.x) * blockDim.x) {
-    const float4 a = G[i], u = U[i], h = dHd[i];
     float4 g, v;
-    silu_mul_grad(a.x, u.x, h.x, g.x, v.x);
-    silu_mul_grad(a.y, u.y, h.y, g.y, v.y);
-    silu_mul_grad(a.z, u.z, h.z, g.z, v.z);
-    silu_mul_grad(a.w, u.w, h.w, g.w, v.w);
+    silu_mul_grad4(G[i], U[i], dHd[i], g, v);
     dG[i] = g;
     dU[i] = v;
   }
@@ -812,12 +814,8 @@ __global__ void silu_mul_backward_bf16_vec4_kernel(const float4* __restrict__ G,
                                                    const float4* __restrict__ dHd, std::uint16_t* __restrict__ dG16,
                                                    std::uint16_t* __restrict__ dU16, std::size_t n4) {
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n4; i += std::size_t(gridDim.x) * blockDim.x) {
-    const float4 a = G[i], u = U[i], h = dHd[i];
     float4 g, v;
-    silu_mul_grad(a.x, u.x, h.x, g.x, v.x);
-    silu_mul_grad(a.y, u.y, h.y, g.y, v.y);
-    silu_mul_grad(a.z, u.z, h.z, g.z, v.z);
-    silu_mul_grad(a.w, u.w, h.w, g.w, v.w);
+    silu_mul_grad4(G[i], U[i], dHd[i], g, v);
     store_bf16x4(dG16 + 4 * i, g.x, g.y, g.z, g.w);
     store_bf16x4(dU16 + 4 * i, v.x, v.y, v.z, v.w);
   }
