@@ -548,8 +548,8 @@ void run_cuda(const BenchArgs& a, int device, const std::string& device_text) {
     std::printf("\nTFLOP/s: 3x the forward's matrix-product FLOPs (inner loop included) per second of a step; ceil%%: that\n"
                 "over the GEMM rate of the same precision measured above. mixer fwd, bwd: the TTT inner loop (TTT\n"
                 "layers) or the attention kernel (attention baselines). bf16 rows: `tttlab train --precision bf16`, the\n"
-                "matrix products with bf16 operands (rounded from fp32 on the fly) and fp32 accumulation, the TTT inner\n"
-                "loop in tf32, everything else fp32.\n");
+                "matrix products with bf16 operands and fp32 accumulation, the TTT inner loop in tf32, everything else\n"
+                "fp32 (docs/KERNELS.md, \"Mixed precision\").\n");
   }
   set_exit_code(0);
 }

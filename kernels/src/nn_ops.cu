@@ -19,6 +19,7 @@
 #include <string>
 
 #include "cuda_check.hpp"
+#include "tttlab/kernels/gemm.hpp"
 #include "tttlab/kernels/nn_ops.hpp"
 
 namespace tttlab::kernels {
@@ -58,6 +59,28 @@ __device__ __forceinline__ std::uint16_t bf16_bits(float x) {
   return *reinterpret_cast<const std::uint16_t*>(&h);
 }
 bool aligned8(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 8 == 0; }
+
+// convert_to_bf16 (gemm.hpp): one thread per group of 4 columns of a row, a 16-byte load and an 8-byte
+// store where the rows' alignment allows it (ld_src a multiple of 4, ld_dst of 8), element by element
+// otherwise and at a row's ragged end; 6 bytes of traffic per element.
+__global__ void convert_to_bf16_kernel(const float* __restrict__ src, int rows, int cols, long long ld_src,
+                                       std::uint16_t* __restrict__ dst, long long ld_dst, bool vector_rows) {
+  const long long groups_per_row = (cols + 3) / 4;
+  const long long total = groups_per_row * rows;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
+       i += (long long)gridDim.x * blockDim.x) {
+    const long long r = i / groups_per_row;
+    const int c = int(i - r * groups_per_row) * 4;
+    const float* s = src + r * ld_src + c;
+    std::uint16_t* d = dst + r * ld_dst + c;
+    if (vector_rows && c + 4 <= cols) {
+      const float4 v = *reinterpret_cast<const float4*>(s);
+      store_bf16x4(d, v.x, v.y, v.z, v.w);
+    } else {
+      for (int k = 0; k < 4 && c + k < cols; ++k) d[k] = bf16_bits(s[k]);
+    }
+  }
+}
 
 // Whether the float4 row kernels (a row of D = 128·NV in registers, NV ≤ 8) apply.
 bool rows_vec4(int D, std::initializer_list<const void*> ptrs) { return D % 128 == 0 && D <= 1024 && aligned16(ptrs); }
@@ -743,11 +766,11 @@ __global__ void rope_vec4_kernel(float4* X, int T, int H, int quarter, int perio
 
 // ---- activations ------------------------------------------------------------------------------------
 
+__device__ __forceinline__ float silu_mul(float a, float u) { return a / (1.f + expf(-a)) * u; }
+
 __global__ void silu_mul_forward_kernel(const float* G, const float* U, float* Hd, std::size_t n) {
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x) {
-    const float a = G[i];
-    Hd[i] = a / (1.f + expf(-a)) * U[i];
-  }
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x)
+    Hd[i] = silu_mul(G[i], U[i]);
 }
 
 __global__ void silu_mul_backward_kernel(const float* G, const float* U, const float* dHd, float* dG, float* dU,
@@ -766,8 +789,7 @@ __global__ void silu_mul_forward_vec4_kernel(const float4* __restrict__ G, const
                                              float4* __restrict__ Hd, std::size_t n4) {
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n4; i += std::size_t(gridDim.x) * blockDim.x) {
     const float4 a = G[i], u = U[i];
-    Hd[i] = make_float4(a.x / (1.f + expf(-a.x)) * u.x, a.y / (1.f + expf(-a.y)) * u.y, a.z / (1.f + expf(-a.z)) * u.z,
-                        a.w / (1.f + expf(-a.w)) * u.w);
+    Hd[i] = make_float4(silu_mul(a.x, u.x), silu_mul(a.y, u.y), silu_mul(a.z, u.z), silu_mul(a.w, u.w));
   }
 }
 
@@ -800,15 +822,12 @@ __global__ void silu_mul_forward_bf16_vec4_kernel(const float4* __restrict__ G, 
                                                   std::uint16_t* __restrict__ Hd16, std::size_t n4) {
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n4; i += std::size_t(gridDim.x) * blockDim.x) {
     const float4 a = G[i], u = U[i];
-    store_bf16x4(Hd16 + 4 * i, a.x / (1.f + expf(-a.x)) * u.x, a.y / (1.f + expf(-a.y)) * u.y,
-                 a.z / (1.f + expf(-a.z)) * u.z, a.w / (1.f + expf(-a.w)) * u.w);
+    store_bf16x4(Hd16 + 4 * i, silu_mul(a.x, u.x), silu_mul(a.y, u.y), silu_mul(a.z, u.z), silu_mul(a.w, u.w));
   }
 }
 __global__ void silu_mul_forward_bf16_kernel(const float* G, const float* U, std::uint16_t* Hd16, std::size_t n) {
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x) {
-    const float a = G[i];
-    Hd16[i] = bf16_bits(a / (1.f + expf(-a)) * U[i]);
-  }
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x)
+    Hd16[i] = bf16_bits(silu_mul(G[i], U[i]));
 }
 __global__ void silu_mul_backward_bf16_vec4_kernel(const float4* __restrict__ G, const float4* __restrict__ U,
                                                    const float4* __restrict__ dHd, std::uint16_t* __restrict__ dG16,
@@ -1450,6 +1469,21 @@ void gemm_builtin(bool trans_a, bool trans_b, int M, int N, int K, float alpha, 
   require(M <= 65535 * 64, "gemm_builtin", "M too large for the grid");
   gemm_kernel<<<dim3((N + 63) / 64, (M + 63) / 64), 256, 0, stream>>>(trans_a, trans_b, M, N, K, alpha, A, lda, B,
                                                                       ldb, beta, C, ldc);
+  check_launch();
+}
+
+void convert_to_bf16(const float* src, int rows, int cols, int ld_src, std::uint16_t* dst, int ld_dst,
+                     CUstream_st* stream) {
+  const char* fn = "convert_to_bf16";
+  require(rows >= 0 && cols >= 0 && ld_src >= cols && ld_dst >= cols, fn,
+          "need rows, cols >= 0 and leading dimensions >= cols (rows " + std::to_string(rows) + ", cols " +
+              std::to_string(cols) + ", ld_src " + std::to_string(ld_src) + ", ld_dst " + std::to_string(ld_dst) + ")");
+  if (rows == 0 || cols == 0) return;
+  require(src && dst, fn, "a pointer is null");
+  const bool vector_rows = ld_src % 4 == 0 && ld_dst % 4 == 0 && aligned16({src}) && aligned8(dst);
+  const std::size_t groups = std::size_t(rows) * ((cols + 3) / 4);
+  convert_to_bf16_kernel<<<blocks_for(groups, kThreads), kThreads, 0, stream>>>(src, rows, cols, ld_src, dst, ld_dst,
+                                                                                 vector_rows);
   check_launch();
 }
 

@@ -231,10 +231,8 @@ struct CudaTrainBackend::Impl {
   }
   // The bf16 copy kept of an operand: a parameter's in P16, an activation's shadow; else null.
   const std::uint16_t* copy16(const float* x) const {
-    if (!bf16) return nullptr;
-    if (x >= P.get() && x < P.get() + total) return P16.get() + (x - P.get());
-    const auto it = shadow16.find(x);
-    return it == shadow16.end() ? nullptr : it->second;
+    if (bf16 && x >= P.get() && x < P.get() + total) return P16.get() + (x - P.get());
+    return shadow_of(x);
   }
   // The shadow of an fp32 activation y, when bf16 products keep one; else null.
   std::uint16_t* shadow_of(const float* y) const {
@@ -680,7 +678,7 @@ void CudaTrainBackend::Impl::forward(bool train, float grad_scale) {
     linear(k.a_ffn, p(pre + "mlp.gate_proj.weight"), D, F, k.Gt);
     linear(k.a_ffn, p(pre + "mlp.up_proj.weight"), D, F, k.Up);
     if (bf16)
-      silu_mul_forward_bf16(k.Gt, k.Up, shadow16.at(k.Hd), std::size_t(rows) * F, st);
+      silu_mul_forward_bf16(k.Gt, k.Up, shadow_of(k.Hd), std::size_t(rows) * F, st);
     else
       silu_mul_forward(k.Gt, k.Up, k.Hd, std::size_t(rows) * F, st);
     linear(k.Hd, p(pre + "mlp.down_proj.weight"), F, D, dx);
