@@ -479,6 +479,27 @@ __global__ void ln_backward_vec4_kernel(const float4* __restrict__ X, const floa
   chunk_sum_8_warps<NV>(s_sum, acc_b, reinterpret_cast<float4*>(partial + (std::size_t(gridDim.x) + blockIdx.x) * D));
 }
 
+// ---- RoPE inside other kernels ------------------------------------------------------------------------
+
+// The two pairs of a float4 rotated as rope_rotate does, (a, b) → (a·c − b·s, a·s + b·c) with
+// c = cos_t[p·half + m], s = sign·sin_t[p·half + m] (m the pair index of x.x, then m + 1).
+// rope_vec4_kernel and the conv kernels with RoPE fused in share it, so both give the same bits.
+__device__ __forceinline__ float4 rope4(float4 x, const float* __restrict__ cos_t, const float* __restrict__ sin_t,
+                                        int half, int p, int m, float sign) {
+  const float c0 = cos_t[p * half + m], s0 = sign * sin_t[p * half + m];
+  const float c1 = cos_t[p * half + m + 1], s1 = sign * sin_t[p * half + m + 1];
+  return make_float4(x.x * c0 - x.y * s0, x.x * s0 + x.y * c0, x.z * c1 - x.w * s1, x.z * s1 + x.w * c1);
+}
+
+// Element c of a row under the same rotation at position p: its pair is (c & ~1, c | 1), since every
+// head starts at an even column.
+__device__ __forceinline__ float rope1(const float* __restrict__ row, int c, const ConvRope& r, int p, float sign) {
+  const int half = r.d / 2, m = (c % r.d) >> 1;
+  const float cs = r.cos_table[p * half + m], sn = sign * r.sin_table[p * half + m];
+  const float a = row[c & ~1], b = row[c | 1];
+  return (c & 1) ? a * sn + b * cs : a * cs - b * sn;
+}
+
 // ---- causal conv ------------------------------------------------------------------------------------
 
 __global__ void conv_forward_kernel(const float* __restrict__ u, const float* __restrict__ w,
@@ -498,8 +519,10 @@ __global__ void conv_forward_kernel(const float* __restrict__ u, const float* __
 }
 
 // du[s, c] = Σ_j w[c, j]·dy[s + K−1−j, c] over the taps whose output lies in the sequence.
+// With has_rope, dy is the gradient of the rotated output: each value is rotated back (sign −1) as it is read.
 __global__ void conv_backward_input_kernel(const float* __restrict__ w, const float* __restrict__ dy, int T, int C,
-                                           int K, std::size_t n, float* __restrict__ du, bool accumulate) {
+                                           int K, std::size_t n, float* __restrict__ du, bool accumulate,
+                                           bool has_rope, ConvRope rope) {
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x) {
     const std::size_t row = i / C;
     const int c = int(i % C);
@@ -507,7 +530,10 @@ __global__ void conv_backward_input_kernel(const float* __restrict__ w, const fl
     float acc = 0.f;
     for (int j = K - 1; j >= 0; --j) {
       const int t = s + (K - 1) - j;
-      if (t < T) acc += w[c * K + j] * dy[(row + (K - 1) - j) * C + c];
+      if (t < T) {
+        const std::size_t r = row + (K - 1) - j;
+        acc += w[c * K + j] * (has_rope ? rope1(dy + r * C, c, rope, t % rope.period, -1.f) : dy[r * C + c]);
+      }
     }
     du[i] = accumulate ? du[i] + acc : acc;
   }
@@ -515,7 +541,7 @@ __global__ void conv_backward_input_kernel(const float* __restrict__ w, const fl
 
 // partial[chunk, c·(K+1) + j] = Σ over the chunk's rows of dy·u (tap j), and j = K: Σ dy.
 __global__ void conv_weight_partial_kernel(const float* __restrict__ u, const float* __restrict__ dy, int R, int T,
-                                           int C, int K, float* __restrict__ partial) {
+                                           int C, int K, float* __restrict__ partial, bool has_rope, ConvRope rope) {
   __shared__ float s[8][32][17];
   const int c = blockIdx.x * 32 + threadIdx.x;
   const int r0 = blockIdx.y * kChunkRows, r1 = min(R, r0 + kChunkRows);
@@ -525,7 +551,7 @@ __global__ void conv_weight_partial_kernel(const float* __restrict__ u, const fl
   if (c < C)
     for (int r = r0 + threadIdx.y; r < r1; r += 8) {
       const int t = r % T;
-      const float g = dy[std::size_t(r) * C + c];
+      const float g = has_rope ? rope1(dy + std::size_t(r) * C, c, rope, t % rope.period, -1.f) : dy[std::size_t(r) * C + c];
 #pragma unroll
       for (int j = 0; j < 16; ++j)
         if (j < K && t - (K - 1) + j >= 0) acc[j] += g * u[std::size_t(r - (K - 1) + j) * C + c];
@@ -575,12 +601,14 @@ __device__ __forceinline__ void load_taps(const float* __restrict__ w, int c, fl
 
 // y[r, c] = bias[c] + Σ_j w[c, j]·u[r − (K−1) + j, c] over the taps inside r's sequence.
 // grid (⌈C/4 / blockDim.x⌉, tiles), one float4 column per thread.
-template <int K>
+// ROPE: each output row rotated (sign +1) before its store; m is the pair index of the thread's x.x.
+template <int K, bool ROPE>
 __global__ void conv_forward_vec4_kernel(const float4* __restrict__ u, const float* __restrict__ w,
                                          const float* __restrict__ bias, int R, int T, int C4,
-                                         float4* __restrict__ y) {
+                                         float4* __restrict__ y, ConvRope rope) {
   const int c4 = blockIdx.x * blockDim.x + threadIdx.x;
   if (c4 >= C4) return;
+  const int m = ROPE ? 2 * (c4 % (rope.d / 4)) : 0;
   float4 wt[K];
   load_taps<K>(w, 4 * c4, wt);
   const float4 b = make_float4(bias[4 * c4], bias[4 * c4 + 1], bias[4 * c4 + 2], bias[4 * c4 + 3]);
@@ -603,6 +631,7 @@ __global__ void conv_forward_vec4_kernel(const float4* __restrict__ u, const flo
 #pragma unroll
       for (int j = 0; j < K; ++j)
         if (t - (K - 1) + j >= 0) f4_fma(acc, wt[j], x[i + j]);  // tap inside this row's sequence
+      if (ROPE) acc = rope4(acc, rope.cos_table, rope.sin_table, rope.d / 2, t % rope.period, m, 1.f);
       y[std::size_t(r0 + i) * C4 + c4] = acc;
       t = t + 1 == T ? 0 : t + 1;
     }
@@ -610,11 +639,14 @@ __global__ void conv_forward_vec4_kernel(const float4* __restrict__ u, const flo
 }
 
 // du[s, c] (+)= Σ_j w[c, j]·dy[s + K−1−j, c] over the outputs inside s's sequence.
-template <int K>
+// ROPE: each dy row rotated back (sign −1) as it is loaded.
+template <int K, bool ROPE>
 __global__ void conv_backward_input_vec4_kernel(const float* __restrict__ w, const float4* __restrict__ dy, int R,
-                                                int T, int C4, float4* __restrict__ du, bool accumulate) {
+                                                int T, int C4, float4* __restrict__ du, bool accumulate,
+                                                ConvRope rope) {
   const int c4 = blockIdx.x * blockDim.x + threadIdx.x;
   if (c4 >= C4) return;
+  const int m = ROPE ? 2 * (c4 % (rope.d / 4)) : 0;
   float4 wt[K];
   load_taps<K>(w, 4 * c4, wt);
   for (int tile = blockIdx.y; tile * kConvTile < R; tile += gridDim.y) {
@@ -625,6 +657,14 @@ __global__ void conv_backward_input_vec4_kernel(const float* __restrict__ w, con
 #pragma unroll
     for (int i = 0; i < kConvTile + K - 1; ++i)
       g[i] = r0 + i < R ? dy[std::size_t(r0 + i) * C4 + c4] : f4_zero();
+    if (ROPE) {
+      int tr = t0;  // row r0 + i's position
+#pragma unroll
+      for (int i = 0; i < kConvTile + K - 1; ++i) {
+        g[i] = rope4(g[i], rope.cos_table, rope.sin_table, rope.d / 2, tr % rope.period, m, -1.f);
+        tr = tr + 1 == T ? 0 : tr + 1;
+      }
+    }
     int t = t0;
 #pragma unroll
     for (int i = 0; i < kConvTile; ++i) {
@@ -655,10 +695,10 @@ __global__ void conv_backward_input_vec4_kernel(const float* __restrict__ w, con
 constexpr int kConvRowGroups = 4;
 constexpr int kConvPartialColumns = 64;  // float4 columns per block: 256 threads (117 registers each on sm_90)
 static_assert(kChunkRows % (kConvRowGroups * kConvTile) == 0, "row groups of whole tiles");
-template <int K>
+template <int K, bool ROPE>  // ROPE: as conv_backward_input_vec4_kernel
 __global__ void __launch_bounds__(kConvPartialColumns * kConvRowGroups)
     conv_weight_partial_vec4_kernel(const float4* __restrict__ u, const float4* __restrict__ dy, int R, int T, int C4,
-                                    float* __restrict__ partial) {
+                                    float* __restrict__ partial, ConvRope rope) {
   __shared__ float4 s_acc[(K + 1) * kConvPartialColumns];
   const int c4 = blockIdx.x * blockDim.x + threadIdx.x;
   const int group = threadIdx.y;
@@ -679,6 +719,15 @@ __global__ void __launch_bounds__(kConvPartialColumns * kConvRowGroups)
     }
 #pragma unroll
     for (int i = 0; i < kConvTile; ++i) g[i] = r0 + i < r_end ? dy[std::size_t(r0 + i) * C4 + c4] : f4_zero();
+    if (ROPE) {
+      const int m = 2 * (c4 % (rope.d / 4));
+      int tr = t0;
+#pragma unroll
+      for (int i = 0; i < kConvTile; ++i) {
+        g[i] = rope4(g[i], rope.cos_table, rope.sin_table, rope.d / 2, tr % rope.period, m, -1.f);
+        tr = tr + 1 == T ? 0 : tr + 1;
+      }
+    }
     int t = t0;
 #pragma unroll
     for (int i = 0; i < kConvTile; ++i) {
@@ -757,10 +806,7 @@ __global__ void rope_vec4_kernel(float4* X, int T, int H, int quarter, int perio
     const int m = 2 * (i % quarter);
     const int rh = i / quarter;  // row·H + head
     const int p = (rh / H % T) % period;
-    const float c0 = cos_t[p * half + m], s0 = sign * sin_t[p * half + m];
-    const float c1 = cos_t[p * half + m + 1], s1 = sign * sin_t[p * half + m + 1];
-    const float4 x = X[i];
-    X[i] = make_float4(x.x * c0 - x.y * s0, x.x * s0 + x.y * c0, x.z * c1 - x.w * s1, x.z * s1 + x.w * c1);
+    X[i] = rope4(X[i], cos_t, sin_t, half, p, m, sign);
   }
 }
 
@@ -1245,21 +1291,44 @@ void layer_norm_backward(const float* X, const float* gamma, const float* dY, in
   column_sum_launch(dY, R, D, dbeta, ws, stream);
 }
 
+namespace {
+void check_conv_rope(const char* fn, int C, const ConvRope* rope) {
+  if (!rope) return;
+  require(rope->cos_table && rope->sin_table, fn, "the RoPE tables are null");
+  require(rope->d >= 2 && rope->d % 2 == 0 && C % rope->d == 0, fn,
+          "the RoPE head dim must be even and divide C (got d = " + std::to_string(rope->d) + ", C = " +
+              std::to_string(C) + ")");
+  require(rope->period >= 1, fn, "the RoPE period must be >= 1");
+}
+// The vectorised conv kernels take RoPE where a float4 holds two whole pairs of one head.
+bool conv_vec4_rope(int C, int K, const ConvRope* rope, std::initializer_list<const void*> ptrs) {
+  return conv_vec4(C, K, ptrs) && (!rope || rope->d % 4 == 0);
+}
+}  // namespace
+
 void causal_conv_forward(const float* u, const float* w, const float* bias, int B, int T, int C, int K, float* y,
-                         CUstream_st* stream) {
+                         CUstream_st* stream, const ConvRope* rope) {
   const char* fn = "causal_conv_forward";
   require(B >= 1 && T >= 1 && C >= 1, fn, "B, T, C must be >= 1");
   require(K >= 1 && K <= 16, fn, "K must be in 1..16 (got " + std::to_string(K) + ")");
   require(u && w && bias && y && u != y, fn, "pointers must be non-null and y must not alias u");
+  check_conv_rope(fn, C, rope);
   const std::size_t n = std::size_t(B) * T * C;
-  if (conv_vec4(C, K, {u, y})) {
+  if (conv_vec4_rope(C, K, rope, {u, y})) {
     const int R = B * T, threads = conv_vec4_threads(C);
-    conv_forward_vec4_kernel<4><<<conv_vec4_grid(C, (R + kConvTile - 1) / kConvTile, threads), threads, 0, stream>>>(
-        reinterpret_cast<const float4*>(u), w, bias, R, T, C / 4, reinterpret_cast<float4*>(y));
+    const dim3 grid = conv_vec4_grid(C, (R + kConvTile - 1) / kConvTile, threads);
+    const auto* u4 = reinterpret_cast<const float4*>(u);
+    auto* y4 = reinterpret_cast<float4*>(y);
+    if (rope)
+      conv_forward_vec4_kernel<4, true><<<grid, threads, 0, stream>>>(u4, w, bias, R, T, C / 4, y4, *rope);
+    else
+      conv_forward_vec4_kernel<4, false><<<grid, threads, 0, stream>>>(u4, w, bias, R, T, C / 4, y4, ConvRope{});
+    check_launch();
   } else {
     conv_forward_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(u, w, bias, T, C, K, n, y);
+    check_launch();
+    if (rope) rope_rotate(y, B, T, C / rope->d, rope->d, rope->period, rope->cos_table, rope->sin_table, 1.f, stream);
   }
-  check_launch();
 }
 
 std::size_t causal_conv_backward_workspace(int B, int T, int C, int K) {
@@ -1267,28 +1336,42 @@ std::size_t causal_conv_backward_workspace(int B, int T, int C, int K) {
 }
 
 void causal_conv_backward(const float* u, const float* w, const float* dy, int B, int T, int C, int K, float* du,
-                          bool accumulate, float* dw, float* dbias, float* workspace, CUstream_st* stream) {
+                          bool accumulate, float* dw, float* dbias, float* workspace, CUstream_st* stream,
+                          const ConvRope* rope) {
   const char* fn = "causal_conv_backward";
   require(B >= 1 && T >= 1 && C >= 1, fn, "B, T, C must be >= 1");
   require(K >= 1 && K <= 16, fn, "K must be in 1..16 (got " + std::to_string(K) + ")");
   require(u && w && dy && du && dw && dbias && workspace, fn, "a pointer is null");
   require(du != dy && du != u, fn, "du must not alias u or dy");
+  check_conv_rope(fn, C, rope);
+  const ConvRope r = rope ? *rope : ConvRope{};
   const int R = B * T;
   const std::size_t n = std::size_t(R) * C;
   const int nc = chunks(R);
-  if (conv_vec4(C, K, {u, dy, du})) {
+  if (conv_vec4_rope(C, K, rope, {u, dy, du})) {
     const int threads = conv_vec4_threads(C);
-    conv_backward_input_vec4_kernel<4><<<conv_vec4_grid(C, (R + kConvTile - 1) / kConvTile, threads), threads, 0, stream>>>(
-        w, reinterpret_cast<const float4*>(dy), R, T, C / 4, reinterpret_cast<float4*>(du), accumulate);
-    check_launch();
-    conv_weight_partial_vec4_kernel<4><<<dim3(unsigned((C / 4 + kConvPartialColumns - 1) / kConvPartialColumns), unsigned(nc)),
-                                        dim3(kConvPartialColumns, kConvRowGroups), 0, stream>>>(
-        reinterpret_cast<const float4*>(u), reinterpret_cast<const float4*>(dy), R, T, C / 4, workspace);
+    const dim3 grid_in = conv_vec4_grid(C, (R + kConvTile - 1) / kConvTile, threads);
+    const dim3 grid_w(unsigned((C / 4 + kConvPartialColumns - 1) / kConvPartialColumns), unsigned(nc));
+    const dim3 block_w(kConvPartialColumns, kConvRowGroups);
+    const auto* u4 = reinterpret_cast<const float4*>(u);
+    const auto* dy4 = reinterpret_cast<const float4*>(dy);
+    auto* du4 = reinterpret_cast<float4*>(du);
+    if (rope) {
+      conv_backward_input_vec4_kernel<4, true><<<grid_in, threads, 0, stream>>>(w, dy4, R, T, C / 4, du4, accumulate, r);
+      check_launch();
+      conv_weight_partial_vec4_kernel<4, true><<<grid_w, block_w, 0, stream>>>(u4, dy4, R, T, C / 4, workspace, r);
+    } else {
+      conv_backward_input_vec4_kernel<4, false><<<grid_in, threads, 0, stream>>>(w, dy4, R, T, C / 4, du4, accumulate, r);
+      check_launch();
+      conv_weight_partial_vec4_kernel<4, false><<<grid_w, block_w, 0, stream>>>(u4, dy4, R, T, C / 4, workspace, r);
+    }
     check_launch();
   } else {
-    conv_backward_input_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(w, dy, T, C, K, n, du, accumulate);
+    conv_backward_input_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(w, dy, T, C, K, n, du, accumulate,
+                                                                                 rope != nullptr, r);
     check_launch();
-    conv_weight_partial_kernel<<<dim3((C + 31) / 32, nc), dim3(32, 8), 0, stream>>>(u, dy, R, T, C, K, workspace);
+    conv_weight_partial_kernel<<<dim3((C + 31) / 32, nc), dim3(32, 8), 0, stream>>>(u, dy, R, T, C, K, workspace,
+                                                                                    rope != nullptr, r);
     check_launch();
   }
   const int width = C * (K + 1);

@@ -342,6 +342,8 @@ struct CudaTrainBackend::Impl {
   // Every public call selects the backend's GPU first: a data-parallel job drives several backends
   // from several threads.
   void use_device() const { TTTLAB_CUDA_CHECK(cudaSetDevice(options.device)); }
+  // The TTT layers' RoPE on Q and K (positions t mod b), for the convs that apply it in their pass.
+  ConvRope qk_rope() const { return ConvRope{rope_cos, rope_sin, d, b}; }
 };
 
 void CudaTrainBackend::Impl::layout(Model<float>& m) {
@@ -569,17 +571,19 @@ void CudaTrainBackend::Impl::ttt_forward(int i, const float* x, float* out, bool
   const std::string pre = mixer(i);
   cudaStream_t st = stream;
   if (mamba) {
-    // u = x·Wq; XQ = conv_q(u), XK = conv_k(u), each sequence from a zero history.
+    // u = x·Wq; XQ = RoPE(conv_q(u)), XK = RoPE(conv_k(u)), each sequence from a zero history; the
+    // rotation runs inside the conv's pass.
+    const ConvRope rope = qk_rope();
     linear(x, p(pre + "q_proj.weight"), D, D, k.u);
-    causal_conv_forward(k.u, p(pre + "conv_q.weight"), p(pre + "conv_q.bias"), nseq, T, D, K, k.XQ, st);
-    causal_conv_forward(k.u, p(pre + "conv_k.weight"), p(pre + "conv_k.bias"), nseq, T, D, K, k.XK, st);
+    causal_conv_forward(k.u, p(pre + "conv_q.weight"), p(pre + "conv_q.bias"), nseq, T, D, K, k.XQ, st, &rope);
+    causal_conv_forward(k.u, p(pre + "conv_k.weight"), p(pre + "conv_k.bias"), nseq, T, D, K, k.XK, st, &rope);
   } else {
     linear(x, p(pre + "q_proj.weight"), D, D, k.XQ);
     linear(x, p(pre + "k_proj.weight"), D, D, k.XK);
+    rope_rotate(k.XQ, nseq, T, H, d, b, rope_cos, rope_sin, 1.f, st);
+    rope_rotate(k.XK, nseq, T, H, d, b, rope_cos, rope_sin, 1.f, st);
   }
   linear(x, p(pre + "v_proj.weight"), D, D, k.XV);
-  rope_rotate(k.XQ, nseq, T, H, d, b, rope_cos, rope_sin, 1.f, st);
-  rope_rotate(k.XK, nseq, T, H, d, b, rope_cos, rope_sin, 1.f, st);
   token_index_forward(p(pre + "learnable_token_idx"), b, mc.eta_token_index, k.tau, st);
   const float scale = float(mc.ttt_base_lr) / float(d);
   if (mc.eta_learned_gate) {
@@ -760,16 +764,17 @@ void CudaTrainBackend::Impl::ttt_backward(int i, const float* x, const float* dY
   // stays at the zero the step starts from and AdamW never moves δ (layer.cpp does the same).
   token_index_backward(p(pre + "learnable_token_idx"), dtau, b, mc.eta_token_index && mc.eta_token_index_learnable,
                        g(pre + "learnable_token_idx"), st);
-  // RoPE, convs and projections.
-  rope_rotate(dXQ, nseq, T, H, d, b, rope_cos, rope_sin, -1.f, st);
-  rope_rotate(dXK, nseq, T, H, d, b, rope_cos, rope_sin, -1.f, st);
+  // RoPE (inside the convs' passes with the Mamba backbone), convs and projections.
   if (mamba) {
+    const ConvRope rope = qk_rope();
     causal_conv_backward(k.u, p(pre + "conv_q.weight"), dXQ, nseq, T, D, K, du, false, g(pre + "conv_q.weight"),
-                         g(pre + "conv_q.bias"), ws, st);
+                         g(pre + "conv_q.bias"), ws, st, &rope);
     causal_conv_backward(k.u, p(pre + "conv_k.weight"), dXK, nseq, T, D, K, du, true, g(pre + "conv_k.weight"),
-                         g(pre + "conv_k.bias"), ws, st);
+                         g(pre + "conv_k.bias"), ws, st, &rope);
     linear_backward(x, p(pre + "q_proj.weight"), du, D, D, g(pre + "q_proj.weight"), dxo, true);
   } else {
+    rope_rotate(dXQ, nseq, T, H, d, b, rope_cos, rope_sin, -1.f, st);
+    rope_rotate(dXK, nseq, T, H, d, b, rope_cos, rope_sin, -1.f, st);
     linear_backward(x, p(pre + "q_proj.weight"), dXQ, D, D, g(pre + "q_proj.weight"), dxo, true);
     linear_backward(x, p(pre + "k_proj.weight"), dXK, D, D, g(pre + "k_proj.weight"), dxo, true);
   }

@@ -204,10 +204,10 @@ __host__ __device__ inline void carve(Bufs& s, std::uintptr_t sm, std::uintptr_t
 
 // One full mini-batch of the forward without the read-out: the commit
 // W1 −= τ_b Kᵀ(λ ⊙ G1), W2 −= τ_b X2ᵀ(λ ⊙ G2), b1, b2 likewise. Ends with a barrier.
-template <bool kSplit>
+template <bool kSplit, int kD, int kB>
 __device__ void advance(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, std::size_t rs,
                         int blk, int t0, const RowFrag& gam, const RowFrag& bet) {
-  const int d = p.d, b = p.b, hd = 4 * d, ldd = d + 4, ldh = hd + 4;
+  const int d = kD ? kD : p.d, b = kB ? kB : p.b, hd = 4 * d, ldd = d + 4, ldh = hd + 4;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   for (int i = tid; i < b * d; i += kThreads) {
     const int r = i / d, c = i % d;
@@ -262,10 +262,11 @@ __device__ void advance(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, 
   __syncthreads();
 }
 
-template <bool kSplit>
+template <bool kSplit, int kD, int kB>
 __device__ void chunk(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, std::size_t rs,
-                      int blk, int t0, int m, const RowFrag& gam, const RowFrag& bet) {
-  const int d = p.d, b = p.b, hd = 4 * d, ldd = d + 4, ldh = hd + 4, ldb = b + 4;
+                      int blk, int t0, int rows, const RowFrag& gam, const RowFrag& bet) {
+  const int d = kD ? kD : p.d, b = kB ? kB : p.b, hd = 4 * d, ldd = d + 4, ldh = hd + 4, ldb = b + 4;
+  const int m = kB ? kB : rows;  // the compile-time shapes run only where b divides T
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const bool full = m == b;
   const float one = p.bias ? 1.0f : 0.0f;
@@ -510,11 +511,14 @@ __device__ void chunk(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, st
   }
 }
 
-template <bool kSplit>
+// kD, kB: the head dimension and the mini-batch size at compile time (0: read from p at run time). With
+// both known, every index, loop bound, stride and split-k slice count of the code above is a constant;
+// the host runs such an instance only where b divides T (no short last mini-batch).
+template <bool kSplit, int kD, int kB>
 __global__ void __launch_bounds__(kThreads, 1) mlp_backward_kernel(MlpBwdParams p) {
   extern __shared__ float smem[];
   const int blk = blockIdx.x, n = blk / p.H, h = blk % p.H;
-  const int d = p.d, b = p.b, hd = 4 * d, ldd = d + 4, ldh = hd + 4;
+  const int d = kD ? kD : p.d, b = kB ? kB : p.b, hd = 4 * d, ldd = d + 4, ldh = hd + 4;
   const int tid = threadIdx.x, lane = tid & 31;
   Bufs s;
   std::size_t used_s = 0, used_g = 0;
@@ -558,7 +562,7 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_backward_kernel(MlpBwdParams 
       }
       for (int c = tid; c < hd; c += kThreads) slot[2 * dh + c] = s.b1[c];
       for (int c = tid; c < d; c += kThreads) slot[2 * dh + hd + c] = s.b2[c];
-      advance<kSplit>(p, s, seq0, rs, blk, k * b, gam, bet);  // writes the state only after its barriers
+      advance<kSplit, kD, kB>(p, s, seq0, rs, blk, k * b, gam, bet);  // writes the state only after its barriers
     }
     for (int k = k1 - 1; k >= k0; --k) {
       if (k != k1 - 1) {
@@ -572,7 +576,7 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_backward_kernel(MlpBwdParams 
       }
       __syncthreads();
       const int t0 = k * b;
-      chunk<kSplit>(p, s, seq0, rs, blk, t0, min(b, p.T - t0), gam, bet);
+      chunk<kSplit, kD, kB>(p, s, seq0, rs, blk, t0, min(b, p.T - t0), gam, bet);
       __syncthreads();
     }
   }
@@ -686,7 +690,10 @@ void ttt_mlp_backward(const TttMlpBackwardArgs& a) {
   const std::size_t smem = L.smem_floats * sizeof(float);
   // 3xTF32 (fp32-level) or one tf32 product per term: the same kernel, a template argument apart.
   const bool split = a.version == TttMlpBackwardVersion::Default;
-  const auto kernel = split ? &mlp_backward_kernel<true> : &mlp_backward_kernel<false>;
+  // The training shape (d = 64, b = 16, T a multiple of 16) has its own compile-time instance.
+  const bool fixed = D.head_dim == 64 && D.mini_batch == 16 && D.seq_len % 16 == 0;
+  const auto kernel = fixed ? (split ? &mlp_backward_kernel<true, 64, 16> : &mlp_backward_kernel<false, 64, 16>)
+                            : (split ? &mlp_backward_kernel<true, 0, 0> : &mlp_backward_kernel<false, 0, 0>);
   set_smem_limit(reinterpret_cast<const void*>(kernel), smem);
   kernel<<<D.batch * D.heads, kThreads, smem, a.stream>>>(p);
   TTTLAB_CUDA_CHECK(cudaGetLastError());

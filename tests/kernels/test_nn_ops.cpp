@@ -315,6 +315,50 @@ TEST_F(NnOps, CausalConvForwardBackward) {
   }
 }
 
+// RoPE inside the conv's pass (the Mamba backbone's Q and K) against the two separate ops, each tested
+// against the CPU above: the vectorised path (d a multiple of 4) and the plain path (C not a multiple
+// of 4, or d = 6: a float4 would straddle two heads), tiles crossing sequence ends, periods
+// that do not divide T. dy must come back unchanged.
+TEST_F(NnOps, CausalConvWithRopeEqualsConvThenRope) {
+  for (auto [B, T, H, d, period] : std::vector<std::array<int, 5>>{
+           {2, 37, 3, 16, 16}, {3, 21, 2, 8, 5}, {1, 300, 4, 64, 16}, {4, 2, 1, 4, 3}, {2, 19, 3, 6, 4}, {2, 23, 2, 6, 7}}) {
+    const int C = H * d, K = 4;
+    for (bool acc : {false, true}) {
+      SCOPED_TRACE("B=" + std::to_string(B) + " T=" + std::to_string(T) + " H=" + std::to_string(H) + " d=" +
+                   std::to_string(d) + " period=" + std::to_string(period) + (acc ? " accumulate" : "") + " seed " +
+                   std::to_string(seed_));
+      const std::size_t n = std::size_t(B) * T * C;
+      const auto u = randn(n), w = randn(std::size_t(C) * K, 0.5), bias = randn(C, 0.1), dy = randn(n);
+      const auto du0 = randn(n), dw0 = randn(std::size_t(C) * K), dbias0 = randn(C);
+      std::vector<float> ct(std::size_t(period) * d / 2), st(ct.size());
+      rope_tables(d, period, 1e4, ct.data(), st.data());
+      DeviceBuffer U(u), W(w), Bi(bias), Ct(ct), St(st), ws(causal_conv_backward_workspace(B, T, C, K));
+      const ConvRope rope{Ct.get(), St.get(), d, period};
+      // Fused.
+      DeviceBuffer Y = poisoned(n), dY(dy), dU = acc ? DeviceBuffer(du0) : poisoned(n), dW(dw0), dBi(dbias0);
+      causal_conv_forward(U.get(), W.get(), Bi.get(), B, T, C, K, Y.get(), nullptr, &rope);
+      causal_conv_backward(U.get(), W.get(), dY.get(), B, T, C, K, dU.get(), acc, dW.get(), dBi.get(), ws.get(),
+                           nullptr, &rope);
+      // Separate: conv then RoPE; RoPE's backward then the conv's.
+      DeviceBuffer Y2 = poisoned(n), dY2(dy), dU2 = acc ? DeviceBuffer(du0) : poisoned(n), dW2(dw0), dBi2(dbias0);
+      causal_conv_forward(U.get(), W.get(), Bi.get(), B, T, C, K, Y2.get(), nullptr);
+      rope_rotate(Y2.get(), B, T, H, d, period, Ct.get(), St.get(), 1.f, nullptr);
+      rope_rotate(dY2.get(), B, T, H, d, period, Ct.get(), St.get(), -1.f, nullptr);
+      causal_conv_backward(U.get(), W.get(), dY2.get(), B, T, C, K, dU2.get(), acc, dW2.get(), dBi2.get(), ws.get(),
+                           nullptr);
+      EXPECT_CLOSE("forward", Y.download(), widen(Y2.download()), kTolElem);
+      EXPECT_CLOSE("du", dU.download(), widen(dU2.download()), kTolElem);
+      EXPECT_CLOSE("dw", dW.download(), widen(dW2.download()), kTolElem);
+      EXPECT_CLOSE("dbias", dBi.download(), widen(dBi2.download()), kTolElem);
+      EXPECT_EQ(dY.download(), dy) << "the fused backward must leave dy unchanged";
+    }
+  }
+  const ConvRope bad{nullptr, nullptr, 6, 1};
+  DeviceBuffer X(std::size_t(16)), Wt(std::size_t(16)), Bs(std::size_t(4)), Yb(std::size_t(16));
+  EXPECT_THROW(causal_conv_forward(X.get(), Wt.get(), Bs.get(), 1, 4, 4, 4, Yb.get(), nullptr, &bad),
+               std::invalid_argument);
+}
+
 TEST_F(NnOps, RopeForwardBackward) {
   for (auto [B, T, H, d, period] : std::vector<std::array<int, 5>>{
            {1, 1, 1, 2, 1}, {2, 17, 3, 16, 16}, {1, 100, 2, 64, 7}, {3, 64, 6, 64, 16}, {1, 40, 1, 128, 64}}) {

@@ -69,15 +69,27 @@ void layer_norm_backward(const float* X, const float* gamma, const float* dY, in
                          float* dX, float* dgamma, float* dbeta, float* workspace, CUstream_st* stream);
 
 // ---- depthwise causal convolution (nn/causal_conv.hpp) -------------------------------------------
+// Optionally with RoPE fused in (the Mamba backbone's Q and K views, conv then RoPE): the C = H·d
+// channels are H heads of d, rotated as rope_rotate does (below). The forward then gives
+// rope_rotate(conv(u), +1) and the backward takes dy as the gradient of the rotated output, i.e. it
+// is causal_conv_backward of rope_rotate(dy, −1), without the separate passes over y and dy (dy stays
+// unchanged). Results equal the two separate ops' (tests/kernels/test_nn_ops.cpp). The tables belong
+// to the caller.
+struct ConvRope {
+  const float* cos_table = nullptr;  // [period, d/2], as rope_rotate's
+  const float* sin_table = nullptr;
+  int d = 0;       // head dim, even; C a multiple of it
+  int period = 1;  // positions t mod period
+};
 // Each of the B sequences [T, C] starts from a zero history: y[t, c] = bias[c] + Σ_j w[c, j]·u[t−K+1+j, c]
 // (terms before the sequence start are 0). u, y [B·T, C]; w [C, K]; bias [C]. 1 ≤ K ≤ 16.
 void causal_conv_forward(const float* u, const float* w, const float* bias, int B, int T, int C, int K,
-                         float* y, CUstream_st* stream);
+                         float* y, CUstream_st* stream, const ConvRope* rope = nullptr);
 // du (= or += with accumulate), dw += Σ dy·u, dbias += Σ dy.
 std::size_t causal_conv_backward_workspace(int B, int T, int C, int K);
 void causal_conv_backward(const float* u, const float* w, const float* dy, int B, int T, int C, int K,
                           float* du, bool accumulate, float* dw, float* dbias, float* workspace,
-                          CUstream_st* stream);
+                          CUstream_st* stream, const ConvRope* rope = nullptr);
 
 // ---- RoPE (nn/rope.hpp), positions t mod b -------------------------------------------------------
 // In place on X [B·T, H·d]: each interleaved pair (2m, 2m+1) of every head of row n·T + t is rotated
