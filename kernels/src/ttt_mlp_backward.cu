@@ -206,8 +206,9 @@ __host__ __device__ inline void carve(Bufs& s, std::uintptr_t sm, std::uintptr_t
 // W1 −= τ_b Kᵀ(λ ⊙ G1), W2 −= τ_b X2ᵀ(λ ⊙ G2), b1, b2 likewise. Ends with a barrier.
 template <bool kSplit, int kD, int kB>
 __device__ void advance(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, std::size_t rs,
-                        int blk, int t0, const RowFrag& gam, const RowFrag& bet) {
+                        int blk, int t0, const RowFrag& gam, const RowFrag& bet, float* W1n, float* W2n) {
   const int d = kD ? kD : p.d, b = kB ? kB : p.b, hd = 4 * d, ldd = d + 4, ldh = hd + 4;
+  const int lw1 = kD ? hd : ldh, lw2 = kD ? d : ldd;  // the state's leading dims (see the kernel)
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   for (int i = tid; i < b * d; i += kThreads) {
     const int r = i / d, c = i % d;
@@ -218,14 +219,14 @@ __device__ void advance(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, 
   }
   for (int i = tid; i < b; i += kThreads) s.lam[i] = p.lam[std::size_t(blk) * p.T + t0 + i];
   __syncthreads();
-  block_mma<kSplit>(b, hd, d, op(s.K, ldd), op(s.W1, ldh), 1.0f, [&](int i, int j, float v) {
+  block_mma<kSplit>(b, hd, d, op(s.K, ldd), op(s.W1, lw1), 1.0f, [&](int i, int j, float v) {
     const float z = v + s.b1[j];
     s.Z1[i * ldh + j] = z;
     s.X2[i * ldh + j] = gelu_tanh(z);
   });
   __syncthreads();
   const int Sz = splitk_slices(b, d, hd, std::size_t(b) * ldh);
-  splitk_mma<kSplit>(b, d, Sz, hd, op(s.X2, ldh), op(s.W2, ldd), 1.0f, s.T1);  // Z2 − b2, partials
+  splitk_mma<kSplit>(b, d, Sz, hd, op(s.X2, ldh), op(s.W2, lw2), 1.0f, s.T1);  // Z2 − b2, partials
   __syncthreads();
   for (int r = warp; r < b; r += kWarps) {
     for (int c = lane; c < d; c += 32) s.Z2[r * ldd + c] = psum(s.T1, Sz, b, d, r, c) + s.b2[c];
@@ -238,15 +239,21 @@ __device__ void advance(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, 
     row_store(s.G2 + r * ldd, g, d, lane);  // λ ⊙ G2
   }
   __syncthreads();
-  block_mma<kSplit>(b, hd, d, op(s.G2, ldd), op_t(s.W2, ldd), 1.0f, [&](int i, int j, float v) {
+  block_mma<kSplit>(b, hd, d, op(s.G2, ldd), op_t(s.W2, lw2), 1.0f, [&](int i, int j, float v) {
     s.G1[i * ldh + j] = v * gelu_tanh_grad(s.Z1[i * ldh + j]);  // λ ⊙ G1
   });
   __syncthreads();
+  // The commit, into W1n, W2n (the state itself in the run-time instance; the next slot in the
+  // compile-time one), each old value read before the products.
   const float tb = s.tau[b - 1];
-  block_mma<kSplit>(d, hd, b, op_t(s.K, ldd), op(s.G1, ldh), 1.0f,
-                    [&](int i, int j, float v) { s.W1[i * ldh + j] -= tb * v; });
-  block_mma<kSplit>(hd, d, b, op_t(s.X2, ldh), op(s.G2, ldd), 1.0f,
-                    [&](int i, int j, float v) { s.W2[i * ldd + j] -= tb * v; });
+  const float* W1 = s.W1;
+  const float* W2 = s.W2;
+  block_mma_rmw<kSplit>(d, hd, b, op_t(s.K, ldd), op(s.G1, ldh), 1.0f, 0, Operand{}, Operand{}, 0.0f,
+                        [&](int i, int j) { return W1[i * lw1 + j]; },
+                        [&](int i, int j, float v, float old) { W1n[i * lw1 + j] = old - tb * v; });
+  block_mma_rmw<kSplit>(hd, d, b, op_t(s.X2, ldh), op(s.G2, ldd), 1.0f, 0, Operand{}, Operand{}, 0.0f,
+                        [&](int i, int j) { return W2[i * lw2 + j]; },
+                        [&](int i, int j, float v, float old) { W2n[i * lw2 + j] = old - tb * v; });
   if (p.bias) {
     for (int c = tid; c < hd; c += kThreads) {
       float acc = 0.0f;
@@ -267,6 +274,7 @@ __device__ void chunk(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, st
                       int blk, int t0, int rows, const RowFrag& gam, const RowFrag& bet) {
   const int d = kD ? kD : p.d, b = kB ? kB : p.b, hd = 4 * d, ldd = d + 4, ldh = hd + 4, ldb = b + 4;
   const int m = kB ? kB : rows;  // the compile-time shapes run only where b divides T
+  const int lw1 = kD ? hd : ldh, lw2 = kD ? d : ldd;  // the state's leading dims (see the kernel)
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const bool full = m == b;
   const float one = p.bias ? 1.0f : 0.0f;
@@ -280,7 +288,7 @@ __device__ void chunk(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, st
   __syncthreads();
 
   // Z1 = K W1 + b1, X2 = gelu(Z1);  C1 = Q Kᵀ (raw).
-  block_mma<kSplit>(m, hd, d, op(s.K, ldd), op(s.W1, ldh), 1.0f, [&](int i, int j, float v) {
+  block_mma<kSplit>(m, hd, d, op(s.K, ldd), op(s.W1, lw1), 1.0f, [&](int i, int j, float v) {
     const float z = v + s.b1[j];
     s.Z1[i * ldh + j] = z;
     s.X2[i * ldh + j] = gelu_tanh(z);
@@ -291,7 +299,7 @@ __device__ void chunk(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, st
 
   // X2 W2 (split-k partials in T1);  C1 ← tril(C1 + 1), M1 = E ⊙ C1;  dK = 0.
   const int Sz2 = splitk_slices(m, d, hd, cap_h);
-  splitk_mma<kSplit>(m, d, Sz2, hd, op(s.X2, ldh), op(s.W2, ldd), 1.0f, s.T1);
+  splitk_mma<kSplit>(m, d, Sz2, hd, op(s.X2, ldh), op(s.W2, lw2), 1.0f, s.T1);
   for (int i = tid; i < m * m; i += kThreads) {
     const int r = i / m, j = i % m;
     const float cv = j <= r ? s.C1[r * ldb + j] + one : 0.0f;
@@ -311,14 +319,14 @@ __device__ void chunk(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, st
   __syncthreads();
 
   // P1 = G2 W2ᵀ,  G1 = P1 ⊙ gelu′(Z1).
-  block_mma<kSplit>(m, hd, d, op(s.G2, ldd), op_t(s.W2, ldd), 1.0f, [&](int i, int j, float v) {
+  block_mma<kSplit>(m, hd, d, op(s.G2, ldd), op_t(s.W2, lw2), 1.0f, [&](int i, int j, float v) {
     s.P1[i * ldh + j] = v;
     s.G1[i * ldh + j] = v * gelu_tanh_grad(s.Z1[i * ldh + j]);
   });
   __syncthreads();
 
   // Z̄1 = Q W1 + b1 − M1 G1,  X̄2 = gelu(Z̄1).
-  block_mma<kSplit>(m, hd, d, op(s.Q, ldd), op(s.W1, ldh), 1.0f, m, op(s.M1, ldb), op(s.G1, ldh),
+  block_mma<kSplit>(m, hd, d, op(s.Q, ldd), op(s.W1, lw1), 1.0f, m, op(s.M1, ldb), op(s.G1, ldh),
                     -1.0f, [&](int i, int j, float v) {
                       const float z = v + s.b1[j];
                       s.Zb1[i * ldh + j] = z;
@@ -329,7 +337,7 @@ __device__ void chunk(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, st
   // X̄2 X2ᵀ and X̄2 W2 as split-k partials (in dZb1 and dX2, both written later).
   const int Sc2 = splitk_slices(m, m, hd, cap_h), Szb2 = splitk_slices(m, d, hd, cap_h);
   splitk_mma<kSplit>(m, m, Sc2, hd, op(s.Xb2, ldh), op_t(s.X2, ldh), 1.0f, s.dZb1);
-  splitk_mma<kSplit>(m, d, Szb2, hd, op(s.Xb2, ldh), op(s.W2, ldd), 1.0f, s.dX2);
+  splitk_mma<kSplit>(m, d, Szb2, hd, op(s.Xb2, ldh), op(s.W2, lw2), 1.0f, s.dX2);
   __syncthreads();
 
   // C2 = tril(X̄2 X2ᵀ + 1), M2 = E ⊙ C2.
@@ -391,7 +399,7 @@ __device__ void chunk(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, st
   __syncthreads();
 
   // dZ̄1 = (dZ̄2 W2ᵀ + dC2 X2) ⊙ gelu′(Z̄1);  dX2 = dC2ᵀ X̄2 [− e ⊙ (G2 dW2'ᵀ)].
-  block_mma<kSplit>(m, hd, d, op(s.Zb2, ldd), op_t(s.W2, ldd), 1.0f, m, op(s.dC, ldb), op(s.X2, ldh),
+  block_mma<kSplit>(m, hd, d, op(s.Zb2, ldd), op_t(s.W2, lw2), 1.0f, m, op(s.dC, ldb), op(s.X2, ldh),
                     1.0f, [&](int i, int j, float v) {
                       s.dZb1[i * ldh + j] = v * gelu_tanh_grad(s.Zb1[i * ldh + j]);
                     });
@@ -409,7 +417,7 @@ __device__ void chunk(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, st
   float* const pk = s.Zb1 + std::size_t(Sq) * m * d;
   const int Sm1 = splitk_slices(m, m, hd, cap_d);
   float* const pm1 = std::size_t(Sm1) * m * m <= cap_d ? s.T2 : s.dM;
-  splitk_mma<kSplit>(m, d, Sq, hd, op(s.dZb1, ldh), op_t(s.W1, ldh), 1.0f, pq);
+  splitk_mma<kSplit>(m, d, Sq, hd, op(s.dZb1, ldh), op_t(s.W1, lw1), 1.0f, pq);
   if (full) splitk_mma<kSplit>(m, d, Sk, hd, op(s.G1, ldh), op_t(s.dW1, ldh), 1.0f, pk);
   splitk_mma<kSplit>(m, m, Sm1, hd, op(s.dZb1, ldh), op_t(s.G1, ldh), -1.0f, pm1);
   block_mma<kSplit>(m, hd, m, op_t(s.M1, ldb), op(s.dZb1, ldh), -1.0f, [&](int i, int j, float v) {
@@ -445,7 +453,7 @@ __device__ void chunk(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, st
   block_mma<kSplit>(m, d, m, op_t(s.dC, ldb), op(s.Q, ldd), 1.0f,
                     [&](int i, int j, float v) { s.dK[i * ldd + j] += v; });
   const int Sg2 = splitk_slices(m, d, hd, cap_h);
-  splitk_mma<kSplit>(m, d, Sg2, hd, op(s.dG1, ldh), op(s.W2, ldd), 1.0f, s.Zb1);  // dP1 W2, partials
+  splitk_mma<kSplit>(m, d, Sg2, hd, op(s.dG1, ldh), op(s.W2, lw2), 1.0f, s.Zb1);  // dP1 W2, partials
   for (int i = tid; i < m; i += kThreads) {
     float dt = 0.0f, dl = 0.0f;
     for (int j = 0; j <= i; ++j) dt += s.dE[i * ldb + j] * s.lam[j];
@@ -471,29 +479,31 @@ __device__ void chunk(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, st
   __syncthreads();
 
   // dZ1 += (dX2 + dZ2 W2ᵀ) ⊙ gelu′(Z1);  dγ, dβ of the loss LN;  the carry dW2, db2.
-  block_mma<kSplit>(m, hd, d, op(s.Xh, ldd), op_t(s.W2, ldd), 1.0f, [&](int i, int j, float v) {
+  block_mma<kSplit>(m, hd, d, op(s.Xh, ldd), op_t(s.W2, lw2), 1.0f, [&](int i, int j, float v) {
     s.T1[i * ldh + j] += (s.dX2[i * ldh + j] + v) * gelu_tanh_grad(s.Z1[i * ldh + j]);
   });
   if (p.ln)
     block_loss_grad_param_backward(s.dG2, s.Z2, s.R, s.mu, s.rstd, m, d, ldd,
                                    p.gamma + std::size_t(h) * d, p.beta + std::size_t(h) * d,
                                    s.dgam, s.dbet, tid, kThreads);
-  block_mma<kSplit>(hd, d, m, op_t(s.Xb2, ldh), op(s.Zb2, ldd), 1.0f, m, op_t(s.X2, ldh),
-                    op(s.Xh, ldd), 1.0f, [&](int i, int j, float v) {
-                      s.dW2[i * ldd + j] = (full ? s.dW2[i * ldd + j] : 0.0f) + v;
-                    });
-  block_mma<kSplit>(hd, d, m, op_t(s.dG1, ldh), op(s.G2, ldd), 1.0f,
-                    [&](int i, int j, float v) { s.dW2[i * ldd + j] += v; });
+  // The carry's updates read its old values before their products (block_mma_rmw): at d = 64 the
+  // carry is in global memory, and reading each value after the products put an L2 round trip per
+  // element on the path.
+  block_mma_rmw<kSplit>(hd, d, m, op_t(s.Xb2, ldh), op(s.Zb2, ldd), 1.0f, m, op_t(s.X2, ldh),
+                        op(s.Xh, ldd), 1.0f, [&](int i, int j) { return full ? s.dW2[i * ldd + j] : 0.0f; },
+                        [&](int i, int j, float v, float old) { s.dW2[i * ldd + j] = old + v; });
+  block_mma_rmw<kSplit>(hd, d, m, op_t(s.dG1, ldh), op(s.G2, ldd), 1.0f, 0, Operand{}, Operand{}, 0.0f,
+                        [&](int i, int j) { return s.dW2[i * ldd + j]; },
+                        [&](int i, int j, float v, float old) { s.dW2[i * ldd + j] = old + v; });
   block_carry_colsum(s.db2, s.Zb2, s.Xh, ldd, m, d, full, tid, kThreads);
   __syncthreads();
 
   // dZ1 W1ᵀ (split-k partials in Z̄1's buffer, summed at the copy-out);  the carry dW1, db1.
   const int Sk2 = splitk_slices(m, d, hd, cap_h);
-  splitk_mma<kSplit>(m, d, Sk2, hd, op(s.T1, ldh), op_t(s.W1, ldh), 1.0f, s.Zb1);
-  block_mma<kSplit>(d, hd, m, op_t(s.Q, ldd), op(s.dZb1, ldh), 1.0f, m, op_t(s.K, ldd),
-                    op(s.T1, ldh), 1.0f, [&](int i, int j, float v) {
-                      s.dW1[i * ldh + j] = (full ? s.dW1[i * ldh + j] : 0.0f) + v;
-                    });
+  splitk_mma<kSplit>(m, d, Sk2, hd, op(s.T1, ldh), op_t(s.W1, lw1), 1.0f, s.Zb1);
+  block_mma_rmw<kSplit>(d, hd, m, op_t(s.Q, ldd), op(s.dZb1, ldh), 1.0f, m, op_t(s.K, ldd),
+                        op(s.T1, ldh), 1.0f, [&](int i, int j) { return full ? s.dW1[i * ldh + j] : 0.0f; },
+                        [&](int i, int j, float v, float old) { s.dW1[i * ldh + j] = old + v; });
   block_carry_colsum(s.db1, s.dZb1, s.T1, ldh, m, hd, full, tid, kThreads);
   __syncthreads();
   // Copy-out with dK += dZ1 W1ᵀ − dR (residual); the next mini-batch's first writes to s.dQ, s.dK
@@ -543,41 +553,91 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_backward_kernel(MlpBwdParams 
   }
 
   const int n_mb = (p.T + b - 1) / b;
-  for (int grp = p.n_ck - 1; grp >= 0; --grp) {
-    const int k0 = grp * p.group, k1 = min(n_mb, k0 + p.group);
-    __syncthreads();
-    const std::size_t ck = std::size_t(blk) * p.n_ck + grp;
-    for (int i = tid; i < d * hd; i += kThreads) {
-      s.W1[(i / hd) * ldh + i % hd] = p.ckW1[ck * dh + i];
-      s.W2[(i / d) * ldd + i % d] = p.ckW2[ck * dh + i];
+  if constexpr (kD != 0) {
+    // The compile-time instance reads the states where they are, in global memory (the checkpoint,
+    // then the slots), with unpadded rows: no copy into the block's W1, W2. Mini-batch k0's state is
+    // the checkpoint; the recomputation writes state k + 1 into slot k − k0 from state k; only the
+    // biases (shared memory) are copied. The source-level profile of the copying form put 16% of the
+    // stall samples on the copies (docs/KERNELS.md).
+    for (int grp = p.n_ck - 1; grp >= 0; --grp) {
+      const int k0 = grp * p.group, k1 = min(n_mb, k0 + p.group);
+      const std::size_t ck = std::size_t(blk) * p.n_ck + grp;
+      auto state = [&](int k) {  // W1, W2, b1, b2 of mini-batch k's state
+        struct S { float *W1, *W2; const float *b1, *b2; };
+        if (k == k0)
+          return S{const_cast<float*>(p.ckW1 + ck * dh), const_cast<float*>(p.ckW2 + ck * dh),
+                   p.bias ? p.ckb1 + ck * hd : nullptr, p.bias ? p.ckb2 + ck * d : nullptr};
+        float* slot = slots + std::size_t(k - k0 - 1) * slot_floats;
+        return S{slot, slot + dh, slot + 2 * dh, slot + 2 * dh + hd};
+      };
+      auto load_biases = [&](int k) {
+        const auto st = state(k);
+        for (int c = tid; c < hd; c += kThreads) s.b1[c] = st.b1 ? st.b1[c] : 0.0f;
+        for (int c = tid; c < d; c += kThreads) s.b2[c] = st.b2 ? st.b2[c] : 0.0f;
+      };
+      __syncthreads();
+      load_biases(k0);
+      __syncthreads();
+      for (int k = k0; k + 1 < k1; ++k) {
+        const auto in = state(k), out = state(k + 1);
+        Bufs sk = s;
+        sk.W1 = in.W1;
+        sk.W2 = in.W2;
+        advance<kSplit, kD, kB>(p, sk, seq0, rs, blk, k * b, gam, bet, out.W1, out.W2);  // ends with a barrier
+        float* ob = const_cast<float*>(out.b1);  // a slot: written here, read back by load_biases
+        for (int c = tid; c < hd; c += kThreads) ob[c] = s.b1[c];
+        for (int c = tid; c < d; c += kThreads) ob[hd + c] = s.b2[c];
+      }
+      for (int k = k1 - 1; k >= k0; --k) {
+        if (k != k1 - 1) load_biases(k);
+        __syncthreads();
+        const auto st = state(k);
+        Bufs sk = s;
+        sk.W1 = st.W1;
+        sk.W2 = st.W2;
+        const int t0 = k * b;
+        chunk<kSplit, kD, kB>(p, sk, seq0, rs, blk, t0, min(b, p.T - t0), gam, bet);
+        __syncthreads();
+      }
     }
-    for (int c = tid; c < hd; c += kThreads) s.b1[c] = p.bias ? p.ckb1[ck * hd + c] : 0.0f;
-    for (int c = tid; c < d; c += kThreads) s.b2[c] = p.bias ? p.ckb2[ck * d + c] : 0.0f;
-    __syncthreads();
-    for (int k = k0; k + 1 < k1; ++k) {
-      float* slot = slots + std::size_t(k - k0) * slot_floats;
+  } else {
+    for (int grp = p.n_ck - 1; grp >= 0; --grp) {
+      const int k0 = grp * p.group, k1 = min(n_mb, k0 + p.group);
+      __syncthreads();
+      const std::size_t ck = std::size_t(blk) * p.n_ck + grp;
       for (int i = tid; i < d * hd; i += kThreads) {
-        slot[i] = s.W1[(i / hd) * ldh + i % hd];
-        slot[dh + i] = s.W2[(i / d) * ldd + i % d];
+        s.W1[(i / hd) * ldh + i % hd] = p.ckW1[ck * dh + i];
+        s.W2[(i / d) * ldd + i % d] = p.ckW2[ck * dh + i];
       }
-      for (int c = tid; c < hd; c += kThreads) slot[2 * dh + c] = s.b1[c];
-      for (int c = tid; c < d; c += kThreads) slot[2 * dh + hd + c] = s.b2[c];
-      advance<kSplit, kD, kB>(p, s, seq0, rs, blk, k * b, gam, bet);  // writes the state only after its barriers
-    }
-    for (int k = k1 - 1; k >= k0; --k) {
-      if (k != k1 - 1) {
-        const float* slot = slots + std::size_t(k - k0) * slot_floats;
+      for (int c = tid; c < hd; c += kThreads) s.b1[c] = p.bias ? p.ckb1[ck * hd + c] : 0.0f;
+      for (int c = tid; c < d; c += kThreads) s.b2[c] = p.bias ? p.ckb2[ck * d + c] : 0.0f;
+      __syncthreads();
+      for (int k = k0; k + 1 < k1; ++k) {
+        float* slot = slots + std::size_t(k - k0) * slot_floats;
         for (int i = tid; i < d * hd; i += kThreads) {
-          s.W1[(i / hd) * ldh + i % hd] = slot[i];
-          s.W2[(i / d) * ldd + i % d] = slot[dh + i];
+          slot[i] = s.W1[(i / hd) * ldh + i % hd];
+          slot[dh + i] = s.W2[(i / d) * ldd + i % d];
         }
-        for (int c = tid; c < hd; c += kThreads) s.b1[c] = slot[2 * dh + c];
-        for (int c = tid; c < d; c += kThreads) s.b2[c] = slot[2 * dh + hd + c];
+        for (int c = tid; c < hd; c += kThreads) slot[2 * dh + c] = s.b1[c];
+        for (int c = tid; c < d; c += kThreads) slot[2 * dh + hd + c] = s.b2[c];
+        // writes the state (in place) only after its barriers
+        advance<kSplit, kD, kB>(p, s, seq0, rs, blk, k * b, gam, bet, s.W1, s.W2);
       }
-      __syncthreads();
-      const int t0 = k * b;
-      chunk<kSplit, kD, kB>(p, s, seq0, rs, blk, t0, min(b, p.T - t0), gam, bet);
-      __syncthreads();
+      for (int k = k1 - 1; k >= k0; --k) {
+        if (k != k1 - 1) {
+          const float* slot = slots + std::size_t(k - k0) * slot_floats;
+          for (int i = tid; i < d * hd; i += kThreads) {
+            s.W1[(i / hd) * ldh + i % hd] = slot[i];
+            s.W2[(i / d) * ldd + i % d] = slot[dh + i];
+          }
+          for (int c = tid; c < hd; c += kThreads) s.b1[c] = slot[2 * dh + c];
+          for (int c = tid; c < d; c += kThreads) s.b2[c] = slot[2 * dh + hd + c];
+        }
+        __syncthreads();
+        const int t0 = k * b;
+        chunk<kSplit, kD, kB>(p, s, seq0, rs, blk, t0, min(b, p.T - t0), gam, bet);
+        __syncthreads();
+      }
     }
   }
 

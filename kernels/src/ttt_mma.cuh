@@ -6,6 +6,8 @@
 // and fused backward. Private to kernels/src.
 #pragma once
 
+#include <type_traits>
+
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -132,9 +134,15 @@ __device__ __forceinline__ void strip_product(float (&c)[ACC][NTW][4], int m, in
   }
 }
 
-template <bool SPLIT, int NTW, class Store>
+// The default of strips' Load: nothing is read before the products.
+struct NoPreload {
+  __device__ float operator()(int, int) const { return 0.0f; }
+};
+
+template <bool SPLIT, int NTW, class Store, class Load = NoPreload>
 __device__ __forceinline__ void strips(int m, int n, int k1, Operand A1, Operand B1, float a1, int k2,
-                                       Operand A2, Operand B2, float a2, Store& store) {
+                                       Operand A2, Operand B2, float a2, Store& store, Load load = {}) {
+  constexpr bool kPreload = !std::is_same_v<Load, NoPreload>;
   constexpr int ACC = 4 / NTW;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
   const int g = lane >> 2, t = lane & 3;
@@ -143,6 +151,16 @@ __device__ __forceinline__ void strips(int m, int n, int k1, Operand A1, Operand
     const int i0 = (task / NS) * 16, j0 = (task % NS) * 8 * NTW;
     const bool inside = i0 + 16 <= m && j0 + 8 * NTW <= n;
     float c1[ACC][NTW][4] = {}, c2[ACC][NTW][4] = {};
+    float old[NTW][4];  // with a Load: the destination's values, read before the products
+    if constexpr (kPreload) {
+#pragma unroll
+      for (int u = 0; u < NTW; ++u)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int i = e < 2 ? i0 + g : i0 + g + 8, j = j0 + 8 * u + 2 * t + (e & 1);
+          old[u][e] = i < m && j < n ? load(i, j) : 0.0f;
+        }
+    }
     if (inside && k1 % (8 * ACC) == 0)
       strip_product<SPLIT, NTW, ACC, false>(c1, m, n, k1, A1, B1, i0, j0, g, t);
     else
@@ -164,7 +182,12 @@ __device__ __forceinline__ void strips(int m, int n, int k1, Operand A1, Operand
           v1 += c1[s][u][e];
           v2 += c2[s][u][e];
         }
-        if (i < m && j < n) store(i, j, a1 * v1 + a2 * v2);
+        if (i < m && j < n) {
+          if constexpr (kPreload)
+            store(i, j, a1 * v1 + a2 * v2, old[u][e]);
+          else
+            store(i, j, a1 * v1 + a2 * v2);
+        }
       }
   }
 }
@@ -190,6 +213,24 @@ __device__ __forceinline__ void block_mma(int m, int n, int k1, Operand A1, Oper
     mma_detail::strips<SPLIT, 2>(m, n, k1, A1, B1, a1, k2, A2, B2, a2, store);
   else
     mma_detail::strips<SPLIT, 1>(m, n, k1, A1, B1, a1, k2, A2, B2, a2, store);
+}
+
+// block_mma for a destination that is read and written (an accumulation into memory that may be far
+// away, as global memory is): load(i, j) reads each element of a task before the task's products, so
+// the reads' latency overlaps the mma chains instead of following the last of them one element at a
+// time; then store(i, j, value, old). The same tasks, threads and order as block_mma.
+template <bool SPLIT, class Load, class Store>
+__device__ __forceinline__ void block_mma_rmw(int m, int n, int k1, Operand A1, Operand B1, float a1,
+                                              int k2, Operand A2, Operand B2, float a2, Load load,
+                                              Store store) {
+  const int nwarps = blockDim.x >> 5;
+  const int MT = (m + 15) >> 4, NT = (n + 7) >> 3;
+  if (MT * ((NT + 3) / 4) >= nwarps)
+    mma_detail::strips<SPLIT, 4>(m, n, k1, A1, B1, a1, k2, A2, B2, a2, store, load);
+  else if (MT * ((NT + 1) / 2) >= nwarps)
+    mma_detail::strips<SPLIT, 2>(m, n, k1, A1, B1, a1, k2, A2, B2, a2, store, load);
+  else
+    mma_detail::strips<SPLIT, 1>(m, n, k1, A1, B1, a1, k2, A2, B2, a2, store, load);
 }
 
 // One product only.
