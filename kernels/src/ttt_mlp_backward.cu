@@ -61,6 +61,9 @@ namespace {
 // (docs/KERNELS.md, issue #15's first step): the chain wants warps more than registers.
 constexpr int kThreads = 512;
 constexpr int kWarps = kThreads / 32;
+// The shared memory the compile-time instance lays its buffers out in, in floats: the opt-in maximum
+// per block of an H100 or H200 (227 KB). Devices with less run the run-time instance.
+constexpr std::size_t kFixedSmemCap = 232448 / sizeof(float);
 
 struct MlpBwdParams {
   const float *Q, *K, *V, *lam, *tau, *gamma, *beta, *ckW1, *ckb1, *ckW2, *ckb2, *dO;
@@ -171,17 +174,20 @@ struct Bufs {
 // Places the buffers in priority order: into shared memory (sm) while the running total stays
 // within cap floats, else into global memory (gl). Returns the floats used in each. With sm = gl = 0
 // it only counts (the host's sizing).
-__host__ __device__ inline void carve(Bufs& s, std::uintptr_t sm, std::uintptr_t gl, int d, int b,
-                                      std::size_t cap, std::size_t& used_s, std::size_t& used_g) {
+// sm and gl are the bases (null: only count); pointers stay derived from them, so that where d, b and
+// cap are compile-time constants every buffer is a base plus a constant and the compiler knows which
+// are in shared memory.
+__host__ __device__ __forceinline__ void carve(Bufs& s, float* sm, float* gl, int d, int b,
+                                               std::size_t cap, std::size_t& used_s, std::size_t& used_g) {
   const std::size_t hd = 4 * std::size_t(d), ldd = d + 4, ldh = hd + 4, ldb = b + 4;
   used_s = used_g = 0;
   auto take = [&](float*& ptr, std::size_t n) {
     n = (n + 3) & ~std::size_t(3);  // keep every buffer 16-byte aligned
     if (used_s + n <= cap) {
-      ptr = reinterpret_cast<float*>(sm + used_s * sizeof(float));
+      ptr = sm ? sm + used_s : nullptr;
       used_s += n;
     } else {
-      ptr = reinterpret_cast<float*>(gl + used_g * sizeof(float));
+      ptr = gl ? gl + used_g : nullptr;
       used_g += n;
     }
   };
@@ -205,7 +211,7 @@ __host__ __device__ inline void carve(Bufs& s, std::uintptr_t sm, std::uintptr_t
 // One full mini-batch of the forward without the read-out: the commit
 // W1 −= τ_b Kᵀ(λ ⊙ G1), W2 −= τ_b X2ᵀ(λ ⊙ G2), b1, b2 likewise. Ends with a barrier.
 template <bool kSplit, int kD, int kB>
-__device__ void advance(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, std::size_t rs,
+__device__ __forceinline__ void advance(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, std::size_t rs,
                         int blk, int t0, const RowFrag& gam, const RowFrag& bet, float* W1n, float* W2n) {
   const int d = kD ? kD : p.d, b = kB ? kB : p.b, hd = 4 * d, ldd = d + 4, ldh = hd + 4;
   const int lw1 = kD ? hd : ldh, lw2 = kD ? d : ldd;  // the state's leading dims (see the kernel)
@@ -270,7 +276,7 @@ __device__ void advance(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, 
 }
 
 template <bool kSplit, int kD, int kB>
-__device__ void chunk(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, std::size_t rs,
+__device__ __forceinline__ void chunk(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, std::size_t rs,
                       int blk, int t0, int rows, const RowFrag& gam, const RowFrag& bet) {
   const int d = kD ? kD : p.d, b = kB ? kB : p.b, hd = 4 * d, ldd = d + 4, ldh = hd + 4, ldb = b + 4;
   const int m = kB ? kB : rows;  // the compile-time shapes run only where b divides T
@@ -532,10 +538,10 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_backward_kernel(MlpBwdParams 
   const int tid = threadIdx.x, lane = tid & 31;
   Bufs s;
   std::size_t used_s = 0, used_g = 0;
-  carve(s, reinterpret_cast<std::uintptr_t>(smem),
-        reinterpret_cast<std::uintptr_t>(p.scratch ? p.scratch + std::size_t(blk) * p.global_floats
-                                                   : nullptr),
-        d, b, p.smem_cap, used_s, used_g);
+  // With compile-time shapes the cap is one too (the host checks the device allows it), so the whole
+  // layout is: every buffer a constant offset from smem or from the block's scratch.
+  carve(s, smem, p.scratch ? p.scratch + std::size_t(blk) * p.global_floats : nullptr, d, b,
+        kD ? kFixedSmemCap : p.smem_cap, used_s, used_g);
   const std::size_t rs = std::size_t(p.H) * d;
   const std::size_t seq0 = std::size_t(n) * p.T * rs + std::size_t(h) * d;
   const RowFrag gam = p.ln ? row_load(p.gamma + std::size_t(h) * d, d, lane) : RowFrag{};
@@ -659,6 +665,7 @@ struct MlpBwdLayout {
   std::size_t slots = 0, scratch = 0, pW1 = 0, pb1 = 0, pW2 = 0, pb2 = 0, pgam = 0, pbet = 0,
               ptau = 0, total = 0;
   std::size_t smem_floats = 0, global_floats = 0, smem_cap = 0;
+  bool fixed = false;  // the compile-time instance runs
 };
 
 MlpBwdLayout mlp_bwd_layout(const TttDims& D, int group) {
@@ -666,8 +673,11 @@ MlpBwdLayout mlp_bwd_layout(const TttDims& D, int group) {
   const std::size_t BH = std::size_t(D.batch) * D.heads, d = D.head_dim, hd = 4 * d,
                     b = D.mini_batch;
   L.smem_cap = max_dynamic_smem() / sizeof(float);
+  // The compile-time instance: d = 64, b = 16, T a multiple of 16, and room for its layout.
+  L.fixed = D.head_dim == 64 && D.mini_batch == 16 && D.seq_len % 16 == 0 && L.smem_cap >= kFixedSmemCap;
+  if (L.fixed) L.smem_cap = kFixedSmemCap;
   Bufs s;
-  carve(s, 0, 0, D.head_dim, D.mini_batch, L.smem_cap, L.smem_floats, L.global_floats);
+  carve(s, nullptr, nullptr, D.head_dim, D.mini_batch, L.smem_cap, L.smem_floats, L.global_floats);
   std::size_t off = 0;
   auto take = [&](std::size_t n) {
     const std::size_t r = off;
@@ -751,8 +761,7 @@ void ttt_mlp_backward(const TttMlpBackwardArgs& a) {
   // 3xTF32 (fp32-level) or one tf32 product per term: the same kernel, a template argument apart.
   const bool split = a.version == TttMlpBackwardVersion::Default;
   // The training shape (d = 64, b = 16, T a multiple of 16) has its own compile-time instance.
-  const bool fixed = D.head_dim == 64 && D.mini_batch == 16 && D.seq_len % 16 == 0;
-  const auto kernel = fixed ? (split ? &mlp_backward_kernel<true, 64, 16> : &mlp_backward_kernel<false, 64, 16>)
+  const auto kernel = L.fixed ? (split ? &mlp_backward_kernel<true, 64, 16> : &mlp_backward_kernel<false, 64, 16>)
                             : (split ? &mlp_backward_kernel<true, 0, 0> : &mlp_backward_kernel<false, 0, 0>);
   set_smem_limit(reinterpret_cast<const void*>(kernel), smem);
   kernel<<<D.batch * D.heads, kThreads, smem, a.stream>>>(p);
