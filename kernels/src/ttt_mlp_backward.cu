@@ -17,6 +17,13 @@
 // into a per-block slice of the workspace (the same code through generic pointers; L2 holds it).
 // At d ≤ 32 (b = 16) everything is on chip; at d = 64 the state and the carry are in the workspace.
 //
+// The compile-time instance (d = 64, b = 16, T a multiple of 16: the training shape; issue #15) has
+// every shape, stride, loop bound, split-k count and buffer offset as a constant, reads the states
+// where they are (the checkpoint, then the slots the recomputation writes) instead of copying them
+// into W1, W2 every mini-batch, and reads the old values of its read-modify-writes of global memory
+// (the carry's updates, the recomputation's commits) before their products (block_mma_rmw). Each
+// step came from a source-level profile (docs/KERNELS.md).
+//
 // The 16-row products with k = 4d (X2W2, X̄2W2, X̄2X2ᵀ, X2dW2', dZ̄1W1ᵀ, dZ̄1G1ᵀ, G1dW1'ᵀ, dP1W2, dZ1W1ᵀ)
 // have only n/8 output tiles; they are split over k (splitk_mma) so that about 16 warp tasks run,
 // into partial buffers that are dead at that point, and the partials are summed in slice order by
@@ -172,9 +179,8 @@ struct Bufs {
 };
 
 // Places the buffers in priority order: into shared memory (sm) while the running total stays
-// within cap floats, else into global memory (gl). Returns the floats used in each. With sm = gl = 0
-// it only counts (the host's sizing).
-// sm and gl are the bases (null: only count); pointers stay derived from them, so that where d, b and
+// within cap floats, else into global memory (gl). Returns the floats used in each. With null bases
+// it only counts (the host's sizing). The pointers stay derived from the bases, so that where d, b and
 // cap are compile-time constants every buffer is a base plus a constant and the compiler knows which
 // are in shared memory.
 __host__ __device__ __forceinline__ void carve(Bufs& s, float* sm, float* gl, int d, int b,
@@ -211,8 +217,9 @@ __host__ __device__ __forceinline__ void carve(Bufs& s, float* sm, float* gl, in
 // One full mini-batch of the forward without the read-out: the commit
 // W1 −= τ_b Kᵀ(λ ⊙ G1), W2 −= τ_b X2ᵀ(λ ⊙ G2), b1, b2 likewise. Ends with a barrier.
 template <bool kSplit, int kD, int kB>
-__device__ __forceinline__ void advance(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, std::size_t rs,
-                        int blk, int t0, const RowFrag& gam, const RowFrag& bet, float* W1n, float* W2n) {
+__device__ __forceinline__ void advance(const MlpBwdParams& p, const Bufs& s, std::size_t seq0,
+                                        std::size_t rs, int blk, int t0, const RowFrag& gam,
+                                        const RowFrag& bet, float* W1n, float* W2n) {
   const int d = kD ? kD : p.d, b = kB ? kB : p.b, hd = 4 * d, ldd = d + 4, ldh = hd + 4;
   const int lw1 = kD ? hd : ldh, lw2 = kD ? d : ldd;  // the state's leading dims (see the kernel)
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -276,8 +283,9 @@ __device__ __forceinline__ void advance(const MlpBwdParams& p, const Bufs& s, st
 }
 
 template <bool kSplit, int kD, int kB>
-__device__ __forceinline__ void chunk(const MlpBwdParams& p, const Bufs& s, std::size_t seq0, std::size_t rs,
-                      int blk, int t0, int rows, const RowFrag& gam, const RowFrag& bet) {
+__device__ __forceinline__ void chunk(const MlpBwdParams& p, const Bufs& s, std::size_t seq0,
+                                      std::size_t rs, int blk, int t0, int rows, const RowFrag& gam,
+                                      const RowFrag& bet) {
   const int d = kD ? kD : p.d, b = kB ? kB : p.b, hd = 4 * d, ldd = d + 4, ldh = hd + 4, ldb = b + 4;
   const int m = kB ? kB : rows;  // the compile-time shapes run only where b divides T
   const int lw1 = kD ? hd : ldh, lw2 = kD ? d : ldd;  // the state's leading dims (see the kernel)
