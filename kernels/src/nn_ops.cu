@@ -61,7 +61,7 @@ __device__ __forceinline__ std::uint16_t bf16_bits(float x) {
 bool aligned8(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 8 == 0; }
 
 // convert_to_bf16 (gemm.hpp): one thread per group of 4 columns of a row, a 16-byte load and an 8-byte
-// store where the rows' alignment allows it (ld_src a multiple of 4, ld_dst of 8), element by element
+// store where the rows' alignment allows it (ld_src and ld_dst multiples of 4), element by element
 // otherwise and at a row's ragged end; 6 bytes of traffic per element.
 __global__ void convert_to_bf16_kernel(const float* __restrict__ src, int rows, int cols, long long ld_src,
                                        std::uint16_t* __restrict__ dst, long long ld_dst, bool vector_rows) {

@@ -182,9 +182,11 @@ struct Bufs {
 // within cap floats, else into global memory (gl). Returns the floats used in each. With null bases
 // it only counts (the host's sizing). The pointers stay derived from the bases, so that where d, b and
 // cap are compile-time constants every buffer is a base plus a constant and the compiler knows which
-// are in shared memory.
+// are in shared memory. states_in_place (the compile-time instance, which reads each state from its
+// checkpoint or slot): no W1, W2 of the block's own.
 __host__ __device__ __forceinline__ void carve(Bufs& s, float* sm, float* gl, int d, int b,
-                                               std::size_t cap, std::size_t& used_s, std::size_t& used_g) {
+                                               std::size_t cap, bool states_in_place, std::size_t& used_s,
+                                               std::size_t& used_g) {
   const std::size_t hd = 4 * std::size_t(d), ldd = d + 4, ldh = hd + 4, ldb = b + 4;
   used_s = used_g = 0;
   auto take = [&](float*& ptr, std::size_t n) {
@@ -208,8 +210,12 @@ __host__ __device__ __forceinline__ void carve(Bufs& s, float* sm, float* gl, in
   take(s.Zb2, bd), take(s.Xh, bd), take(s.dG2, bd), take(s.dQ, bd), take(s.dK, bd), take(s.T2, bd);
   take(s.Z1, bh), take(s.X2, bh), take(s.P1, bh), take(s.G1, bh), take(s.Zb1, bh);
   take(s.Xb2, bh), take(s.dZb1, bh), take(s.dX2, bh), take(s.dG1, bh), take(s.T1, bh);
-  take(s.W1, d * ldh);
-  take(s.W2, hd * ldd);
+  if (states_in_place) {
+    s.W1 = s.W2 = nullptr;
+  } else {
+    take(s.W1, d * ldh);
+    take(s.W2, hd * ldd);
+  }
   take(s.dW1, d * ldh);
   take(s.dW2, hd * ldd);
 }
@@ -549,7 +555,7 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_backward_kernel(MlpBwdParams 
   // With compile-time shapes the cap is one too (the host checks the device allows it), so the whole
   // layout is: every buffer a constant offset from smem or from the block's scratch.
   carve(s, smem, p.scratch ? p.scratch + std::size_t(blk) * p.global_floats : nullptr, d, b,
-        kD ? kFixedSmemCap : p.smem_cap, used_s, used_g);
+        kD ? kFixedSmemCap : p.smem_cap, kD != 0, used_s, used_g);
   const std::size_t rs = std::size_t(p.H) * d;
   const std::size_t seq0 = std::size_t(n) * p.T * rs + std::size_t(h) * d;
   const RowFrag gam = p.ln ? row_load(p.gamma + std::size_t(h) * d, d, lane) : RowFrag{};
@@ -576,7 +582,9 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_backward_kernel(MlpBwdParams 
     for (int grp = p.n_ck - 1; grp >= 0; --grp) {
       const int k0 = grp * p.group, k1 = min(n_mb, k0 + p.group);
       const std::size_t ck = std::size_t(blk) * p.n_ck + grp;
-      auto state = [&](int k) {  // W1, W2, b1, b2 of mini-batch k's state
+      // W1, W2, b1, b2 of mini-batch k's state. The checkpoint's are only read (chunk and advance
+      // read W1, W2; advance writes the next state's), hence the const_cast into Bufs' float*.
+      auto state = [&](int k) {
         struct S { float *W1, *W2; const float *b1, *b2; };
         if (k == k0)
           return S{const_cast<float*>(p.ckW1 + ck * dh), const_cast<float*>(p.ckW2 + ck * dh),
@@ -685,7 +693,7 @@ MlpBwdLayout mlp_bwd_layout(const TttDims& D, int group) {
   L.fixed = D.head_dim == 64 && D.mini_batch == 16 && D.seq_len % 16 == 0 && L.smem_cap >= kFixedSmemCap;
   if (L.fixed) L.smem_cap = kFixedSmemCap;
   Bufs s;
-  carve(s, nullptr, nullptr, D.head_dim, D.mini_batch, L.smem_cap, L.smem_floats, L.global_floats);
+  carve(s, nullptr, nullptr, D.head_dim, D.mini_batch, L.smem_cap, L.fixed, L.smem_floats, L.global_floats);
   std::size_t off = 0;
   auto take = [&](std::size_t n) {
     const std::size_t r = off;

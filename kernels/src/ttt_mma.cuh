@@ -194,31 +194,11 @@ __device__ __forceinline__ void strips(int m, int n, int k1, Operand A1, Operand
 
 }  // namespace mma_detail
 
-// The whole block computes  R = α₁·A₁B₁ (+ α₂·A₂B₂)  for R of m × n (A₁: m × k1, B₁: k1 × n; the
-// optional second product has k2 > 0) and hands every element to store(i, j, value); each element
-// exactly once, by one thread. Warps take tasks of 16 rows × 8·w columns in turn (w = 4, 2 or 1 n-tiles,
-// the widest that still gives every warp a task): the A fragment of a k-step is loaded and split once
-// for the w products. Partial tiles are zero-padded on load and masked on store. The operands must not
-// be written during the call; what store() writes must not be read by other threads before a barrier.
-// Two calls with the same (m, n) give every element to the same thread, so a store may read what the
-// previous call's store wrote at the same (i, j) without a barrier.
-template <bool SPLIT, class Store>
-__device__ __forceinline__ void block_mma(int m, int n, int k1, Operand A1, Operand B1, float a1,
-                                          int k2, Operand A2, Operand B2, float a2, Store store) {
-  const int nwarps = blockDim.x >> 5;
-  const int MT = (m + 15) >> 4, NT = (n + 7) >> 3;
-  if (MT * ((NT + 3) / 4) >= nwarps)
-    mma_detail::strips<SPLIT, 4>(m, n, k1, A1, B1, a1, k2, A2, B2, a2, store);
-  else if (MT * ((NT + 1) / 2) >= nwarps)
-    mma_detail::strips<SPLIT, 2>(m, n, k1, A1, B1, a1, k2, A2, B2, a2, store);
-  else
-    mma_detail::strips<SPLIT, 1>(m, n, k1, A1, B1, a1, k2, A2, B2, a2, store);
-}
-
 // block_mma for a destination that is read and written (an accumulation into memory that may be far
 // away, as global memory is): load(i, j) reads each element of a task before the task's products, so
 // the reads' latency overlaps the mma chains instead of following the last of them one element at a
-// time; then store(i, j, value, old). The same tasks, threads and order as block_mma.
+// time; then store(i, j, value, old). The same tasks, threads and order as block_mma (below), which is
+// this with nothing read first (NoPreload) and store(i, j, value).
 template <bool SPLIT, class Load, class Store>
 __device__ __forceinline__ void block_mma_rmw(int m, int n, int k1, Operand A1, Operand B1, float a1,
                                               int k2, Operand A2, Operand B2, float a2, Load load,
@@ -231,6 +211,20 @@ __device__ __forceinline__ void block_mma_rmw(int m, int n, int k1, Operand A1, 
     mma_detail::strips<SPLIT, 2>(m, n, k1, A1, B1, a1, k2, A2, B2, a2, store, load);
   else
     mma_detail::strips<SPLIT, 1>(m, n, k1, A1, B1, a1, k2, A2, B2, a2, store, load);
+}
+
+// The whole block computes  R = α₁·A₁B₁ (+ α₂·A₂B₂)  for R of m × n (A₁: m × k1, B₁: k1 × n; the
+// optional second product has k2 > 0) and hands every element to store(i, j, value); each element
+// exactly once, by one thread. Warps take tasks of 16 rows × 8·w columns in turn (w = 4, 2 or 1 n-tiles,
+// the widest that still gives every warp a task): the A fragment of a k-step is loaded and split once
+// for the w products. Partial tiles are zero-padded on load and masked on store. The operands must not
+// be written during the call; what store() writes must not be read by other threads before a barrier.
+// Two calls with the same (m, n) give every element to the same thread, so a store may read what the
+// previous call's store wrote at the same (i, j) without a barrier.
+template <bool SPLIT, class Store>
+__device__ __forceinline__ void block_mma(int m, int n, int k1, Operand A1, Operand B1, float a1,
+                                          int k2, Operand A2, Operand B2, float a2, Store store) {
+  block_mma_rmw<SPLIT>(m, n, k1, A1, B1, a1, k2, A2, B2, a2, mma_detail::NoPreload{}, store);
 }
 
 // One product only.
