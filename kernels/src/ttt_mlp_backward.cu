@@ -178,24 +178,30 @@ struct Bufs {
   float *W1, *W2, *dW1, *dW2;
 };
 
-// Places the buffers in priority order: into shared memory (sm) while the running total stays
-// within cap floats, else into global memory (gl). Returns the floats used in each. With null bases
-// it only counts (the host's sizing). The pointers stay derived from the bases, so that where d, b and
-// cap are compile-time constants every buffer is a base plus a constant and the compiler knows which
-// are in shared memory. states_in_place (the compile-time instance, which reads each state from its
-// checkpoint or slot): no W1, W2 of the block's own.
-__host__ __device__ __forceinline__ void carve(Bufs& s, float* sm, float* gl, int d, int b,
-                                               std::size_t cap, bool states_in_place, std::size_t& used_s,
-                                               std::size_t& used_g) {
+// Places the buffers in priority order: into shared memory (sm_at(offset) gives the pointer) while
+// the running total stays within cap floats, else into global memory (gl_at). Returns the floats used
+// in each; with NoMemory for both it only counts (the host's sizing, the static_assert below). Each
+// pointer is a base plus an offset with no test on the base, so that where d, b and cap are
+// compile-time constants every buffer is a base plus a constant and the compiler can see which are
+// in shared memory: a `base ? base + offset : nullptr` here made every shared-memory access of the
+// kernel a generic one (docs/KERNELS.md, issue #15's third step). states_in_place (the compile-time
+// instance, which reads each state from its checkpoint or slot): no W1, W2 of the block's own.
+struct NoMemory {
+  constexpr __host__ __device__ float* operator()(std::size_t) const { return nullptr; }
+};
+template <class SmAt, class GlAt>
+constexpr __host__ __device__ __forceinline__ void carve(Bufs& s, SmAt sm_at, GlAt gl_at, int d, int b,
+                                                         std::size_t cap, bool states_in_place,
+                                                         std::size_t& used_s, std::size_t& used_g) {
   const std::size_t hd = 4 * std::size_t(d), ldd = d + 4, ldh = hd + 4, ldb = b + 4;
   used_s = used_g = 0;
   auto take = [&](float*& ptr, std::size_t n) {
     n = (n + 3) & ~std::size_t(3);  // keep every buffer 16-byte aligned
     if (used_s + n <= cap) {
-      ptr = sm ? sm + used_s : nullptr;
+      ptr = sm_at(used_s);
       used_s += n;
     } else {
-      ptr = gl ? gl + used_g : nullptr;
+      ptr = gl_at(used_g);
       used_g += n;
     }
   };
@@ -220,6 +226,27 @@ __host__ __device__ __forceinline__ void carve(Bufs& s, float* sm, float* gl, in
   take(s.dW2, hd * ldd);
 }
 
+// The compile-time instance's layout: every per-mini-batch buffer in shared memory, the carry dW1, dW2
+// (and nothing else) in the block's scratch, which assume_global relies on.
+constexpr bool fixed_layout_keeps_only_the_carry_global(int d, int b) {
+  Bufs s{};
+  std::size_t used_s = 0, used_g = 0;
+  carve(s, NoMemory{}, NoMemory{}, d, b, kFixedSmemCap, true, used_s, used_g);
+  const std::size_t hd = 4 * std::size_t(d), carry = std::size_t(d) * (hd + 4) + hd * (d + 4);
+  return used_g == carry;  // both sizes are multiples of 4: no rounding
+}
+static_assert(fixed_layout_keeps_only_the_carry_global(64, 16),
+              "the compile-time instance needs every per-mini-batch buffer in shared memory");
+
+// Tells the compiler that these pointers are in global memory (in the compile-time instance: the
+// states, which are the checkpoint or a slot, and the carry; see the static_assert above), so that
+// their loads and stores are LDG/STG rather than generic ones (PTX of that instance: 880 generic
+// loads become global ones).
+template <class... P>
+__device__ __forceinline__ void assume_global(const P*... q) {
+  (__builtin_assume(__isGlobal(q)), ...);
+}
+
 // One full mini-batch of the forward without the read-out: the commit
 // W1 −= τ_b Kᵀ(λ ⊙ G1), W2 −= τ_b X2ᵀ(λ ⊙ G2), b1, b2 likewise. Ends with a barrier.
 template <bool kSplit, int kD, int kB>
@@ -229,6 +256,7 @@ __device__ __forceinline__ void advance(const MlpBwdParams& p, const Bufs& s, st
   const int d = kD ? kD : p.d, b = kB ? kB : p.b, hd = 4 * d, ldd = d + 4, ldh = hd + 4;
   const int lw1 = kD ? hd : ldh, lw2 = kD ? d : ldd;  // the state's leading dims (see the kernel)
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  if constexpr (kD != 0) assume_global(s.W1, s.W2, W1n, W2n);
   for (int i = tid; i < b * d; i += kThreads) {
     const int r = i / d, c = i % d;
     const std::size_t g = seq0 + std::size_t(t0 + r) * rs + c;
@@ -296,6 +324,7 @@ __device__ __forceinline__ void chunk(const MlpBwdParams& p, const Bufs& s, std:
   const int m = kB ? kB : rows;  // the compile-time shapes run only where b divides T
   const int lw1 = kD ? hd : ldh, lw2 = kD ? d : ldd;  // the state's leading dims (see the kernel)
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  if constexpr (kD != 0) assume_global(s.W1, s.W2, s.dW1, s.dW2);
   const bool full = m == b;
   const float one = p.bias ? 1.0f : 0.0f;
   const float tb = s.tau[b - 1];
@@ -554,8 +583,11 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_backward_kernel(MlpBwdParams 
   std::size_t used_s = 0, used_g = 0;
   // With compile-time shapes the cap is one too (the host checks the device allows it), so the whole
   // layout is: every buffer a constant offset from smem or from the block's scratch.
-  carve(s, smem, p.scratch ? p.scratch + std::size_t(blk) * p.global_floats : nullptr, d, b,
-        kD ? kFixedSmemCap : p.smem_cap, kD != 0, used_s, used_g);
+  float* const scratch = p.scratch ? p.scratch + std::size_t(blk) * p.global_floats : nullptr;
+  carve(
+      s, [&](std::size_t offset) { return smem + offset; },
+      [&](std::size_t offset) { return scratch + offset; },  // called only where scratch is set
+      d, b, kD ? kFixedSmemCap : p.smem_cap, kD != 0, used_s, used_g);
   const std::size_t rs = std::size_t(p.H) * d;
   const std::size_t seq0 = std::size_t(n) * p.T * rs + std::size_t(h) * d;
   const RowFrag gam = p.ln ? row_load(p.gamma + std::size_t(h) * d, d, lane) : RowFrag{};
@@ -693,7 +725,8 @@ MlpBwdLayout mlp_bwd_layout(const TttDims& D, int group) {
   L.fixed = D.head_dim == 64 && D.mini_batch == 16 && D.seq_len % 16 == 0 && L.smem_cap >= kFixedSmemCap;
   if (L.fixed) L.smem_cap = kFixedSmemCap;
   Bufs s;
-  carve(s, nullptr, nullptr, D.head_dim, D.mini_batch, L.smem_cap, L.fixed, L.smem_floats, L.global_floats);
+  carve(s, NoMemory{}, NoMemory{}, D.head_dim, D.mini_batch, L.smem_cap, L.fixed, L.smem_floats,
+        L.global_floats);
   std::size_t off = 0;
   auto take = [&](std::size_t n) {
     const std::size_t r = off;
