@@ -21,8 +21,10 @@
 // every shape, stride, loop bound, split-k count and buffer offset as a constant, reads the states
 // where they are (the checkpoint, then the slots the recomputation writes) instead of copying them
 // into W1, W2 every mini-batch, and reads the old values of its read-modify-writes of global memory
-// (the carry's updates, the recomputation's commits) before their products (block_mma_rmw). Each
-// step came from a source-level profile (docs/KERNELS.md).
+// (the carry's updates, the recomputation's commits) before their products (block_mma_rmw), and
+// reads its shared-memory buffers as shared memory: LDS, and ldmatrix for the operands that allow it
+// (the block_mma and splitk_mma calls pass kD != 0 as their LDSM argument). Each step came from a
+// source-level profile (docs/KERNELS.md).
 //
 // The 16-row products with k = 4d (X2W2, X̄2W2, X̄2X2ᵀ, X2dW2', dZ̄1W1ᵀ, dZ̄1G1ᵀ, G1dW1'ᵀ, dP1W2, dZ1W1ᵀ)
 // have only n/8 output tiles; they are split over k (splitk_mma) so that about 16 warp tasks run,
@@ -108,7 +110,7 @@ __device__ __forceinline__ int splitk_slices(int m, int n, int k, std::size_t ca
   return S;
 }
 
-template <bool kSplit>
+template <bool kSplit, bool kLdsm>
 __device__ __forceinline__ void splitk_mma(int m, int n, int S, int k1, Operand A1, Operand B1,
                                            float a1, int k2, Operand A2, Operand B2, float a2,
                                            float* part) {
@@ -125,7 +127,7 @@ __device__ __forceinline__ void splitk_mma(int m, int n, int S, int k1, Operand 
     if (l1 > 0) {
       const Operand A{A1.p + lo * A1.cs, A1.rs, A1.cs}, B{B1.p + lo * B1.rs, B1.rs, B1.cs};
       if (inside && l1 % 32 == 0)
-        mma_detail::strip_product<kSplit, 1, 4, false>(c1, m, n, l1, A, B, i0, j0, g, t);
+        mma_detail::strip_product<kSplit, 1, 4, false, kLdsm>(c1, m, n, l1, A, B, i0, j0, g, t);
       else
         mma_detail::strip_product<kSplit, 1, 4, true>(c1, m, n, l1, A, B, i0, j0, g, t);
     }
@@ -134,7 +136,7 @@ __device__ __forceinline__ void splitk_mma(int m, int n, int S, int k1, Operand 
       const int o = lo2 - k1;
       const Operand A{A2.p + o * A2.cs, A2.rs, A2.cs}, B{B2.p + o * B2.rs, B2.rs, B2.cs};
       if (inside && l2 % 32 == 0)
-        mma_detail::strip_product<kSplit, 1, 4, false>(c2, m, n, l2, A, B, i0, j0, g, t);
+        mma_detail::strip_product<kSplit, 1, 4, false, kLdsm>(c2, m, n, l2, A, B, i0, j0, g, t);
       else
         mma_detail::strip_product<kSplit, 1, 4, true>(c2, m, n, l2, A, B, i0, j0, g, t);
     }
@@ -152,10 +154,10 @@ __device__ __forceinline__ void splitk_mma(int m, int n, int S, int k1, Operand 
   }
 }
 
-template <bool kSplit>
+template <bool kSplit, bool kLdsm>
 __device__ __forceinline__ void splitk_mma(int m, int n, int S, int k, Operand A, Operand B,
                                            float alpha, float* part) {
-  splitk_mma<kSplit>(m, n, S, k, A, B, alpha, 0, A, B, 0.0f, part);
+  splitk_mma<kSplit, kLdsm>(m, n, S, k, A, B, alpha, 0, A, B, 0.0f, part);
 }
 
 // Σ over the S slices of element (i, j), in slice order.
@@ -266,14 +268,14 @@ __device__ __forceinline__ void advance(const MlpBwdParams& p, const Bufs& s, st
   }
   for (int i = tid; i < b; i += kThreads) s.lam[i] = p.lam[std::size_t(blk) * p.T + t0 + i];
   __syncthreads();
-  block_mma<kSplit>(b, hd, d, op(s.K, ldd), op(s.W1, lw1), 1.0f, [&](int i, int j, float v) {
+  block_mma<kSplit, kD != 0>(b, hd, d, op(s.K, ldd), op(s.W1, lw1), 1.0f, [&](int i, int j, float v) {
     const float z = v + s.b1[j];
     s.Z1[i * ldh + j] = z;
     s.X2[i * ldh + j] = gelu_tanh(z);
   });
   __syncthreads();
   const int Sz = splitk_slices(b, d, hd, std::size_t(b) * ldh);
-  splitk_mma<kSplit>(b, d, Sz, hd, op(s.X2, ldh), op(s.W2, lw2), 1.0f, s.T1);  // Z2 − b2, partials
+  splitk_mma<kSplit, kD != 0>(b, d, Sz, hd, op(s.X2, ldh), op(s.W2, lw2), 1.0f, s.T1);  // Z2 − b2, partials
   __syncthreads();
   for (int r = warp; r < b; r += kWarps) {
     for (int c = lane; c < d; c += 32) s.Z2[r * ldd + c] = psum(s.T1, Sz, b, d, r, c) + s.b2[c];
@@ -286,7 +288,7 @@ __device__ __forceinline__ void advance(const MlpBwdParams& p, const Bufs& s, st
     row_store(s.G2 + r * ldd, g, d, lane);  // λ ⊙ G2
   }
   __syncthreads();
-  block_mma<kSplit>(b, hd, d, op(s.G2, ldd), op_t(s.W2, lw2), 1.0f, [&](int i, int j, float v) {
+  block_mma<kSplit, kD != 0>(b, hd, d, op(s.G2, ldd), op_t(s.W2, lw2), 1.0f, [&](int i, int j, float v) {
     s.G1[i * ldh + j] = v * gelu_tanh_grad(s.Z1[i * ldh + j]);  // λ ⊙ G1
   });
   __syncthreads();
@@ -295,10 +297,10 @@ __device__ __forceinline__ void advance(const MlpBwdParams& p, const Bufs& s, st
   const float tb = s.tau[b - 1];
   const float* W1 = s.W1;
   const float* W2 = s.W2;
-  block_mma_rmw<kSplit>(d, hd, b, op_t(s.K, ldd), op(s.G1, ldh), 1.0f, 0, Operand{}, Operand{}, 0.0f,
+  block_mma_rmw<kSplit, kD != 0>(d, hd, b, op_t(s.K, ldd), op(s.G1, ldh), 1.0f, 0, Operand{}, Operand{}, 0.0f,
                         [&](int i, int j) { return W1[i * lw1 + j]; },
                         [&](int i, int j, float v, float old) { W1n[i * lw1 + j] = old - tb * v; });
-  block_mma_rmw<kSplit>(hd, d, b, op_t(s.X2, ldh), op(s.G2, ldd), 1.0f, 0, Operand{}, Operand{}, 0.0f,
+  block_mma_rmw<kSplit, kD != 0>(hd, d, b, op_t(s.X2, ldh), op(s.G2, ldd), 1.0f, 0, Operand{}, Operand{}, 0.0f,
                         [&](int i, int j) { return W2[i * lw2 + j]; },
                         [&](int i, int j, float v, float old) { W2n[i * lw2 + j] = old - tb * v; });
   if (p.bias) {
@@ -337,18 +339,18 @@ __device__ __forceinline__ void chunk(const MlpBwdParams& p, const Bufs& s, std:
   __syncthreads();
 
   // Z1 = K W1 + b1, X2 = gelu(Z1);  C1 = Q Kᵀ (raw).
-  block_mma<kSplit>(m, hd, d, op(s.K, ldd), op(s.W1, lw1), 1.0f, [&](int i, int j, float v) {
+  block_mma<kSplit, kD != 0>(m, hd, d, op(s.K, ldd), op(s.W1, lw1), 1.0f, [&](int i, int j, float v) {
     const float z = v + s.b1[j];
     s.Z1[i * ldh + j] = z;
     s.X2[i * ldh + j] = gelu_tanh(z);
   });
-  block_mma<kSplit>(m, m, d, op(s.Q, ldd), op_t(s.K, ldd), 1.0f,
+  block_mma<kSplit, kD != 0>(m, m, d, op(s.Q, ldd), op_t(s.K, ldd), 1.0f,
                     [&](int i, int j, float v) { s.C1[i * ldb + j] = v; });
   __syncthreads();
 
   // X2 W2 (split-k partials in T1);  C1 ← tril(C1 + 1), M1 = E ⊙ C1;  dK = 0.
   const int Sz2 = splitk_slices(m, d, hd, cap_h);
-  splitk_mma<kSplit>(m, d, Sz2, hd, op(s.X2, ldh), op(s.W2, lw2), 1.0f, s.T1);
+  splitk_mma<kSplit, kD != 0>(m, d, Sz2, hd, op(s.X2, ldh), op(s.W2, lw2), 1.0f, s.T1);
   for (int i = tid; i < m * m; i += kThreads) {
     const int r = i / m, j = i % m;
     const float cv = j <= r ? s.C1[r * ldb + j] + one : 0.0f;
@@ -368,14 +370,14 @@ __device__ __forceinline__ void chunk(const MlpBwdParams& p, const Bufs& s, std:
   __syncthreads();
 
   // P1 = G2 W2ᵀ,  G1 = P1 ⊙ gelu′(Z1).
-  block_mma<kSplit>(m, hd, d, op(s.G2, ldd), op_t(s.W2, lw2), 1.0f, [&](int i, int j, float v) {
+  block_mma<kSplit, kD != 0>(m, hd, d, op(s.G2, ldd), op_t(s.W2, lw2), 1.0f, [&](int i, int j, float v) {
     s.P1[i * ldh + j] = v;
     s.G1[i * ldh + j] = v * gelu_tanh_grad(s.Z1[i * ldh + j]);
   });
   __syncthreads();
 
   // Z̄1 = Q W1 + b1 − M1 G1,  X̄2 = gelu(Z̄1).
-  block_mma<kSplit>(m, hd, d, op(s.Q, ldd), op(s.W1, lw1), 1.0f, m, op(s.M1, ldb), op(s.G1, ldh),
+  block_mma<kSplit, kD != 0>(m, hd, d, op(s.Q, ldd), op(s.W1, lw1), 1.0f, m, op(s.M1, ldb), op(s.G1, ldh),
                     -1.0f, [&](int i, int j, float v) {
                       const float z = v + s.b1[j];
                       s.Zb1[i * ldh + j] = z;
@@ -385,8 +387,8 @@ __device__ __forceinline__ void chunk(const MlpBwdParams& p, const Bufs& s, std:
 
   // X̄2 X2ᵀ and X̄2 W2 as split-k partials (in dZb1 and dX2, both written later).
   const int Sc2 = splitk_slices(m, m, hd, cap_h), Szb2 = splitk_slices(m, d, hd, cap_h);
-  splitk_mma<kSplit>(m, m, Sc2, hd, op(s.Xb2, ldh), op_t(s.X2, ldh), 1.0f, s.dZb1);
-  splitk_mma<kSplit>(m, d, Szb2, hd, op(s.Xb2, ldh), op(s.W2, lw2), 1.0f, s.dX2);
+  splitk_mma<kSplit, kD != 0>(m, m, Sc2, hd, op(s.Xb2, ldh), op_t(s.X2, ldh), 1.0f, s.dZb1);
+  splitk_mma<kSplit, kD != 0>(m, d, Szb2, hd, op(s.Xb2, ldh), op(s.W2, lw2), 1.0f, s.dX2);
   __syncthreads();
 
   // C2 = tril(X̄2 X2ᵀ + 1), M2 = E ⊙ C2.
@@ -399,7 +401,7 @@ __device__ __forceinline__ void chunk(const MlpBwdParams& p, const Bufs& s, std:
   __syncthreads();
 
   // Z̄2 = X̄2 W2 + b2 − M2 G2.
-  block_mma<kSplit>(m, d, m, op(s.M2, ldb), op(s.G2, ldd), -1.0f, [&](int i, int j, float v) {
+  block_mma<kSplit, kD != 0>(m, d, m, op(s.M2, ldb), op(s.G2, ldd), -1.0f, [&](int i, int j, float v) {
     s.Zb2[i * ldd + j] = v + psum(s.dX2, Szb2, m, d, i, j) + s.b2[j];
   });
   __syncthreads();
@@ -410,12 +412,12 @@ __device__ __forceinline__ void chunk(const MlpBwdParams& p, const Bufs& s, std:
   __syncthreads();
 
   // dM2 = −dZ̄2 G2ᵀ;  (full) T2 = X2 dW2' (split-k partials in dG1, written later), T1 = K dW1'.
-  block_mma<kSplit>(m, m, d, op(s.Zb2, ldd), op_t(s.G2, ldd), -1.0f,
+  block_mma<kSplit, kD != 0>(m, m, d, op(s.Zb2, ldd), op_t(s.G2, ldd), -1.0f,
                     [&](int i, int j, float v) { s.dM[i * ldb + j] = v; });
   const int St2 = splitk_slices(m, d, hd, cap_h);
   if (full) {
-    splitk_mma<kSplit>(m, d, St2, hd, op(s.X2, ldh), op(s.dW2, ldd), 1.0f, s.dG1);
-    block_mma<kSplit>(m, hd, d, op(s.K, ldd), op(s.dW1, ldh), 1.0f,
+    splitk_mma<kSplit, kD != 0>(m, d, St2, hd, op(s.X2, ldh), op(s.dW2, ldd), 1.0f, s.dG1);
+    block_mma<kSplit, kD != 0>(m, hd, d, op(s.K, ldd), op(s.dW1, ldh), 1.0f,
                       [&](int i, int j, float v) { s.T1[i * ldh + j] = v; });
   }
   __syncthreads();
@@ -427,7 +429,7 @@ __device__ __forceinline__ void chunk(const MlpBwdParams& p, const Bufs& s, std:
     s.dE[r * ldb + j] = j <= r ? dm * s.C2[r * ldb + j] : 0.0f;
     s.dC[r * ldb + j] = j <= r ? dm * s.tau[r] * s.lam[j] : 0.0f;
   }
-  block_mma<kSplit>(m, d, m, op_t(s.M2, ldb), op(s.Zb2, ldd), -1.0f, [&](int i, int j, float v) {
+  block_mma<kSplit, kD != 0>(m, d, m, op_t(s.M2, ldb), op(s.Zb2, ldd), -1.0f, [&](int i, int j, float v) {
     if (full) v -= tb * s.lam[i] * (psum(s.dG1, St2, m, d, i, j) + (p.bias ? s.db2[j] : 0.0f));
     s.dG2[i * ldd + j] = v;
   });
@@ -448,14 +450,14 @@ __device__ __forceinline__ void chunk(const MlpBwdParams& p, const Bufs& s, std:
   __syncthreads();
 
   // dZ̄1 = (dZ̄2 W2ᵀ + dC2 X2) ⊙ gelu′(Z̄1);  dX2 = dC2ᵀ X̄2 [− e ⊙ (G2 dW2'ᵀ)].
-  block_mma<kSplit>(m, hd, d, op(s.Zb2, ldd), op_t(s.W2, lw2), 1.0f, m, op(s.dC, ldb), op(s.X2, ldh),
+  block_mma<kSplit, kD != 0>(m, hd, d, op(s.Zb2, ldd), op_t(s.W2, lw2), 1.0f, m, op(s.dC, ldb), op(s.X2, ldh),
                     1.0f, [&](int i, int j, float v) {
                       s.dZb1[i * ldh + j] = v * gelu_tanh_grad(s.Zb1[i * ldh + j]);
                     });
-  block_mma<kSplit>(m, hd, m, op_t(s.dC, ldb), op(s.Xb2, ldh), 1.0f,
+  block_mma<kSplit, kD != 0>(m, hd, m, op_t(s.dC, ldb), op(s.Xb2, ldh), 1.0f,
                     [&](int i, int j, float v) { s.dX2[i * ldh + j] = v; });
   if (full)  // same (m, n) as the call above: each element stays with its thread
-    block_mma<kSplit>(m, hd, d, op(s.G2, ldd), op_t(s.dW2, ldd), 1.0f,
+    block_mma<kSplit, kD != 0>(m, hd, d, op(s.G2, ldd), op_t(s.dW2, ldd), 1.0f,
                       [&](int i, int j, float v) { s.dX2[i * ldh + j] -= tb * s.lam[i] * v; });
   __syncthreads();
 
@@ -466,10 +468,10 @@ __device__ __forceinline__ void chunk(const MlpBwdParams& p, const Bufs& s, std:
   float* const pk = s.Zb1 + std::size_t(Sq) * m * d;
   const int Sm1 = splitk_slices(m, m, hd, cap_d);
   float* const pm1 = std::size_t(Sm1) * m * m <= cap_d ? s.T2 : s.dM;
-  splitk_mma<kSplit>(m, d, Sq, hd, op(s.dZb1, ldh), op_t(s.W1, lw1), 1.0f, pq);
-  if (full) splitk_mma<kSplit>(m, d, Sk, hd, op(s.G1, ldh), op_t(s.dW1, ldh), 1.0f, pk);
-  splitk_mma<kSplit>(m, m, Sm1, hd, op(s.dZb1, ldh), op_t(s.G1, ldh), -1.0f, pm1);
-  block_mma<kSplit>(m, hd, m, op_t(s.M1, ldb), op(s.dZb1, ldh), -1.0f, [&](int i, int j, float v) {
+  splitk_mma<kSplit, kD != 0>(m, d, Sq, hd, op(s.dZb1, ldh), op_t(s.W1, lw1), 1.0f, pq);
+  if (full) splitk_mma<kSplit, kD != 0>(m, d, Sk, hd, op(s.G1, ldh), op_t(s.dW1, ldh), 1.0f, pk);
+  splitk_mma<kSplit, kD != 0>(m, m, Sm1, hd, op(s.dZb1, ldh), op_t(s.G1, ldh), -1.0f, pm1);
+  block_mma<kSplit, kD != 0>(m, hd, m, op_t(s.M1, ldb), op(s.dZb1, ldh), -1.0f, [&](int i, int j, float v) {
     if (full) v -= tb * s.lam[i] * (s.T1[i * ldh + j] + (p.bias ? s.db1[j] : 0.0f));
     s.dG1[i * ldh + j] = v;
   });
@@ -497,12 +499,12 @@ __device__ __forceinline__ void chunk(const MlpBwdParams& p, const Bufs& s, std:
   __syncthreads();
 
   // dQ += dC1 K, dK += dC1ᵀ Q;  dG2 += dP1 W2;  dτ, dλ.
-  block_mma<kSplit>(m, d, m, op(s.dC, ldb), op(s.K, ldd), 1.0f,
+  block_mma<kSplit, kD != 0>(m, d, m, op(s.dC, ldb), op(s.K, ldd), 1.0f,
                     [&](int i, int j, float v) { s.dQ[i * ldd + j] += v; });
-  block_mma<kSplit>(m, d, m, op_t(s.dC, ldb), op(s.Q, ldd), 1.0f,
+  block_mma<kSplit, kD != 0>(m, d, m, op_t(s.dC, ldb), op(s.Q, ldd), 1.0f,
                     [&](int i, int j, float v) { s.dK[i * ldd + j] += v; });
   const int Sg2 = splitk_slices(m, d, hd, cap_h);
-  splitk_mma<kSplit>(m, d, Sg2, hd, op(s.dG1, ldh), op(s.W2, lw2), 1.0f, s.Zb1);  // dP1 W2, partials
+  splitk_mma<kSplit, kD != 0>(m, d, Sg2, hd, op(s.dG1, ldh), op(s.W2, lw2), 1.0f, s.Zb1);  // dP1 W2, partials
   for (int i = tid; i < m; i += kThreads) {
     float dt = 0.0f, dl = 0.0f;
     for (int j = 0; j <= i; ++j) dt += s.dE[i * ldb + j] * s.lam[j];
@@ -528,7 +530,7 @@ __device__ __forceinline__ void chunk(const MlpBwdParams& p, const Bufs& s, std:
   __syncthreads();
 
   // dZ1 += (dX2 + dZ2 W2ᵀ) ⊙ gelu′(Z1);  dγ, dβ of the loss LN;  the carry dW2, db2.
-  block_mma<kSplit>(m, hd, d, op(s.Xh, ldd), op_t(s.W2, lw2), 1.0f, [&](int i, int j, float v) {
+  block_mma<kSplit, kD != 0>(m, hd, d, op(s.Xh, ldd), op_t(s.W2, lw2), 1.0f, [&](int i, int j, float v) {
     s.T1[i * ldh + j] += (s.dX2[i * ldh + j] + v) * gelu_tanh_grad(s.Z1[i * ldh + j]);
   });
   if (p.ln)
@@ -538,10 +540,10 @@ __device__ __forceinline__ void chunk(const MlpBwdParams& p, const Bufs& s, std:
   // The carry's updates read its old values before their products (block_mma_rmw): at d = 64 the
   // carry is in global memory, and reading each value after the products put an L2 round trip per
   // element on the path.
-  block_mma_rmw<kSplit>(hd, d, m, op_t(s.Xb2, ldh), op(s.Zb2, ldd), 1.0f, m, op_t(s.X2, ldh),
+  block_mma_rmw<kSplit, kD != 0>(hd, d, m, op_t(s.Xb2, ldh), op(s.Zb2, ldd), 1.0f, m, op_t(s.X2, ldh),
                         op(s.Xh, ldd), 1.0f, [&](int i, int j) { return full ? s.dW2[i * ldd + j] : 0.0f; },
                         [&](int i, int j, float v, float old) { s.dW2[i * ldd + j] = old + v; });
-  block_mma_rmw<kSplit>(hd, d, m, op_t(s.dG1, ldh), op(s.G2, ldd), 1.0f, 0, Operand{}, Operand{}, 0.0f,
+  block_mma_rmw<kSplit, kD != 0>(hd, d, m, op_t(s.dG1, ldh), op(s.G2, ldd), 1.0f, 0, Operand{}, Operand{}, 0.0f,
                         [&](int i, int j) { return s.dW2[i * ldd + j]; },
                         [&](int i, int j, float v, float old) { s.dW2[i * ldd + j] = old + v; });
   block_carry_colsum(s.db2, s.Zb2, s.Xh, ldd, m, d, full, tid, kThreads);
@@ -549,8 +551,8 @@ __device__ __forceinline__ void chunk(const MlpBwdParams& p, const Bufs& s, std:
 
   // dZ1 W1ᵀ (split-k partials in Z̄1's buffer, summed at the copy-out);  the carry dW1, db1.
   const int Sk2 = splitk_slices(m, d, hd, cap_h);
-  splitk_mma<kSplit>(m, d, Sk2, hd, op(s.T1, ldh), op_t(s.W1, lw1), 1.0f, s.Zb1);
-  block_mma_rmw<kSplit>(d, hd, m, op_t(s.Q, ldd), op(s.dZb1, ldh), 1.0f, m, op_t(s.K, ldd),
+  splitk_mma<kSplit, kD != 0>(m, d, Sk2, hd, op(s.T1, ldh), op_t(s.W1, lw1), 1.0f, s.Zb1);
+  block_mma_rmw<kSplit, kD != 0>(d, hd, m, op_t(s.Q, ldd), op(s.dZb1, ldh), 1.0f, m, op_t(s.K, ldd),
                         op(s.T1, ldh), 1.0f, [&](int i, int j) { return full ? s.dW1[i * ldh + j] : 0.0f; },
                         [&](int i, int j, float v, float old) { s.dW1[i * ldh + j] = old + v; });
   block_carry_colsum(s.db1, s.dZb1, s.T1, ldh, m, hd, full, tid, kThreads);

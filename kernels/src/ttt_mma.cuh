@@ -75,16 +75,50 @@ __device__ __forceinline__ void tf32_parts(float x, uint32_t& hi, uint32_t& lo) 
 
 namespace mma_detail {
 
+// ldmatrix on 32-bit elements: an 8 × 8 matrix of 16-bit values is an 8 × 4 matrix of fp32 values, and
+// the fragment ldmatrix gives a thread, row lane/4 and 32-bit word lane%4, is the position (g, t) that
+// the tf32 mma's A and B fragments ask for. `row` is the shared-memory address of the row this lane
+// provides (16-byte aligned): lanes 8q..8q+7 the rows of matrix q.
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(row));
+}
+__device__ __forceinline__ void ldsm_x2(uint32_t (&r)[2], uint32_t row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(row));
+}
+
 // One warp task of block_mma: rows i0..i0+15, NTW n-tiles from column j0, one product over k. The
 // k-steps go round-robin to ACC accumulator sets, so that NTW·ACC independent mma chains are in flight.
 // CHECK: zero-pad rows, columns and k beyond the matrix (partial tiles); without it every index is
 // known to be inside and k is a multiple of 8·ACC.
-template <bool SPLIT, int NTW, int ACC, bool CHECK>
+// LDSM (only without CHECK; the caller promises A is in shared memory with 16-byte aligned rows, and
+// so is B wherever it is in shared memory): a row-major A (cs = 1) is read with one ldmatrix.x4 per
+// k-step instead of four scalar loads, and a B in shared memory with rs = 1 (a transposed operand)
+// with one ldmatrix per two n-tiles; fewer shared-memory instructions, the same values.
+template <bool SPLIT, int NTW, int ACC, bool CHECK, bool LDSM = false>
 __device__ __forceinline__ void strip_product(float (&c)[ACC][NTW][4], int m, int n, int k, Operand A,
                                               Operand B, int i0, int j0, int g, int t) {
   const int r0 = i0 + g, r1 = r0 + 8;
   const float* a0p = A.p + r0 * A.rs;
   const float* a1p = A.p + r1 * A.rs;
+  constexpr bool kLdsm = LDSM && !CHECK;
+  const bool a_ldsm = kLdsm && A.cs == 1;
+  const bool b_ldsm = kLdsm && B.rs == 1 && __isShared(B.p);
+  uint32_t a_row = 0, b_row = 0;
+  if (kLdsm) {
+    const int l = threadIdx.x & 31;
+    // A: matrices (rows i0.., k0), (rows i0+8.., k0), (rows i0.., k0+4), (rows i0+8.., k0+4): a0..a3.
+    if (a_ldsm)
+      a_row = static_cast<uint32_t>(
+          __cvta_generic_to_shared(A.p + (i0 + (l & 7) + (l & 8)) * A.rs + (l >> 4) * 4));
+    // B (element (k, j) at p[j·cs + k]): matrices (n-tile u, k0), (u, k0+4), (u+1, k0), (u+1, k0+4).
+    if (b_ldsm)
+      b_row = static_cast<uint32_t>(
+          __cvta_generic_to_shared(B.p + (j0 + 8 * (l >> 4) + (l & 7)) * B.cs + ((l >> 3) & 1) * 4));
+  }
   for (int kbase = 0; kbase < k; kbase += 8 * ACC) {
 #pragma unroll
     for (int s = 0; s < ACC; ++s) {
@@ -97,6 +131,13 @@ __device__ __forceinline__ void strip_product(float (&c)[ACC][NTW][4], int m, in
         x1 = r1 < m && ka < k ? a1p[ka * A.cs] : 0.0f;
         x2 = r0 < m && kb < k ? a0p[kb * A.cs] : 0.0f;
         x3 = r1 < m && kb < k ? a1p[kb * A.cs] : 0.0f;
+      } else if (a_ldsm) {
+        uint32_t r[4];
+        ldsm_x4(r, a_row + 4 * k0);
+        x0 = __uint_as_float(r[0]);
+        x1 = __uint_as_float(r[1]);
+        x2 = __uint_as_float(r[2]);
+        x3 = __uint_as_float(r[3]);
       } else {
         x0 = a0p[ka * A.cs];
         x1 = a1p[ka * A.cs];
@@ -110,6 +151,16 @@ __device__ __forceinline__ void strip_product(float (&c)[ACC][NTW][4], int m, in
       tf32_parts<SPLIT>(x3, ah[3], al[3]);
       const float* bap = B.p + ka * B.rs;
       const float* bbp = B.p + kb * B.rs;
+      uint32_t bm[NTW][2] = {};  // with b_ldsm: the B fragments of this k-step
+      if (b_ldsm) {
+#pragma unroll
+        for (int u = 0; u + 1 < NTW; u += 2) {
+          uint32_t r[4];
+          ldsm_x4(r, b_row + 4 * (8 * u * B.cs + k0));
+          bm[u][0] = r[0], bm[u][1] = r[1], bm[u + 1][0] = r[2], bm[u + 1][1] = r[3];
+        }
+        if constexpr (NTW % 2 == 1) ldsm_x2(bm[NTW - 1], b_row + 4 * (8 * (NTW - 1) * B.cs + k0));
+      }
 #pragma unroll
       for (int u = 0; u < NTW; ++u) {
         const int cb = j0 + 8 * u + g;
@@ -117,6 +168,9 @@ __device__ __forceinline__ void strip_product(float (&c)[ACC][NTW][4], int m, in
         if (CHECK) {
           y0 = ka < k && cb < n ? bap[cb * B.cs] : 0.0f;
           y1 = kb < k && cb < n ? bbp[cb * B.cs] : 0.0f;
+        } else if (b_ldsm) {
+          y0 = __uint_as_float(bm[u][0]);
+          y1 = __uint_as_float(bm[u][1]);
         } else {
           y0 = bap[cb * B.cs];
           y1 = bbp[cb * B.cs];
@@ -139,7 +193,7 @@ struct NoPreload {
   __device__ float operator()(int, int) const { return 0.0f; }
 };
 
-template <bool SPLIT, int NTW, class Store, class Load = NoPreload>
+template <bool SPLIT, int NTW, bool LDSM, class Store, class Load = NoPreload>
 __device__ __forceinline__ void strips(int m, int n, int k1, Operand A1, Operand B1, float a1, int k2,
                                        Operand A2, Operand B2, float a2, Store& store, Load load = {}) {
   constexpr bool kPreload = !std::is_same_v<Load, NoPreload>;
@@ -162,12 +216,12 @@ __device__ __forceinline__ void strips(int m, int n, int k1, Operand A1, Operand
         }
     }
     if (inside && k1 % (8 * ACC) == 0)
-      strip_product<SPLIT, NTW, ACC, false>(c1, m, n, k1, A1, B1, i0, j0, g, t);
+      strip_product<SPLIT, NTW, ACC, false, LDSM>(c1, m, n, k1, A1, B1, i0, j0, g, t);
     else
       strip_product<SPLIT, NTW, ACC, true>(c1, m, n, k1, A1, B1, i0, j0, g, t);
     if (k2 > 0) {
       if (inside && k2 % (8 * ACC) == 0)
-        strip_product<SPLIT, NTW, ACC, false>(c2, m, n, k2, A2, B2, i0, j0, g, t);
+        strip_product<SPLIT, NTW, ACC, false, LDSM>(c2, m, n, k2, A2, B2, i0, j0, g, t);
       else
         strip_product<SPLIT, NTW, ACC, true>(c2, m, n, k2, A2, B2, i0, j0, g, t);
     }
@@ -199,18 +253,19 @@ __device__ __forceinline__ void strips(int m, int n, int k1, Operand A1, Operand
 // the reads' latency overlaps the mma chains instead of following the last of them one element at a
 // time; then store(i, j, value, old). The same tasks, threads and order as block_mma (below), which is
 // this with nothing read first (NoPreload) and store(i, j, value).
-template <bool SPLIT, class Load, class Store>
+// LDSM: the operands may be read with ldmatrix (strip_product says when and what it requires).
+template <bool SPLIT, bool LDSM = false, class Load, class Store>
 __device__ __forceinline__ void block_mma_rmw(int m, int n, int k1, Operand A1, Operand B1, float a1,
                                               int k2, Operand A2, Operand B2, float a2, Load load,
                                               Store store) {
   const int nwarps = blockDim.x >> 5;
   const int MT = (m + 15) >> 4, NT = (n + 7) >> 3;
   if (MT * ((NT + 3) / 4) >= nwarps)
-    mma_detail::strips<SPLIT, 4>(m, n, k1, A1, B1, a1, k2, A2, B2, a2, store, load);
+    mma_detail::strips<SPLIT, 4, LDSM>(m, n, k1, A1, B1, a1, k2, A2, B2, a2, store, load);
   else if (MT * ((NT + 1) / 2) >= nwarps)
-    mma_detail::strips<SPLIT, 2>(m, n, k1, A1, B1, a1, k2, A2, B2, a2, store, load);
+    mma_detail::strips<SPLIT, 2, LDSM>(m, n, k1, A1, B1, a1, k2, A2, B2, a2, store, load);
   else
-    mma_detail::strips<SPLIT, 1>(m, n, k1, A1, B1, a1, k2, A2, B2, a2, store, load);
+    mma_detail::strips<SPLIT, 1, LDSM>(m, n, k1, A1, B1, a1, k2, A2, B2, a2, store, load);
 }
 
 // The whole block computes  R = α₁·A₁B₁ (+ α₂·A₂B₂)  for R of m × n (A₁: m × k1, B₁: k1 × n; the
@@ -221,17 +276,17 @@ __device__ __forceinline__ void block_mma_rmw(int m, int n, int k1, Operand A1, 
 // be written during the call; what store() writes must not be read by other threads before a barrier.
 // Two calls with the same (m, n) give every element to the same thread, so a store may read what the
 // previous call's store wrote at the same (i, j) without a barrier.
-template <bool SPLIT, class Store>
+template <bool SPLIT, bool LDSM = false, class Store>
 __device__ __forceinline__ void block_mma(int m, int n, int k1, Operand A1, Operand B1, float a1,
                                           int k2, Operand A2, Operand B2, float a2, Store store) {
-  block_mma_rmw<SPLIT>(m, n, k1, A1, B1, a1, k2, A2, B2, a2, mma_detail::NoPreload{}, store);
+  block_mma_rmw<SPLIT, LDSM>(m, n, k1, A1, B1, a1, k2, A2, B2, a2, mma_detail::NoPreload{}, store);
 }
 
 // One product only.
-template <bool SPLIT, class Store>
+template <bool SPLIT, bool LDSM = false, class Store>
 __device__ __forceinline__ void block_mma(int m, int n, int k, Operand A, Operand B, float alpha,
                                           Store store) {
-  block_mma<SPLIT>(m, n, k, A, B, alpha, 0, A, B, 0.0f, store);
+  block_mma<SPLIT, LDSM>(m, n, k, A, B, alpha, 0, A, B, 0.0f, store);
 }
 
 // ---- m16 register tiles: the TTT-Linear forward's and fused backward's design --------------------
