@@ -99,8 +99,8 @@ __device__ __forceinline__ void ldsm_x2(uint32_t (&r)[2], uint32_t row) {
 // k-step instead of four scalar loads, and a B in shared memory with rs = 1 (a transposed operand)
 // with one ldmatrix per two n-tiles; fewer shared-memory instructions, the same values.
 template <bool SPLIT, int NTW, int ACC, bool CHECK, bool LDSM = false>
-__device__ __forceinline__ void strip_product(float (&c)[ACC][NTW][4], int m, int n, int k, Operand A,
-                                              Operand B, int i0, int j0, int g, int t) {
+__device__ __forceinline__ void strip_product(float (&c)[ACC][NTW][4], int m, int n, int k,
+                                              Operand A, Operand B, int i0, int j0, int g, int t) {
   const int r0 = i0 + g, r1 = r0 + 8;
   const float* a0p = A.p + r0 * A.rs;
   const float* a1p = A.p + r1 * A.rs;
@@ -116,8 +116,8 @@ __device__ __forceinline__ void strip_product(float (&c)[ACC][NTW][4], int m, in
           __cvta_generic_to_shared(A.p + (i0 + (l & 7) + (l & 8)) * A.rs + (l >> 4) * 4));
     // B (element (k, j) at p[j·cs + k]): matrices (n-tile u, k0), (u, k0+4), (u+1, k0), (u+1, k0+4).
     if (b_ldsm)
-      b_row = static_cast<uint32_t>(
-          __cvta_generic_to_shared(B.p + (j0 + 8 * (l >> 4) + (l & 7)) * B.cs + ((l >> 3) & 1) * 4));
+      b_row = static_cast<uint32_t>(__cvta_generic_to_shared(
+          B.p + (j0 + 8 * (l >> 4) + (l & 7)) * B.cs + ((l >> 3) & 1) * 4));
   }
   for (int kbase = 0; kbase < k; kbase += 8 * ACC) {
 #pragma unroll
@@ -194,8 +194,9 @@ struct NoPreload {
 };
 
 template <bool SPLIT, int NTW, bool LDSM, class Store, class Load = NoPreload>
-__device__ __forceinline__ void strips(int m, int n, int k1, Operand A1, Operand B1, float a1, int k2,
-                                       Operand A2, Operand B2, float a2, Store& store, Load load = {}) {
+__device__ __forceinline__ void strips(int m, int n, int k1, Operand A1, Operand B1, float a1,
+                                       int k2, Operand A2, Operand B2, float a2, Store& store,
+                                       Load load = {}) {
   constexpr bool kPreload = !std::is_same_v<Load, NoPreload>;
   constexpr int ACC = 4 / NTW;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
@@ -255,9 +256,9 @@ __device__ __forceinline__ void strips(int m, int n, int k1, Operand A1, Operand
 // this with nothing read first (NoPreload) and store(i, j, value).
 // LDSM: the operands may be read with ldmatrix (strip_product says when and what it requires).
 template <bool SPLIT, bool LDSM = false, class Load, class Store>
-__device__ __forceinline__ void block_mma_rmw(int m, int n, int k1, Operand A1, Operand B1, float a1,
-                                              int k2, Operand A2, Operand B2, float a2, Load load,
-                                              Store store) {
+__device__ __forceinline__ void block_mma_rmw(int m, int n, int k1, Operand A1, Operand B1,
+                                              float a1, int k2, Operand A2, Operand B2, float a2,
+                                              Load load, Store store) {
   const int nwarps = blockDim.x >> 5;
   const int MT = (m + 15) >> 4, NT = (n + 7) >> 3;
   if (MT * ((NT + 3) / 4) >= nwarps)
