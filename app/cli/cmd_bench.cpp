@@ -237,6 +237,7 @@ struct BenchArgs {
   bool json = false;
   std::string device = "cpu";
   bool generation_only = false;
+  bool training_only = false;  // GPU: only the GEMM ceilings and the whole-model training rows
   int gpus = 0;  // > 0: the data-parallel scaling rows on 1 .. gpus GPUs instead of everything else
 };
 
@@ -473,7 +474,8 @@ void run_cuda(const BenchArgs& a, int device, const std::string& device_text) {
     run_cuda_scaling(a);
     return;
   }
-  const std::vector<GenRow> gen = run_cuda_generation(a, device);
+  const std::vector<GenRow> gen =
+      a.training_only ? std::vector<GenRow>{} : run_cuda_generation(a, device);
   if (a.generation_only && !a.json) {
     set_exit_code(0);
     return;
@@ -488,13 +490,16 @@ void run_cuda(const BenchArgs& a, int device, const std::string& device_text) {
     set_exit_code(0);
     return;
   }
-  if (!a.json) std::printf("\n");
-  const kernels::TttBenchReport rep = kernels::ttt_bench();
-  if (!a.json) std::printf("TTT inner-loop kernels\n%s\n", kernels::format_ttt_bench(rep).c_str());
-  out["copy_bandwidth_gbs"] = rep.copy_bandwidth_gbs;
-  Json karr = Json::array();
-  for (const auto& r : rep.rows) karr.push_back(kernel_json(r));
-  out["kernels"] = karr;
+  if (!a.training_only) {
+    if (!a.json) std::printf("\n");
+    const kernels::TttBenchReport rep = kernels::ttt_bench();
+    if (!a.json)
+      std::printf("TTT inner-loop kernels\n%s\n", kernels::format_ttt_bench(rep).c_str());
+    out["copy_bandwidth_gbs"] = rep.copy_bandwidth_gbs;
+    Json karr = Json::array();
+    for (const auto& r : rep.rows) karr.push_back(kernel_json(r));
+    out["kernels"] = karr;
+  }
 
   // The ceilings of the whole-model rows, measured in this run.
   const kernels::GemmRate tf32 = kernels::measure_gemm_rate(kernels::GemmPrecision::Tf32);
@@ -661,6 +666,10 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--device", a->device, "cpu, cuda, or auto (cuda when a GPU is present)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}))->capture_default_str();
   cmd->add_flag("--generation-only", a->generation_only, "Measure only the generation rows (bytes/s at batch 1)");
+  cmd->add_flag("--training-only", a->training_only,
+                "With --device cuda: only the whole-model training steps and the GEMM ceilings "
+                "they are measured against")
+      ->excludes("--generation-only");
   cmd->add_option("--gpus", a->gpus,
                   "With --device cuda: only the data-parallel scaling rows, on 1, 2, 4, ... and N GPUs (B 8 x T 2048 "
                   "per GPU, D768 L12), with the scaling efficiency against one GPU")

@@ -214,16 +214,44 @@ void Gemm::operator()(bool trans_a, bool trans_b, int M, int N, int K, float alp
 void Gemm::bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
                 const std::uint16_t* A16, int lda16, const float* B, int ldb, const std::uint16_t* B16, int ldb16,
                 float beta, float* C, int ldc) const {
+  require_bf16_engine();
+  if (K == 0 && M > 0 && N > 0) {  // C = beta·C: no operand is read (C stands in for them)
+    if (ldc < N || !C) throw std::invalid_argument("gemm (bf16): ldc < N, or C is null");
+    (*this)(trans_a, trans_b, M, N, 0, alpha, C, trans_a ? M : 1, C, trans_b ? 1 : N, beta, C, ldc);
+    return;
+  }
+  bf16_product(trans_a, trans_b, M, N, K, alpha, A, lda, A16, lda16, B, ldb, B16, ldb16, beta, C,
+               CUDA_R_32F, ldc);
+}
+
+void Gemm::bf16_out(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
+                    int lda, const std::uint16_t* A16, int lda16, const float* B, int ldb,
+                    const std::uint16_t* B16, int ldb16, std::uint16_t* C16, int ldc16) const {
+  require_bf16_engine();
+  if (K == 0 && M > 0 && N > 0) {  // C = 0 (bf16 zero is all-zero bits)
+    if (ldc16 < N || !C16) throw std::invalid_argument("gemm (bf16): ldc < N, or C is null");
+    TTTLAB_CUDA_CHECK(
+        cudaMemset2DAsync(C16, std::size_t(ldc16) * 2, 0, std::size_t(N) * 2, M, m_impl->stream));
+    return;
+  }
+  bf16_product(trans_a, trans_b, M, N, K, alpha, A, lda, A16, lda16, B, ldb, B16, ldb16, 0.f, C16,
+               CUDA_R_16BF, ldc16);
+}
+
+void Gemm::require_bf16_engine() const {
   if (m_impl->precision != GemmPrecision::Bf16 || m_impl->engine != GemmEngine::Cublas)
     throw std::logic_error("Gemm::bf16 needs a cuBLAS Gemm of Bf16 precision (this one: " + describe() + ")");
+}
+
+// The bf16 products: operands rounded here where no copy is given, C of type c_type (fp32 or bf16).
+void Gemm::bf16_product(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                        const float* A, int lda, const std::uint16_t* A16, int lda16,
+                        const float* B, int ldb, const std::uint16_t* B16, int ldb16, float beta,
+                        void* C, int c_type, int ldc) const {
   auto bad = [](const std::string& m) { throw std::invalid_argument("gemm (bf16): " + m); };
   if (M < 0 || N < 0 || K < 0) bad("M, N, K must be >= 0");
   if (M == 0 || N == 0) return;
   if (ldc < N || !C) bad("ldc < N, or C is null");
-  if (K == 0) {  // C = beta·C: no operand is read (C stands in for them)
-    (*this)(trans_a, trans_b, M, N, 0, alpha, C, trans_a ? M : 1, C, trans_b ? 1 : N, beta, C, ldc);
-    return;
-  }
   // Stored A is [M, K], or [K, M] when trans_a; B likewise.
   const int a_rows = trans_a ? K : M, a_cols = trans_a ? M : K;
   const int b_rows = trans_b ? N : K, b_cols = trans_b ? K : N;
@@ -243,8 +271,9 @@ void Gemm::bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, co
   }
   // Column-major view as in operator(): the operands swap places and keep their flags.
   const cublasStatus_t s = cublas_library().gemm_ex(
-      m_impl->handle, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B16,
-      CUDA_R_16BF, ldb16, A16, CUDA_R_16BF, lda16, &beta, C, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+      m_impl->handle, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, N,
+      M, K, &alpha, B16, CUDA_R_16BF, ldb16, A16, CUDA_R_16BF, lda16, &beta, C,
+      static_cast<cudaDataType>(c_type), ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   if (s != CUBLAS_STATUS_SUCCESS)
     throw std::runtime_error("cublasGemmEx (bf16) failed (" + status_text(s) + ") at M=" + std::to_string(M) +
                              " N=" + std::to_string(N) + " K=" + std::to_string(K));

@@ -16,6 +16,7 @@
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
+#include <utility>
 
 #include "cuda_check.hpp"
 #include "tttlab/kernels/attention.hpp"
@@ -137,20 +138,26 @@ struct CudaTrainBackend::Impl {
           *a_ffn = nullptr;
     float *u = nullptr, *XQ = nullptr, *XK = nullptr, *XV = nullptr, *lam = nullptr, *tau = nullptr, *O = nullptr,
           *Y = nullptr, *A = nullptr, *ckW = nullptr, *ckb = nullptr;
-    float* Yg = nullptr;  // Mamba TTT mixers: gelu(A) ⊙ Y, the o_proj input, kept for its weight gradient
+    // Y: the post-norm's output, the o_proj input of the Transformer backbone's TTT mixers. Yg: the Mamba
+    // backbone's gelu(A) ⊙ Y, its o_proj input, kept for the weight gradient (Y itself is not kept there).
+    float* Yg = nullptr;
     float *ckW2 = nullptr, *ckb2 = nullptr;  // TTT-MLP: the checkpoints of W2, b2 (ckW, ckb: W1, b1)
     float *Gt = nullptr, *Up = nullptr, *Hd = nullptr;  // SwiGLU gate and up pre-activations, hidden
+    // With bf16 products the pre-activations are the gate and up products' bf16 outputs (Gemm::bf16_out),
+    // and Gt, Up are not allocated: the SwiGLU reads them, and its backward, in bf16 only.
+    std::uint16_t *Gt16 = nullptr, *Up16 = nullptr;
   };
   std::vector<Block> blocks;
   float* h_final = nullptr;
   std::vector<std::unique_ptr<DeviceArray<float>>> storage;  // owns every activation buffer
+  std::vector<std::unique_ptr<DeviceArray<std::uint16_t>>> storage16;  // ... and every bf16 one
 
   // Shared temporaries.
-  float *hf = nullptr, *logits = nullptr, *losses = nullptr, *tmp = nullptr, *dh = nullptr, *da = nullptr,
-        *dx = nullptr, *dYg = nullptr, *dYpn = nullptr, *dA = nullptr, *dO = nullptr, *dXQ = nullptr,
-        *dXK = nullptr, *dXV = nullptr, *du = nullptr, *Ulr = nullptr, *dUlr = nullptr, *dlam = nullptr,
-        *dtau = nullptr, *db0_scratch = nullptr, *db2_scratch = nullptr, *dHd = nullptr, *dUp = nullptr, *ws = nullptr,
-        *rope_cos = nullptr, *rope_sin = nullptr;
+  float *hf = nullptr, *logits = nullptr, *losses = nullptr, *tmp = nullptr, *dh = nullptr,
+        *da = nullptr, *dx = nullptr, *dYg = nullptr, *dA = nullptr, *dO = nullptr, *dXQ = nullptr,
+        *dXK = nullptr, *dXV = nullptr, *du = nullptr, *Ulr = nullptr, *dUlr = nullptr,
+        *dlam = nullptr, *dtau = nullptr, *db0_scratch = nullptr, *db2_scratch = nullptr,
+        *dHd = nullptr, *dUp = nullptr, *ws = nullptr, *rope_cos = nullptr, *rope_sin = nullptr;
   DeviceArray<unsigned char> ttt_ws;
   DeviceArray<int> tokens, targets, emb_offsets, emb_rows;
   DeviceArray<double> norm_ws, norm_out;
@@ -167,8 +174,14 @@ struct CudaTrainBackend::Impl {
   // of the other mixers (a LayerNorm's or the attention's output) is rounded after it is written. A
   // backward's incoming gradient is rounded into dy16 once for its two products, except the SwiGLU's
   // two, which its backward writes in bf16. Everything else a product reads is rounded by the Gemm.
+  // The SwiGLU's own inputs are products' outputs stored in bf16 (Gemm::bf16_out): the gate and up
+  // pre-activations (Block::Gt16, Up16) and the hidden state's gradient (dHd16), the one place where
+  // activations are kept below fp32 (each is rounded once, as PyTorch's autocast stores a linear
+  // layer's output; the SwiGLU's outputs were already rounded for the products that read them).
   bool bf16 = false;
   DeviceArray<std::uint16_t> P16, shadow_store, dy16, dy16b;  // dy16b: the SwiGLU's second gradient
+  std::uint16_t* dHd16 =
+      nullptr;  // the SwiGLU hidden state's gradient, the down product's bf16 output
   std::unordered_map<const float*, std::uint16_t*> shadow16;  // fp32 activation → its shadow [R, cols]
   int rows = 0;  // R of the batch in flight
   int nseq = 0;
@@ -211,6 +224,10 @@ struct CudaTrainBackend::Impl {
   float* alloc(std::size_t n) {
     storage.push_back(std::make_unique<DeviceArray<float>>(std::max<std::size_t>(n, 1)));
     return storage.back()->get();
+  }
+  std::uint16_t* alloc16(std::size_t n) {
+    storage16.push_back(std::make_unique<DeviceArray<std::uint16_t>>(std::max<std::size_t>(n, 1)));
+    return storage16.back()->get();
   }
   float* p(const std::string& name) const { return P.get() + offset_of.at(name); }
   float* g(const std::string& name) const { return G.get() + offset_of.at(name); }
@@ -287,6 +304,13 @@ struct CudaTrainBackend::Impl {
   void linear(const float* x, const float* W, int in, int out, float* y) {
     mm(false, false, rows, out, in, x, in, W, out, y, out, false);
   }
+  // y16 [R, out] = bf16(x·W), with bf16 products only: for outputs whose readers take bf16 values.
+  void linear16(const float* x, const float* W, int in, int out, std::uint16_t* y16) {
+    begin(kGemm);
+    gemm->bf16_out(false, false, rows, out, in, 1.f, x, in, copy16(x), in, W, out, copy16(W), out,
+                   y16, out);
+    end();
+  }
   // dW [in, out] += xᵀ·dy;  dx [R, in] (+)= dy·Wᵀ (dx may be null)
   // dy16_given: dy already rounded to bf16 by its producer (dy itself may then be null).
   void linear_backward(const float* x, const float* W, const float* dy, int in, int out, float* dW, float* dxo,
@@ -334,9 +358,11 @@ struct CudaTrainBackend::Impl {
     a.workspace_bytes = ttt_ws_bytes;
   }
   void backward();
-  void ttt_backward(int i, const float* x, const float* dY, float* dxo);
+  // dY16: dY's bf16 copy (bf16 products: the RMSNorm backward that produced dY wrote it), else null.
+  void ttt_backward(int i, const float* x, const float* dY, const std::uint16_t* dY16, float* dxo);
   void attention_mixer_forward(int i, const float* x, float* out, bool train);
-  void attention_mixer_backward(int i, const float* x, const float* dY, float* dxo);
+  void attention_mixer_backward(int i, const float* x, const float* dY, const std::uint16_t* dY16,
+                                float* dxo);
   double loss_sum() const;
   void sync() const { TTTLAB_CUDA_CHECK(cudaStreamSynchronize(stream)); }
   // Every public call selects the backend's GPU first: a data-parallel job drives several backends
@@ -403,8 +429,12 @@ void CudaTrainBackend::Impl::allocate() {
     if (!attention) {
       k.lam = alloc(std::size_t(Bmax) * H * T);
       k.tau = alloc(b);
-      k.Y = alloc(RD);
-      if (mamba) k.Yg = alloc(RD);
+      // The post-norm's output Y: the o_proj input of the Transformer backbone. With the Mamba backbone
+      // the o_proj input is the gated Yg, and Y is never stored (gated_layer_norm_forward).
+      if (mamba)
+        k.Yg = alloc(RD);
+      else
+        k.Y = alloc(RD);
       // The inner state's size: W1 [d, d] and b1 [d] (TTT-Linear), or W1 [d, 4d], b1 [4d], W2 [4d, d],
       // b2 [d] (TTT-MLP).
       const std::size_t hw = ttt_mlp ? 4 * std::size_t(d) : d;
@@ -417,8 +447,13 @@ void CudaTrainBackend::Impl::allocate() {
     }
     k.h_mid2 = alloc(RD);
     k.a_ffn = alloc(RD);
-    k.Gt = alloc(RF);
-    k.Up = alloc(RF);
+    if (bf16) {
+      k.Gt16 = alloc16(RF);
+      k.Up16 = alloc16(RF);
+    } else {
+      k.Gt = alloc(RF);
+      k.Up = alloc(RF);
+    }
     k.Hd = alloc(RF);
     h = alloc(RD);  // h_out = the next block's h_in
   }
@@ -426,19 +461,24 @@ void CudaTrainBackend::Impl::allocate() {
   hf = alloc(RD);
   logits = alloc(R * V);
   losses = alloc(R);
-  for (float** t : {&tmp, &dh, &da, &dx, &dYg, &dYpn, &dA, &dO, &dXQ, &dXK, &dXV, &du}) *t = alloc(RD);
+  for (float** t : {&tmp, &dh, &da, &dx, &dYg, &dA, &dO, &dXQ, &dXK, &dXV, &du}) *t = alloc(RD);
   Ulr = alloc(R * H);
   dUlr = alloc(R * H);
   dlam = alloc(std::size_t(Bmax) * H * T);
   dtau = alloc(b);
   db0_scratch = alloc(std::size_t(H) * d * (ttt_mlp ? 4 : 1));
   db2_scratch = alloc(std::size_t(H) * d);
-  dHd = alloc(RF);
-  dUp = alloc(RF);
+  if (bf16) {
+    dHd16 = alloc16(RF);
+  } else {
+    dHd = alloc(RF);
+    dUp = alloc(RF);
+  }
   const int Ri = static_cast<int>(R);
-  const std::size_t ws_floats =
-      std::max({rms_norm_backward_workspace(Ri, std::max(D, F)), layer_norm_backward_workspace(Ri, D),
-                causal_conv_backward_workspace(Bmax, T, D, std::max(K, 1)), column_sum_workspace(Ri, H)});
+  const std::size_t ws_floats = std::max(
+      {rms_norm_backward_workspace(Ri, std::max(D, F)), gated_layer_norm_backward_workspace(Ri, D),
+       causal_conv_pair_backward_workspace(Bmax, T, D, std::max(K, 1)),
+       column_sum_workspace(Ri, H)});
   ws = alloc(ws_floats);
   // TTT-MLP: the forward's scratch (d = 128) and the backward's workspace share one buffer (the two
   // run one after the other on the stream).
@@ -575,8 +615,9 @@ void CudaTrainBackend::Impl::ttt_forward(int i, const float* x, float* out, bool
     // rotation runs inside the conv's pass.
     const ConvRope rope = qk_rope();
     linear(x, p(pre + "q_proj.weight"), D, D, k.u);
-    causal_conv_forward(k.u, p(pre + "conv_q.weight"), p(pre + "conv_q.bias"), nseq, T, D, K, k.XQ, st, &rope);
-    causal_conv_forward(k.u, p(pre + "conv_k.weight"), p(pre + "conv_k.bias"), nseq, T, D, K, k.XK, st, &rope);
+    causal_conv_pair_forward(k.u, p(pre + "conv_q.weight"), p(pre + "conv_q.bias"),
+                             p(pre + "conv_k.weight"), p(pre + "conv_k.bias"), nseq, T, D, K, k.XQ,
+                             k.XK, st, &rope);
   } else {
     linear(x, p(pre + "q_proj.weight"), D, D, k.XQ);
     linear(x, p(pre + "k_proj.weight"), D, D, k.XK);
@@ -637,16 +678,16 @@ void CudaTrainBackend::Impl::ttt_forward(int i, const float* x, float* out, bool
     end();
   }
   // Post-norm, gate, o_proj.
-  layer_norm_forward(k.O, p(pre + "post_norm.weight"), p(pre + "post_norm.bias"), rows, D, float(mc.ttt_ln_eps), k.Y, st);
-  const float* yg = k.Y;
+  const float eps = float(mc.ttt_ln_eps);
+  const float *gamma = p(pre + "post_norm.weight"), *beta = p(pre + "post_norm.bias");
+  const float* yg = mamba ? k.Yg : k.Y;
   if (mamba) {
+    // Yg = post_norm(O) ⊙ gelu(x·Wg) in one pass; the post-norm's output is not kept (the backward
+    // recomputes it). With bf16 products o_proj alone reads Yg: its shadow alone is written.
     linear(x, p(pre + "g_proj.weight"), D, D, k.A);
-    if (std::uint16_t* yg16 = shadow_of(k.Yg))  // o_proj alone reads it
-      gelu_gate_forward_bf16(k.A, k.Y, yg16, std::size_t(rows) * D, st);
-    else
-      gelu_gate_forward(k.A, k.Y, k.Yg, std::size_t(rows) * D, st);
-    yg = k.Yg;
+    gated_layer_norm_forward(k.O, gamma, beta, k.A, rows, D, eps, k.Yg, shadow_of(k.Yg), st);
   } else {
+    layer_norm_forward(k.O, gamma, beta, rows, D, eps, k.Y, st);
     refresh16(yg, D);  // the post-norm's output (fp32: a LayerNorm)
   }
   linear(yg, p(pre + "o_proj.weight"), D, D, out);
@@ -679,12 +720,15 @@ void CudaTrainBackend::Impl::forward(bool train, float grad_scale) {
     else
       ttt_forward(i, k.a_seq, dx, train);
     add_rms_norm_to(k.h_mid1, dx, p(pre + "ffn_norm.weight"), k.h_mid2, k.a_ffn);
-    linear(k.a_ffn, p(pre + "mlp.gate_proj.weight"), D, F, k.Gt);
-    linear(k.a_ffn, p(pre + "mlp.up_proj.weight"), D, F, k.Up);
-    if (bf16)
-      silu_mul_forward_bf16(k.Gt, k.Up, shadow_of(k.Hd), std::size_t(rows) * F, st);
-    else
+    if (bf16) {
+      linear16(k.a_ffn, p(pre + "mlp.gate_proj.weight"), D, F, k.Gt16);
+      linear16(k.a_ffn, p(pre + "mlp.up_proj.weight"), D, F, k.Up16);
+      silu_mul_forward_bf16(k.Gt16, k.Up16, shadow_of(k.Hd), std::size_t(rows) * F, st);
+    } else {
+      linear(k.a_ffn, p(pre + "mlp.gate_proj.weight"), D, F, k.Gt);
+      linear(k.a_ffn, p(pre + "mlp.up_proj.weight"), D, F, k.Up);
       silu_mul_forward(k.Gt, k.Up, k.Hd, std::size_t(rows) * F, st);
+    }
     linear(k.Hd, p(pre + "mlp.down_proj.weight"), F, D, dx);
     add_rms_norm_to(k.h_mid2, dx, next_norm.first, h_out, next_norm.second);
   }
@@ -694,25 +738,32 @@ void CudaTrainBackend::Impl::forward(bool train, float grad_scale) {
 }
 
 // TTTLayer::backward: dY = ∂L/∂out [R, D] → dxo = ∂L/∂x (overwritten), parameter gradients added.
-void CudaTrainBackend::Impl::ttt_backward(int i, const float* x, const float* dY, float* dxo) {
+void CudaTrainBackend::Impl::ttt_backward(int i, const float* x, const float* dY,
+                                          const std::uint16_t* dY16, float* dxo) {
   Block& k = blocks[i];
   const std::string pre = mixer(i);
   cudaStream_t st = stream;
-  const std::size_t RD = std::size_t(rows) * D;
-  TTTLAB_CUDA_CHECK(cudaMemsetAsync(dxo, 0, RD * sizeof(float), st));
+  // dxo gathers the input gradients of several products; the first one written overwrites it.
+  bool dxo_written = false;
+  auto into_dxo = [&dxo_written] { return std::exchange(dxo_written, true); };  // accumulate?
   // y = Yg·Wo
   const float* yg = mamba ? k.Yg : k.Y;
-  linear_backward(yg, p(pre + "o_proj.weight"), dY, D, D, g(pre + "o_proj.weight"), dYg, false);
-  // Yg = gelu(x·Wg) ⊙ Y
-  const float* dypn = dYg;
+  linear_backward(yg, p(pre + "o_proj.weight"), dY, D, D, g(pre + "o_proj.weight"), dYg, false,
+                  dY16);
+  // Yg = post_norm(O) ⊙ gelu(x·Wg) (Mamba backbone), or Y = post_norm(O)
+  const float eps = float(mc.ttt_ln_eps);
   if (mamba) {
-    gelu_gate_backward(k.A, k.Y, dYg, dYpn, dA, RD, st);
-    linear_backward(x, p(pre + "g_proj.weight"), dA, D, D, g(pre + "g_proj.weight"), dxo, true);
-    dypn = dYpn;
+    // With bf16 products dA is written only as its bf16 copy, for g_proj's two products.
+    std::uint16_t* dA16 = bf16 ? dy16.get() : nullptr;
+    gated_layer_norm_backward(k.O, p(pre + "post_norm.weight"), p(pre + "post_norm.bias"), k.A, dYg,
+                              rows, D, eps, dO, dA, g(pre + "post_norm.weight"),
+                              g(pre + "post_norm.bias"), ws, st, dA16);
+    linear_backward(x, p(pre + "g_proj.weight"), dA, D, D, g(pre + "g_proj.weight"), dxo,
+                    into_dxo(), dA16);
+  } else {
+    layer_norm_backward(k.O, p(pre + "post_norm.weight"), dYg, rows, D, eps, dO,
+                        g(pre + "post_norm.weight"), g(pre + "post_norm.bias"), ws, st);
   }
-  // Y = post_norm(O)
-  layer_norm_backward(k.O, p(pre + "post_norm.weight"), dypn, rows, D, float(mc.ttt_ln_eps), dO, g(pre + "post_norm.weight"),
-                      g(pre + "post_norm.bias"), ws, st);
   // The inner loop of every head.
   if (ttt_mlp) {
     TttMlpBackwardArgs a;
@@ -758,7 +809,8 @@ void CudaTrainBackend::Impl::ttt_backward(int i, const float* x, const float* dY
     eta_backward(k.lam, dlam, nseq, T, H, scale, dUlr, st);
     mm(true, false, H, D, rows, dUlr, H, x, D, g(pre + "learnable_ttt_lr_weight"), D, true);
     column_sum_add(dUlr, rows, H, g(pre + "learnable_ttt_lr_bias"), ws, st);
-    mm(false, false, rows, D, H, dUlr, H, p(pre + "learnable_ttt_lr_weight"), D, dxo, D, true);
+    mm(false, false, rows, D, H, dUlr, H, p(pre + "learnable_ttt_lr_weight"), D, dxo, D,
+       into_dxo());
   }
   // τ_i = max(1/i + δ_i, 0). With δ frozen (eta_token_index_learnable off) nothing is added, so dδ
   // stays at the zero the step starts from and AdamW never moves δ (layer.cpp does the same).
@@ -767,18 +819,24 @@ void CudaTrainBackend::Impl::ttt_backward(int i, const float* x, const float* dY
   // RoPE (inside the convs' passes with the Mamba backbone), convs and projections.
   if (mamba) {
     const ConvRope rope = qk_rope();
-    causal_conv_backward(k.u, p(pre + "conv_q.weight"), dXQ, nseq, T, D, K, du, false, g(pre + "conv_q.weight"),
-                         g(pre + "conv_q.bias"), ws, st, &rope);
-    causal_conv_backward(k.u, p(pre + "conv_k.weight"), dXK, nseq, T, D, K, du, true, g(pre + "conv_k.weight"),
-                         g(pre + "conv_k.bias"), ws, st, &rope);
-    linear_backward(x, p(pre + "q_proj.weight"), du, D, D, g(pre + "q_proj.weight"), dxo, true);
+    // With bf16 products du is written only as its bf16 copy, for q_proj's two products.
+    std::uint16_t* du16 = bf16 ? dy16.get() : nullptr;
+    causal_conv_pair_backward(k.u, p(pre + "conv_q.weight"), dXQ, p(pre + "conv_k.weight"), dXK,
+                              nseq, T, D, K, du, false, g(pre + "conv_q.weight"),
+                              g(pre + "conv_q.bias"), g(pre + "conv_k.weight"),
+                              g(pre + "conv_k.bias"), ws, st, &rope, du16);
+    linear_backward(x, p(pre + "q_proj.weight"), du, D, D, g(pre + "q_proj.weight"), dxo,
+                    into_dxo(), du16);
   } else {
     rope_rotate(dXQ, nseq, T, H, d, b, rope_cos, rope_sin, -1.f, st);
     rope_rotate(dXK, nseq, T, H, d, b, rope_cos, rope_sin, -1.f, st);
-    linear_backward(x, p(pre + "q_proj.weight"), dXQ, D, D, g(pre + "q_proj.weight"), dxo, true);
-    linear_backward(x, p(pre + "k_proj.weight"), dXK, D, D, g(pre + "k_proj.weight"), dxo, true);
+    linear_backward(x, p(pre + "q_proj.weight"), dXQ, D, D, g(pre + "q_proj.weight"), dxo,
+                    into_dxo());
+    linear_backward(x, p(pre + "k_proj.weight"), dXK, D, D, g(pre + "k_proj.weight"), dxo,
+                    into_dxo());
   }
-  linear_backward(x, p(pre + "v_proj.weight"), dXV, D, D, g(pre + "v_proj.weight"), dxo, true);
+  linear_backward(x, p(pre + "v_proj.weight"), dXV, D, D, g(pre + "v_proj.weight"), dxo,
+                  into_dxo());
 }
 
 // LinearAttentionLayer / SoftmaxAttentionLayer::forward_train (seq/attention_layers.cpp): x = a_seq
@@ -814,12 +872,14 @@ void CudaTrainBackend::Impl::attention_mixer_forward(int i, const float* x, floa
 
 // The layers' backward: dY = ∂L/∂out → dxo = ∂L/∂x (overwritten), the four projections' gradients
 // added (projections_backward in attention_layers.cpp).
-void CudaTrainBackend::Impl::attention_mixer_backward(int i, const float* x, const float* dY, float* dxo) {
+void CudaTrainBackend::Impl::attention_mixer_backward(int i, const float* x, const float* dY,
+                                                      const std::uint16_t* dY16, float* dxo) {
   Block& k = blocks[i];
   const std::string pre = mixer(i);
   cudaStream_t st = stream;
   // out = Z·Wo: dWo += Zᵀ·dY, dZ = dY·Woᵀ
-  linear_backward(k.O, p(pre + "o_proj.weight"), dY, D, D, g(pre + "o_proj.weight"), dO, false);
+  linear_backward(k.O, p(pre + "o_proj.weight"), dY, D, D, g(pre + "o_proj.weight"), dO, false,
+                  dY16);
   const bool soft = attn_kind == AttentionKind::Softmax;
   AttentionBackwardArgs a;
   a.dims = attn_dims();
@@ -857,35 +917,52 @@ void CudaTrainBackend::Impl::backward() {
   const std::uint16_t* dlogits16 = round_gradient16(dlogits, V);
   mm(true, false, V, D, rows, dlogits, V, hf, D, g(E), D, true, dlogits16, nullptr);
   mm(false, false, rows, D, V, dlogits, V, p(E), D, tmp, D, false, dlogits16, nullptr);
-  rms_norm_backward(h_final, p("model.norm.weight"), tmp, rows, D, eps, dh, false, g("model.norm.weight"), ws, st);
+  // With bf16 products, each RMSNorm backward whose dh feeds a product next (the down projection, o_proj)
+  // also writes dh's bf16 copy into dy16, for both of that product's GEMMs.
+  std::uint16_t* dh16 = bf16 ? dy16.get() : nullptr;
+  rms_norm_backward(h_final, p("model.norm.weight"), tmp, rows, D, eps, dh, false,
+                    g("model.norm.weight"), ws, st, dh16);
   for (int i = L; i-- > 0;) {
     Block& k = blocks[i];
     const std::string pre = layer(i);
     // h_out = h_mid2 + W_down(silu(a·W_gate) ⊙ a·W_up), a = RMSNorm_ffn(h_mid2)
-    linear_backward(k.Hd, p(pre + "mlp.down_proj.weight"), dh, F, D, g(pre + "mlp.down_proj.weight"), dHd, false);
-    if (bf16) {  // the two gradients only as the products' bf16 operands
-      silu_mul_backward_bf16(k.Gt, k.Up, dHd, dy16.get(), dy16b.get(), std::size_t(rows) * F, st);
+    const float* Wdown = p(pre + "mlp.down_proj.weight");
+    if (bf16) {  // the SwiGLU's gradients in bf16 only: dHd the down product's output, dG, dU its operands
+      mm(true, false, F, D, rows, k.Hd, F, dh, D, g(pre + "mlp.down_proj.weight"), D, true, nullptr,
+         dh16);
+      begin(kGemm);
+      gemm->bf16_out(false, true, rows, F, D, 1.f, dh, D, dh16, D, Wdown, D, copy16(Wdown), D,
+                     dHd16, F);
+      end();
+      silu_mul_backward_bf16(k.Gt16, k.Up16, dHd16, dy16.get(), dy16b.get(), std::size_t(rows) * F,
+                             st);
       linear_backward(k.a_ffn, p(pre + "mlp.gate_proj.weight"), nullptr, D, F, g(pre + "mlp.gate_proj.weight"), da,
                       false, dy16.get());
       linear_backward(k.a_ffn, p(pre + "mlp.up_proj.weight"), nullptr, D, F, g(pre + "mlp.up_proj.weight"), da, true,
                       dy16b.get());
     } else {
+      linear_backward(k.Hd, Wdown, dh, F, D, g(pre + "mlp.down_proj.weight"), dHd, false);
       silu_mul_backward(k.Gt, k.Up, dHd, dHd, dUp, std::size_t(rows) * F, st);
       linear_backward(k.a_ffn, p(pre + "mlp.gate_proj.weight"), dHd, D, F, g(pre + "mlp.gate_proj.weight"), da, false);
       linear_backward(k.a_ffn, p(pre + "mlp.up_proj.weight"), dUp, D, F, g(pre + "mlp.up_proj.weight"), da, true);
     }
-    rms_norm_backward(k.h_mid2, p(pre + "ffn_norm.weight"), da, rows, D, eps, dh, true, g(pre + "ffn_norm.weight"), ws, st);
+    rms_norm_backward(k.h_mid2, p(pre + "ffn_norm.weight"), da, rows, D, eps, dh, true,
+                      g(pre + "ffn_norm.weight"), ws, st, dh16);
     // h_mid2 = h_mid1 + mixer(RMSNorm_seq(h_mid1))
     if (attention)
-      attention_mixer_backward(i, k.a_seq, dh, da);
+      attention_mixer_backward(i, k.a_seq, dh, dh16, da);
     else
-      ttt_backward(i, k.a_seq, dh, da);
-    rms_norm_backward(k.h_mid1, p(pre + "seq_norm.weight"), da, rows, D, eps, dh, true, g(pre + "seq_norm.weight"), ws, st);
+      ttt_backward(i, k.a_seq, dh, dh16, da);
+    rms_norm_backward(
+        k.h_mid1, p(pre + "seq_norm.weight"), da, rows, D, eps, dh, true,
+        g(pre + "seq_norm.weight"), ws, st,
+        mamba ? nullptr : dh16);  // with the Mamba backbone the conv's backward reads it
     // h_mid1 = h_in + conv(RMSNorm_conv(h_in))
     if (mamba) {
       causal_conv_backward(k.a_conv, p(pre + "conv.conv.weight"), dh, nseq, T, D, K, da, false,
                            g(pre + "conv.conv.weight"), g(pre + "conv.conv.bias"), ws, st);
-      rms_norm_backward(k.h_in, p(pre + "conv.norm.weight"), da, rows, D, eps, dh, true, g(pre + "conv.norm.weight"), ws, st);
+      rms_norm_backward(k.h_in, p(pre + "conv.norm.weight"), da, rows, D, eps, dh, true,
+                        g(pre + "conv.norm.weight"), ws, st, dh16);
     }
   }
   embedding_backward(emb_offsets.get(), emb_rows.get(), V, D, dh, g(E), st);
@@ -962,6 +1039,7 @@ CudaTrainBackend::~CudaTrainBackend() {
     cudaSetDevice(m_impl->options.device);
     cudaStreamSynchronize(m_impl->stream);
     m_impl->storage.clear();
+    m_impl->storage16.clear();
     m_impl->gemm.reset();  // its cuBLAS handle is bound to the stream
     for (cudaEvent_t e : m_impl->events) cudaEventDestroy(e);
     cudaStreamDestroy(m_impl->stream);
@@ -980,6 +1058,7 @@ std::size_t CudaTrainBackend::device_bytes() const {
                   s.targets.bytes() + s.emb_offsets.bytes() + s.emb_rows.bytes() + s.norm_ws.bytes() +
                   s.attn_ws.bytes();
   for (const auto& a : s.storage) n += a->bytes();
+  for (const auto& a : s.storage16) n += a->bytes();
   return n;
 }
 

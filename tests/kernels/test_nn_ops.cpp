@@ -277,6 +277,94 @@ TEST_F(NnOps, LayerNormForwardBackward) {
   }
 }
 
+// The Mamba backbone's gated post-norm, out = LayerNorm(O) ⊙ gelu(A), forward and backward in one pass
+// each, against the CPU ops in fp64 (layer_norm_rows and its backward, gelu_tanh and its derivative),
+// on the vectorised rows (D a multiple of 128) and the general ones; the bf16 output is the fp32
+// output rounded, bit for bit. Tolerances as the LayerNorm's above.
+TEST_F(NnOps, GatedLayerNormForwardBackward) {
+  for (auto [R, D] : std::vector<std::pair<int, int>>{
+           {1, 2}, {9, 31}, {64, 128}, {257, 384}, {300, 768}, {130, 1024}}) {
+    SCOPED_TRACE("R=" + std::to_string(R) + " D=" + std::to_string(D) + " seed " +
+                 std::to_string(seed_));
+    const std::size_t n = std::size_t(R) * D;
+    auto a = randn(n, 3.0);
+    if (n > 8) a[0] = 80.f, a[1] = -80.f, a[2] = 0.f;  // saturated and zero gate pre-activations
+    const auto o = randn(n, 2.0, 0.5), gmm = randn(D, 0.3, 1.0), bta = randn(D, 0.3);
+    const auto dout = randn(n), dg0 = randn(D), db0 = randn(D);
+    const float eps = 1e-6f;
+    DeviceBuffer O(o), A(a), Gm(gmm), Bt(bta), dOut(dout), Out = poisoned(n), dO = poisoned(n),
+                                                           dA = poisoned(n);
+    DeviceBuffer dG(dg0), dB(db0), ws(gated_layer_norm_backward_workspace(R, D));
+    gated_layer_norm_forward(O.get(), Gm.get(), Bt.get(), A.get(), R, D, eps, Out.get(), nullptr,
+                             nullptr);
+    gated_layer_norm_backward(O.get(), Gm.get(), Bt.get(), A.get(), dOut.get(), R, D, eps, dO.get(),
+                              dA.get(), dG.get(), dB.get(), ws.get(), nullptr);
+    Mat<double> Yr, dOr;
+    const Mat<double> Od = to_mat(o, R, D), Ad = to_mat(a, R, D), dOutd = to_mat(dout, R, D);
+    const RowVec<double> Gd = to_mat(gmm, 1, D), Bd = to_mat(bta, 1, D);
+    RowVec<double> dGr = to_mat(dg0, 1, D), dBr = to_mat(db0, 1, D);
+    layer_norm_rows<double>(Od, Gd, Bd, eps, Yr);
+    Mat<double> outr(R, D), dYr(R, D), dAr(R, D);
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < D; ++c) {
+        const double x = Ad(r, c), g = dOutd(r, c);
+        outr(r, c) = Yr(r, c) * gelu_tanh(x);
+        dYr(r, c) = g * gelu_tanh(x);
+        dAr(r, c) = g * Yr(r, c) * gelu_tanh_grad(x);
+      }
+    layer_norm_rows_backward<double>(Od, Gd, eps, dYr, dOr, dGr, dBr);
+    EXPECT_CLOSE("gated forward", Out.download(), flat(outr), kTolSum);
+    EXPECT_CLOSE("gated dA", dA.download(), flat(dAr), kTolSum);
+    {
+      double terms = 0;  // max over rows of rstd·|dY ⊙ γ|, as for the LayerNorm's dX
+      for (int r = 0; r < R; ++r) {
+        const double mu = Od.row(r).mean();
+        const double rs = 1.0 / std::sqrt((Od.row(r).array() - mu).square().mean() + eps);
+        for (int c = 0; c < D; ++c) terms = std::max(terms, rs * std::abs(dYr(r, c) * gmm[c]));
+      }
+      const std::vector<float> got = dO.download();
+      const std::vector<double> ref = flat(dOr);
+      const ErrorStat e = compare(got, ref, terms);
+      worst_ = std::max(worst_, e.rel);
+      EXPECT_TRUE(within("gated dO (relative to the terms' size)", e, kTolSum, got, ref));
+    }
+    EXPECT_CLOSE("gated dgamma", dG.download(), flat(dGr), kTolSum);
+    EXPECT_CLOSE("gated dbeta", dB.download(), flat(dBr), kTolSum);
+    // The bf16 output: the fp32 output rounded.
+    std::uint16_t* buf = nullptr;
+    TTTLAB_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&buf), 2 * n * sizeof(std::uint16_t)));
+    gated_layer_norm_forward(O.get(), Gm.get(), Bt.get(), A.get(), R, D, eps, nullptr, buf,
+                             nullptr);
+    convert_to_bf16(Out.get(), R, D, D, buf + n, D, nullptr);
+    std::vector<std::uint16_t> got16(n), want16(n);
+    TTTLAB_CUDA_CHECK(
+        cudaMemcpy(got16.data(), buf, n * sizeof(std::uint16_t), cudaMemcpyDeviceToHost));
+    TTTLAB_CUDA_CHECK(
+        cudaMemcpy(want16.data(), buf + n, n * sizeof(std::uint16_t), cudaMemcpyDeviceToHost));
+    cudaFree(buf);
+    EXPECT_EQ(got16, want16) << "the bf16 output must be the fp32 output rounded";
+    // dA written only as bf16: dA rounded (the rest of the backward unchanged).
+    DeviceBuffer dO2 = poisoned(n), scratch = poisoned(n), dG2(dg0), dB2(db0);
+    TTTLAB_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&buf), 2 * n * sizeof(std::uint16_t)));
+    gated_layer_norm_backward(O.get(), Gm.get(), Bt.get(), A.get(), dOut.get(), R, D, eps,
+                              dO2.get(), scratch.get(), dG2.get(), dB2.get(), ws.get(), nullptr,
+                              buf);
+    convert_to_bf16(dA.get(), R, D, D, buf + n, D, nullptr);
+    TTTLAB_CUDA_CHECK(
+        cudaMemcpy(got16.data(), buf, n * sizeof(std::uint16_t), cudaMemcpyDeviceToHost));
+    TTTLAB_CUDA_CHECK(
+        cudaMemcpy(want16.data(), buf + n, n * sizeof(std::uint16_t), cudaMemcpyDeviceToHost));
+    cudaFree(buf);
+    EXPECT_EQ(got16, want16) << "dA16 must be dA rounded";
+    EXPECT_EQ(dO2.download(), dO.download()) << "dO with dA16";
+    EXPECT_EQ(dG2.download(), dG.download()) << "dgamma with dA16";
+  }
+  DeviceBuffer X(std::size_t(8)), W(std::size_t(4));
+  EXPECT_THROW(gated_layer_norm_forward(X.get(), W.get(), W.get(), X.get(), 2, 4, 1e-6f, X.get(),
+                                        nullptr, nullptr),
+               std::invalid_argument);
+}
+
 TEST_F(NnOps, CausalConvForwardBackward) {
   for (auto [B, T, C, K] : std::vector<std::array<int, 4>>{
            {1, 1, 1, 1}, {1, 3, 5, 4}, {2, 17, 33, 4}, {3, 64, 128, 4}, {2, 200, 64, 1}, {1, 40, 32, 16}, {4, 512, 384, 4},
@@ -359,6 +447,88 @@ TEST_F(NnOps, CausalConvWithRopeEqualsConvThenRope) {
                std::invalid_argument);
 }
 
+// The pair of convolutions of one input (the Mamba backbone's conv_q and conv_k) against two single
+// calls, each tested against the CPU above: bitwise equal, with and without RoPE, overwriting and
+// accumulating du, on the vectorised path (shorter backward tiles that cross sequence ends, a partial
+// last chunk) and the plain one (C not a multiple of 4, K ≠ 4, d = 6). The gradients come back unchanged.
+TEST_F(NnOps, CausalConvPairEqualsTwoSingleCalls) {
+  for (auto [B, T, H, d, K] : std::vector<std::array<int, 5>>{{2, 37, 3, 16, 4},
+                                                              {1, 300, 4, 64, 4},
+                                                              {4, 2, 1, 4, 4},
+                                                              {3, 21, 2, 8, 4},
+                                                              {2, 19, 3, 6, 4},
+                                                              {2, 23, 2, 8, 3}}) {
+    const int C = H * d, period = 5;
+    for (bool with_rope : {false, true})
+      for (bool acc : {false, true}) {
+        SCOPED_TRACE("B=" + std::to_string(B) + " T=" + std::to_string(T) + " C=" +
+                     std::to_string(C) + " K=" + std::to_string(K) + (with_rope ? " rope" : "") +
+                     (acc ? " accumulate" : "") + " seed " + std::to_string(seed_));
+        const std::size_t n = std::size_t(B) * T * C, nw = std::size_t(C) * K;
+        const auto u = randn(n), wa = randn(nw, 0.5), wb = randn(nw, 0.5), ba = randn(C, 0.1),
+                   bb = randn(C, 0.1);
+        const auto dya = randn(n), dyb = randn(n), du0 = randn(n);
+        const auto dwa0 = randn(nw), dwb0 = randn(nw), dba0 = randn(C), dbb0 = randn(C);
+        std::vector<float> ct(std::size_t(period) * d / 2), st(ct.size());
+        rope_tables(d, period, 1e4, ct.data(), st.data());
+        DeviceBuffer U(u), Wa(wa), Wb(wb), Ba(ba), Bb(bb), dYa(dya), dYb(dyb), Ct(ct), St(st);
+        const ConvRope rope_tables_{Ct.get(), St.get(), d, period};
+        const ConvRope* rope = with_rope ? &rope_tables_ : nullptr;
+        // Two single calls.
+        DeviceBuffer Ya = poisoned(n), Yb = poisoned(n), dU = acc ? DeviceBuffer(du0) : poisoned(n);
+        DeviceBuffer dWa(dwa0), dWb(dwb0), dBa(dba0), dBb(dbb0),
+            ws(causal_conv_backward_workspace(B, T, C, K));
+        causal_conv_forward(U.get(), Wa.get(), Ba.get(), B, T, C, K, Ya.get(), nullptr, rope);
+        causal_conv_forward(U.get(), Wb.get(), Bb.get(), B, T, C, K, Yb.get(), nullptr, rope);
+        causal_conv_backward(U.get(), Wa.get(), dYa.get(), B, T, C, K, dU.get(), acc, dWa.get(),
+                             dBa.get(), ws.get(), nullptr, rope);
+        causal_conv_backward(U.get(), Wb.get(), dYb.get(), B, T, C, K, dU.get(), true, dWb.get(),
+                             dBb.get(), ws.get(), nullptr, rope);
+        // The pair.
+        DeviceBuffer Ya2 = poisoned(n), Yb2 = poisoned(n),
+                     dU2 = acc ? DeviceBuffer(du0) : poisoned(n);
+        DeviceBuffer dWa2(dwa0), dWb2(dwb0), dBa2(dba0), dBb2(dbb0);
+        DeviceBuffer ws2(causal_conv_pair_backward_workspace(B, T, C, K));
+        causal_conv_pair_forward(U.get(), Wa.get(), Ba.get(), Wb.get(), Bb.get(), B, T, C, K,
+                                 Ya2.get(), Yb2.get(), nullptr, rope);
+        causal_conv_pair_backward(U.get(), Wa.get(), dYa.get(), Wb.get(), dYb.get(), B, T, C, K,
+                                  dU2.get(), acc, dWa2.get(), dBa2.get(), dWb2.get(), dBb2.get(),
+                                  ws2.get(), nullptr, rope);
+        EXPECT_EQ(Ya2.download(), Ya.download()) << "y_a";
+        EXPECT_EQ(Yb2.download(), Yb.download()) << "y_b";
+        EXPECT_EQ(dU2.download(), dU.download()) << "du";
+        EXPECT_EQ(dWa2.download(), dWa.download()) << "dw_a";
+        EXPECT_EQ(dBa2.download(), dBa.download()) << "dbias_a";
+        EXPECT_EQ(dWb2.download(), dWb.download()) << "dw_b";
+        EXPECT_EQ(dBb2.download(), dBb.download()) << "dbias_b";
+        EXPECT_EQ(dYa.download(), dya) << "the backward must leave dy_a unchanged";
+        EXPECT_EQ(dYb.download(), dyb) << "the backward must leave dy_b unchanged";
+        // du written only as bf16: du rounded.
+        DeviceBuffer dU3 = acc ? DeviceBuffer(du0) : poisoned(n), dWa3(dwa0), dWb3(dwb0),
+                     dBa3(dba0), dBb3(dbb0);
+        std::uint16_t* buf = nullptr;
+        TTTLAB_CUDA_CHECK(
+            cudaMalloc(reinterpret_cast<void**>(&buf), 2 * n * sizeof(std::uint16_t)));
+        causal_conv_pair_backward(U.get(), Wa.get(), dYa.get(), Wb.get(), dYb.get(), B, T, C, K,
+                                  dU3.get(), acc, dWa3.get(), dBa3.get(), dWb3.get(), dBb3.get(),
+                                  ws2.get(), nullptr, rope, buf);
+        convert_to_bf16(dU.get(), B * T, C, C, buf + n, C, nullptr);
+        std::vector<std::uint16_t> got16(n), want16(n);
+        TTTLAB_CUDA_CHECK(
+            cudaMemcpy(got16.data(), buf, n * sizeof(std::uint16_t), cudaMemcpyDeviceToHost));
+        TTTLAB_CUDA_CHECK(
+            cudaMemcpy(want16.data(), buf + n, n * sizeof(std::uint16_t), cudaMemcpyDeviceToHost));
+        cudaFree(buf);
+        EXPECT_EQ(got16, want16) << "du16 must be du rounded";
+        EXPECT_EQ(dWb3.download(), dWb.download()) << "dw_b with du16";
+      }
+  }
+  DeviceBuffer X(std::size_t(16)), Wt(std::size_t(16)), Bs(std::size_t(4));
+  EXPECT_THROW(causal_conv_pair_forward(X.get(), Wt.get(), Bs.get(), Wt.get(), Bs.get(), 1, 4, 4, 4,
+                                        X.get(), X.get(), nullptr),
+               std::invalid_argument);
+}
+
 TEST_F(NnOps, RopeForwardBackward) {
   for (auto [B, T, H, d, period] : std::vector<std::array<int, 5>>{
            {1, 1, 1, 2, 1}, {2, 17, 3, 16, 16}, {1, 100, 2, 64, 7}, {3, 64, 6, 64, 16}, {1, 40, 1, 128, 64}}) {
@@ -398,56 +568,79 @@ TEST_F(NnOps, Activations) {
     auto a = randn(n, 3.0), u = randn(n), dh = randn(n);
     if (n > 8) a[0] = 80.f, a[1] = -80.f, a[2] = 0.f;  // saturated and zero pre-activations
     DeviceBuffer A(a), U(u), dH(dh), Hd = poisoned(n), dG = poisoned(n), dU = poisoned(n);
-    DeviceBuffer Go = poisoned(n), dY = poisoned(n), dA = poisoned(n);
     silu_mul_forward(A.get(), U.get(), Hd.get(), n, nullptr);
     silu_mul_backward(A.get(), U.get(), dH.get(), dG.get(), dU.get(), n, nullptr);
-    gelu_gate_forward(A.get(), U.get(), Go.get(), n, nullptr);
-    gelu_gate_backward(A.get(), U.get(), dH.get(), dY.get(), dA.get(), n, nullptr);
-    std::vector<double> h(n), dg(n), du(n), go(n), dy(n), da(n);
+    std::vector<double> h(n), dg(n), du(n);
     for (std::size_t i = 0; i < n; ++i) {
       const double x = a[i], s = sigmoid(x);
       h[i] = x * s * u[i];
       du[i] = dh[i] * x * s;
       dg[i] = dh[i] * u[i] * s * (1 + x * (1 - s));
-      go[i] = gelu_tanh(x) * u[i];
-      dy[i] = dh[i] * gelu_tanh(x);
-      da[i] = dh[i] * u[i] * gelu_tanh_grad(x);
     }
     EXPECT_CLOSE("silu*up", Hd.download(), h, kTolElem);
     EXPECT_CLOSE("silu dG", dG.download(), dg, kTolElem);
     EXPECT_CLOSE("silu dU", dU.download(), du, kTolElem);
-    EXPECT_CLOSE("gelu gate", Go.download(), go, kTolElem);
-    EXPECT_CLOSE("gelu gate dY", dY.download(), dy, kTolElem);
-    EXPECT_CLOSE("gelu gate dA", dA.download(), da, kTolElem);
     // dG may alias dHidden (the backend does this).
     silu_mul_backward(A.get(), U.get(), dH.get(), dH.get(), dU.get(), n, nullptr);
     EXPECT_CLOSE("silu dG in place", dH.download(), dg, kTolElem);
   }
 }
 
-// The mixed-precision SwiGLU (silu_mul_*_bf16): bit for bit the fp32 op above followed by
-// convert_to_bf16, on the vector path (n a multiple of 4) and the element path (n odd, or an output
-// misaligned by one element), with saturated and zero pre-activations.
-TEST_F(NnOps, SwigluBf16OutputsAreTheRoundedFp32Outputs) {
+// The bf16 values of x (round to nearest even, as convert_to_bf16; no NaN or overflow in these
+// inputs), as bit patterns and widened back to float (exactly).
+std::uint16_t bf16_pattern(float x) {
+  std::uint32_t u;
+  std::memcpy(&u, &x, 4);
+  return static_cast<std::uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+float bf16_widened(std::uint16_t b) {
+  const std::uint32_t u = std::uint32_t(b) << 16;
+  float x;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+
+// The mixed-precision SwiGLU (silu_mul_*_bf16, bf16 in and out): bit for bit the fp32 op above on the
+// widened inputs followed by convert_to_bf16, on the vector path (n a multiple of 4) and the element
+// path (n odd, or arrays misaligned by one element), with saturated and zero pre-activations.
+TEST_F(NnOps, SwigluBf16IsTheFp32OpOnWidenedInputsRounded) {
   for (std::size_t n : {std::size_t(1), std::size_t(31), std::size_t(4096), std::size_t(1) << 20}) {
     for (int offset : {0, 1}) {
-      SCOPED_TRACE("n=" + std::to_string(n) + " output offset " + std::to_string(offset) + " seed " + std::to_string(seed_));
+      SCOPED_TRACE("n=" + std::to_string(n) + " offset " + std::to_string(offset) + " seed " +
+                   std::to_string(seed_));
       auto a = randn(n, 3.0), u = randn(n), dh = randn(n);
       if (n > 8) a[0] = 80.f, a[1] = -80.f, a[2] = 0.f;
+      // The inputs in bf16 (host patterns, offset by `offset` elements on the device) and widened.
+      std::vector<std::uint16_t> in16(3 * (n + 1), 0);
+      for (std::size_t i = 0; i < n; ++i) {
+        in16[offset + i] = bf16_pattern(a[i]);
+        in16[(n + 1) + offset + i] = bf16_pattern(u[i]);
+        in16[2 * (n + 1) + offset + i] = bf16_pattern(dh[i]);
+        a[i] = bf16_widened(in16[offset + i]);
+        u[i] = bf16_widened(in16[(n + 1) + offset + i]);
+        dh[i] = bf16_widened(in16[2 * (n + 1) + offset + i]);
+      }
       DeviceBuffer A(a), U(u), dH(dh), Hd = poisoned(n), dG = poisoned(n), dU = poisoned(n);
       silu_mul_forward(A.get(), U.get(), Hd.get(), n, nullptr);
       silu_mul_backward(A.get(), U.get(), dH.get(), dG.get(), dU.get(), n, nullptr);
-      // The bf16 outputs, and the fp32 outputs rounded by convert_to_bf16.
+      // The bf16 op's outputs, and the fp32 outputs rounded by convert_to_bf16.
       std::uint16_t* buf = nullptr;
-      TTTLAB_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&buf), 6 * (n + 1) * sizeof(std::uint16_t)));
-      std::uint16_t *h16 = buf + offset, *g16 = buf + (n + 1) + offset, *u16 = buf + 2 * (n + 1) + offset;
-      std::uint16_t *h_ref = buf + 3 * (n + 1), *g_ref = buf + 4 * (n + 1), *u_ref = buf + 5 * (n + 1);
-      silu_mul_forward_bf16(A.get(), U.get(), h16, n, nullptr);
-      silu_mul_backward_bf16(A.get(), U.get(), dH.get(), g16, u16, n, nullptr);
+      TTTLAB_CUDA_CHECK(
+          cudaMalloc(reinterpret_cast<void**>(&buf), 9 * (n + 1) * sizeof(std::uint16_t)));
+      TTTLAB_CUDA_CHECK(cudaMemcpy(buf + 6 * (n + 1), in16.data(),
+                                   in16.size() * sizeof(std::uint16_t), cudaMemcpyHostToDevice));
+      const std::uint16_t *a16 = buf + 6 * (n + 1) + offset, *u16 = buf + 7 * (n + 1) + offset,
+                          *dh16 = buf + 8 * (n + 1) + offset;
+      std::uint16_t *h16 = buf + offset, *g16 = buf + (n + 1) + offset,
+                    *v16 = buf + 2 * (n + 1) + offset;
+      std::uint16_t *h_ref = buf + 3 * (n + 1), *g_ref = buf + 4 * (n + 1),
+                    *v_ref = buf + 5 * (n + 1);
+      silu_mul_forward_bf16(a16, u16, h16, n, nullptr);
+      silu_mul_backward_bf16(a16, u16, dh16, g16, v16, n, nullptr);
       const int cols = static_cast<int>(n);
       convert_to_bf16(Hd.get(), 1, cols, cols, h_ref, cols, nullptr);
       convert_to_bf16(dG.get(), 1, cols, cols, g_ref, cols, nullptr);
-      convert_to_bf16(dU.get(), 1, cols, cols, u_ref, cols, nullptr);
+      convert_to_bf16(dU.get(), 1, cols, cols, v_ref, cols, nullptr);
       std::vector<std::uint16_t> host(6 * (n + 1));
       TTTLAB_CUDA_CHECK(cudaMemcpy(host.data(), buf, host.size() * sizeof(std::uint16_t), cudaMemcpyDeviceToHost));
       cudaFree(buf);
@@ -474,15 +667,16 @@ std::size_t count_differences(const std::vector<std::uint16_t>& a, const std::ve
   return d;
 }
 
-// The mixed-precision RMSNorms and Mamba gate (rms_norm_forward_bf16, add_rms_norm_forward_bf16,
-// gelu_gate_forward_bf16): bit for bit the fp32 op followed by convert_to_bf16, on the row kernel in
-// registers (D = 768) and the general one (D = 100); the fused add's sum S stays the fp32 op's.
-TEST_F(NnOps, NormAndGateBf16OutputsAreTheRoundedFp32Outputs) {
+// The mixed-precision RMSNorms (rms_norm_forward_bf16, add_rms_norm_forward_bf16, the backward's dX16):
+// bit for bit the fp32 op followed by convert_to_bf16, on the row kernel in registers (D = 768) and the general one
+// (D = 100); the fused add's sum S stays the fp32 op's. (The gated post-norm's bf16 output is tested
+// with it above.)
+TEST_F(NnOps, NormBf16OutputsAreTheRoundedFp32Outputs) {
   for (auto [R, D] : std::vector<std::array<int, 2>>{{1, 100}, {37, 100}, {300, 768}}) {
     SCOPED_TRACE("R=" + std::to_string(R) + " D=" + std::to_string(D) + " seed " + std::to_string(seed_));
     const std::size_t n = std::size_t(R) * D;
     const auto h = randn(n, 2.0), dx = randn(n), w = randn(D, 0.5, 1.0);
-    DeviceBuffer H(h), Dx(dx), W(w), Y = poisoned(n), S = poisoned(n), S2 = poisoned(n), G = poisoned(n);
+    DeviceBuffer H(h), Dx(dx), W(w), Y = poisoned(n), S = poisoned(n), S2 = poisoned(n);
     std::uint16_t* buf = nullptr;
     TTTLAB_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&buf), 2 * n * sizeof(std::uint16_t)));
     std::uint16_t *got = buf, *want = buf + n;
@@ -497,11 +691,20 @@ TEST_F(NnOps, NormAndGateBf16OutputsAreTheRoundedFp32Outputs) {
     convert_to_bf16(Y.get(), R, D, D, want, D, nullptr);
     EXPECT_EQ(count_differences(download16(got, n), download16(want, n)), 0u) << "add_rms_norm_forward_bf16";
     EXPECT_EQ(S.download(), S2.download()) << "the residual sum";
-    // gelu_gate_forward (A = h, Y = dx)
-    gelu_gate_forward(H.get(), Dx.get(), G.get(), n, nullptr);
-    gelu_gate_forward_bf16(H.get(), Dx.get(), got, n, nullptr);
-    convert_to_bf16(G.get(), R, D, D, want, D, nullptr);
-    EXPECT_EQ(count_differences(download16(got, n), download16(want, n)), 0u) << "gelu_gate_forward_bf16";
+    // rms_norm_backward's bf16 copy of dX (after accumulating into it)
+    for (bool acc : {false, true}) {
+      DeviceBuffer dX = acc ? DeviceBuffer(h) : poisoned(n),
+                   dX2 = acc ? DeviceBuffer(h) : poisoned(n);
+      DeviceBuffer dw(w), dw2(w), ws(rms_norm_backward_workspace(R, D));
+      rms_norm_backward(H.get(), W.get(), Dx.get(), R, D, 1e-6f, dX.get(), acc, dw.get(), ws.get(),
+                        nullptr);
+      rms_norm_backward(H.get(), W.get(), Dx.get(), R, D, 1e-6f, dX2.get(), acc, dw2.get(),
+                        ws.get(), nullptr, got);
+      convert_to_bf16(dX.get(), R, D, D, want, D, nullptr);
+      EXPECT_EQ(count_differences(download16(got, n), download16(want, n)), 0u)
+          << "rms_norm_backward dX16";
+      EXPECT_EQ(dX2.download(), dX.download()) << "dX with dX16";
+    }
     cudaFree(buf);
   }
   EXPECT_THROW(rms_norm_forward_bf16(nullptr, nullptr, 2, 8, 1e-6f, nullptr, nullptr), std::invalid_argument);
@@ -704,6 +907,71 @@ TEST_F(NnOps, GemmAllTransposesEnginesAndPrecisions) {
   }
   // bf16 is coarser than tf32: a bf16 product that matched tf32's error would not be rounding to bf16.
   EXPECT_GT(worst[2], worst[1]) << "the bf16 products are no less accurate than the tf32 ones";
+}
+
+// Gemm::bf16_out, the bf16 products written in bf16 (the SwiGLU's pre-activations and its hidden
+// state's gradient in mixed precision): against the fp64 product of the fp32 operands, with the bf16
+// products' tolerance above plus the output's own rounding (2^-9 relative), every transpose, padded
+// strides whose padding stays untouched, operands given as bf16 copies or rounded by the Gemm, K = 0.
+TEST_F(NnOps, GemmBf16OutIsTheBf16ProductRounded) {
+  const Gemm gemm(nullptr, GemmPrecision::Bf16);
+  if (gemm.engine() != GemmEngine::Cublas) GTEST_SKIP() << "cuBLAS not loaded: " << gemm.describe();
+  struct Shape {
+    int M, N, K;
+  };
+  for (const Shape& sh :
+       std::vector<Shape>{{1, 1, 1}, {37, 5, 129}, {300, 256, 66}, {2048, 384, 256}, {5, 6, 0}})
+    for (int t = 0; t < 4; ++t) {
+      const bool ta = t & 1, tb = t & 2;
+      const int M = sh.M, N = sh.N, K = sh.K;
+      SCOPED_TRACE("M=" + std::to_string(M) + " N=" + std::to_string(N) +
+                   " K=" + std::to_string(K) + (ta ? " A^T" : "") + (tb ? " B^T" : "") + " seed " +
+                   std::to_string(seed_));
+      const int lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 1, ldc = N + 2;
+      const auto a = randn(std::size_t(ta ? K : M) * lda), b = randn(std::size_t(tb ? N : K) * ldb);
+      std::vector<double> ref(std::size_t(M) * N, 0.0);
+      for (int i = 0; i < M; ++i)
+        for (int k = 0; k < K; ++k) {
+          const double av = ta ? a[std::size_t(k) * lda + i] : a[std::size_t(i) * lda + k];
+          for (int j = 0; j < N; ++j)
+            ref[std::size_t(i) * N + j] +=
+                0.5 * av * double(tb ? b[std::size_t(j) * ldb + k] : b[std::size_t(k) * ldb + j]);
+        }
+      DeviceBuffer A(a), Bm(b);
+      std::uint16_t *C16 = nullptr, *A16 = nullptr;
+      const std::size_t a_rows = ta ? K : M, c_elems = std::size_t(M) * ldc;
+      TTTLAB_CUDA_CHECK(
+          cudaMalloc(reinterpret_cast<void**>(&C16), std::max<std::size_t>(c_elems, 1) * 2));
+      TTTLAB_CUDA_CHECK(
+          cudaMalloc(reinterpret_cast<void**>(&A16), std::max<std::size_t>(a_rows * lda, 1) * 2));
+      if (K > 0) convert_to_bf16(A.get(), int(a_rows), ta ? M : K, lda, A16, lda, nullptr);
+      for (bool given : {false, true}) {
+        TTTLAB_CUDA_CHECK(
+            cudaMemset(C16, 0xFF, std::max<std::size_t>(c_elems, 1) * 2));  // NaN patterns
+        gemm.bf16_out(ta, tb, M, N, K, 0.5f, A.get(), lda, given ? A16 : nullptr, lda, Bm.get(),
+                      ldb, nullptr, 0, C16, ldc);
+        std::vector<std::uint16_t> c(c_elems);
+        TTTLAB_CUDA_CHECK(cudaMemcpy(c.data(), C16, c_elems * 2, cudaMemcpyDeviceToHost));
+        std::vector<float> got(std::size_t(M) * N);
+        std::size_t padding_written = 0;
+        for (int i = 0; i < M; ++i)
+          for (int j = 0; j < ldc; ++j) {
+            const std::uint16_t v = c[std::size_t(i) * ldc + j];
+            if (j >= N)
+              padding_written += v != 0xFFFF;
+            else
+              got[std::size_t(i) * N + j] = bf16_widened(v);
+          }
+        EXPECT_EQ(padding_written, 0u) << "bf16_out wrote outside its N columns";
+        EXPECT_CLOSE((given ? "bf16_out, A given in bf16" : "bf16_out"), got, ref, 2e-2);
+      }
+      cudaFree(C16);
+      cudaFree(A16);
+    }
+  EXPECT_THROW(Gemm(nullptr, GemmPrecision::Tf32)
+                   .bf16_out(false, false, 1, 1, 1, 1.f, nullptr, 1, nullptr, 1, nullptr, 1,
+                             nullptr, 1, nullptr, 1),
+               std::logic_error);
 }
 
 // fp32 → bf16 of the host, bit for bit: round to nearest, ties to even, on the bit pattern.

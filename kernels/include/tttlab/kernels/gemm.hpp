@@ -65,6 +65,13 @@ class Gemm {
   void bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
             const std::uint16_t* A16, int lda16, const float* B, int ldb, const std::uint16_t* B16, int ldb16,
             float beta, float* C, int ldc) const;
+  // The same product written in bf16: C16 [M, N] (row stride ldc16) = bf16(alpha · op(A)·op(B)), the
+  // fp32 accumulator rounded once (to nearest even) as it is stored, C16 overwritten. For products
+  // whose readers take bf16 values (the SwiGLU's pre-activations and its hidden state's gradient):
+  // half the bytes written, and read back, of an fp32 C.
+  void bf16_out(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
+                int lda, const std::uint16_t* A16, int lda16, const float* B, int ldb,
+                const std::uint16_t* B16, int ldb16, std::uint16_t* C16, int ldc16) const;
 
   GemmEngine engine() const;
   GemmPrecision precision() const;
@@ -72,6 +79,12 @@ class Gemm {
   std::string describe() const;
 
  private:
+  // bf16 and bf16_out: c_type is the cudaDataType of C (CUDA_R_32F or CUDA_R_16BF).
+  void bf16_product(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
+                    int lda, const std::uint16_t* A16, int lda16, const float* B, int ldb,
+                    const std::uint16_t* B16, int ldb16, float beta, void* C, int c_type,
+                    int ldc) const;
+  void require_bf16_engine() const;  // std::logic_error unless Bf16 precision on cuBLAS
   struct Impl;
   std::unique_ptr<Impl> m_impl;
 };

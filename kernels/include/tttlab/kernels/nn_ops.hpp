@@ -58,8 +58,11 @@ void add_rms_norm_forward_bf16(const float* H, const float* Dx, const float* w, 
                                std::uint16_t* Y16, CUstream_st* stream);
 // dX (= or += with accumulate) and dw += Σ_r dY ⊙ x·r.
 std::size_t rms_norm_backward_workspace(int R, int D);
-void rms_norm_backward(const float* X, const float* w, const float* dY, int R, int D, float eps, float* dX,
-                       bool accumulate, float* dw, float* workspace, CUstream_st* stream);
+// dX16, when not null, also receives bf16(dX) (the final dX, after the accumulation): the rounded
+// copy that mixed precision's products read (as convert_to_bf16 of dX would give, in the same pass).
+void rms_norm_backward(const float* X, const float* w, const float* dY, int R, int D, float eps,
+                       float* dX, bool accumulate, float* dw, float* workspace, CUstream_st* stream,
+                       std::uint16_t* dX16 = nullptr);
 // Y = (X − μ)/σ ⊙ γ + β per row, σ = √(var + ε) (the TTT layer's post-norm).
 void layer_norm_forward(const float* X, const float* gamma, const float* beta, int R, int D, float eps,
                         float* Y, CUstream_st* stream);
@@ -67,6 +70,22 @@ void layer_norm_forward(const float* X, const float* gamma, const float* beta, i
 std::size_t layer_norm_backward_workspace(int R, int D);
 void layer_norm_backward(const float* X, const float* gamma, const float* dY, int R, int D, float eps,
                          float* dX, float* dgamma, float* dbeta, float* workspace, CUstream_st* stream);
+// The gated post-norm of the TTT layers with the Mamba backbone, out = LayerNorm(O) ⊙ gelu(A) (tanh
+// GELU, nn/activations.hpp; the CPU's TTTLayer runs the LayerNorm, then nn/gelu_gate.hpp), in one pass
+// that never stores the LayerNorm's output: O, A, out [R, D]; γ, β [D]. out16, when not null, receives bf16(out) instead of out (which
+// may then be null). Results equal the two separate ops' up to rounding.
+void gated_layer_norm_forward(const float* O, const float* gamma, const float* beta, const float* A,
+                              int R, int D, float eps, float* out, std::uint16_t* out16,
+                              CUstream_st* stream);
+// Its backward from dOut [R, D], recomputing the LayerNorm's output Y from O: dA = dOut ⊙ Y ⊙ gelu′(A),
+// and with dY = dOut ⊙ gelu(A): dO = layer_norm_backward's dX, dγ += Σ_r dY ⊙ x̂, dβ += Σ_r dY. dO and
+// dA are overwritten. dA16, when not null, receives bf16(dA) instead (mixed precision: g_proj's two
+// products are dA's only readers), and dA's contents are then unspecified (scratch).
+std::size_t gated_layer_norm_backward_workspace(int R, int D);
+void gated_layer_norm_backward(const float* O, const float* gamma, const float* beta,
+                               const float* A, const float* dOut, int R, int D, float eps,
+                               float* dO, float* dA, float* dgamma, float* dbeta, float* workspace,
+                               CUstream_st* stream, std::uint16_t* dA16 = nullptr);
 
 // ---- depthwise causal convolution (nn/causal_conv.hpp) -------------------------------------------
 // Optionally with RoPE fused in (the Mamba backbone's Q and K views, conv then RoPE): the C = H·d
@@ -90,6 +109,24 @@ std::size_t causal_conv_backward_workspace(int B, int T, int C, int K);
 void causal_conv_backward(const float* u, const float* w, const float* dy, int B, int T, int C, int K,
                           float* du, bool accumulate, float* dw, float* dbias, float* workspace,
                           CUstream_st* stream, const ConvRope* rope = nullptr);
+// Two convolutions a, b of one input u (the Mamba backbone's Q and K views: conv_q and conv_k of
+// q_proj's output), in one pass: the forward reads u once for y_a and y_b, the backward reads u once
+// and writes du once, du (= or +=) conv_aᵀ(dy_a) + conv_bᵀ(dy_b), with each weight's gradient added
+// as above. Results are bitwise those of the two single calls (forward a then b; backward a with
+// `accumulate`, then b accumulating), which is how shapes the vectorised kernels don't take run.
+// The workspace holds both convolutions' partial sums. du16, when not null, receives bf16(du) instead
+// (mixed precision: q_proj's two products are du's only readers); du is then read (with accumulate)
+// but its contents afterwards are unspecified (scratch).
+void causal_conv_pair_forward(const float* u, const float* w_a, const float* bias_a,
+                              const float* w_b, const float* bias_b, int B, int T, int C, int K,
+                              float* y_a, float* y_b, CUstream_st* stream,
+                              const ConvRope* rope = nullptr);
+std::size_t causal_conv_pair_backward_workspace(int B, int T, int C, int K);
+void causal_conv_pair_backward(const float* u, const float* w_a, const float* dy_a,
+                               const float* w_b, const float* dy_b, int B, int T, int C, int K,
+                               float* du, bool accumulate, float* dw_a, float* dbias_a, float* dw_b,
+                               float* dbias_b, float* workspace, CUstream_st* stream,
+                               const ConvRope* rope = nullptr, std::uint16_t* du16 = nullptr);
 
 // ---- RoPE (nn/rope.hpp), positions t mod b -------------------------------------------------------
 // In place on X [B·T, H·d]: each interleaved pair (2m, 2m+1) of every head of row n·T + t is rotated
@@ -102,25 +139,21 @@ void rope_rotate(float* X, int B, int T, int H, int d, int period, const float* 
 // Host helper: the tables above for head dim d (even), `period` positions, base theta.
 void rope_tables(int d, int period, double theta, float* cos_host, float* sin_host);
 
-// ---- activations (nn/swiglu.hpp, the TTT layer's gate) --------------------------------------------
+// ---- activations (nn/swiglu.hpp) --------------------------------------------
 // hidden = silu(G) ⊙ U over n elements.
 void silu_mul_forward(const float* G, const float* U, float* hidden, std::size_t n, CUstream_st* stream);
 // Given dHidden: dU = dHidden ⊙ silu(G), dG = dHidden ⊙ U ⊙ silu′(G). dG may alias dHidden.
 void silu_mul_backward(const float* G, const float* U, const float* dHidden, float* dG, float* dU, std::size_t n,
                        CUstream_st* stream);
-// Mixed precision (gemm.hpp, GemmPrecision::Bf16): the two above with their outputs written only as
-// bf16 (16-bit patterns), for the matrix products that are their only readers: bit for bit the fp32
-// op followed by convert_to_bf16, with 2 bytes written per output element instead of 4 + 6.
-void silu_mul_forward_bf16(const float* G, const float* U, std::uint16_t* hidden16, std::size_t n, CUstream_st* stream);
-void silu_mul_backward_bf16(const float* G, const float* U, const float* dHidden, std::uint16_t* dG16,
+// Mixed precision (gemm.hpp, GemmPrecision::Bf16): the two above on bf16 arrays (16-bit patterns).
+// G, U and dHidden are the outputs of matrix products written in bf16 (Gemm::bf16_out); hidden, dG and
+// dU are the next products' operands. Bit for bit the fp32 op on the widened inputs followed by
+// convert_to_bf16, with 2 bytes per element read and written instead of 4 (and 6 for the rounding).
+void silu_mul_forward_bf16(const std::uint16_t* G16, const std::uint16_t* U16,
+                           std::uint16_t* hidden16, std::size_t n, CUstream_st* stream);
+void silu_mul_backward_bf16(const std::uint16_t* G16, const std::uint16_t* U16,
+                            const std::uint16_t* dHidden16, std::uint16_t* dG16,
                             std::uint16_t* dU16, std::size_t n, CUstream_st* stream);
-// out = gelu(A) ⊙ Y (tanh GELU, nn/activations.hpp).
-void gelu_gate_forward(const float* A, const float* Y, float* out, std::size_t n, CUstream_st* stream);
-// The same written only as bf16, as the SwiGLU's above (the gate's output feeds o_proj alone).
-void gelu_gate_forward_bf16(const float* A, const float* Y, std::uint16_t* out16, std::size_t n, CUstream_st* stream);
-// Given dOut: dY = dOut ⊙ gelu(A), dA = dOut ⊙ Y ⊙ gelu′(A).
-void gelu_gate_backward(const float* A, const float* Y, const float* dOut, float* dY, float* dA, std::size_t n,
-                        CUstream_st* stream);
 
 // ---- the TTT layer's learning rates (ttt/eta.hpp) --------------------------------------------------
 // λ [B, H, T] (the inner-loop kernels' layout) from the gate's pre-activations U [B·T, H] = x·θᵀ:
