@@ -554,7 +554,7 @@ void run_cuda(const BenchArgs& a, int device, const std::string& device_text) {
                 "over the GEMM rate of the same precision measured above. mixer fwd, bwd: the TTT inner loop (TTT\n"
                 "layers) or the attention kernel (attention baselines). bf16 rows: `tttlab train --precision bf16`, the\n"
                 "matrix products with bf16 operands and fp32 accumulation, the TTT inner loop in tf32, everything else\n"
-                "fp32 (docs/KERNELS.md, \"Mixed precision\").\n");
+                "fp32 but the SwiGLU's pre-activations (docs/KERNELS.md, \"Mixed precision\").\n");
   }
   set_exit_code(0);
 }

@@ -309,7 +309,7 @@ void register_train(CLI::App& app) {
   cmd->add_option("--precision", a->precision,
                   "fp32: every value in fp32 (the GPU's matrix products as --gpu-gemm says); bf16: mixed precision "
                   "on the GPU, the matrix products with bf16 operands and fp32 accumulation, the weights, optimiser "
-                  "state, activations and checkpoints still fp32 (GPU only)")
+                  "state, checkpoints and activations still fp32 except the SwiGLU's pre-activations (GPU only)")
       ->check(CLI::IsMember({"fp32", "bf16"}))->capture_default_str();
   cmd->add_option("--max-bad-steps", a->max_bad_steps,
                   "A step with a non-finite loss or gradient is skipped; after this many in a row the run has diverged")

@@ -180,8 +180,8 @@ struct CudaTrainBackend::Impl {
   // layer's output; the SwiGLU's outputs were already rounded for the products that read them).
   bool bf16 = false;
   DeviceArray<std::uint16_t> P16, shadow_store, dy16, dy16b;  // dy16b: the SwiGLU's second gradient
-  std::uint16_t* dHd16 =
-      nullptr;  // the SwiGLU hidden state's gradient, the down product's bf16 output
+  // The SwiGLU hidden state's gradient, the down product's bf16 output.
+  std::uint16_t* dHd16 = nullptr;
   std::unordered_map<const float*, std::uint16_t*> shadow16;  // fp32 activation → its shadow [R, cols]
   int rows = 0;  // R of the batch in flight
   int nseq = 0;
