@@ -899,11 +899,16 @@ __device__ __forceinline__ float gelu_tanh(float x) {
   const float u = kGeluC * (x + kGeluA * x * x * x);
   return x * sigmoidf_split(2.f * u);
 }
-__device__ __forceinline__ float gelu_tanh_grad(float x) {
+// gelu(x), returned, and gelu′(x) = σ(2u) + 2x·σ(2u)σ(−2u)·u′ into grad: both σ from one exponential
+// and one division (sigmoidf_split's split by sign).
+__device__ __forceinline__ float gelu_tanh_and_grad(float x, float& grad) {
   const float u = kGeluC * (x + kGeluA * x * x * x);
-  const float sp = sigmoidf_split(2.f * u), sn = sigmoidf_split(-2.f * u);
+  const float e = expf(-fabsf(2.f * u)), inv = 1.f / (1.f + e);
+  const float sp = 2.f * u >= 0.f ? inv : e * inv,
+              sn = 2.f * u >= 0.f ? e * inv : inv;  // σ(2u), σ(−2u)
   const float du = kGeluC * (1.f + 3.f * kGeluA * x * x);
-  return sp + 2.f * x * sp * sn * du;
+  grad = sp + 2.f * x * sp * sn * du;
+  return x * sp;
 }
 
 // ---- LayerNorm, alone or gated: one warp per row ---------------------------------------------------
@@ -940,25 +945,14 @@ __global__ void ln_forward_kernel(const float* __restrict__ X, const float* __re
   }
 }
 
-// The same for D = 128·NV (every preset's width): the row stays in registers.
+// A warp's row of D = 128·NV values (NV float4 per lane: columns 4·lane + 128·v) centred in place,
+// x − μ, for the LayerNorm kernels below; returns rstd = 1/√(var + ε).
 template <int NV>
-__global__ void ln_forward_vec4_kernel(const float4* __restrict__ X,
-                                       const float4* __restrict__ gamma,
-                                       const float4* __restrict__ beta,
-                                       const float4* __restrict__ A, int R, float eps,
-                                       float4* __restrict__ Y, std::uint16_t* __restrict__ Y16) {
-  constexpr int D4 = 32 * NV, D = 4 * D4;
-  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
-  if (row >= R) return;
-  const std::size_t o = std::size_t(row) * D4;
-  float4 x[NV];
+__device__ __forceinline__ float centre_row(float4 (&x)[NV], float eps) {
+  constexpr int D = 128 * NV;
   float s = 0.f;
 #pragma unroll
-  for (int v = 0; v < NV; ++v) {
-    x[v] = X[o + lane + 32 * v];
-    s += x[v].x + x[v].y + x[v].z + x[v].w;
-  }
+  for (int v = 0; v < NV; ++v) s += x[v].x + x[v].y + x[v].z + x[v].w;
   const float mu = warp_sum(s) / float(D);
   float var = 0.f;
 #pragma unroll
@@ -966,7 +960,25 @@ __global__ void ln_forward_vec4_kernel(const float4* __restrict__ X,
     x[v] = make_float4(x[v].x - mu, x[v].y - mu, x[v].z - mu, x[v].w - mu);
     var += x[v].x * x[v].x + x[v].y * x[v].y + x[v].z * x[v].z + x[v].w * x[v].w;
   }
-  const float rstd = 1.f / sqrtf(warp_sum(var) / float(D) + eps);
+  return 1.f / sqrtf(warp_sum(var) / float(D) + eps);
+}
+
+// The same for D = 128·NV (every preset's width): the row stays in registers.
+template <int NV>
+__global__ void ln_forward_vec4_kernel(const float4* __restrict__ X,
+                                       const float4* __restrict__ gamma,
+                                       const float4* __restrict__ beta,
+                                       const float4* __restrict__ A, int R, float eps,
+                                       float4* __restrict__ Y, std::uint16_t* __restrict__ Y16) {
+  constexpr int D4 = 32 * NV;
+  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= R) return;
+  const std::size_t o = std::size_t(row) * D4;
+  float4 x[NV];
+#pragma unroll
+  for (int v = 0; v < NV; ++v) x[v] = X[o + lane + 32 * v];
+  const float rstd = centre_row<NV>(x, eps);
 #pragma unroll
   for (int v = 0; v < NV; ++v) {
     const float4 g = gamma[lane + 32 * v], b = beta[lane + 32 * v];
@@ -985,19 +997,15 @@ __global__ void ln_forward_vec4_kernel(const float4* __restrict__ X,
 }
 
 // The gate's backward at one element: dOut → dY = dOut·gelu(a) (returned), dA = dOut·y·gelu′(a) with
-// y = x̂·γ + β. gelu and gelu′ share σ(2u) and σ(−2u), both taken here from one exponential and one
-// division (sigmoidf_split's split by sign): with the three of each that gelu_tanh and gelu_tanh_grad
-// take, the row kernel was compute-bound (281 µs against 50 µs for the plain LayerNorm at D = 768,
-// R = 16384 on an H100).
+// y = x̂·γ + β. (With gelu_tanh and a gelu′ of its own, three exponentials and divisions per element,
+// the row kernel was compute-bound: 281 µs against 50 µs for the plain LayerNorm at D = 768,
+// R = 16384 on an H100.)
 __device__ __forceinline__ float gate_backward(float dout, float xh, float gamma, float beta,
                                                float a, float& da) {
-  const float u = kGeluC * (a + kGeluA * a * a * a);
-  const float e = expf(-fabsf(2.f * u)), inv = 1.f / (1.f + e);
-  const float sp = 2.f * u >= 0.f ? inv : e * inv,
-              sn = 2.f * u >= 0.f ? e * inv : inv;  // σ(2u), σ(−2u)
-  const float du = kGeluC * (1.f + 3.f * kGeluA * a * a);
-  da = dout * (xh * gamma + beta) * (sp + 2.f * a * sp * sn * du);
-  return dout * (a * sp);
+  float grad;
+  const float g = gelu_tanh_and_grad(a, grad);
+  da = dout * (xh * gamma + beta) * grad;
+  return dout * g;
 }
 
 // dX = rstd·(G − mean(G) − x̂·mean(G⊙x̂)), G = dY⊙γ; prod = dY⊙x̂ (for dγ). With A (gated): dY is the
@@ -1073,21 +1081,12 @@ __global__ void ln_backward_vec4_kernel(const float4* __restrict__ X,
   for (int row = blockIdx.x * kNormChunkRows + warp; row < r_end; row += 8) {
     const std::size_t o = std::size_t(row) * D4;
     float4 x[NV], dy[NV];
-    float s = 0.f;
 #pragma unroll
     for (int v = 0; v < NV; ++v) {
       x[v] = X[o + lane + 32 * v];
       dy[v] = dY[o + lane + 32 * v];
-      s += x[v].x + x[v].y + x[v].z + x[v].w;
     }
-    const float mu = warp_sum(s) / float(D);
-    float var = 0.f;
-#pragma unroll
-    for (int v = 0; v < NV; ++v) {
-      x[v] = make_float4(x[v].x - mu, x[v].y - mu, x[v].z - mu, x[v].w - mu);
-      var += x[v].x * x[v].x + x[v].y * x[v].y + x[v].z * x[v].z + x[v].w * x[v].w;
-    }
-    const float rstd = 1.f / sqrtf(warp_sum(var) / float(D) + eps);
+    const float rstd = centre_row<NV>(x, eps);
     float sg = 0.f, sgx = 0.f;
 #pragma unroll
     for (int v = 0; v < NV; ++v) {

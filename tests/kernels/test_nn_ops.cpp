@@ -76,6 +76,36 @@ std::vector<double> flat(const Mat<double>& m) { return std::vector<double>(m.da
 std::vector<double> flat(const RowVec<double>& m) { return std::vector<double>(m.data(), m.data() + m.size()); }
 std::vector<double> widen(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
 
+// fp32 → bf16 of the host, bit for bit: round to nearest, ties to even, on the bit pattern.
+std::uint16_t bf16_bits_reference(float f) {
+  std::uint32_t u = 0;
+  std::memcpy(&u, &f, 4);
+  if (std::isnan(f)) return static_cast<std::uint16_t>((u >> 16) | 0x40);  // quiet, sign kept
+  const std::uint32_t lsb = (u >> 16) & 1u;
+  return static_cast<std::uint16_t>((u + 0x7fffu + lsb) >> 16);
+}
+
+// A bf16 pattern widened back to float (exact).
+float bf16_widened(std::uint16_t b) {
+  const std::uint32_t u = std::uint32_t(b) << 16;
+  float x;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+
+// bf16 pattern arrays on the device, compared as bit patterns.
+std::vector<std::uint16_t> download16(const std::uint16_t* p, std::size_t n) {
+  std::vector<std::uint16_t> h(n);
+  TTTLAB_CUDA_CHECK(cudaMemcpy(h.data(), p, n * sizeof(std::uint16_t), cudaMemcpyDeviceToHost));
+  return h;
+}
+std::size_t count_differences(const std::vector<std::uint16_t>& a,
+                              const std::vector<std::uint16_t>& b) {
+  std::size_t d = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) d += a[i] != b[i];
+  return d;
+}
+
 // Checks and prints the error of one output.
 #define EXPECT_CLOSE(what, got, ref, tol)                                  \
   do {                                                                     \
@@ -106,6 +136,23 @@ class NnOps : public ::testing::Test {
     DeviceBuffer b(n);
     b.poison();
     return b;
+  }
+  // A LayerNorm's input gradient, measured against the size of its terms, max over rows of
+  // rstd·|dY ⊙ γ|, when that is larger than max|ref| (see the tolerances above).
+  void expect_layer_norm_dx(const char* what, const std::vector<float>& got, const Mat<double>& ref,
+                            const Mat<double>& X, const Mat<double>& dY,
+                            const std::vector<float>& gamma, double eps) {
+    double terms = 0;
+    for (Eigen::Index r = 0; r < X.rows(); ++r) {
+      const double mu = X.row(r).mean();
+      const double rs = 1.0 / std::sqrt((X.row(r).array() - mu).square().mean() + eps);
+      for (Eigen::Index c = 0; c < X.cols(); ++c)
+        terms = std::max(terms, rs * std::abs(dY(r, c) * gamma[c]));
+    }
+    const std::vector<double> r = flat(ref);
+    const ErrorStat e = compare(got, r, terms);
+    worst_ = std::max(worst_, e.rel);
+    EXPECT_TRUE(within(what, e, kTolSum, got, r));
   }
   std::uint64_t seed_ = 0;
   std::mt19937_64 rng_;
@@ -259,19 +306,8 @@ TEST_F(NnOps, LayerNormForwardBackward) {
     layer_norm_rows<double>(Xd, Gd, Bd, eps, Yr);
     layer_norm_rows_backward<double>(Xd, Gd, eps, to_mat(dy, R, D), dXr, dGr, dBr);
     EXPECT_CLOSE("layernorm forward", Y.download(), flat(Yr), kTolSum);
-    {
-      double terms = 0;  // max over rows of rstd·|dY ⊙ γ|
-      for (int r = 0; r < R; ++r) {
-        const double mu = Xd.row(r).mean();
-        const double rs = 1.0 / std::sqrt((Xd.row(r).array() - mu).square().mean() + eps);
-        for (int c = 0; c < D; ++c) terms = std::max(terms, rs * std::abs(double(dy[std::size_t(r) * D + c]) * gmm[c]));
-      }
-      const std::vector<float> got = dX.download();
-      const std::vector<double> ref = flat(dXr);
-      const ErrorStat e = compare(got, ref, terms);
-      worst_ = std::max(worst_, e.rel);
-      EXPECT_TRUE(within("layernorm dX (relative to the terms' size)", e, kTolSum, got, ref));
-    }
+    expect_layer_norm_dx("layernorm dX (relative to the terms' size)", dX.download(), dXr, Xd,
+                         to_mat(dy, R, D), gmm, eps);
     EXPECT_CLOSE("layernorm dgamma", dG.download(), flat(dGr), kTolSum);
     EXPECT_CLOSE("layernorm dbeta", dB.download(), flat(dBr), kTolSum);
   }
@@ -315,19 +351,8 @@ TEST_F(NnOps, GatedLayerNormForwardBackward) {
     layer_norm_rows_backward<double>(Od, Gd, eps, dYr, dOr, dGr, dBr);
     EXPECT_CLOSE("gated forward", Out.download(), flat(outr), kTolSum);
     EXPECT_CLOSE("gated dA", dA.download(), flat(dAr), kTolSum);
-    {
-      double terms = 0;  // max over rows of rstd·|dY ⊙ γ|, as for the LayerNorm's dX
-      for (int r = 0; r < R; ++r) {
-        const double mu = Od.row(r).mean();
-        const double rs = 1.0 / std::sqrt((Od.row(r).array() - mu).square().mean() + eps);
-        for (int c = 0; c < D; ++c) terms = std::max(terms, rs * std::abs(dYr(r, c) * gmm[c]));
-      }
-      const std::vector<float> got = dO.download();
-      const std::vector<double> ref = flat(dOr);
-      const ErrorStat e = compare(got, ref, terms);
-      worst_ = std::max(worst_, e.rel);
-      EXPECT_TRUE(within("gated dO (relative to the terms' size)", e, kTolSum, got, ref));
-    }
+    expect_layer_norm_dx("gated dO (relative to the terms' size)", dO.download(), dOr, Od, dYr, gmm,
+                         eps);
     EXPECT_CLOSE("gated dgamma", dG.download(), flat(dGr), kTolSum);
     EXPECT_CLOSE("gated dbeta", dB.download(), flat(dBr), kTolSum);
     // The bf16 output: the fp32 output rounded.
@@ -336,26 +361,16 @@ TEST_F(NnOps, GatedLayerNormForwardBackward) {
     gated_layer_norm_forward(O.get(), Gm.get(), Bt.get(), A.get(), R, D, eps, nullptr, buf,
                              nullptr);
     convert_to_bf16(Out.get(), R, D, D, buf + n, D, nullptr);
-    std::vector<std::uint16_t> got16(n), want16(n);
-    TTTLAB_CUDA_CHECK(
-        cudaMemcpy(got16.data(), buf, n * sizeof(std::uint16_t), cudaMemcpyDeviceToHost));
-    TTTLAB_CUDA_CHECK(
-        cudaMemcpy(want16.data(), buf + n, n * sizeof(std::uint16_t), cudaMemcpyDeviceToHost));
-    cudaFree(buf);
-    EXPECT_EQ(got16, want16) << "the bf16 output must be the fp32 output rounded";
+    EXPECT_EQ(download16(buf, n), download16(buf + n, n))
+        << "the bf16 output must be the fp32 output rounded";
     // dA written only as bf16: dA rounded (the rest of the backward unchanged).
     DeviceBuffer dO2 = poisoned(n), scratch = poisoned(n), dG2(dg0), dB2(db0);
-    TTTLAB_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&buf), 2 * n * sizeof(std::uint16_t)));
     gated_layer_norm_backward(O.get(), Gm.get(), Bt.get(), A.get(), dOut.get(), R, D, eps,
                               dO2.get(), scratch.get(), dG2.get(), dB2.get(), ws.get(), nullptr,
                               buf);
     convert_to_bf16(dA.get(), R, D, D, buf + n, D, nullptr);
-    TTTLAB_CUDA_CHECK(
-        cudaMemcpy(got16.data(), buf, n * sizeof(std::uint16_t), cudaMemcpyDeviceToHost));
-    TTTLAB_CUDA_CHECK(
-        cudaMemcpy(want16.data(), buf + n, n * sizeof(std::uint16_t), cudaMemcpyDeviceToHost));
+    EXPECT_EQ(download16(buf, n), download16(buf + n, n)) << "dA16 must be dA rounded";
     cudaFree(buf);
-    EXPECT_EQ(got16, want16) << "dA16 must be dA rounded";
     EXPECT_EQ(dO2.download(), dO.download()) << "dO with dA16";
     EXPECT_EQ(dG2.download(), dG.download()) << "dgamma with dA16";
   }
@@ -513,13 +528,8 @@ TEST_F(NnOps, CausalConvPairEqualsTwoSingleCalls) {
                                   dU3.get(), acc, dWa3.get(), dBa3.get(), dWb3.get(), dBb3.get(),
                                   ws2.get(), nullptr, rope, buf);
         convert_to_bf16(dU.get(), B * T, C, C, buf + n, C, nullptr);
-        std::vector<std::uint16_t> got16(n), want16(n);
-        TTTLAB_CUDA_CHECK(
-            cudaMemcpy(got16.data(), buf, n * sizeof(std::uint16_t), cudaMemcpyDeviceToHost));
-        TTTLAB_CUDA_CHECK(
-            cudaMemcpy(want16.data(), buf + n, n * sizeof(std::uint16_t), cudaMemcpyDeviceToHost));
+        EXPECT_EQ(download16(buf, n), download16(buf + n, n)) << "du16 must be du rounded";
         cudaFree(buf);
-        EXPECT_EQ(got16, want16) << "du16 must be du rounded";
         EXPECT_EQ(dWb3.download(), dWb.download()) << "dw_b with du16";
       }
   }
@@ -586,20 +596,6 @@ TEST_F(NnOps, Activations) {
   }
 }
 
-// The bf16 values of x (round to nearest even, as convert_to_bf16; no NaN or overflow in these
-// inputs), as bit patterns and widened back to float (exactly).
-std::uint16_t bf16_pattern(float x) {
-  std::uint32_t u;
-  std::memcpy(&u, &x, 4);
-  return static_cast<std::uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-}
-float bf16_widened(std::uint16_t b) {
-  const std::uint32_t u = std::uint32_t(b) << 16;
-  float x;
-  std::memcpy(&x, &u, 4);
-  return x;
-}
-
 // The mixed-precision SwiGLU (silu_mul_*_bf16, bf16 in and out): bit for bit the fp32 op above on the
 // widened inputs followed by convert_to_bf16, on the vector path (n a multiple of 4) and the element
 // path (n odd, or arrays misaligned by one element), with saturated and zero pre-activations.
@@ -613,9 +609,9 @@ TEST_F(NnOps, SwigluBf16IsTheFp32OpOnWidenedInputsRounded) {
       // The inputs in bf16 (host patterns, offset by `offset` elements on the device) and widened.
       std::vector<std::uint16_t> in16(3 * (n + 1), 0);
       for (std::size_t i = 0; i < n; ++i) {
-        in16[offset + i] = bf16_pattern(a[i]);
-        in16[(n + 1) + offset + i] = bf16_pattern(u[i]);
-        in16[2 * (n + 1) + offset + i] = bf16_pattern(dh[i]);
+        in16[offset + i] = bf16_bits_reference(a[i]);
+        in16[(n + 1) + offset + i] = bf16_bits_reference(u[i]);
+        in16[2 * (n + 1) + offset + i] = bf16_bits_reference(dh[i]);
         a[i] = bf16_widened(in16[offset + i]);
         u[i] = bf16_widened(in16[(n + 1) + offset + i]);
         dh[i] = bf16_widened(in16[2 * (n + 1) + offset + i]);
@@ -653,18 +649,6 @@ TEST_F(NnOps, SwigluBf16IsTheFp32OpOnWidenedInputsRounded) {
       }
     }
   }
-}
-
-// bf16 pattern arrays on the device, compared as bit patterns.
-std::vector<std::uint16_t> download16(const std::uint16_t* p, std::size_t n) {
-  std::vector<std::uint16_t> h(n);
-  TTTLAB_CUDA_CHECK(cudaMemcpy(h.data(), p, n * sizeof(std::uint16_t), cudaMemcpyDeviceToHost));
-  return h;
-}
-std::size_t count_differences(const std::vector<std::uint16_t>& a, const std::vector<std::uint16_t>& b) {
-  std::size_t d = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) d += a[i] != b[i];
-  return d;
 }
 
 // The mixed-precision RMSNorms (rms_norm_forward_bf16, add_rms_norm_forward_bf16, the backward's dX16):
@@ -972,15 +956,6 @@ TEST_F(NnOps, GemmBf16OutIsTheBf16ProductRounded) {
                    .bf16_out(false, false, 1, 1, 1, 1.f, nullptr, 1, nullptr, 1, nullptr, 1,
                              nullptr, 1, nullptr, 1),
                std::logic_error);
-}
-
-// fp32 → bf16 of the host, bit for bit: round to nearest, ties to even, on the bit pattern.
-std::uint16_t bf16_bits_reference(float f) {
-  std::uint32_t u = 0;
-  std::memcpy(&u, &f, 4);
-  if (std::isnan(f)) return static_cast<std::uint16_t>((u >> 16) | 0x40);  // quiet, sign kept
-  const std::uint32_t lsb = (u >> 16) & 1u;
-  return static_cast<std::uint16_t>((u + 0x7fffu + lsb) >> 16);
 }
 
 TEST_F(NnOps, ConvertToBf16RoundsToNearestEvenOverStridedRows) {
