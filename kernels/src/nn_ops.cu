@@ -90,6 +90,12 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 __device__ __forceinline__ float4 f4_zero() { return make_float4(0.f, 0.f, 0.f, 0.f); }
+// ss + x.x² + x.y² + x.z² + x.w² as explicit fmas, so that every row kernel that uses it rounds the
+// same way: left to the compiler, x.x² + x.y² contracts to fma(x.y, x.y, x.x²) in one kernel and
+// fma(x.x, x.x, x.y²) in another (seen in add_rms_forward_vec4_kernel and its fused conv twin).
+__device__ __forceinline__ float add_squares(float ss, float4 x) {
+  return fmaf(x.w, x.w, fmaf(x.z, x.z, fmaf(x.y, x.y, fmaf(x.x, x.x, ss))));
+}
 __device__ __forceinline__ void f4_fma(float4& acc, float4 w, float4 x) {
   acc.x = fmaf(w.x, x.x, acc.x);
   acc.y = fmaf(w.y, x.y, acc.y);
@@ -126,22 +132,30 @@ __global__ void colsum_partial_kernel(const float* __restrict__ X, int R, int C,
   }
 }
 
-// out[c] += Σ_k partial[k, c]: block (32, 8), grid ⌈C/32⌉. Thread row y sums the chunks k ≡ y (mod 8) in
-// order, and the 8 sums are added in row order: a fixed order, so bitwise reproducible. (One thread per
-// column summing every chunk left 3 blocks busy at C = 768, ~25 µs for 512 chunks.)
-__global__ void sum_partials_add_kernel(const float* __restrict__ partial, int n_chunks, int C, float* __restrict__ out) {
+// Σ_k partial[k, c] over the chunks, for a block (32, 8) whose column x is c: thread row y sums the
+// chunks k ≡ y (mod 8) in order, and the 8 sums are added in row order: a fixed order, so bitwise
+// reproducible. The sum is returned to the threads of row 0 (the others get 0). (One thread per column
+// summing every chunk left 3 blocks busy at C = 768, ~25 µs for 512 chunks.)
+__device__ float partials_column_sum(const float* __restrict__ partial, int n_chunks, int C,
+                                     int c) {
   __shared__ float s[8][33];
-  const int c = blockIdx.x * 32 + threadIdx.x;
   float t = 0.f;
   if (c < C)
     for (int k = threadIdx.y; k < n_chunks; k += 8) t += partial[std::size_t(k) * C + c];
   s[threadIdx.y][threadIdx.x] = t;
   __syncthreads();
-  if (threadIdx.y == 0 && c < C) {
-    float sum = 0.f;
+  float sum = 0.f;
+  if (threadIdx.y == 0)
     for (int j = 0; j < 8; ++j) sum += s[j][threadIdx.x];
-    out[c] += sum;
-  }
+  return sum;
+}
+
+// out[c] += Σ_k partial[k, c]: block (32, 8), grid ⌈C/32⌉.
+__global__ void sum_partials_add_kernel(const float* __restrict__ partial, int n_chunks, int C,
+                                        float* __restrict__ out) {
+  const int c = blockIdx.x * 32 + threadIdx.x;
+  const float sum = partials_column_sum(partial, n_chunks, C, c);
+  if (threadIdx.y == 0 && c < C) out[c] += sum;
 }
 void sum_partials_add(const float* partial, int n_chunks, int C, float* out, cudaStream_t st) {
   sum_partials_add_kernel<<<(C + 31) / 32, dim3(32, 8), 0, st>>>(partial, n_chunks, C, out);
@@ -258,13 +272,35 @@ __global__ void add_rms_forward_kernel(const float* __restrict__ H, const float*
   }
 }
 
+// The end of a float4 row kernel's RMSNorm: lane's part x of row o (columns lane + 32·v, v < NV)
+// with ss the lane's sum of their squares; Y = x·r·w, or only its bf16 rounding in Y16 when not null.
+template <int NV>
+__device__ __forceinline__ void rms_store_row(const float4 (&x)[NV], float ss,
+                                              const float4* __restrict__ w, float eps,
+                                              std::size_t o, int lane, float4* __restrict__ Y,
+                                              std::uint16_t* __restrict__ Y16) {
+  constexpr int D = 128 * NV;
+  ss = warp_sum(ss);
+  const float r = 1.f / sqrtf(ss / float(D) + eps);
+#pragma unroll
+  for (int v = 0; v < NV; ++v) {
+    const float4 wv = w[lane + 32 * v];
+    const float4 y =
+        make_float4(x[v].x * r * wv.x, x[v].y * r * wv.y, x[v].z * r * wv.z, x[v].w * r * wv.w);
+    if (Y16)
+      store_bf16x4(Y16 + 4 * (o + lane + 32 * v), y.x, y.y, y.z, y.w);
+    else
+      Y[o + lane + 32 * v] = y;
+  }
+}
+
 // The same for D = 128·NV (every preset's width): the row stays in registers.
 template <int NV>
 __global__ void add_rms_forward_vec4_kernel(const float4* __restrict__ H, const float4* __restrict__ Dx,
                                             const float4* __restrict__ w, int R, float eps,
                                             float4* __restrict__ S, float4* __restrict__ Y,
                                             std::uint16_t* __restrict__ Y16) {
-  constexpr int D4 = 32 * NV, D = 4 * D4;
+  constexpr int D4 = 32 * NV;
   const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= R) return;
@@ -279,19 +315,9 @@ __global__ void add_rms_forward_vec4_kernel(const float4* __restrict__ H, const 
       x[v] = make_float4(x[v].x + a.x, x[v].y + a.y, x[v].z + a.z, x[v].w + a.w);
       S[o + lane + 32 * v] = x[v];
     }
-    ss += x[v].x * x[v].x + x[v].y * x[v].y + x[v].z * x[v].z + x[v].w * x[v].w;
+    ss = add_squares(ss, x[v]);
   }
-  ss = warp_sum(ss);
-  const float r = 1.f / sqrtf(ss / float(D) + eps);
-#pragma unroll
-  for (int v = 0; v < NV; ++v) {
-    const float4 wv = w[lane + 32 * v];
-    const float4 y = make_float4(x[v].x * r * wv.x, x[v].y * r * wv.y, x[v].z * r * wv.z, x[v].w * r * wv.w);
-    if (Y16)
-      store_bf16x4(Y16 + 4 * (o + lane + 32 * v), y.x, y.y, y.z, y.w);
-    else
-      Y[o + lane + 32 * v] = y;
-  }
+  rms_store_row<NV>(x, ss, w, eps, o, lane, Y, Y16);
 }
 
 // dX = r·G − c·x̂ with G = dY⊙w, x̂ = x·r, c = r·(G·x̂)/D; prod = dY⊙x̂ (column-summed into dw after).
@@ -360,7 +386,7 @@ __global__ void rms_backward_vec4_kernel(const float4* __restrict__ X, const flo
     }
 #pragma unroll
     for (int v = 0; v < NV; ++v) {
-      ss += x[v].x * x[v].x + x[v].y * x[v].y + x[v].z * x[v].z + x[v].w * x[v].w;
+      ss = add_squares(ss, x[v]);  // as the forward, so r is the forward's r
       gx += g[v].x * wv[v].x * x[v].x + g[v].y * wv[v].y * x[v].y + g[v].z * wv[v].z * x[v].z +
             g[v].w * wv[v].w * x[v].w;
     }
@@ -481,13 +507,14 @@ __global__ void conv_weight_partial_kernel(const float* __restrict__ u, const fl
   }
 }
 
+// dw[c, j] += Σ_k partial[k, c·(K+1) + j] for j < K, and dbias[c] += the sum for j = K: the chunk sums
+// of sum_partials_add_kernel over the C·(K+1) columns. block (32, 8), grid ⌈C·(K+1)/32⌉.
 __global__ void conv_weight_finish_kernel(const float* __restrict__ partial, int n_chunks, int C, int K,
                                           float* __restrict__ dw, float* __restrict__ dbias) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  const int i = blockIdx.x * 32 + threadIdx.x;
   const int width = C * (K + 1);
-  if (i >= width) return;
-  float t = 0.f;
-  for (int k = 0; k < n_chunks; ++k) t += partial[std::size_t(k) * width + i];
+  const float t = partials_column_sum(partial, n_chunks, width, i);
+  if (threadIdx.y != 0 || i >= width) return;
   const int c = i / (K + 1), j = i % (K + 1);
   if (j < K)
     dw[c * K + j] += t;
@@ -507,10 +534,7 @@ __global__ void conv_weight_finish_kernel(const float* __restrict__ partial, int
 // backbone's Q and K views (conv_q and conv_k of the same u), which then read u, and in the backward
 // write du, once instead of twice. Every output value is computed with the same operations in the
 // same order as by N separate launches, so the pair's results are bitwise those of two single calls.
-constexpr int kConvTile = 16;
-// The backward's tiles: shorter for a pair, whose two gradient tiles share the registers of one.
-template <int N>
-constexpr int kConvBackwardTile = N == 1 ? kConvTile : kConvTile / 2;
+constexpr int kConvTile = 16;  // the forward's rows per thread
 
 // The N convolutions' parameters and outputs (device pointers; one entry per convolution).
 template <int N>
@@ -580,25 +604,125 @@ __global__ void conv_forward_vec4_kernel(const float4* __restrict__ u, ConvForwa
   }
 }
 
-// du[s, c] (+)= Σ_n Σ_j w_n[c, j]·dy_n[s + K−1−j, c] over the outputs inside s's sequence, the
-// convolutions' terms added in turn as N separate accumulating launches would: ((du + a₀) + a₁).
-// ROPE: each dy row rotated back (sign −1) as it is loaded.
-template <int K, bool ROPE, int N>
-__global__ void conv_backward_input_vec4_kernel(ConvBackwardSet<N> set, int R, int T, int C4,
-                                                float4* __restrict__ du, bool accumulate,
-                                                std::uint16_t* __restrict__ du16, ConvRope rope) {
-  constexpr int kTile = kConvBackwardTile<N>;
-  const int c4 = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c4 >= C4) return;
-  const int m = ROPE ? 2 * (c4 % (rope.d / 4)) : 0;
-  float4 wt[N][K];
-#pragma unroll
-  for (int n = 0; n < N; ++n) load_taps<K>(set.w[n], 4 * c4, wt[n]);
-  for (int tile = blockIdx.y; tile * kTile < R; tile += gridDim.y) {
-    const int r0 = tile * kTile;
+// The Mamba backbone's pre-conv with the residual add and the RMSNorm after it, in one pass:
+// S = H + conv(u), Y = RMSNorm(S)·w (or only Y16 = bf16(Y)); the convolution's output is never stored
+// (its write and read back were 2 of the 6 passes over [R, D]). One block of NV warps per tile of
+// kConvNormRows rows, D = 128·NV:
+//   1. thread c4 owns float4 column c4, as conv_forward_vec4_kernel: the tile's rows of u and the K−1
+//      before them in registers, S = H + conv(u) per row, stored and kept in shared memory;
+//   2. warp w normalises rows w, w + NV, ... from shared memory, lane l reading columns l + 32·v as
+//      add_rms_forward_vec4_kernel does, with the same row sum (add_squares, then the warp's
+//      butterfly) and rms_store_row.
+// So every operation and its order are those of the two kernels, and the results are bitwise theirs.
+constexpr int kConvNormRows = 8;
+template <int K, int NV>
+__global__ void __launch_bounds__(32 * NV)
+    conv_add_rms_forward_vec4_kernel(const float4* __restrict__ u, const float* __restrict__ conv_w,
+                                     const float* __restrict__ conv_bias, int T,
+                                     const float4* __restrict__ H, const float4* __restrict__ w,
+                                     int R, float eps, float4* __restrict__ S,
+                                     float4* __restrict__ Y, std::uint16_t* __restrict__ Y16) {
+  constexpr int D4 = 32 * NV;
+  __shared__ float4 s_rows[kConvNormRows][D4];
+  const int c4 = threadIdx.x;
+  float4 wt[K];
+  load_taps<K>(conv_w, 4 * c4, wt);
+  const float4 b = make_float4(conv_bias[4 * c4], conv_bias[4 * c4 + 1], conv_bias[4 * c4 + 2],
+                               conv_bias[4 * c4 + 3]);
+  for (int tile = blockIdx.x; tile * kConvNormRows < R; tile += gridDim.x) {
+    const int r0 = tile * kConvNormRows;
     const int t0 = r0 % T;
-    // g[n][i] = dy_n[r0 + i]; rows past R are zero (rows past a sequence's end are masked below).
-    float4 g[N][kTile + K - 1];
+    // x[i] = u[r0 − (K−1) + i]; rows before r0's sequence, or past R, are zero.
+    float4 x[kConvNormRows + K - 1];
+#pragma unroll
+    for (int i = 0; i < kConvNormRows + K - 1; ++i) {
+      const int r = r0 - (K - 1) + i;
+      x[i] = r < R && t0 + i - (K - 1) >= 0 ? u[std::size_t(r) * D4 + c4] : f4_zero();
+    }
+    int t = t0;
+#pragma unroll
+    for (int i = 0; i < kConvNormRows; ++i) {
+      if (r0 + i >= R) break;
+      float4 acc = b;
+#pragma unroll
+      for (int j = 0; j < K; ++j)
+        if (t - (K - 1) + j >= 0) f4_fma(acc, wt[j], x[i + j]);  // tap inside this row's sequence
+      const float4 h = H[std::size_t(r0 + i) * D4 + c4];
+      const float4 sum = make_float4(h.x + acc.x, h.y + acc.y, h.z + acc.z, h.w + acc.w);
+      S[std::size_t(r0 + i) * D4 + c4] = sum;
+      s_rows[i][c4] = sum;
+      t = t + 1 == T ? 0 : t + 1;
+    }
+    __syncthreads();
+    const int lane = threadIdx.x % 32;
+    for (int i = threadIdx.x / 32; i < kConvNormRows && r0 + i < R; i += NV) {
+      float4 xs[NV];
+      float ss = 0.f;
+#pragma unroll
+      for (int v = 0; v < NV; ++v) {
+        xs[v] = s_rows[i][lane + 32 * v];
+        ss = add_squares(ss, xs[v]);
+      }
+      rms_store_row<NV>(xs, ss, w, eps, std::size_t(r0 + i) * D4, lane, Y, Y16);
+    }
+    __syncthreads();  // s_rows is refilled by the next tile
+  }
+}
+
+// The backward of N convolutions of u in one pass over u and the dy_n:
+//   du[s, c] (+)= Σ_n Σ_j w_n[c, j]·dy_n[s + K−1−j, c] over the outputs inside s's sequence, the
+//     convolutions' terms added in turn as N separate accumulating launches would: ((du + a₀) + a₁);
+//   partial_n[chunk, c·(K+1) + j] = Σ over the chunk's rows of dy_n·u (tap j), and j = K: Σ dy_n, the
+//     layout conv_weight_finish_kernel reads.
+// (Two kernels before, one for du and one for the partial sums, each reading every dy_n: at D = 768
+// the pair's backward read 100 MB more per layer than this one.)
+// grid (⌈C/4 / kConvPartialColumns⌉, chunks), block (kConvPartialColumns, kConvRowGroups): one float4
+// column per thread, the thread rows taking consecutive quarters of the chunk in tiles of kTile rows.
+// A tile holds its rows' dy_n and the K−1 rows after them (du's taps) and its rows' u and the K−1
+// rows before them (the weight taps). The groups' partial sums are added through shared memory in a
+// fixed order, last group first, so the result stays bitwise reproducible (and, the rows of a group
+// being summed in row order whatever the tile, equal for N = 1 and 2).
+// ROPE: each dy row rotated back (sign −1) as it is loaded.
+constexpr int kConvRowGroups = 4;
+constexpr int kConvPartialColumns = 64;  // float4 columns per block: 256 threads
+// Rows per tile: a pair's tile holds two gradients' rows in the registers of one.
+template <int N>
+constexpr int kConvBackwardTile = N == 1 ? 8 : 4;
+static_assert(kChunkRows % (kConvRowGroups * kConvBackwardTile<1>) == 0 &&
+                  kChunkRows % (kConvRowGroups * kConvBackwardTile<2>) == 0,
+              "row groups of whole tiles");
+template <int K, bool ROPE, int N>
+__global__ void __launch_bounds__(kConvPartialColumns* kConvRowGroups)
+    conv_backward_vec4_kernel(const float4* __restrict__ u, ConvBackwardSet<N> set, int R, int T,
+                              int C4, float4* __restrict__ du, bool accumulate,
+                              std::uint16_t* __restrict__ du16, ConvRope rope) {
+  constexpr int kTile = kConvBackwardTile<N>;
+  __shared__ float4 s_acc[N * (K + 1) * kConvPartialColumns];
+  const int c4 = blockIdx.x * blockDim.x + threadIdx.x;
+  const int group = threadIdx.y;
+  const bool active = c4 < C4;
+  const int m = ROPE ? 2 * (c4 % (rope.d / 4)) : 0;
+  float4 wt[N][K], acc[N][K + 1];
+#pragma unroll
+  for (int n = 0; n < N; ++n) {
+    if (active) load_taps<K>(set.w[n], 4 * c4, wt[n]);
+#pragma unroll
+    for (int j = 0; j <= K; ++j) acc[n][j] = f4_zero();
+  }
+  constexpr int kGroupRows = kChunkRows / kConvRowGroups;
+  const int r_begin = blockIdx.y * kChunkRows + group * kGroupRows;
+  const int r_end = min(R, r_begin + kGroupRows);
+  // A tile never straddles r_end short of R: kGroupRows is a multiple of kTile.
+  for (int r0 = r_begin; active && r0 < r_end; r0 += kTile) {
+    const int t0 = r0 % T;
+    // x[i] = u[r0 − (K−1) + i], zero before r0's sequence; g[n][i] = dy_n[r0 + i], zero past R
+    // (rows past a sequence's end are masked below).
+    float4 x[kTile + K - 1], g[N][kTile + K - 1];
+#pragma unroll
+    for (int i = 0; i < kTile + K - 1; ++i) {
+      const int r = r0 - (K - 1) + i;
+      x[i] = r < R && t0 + i - (K - 1) >= 0 ? u[std::size_t(r) * C4 + c4] : f4_zero();
+    }
 #pragma unroll
     for (int n = 0; n < N; ++n)
 #pragma unroll
@@ -619,89 +743,30 @@ __global__ void conv_backward_input_vec4_kernel(ConvBackwardSet<N> set, int R, i
 #pragma unroll
     for (int i = 0; i < kTile; ++i) {
       if (r0 + i >= R) break;
+      // du of row r0 + i
       float4* out = du + std::size_t(r0 + i) * C4 + c4;
       float4 sum = accumulate ? *out : f4_zero();
 #pragma unroll
       for (int n = 0; n < N; ++n) {
-        float4 acc = f4_zero();
+        float4 a = f4_zero();
 #pragma unroll
         for (int j = 0; j < K; ++j)
-          if (t + (K - 1 - j) < T) f4_fma(acc, wt[n][j], g[n][i + K - 1 - j]);
+          if (t + (K - 1 - j) < T) f4_fma(a, wt[n][j], g[n][i + K - 1 - j]);
         if (n == 0 && !accumulate) {
-          sum = acc;  // as a first, overwriting launch stores it
+          sum = a;  // as a first, overwriting launch stores it
         } else {
-          sum.x += acc.x;
-          sum.y += acc.y;
-          sum.z += acc.z;
-          sum.w += acc.w;
+          sum.x += a.x;
+          sum.y += a.y;
+          sum.z += a.z;
+          sum.w += a.w;
         }
       }
       if (du16)
         store_bf16x4(du16 + 4 * (std::size_t(r0 + i) * C4 + c4), sum.x, sum.y, sum.z, sum.w);
       else
         *out = sum;
-      t = t + 1 == T ? 0 : t + 1;
-    }
-  }
-}
-
-// partial_n[chunk, c·(K+1) + j] = Σ over the chunk's rows of dy_n·u (tap j), and j = K: Σ dy_n; the
-// layout conv_weight_finish_kernel reads. grid (⌈C/4 / kConvPartialColumns⌉, chunks), block
-// (kConvPartialColumns, kConvRowGroups): the thread rows take consecutive quarters of the chunk (one
-// thread per column and chunk left the SMs with too few warps for a memory-bound pass) and are summed
-// through shared memory in a fixed order, last group first, so the result stays bitwise reproducible
-// (and, the rows of a group being summed in row order whatever the tile, equal for N = 1 and 2).
-constexpr int kConvRowGroups = 4;
-constexpr int kConvPartialColumns =
-    64;  // float4 columns per block: 256 threads (117 registers each on sm_90 for N = 1)
-static_assert(kChunkRows % (kConvRowGroups * kConvTile) == 0, "row groups of whole tiles");
-template <int K, bool ROPE, int N>  // ROPE: as conv_backward_input_vec4_kernel
-__global__ void __launch_bounds__(kConvPartialColumns* kConvRowGroups)
-    conv_weight_partial_vec4_kernel(const float4* __restrict__ u, ConvBackwardSet<N> set, int R,
-                                    int T, int C4, ConvRope rope) {
-  constexpr int kTile = kConvBackwardTile<N>;
-  __shared__ float4 s_acc[N * (K + 1) * kConvPartialColumns];
-  const int c4 = blockIdx.x * blockDim.x + threadIdx.x;
-  const int group = threadIdx.y;
-  const bool active = c4 < C4;
-  float4 acc[N][K + 1];
 #pragma unroll
-  for (int n = 0; n < N; ++n)
-#pragma unroll
-    for (int j = 0; j <= K; ++j) acc[n][j] = f4_zero();
-  constexpr int kGroupRows = kChunkRows / kConvRowGroups;
-  const int r_begin = blockIdx.y * kChunkRows + group * kGroupRows;
-  const int r_end = min(R, r_begin + kGroupRows);
-  for (int r0 = r_begin; active && r0 < r_end; r0 += kTile) {
-    const int t0 = r0 % T;
-    float4 x[kTile + K - 1], g[N][kTile];
-#pragma unroll
-    for (int i = 0; i < kTile + K - 1; ++i) {
-      const int r = r0 - (K - 1) + i;
-      x[i] = r < r_end && t0 + i - (K - 1) >= 0 ? u[std::size_t(r) * C4 + c4] : f4_zero();
-    }
-#pragma unroll
-    for (int n = 0; n < N; ++n)
-#pragma unroll
-      for (int i = 0; i < kTile; ++i)
-        g[n][i] = r0 + i < r_end ? set.dy[n][std::size_t(r0 + i) * C4 + c4] : f4_zero();
-    if (ROPE) {
-      const int m = 2 * (c4 % (rope.d / 4));
-      int tr = t0;
-#pragma unroll
-      for (int i = 0; i < kTile; ++i) {
-#pragma unroll
-        for (int n = 0; n < N; ++n)
-          g[n][i] =
-              rope4(g[n][i], rope.cos_table, rope.sin_table, rope.d / 2, tr % rope.period, m, -1.f);
-        tr = tr + 1 == T ? 0 : tr + 1;
-      }
-    }
-    int t = t0;
-#pragma unroll
-    for (int i = 0; i < kTile; ++i) {
-#pragma unroll
-      for (int n = 0; n < N; ++n) {
+      for (int n = 0; n < N; ++n) {  // the weight sums over row r0 + i
 #pragma unroll
         for (int j = 0; j < K; ++j)
           if (t - (K - 1) + j >= 0) f4_fma(acc[n][j], g[n][i], x[i + j]);
@@ -1614,42 +1679,32 @@ void conv_forward_vec4(const float* u, const ConvForwardSet<N>& set, int R, int 
   check_launch();
 }
 
-// The vectorised backward of N convolutions of u (conv_vec4_rope holds): du, and each one's partial
-// sums (set.partial) for conv_weight_finish_kernel.
+// The vectorised backward of N convolutions of u (conv_vec4_rope holds), one pass: du, and each
+// one's partial sums (set.partial) for conv_weight_finish_kernel.
 template <int N>
 void conv_backward_vec4(const float* u, const ConvBackwardSet<N>& set, int R, int T, int C,
                         float* du, bool accumulate, std::uint16_t* du16, CUstream_st* stream,
                         const ConvRope* rope) {
-  constexpr int kTile = kConvBackwardTile<N>;
-  const int threads = conv_vec4_threads(C);
-  const dim3 grid_in = conv_vec4_grid(C, (R + kTile - 1) / kTile, threads);
-  const dim3 grid_w(unsigned((C / 4 + kConvPartialColumns - 1) / kConvPartialColumns),
-                    unsigned(chunks(R)));
-  const dim3 block_w(kConvPartialColumns, kConvRowGroups);
+  const dim3 grid(unsigned((C / 4 + kConvPartialColumns - 1) / kConvPartialColumns),
+                  unsigned(chunks(R)));
+  const dim3 block(kConvPartialColumns, kConvRowGroups);
   const auto* u4 = reinterpret_cast<const float4*>(u);
   auto* du4 = reinterpret_cast<float4*>(du);
   const ConvRope r = rope ? *rope : ConvRope{};
-  if (rope) {
-    conv_backward_input_vec4_kernel<4, true, N>
-        <<<grid_in, threads, 0, stream>>>(set, R, T, C / 4, du4, accumulate, du16, r);
-    check_launch();
-    conv_weight_partial_vec4_kernel<4, true, N>
-        <<<grid_w, block_w, 0, stream>>>(u4, set, R, T, C / 4, r);
-  } else {
-    conv_backward_input_vec4_kernel<4, false, N>
-        <<<grid_in, threads, 0, stream>>>(set, R, T, C / 4, du4, accumulate, du16, r);
-    check_launch();
-    conv_weight_partial_vec4_kernel<4, false, N>
-        <<<grid_w, block_w, 0, stream>>>(u4, set, R, T, C / 4, r);
-  }
+  if (rope)
+    conv_backward_vec4_kernel<4, true, N>
+        <<<grid, block, 0, stream>>>(u4, set, R, T, C / 4, du4, accumulate, du16, r);
+  else
+    conv_backward_vec4_kernel<4, false, N>
+        <<<grid, block, 0, stream>>>(u4, set, R, T, C / 4, du4, accumulate, du16, r);
   check_launch();
 }
 
 void conv_weight_finish(const float* partial, int R, int C, int K, float* dw, float* dbias,
                         CUstream_st* stream) {
   const int width = C * (K + 1);
-  conv_weight_finish_kernel<<<(width + 255) / 256, 256, 0, stream>>>(partial, chunks(R), C, K, dw,
-                                                                     dbias);
+  conv_weight_finish_kernel<<<(width + 31) / 32, dim3(32, 8), 0, stream>>>(partial, chunks(R), C, K,
+                                                                           dw, dbias);
   check_launch();
 }
 
@@ -1692,6 +1747,44 @@ void causal_conv_pair_forward(const float* u, const float* w_a, const float* bia
   } else {
     causal_conv_forward(u, w_a, bias_a, B, T, C, K, y_a, stream, rope);
     causal_conv_forward(u, w_b, bias_b, B, T, C, K, y_b, stream, rope);
+  }
+}
+
+void conv_add_rms_norm_forward(const float* u, const float* conv_w, const float* conv_bias, int B,
+                               int T, int D, int K, const float* H, const float* w, float eps,
+                               float* S, float* Y, std::uint16_t* Y16, float* scratch,
+                               CUstream_st* stream) {
+  const char* fn = "conv_add_rms_norm_forward";
+  check_conv_shape(fn, B, T, D, K);
+  require(u && conv_w && conv_bias && H && w && S && scratch, fn, "a pointer is null");
+  require((Y == nullptr) != (Y16 == nullptr), fn, "exactly one of Y and Y16 must be given");
+  const int R = B * T;
+  if (K == 4 && rows_vec4(D, {u, H, w, S, Y}) && aligned8(Y16)) {
+    const auto* u4 = reinterpret_cast<const float4*>(u);
+    const auto* H4 = reinterpret_cast<const float4*>(H);
+    const auto* w4 = reinterpret_cast<const float4*>(w);
+    auto* S4 = reinterpret_cast<float4*>(S);
+    auto* Y4 = reinterpret_cast<float4*>(Y);
+    const int grid = std::min((R + kConvNormRows - 1) / kConvNormRows, 1 << 20);
+    switch (D / 128) {
+#define TTTLAB_CONV_ADD_RMS(NV)                                                                \
+  case NV:                                                                                     \
+    conv_add_rms_forward_vec4_kernel<4, NV>                                                    \
+        <<<grid, 32 * NV, 0, stream>>>(u4, conv_w, conv_bias, T, H4, w4, R, eps, S4, Y4, Y16); \
+    break;
+      // clang-format off
+      TTTLAB_CONV_ADD_RMS(1) TTTLAB_CONV_ADD_RMS(2) TTTLAB_CONV_ADD_RMS(3) TTTLAB_CONV_ADD_RMS(4)
+      TTTLAB_CONV_ADD_RMS(5) TTTLAB_CONV_ADD_RMS(6) TTTLAB_CONV_ADD_RMS(7) TTTLAB_CONV_ADD_RMS(8)
+      // clang-format on
+#undef TTTLAB_CONV_ADD_RMS
+    }
+    check_launch();
+  } else {
+    causal_conv_forward(u, conv_w, conv_bias, B, T, D, K, scratch, stream);
+    if (Y16)
+      add_rms_norm_forward_bf16(H, scratch, w, R, D, eps, S, Y16, stream);
+    else
+      add_rms_norm_forward(H, scratch, w, R, D, eps, S, Y, stream);
   }
 }
 

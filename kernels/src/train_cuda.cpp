@@ -712,8 +712,12 @@ void CudaTrainBackend::Impl::forward(bool train, float grad_scale) {
     float* h_out = i + 1 < L ? blocks[i + 1].h_in : h_final;
     const auto next_norm = i + 1 < L ? first_norm(i + 1) : std::make_pair(p("model.norm.weight"), hf);
     if (mamba) {
-      causal_conv_forward(k.a_conv, p(pre + "conv.conv.weight"), p(pre + "conv.conv.bias"), nseq, T, D, K, dx, st);
-      add_rms_norm_to(k.h_in, dx, p(pre + "seq_norm.weight"), k.h_mid1, k.a_seq);
+      // h_mid1 = h_in + conv(a_conv) and the sequence norm of it, in one pass (dx: the fallback's scratch).
+      std::uint16_t* y16 = shadow_of(k.a_seq);
+      conv_add_rms_norm_forward(k.a_conv, p(pre + "conv.conv.weight"), p(pre + "conv.conv.bias"),
+                                nseq, T, D, K, k.h_in, p(pre + "seq_norm.weight"),
+                                float(mc.rms_norm_eps), k.h_mid1, y16 ? nullptr : k.a_seq, y16, dx,
+                                st);
     }
     if (attention)
       attention_mixer_forward(i, k.a_seq, dx, train);

@@ -381,11 +381,14 @@ TEST_F(NnOps, GatedLayerNormForwardBackward) {
 }
 
 TEST_F(NnOps, CausalConvForwardBackward) {
+  // clang-format off
   for (auto [B, T, C, K] : std::vector<std::array<int, 4>>{
            {1, 1, 1, 1}, {1, 3, 5, 4}, {2, 17, 33, 4}, {3, 64, 128, 4}, {2, 200, 64, 1}, {1, 40, 32, 16}, {4, 512, 384, 4},
-           // The vectorised path (K = 4, C % 4 = 0): tiles of 16 rows that cross sequence ends, sequences
-           // shorter than the kernel, and a last 128-row chunk of the weight sums that is partial.
+           // The vectorised path (K = 4, C % 4 = 0): tiles (16 rows forward, 8 backward) that cross
+           // sequence ends, sequences shorter than the kernel, and a last 128-row chunk of the
+           // backward's weight sums that is partial.
            {2, 37, 64, 4}, {4, 2, 16, 4}, {3, 21, 8, 4}, {5, 50, 12, 4}, {1, 300, 1028, 4}}) {
+    // clang-format on
     for (bool acc : {false, true}) {
       SCOPED_TRACE("B=" + std::to_string(B) + " T=" + std::to_string(T) + " C=" + std::to_string(C) + " K=" + std::to_string(K) +
                    (acc ? " accumulate" : "") + " seed " + std::to_string(seed_));
@@ -537,6 +540,62 @@ TEST_F(NnOps, CausalConvPairEqualsTwoSingleCalls) {
   EXPECT_THROW(causal_conv_pair_forward(X.get(), Wt.get(), Bs.get(), Wt.get(), Bs.get(), 1, 4, 4, 4,
                                         X.get(), X.get(), nullptr),
                std::invalid_argument);
+}
+
+// The pre-conv, the residual add and the norm after it in one pass against the two calls it replaces
+// (each tested against the CPU above), bitwise: S, and Y in fp32 or only in bf16. The one-pass kernel
+// (K = 4, D = 128·NV) with sequences shorter than the kernel and rows crossing sequence ends, and the
+// fallback through scratch (D not a multiple of 128, K ≠ 4, an unaligned input).
+TEST_F(NnOps, ConvAddRmsNormEqualsConvThenAddRmsNorm) {
+  struct Case {
+    int B, T, D, K, shift;
+  };
+  for (const Case c : {Case{2, 37, 128, 4, 0}, Case{4, 2, 256, 4, 0}, Case{3, 21, 768, 4, 0},
+                       Case{1, 5, 1024, 4, 0}, Case{2, 9, 96, 4, 0}, Case{2, 9, 128, 3, 0},
+                       Case{2, 9, 128, 4, 1}}) {
+    for (bool bf16 : {false, true}) {
+      SCOPED_TRACE("B=" + std::to_string(c.B) + " T=" + std::to_string(c.T) +
+                   " D=" + std::to_string(c.D) + " K=" + std::to_string(c.K) +
+                   (c.shift ? " unaligned" : "") + (bf16 ? " bf16" : "") + " seed " +
+                   std::to_string(seed_));
+      const int R = c.B * c.T, s = c.shift;
+      const std::size_t n = std::size_t(R) * c.D;
+      const auto u = randn(n + s), h = randn(n, 1.5, 0.3), cw = randn(std::size_t(c.D) * c.K, 0.5),
+                 cb = randn(c.D, 0.1), w = randn(c.D, 0.3, 1.0);
+      const float eps = 1e-6f;
+      DeviceBuffer U(u), H(h), CW(cw), CB(cb), W(w);
+      // The two calls.
+      DeviceBuffer Dx = poisoned(n), S1 = poisoned(n), Y1 = poisoned(n);
+      causal_conv_forward(U.get() + s, CW.get(), CB.get(), c.B, c.T, c.D, c.K, Dx.get(), nullptr);
+      add_rms_norm_forward(H.get(), Dx.get(), W.get(), R, c.D, eps, S1.get(), Y1.get(), nullptr);
+      // One pass.
+      DeviceBuffer S2 = poisoned(n), Y2 = poisoned(n), scratch = poisoned(n);
+      std::uint16_t* y16 = nullptr;
+      TTTLAB_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&y16), 2 * n * sizeof(std::uint16_t)));
+      conv_add_rms_norm_forward(U.get() + s, CW.get(), CB.get(), c.B, c.T, c.D, c.K, H.get(),
+                                W.get(), eps, S2.get(), bf16 ? nullptr : Y2.get(),
+                                bf16 ? y16 : nullptr, scratch.get(), nullptr);
+      EXPECT_EQ(S2.download(), S1.download()) << "S";
+      if (bf16) {
+        convert_to_bf16(Y1.get(), R, c.D, c.D, y16 + n, c.D, nullptr);
+        EXPECT_EQ(download16(y16, n), download16(y16 + n, n)) << "Y16 must be Y rounded";
+      } else {
+        EXPECT_EQ(Y2.download(), Y1.download()) << "Y";
+      }
+      cudaFree(y16);
+    }
+  }
+  // Exactly one of Y and Y16: neither, and both, are refused.
+  DeviceBuffer X(std::vector<float>(16, 1.f)), Wt(std::vector<float>(16, 1.f));
+  EXPECT_THROW(conv_add_rms_norm_forward(X.get(), Wt.get(), Wt.get(), 1, 4, 4, 4, X.get(), Wt.get(),
+                                         1e-6f, X.get(), nullptr, nullptr, X.get(), nullptr),
+               std::invalid_argument);
+  std::uint16_t* y16 = nullptr;
+  TTTLAB_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&y16), 16 * sizeof(std::uint16_t)));
+  EXPECT_THROW(conv_add_rms_norm_forward(X.get(), Wt.get(), Wt.get(), 1, 4, 4, 4, X.get(), Wt.get(),
+                                         1e-6f, X.get(), X.get(), y16, X.get(), nullptr),
+               std::invalid_argument);
+  cudaFree(y16);
 }
 
 TEST_F(NnOps, RopeForwardBackward) {

@@ -104,6 +104,16 @@ struct ConvRope {
 // (terms before the sequence start are 0). u, y [B·T, C]; w [C, K]; bias [C]. 1 ≤ K ≤ 16.
 void causal_conv_forward(const float* u, const float* w, const float* bias, int B, int T, int C, int K,
                          float* y, CUstream_st* stream, const ConvRope* rope = nullptr);
+// The Mamba backbone's pre-conv, the residual add after it and the next RMSNorm in one pass:
+// S = H + causal_conv(u) (as causal_conv_forward, C = D) and Y = RMSNorm(S)·w (as
+// add_rms_norm_forward), or with Y16 given instead of Y, only bf16(Y) (as add_rms_norm_forward_bf16).
+// Bitwise the two calls in turn; the convolution's output is not stored where the one-pass kernel
+// runs (K = 4, D a multiple of 128 up to 1024, 16-byte aligned), and goes through scratch [B·T, D]
+// otherwise. u, H, S, Y, scratch [B·T, D], five different buffers; conv_w [D, K]; conv_bias, w [D].
+void conv_add_rms_norm_forward(const float* u, const float* conv_w, const float* conv_bias, int B,
+                               int T, int D, int K, const float* H, const float* w, float eps,
+                               float* S, float* Y, std::uint16_t* Y16, float* scratch,
+                               CUstream_st* stream);
 // du (= or += with accumulate), dw += Σ dy·u, dbias += Σ dy.
 std::size_t causal_conv_backward_workspace(int B, int T, int C, int K);
 void causal_conv_backward(const float* u, const float* w, const float* dy, int B, int T, int C, int K,
