@@ -132,25 +132,28 @@ __global__ void colsum_partial_kernel(const float* __restrict__ X, int R, int C,
   }
 }
 
-// Σ_k partial[k, c] over the chunks, for a block (32, 8) whose column x is c: thread row y sums the
-// chunks k ≡ y (mod 8) in order, and the 8 sums are added in row order: a fixed order, so bitwise
-// reproducible. The sum is returned to the threads of row 0 (the others get 0). (One thread per column
-// summing every chunk left 3 blocks busy at C = 768, ~25 µs for 512 chunks.)
+// Σ_k partial[k, c] over the chunks, for a block (32, kPartialRows) whose column x is c: thread row y
+// sums the chunks k ≡ y (mod kPartialRows) in order, and the row sums are added in row order: a
+// fixed order, so bitwise reproducible. The sum is returned to the threads of row 0 (the others get
+// 0). Every norm's weight gradient ends in this pass, on only ⌈C/32⌉ blocks (24 at C = 768), so each
+// block needs many loads in flight: with 8 rows it took 9.4 µs for 512 chunks, with one thread per
+// column ~25 µs.
+constexpr int kPartialRows = 32;
 __device__ float partials_column_sum(const float* __restrict__ partial, int n_chunks, int C,
                                      int c) {
-  __shared__ float s[8][33];
+  __shared__ float s[kPartialRows][33];
   float t = 0.f;
   if (c < C)
-    for (int k = threadIdx.y; k < n_chunks; k += 8) t += partial[std::size_t(k) * C + c];
+    for (int k = threadIdx.y; k < n_chunks; k += kPartialRows) t += partial[std::size_t(k) * C + c];
   s[threadIdx.y][threadIdx.x] = t;
   __syncthreads();
   float sum = 0.f;
   if (threadIdx.y == 0)
-    for (int j = 0; j < 8; ++j) sum += s[j][threadIdx.x];
+    for (int j = 0; j < kPartialRows; ++j) sum += s[j][threadIdx.x];
   return sum;
 }
 
-// out[c] += Σ_k partial[k, c]: block (32, 8), grid ⌈C/32⌉.
+// out[c] += Σ_k partial[k, c]: block (32, kPartialRows), grid ⌈C/32⌉.
 __global__ void sum_partials_add_kernel(const float* __restrict__ partial, int n_chunks, int C,
                                         float* __restrict__ out) {
   const int c = blockIdx.x * 32 + threadIdx.x;
@@ -158,7 +161,8 @@ __global__ void sum_partials_add_kernel(const float* __restrict__ partial, int n
   if (threadIdx.y == 0 && c < C) out[c] += sum;
 }
 void sum_partials_add(const float* partial, int n_chunks, int C, float* out, cudaStream_t st) {
-  sum_partials_add_kernel<<<(C + 31) / 32, dim3(32, 8), 0, st>>>(partial, n_chunks, C, out);
+  sum_partials_add_kernel<<<(C + 31) / 32, dim3(32, kPartialRows), 0, st>>>(partial, n_chunks, C,
+                                                                            out);
   check_launch();
 }
 
@@ -508,7 +512,7 @@ __global__ void conv_weight_partial_kernel(const float* __restrict__ u, const fl
 }
 
 // dw[c, j] += Σ_k partial[k, c·(K+1) + j] for j < K, and dbias[c] += the sum for j = K: the chunk sums
-// of sum_partials_add_kernel over the C·(K+1) columns. block (32, 8), grid ⌈C·(K+1)/32⌉.
+// of sum_partials_add_kernel over the C·(K+1) columns. block (32, kPartialRows), grid ⌈C·(K+1)/32⌉.
 __global__ void conv_weight_finish_kernel(const float* __restrict__ partial, int n_chunks, int C, int K,
                                           float* __restrict__ dw, float* __restrict__ dbias) {
   const int i = blockIdx.x * 32 + threadIdx.x;
@@ -1703,8 +1707,8 @@ void conv_backward_vec4(const float* u, const ConvBackwardSet<N>& set, int R, in
 void conv_weight_finish(const float* partial, int R, int C, int K, float* dw, float* dbias,
                         CUstream_st* stream) {
   const int width = C * (K + 1);
-  conv_weight_finish_kernel<<<(width + 31) / 32, dim3(32, 8), 0, stream>>>(partial, chunks(R), C, K,
-                                                                           dw, dbias);
+  conv_weight_finish_kernel<<<(width + 31) / 32, dim3(32, kPartialRows), 0, stream>>>(
+      partial, chunks(R), C, K, dw, dbias);
   check_launch();
 }
 
