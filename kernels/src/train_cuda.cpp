@@ -179,7 +179,8 @@ struct CudaTrainBackend::Impl {
   // activations are kept below fp32 (each is rounded once, as PyTorch's autocast stores a linear
   // layer's output; the SwiGLU's outputs were already rounded for the products that read them).
   bool bf16 = false;
-  DeviceArray<std::uint16_t> P16, shadow_store, dy16, dy16b;  // dy16b: the SwiGLU's second gradient
+  // dy16b: the SwiGLU's second gradient, and the TTT-Linear backward's dV (hence at least [R, D]).
+  DeviceArray<std::uint16_t> P16, shadow_store, dy16, dy16b;
   // The SwiGLU hidden state's gradient, the down product's bf16 output.
   std::uint16_t* dHd16 = nullptr;
   std::unordered_map<const float*, std::uint16_t*> shadow16;  // fp32 activation → its shadow [R, cols]
@@ -495,7 +496,7 @@ void CudaTrainBackend::Impl::allocate() {
   if (bf16) {
     P16.reset(total);
     dy16.reset(std::max({RD, RF, R * V}));
-    dy16b.reset(RF);
+    dy16b.reset(std::max(RD, RF));
     // The shadows: per block the mixer input, the o_proj input, the SwiGLU input and hidden; hf.
     std::vector<std::pair<const float*, std::size_t>> shadowed;
     for (const Block& k : blocks) {
@@ -768,7 +769,8 @@ void CudaTrainBackend::Impl::ttt_backward(int i, const float* x, const float* dY
     layer_norm_backward(k.O, p(pre + "post_norm.weight"), dYg, rows, D, eps, dO,
                         g(pre + "post_norm.weight"), g(pre + "post_norm.bias"), ws, st);
   }
-  // The inner loop of every head.
+  // The inner loop of every head. dV16: dV's bf16 copy when the inner loop writes only that.
+  const std::uint16_t* dV16 = nullptr;
   if (ttt_mlp) {
     TttMlpBackwardArgs a;
     inner_inputs(a, k, pre);
@@ -803,6 +805,14 @@ void CudaTrainBackend::Impl::ttt_backward(int i, const float* x, const float* dY
         aligned(a.Q) && aligned(a.K) && aligned(a.V) && aligned(a.dO) && aligned(a.dQ) && aligned(a.dK) &&
         aligned(a.dV) && aligned(a.workspace) && aligned(a.checkpoint_W) && aligned(a.checkpoint_b))
       a.version = TttBackwardVersion::Tf32;
+    // With bf16 products v_proj's two products are dV's only readers: the fused kernel writes dV
+    // in bf16 alone (rounded as round_gradient16 would), into the SwiGLU's second gradient buffer,
+    // which nothing uses until the next block's SwiGLU.
+    if (bf16 && a.version == TttBackwardVersion::Tf32) {
+      a.dV_bf16 = dy16b.get();
+      a.dV = nullptr;
+      dV16 = dy16b.get();
+    }
     begin(kInnerBwd);
     ttt_linear_backward(a);
     end();
@@ -839,8 +849,8 @@ void CudaTrainBackend::Impl::ttt_backward(int i, const float* x, const float* dY
     linear_backward(x, p(pre + "k_proj.weight"), dXK, D, D, g(pre + "k_proj.weight"), dxo,
                     into_dxo());
   }
-  linear_backward(x, p(pre + "v_proj.weight"), dXV, D, D, g(pre + "v_proj.weight"), dxo,
-                  into_dxo());
+  linear_backward(x, p(pre + "v_proj.weight"), dV16 ? nullptr : dXV, D, D, g(pre + "v_proj.weight"),
+                  dxo, into_dxo(), dV16);
 }
 
 // LinearAttentionLayer / SoftmaxAttentionLayer::forward_train (seq/attention_layers.cpp): x = a_seq

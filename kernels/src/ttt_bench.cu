@@ -308,10 +308,11 @@ TttBenchReport ttt_bench(const TttBenchConfig& cfg) {
           fwd_bytes, 16.9, "ThunderKittens TTT-MLP prefill fp16 (issue 4)", 3.0);
     }
     ma.version = TttMlpForwardVersion::Default;
-    if (cfg.backward) {
-      // Forward with checkpoints every g = 8 mini-batches, then the backward (docs/KERNELS.md,
-      // "TTT-MLP backward": FLOP count and floor).
-      const int group = 8;
+    // Forward with checkpoints every g mini-batches, then the backward (docs/KERNELS.md, "TTT-MLP
+    // backward": FLOP count and floor): g = 8, whose backward recomputes the states inside each
+    // group, and g = 1, every state kept, as the training step does.
+    auto mlp_backward_rows = [&](int group) {
+      const std::string g = "(g=" + std::to_string(group) + ")";
       const std::size_t n_ck = ttt_num_checkpoints(D, group);
       Buf ckW1(BH * n_ck * d * hd), ckb1(BH * n_ck * hd), ckW2(BH * n_ck * hd * d),
           ckb2(BH * n_ck * d), dO(act), dQ(act), dK(act), dV(act), dlam(lam_n), dtau(D.mini_batch),
@@ -355,18 +356,21 @@ TttBenchReport ttt_bench(const TttBenchConfig& cfg) {
             ttt_mlp_backward(mb);
           },
           cfg.warmup, cfg.repeats);
-      add("ttt-mlp forward+backward (g=8)", ms, tokens * (56 * dd * dd + 20 * b * dd) + bwd_flops,
+      add("ttt-mlp forward+backward " + g, ms, tokens * (56 * dd * dd + 20 * b * dd) + bwd_flops,
           (11.0 * act + 3.0 * lam_n) * sizeof(float) + 2 * ck_bytes, 713.0,
           "official PyTorch TTT-MLP fwd+bwd (issue 4)", 8.0);
+      const double bwd_bytes = (7.0 * act + 2.0 * lam_n) * sizeof(float) + ck_bytes;
       const double msb = time_median([&] { ttt_mlp_backward(mb); }, cfg.warmup, cfg.repeats);
-      add("ttt-mlp backward (g=8)", msb, bwd_flops,
-          (7.0 * act + 2.0 * lam_n) * sizeof(float) + ck_bytes, 0, "", 0);
+      add("ttt-mlp backward " + g, msb, bwd_flops, bwd_bytes, 0, "", 0);
       if (cfg.all_versions) {  // the training step's backward when its products are tf32
         mb.version = TttMlpBackwardVersion::Tf32;
         const double mst = time_median([&] { ttt_mlp_backward(mb); }, cfg.warmup, cfg.repeats);
-        add("ttt-mlp backward (g=8) tf32", mst, bwd_flops,
-            (7.0 * act + 2.0 * lam_n) * sizeof(float) + ck_bytes, 0, "", 0);
+        add("ttt-mlp backward " + g + " tf32", mst, bwd_flops, bwd_bytes, 0, "", 0);
       }
+    };
+    if (cfg.backward) {
+      mlp_backward_rows(8);
+      mlp_backward_rows(1);
     }
   }
   // ---- attention baselines (attention.hpp) -----------------------------------------------------------

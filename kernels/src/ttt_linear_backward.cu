@@ -57,6 +57,7 @@
 //   M = E ⊙ C           dC = tril(dM ⊙ E): dQ += dC K, dK += dCᵀ Q;  dτ, dλ from dM ⊙ C and de
 //   G = lnl2            a, dZ, dR (second order);  dV = dR
 //   Z line              dK += dZ Wᵀ − dR;  dW ← [dW' +] Qᵀ dZ̄ + Kᵀ dZ, dc likewise
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -79,6 +80,7 @@ namespace detail {
 struct BwdParams {
   const float *Q, *K, *V, *lam, *tau, *gamma, *beta, *ckW, *ckb, *dO;
   float *dQ, *dK, *dV, *dlam;
+  std::uint16_t* dV16;  // the fused kernel's Tf32 instance: dV as bf16 instead, when set
   float* slots;    // [BH, group, d·d + d]: the states inside the group being walked
   float* scratch;  // [BH, floats per block] when the block's matrices do not fit in shared memory
   float *pW, *pb, *pgam, *pbet, *ptau;  // per-block partials [BH, d·d], [BH, d] ×3, [BH, b]
@@ -297,7 +299,9 @@ __device__ __forceinline__ float sum_parts(const float* part, int i, int j) {
   return acc;
 }
 
-template <int D, bool SPLIT>
+// DV16: dV stored as bf16 into p.dV16 instead of p.dV (a compile-time choice: a run-time test in the
+// store loop cost 3% of the Tf32 kernel's time on an H100).
+template <int D, bool SPLIT, bool DV16 = false>
 __global__ void __launch_bounds__(2 * D) linear_backward_fused_kernel(BwdParams p) {
   using L = Layout<D>;
   constexpr int KT = L::KT, LD = L::LD;
@@ -812,8 +816,13 @@ __global__ void __launch_bounds__(2 * D) linear_backward_fused_kernel(BwdParams 
               make_float2(dq[nt][2 * hf], dq[nt][2 * hf + 1]);
           *reinterpret_cast<float2*>(p.dK + off + nt * 8) =
               make_float2(dk[nt][2 * hf], dk[nt][2 * hf + 1]);
-          *reinterpret_cast<float2*>(p.dV + off + nt * 8) =
-              make_float2(dv[nt][2 * hf], dv[nt][2 * hf + 1]);
+          // With DV16 the two bf16 of a pair in one 4-byte store, rounded as convert_to_bf16 rounds.
+          if constexpr (DV16)
+            *reinterpret_cast<__nv_bfloat162*>(p.dV16 + off + nt * 8) =
+                __floats2bfloat162_rn(dv[nt][2 * hf], dv[nt][2 * hf + 1]);
+          else
+            *reinterpret_cast<float2*>(p.dV + off + nt * 8) =
+                make_float2(dv[nt][2 * hf], dv[nt][2 * hf + 1]);
         }
       }
 
@@ -874,10 +883,13 @@ __global__ void __launch_bounds__(2 * D) linear_backward_fused_kernel(BwdParams 
 template <int D, bool SPLIT>
 void launch_fused(const BwdParams& p, cudaStream_t stream) {
   const std::size_t bytes = Layout<D>::FLOATS * sizeof(float);
-  const void* fn = reinterpret_cast<const void*>(&linear_backward_fused_kernel<D, SPLIT>);
-  TTTLAB_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  // dV in bf16 exists for the Tf32 version only (the host checks), so only those instances.
+  const auto fn = SPLIT || !p.dV16 ? &linear_backward_fused_kernel<D, SPLIT>
+                                   : &linear_backward_fused_kernel<D, false, true>;
+  TTTLAB_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn),
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(bytes)));
-  linear_backward_fused_kernel<D, SPLIT><<<p.B * p.H, Layout<D>::NT, bytes, stream>>>(p);
+  fn<<<p.B * p.H, Layout<D>::NT, bytes, stream>>>(p);
   TTTLAB_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -1295,11 +1307,22 @@ void ttt_linear_backward(const TttLinearBackwardArgs& a) {
   check_dims(fn, a.dims);
   check_eps(fn, a.opt);
   require(a.checkpoint_group >= 1, "ttt_linear_backward: checkpoint_group must be >= 1");
-  for (auto [ptr, name] : {std::pair<const void*, const char*>{a.Q, "Q"}, {a.K, "K"}, {a.V, "V"},
-                           {a.lambda, "lambda"}, {a.tau, "tau"}, {a.checkpoint_W, "checkpoint_W"},
-                           {a.dO, "dO"}, {a.dQ, "dQ"}, {a.dK, "dK"}, {a.dV, "dV"},
-                           {a.dlambda, "dlambda"}, {a.dtau, "dtau"}, {a.dln_weight, "dln_weight"},
-                           {a.dln_bias, "dln_bias"}, {a.dW0, "dW0"}, {a.db0, "db0"},
+  for (auto [ptr, name] : {std::pair<const void*, const char*>{a.Q, "Q"},
+                           {a.K, "K"},
+                           {a.V, "V"},
+                           {a.lambda, "lambda"},
+                           {a.tau, "tau"},
+                           {a.checkpoint_W, "checkpoint_W"},
+                           {a.dO, "dO"},
+                           {a.dQ, "dQ"},
+                           {a.dK, "dK"},
+                           {a.dV_bf16 ? static_cast<const void*>(a.dV_bf16) : a.dV, "dV"},
+                           {a.dlambda, "dlambda"},
+                           {a.dtau, "dtau"},
+                           {a.dln_weight, "dln_weight"},
+                           {a.dln_bias, "dln_bias"},
+                           {a.dW0, "dW0"},
+                           {a.db0, "db0"},
                            {a.workspace, "workspace"}})
     check_ptr(fn, ptr, name);
   if (a.opt.bias) check_ptr(fn, a.checkpoint_b, "checkpoint_b (bias is on)");
@@ -1318,6 +1341,10 @@ void ttt_linear_backward(const TttLinearBackwardArgs& a) {
           "aligned Q, K, V, dO, dQ, dK, dV, checkpoints and workspace (the fused kernel's)");
   const bool fused = tf32 || (a.version == TttBackwardVersion::Default && aligned &&
                               ttt_linear_backward_supports(TttBackwardVersion::Tf32, D));
+  require(
+      !a.dV_bf16 || (tf32 && reinterpret_cast<std::uintptr_t>(a.dV_bf16) % 4 == 0),
+      "ttt_linear_backward: dV_bf16 needs version Tf32 (the fused kernel: mini_batch 16, head_dim "
+      "16, 32 or 64, 16-byte aligned buffers) and 4-byte alignment");
   const BwdLayout L = bwd_layout(D, a.checkpoint_group);
   require(a.workspace_bytes >= L.total * sizeof(float),
           "ttt_linear_backward: workspace has " + std::to_string(a.workspace_bytes) +
@@ -1329,6 +1356,7 @@ void ttt_linear_backward(const TttLinearBackwardArgs& a) {
   p.ckW = a.checkpoint_W;
   p.ckb = a.checkpoint_b;
   set_token_grads(p, a);
+  p.dV16 = a.dV_bf16;
   p.slots = ws + L.slots;
   p.scratch = L.use_smem ? nullptr : ws + L.scratch;
   p.pW = ws + L.pW;

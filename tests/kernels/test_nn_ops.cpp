@@ -76,15 +76,6 @@ std::vector<double> flat(const Mat<double>& m) { return std::vector<double>(m.da
 std::vector<double> flat(const RowVec<double>& m) { return std::vector<double>(m.data(), m.data() + m.size()); }
 std::vector<double> widen(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
 
-// fp32 → bf16 of the host, bit for bit: round to nearest, ties to even, on the bit pattern.
-std::uint16_t bf16_bits_reference(float f) {
-  std::uint32_t u = 0;
-  std::memcpy(&u, &f, 4);
-  if (std::isnan(f)) return static_cast<std::uint16_t>((u >> 16) | 0x40);  // quiet, sign kept
-  const std::uint32_t lsb = (u >> 16) & 1u;
-  return static_cast<std::uint16_t>((u + 0x7fffu + lsb) >> 16);
-}
-
 // A bf16 pattern widened back to float (exact).
 float bf16_widened(std::uint16_t b) {
   const std::uint32_t u = std::uint32_t(b) << 16;
@@ -93,12 +84,6 @@ float bf16_widened(std::uint16_t b) {
   return x;
 }
 
-// bf16 pattern arrays on the device, compared as bit patterns.
-std::vector<std::uint16_t> download16(const std::uint16_t* p, std::size_t n) {
-  std::vector<std::uint16_t> h(n);
-  TTTLAB_CUDA_CHECK(cudaMemcpy(h.data(), p, n * sizeof(std::uint16_t), cudaMemcpyDeviceToHost));
-  return h;
-}
 std::size_t count_differences(const std::vector<std::uint16_t>& a,
                               const std::vector<std::uint16_t>& b) {
   std::size_t d = 0;

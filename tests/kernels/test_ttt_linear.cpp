@@ -384,6 +384,7 @@ std::vector<Case> fused_backward_cases() {
 
 struct BwdOut {
   std::vector<float> dQ, dK, dV, dlam, dtau, dgam, dbet, dW0, db0;
+  std::vector<std::uint16_t> dV16;  // with dV_bf16 (dV is then left empty)
 };
 
 // Forward (writing checkpoints) then the backward of one version on the device.
@@ -409,7 +410,8 @@ class BackwardRun {
     ttt_linear_forward(fa);
   }
 
-  BwdOut run(TttBackwardVersion bv) const {
+  // dv_bf16: dV written as bf16 bit patterns (TttLinearBackwardArgs::dV_bf16) instead of floats.
+  BwdOut run(TttBackwardVersion bv, bool dv_bf16 = false) const {
     const TttDims& D = in_.dims;
     const int d = D.head_dim;
     DeviceBuffer dQ(in_.Q.size()), dK(in_.Q.size()), dV(in_.Q.size()), dlam(in_.lam.size()),
@@ -442,9 +444,30 @@ class BackwardRun {
     ba.workspace = ws.get();
     ba.workspace_bytes = ws_bytes_;
     ba.version = bv;
+    std::uint16_t* dV16 = nullptr;
+    if (dv_bf16) {
+      TTTLAB_CUDA_CHECK(
+          cudaMalloc(reinterpret_cast<void**>(&dV16), dV.size() * sizeof(std::uint16_t)));
+      TTTLAB_CUDA_CHECK(cudaMemset(dV16, 0xFF, dV.size() * sizeof(std::uint16_t)));
+      ba.dV = nullptr;
+      ba.dV_bf16 = dV16;
+    }
     ttt_linear_backward(ba);
-    return {dQ.download(),  dK.download(),  dV.download(),  dlam.download(), dtau.download(),
-            dgam.download(), dbet.download(), dW0.download(), db0.download()};
+    BwdOut out{dQ.download(),
+               dK.download(),
+               dv_bf16 ? std::vector<float>{} : dV.download(),
+               dlam.download(),
+               dtau.download(),
+               dgam.download(),
+               dbet.download(),
+               dW0.download(),
+               db0.download(),
+               {}};
+    if (dv_bf16) {
+      out.dV16 = download16(dV16, dV.size());
+      TTTLAB_CUDA_CHECK(cudaFree(dV16));
+    }
+    return out;
   }
 
  private:
@@ -534,6 +557,22 @@ TEST(TttLinearBackward, FusedMatchesCpuAndFallbackOnItsShapes) {
     const BwdOut fallback = run.run(TttBackwardVersion::Fallback);
     const BwdOut tf32 = run.run(TttBackwardVersion::Tf32);
     const GradRef ref = cpu_backward<double>(in, dO, c.group);
+    {
+      // dV written in bf16 by the kernel (what training with bf16 products asks for): the
+      // round-to-nearest-even bf16 of the fp32 dV bit for bit, and every other output unchanged.
+      SCOPED_TRACE("tf32 with dV in bf16");
+      const BwdOut t16 = run.run(TttBackwardVersion::Tf32, true);
+      ASSERT_EQ(t16.dV16.size(), tf32.dV.size());
+      std::size_t off = 0;
+      for (std::size_t i = 0; i < tf32.dV.size(); ++i)
+        off += t16.dV16[i] != bf16_bits_reference(tf32.dV[i]);
+      EXPECT_EQ(off, 0u) << "of " << tf32.dV.size() << " dV values differ from their bf16 rounding";
+      EXPECT_EQ(t16.dQ, tf32.dQ);
+      EXPECT_EQ(t16.dK, tf32.dK);
+      EXPECT_EQ(t16.dlam, tf32.dlam);
+      EXPECT_EQ(t16.dW0, tf32.dW0);
+      EXPECT_EQ(t16.dtau, tf32.dtau);
+    }
     {
       SCOPED_TRACE("fused against the CPU engine");
       check_backward(fused, ref, tok, sum, kTolBwdSum);
@@ -795,6 +834,18 @@ TEST(TttLinearArguments, BadInputIsRejectedWithAMessageBeforeAnyLaunch) {
   ba.dims = {1, 1, 8, 64, 16};
   ba.checkpoint_group = 0;
   EXPECT_NE(msg([&] { ttt_linear_backward(ba); }).find("checkpoint_group"), std::string::npos);
+  // dV in bf16 is the Tf32 version's alone: the others refuse it.
+  ba.checkpoint_group = 1;
+  ba.dims.mini_batch = 8;
+  ba.Q = ba.K = ba.V = ba.lambda = ba.tau = ba.ln_weight = ba.ln_bias = ba.checkpoint_W = ba.dO =
+      &dummy;
+  ba.checkpoint_b = &dummy;
+  ba.dQ = ba.dK = ba.dlambda = ba.dtau = ba.dln_weight = ba.dln_bias = ba.dW0 = ba.db0 = &dummy;
+  std::uint16_t dummy16[2] = {};
+  ba.dV_bf16 = dummy16;
+  ba.workspace = &dummy;
+  EXPECT_NE(msg([&] { ttt_linear_backward(ba); }).find("dV_bf16 needs version Tf32"),
+            std::string::npos);
   EXPECT_THROW(ttt_num_checkpoints(ba.dims, 0), std::invalid_argument);
   EXPECT_EQ(ttt_num_mini_batches({1, 1, 33, 64, 16}), 3);
   EXPECT_EQ(ttt_num_checkpoints({1, 1, 33, 64, 16}, 2), 2);
@@ -853,7 +904,9 @@ TEST(TttBench, ReportsEveryKernelWithTimesFloorsAndBandwidth) {
   const std::string table = format_ttt_bench(r);
   EXPECT_NE(table.find("ttt-linear forward fallback-simt"), std::string::npos) << table;
   EXPECT_NE(table.find("ttt-mlp forward"), std::string::npos) << table;
-  EXPECT_NE(table.find("ttt-mlp forward+backward"), std::string::npos) << table;
+  EXPECT_NE(table.find("ttt-mlp forward+backward (g=8)"), std::string::npos) << table;
+  EXPECT_NE(table.find("ttt-mlp forward+backward (g=1)"), std::string::npos)
+      << table;  // training's g
   EXPECT_NE(table.find("softmax-attention fwd+bwd"), std::string::npos) << table;
 }
 

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -52,6 +53,22 @@ inline std::uint64_t test_seed() {
       info ? std::string(info->test_suite_name()) + "." + info->name() : std::string("tttlab");
   std::uint64_t h = 1469598103934665603ull;
   for (unsigned char ch : name) h = (h ^ ch) * 1099511628211ull;
+  return h;
+}
+
+// fp32 → bf16 of the host, bit for bit: round to nearest, ties to even, on the bit pattern.
+inline std::uint16_t bf16_bits_reference(float f) {
+  std::uint32_t u = 0;
+  std::memcpy(&u, &f, 4);
+  if (std::isnan(f)) return static_cast<std::uint16_t>((u >> 16) | 0x40);  // quiet, sign kept
+  const std::uint32_t lsb = (u >> 16) & 1u;
+  return static_cast<std::uint16_t>((u + 0x7fffu + lsb) >> 16);
+}
+
+// bf16 pattern arrays on the device, compared as bit patterns.
+inline std::vector<std::uint16_t> download16(const std::uint16_t* p, std::size_t n) {
+  std::vector<std::uint16_t> h(n);
+  TTTLAB_CUDA_CHECK(cudaMemcpy(h.data(), p, n * sizeof(std::uint16_t), cudaMemcpyDeviceToHost));
   return h;
 }
 

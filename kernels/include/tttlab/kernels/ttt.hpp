@@ -30,6 +30,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -147,6 +148,10 @@ struct TttLinearBackwardArgs {
   float* dQ = nullptr;
   float* dK = nullptr;
   float* dV = nullptr;
+  // Optional, version Tf32 only: dV written here instead, rounded to bf16 (to nearest, ties to even)
+  // as bit patterns, [B, T, H·d]; dV may then be null. For training with bf16 products, whose next
+  // readers of dV are products.
+  std::uint16_t* dV_bf16 = nullptr;
   float* dlambda = nullptr;
   float* dtau = nullptr;
   float* dln_weight = nullptr;
