@@ -1307,24 +1307,17 @@ void ttt_linear_backward(const TttLinearBackwardArgs& a) {
   check_dims(fn, a.dims);
   check_eps(fn, a.opt);
   require(a.checkpoint_group >= 1, "ttt_linear_backward: checkpoint_group must be >= 1");
-  for (auto [ptr, name] : {std::pair<const void*, const char*>{a.Q, "Q"},
-                           {a.K, "K"},
-                           {a.V, "V"},
-                           {a.lambda, "lambda"},
-                           {a.tau, "tau"},
-                           {a.checkpoint_W, "checkpoint_W"},
-                           {a.dO, "dO"},
-                           {a.dQ, "dQ"},
-                           {a.dK, "dK"},
-                           {a.dV_bf16 ? static_cast<const void*>(a.dV_bf16) : a.dV, "dV"},
-                           {a.dlambda, "dlambda"},
-                           {a.dtau, "dtau"},
-                           {a.dln_weight, "dln_weight"},
-                           {a.dln_bias, "dln_bias"},
-                           {a.dW0, "dW0"},
-                           {a.db0, "db0"},
+  // With dV_bf16 the kernel writes that instead of dV, which may then be null.
+  const void* dV_out = a.dV_bf16 ? static_cast<const void*>(a.dV_bf16) : a.dV;
+  // clang-format off
+  for (auto [ptr, name] : {std::pair<const void*, const char*>{a.Q, "Q"}, {a.K, "K"}, {a.V, "V"},
+                           {a.lambda, "lambda"}, {a.tau, "tau"}, {a.checkpoint_W, "checkpoint_W"},
+                           {a.dO, "dO"}, {a.dQ, "dQ"}, {a.dK, "dK"}, {dV_out, "dV"},
+                           {a.dlambda, "dlambda"}, {a.dtau, "dtau"}, {a.dln_weight, "dln_weight"},
+                           {a.dln_bias, "dln_bias"}, {a.dW0, "dW0"}, {a.db0, "db0"},
                            {a.workspace, "workspace"}})
     check_ptr(fn, ptr, name);
+  // clang-format on
   if (a.opt.bias) check_ptr(fn, a.checkpoint_b, "checkpoint_b (bias is on)");
   check_ln_params(fn, a);
   const TttDims& D = a.dims;
