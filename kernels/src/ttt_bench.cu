@@ -16,6 +16,7 @@
 #include "cuda_check.hpp"
 #include "ttt_host.hpp"
 #include "tttlab/kernels/attention.hpp"
+#include "tttlab/kernels/gemm.hpp"
 #include "tttlab/kernels/ttt.hpp"
 
 namespace tttlab::kernels {
@@ -48,6 +49,17 @@ struct Buf {
     fill_uniform<<<1024, 256>>>(p, n, seed, lo, hi);
     TTTLAB_CUDA_CHECK(cudaGetLastError());
   }
+};
+
+// The same for bf16 bit patterns.
+struct Buf16 {
+  std::uint16_t* p = nullptr;
+  explicit Buf16(std::size_t count) {
+    TTTLAB_CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(count, 1) * sizeof(std::uint16_t)));
+  }
+  ~Buf16() { cudaFree(p); }
+  Buf16(const Buf16&) = delete;
+  Buf16& operator=(const Buf16&) = delete;
 };
 
 struct Events {
@@ -203,6 +215,26 @@ TttBenchReport ttt_bench(const TttBenchConfig& cfg) {
     fa.version = v;
     const double ms = time_median([&] { ttt_linear_forward(fa); }, cfg.warmup, cfg.repeats);
     add(std::string("ttt-linear forward ") + vname, ms, fwd_flops, fwd_bytes, 0.585, tk_peer, 0.3);
+  }
+  // Version Bf16: the same inputs rounded to bf16, read and written in 2 bytes (its floor moves half
+  // the bytes of the rows above; target 0.2 ms). Its own buffers, so fa stays fp32 for the rows below.
+  if (ttt_linear_forward_supports(TttLinearForwardVersion::Bf16, D)) {
+    Buf16 Q16(act), K16(act), V16(act), O16(act);
+    const int rows = D.batch * D.seq_len, cols = D.heads * D.head_dim;
+    convert_to_bf16(Q.p, rows, cols, cols, Q16.p, cols, nullptr);
+    convert_to_bf16(K.p, rows, cols, cols, K16.p, cols, nullptr);
+    convert_to_bf16(V.p, rows, cols, cols, V16.p, cols, nullptr);
+    TttLinearForwardArgs f16 = fa;
+    f16.Q = f16.K = f16.V = nullptr;
+    f16.O = nullptr;
+    f16.Q_bf16 = Q16.p;
+    f16.K_bf16 = K16.p;
+    f16.V_bf16 = V16.p;
+    f16.O_bf16 = O16.p;
+    f16.version = TttLinearForwardVersion::Bf16;
+    const double ms = time_median([&] { ttt_linear_forward(f16); }, cfg.warmup, cfg.repeats);
+    add("ttt-linear forward bf16", ms, fwd_flops, (4.0 * act) * 2 + lam_n * sizeof(float), 0.585,
+        tk_peer, 0.2);
   }
 
   if (cfg.backward) {

@@ -74,6 +74,8 @@ constexpr int kWarps = kThreads / 32;
 struct FwdParams {
   const float *Q, *K, *V, *lam, *tau, *gamma, *beta, *W0, *b0;
   float* O;
+  const std::uint16_t *Q16, *K16, *V16;  // version Bf16: the inputs and the output as bf16
+  std::uint16_t* O16;
   float *ckW, *ckb;
   float *fW, *fb, *faW, *fab;
   int B, H, T, d, b, group, n_ck;
@@ -321,6 +323,188 @@ __device__ __forceinline__ void tile_lnl2_stats(const float (&z)[2][4], const fl
   }
 }
 
+// ---- Per-lane pieces of the two tensor-core kernels (tf32 and bf16 operands) ---------------------
+//
+// A lane holds rows gid and gid + 8 of the 16-row tiles at its warp's columns col0 + nt·8 + 2·tig + e
+// (nt, e ∈ {0, 1}: the mma accumulator layout), and its share of the state W, c.
+
+// The state: Wr[kt][i] = W[kt·8 + 2·tig + (i&1)][col0 + gid + 8·(i>>1)] (the accumulator layout of
+// the update's Wᵀ tiles, which is also the B-operand layout of Z = K W); c, γ, β at the lane's columns.
+template <int D>
+__device__ __forceinline__ void load_lane_state(const FwdParams& p, int blk, int h, int col0,
+                                                int gid, int tig, float (&Wr)[D / 8][4],
+                                                float (&cb)[2][2], float (&gam)[2][2],
+                                                float (&bet)[2][2]) {
+  const float* W0 = p.W0 + (p.per_seq ? std::size_t(blk) : std::size_t(h)) * D * D;
+#pragma unroll
+  for (int kt = 0; kt < D / 8; ++kt)
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      Wr[kt][i] = W0[(kt * 8 + 2 * tig + (i & 1)) * D + col0 + gid + 8 * (i >> 1)];
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int col = col0 + nt * 8 + 2 * tig + e;
+      cb[nt][e] = p.bias ? p.b0[(p.per_seq ? std::size_t(blk) : std::size_t(h)) * D + col] : 0.0f;
+      gam[nt][e] = p.ln ? p.gamma[std::size_t(h) * D + col] : 1.0f;
+      bet[nt][e] = p.ln ? p.beta[std::size_t(h) * D + col] : 0.0f;
+    }
+}
+
+// The lane's share of W, c into slot `slot` of [.., D, D] and [.., D] (checkpoints, final state).
+template <int D>
+__device__ __forceinline__ void store_lane_state(const float (&Wr)[D / 8][4],
+                                                 const float (&cb)[2][2], float* Wd, float* cd,
+                                                 std::size_t slot, int col0, int gid, int tig) {
+#pragma unroll
+  for (int kt = 0; kt < D / 8; ++kt)
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      Wd[slot * D * D + (kt * 8 + 2 * tig + (i & 1)) * D + col0 + gid + 8 * (i >> 1)] = Wr[kt][i];
+  if (cd && gid == 0)
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) cd[slot * D + col0 + nt * 8 + 2 * tig + e] = cb[nt][e];
+}
+
+// G = lnl2(Z, R) at the lane's positions (one cross-warp round when LN is on), then into sG.
+template <int D>
+__device__ __forceinline__ void lane_loss_grad(const FwdParams& p, const float (&z)[2][4],
+                                               const float (&r)[2][4], const float (&gam)[2][2],
+                                               const float (&bet)[2][2], const float (&gam2)[2][2],
+                                               float gam2_w, float* red, float* sG, int warp,
+                                               int gid, int tig, int col0) {
+  constexpr int LDG = TcLayout<D>::LDG;
+  float g[2][4];
+  if (p.ln) {
+    float u[2][4];
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) u[nt][i] = gam[nt][i & 1] * (bet[nt][i & 1] - r[nt][i]);
+    float mu[2], rstd[2], p1[2], p2[2];
+    tile_lnl2_stats<D>(z, u, gam2, gam2_w, red, warp, gid, tig, p.eps, mu, rstd, p1, p2);
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int hf = i >> 1;
+        const float xh = (z[nt][i] - mu[hf]) * rstd[hf];
+        const float gh = gam2[nt][i & 1] * xh + u[nt][i];
+        g[nt][i] = (gh - p1[hf] - xh * p2[hf]) * rstd[hf];
+      }
+  } else {
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) g[nt][i] = z[nt][i] - r[nt][i];
+  }
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf)
+      *reinterpret_cast<float2*>(sG + (gid + 8 * hf) * LDG + col0 + nt * 8 + 2 * tig) =
+          make_float2(g[nt][2 * hf], g[nt][2 * hf + 1]);
+}
+
+// M = −τ_i λ_j (C + 1) on the lower triangle (zero above) at the lane's accumulator positions of the
+// 16 × 16 tile, C summed from the warps' partials Mp [NW][16][LDM]. (The tf32 kernel keeps its own
+// copy of these lines inline: built with this call, it ran 1% slower than before in an A/B on an H100,
+// Tf32 0.430 against 0.426 ms and Default 0.602 against 0.599 at the issue's shape, two rounds each;
+// inline, the same A/B showed no difference.)
+template <int D>
+__device__ __forceinline__ void lane_masked_m(const float* Mp, const float* sL,
+                                              const float (&tau_row)[2], float one, int gid,
+                                              int tig, float (&mc)[2][4]) {
+  using L = TcLayout<D>;
+#pragma unroll
+  for (int jt = 0; jt < 2; ++jt)
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      float2 acc = make_float2(0.0f, 0.0f);
+#pragma unroll
+      for (int w = 0; w < L::NW; ++w) {
+        const float2 v = *reinterpret_cast<const float2*>(
+            Mp + w * 16 * L::LDM + (gid + 8 * hf) * L::LDM + jt * 8 + 2 * tig);
+        acc.x += v.x;
+        acc.y += v.y;
+      }
+      const int row = gid + 8 * hf, j = jt * 8 + 2 * tig;
+      mc[jt][2 * hf] = j <= row ? -tau_row[hf] * sL[j] * (acc.x + one) : 0.0f;
+      mc[jt][2 * hf + 1] = j + 1 <= row ? -tau_row[hf] * sL[j + 1] * (acc.y + one) : 0.0f;
+    }
+}
+
+// Σ_j λ_j G[j, col] for the lane's 4 columns: rows gid and gid + 8 here, then the 8 lanes that share
+// tig (lane bits 2..4) are summed.
+template <int D>
+__device__ __forceinline__ void lane_bias_sums(const float* sG, const float* sL, int col0, int gid,
+                                               int tig, float (&cacc)[2][2]) {
+  constexpr int LDG = TcLayout<D>::LDG;
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt) {
+    const float2 g0 = *reinterpret_cast<const float2*>(sG + gid * LDG + col0 + nt * 8 + 2 * tig);
+    const float2 g1 =
+        *reinterpret_cast<const float2*>(sG + (gid + 8) * LDG + col0 + nt * 8 + 2 * tig);
+    cacc[nt][0] = sL[gid] * g0.x + sL[gid + 8] * g1.x;
+    cacc[nt][1] = sL[gid] * g0.y + sL[gid + 8] * g1.y;
+#pragma unroll
+    for (int e = 0; e < 2; ++e)
+#pragma unroll
+      for (int o = 4; o < 32; o <<= 1) cacc[nt][e] += __shfl_xor_sync(0xffffffffu, cacc[nt][e], o);
+  }
+}
+
+// The end of a mini-batch's update: a full one commits (W ← acc, c ← c − τ_b Σ λ G); a short last one
+// writes the open accumulators Kᵀ diag(λ) G (= acc) and Σ λ G for decode.
+template <int D>
+__device__ __forceinline__ void lane_commit(const FwdParams& p, int blk, bool full, float tb,
+                                            const float (&acc)[D / 8][4], const float (&cacc)[2][2],
+                                            float (&Wr)[D / 8][4], float (&cb)[2][2], int col0,
+                                            int gid, int tig) {
+  if (full) {
+#pragma unroll
+    for (int kt = 0; kt < D / 8; ++kt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) Wr[kt][i] = acc[kt][i];
+    if (p.bias)
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) cb[nt][e] -= tb * cacc[nt][e];
+  } else {
+#pragma unroll
+    for (int kt = 0; kt < D / 8; ++kt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        p.faW[std::size_t(blk) * D * D + (kt * 8 + 2 * tig + (i & 1)) * D + col0 + gid +
+              8 * (i >> 1)] = acc[kt][i];
+    if (p.fab && gid == 0)
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e)
+          p.fab[std::size_t(blk) * D + col0 + nt * 8 + 2 * tig + e] = p.bias ? cacc[nt][e] : 0.0f;
+  }
+}
+
+// After the last mini-batch: the final state, and zero open accumulators when T is a multiple of b.
+template <int D>
+__device__ __forceinline__ void lane_finish(const FwdParams& p, int blk,
+                                            const float (&Wr)[D / 8][4], const float (&cb)[2][2],
+                                            int tid, int col0, int gid, int tig) {
+  constexpr int NT = TcLayout<D>::NT;  // both kernels' block
+  if (p.fW) store_lane_state<D>(Wr, cb, p.fW, p.fb, blk, col0, gid, tig);
+  if (p.T % kMb == 0) {
+    if (p.faW)
+      for (int i = tid; i < D * D; i += NT) p.faW[std::size_t(blk) * D * D + i] = 0.0f;
+    if (p.fab)
+      for (int i = tid; i < D; i += NT) p.fab[std::size_t(blk) * D + i] = 0.0f;
+  }
+}
+
 template <int D, bool SPLIT>
 __global__ void __launch_bounds__(2 * D) linear_forward_tc_kernel(FwdParams p) {
   using L = TcLayout<D>;
@@ -339,27 +523,8 @@ __global__ void __launch_bounds__(2 * D) linear_forward_tc_kernel(FwdParams p) {
   const int col0 = warp * 16;
   const float one = p.bias ? 1.0f : 0.0f;
 
-  // The state: Wr[kt][i] = W[kt·8 + 2·tig + (i&1)][col0 + gid + 8·(i>>1)]; c for the lane's columns
-  // col0 + nt·8 + 2·tig + e.
-  float Wr[KT][4];
-  {
-    const float* W0 = p.W0 + (p.per_seq ? std::size_t(blk) : std::size_t(h)) * D * D;
-#pragma unroll
-    for (int kt = 0; kt < KT; ++kt)
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-        Wr[kt][i] = W0[(kt * 8 + 2 * tig + (i & 1)) * D + col0 + gid + 8 * (i >> 1)];
-  }
-  float cb[2][2], gam[2][2], bet[2][2];
-#pragma unroll
-  for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int col = col0 + nt * 8 + 2 * tig + e;
-      cb[nt][e] = p.bias ? p.b0[(p.per_seq ? std::size_t(blk) : std::size_t(h)) * D + col] : 0.0f;
-      gam[nt][e] = p.ln ? p.gamma[std::size_t(h) * D + col] : 1.0f;
-      bet[nt][e] = p.ln ? p.beta[std::size_t(h) * D + col] : 0.0f;
-    }
+  float Wr[KT][4], cb[2][2], gam[2][2], bet[2][2];
+  load_lane_state<D>(p, blk, h, col0, gid, tig, Wr, cb, gam, bet);
   float gam2[2][2];
 #pragma unroll
   for (int nt = 0; nt < 2; ++nt)
@@ -388,19 +553,6 @@ __global__ void __launch_bounds__(2 * D) linear_forward_tc_kernel(FwdParams p) {
     cp_async_commit();
   };
 
-  auto store_state = [&](float* Wd, float* cd, std::size_t slot) {
-#pragma unroll
-    for (int kt = 0; kt < KT; ++kt)
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-        Wd[slot * D * D + (kt * 8 + 2 * tig + (i & 1)) * D + col0 + gid + 8 * (i >> 1)] = Wr[kt][i];
-    if (cd && gid == 0)
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) cd[slot * D + col0 + nt * 8 + 2 * tig + e] = cb[nt][e];
-  };
-
   prefetch(0);
   prefetch(1);
   for (int mb = 0; mb < n_mb; ++mb) {
@@ -412,7 +564,9 @@ __global__ void __launch_bounds__(2 * D) linear_forward_tc_kernel(FwdParams p) {
     const float* sQ = sV + L::TILE;
     const float* sL = sQ + L::TILE;
     const int t0 = mb * kMb, m = min(kMb, T - t0);
-    if (p.ckW && mb % p.group == 0) store_state(p.ckW, p.ckb, std::size_t(blk) * p.n_ck + mb / p.group);
+    if (p.ckW && mb % p.group == 0)
+      store_lane_state<D>(Wr, cb, p.ckW, p.ckb, std::size_t(blk) * p.n_ck + mb / p.group, col0, gid,
+                          tig);
 
     // Z = K W and Z̄₀ = Q W: four accumulator chains over d/8 k-steps, each operand converted once.
     float z[2][4] = {}, zb[2][4] = {};
@@ -451,7 +605,6 @@ __global__ void __launch_bounds__(2 * D) linear_forward_tc_kernel(FwdParams p) {
               make_float2(mp[jt][2 * hf], mp[jt][2 * hf + 1]);
     }
     // G = lnl2(Z, R) at the lane's positions, then into shared memory.
-    float g[2][4];
     {
       float r[2][4];
 #pragma unroll
@@ -464,40 +617,13 @@ __global__ void __launch_bounds__(2 * D) linear_forward_tc_kernel(FwdParams p) {
           r[nt][2 * hf] = p.res ? v.x - k.x : v.x;
           r[nt][2 * hf + 1] = p.res ? v.y - k.y : v.y;
         }
-      if (p.ln) {
-        float u[2][4];
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) u[nt][i] = gam[nt][i & 1] * (bet[nt][i & 1] - r[nt][i]);
-        float mu[2], rstd[2], p1[2], p2[2];
-        tile_lnl2_stats<D>(z, u, gam2, gam2_w, red, warp, gid, tig, p.eps, mu, rstd, p1, p2);
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const int hf = i >> 1;
-            const float xh = (z[nt][i] - mu[hf]) * rstd[hf];
-            const float gh = gam2[nt][i & 1] * xh + u[nt][i];
-            g[nt][i] = (gh - p1[hf] - xh * p2[hf]) * rstd[hf];
-          }
-      } else {
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) g[nt][i] = z[nt][i] - r[nt][i];
-      }
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-        for (int hf = 0; hf < 2; ++hf)
-          *reinterpret_cast<float2*>(sG + (gid + 8 * hf) * LDG + col0 + nt * 8 + 2 * tig) =
-              make_float2(g[nt][2 * hf], g[nt][2 * hf + 1]);
+      lane_loss_grad<D>(p, z, r, gam, bet, gam2, gam2_w, red, sG, warp, gid, tig, col0);
     }
     __syncthreads();  // G complete
 
     // C = Σ_w C_w at this lane's accumulator positions; M = τ_i λ_j (C + 1) on the lower triangle,
-    // negated; then Z̄ = Z̄₀ − M G (M from registers, G rows read with the permuted j).
+    // negated (lane_masked_m, inline here: its comment says why); then Z̄ = Z̄₀ − M G (M from
+    // registers, G rows read with the permuted j).
     float mc[2][4];
 #pragma unroll
     for (int jt = 0; jt < 2; ++jt)
@@ -571,55 +697,241 @@ __global__ void __launch_bounds__(2 * D) linear_forward_tc_kernel(FwdParams p) {
         for (int kt = 0; kt < KT; ++kt)
           mma_parts<SPLIT>(acc[kt], ag, op2<SPLIT>(sK[j0 * LDX + kt * 8 + gid], sK[j1 * LDX + kt * 8 + gid]));
       }
-      // Σ_j λ_j G[j, col] for the lane's 4 columns: rows gid and gid + 8 here, then the 8 lanes that
-      // share tig (lane bits 2..4) are summed.
       float cacc[2][2];
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
-        const float2 g0 = *reinterpret_cast<const float2*>(sG + gid * LDG + col0 + nt * 8 + 2 * tig);
-        const float2 g1 = *reinterpret_cast<const float2*>(sG + (gid + 8) * LDG + col0 + nt * 8 + 2 * tig);
-        cacc[nt][0] = sL[gid] * g0.x + sL[gid + 8] * g1.x;
-        cacc[nt][1] = sL[gid] * g0.y + sL[gid + 8] * g1.y;
-#pragma unroll
-        for (int e = 0; e < 2; ++e)
-#pragma unroll
-          for (int o = 4; o < 32; o <<= 1) cacc[nt][e] += __shfl_xor_sync(0xffffffffu, cacc[nt][e], o);
-      }
-      if (full) {
-#pragma unroll
-        for (int kt = 0; kt < KT; ++kt)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) Wr[kt][i] = acc[kt][i];
-        if (p.bias)
-#pragma unroll
-          for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) cb[nt][e] -= tb * cacc[nt][e];
-      } else {
-#pragma unroll
-        for (int kt = 0; kt < KT; ++kt)
-#pragma unroll
-          for (int i = 0; i < 4; ++i)
-            p.faW[std::size_t(blk) * D * D + (kt * 8 + 2 * tig + (i & 1)) * D + col0 + gid +
-                  8 * (i >> 1)] = acc[kt][i];
-        if (p.fab && gid == 0)
-#pragma unroll
-          for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-            for (int e = 0; e < 2; ++e)
-              p.fab[std::size_t(blk) * D + col0 + nt * 8 + 2 * tig + e] = p.bias ? cacc[nt][e] : 0.0f;
-      }
+      lane_bias_sums<D>(sG, sL, col0, gid, tig, cacc);
+      lane_commit<D>(p, blk, full, tb, acc, cacc, Wr, cb, col0, gid, tig);
     }
   }
   cp_async_wait<0>();
+  lane_finish<D>(p, blk, Wr, cb, tid, col0, gid, tig);
+}
 
-  if (p.fW) store_state(p.fW, p.fb, blk);
-  if (T % kMb == 0) {
-    if (p.faW)
-      for (int i = tid; i < D * D; i += L::NT) p.faW[std::size_t(blk) * D * D + i] = 0.0f;
-    if (p.fab)
-      for (int i = tid; i < D; i += L::NT) p.fab[std::size_t(blk) * D + i] = 0.0f;
+// ---- Version Bf16: bf16 inputs, outputs and products ---------------------------------------------
+//
+// The kernel above with Q, K, V read and O written as bf16, and every product on bf16 operands
+// (mma.sync m16n8k16, fp32 accumulation): a k-step covers 16 of the contraction, so each product
+// takes half the mma instructions, and the bf16 tiles are read with ldmatrix (one instruction per
+// fragment). The state W, c, both LayerNorms, G, M and every sum stay fp32; W, G and M are rounded to
+// bf16 where they enter a product (as a bf16 autocast rounds a weight), and the update accumulates
+// into the fp32 W. The contraction runs in its natural order here: W's register layout is already
+// a bf16 B fragment (rows 16s + 2t, 2t + 1 and 16s + 8 + 2t, 2t + 1 of two neighbouring n8 tiles).
+template <int D>
+struct Bf16Layout {
+  static constexpr int NW = D / 16, NT = 32 * NW, KT = D / 8, KS = D / 16;
+  // K, V, Q rows of D + 8 bf16: 16-byte aligned, and the 8 rows an ldmatrix reads fall on distinct
+  // banks (the row stride is 4 words mod 32 at every supported D).
+  static constexpr int LDX = D + 8;
+  static constexpr int TILE = kMb * LDX;                      // bf16 elements
+  static constexpr int STAGE_BYTES = 3 * TILE * 2 + kMb * 4;  // K, V, Q, then λ (fp32)
+  static constexpr std::size_t BYTES =
+      kStages * STAGE_BYTES +
+      (kMb * TcLayout<D>::LDG + TcLayout<D>::RED8 + TcLayout<D>::RED + NW * 16 * TcLayout<D>::LDM) *
+          sizeof(float);
+  static_assert(STAGE_BYTES % 16 == 0, "stages stay 16-byte aligned");
+};
+
+template <int D>
+__global__ void __launch_bounds__(2 * D) linear_forward_bf16_kernel(FwdParams p) {
+  using L = Bf16Layout<D>;
+  using TL = TcLayout<D>;
+  constexpr int KT = L::KT, KS = L::KS, LDX = L::LDX, LDG = TL::LDG;
+  extern __shared__ __align__(16) float smem[];
+  unsigned char* stages = reinterpret_cast<unsigned char*>(smem);
+  float* sG = reinterpret_cast<float*>(stages + kStages * L::STAGE_BYTES);
+  float* red = sG + kMb * LDG;
+  float* Mp = red + TL::RED8 + TL::RED;  // [NW][16][LDM] partial C = Q Kᵀ of each warp
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gid = lane >> 2, tig = lane & 3;
+  const int blk = blockIdx.x, n = blk / p.H, h = blk % p.H;
+  const int T = p.T, n_mb = (T + kMb - 1) / kMb;
+  const std::size_t rs = std::size_t(p.H) * D;
+  const std::size_t seq0 = std::size_t(n) * T * rs + std::size_t(h) * D;
+  const int col0 = warp * 16;
+  const float one = p.bias ? 1.0f : 0.0f;
+
+  float Wr[KT][4], cb[2][2], gam[2][2], bet[2][2];
+  load_lane_state<D>(p, blk, h, col0, gid, tig, Wr, cb, gam, bet);
+  float gam2[2][2];
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) gam2[nt][e] = gam[nt][e] * gam[nt][e];
+  const float gam2_w = quad_sum(gam2[0][0] + gam2[0][1] + gam2[1][0] + gam2[1][1]);
+  const float tau_row[2] = {p.tau[gid], p.tau[gid + 8]};
+  const float tb = p.tau[kMb - 1];
+
+  auto prefetch = [&](int mb) {
+    if (mb < n_mb) {
+      unsigned char* st = stages + (mb % kStages) * L::STAGE_BYTES;
+      const int t0 = mb * kMb, m = min(kMb, T - t0);
+      constexpr int CPR = D / 8;  // 16-byte chunks (8 bf16) per row
+      for (int i = tid; i < 3 * kMb * CPR; i += L::NT) {
+        const int tile = i / (kMb * CPR), rem = i % (kMb * CPR), r = rem / CPR, ch = rem % CPR;
+        const std::uint16_t* base = tile == 0 ? p.K16 : (tile == 1 ? p.V16 : p.Q16);
+        const std::uint16_t* src = base + seq0 + std::size_t(t0 + min(r, m - 1)) * rs + ch * 8;
+        cp_async16(st + 2 * (tile * L::TILE + r * LDX + ch * 8), src, r < m ? 16 : 0);
+      }
+      if (tid < kMb)
+        cp_async4(reinterpret_cast<float*>(st + 6 * L::TILE) + tid,
+                  p.lam + std::size_t(blk) * T + t0 + min(tid, m - 1), tid < m ? 4 : 0);
+    }
+    cp_async_commit();
+  };
+
+  // ldmatrix row addresses (lane l gives row l % 8 of matrix l / 8), as byte offsets in a tile:
+  //   a_off: matrices (rows 0–7, k 0–7), (rows 8–15, k 0–7), (rows 0–7, k 8–15), (rows 8–15, k 8–15)
+  //          of a 16 × 16 slice: a row-major A fragment a0..a3; the same addresses read with .trans
+  //          give the B fragments of two n8 tiles of a k-major B (the update's K);
+  //   b_off: matrices (rows 0–7, k 0–7), (rows 0–7, k 8–15), (rows 8–15, k 0–7), (rows 8–15, k 8–15):
+  //          the B fragments b0, b1 of two n8 tiles whose rows are n (Kᵀ in C = Q Kᵀ).
+  const int a_off = 2 * (((lane & 7) + 8 * ((lane >> 3) & 1)) * LDX + 8 * (lane >> 4));
+  const int b_off = 2 * (((lane & 7) + 8 * (lane >> 4)) * LDX + 8 * ((lane >> 3) & 1));
+
+  prefetch(0);
+  prefetch(1);
+  for (int mb = 0; mb < n_mb; ++mb) {
+    cp_async_wait<kStages - 2>();
+    __syncthreads();  // this stage landed for every thread; the stage of mb − 1 is free
+    prefetch(mb + kStages - 1);
+    const unsigned char* st = stages + (mb % kStages) * L::STAGE_BYTES;
+    const std::uint16_t* sK = reinterpret_cast<const std::uint16_t*>(st);
+    const std::uint16_t* sV = sK + L::TILE;
+    const std::uint16_t* sQ = sV + L::TILE;
+    const float* sL = reinterpret_cast<const float*>(sQ + L::TILE);
+    const uint32_t uK = static_cast<uint32_t>(__cvta_generic_to_shared(sK));
+    const uint32_t uQ = uK + 4 * L::TILE;
+    const int t0 = mb * kMb, m = min(kMb, T - t0);
+    if (p.ckW && mb % p.group == 0)
+      store_lane_state<D>(Wr, cb, p.ckW, p.ckb, std::size_t(blk) * p.n_ck + mb / p.group, col0, gid,
+                          tig);
+
+    // Z = K W and Z̄₀ = Q W, W rounded to bf16 once for both.
+    float z[2][4] = {}, zb[2][4] = {};
+#pragma unroll
+    for (int ks = 0; ks < KS; ++ks) {
+      uint32_t ak[4], aq[4];
+      mma_detail::ldsm_x4(ak, uK + a_off + 32 * ks);
+      mma_detail::ldsm_x4(aq, uQ + a_off + 32 * ks);
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        const uint32_t w0 = pack_bf16(Wr[2 * ks][2 * nt], Wr[2 * ks][2 * nt + 1]);
+        const uint32_t w1 = pack_bf16(Wr[2 * ks + 1][2 * nt], Wr[2 * ks + 1][2 * nt + 1]);
+        mma_bf16(z[nt], ak, w0, w1);
+        mma_bf16(zb[nt], aq, w0, w1);
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        z[nt][i] += cb[nt][i & 1];
+        zb[nt][i] += cb[nt][i & 1];
+      }
+    // This warp's share of C = Q Kᵀ: k-step `warp` (d/16 = NW k-steps in all).
+    {
+      float mp[2][4] = {};
+      uint32_t aq[4], kb[4];
+      mma_detail::ldsm_x4(aq, uQ + a_off + 32 * warp);
+      mma_detail::ldsm_x4(kb, uK + b_off + 32 * warp);
+      mma_bf16(mp[0], aq, kb[0], kb[1]);
+      mma_bf16(mp[1], aq, kb[2], kb[3]);
+      float* mw = Mp + warp * 16 * TL::LDM;
+#pragma unroll
+      for (int jt = 0; jt < 2; ++jt)
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf)
+          *reinterpret_cast<float2*>(mw + (gid + 8 * hf) * TL::LDM + jt * 8 + 2 * tig) =
+              make_float2(mp[jt][2 * hf], mp[jt][2 * hf + 1]);
+    }
+    // G = lnl2(Z, R) at the lane's positions, then into shared memory.
+    {
+      float r[2][4];
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+          const int off = (gid + 8 * hf) * LDX + col0 + nt * 8 + 2 * tig;
+          const float2 v = unpack_bf16(*reinterpret_cast<const uint32_t*>(sV + off));
+          const float2 k = unpack_bf16(*reinterpret_cast<const uint32_t*>(sK + off));
+          r[nt][2 * hf] = p.res ? v.x - k.x : v.x;
+          r[nt][2 * hf + 1] = p.res ? v.y - k.y : v.y;
+        }
+      lane_loss_grad<D>(p, z, r, gam, bet, gam2, gam2_w, red, sG, warp, gid, tig, col0);
+    }
+    __syncthreads();  // G complete
+
+    // Z̄ = Z̄₀ − M G: M's accumulator fragment is a bf16 A fragment as it stands (k = j in order).
+    {
+      float mc[2][4];
+      lane_masked_m<D>(Mp, sL, tau_row, one, gid, tig, mc);
+      const uint32_t am[4] = {pack_bf16(mc[0][0], mc[0][1]), pack_bf16(mc[0][2], mc[0][3]),
+                              pack_bf16(mc[1][0], mc[1][1]), pack_bf16(mc[1][2], mc[1][3])};
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        const float* gp = sG + 2 * tig * LDG + col0 + nt * 8 + gid;
+        mma_bf16(zb[nt], am, pack_bf16(gp[0], gp[LDG]), pack_bf16(gp[8 * LDG], gp[9 * LDG]));
+      }
+    }
+
+    // O = [Q +] LN(Z̄), stored as bf16.
+    {
+      float mu[2] = {0.0f, 0.0f}, rstd[2] = {1.0f, 1.0f};
+      if (p.ln) frag_row_stats<D, 2>(zb, red + TL::RED8, warp, gid, tig, p.eps, mu, rstd);
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        const int row = gid + 8 * hf;
+        if (row >= m) continue;
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+          const int col = col0 + nt * 8 + 2 * tig;
+          float o0 = zb[nt][2 * hf], o1 = zb[nt][2 * hf + 1];
+          if (p.ln) {
+            o0 = gam[nt][0] * (o0 - mu[hf]) * rstd[hf] + bet[nt][0];
+            o1 = gam[nt][1] * (o1 - mu[hf]) * rstd[hf] + bet[nt][1];
+          }
+          if (p.res) {
+            const float2 q = unpack_bf16(*reinterpret_cast<const uint32_t*>(sQ + row * LDX + col));
+            o0 += q.x;
+            o1 += q.y;
+          }
+          *reinterpret_cast<uint32_t*>(p.O16 + seq0 + std::size_t(t0 + row) * rs + col) =
+              pack_bf16(o0, o1);
+        }
+      }
+    }
+
+    // W ← W − τ_b Kᵀ diag(λ) G (full mini-batch), or the open accumulator Kᵀ diag(λ) G: the Wᵀ tiles
+    // (m = the warp's 16 columns, n = 8 rows of W, k = the 16 tokens in one step).
+    const bool full = m == kMb;
+    if (full || p.faW) {
+      const float scale = full ? -tb : 1.0f;
+      float acc[KT][4];
+#pragma unroll
+      for (int kt = 0; kt < KT; ++kt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[kt][i] = full ? Wr[kt][i] : 0.0f;
+      const int j0 = 2 * tig, j1 = j0 + 8;
+      const float e00 = scale * sL[j0], e01 = scale * sL[j0 + 1], e10 = scale * sL[j1],
+                  e11 = scale * sL[j1 + 1];
+      const float* g0 = sG + j0 * LDG + col0 + gid;
+      const float* g1 = sG + j1 * LDG + col0 + gid;
+      const uint32_t ag[4] = {
+          pack_bf16(e00 * g0[0], e01 * g0[LDG]), pack_bf16(e00 * g0[8], e01 * g0[LDG + 8]),
+          pack_bf16(e10 * g1[0], e11 * g1[LDG]), pack_bf16(e10 * g1[8], e11 * g1[LDG + 8])};
+#pragma unroll
+      for (int kp = 0; kp < KT / 2; ++kp) {
+        uint32_t kb[4];
+        ldsm_x4_trans(kb, uK + a_off + 32 * kp);
+        mma_bf16(acc[2 * kp], ag, kb[0], kb[1]);
+        mma_bf16(acc[2 * kp + 1], ag, kb[2], kb[3]);
+      }
+      float cacc[2][2];
+      lane_bias_sums<D>(sG, sL, col0, gid, tig, cacc);
+      lane_commit<D>(p, blk, full, tb, acc, cacc, Wr, cb, col0, gid, tig);
+    }
   }
+  cp_async_wait<0>();
+  lane_finish<D>(p, blk, Wr, cb, tid, col0, gid, tig);
 }
 
 template <int D, bool SPLIT>
@@ -628,6 +940,15 @@ void launch_tc(const FwdParams& p, int blocks, cudaStream_t stream) {
   const void* fn = reinterpret_cast<const void*>(&linear_forward_tc_kernel<D, SPLIT>);
   set_smem_limit(fn, bytes);
   linear_forward_tc_kernel<D, SPLIT><<<blocks, TcLayout<D>::NT, bytes, stream>>>(p);
+  TTTLAB_CUDA_CHECK(cudaGetLastError());
+}
+
+template <int D>
+void launch_bf16(const FwdParams& p, int blocks, cudaStream_t stream) {
+  const std::size_t bytes = Bf16Layout<D>::BYTES;
+  const void* fn = reinterpret_cast<const void*>(&linear_forward_bf16_kernel<D>);
+  set_smem_limit(fn, bytes);
+  linear_forward_bf16_kernel<D><<<blocks, Bf16Layout<D>::NT, bytes, stream>>>(p);
   TTTLAB_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -663,6 +984,10 @@ FwdParams forward_params(const TttLinearForwardArgs& a) {
   p.W0 = a.W0;
   p.b0 = a.b0;
   p.O = a.O;
+  p.Q16 = a.Q_bf16;
+  p.K16 = a.K_bf16;
+  p.V16 = a.V_bf16;
+  p.O16 = a.O_bf16;
   p.ckW = a.checkpoint_W;
   p.ckb = a.checkpoint_b;
   p.fW = a.final_W;
@@ -689,6 +1014,20 @@ void linear_forward_simt(const TttLinearForwardArgs& a) {
   set_smem_limit(reinterpret_cast<const void*>(&linear_forward_simt_kernel), bytes);
   linear_forward_simt_kernel<<<D.batch * D.heads, kThreads, bytes, a.stream>>>(p);
   TTTLAB_CUDA_CHECK(cudaGetLastError());
+}
+
+void linear_forward_bf16(const TttLinearForwardArgs& a) {
+  const FwdParams p = forward_params(a);
+  const int blocks = a.dims.batch * a.dims.heads;
+  switch (a.dims.head_dim) {
+    case 16: return launch_bf16<16>(p, blocks, a.stream);
+    case 32: return launch_bf16<32>(p, blocks, a.stream);
+    case 64: return launch_bf16<64>(p, blocks, a.stream);
+    case 128: return launch_bf16<128>(p, blocks, a.stream);
+    default:
+      throw std::invalid_argument("ttt_linear_forward (bf16): unsupported head_dim " +
+                                  std::to_string(a.dims.head_dim));
+  }
 }
 
 void linear_forward_tensor_core(const TttLinearForwardArgs& a, bool split) {
@@ -720,13 +1059,28 @@ void check_linear_forward_args(const TttLinearForwardArgs& a) {
   const char* fn = "ttt_linear_forward";
   check_dims(fn, a.dims);
   check_eps(fn, a.opt);
-  check_ptr(fn, a.Q, "Q");
-  check_ptr(fn, a.K, "K");
-  check_ptr(fn, a.V, "V");
+  const bool bf16_io = a.version == TttLinearForwardVersion::Bf16;
+  const bool any16 = a.Q_bf16 || a.K_bf16 || a.V_bf16 || a.O_bf16;
+  if (bf16_io) {
+    require(
+        !a.Q && !a.K && !a.V && !a.O,
+        "ttt_linear_forward: version Bf16 reads Q_bf16, K_bf16, V_bf16 and writes O_bf16; Q, K, V "
+        "and O must be null");
+    check_ptr(fn, a.Q_bf16, "Q_bf16");
+    check_ptr(fn, a.K_bf16, "K_bf16");
+    check_ptr(fn, a.V_bf16, "V_bf16");
+    check_ptr(fn, a.O_bf16, "O_bf16");
+  } else {
+    require(!any16,
+            "ttt_linear_forward: Q_bf16, K_bf16, V_bf16 and O_bf16 are for version Bf16 only");
+    check_ptr(fn, a.Q, "Q");
+    check_ptr(fn, a.K, "K");
+    check_ptr(fn, a.V, "V");
+    check_ptr(fn, a.O, "O");
+  }
   check_ptr(fn, a.lambda, "lambda");
   check_ptr(fn, a.tau, "tau");
   check_ptr(fn, a.W0, "W0");
-  check_ptr(fn, a.O, "O");
   if (a.opt.bias) check_ptr(fn, a.b0, "b0 (bias is on)");
   check_ln_params(fn, a);
   if (a.checkpoint_W || a.checkpoint_b) {
@@ -743,7 +1097,7 @@ bool ttt_linear_forward_supports(TttLinearForwardVersion version, const TttDims&
     case TttLinearForwardVersion::Fallback:
       return true;
     case TttLinearForwardVersion::Tf32:
-      return tensor_core_supports(dims);
+    case TttLinearForwardVersion::Bf16: return tensor_core_supports(dims);
   }
   return false;
 }
@@ -768,6 +1122,19 @@ void ttt_linear_forward(const TttLinearForwardArgs& a) {
                   std::to_string(a.dims.mini_batch) + ")");
       require(aligned, "ttt_linear_forward: version Tf32 needs Q, K, V and O 16-byte aligned");
       linear_forward_tensor_core(a, /*split=*/false);
+      return;
+    case TttLinearForwardVersion::Bf16:
+      require(tensor_core_supports(a.dims),
+              "ttt_linear_forward: version Bf16 needs mini_batch 16 and head_dim 16, 32, 64 or 128 "
+              "(got "
+              "head_dim " +
+                  std::to_string(a.dims.head_dim) + ", mini_batch " +
+                  std::to_string(a.dims.mini_batch) + ")");
+      require(
+          aligned16(a.Q_bf16) && aligned16(a.K_bf16) && aligned16(a.V_bf16) && aligned16(a.O_bf16),
+          "ttt_linear_forward: version Bf16 needs Q_bf16, K_bf16, V_bf16 and O_bf16 16-byte "
+          "aligned");
+      linear_forward_bf16(a);
       return;
   }
   require(false, "ttt_linear_forward: unknown version " + std::to_string(int(a.version)));

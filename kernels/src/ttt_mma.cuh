@@ -6,11 +6,11 @@
 // and fused backward. Private to kernels/src.
 #pragma once
 
-#include <type_traits>
-
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace tttlab::kernels::detail {
 
@@ -342,6 +342,12 @@ __device__ __forceinline__ void cp_async4(float* dst, const float* src, int byte
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(src), "r"(bytes));
 }
 
+// The same for 16 bytes of any type (bf16 rows).
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, int bytes) {
+  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src), "r"(bytes));
+}
+
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 
 // Waits until at most N committed groups are still in flight.
@@ -426,6 +432,41 @@ __device__ __forceinline__ void frag_row_stats(const float (&x)[2][4], float* re
     mu[hf] = m;
     rstd[hf] = 1.0f / sqrtf(m2 / float(D) + eps);
   }
+}
+
+// ---- bf16 products (the TTT-Linear forward's version Bf16) ------------------------------------------
+
+// Two fp32 values rounded to bf16 (to nearest, ties to even: convert_to_bf16's rounding) in one
+// 32-bit register, `lo` in the low half: the order of k (or of columns) in the mma fragments below.
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// The two bf16 of a register widened to fp32 (exact).
+__device__ __forceinline__ float2 unpack_bf16(uint32_t v) {
+  return make_float2(__uint_as_float(v << 16), __uint_as_float(v & 0xffff0000u));
+}
+
+// c += A·B for one 16×8×16 tile with bf16 operands and fp32 accumulation. Fragments (PTX ISA,
+// mma.m16n8k16 .bf16), g = lane/4, t = lane%4, each register two bf16 with the lower k (or column)
+// in its low half: A a0 (g, 2t..2t+1), a1 (g+8, 2t..), a2 (g, 2t+8..), a3 (g+8, 2t+8..);
+// B b0 (2t..2t+1, g), b1 (2t+8.., g); C as for tf32: c0 (g, 2t), c1 (g, 2t+1), c2 (g+8, 2t), c3 (g+8, 2t+1).
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Four 8 × 8 matrices of 16-bit values transposed on the way (ldmatrix .trans): thread l receives
+// elements (rows 2(l%4), 2(l%4)+1; column l/4) of each, which is a bf16 B fragment's register
+// from a matrix stored k-major (row = k). `row` as for ldsm_x4.
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], uint32_t row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(row));
 }
 
 }  // namespace tttlab::kernels::detail

@@ -226,6 +226,110 @@ TEST(TttLinearForward, MatchesCpuDualFormOnTheShapeGrid) {
   EXPECT_GT(runs[0], 0);
 }
 
+// Version Bf16: bf16 inputs and output, bf16 products with fp32 accumulation, fp32 state. Against
+// the CPU engine in fp64 on the same inputs rounded to bf16, on every shape of the grid the kernel
+// supports (b = 16), with its final states and checkpoints (group 2). The bound, kTolBf16, relative
+// to max|ref| of each output: bf16 keeps 8 significant bits (unit roundoff 2^-9, 4× tf32's 2^-11 for
+// a rounded operand, 8× when tf32 truncates), every product rounds both operands (W, G and M as
+// well as the inputs), the recurrence carries that through the state, and O is rounded to bf16 once
+// more at the end (up to 2^-9 of each value by itself).
+constexpr double kTolBf16 = 3e-2;
+
+std::vector<float> rounded_to_bf16(const std::vector<float>& x, std::vector<std::uint16_t>& bits) {
+  std::vector<float> r(x.size());
+  bits.resize(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    bits[i] = bf16_bits_reference(x[i]);
+    r[i] = bf16_to_float(bits[i]);
+  }
+  return r;
+}
+
+TEST(TttLinearForward, Bf16MatchesCpuOnRoundedInputs) {
+  TTTLAB_REQUIRE_GPU();
+  const std::uint64_t seed = test_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  double worst_o = 0, worst_state = 0;
+  int runs = 0;
+  for (const Case& c : forward_cases()) {
+    const TttDims& D = c.dims;
+    if (!ttt_linear_forward_supports(TttLinearForwardVersion::Bf16, D)) continue;
+    SCOPED_TRACE(describe(D, c.opt));
+    LinearInputs in = random_linear_inputs(D, c.opt, rng);
+    std::vector<std::uint16_t> q16, k16, v16;
+    in.Q = rounded_to_bf16(in.Q, q16);
+    in.K = rounded_to_bf16(in.K, k16);
+    in.V = rounded_to_bf16(in.V, v16);
+    const LinearRef ref = cpu_forward(in, false);
+    const DeviceLinearInputs dev(in);
+    const std::size_t BH = std::size_t(D.batch) * D.heads, d = D.head_dim;
+    const int group = 2, n_ck = ttt_num_checkpoints(D, group);
+    DeviceBuffer16 Q16(q16), K16(k16), V16(v16), O16(q16.size());
+    DeviceBuffer fW(BH * d * d), fb(BH * d), faW(BH * d * d), fab(BH * d), ckW(BH * n_ck * d * d),
+        ckb(BH * n_ck * d);
+    for (DeviceBuffer* b : {&fW, &fb, &faW, &fab, &ckW, &ckb}) b->poison();
+    O16.poison();
+    TttLinearForwardArgs a = forward_args(in, dev);
+    a.Q = a.K = a.V = nullptr;
+    a.Q_bf16 = Q16.get();
+    a.K_bf16 = K16.get();
+    a.V_bf16 = V16.get();
+    a.O_bf16 = O16.get();
+    a.final_W = fW.get();
+    a.final_b = fb.get();
+    a.final_acc_W = faW.get();
+    a.final_acc_b = fab.get();
+    a.checkpoint_W = ckW.get();
+    a.checkpoint_b = ckb.get();
+    a.checkpoint_group = group;
+    a.version = TttLinearForwardVersion::Bf16;
+    ttt_linear_forward(a);
+    std::vector<float> o(q16.size());
+    const std::vector<std::uint16_t> o16 = O16.download();
+    for (std::size_t i = 0; i < o.size(); ++i) o[i] = bf16_to_float(o16[i]);
+    const ErrorStat e = compare(o, ref.O);
+    EXPECT_TRUE(within("O", e, kTolBf16, o, ref.O));
+    worst_o = std::max(worst_o, e.rel);
+    ++runs;
+    const std::vector<float> w = fW.download(), aw = faW.download(), bb = fb.download(),
+                             ab = fab.download();
+    const ErrorStat ew = compare(w, ref.W);
+    worst_state = std::max(worst_state, ew.rel);
+    EXPECT_TRUE(within("final W", ew, kTolBf16, w, ref.W));
+    EXPECT_TRUE(within("final acc W", compare(aw, ref.aW, 1.0), kTolBf16, aw, ref.aW));
+    EXPECT_TRUE(within("final b", compare(bb, ref.b, 1.0), kTolBf16, bb, ref.b));
+    EXPECT_TRUE(within("final acc b", compare(ab, ref.ab, 1.0), kTolBf16, ab, ref.ab));
+    // The last checkpoint is the committed state at the start of mini-batch (n_ck − 1)·group.
+    const std::vector<float> cw = ckW.download();
+    const int len = std::min(D.seq_len, (n_ck - 1) * group * D.mini_batch);
+    std::vector<double> rw(BH * d * d);
+    std::vector<float> gw(BH * d * d);
+    for (std::size_t blk = 0; blk < BH; ++blk) {
+      const int n = int(blk / D.heads), h = int(blk % D.heads);
+      InnerState<double> st = InnerState<double>::start(initial_weights(in, h));
+      if (len > 0) {
+        Mat<double> out;
+        inner_forward_dual<double>(
+            inner_options(in.opt, D, InnerModel::Linear), head_params(in, h),
+            head_slice(in.Q, D, n, h, 0, len), head_slice(in.K, D, n, h, 0, len),
+            head_slice(in.V, D, n, h, 0, len), lambda_slice(in.lam, D, n, h, 0, len), st, out);
+      }
+      for (std::size_t i = 0; i < d * d; ++i) {
+        rw[blk * d * d + i] = st.base.W1(i / d, i % d);
+        gw[blk * d * d + i] = cw[(blk * n_ck + n_ck - 1) * d * d + i];
+      }
+    }
+    const ErrorStat ec = compare(gw, rw);
+    worst_state = std::max(worst_state, ec.rel);
+    EXPECT_TRUE(within("last checkpoint W", ec, kTolBf16, gw, rw));
+  }
+  std::printf(
+      "[   INFO   ] forward bf16    %3d runs, worst |O - ref| / max|ref| = %.3g, states %.3g\n",
+      runs, worst_o, worst_state);
+  EXPECT_GT(runs, 0);
+}
+
 TEST(TttLinearForward, PerSequenceInitialStatesAndCheckpoints) {
   TTTLAB_REQUIRE_GPU();
   const std::uint64_t seed = test_seed();
@@ -810,6 +914,26 @@ TEST(TttLinearArguments, BadInputIsRejectedWithAMessageBeforeAnyLaunch) {
   EXPECT_FALSE(ttt_linear_forward_supports(a.version, a.dims));
   EXPECT_NE(msg([&] { ttt_linear_forward(a); }).find("version Tf32 needs mini_batch 16"), std::string::npos);
   a.dims.mini_batch = 16;
+  // bf16 inputs and output belong to version Bf16, which takes nothing else.
+  std::uint16_t dummy16[8] = {};
+  a.version = TttLinearForwardVersion::Default;
+  a.Q_bf16 = dummy16;
+  EXPECT_NE(msg([&] { ttt_linear_forward(a); }).find("for version Bf16 only"), std::string::npos);
+  a.version = TttLinearForwardVersion::Bf16;
+  EXPECT_NE(msg([&] { ttt_linear_forward(a); }).find("Q, K, V and O must be null"),
+            std::string::npos);
+  a.Q = a.K = a.V = a.O = nullptr;
+  EXPECT_NE(msg([&] { ttt_linear_forward(a); }).find("K_bf16 is null"), std::string::npos);
+  a.K_bf16 = a.V_bf16 = dummy16;
+  a.O_bf16 = dummy16;
+  a.dims.mini_batch = 8;
+  EXPECT_FALSE(ttt_linear_forward_supports(a.version, a.dims));
+  EXPECT_NE(msg([&] { ttt_linear_forward(a); }).find("version Bf16 needs mini_batch 16"),
+            std::string::npos);
+  a.dims.mini_batch = 16;
+  a.Q_bf16 = a.K_bf16 = a.V_bf16 = nullptr;
+  a.O_bf16 = nullptr;
+  a.Q = a.K = a.V = a.O = &dummy;
   a.version = TttLinearForwardVersion::Default;
   a.dims.seq_len = 0;
   EXPECT_NE(msg([&] { ttt_linear_forward(a); }).find("seq_len"), std::string::npos);
@@ -841,7 +965,6 @@ TEST(TttLinearArguments, BadInputIsRejectedWithAMessageBeforeAnyLaunch) {
       &dummy;
   ba.checkpoint_b = &dummy;
   ba.dQ = ba.dK = ba.dlambda = ba.dtau = ba.dln_weight = ba.dln_bias = ba.dW0 = ba.db0 = &dummy;
-  std::uint16_t dummy16[2] = {};
   ba.dV_bf16 = dummy16;
   ba.workspace = &dummy;
   EXPECT_NE(msg([&] { ttt_linear_backward(ba); }).find("dV_bf16 needs version Tf32"),

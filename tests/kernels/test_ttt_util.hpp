@@ -72,6 +72,44 @@ inline std::vector<std::uint16_t> download16(const std::uint16_t* p, std::size_t
   return h;
 }
 
+// bf16 bit pattern → fp32 (exact).
+inline float bf16_to_float(std::uint16_t b) {
+  const std::uint32_t u = std::uint32_t(b) << 16;
+  float f = 0;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// One device allocation of bf16 bit patterns; poisoned with NaN (all bits set) on request.
+class DeviceBuffer16 {
+ public:
+  explicit DeviceBuffer16(std::size_t n) : n_(n) {
+    if (n) TTTLAB_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p_), n * sizeof(std::uint16_t)));
+  }
+  explicit DeviceBuffer16(const std::vector<std::uint16_t>& host) : DeviceBuffer16(host.size()) {
+    if (n_)
+      TTTLAB_CUDA_CHECK(
+          cudaMemcpy(p_, host.data(), n_ * sizeof(std::uint16_t), cudaMemcpyHostToDevice));
+  }
+  ~DeviceBuffer16() {
+    if (p_) cudaFree(p_);
+  }
+  DeviceBuffer16(const DeviceBuffer16&) = delete;
+  DeviceBuffer16& operator=(const DeviceBuffer16&) = delete;
+  std::uint16_t* get() const { return p_; }
+  std::vector<std::uint16_t> download() const {
+    TTTLAB_CUDA_CHECK(cudaDeviceSynchronize());
+    return download16(p_, n_);
+  }
+  void poison() {
+    if (n_) TTTLAB_CUDA_CHECK(cudaMemset(p_, 0xFF, n_ * sizeof(std::uint16_t)));
+  }
+
+ private:
+  std::uint16_t* p_ = nullptr;
+  std::size_t n_ = 0;
+};
+
 // One device allocation of floats; poisoned with NaN (all bits set) on request.
 class DeviceBuffer {
  public:

@@ -1,4 +1,5 @@
-// tttlab/kernels/ttt.hpp — the TTT inner loop on the GPU (TTT-Linear and TTT-MLP, fp32).
+// tttlab/kernels/ttt.hpp — the TTT inner loop on the GPU (TTT-Linear and TTT-MLP, fp32; the
+// TTT-Linear forward also with bf16 inputs and output, version Bf16).
 //
 // The kernels compute exactly the functions of the CPU engine (core/include/tttlab/ttt/inner.hpp,
 // inner_backward.hpp; maths in docs/MATH.md §3–§6 and §7) for all B·H heads of a batch at once.
@@ -13,8 +14,9 @@
 // ALIGNMENT: the tensor-core kernels need the pointers they stream 16-byte aligned (cudaMalloc gives
 // 256); Default runs the fallback for unaligned pointers.
 //
-// LAYOUTS (row-major, fp32, contiguous, as in tttlab/tensor.hpp: a token is a row, heads are column
-// blocks, linear maps are stored [in, out] and applied as z = x·W + b):
+// LAYOUTS (row-major, fp32 (bf16 bit patterns where a field says so), contiguous, as in
+// tttlab/tensor.hpp: a token is a row, heads are column blocks, linear maps are stored [in, out] and
+// applied as z = x·W + b):
 //   Q, K, V, O, dQ, dK, dV, dO   [B, T, H·d]   element (n, t, h, c) at (n·T + t)·H·d + h·d + c
 //   lambda, dlambda              [B, H, T]     λ_t of head h of sequence n at (n·H + h)·T + t
 //   tau, dtau                    [b]           τ_i, i = 1..b, shared by all heads and sequences
@@ -61,13 +63,17 @@ int ttt_num_checkpoints(const TttDims& dims, int checkpoint_group);
 
 // Which kernel runs the TTT-Linear forward (docs/KERNELS.md has the design and measured time of each).
 enum class TttLinearForwardVersion {
-  Default = 0,   // tensor cores, 3xTF32 (fp32-level accuracy: split operands, a·b ≈ a_hi·b_hi +
-                 // a_hi·b_lo + a_lo·b_hi) where b == 16, d ∈ {16, 32, 64, 128} and Q, K, V, O are
-                 // 16-byte aligned; the Fallback elsewhere
+  Default = 0,  // tensor cores, 3xTF32 (fp32-level accuracy: split operands, a·b ≈ a_hi·b_hi +
+  // a_hi·b_lo + a_lo·b_hi) where b == 16, d ∈ {16, 32, 64, 128} and Q, K, V, O are
+  // 16-byte aligned; the Fallback elsewhere
   Fallback = 1,  // one block per (sequence, head), fp32 CUDA cores; every supported shape
   Tf32 = 2,      // Default's tensor-core kernel with one tf32 product per term (operands truncated
                  // to 10-bit mantissas, relative error ~1e-3): what the training step runs when its
                  // GEMMs are tf32. Same shapes and alignment as Default's fast path, else an error.
+  Bf16 = 3,  // bf16 inputs and output (Q_bf16, K_bf16, V_bf16 → O_bf16, in place of Q, K, V, O)
+             // and bf16 products with fp32 accumulation (8-bit mantissas, ~4e-3 relative per
+             // product); the state, both LayerNorms and every sum stay fp32, and so do the
+             // checkpoints and final states. Same shapes as Tf32, else an error.
 };
 
 // ---- TTT-Linear, dual form, forward --------------------------------------------------------------
@@ -86,6 +92,12 @@ struct TttLinearForwardArgs {
   const float* b0 = nullptr;        // [H, d], or [B, H, d] with per_sequence_init (read with bias)
   bool per_sequence_init = false;
   float* O = nullptr;               // [B, T, H·d], written
+  // Version Bf16 only, and then in place of Q, K, V, O (which must be null): the same tensors as bf16
+  // bit patterns ([B, T, H·d], 16-byte aligned; round to nearest even, as convert_to_bf16 writes them).
+  const std::uint16_t* Q_bf16 = nullptr;
+  const std::uint16_t* K_bf16 = nullptr;
+  const std::uint16_t* V_bf16 = nullptr;
+  std::uint16_t* O_bf16 = nullptr;
 
   // Optional (nullptr: not written). Checkpoints for the backward: the committed state at the start
   // of every checkpoint_group-th mini-batch, [B, H, ttt_num_checkpoints, d, d] and [.., d].
