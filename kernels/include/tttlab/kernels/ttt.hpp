@@ -71,7 +71,7 @@ enum class TttLinearForwardVersion {
                  // to 10-bit mantissas, relative error ~1e-3): what the training step runs when its
                  // GEMMs are tf32. Same shapes and alignment as Default's fast path, else an error.
   Bf16 = 3,  // bf16 inputs and output (Q_bf16, K_bf16, V_bf16 → O_bf16, in place of Q, K, V, O)
-             // and bf16 products with fp32 accumulation (8-bit mantissas, ~4e-3 relative per
+             // and bf16 products with fp32 accumulation (7-bit mantissas, ~4e-3 relative per
              // product); the state, both LayerNorms and every sum stay fp32, and so do the
              // checkpoints and final states. Same shapes as Tf32, else an error.
 };
