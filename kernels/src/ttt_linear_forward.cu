@@ -329,12 +329,14 @@ __device__ __forceinline__ void tile_lnl2_stats(const float (&z)[2][4], const fl
 // (nt, e ∈ {0, 1}: the mma accumulator layout), and its share of the state W, c.
 
 // The state: Wr[kt][i] = W[kt·8 + 2·tig + (i&1)][col0 + gid + 8·(i>>1)] (the accumulator layout of
-// the update's Wᵀ tiles, which is also the B-operand layout of Z = K W); c, γ, β at the lane's columns.
+// the update's Wᵀ tiles, which is also the B-operand layout of Z = K W); c, γ, β and γ² at the lane's
+// columns, and Σ γ² over the warp's 16 columns (the lanes of a quad hold 4 distinct columns each).
 template <int D>
 __device__ __forceinline__ void load_lane_state(const FwdParams& p, int blk, int h, int col0,
                                                 int gid, int tig, float (&Wr)[D / 8][4],
                                                 float (&cb)[2][2], float (&gam)[2][2],
-                                                float (&bet)[2][2]) {
+                                                float (&bet)[2][2], float (&gam2)[2][2],
+                                                float& gam2_w) {
   const float* W0 = p.W0 + (p.per_seq ? std::size_t(blk) : std::size_t(h)) * D * D;
 #pragma unroll
   for (int kt = 0; kt < D / 8; ++kt)
@@ -350,6 +352,11 @@ __device__ __forceinline__ void load_lane_state(const FwdParams& p, int blk, int
       gam[nt][e] = p.ln ? p.gamma[std::size_t(h) * D + col] : 1.0f;
       bet[nt][e] = p.ln ? p.beta[std::size_t(h) * D + col] : 0.0f;
     }
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) gam2[nt][e] = gam[nt][e] * gam[nt][e];
+  gam2_w = quad_sum(gam2[0][0] + gam2[0][1] + gam2[1][0] + gam2[1][1]);
 }
 
 // The lane's share of W, c into slot `slot` of [.., D, D] and [.., D] (checkpoints, final state).
@@ -523,15 +530,8 @@ __global__ void __launch_bounds__(2 * D) linear_forward_tc_kernel(FwdParams p) {
   const int col0 = warp * 16;
   const float one = p.bias ? 1.0f : 0.0f;
 
-  float Wr[KT][4], cb[2][2], gam[2][2], bet[2][2];
-  load_lane_state<D>(p, blk, h, col0, gid, tig, Wr, cb, gam, bet);
-  float gam2[2][2];
-#pragma unroll
-  for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-    for (int e = 0; e < 2; ++e) gam2[nt][e] = gam[nt][e] * gam[nt][e];
-  // Σ γ² over the warp's 16 columns (the lanes of a quad hold 4 distinct columns each).
-  const float gam2_w = quad_sum(gam2[0][0] + gam2[0][1] + gam2[1][0] + gam2[1][1]);
+  float Wr[KT][4], cb[2][2], gam[2][2], bet[2][2], gam2[2][2], gam2_w;
+  load_lane_state<D>(p, blk, h, col0, gid, tig, Wr, cb, gam, bet, gam2, gam2_w);
   const float tau_row[2] = {p.tau[gid], p.tau[gid + 8]};
   const float tb = p.tau[kMb - 1];
 
@@ -749,14 +749,8 @@ __global__ void __launch_bounds__(2 * D) linear_forward_bf16_kernel(FwdParams p)
   const int col0 = warp * 16;
   const float one = p.bias ? 1.0f : 0.0f;
 
-  float Wr[KT][4], cb[2][2], gam[2][2], bet[2][2];
-  load_lane_state<D>(p, blk, h, col0, gid, tig, Wr, cb, gam, bet);
-  float gam2[2][2];
-#pragma unroll
-  for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-    for (int e = 0; e < 2; ++e) gam2[nt][e] = gam[nt][e] * gam[nt][e];
-  const float gam2_w = quad_sum(gam2[0][0] + gam2[0][1] + gam2[1][0] + gam2[1][1]);
+  float Wr[KT][4], cb[2][2], gam[2][2], bet[2][2], gam2[2][2], gam2_w;
+  load_lane_state<D>(p, blk, h, col0, gid, tig, Wr, cb, gam, bet, gam2, gam2_w);
   const float tau_row[2] = {p.tau[gid], p.tau[gid + 8]};
   const float tb = p.tau[kMb - 1];
 

@@ -331,8 +331,9 @@ __device__ __forceinline__ void mma_parts(float (&c)[4], const Op4& a, const Op2
   mma_tf32(c, a.h[0], a.h[1], a.h[2], a.h[3], b.h[0], b.h[1]);
 }
 
-// Asynchronous global → shared copies (cp.async); `bytes` < the size zero-fills the rest.
-__device__ __forceinline__ void cp_async16(float* dst, const float* src, int bytes) {
+// Asynchronous global → shared copies (cp.async) of 16 bytes of any type (fp32 or bf16 rows) and of
+// one float; `bytes` < the size zero-fills the rest.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, int bytes) {
   const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src), "r"(bytes));
 }
@@ -340,12 +341,6 @@ __device__ __forceinline__ void cp_async16(float* dst, const float* src, int byt
 __device__ __forceinline__ void cp_async4(float* dst, const float* src, int bytes) {
   const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(src), "r"(bytes));
-}
-
-// The same for 16 bytes of any type (bf16 rows).
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, int bytes) {
-  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src), "r"(bytes));
 }
 
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }

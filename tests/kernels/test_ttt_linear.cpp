@@ -549,13 +549,11 @@ class BackwardRun {
     ba.workspace = ws.get();
     ba.workspace_bytes = ws_bytes_;
     ba.version = bv;
-    std::uint16_t* dV16 = nullptr;
+    DeviceBuffer16 dV16(dv_bf16 ? dV.size() : 0);
     if (dv_bf16) {
-      TTTLAB_CUDA_CHECK(
-          cudaMalloc(reinterpret_cast<void**>(&dV16), dV.size() * sizeof(std::uint16_t)));
-      TTTLAB_CUDA_CHECK(cudaMemset(dV16, 0xFF, dV.size() * sizeof(std::uint16_t)));
+      dV16.poison();
       ba.dV = nullptr;
-      ba.dV_bf16 = dV16;
+      ba.dV_bf16 = dV16.get();
     }
     ttt_linear_backward(ba);
     BwdOut out{dQ.download(),
@@ -568,10 +566,7 @@ class BackwardRun {
                dW0.download(),
                db0.download(),
                {}};
-    if (dv_bf16) {
-      out.dV16 = download16(dV16, dV.size());
-      TTTLAB_CUDA_CHECK(cudaFree(dV16));
-    }
+    if (dv_bf16) out.dV16 = dV16.download();
     return out;
   }
 
