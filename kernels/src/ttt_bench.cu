@@ -339,6 +339,26 @@ TttBenchReport ttt_bench(const TttBenchConfig& cfg) {
       add(std::string("ttt-mlp forward ") + mname, ms, tokens * (56 * dd * dd + 20 * b * dd),
           fwd_bytes, 16.9, "ThunderKittens TTT-MLP prefill fp16 (issue 4)", 3.0);
     }
+    // Version Bf16: the same inputs rounded to bf16, read and written in 2 bytes.
+    if (ttt_mlp_forward_supports(TttMlpForwardVersion::Bf16, D)) {
+      Buf16 Q16(act), K16(act), V16(act), O16(act);
+      const int rows = D.batch * D.seq_len, cols = D.heads * D.head_dim;
+      convert_to_bf16(Q.p, rows, cols, cols, Q16.p, cols, nullptr);
+      convert_to_bf16(K.p, rows, cols, cols, K16.p, cols, nullptr);
+      convert_to_bf16(V.p, rows, cols, cols, V16.p, cols, nullptr);
+      TttMlpForwardArgs m16 = ma;
+      m16.Q = m16.K = m16.V = nullptr;
+      m16.O = nullptr;
+      m16.Q_bf16 = Q16.p;
+      m16.K_bf16 = K16.p;
+      m16.V_bf16 = V16.p;
+      m16.O_bf16 = O16.p;
+      m16.version = TttMlpForwardVersion::Bf16;
+      const double ms = time_median([&] { ttt_mlp_forward(m16); }, cfg.warmup, cfg.repeats);
+      add("ttt-mlp forward bf16", ms, tokens * (56 * dd * dd + 20 * b * dd),
+          (4.0 * act) * 2 + lam_n * sizeof(float), 16.9,
+          "ThunderKittens TTT-MLP prefill fp16 (issue 4)", 3.0);
+    }
     ma.version = TttMlpForwardVersion::Default;
     // Forward with checkpoints every g mini-batches, then the backward (docs/KERNELS.md, "TTT-MLP
     // backward": FLOP count and floor): g = 8, whose backward recomputes the states inside each

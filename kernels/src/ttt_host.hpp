@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -96,6 +97,9 @@ void set_dims(Params& p, const TttDims& D) {
   p.d = D.head_dim;
   p.b = D.mini_batch;
 }
+
+// Whether a device pointer is 16-byte aligned (the vector loads and cp.async of the fast paths).
+inline bool aligned16(const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0; }
 
 inline std::size_t ceil_div(std::size_t a, std::size_t b) { return (a + b - 1) / b; }
 

@@ -962,8 +962,6 @@ void dispatch_tc(const FwdParams& p, int d, int blocks, cudaStream_t stream) {
   }
 }
 
-bool aligned16(const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0; }
-
 bool tensor_core_supports(const TttDims& dims) {
   const int d = dims.head_dim;
   return dims.mini_batch == kMb && (d == 16 || d == 32 || d == 64 || d == 128);

@@ -540,6 +540,516 @@ FusedShape fused_shape(int d) {
   }
 }
 
+// ---- Version Bf16: bf16 inputs, output and products ----------------------------------------------
+//
+// The fused kernel's algorithm and phases with Q, K, V read and O written as bf16, and every product
+// on bf16 operands (mma.m16n8k16, fp32 accumulation): half the mma instructions of tf32, and the
+// operands that are products' outputs or inputs (K, Q, X2, X̄2, λ ⊙ G1, λ ⊙ G2, M1) are stored in bf16
+// once and read with ldmatrix, one instruction per 16 × 16 fragment instead of eight scalar loads.
+// What stays fp32: the state W1, b1, W2, b2 (rounded to bf16 only as it enters a product), Z1, the
+// GELU and its derivative, the LayerNorms, G2 for the output rows, the bias sums, every partial sum,
+// and the checkpoints.
+//  - W1 and W2 are stored as pairs along the dimension their products contract: element (k, j) of W1
+//    at 2·((k/2)·LW1 + j) + k%2, element (r, c) of W2 at 2·((r/2)·LW2 + c) + r%2, so a bf16 B
+//    fragment register (two consecutive k of one column) is one 8-byte load; the updates are
+//    computed transposed (G1ᵀK, G2ᵀX2) so that a thread's two accumulators are such a pair too.
+//  - Z1 and Q W1 + b1 stay in the registers of the warp that computed them until phase D, whose
+//    products give every element to the same thread (same 16 × 8·NTW tasks), so they have no
+//    shared-memory buffers; the b1 update is a column sum of G1 over the warp's lanes.
+using mma_detail::ldsm_x4;
+
+template <int D>
+struct Bf16MlpLayout {
+  static constexpr int HD = 4 * D;
+  static constexpr int LW1 = HD + 4;  // W1 pair rows (in pairs): the 8-byte loads of a B fragment
+  static constexpr int LW2 = D + 4;   // and W2's fall on distinct banks (stride ≡ 8 words mod 32)
+  static constexpr int LX = D + 8;  // bf16 rows of width d (K, Q, λ ⊙ G2): 16-byte aligned, and
+  static constexpr int LXH = HD + 8;  // the 8 rows an ldmatrix reads on distinct banks; of width 4d
+  static constexpr int LM = kB + 8;   // (X2, X̄2, λ ⊙ G1); M1
+  static constexpr int LDD = D + 4;   // fp32 λ ⊙ G2
+  // Products 16 × 4d (Z1 and Q W1, then G1 and X̄2): tasks of NTW_H n-tiles, one per warp.
+  static constexpr int NT_H = HD / 8, NTW_H = NT_H >= 2 * kWarpsFused ? NT_H / kWarpsFused : 1;
+  static constexpr int TASKS_H = NT_H / NTW_H;
+  // Z2 and Z̄2 (16 × d, k = 4d): NTW_Z n-tiles × NS_Z k-splits; Q Kᵀ: one task per k16-step;
+  // X̄2 X2ᵀ: NS_M2 k-splits (both n-tiles of 16 × 16 in each task).
+  static constexpr int KS_H = HD / 16, NT_Z = D / 8, NTW_Z = D >= 32 ? 2 : 1, G_Z = NT_Z / NTW_Z;
+  static constexpr int NS_Z = kWarpsFused / G_Z < KS_H ? kWarpsFused / G_Z : KS_H;
+  static constexpr int NS_M1 = D / 16, NS_M2 = KS_H < 8 ? KS_H : 8;
+  static constexpr int NS_M = NS_M1 > NS_M2 ? NS_M1 : NS_M2;
+  // The W2 update G2ᵀ X2 (d × 4d, k = 16): tasks of one m-tile × NTW_U2 n-tiles.
+  static constexpr int NTW_U2 = (D / 16) * (HD / 8) / kWarpsFused > 2
+                                    ? (D / 16) * (HD / 8) / kWarpsFused
+                                    : 2;
+  // Byte offsets of the shared-memory buffers (each a multiple of 16).
+  static constexpr std::size_t W1 = 0, W2 = W1 + std::size_t(D) * LW1 * 4,
+                               B1 = W2 + std::size_t(HD) * LW2 * 4, B2 = B1 + HD * 4,
+                               K16 = B2 + 2 * D * 4, Q16 = K16 + kB * LX * 2,
+                               G2H = Q16 + kB * LX * 2, X2H = G2H + kB * LX * 2,
+                               XB2H = X2H + kB * LXH * 2, G1H = XB2H + kB * LXH * 2,
+                               M1H = G1H + kB * LXH * 2, G2 = M1H + kB * LM * 2,
+                               PZ = G2 + kB * LDD * 4, PM = PZ + std::size_t(NS_Z) * kB * D * 4,
+                               LAM = PM + NS_M * kB * kB * 4, TAU = LAM + kB * 4,
+                               bytes = TAU + kB * 4;
+  static_assert(NTW_H <= 2 && TASKS_H <= kWarpsFused && KS_H % NS_Z == 0 && KS_H % NS_M2 == 0 &&
+                    G_Z * NS_Z <= kWarpsFused && (HD / 8) % NTW_U2 == 0 && NTW_U2 % 2 == 0,
+                "tasks");
+  static_assert(W2 % 16 == 0 && B1 % 16 == 0 && K16 % 16 == 0 && X2H % 16 == 0 && G2 % 16 == 0 &&
+                    PZ % 16 == 0 && PM % 16 == 0 && LAM % 16 == 0,
+                "16-byte aligned buffers");
+};
+
+struct MlpBf16Io {
+  const std::uint16_t *Q, *K, *V;
+  std::uint16_t* O;
+};
+
+// ldmatrix row addresses (lane l gives row l % 8 of matrix l / 8) as byte offsets in a bf16 buffer of
+// leading dimension LD:
+//   frag_rows: matrices (rows 0–7, cols 0–7), (8–15, 0–7), (0–7, 8–15), (8–15, 8–15) of a 16 × 16
+//     slice: a row-major A fragment a0..a3; read with .trans, the B fragments (b0, b1) of two n8
+//     tiles of a B stored k-major (rows are k);
+//   frag_cols: matrices (0–7, 0–7), (0–7, 8–15), (8–15, 0–7), (8–15, 8–15): the B fragments of two
+//     n8 tiles of a B stored n-major (rows are n, as Kᵀ in Q Kᵀ); read with .trans, the A fragment
+//     a0..a3 of an A stored k-major (G1ᵀ, G2ᵀ in the updates).
+template <int LD>
+__device__ __forceinline__ uint32_t frag_rows(int lane) {
+  return 2 * ((lane & 15) * LD + 8 * (lane >> 4));
+}
+template <int LD>
+__device__ __forceinline__ uint32_t frag_cols(int lane) {
+  return 2 * (((lane & 7) + 8 * (lane >> 4)) * LD + 8 * ((lane >> 3) & 1));
+}
+
+// The bf16 B fragment register of two consecutive k of one column, from an fp32 pair (8 bytes).
+__device__ __forceinline__ uint32_t pair_bf16(const float* p) {
+  const float2 v = *reinterpret_cast<const float2*>(p);
+  return pack_bf16(v.x, v.y);
+}
+
+__device__ __forceinline__ RowFrag row_load_bf16(const std::uint16_t* p, int n, int lane) {
+  RowFrag r;
+#pragma unroll
+  for (int u = 0; u < kPerLane; ++u) {
+    const int c = lane + 32 * u;
+    r.v[u] = c < n ? bf16_value(p[c]) : 0.0f;
+  }
+  return r;
+}
+
+__device__ __forceinline__ void row_store_bf16(std::uint16_t* p, const RowFrag& r, int n,
+                                               int lane) {
+#pragma unroll
+  for (int u = 0; u < kPerLane; ++u) {
+    const int c = lane + 32 * u;
+    if (c < n) p[c] = bf16_bits(r.v[u]);
+  }
+}
+
+// P[s] (16 × N fp32, row-major) = the s-th k-split of A B for a 16-row bf16 A (read with ldmatrix
+// from uA, leading dimension LDA) and an fp32 pair-stored B (element (k, j) at 2·((k/2)·LDB + j) +
+// k%2): tasks of NTW n-tiles × NS k-splits go to the warps in turn.
+template <int N, int K, int NS, int NTW, int LDA, int LDB>
+__device__ __forceinline__ void splitk_bf16(uint32_t uA, const float* B, float* P, int warp,
+                                            int lane) {
+  constexpr int NG = N / 8 / NTW, KS = K / 16 / NS;
+  const int g = lane >> 2, t = lane & 3;
+  for (int task = warp; task < NG * NS; task += kWarpsFused) {
+    const int j0 = (task % NG) * 8 * NTW, s = task / NG;
+    float c[NTW][4] = {};
+#pragma unroll
+    for (int q = 0; q < KS; ++q) {
+      const int k0 = (s * KS + q) * 16;
+      uint32_t a[4];
+      ldsm_x4(a, uA + frag_rows<LDA>(lane) + 2 * k0);
+#pragma unroll
+      for (int u = 0; u < NTW; ++u) {
+        const float* b = B + 2 * ((k0 / 2 + t) * LDB + j0 + 8 * u + g);
+        mma_bf16(c[u], a, pair_bf16(b), pair_bf16(b + 8 * LDB));
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < NTW; ++u) {
+      float* out = P + s * kB * N + j0 + 8 * u + 2 * t;
+      *reinterpret_cast<float2*>(out + g * N) = make_float2(c[u][0], c[u][1]);
+      *reinterpret_cast<float2*>(out + (g + 8) * N) = make_float2(c[u][2], c[u][3]);
+    }
+  }
+}
+
+// P[s] (16 × 16 fp32) = the s-th of NS k-splits of A Bᵀ for two 16-row bf16 matrices (K = their
+// width), both read with ldmatrix: Q Kᵀ, X̄2 X2ᵀ. Task s goes to warp FIRST + s.
+template <int K, int NS, int LD, int FIRST>
+__device__ __forceinline__ void splitk_abt(uint32_t uA, uint32_t uB, float* P, int warp, int lane) {
+  constexpr int KS = K / 16 / NS;
+  const int s = warp - FIRST;
+  if (s < 0 || s >= NS) return;
+  const int g = lane >> 2, t = lane & 3;
+  float c[2][4] = {};
+#pragma unroll
+  for (int q = 0; q < KS; ++q) {
+    const int k0 = (s * KS + q) * 16;
+    uint32_t a[4], b[4];
+    ldsm_x4(a, uA + frag_rows<LD>(lane) + 2 * k0);
+    ldsm_x4(b, uB + frag_cols<LD>(lane) + 2 * k0);
+    mma_bf16(c[0], a, b[0], b[1]);
+    mma_bf16(c[1], a, b[2], b[3]);
+  }
+  float* out = P + s * kB * kB + 2 * t;
+#pragma unroll
+  for (int u = 0; u < 2; ++u) {
+    *reinterpret_cast<float2*>(out + g * kB + 8 * u) = make_float2(c[u][0], c[u][1]);
+    *reinterpret_cast<float2*>(out + (g + 8) * kB + 8 * u) = make_float2(c[u][2], c[u][3]);
+  }
+}
+
+// S −= τ_b · Aᵀ B for a state S stored as pairs along its rows (element (i, j) at 2·((i/2)·LDS + j)
+// + i%2), computed as its transpose Bᵀ A so that a thread's two accumulators (columns 2t, 2t + 1 of
+// the transposed tile) are a pair of S: M × N = Bᵀ A with B (16 × M, bf16, read .trans as the A
+// operand) and A (16 × N, bf16, read .trans as the B operand), k = 16. Tasks: one m-tile × NTW
+// n-tiles.
+template <int M, int N, int NTW, int LDB16, int LDA16, int LDS>
+__device__ __forceinline__ void update_pairs(uint32_t uB, uint32_t uA, float* S, float tb, int warp,
+                                             int lane) {
+  constexpr int NG = N / 8 / NTW, TASKS = M / 16 * NG;
+  const int g = lane >> 2, t = lane & 3;
+  for (int task = warp; task < TASKS; task += kWarpsFused) {
+    const int m0 = (task / NG) * 16, n0 = (task % NG) * 8 * NTW;
+    uint32_t a[4];
+    ldsm_x4_trans(a, uB + frag_cols<LDB16>(lane) + 2 * m0);
+    float c[NTW][4] = {};
+#pragma unroll
+    for (int u = 0; u < NTW; u += 2) {
+      uint32_t b[4];
+      ldsm_x4_trans(b, uA + frag_rows<LDA16>(lane) + 2 * (n0 + 8 * u));
+      mma_bf16(c[u], a, b[0], b[1]);
+      mma_bf16(c[u + 1], a, b[2], b[3]);
+    }
+#pragma unroll
+    for (int u = 0; u < NTW; ++u) {
+      float2* s0 = reinterpret_cast<float2*>(S + 2 * ((n0 / 2 + 4 * u + t) * LDS + m0 + g));
+      float2* s1 = s0 + 8;
+      float2 v0 = *s0, v1 = *s1;
+      v0.x -= tb * c[u][0];
+      v0.y -= tb * c[u][1];
+      v1.x -= tb * c[u][2];
+      v1.y -= tb * c[u][3];
+      *s0 = v0;
+      *s1 = v1;
+    }
+  }
+}
+
+template <int D>
+__global__ void __launch_bounds__(kThreadsFused, 1)
+    mlp_forward_bf16_kernel(MlpParams p, MlpBf16Io io) {
+  using L = Bf16MlpLayout<D>;
+  constexpr int HD = L::HD, LW1 = L::LW1, LW2 = L::LW2, LX = L::LX, LXH = L::LXH, LM = L::LM,
+                LDD = L::LDD, NTW_H = L::NTW_H;
+  extern __shared__ __align__(16) float smem[];
+  unsigned char* base = reinterpret_cast<unsigned char*>(smem);
+  float* sW1 = reinterpret_cast<float*>(base + L::W1);  // pairs along k: [D/2][LW1][2]
+  float* sW2 = reinterpret_cast<float*>(base + L::W2);  // pairs along r: [HD/2][LW2][2]
+  float* sb1 = reinterpret_cast<float*>(base + L::B1);  // [HD]
+  float* sb2 = reinterpret_cast<float*>(base + L::B2);  // [2][D]: the committed b2 and the next one
+  std::uint16_t* sK = reinterpret_cast<std::uint16_t*>(base + L::K16);     // [kB, LX]
+  std::uint16_t* sQ = reinterpret_cast<std::uint16_t*>(base + L::Q16);     // [kB, LX]
+  std::uint16_t* sG2h = reinterpret_cast<std::uint16_t*>(base + L::G2H);   // [kB, LX]   λ ⊙ G2
+  std::uint16_t* sX2 = reinterpret_cast<std::uint16_t*>(base + L::X2H);    // [kB, LXH]  X2
+  std::uint16_t* sXb2 = reinterpret_cast<std::uint16_t*>(base + L::XB2H);  // [kB, LXH]  X̄2
+  std::uint16_t* sG1 = reinterpret_cast<std::uint16_t*>(base + L::G1H);    // [kB, LXH]  λ ⊙ G1
+  std::uint16_t* sM1 = reinterpret_cast<std::uint16_t*>(base + L::M1H);    // [kB, LM]   M1 w/o λ_j
+  float* sG2 = reinterpret_cast<float*>(base + L::G2);                     // [kB, LDD]  λ ⊙ G2
+  float* sPZ = reinterpret_cast<float*>(base + L::PZ);  // [NS_Z, kB, D] partials of Z2, then Z̄2
+  float* sPM = reinterpret_cast<float*>(base + L::PM);  // [NS_M, kB, kB] of Q Kᵀ, then X̄2 X2ᵀ
+  float* sLam = reinterpret_cast<float*>(base + L::LAM);
+  float* sTau = reinterpret_cast<float*>(base + L::TAU);
+  const uint32_t u0 = static_cast<uint32_t>(__cvta_generic_to_shared(base));
+  const uint32_t uK = u0 + L::K16, uQ = u0 + L::Q16, uG2h = u0 + L::G2H, uX2 = u0 + L::X2H,
+                 uXb2 = u0 + L::XB2H, uG1 = u0 + L::G1H, uM1 = u0 + L::M1H;
+
+  const int blk = blockIdx.x, n = blk / p.H, h = blk % p.H;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+  const std::size_t rs = std::size_t(p.H) * D;
+  const std::size_t seq0 = std::size_t(n) * p.T * rs + std::size_t(h) * D;
+  for (int i = tid; i < D * HD; i += kThreadsFused) {
+    const int k = i / HD, j = i % HD, r = i / D, c = i % D;
+    sW1[2 * ((k >> 1) * LW1 + j) + (k & 1)] = p.W1[std::size_t(h) * D * HD + i];
+    sW2[2 * ((r >> 1) * LW2 + c) + (r & 1)] = p.W2[std::size_t(h) * HD * D + i];
+  }
+  for (int i = tid; i < HD; i += kThreadsFused)
+    sb1[i] = p.bias ? p.b1[std::size_t(h) * HD + i] : 0.0f;
+  for (int i = tid; i < D; i += kThreadsFused)
+    sb2[i] = p.bias ? p.b2[std::size_t(h) * D + i] : 0.0f;
+  if (tid < kB) sTau[tid] = p.tau[tid];
+  const RowFrag gam = p.ln ? row_load(p.gamma + std::size_t(h) * D, D, lane) : RowFrag{};
+  const RowFrag bet = p.ln ? row_load(p.beta + std::size_t(h) * D, D, lane) : RowFrag{};
+  const float one = p.bias ? 1.0f : 0.0f;
+
+  // The inputs of mini-batch mb into registers (rows past T as zeros): K and Q as bf16 pairs, one
+  // per thread (16 × d / 2 ≤ 512 pairs), V's row `warp` widened in the warp, λ in threads 0..15.
+  static_assert(kB * D / 2 <= kThreadsFused, "one pair per thread");
+  uint32_t pk = 0, pq = 0;
+  float plam = 0.0f;
+  RowFrag pv;
+  auto prefetch = [&](int mb) {
+    const int t0 = mb * kB, m = min(kB, p.T - t0);
+    const int r = tid / (D / 2), c = 2 * (tid % (D / 2));
+    const bool in = tid < kB * D / 2 && r < m;
+    const std::size_t at = seq0 + std::size_t(t0 + r) * rs + c;
+    pk = in ? *reinterpret_cast<const uint32_t*>(io.K + at) : 0u;
+    pq = in ? *reinterpret_cast<const uint32_t*>(io.Q + at) : 0u;
+    pv = warp < m ? row_load_bf16(io.V + seq0 + std::size_t(t0 + warp) * rs, D, lane) : RowFrag{};
+    plam = tid < m ? p.lam[std::size_t(blk) * p.T + t0 + tid] : 0.0f;
+  };
+  auto stage = [&]() {
+    if (tid < kB * D / 2) {
+      const int r = tid / (D / 2), c = 2 * (tid % (D / 2));
+      *reinterpret_cast<uint32_t*>(sK + r * LX + c) = pk;
+      *reinterpret_cast<uint32_t*>(sQ + r * LX + c) = pq;
+    }
+    if (tid < kB) sLam[tid] = plam;
+  };
+  prefetch(0);
+  stage();
+  RowFrag v = pv;
+  __syncthreads();
+
+  const int n_mb = (p.T + kB - 1) / kB;
+  const float tb = sTau[kB - 1];
+  const int jh = warp * 8 * NTW_H;  // this warp's columns of the 16 × 4d products
+  const bool has_h = warp < L::TASKS_H;
+  int cur = 0;  // which half of sb2 holds the committed b2
+  for (int mb = 0; mb < n_mb; ++mb) {
+    const int t0 = mb * kB, m = min(kB, p.T - t0);
+    const float* b2 = sb2 + cur * D;
+    const bool commit = m == kB;  // a short last mini-batch stays uncommitted
+    if (p.ckW1 && mb % p.group == 0) {
+      const std::size_t ck = std::size_t(blk) * p.n_ck + mb / p.group;
+      for (int i = tid; i < D * HD; i += kThreadsFused) {
+        const int k = i / HD, j = i % HD, r = i / D, c = i % D;
+        p.ckW1[ck * D * HD + i] = sW1[2 * ((k >> 1) * LW1 + j) + (k & 1)];
+        p.ckW2[ck * HD * D + i] = sW2[2 * ((r >> 1) * LW2 + c) + (r & 1)];
+      }
+      if (p.ckb1)
+        for (int c = tid; c < HD; c += kThreadsFused) p.ckb1[ck * HD + c] = sb1[c];
+      if (p.ckb2)
+        for (int c = tid; c < D; c += kThreadsFused) p.ckb2[ck * D + c] = b2[c];
+    }
+
+    // A. Z1 = K W1 + b1 and Q W1 + b1 (kept in registers), X2 = gelu(Z1);  partials of Q Kᵀ.
+    float z1[NTW_H][4], zq[NTW_H][4];
+    if (has_h) {
+      float ck[NTW_H][4] = {}, cq[NTW_H][4] = {};
+#pragma unroll
+      for (int k0 = 0; k0 < D; k0 += 16) {
+        uint32_t ak[4], aq[4];
+        ldsm_x4(ak, uK + frag_rows<LX>(lane) + 2 * k0);
+        ldsm_x4(aq, uQ + frag_rows<LX>(lane) + 2 * k0);
+#pragma unroll
+        for (int u = 0; u < NTW_H; ++u) {
+          const float* b = sW1 + 2 * ((k0 / 2 + t) * LW1 + jh + 8 * u + g);
+          const uint32_t b0 = pair_bf16(b), b1 = pair_bf16(b + 8 * LW1);
+          mma_bf16(ck[u], ak, b0, b1);
+          mma_bf16(cq[u], aq, b0, b1);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < NTW_H; ++u) {
+        const int j = jh + 8 * u + 2 * t;
+        const float c0 = sb1[j], c1 = sb1[j + 1];
+        z1[u][0] = ck[u][0] + c0;
+        z1[u][1] = ck[u][1] + c1;
+        z1[u][2] = ck[u][2] + c0;
+        z1[u][3] = ck[u][3] + c1;
+        zq[u][0] = cq[u][0] + c0;
+        zq[u][1] = cq[u][1] + c1;
+        zq[u][2] = cq[u][2] + c0;
+        zq[u][3] = cq[u][3] + c1;
+        *reinterpret_cast<uint32_t*>(sX2 + g * LXH + j) =
+            pack_bf16(gelu_sfu(z1[u][0]), gelu_sfu(z1[u][1]));
+        *reinterpret_cast<uint32_t*>(sX2 + (g + 8) * LXH + j) =
+            pack_bf16(gelu_sfu(z1[u][2]), gelu_sfu(z1[u][3]));
+      }
+    }
+    splitk_abt<D, L::NS_M1, LX, 0>(uQ, uK, sPM, warp, lane);
+    __syncthreads();
+
+    // B. Partials of Z2 = X2 W2.
+    splitk_bf16<D, HD, L::NS_Z, L::NTW_Z, LXH, LW2>(uX2, sW2, sPZ, warp, lane);
+    __syncthreads();
+
+    // C. Row `warp`: λ ⊙ G2 = λ ⊙ lnl2(Z2 + b2, V [− K]) (fp32, and its bf16 copy for the products);
+    // M1 without λ_j (τ_i (q_i·k_j + 1), j ≤ i) in bf16.
+    RowFrag qres{};
+    {
+      const int r = warp;
+      RowFrag z;
+#pragma unroll
+      for (int u = 0; u < kPerLane; ++u) {
+        const int c = lane + 32 * u;
+        float acc = 0.0f;
+        if (c < D) {
+          acc = b2[c];
+#pragma unroll
+          for (int s = 0; s < L::NS_Z; ++s) acc += sPZ[(s * kB + r) * D + c];
+        }
+        z.v[u] = acc;
+      }
+      RowFrag tgt = v;
+      if (p.res) {
+        const RowFrag k = row_load_bf16(sK + r * LX, D, lane);
+#pragma unroll
+        for (int u = 0; u < kPerLane; ++u) tgt.v[u] -= k.v[u];
+        qres = row_load_bf16(sQ + r * LX, D, lane);
+      }
+      RowFrag g2 = row_loss_grad(z, tgt, gam, bet, D, lane, p.eps, p.ln);
+      const float lr = sLam[r];
+#pragma unroll
+      for (int u = 0; u < kPerLane; ++u) g2.v[u] *= lr;
+      row_store(sG2 + r * LDD, g2, D, lane);
+      row_store_bf16(sG2h + r * LX, g2, D, lane);
+      if (lane < kB) {
+        float dot = 0.0f;
+#pragma unroll
+        for (int s = 0; s < L::NS_M1; ++s) dot += sPM[(s * kB + r) * kB + lane];
+        sM1[r * LM + lane] = bf16_bits(lane <= r ? sTau[r] * (dot + one) : 0.0f);
+      }
+    }
+    __syncthreads();
+
+    // D. λ ⊙ G1 = (λ ⊙ G2) W2ᵀ ⊙ gelu′(Z1) (bf16 copy; b1 −= τ_b Σ_rows λ ⊙ G1 from the fp32 values);
+    // then, by the same warps for the same columns, X̄2 = gelu(Q W1 + b1 − M1 (λ ⊙ G1)).
+    if (has_h) {
+      float c[NTW_H][4] = {};
+#pragma unroll
+      for (int k0 = 0; k0 < D; k0 += 16) {
+        uint32_t a[4];
+        ldsm_x4(a, uG2h + frag_rows<LX>(lane) + 2 * k0);
+#pragma unroll
+        for (int u = 0; u < NTW_H; ++u) {
+          // B(k, j) = W2(j, k): two k of one row of W2, stored 2 floats apart.
+          const int r = jh + 8 * u + g;
+          const float* w = sW2 + 2 * ((r >> 1) * LW2 + k0 + 2 * t) + (r & 1);
+          mma_bf16(c[u], a, pack_bf16(w[0], w[2]), pack_bf16(w[16], w[18]));
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < NTW_H; ++u) {
+        const int j = jh + 8 * u + 2 * t;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) c[u][e] *= gelu_sfu_grad(z1[u][e]);
+        *reinterpret_cast<uint32_t*>(sG1 + g * LXH + j) = pack_bf16(c[u][0], c[u][1]);
+        *reinterpret_cast<uint32_t*>(sG1 + (g + 8) * LXH + j) = pack_bf16(c[u][2], c[u][3]);
+        if (commit && p.bias) {
+          const float s0 = col_sum8(c[u][0] + c[u][2]), s1 = col_sum8(c[u][1] + c[u][3]);
+          if (g == 0) {
+            sb1[j] -= tb * s0;
+            sb1[j + 1] -= tb * s1;
+          }
+        }
+      }
+      __syncwarp();
+      float x[NTW_H][4] = {};
+      uint32_t am[4];
+      ldsm_x4(am, uM1 + frag_rows<LM>(lane));
+      if constexpr (NTW_H == 2) {
+        uint32_t b[4];
+        ldsm_x4_trans(b, uG1 + frag_rows<LXH>(lane) + 2 * jh);
+        mma_bf16(x[0], am, b[0], b[1]);
+        mma_bf16(x[1], am, b[2], b[3]);
+      } else {
+        uint32_t b[2];
+        ldsm_x2_trans(b, uG1 + frag_rows<LXH>(lane) + 2 * jh);
+        mma_bf16(x[0], am, b[0], b[1]);
+      }
+#pragma unroll
+      for (int u = 0; u < NTW_H; ++u) {
+        const int j = jh + 8 * u + 2 * t;
+        *reinterpret_cast<uint32_t*>(sXb2 + g * LXH + j) =
+            pack_bf16(gelu_sfu(zq[u][0] - x[u][0]), gelu_sfu(zq[u][1] - x[u][1]));
+        *reinterpret_cast<uint32_t*>(sXb2 + (g + 8) * LXH + j) =
+            pack_bf16(gelu_sfu(zq[u][2] - x[u][2]), gelu_sfu(zq[u][3] - x[u][3]));
+      }
+    }
+    __syncthreads();
+
+    // E. Partials of Z̄2 = X̄2 W2 and of M2 = X̄2 X2ᵀ (on the last NS_M2 warps);
+    // W1 −= τ_b Kᵀ(λ ⊙ G1) and the next b2; the next mini-batch's inputs start to load.
+    if (mb + 1 < n_mb) prefetch(mb + 1);
+    splitk_bf16<D, HD, L::NS_Z, L::NTW_Z, LXH, LW2>(uXb2, sW2, sPZ, warp, lane);
+    splitk_abt<HD, L::NS_M2, LXH, kWarpsFused - L::NS_M2>(uXb2, uX2, sPM, warp, lane);
+    if (commit) {
+      update_pairs<HD, D, D / 8, LXH, LX, LW1>(uG1, uK, sW1, tb, warp, lane);
+      if (p.bias)
+        for (int c = tid; c < D; c += kThreadsFused) {
+          float acc = 0.0f;
+#pragma unroll
+          for (int j = 0; j < kB; ++j) acc += sG2[j * LDD + c];
+          sb2[(cur ^ 1) * D + c] = b2[c] - tb * acc;
+        }
+    }
+    __syncthreads();
+
+    // F. Row `warp`: Z̄2 = Σ partials + b2 − M2 (λ ⊙ G2), O = [Q +] LN(Z̄2) in bf16;
+    // W2 −= τ_b X2ᵀ(λ ⊙ G2); the next inputs into shared memory (nothing here reads K, Q or λ).
+    {
+      const int r = warp;
+      float m2 = 0.0f;
+      if (lane < kB) {
+        float dot = 0.0f;
+#pragma unroll
+        for (int s = 0; s < L::NS_M2; ++s) dot += sPM[(s * kB + r) * kB + lane];
+        m2 = lane <= r ? sTau[r] * (dot + one) : 0.0f;
+      }
+      RowFrag z;
+#pragma unroll
+      for (int u = 0; u < kPerLane; ++u) {
+        const int c = lane + 32 * u;
+        float acc = 0.0f;
+        if (c < D) {
+          acc = b2[c];
+#pragma unroll
+          for (int s = 0; s < L::NS_Z; ++s) acc += sPZ[(s * kB + r) * D + c];
+        }
+        z.v[u] = acc;
+      }
+#pragma unroll
+      for (int j = 0; j < kB; ++j) {
+        const float mj = __shfl_sync(0xffffffffu, m2, j);
+#pragma unroll
+        for (int u = 0; u < kPerLane; ++u) {
+          const int c = lane + 32 * u;
+          if (c < D) z.v[u] -= mj * sG2[j * LDD + c];
+        }
+      }
+      RowFrag o = row_layer_norm(z, gam, bet, D, lane, p.eps, p.ln);
+      if (p.res) {
+#pragma unroll
+        for (int u = 0; u < kPerLane; ++u) o.v[u] += qres.v[u];
+      }
+      if (r < m) row_store_bf16(io.O + seq0 + std::size_t(t0 + r) * rs, o, D, lane);
+    }
+    if (commit) {
+      update_pairs<D, HD, L::NTW_U2, LX, LXH, LW2>(uG2h, uX2, sW2, tb, warp, lane);
+      if (p.bias) cur ^= 1;
+    }
+    if (mb + 1 < n_mb) {
+      stage();
+      v = pv;
+    }
+    __syncthreads();
+  }
+}
+
+template <int D>
+void launch_bf16(const MlpParams& p, const MlpBf16Io& io, int blocks, cudaStream_t stream) {
+  constexpr std::size_t bytes = Bf16MlpLayout<D>::bytes;
+  const void* fn = reinterpret_cast<const void*>(&mlp_forward_bf16_kernel<D>);
+  set_smem_limit(fn, bytes);
+  mlp_forward_bf16_kernel<D><<<blocks, kThreadsFused, bytes, stream>>>(p, io);
+  TTTLAB_CUDA_CHECK(cudaGetLastError());
+}
+
 // ---- The fallback --------------------------------------------------------------------------------
 //
 // block_mma (ttt_mma.cuh, 3xTF32: fp32-level accuracy) over shared-memory matrices with rows
@@ -684,6 +1194,16 @@ bool fused_supports(const TttDims& dims) {
   return s.kernel != nullptr && s.bytes <= max_dynamic_smem();
 }
 
+bool bf16_supports(const TttDims& dims) {
+  if (dims.mini_batch != kB) return false;
+  switch (dims.head_dim) {
+    case 16: return Bf16MlpLayout<16>::bytes <= max_dynamic_smem();
+    case 32: return Bf16MlpLayout<32>::bytes <= max_dynamic_smem();
+    case 64: return Bf16MlpLayout<64>::bytes <= max_dynamic_smem();
+    default: return false;
+  }
+}
+
 std::size_t fallback_block_bytes(const TttDims& dims) {
   return fallback_floats(dims.head_dim, dims.mini_batch) * sizeof(float);
 }
@@ -742,6 +1262,7 @@ std::size_t ttt_mlp_forward_workspace_bytes(const TttDims& dims) {
 }
 
 bool ttt_mlp_forward_supports(TttMlpForwardVersion version, const TttDims& dims) {
+  if (version == TttMlpForwardVersion::Bf16) return bf16_supports(dims);
   if (version == TttMlpForwardVersion::Tf32) return fused_supports(dims);
   return version == TttMlpForwardVersion::Default || version == TttMlpForwardVersion::Fallback;
 }
@@ -750,9 +1271,27 @@ void ttt_mlp_forward(const TttMlpForwardArgs& a) {
   const char* fn = "ttt_mlp_forward";
   check_dims(fn, a.dims);
   check_eps(fn, a.opt);
-  for (auto [ptr, name] : {std::pair<const void*, const char*>{a.Q, "Q"}, {a.K, "K"}, {a.V, "V"},
-                           {a.lambda, "lambda"}, {a.tau, "tau"}, {a.W1, "W1"}, {a.W2, "W2"},
-                           {a.O, "O"}})
+  const bool bf16_io = a.version == TttMlpForwardVersion::Bf16;
+  if (bf16_io) {
+    require(!a.Q && !a.K && !a.V && !a.O,
+            "ttt_mlp_forward: version Bf16 reads Q_bf16, K_bf16, V_bf16 and writes O_bf16; Q, K, V "
+            "and O must be null");
+    for (auto [ptr, name] : {std::pair<const void*, const char*>{a.Q_bf16, "Q_bf16"},
+                             {a.K_bf16, "K_bf16"},
+                             {a.V_bf16, "V_bf16"},
+                             {a.O_bf16, "O_bf16"}})
+      check_ptr(fn, ptr, name);
+  } else {
+    require(!a.Q_bf16 && !a.K_bf16 && !a.V_bf16 && !a.O_bf16,
+            "ttt_mlp_forward: Q_bf16, K_bf16, V_bf16 and O_bf16 are for version Bf16 only");
+    for (auto [ptr, name] :
+         {std::pair<const void*, const char*>{a.Q, "Q"}, {a.K, "K"}, {a.V, "V"}, {a.O, "O"}})
+      check_ptr(fn, ptr, name);
+  }
+  for (auto [ptr, name] : {std::pair<const void*, const char*>{a.lambda, "lambda"},
+                           {a.tau, "tau"},
+                           {a.W1, "W1"},
+                           {a.W2, "W2"}})
     check_ptr(fn, ptr, name);
   if (a.opt.bias) {
     check_ptr(fn, a.b1, "b1 (bias is on)");
@@ -766,13 +1305,32 @@ void ttt_mlp_forward(const TttMlpForwardArgs& a) {
     check_ptr(fn, a.checkpoint_W1, "checkpoint_W1 (other checkpoints are set)");
     check_ptr(fn, a.checkpoint_W2, "checkpoint_W2 (other checkpoints are set)");
   }
-  require(a.version == TttMlpForwardVersion::Default || a.version == TttMlpForwardVersion::Fallback ||
-              a.version == TttMlpForwardVersion::Tf32,
+  require(a.version == TttMlpForwardVersion::Default ||
+              a.version == TttMlpForwardVersion::Fallback ||
+              a.version == TttMlpForwardVersion::Tf32 || bf16_io,
           "ttt_mlp_forward: unknown version " + std::to_string(int(a.version)));
+  const TttDims& D = a.dims;
+  if (bf16_io) {
+    require(bf16_supports(D),
+            "ttt_mlp_forward: version Bf16 needs mini_batch 16 and head_dim 16, 32 "
+            "or 64 (got head_dim " +
+                std::to_string(D.head_dim) + ", mini_batch " + std::to_string(D.mini_batch) + ")");
+    require(
+        aligned16(a.Q_bf16) && aligned16(a.K_bf16) && aligned16(a.V_bf16) && aligned16(a.O_bf16),
+        "ttt_mlp_forward: version Bf16 needs Q_bf16, K_bf16, V_bf16 and O_bf16 16-byte aligned");
+    const MlpParams p = mlp_params(a, ck, nullptr);
+    const MlpBf16Io io{a.Q_bf16, a.K_bf16, a.V_bf16, a.O_bf16};
+    const int blocks = D.batch * D.heads;
+    switch (D.head_dim) {
+      case 16: launch_bf16<16>(p, io, blocks, a.stream); break;
+      case 32: launch_bf16<32>(p, io, blocks, a.stream); break;
+      default: launch_bf16<64>(p, io, blocks, a.stream); break;
+    }
+    return;
+  }
   require(ttt_mlp_forward_supports(a.version, a.dims),
           "ttt_mlp_forward: version Tf32 needs mini_batch 16 and head_dim 16, 32 or 64 (the fused "
           "kernel's shapes; ttt_mlp_forward_supports)");
-  const TttDims& D = a.dims;
   if (a.version == TttMlpForwardVersion::Tf32) {
     launch_fused<false>(mlp_params(a, ck, nullptr), D, a.stream);
     return;

@@ -464,4 +464,21 @@ __device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], uint32_t row) {
                : "r"(row));
 }
 
+// The same for two matrices (lanes 0–15 give the rows): one n8 tile's B fragment b0, b1.
+__device__ __forceinline__ void ldsm_x2_trans(uint32_t (&r)[2], uint32_t row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(row));
+}
+
+// A float as the bit pattern of its bf16 rounding (to nearest, ties to even).
+__device__ __forceinline__ std::uint16_t bf16_bits(float x) {
+  return __bfloat16_as_ushort(__float2bfloat16_rn(x));
+}
+
+// The fp32 value of a bf16 bit pattern (exact).
+__device__ __forceinline__ float bf16_value(std::uint16_t b) {
+  return __uint_as_float(uint32_t(b) << 16);
+}
+
 }  // namespace tttlab::kernels::detail

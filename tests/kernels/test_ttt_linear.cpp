@@ -236,16 +236,6 @@ TEST(TttLinearForward, MatchesCpuDualFormOnTheShapeGrid) {
 // H100: 4.4e-3 on O, 6.5e-4 on the states; a wrong term is an O(1) error.
 constexpr double kTolBf16 = 3e-2;
 
-std::vector<float> rounded_to_bf16(const std::vector<float>& x, std::vector<std::uint16_t>& bits) {
-  std::vector<float> r(x.size());
-  bits.resize(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    bits[i] = bf16_bits_reference(x[i]);
-    r[i] = bf16_to_float(bits[i]);
-  }
-  return r;
-}
-
 TEST(TttLinearForward, Bf16MatchesCpuOnRoundedInputs) {
   TTTLAB_REQUIRE_GPU();
   const std::uint64_t seed = test_seed();

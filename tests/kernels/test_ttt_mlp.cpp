@@ -295,6 +295,124 @@ TEST(TttMlpForward, FusedMatchesCpuForEveryOption) {
   std::printf("[   INFO   ] mlp forward fused, every option: worst |O - ref| / max|ref| = %.3g\n", worst);
 }
 
+// Version Bf16: bf16 inputs and output, bf16 products with fp32 accumulation, fp32 state. Against
+// the CPU engine in fp64 on the same inputs rounded to bf16, every option combination at each head
+// dimension it runs (b = 16, a short last mini-batch), with every checkpoint (group 2) against the
+// engine's state on the prefix. The bound is test_ttt_linear.cpp's kTolBf16 (whose comment gives
+// the reasoning: 8 significant bits, every product's operands rounded, the recurrence carrying it,
+// O rounded once more); here the state W1, W2 is rounded as it enters each of its products and
+// X2, X̄2, G1, G2 and M1 are rounded too, so the errors are larger than TTT-Linear's, but a wrong
+// term is still an O(1) error.
+constexpr double kTolBf16 = 3e-2;
+
+TEST(TttMlpForward, Bf16MatchesCpuOnRoundedInputs) {
+  TTTLAB_REQUIRE_GPU();
+  const std::uint64_t seed = test_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const int T = quick_mode() ? 40 : 150;
+  const int group = 2;
+  double worst_o = 0, worst_ck = 0;
+  int runs = 0;
+  for (int d : {16, 32, 64})
+    for (int f = 0; f < 8; ++f) {
+      const TttDims D{2, 2, T, d, 16};
+      if (!ttt_mlp_forward_supports(TttMlpForwardVersion::Bf16, D)) continue;
+      const TttOptions opt = flags(f);
+      SCOPED_TRACE(describe(D, opt));
+      MlpInputs in = random_mlp_inputs(D, opt, rng);
+      std::vector<std::uint16_t> q16, k16, v16;
+      in.base.Q = rounded_to_bf16(in.base.Q, q16);
+      in.base.K = rounded_to_bf16(in.base.K, k16);
+      in.base.V = rounded_to_bf16(in.base.V, v16);
+      const std::vector<double> ref = cpu_mlp_forward(in);
+      const MlpDevice dev(in);
+      const int hd = 4 * d, n_ck = ttt_num_checkpoints(D, group);
+      const std::size_t BH = std::size_t(D.batch) * D.heads;
+      DeviceBuffer16 Q16(q16), K16(k16), V16(v16), O16(q16.size());
+      DeviceBuffer ckW1(BH * n_ck * d * hd), ckb1(BH * n_ck * hd), ckW2(BH * n_ck * d * hd),
+          ckb2(BH * n_ck * d);
+      for (DeviceBuffer* b : {&ckW1, &ckb1, &ckW2, &ckb2}) b->poison();
+      O16.poison();
+      TttMlpForwardArgs a;
+      a.version = TttMlpForwardVersion::Bf16;
+      a.dims = D;
+      a.opt = opt;
+      a.Q_bf16 = Q16.get();
+      a.K_bf16 = K16.get();
+      a.V_bf16 = V16.get();
+      a.O_bf16 = O16.get();
+      a.lambda = dev.lam.get();
+      a.tau = dev.tau.get();
+      a.ln_weight = dev.gam.get();
+      a.ln_bias = dev.bet.get();
+      a.W1 = dev.W1.get();
+      a.b1 = dev.b1.get();
+      a.W2 = dev.W2.get();
+      a.b2 = dev.b2.get();
+      a.checkpoint_W1 = ckW1.get();
+      a.checkpoint_b1 = ckb1.get();
+      a.checkpoint_W2 = ckW2.get();
+      a.checkpoint_b2 = ckb2.get();
+      a.checkpoint_group = group;
+      ttt_mlp_forward(a);
+      const std::vector<std::uint16_t> o16 = O16.download();
+      std::vector<float> o(o16.size());
+      for (std::size_t i = 0; i < o.size(); ++i) o[i] = bf16_to_float(o16[i]);
+      const ErrorStat e = compare(o, ref);
+      EXPECT_TRUE(within("O", e, kTolBf16, o, ref));
+      worst_o = std::max(worst_o, e.rel);
+      ++runs;
+      // Every checkpoint: the committed state at the start of mini-batch k·group.
+      const InnerOptions io = inner_options(opt, D, InnerModel::MLP);
+      const std::vector<float> cW1 = ckW1.download(), cb1 = ckb1.download(), cW2 = ckW2.download(),
+                               cb2 = ckb2.download();
+      for (int k = 0; k < n_ck; ++k) {
+        const int len = k * group * D.mini_batch;
+        std::vector<double> r[4];
+        std::vector<float> g[4];
+        for (std::size_t blk = 0; blk < BH; ++blk) {
+          const int n = int(blk / D.heads), h = int(blk % D.heads);
+          InnerState<double> st = InnerState<double>::start(initial_weights(in, io, h));
+          if (len > 0) {
+            Mat<double> out;
+            inner_forward_dual<double>(
+                io, head_params(in.base, h), head_slice(in.base.Q, D, n, h, 0, len),
+                head_slice(in.base.K, D, n, h, 0, len), head_slice(in.base.V, D, n, h, 0, len),
+                lambda_slice(in.base.lam, D, n, h, 0, len), st, out);
+          }
+          const std::size_t c0 = blk * n_ck + k;
+          for (int i = 0; i < d * hd; ++i) {
+            r[0].push_back(st.base.W1(i / hd, i % hd));
+            g[0].push_back(cW1[c0 * d * hd + i]);
+            r[2].push_back(st.base.W2(i / d, i % d));
+            g[2].push_back(cW2[c0 * d * hd + i]);
+          }
+          for (int c = 0; c < hd; ++c) {
+            r[1].push_back(st.base.b1(c));
+            g[1].push_back(cb1[c0 * hd + c]);
+          }
+          for (int c = 0; c < d; ++c) {
+            r[3].push_back(st.base.b2(c));
+            g[3].push_back(cb2[c0 * d + c]);
+          }
+        }
+        SCOPED_TRACE("checkpoint " + std::to_string(k));
+        const char* names[4] = {"checkpoint W1", "checkpoint b1", "checkpoint W2", "checkpoint b2"};
+        for (int q = 0; q < 4; ++q) {
+          const ErrorStat ec = compare(g[q], r[q], 1.0);
+          EXPECT_TRUE(within(names[q], ec, kTolBf16, g[q], r[q]));
+          worst_ck = std::max(worst_ck, ec.rel);
+        }
+      }
+    }
+  EXPECT_EQ(runs, 24);
+  std::printf(
+      "[   INFO   ] mlp forward bf16: %d runs, worst |O - ref| / max|ref| = %.3g, "
+      "checkpoints %.3g (bound %.g)\n",
+      runs, worst_o, worst_ck, kTolBf16);
+}
+
 // ---- Backward ---------------------------------------------------------------------------------------
 
 struct MlpGradRef {
@@ -568,6 +686,24 @@ TEST(TttMlpArguments, BadInputIsRejectedWithAMessage) {
     t.dims.mini_batch = 7;
     EXPECT_FALSE(ttt_mlp_forward_supports(t.version, t.dims));
     expect_msg([&] { ttt_mlp_forward(t); }, "version Tf32 needs mini_batch 16");
+  }
+  {  // Bf16 reads and writes the bf16 fields only, on the fused kernel's shapes, 16-byte aligned
+    alignas(16) std::uint16_t half[16] = {};
+    TttMlpForwardArgs t = a;
+    t.version = TttMlpForwardVersion::Bf16;
+    expect_msg([&] { ttt_mlp_forward(t); }, "Q, K, V and O must be null");
+    t.Q = t.K = t.V = t.O = nullptr;
+    expect_msg([&] { ttt_mlp_forward(t); }, "Q_bf16");
+    t.Q_bf16 = t.K_bf16 = t.V_bf16 = t.O_bf16 = half;
+    t.dims.mini_batch = 7;
+    EXPECT_FALSE(ttt_mlp_forward_supports(t.version, t.dims));
+    expect_msg([&] { ttt_mlp_forward(t); }, "version Bf16 needs mini_batch 16");
+    t.dims.mini_batch = 16;
+    t.K_bf16 = half + 1;
+    expect_msg([&] { ttt_mlp_forward(t); }, "16-byte aligned");
+    TttMlpForwardArgs u = a;  // the bf16 fields with another version
+    u.V_bf16 = half;
+    expect_msg([&] { ttt_mlp_forward(u); }, "for version Bf16 only");
   }
   a.checkpoint_W2 = nullptr;
   a.dims.head_dim = 15;

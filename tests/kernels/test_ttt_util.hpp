@@ -80,6 +80,19 @@ inline float bf16_to_float(std::uint16_t b) {
   return f;
 }
 
+// x rounded to bf16: the bit patterns in `bits` (for a bf16 input) and their fp32 values (for the
+// CPU reference, which then sees exactly what the kernel reads).
+inline std::vector<float> rounded_to_bf16(const std::vector<float>& x,
+                                          std::vector<std::uint16_t>& bits) {
+  std::vector<float> r(x.size());
+  bits.resize(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    bits[i] = bf16_bits_reference(x[i]);
+    r[i] = bf16_to_float(bits[i]);
+  }
+  return r;
+}
+
 // One device allocation of bf16 bit patterns; poisoned with NaN (all bits set) on request.
 class DeviceBuffer16 {
  public:

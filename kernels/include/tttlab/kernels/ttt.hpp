@@ -259,6 +259,10 @@ enum class TttMlpForwardVersion {
                  // 10-bit mantissa, ~1e-3 relative per product): what the training step runs when its
                  // GEMMs are tf32. The fused kernel's shapes only (b == 16, d ∈ {16, 32, 64}), else
                  // an error.
+  Bf16 = 3,      // bf16 inputs and output (Q_bf16, K_bf16, V_bf16 → O_bf16, in place of Q, K, V, O)
+                 // and bf16 products with fp32 accumulation (7-bit mantissas, ~4e-3 relative per
+                 // product); the state W1, b1, W2, b2, both LayerNorms, GELU and every sum stay fp32,
+                 // and so do the checkpoints. Same shapes as Tf32, else an error.
 };
 
 struct TttMlpForwardArgs {
@@ -276,6 +280,12 @@ struct TttMlpForwardArgs {
   const float* W2 = nullptr;  // [H, 4d, d]
   const float* b2 = nullptr;  // [H, d]
   float* O = nullptr;         // [B, T, H·d]
+  // Version Bf16 only, and then in place of Q, K, V, O (which must be null): the same tensors as bf16
+  // bit patterns ([B, T, H·d], 16-byte aligned; round to nearest even, as convert_to_bf16 writes them).
+  const std::uint16_t* Q_bf16 = nullptr;
+  const std::uint16_t* K_bf16 = nullptr;
+  const std::uint16_t* V_bf16 = nullptr;
+  std::uint16_t* O_bf16 = nullptr;
   // Optional (nullptr: not written). Checkpoints for ttt_mlp_backward: the committed state at the
   // start of every checkpoint_group-th mini-batch, [B, H, n_ck, d, 4d], [B, H, n_ck, 4d],
   // [B, H, n_ck, 4d, d], [B, H, n_ck, d] with n_ck = ttt_num_checkpoints(dims, checkpoint_group).
