@@ -1,8 +1,6 @@
 // TTT-MLP, dual form, forward on the GPU, hidden width 4d (tttlab/kernels/ttt.hpp; maths in
 // docs/MATH.md §5; the CPU engine's dual_chunk_mlp in core/src/ttt/inner.cpp, which both kernels
-// follow). Two kernels, both with every matrix product on tensor cores in 3xTF32; the fused one also
-// as version Tf32 (template argument SPLIT = false: one tf32 product per term), what the training
-// step runs with tf32 products:
+// follow). Three kernels, every matrix product on tensor cores:
 //
 // THE FUSED KERNEL (Default where b = 16 and d ∈ {16, 32, 64}): the fallback's state and algorithm
 // (every matrix in shared memory, 3xTF32 tensor-core products, 16 warps), reorganised around its
@@ -25,6 +23,12 @@
 //    tasks are two n-tiles wide so each X2 / X̄2 fragment is split once for both; GELU uses the SFU
 //    exponential instead of tanhf (run 16: 5.38 → 4.66 ms at d = 64 on an H200).
 //
+// THE PAIR-LAYOUT KERNEL (versions Tf32 and Bf16, b = 16 and d ∈ {16, 32, 64}): the fused kernel's
+// phases with the state stored as pairs along k, 16-wide k-steps whose operands are 8-byte pairs (or
+// ldmatrix tiles in bf16), Z1 and Q W1 in registers, and transposed state updates; one tf32
+// product per term (what the training step runs with tf32 or bf16 products), or bf16 inputs,
+// output and products. Its section below says more.
+//
 // THE FALLBACK (every supported shape): one block of 512 threads per (sequence, head), the state
 // W1 [d, 4d], b1, W2 [4d, d], b2 in shared memory for the whole sequence where it fits, otherwise in
 // a per-block slice of the workspace (the same code through generic pointers; L2 holds it).
@@ -33,6 +37,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "cuda_check.hpp"
@@ -540,37 +545,46 @@ FusedShape fused_shape(int d) {
   }
 }
 
-// ---- Version Bf16: bf16 inputs, output and products ----------------------------------------------
+// ---- Versions Bf16 and Tf32: the state stored as pairs along k ----------------------------------
 //
-// The fused kernel's algorithm and phases with Q, K, V read and O written as bf16, and every product
-// on bf16 operands (mma.m16n8k16, fp32 accumulation): half the mma instructions of tf32, and the
-// operands that are products' outputs or inputs (K, Q, X2, X̄2, λ ⊙ G1, λ ⊙ G2, M1) are stored in bf16
-// once and read with ldmatrix, one instruction per 16 × 16 fragment instead of eight scalar loads.
-// What stays fp32: the state W1, b1, W2, b2 (rounded to bf16 only as it enters a product), Z1, the
-// GELU and its derivative, the LayerNorms, G2 for the output rows, the bias sums, every partial sum,
-// and the checkpoints.
+// The fused kernel's algorithm and phases, reorganised around 16-wide k-steps whose operands are
+// 8-byte pairs, in two precisions (template argument BF):
+//  - BF (version Bf16): Q, K, V read and O written as bf16; every product on bf16 operands
+//    (mma.m16n8k16, fp32 accumulation), half the mma instructions of tf32. The operands that are
+//    products' outputs or inputs (K, Q, X2, X̄2, λ ⊙ G1, λ ⊙ G2, M1) are stored in bf16 and read with
+//    ldmatrix, one instruction per 16 × 16 fragment.
+//  - !BF: fp32 inputs, output and buffers, one tf32 product per term (the raw fp32 bits, a
+//    truncation, as the Tf32 fused kernel). Each m16n8k8 step takes its k in the order 2t, 2t + 1
+//    for the fragment slots t, t + 4 (the same permutation in A and B leaves the sum unchanged), so a
+//    row-major A fragment is two 8-byte loads instead of four scalar ones, and so is a B fragment of
+//    an operand stored n-major or as pairs.
+// Common to both:
+//  - The state W1, b1, W2, b2 stays fp32 (rounded or truncated only as it enters a product), and so
+//    do Z1, GELU and its derivative, the LayerNorms, G2 for the output rows, the bias sums, every
+//    partial sum, and the checkpoints.
 //  - W1 and W2 are stored as pairs along the dimension their products contract: element (k, j) of W1
-//    at 2·((k/2)·LW1 + j) + k%2, element (r, c) of W2 at 2·((r/2)·LW2 + c) + r%2, so a bf16 B
-//    fragment register (two consecutive k of one column) is one 8-byte load; the updates are
-//    computed transposed (G1ᵀK, G2ᵀX2) so that a thread's two accumulators are such a pair too.
+//    at 2·((k/2)·LW1 + j) + k%2, element (r, c) of W2 at 2·((r/2)·LW2 + c) + r%2, so two consecutive
+//    k of one column are one 8-byte load; the updates are computed transposed (G1ᵀK, G2ᵀX2) so that a
+//    thread's two accumulators are such a pair too (one 8-byte read-modify-write).
 //  - Z1 and Q W1 + b1 stay in the registers of the warp that computed them until phase D, whose
-//    products give every element to the same thread (same 16 × 8·NTW tasks), so they have no
-//    shared-memory buffers; the b1 update is a column sum of G1 over the warp's lanes.
-using mma_detail::ldsm_x4;
-
-template <int D>
-struct Bf16MlpLayout {
+//    products give every element to the same thread (the same 16 × 8·NTW tasks), so they have no
+//    shared-memory buffers; the b1 update is a column sum of λ ⊙ G1 over the warp's lanes.
+template <int D, bool BF>
+struct V4Layout {
+  using E = std::conditional_t<BF, std::uint16_t, float>;  // the element of the row buffers
+  static constexpr int ES = sizeof(E);
   static constexpr int HD = 4 * D;
   static constexpr int LW1 = HD + 4;  // W1 pair rows (in pairs): the 8-byte loads of a B fragment
   static constexpr int LW2 = D + 4;   // and W2's fall on distinct banks (stride ≡ 8 words mod 32)
-  static constexpr int LX = D + 8;  // bf16 rows of width d (K, Q, λ ⊙ G2): 16-byte aligned, and
-  static constexpr int LXH = HD + 8;  // the 8 rows an ldmatrix reads on distinct banks; of width 4d
-  static constexpr int LM = kB + 8;   // (X2, X̄2, λ ⊙ G1); M1
-  static constexpr int LDD = D + 4;   // fp32 λ ⊙ G2
+  // Row buffers of width d (K, Q, λ ⊙ G2), 4d (X2, X̄2, λ ⊙ G1) and 16 (M1): bf16 rows 16-byte aligned
+  // with the 8 rows an ldmatrix reads on distinct banks; fp32 rows whose 8-byte fragment loads are
+  // conflict-free (stride ≡ 8 words mod 32).
+  static constexpr int LX = D + 8, LXH = HD + 8, LM = kB + 8;
+  static constexpr int LDD = LX;  // the fp32 λ ⊙ G2 (with BF, beside its bf16 copy)
   // Products 16 × 4d (Z1 and Q W1, then G1 and X̄2): tasks of NTW_H n-tiles, one per warp.
   static constexpr int NT_H = HD / 8, NTW_H = NT_H >= 2 * kWarpsFused ? NT_H / kWarpsFused : 1;
   static constexpr int TASKS_H = NT_H / NTW_H;
-  // Z2 and Z̄2 (16 × d, k = 4d): NTW_Z n-tiles × NS_Z k-splits; Q Kᵀ: one task per k16-step;
+  // Z2 and Z̄2 (16 × d, k = 4d): NTW_Z n-tiles × NS_Z k-splits; Q Kᵀ: one task per 16-wide k-step;
   // X̄2 X2ᵀ: NS_M2 k-splits (both n-tiles of 16 × 16 in each task).
   static constexpr int KS_H = HD / 16, NT_Z = D / 8, NTW_Z = D >= 32 ? 2 : 1, G_Z = NT_Z / NTW_Z;
   static constexpr int NS_Z = kWarpsFused / G_Z < KS_H ? kWarpsFused / G_Z : KS_H;
@@ -583,25 +597,28 @@ struct Bf16MlpLayout {
   // Byte offsets of the shared-memory buffers (each a multiple of 16).
   static constexpr std::size_t W1 = 0, W2 = W1 + std::size_t(D) * LW1 * 4,
                                B1 = W2 + std::size_t(HD) * LW2 * 4, B2 = B1 + HD * 4,
-                               K16 = B2 + 2 * D * 4, Q16 = K16 + kB * LX * 2,
-                               G2H = Q16 + kB * LX * 2, X2H = G2H + kB * LX * 2,
-                               XB2H = X2H + kB * LXH * 2, G1H = XB2H + kB * LXH * 2,
-                               M1H = G1H + kB * LXH * 2, G2 = M1H + kB * LM * 2,
-                               PZ = G2 + kB * LDD * 4, PM = PZ + std::size_t(NS_Z) * kB * D * 4,
+                               K = B2 + 2 * D * 4, Q = K + kB * LX * ES, G2H = Q + kB * LX * ES,
+                               X2 = G2H + (BF ? kB * LX * ES : 0), XB2 = X2 + kB * LXH * ES,
+                               G1 = XB2 + kB * LXH * ES, M1 = G1 + kB * LXH * ES,
+                               G2 = M1 + kB * LM * ES, PZ = G2 + kB * LDD * 4,
+                               PM = PZ + std::size_t(NS_Z) * kB * D * 4,
                                LAM = PM + NS_M * kB * kB * 4, TAU = LAM + kB * 4,
                                bytes = TAU + kB * 4;
   static_assert(NTW_H <= 2 && TASKS_H <= kWarpsFused && KS_H % NS_Z == 0 && KS_H % NS_M2 == 0 &&
                     G_Z * NS_Z <= kWarpsFused && (HD / 8) % NTW_U2 == 0 && NTW_U2 % 2 == 0,
                 "tasks");
-  static_assert(W2 % 16 == 0 && B1 % 16 == 0 && K16 % 16 == 0 && X2H % 16 == 0 && G2 % 16 == 0 &&
+  static_assert(W2 % 16 == 0 && B1 % 16 == 0 && K % 16 == 0 && X2 % 16 == 0 && G2 % 16 == 0 &&
                     PZ % 16 == 0 && PM % 16 == 0 && LAM % 16 == 0,
                 "16-byte aligned buffers");
 };
 
+// The inputs and output of version Bf16 (the fp32 ones are MlpParams's).
 struct MlpBf16Io {
   const std::uint16_t *Q, *K, *V;
   std::uint16_t* O;
 };
+
+using mma_detail::ldsm_x4;
 
 // ldmatrix row addresses (lane l gives row l % 8 of matrix l / 8) as byte offsets in a bf16 buffer of
 // leading dimension LD:
@@ -619,38 +636,194 @@ template <int LD>
 __device__ __forceinline__ uint32_t frag_cols(int lane) {
   return 2 * (((lane & 7) + 8 * (lane >> 4)) * LD + 8 * ((lane >> 3) & 1));
 }
-
-// The bf16 B fragment register of two consecutive k of one column, from an fp32 pair (8 bytes).
-__device__ __forceinline__ uint32_t pair_bf16(const float* p) {
-  const float2 v = *reinterpret_cast<const float2*>(p);
-  return pack_bf16(v.x, v.y);
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-__device__ __forceinline__ RowFrag row_load_bf16(const std::uint16_t* p, int n, int lane) {
+// The fragments of one 16-wide k-step: bf16, one m16n8k16 (A 4 registers, B 2); tf32, two m16n8k8
+// with the k order above (A 8 registers, B 4: the first k-half, then the second).
+template <bool BF>
+struct Frags {
+  static constexpr int A = BF ? 4 : 8, B = BF ? 2 : 4;
+};
+
+template <bool BF>
+__device__ __forceinline__ void mma16(float (&c)[4], const uint32_t (&a)[Frags<BF>::A],
+                                      const uint32_t (&b)[Frags<BF>::B]) {
+  if constexpr (BF) {
+    mma_bf16(c, a, b[0], b[1]);
+  } else {
+    mma_tf32(c, a[0], a[1], a[2], a[3], b[0], b[1]);
+    mma_tf32(c, a[4], a[5], a[6], a[7], b[2], b[3]);
+  }
+}
+
+// Two values of a fragment slot pair (k, k + 1), or of neighbouring columns: bf16 packed, or tf32 bits.
+template <bool BF>
+__device__ __forceinline__ void put_pair(uint32_t* r, float x, float y) {
+  if constexpr (BF) {
+    r[0] = pack_bf16(x, y);
+  } else {
+    r[0] = __float_as_uint(x);
+    r[1] = __float_as_uint(y);
+  }
+}
+
+// A row-major 16 × 16 A slice (rows 0..15, columns k0..k0+15) of a row buffer with leading dim LD.
+template <bool BF, int LD, class E>
+__device__ __forceinline__ void a_rows(const E* s, int k0, int lane, uint32_t (&a)[Frags<BF>::A]) {
+  if constexpr (BF) {
+    ldsm_x4(a, smem_addr(s) + frag_rows<LD>(lane) + 2 * k0);
+  } else {
+    const float* p = s + (lane >> 2) * LD + k0 + 2 * (lane & 3);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {  // k0..k0+7, then k0+8..k0+15
+      const float2 v0 = *reinterpret_cast<const float2*>(p + 8 * h);
+      const float2 v1 = *reinterpret_cast<const float2*>(p + 8 * LD + 8 * h);
+      a[4 * h + 0] = __float_as_uint(v0.x);
+      a[4 * h + 1] = __float_as_uint(v1.x);
+      a[4 * h + 2] = __float_as_uint(v0.y);
+      a[4 * h + 3] = __float_as_uint(v1.y);
+    }
+  }
+}
+
+// The A fragment of a 16 × 16 slice stored k-major (element (m, k) at s[k·LD + m], m0..m0+15, k 0..15).
+template <bool BF, int LD, class E>
+__device__ __forceinline__ void a_kmajor(const E* s, int m0, int lane,
+                                         uint32_t (&a)[Frags<BF>::A]) {
+  if constexpr (BF) {
+    ldsm_x4_trans(a, smem_addr(s) + frag_cols<LD>(lane) + 2 * m0);
+  } else {
+    const float* p = s + 2 * (lane & 3) * LD + m0 + (lane >> 2);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float* q = p + 8 * h * LD;
+      a[4 * h + 0] = __float_as_uint(q[0]);
+      a[4 * h + 1] = __float_as_uint(q[8]);
+      a[4 * h + 2] = __float_as_uint(q[LD]);
+      a[4 * h + 3] = __float_as_uint(q[LD + 8]);
+    }
+  }
+}
+
+// The B fragments of two n8 tiles (columns n0..n0+15, k0..k0+15) of an operand stored n-major
+// (element (k, n) at s[n·LD + k]).
+template <bool BF, int LD, class E>
+__device__ __forceinline__ void b_nmajor2(const E* s, int n0, int k0, int lane,
+                                          uint32_t (&b)[2][Frags<BF>::B]) {
+  if constexpr (BF) {
+    uint32_t r[4];
+    ldsm_x4(r, smem_addr(s) + frag_cols<LD>(lane) + 2 * (n0 * LD + k0));
+    b[0][0] = r[0];
+    b[0][1] = r[1];
+    b[1][0] = r[2];
+    b[1][1] = r[3];
+  } else {
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      const float* p = s + (n0 + 8 * u + (lane >> 2)) * LD + k0 + 2 * (lane & 3);
+      const float2 v0 = *reinterpret_cast<const float2*>(p);
+      const float2 v1 = *reinterpret_cast<const float2*>(p + 8);
+      b[u][0] = __float_as_uint(v0.x);
+      b[u][1] = __float_as_uint(v0.y);
+      b[u][2] = __float_as_uint(v1.x);
+      b[u][3] = __float_as_uint(v1.y);
+    }
+  }
+}
+
+// The B fragments of NT (1 or 2) n8 tiles (columns n0.., k 0..15) of an operand stored k-major
+// (element (k, n) at s[k·LD + n]).
+template <bool BF, int LD, int NT, class E>
+__device__ __forceinline__ void b_kmajor(const E* s, int n0, int lane,
+                                         uint32_t (&b)[NT][Frags<BF>::B]) {
+  if constexpr (BF) {
+    if constexpr (NT == 2) {
+      uint32_t r[4];
+      ldsm_x4_trans(r, smem_addr(s) + frag_rows<LD>(lane) + 2 * n0);
+      b[0][0] = r[0];
+      b[0][1] = r[1];
+      b[1][0] = r[2];
+      b[1][1] = r[3];
+    } else {
+      ldsm_x2_trans(b[0], smem_addr(s) + frag_rows<LD>(lane) + 2 * n0);
+    }
+  } else {
+#pragma unroll
+    for (int u = 0; u < NT; ++u) {
+      const float* p = s + 2 * (lane & 3) * LD + n0 + 8 * u + (lane >> 2);
+      b[u][0] = __float_as_uint(p[0]);
+      b[u][1] = __float_as_uint(p[LD]);
+      b[u][2] = __float_as_uint(p[8 * LD]);
+      b[u][3] = __float_as_uint(p[9 * LD]);
+    }
+  }
+}
+
+// The B fragment of one n8 column from an fp32 state stored as pairs along k: p points at the pair
+// (k0/2 + t, column), and the second k-half's pair is 4 pair rows (8·LDP floats) further.
+template <bool BF, int LDP>
+__device__ __forceinline__ void b_pairs(const float* p, uint32_t (&b)[Frags<BF>::B]) {
+  const float2 v0 = *reinterpret_cast<const float2*>(p);
+  const float2 v1 = *reinterpret_cast<const float2*>(p + 8 * LDP);
+  put_pair<BF>(b, v0.x, v0.y);
+  put_pair<BF>(b + Frags<BF>::B / 2, v1.x, v1.y);
+}
+
+// Stores two neighbouring columns (j, j + 1) of a row buffer.
+template <bool BF, class E>
+__device__ __forceinline__ void store_pair(E* p, float x, float y) {
+  if constexpr (BF) {
+    *reinterpret_cast<uint32_t*>(p) = pack_bf16(x, y);
+  } else {
+    *reinterpret_cast<float2*>(p) = make_float2(x, y);
+  }
+}
+
+template <class E>
+__device__ __forceinline__ float value_of(E x) {
+  if constexpr (std::is_same_v<E, float>) {
+    return x;
+  } else {
+    return bf16_value(x);
+  }
+}
+template <class E>
+__device__ __forceinline__ E element_of(float x) {
+  if constexpr (std::is_same_v<E, float>) {
+    return x;
+  } else {
+    return bf16_bits(x);
+  }
+}
+
+template <class E>
+__device__ __forceinline__ RowFrag row_load_any(const E* p, int n, int lane) {
   RowFrag r;
 #pragma unroll
   for (int u = 0; u < kPerLane; ++u) {
     const int c = lane + 32 * u;
-    r.v[u] = c < n ? bf16_value(p[c]) : 0.0f;
+    r.v[u] = c < n ? value_of(p[c]) : 0.0f;
   }
   return r;
 }
 
-__device__ __forceinline__ void row_store_bf16(std::uint16_t* p, const RowFrag& r, int n,
-                                               int lane) {
+template <class E>
+__device__ __forceinline__ void row_store_any(E* p, const RowFrag& r, int n, int lane) {
 #pragma unroll
   for (int u = 0; u < kPerLane; ++u) {
     const int c = lane + 32 * u;
-    if (c < n) p[c] = bf16_bits(r.v[u]);
+    if (c < n) p[c] = element_of<E>(r.v[u]);
   }
 }
 
-// P[s] (16 × N fp32, row-major) = the s-th k-split of A B for a 16-row bf16 A (read with ldmatrix
-// from uA, leading dimension LDA) and an fp32 pair-stored B (element (k, j) at 2·((k/2)·LDB + j) +
-// k%2): tasks of NTW n-tiles × NS k-splits go to the warps in turn.
-template <int N, int K, int NS, int NTW, int LDA, int LDB>
-__device__ __forceinline__ void splitk_bf16(uint32_t uA, const float* B, float* P, int warp,
-                                            int lane) {
+// P[s] (16 × N fp32, row-major) = the s-th k-split of A B for a 16-row A (row buffer, leading
+// dimension LDA) and an fp32 pair-stored B (element (k, j) at 2·((k/2)·LDB + j) + k%2): tasks of NTW
+// n-tiles × NS k-splits go to the warps in turn.
+template <bool BF, int N, int K, int NS, int NTW, int LDA, int LDB, class E>
+__device__ __forceinline__ void splitk_pairs(const E* A, const float* B, float* P, int warp,
+                                             int lane) {
   constexpr int NG = N / 8 / NTW, KS = K / 16 / NS;
   const int g = lane >> 2, t = lane & 3;
   for (int task = warp; task < NG * NS; task += kWarpsFused) {
@@ -659,12 +832,13 @@ __device__ __forceinline__ void splitk_bf16(uint32_t uA, const float* B, float* 
 #pragma unroll
     for (int q = 0; q < KS; ++q) {
       const int k0 = (s * KS + q) * 16;
-      uint32_t a[4];
-      ldsm_x4(a, uA + frag_rows<LDA>(lane) + 2 * k0);
+      uint32_t a[Frags<BF>::A];
+      a_rows<BF, LDA>(A, k0, lane, a);
 #pragma unroll
       for (int u = 0; u < NTW; ++u) {
-        const float* b = B + 2 * ((k0 / 2 + t) * LDB + j0 + 8 * u + g);
-        mma_bf16(c[u], a, pair_bf16(b), pair_bf16(b + 8 * LDB));
+        uint32_t b[Frags<BF>::B];
+        b_pairs<BF, LDB>(B + 2 * ((k0 / 2 + t) * LDB + j0 + 8 * u + g), b);
+        mma16<BF>(c[u], a, b);
       }
     }
 #pragma unroll
@@ -676,10 +850,10 @@ __device__ __forceinline__ void splitk_bf16(uint32_t uA, const float* B, float* 
   }
 }
 
-// P[s] (16 × 16 fp32) = the s-th of NS k-splits of A Bᵀ for two 16-row bf16 matrices (K = their
-// width), both read with ldmatrix: Q Kᵀ, X̄2 X2ᵀ. Task s goes to warp FIRST + s.
-template <int K, int NS, int LD, int FIRST>
-__device__ __forceinline__ void splitk_abt(uint32_t uA, uint32_t uB, float* P, int warp, int lane) {
+// P[s] (16 × 16 fp32) = the s-th of NS k-splits of A Bᵀ for two 16-row buffers (K = their width):
+// Q Kᵀ, X̄2 X2ᵀ. Task s goes to warp FIRST + s.
+template <bool BF, int K, int NS, int LD, int FIRST, class E>
+__device__ __forceinline__ void splitk_abt(const E* A, const E* B, float* P, int warp, int lane) {
   constexpr int KS = K / 16 / NS;
   const int s = warp - FIRST;
   if (s < 0 || s >= NS) return;
@@ -688,11 +862,11 @@ __device__ __forceinline__ void splitk_abt(uint32_t uA, uint32_t uB, float* P, i
 #pragma unroll
   for (int q = 0; q < KS; ++q) {
     const int k0 = (s * KS + q) * 16;
-    uint32_t a[4], b[4];
-    ldsm_x4(a, uA + frag_rows<LD>(lane) + 2 * k0);
-    ldsm_x4(b, uB + frag_cols<LD>(lane) + 2 * k0);
-    mma_bf16(c[0], a, b[0], b[1]);
-    mma_bf16(c[1], a, b[2], b[3]);
+    uint32_t a[Frags<BF>::A], b[2][Frags<BF>::B];
+    a_rows<BF, LD>(A, k0, lane, a);
+    b_nmajor2<BF, LD>(B, 0, k0, lane, b);
+    mma16<BF>(c[0], a, b[0]);
+    mma16<BF>(c[1], a, b[1]);
   }
   float* out = P + s * kB * kB + 2 * t;
 #pragma unroll
@@ -704,25 +878,24 @@ __device__ __forceinline__ void splitk_abt(uint32_t uA, uint32_t uB, float* P, i
 
 // S −= τ_b · Aᵀ B for a state S stored as pairs along its rows (element (i, j) at 2·((i/2)·LDS + j)
 // + i%2), computed as its transpose Bᵀ A so that a thread's two accumulators (columns 2t, 2t + 1 of
-// the transposed tile) are a pair of S: M × N = Bᵀ A with B (16 × M, bf16, read .trans as the A
-// operand) and A (16 × N, bf16, read .trans as the B operand), k = 16. Tasks: one m-tile × NTW
-// n-tiles.
-template <int M, int N, int NTW, int LDB16, int LDA16, int LDS>
-__device__ __forceinline__ void update_pairs(uint32_t uB, uint32_t uA, float* S, float tb, int warp,
+// the transposed tile) are a pair of S: M × N = Bᵀ A with B (16 × M, k-major A operand) and A
+// (16 × N, k-major B operand), k = 16. Tasks: one m-tile × NTW n-tiles.
+template <bool BF, int M, int N, int NTW, int LDB, int LDA, int LDS, class E>
+__device__ __forceinline__ void update_pairs(const E* B, const E* A, float* S, float tb, int warp,
                                              int lane) {
   constexpr int NG = N / 8 / NTW, TASKS = M / 16 * NG;
   const int g = lane >> 2, t = lane & 3;
   for (int task = warp; task < TASKS; task += kWarpsFused) {
     const int m0 = (task / NG) * 16, n0 = (task % NG) * 8 * NTW;
-    uint32_t a[4];
-    ldsm_x4_trans(a, uB + frag_cols<LDB16>(lane) + 2 * m0);
+    uint32_t a[Frags<BF>::A];
+    a_kmajor<BF, LDB>(B, m0, lane, a);
     float c[NTW][4] = {};
 #pragma unroll
     for (int u = 0; u < NTW; u += 2) {
-      uint32_t b[4];
-      ldsm_x4_trans(b, uA + frag_rows<LDA16>(lane) + 2 * (n0 + 8 * u));
-      mma_bf16(c[u], a, b[0], b[1]);
-      mma_bf16(c[u + 1], a, b[2], b[3]);
+      uint32_t b[2][Frags<BF>::B];
+      b_kmajor<BF, LDA, 2>(A, n0 + 8 * u, lane, b);
+      mma16<BF>(c[u], a, b[0]);
+      mma16<BF>(c[u + 1], a, b[1]);
     }
 #pragma unroll
     for (int u = 0; u < NTW; ++u) {
@@ -739,10 +912,11 @@ __device__ __forceinline__ void update_pairs(uint32_t uB, uint32_t uA, float* S,
   }
 }
 
-template <int D>
+template <int D, bool BF>
 __global__ void __launch_bounds__(kThreadsFused, 1)
-    mlp_forward_bf16_kernel(MlpParams p, MlpBf16Io io) {
-  using L = Bf16MlpLayout<D>;
+    mlp_forward_v4_kernel(MlpParams p, MlpBf16Io io) {
+  using L = V4Layout<D, BF>;
+  using E = typename L::E;
   constexpr int HD = L::HD, LW1 = L::LW1, LW2 = L::LW2, LX = L::LX, LXH = L::LXH, LM = L::LM,
                 LDD = L::LDD, NTW_H = L::NTW_H;
   extern __shared__ __align__(16) float smem[];
@@ -751,21 +925,18 @@ __global__ void __launch_bounds__(kThreadsFused, 1)
   float* sW2 = reinterpret_cast<float*>(base + L::W2);  // pairs along r: [HD/2][LW2][2]
   float* sb1 = reinterpret_cast<float*>(base + L::B1);  // [HD]
   float* sb2 = reinterpret_cast<float*>(base + L::B2);  // [2][D]: the committed b2 and the next one
-  std::uint16_t* sK = reinterpret_cast<std::uint16_t*>(base + L::K16);     // [kB, LX]
-  std::uint16_t* sQ = reinterpret_cast<std::uint16_t*>(base + L::Q16);     // [kB, LX]
-  std::uint16_t* sG2h = reinterpret_cast<std::uint16_t*>(base + L::G2H);   // [kB, LX]   λ ⊙ G2
-  std::uint16_t* sX2 = reinterpret_cast<std::uint16_t*>(base + L::X2H);    // [kB, LXH]  X2
-  std::uint16_t* sXb2 = reinterpret_cast<std::uint16_t*>(base + L::XB2H);  // [kB, LXH]  X̄2
-  std::uint16_t* sG1 = reinterpret_cast<std::uint16_t*>(base + L::G1H);    // [kB, LXH]  λ ⊙ G1
-  std::uint16_t* sM1 = reinterpret_cast<std::uint16_t*>(base + L::M1H);    // [kB, LM]   M1 w/o λ_j
-  float* sG2 = reinterpret_cast<float*>(base + L::G2);                     // [kB, LDD]  λ ⊙ G2
+  E* sK = reinterpret_cast<E*>(base + L::K);            // [kB, LX]
+  E* sQ = reinterpret_cast<E*>(base + L::Q);            // [kB, LX]
+  E* sX2 = reinterpret_cast<E*>(base + L::X2);          // [kB, LXH]  X2
+  E* sXb2 = reinterpret_cast<E*>(base + L::XB2);        // [kB, LXH]  X̄2
+  E* sG1 = reinterpret_cast<E*>(base + L::G1);          // [kB, LXH]  λ ⊙ G1
+  E* sM1 = reinterpret_cast<E*>(base + L::M1);          // [kB, LM]   M1 without λ_j
+  float* sG2 = reinterpret_cast<float*>(base + L::G2);  // [kB, LDD]  λ ⊙ G2
+  E* sG2p = reinterpret_cast<E*>(base + (BF ? L::G2H : L::G2));  // λ ⊙ G2 as the products read it
   float* sPZ = reinterpret_cast<float*>(base + L::PZ);  // [NS_Z, kB, D] partials of Z2, then Z̄2
   float* sPM = reinterpret_cast<float*>(base + L::PM);  // [NS_M, kB, kB] of Q Kᵀ, then X̄2 X2ᵀ
   float* sLam = reinterpret_cast<float*>(base + L::LAM);
   float* sTau = reinterpret_cast<float*>(base + L::TAU);
-  const uint32_t u0 = static_cast<uint32_t>(__cvta_generic_to_shared(base));
-  const uint32_t uK = u0 + L::K16, uQ = u0 + L::Q16, uG2h = u0 + L::G2H, uX2 = u0 + L::X2H,
-                 uXb2 = u0 + L::XB2H, uG1 = u0 + L::G1H, uM1 = u0 + L::M1H;
 
   const int blk = blockIdx.x, n = blk / p.H, h = blk % p.H;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
@@ -784,28 +955,34 @@ __global__ void __launch_bounds__(kThreadsFused, 1)
   const RowFrag gam = p.ln ? row_load(p.gamma + std::size_t(h) * D, D, lane) : RowFrag{};
   const RowFrag bet = p.ln ? row_load(p.beta + std::size_t(h) * D, D, lane) : RowFrag{};
   const float one = p.bias ? 1.0f : 0.0f;
+  const E* gK = BF ? reinterpret_cast<const E*>(io.K) : reinterpret_cast<const E*>(p.K);
+  const E* gQ = BF ? reinterpret_cast<const E*>(io.Q) : reinterpret_cast<const E*>(p.Q);
+  const E* gV = BF ? reinterpret_cast<const E*>(io.V) : reinterpret_cast<const E*>(p.V);
+  E* gO = BF ? reinterpret_cast<E*>(io.O) : reinterpret_cast<E*>(p.O);
 
-  // The inputs of mini-batch mb into registers (rows past T as zeros): K and Q as bf16 pairs, one
-  // per thread (16 × d / 2 ≤ 512 pairs), V's row `warp` widened in the warp, λ in threads 0..15.
-  static_assert(kB * D / 2 <= kThreadsFused, "one pair per thread");
-  uint32_t pk = 0, pq = 0;
+  // The inputs of mini-batch mb into registers (rows past T as zeros): K and Q as 8-byte chunks
+  // (4 bf16 or 2 fp32), at most one per thread, V's row `warp` widened in the warp, λ in threads
+  // 0..15.
+  constexpr int PER = 8 / L::ES, CHUNKS = kB * D / PER;
+  static_assert(CHUNKS <= kThreadsFused, "one chunk per thread");
+  uint2 pk = {0u, 0u}, pq = {0u, 0u};
   float plam = 0.0f;
   RowFrag pv;
   auto prefetch = [&](int mb) {
     const int t0 = mb * kB, m = min(kB, p.T - t0);
-    const int r = tid / (D / 2), c = 2 * (tid % (D / 2));
-    const bool in = tid < kB * D / 2 && r < m;
+    const int r = tid / (D / PER), c = PER * (tid % (D / PER));
+    const bool in = tid < CHUNKS && r < m;
     const std::size_t at = seq0 + std::size_t(t0 + r) * rs + c;
-    pk = in ? *reinterpret_cast<const uint32_t*>(io.K + at) : 0u;
-    pq = in ? *reinterpret_cast<const uint32_t*>(io.Q + at) : 0u;
-    pv = warp < m ? row_load_bf16(io.V + seq0 + std::size_t(t0 + warp) * rs, D, lane) : RowFrag{};
+    pk = in ? *reinterpret_cast<const uint2*>(gK + at) : uint2{0u, 0u};
+    pq = in ? *reinterpret_cast<const uint2*>(gQ + at) : uint2{0u, 0u};
+    pv = warp < m ? row_load_any(gV + seq0 + std::size_t(t0 + warp) * rs, D, lane) : RowFrag{};
     plam = tid < m ? p.lam[std::size_t(blk) * p.T + t0 + tid] : 0.0f;
   };
   auto stage = [&]() {
-    if (tid < kB * D / 2) {
-      const int r = tid / (D / 2), c = 2 * (tid % (D / 2));
-      *reinterpret_cast<uint32_t*>(sK + r * LX + c) = pk;
-      *reinterpret_cast<uint32_t*>(sQ + r * LX + c) = pq;
+    if (tid < CHUNKS) {
+      const int r = tid / (D / PER), c = PER * (tid % (D / PER));
+      *reinterpret_cast<uint2*>(sK + r * LX + c) = pk;
+      *reinterpret_cast<uint2*>(sQ + r * LX + c) = pq;
     }
     if (tid < kB) sLam[tid] = plam;
   };
@@ -842,15 +1019,15 @@ __global__ void __launch_bounds__(kThreadsFused, 1)
       float ck[NTW_H][4] = {}, cq[NTW_H][4] = {};
 #pragma unroll
       for (int k0 = 0; k0 < D; k0 += 16) {
-        uint32_t ak[4], aq[4];
-        ldsm_x4(ak, uK + frag_rows<LX>(lane) + 2 * k0);
-        ldsm_x4(aq, uQ + frag_rows<LX>(lane) + 2 * k0);
+        uint32_t ak[Frags<BF>::A], aq[Frags<BF>::A];
+        a_rows<BF, LX>(sK, k0, lane, ak);
+        a_rows<BF, LX>(sQ, k0, lane, aq);
 #pragma unroll
         for (int u = 0; u < NTW_H; ++u) {
-          const float* b = sW1 + 2 * ((k0 / 2 + t) * LW1 + jh + 8 * u + g);
-          const uint32_t b0 = pair_bf16(b), b1 = pair_bf16(b + 8 * LW1);
-          mma_bf16(ck[u], ak, b0, b1);
-          mma_bf16(cq[u], aq, b0, b1);
+          uint32_t b[Frags<BF>::B];
+          b_pairs<BF, LW1>(sW1 + 2 * ((k0 / 2 + t) * LW1 + jh + 8 * u + g), b);
+          mma16<BF>(ck[u], ak, b);
+          mma16<BF>(cq[u], aq, b);
         }
       }
 #pragma unroll
@@ -865,21 +1042,19 @@ __global__ void __launch_bounds__(kThreadsFused, 1)
         zq[u][1] = cq[u][1] + c1;
         zq[u][2] = cq[u][2] + c0;
         zq[u][3] = cq[u][3] + c1;
-        *reinterpret_cast<uint32_t*>(sX2 + g * LXH + j) =
-            pack_bf16(gelu_sfu(z1[u][0]), gelu_sfu(z1[u][1]));
-        *reinterpret_cast<uint32_t*>(sX2 + (g + 8) * LXH + j) =
-            pack_bf16(gelu_sfu(z1[u][2]), gelu_sfu(z1[u][3]));
+        store_pair<BF>(sX2 + g * LXH + j, gelu_sfu(z1[u][0]), gelu_sfu(z1[u][1]));
+        store_pair<BF>(sX2 + (g + 8) * LXH + j, gelu_sfu(z1[u][2]), gelu_sfu(z1[u][3]));
       }
     }
-    splitk_abt<D, L::NS_M1, LX, 0>(uQ, uK, sPM, warp, lane);
+    splitk_abt<BF, D, L::NS_M1, LX, 0>(sQ, sK, sPM, warp, lane);
     __syncthreads();
 
     // B. Partials of Z2 = X2 W2.
-    splitk_bf16<D, HD, L::NS_Z, L::NTW_Z, LXH, LW2>(uX2, sW2, sPZ, warp, lane);
+    splitk_pairs<BF, D, HD, L::NS_Z, L::NTW_Z, LXH, LW2>(sX2, sW2, sPZ, warp, lane);
     __syncthreads();
 
-    // C. Row `warp`: λ ⊙ G2 = λ ⊙ lnl2(Z2 + b2, V [− K]) (fp32, and its bf16 copy for the products);
-    // M1 without λ_j (τ_i (q_i·k_j + 1), j ≤ i) in bf16.
+    // C. Row `warp`: λ ⊙ G2 = λ ⊙ lnl2(Z2 + b2, V [− K]) (fp32; with BF also its bf16 copy for the
+    // products); M1 without λ_j (τ_i (q_i·k_j + 1), j ≤ i).
     RowFrag qres{};
     {
       const int r = warp;
@@ -897,40 +1072,43 @@ __global__ void __launch_bounds__(kThreadsFused, 1)
       }
       RowFrag tgt = v;
       if (p.res) {
-        const RowFrag k = row_load_bf16(sK + r * LX, D, lane);
+        const RowFrag k = row_load_any(sK + r * LX, D, lane);
 #pragma unroll
         for (int u = 0; u < kPerLane; ++u) tgt.v[u] -= k.v[u];
-        qres = row_load_bf16(sQ + r * LX, D, lane);
+        qres = row_load_any(sQ + r * LX, D, lane);
       }
       RowFrag g2 = row_loss_grad(z, tgt, gam, bet, D, lane, p.eps, p.ln);
       const float lr = sLam[r];
 #pragma unroll
       for (int u = 0; u < kPerLane; ++u) g2.v[u] *= lr;
       row_store(sG2 + r * LDD, g2, D, lane);
-      row_store_bf16(sG2h + r * LX, g2, D, lane);
+      if constexpr (BF) row_store_any(sG2p + r * LX, g2, D, lane);
       if (lane < kB) {
         float dot = 0.0f;
 #pragma unroll
         for (int s = 0; s < L::NS_M1; ++s) dot += sPM[(s * kB + r) * kB + lane];
-        sM1[r * LM + lane] = bf16_bits(lane <= r ? sTau[r] * (dot + one) : 0.0f);
+        sM1[r * LM + lane] = element_of<E>(lane <= r ? sTau[r] * (dot + one) : 0.0f);
       }
     }
     __syncthreads();
 
-    // D. λ ⊙ G1 = (λ ⊙ G2) W2ᵀ ⊙ gelu′(Z1) (bf16 copy; b1 −= τ_b Σ_rows λ ⊙ G1 from the fp32 values);
-    // then, by the same warps for the same columns, X̄2 = gelu(Q W1 + b1 − M1 (λ ⊙ G1)).
+    // D. λ ⊙ G1 = (λ ⊙ G2) W2ᵀ ⊙ gelu′(Z1) (b1 −= τ_b Σ_rows λ ⊙ G1 from the fp32 values); then, by
+    // the same warps for the same columns, X̄2 = gelu(Q W1 + b1 − M1 (λ ⊙ G1)).
     if (has_h) {
       float c[NTW_H][4] = {};
 #pragma unroll
       for (int k0 = 0; k0 < D; k0 += 16) {
-        uint32_t a[4];
-        ldsm_x4(a, uG2h + frag_rows<LX>(lane) + 2 * k0);
+        uint32_t a[Frags<BF>::A];
+        a_rows<BF, LX>(sG2p, k0, lane, a);
 #pragma unroll
         for (int u = 0; u < NTW_H; ++u) {
           // B(k, j) = W2(j, k): two k of one row of W2, stored 2 floats apart.
           const int r = jh + 8 * u + g;
           const float* w = sW2 + 2 * ((r >> 1) * LW2 + k0 + 2 * t) + (r & 1);
-          mma_bf16(c[u], a, pack_bf16(w[0], w[2]), pack_bf16(w[16], w[18]));
+          uint32_t b[Frags<BF>::B];
+          put_pair<BF>(b, w[0], w[2]);
+          put_pair<BF>(b + Frags<BF>::B / 2, w[16], w[18]);
+          mma16<BF>(c[u], a, b);
         }
       }
 #pragma unroll
@@ -938,8 +1116,8 @@ __global__ void __launch_bounds__(kThreadsFused, 1)
         const int j = jh + 8 * u + 2 * t;
 #pragma unroll
         for (int e = 0; e < 4; ++e) c[u][e] *= gelu_sfu_grad(z1[u][e]);
-        *reinterpret_cast<uint32_t*>(sG1 + g * LXH + j) = pack_bf16(c[u][0], c[u][1]);
-        *reinterpret_cast<uint32_t*>(sG1 + (g + 8) * LXH + j) = pack_bf16(c[u][2], c[u][3]);
+        store_pair<BF>(sG1 + g * LXH + j, c[u][0], c[u][1]);
+        store_pair<BF>(sG1 + (g + 8) * LXH + j, c[u][2], c[u][3]);
         if (commit && p.bias) {
           const float s0 = col_sum8(c[u][0] + c[u][2]), s1 = col_sum8(c[u][1] + c[u][3]);
           if (g == 0) {
@@ -950,25 +1128,18 @@ __global__ void __launch_bounds__(kThreadsFused, 1)
       }
       __syncwarp();
       float x[NTW_H][4] = {};
-      uint32_t am[4];
-      ldsm_x4(am, uM1 + frag_rows<LM>(lane));
-      if constexpr (NTW_H == 2) {
-        uint32_t b[4];
-        ldsm_x4_trans(b, uG1 + frag_rows<LXH>(lane) + 2 * jh);
-        mma_bf16(x[0], am, b[0], b[1]);
-        mma_bf16(x[1], am, b[2], b[3]);
-      } else {
-        uint32_t b[2];
-        ldsm_x2_trans(b, uG1 + frag_rows<LXH>(lane) + 2 * jh);
-        mma_bf16(x[0], am, b[0], b[1]);
-      }
+      uint32_t am[Frags<BF>::A], b[NTW_H][Frags<BF>::B];
+      a_rows<BF, LM>(sM1, 0, lane, am);
+      b_kmajor<BF, LXH, NTW_H>(sG1, jh, lane, b);
+#pragma unroll
+      for (int u = 0; u < NTW_H; ++u) mma16<BF>(x[u], am, b[u]);
 #pragma unroll
       for (int u = 0; u < NTW_H; ++u) {
         const int j = jh + 8 * u + 2 * t;
-        *reinterpret_cast<uint32_t*>(sXb2 + g * LXH + j) =
-            pack_bf16(gelu_sfu(zq[u][0] - x[u][0]), gelu_sfu(zq[u][1] - x[u][1]));
-        *reinterpret_cast<uint32_t*>(sXb2 + (g + 8) * LXH + j) =
-            pack_bf16(gelu_sfu(zq[u][2] - x[u][2]), gelu_sfu(zq[u][3] - x[u][3]));
+        store_pair<BF>(sXb2 + g * LXH + j, gelu_sfu(zq[u][0] - x[u][0]),
+                       gelu_sfu(zq[u][1] - x[u][1]));
+        store_pair<BF>(sXb2 + (g + 8) * LXH + j, gelu_sfu(zq[u][2] - x[u][2]),
+                       gelu_sfu(zq[u][3] - x[u][3]));
       }
     }
     __syncthreads();
@@ -976,10 +1147,10 @@ __global__ void __launch_bounds__(kThreadsFused, 1)
     // E. Partials of Z̄2 = X̄2 W2 and of M2 = X̄2 X2ᵀ (on the last NS_M2 warps);
     // W1 −= τ_b Kᵀ(λ ⊙ G1) and the next b2; the next mini-batch's inputs start to load.
     if (mb + 1 < n_mb) prefetch(mb + 1);
-    splitk_bf16<D, HD, L::NS_Z, L::NTW_Z, LXH, LW2>(uXb2, sW2, sPZ, warp, lane);
-    splitk_abt<HD, L::NS_M2, LXH, kWarpsFused - L::NS_M2>(uXb2, uX2, sPM, warp, lane);
+    splitk_pairs<BF, D, HD, L::NS_Z, L::NTW_Z, LXH, LW2>(sXb2, sW2, sPZ, warp, lane);
+    splitk_abt<BF, HD, L::NS_M2, LXH, kWarpsFused - L::NS_M2>(sXb2, sX2, sPM, warp, lane);
     if (commit) {
-      update_pairs<HD, D, D / 8, LXH, LX, LW1>(uG1, uK, sW1, tb, warp, lane);
+      update_pairs<BF, HD, D, D / 8, LXH, LX, LW1>(sG1, sK, sW1, tb, warp, lane);
       if (p.bias)
         for (int c = tid; c < D; c += kThreadsFused) {
           float acc = 0.0f;
@@ -990,7 +1161,7 @@ __global__ void __launch_bounds__(kThreadsFused, 1)
     }
     __syncthreads();
 
-    // F. Row `warp`: Z̄2 = Σ partials + b2 − M2 (λ ⊙ G2), O = [Q +] LN(Z̄2) in bf16;
+    // F. Row `warp`: Z̄2 = Σ partials + b2 − M2 (λ ⊙ G2), O = [Q +] LN(Z̄2);
     // W2 −= τ_b X2ᵀ(λ ⊙ G2); the next inputs into shared memory (nothing here reads K, Q or λ).
     {
       const int r = warp;
@@ -1027,10 +1198,10 @@ __global__ void __launch_bounds__(kThreadsFused, 1)
 #pragma unroll
         for (int u = 0; u < kPerLane; ++u) o.v[u] += qres.v[u];
       }
-      if (r < m) row_store_bf16(io.O + seq0 + std::size_t(t0 + r) * rs, o, D, lane);
+      if (r < m) row_store_any(gO + seq0 + std::size_t(t0 + r) * rs, o, D, lane);
     }
     if (commit) {
-      update_pairs<D, HD, L::NTW_U2, LX, LXH, LW2>(uG2h, uX2, sW2, tb, warp, lane);
+      update_pairs<BF, D, HD, L::NTW_U2, LX, LXH, LW2>(sG2p, sX2, sW2, tb, warp, lane);
       if (p.bias) cur ^= 1;
     }
     if (mb + 1 < n_mb) {
@@ -1041,13 +1212,40 @@ __global__ void __launch_bounds__(kThreadsFused, 1)
   }
 }
 
-template <int D>
-void launch_bf16(const MlpParams& p, const MlpBf16Io& io, int blocks, cudaStream_t stream) {
-  constexpr std::size_t bytes = Bf16MlpLayout<D>::bytes;
-  const void* fn = reinterpret_cast<const void*>(&mlp_forward_bf16_kernel<D>);
+template <int D, bool BF>
+void launch_v4(const MlpParams& p, const MlpBf16Io& io, int blocks, cudaStream_t stream) {
+  constexpr std::size_t bytes = V4Layout<D, BF>::bytes;
+  const void* fn = reinterpret_cast<const void*>(&mlp_forward_v4_kernel<D, BF>);
   set_smem_limit(fn, bytes);
-  mlp_forward_bf16_kernel<D><<<blocks, kThreadsFused, bytes, stream>>>(p, io);
+  mlp_forward_v4_kernel<D, BF><<<blocks, kThreadsFused, bytes, stream>>>(p, io);
   TTTLAB_CUDA_CHECK(cudaGetLastError());
+}
+
+template <bool BF>
+void dispatch_v4(const MlpParams& p, const MlpBf16Io& io, int d, int blocks, cudaStream_t stream) {
+  switch (d) {
+    case 16: return launch_v4<16, BF>(p, io, blocks, stream);
+    case 32: return launch_v4<32, BF>(p, io, blocks, stream);
+    default: return launch_v4<64, BF>(p, io, blocks, stream);
+  }
+}
+
+template <bool BF>
+std::size_t v4_bytes(int d) {
+  switch (d) {
+    case 16: return V4Layout<16, BF>::bytes;
+    case 32: return V4Layout<32, BF>::bytes;
+    case 64: return V4Layout<64, BF>::bytes;
+    default: return 0;
+  }
+}
+
+// Whether the pair-layout kernel runs these dims in this precision (b = 16, d ∈ {16, 32, 64}, and its
+// shared memory on this device).
+template <bool BF>
+bool v4_supports(const TttDims& dims) {
+  const std::size_t bytes = v4_bytes<BF>(dims.head_dim);
+  return dims.mini_batch == kB && bytes > 0 && bytes <= max_dynamic_smem();
 }
 
 // ---- The fallback --------------------------------------------------------------------------------
@@ -1194,16 +1392,6 @@ bool fused_supports(const TttDims& dims) {
   return s.kernel != nullptr && s.bytes <= max_dynamic_smem();
 }
 
-bool bf16_supports(const TttDims& dims) {
-  if (dims.mini_batch != kB) return false;
-  switch (dims.head_dim) {
-    case 16: return Bf16MlpLayout<16>::bytes <= max_dynamic_smem();
-    case 32: return Bf16MlpLayout<32>::bytes <= max_dynamic_smem();
-    case 64: return Bf16MlpLayout<64>::bytes <= max_dynamic_smem();
-    default: return false;
-  }
-}
-
 std::size_t fallback_block_bytes(const TttDims& dims) {
   return fallback_floats(dims.head_dim, dims.mini_batch) * sizeof(float);
 }
@@ -1230,7 +1418,8 @@ MlpParams mlp_params(const TttMlpForwardArgs& a, bool ck, float* scratch) {
   return p;
 }
 
-// SPLIT: 3xTF32 products (Default), or one tf32 product per term (Tf32).
+// SPLIT: 3xTF32 products (Default); SPLIT = false (one tf32 product per term) was version Tf32
+// until the pair-layout kernel above replaced it.
 template <bool SPLIT>
 void launch_fused(const MlpParams& p, const TttDims& D, cudaStream_t stream) {
   const FusedShape s = fused_shape<SPLIT>(D.head_dim);
@@ -1262,8 +1451,8 @@ std::size_t ttt_mlp_forward_workspace_bytes(const TttDims& dims) {
 }
 
 bool ttt_mlp_forward_supports(TttMlpForwardVersion version, const TttDims& dims) {
-  if (version == TttMlpForwardVersion::Bf16) return bf16_supports(dims);
-  if (version == TttMlpForwardVersion::Tf32) return fused_supports(dims);
+  if (version == TttMlpForwardVersion::Bf16) return v4_supports<true>(dims);
+  if (version == TttMlpForwardVersion::Tf32) return v4_supports<false>(dims);
   return version == TttMlpForwardVersion::Default || version == TttMlpForwardVersion::Fallback;
 }
 
@@ -1311,7 +1500,7 @@ void ttt_mlp_forward(const TttMlpForwardArgs& a) {
           "ttt_mlp_forward: unknown version " + std::to_string(int(a.version)));
   const TttDims& D = a.dims;
   if (bf16_io) {
-    require(bf16_supports(D),
+    require(v4_supports<true>(D),
             "ttt_mlp_forward: version Bf16 needs mini_batch 16 and head_dim 16, 32 "
             "or 64 (got head_dim " +
                 std::to_string(D.head_dim) + ", mini_batch " + std::to_string(D.mini_batch) + ")");
@@ -1320,19 +1509,17 @@ void ttt_mlp_forward(const TttMlpForwardArgs& a) {
         "ttt_mlp_forward: version Bf16 needs Q_bf16, K_bf16, V_bf16 and O_bf16 16-byte aligned");
     const MlpParams p = mlp_params(a, ck, nullptr);
     const MlpBf16Io io{a.Q_bf16, a.K_bf16, a.V_bf16, a.O_bf16};
-    const int blocks = D.batch * D.heads;
-    switch (D.head_dim) {
-      case 16: launch_bf16<16>(p, io, blocks, a.stream); break;
-      case 32: launch_bf16<32>(p, io, blocks, a.stream); break;
-      default: launch_bf16<64>(p, io, blocks, a.stream); break;
-    }
+    dispatch_v4<true>(p, io, D.head_dim, D.batch * D.heads, a.stream);
     return;
   }
   require(ttt_mlp_forward_supports(a.version, a.dims),
           "ttt_mlp_forward: version Tf32 needs mini_batch 16 and head_dim 16, 32 or 64 (the fused "
           "kernel's shapes; ttt_mlp_forward_supports)");
   if (a.version == TttMlpForwardVersion::Tf32) {
-    launch_fused<false>(mlp_params(a, ck, nullptr), D, a.stream);
+    // The pair-layout kernel (issue #15, ninth session: 2.56 against the fused kernel's 3.27 ms with
+    // one tf32 product per term, H100, the issue's shape; docs/KERNELS.md).
+    dispatch_v4<false>(mlp_params(a, ck, nullptr), MlpBf16Io{}, D.head_dim, D.batch * D.heads,
+                       a.stream);
     return;
   }
   // Default: the fused kernel where it applies (run 15, H200: 5.41 against the fallback's 10.09 ms

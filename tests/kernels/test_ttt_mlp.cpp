@@ -1,5 +1,5 @@
 // TTT-MLP kernels against the CPU engine run in fp64 (inner_forward_dual and inner_backward with
-// InnerModel::MLP): the dual-form forward (both versions), its checkpoints against the CPU engine's
+// InnerModel::MLP): the dual-form forward (every version), its checkpoints against the CPU engine's
 // states, and the second-order backward with checkpointing through time, on shape grids with the
 // options toggled, random inputs from a fixed seed per test (test_seed: printed with any failure;
 // TTTLAB_TEST_SEED=<n> or =random overrides it) and every output poisoned with NaN before each
@@ -220,9 +220,13 @@ TEST(TttMlpForward, CheckpointsAreTheCpuEnginesStates) {
     const MlpDevice dev(in);
     const int d = D.head_dim, hd = 4 * d, n_ck = ttt_num_checkpoints(D, group);
     const std::size_t BH = std::size_t(D.batch) * D.heads;
-    for (TttMlpForwardVersion v : {TttMlpForwardVersion::Fallback, TttMlpForwardVersion::Default}) {
+    for (TttMlpForwardVersion v : {TttMlpForwardVersion::Fallback, TttMlpForwardVersion::Default,
+                                   TttMlpForwardVersion::Tf32}) {
       if (!ttt_mlp_forward_supports(v, D)) continue;
-      SCOPED_TRACE(v == TttMlpForwardVersion::Fallback ? "mlp fallback" : "mlp default");
+      const bool tf32 = v == TttMlpForwardVersion::Tf32;
+      SCOPED_TRACE(v == TttMlpForwardVersion::Fallback ? "mlp fallback"
+                   : tf32                              ? "mlp tf32"
+                                                       : "mlp default");
       DeviceBuffer O(in.base.Q.size());
       const MlpCheckpoints ck = run_forward(in, dev, group, v, O);
       const std::vector<float> cW1 = ck.W1.download(), cb1 = ck.b1.download(),
@@ -261,7 +265,8 @@ TEST(TttMlpForward, CheckpointsAreTheCpuEnginesStates) {
         SCOPED_TRACE("checkpoint " + std::to_string(k));
         const char* names[4] = {"checkpoint W1", "checkpoint b1", "checkpoint W2", "checkpoint b2"};
         for (int q = 0; q < 4; ++q)
-          EXPECT_TRUE(within(names[q], compare(g[q], r[q], 1.0), kTolFp32, g[q], r[q]));
+          EXPECT_TRUE(
+              within(names[q], compare(g[q], r[q], 1.0), tf32 ? kTolTf32 : kTolFp32, g[q], r[q]));
       }
     }
   }
@@ -276,7 +281,7 @@ TEST(TttMlpForward, FusedMatchesCpuForEveryOption) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
   const int T = quick_mode() ? 40 : 150;
-  double worst = 0;
+  double worst = 0, worst_tf32 = 0;
   for (int d : {16, 32, 64})
     for (int f = 0; f < 8; ++f) {
       const TttDims D{2, 1, T, d, 16};
@@ -291,8 +296,18 @@ TEST(TttMlpForward, FusedMatchesCpuForEveryOption) {
       const ErrorStat e = compare(o, ref);
       EXPECT_TRUE(within("O", e, kTolFp32, o, ref));
       worst = std::max(worst, e.rel);
+      // Version Tf32 (the pair-layout kernel) on the same inputs.
+      SCOPED_TRACE("mlp tf32");
+      run_forward(in, dev, 3, TttMlpForwardVersion::Tf32, O);
+      const std::vector<float> ot = O.download();
+      const ErrorStat et = compare(ot, ref);
+      EXPECT_TRUE(within("O", et, kTolTf32, ot, ref));
+      worst_tf32 = std::max(worst_tf32, et.rel);
     }
-  std::printf("[   INFO   ] mlp forward fused, every option: worst |O - ref| / max|ref| = %.3g\n", worst);
+  std::printf(
+      "[   INFO   ] mlp forward fused, every option: worst |O - ref| / max|ref| = %.3g (default), "
+      "%.3g (tf32)\n",
+      worst, worst_tf32);
 }
 
 // Version Bf16: bf16 inputs and output, bf16 products with fp32 accumulation, fp32 state. Against

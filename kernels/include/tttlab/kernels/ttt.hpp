@@ -255,10 +255,10 @@ enum class TttMlpForwardVersion {
   Default = 0,   // split-k products, 6 barriers per mini-batch, every matrix on chip, where b == 16
                  // and d ∈ {16, 32, 64}; the Fallback elsewhere (ttt_mlp_forward_supports)
   Fallback = 1,  // block-wide products, matrices in shared memory or the workspace; every shape
-  Tf32 = 2,      // Default's fused kernel with one tf32 product per term (operands truncated to a
-                 // 10-bit mantissa, ~1e-3 relative per product): what the training step runs when its
-                 // GEMMs are tf32. The fused kernel's shapes only (b == 16, d ∈ {16, 32, 64}), else
-                 // an error.
+  Tf32 = 2,      // one tf32 product per term (operands truncated to a 10-bit mantissa, ~1e-3
+                 // relative per product), the state stored as pairs along k: what the training step
+                 // runs when its GEMMs are tf32 or bf16. The fused kernel's shapes only (b == 16,
+                 // d ∈ {16, 32, 64}), else an error.
   Bf16 = 3,      // bf16 inputs and output (Q_bf16, K_bf16, V_bf16 → O_bf16, in place of Q, K, V, O)
                  // and bf16 products with fp32 accumulation (7-bit mantissas, ~4e-3 relative per
                  // product); the state W1, b1, W2, b2, both LayerNorms, GELU and every sum stay fp32,
