@@ -1499,23 +1499,27 @@ void ttt_mlp_forward(const TttMlpForwardArgs& a) {
               a.version == TttMlpForwardVersion::Tf32 || bf16_io,
           "ttt_mlp_forward: unknown version " + std::to_string(int(a.version)));
   const TttDims& D = a.dims;
+  // The alignment first: it needs no device (the shape checks read its shared-memory limit).
   if (bf16_io) {
+    require(
+        aligned16(a.Q_bf16) && aligned16(a.K_bf16) && aligned16(a.V_bf16) && aligned16(a.O_bf16),
+        "ttt_mlp_forward: version Bf16 needs Q_bf16, K_bf16, V_bf16 and O_bf16 16-byte aligned");
     require(v4_supports<true>(D),
             "ttt_mlp_forward: version Bf16 needs mini_batch 16 and head_dim 16, 32 "
             "or 64 (got head_dim " +
                 std::to_string(D.head_dim) + ", mini_batch " + std::to_string(D.mini_batch) + ")");
-    require(
-        aligned16(a.Q_bf16) && aligned16(a.K_bf16) && aligned16(a.V_bf16) && aligned16(a.O_bf16),
-        "ttt_mlp_forward: version Bf16 needs Q_bf16, K_bf16, V_bf16 and O_bf16 16-byte aligned");
     const MlpParams p = mlp_params(a, ck, nullptr);
     const MlpBf16Io io{a.Q_bf16, a.K_bf16, a.V_bf16, a.O_bf16};
     dispatch_v4<true>(p, io, D.head_dim, D.batch * D.heads, a.stream);
     return;
   }
-  require(ttt_mlp_forward_supports(a.version, a.dims),
-          "ttt_mlp_forward: version Tf32 needs mini_batch 16 and head_dim 16, 32 or 64 (the fused "
-          "kernel's shapes; ttt_mlp_forward_supports)");
   if (a.version == TttMlpForwardVersion::Tf32) {
+    require(aligned16(a.Q) && aligned16(a.K) && aligned16(a.V) && aligned16(a.O),
+            "ttt_mlp_forward: version Tf32 needs Q, K, V and O 16-byte aligned");
+    require(
+        v4_supports<false>(D),
+        "ttt_mlp_forward: version Tf32 needs mini_batch 16 and head_dim 16, 32 or 64 (the fused "
+        "kernel's shapes; ttt_mlp_forward_supports)");
     // The pair-layout kernel (issue #15, ninth session: 2.56 against the fused kernel's 3.27 ms with
     // one tf32 product per term, H100, the issue's shape; docs/KERNELS.md).
     dispatch_v4<false>(mlp_params(a, ck, nullptr), MlpBf16Io{}, D.head_dim, D.batch * D.heads,

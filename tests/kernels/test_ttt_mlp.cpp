@@ -698,9 +698,14 @@ TEST(TttMlpArguments, BadInputIsRejectedWithAMessage) {
   {  // Tf32 is the fused kernel's shapes only: b = 16, d ∈ {16, 32, 64}
     TttMlpForwardArgs t = a;
     t.version = TttMlpForwardVersion::Tf32;
+    alignas(16) float row[8] = {};
+    t.Q = t.K = t.V = t.O = row;
     t.dims.mini_batch = 7;
     EXPECT_FALSE(ttt_mlp_forward_supports(t.version, t.dims));
     expect_msg([&] { ttt_mlp_forward(t); }, "version Tf32 needs mini_batch 16");
+    t.dims.mini_batch = 16;
+    t.K = row + 1;
+    expect_msg([&] { ttt_mlp_forward(t); }, "version Tf32 needs Q, K, V and O 16-byte aligned");
   }
   {  // Bf16 reads and writes the bf16 fields only, on the fused kernel's shapes, 16-byte aligned
     alignas(16) std::uint16_t half[16] = {};

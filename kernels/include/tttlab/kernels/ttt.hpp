@@ -258,7 +258,7 @@ enum class TttMlpForwardVersion {
   Tf32 = 2,      // one tf32 product per term (operands truncated to a 10-bit mantissa, ~1e-3
                  // relative per product), the state stored as pairs along k: what the training step
                  // runs when its GEMMs are tf32 or bf16. The fused kernel's shapes only (b == 16,
-                 // d ∈ {16, 32, 64}), else an error.
+                 // d ∈ {16, 32, 64}) and Q, K, V, O 16-byte aligned, else an error.
   Bf16 = 3,      // bf16 inputs and output (Q_bf16, K_bf16, V_bf16 → O_bf16, in place of Q, K, V, O)
                  // and bf16 products with fp32 accumulation (7-bit mantissas, ~4e-3 relative per
                  // product); the state W1, b1, W2, b2, both LayerNorms, GELU and every sum stay fp32,
