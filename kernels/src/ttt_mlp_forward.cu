@@ -118,6 +118,129 @@ __device__ __forceinline__ float gelu_sfu_grad(float x) {
   return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
 }
 
+// ---- The row passes shared by the fused and the pair-layout kernels ---------------------------------
+//
+// One warp per row r of the mini-batch (lane l holds columns l, l + 32, …, as RowFrag).
+
+// Rows of fp32 or bf16 elements, widened to fp32 on the way in and rounded on the way out.
+template <class E>
+__device__ __forceinline__ float value_of(E x) {
+  if constexpr (std::is_same_v<E, float>) {
+    return x;
+  } else {
+    return bf16_value(x);
+  }
+}
+template <class E>
+__device__ __forceinline__ E element_of(float x) {
+  if constexpr (std::is_same_v<E, float>) {
+    return x;
+  } else {
+    return bf16_bits(x);
+  }
+}
+
+template <class E>
+__device__ __forceinline__ RowFrag row_load_any(const E* p, int n, int lane) {
+  RowFrag r;
+#pragma unroll
+  for (int u = 0; u < kPerLane; ++u) {
+    const int c = lane + 32 * u;
+    r.v[u] = c < n ? value_of(p[c]) : 0.0f;
+  }
+  return r;
+}
+
+template <class E>
+__device__ __forceinline__ void row_store_any(E* p, const RowFrag& r, int n, int lane) {
+#pragma unroll
+  for (int u = 0; u < kPerLane; ++u) {
+    const int c = lane + 32 * u;
+    if (c < n) p[c] = element_of<E>(r.v[u]);
+  }
+}
+
+// b2 + the sum of NS split-k partials (P[s][r][c], rows of D) of row r: Z2's or Z̄2's row.
+template <int D, int NS>
+__device__ __forceinline__ RowFrag partial_row(const float* b2, const float* P, int r, int lane) {
+  RowFrag z;
+#pragma unroll
+  for (int u = 0; u < kPerLane; ++u) {
+    const int c = lane + 32 * u;
+    float acc = 0.0f;
+    if (c < D) {
+      acc = b2[c];
+#pragma unroll
+      for (int s = 0; s < NS; ++s) acc += P[(s * kB + r) * D + c];
+    }
+    z.v[u] = acc;
+  }
+  return z;
+}
+
+// Row r of M without λ_j, in lane j < 16: τ_r (Σ of NS partials P[s][r][j] + 1) for j ≤ r, else 0
+// (0 in lanes 16..31). With the bias off the +1 is dropped (`one` = 0).
+template <int NS>
+__device__ __forceinline__ float m_row(const float* P, const float* sTau, int r, int lane,
+                                       float one) {
+  float m = 0.0f;
+  if (lane < kB) {
+    float dot = 0.0f;
+#pragma unroll
+    for (int s = 0; s < NS; ++s) dot += P[(s * kB + r) * kB + lane];
+    m = lane <= r ? sTau[r] * (dot + one) : 0.0f;
+  }
+  return m;
+}
+
+// Phase C: λ_r ⊙ lnl2(Z2 + b2, V [− K]) for row r (Z2 from NS partials, λ_r = sLam[r]), with K's row
+// widened from the row buffer; qres gets Q's row with the residual on (for the output row).
+template <int D, int NS, class E>
+__device__ __forceinline__ RowFrag loss_grad_row(const MlpParams& p, const float* b2,
+                                                 const float* P, int r, int lane, const RowFrag& v,
+                                                 const E* krow, const E* qrow, const RowFrag& gam,
+                                                 const RowFrag& bet, const float* sLam,
+                                                 RowFrag& qres) {
+  const RowFrag z = partial_row<D, NS>(b2, P, r, lane);
+  RowFrag tgt = v;
+  if (p.res) {
+    const RowFrag k = row_load_any(krow, D, lane);
+#pragma unroll
+    for (int u = 0; u < kPerLane; ++u) tgt.v[u] -= k.v[u];
+    qres = row_load_any(qrow, D, lane);
+  }
+  RowFrag g2 = row_loss_grad(z, tgt, gam, bet, D, lane, p.eps, p.ln);
+  const float lr = sLam[r];
+#pragma unroll
+  for (int u = 0; u < kPerLane; ++u) g2.v[u] *= lr;
+  return g2;
+}
+
+// Phase F: [Q +] LN(Z̄2 + b2 − M2 (λ ⊙ G2)) for row r (Z̄2 from NS partials; m2 the row of M2 from
+// m_row; λ ⊙ G2 fp32 rows of leading dimension LDG).
+template <int D, int NS, int LDG>
+__device__ __forceinline__ RowFrag output_row(const MlpParams& p, const float* b2, const float* P,
+                                              int r, int lane, float m2, const float* sG2,
+                                              const RowFrag& gam, const RowFrag& bet,
+                                              const RowFrag& qres) {
+  RowFrag z = partial_row<D, NS>(b2, P, r, lane);
+#pragma unroll
+  for (int j = 0; j < kB; ++j) {
+    const float mj = __shfl_sync(0xffffffffu, m2, j);
+#pragma unroll
+    for (int u = 0; u < kPerLane; ++u) {
+      const int c = lane + 32 * u;
+      if (c < D) z.v[u] -= mj * sG2[j * LDG + c];
+    }
+  }
+  RowFrag o = row_layer_norm(z, gam, bet, D, lane, p.eps, p.ln);
+  if (p.res) {
+#pragma unroll
+    for (int u = 0; u < kPerLane; ++u) o.v[u] += qres.v[u];
+  }
+  return o;
+}
+
 // A matrix operand in shared memory with compile-time strides: element (i, k) at p[i·RS + k·CS]
 // (a transpose swaps them), so every fragment address is a base register plus an immediate.
 template <int RS, int CS>
@@ -399,36 +522,11 @@ __global__ void __launch_bounds__(kThreadsFused, 1) mlp_forward_fused_kernel(Mlp
     RowFrag qres{};
     {
       const int r = warp;
-      RowFrag z;
-#pragma unroll
-      for (int u = 0; u < kPerLane; ++u) {
-        const int c = lane + 32 * u;
-        float acc = 0.0f;
-        if (c < D) {
-          acc = b2[c];
-#pragma unroll
-          for (int s = 0; s < L::NS_Z; ++s) acc += sPZ[(s * kB + r) * D + c];
-        }
-        z.v[u] = acc;
-      }
-      RowFrag tgt = v;
-      if (p.res) {
-        const RowFrag k = row_load(sK + r * LDD, D, lane);
-#pragma unroll
-        for (int u = 0; u < kPerLane; ++u) tgt.v[u] -= k.v[u];
-        qres = row_load(sQ + r * LDD, D, lane);
-      }
-      RowFrag g2 = row_loss_grad(z, tgt, gam, bet, D, lane, p.eps, p.ln);
-      const float lr = sLam[r];
-#pragma unroll
-      for (int u = 0; u < kPerLane; ++u) g2.v[u] *= lr;
+      const RowFrag g2 = loss_grad_row<D, L::NS_Z>(p, b2, sPZ, r, lane, v, sK + r * LDD,
+                                                   sQ + r * LDD, gam, bet, sLam, qres);
       row_store(sG2 + r * LDD, g2, D, lane);
-      if (lane < kB) {
-        float dot = 0.0f;
-#pragma unroll
-        for (int s = 0; s < L::NS_M1; ++s) dot += sPM[(s * kB + r) * kB + lane];
-        sM[r * LDM + lane] = lane <= r ? sTau[r] * (dot + one) : 0.0f;
-      }
+      const float m1 = m_row<L::NS_M1>(sPM, sTau, r, lane, one);
+      if (lane < kB) sM[r * LDM + lane] = m1;
     }
     __syncthreads();
 
@@ -474,39 +572,8 @@ __global__ void __launch_bounds__(kThreadsFused, 1) mlp_forward_fused_kernel(Mlp
     // the next inputs into shared memory (nothing here reads K, Q or λ).
     {
       const int r = warp;
-      float m2 = 0.0f;
-      if (lane < kB) {
-        float dot = 0.0f;
-#pragma unroll
-        for (int s = 0; s < L::NS_M2; ++s) dot += sPM[(s * kB + r) * kB + lane];
-        m2 = lane <= r ? sTau[r] * (dot + one) : 0.0f;
-      }
-      RowFrag z;
-#pragma unroll
-      for (int u = 0; u < kPerLane; ++u) {
-        const int c = lane + 32 * u;
-        float acc = 0.0f;
-        if (c < D) {
-          acc = b2[c];
-#pragma unroll
-          for (int s = 0; s < L::NS_Z; ++s) acc += sPZ[(s * kB + r) * D + c];
-        }
-        z.v[u] = acc;
-      }
-#pragma unroll
-      for (int j = 0; j < kB; ++j) {
-        const float mj = __shfl_sync(0xffffffffu, m2, j);
-#pragma unroll
-        for (int u = 0; u < kPerLane; ++u) {
-          const int c = lane + 32 * u;
-          if (c < D) z.v[u] -= mj * sG2[j * LDD + c];
-        }
-      }
-      RowFrag o = row_layer_norm(z, gam, bet, D, lane, p.eps, p.ln);
-      if (p.res) {
-#pragma unroll
-        for (int u = 0; u < kPerLane; ++u) o.v[u] += qres.v[u];
-      }
+      const float m2 = m_row<L::NS_M2>(sPM, sTau, r, lane, one);
+      const RowFrag o = output_row<D, L::NS_Z, LDD>(p, b2, sPZ, r, lane, m2, sG2, gam, bet, qres);
       if (r < m) row_store(p.O + seq0 + std::size_t(t0 + r) * rs, o, D, lane);
     }
     if (commit) {
@@ -781,43 +848,6 @@ __device__ __forceinline__ void store_pair(E* p, float x, float y) {
   }
 }
 
-template <class E>
-__device__ __forceinline__ float value_of(E x) {
-  if constexpr (std::is_same_v<E, float>) {
-    return x;
-  } else {
-    return bf16_value(x);
-  }
-}
-template <class E>
-__device__ __forceinline__ E element_of(float x) {
-  if constexpr (std::is_same_v<E, float>) {
-    return x;
-  } else {
-    return bf16_bits(x);
-  }
-}
-
-template <class E>
-__device__ __forceinline__ RowFrag row_load_any(const E* p, int n, int lane) {
-  RowFrag r;
-#pragma unroll
-  for (int u = 0; u < kPerLane; ++u) {
-    const int c = lane + 32 * u;
-    r.v[u] = c < n ? value_of(p[c]) : 0.0f;
-  }
-  return r;
-}
-
-template <class E>
-__device__ __forceinline__ void row_store_any(E* p, const RowFrag& r, int n, int lane) {
-#pragma unroll
-  for (int u = 0; u < kPerLane; ++u) {
-    const int c = lane + 32 * u;
-    if (c < n) p[c] = element_of<E>(r.v[u]);
-  }
-}
-
 // P[s] (16 × N fp32, row-major) = the s-th k-split of A B for a 16-row A (row buffer, leading
 // dimension LDA) and an fp32 pair-stored B (element (k, j) at 2·((k/2)·LDB + j) + k%2): tasks of NTW
 // n-tiles × NS k-splits go to the warps in turn.
@@ -1058,37 +1088,12 @@ __global__ void __launch_bounds__(kThreadsFused, 1)
     RowFrag qres{};
     {
       const int r = warp;
-      RowFrag z;
-#pragma unroll
-      for (int u = 0; u < kPerLane; ++u) {
-        const int c = lane + 32 * u;
-        float acc = 0.0f;
-        if (c < D) {
-          acc = b2[c];
-#pragma unroll
-          for (int s = 0; s < L::NS_Z; ++s) acc += sPZ[(s * kB + r) * D + c];
-        }
-        z.v[u] = acc;
-      }
-      RowFrag tgt = v;
-      if (p.res) {
-        const RowFrag k = row_load_any(sK + r * LX, D, lane);
-#pragma unroll
-        for (int u = 0; u < kPerLane; ++u) tgt.v[u] -= k.v[u];
-        qres = row_load_any(sQ + r * LX, D, lane);
-      }
-      RowFrag g2 = row_loss_grad(z, tgt, gam, bet, D, lane, p.eps, p.ln);
-      const float lr = sLam[r];
-#pragma unroll
-      for (int u = 0; u < kPerLane; ++u) g2.v[u] *= lr;
+      const RowFrag g2 = loss_grad_row<D, L::NS_Z>(p, b2, sPZ, r, lane, v, sK + r * LX, sQ + r * LX,
+                                                   gam, bet, sLam, qres);
       row_store(sG2 + r * LDD, g2, D, lane);
       if constexpr (BF) row_store_any(sG2p + r * LX, g2, D, lane);
-      if (lane < kB) {
-        float dot = 0.0f;
-#pragma unroll
-        for (int s = 0; s < L::NS_M1; ++s) dot += sPM[(s * kB + r) * kB + lane];
-        sM1[r * LM + lane] = element_of<E>(lane <= r ? sTau[r] * (dot + one) : 0.0f);
-      }
+      const float m1 = m_row<L::NS_M1>(sPM, sTau, r, lane, one);
+      if (lane < kB) sM1[r * LM + lane] = element_of<E>(m1);
     }
     __syncthreads();
 
@@ -1165,39 +1170,8 @@ __global__ void __launch_bounds__(kThreadsFused, 1)
     // W2 −= τ_b X2ᵀ(λ ⊙ G2); the next inputs into shared memory (nothing here reads K, Q or λ).
     {
       const int r = warp;
-      float m2 = 0.0f;
-      if (lane < kB) {
-        float dot = 0.0f;
-#pragma unroll
-        for (int s = 0; s < L::NS_M2; ++s) dot += sPM[(s * kB + r) * kB + lane];
-        m2 = lane <= r ? sTau[r] * (dot + one) : 0.0f;
-      }
-      RowFrag z;
-#pragma unroll
-      for (int u = 0; u < kPerLane; ++u) {
-        const int c = lane + 32 * u;
-        float acc = 0.0f;
-        if (c < D) {
-          acc = b2[c];
-#pragma unroll
-          for (int s = 0; s < L::NS_Z; ++s) acc += sPZ[(s * kB + r) * D + c];
-        }
-        z.v[u] = acc;
-      }
-#pragma unroll
-      for (int j = 0; j < kB; ++j) {
-        const float mj = __shfl_sync(0xffffffffu, m2, j);
-#pragma unroll
-        for (int u = 0; u < kPerLane; ++u) {
-          const int c = lane + 32 * u;
-          if (c < D) z.v[u] -= mj * sG2[j * LDD + c];
-        }
-      }
-      RowFrag o = row_layer_norm(z, gam, bet, D, lane, p.eps, p.ln);
-      if (p.res) {
-#pragma unroll
-        for (int u = 0; u < kPerLane; ++u) o.v[u] += qres.v[u];
-      }
+      const float m2 = m_row<L::NS_M2>(sPM, sTau, r, lane, one);
+      const RowFrag o = output_row<D, L::NS_Z, LDD>(p, b2, sPZ, r, lane, m2, sG2, gam, bet, qres);
       if (r < m) row_store_any(gO + seq0 + std::size_t(t0 + r) * rs, o, D, lane);
     }
     if (commit) {

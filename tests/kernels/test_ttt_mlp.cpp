@@ -201,6 +201,58 @@ MlpCheckpoints run_forward(const MlpInputs& in, const MlpDevice& dev, int group,
   return ck;
 }
 
+// Every checkpoint of group `group` (downloaded: W1, b1, W2, b2 as the forward writes them) against
+// the CPU engine's committed state at the start of mini-batch k·group, replayed on the prefix; each
+// within `tol` of its largest value. Returns the worst relative error.
+double expect_checkpoints_match(const MlpInputs& in, int group, const std::vector<float>& cW1,
+                                const std::vector<float>& cb1, const std::vector<float>& cW2,
+                                const std::vector<float>& cb2, double tol) {
+  const TttDims& D = in.base.dims;
+  const InnerOptions io = inner_options(in.base.opt, D, InnerModel::MLP);
+  const int d = D.head_dim, hd = 4 * d, n_ck = ttt_num_checkpoints(D, group);
+  const std::size_t BH = std::size_t(D.batch) * D.heads;
+  double worst = 0;
+  for (int k = 0; k < n_ck; ++k) {
+    const int len = k * group * D.mini_batch;
+    std::vector<double> r[4];
+    std::vector<float> g[4];
+    for (std::size_t blk = 0; blk < BH; ++blk) {
+      const int n = int(blk / D.heads), h = int(blk % D.heads);
+      InnerState<double> st = InnerState<double>::start(initial_weights(in, io, h));
+      if (len > 0) {
+        Mat<double> out;
+        inner_forward_dual<double>(
+            io, head_params(in.base, h), head_slice(in.base.Q, D, n, h, 0, len),
+            head_slice(in.base.K, D, n, h, 0, len), head_slice(in.base.V, D, n, h, 0, len),
+            lambda_slice(in.base.lam, D, n, h, 0, len), st, out);
+      }
+      const std::size_t c0 = blk * n_ck + k;
+      for (int i = 0; i < d * hd; ++i) {
+        r[0].push_back(st.base.W1(i / hd, i % hd));
+        g[0].push_back(cW1[c0 * d * hd + i]);
+        r[2].push_back(st.base.W2(i / d, i % d));
+        g[2].push_back(cW2[c0 * d * hd + i]);
+      }
+      for (int c = 0; c < hd; ++c) {
+        r[1].push_back(st.base.b1(c));
+        g[1].push_back(cb1[c0 * hd + c]);
+      }
+      for (int c = 0; c < d; ++c) {
+        r[3].push_back(st.base.b2(c));
+        g[3].push_back(cb2[c0 * d + c]);
+      }
+    }
+    SCOPED_TRACE("checkpoint " + std::to_string(k));
+    const char* names[4] = {"checkpoint W1", "checkpoint b1", "checkpoint W2", "checkpoint b2"};
+    for (int q = 0; q < 4; ++q) {
+      const ErrorStat e = compare(g[q], r[q], 1.0);
+      EXPECT_TRUE(within(names[q], e, tol, g[q], r[q]));
+      worst = std::max(worst, e.rel);
+    }
+  }
+  return worst;
+}
+
 // Checkpoint k is the committed state at the start of mini-batch k·group: the CPU engine replayed
 // on the prefix.
 TEST(TttMlpForward, CheckpointsAreTheCpuEnginesStates) {
@@ -216,10 +268,7 @@ TEST(TttMlpForward, CheckpointsAreTheCpuEnginesStates) {
     const TttOptions opt = flags(fi++ * 5 % 8);
     SCOPED_TRACE(describe(D, opt) + " group " + std::to_string(group));
     const MlpInputs in = random_mlp_inputs(D, opt, rng);
-    const InnerOptions io = inner_options(opt, D, InnerModel::MLP);
     const MlpDevice dev(in);
-    const int d = D.head_dim, hd = 4 * d, n_ck = ttt_num_checkpoints(D, group);
-    const std::size_t BH = std::size_t(D.batch) * D.heads;
     for (TttMlpForwardVersion v : {TttMlpForwardVersion::Fallback, TttMlpForwardVersion::Default,
                                    TttMlpForwardVersion::Tf32}) {
       if (!ttt_mlp_forward_supports(v, D)) continue;
@@ -229,45 +278,8 @@ TEST(TttMlpForward, CheckpointsAreTheCpuEnginesStates) {
                                                        : "mlp default");
       DeviceBuffer O(in.base.Q.size());
       const MlpCheckpoints ck = run_forward(in, dev, group, v, O);
-      const std::vector<float> cW1 = ck.W1.download(), cb1 = ck.b1.download(),
-                               cW2 = ck.W2.download(), cb2 = ck.b2.download();
-      for (int k = 0; k < n_ck; ++k) {
-        const int len = k * group * D.mini_batch;
-        std::vector<double> r[4];
-        std::vector<float> g[4];
-        for (std::size_t blk = 0; blk < BH; ++blk) {
-          const int n = int(blk / D.heads), h = int(blk % D.heads);
-          InnerState<double> st = InnerState<double>::start(initial_weights(in, io, h));
-          if (len > 0) {
-            Mat<double> out;
-            inner_forward_dual<double>(io, head_params(in.base, h),
-                                       head_slice(in.base.Q, D, n, h, 0, len),
-                                       head_slice(in.base.K, D, n, h, 0, len),
-                                       head_slice(in.base.V, D, n, h, 0, len),
-                                       lambda_slice(in.base.lam, D, n, h, 0, len), st, out);
-          }
-          const std::size_t c0 = blk * n_ck + k;
-          for (int i = 0; i < d * hd; ++i) {
-            r[0].push_back(st.base.W1(i / hd, i % hd));
-            g[0].push_back(cW1[c0 * d * hd + i]);
-            r[2].push_back(st.base.W2(i / d, i % d));
-            g[2].push_back(cW2[c0 * d * hd + i]);
-          }
-          for (int c = 0; c < hd; ++c) {
-            r[1].push_back(st.base.b1(c));
-            g[1].push_back(cb1[c0 * hd + c]);
-          }
-          for (int c = 0; c < d; ++c) {
-            r[3].push_back(st.base.b2(c));
-            g[3].push_back(cb2[c0 * d + c]);
-          }
-        }
-        SCOPED_TRACE("checkpoint " + std::to_string(k));
-        const char* names[4] = {"checkpoint W1", "checkpoint b1", "checkpoint W2", "checkpoint b2"};
-        for (int q = 0; q < 4; ++q)
-          EXPECT_TRUE(
-              within(names[q], compare(g[q], r[q], 1.0), tf32 ? kTolTf32 : kTolFp32, g[q], r[q]));
-      }
+      expect_checkpoints_match(in, group, ck.W1.download(), ck.b1.download(), ck.W2.download(),
+                               ck.b2.download(), tf32 ? kTolTf32 : kTolFp32);
     }
   }
 }
@@ -379,47 +391,9 @@ TEST(TttMlpForward, Bf16MatchesCpuOnRoundedInputs) {
       worst_o = std::max(worst_o, e.rel);
       ++runs;
       // Every checkpoint: the committed state at the start of mini-batch k·group.
-      const InnerOptions io = inner_options(opt, D, InnerModel::MLP);
-      const std::vector<float> cW1 = ckW1.download(), cb1 = ckb1.download(), cW2 = ckW2.download(),
-                               cb2 = ckb2.download();
-      for (int k = 0; k < n_ck; ++k) {
-        const int len = k * group * D.mini_batch;
-        std::vector<double> r[4];
-        std::vector<float> g[4];
-        for (std::size_t blk = 0; blk < BH; ++blk) {
-          const int n = int(blk / D.heads), h = int(blk % D.heads);
-          InnerState<double> st = InnerState<double>::start(initial_weights(in, io, h));
-          if (len > 0) {
-            Mat<double> out;
-            inner_forward_dual<double>(
-                io, head_params(in.base, h), head_slice(in.base.Q, D, n, h, 0, len),
-                head_slice(in.base.K, D, n, h, 0, len), head_slice(in.base.V, D, n, h, 0, len),
-                lambda_slice(in.base.lam, D, n, h, 0, len), st, out);
-          }
-          const std::size_t c0 = blk * n_ck + k;
-          for (int i = 0; i < d * hd; ++i) {
-            r[0].push_back(st.base.W1(i / hd, i % hd));
-            g[0].push_back(cW1[c0 * d * hd + i]);
-            r[2].push_back(st.base.W2(i / d, i % d));
-            g[2].push_back(cW2[c0 * d * hd + i]);
-          }
-          for (int c = 0; c < hd; ++c) {
-            r[1].push_back(st.base.b1(c));
-            g[1].push_back(cb1[c0 * hd + c]);
-          }
-          for (int c = 0; c < d; ++c) {
-            r[3].push_back(st.base.b2(c));
-            g[3].push_back(cb2[c0 * d + c]);
-          }
-        }
-        SCOPED_TRACE("checkpoint " + std::to_string(k));
-        const char* names[4] = {"checkpoint W1", "checkpoint b1", "checkpoint W2", "checkpoint b2"};
-        for (int q = 0; q < 4; ++q) {
-          const ErrorStat ec = compare(g[q], r[q], 1.0);
-          EXPECT_TRUE(within(names[q], ec, kTolBf16, g[q], r[q]));
-          worst_ck = std::max(worst_ck, ec.rel);
-        }
-      }
+      worst_ck =
+          std::max(worst_ck, expect_checkpoints_match(in, group, ckW1.download(), ckb1.download(),
+                                                      ckW2.download(), ckb2.download(), kTolBf16));
     }
   EXPECT_EQ(runs, 24);
   std::printf(
