@@ -1,33 +1,32 @@
 // TTT-MLP, dual form, forward on the GPU, hidden width 4d (tttlab/kernels/ttt.hpp; maths in
 // docs/MATH.md §5; the CPU engine's dual_chunk_mlp in core/src/ttt/inner.cpp, which both kernels
-// follow). Three kernels, every matrix product on tensor cores:
+// follow). Two kernels, every matrix product on tensor cores:
 //
-// THE FUSED KERNEL (Default where b = 16 and d ∈ {16, 32, 64}): the fallback's state and algorithm
-// (every matrix in shared memory, 3xTF32 tensor-core products, 16 warps), reorganised around its
-// critical path: 6 barriers per mini-batch instead of 11.
+// THE FUSED KERNEL (b = 16 and d ∈ {16, 32, 64}; Default in 3xTF32 where Q, K, V, O are 16-byte
+// aligned, Tf32 with one tf32 product per term, Bf16 with bf16 inputs, output and products): one block
+// of 16 warps per (sequence, head), the state in shared memory for the whole sequence, 6 barriers
+// per mini-batch.
 //  - The products whose output is one 16-row tile but whose k is long (Z2 = X2 W2 and
-//    Z̄2 = X̄2 W2 with k = 4d: d/8 tiles; M2 = X̄2 X2ᵀ with k = 4d and M1 = Q Kᵀ: 2 tiles) are split
-//    over k so that all 16 warps have a task; the partial tiles go to shared memory and the warp
-//    that owns a row sums them where the row is consumed (the LN+L2 gradient for Z2, the output
-//    row for Z̄2, whose M2 G2 term is then a per-row sum on CUDA cores).
+//    Z̄2 = X̄2 W2 with k = 4d; M2 = X̄2 X2ᵀ with k = 4d and M1 = Q Kᵀ) are split over k so that all 16
+//    warps have a task; the partial tiles go to shared memory and the warp that owns a row sums them
+//    where the row is consumed (the LN+L2 gradient for Z2, the output row for Z̄2, whose M2 G2 term
+//    is then a per-row sum on CUDA cores).
 //  - λ is folded into G1 and G2 once (they are only used as λ ⊙ G: in M G with M's λ_j taken out,
 //    and in the update), so there is no scaling pass.
-//  - Z1 = K W1 and Q W1 share one pass over W1 (its fragments loaded and split once); M1 is
-//    computed beside them. G1 and X̄2 = gelu(Q W1 + b1 − M1 G1) are computed by the same warps tile
-//    for tile (same (m, n) in tile_mma), so they need no block barrier between them.
+//  - Z1 = K W1 and Q W1 share one pass over W1; M1 is computed beside them. Both stay in the
+//    registers of the warp that computed them: G1 and X̄2 = gelu(Q W1 + b1 − M1 G1) are computed by
+//    the same warps for the same columns, so they need no buffer and no block barrier.
 //  - The state update is split where it is free: W1, b1 beside the M2 / Z̄2 partials, W2 beside the
 //    output rows; b2 is double-buffered because the output rows still read the old one.
 //  - The next mini-batch's K, Q, V, λ are loaded into registers while the current one is computed.
-//  - Every product has its shape and operand strides fixed at compile time (tile_mma, splitk_strip:
-//    fragment addresses are a base plus immediates, no partial-tile paths); the Z2 / Z̄2 split-k
-//    tasks are two n-tiles wide so each X2 / X̄2 fragment is split once for both; GELU uses the SFU
-//    exponential instead of tanhf (run 16: 5.38 → 4.66 ms at d = 64 on an H200).
-//
-// THE PAIR-LAYOUT KERNEL (versions Tf32 and Bf16, b = 16 and d ∈ {16, 32, 64}): the fused kernel's
-// phases with the state stored as pairs along k, 16-wide k-steps whose operands are 8-byte pairs (or
-// ldmatrix tiles in bf16), Z1 and Q W1 in registers, and transposed state updates; one tf32
-// product per term (what the training step runs with tf32 or bf16 products), or bf16 inputs,
-// output and products. Its section below says more.
+//  - The operands reach the tensor cores as 8-byte pairs: the state stored as pairs along the
+//    dimension its products contract, 16-wide k-steps, the updates computed transposed; with bf16,
+//    ldmatrix tiles (the section "The fused kernel" below).
+//  - Every product has its shape and operand strides fixed at compile time; GELU uses the SFU
+//    exponential instead of tanhf.
+// docs/KERNELS.md has its history: v3 (issue #11 to #15's eighth session) had the same phases with
+// fp32 operands read one at a time; this form (the ninth session) is 1.12× faster in 3xTF32 and 1.28×
+// with tf32 at the issue's shape on an H100.
 //
 // THE FALLBACK (every supported shape): one block of 512 threads per (sequence, head), the state
 // W1 [d, 4d], b1, W2 [4d, d], b2 in shared memory for the whole sequence where it fits, otherwise in
@@ -77,27 +76,11 @@ __device__ inline void write_checkpoint(const MlpParams& p, int blk, int mb, con
     for (int c = threadIdx.x; c < d; c += blockDim.x) p.ckb2[ck * d + c] = sb2[c];
 }
 
-// ---- The fused kernel ----------------------------------------------------------------------------
+// ---- The fused kernel's pieces -------------------------------------------------------------------
 
 constexpr int kB = 16;  // the mini-batch: one m16 tile
 constexpr int kThreadsFused = 512;
 constexpr int kWarpsFused = kThreadsFused / 32;  // = kB: one warp per row in the row passes
-
-
-template <int D>
-struct Layout {
-  static constexpr int HD = 4 * D, LDD = D + 4, LDH = HD + 4, LDM = kB + 4;
-  static constexpr int NT_Z = D / 8;                              // n-tiles of Z2, Z̄2
-  static constexpr int NTW_Z = D >= 32 ? 2 : 1;                   // n-tiles per warp task
-  static constexpr int NS_Z = kWarpsFused * NTW_Z / NT_Z;            // their k-splits
-  static constexpr int NS_M1 = D / 8 < 8 ? D / 8 : 8;             // k-splits of Q Kᵀ (k = d)
-  static constexpr int NS_M2 = 8;                                 // k-splits of X̄2 X2ᵀ (k = 4d)
-  static constexpr int PZ = NS_Z * kB * D, PM = 8 * kB * kB;      // partial buffers
-  static constexpr int PF = (kB * D + kThreadsFused - 1) / kThreadsFused;  // prefetched K, Q per thread
-  static constexpr std::size_t floats = std::size_t(D) * LDH + std::size_t(HD) * LDD + HD + 2 * D +
-                                        3 * kB * LDD + 3 * kB * LDH + kB * LDM + PZ + PM + 2 * kB;
-  static_assert(HD / 8 % NS_Z == 0 && D / 8 % NS_M1 == 0 && HD / 8 % NS_M2 == 0, "k-splits");
-};
 
 // GELU with tanh(u) = 1 − 2 / (1 + e^{2u}) on the SFU (ex2, rcp): ~7 instructions instead of tanhf's
 // ~20 and a divergent branch, three times per element of a 16 × 4d tile per mini-batch. Absolute
@@ -118,9 +101,7 @@ __device__ __forceinline__ float gelu_sfu_grad(float x) {
   return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
 }
 
-// ---- The row passes shared by the fused and the pair-layout kernels ---------------------------------
-//
-// One warp per row r of the mini-batch (lane l holds columns l, l + 32, …, as RowFrag).
+// The row passes: one warp per row r of the mini-batch (lane l holds columns l, l + 32, …, as RowFrag).
 
 // Rows of fp32 or bf16 elements, widened to fp32 on the way in and rounded on the way out.
 template <class E>
@@ -241,391 +222,21 @@ __device__ __forceinline__ RowFrag output_row(const MlpParams& p, const float* b
   return o;
 }
 
-// A matrix operand in shared memory with compile-time strides: element (i, k) at p[i·RS + k·CS]
-// (a transpose swaps them), so every fragment address is a base register plus an immediate.
-template <int RS, int CS>
-struct Op {
-  const float* p;
-  __device__ __forceinline__ float at(int i, int k) const { return p[i * RS + k * CS]; }
-};
-template <int LD>
-__device__ __forceinline__ Op<LD, 1> op_n(const float* p) {
-  return {p};
-}
-template <int LD>
-__device__ __forceinline__ Op<1, LD> op_tr(const float* p) {
-  return {p};
-}
-
-// The tf32 parts of one k-step's A fragment (rows r0, r0 + 8) and B fragment (column j): with SPLIT
-// the 3xTF32 hi and lo parts, without it the raw bits (a tf32 truncation) and no lo part.
-template <bool SPLIT, class OA>
-__device__ __forceinline__ void a_frag(OA A, int r0, int ka, uint32_t (&h)[4], uint32_t (&l)[4]) {
-  tf32_parts<SPLIT>(A.at(r0, ka), h[0], l[0]);
-  tf32_parts<SPLIT>(A.at(r0 + 8, ka), h[1], l[1]);
-  tf32_parts<SPLIT>(A.at(r0, ka + 4), h[2], l[2]);
-  tf32_parts<SPLIT>(A.at(r0 + 8, ka + 4), h[3], l[3]);
-}
-template <bool SPLIT, class OB>
-__device__ __forceinline__ void b_frag(OB B, int ka, int j, uint32_t (&h)[2], uint32_t (&l)[2]) {
-  tf32_parts<SPLIT>(B.at(ka, j), h[0], l[0]);
-  tf32_parts<SPLIT>(B.at(ka + 4, j), h[1], l[1]);
-}
-// c += A·B from the parts: the 3xTF32 sum (small terms first) with SPLIT, else one tf32 product.
-template <bool SPLIT>
-__device__ __forceinline__ void mma3(float (&c)[4], const uint32_t (&ah)[4], const uint32_t (&al)[4],
-                                     const uint32_t (&bh)[2], const uint32_t (&bl)[2]) {
-  if constexpr (SPLIT) {
-    mma_tf32(c, al[0], al[1], al[2], al[3], bh[0], bh[1]);
-    mma_tf32(c, ah[0], ah[1], ah[2], ah[3], bl[0], bl[1]);
-  }
-  mma_tf32(c, ah[0], ah[1], ah[2], ah[3], bh[0], bh[1]);
-}
-
-// block_mma specialised to this kernel: R = α A B for R of M × N (multiples of 16 and 8), k = K, 16
-// warps, every shape and stride known at compile time (no partial-tile paths). A warp task is 16 rows
-// × NTW n-tiles (block_mma's rule: the widest that still gives every warp a task), each A fragment
-// split once for the NTW products. The task of an element depends only on (M, N): two calls with the
-// same (M, N) give each element to the same thread, which lets phase D chain two products with a
-// __syncwarp. (Tasks of two m-tiles, each B fragment split once for both, were measured in run 16:
-// they spill at d = 64 and were slower, 4.91 against 4.66 ms.)
-template <int M, int N>
-struct TileShape {
-  static constexpr int MT = M / 16, NT = N / 8;
-  static constexpr int NTW = MT * (NT / 4) >= kWarpsFused && NT % 4 == 0   ? 4
-                             : MT * (NT / 2) >= kWarpsFused && NT % 2 == 0 ? 2
-                                                                         : 1;
-  static_assert(M % 16 == 0 && N % 8 == 0, "whole tiles");
-};
-
-template <int M, int N, int K, bool SPLIT, class OA, class OB, class Store>
-__device__ __forceinline__ void tile_mma(OA A, OB B, float alpha, int warp, int lane, Store store) {
-  using S = TileShape<M, N>;
-  constexpr int NTW = S::NTW, NG = S::NT / NTW, TASKS = S::MT * NG, KT = K / 8;
-  constexpr int ACC = KT % (4 / NTW) == 0 ? 4 / NTW : (KT % 2 == 0 ? 2 : 1);  // chains per n-tile
-  static_assert(K % 8 == 0, "whole k-steps");
-  const int g = lane >> 2, t = lane & 3;
-  for (int task = warp; task < TASKS; task += kWarpsFused) {
-    const int i0 = (task / NG) * 16, j0 = (task % NG) * 8 * NTW;
-    float c[ACC][NTW][4] = {};
-#pragma unroll
-    for (int q = 0; q < KT; ++q) {
-      const int ka = q * 8 + t;
-      uint32_t ah[4], al[4];
-      a_frag<SPLIT>(A, i0 + g, ka, ah, al);
-#pragma unroll
-      for (int u = 0; u < NTW; ++u) {
-        uint32_t bh[2], bl[2];
-        b_frag<SPLIT>(B, ka, j0 + 8 * u + g, bh, bl);
-        mma3<SPLIT>(c[q % ACC][u], ah, al, bh, bl);
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < NTW; ++u)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float v = 0.0f;
-#pragma unroll
-        for (int s = 0; s < ACC; ++s) v += c[s][u][e];
-        store(i0 + g + (e < 2 ? 0 : 8), j0 + 8 * u + 2 * t + (e & 1), alpha * v);
-      }
-  }
-}
-
-// P[s][i][j] = Σ over the s-th of NSPLIT equal k-ranges of A(i, k) B(k, j), i < 16, j < N, in
-// 3xTF32; tasks (NTW n-tiles, split) go round-robin over the warps, each A fragment split once for
-// the NTW products, two accumulator sets per n-tile.
-template <int N, int K, int NSPLIT, int NTW, bool SPLIT, class OA, class OB>
-__device__ __forceinline__ void splitk_strip(OA A, OB B, float* P, int warp, int lane) {
-  constexpr int NG = N / 8 / NTW, KS = K / 8 / NSPLIT;
-  static_assert(N % (8 * NTW) == 0 && K % (8 * NSPLIT) == 0, "whole tasks");
-  const int g = lane >> 2, t = lane & 3;
-  for (int task = warp; task < NG * NSPLIT; task += kWarpsFused) {
-    const int j0 = (task % NG) * 8 * NTW, s = task / NG;
-    float c[2][NTW][4] = {};
-#pragma unroll
-    for (int q = 0; q < KS; ++q) {
-      const int ka = (s * KS + q) * 8 + t;
-      uint32_t ah[4], al[4];
-      a_frag<SPLIT>(A, g, ka, ah, al);
-#pragma unroll
-      for (int u = 0; u < NTW; ++u) {
-        uint32_t bh[2], bl[2];
-        b_frag<SPLIT>(B, ka, j0 + 8 * u + g, bh, bl);
-        mma3<SPLIT>(c[q & 1][u], ah, al, bh, bl);
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < NTW; ++u) {
-      float* out = P + s * kB * N + j0 + 8 * u + 2 * t;
-      out[g * N] = c[0][u][0] + c[1][u][0];
-      out[g * N + 1] = c[0][u][1] + c[1][u][1];
-      out[(g + 8) * N] = c[0][u][2] + c[1][u][2];
-      out[(g + 8) * N + 1] = c[0][u][3] + c[1][u][3];
-    }
-  }
-}
-
-// Z1 = K W1 and Z̄1₀ = Q W1 (16 × 4d, k = d) in one pass over W1: each warp task is 16 rows ×
-// 8·NTW columns, and the B fragments of W1 are loaded and split once for both products.
-// store(i, j, z1, zb1) gets every element once.
-template <int D, bool SPLIT, class Store>
-__device__ __forceinline__ void dual_strip(const float* sK, const float* sQ, const float* sW1,
-                                           int warp, int lane, Store store) {
-  constexpr int LDD = D + 4, LDH = 4 * D + 4, NT = 4 * D / 8;
-  constexpr int NTW = NT >= 2 * kWarpsFused ? NT / kWarpsFused : 1, NS = NT / NTW;
-  const int g = lane >> 2, t = lane & 3;
-  for (int task = warp; task < NS; task += kWarpsFused) {
-    const int j0 = task * 8 * NTW;
-    float ck[NTW][4] = {}, cq[NTW][4] = {};
-#pragma unroll
-    for (int k0 = 0; k0 < D; k0 += 8) {
-      const int ka = k0 + t, kb = ka + 4;
-      uint32_t kh[4], kl[4], qh[4], ql[4];
-      tf32_parts<SPLIT>(sK[g * LDD + ka], kh[0], kl[0]);
-      tf32_parts<SPLIT>(sK[(g + 8) * LDD + ka], kh[1], kl[1]);
-      tf32_parts<SPLIT>(sK[g * LDD + kb], kh[2], kl[2]);
-      tf32_parts<SPLIT>(sK[(g + 8) * LDD + kb], kh[3], kl[3]);
-      tf32_parts<SPLIT>(sQ[g * LDD + ka], qh[0], ql[0]);
-      tf32_parts<SPLIT>(sQ[(g + 8) * LDD + ka], qh[1], ql[1]);
-      tf32_parts<SPLIT>(sQ[g * LDD + kb], qh[2], ql[2]);
-      tf32_parts<SPLIT>(sQ[(g + 8) * LDD + kb], qh[3], ql[3]);
-#pragma unroll
-      for (int u = 0; u < NTW; ++u) {
-        const int j = j0 + 8 * u + g;
-        uint32_t bh0, bl0, bh1, bl1;
-        tf32_parts<SPLIT>(sW1[ka * LDH + j], bh0, bl0);
-        tf32_parts<SPLIT>(sW1[kb * LDH + j], bh1, bl1);
-        if constexpr (SPLIT) {
-          mma_tf32(ck[u], kl[0], kl[1], kl[2], kl[3], bh0, bh1);
-          mma_tf32(cq[u], ql[0], ql[1], ql[2], ql[3], bh0, bh1);
-          mma_tf32(ck[u], kh[0], kh[1], kh[2], kh[3], bl0, bl1);
-          mma_tf32(cq[u], qh[0], qh[1], qh[2], qh[3], bl0, bl1);
-        }
-        mma_tf32(ck[u], kh[0], kh[1], kh[2], kh[3], bh0, bh1);
-        mma_tf32(cq[u], qh[0], qh[1], qh[2], qh[3], bh0, bh1);
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < NTW; ++u)
-#pragma unroll
-      for (int e = 0; e < 4; ++e)
-        store(e < 2 ? g : g + 8, j0 + 8 * u + 2 * t + (e & 1), ck[u][e], cq[u][e]);
-  }
-}
-
-template <int D, bool SPLIT>
-__global__ void __launch_bounds__(kThreadsFused, 1) mlp_forward_fused_kernel(MlpParams p) {
-  using L = Layout<D>;
-  constexpr int HD = L::HD, LDD = L::LDD, LDH = L::LDH, LDM = L::LDM;
-  extern __shared__ float smem[];
-  const int blk = blockIdx.x, n = blk / p.H, h = blk % p.H;
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  float* sW1 = smem;                         // [D, LDH]
-  float* sW2 = sW1 + D * LDH;                // [HD, LDD]
-  float* sb1 = sW2 + HD * LDD;               // [HD]
-  float* sb2 = sb1 + HD;                     // [2][D]: the committed b2 and the next one
-  float* sK = sb2 + 2 * D;                   // [kB, LDD]
-  float* sQ = sK + kB * LDD;                 // [kB, LDD]
-  float* sG2 = sQ + kB * LDD;                // [kB, LDD]  λ ⊙ G2
-  float* sZ1 = sG2 + kB * LDD;               // [kB, LDH]  Z1, then λ ⊙ G1
-  float* sX2 = sZ1 + kB * LDH;               // [kB, LDH]  X2 = gelu(Z1)
-  float* sXb2 = sX2 + kB * LDH;              // [kB, LDH]  Q W1 + b1, then X̄2 = gelu(Z̄1)
-  float* sM = sXb2 + kB * LDH;               // [kB, LDM]  M1 without λ_j
-  float* sPZ = sM + kB * LDM;                // [NS_Z, kB, D]  partials of Z2, then of Z̄2
-  float* sPM = sPZ + L::PZ;                  // [≤ 8, kB, kB]  partials of Q Kᵀ, then of X̄2 X2ᵀ
-  float* sLam = sPM + L::PM;                 // [kB]
-  float* sTau = sLam + kB;                   // [kB]
-
-  const std::size_t rs = std::size_t(p.H) * D;
-  const std::size_t seq0 = std::size_t(n) * p.T * rs + std::size_t(h) * D;
-  for (int i = tid; i < D * HD; i += kThreadsFused) {
-    sW1[(i / HD) * LDH + i % HD] = p.W1[std::size_t(h) * D * HD + i];
-    sW2[(i / D) * LDD + i % D] = p.W2[std::size_t(h) * HD * D + i];
-  }
-  for (int i = tid; i < HD; i += kThreadsFused) sb1[i] = p.bias ? p.b1[std::size_t(h) * HD + i] : 0.0f;
-  for (int i = tid; i < D; i += kThreadsFused) sb2[i] = p.bias ? p.b2[std::size_t(h) * D + i] : 0.0f;
-  if (tid < kB) sTau[tid] = p.tau[tid];
-  const RowFrag gam = p.ln ? row_load(p.gamma + std::size_t(h) * D, D, lane) : RowFrag{};
-  const RowFrag bet = p.ln ? row_load(p.beta + std::size_t(h) * D, D, lane) : RowFrag{};
-  const float one = p.bias ? 1.0f : 0.0f;
-
-  // The inputs of mini-batch mb into registers (rows past T as zeros): K and Q spread over the
-  // block, V's row `warp` in the warp (it is only read by the row pass), λ in threads 0..15.
-  float pk[L::PF], pq[L::PF], plam = 0.0f;
-  RowFrag pv;
-  auto prefetch = [&](int mb) {
-    const int t0 = mb * kB, m = min(kB, p.T - t0);
-#pragma unroll
-    for (int u = 0; u < L::PF; ++u) {
-      const int i = tid + u * kThreadsFused, r = i / D, c = i % D;
-      const bool in = i < kB * D && r < m;
-      const std::size_t g = seq0 + std::size_t(t0 + r) * rs + c;
-      pk[u] = in ? p.K[g] : 0.0f;
-      pq[u] = in ? p.Q[g] : 0.0f;
-    }
-    if (warp < m) {
-      pv = row_load(p.V + seq0 + std::size_t(t0 + warp) * rs, D, lane);
-    } else {
-      pv = RowFrag{};
-    }
-    plam = tid < m ? p.lam[std::size_t(blk) * p.T + t0 + tid] : 0.0f;
-  };
-  auto stage = [&]() {
-#pragma unroll
-    for (int u = 0; u < L::PF; ++u) {
-      const int i = tid + u * kThreadsFused;
-      if (i < kB * D) {
-        sK[(i / D) * LDD + i % D] = pk[u];
-        sQ[(i / D) * LDD + i % D] = pq[u];
-      }
-    }
-    if (tid < kB) sLam[tid] = plam;
-  };
-  prefetch(0);
-  stage();
-  RowFrag v = pv;
-  __syncthreads();
-
-  const int n_mb = (p.T + kB - 1) / kB;
-  int cur = 0;  // which half of sb2 holds the committed b2
-  for (int mb = 0; mb < n_mb; ++mb) {
-    const int t0 = mb * kB, m = min(kB, p.T - t0);
-    const float* b2 = sb2 + cur * D;
-    if (p.ckW1 && mb % p.group == 0) {
-      const std::size_t ck = std::size_t(blk) * p.n_ck + mb / p.group;
-      for (int i = tid; i < D * HD; i += kThreadsFused) {
-        p.ckW1[ck * D * HD + i] = sW1[(i / HD) * LDH + i % HD];
-        p.ckW2[ck * HD * D + i] = sW2[(i / D) * LDD + i % D];
-      }
-      if (p.ckb1)
-        for (int c = tid; c < HD; c += kThreadsFused) p.ckb1[ck * HD + c] = sb1[c];
-      if (p.ckb2)
-        for (int c = tid; c < D; c += kThreadsFused) p.ckb2[ck * D + c] = b2[c];
-    }
-
-    // A. Z1 = K W1 + b1, X2 = gelu(Z1), and Q W1 + b1;  partials of Q Kᵀ.
-    dual_strip<D, SPLIT>(sK, sQ, sW1, warp, lane, [&](int i, int j, float zk, float zq) {
-      const float z = zk + sb1[j];
-      sZ1[i * LDH + j] = z;
-      sX2[i * LDH + j] = gelu_sfu(z);
-      sXb2[i * LDH + j] = zq + sb1[j];
-    });
-    splitk_strip<kB, D, L::NS_M1, 1, SPLIT>(op_n<LDD>(sQ), op_tr<LDD>(sK), sPM, warp, lane);
-    __syncthreads();
-
-    // B. Partials of Z2 = X2 W2.
-    splitk_strip<D, HD, L::NS_Z, L::NTW_Z, SPLIT>(op_n<LDH>(sX2), op_n<LDD>(sW2), sPZ, warp, lane);
-    __syncthreads();
-
-    // C. Row `warp`: λ ⊙ G2 = λ ⊙ lnl2(Z2 + b2, V [− K]);  M1 without λ_j (τ_i (q_i·k_j + 1), j ≤ i).
-    RowFrag qres{};
-    {
-      const int r = warp;
-      const RowFrag g2 = loss_grad_row<D, L::NS_Z>(p, b2, sPZ, r, lane, v, sK + r * LDD,
-                                                   sQ + r * LDD, gam, bet, sLam, qres);
-      row_store(sG2 + r * LDD, g2, D, lane);
-      const float m1 = m_row<L::NS_M1>(sPM, sTau, r, lane, one);
-      if (lane < kB) sM[r * LDM + lane] = m1;
-    }
-    __syncthreads();
-
-    // D. λ ⊙ G1 = (λ ⊙ G2) W2ᵀ ⊙ gelu′(Z1), in place of Z1; then, tile for tile by the same warps,
-    // X̄2 = gelu(Q W1 + b1 − M1 G1).
-    tile_mma<kB, HD, D, SPLIT>(op_n<LDD>(sG2), op_tr<LDD>(sW2), 1.0f, warp, lane, [&](int i, int j, float val) {
-      sZ1[i * LDH + j] = val * gelu_sfu_grad(sZ1[i * LDH + j]);
-    });
-    __syncwarp();
-    tile_mma<kB, HD, kB, SPLIT>(op_n<LDM>(sM), op_n<LDH>(sZ1), -1.0f, warp, lane, [&](int i, int j, float val) {
-      sXb2[i * LDH + j] = gelu_sfu(sXb2[i * LDH + j] + val);
-    });
-    __syncthreads();
-
-    // E. Partials of M2 = X̄2 X2ᵀ and Z̄2 = X̄2 W2;  W1 −= τ_b Kᵀ(λ ⊙ G1), b1, and the next b2;
-    // the next mini-batch's inputs start to load.
-    if (mb + 1 < n_mb) prefetch(mb + 1);
-    splitk_strip<kB, HD, L::NS_M2, 1, SPLIT>(op_n<LDH>(sXb2), op_tr<LDH>(sX2), sPM, warp, lane);
-    splitk_strip<D, HD, L::NS_Z, L::NTW_Z, SPLIT>(op_n<LDH>(sXb2), op_n<LDD>(sW2), sPZ, warp, lane);
-    const bool commit = m == kB;  // a short last mini-batch stays uncommitted
-    const float tb = sTau[kB - 1];
-    if (commit) {
-      tile_mma<D, HD, kB, SPLIT>(op_tr<LDD>(sK), op_n<LDH>(sZ1), 1.0f, warp, lane,
-                      [&](int i, int j, float val) { sW1[i * LDH + j] -= tb * val; });
-      if (p.bias) {
-        for (int c = tid; c < HD; c += kThreadsFused) {
-          float acc = 0.0f;
-#pragma unroll
-          for (int j = 0; j < kB; ++j) acc += sZ1[j * LDH + c];
-          sb1[c] -= tb * acc;
-        }
-        for (int c = tid; c < D; c += kThreadsFused) {
-          float acc = 0.0f;
-#pragma unroll
-          for (int j = 0; j < kB; ++j) acc += sG2[j * LDD + c];
-          sb2[(cur ^ 1) * D + c] = b2[c] - tb * acc;
-        }
-      }
-    }
-    __syncthreads();
-
-    // F. Row `warp`: Z̄2 = Σ partials + b2 − M2 (λ ⊙ G2), O = [Q +] LN(Z̄2);  W2 −= τ_b X2ᵀ(λ ⊙ G2);
-    // the next inputs into shared memory (nothing here reads K, Q or λ).
-    {
-      const int r = warp;
-      const float m2 = m_row<L::NS_M2>(sPM, sTau, r, lane, one);
-      const RowFrag o = output_row<D, L::NS_Z, LDD>(p, b2, sPZ, r, lane, m2, sG2, gam, bet, qres);
-      if (r < m) row_store(p.O + seq0 + std::size_t(t0 + r) * rs, o, D, lane);
-    }
-    if (commit) {
-      tile_mma<HD, D, kB, SPLIT>(op_tr<LDH>(sX2), op_n<LDD>(sG2), 1.0f, warp, lane,
-                      [&](int i, int j, float val) { sW2[i * LDD + j] -= tb * val; });
-      if (p.bias) cur ^= 1;
-    }
-    if (mb + 1 < n_mb) {
-      stage();
-      v = pv;
-    }
-    __syncthreads();
-  }
-}
-
-struct FusedShape {
-  int d;
-  const void* kernel;
-  std::size_t bytes;
-};
-
-template <bool SPLIT>
-FusedShape fused_shape(int d) {
-  switch (d) {
-    case 16:
-      return {16, reinterpret_cast<const void*>(&mlp_forward_fused_kernel<16, SPLIT>),
-              Layout<16>::floats * sizeof(float)};
-    case 32:
-      return {32, reinterpret_cast<const void*>(&mlp_forward_fused_kernel<32, SPLIT>),
-              Layout<32>::floats * sizeof(float)};
-    case 64:
-      return {64, reinterpret_cast<const void*>(&mlp_forward_fused_kernel<64, SPLIT>),
-              Layout<64>::floats * sizeof(float)};
-    default:
-      return {d, nullptr, 0};
-  }
-}
-
-// ---- Versions Bf16 and Tf32: the state stored as pairs along k ----------------------------------
+// ---- The fused kernel: the state stored as pairs along k ------------------------------------------
 //
-// The fused kernel's algorithm and phases, reorganised around 16-wide k-steps whose operands are
-// 8-byte pairs, in two precisions (template argument BF):
+// The phases (A–F in the kernel) work in 16-wide k-steps whose operands are 8-byte pairs, in three
+// precisions (template arguments BF, SPLIT):
 //  - BF (version Bf16): Q, K, V read and O written as bf16; every product on bf16 operands
 //    (mma.m16n8k16, fp32 accumulation), half the mma instructions of tf32. The operands that are
 //    products' outputs or inputs (K, Q, X2, X̄2, λ ⊙ G1, λ ⊙ G2, M1) are stored in bf16 and read with
 //    ldmatrix, one instruction per 16 × 16 fragment.
-//  - !BF: fp32 inputs, output and buffers, one tf32 product per term (the raw fp32 bits, a
-//    truncation, as the Tf32 fused kernel). Each m16n8k8 step takes its k in the order 2t, 2t + 1
-//    for the fragment slots t, t + 4 (the same permutation in A and B leaves the sum unchanged), so a
-//    row-major A fragment is two 8-byte loads instead of four scalar ones, and so is a B fragment of
-//    an operand stored n-major or as pairs.
-// Common to both:
+//  - !BF: fp32 inputs, output and buffers; one tf32 product per term (version Tf32: the raw fp32
+//    bits, a truncation), or with SPLIT the 3xTF32 sum of each product (Default: every operand split
+//    into tf32 hi and lo parts as it enters its mma, fp32-level accuracy). Each m16n8k8 step takes its
+//    k in the order 2t, 2t + 1 for the fragment slots t, t + 4 (the same permutation in A and B leaves
+//    the sum unchanged), so a row-major A fragment is two 8-byte loads instead of four scalar ones,
+//    and so is a B fragment of an operand stored n-major or as pairs.
+// Common to all:
 //  - The state W1, b1, W2, b2 stays fp32 (rounded or truncated only as it enters a product), and so
 //    do Z1, GELU and its derivative, the LayerNorms, G2 for the output rows, the bias sums, every
 //    partial sum, and the checkpoints.
@@ -637,7 +248,7 @@ FusedShape fused_shape(int d) {
 //    products give every element to the same thread (the same 16 × 8·NTW tasks), so they have no
 //    shared-memory buffers; the b1 update is a column sum of λ ⊙ G1 over the warp's lanes.
 template <int D, bool BF>
-struct V4Layout {
+struct FusedLayout {
   using E = std::conditional_t<BF, std::uint16_t, float>;  // the element of the row buffers
   static constexpr int ES = sizeof(E);
   static constexpr int HD = 4 * D;
@@ -714,11 +325,24 @@ struct Frags {
   static constexpr int A = BF ? 4 : 8, B = BF ? 2 : 4;
 };
 
-template <bool BF>
+template <bool BF, bool SPLIT = false>
 __device__ __forceinline__ void mma16(float (&c)[4], const uint32_t (&a)[Frags<BF>::A],
                                       const uint32_t (&b)[Frags<BF>::B]) {
+  static_assert(!(BF && SPLIT), "3xTF32 is for fp32 operands");
   if constexpr (BF) {
     mma_bf16(c, a, b[0], b[1]);
+  } else if constexpr (SPLIT) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      uint32_t ah[4], al[4], bh[2], bl[2];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) tf32_parts<true>(__uint_as_float(a[4 * h + i]), ah[i], al[i]);
+#pragma unroll
+      for (int i = 0; i < 2; ++i) tf32_parts<true>(__uint_as_float(b[2 * h + i]), bh[i], bl[i]);
+      mma_tf32(c, al[0], al[1], al[2], al[3], bh[0], bh[1]);
+      mma_tf32(c, ah[0], ah[1], ah[2], ah[3], bl[0], bl[1]);
+      mma_tf32(c, ah[0], ah[1], ah[2], ah[3], bh[0], bh[1]);
+    }
   } else {
     mma_tf32(c, a[0], a[1], a[2], a[3], b[0], b[1]);
     mma_tf32(c, a[4], a[5], a[6], a[7], b[2], b[3]);
@@ -851,7 +475,7 @@ __device__ __forceinline__ void store_pair(E* p, float x, float y) {
 // P[s] (16 × N fp32, row-major) = the s-th k-split of A B for a 16-row A (row buffer, leading
 // dimension LDA) and an fp32 pair-stored B (element (k, j) at 2·((k/2)·LDB + j) + k%2): tasks of NTW
 // n-tiles × NS k-splits go to the warps in turn.
-template <bool BF, int N, int K, int NS, int NTW, int LDA, int LDB, class E>
+template <bool BF, int N, int K, int NS, int NTW, int LDA, int LDB, class E, bool SPLIT = false>
 __device__ __forceinline__ void splitk_pairs(const E* A, const float* B, float* P, int warp,
                                              int lane) {
   constexpr int NG = N / 8 / NTW, KS = K / 16 / NS;
@@ -868,7 +492,7 @@ __device__ __forceinline__ void splitk_pairs(const E* A, const float* B, float* 
       for (int u = 0; u < NTW; ++u) {
         uint32_t b[Frags<BF>::B];
         b_pairs<BF, LDB>(B + 2 * ((k0 / 2 + t) * LDB + j0 + 8 * u + g), b);
-        mma16<BF>(c[u], a, b);
+        mma16<BF, SPLIT>(c[u], a, b);
       }
     }
 #pragma unroll
@@ -882,7 +506,7 @@ __device__ __forceinline__ void splitk_pairs(const E* A, const float* B, float* 
 
 // P[s] (16 × 16 fp32) = the s-th of NS k-splits of A Bᵀ for two 16-row buffers (K = their width):
 // Q Kᵀ, X̄2 X2ᵀ. Task s goes to warp FIRST + s.
-template <bool BF, int K, int NS, int LD, int FIRST, class E>
+template <bool BF, int K, int NS, int LD, int FIRST, class E, bool SPLIT = false>
 __device__ __forceinline__ void splitk_abt(const E* A, const E* B, float* P, int warp, int lane) {
   constexpr int KS = K / 16 / NS;
   const int s = warp - FIRST;
@@ -895,8 +519,8 @@ __device__ __forceinline__ void splitk_abt(const E* A, const E* B, float* P, int
     uint32_t a[Frags<BF>::A], b[2][Frags<BF>::B];
     a_rows<BF, LD>(A, k0, lane, a);
     b_nmajor2<BF, LD>(B, 0, k0, lane, b);
-    mma16<BF>(c[0], a, b[0]);
-    mma16<BF>(c[1], a, b[1]);
+    mma16<BF, SPLIT>(c[0], a, b[0]);
+    mma16<BF, SPLIT>(c[1], a, b[1]);
   }
   float* out = P + s * kB * kB + 2 * t;
 #pragma unroll
@@ -910,7 +534,7 @@ __device__ __forceinline__ void splitk_abt(const E* A, const E* B, float* P, int
 // + i%2), computed as its transpose Bᵀ A so that a thread's two accumulators (columns 2t, 2t + 1 of
 // the transposed tile) are a pair of S: M × N = Bᵀ A with B (16 × M, k-major A operand) and A
 // (16 × N, k-major B operand), k = 16. Tasks: one m-tile × NTW n-tiles.
-template <bool BF, int M, int N, int NTW, int LDB, int LDA, int LDS, class E>
+template <bool BF, int M, int N, int NTW, int LDB, int LDA, int LDS, class E, bool SPLIT = false>
 __device__ __forceinline__ void update_pairs(const E* B, const E* A, float* S, float tb, int warp,
                                              int lane) {
   constexpr int NG = N / 8 / NTW, TASKS = M / 16 * NG;
@@ -924,8 +548,8 @@ __device__ __forceinline__ void update_pairs(const E* B, const E* A, float* S, f
     for (int u = 0; u < NTW; u += 2) {
       uint32_t b[2][Frags<BF>::B];
       b_kmajor<BF, LDA, 2>(A, n0 + 8 * u, lane, b);
-      mma16<BF>(c[u], a, b[0]);
-      mma16<BF>(c[u + 1], a, b[1]);
+      mma16<BF, SPLIT>(c[u], a, b[0]);
+      mma16<BF, SPLIT>(c[u + 1], a, b[1]);
     }
 #pragma unroll
     for (int u = 0; u < NTW; ++u) {
@@ -942,10 +566,10 @@ __device__ __forceinline__ void update_pairs(const E* B, const E* A, float* S, f
   }
 }
 
-template <int D, bool BF>
+template <int D, bool BF, bool SPLIT = false>
 __global__ void __launch_bounds__(kThreadsFused, 1)
-    mlp_forward_v4_kernel(MlpParams p, MlpBf16Io io) {
-  using L = V4Layout<D, BF>;
+    mlp_forward_fused_kernel(MlpParams p, MlpBf16Io io) {
+  using L = FusedLayout<D, BF>;
   using E = typename L::E;
   constexpr int HD = L::HD, LW1 = L::LW1, LW2 = L::LW2, LX = L::LX, LXH = L::LXH, LM = L::LM,
                 LDD = L::LDD, NTW_H = L::NTW_H;
@@ -1056,8 +680,8 @@ __global__ void __launch_bounds__(kThreadsFused, 1)
         for (int u = 0; u < NTW_H; ++u) {
           uint32_t b[Frags<BF>::B];
           b_pairs<BF, LW1>(sW1 + 2 * ((k0 / 2 + t) * LW1 + jh + 8 * u + g), b);
-          mma16<BF>(ck[u], ak, b);
-          mma16<BF>(cq[u], aq, b);
+          mma16<BF, SPLIT>(ck[u], ak, b);
+          mma16<BF, SPLIT>(cq[u], aq, b);
         }
       }
 #pragma unroll
@@ -1076,11 +700,11 @@ __global__ void __launch_bounds__(kThreadsFused, 1)
         store_pair<BF>(sX2 + (g + 8) * LXH + j, gelu_sfu(z1[u][2]), gelu_sfu(z1[u][3]));
       }
     }
-    splitk_abt<BF, D, L::NS_M1, LX, 0>(sQ, sK, sPM, warp, lane);
+    splitk_abt<BF, D, L::NS_M1, LX, 0, E, SPLIT>(sQ, sK, sPM, warp, lane);
     __syncthreads();
 
     // B. Partials of Z2 = X2 W2.
-    splitk_pairs<BF, D, HD, L::NS_Z, L::NTW_Z, LXH, LW2>(sX2, sW2, sPZ, warp, lane);
+    splitk_pairs<BF, D, HD, L::NS_Z, L::NTW_Z, LXH, LW2, E, SPLIT>(sX2, sW2, sPZ, warp, lane);
     __syncthreads();
 
     // C. Row `warp`: λ ⊙ G2 = λ ⊙ lnl2(Z2 + b2, V [− K]) (fp32; with BF also its bf16 copy for the
@@ -1113,7 +737,7 @@ __global__ void __launch_bounds__(kThreadsFused, 1)
           uint32_t b[Frags<BF>::B];
           put_pair<BF>(b, w[0], w[2]);
           put_pair<BF>(b + Frags<BF>::B / 2, w[16], w[18]);
-          mma16<BF>(c[u], a, b);
+          mma16<BF, SPLIT>(c[u], a, b);
         }
       }
 #pragma unroll
@@ -1137,7 +761,7 @@ __global__ void __launch_bounds__(kThreadsFused, 1)
       a_rows<BF, LM>(sM1, 0, lane, am);
       b_kmajor<BF, LXH, NTW_H>(sG1, jh, lane, b);
 #pragma unroll
-      for (int u = 0; u < NTW_H; ++u) mma16<BF>(x[u], am, b[u]);
+      for (int u = 0; u < NTW_H; ++u) mma16<BF, SPLIT>(x[u], am, b[u]);
 #pragma unroll
       for (int u = 0; u < NTW_H; ++u) {
         const int j = jh + 8 * u + 2 * t;
@@ -1152,10 +776,10 @@ __global__ void __launch_bounds__(kThreadsFused, 1)
     // E. Partials of Z̄2 = X̄2 W2 and of M2 = X̄2 X2ᵀ (on the last NS_M2 warps);
     // W1 −= τ_b Kᵀ(λ ⊙ G1) and the next b2; the next mini-batch's inputs start to load.
     if (mb + 1 < n_mb) prefetch(mb + 1);
-    splitk_pairs<BF, D, HD, L::NS_Z, L::NTW_Z, LXH, LW2>(sXb2, sW2, sPZ, warp, lane);
-    splitk_abt<BF, HD, L::NS_M2, LXH, kWarpsFused - L::NS_M2>(sXb2, sX2, sPM, warp, lane);
+    splitk_pairs<BF, D, HD, L::NS_Z, L::NTW_Z, LXH, LW2, E, SPLIT>(sXb2, sW2, sPZ, warp, lane);
+    splitk_abt<BF, HD, L::NS_M2, LXH, kWarpsFused - L::NS_M2, E, SPLIT>(sXb2, sX2, sPM, warp, lane);
     if (commit) {
-      update_pairs<BF, HD, D, D / 8, LXH, LX, LW1>(sG1, sK, sW1, tb, warp, lane);
+      update_pairs<BF, HD, D, D / 8, LXH, LX, LW1, E, SPLIT>(sG1, sK, sW1, tb, warp, lane);
       if (p.bias)
         for (int c = tid; c < D; c += kThreadsFused) {
           float acc = 0.0f;
@@ -1175,7 +799,7 @@ __global__ void __launch_bounds__(kThreadsFused, 1)
       if (r < m) row_store_any(gO + seq0 + std::size_t(t0 + r) * rs, o, D, lane);
     }
     if (commit) {
-      update_pairs<BF, D, HD, L::NTW_U2, LX, LXH, LW2>(sG2p, sX2, sW2, tb, warp, lane);
+      update_pairs<BF, D, HD, L::NTW_U2, LX, LXH, LW2, E, SPLIT>(sG2p, sX2, sW2, tb, warp, lane);
       if (p.bias) cur ^= 1;
     }
     if (mb + 1 < n_mb) {
@@ -1186,39 +810,40 @@ __global__ void __launch_bounds__(kThreadsFused, 1)
   }
 }
 
-template <int D, bool BF>
-void launch_v4(const MlpParams& p, const MlpBf16Io& io, int blocks, cudaStream_t stream) {
-  constexpr std::size_t bytes = V4Layout<D, BF>::bytes;
-  const void* fn = reinterpret_cast<const void*>(&mlp_forward_v4_kernel<D, BF>);
+template <int D, bool BF, bool SPLIT>
+void launch_fused(const MlpParams& p, const MlpBf16Io& io, int blocks, cudaStream_t stream) {
+  constexpr std::size_t bytes = FusedLayout<D, BF>::bytes;
+  const void* fn = reinterpret_cast<const void*>(&mlp_forward_fused_kernel<D, BF, SPLIT>);
   set_smem_limit(fn, bytes);
-  mlp_forward_v4_kernel<D, BF><<<blocks, kThreadsFused, bytes, stream>>>(p, io);
+  mlp_forward_fused_kernel<D, BF, SPLIT><<<blocks, kThreadsFused, bytes, stream>>>(p, io);
   TTTLAB_CUDA_CHECK(cudaGetLastError());
 }
 
-template <bool BF>
-void dispatch_v4(const MlpParams& p, const MlpBf16Io& io, int d, int blocks, cudaStream_t stream) {
+template <bool BF, bool SPLIT = false>
+void dispatch_fused(const MlpParams& p, const MlpBf16Io& io, int d, int blocks,
+                    cudaStream_t stream) {
   switch (d) {
-    case 16: return launch_v4<16, BF>(p, io, blocks, stream);
-    case 32: return launch_v4<32, BF>(p, io, blocks, stream);
-    default: return launch_v4<64, BF>(p, io, blocks, stream);
+    case 16: return launch_fused<16, BF, SPLIT>(p, io, blocks, stream);
+    case 32: return launch_fused<32, BF, SPLIT>(p, io, blocks, stream);
+    default: return launch_fused<64, BF, SPLIT>(p, io, blocks, stream);
   }
 }
 
 template <bool BF>
-std::size_t v4_bytes(int d) {
+std::size_t fused_bytes(int d) {
   switch (d) {
-    case 16: return V4Layout<16, BF>::bytes;
-    case 32: return V4Layout<32, BF>::bytes;
-    case 64: return V4Layout<64, BF>::bytes;
+    case 16: return FusedLayout<16, BF>::bytes;
+    case 32: return FusedLayout<32, BF>::bytes;
+    case 64: return FusedLayout<64, BF>::bytes;
     default: return 0;
   }
 }
 
-// Whether the pair-layout kernel runs these dims in this precision (b = 16, d ∈ {16, 32, 64}, and its
+// Whether the fused kernel runs these dims in this precision (b = 16, d ∈ {16, 32, 64}, and its
 // shared memory on this device).
 template <bool BF>
-bool v4_supports(const TttDims& dims) {
-  const std::size_t bytes = v4_bytes<BF>(dims.head_dim);
+bool fused_supports(const TttDims& dims) {
+  const std::size_t bytes = fused_bytes<BF>(dims.head_dim);
   return dims.mini_batch == kB && bytes > 0 && bytes <= max_dynamic_smem();
 }
 
@@ -1360,12 +985,6 @@ __global__ void __launch_bounds__(kThreadsFallback, 1) mlp_forward_fallback_kern
   }
 }
 
-bool fused_supports(const TttDims& dims) {
-  if (dims.mini_batch != kB) return false;
-  const FusedShape s = fused_shape<true>(dims.head_dim);  // the same layout for both SPLITs
-  return s.kernel != nullptr && s.bytes <= max_dynamic_smem();
-}
-
 std::size_t fallback_block_bytes(const TttDims& dims) {
   return fallback_floats(dims.head_dim, dims.mini_batch) * sizeof(float);
 }
@@ -1392,27 +1011,6 @@ MlpParams mlp_params(const TttMlpForwardArgs& a, bool ck, float* scratch) {
   return p;
 }
 
-// SPLIT: 3xTF32 products (Default); SPLIT = false (one tf32 product per term) was version Tf32
-// until the pair-layout kernel above replaced it.
-template <bool SPLIT>
-void launch_fused(const MlpParams& p, const TttDims& D, cudaStream_t stream) {
-  const FusedShape s = fused_shape<SPLIT>(D.head_dim);
-  set_smem_limit(s.kernel, s.bytes);
-  const int blocks = D.batch * D.heads;
-  switch (s.d) {
-    case 16:
-      mlp_forward_fused_kernel<16, SPLIT><<<blocks, kThreadsFused, s.bytes, stream>>>(p);
-      break;
-    case 32:
-      mlp_forward_fused_kernel<32, SPLIT><<<blocks, kThreadsFused, s.bytes, stream>>>(p);
-      break;
-    default:
-      mlp_forward_fused_kernel<64, SPLIT><<<blocks, kThreadsFused, s.bytes, stream>>>(p);
-      break;
-  }
-  TTTLAB_CUDA_CHECK(cudaGetLastError());
-}
-
 }  // namespace
 }  // namespace detail
 
@@ -1425,8 +1023,8 @@ std::size_t ttt_mlp_forward_workspace_bytes(const TttDims& dims) {
 }
 
 bool ttt_mlp_forward_supports(TttMlpForwardVersion version, const TttDims& dims) {
-  if (version == TttMlpForwardVersion::Bf16) return v4_supports<true>(dims);
-  if (version == TttMlpForwardVersion::Tf32) return v4_supports<false>(dims);
+  if (version == TttMlpForwardVersion::Bf16) return fused_supports<true>(dims);
+  if (version == TttMlpForwardVersion::Tf32) return fused_supports<false>(dims);
   return version == TttMlpForwardVersion::Default || version == TttMlpForwardVersion::Fallback;
 }
 
@@ -1478,32 +1076,35 @@ void ttt_mlp_forward(const TttMlpForwardArgs& a) {
     require(
         aligned16(a.Q_bf16) && aligned16(a.K_bf16) && aligned16(a.V_bf16) && aligned16(a.O_bf16),
         "ttt_mlp_forward: version Bf16 needs Q_bf16, K_bf16, V_bf16 and O_bf16 16-byte aligned");
-    require(v4_supports<true>(D),
+    require(fused_supports<true>(D),
             "ttt_mlp_forward: version Bf16 needs mini_batch 16 and head_dim 16, 32 "
             "or 64 (got head_dim " +
                 std::to_string(D.head_dim) + ", mini_batch " + std::to_string(D.mini_batch) + ")");
     const MlpParams p = mlp_params(a, ck, nullptr);
     const MlpBf16Io io{a.Q_bf16, a.K_bf16, a.V_bf16, a.O_bf16};
-    dispatch_v4<true>(p, io, D.head_dim, D.batch * D.heads, a.stream);
+    dispatch_fused<true>(p, io, D.head_dim, D.batch * D.heads, a.stream);
     return;
   }
   if (a.version == TttMlpForwardVersion::Tf32) {
     require(aligned16(a.Q) && aligned16(a.K) && aligned16(a.V) && aligned16(a.O),
             "ttt_mlp_forward: version Tf32 needs Q, K, V and O 16-byte aligned");
     require(
-        v4_supports<false>(D),
+        fused_supports<false>(D),
         "ttt_mlp_forward: version Tf32 needs mini_batch 16 and head_dim 16, 32 or 64 (the fused "
         "kernel's shapes; ttt_mlp_forward_supports)");
-    // The pair-layout kernel (issue #15, ninth session: 2.56 against the fused kernel's 3.27 ms with
-    // one tf32 product per term, H100, the issue's shape; docs/KERNELS.md).
-    dispatch_v4<false>(mlp_params(a, ck, nullptr), MlpBf16Io{}, D.head_dim, D.batch * D.heads,
-                       a.stream);
+    // The fused kernel (issue #15, ninth session: 2.56 against the previous fused kernel's 3.27 ms
+    // with one tf32 product per term, H100, the issue's shape; docs/KERNELS.md).
+    dispatch_fused<false>(mlp_params(a, ck, nullptr), MlpBf16Io{}, D.head_dim, D.batch * D.heads,
+                          a.stream);
     return;
   }
-  // Default: the fused kernel where it applies (run 15, H200: 5.41 against the fallback's 10.09 ms
-  // at the issue's shape; docs/KERNELS.md), the fallback elsewhere.
-  if (a.version == TttMlpForwardVersion::Default && fused_supports(D)) {
-    launch_fused<true>(mlp_params(a, ck, nullptr), D, a.stream);
+  // Default: the fused kernel in 3xTF32 where it applies (issue #15, ninth session: 4.01 against the
+  // previous fused kernel's 4.51 ms on an H100, that kernel 5.41 against the fallback's 10.09 ms on
+  // an H200 in run 15; docs/KERNELS.md), the fallback elsewhere, unaligned pointers included.
+  if (a.version == TttMlpForwardVersion::Default && fused_supports<false>(D) && aligned16(a.Q) &&
+      aligned16(a.K) && aligned16(a.V) && aligned16(a.O)) {
+    dispatch_fused<false, true>(mlp_params(a, ck, nullptr), MlpBf16Io{}, D.head_dim,
+                                D.batch * D.heads, a.stream);
     return;
   }
   const bool in_smem = fallback_block_bytes(D) <= max_dynamic_smem();

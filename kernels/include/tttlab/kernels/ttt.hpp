@@ -252,8 +252,8 @@ void ttt_mlp_decode_step(const TttMlpDecodeArgs& args);
 
 // Default and Fallback are 3xTF32 on tensor cores (fp32-level accuracy).
 enum class TttMlpForwardVersion {
-  Default = 0,   // split-k products, 6 barriers per mini-batch, every matrix on chip, where b == 16
-                 // and d ∈ {16, 32, 64}; the Fallback elsewhere (ttt_mlp_forward_supports)
+  Default = 0,   // split-k products, 6 barriers per mini-batch, every matrix on chip, where b == 16,
+                 // d ∈ {16, 32, 64} and Q, K, V, O are 16-byte aligned; the Fallback elsewhere
   Fallback = 1,  // block-wide products, matrices in shared memory or the workspace; every shape
   Tf32 = 2,      // one tf32 product per term (operands truncated to a 10-bit mantissa, ~1e-3
                  // relative per product), the state stored as pairs along k: what the training step
