@@ -9,6 +9,7 @@
 // 1e-2 for the Tf32 versions' outputs (forward and backward).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <random>
 #include <string>
@@ -320,6 +321,45 @@ TEST(TttMlpForward, FusedMatchesCpuForEveryOption) {
       "[   INFO   ] mlp forward fused, every option: worst |O - ref| / max|ref| = %.3g (default), "
       "%.3g (tf32)\n",
       worst, worst_tf32);
+}
+
+// Default reads Q, K, V and writes O in 8-byte pieces where it runs the fused kernel; inputs that are
+// not 16-byte aligned (here 4 bytes off) go to the Fallback, with the same result.
+TEST(TttMlpForward, DefaultRunsUnalignedInputsThroughTheFallback) {
+  TTTLAB_REQUIRE_GPU();
+  const std::uint64_t seed = test_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const TttDims D{2, 1, 40, 64, 16};
+  const MlpInputs in = random_mlp_inputs(D, flags(0), rng);
+  const std::vector<double> ref = cpu_mlp_forward(in);
+  const MlpDevice dev(in);
+  auto shifted = [](const std::vector<float>& x) {  // one float in front: the data 4 bytes off
+    std::vector<float> y(x.size() + 1, 0.0f);
+    std::copy(x.begin(), x.end(), y.begin() + 1);
+    return y;
+  };
+  const DeviceBuffer Q(shifted(in.base.Q)), K(shifted(in.base.K)), V(shifted(in.base.V));
+  DeviceBuffer O(in.base.Q.size() + 1);
+  O.poison();
+  TttMlpForwardArgs a;
+  a.dims = D;
+  a.opt = in.base.opt;
+  a.Q = Q.get() + 1;
+  a.K = K.get() + 1;
+  a.V = V.get() + 1;
+  a.O = O.get() + 1;
+  a.lambda = dev.lam.get();
+  a.tau = dev.tau.get();
+  a.ln_weight = dev.gam.get();
+  a.ln_bias = dev.bet.get();
+  a.W1 = dev.W1.get();
+  a.b1 = dev.b1.get();
+  a.W2 = dev.W2.get();
+  a.b2 = dev.b2.get();
+  ttt_mlp_forward(a);
+  const std::vector<float> all = O.download(), o(all.begin() + 1, all.end());
+  EXPECT_TRUE(within("O", compare(o, ref), kTolFp32, o, ref));
 }
 
 // Version Bf16: bf16 inputs and output, bf16 products with fp32 accumulation, fp32 state. Against
