@@ -24,7 +24,7 @@
 //    ldmatrix tiles (the section "The fused kernel" below).
 //  - Every product has its shape and operand strides fixed at compile time; GELU uses the SFU
 //    exponential instead of tanhf.
-// docs/KERNELS.md has its history: v3 (issue #11 to #15's eighth session) had the same phases with
+// docs/KERNELS.md has its history: v3 (run 15 to issue #15's eighth session) had the same phases with
 // fp32 operands read one at a time; this form (the ninth session) is 1.12× faster in 3xTF32 and 1.28×
 // with tf32 at the issue's shape on an H100.
 //
