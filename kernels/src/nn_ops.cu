@@ -12,17 +12,20 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <initializer_list>
-#include <cmath>
 #include <stdexcept>
 #include <string>
 
+#include "bf16.cuh"
 #include "cuda_check.hpp"
 #include "tttlab/kernels/gemm.hpp"
 #include "tttlab/kernels/nn_ops.hpp"
 
 namespace tttlab::kernels {
+using detail::bf16_bits;
+using detail::bf16_value;
 namespace {
 
 constexpr int kChunkRows = 128;  // rows per partial sum of the column reductions
@@ -53,10 +56,6 @@ __device__ __forceinline__ void store_bf16x4(std::uint16_t* dst, float a, float 
   packed.x = *reinterpret_cast<unsigned*>(&lo);
   packed.y = *reinterpret_cast<unsigned*>(&hi);
   *reinterpret_cast<uint2*>(dst) = packed;
-}
-__device__ __forceinline__ std::uint16_t bf16_bits(float x) {
-  const __nv_bfloat16 h = __float2bfloat16_rn(x);
-  return *reinterpret_cast<const std::uint16_t*>(&h);
 }
 bool aligned8(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 8 == 0; }
 
@@ -913,9 +912,6 @@ __global__ void silu_mul_backward_vec4_kernel(const float4* __restrict__ G, cons
 // state's gradient come in bf16, and its outputs (the next products' operands) leave in bf16. The
 // arithmetic is the kernels' above on the widened values (exact), then round to nearest even; four
 // elements per thread where n is a multiple of 4 and every array 8-byte aligned, else one.
-__device__ __forceinline__ float bf16_value(std::uint16_t b) {
-  return __uint_as_float(unsigned(b) << 16);
-}
 __device__ __forceinline__ float4 load_bf16x4(const std::uint16_t* src) {
   const uint2 p =
       *reinterpret_cast<const uint2*>(src);  // little-endian: element 0 is p.x's low half

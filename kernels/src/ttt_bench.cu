@@ -62,6 +62,30 @@ struct Buf16 {
   Buf16& operator=(const Buf16&) = delete;
 };
 
+// Q, K, V rounded to bf16 (convert_to_bf16's rounding) and an output buffer of the same size: the
+// inputs of the versions with bf16 I/O.
+struct Bf16Io {
+  Buf16 Q, K, V, O;
+  Bf16Io(const Buf& q, const Buf& k, const Buf& v, const TttDims& D, std::size_t act)
+      : Q(act), K(act), V(act), O(act) {
+    const int rows = D.batch * D.seq_len, cols = D.heads * D.head_dim;
+    convert_to_bf16(q.p, rows, cols, cols, Q.p, cols, nullptr);
+    convert_to_bf16(k.p, rows, cols, cols, K.p, cols, nullptr);
+    convert_to_bf16(v.p, rows, cols, cols, V.p, cols, nullptr);
+  }
+  // args with these in place of the fp32 Q, K, V, O.
+  template <class Args>
+  Args in_place_of_fp32(Args a) const {
+    a.Q = a.K = a.V = nullptr;
+    a.O = nullptr;
+    a.Q_bf16 = Q.p;
+    a.K_bf16 = K.p;
+    a.V_bf16 = V.p;
+    a.O_bf16 = O.p;
+    return a;
+  }
+};
+
 struct Events {
   cudaEvent_t a = nullptr, b = nullptr;
   Events() {
@@ -219,18 +243,8 @@ TttBenchReport ttt_bench(const TttBenchConfig& cfg) {
   // Version Bf16: the same inputs rounded to bf16, read and written in 2 bytes (its floor moves half
   // the bytes of the rows above; target 0.2 ms). Its own buffers, so fa stays fp32 for the rows below.
   if (ttt_linear_forward_supports(TttLinearForwardVersion::Bf16, D)) {
-    Buf16 Q16(act), K16(act), V16(act), O16(act);
-    const int rows = D.batch * D.seq_len, cols = D.heads * D.head_dim;
-    convert_to_bf16(Q.p, rows, cols, cols, Q16.p, cols, nullptr);
-    convert_to_bf16(K.p, rows, cols, cols, K16.p, cols, nullptr);
-    convert_to_bf16(V.p, rows, cols, cols, V16.p, cols, nullptr);
-    TttLinearForwardArgs f16 = fa;
-    f16.Q = f16.K = f16.V = nullptr;
-    f16.O = nullptr;
-    f16.Q_bf16 = Q16.p;
-    f16.K_bf16 = K16.p;
-    f16.V_bf16 = V16.p;
-    f16.O_bf16 = O16.p;
+    const Bf16Io io(Q, K, V, D, act);
+    TttLinearForwardArgs f16 = io.in_place_of_fp32(fa);
     f16.version = TttLinearForwardVersion::Bf16;
     const double ms = time_median([&] { ttt_linear_forward(f16); }, cfg.warmup, cfg.repeats);
     add("ttt-linear forward bf16", ms, fwd_flops, (4.0 * act) * 2 + lam_n * sizeof(float), 0.585,
@@ -341,18 +355,8 @@ TttBenchReport ttt_bench(const TttBenchConfig& cfg) {
     }
     // Version Bf16: the same inputs rounded to bf16, read and written in 2 bytes.
     if (ttt_mlp_forward_supports(TttMlpForwardVersion::Bf16, D)) {
-      Buf16 Q16(act), K16(act), V16(act), O16(act);
-      const int rows = D.batch * D.seq_len, cols = D.heads * D.head_dim;
-      convert_to_bf16(Q.p, rows, cols, cols, Q16.p, cols, nullptr);
-      convert_to_bf16(K.p, rows, cols, cols, K16.p, cols, nullptr);
-      convert_to_bf16(V.p, rows, cols, cols, V16.p, cols, nullptr);
-      TttMlpForwardArgs m16 = ma;
-      m16.Q = m16.K = m16.V = nullptr;
-      m16.O = nullptr;
-      m16.Q_bf16 = Q16.p;
-      m16.K_bf16 = K16.p;
-      m16.V_bf16 = V16.p;
-      m16.O_bf16 = O16.p;
+      const Bf16Io io(Q, K, V, D, act);
+      TttMlpForwardArgs m16 = io.in_place_of_fp32(ma);
       m16.version = TttMlpForwardVersion::Bf16;
       const double ms = time_median([&] { ttt_mlp_forward(m16); }, cfg.warmup, cfg.repeats);
       add("ttt-mlp forward bf16", ms, tokens * (56 * dd * dd + 20 * b * dd),

@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "bf16.cuh"
+
 namespace tttlab::kernels::detail {
 
 __device__ __forceinline__ uint32_t to_tf32(float x) {
@@ -469,16 +471,6 @@ __device__ __forceinline__ void ldsm_x2_trans(uint32_t (&r)[2], uint32_t row) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
                : "=r"(r[0]), "=r"(r[1])
                : "r"(row));
-}
-
-// A float as the bit pattern of its bf16 rounding (to nearest, ties to even).
-__device__ __forceinline__ std::uint16_t bf16_bits(float x) {
-  return __bfloat16_as_ushort(__float2bfloat16_rn(x));
-}
-
-// The fp32 value of a bf16 bit pattern (exact).
-__device__ __forceinline__ float bf16_value(std::uint16_t b) {
-  return __uint_as_float(uint32_t(b) << 16);
 }
 
 }  // namespace tttlab::kernels::detail

@@ -163,20 +163,11 @@ struct MlpCheckpoints {
   DeviceBuffer W1, b1, W2, b2;
 };
 
-// The forward of one version writing O and the checkpoints of group g.
-MlpCheckpoints run_forward(const MlpInputs& in, const MlpDevice& dev, int group,
-                           TttMlpForwardVersion v, DeviceBuffer& O) {
-  const TttDims& D = in.base.dims;
-  const std::size_t BH = std::size_t(D.batch) * D.heads, d = D.head_dim, hd = 4 * d;
-  const std::size_t n_ck = ttt_num_checkpoints(D, group);
-  MlpCheckpoints ck{DeviceBuffer(BH * n_ck * d * hd), DeviceBuffer(BH * n_ck * hd),
-                    DeviceBuffer(BH * n_ck * d * hd), DeviceBuffer(BH * n_ck * d)};
-  for (DeviceBuffer* b : {&ck.W1, &ck.b1, &ck.W2, &ck.b2, &O}) b->poison();
-  const std::size_t ws_bytes = ttt_mlp_forward_workspace_bytes(D);
-  DeviceBuffer ws((ws_bytes + 3) / 4);
+// The forward's arguments for these inputs: dims, options, Q, K, V and the parameters from `dev`;
+// the caller sets O (or the bf16 fields), checkpoints, workspace and version.
+TttMlpForwardArgs forward_args(const MlpInputs& in, const MlpDevice& dev) {
   TttMlpForwardArgs a;
-  a.version = v;
-  a.dims = D;
+  a.dims = in.base.dims;
   a.opt = in.base.opt;
   a.Q = dev.Q.get();
   a.K = dev.K.get();
@@ -189,6 +180,22 @@ MlpCheckpoints run_forward(const MlpInputs& in, const MlpDevice& dev, int group,
   a.b1 = dev.b1.get();
   a.W2 = dev.W2.get();
   a.b2 = dev.b2.get();
+  return a;
+}
+
+// The forward of one version writing O and the checkpoints of group g.
+MlpCheckpoints run_forward(const MlpInputs& in, const MlpDevice& dev, int group,
+                           TttMlpForwardVersion v, DeviceBuffer& O) {
+  const TttDims& D = in.base.dims;
+  const std::size_t BH = std::size_t(D.batch) * D.heads, d = D.head_dim, hd = 4 * d;
+  const std::size_t n_ck = ttt_num_checkpoints(D, group);
+  MlpCheckpoints ck{DeviceBuffer(BH * n_ck * d * hd), DeviceBuffer(BH * n_ck * hd),
+                    DeviceBuffer(BH * n_ck * d * hd), DeviceBuffer(BH * n_ck * d)};
+  for (DeviceBuffer* b : {&ck.W1, &ck.b1, &ck.W2, &ck.b2, &O}) b->poison();
+  const std::size_t ws_bytes = ttt_mlp_forward_workspace_bytes(D);
+  DeviceBuffer ws((ws_bytes + 3) / 4);
+  TttMlpForwardArgs a = forward_args(in, dev);
+  a.version = v;
   a.O = O.get();
   a.checkpoint_W1 = ck.W1.get();
   a.checkpoint_b1 = ck.b1.get();
@@ -342,21 +349,11 @@ TEST(TttMlpForward, DefaultRunsUnalignedInputsThroughTheFallback) {
   const DeviceBuffer Q(shifted(in.base.Q)), K(shifted(in.base.K)), V(shifted(in.base.V));
   DeviceBuffer O(in.base.Q.size() + 1);
   O.poison();
-  TttMlpForwardArgs a;
-  a.dims = D;
-  a.opt = in.base.opt;
+  TttMlpForwardArgs a = forward_args(in, dev);
   a.Q = Q.get() + 1;
   a.K = K.get() + 1;
   a.V = V.get() + 1;
   a.O = O.get() + 1;
-  a.lambda = dev.lam.get();
-  a.tau = dev.tau.get();
-  a.ln_weight = dev.gam.get();
-  a.ln_bias = dev.bet.get();
-  a.W1 = dev.W1.get();
-  a.b1 = dev.b1.get();
-  a.W2 = dev.W2.get();
-  a.b2 = dev.b2.get();
   ttt_mlp_forward(a);
   const std::vector<float> all = O.download(), o(all.begin() + 1, all.end());
   EXPECT_TRUE(within("O", compare(o, ref), kTolFp32, o, ref));
@@ -401,22 +398,13 @@ TEST(TttMlpForward, Bf16MatchesCpuOnRoundedInputs) {
           ckb2(BH * n_ck * d);
       for (DeviceBuffer* b : {&ckW1, &ckb1, &ckW2, &ckb2}) b->poison();
       O16.poison();
-      TttMlpForwardArgs a;
+      TttMlpForwardArgs a = forward_args(in, dev);
       a.version = TttMlpForwardVersion::Bf16;
-      a.dims = D;
-      a.opt = opt;
+      a.Q = a.K = a.V = nullptr;
       a.Q_bf16 = Q16.get();
       a.K_bf16 = K16.get();
       a.V_bf16 = V16.get();
       a.O_bf16 = O16.get();
-      a.lambda = dev.lam.get();
-      a.tau = dev.tau.get();
-      a.ln_weight = dev.gam.get();
-      a.ln_bias = dev.bet.get();
-      a.W1 = dev.W1.get();
-      a.b1 = dev.b1.get();
-      a.W2 = dev.W2.get();
-      a.b2 = dev.b2.get();
       a.checkpoint_W1 = ckW1.get();
       a.checkpoint_b1 = ckb1.get();
       a.checkpoint_W2 = ckW2.get();
