@@ -23,8 +23,10 @@
 // into W1, W2 every mini-batch, and reads the old values of its read-modify-writes of global memory
 // (the carry's updates, the recomputation's commits) before their products (block_mma_rmw), and
 // reads its shared-memory buffers as shared memory: LDS, and ldmatrix for the operands that allow it
-// (its block_mma and splitk_mma calls pass kLdsm). Each step came from a
-// source-level profile (docs/KERNELS.md).
+// (its block_mma and splitk_mma calls pass kLdsm). Every block_mma call passes the block's warp
+// count (kWarps) so that, with the shapes constant, each call compiles to one form of its product:
+// the instance's code fell from 474 to 181 KB, under the instruction cache's reach (issue #15's
+// tenth session). Each step came from a source-level profile (docs/KERNELS.md).
 //
 // The 16-row products with k = 4d (X2W2, X̄2W2, X̄2X2ᵀ, X2dW2', dZ̄1W1ᵀ, dZ̄1G1ᵀ, G1dW1'ᵀ, dP1W2, dZ1W1ᵀ)
 // have only n/8 output tiles; they are split over k (splitk_mma) so that about 16 warp tasks run,
@@ -117,10 +119,11 @@ __device__ __forceinline__ void splitk_mma(int m, int n, int S, int k1, Operand 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int MT = (m + 15) >> 4, NT = (n + 7) >> 3, K = k1 + k2;
   const int ks = ((K + S - 1) / S + 31) & ~31;
+  const bool whole = m % 16 == 0 && n % 8 == 0;  // a constant where m and n are (as in strips)
   for (int task = warp; task < MT * NT * S; task += kWarps) {
     const int sl = task / (MT * NT), tile = task % (MT * NT);
     const int i0 = (tile / NT) * 16, j0 = (tile % NT) * 8;
-    const bool inside = i0 + 16 <= m && j0 + 8 <= n;
+    const bool inside = whole || (i0 + 16 <= m && j0 + 8 <= n);
     const int lo = min(K, sl * ks), hi = min(K, lo + ks);
     float c1[4][1][4] = {}, c2[4][1][4] = {};
     const int l1 = max(0, min(hi, k1) - lo);
@@ -272,11 +275,12 @@ __device__ __forceinline__ void advance(const MlpBwdParams& p, const Bufs& s, st
   }
   for (int i = tid; i < b; i += kThreads) s.lam[i] = p.lam[std::size_t(blk) * p.T + t0 + i];
   __syncthreads();
-  block_mma<kSplit, kLdsm>(b, hd, d, op(s.K, ldd), op(s.W1, lw1), 1.0f, [&](int i, int j, float v) {
-    const float z = v + s.b1[j];
-    s.Z1[i * ldh + j] = z;
-    s.X2[i * ldh + j] = gelu_tanh(z);
-  });
+  block_mma<kSplit, kLdsm, kWarps>(b, hd, d, op(s.K, ldd), op(s.W1, lw1), 1.0f,
+                                   [&](int i, int j, float v) {
+                                     const float z = v + s.b1[j];
+                                     s.Z1[i * ldh + j] = z;
+                                     s.X2[i * ldh + j] = gelu_tanh(z);
+                                   });
   __syncthreads();
   const int Sz = splitk_slices(b, d, hd, std::size_t(b) * ldh);
   splitk_mma<kSplit, kLdsm>(b, d, Sz, hd, op(s.X2, ldh), op(s.W2, lw2), 1.0f,
@@ -293,21 +297,21 @@ __device__ __forceinline__ void advance(const MlpBwdParams& p, const Bufs& s, st
     row_store(s.G2 + r * ldd, g, d, lane);  // λ ⊙ G2
   }
   __syncthreads();
-  block_mma<kSplit, kLdsm>(b, hd, d, op(s.G2, ldd), op_t(s.W2, lw2), 1.0f,
-                           [&](int i, int j, float v) {
-                             s.G1[i * ldh + j] = v * gelu_tanh_grad(s.Z1[i * ldh + j]);  // λ ⊙ G1
-                           });
+  block_mma<kSplit, kLdsm, kWarps>(
+      b, hd, d, op(s.G2, ldd), op_t(s.W2, lw2), 1.0f, [&](int i, int j, float v) {
+        s.G1[i * ldh + j] = v * gelu_tanh_grad(s.Z1[i * ldh + j]);  // λ ⊙ G1
+      });
   __syncthreads();
   // The commit, into W1n, W2n (the state itself in the run-time instance; the next slot in the
   // compile-time one), each old value read before the products.
   const float tb = s.tau[b - 1];
   const float* W1 = s.W1;
   const float* W2 = s.W2;
-  block_mma_rmw<kSplit, kLdsm>(
+  block_mma_rmw<kSplit, kLdsm, kWarps>(
       d, hd, b, op_t(s.K, ldd), op(s.G1, ldh), 1.0f, 0, Operand{}, Operand{}, 0.0f,
       [&](int i, int j) { return W1[i * lw1 + j]; },
       [&](int i, int j, float v, float old) { W1n[i * lw1 + j] = old - tb * v; });
-  block_mma_rmw<kSplit, kLdsm>(
+  block_mma_rmw<kSplit, kLdsm, kWarps>(
       hd, d, b, op_t(s.X2, ldh), op(s.G2, ldd), 1.0f, 0, Operand{}, Operand{}, 0.0f,
       [&](int i, int j) { return W2[i * lw2 + j]; },
       [&](int i, int j, float v, float old) { W2n[i * lw2 + j] = old - tb * v; });
@@ -348,13 +352,14 @@ __device__ __forceinline__ void chunk(const MlpBwdParams& p, const Bufs& s, std:
   __syncthreads();
 
   // Z1 = K W1 + b1, X2 = gelu(Z1);  C1 = Q Kᵀ (raw).
-  block_mma<kSplit, kLdsm>(m, hd, d, op(s.K, ldd), op(s.W1, lw1), 1.0f, [&](int i, int j, float v) {
-    const float z = v + s.b1[j];
-    s.Z1[i * ldh + j] = z;
-    s.X2[i * ldh + j] = gelu_tanh(z);
-  });
-  block_mma<kSplit, kLdsm>(m, m, d, op(s.Q, ldd), op_t(s.K, ldd), 1.0f,
-                           [&](int i, int j, float v) { s.C1[i * ldb + j] = v; });
+  block_mma<kSplit, kLdsm, kWarps>(m, hd, d, op(s.K, ldd), op(s.W1, lw1), 1.0f,
+                                   [&](int i, int j, float v) {
+                                     const float z = v + s.b1[j];
+                                     s.Z1[i * ldh + j] = z;
+                                     s.X2[i * ldh + j] = gelu_tanh(z);
+                                   });
+  block_mma<kSplit, kLdsm, kWarps>(m, m, d, op(s.Q, ldd), op_t(s.K, ldd), 1.0f,
+                                   [&](int i, int j, float v) { s.C1[i * ldb + j] = v; });
   __syncthreads();
 
   // X2 W2 (split-k partials in T1);  C1 ← tril(C1 + 1), M1 = E ⊙ C1;  dK = 0.
@@ -379,20 +384,20 @@ __device__ __forceinline__ void chunk(const MlpBwdParams& p, const Bufs& s, std:
   __syncthreads();
 
   // P1 = G2 W2ᵀ,  G1 = P1 ⊙ gelu′(Z1).
-  block_mma<kSplit, kLdsm>(m, hd, d, op(s.G2, ldd), op_t(s.W2, lw2), 1.0f,
-                           [&](int i, int j, float v) {
-                             s.P1[i * ldh + j] = v;
-                             s.G1[i * ldh + j] = v * gelu_tanh_grad(s.Z1[i * ldh + j]);
-                           });
+  block_mma<kSplit, kLdsm, kWarps>(m, hd, d, op(s.G2, ldd), op_t(s.W2, lw2), 1.0f,
+                                   [&](int i, int j, float v) {
+                                     s.P1[i * ldh + j] = v;
+                                     s.G1[i * ldh + j] = v * gelu_tanh_grad(s.Z1[i * ldh + j]);
+                                   });
   __syncthreads();
 
   // Z̄1 = Q W1 + b1 − M1 G1,  X̄2 = gelu(Z̄1).
-  block_mma<kSplit, kLdsm>(m, hd, d, op(s.Q, ldd), op(s.W1, lw1), 1.0f, m, op(s.M1, ldb),
-                           op(s.G1, ldh), -1.0f, [&](int i, int j, float v) {
-                             const float z = v + s.b1[j];
-                             s.Zb1[i * ldh + j] = z;
-                             s.Xb2[i * ldh + j] = gelu_tanh(z);
-                           });
+  block_mma<kSplit, kLdsm, kWarps>(m, hd, d, op(s.Q, ldd), op(s.W1, lw1), 1.0f, m, op(s.M1, ldb),
+                                   op(s.G1, ldh), -1.0f, [&](int i, int j, float v) {
+                                     const float z = v + s.b1[j];
+                                     s.Zb1[i * ldh + j] = z;
+                                     s.Xb2[i * ldh + j] = gelu_tanh(z);
+                                   });
   __syncthreads();
 
   // X̄2 X2ᵀ and X̄2 W2 as split-k partials (in dZb1 and dX2, both written later).
@@ -411,10 +416,10 @@ __device__ __forceinline__ void chunk(const MlpBwdParams& p, const Bufs& s, std:
   __syncthreads();
 
   // Z̄2 = X̄2 W2 + b2 − M2 G2.
-  block_mma<kSplit, kLdsm>(m, d, m, op(s.M2, ldb), op(s.G2, ldd), -1.0f,
-                           [&](int i, int j, float v) {
-                             s.Zb2[i * ldd + j] = v + psum(s.dX2, Szb2, m, d, i, j) + s.b2[j];
-                           });
+  block_mma<kSplit, kLdsm, kWarps>(
+      m, d, m, op(s.M2, ldb), op(s.G2, ldd), -1.0f, [&](int i, int j, float v) {
+        s.Zb2[i * ldd + j] = v + psum(s.dX2, Szb2, m, d, i, j) + s.b2[j];
+      });
   __syncthreads();
 
   // Output LN backward: x̂(Z̄2) into s.Xh, dγ and dβ (column walk), dZ̄2 into s.Zb2; dQ = dO or 0.
@@ -423,13 +428,13 @@ __device__ __forceinline__ void chunk(const MlpBwdParams& p, const Bufs& s, std:
   __syncthreads();
 
   // dM2 = −dZ̄2 G2ᵀ;  (full) T2 = X2 dW2' (split-k partials in dG1, written later), T1 = K dW1'.
-  block_mma<kSplit, kLdsm>(m, m, d, op(s.Zb2, ldd), op_t(s.G2, ldd), -1.0f,
-                           [&](int i, int j, float v) { s.dM[i * ldb + j] = v; });
+  block_mma<kSplit, kLdsm, kWarps>(m, m, d, op(s.Zb2, ldd), op_t(s.G2, ldd), -1.0f,
+                                   [&](int i, int j, float v) { s.dM[i * ldb + j] = v; });
   const int St2 = splitk_slices(m, d, hd, cap_h);
   if (full) {
     splitk_mma<kSplit, kLdsm>(m, d, St2, hd, op(s.X2, ldh), op(s.dW2, ldd), 1.0f, s.dG1);
-    block_mma<kSplit, kLdsm>(m, hd, d, op(s.K, ldd), op(s.dW1, ldh), 1.0f,
-                             [&](int i, int j, float v) { s.T1[i * ldh + j] = v; });
+    block_mma<kSplit, kLdsm, kWarps>(m, hd, d, op(s.K, ldd), op(s.dW1, ldh), 1.0f,
+                                     [&](int i, int j, float v) { s.T1[i * ldh + j] = v; });
   }
   __syncthreads();
 
@@ -440,7 +445,7 @@ __device__ __forceinline__ void chunk(const MlpBwdParams& p, const Bufs& s, std:
     s.dE[r * ldb + j] = j <= r ? dm * s.C2[r * ldb + j] : 0.0f;
     s.dC[r * ldb + j] = j <= r ? dm * s.tau[r] * s.lam[j] : 0.0f;
   }
-  block_mma<kSplit, kLdsm>(
+  block_mma<kSplit, kLdsm, kWarps>(
       m, d, m, op_t(s.M2, ldb), op(s.Zb2, ldd), -1.0f, [&](int i, int j, float v) {
         if (full) v -= tb * s.lam[i] * (psum(s.dG1, St2, m, d, i, j) + (p.bias ? s.db2[j] : 0.0f));
         s.dG2[i * ldd + j] = v;
@@ -462,13 +467,13 @@ __device__ __forceinline__ void chunk(const MlpBwdParams& p, const Bufs& s, std:
   __syncthreads();
 
   // dZ̄1 = (dZ̄2 W2ᵀ + dC2 X2) ⊙ gelu′(Z̄1);  dX2 = dC2ᵀ X̄2 [− e ⊙ (G2 dW2'ᵀ)].
-  block_mma<kSplit, kLdsm>(
+  block_mma<kSplit, kLdsm, kWarps>(
       m, hd, d, op(s.Zb2, ldd), op_t(s.W2, lw2), 1.0f, m, op(s.dC, ldb), op(s.X2, ldh), 1.0f,
       [&](int i, int j, float v) { s.dZb1[i * ldh + j] = v * gelu_tanh_grad(s.Zb1[i * ldh + j]); });
-  block_mma<kSplit, kLdsm>(m, hd, m, op_t(s.dC, ldb), op(s.Xb2, ldh), 1.0f,
-                           [&](int i, int j, float v) { s.dX2[i * ldh + j] = v; });
+  block_mma<kSplit, kLdsm, kWarps>(m, hd, m, op_t(s.dC, ldb), op(s.Xb2, ldh), 1.0f,
+                                   [&](int i, int j, float v) { s.dX2[i * ldh + j] = v; });
   if (full)  // same (m, n) as the call above: each element stays with its thread
-    block_mma<kSplit, kLdsm>(
+    block_mma<kSplit, kLdsm, kWarps>(
         m, hd, d, op(s.G2, ldd), op_t(s.dW2, ldd), 1.0f,
         [&](int i, int j, float v) { s.dX2[i * ldh + j] -= tb * s.lam[i] * v; });
   __syncthreads();
@@ -483,7 +488,7 @@ __device__ __forceinline__ void chunk(const MlpBwdParams& p, const Bufs& s, std:
   splitk_mma<kSplit, kLdsm>(m, d, Sq, hd, op(s.dZb1, ldh), op_t(s.W1, lw1), 1.0f, pq);
   if (full) splitk_mma<kSplit, kLdsm>(m, d, Sk, hd, op(s.G1, ldh), op_t(s.dW1, ldh), 1.0f, pk);
   splitk_mma<kSplit, kLdsm>(m, m, Sm1, hd, op(s.dZb1, ldh), op_t(s.G1, ldh), -1.0f, pm1);
-  block_mma<kSplit, kLdsm>(
+  block_mma<kSplit, kLdsm, kWarps>(
       m, hd, m, op_t(s.M1, ldb), op(s.dZb1, ldh), -1.0f, [&](int i, int j, float v) {
         if (full) v -= tb * s.lam[i] * (s.T1[i * ldh + j] + (p.bias ? s.db1[j] : 0.0f));
         s.dG1[i * ldh + j] = v;
@@ -512,10 +517,10 @@ __device__ __forceinline__ void chunk(const MlpBwdParams& p, const Bufs& s, std:
   __syncthreads();
 
   // dQ += dC1 K, dK += dC1ᵀ Q;  dG2 += dP1 W2;  dτ, dλ.
-  block_mma<kSplit, kLdsm>(m, d, m, op(s.dC, ldb), op(s.K, ldd), 1.0f,
-                           [&](int i, int j, float v) { s.dQ[i * ldd + j] += v; });
-  block_mma<kSplit, kLdsm>(m, d, m, op_t(s.dC, ldb), op(s.Q, ldd), 1.0f,
-                           [&](int i, int j, float v) { s.dK[i * ldd + j] += v; });
+  block_mma<kSplit, kLdsm, kWarps>(m, d, m, op(s.dC, ldb), op(s.K, ldd), 1.0f,
+                                   [&](int i, int j, float v) { s.dQ[i * ldd + j] += v; });
+  block_mma<kSplit, kLdsm, kWarps>(m, d, m, op_t(s.dC, ldb), op(s.Q, ldd), 1.0f,
+                                   [&](int i, int j, float v) { s.dK[i * ldd + j] += v; });
   const int Sg2 = splitk_slices(m, d, hd, cap_h);
   splitk_mma<kSplit, kLdsm>(m, d, Sg2, hd, op(s.dG1, ldh), op(s.W2, lw2), 1.0f,
                             s.Zb1);  // dP1 W2, partials
@@ -544,7 +549,7 @@ __device__ __forceinline__ void chunk(const MlpBwdParams& p, const Bufs& s, std:
   __syncthreads();
 
   // dZ1 += (dX2 + dZ2 W2ᵀ) ⊙ gelu′(Z1);  dγ, dβ of the loss LN;  the carry dW2, db2.
-  block_mma<kSplit, kLdsm>(
+  block_mma<kSplit, kLdsm, kWarps>(
       m, hd, d, op(s.Xh, ldd), op_t(s.W2, lw2), 1.0f, [&](int i, int j, float v) {
         s.T1[i * ldh + j] += (s.dX2[i * ldh + j] + v) * gelu_tanh_grad(s.Z1[i * ldh + j]);
       });
@@ -555,11 +560,11 @@ __device__ __forceinline__ void chunk(const MlpBwdParams& p, const Bufs& s, std:
   // The carry's updates read its old values before their products (block_mma_rmw): at d = 64 the
   // carry is in global memory, and reading each value after the products put an L2 round trip per
   // element on the path.
-  block_mma_rmw<kSplit, kLdsm>(
+  block_mma_rmw<kSplit, kLdsm, kWarps>(
       hd, d, m, op_t(s.Xb2, ldh), op(s.Zb2, ldd), 1.0f, m, op_t(s.X2, ldh), op(s.Xh, ldd), 1.0f,
       [&](int i, int j) { return full ? s.dW2[i * ldd + j] : 0.0f; },
       [&](int i, int j, float v, float old) { s.dW2[i * ldd + j] = old + v; });
-  block_mma_rmw<kSplit, kLdsm>(
+  block_mma_rmw<kSplit, kLdsm, kWarps>(
       hd, d, m, op_t(s.dG1, ldh), op(s.G2, ldd), 1.0f, 0, Operand{}, Operand{}, 0.0f,
       [&](int i, int j) { return s.dW2[i * ldd + j]; },
       [&](int i, int j, float v, float old) { s.dW2[i * ldd + j] = old + v; });
@@ -569,7 +574,7 @@ __device__ __forceinline__ void chunk(const MlpBwdParams& p, const Bufs& s, std:
   // dZ1 W1ᵀ (split-k partials in Z̄1's buffer, summed at the copy-out);  the carry dW1, db1.
   const int Sk2 = splitk_slices(m, d, hd, cap_h);
   splitk_mma<kSplit, kLdsm>(m, d, Sk2, hd, op(s.T1, ldh), op_t(s.W1, lw1), 1.0f, s.Zb1);
-  block_mma_rmw<kSplit, kLdsm>(
+  block_mma_rmw<kSplit, kLdsm, kWarps>(
       d, hd, m, op_t(s.Q, ldd), op(s.dZb1, ldh), 1.0f, m, op_t(s.K, ldd), op(s.T1, ldh), 1.0f,
       [&](int i, int j) { return full ? s.dW1[i * ldh + j] : 0.0f; },
       [&](int i, int j, float v, float old) { s.dW1[i * ldh + j] = old + v; });

@@ -195,18 +195,22 @@ struct NoPreload {
   __device__ float operator()(int, int) const { return 0.0f; }
 };
 
-template <bool SPLIT, int NTW, bool LDSM, class Store, class Load = NoPreload>
+template <bool SPLIT, int NTW, bool LDSM, int NW, class Store, class Load = NoPreload>
 __device__ __forceinline__ void strips(int m, int n, int k1, Operand A1, Operand B1, float a1,
                                        int k2, Operand A2, Operand B2, float a2, Store& store,
                                        Load load = {}) {
   constexpr bool kPreload = !std::is_same_v<Load, NoPreload>;
   constexpr int ACC = 4 / NTW;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int nwarps = NW ? NW : int(blockDim.x >> 5);
   const int g = lane >> 2, t = lane & 3;
   const int MT = (m + 15) >> 4, NS = (n + 8 * NTW - 1) / (8 * NTW);
+  // Whole tiles only: a constant where m and n are (the first test), so the compiler drops the
+  // bounds-checked path of such calls.
+  const bool whole = m % 16 == 0 && n % (8 * NTW) == 0;
   for (int task = warp; task < MT * NS; task += nwarps) {
     const int i0 = (task / NS) * 16, j0 = (task % NS) * 8 * NTW;
-    const bool inside = i0 + 16 <= m && j0 + 8 * NTW <= n;
+    const bool inside = whole || (i0 + 16 <= m && j0 + 8 * NTW <= n);
     float c1[ACC][NTW][4] = {}, c2[ACC][NTW][4] = {};
     float old[NTW][4];  // with a Load: the destination's values, read before the products
     if constexpr (kPreload) {
@@ -257,18 +261,22 @@ __device__ __forceinline__ void strips(int m, int n, int k1, Operand A1, Operand
 // time; then store(i, j, value, old). The same tasks, threads and order as block_mma (below), which is
 // this with nothing read first (NoPreload) and store(i, j, value).
 // LDSM: the operands may be read with ldmatrix (strip_product says when and what it requires).
-template <bool SPLIT, bool LDSM = false, class Load, class Store>
+// NW: the block's warps where the caller knows them at compile time (0: blockDim.x / 32). With NW and
+// the shapes constant, the choice of task width, the task loop and the bounds checks fold away, so
+// only one of the six forms of the product is compiled per call (the TTT-MLP backward's compile-time
+// instance was 474 KB of code with all six, more than the instruction cache holds).
+template <bool SPLIT, bool LDSM = false, int NW = 0, class Load, class Store>
 __device__ __forceinline__ void block_mma_rmw(int m, int n, int k1, Operand A1, Operand B1,
                                               float a1, int k2, Operand A2, Operand B2, float a2,
                                               Load load, Store store) {
-  const int nwarps = blockDim.x >> 5;
+  const int nwarps = NW ? NW : int(blockDim.x >> 5);
   const int MT = (m + 15) >> 4, NT = (n + 7) >> 3;
   if (MT * ((NT + 3) / 4) >= nwarps)
-    mma_detail::strips<SPLIT, 4, LDSM>(m, n, k1, A1, B1, a1, k2, A2, B2, a2, store, load);
+    mma_detail::strips<SPLIT, 4, LDSM, NW>(m, n, k1, A1, B1, a1, k2, A2, B2, a2, store, load);
   else if (MT * ((NT + 1) / 2) >= nwarps)
-    mma_detail::strips<SPLIT, 2, LDSM>(m, n, k1, A1, B1, a1, k2, A2, B2, a2, store, load);
+    mma_detail::strips<SPLIT, 2, LDSM, NW>(m, n, k1, A1, B1, a1, k2, A2, B2, a2, store, load);
   else
-    mma_detail::strips<SPLIT, 1, LDSM>(m, n, k1, A1, B1, a1, k2, A2, B2, a2, store, load);
+    mma_detail::strips<SPLIT, 1, LDSM, NW>(m, n, k1, A1, B1, a1, k2, A2, B2, a2, store, load);
 }
 
 // The whole block computes  R = α₁·A₁B₁ (+ α₂·A₂B₂)  for R of m × n (A₁: m × k1, B₁: k1 × n; the
@@ -279,17 +287,18 @@ __device__ __forceinline__ void block_mma_rmw(int m, int n, int k1, Operand A1, 
 // be written during the call; what store() writes must not be read by other threads before a barrier.
 // Two calls with the same (m, n) give every element to the same thread, so a store may read what the
 // previous call's store wrote at the same (i, j) without a barrier.
-template <bool SPLIT, bool LDSM = false, class Store>
+template <bool SPLIT, bool LDSM = false, int NW = 0, class Store>
 __device__ __forceinline__ void block_mma(int m, int n, int k1, Operand A1, Operand B1, float a1,
                                           int k2, Operand A2, Operand B2, float a2, Store store) {
-  block_mma_rmw<SPLIT, LDSM>(m, n, k1, A1, B1, a1, k2, A2, B2, a2, mma_detail::NoPreload{}, store);
+  block_mma_rmw<SPLIT, LDSM, NW>(m, n, k1, A1, B1, a1, k2, A2, B2, a2, mma_detail::NoPreload{},
+                                 store);
 }
 
 // One product only.
-template <bool SPLIT, bool LDSM = false, class Store>
+template <bool SPLIT, bool LDSM = false, int NW = 0, class Store>
 __device__ __forceinline__ void block_mma(int m, int n, int k, Operand A, Operand B, float alpha,
                                           Store store) {
-  block_mma<SPLIT, LDSM>(m, n, k, A, B, alpha, 0, A, B, 0.0f, store);
+  block_mma<SPLIT, LDSM, NW>(m, n, k, A, B, alpha, 0, A, B, 0.0f, store);
 }
 
 // ---- m16 register tiles: the TTT-Linear forward's and fused backward's design --------------------
