@@ -21,7 +21,7 @@
 // every shape, stride, loop bound, split-k count and buffer offset as a constant, reads the states
 // where they are (the checkpoint, then the slots the recomputation writes) instead of copying them
 // into W1, W2 every mini-batch, and reads the old values of its read-modify-writes of global memory
-// (the carry's updates, the recomputation's commits) before their products (block_mma_rmw), and
+// (the carry's updates, the recomputation's commits) before their products (block_mma_accumulate), and
 // reads its shared-memory buffers as shared memory: LDS, and ldmatrix for the operands that allow it
 // (its block_mma and splitk_mma calls pass kLdsm). Every block_mma call passes the block's warp
 // count (kWarps) so that, with the shapes constant, each call compiles to one form of its product:
@@ -99,68 +99,58 @@ __device__ __forceinline__ float gelu_tanh_grad2(float x) {
   return sech2 * du - x * t * sech2 * du * du + 0.5f * x * sech2 * d2u;
 }
 
-// Split-k products (as the fused forward, ttt_mlp_forward.cu): the 16-row products with a long k (k = 4d) have only n/8 output
-// tiles, so block_mma would give them to n/8 warps that each walk all of k. Here the k range is cut
-// into S slices so that tiles × S ≈ 16 warp tasks; every task writes its α-scaled partial tile to
+// Split-k products: the 16-row products with a long k (k = 4d) have only n/8 output tiles, so
+// block_mma would give them to n/8 warps that each walk all of k. Here the k range is cut into S
+// slices so that tasks × S ≈ 16 warp tasks; every task writes its α-scaled partial tile to
 // part[(s·m + i)·n + j] (all S slices are written, zeros for an empty one), and the consumer sums
 // the slices in a fixed order (psum) after a barrier, usually inside the next phase's element-wise
-// or row work (no barrier of its own). k1 + k2: the optional second product continues the k range.
-__device__ __forceinline__ int splitk_slices(int m, int n, int k, std::size_t cap) {
-  const int tiles = ((m + 15) >> 4) * ((n + 7) >> 3);
-  int S = min(max(1, kWarps / tiles), max(1, (k + 31) / 32));
+// or row work (no barrier of its own). NTW: n-tiles per task. With NTW = 2 and kLdsm, a row-major B
+// is read in column pairs (strip_product's npair: half the loads of B, which at d = 64 is the state
+// or the carry in global memory); splitk_slices must be given the same NTW.
+__device__ __forceinline__ int splitk_slices(int m, int n, int k, std::size_t cap, int ntw = 1) {
+  const int tasks = ((m + 15) >> 4) * ((n + 8 * ntw - 1) / (8 * ntw));
+  int S = min(max(1, kWarps / tasks), max(1, (k + 31) / 32));
   while (S > 1 && std::size_t(S) * m * n > cap) --S;
   return S;
 }
 
-template <bool kSplit, bool kLdsm>
-__device__ __forceinline__ void splitk_mma(int m, int n, int S, int k1, Operand A1, Operand B1,
-                                           float a1, int k2, Operand A2, Operand B2, float a2,
-                                           float* part) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-  const int MT = (m + 15) >> 4, NT = (n + 7) >> 3, K = k1 + k2;
-  const int ks = ((K + S - 1) / S + 31) & ~31;
-  const bool whole = m % 16 == 0 && n % 8 == 0;  // a constant where m and n are (as in strips)
-  for (int task = warp; task < MT * NT * S; task += kWarps) {
-    const int sl = task / (MT * NT), tile = task % (MT * NT);
-    const int i0 = (tile / NT) * 16, j0 = (tile % NT) * 8;
-    const bool inside = whole || (i0 + 16 <= m && j0 + 8 <= n);
-    const int lo = min(K, sl * ks), hi = min(K, lo + ks);
-    float c1[4][1][4] = {}, c2[4][1][4] = {};
-    const int l1 = max(0, min(hi, k1) - lo);
-    if (l1 > 0) {
-      const Operand A{A1.p + lo * A1.cs, A1.rs, A1.cs}, B{B1.p + lo * B1.rs, B1.rs, B1.cs};
-      if (inside && l1 % 32 == 0)
-        mma_detail::strip_product<kSplit, 1, 4, false, kLdsm>(c1, m, n, l1, A, B, i0, j0, g, t);
-      else
-        mma_detail::strip_product<kSplit, 1, 4, true>(c1, m, n, l1, A, B, i0, j0, g, t);
-    }
-    const int lo2 = max(lo, k1), l2 = max(0, hi - lo2);
-    if (l2 > 0) {
-      const int o = lo2 - k1;
-      const Operand A{A2.p + o * A2.cs, A2.rs, A2.cs}, B{B2.p + o * B2.rs, B2.rs, B2.cs};
-      if (inside && l2 % 32 == 0)
-        mma_detail::strip_product<kSplit, 1, 4, false, kLdsm>(c2, m, n, l2, A, B, i0, j0, g, t);
-      else
-        mma_detail::strip_product<kSplit, 1, 4, true>(c2, m, n, l2, A, B, i0, j0, g, t);
-    }
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int i = e < 2 ? i0 + g : i0 + g + 8, j = j0 + 2 * t + (e & 1);
-      float v1 = 0.0f, v2 = 0.0f;
-#pragma unroll
-      for (int a = 0; a < 4; ++a) {
-        v1 += c1[a][0][e];
-        v2 += c2[a][0][e];
-      }
-      if (i < m && j < n) part[(sl * m + i) * n + j] = a1 * v1 + a2 * v2;
-    }
-  }
-}
-
-template <bool kSplit, bool kLdsm>
+template <bool kSplit, bool kLdsm, int NTW = 1>
 __device__ __forceinline__ void splitk_mma(int m, int n, int S, int k, Operand A, Operand B,
                                            float alpha, float* part) {
-  splitk_mma<kSplit, kLdsm>(m, n, S, k, A, B, alpha, 0, A, B, 0.0f, part);
+  constexpr int ACC = 4 / NTW;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const int MT = (m + 15) >> 4, NT = (n + 8 * NTW - 1) / (8 * NTW);
+  const int ks = ((k + S - 1) / S + 31) & ~31;
+  const bool whole =
+      m % 16 == 0 && n % (8 * NTW) == 0;  // a constant where m and n are (as in strips)
+  for (int task = warp; task < MT * NT * S; task += kWarps) {
+    const int sl = task / (MT * NT), tile = task % (MT * NT);
+    const int i0 = (tile / NT) * 16, j0 = (tile % NT) * 8 * NTW;
+    const bool inside = whole || (i0 + 16 <= m && j0 + 8 * NTW <= n);
+    const int lo = min(k, sl * ks), l = min(k, lo + ks) - lo;
+    const bool fast = inside && l % 32 == 0;
+    const bool npair = kLdsm && NTW % 2 == 0 && fast && B.cs == 1;
+    float c[ACC][NTW][4] = {};
+    if (l > 0) {
+      const Operand As{A.p + lo * A.cs, A.rs, A.cs}, Bs{B.p + lo * B.rs, B.rs, B.cs};
+      if (fast)
+        mma_detail::strip_product<kSplit, NTW, ACC, false, kLdsm>(c, m, n, l, As, Bs, i0, j0, g, t,
+                                                                  npair);
+      else
+        mma_detail::strip_product<kSplit, NTW, ACC, true>(c, m, n, l, As, Bs, i0, j0, g, t);
+    }
+#pragma unroll
+    for (int u = 0; u < NTW; ++u)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int i = e < 2 ? i0 + g : i0 + g + 8;
+        const int j = npair ? mma_detail::pair_column(j0, u, t, e) : j0 + 8 * u + 2 * t + (e & 1);
+        float v = 0.0f;
+#pragma unroll
+        for (int a = 0; a < ACC; ++a) v += c[a][u][e];
+        if (i < m && j < n) part[(sl * m + i) * n + j] = alpha * v;
+      }
+  }
 }
 
 // Σ over the S slices of element (i, j), in slice order.
@@ -266,6 +256,9 @@ __device__ __forceinline__ void advance(const MlpBwdParams& p, const Bufs& s, st
   // products may read them with ldmatrix.
   constexpr bool kLdsm = kD != 0;
   if constexpr (kD != 0) assume_global(s.W1, s.W2, W1n, W2n);
+  // The split-k products whose B is row-major (the state W2 or the carry dW2) read it in column
+  // pairs in this instance: two n-tiles per task.
+  constexpr int kPairs = kLdsm ? 2 : 1;
   for (int i = tid; i < b * d; i += kThreads) {
     const int r = i / d, c = i % d;
     const std::size_t g = seq0 + std::size_t(t0 + r) * rs + c;
@@ -282,9 +275,9 @@ __device__ __forceinline__ void advance(const MlpBwdParams& p, const Bufs& s, st
                                      s.X2[i * ldh + j] = gelu_tanh(z);
                                    });
   __syncthreads();
-  const int Sz = splitk_slices(b, d, hd, std::size_t(b) * ldh);
-  splitk_mma<kSplit, kLdsm>(b, d, Sz, hd, op(s.X2, ldh), op(s.W2, lw2), 1.0f,
-                            s.T1);  // Z2 − b2, partials
+  const int Sz = splitk_slices(b, d, hd, std::size_t(b) * ldh, kPairs);
+  splitk_mma<kSplit, kLdsm, kPairs>(b, d, Sz, hd, op(s.X2, ldh), op(s.W2, lw2), 1.0f,
+                                    s.T1);  // Z2 − b2, partials
   __syncthreads();
   for (int r = warp; r < b; r += kWarps) {
     for (int c = lane; c < d; c += 32) s.Z2[r * ldd + c] = psum(s.T1, Sz, b, d, r, c) + s.b2[c];
@@ -307,14 +300,10 @@ __device__ __forceinline__ void advance(const MlpBwdParams& p, const Bufs& s, st
   const float tb = s.tau[b - 1];
   const float* W1 = s.W1;
   const float* W2 = s.W2;
-  block_mma_rmw<kSplit, kLdsm, kWarps>(
-      d, hd, b, op_t(s.K, ldd), op(s.G1, ldh), 1.0f, 0, Operand{}, Operand{}, 0.0f,
-      [&](int i, int j) { return W1[i * lw1 + j]; },
-      [&](int i, int j, float v, float old) { W1n[i * lw1 + j] = old - tb * v; });
-  block_mma_rmw<kSplit, kLdsm, kWarps>(
-      hd, d, b, op_t(s.X2, ldh), op(s.G2, ldd), 1.0f, 0, Operand{}, Operand{}, 0.0f,
-      [&](int i, int j) { return W2[i * lw2 + j]; },
-      [&](int i, int j, float v, float old) { W2n[i * lw2 + j] = old - tb * v; });
+  block_mma_accumulate<kSplit, kLdsm, kWarps>(d, hd, b, op_t(s.K, ldd), op(s.G1, ldh), -tb, 0, {},
+                                              {}, 0.0f, 0, {}, {}, Accumulate{W1, W1n, lw1});
+  block_mma_accumulate<kSplit, kLdsm, kWarps>(hd, d, b, op_t(s.X2, ldh), op(s.G2, ldd), -tb, 0, {},
+                                              {}, 0.0f, 0, {}, {}, Accumulate{W2, W2n, lw2});
   if (p.bias) {
     for (int c = tid; c < hd; c += kThreads) {
       float acc = 0.0f;
@@ -340,6 +329,7 @@ __device__ __forceinline__ void chunk(const MlpBwdParams& p, const Bufs& s, std:
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   constexpr bool kLdsm = kD != 0;  // as in advance
   if constexpr (kD != 0) assume_global(s.W1, s.W2, s.dW1, s.dW2);
+  constexpr int kPairs = kLdsm ? 2 : 1;  // as in advance
   const bool full = m == b;
   const float one = p.bias ? 1.0f : 0.0f;
   const float tb = s.tau[b - 1];
@@ -363,8 +353,8 @@ __device__ __forceinline__ void chunk(const MlpBwdParams& p, const Bufs& s, std:
   __syncthreads();
 
   // X2 W2 (split-k partials in T1);  C1 ← tril(C1 + 1), M1 = E ⊙ C1;  dK = 0.
-  const int Sz2 = splitk_slices(m, d, hd, cap_h);
-  splitk_mma<kSplit, kLdsm>(m, d, Sz2, hd, op(s.X2, ldh), op(s.W2, lw2), 1.0f, s.T1);
+  const int Sz2 = splitk_slices(m, d, hd, cap_h, kPairs);
+  splitk_mma<kSplit, kLdsm, kPairs>(m, d, Sz2, hd, op(s.X2, ldh), op(s.W2, lw2), 1.0f, s.T1);
   for (int i = tid; i < m * m; i += kThreads) {
     const int r = i / m, j = i % m;
     const float cv = j <= r ? s.C1[r * ldb + j] + one : 0.0f;
@@ -401,9 +391,9 @@ __device__ __forceinline__ void chunk(const MlpBwdParams& p, const Bufs& s, std:
   __syncthreads();
 
   // X̄2 X2ᵀ and X̄2 W2 as split-k partials (in dZb1 and dX2, both written later).
-  const int Sc2 = splitk_slices(m, m, hd, cap_h), Szb2 = splitk_slices(m, d, hd, cap_h);
+  const int Sc2 = splitk_slices(m, m, hd, cap_h), Szb2 = splitk_slices(m, d, hd, cap_h, kPairs);
   splitk_mma<kSplit, kLdsm>(m, m, Sc2, hd, op(s.Xb2, ldh), op_t(s.X2, ldh), 1.0f, s.dZb1);
-  splitk_mma<kSplit, kLdsm>(m, d, Szb2, hd, op(s.Xb2, ldh), op(s.W2, lw2), 1.0f, s.dX2);
+  splitk_mma<kSplit, kLdsm, kPairs>(m, d, Szb2, hd, op(s.Xb2, ldh), op(s.W2, lw2), 1.0f, s.dX2);
   __syncthreads();
 
   // C2 = tril(X̄2 X2ᵀ + 1), M2 = E ⊙ C2.
@@ -430,9 +420,9 @@ __device__ __forceinline__ void chunk(const MlpBwdParams& p, const Bufs& s, std:
   // dM2 = −dZ̄2 G2ᵀ;  (full) T2 = X2 dW2' (split-k partials in dG1, written later), T1 = K dW1'.
   block_mma<kSplit, kLdsm, kWarps>(m, m, d, op(s.Zb2, ldd), op_t(s.G2, ldd), -1.0f,
                                    [&](int i, int j, float v) { s.dM[i * ldb + j] = v; });
-  const int St2 = splitk_slices(m, d, hd, cap_h);
+  const int St2 = splitk_slices(m, d, hd, cap_h, kPairs);
   if (full) {
-    splitk_mma<kSplit, kLdsm>(m, d, St2, hd, op(s.X2, ldh), op(s.dW2, ldd), 1.0f, s.dG1);
+    splitk_mma<kSplit, kLdsm, kPairs>(m, d, St2, hd, op(s.X2, ldh), op(s.dW2, ldd), 1.0f, s.dG1);
     block_mma<kSplit, kLdsm, kWarps>(m, hd, d, op(s.K, ldd), op(s.dW1, ldh), 1.0f,
                                      [&](int i, int j, float v) { s.T1[i * ldh + j] = v; });
   }
@@ -521,9 +511,9 @@ __device__ __forceinline__ void chunk(const MlpBwdParams& p, const Bufs& s, std:
                                    [&](int i, int j, float v) { s.dQ[i * ldd + j] += v; });
   block_mma<kSplit, kLdsm, kWarps>(m, d, m, op_t(s.dC, ldb), op(s.Q, ldd), 1.0f,
                                    [&](int i, int j, float v) { s.dK[i * ldd + j] += v; });
-  const int Sg2 = splitk_slices(m, d, hd, cap_h);
-  splitk_mma<kSplit, kLdsm>(m, d, Sg2, hd, op(s.dG1, ldh), op(s.W2, lw2), 1.0f,
-                            s.Zb1);  // dP1 W2, partials
+  const int Sg2 = splitk_slices(m, d, hd, cap_h, kPairs);
+  splitk_mma<kSplit, kLdsm, kPairs>(m, d, Sg2, hd, op(s.dG1, ldh), op(s.W2, lw2), 1.0f,
+                                    s.Zb1);  // dP1 W2, partials
   for (int i = tid; i < m; i += kThreads) {
     float dt = 0.0f, dl = 0.0f;
     for (int j = 0; j <= i; ++j) dt += s.dE[i * ldb + j] * s.lam[j];
@@ -557,27 +547,21 @@ __device__ __forceinline__ void chunk(const MlpBwdParams& p, const Bufs& s, std:
     block_loss_grad_param_backward(s.dG2, s.Z2, s.R, s.mu, s.rstd, m, d, ldd,
                                    p.gamma + std::size_t(h) * d, p.beta + std::size_t(h) * d,
                                    s.dgam, s.dbet, tid, kThreads);
-  // The carry's updates read its old values before their products (block_mma_rmw): at d = 64 the
-  // carry is in global memory, and reading each value after the products put an L2 round trip per
-  // element on the path.
-  block_mma_rmw<kSplit, kLdsm, kWarps>(
-      hd, d, m, op_t(s.Xb2, ldh), op(s.Zb2, ldd), 1.0f, m, op_t(s.X2, ldh), op(s.Xh, ldd), 1.0f,
-      [&](int i, int j) { return full ? s.dW2[i * ldd + j] : 0.0f; },
-      [&](int i, int j, float v, float old) { s.dW2[i * ldd + j] = old + v; });
-  block_mma_rmw<kSplit, kLdsm, kWarps>(
-      hd, d, m, op_t(s.dG1, ldh), op(s.G2, ldd), 1.0f, 0, Operand{}, Operand{}, 0.0f,
-      [&](int i, int j) { return s.dW2[i * ldd + j]; },
-      [&](int i, int j, float v, float old) { s.dW2[i * ldd + j] = old + v; });
+  // The carry's updates read its old values before their products, in column pairs
+  // (block_mma_accumulate): at d = 64 the carry is in global memory, and reading each value after the
+  // products put an L2 round trip per element on the path. dW2's three products in one pass.
+  block_mma_accumulate<kSplit, kLdsm, kWarps>(
+      hd, d, m, op_t(s.Xb2, ldh), op(s.Zb2, ldd), 1.0f, m, op_t(s.X2, ldh), op(s.Xh, ldd), 1.0f, m,
+      op_t(s.dG1, ldh), op(s.G2, ldd), Accumulate{full ? s.dW2 : nullptr, s.dW2, ldd});
   block_carry_colsum(s.db2, s.Zb2, s.Xh, ldd, m, d, full, tid, kThreads);
   __syncthreads();
 
   // dZ1 W1ᵀ (split-k partials in Z̄1's buffer, summed at the copy-out);  the carry dW1, db1.
   const int Sk2 = splitk_slices(m, d, hd, cap_h);
   splitk_mma<kSplit, kLdsm>(m, d, Sk2, hd, op(s.T1, ldh), op_t(s.W1, lw1), 1.0f, s.Zb1);
-  block_mma_rmw<kSplit, kLdsm, kWarps>(
-      d, hd, m, op_t(s.Q, ldd), op(s.dZb1, ldh), 1.0f, m, op_t(s.K, ldd), op(s.T1, ldh), 1.0f,
-      [&](int i, int j) { return full ? s.dW1[i * ldh + j] : 0.0f; },
-      [&](int i, int j, float v, float old) { s.dW1[i * ldh + j] = old + v; });
+  block_mma_accumulate<kSplit, kLdsm, kWarps>(d, hd, m, op_t(s.Q, ldd), op(s.dZb1, ldh), 1.0f, m,
+                                              op_t(s.K, ldd), op(s.T1, ldh), 1.0f, 0, {}, {},
+                                              Accumulate{full ? s.dW1 : nullptr, s.dW1, ldh});
   block_carry_colsum(s.db1, s.dZb1, s.T1, ldh, m, hd, full, tid, kThreads);
   __syncthreads();
   // Copy-out with dK += dZ1 W1ᵀ − dR (residual); the next mini-batch's first writes to s.dQ, s.dK

@@ -92,6 +92,12 @@ __device__ __forceinline__ void ldsm_x2(uint32_t (&r)[2], uint32_t row) {
                : "r"(row));
 }
 
+// The column of element e (the C fragment's order) of n-tile u when B was read in column pairs
+// (strip_product's NPAIR): fragment column 2t + (e & 1) of the pair (u & ~1, u | 1).
+__device__ __forceinline__ int pair_column(int j0, int u, int t, int e) {
+  return j0 + 8 * (u & ~1) + 4 * t + 2 * (e & 1) + (u & 1);
+}
+
 // One warp task of block_mma: rows i0..i0+15, NTW n-tiles from column j0, one product over k. The
 // k-steps go round-robin to ACC accumulator sets, so that NTW·ACC independent mma chains are in flight.
 // CHECK: zero-pad rows, columns and k beyond the matrix (partial tiles); without it every index is
@@ -100,9 +106,14 @@ __device__ __forceinline__ void ldsm_x2(uint32_t (&r)[2], uint32_t row) {
 // so is B wherever it is in shared memory): a row-major A (cs = 1) is read with one ldmatrix.x4 per
 // k-step instead of four scalar loads, and a B in shared memory with rs = 1 (a transposed operand)
 // with one ldmatrix per two n-tiles; fewer shared-memory instructions, the same values.
+// npair (only without CHECK, NTW even, B row-major: cs = 1, its rows 8-byte aligned): B is read as
+// 8-byte pairs of neighbouring columns, the first for n-tile u and the second for u + 1 (u even), so
+// tile u's fragment column c is column j0 + 8u + 2c and tile u + 1's is j0 + 8u + 2c + 1 (pair_column
+// gives the column); half the B loads. The caller stores the result by those columns.
 template <bool SPLIT, int NTW, int ACC, bool CHECK, bool LDSM = false>
 __device__ __forceinline__ void strip_product(float (&c)[ACC][NTW][4], int m, int n, int k,
-                                              Operand A, Operand B, int i0, int j0, int g, int t) {
+                                              Operand A, Operand B, int i0, int j0, int g, int t,
+                                              bool npair = false) {
   const int r0 = i0 + g, r1 = r0 + 8;
   const float* a0p = A.p + r0 * A.rs;
   const float* a1p = A.p + r1 * A.rs;
@@ -153,8 +164,16 @@ __device__ __forceinline__ void strip_product(float (&c)[ACC][NTW][4], int m, in
       tf32_parts<SPLIT>(x3, ah[3], al[3]);
       const float* bap = B.p + ka * B.rs;
       const float* bbp = B.p + kb * B.rs;
-      uint32_t bm[NTW][2] = {};  // with b_ldsm: the B fragments of this k-step
-      if (b_ldsm) {
+      uint32_t bm[NTW][2] = {};  // with b_ldsm or npair: the B fragments of this k-step
+      if (!CHECK && npair) {
+#pragma unroll
+        for (int u = 0; u + 1 < NTW; u += 2) {
+          const float2 p0 = *reinterpret_cast<const float2*>(bap + j0 + 8 * u + 2 * g);
+          const float2 p1 = *reinterpret_cast<const float2*>(bbp + j0 + 8 * u + 2 * g);
+          bm[u][0] = __float_as_uint(p0.x), bm[u + 1][0] = __float_as_uint(p0.y);
+          bm[u][1] = __float_as_uint(p1.x), bm[u + 1][1] = __float_as_uint(p1.y);
+        }
+      } else if (b_ldsm) {
 #pragma unroll
         for (int u = 0; u + 1 < NTW; u += 2) {
           uint32_t r[4];
@@ -170,7 +189,7 @@ __device__ __forceinline__ void strip_product(float (&c)[ACC][NTW][4], int m, in
         if (CHECK) {
           y0 = ka < k && cb < n ? bap[cb * B.cs] : 0.0f;
           y1 = kb < k && cb < n ? bbp[cb * B.cs] : 0.0f;
-        } else if (b_ldsm) {
+        } else if (b_ldsm || npair) {
           y0 = __uint_as_float(bm[u][0]);
           y1 = __uint_as_float(bm[u][1]);
         } else {
@@ -190,16 +209,31 @@ __device__ __forceinline__ void strip_product(float (&c)[ACC][NTW][4], int m, in
   }
 }
 
-// The default of strips' Load: nothing is read before the products.
-struct NoPreload {
-  __device__ float operator()(int, int) const { return 0.0f; }
+// strips' Load for block_mma: nothing is read before the products.
+struct NoPreload {};
+
+}  // namespace mma_detail
+
+// The destination of block_mma_accumulate: element (i, j) of dst becomes src(i, j) + value, or value
+// where src is null; src may be dst. Both have leading dimension ld (even) and 8-byte aligned rows, so
+// the old values are read and the new ones written as pairs of neighbouring columns.
+struct Accumulate {
+  const float* src;
+  float* dst;
+  int ld;
 };
 
+namespace mma_detail {
+
+// The tasks of block_mma and block_mma_accumulate (below). Load: NoPreload (each value handed to
+// store(i, j, value)) or Accumulate (store unused). k3 > 0: a third product A3·B3, accumulated with the
+// second and scaled by a2.
 template <bool SPLIT, int NTW, bool LDSM, int NW, class Store, class Load = NoPreload>
 __device__ __forceinline__ void strips(int m, int n, int k1, Operand A1, Operand B1, float a1,
                                        int k2, Operand A2, Operand B2, float a2, Store& store,
-                                       Load load = {}) {
-  constexpr bool kPreload = !std::is_same_v<Load, NoPreload>;
+                                       Load load = {}, int k3 = 0, Operand A3 = {},
+                                       Operand B3 = {}) {
+  constexpr bool kAccumulate = std::is_same_v<Load, Accumulate>;
   constexpr int ACC = 4 / NTW;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int nwarps = NW ? NW : int(blockDim.x >> 5);
@@ -211,43 +245,84 @@ __device__ __forceinline__ void strips(int m, int n, int k1, Operand A1, Operand
   for (int task = warp; task < MT * NS; task += nwarps) {
     const int i0 = (task / NS) * 16, j0 = (task % NS) * 8 * NTW;
     const bool inside = whole || (i0 + 16 <= m && j0 + 8 * NTW <= n);
+    const bool fast1 = inside && k1 % (8 * ACC) == 0, fast2 = inside && k2 % (8 * ACC) == 0,
+               fast3 = inside && k3 % (8 * ACC) == 0;
+    // Column pairs (strip_product's npair) where every product of the task reads a row-major B on
+    // the fast path, since the products' tiles are summed element by element.
+    const bool npair = LDSM && NTW % 2 == 0 && fast1 && B1.cs == 1 &&
+                       (k2 == 0 || (fast2 && B2.cs == 1)) && (k3 == 0 || (fast3 && B3.cs == 1));
+    auto column = [&](int u, int e) {
+      return npair ? pair_column(j0, u, t, e) : j0 + 8 * u + 2 * t + (e & 1);
+    };
+    // With Accumulate: element (u, e) and the one in the next column, (u + 1, e) with column pairs
+    // and (u, e + 1) without; `first` marks the left one of each such pair.
+    auto first = [&](int u, int e) { return npair ? u % 2 == 0 : e % 2 == 0; };
     float c1[ACC][NTW][4] = {}, c2[ACC][NTW][4] = {};
-    float old[NTW][4];  // with a Load: the destination's values, read before the products
-    if constexpr (kPreload) {
+    float old[NTW][4];  // with Accumulate: the old values, read before the products
+    if constexpr (kAccumulate) {
 #pragma unroll
       for (int u = 0; u < NTW; ++u)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const int i = e < 2 ? i0 + g : i0 + g + 8, j = j0 + 8 * u + 2 * t + (e & 1);
-          old[u][e] = i < m && j < n ? load(i, j) : 0.0f;
+          if (!first(u, e)) continue;
+          const int un = npair ? u + 1 : u, en = npair ? e : e + 1;
+          const int i = e < 2 ? i0 + g : i0 + g + 8, j = column(u, e);
+          const float* p = load.src + std::size_t(i) * load.ld + j;
+          if (load.src && i < m && j + 1 < n) {
+            const float2 o = *reinterpret_cast<const float2*>(p);
+            old[u][e] = o.x, old[un][en] = o.y;
+          } else {
+            old[u][e] = load.src && i < m && j < n ? p[0] : 0.0f;
+            old[un][en] = load.src && i < m && j + 1 < n ? p[1] : 0.0f;
+          }
         }
     }
-    if (inside && k1 % (8 * ACC) == 0)
-      strip_product<SPLIT, NTW, ACC, false, LDSM>(c1, m, n, k1, A1, B1, i0, j0, g, t);
+    if (fast1)
+      strip_product<SPLIT, NTW, ACC, false, LDSM>(c1, m, n, k1, A1, B1, i0, j0, g, t, npair);
     else
       strip_product<SPLIT, NTW, ACC, true>(c1, m, n, k1, A1, B1, i0, j0, g, t);
     if (k2 > 0) {
-      if (inside && k2 % (8 * ACC) == 0)
-        strip_product<SPLIT, NTW, ACC, false, LDSM>(c2, m, n, k2, A2, B2, i0, j0, g, t);
+      if (fast2)
+        strip_product<SPLIT, NTW, ACC, false, LDSM>(c2, m, n, k2, A2, B2, i0, j0, g, t, npair);
       else
         strip_product<SPLIT, NTW, ACC, true>(c2, m, n, k2, A2, B2, i0, j0, g, t);
     }
+    if (k3 > 0) {
+      if (fast3)
+        strip_product<SPLIT, NTW, ACC, false, LDSM>(c2, m, n, k3, A3, B3, i0, j0, g, t, npair);
+      else
+        strip_product<SPLIT, NTW, ACC, true>(c2, m, n, k3, A3, B3, i0, j0, g, t);
+    }
+    float val[NTW][4];
 #pragma unroll
     for (int u = 0; u < NTW; ++u)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int i = e < 2 ? i0 + g : i0 + g + 8, j = j0 + 8 * u + 2 * t + (e & 1);
         float v1 = 0.0f, v2 = 0.0f;
 #pragma unroll
         for (int s = 0; s < ACC; ++s) {
           v1 += c1[s][u][e];
           v2 += c2[s][u][e];
         }
-        if (i < m && j < n) {
-          if constexpr (kPreload)
-            store(i, j, a1 * v1 + a2 * v2, old[u][e]);
-          else
-            store(i, j, a1 * v1 + a2 * v2);
+        val[u][e] = a1 * v1 + a2 * v2;
+      }
+#pragma unroll
+    for (int u = 0; u < NTW; ++u)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int i = e < 2 ? i0 + g : i0 + g + 8, j = column(u, e);
+        if constexpr (kAccumulate) {
+          if (!first(u, e)) continue;
+          const int un = npair ? u + 1 : u, en = npair ? e : e + 1;
+          float* p = load.dst + std::size_t(i) * load.ld + j;
+          const float x = old[u][e] + val[u][e], y = old[un][en] + val[un][en];
+          if (i < m && j + 1 < n) {
+            *reinterpret_cast<float2*>(p) = make_float2(x, y);
+          } else if (i < m && j < n) {
+            p[0] = x;
+          }
+        } else if (i < m && j < n) {
+          store(i, j, val[u][e]);
         }
       }
   }
@@ -255,43 +330,61 @@ __device__ __forceinline__ void strips(int m, int n, int k1, Operand A1, Operand
 
 }  // namespace mma_detail
 
-// block_mma for a destination that is read and written (an accumulation into memory that may be far
-// away, as global memory is): load(i, j) reads each element of a task before the task's products, so
-// the reads' latency overlaps the mma chains instead of following the last of them one element at a
-// time; then store(i, j, value, old). The same tasks, threads and order as block_mma (below), which is
-// this with nothing read first (NoPreload) and store(i, j, value).
-// LDSM: the operands may be read with ldmatrix (strip_product says when and what it requires).
-// NW: the block's warps where the caller knows them at compile time (0: blockDim.x / 32). With NW and
-// the shapes constant, the choice of task width, the task loop and the bounds checks fold away, so
-// only one of the six forms of the product is compiled per call (the TTT-MLP backward's compile-time
-// instance was 474 KB of code with all six, more than the instruction cache holds).
-template <bool SPLIT, bool LDSM = false, int NW = 0, class Load, class Store>
-__device__ __forceinline__ void block_mma_rmw(int m, int n, int k1, Operand A1, Operand B1,
-                                              float a1, int k2, Operand A2, Operand B2, float a2,
-                                              Load load, Store store) {
+namespace mma_detail {
+
+// Picks the task width for block_mma and block_mma_accumulate: w = 4, 2 or 1 n-tiles, the widest that
+// still gives every warp a task. NW: the block's warps where the caller knows them at compile time
+// (0: blockDim.x / 32). With NW and the shapes constant, the choice of width, the task loop and the
+// bounds checks fold away, so only one of the six forms of the product is compiled per call (the
+// TTT-MLP backward's compile-time instance was 474 KB of code with all six, more than the
+// instruction cache holds).
+template <bool SPLIT, bool LDSM, int NW, class Store, class Load>
+__device__ __forceinline__ void block_tasks(int m, int n, int k1, Operand A1, Operand B1, float a1,
+                                            int k2, Operand A2, Operand B2, float a2, int k3,
+                                            Operand A3, Operand B3, Store& store, Load load) {
   const int nwarps = NW ? NW : int(blockDim.x >> 5);
   const int MT = (m + 15) >> 4, NT = (n + 7) >> 3;
   if (MT * ((NT + 3) / 4) >= nwarps)
-    mma_detail::strips<SPLIT, 4, LDSM, NW>(m, n, k1, A1, B1, a1, k2, A2, B2, a2, store, load);
+    strips<SPLIT, 4, LDSM, NW>(m, n, k1, A1, B1, a1, k2, A2, B2, a2, store, load, k3, A3, B3);
   else if (MT * ((NT + 1) / 2) >= nwarps)
-    mma_detail::strips<SPLIT, 2, LDSM, NW>(m, n, k1, A1, B1, a1, k2, A2, B2, a2, store, load);
+    strips<SPLIT, 2, LDSM, NW>(m, n, k1, A1, B1, a1, k2, A2, B2, a2, store, load, k3, A3, B3);
   else
-    mma_detail::strips<SPLIT, 1, LDSM, NW>(m, n, k1, A1, B1, a1, k2, A2, B2, a2, store, load);
+    strips<SPLIT, 1, LDSM, NW>(m, n, k1, A1, B1, a1, k2, A2, B2, a2, store, load, k3, A3, B3);
 }
+
+}  // namespace mma_detail
 
 // The whole block computes  R = α₁·A₁B₁ (+ α₂·A₂B₂)  for R of m × n (A₁: m × k1, B₁: k1 × n; the
 // optional second product has k2 > 0) and hands every element to store(i, j, value); each element
-// exactly once, by one thread. Warps take tasks of 16 rows × 8·w columns in turn (w = 4, 2 or 1 n-tiles,
-// the widest that still gives every warp a task): the A fragment of a k-step is loaded and split once
-// for the w products. Partial tiles are zero-padded on load and masked on store. The operands must not
-// be written during the call; what store() writes must not be read by other threads before a barrier.
-// Two calls with the same (m, n) give every element to the same thread, so a store may read what the
-// previous call's store wrote at the same (i, j) without a barrier.
+// exactly once, by one thread. Warps take tasks of 16 rows × 8·w columns in turn (w: block_tasks): the
+// A fragment of a k-step is loaded and split once for the w products. Partial tiles are zero-padded on
+// load and masked on store. The operands must not be written during the call; what store() writes
+// must not be read by other threads before a barrier. Two calls with the same (m, n) give every
+// element to the same thread, so a store may read what the previous call's store wrote at the same
+// (i, j) without a barrier.
+// LDSM: the operands may be read with ldmatrix (strip_product says when and what it requires), and
+// with two n-tiles per task a row-major B in column pairs (npair; B's rows must then be 8-byte aligned).
+// NW: see block_tasks.
 template <bool SPLIT, bool LDSM = false, int NW = 0, class Store>
 __device__ __forceinline__ void block_mma(int m, int n, int k1, Operand A1, Operand B1, float a1,
                                           int k2, Operand A2, Operand B2, float a2, Store store) {
-  block_mma_rmw<SPLIT, LDSM, NW>(m, n, k1, A1, B1, a1, k2, A2, B2, a2, mma_detail::NoPreload{},
-                                 store);
+  mma_detail::block_tasks<SPLIT, LDSM, NW>(m, n, k1, A1, B1, a1, k2, A2, B2, a2, 0, Operand{},
+                                           Operand{}, store, mma_detail::NoPreload{});
+}
+
+// block_mma into an Accumulate target: dst(i, j) = src(i, j) + a1·(A₁B₁)(i, j) + a2·(A₂B₂ + A₃B₃)(i, j)
+// (k2, k3 may be 0), the same tasks and threads as block_mma. Each task reads its old values before its
+// products, so that their latency overlaps the mma chains (an accumulation into global memory that
+// read each value after them put an L2 round trip per element on the path), and reads and writes them
+// as column pairs: 8-byte loads and stores (the TTT-MLP backward's carry and commits).
+template <bool SPLIT, bool LDSM = false, int NW = 0>
+__device__ __forceinline__ void block_mma_accumulate(int m, int n, int k1, Operand A1, Operand B1,
+                                                     float a1, int k2, Operand A2, Operand B2,
+                                                     float a2, int k3, Operand A3, Operand B3,
+                                                     Accumulate target) {
+  mma_detail::NoPreload unused;
+  mma_detail::block_tasks<SPLIT, LDSM, NW>(m, n, k1, A1, B1, a1, k2, A2, B2, a2, k3, A3, B3, unused,
+                                           target);
 }
 
 // One product only.
