@@ -130,12 +130,15 @@ __device__ __forceinline__ void splitk_mma(int m, int n, int S, int k, Operand A
     const int lo = min(k, sl * ks), l = min(k, lo + ks) - lo;
     const bool fast = inside && l % 32 == 0;
     const bool npair = kLdsm && NTW % 2 == 0 && fast && B.cs == 1;
+    // A transposed B in global memory (the states and the carry) in runs of 4 of k (kpair; as in
+    // strips, with one tf32 product per term only).
+    const bool kpair = !kSplit && kLdsm && fast && A.cs == 1 && B.rs == 1 && __isGlobal(B.p);
     float c[ACC][NTW][4] = {};
     if (l > 0) {
       const Operand As{A.p + lo * A.cs, A.rs, A.cs}, Bs{B.p + lo * B.rs, B.rs, B.cs};
       if (fast)
         mma_detail::strip_product<kSplit, NTW, ACC, false, kLdsm>(c, m, n, l, As, Bs, i0, j0, g, t,
-                                                                  npair);
+                                                                  npair, kpair);
       else
         mma_detail::strip_product<kSplit, NTW, ACC, true>(c, m, n, l, As, Bs, i0, j0, g, t);
     }

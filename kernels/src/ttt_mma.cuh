@@ -98,6 +98,29 @@ __device__ __forceinline__ int pair_column(int j0, int u, int t, int e) {
   return j0 + 8 * (u & ~1) + 4 * t + 2 * (e & 1) + (u & 1);
 }
 
+// One k-step of a warp task from fp32 values: the A fragment (x0..x3, split once) times each of the
+// NTW B fragments (y0[u], y1[u]), accumulated into c[u].
+template <bool SPLIT, int NTW>
+__device__ __forceinline__ void mma_step(float (&c)[NTW][4], float x0, float x1, float x2, float x3,
+                                         const float (&y0)[NTW], const float (&y1)[NTW]) {
+  uint32_t ah[4], al[4];
+  tf32_parts<SPLIT>(x0, ah[0], al[0]);
+  tf32_parts<SPLIT>(x1, ah[1], al[1]);
+  tf32_parts<SPLIT>(x2, ah[2], al[2]);
+  tf32_parts<SPLIT>(x3, ah[3], al[3]);
+#pragma unroll
+  for (int u = 0; u < NTW; ++u) {
+    uint32_t bh0, bl0, bh1, bl1;
+    tf32_parts<SPLIT>(y0[u], bh0, bl0);
+    tf32_parts<SPLIT>(y1[u], bh1, bl1);
+    if constexpr (SPLIT) {
+      mma_tf32(c[u], al[0], al[1], al[2], al[3], bh0, bh1);
+      mma_tf32(c[u], ah[0], ah[1], ah[2], ah[3], bl0, bl1);
+    }
+    mma_tf32(c[u], ah[0], ah[1], ah[2], ah[3], bh0, bh1);
+  }
+}
+
 // One warp task of block_mma: rows i0..i0+15, NTW n-tiles from column j0, one product over k. The
 // k-steps go round-robin to ACC accumulator sets, so that NTW·ACC independent mma chains are in flight.
 // CHECK: zero-pad rows, columns and k beyond the matrix (partial tiles); without it every index is
@@ -110,10 +133,17 @@ __device__ __forceinline__ int pair_column(int j0, int u, int t, int e) {
 // 8-byte pairs of neighbouring columns, the first for n-tile u and the second for u + 1 (u even), so
 // tile u's fragment column c is column j0 + 8u + 2c and tile u + 1's is j0 + 8u + 2c + 1 (pair_column
 // gives the column); half the B loads. The caller stores the result by those columns.
+// kpair (only without CHECK, ACC even, A row-major in shared memory and B k-contiguous: rs = 1, both
+// with 16-byte aligned rows): 16 of k at a time, A and B read as 16-byte runs of k, lane t's run
+// k0 + 4t .. 4t + 3 feeding fragment slots (t, t + 4) of two k-steps: (4t, 4t + 1) and (4t + 2, 4t + 3).
+// Any order of k gives the same sum as long as A and B agree, and this one needs a quarter of the B
+// loads (one 16-byte load per n-tile and 16 of k instead of four 4-byte loads); A's rows are read
+// with 16-byte loads instead of ldmatrix. For B in global memory (the TTT-MLP backward's transposed
+// states and carry).
 template <bool SPLIT, int NTW, int ACC, bool CHECK, bool LDSM = false>
 __device__ __forceinline__ void strip_product(float (&c)[ACC][NTW][4], int m, int n, int k,
                                               Operand A, Operand B, int i0, int j0, int g, int t,
-                                              bool npair = false) {
+                                              bool npair = false, bool kpair = false) {
   const int r0 = i0 + g, r1 = r0 + 8;
   const float* a0p = A.p + r0 * A.rs;
   const float* a1p = A.p + r1 * A.rs;
@@ -133,6 +163,28 @@ __device__ __forceinline__ void strip_product(float (&c)[ACC][NTW][4], int m, in
           B.p + (j0 + 8 * (l >> 4) + (l & 7)) * B.cs + ((l >> 3) & 1) * 4));
   }
   for (int kbase = 0; kbase < k; kbase += 8 * ACC) {
+    if constexpr (!CHECK && ACC % 2 == 0) {
+      if (kpair) {
+#pragma unroll
+        for (int s = 0; s < ACC; s += 2) {
+          const int kr = kbase + 8 * s + 4 * t;  // this lane's run of 4
+          const float4 ra = *reinterpret_cast<const float4*>(a0p + kr);
+          const float4 rb = *reinterpret_cast<const float4*>(a1p + kr);
+          float4 bv[NTW];
+#pragma unroll
+          for (int u = 0; u < NTW; ++u)
+            bv[u] = *reinterpret_cast<const float4*>(B.p + (j0 + 8 * u + g) * B.cs + kr);
+          float y0[NTW], y1[NTW];
+#pragma unroll
+          for (int u = 0; u < NTW; ++u) y0[u] = bv[u].x, y1[u] = bv[u].y;
+          mma_step<SPLIT, NTW>(c[s], ra.x, rb.x, ra.y, rb.y, y0, y1);
+#pragma unroll
+          for (int u = 0; u < NTW; ++u) y0[u] = bv[u].z, y1[u] = bv[u].w;
+          mma_step<SPLIT, NTW>(c[s + 1], ra.z, rb.z, ra.w, rb.w, y0, y1);
+        }
+        continue;
+      }
+    }
 #pragma unroll
     for (int s = 0; s < ACC; ++s) {
       const int k0 = kbase + 8 * s;
@@ -254,6 +306,12 @@ __device__ __forceinline__ void strips(int m, int n, int k1, Operand A1, Operand
     auto column = [&](int u, int e) {
       return npair ? pair_column(j0, u, t, e) : j0 + 8 * u + 2 * t + (e & 1);
     };
+    // k in runs of 4 (strip_product's kpair), product by product: a transposed B in global memory.
+    // With one tf32 product per term only: the 3xTF32 form, which holds each value's two parts, ran
+    // 2% slower with it (more registers spilled).
+    auto kpair = [&](bool fast, Operand A, Operand B) {
+      return !SPLIT && LDSM && ACC % 2 == 0 && fast && A.cs == 1 && B.rs == 1 && __isGlobal(B.p);
+    };
     // With Accumulate: element (u, e) and the one in the next column, (u + 1, e) with column pairs
     // and (u, e + 1) without; `first` marks the left one of each such pair.
     auto first = [&](int u, int e) { return npair ? u % 2 == 0 : e % 2 == 0; };
@@ -278,18 +336,21 @@ __device__ __forceinline__ void strips(int m, int n, int k1, Operand A1, Operand
         }
     }
     if (fast1)
-      strip_product<SPLIT, NTW, ACC, false, LDSM>(c1, m, n, k1, A1, B1, i0, j0, g, t, npair);
+      strip_product<SPLIT, NTW, ACC, false, LDSM>(c1, m, n, k1, A1, B1, i0, j0, g, t, npair,
+                                                  kpair(fast1, A1, B1));
     else
       strip_product<SPLIT, NTW, ACC, true>(c1, m, n, k1, A1, B1, i0, j0, g, t);
     if (k2 > 0) {
       if (fast2)
-        strip_product<SPLIT, NTW, ACC, false, LDSM>(c2, m, n, k2, A2, B2, i0, j0, g, t, npair);
+        strip_product<SPLIT, NTW, ACC, false, LDSM>(c2, m, n, k2, A2, B2, i0, j0, g, t, npair,
+                                                    kpair(fast2, A2, B2));
       else
         strip_product<SPLIT, NTW, ACC, true>(c2, m, n, k2, A2, B2, i0, j0, g, t);
     }
     if (k3 > 0) {
       if (fast3)
-        strip_product<SPLIT, NTW, ACC, false, LDSM>(c2, m, n, k3, A3, B3, i0, j0, g, t, npair);
+        strip_product<SPLIT, NTW, ACC, false, LDSM>(c2, m, n, k3, A3, B3, i0, j0, g, t, npair,
+                                                    kpair(fast3, A3, B3));
       else
         strip_product<SPLIT, NTW, ACC, true>(c2, m, n, k3, A3, B3, i0, j0, g, t);
     }
