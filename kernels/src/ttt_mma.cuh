@@ -93,7 +93,7 @@ __device__ __forceinline__ void ldsm_x2(uint32_t (&r)[2], uint32_t row) {
 }
 
 // The column of element e (the C fragment's order) of n-tile u when B was read in column pairs
-// (strip_product's NPAIR): fragment column 2t + (e & 1) of the pair (u & ~1, u | 1).
+// (strip_product's npair): fragment column 2t + (e & 1) of the pair (u & ~1, u | 1).
 __device__ __forceinline__ int pair_column(int j0, int u, int t, int e) {
   return j0 + 8 * (u & ~1) + 4 * t + 2 * (e & 1) + (u & 1);
 }
@@ -423,9 +423,10 @@ __device__ __forceinline__ void block_tasks(int m, int n, int k1, Operand A1, Op
 // must not be read by other threads before a barrier. Two calls with the same (m, n) give every
 // element to the same thread, so a store may read what the previous call's store wrote at the same
 // (i, j) without a barrier.
-// LDSM: the operands may be read with ldmatrix (strip_product says when and what it requires), and
-// with two n-tiles per task a row-major B in column pairs (npair; B's rows must then be 8-byte aligned).
-// NW: see block_tasks.
+// LDSM: the operands may be read with ldmatrix (strip_product says when and what it requires), with
+// two n-tiles per task a row-major B in column pairs (npair; B's rows must then be 8-byte aligned),
+// and in the tf32 form a transposed B in global memory in 16-byte runs of k (kpair; A's and B's rows
+// must then be 16-byte aligned). NW: see block_tasks.
 template <bool SPLIT, bool LDSM = false, int NW = 0, class Store>
 __device__ __forceinline__ void block_mma(int m, int n, int k1, Operand A1, Operand B1, float a1,
                                           int k2, Operand A2, Operand B2, float a2, Store store) {
