@@ -130,9 +130,7 @@ __device__ __forceinline__ void splitk_mma(int m, int n, int S, int k, Operand A
     const int lo = min(k, sl * ks), l = min(k, lo + ks) - lo;
     const bool fast = inside && l % 32 == 0;
     const bool npair = kLdsm && NTW % 2 == 0 && fast && B.cs == 1;
-    // A transposed B in global memory (the states and the carry) in runs of 4 of k (kpair; as in
-    // strips, with one tf32 product per term only).
-    const bool kpair = !kSplit && kLdsm && fast && A.cs == 1 && B.rs == 1 && __isGlobal(B.p);
+    const bool kpair = mma_detail::use_kpair<kSplit, kLdsm, ACC>(fast, A, B);
     float c[ACC][NTW][4] = {};
     if (l > 0) {
       const Operand As{A.p + lo * A.cs, A.rs, A.cs}, Bs{B.p + lo * B.rs, B.rs, B.cs};

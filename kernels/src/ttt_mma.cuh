@@ -121,6 +121,15 @@ __device__ __forceinline__ void mma_step(float (&c)[NTW][4], float x0, float x1,
   }
 }
 
+// Whether a product of a task may take strip_product's kpair: the fast path (`fast`), a row-major A
+// and a transposed B in global memory (the TTT-MLP backward's states and carry), with one tf32
+// product per term only: the 3xTF32 form, which holds each value's two parts, ran 2% slower with it
+// (more registers spilled).
+template <bool SPLIT, bool LDSM, int ACC>
+__device__ __forceinline__ bool use_kpair(bool fast, const Operand& A, const Operand& B) {
+  return !SPLIT && LDSM && ACC % 2 == 0 && fast && A.cs == 1 && B.rs == 1 && __isGlobal(B.p);
+}
+
 // One warp task of block_mma: rows i0..i0+15, NTW n-tiles from column j0, one product over k. The
 // k-steps go round-robin to ACC accumulator sets, so that NTW·ACC independent mma chains are in flight.
 // CHECK: zero-pad rows, columns and k beyond the matrix (partial tiles); without it every index is
@@ -209,11 +218,6 @@ __device__ __forceinline__ void strip_product(float (&c)[ACC][NTW][4], int m, in
         x2 = a0p[kb * A.cs];
         x3 = a1p[kb * A.cs];
       }
-      uint32_t ah[4], al[4];
-      tf32_parts<SPLIT>(x0, ah[0], al[0]);
-      tf32_parts<SPLIT>(x1, ah[1], al[1]);
-      tf32_parts<SPLIT>(x2, ah[2], al[2]);
-      tf32_parts<SPLIT>(x3, ah[3], al[3]);
       const float* bap = B.p + ka * B.rs;
       const float* bbp = B.p + kb * B.rs;
       uint32_t bm[NTW][2] = {};  // with b_ldsm or npair: the B fragments of this k-step
@@ -234,29 +238,22 @@ __device__ __forceinline__ void strip_product(float (&c)[ACC][NTW][4], int m, in
         }
         if constexpr (NTW % 2 == 1) ldsm_x2(bm[NTW - 1], b_row + 4 * (8 * (NTW - 1) * B.cs + k0));
       }
+      float y0[NTW], y1[NTW];
 #pragma unroll
       for (int u = 0; u < NTW; ++u) {
         const int cb = j0 + 8 * u + g;
-        float y0, y1;
         if (CHECK) {
-          y0 = ka < k && cb < n ? bap[cb * B.cs] : 0.0f;
-          y1 = kb < k && cb < n ? bbp[cb * B.cs] : 0.0f;
+          y0[u] = ka < k && cb < n ? bap[cb * B.cs] : 0.0f;
+          y1[u] = kb < k && cb < n ? bbp[cb * B.cs] : 0.0f;
         } else if (b_ldsm || npair) {
-          y0 = __uint_as_float(bm[u][0]);
-          y1 = __uint_as_float(bm[u][1]);
+          y0[u] = __uint_as_float(bm[u][0]);
+          y1[u] = __uint_as_float(bm[u][1]);
         } else {
-          y0 = bap[cb * B.cs];
-          y1 = bbp[cb * B.cs];
+          y0[u] = bap[cb * B.cs];
+          y1[u] = bbp[cb * B.cs];
         }
-        uint32_t bh0, bl0, bh1, bl1;
-        tf32_parts<SPLIT>(y0, bh0, bl0);
-        tf32_parts<SPLIT>(y1, bh1, bl1);
-        if constexpr (SPLIT) {
-          mma_tf32(c[s][u], al[0], al[1], al[2], al[3], bh0, bh1);
-          mma_tf32(c[s][u], ah[0], ah[1], ah[2], ah[3], bl0, bl1);
-        }
-        mma_tf32(c[s][u], ah[0], ah[1], ah[2], ah[3], bh0, bh1);
       }
+      mma_step<SPLIT, NTW>(c[s], x0, x1, x2, x3, y0, y1);
     }
   }
 }
@@ -306,15 +303,20 @@ __device__ __forceinline__ void strips(int m, int n, int k1, Operand A1, Operand
     auto column = [&](int u, int e) {
       return npair ? pair_column(j0, u, t, e) : j0 + 8 * u + 2 * t + (e & 1);
     };
-    // k in runs of 4 (strip_product's kpair), product by product: a transposed B in global memory.
-    // With one tf32 product per term only: the 3xTF32 form, which holds each value's two parts, ran
-    // 2% slower with it (more registers spilled).
-    auto kpair = [&](bool fast, Operand A, Operand B) {
-      return !SPLIT && LDSM && ACC % 2 == 0 && fast && A.cs == 1 && B.rs == 1 && __isGlobal(B.p);
+    // One product into c: the fast path (with column pairs and, product by product, kpair) or the
+    // bounds-checked one.
+    auto product = [&](float(&c)[ACC][NTW][4], int k, bool fast, Operand A, Operand B) {
+      if (fast)
+        strip_product<SPLIT, NTW, ACC, false, LDSM>(c, m, n, k, A, B, i0, j0, g, t, npair,
+                                                    use_kpair<SPLIT, LDSM, ACC>(fast, A, B));
+      else
+        strip_product<SPLIT, NTW, ACC, true>(c, m, n, k, A, B, i0, j0, g, t);
     };
     // With Accumulate: element (u, e) and the one in the next column, (u + 1, e) with column pairs
     // and (u, e + 1) without; `first` marks the left one of each such pair.
     auto first = [&](int u, int e) { return npair ? u % 2 == 0 : e % 2 == 0; };
+    auto next_u = [&](int u) { return npair ? u + 1 : u; };
+    auto next_e = [&](int e) { return npair ? e : e + 1; };
     float c1[ACC][NTW][4] = {}, c2[ACC][NTW][4] = {};
     float old[NTW][4];  // with Accumulate: the old values, read before the products
     if constexpr (kAccumulate) {
@@ -323,7 +325,7 @@ __device__ __forceinline__ void strips(int m, int n, int k1, Operand A1, Operand
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           if (!first(u, e)) continue;
-          const int un = npair ? u + 1 : u, en = npair ? e : e + 1;
+          const int un = next_u(u), en = next_e(e);
           const int i = e < 2 ? i0 + g : i0 + g + 8, j = column(u, e);
           const float* p = load.src + std::size_t(i) * load.ld + j;
           if (load.src && i < m && j + 1 < n) {
@@ -335,25 +337,9 @@ __device__ __forceinline__ void strips(int m, int n, int k1, Operand A1, Operand
           }
         }
     }
-    if (fast1)
-      strip_product<SPLIT, NTW, ACC, false, LDSM>(c1, m, n, k1, A1, B1, i0, j0, g, t, npair,
-                                                  kpair(fast1, A1, B1));
-    else
-      strip_product<SPLIT, NTW, ACC, true>(c1, m, n, k1, A1, B1, i0, j0, g, t);
-    if (k2 > 0) {
-      if (fast2)
-        strip_product<SPLIT, NTW, ACC, false, LDSM>(c2, m, n, k2, A2, B2, i0, j0, g, t, npair,
-                                                    kpair(fast2, A2, B2));
-      else
-        strip_product<SPLIT, NTW, ACC, true>(c2, m, n, k2, A2, B2, i0, j0, g, t);
-    }
-    if (k3 > 0) {
-      if (fast3)
-        strip_product<SPLIT, NTW, ACC, false, LDSM>(c2, m, n, k3, A3, B3, i0, j0, g, t, npair,
-                                                    kpair(fast3, A3, B3));
-      else
-        strip_product<SPLIT, NTW, ACC, true>(c2, m, n, k3, A3, B3, i0, j0, g, t);
-    }
+    product(c1, k1, fast1, A1, B1);
+    if (k2 > 0) product(c2, k2, fast2, A2, B2);
+    if (k3 > 0) product(c2, k3, fast3, A3, B3);
     float val[NTW][4];
 #pragma unroll
     for (int u = 0; u < NTW; ++u)
@@ -374,7 +360,7 @@ __device__ __forceinline__ void strips(int m, int n, int k1, Operand A1, Operand
         const int i = e < 2 ? i0 + g : i0 + g + 8, j = column(u, e);
         if constexpr (kAccumulate) {
           if (!first(u, e)) continue;
-          const int un = npair ? u + 1 : u, en = npair ? e : e + 1;
+          const int un = next_u(u), en = next_e(e);
           float* p = load.dst + std::size_t(i) * load.ld + j;
           const float x = old[u][e] + val[u][e], y = old[un][en] + val[un][en];
           if (i < m && j + 1 < n) {
@@ -388,10 +374,6 @@ __device__ __forceinline__ void strips(int m, int n, int k1, Operand A1, Operand
       }
   }
 }
-
-}  // namespace mma_detail
-
-namespace mma_detail {
 
 // Picks the task width for block_mma and block_mma_accumulate: w = 4, 2 or 1 n-tiles, the widest that
 // still gives every warp a task. NW: the block's warps where the caller knows them at compile time
