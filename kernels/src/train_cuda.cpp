@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -119,6 +120,26 @@ struct CudaTrainBackend::Impl {
   cudaStream_t stream = nullptr;
   std::unique_ptr<Gemm> gemm;
 
+  // Weight gradients beside the inner loop (bf16 products, TTT-Linear mixers, not in a profiled step).
+  // The inner-loop backward runs one block per (sequence, head), so at B·H under the SM count SMs
+  // stay idle for its whole run (at D768, B8, H12: 96 blocks on an H100's 132 SMs). The weight
+  // gradients of a block's SwiGLU and o_proj need nothing that the inner loop makes: they are queued
+  // (defer_weight_gradient), launched on side_stream right after the inner-loop kernel, and joined
+  // (the stream waits on side_done) before anything overwrites their operands. Their bf16 gradients
+  // are in buffers of their own until then (dh16_ffn, dh16_mix, dA16 below). The main stream has the
+  // higher priority, so the inner loop's blocks take their SMs first, and the kernel holds its SMs
+  // alone (TttLinearBackwardArgs::whole_sm): its blocks would leave room for the products' beside
+  // them and be slowed. Same products, same operands, same order of each sum: the results are those
+  // of the serial step (TrainCuda.WeightGradientsBesideTheInnerLoopChangeNothing). The D768 TTT-Linear
+  // bf16 step on an H100: 46.8 → 44.4 ms.
+  bool beside = false;  // set up for it (the buffers, the stream); deferring(): in this step
+  bool deferring() const { return beside && !profiling; }
+  cudaStream_t side_stream = nullptr;
+  std::unique_ptr<Gemm> side_gemm;
+  cudaEvent_t side_ready = nullptr, side_done = nullptr;
+  // The weight gradients queued for the next inner loop.
+  std::vector<std::function<void()>> deferred;
+
   // Parameters, gradients and moments: flat arrays, one offset per tensor.
   struct Tensor {
     std::string name;
@@ -181,6 +202,11 @@ struct CudaTrainBackend::Impl {
   bool bf16 = false;
   // dy16b: the SwiGLU's second gradient, and the TTT-Linear backward's dV (hence at least [R, D]).
   DeviceArray<std::uint16_t> P16, shadow_store, dy16, dy16b;
+  // The incoming gradient's bf16 copy at the SwiGLU (dh16_ffn) and at the mixer (dh16_mix), and the
+  // Mamba gate's (dA16; also the TTT-Linear backward's dV): dy16 itself unless weight gradients run
+  // beside the inner loop, which reads the first two, and the SwiGLU's in dy16 and dy16b, until the
+  // join (separate [R, D] buffers then).
+  std::uint16_t *dh16_ffn = nullptr, *dh16_mix = nullptr, *dA16 = nullptr;
   // The SwiGLU hidden state's gradient, the down product's bf16 output.
   std::uint16_t* dHd16 = nullptr;
   std::unordered_map<const float*, std::uint16_t*> shadow16;  // fp32 activation → its shadow [R, cols]
@@ -240,12 +266,17 @@ struct CudaTrainBackend::Impl {
   void mm(bool ta, bool tb, int M, int N, int Kd, const float* A, int lda, const float* Bm, int ldb, float* C,
           int ldc, bool accumulate, const std::uint16_t* A16 = nullptr, const std::uint16_t* B16 = nullptr) {
     begin(kGemm);
-    if (bf16)
-      gemm->bf16(ta, tb, M, N, Kd, 1.f, A, lda, A16 ? A16 : copy16(A), lda, Bm, ldb, B16 ? B16 : copy16(Bm), ldb,
-                 accumulate ? 1.f : 0.f, C, ldc);
-    else
-      (*gemm)(ta, tb, M, N, Kd, 1.f, A, lda, Bm, ldb, accumulate ? 1.f : 0.f, C, ldc);
+    product(*gemm, ta, tb, M, N, Kd, A, lda, Bm, ldb, C, ldc, accumulate, A16, B16);
     end();
+  }
+  void product(const Gemm& gm, bool ta, bool tb, int M, int N, int Kd, const float* A, int lda,
+               const float* Bm, int ldb, float* C, int ldc, bool accumulate,
+               const std::uint16_t* A16, const std::uint16_t* B16) const {
+    if (bf16)
+      gm.bf16(ta, tb, M, N, Kd, 1.f, A, lda, A16 ? A16 : copy16(A), lda, Bm, ldb,
+              B16 ? B16 : copy16(Bm), ldb, accumulate ? 1.f : 0.f, C, ldc);
+    else
+      gm(ta, tb, M, N, Kd, 1.f, A, lda, Bm, ldb, accumulate ? 1.f : 0.f, C, ldc);
   }
   // The bf16 copy kept of an operand: a parameter's in P16, an activation's shadow; else null.
   const std::uint16_t* copy16(const float* x) const {
@@ -314,11 +345,38 @@ struct CudaTrainBackend::Impl {
   }
   // dW [in, out] += xᵀ·dy;  dx [R, in] (+)= dy·Wᵀ (dx may be null)
   // dy16_given: dy already rounded to bf16 by its producer (dy itself may then be null).
-  void linear_backward(const float* x, const float* W, const float* dy, int in, int out, float* dW, float* dxo,
-                       bool accumulate_dx, const std::uint16_t* dy16_given = nullptr) {
+  // deferrable: dW may run beside the next inner-loop kernel (see `beside`).
+  void linear_backward(const float* x, const float* W, const float* dy, int in, int out, float* dW,
+                       float* dxo, bool accumulate_dx, const std::uint16_t* dy16_given = nullptr,
+                       bool deferrable = false) {
     const std::uint16_t* dy16p = dy16_given ? dy16_given : round_gradient16(dy, out);
-    mm(true, false, in, out, rows, x, in, dy, out, dW, out, true, nullptr, dy16p);
+    if (deferrable && deferring())
+      defer_weight_gradient(x, dy16p, in, out, dW);
+    else
+      mm(true, false, in, out, rows, x, in, dy, out, dW, out, true, nullptr, dy16p);
     if (dxo) mm(false, true, rows, in, out, dy, out, W, out, dxo, in, accumulate_dx, dy16p, nullptr);
+  }
+  // dW [in, out] += xᵀ·dy from the bf16 copies (x's shadow, dy16), queued for the next inner loop.
+  void defer_weight_gradient(const float* x, const std::uint16_t* dy16p, int in, int out,
+                             float* dW) {
+    const int R = rows;
+    deferred.push_back([this, x, dy16p, in, out, dW, R] {
+      product(*side_gemm, true, false, in, out, R, x, in, nullptr, out, dW, out, true, nullptr,
+              dy16p);
+    });
+  }
+  // Around an inner-loop backward kernel: before its launch, the point the queued products wait for;
+  // after it, their launch on the side stream and the join.
+  void before_inner_loop() {
+    if (!deferred.empty()) TTTLAB_CUDA_CHECK(cudaEventRecord(side_ready, stream));
+  }
+  void after_inner_loop() {
+    if (deferred.empty()) return;
+    TTTLAB_CUDA_CHECK(cudaStreamWaitEvent(side_stream, side_ready, 0));
+    for (const auto& f : deferred) f();
+    deferred.clear();
+    TTTLAB_CUDA_CHECK(cudaEventRecord(side_done, side_stream));
+    TTTLAB_CUDA_CHECK(cudaStreamWaitEvent(stream, side_done, 0));
   }
 
   void layout(Model<float>& m);
@@ -497,6 +555,12 @@ void CudaTrainBackend::Impl::allocate() {
     P16.reset(total);
     dy16.reset(std::max({RD, RF, R * V}));
     dy16b.reset(std::max(RD, RF));
+    dh16_ffn = dh16_mix = dA16 = dy16.get();
+    if (beside) {
+      dh16_ffn = alloc16(RD);
+      dh16_mix = alloc16(RD);
+      dA16 = alloc16(RD);
+    }
     // The shadows: per block the mixer input, the o_proj input, the SwiGLU input and hidden; hf.
     std::vector<std::pair<const float*, std::size_t>> shadowed;
     for (const Block& k : blocks) {
@@ -754,12 +818,11 @@ void CudaTrainBackend::Impl::ttt_backward(int i, const float* x, const float* dY
   // y = Yg·Wo
   const float* yg = mamba ? k.Yg : k.Y;
   linear_backward(yg, p(pre + "o_proj.weight"), dY, D, D, g(pre + "o_proj.weight"), dYg, false,
-                  dY16);
+                  dY16, true);
   // Yg = post_norm(O) ⊙ gelu(x·Wg) (Mamba backbone), or Y = post_norm(O)
   const float eps = float(mc.ttt_ln_eps);
   if (mamba) {
     // With bf16 products dA is written only as its bf16 copy, for g_proj's two products.
-    std::uint16_t* dA16 = bf16 ? dy16.get() : nullptr;
     gated_layer_norm_backward(k.O, p(pre + "post_norm.weight"), p(pre + "post_norm.bias"), k.A, dYg,
                               rows, D, eps, dO, dA, g(pre + "post_norm.weight"),
                               g(pre + "post_norm.bias"), ws, st, dA16);
@@ -786,9 +849,11 @@ void CudaTrainBackend::Impl::ttt_backward(int i, const float* x, const float* dY
     a.db2 = mc.inner_bias ? g(pre + "b2") : db2_scratch;
     // As the TTT-Linear forward: one tf32 product per term when the step's products are tf32 or bf16.
     if (options.gemm != GemmPrecision::Fp32) a.version = TttMlpBackwardVersion::Tf32;
+    before_inner_loop();
     begin(kInnerBwd);
     ttt_mlp_backward(a);
     end();
+    after_inner_loop();
   } else {
     TttLinearBackwardArgs a;
     inner_inputs(a, k, pre);
@@ -807,15 +872,21 @@ void CudaTrainBackend::Impl::ttt_backward(int i, const float* x, const float* dY
       a.version = TttBackwardVersion::Tf32;
     // With bf16 products v_proj's two products are dV's only readers: the fused kernel writes dV
     // in bf16 alone (rounded as round_gradient16 would), into the SwiGLU's second gradient buffer,
-    // which nothing uses until the next block's SwiGLU.
+    // which nothing uses until the next block's SwiGLU; or, set up for weight gradients beside the
+    // inner loop (the up product's reads that buffer until the join), into dA16, which g_proj's
+    // products have read by then.
     if (bf16 && a.version == TttBackwardVersion::Tf32) {
-      a.dV_bf16 = dy16b.get();
+      std::uint16_t* const dv16 = beside ? dA16 : dy16b.get();
+      a.dV_bf16 = dv16;
       a.dV = nullptr;
-      dV16 = dy16b.get();
+      dV16 = dv16;
     }
+    a.whole_sm = !deferred.empty();
+    before_inner_loop();
     begin(kInnerBwd);
     ttt_linear_backward(a);
     end();
+    after_inner_loop();
   }
   // λ = scale·σ(x·θ_h + β_h)
   const float scale = float(mc.ttt_base_lr) / float(d);
@@ -924,6 +995,7 @@ void CudaTrainBackend::Impl::attention_mixer_backward(int i, const float* x, con
 
 void CudaTrainBackend::Impl::backward() {
   cudaStream_t st = stream;
+  deferred.clear();  // (left by a step that threw)
   const float eps = float(mc.rms_norm_eps);
   const std::string E = "model.embed_tokens.weight";
   float* dlogits = logits;  // cross_entropy wrote the gradient over the logits
@@ -932,8 +1004,9 @@ void CudaTrainBackend::Impl::backward() {
   mm(true, false, V, D, rows, dlogits, V, hf, D, g(E), D, true, dlogits16, nullptr);
   mm(false, false, rows, D, V, dlogits, V, p(E), D, tmp, D, false, dlogits16, nullptr);
   // With bf16 products, each RMSNorm backward whose dh feeds a product next (the down projection, o_proj)
-  // also writes dh's bf16 copy into dy16, for both of that product's GEMMs.
-  std::uint16_t* dh16 = bf16 ? dy16.get() : nullptr;
+  // also writes dh's bf16 copy, for both of that product's GEMMs: dh16_ffn at the SwiGLU, dh16_mix at
+  // the mixer.
+  std::uint16_t* const dh16 = dh16_ffn;
   rms_norm_backward(h_final, p("model.norm.weight"), tmp, rows, D, eps, dh, false,
                     g("model.norm.weight"), ws, st, dh16);
   for (int i = L; i-- > 0;) {
@@ -941,19 +1014,24 @@ void CudaTrainBackend::Impl::backward() {
     const std::string pre = layer(i);
     // h_out = h_mid2 + W_down(silu(a·W_gate) ⊙ a·W_up), a = RMSNorm_ffn(h_mid2)
     const float* Wdown = p(pre + "mlp.down_proj.weight");
+    // With the TTT mixers the SwiGLU's weight gradients may run beside the inner loop (`beside`).
+    const bool deferrable = !attention;
     if (bf16) {  // the SwiGLU's gradients in bf16 only: dHd the down product's output, dG, dU its operands
-      mm(true, false, F, D, rows, k.Hd, F, dh, D, g(pre + "mlp.down_proj.weight"), D, true, nullptr,
-         dh16);
+      if (deferrable && deferring())
+        defer_weight_gradient(k.Hd, dh16, F, D, g(pre + "mlp.down_proj.weight"));
+      else
+        mm(true, false, F, D, rows, k.Hd, F, dh, D, g(pre + "mlp.down_proj.weight"), D, true,
+           nullptr, dh16);
       begin(kGemm);
       gemm->bf16_out(false, true, rows, F, D, 1.f, dh, D, dh16, D, Wdown, D, copy16(Wdown), D,
                      dHd16, F);
       end();
       silu_mul_backward_bf16(k.Gt16, k.Up16, dHd16, dy16.get(), dy16b.get(), std::size_t(rows) * F,
                              st);
-      linear_backward(k.a_ffn, p(pre + "mlp.gate_proj.weight"), nullptr, D, F, g(pre + "mlp.gate_proj.weight"), da,
-                      false, dy16.get());
-      linear_backward(k.a_ffn, p(pre + "mlp.up_proj.weight"), nullptr, D, F, g(pre + "mlp.up_proj.weight"), da, true,
-                      dy16b.get());
+      linear_backward(k.a_ffn, p(pre + "mlp.gate_proj.weight"), nullptr, D, F,
+                      g(pre + "mlp.gate_proj.weight"), da, false, dy16.get(), deferrable);
+      linear_backward(k.a_ffn, p(pre + "mlp.up_proj.weight"), nullptr, D, F,
+                      g(pre + "mlp.up_proj.weight"), da, true, dy16b.get(), deferrable);
     } else {
       linear_backward(k.Hd, Wdown, dh, F, D, g(pre + "mlp.down_proj.weight"), dHd, false);
       silu_mul_backward(k.Gt, k.Up, dHd, dHd, dUp, std::size_t(rows) * F, st);
@@ -961,12 +1039,12 @@ void CudaTrainBackend::Impl::backward() {
       linear_backward(k.a_ffn, p(pre + "mlp.up_proj.weight"), dUp, D, F, g(pre + "mlp.up_proj.weight"), da, true);
     }
     rms_norm_backward(k.h_mid2, p(pre + "ffn_norm.weight"), da, rows, D, eps, dh, true,
-                      g(pre + "ffn_norm.weight"), ws, st, dh16);
+                      g(pre + "ffn_norm.weight"), ws, st, dh16_mix);
     // h_mid2 = h_mid1 + mixer(RMSNorm_seq(h_mid1))
     if (attention)
-      attention_mixer_backward(i, k.a_seq, dh, dh16, da);
+      attention_mixer_backward(i, k.a_seq, dh, dh16_mix, da);
     else
-      ttt_backward(i, k.a_seq, dh, dh16, da);
+      ttt_backward(i, k.a_seq, dh, dh16_mix, da);
     rms_norm_backward(
         k.h_mid1, p(pre + "seq_norm.weight"), da, rows, D, eps, dh, true,
         g(pre + "seq_norm.weight"), ws, st,
@@ -1038,9 +1116,23 @@ CudaTrainBackend::CudaTrainBackend(const TrainBackendContext& ctx, const CudaTra
     throw std::invalid_argument("train_cuda: CUDA device " + std::to_string(options.device) + " does not exist");
   s.device_name = q.devices[options.device].name;
   TTTLAB_CUDA_CHECK(cudaSetDevice(options.device));
-  TTTLAB_CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
+  // The step's stream at the highest priority, the side stream of the weight gradients (`beside`) at
+  // the lowest: where both have work ready, the step's kernels are given SMs first.
+  int lowest = 0, highest = 0;
+  TTTLAB_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lowest, &highest));
+  TTTLAB_CUDA_CHECK(cudaStreamCreateWithPriority(&s.stream, cudaStreamNonBlocking, highest));
   s.gemm = std::make_unique<Gemm>(s.stream, options.gemm, options.engine);
   s.bf16 = options.gemm == GemmPrecision::Bf16 && s.gemm->engine() == GemmEngine::Cublas;
+  // TTT-Linear only: beside the TTT-MLP backward (whose carry lives in L2, which the products'
+  // operands then stream through) the D768 bf16 step measured no faster, 146.3 against 146.4 ms on
+  // an H100, and with the carry pinned in an L2 set-aside, 165 ms (docs/KERNELS.md).
+  s.beside = s.bf16 && !s.attention && !s.ttt_mlp;
+  if (s.beside) {
+    TTTLAB_CUDA_CHECK(cudaStreamCreateWithPriority(&s.side_stream, cudaStreamNonBlocking, lowest));
+    s.side_gemm = std::make_unique<Gemm>(s.side_stream, options.gemm, options.engine);
+    TTTLAB_CUDA_CHECK(cudaEventCreateWithFlags(&s.side_ready, cudaEventDisableTiming));
+    TTTLAB_CUDA_CHECK(cudaEventCreateWithFlags(&s.side_done, cudaEventDisableTiming));
+  }
   s.layout(*s.model);
   s.allocate();
   TTTLAB_CUDA_CHECK(cudaStreamSynchronize(s.stream));
@@ -1057,6 +1149,12 @@ CudaTrainBackend::~CudaTrainBackend() {
     m_impl->gemm.reset();  // its cuBLAS handle is bound to the stream
     for (cudaEvent_t e : m_impl->events) cudaEventDestroy(e);
     cudaStreamDestroy(m_impl->stream);
+    if (m_impl->side_stream) {  // idle: every queued product was joined into the stream
+      m_impl->side_gemm.reset();
+      cudaEventDestroy(m_impl->side_ready);
+      cudaEventDestroy(m_impl->side_done);
+      cudaStreamDestroy(m_impl->side_stream);
+    }
   }
 }
 

@@ -251,8 +251,10 @@ TttBenchReport ttt_bench(const TttBenchConfig& cfg) {
         tk_peer, 0.2);
   }
 
-  if (cfg.backward) {
-    const int group = 4;
+  // Forward with checkpoints every g mini-batches, then the backward: g = 4, whose backward
+  // recomputes 3 of every 4 states, and g = 1, every state kept, as the training step does.
+  auto linear_backward_rows = [&](int group) {
+    const std::string g = "(g=" + std::to_string(group) + ")";
     const std::size_t n_ck = ttt_num_checkpoints(D, group);
     Buf ckW(BH * n_ck * d * d), ckb(BH * n_ck * d), dO(act), dQ(act), dK(act), dV(act),
         dlam(lam_n), dtau(D.mini_batch), dgam(D.heads * d), dbet(D.heads * d),
@@ -295,7 +297,7 @@ TttBenchReport ttt_bench(const TttBenchConfig& cfg) {
           cfg.warmup, cfg.repeats);
     };
     const double ms = time_fwd_bwd(f2, ba);
-    add("ttt-linear forward+backward (g=4)", ms, fb_flops, fb_bytes, 376.0,
+    add("ttt-linear forward+backward " + g, ms, fb_flops, fb_bytes, 376.0,
         "official PyTorch TTT-Linear fwd+bwd (issue 4)", 1.0);
     std::vector<std::pair<TttBackwardVersion, const char*>> bversions;
     if (cfg.all_versions) bversions.push_back({TttBackwardVersion::Fallback, "fallback"});
@@ -309,18 +311,20 @@ TttBenchReport ttt_bench(const TttBenchConfig& cfg) {
       TttLinearBackwardArgs b3 = ba;
       b3.version = TttBackwardVersion::Tf32;
       const double mst = time_fwd_bwd(f3, b3);
-      add("ttt-linear forward+backward (g=4) tf32", mst, fb_flops, fb_bytes, 3.59,
+      add("ttt-linear forward+backward " + g + " tf32", mst, fb_flops, fb_bytes, 3.59,
           "flash-linear-attention chunk_ttt_linear bf16 fwd+bwd (issue 15)", 1.0);
       bversions.push_back({TttBackwardVersion::Tf32, "tf32"});
     }
     for (auto [bv, bname] : bversions) {
       ba.version = bv;
       const double msb = time_median([&] { ttt_linear_backward(ba); }, cfg.warmup, cfg.repeats);
-      add(std::string("ttt-linear backward (g=4) ") + bname, msb,
-          tokens * (16 * dd * dd + 12 * b * dd),
+      add("ttt-linear backward " + g + " " + bname, msb, tokens * (16 * dd * dd + 12 * b * dd),
           (7.0 * act + 2.0 * lam_n) * sizeof(float) + ck_bytes, 0, "", 0);
     }
-    ba.version = TttBackwardVersion::Default;
+  };
+  if (cfg.backward) {
+    linear_backward_rows(4);
+    linear_backward_rows(1);
   }
 
   if (cfg.mlp) {

@@ -86,6 +86,8 @@ struct BwdParams {
   float *pW, *pb, *pgam, *pbet, *ptau;  // per-block partials [BH, d·d], [BH, d] ×3, [BH, b]
   int B, H, T, d, b, group, n_ck;
   bool ln, res, bias;
+  bool
+      whole_sm;  // the fused kernel: one block per SM and nothing beside it, where one wave holds B·H
   float eps;
 };
 
@@ -882,7 +884,16 @@ __global__ void __launch_bounds__(2 * D) linear_backward_fused_kernel(BwdParams 
 
 template <int D, bool SPLIT>
 void launch_fused(const BwdParams& p, cudaStream_t stream) {
-  const std::size_t bytes = Layout<D>::FLOATS * sizeof(float);
+  std::size_t bytes = Layout<D>::FLOATS * sizeof(float);
+  if (p.whole_sm) {
+    // The blocks go one per SM anyway where the SMs outnumber them; asking for an SM's whole shared
+    // memory keeps the products running beside the kernel (another stream) off those SMs.
+    int dev = 0, sms = 0, optin = 0;
+    TTTLAB_CUDA_CHECK(cudaGetDevice(&dev));
+    TTTLAB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    TTTLAB_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    if (p.B * p.H <= sms) bytes = std::max(bytes, static_cast<std::size_t>(optin));
+  }
   // dV in bf16 exists for the Tf32 version only (the host checks), so only those instances.
   const auto fn = SPLIT || !p.dV16 ? &linear_backward_fused_kernel<D, SPLIT>
                                    : &linear_backward_fused_kernel<D, false, true>;
@@ -1350,6 +1361,7 @@ void ttt_linear_backward(const TttLinearBackwardArgs& a) {
   p.ckb = a.checkpoint_b;
   set_token_grads(p, a);
   p.dV16 = a.dV_bf16;
+  p.whole_sm = a.whole_sm;
   p.slots = ws + L.slots;
   p.scratch = L.use_smem ? nullptr : ws + L.scratch;
   p.pW = ws + L.pW;

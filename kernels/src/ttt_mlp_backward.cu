@@ -89,16 +89,6 @@ struct MlpBwdParams {
   float eps;
 };
 
-// d/dx gelu′(x) of the tanh form (as gelu_tanh_grad2 in tttlab/nn/activations.hpp).
-__device__ __forceinline__ float gelu_tanh_grad2(float x) {
-  const float c = 0.7978845608028654f, a = 0.044715f;
-  const float t = tanhf(c * (x + a * x * x * x));
-  const float du = c * (1.0f + 3.0f * a * x * x);
-  const float d2u = c * 6.0f * a * x;
-  const float sech2 = 1.0f - t * t;
-  return sech2 * du - x * t * sech2 * du * du + 0.5f * x * sech2 * d2u;
-}
-
 // Split-k products: the 16-row products with a long k (k = 4d) have only n/8 output tiles, so
 // block_mma would give them to n/8 warps that each walk all of k. Here the k range is cut into S
 // slices so that tasks × S ≈ 16 warp tasks; every task writes its α-scaled partial tile to
@@ -501,9 +491,11 @@ __device__ __forceinline__ void chunk(const MlpBwdParams& p, const Bufs& s, std:
   }
   for (int i = tid; i < m * hd; i += kThreads) {
     const int r = i / hd, c = i % hd;
-    const float z = s.Z1[r * ldh + c], g = s.dG1[r * ldh + c];
-    s.T1[r * ldh + c] = g * s.P1[r * ldh + c] * gelu_tanh_grad2(z);
-    s.dG1[r * ldh + c] = g * gelu_tanh_grad(z);
+    const float g = s.dG1[r * ldh + c];
+    float g1, g2;
+    gelu_tanh_grads(s.Z1[r * ldh + c], g1, g2);
+    s.T1[r * ldh + c] = g * s.P1[r * ldh + c] * g2;
+    s.dG1[r * ldh + c] = g * g1;
   }
   __syncthreads();
 

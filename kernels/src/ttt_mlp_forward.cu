@@ -82,25 +82,6 @@ constexpr int kB = 16;  // the mini-batch: one m16 tile
 constexpr int kThreadsFused = 512;
 constexpr int kWarpsFused = kThreadsFused / 32;  // = kB: one warp per row in the row passes
 
-// GELU with tanh(u) = 1 − 2 / (1 + e^{2u}) on the SFU (ex2, rcp): ~7 instructions instead of tanhf's
-// ~20 and a divergent branch, three times per element of a 16 × 4d tile per mini-batch. Absolute
-// error of t ~1e-7 (the exponential's relative error is damped by 2e/(1+e)² ≤ 1/2); e^{2u} = inf
-// gives t = 1, 0 gives −1.
-__device__ __forceinline__ float tanh_sfu(float u) {
-  return 1.0f - __fdividef(2.0f, 1.0f + __expf(2.0f * u));
-}
-
-__device__ __forceinline__ float gelu_sfu(float x) {
-  const float t = tanh_sfu(0.7978845608028654f * (x + 0.044715f * x * x * x));
-  return 0.5f * x * (1.0f + t);
-}
-
-__device__ __forceinline__ float gelu_sfu_grad(float x) {
-  const float t = tanh_sfu(0.7978845608028654f * (x + 0.044715f * x * x * x));
-  const float du = 0.7978845608028654f * (1.0f + 3.0f * 0.044715f * x * x);
-  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
-}
-
 // The row passes: one warp per row r of the mini-batch (lane l holds columns l, l + 32, …, as RowFrag).
 
 // Rows of fp32 or bf16 elements, widened to fp32 on the way in and rounded on the way out.
@@ -696,8 +677,8 @@ __global__ void __launch_bounds__(kThreadsFused, 1)
         zq[u][1] = cq[u][1] + c1;
         zq[u][2] = cq[u][2] + c0;
         zq[u][3] = cq[u][3] + c1;
-        store_pair<BF>(sX2 + g * LXH + j, gelu_sfu(z1[u][0]), gelu_sfu(z1[u][1]));
-        store_pair<BF>(sX2 + (g + 8) * LXH + j, gelu_sfu(z1[u][2]), gelu_sfu(z1[u][3]));
+        store_pair<BF>(sX2 + g * LXH + j, gelu_tanh(z1[u][0]), gelu_tanh(z1[u][1]));
+        store_pair<BF>(sX2 + (g + 8) * LXH + j, gelu_tanh(z1[u][2]), gelu_tanh(z1[u][3]));
       }
     }
     splitk_abt<BF, D, L::NS_M1, LX, 0, E, SPLIT>(sQ, sK, sPM, warp, lane);
@@ -744,7 +725,7 @@ __global__ void __launch_bounds__(kThreadsFused, 1)
       for (int u = 0; u < NTW_H; ++u) {
         const int j = jh + 8 * u + 2 * t;
 #pragma unroll
-        for (int e = 0; e < 4; ++e) c[u][e] *= gelu_sfu_grad(z1[u][e]);
+        for (int e = 0; e < 4; ++e) c[u][e] *= gelu_tanh_grad(z1[u][e]);
         store_pair<BF>(sG1 + g * LXH + j, c[u][0], c[u][1]);
         store_pair<BF>(sG1 + (g + 8) * LXH + j, c[u][2], c[u][3]);
         if (commit && p.bias) {
@@ -765,10 +746,10 @@ __global__ void __launch_bounds__(kThreadsFused, 1)
 #pragma unroll
       for (int u = 0; u < NTW_H; ++u) {
         const int j = jh + 8 * u + 2 * t;
-        store_pair<BF>(sXb2 + g * LXH + j, gelu_sfu(zq[u][0] - x[u][0]),
-                       gelu_sfu(zq[u][1] - x[u][1]));
-        store_pair<BF>(sXb2 + (g + 8) * LXH + j, gelu_sfu(zq[u][2] - x[u][2]),
-                       gelu_sfu(zq[u][3] - x[u][3]));
+        store_pair<BF>(sXb2 + g * LXH + j, gelu_tanh(zq[u][0] - x[u][0]),
+                       gelu_tanh(zq[u][1] - x[u][1]));
+        store_pair<BF>(sXb2 + (g + 8) * LXH + j, gelu_tanh(zq[u][2] - x[u][2]),
+                       gelu_tanh(zq[u][3] - x[u][3]));
       }
     }
     __syncthreads();

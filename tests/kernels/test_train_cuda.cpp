@@ -644,6 +644,52 @@ TEST(TrainCuda, ProfiledStepAccountsForItsPhases) {
               p.total_ms, p.gemm_ms, p.inner_forward_ms, p.inner_backward_ms, p.other_ms);
 }
 
+// With bf16 products the weight gradients of each TTT-Linear block's SwiGLU and o_proj run on a
+// second stream beside the inner-loop backward (kernels/src/train_cuda.cpp, `beside`); a profiled step
+// runs them in line. Both orders compute the same products from the same operands, so a step of each
+// from the same state gives the same loss and gradients, bit for bit; an operand overwritten before
+// the deferred product read it would show here. Both backbones, heads of d = 64 and d = 32 (the
+// fused kernel with dV in bf16, holding whole SMs).
+TEST(TrainCuda, WeightGradientsBesideTheInnerLoopChangeNothing) {
+  REQUIRE_GPU_OR_SKIP();
+  const std::uint64_t seed = test_seed();
+  for (bool mamba : {true, false})
+    for (int H : {2, 4}) {
+      const std::string name = std::string(mamba ? "Mamba backbone" : "Transformer backbone") +
+                               ", d=" + std::to_string(128 / H) + ", seed " + std::to_string(seed);
+      SCOPED_TRACE(name);
+      TrainConfig tc;
+      tc.model = base_model(mamba, 128, H, 16);
+      tc.model.seq_layer = SeqLayerKind::TTTLinear;
+      tc.model.max_position_embeddings = 64;
+      tc.batch_size = 6;
+      tc.seq_len = 64;
+      std::mt19937_64 rng(seed);
+      Model<float> model(tc.model, rng());
+      const TokenBatch batch = random_batch(tc.batch_size, tc.seq_len, rng, false);
+      CudaTrainOptions opt;
+      opt.gemm = GemmPrecision::Bf16;
+      AdamW<float> optim_a(AdamWConfig{}, WarmupCosineSchedule{}),
+          optim_b(AdamWConfig{}, WarmupCosineSchedule{});
+      CudaTrainBackend in_line(TrainBackendContext{&tc, &model, &optim_a, 1}, opt);
+      CudaTrainBackend beside(TrainBackendContext{&tc, &model, &optim_b, 1}, opt);
+      CudaStepProfile prof;
+      const BackendStep a = in_line.profile_step(batch, prof);
+      const BackendStep b = beside.step(batch);
+      EXPECT_EQ(a.loss_sum, b.loss_sum);
+      const auto ga = in_line.download_gradients(), gb = beside.download_gradients();
+      ASSERT_EQ(ga.size(), gb.size());
+      std::size_t differ = 0, n = 0;
+      for (std::size_t t = 0; t < ga.size(); ++t) {
+        ASSERT_EQ(ga[t].size(), gb[t].size());
+        for (std::size_t i = 0; i < ga[t].size(); ++i, ++n) differ += ga[t][i] != gb[t][i];
+      }
+      EXPECT_EQ(differ, 0u) << "of " << n << " gradient values";
+      std::printf("[ INFO     ] %-52s loss sum %.6f; %zu gradient values, %zu differ\n",
+                  name.c_str(), b.loss_sum, n, differ);
+    }
+}
+
 // ---- 3. checkpoints ------------------------------------------------------------------------------------
 
 fs::path temp_dir(const std::string& name) {

@@ -172,6 +172,10 @@ struct TttLinearBackwardArgs {
   float* db0 = nullptr;
   void* workspace = nullptr;  // ttt_linear_backward_workspace_bytes(dims, checkpoint_group) bytes
   std::size_t workspace_bytes = 0;
+  // Where B·H blocks fit in one wave at one per SM, the fused kernel holds each of its SMs alone
+  // (asks for the SM's whole shared memory): for work run beside it on another stream, which then
+  // takes the idle SMs instead of slowing the blocks' chains. Same results; no effect elsewhere.
+  bool whole_sm = false;
   TttBackwardVersion version = TttBackwardVersion::Default;
   CUstream_st* stream = nullptr;
 };
