@@ -128,8 +128,8 @@ struct CudaTrainBackend::Impl {
   // (the stream waits on side_done) before anything overwrites their operands. Their bf16 gradients
   // are in buffers of their own until then (dh16_ffn, dh16_mix, dA16 below). The main stream has the
   // higher priority, so the inner loop's blocks take their SMs first, and the kernel holds its SMs
-  // alone (TttLinearBackwardArgs::whole_sm): its blocks would leave room for the products' beside
-  // them and be slowed. Same products, same operands, same order of each sum: the results are those
+  // alone (TttLinearBackwardArgs::whole_sm): its blocks leave room beside them, where a product's
+  // block would slow them. Same products, same operands, same order of each sum: the results are those
   // of the serial step (TrainCuda.WeightGradientsBesideTheInnerLoopChangeNothing). The D768 TTT-Linear
   // bf16 step on an H100: 46.8 → 44.4 ms.
   bool beside = false;  // set up for it (the buffers, the stream); deferring(): in this step
@@ -873,8 +873,8 @@ void CudaTrainBackend::Impl::ttt_backward(int i, const float* x, const float* dY
     // With bf16 products v_proj's two products are dV's only readers: the fused kernel writes dV
     // in bf16 alone (rounded as round_gradient16 would), into the SwiGLU's second gradient buffer,
     // which nothing uses until the next block's SwiGLU; or, set up for weight gradients beside the
-    // inner loop (the up product's reads that buffer until the join), into dA16, which g_proj's
-    // products have read by then.
+    // inner loop (the up projection's weight gradient reads that buffer until the join), into dA16,
+    // which g_proj's products have read by then.
     if (bf16 && a.version == TttBackwardVersion::Tf32) {
       std::uint16_t* const dv16 = beside ? dA16 : dy16b.get();
       a.dV_bf16 = dv16;
@@ -1014,10 +1014,9 @@ void CudaTrainBackend::Impl::backward() {
     const std::string pre = layer(i);
     // h_out = h_mid2 + W_down(silu(a·W_gate) ⊙ a·W_up), a = RMSNorm_ffn(h_mid2)
     const float* Wdown = p(pre + "mlp.down_proj.weight");
-    // With the TTT mixers the SwiGLU's weight gradients may run beside the inner loop (`beside`).
-    const bool deferrable = !attention;
+    // With bf16 products the SwiGLU's weight gradients may run beside the inner loop (`beside`).
     if (bf16) {  // the SwiGLU's gradients in bf16 only: dHd the down product's output, dG, dU its operands
-      if (deferrable && deferring())
+      if (deferring())
         defer_weight_gradient(k.Hd, dh16, F, D, g(pre + "mlp.down_proj.weight"));
       else
         mm(true, false, F, D, rows, k.Hd, F, dh, D, g(pre + "mlp.down_proj.weight"), D, true,
@@ -1029,9 +1028,9 @@ void CudaTrainBackend::Impl::backward() {
       silu_mul_backward_bf16(k.Gt16, k.Up16, dHd16, dy16.get(), dy16b.get(), std::size_t(rows) * F,
                              st);
       linear_backward(k.a_ffn, p(pre + "mlp.gate_proj.weight"), nullptr, D, F,
-                      g(pre + "mlp.gate_proj.weight"), da, false, dy16.get(), deferrable);
+                      g(pre + "mlp.gate_proj.weight"), da, false, dy16.get(), true);
       linear_backward(k.a_ffn, p(pre + "mlp.up_proj.weight"), nullptr, D, F,
-                      g(pre + "mlp.up_proj.weight"), da, true, dy16b.get(), deferrable);
+                      g(pre + "mlp.up_proj.weight"), da, true, dy16b.get(), true);
     } else {
       linear_backward(k.Hd, Wdown, dh, F, D, g(pre + "mlp.down_proj.weight"), dHd, false);
       silu_mul_backward(k.Gt, k.Up, dHd, dHd, dUp, std::size_t(rows) * F, st);
