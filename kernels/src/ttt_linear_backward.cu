@@ -86,8 +86,8 @@ struct BwdParams {
   float *pW, *pb, *pgam, *pbet, *ptau;  // per-block partials [BH, d·d], [BH, d] ×3, [BH, b]
   int B, H, T, d, b, group, n_ck;
   bool ln, res, bias;
-  bool
-      whole_sm;  // the fused kernel: one block per SM and nothing beside it, where one wave holds B·H
+  // The fused kernel: one block per SM and nothing beside it, where one wave holds B·H blocks.
+  bool whole_sm;
   float eps;
 };
 

@@ -661,7 +661,6 @@ TEST(TrainCuda, WeightGradientsBesideTheInnerLoopChangeNothing) {
       TrainConfig tc;
       tc.model = base_model(mamba, 128, H, 16);
       tc.model.seq_layer = SeqLayerKind::TTTLinear;
-      tc.model.max_position_embeddings = 64;
       tc.batch_size = 6;
       tc.seq_len = 64;
       std::mt19937_64 rng(seed);
