@@ -232,6 +232,8 @@ Json generation_json(const GenRow& g) {
 struct BenchArgs {
   std::vector<std::string> presets{"tiny", "small", "125m"};
   std::string layer = "ttt-linear";
+  // --layer given on the command line: with --device cuda, the training rows of that layer only.
+  bool layer_given = false;
   std::string backbone = "m";
   int threads = 0;
   bool json = false;
@@ -530,7 +532,8 @@ void run_cuda(const BenchArgs& a, int device, const std::string& device_text) {
                 "one profiled step, ms: total: GEMM, mixer fwd, mixer bwd, rest");
   }
   Json tarr = Json::array();
-  for (const char* layer : {"ttt-linear", "ttt-mlp", "linear-attention", "softmax-attention"})
+  for (const char* layer : {"ttt-linear", "ttt-mlp", "linear-attention", "softmax-attention"}) {
+    if (a.layer_given && a.layer != layer) continue;
     for (const auto& gemm : {kernels::GemmPrecision::Tf32, kernels::GemmPrecision::Bf16, kernels::GemmPrecision::Fp32})
       for (int shape = 0; shape < 2; ++shape) {
         const GpuRow r = shape == 0 ? bench_gpu_training("D256-L4", 256, 4, 16, 512, layer, a.backbone, gemm, 10)
@@ -546,6 +549,7 @@ void run_cuda(const BenchArgs& a, int device, const std::string& device_text) {
           std::fflush(stdout);
         }
       }
+  }
   out["training"] = tarr;
   if (a.json) {
     std::printf("%s\n", out.dump(2).c_str());
@@ -659,8 +663,10 @@ void register_bench(CLI::App& app) {
   auto a = std::make_shared<BenchArgs>();
   auto* cmd = app.add_subcommand("bench", "Measure training and inference speed per preset against this CPU's GEMM rate");
   cmd->add_option("--presets", a->presets, "Presets to measure")->check(CLI::IsMember({"tiny", "small", "125m"}))->capture_default_str();
-  cmd->add_option("--layer", a->layer, "Sequence layer")
-      ->check(CLI::IsMember({"ttt-linear", "ttt-mlp", "linear-attention", "softmax-attention"}))->capture_default_str();
+  cmd->add_option("--layer", a->layer,
+                  "Sequence layer (with --device cuda: the training rows of this layer only)")
+      ->check(CLI::IsMember({"ttt-linear", "ttt-mlp", "linear-attention", "softmax-attention"}))
+      ->capture_default_str();
   cmd->add_option("--backbone", a->backbone, "m or t")->check(CLI::IsMember({"t", "m"}))->capture_default_str();
   cmd->add_option("--threads", a->threads, "Worker threads (0: all)")->check(CLI::Range(0, 1024));
   cmd->add_option("--device", a->device, "cpu, cuda, or auto (cuda when a GPU is present)")
@@ -675,7 +681,10 @@ void register_bench(CLI::App& app) {
                   "per GPU, D768 L12), with the scaling efficiency against one GPU")
       ->check(CLI::Range(1, 1024));
   cmd->add_flag("--json", a->json, "Print JSON");
-  cmd->callback([a] { run(*a); });
+  cmd->callback([a, cmd] {
+    a->layer_given = cmd->count("--layer") > 0;
+    run(*a);
+  });
 }
 
 }  // namespace tttlab::cli

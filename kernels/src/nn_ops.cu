@@ -12,6 +12,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
@@ -20,12 +21,14 @@
 
 #include "bf16.cuh"
 #include "cuda_check.hpp"
+#include "ttt_mma.cuh"
 #include "tttlab/kernels/gemm.hpp"
 #include "tttlab/kernels/nn_ops.hpp"
 
 namespace tttlab::kernels {
 using detail::bf16_bits;
 using detail::bf16_value;
+using detail::mma_bf16;
 namespace {
 
 constexpr int kChunkRows = 128;  // rows per partial sum of the column reductions
@@ -1040,9 +1043,13 @@ __global__ void ln_forward_vec4_kernel(const float4* __restrict__ X,
   const int lane = threadIdx.x % 32;
   if (row >= R) return;
   const std::size_t o = std::size_t(row) * D4;
-  float4 x[NV];
+  // A is read with X, before the row's reductions (as in the backward below).
+  float4 x[NV], a_row[NV];
 #pragma unroll
-  for (int v = 0; v < NV; ++v) x[v] = X[o + lane + 32 * v];
+  for (int v = 0; v < NV; ++v) {
+    x[v] = X[o + lane + 32 * v];
+    if (A) a_row[v] = A[o + lane + 32 * v];
+  }
   const float rstd = centre_row<NV>(x, eps);
 #pragma unroll
   for (int v = 0; v < NV; ++v) {
@@ -1050,7 +1057,7 @@ __global__ void ln_forward_vec4_kernel(const float4* __restrict__ X,
     float4 y = make_float4(x[v].x * rstd * g.x + b.x, x[v].y * rstd * g.y + b.y,
                            x[v].z * rstd * g.z + b.z, x[v].w * rstd * g.w + b.w);
     if (A) {
-      const float4 a = A[o + lane + 32 * v];
+      const float4 a = a_row[v];
       y = make_float4(y.x * gelu_tanh(a.x), y.y * gelu_tanh(a.y), y.z * gelu_tanh(a.z),
                       y.w * gelu_tanh(a.w));
     }
@@ -1145,11 +1152,14 @@ __global__ void ln_backward_vec4_kernel(const float4* __restrict__ X,
   const int r_end = min(R, (blockIdx.x + 1) * kNormChunkRows);
   for (int row = blockIdx.x * kNormChunkRows + warp; row < r_end; row += 8) {
     const std::size_t o = std::size_t(row) * D4;
-    float4 x[NV], dy[NV];
+    // The gate's A is read with X and dY, before the row's reductions: read after them, its loads
+    // were a second exposed memory latency per row.
+    float4 x[NV], dy[NV], a_row[NV];
 #pragma unroll
     for (int v = 0; v < NV; ++v) {
       x[v] = X[o + lane + 32 * v];
       dy[v] = dY[o + lane + 32 * v];
+      if (A) a_row[v] = A[o + lane + 32 * v];
     }
     const float rstd = centre_row<NV>(x, eps);
     float sg = 0.f, sgx = 0.f;
@@ -1157,7 +1167,7 @@ __global__ void ln_backward_vec4_kernel(const float4* __restrict__ X,
     for (int v = 0; v < NV; ++v) {
       x[v] = make_float4(x[v].x * rstd, x[v].y * rstd, x[v].z * rstd, x[v].w * rstd);  // x̂
       if (A) {
-        const float4 a = A[o + lane + 32 * v], b = beta[lane + 32 * v];
+        const float4 a = a_row[v], b = beta[lane + 32 * v];
         float4 da;
         dy[v] = make_float4(gate_backward(dy[v].x, x[v].x, gm[v].x, b.x, a.x, da.x),
                             gate_backward(dy[v].y, x[v].y, gm[v].y, b.y, a.y, da.y),
@@ -1223,6 +1233,124 @@ __global__ void eta_backward_kernel(const float* __restrict__ lam, const float* 
   }
 }
 
+// The learned gate in one pass each way, for a head group of HG heads (blockIdx.y) at a time. U = x·θᵀ
+// is [R, H], a product whose N = H (12 at D = 768) left cuBLAS with narrow tiles (37 µs for 25 MB of
+// bf16 x on an H100 each way, against 9 µs to read it), and λ, dU and the sums around it were passes of
+// their own. x is fp32 (x16 null) or bf16 bit patterns (x null); θ stays fp32.
+__device__ __forceinline__ float gate_input(const float* __restrict__ x,
+                                            const std::uint16_t* __restrict__ x16, std::size_t i) {
+  return x16 ? bf16_value(x16[i]) : x[i];
+}
+
+// λ[seq, h, t] = scale·σ(x_r·θ_h + β_h), r = seq·T + t, from bf16 x and θ on the tensor cores: a warp
+// per 16 rows and up to 16 heads (two m16n8k16 tiles, heads past H read as zeros), k over D in steps
+// of 16, the fragments loaded straight from global memory (θ's stay in L1), then the bias and σ on
+// the accumulators. (A CUDA-core version, fp32 FMAs over 4 rows per warp, took 81 µs at R = 16384,
+// D = 768, H = 12 on an H100: issue-bound with little latency hidden. cuBLAS took 18.5 µs for the
+// product alone, with narrow tiles for N = H.)
+constexpr int kEtaWarps = 4;
+__device__ __forceinline__ std::uint32_t bf16_pair(const std::uint16_t* __restrict__ p, bool ok) {
+  return ok ? *reinterpret_cast<const std::uint32_t*>(p) : 0u;
+}
+__global__ void __launch_bounds__(32 * kEtaWarps)
+    eta_gate_forward_bf16_kernel(const std::uint16_t* __restrict__ x16,
+                                 const std::uint16_t* __restrict__ theta16,
+                                 const float* __restrict__ bias, int R, int T, int H, int D,
+                                 float scale, float* __restrict__ lam) {
+  const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
+  const int r0 = (blockIdx.x * kEtaWarps + threadIdx.x / 32) * 16;
+  const int h0 = blockIdx.y * 16;
+  if (r0 >= R) return;
+  const int ra = r0 + gid, rb = r0 + gid + 8;  // the lane's A rows
+  const int ha = h0 + gid, hb = h0 + 8 + gid;  // the lane's B columns (heads), per n-tile
+  const std::uint16_t* xa = x16 + std::size_t(min(ra, R - 1)) * D + 2 * tig;
+  const std::uint16_t* xb = x16 + std::size_t(min(rb, R - 1)) * D + 2 * tig;
+  const std::uint16_t* ta = theta16 + std::size_t(min(ha, H - 1)) * D + 2 * tig;
+  const std::uint16_t* tb = theta16 + std::size_t(min(hb, H - 1)) * D + 2 * tig;
+  float acc[2][4] = {};
+  // Unrolled so that eight k-steps' loads are in flight at once: a warp has only its own 16 rows'
+  // loads to hide the memory latency with.
+#pragma unroll 8
+  for (int k0 = 0; k0 < D; k0 += 16) {  // D % 16 == 0 (the host checks)
+    const std::uint32_t a[4] = {bf16_pair(xa + k0, ra < R), bf16_pair(xb + k0, rb < R),
+                                bf16_pair(xa + k0 + 8, ra < R), bf16_pair(xb + k0 + 8, rb < R)};
+    mma_bf16(acc[0], a, bf16_pair(ta + k0, ha < H), bf16_pair(ta + k0 + 8, ha < H));
+    mma_bf16(acc[1], a, bf16_pair(tb + k0, hb < H), bf16_pair(tb + k0 + 8, hb < H));
+  }
+  // acc[n][i]: row r0 + gid + 8·(i / 2), head h0 + 8n + 2·tig + i % 2
+#pragma unroll
+  for (int n = 0; n < 2; ++n)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int row = r0 + gid + 8 * (i / 2), h = h0 + 8 * n + 2 * tig + i % 2;
+      if (row < R && h < H)
+        lam[(std::size_t(row / T) * H + h) * T + row % T] =
+            scale * sigmoidf_split(acc[n][i] + bias[h]);
+    }
+}
+
+// dU[r, h] = dλ·λ·(1 − λ/scale) for the chunk's rows (written, and dU16 = bf16(dU) when given), then
+// the chunk's partial sums dθ_h = Σ_r dU[r, h]·x_r into partial[chunk, h, :] and dβ_h = Σ_r dU[r, h]
+// into partial_b[chunk, h]: a thread per column, its rows in order, so the sums are deterministic.
+constexpr int kEtaChunkRows = 64, kEtaCols = 3;
+template <int HG>
+__global__ void __launch_bounds__(256, 2)
+    eta_gate_backward_kernel(const float* __restrict__ lam, const float* __restrict__ dlam,
+                             const float* __restrict__ x, const std::uint16_t* __restrict__ x16,
+                             int R, int T, int H, int D, float scale, float* __restrict__ dU,
+                             std::uint16_t* __restrict__ dU16, float* __restrict__ partial,
+                             float* __restrict__ partial_b) {
+  __shared__ float s_du[kEtaChunkRows][HG];
+  const int r0 = blockIdx.x * kEtaChunkRows, h0 = blockIdx.y * HG;
+  const int rows = min(kEtaChunkRows, R - r0);
+  for (int i = threadIdx.x; i < kEtaChunkRows * HG; i += blockDim.x) {
+    const int r = i / HG, h = i % HG;
+    float v = 0.f;
+    if (r < rows && h0 + h < H) {
+      const int row = r0 + r;
+      const std::size_t li = (std::size_t(row / T) * H + h0 + h) * T + row % T;
+      const float l = lam[li];
+      v = dlam[li] * l * (1.f - l / scale);
+      dU[std::size_t(row) * H + h0 + h] = v;
+      if (dU16) dU16[std::size_t(row) * H + h0 + h] = bf16_bits(v);
+    }
+    s_du[r][h] = v;
+  }
+  __syncthreads();
+  // kEtaCols columns per thread at once (all of D = 768 on 256 threads), 4 rows unrolled: 12 loads
+  // in flight per thread, at two blocks per SM.
+  for (int cb = threadIdx.x; cb < D; cb += kEtaCols * blockDim.x) {
+    float acc[kEtaCols][HG] = {};
+    const std::size_t base = std::size_t(r0) * D;
+#pragma unroll 4
+    for (int r = 0; r < rows; ++r) {
+      float xv[kEtaCols];
+#pragma unroll
+      for (int k = 0; k < kEtaCols; ++k) {
+        const int c = cb + k * blockDim.x;
+        xv[k] = c < D ? gate_input(x, x16, base + std::size_t(r) * D + c) : 0.f;
+      }
+#pragma unroll
+      for (int k = 0; k < kEtaCols; ++k)
+#pragma unroll
+        for (int h = 0; h < HG; ++h) acc[k][h] = fmaf(s_du[r][h], xv[k], acc[k][h]);
+    }
+#pragma unroll
+    for (int k = 0; k < kEtaCols; ++k) {
+      const int c = cb + k * blockDim.x;
+      if (c >= D) break;
+#pragma unroll
+      for (int h = 0; h < HG; ++h)
+        if (h0 + h < H) partial[(std::size_t(blockIdx.x) * H + h0 + h) * D + c] = acc[k][h];
+    }
+  }
+  if (threadIdx.x < HG && h0 + threadIdx.x < H) {
+    float t = 0.f;
+    for (int r = 0; r < rows; ++r) t += s_du[r][threadIdx.x];
+    partial_b[std::size_t(blockIdx.x) * H + h0 + threadIdx.x] = t;
+  }
+}
+
 __global__ void token_index_forward_kernel(const float* delta, int b, bool on, float* tau) {
   for (int i = threadIdx.x; i < b; i += blockDim.x) tau[i] = on ? fmaxf(1.f / float(i + 1) + delta[i], 0.f) : 1.f;
 }
@@ -1270,13 +1398,22 @@ constexpr int kNormThreads = 256;
 
 int norm_blocks(std::size_t n) { return blocks_for(n, kNormThreads * 4, 1024); }
 
+// Each block's Σ g² over a grid-strided share of g, in float4 loads where g is 16-byte aligned (the
+// last n mod 4 values, and all of an unaligned g, by block 0 alone), accumulated in double and summed
+// over the block's threads in a fixed order: the result is bitwise reproducible.
 __global__ void sum_squares_partial_kernel(const float* __restrict__ g, std::size_t n, double* __restrict__ partial) {
   __shared__ double s[kNormThreads];
   double acc = 0;
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x) {
-    const double v = g[i];
-    acc += v * v;
+  const bool vec = reinterpret_cast<std::uintptr_t>(g) % 16 == 0;
+  const std::size_t n4 = vec ? n / 4 : 0;
+  const auto* g4 = reinterpret_cast<const float4*>(g);
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n4;
+       i += std::size_t(gridDim.x) * blockDim.x) {
+    const float4 v = g4[i];
+    acc += double(v.x) * v.x + double(v.y) * v.y + double(v.z) * v.z + double(v.w) * v.w;
   }
+  if (blockIdx.x == 0)
+    for (std::size_t i = 4 * n4 + threadIdx.x; i < n; i += blockDim.x) acc += double(g[i]) * g[i];
   s[threadIdx.x] = acc;
   __syncthreads();
   for (int w = kNormThreads / 2; w > 0; w >>= 1) {
@@ -1286,15 +1423,26 @@ __global__ void sum_squares_partial_kernel(const float* __restrict__ g, std::siz
   if (threadIdx.x == 0) partial[blockIdx.x] = s[0];
 }
 
+// Σ of n partials by one block of kNormThreads threads, in a fixed order (a thread's strided share,
+// then a tree): one thread's loop over the 1024 partials took 36 us, a latency chain of loads.
 __global__ void sum_partials_double_kernel(const double* partial, int n, double* out) {
-  if (threadIdx.x != 0 || blockIdx.x != 0) return;
+  __shared__ double s[kNormThreads];
   double t = 0;
-  for (int i = 0; i < n; ++i) t += partial[i];
-  *out = t;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) t += partial[i];
+  s[threadIdx.x] = t;
+  __syncthreads();
+  for (int w = kNormThreads / 2; w > 0; w >>= 1) {
+    if (threadIdx.x < w) s[threadIdx.x] += s[threadIdx.x + w];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) *out = s[0];
 }
 
-__global__ void adamw_kernel(float* __restrict__ p, const float* __restrict__ g, float* __restrict__ m,
-                             float* __restrict__ v, std::size_t n, AdamWScalars s) {
+// p16 (optional): bf16(p) after the update, the bf16 products' mirror of the parameters, written in
+// this pass instead of a separate conversion that reads p again.
+__global__ void adamw_kernel(float* __restrict__ p, const float* __restrict__ g,
+                             float* __restrict__ m, float* __restrict__ v,
+                             std::uint16_t* __restrict__ p16, std::size_t n, AdamWScalars s) {
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x) {
     const float gj = g[i] * s.scale;
     const float mj = s.b1 * m[i] + s.one_minus_b1 * gj;
@@ -1303,7 +1451,9 @@ __global__ void adamw_kernel(float* __restrict__ p, const float* __restrict__ g,
     v[i] = vj;
     const float mhat = mj * s.inv_bc1, vhat = vj * s.inv_bc2;
     const float pj = p[i];
-    p[i] = pj - s.lr * (mhat / (sqrtf(vhat) + s.eps) + s.wd * pj);
+    const float pn = pj - s.lr * (mhat / (sqrtf(vhat) + s.eps) + s.wd * pj);
+    p[i] = pn;
+    if (p16) p16[i] = bf16_bits(pn);
   }
 }
 
@@ -1957,6 +2107,66 @@ void eta_backward(const float* lambda, const float* dlambda, int B, int T, int H
   check_launch();
 }
 
+// The head-group width of the η gate kernels for H heads: the accumulators are HG per row.
+int eta_head_group(int H) { return H <= 4 ? 4 : H <= 8 ? 8 : 16; }
+
+void check_eta_gate(const char* fn, const float* x, const std::uint16_t* x16, int B, int T, int H,
+                    int D) {
+  require(B >= 1 && T >= 1 && H >= 1 && D >= 1, fn, "B, T, H, D must be >= 1");
+  require(std::size_t(B) * T <= std::size_t(INT_MAX), fn, "B·T must fit an int");
+  require((x != nullptr) != (x16 != nullptr), fn, "exactly one of x and x16 must be given");
+}
+
+void eta_gate_forward_bf16(const std::uint16_t* x16, const std::uint16_t* theta16,
+                           const float* bias, int B, int T, int H, int D, float scale,
+                           float* lambda, CUstream_st* stream) {
+  const char* fn = "eta_gate_forward_bf16";
+  require(B >= 1 && T >= 1 && H >= 1 && D >= 16, fn, "B, T, H must be >= 1 and D >= 16");
+  require(D % 16 == 0, fn, "D must be a multiple of 16");
+  require(std::size_t(B) * T <= std::size_t(INT_MAX), fn, "B·T must fit an int");
+  require(x16 && theta16 && bias && lambda, fn, "a pointer is null");
+  require(reinterpret_cast<std::uintptr_t>(x16) % 4 == 0 &&
+              reinterpret_cast<std::uintptr_t>(theta16) % 4 == 0,
+          fn, "x16 and theta16 must be 4-byte aligned");
+  const int R = B * T, rows_per_block = 16 * kEtaWarps;
+  const dim3 grid((R + rows_per_block - 1) / rows_per_block, (H + 15) / 16);
+  eta_gate_forward_bf16_kernel<<<grid, 32 * kEtaWarps, 0, stream>>>(x16, theta16, bias, R, T, H, D,
+                                                                    scale, lambda);
+  check_launch();
+}
+
+std::size_t eta_gate_backward_workspace(int R, int H, int D) {
+  const std::size_t chunks = (std::size_t(std::max(R, 1)) + kEtaChunkRows - 1) / kEtaChunkRows;
+  return chunks * std::size_t(H) * (std::size_t(D) + 1);
+}
+
+void eta_gate_backward(const float* lambda, const float* dlambda, const float* x,
+                       const std::uint16_t* x16, int B, int T, int H, int D, float scale, float* dU,
+                       std::uint16_t* dU16, float* dtheta, float* dbias, float* workspace,
+                       CUstream_st* stream) {
+  const char* fn = "eta_gate_backward";
+  check_eta_gate(fn, x, x16, B, T, H, D);
+  require(lambda && dlambda && dU && dtheta && dbias && workspace, fn, "a pointer is null");
+  const int R = B * T, hg = eta_head_group(H);
+  const int chunks = (R + kEtaChunkRows - 1) / kEtaChunkRows;
+  float* partial = workspace;
+  float* partial_b = workspace + std::size_t(chunks) * H * D;
+  const dim3 grid(chunks, (H + hg - 1) / hg);
+  const float s = scale > 0.f ? scale : 1.f;  // as eta_backward
+  switch (hg) {
+#define TTTLAB_ETA_BWD(HG)                                                     \
+  case HG:                                                                     \
+    eta_gate_backward_kernel<HG><<<grid, kThreads, 0, stream>>>(               \
+        lambda, dlambda, x, x16, R, T, H, D, s, dU, dU16, partial, partial_b); \
+    break;
+    TTTLAB_ETA_BWD(4) TTTLAB_ETA_BWD(8) TTTLAB_ETA_BWD(16)
+#undef TTTLAB_ETA_BWD
+  }
+  check_launch();
+  sum_partials_add(partial, chunks, H * D, dtheta, stream);
+  sum_partials_add(partial_b, chunks, H, dbias, stream);
+}
+
 void token_index_forward(const float* delta, int b, bool token_index, float* tau, CUstream_st* stream) {
   require(b >= 1 && delta && tau, "token_index_forward", "b must be >= 1 and pointers non-null");
   token_index_forward_kernel<<<1, 64, 0, stream>>>(delta, b, token_index, tau);
@@ -1988,15 +2198,15 @@ void sum_squares(const float* g, std::size_t n, double* out, double* workspace, 
   const int nb = norm_blocks(n);
   sum_squares_partial_kernel<<<nb, kNormThreads, 0, stream>>>(g, n, workspace);
   check_launch();
-  sum_partials_double_kernel<<<1, 32, 0, stream>>>(workspace, nb, out);
+  sum_partials_double_kernel<<<1, kNormThreads, 0, stream>>>(workspace, nb, out);
   check_launch();
 }
 
-void adamw_update(float* p, const float* g, float* m, float* v, std::size_t n, const AdamWScalars& s,
-                  CUstream_st* stream) {
+void adamw_update(float* p, const float* g, float* m, float* v, std::size_t n,
+                  const AdamWScalars& s, CUstream_st* stream, std::uint16_t* p16) {
   if (n == 0) return;
   require(p && g && m && v, "adamw_update", "a pointer is null");
-  adamw_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(p, g, m, v, n, s);
+  adamw_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(p, g, m, v, p16, n, s);
   check_launch();
 }
 

@@ -131,7 +131,8 @@ struct CudaTrainBackend::Impl {
   // alone (TttLinearBackwardArgs::whole_sm): its blocks leave room beside them, where a product's
   // block would slow them. Same products, same operands, same order of each sum: the results are those
   // of the serial step (TrainCuda.WeightGradientsBesideTheInnerLoopChangeNothing). The D768 TTT-Linear
-  // bf16 step on an H100: 46.8 → 44.4 ms.
+  // bf16 step on an H100: 46.8 → 44.4 ms. The forward does the same with the Mamba backbone's gate
+  // product x·Wg, which only the post-norm after the inner loop reads (defer_linear).
   bool beside = false;  // set up for it (the buffers, the stream); deferring(): in this step
   bool deferring() const { return beside && !profiling; }
   cudaStream_t side_stream = nullptr;
@@ -186,7 +187,8 @@ struct CudaTrainBackend::Impl {
 
   // Mixed precision (GemmPrecision::Bf16 on cuBLAS): bf16 copies of the products' operands, each
   // rounded once where it is made rather than once per product that reads it. P16 mirrors P (same
-  // offsets), rounded at the start of every forward; an activation that several products read (a
+  // offsets): AdamW writes it beside P, and a forward rounds it again only after P was written
+  // otherwise (params16_current). An activation that several products read (a
   // block's mixer input, o_proj input, SwiGLU input and hidden, the final norm's output) has a
   // shadow, read again by the backward's weight gradients (nothing writes those buffers in between).
   // Where products are an activation's only readers, its producer writes the shadow alone and the
@@ -202,6 +204,8 @@ struct CudaTrainBackend::Impl {
   bool bf16 = false;
   // dy16b: the SwiGLU's second gradient, and the TTT-Linear backward's dV (hence at least [R, D]).
   DeviceArray<std::uint16_t> P16, shadow_store, dy16, dy16b;
+  bool params16_current =
+      false;  // P16 == bf16(P): false until the first rounding, and after uploads
   // The incoming gradient's bf16 copy at the SwiGLU (dh16_ffn) and at the mixer (dh16_mix), and the
   // Mamba gate's (dA16; also the TTT-Linear backward's dV): dy16 itself unless weight gradients run
   // beside the inner loop, which reads the first two, and the SwiGLU's in dy16 and dy16b, until the
@@ -209,6 +213,8 @@ struct CudaTrainBackend::Impl {
   std::uint16_t *dh16_ffn = nullptr, *dh16_mix = nullptr, *dA16 = nullptr;
   // The SwiGLU hidden state's gradient, the down product's bf16 output.
   std::uint16_t* dHd16 = nullptr;
+  // The η gate's pre-activation gradient dU [R, H] in bf16, for its input-gradient product.
+  std::uint16_t* dUlr16 = nullptr;
   std::unordered_map<const float*, std::uint16_t*> shadow16;  // fp32 activation → its shadow [R, cols]
   int rows = 0;  // R of the batch in flight
   int nseq = 0;
@@ -323,7 +329,7 @@ struct CudaTrainBackend::Impl {
   }
   // P16 = bf16(P), in slices that keep the converter's int sizes.
   void refresh_params16() {
-    if (!bf16) return;
+    if (!bf16 || params16_current) return;
     begin(kGemm);
     const std::size_t slice = std::size_t(1) << 30;
     for (std::size_t o = 0; o < total; o += slice) {
@@ -331,6 +337,7 @@ struct CudaTrainBackend::Impl {
       convert_to_bf16(P.get() + o, 1, n, n, P16.get() + o, n, stream);
     }
     end();
+    params16_current = true;
   }
   // y [R, out] = x [R, in] · W [in, out]
   void linear(const float* x, const float* W, int in, int out, float* y) {
@@ -365,8 +372,17 @@ struct CudaTrainBackend::Impl {
               dy16p);
     });
   }
-  // Around an inner-loop backward kernel: before its launch, the point the queued products wait for;
-  // after it, their launch on the side stream and the join.
+  // y [R, out] = x [R, in] · W [in, out], queued for the next inner loop as the weight gradients are.
+  void defer_linear(const float* x, const float* W, int in, int out, float* y) {
+    const int R = rows;
+    deferred.push_back([this, x, W, in, out, y, R] {
+      product(*side_gemm, false, false, R, out, in, x, in, W, out, y, out, false, nullptr, nullptr);
+    });
+  }
+  // Around an inner-loop kernel: before its launch, the point the queued products wait for;
+  // after it, their launch on the side stream and the join. (Joining later, after the work that
+  // follows the TTT-Linear backward, so that the products it leaves unfinished overlap that work,
+  // was measured no faster on an H100: 42.22 against 42.27 ms per D768 bf16 step.)
   void before_inner_loop() {
     if (!deferred.empty()) TTTLAB_CUDA_CHECK(cudaEventRecord(side_ready, stream));
   }
@@ -523,6 +539,7 @@ void CudaTrainBackend::Impl::allocate() {
   for (float** t : {&tmp, &dh, &da, &dx, &dYg, &dA, &dO, &dXQ, &dXK, &dXV, &du}) *t = alloc(RD);
   Ulr = alloc(R * H);
   dUlr = alloc(R * H);
+  if (bf16) dUlr16 = alloc16(R * H);
   dlam = alloc(std::size_t(Bmax) * H * T);
   dtau = alloc(b);
   db0_scratch = alloc(std::size_t(H) * d * (ttt_mlp ? 4 : 1));
@@ -537,7 +554,7 @@ void CudaTrainBackend::Impl::allocate() {
   const std::size_t ws_floats = std::max(
       {rms_norm_backward_workspace(Ri, std::max(D, F)), gated_layer_norm_backward_workspace(Ri, D),
        causal_conv_pair_backward_workspace(Bmax, T, D, std::max(K, 1)),
-       column_sum_workspace(Ri, H)});
+       eta_gate_backward_workspace(Ri, H, D)});
   ws = alloc(ws_floats);
   // TTT-MLP: the forward's scratch (d = 128) and the backward's workspace share one buffer (the two
   // run one after the other on the stream).
@@ -606,6 +623,7 @@ void CudaTrainBackend::Impl::allocate() {
 }
 
 void CudaTrainBackend::Impl::upload_params() {
+  params16_current = false;
   std::size_t k = 0;
   model->for_each_param([&](Eigen::Map<Mat<float>> t, const std::string& name) {
     const Tensor& x = tensors.at(k++);
@@ -693,9 +711,17 @@ void CudaTrainBackend::Impl::ttt_forward(int i, const float* x, float* out, bool
   token_index_forward(p(pre + "learnable_token_idx"), b, mc.eta_token_index, k.tau, st);
   const float scale = float(mc.ttt_base_lr) / float(d);
   if (mc.eta_learned_gate) {
-    // U = x·θᵀ (θ [H, D]), λ = scale·σ(U + β)
-    mm(false, true, rows, H, D, x, D, p(pre + "learnable_ttt_lr_weight"), D, Ulr, H, false);
-    eta_forward(Ulr, p(pre + "learnable_ttt_lr_bias"), nseq, T, H, scale, k.lam, st);
+    // λ = scale·σ(x·θᵀ + β) (θ [H, D]): with bf16 products, in one pass from x's shadow and θ's
+    // mirror; else the product U = x·θᵀ, then σ.
+    const float* theta = p(pre + "learnable_ttt_lr_weight");
+    const std::uint16_t* x16 = shadow_of(x);
+    if (x16 && D % 16 == 0) {
+      eta_gate_forward_bf16(x16, copy16(theta), p(pre + "learnable_ttt_lr_bias"), nseq, T, H, D,
+                            scale, k.lam, st);
+    } else {
+      mm(false, true, rows, H, D, x, D, theta, D, Ulr, H, false);
+      eta_forward(Ulr, p(pre + "learnable_ttt_lr_bias"), nseq, T, H, scale, k.lam, st);
+    }
   } else {
     eta_forward(nullptr, nullptr, nseq, T, H, scale, k.lam, st);
   }
@@ -723,6 +749,8 @@ void CudaTrainBackend::Impl::ttt_forward(int i, const float* x, float* out, bool
     ttt_mlp_forward(a);
     end();
   } else {
+    // The gate's product needs only x: beside the inner loop, where products run beside it.
+    if (mamba && deferring()) defer_linear(x, p(pre + "g_proj.weight"), D, D, k.A);
     TttLinearForwardArgs a;
     inner_inputs(a, k, pre);
     a.W0 = p(pre + "W1");
@@ -738,9 +766,12 @@ void CudaTrainBackend::Impl::ttt_forward(int i, const float* x, float* out, bool
       a.checkpoint_b = mc.inner_bias ? k.ckb : nullptr;
       a.checkpoint_group = group;
     }
+    a.whole_sm = !deferred.empty();
+    before_inner_loop();
     begin(kInnerFwd);
     ttt_linear_forward(a);
     end();
+    after_inner_loop();
   }
   // Post-norm, gate, o_proj.
   const float eps = float(mc.ttt_ln_eps);
@@ -748,8 +779,9 @@ void CudaTrainBackend::Impl::ttt_forward(int i, const float* x, float* out, bool
   const float* yg = mamba ? k.Yg : k.Y;
   if (mamba) {
     // Yg = post_norm(O) ⊙ gelu(x·Wg) in one pass; the post-norm's output is not kept (the backward
-    // recomputes it). With bf16 products o_proj alone reads Yg: its shadow alone is written.
-    linear(x, p(pre + "g_proj.weight"), D, D, k.A);
+    // recomputes it). With bf16 products o_proj alone reads Yg: its shadow alone is written. (x·Wg
+    // is made here unless it ran beside the inner loop.)
+    if (!deferring()) linear(x, p(pre + "g_proj.weight"), D, D, k.A);
     gated_layer_norm_forward(k.O, gamma, beta, k.A, rows, D, eps, k.Yg, shadow_of(k.Yg), st);
   } else {
     layer_norm_forward(k.O, gamma, beta, rows, D, eps, k.Y, st);
@@ -768,6 +800,7 @@ void CudaTrainBackend::Impl::forward(bool train, float grad_scale) {
     return mamba ? std::make_pair(p(pre + "conv.norm.weight"), blocks[i].a_conv)
                  : std::make_pair(p(pre + "seq_norm.weight"), blocks[i].a_seq);
   };
+  deferred.clear();  // (left by a step that threw)
   refresh_params16();
   embedding_forward(p("model.embed_tokens.weight"), V, D, tokens.get(), rows, blocks[0].h_in, st);
   rms_norm_to(blocks[0].h_in, first_norm(0).first, first_norm(0).second);
@@ -891,11 +924,13 @@ void CudaTrainBackend::Impl::ttt_backward(int i, const float* x, const float* dY
   // λ = scale·σ(x·θ_h + β_h)
   const float scale = float(mc.ttt_base_lr) / float(d);
   if (mc.eta_learned_gate) {
-    eta_backward(k.lam, dlam, nseq, T, H, scale, dUlr, st);
-    mm(true, false, H, D, rows, dUlr, H, x, D, g(pre + "learnable_ttt_lr_weight"), D, true);
-    column_sum_add(dUlr, rows, H, g(pre + "learnable_ttt_lr_bias"), ws, st);
-    mm(false, false, rows, D, H, dUlr, H, p(pre + "learnable_ttt_lr_weight"), D, dxo, D,
-       into_dxo());
+    // dU, dθ and dβ in one pass (dU also in bf16 for the product after it with bf16 products), then
+    // dx (+)= dU·θ.
+    const std::uint16_t* x16 = shadow_of(x);
+    eta_gate_backward(k.lam, dlam, x16 ? nullptr : x, x16, nseq, T, H, D, scale, dUlr, dUlr16,
+                      g(pre + "learnable_ttt_lr_weight"), g(pre + "learnable_ttt_lr_bias"), ws, st);
+    mm(false, false, rows, D, H, dUlr, H, p(pre + "learnable_ttt_lr_weight"), D, dxo, D, into_dxo(),
+       dUlr16, nullptr);
   }
   // τ_i = max(1/i + δ_i, 0). With δ frozen (eta_token_index_learnable off) nothing is added, so dδ
   // stays at the zero the step starts from and AdamW never moves δ (layer.cpp does the same).
@@ -1293,7 +1328,11 @@ AdamWReport CudaTrainBackend::apply_update() {
   a.lr = static_cast<float>(r.lr);
   a.eps = static_cast<float>(c.eps);
   a.wd = static_cast<float>(c.weight_decay);
-  adamw_update(s.P.get(), s.G.get(), s.M1.get(), s.M2.get(), s.total, a, s.stream);
+  // With bf16 products the update also writes the parameters' bf16 mirror, so the next forward
+  // need not round P again.
+  adamw_update(s.P.get(), s.G.get(), s.M1.get(), s.M2.get(), s.total, a, s.stream,
+               s.bf16 ? s.P16.get() : nullptr);
+  s.params16_current = s.bf16;
   r.step = ++s.step;
   return r;
 }

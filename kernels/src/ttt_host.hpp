@@ -4,6 +4,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
@@ -102,6 +103,18 @@ void set_dims(Params& p, const TttDims& D) {
 inline bool aligned16(const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0; }
 
 inline std::size_t ceil_div(std::size_t a, std::size_t b) { return (a + b - 1) / b; }
+
+// The dynamic shared memory to ask for a kernel of `blocks` blocks that needs `bytes`: with
+// whole_sm, where the SMs outnumber the blocks (they go one per SM anyway), an SM's whole shared
+// memory, which keeps work launched beside the kernel on another stream off its SMs; else bytes.
+inline std::size_t whole_sm_bytes(std::size_t bytes, int blocks, bool whole_sm) {
+  if (!whole_sm) return bytes;
+  int dev = 0, sms = 0, optin = 0;
+  TTTLAB_CUDA_CHECK(cudaGetDevice(&dev));
+  TTTLAB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  TTTLAB_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  return blocks <= sms ? std::max(bytes, static_cast<std::size_t>(optin)) : bytes;
+}
 
 // Lets kernel `fn` launch with `bytes` of dynamic shared memory (CUDA wants this opt-in above
 // 48 KiB).

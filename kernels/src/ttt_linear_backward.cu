@@ -884,16 +884,8 @@ __global__ void __launch_bounds__(2 * D) linear_backward_fused_kernel(BwdParams 
 
 template <int D, bool SPLIT>
 void launch_fused(const BwdParams& p, cudaStream_t stream) {
-  std::size_t bytes = Layout<D>::FLOATS * sizeof(float);
-  if (p.whole_sm) {
-    // The blocks go one per SM anyway where the SMs outnumber them; asking for an SM's whole shared
-    // memory keeps the products running beside the kernel (another stream) off those SMs.
-    int dev = 0, sms = 0, optin = 0;
-    TTTLAB_CUDA_CHECK(cudaGetDevice(&dev));
-    TTTLAB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    TTTLAB_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    if (p.B * p.H <= sms) bytes = std::max(bytes, static_cast<std::size_t>(optin));
-  }
+  const std::size_t bytes =
+      whole_sm_bytes(Layout<D>::FLOATS * sizeof(float), p.B * p.H, p.whole_sm);
   // dV in bf16 exists for the Tf32 version only (the host checks), so only those instances.
   const auto fn = SPLIT || !p.dV16 ? &linear_backward_fused_kernel<D, SPLIT>
                                    : &linear_backward_fused_kernel<D, false, true>;

@@ -929,8 +929,8 @@ __global__ void __launch_bounds__(2 * D) linear_forward_bf16_kernel(FwdParams p)
 }
 
 template <int D, bool SPLIT>
-void launch_tc(const FwdParams& p, int blocks, cudaStream_t stream) {
-  const std::size_t bytes = TcLayout<D>::FLOATS * sizeof(float);
+void launch_tc(const FwdParams& p, int blocks, bool whole_sm, cudaStream_t stream) {
+  const std::size_t bytes = whole_sm_bytes(TcLayout<D>::FLOATS * sizeof(float), blocks, whole_sm);
   const void* fn = reinterpret_cast<const void*>(&linear_forward_tc_kernel<D, SPLIT>);
   set_smem_limit(fn, bytes);
   linear_forward_tc_kernel<D, SPLIT><<<blocks, TcLayout<D>::NT, bytes, stream>>>(p);
@@ -947,16 +947,12 @@ void launch_bf16(const FwdParams& p, int blocks, cudaStream_t stream) {
 }
 
 template <bool SPLIT>
-void dispatch_tc(const FwdParams& p, int d, int blocks, cudaStream_t stream) {
+void dispatch_tc(const FwdParams& p, int d, int blocks, bool whole_sm, cudaStream_t stream) {
   switch (d) {
-    case 16:
-      return launch_tc<16, SPLIT>(p, blocks, stream);
-    case 32:
-      return launch_tc<32, SPLIT>(p, blocks, stream);
-    case 64:
-      return launch_tc<64, SPLIT>(p, blocks, stream);
-    case 128:
-      return launch_tc<128, SPLIT>(p, blocks, stream);
+    case 16: return launch_tc<16, SPLIT>(p, blocks, whole_sm, stream);
+    case 32: return launch_tc<32, SPLIT>(p, blocks, whole_sm, stream);
+    case 64: return launch_tc<64, SPLIT>(p, blocks, whole_sm, stream);
+    case 128: return launch_tc<128, SPLIT>(p, blocks, whole_sm, stream);
     default:
       throw std::invalid_argument("ttt_linear_forward (tensor cores): unsupported head_dim " + std::to_string(d));
   }
@@ -1026,9 +1022,9 @@ void linear_forward_tensor_core(const TttLinearForwardArgs& a, bool split) {
   const FwdParams p = forward_params(a);
   const int blocks = a.dims.batch * a.dims.heads;
   if (split)
-    dispatch_tc<true>(p, a.dims.head_dim, blocks, a.stream);
+    dispatch_tc<true>(p, a.dims.head_dim, blocks, a.whole_sm, a.stream);
   else
-    dispatch_tc<false>(p, a.dims.head_dim, blocks, a.stream);
+    dispatch_tc<false>(p, a.dims.head_dim, blocks, a.whole_sm, a.stream);
 }
 
 }  // namespace

@@ -799,6 +799,82 @@ TEST_F(NnOps, EtaAndTokenIndex) {
   }
 }
 
+// The fused gate against the gate's formulas in double: eta_gate_forward_bf16 (x and θ rounded to
+// bf16 first; the reference takes the same rounded values) and eta_gate_backward from x in fp32 and
+// from x's bf16 copy: λ, dU, dθ (accumulated onto a given start), dβ (likewise), and dU16 = bf16(dU)
+// bit for bit. Shapes: one row, rows not a multiple of 16 or 64, H = 3 (one head group, part used),
+// H = 17 (two groups), and the D768 model's H = 12.
+TEST_F(NnOps, EtaGateKernelsMatchTheGateInDouble) {
+  for (auto [B, T, H, D] : std::vector<std::array<int, 4>>{
+           {1, 1, 1, 16}, {2, 37, 3, 96}, {3, 70, 17, 48}, {2, 300, 12, 768}}) {
+    for (bool x_bf16 : {false, true}) {
+      SCOPED_TRACE("B=" + std::to_string(B) + " T=" + std::to_string(T) +
+                   " H=" + std::to_string(H) + " D=" + std::to_string(D) +
+                   (x_bf16 ? " x bf16" : " x fp32") + " seed " + std::to_string(seed_));
+      const int R = B * T;
+      const float scale = 1.0f / 64.f;
+      auto x = randn(std::size_t(R) * D);
+      auto theta = randn(std::size_t(H) * D, 0.05);
+      const auto beta = randn(H, 0.5);
+      const auto dlam = randn(std::size_t(B) * H * T), dth0 = randn(std::size_t(H) * D),
+                 db0 = randn(H);
+      DeviceBuffer X(x), Th(theta), Bt(beta), L = poisoned(std::size_t(B) * H * T), dL(dlam),
+                                              dU = poisoned(std::size_t(R) * H), dTh(dth0), dB(db0),
+                                              ws(eta_gate_backward_workspace(R, H, D));
+      const std::size_t nx = std::size_t(R) * D, nt = std::size_t(H) * D, nu = std::size_t(R) * H;
+      std::uint16_t* buf = nullptr;
+      TTTLAB_CUDA_CHECK(
+          cudaMalloc(reinterpret_cast<void**>(&buf), (nx + nt + 2 * nu) * sizeof(std::uint16_t)));
+      std::uint16_t *x16 = buf, *th16 = buf + nx, *du16 = th16 + nt, *want16 = du16 + nu;
+      convert_to_bf16(X.get(), R, D, D, x16, D, nullptr);
+      convert_to_bf16(Th.get(), H, D, D, th16, D, nullptr);
+      std::vector<float> lam;
+      if (x_bf16) {  // the kernels read the rounded copies; the reference their exact values
+        const auto r16 = download16(x16, nx), t16 = download16(th16, nt);
+        for (std::size_t i = 0; i < nx; ++i) x[i] = bf16_widened(r16[i]);
+        for (std::size_t i = 0; i < nt; ++i) theta[i] = bf16_widened(t16[i]);
+        eta_gate_forward_bf16(x16, th16, Bt.get(), B, T, H, D, scale, L.get(), nullptr);
+        lam = L.download();
+      } else {  // λ from the host, so that the backward alone is under test
+        lam = randn(std::size_t(B) * H * T, 0.002, scale / 2);
+        L.upload(lam);
+      }
+      const float* xf = x_bf16 ? nullptr : X.get();
+      const std::uint16_t* xh = x_bf16 ? x16 : nullptr;
+      eta_gate_backward(L.get(), dL.get(), xf, xh, B, T, H, D, scale, dU.get(), du16, dTh.get(),
+                        dB.get(), ws.get(), nullptr);
+      std::vector<double> lr(lam.size()), dur(nu), dthr(dth0.begin(), dth0.end()),
+          dbr(db0.begin(), db0.end());
+      for (int s = 0; s < B; ++s)
+        for (int h = 0; h < H; ++h)
+          for (int t = 0; t < T; ++t) {
+            const std::size_t r = std::size_t(s) * T + t, i = (std::size_t(s) * H + h) * T + t;
+            double u = beta[h];
+            for (int c = 0; c < D; ++c) u += double(x[r * D + c]) * theta[std::size_t(h) * D + c];
+            lr[i] = scale / (1.0 + std::exp(-u));
+            const double du = double(dlam[i]) * lam[i] * (1.0 - lam[i] / double(scale));
+            dur[r * H + h] = du;
+            for (int c = 0; c < D; ++c) dthr[std::size_t(h) * D + c] += du * x[r * D + c];
+            dbr[h] += du;
+          }
+      if (x_bf16) EXPECT_CLOSE("lambda", lam, lr, kTolElem);
+      EXPECT_CLOSE("dU", dU.download(), dur, kTolElem);
+      EXPECT_CLOSE("dtheta", dTh.download(), dthr, kTolSum);
+      EXPECT_CLOSE("dbias", dB.download(), dbr, kTolSum);
+      convert_to_bf16(dU.get(), R, H, H, want16, H, nullptr);
+      EXPECT_EQ(count_differences(download16(du16, nu), download16(want16, nu)), 0u) << "dU16";
+      cudaFree(buf);
+    }
+  }
+  DeviceBuffer one(16);
+  const auto* one16 = reinterpret_cast<const std::uint16_t*>(one.get());
+  EXPECT_THROW(eta_gate_forward_bf16(one16, one16, one.get(), 1, 1, 1, 24, 1.f, one.get(), nullptr),
+               std::invalid_argument);  // D not a multiple of 16
+  EXPECT_THROW(eta_gate_backward(one.get(), one.get(), one.get(), one16, 1, 1, 1, 4, 1.f, one.get(),
+                                 nullptr, one.get(), one.get(), one.get(), nullptr),
+               std::invalid_argument);  // x and x16 both given
+}
+
 TEST_F(NnOps, CrossEntropy) {
   for (auto [R, V] : std::vector<std::pair<int, int>>{{1, 1}, {1, 256}, {37, 256}, {2048, 256}, {65, 1000}, {16, 7}}) {
     SCOPED_TRACE("R=" + std::to_string(R) + " V=" + std::to_string(V) + " seed " + std::to_string(seed_));
@@ -859,7 +935,22 @@ TEST_F(NnOps, AdamWMatchesTheCpuOptimizer) {
       s.b1 = float(ac.beta1), s.b2 = float(ac.beta2);
       s.one_minus_b1 = float(1.0 - ac.beta1), s.one_minus_b2 = float(1.0 - ac.beta2);
       s.eps = float(ac.eps), s.wd = float(ac.weight_decay);
-      adamw_update(P.get(), G.get(), M.get(), Vv.get(), n, s, nullptr);
+      // Every other step also writes the bf16 mirror: it must be bf16(p) after the update exactly,
+      // and p itself the same as without it.
+      if (step % 2 == 1) {
+        std::uint16_t* buf = nullptr;
+        TTTLAB_CUDA_CHECK(
+            cudaMalloc(reinterpret_cast<void**>(&buf), 2 * n * sizeof(std::uint16_t)));
+        DeviceBuffer P2(P.download()), M2(M.download()), V2(Vv.download());
+        adamw_update(P2.get(), G.get(), M2.get(), V2.get(), n, s, nullptr, buf);
+        adamw_update(P.get(), G.get(), M.get(), Vv.get(), n, s, nullptr);
+        EXPECT_EQ(P2.download(), P.download()) << "p with the mirror written";
+        convert_to_bf16(P.get(), 1, int(n), int(n), buf + n, int(n), nullptr);
+        EXPECT_EQ(count_differences(download16(buf, n), download16(buf + n, n)), 0u) << "p16";
+        cudaFree(buf);
+      } else {
+        adamw_update(P.get(), G.get(), M.get(), Vv.get(), n, s, nullptr);
+      }
     }
     EXPECT_CLOSE("adamw p", P.download(), widen(p), kTolElem);
     EXPECT_CLOSE("adamw m", M.download(), widen(cpu.state().m[0]), kTolElem);

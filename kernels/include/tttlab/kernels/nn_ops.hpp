@@ -173,6 +173,22 @@ void eta_forward(const float* U, const float* bias, int B, int T, int H, float s
 // dU [B·T, H] = dλ ⊙ λ ⊙ (1 − λ/scale)  (scale ≤ 0 is taken as 1, as on the CPU, where λ = 0 anyway).
 void eta_backward(const float* lambda, const float* dlambda, int B, int T, int H, float scale, float* dU,
                   CUstream_st* stream);
+// The learned gate from its input in one pass, with bf16 products: λ [B, H, T], λ[n, h, t] =
+// scale·σ(x_r·θ_h + bias[h]) with r = n·T + t, x16 [B·T, D] and θ16 [H, D] bf16 bit patterns
+// (row-major, 4-byte aligned; D a multiple of 16), each dot product accumulated in fp32 on the tensor
+// cores. (The product U = x·θᵀ and eta_forward in one pass, without U.)
+void eta_gate_forward_bf16(const std::uint16_t* x16, const std::uint16_t* theta16,
+                           const float* bias, int B, int T, int H, int D, float scale,
+                           float* lambda, CUstream_st* stream);
+// Its backward for the gate's own parameters: dU [B·T, H] as eta_backward (written; and dU16, its bf16
+// copy, when not null), dθ [H, D] += dUᵀ·x and dbias [H] += Σ_r dU[r, :], summed in a fixed order
+// (deterministic). The input gradient dU·θ is the caller's product. workspace:
+// eta_gate_backward_workspace(B·T, H, D) floats.
+std::size_t eta_gate_backward_workspace(int R, int H, int D);
+void eta_gate_backward(const float* lambda, const float* dlambda, const float* x,
+                       const std::uint16_t* x16, int B, int T, int H, int D, float scale, float* dU,
+                       std::uint16_t* dU16, float* dtheta, float* dbias, float* workspace,
+                       CUstream_st* stream);
 // τ [b]: τ_i = max(1/i + δ_i, 0) (i = 1..b), or 1 with token_index off.
 void token_index_forward(const float* delta, int b, bool token_index, float* tau, CUstream_st* stream);
 // dδ_i += dτ_i where 1/i + δ_i > 0 (the clamp is inactive); nothing with token_index off.
@@ -192,12 +208,13 @@ std::size_t sum_squares_workspace(std::size_t n);  // in doubles
 void sum_squares(const float* g, std::size_t n, double* out, double* workspace, CUstream_st* stream);
 // The element update of AdamW::step with its scalars computed on the host as there:
 //   g' = g·scale; m = b1·m + (1−b1)·g'; v = b2·v + (1−b2)·g'²; p −= lr·(m·inv_bc1 / (√(v·inv_bc2) + eps) + wd·p)
+// p16 (optional, n elements): also written, bf16(p) of the updated p, rounded as convert_to_bf16 does.
 struct AdamWScalars {
   float scale = 1, b1 = 0.9f, one_minus_b1 = 0.1f, b2 = 0.95f, one_minus_b2 = 0.05f;
   float inv_bc1 = 1, inv_bc2 = 1, lr = 0, eps = 1e-8f, wd = 0;
 };
-void adamw_update(float* p, const float* g, float* m, float* v, std::size_t n, const AdamWScalars& s,
-                  CUstream_st* stream);
+void adamw_update(float* p, const float* g, float* m, float* v, std::size_t n,
+                  const AdamWScalars& s, CUstream_st* stream, std::uint16_t* p16 = nullptr);
 
 // ---- a plain fp32 matrix product (the fallback engine of gemm.hpp) ------------------------------
 // Row-major C[M, N] = alpha·op(A)·op(B) + beta·C, the contract of Gemm::operator().

@@ -112,6 +112,10 @@ struct TttLinearForwardArgs {
   float* final_acc_W = nullptr;
   float* final_acc_b = nullptr;
 
+  // Where B·H blocks fit in one wave at one per SM, the tensor-core kernels (Default, Tf32) hold
+  // each of their SMs alone, as TttLinearBackwardArgs::whole_sm: for work run beside the forward on
+  // another stream. Same results; no effect elsewhere.
+  bool whole_sm = false;
   TttLinearForwardVersion version = TttLinearForwardVersion::Default;
   CUstream_st* stream = nullptr;
 };
