@@ -1242,12 +1242,13 @@ __device__ __forceinline__ float gate_input(const float* __restrict__ x,
   return x16 ? bf16_value(x16[i]) : x[i];
 }
 
-// λ[seq, h, t] = scale·σ(x_r·θ_h + β_h), r = seq·T + t, from bf16 x and θ on the tensor cores: a warp
-// per 16 rows and up to 16 heads (two m16n8k16 tiles, heads past H read as zeros), k over D in steps
-// of 16, the fragments loaded straight from global memory (θ's stay in L1), then the bias and σ on
-// the accumulators. (A CUDA-core version, fp32 FMAs over 4 rows per warp, took 81 µs at R = 16384,
-// D = 768, H = 12 on an H100: issue-bound with little latency hidden. cuBLAS took 18.5 µs for the
-// product alone, with narrow tiles for N = H.)
+// λ[seq, h, t] = scale·σ(x_r·θ_h + β_h), r = seq·T + t, from bf16 x and θ on the tensor cores: a block
+// per 16 rows and up to 16 heads (two m16n8k16 tiles, heads past H read as zeros), its kEtaWarps warps
+// taking every kEtaWarps-th k-step of 16 over D, the fragments loaded straight from global memory (θ's
+// stay in L1); the warps' sums are added in a fixed order through shared memory, then the bias and σ.
+// Splitting k over the warps gives every SM ~30 warps' loads to hide the memory latency with: with a
+// warp per 16 rows and all of D it took 24 µs at R = 16384, D = 768, H = 12 on an H100 (cuBLAS's
+// product alone 18.5 µs, with narrow tiles for N = H; a CUDA-core version 81 µs, issue-bound).
 constexpr int kEtaWarps = 4;
 __device__ __forceinline__ std::uint32_t bf16_pair(const std::uint16_t* __restrict__ p, bool ok) {
   return ok ? *reinterpret_cast<const std::uint32_t*>(p) : 0u;
@@ -1257,10 +1258,9 @@ __global__ void __launch_bounds__(32 * kEtaWarps)
                                  const std::uint16_t* __restrict__ theta16,
                                  const float* __restrict__ bias, int R, int T, int H, int D,
                                  float scale, float* __restrict__ lam) {
-  const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
-  const int r0 = (blockIdx.x * kEtaWarps + threadIdx.x / 32) * 16;
-  const int h0 = blockIdx.y * 16;
-  if (r0 >= R) return;
+  __shared__ float s_acc[kEtaWarps][32][8];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
+  const int r0 = blockIdx.x * 16, h0 = blockIdx.y * 16;
   const int ra = r0 + gid, rb = r0 + gid + 8;  // the lane's A rows
   const int ha = h0 + gid, hb = h0 + 8 + gid;  // the lane's B columns (heads), per n-tile
   const std::uint16_t* xa = x16 + std::size_t(min(ra, R - 1)) * D + 2 * tig;
@@ -1268,25 +1268,29 @@ __global__ void __launch_bounds__(32 * kEtaWarps)
   const std::uint16_t* ta = theta16 + std::size_t(min(ha, H - 1)) * D + 2 * tig;
   const std::uint16_t* tb = theta16 + std::size_t(min(hb, H - 1)) * D + 2 * tig;
   float acc[2][4] = {};
-  // Unrolled so that eight k-steps' loads are in flight at once: a warp has only its own 16 rows'
-  // loads to hide the memory latency with.
-#pragma unroll 8
-  for (int k0 = 0; k0 < D; k0 += 16) {  // D % 16 == 0 (the host checks)
+#pragma unroll 4
+  for (int k0 = 16 * warp; k0 < D; k0 += 16 * kEtaWarps) {  // D % 16 == 0 (the host checks)
     const std::uint32_t a[4] = {bf16_pair(xa + k0, ra < R), bf16_pair(xb + k0, rb < R),
                                 bf16_pair(xa + k0 + 8, ra < R), bf16_pair(xb + k0 + 8, rb < R)};
     mma_bf16(acc[0], a, bf16_pair(ta + k0, ha < H), bf16_pair(ta + k0 + 8, ha < H));
     mma_bf16(acc[1], a, bf16_pair(tb + k0, hb < H), bf16_pair(tb + k0 + 8, hb < H));
   }
-  // acc[n][i]: row r0 + gid + 8·(i / 2), head h0 + 8n + 2·tig + i % 2
 #pragma unroll
-  for (int n = 0; n < 2; ++n)
+  for (int e = 0; e < 8; ++e) s_acc[warp][lane][e] = acc[e / 4][e % 4];
+  __syncthreads();
+  if (warp != 0) return;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int row = r0 + gid + 8 * (i / 2), h = h0 + 8 * n + 2 * tig + i % 2;
-      if (row < R && h < H)
-        lam[(std::size_t(row / T) * H + h) * T + row % T] =
-            scale * sigmoidf_split(acc[n][i] + bias[h]);
-    }
+  for (int e = 0; e < 8; ++e) {
+    float u = s_acc[0][lane][e];
+#pragma unroll
+    for (int w = 1; w < kEtaWarps; ++w) u += s_acc[w][lane][e];
+    // element e: accumulator (n, i) = (e / 4, e % 4): row r0 + gid + 8·(i / 2), head
+    // h0 + 8n + 2·tig + i % 2
+    const int n = e / 4, i = e % 4;
+    const int row = r0 + gid + 8 * (i / 2), h = h0 + 8 * n + 2 * tig + i % 2;
+    if (row < R && h < H)
+      lam[(std::size_t(row / T) * H + h) * T + row % T] = scale * sigmoidf_split(u + bias[h]);
+  }
 }
 
 // dU[r, h] = dλ·λ·(1 − λ/scale) for the chunk's rows (written, and dU16 = bf16(dU) when given), then
@@ -2128,8 +2132,8 @@ void eta_gate_forward_bf16(const std::uint16_t* x16, const std::uint16_t* theta1
   require(reinterpret_cast<std::uintptr_t>(x16) % 4 == 0 &&
               reinterpret_cast<std::uintptr_t>(theta16) % 4 == 0,
           fn, "x16 and theta16 must be 4-byte aligned");
-  const int R = B * T, rows_per_block = 16 * kEtaWarps;
-  const dim3 grid((R + rows_per_block - 1) / rows_per_block, (H + 15) / 16);
+  const int R = B * T;
+  const dim3 grid((R + 15) / 16, (H + 15) / 16);
   eta_gate_forward_bf16_kernel<<<grid, 32 * kEtaWarps, 0, stream>>>(x16, theta16, bias, R, T, H, D,
                                                                     scale, lambda);
   check_launch();
