@@ -1403,6 +1403,18 @@ constexpr int kNormThreads = 256;
 
 int norm_blocks(std::size_t n) { return blocks_for(n, kNormThreads * 4, 1024); }
 
+// The sum of every thread's t over a block of kNormThreads threads, in a fixed order (a tree through
+// s), returned to thread 0.
+__device__ double block_sum_double(double t, double (&s)[kNormThreads]) {
+  s[threadIdx.x] = t;
+  __syncthreads();
+  for (int w = kNormThreads / 2; w > 0; w >>= 1) {
+    if (threadIdx.x < w) s[threadIdx.x] += s[threadIdx.x + w];
+    __syncthreads();
+  }
+  return s[0];
+}
+
 // Each block's Σ g² over a grid-strided share of g, in float4 loads where g is 16-byte aligned (the
 // last n mod 4 values, and all of an unaligned g, by block 0 alone), accumulated in double and summed
 // over the block's threads in a fixed order: the result is bitwise reproducible.
@@ -1419,13 +1431,8 @@ __global__ void sum_squares_partial_kernel(const float* __restrict__ g, std::siz
   }
   if (blockIdx.x == 0)
     for (std::size_t i = 4 * n4 + threadIdx.x; i < n; i += blockDim.x) acc += double(g[i]) * g[i];
-  s[threadIdx.x] = acc;
-  __syncthreads();
-  for (int w = kNormThreads / 2; w > 0; w >>= 1) {
-    if (threadIdx.x < w) s[threadIdx.x] += s[threadIdx.x + w];
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) partial[blockIdx.x] = s[0];
+  const double sum = block_sum_double(acc, s);
+  if (threadIdx.x == 0) partial[blockIdx.x] = sum;
 }
 
 // Σ of n partials by one block of kNormThreads threads, in a fixed order (a thread's strided share,
@@ -1434,13 +1441,8 @@ __global__ void sum_partials_double_kernel(const double* partial, int n, double*
   __shared__ double s[kNormThreads];
   double t = 0;
   for (int i = threadIdx.x; i < n; i += blockDim.x) t += partial[i];
-  s[threadIdx.x] = t;
-  __syncthreads();
-  for (int w = kNormThreads / 2; w > 0; w >>= 1) {
-    if (threadIdx.x < w) s[threadIdx.x] += s[threadIdx.x + w];
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) *out = s[0];
+  const double sum = block_sum_double(t, s);
+  if (threadIdx.x == 0) *out = sum;
 }
 
 // p16 (optional): bf16(p) after the update, the bf16 products' mirror of the parameters, written in
@@ -2116,20 +2118,17 @@ void eta_backward(const float* lambda, const float* dlambda, int B, int T, int H
 // per column.
 int eta_head_group(int H) { return H <= 4 ? 4 : H <= 8 ? 8 : 16; }
 
-void check_eta_gate(const char* fn, const float* x, const std::uint16_t* x16, int B, int T, int H,
-                    int D) {
+void check_eta_gate_dims(const char* fn, int B, int T, int H, int D) {
   require(B >= 1 && T >= 1 && H >= 1 && D >= 1, fn, "B, T, H, D must be >= 1");
   require(std::size_t(B) * T <= std::size_t(INT_MAX), fn, "B·T must fit an int");
-  require((x != nullptr) != (x16 != nullptr), fn, "exactly one of x and x16 must be given");
 }
 
 void eta_gate_forward_bf16(const std::uint16_t* x16, const std::uint16_t* theta16,
                            const float* bias, int B, int T, int H, int D, float scale,
                            float* lambda, CUstream_st* stream) {
   const char* fn = "eta_gate_forward_bf16";
-  require(B >= 1 && T >= 1 && H >= 1 && D >= 16, fn, "B, T, H must be >= 1 and D >= 16");
+  check_eta_gate_dims(fn, B, T, H, D);
   require(D % 16 == 0, fn, "D must be a multiple of 16");
-  require(std::size_t(B) * T <= std::size_t(INT_MAX), fn, "B·T must fit an int");
   require(x16 && theta16 && bias && lambda, fn, "a pointer is null");
   require(reinterpret_cast<std::uintptr_t>(x16) % 4 == 0 &&
               reinterpret_cast<std::uintptr_t>(theta16) % 4 == 0,
@@ -2151,7 +2150,8 @@ void eta_gate_backward(const float* lambda, const float* dlambda, const float* x
                        std::uint16_t* dU16, float* dtheta, float* dbias, float* workspace,
                        CUstream_st* stream) {
   const char* fn = "eta_gate_backward";
-  check_eta_gate(fn, x, x16, B, T, H, D);
+  check_eta_gate_dims(fn, B, T, H, D);
+  require((x != nullptr) != (x16 != nullptr), fn, "exactly one of x and x16 must be given");
   require(lambda && dlambda && dU && dtheta && dbias && workspace, fn, "a pointer is null");
   const int R = B * T, hg = eta_head_group(H);
   const int chunks = (R + kEtaChunkRows - 1) / kEtaChunkRows;

@@ -357,11 +357,18 @@ struct CudaTrainBackend::Impl {
                        float* dxo, bool accumulate_dx, const std::uint16_t* dy16_given = nullptr,
                        bool deferrable = false) {
     const std::uint16_t* dy16p = dy16_given ? dy16_given : round_gradient16(dy, out);
+    weight_gradient(x, dy, dy16p, in, out, dW, deferrable);
+    if (dxo)
+      mm(false, true, rows, in, out, dy, out, W, out, dxo, in, accumulate_dx, dy16p, nullptr);
+  }
+  // dW [in, out] += xᵀ·dy (dy16p: dy's bf16 copy, or null), in line or, deferrable, queued beside
+  // the next inner loop.
+  void weight_gradient(const float* x, const float* dy, const std::uint16_t* dy16p, int in, int out,
+                       float* dW, bool deferrable) {
     if (deferrable && deferring())
       defer_weight_gradient(x, dy16p, in, out, dW);
     else
       mm(true, false, in, out, rows, x, in, dy, out, dW, out, true, nullptr, dy16p);
-    if (dxo) mm(false, true, rows, in, out, dy, out, W, out, dxo, in, accumulate_dx, dy16p, nullptr);
   }
   // dW [in, out] += xᵀ·dy from the bf16 copies (x's shadow, dy16), queued for the next inner loop.
   void defer_weight_gradient(const float* x, const std::uint16_t* dy16p, int in, int out,
@@ -1051,11 +1058,7 @@ void CudaTrainBackend::Impl::backward() {
     const float* Wdown = p(pre + "mlp.down_proj.weight");
     // With bf16 products the SwiGLU's weight gradients may run beside the inner loop (`beside`).
     if (bf16) {  // the SwiGLU's gradients in bf16 only: dHd the down product's output, dG, dU its operands
-      if (deferring())
-        defer_weight_gradient(k.Hd, dh16, F, D, g(pre + "mlp.down_proj.weight"));
-      else
-        mm(true, false, F, D, rows, k.Hd, F, dh, D, g(pre + "mlp.down_proj.weight"), D, true,
-           nullptr, dh16);
+      weight_gradient(k.Hd, dh, dh16, F, D, g(pre + "mlp.down_proj.weight"), true);
       begin(kGemm);
       gemm->bf16_out(false, true, rows, F, D, 1.f, dh, D, dh16, D, Wdown, D, copy16(Wdown), D,
                      dHd16, F);
