@@ -321,6 +321,18 @@ TttBenchReport ttt_bench(const TttBenchConfig& cfg) {
       add("ttt-linear backward " + g + " " + bname, msb, tokens * (16 * dd * dd + 12 * b * dd),
           (7.0 * act + 2.0 * lam_n) * sizeof(float) + ck_bytes, 0, "", 0);
     }
+    // Where the fused kernel runs in two roles (g = 1, one block per SM), the one-role form too.
+    int dev = 0, sms = 0;
+    TTTLAB_CUDA_CHECK(cudaGetDevice(&dev));
+    TTTLAB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    if (cfg.all_versions && group == 1 && BH <= std::size_t(sms)) {
+      ba.version = tf32_bwd ? TttBackwardVersion::Tf32 : TttBackwardVersion::Default;
+      ba.two_roles = false;
+      const double msb = time_median([&] { ttt_linear_backward(ba); }, cfg.warmup, cfg.repeats);
+      add("ttt-linear backward " + g + " " + (tf32_bwd ? "tf32" : "default") + " one role", msb,
+          tokens * (16 * dd * dd + 12 * b * dd),
+          (7.0 * act + 2.0 * lam_n) * sizeof(float) + ck_bytes, 0, "", 0);
+    }
   };
   if (cfg.backward) {
     linear_backward_rows(4);

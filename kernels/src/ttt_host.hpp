@@ -46,6 +46,14 @@ inline std::size_t max_dynamic_smem() {
   return static_cast<std::size_t>(bytes);
 }
 
+// The current device's number of SMs.
+inline int multiprocessor_count() {
+  int dev = 0, sms = 0;
+  TTTLAB_CUDA_CHECK(cudaGetDevice(&dev));
+  TTTLAB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  return sms;
+}
+
 // The loss LayerNorm's γ, β must be given when layer_norm is on. Args: any of the TTT argument
 // structs of ttt.hpp (they share the names opt, ln_weight, ln_bias).
 template <class Args>
@@ -109,11 +117,7 @@ inline std::size_t ceil_div(std::size_t a, std::size_t b) { return (a + b - 1) /
 // memory, which keeps work launched beside the kernel on another stream off its SMs; else bytes.
 inline std::size_t whole_sm_bytes(std::size_t bytes, int blocks, bool whole_sm) {
   if (!whole_sm) return bytes;
-  int dev = 0, sms = 0, optin = 0;
-  TTTLAB_CUDA_CHECK(cudaGetDevice(&dev));
-  TTTLAB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  TTTLAB_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-  return blocks <= sms ? std::max(bytes, static_cast<std::size_t>(optin)) : bytes;
+  return blocks <= multiprocessor_count() ? std::max(bytes, max_dynamic_smem()) : bytes;
 }
 
 // Lets kernel `fn` launch with `bytes` of dynamic shared memory (CUDA wants this opt-in above

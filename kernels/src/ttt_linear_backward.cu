@@ -122,9 +122,11 @@ struct Layout {
 };
 
 // Cross-warp row sums of N quantities: v[s][hf] holds this lane's partial of row gid + 8·hf
-// (already summed over its own positions); on return, the sum over the whole row. One barrier.
-template <int D, int N>
-__device__ __forceinline__ void row_sums(float (&v)[N][2], float* red, int warp, int gid, int tig) {
+// (already summed over its own positions); on return, the sum over the whole row. One barrier
+// (`bar`: the warps of the tile).
+template <int D, int N, class Bar = BlockBarrier>
+__device__ __forceinline__ void row_sums(float (&v)[N][2], float* red, int warp, int gid, int tig,
+                                         Bar bar = {}) {
   using L = Layout<D>;
 #pragma unroll
   for (int s = 0; s < N; ++s)
@@ -135,7 +137,7 @@ __device__ __forceinline__ void row_sums(float (&v)[N][2], float* red, int warp,
     for (int hf = 0; hf < 2; ++hf)
 #pragma unroll
       for (int s = 0; s < N; ++s) red[(warp * 16 + gid + 8 * hf) * 4 + s] = v[s][hf];
-  __syncthreads();
+  bar();
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf)
 #pragma unroll
@@ -150,10 +152,11 @@ __device__ __forceinline__ void row_sums(float (&v)[N][2], float* red, int warp,
 // The output LayerNorm's round: row mean and 1/σ of Z̄ with, in the same round, Σ dx and
 // Σ dx·(Z̄ − μ) for dx = γ ⊙ dO. The latter is formed per warp about the warp's own row mean m_w
 // and recombined as Σ_w [S_w(dx·(Z̄ − m_w)) + (m_w − μ)·S_w(dx)], without cancellation.
-template <int D>
+template <int D, class Bar = BlockBarrier>
 __device__ __forceinline__ void out_ln_round(const Frag& x, const Frag& dx, float* red, int warp,
                                              int gid, int tig, float eps, float (&mu)[2],
-                                             float (&rstd)[2], float (&sdx)[2], float (&sdxz)[2]) {
+                                             float (&rstd)[2], float (&sdx)[2], float (&sdxz)[2],
+                                             Bar bar = {}) {
   using L = Layout<D>;
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
@@ -180,7 +183,7 @@ __device__ __forceinline__ void out_ln_round(const Frag& x, const Frag& dx, floa
       r[3] = asum;
     }
   }
-  __syncthreads();
+  bar();
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
     const int row = gid + 8 * hf;
@@ -301,6 +304,82 @@ __device__ __forceinline__ float sum_parts(const float* part, int i, int j) {
   return acc;
 }
 
+// Rows t0 .. t0 + m − 1 of a [B, T, H·D] tensor at the lane's fragment positions (this warp's 16
+// columns from col0), zero below row m. seq0: the (sequence, head)'s first element; rs: H·D.
+__device__ __forceinline__ void load_frag_rows(const float* src, std::size_t seq0, std::size_t rs,
+                                               int t0, int m, int col0, int gid, int tig, Frag& x) {
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    const int row = gid + 8 * hf;
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+      float2 v = make_float2(0.0f, 0.0f);
+      if (row < m)
+        v = *reinterpret_cast<const float2*>(src + seq0 + std::size_t(t0 + row) * rs + col0 +
+                                             nt * 8 + 2 * tig);
+      x[nt][2 * hf] = v.x;
+      x[nt][2 * hf + 1] = v.y;
+    }
+  }
+}
+
+// The target R = V − K (residual) or V at the lane's positions; K from a [16][LD] tile.
+template <int D>
+__device__ __forceinline__ void target_frag(bool res, const Frag& v, const float* sK, Frag& r,
+                                            int col0, int gid, int tig) {
+  using L = Layout<D>;
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      const float2 k =
+          *reinterpret_cast<const float2*>(sK + (gid + 8 * hf) * L::LD + col0 + nt * 8 + 2 * tig);
+      r[nt][2 * hf] = res ? v[nt][2 * hf] - k.x : v[nt][2 * hf];
+      r[nt][2 * hf + 1] = res ? v[nt][2 * hf + 1] - k.y : v[nt][2 * hf + 1];
+    }
+}
+
+// G = lnl2(Z, R) at the lane's positions (Z with c already added; without LayerNorm G = Z − R);
+// keeps x̂, ĝ = γ ⊙ (γ ⊙ x̂ + β − R), 1/σ and mean(x̂ ⊙ ĝ) for the backward. red0, red1: the two
+// reduction rounds, met on `bar`.
+template <int D, class Bar = BlockBarrier>
+__device__ __forceinline__ void lnl2_frag(bool ln, float eps, const float (&gam)[2][2],
+                                          const float (&bet)[2][2], const Frag& z, const Frag& r,
+                                          Frag& g, Frag& xh, Frag& gh, float (&rstd)[2],
+                                          float (&mxg)[2], float* red0, float* red1, int warp,
+                                          int gid, int tig, Bar bar = {}) {
+  if (ln) {
+    float mu[2];
+    frag_row_stats<D, 4>(z, red0, warp, gid, tig, eps, mu, rstd, bar);
+    float s[2][2] = {};
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float gm = gam[nt][i & 1];
+        xh[nt][i] = (z[nt][i] - mu[i >> 1]) * rstd[i >> 1];
+        gh[nt][i] = gm * (gm * xh[nt][i] + bet[nt][i & 1] - r[nt][i]);
+        s[0][i >> 1] += gh[nt][i];
+        s[1][i >> 1] += gh[nt][i] * xh[nt][i];
+      }
+    row_sums<D, 2>(s, red1, warp, gid, tig, bar);
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) mxg[hf] = s[1][hf] / float(D);
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int hf = i >> 1;
+        g[nt][i] = (gh[nt][i] - s[0][hf] / float(D) - xh[nt][i] * mxg[hf]) * rstd[hf];
+      }
+  } else {
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) g[nt][i] = z[nt][i] - r[nt][i];
+  }
+}
+
 // DV16: dV stored as bf16 into p.dV16 instead of p.dV (a compile-time choice: a run-time test in the
 // store loop cost 3% of the Tf32 kernel's time on an H100).
 template <int D, bool SPLIT, bool DV16 = false>
@@ -372,71 +451,17 @@ __global__ void __launch_bounds__(2 * D) linear_backward_fused_kernel(BwdParams 
     cp_async_commit();
   };
 
-  // V (or V − K is formed later) and dO of a mini-batch at the lane's positions, rows < m.
+  // V and dO of a mini-batch at the lane's positions, rows < m.
   auto load_rows = [&](const float* src, int mb, Frag& x) {
-    const int t0 = mb * kMb, m = min(kMb, T - t0);
-#pragma unroll
-    for (int hf = 0; hf < 2; ++hf) {
-      const int row = gid + 8 * hf;
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
-        float2 v = make_float2(0.0f, 0.0f);
-        if (row < m)
-          v = *reinterpret_cast<const float2*>(src + seq0 + std::size_t(t0 + row) * rs + col0 +
-                                               nt * 8 + 2 * tig);
-        x[nt][2 * hf] = v.x;
-        x[nt][2 * hf + 1] = v.y;
-      }
-    }
+    const int t0 = mb * kMb;
+    load_frag_rows(src, seq0, rs, t0, min(kMb, T - t0), col0, gid, tig, x);
   };
-
-  // G = lnl2(Z, R) at the lane's positions (Z with c already added); keeps x̂, ĝ, 1/σ and
-  // mean(x̂ ĝ) for the backward. red0, red1: the two rounds.
-  auto lnl2 = [&](const Frag& z, const Frag& r, Frag& g, Frag& xh, Frag& gh, float (&rstd)[2],
-                  float (&mxg)[2], float* red0, float* red1) {
-    if (p.ln) {
-      float mu[2];
-      frag_row_stats<D, 4>(z, red0, warp, gid, tig, p.eps, mu, rstd);
-      float s[2][2] = {};
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const float gm = gam[nt][i & 1];
-          xh[nt][i] = (z[nt][i] - mu[i >> 1]) * rstd[i >> 1];
-          gh[nt][i] = gm * (gm * xh[nt][i] + bet[nt][i & 1] - r[nt][i]);
-          s[0][i >> 1] += gh[nt][i];
-          s[1][i >> 1] += gh[nt][i] * xh[nt][i];
-        }
-      row_sums<D, 2>(s, red1, warp, gid, tig);
-#pragma unroll
-      for (int hf = 0; hf < 2; ++hf) mxg[hf] = s[1][hf] / float(D);
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int hf = i >> 1;
-          g[nt][i] = (gh[nt][i] - s[0][hf] / float(D) - xh[nt][i] * mxg[hf]) * rstd[hf];
-        }
-    } else {
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) g[nt][i] = z[nt][i] - r[nt][i];
-    }
+  auto lnl2 = [&](const Frag& z, const Frag& r, Frag& g, Frag& xh, Frag& gh, float(&rstd)[2],
+                  float(&mxg)[2], float* red0, float* red1) {
+    lnl2_frag<D>(p.ln, p.eps, gam, bet, z, r, g, xh, gh, rstd, mxg, red0, red1, warp, gid, tig);
   };
-
-  // R = V − K (residual) or V at the lane's positions; K from the stage tile.
   auto target = [&](const Frag& v, const float* sK, Frag& r) {
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-      for (int hf = 0; hf < 2; ++hf) {
-        const float2 k =
-            *reinterpret_cast<const float2*>(sK + (gid + 8 * hf) * LD + col0 + nt * 8 + 2 * tig);
-        r[nt][2 * hf] = p.res ? v[nt][2 * hf] - k.x : v[nt][2 * hf];
-        r[nt][2 * hf + 1] = p.res ? v[nt][2 * hf + 1] - k.y : v[nt][2 * hf + 1];
-      }
+    target_frag<D>(p.res, v, sK, r, col0, gid, tig);
   };
 
   // The first stage of the next group is issued by the last mini-batch of the group before it
@@ -896,6 +921,565 @@ void launch_fused(const BwdParams& p, cudaStream_t stream) {
   TTTLAB_CUDA_CHECK(cudaGetLastError());
 }
 
+// ---- The fused kernel in two roles ---------------------------------------------------------------
+//
+// Where every state is a checkpoint (group 1) and the B·H blocks fit in one wave at one per SM (the
+// training step's shapes), a block runs two groups of d/16 warps on the fused kernel's layout:
+//   the front  recomputes a mini-batch's forward (Z, G, M, Z̄), the output LayerNorm's backward
+//              (dZ̄), dQ = dO + dZ̄Wᵀ, the dZ̄Gᵀ partials and δ = −Mᵀ dZ̄: all that the carry does not
+//              touch, and hands them over through shared memory;
+//   the walk   holds the carry dW', dc' and does the rest: the commit line, G's backward, dZ, the
+//              dC products, dK's last term, the stores and the carry's update.
+// The front works on mini-batch k − 1 while the walk finishes mini-batch k, so each mini-batch costs
+// about the longer of the two chains instead of both in turn, on twice the warps of an SM that would
+// otherwise run one warp per scheduler. Hand-offs: the front arrives on FULL[k & 1] when mini-batch
+// k's buffer is written; the walk arrives on EMPTY[k & 1] when it is done with mini-batch k, which
+// frees that buffer and the stage of mini-batch k (3 stages: the walk's, the front's and the one in
+// flight). Each group meets on its own barrier within a mini-batch. The maths and the order of every
+// sum per element are the one-role kernel's; dγ and dβ are summed per role and added at the end.
+constexpr int kBarFront = 1, kBarWalk = 2, kBarFull = 3, kBarEmpty = 5;  // hardware barrier ids
+
+template <int D>
+struct RolesLayout {
+  using L = Layout<D>;
+  static constexpr int NT = L::NT;     // threads per role
+  static constexpr int LANE = NT * 8;  // a 16×D tile in fragment order: [2][NT][4]
+  // One hand-off buffer: G and dZ̄ ([16][LD]: read across warps), dQ so far, δ so far, x̂ and C'
+  // (fragment order: read by the lane that wrote them), the C and dZ̄Gᵀ partials, 1/σ and
+  // mean(x̂ ⊙ ĝ) of each row.
+  static constexpr int H_G = 0, H_DZB = L::TILE, H_DQ = 2 * L::TILE, H_DG = H_DQ + LANE,
+                       H_XH = H_DG + LANE, H_CP = H_XH + LANE, H_MP = H_CP + LANE,
+                       H_DMP = H_MP + L::NW * 16 * L::LDM, H_ROW = H_DMP + L::NW * 16 * L::LDM,
+                       HAND = H_ROW + 2 * kMb;
+  static constexpr int NSTAGE = 3;
+  static constexpr int OFF_HAND = NSTAGE * L::STAGE, OFF_DZ = OFF_HAND + 2 * HAND,
+                       OFF_DW = OFF_DZ + L::TILE, OFF_RED = OFF_DW + D * L::LD,
+                       OFF_TAU = OFF_RED + 5 * L::RED, FLOATS = OFF_TAU + kMb;
+  static_assert(L::STAGE % 4 == 0 && HAND % 4 == 0 && H_DQ % 4 == 0 && H_MP % 4 == 0,
+                "16-byte aligned buffers");
+};
+
+// A fragment to and from a fragment-order tile: plane nt holds x[nt][0..3] of every thread, so a
+// warp's 16-byte accesses are contiguous.
+template <int NT>
+__device__ __forceinline__ void store_lane(float* tile, const Frag& x, int rt) {
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt)
+    reinterpret_cast<float4*>(tile)[nt * NT + rt] =
+        make_float4(x[nt][0], x[nt][1], x[nt][2], x[nt][3]);
+}
+template <int NT>
+__device__ __forceinline__ void load_lane(const float* tile, Frag& x, int rt) {
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt) {
+    const float4 v = reinterpret_cast<const float4*>(tile)[nt * NT + rt];
+    x[nt][0] = v.x;
+    x[nt][1] = v.y;
+    x[nt][2] = v.z;
+    x[nt][3] = v.w;
+  }
+}
+
+template <int D, bool SPLIT, bool DV16 = false>
+__global__ void __launch_bounds__(4 * D, 1) linear_backward_roles_kernel(BwdParams p) {
+  using L = Layout<D>;
+  using R = RolesLayout<D>;
+  constexpr int KT = L::KT, LD = L::LD, NT = L::NT;
+  using FrontBar = GroupBarrier<kBarFront, NT>;
+  using WalkBar = GroupBarrier<kBarWalk, NT>;
+  extern __shared__ __align__(16) float smem[];
+  float* sDZ = smem + R::OFF_DZ;
+  float* sdW = smem + R::OFF_DW;
+  float* red = smem + R::OFF_RED;
+  float* sTau = smem + R::OFF_TAU;
+
+  const int tid = threadIdx.x, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
+  const bool front = tid < NT;
+  const int rt = front ? tid : tid - NT;  // thread within its role
+  const int warp = rt >> 5;               // warp within its role: its 16 columns
+  const int blk = blockIdx.x, n = blk / p.H, h = blk % p.H;
+  const int T = p.T, n_mb = (T + kMb - 1) / kMb;
+  const std::size_t rs = std::size_t(p.H) * D;
+  const std::size_t seq0 = std::size_t(n) * T * rs + std::size_t(h) * D;
+  const int col0 = warp * 16;
+  const float one = p.bias ? 1.0f : 0.0f;
+
+  float gam[2][2], bet[2][2];
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int col = col0 + nt * 8 + 2 * tig + e;
+      gam[nt][e] = p.ln ? p.gamma[std::size_t(h) * D + col] : 1.0f;
+      bet[nt][e] = p.ln ? p.beta[std::size_t(h) * D + col] : 0.0f;
+    }
+  const float tau_row[2] = {p.tau[gid], p.tau[gid + 8]};
+  const float tb = p.tau[kMb - 1];
+  if (tid < kMb) sTau[tid] = p.tau[tid];
+  for (int i = tid; i < D * LD; i += 2 * NT) sdW[i] = 0.0f;
+  __syncthreads();
+
+  auto stage = [&](int k) { return smem + (k % R::NSTAGE) * L::STAGE; };
+  auto hand = [&](int k) { return smem + R::OFF_HAND + (k & 1) * R::HAND; };
+  float dgam[2][2] = {}, dbet[2][2] = {};
+
+  if (front) {
+    // K, Q, λ, c and W of mini-batch k (its checkpoint), by the front's threads.
+    auto issue = [&](int k) {
+      float* st = stage(k);
+      const int t0 = k * kMb, m = min(kMb, T - t0);
+      const std::size_t ck = std::size_t(blk) * p.n_ck + k;
+      const float* Wsrc = p.ckW + ck * D * D;
+      constexpr int CPR = D / 4;
+      for (int i = rt; i < 2 * kMb * CPR; i += NT) {
+        const int tile = i / (kMb * CPR), rem = i % (kMb * CPR), r = rem / CPR, ch = rem % CPR;
+        const float* src =
+            (tile == 0 ? p.K : p.Q) + seq0 + std::size_t(t0 + min(r, m - 1)) * rs + ch * 4;
+        cp_async16(st + tile * L::TILE + r * LD + ch * 4, src, r < m ? 16 : 0);
+      }
+      if (rt < kMb)
+        cp_async4(st + L::OFF_LAM + rt, p.lam + std::size_t(blk) * T + t0 + min(rt, m - 1),
+                  rt < m ? 4 : 0);
+      for (int i = rt; i < D * CPR; i += NT) {
+        const int r = i / CPR, ch = i % CPR;
+        cp_async16(st + L::OFF_W + r * LD + ch * 4, Wsrc + r * D + ch * 4, 16);
+      }
+      for (int i = rt; i < CPR; i += NT)
+        cp_async16(st + L::OFF_C + i * 4, p.bias ? p.ckb + ck * D + i * 4 : Wsrc, p.bias ? 16 : 0);
+      cp_async_commit();
+    };
+    Frag vn, don;
+    issue(n_mb - 1);
+    load_frag_rows(p.V, seq0, rs, (n_mb - 1) * kMb, T - (n_mb - 1) * kMb, col0, gid, tig, vn);
+    load_frag_rows(p.dO, seq0, rs, (n_mb - 1) * kMb, T - (n_mb - 1) * kMb, col0, gid, tig, don);
+    for (int k = n_mb - 1; k >= 0; --k) {
+      const int m = min(kMb, T - k * kMb);
+      Frag v, dy;
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          v[nt][i] = vn[nt][i];
+          dy[nt][i] = don[nt][i];
+        }
+      // The walk is done with mini-batch k + 2: its buffer and its stage (k − 1's) are free.
+      if (k + 2 < n_mb) barrier_sync(kBarEmpty + (k & 1), 2 * NT);
+      if (k > 0) {
+        issue(k - 1);
+        load_frag_rows(p.V, seq0, rs, (k - 1) * kMb, kMb, col0, gid, tig, vn);
+        load_frag_rows(p.dO, seq0, rs, (k - 1) * kMb, kMb, col0, gid, tig, don);
+        cp_async_wait<1>();
+      } else {
+        cp_async_wait<0>();
+      }
+      FrontBar()();  // stage k landed for the front
+      const float* st = stage(k);
+      const float* sK = st;
+      const float* sQ = st + L::OFF_Q;
+      const float* sL = st + L::OFF_LAM;
+      const float* sW = st + L::OFF_W;
+      float* hd = hand(k);
+      float* sG = hd + R::H_G;
+      float* sDZb = hd + R::H_DZB;
+      float* Mp = hd + R::H_MP;
+
+      // Z = KW + c, Z̄₀ = QW + c, this warp's share of C = QKᵀ.
+      Frag z = {}, zb = {};
+#pragma unroll
+      for (int kt = 0; kt < KT; ++kt) {
+        const float* b = sW + (kt * 8 + 2 * tig) * LD + col0 + gid;
+        const Op2 w0 = op2<SPLIT>(b[0], b[LD]), w1 = op2<SPLIT>(b[8], b[LD + 8]);
+        kq_times_w<SPLIT>(z, zb, sK, sQ, LD, kt, gid, tig, w0, w1);
+      }
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const float c = st[L::OFF_C + col0 + nt * 8 + 2 * tig + e];
+          z[nt][e] += c;
+          z[nt][e + 2] += c;
+          zb[nt][e] += c;
+          zb[nt][e + 2] += c;
+        }
+      partial_abt<D, SPLIT>(sQ, sK, Mp + warp * 16 * L::LDM, warp, gid, tig);
+
+      Frag r, g, xh, gh;
+      float rstdz[2] = {1.0f, 1.0f}, mxg[2] = {0.0f, 0.0f};
+      target_frag<D>(p.res, v, sK, r, col0, gid, tig);
+      lnl2_frag<D>(p.ln, p.eps, gam, bet, z, r, g, xh, gh, rstdz, mxg, red, red + L::RED, warp, gid,
+                   tig, FrontBar());
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          if (gid + 8 * (i >> 1) >= m) g[nt][i] = 0.0f;
+      store_tile<D>(sG, g, col0, gid, tig);
+      FrontBar()();  // G and the C partials complete
+
+      Frag cp, mm, mt;
+#pragma unroll
+      for (int jt = 0; jt < 2; ++jt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int row = gid + 8 * (i >> 1), j = jt * 8 + 2 * tig + (i & 1);
+          const float c = j <= row ? sum_parts<D>(Mp, row, j) + one : 0.0f;
+          cp[jt][i] = c;
+          mm[jt][i] = -tau_row[i >> 1] * sL[j] * c;  // −M
+          mt[jt][i] =
+              row <= j ? -sTau[j] * sL[row] * (sum_parts<D>(Mp, j, row) + one) : 0.0f;  // −Mᵀ
+        }
+      mma_small_a<D, SPLIT>(zb, mm, sG, col0, gid, tig);
+
+      Frag dzb;
+      if (p.ln) {
+        Frag dx;
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) dx[nt][i] = dy[nt][i] * gam[nt][i & 1];
+        float mu2[2], rstd2[2], sdx[2], sdxz[2];
+        out_ln_round<D>(zb, dx, red + 2 * L::RED, warp, gid, tig, p.eps, mu2, rstd2, sdx, sdxz,
+                        FrontBar());
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const int hf = i >> 1;
+            const float x2 = (zb[nt][i] - mu2[hf]) * rstd2[hf];
+            dgam[nt][i & 1] += dy[nt][i] * x2;
+            dbet[nt][i & 1] += dy[nt][i];
+            const float mdxx = sdxz[hf] * rstd2[hf] / float(D);
+            dzb[nt][i] = (dx[nt][i] - sdx[hf] / float(D) - x2 * mdxx) * rstd2[hf];
+          }
+      } else {
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) dzb[nt][i] = dy[nt][i];
+      }
+      store_tile<D>(sDZb, dzb, col0, gid, tig);
+      FrontBar()();  // dZ̄ complete
+
+      Frag dq, dg = {};
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) dq[nt][i] = p.res ? dy[nt][i] : 0.0f;
+      mma_tile_wt<D, SPLIT>(dq, sDZb, sW, col0, gid, tig);
+      partial_abt<D, SPLIT>(sDZb, sG, hd + R::H_DMP + warp * 16 * L::LDM, warp, gid, tig);
+      mma_small_a<D, SPLIT>(dg, mt, sDZb, col0, gid, tig);  // mt holds −Mᵀ
+      store_lane<NT>(hd + R::H_DQ, dq, rt);
+      store_lane<NT>(hd + R::H_DG, dg, rt);
+      store_lane<NT>(hd + R::H_XH, xh, rt);
+      store_lane<NT>(hd + R::H_CP, cp, rt);
+      if (warp == 0 && tig == 0)
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+          hd[R::H_ROW + gid + 8 * hf] = rstdz[hf];
+          hd[R::H_ROW + kMb + gid + 8 * hf] = mxg[hf];
+        }
+      barrier_arrive(kBarFull + (k & 1), 2 * NT);
+    }
+  } else {
+    float dWr[KT][4] = {};
+    float dcr[2][2] = {};
+    float dtau[2] = {0.0f, 0.0f};
+    Frag vn;
+    load_frag_rows(p.V, seq0, rs, (n_mb - 1) * kMb, T - (n_mb - 1) * kMb, col0, gid, tig, vn);
+    for (int k = n_mb - 1; k >= 0; --k) {
+      const int t0 = k * kMb, m = min(kMb, T - t0);
+      const bool full = m == kMb;
+      Frag v;
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) v[nt][i] = vn[nt][i];
+      if (k > 0) load_frag_rows(p.V, seq0, rs, (k - 1) * kMb, kMb, col0, gid, tig, vn);
+      barrier_sync(kBarFull + (k & 1), 2 * NT);  // the front's hand-off of mini-batch k
+      const float* st = stage(k);
+      const float* sK = st;
+      const float* sQ = st + L::OFF_Q;
+      const float* sL = st + L::OFF_LAM;
+      const float* sW = st + L::OFF_W;
+      float* hd = hand(k);
+      const float* sG = hd + R::H_G;
+      const float* sDZb = hd + R::H_DZB;
+      const float* Mp = hd + R::H_MP;
+      float* dMp = hd + R::H_DMP;
+      Frag g, xh, dq, dg, cp, r, gh;
+      load_lane<NT>(hd + R::H_DQ, dq, rt);
+      load_lane<NT>(hd + R::H_DG, dg, rt);
+      load_lane<NT>(hd + R::H_XH, xh, rt);
+      load_lane<NT>(hd + R::H_CP, cp, rt);
+      float rstdz[2], mxg[2];
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        rstdz[hf] = hd[R::H_ROW + gid + 8 * hf];
+        mxg[hf] = hd[R::H_ROW + kMb + gid + 8 * hf];
+      }
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+          const float2 gv =
+              *reinterpret_cast<const float2*>(sG + (gid + 8 * hf) * LD + col0 + nt * 8 + 2 * tig);
+          g[nt][2 * hf] = gv.x;
+          g[nt][2 * hf + 1] = gv.y;
+        }
+      target_frag<D>(p.res, v, sK, r, col0, gid, tig);
+      if (p.ln)
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const float gm = gam[nt][i & 1];
+            gh[nt][i] = gm * (gm * xh[nt][i] + bet[nt][i & 1] - r[nt][i]);
+          }
+
+      // The commit line: δ −= e ⊙ (K dW' + dc'), dK = −e ⊙ (G dW'ᵀ), de = −Σ_n G ⊙ (K dW' + dc').
+      Frag dk = {};
+      float dep[2] = {0.0f, 0.0f};
+      if (full) {
+        Frag kdw = {}, gdw = {};
+#pragma unroll
+        for (int kt = 0; kt < KT; ++kt) {
+          const float2 a0 = *reinterpret_cast<const float2*>(sK + gid * LD + kt * 8 + 2 * tig);
+          const float2 a1 =
+              *reinterpret_cast<const float2*>(sK + (gid + 8) * LD + kt * 8 + 2 * tig);
+          const Op4 a = op4<SPLIT>(a0.x, a1.x, a0.y, a1.y);
+          mma_parts<SPLIT>(kdw[0], a, op2<SPLIT>(dWr[kt][0], dWr[kt][1]));
+          mma_parts<SPLIT>(kdw[1], a, op2<SPLIT>(dWr[kt][2], dWr[kt][3]));
+        }
+        mma_tile_wt<D, SPLIT>(gdw, sG, sdW, col0, gid, tig);
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const int hf = i >> 1;
+            const float e = tb * sL[gid + 8 * hf];
+            const float u = kdw[nt][i] + (p.bias ? dcr[nt][i & 1] : 0.0f);
+            dg[nt][i] -= e * u;
+            dk[nt][i] = -e * gdw[nt][i];
+            dep[hf] -= g[nt][i] * u;
+          }
+      }
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        const float s = quad_sum(dep[hf]);
+        if (tig == 0) dMp[(warp * 16 + gid + 8 * hf) * L::LDM + 16] = s;
+      }
+
+      // Backward of G = lnl2(Z, R) with δ = dG, as in the one-role kernel.
+      Frag dz, dv;
+      if (p.ln) {
+        float s[3][2] = {};
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            s[0][i >> 1] += dg[nt][i];
+            s[1][i >> 1] += dg[nt][i] * xh[nt][i];
+            s[2][i >> 1] += dg[nt][i] * g[nt][i];
+          }
+        row_sums<D, 3>(s, red + 3 * L::RED, warp, gid, tig, WalkBar());  // also the de partials
+        float u[2][2] = {};
+        Frag dxh;
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const int hf = i >> 1;
+            const float gm = gam[nt][i & 1];
+            const float mxd = s[1][hf] / float(D);
+            const float a = (dg[nt][i] - s[0][hf] / float(D) - xh[nt][i] * mxd) * rstdz[hf];
+            dv[nt][i] = -gm * a;
+            dgam[nt][i & 1] += a * (2.0f * gm * xh[nt][i] + bet[nt][i & 1] - r[nt][i]);
+            dbet[nt][i & 1] += gm * a;
+            if (p.res) dk[nt][i] += gm * a;
+            dxh[nt][i] = gm * gm * a - (dg[nt][i] * mxg[hf] + gh[nt][i] * mxd) * rstdz[hf];
+            u[0][hf] += dxh[nt][i];
+            u[1][hf] += dxh[nt][i] * xh[nt][i];
+          }
+        row_sums<D, 2>(u, red + 4 * L::RED, warp, gid, tig, WalkBar());
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const int hf = i >> 1;
+            const float dsig = -s[2][hf] * rstdz[hf];
+            dz[nt][i] =
+                (dxh[nt][i] - u[0][hf] / float(D) - xh[nt][i] * (u[1][hf] / float(D))) * rstdz[hf] +
+                dsig * xh[nt][i] / float(D);
+          }
+      } else {
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            if (p.res) dk[nt][i] += dg[nt][i];
+            dz[nt][i] = dg[nt][i];
+            dv[nt][i] = -dg[nt][i];
+          }
+        WalkBar()();  // the de partials complete
+      }
+      store_tile<D>(sDZ, dz, col0, gid, tig);
+
+      // dC = tril(dM ⊙ E), dCᵀ; dQ += dC K, dK += dCᵀ Q; dτ, dλ with the commit line's de.
+      {
+        Frag dcf, dct;
+        float dtp[2] = {0.0f, 0.0f}, dlp[2][2] = {};
+#pragma unroll
+        for (int jt = 0; jt < 2; ++jt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const int hf = i >> 1, row = gid + 8 * hf, j = jt * 8 + 2 * tig + (i & 1);
+            const float dm = j <= row ? -sum_parts<D>(dMp, row, j) : 0.0f;
+            const float dmt = row <= j ? -sum_parts<D>(dMp, j, row) : 0.0f;
+            dcf[jt][i] = dm * tau_row[hf] * sL[j];
+            dct[jt][i] = dmt * sTau[j] * sL[row];
+            const float pr = dm * cp[jt][i];
+            dtp[hf] += pr * sL[j];
+            dlp[jt][i & 1] += pr * tau_row[hf];
+          }
+        mma_small_a<D, SPLIT>(dq, dcf, sK, col0, gid, tig);
+        mma_small_a<D, SPLIT>(dk, dct, sQ, col0, gid, tig);
+        if (warp == 0) {
+          float dl15 = full ? sum_parts<D>(dMp + 16, lane & 15, 0) * sL[lane & 15] : 0.0f;
+#pragma unroll
+          for (int o = 1; o < 16; o <<= 1) dl15 += __shfl_xor_sync(0xffffffffu, dl15, o);
+#pragma unroll
+          for (int hf = 0; hf < 2; ++hf) {
+            float v2 = quad_sum(dtp[hf]);
+            if (gid + 8 * hf == kMb - 1) v2 += dl15;
+            dtau[hf] += v2;
+          }
+#pragma unroll
+          for (int jt = 0; jt < 2; ++jt)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int j = jt * 8 + 2 * tig + e;
+              float v2 = col_sum8(dlp[jt][e]);
+              if (full) v2 += tb * sum_parts<D>(dMp + 16, j, 0);
+              if (gid == 0 && j < m) p.dlam[std::size_t(blk) * T + t0 + j] = v2;
+            }
+        }
+      }
+      WalkBar()();  // dZ complete
+
+      // dK += dZ Wᵀ; dQ, dK, dV out.
+      mma_tile_wt<D, SPLIT>(dk, sDZ, sW, col0, gid, tig);
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        const int row = gid + 8 * hf;
+        if (row >= m) continue;
+        const std::size_t off = seq0 + std::size_t(t0 + row) * rs + col0 + 2 * tig;
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+          *reinterpret_cast<float2*>(p.dQ + off + nt * 8) =
+              make_float2(dq[nt][2 * hf], dq[nt][2 * hf + 1]);
+          *reinterpret_cast<float2*>(p.dK + off + nt * 8) =
+              make_float2(dk[nt][2 * hf], dk[nt][2 * hf + 1]);
+          if constexpr (DV16)
+            *reinterpret_cast<__nv_bfloat162*>(p.dV16 + off + nt * 8) =
+                __floats2bfloat162_rn(dv[nt][2 * hf], dv[nt][2 * hf + 1]);
+          else
+            *reinterpret_cast<float2*>(p.dV + off + nt * 8) =
+                make_float2(dv[nt][2 * hf], dv[nt][2 * hf + 1]);
+        }
+      }
+
+      // The carry: dW' += Qᵀ dZ̄ + Kᵀ dZ, dc' += Σ_rows (dZ̄ + dZ); dW' → shared memory for the
+      // next mini-batch's G dW'ᵀ (ordered by the next FULL barrier, which every walk thread passes).
+#pragma unroll
+      for (int js = 0; js < 2; ++js) {
+        const int j0 = js * 8 + tig, j1 = j0 + 4;
+        const Op4 a1 = op4<SPLIT>(sDZb[j0 * LD + col0 + gid], sDZb[j0 * LD + col0 + gid + 8],
+                                  sDZb[j1 * LD + col0 + gid], sDZb[j1 * LD + col0 + gid + 8]);
+        const Op4 a2 = op4<SPLIT>(sDZ[j0 * LD + col0 + gid], sDZ[j0 * LD + col0 + gid + 8],
+                                  sDZ[j1 * LD + col0 + gid], sDZ[j1 * LD + col0 + gid + 8]);
+#pragma unroll
+        for (int kt = 0; kt < KT; ++kt) {
+          mma_parts<SPLIT>(dWr[kt], a1,
+                           op2<SPLIT>(sQ[j0 * LD + kt * 8 + gid], sQ[j1 * LD + kt * 8 + gid]));
+          mma_parts<SPLIT>(dWr[kt], a2,
+                           op2<SPLIT>(sK[j0 * LD + kt * 8 + gid], sK[j1 * LD + kt * 8 + gid]));
+        }
+      }
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int col = col0 + nt * 8 + 2 * tig + e;
+          dcr[nt][e] += col_sum8(sDZb[gid * LD + col] + sDZb[(gid + 8) * LD + col] + dz[nt][e] +
+                                 dz[nt][e + 2]);
+        }
+      // Every read of this mini-batch's stage and buffer is above; the front may refill them.
+      if (k >= 2) barrier_arrive(kBarEmpty + (k & 1), 2 * NT);
+#pragma unroll
+      for (int kt = 0; kt < KT; ++kt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          sdW[(kt * 8 + 2 * tig + (i & 1)) * LD + col0 + gid + 8 * (i >> 1)] = dWr[kt][i];
+    }
+    // Per-block partials for the fixed-order batch sums (dγ, dβ below, with the front's).
+#pragma unroll
+    for (int kt = 0; kt < KT; ++kt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        p.pW[std::size_t(blk) * D * D + (kt * 8 + 2 * tig + (i & 1)) * D + col0 + gid +
+             8 * (i >> 1)] = dWr[kt][i];
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int e = 0; e < 2; ++e)
+        if (gid == 0)
+          p.pb[std::size_t(blk) * D + col0 + nt * 8 + 2 * tig + e] = p.bias ? dcr[nt][e] : 0.0f;
+    if (warp == 0 && tig == 0) {
+      p.ptau[std::size_t(blk) * kMb + gid] = dtau[0];
+      p.ptau[std::size_t(blk) * kMb + gid + 8] = dtau[1];
+    }
+  }
+
+  // dγ, dβ: the front's column sums, then the walk's added in that order.
+  __syncthreads();
+  float* sgb = red;  // [2][D], free now
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int col = col0 + nt * 8 + 2 * tig + e;
+      const float sg = col_sum8(dgam[nt][e]), sb = col_sum8(dbet[nt][e]);
+      if (front && gid == 0) {
+        sgb[col] = sg;
+        sgb[D + col] = sb;
+      }
+    }
+  __syncthreads();
+  if (!front)
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int col = col0 + nt * 8 + 2 * tig + e;
+        const float sg = col_sum8(dgam[nt][e]), sb = col_sum8(dbet[nt][e]);
+        if (gid == 0) {
+          const std::size_t c = std::size_t(blk) * D + col;
+          p.pgam[c] = p.ln ? sgb[col] + sg : 0.0f;
+          p.pbet[c] = p.ln ? sgb[D + col] + sb : 0.0f;
+        }
+      }
+}
+
+template <int D, bool SPLIT>
+void launch_roles(const BwdParams& p, cudaStream_t stream) {
+  const std::size_t bytes =
+      whole_sm_bytes(RolesLayout<D>::FLOATS * sizeof(float), p.B * p.H, p.whole_sm);
+  const auto fn = SPLIT || !p.dV16 ? &linear_backward_roles_kernel<D, SPLIT>
+                                   : &linear_backward_roles_kernel<D, false, true>;
+  set_smem_limit(reinterpret_cast<const void*>(fn), bytes);
+  fn<<<p.B * p.H, 2 * Layout<D>::NT, bytes, stream>>>(p);
+  TTTLAB_CUDA_CHECK(cudaGetLastError());
+}
 
 // ---- The fallback --------------------------------------------------------------------------------
 
@@ -1228,6 +1812,26 @@ void launch_backward_fused(const BwdParams& p, bool split, cudaStream_t stream) 
   }
 }
 
+std::size_t roles_smem_bytes(int d) {
+  switch (d) {
+    case 16: return RolesLayout<16>::FLOATS * sizeof(float);
+    case 32: return RolesLayout<32>::FLOATS * sizeof(float);
+    case 64: return RolesLayout<64>::FLOATS * sizeof(float);
+    default: return 0;
+  }
+}
+
+void launch_backward_roles(const BwdParams& p, bool split, cudaStream_t stream) {
+  switch (p.d) {
+    case 16: return split ? launch_roles<16, true>(p, stream) : launch_roles<16, false>(p, stream);
+    case 32: return split ? launch_roles<32, true>(p, stream) : launch_roles<32, false>(p, stream);
+    case 64: return split ? launch_roles<64, true>(p, stream) : launch_roles<64, false>(p, stream);
+    default:
+      throw std::invalid_argument("ttt_linear_backward (two roles): unsupported head_dim " +
+                                  std::to_string(p.d));
+  }
+}
+
 void launch_backward_block(const BwdParams& p, std::size_t smem_bytes, cudaStream_t stream) {
   set_smem_limit(reinterpret_cast<const void*>(&linear_backward_block_kernel), smem_bytes);
   linear_backward_block_kernel<<<p.B * p.H, kThreads, smem_bytes, stream>>>(p);
@@ -1366,7 +1970,13 @@ void ttt_linear_backward(const TttLinearBackwardArgs& a) {
   p.n_ck = ttt_num_checkpoints(D, a.checkpoint_group);
   set_options(p, a.opt);
   const std::size_t smem = L.use_smem ? L.smem_bytes : 0;
-  if (fused)
+  // The two-role form where each block has an SM of its own and every state is a checkpoint.
+  const bool roles = fused && a.two_roles && a.checkpoint_group == 1 &&
+                     D.batch * D.heads <= multiprocessor_count() &&
+                     roles_smem_bytes(D.head_dim) <= max_dynamic_smem();
+  if (roles)
+    launch_backward_roles(p, !tf32, a.stream);
+  else if (fused)
     launch_backward_fused(p, !tf32, a.stream);
   else
     launch_backward_block(p, smem, a.stream);

@@ -533,12 +533,37 @@ __device__ __forceinline__ void kq_times_w(float (&z)[2][4], float (&zb)[2][4], 
   mma_parts<SPLIT>(zb[1], aq, w1);
 }
 
+// ---- Barriers ----------------------------------------------------------------------------------------
+//
+// A kernel whose block runs groups of warps in different roles meets within a group on a hardware
+// barrier of its own (ids 1–15; id 0 is __syncthreads's) and hands work from one group to another
+// with arrive (no wait) on one side and sync on the other. Both order the shared-memory accesses
+// before them for the threads that pass the barrier after them.
+__device__ __forceinline__ void barrier_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void barrier_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+// The barrier a reduction round meets on: the whole block, or one group of THREADS threads.
+struct BlockBarrier {
+  __device__ __forceinline__ void operator()() const { __syncthreads(); }
+};
+template <int ID, int THREADS>
+struct GroupBarrier {
+  static_assert(ID >= 1 && ID < 16 && THREADS % 32 == 0, "a hardware barrier id and whole warps");
+  __device__ __forceinline__ void operator()() const { barrier_sync(ID, THREADS); }
+};
+
 // Row mean and 1/σ of a 16 × D tile in fragments (D/16 warps × 16 columns), rows gid (half 0) and
 // gid + 8 (half 1). Parallel variance: each warp contributes (sum, M2 about its own 16-column mean)
-// through `red` (STRIDE ≥ 2 floats per warp and row) and the parts are combined exactly. One barrier.
-template <int D, int STRIDE>
-__device__ __forceinline__ void frag_row_stats(const float (&x)[2][4], float* red, int warp, int gid,
-                                               int tig, float eps, float (&mu)[2], float (&rstd)[2]) {
+// through `red` (STRIDE ≥ 2 floats per warp and row) and the parts are combined exactly. One barrier
+// (`bar`: the warps of the tile).
+template <int D, int STRIDE, class Bar = BlockBarrier>
+__device__ __forceinline__ void frag_row_stats(const float (&x)[2][4], float* red, int warp,
+                                               int gid, int tig, float eps, float (&mu)[2],
+                                               float (&rstd)[2], Bar bar = {}) {
   constexpr int NW = D / 16;
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
@@ -558,7 +583,7 @@ __device__ __forceinline__ void frag_row_stats(const float (&x)[2][4], float* re
       red[(warp * 16 + gid + 8 * hf) * STRIDE + 1] = q;
     }
   }
-  __syncthreads();
+  bar();
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
     const int row = gid + 8 * hf;

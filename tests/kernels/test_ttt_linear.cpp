@@ -506,7 +506,8 @@ class BackwardRun {
   }
 
   // dv_bf16: dV written as bf16 bit patterns (TttLinearBackwardArgs::dV_bf16) instead of floats.
-  BwdOut run(TttBackwardVersion bv, bool dv_bf16 = false) const {
+  // two_roles: TttLinearBackwardArgs::two_roles.
+  BwdOut run(TttBackwardVersion bv, bool dv_bf16 = false, bool two_roles = true) const {
     const TttDims& D = in_.dims;
     const int d = D.head_dim;
     DeviceBuffer dQ(in_.Q.size()), dK(in_.Q.size()), dV(in_.Q.size()), dlam(in_.lam.size()),
@@ -539,6 +540,7 @@ class BackwardRun {
     ba.workspace = ws.get();
     ba.workspace_bytes = ws_bytes_;
     ba.version = bv;
+    ba.two_roles = two_roles;
     DeviceBuffer16 dV16(dv_bf16 ? dV.size() : 0);
     if (dv_bf16) {
       dV16.poison();
@@ -689,6 +691,63 @@ TEST(TttLinearBackward, FusedMatchesCpuAndFallbackOnItsShapes) {
               "%.3g, summed %.3g; against the fallback per-token %.3g, summed %.3g; the tf32 version "
               "against the CPU per-token %.3g (bound %.0e), dλ and summed %.3g (bound %.0e)\n",
               n, tok, sum, tok_fb, sum_fb, tok_tf32, kTolTf32, sum_tf32, kTolTf32Bwd);
+}
+
+// The fused kernel in two roles (checkpoint group 1, B·H blocks within one wave, as in training)
+// against the same kernel in one role, which the test above checks against the CPU engine: every
+// output bit for bit (the same operations in the same order), except dγ and dβ, whose two roles'
+// sums are added at the end (within 1e-5 of max|x|); and those two against the CPU engine. Default
+// and Tf32, with dV in bf16 too, on head dims 16, 32, 64, short and long sequences, partial last
+// mini-batches and every option combination in turn.
+TEST(TttLinearBackward, TwoRolesMatchOneRole) {
+  TTTLAB_REQUIRE_GPU();
+  const std::uint64_t seed = test_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const std::vector<int> Ts = quick_mode()
+                                  ? std::vector<int>{17, 64}
+                                  : std::vector<int>{1, 15, 16, 17, 33, 48, 100, 257, 2048};
+  const int bh[3][2] = {{1, 1}, {2, 3}, {4, 12}};
+  double worst = 0.0, tok = 0.0, sum = 0.0;
+  int n = 0, idx = 0;
+  for (int d : {16, 32, 64})
+    for (int T : Ts) {
+      const int* b_h = T > 1000 ? bh[1] : bh[idx % 3];  // a long sequence on a few heads
+      const TttDims D{b_h[0], b_h[1], T, d, 16};
+      const TttOptions opt = flags(idx++ % 8);
+      SCOPED_TRACE(describe(D, opt));
+      LinearInputs in = random_linear_inputs(D, opt, rng);
+      const std::vector<float> dO = randn_vec(in.Q.size(), rng, 1.0);
+      const BackwardRun run(in, dO, 1, TttLinearForwardVersion::Default);
+      for (auto [bv, dv16] : {std::pair{TttBackwardVersion::Default, false},
+                              {TttBackwardVersion::Tf32, false},
+                              {TttBackwardVersion::Tf32, true}}) {
+        SCOPED_TRACE(bv == TttBackwardVersion::Default ? "default"
+                     : dv16                            ? "tf32, dV bf16"
+                                                       : "tf32");
+        const BwdOut one = run.run(bv, dv16, false), two = run.run(bv, dv16, true);
+        EXPECT_EQ(two.dQ, one.dQ);
+        EXPECT_EQ(two.dK, one.dK);
+        EXPECT_EQ(two.dV, one.dV);
+        EXPECT_EQ(two.dV16, one.dV16);
+        EXPECT_EQ(two.dlam, one.dlam);
+        EXPECT_EQ(two.dtau, one.dtau);
+        EXPECT_EQ(two.dW0, one.dW0);
+        EXPECT_EQ(two.db0, one.db0);
+        const GradRef ref1 = as_ref(one);
+        expect_within("dln_weight", two.dgam, ref1.dgam, 1e-5, worst);
+        expect_within("dln_bias", two.dbet, ref1.dbet, 1e-5, worst);
+        if (bv == TttBackwardVersion::Default && !dv16) {
+          const GradRef ref = cpu_backward<double>(in, dO, 1);
+          check_backward(two, ref, tok, sum);
+        }
+      }
+      ++n;
+    }
+  std::printf(
+      "[   INFO   ] two roles: %d shapes, bitwise the one-role kernel but dγ, dβ (worst "
+      "%.3g of max); Default against the CPU per-token %.3g, summed %.3g\n",
+      n, worst, tok, sum);
 }
 
 // ---- A non-default ε -------------------------------------------------------------------------------

@@ -180,6 +180,12 @@ struct TttLinearBackwardArgs {
   // (asks for the SM's whole shared memory): for work run beside it on another stream, which then
   // takes the idle SMs instead of slowing the blocks' chains. Same results; no effect elsewhere.
   bool whole_sm = false;
+  // Where the fused kernel runs (Default or Tf32), checkpoint_group is 1 and B·H blocks fit in one
+  // wave at one per SM (the training step's shapes): each block runs two groups of warps, one
+  // recomputing the next mini-batch's forward and output-LN backward while the other carries
+  // dW' through the current one (docs/KERNELS.md, "TTT-Linear backward"). The same sums per
+  // element, except dγ and dβ, summed per group and then added. false: one group, for comparisons.
+  bool two_roles = true;
   TttBackwardVersion version = TttBackwardVersion::Default;
   CUstream_st* stream = nullptr;
 };
