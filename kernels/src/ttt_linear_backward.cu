@@ -42,6 +42,13 @@
 // sums (dW0, db0, dγ, dβ, dτ) leave as per-block partials for the fixed-order reduction in
 // sum_over_batch, as in the fallback: deterministic.
 //
+// THE FUSED KERNEL IN TWO ROLES (Default and Tf32 where every state is a checkpoint, group 1, and
+// the B·H blocks fit in one wave at one per SM, as in the training step; TttLinearBackwardArgs::
+// two_roles): the same phases, split between two groups of d/16 warps of one block. The front
+// recomputes mini-batch k − 1's forward and output-LN backward (everything the carry does not
+// touch) while the walk takes mini-batch k through the carry; they meet through double-buffered
+// hand-offs in shared memory and named barriers (the section's header has the protocol).
+//
 // THE FALLBACK (every supported shape): one block of 256 threads per (sequence, head); the
 // checkpoint groups are walked in reverse, the states inside a group recomputed, the mini-batches
 // walked in reverse with the carry dW', dc'. Every matrix product is done by block_mma on tensor
@@ -218,6 +225,20 @@ __device__ __forceinline__ void store_tile(float* dst, const Frag& x, int col0, 
           make_float2(x[nt][2 * hf], x[nt][2 * hf + 1]);
 }
 
+template <int D>
+__device__ __forceinline__ void load_tile(const float* src, Frag& x, int col0, int gid, int tig) {
+  using L = Layout<D>;
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      const float2 v =
+          *reinterpret_cast<const float2*>(src + (gid + 8 * hf) * L::LD + col0 + nt * 8 + 2 * tig);
+      x[nt][2 * hf] = v.x;
+      x[nt][2 * hf + 1] = v.y;
+    }
+}
+
 // acc += A·B over k = D: A a [16][LD] tile in shared memory, B[k][n] = S[k][n] (normal) for this
 // warp's 16 columns n.
 template <int D, bool SPLIT>
@@ -377,6 +398,337 @@ __device__ __forceinline__ void lnl2_frag(bool ln, float eps, const float (&gam)
     for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
       for (int i = 0; i < 4; ++i) g[nt][i] = z[nt][i] - r[nt][i];
+  }
+}
+
+// ---- The phases of a mini-batch, shared by the one-role and two-role kernels ----------------------
+//
+// Each works at the lane's fragment positions (this warp's 16 columns from col0); `st` is a stage
+// (K, Q, λ, c, W of the mini-batch), the [16][LD] tiles and partials as in Layout.
+
+// Z = KW + c and Z̄₀ = QW + c, one pass over W.
+template <int D, bool SPLIT>
+__device__ __forceinline__ void z_and_zbar0(const float* st, Frag& z, Frag& zb, int col0, int gid,
+                                            int tig) {
+  using L = Layout<D>;
+  constexpr int LD = L::LD;
+  const float *sK = st, *sQ = st + L::OFF_Q, *sW = st + L::OFF_W;
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) z[nt][i] = zb[nt][i] = 0.0f;
+#pragma unroll
+  for (int kt = 0; kt < L::KT; ++kt) {
+    const float* b = sW + (kt * 8 + 2 * tig) * LD + col0 + gid;
+    const Op2 w0 = op2<SPLIT>(b[0], b[LD]), w1 = op2<SPLIT>(b[8], b[LD + 8]);
+    kq_times_w<SPLIT>(z, zb, sK, sQ, LD, kt, gid, tig, w0, w1);
+  }
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const float c = st[L::OFF_C + col0 + nt * 8 + 2 * tig + e];
+      z[nt][e] += c;
+      z[nt][e + 2] += c;
+      zb[nt][e] += c;
+      zb[nt][e + 2] += c;
+    }
+}
+
+// From the C = QKᵀ partials Mp: C' = tril(C + 1), −M = −E ⊙ C' and −Mᵀ, every warp all 16×16.
+template <int D>
+__device__ __forceinline__ void m_frags(const float* Mp, const float* sL, const float* sTau,
+                                        const float (&tau_row)[2], float one, Frag& cp, Frag& mm,
+                                        Frag& mt, int gid, int tig) {
+#pragma unroll
+  for (int jt = 0; jt < 2; ++jt)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int row = gid + 8 * (i >> 1), j = jt * 8 + 2 * tig + (i & 1);
+      const float c = j <= row ? sum_parts<D>(Mp, row, j) + one : 0.0f;
+      cp[jt][i] = c;
+      mm[jt][i] = -tau_row[i >> 1] * sL[j] * c;                                             // −M
+      mt[jt][i] = row <= j ? -sTau[j] * sL[row] * (sum_parts<D>(Mp, j, row) + one) : 0.0f;  // −Mᵀ
+    }
+}
+
+// The output LayerNorm's backward: dZ̄ = LN′ᵀ dO from Z̄ and dO (dZ̄ = dO without LayerNorm); adds
+// the lane's terms of dγ, dβ. One round on `red`, met on `bar`.
+template <int D, class Bar>
+__device__ __forceinline__ void out_ln_backward(bool ln, float eps, const float (&gam)[2][2],
+                                                const Frag& zb, const Frag& dy, float* red,
+                                                int warp, int gid, int tig, Frag& dzb,
+                                                float (&dgam)[2][2], float (&dbet)[2][2], Bar bar) {
+  if (ln) {
+    Frag dx;
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) dx[nt][i] = dy[nt][i] * gam[nt][i & 1];
+    float mu2[2], rstd2[2], sdx[2], sdxz[2];
+    out_ln_round<D>(zb, dx, red, warp, gid, tig, eps, mu2, rstd2, sdx, sdxz, bar);
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int hf = i >> 1;
+        const float x2 = (zb[nt][i] - mu2[hf]) * rstd2[hf];
+        dgam[nt][i & 1] += dy[nt][i] * x2;
+        dbet[nt][i & 1] += dy[nt][i];
+        const float mdxx = sdxz[hf] * rstd2[hf] / float(D);  // mean(dx ⊙ x̂)
+        dzb[nt][i] = (dx[nt][i] - sdx[hf] / float(D) - x2 * mdxx) * rstd2[hf];
+      }
+  } else {
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) dzb[nt][i] = dy[nt][i];
+  }
+}
+
+// The commit line of a full mini-batch, from the carry dW' (fragments dWr, and its copy sdW),
+// dc': δ −= e ⊙ (K dW' + dc'), dK = −e ⊙ (G dW'ᵀ), de = −Σ_n G ⊙ (K dW' + dc'), whose per-warp
+// partials go to column 16 of dMp (zero for a short mini-batch, which commits nothing). dk is set.
+template <int D, bool SPLIT>
+__device__ __forceinline__ void commit_line(bool full, bool bias, float tb, const float* sK,
+                                            const float* sL, const float* sG, const float* sdW,
+                                            const float (&dWr)[D / 8][4], const float (&dcr)[2][2],
+                                            const Frag& g, Frag& dg, Frag& dk, float* dMp, int warp,
+                                            int gid, int tig, int col0) {
+  using L = Layout<D>;
+  constexpr int LD = L::LD;
+  float dep[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) dk[nt][i] = 0.0f;
+  if (full) {
+    Frag kdw = {}, gdw = {};
+#pragma unroll
+    for (int kt = 0; kt < L::KT; ++kt) {
+      const float2 a0 = *reinterpret_cast<const float2*>(sK + gid * LD + kt * 8 + 2 * tig);
+      const float2 a1 = *reinterpret_cast<const float2*>(sK + (gid + 8) * LD + kt * 8 + 2 * tig);
+      const Op4 a = op4<SPLIT>(a0.x, a1.x, a0.y, a1.y);
+      mma_parts<SPLIT>(kdw[0], a, op2<SPLIT>(dWr[kt][0], dWr[kt][1]));
+      mma_parts<SPLIT>(kdw[1], a, op2<SPLIT>(dWr[kt][2], dWr[kt][3]));
+    }
+    mma_tile_wt<D, SPLIT>(gdw, sG, sdW, col0, gid, tig);
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int hf = i >> 1;
+        const float e = tb * sL[gid + 8 * hf];
+        const float u = kdw[nt][i] + (bias ? dcr[nt][i & 1] : 0.0f);
+        dg[nt][i] -= e * u;
+        dk[nt][i] = -e * gdw[nt][i];
+        dep[hf] -= g[nt][i] * u;
+      }
+  }
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    const float s = quad_sum(dep[hf]);
+    if (tig == 0) dMp[(warp * 16 + gid + 8 * hf) * L::LDM + 16] = s;
+  }
+}
+
+// Backward of G = lnl2(Z, R) with δ = dG (docs/MATH.md §7.2): a = P(δ)/σ, dR = −γa,
+// dx̂ = γ²a − (δ·mean(x̂ĝ) + ĝ·mean(x̂δ))/σ, dσ = −(δ·g)/σ, dZ = P(dx̂)/σ + dσ·x̂/d. Sets dz and
+// dv (= dR), adds to dk (the residual target's −dR) and the lane's terms of dγ, dβ. Two rounds on
+// red0, red1 with LayerNorm, else one barrier; the first also completes the de partials.
+template <int D, class Bar>
+__device__ __forceinline__ void lnl2_backward(
+    bool ln, bool res, const float (&gam)[2][2], const float (&bet)[2][2], const Frag& dg,
+    const Frag& xh, const Frag& g, const Frag& gh, const Frag& r, const float (&rstdz)[2],
+    const float (&mxg)[2], float* red0, float* red1, int warp, int gid, int tig, Frag& dz, Frag& dv,
+    Frag& dk, float (&dgam)[2][2], float (&dbet)[2][2], Bar bar) {
+  if (ln) {
+    float s[3][2] = {};
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        s[0][i >> 1] += dg[nt][i];
+        s[1][i >> 1] += dg[nt][i] * xh[nt][i];
+        s[2][i >> 1] += dg[nt][i] * g[nt][i];
+      }
+    row_sums<D, 3>(s, red0, warp, gid, tig, bar);
+    float u[2][2] = {};
+    Frag dxh;
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int hf = i >> 1;
+        const float gm = gam[nt][i & 1];
+        const float mxd = s[1][hf] / float(D);
+        const float a = (dg[nt][i] - s[0][hf] / float(D) - xh[nt][i] * mxd) * rstdz[hf];
+        dv[nt][i] = -gm * a;
+        dgam[nt][i & 1] += a * (2.0f * gm * xh[nt][i] + bet[nt][i & 1] - r[nt][i]);
+        dbet[nt][i & 1] += gm * a;
+        if (res) dk[nt][i] += gm * a;
+        dxh[nt][i] = gm * gm * a - (dg[nt][i] * mxg[hf] + gh[nt][i] * mxd) * rstdz[hf];
+        u[0][hf] += dxh[nt][i];
+        u[1][hf] += dxh[nt][i] * xh[nt][i];
+      }
+    row_sums<D, 2>(u, red1, warp, gid, tig, bar);
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int hf = i >> 1;
+        const float dsig = -s[2][hf] * rstdz[hf];
+        dz[nt][i] =
+            (dxh[nt][i] - u[0][hf] / float(D) - xh[nt][i] * (u[1][hf] / float(D))) * rstdz[hf] +
+            dsig * xh[nt][i] / float(D);
+      }
+  } else {
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        if (res) dk[nt][i] += dg[nt][i];
+        dz[nt][i] = dg[nt][i];
+        dv[nt][i] = -dg[nt][i];
+      }
+    bar();
+  }
+}
+
+// dM = −Σ_w dMp; dC = tril(dM ⊙ E) and dCᵀ at the lane's positions; dQ += dC K, dK += dCᵀ Q;
+// dτ_i = Σ_j dM C' λ_j (row sums), dλ_j = Σ_i dM C' τ_i (column sums), with the commit line's de
+// (column 16 of dMp): warp 0 adds its share to dtau and writes dλ of the mini-batch's m rows.
+template <int D, bool SPLIT>
+__device__ __forceinline__ void dc_products(const float* dMp, const Frag& cp, const float* sK,
+                                            const float* sQ, const float* sL, const float* sTau,
+                                            const float (&tau_row)[2], float tb, bool full, int m,
+                                            float* dlam, Frag& dq, Frag& dk, float (&dtau)[2],
+                                            int warp, int lane, int gid, int tig, int col0) {
+  Frag dcf, dct;
+  float dtp[2] = {0.0f, 0.0f}, dlp[2][2] = {};
+#pragma unroll
+  for (int jt = 0; jt < 2; ++jt)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int hf = i >> 1, row = gid + 8 * hf, j = jt * 8 + 2 * tig + (i & 1);
+      const float dm = j <= row ? -sum_parts<D>(dMp, row, j) : 0.0f;
+      const float dmt = row <= j ? -sum_parts<D>(dMp, j, row) : 0.0f;
+      dcf[jt][i] = dm * tau_row[hf] * sL[j];
+      dct[jt][i] = dmt * sTau[j] * sL[row];
+      const float pr = dm * cp[jt][i];
+      dtp[hf] += pr * sL[j];
+      dlp[jt][i & 1] += pr * tau_row[hf];
+    }
+  mma_small_a<D, SPLIT>(dq, dcf, sK, col0, gid, tig);
+  mma_small_a<D, SPLIT>(dk, dct, sQ, col0, gid, tig);
+  if (warp == 0) {
+    // Σ_j de_j λ_j (the commit line's share of dτ_b): lane j and j + 16 hold term j.
+    float dl15 = full ? sum_parts<D>(dMp + 16, lane & 15, 0) * sL[lane & 15] : 0.0f;
+#pragma unroll
+    for (int o = 1; o < 16; o <<= 1) dl15 += __shfl_xor_sync(0xffffffffu, dl15, o);
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      float v = quad_sum(dtp[hf]);
+      if (gid + 8 * hf == kMb - 1) v += dl15;
+      dtau[hf] += v;
+    }
+#pragma unroll
+    for (int jt = 0; jt < 2; ++jt)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int j = jt * 8 + 2 * tig + e;
+        float v = col_sum8(dlp[jt][e]);
+        if (full) v += tb * sum_parts<D>(dMp + 16, j, 0);
+        if (gid == 0 && j < m) dlam[j] = v;
+      }
+  }
+}
+
+// dQ, dK, dV of the mini-batch's m rows from t0 (DV16: dV as bf16 into p.dV16, the two of a pair
+// in one 4-byte store, rounded as convert_to_bf16 rounds).
+template <bool DV16>
+__device__ __forceinline__ void store_grads(const BwdParams& p, std::size_t seq0, std::size_t rs,
+                                            int t0, int m, int col0, int gid, int tig,
+                                            const Frag& dq, const Frag& dk, const Frag& dv) {
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    const int row = gid + 8 * hf;
+    if (row >= m) continue;
+    const std::size_t off = seq0 + std::size_t(t0 + row) * rs + col0 + 2 * tig;
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+      *reinterpret_cast<float2*>(p.dQ + off + nt * 8) =
+          make_float2(dq[nt][2 * hf], dq[nt][2 * hf + 1]);
+      *reinterpret_cast<float2*>(p.dK + off + nt * 8) =
+          make_float2(dk[nt][2 * hf], dk[nt][2 * hf + 1]);
+      if constexpr (DV16)
+        *reinterpret_cast<__nv_bfloat162*>(p.dV16 + off + nt * 8) =
+            __floats2bfloat162_rn(dv[nt][2 * hf], dv[nt][2 * hf + 1]);
+      else
+        *reinterpret_cast<float2*>(p.dV + off + nt * 8) =
+            make_float2(dv[nt][2 * hf], dv[nt][2 * hf + 1]);
+    }
+  }
+}
+
+// The carry: dW' += Qᵀ dZ̄ + Kᵀ dZ (the forward's update layout), dc' += Σ_rows (dZ̄ + dZ); then
+// dW' → sdW for the next mini-batch's G dW'ᵀ (the caller orders it against this one's reads).
+template <int D, bool SPLIT>
+__device__ __forceinline__ void carry_update(const float* sQ, const float* sK, const float* sDZb,
+                                             const float* sDZ, const Frag& dzb, const Frag& dz,
+                                             float (&dWr)[D / 8][4], float (&dcr)[2][2], float* sdW,
+                                             int gid, int tig, int col0) {
+  using L = Layout<D>;
+  constexpr int LD = L::LD;
+#pragma unroll
+  for (int js = 0; js < 2; ++js) {
+    const int j0 = js * 8 + tig, j1 = j0 + 4;
+    const Op4 a1 = op4<SPLIT>(sDZb[j0 * LD + col0 + gid], sDZb[j0 * LD + col0 + gid + 8],
+                              sDZb[j1 * LD + col0 + gid], sDZb[j1 * LD + col0 + gid + 8]);
+    const Op4 a2 = op4<SPLIT>(sDZ[j0 * LD + col0 + gid], sDZ[j0 * LD + col0 + gid + 8],
+                              sDZ[j1 * LD + col0 + gid], sDZ[j1 * LD + col0 + gid + 8]);
+#pragma unroll
+    for (int kt = 0; kt < L::KT; ++kt) {
+      mma_parts<SPLIT>(dWr[kt], a1,
+                       op2<SPLIT>(sQ[j0 * LD + kt * 8 + gid], sQ[j1 * LD + kt * 8 + gid]));
+      mma_parts<SPLIT>(dWr[kt], a2,
+                       op2<SPLIT>(sK[j0 * LD + kt * 8 + gid], sK[j1 * LD + kt * 8 + gid]));
+    }
+  }
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+    for (int e = 0; e < 2; ++e)
+      dcr[nt][e] += col_sum8(dzb[nt][e] + dzb[nt][e + 2] + dz[nt][e] + dz[nt][e + 2]);
+#pragma unroll
+  for (int kt = 0; kt < L::KT; ++kt)
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      sdW[(kt * 8 + 2 * tig + (i & 1)) * LD + col0 + gid + 8 * (i >> 1)] = dWr[kt][i];
+}
+
+// The walk's per-block partials for the fixed-order batch sums: dW0 (the carry), db0 and dτ.
+template <int D>
+__device__ __forceinline__ void store_walk_partials(const BwdParams& p, int blk,
+                                                    const float (&dWr)[D / 8][4],
+                                                    const float (&dcr)[2][2],
+                                                    const float (&dtau)[2], int warp, int gid,
+                                                    int tig, int col0) {
+#pragma unroll
+  for (int kt = 0; kt < D / 8; ++kt)
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      p.pW[std::size_t(blk) * D * D + (kt * 8 + 2 * tig + (i & 1)) * D + col0 + gid +
+           8 * (i >> 1)] = dWr[kt][i];
+  if (gid == 0)
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int e = 0; e < 2; ++e)
+        p.pb[std::size_t(blk) * D + col0 + nt * 8 + 2 * tig + e] = p.bias ? dcr[nt][e] : 0.0f;
+  if (warp == 0 && tig == 0) {
+    p.ptau[std::size_t(blk) * kMb + gid] = dtau[0];
+    p.ptau[std::size_t(blk) * kMb + gid + 8] = dtau[1];
   }
 }
 
@@ -613,23 +965,8 @@ __global__ void __launch_bounds__(2 * D) linear_backward_fused_kernel(BwdParams 
       const float* sW = st + L::OFF_W;
 
       // Z = KW + c, Z̄₀ = QW + c (one pass over W), this warp's share of C = QKᵀ.
-      Frag z = {}, zb = {};
-#pragma unroll
-      for (int kt = 0; kt < KT; ++kt) {
-        const float* b = sW + (kt * 8 + 2 * tig) * LD + col0 + gid;
-        const Op2 w0 = op2<SPLIT>(b[0], b[LD]), w1 = op2<SPLIT>(b[8], b[LD + 8]);
-        kq_times_w<SPLIT>(z, zb, sK, sQ, LD, kt, gid, tig, w0, w1);
-      }
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const float c = st[L::OFF_C + col0 + nt * 8 + 2 * tig + e];
-          z[nt][e] += c;
-          z[nt][e + 2] += c;
-          zb[nt][e] += c;
-          zb[nt][e + 2] += c;
-        }
+      Frag z, zb;
+      z_and_zbar0<D, SPLIT>(st, z, zb, col0, gid, tig);
       partial_abt<D, SPLIT>(sQ, sK, Mp + warp * 16 * L::LDM, warp, gid, tig);
 
       // G = lnl2(Z, R), rows ≥ m zeroed (a short last mini-batch).
@@ -647,51 +984,19 @@ __global__ void __launch_bounds__(2 * D) linear_backward_fused_kernel(BwdParams 
 
       // C' = tril(C + 1) and M = E ⊙ C' at the lane's positions, and Mᵀ; Z̄ = Z̄₀ − MG.
       Frag cp, mm, mt;
-#pragma unroll
-      for (int jt = 0; jt < 2; ++jt)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int row = gid + 8 * (i >> 1), j = jt * 8 + 2 * tig + (i & 1);
-          const float c = j <= row ? sum_parts<D>(Mp, row, j) + one : 0.0f;
-          cp[jt][i] = c;
-          mm[jt][i] = -tau_row[i >> 1] * sL[j] * c;  // −M
-          mt[jt][i] = row <= j ? -sTau[j] * sL[row] * (sum_parts<D>(Mp, j, row) + one) : 0.0f;  // −Mᵀ
-        }
+      m_frags<D>(Mp, sL, sTau, tau_row, one, cp, mm, mt, gid, tig);
       mma_small_a<D, SPLIT>(zb, mm, sG, col0, gid, tig);
 
       // Output LN backward: dZ̄ = LN′ᵀ dO; dγ, dβ (per-lane partials).
       Frag dzb;
-      if (p.ln) {
-        Frag dx;
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) dx[nt][i] = dy[nt][i] * gam[nt][i & 1];
-        float mu2[2], rstd2[2], sdx[2], sdxz[2];
-        out_ln_round<D>(zb, dx, red + 2 * L::RED, warp, gid, tig, p.eps, mu2, rstd2, sdx, sdxz);
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const int hf = i >> 1;
-            const float x2 = (zb[nt][i] - mu2[hf]) * rstd2[hf];
-            dgam[nt][i & 1] += dy[nt][i] * x2;
-            dbet[nt][i & 1] += dy[nt][i];
-            const float mdxx = sdxz[hf] * rstd2[hf] / float(D);  // mean(dx ⊙ x̂)
-            dzb[nt][i] = (dx[nt][i] - sdx[hf] / float(D) - x2 * mdxx) * rstd2[hf];
-          }
-      } else {
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) dzb[nt][i] = dy[nt][i];
-      }
+      out_ln_backward<D>(p.ln, p.eps, gam, zb, dy, red + 2 * L::RED, warp, gid, tig, dzb, dgam,
+                         dbet, BlockBarrier());
       store_tile<D>(sDZb, dzb, col0, gid, tig);
       __syncthreads();  // dZ̄ complete
 
       // dQ = dO + dZ̄ Wᵀ; this warp's share of dZ̄ Gᵀ (dM = −Σ); δ = dG = −Mᵀ dZ̄ and the commit
       // line: δ −= e ⊙ (K dW' + dc'), dK = −e ⊙ (G dW'ᵀ), de = −Σ_n G ⊙ (K dW' + dc').
-      Frag dq, dk = {}, dg = {};
+      Frag dq, dk, dg = {};
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
@@ -699,196 +1004,29 @@ __global__ void __launch_bounds__(2 * D) linear_backward_fused_kernel(BwdParams 
       mma_tile_wt<D, SPLIT>(dq, sDZb, sW, col0, gid, tig);
       partial_abt<D, SPLIT>(sDZb, sG, dMp + warp * 16 * L::LDM, warp, gid, tig);
       mma_small_a<D, SPLIT>(dg, mt, sDZb, col0, gid, tig);  // mt holds −Mᵀ
-      float dep[2] = {0.0f, 0.0f};
-      if (full) {
-        Frag kdw = {}, gdw = {};
-#pragma unroll
-        for (int kt = 0; kt < KT; ++kt) {
-          const float2 a0 = *reinterpret_cast<const float2*>(sK + gid * LD + kt * 8 + 2 * tig);
-          const float2 a1 = *reinterpret_cast<const float2*>(sK + (gid + 8) * LD + kt * 8 + 2 * tig);
-          const Op4 a = op4<SPLIT>(a0.x, a1.x, a0.y, a1.y);
-          mma_parts<SPLIT>(kdw[0], a, op2<SPLIT>(dWr[kt][0], dWr[kt][1]));
-          mma_parts<SPLIT>(kdw[1], a, op2<SPLIT>(dWr[kt][2], dWr[kt][3]));
-        }
-        mma_tile_wt<D, SPLIT>(gdw, sG, sdW, col0, gid, tig);
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const int hf = i >> 1;
-            const float e = tb * sL[gid + 8 * hf];
-            const float u = kdw[nt][i] + (p.bias ? dcr[nt][i & 1] : 0.0f);
-            dg[nt][i] -= e * u;
-            dk[nt][i] = -e * gdw[nt][i];
-            dep[hf] -= g[nt][i] * u;
-          }
-      }
-#pragma unroll
-      for (int hf = 0; hf < 2; ++hf) {
-        const float s = quad_sum(dep[hf]);
-        if (tig == 0) dMp[(warp * 16 + gid + 8 * hf) * L::LDM + 16] = s;
-      }
+      commit_line<D, SPLIT>(full, p.bias, tb, sK, sL, sG, sdW, dWr, dcr, g, dg, dk, dMp, warp, gid,
+                            tig, col0);
 
-      // Backward of G = lnl2(Z, R) with δ = dG (docs/MATH.md §7.2): a = P(δ)/σ, dR = −γa,
-      // dx̂ = γ²a − (δ·mean(x̂ĝ) + ĝ·mean(x̂δ))/σ, dσ = −(δ·g)/σ, dZ = P(dx̂)/σ + dσ·x̂/d.
       Frag dz, dv;
-      if (p.ln) {
-        float s[3][2] = {};
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            s[0][i >> 1] += dg[nt][i];
-            s[1][i >> 1] += dg[nt][i] * xh[nt][i];
-            s[2][i >> 1] += dg[nt][i] * g[nt][i];
-          }
-        row_sums<D, 3>(s, red + 3 * L::RED, warp, gid, tig);  // also completes dM, de partials
-        float u[2][2] = {};
-        Frag dxh;
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const int hf = i >> 1;
-            const float gm = gam[nt][i & 1];
-            const float mxd = s[1][hf] / float(D);
-            const float a = (dg[nt][i] - s[0][hf] / float(D) - xh[nt][i] * mxd) * rstdz[hf];
-            dv[nt][i] = -gm * a;
-            dgam[nt][i & 1] += a * (2.0f * gm * xh[nt][i] + bet[nt][i & 1] - r[nt][i]);
-            dbet[nt][i & 1] += gm * a;
-            if (p.res) dk[nt][i] += gm * a;
-            dxh[nt][i] = gm * gm * a - (dg[nt][i] * mxg[hf] + gh[nt][i] * mxd) * rstdz[hf];
-            u[0][hf] += dxh[nt][i];
-            u[1][hf] += dxh[nt][i] * xh[nt][i];
-          }
-        row_sums<D, 2>(u, red + 4 * L::RED, warp, gid, tig);
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const int hf = i >> 1;
-            const float dsig = -s[2][hf] * rstdz[hf];
-            dz[nt][i] = (dxh[nt][i] - u[0][hf] / float(D) - xh[nt][i] * (u[1][hf] / float(D))) *
-                            rstdz[hf] +
-                        dsig * xh[nt][i] / float(D);
-          }
-      } else {
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            if (p.res) dk[nt][i] += dg[nt][i];
-            dz[nt][i] = dg[nt][i];
-            dv[nt][i] = -dg[nt][i];
-          }
-        __syncthreads();  // dM and de partials complete
-      }
+      lnl2_backward<D>(p.ln, p.res, gam, bet, dg, xh, g, gh, r, rstdz, mxg, red + 3 * L::RED,
+                       red + 4 * L::RED, warp, gid, tig, dz, dv, dk, dgam, dbet, BlockBarrier());
       store_tile<D>(sDZ, dz, col0, gid, tig);
 
-      // dM = −Σ_w partials; dC = tril(dM ⊙ E) and dCᵀ at the lane's positions; dQ += dC K,
-      // dK += dCᵀ Q; dτ_i = Σ_j dM C' λ_j (row sums), dλ_j = Σ_i dM C' τ_i (column sums), with the
-      // commit line's de.
-      {
-        Frag dcf, dct;
-        float dtp[2] = {0.0f, 0.0f}, dlp[2][2] = {};
-#pragma unroll
-        for (int jt = 0; jt < 2; ++jt)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const int hf = i >> 1, row = gid + 8 * hf, j = jt * 8 + 2 * tig + (i & 1);
-            const float dm = j <= row ? -sum_parts<D>(dMp, row, j) : 0.0f;
-            const float dmt = row <= j ? -sum_parts<D>(dMp, j, row) : 0.0f;
-            dcf[jt][i] = dm * tau_row[hf] * sL[j];
-            dct[jt][i] = dmt * sTau[j] * sL[row];
-            const float pr = dm * cp[jt][i];
-            dtp[hf] += pr * sL[j];
-            dlp[jt][i & 1] += pr * tau_row[hf];
-          }
-        mma_small_a<D, SPLIT>(dq, dcf, sK, col0, gid, tig);
-        mma_small_a<D, SPLIT>(dk, dct, sQ, col0, gid, tig);
-        if (warp == 0) {
-          // Σ_j de_j λ_j (the commit line's share of dτ_b): lane j and j + 16 hold term j.
-          float dl15 = full ? sum_parts<D>(dMp + 16, lane & 15, 0) * sL[lane & 15] : 0.0f;
-#pragma unroll
-          for (int o = 1; o < 16; o <<= 1) dl15 += __shfl_xor_sync(0xffffffffu, dl15, o);
-#pragma unroll
-          for (int hf = 0; hf < 2; ++hf) {
-            float v = quad_sum(dtp[hf]);
-            if (gid + 8 * hf == kMb - 1) v += dl15;
-            dtau[hf] += v;
-          }
-#pragma unroll
-          for (int jt = 0; jt < 2; ++jt)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const int j = jt * 8 + 2 * tig + e;
-              float v = col_sum8(dlp[jt][e]);
-              if (full) v += tb * sum_parts<D>(dMp + 16, j, 0);
-              if (gid == 0 && j < m) p.dlam[std::size_t(blk) * T + t0 + j] = v;
-            }
-        }
-      }
+      dc_products<D, SPLIT>(dMp, cp, sK, sQ, sL, sTau, tau_row, tb, full, m,
+                            p.dlam + std::size_t(blk) * T + t0, dq, dk, dtau, warp, lane, gid, tig,
+                            col0);
       __syncthreads();  // dZ complete
 
       // dK += dZ Wᵀ; dQ, dK, dV out.
       mma_tile_wt<D, SPLIT>(dk, sDZ, sW, col0, gid, tig);
-#pragma unroll
-      for (int hf = 0; hf < 2; ++hf) {
-        const int row = gid + 8 * hf;
-        if (row >= m) continue;
-        const std::size_t off = seq0 + std::size_t(t0 + row) * rs + col0 + 2 * tig;
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt) {
-          *reinterpret_cast<float2*>(p.dQ + off + nt * 8) =
-              make_float2(dq[nt][2 * hf], dq[nt][2 * hf + 1]);
-          *reinterpret_cast<float2*>(p.dK + off + nt * 8) =
-              make_float2(dk[nt][2 * hf], dk[nt][2 * hf + 1]);
-          // With DV16 the two bf16 of a pair in one 4-byte store, rounded as convert_to_bf16 rounds.
-          if constexpr (DV16)
-            *reinterpret_cast<__nv_bfloat162*>(p.dV16 + off + nt * 8) =
-                __floats2bfloat162_rn(dv[nt][2 * hf], dv[nt][2 * hf + 1]);
-          else
-            *reinterpret_cast<float2*>(p.dV + off + nt * 8) =
-                make_float2(dv[nt][2 * hf], dv[nt][2 * hf + 1]);
-        }
-      }
-
-      // The carry: dW' += Qᵀ dZ̄ + Kᵀ dZ (the forward's update layout), dc' += Σ_rows (dZ̄ + dZ);
-      // dW' → shared for the next mini-batch's G dW'ᵀ.
-#pragma unroll
-      for (int js = 0; js < 2; ++js) {
-        const int j0 = js * 8 + tig, j1 = j0 + 4;
-        const Op4 a1 = op4<SPLIT>(sDZb[j0 * LD + col0 + gid], sDZb[j0 * LD + col0 + gid + 8],
-                           sDZb[j1 * LD + col0 + gid], sDZb[j1 * LD + col0 + gid + 8]);
-        const Op4 a2 = op4<SPLIT>(sDZ[j0 * LD + col0 + gid], sDZ[j0 * LD + col0 + gid + 8],
-                           sDZ[j1 * LD + col0 + gid], sDZ[j1 * LD + col0 + gid + 8]);
-#pragma unroll
-        for (int kt = 0; kt < KT; ++kt) {
-          mma_parts<SPLIT>(dWr[kt], a1, op2<SPLIT>(sQ[j0 * LD + kt * 8 + gid], sQ[j1 * LD + kt * 8 + gid]));
-          mma_parts<SPLIT>(dWr[kt], a2, op2<SPLIT>(sK[j0 * LD + kt * 8 + gid], sK[j1 * LD + kt * 8 + gid]));
-        }
-      }
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-        for (int e = 0; e < 2; ++e)
-          dcr[nt][e] += col_sum8(dzb[nt][e] + dzb[nt][e + 2] + dz[nt][e] + dz[nt][e + 2]);
-#pragma unroll
-      for (int kt = 0; kt < KT; ++kt)
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-          sdW[(kt * 8 + 2 * tig + (i & 1)) * LD + col0 + gid + 8 * (i >> 1)] = dWr[kt][i];
+      store_grads<DV16>(p, seq0, rs, t0, m, col0, gid, tig, dq, dk, dv);
+      carry_update<D, SPLIT>(sQ, sK, sDZb, sDZ, dzb, dz, dWr, dcr, sdW, gid, tig, col0);
     }
     __syncthreads();  // the next group's recompute reuses the stage buffers
   }
 
   // Per-block partials for the fixed-order batch sums.
-#pragma unroll
-  for (int kt = 0; kt < KT; ++kt)
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-      p.pW[std::size_t(blk) * D * D + (kt * 8 + 2 * tig + (i & 1)) * D + col0 + gid + 8 * (i >> 1)] =
-          dWr[kt][i];
+  store_walk_partials<D>(p, blk, dWr, dcr, dtau, warp, gid, tig, col0);
 #pragma unroll
   for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
@@ -896,15 +1034,10 @@ __global__ void __launch_bounds__(2 * D) linear_backward_fused_kernel(BwdParams 
       const float sg = col_sum8(dgam[nt][e]), sb = col_sum8(dbet[nt][e]);
       if (gid == 0) {
         const std::size_t c = std::size_t(blk) * D + col0 + nt * 8 + 2 * tig + e;
-        p.pb[c] = p.bias ? dcr[nt][e] : 0.0f;
         p.pgam[c] = p.ln ? sg : 0.0f;
         p.pbet[c] = p.ln ? sb : 0.0f;
       }
     }
-  if (warp == 0 && tig == 0) {
-    p.ptau[std::size_t(blk) * kMb + gid] = dtau[0];
-    p.ptau[std::size_t(blk) * kMb + gid + 8] = dtau[1];
-  }
 }
 
 template <int D, bool SPLIT>
@@ -1084,23 +1217,8 @@ __global__ void __launch_bounds__(4 * D, 1) linear_backward_roles_kernel(BwdPara
       float* Mp = hd + R::H_MP;
 
       // Z = KW + c, Z̄₀ = QW + c, this warp's share of C = QKᵀ.
-      Frag z = {}, zb = {};
-#pragma unroll
-      for (int kt = 0; kt < KT; ++kt) {
-        const float* b = sW + (kt * 8 + 2 * tig) * LD + col0 + gid;
-        const Op2 w0 = op2<SPLIT>(b[0], b[LD]), w1 = op2<SPLIT>(b[8], b[LD + 8]);
-        kq_times_w<SPLIT>(z, zb, sK, sQ, LD, kt, gid, tig, w0, w1);
-      }
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const float c = st[L::OFF_C + col0 + nt * 8 + 2 * tig + e];
-          z[nt][e] += c;
-          z[nt][e + 2] += c;
-          zb[nt][e] += c;
-          zb[nt][e + 2] += c;
-        }
+      Frag z, zb;
+      z_and_zbar0<D, SPLIT>(st, z, zb, col0, gid, tig);
       partial_abt<D, SPLIT>(sQ, sK, Mp + warp * 16 * L::LDM, warp, gid, tig);
 
       Frag r, g, xh, gh;
@@ -1117,46 +1235,12 @@ __global__ void __launch_bounds__(4 * D, 1) linear_backward_roles_kernel(BwdPara
       FrontBar()();  // G and the C partials complete
 
       Frag cp, mm, mt;
-#pragma unroll
-      for (int jt = 0; jt < 2; ++jt)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int row = gid + 8 * (i >> 1), j = jt * 8 + 2 * tig + (i & 1);
-          const float c = j <= row ? sum_parts<D>(Mp, row, j) + one : 0.0f;
-          cp[jt][i] = c;
-          mm[jt][i] = -tau_row[i >> 1] * sL[j] * c;  // −M
-          mt[jt][i] =
-              row <= j ? -sTau[j] * sL[row] * (sum_parts<D>(Mp, j, row) + one) : 0.0f;  // −Mᵀ
-        }
+      m_frags<D>(Mp, sL, sTau, tau_row, one, cp, mm, mt, gid, tig);
       mma_small_a<D, SPLIT>(zb, mm, sG, col0, gid, tig);
 
       Frag dzb;
-      if (p.ln) {
-        Frag dx;
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) dx[nt][i] = dy[nt][i] * gam[nt][i & 1];
-        float mu2[2], rstd2[2], sdx[2], sdxz[2];
-        out_ln_round<D>(zb, dx, red + 2 * L::RED, warp, gid, tig, p.eps, mu2, rstd2, sdx, sdxz,
-                        FrontBar());
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const int hf = i >> 1;
-            const float x2 = (zb[nt][i] - mu2[hf]) * rstd2[hf];
-            dgam[nt][i & 1] += dy[nt][i] * x2;
-            dbet[nt][i & 1] += dy[nt][i];
-            const float mdxx = sdxz[hf] * rstd2[hf] / float(D);
-            dzb[nt][i] = (dx[nt][i] - sdx[hf] / float(D) - x2 * mdxx) * rstd2[hf];
-          }
-      } else {
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) dzb[nt][i] = dy[nt][i];
-      }
+      out_ln_backward<D>(p.ln, p.eps, gam, zb, dy, red + 2 * L::RED, warp, gid, tig, dzb, dgam,
+                         dbet, FrontBar());
       store_tile<D>(sDZb, dzb, col0, gid, tig);
       FrontBar()();  // dZ̄ complete
 
@@ -1204,7 +1288,6 @@ __global__ void __launch_bounds__(4 * D, 1) linear_backward_roles_kernel(BwdPara
       float* hd = hand(k);
       const float* sG = hd + R::H_G;
       const float* sDZb = hd + R::H_DZB;
-      const float* Mp = hd + R::H_MP;
       float* dMp = hd + R::H_DMP;
       Frag g, xh, dq, dg, cp, r, gh;
       load_lane<NT>(hd + R::H_DQ, dq, rt);
@@ -1217,15 +1300,9 @@ __global__ void __launch_bounds__(4 * D, 1) linear_backward_roles_kernel(BwdPara
         rstdz[hf] = hd[R::H_ROW + gid + 8 * hf];
         mxg[hf] = hd[R::H_ROW + kMb + gid + 8 * hf];
       }
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-        for (int hf = 0; hf < 2; ++hf) {
-          const float2 gv =
-              *reinterpret_cast<const float2*>(sG + (gid + 8 * hf) * LD + col0 + nt * 8 + 2 * tig);
-          g[nt][2 * hf] = gv.x;
-          g[nt][2 * hf + 1] = gv.y;
-        }
+      Frag dzb;
+      load_tile<D>(sG, g, col0, gid, tig);
+      load_tile<D>(sDZb, dzb, col0, gid, tig);
       target_frag<D>(p.res, v, sK, r, col0, gid, tig);
       if (p.ln)
 #pragma unroll
@@ -1236,208 +1313,31 @@ __global__ void __launch_bounds__(4 * D, 1) linear_backward_roles_kernel(BwdPara
             gh[nt][i] = gm * (gm * xh[nt][i] + bet[nt][i & 1] - r[nt][i]);
           }
 
-      // The commit line: δ −= e ⊙ (K dW' + dc'), dK = −e ⊙ (G dW'ᵀ), de = −Σ_n G ⊙ (K dW' + dc').
-      Frag dk = {};
-      float dep[2] = {0.0f, 0.0f};
-      if (full) {
-        Frag kdw = {}, gdw = {};
-#pragma unroll
-        for (int kt = 0; kt < KT; ++kt) {
-          const float2 a0 = *reinterpret_cast<const float2*>(sK + gid * LD + kt * 8 + 2 * tig);
-          const float2 a1 =
-              *reinterpret_cast<const float2*>(sK + (gid + 8) * LD + kt * 8 + 2 * tig);
-          const Op4 a = op4<SPLIT>(a0.x, a1.x, a0.y, a1.y);
-          mma_parts<SPLIT>(kdw[0], a, op2<SPLIT>(dWr[kt][0], dWr[kt][1]));
-          mma_parts<SPLIT>(kdw[1], a, op2<SPLIT>(dWr[kt][2], dWr[kt][3]));
-        }
-        mma_tile_wt<D, SPLIT>(gdw, sG, sdW, col0, gid, tig);
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const int hf = i >> 1;
-            const float e = tb * sL[gid + 8 * hf];
-            const float u = kdw[nt][i] + (p.bias ? dcr[nt][i & 1] : 0.0f);
-            dg[nt][i] -= e * u;
-            dk[nt][i] = -e * gdw[nt][i];
-            dep[hf] -= g[nt][i] * u;
-          }
-      }
-#pragma unroll
-      for (int hf = 0; hf < 2; ++hf) {
-        const float s = quad_sum(dep[hf]);
-        if (tig == 0) dMp[(warp * 16 + gid + 8 * hf) * L::LDM + 16] = s;
-      }
+      Frag dk;
+      commit_line<D, SPLIT>(full, p.bias, tb, sK, sL, sG, sdW, dWr, dcr, g, dg, dk, dMp, warp, gid,
+                            tig, col0);
 
-      // Backward of G = lnl2(Z, R) with δ = dG, as in the one-role kernel.
       Frag dz, dv;
-      if (p.ln) {
-        float s[3][2] = {};
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            s[0][i >> 1] += dg[nt][i];
-            s[1][i >> 1] += dg[nt][i] * xh[nt][i];
-            s[2][i >> 1] += dg[nt][i] * g[nt][i];
-          }
-        row_sums<D, 3>(s, red + 3 * L::RED, warp, gid, tig, WalkBar());  // also the de partials
-        float u[2][2] = {};
-        Frag dxh;
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const int hf = i >> 1;
-            const float gm = gam[nt][i & 1];
-            const float mxd = s[1][hf] / float(D);
-            const float a = (dg[nt][i] - s[0][hf] / float(D) - xh[nt][i] * mxd) * rstdz[hf];
-            dv[nt][i] = -gm * a;
-            dgam[nt][i & 1] += a * (2.0f * gm * xh[nt][i] + bet[nt][i & 1] - r[nt][i]);
-            dbet[nt][i & 1] += gm * a;
-            if (p.res) dk[nt][i] += gm * a;
-            dxh[nt][i] = gm * gm * a - (dg[nt][i] * mxg[hf] + gh[nt][i] * mxd) * rstdz[hf];
-            u[0][hf] += dxh[nt][i];
-            u[1][hf] += dxh[nt][i] * xh[nt][i];
-          }
-        row_sums<D, 2>(u, red + 4 * L::RED, warp, gid, tig, WalkBar());
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const int hf = i >> 1;
-            const float dsig = -s[2][hf] * rstdz[hf];
-            dz[nt][i] =
-                (dxh[nt][i] - u[0][hf] / float(D) - xh[nt][i] * (u[1][hf] / float(D))) * rstdz[hf] +
-                dsig * xh[nt][i] / float(D);
-          }
-      } else {
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            if (p.res) dk[nt][i] += dg[nt][i];
-            dz[nt][i] = dg[nt][i];
-            dv[nt][i] = -dg[nt][i];
-          }
-        WalkBar()();  // the de partials complete
-      }
+      lnl2_backward<D>(p.ln, p.res, gam, bet, dg, xh, g, gh, r, rstdz, mxg, red + 3 * L::RED,
+                       red + 4 * L::RED, warp, gid, tig, dz, dv, dk, dgam, dbet, WalkBar());
       store_tile<D>(sDZ, dz, col0, gid, tig);
 
-      // dC = tril(dM ⊙ E), dCᵀ; dQ += dC K, dK += dCᵀ Q; dτ, dλ with the commit line's de.
-      {
-        Frag dcf, dct;
-        float dtp[2] = {0.0f, 0.0f}, dlp[2][2] = {};
-#pragma unroll
-        for (int jt = 0; jt < 2; ++jt)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const int hf = i >> 1, row = gid + 8 * hf, j = jt * 8 + 2 * tig + (i & 1);
-            const float dm = j <= row ? -sum_parts<D>(dMp, row, j) : 0.0f;
-            const float dmt = row <= j ? -sum_parts<D>(dMp, j, row) : 0.0f;
-            dcf[jt][i] = dm * tau_row[hf] * sL[j];
-            dct[jt][i] = dmt * sTau[j] * sL[row];
-            const float pr = dm * cp[jt][i];
-            dtp[hf] += pr * sL[j];
-            dlp[jt][i & 1] += pr * tau_row[hf];
-          }
-        mma_small_a<D, SPLIT>(dq, dcf, sK, col0, gid, tig);
-        mma_small_a<D, SPLIT>(dk, dct, sQ, col0, gid, tig);
-        if (warp == 0) {
-          float dl15 = full ? sum_parts<D>(dMp + 16, lane & 15, 0) * sL[lane & 15] : 0.0f;
-#pragma unroll
-          for (int o = 1; o < 16; o <<= 1) dl15 += __shfl_xor_sync(0xffffffffu, dl15, o);
-#pragma unroll
-          for (int hf = 0; hf < 2; ++hf) {
-            float v2 = quad_sum(dtp[hf]);
-            if (gid + 8 * hf == kMb - 1) v2 += dl15;
-            dtau[hf] += v2;
-          }
-#pragma unroll
-          for (int jt = 0; jt < 2; ++jt)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const int j = jt * 8 + 2 * tig + e;
-              float v2 = col_sum8(dlp[jt][e]);
-              if (full) v2 += tb * sum_parts<D>(dMp + 16, j, 0);
-              if (gid == 0 && j < m) p.dlam[std::size_t(blk) * T + t0 + j] = v2;
-            }
-        }
-      }
+      dc_products<D, SPLIT>(dMp, cp, sK, sQ, sL, sTau, tau_row, tb, full, m,
+                            p.dlam + std::size_t(blk) * T + t0, dq, dk, dtau, warp, lane, gid, tig,
+                            col0);
       WalkBar()();  // dZ complete
 
       // dK += dZ Wᵀ; dQ, dK, dV out.
       mma_tile_wt<D, SPLIT>(dk, sDZ, sW, col0, gid, tig);
-#pragma unroll
-      for (int hf = 0; hf < 2; ++hf) {
-        const int row = gid + 8 * hf;
-        if (row >= m) continue;
-        const std::size_t off = seq0 + std::size_t(t0 + row) * rs + col0 + 2 * tig;
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt) {
-          *reinterpret_cast<float2*>(p.dQ + off + nt * 8) =
-              make_float2(dq[nt][2 * hf], dq[nt][2 * hf + 1]);
-          *reinterpret_cast<float2*>(p.dK + off + nt * 8) =
-              make_float2(dk[nt][2 * hf], dk[nt][2 * hf + 1]);
-          if constexpr (DV16)
-            *reinterpret_cast<__nv_bfloat162*>(p.dV16 + off + nt * 8) =
-                __floats2bfloat162_rn(dv[nt][2 * hf], dv[nt][2 * hf + 1]);
-          else
-            *reinterpret_cast<float2*>(p.dV + off + nt * 8) =
-                make_float2(dv[nt][2 * hf], dv[nt][2 * hf + 1]);
-        }
-      }
-
-      // The carry: dW' += Qᵀ dZ̄ + Kᵀ dZ, dc' += Σ_rows (dZ̄ + dZ); dW' → shared memory for the
-      // next mini-batch's G dW'ᵀ (ordered by the next FULL barrier, which every walk thread passes).
-#pragma unroll
-      for (int js = 0; js < 2; ++js) {
-        const int j0 = js * 8 + tig, j1 = j0 + 4;
-        const Op4 a1 = op4<SPLIT>(sDZb[j0 * LD + col0 + gid], sDZb[j0 * LD + col0 + gid + 8],
-                                  sDZb[j1 * LD + col0 + gid], sDZb[j1 * LD + col0 + gid + 8]);
-        const Op4 a2 = op4<SPLIT>(sDZ[j0 * LD + col0 + gid], sDZ[j0 * LD + col0 + gid + 8],
-                                  sDZ[j1 * LD + col0 + gid], sDZ[j1 * LD + col0 + gid + 8]);
-#pragma unroll
-        for (int kt = 0; kt < KT; ++kt) {
-          mma_parts<SPLIT>(dWr[kt], a1,
-                           op2<SPLIT>(sQ[j0 * LD + kt * 8 + gid], sQ[j1 * LD + kt * 8 + gid]));
-          mma_parts<SPLIT>(dWr[kt], a2,
-                           op2<SPLIT>(sK[j0 * LD + kt * 8 + gid], sK[j1 * LD + kt * 8 + gid]));
-        }
-      }
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int col = col0 + nt * 8 + 2 * tig + e;
-          dcr[nt][e] += col_sum8(sDZb[gid * LD + col] + sDZb[(gid + 8) * LD + col] + dz[nt][e] +
-                                 dz[nt][e + 2]);
-        }
+      store_grads<DV16>(p, seq0, rs, t0, m, col0, gid, tig, dq, dk, dv);
+      // dW' → shared memory for the next mini-batch's G dW'ᵀ: ordered by the next FULL barrier,
+      // which every walk thread passes.
+      carry_update<D, SPLIT>(sQ, sK, sDZb, sDZ, dzb, dz, dWr, dcr, sdW, gid, tig, col0);
       // Every read of this mini-batch's stage and buffer is above; the front may refill them.
       if (k >= 2) barrier_arrive(kBarEmpty + (k & 1), 2 * NT);
-#pragma unroll
-      for (int kt = 0; kt < KT; ++kt)
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-          sdW[(kt * 8 + 2 * tig + (i & 1)) * LD + col0 + gid + 8 * (i >> 1)] = dWr[kt][i];
     }
     // Per-block partials for the fixed-order batch sums (dγ, dβ below, with the front's).
-#pragma unroll
-    for (int kt = 0; kt < KT; ++kt)
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-        p.pW[std::size_t(blk) * D * D + (kt * 8 + 2 * tig + (i & 1)) * D + col0 + gid +
-             8 * (i >> 1)] = dWr[kt][i];
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-      for (int e = 0; e < 2; ++e)
-        if (gid == 0)
-          p.pb[std::size_t(blk) * D + col0 + nt * 8 + 2 * tig + e] = p.bias ? dcr[nt][e] : 0.0f;
-    if (warp == 0 && tig == 0) {
-      p.ptau[std::size_t(blk) * kMb + gid] = dtau[0];
-      p.ptau[std::size_t(blk) * kMb + gid + 8] = dtau[1];
-    }
+    store_walk_partials<D>(p, blk, dWr, dcr, dtau, warp, gid, tig, col0);
   }
 
   // dγ, dβ: the front's column sums, then the walk's added in that order.
