@@ -240,6 +240,17 @@ TttBenchReport ttt_bench(const TttBenchConfig& cfg) {
     const double ms = time_median([&] { ttt_linear_forward(fa); }, cfg.warmup, cfg.repeats);
     add(std::string("ttt-linear forward ") + vname, ms, fwd_flops, fwd_bytes, 0.585, tk_peer, 0.3);
   }
+  // Where the tensor-core kernel runs in two roles (one block per SM, head_dim ≤ 64), the one-role
+  // form too.
+  const bool one_wave = BH <= std::size_t(prop.multiProcessorCount);
+  if (cfg.all_versions && one_wave && d <= 64 &&
+      ttt_linear_forward_supports(TttLinearForwardVersion::Tf32, D)) {
+    TttLinearForwardArgs f1 = fa;
+    f1.version = TttLinearForwardVersion::Tf32;
+    f1.two_roles = false;
+    const double ms = time_median([&] { ttt_linear_forward(f1); }, cfg.warmup, cfg.repeats);
+    add("ttt-linear forward tf32 one role", ms, fwd_flops, fwd_bytes, 0.585, tk_peer, 0.3);
+  }
   // Version Bf16: the same inputs rounded to bf16, read and written in 2 bytes (its floor moves half
   // the bytes of the rows above; target 0.2 ms). Its own buffers, so fa stays fp32 for the rows below.
   if (ttt_linear_forward_supports(TttLinearForwardVersion::Bf16, D)) {
@@ -322,10 +333,7 @@ TttBenchReport ttt_bench(const TttBenchConfig& cfg) {
           (7.0 * act + 2.0 * lam_n) * sizeof(float) + ck_bytes, 0, "", 0);
     }
     // Where the fused kernel runs in two roles (g = 1, one block per SM), the one-role form too.
-    int dev = 0, sms = 0;
-    TTTLAB_CUDA_CHECK(cudaGetDevice(&dev));
-    TTTLAB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    if (cfg.all_versions && group == 1 && BH <= std::size_t(sms)) {
+    if (cfg.all_versions && group == 1 && one_wave) {
       ba.version = tf32_bwd ? TttBackwardVersion::Tf32 : TttBackwardVersion::Default;
       ba.two_roles = false;
       const double msb = time_median([&] { ttt_linear_backward(ba); }, cfg.warmup, cfg.repeats);

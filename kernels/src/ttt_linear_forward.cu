@@ -1,6 +1,6 @@
 // TTT-Linear, dual form, forward on the GPU (tttlab/kernels/ttt.hpp; maths in docs/MATH.md §4.2,
 // the loss gradient §3.2, the short last mini-batch §4.3; the CPU engine in core/src/ttt/inner.cpp,
-// which these kernels follow line by line). Two kernels:
+// which these kernels follow line by line). Two kernels, the first also in two roles:
 //
 // THE TENSOR-CORE KERNEL (Default where b = 16, d ∈ {16, 32, 64, 128} and Q, K, V, O are 16-byte
 // aligned; 3xTF32, fp32-level accuracy. Version Tf32: the same kernel with one tf32 product per term,
@@ -42,6 +42,12 @@
 //     shuffles instead of a 16-step loop per lane;
 //   - the loss gradient's LayerNorm backward takes one cross-warp reduction round and barrier instead
 //     of two (tile_lnl2_stats, whose comment has the derivation): 4 block barriers per mini-batch.
+//
+// IN TWO ROLES (TttLinearForwardArgs::two_roles, where B·H blocks fit in one wave at one per SM and
+// d ≤ 64, as in the training step): the same mini-batch split between two groups of d/16 warps of
+// one block. The state group carries W (Z, Z̄₀, G, the update); the read-out group takes C, M, Z̄,
+// the output LayerNorm and O one mini-batch behind it. Bit for bit the same output (the section's
+// header has the hand-off protocol).
 //
 // THE FALLBACK (every supported shape, fp32 CUDA cores): one thread block per (sequence n, head h),
 // 256 threads. The state W [d, d], c [d] stays on chip for the whole sequence; the mini-batches are
@@ -258,12 +264,12 @@ struct TcLayout {
 // Every term is centred (y and δ_w are of the order of the row's spread, not of |μ|), so the fp32
 // error is that of the two-round form. Outputs: x̂ and ĝ are recomputed by the caller from μ, ρ;
 // this returns μ, ρ and the two projection coefficients S1/D and S2/D for rows gid, gid + 8.
-template <int D>
+template <int D, class Bar = BlockBarrier>
 __device__ __forceinline__ void tile_lnl2_stats(const float (&z)[2][4], const float (&u)[2][4],
                                                 const float (&g2)[2][2], float gam2_w, float* red,
                                                 int warp, int gid, int tig, float eps,
                                                 float (&mu)[2], float (&rstd)[2], float (&p1)[2],
-                                                float (&p2)[2]) {
+                                                float (&p2)[2], Bar bar = {}) {
   using L = TcLayout<D>;
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
@@ -292,7 +298,7 @@ __device__ __forceinline__ void tile_lnl2_stats(const float (&z)[2][4], const fl
       dst[1] = make_float4(f, uu, gam2_w, 0.0f);
     }
   }
-  __syncthreads();
+  bar();
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
     const int row = gid + 8 * hf;
@@ -376,13 +382,84 @@ __device__ __forceinline__ void store_lane_state(const float (&Wr)[D / 8][4],
       for (int e = 0; e < 2; ++e) cd[slot * D + col0 + nt * 8 + 2 * tig + e] = cb[nt][e];
 }
 
-// G = lnl2(Z, R) at the lane's positions (one cross-warp round when LN is on), then into sG.
+// Z = K W + c and Z̄₀ = Q W + c from the state in registers: four accumulator chains over d/8
+// k-steps, each operand converted once.
+template <int D, bool SPLIT>
+__device__ __forceinline__ void lane_z_zbar0(const float (&Wr)[D / 8][4], const float (&cb)[2][2],
+                                             const float* sK, const float* sQ, int gid, int tig,
+                                             float (&z)[2][4], float (&zb)[2][4]) {
+  constexpr int LDX = TcLayout<D>::LDX;
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) z[nt][i] = zb[nt][i] = 0.0f;
+#pragma unroll
+  for (int kt = 0; kt < D / 8; ++kt) {
+    const Op2 w0 = op2<SPLIT>(Wr[kt][0], Wr[kt][1]), w1 = op2<SPLIT>(Wr[kt][2], Wr[kt][3]);
+    kq_times_w<SPLIT>(z, zb, sK, sQ, LDX, kt, gid, tig, w0, w1);
+  }
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      z[nt][i] += cb[nt][i & 1];
+      zb[nt][i] += cb[nt][i & 1];
+    }
+}
+
+// This warp's share of C = Q Kᵀ (k-steps warp and warp + NW: d/8 = 2·NW k-steps in all) into its
+// partial tile Mp[warp] [16][LDM].
+template <int D, bool SPLIT>
+__device__ __forceinline__ void lane_c_partial(const float* sK, const float* sQ, float* Mp,
+                                               int warp, int gid, int tig) {
+  using L = TcLayout<D>;
+  constexpr int LDX = L::LDX;
+  float mp[2][4] = {};
+#pragma unroll
+  for (int s2 = 0; s2 < 2; ++s2) {
+    const int kt = warp + s2 * L::NW;
+    const float2 k0 = *reinterpret_cast<const float2*>(sK + gid * LDX + kt * 8 + 2 * tig);
+    const float2 k1 = *reinterpret_cast<const float2*>(sK + (gid + 8) * LDX + kt * 8 + 2 * tig);
+    const float2 q0 = *reinterpret_cast<const float2*>(sQ + gid * LDX + kt * 8 + 2 * tig);
+    const float2 q1 = *reinterpret_cast<const float2*>(sQ + (gid + 8) * LDX + kt * 8 + 2 * tig);
+    const Op4 aq = op4<SPLIT>(q0.x, q1.x, q0.y, q1.y);
+    mma_parts<SPLIT>(mp[0], aq, op2<SPLIT>(k0.x, k0.y));
+    mma_parts<SPLIT>(mp[1], aq, op2<SPLIT>(k1.x, k1.y));
+  }
+  float* mw = Mp + warp * 16 * L::LDM;
+#pragma unroll
+  for (int jt = 0; jt < 2; ++jt)
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf)
+      *reinterpret_cast<float2*>(mw + (gid + 8 * hf) * L::LDM + jt * 8 + 2 * tig) =
+          make_float2(mp[jt][2 * hf], mp[jt][2 * hf + 1]);
+}
+
+// The target R = V − K (residual) or V at the lane's positions, from the stage's tiles.
 template <int D>
+__device__ __forceinline__ void lane_target(const FwdParams& p, const float* sK, const float* sV,
+                                            int col0, int gid, int tig, float (&r)[2][4]) {
+  constexpr int LDX = TcLayout<D>::LDX;
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      const int off = (gid + 8 * hf) * LDX + col0 + nt * 8 + 2 * tig;
+      const float2 v = *reinterpret_cast<const float2*>(sV + off);
+      const float2 k = *reinterpret_cast<const float2*>(sK + off);
+      r[nt][2 * hf] = p.res ? v.x - k.x : v.x;
+      r[nt][2 * hf + 1] = p.res ? v.y - k.y : v.y;
+    }
+}
+
+// G = lnl2(Z, R) at the lane's positions (one cross-warp round when LN is on, met on `bar`), then
+// into sG.
+template <int D, class Bar = BlockBarrier>
 __device__ __forceinline__ void lane_loss_grad(const FwdParams& p, const float (&z)[2][4],
                                                const float (&r)[2][4], const float (&gam)[2][2],
                                                const float (&bet)[2][2], const float (&gam2)[2][2],
                                                float gam2_w, float* red, float* sG, int warp,
-                                               int gid, int tig, int col0) {
+                                               int gid, int tig, int col0, Bar bar = {}) {
   constexpr int LDG = TcLayout<D>::LDG;
   float g[2][4];
   if (p.ln) {
@@ -392,7 +469,7 @@ __device__ __forceinline__ void lane_loss_grad(const FwdParams& p, const float (
 #pragma unroll
       for (int i = 0; i < 4; ++i) u[nt][i] = gam[nt][i & 1] * (bet[nt][i & 1] - r[nt][i]);
     float mu[2], rstd[2], p1[2], p2[2];
-    tile_lnl2_stats<D>(z, u, gam2, gam2_w, red, warp, gid, tig, p.eps, mu, rstd, p1, p2);
+    tile_lnl2_stats<D>(z, u, gam2, gam2_w, red, warp, gid, tig, p.eps, mu, rstd, p1, p2, bar);
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
@@ -497,6 +574,72 @@ __device__ __forceinline__ void lane_commit(const FwdParams& p, int blk, bool fu
   }
 }
 
+// O = [Q +] LN(Z̄) for the mini-batch's m rows from t0 (one cross-warp round on `red` with LN, met
+// on `bar`); Q's tile from the stage for the residual.
+template <int D, class Bar = BlockBarrier>
+__device__ __forceinline__ void lane_output(const FwdParams& p, const float (&zb)[2][4],
+                                            const float (&gam)[2][2], const float (&bet)[2][2],
+                                            const float* sQ, float* red, std::size_t seq0,
+                                            std::size_t rs, int t0, int m, int warp, int gid,
+                                            int tig, int col0, Bar bar = {}) {
+  constexpr int LDX = TcLayout<D>::LDX;
+  float mu[2] = {0.0f, 0.0f}, rstd[2] = {1.0f, 1.0f};
+  if (p.ln) frag_row_stats<D, 2>(zb, red, warp, gid, tig, p.eps, mu, rstd, bar);
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    const int row = gid + 8 * hf;
+    if (row >= m) continue;
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+      const int col = col0 + nt * 8 + 2 * tig;
+      float o0 = zb[nt][2 * hf], o1 = zb[nt][2 * hf + 1];
+      if (p.ln) {
+        o0 = gam[nt][0] * (o0 - mu[hf]) * rstd[hf] + bet[nt][0];
+        o1 = gam[nt][1] * (o1 - mu[hf]) * rstd[hf] + bet[nt][1];
+      }
+      if (p.res) {
+        const float2 q = *reinterpret_cast<const float2*>(sQ + row * LDX + col);
+        o0 += q.x;
+        o1 += q.y;
+      }
+      *reinterpret_cast<float2*>(p.O + seq0 + std::size_t(t0 + row) * rs + col) =
+          make_float2(o0, o1);
+    }
+  }
+}
+
+// W ← W − τ_b Kᵀ diag(λ) G for a full mini-batch, or the open accumulator Kᵀ diag(λ) G of a short
+// last one (when asked for), then the commit (lane_commit).
+template <int D, bool SPLIT>
+__device__ __forceinline__ void lane_update(const FwdParams& p, int blk, int m, float tb,
+                                            const float* sK, const float* sL, const float* sG,
+                                            float (&Wr)[D / 8][4], float (&cb)[2][2], int col0,
+                                            int gid, int tig) {
+  constexpr int LDX = TcLayout<D>::LDX, LDG = TcLayout<D>::LDG;
+  const bool full = m == kMb;
+  if (!full && !p.faW) return;
+  const float scale = full ? -tb : 1.0f;
+  float acc[D / 8][4];
+#pragma unroll
+  for (int kt = 0; kt < D / 8; ++kt)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[kt][i] = full ? Wr[kt][i] : 0.0f;
+#pragma unroll
+  for (int js = 0; js < 2; ++js) {
+    const int j0 = js * 8 + tig, j1 = j0 + 4;
+    const float e0 = scale * sL[j0], e1 = scale * sL[j1];
+    const Op4 ag = op4<SPLIT>(e0 * sG[j0 * LDG + col0 + gid], e0 * sG[j0 * LDG + col0 + gid + 8],
+                              e1 * sG[j1 * LDG + col0 + gid], e1 * sG[j1 * LDG + col0 + gid + 8]);
+#pragma unroll
+    for (int kt = 0; kt < D / 8; ++kt)
+      mma_parts<SPLIT>(acc[kt], ag,
+                       op2<SPLIT>(sK[j0 * LDX + kt * 8 + gid], sK[j1 * LDX + kt * 8 + gid]));
+  }
+  float cacc[2][2];
+  lane_bias_sums<D>(sG, sL, col0, gid, tig, cacc);
+  lane_commit<D>(p, blk, full, tb, acc, cacc, Wr, cb, col0, gid, tig);
+}
+
 // After the last mini-batch: the final state, and zero open accumulators when T is a multiple of b.
 template <int D>
 __device__ __forceinline__ void lane_finish(const FwdParams& p, int blk,
@@ -568,55 +711,14 @@ __global__ void __launch_bounds__(2 * D) linear_forward_tc_kernel(FwdParams p) {
       store_lane_state<D>(Wr, cb, p.ckW, p.ckb, std::size_t(blk) * p.n_ck + mb / p.group, col0, gid,
                           tig);
 
-    // Z = K W and Z̄₀ = Q W: four accumulator chains over d/8 k-steps, each operand converted once.
-    float z[2][4] = {}, zb[2][4] = {};
-#pragma unroll
-    for (int kt = 0; kt < KT; ++kt) {
-      const Op2 w0 = op2<SPLIT>(Wr[kt][0], Wr[kt][1]), w1 = op2<SPLIT>(Wr[kt][2], Wr[kt][3]);
-      kq_times_w<SPLIT>(z, zb, sK, sQ, LDX, kt, gid, tig, w0, w1);
-    }
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        z[nt][i] += cb[nt][i & 1];
-        zb[nt][i] += cb[nt][i & 1];
-      }
-    // This warp's share of C = Q Kᵀ: k-steps warp and warp + NW (d/8 = 2·NW k-steps in all).
-    {
-      float mp[2][4] = {};
-#pragma unroll
-      for (int s2 = 0; s2 < 2; ++s2) {
-        const int kt = warp + s2 * L::NW;
-        const float2 k0 = *reinterpret_cast<const float2*>(sK + gid * LDX + kt * 8 + 2 * tig);
-        const float2 k1 = *reinterpret_cast<const float2*>(sK + (gid + 8) * LDX + kt * 8 + 2 * tig);
-        const float2 q0 = *reinterpret_cast<const float2*>(sQ + gid * LDX + kt * 8 + 2 * tig);
-        const float2 q1 = *reinterpret_cast<const float2*>(sQ + (gid + 8) * LDX + kt * 8 + 2 * tig);
-        const Op4 aq = op4<SPLIT>(q0.x, q1.x, q0.y, q1.y);
-        mma_parts<SPLIT>(mp[0], aq, op2<SPLIT>(k0.x, k0.y));
-        mma_parts<SPLIT>(mp[1], aq, op2<SPLIT>(k1.x, k1.y));
-      }
-      float* mw = Mp + warp * 16 * L::LDM;
-#pragma unroll
-      for (int jt = 0; jt < 2; ++jt)
-#pragma unroll
-        for (int hf = 0; hf < 2; ++hf)
-          *reinterpret_cast<float2*>(mw + (gid + 8 * hf) * L::LDM + jt * 8 + 2 * tig) =
-              make_float2(mp[jt][2 * hf], mp[jt][2 * hf + 1]);
-    }
+    // Z = K W + c, Z̄₀ = Q W + c; this warp's share of C = Q Kᵀ.
+    float z[2][4], zb[2][4];
+    lane_z_zbar0<D, SPLIT>(Wr, cb, sK, sQ, gid, tig, z, zb);
+    lane_c_partial<D, SPLIT>(sK, sQ, Mp, warp, gid, tig);
     // G = lnl2(Z, R) at the lane's positions, then into shared memory.
     {
       float r[2][4];
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-        for (int hf = 0; hf < 2; ++hf) {
-          const int off = (gid + 8 * hf) * LDX + col0 + nt * 8 + 2 * tig;
-          const float2 v = *reinterpret_cast<const float2*>(sV + off);
-          const float2 k = *reinterpret_cast<const float2*>(sK + off);
-          r[nt][2 * hf] = p.res ? v.x - k.x : v.x;
-          r[nt][2 * hf + 1] = p.res ? v.y - k.y : v.y;
-        }
+      lane_target<D>(p, sK, sV, col0, gid, tig, r);
       lane_loss_grad<D>(p, z, r, gam, bet, gam2, gam2_w, red, sG, warp, gid, tig, col0);
     }
     __syncthreads();  // G complete
@@ -652,58 +754,163 @@ __global__ void __launch_bounds__(2 * D) linear_forward_tc_kernel(FwdParams p) {
     }
 
     // O = [Q +] LN(Z̄).
-    {
-      float mu[2] = {0.0f, 0.0f}, rstd[2] = {1.0f, 1.0f};
-      if (p.ln) frag_row_stats<D, 2>(zb, red + L::RED8, warp, gid, tig, p.eps, mu, rstd);
-#pragma unroll
-      for (int hf = 0; hf < 2; ++hf) {
-        const int row = gid + 8 * hf;
-        if (row >= m) continue;
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt) {
-          const int col = col0 + nt * 8 + 2 * tig;
-          float o0 = zb[nt][2 * hf], o1 = zb[nt][2 * hf + 1];
-          if (p.ln) {
-            o0 = gam[nt][0] * (o0 - mu[hf]) * rstd[hf] + bet[nt][0];
-            o1 = gam[nt][1] * (o1 - mu[hf]) * rstd[hf] + bet[nt][1];
-          }
-          if (p.res) {
-            const float2 q = *reinterpret_cast<const float2*>(sQ + row * LDX + col);
-            o0 += q.x;
-            o1 += q.y;
-          }
-          *reinterpret_cast<float2*>(p.O + seq0 + std::size_t(t0 + row) * rs + col) =
-              make_float2(o0, o1);
-        }
-      }
-    }
+    lane_output<D>(p, zb, gam, bet, sQ, red + L::RED8, seq0, rs, t0, m, warp, gid, tig, col0);
 
     // W ← W − τ_b Kᵀ diag(λ) G (full mini-batch), or the open accumulator Kᵀ diag(λ) G.
-    const bool full = m == kMb;
-    if (full || p.faW) {
-      const float scale = full ? -tb : 1.0f;
-      float acc[KT][4];
-#pragma unroll
-      for (int kt = 0; kt < KT; ++kt)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) acc[kt][i] = full ? Wr[kt][i] : 0.0f;
-#pragma unroll
-      for (int js = 0; js < 2; ++js) {
-        const int j0 = js * 8 + tig, j1 = j0 + 4;
-        const float e0 = scale * sL[j0], e1 = scale * sL[j1];
-        const Op4 ag = op4<SPLIT>(e0 * sG[j0 * LDG + col0 + gid], e0 * sG[j0 * LDG + col0 + gid + 8],
-                                  e1 * sG[j1 * LDG + col0 + gid], e1 * sG[j1 * LDG + col0 + gid + 8]);
-#pragma unroll
-        for (int kt = 0; kt < KT; ++kt)
-          mma_parts<SPLIT>(acc[kt], ag, op2<SPLIT>(sK[j0 * LDX + kt * 8 + gid], sK[j1 * LDX + kt * 8 + gid]));
-      }
-      float cacc[2][2];
-      lane_bias_sums<D>(sG, sL, col0, gid, tig, cacc);
-      lane_commit<D>(p, blk, full, tb, acc, cacc, Wr, cb, col0, gid, tig);
-    }
+    lane_update<D, SPLIT>(p, blk, m, tb, sK, sL, sG, Wr, cb, col0, gid, tig);
   }
   cp_async_wait<0>();
   lane_finish<D>(p, blk, Wr, cb, tid, col0, gid, tig);
+}
+
+// ---- Default and Tf32 in two roles --------------------------------------------------------------
+//
+// Where the B·H blocks fit in one wave at one per SM (the training step's shapes: one warp per
+// scheduler), a block runs the tensor-core kernel's mini-batch in two groups of d/16 warps:
+//   the state group    holds W, c in registers: Z = KW + c and Z̄₀ = QW + c, G = lnl2(Z, R), the
+//                      update, the checkpoints and the final state; it issues every stage's loads;
+//   the read-out group C = QKᵀ, M, Z̄ = Z̄₀ − M G, the output LayerNorm and the store of O.
+// The read-out of mini-batch k runs beside the state group's update of k and its Z, G of k + 1, so a
+// mini-batch costs about the state group's chain. Hand-offs through shared memory: G and Z̄₀ of
+// mini-batch k in buffer k & 1, announced on FULL[k & 1] (arrive by the state group, sync by the
+// read-out group); the read-out group arrives on EMPTY[k & 1] when done with k, which frees that
+// buffer and stage k for mini-batch k + 2 (4 stages: the read-out's, the state group's and two in
+// flight). Every value and every sum is the one-group kernel's, in the same order: the same output.
+constexpr int kFwdBarState = 1, kFwdBarOut = 2, kFwdBarFull = 3, kFwdBarEmpty = 5;
+
+template <int D>
+struct RolesFwdLayout {
+  using L = TcLayout<D>;
+  static constexpr int NSTAGE = 4;
+  static constexpr int G = kMb * L::LDG;  // one G tile
+  static constexpr int ZB = L::NT * 8;    // Z̄₀ in fragment order: [2][NT][4]
+  static constexpr int OFF_G = NSTAGE * L::STAGE, OFF_ZB = OFF_G + 2 * G,
+                       OFF_RED8 = OFF_ZB + 2 * ZB, OFF_RED = OFF_RED8 + L::RED8,
+                       OFF_MP = OFF_RED + L::RED, FLOATS = OFF_MP + L::NW * 16 * L::LDM;
+  static_assert(L::STAGE % 4 == 0 && G % 4 == 0 && OFF_ZB % 4 == 0 && OFF_RED8 % 4 == 0,
+                "16-byte aligned buffers");
+};
+
+template <int D, bool SPLIT>
+__global__ void __launch_bounds__(4 * D, 1) linear_forward_roles_kernel(FwdParams p) {
+  using L = TcLayout<D>;
+  using R = RolesFwdLayout<D>;
+  constexpr int KT = L::KT, LDX = L::LDX, LDG = L::LDG, NT = L::NT;
+  extern __shared__ __align__(16) float smem[];
+  const int tid = threadIdx.x, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
+  const bool state = tid < NT;
+  const int rt = state ? tid : tid - NT;  // thread within its group
+  const int warp = rt >> 5;               // warp within its group: its 16 columns
+  const int blk = blockIdx.x, n = blk / p.H, h = blk % p.H;
+  const int T = p.T, n_mb = (T + kMb - 1) / kMb;
+  const std::size_t rs = std::size_t(p.H) * D;
+  const std::size_t seq0 = std::size_t(n) * T * rs + std::size_t(h) * D;
+  const int col0 = warp * 16;
+  const float one = p.bias ? 1.0f : 0.0f;
+  auto stage = [&](int mb) { return smem + (mb % R::NSTAGE) * L::STAGE; };
+
+  float Wr[KT][4], cb[2][2], gam[2][2], bet[2][2], gam2[2][2], gam2_w;
+  load_lane_state<D>(p, blk, h, col0, gid, tig, Wr, cb, gam, bet, gam2, gam2_w);
+  const float tau_row[2] = {p.tau[gid], p.tau[gid + 8]};
+  const float tb = p.tau[kMb - 1];
+
+  if (state) {
+    using Bar = GroupBarrier<kFwdBarState, NT>;
+    auto prefetch = [&](int mb) {
+      if (mb < n_mb) {
+        float* st = stage(mb);
+        const int t0 = mb * kMb, m = min(kMb, T - t0);
+        constexpr int CPR = D / 4;
+        for (int i = rt; i < 3 * kMb * CPR; i += NT) {
+          const int tile = i / (kMb * CPR), rem = i % (kMb * CPR), r = rem / CPR, ch = rem % CPR;
+          const float* base = tile == 0 ? p.K : (tile == 1 ? p.V : p.Q);
+          const float* src = base + seq0 + std::size_t(t0 + min(r, m - 1)) * rs + ch * 4;
+          cp_async16(st + tile * L::TILE + r * LDX + ch * 4, src, r < m ? 16 : 0);
+        }
+        if (rt < kMb)
+          cp_async4(st + 3 * L::TILE + rt, p.lam + std::size_t(blk) * T + t0 + min(rt, m - 1),
+                    rt < m ? 4 : 0);
+      }
+      cp_async_commit();
+    };
+    prefetch(0);
+    prefetch(1);
+    for (int mb = 0; mb < n_mb; ++mb) {
+      // The read-out group is done with mini-batch mb − 2: its stage and buffer are free.
+      if (mb >= 2) barrier_sync(kFwdBarEmpty + (mb & 1), 2 * NT);
+      prefetch(mb + 2);
+      cp_async_wait<2>();
+      Bar()();  // stage mb landed for the state group
+      const float* sK = stage(mb);
+      const float* sV = sK + L::TILE;
+      const float* sQ = sV + L::TILE;
+      const float* sL = sQ + L::TILE;
+      float* sG = smem + R::OFF_G + (mb & 1) * R::G;
+      const int m = min(kMb, T - mb * kMb);
+      if (p.ckW && mb % p.group == 0)
+        store_lane_state<D>(Wr, cb, p.ckW, p.ckb, std::size_t(blk) * p.n_ck + mb / p.group, col0,
+                            gid, tig);
+      float z[2][4], zb[2][4];
+      lane_z_zbar0<D, SPLIT>(Wr, cb, sK, sQ, gid, tig, z, zb);
+      // Z̄₀ to the read-out group, in fragment order.
+      float* zbt = smem + R::OFF_ZB + (mb & 1) * R::ZB;
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt)
+        reinterpret_cast<float4*>(zbt)[nt * NT + rt] =
+            make_float4(zb[nt][0], zb[nt][1], zb[nt][2], zb[nt][3]);
+      {
+        float r[2][4];
+        lane_target<D>(p, sK, sV, col0, gid, tig, r);
+        lane_loss_grad<D>(p, z, r, gam, bet, gam2, gam2_w, smem + R::OFF_RED8, sG, warp, gid, tig,
+                          col0, Bar());
+      }
+      Bar()();  // G complete
+      barrier_arrive(kFwdBarFull + (mb & 1), 2 * NT);
+
+      // W ← W − τ_b Kᵀ diag(λ) G (full mini-batch), or the open accumulator Kᵀ diag(λ) G.
+      lane_update<D, SPLIT>(p, blk, m, tb, sK, sL, sG, Wr, cb, col0, gid, tig);
+    }
+    cp_async_wait<0>();
+    lane_finish<D>(p, blk, Wr, cb, rt, col0, gid, tig);
+  } else {
+    using Bar = GroupBarrier<kFwdBarOut, NT>;
+    float* red = smem + R::OFF_RED;
+    float* Mp = smem + R::OFF_MP;
+    for (int mb = 0; mb < n_mb; ++mb) {
+      barrier_sync(kFwdBarFull + (mb & 1), 2 * NT);  // stage mb, G and Z̄₀ of mb
+      const float* sK = stage(mb);
+      const float* sQ = sK + 2 * L::TILE;
+      const float* sL = sQ + L::TILE;
+      const float* sG = smem + R::OFF_G + (mb & 1) * R::G;
+      const int t0 = mb * kMb, m = min(kMb, T - t0);
+      lane_c_partial<D, SPLIT>(sK, sQ, Mp, warp, gid, tig);
+      float zb[2][4];
+      const float* zbt = smem + R::OFF_ZB + (mb & 1) * R::ZB;
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        const float4 v = reinterpret_cast<const float4*>(zbt)[nt * NT + rt];
+        zb[nt][0] = v.x;
+        zb[nt][1] = v.y;
+        zb[nt][2] = v.z;
+        zb[nt][3] = v.w;
+      }
+      Bar()();  // the C partials complete
+      float mc[2][4];
+      lane_masked_m<D>(Mp, sL, tau_row, one, gid, tig, mc);
+#pragma unroll
+      for (int js = 0; js < 2; ++js) {
+        const Op4 am = op4<SPLIT>(mc[js][0], mc[js][2], mc[js][1], mc[js][3]);
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+          const float* gp = sG + (js * 8 + 2 * tig) * LDG + col0 + nt * 8 + gid;
+          mma_parts<SPLIT>(zb[nt], am, op2<SPLIT>(gp[0], gp[LDG]));
+        }
+      }
+      lane_output<D>(p, zb, gam, bet, sQ, red, seq0, rs, t0, m, warp, gid, tig, col0, Bar());
+      // Every read of stage mb and of buffer mb & 1 is above.
+      if (mb + 2 < n_mb) barrier_arrive(kFwdBarEmpty + (mb & 1), 2 * NT);
+    }
+  }
 }
 
 // ---- Version Bf16: bf16 inputs, outputs and products ---------------------------------------------
@@ -937,6 +1144,16 @@ void launch_tc(const FwdParams& p, int blocks, bool whole_sm, cudaStream_t strea
   TTTLAB_CUDA_CHECK(cudaGetLastError());
 }
 
+template <int D, bool SPLIT>
+void launch_roles(const FwdParams& p, int blocks, bool whole_sm, cudaStream_t stream) {
+  const std::size_t bytes =
+      whole_sm_bytes(RolesFwdLayout<D>::FLOATS * sizeof(float), blocks, whole_sm);
+  const void* fn = reinterpret_cast<const void*>(&linear_forward_roles_kernel<D, SPLIT>);
+  set_smem_limit(fn, bytes);
+  linear_forward_roles_kernel<D, SPLIT><<<blocks, 2 * TcLayout<D>::NT, bytes, stream>>>(p);
+  TTTLAB_CUDA_CHECK(cudaGetLastError());
+}
+
 template <int D>
 void launch_bf16(const FwdParams& p, int blocks, cudaStream_t stream) {
   const std::size_t bytes = Bf16Layout<D>::BYTES;
@@ -946,8 +1163,17 @@ void launch_bf16(const FwdParams& p, int blocks, cudaStream_t stream) {
   TTTLAB_CUDA_CHECK(cudaGetLastError());
 }
 
+// The two-role form where each block has an SM of its own (head dims up to 64: at 128 the state
+// group's registers would not fit beside the read-out group's).
 template <bool SPLIT>
-void dispatch_tc(const FwdParams& p, int d, int blocks, bool whole_sm, cudaStream_t stream) {
+void dispatch_tc(const FwdParams& p, int d, int blocks, bool whole_sm, bool two_roles,
+                 cudaStream_t stream) {
+  if (two_roles && blocks <= multiprocessor_count()) switch (d) {
+      case 16: return launch_roles<16, SPLIT>(p, blocks, whole_sm, stream);
+      case 32: return launch_roles<32, SPLIT>(p, blocks, whole_sm, stream);
+      case 64: return launch_roles<64, SPLIT>(p, blocks, whole_sm, stream);
+      default: break;
+    }
   switch (d) {
     case 16: return launch_tc<16, SPLIT>(p, blocks, whole_sm, stream);
     case 32: return launch_tc<32, SPLIT>(p, blocks, whole_sm, stream);
@@ -1022,9 +1248,9 @@ void linear_forward_tensor_core(const TttLinearForwardArgs& a, bool split) {
   const FwdParams p = forward_params(a);
   const int blocks = a.dims.batch * a.dims.heads;
   if (split)
-    dispatch_tc<true>(p, a.dims.head_dim, blocks, a.whole_sm, a.stream);
+    dispatch_tc<true>(p, a.dims.head_dim, blocks, a.whole_sm, a.two_roles, a.stream);
   else
-    dispatch_tc<false>(p, a.dims.head_dim, blocks, a.whole_sm, a.stream);
+    dispatch_tc<false>(p, a.dims.head_dim, blocks, a.whole_sm, a.two_roles, a.stream);
 }
 
 }  // namespace
