@@ -684,11 +684,17 @@ __global__ void __launch_bounds__(32 * NV)
 // the pair's backward read 100 MB more per layer than this one.)
 // grid (⌈C/4 / kConvPartialColumns⌉, chunks), block (kConvPartialColumns, kConvRowGroups): one float4
 // column per thread, the thread rows taking consecutive quarters of the chunk in tiles of kTile rows.
-// A tile holds its rows' dy_n and the K−1 rows after them (du's taps) and its rows' u and the K−1
-// rows before them (the weight taps). The groups' partial sums are added through shared memory in a
-// fixed order, last group first, so the result stays bitwise reproducible (and, the rows of a group
-// being summed in row order whatever the tile, equal for N = 1 and 2).
-// ROPE: each dy row rotated back (sign −1) as it is loaded.
+// A tile needs its rows' dy_n and the K−1 rows after them (du's taps) and its rows' u and the K−1
+// rows before them (the weight taps). The window slides: consecutive tiles of a thread share K−1
+// rows of each, kept in registers from the last tile, so every row of u and dy_n is loaded (and,
+// with ROPE, rotated) once per thread instead of (kTile + K−1)/kTile times (1.75× at kTile = 4);
+// only a group's first tile loads the K−1 rows before it (u) and at its start (dy_n) as well. A row
+// kept is the value a reload would give wherever a product uses it (a u row zeroed as before the
+// reloading tile's sequence never enters one), so the results are unchanged. The groups' partial
+// sums are added through shared memory in a fixed order, last group first, so the result stays
+// bitwise reproducible (and, the rows of a group being summed in row order whatever the tile, equal
+// for N = 1 and 2).
+// ROPE: each dy row rotated back (sign −1) once, as it is loaded.
 constexpr int kConvRowGroups = 4;
 constexpr int kConvPartialColumns = 64;  // float4 columns per block: 256 threads
 // Rows per tile: a pair's tile holds two gradients' rows in the registers of one.
@@ -719,30 +725,63 @@ __global__ void __launch_bounds__(kConvPartialColumns* kConvRowGroups)
   const int r_begin = blockIdx.y * kChunkRows + group * kGroupRows;
   const int r_end = min(R, r_begin + kGroupRows);
   // A tile never straddles r_end short of R: kGroupRows is a multiple of kTile.
+  // Tile r0's window: x[i] = u[r0 − (K−1) + i], zero before r0's sequence; g[n][i] = dy_n[r0 + i],
+  // zero past R (rows past a sequence's end are masked below). Its last K − 1 entries are the next
+  // tile's first K − 1, moved to the front instead of loaded (and rotated) again.
+  float4 x[kTile + K - 1], g[N][kTile + K - 1];
+  int tg = 0;  // ROPE: the position of the next dy row loaded, r0 + K − 1's at a tile's start
+  if (active && r_begin < r_end) {  // the window's tail as a tile at r_begin − kTile leaves it
+    const int tb = r_begin % T;
+#pragma unroll
+    for (int i = 0; i < K - 1; ++i) {
+      const int r = r_begin - (K - 1) + i;
+      x[kTile + i] = r < R && tb + i - (K - 1) >= 0 ? u[std::size_t(r) * C4 + c4] : f4_zero();
+    }
+#pragma unroll
+    for (int n = 0; n < N; ++n)
+#pragma unroll
+      for (int i = 0; i < K - 1; ++i)
+        g[n][kTile + i] =
+            r_begin + i < R ? set.dy[n][std::size_t(r_begin + i) * C4 + c4] : f4_zero();
+    tg = tb;
+    if (ROPE) {
+#pragma unroll
+      for (int i = 0; i < K - 1; ++i) {
+#pragma unroll
+        for (int n = 0; n < N; ++n)
+          g[n][kTile + i] = rope4(g[n][kTile + i], rope.cos_table, rope.sin_table, rope.d / 2,
+                                  tg % rope.period, m, -1.f);
+        tg = tg + 1 == T ? 0 : tg + 1;
+      }
+    }
+  }
   for (int r0 = r_begin; active && r0 < r_end; r0 += kTile) {
     const int t0 = r0 % T;
-    // x[i] = u[r0 − (K−1) + i], zero before r0's sequence; g[n][i] = dy_n[r0 + i], zero past R
-    // (rows past a sequence's end are masked below).
-    float4 x[kTile + K - 1], g[N][kTile + K - 1];
 #pragma unroll
-    for (int i = 0; i < kTile + K - 1; ++i) {
+    for (int i = 0; i < K - 1; ++i) {  // slide: the previous tile's last K − 1 rows
+      x[i] = x[kTile + i];
+#pragma unroll
+      for (int n = 0; n < N; ++n) g[n][i] = g[n][kTile + i];
+    }
+    // The kTile new rows: u rows r0 .. r0 + kTile − 1, dy_n rows r0 + K − 1 .. r0 + kTile + K − 2.
+#pragma unroll
+    for (int i = K - 1; i < kTile + K - 1; ++i) {
       const int r = r0 - (K - 1) + i;
       x[i] = r < R && t0 + i - (K - 1) >= 0 ? u[std::size_t(r) * C4 + c4] : f4_zero();
     }
 #pragma unroll
     for (int n = 0; n < N; ++n)
 #pragma unroll
-      for (int i = 0; i < kTile + K - 1; ++i)
+      for (int i = K - 1; i < kTile + K - 1; ++i)
         g[n][i] = r0 + i < R ? set.dy[n][std::size_t(r0 + i) * C4 + c4] : f4_zero();
     if (ROPE) {
-      int tr = t0;  // row r0 + i's position
 #pragma unroll
-      for (int i = 0; i < kTile + K - 1; ++i) {
+      for (int i = K - 1; i < kTile + K - 1; ++i) {
 #pragma unroll
         for (int n = 0; n < N; ++n)
           g[n][i] =
-              rope4(g[n][i], rope.cos_table, rope.sin_table, rope.d / 2, tr % rope.period, m, -1.f);
-        tr = tr + 1 == T ? 0 : tr + 1;
+              rope4(g[n][i], rope.cos_table, rope.sin_table, rope.d / 2, tg % rope.period, m, -1.f);
+        tg = tg + 1 == T ? 0 : tg + 1;
       }
     }
     int t = t0;
