@@ -325,6 +325,20 @@ __device__ __forceinline__ float sum_parts(const float* part, int i, int j) {
   return acc;
 }
 
+// The inner LayerNorm's γ, β of head h at the lane's columns (1 and 0 without LayerNorm).
+template <int D>
+__device__ __forceinline__ void load_ln_params(const BwdParams& p, int h, int col0, int tig,
+                                               float (&gam)[2][2], float (&bet)[2][2]) {
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int col = col0 + nt * 8 + 2 * tig + e;
+      gam[nt][e] = p.ln ? p.gamma[std::size_t(h) * D + col] : 1.0f;
+      bet[nt][e] = p.ln ? p.beta[std::size_t(h) * D + col] : 0.0f;
+    }
+}
+
 // Rows t0 .. t0 + m − 1 of a [B, T, H·D] tensor at the lane's fragment positions (this warp's 16
 // columns from col0), zero below row m. seq0: the (sequence, head)'s first element; rs: H·D.
 __device__ __forceinline__ void load_frag_rows(const float* src, std::size_t seq0, std::size_t rs,
@@ -759,14 +773,7 @@ __global__ void __launch_bounds__(2 * D) linear_backward_fused_kernel(BwdParams 
   float* slots = p.slots + std::size_t(blk) * p.group * slot_floats;
 
   float gam[2][2], bet[2][2];
-#pragma unroll
-  for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int col = col0 + nt * 8 + 2 * tig + e;
-      gam[nt][e] = p.ln ? p.gamma[std::size_t(h) * D + col] : 1.0f;
-      bet[nt][e] = p.ln ? p.beta[std::size_t(h) * D + col] : 0.0f;
-    }
+  load_ln_params<D>(p, h, col0, tig, gam, bet);
   const float tau_row[2] = {p.tau[gid], p.tau[gid + 8]};
   const float tb = p.tau[kMb - 1];
   if (tid < kMb) sTau[tid] = p.tau[tid];
@@ -1138,14 +1145,7 @@ __global__ void __launch_bounds__(4 * D, 1) linear_backward_roles_kernel(BwdPara
   const float one = p.bias ? 1.0f : 0.0f;
 
   float gam[2][2], bet[2][2];
-#pragma unroll
-  for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int col = col0 + nt * 8 + 2 * tig + e;
-      gam[nt][e] = p.ln ? p.gamma[std::size_t(h) * D + col] : 1.0f;
-      bet[nt][e] = p.ln ? p.beta[std::size_t(h) * D + col] : 0.0f;
-    }
+  load_ln_params<D>(p, h, col0, tig, gam, bet);
   const float tau_row[2] = {p.tau[gid], p.tau[gid + 8]};
   const float tb = p.tau[kMb - 1];
   if (tid < kMb) sTau[tid] = p.tau[tid];

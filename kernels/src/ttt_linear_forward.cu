@@ -382,6 +382,30 @@ __device__ __forceinline__ void store_lane_state(const float (&Wr)[D / 8][4],
       for (int e = 0; e < 2; ++e) cd[slot * D + col0 + nt * 8 + 2 * tig + e] = cb[nt][e];
 }
 
+// Issues the cp.async loads of mini-batch mb's K, V, Q tiles and λ into stage `st` (rows past T
+// zero-filled, λ = 0 there), by threads `t` = 0 .. `threads` − 1, and commits the group (an empty
+// one past the last mini-batch, so that the waits count the same).
+template <int D>
+__device__ __forceinline__ void issue_stage(const FwdParams& p, float* st, int mb, int n_mb,
+                                            int blk, std::size_t seq0, std::size_t rs, int t,
+                                            int threads) {
+  using L = TcLayout<D>;
+  if (mb < n_mb) {
+    const int t0 = mb * kMb, m = min(kMb, p.T - t0);
+    constexpr int CPR = D / 4;  // 16-byte chunks per row
+    for (int i = t; i < 3 * kMb * CPR; i += threads) {
+      const int tile = i / (kMb * CPR), rem = i % (kMb * CPR), r = rem / CPR, ch = rem % CPR;
+      const float* base = tile == 0 ? p.K : (tile == 1 ? p.V : p.Q);
+      const float* src = base + seq0 + std::size_t(t0 + min(r, m - 1)) * rs + ch * 4;
+      cp_async16(st + tile * L::TILE + r * L::LDX + ch * 4, src, r < m ? 16 : 0);
+    }
+    if (t < kMb)
+      cp_async4(st + 3 * L::TILE + t, p.lam + std::size_t(blk) * p.T + t0 + min(t, m - 1),
+                t < m ? 4 : 0);
+  }
+  cp_async_commit();
+}
+
 // Z = K W + c and Z̄₀ = Q W + c from the state in registers: four accumulator chains over d/8
 // k-steps, each operand converted once.
 template <int D, bool SPLIT>
@@ -658,7 +682,7 @@ __device__ __forceinline__ void lane_finish(const FwdParams& p, int blk,
 template <int D, bool SPLIT>
 __global__ void __launch_bounds__(2 * D) linear_forward_tc_kernel(FwdParams p) {
   using L = TcLayout<D>;
-  constexpr int KT = L::KT, LDX = L::LDX, LDG = L::LDG;
+  constexpr int KT = L::KT, LDG = L::LDG;
   extern __shared__ __align__(16) float smem[];
   float* stages = smem;
   float* sG = smem + kStages * L::STAGE;
@@ -679,21 +703,7 @@ __global__ void __launch_bounds__(2 * D) linear_forward_tc_kernel(FwdParams p) {
   const float tb = p.tau[kMb - 1];
 
   auto prefetch = [&](int mb) {
-    if (mb < n_mb) {
-      float* st = stages + (mb % kStages) * L::STAGE;
-      const int t0 = mb * kMb, m = min(kMb, T - t0);
-      constexpr int CPR = D / 4;  // 16-byte chunks per row
-      for (int i = tid; i < 3 * kMb * CPR; i += L::NT) {
-        const int tile = i / (kMb * CPR), rem = i % (kMb * CPR), r = rem / CPR, ch = rem % CPR;
-        const float* base = tile == 0 ? p.K : (tile == 1 ? p.V : p.Q);
-        const float* src = base + seq0 + std::size_t(t0 + min(r, m - 1)) * rs + ch * 4;
-        cp_async16(st + tile * L::TILE + r * LDX + ch * 4, src, r < m ? 16 : 0);
-      }
-      if (tid < kMb)
-        cp_async4(st + 3 * L::TILE + tid, p.lam + std::size_t(blk) * T + t0 + min(tid, m - 1),
-                  tid < m ? 4 : 0);
-    }
-    cp_async_commit();
+    issue_stage<D>(p, stages + (mb % kStages) * L::STAGE, mb, n_mb, blk, seq0, rs, tid, L::NT);
   };
 
   prefetch(0);
@@ -795,7 +805,7 @@ template <int D, bool SPLIT>
 __global__ void __launch_bounds__(4 * D, 1) linear_forward_roles_kernel(FwdParams p) {
   using L = TcLayout<D>;
   using R = RolesFwdLayout<D>;
-  constexpr int KT = L::KT, LDX = L::LDX, LDG = L::LDG, NT = L::NT;
+  constexpr int KT = L::KT, LDG = L::LDG, NT = L::NT;
   extern __shared__ __align__(16) float smem[];
   const int tid = threadIdx.x, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
   const bool state = tid < NT;
@@ -816,23 +826,7 @@ __global__ void __launch_bounds__(4 * D, 1) linear_forward_roles_kernel(FwdParam
 
   if (state) {
     using Bar = GroupBarrier<kFwdBarState, NT>;
-    auto prefetch = [&](int mb) {
-      if (mb < n_mb) {
-        float* st = stage(mb);
-        const int t0 = mb * kMb, m = min(kMb, T - t0);
-        constexpr int CPR = D / 4;
-        for (int i = rt; i < 3 * kMb * CPR; i += NT) {
-          const int tile = i / (kMb * CPR), rem = i % (kMb * CPR), r = rem / CPR, ch = rem % CPR;
-          const float* base = tile == 0 ? p.K : (tile == 1 ? p.V : p.Q);
-          const float* src = base + seq0 + std::size_t(t0 + min(r, m - 1)) * rs + ch * 4;
-          cp_async16(st + tile * L::TILE + r * LDX + ch * 4, src, r < m ? 16 : 0);
-        }
-        if (rt < kMb)
-          cp_async4(st + 3 * L::TILE + rt, p.lam + std::size_t(blk) * T + t0 + min(rt, m - 1),
-                    rt < m ? 4 : 0);
-      }
-      cp_async_commit();
-    };
+    auto prefetch = [&](int mb) { issue_stage<D>(p, stage(mb), mb, n_mb, blk, seq0, rs, rt, NT); };
     prefetch(0);
     prefetch(1);
     for (int mb = 0; mb < n_mb; ++mb) {
