@@ -325,6 +325,38 @@ __device__ __forceinline__ float sum_parts(const float* part, int i, int j) {
   return acc;
 }
 
+// Issues the cp.async loads of mini-batch mb into stage `st`: K (and, for a full stage, Q, W from
+// Wsrc and c from csrc, zero without bias) and λ, rows past T zero-filled; by threads `t` = 0 ..
+// `threads` − 1; commits the group.
+template <int D>
+__device__ __forceinline__ void issue_stage(const BwdParams& p, float* st, int mb, int blk,
+                                            std::size_t seq0, std::size_t rs, bool full_stage,
+                                            const float* Wsrc, const float* csrc, int t,
+                                            int threads) {
+  using L = Layout<D>;
+  const int t0 = mb * kMb, m = min(kMb, p.T - t0);
+  constexpr int CPR = D / 4;  // 16-byte chunks per row
+  const int tiles = full_stage ? 2 : 1;
+  for (int i = t; i < tiles * kMb * CPR; i += threads) {
+    const int tile = i / (kMb * CPR), rem = i % (kMb * CPR), r = rem / CPR, ch = rem % CPR;
+    const float* src =
+        (tile == 0 ? p.K : p.Q) + seq0 + std::size_t(t0 + min(r, m - 1)) * rs + ch * 4;
+    cp_async16(st + tile * L::TILE + r * L::LD + ch * 4, src, r < m ? 16 : 0);
+  }
+  if (t < kMb)
+    cp_async4(st + L::OFF_LAM + t, p.lam + std::size_t(blk) * p.T + t0 + min(t, m - 1),
+              t < m ? 4 : 0);
+  if (full_stage) {
+    for (int i = t; i < D * CPR; i += threads) {
+      const int r = i / CPR, ch = i % CPR;
+      cp_async16(st + L::OFF_W + r * L::LD + ch * 4, Wsrc + r * D + ch * 4, 16);
+    }
+    for (int i = t; i < CPR; i += threads)
+      cp_async16(st + L::OFF_C + i * 4, csrc ? csrc + i * 4 : Wsrc, csrc ? 16 : 0);
+  }
+  cp_async_commit();
+}
+
 // The inner LayerNorm's γ, β of head h at the lane's columns (1 and 0 without LayerNorm).
 template <int D>
 __device__ __forceinline__ void load_ln_params(const BwdParams& p, int h, int col0, int tig,
@@ -362,16 +394,12 @@ __device__ __forceinline__ void load_frag_rows(const float* src, std::size_t seq
 template <int D>
 __device__ __forceinline__ void target_frag(bool res, const Frag& v, const float* sK, Frag& r,
                                             int col0, int gid, int tig) {
-  using L = Layout<D>;
+  Frag k;
+  load_tile<D>(sK, k, col0, gid, tig);
 #pragma unroll
   for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
-    for (int hf = 0; hf < 2; ++hf) {
-      const float2 k =
-          *reinterpret_cast<const float2*>(sK + (gid + 8 * hf) * L::LD + col0 + nt * 8 + 2 * tig);
-      r[nt][2 * hf] = res ? v[nt][2 * hf] - k.x : v[nt][2 * hf];
-      r[nt][2 * hf + 1] = res ? v[nt][2 * hf + 1] - k.y : v[nt][2 * hf + 1];
-    }
+    for (int i = 0; i < 4; ++i) r[nt][i] = res ? v[nt][i] - k[nt][i] : v[nt][i];
 }
 
 // G = lnl2(Z, R) at the lane's positions (Z with c already added; without LayerNorm G = Z − R);
@@ -498,6 +526,26 @@ __device__ __forceinline__ void out_ln_backward(bool ln, float eps, const float 
 #pragma unroll
       for (int i = 0; i < 4; ++i) dzb[nt][i] = dy[nt][i];
   }
+}
+
+// The Z̄ line, from dZ̄ (sDZb) and −Mᵀ (mt): dQ = [dO +] dZ̄ Wᵀ, this warp's share of the partials
+// dZ̄ Gᵀ (dM = −Σ_w) into dMp, and δ = dG = −Mᵀ dZ̄.
+template <int D, bool SPLIT>
+__device__ __forceinline__ void zbar_line(bool res, const Frag& dy, const float* sDZb,
+                                          const float* sW, const float* sG, const Frag& mt,
+                                          float* dMp, Frag& dq, Frag& dg, int warp, int gid,
+                                          int tig, int col0) {
+  using L = Layout<D>;
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      dq[nt][i] = res ? dy[nt][i] : 0.0f;
+      dg[nt][i] = 0.0f;
+    }
+  mma_tile_wt<D, SPLIT>(dq, sDZb, sW, col0, gid, tig);
+  partial_abt<D, SPLIT>(sDZb, sG, dMp + warp * 16 * L::LDM, warp, gid, tig);
+  mma_small_a<D, SPLIT>(dg, mt, sDZb, col0, gid, tig);
 }
 
 // The commit line of a full mini-batch, from the carry dW' (fragments dWr, and its copy sdW),
@@ -788,26 +836,7 @@ __global__ void __launch_bounds__(2 * D) linear_backward_fused_kernel(BwdParams 
 
   // Stage loads: K, λ (recompute) and also Q, c, W (backward) of mini-batch mb.
   auto issue = [&](int mb, float* st, bool full_stage, const float* Wsrc, const float* csrc) {
-    const int t0 = mb * kMb, m = min(kMb, T - t0);
-    constexpr int CPR = D / 4;
-    const int tiles = full_stage ? 2 : 1;
-    for (int i = tid; i < tiles * kMb * CPR; i += L::NT) {
-      const int tile = i / (kMb * CPR), rem = i % (kMb * CPR), r = rem / CPR, ch = rem % CPR;
-      const float* src = (tile == 0 ? p.K : p.Q) + seq0 + std::size_t(t0 + min(r, m - 1)) * rs + ch * 4;
-      cp_async16(st + tile * L::TILE + r * LD + ch * 4, src, r < m ? 16 : 0);
-    }
-    if (tid < kMb)
-      cp_async4(st + L::OFF_LAM + tid, p.lam + std::size_t(blk) * T + t0 + min(tid, m - 1),
-                tid < m ? 4 : 0);
-    if (full_stage) {
-      for (int i = tid; i < D * CPR; i += L::NT) {
-        const int r = i / CPR, ch = i % CPR;
-        cp_async16(st + L::OFF_W + r * LD + ch * 4, Wsrc + r * D + ch * 4, 16);
-      }
-      for (int i = tid; i < CPR; i += L::NT)
-        cp_async16(st + L::OFF_C + i * 4, csrc ? csrc + i * 4 : Wsrc, csrc ? 16 : 0);
-    }
-    cp_async_commit();
+    issue_stage<D>(p, st, mb, blk, seq0, rs, full_stage, Wsrc, csrc, tid, L::NT);
   };
 
   // V and dO of a mini-batch at the lane's positions, rows < m.
@@ -1003,14 +1032,8 @@ __global__ void __launch_bounds__(2 * D) linear_backward_fused_kernel(BwdParams 
 
       // dQ = dO + dZ̄ Wᵀ; this warp's share of dZ̄ Gᵀ (dM = −Σ); δ = dG = −Mᵀ dZ̄ and the commit
       // line: δ −= e ⊙ (K dW' + dc'), dK = −e ⊙ (G dW'ᵀ), de = −Σ_n G ⊙ (K dW' + dc').
-      Frag dq, dk, dg = {};
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) dq[nt][i] = p.res ? dy[nt][i] : 0.0f;
-      mma_tile_wt<D, SPLIT>(dq, sDZb, sW, col0, gid, tig);
-      partial_abt<D, SPLIT>(sDZb, sG, dMp + warp * 16 * L::LDM, warp, gid, tig);
-      mma_small_a<D, SPLIT>(dg, mt, sDZb, col0, gid, tig);  // mt holds −Mᵀ
+      Frag dq, dk, dg;
+      zbar_line<D, SPLIT>(p.res, dy, sDZb, sW, sG, mt, dMp, dq, dg, warp, gid, tig, col0);
       commit_line<D, SPLIT>(full, p.bias, tb, sK, sL, sG, sdW, dWr, dcr, g, dg, dk, dMp, warp, gid,
                             tig, col0);
 
@@ -1159,27 +1182,9 @@ __global__ void __launch_bounds__(4 * D, 1) linear_backward_roles_kernel(BwdPara
   if (front) {
     // K, Q, λ, c and W of mini-batch k (its checkpoint), by the front's threads.
     auto issue = [&](int k) {
-      float* st = stage(k);
-      const int t0 = k * kMb, m = min(kMb, T - t0);
       const std::size_t ck = std::size_t(blk) * p.n_ck + k;
-      const float* Wsrc = p.ckW + ck * D * D;
-      constexpr int CPR = D / 4;
-      for (int i = rt; i < 2 * kMb * CPR; i += NT) {
-        const int tile = i / (kMb * CPR), rem = i % (kMb * CPR), r = rem / CPR, ch = rem % CPR;
-        const float* src =
-            (tile == 0 ? p.K : p.Q) + seq0 + std::size_t(t0 + min(r, m - 1)) * rs + ch * 4;
-        cp_async16(st + tile * L::TILE + r * LD + ch * 4, src, r < m ? 16 : 0);
-      }
-      if (rt < kMb)
-        cp_async4(st + L::OFF_LAM + rt, p.lam + std::size_t(blk) * T + t0 + min(rt, m - 1),
-                  rt < m ? 4 : 0);
-      for (int i = rt; i < D * CPR; i += NT) {
-        const int r = i / CPR, ch = i % CPR;
-        cp_async16(st + L::OFF_W + r * LD + ch * 4, Wsrc + r * D + ch * 4, 16);
-      }
-      for (int i = rt; i < CPR; i += NT)
-        cp_async16(st + L::OFF_C + i * 4, p.bias ? p.ckb + ck * D + i * 4 : Wsrc, p.bias ? 16 : 0);
-      cp_async_commit();
+      issue_stage<D>(p, stage(k), k, blk, seq0, rs, true, p.ckW + ck * D * D,
+                     p.bias ? p.ckb + ck * D : nullptr, rt, NT);
     };
     Frag vn, don;
     issue(n_mb - 1);
@@ -1244,14 +1249,8 @@ __global__ void __launch_bounds__(4 * D, 1) linear_backward_roles_kernel(BwdPara
       store_tile<D>(sDZb, dzb, col0, gid, tig);
       FrontBar()();  // dZ̄ complete
 
-      Frag dq, dg = {};
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) dq[nt][i] = p.res ? dy[nt][i] : 0.0f;
-      mma_tile_wt<D, SPLIT>(dq, sDZb, sW, col0, gid, tig);
-      partial_abt<D, SPLIT>(sDZb, sG, hd + R::H_DMP + warp * 16 * L::LDM, warp, gid, tig);
-      mma_small_a<D, SPLIT>(dg, mt, sDZb, col0, gid, tig);  // mt holds −Mᵀ
+      Frag dq, dg;
+      zbar_line<D, SPLIT>(p.res, dy, sDZb, sW, sG, mt, hd + R::H_DMP, dq, dg, warp, gid, tig, col0);
       store_lane<NT>(hd + R::H_DQ, dq, rt);
       store_lane<NT>(hd + R::H_DG, dg, rt);
       store_lane<NT>(hd + R::H_XH, xh, rt);
