@@ -44,7 +44,7 @@
 //     of two (tile_lnl2_stats, whose comment has the derivation): 4 block barriers per mini-batch.
 //
 // IN TWO ROLES (TttLinearForwardArgs::two_roles, where B·H blocks fit in one wave at one per SM and
-// d ≤ 64, as in the training step): the same mini-batch split between two groups of d/16 warps of
+// d ≤ 64, as in the training step; for Tf32 at d = 64 also at two per SM): the same mini-batch split between two groups of d/16 warps of
 // one block. The state group carries W (Z, Z̄₀, G, the update); the read-out group takes C, M, Z̄,
 // the output LayerNorm and O one mini-batch behind it. Bit for bit the same output (the section's
 // header has the hand-off protocol).
@@ -801,8 +801,10 @@ struct RolesFwdLayout {
                 "16-byte aligned buffers");
 };
 
-template <int D, bool SPLIT>
-__global__ void __launch_bounds__(4 * D, 1) linear_forward_roles_kernel(FwdParams p) {
+// MINB: the blocks per SM that the register allocation must leave room for (2: two blocks share an
+// SM, see dispatch_tc).
+template <int D, bool SPLIT, int MINB = 1>
+__global__ void __launch_bounds__(4 * D, MINB) linear_forward_roles_kernel(FwdParams p) {
   using L = TcLayout<D>;
   using R = RolesFwdLayout<D>;
   constexpr int KT = L::KT, LDG = L::LDG, NT = L::NT;
@@ -1138,13 +1140,13 @@ void launch_tc(const FwdParams& p, int blocks, bool whole_sm, cudaStream_t strea
   TTTLAB_CUDA_CHECK(cudaGetLastError());
 }
 
-template <int D, bool SPLIT>
+template <int D, bool SPLIT, int MINB = 1>
 void launch_roles(const FwdParams& p, int blocks, bool whole_sm, cudaStream_t stream) {
   const std::size_t bytes =
       whole_sm_bytes(RolesFwdLayout<D>::FLOATS * sizeof(float), blocks, whole_sm);
-  const void* fn = reinterpret_cast<const void*>(&linear_forward_roles_kernel<D, SPLIT>);
+  const void* fn = reinterpret_cast<const void*>(&linear_forward_roles_kernel<D, SPLIT, MINB>);
   set_smem_limit(fn, bytes);
-  linear_forward_roles_kernel<D, SPLIT><<<blocks, 2 * TcLayout<D>::NT, bytes, stream>>>(p);
+  linear_forward_roles_kernel<D, SPLIT, MINB><<<blocks, 2 * TcLayout<D>::NT, bytes, stream>>>(p);
   TTTLAB_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -1158,10 +1160,19 @@ void launch_bf16(const FwdParams& p, int blocks, cudaStream_t stream) {
 }
 
 // The two-role form where each block has an SM of its own (head dims up to 64: at 128 the state
-// group's registers would not fit beside the read-out group's).
+// group's registers would not fit beside the read-out group's), and for Tf32 at d = 64 where two
+// blocks share one.
 template <bool SPLIT>
 void dispatch_tc(const FwdParams& p, int d, int blocks, bool whole_sm, bool two_roles,
                  cudaStream_t stream) {
+  // Tf32 at d = 64 with up to two blocks per SM (B = 16, H = 12 on 132 SMs): the two-role form
+  // under a 128-register cap (8–12 bytes of spills) shares an SM between two blocks. H200: 0.425 →
+  // 0.407 ms at that shape; in 3xTF32 (SPLIT) the same sharing was 4% slower than the one-role
+  // kernel (docs/KERNELS.md, issue #15's fourteenth session).
+  if constexpr (!SPLIT)
+    if (two_roles && d == 64 && blocks > multiprocessor_count() &&
+        blocks <= 2 * multiprocessor_count())
+      return launch_roles<64, SPLIT, 2>(p, blocks, whole_sm, stream);
   if (two_roles && blocks <= multiprocessor_count()) switch (d) {
       case 16: return launch_roles<16, SPLIT>(p, blocks, whole_sm, stream);
       case 32: return launch_roles<32, SPLIT>(p, blocks, whole_sm, stream);

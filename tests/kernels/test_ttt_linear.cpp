@@ -335,61 +335,77 @@ TEST(TttLinearForward, TwoRolesMatchOneRoleBitForBit) {
   const std::vector<int> Ts =
       quick_mode() ? std::vector<int>{17, 64} : std::vector<int>{1, 15, 16, 17, 33, 100, 257, 2048};
   const int bh[3][2] = {{1, 1}, {2, 3}, {4, 12}};
-  int n = 0, idx = 0;
+  std::vector<TttDims> shapes;
+  int idx = 0;
   for (int d : {16, 32, 64})
     for (int T : Ts) {
-      const int* b_h = T > 1000 ? bh[1] : bh[idx % 3];
-      const TttDims D{b_h[0], b_h[1], T, d, 16};
-      const TttOptions opt = flags(idx % 8);
-      const bool per_seq = idx % 2 == 1;
-      const int group = idx % 3 == 2 ? 3 : 1;
-      ++idx;
-      SCOPED_TRACE(describe(D, opt) + " group " + std::to_string(group) +
-                   (per_seq ? ", per-sequence W0" : ""));
-      const LinearInputs in = random_linear_inputs(D, opt, rng, per_seq);
-      const DeviceLinearInputs dev(in);
-      const std::size_t BH = std::size_t(D.batch) * D.heads;
-      const int n_ck = ttt_num_checkpoints(D, group);
-      for (TttLinearForwardVersion v :
-           {TttLinearForwardVersion::Default, TttLinearForwardVersion::Tf32}) {
-        SCOPED_TRACE(v == TttLinearForwardVersion::Default ? "default" : "tf32");
-        std::vector<std::vector<float>> out[2];
-        for (int roles = 0; roles < 2; ++roles) {
-          DeviceBuffer O(in.Q.size()), ckW(BH * n_ck * d * d), ckb(BH * n_ck * d), fW(BH * d * d),
-              fb(BH * d), faW(BH * d * d), fab(BH * d);
-          for (DeviceBuffer* b : {&O, &ckW, &ckb, &fW, &fb, &faW, &fab}) b->poison();
-          TttLinearForwardArgs a = forward_args(in, dev);
-          a.per_sequence_init = per_seq;
-          a.O = O.get();
-          a.checkpoint_W = ckW.get();
-          a.checkpoint_b = ckb.get();
-          a.checkpoint_group = group;
-          a.final_W = fW.get();
-          a.final_b = fb.get();
-          a.final_acc_W = faW.get();
-          a.final_acc_b = fab.get();
-          a.version = v;
-          a.two_roles = roles == 1;
-          ttt_linear_forward(a);
-          for (DeviceBuffer* b : {&O, &ckW, &ckb, &fW, &fb, &faW, &fab})
-            out[roles].push_back(b->download());
-        }
-        const char* names[] = {"O",       "checkpoint W", "checkpoint b", "final W",
-                               "final b", "final acc W",  "final acc b"};
-        for (int i = 0; i < 7; ++i) {
-          SCOPED_TRACE(names[i]);
-          // Bit patterns: the poison is a NaN, which == would never call equal.
-          const std::vector<float>&x = out[0][i], &y = out[1][i];
-          ASSERT_EQ(x.size(), y.size());
-          std::size_t off = 0;
-          for (std::size_t j = 0; j < x.size(); ++j)
-            off += std::memcmp(&x[j], &y[j], sizeof(float)) != 0;
-          EXPECT_EQ(off, 0u) << "of " << x.size() << " values differ";
-        }
-      }
-      ++n;
+      const int* b_h = T > 1000 ? bh[1] : bh[idx++ % 3];  // the shapes' order as before
+      shapes.push_back({b_h[0], b_h[1], T, d, 16});
     }
-  std::printf("[   INFO   ] forward in two roles: %d shapes, bit for bit the one-role kernel\n", n);
+  // d = 64 with more blocks than SMs (up to two per SM): Tf32 runs the form in which two blocks
+  // share an SM (Default the one-role kernel both times).
+  const CudaQuery cq = query_cuda_devices();
+  ASSERT_FALSE(cq.devices.empty());
+  const int over_one_per_sm = cq.devices[0].multiprocessors / 12 + 1;
+  for (int T : {17, 64}) shapes.push_back({over_one_per_sm, 12, T, 64, 16});
+  int n = 0;
+  idx = 0;
+  for (const TttDims& D : shapes) {
+    const int d = D.head_dim;
+    const TttOptions opt = flags(idx % 8);
+    const bool per_seq = idx % 2 == 1;
+    const int group = idx % 3 == 2 ? 3 : 1;
+    ++idx;
+    SCOPED_TRACE(describe(D, opt) + " group " + std::to_string(group) +
+                 (per_seq ? ", per-sequence W0" : ""));
+    const LinearInputs in = random_linear_inputs(D, opt, rng, per_seq);
+    const DeviceLinearInputs dev(in);
+    const std::size_t BH = std::size_t(D.batch) * D.heads;
+    const int n_ck = ttt_num_checkpoints(D, group);
+    for (TttLinearForwardVersion v :
+         {TttLinearForwardVersion::Default, TttLinearForwardVersion::Tf32}) {
+      SCOPED_TRACE(v == TttLinearForwardVersion::Default ? "default" : "tf32");
+      std::vector<std::vector<float>> out[2];
+      for (int roles = 0; roles < 2; ++roles) {
+        DeviceBuffer O(in.Q.size()), ckW(BH * n_ck * d * d), ckb(BH * n_ck * d), fW(BH * d * d),
+            fb(BH * d), faW(BH * d * d), fab(BH * d);
+        for (DeviceBuffer* b : {&O, &ckW, &ckb, &fW, &fb, &faW, &fab}) b->poison();
+        TttLinearForwardArgs a = forward_args(in, dev);
+        a.per_sequence_init = per_seq;
+        a.O = O.get();
+        a.checkpoint_W = ckW.get();
+        a.checkpoint_b = ckb.get();
+        a.checkpoint_group = group;
+        a.final_W = fW.get();
+        a.final_b = fb.get();
+        a.final_acc_W = faW.get();
+        a.final_acc_b = fab.get();
+        a.version = v;
+        a.two_roles = roles == 1;
+        ttt_linear_forward(a);
+        for (DeviceBuffer* b : {&O, &ckW, &ckb, &fW, &fb, &faW, &fab})
+          out[roles].push_back(b->download());
+      }
+      const char* names[] = {"O",       "checkpoint W", "checkpoint b", "final W",
+                             "final b", "final acc W",  "final acc b"};
+      for (int i = 0; i < 7; ++i) {
+        SCOPED_TRACE(names[i]);
+        // Bit patterns: the poison is a NaN, which == would never call equal.
+        const std::vector<float>&x = out[0][i], &y = out[1][i];
+        ASSERT_EQ(x.size(), y.size());
+        std::size_t off = 0;
+        for (std::size_t j = 0; j < x.size(); ++j)
+          off += std::memcmp(&x[j], &y[j], sizeof(float)) != 0;
+        EXPECT_EQ(off, 0u) << "of " << x.size() << " values differ";
+      }
+    }
+    ++n;
+  }
+  std::printf(
+      "[   INFO   ] forward in two roles: %d shapes (2 of them with %d blocks on %d SMs: Tf32 two "
+      "per SM), bit "
+      "for bit the one-role kernel\n",
+      n, over_one_per_sm * 12, cq.devices[0].multiprocessors);
 }
 
 TEST(TttLinearForward, PerSequenceInitialStatesAndCheckpoints) {
