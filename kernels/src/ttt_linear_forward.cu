@@ -44,10 +44,10 @@
 //     of two (tile_lnl2_stats, whose comment has the derivation): 4 block barriers per mini-batch.
 //
 // IN TWO ROLES (TttLinearForwardArgs::two_roles, where B·H blocks fit in one wave at one per SM and
-// d ≤ 64, as in the training step; for Tf32 at d = 64 also at two per SM): the same mini-batch split between two groups of d/16 warps of
-// one block. The state group carries W (Z, Z̄₀, G, the update); the read-out group takes C, M, Z̄,
-// the output LayerNorm and O one mini-batch behind it. Bit for bit the same output (the section's
-// header has the hand-off protocol).
+// d ≤ 64, as in the training step; for Tf32 at d = 64 also at two per SM): the same mini-batch
+// split between two groups of d/16 warps of one block. The state group carries W (Z, Z̄₀, G, the
+// update); the read-out group takes C, M, Z̄, the output LayerNorm and O one mini-batch behind it.
+// Bit for bit the same output (the section's header has the hand-off protocol).
 //
 // THE FALLBACK (every supported shape, fp32 CUDA cores): one thread block per (sequence n, head h),
 // 256 threads. The state W [d, d], c [d] stays on chip for the whole sequence; the mini-batches are
@@ -1166,7 +1166,7 @@ template <bool SPLIT>
 void dispatch_tc(const FwdParams& p, int d, int blocks, bool whole_sm, bool two_roles,
                  cudaStream_t stream) {
   // Tf32 at d = 64 with up to two blocks per SM (B = 16, H = 12 on 132 SMs): the two-role form
-  // under a 128-register cap (8–12 bytes of spills) shares an SM between two blocks. H200: 0.425 →
+  // under a 128-register cap (8 bytes of spills) shares an SM between two blocks. H200: 0.425 →
   // 0.407 ms at that shape; in 3xTF32 (SPLIT) the same sharing was 4% slower than the one-role
   // kernel (docs/KERNELS.md, issue #15's fourteenth session).
   if constexpr (!SPLIT)

@@ -339,7 +339,7 @@ TEST(TttLinearForward, TwoRolesMatchOneRoleBitForBit) {
   int idx = 0;
   for (int d : {16, 32, 64})
     for (int T : Ts) {
-      const int* b_h = T > 1000 ? bh[1] : bh[idx++ % 3];  // the shapes' order as before
+      const int* b_h = T > 1000 ? bh[1] : bh[idx++ % 3];
       shapes.push_back({b_h[0], b_h[1], T, d, 16});
     }
   // d = 64 with more blocks than SMs (up to two per SM): Tf32 runs the form in which two blocks

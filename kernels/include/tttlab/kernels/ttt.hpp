@@ -117,9 +117,10 @@ struct TttLinearForwardArgs {
   // another stream. Same results; no effect elsewhere.
   bool whole_sm = false;
   // Where the tensor-core kernel runs (Default or Tf32), head_dim ≤ 64 and B·H blocks fit in one
-  // wave at one per SM (the training step's shapes): each block runs two groups of warps, one
-  // carrying the state W through the mini-batches while the other reads the output out
-  // (docs/KERNELS.md, "TTT-Linear forward"). The same output bit for bit. false: one group.
+  // wave at one per SM (the training step's shapes), and for Tf32 at head_dim 64 also at two per
+  // SM: each block runs two groups of warps, one carrying the state W through the mini-batches
+  // while the other reads the output out (docs/KERNELS.md, "TTT-Linear forward"). The same output
+  // bit for bit. false: one group.
   bool two_roles = true;
   TttLinearForwardVersion version = TttLinearForwardVersion::Default;
   CUstream_st* stream = nullptr;
