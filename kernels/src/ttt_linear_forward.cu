@@ -61,6 +61,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "cuda_check.hpp"
 #include "ttt_common.cuh"
@@ -599,14 +600,17 @@ __device__ __forceinline__ void lane_commit(const FwdParams& p, int blk, bool fu
 }
 
 // O = [Q +] LN(Z̄) for the mini-batch's m rows from t0 (one cross-warp round on `red` with LN, met
-// on `bar`); Q's tile from the stage for the residual.
-template <int D, class Bar = BlockBarrier>
+// on `bar`); Q's tile from the stage for the residual. QElem float: Q and O in fp32 (p.O);
+// std::uint16_t: bf16 (the Bf16 kernel's stage and p.O16).
+template <int D, class QElem = float, class Bar = BlockBarrier>
 __device__ __forceinline__ void lane_output(const FwdParams& p, const float (&zb)[2][4],
                                             const float (&gam)[2][2], const float (&bet)[2][2],
-                                            const float* sQ, float* red, std::size_t seq0,
+                                            const QElem* sQ, float* red, std::size_t seq0,
                                             std::size_t rs, int t0, int m, int warp, int gid,
                                             int tig, int col0, Bar bar = {}) {
-  constexpr int LDX = TcLayout<D>::LDX;
+  constexpr bool kBf16 = std::is_same_v<QElem, std::uint16_t>;
+  static_assert(kBf16 || std::is_same_v<QElem, float>, "Q and O in fp32 or bf16");
+  constexpr int LDX = TcLayout<D>::LDX;  // Bf16Layout's too
   float mu[2] = {0.0f, 0.0f}, rstd[2] = {1.0f, 1.0f};
   if (p.ln) frag_row_stats<D, 2>(zb, red, warp, gid, tig, p.eps, mu, rstd, bar);
 #pragma unroll
@@ -622,12 +626,19 @@ __device__ __forceinline__ void lane_output(const FwdParams& p, const float (&zb
         o1 = gam[nt][1] * (o1 - mu[hf]) * rstd[hf] + bet[nt][1];
       }
       if (p.res) {
-        const float2 q = *reinterpret_cast<const float2*>(sQ + row * LDX + col);
+        float2 q;
+        if constexpr (kBf16)
+          q = unpack_bf16(*reinterpret_cast<const uint32_t*>(sQ + row * LDX + col));
+        else
+          q = *reinterpret_cast<const float2*>(sQ + row * LDX + col);
         o0 += q.x;
         o1 += q.y;
       }
-      *reinterpret_cast<float2*>(p.O + seq0 + std::size_t(t0 + row) * rs + col) =
-          make_float2(o0, o1);
+      const std::size_t at = seq0 + std::size_t(t0 + row) * rs + col;
+      if constexpr (kBf16)
+        *reinterpret_cast<uint32_t*>(p.O16 + at) = pack_bf16(o0, o1);
+      else
+        *reinterpret_cast<float2*>(p.O + at) = make_float2(o0, o1);
     }
   }
 }
@@ -902,7 +913,7 @@ __global__ void __launch_bounds__(4 * D, MINB) linear_forward_roles_kernel(FwdPa
           mma_parts<SPLIT>(zb[nt], am, op2<SPLIT>(gp[0], gp[LDG]));
         }
       }
-      lane_output<D>(p, zb, gam, bet, sQ, red, seq0, rs, t0, m, warp, gid, tig, col0, Bar());
+      lane_output<D, float>(p, zb, gam, bet, sQ, red, seq0, rs, t0, m, warp, gid, tig, col0, Bar());
       // Every read of stage mb and of buffer mb & 1 is above.
       if (mb + 2 < n_mb) barrier_arrive(kFwdBarEmpty + (mb & 1), 2 * NT);
     }
@@ -1071,31 +1082,7 @@ __global__ void __launch_bounds__(2 * D) linear_forward_bf16_kernel(FwdParams p)
     }
 
     // O = [Q +] LN(Z̄), stored as bf16.
-    {
-      float mu[2] = {0.0f, 0.0f}, rstd[2] = {1.0f, 1.0f};
-      if (p.ln) frag_row_stats<D, 2>(zb, red + TL::RED8, warp, gid, tig, p.eps, mu, rstd);
-#pragma unroll
-      for (int hf = 0; hf < 2; ++hf) {
-        const int row = gid + 8 * hf;
-        if (row >= m) continue;
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt) {
-          const int col = col0 + nt * 8 + 2 * tig;
-          float o0 = zb[nt][2 * hf], o1 = zb[nt][2 * hf + 1];
-          if (p.ln) {
-            o0 = gam[nt][0] * (o0 - mu[hf]) * rstd[hf] + bet[nt][0];
-            o1 = gam[nt][1] * (o1 - mu[hf]) * rstd[hf] + bet[nt][1];
-          }
-          if (p.res) {
-            const float2 q = unpack_bf16(*reinterpret_cast<const uint32_t*>(sQ + row * LDX + col));
-            o0 += q.x;
-            o1 += q.y;
-          }
-          *reinterpret_cast<uint32_t*>(p.O16 + seq0 + std::size_t(t0 + row) * rs + col) =
-              pack_bf16(o0, o1);
-        }
-      }
-    }
+    lane_output<D>(p, zb, gam, bet, sQ, red + TL::RED8, seq0, rs, t0, m, warp, gid, tig, col0);
 
     // W ← W − τ_b Kᵀ diag(λ) G (full mini-batch), or the open accumulator Kᵀ diag(λ) G: the Wᵀ tiles
     // (m = the warp's 16 columns, n = 8 rows of W, k = the 16 tokens in one step).
