@@ -11,12 +11,62 @@
 
 namespace tttlab {
 
+std::string printable(std::string_view text) {
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  out.reserve(text.size());
+  const auto escape = [&](unsigned char b, const char* prefix) {
+    out += prefix;
+    out += hex[b >> 4];
+    out += hex[b & 15];
+  };
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x80) {
+      if (c == '\n') out += "\\n";
+      else if (c == '\r') out += "\\r";
+      else if (c == '\t') out += "\\t";
+      else if (c < 0x20 || c == 0x7f) escape(c, "\\x");
+      else out += static_cast<char>(c);
+      ++i;
+      continue;
+    }
+    // A well-formed UTF-8 sequence (no overlong forms, no surrogates) is kept whole; anything else is
+    // escaped one byte at a time.
+    int len = 0;
+    std::uint32_t cp = 0;
+    if (c >= 0xC2 && c <= 0xDF) len = 2, cp = c & 0x1F;
+    else if (c >= 0xE0 && c <= 0xEF) len = 3, cp = c & 0x0F;
+    else if (c >= 0xF0 && c <= 0xF4) len = 4, cp = c & 0x07;
+    bool ok = len > 0 && i + static_cast<std::size_t>(len) <= text.size();
+    for (int k = 1; ok && k < len; ++k) {
+      const auto cc = static_cast<unsigned char>(text[i + k]);
+      ok = (cc & 0xC0) == 0x80;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    ok = ok && !(len == 3 && cp < 0x800) && !(len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) &&
+         !(cp >= 0xD800 && cp <= 0xDFFF);
+    if (!ok) {
+      escape(c, "\\x");
+      ++i;
+    } else if (cp >= 0x80 && cp <= 0x9F) {  // C1 controls: some terminals act on them
+      escape(static_cast<unsigned char>(cp), "\\u00");
+      i += 2;
+    } else {
+      out.append(text.substr(i, static_cast<std::size_t>(len)));
+      i += static_cast<std::size_t>(len);
+    }
+  }
+  return out;
+}
+
 std::string clip(std::string_view text, std::size_t max) {
-  if (text.size() <= max) return std::string(text);
+  if (text.size() <= max) return printable(text);
   std::size_t cut = max;
   // Back up over UTF-8 continuation bytes so that the cut never splits a character.
   while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
-  std::string out(text.substr(0, cut));
+  std::string out = printable(text.substr(0, cut));
   out += "… (";
   out += std::to_string(text.size());
   out += " bytes)";

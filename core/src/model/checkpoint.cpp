@@ -7,7 +7,9 @@
 // [H, 1]), or as is (vectors and [H, d] norms).
 #include "tttlab/model/checkpoint.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <string_view>
 #include <map>
 #include <stdexcept>
 
@@ -277,6 +279,24 @@ void save_model_safetensors(Model<float>& model, const std::filesystem::path& pa
   for (const auto& t : state_dict(model))
     w.add(t.name, t.shape, std::span<const float>(t.data), bf16 ? DType::BF16 : DType::F32);
   w.write(path);
+}
+
+std::string non_finite_model_message(const std::string& source) {
+  return "the model in '" + clip(source, 240) +
+         "' gives non-finite outputs (NaN or infinity): its weights are damaged or its training diverged; use an "
+         "earlier checkpoint";
+}
+
+void check_finite_forward(const Model<float>& model, const std::string& source) {
+  static constexpr std::string_view probe =
+      "The quick brown fox jumps over the lazy dog, and the dog sleeps on. It was a bright cold day.";
+  const int window = std::max(1, std::min(k_finite_probe_bytes, model.config().max_position_embeddings));
+  std::vector<int> tokens(static_cast<std::size_t>(window) + 1);
+  const int vocab = model.config().vocab_size;  // bytes, folded into a smaller vocabulary
+  for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<unsigned char>(probe[i % probe.size()]) % vocab;
+  Vec<float> pos;
+  const CrossEntropyStats st = model.eval_sequence(tokens, {}, &pos);
+  if (!std::isfinite(st.loss_sum) || !pos.allFinite()) throw NonFiniteModelError(non_finite_model_message(source));
 }
 
 void load_model_safetensors(Model<float>& model, const std::filesystem::path& path, CheckpointLoadInfo* info) {

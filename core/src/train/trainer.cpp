@@ -458,6 +458,7 @@ std::unique_ptr<Model<float>> load_model(const fs::path& dir, const ModelLoadOpt
   auto model = std::make_unique<Model<float>>(cfg, 0);
   CheckpointLoadInfo info;
   load_model_safetensors(*model, weights, &info);
+  check_finite_forward(*model, ck.string());
   if (options.info) *options.info = info;
   else if (!info.note.empty()) report_note(info.note);
   return model;

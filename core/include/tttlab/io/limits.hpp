@@ -28,8 +28,13 @@ class MemoryLimitError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// `text` cut to at most `max` bytes (on a UTF-8 character boundary) with "… (N bytes)" appended when
-// cut; unchanged when short enough.
+// `text` made safe to print on a terminal: control bytes (C0 and DEL, newlines and tabs included), the
+// C1 controls U+0080..U+009F and bytes that are not valid UTF-8 are written as escapes (\n, \r, \t,
+// \xNN, \u00NN), so that text read from a file can neither retitle nor clear the user's terminal nor
+// break a one-line message. Valid printable UTF-8 is kept as it is.
+std::string printable(std::string_view text);
+// printable(text), cut to at most `max` bytes of the input (on a UTF-8 character boundary) with
+// "… (N bytes)" appended when cut. Every message that quotes a file's content or a path goes through it.
 std::string clip(std::string_view text, std::size_t max = 80);
 
 // "1.5 GiB", "300 MiB", "12 KiB", "512 bytes".

@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -71,5 +72,21 @@ struct TensorShape {
 std::vector<TensorShape> checkpoint_tensor_shapes(const ModelConfig& cfg);
 // Step 1 above, on a header read with SafetensorsFile::read_header. Throws SafetensorsError.
 void check_checkpoint_header(const ModelConfig& cfg, const SafetensorsFile& header);
+
+// ---- One rule for every reader: a model whose forward is not finite is refused ----
+// Finite weights do not make a finite model: weights grown huge by a diverging run overflow in the
+// forward. Every command and panel that reads a model refuses such a model with the same message.
+class NonFiniteModelError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+// "the model in 'SOURCE' gives non-finite outputs (NaN or infinity): its weights are damaged or its
+// training diverged; use an earlier checkpoint"
+std::string non_finite_model_message(const std::string& source);
+// Runs `model` on a fixed probe text (k_finite_probe_bytes bytes of English, fewer when the model's
+// window is shorter) and throws NonFiniteModelError with the message above when a loss is not
+// finite. load_model does this for every model it returns.
+inline constexpr int k_finite_probe_bytes = 64;
+void check_finite_forward(const Model<float>& model, const std::string& source);
 
 }  // namespace tttlab
