@@ -196,6 +196,31 @@ Some *prose* with `code`, a [link](x.md) and a list:
     write("fuzz_text_file", "latin1.txt", "caf\xe9 na\xefve r\xe9sum\xe9\n".encode("latin-1") * 4)
     write("fuzz_text_file", "controls.txt", b"page one\f\tpage two\r\n\x01\x7f" + b"x" * 200)
     write("fuzz_text_file", "binary.bin", b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR" + bytes(range(256)))
+
+    # A run directory with one file mutated (fuzz_run_dir.cpp): byte 0 picks the file, byte 1 bit 0
+    # cuts it, then 5-byte edits (offset, XOR). One seed per file, with and without a cut.
+    for k in range(6):
+        for cut in (0, 1):
+            write("fuzz_run_dir", "file%d-cut%d.bin" % (k, cut),
+                  bytes([k, cut]) + struct.pack("<I", 40 + 97 * k) + b"\x01" + struct.pack("<I", 3) + b"\x20")
+
+    # Lesson folders (fuzz_lesson_pack.cpp): each shipped lesson with its views, the views renamed
+    # scene-1.tttlab, scene-2.tttlab, ... in the order the lesson names them.
+    lessons = os.path.join(ROOT, "lessons")
+    for name in sorted(os.listdir(lessons)):
+        if not name.endswith(".md") or name == "README.md":
+            continue
+        text = open(os.path.join(lessons, name), encoding="utf-8").read()
+        views = []
+        for line in text.splitlines():
+            if line.startswith("scene: "):
+                views.append(line[len("scene: "):].strip())
+        parts = [text]
+        for i, view in enumerate(views, 1):
+            parts[0] = parts[0].replace("scene: " + view, "scene: scene-%d.tttlab" % i, 1)
+            path = os.path.join(lessons, view)
+            parts.append(open(path, encoding="utf-8").read() if os.path.exists(path) else "")
+        write("fuzz_lesson_pack", name, "\n%%%%\n".join(parts).encode())
     return 0
 
 

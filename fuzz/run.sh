@@ -22,7 +22,7 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 
 TARGETS_ALL=(fuzz_safetensors fuzz_model_config fuzz_train_config fuzz_train_state fuzz_state_file
-  fuzz_lesson fuzz_text_file)
+  fuzz_lesson fuzz_text_file fuzz_run_dir fuzz_lesson_pack)
 seconds=20
 parallel=1
 runs=-1

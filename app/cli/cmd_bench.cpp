@@ -28,6 +28,7 @@
 #include <thread>
 
 #include "cli/commands.hpp"
+#include "tttlab/util/parallel.hpp"
 #include "cli/progress.hpp"
 #include "cli/model_options.hpp"
 #include "tttlab/io/json.hpp"
@@ -53,9 +54,8 @@ double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 double gemm_rate(int threads, int n, double seconds) {
   std::vector<double> flops(threads, 0.0);
   std::vector<double> elapsed(threads, 0.0);
-  std::vector<std::thread> pool;
-  for (int i = 0; i < threads; ++i)
-    pool.emplace_back([&, i] {
+  // run_parallel: a thread that cannot be started is a clear error, not std::terminate.
+  run_parallel(threads, [&](int i) {
       Rng rng(i + 1);
       Mat<float> A(n, n), B(n, n), C(n, n);
       for (Eigen::Index k = 0; k < A.size(); ++k) A.data()[k] = rng.uniform_float() - 0.5f;
@@ -71,7 +71,6 @@ double gemm_rate(int threads, int n, double seconds) {
       elapsed[i] = since(t0);
       flops[i] = 2.0 * n * n * double(n) * reps;
     });
-  for (auto& t : pool) t.join();
   double rate = 0;
   for (int i = 0; i < threads; ++i) rate += flops[i] / elapsed[i];
   return rate / 1e9;

@@ -208,11 +208,11 @@ TEST(Divergence, ARunKilledBeforeItsFirstCheckpointResumesFromStepZero) {
   const fs::path cut = dir.path() / "cut";
   TrainingSession::create(cut, cfg, TextData::load(cfg)).reset();
   write_file_atomic(cut / "metrics.jsonl", "{\"step\":1,\"loss\":5.4,\"lr\"");
-  write_file_atomic(cut / ".model.safetensors.tmp-1-1", "partial");
+  write_file_atomic(cut / ".train_config.json.tmp-1-1", "partial");
   auto resumed = TrainingSession::resume(cut);
   EXPECT_EQ(resumed->trainer().steps_done(), 0);
   resumed->run();
-  EXPECT_FALSE(fs::exists(cut / ".model.safetensors.tmp-1-1"));
+  EXPECT_FALSE(fs::exists(cut / ".train_config.json.tmp-1-1"));
   EXPECT_EQ(read_file_text(cut / "step-0000006" / "model.safetensors"),
             read_file_text(dir.path() / "straight" / "step-0000006" / "model.safetensors"))
       << "the resumed run is the same run, bit for bit";
@@ -226,8 +226,9 @@ TEST(Divergence, OptimiserStateWithANegativeSecondMomentIsRefusedOnResume) {
   const fs::path st = run / "step-0000003" / "train_state.safetensors";
   const SafetensorsFile f = SafetensorsFile::read(st);
   SafetensorsWriter w;
-  // The metadata without the data checksum: this file is damaged in its numbers, not in its bytes
-  // (as a file written by another tool, or a moment gone negative before the checksum was taken).
+  // A new checksum over the poisoned numbers: this file is damaged in its numbers, not in its bytes
+  // (a moment gone negative before the checksum was taken).
+  w.set_checksum();
   for (const auto& [k, v] : f.metadata())
     if (k != k_safetensors_checksum_key) w.set_metadata(k, v);
   bool poisoned = false;

@@ -198,6 +198,16 @@ TEST(HostileFiles, AModelAboveTheMemoryBudgetIsRefused) {
   const fs::path ck = write_checkpoint(dir / "ck", small_config());
   set_config_field(ck, "max_position_embeddings", 1 << 20);  // no weights depend on T: the estimate must catch it
   {
+    // As another tool writes it: no recorded config (which would refuse the edited config.json first)
+    // and no TTT Lab checksum.
+    const SafetensorsFile f = SafetensorsFile::read(ck / "model.safetensors");
+    SafetensorsWriter w;
+    for (const auto& [k, v] : f.metadata())
+      if (k != k_safetensors_checksum_key && k != k_config_metadata_key) w.set_metadata(k, v);
+    for (const auto& e : f.tensors()) w.add(e.name, e.shape, std::span<const double>(f.to_f64(e.name)), e.dtype);
+    w.write(ck / "model.safetensors");
+  }
+  {
     EnvVar cap("TTTLAB_MAX_MEMORY", "64M");
     const std::string e = error_of([&] { load_model(ck); });
     EXPECT_NE(e.find("would need about"), std::string::npos) << e;
@@ -336,6 +346,7 @@ TEST(HostileFiles, ResumeRefusesDamagedSamplerStateByName) {
   // The same state with a sampler field that is not a number.
   const SafetensorsFile st = SafetensorsFile::read(ck / "train_state.safetensors");
   SafetensorsWriter w;
+  w.set_checksum();  // a valid file whose sampler field was written wrong, not a damaged one
   for (const auto& [k, v] : st.metadata())
     if (k != k_safetensors_checksum_key) w.set_metadata(k, k == "sampler_next_batch" ? "12x" : v);
   for (const auto& e : st.tensors()) w.add(e.name, e.shape, std::span<const double>(st.to_f64(e.name)), e.dtype);

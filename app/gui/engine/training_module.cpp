@@ -15,6 +15,7 @@
 #include "gui/engine/data_source.hpp"
 #include "tttlab/device.hpp"
 #include "tttlab/io/atomic_file.hpp"
+#include "tttlab/train/run_dir.hpp"
 #include "tttlab/train/session.hpp"
 
 namespace tttlab::gui {
@@ -234,11 +235,12 @@ void TrainingModule::Run::work() {
         cfg.data = "brown";
         cfg.data_dir = data->dir.string();
       }
-      fs::create_directories(dir);
+      // Claimed first (train/run_dir.hpp): the copy below is one of the run's own files.
+      RunDirectory run = RunDirectory::claim(dir);
       if (settings.data == "sample") {
         // The built-in text lives in the binary; a copy in the run directory lets
         // `tttlab train --resume` (and the app) reload the same data.
-        const fs::path copy = dir / "sample_text.txt";
+        const fs::path copy = run.file("sample_text.txt");
         std::string text(data->train.begin(), data->train.end());
         text.append(data->val.begin(), data->val.end());
         write_file_atomic(copy, std::string_view(text));

@@ -144,13 +144,45 @@ SafetensorsFile SafetensorsFile::parse(std::vector<std::uint8_t> bytes, std::str
   return f;
 }
 
-void SafetensorsFile::verify_checksum() {
-  const std::string* recorded = metadata_value(k_safetensors_checksum_key);
-  if (!recorded) return;
-  const Checked c{m_source};
+namespace {
+bool is_digest(const std::string& v) {
   const auto hex_digit = [](char ch) { return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f'); };
-  if (recorded->size() != 64 || !std::all_of(recorded->begin(), recorded->end(), hex_digit))
-    c.fail(std::string("__metadata__ value of '") + k_safetensors_checksum_key +
+  return v.size() == 64 && std::all_of(v.begin(), v.end(), hex_digit);
+}
+// `"<key>":"`: how the digest's key and the opening quote of its value stand in the header JSON. A
+// metadata value or tensor name cannot hold it (their quotes are escaped), so it appears once.
+std::string digest_marker() { return std::string("\"") + k_safetensors_checksum_key + "\":\""; }
+}  // namespace
+
+void SafetensorsFile::verify_checksum() {
+  const Checked c{m_source};
+  if (const std::string* recorded = metadata_value(k_safetensors_checksum_key)) {
+    if (!is_digest(*recorded))
+      c.fail(std::string("__metadata__ value of '") + k_safetensors_checksum_key +
+             "' is not a SHA-256 (64 lowercase hex digits): the file is damaged");
+    // The digest of the whole file with its own 64 digits read as '0' (see INTEGRITY).
+    const std::string_view header(reinterpret_cast<const char*>(m_bytes.data() + 8), m_data_start - 8);
+    const std::string marker = digest_marker();
+    const std::size_t at = header.find(marker);
+    if (at == std::string_view::npos || header.find(marker, at + 1) != std::string_view::npos ||
+        header.substr(at + marker.size(), 64) != *recorded)
+      c.fail("the SHA-256 recorded in the header cannot be located in it: the file is damaged");
+    std::vector<std::uint8_t> zeros(m_bytes.begin(), m_bytes.begin() + static_cast<std::ptrdiff_t>(m_data_start));
+    std::fill_n(zeros.begin() + 8 + static_cast<std::ptrdiff_t>(at + marker.size()), 64, '0');
+    Sha256 h;
+    h.update(std::span<const std::uint8_t>(zeros));
+    h.update(std::span<const std::uint8_t>(m_bytes.data() + m_data_start, m_bytes.size() - m_data_start));
+    if (to_hex(h.finish()) != *recorded)
+      c.fail("the file does not match the SHA-256 recorded in its header: the file is damaged or was edited (a "
+             "changed byte in the tensors, the header or the metadata, or a partial copy)");
+    m_checksum_verified = true;
+    m_header_verified = true;
+    return;
+  }
+  const std::string* recorded = metadata_value(k_safetensors_data_checksum_key);
+  if (!recorded) return;
+  if (!is_digest(*recorded))
+    c.fail(std::string("__metadata__ value of '") + k_safetensors_data_checksum_key +
            "' is not a SHA-256 (64 lowercase hex digits): the file is damaged");
   const std::span<const std::uint8_t> data(m_bytes.data() + m_data_start, m_bytes.size() - m_data_start);
   if (sha256_hex(data) != *recorded)
@@ -397,14 +429,9 @@ std::string SafetensorsWriter::header() const {
   if (!m_metadata.empty() || m_checksum) {
     Json meta = Json::object();
     for (const auto& [k, v] : m_metadata)
-      if (!m_checksum || k != k_safetensors_checksum_key) meta[k] = v;
-    if (m_checksum) {
-      // The data section is the tensors' bytes in the order they were added, packed.
-      Sha256 h;
-      for (const auto& t : m_tensors) h.update(std::span<const std::uint8_t>(t.bytes));
-      const auto digest = h.finish();
-      meta[k_safetensors_checksum_key] = to_hex(digest);
-    }
+      if (k != k_safetensors_checksum_key && k != k_safetensors_data_checksum_key) meta[k] = v;
+    // A placeholder of 64 zeros, replaced by the digest once the rest of the file is known.
+    if (m_checksum) meta[k_safetensors_checksum_key] = std::string(64, '0');
     root["__metadata__"] = std::move(meta);
   }
   std::uint64_t offset = 0;
@@ -420,6 +447,18 @@ std::string SafetensorsWriter::header() const {
   }
   std::string h = root.dump();  // names and metadata were checked to be valid UTF-8
   h.append((8 - h.size() % 8) % 8, ' ');  // data section starts 8-aligned
+  if (m_checksum) {
+    // The digest of the whole file as it will be, with its own digits read as '0' (see INTEGRITY).
+    const std::string marker = digest_marker();
+    const std::size_t at = h.find(marker) + marker.size();
+    std::uint8_t len[8];
+    store_le(len, h.size(), 8);
+    Sha256 d;
+    d.update(std::span<const std::uint8_t>(len, 8));
+    d.update(std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(h.data()), h.size()));
+    for (const auto& t : m_tensors) d.update(std::span<const std::uint8_t>(t.bytes));
+    h.replace(at, 64, to_hex(d.finish()));
+  }
   return h;
 }
 

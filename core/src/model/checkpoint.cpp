@@ -13,6 +13,7 @@
 #include <map>
 #include <stdexcept>
 
+#include "tttlab/io/json.hpp"
 #include "tttlab/io/limits.hpp"
 #include "tttlab/io/safetensors.hpp"
 
@@ -51,6 +52,8 @@ std::vector<std::int64_t> file_shape(const std::string& name, std::int64_t rows,
   if (is_linear_weight(name)) return {cols, rows};
   if (is_conv_weight(name) || ends_with(name, "learnable_ttt_lr_weight")) return {rows, 1, cols};
   if (ends_with(name, "learnable_ttt_lr_bias")) return {cols, 1};
+  // Per-head [H, d] tensors stay two-dimensional with one head too: the official loader expects [1, d].
+  if (ends_with(name, "ttt_norm_weight") || ends_with(name, "ttt_norm_bias")) return {rows, cols};
   if (rows == 1) return {cols};
   return {rows, cols};
 }
@@ -90,6 +93,14 @@ std::vector<std::pair<std::string, Slot>> layout(Model<float>& model) {
     out.emplace_back(name, std::move(s));
   });
   return out;
+}
+
+// Files written before one-head norms were stored as [1, d] hold them as [d]: the same numbers, read
+// as the [1, d] the model expects.
+bool legacy_one_head_norm(const std::string& name, const std::vector<std::int64_t>& file,
+                          const std::vector<std::int64_t>& want) {
+  return (ends_with(name, "ttt_norm_weight") || ends_with(name, "ttt_norm_bias")) && want.size() == 2 &&
+         want[0] == 1 && file.size() == 1 && file[0] == want[1];
 }
 
 std::string shape_str(const std::vector<std::int64_t>& s) {
@@ -190,7 +201,7 @@ void check_checkpoint_header(const ModelConfig& cfg, const SafetensorsFile& head
     const auto it = want.find(e.name);
     if (it == want.end())
       fail("unexpected tensor '" + clip(e.name) + "' (" + config_hint(cfg) + "; does the config match the weights?)");
-    if (e.shape != it->second->shape)
+    if (e.shape != it->second->shape && !legacy_one_head_norm(e.name, e.shape, it->second->shape))
       fail("tensor '" + clip(e.name) + "' has shape " + shape_str(e.shape) + ", but " + config_hint(cfg) +
            " implies " + shape_str(it->second->shape));
   }
@@ -231,7 +242,7 @@ void load_state_dict(Model<float>& model, const std::vector<NamedTensor>& tensor
     auto it = by_name.find(name);
     if (it == by_name.end()) fail("tensor '" + name + "' is missing (is this a checkpoint of this model?)");
     const NamedTensor& t = *it->second;
-    if (t.shape != slot.shape)
+    if (t.shape != slot.shape && !legacy_one_head_norm(name, t.shape, slot.shape))
       fail("tensor '" + name + "' has shape " + shape_str(t.shape) + ", the model needs " + shape_str(slot.shape));
     for (float v : t.data)
       if (!std::isfinite(v)) fail("tensor '" + name + "' holds a non-finite value");
@@ -275,6 +286,8 @@ void save_model_safetensors(Model<float>& model, const std::filesystem::path& pa
   SafetensorsWriter w;
   w.set_metadata("format", "pt");
   w.set_checksum();  // verified on load; ignored by other readers
+  // The model's config, covered by the digest: config.json beside the weights must say the same.
+  w.set_metadata(k_config_metadata_key, model.config().to_json());
   for (const auto& [k, v] : metadata) w.set_metadata(k, v);
   for (const auto& t : state_dict(model))
     w.add(t.name, t.shape, std::span<const float>(t.data), bf16 ? DType::BF16 : DType::F32);
@@ -304,16 +317,38 @@ void load_model_safetensors(Model<float>& model, const std::filesystem::path& pa
   const SafetensorsFile header = SafetensorsFile::read_header(path, k_checkpoint_max_header);
   check_checkpoint_header(model.config(), header);
   const SafetensorsFile f = SafetensorsFile::read(path, header.file_size());
+  if (const std::string* recorded = f.metadata_value(k_config_metadata_key)) {
+    // Verified with the file: the config the weights were saved with. A config.json that says
+    // otherwise (a flag flipped, a size changed) describes another model.
+    const ModelConfig saved = ModelConfig::from_json(*recorded, path.string() + " (" + k_config_metadata_key + ")");
+    if (saved.to_json() != model.config().to_json()) {
+      const Json a = parse_json(saved.to_json(), "saved"), b = parse_json(model.config().to_json(), "given");
+      std::string field;
+      for (const auto& [k, v] : a.items())
+        if (!b.contains(k) || b[k] != v) {
+          field = k;
+          break;
+        }
+      throw std::runtime_error("'" + clip(path.string(), 240) + "': config.json differs from the config the weights "
+                               "were saved with (field '" + clip(field) + "'): the checkpoint was changed after it "
+                               "was written");
+    }
+  }
   std::vector<NamedTensor> tensors;
   for (const auto& e : f.tensors()) tensors.push_back({e.name, e.shape, f.to_f32(e.name)});
   load_state_dict(model, tensors, path.string());
   if (info) {
     info->checksum_verified = f.checksum_verified();
+    info->header_verified = f.header_verified();
     info->note.clear();
     if (!f.checksum_verified())
       info->note = "'" + clip(path.string(), 240) +
                    "' records no SHA-256 checksum (written by another tool or an older TTT Lab): loaded with "
                    "the structural checks only";
+    else if (!f.header_verified())
+      info->note = "'" + clip(path.string(), 240) +
+                   "' records a SHA-256 of its tensor data only (an older TTT Lab): its header and metadata "
+                   "are checked for structure but not verified";
   }
 }
 

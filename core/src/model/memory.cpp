@@ -32,7 +32,10 @@ std::uint64_t estimate_memory(const ModelConfig& c, const MemoryUse& use) {
   const double D = c.hidden_size, F = c.intermediate_size, V = c.vocab_size, H = c.num_attention_heads;
   const double d = c.head_dim(), b = c.mini_batch_size;
   const double T = use.window > 0 ? double(use.window) : double(c.max_position_embeddings);
-  const double copies = use.gradient_copies < 0 ? 1.0 : 3.0 + double(use.gradient_copies);
+  // Training: the model, AdamW's two moments and the gradient models, plus what writing a checkpoint
+  // holds at its peak (the state_dict's float copy and its encoded bytes, or the two moments encoded,
+  // with a copy's margin for the finite-output check and the allocator).
+  const double copies = use.gradient_copies < 0 ? 1.0 : 3.0 + double(use.gradient_copies) + 3.0;
   double layer = 0;
   if (c.is_ttt()) {
     const double state = c.seq_layer == SeqLayerKind::TTTMLP ? 8 * d * d + 5 * d : d * d + d;

@@ -2,6 +2,7 @@
 #include "tttlab/train/metrics.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -9,6 +10,7 @@
 #include <cstring>
 
 #include "tttlab/io/atomic_file.hpp"
+#include "tttlab/io/limits.hpp"
 
 namespace tttlab {
 namespace fs = std::filesystem;
@@ -86,12 +88,25 @@ Json metrics_event_record(long step, std::string_view kind, std::string_view mes
 // ---- MetricsLog ------------------------------------------------------------------------------------
 
 MetricsLog::MetricsLog(fs::path path, Mode mode) : m_path(std::move(path)) {
-  int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC;
-  if (mode == Mode::Fresh) flags |= O_TRUNC;
+  // O_NOFOLLOW: a link planted at the log's path is refused, never followed (its target would be
+  // truncated and filled with metrics); a device or a FIFO is refused after opening, before any write.
+  int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK;
   do {
     m_fd = ::open(m_path.c_str(), flags, 0666);
   } while (m_fd < 0 && errno == EINTR);
+  if (m_fd < 0 && errno == ELOOP)
+    throw FileError("cannot write '" + clip(m_path.string(), 240) +
+                    "': it is a symbolic link, and a run writes nothing outside its directory");
   if (m_fd < 0) fail("open for appending", m_path, errno);
+  struct stat st {};
+  if (::fstat(m_fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(m_fd);
+    m_fd = -1;
+    throw FileError("cannot write '" + clip(m_path.string(), 240) + "': it is not a regular file");
+  }
+  const int fl = ::fcntl(m_fd, F_GETFL);
+  if (fl >= 0) (void)::fcntl(m_fd, F_SETFL, fl & ~O_NONBLOCK);
+  if (mode == Mode::Fresh && ::ftruncate(m_fd, 0) != 0) fail("truncate", m_path, errno);
 }
 
 MetricsLog::~MetricsLog() {
@@ -102,14 +117,20 @@ void MetricsLog::append(const Json& record) {
   const std::string line = dump_json(record) + "\n";
   // One write() carries the whole line; a regular file takes it whole unless the disk is full,
   // in which case the rest is retried and the error (ENOSPC) reported.
+  // A failed append (a full disk) is cut back to where it started, so the log never ends in a torn line.
+  const off_t before = ::lseek(m_fd, 0, SEEK_END);
+  const auto undo_and_fail = [&](int err) {
+    if (before >= 0) (void)::ftruncate(m_fd, before);
+    fail("append to", m_path, err);
+  };
   std::size_t done = 0;
   while (done < line.size()) {
     const ssize_t n = ::write(m_fd, line.data() + done, line.size() - done);
     if (n < 0) {
       if (errno == EINTR) continue;
-      fail("append to", m_path, errno);
+      undo_and_fail(errno);
     }
-    if (n == 0) fail("append to", m_path, EIO);
+    if (n == 0) undo_and_fail(EIO);
     done += static_cast<std::size_t>(n);
   }
 }

@@ -7,6 +7,8 @@
 #include <stdexcept>
 
 #include "tttlab/io/atomic_file.hpp"
+#include "tttlab/io/limits.hpp"
+#include "tttlab/train/run_dir.hpp"
 
 namespace tttlab {
 namespace fs = std::filesystem;
@@ -22,23 +24,44 @@ std::string number_text(double x) {
   return buf;
 }
 
-bool is_stale_temporary(const fs::path& p) {
+std::string quote_path(const fs::path& p) {
+  std::string s = "'";
+  s += clip(p.string(), 240);
+  s += '\'';
+  return s;
+}
+
+// A temporary of one of the files a run writes (io/atomic_file.hpp names them ".<name>.tmp-<pid>-<n>").
+bool is_stale_temporary(const fs::path& p, std::initializer_list<const char*> names) {
   const std::string name = p.filename().string();
-  return name.size() > 1 && name[0] == '.' && name.find(".tmp-") != std::string::npos;
+  for (const char* n : names) {
+    std::string prefix = ".";  // appended, not "." + ...: GCC 12 warns (-Wrestrict, a false positive)
+    prefix += n;
+    prefix += ".tmp-";
+    if (name.rfind(prefix, 0) == 0) return true;
+  }
+  return false;
 }
 
 }  // namespace
 
 int remove_stale_temporaries(const fs::path& run_dir) {
+  // Only the temporaries of files this run writes, in the run and in the checkpoints it lists: a
+  // user's own dot-file is never touched.
+  const RunDirectory run = RunDirectory::open(run_dir);
   int removed = 0;
   std::error_code ec;
-  const auto sweep = [&](const fs::path& dir) {
+  const auto sweep = [&](const fs::path& dir, std::initializer_list<const char*> names) {
+    if (!fs::is_directory(fs::symlink_status(dir, ec))) return;
     for (const auto& e : fs::directory_iterator(dir, ec))
-      if (e.is_regular_file(ec) && is_stale_temporary(e.path()) && fs::remove(e.path(), ec)) ++removed;
+      if (fs::is_regular_file(fs::symlink_status(e.path(), ec)) && is_stale_temporary(e.path(), names) &&
+          fs::remove(e.path(), ec))
+        ++removed;
   };
-  sweep(run_dir);
-  for (const auto& e : fs::directory_iterator(run_dir, ec))
-    if (e.is_directory(ec) && e.path().filename().string().rfind("step-", 0) == 0) sweep(e.path());
+  sweep(run_dir, {"train_config.json", "metrics.jsonl", "latest", k_run_manifest});
+  for (const std::string& name : run.entries())
+    if (checkpoint_step_of(name))
+      sweep(run_dir / name, {"config.json", "model.safetensors", "train_state.safetensors"});
   return removed;
 }
 
@@ -63,17 +86,18 @@ double TrainingSession::now() const { return m_options.clock(); }
 
 std::unique_ptr<TrainingSession> TrainingSession::create(const fs::path& run_dir, TrainConfig cfg, TextData data,
                                                          const TrainBackendFactory& backend, SessionOptions options) {
-  if (options.writes_files && fs::exists(run_dir / "latest"))
-    throw std::runtime_error("'" + run_dir.string() + "' already holds a run; resume it, or choose another directory");
+  if (options.writes_files && RunDirectory::holds_run(run_dir))
+    throw std::runtime_error(quote_path(run_dir) + " already holds a run; resume it, or choose another directory");
   auto trainer = std::make_unique<Trainer>(std::move(cfg), std::move(data), backend);
   if (!options.writes_files)
     return std::unique_ptr<TrainingSession>(
         new TrainingSession(run_dir, std::move(trainer), MetricsLog::Mode::Fresh, backend, std::move(options)));
-  std::error_code ec;
-  fs::create_directories(run_dir, ec);
-  if (ec) throw FileError("cannot create the run directory '" + run_dir.string() + "': " + ec.message());
-  remove_stale_temporaries(run_dir);
-  write_file_atomic(run_dir / "train_config.json", trainer->config().to_json());
+  // A new or empty directory only (run_dir.hpp): the run never mixes its files with the user's.
+  RunDirectory run = RunDirectory::claim(run_dir);
+  const std::string cfg_text = trainer->config().to_json();
+  write_file_atomic(run.file("train_config.json"), cfg_text);
+  run.set_train_config_digest(cfg_text);
+  (void)run.file("metrics.jsonl");  // recorded before the log creates it
   return std::unique_ptr<TrainingSession>(
       new TrainingSession(run_dir, std::move(trainer), MetricsLog::Mode::Fresh, backend, std::move(options)));
 }
@@ -82,9 +106,11 @@ std::unique_ptr<TrainingSession> TrainingSession::resume(const fs::path& run_dir
                                                          SessionOptions options) {
   if (!fs::exists(run_dir / "latest") && fs::exists(run_dir / "train_config.json")) {
     // Killed before (or during) its first checkpoint: nothing was saved but the config, and the
-    // same config and seed give the same run from step 0.
-    TrainConfig cfg = TrainConfig::from_json(read_file_text(run_dir / "train_config.json", 1 << 20),
-                                             (run_dir / "train_config.json").string());
+    // same config and seed give the same run from step 0. The config must be the one the run wrote.
+    const RunDirectory run = RunDirectory::open(run_dir);
+    const std::string text = read_file_text(run_dir / "train_config.json", 1 << 20);
+    run.verify_train_config(text);
+    TrainConfig cfg = TrainConfig::from_json(text, (run_dir / "train_config.json").string());
     auto trainer = std::make_unique<Trainer>(cfg, TextData::load(cfg), backend);
     if (options.writes_files) remove_stale_temporaries(run_dir);
     return std::unique_ptr<TrainingSession>(

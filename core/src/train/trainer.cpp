@@ -18,9 +18,11 @@
 #include "tttlab/io/json.hpp"
 #include "tttlab/io/limits.hpp"
 #include "tttlab/io/safetensors.hpp"
+#include "tttlab/io/sha256.hpp"
 #include "tttlab/model/checkpoint.hpp"
 #include "tttlab/model/memory.hpp"
 #include "tttlab/optim/adamw.hpp"
+#include "tttlab/train/run_dir.hpp"
 
 #include "tttlab/util/parallel.hpp"
 
@@ -30,12 +32,6 @@ namespace fs = std::filesystem;
 namespace {
 
 [[noreturn]] void bad(const std::string& msg) { throw std::invalid_argument("training config: " + msg); }
-
-std::string step_name(long step) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "step-%07ld", step);
-  return buf;
-}
 
 }  // namespace
 
@@ -51,6 +47,8 @@ void TrainConfig::validate() const {
   if (!(end_lr >= 0)) bad("end learning rate must be >= 0");
   if (threads < 0) bad("threads must be >= 0");
   if (checkpoint_every < 0 || eval_every < 0 || eval_windows < 0) bad("intervals must be >= 0");
+  if (!data_sha256.empty() && (data_sha256.size() != 64 || data_sha256.find_first_not_of("0123456789abcdef") != std::string::npos))
+    bad("data_sha256 must be a SHA-256 (64 lowercase hex digits)");
   if (max_bad_steps < 1) bad("max_bad_steps must be at least 1, got " + std::to_string(max_bad_steps));
   if (on_diverge != "rollback" && on_diverge != "stop") bad("on_diverge must be \"rollback\" or \"stop\"");
   if (max_rollbacks < 0) bad("max_rollbacks must be >= 0");
@@ -68,6 +66,7 @@ std::string TrainConfig::to_json() const {
   j["model"] = parse_json(model.to_json(), "config.json");
   j["data"] = data;
   j["data_dir"] = data_dir;
+  if (!data_sha256.empty()) j["data_sha256"] = data_sha256;
   j["steps"] = steps;
   j["batch_size"] = batch_size;
   j["seq_len"] = seq_len;
@@ -98,6 +97,7 @@ TrainConfig TrainConfig::from_json(const std::string& text, const std::string& s
     c.model = ModelConfig::from_json(f.find("model")->dump(), source + ": model");
     f.read("data", c.data);
     f.read("data_dir", c.data_dir);
+    f.read("data_sha256", c.data_sha256);
     f.read("steps", c.steps);
     f.read("batch_size", c.batch_size);
     f.read("seq_len", c.seq_len);
@@ -210,6 +210,30 @@ struct Trainer::Impl {
 Trainer::Trainer(TrainConfig cfg, TextData data, const TrainBackendFactory& backend)
     : m_cfg(std::move(cfg)), m_data(std::move(data)) {
   m_cfg.validate();
+  if (m_data.synthetic.empty()) {
+    // The data as files that any working directory finds again, and as a digest that says whether
+    // they still hold the same bytes.
+    std::error_code ec;
+    if (m_cfg.data == "brown") {
+      const fs::path abs = fs::absolute(m_cfg.data_dir, ec);
+      if (!ec) m_cfg.data_dir = abs.lexically_normal().string();
+    } else {
+      const fs::path abs = fs::absolute(m_cfg.data, ec);
+      if (!ec) m_cfg.data = abs.lexically_normal().string();
+    }
+    Sha256 h;
+    h.update(std::span<const std::uint8_t>(m_data.train));
+    h.update(std::span<const std::uint8_t>(m_data.val));
+    const std::string digest = to_hex(h.finish());
+    if (m_cfg.data_sha256.empty()) {
+      m_cfg.data_sha256 = digest;
+    } else if (m_cfg.data_sha256 != digest) {
+      const std::string where = m_cfg.data == "brown" ? m_cfg.data_dir : m_cfg.data;
+      throw std::runtime_error("the training data '" + clip(where, 240) +
+                               "' is not the data this run started with (its SHA-256 differs): resuming on it would "
+                               "silently train a different run; restore the original file, or start a new run");
+    }
+  }
   m_threads = m_cfg.threads > 0 ? m_cfg.threads : std::max(1u, std::thread::hardware_concurrency());
   m_threads = std::min(m_threads, m_cfg.batch_size);
   // Refuse before allocating: the model, AdamW's moments, one gradient model and one sequence's
@@ -356,36 +380,67 @@ std::optional<std::string> Trainer::non_finite_state() const {
 void Trainer::save(const fs::path& run_dir) const {
   sync_to_host();
   const long step = steps_done();
-  // Only a finite state is saved: `latest` keeps naming the last good checkpoint, and every
-  // checkpoint written is one its own loader accepts.
+  // Only a good state is saved, so that `latest` always names a checkpoint its loaders accept: every
+  // parameter and moment finite, and the model's outputs finite on the start of the validation data
+  // (finite weights grown huge overflow in the forward; the run's rollback must land on a model that
+  // `eval` accepts).
+  const std::string keep = "; the last good checkpoint stays in '" + clip(run_dir.string(), 240) + "'";
   if (const auto bad = non_finite_state())
     throw std::runtime_error("not saving a checkpoint at step " + std::to_string(step) + ": " + *bad +
-                             " holds non-finite values (the run diverged); the last good checkpoint stays in '" +
-                             run_dir.string() + "'");
-  const fs::path dir = run_dir / step_name(step);
-  fs::create_directories(dir);
-  write_file_atomic(run_dir / "train_config.json", m_cfg.to_json());
+                             " holds non-finite values (the run diverged)" + keep);
+  if (!outputs_finite())
+    throw std::runtime_error("not saving a checkpoint at step " + std::to_string(step) +
+                             ": the model gives non-finite outputs (NaN or infinity) on the validation data (the "
+                             "run diverged)" + keep);
+  RunDirectory run = RunDirectory::claim(run_dir);
+  const fs::path dir = run.checkpoint_dir(step);
+  const std::string cfg_text = m_cfg.to_json();
+  write_file_atomic(run.file("train_config.json"), cfg_text);
+  run.set_train_config_digest(cfg_text);
   write_file_atomic(dir / "config.json", m_cfg.model.to_json());
   save_model_safetensors(*m_model, dir / "model.safetensors", {{"tttlab_step", std::to_string(step)}});
   SafetensorsWriter w;
-  w.set_checksum();  // verified by resume
+  w.set_checksum();  // verified by resume, with every tensor name, shape and metadata value
   m_impl->optim->state().save(w, "optim.");
   const SamplerState ss = m_impl->sampler ? m_impl->sampler->state() : SamplerState{m_cfg.seed, m_impl->synthetic_next};
   w.set_metadata("tttlab_step", std::to_string(step));
   w.set_metadata("sampler_seed", std::to_string(ss.seed));
   w.set_metadata("sampler_next_batch", std::to_string(ss.next_batch));
-  w.set_metadata("train_config", m_cfg.to_json());
+  w.set_metadata("train_config", cfg_text);
   w.write(dir / "train_state.safetensors");
-  write_file_atomic(run_dir / "latest", step_name(step) + "\n");
-  // Keep the two newest checkpoints.
-  std::vector<fs::path> old;
-  for (const auto& e : fs::directory_iterator(run_dir))
-    if (e.is_directory() && e.path().filename().string().rfind("step-", 0) == 0) old.push_back(e.path());
-  std::sort(old.begin(), old.end());
-  for (size_t i = 0; i + 2 < old.size(); ++i) fs::remove_all(old[i]);
+  write_file_atomic(run.file("latest"), checkpoint_name(step) + "\n");
+  run.prune_checkpoints(2);
+}
+
+bool Trainer::outputs_finite() const {
+  // One window of at most k_finite_window bytes: enough to overflow where the model does, cheap next to
+  // a checkpoint even for the largest model on the CPU.
+  constexpr int k_finite_window = 256;
+  const int T = std::min(m_cfg.seq_len, k_finite_window);
+  std::vector<int> tokens;
+  if (m_data.synthetic.empty()) {
+    const std::vector<std::uint8_t>& text = m_data.val.size() > static_cast<std::size_t>(T) ? m_data.val : m_data.train;
+    const std::size_t n = std::min(text.size(), static_cast<std::size_t>(T) + 1);
+    tokens.assign(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(n));
+  } else {
+    const TokenBatch row = synthetic_batch(m_data.synthetic, m_cfg.seq_len, 1, m_cfg.seed + k_val_seed_offset, 0);
+    const auto r = row.row(0);
+    tokens.assign(r.begin(), r.begin() + std::min<std::ptrdiff_t>(r.size(), T + 1));
+  }
+  if (tokens.size() < 2) return true;
+  Vec<float> pos;
+  const CrossEntropyStats st = m_model->eval_sequence(tokens, {}, &pos);
+  if (!std::isfinite(st.loss_sum) || !pos.allFinite()) return false;
+  try {
+    check_finite_forward(*m_model, "");
+  } catch (const NonFiniteModelError&) {
+    return false;
+  }
+  return true;
 }
 
 fs::path resolve_checkpoint(const fs::path& dir) {
+  if (dir.empty()) throw std::runtime_error("no checkpoint given: the path is empty");
   const std::string shown = clip(dir.string(), 240);
   std::error_code ec;
   if (fs::exists(dir / "model.safetensors", ec)) return dir;
@@ -393,9 +448,12 @@ fs::path resolve_checkpoint(const fs::path& dir) {
   if (!fs::exists(dir / "latest", ec))
     throw std::runtime_error("'" + shown + "' holds no checkpoint (no model.safetensors and no 'latest' file)");
   std::string name = read_file_text(dir / "latest", 256);
-  while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
-  if (name.find('/') != std::string::npos || name.empty() || name == "." || name == "..")
-    throw std::runtime_error("'" + clip((dir / "latest").string(), 240) + "' is corrupt");
+  if (!name.empty() && name.back() == '\n') name.pop_back();
+  // Exactly a checkpoint name: a NUL byte, a carriage return or a path can never get through.
+  if (!checkpoint_step_of(name))
+    throw std::runtime_error("'" + clip((dir / "latest").string(), 240) +
+                             "' is damaged: it must name a checkpoint such as step-0000500, but holds '" +
+                             clip(name, 60) + "'");
   const fs::path ck = dir / name;
   if (!fs::exists(ck / "model.safetensors", ec))
     throw std::runtime_error("checkpoint '" + clip(ck.string(), 240) + "' named by 'latest' is missing");
@@ -467,26 +525,58 @@ std::unique_ptr<Model<float>> load_model(const fs::path& dir, const ModelLoadOpt
 std::unique_ptr<Trainer> Trainer::resume(const fs::path& run_dir, const TrainBackendFactory& backend,
                                          const std::function<void(TrainConfig&)>& adjust) {
   const fs::path ck = resolve_checkpoint(run_dir);
-  const fs::path state_path = ck / "train_state.safetensors";
-  // The header first (the run's settings are in its metadata); the moments are read once the run is
-  // known to fit.
+  const fs::path state_path = ck / "train_state.safetensors", model_path = ck / "model.safetensors";
+  const std::string src = clip(state_path.string(), 240);
+  // The whole train state is read and verified before any of it is used: its SHA-256 covers the
+  // moments, the header and every metadata value (the run's settings, the sampler, the step), so an
+  // edited seed, step, learning rate or data path is refused, not trained on.
   const SafetensorsFile header = SafetensorsFile::read_header(state_path, k_checkpoint_max_header);
-  const std::string* cfg_text = header.metadata_value("train_config");
-  if (!cfg_text) throw std::runtime_error("'" + clip(state_path.string(), 240) + "' has no training config");
-  TrainConfig cfg = TrainConfig::from_json(*cfg_text, clip(state_path.string(), 240) + " (train_config)");
+  check_memory(header.file_size(), "reading '" + src + "'");
+  const SafetensorsFile st = SafetensorsFile::read(state_path, header.file_size());
+  if (!st.checksum_verified())
+    throw std::runtime_error("'" + src + "' records no SHA-256 checksum: a train state TTT Lab wrote always does, "
+                             "so this one was written or changed by something else; it is not resumed");
+  const std::string* cfg_text = st.metadata_value("train_config");
+  if (!cfg_text) throw std::runtime_error("'" + src + "' has no training config");
+  TrainConfig cfg = TrainConfig::from_json(*cfg_text, src + " (train_config)");
   if (adjust) {
     adjust(cfg);
     cfg.validate();
   }
-  const std::uint64_t seed = metadata_u64(header, "sampler_seed");
-  const std::uint64_t next = metadata_u64(header, "sampler_next_batch");
+  const std::uint64_t seed = metadata_u64(st, "sampler_seed");
+  const std::uint64_t next = metadata_u64(st, "sampler_next_batch");
+  AdamWState<float> optim = AdamWState<float>::load(st, "optim.");
+  // One step everywhere it is recorded: the folder's name, the train state, the optimiser and the
+  // model file. A model and a train state from different checkpoints do not make a run.
+  const std::uint64_t step = metadata_u64(st, "tttlab_step");
+  const SafetensorsFile model_header = SafetensorsFile::read_header(model_path, k_checkpoint_max_header);
+  const std::string* model_step = model_header.metadata_value("tttlab_step");
+  const auto folder_step = checkpoint_step_of(ck.filename().string());
+  const std::string steps = "the train state's step " + std::to_string(step) + ", the optimiser's " +
+                            std::to_string(optim.step) + ", model.safetensors' " +
+                            (model_step ? "'" + clip(*model_step, 24) + "'" : std::string("(none)")) +
+                            (folder_step ? ", the folder's " + std::to_string(*folder_step) : std::string());
+  if (static_cast<std::uint64_t>(optim.step) != step || !model_step || *model_step != std::to_string(step) ||
+      (folder_step && static_cast<std::uint64_t>(*folder_step) != step))
+    throw std::runtime_error("checkpoint '" + clip(ck.string(), 240) + "' is inconsistent: " + steps +
+                             " must all be the same step (files from different checkpoints?)");
   check_memory(estimate_memory(cfg.model, MemoryUse{.window = cfg.seq_len, .sequences = 1, .gradient_copies = 1,
-                                                    .file_bytes = header.file_size()}),
+                                                    .file_bytes = model_header.file_size()}),
                "resuming '" + clip(ck.string(), 240) + "'");
+  // The model's config.json must be the run's model (a flipped flag in it is a different model).
+  const fs::path cfg_path = ck / "config.json";
+  const ModelConfig file_cfg = ModelConfig::from_json(read_file_text(cfg_path, 1 << 20), cfg_path.string());
+  if (file_cfg.to_json() != cfg.model.to_json())
+    throw std::runtime_error("'" + clip(cfg_path.string(), 240) +
+                             "' does not match the model recorded in the train state: the checkpoint was changed "
+                             "after it was written");
   auto t = std::make_unique<Trainer>(cfg, TextData::load(cfg), backend);
-  load_model_safetensors(*t->m_model, ck / "model.safetensors");
-  const SafetensorsFile st = SafetensorsFile::read(state_path, header.file_size());
-  t->m_impl->optim->load_state(AdamWState<float>::load(st, "optim."));
+  CheckpointLoadInfo info;
+  load_model_safetensors(*t->m_model, model_path, &info);
+  if (!info.checksum_verified)
+    throw std::runtime_error("'" + clip(model_path.string(), 240) +
+                             "' records no SHA-256 checksum: a checkpoint TTT Lab wrote always does; it is not resumed");
+  t->m_impl->optim->load_state(std::move(optim));
   if (t->m_impl->sampler)
     t->m_impl->sampler->set_state(SamplerState{seed, next});
   else

@@ -10,6 +10,10 @@
 // writer is destroyed without commit(). The target's directory must exist (this does not create
 // directories). New files get mode 0666 minus the umask, like any file the user creates. POSIX only.
 //
+// Only regular files are replaced: a target that is a symbolic link, a directory, a device, a FIFO or
+// a socket is refused (FileError) before anything is written, so that an output path can never
+// replace /dev/null or write where a planted link points (docs/SECURITY.md).
+//
 // Errors are FileError with a one-line message naming the file and the system's reason, e.g.
 //   cannot write 'out/model.safetensors': No space left on device
 // Threading: distinct writers may run on distinct threads (temporary names never collide).
@@ -46,7 +50,7 @@ std::uint64_t regular_file_size(const std::filesystem::path& path);
 std::vector<std::uint8_t> read_file_range(const std::filesystem::path& path, std::uint64_t offset,
                                           std::uint64_t count);
 
-// Writes `data` to `path` atomically (see above). Replaces an existing file.
+// Writes `data` to `path` atomically (see above). Replaces an existing regular file.
 void write_file_atomic(const std::filesystem::path& path, std::span<const std::uint8_t> data);
 void write_file_atomic(const std::filesystem::path& path, std::string_view text);
 
@@ -76,6 +80,7 @@ class AtomicFileWriter {
   bool m_committed = false;
 
   [[noreturn]] void fail(const std::string& action, int err);
+  [[noreturn]] void fail_before_open(int err);
   void discard() noexcept;
 };
 

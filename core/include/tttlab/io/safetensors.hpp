@@ -31,14 +31,18 @@
 //   - offsets past the end of the data section, two tensors overlapping, a gap between tensors, or
 //     bytes after the last tensor (the data section must be covered exactly, as the format requires).
 //
-// INTEGRITY. A writer asked to (set_checksum) records the SHA-256 of the whole data section, as 64
-// lowercase hex digits, in __metadata__ under "tttlab_data_sha256". Metadata is free-form in the
-// format, so other readers (Python's safetensors, the official loader) ignore it and the tensors keep
-// their names and layout. Reading a whole file verifies the digest when it is present and refuses a
-// mismatch (or a malformed digest) with a SafetensorsError naming the file; checksum_verified() tells
-// whether one was checked. Files without one (written by other tools) load as before: callers decide
-// whether to say so. The header itself is covered by its own checks (any changed byte of the JSON
-// breaks the syntax, a name, a shape or the exact coverage of the data section, or the digest).
+// INTEGRITY. A writer asked to (set_checksum) records a SHA-256 of the WHOLE FILE in __metadata__
+// under "tttlab_sha256", as 64 lowercase hex digits: the digest of every byte of the file (the length
+// field, the header JSON with every tensor's name, dtype, shape and offsets, every metadata value, the
+// padding and the data) with the digest's own 64 digits read as '0'. So two tensors' offsets swapped,
+// a metadata value edited (a step, a seed, a config) or a changed data byte all fail verification.
+// Metadata is free-form in the format, so other readers (Python's safetensors, the official loader)
+// ignore it and the tensors keep their names and layout. Reading a whole file verifies the digest when
+// it is present and refuses a mismatch (or a malformed digest) with a SafetensorsError naming the file;
+// checksum_verified() tells whether one was checked, header_verified() whether it covered the header.
+// Files of older TTT Lab versions record "tttlab_data_sha256", a digest of the data section alone:
+// it is verified as before, but their header and metadata are not covered (header_verified() false).
+// Files without either (written by other tools) load as before: callers decide whether to say so.
 //
 // LIMITS. read() reads at most max_bytes; read_header() reads only the 8-byte length and the header
 // (at most max_header bytes), after checking that the file is regular and at least that long, so that
@@ -79,7 +83,8 @@ std::uint16_t float_to_bf16(float f);
 float bf16_to_float(std::uint16_t b);
 
 inline constexpr std::uint64_t k_safetensors_max_header = 100ull << 20;
-inline constexpr const char* k_safetensors_checksum_key = "tttlab_data_sha256";
+inline constexpr const char* k_safetensors_checksum_key = "tttlab_sha256";
+inline constexpr const char* k_safetensors_data_checksum_key = "tttlab_data_sha256";  // older files
 
 struct TensorEntry {
   std::string name;
@@ -103,9 +108,15 @@ class SafetensorsFile {
 
   const std::string& source() const { return m_source; }
   std::uint64_t file_size() const { return m_file_size; }
-  // Whether the data section was checked against a recorded SHA-256 (false: none recorded, or header only).
+  // Whether the file was checked against a recorded SHA-256 (false: none recorded, or header only).
   bool checksum_verified() const { return m_checksum_verified; }
-  bool has_checksum() const { return metadata_value(k_safetensors_checksum_key) != nullptr; }
+  // Whether that digest covered the header and metadata too (the whole-file digest; false for the
+  // data-only digest of older files).
+  bool header_verified() const { return m_header_verified; }
+  bool has_checksum() const {
+    return metadata_value(k_safetensors_checksum_key) != nullptr ||
+           metadata_value(k_safetensors_data_checksum_key) != nullptr;
+  }
   // In header order.
   const std::vector<TensorEntry>& tensors() const { return m_tensors; }
   const TensorEntry* find(std::string_view name) const;
@@ -131,6 +142,7 @@ class SafetensorsFile {
   std::uint64_t m_file_size = 0;
   bool m_header_only = false;
   bool m_checksum_verified = false;
+  bool m_header_verified = false;
 
   void parse_header(std::string_view header, std::uint64_t data_size);
   void verify_checksum();
@@ -151,7 +163,7 @@ class SafetensorsWriter {
   void add(std::string name, std::vector<std::int64_t> shape, std::span<const std::int64_t> data);
   // Replaces the value when the key exists.
   void set_metadata(std::string key, std::string value);
-  // Records the SHA-256 of the data section in __metadata__ (see INTEGRITY above) when the file is
+  // Records the SHA-256 of the whole file in __metadata__ (see INTEGRITY above) when the file is
   // serialized or written.
   void set_checksum(bool on = true) { m_checksum = on; }
 

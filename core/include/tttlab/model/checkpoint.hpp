@@ -7,8 +7,10 @@
 // lm_head.weight so that a strict load_state_dict finds it. Tensors of our own variants (the attention
 // baselines' q/k/v/o projections) keep names of the same pattern. dtype F32.
 //
-// Saving records a SHA-256 of the data section in the safetensors __metadata__ ("tttlab_data_sha256";
-// io/safetensors.hpp: INTEGRITY), which PyTorch and the official loader ignore.
+// Saving records, in the safetensors __metadata__ (which PyTorch and the official loader ignore), the
+// model's config ("tttlab_config", the text of config.json) and a SHA-256 of the whole file
+// ("tttlab_sha256"; io/safetensors.hpp: INTEGRITY), which covers that config, the header and the data.
+// Loading refuses a config.json that differs from the recorded config.
 //
 // Reading checks, in this order, and refuses with a one-line message naming the file and the tensor:
 //   1. the header alone (at most k_checkpoint_max_header bytes; the data is not read yet): every tensor
@@ -55,10 +57,12 @@ void save_model_safetensors(Model<float>& model, const std::filesystem::path& pa
                             bool bf16 = false);
 // What loading found beyond success.
 struct CheckpointLoadInfo {
-  bool checksum_verified = false;  // a recorded SHA-256 matched the data
+  bool checksum_verified = false;  // a recorded SHA-256 matched the file
+  bool header_verified = false;    // ... and covered the header and metadata (io/safetensors.hpp)
   std::string note;                // one line for the user when there was none to verify; else empty
 };
 inline constexpr std::uint64_t k_checkpoint_max_header = 16ull << 20;
+inline constexpr const char* k_config_metadata_key = "tttlab_config";
 
 void load_model_safetensors(Model<float>& model, const std::filesystem::path& path,
                             CheckpointLoadInfo* info = nullptr);

@@ -4,8 +4,9 @@
 // THE ESTIMATE (bytes; S = 4, the engine computes in float). It is meant to be simple and on the
 // generous side (within a small factor of what is measured), not exact:
 //   P           parameters, counted exactly from the config (count_params)
-//   weights     S · P · copies, copies = 1 for inference, 3 + gradient buffers for training
-//               (the model, AdamW's two moments, and one gradient model per worker thread)
+//   weights     S · P · copies, copies = 1 for inference, 3 + gradient buffers + 3 for training
+//               (the model, AdamW's two moments, one gradient model per worker thread, and what saving
+//               a checkpoint holds at its peak: two encoded copies and a margin)
 //   loading     the checkpoint file's bytes plus a float copy of every tensor (transient, while loading)
 //   activations S · T · n · A, for n sequences of T tokens computed at once (T: the window, the
 //               model's max_position_embeddings unless the command says otherwise), where per token

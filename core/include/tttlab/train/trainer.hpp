@@ -46,6 +46,11 @@ struct TrainConfig {
   // the seed (tttlab/data/synthetic.hpp; only the answers are scored); else a UTF-8 text file.
   std::string data = "brown";
   std::string data_dir = "data/brown";
+  // The SHA-256 of the training bytes (train then validation split), recorded when the run starts and
+  // checked when it resumes, so that a resumed run trains on the same data or says why not. The
+  // Trainer also makes `data` (a file) and `data_dir` absolute, so that resuming from another
+  // working directory finds the same files. Empty: not recorded (the synthetic tasks, older runs).
+  std::string data_sha256;
   long steps = 1000;
   int batch_size = 16;             // B sequences per step
   int seq_len = 256;               // T
@@ -121,9 +126,14 @@ class Trainer {
   // The same over the windows of seq_len tokens of any text (not only the run's validation split),
   // on the backend. Throws std::runtime_error when the text is shorter than one window.
   EvalReport evaluate_text(std::span<const std::uint8_t> text, const EvalOptions& options) const;
-  // Writes a checkpoint of the current step into run_dir (see above) and prunes older ones (keeps 2).
-  // Refuses (std::runtime_error, nothing written) when a parameter or optimiser moment is not finite.
+  // Writes a checkpoint of the current step into run_dir (see above; run_dir.hpp says which directories
+  // it accepts and what it never touches) and prunes older checkpoints of this run (keeps 2).
+  // Refuses (std::runtime_error, nothing written) when a parameter or optimiser moment is not finite,
+  // or when the model's outputs are not (outputs_finite).
   void save(const std::filesystem::path& run_dir) const;
+  // The host model's losses on the start of the validation data (a window of at most 256 bytes) and on
+  // check_finite_forward's probe are all finite. Call sync_to_host() first with a GPU backend.
+  bool outputs_finite() const;
   // The first parameter or optimiser moment holding a NaN or an infinity (or a negative second
   // moment), named; nothing when the whole state is finite.
   std::optional<std::string> non_finite_state() const;
