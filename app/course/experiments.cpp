@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <thread>
 
 #include "course/lesson.hpp"
@@ -11,6 +12,8 @@
 #include "gui/engine/engine.hpp"
 #include "gui/state/run_settings.hpp"
 #include "gui/state/state_file.hpp"
+#include "tttlab/io/limits.hpp"
+#include "tttlab/model/checkpoint.hpp"
 
 namespace tttlab::course {
 namespace fs = std::filesystem;
@@ -259,6 +262,10 @@ std::optional<Measures> stepper(const gui::Snapshot& s) {
   if (!v || v->generation == 0) return std::nullopt;  // not configured yet ("waiting for settings")
   fail_if(v->error, "inner-loop stepper");
   if (v->tokens() == 0 || v->computed() < v->tokens()) return std::nullopt;
+  // A model whose forward overflows: a measure such as loss_drop_fraction stays finite on NaN losses
+  // (NaN < NaN is false), so the claim would be judged on numbers that mean nothing. (A toy head that
+  // diverges is a lesson of its own: its measures stand.)
+  if (!v->config.toy()) fail_if(v->warning, "inner-loop stepper");
   double lsum = 0, lmin = INFINITY, lmax = -INFINITY, drops = 0, tau_first = 0, tau_last = 0;
   for (const auto& r : v->records) {
     lsum += r->lambda;
@@ -290,6 +297,9 @@ std::optional<Measures> evaluation(const gui::Snapshot& s) {
   for (std::size_t i = 0; i < v->curves.size(); ++i) {
     const auto& c = v->curves[i];
     fail_if(c.error, "evaluation");
+    bool finite = std::isfinite(c.bpb);
+    for (const double x : c.loss_by_position) finite = finite && std::isfinite(x);
+    if (!finite) fail_if(non_finite_model_message(c.label.empty() ? c.model_id : c.label), "evaluation");
     const auto& l = c.loss_by_position;
     m["bpb_" + std::to_string(i)] = plain(c.bpb);
     m["context_gain_" + std::to_string(i)] = plain(mean_range(l, 0, 16) - mean_range(l, l.size() * 3 / 4, l.size()));
@@ -476,8 +486,9 @@ std::uint64_t view_generation(std::string_view panel, const gui::Snapshot& s) {
 }
 
 Measures run_scene(const fs::path& scene, std::chrono::seconds timeout,
-                   const std::function<void(double)>& progress) {
+                   const std::function<void(double)>& progress, std::vector<std::string>* notes) {
   nlohmann::json state;
+  gui::KeyLog keys;
   try {
     state = gui::read_state_file(scene);
   } catch (const gui::StateError& e) {
@@ -506,6 +517,15 @@ Measures run_scene(const fs::path& scene, std::chrono::seconds timeout,
   gui::Engine engine(gui::make_engine_modules());
   engine.start();
   post_scene(state, engine);
+  // Only the settings the check reads are judged: the scene's view (and the run it follows).
+  for (const std::string& k : keys.unknown(state)) {
+    if (k.rfind("panels." + panel + ".", 0) != 0 && k.rfind("panels.training.settings.", 0) != 0) continue;
+    const std::string note = clip(scene.generic_string(), 240) + ": unknown key \"" + clip(k) + "\" (ignored)";
+    if (notes)
+      notes->push_back(note);
+    else
+      std::fprintf(stderr, "tttlab: note: %s\n", note.c_str());
+  }
   const auto t0 = std::chrono::steady_clock::now();
   auto last_report = t0;
   for (;;) {

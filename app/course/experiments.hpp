@@ -70,7 +70,10 @@ std::uint64_t view_generation(std::string_view panel, const gui::Snapshot& snaps
 // settings), run_scene points its runs_dir at a fresh temporary folder (removed afterwards), and the
 // measures are read when the run has finished and the view shows its last checkpoint. `progress` (optional) is called about every second with 0..1. Throws LessonError
 // (unreadable scene, the computation failed, or it took longer than `timeout`).
+// Keys of the scene's view settings that nothing reads (a typo: the view then runs with the default)
+// are notes, "SCENE: unknown key "panels.x.y" (ignored)": into `notes` when given, else one line each
+// on stderr.
 Measures run_scene(const std::filesystem::path& scene, std::chrono::seconds timeout,
-                   const std::function<void(double)>& progress = {});
+                   const std::function<void(double)>& progress = {}, std::vector<std::string>* notes = nullptr);
 
 }  // namespace tttlab::course

@@ -10,6 +10,7 @@
 
 #include "course/experiments.hpp"
 #include "gui/state/state_file.hpp"
+#include "tttlab/io/limits.hpp"
 
 namespace tttlab::course {
 namespace fs = std::filesystem;
@@ -225,7 +226,9 @@ const fs::path& Lesson::scene_of(const std::string& experiment) const {
 
 // ---- the parser ------------------------------------------------------------------------------------
 
-Lesson parse_lesson(std::string_view text, const fs::path& file) {
+namespace {
+
+Lesson parse_unescaped(std::string_view text, const fs::path& file) {
   const Location at(file);
   Lesson L;
   L.file = file;
@@ -420,7 +423,29 @@ Lesson parse_lesson(std::string_view text, const fs::path& file) {
   return L;
 }
 
-Lesson read_lesson(const fs::path& file) {
+}  // namespace
+
+Lesson parse_lesson(std::string_view text, const fs::path& file) {
+  // What is printed on a terminal or set as a window title (`lessons list`, `lessons check`, the
+  // app's title bar) is escaped once here: control bytes in a lesson file cannot reach a terminal.
+  try {
+    Lesson L = parse_unescaped(text, file);
+    L.name = printable(L.name);
+    L.title = printable(L.title);
+    L.goal = printable(L.goal);
+    for (Check& c : L.checks) {
+      c.claim = printable(c.claim);
+      c.expect.text = printable(c.expect.text);
+    }
+    return L;
+  } catch (const LessonError& e) {
+    throw LessonError(printable(e.what()));
+  }
+}
+
+namespace {
+
+Lesson read_unescaped(const fs::path& file) {
   std::error_code ec;
   if (!fs::is_regular_file(file, ec))
     throw LessonError(file.generic_string() + ": not a readable file");
@@ -436,18 +461,43 @@ Lesson read_lesson(const fs::path& file) {
   return parse_lesson(ss.str(), file);
 }
 
-const Lesson* Course::find(std::string_view name) const {
-  for (const auto& l : lessons)
-    if (l.name == name) return &l;
-  for (const auto& l : lessons) {  // by number: "3" or "03"
-    const auto dash = l.name.find('-');
-    if (dash == std::string::npos) continue;
-    const std::string num = l.name.substr(0, dash);
-    if (num == name) return &l;
-    if (!name.empty() && std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
-        name.size() < 6 && std::atoi(num.c_str()) == std::atoi(std::string(name).c_str()))
-      return &l;
+}  // namespace
+
+Lesson read_lesson(const fs::path& file) {
+  try {
+    return read_unescaped(file);
+  } catch (const LessonError& e) {
+    throw LessonError(printable(e.what()));
   }
+}
+
+
+namespace {
+
+// Whether `key` names the lesson `name`: the name itself, or its number prefix ("3" or "03").
+bool names_lesson(const std::string& name, std::string_view key, bool by_number) {
+  if (!by_number) return name == key;
+  const auto dash = name.find('-');
+  if (dash == std::string::npos) return false;
+  const std::string num = name.substr(0, dash);
+  if (num == key) return true;
+  return !key.empty() && std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
+         key.size() < 6 && std::atoi(num.c_str()) == std::atoi(std::string(key).c_str());
+}
+
+}  // namespace
+
+const Lesson* Course::find(std::string_view name) const {
+  for (const bool by_number : {false, true})
+    for (const auto& l : lessons)
+      if (names_lesson(l.name, name, by_number)) return &l;
+  return nullptr;
+}
+
+const std::string* Course::find_error(std::string_view name) const {
+  for (const bool by_number : {false, true})
+    for (const auto& [file, message] : errors)
+      if (file.extension() == ".md" && names_lesson(file.stem().string(), name, by_number)) return &message;
   return nullptr;
 }
 
@@ -463,7 +513,7 @@ Course load_course(const fs::path& dir) {
     files.push_back(p);
   }
   if (ec) {
-    c.errors.emplace_back(dir, "cannot list the folder: " + ec.message());
+    c.errors.emplace_back(dir, clip(dir.generic_string(), 240) + ": cannot list the folder: " + ec.message());
     return c;
   }
   std::sort(files.begin(), files.end());

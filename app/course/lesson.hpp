@@ -148,6 +148,9 @@ struct Course {
   std::vector<std::pair<std::filesystem::path, std::string>> errors;
 
   const Lesson* find(std::string_view name) const;  // by name, or by its number prefix ("03")
+  // The parse error of the lesson file that `name` names the same way (nullptr when none failed):
+  // asking for a malformed lesson says what is wrong with it and where, not that there is none.
+  const std::string* find_error(std::string_view name) const;
 };
 Course load_course(const std::filesystem::path& dir);
 

@@ -43,6 +43,7 @@
 #include "gui/plot/plot_export.hpp"
 #include "gui/plot/texture_cache.hpp"
 #include "gui/state/json_fields.hpp"
+#include "tttlab/io/limits.hpp"
 #include "gui/state/state_file.hpp"
 #include "gui/theme.hpp"
 #include "tttlab/device.hpp"
@@ -216,7 +217,7 @@ int App::init() {
     if (i == panels_.size()) {
       std::string known;
       for (const auto& p : panels_) known += std::string(known.empty() ? "" : ", ") + p->id();
-      std::fprintf(stderr, "tttlab gui: unknown panel \"%s\" (known: %s)\n", opt_.panel.c_str(),
+      std::fprintf(stderr, "tttlab gui: unknown panel \"%s\" (known: %s)\n", clip(opt_.panel).c_str(),
                    known.c_str());
       return 2;
     }
@@ -226,14 +227,14 @@ int App::init() {
   const bool interactive = opt_.screenshot.empty() && opt_.bench_frames == 0;
   if (!opt_.state_file.empty()) {
     if (!open_state(opt_.state_file) && !interactive) {
-      std::fprintf(stderr, "tttlab gui: %s\n", error_.text().c_str());
+      std::fprintf(stderr, "tttlab gui: %s\n", printable(error_.text()).c_str());
       return 1;
     }
     take_pending_dock();
   }
   if (!opt_.lesson.empty()) {
     if (!start_lesson(opt_.lesson) && !interactive) {
-      std::fprintf(stderr, "tttlab gui: %s\n", error_.text().c_str());
+      std::fprintf(stderr, "tttlab gui: %s\n", printable(error_.text()).c_str());
       return 1;
     }
     take_pending_dock();
@@ -297,7 +298,8 @@ void App::update_title() {
   std::string t = std::string("TTT Lab — ") + panels_[active_]->name();
   if (lesson_docked_ && lesson_) t += " — lesson: " + lesson_->lesson().title;
   if (!state_path_.empty()) t += " — " + state_path_.filename().string();
-  window_->set_title(t);
+  // The lesson's title and the file's name come from files: no control byte reaches the title bar.
+  window_->set_title(printable(t));
 }
 
 void App::frame() {
@@ -394,10 +396,10 @@ int App::run_screenshot() {
   try {
     write_png(opt_.screenshot, img);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "tttlab gui: %s\n", e.what());
+    std::fprintf(stderr, "tttlab gui: %s\n", printable(e.what()).c_str());
     return 1;
   }
-  std::printf("wrote %s (%dx%d, panel %s)\n", opt_.screenshot.c_str(), img.width, img.height,
+  std::printf("wrote %s (%dx%d, panel %s)\n", printable(opt_.screenshot).c_str(), img.width, img.height,
               panels_[active_]->id());
   return 0;
 }
@@ -812,6 +814,8 @@ void App::global_shortcuts() {
 
 bool App::open_state(const fs::path& path) {
   try {
+    KeyLog keys;
+    mark_envelope_keys(keys);
     const nlohmann::json doc = read_state_file(path);
     const FieldReader top(doc, "");
     const FieldReader panels = top.object("panels");
@@ -855,7 +859,12 @@ bool App::open_state(const fs::path& path) {
     ensure_synced(active_);
     state_path_ = path;
     update_title();
-    notify("Opened " + path.string());
+    notify("Opened " + printable(path.string()));
+    // Keys no setting reads (a typo, a setting of another version) are named, not ignored in silence.
+    for (const std::string& n : keys.notes(doc, path.string())) {
+      std::fprintf(stderr, "tttlab gui: note: %s\n", n.c_str());
+      notify(n);
+    }
     if (!lesson_name.empty())
       pending_dock_ = PendingDock{lesson_name, !doc.contains("panels") && !doc.contains("active_panel"),
                                   doc.contains("classroom") ? std::optional<ClassroomState>(room) : std::nullopt};
@@ -905,10 +914,15 @@ bool App::start_lesson(const std::string& name) {
   const CourseSession& cs = course_session::get();
   const course::Lesson* found = cs.course.find(name);
   if (!found) {
+    // A lesson file that does not parse: its error names the file and the line.
+    if (const std::string* error = cs.course.find_error(name)) {
+      error_.show("Could not start the lesson", "The lesson cannot be read: " + *error);
+      return false;
+    }
     std::string known;
     for (const auto& l : cs.course.lessons) known += (known.empty() ? "" : ", ") + l.name;
     error_.show("Could not start the lesson",
-                "There is no lesson \"" + name + "\" in the course" +
+                "There is no lesson \"" + clip(name) + "\" in the course" +
                     (!known.empty() ? " (its lessons: " + known + ")." : cs.error.empty() ? std::string(".") : ": " + cs.error));
     return false;
   }
@@ -1070,7 +1084,7 @@ int run_gui(const GuiOptions& opt) {
       ids += std::string(ids.empty() ? "" : ", ") + p->id();
     }
     if (!known) {
-      std::fprintf(stderr, "tttlab gui: unknown panel \"%s\" (known: %s)\n", opt.panel.c_str(), ids.c_str());
+      std::fprintf(stderr, "tttlab gui: unknown panel \"%s\" (known: %s)\n", clip(opt.panel).c_str(), ids.c_str());
       return 2;
     }
   }
@@ -1083,7 +1097,7 @@ int run_gui(const GuiOptions& opt) {
   try {
     window = Window::open(spec);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "tttlab gui: %s\n", e.what());
+    std::fprintf(stderr, "tttlab gui: %s\n", printable(e.what()).c_str());
     return 1;
   }
   App app(opt, std::move(window));

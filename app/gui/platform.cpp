@@ -12,11 +12,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <span>
 #include <stdexcept>
 #include <string>
 
 #include "gui/keys.hpp"
 #include "gui/plot/texture_cache.hpp"
+#include "tttlab/io/atomic_file.hpp"
 
 namespace tttlab::gui {
 namespace {
@@ -363,9 +365,17 @@ void install_gl_textures() {
 
 void write_png(const std::filesystem::path& path, const Image& img) {
   if (img.width <= 0 || img.height <= 0) throw std::runtime_error("nothing to write (empty image)");
-  if (!stbi_write_png(path.string().c_str(), img.width, img.height, 4, img.rgba.data(),
-                      img.width * 4))
-    throw std::runtime_error("cannot write " + path.string() + " (does the folder exist?)");
+  // Encoded in memory, then written by the atomic writer, which checks every write: stb's own file
+  // writer ignores failed writes, so a full disk left a truncated PNG reported as written.
+  std::vector<std::uint8_t> png;
+  const auto append = [](void* context, void* data, int size) {
+    auto* out = static_cast<std::vector<std::uint8_t>*>(context);
+    const auto* bytes = static_cast<const std::uint8_t*>(data);
+    out->insert(out->end(), bytes, bytes + size);
+  };
+  if (!stbi_write_png_to_func(append, &png, img.width, img.height, 4, img.rgba.data(), img.width * 4) || png.empty())
+    throw std::runtime_error("cannot encode the image as PNG");
+  write_file_atomic(path, std::span<const std::uint8_t>(png));
 }
 
 // ---- keys.hpp ----------------------------------------------------------------------------------------

@@ -76,7 +76,8 @@ class Window {
 // Installs the OpenGL implementation of plot::TextureApi (call with the context current).
 void install_gl_textures();
 
-// Writes `img` as PNG; throws std::runtime_error on failure.
+// Writes `img` as PNG, atomically (tttlab/io/atomic_file.hpp: the target is complete or as it was);
+// throws std::runtime_error (FileError naming the file and the system's reason) on failure.
 void write_png(const std::filesystem::path& path, const Image& img);
 
 }  // namespace tttlab::gui

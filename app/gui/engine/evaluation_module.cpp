@@ -6,6 +6,7 @@
 
 #include "gui/engine/data_source.hpp"
 #include "tttlab/data/batches.hpp"
+#include "tttlab/model/checkpoint.hpp"
 
 namespace tttlab::gui {
 
@@ -143,7 +144,14 @@ void EvaluationModule::work(ModuleContext& ctx) {
       c.ms_per_window = c.window_time.median_ms;
       ++j.window;
       }
+      // A model whose forward overflows gives NaN or infinite losses: the curve says so and is not
+      // drawn, rather than plotted as if it were a loss.
+      bool finite = std::isfinite(c.loss) && std::isfinite(c.bpb);
+      for (const double x : c.loss_by_position) finite = finite && std::isfinite(x);
+      if (!finite) throw NonFiniteModelError(non_finite_model_message(model_source(*library_->view(), c.model_id)));
     } catch (const std::exception& e) {
+      c.loss_by_position.clear();
+      c.loss = c.bpb = 0.0;
       c.error = e.what();
       j.window = W;  // skip this model
     }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "tttlab/model/checkpoint.hpp"
 #include "tttlab/ttt/inner.hpp"
 
 namespace tttlab::gui {
@@ -91,6 +92,9 @@ void GenerationModule::start(const GenSettings& s) {
     const auto lib = library_->view();
     const ModelInfo* info = lib->find(s.model_id);
     v->model_label = info ? info->label : s.model_id;
+    // Its forward gives non-finite losses (ModelLibrary::put checked it): the logits may still be
+    // finite, only absurd, and every sampled byte would look like a prediction.
+    if (info && !info->warning.empty()) throw NonFiniteModelError(info->warning);
     v->ttt = c.is_ttt();
     v->blocks = c.num_hidden_layers;
     v->heads = c.num_attention_heads;
@@ -111,6 +115,7 @@ void GenerationModule::start(const GenSettings& s) {
     if (!decoder_) stream_ = model_->start();
     std::vector<int> prompt(s.prompt.begin(), s.prompt.end());
     for (int& t : prompt) t &= 0xff;
+    source_ = model_source(*lib, s.model_id);
     logits_ = feed(prompt, true, {}, 0.0f);
     v->running = true;
     next_tick_ = Clock::now();
@@ -141,7 +146,9 @@ RowVec<float> GenerationModule::feed(const std::vector<int>& tokens, bool prompt
     std::vector<float> l;
     decoder_->feed(tokens, l);
     for (auto& g : out) v.tokens.push_back(std::move(g));
-    return Eigen::Map<const RowVec<float>>(l.data(), static_cast<Eigen::Index>(l.size()));
+    const RowVec<float> row = Eigen::Map<const RowVec<float>>(l.data(), static_cast<Eigen::Index>(l.size()));
+    check_finite(row);
+    return row;
   }
   Mat<float> logits;
   if (v.ttt) {
@@ -156,7 +163,13 @@ RowVec<float> GenerationModule::feed(const std::vector<int>& tokens, bool prompt
     logits = model_->forward(*stream_, tokens);
   }
   for (auto& g : out) v.tokens.push_back(std::move(g));
+  check_finite(logits.row(logits.rows() - 1));
   return logits.row(logits.rows() - 1);
+}
+
+void GenerationModule::check_finite(const RowVec<float>& logits) const {
+  // Sampling from NaN logits would draw the same byte forever and show it as a prediction.
+  if (!logits.allFinite()) throw NonFiniteModelError(non_finite_model_message(source_));
 }
 
 bool GenerationModule::has_work(Clock::time_point now) const { return view_->running && now >= next_tick_; }

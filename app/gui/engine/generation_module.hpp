@@ -47,6 +47,8 @@ class GenerationModule final : public EngineModule {
   std::shared_ptr<const Model<float>> model_;
   std::unique_ptr<ModelStream> stream_;
   RowVec<float> logits_;
+  std::string source_;  // what non_finite_model_message names
+  void check_finite(const RowVec<float>& logits) const;  // throws NonFiniteModelError
   Rng rng_;
   Clock::time_point next_tick_{};
   long decoded_ = 0;

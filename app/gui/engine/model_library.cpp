@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdio>
+#include <limits>
 #include <stdexcept>
 
 #include "gui/engine/resources.hpp"
 #include "tttlab/io/atomic_file.hpp"
+#include "tttlab/model/checkpoint.hpp"
 #include "tttlab/train/trainer.hpp"
 
 namespace tttlab::gui {
@@ -282,6 +285,13 @@ void ModelLibrary::put(const std::string& id, const std::string& label, const st
   e->info.loaded = true;
   e->info.config = model->config();
   e->info.params = const_cast<Model<float>&>(*model).num_params();  // reads only
+  // Checkpoints put here skip load_model's check; a diverged run's weights are kept (the run goes on
+  // and may save better ones) but marked, so that every view says so instead of drawing NaN.
+  try {
+    check_finite_forward(*model, path.empty() ? label : path);
+  } catch (const NonFiniteModelError& ex) {
+    e->info.warning = ex.what();
+  }
   e->model = std::move(model);
   entries_.push_back(std::move(e));
   std::stable_sort(entries_.begin(), entries_.end(), [](const auto& a, const auto& b) {
@@ -302,6 +312,16 @@ std::shared_ptr<const LibraryView> ModelLibrary::view() {
     view_generation_ = generation_;
   }
   return view_;
+}
+
+std::string model_source(const LibraryView& view, const std::string& id) {
+  const ModelInfo* info = view.find(id);
+  if (!info) return id;
+  return info->path.empty() ? info->label : info->path;
+}
+
+bool beyond_float(double x) {
+  return !std::isfinite(x) || std::abs(x) > static_cast<double>(std::numeric_limits<float>::max());
 }
 
 std::unique_ptr<Model<float>> derive_model(const Model<float>& m, const ModelOverrides& o) {

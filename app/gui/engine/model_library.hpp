@@ -56,6 +56,9 @@ struct ModelInfo {
   bool loaded = false;      // false: listed but not loaded yet (or failed: see error)
   std::string error;        // why it cannot be loaded
   std::string note;         // loaded, with a remark (e.g. no checksum recorded to verify the weights)
+  // Loaded, but its forward is not finite (non_finite_model_message): a model that reached the
+  // library without load_model's check, e.g. a training run's checkpoint after the run diverged.
+  std::string warning;
   ModelConfig config;       // valid when loaded or config_known
   bool config_known = false;  // config read before loading (random models, shipped models' config.json)
   long params = 0;
@@ -134,6 +137,21 @@ class ModelLibrary {
   std::string newest_put_;
   std::uint64_t puts_ = 0;
 };
+
+// What non_finite_model_message names for model `id`: its folder where it has one, else its label (the
+// id itself when the library does not list it).
+std::string model_source(const LibraryView& view, const std::string& id);
+
+// Values a float model cannot hold: not finite, or beyond float's range. Views that compute in double
+// on a float model's inputs would otherwise show an overflowed forward as 1e54 instead of infinity.
+bool beyond_float(double x);
+template <class Derived>
+bool any_beyond_float(const Eigen::DenseBase<Derived>& m) {
+  for (Eigen::Index c = 0; c < m.cols(); ++c)
+    for (Eigen::Index r = 0; r < m.rows(); ++r)
+      if (beyond_float(static_cast<double>(m(r, c)))) return true;
+  return false;
+}
 
 // A copy of `m` with the config changed by `o` (same weights; δ cut or zero-padded to the new b).
 std::unique_ptr<Model<float>> derive_model(const Model<float>& m, const ModelOverrides& o);

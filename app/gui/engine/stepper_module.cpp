@@ -4,6 +4,8 @@
 #include <chrono>
 #include <stdexcept>
 
+#include "tttlab/model/checkpoint.hpp"
+
 namespace tttlab::gui {
 
 HeadLimits StepperModule::limits() {
@@ -59,9 +61,15 @@ bool StepperModule::rebuild() {
   compute_us_total_ = 0;
   model_version_ = 0;
   model_step_ = -1;
+  warning_.clear();
   try {
     validate(config_, limits());
     head_ = build_head_inputs<double>(config_, *library_);
+    if (config_.toy())
+      non_finite_ = "the inner loop's numbers are no longer finite (NaN or infinity) or beyond what a float can "
+                    "hold: the learning rate is too large for these settings";
+    else
+      non_finite_ = non_finite_model_message(model_source(*library_->view(), config_.model_id));
     w0_ = std::make_shared<const InnerWeights<double>>(head_->w0);
     const int b = head_->options.mini_batch;
     auto eta = std::make_shared<std::vector<double>>(static_cast<std::size_t>(head_->tokens()));
@@ -70,6 +78,11 @@ bool StepperModule::rebuild() {
     eta_ = std::move(eta);
     state_ = InnerState<double>::start(head_->w0);
     error_.clear();
+    const HeadInputs<double>& h = *head_;
+    if (any_beyond_float(h.Q) || any_beyond_float(h.K) || any_beyond_float(h.V) || any_beyond_float(h.lambda) ||
+        any_beyond_float(h.w0.W1) || any_beyond_float(h.w0.b1) || any_beyond_float(h.w0.W2) ||
+        any_beyond_float(h.w0.b2))
+      warning_ = non_finite_;
   } catch (const std::exception& e) {
     error_ = e.what();
     head_.reset();
@@ -225,6 +238,10 @@ void StepperModule::compute_next_token() {
   inner_forward_primal<double>(h.options, h.params, h.Q.middleRows(t, 1), h.K.middleRows(t, 1),
                                h.V.middleRows(t, 1), lam, *state_, out, observer, w0_.get());
   compute_us_total_ += std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+  if (warning_.empty() &&
+      (beyond_float(rec->loss_initial) || beyond_float(rec->loss_before) || beyond_float(rec->loss_after) ||
+       beyond_float(rec->w_norm) || beyond_float(rec->dw_norm) || any_beyond_float(rec->output)))
+    warning_ = non_finite_;
   records_.push_back(std::move(rec));
 }
 
@@ -233,6 +250,7 @@ void StepperModule::publish(Snapshot& snapshot) const {
   v->config = config_;
   v->generation = generation_;
   v->error = error_;
+  v->warning = warning_;
   if (head_) {
     v->bytes = head_->bytes;
     v->description = head_->description;

@@ -46,6 +46,10 @@ class StepperModule final : public EngineModule {
   HeadConfig config_;
   std::uint64_t generation_ = 0;
   std::string error_;
+  std::string warning_;
+  // The warning for values that are not finite: non_finite_model_message for a model's head; for a
+  // toy head (whose divergence at a large learning rate is a lesson) words of its own.
+  std::string non_finite_;
   std::optional<HeadInputs<double>> head_;
   std::shared_ptr<const InnerWeights<double>> w0_;
   std::shared_ptr<const std::vector<double>> eta_;

@@ -50,6 +50,10 @@ struct StepperView {
   HeadConfig config;
   std::uint64_t generation = 0;  // changes whenever the run is rebuilt from a new config
   std::string error;             // non-empty: the config was rejected and nothing below is valid
+  // Non-empty: the head's inputs or a computed token are not finite, or beyond what the model's float
+  // can hold. A model's head: non_finite_model_message (the numbers below mean nothing); a toy head:
+  // its inner loop diverged.
+  std::string warning;
   std::string description;       // what runs: "tiny-brown · block 0 · head 0", "toy head …"
   InnerOptions options;          // the inner loop as it runs (the model's own for the MODEL source)
   int d = 0;                     // head dimension

@@ -189,10 +189,14 @@ class EvaluationPanel final : public Panel {
                                  (c.eval_ms > 0 ? " ms each (GPU, all at once)" : " ms each, median" + spread),
                              each, cw - 16.0f, f.small)
               : c.error;
-      widgets::metric(c.label.c_str(), c.windows_done ? format_value(c.bpb, 4) + " bits/byte" : "…", caption,
+      widgets::metric(c.label.c_str(),
+                      !c.error.empty() ? "—" : c.windows_done ? format_value(c.bpb, 4) + " bits/byte" : "…", caption,
                       c.error.empty() ? widgets::series_color(i) : colors::kError, cw);
     }
     ImGui::Dummy(ImVec2(0, 6));
+    // The boxes clip their captions: an error (a model that would not load or gives NaN) in full.
+    for (const EvalCurve& c : v.curves)
+      if (!c.error.empty()) widgets::warning(c.label + ": " + c.error);
 
     const double ln2 = std::log(2.0);
     ys_.assign(v.curves.size(), {});

@@ -340,6 +340,7 @@ class InnerStepperPanel final : public Panel {
                       "head: every view works with each of them.");
       return;
     }
+    widgets::warning(v.warning);
 
     transport(v, sink);
     ImGui::Dummy(ImVec2(0, 2));

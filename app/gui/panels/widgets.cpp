@@ -154,6 +154,8 @@ void model_summary_line(const std::string& model_id, const LibraryView* library)
   } else {
     ImGui::PushTextWrapPos(0.0f);
     ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim), "%s", m->summary().c_str());
+    if (!m->warning.empty())
+      ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kWarning), "Warning: %s", m->warning.c_str());
     ImGui::PopTextWrapPos();
   }
   ImGui::PopFont();
@@ -221,6 +223,13 @@ void note(const char* text) {
   ImGui::TextWrapped("%s", text);
   ImGui::PopStyleColor();
   ImGui::PopFont();
+}
+
+void warning(const std::string& text) {
+  if (text.empty()) return;
+  ImGui::PushStyleColor(ImGuiCol_Text, colors::kWarning);
+  ImGui::TextWrapped("Warning: %s", text.c_str());
+  ImGui::PopStyleColor();
 }
 
 void device_line(const std::string& device, const std::string& note) {

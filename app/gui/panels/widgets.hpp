@@ -21,6 +21,8 @@ void section_label(const char* text);
 void help_marker(const char* text);
 // A dim paragraph (wrapped).
 void note(const char* text);
+// A view's warning (e.g. non_finite_model_message) in the warning colour, wrapped; nothing when empty.
+void warning(const std::string& text);
 // For a view whose model is a training run's checkpoint (step ≥ 0; nothing otherwise), one line:
 // "Following the training run: weights of step 120 · reloaded 6 times as checkpoints arrived".
 void follow_line(long step, int reloads, bool reloading = false);

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "gui/notify.hpp"
+#include "tttlab/io/atomic_file.hpp"
 
 namespace tttlab::gui::plot {
 
@@ -64,10 +65,10 @@ bool Exporter::capturing(ImGuiID plot) const {
 bool Exporter::save_text(const std::string& stem, const std::string& ext,
                          const std::string& content) {
   const auto path = make_path(stem, ext);
-  std::ofstream out(path, std::ios::binary);
-  out << content;
-  if (!out) {
-    notify("Could not write " + path.string(), true);
+  try {
+    write_file_atomic(path, std::string_view(content));
+  } catch (const FileError& e) {
+    notify(std::string("Could not save the data: ") + e.what(), true);
     return false;
   }
   notify("Saved data to " + std::filesystem::absolute(path).string());
@@ -102,7 +103,7 @@ void Exporter::process(const std::function<Image(int, int, int, int)>& read, ImV
       write_png(path, read(x, y, w, h));
       notify("Saved image to " + std::filesystem::absolute(path).string());
     } catch (const std::exception& e) {
-      notify(e.what(), true);
+      notify(std::string("Could not save the image: ") + e.what(), true);
     }
   }
   pending_ = std::move(keep);

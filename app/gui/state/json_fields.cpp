@@ -9,6 +9,12 @@
 namespace tttlab::gui {
 namespace {
 
+thread_local KeyLog* t_key_log = nullptr;
+
+std::string joined(const std::string& path, std::string_view key) {
+  return path.empty() ? std::string(key) : path + "." + std::string(key);
+}
+
 const nlohmann::json& empty_object() {
   static const nlohmann::json e = nlohmann::json::object();
   return e;
@@ -27,9 +33,38 @@ std::string shown(const nlohmann::json& v) {
 
 }  // namespace
 
+KeyLog::KeyLog() : outer_(t_key_log) { t_key_log = this; }
+KeyLog::~KeyLog() { t_key_log = outer_; }
+
+void KeyLog::walk(const nlohmann::json& j, const std::string& path, std::vector<std::string>& out) const {
+  if (!j.is_object()) return;
+  const bool judged = readers_.count(path) > 0;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string p = joined(path, it.key());
+    if (judged && !seen_.count(p))
+      out.push_back(p);
+    else
+      walk(it.value(), p, out);
+  }
+}
+
+std::vector<std::string> KeyLog::unknown(const nlohmann::json& doc) const {
+  std::vector<std::string> out;
+  walk(doc, "", out);
+  return out;
+}
+
+std::vector<std::string> KeyLog::notes(const nlohmann::json& doc, const std::string& file) const {
+  std::vector<std::string> out;
+  for (const auto& k : unknown(doc))
+    out.push_back(clip(file, 240) + ": unknown key \"" + clip(k) + "\" (ignored)");
+  return out;
+}
+
 FieldReader::FieldReader(const nlohmann::json& j, std::string path) : j_(j), path_(std::move(path)) {
   if (!j_.is_object())
     throw StateError(path_ + ": expected an object, got " + type_of(j_));
+  if (t_key_log) t_key_log->readers_.insert(path_);
 }
 
 std::string FieldReader::where(std::string_view key) const {
@@ -37,6 +72,7 @@ std::string FieldReader::where(std::string_view key) const {
 }
 
 const nlohmann::json* FieldReader::field(std::string_view key) const {
+  if (t_key_log) t_key_log->seen_.insert(joined(path_, key));
   auto it = j_.find(key);
   return it == j_.end() ? nullptr : &*it;
 }

@@ -25,6 +25,31 @@ class StateError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Which keys the FieldReaders of this thread looked at while it lives, so that a state file's keys
+// that no setting reads (a typo, a setting of another version) are reported instead of ignored in
+// silence. Only objects a FieldReader was built on are judged: an object read some other way is
+// skipped, never reported. Nests: an inner log sees only its own reads.
+class KeyLog {
+ public:
+  KeyLog();
+  ~KeyLog();
+  KeyLog(const KeyLog&) = delete;
+  KeyLog& operator=(const KeyLog&) = delete;
+
+  // Marks `path` ("panels.x.y") as read although no FieldReader read it (keys read as raw JSON).
+  void mark(const std::string& path) { seen_.insert(path); }
+  // The keys of `doc` that no reader looked at, as paths ("panels.inner_stepper.hed"), in file order.
+  std::vector<std::string> unknown(const nlohmann::json& doc) const;
+  // One note per unknown key: "FILE: unknown key "panels.x.y" (ignored)", file and key escaped.
+  std::vector<std::string> notes(const nlohmann::json& doc, const std::string& file) const;
+
+ private:
+  friend class FieldReader;
+  void walk(const nlohmann::json& j, const std::string& path, std::vector<std::string>& out) const;
+  std::set<std::string> readers_, seen_;
+  KeyLog* outer_ = nullptr;
+};
+
 // A JSON object being read, with its path for messages. `j` must outlive the reader.
 class FieldReader {
  public:

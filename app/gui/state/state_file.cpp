@@ -92,6 +92,11 @@ void write_state_file(const fs::path& path, const nlohmann::json& state) {
   }
 }
 
+void mark_envelope_keys(KeyLog& log) {
+  log.mark("format");
+  log.mark("app");
+}
+
 nlohmann::json make_state(const std::string& active_panel, nlohmann::json panels) {
   return {{"format", kStateFormat},
           {"version", kStateVersion},

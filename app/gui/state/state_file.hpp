@@ -19,6 +19,8 @@
 
 namespace tttlab::gui {
 
+class KeyLog;
+
 inline constexpr const char* kStateFormat = "tttlab-state";
 inline constexpr int kStateVersion = 1;
 inline constexpr const char* kStateExtension = ".tttlab";
@@ -29,6 +31,8 @@ nlohmann::json parse_state(const std::string& text, const std::string& source_na
 nlohmann::json read_state_file(const std::filesystem::path& path);
 // Writes atomically (temporary file + rename), pretty-printed. Throws StateError.
 void write_state_file(const std::filesystem::path& path, const nlohmann::json& state);
+// Marks the envelope's keys that no setting reads ("format", "app") as read in `log`.
+void mark_envelope_keys(KeyLog& log);
 // The envelope around the panels' settings.
 nlohmann::json make_state(const std::string& active_panel, nlohmann::json panels);
 
