@@ -1,6 +1,5 @@
 #include "gui/state/state_file.hpp"
 
-#include <fstream>
 #include <sstream>
 #include <system_error>
 
@@ -75,20 +74,12 @@ nlohmann::json read_state_file(const fs::path& path) {
 
 void write_state_file(const fs::path& path, const nlohmann::json& state) {
   if (path.empty()) throw StateError("no file name given");
-  fs::path tmp = path;
-  tmp += ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw StateError(path.string() + ": cannot open for writing (does the folder exist?)");
-    out << state.dump(2) << '\n';
-    if (!out) throw StateError(path.string() + ": write failed");
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    const std::string why = ec.message();
-    fs::remove(tmp, ec);
-    throw StateError(path.string() + ": cannot replace the file (" + why + ")");
+  // The one atomic writer (tttlab/io/atomic_file.hpp): a complete file or the old one, and never
+  // through a link or over a device at the chosen path.
+  try {
+    write_file_atomic(path, state.dump(2) + "\n");
+  } catch (const FileError& e) {
+    throw StateError(e.what());
   }
 }
 
