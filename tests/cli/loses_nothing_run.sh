@@ -10,7 +10,8 @@ fail() { echo "FAIL $CASE: $*"; exit 1; }
 
 # A small text to train on (no corpus needed): 40 KB of words, fixed.
 corpus() { python3 -c 'import random; r = random.Random(5); w = "the cat sat on a mat and then ran off to see what it found".split(); print(" ".join(r.choice(w) for _ in range(8000)))' >"$1"; }
-train_args() { echo "--preset tiny --data $WORK/text.txt --steps 2 --batch 2 --seq-len 16 --threads 1 --eval-windows 1"; }
+# train_args THREADS BATCH
+train_args() { echo "--preset tiny --data $WORK/text.txt --steps 2 --batch $2 --seq-len 16 --threads $1 --eval-windows 1"; }
 
 case $CASE in
   F01_train_into_your_folder)
@@ -19,7 +20,7 @@ case $CASE in
     echo "my notes" >"$WORK/mine/step-00-notes/a.txt"
     echo "my metrics" >"$WORK/mine/metrics.jsonl"
     # shellcheck disable=SC2046
-    "$EXE" train $(train_args) --out "$WORK/mine" >"$WORK/out" 2>"$WORK/err"
+    "$EXE" train $(train_args 1 2) --out "$WORK/mine" >"$WORK/out" 2>"$WORK/err"
     rc=$?
     [ $rc = 1 ] || fail "exit status $rc, expected 1 (a folder of the user's was accepted)"
     grep -q "not empty and holds no TTT Lab run" "$WORK/err" || fail "message: $(head -c 300 "$WORK/err")"
@@ -33,7 +34,7 @@ case $CASE in
     # An address space with room for the program and a few thread stacks (8 MiB each), not 64.
     if [ "$CASE" = F07_train_without_threads ]; then
       # shellcheck disable=SC2046
-      cmd=("$EXE" train $(train_args) --threads 64 --batch 64 --out "$WORK/run")
+      cmd=("$EXE" train $(train_args 64 64) --out "$WORK/run")
     else
       cmd=("$EXE" bench --presets tiny --threads 64 --training-only)
     fi
