@@ -8,6 +8,7 @@
 #include <exception>
 
 #include "cli/commands.hpp"
+#include "tttlab/io/limits.hpp"
 #ifdef TTTLAB_HAVE_CUDA
 #include "tttlab/device.hpp"
 #include "tttlab/kernels/cuda_device.hpp"
@@ -55,11 +56,12 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     // Unknown flags, bad values, failed validation: one line, status 2.
-    std::fprintf(stderr, "tttlab: %s\n", e.what());
+    std::fprintf(stderr, "tttlab: %s\n", tttlab::printable(e.what()).c_str());
     return 2;
   } catch (const std::exception& e) {
-    // The command itself failed (unreadable file, bad checkpoint, ...): one line, status 1.
-    std::fprintf(stderr, "tttlab: error: %s\n", e.what());
+    // The command itself failed (unreadable file, bad checkpoint, ...): one line, status 1, with any
+    // control byte a file or a path put in the message escaped.
+    std::fprintf(stderr, "tttlab: error: %s\n", tttlab::printable(e.what()).c_str());
     return 1;
   }
   return tttlab::cli::exit_code();

@@ -16,6 +16,7 @@
 #include <set>
 
 #include "cli/commands.hpp"
+#include "tttlab/io/limits.hpp"
 #include "cli/progress.hpp"
 #include "cli/train_device.hpp"
 #include "cli/validators.hpp"
@@ -185,7 +186,7 @@ void run(const AblateArgs& a) {
   if (!a.json)
     std::printf("Table 1 in miniature: preset %s, %ld steps of %d x %d bytes, lr %g, seeds %llu..%llu, data %s, device %s\n\n",
                 a.preset.c_str(), a.steps, a.batch, a.seq_len, a.lr, static_cast<unsigned long long>(a.seed),
-                static_cast<unsigned long long>(a.seed + std::uint64_t(a.seeds) - 1), a.data.c_str(), a.device.c_str());
+                static_cast<unsigned long long>(a.seed + std::uint64_t(a.seeds) - 1), printable(a.data).c_str(), a.device.c_str());
   Json runs = Json::array();
   Json row_reports = Json::array();
   ProgressLine progress("training steps, all rows and seeds");
@@ -304,13 +305,13 @@ void register_ablate(CLI::App& app) {
   auto a = std::make_shared<AblateArgs>();
   auto* cmd = app.add_subcommand("ablate", "Train the rows of the TTT paper's Table 1 with equal budgets and print validation bits per byte");
   cmd->add_option("--preset", a->preset, "Model size of every row")->check(CLI::IsMember({"tiny", "small", "125m"}))->capture_default_str();
-  cmd->add_option("--data", a->data, "brown or a UTF-8 text file")->capture_default_str();
-  cmd->add_option("--data-dir", a->data_dir, "Where the prepared Brown corpus is")->capture_default_str();
+  cmd->add_option("--data", a->data, "brown or a UTF-8 text file")->check(non_empty_path())->capture_default_str();
+  cmd->add_option("--data-dir", a->data_dir, "Where the prepared Brown corpus is")->check(non_empty_path())->capture_default_str();
   cmd->add_option("--steps", a->steps, "Optimiser steps per row")->check(CLI::Range(1L, 100000000L))->capture_default_str();
   cmd->add_option("--batch", a->batch, "Sequences per step")->check(CLI::Range(1, 100000))->capture_default_str();
   cmd->add_option("--seq-len", a->seq_len, "Sequence length T")->check(CLI::Range(2, 1 << 16))->capture_default_str();
   cmd->add_option("--lr", a->lr, "Peak learning rate")->check(finite_range(1e-9, 10.0))->capture_default_str();
-  cmd->add_option("--seed", a->seed, "First seed (the same seeds for every row)")->capture_default_str();
+  cmd->add_option("--seed", a->seed, "First seed (the same seeds for every row)")->check(seed_value())->capture_default_str();
   cmd->add_option("--seeds", a->seeds, "Runs per row, with seeds seed..seed+N-1; the table gives mean +- sd")
       ->check(CLI::Range(1, 1000))->capture_default_str();
   cmd->add_option("--device", a->device,
@@ -321,7 +322,7 @@ void register_ablate(CLI::App& app) {
       ->check(CLI::IsMember({"tf32", "fp32"}))->capture_default_str();
   cmd->add_option("--threads", a->threads, "Worker threads (0: all)")->check(CLI::Range(0, 1024));
   cmd->add_option("--eval-windows", a->eval_windows, "Validation windows (0: the whole validation text)")->check(CLI::Range(0, 1 << 30));
-  cmd->add_option("--out", a->out, "Save each row's checkpoint (ROW/ or ROW/seed-S/ with --seeds > 1) and table1.json here");
+  cmd->add_option("--out", a->out, "Save each row's checkpoint (ROW/ or ROW/seed-S/ with --seeds > 1) and table1.json here")->check(non_empty_path());
   cmd->add_flag("--json", a->json, "Print the report as JSON: every run (row, seed, device, bits/byte, steps, seconds) and each row's mean and sd");
   cmd->add_flag("--plan", a->plan,
                 "Print each row's definition and its estimated time on this machine (a few timed steps per row), "

@@ -14,6 +14,8 @@
 #include <filesystem>
 
 #include "cli/commands.hpp"
+#include "tttlab/io/limits.hpp"
+#include "cli/validators.hpp"
 #include "cli/progress.hpp"
 #include "cli/train_device.hpp"
 #include "tttlab/data/batches.hpp"
@@ -117,7 +119,7 @@ void run(const EvalArgs& a) {
   const std::span<const std::uint8_t> text = split == "whole" ? std::span<const std::uint8_t>(t.data().train)
                                                               : std::span<const std::uint8_t>(t.data().val);
   if (!a.json)
-    std::printf("checkpoint: %s (%s, %ld parameters)\ndevice: %s\n", resolve_checkpoint(a.checkpoint).string().c_str(),
+    std::printf("checkpoint: %s (%s, %ld parameters)\ndevice: %s\n", printable(resolve_checkpoint(a.checkpoint).string()).c_str(),
                 to_string(model->config().seq_layer).c_str(), model->num_params(), t.device_description().c_str());
   if (!a.json && !device_note.empty()) std::printf("  (%s)\n", device_note.c_str());
   if (!a.json && !note.empty()) std::printf("note: %s\n", note.c_str());
@@ -134,9 +136,7 @@ void run(const EvalArgs& a) {
   const double score_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   progress.finish();
   if (!std::isfinite(r.loss))
-    throw std::runtime_error("the model in '" + resolve_checkpoint(a.checkpoint).string() +
-                             "' gives non-finite outputs (NaN or infinity): its weights are damaged or its training "
-                             "diverged; use an earlier checkpoint");
+    throw NonFiniteModelError(non_finite_model_message(resolve_checkpoint(a.checkpoint).string()));
   if (!a.per_byte.empty()) write_per_byte_csv(a.per_byte, text, r);
 
   const std::string what = split == "whole" ? "the whole file " + a.data : t.data().description + ", validation split";
@@ -164,11 +164,11 @@ void run(const EvalArgs& a) {
     const std::string which = a.windows > 0 && r.targets < r.bytes - 1
                                   ? "the first " + std::to_string(r.full_windows) + " windows"
                                   : std::string("every byte after the first");
-    std::printf("data: %s: scored %ld of its %ld bytes (%s), windows of %d bytes\n", what.c_str(), r.targets, r.bytes,
+    std::printf("data: %s: scored %ld of its %ld bytes (%s), windows of %d bytes\n", printable(what).c_str(), r.targets, r.bytes,
                 which.c_str(), cfg.seq_len);
     std::printf("%s %.4f nats/byte = %.4f bits/byte, next-byte accuracy %.1f%%, over %ld bytes\n",
                 split == "whole" ? "loss" : "validation loss", r.loss, r.bpb, 100 * r.accuracy, r.targets);
-    if (!a.per_byte.empty()) std::printf("per-byte losses: %s\n", a.per_byte.c_str());
+    if (!a.per_byte.empty()) std::printf("per-byte losses: %s\n", printable(a.per_byte).c_str());
     if (!r.loss_by_position.empty()) {
       std::printf("\nloss by token position (bits/byte, mean over %ld windows):\n", r.full_windows);
       const int T = cfg.seq_len, buckets = std::min(16, T);
@@ -192,13 +192,13 @@ void register_eval(CLI::App& app) {
       "eval",
       "Evaluate a checkpoint: loss, bits per byte, next-byte accuracy and loss by position. A text file given with "
       "--data is scored whole; the run's own data and Brown are scored on their validation split.");
-  cmd->add_option("--checkpoint", a->checkpoint, "A run directory or a checkpoint directory")->required();
-  cmd->add_option("--data", a->data, "brown or a UTF-8 text file (default: the run's data)");
+  cmd->add_option("--checkpoint", a->checkpoint, "A run directory or a checkpoint directory")->check(non_empty_path())->required();
+  cmd->add_option("--data", a->data, "brown or a UTF-8 text file (default: the run's data)")->check(non_empty_path());
   cmd->add_option("--split", a->split,
                   "whole: every byte of the --data file (the default for a file); val: only the validation split "
                   "that training holds out (the last part of the text; the default for the run's data and brown)")
       ->check(CLI::IsMember({"whole", "val"}));
-  cmd->add_option("--data-dir", a->data_dir, "Where the prepared Brown corpus is")->capture_default_str();
+  cmd->add_option("--data-dir", a->data_dir, "Where the prepared Brown corpus is")->check(non_empty_path())->capture_default_str();
   cmd->add_option("--seq-len", a->seq_len,
                   "Window length T (default: the length the model was trained at). Each window restarts the model's "
                   "state, so a byte sees at most T bytes of context: for long-context models evaluate at their "
@@ -207,7 +207,7 @@ void register_eval(CLI::App& app) {
   cmd->add_option("--windows", a->windows, "Score only the first N full windows (0: all, and the bytes after them)")
       ->check(CLI::Range(0, 1 << 30));
   cmd->add_option("--per-byte", a->per_byte,
-                  "Write every scored byte's loss to this CSV file (offset, byte, char, loss_nats, loss_bits)");
+                  "Write every scored byte's loss to this CSV file (offset, byte, char, loss_nats, loss_bits)")->check(non_empty_path());
   cmd->add_option("--threads", a->threads, "Worker threads (0: all)")->check(CLI::Range(0, 1024));
   cmd->add_option("--device", a->device, "auto (a GPU when present and it can run the model, else the CPU), cpu, or cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))->capture_default_str();

@@ -104,9 +104,7 @@ void run(const GenerateArgs& a) {
   const auto refuse_non_finite = [&](const std::vector<float>& row) {
     for (float x : row)
       if (!std::isfinite(x))
-        throw std::runtime_error("the model in '" + resolve_checkpoint(a.checkpoint).string() +
-                                 "' gives non-finite outputs (NaN or infinity): its weights are damaged or its training "
-                                 "diverged; use an earlier checkpoint");
+        throw NonFiniteModelError(non_finite_model_message(resolve_checkpoint(a.checkpoint).string()));
   };
   refuse_non_finite(last);
   const auto t1 = std::chrono::steady_clock::now();
@@ -157,12 +155,12 @@ void run(const GenerateArgs& a) {
 void register_generate(CLI::App& app) {
   auto a = std::make_shared<GenerateArgs>();
   auto* cmd = app.add_subcommand("generate", "Sample text from a trained model, one byte at a time");
-  cmd->add_option("--checkpoint", a->checkpoint, "A run directory or a checkpoint directory")->required();
+  cmd->add_option("--checkpoint", a->checkpoint, "A run directory or a checkpoint directory")->check(non_empty_path())->required();
   cmd->add_option("--prompt", a->prompt, "Text to start from")->capture_default_str();
   cmd->add_option("--tokens", a->tokens, "Bytes to generate")->check(CLI::Range(0, 1 << 24))->capture_default_str();
   cmd->add_option("--temperature", a->temperature, "Sampling temperature (0: greedy)")->check(finite_range(0.0, 100.0))->capture_default_str();
   cmd->add_option("--top-k", a->top_k, "Sample among the k most likely bytes (0: all)")->check(CLI::Range(0, 256))->capture_default_str();
-  cmd->add_option("--seed", a->seed, "Sampling seed")->capture_default_str();
+  cmd->add_option("--seed", a->seed, "Sampling seed")->check(seed_value())->capture_default_str();
   cmd->add_option("--device", a->device, "auto (a GPU when present and it can run the model, else the CPU), cpu, or cuda")
       ->capture_default_str();
   cmd->add_flag("--stats", a->stats, "Print the decode speed (bytes/s, median step time and spread) on stderr");

@@ -18,6 +18,7 @@
 #include "cli/commands.hpp"
 #ifdef TTTLAB_HAVE_GUI
 #include "cli/train_device.hpp"
+#include "cli/validators.hpp"
 #include "gui/gui_app.hpp"
 #ifdef TTTLAB_HAVE_CUDA
 #include "compute/cuda_compute.hpp"
@@ -40,7 +41,8 @@ void register_gui(CLI::App& app) {
               "  xvfb-run -a tttlab gui --screenshot lesson.png --size 1280x720 --lesson 01");
   auto o = std::make_shared<Opts>();
   cmd->add_flag("--list-panels", o->list, "Print the panels (id, name, summary) and exit");
-  auto* shot = cmd->add_option("--screenshot", o->screenshot, "Render offscreen and write this PNG");
+  auto* shot = cmd->add_option("--screenshot", o->screenshot, "Render offscreen and write this PNG")
+                   ->check(non_empty_path());
   cmd->add_option("--frames", o->frames, "Frames to render before the screenshot (default 10)")
       ->check(CLI::Range(1, 100000))
       ->needs(shot);

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "cli/commands.hpp"
+#include "tttlab/io/limits.hpp"
 #include "tttlab/build_config.hpp"
 #include "tttlab/device.hpp"
 #ifdef TTTLAB_HAVE_CUDA
@@ -49,7 +50,7 @@ void print_info(const std::string& device_text) {
     set_exit_code(0);
   } catch (const DeviceError& e) {
     std::fflush(stdout);
-    std::fprintf(stderr, "tttlab info: %s\n", e.what());
+    std::fprintf(stderr, "tttlab info: %s\n", printable(e.what()).c_str());
     set_exit_code(1);
   }
 }

@@ -13,6 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
+#include "tttlab/io/limits.hpp"
+#include "cli/validators.hpp"
 #include "course/experiments.hpp"
 #include "course/lesson.hpp"
 #include "gui/engine/resources.hpp"
@@ -36,14 +38,14 @@ std::optional<course::Course> open_course(const LessonsArgs& a) {
     const auto found = gui::find_resource("lessons", &looked);
     if (!found) {
       std::fprintf(stderr, "tttlab lessons: the lessons folder was not found (looked in %s); give --dir\n",
-                   looked.c_str());
+                   printable(looked).c_str());
       return std::nullopt;
     }
     dir = *found;
   }
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
-    std::fprintf(stderr, "tttlab lessons: %s is not a folder\n", dir.string().c_str());
+    std::fprintf(stderr, "tttlab lessons: %s is not a folder\n", printable(dir.string()).c_str());
     return std::nullopt;
   }
   return course::load_course(dir);
@@ -63,10 +65,10 @@ void list(const LessonsArgs& a) {
   if (!c) return set_exit_code(1);
   int total = 0;
   for (const auto& l : c->lessons) {
-    std::printf("%-32s %3d min  %s\n        %s\n", l.name.c_str(), l.minutes, l.title.c_str(), l.goal.c_str());
+    std::printf("%-32s %3d min  %s\n        %s\n", printable(l.name).c_str(), l.minutes, printable(l.title).c_str(), printable(l.goal).c_str());
     total += l.minutes;
   }
-  for (const auto& [f, e] : c->errors) std::printf("MALFORMED %s\n", e.c_str());
+  for (const auto& [f, e] : c->errors) std::printf("MALFORMED %s\n", printable(e).c_str());
   std::printf("%zu lessons, %d min in all\n", c->lessons.size(), total);
   set_exit_code(c->errors.empty() ? 0 : 1);
 }
@@ -93,7 +95,7 @@ void check(const LessonsArgs& a) {
         todo.push_back(l);
       } else {
         std::fprintf(stderr, "tttlab lessons check: no lesson \"%s\" in %s (tttlab lessons list names them)\n",
-                     n.c_str(), c->dir.string().c_str());
+                     printable(n).c_str(), printable(c->dir.string()).c_str());
         bad_name = true;
       }
     }
@@ -105,11 +107,11 @@ void check(const LessonsArgs& a) {
   for (const auto& [f, e] : c->errors) {  // malformed files fail (when checking everything)
     if (!a.names.empty()) continue;
     ++lessons_failed;
-    if (!a.json) std::printf("MALFORMED %s\n", e.c_str());
+    if (!a.json) std::printf("MALFORMED %s\n", printable(e).c_str());
     out["lessons"].push_back({{"name", f.stem().string()}, {"passed", false}, {"error", e}, {"checks", nlohmann::json::array()}});
   }
   for (const auto* l : todo) {
-    if (!a.json) std::printf("\n%s — %s\n", l->name.c_str(), l->title.c_str());
+    if (!a.json) std::printf("\n%s — %s\n", printable(l->name).c_str(), printable(l->title).c_str());
     nlohmann::json lj = {{"name", l->name}, {"checks", nlohmann::json::array()}};
     bool lesson_ok = true;
     std::map<std::string, course::Measures> cache;  // experiment id → its measures
@@ -122,7 +124,7 @@ void check(const LessonsArgs& a) {
           const fs::path& scene = l->scene_of(ch.experiment);
           cache[ch.experiment] = course::run_scene(scene, std::chrono::seconds(a.timeout_s));
           if (!a.json)
-            std::printf("  (experiment %s: %.1f s)\n", scene.filename().string().c_str(),
+            std::printf("  (experiment %s: %.1f s)\n", printable(scene.filename().string()).c_str(),
                         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
         } catch (const std::exception& e) {
           failures[ch.experiment] = e.what();
@@ -161,9 +163,9 @@ void check(const LessonsArgs& a) {
         if (cj.contains("measured_min"))
           measured += " (" + fmt(cj["measured_min"].get<double>()) + " .. " + fmt(cj["measured_max"].get<double>()) + ")";
         const char* verdict = !passed ? "FAIL" : cj.value("depends_on_device", false) ? "report" : "ok";
-        std::printf("  %-6s %s\n         %s = %s, expected %s\n", verdict, ch.claim.c_str(), ch.measure.c_str(),
-                    measured.c_str(), ch.expect.text.c_str());
-        if (cj.contains("error")) std::printf("         %s\n", cj["error"].get<std::string>().c_str());
+        std::printf("  %-6s %s\n         %s = %s, expected %s\n", verdict, printable(ch.claim).c_str(), printable(ch.measure).c_str(),
+                    measured.c_str(), printable(ch.expect.text).c_str());
+        if (cj.contains("error")) std::printf("         %s\n", printable(cj["error"].get<std::string>()).c_str());
       }
       lj["checks"].push_back(std::move(cj));
     }
@@ -189,7 +191,7 @@ void register_lessons(CLI::App& app) {
   auto args = std::make_shared<LessonsArgs>();
   auto* cmd = app.add_subcommand("lessons", "The course: list the lessons, or check what they claim on the engine.");
   cmd->require_subcommand(1);
-  cmd->add_option("--dir", args->dir, "The lessons folder (default: lessons/ of this installation)");
+  cmd->add_option("--dir", args->dir, "The lessons folder (default: lessons/ of this installation)")->check(non_empty_path());
 
   auto* l = cmd->add_subcommand("list", "Every lesson with its duration, title and goal.");
   l->callback([args] { list(*args); });

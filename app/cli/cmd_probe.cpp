@@ -9,6 +9,7 @@
 // layer parameters follow the official initialisation (seeded): what you see is the inner loop's own
 // learning at test time, not a language model's.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -18,6 +19,9 @@
 #include "cli/commands.hpp"
 #include "cli/validators.hpp"
 #include "gui/engine/head_inputs.hpp"
+#include "tttlab/io/limits.hpp"
+#include "tttlab/model/checkpoint.hpp"
+#include "tttlab/model/config.hpp"
 #include "tttlab/train/trainer.hpp"
 #include "tttlab/ttt/layer.hpp"
 
@@ -41,44 +45,73 @@ struct ProbeArgs {
   bool json = false;
 };
 
-// "must be >= 1" (CLI11's PositiveNumber prints the whole double range in its message).
-const CLI::Validator k_at_least_one(
-    [](std::string& v) {
-      try {
-        if (std::stol(v) >= 1) return std::string();
-      } catch (const std::exception&) {
-      }
-      return "must be an integer >= 1, got " + v;
-    },
-    "INT>=1");
+// An integer in [lo, hi], with a short message (CLI11's Range prints the whole range of the type).
+CLI::Validator int_in(long lo, long hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& v) {
+        try {
+          std::size_t used = 0;
+          const long n = std::stol(v, &used);
+          if (used == v.size() && n >= lo && n <= hi) return std::string();
+        } catch (const std::exception&) {
+        }
+        return "must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + clip(v, 40);
+      },
+      "INT in [" + std::to_string(lo) + " - " + std::to_string(hi) + "]");
+}
+
+// Bytes a random layer's run holds at its peak, in doubles, counted generously: the projections (at
+// most six W x W matrices), each head's inner state with its gradient, update and saved copies, the
+// per-position mini-batch buffers, the byte embedding and a few T x W activations. Checked against the
+// memory budget before anything is allocated, so a huge --width is a message, not std::bad_alloc.
+std::uint64_t random_probe_bytes(const TTTLayerConfig& cfg, std::size_t tokens) {
+  const double W = cfg.width, H = cfg.heads, d = W / H, b = cfg.inner.mini_batch, T = double(tokens);
+  const double hidden = cfg.inner.model == InnerModel::MLP ? 4 * d : d;
+  const double state = 2 * d * hidden + 2 * hidden;
+  const double numbers = 6 * W * W + 6 * H * state + 8 * b * (W + H * hidden) + 256 * W + 8 * T * W;
+  return static_cast<std::uint64_t>(std::min(numbers * sizeof(double), 1.8e19));
+}
+
+// The random layer's counterpart of non_finite_model_message: its weights are fresh, so it is the
+// options (a large --base-lr, no LayerNorm) that make the inner loop diverge.
+std::string non_finite_layer_message(const ProbeArgs& a) {
+  return "the random layer (seed " + std::to_string(a.seed) +
+         ") gives non-finite values (NaN or infinity) with these options: the inner loop diverged; use a smaller "
+         "--base-lr or keep the LayerNorm";
+}
 
 [[noreturn]] void usage_error(const std::string& msg) { throw CLI::ValidationError(msg); }
 
-// Prints (or collects as JSON) one head's per-token records; `w0` is the head's initial state.
+// Collects one head's per-token records, as table rows or JSON, to be printed once the run is known to
+// be finite; `w0` is the head's initial state.
 class RecordPrinter {
  public:
   RecordPrinter(const ProbeArgs& a, const std::string& text, const InnerWeights<double>& w0, int mini_batch)
       : m_a(a), m_text(text), m_w0(w0), m_b(mini_batch) {
     if (!a.json)
-      std::printf("%5s %4s %4s %10s %8s %12s %12s %12s %10s %10s\n", "token", "byte", "pos", "lambda", "tau",
-                  "l(W0;x)", "l(Wt-1;x)", "l(Wt;x)", "|grad|", "|Wt-W0|");
+      append("%5s %4s %4s %10s %8s %12s %12s %12s %10s %10s\n", "token", "byte", "pos", "lambda", "tau", "l(W0;x)",
+             "l(Wt-1;x)", "l(Wt;x)", "|grad|", "|Wt-W0|");
   }
   void operator()(const InnerStepRecord<double>& r) {
     const unsigned char c = static_cast<unsigned char>(m_text[static_cast<std::size_t>(r.token)]);
     const double gnorm = r.grad_z->norm() * r.k->norm();  // ‖k_tᵀ g_t‖_F = ‖k_t‖·‖g_t‖
     const double drift = (r.w_after->W1 - m_w0.W1).norm();
+    for (const double v : {r.lambda, r.tau, r.loss_initial, r.loss_before, r.loss_after, gnorm, drift})
+      m_finite &= std::isfinite(v);
     if (m_a.json) {
       m_rows.push_back({{"token", r.token}, {"byte", c}, {"pos", r.pos}, {"lambda", r.lambda},
                         {"tau", r.tau}, {"loss_initial", r.loss_initial}, {"loss_before", r.loss_before},
                         {"loss_after", r.loss_after}, {"grad_norm", gnorm}, {"w_drift", drift}});
     } else {
       const char shown = (c >= 32 && c < 127) ? char(c) : '.';
-      std::printf("%5ld %4c %4d %10.3e %8.4f %12.5f %12.5f %12.5f %10.3e %10.3e%s\n", r.token, shown, r.pos,
-                  r.lambda, r.tau, r.loss_initial, r.loss_before, r.loss_after, gnorm, drift,
-                  r.pos == m_b - 1 ? "  | commit" : "");
+      append("%5ld %4c %4d %10.3e %8.4f %12.5f %12.5f %12.5f %10.3e %10.3e%s\n", r.token, shown, r.pos, r.lambda, r.tau,
+             r.loss_initial, r.loss_before, r.loss_after, gnorm, drift, r.pos == m_b - 1 ? "  | commit" : "");
     }
   }
   nlohmann::json& rows() { return m_rows; }
+  bool finite() const { return m_finite; }
+  // The table collected so far (nothing in JSON mode).
+  void print_table() const { std::fwrite(m_table.data(), 1, m_table.size(), stdout); }
 
  private:
   const ProbeArgs& m_a;
@@ -86,6 +119,15 @@ class RecordPrinter {
   const InnerWeights<double>& m_w0;
   int m_b;
   nlohmann::json m_rows = nlohmann::json::array();
+  std::string m_table;
+  bool m_finite = true;
+
+  template <class... Args>
+  void append(const char* format, Args... args) {
+    char line[256];
+    const int n = std::snprintf(line, sizeof line, format, args...);
+    if (n > 0) m_table.append(line, std::min<std::size_t>(static_cast<std::size_t>(n), sizeof line - 1));
+  }
 };
 
 // Head a.head of block a.block of a trained model.
@@ -104,6 +146,10 @@ void run_checkpoint(const ProbeArgs& a) {
   Mat<double> y;
   inner_forward_primal<double>(in.options, in.params, in.Q, in.K, in.V, in.lambda, state, y,
                                [&](const InnerStepRecord<double>& r) { print(r); }, &in.w0);
+  // Finite weights may still overflow on this text: refuse, as eval and generate do, before printing.
+  if (!print.finite() || !y.allFinite())
+    throw NonFiniteModelError(non_finite_model_message(resolve_checkpoint(a.checkpoint).string()));
+  print.print_table();
   const std::string layer = to_string(mc.seq_layer);
   if (a.json) {
     nlohmann::json j;
@@ -115,7 +161,7 @@ void run_checkpoint(const ProbeArgs& a) {
     std::printf("%s\n", j.dump(1).c_str());
   } else {
     std::printf("\n%zu tokens through block %d, head %d of %s (%s, %s backbone, d=%d, b=%d, primal form, double)\n",
-                bytes.size(), a.block, a.head, resolve_checkpoint(a.checkpoint).string().c_str(), layer.c_str(),
+                bytes.size(), a.block, a.head, printable(resolve_checkpoint(a.checkpoint).string()).c_str(), layer.c_str(),
                 mc.mamba_backbone ? "Mamba" : "Transformer", in.d(), in.options.mini_batch);
   }
   set_exit_code(0);
@@ -144,6 +190,8 @@ void run(const ProbeArgs& a) {
     usage_error(e.what());
   }
   if (a.text.empty()) usage_error("--text must not be empty");
+  check_memory(random_probe_bytes(cfg, a.text.size()), "probe's random layer (--width " + std::to_string(a.width) +
+                                                           ", --mini-batch " + std::to_string(a.mini_batch) + ")");
 
   // The official initialisation (τ_i = 1/i, λ ≈ η_base/(2d)), so the numbers are those a freshly
   // initialised model would show.
@@ -166,6 +214,9 @@ void run(const ProbeArgs& a) {
   const TTTForm form = a.form == "dual" ? TTTForm::Dual : TTTForm::Primal;
   const Mat<double> y = layer.forward(st, x, form, form == TTTForm::Primal ? TTTLayerObserver<double>(observe)
                                                                          : TTTLayerObserver<double>());
+  if (!print.finite() || !y.allFinite())
+    throw std::runtime_error(non_finite_layer_message(a));
+  print.print_table();
   if (a.json) {
     nlohmann::json j;
     j["config"] = {{"layer", a.layer}, {"backbone", a.backbone}, {"width", a.width},
@@ -194,7 +245,8 @@ void register_probe(CLI::App& app) {
       "block --block of a trained model (the numbers the app's stepper shows). Without: a randomly "
       "initialised layer on a random byte embedding (seeded), the inner loop learning at test time.");
   auto* ck = cmd->add_option("--checkpoint", a->checkpoint,
-                             "A trained model: a run directory or a checkpoint directory (e.g. assets/models/tiny-brown)");
+                             "A trained model: a run directory or a checkpoint directory (e.g. assets/models/tiny-brown)")
+                 ->check(non_empty_path());
   cmd->add_option("--block", a->block, "With --checkpoint: the block whose TTT layer to probe")
       ->check(CLI::Range(0, 1 << 20))->capture_default_str()->needs(ck);
   cmd->add_option("--layer", a->layer, "Inner model")->check(CLI::IsMember({"ttt-linear", "ttt-mlp"}))->capture_default_str()
@@ -204,12 +256,12 @@ void register_probe(CLI::App& app) {
   cmd->add_option("--form", a->form, "primal (per-token records) or dual")->check(CLI::IsMember({"primal", "dual"}))->capture_default_str()
       ->excludes(ck);
   cmd->add_option("--text", a->text, "Input text (bytes are tokens)")->capture_default_str();
-  cmd->add_option("--width", a->width, "Model width D")->check(k_at_least_one)->capture_default_str()
+  cmd->add_option("--width", a->width, "Model width D")->check(int_in(1, k_max_hidden_size))->capture_default_str()
       ->excludes(ck);
-  cmd->add_option("--heads", a->heads, "Number of heads H (must divide D)")->check(k_at_least_one)->capture_default_str()
+  cmd->add_option("--heads", a->heads, "Number of heads H (must divide D)")->check(int_in(1, k_max_hidden_size))->capture_default_str()
       ->excludes(ck);
   cmd->add_option("--head", a->head, "Head to report")->capture_default_str();
-  cmd->add_option("-b,--mini-batch", a->mini_batch, "Inner mini-batch size b >= 1")->check(k_at_least_one)->capture_default_str()
+  cmd->add_option("-b,--mini-batch", a->mini_batch, "Inner mini-batch size b")->check(int_in(1, k_max_mini_batch))->capture_default_str()
       ->excludes(ck);
   cmd->add_option("--base-lr", a->base_lr, "eta_base (default 1.0 for ttt-linear, 0.1 for ttt-mlp)")->check(finite_range(0.0, 1e6))
       ->excludes(ck);
@@ -221,7 +273,7 @@ void register_probe(CLI::App& app) {
       ->excludes(ck);
   cmd->add_flag("--no-token-index", a->no_token_index, "tau_i = 1 (sum of gradients) instead of 1/i + delta_i")
       ->excludes(ck);
-  cmd->add_option("--seed", a->seed, "Seed of the random weights and embedding")->capture_default_str()
+  cmd->add_option("--seed", a->seed, "Seed of the random weights and embedding")->check(seed_value())->capture_default_str()
       ->excludes(ck);
   cmd->add_flag("--json", a->json, "Print the records as JSON");
   cmd->callback([a] { run(*a); });

@@ -3,12 +3,15 @@
 // to a safetensors file for analysis in Python or elsewhere (app/inspect/hidden_states.hpp gives the
 // file's layout; the README shows how to read it).
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <unistd.h>
 
 #include "cli/commands.hpp"
+#include "cli/validators.hpp"
 #include "inspect/hidden_states.hpp"
 #include "tttlab/data/text_file.hpp"
+#include "tttlab/io/limits.hpp"
 #include "tttlab/train/trainer.hpp"
 
 namespace tttlab::cli {
@@ -26,6 +29,15 @@ struct StatesArgs {
   double max_size_mib = 2048;
   long max_tokens = 1 << 16;
 };
+
+// What states holds at its peak: every tensor of the file (the writer keeps them until it writes),
+// one block's traces in double, and the block's inputs (a few T x hidden matrices in double).
+std::uint64_t states_memory(const ModelConfig& m, const inspect::StatesRequest& r, const inspect::StatesSummary& plan) {
+  const double file = double(plan.file_bytes);
+  const double block_traces = file / double(std::max<std::size_t>(plan.blocks.size(), 1)) * 8.0 / double(dtype_size(r.stored));
+  const double inputs = 16.0 * double(plan.tokens) * double(m.hidden_size) * sizeof(double);
+  return static_cast<std::uint64_t>(std::min(file + block_traces + inputs, 1.8e19));
+}
 
 void run(const StatesArgs& a) {
   inspect::StatesRequest r;
@@ -54,7 +66,8 @@ void run(const StatesArgs& a) {
   const auto model = load_model(a.checkpoint);
   const bool tty = isatty(fileno(stdout));
   const inspect::StatesSummary plan = inspect::plan_states(model->config(), r);
-  std::printf("model: %s (%s, b = %d)\n", r.model_source.c_str(), to_string(model->config().seq_layer).c_str(),
+  check_memory(states_memory(model->config(), r, plan), "the states file");
+  std::printf("model: %s (%s, b = %d)\n", printable(r.model_source).c_str(), to_string(model->config().seq_layer).c_str(),
               model->config().mini_batch_size);
   std::printf("text: %ld bytes; %zu block%s x %zu head%s; %zu states per head (%s); about %.1f MiB\n", plan.tokens,
               plan.blocks.size(), plan.blocks.size() == 1 ? "" : "s", plan.heads.size(), plan.heads.size() == 1 ? "" : "s",
@@ -70,7 +83,7 @@ void run(const StatesArgs& a) {
     }
   });
   if (tty) std::printf("\r\33[2K");
-  std::printf("wrote %s (%.1f MiB)\n", a.out.c_str(), double(done.file_bytes) / (1 << 20));
+  std::printf("wrote %s (%.1f MiB)\n", printable(a.out).c_str(), double(done.file_bytes) / (1 << 20));
   set_exit_code(0);
 }
 
@@ -83,13 +96,13 @@ void register_states(CLI::App& app) {
       "Write the hidden state of a trained TTT model's heads along a text to a safetensors file: W_t and b_t "
       "(and W2, b2 for TTT-MLP) per block and head, the three inner losses, lambda, tau, eta and the token bytes. "
       "Read it with Python's safetensors or NumPy (see the README).");
-  cmd->add_option("--checkpoint", a->checkpoint, "A run directory or a checkpoint directory (e.g. assets/models/tiny-brown)")
+  cmd->add_option("--checkpoint", a->checkpoint, "A run directory or a checkpoint directory (e.g. assets/models/tiny-brown)")->check(non_empty_path())
       ->required();
   auto* text = cmd->add_option("--text", a->text, "The text to read (its bytes are the tokens)");
-  auto* data = cmd->add_option("--data", a->data, "A UTF-8 text file to read instead of --text");
+  auto* data = cmd->add_option("--data", a->data, "A UTF-8 text file to read instead of --text")->check(non_empty_path());
   text->excludes(data);
   data->excludes(text);
-  cmd->add_option("--out", a->out, "The safetensors file to write")->required();
+  cmd->add_option("--out", a->out, "The safetensors file to write")->check(non_empty_path())->required();
   cmd->add_option("--block", a->blocks, "Blocks to include (repeat or comma-separate; default: all)")->delimiter(',');
   cmd->add_option("--head", a->heads, "Heads to include (repeat or comma-separate; default: all)")->delimiter(',');
   cmd->add_option("--every", a->every, "Save the state after every token, or after the last token of every mini-batch")
@@ -99,7 +112,7 @@ void register_states(CLI::App& app) {
   cmd->add_option("--dtype", a->dtype, "Storage of the numbers: f32, or f64 (the engine's own double values)")
       ->check(CLI::IsMember({"f32", "f64"}))->capture_default_str();
   cmd->add_option("--max-size", a->max_size_mib, "Refuse to write a file larger than this many MiB (checked before computing)")
-      ->check(CLI::Range(1.0, 1e7))->capture_default_str();
+      ->check(finite_range(1.0, 1e7))->capture_default_str();
   cmd->add_option("--max-tokens", a->max_tokens, "Refuse a text longer than this many bytes")
       ->check(CLI::Range(1L, 1L << 30))->capture_default_str();
   cmd->callback([cmd, a] {

@@ -25,6 +25,7 @@
 #include <string>
 
 #include "cli/commands.hpp"
+#include "tttlab/io/limits.hpp"
 #include "cli/model_options.hpp"
 #include "cli/progress.hpp"
 #include "cli/train_device.hpp"
@@ -110,7 +111,7 @@ void run(const TrainArgs& a, CLI::App* cmd) {
     if (!a.out.empty() && fs::weakly_canonical(a.out) != fs::weakly_canonical(a.resume))
       throw CLI::ValidationError("--out must be the run directory itself when resuming (or left out)");
     session = TrainingSession::resume(a.resume, backend, session_options);
-    if (speaks) std::printf("resumed %s at step %ld of %ld\n", a.resume.c_str(), session->trainer().steps_done(),
+    if (speaks) std::printf("resumed %s at step %ld of %ld\n", printable(a.resume).c_str(), session->trainer().steps_done(),
                 session->trainer().config().steps);
   } else {
     if (a.out.empty()) throw CLI::ValidationError("--out DIR is required (where checkpoints and metrics go)");
@@ -153,16 +154,16 @@ void run(const TrainArgs& a, CLI::App* cmd) {
     std::printf("model: %s, %s backbone, %ld parameters (D=%d, L=%d, H=%d, b=%d)\n", to_string(cfg.model.seq_layer).c_str(),
                 cfg.model.mamba_backbone ? "Mamba (m)" : "Transformer (t)", params, cfg.model.hidden_size,
                 cfg.model.num_hidden_layers, cfg.model.num_attention_heads, cfg.model.mini_batch_size);
-    std::printf("data: %s: %zu train bytes, %zu validation bytes\n", trainer().data().description.c_str(),
+    std::printf("data: %s: %zu train bytes, %zu validation bytes\n", printable(trainer().data().description).c_str(),
                 trainer().data().train.size(), trainer().data().val.size());
     std::printf("training: %ld steps of %d x %d bytes, peak lr %g, %.2f MFLOP per token (training, inner loop included)\n",
                 cfg.steps, cfg.batch_size, cfg.seq_len, cfg.lr, flops_per_token / 1e6);
     std::printf("device: %s\n", trainer().device_description().c_str());
     if (!device_note.empty()) std::printf("  (%s)\n", device_note.c_str());
-    std::printf("output: %s (metrics.jsonl, checkpoints); Ctrl-C saves and stops\n", out.string().c_str());
+    std::printf("output: %s (metrics.jsonl, checkpoints); Ctrl-C saves and stops\n", printable(out.string()).c_str());
   } else {
     std::printf("process %d of %d (%s): %s; process 0 writes %s and prints the progress\n", job.process_rank,
-                job.processes, job.source.c_str(), trainer().device_description().c_str(), out.string().c_str());
+                job.processes, job.source.c_str(), trainer().device_description().c_str(), printable(out.string()).c_str());
   }
   std::fflush(stdout);
 
@@ -195,7 +196,7 @@ void run(const TrainArgs& a, CLI::App* cmd) {
   };
   hooks.on_event = [&](long step, const std::string& kind, const std::string& message) {
     if (kind == "diverged" || !speaks) return;  // the error message says it
-    std::printf("%sstep %ld: %s\n", tty ? "\r\33[2K" : "", step, message.c_str());
+    std::printf("%sstep %ld: %s\n", tty ? "\r\33[2K" : "", step, printable(message).c_str());
     if (kind == "rollback") recent.clear();
     std::fflush(stdout);
   };
@@ -265,12 +266,12 @@ void run(const TrainArgs& a, CLI::App* cmd) {
   if (outcome == TrainingSession::Outcome::Stopped) {
     if (tty) std::printf("\n");
     std::printf("interrupted at step %ld: checkpoint saved; continue with `tttlab train --resume %s`\n",
-                trainer().steps_done(), out.string().c_str());
+                trainer().steps_done(), printable(out.string()).c_str());
     set_exit_code(0);
     return;
   }
   std::printf("done: %ld steps in %s, %.0f tokens/s; checkpoint %s\n", trainer().steps_done(),
-              format_duration(elapsed()).c_str(), seconds > 0 ? tokens / seconds : 0.0, resolve_checkpoint(out).string().c_str());
+              format_duration(elapsed()).c_str(), seconds > 0 ? tokens / seconds : 0.0, printable(resolve_checkpoint(out).string()).c_str());
   set_exit_code(0);
 }
 
@@ -280,21 +281,21 @@ void register_train(CLI::App& app) {
   auto a = std::make_shared<TrainArgs>();
   auto* cmd = app.add_subcommand("train", "Train a byte-level language model on the CPU or a GPU (TTT or a baseline)");
   a->model.add_to(cmd);
-  cmd->add_option("--data", a->data, "brown (the prepared Brown corpus), mqar or copy (synthetic recall tasks), or a UTF-8 text file (its last 5% validates)")->capture_default_str();
-  cmd->add_option("--data-dir", a->data_dir, "Where the prepared Brown corpus is")->capture_default_str();
+  cmd->add_option("--data", a->data, "brown (the prepared Brown corpus), mqar or copy (synthetic recall tasks), or a UTF-8 text file (its last 5% validates)")->check(non_empty_path())->capture_default_str();
+  cmd->add_option("--data-dir", a->data_dir, "Where the prepared Brown corpus is")->check(non_empty_path())->capture_default_str();
   cmd->add_option("--steps", a->steps, "Optimiser steps")->check(CLI::Range(1L, 1000000000L))->capture_default_str();
   cmd->add_option("--batch", a->batch, "Sequences per step")->check(CLI::Range(1, 100000))->capture_default_str();
   cmd->add_option("--seq-len", a->seq_len, "Sequence length T (default: the preset's)")->check(CLI::Range(2, 1 << 20));
   cmd->add_option("--lr", a->lr, "Peak learning rate (linear warmup, cosine decay to 1e-5)")->check(finite_range(1e-9, 10.0))->capture_default_str();
   cmd->add_option("--warmup", a->warmup, "Warmup share of the steps")->check(finite_range(0.0, 0.99))->capture_default_str();
-  cmd->add_option("--seed", a->seed, "Seed of the initialisation and the batches")->capture_default_str();
+  cmd->add_option("--seed", a->seed, "Seed of the initialisation and the batches")->check(seed_value())->capture_default_str();
   cmd->add_option("--threads", a->threads, "Worker threads (0: all hardware threads); results are deterministic per thread count")
       ->check(CLI::Range(0, 1024));
   cmd->add_option("--checkpoint-every", a->checkpoint_every, "Save every N steps (and always at the end)")->check(CLI::Range(0L, 1000000000L));
   cmd->add_option("--eval-every", a->eval_every, "Validate every N steps (and always at the end)")->check(CLI::Range(0L, 1000000000L));
   cmd->add_option("--eval-windows", a->eval_windows, "Validation windows of T bytes (0: the whole validation text)")->check(CLI::Range(0, 1 << 30))->capture_default_str();
-  cmd->add_option("--out", a->out, "Run directory (checkpoints, metrics.jsonl)");
-  cmd->add_option("--resume", a->resume, "Continue the run in this directory from its latest checkpoint");
+  cmd->add_option("--out", a->out, "Run directory (checkpoints, metrics.jsonl)")->check(non_empty_path());
+  cmd->add_option("--resume", a->resume, "Continue the run in this directory from its latest checkpoint")->check(non_empty_path());
   cmd->add_option("--device", a->device,
                   "auto (a GPU when present and it can train the model, else the CPU), cpu, or cuda (an error "
                   "without a GPU); a run may resume on another device")

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "cli/commands.hpp"
+#include "cli/validators.hpp"
 #include "tttlab/verify.hpp"
 
 namespace tttlab::cli {
@@ -74,7 +75,8 @@ void register_verify(CLI::App& app) {
         args->seed = s;
         args->seed_given = true;
       },
-      "Random seed (default: a fresh one, printed)");
+      "Random seed (default: a fresh one, printed)")
+      ->check(seed_value());
   cmd->callback([args] { run(*args); });
 }
 

@@ -1,10 +1,12 @@
 #include "inspect/hidden_states.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
 #include "gui/engine/head_inputs.hpp"
+#include "tttlab/model/checkpoint.hpp"
 
 namespace tttlab::inspect {
 namespace {
@@ -129,6 +131,19 @@ std::vector<HeadTrace> trace_block(const Model<float>& model, const std::vector<
   return out;
 }
 
+bool trace_is_finite(const HeadTrace& tr) {
+  const auto finite = [](const InnerWeights<double>& w) {
+    return w.W1.allFinite() && w.b1.allFinite() && w.W2.allFinite() && w.b2.allFinite();
+  };
+  if (!finite(tr.w0)) return false;
+  for (const auto& st : tr.states)
+    if (!finite(st)) return false;
+  for (const auto* v : {&tr.loss_initial, &tr.loss_before, &tr.loss_after, &tr.lambda, &tr.tau, &tr.eta})
+    for (const double x : *v)
+      if (!std::isfinite(x)) return false;
+  return true;
+}
+
 HeadTrace trace_head(const Model<float>& model, const std::vector<unsigned char>& bytes, int block, int head,
                      const std::vector<std::int64_t>& saved) {
   return std::move(trace_block(model, bytes, block, {head}, saved).front());
@@ -196,6 +211,7 @@ StatesSummary write_states_file(const Model<float>& model, const StatesRequest& 
   int done = 0;
   for (int b : s.blocks)
     for (const HeadTrace& tr : trace_block(model, r.bytes, b, s.heads, s.saved)) {
+      if (!trace_is_finite(tr)) throw NonFiniteModelError(non_finite_model_message(r.model_source));
       const std::string p = "block" + std::to_string(b) + ".head" + std::to_string(tr.head) + ".";
       for (Member member : {Member::W1, Member::b1, Member::W2, Member::b2})
         if (mlp || member == Member::W1 || member == Member::b1) add_member(w, p, member, tr, r.stored);

@@ -63,6 +63,8 @@ struct HeadTrace {
 // message when the block is not a TTT layer, the head does not exist or the text is empty.
 HeadTrace trace_head(const Model<float>& model, const std::vector<unsigned char>& bytes, int block, int head,
                      const std::vector<std::int64_t>& saved);
+// Whether every number of `trace` (the states, W0, the losses, lambda, tau and eta) is finite.
+bool trace_is_finite(const HeadTrace& trace);
 // The same for several heads of one block (the block's input is computed once).
 std::vector<HeadTrace> trace_block(const Model<float>& model, const std::vector<unsigned char>& bytes, int block,
                                    const std::vector<int>& heads, const std::vector<std::int64_t>& saved);
@@ -92,7 +94,9 @@ struct StatesSummary {
 StatesSummary plan_states(const ModelConfig& model, const StatesRequest& r);
 
 // Computes the request and writes the file atomically. Refuses (std::invalid_argument) a request
-// whose file would exceed r.max_file_bytes, before computing. `progress(done, total)` is called
+// whose file would exceed r.max_file_bytes, before computing, and (NonFiniteModelError, with
+// non_finite_model_message(r.model_source)) a model whose states or losses are not finite, before
+// writing: a file of NaN is no analysis. `progress(done, total)` is called
 // after each head.
 StatesSummary write_states_file(const Model<float>& model, const StatesRequest& r, const std::filesystem::path& out,
                                 const std::function<void(int, int)>& progress = {});

@@ -1,8 +1,11 @@
 // Text statistics, the text rule and the training-text loader (see tttlab/data/text_file.hpp).
 #include "tttlab/data/text_file.hpp"
 
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 
+#include "tttlab/io/limits.hpp"
 #include "tttlab/io/utf8.hpp"
 
 namespace tttlab {
@@ -23,7 +26,7 @@ std::string percent(double share) {
 std::string quoted(std::string_view name) {
   std::string s;
   s += '\'';
-  s += name;
+  s += clip(name, 240);
   s += '\'';
   return s;
 }
@@ -93,16 +96,67 @@ std::optional<std::string> text_problem(const TextStats& s, std::string_view nam
   return std::nullopt;
 }
 
-TextCorpus load_text_file(const std::filesystem::path& path, const TextLoadOptions& options) {
-  TextCorpus c;
-  c.path = path;
+TextRead read_text_file(const std::filesystem::path& path, std::uint64_t max_bytes) {
+  TextRead r;
   try {
-    c.bytes = read_file_bytes(path, options.max_bytes);
+    r.file_bytes = regular_file_size(path);
   } catch (const FileError& e) {
     throw TextFileError(e.what());
   }
-  if (c.bytes.size() >= 3 && c.bytes[0] == 0xEF && c.bytes[1] == 0xBB && c.bytes[2] == 0xBF)
-    c.bytes.erase(c.bytes.begin(), c.bytes.begin() + 3);
+  if (r.file_bytes > max_bytes)
+    throw TextFileError("cannot read '" + clip(path.string(), 240) + "': " + std::to_string(r.file_bytes) +
+                        " bytes is more than the limit of " + std::to_string(max_bytes) + " bytes");
+  check_memory(r.file_bytes, "reading '" + clip(path.string(), 240) + "'");
+  r.bytes.reserve(static_cast<std::size_t>(r.file_bytes));
+  // Running counts of the rule's measures over what was read (the full statistics are computed once,
+  // on the whole text). Each chunk is scanned on its own: a UTF-8 character cut by a chunk boundary
+  // counts as invalid bytes here, at most 3 bytes in a chunk of a MiB, far below the 1 % limit.
+  TextStats seen;
+  std::uint64_t offset = 0;  // in the file
+  while (offset < r.file_bytes) {
+    const std::uint64_t n = std::min<std::uint64_t>(k_text_chunk_bytes, r.file_bytes - offset);
+    std::vector<std::uint8_t> chunk;
+    try {
+      chunk = read_file_range(path, offset, n);
+    } catch (const FileError& e) {
+      throw TextFileError(e.what());
+    }
+    std::size_t skip = 0;
+    if (offset == 0 && chunk.size() >= 3 && chunk[0] == 0xEF && chunk[1] == 0xBB && chunk[2] == 0xBF) {
+      r.bom = true;
+      skip = 3;
+    }
+    offset += n;
+    const std::size_t base = r.bytes.size();
+    r.bytes.insert(r.bytes.end(), chunk.begin() + static_cast<std::ptrdiff_t>(skip), chunk.end());
+    const std::span<const std::uint8_t> fresh(r.bytes.data() + base, r.bytes.size() - base);
+    if (const void* nul = std::memchr(fresh.data(), 0, fresh.size())) {
+      seen.bytes = r.bytes.size();
+      seen.nul_bytes = 1;
+      seen.first_nul = static_cast<std::int64_t>(base + (static_cast<const std::uint8_t*>(nul) - fresh.data()));
+      r.problem = text_problem(seen, path.string());
+      return r;
+    }
+    const TextStats part = compute_text_stats(fresh);
+    seen.bytes = r.bytes.size();
+    seen.control_bytes += part.control_bytes;
+    seen.invalid_utf8_bytes += part.invalid_utf8_bytes;
+    if (seen.first_suspect < 0 && part.first_suspect >= 0)
+      seen.first_suspect = static_cast<std::int64_t>(base) + part.first_suspect;
+    if (offset < r.file_bytes && seen.bytes >= k_text_chunk_bytes && seen.suspect_share() > k_max_suspect_share) {
+      r.problem = text_problem(seen, path.string());
+      return r;
+    }
+  }
+  return r;
+}
+
+TextCorpus load_text_file(const std::filesystem::path& path, const TextLoadOptions& options) {
+  TextCorpus c;
+  c.path = path;
+  TextRead r = read_text_file(path, options.max_bytes);
+  if (r.problem) throw TextFileError(*r.problem);
+  c.bytes = std::move(r.bytes);
   c.stats = compute_text_stats(c.bytes);
   if (auto problem = text_problem(c.stats, path.string(), 1, options.seq_len)) throw TextFileError(*problem);
   return c;

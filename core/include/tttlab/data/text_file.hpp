@@ -11,6 +11,12 @@
 // "é" pasted in); a Latin-1 or UTF-16 file, an image or an archive fails it by a wide margin.
 // A leading UTF-8 byte-order mark (EF BB BF) is an encoding marker, not text: load_text_file drops it.
 //
+// READING. A file is read in chunks of k_text_chunk_bytes, and refused as soon as it breaks the rule:
+// at the first NUL byte, and, once k_text_chunk_bytes have been read, as soon as the suspect share of
+// what was read so far is over the limit. Its size is checked against the limit and the memory budget
+// (tttlab/io/limits.hpp) before anything is read, so a multi-gigabyte binary file costs a second and a
+// megabyte, not its size. (An early refusal quotes the share of the part read.)
+//
 // ERRORS are TextFileError (a FileError) with one line naming the file and saying what to do:
 //   cannot read 'x.txt': No such file or directory
 //   'x.txt' is empty: a training text needs at least 257 bytes
@@ -64,6 +70,20 @@ TextStats compute_text_stats(std::span<const std::uint8_t> bytes);
 // min_bytes ≥ 1; the "too short" message speaks of a sequence length when seq_len > 0.
 std::optional<std::string> text_problem(const TextStats& stats, std::string_view name, std::uint64_t min_bytes = 1,
                                         std::int64_t seq_len = 0);
+
+inline constexpr std::size_t k_text_chunk_bytes = 1 << 20;
+
+// What read_text_file read: the whole file, or the part up to the point where it broke the rule.
+struct TextRead {
+  std::vector<std::uint8_t> bytes;     // without a leading UTF-8 BOM
+  std::uint64_t file_bytes = 0;        // the file's size, BOM included
+  bool bom = false;                    // a BOM was dropped
+  std::optional<std::string> problem;  // set when reading stopped early: why (a text_problem message)
+};
+
+// Reads `path` as described above. Throws TextFileError when the file is missing, not a regular file
+// or larger than max_bytes, and MemoryLimitError when its size is above the memory budget.
+TextRead read_text_file(const std::filesystem::path& path, std::uint64_t max_bytes = 4ull << 30);
 
 struct TextLoadOptions {
   std::int64_t seq_len = 0;                     // > 0: require at least seq_len + 1 bytes
