@@ -18,6 +18,7 @@
 #include "course/experiments.hpp"
 #include "course/lesson.hpp"
 #include "fuzz_check.hpp"
+#include "gui/state/json_fields.hpp"
 #include "gui/state/state_file.hpp"
 #include "tttlab/io/atomic_file.hpp"
 
