@@ -16,12 +16,12 @@
 #include <set>
 
 #include "cli/commands.hpp"
-#include "tttlab/io/limits.hpp"
 #include "cli/progress.hpp"
 #include "cli/train_device.hpp"
 #include "cli/validators.hpp"
 #include "tttlab/io/atomic_file.hpp"
 #include "tttlab/io/json.hpp"
+#include "tttlab/io/limits.hpp"
 #include "tttlab/train/ablation.hpp"
 #include "tttlab/train/trainer.hpp"
 

@@ -14,14 +14,14 @@
 #include <filesystem>
 
 #include "cli/commands.hpp"
-#include "tttlab/io/limits.hpp"
-#include "cli/validators.hpp"
 #include "cli/progress.hpp"
 #include "cli/train_device.hpp"
+#include "cli/validators.hpp"
 #include "tttlab/data/batches.hpp"
 #include "tttlab/data/text_file.hpp"
 #include "tttlab/io/atomic_file.hpp"
 #include "tttlab/io/json.hpp"
+#include "tttlab/io/limits.hpp"
 #include "tttlab/train/text_score.hpp"
 #include "tttlab/train/trainer.hpp"
 

@@ -9,9 +9,9 @@
 #include <thread>
 
 #include "cli/commands.hpp"
-#include "tttlab/io/limits.hpp"
 #include "tttlab/build_config.hpp"
 #include "tttlab/device.hpp"
+#include "tttlab/io/limits.hpp"
 #ifdef TTTLAB_HAVE_CUDA
 #include "tttlab/kernels/cuda_device.hpp"
 #endif

@@ -13,11 +13,11 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
-#include "tttlab/io/limits.hpp"
 #include "cli/validators.hpp"
 #include "course/experiments.hpp"
 #include "course/lesson.hpp"
 #include "gui/engine/resources.hpp"
+#include "tttlab/io/limits.hpp"
 
 namespace tttlab::cli {
 namespace {

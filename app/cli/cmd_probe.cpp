@@ -62,13 +62,16 @@ CLI::Validator int_in(long lo, long hi) {
 
 // Bytes a random layer's run holds at its peak, in doubles, counted generously: the projections (at
 // most six W x W matrices), each head's inner state with its gradient, update and saved copies, the
-// per-position mini-batch buffers, the byte embedding and a few T x W activations. Checked against the
-// memory budget before anything is allocated, so a huge --width is a message, not std::bad_alloc.
+// mini-batch buffers (min(b, T) rows: a mini-batch never holds more tokens than the text), the
+// per-position vectors (tau, b per head), the byte embedding and a few T x W activations. Checked
+// against the memory budget before anything is allocated, so a huge --width is a message, not
+// std::bad_alloc.
 std::uint64_t random_probe_bytes(const TTTLayerConfig& cfg, std::size_t tokens) {
   const double W = cfg.width, H = cfg.heads, d = W / H, b = cfg.inner.mini_batch, T = double(tokens);
   const double hidden = cfg.inner.model == InnerModel::MLP ? 4 * d : d;
   const double state = 2 * d * hidden + 2 * hidden;
-  const double numbers = 6 * W * W + 6 * H * state + 8 * b * (W + H * hidden) + 256 * W + 8 * T * W;
+  const double numbers =
+      6 * W * W + 6 * H * state + 8 * std::min(b, T) * (W + H * hidden) + 4 * H * b + 256 * W + 8 * T * W;
   return static_cast<std::uint64_t>(std::min(numbers * sizeof(double), 1.8e19));
 }
 

@@ -25,11 +25,11 @@
 #include <string>
 
 #include "cli/commands.hpp"
-#include "tttlab/io/limits.hpp"
 #include "cli/model_options.hpp"
 #include "cli/progress.hpp"
 #include "cli/train_device.hpp"
 #include "cli/validators.hpp"
+#include "tttlab/io/limits.hpp"
 #include "tttlab/train/session.hpp"
 
 namespace tttlab::cli {

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <limits>
 
 #include "core/io/temp_dir.hpp"
 #include "gui/engine/engine.hpp"
@@ -12,6 +13,8 @@
 #include "gui/engine/stepper_module.hpp"
 #include "inspect/hidden_states.hpp"
 #include "tttlab/io/safetensors.hpp"
+#include "tttlab/model/checkpoint.hpp"
+#include "tttlab/train/trainer.hpp"
 
 namespace tttlab::inspect {
 namespace {
@@ -148,6 +151,49 @@ TEST(StatesFile, RefusesBadRequestsBeforeComputing) {
   r.heads = {};
   r.bytes.clear();
   EXPECT_THROW(plan_states(model->config(), r), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace tttlab::inspect
+
+namespace tttlab::inspect {
+namespace {
+
+// A model whose states are not finite is refused with the model message before anything is written
+// (finite weights that overflow reach this point where load_model's short probe text does not).
+TEST(LosesNothing, F11_states_refuses_non_finite_states_before_writing) {
+  auto model = load_model(std::filesystem::path(TTTLAB_SOURCE_DIR) / "assets/models/tiny-brown");
+  testing::TempDir dir;
+  StatesRequest r;
+  r.bytes.assign(40, 'a');
+  r.blocks = {1};
+  r.model_source = "hostile\x1b]0;model";
+  const std::vector<std::int64_t> saved = saved_tokens(40, model->config().mini_batch_size, SaveEvery::Token, 1);
+  HeadTrace tr = trace_head(*model, r.bytes, 1, 0, saved);
+  EXPECT_TRUE(trace_is_finite(tr));
+  tr.loss_after[3] = std::nan("");
+  EXPECT_FALSE(trace_is_finite(tr));
+  tr = trace_head(*model, r.bytes, 1, 0, saved);
+  tr.states[5].W1(0, 0) = INFINITY;
+  EXPECT_FALSE(trace_is_finite(tr));
+
+  EXPECT_NO_THROW(write_states_file(*model, r, dir / "ok.safetensors"));
+  int changed = 0;
+  model->for_each_param([&](Eigen::Map<Mat<float>> p, const std::string& name) {
+    // Head 0's initial inner state W0 of block 1 ("...seq_modeling_block.W1" and the head's index).
+    if (changed == 0 && name.find("layers.1.seq_modeling_block.W1") != std::string::npos) {
+      p(0, 0) = std::numeric_limits<float>::quiet_NaN();
+      ++changed;
+    }
+  });
+  ASSERT_EQ(changed, 1);
+  try {
+    write_states_file(*model, r, dir / "bad.safetensors");
+    FAIL() << "non-finite states were written";
+  } catch (const NonFiniteModelError& e) {
+    EXPECT_EQ(std::string(e.what()), non_finite_model_message(r.model_source));
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir / "bad.safetensors"));
 }
 
 }  // namespace
