@@ -183,6 +183,18 @@ void run(const AblateArgs& a) {
     set_exit_code(0);
     return;
   }
+  // The outputs are checked before an hour of training, not after it: table1.json must be a file the
+  // atomic writer may replace, and each row's folder must be new, empty or a run (run_dir.hpp).
+  if (!a.out.empty() && fs::exists(fs::symlink_status(a.out))) {
+    check_output_file(fs::path(a.out) / "table1.json");
+    for (const auto& row : rows) {
+      const fs::path dir = fs::path(a.out) / row.name;
+      std::error_code ec;
+      if (fs::is_symlink(fs::symlink_status(dir, ec)))
+        throw std::runtime_error("'" + printable(dir.string()) + "' is a symbolic link: a run writes nothing outside its "
+                                 "directory; remove it or choose another --out");
+    }
+  }
   if (!a.json)
     std::printf("Table 1 in miniature: preset %s, %ld steps of %d x %d bytes, lr %g, seeds %llu..%llu, data %s, device %s\n\n",
                 a.preset.c_str(), a.steps, a.batch, a.seq_len, a.lr, static_cast<unsigned long long>(a.seed),

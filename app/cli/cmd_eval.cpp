@@ -86,6 +86,7 @@ void run(const EvalArgs& a) {
                                 "corpus are scored on their validation split (--split val)");
   if (!a.per_byte.empty() && split != "whole")
     throw CLI::ValidationError("--per-byte needs a text file scored whole (--data FILE)");
+  if (!a.per_byte.empty()) check_output_file(a.per_byte);  // before the scoring, not after it
   cfg.model = model->config();
   cfg.threads = a.threads;
   cfg.steps = 1;

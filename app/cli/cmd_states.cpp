@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli/commands.hpp"
+#include "tttlab/io/atomic_file.hpp"
 #include "cli/validators.hpp"
 #include "inspect/hidden_states.hpp"
 #include "tttlab/data/text_file.hpp"
@@ -40,6 +41,7 @@ std::uint64_t states_memory(const ModelConfig& m, const inspect::StatesRequest& 
 }
 
 void run(const StatesArgs& a) {
+  check_output_file(a.out);  // before anything is computed
   inspect::StatesRequest r;
   if (!a.data.empty()) {
     TextLoadOptions lo;

@@ -89,7 +89,14 @@ for name in ('model.layers.0.mlp.gate_proj.weight', 'model.layers.0.mlp.up_proj.
         for i in range(lo, hi, 4):
             (x,) = struct.unpack_from('<f', body, i)
             struct.pack_into('<f', body, i, x * 1e30)
-open(dst, 'wb').write(data[:8 + n] + bytes(body))
+# As another tool would write it: no TTT Lab digest (the edit above would break it first) and no
+# recorded config, so that the model reaches the finite-output check.
+meta = header.get('__metadata__', {})
+for key in ('tttlab_sha256', 'tttlab_data_sha256', 'tttlab_config'):
+    meta.pop(key, None)
+text = json.dumps(header, separators=(',', ':')).encode()
+text += b' ' * (-(8 + len(text)) % 8)
+open(dst, 'wb').write(struct.pack('<Q', len(text)) + text + bytes(body))
 EOF
 }
 

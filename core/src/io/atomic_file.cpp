@@ -128,26 +128,31 @@ std::string read_file_text(const std::filesystem::path& path, std::uint64_t max_
   return std::string(bytes.begin(), bytes.end());
 }
 
-AtomicFileWriter::AtomicFileWriter(std::filesystem::path target) : m_target(std::move(target)) {
-  if (m_target.filename().empty()) throw FileError("cannot write " + quoted(m_target) + ": not a file name");
-  const std::filesystem::path dir = m_target.has_parent_path() ? m_target.parent_path() : std::filesystem::path(".");
+void check_output_file(const std::filesystem::path& target) {
+  if (target.filename().empty()) throw FileError("cannot write " + quoted(target) + ": not a file name");
+  const std::filesystem::path dir = target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec))
-    throw FileError("cannot write " + quoted(m_target) + ": directory " + quoted(dir) + " does not exist");
+    throw FileError("cannot write " + quoted(target) + ": directory " + quoted(dir) + " does not exist");
   // Only regular files are replaced. A rename over a device, a FIFO or a socket would put a plain file
   // in its place (as root, over /dev/null for every program on the machine), and a symbolic link would
   // be replaced by a file where the user meant its target: both are refused, before anything is written.
   struct stat st {};
-  if (::lstat(m_target.c_str(), &st) == 0) {
+  if (::lstat(target.c_str(), &st) == 0) {
     if (S_ISLNK(st.st_mode))
-      throw FileError("cannot write " + quoted(m_target) +
+      throw FileError("cannot write " + quoted(target) +
                       ": it is a symbolic link; TTT Lab writes only regular files and never through links");
     if (!S_ISREG(st.st_mode))
-      throw FileError("cannot write " + quoted(m_target) + ": it is " + kind_of(st.st_mode) +
+      throw FileError("cannot write " + quoted(target) + ": it is " + kind_of(st.st_mode) +
                       "; TTT Lab replaces only regular files");
   } else if (errno != ENOENT) {
-    fail_before_open(errno);
+    throw FileError("cannot write " + quoted(target) + ": " + reason(errno));
   }
+}
+
+AtomicFileWriter::AtomicFileWriter(std::filesystem::path target) : m_target(std::move(target)) {
+  check_output_file(m_target);
+  const std::filesystem::path dir = m_target.has_parent_path() ? m_target.parent_path() : std::filesystem::path(".");
   for (int attempt = 0; attempt < 100; ++attempt) {
     std::string name = ".";
     name += m_target.filename().string();
@@ -180,11 +185,6 @@ void AtomicFileWriter::discard() noexcept {
     m_fd = -1;
   }
   if (!m_temp.empty()) ::unlink(m_temp.c_str());
-}
-
-void AtomicFileWriter::fail_before_open(int err) {
-  m_committed = true;
-  throw FileError("cannot write " + quoted(m_target) + ": " + reason(err));
 }
 
 void AtomicFileWriter::fail(const std::string& action, int err) {

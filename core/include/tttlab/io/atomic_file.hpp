@@ -50,6 +50,11 @@ std::uint64_t regular_file_size(const std::filesystem::path& path);
 std::vector<std::uint8_t> read_file_range(const std::filesystem::path& path, std::uint64_t offset,
                                           std::uint64_t count);
 
+// What the writer checks before it writes, for commands to call before they compute: `path` names a
+// file, its directory exists, and nothing but a regular file is at the path (FileError otherwise, with
+// the same message the writer gives). Nothing is created.
+void check_output_file(const std::filesystem::path& path);
+
 // Writes `data` to `path` atomically (see above). Replaces an existing regular file.
 void write_file_atomic(const std::filesystem::path& path, std::span<const std::uint8_t> data);
 void write_file_atomic(const std::filesystem::path& path, std::string_view text);
@@ -80,7 +85,6 @@ class AtomicFileWriter {
   bool m_committed = false;
 
   [[noreturn]] void fail(const std::string& action, int err);
-  [[noreturn]] void fail_before_open(int err);
   void discard() noexcept;
 };
 
