@@ -100,6 +100,7 @@ void Sha256::compress(const std::uint8_t* block) {
 }
 
 void Sha256::update(std::span<const std::uint8_t> data) {
+  if (data.empty()) return;  // an empty span may hold a null pointer, which memcpy must not be given
   m_length += data.size();
   std::size_t i = 0;
   if (m_fill > 0) {
