@@ -163,13 +163,7 @@ void RunDirectory::record(const std::string& name) {
 fs::path RunDirectory::file(const std::string& name) {
   if (!plain_name(name)) throw std::invalid_argument("a run file name must be a plain name, got '" + clip(name) + "'");
   const fs::path p = m_dir / name;
-  struct stat st {};
-  if (entry_status(p, st)) {
-    if (S_ISLNK(st.st_mode))
-      throw FileError("refusing to write " + quoted(p) +
-                      ": it is a symbolic link, and a run writes nothing outside its directory");
-    if (!S_ISREG(st.st_mode)) throw FileError("refusing to write " + quoted(p) + ": it is not a regular file");
-  }
+  check_output_file(p);  // the atomic writer's own rule: no link, nothing but a regular file
   record(name);
   return p;
 }
