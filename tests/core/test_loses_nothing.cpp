@@ -96,6 +96,32 @@ TEST(LosesNothing, F01_TrainIntoAFolderOfYoursIsRefused) {
   EXPECT_FALSE(fs::exists(mine / "latest"));
 }
 
+// A kill while a new run writes its first manifest leaves only the writer's temporary file: the
+// directory is still the run's, and training into it again starts the run (cli.kill_resume met this
+// under the sanitizers, whose slower start puts more kills inside the first write).
+TEST(LosesNothing, F01_ARunKilledWhileClaimingItsDirectoryCanStartAgain) {
+  TempDir tmp;
+  const fs::path run = tmp / "run";
+  fs::create_directories(run);
+  const fs::path leftover = run / (std::string(".") + k_run_manifest + ".tmp-4242-0");
+  write_text(leftover, "{\"tttlab_run\": 1, \"entr");
+  RunDirectory::claim(run);
+  EXPECT_FALSE(fs::exists(leftover));
+  EXPECT_TRUE(fs::is_regular_file(run / k_run_manifest));
+
+  // The same temporary name beside a file of the user's: the folder is not a new run's, and
+  // nothing in it is touched.
+  const fs::path mine = tmp / "mine";
+  fs::create_directories(mine);
+  const fs::path mine_leftover = mine / (std::string(".") + k_run_manifest + ".tmp-4242-0");
+  write_text(mine_leftover, "partial");
+  write_text(mine / "notes.txt", "mine");
+  EXPECT_THROW(RunDirectory::claim(mine), std::runtime_error);
+  EXPECT_EQ(text_of(mine_leftover), "partial");
+  EXPECT_EQ(text_of(mine / "notes.txt"), "mine");
+  EXPECT_FALSE(fs::exists(mine / k_run_manifest));
+}
+
 TEST(LosesNothing, F01_PruningRemovesOnlyTheRunsOwnCheckpoints) {
   TempDir tmp;
   const fs::path corpus = testing::write_word_corpus(tmp.path(), 4000);

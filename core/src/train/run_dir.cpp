@@ -38,6 +38,22 @@ bool entry_status(const fs::path& p, struct stat& st) {
   throw FileError("cannot inspect " + quoted(p) + ": " + std::strerror(errno));
 }
 
+// A run killed while it wrote its first manifest leaves the directory holding only the atomic
+// writer's temporary file (".tttlab-run.json.tmp-PID-N"). That directory is still a new run's: the
+// temporary files are removed, but only when nothing else is there, so a folder of the user's that
+// happens to hold such a name is still refused whole.
+void remove_unfinished_manifest(const fs::path& dir) {
+  const std::string prefix = std::string(".") + k_run_manifest + ".tmp-";
+  std::vector<fs::path> leftovers;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (e.path().filename().string().rfind(prefix, 0) != 0) return;
+    if (!fs::is_regular_file(fs::symlink_status(e.path(), ec))) return;
+    leftovers.push_back(e.path());
+  }
+  for (const auto& p : leftovers) fs::remove(p, ec);
+}
+
 }  // namespace
 
 std::string checkpoint_name(long step) {
@@ -82,6 +98,7 @@ RunDirectory RunDirectory::claim(const fs::path& dir) {
     rd.adopt_legacy();
     return rd;
   }
+  remove_unfinished_manifest(dir);
   if (!fs::is_empty(dir, ec) || ec)
     throw std::runtime_error(quoted(dir) +
                              " is not empty and holds no TTT Lab run: a run is written into a new or empty "
