@@ -1,6 +1,6 @@
 // fuzz_lesson: any text read as a lesson (app/course/lesson.hpp: front matter, Markdown, the
 // predict / check / question / experiment blocks), then each Markdown part through the document model
-// the Lessons panel draws (app/gui/lessons/markdown.hpp, md4c).
+// the Lessons panel draws (app/course/markdown.hpp, md4c).
 //
 // Contract checked: parse_lesson either throws LessonError ("file:line: ...") or returns a lesson whose
 // parts point at existing predictions, questions and checks, with at least one prediction and one
@@ -11,7 +11,7 @@
 
 #include "course/lesson.hpp"
 #include "fuzz_check.hpp"
-#include "gui/lessons/markdown.hpp"
+#include "course/markdown.hpp"
 
 namespace {
 
@@ -40,7 +40,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     switch (part.kind) {
       case LessonPart::Kind::Markdown:
         try {
-          (void)tttlab::gui::parse_markdown(part.markdown);
+          (void)tttlab::course::parse_markdown(part.markdown);
         } catch (const std::runtime_error&) {  // md4c refused the text (or is not built in)
         }
         break;

@@ -1,6 +1,6 @@
 // fuzz_lesson_pack: a lesson folder made from the input, loaded as the app and `tttlab lessons` load a
 // course (app/course/lesson.hpp: load_course), then every scene each lesson names read as a saved
-// view (app/gui/state/state_file.hpp: read_state_file, scene_panel).
+// view (app/lab/state/state_file.hpp: read_state_file, scene_panel).
 //
 // Input: parts separated by a line "%%%%": the first is the lesson, written as 01-pack.md; the others
 // are its views, written as scene-1.tttlab, scene-2.tttlab, ... (a lesson names them in its front
@@ -18,8 +18,8 @@
 #include "course/experiments.hpp"
 #include "course/lesson.hpp"
 #include "fuzz_check.hpp"
-#include "gui/state/json_fields.hpp"
-#include "gui/state/state_file.hpp"
+#include "lab/state/json_fields.hpp"
+#include "lab/state/state_file.hpp"
 #include "tttlab/io/atomic_file.hpp"
 
 namespace {
@@ -34,9 +34,9 @@ bool one_printable_line(const std::string& s) {
 
 void check_scene(const fs::path& scene) {
   try {
-    const nlohmann::json state = tttlab::gui::read_state_file(scene);
+    const nlohmann::json state = tttlab::lab::read_state_file(scene);
     (void)tttlab::course::scene_panel(state);
-  } catch (const tttlab::gui::StateError& e) {
+  } catch (const tttlab::lab::StateError& e) {
     FUZZ_CHECK(one_printable_line(e.what()));
   } catch (const tttlab::course::LessonError& e) {
     FUZZ_CHECK(one_printable_line(e.what()));

@@ -1,17 +1,17 @@
-// fuzz_state_file: any text read as a .tttlab state file (app/gui/state/state_file.hpp): the
+// fuzz_state_file: any text read as a .tttlab state file (app/lab/state/state_file.hpp): the
 // envelope (parse_state), then every panel's run settings through the readers the panels and the
-// lesson checker share (app/gui/state/run_settings.hpp), each on the entry of its own panel id.
+// lesson checker share (app/lab/state/run_settings.hpp), each on the entry of its own panel id.
 //
 // Contract checked: parse_state and every reader either succeed or throw StateError (one line naming
 // the field); nothing else may escape, since the app shows exactly that error in a popup.
 #include "fuzz_check.hpp"
-#include "gui/state/json_fields.hpp"
-#include "gui/state/run_settings.hpp"
-#include "gui/state/state_file.hpp"
+#include "lab/state/json_fields.hpp"
+#include "lab/state/run_settings.hpp"
+#include "lab/state/state_file.hpp"
 
 namespace {
 
-using namespace tttlab::gui;
+using namespace tttlab::lab;
 
 template <class Read>
 void read_panel(const FieldReader& panels, const char* id, Read read) {

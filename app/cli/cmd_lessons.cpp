@@ -16,7 +16,7 @@
 #include "cli/validators.hpp"
 #include "course/experiments.hpp"
 #include "course/lesson.hpp"
-#include "gui/engine/resources.hpp"
+#include "lab/engine/resources.hpp"
 #include "tttlab/io/limits.hpp"
 
 namespace tttlab::cli {
@@ -35,7 +35,7 @@ std::optional<course::Course> open_course(const LessonsArgs& a) {
   fs::path dir = a.dir;
   if (dir.empty()) {
     std::string looked;
-    const auto found = gui::find_resource("lessons", &looked);
+    const auto found = lab::find_resource("lessons", &looked);
     if (!found) {
       std::fprintf(stderr, "tttlab lessons: the lessons folder was not found (looked in %s); give --dir\n",
                    printable(looked).c_str());

@@ -18,7 +18,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/validators.hpp"
-#include "gui/engine/head_inputs.hpp"
+#include "lab/engine/head_inputs.hpp"
 #include "tttlab/io/limits.hpp"
 #include "tttlab/model/checkpoint.hpp"
 #include "tttlab/model/config.hpp"
@@ -142,8 +142,8 @@ void run_checkpoint(const ProbeArgs& a) {
     usage_error("--head must be in [0, " + std::to_string(mc.num_attention_heads - 1) + "] for this model");
   const std::vector<unsigned char> bytes(a.text.begin(), a.text.end());
   // The stepper's own inputs, in double (throws a one-line message for a bad block or a non-TTT model).
-  const auto heads = gui::model_layer_heads<double>(*model, bytes, a.block, "model");
-  const gui::HeadInputs<double>& in = heads[static_cast<std::size_t>(a.head)];
+  const auto heads = lab::model_layer_heads<double>(*model, bytes, a.block, "model");
+  const lab::HeadInputs<double>& in = heads[static_cast<std::size_t>(a.head)];
   RecordPrinter print(a, a.text, in.w0, in.options.mini_batch);
   auto state = InnerState<double>::start(in.w0);
   Mat<double> y;

@@ -21,7 +21,7 @@ void register_ablate(CLI::App& app);    // cmd_ablate.cpp
 void register_info(CLI::App& app);    // cmd_info.cpp: build configuration and compute devices
 void register_data(CLI::App& app);    // cmd_data.cpp: prepare-brown, stats
 void register_lessons(CLI::App& app);  // cmd_lessons.cpp: the course: list, check
-void register_gui(CLI::App& app);     // cmd_gui.cpp: the desktop app, screenshots, frame benchmark
+void register_gui(CLI::App& app);     // app/gui/command.cpp: the desktop app, screenshots, frame benchmark
 
 void set_exit_code(int code);
 int exit_code();

@@ -1,5 +1,5 @@
 // app/cli/train_device.hpp — which device a training run computes on, for `tttlab train` and the
-// desktop app's Training panel (handed to it through gui::GuiOptions, so app/gui/ never links the
+// desktop app's Training panel (handed to it through lab::GuiOptions, so app/gui/ never links the
 // CUDA kernels itself).
 //
 //   request   a GPU is present, model supported    GPU present, model not supported    no GPU / no CUDA build

@@ -99,7 +99,7 @@ int eval_batch(const ModelConfig& mc, int requested, int T) {
   return std::clamp(fit, 1, std::max(1, requested));
 }
 
-class CudaModel final : public gui::GpuModel {
+class CudaModel final : public lab::GpuModel {
  public:
   CudaModel(const Model<float>& model, int batch, int T, int device) : optim_(AdamWConfig{}, WarmupCosineSchedule{}) {
     config_.model = model.config();
@@ -122,8 +122,8 @@ class CudaModel final : public gui::GpuModel {
   std::vector<double> time_forward(const TokenBatch& batch, int warmup, int repeats) override {
     return backend_->time_forward(batch, warmup, repeats);
   }
-  std::vector<gui::GpuLayerInputs> layer_inputs(const TokenBatch& batch) override {
-    std::vector<gui::GpuLayerInputs> out;
+  std::vector<lab::GpuLayerInputs> layer_inputs(const TokenBatch& batch) override {
+    std::vector<lab::GpuLayerInputs> out;
     for (auto& m : backend_->mixer_inputs(batch))
       out.push_back({std::move(m.Q), std::move(m.K), std::move(m.V), std::move(m.lambda), std::move(m.tau)});
     return out;
@@ -143,13 +143,13 @@ std::string for_the_app(std::string why) {
   return why;
 }
 
-class CudaCompute final : public gui::GpuCompute {
+class CudaCompute final : public lab::GpuCompute {
  public:
   explicit CudaCompute(DeviceInfo info) : info_(std::move(info)) { check(cudaSetDevice(info_.index), "cudaSetDevice"); }
 
   const DeviceInfo& device() const override { return info_; }
 
-  std::string ttt_forward_unsupported(const gui::GpuHeads& g) const override {
+  std::string ttt_forward_unsupported(const lab::GpuHeads& g) const override {
     if (g.mini_batch < 1 || g.mini_batch > 64)
       return "the GPU's TTT kernels take mini-batches of 1 to 64 tokens (b = " + std::to_string(g.mini_batch) + ")";
     if (g.d < 16 || g.d > 128 || g.d % 2)
@@ -157,7 +157,7 @@ class CudaCompute final : public gui::GpuCompute {
     return {};
   }
 
-  gui::GpuRun ttt_forward(const gui::GpuHeads& g, gui::GpuMath math, int warmup, int repeats) override {
+  lab::GpuRun ttt_forward(const lab::GpuHeads& g, lab::GpuMath math, int warmup, int repeats) override {
     if (const std::string why = ttt_forward_unsupported(g); !why.empty()) throw std::invalid_argument(why);
     const std::size_t HD = std::size_t(g.heads) * g.d, n = std::size_t(g.T) * HD;
     const std::size_t hidden = g.mlp ? 4 * std::size_t(g.d) : std::size_t(g.d);
@@ -185,7 +185,7 @@ class CudaCompute final : public gui::GpuCompute {
         lnb(g.ln_bias, s), W1(g.W1, s), b1(g.b1, s), W2(g.W2, s), b2(g.b2, s), O(n);
     const kernels::TttDims dims{1, g.heads, g.T, g.d, g.mini_batch};
     const kernels::TttOptions opt{g.layer_norm, g.residual, g.bias, g.ln_eps};
-    gui::GpuRun r;
+    lab::GpuRun r;
     r.warmup = warmup;
     if (!g.mlp) {
       kernels::TttLinearForwardArgs a;
@@ -202,14 +202,14 @@ class CudaCompute final : public gui::GpuCompute {
       a.b0 = b1.get();
       a.O = O.get();
       a.stream = s;
-      const bool tf32 = math == gui::GpuMath::Tf32 &&
+      const bool tf32 = math == lab::GpuMath::Tf32 &&
                         kernels::ttt_linear_forward_supports(kernels::TttLinearForwardVersion::Tf32, dims);
       const bool tensor = kernels::ttt_linear_forward_supports(kernels::TttLinearForwardVersion::Tf32, dims);
       a.version = tf32 ? kernels::TttLinearForwardVersion::Tf32 : kernels::TttLinearForwardVersion::Default;
       r.kernel = tf32 ? "TTT-Linear dual form, tf32 tensor cores"
                       : (tensor ? "TTT-Linear dual form, 3xTF32 tensor cores (fp32 accuracy)"
                                 : "TTT-Linear dual form, fp32 CUDA cores");
-      if (math == gui::GpuMath::Tf32 && !tf32) r.kernel += "; tf32 needs b = 16 and d = 16, 32, 64 or 128";
+      if (math == lab::GpuMath::Tf32 && !tf32) r.kernel += "; tf32 needs b = 16 and d = 16, 32, 64 or 128";
       r.ms = timed(s, warmup, repeats, [&] { kernels::ttt_linear_forward(a); });
     } else {
       kernels::TttMlpForwardArgs a;
@@ -232,14 +232,14 @@ class CudaCompute final : public gui::GpuCompute {
       a.workspace = ws.get();
       a.workspace_bytes = ws.bytes();
       r.kernel = "TTT-MLP dual form, 3xTF32 tensor cores (fp32 accuracy)";
-      if (math == gui::GpuMath::Tf32) r.kernel += "; the TTT-MLP kernels have no tf32 variant";
+      if (math == lab::GpuMath::Tf32) r.kernel += "; the TTT-MLP kernels have no tf32 variant";
       r.ms = timed(s, warmup, repeats, [&] { kernels::ttt_mlp_forward(a); });
     }
     r.O = download(O, n, s);
     return r;
   }
 
-  gui::GpuRun linear_attention(const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
+  lab::GpuRun linear_attention(const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
                                int heads, int T, int d, int warmup, int repeats) override {
     const std::size_t n = std::size_t(T) * heads * d;
     if (q.size() != n || k.size() != n || v.size() != n)
@@ -256,7 +256,7 @@ class CudaCompute final : public gui::GpuCompute {
     a.V = V.get();
     a.O = O.get();
     a.stream = s;
-    gui::GpuRun r;
+    lab::GpuRun r;
     r.warmup = warmup;
     r.kernel = "causal linear attention tril(QKᵀ)V, fp32 (Theorem 1: the same function)";
     r.ms = timed(s, warmup, repeats, [&] { kernels::attention_forward(a); });
@@ -268,7 +268,7 @@ class CudaCompute final : public gui::GpuCompute {
     return for_the_app(kernels::cuda_train_unsupported(config));
   }
 
-  std::unique_ptr<gui::GpuModel> load_model(const Model<float>& model, int batch, int seq_len) override {
+  std::unique_ptr<lab::GpuModel> load_model(const Model<float>& model, int batch, int seq_len) override {
     if (const std::string why = model_unsupported(model.config()); !why.empty()) throw std::invalid_argument(why);
     return std::make_unique<CudaModel>(model, batch, seq_len, info_.index);
   }
@@ -289,7 +289,7 @@ class CudaCompute final : public gui::GpuCompute {
 
 }  // namespace
 
-std::shared_ptr<gui::GpuCompute> make_cuda_compute(std::string& why_not, int device) {
+std::shared_ptr<lab::GpuCompute> make_cuda_compute(std::string& why_not, int device) {
   const GpuProbeResult probe = kernels::probe_cuda_gpus();
   if (probe.devices.empty()) {
     why_not = probe.reason.empty() ? "no CUDA device" : probe.reason;

@@ -1,5 +1,5 @@
-// app/compute/cuda_compute.hpp — the GPU services of the desktop app's panels (gui::GpuCompute,
-// app/gui/engine/compute_device.hpp) over the CUDA kernels of kernels/.
+// app/compute/cuda_compute.hpp — the GPU services of the desktop app's panels (lab::GpuCompute,
+// app/lab/engine/compute_device.hpp) over the CUDA kernels of kernels/.
 //
 // Part of tttlab_app_cuda, built only with the CUDA kernels (TTTLAB_HAVE_CUDA): `tttlab gui` and the
 // GPU tests link it; app/gui/ itself never does. It turns the panels' host arrays into device buffers,
@@ -13,12 +13,12 @@
 #include <memory>
 #include <string>
 
-#include "gui/engine/compute_device.hpp"
+#include "lab/engine/compute_device.hpp"
 
 namespace tttlab::compute {
 
 // The GPU services on CUDA device `device`; null with `why_not` set when there is no usable GPU
 // (no driver, no device, an architecture this build does not cover). Never throws for that.
-std::shared_ptr<gui::GpuCompute> make_cuda_compute(std::string& why_not, int device = 0);
+std::shared_ptr<lab::GpuCompute> make_cuda_compute(std::string& why_not, int device = 0);
 
 }  // namespace tttlab::compute

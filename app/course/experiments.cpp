@@ -8,16 +8,16 @@
 #include <thread>
 
 #include "course/lesson.hpp"
-#include "gui/engine/data_source.hpp"
-#include "gui/engine/engine.hpp"
-#include "gui/state/run_settings.hpp"
-#include "gui/state/state_file.hpp"
+#include "lab/engine/data_source.hpp"
+#include "lab/engine/engine.hpp"
+#include "lab/state/run_settings.hpp"
+#include "lab/state/state_file.hpp"
 #include "tttlab/io/limits.hpp"
 #include "tttlab/model/checkpoint.hpp"
 
 namespace tttlab::course {
 namespace fs = std::filesystem;
-using gui::JobOutcome;
+using lab::JobOutcome;
 
 namespace {
 
@@ -132,7 +132,7 @@ void fail_if(const std::string& error, std::string_view panel) {
   if (!error.empty()) throw LessonError("the " + std::string(panel) + " experiment failed: " + error);
 }
 
-std::optional<Measures> primal_dual(const gui::Snapshot& s) {
+std::optional<Measures> primal_dual(const lab::Snapshot& s) {
   const auto* v = s.primal_dual.get();
   if (!v) return std::nullopt;
   if (v->outcome == JobOutcome::Failed) fail_if(v->error.empty() ? "unknown error" : v->error, "primal vs dual");
@@ -156,7 +156,7 @@ std::optional<Measures> primal_dual(const gui::Snapshot& s) {
 }
 
 // The curves measures of one complete view.
-Measures curve_measures(const gui::CurvesView& v) {
+Measures curve_measures(const lab::CurvesView& v) {
   double gain = 0, first = 0, step = 0, base = 0, learning = 0, count = 0;
   const std::size_t blocks = v.l0.size();
   for (std::size_t bl = 0; bl < blocks; ++bl) {
@@ -187,18 +187,18 @@ Measures curve_measures(const gui::CurvesView& v) {
   return m;
 }
 
-std::optional<Measures> curves(const gui::Snapshot& s) {
+std::optional<Measures> curves(const lab::Snapshot& s) {
   const auto* v = s.curves.get();
   if (!v) return std::nullopt;
   if (v->outcome == JobOutcome::Failed) fail_if(v->error.empty() ? "unknown error" : v->error, "inner-loss curves");
   if (v->waiting && s.training)
     for (const auto& r : s.training->runs)
-      if (r->state == gui::RunState::Failed) fail_if("the training run failed: " + r->message, "inner-loss curves");
+      if (r->state == lab::RunState::Failed) fail_if("the training run failed: " + r->message, "inner-loss curves");
   if (v->waiting || v->outcome != JobOutcome::Done || v->l0.empty()) return std::nullopt;
   if (v->model_step >= 0 && s.training) {
     // Following a training run: measured once the run has ended and the view shows its last checkpoint.
     for (const auto& r : s.training->runs)
-      if (r->model_id == v->model_id && (r->live() || r->state == gui::RunState::Starting || v->model_step < r->steps_done))
+      if (r->model_id == v->model_id && (r->live() || r->state == lab::RunState::Starting || v->model_step < r->steps_done))
         return std::nullopt;
   }
   Measures m = curve_measures(*v);
@@ -215,7 +215,7 @@ std::optional<Measures> curves(const gui::Snapshot& s) {
   return m;
 }
 
-std::optional<Measures> minibatch(const gui::Snapshot& s) {
+std::optional<Measures> minibatch(const lab::Snapshot& s) {
   const auto* v = s.minibatch.get();
   if (!v) return std::nullopt;
   if (v->outcome == JobOutcome::Failed) fail_if(v->error.empty() ? "unknown error" : v->error, "mini-batch");
@@ -223,7 +223,7 @@ std::optional<Measures> minibatch(const gui::Snapshot& s) {
     return std::nullopt;
   Measures m;
   const auto& pts = v->current->points;
-  const gui::SweepPoint* best = &pts.front();
+  const lab::SweepPoint* best = &pts.front();
   for (const auto& p : pts) {
     m["loss_b" + std::to_string(p.b)] = plain(p.loss);
     if (p.loss < best->loss) best = &p;
@@ -237,7 +237,7 @@ std::optional<Measures> minibatch(const gui::Snapshot& s) {
   return m;
 }
 
-std::optional<Measures> evolution(const gui::Snapshot& s) {
+std::optional<Measures> evolution(const lab::Snapshot& s) {
   const auto* v = s.evolution.get();
   if (!v || v->generation == 0) return std::nullopt;  // not configured yet ("waiting for settings")
   fail_if(v->error, "hidden-state evolution");
@@ -257,7 +257,7 @@ std::optional<Measures> evolution(const gui::Snapshot& s) {
   return m;
 }
 
-std::optional<Measures> stepper(const gui::Snapshot& s) {
+std::optional<Measures> stepper(const lab::Snapshot& s) {
   const auto* v = s.stepper.get();
   if (!v || v->generation == 0) return std::nullopt;  // not configured yet ("waiting for settings")
   fail_if(v->error, "inner-loop stepper");
@@ -288,7 +288,7 @@ std::optional<Measures> stepper(const gui::Snapshot& s) {
   return m;
 }
 
-std::optional<Measures> evaluation(const gui::Snapshot& s) {
+std::optional<Measures> evaluation(const lab::Snapshot& s) {
   const auto* v = s.evaluation.get();
   if (!v) return std::nullopt;
   if (v->outcome == JobOutcome::Failed) fail_if(v->error.empty() ? "unknown error" : v->error, "evaluation");
@@ -311,7 +311,7 @@ std::optional<Measures> evaluation(const gui::Snapshot& s) {
   return m;
 }
 
-std::optional<Measures> nonparametric(const gui::Snapshot& s) {
+std::optional<Measures> nonparametric(const lab::Snapshot& s) {
   const auto* v = s.nonparametric.get();
   if (!v) return std::nullopt;
   if (v->outcome == JobOutcome::Failed) fail_if(v->error.empty() ? "unknown error" : v->error, "Theorem 2");
@@ -335,12 +335,12 @@ std::optional<Measures> nonparametric(const gui::Snapshot& s) {
   return m;
 }
 
-std::optional<Measures> recall(const gui::Snapshot& s) {
+std::optional<Measures> recall(const lab::Snapshot& s) {
   const auto* v = s.recall.get();
   if (!v) return std::nullopt;
   if (v->outcome == JobOutcome::Failed) fail_if(v->error.empty() ? "unknown error" : v->error, "recall lab");
   if (v->outcome != JobOutcome::Done || v->accuracy.size() != 4) return std::nullopt;
-  const gui::RecallSettings& st = v->settings;
+  const lab::RecallSettings& st = v->settings;
   const std::size_t np = st.pairs.size();
   // Indices of recall::Memory: TTT-Linear, TTT-MLP, linear attention, softmax attention.
   static const char* const ids[] = {"ttt_linear", "ttt_mlp", "linear_attention", "softmax_attention"};
@@ -377,7 +377,7 @@ std::optional<Measures> recall(const gui::Snapshot& s) {
 bool follows_training(const nlohmann::json& state) {
   try {
     return scene_panel(state) == "inner_curves" &&
-           state.at("panels").at("inner_curves").value("model_id", std::string()) == gui::kFollowTrainingId;
+           state.at("panels").at("inner_curves").value("model_id", std::string()) == lab::kFollowTrainingId;
   } catch (const nlohmann::json::exception&) {
     return false;
   }
@@ -406,61 +406,61 @@ const std::vector<MeasureInfo>& measures_of(std::string_view panel) {
 
 std::string scene_panel(const nlohmann::json& state) {
   try {
-    const gui::FieldReader top(state, "");
+    const lab::FieldReader top(state, "");
     return top.string("active_panel", 64, "");
-  } catch (const gui::StateError& e) {
+  } catch (const lab::StateError& e) {
     throw LessonError(e.what());
   }
 }
 
-void post_scene(const nlohmann::json& state, gui::CommandSink& sink) {
+void post_scene(const nlohmann::json& state, lab::CommandSink& sink) {
   const std::string panel = scene_panel(state);
   if (measures_of(panel).empty())
     throw LessonError("the scene's view \"" + panel + "\" has no measures (views that do: primal_dual, "
                       "inner_curves, minibatch, evolution, inner_stepper, evaluation, nonparametric, recall)");
   try {
-    const gui::FieldReader panels(state.at("panels"), "panels");
-    const gui::FieldReader r = panels.object(panel);
+    const lab::FieldReader panels(state.at("panels"), "panels");
+    const lab::FieldReader r = panels.object(panel);
     if (panel == "primal_dual") {
-      sink.post(gui::PrimalDualRun{gui::primal_dual_config_from(r)});
+      sink.post(lab::PrimalDualRun{lab::primal_dual_config_from(r)});
     } else if (panel == "inner_curves") {
-      gui::CurvesSettings d;
-      d.data = gui::default_data_source();
-      const gui::CurvesSettings c = gui::curves_settings_from(r, d);
-      if (c.model_id == gui::kFollowTrainingId) {
+      lab::CurvesSettings d;
+      d.data = lab::default_data_source();
+      const lab::CurvesSettings c = lab::curves_settings_from(r, d);
+      if (c.model_id == lab::kFollowTrainingId) {
         // The view follows a training run: start the scene's Training-panel run (its "settings").
-        gui::TrainSettings t;
-        t.data = gui::default_data_source();
-        sink.post(gui::TrainStart{gui::train_settings_from(panels.object("training").object("settings"), t), ""});
+        lab::TrainSettings t;
+        t.data = lab::default_data_source();
+        sink.post(lab::TrainStart{lab::train_settings_from(panels.object("training").object("settings"), t), ""});
       }
-      sink.post(gui::CurvesRun{c});
+      sink.post(lab::CurvesRun{c});
     } else if (panel == "minibatch") {
-      gui::SweepSettings d;
-      d.data = gui::default_data_source();
-      sink.post(gui::SweepRun{gui::sweep_settings_from(r, d)});
+      lab::SweepSettings d;
+      d.data = lab::default_data_source();
+      sink.post(lab::SweepRun{lab::sweep_settings_from(r, d)});
     } else if (panel == "evaluation") {
-      gui::EvalSettings d;
-      d.data = gui::default_data_source();
+      lab::EvalSettings d;
+      d.data = lab::default_data_source();
       d.models = {"shipped", "random:ttt-linear:m:0"};
-      sink.post(gui::EvaluationRun{gui::eval_settings_from(r, d)});
+      sink.post(lab::EvaluationRun{lab::eval_settings_from(r, d)});
     } else if (panel == "evolution") {
-      sink.post(gui::EvolutionConfigure{gui::evolution_head_from(r)});
+      sink.post(lab::EvolutionConfigure{lab::evolution_head_from(r)});
     } else if (panel == "inner_stepper") {
-      const gui::HeadConfig h = gui::stepper_head_from(r);
-      sink.post(gui::StepperConfigure{h, h.tokens() - 1});  // every token computed
+      const lab::HeadConfig h = lab::stepper_head_from(r);
+      sink.post(lab::StepperConfigure{h, h.tokens() - 1});  // every token computed
     } else if (panel == "nonparametric") {
-      sink.post(gui::NonparametricRun{gui::nonparametric_config_from(r)});
+      sink.post(lab::NonparametricRun{lab::nonparametric_config_from(r)});
     } else if (panel == "recall") {
-      sink.post(gui::RecallRun{gui::recall_settings_from(r, gui::RecallSettings{})});
+      sink.post(lab::RecallRun{lab::recall_settings_from(r, lab::RecallSettings{})});
     }
-  } catch (const gui::StateError& e) {
+  } catch (const lab::StateError& e) {
     throw LessonError(std::string("the scene's settings: ") + e.what());
   } catch (const nlohmann::json::exception& e) {
     throw LessonError(std::string("the scene has no panels: ") + e.what());
   }
 }
 
-std::optional<Measures> read_measures(std::string_view panel, const gui::Snapshot& s) {
+std::optional<Measures> read_measures(std::string_view panel, const lab::Snapshot& s) {
   if (panel == "primal_dual") return primal_dual(s);
   if (panel == "inner_curves") return curves(s);
   if (panel == "minibatch") return minibatch(s);
@@ -472,7 +472,7 @@ std::optional<Measures> read_measures(std::string_view panel, const gui::Snapsho
   throw LessonError("the view \"" + std::string(panel) + "\" has no measures");
 }
 
-std::uint64_t view_generation(std::string_view panel, const gui::Snapshot& s) {
+std::uint64_t view_generation(std::string_view panel, const lab::Snapshot& s) {
   auto gen = [](const auto& view) -> std::uint64_t { return view ? view->generation : 0; };
   if (panel == "primal_dual") return gen(s.primal_dual);
   if (panel == "inner_curves") return gen(s.curves);
@@ -488,10 +488,10 @@ std::uint64_t view_generation(std::string_view panel, const gui::Snapshot& s) {
 Measures run_scene(const fs::path& scene, std::chrono::seconds timeout,
                    const std::function<void(double)>& progress, std::vector<std::string>* notes) {
   nlohmann::json state;
-  gui::KeyLog keys;
+  lab::KeyLog keys;
   try {
-    state = gui::read_state_file(scene);
-  } catch (const gui::StateError& e) {
+    state = lab::read_state_file(scene);
+  } catch (const lab::StateError& e) {
     throw LessonError(e.what());
   }
   const std::string panel = scene_panel(state);
@@ -514,7 +514,7 @@ Measures run_scene(const fs::path& scene, std::chrono::seconds timeout,
     if (ec) throw LessonError("cannot create a temporary folder for the training run: " + ec.message());
     state["panels"]["training"]["settings"]["runs_dir"] = runs_dir.path.string();
   }
-  gui::Engine engine(gui::make_engine_modules());
+  lab::Engine engine(lab::make_engine_modules());
   engine.start();
   post_scene(state, engine);
   // Only the settings the check reads are judged: the scene's panel (and the run it follows), without

@@ -21,10 +21,10 @@
 #include <string_view>
 #include <vector>
 
-namespace tttlab::gui {
+namespace tttlab::lab {
 struct Snapshot;
 class CommandSink;
-}  // namespace tttlab::gui
+}  // namespace tttlab::lab
 
 namespace tttlab::course {
 
@@ -52,20 +52,20 @@ std::string scene_panel(const nlohmann::json& state);
 // Posts the commands that make the engine compute the scene's view (its active panel's settings).
 // Inner-loss curves that follow "training" also start the scene's Training-panel run (see run_scene).
 // Throws LessonError when the scene's panel cannot be measured or its settings are invalid.
-void post_scene(const nlohmann::json& state, gui::CommandSink& sink);
+void post_scene(const nlohmann::json& state, lab::CommandSink& sink);
 
 // The measures of `panel` read off a snapshot, once that panel's computation is complete (nullopt
 // while it runs or before it started). Throws LessonError if the computation failed.
-std::optional<Measures> read_measures(std::string_view panel, const gui::Snapshot& snapshot);
+std::optional<Measures> read_measures(std::string_view panel, const lab::Snapshot& snapshot);
 
 // The generation of the panel's view in a snapshot (0: none yet). Each new request of a view raises
 // it: after posting a scene, wait for a view newer than the one seen before posting, so that a
 // finished earlier computation is not read as the answer. (The stepper and evolution views keep their
 // generation when asked for exactly what they already show: their measures are then already right.)
-std::uint64_t view_generation(std::string_view panel, const gui::Snapshot& snapshot);
+std::uint64_t view_generation(std::string_view panel, const lab::Snapshot& snapshot);
 
 // Headless: a private engine computes the scene (the file's active panel) and the measures are read
-// when it is done. A scene whose inner-loss curves name the model "training" (gui::kFollowTrainingId)
+// when it is done. A scene whose inner-loss curves name the model "training" (lab::kFollowTrainingId)
 // follows a training run: post_scene also starts the scene's Training-panel run (panels.training.
 // settings), run_scene points its runs_dir at a fresh temporary folder (removed afterwards), and the
 // measures are read when the run has finished and the view shows its last checkpoint. `progress` (optional) is called about every second with 0..1. Throws LessonError

@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "course/experiments.hpp"
-#include "gui/state/state_file.hpp"
+#include "lab/state/state_file.hpp"
 #include "tttlab/io/limits.hpp"
 
 namespace tttlab::course {
@@ -263,7 +263,7 @@ Lesson parse_unescaped(std::string_view text, const fs::path& file) {
   {
     const std::string s = required(front, "scene", "front matter", 1, at);
     L.scene = file.parent_path() / s;
-    if (fs::path(s).extension() != gui::kStateExtension)
+    if (fs::path(s).extension() != lab::kStateExtension)
       at.fail(find(front, "scene")->line, "scene: names a .tttlab state file, not \"" + s + "\"");
   }
   ++i;  // past the closing ---
@@ -400,7 +400,7 @@ Lesson parse_unescaped(std::string_view text, const fs::path& file) {
       x.line = ln;
       x.id = required(f, "id", "experiment", ln, at);
       const std::string s = required(f, "scene", "experiment", ln, at);
-      if (fs::path(s).extension() != gui::kStateExtension)
+      if (fs::path(s).extension() != lab::kStateExtension)
         at.fail(find(f, "scene")->line, "scene: names a .tttlab state file, not \"" + s + "\"");
       x.scene = file.parent_path() / s;
       for (const auto& y : L.experiments)

@@ -8,7 +8,8 @@
 #include <vector>
 
 #include "gui/fonts.hpp"
-#include "gui/state/state_file.hpp"
+#include "lab/state/state_file.hpp"
+#include "gui/lab.hpp"
 #include "gui/theme.hpp"
 
 namespace tttlab::gui {

@@ -1,4 +1,4 @@
-// app/gui/gui_app.hpp — entry points of the desktop app, used by `tttlab gui` (app/cli/cmd_gui.cpp).
+// app/gui/gui_app.hpp — entry points of the desktop app, used by `tttlab gui` (app/gui/command.cpp).
 //
 //   tttlab gui                                  the window, on the inner-loop stepper
 //   tttlab gui --list-panels                    panel ids and names (no window needed)
@@ -13,7 +13,8 @@
 
 #include <string>
 
-#include "gui/engine/compute_device.hpp"
+#include "lab/engine/compute_device.hpp"
+#include "gui/lab.hpp"
 
 namespace tttlab::gui {
 

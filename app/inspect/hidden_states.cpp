@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
-#include "gui/engine/head_inputs.hpp"
+#include "lab/engine/head_inputs.hpp"
 #include "tttlab/model/checkpoint.hpp"
 
 namespace tttlab::inspect {
@@ -83,7 +83,7 @@ std::vector<std::int64_t> saved_tokens(long T, int b, SaveEvery every, long stri
 }
 
 namespace {
-HeadTrace trace_inputs(const gui::HeadInputs<double>& in, int block, int head, const std::vector<std::int64_t>& saved) {
+HeadTrace trace_inputs(const lab::HeadInputs<double>& in, int block, int head, const std::vector<std::int64_t>& saved) {
   const long T = in.tokens();
   HeadTrace tr;
   tr.block = block;
@@ -123,8 +123,8 @@ void check_head(const ModelConfig& m, int head) {
 std::vector<HeadTrace> trace_block(const Model<float>& model, const std::vector<unsigned char>& bytes, int block,
                                    const std::vector<int>& heads, const std::vector<std::int64_t>& saved) {
   for (int h : heads) check_head(model.config(), h);
-  // The stepper's own inputs (gui/engine/head_inputs.hpp), so the states are the ones it shows.
-  const auto inputs = gui::model_layer_heads<double>(model, bytes, block, "model");
+  // The stepper's own inputs (lab/engine/head_inputs.hpp), so the states are the ones it shows.
+  const auto inputs = lab::model_layer_heads<double>(model, bytes, block, "model");
   std::vector<HeadTrace> out;
   out.reserve(heads.size());
   for (int h : heads) out.push_back(trace_inputs(inputs[static_cast<std::size_t>(h)], block, h, saved));

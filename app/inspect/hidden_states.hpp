@@ -4,7 +4,7 @@
 //
 // WHAT IS COMPUTED. For each chosen block and head, the head's own inputs (Q, K, V, λ, τ, W₀, the
 // LayerNorm γ and β) come from the model exactly as the app's inner-loop stepper takes them
-// (gui/engine/head_inputs.hpp: the model computes in float, the inputs are widened to double), and
+// (lab/engine/head_inputs.hpp: the model computes in float, the inputs are widened to double), and
 // the inner loop runs in the primal form in double (docs/MATH.md §3), token by token. So W_t here is
 // the W_t that the stepper shows for the same model, text, block and head.
 //

@@ -1,4 +1,4 @@
-// The panels' device choice (app/gui/engine/compute_device.hpp) without a GPU: the Compute menu's
+// The panels' device choice (app/lab/engine/compute_device.hpp) without a GPU: the Compute menu's
 // policy, the timing summaries every panel shows, and the primal-vs-dual module's GPU column driven by a
 // stand-in GPU that computes the dual form on the CPU from the kernels' layouts — so the packing of a
 // block's heads into those layouts and back is checked on every machine, not only on the GPU one.
@@ -7,13 +7,13 @@
 #include <chrono>
 #include <stdexcept>
 
-#include "gui/engine/compute_device.hpp"
-#include "gui/engine/engine.hpp"
-#include "gui/engine/evaluation_module.hpp"
-#include "gui/engine/primal_dual_module.hpp"
+#include "lab/engine/compute_device.hpp"
+#include "lab/engine/engine.hpp"
+#include "lab/evaluation/evaluation_module.hpp"
+#include "lab/primal_dual/primal_dual_module.hpp"
 #include "tttlab/ttt/inner.hpp"
 
-namespace tttlab::gui {
+namespace tttlab::lab {
 namespace {
 
 using namespace std::chrono_literals;
@@ -219,4 +219,4 @@ TEST(ComputeDevice, EvaluationFallsBackToTheCpuWithANote) {
 }
 
 }  // namespace
-}  // namespace tttlab::gui
+}  // namespace tttlab::lab

@@ -12,7 +12,7 @@
 #include "core/io/temp_dir.hpp"
 #include "course/experiments.hpp"
 #include "course/lesson.hpp"
-#include "gui/state/state_file.hpp"
+#include "lab/state/state_file.hpp"
 
 namespace tttlab::course {
 namespace {
@@ -199,7 +199,7 @@ TEST(CourseLesson, ShippedLessonsAreWellFormed) {
   for (const auto& L : c.lessons) {
     auto panel_of = [&](const std::string& experiment) {
       const fs::path scene = L.scene_of(experiment);
-      const auto state = gui::read_state_file(scene);  // throws on a bad scene
+      const auto state = lab::read_state_file(scene);  // throws on a bad scene
       return scene_panel(state);
     };
     for (const auto& p : L.predictions)

@@ -6,11 +6,11 @@
 #include <chrono>
 #include <thread>
 
-#include "gui/engine/engine.hpp"
-#include "gui/engine/stepper_module.hpp"
-#include "gui/engine/head_inputs.hpp"
+#include "lab/engine/engine.hpp"
+#include "lab/inner_stepper/stepper_module.hpp"
+#include "lab/engine/head_inputs.hpp"
 
-namespace tttlab::gui {
+namespace tttlab::lab {
 namespace {
 
 using namespace std::chrono_literals;
@@ -286,4 +286,4 @@ TEST(ToyHead, IsDeterministicInTheSeedAndEmbedsBytesConsistently) {
 }
 
 }  // namespace
-}  // namespace tttlab::gui
+}  // namespace tttlab::lab

@@ -4,9 +4,9 @@
 
 #include <memory>
 
-#include "gui/engine/engine_activity.hpp"
+#include "lab/engine/engine_activity.hpp"
 
-namespace tttlab::gui {
+namespace tttlab::lab {
 namespace {
 
 std::shared_ptr<const RunView> run(RunState state, long done, long total) {
@@ -57,4 +57,4 @@ TEST(EngineActivity, JobsComeFirstAndCanBeCancelled) {
 }
 
 }  // namespace
-}  // namespace tttlab::gui
+}  // namespace tttlab::lab

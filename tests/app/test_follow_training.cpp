@@ -9,13 +9,13 @@
 #include <cstdio>
 #include <mutex>
 
-#include "gui/engine/curves_module.hpp"
-#include "gui/engine/engine.hpp"
-#include "gui/engine/evolution_module.hpp"
-#include "gui/engine/model_library.hpp"
-#include "gui/engine/stepper_module.hpp"
+#include "lab/inner_curves/curves_module.hpp"
+#include "lab/engine/engine.hpp"
+#include "lab/evolution/evolution_module.hpp"
+#include "lab/models/model_library.hpp"
+#include "lab/inner_stepper/stepper_module.hpp"
 
-namespace tttlab::gui {
+namespace tttlab::lab {
 namespace {
 
 using namespace std::chrono_literals;
@@ -216,4 +216,4 @@ TEST(FollowTraining, TheTrainingMarkerWaitsForTheNextCheckpoint) {
 }
 
 }  // namespace
-}  // namespace tttlab::gui
+}  // namespace tttlab::lab

@@ -12,8 +12,8 @@
 #include "core/io/temp_dir.hpp"
 #include "course/lesson.hpp"
 #include "course/progress.hpp"
-#include "gui/state/json_fields.hpp"
-#include "gui/state/state_file.hpp"
+#include "lab/state/json_fields.hpp"
+#include "lab/state/state_file.hpp"
 
 namespace tttlab::course {
 namespace {
@@ -68,9 +68,9 @@ TEST(StateFileFuzzRegressions, NumberTooLargeForADoubleIsAStateError) {
   const std::string crash = "77e777ry \xd0\xd0";  // the bytes the fuzzer found
   for (const std::string& text : {crash, std::string(R"({"format": "tttlab-state", "version": 1e999})")}) {
     try {
-      (void)gui::parse_state(text, "scene.tttlab");
+      (void)lab::parse_state(text, "scene.tttlab");
       ADD_FAILURE() << "accepted: " << text;
-    } catch (const gui::StateError& e) {
+    } catch (const lab::StateError& e) {
       const std::string msg = e.what();
       EXPECT_NE(msg.find("scene.tttlab is not valid JSON"), std::string::npos) << msg;
       EXPECT_NE(msg.find("number overflow"), std::string::npos) << msg;

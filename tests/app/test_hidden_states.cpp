@@ -8,9 +8,9 @@
 #include <limits>
 
 #include "core/io/temp_dir.hpp"
-#include "gui/engine/engine.hpp"
-#include "gui/engine/model_library.hpp"
-#include "gui/engine/stepper_module.hpp"
+#include "lab/engine/engine.hpp"
+#include "lab/models/model_library.hpp"
+#include "lab/inner_stepper/stepper_module.hpp"
 #include "inspect/hidden_states.hpp"
 #include "tttlab/io/safetensors.hpp"
 #include "tttlab/model/checkpoint.hpp"
@@ -47,21 +47,21 @@ TEST_P(StatesFileVsStepper, HoldsTheStatesTheStepperShowsForEveryToken) {
   const std::string model_id = GetParam();
   const std::string text = "The keeper climbed the stairs; the lamp was lit at dusk, every evening.";
   const int block = 2, head = 1;
-  auto lib = std::make_shared<gui::ModelLibrary>();
+  auto lib = std::make_shared<lab::ModelLibrary>();
   const auto model = lib->get(model_id);
   const bool mlp = model->config().seq_layer == SeqLayerKind::TTTMLP;
 
   // The stepper, as the app runs it, through every token.
-  std::vector<std::unique_ptr<gui::EngineModule>> mods;
-  mods.push_back(std::make_unique<gui::StepperModule>(lib));
-  gui::Engine e(std::move(mods));
+  std::vector<std::unique_ptr<lab::EngineModule>> mods;
+  mods.push_back(std::make_unique<lab::StepperModule>(lib));
+  lab::Engine e(std::move(mods));
   e.start();
-  gui::HeadConfig c;
+  lab::HeadConfig c;
   c.model_id = model_id;
   c.block = block;
   c.head = head;
   c.text = text;
-  e.post(gui::StepperConfigure{c, static_cast<long>(text.size()) - 1});
+  e.post(lab::StepperConfigure{c, static_cast<long>(text.size()) - 1});
   ASSERT_TRUE(e.wait_quiescent(60s));
   const auto v = e.snapshot()->stepper;
   ASSERT_TRUE(v->error.empty()) << v->error;
@@ -117,7 +117,7 @@ TEST_P(StatesFileVsStepper, HoldsTheStatesTheStepperShowsForEveryToken) {
       EXPECT_LE(max_diff(initial, 0, member_of(*v->w0, m)), tol) << m << "_initial is the stepper's W0";
     }
     for (std::size_t t = 0; t < text.size(); ++t) {
-      const gui::TokenRecord& rec = *v->records[t];
+      const lab::TokenRecord& rec = *v->records[t];
       EXPECT_NEAR(before[t], rec.loss_before, tol * std::max(1.0, rec.loss_before)) << "token " << t;
       EXPECT_NEAR(eta[t], rec.tau * rec.lambda, tol) << "token " << t;
     }
@@ -125,12 +125,12 @@ TEST_P(StatesFileVsStepper, HoldsTheStatesTheStepperShowsForEveryToken) {
 }
 
 INSTANTIATE_TEST_SUITE_P(ShippedModels, StatesFileVsStepper,
-                         ::testing::Values(std::string(gui::kShippedModelId), std::string("shipped:long-ttt-mlp-m")),
+                         ::testing::Values(std::string(lab::kShippedModelId), std::string("shipped:long-ttt-mlp-m")),
                          [](const auto& param) { return param.index == 0 ? std::string("TTTLinear") : std::string("TTTMLP"); });
 
 TEST(StatesFile, RefusesBadRequestsBeforeComputing) {
-  auto lib = std::make_shared<gui::ModelLibrary>();
-  const auto model = lib->get(gui::kShippedModelId);
+  auto lib = std::make_shared<lab::ModelLibrary>();
+  const auto model = lib->get(lab::kShippedModelId);
   testing::TempDir dir;
   StatesRequest r;
   r.bytes.assign(10000, 'a');

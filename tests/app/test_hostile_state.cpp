@@ -8,14 +8,14 @@
 #include <nlohmann/json.hpp>
 
 #include "core/io/temp_dir.hpp"
-#include "gui/engine/model_library.hpp"
-#include "gui/state/json_fields.hpp"
-#include "gui/state/state_file.hpp"
+#include "lab/models/model_library.hpp"
+#include "lab/state/json_fields.hpp"
+#include "lab/state/state_file.hpp"
 #include "tttlab/io/atomic_file.hpp"
 #include "tttlab/io/safetensors.hpp"
 #include "tttlab/model/checkpoint.hpp"
 
-namespace tttlab::gui {
+namespace tttlab::lab {
 namespace {
 
 namespace fs = std::filesystem;
@@ -79,4 +79,4 @@ TEST(HostileStateFile, AHostileCheckpointIsRefusedBeforeItIsAllocated) {
 }
 
 }  // namespace
-}  // namespace tttlab::gui
+}  // namespace tttlab::lab

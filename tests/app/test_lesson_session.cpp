@@ -1,4 +1,4 @@
-// A lesson as the student works through it (app/gui/lessons/lesson_session.hpp): the veil until the
+// A lesson as the student works through it (app/course/lesson_session.hpp): the veil until the
 // first prediction is locked in, a real experiment on the engine revealing the prediction and the
 // check, the answers recorded in the course progress and restored from it, and a view (the stepper)
 // whose panel computes less than its measures need.
@@ -16,13 +16,15 @@
 #include "course/experiments.hpp"
 #include "course/lesson.hpp"
 #include "course/progress.hpp"
-#include "gui/engine/engine.hpp"
-#include "gui/engine/head_config.hpp"
-#include "gui/lessons/lesson_session.hpp"
-#include "gui/state/state_file.hpp"
+#include "lab/engine/engine.hpp"
+#include "lab/engine/head_config.hpp"
+#include "course/lesson_session.hpp"
+#include "lab/state/state_file.hpp"
 
-namespace tttlab::gui {
+namespace tttlab::lab {
 namespace {
+
+using namespace tttlab::course;  // the lessons and classroom mode, over the lab
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
@@ -295,4 +297,4 @@ expect: 15.5 .. 16.5
 }
 
 }  // namespace
-}  // namespace tttlab::gui
+}  // namespace tttlab::lab

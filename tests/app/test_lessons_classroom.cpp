@@ -3,13 +3,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "gui/classroom.hpp"
-#include "gui/engine/resources.hpp"
-#include "gui/lessons/markdown.hpp"
-#include "gui/state/json_fields.hpp"
-#include "gui/state/state_file.hpp"
+#include "course/classroom.hpp"
+#include "lab/engine/resources.hpp"
+#include "course/markdown.hpp"
+#include "lab/state/json_fields.hpp"
+#include "lab/state/state_file.hpp"
 
-namespace tttlab::gui {
+namespace tttlab::course {
 namespace {
 
 std::string text_of(const MdBlock& b) {
@@ -68,11 +68,11 @@ TEST(Classroom, HidesOnlyWhileEnabledAndRoundTrips) {
   try {
     classroom::from_json(FieldReader(bad, "classroom"));
     ADD_FAILURE();
-  } catch (const StateError& e) {
+  } catch (const lab::StateError& e) {
     EXPECT_NE(std::string(e.what()).find("classroom.hidden[1]"), std::string::npos) << e.what();
   }
   classroom::set(ClassroomState{});
 }
 
 }  // namespace
-}  // namespace tttlab::gui
+}  // namespace tttlab::course

@@ -12,21 +12,21 @@
 #include "core/io/temp_dir.hpp"
 #include "course/experiments.hpp"
 #include "course/lesson.hpp"
-#include "gui/engine/engine.hpp"
-#include "gui/engine/evaluation_module.hpp"
-#include "gui/engine/generation_module.hpp"
-#include "gui/engine/library_module.hpp"
-#include "gui/engine/model_library.hpp"
-#include "gui/engine/resources.hpp"
-#include "gui/engine/snapshot.hpp"
-#include "gui/engine/stepper_module.hpp"
-#include "gui/state/json_fields.hpp"
-#include "gui/state/state_file.hpp"
+#include "lab/engine/engine.hpp"
+#include "lab/evaluation/evaluation_module.hpp"
+#include "lab/generation/generation_module.hpp"
+#include "lab/models/library_module.hpp"
+#include "lab/models/model_library.hpp"
+#include "lab/engine/resources.hpp"
+#include "lab/engine/snapshot.hpp"
+#include "lab/inner_stepper/stepper_module.hpp"
+#include "lab/state/json_fields.hpp"
+#include "lab/state/state_file.hpp"
 #include "tttlab/io/atomic_file.hpp"
 #include "tttlab/model/checkpoint.hpp"
 #include "tttlab/train/trainer.hpp"
 
-namespace tttlab::gui {
+namespace tttlab::lab {
 namespace {
 
 namespace fs = std::filesystem;
@@ -193,9 +193,9 @@ TEST(LosesNothing, F11_LessonCheckFailsANonFiniteMeasure) {
 }
 
 }  // namespace
-}  // namespace tttlab::gui
+}  // namespace tttlab::lab
 
-namespace tttlab::gui {
+namespace tttlab::lab {
 namespace {
 
 namespace fs = std::filesystem;
@@ -295,4 +295,4 @@ TEST(LosesNothing, F12_ControlBytesInLessonFilesAreEscaped) {
 }
 
 }  // namespace
-}  // namespace tttlab::gui
+}  // namespace tttlab::lab

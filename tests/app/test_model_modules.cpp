@@ -14,26 +14,26 @@
 #include <set>
 #include <thread>
 
-#include "gui/engine/curves_module.hpp"
-#include "gui/engine/data_source.hpp"
-#include "gui/engine/engine.hpp"
-#include "gui/engine/evaluation_module.hpp"
-#include "gui/engine/evolution_module.hpp"
-#include "gui/engine/generation_module.hpp"
-#include "gui/engine/head_inputs.hpp"
-#include "gui/engine/library_module.hpp"
-#include "gui/engine/minibatch_module.hpp"
-#include "gui/engine/model_library.hpp"
-#include "gui/engine/primal_dual_module.hpp"
-#include "gui/engine/resources.hpp"
-#include "gui/engine/series.hpp"
-#include "gui/engine/stepper_module.hpp"
-#include "gui/engine/training_module.hpp"
+#include "lab/inner_curves/curves_module.hpp"
+#include "lab/engine/data_source.hpp"
+#include "lab/engine/engine.hpp"
+#include "lab/evaluation/evaluation_module.hpp"
+#include "lab/evolution/evolution_module.hpp"
+#include "lab/generation/generation_module.hpp"
+#include "lab/engine/head_inputs.hpp"
+#include "lab/models/library_module.hpp"
+#include "lab/minibatch/minibatch_module.hpp"
+#include "lab/models/model_library.hpp"
+#include "lab/primal_dual/primal_dual_module.hpp"
+#include "lab/engine/resources.hpp"
+#include "lab/engine/series.hpp"
+#include "lab/inner_stepper/stepper_module.hpp"
+#include "lab/training/training_module.hpp"
 #include "tttlab/data/batches.hpp"
 #include "tttlab/train/metrics.hpp"
 #include "tttlab/ttt/layer.hpp"
 
-namespace tttlab::gui {
+namespace tttlab::lab {
 namespace {
 
 namespace fs = std::filesystem;
@@ -704,4 +704,4 @@ TEST(Training, PauseResumeStopBetweenStepsAndReopenTheRun) {
 }
 
 }  // namespace
-}  // namespace tttlab::gui
+}  // namespace tttlab::lab

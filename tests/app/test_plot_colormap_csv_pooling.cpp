@@ -6,11 +6,11 @@
 #include <string>
 #include <vector>
 
-#include "gui/plot/colormap.hpp"
-#include "gui/plot/csv.hpp"
-#include "gui/plot/pooling.hpp"
+#include "lab/plot/colormap.hpp"
+#include "lab/plot/csv.hpp"
+#include "lab/plot/pooling.hpp"
 
-namespace tttlab::gui::plot {
+namespace tttlab::lab::plot {
 namespace {
 
 TEST(PlotColormap, LabConversionMatchesKnownValuesAndRoundTrips) {
@@ -187,4 +187,4 @@ TEST(PlotPooling, FunctionFormEvaluatesEveryEntryOnce) {
 }
 
 }  // namespace
-}  // namespace tttlab::gui::plot
+}  // namespace tttlab::lab::plot

@@ -5,10 +5,10 @@
 #include <limits>
 #include <vector>
 
-#include "gui/plot/scale.hpp"
-#include "gui/plot/smoothing.hpp"
+#include "lab/plot/scale.hpp"
+#include "lab/plot/smoothing.hpp"
 
-namespace tttlab::gui::plot {
+namespace tttlab::lab::plot {
 namespace {
 
 TEST(PlotScale, LinearMapsEndsToZeroAndOneAndInverts) {
@@ -92,4 +92,4 @@ TEST(PlotSmoothing, StepResponseRisesMonotonicallyTowardsTheNewLevel) {
 }
 
 }  // namespace
-}  // namespace tttlab::gui::plot
+}  // namespace tttlab::lab::plot

@@ -1,11 +1,11 @@
-// Tick selection and labels (app/gui/plot/ticks.hpp).
+// Tick selection and labels (app/lab/plot/ticks.hpp).
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "gui/plot/ticks.hpp"
+#include "lab/plot/ticks.hpp"
 
-namespace tttlab::gui::plot {
+namespace tttlab::lab::plot {
 namespace {
 
 std::vector<double> majors(const std::vector<Tick>& ticks) {
@@ -106,9 +106,9 @@ TEST(PlotTicks, ValuesAreReadableAtEveryMagnitude) {
 }
 
 }  // namespace
-}  // namespace tttlab::gui::plot
+}  // namespace tttlab::lab::plot
 
-namespace tttlab::gui::plot {
+namespace tttlab::lab::plot {
 namespace {
 
 TEST(PlotTicks, OneOrTwoDecadesGetOneTwoFiveLabels) {
@@ -138,4 +138,4 @@ TEST(PlotFormat, DurationsReadLikeAClock) {
 }
 
 }  // namespace
-}  // namespace tttlab::gui::plot
+}  // namespace tttlab::lab::plot

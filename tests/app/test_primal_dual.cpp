@@ -4,10 +4,10 @@
 #include <chrono>
 #include <thread>
 
-#include "gui/engine/engine.hpp"
-#include "gui/engine/primal_dual_module.hpp"
+#include "lab/engine/engine.hpp"
+#include "lab/primal_dual/primal_dual_module.hpp"
 
-namespace tttlab::gui {
+namespace tttlab::lab {
 namespace {
 
 using namespace std::chrono_literals;
@@ -122,4 +122,4 @@ TEST(PrimalDual, ANewRequestCancelsTheRunningOne) {
 }
 
 }  // namespace
-}  // namespace tttlab::gui
+}  // namespace tttlab::lab

@@ -1,4 +1,4 @@
-// The Recall lab's engine module (app/gui/engine/recall_module.hpp) against the core computation it
+// The Recall lab's engine module (app/lab/recall/recall_module.hpp) against the core computation it
 // wraps (tttlab/analysis/recall.hpp): the same accuracies and the same forgetting map, built from
 // many small work items; its settings in a state file; and the lesson measures read off its view.
 #include <gtest/gtest.h>
@@ -8,12 +8,12 @@
 #include <nlohmann/json.hpp>
 
 #include "course/experiments.hpp"
-#include "gui/engine/engine.hpp"
-#include "gui/engine/recall_module.hpp"
-#include "gui/state/run_settings.hpp"
+#include "lab/engine/engine.hpp"
+#include "lab/recall/recall_module.hpp"
+#include "lab/state/run_settings.hpp"
 #include "tttlab/analysis/recall.hpp"
 
-namespace tttlab::gui {
+namespace tttlab::lab {
 namespace {
 
 using namespace std::chrono_literals;
@@ -124,4 +124,4 @@ TEST(RecallModule, BadSettingsFailTheViewAndTheStateFile) {
 }
 
 }  // namespace
-}  // namespace tttlab::gui
+}  // namespace tttlab::lab

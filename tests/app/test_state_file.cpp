@@ -6,13 +6,15 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "gui/classroom.hpp"
-#include "gui/engine/head_config.hpp"
-#include "gui/state/json_fields.hpp"
-#include "gui/state/state_file.hpp"
+#include "course/classroom.hpp"
+#include "lab/engine/head_config.hpp"
+#include "lab/state/json_fields.hpp"
+#include "lab/state/state_file.hpp"
 
-namespace tttlab::gui {
+namespace tttlab::lab {
 namespace {
+
+using namespace tttlab::course;  // the lessons and classroom mode, over the lab
 
 namespace fs = std::filesystem;
 
@@ -201,4 +203,4 @@ TEST(ClassroomJson, HintAndAnswerSwitchesRoundTripWithOldFilesAllowingBoth) {
 }
 
 }  // namespace
-}  // namespace tttlab::gui
+}  // namespace tttlab::lab

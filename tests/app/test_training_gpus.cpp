@@ -17,14 +17,14 @@
 #include <thread>
 #include <utility>
 
-#include "gui/engine/engine.hpp"
-#include "gui/engine/model_library.hpp"
-#include "gui/engine/training_module.hpp"
-#include "gui/state/json_fields.hpp"
-#include "gui/state/run_settings.hpp"
+#include "lab/engine/engine.hpp"
+#include "lab/models/model_library.hpp"
+#include "lab/training/training_module.hpp"
+#include "lab/state/json_fields.hpp"
+#include "lab/state/run_settings.hpp"
 #include "tttlab/train/data_parallel.hpp"
 
-namespace tttlab::gui {
+namespace tttlab::lab {
 namespace {
 
 namespace fs = std::filesystem;
@@ -81,7 +81,7 @@ struct Asked {
   std::vector<std::pair<std::string, int>> calls;  // (device, gpus)
 };
 
-// The chooser of `tttlab gui` (app/cli/cmd_gui.cpp) with the GPUs replaced by CPU replicas: gpus > 1
+// The chooser of `tttlab gui` (app/gui/command.cpp) with the GPUs replaced by CPU replicas: gpus > 1
 // gets a DataParallelBackend over that many replicas and fake ranks; 1 gets the CPU engine.
 TrainDevices cpu_data_parallel(std::shared_ptr<Asked> asked) {
   TrainDevices d;
@@ -255,4 +255,4 @@ TEST(TrainingGpusState, BadGpuCountsAreRefusedNamingTheField) {
 }
 
 }  // namespace
-}  // namespace tttlab::gui
+}  // namespace tttlab::lab

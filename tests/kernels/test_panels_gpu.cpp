@@ -16,16 +16,16 @@
 #include <thread>
 
 #include "compute/cuda_compute.hpp"
-#include "gui/engine/compute_device.hpp"
-#include "gui/engine/engine.hpp"
-#include "gui/engine/curves_module.hpp"
-#include "gui/engine/evaluation_module.hpp"
-#include "gui/engine/evolution_module.hpp"
-#include "gui/engine/generation_module.hpp"
-#include "gui/engine/minibatch_module.hpp"
-#include "gui/engine/primal_dual_module.hpp"
+#include "lab/engine/compute_device.hpp"
+#include "lab/engine/engine.hpp"
+#include "lab/inner_curves/curves_module.hpp"
+#include "lab/evaluation/evaluation_module.hpp"
+#include "lab/evolution/evolution_module.hpp"
+#include "lab/generation/generation_module.hpp"
+#include "lab/minibatch/minibatch_module.hpp"
+#include "lab/primal_dual/primal_dual_module.hpp"
 
-namespace tttlab::gui {
+namespace tttlab::lab {
 namespace {
 
 using namespace std::chrono_literals;
@@ -313,4 +313,4 @@ TEST(PanelsGpu, TheCpuChoiceKeepsEveryPanelOnTheCpu) {
 }
 
 }  // namespace
-}  // namespace tttlab::gui
+}  // namespace tttlab::lab

@@ -6,10 +6,11 @@
 #include <cfloat>
 #include <cmath>
 
-#include "gui/classroom.hpp"
-#include "gui/engine/snapshot.hpp"
+#include "course/classroom.hpp"
+#include "lab/engine/snapshot.hpp"
 #include "gui/fonts.hpp"
-#include "gui/lessons/course_session.hpp"
+#include "course/course_session.hpp"
+#include "gui/lab.hpp"
 #include "gui/lessons/lesson_widgets.hpp"
 #include "gui/lessons/markdown_view.hpp"
 #include "gui/theme.hpp"

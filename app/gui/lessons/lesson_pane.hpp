@@ -9,12 +9,10 @@
 #include <functional>
 #include <string>
 
-#include "gui/lessons/lesson_session.hpp"
+#include "course/lesson_session.hpp"
+#include "gui/lab.hpp"
 
 namespace tttlab::gui {
-
-struct Snapshot;
-class CommandSink;
 
 // What the pane asks of the app.
 struct LessonPaneHost {

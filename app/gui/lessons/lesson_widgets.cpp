@@ -11,7 +11,8 @@
 #include <sstream>
 
 #include "gui/fonts.hpp"
-#include "gui/plot/ticks.hpp"
+#include "lab/plot/ticks.hpp"
+#include "gui/lab.hpp"
 #include "gui/theme.hpp"
 
 namespace tttlab::gui::lesson_ui {

@@ -9,7 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "gui/lessons/markdown.hpp"
+#include "course/markdown.hpp"
+#include "gui/lab.hpp"
 
 struct ImFont;
 

@@ -16,9 +16,10 @@
 #include <string>
 #include <vector>
 
-#include "gui/classroom.hpp"
-#include "gui/engine/command.hpp"
-#include "gui/engine/snapshot.hpp"
+#include "course/classroom.hpp"
+#include "lab/engine/command.hpp"
+#include "lab/engine/snapshot.hpp"
+#include "gui/lab.hpp"
 
 namespace tttlab::gui {
 

@@ -7,15 +7,16 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "gui/engine/data_source.hpp"
+#include "lab/engine/data_source.hpp"
 #include "gui/fonts.hpp"
 #include "gui/keys.hpp"
 #include "gui/panels/panel.hpp"
 #include "gui/panels/widgets.hpp"
 #include "gui/plot/line_plot.hpp"
-#include "gui/plot/ticks.hpp"
-#include "gui/state/json_fields.hpp"
-#include "gui/state/run_settings.hpp"
+#include "lab/plot/ticks.hpp"
+#include "lab/state/json_fields.hpp"
+#include "lab/state/run_settings.hpp"
+#include "gui/lab.hpp"
 #include "gui/theme.hpp"
 
 namespace tttlab::gui {

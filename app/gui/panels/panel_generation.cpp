@@ -8,17 +8,18 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "gui/engine/head_inputs.hpp"
+#include "lab/engine/head_inputs.hpp"
 #include "gui/fonts.hpp"
 #include "gui/keys.hpp"
 #include "gui/panels/panel.hpp"
 #include "gui/panels/widgets.hpp"
-#include "gui/plot/colormap.hpp"
+#include "lab/plot/colormap.hpp"
 #include "gui/plot/heatmap.hpp"
 #include "gui/plot/line_plot.hpp"
 #include "gui/plot/plot_common.hpp"
-#include "gui/plot/ticks.hpp"
-#include "gui/state/json_fields.hpp"
+#include "lab/plot/ticks.hpp"
+#include "lab/state/json_fields.hpp"
+#include "gui/lab.hpp"
 #include "gui/theme.hpp"
 
 namespace tttlab::gui {

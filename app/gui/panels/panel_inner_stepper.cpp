@@ -14,8 +14,8 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "gui/engine/stepper_module.hpp"
-#include "gui/engine/head_inputs.hpp"
+#include "lab/inner_stepper/stepper_module.hpp"
+#include "lab/engine/head_inputs.hpp"
 #include "gui/fonts.hpp"
 #include "gui/keys.hpp"
 #include "gui/panels/panel.hpp"
@@ -24,9 +24,10 @@
 #include "gui/plot/line_plot.hpp"
 #include "gui/plot/plot_common.hpp"
 #include "gui/plot/small_multiples.hpp"
-#include "gui/plot/ticks.hpp"
-#include "gui/state/json_fields.hpp"
-#include "gui/state/run_settings.hpp"
+#include "lab/plot/ticks.hpp"
+#include "lab/state/json_fields.hpp"
+#include "lab/state/run_settings.hpp"
+#include "gui/lab.hpp"
 #include "gui/theme.hpp"
 
 namespace tttlab::gui {

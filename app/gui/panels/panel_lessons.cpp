@@ -9,12 +9,13 @@
 #include <nlohmann/json.hpp>
 
 #include "gui/fonts.hpp"
-#include "gui/lessons/course_session.hpp"
+#include "course/course_session.hpp"
 #include "gui/lessons/lesson_widgets.hpp"
 #include "gui/lessons/markdown_view.hpp"
 #include "gui/panels/panel.hpp"
 #include "gui/panels/widgets.hpp"
-#include "gui/state/json_fields.hpp"
+#include "lab/state/json_fields.hpp"
+#include "gui/lab.hpp"
 #include "gui/theme.hpp"
 
 namespace tttlab::gui {

@@ -10,8 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "gui/engine/data_source.hpp"
-#include "gui/engine/minibatch_module.hpp"
+#include "lab/engine/data_source.hpp"
+#include "lab/minibatch/minibatch_module.hpp"
 #include "gui/fonts.hpp"
 #include "gui/keys.hpp"
 #include "gui/panels/panel.hpp"
@@ -19,9 +19,10 @@
 #include "gui/plot/line_plot.hpp"
 #include "gui/plot/plot_common.hpp"
 #include "gui/plot/small_multiples.hpp"
-#include "gui/plot/ticks.hpp"
-#include "gui/state/json_fields.hpp"
-#include "gui/state/run_settings.hpp"
+#include "lab/plot/ticks.hpp"
+#include "lab/state/json_fields.hpp"
+#include "lab/state/run_settings.hpp"
+#include "gui/lab.hpp"
 #include "gui/theme.hpp"
 
 namespace tttlab::gui {

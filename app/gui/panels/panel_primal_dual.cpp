@@ -10,17 +10,18 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "gui/engine/primal_dual_module.hpp"
-#include "gui/engine/head_inputs.hpp"
+#include "lab/primal_dual/primal_dual_module.hpp"
+#include "lab/engine/head_inputs.hpp"
 #include "gui/fonts.hpp"
 #include "gui/keys.hpp"
 #include "gui/panels/panel.hpp"
 #include "gui/panels/widgets.hpp"
 #include "gui/plot/heatmap.hpp"
 #include "gui/plot/line_plot.hpp"
-#include "gui/plot/ticks.hpp"
-#include "gui/state/json_fields.hpp"
-#include "gui/state/run_settings.hpp"
+#include "lab/plot/ticks.hpp"
+#include "lab/state/json_fields.hpp"
+#include "lab/state/run_settings.hpp"
+#include "gui/lab.hpp"
 #include "gui/theme.hpp"
 
 namespace tttlab::gui {

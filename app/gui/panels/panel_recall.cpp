@@ -17,9 +17,10 @@
 #include "gui/panels/widgets.hpp"
 #include "gui/plot/heatmap.hpp"
 #include "gui/plot/line_plot.hpp"
-#include "gui/plot/ticks.hpp"
-#include "gui/state/json_fields.hpp"
-#include "gui/state/run_settings.hpp"
+#include "lab/plot/ticks.hpp"
+#include "lab/state/json_fields.hpp"
+#include "lab/state/run_settings.hpp"
+#include "gui/lab.hpp"
 #include "gui/theme.hpp"
 
 namespace tttlab::gui {

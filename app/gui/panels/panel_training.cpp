@@ -10,15 +10,16 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "gui/engine/data_source.hpp"
+#include "lab/engine/data_source.hpp"
 #include "gui/fonts.hpp"
 #include "gui/keys.hpp"
 #include "gui/panels/panel.hpp"
 #include "gui/panels/widgets.hpp"
 #include "gui/plot/line_plot.hpp"
-#include "gui/plot/ticks.hpp"
-#include "gui/state/json_fields.hpp"
-#include "gui/state/run_settings.hpp"
+#include "lab/plot/ticks.hpp"
+#include "lab/state/json_fields.hpp"
+#include "lab/state/run_settings.hpp"
+#include "gui/lab.hpp"
 #include "gui/theme.hpp"
 
 namespace tttlab::gui {
@@ -72,7 +73,7 @@ nlohmann::json to_json(const TrainingPanelSettings& s) {
 
 TrainingPanelSettings settings_from(const FieldReader& r) {
   TrainingPanelSettings s = default_settings();
-  s.train = train_settings_from(r.object("settings"), s.train);  // gui/state/run_settings.hpp
+  s.train = train_settings_from(r.object("settings"), s.train);  // lab/state/run_settings.hpp
   s.name = r.string("name", 128, "");
   s.open_runs = r.string_list("runs", 64, 4096, {});
   const FieldReader v = r.object("view");

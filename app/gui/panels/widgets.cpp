@@ -6,11 +6,12 @@
 #include <cstring>
 #include <filesystem>
 
-#include "gui/classroom.hpp"
-#include "gui/engine/head_inputs.hpp"
-#include "gui/engine/resources.hpp"
+#include "course/classroom.hpp"
+#include "lab/engine/head_inputs.hpp"
+#include "lab/engine/resources.hpp"
 #include "gui/fonts.hpp"
-#include "gui/plot/colormap.hpp"
+#include "lab/plot/colormap.hpp"
+#include "gui/lab.hpp"
 #include "gui/plot/plot_common.hpp"
 #include "gui/theme.hpp"
 

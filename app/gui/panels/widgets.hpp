@@ -8,10 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "gui/engine/command.hpp"
-#include "gui/engine/head_config.hpp"
-#include "gui/engine/model_library.hpp"
-#include "gui/engine/snapshot.hpp"
+#include "lab/engine/command.hpp"
+#include "lab/engine/head_config.hpp"
+#include "lab/models/model_library.hpp"
+#include "lab/engine/snapshot.hpp"
+#include "gui/lab.hpp"
 
 namespace tttlab::gui::widgets {
 

@@ -5,12 +5,13 @@
 #include <cstring>
 
 #include "gui/fonts.hpp"
-#include "gui/plot/colormap.hpp"
-#include "gui/plot/csv.hpp"
+#include "lab/plot/colormap.hpp"
+#include "lab/plot/csv.hpp"
 #include "gui/plot/plot_common.hpp"
 #include "gui/plot/plot_export.hpp"
 #include "gui/plot/texture_cache.hpp"
-#include "gui/plot/ticks.hpp"
+#include "lab/plot/ticks.hpp"
+#include "gui/lab.hpp"
 #include "gui/theme.hpp"
 
 namespace tttlab::gui::plot {

@@ -14,7 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "gui/plot/pooling.hpp"
+#include "lab/plot/pooling.hpp"
+#include "gui/lab.hpp"
 
 namespace tttlab::gui::plot {
 

@@ -4,11 +4,12 @@
 #include <cmath>
 
 #include "gui/fonts.hpp"
-#include "gui/plot/csv.hpp"
+#include "lab/plot/csv.hpp"
 #include "gui/plot/plot_common.hpp"
 #include "gui/plot/plot_export.hpp"
-#include "gui/plot/smoothing.hpp"
-#include "gui/plot/ticks.hpp"
+#include "lab/plot/smoothing.hpp"
+#include "lab/plot/ticks.hpp"
+#include "gui/lab.hpp"
 #include "gui/theme.hpp"
 
 namespace tttlab::gui::plot {

@@ -22,7 +22,8 @@
 #include <string>
 #include <vector>
 
-#include "gui/plot/scale.hpp"
+#include "lab/plot/scale.hpp"
+#include "gui/lab.hpp"
 
 namespace tttlab::gui::plot {
 

@@ -9,11 +9,12 @@
 #include <unistd.h>
 
 #include "course/lesson.hpp"
-#include "gui/classroom.hpp"
-#include "gui/engine/snapshot.hpp"
+#include "course/classroom.hpp"
+#include "lab/engine/snapshot.hpp"
 #include "gui/fonts.hpp"
 #include "gui/lessons/lesson_pane.hpp"
-#include "gui/lessons/lesson_session.hpp"
+#include "course/lesson_session.hpp"
+#include "gui/lab.hpp"
 #include "gui/theme.hpp"
 
 namespace tttlab::gui {

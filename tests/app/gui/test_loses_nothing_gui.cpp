@@ -9,14 +9,15 @@
 #include <nlohmann/json.hpp>
 
 #include "core/io/temp_dir.hpp"
-#include "gui/classroom.hpp"
-#include "gui/engine/resources.hpp"
+#include "course/classroom.hpp"
+#include "lab/engine/resources.hpp"
 #include "gui/notify.hpp"
 #include "gui/panels/panel.hpp"
 #include "gui/platform.hpp"
 #include "gui/plot/plot_export.hpp"
-#include "gui/state/json_fields.hpp"
-#include "gui/state/state_file.hpp"
+#include "lab/state/json_fields.hpp"
+#include "lab/state/state_file.hpp"
+#include "gui/lab.hpp"
 
 namespace tttlab::gui {
 namespace {

@@ -12,16 +12,17 @@
 #include <thread>
 #include <nlohmann/json.hpp>
 
-#include "gui/classroom.hpp"
-#include "gui/engine/engine.hpp"
-#include "gui/engine/resources.hpp"
-#include "gui/lessons/markdown.hpp"
-#include "gui/state/state_file.hpp"
+#include "course/classroom.hpp"
+#include "lab/engine/engine.hpp"
+#include "lab/engine/resources.hpp"
+#include "course/markdown.hpp"
+#include "lab/state/state_file.hpp"
 #include "gui/fonts.hpp"
 #include "gui/panels/panel.hpp"
 #include "gui/panels/widgets.hpp"
 #include "gui/plot/plot_export.hpp"
-#include "gui/state/json_fields.hpp"
+#include "lab/state/json_fields.hpp"
+#include "gui/lab.hpp"
 #include "gui/theme.hpp"
 
 namespace tttlab::gui {

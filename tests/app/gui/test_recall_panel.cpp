@@ -5,7 +5,8 @@
 #include <nlohmann/json.hpp>
 
 #include "gui/panels/panel.hpp"
-#include "gui/state/json_fields.hpp"
+#include "lab/state/json_fields.hpp"
+#include "gui/lab.hpp"
 
 namespace tttlab::gui {
 namespace {

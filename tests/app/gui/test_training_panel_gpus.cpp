@@ -9,11 +9,12 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "gui/engine/command.hpp"
-#include "gui/engine/snapshot.hpp"
+#include "lab/engine/command.hpp"
+#include "lab/engine/snapshot.hpp"
 #include "gui/fonts.hpp"
 #include "gui/panels/panel.hpp"
-#include "gui/state/json_fields.hpp"
+#include "lab/state/json_fields.hpp"
+#include "gui/lab.hpp"
 #include "gui/theme.hpp"
 
 namespace tttlab::gui {

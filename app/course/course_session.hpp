@@ -1,0 +1,44 @@
+// app/course/course_session.hpp — the course as the app holds it: the lessons (course::Course,
+// read from the lessons folder that find_resource finds), the student's progress (ProgressStore),
+// and the lesson the student asked to start. Shared by the course page (the Lessons panel) and the
+// app, which docks the started lesson beside its view. No drawing here. UI thread only.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "course/lesson.hpp"
+#include "course/progress.hpp"
+
+namespace tttlab::course {
+
+struct CourseSession {
+  course::Course course;
+  std::string error;  // the lessons folder was not found (the course is then empty)
+  std::unique_ptr<course::ProgressStore> progress;
+  std::string open_lesson;  // the lesson docked beside the view now ("" when none); set by the app
+  int generation = 0;       // raised by reload(): lessons held from before may have changed
+};
+
+namespace course_session {
+
+// Where the progress is kept; call before the first get() (default: ProgressStore::default_path()).
+// Screenshots and benchmarks pass a path of their own so that they never show a student's progress.
+void set_progress_path(std::filesystem::path path);
+// The course, loaded on first use.
+CourseSession& get();
+// Reads the lessons folder again (after a teacher edited a lesson); the progress is kept.
+void reload();
+
+// The course page asks for a lesson; the app takes the request at the start of the next frame, opens
+// the lesson's scene like File → Open and docks the lesson beside it.
+void request_start(std::string lesson_name);
+std::optional<std::string> take_start_request();
+
+// "01-one-step-per-token" → 1 (the number the course page shows); 0 when the name has none.
+int lesson_number(const std::string& name);
+
+}  // namespace course_session
+}  // namespace tttlab::course

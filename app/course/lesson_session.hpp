@@ -1,0 +1,135 @@
+// app/course/lesson_session.hpp — one lesson as the student works through it, beside its live
+// view: "predict, then reveal" (choose, lock in, run the experiment, compare with the measurement),
+// the hints and answers opened, the engine's checks, and "finished". Everything here is UI-free and
+// unit-tested; the lesson pane (lesson_pane.hpp) draws it. UI thread only.
+//
+// Running an experiment: begin_run() names the scene to open (the app opens it like File → Open, which
+// posts the view's settings to the engine) and notes the view's generation in the snapshot of that
+// frame. poll() is then called once per frame; it takes the measures (course::read_measures) when the
+// view is complete AND either newer than that generation, or the engine was quiescent at the previous
+// poll (a view asked for exactly what it already shows keeps its generation; its measures are right).
+// Then apply_measures() reveals every locked prediction on that experiment and records it.
+// A panel may show less than its measures need (the stepper computes up to its cursor only): when the
+// engine has gone quiet and the measures are still incomplete, poll() posts the scene itself once
+// (course::post_scene, what `tttlab lessons check` runs) and waits again.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "course/experiments.hpp"
+#include "course/lesson.hpp"
+#include "course/progress.hpp"
+#include "lab/engine/command.hpp"
+#include "course/markdown.hpp"
+
+namespace tttlab::lab {
+struct Snapshot;
+}  // namespace tttlab::lab
+
+namespace tttlab::course {
+
+using lab::CommandSink;
+using lab::Snapshot;
+
+class LessonSession {
+ public:
+  struct PredictionState {
+    int choice = -1;       // multiple choice: the student's pick (−1: none yet)
+    double value = 0;      // slider: the student's value
+    bool locked = false;   // committed: cannot change until "predict again"
+    bool revealed = false;
+    bool right = false;
+    double measured = 0;
+    std::optional<double> lo, hi;  // the measurement's spread, when this session measured it
+    int right_choice = -1;         // the choice the measurement makes right (−1: none of them)
+    std::string error;             // the experiment did not report what this prediction asks about
+  };
+  struct CheckState {
+    bool known = false;  // measured in this session
+    course::Measurement measured;
+    bool holds = false;
+    bool missing = false;  // the experiment did not report the measure
+  };
+
+  // `progress` may be null (nothing is recorded). The student's earlier answers are restored from it.
+  LessonSession(course::Lesson lesson, course::ProgressStore* progress);
+
+  const course::Lesson& lesson() const { return lesson_; }
+  // The Markdown parts, parsed (same order as lesson().parts; empty documents for the other kinds),
+  // without the level-1 heading that opens the lesson (the pane's header shows the title).
+  const MdDocument& part_doc(std::size_t part) const { return docs_.at(part); }
+
+  // ---- predictions
+  const PredictionState& prediction(int i) const { return preds_.at(static_cast<std::size_t>(i)); }
+  void choose(int i, int choice);
+  void set_value(int i, double value);
+  // Commits the student's answer, records it and saves. False when nothing is chosen or it is locked.
+  bool lock(int i);
+  // "Predict again": unlocks and forgets the answer and its result (recorded and saved).
+  void forget(int i);
+  // True while the lesson's FIRST prediction is not locked in: the live view stays veiled.
+  bool veiled() const { return !preds_.empty() && !preds_.front().locked; }
+
+  // ---- questions
+  bool hint_shown(int i) const { return hints_.at(static_cast<std::size_t>(i)); }
+  bool answer_shown(int i) const { return answers_.at(static_cast<std::size_t>(i)); }
+  void show_hint(int i, bool on) { hints_.at(static_cast<std::size_t>(i)) = on; }
+  void show_answer(int i, bool on) { answers_.at(static_cast<std::size_t>(i)) = on; }
+
+  // ---- experiments
+  // Starts measuring `experiment` ("" = the lesson's scene) from this frame's snapshot. Returns the
+  // scene file the app must open now, or nothing (run_error() says why).
+  std::optional<std::filesystem::path> begin_run(const std::string& experiment, const Snapshot& snap);
+  // The app could not open the scene: the run is abandoned (its own error popup explains why).
+  void cancel_run();
+  // Once per frame, before anything can begin a run in that frame. `engine_quiet`: Engine::quiescent()
+  // now; `sink`: where the scene is posted if the view alone does not complete the measures.
+  void poll(const Snapshot& snap, bool engine_quiet, CommandSink& sink);
+  bool running() const { return run_.has_value(); }
+  const std::string& running_experiment() const;
+  const std::string& run_error() const { return run_error_; }
+  // The experiment of the last begin_run (where run_error() belongs).
+  const std::string& last_run_experiment() const { return last_experiment_; }
+  // Reveals the locked predictions of `experiment` with these measures and records them.
+  void apply_measures(const std::string& experiment, const course::Measures& measures);
+  const course::Measures* measures(const std::string& experiment) const;
+
+  // ---- checks
+  CheckState check(int i) const;
+  // True while a prediction on the same value is not revealed yet: the check's result would give its
+  // answer away, so it waits.
+  bool check_would_spoil(int i) const;
+
+  // ---- the lesson as a whole
+  bool finished() const;
+  void set_finished(bool finished);
+  // The progress file's problem, if any ("" when none or no progress is kept).
+  std::string progress_error() const { return progress_ ? progress_->error() : std::string(); }
+
+ private:
+  struct Run {
+    std::string experiment, panel;
+    nlohmann::json scene;
+    std::uint64_t baseline = 0;
+    bool quiet_before = false;
+    bool posted = false;  // the scene itself was posted (once)
+  };
+  void record(int i);
+
+  course::Lesson lesson_;
+  course::ProgressStore* progress_;
+  std::vector<MdDocument> docs_;
+  std::vector<PredictionState> preds_;
+  std::vector<bool> hints_, answers_;
+  std::map<std::string, course::Measures> measures_;
+  std::optional<Run> run_;
+  std::string run_error_, last_experiment_;
+};
+
+}  // namespace tttlab::course

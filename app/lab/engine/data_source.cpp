@@ -1,0 +1,69 @@
+#include "lab/engine/data_source.hpp"
+
+#include <map>
+#include <mutex>
+#include <stdexcept>
+
+#include "lab/engine/resources.hpp"
+#include "tttlab/data/text_file.hpp"
+
+namespace tttlab::lab {
+namespace fs = std::filesystem;
+
+std::string default_data_source() { return find_brown_dir() ? "brown" : "sample"; }
+
+std::shared_ptr<const DataBytes> load_data(const std::string& source, int min_window) {
+  static std::mutex mu;
+  static std::map<std::string, std::shared_ptr<const DataBytes>> cache;
+  std::lock_guard lk(mu);
+  std::shared_ptr<const DataBytes> d;
+  if (auto it = cache.find(source); it != cache.end()) {
+    d = it->second;
+  } else {
+    auto n = std::make_shared<DataBytes>();
+    n->source = source;
+    TextLoadOptions opt;
+    opt.seq_len = 0;
+    if (source == "brown") {
+      const auto dir = find_brown_dir();
+      if (!dir)
+        throw std::runtime_error("the Brown corpus is not prepared (data/brown/train.txt and val.txt were not "
+                                 "found): run `bash scripts/setup.sh`, or choose the sample text or a file");
+      n->train = load_text_file(*dir / "train.txt", opt).bytes;
+      n->val = load_text_file(*dir / "val.txt", opt).bytes;
+      std::error_code ec;
+      const fs::path rel = dir->lexically_relative(fs::current_path(ec));  // symlinks kept as they are
+      const bool inside = !ec && !rel.empty() && rel.string().rfind("..", 0) != 0;
+      n->description = "Brown corpus (" + (inside ? rel : *dir).string() + ")";
+      n->dir = *dir;
+    } else if (source == "sample") {
+      const std::string& s = sample_corpus();
+      const std::size_t n_val = s.size() / 5;
+      n->train.assign(s.begin(), s.end() - static_cast<std::ptrdiff_t>(n_val));
+      n->val.assign(s.end() - static_cast<std::ptrdiff_t>(n_val), s.end());
+      n->description = "built-in sample text (" + std::to_string(s.size()) + " bytes)";
+    } else {
+      std::vector<std::uint8_t> bytes;
+      try {
+        bytes = load_text_file(source, opt).bytes;
+      } catch (const std::exception& e) {
+        throw std::runtime_error(e.what());
+      }
+      const std::size_t n_val = std::max<std::size_t>(bytes.size() / 20, 1);
+      n->val.assign(bytes.end() - static_cast<std::ptrdiff_t>(n_val), bytes.end());
+      bytes.resize(bytes.size() - n_val);
+      n->train = std::move(bytes);
+      n->description = source;
+    }
+    d = n;
+    cache.emplace(source, d);
+  }
+  if (d->val.size() < static_cast<std::size_t>(min_window) + 1 ||
+      d->train.size() < static_cast<std::size_t>(min_window) + 1)
+    throw std::runtime_error(d->description + " is too short for windows of " + std::to_string(min_window) +
+                             " bytes (validation part: " + std::to_string(d->val.size()) +
+                             " bytes): use a longer text or a shorter sequence length");
+  return d;
+}
+
+}  // namespace tttlab::lab

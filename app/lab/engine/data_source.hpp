@@ -1,0 +1,31 @@
+// app/lab/engine/data_source.hpp — the text the panels evaluate and train on.
+//
+// A source is a string that state files store:
+//   "brown"    the prepared Brown corpus, data/brown/{train,val}.txt (resources.hpp: where it is found)
+//   "sample"   the built-in sample corpus (resources.hpp), a few KB: enough to try things, not to learn
+//   anything else: a UTF-8 text file; its first 95 % trains, the last 5 % validates (as tttlab train)
+// Loaded bytes are cached per source and shared (immutable). Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tttlab::lab {
+
+struct DataBytes {
+  std::string source;
+  std::string description;  // "Brown corpus (…/data/brown)", "built-in sample text", the file name
+  std::filesystem::path dir;  // "brown": the corpus folder
+  std::vector<std::uint8_t> train, val;
+};
+
+// Throws std::runtime_error with a one-line message (Brown not prepared, file missing or too short).
+std::shared_ptr<const DataBytes> load_data(const std::string& source, int min_window = 2);
+
+// "brown" if the corpus is prepared, else "sample".
+std::string default_data_source();
+
+}  // namespace tttlab::lab

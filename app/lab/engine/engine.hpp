@@ -1,0 +1,160 @@
+// app/lab/engine/engine.hpp — the engine thread: owns all engine state, takes commands, publishes
+// snapshots. The UI thread never waits on it.
+//
+//   UI thread                              engine thread (Engine::run)
+//   ─────────                              ───────────────────────────
+//   engine.post(cmd) ──► command queue ──► drain all commands, in order  (EngineModule::handle)
+//                                          run one work item per module that has work due
+//                                          publish a new Snapshot if anything changed
+//   engine.snapshot() ◄── latest Snapshot ◄┘  (≤ ~120 per second; immediately when going idle)
+//                                          sleep until a command arrives or a module's wake-up time
+//
+// Modules (EngineModule) are the engine-side halves of panels: a module owns its state, handles the
+// commands addressed to it, splits long computations into work items of a few milliseconds (so new
+// commands are seen promptly), and writes its immutable view into each new Snapshot.
+//
+// Jobs: a module registers long computations as jobs (ModuleContext::begin_job); the snapshot lists
+// them with progress. Cancelling (post(CancelJob{id})) sets the job's flag at once, from the calling
+// thread, so even a work item that is in progress can stop at its next cancel_requested() check.
+//
+// Threading: post(), snapshot(), quiescent() and wait_quiescent() are safe from any thread. A
+// module's methods run only on the engine thread. post() and snapshot() take one short mutex each
+// and never wait for engine work.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "lab/engine/command.hpp"
+#include "lab/engine/snapshot.hpp"
+
+namespace tttlab::lab {
+
+using Clock = std::chrono::steady_clock;
+
+class Engine;
+
+// What a module may do while handling a command or running a work item (engine thread only, except
+// cancel_requested(), which any thread may call).
+class ModuleContext {
+ public:
+  JobId begin_job(std::string label);
+  void set_progress(JobId id, double progress);
+  void finish_job(JobId id, JobOutcome outcome, std::string message = {});
+  bool cancel_requested(JobId id) const;
+  // This module's view changed: include it in the next snapshot.
+  void mark_dirty() { dirty_ = true; }
+
+ private:
+  friend class Engine;
+  ModuleContext(Engine& e) : engine_(&e) {}
+  Engine* engine_;
+  bool dirty_ = true;  // publish every module's initial view
+};
+
+class EngineModule {
+ public:
+  virtual ~EngineModule() = default;
+  virtual const char* name() const = 0;
+  // Handles `command` if it belongs to this module; returns whether it did.
+  virtual bool handle(const Command& command, ModuleContext& ctx) = 0;
+  // Whether a work item should run now.
+  virtual bool has_work(Clock::time_point now) const = 0;
+  // When the module next wants to run without a command (e.g. the next playback tick).
+  virtual std::optional<Clock::time_point> next_wakeup() const { return std::nullopt; }
+  // One bounded work item (aim for a few milliseconds).
+  virtual void work(ModuleContext& ctx) = 0;
+  // Writes this module's view into a snapshot being built (called after mark_dirty()).
+  virtual void publish(Snapshot& snapshot) const = 0;
+  // Whether the module still has timed work ahead that a screenshot should wait for (playback that
+  // ends, text being generated). Modules whose timed work may never end (a training run) say no.
+  virtual bool awaiting_more() const { return next_wakeup().has_value(); }
+  // Called after every pass of the engine loop (commands and work items of all modules), e.g. to
+  // notice state that other modules share (the model library). It may start work (has_work() is
+  // asked again before the engine sleeps).
+  virtual void after_iteration(ModuleContext& /*ctx*/) {}
+};
+
+// The modules of the app, in one explicit list (engine/modules.cpp). `devices`: where the panels and
+// training runs may compute (compute_device.hpp; empty: the CPU only).
+struct ComputeDevices;
+std::vector<std::unique_ptr<EngineModule>> make_engine_modules(const ComputeDevices& devices);
+std::vector<std::unique_ptr<EngineModule>> make_engine_modules();  // the CPU only
+
+class Engine final : public CommandSink {
+ public:
+  explicit Engine(std::vector<std::unique_ptr<EngineModule>> modules);
+  ~Engine() override;  // stop()s
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  void start();  // spawns the engine thread
+  void stop();   // asks the thread to finish its current work item and joins it
+
+  void post(Command command) override;
+  std::shared_ptr<const Snapshot> snapshot() const;
+
+  // True when every posted command was handled, the result published, and no module has work due.
+  bool quiescent() const;
+  // quiescent(), and no module awaits more timed work (EngineModule::awaiting_more): the picture will
+  // not change by itself any more. For screenshots.
+  bool settled() const;
+  // Blocks the CALLER until quiescent() or the timeout. For tests, screenshots and benchmarks only;
+  // the interactive UI never calls it.
+  bool wait_quiescent(std::chrono::milliseconds timeout) const;
+
+  // Called on the engine thread after each publication (e.g. to wake the UI's event loop).
+  void set_publish_callback(std::function<void()> callback);
+
+ private:
+  friend class ModuleContext;
+  struct Job {
+    JobStatus status;
+    std::shared_ptr<std::atomic<bool>> cancel;
+    Clock::time_point finished{};
+  };
+
+  void run();
+  void dispatch(const Command& c);
+  void publish();
+
+  std::vector<std::unique_ptr<EngineModule>> modules_;
+  std::vector<ModuleContext> contexts_;
+
+  // Command queue (UI → engine).
+  mutable std::mutex queue_mu_;
+  mutable std::condition_variable queue_cv_;
+  std::deque<Command> queue_;
+  std::uint64_t posted_ = 0;   // commands posted
+  std::uint64_t drained_ = 0;  // commands handled and published when the thread last went idle
+  bool sleeping_ = false;
+  bool settled_ = false;  // when it went to sleep, no module awaited more timed work
+  bool stop_ = false;
+
+  // Latest snapshot (engine → UI).
+  mutable std::mutex snapshot_mu_;
+  std::shared_ptr<const Snapshot> snapshot_;
+  std::function<void()> on_publish_;
+
+  // Jobs: status is engine-thread only; cancel flags are shared with post().
+  mutable std::mutex jobs_mu_;
+  std::unordered_map<JobId, Job> jobs_;
+  JobId next_job_ = 1;
+  bool jobs_dirty_ = false;
+
+  EngineStats stats_;
+  std::deque<std::pair<Clock::time_point, double>> busy_;  // (end, ms) of recent work items
+  Clock::time_point last_publish_{};
+  std::thread thread_;
+};
+
+}  // namespace tttlab::lab

@@ -1,0 +1,39 @@
+// app/lab/engine/resources.hpp — where the app finds what ships with it (the trained model, the
+// lessons) and the data a user prepared (the Brown corpus), and built-in texts for when neither is
+// there.
+//
+// A file that ships in the repository (assets/…, lessons/…) is looked up under these roots, in order:
+//   $TTTLAB_HOME (if set), the executable's parent folder (build/tttlab → the repository root), the
+//   executable's folder, ../share/tttlab next to the executable (an install), the working directory.
+// So `build/tttlab gui` finds assets/models/tiny-brown from any working directory, and an installed
+// copy finds its share folder. Data (data/brown) is looked up under the same roots.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tttlab::lab {
+
+// The roots above that exist, without duplicates.
+std::vector<std::filesystem::path> resource_roots();
+// The first root holding `relative` (a file or folder). `looked_in` (optional) receives the
+// candidates tried, for an error message.
+std::optional<std::filesystem::path> find_resource(const std::filesystem::path& relative,
+                                                   std::string* looked_in = nullptr);
+
+// data/brown with train.txt and val.txt, or nothing.
+std::optional<std::filesystem::path> find_brown_dir();
+
+// Built-in texts: short, original English passages (written for this app), so every panel has
+// something to read when no corpus was prepared.
+struct SampleText {
+  const char* name;
+  const char* text;
+};
+const std::vector<SampleText>& sample_texts();
+// All sample texts joined (a few KB): the fallback corpus for evaluation and the benchmark run.
+const std::string& sample_corpus();
+
+}  // namespace tttlab::lab

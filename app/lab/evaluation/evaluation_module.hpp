@@ -1,0 +1,39 @@
+// app/lab/evaluation/evaluation_module.hpp — the engine side of the Evaluation panel
+// (evaluation_types.hpp). A job walks (model, window) pairs, one Model::eval_sequence per work item,
+// so the curves fill in live and a cancel lands within one window. On a GPU (compute_device.hpp) a
+// model's windows are evaluated in one work item instead: a few launches of up to 16 windows each
+// (the aim: the 125m preset's 64 windows of T = 2048 in under 2 s on an H100).
+#pragma once
+
+#include <memory>
+
+#include "lab/engine/compute_device.hpp"
+#include "lab/engine/engine.hpp"
+#include "lab/models/model_library.hpp"
+
+namespace tttlab::lab {
+
+class EvaluationModule final : public EngineModule {
+ public:
+  // `compute`: the device choice (compute_device.hpp); null: the CPU only.
+  explicit EvaluationModule(std::shared_ptr<ModelLibrary> library = nullptr,
+                            std::shared_ptr<ComputeChoice> compute = nullptr);
+  ~EvaluationModule() override;
+  const char* name() const override { return "evaluation"; }
+  bool handle(const Command& command, ModuleContext& ctx) override;
+  bool has_work(Clock::time_point now) const override;
+  void work(ModuleContext& ctx) override;
+  void publish(Snapshot& snapshot) const override;
+
+  struct Job;
+
+ private:
+  std::shared_ptr<ModelLibrary> library_;
+  std::shared_ptr<ComputeChoice> compute_;
+  std::shared_ptr<const EvaluationView> view_;
+  std::unique_ptr<Job> job_;
+  JobId job_id_ = 0;
+  std::uint64_t generation_ = 0;
+};
+
+}  // namespace tttlab::lab

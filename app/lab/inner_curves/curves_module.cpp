@@ -1,0 +1,253 @@
+#include "lab/inner_curves/curves_module.hpp"
+
+#include <stdexcept>
+
+#include "lab/engine/data_source.hpp"
+#include "lab/engine/head_inputs.hpp"
+#include "tttlab/data/batches.hpp"
+#include "tttlab/model/model.hpp"
+
+namespace tttlab::lab {
+
+namespace {
+constexpr long kChunk = 64;
+}
+
+struct CurvesModule::Job {
+  std::shared_ptr<const Model<float>> model;
+  std::shared_ptr<const DataBytes> data;
+  std::unique_ptr<SequentialWindows> windows;
+  long window = 0;
+  long pos = 0;  // tokens of the current window done
+  std::unique_ptr<ModelStream> stream;
+  std::vector<int> tokens;
+  std::vector<std::vector<double>> s0, sb, sa;  // [block][t] sums over windows and heads
+  // On a GPU: the GPU's forward gives every block's inner-loop inputs for the window (one launch); the
+  // inner loop of each block's heads then runs here, one block per work item.
+  std::unique_ptr<GpuModel> gpu;
+  std::vector<GpuLayerInputs> inputs;  // of the current window
+  int block = 0;                       // the next block of the current window (GPU path)
+};
+
+CurvesModule::CurvesModule(std::shared_ptr<ModelLibrary> library, std::shared_ptr<ComputeChoice> compute)
+    : library_(library ? std::move(library) : std::make_shared<ModelLibrary>()),
+      compute_(compute ? std::move(compute) : std::make_shared<ComputeChoice>()),
+      view_(std::make_shared<CurvesView>()) {}
+CurvesModule::~CurvesModule() = default;
+
+bool CurvesModule::handle(const Command& command, ModuleContext& ctx) {
+  const auto* run = std::get_if<CurvesRun>(&command);
+  if (!run) return false;
+  reloads_ = 0;
+  follow_after_ = library_->puts();  // kFollowTrainingId: only checkpoints saved from now on
+  start(run->settings, ctx, nullptr);
+  return true;
+}
+
+void CurvesModule::start(const CurvesSettings& s, ModuleContext& ctx, std::shared_ptr<const CurvesView> previous) {
+  if (job_)
+    ctx.finish_job(job_id_, JobOutcome::Cancelled,
+                   previous ? "newer weights arrived: computing again" : "superseded by a new request");
+  job_.reset();
+  auto v = std::make_shared<CurvesView>();
+  v->settings = s;
+  v->generation = ++generation_;
+  v->reloads = reloads_;
+  const std::string id = resolve(s.model_id);
+  v->model_id = id;
+  if (previous)
+    v->first_followed = previous->first_followed          ? previous->first_followed
+                        : previous->outcome == JobOutcome::Done ? previous
+                                                                : nullptr;
+  try {
+    if (s.seq_len < 8 || s.seq_len > 2048) throw std::invalid_argument("the sequence length T must be in [8, 2048]");
+    if (s.sequences < 1 || s.sequences > 256) throw std::invalid_argument("the number of sequences must be in [1, 256]");
+    if (id.empty()) {
+      // Nothing to compute until a training run saves its first checkpoint (after_iteration looks).
+      v->waiting = true;
+      v->model_label = "the next training run";
+    } else {
+      auto job = std::make_unique<Job>();
+      job->model = library_->get(id);
+      const ModelConfig& c = job->model->config();
+      if (!c.is_ttt())
+        throw std::invalid_argument("this model's layers are " + to_string(c.seq_layer) +
+                                    ", which have no inner loop: choose a TTT model");
+      job->data = load_data(s.data, s.seq_len);
+      job->windows = std::make_unique<SequentialWindows>(std::span<const std::uint8_t>(job->data->val), 1, s.seq_len,
+                                                        s.sequences);
+      v->data_description = job->data->description;
+      v->blocks = c.num_hidden_layers;
+      v->heads = c.num_attention_heads;
+      v->mini_batch = c.mini_batch_size;
+      v->T = s.seq_len;
+      const std::vector<double> zeros(static_cast<std::size_t>(s.seq_len), 0.0);
+      job->s0.assign(static_cast<std::size_t>(v->blocks), zeros);
+      job->sb = job->sa = job->s0;
+      v->l0 = v->lb = v->la = job->s0;
+      const ComputeTarget target = compute_->target();
+      v->device = cpu_device().describe();
+      v->device_note = target.note;
+      if (target.gpu) {
+        if (const std::string why = target.gpu->model_unsupported(c); why.empty()) {
+          job->gpu = target.gpu->load_model(*job->model, 1, s.seq_len);
+          v->device = "GPU: " + target.gpu->device().name + " (the model's forward) and " + cpu_device().describe() +
+                      " (each head's inner loop)";
+        } else {
+          v->device_note = "on the CPU: " + why;
+        }
+      }
+      if (previous && previous->blocks == v->blocks && previous->T == v->T && previous->sequences_done > 0) {
+        // Keep the previous weights' curves on show until the first sequence with the new ones is done.
+        v->l0 = previous->l0;
+        v->lb = previous->lb;
+        v->la = previous->la;
+        v->sequences_done = previous->sequences_done;
+        v->reloading = true;
+      }
+      job_ = std::move(job);
+      v->outcome = JobOutcome::Running;
+      job_id_ = ctx.begin_job("Inner-loss curves: " + std::to_string(job_->windows->windows()) + " sequences");
+    }
+  } catch (const std::exception& e) {
+    job_.reset();
+    v->outcome = JobOutcome::Failed;
+    v->error = e.what();
+  }
+  if (!id.empty()) {
+    const auto lib = library_->view();
+    if (const ModelInfo* info = lib->find(id)) {
+      v->model_label = info->label;
+      v->model_version = info->version;
+      v->model_step = info->step;
+    } else {
+      v->model_label = id;
+    }
+  }
+  seen_library_ = library_->generation();
+  view_ = std::move(v);
+  ctx.mark_dirty();
+}
+
+std::string CurvesModule::resolve(const std::string& model_id) const {
+  if (model_id != kFollowTrainingId) return model_id;
+  return library_->puts() > follow_after_ ? library_->newest_put() : std::string();
+}
+
+void CurvesModule::after_iteration(ModuleContext& ctx) {
+  if (view_->generation == 0 || library_->generation() == seen_library_) return;
+  seen_library_ = library_->generation();
+  const std::string id = resolve(view_->settings.model_id);
+  if (id.empty()) return;
+  const auto lib = library_->view();
+  const ModelInfo* info = lib->find(id);
+  if (!info || (id == view_->model_id && info->version == view_->model_version)) return;
+  // Newer weights (a training run saved a checkpoint): compute the same settings again. When following
+  // "training", another run's first checkpoint starts a new chain (like a run the view waited for).
+  if (id != view_->model_id) {
+    reloads_ = 0;
+    start(view_->settings, ctx, nullptr);
+    return;
+  }
+  ++reloads_;
+  start(view_->settings, ctx, view_);
+}
+
+bool CurvesModule::has_work(Clock::time_point) const { return job_ != nullptr; }
+
+void CurvesModule::work(ModuleContext& ctx) {
+  Job& j = *job_;
+  if (ctx.cancel_requested(job_id_)) {
+    auto v = std::make_shared<CurvesView>(*view_);
+    ctx.finish_job(job_id_, JobOutcome::Cancelled, "cancelled");
+    v->outcome = JobOutcome::Cancelled;
+    job_.reset();
+    view_ = std::move(v);
+    ctx.mark_dirty();
+    return;
+  }
+  const long T = view_->T;
+  const long W = j.windows->windows();
+  try {
+    if (j.gpu) {
+      // One block per work item: its heads' inner loops over the whole window, from the GPU's inputs.
+      const TokenBatch b = j.windows->batch_at(j.window);
+      if (j.block == 0) j.inputs = j.gpu->layer_inputs(b);
+      const auto row = b.row(0);
+      const std::vector<unsigned char> bytes(row.begin(), row.begin() + T);
+      const auto heads = model_layer_heads_from<float>(*j.model, bytes, j.block, "", j.inputs[static_cast<std::size_t>(j.block)]);
+      auto& s0 = j.s0[static_cast<std::size_t>(j.block)];
+      auto& sb = j.sb[static_cast<std::size_t>(j.block)];
+      auto& sa = j.sa[static_cast<std::size_t>(j.block)];
+      for (const HeadInputs<float>& h : heads) {
+        auto st = InnerState<float>::start(h.w0);
+        Mat<float> out;
+        inner_forward_primal<float>(
+            h.options, h.params, h.Q, h.K, h.V, h.lambda, st, out,
+            [&](const InnerStepRecord<float>& r) {
+              const std::size_t t = static_cast<std::size_t>(r.token);
+              s0[t] += r.loss_initial;
+              sb[t] += r.loss_before;
+              sa[t] += r.loss_after;
+            },
+            &h.w0);
+      }
+      if (++j.block < static_cast<int>(j.inputs.size())) return;
+      j.block = 0;
+      j.inputs.clear();
+      j.pos = T;
+    } else {
+    if (j.pos == 0) {
+      const TokenBatch b = j.windows->batch_at(j.window);
+      const auto row = b.row(0);
+      j.tokens.assign(row.begin(), row.begin() + T);  // inputs only: the curves need no targets
+      j.stream = j.model->start();
+    }
+    const long n = std::min(kChunk, T - j.pos);
+    const long base = j.pos;
+    j.model->forward(*j.stream, std::span<const int>(j.tokens.data() + base, static_cast<std::size_t>(n)),
+                     [&](int block, int, const InnerStepRecord<float>& r) {
+                       const std::size_t t = static_cast<std::size_t>(base + r.token);
+                       j.s0[static_cast<std::size_t>(block)][t] += r.loss_initial;
+                       j.sb[static_cast<std::size_t>(block)][t] += r.loss_before;
+                       j.sa[static_cast<std::size_t>(block)][t] += r.loss_after;
+                     });
+    j.pos += n;
+    }
+  } catch (const std::exception& e) {
+    auto v = std::make_shared<CurvesView>(*view_);
+    ctx.finish_job(job_id_, JobOutcome::Failed, e.what());
+    v->outcome = JobOutcome::Failed;
+    v->error = e.what();
+    job_.reset();
+    view_ = std::move(v);
+    ctx.mark_dirty();
+    return;
+  }
+  if (j.pos < T) return;  // publish whole windows only: a half-done window would bend the curves
+  j.pos = 0;
+  ++j.window;
+  auto v = std::make_shared<CurvesView>(*view_);
+  v->reloading = false;
+  v->sequences_done = j.window;
+  const double n = static_cast<double>(j.window) * v->heads;
+  for (std::size_t b = 0; b < j.s0.size(); ++b)
+    for (std::size_t t = 0; t < j.s0[b].size(); ++t) {
+      v->l0[b][t] = j.s0[b][t] / n;
+      v->lb[b][t] = j.sb[b][t] / n;
+      v->la[b][t] = j.sa[b][t] / n;
+    }
+  v->progress = static_cast<double>(j.window) / static_cast<double>(W);
+  ctx.set_progress(job_id_, v->progress);
+  if (j.window >= W) {
+    v->outcome = JobOutcome::Done;
+    ctx.finish_job(job_id_, JobOutcome::Done);
+    job_.reset();
+  }
+  view_ = std::move(v);
+  ctx.mark_dirty();
+}
+
+void CurvesModule::publish(Snapshot& snapshot) const { snapshot.curves = view_; }
+
+}  // namespace tttlab::lab

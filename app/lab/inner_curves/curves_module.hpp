@@ -1,0 +1,54 @@
+// app/lab/inner_curves/curves_module.hpp — the engine side of the Inner-loss curves panel (curves_types.hpp).
+// Each validation window streams through the model in the primal form (Model::forward with a block
+// observer), 64 tokens per work item; the observer adds every (block, head, token)'s three inner
+// losses into per-block sums, so the averaged curves sharpen live as windows are done.
+//
+// Following a training run: after every engine pass (after_iteration) the module looks whether the
+// library holds newer weights for the model its view was computed with (ModelInfo::version raised by
+// a checkpoint of a run) and then computes the same settings again, cancelling a computation with the
+// older weights. The model id kFollowTrainingId waits for the next checkpoint any run saves after the
+// request, then follows the newest run (ModelLibrary::newest_put).
+#pragma once
+
+#include <memory>
+
+#include "lab/engine/compute_device.hpp"
+#include "lab/engine/engine.hpp"
+#include "lab/models/model_library.hpp"
+
+namespace tttlab::lab {
+
+class CurvesModule final : public EngineModule {
+ public:
+  // `compute`: the device choice (compute_device.hpp); null: the CPU only.
+  explicit CurvesModule(std::shared_ptr<ModelLibrary> library = nullptr,
+                        std::shared_ptr<ComputeChoice> compute = nullptr);
+  ~CurvesModule() override;
+  const char* name() const override { return "inner-loss curves"; }
+  bool handle(const Command& command, ModuleContext& ctx) override;
+  bool has_work(Clock::time_point now) const override;
+  void work(ModuleContext& ctx) override;
+  void publish(Snapshot& snapshot) const override;
+  void after_iteration(ModuleContext& ctx) override;
+
+  struct Job;
+
+ private:
+  // Starts computing `s` (the resolved model's current weights); `previous`: the view being replaced
+  // because newer weights arrived (null for a new request).
+  void start(const CurvesSettings& s, ModuleContext& ctx, std::shared_ptr<const CurvesView> previous);
+  // The library id the settings' model names now ("" while kFollowTrainingId still waits).
+  std::string resolve(const std::string& model_id) const;
+
+  std::shared_ptr<ModelLibrary> library_;
+  std::shared_ptr<ComputeChoice> compute_;
+  std::shared_ptr<const CurvesView> view_;
+  std::unique_ptr<Job> job_;
+  JobId job_id_ = 0;
+  std::uint64_t generation_ = 0;
+  std::uint64_t seen_library_ = 0;  // the library generation after_iteration last looked at
+  int reloads_ = 0;
+  std::uint64_t follow_after_ = 0;  // kFollowTrainingId follows checkpoints put after this many puts
+};
+
+}  // namespace tttlab::lab

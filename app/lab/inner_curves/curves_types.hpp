@@ -1,0 +1,61 @@
+// app/lab/inner_curves/curves_types.hpp — the inner losses over token position, averaged over a batch of
+// sequences and the heads of each block (the paper's Fig. 5 and 17):
+//   ℓ(W_0; x_t)       the initial state, no test-time learning
+//   ℓ(W_{t−1}; x_t)   before the gradient step on x_t
+//   ℓ(W_t; x_t)       after it
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lab/primal_dual/primal_dual_types.hpp"  // JobOutcome
+
+namespace tttlab::lab {
+
+struct CurvesSettings {
+  // A ModelLibrary id, or kFollowTrainingId ("training"): the checkpoints of the next training run.
+  std::string model_id = "shipped";
+  std::string data = "brown";
+  int seq_len = 256;    // T
+  int sequences = 12;   // validation windows averaged over
+  bool operator==(const CurvesSettings&) const = default;
+};
+
+struct CurvesView {
+  CurvesSettings settings;
+  std::uint64_t generation = 0;
+  JobOutcome outcome = JobOutcome::None;
+  double progress = 0;
+  std::string error;
+  std::string model_label, data_description;
+  // Where it was computed. On a GPU the model's forward (what every layer reads) runs there and each
+  // head's inner loop, a sequential walk over the tokens of d×d work, runs on the CPU from those inputs.
+  std::string device;
+  std::string device_note;  // why the CPU although a GPU is in use, or ""
+  int blocks = 0, heads = 0, mini_batch = 0;
+  long T = 0;
+  long sequences_done = 0;
+  std::vector<std::vector<double>> l0, lb, la;  // [block][t] means over the sequences done and the heads
+
+  // Following a training run. The view remembers the library version of the weights it was computed
+  // with (ModelInfo::version); when a training run puts a newer checkpoint under that id, the module
+  // computes the same settings again with the new weights (the previous curves stay on show until the
+  // first new sequence is done). So a view whose model is a run follows it, checkpoint by checkpoint.
+  std::string model_id;             // the library id computed with (the resolved run for kFollowTrainingId)
+  std::uint64_t model_version = 0;  // ModelInfo::version of those weights
+  long model_step = -1;             // their training step; −1: not a training run's checkpoint
+  int reloads = 0;                  // recomputations because newer weights arrived, since the settings were set
+  bool reloading = false;           // the curves on show are still the previous weights' (first sequence pending)
+  bool waiting = false;             // kFollowTrainingId and no run has saved a checkpoint yet
+  // The first complete view of this chain of reloads (the earliest checkpoint followed to the end of
+  // its computation); null before the first reload.
+  std::shared_ptr<const CurvesView> first_followed;
+};
+
+struct CurvesRun {
+  CurvesSettings settings;
+};
+
+}  // namespace tttlab::lab

@@ -1,0 +1,71 @@
+// app/lab/inner_stepper/stepper_module.hpp — the engine side of the inner-loop stepper (see stepper_types.hpp).
+//
+// State: the head's inputs (head_inputs.hpp), the streaming InnerState after `computed` tokens, and one TokenRecord per
+// computed token. A work item consumes ONE token with inner_forward_primal (a 1-row call that
+// continues the state, exactly like a decoder), so playback, seeking and config changes are all
+// interleaved with the UI's commands at token granularity. Tokens already computed are never
+// recomputed when the cursor moves back: scrubbing backwards is free.
+//
+// Following a training run: when the library holds newer weights of the head's model (a run saved a
+// checkpoint: ModelInfo::version rose), after_iteration rebuilds the head with them and computes up to
+// the same cursor again (same block, head, text; playback goes on).
+#pragma once
+
+#include <memory>
+#include <optional>
+
+#include "lab/engine/engine.hpp"
+#include "lab/engine/head_inputs.hpp"
+#include "lab/models/model_library.hpp"
+
+namespace tttlab::lab {
+
+class StepperModule final : public EngineModule {
+ public:
+  // `library` is shared with the other modules (a private one when null).
+  explicit StepperModule(std::shared_ptr<ModelLibrary> library = nullptr);
+  const char* name() const override { return "inner-loop stepper"; }
+  bool handle(const Command& command, ModuleContext& ctx) override;
+  bool has_work(Clock::time_point now) const override;
+  std::optional<Clock::time_point> next_wakeup() const override;
+  bool awaiting_more() const override { return playing_ && !loop_; }  // looping playback never ends
+  void work(ModuleContext& ctx) override;
+  void publish(Snapshot& snapshot) const override;
+  void after_iteration(ModuleContext& ctx) override;
+
+  static HeadLimits limits();
+
+ private:
+  void configure(const StepperConfigure& c);
+  bool rebuild();  // builds the head from config_ with the model's current weights; false on error
+  void transport(const StepperTransport& t);
+  void set_cursor_target(long token);
+  void compute_next_token();
+
+  std::shared_ptr<ModelLibrary> library_;
+  HeadConfig config_;
+  std::uint64_t generation_ = 0;
+  std::string error_;
+  std::string warning_;
+  // The warning for values that are not finite: non_finite_model_message for a model's head; for a
+  // toy head (whose divergence at a large learning rate is a lesson) words of its own.
+  std::string non_finite_;
+  std::optional<HeadInputs<double>> head_;
+  std::shared_ptr<const InnerWeights<double>> w0_;
+  std::shared_ptr<const std::vector<double>> eta_;
+  std::optional<InnerState<double>> state_;
+  std::vector<std::shared_ptr<const TokenRecord>> records_;
+  long cursor_ = -1;
+  long target_ = -1;  // the cursor moves here, computing tokens as needed
+  bool playing_ = false;
+  double speed_ = 8.0;
+  bool loop_ = false;
+  Clock::time_point next_tick_{};
+  double compute_us_total_ = 0;
+  std::uint64_t seen_library_ = 0;  // library generation last looked at
+  std::uint64_t model_version_ = 0;  // ModelInfo::version of the weights the head was built from
+  long model_step_ = -1;
+  int reloads_ = 0;
+};
+
+}  // namespace tttlab::lab

@@ -1,0 +1,47 @@
+// app/lab/minibatch/minibatch_module.hpp — the engine side of the Mini-batch lab (minibatch_types.hpp).
+// A sweep walks b = 1, 2, 4, …, T; a work item is one evaluation window (or, in Train mode, one
+// optimiser step) of one b, so the small multiples fill in live and a cancel lands quickly. On a GPU
+// the last window's item of each b also runs that b on the GPU (one launch for the loss, 23 short
+// ones for the timing).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "lab/engine/compute_device.hpp"
+#include "lab/engine/engine.hpp"
+#include "lab/minibatch/minibatch_types.hpp"
+#include "lab/models/model_library.hpp"
+
+namespace tttlab::lab {
+
+// 1, 2, 4, …, and T itself when it is not a power of two.
+std::vector<int> sweep_mini_batches(int T);
+
+class MiniBatchModule final : public EngineModule {
+ public:
+  // `compute`: the device choice (compute_device.hpp); null: the CPU only.
+  explicit MiniBatchModule(std::shared_ptr<ModelLibrary> library = nullptr,
+                           std::shared_ptr<ComputeChoice> compute = nullptr);
+  ~MiniBatchModule() override;
+  const char* name() const override { return "mini-batch lab"; }
+  bool handle(const Command& command, ModuleContext& ctx) override;
+  bool has_work(Clock::time_point now) const override;
+  void work(ModuleContext& ctx) override;
+  void publish(Snapshot& snapshot) const override;
+
+  struct Job;
+
+ private:
+  std::shared_ptr<ModelLibrary> library_;
+  std::shared_ptr<ComputeChoice> compute_;
+  std::shared_ptr<const MiniBatchView> view_;
+  std::unique_ptr<Job> job_;
+  JobId job_id_ = 0;
+  std::uint64_t generation_ = 0;
+  std::vector<SweepSettings> queued_;  // SweepRun{after_current = true} waiting for the running sweep
+  void start(const SweepSettings& s, ModuleContext& ctx);
+  void run_gpu(Job& j, const Model<float>& m, SweepPoint& p);
+};
+
+}  // namespace tttlab::lab

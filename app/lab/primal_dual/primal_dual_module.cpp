@@ -1,0 +1,441 @@
+#include "lab/primal_dual/primal_dual_module.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <stdexcept>
+
+#include "lab/engine/head_inputs.hpp"
+
+namespace tttlab::lab {
+
+HeadConfig PrimalDualConfig::effective() const {
+  HeadConfig h = head;
+  if (!linear_attention) return h;
+  h.model = InnerModel::Linear;
+  h.mini_batch = static_cast<int>(std::max(1L, h.tokens()));
+  h.w0 = W0Init::Zero;
+  h.layer_norm = false;
+  h.residual = false;
+  h.bias = false;
+  h.gate = EtaGate::Fixed;
+  h.eta_base = h.d;  // λ = η_base/d = 1
+  h.token_index = false;  // τ = 1, so E ≡ 1
+  return h;
+}
+
+HeadLimits PrimalDualModule::limits() {
+  HeadLimits l;
+  l.max_tokens = 2048;
+  l.max_d_linear = 64;
+  l.max_d_mlp = 32;
+  l.max_mini_batch = 2048;
+  return l;
+}
+
+namespace {
+
+constexpr int kMaxBins = 512;
+
+}  // namespace
+
+// The job as a small state machine; each call of step() is one work item.
+struct PrimalDualModule::Job {
+  virtual ~Job() = default;
+  virtual bool step(PrimalDualView& out) = 0;  // returns true when finished
+  virtual double progress() const = 0;
+};
+
+namespace {
+
+template <class S>
+class TypedJob final : public PrimalDualModule::Job {
+ public:
+  TypedJob(const PrimalDualConfig& cfg, ModelLibrary& library, ComputeTarget target)
+      : cfg_(cfg), library_(library), target_(std::move(target)) {}
+
+  double progress() const override {
+    const double total = 2.0 + 2.0 * cfg_.timing_reps + (target_.gpu ? static_cast<double>(blocks_.size()) : 0.0);
+    return done_steps_ / total;
+  }
+
+  bool step(PrimalDualView& out) override {
+    ++done_steps_;
+    if (phase_ == Phase::Build) {
+      build();
+      phase_ = Phase::Primal;
+      return false;
+    }
+    if (phase_ == Phase::Primal || phase_ == Phase::Dual) {
+      const bool dual = phase_ == Phase::Dual;
+      run_form(dual);
+      if (static_cast<int>(times_[dual][0].size()) == cfg_.timing_reps)
+        phase_ = dual ? (target_.gpu ? Phase::Gpu : Phase::Compare) : Phase::Dual;
+      return false;
+    }
+    if (phase_ == Phase::Gpu) {  // one block per work item
+      run_gpu(gpu_.size());
+      if (gpu_.size() == blocks_.size() || !gpu_note_.empty()) phase_ = Phase::Compare;
+      return false;
+    }
+    compare(out);
+    return true;
+  }
+
+ private:
+  enum class Phase { Build, Primal, Dual, Gpu, Compare };
+
+  // The heads of block `blk` in the kernels' layout (GpuHeads), or why they cannot be.
+  GpuHeads pack(const std::vector<HeadInputs<S>>& heads) const {
+    const HeadInputs<S>& h0 = heads.front();
+    GpuHeads g;
+    g.mlp = h0.options.model == InnerModel::MLP;
+    g.heads = static_cast<int>(heads.size());
+    g.T = static_cast<int>(h0.tokens());
+    g.d = h0.d();
+    g.mini_batch = h0.options.mini_batch;
+    g.layer_norm = h0.options.layer_norm;
+    g.residual = h0.options.residual;
+    g.bias = h0.options.bias;
+    g.ln_eps = static_cast<float>(h0.options.ln_eps);
+    const int H = g.heads, T = g.T, d = g.d;
+    const std::size_t HD = static_cast<std::size_t>(H) * d;
+    g.Q.resize(static_cast<std::size_t>(T) * HD);
+    g.K.resize(g.Q.size());
+    g.V.resize(g.Q.size());
+    g.lambda.resize(static_cast<std::size_t>(H) * T);
+    for (int h = 0; h < H; ++h) {
+      const HeadInputs<S>& x = heads[static_cast<std::size_t>(h)];
+      for (int t = 0; t < T; ++t) {
+        for (int c = 0; c < d; ++c) {
+          const std::size_t e = static_cast<std::size_t>(t) * HD + static_cast<std::size_t>(h) * d + c;
+          g.Q[e] = static_cast<float>(x.Q(t, c));
+          g.K[e] = static_cast<float>(x.K(t, c));
+          g.V[e] = static_cast<float>(x.V(t, c));
+        }
+        g.lambda[static_cast<std::size_t>(h) * T + t] = static_cast<float>(x.lambda(t));
+      }
+      const auto append = [](std::vector<float>& out, const auto& m) {
+        for (Eigen::Index r = 0; r < m.rows(); ++r)
+          for (Eigen::Index c = 0; c < m.cols(); ++c) out.push_back(static_cast<float>(m(r, c)));
+      };
+      append(g.ln_weight, x.params.ln_weight);
+      append(g.ln_bias, x.params.ln_bias);
+      append(g.W1, x.w0.W1);
+      append(g.b1, x.w0.b1);
+      append(g.W2, x.w0.W2);
+      append(g.b2, x.w0.b2);
+    }
+    for (Eigen::Index i = 0; i < h0.params.tau.size(); ++i) g.tau.push_back(static_cast<float>(h0.params.tau(i)));
+    return g;
+  }
+
+  // The GPU's dual form for block `blk`: the TTT kernel, or (the Theorem 1 reduction with b = T beyond
+  // the kernels' mini-batch limit) the linear-attention kernel.
+  void run_gpu(std::size_t blk) {
+    const auto& heads = blocks_[blk];
+    constexpr int kWarmup = 2;
+    GpuHeads g = pack(heads);
+    std::string why = target_.gpu->ttt_forward_unsupported(g);
+    if (why.empty() && heads.front().options.model == InnerModel::MLP && heads.front().options.mlp_expansion != 4)
+      why = "the GPU's TTT-MLP kernels have a hidden width of 4d";
+    GpuRun r;
+    if (why.empty()) {
+      r = target_.gpu->ttt_forward(g, cfg_.gpu_math, kWarmup, cfg_.timing_reps);
+    } else if (cfg_.linear_attention) {
+      r = target_.gpu->linear_attention(g.Q, g.K, g.V, g.heads, g.T, g.d, kWarmup, cfg_.timing_reps);
+    } else {
+      gpu_note_ = "the GPU kernels cannot run this head: " + why;
+      return;
+    }
+    gpu_kernel_ = r.kernel;
+    GpuBlock out;
+    out.ms = r.ms;
+    const int H = g.heads, T = g.T, d = g.d;
+    out.outputs.resize(heads.size());
+    for (int h = 0; h < H; ++h) {
+      Mat<double>& o = out.outputs[static_cast<std::size_t>(h)];
+      o.resize(T, d);
+      for (int t = 0; t < T; ++t)
+        for (int c = 0; c < d; ++c)
+          o(t, c) = r.O[static_cast<std::size_t>(t) * H * d + static_cast<std::size_t>(h) * d + c];
+    }
+    gpu_.push_back(std::move(out));
+  }
+
+  void build() {
+    const HeadConfig& c = cfg_.head;
+    if (c.toy()) {
+      blocks_.push_back({make_toy_head<S>(cfg_.effective())});
+      description_ = blocks_[0][0].description;
+    } else {
+      ModelOverrides o;
+      if (c.override_model) {
+        o.mini_batch = c.mini_batch;
+        o.base_lr = c.eta_base;
+      }
+      const auto model = library_.get(c.model_id, o);
+      const ModelConfig& mc = model->config();
+      if (!mc.is_ttt())
+        throw std::invalid_argument("this model's layers are " + to_string(mc.seq_layer) +
+                                    ", not TTT layers: choose a TTT model");
+      const auto view = library_.view();
+      const ModelInfo* info = view->find(c.model_id);
+      const std::string label = info ? info->label.substr(0, info->label.find(" (")) : c.model_id;
+      const auto bytes = config_bytes(c);
+      for (int b = 0; b < mc.num_hidden_layers; ++b) blocks_.push_back(model_layer_heads<S>(*model, bytes, b, label));
+      description_ = label + ", " + std::to_string(mc.num_hidden_layers) + " blocks × " +
+                     std::to_string(mc.num_attention_heads) + " heads";
+      shown_block_ = std::min(c.block, mc.num_hidden_layers - 1);
+      shown_head_ = std::min(c.head, mc.num_attention_heads - 1);
+    }
+    if (cfg_.linear_attention)
+      for (auto& heads : blocks_)
+        for (auto& h : heads) reduce_to_linear_attention(h);
+    for (int f = 0; f < 2; ++f) {
+      times_[f].assign(blocks_.size(), {});
+      outputs_[f].assign(blocks_.size(), std::vector<Mat<double>>());
+    }
+  }
+
+  void run_form(bool dual) {
+    for (std::size_t b = 0; b < blocks_.size(); ++b) {
+      auto& outs = outputs_[dual][b];
+      outs.resize(blocks_[b].size());
+      const auto t0 = std::chrono::steady_clock::now();
+      std::vector<Mat<S>> o(blocks_[b].size());
+      for (std::size_t h = 0; h < blocks_[b].size(); ++h) {
+        const HeadInputs<S>& x = blocks_[b][h];
+        auto st = InnerState<S>::start(x.w0);
+        if (dual)
+          inner_forward_dual<S>(x.options, x.params, x.Q, x.K, x.V, x.lambda, st, o[h]);
+        else
+          inner_forward_primal<S>(x.options, x.params, x.Q, x.K, x.V, x.lambda, st, o[h]);
+      }
+      times_[dual][b].push_back(ms_since(t0));
+      for (std::size_t h = 0; h < o.size(); ++h) outs[h] = o[h].template cast<double>();
+    }
+  }
+
+  void compare(PrimalDualView& v) {
+    const HeadInputs<S>& shown = blocks_[static_cast<std::size_t>(shown_block_)][static_cast<std::size_t>(shown_head_)];
+    const long T = shown.tokens();
+    const int b = shown.options.mini_batch;
+    v.results_generation = v.generation;
+    v.description = description_;
+    v.model_source = !cfg_.head.toy();
+    v.bytes = shown.bytes;
+    v.T = T;
+    v.d = shown.d();
+    v.mini_batch = b;
+    v.bias = shown.options.bias;
+    v.mlp = shown.options.model == InnerModel::MLP;
+    v.shown_block = shown_block_;
+    v.shown_head = shown_head_;
+    v.linear_attention = cfg_.linear_attention;
+    v.layers.clear();
+    v.max_abs_diff = v.max_abs_output = v.linear_attention_diff = v.linear_attention_scale = 0.0;
+    const std::size_t reps = times_[0][0].size();
+    v.primal_ms.assign(reps, 0.0);
+    v.dual_ms.assign(reps, 0.0);
+    for (std::size_t blk = 0; blk < blocks_.size(); ++blk) {
+      LayerComparison L;
+      L.block = static_cast<int>(blk);
+      L.heads = static_cast<int>(blocks_[blk].size());
+      for (std::size_t h = 0; h < blocks_[blk].size(); ++h) {
+        const Mat<double>& p = outputs_[0][blk][h];
+        const Mat<double>& d = outputs_[1][blk][h];
+        if (p.size()) {
+          L.max_abs_diff = std::max(L.max_abs_diff, (p - d).cwiseAbs().maxCoeff());
+          L.max_abs_output = std::max(L.max_abs_output, p.cwiseAbs().maxCoeff());
+        }
+        if (cfg_.linear_attention) {
+          const auto [diff, scale] = linear_attention_check(blocks_[blk][h], d);
+          L.linear_attention_diff = std::max(L.linear_attention_diff, diff);
+          L.linear_attention_scale = std::max(L.linear_attention_scale, scale);
+        }
+      }
+      L.primal_time = summarize_ms(times_[0][blk], 0);
+      L.dual_time = summarize_ms(times_[1][blk], 0);
+      L.primal_ms = L.primal_time.median_ms;
+      L.dual_ms = L.dual_time.median_ms;
+      for (std::size_t r = 0; r < reps; ++r) {
+        v.primal_ms[r] += times_[0][blk][r];
+        v.dual_ms[r] += times_[1][blk][r];
+      }
+      v.max_abs_diff = std::max(v.max_abs_diff, L.max_abs_diff);
+      v.max_abs_output = std::max(v.max_abs_output, L.max_abs_output);
+      v.linear_attention_diff = std::max(v.linear_attention_diff, L.linear_attention_diff);
+      v.linear_attention_scale = std::max(v.linear_attention_scale, L.linear_attention_scale);
+      v.layers.push_back(L);
+    }
+    v.primal_time = summarize_ms(v.primal_ms, 0);
+    v.dual_time = summarize_ms(v.dual_ms, 0);
+    v.primal_ms_median = v.primal_time.median_ms;
+    v.dual_ms_median = v.dual_time.median_ms;
+    v.cpu_device = cpu_device().describe();
+
+    // The GPU's column: its difference from the CPU primal form, per layer and for the head on show.
+    v.gpu_ran = !gpu_.empty() && gpu_.size() == blocks_.size();
+    v.gpu_device = target_.gpu ? target_.gpu->device().name : std::string();
+    v.gpu_note = target_.gpu ? gpu_note_ : target_.note;
+    v.gpu_kernel = gpu_kernel_;
+    v.gpu_math = cfg_.gpu_math;
+    v.gpu_max_abs_diff = 0;
+    v.gpu_ms.clear();
+    v.gpu_time = {};
+    v.gpu_token_diff.clear();
+    if (v.gpu_ran) {
+      v.gpu_ms.assign(gpu_[0].ms.size(), 0.0);
+      for (std::size_t blk = 0; blk < blocks_.size(); ++blk) {
+        LayerComparison& L = v.layers[blk];
+        for (std::size_t h = 0; h < blocks_[blk].size(); ++h) {
+          const Mat<double>& p = outputs_[0][blk][h];
+          if (p.size()) L.gpu_max_abs_diff = std::max(L.gpu_max_abs_diff, (p - gpu_[blk].outputs[h]).cwiseAbs().maxCoeff());
+        }
+        L.gpu_time = summarize_ms(gpu_[blk].ms, 2);
+        for (std::size_t r = 0; r < v.gpu_ms.size() && r < gpu_[blk].ms.size(); ++r) v.gpu_ms[r] += gpu_[blk].ms[r];
+        v.gpu_max_abs_diff = std::max(v.gpu_max_abs_diff, L.gpu_max_abs_diff);
+      }
+      v.gpu_time = summarize_ms(v.gpu_ms, 2);
+      const Mat<double> gd =
+          (outputs_[0][static_cast<std::size_t>(shown_block_)][static_cast<std::size_t>(shown_head_)] -
+           gpu_[static_cast<std::size_t>(shown_block_)].outputs[static_cast<std::size_t>(shown_head_)])
+              .cwiseAbs();
+      v.gpu_token_diff.resize(static_cast<std::size_t>(gd.rows()));
+      for (Eigen::Index t = 0; t < gd.rows(); ++t) v.gpu_token_diff[static_cast<std::size_t>(t)] = gd.row(t).maxCoeff();
+    }
+    const Mat<double>& op = outputs_[0][static_cast<std::size_t>(shown_block_)][static_cast<std::size_t>(shown_head_)];
+    const Mat<double>& od = outputs_[1][static_cast<std::size_t>(shown_block_)][static_cast<std::size_t>(shown_head_)];
+    const Mat<double> diff = (op - od).cwiseAbs();
+    v.token_diff.resize(static_cast<std::size_t>(T));
+    for (long t = 0; t < T; ++t) v.token_diff[static_cast<std::size_t>(t)] = diff.row(t).maxCoeff();
+    const Mat<double> diff_t = diff.transpose();  // [d, T]: tokens run along the wide axis
+    v.diff_map = plot::pool_max_abs(diff_t.data(), diff_t.rows(), T, T, kMaxBins, kMaxBins);
+
+    // The dual form's matrix M = E ⊙ tril(QKᵀ + 1), built per mini-batch exactly as the dual form
+    // weighs the gradients (the +1 only with the inner bias).
+    const Mat<double> Q = shown.Q.template cast<double>(), K = shown.K.template cast<double>();
+    const Vec<double> lam = shown.lambda.template cast<double>();
+    const Vec<double> tau = shown.params.tau.template cast<double>();
+    const double one = shown.options.bias ? 1.0 : 0.0;
+    const auto M = [&](long i, long j) {
+      const long start = i / b * b;
+      if (j < start || j > i) return 0.0;  // other mini-batches interact through W only
+      return tau(i - start) * lam(j) * (Q.row(i).dot(K.row(j)) + one);
+    };
+    v.attention = plot::pool_max_abs_fn(T, T, kMaxBins, kMaxBins, M);
+    const long n = std::min(T, 96L);
+    v.attention_start = plot::pool_max_abs_fn(n, n, kMaxBins, kMaxBins, M);
+  }
+
+  // Plain causal linear attention, computed independently of the TTT code: O = tril(QKᵀ)V. Row
+  // blocks keep the T×T scores to [block, T] at a time. Returns (max |O − ref|, max |ref|).
+  static std::pair<double, double> linear_attention_check(const HeadInputs<S>& h, const Mat<double>& out) {
+    const Mat<double> Q = h.Q.template cast<double>(), K = h.K.template cast<double>(),
+                      V = h.V.template cast<double>();
+    const long T = h.tokens();
+    double diff = 0.0, scale = 0.0;
+    constexpr long kBlock = 256;
+    for (long i0 = 0; i0 < T; i0 += kBlock) {
+      const long n = std::min(kBlock, T - i0);
+      Mat<double> A = Q.middleRows(i0, n) * K.transpose();
+      for (long r = 0; r < n; ++r) A.row(r).tail(T - (i0 + r + 1)).setZero();  // tril
+      const Mat<double> ref = A * V;
+      diff = std::max(diff, (out.middleRows(i0, n) - ref).cwiseAbs().maxCoeff());
+      scale = std::max(scale, ref.cwiseAbs().maxCoeff());
+    }
+    return {diff, scale};
+  }
+
+  struct GpuBlock {
+    std::vector<Mat<double>> outputs;  // [head] [T, d]
+    std::vector<double> ms;            // the timed repetitions
+  };
+
+  PrimalDualConfig cfg_;
+  ModelLibrary& library_;
+  ComputeTarget target_;
+  std::vector<GpuBlock> gpu_;  // [block]
+  std::string gpu_kernel_, gpu_note_;
+  Phase phase_ = Phase::Build;
+  int done_steps_ = 0;
+  std::string description_;
+  int shown_block_ = 0, shown_head_ = 0;
+  std::vector<std::vector<HeadInputs<S>>> blocks_;           // [block][head]
+  std::vector<std::vector<double>> times_[2];                // [form][block][rep]
+  std::vector<std::vector<Mat<double>>> outputs_[2];         // [form][block][head], the last repetition
+};
+
+}  // namespace
+
+PrimalDualModule::PrimalDualModule(std::shared_ptr<ModelLibrary> library, std::shared_ptr<ComputeChoice> compute)
+    : library_(library ? std::move(library) : std::make_shared<ModelLibrary>()),
+      compute_(compute ? std::move(compute) : std::make_shared<ComputeChoice>()),
+      view_(std::make_shared<PrimalDualView>()) {}
+PrimalDualModule::~PrimalDualModule() = default;
+
+bool PrimalDualModule::handle(const Command& command, ModuleContext& ctx) {
+  const auto* run = std::get_if<PrimalDualRun>(&command);
+  if (!run) return false;
+  if (job_) ctx.finish_job(job_id_, JobOutcome::Cancelled, "superseded by a new request");
+  job_.reset();
+
+  // Keep the previous results on show (marked stale by results_generation) while the new job runs.
+  auto v = std::make_shared<PrimalDualView>(*view_);
+  v->error.clear();
+  v->progress = 0;
+  v->config = run->config;
+  v->effective = run->config.effective();
+  v->generation = ++generation_;
+  try {
+    if (run->config.timing_reps < 1 || run->config.timing_reps > 50)
+      throw std::invalid_argument("timing repetitions must be in [1, 50]");
+    validate(run->config.head.toy() ? v->effective : run->config.head, limits());
+    if (run->config.precision == Precision::Float)
+      job_ = std::make_unique<TypedJob<float>>(run->config, *library_, compute_->target());
+    else
+      job_ = std::make_unique<TypedJob<double>>(run->config, *library_, compute_->target());
+    v->outcome = JobOutcome::Running;
+    job_id_ = ctx.begin_job("Primal vs dual: T = " + std::to_string(run->config.head.tokens()));
+  } catch (const std::exception& e) {
+    v->outcome = JobOutcome::Failed;
+    v->error = e.what();
+  }
+  view_ = std::move(v);
+  ctx.mark_dirty();
+  return true;
+}
+
+bool PrimalDualModule::has_work(Clock::time_point) const { return job_ != nullptr; }
+
+void PrimalDualModule::work(ModuleContext& ctx) {
+  auto v = std::make_shared<PrimalDualView>(*view_);
+  if (ctx.cancel_requested(job_id_)) {
+    ctx.finish_job(job_id_, JobOutcome::Cancelled, "cancelled");
+    v->outcome = JobOutcome::Cancelled;
+    job_.reset();
+  } else {
+    try {
+      const bool finished = job_->step(*v);
+      v->progress = job_->progress();
+      ctx.set_progress(job_id_, v->progress);
+      if (finished) {
+        v->outcome = JobOutcome::Done;
+        ctx.finish_job(job_id_, JobOutcome::Done);
+        job_.reset();
+      }
+    } catch (const std::exception& e) {
+      v->outcome = JobOutcome::Failed;
+      v->error = e.what();
+      ctx.finish_job(job_id_, JobOutcome::Failed, e.what());
+      job_.reset();
+    }
+  }
+  view_ = std::move(v);
+  ctx.mark_dirty();
+}
+
+void PrimalDualModule::publish(Snapshot& snapshot) const { snapshot.primal_dual = view_; }
+
+}  // namespace tttlab::lab

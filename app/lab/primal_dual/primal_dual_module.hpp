@@ -1,0 +1,44 @@
+// app/lab/primal_dual/primal_dual_module.hpp — the engine side of the primal-vs-dual panel.
+//
+// A PrimalDualRun command starts a job (cancelling the previous one). The job is split into work
+// items — build the inputs of every block; each timed repetition of the primal form over all blocks
+// and heads; the same for the dual form; when the panels compute on a GPU, the CUDA dual form of one
+// block (all its heads, every repetition) per item; compare and build the matrices — so the engine
+// stays responsive and a cancel lands between repetitions.
+#pragma once
+
+#include <memory>
+#include <optional>
+
+#include "lab/engine/compute_device.hpp"
+#include "lab/engine/engine.hpp"
+#include "lab/models/model_library.hpp"
+
+namespace tttlab::lab {
+
+class PrimalDualModule final : public EngineModule {
+ public:
+  // `compute`: the device choice (compute_device.hpp); null: the CPU only.
+  explicit PrimalDualModule(std::shared_ptr<ModelLibrary> library = nullptr,
+                            std::shared_ptr<ComputeChoice> compute = nullptr);
+  ~PrimalDualModule() override;
+  const char* name() const override { return "primal vs dual"; }
+  bool handle(const Command& command, ModuleContext& ctx) override;
+  bool has_work(Clock::time_point now) const override;
+  void work(ModuleContext& ctx) override;
+  void publish(Snapshot& snapshot) const override;
+
+  static HeadLimits limits();
+
+  struct Job;  // the computation in flight (precision-specific, in the .cpp)
+
+ private:
+  std::shared_ptr<ModelLibrary> library_;
+  std::shared_ptr<ComputeChoice> compute_;
+  std::shared_ptr<const PrimalDualView> view_;
+  std::unique_ptr<Job> job_;
+  JobId job_id_ = 0;
+  std::uint64_t generation_ = 0;
+};
+
+}  // namespace tttlab::lab
