@@ -1,4 +1,4 @@
-// Hostile state files (issue #12): bounded messages that name the file, special files refused without
+// Hostile state files (docs/SECURITY.md): bounded messages that name the file, special files refused without
 // blocking, and a state file naming a hostile checkpoint refused before the model is allocated.
 #include <gtest/gtest.h>
 #include <sys/stat.h>

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the hostile and broken files of issue #12 into a directory (standard library only).
+"""Writes the hostile and broken files of docs/SECURITY.md into a directory (standard library only).
 
     python3 make_hostile_files.py SHIPPED_MODEL_DIR OUT_DIR
 

@@ -1,6 +1,6 @@
 #!/bin/bash
-# Hostile and broken files (issue #12) through the command line: each case must end in one clear
-# line on stderr and exit status 1 (or load, with a note, where the issue says so), and the size bombs
+# Hostile and broken files (docs/SECURITY.md) through the command line: each case must end in one clear
+# line on stderr and exit status 1 (or load, with a note, where docs/SECURITY.md says so), and the size bombs
 # within 2 s and 200 MB (GNU time's maximum resident set size, where /usr/bin/time exists).
 #   test_hostile_files.sh TTTLAB SHIPPED_MODEL_DIR MAKE_HOSTILE_FILES.py WORKDIR
 set -u

@@ -1,4 +1,4 @@
-// Hostile and broken files (issue #12): limits before allocation, checkpoint integrity, clear errors.
+// Hostile and broken files (docs/SECURITY.md): limits before allocation, checkpoint integrity, clear errors.
 // Each test builds its bad file from a good one, so a failure names a reproducible case; random bit
 // flips use a fixed seed that is printed.
 #include <gtest/gtest.h>

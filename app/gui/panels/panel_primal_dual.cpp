@@ -315,7 +315,7 @@ class PrimalDualPanel final : public Panel {
     tp.export_name = "primal_dual_timings";
     tp.title = fit(v.model_source ? "Time of each run (all layers)" : "Time of each run", "Time of each run", right_w,
                    f.bold);
-    tp.y_label = fit("milliseconds (the first run includes cache warm-up)", "ms (run 1 warms the caches)", right_w,
+    tp.y_label = fit("milliseconds (the first run includes cache warm-up)", "ms (first run warms caches)", right_w,
                      f.small);
     tp.x_label = "repeat";
     tp.size = ImVec2(right_w, plot_h);

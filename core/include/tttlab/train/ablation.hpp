@@ -23,8 +23,7 @@
 //
 // Diagnostic rows, printed after the chain and NOT part of the paper's chain:
 //   5a mini-batch-16-sum  row 5 with τ = 1: the SUM of the mini-batch's gradients, a variant the
-//                         official code cannot express (the "+mini-batch-16" row of earlier sessions,
-//                         which also had λ = 1 instead of 1/(2d))
+//                         official code cannot express
 #pragma once
 
 #include <string>
