@@ -23,22 +23,22 @@ using namespace tttlab;
 // The input as a file the loader can open by path: a memfd, named through /proc/self/fd.
 class MemoryFile {
  public:
-  MemoryFile(const std::uint8_t* data, std::size_t size) : fd_(memfd_create("fuzz_text", 0)) {
-    FUZZ_CHECK(fd_ >= 0);
+  MemoryFile(const std::uint8_t* data, std::size_t size) : m_fd(memfd_create("fuzz_text", 0)) {
+    FUZZ_CHECK(m_fd >= 0);
     std::size_t done = 0;
     while (done < size) {
-      const ssize_t n = ::write(fd_, data + done, size - done);
+      const ssize_t n = ::write(m_fd, data + done, size - done);
       FUZZ_CHECK(n > 0);
       done += static_cast<std::size_t>(n);
     }
   }
-  ~MemoryFile() { ::close(fd_); }
+  ~MemoryFile() { ::close(m_fd); }
   MemoryFile(const MemoryFile&) = delete;
   MemoryFile& operator=(const MemoryFile&) = delete;
-  std::string path() const { return "/proc/self/fd/" + std::to_string(fd_); }
+  std::string path() const { return "/proc/self/fd/" + std::to_string(m_fd); }
 
  private:
-  int fd_;
+  int m_fd;
 };
 
 }  // namespace

@@ -101,38 +101,38 @@ int eval_batch(const ModelConfig& mc, int requested, int T) {
 
 class CudaModel final : public lab::GpuModel {
  public:
-  CudaModel(const Model<float>& model, int batch, int T, int device) : optim_(AdamWConfig{}, WarmupCosineSchedule{}) {
-    config_.model = model.config();
-    config_.batch_size = eval_batch(model.config(), batch, T);
-    config_.seq_len = T;
+  CudaModel(const Model<float>& model, int batch, int T, int device) : m_optim(AdamWConfig{}, WarmupCosineSchedule{}) {
+    m_config.model = model.config();
+    m_config.batch_size = eval_batch(model.config(), batch, T);
+    m_config.seq_len = T;
     TrainBackendContext ctx;
-    ctx.config = &config_;
+    ctx.config = &m_config;
     // The backend reads the parameters in its constructor (the upload) and writes them back only in
     // pull_to_host(), which evaluation never calls: the model stays unchanged.
     ctx.model = const_cast<Model<float>*>(&model);
-    ctx.optim = &optim_;
+    ctx.optim = &m_optim;
     kernels::CudaTrainOptions o;
     o.device = device;
     o.gemm = kernels::GemmPrecision::Fp32;  // agreement with the CPU engine to fp32 rounding
-    backend_ = std::make_unique<kernels::CudaTrainBackend>(ctx, o);
+    m_backend = std::make_unique<kernels::CudaTrainBackend>(ctx, o);
   }
   EvalReport evaluate(std::span<const std::uint8_t> val, int seq_len, const EvalOptions& options) override {
-    return backend_->evaluate(val, seq_len, options);
+    return m_backend->evaluate(val, seq_len, options);
   }
   std::vector<double> time_forward(const TokenBatch& batch, int warmup, int repeats) override {
-    return backend_->time_forward(batch, warmup, repeats);
+    return m_backend->time_forward(batch, warmup, repeats);
   }
   std::vector<lab::GpuLayerInputs> layer_inputs(const TokenBatch& batch) override {
     std::vector<lab::GpuLayerInputs> out;
-    for (auto& m : backend_->mixer_inputs(batch))
+    for (auto& m : m_backend->mixer_inputs(batch))
       out.push_back({std::move(m.Q), std::move(m.K), std::move(m.V), std::move(m.lambda), std::move(m.tau)});
     return out;
   }
 
  private:
-  TrainConfig config_;
-  AdamW<float> optim_;
-  std::unique_ptr<kernels::CudaTrainBackend> backend_;
+  TrainConfig m_config;
+  AdamW<float> m_optim;
+  std::unique_ptr<kernels::CudaTrainBackend> m_backend;
 };
 
 // The kernels' reasons end in advice for the command line ("; use --device cpu"): in the app the panel
@@ -145,9 +145,9 @@ std::string for_the_app(std::string why) {
 
 class CudaCompute final : public lab::GpuCompute {
  public:
-  explicit CudaCompute(DeviceInfo info) : info_(std::move(info)) { check(cudaSetDevice(info_.index), "cudaSetDevice"); }
+  explicit CudaCompute(DeviceInfo info) : m_info(std::move(info)) { check(cudaSetDevice(m_info.index), "cudaSetDevice"); }
 
-  const DeviceInfo& device() const override { return info_; }
+  const DeviceInfo& device() const override { return m_info; }
 
   std::string ttt_forward_unsupported(const lab::GpuHeads& g) const override {
     if (g.mini_batch < 1 || g.mini_batch > 64)
@@ -270,7 +270,7 @@ class CudaCompute final : public lab::GpuCompute {
 
   std::unique_ptr<lab::GpuModel> load_model(const Model<float>& model, int batch, int seq_len) override {
     if (const std::string why = model_unsupported(model.config()); !why.empty()) throw std::invalid_argument(why);
-    return std::make_unique<CudaModel>(model, batch, seq_len, info_.index);
+    return std::make_unique<CudaModel>(model, batch, seq_len, m_info.index);
   }
 
   std::string decode_unsupported(const ModelConfig& config) const override {
@@ -279,12 +279,12 @@ class CudaCompute final : public lab::GpuCompute {
 
   std::unique_ptr<TokenDecoder> decoder(const Model<float>& model) override {
     kernels::CudaDecoderOptions o;
-    o.device = info_.index;
+    o.device = m_info.index;
     return std::make_unique<kernels::CudaDecoder>(model, o);
   }
 
  private:
-  DeviceInfo info_;
+  DeviceInfo m_info;
 };
 
 }  // namespace

@@ -63,13 +63,13 @@ struct Field {
 
 class Location {
  public:
-  Location(const fs::path& file) : file_(file.generic_string()) {}
+  Location(const fs::path& file) : m_file(file.generic_string()) {}
   [[noreturn]] void fail(int line, const std::string& what) const {
-    throw LessonError(file_ + ":" + std::to_string(line) + ": " + what);
+    throw LessonError(m_file + ":" + std::to_string(line) + ": " + what);
   }
 
  private:
-  std::string file_;
+  std::string m_file;
 };
 
 std::vector<Field> parse_fields(const std::vector<std::string_view>& lines, int first_line,
@@ -111,30 +111,30 @@ std::vector<Field> parse_fields(const std::vector<std::string_view>& lines, int 
   return out;
 }
 
-const Field* find(const std::vector<Field>& fs_, std::string_view key) {
-  for (const auto& f : fs_)
+const Field* find(const std::vector<Field>& m_fs, std::string_view key) {
+  for (const auto& f : m_fs)
     if (f.key == key) return &f;
   return nullptr;
 }
 
-std::string required(const std::vector<Field>& fs_, std::string_view key, const std::string& kind,
+std::string required(const std::vector<Field>& m_fs, std::string_view key, const std::string& kind,
                      int line, const Location& at) {
-  const Field* f = find(fs_, key);
+  const Field* f = find(m_fs, key);
   if (!f || f->value.empty()) at.fail(line, "the " + kind + " block has no \"" + std::string(key) + ":\"");
   return f->value;
 }
 
-void no_duplicates(const std::vector<Field>& fs_, const std::vector<std::string>& repeatable,
+void no_duplicates(const std::vector<Field>& m_fs, const std::vector<std::string>& repeatable,
                    const Location& at) {
   // Repeatable keys are skipped before the inner loop: a hostile block of tens of thousands of
   // "choice:" lines (1 MiB allows ~65,000) would otherwise take quadratic time, a minute per file.
   // Any other key may occur once, so the inner loop runs for only a few keys before one repeats.
-  for (std::size_t i = 0; i < fs_.size(); ++i) {
-    if (std::find(repeatable.begin(), repeatable.end(), fs_[i].key) != repeatable.end()) continue;
+  for (std::size_t i = 0; i < m_fs.size(); ++i) {
+    if (std::find(repeatable.begin(), repeatable.end(), m_fs[i].key) != repeatable.end()) continue;
     for (std::size_t j = 0; j < i; ++j)
-      if (fs_[i].key == fs_[j].key)
-        at.fail(fs_[i].line, "\"" + fs_[i].key + ":\" given twice (first on line " +
-                                 std::to_string(fs_[j].line) + ")");
+      if (m_fs[i].key == m_fs[j].key)
+        at.fail(m_fs[i].line, "\"" + m_fs[i].key + ":\" given twice (first on line " +
+                                 std::to_string(m_fs[j].line) + ")");
   }
 }
 

@@ -11,33 +11,33 @@ namespace tttlab::course {
 namespace fs = std::filesystem;
 
 LessonSession::LessonSession(course::Lesson lesson, course::ProgressStore* progress)
-    : lesson_(std::move(lesson)), progress_(progress) {
-  docs_.resize(lesson_.parts.size());
-  for (std::size_t i = 0; i < lesson_.parts.size(); ++i) {
-    if (lesson_.parts[i].kind != course::LessonPart::Kind::Markdown) continue;
+    : m_lesson(std::move(lesson)), m_progress(progress) {
+  m_docs.resize(m_lesson.parts.size());
+  for (std::size_t i = 0; i < m_lesson.parts.size(); ++i) {
+    if (m_lesson.parts[i].kind != course::LessonPart::Kind::Markdown) continue;
     try {
-      docs_[i] = parse_markdown(lesson_.parts[i].markdown);
+      m_docs[i] = parse_markdown(m_lesson.parts[i].markdown);
     } catch (const std::exception& e) {
       MdBlock b;
       b.runs.push_back(MdRun{std::string("This part of the lesson could not be shown: ") + e.what(), false, false, false, {}});
-      docs_[i].blocks.push_back(std::move(b));
+      m_docs[i].blocks.push_back(std::move(b));
     }
   }
   // The pane's header shows the title: a level-1 heading opening the lesson's text would repeat it.
-  for (std::size_t i = 0; i < lesson_.parts.size(); ++i) {
-    if (lesson_.parts[i].kind != course::LessonPart::Kind::Markdown) break;
-    if (docs_[i].blocks.empty()) continue;
-    if (docs_[i].blocks.front().kind == MdBlockKind::Heading && docs_[i].blocks.front().level == 1)
-      docs_[i].blocks.erase(docs_[i].blocks.begin());
+  for (std::size_t i = 0; i < m_lesson.parts.size(); ++i) {
+    if (m_lesson.parts[i].kind != course::LessonPart::Kind::Markdown) break;
+    if (m_docs[i].blocks.empty()) continue;
+    if (m_docs[i].blocks.front().kind == MdBlockKind::Heading && m_docs[i].blocks.front().level == 1)
+      m_docs[i].blocks.erase(m_docs[i].blocks.begin());
     break;
   }
-  preds_.resize(lesson_.predictions.size());
-  hints_.assign(lesson_.questions.size(), false);
-  answers_.assign(lesson_.questions.size(), false);
-  const course::LessonProgress* lp = progress_ ? progress_->lesson(lesson_.name) : nullptr;
-  for (std::size_t i = 0; i < preds_.size(); ++i) {
-    const course::Prediction& p = lesson_.predictions[i];
-    PredictionState& s = preds_[i];
+  m_preds.resize(m_lesson.predictions.size());
+  m_hints.assign(m_lesson.questions.size(), false);
+  m_answers.assign(m_lesson.questions.size(), false);
+  const course::LessonProgress* lp = m_progress ? m_progress->lesson(m_lesson.name) : nullptr;
+  for (std::size_t i = 0; i < m_preds.size(); ++i) {
+    const course::Prediction& p = m_lesson.predictions[i];
+    PredictionState& s = m_preds[i];
     s.value = p.is_slider() ? 0.5 * (p.slider_min + p.slider_max) : 0.0;
     if (!lp) continue;
     const auto it = lp->predictions.find(p.id);
@@ -58,18 +58,18 @@ LessonSession::LessonSession(course::Lesson lesson, course::ProgressStore* progr
 }
 
 void LessonSession::choose(int i, int choice) {
-  PredictionState& s = preds_.at(static_cast<std::size_t>(i));
+  PredictionState& s = m_preds.at(static_cast<std::size_t>(i));
   if (!s.locked) s.choice = choice;
 }
 
 void LessonSession::set_value(int i, double value) {
-  PredictionState& s = preds_.at(static_cast<std::size_t>(i));
+  PredictionState& s = m_preds.at(static_cast<std::size_t>(i));
   if (!s.locked) s.value = value;
 }
 
 bool LessonSession::lock(int i) {
-  PredictionState& s = preds_.at(static_cast<std::size_t>(i));
-  const course::Prediction& p = lesson_.predictions.at(static_cast<std::size_t>(i));
+  PredictionState& s = m_preds.at(static_cast<std::size_t>(i));
+  const course::Prediction& p = m_lesson.predictions.at(static_cast<std::size_t>(i));
   if (s.locked || (!p.is_slider() && s.choice < 0)) return false;
   s.locked = true;
   record(i);
@@ -77,34 +77,34 @@ bool LessonSession::lock(int i) {
 }
 
 void LessonSession::forget(int i) {
-  PredictionState& s = preds_.at(static_cast<std::size_t>(i));
-  const course::Prediction& p = lesson_.predictions.at(static_cast<std::size_t>(i));
+  PredictionState& s = m_preds.at(static_cast<std::size_t>(i));
+  const course::Prediction& p = m_lesson.predictions.at(static_cast<std::size_t>(i));
   s = PredictionState{};
   s.value = p.is_slider() ? 0.5 * (p.slider_min + p.slider_max) : 0.0;
-  if (progress_) {
-    progress_->edit(lesson_.name).predictions.erase(p.id);
-    progress_->save();
+  if (m_progress) {
+    m_progress->edit(m_lesson.name).predictions.erase(p.id);
+    m_progress->save();
   }
 }
 
 void LessonSession::record(int i) {
-  if (!progress_) return;
-  const PredictionState& s = preds_.at(static_cast<std::size_t>(i));
+  if (!m_progress) return;
+  const PredictionState& s = m_preds.at(static_cast<std::size_t>(i));
   course::PredictionRecord r;
   r.choice = s.choice;
   r.value = s.value;
   r.revealed = s.revealed;
   r.right = s.right;
   r.measured = s.measured;
-  progress_->edit(lesson_.name).predictions[lesson_.predictions.at(static_cast<std::size_t>(i)).id] = r;
-  progress_->save();
+  m_progress->edit(m_lesson.name).predictions[m_lesson.predictions.at(static_cast<std::size_t>(i)).id] = r;
+  m_progress->save();
 }
 
 std::optional<fs::path> LessonSession::begin_run(const std::string& experiment, const Snapshot& snap) {
-  run_error_.clear();
-  last_experiment_ = experiment;
+  m_run_error.clear();
+  m_last_experiment = experiment;
   try {
-    const fs::path& scene = lesson_.scene_of(experiment);
+    const fs::path& scene = m_lesson.scene_of(experiment);
     const nlohmann::json state = lab::read_state_file(scene);
     const std::string panel = course::scene_panel(state);
     if (panel.empty() || course::measures_of(panel).empty())
@@ -114,64 +114,64 @@ std::optional<fs::path> LessonSession::begin_run(const std::string& experiment, 
     r.panel = panel;
     r.scene = state;
     r.baseline = course::view_generation(panel, snap);
-    run_ = r;
+    m_run = r;
     return scene;
   } catch (const std::exception& e) {  // LessonError, StateError
-    run_.reset();
-    run_error_ = std::string("The experiment could not start: ") + e.what();
+    m_run.reset();
+    m_run_error = std::string("The experiment could not start: ") + e.what();
     return std::nullopt;
   }
 }
 
-void LessonSession::cancel_run() { run_.reset(); }
+void LessonSession::cancel_run() { m_run.reset(); }
 
 const std::string& LessonSession::running_experiment() const {
   static const std::string none;
-  return run_ ? run_->experiment : none;
+  return m_run ? m_run->experiment : none;
 }
 
 void LessonSession::poll(const Snapshot& snap, bool engine_quiet, CommandSink& sink) {
-  if (!run_) return;
-  const bool fresh = course::view_generation(run_->panel, snap) > run_->baseline;
+  if (!m_run) return;
+  const bool fresh = course::view_generation(m_run->panel, snap) > m_run->baseline;
   // Quiescent at the previous poll, which came after the scene was posted: this frame's snapshot was
   // taken later, so it holds the engine's answer to that scene.
-  const bool settled = run_->quiet_before;
-  run_->quiet_before = engine_quiet;
+  const bool settled = m_run->quiet_before;
+  m_run->quiet_before = engine_quiet;
   std::optional<course::Measures> m;
   try {
-    m = course::read_measures(run_->panel, snap);
+    m = course::read_measures(m_run->panel, snap);
   } catch (const std::exception& e) {
     // Only the engine's answer to this scene counts: an error in an older view (a view never set up
     // reads "waiting for settings") is not this experiment's.
     if (!fresh && !settled) return;
-    run_.reset();
-    run_error_ = std::string("The experiment failed: ") + e.what();
+    m_run.reset();
+    m_run_error = std::string("The experiment failed: ") + e.what();
     return;
   }
   if (m && (fresh || settled)) {
-    const std::string experiment = run_->experiment;
-    run_.reset();
+    const std::string experiment = m_run->experiment;
+    m_run.reset();
     apply_measures(experiment, *m);
     return;
   }
-  if (!m && settled && !run_->posted) {
+  if (!m && settled && !m_run->posted) {
     // The view is all the panel asked for, but not all the measures need: ask for the scene itself.
-    run_->posted = true;
-    run_->quiet_before = false;
+    m_run->posted = true;
+    m_run->quiet_before = false;
     try {
-      course::post_scene(run_->scene, sink);
+      course::post_scene(m_run->scene, sink);
     } catch (const std::exception& e) {
-      run_.reset();
-      run_error_ = std::string("The experiment could not start: ") + e.what();
+      m_run.reset();
+      m_run_error = std::string("The experiment could not start: ") + e.what();
     }
   }
 }
 
 void LessonSession::apply_measures(const std::string& experiment, const course::Measures& measures) {
-  measures_[experiment] = measures;
-  for (std::size_t i = 0; i < preds_.size(); ++i) {
-    const course::Prediction& p = lesson_.predictions[i];
-    PredictionState& s = preds_[i];
+  m_measures[experiment] = measures;
+  for (std::size_t i = 0; i < m_preds.size(); ++i) {
+    const course::Prediction& p = m_lesson.predictions[i];
+    PredictionState& s = m_preds[i];
     if (p.experiment != experiment || !s.locked) continue;
     const auto it = measures.find(p.measure);
     if (it == measures.end()) {
@@ -195,12 +195,12 @@ void LessonSession::apply_measures(const std::string& experiment, const course::
 }
 
 const course::Measures* LessonSession::measures(const std::string& experiment) const {
-  const auto it = measures_.find(experiment);
-  return it == measures_.end() ? nullptr : &it->second;
+  const auto it = m_measures.find(experiment);
+  return it == m_measures.end() ? nullptr : &it->second;
 }
 
 LessonSession::CheckState LessonSession::check(int i) const {
-  const course::Check& c = lesson_.checks.at(static_cast<std::size_t>(i));
+  const course::Check& c = m_lesson.checks.at(static_cast<std::size_t>(i));
   CheckState out;
   const course::Measures* m = measures(c.experiment);
   if (!m) return out;
@@ -216,23 +216,23 @@ LessonSession::CheckState LessonSession::check(int i) const {
 }
 
 bool LessonSession::check_would_spoil(int i) const {
-  const course::Check& c = lesson_.checks.at(static_cast<std::size_t>(i));
-  for (std::size_t k = 0; k < preds_.size(); ++k)
-    if (lesson_.predictions[k].experiment == c.experiment && lesson_.predictions[k].measure == c.measure &&
-        !preds_[k].revealed)
+  const course::Check& c = m_lesson.checks.at(static_cast<std::size_t>(i));
+  for (std::size_t k = 0; k < m_preds.size(); ++k)
+    if (m_lesson.predictions[k].experiment == c.experiment && m_lesson.predictions[k].measure == c.measure &&
+        !m_preds[k].revealed)
       return true;
   return false;
 }
 
 bool LessonSession::finished() const {
-  const course::LessonProgress* lp = progress_ ? progress_->lesson(lesson_.name) : nullptr;
+  const course::LessonProgress* lp = m_progress ? m_progress->lesson(m_lesson.name) : nullptr;
   return lp && lp->finished;
 }
 
 void LessonSession::set_finished(bool finished) {
-  if (!progress_) return;
-  progress_->edit(lesson_.name).finished = finished;
-  progress_->save();
+  if (!m_progress) return;
+  m_progress->edit(m_lesson.name).finished = finished;
+  m_progress->save();
 }
 
 }  // namespace tttlab::course

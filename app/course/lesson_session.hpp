@@ -60,13 +60,13 @@ class LessonSession {
   // `progress` may be null (nothing is recorded). The student's earlier answers are restored from it.
   LessonSession(course::Lesson lesson, course::ProgressStore* progress);
 
-  const course::Lesson& lesson() const { return lesson_; }
+  const course::Lesson& lesson() const { return m_lesson; }
   // The Markdown parts, parsed (same order as lesson().parts; empty documents for the other kinds),
   // without the level-1 heading that opens the lesson (the pane's header shows the title).
-  const MdDocument& part_doc(std::size_t part) const { return docs_.at(part); }
+  const MdDocument& part_doc(std::size_t part) const { return m_docs.at(part); }
 
   // ---- predictions
-  const PredictionState& prediction(int i) const { return preds_.at(static_cast<std::size_t>(i)); }
+  const PredictionState& prediction(int i) const { return m_preds.at(static_cast<std::size_t>(i)); }
   void choose(int i, int choice);
   void set_value(int i, double value);
   // Commits the student's answer, records it and saves. False when nothing is chosen or it is locked.
@@ -74,13 +74,13 @@ class LessonSession {
   // "Predict again": unlocks and forgets the answer and its result (recorded and saved).
   void forget(int i);
   // True while the lesson's FIRST prediction is not locked in: the live view stays veiled.
-  bool veiled() const { return !preds_.empty() && !preds_.front().locked; }
+  bool veiled() const { return !m_preds.empty() && !m_preds.front().locked; }
 
   // ---- questions
-  bool hint_shown(int i) const { return hints_.at(static_cast<std::size_t>(i)); }
-  bool answer_shown(int i) const { return answers_.at(static_cast<std::size_t>(i)); }
-  void show_hint(int i, bool on) { hints_.at(static_cast<std::size_t>(i)) = on; }
-  void show_answer(int i, bool on) { answers_.at(static_cast<std::size_t>(i)) = on; }
+  bool hint_shown(int i) const { return m_hints.at(static_cast<std::size_t>(i)); }
+  bool answer_shown(int i) const { return m_answers.at(static_cast<std::size_t>(i)); }
+  void show_hint(int i, bool on) { m_hints.at(static_cast<std::size_t>(i)) = on; }
+  void show_answer(int i, bool on) { m_answers.at(static_cast<std::size_t>(i)) = on; }
 
   // ---- experiments
   // Starts measuring `experiment` ("" = the lesson's scene) from this frame's snapshot. Returns the
@@ -91,11 +91,11 @@ class LessonSession {
   // Once per frame, before anything can begin a run in that frame. `engine_quiet`: Engine::quiescent()
   // now; `sink`: where the scene is posted if the view alone does not complete the measures.
   void poll(const Snapshot& snap, bool engine_quiet, CommandSink& sink);
-  bool running() const { return run_.has_value(); }
+  bool running() const { return m_run.has_value(); }
   const std::string& running_experiment() const;
-  const std::string& run_error() const { return run_error_; }
+  const std::string& run_error() const { return m_run_error; }
   // The experiment of the last begin_run (where run_error() belongs).
-  const std::string& last_run_experiment() const { return last_experiment_; }
+  const std::string& last_run_experiment() const { return m_last_experiment; }
   // Reveals the locked predictions of `experiment` with these measures and records them.
   void apply_measures(const std::string& experiment, const course::Measures& measures);
   const course::Measures* measures(const std::string& experiment) const;
@@ -110,7 +110,7 @@ class LessonSession {
   bool finished() const;
   void set_finished(bool finished);
   // The progress file's problem, if any ("" when none or no progress is kept).
-  std::string progress_error() const { return progress_ ? progress_->error() : std::string(); }
+  std::string progress_error() const { return m_progress ? m_progress->error() : std::string(); }
 
  private:
   struct Run {
@@ -122,14 +122,14 @@ class LessonSession {
   };
   void record(int i);
 
-  course::Lesson lesson_;
-  course::ProgressStore* progress_;
-  std::vector<MdDocument> docs_;
-  std::vector<PredictionState> preds_;
-  std::vector<bool> hints_, answers_;
-  std::map<std::string, course::Measures> measures_;
-  std::optional<Run> run_;
-  std::string run_error_, last_experiment_;
+  course::Lesson m_lesson;
+  course::ProgressStore* m_progress;
+  std::vector<MdDocument> m_docs;
+  std::vector<PredictionState> m_preds;
+  std::vector<bool> m_hints, m_answers;
+  std::map<std::string, course::Measures> m_measures;
+  std::optional<Run> m_run;
+  std::string m_run_error, m_last_experiment;
 };
 
 }  // namespace tttlab::course

@@ -158,62 +158,62 @@ fs::path ProgressStore::default_path() {
   return config / "tttlab" / "course-progress.json";
 }
 
-ProgressStore::ProgressStore(fs::path path) : path_(std::move(path)) {
+ProgressStore::ProgressStore(fs::path path) : m_path(std::move(path)) {
   try {
     std::error_code ec;
-    const auto st = fs::status(path_, ec);
+    const auto st = fs::status(m_path, ec);
     if (!fs::exists(st)) return;  // not written yet: an empty progress
     if (fs::is_directory(st)) {
-      error_ = path_.string() + " is a folder, not a progress file";
+      m_error = m_path.string() + " is a folder, not a progress file";
       return;
     }
-    const std::string text = read_file_text(path_, kMaxBytes);  // FileError names the file
-    lessons_ = parse(text);
+    const std::string text = read_file_text(m_path, kMaxBytes);  // FileError names the file
+    m_lessons = parse(text);
   } catch (const Bad& e) {
-    lessons_.clear();
-    error_ = path_.string() + ": " + e.what();
+    m_lessons.clear();
+    m_error = m_path.string() + ": " + e.what();
   } catch (const std::exception& e) {
-    lessons_.clear();
-    error_ = e.what();
+    m_lessons.clear();
+    m_error = e.what();
   }
 }
 
 const LessonProgress* ProgressStore::lesson(const std::string& name) const {
-  const auto it = lessons_.find(name);
-  return it == lessons_.end() ? nullptr : &it->second;
+  const auto it = m_lessons.find(name);
+  return it == m_lessons.end() ? nullptr : &it->second;
 }
 
-LessonProgress& ProgressStore::edit(const std::string& name) { return lessons_[name]; }
+LessonProgress& ProgressStore::edit(const std::string& name) { return m_lessons[name]; }
 
 bool ProgressStore::save() {
   try {
     std::error_code ec;
-    const fs::path dir = path_.parent_path();
+    const fs::path dir = m_path.parent_path();
     if (!dir.empty() && !fs::is_directory(dir, ec)) {
       fs::create_directories(dir, ec);
       if (ec) throw FileError("cannot create the folder '" + dir.string() + "': " + ec.message());
     }
-    // After a failure (error_ set), the file on disk may be one this store could not read: it is
+    // After a failure (m_error set), the file on disk may be one this store could not read: it is
     // kept beside the new one. (Checked only then, so a normal save reads nothing.)
-    if (!error_.empty() && fs::is_regular_file(path_, ec) && !readable(path_)) {
-      fs::path keep = path_;
+    if (!m_error.empty() && fs::is_regular_file(m_path, ec) && !readable(m_path)) {
+      fs::path keep = m_path;
       keep += ".unreadable";
-      fs::copy_file(path_, keep, fs::copy_options::overwrite_existing, ec);
-      if (ec) throw FileError("cannot keep a copy of the unreadable '" + path_.string() + "' as '" +
+      fs::copy_file(m_path, keep, fs::copy_options::overwrite_existing, ec);
+      if (ec) throw FileError("cannot keep a copy of the unreadable '" + m_path.string() + "' as '" +
                               keep.string() + "': " + ec.message());
     }
-    write_file_atomic(path_, to_json(lessons_).dump(2) + "\n");
-    error_.clear();
+    write_file_atomic(m_path, to_json(m_lessons).dump(2) + "\n");
+    m_error.clear();
     return true;
   } catch (const std::exception& e) {
-    error_ = std::string("your progress could not be saved: ") + e.what();
+    m_error = std::string("your progress could not be saved: ") + e.what();
     return false;
   }
 }
 
 int ProgressStore::finished_count() const {
   int n = 0;
-  for (const auto& [name, lp] : lessons_) n += lp.finished ? 1 : 0;
+  for (const auto& [name, lp] : m_lessons) n += lp.finished ? 1 : 0;
   return n;
 }
 

@@ -40,8 +40,8 @@ class ProgressStore {
 
   explicit ProgressStore(std::filesystem::path path);  // reads it (errors: see error())
 
-  const std::filesystem::path& path() const { return path_; }
-  const std::string& error() const { return error_; }  // last read or write failure, "" if none
+  const std::filesystem::path& path() const { return m_path; }
+  const std::string& error() const { return m_error; }  // last read or write failure, "" if none
 
   const LessonProgress* lesson(const std::string& name) const;
   LessonProgress& edit(const std::string& name);  // creates the entry
@@ -50,9 +50,9 @@ class ProgressStore {
   int finished_count() const;
 
  private:
-  std::filesystem::path path_;
-  std::map<std::string, LessonProgress> lessons_;
-  std::string error_;
+  std::filesystem::path m_path;
+  std::map<std::string, LessonProgress> m_lessons;
+  std::string m_error;
 };
 
 }  // namespace tttlab::course

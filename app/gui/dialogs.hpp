@@ -18,13 +18,13 @@ class FreshKeyPress {
   bool update(bool appearing, bool down);
 
  private:
-  bool released_ = false;  // the key was seen up since the modal appeared
+  bool m_released = false;  // the key was seen up since the modal appeared
 };
 
 // File → Open / Save state. The field opens with the given path selected, so typing replaces it.
 class PathDialog {
  public:
-  explicit PathDialog(const char* title) : title_(title) {}
+  explicit PathDialog(const char* title) : m_title(title) {}
   // Opens the dialog at the next draw(), with `path` in the field.
   void open(const std::string& path);
   // Draws the dialog while it is open. Returns the path when the user confirms it (Enter or the
@@ -32,10 +32,10 @@ class PathDialog {
   std::optional<std::string> draw(const char* prompt, const char* confirm_label);
 
  private:
-  const char* title_;
-  bool open_requested_ = false;
-  char path_[1024] = "";
-  FreshKeyPress escape_;
+  const char* m_title;
+  bool m_open_requested = false;
+  char m_path[1024] = "";
+  FreshKeyPress m_escape;
 };
 
 // The error message. show() may be called anywhere in a frame; draw() once per frame after it.
@@ -43,12 +43,12 @@ class ErrorDialog {
  public:
   void show(std::string title, std::string text);
   void draw();
-  const std::string& text() const { return text_; }
+  const std::string& text() const { return m_text; }
 
  private:
-  bool pending_ = false;
-  std::string title_, text_;
-  FreshKeyPress enter_, escape_;
+  bool m_pending = false;
+  std::string m_title, m_text;
+  FreshKeyPress m_enter, m_escape;
 };
 
 }  // namespace tttlab::gui

@@ -77,10 +77,10 @@ double percentile(std::vector<double> v, double p) {
 class App {
  public:
   App(const GuiOptions& opt, std::unique_ptr<Window> window)
-      : opt_(opt),
-        window_(std::move(window)),
-        engine_(make_engine_modules(opt.devices)),
-        panels_(make_panels()) {}
+      : m_opt(opt),
+        m_window(std::move(window)),
+        m_engine(make_engine_modules(opt.devices)),
+        m_panels(make_panels()) {}
   ~App();
 
   int init();
@@ -120,22 +120,22 @@ class App {
   bool open_lesson_scene(const fs::path& path, bool keep_classroom = false);
   bool lesson_veiled() const;
 
-  GuiOptions opt_;
-  std::unique_ptr<Window> window_;
-  Engine engine_;
-  std::vector<std::unique_ptr<Panel>> panels_;
-  std::size_t active_ = 0;
-  std::vector<bool> synced_;
-  std::shared_ptr<const Snapshot> snap_;
-  std::uint64_t library_event_ = 0, training_event_ = 0;
-  bool show_classroom_ = false;
-  bool imgui_ready_ = false;
+  GuiOptions m_opt;
+  std::unique_ptr<Window> m_window;
+  Engine m_engine;
+  std::vector<std::unique_ptr<Panel>> m_panels;
+  std::size_t m_active = 0;
+  std::vector<bool> m_synced;
+  std::shared_ptr<const Snapshot> m_snap;
+  std::uint64_t m_library_event = 0, m_training_event = 0;
+  bool m_show_classroom = false;
+  bool m_imgui_ready = false;
 
   // The docked lesson. The session outlives leaving (Ctrl+L brings it back with its state).
-  std::unique_ptr<LessonSession> lesson_;
-  int lesson_generation_ = 0;  // the course's generation when lesson_ was made
-  bool lesson_docked_ = false;
-  bool sidebar_wide_ = false;            // while a lesson is docked the sidebar is a strip unless widened
+  std::unique_ptr<LessonSession> m_lesson;
+  int m_lesson_generation = 0;  // the course's generation when m_lesson was made
+  bool m_lesson_docked = false;
+  bool m_sidebar_wide = false;            // while a lesson is docked the sidebar is a strip unless widened
   // A state file named a lesson: docked at the start of the next frame (or at the end of init), never
   // in the middle of drawing the pane that opened the file. load_scene: the file had no view of its own.
   struct PendingDock {
@@ -143,31 +143,31 @@ class App {
     bool load_scene = false;
     std::optional<ClassroomState> classroom;  // the file's own, which wins over the scene's
   };
-  std::optional<PendingDock> pending_dock_;
+  std::optional<PendingDock> m_pending_dock;
   void take_pending_dock();
 
   // Dialogs
-  PathDialog open_dialog_{"Open state"}, save_dialog_{"Save state"};
-  ErrorDialog error_;
-  bool show_help_ = false, show_about_ = false;
+  PathDialog m_open_dialog{"Open state"}, m_save_dialog{"Save state"};
+  ErrorDialog m_error;
+  bool m_show_help = false, m_show_about = false;
   // File → Open / Save as: the dialog opens on the current file (Save: a default name).
-  void show_open_dialog() { open_dialog_.open(state_path_.string()); }
-  void show_save_dialog() { save_dialog_.open(state_path_.empty() ? "view.tttlab" : state_path_.string()); }
-  fs::path state_path_;
+  void show_open_dialog() { m_open_dialog.open(m_state_path.string()); }
+  void show_save_dialog() { m_save_dialog.open(m_state_path.empty() ? "view.tttlab" : m_state_path.string()); }
+  fs::path m_state_path;
 
   // Frame timing (UI thread's own work: snapshot, panels, ImGui::Render).
-  double ui_ms_ = 0.0, ui_cpu_ms_ = 0.0, gl_ms_ = 0.0;
-  std::vector<double> ui_samples_, ui_cpu_samples_, gl_samples_;
-  bool collect_ = false;
+  double m_ui_ms = 0.0, m_ui_cpu_ms = 0.0, m_gl_ms = 0.0;
+  std::vector<double> m_ui_samples, m_ui_cpu_samples, m_gl_samples;
+  bool m_collect = false;
 };
 
 App::~App() {
-  engine_.set_publish_callback({});
-  engine_.stop();  // before the window (and GLFW) go away: the callback posts GLFW events
-  if (imgui_ready_) {
+  m_engine.set_publish_callback({});
+  m_engine.stop();  // before the window (and GLFW) go away: the callback posts GLFW events
+  if (m_imgui_ready) {
     plot::release_textures();
     ImGui_ImplOpenGL3_Shutdown();
-    if (!window_->headless()) ImGui_ImplGlfw_Shutdown();
+    if (!m_window->headless()) ImGui_ImplGlfw_Shutdown();
     ImGui::DestroyContext();
   }
 }
@@ -178,11 +178,11 @@ int App::init() {
   ImGuiIO& io = ImGui::GetIO();
   io.IniFilename = nullptr;  // the layout is fixed; state lives in .tttlab files
   io.ConfigFlags |= ImGuiConfigFlags_NavEnableKeyboard;
-  const float scale = window_->content_scale();
+  const float scale = m_window->content_scale();
   apply_theme(scale);
   load_fonts(scale);
-  if (!window_->headless()) {
-    ImGui_ImplGlfw_InitForOpenGL(window_->handle(), true);
+  if (!m_window->headless()) {
+    ImGui_ImplGlfw_InitForOpenGL(m_window->handle(), true);
   } else {
     // No GLFW backend (a headless EGL context): map ImGui's keys to the GLFW codes keys.hpp reads, as
     // the backend would; no key is ever pressed.
@@ -201,11 +201,11 @@ int App::init() {
   }
   ImGui_ImplOpenGL3_Init("#version 130");
   install_gl_textures();
-  imgui_ready_ = true;
-  set_notifications_visible(opt_.screenshot.empty());
+  m_imgui_ready = true;
+  set_notifications_visible(m_opt.screenshot.empty());
   // Screenshots and benchmarks never show (or change) a student's course progress: a fresh one, unless
   // $TTTLAB_PROGRESS names a file on purpose.
-  if (!opt_.screenshot.empty() || opt_.bench_frames > 0) {
+  if (!m_opt.screenshot.empty() || m_opt.bench_frames > 0) {
     const char* env = std::getenv("TTTLAB_PROGRESS");
     course_session::set_progress_path(env && *env ? fs::path(env)
                                                   : fs::temp_directory_path() /
@@ -213,40 +213,40 @@ int App::init() {
                                                         "course-progress.json");
   }
 
-  if (!opt_.panel.empty()) {
-    const auto i = find_panel(opt_.panel);
-    if (i == panels_.size()) {
+  if (!m_opt.panel.empty()) {
+    const auto i = find_panel(m_opt.panel);
+    if (i == m_panels.size()) {
       std::string known;
-      for (const auto& p : panels_) known += std::string(known.empty() ? "" : ", ") + p->id();
-      std::fprintf(stderr, "tttlab gui: unknown panel \"%s\" (known: %s)\n", clip(opt_.panel).c_str(),
+      for (const auto& p : m_panels) known += std::string(known.empty() ? "" : ", ") + p->id();
+      std::fprintf(stderr, "tttlab gui: unknown panel \"%s\" (known: %s)\n", clip(m_opt.panel).c_str(),
                    known.c_str());
       return 2;
     }
-    active_ = i;
+    m_active = i;
   }
-  synced_.assign(panels_.size(), false);
-  const bool interactive = opt_.screenshot.empty() && opt_.bench_frames == 0;
-  if (!opt_.state_file.empty()) {
-    if (!open_state(opt_.state_file) && !interactive) {
-      std::fprintf(stderr, "tttlab gui: %s\n", printable(error_.text()).c_str());
+  m_synced.assign(m_panels.size(), false);
+  const bool interactive = m_opt.screenshot.empty() && m_opt.bench_frames == 0;
+  if (!m_opt.state_file.empty()) {
+    if (!open_state(m_opt.state_file) && !interactive) {
+      std::fprintf(stderr, "tttlab gui: %s\n", printable(m_error.text()).c_str());
       return 1;
     }
     take_pending_dock();
   }
-  if (!opt_.lesson.empty()) {
-    if (!start_lesson(opt_.lesson) && !interactive) {
-      std::fprintf(stderr, "tttlab gui: %s\n", printable(error_.text()).c_str());
+  if (!m_opt.lesson.empty()) {
+    if (!start_lesson(m_opt.lesson) && !interactive) {
+      std::fprintf(stderr, "tttlab gui: %s\n", printable(m_error.text()).c_str());
       return 1;
     }
     take_pending_dock();
   }
-  if (!opt_.panel.empty() && (!opt_.state_file.empty() || !opt_.lesson.empty()))
-    active_ = find_panel(opt_.panel);  // --panel wins over the file and the lesson
-  ensure_synced(active_);
-  engine_.post(LibraryLoad{kShippedModelId});
-  engine_.post(SetComputeDevice{opt_.compute});
-  engine_.set_publish_callback([] { Window::post_empty_event(); });
-  engine_.start();
+  if (!m_opt.panel.empty() && (!m_opt.state_file.empty() || !m_opt.lesson.empty()))
+    m_active = find_panel(m_opt.panel);  // --panel wins over the file and the lesson
+  ensure_synced(m_active);
+  m_engine.post(LibraryLoad{kShippedModelId});
+  m_engine.post(SetComputeDevice{m_opt.compute});
+  m_engine.set_publish_callback([] { Window::post_empty_event(); });
+  m_engine.start();
   update_title();
   return 0;
 }
@@ -256,38 +256,38 @@ std::size_t App::find_panel(const std::string& key) const {
     for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     return s;
   };
-  for (std::size_t i = 0; i < panels_.size(); ++i)
-    if (lower(key) == panels_[i]->id() || lower(key) == lower(panels_[i]->name())) return i;
-  return panels_.size();
+  for (std::size_t i = 0; i < m_panels.size(); ++i)
+    if (lower(key) == m_panels[i]->id() || lower(key) == lower(m_panels[i]->name())) return i;
+  return m_panels.size();
 }
 
 void App::set_active(std::size_t i) {
-  if (i >= panels_.size() || i == active_) return;
-  active_ = i;
+  if (i >= m_panels.size() || i == m_active) return;
+  m_active = i;
   ensure_synced(i);
   update_title();
 }
 
 void App::ensure_synced(std::size_t i) {
-  if (i >= panels_.size() || synced_[i]) return;
-  synced_[i] = true;
-  panels_[i]->sync(engine_);
+  if (i >= m_panels.size() || m_synced[i]) return;
+  m_synced[i] = true;
+  m_panels[i]->sync(m_engine);
 }
 
 void App::watch_engine_events() {
-  if (snap_->library && snap_->library->event != library_event_) {
-    library_event_ = snap_->library->event;
-    if (!snap_->library->error.empty()) {
-      error_.show("Could not open the model", snap_->library->error);
-    } else if (!snap_->library->opened_id.empty()) {
-      notify("Opened " + snap_->library->opened_id.substr(snap_->library->opened_id.find(':') + 1) +
+  if (m_snap->library && m_snap->library->event != m_library_event) {
+    m_library_event = m_snap->library->event;
+    if (!m_snap->library->error.empty()) {
+      m_error.show("Could not open the model", m_snap->library->error);
+    } else if (!m_snap->library->opened_id.empty()) {
+      notify("Opened " + m_snap->library->opened_id.substr(m_snap->library->opened_id.find(':') + 1) +
              ": it is in every model list now");
     }
   }
-  if (snap_->training && snap_->training->event != training_event_) {
-    training_event_ = snap_->training->event;
-    if (!snap_->training->error.empty()) {
-      error_.show("Training", snap_->training->error);
+  if (m_snap->training && m_snap->training->event != m_training_event) {
+    m_training_event = m_snap->training->event;
+    if (!m_snap->training->error.empty()) {
+      m_error.show("Training", m_snap->training->error);
     }
   }
   if (auto req = take_open_state_request()) open_state(*req);
@@ -296,30 +296,30 @@ void App::watch_engine_events() {
 }
 
 void App::update_title() {
-  std::string t = std::string("TTT Lab — ") + panels_[active_]->name();
-  if (lesson_docked_ && lesson_) t += " — lesson: " + lesson_->lesson().title;
-  if (!state_path_.empty()) t += " — " + state_path_.filename().string();
+  std::string t = std::string("TTT Lab — ") + m_panels[m_active]->name();
+  if (m_lesson_docked && m_lesson) t += " — lesson: " + m_lesson->lesson().title;
+  if (!m_state_path.empty()) t += " — " + m_state_path.filename().string();
   // The lesson's title and the file's name come from files: no control byte reaches the title bar.
-  window_->set_title(printable(t));
+  m_window->set_title(printable(t));
 }
 
 void App::frame() {
   ImGui_ImplOpenGL3_NewFrame();
-  if (window_->headless())
+  if (m_window->headless())
     ImGui::GetIO().DeltaTime = 1.0f / 60.0f;  // no GLFW clock (a headless EGL context): a steady 60 fps
   else
     ImGui_ImplGlfw_NewFrame();
-  if (window_->spec().hidden) {
+  if (m_window->spec().hidden) {
     ImGuiIO& io = ImGui::GetIO();
-    io.DisplaySize = ImVec2(static_cast<float>(window_->spec().width),
-                            static_cast<float>(window_->spec().height));
+    io.DisplaySize = ImVec2(static_cast<float>(m_window->spec().width),
+                            static_cast<float>(m_window->spec().height));
     io.DisplayFramebufferScale = ImVec2(1, 1);
   }
   const auto t0 = Clock::now();
   const double cpu0 = thread_cpu_ms();
   ImGui::NewFrame();
-  snap_ = engine_.snapshot();  // the one snapshot this frame reads
-  for (auto& p : panels_) p->observe(*snap_);
+  m_snap = m_engine.snapshot();  // the one snapshot this frame reads
+  for (auto& p : m_panels) p->observe(*m_snap);
   watch_engine_events();
   draw_main();
   draw_dialogs();
@@ -328,35 +328,35 @@ void App::frame() {
   draw_notifications();
   global_shortcuts();
   ImGui::Render();
-  ui_ms_ = ms_since(t0);
-  ui_cpu_ms_ = thread_cpu_ms() - cpu0;
+  m_ui_ms = ms_since(t0);
+  m_ui_cpu_ms = thread_cpu_ms() - cpu0;
 }
 
 void App::render() {
   const auto t0 = Clock::now();
   const ImVec4 c = clear_color();
-  window_->begin_render(c.x, c.y, c.z);
+  m_window->begin_render(c.x, c.y, c.z);
   ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
   const ImGuiIO& io = ImGui::GetIO();
   plot::exporter().process(
-      [&](int x, int y, int w, int h) { return window_->read_pixels(x, y, w, h); },
+      [&](int x, int y, int w, int h) { return m_window->read_pixels(x, y, w, h); },
       io.DisplayFramebufferScale, io.DisplaySize);
-  if (collect_) glFinish();  // benchmark: charge the GL work to this frame
-  gl_ms_ = ms_since(t0);
-  if (collect_) {
-    ui_samples_.push_back(ui_ms_);
-    ui_cpu_samples_.push_back(ui_cpu_ms_);
-    gl_samples_.push_back(gl_ms_);
+  if (m_collect) glFinish();  // benchmark: charge the GL work to this frame
+  m_gl_ms = ms_since(t0);
+  if (m_collect) {
+    m_ui_samples.push_back(m_ui_ms);
+    m_ui_cpu_samples.push_back(m_ui_cpu_ms);
+    m_gl_samples.push_back(m_gl_ms);
   }
-  window_->present();
+  m_window->present();
 }
 
 int App::run_interactive() {
-  while (!window_->should_close()) {
+  while (!m_window->should_close()) {
     // Sleep until input or a new snapshot (the engine's publish callback posts an empty event);
     // the timeout keeps the status bar and notifications ticking.
-    window_->wait_events(0.25);
-    if (glfwGetWindowAttrib(window_->handle(), GLFW_ICONIFIED)) continue;
+    m_window->wait_events(0.25);
+    if (glfwGetWindowAttrib(m_window->handle(), GLFW_ICONIFIED)) continue;
     frame();
     render();
     // While something animates (hover, playback), keep frames coming at the display rate.
@@ -367,8 +367,8 @@ int App::run_interactive() {
 }
 
 int App::run_screenshot() {
-  for (int i = 0; i < opt_.frames; ++i) {
-    window_->poll_events();
+  for (int i = 0; i < m_opt.frames; ++i) {
+    m_window->poll_events();
     frame();
     render();
   }
@@ -377,40 +377,40 @@ int App::run_screenshot() {
   std::uint64_t seen = 0;
   int stable = 0;
   while (stable < 3 && ms_since(t0) < 60000.0) {
-    const bool idle = engine_.settled();
-    const auto v = engine_.snapshot()->version;
+    const bool idle = m_engine.settled();
+    const auto v = m_engine.snapshot()->version;
     stable = idle && v == seen ? stable + 1 : 0;
     seen = v;
     if (!idle) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    window_->poll_events();
+    m_window->poll_events();
     frame();
     render();
   }
   if (stable < 3)
     std::fprintf(stderr, "tttlab gui: the engine was still busy after 60 s; capturing anyway\n");
-  window_->poll_events();
+  m_window->poll_events();
   frame();
   const ImVec4 c = clear_color();
-  window_->begin_render(c.x, c.y, c.z);
+  m_window->begin_render(c.x, c.y, c.z);
   ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
-  const Image img = window_->read_pixels(0, 0, window_->spec().width, window_->spec().height);
+  const Image img = m_window->read_pixels(0, 0, m_window->spec().width, m_window->spec().height);
   try {
-    write_png(opt_.screenshot, img);
+    write_png(m_opt.screenshot, img);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tttlab gui: %s\n", printable(e.what()).c_str());
     return 1;
   }
-  std::printf("wrote %s (%dx%d, panel %s)\n", printable(opt_.screenshot).c_str(), img.width, img.height,
-              panels_[active_]->id());
+  std::printf("wrote %s (%dx%d, panel %s)\n", printable(m_opt.screenshot).c_str(), img.width, img.height,
+              m_panels[m_active]->id());
   return 0;
 }
 
 int App::run_benchmark() {
   // Drive the stepper so the UI draws a changing snapshot every frame, as during playback, and (unless
   // --bench-idle) train a tiny model at the same time, as the benchmark asks.
-  engine_.post(StepperSetSpeed{240.0, true});
-  engine_.post(StepperTransport{StepperOp::Play, 0});
-  if (opt_.bench_train) {
+  m_engine.post(StepperSetSpeed{240.0, true});
+  m_engine.post(StepperTransport{StepperOp::Play, 0});
+  if (m_opt.bench_train) {
     TrainSettings t;
     t.device = "cpu";  // the benchmark's question: a CPU run competing with the UI thread
     t.preset = "tiny";
@@ -421,60 +421,60 @@ int App::run_benchmark() {
     t.threads = 1;
     t.eval_every = 0;
     t.runs_dir = (fs::temp_directory_path() / "tttlab-bench-runs").string();
-    engine_.post(TrainStart{t, "bench"});
+    m_engine.post(TrainStart{t, "bench"});
   }
-  const int warmup = std::min(30, opt_.bench_frames);
+  const int warmup = std::min(30, m_opt.bench_frames);
   for (int i = 0; i < warmup; ++i) {
-    window_->poll_events();
+    m_window->poll_events();
     frame();
     render();
   }
-  collect_ = true;
+  m_collect = true;
   std::uint64_t last = 0, distinct = 0;
   const auto t0 = Clock::now();
-  for (int i = 0; i < opt_.bench_frames; ++i) {
-    window_->poll_events();
+  for (int i = 0; i < m_opt.bench_frames; ++i) {
+    m_window->poll_events();
     frame();
-    if (snap_->version != last) ++distinct;
-    last = snap_->version;
+    if (m_snap->version != last) ++distinct;
+    last = m_snap->version;
     render();
   }
   const double wall = ms_since(t0);
-  collect_ = false;
+  m_collect = false;
   int fw = 0, fh = 0;
-  window_->framebuffer_size(&fw, &fh);
+  m_window->framebuffer_size(&fw, &fh);
   const char* renderer = reinterpret_cast<const char*>(glGetString(GL_RENDERER));
   std::printf("tttlab gui --bench-frames %d  (panel %s, %dx%d offscreen, GL renderer: %s)\n",
-              opt_.bench_frames, panels_[active_]->id(), fw, fh, renderer ? renderer : "?");
+              m_opt.bench_frames, m_panels[m_active]->id(), fw, fh, renderer ? renderer : "?");
   std::printf("UI thread work per frame (snapshot + panels + ImGui::Render), thread CPU time: p50 %.3f ms  "
               "p99 %.3f ms  max %.3f ms\n",
-              percentile(ui_cpu_samples_, 0.5), percentile(ui_cpu_samples_, 0.99), percentile(ui_cpu_samples_, 1.0));
+              percentile(m_ui_cpu_samples, 0.5), percentile(m_ui_cpu_samples, 0.99), percentile(m_ui_cpu_samples, 1.0));
   std::printf("the same, wall-clock (includes time other threads and processes held the CPU): p50 %.3f ms  "
               "p99 %.3f ms  max %.3f ms\n",
-              percentile(ui_samples_, 0.5), percentile(ui_samples_, 0.99), percentile(ui_samples_, 1.0));
+              percentile(m_ui_samples, 0.5), percentile(m_ui_samples, 0.99), percentile(m_ui_samples, 1.0));
   std::printf("GL submit + finish per frame:                               p50 %.3f ms  p99 %.3f ms\n",
-              percentile(gl_samples_, 0.5), percentile(gl_samples_, 0.99));
+              percentile(m_gl_samples, 0.5), percentile(m_gl_samples, 0.99));
   std::printf("%d frames in %.0f ms (%.0f frames/s, no vsync); %llu distinct engine snapshots drawn\n",
-              opt_.bench_frames, wall, 1000.0 * opt_.bench_frames / wall,
+              m_opt.bench_frames, wall, 1000.0 * m_opt.bench_frames / wall,
               static_cast<unsigned long long>(distinct));
-  if (opt_.bench_train) {
+  if (m_opt.bench_train) {
     long steps = 0;
     double rate = 0;
     std::string state = "not started";
-    if (snap_->training)
-      for (const auto& r : snap_->training->runs) {
+    if (m_snap->training)
+      for (const auto& r : m_snap->training->runs) {
         steps = r->steps_done;
         rate = r->tokens_per_s;
         state = r->message.empty() ? to_string(r->state) : r->message;
       }
     std::printf("meanwhile a tiny model trained on the CPU (B = 4, T = 64, 1 thread): %ld steps, %.0f tokens/s (%s)\n",
                 steps, rate, state.c_str());
-    for (const auto& r : snap_->training ? snap_->training->runs : std::vector<std::shared_ptr<const RunView>>{}) {
-      engine_.post(TrainControl{r->id, TrainOp::Remove});
+    for (const auto& r : m_snap->training ? m_snap->training->runs : std::vector<std::shared_ptr<const RunView>>{}) {
+      m_engine.post(TrainControl{r->id, TrainOp::Remove});
       std::error_code ec;
       fs::remove_all(r->dir, ec);
     }
-    engine_.wait_quiescent(std::chrono::seconds(30));
+    m_engine.wait_quiescent(std::chrono::seconds(30));
   }
   return 0;
 }
@@ -497,7 +497,7 @@ void App::draw_main() {
   const float em = ImGui::GetFontSize() / 15.0f;
   // While a lesson is docked the sidebar folds to a strip (panel numbers), so that the lesson and its
   // view both fit beside each other on a 1280 × 720 screen.
-  const bool strip = lesson_docked_ && lesson_ && !sidebar_wide_;
+  const bool strip = m_lesson_docked && m_lesson && !m_sidebar_wide;
   const float sidebar_w = (strip ? 44.0f : 214.0f) * em;
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   ImGui::PushStyleVar(ImGuiStyleVar_ItemSpacing, ImVec2(0, 0));
@@ -519,11 +519,11 @@ void App::draw_main() {
 }
 
 void App::draw_content(float width, float height) {
-  if (!lesson_docked_ || !lesson_) {
+  if (!m_lesson_docked || !m_lesson) {
     ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, ImVec2(14, 10));
     ImGui::BeginChild("##content", ImVec2(width, height), false, ImGuiWindowFlags_AlwaysUseWindowPadding);
     ImGui::PopStyleVar();
-    panels_[active_]->draw(*snap_, engine_);
+    m_panels[m_active]->draw(*m_snap, m_engine);
     ImGui::EndChild();
     return;
   }
@@ -543,19 +543,19 @@ void App::draw_content(float width, float height) {
   ImGui::PopStyleVar();
   LessonPaneHost host;
   host.open_scene = [this](const fs::path& p) { return open_lesson_scene(p, true); };
-  host.engine_quiet = [this] { return engine_.quiescent(); };
+  host.engine_quiet = [this] { return m_engine.quiescent(); };
   host.leave = [this] { leave_lesson(); };
   // Deferred to the next frame: starting a lesson replaces the session this pane is drawing.
   host.start_lesson = [](const std::string& name) { course_session::request_start(name); };
   {
     const auto& lessons = course_session::get().course.lessons;
     for (std::size_t i = 0; i + 1 < lessons.size(); ++i)
-      if (lessons[i].name == lesson_->lesson().name) {
+      if (lessons[i].name == m_lesson->lesson().name) {
         host.next_lesson = lessons[i + 1].name;
         host.next_lesson_title = lessons[i + 1].title;
       }
   }
-  draw_lesson_pane(*lesson_, *snap_, engine_, host);
+  draw_lesson_pane(*m_lesson, *m_snap, m_engine, host);
   ImGui::EndChild();
 
   ImGui::SameLine(0, 0);
@@ -564,10 +564,10 @@ void App::draw_content(float width, float height) {
   ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, ImVec2(14, 10));
   ImGui::BeginChild("##live_view", ImVec2(0, height), false, ImGuiWindowFlags_AlwaysUseWindowPadding);
   ImGui::PopStyleVar();
-  if (lesson_ && lesson_veiled())
-    draw_lesson_veil(*lesson_);
+  if (m_lesson && lesson_veiled())
+    draw_lesson_veil(*m_lesson);
   else
-    panels_[active_]->draw(*snap_, engine_);
+    m_panels[m_active]->draw(*m_snap, m_engine);
   ImGui::EndChild();
   ImGui::EndChild();
 }
@@ -577,10 +577,10 @@ void App::draw_menu_bar() {
   if (ImGui::BeginMenu("File")) {
     if (ImGui::MenuItem("Open state…", "Ctrl+O")) show_open_dialog();
     if (ImGui::MenuItem("Save state", "Ctrl+S")) {
-      if (state_path_.empty())
+      if (m_state_path.empty())
         show_save_dialog();
       else
-        save_state(state_path_);
+        save_state(m_state_path);
     }
     if (ImGui::MenuItem("Save state as…", "Ctrl+Shift+S")) show_save_dialog();
     ImGui::Separator();
@@ -588,7 +588,7 @@ void App::draw_menu_bar() {
     ImGui::TextDisabled("Plots: right-click a plot to export it");
     ImGui::TextDisabled("Files go to %s", fs::absolute(plot::exporter().directory()).string().c_str());
     ImGui::Separator();
-    if (ImGui::MenuItem("Quit", "Ctrl+Q")) window_->request_close();
+    if (ImGui::MenuItem("Quit", "Ctrl+Q")) m_window->request_close();
     ImGui::EndMenu();
   }
   if (ImGui::BeginMenu("View")) {
@@ -597,35 +597,35 @@ void App::draw_menu_bar() {
       room.enabled = !room.enabled;
       classroom::set(room);
     }
-    if (ImGui::MenuItem("Classroom settings…")) show_classroom_ = true;
+    if (ImGui::MenuItem("Classroom settings…")) m_show_classroom = true;
     ImGui::EndMenu();
   }
   if (ImGui::BeginMenu("Compute")) {
     // One device for every panel that computes; a change applies to the next computation.
-    const ComputeView* cv = snap_ && snap_->compute ? snap_->compute.get() : nullptr;
-    const ComputeRequest now = cv ? cv->request : opt_.compute;
+    const ComputeView* cv = m_snap && m_snap->compute ? m_snap->compute.get() : nullptr;
+    const ComputeRequest now = cv ? cv->request : m_opt.compute;
     const bool gpu_ok = cv && cv->gpu_available;
     if (ImGui::MenuItem("Automatic: the GPU when there is one", nullptr, now == ComputeRequest::Auto))
-      engine_.post(SetComputeDevice{ComputeRequest::Auto});
-    if (ImGui::MenuItem("CPU", nullptr, now == ComputeRequest::CPU)) engine_.post(SetComputeDevice{ComputeRequest::CPU});
+      m_engine.post(SetComputeDevice{ComputeRequest::Auto});
+    if (ImGui::MenuItem("CPU", nullptr, now == ComputeRequest::CPU)) m_engine.post(SetComputeDevice{ComputeRequest::CPU});
     if (ImGui::MenuItem("GPU", nullptr, now == ComputeRequest::GPU, gpu_ok))
-      engine_.post(SetComputeDevice{ComputeRequest::GPU});
+      m_engine.post(SetComputeDevice{ComputeRequest::GPU});
     ImGui::Separator();
     ImGui::TextDisabled("Computing on: %s", cv ? cv->active.c_str() : "…");
     if (cv && !cv->gpu_available) ImGui::TextDisabled("%s", cv->gpu_build ? cv->note.c_str() : "This build has no GPU kernels");
     ImGui::EndMenu();
   }
   if (ImGui::BeginMenu("Panels", !(classroom::state().enabled && classroom::state().hide_panel_list))) {
-    for (std::size_t i = 0; i < panels_.size(); ++i) {
+    for (std::size_t i = 0; i < m_panels.size(); ++i) {
       char sc[32];
       std::snprintf(sc, sizeof sc, "Ctrl+%zu", i + 1);
-      if (ImGui::MenuItem(panels_[i]->name(), sc, i == active_)) set_active(i);
+      if (ImGui::MenuItem(m_panels[i]->name(), sc, i == m_active)) set_active(i);
     }
     ImGui::EndMenu();
   }
   if (ImGui::BeginMenu("Help")) {
-    if (ImGui::MenuItem("Keyboard shortcuts", "F1")) show_help_ = true;
-    if (ImGui::MenuItem("About TTT Lab")) show_about_ = true;
+    if (ImGui::MenuItem("Keyboard shortcuts", "F1")) m_show_help = true;
+    if (ImGui::MenuItem("About TTT Lab")) m_show_about = true;
     ImGui::EndMenu();
   }
   ImGui::EndMenuBar();
@@ -635,9 +635,9 @@ void App::draw_sidebar(float width) {
   ImGui::PushFont(fonts().large);
   ImGui::TextUnformatted("TTT Lab");
   ImGui::PopFont();
-  if (lesson_docked_ && lesson_) {
+  if (m_lesson_docked && m_lesson) {
     ImGui::SameLine(width - ImGui::GetStyle().WindowPadding.x - ImGui::GetFrameHeight() * 1.2f);
-    if (ImGui::Button("\xC2\xAB", ImVec2(ImGui::GetFrameHeight() * 1.2f, 0))) sidebar_wide_ = false;
+    if (ImGui::Button("\xC2\xAB", ImVec2(ImGui::GetFrameHeight() * 1.2f, 0))) m_sidebar_wide = false;
     if (ImGui::IsItemHovered()) ImGui::SetTooltip("Fold the sidebar: more room for the lesson and its view");
   }
   ImGui::PushStyleColor(ImGuiCol_Text, colors::kTextDim);
@@ -649,15 +649,15 @@ void App::draw_sidebar(float width) {
 
   const bool locked = classroom::state().enabled && classroom::state().hide_panel_list;
   widgets::section_label(locked ? "CLASSROOM" : "PANELS");
-  for (std::size_t i = 0; i < panels_.size() && !locked; ++i) {
+  for (std::size_t i = 0; i < m_panels.size() && !locked; ++i) {
     char label[128];
-    std::snprintf(label, sizeof label, "%zu   %s", i + 1, panels_[i]->name());
-    if (ImGui::Selectable(label, i == active_, 0, ImVec2(0, ImGui::GetFrameHeight())))
+    std::snprintf(label, sizeof label, "%zu   %s", i + 1, m_panels[i]->name());
+    if (ImGui::Selectable(label, i == m_active, 0, ImVec2(0, ImGui::GetFrameHeight())))
       set_active(i);
     if (ImGui::IsItemHovered()) {
       ImGui::BeginTooltip();
       ImGui::PushTextWrapPos(ImGui::GetFontSize() * 28.0f);
-      ImGui::TextUnformatted(panels_[i]->summary());
+      ImGui::TextUnformatted(m_panels[i]->summary());
       ImGui::PopTextWrapPos();
       ImGui::EndTooltip();
     }
@@ -665,21 +665,21 @@ void App::draw_sidebar(float width) {
 
   if (locked) {
     ImGui::PushFont(fonts().small);
-    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kAccent), "● %s", panels_[active_]->name());
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kAccent), "● %s", m_panels[m_active]->name());
     ImGui::TextDisabled("Classroom mode: the teacher chose this view.");
     ImGui::PopFont();
   }
   ImGui::Dummy(ImVec2(0, 10));
   widgets::section_label("ENGINE");
-  const EngineActivity activity = engine_activity(*snap_, engine_.quiescent());
+  const EngineActivity activity = engine_activity(*m_snap, m_engine.quiescent());
   ImGui::PushFont(fonts().small);
   ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(activity.busy() ? colors::kGood : colors::kTextDim), "● %s",
                      activity.word());
   if (activity.state == EngineActivity::State::Working) {
     ImGui::SameLine();
-    ImGui::TextDisabled("%.0f ms/s busy", snap_->stats.busy_ms_last_second);
+    ImGui::TextDisabled("%.0f ms/s busy", m_snap->stats.busy_ms_last_second);
   }
-  ImGui::TextDisabled("snapshot #%llu", static_cast<unsigned long long>(snap_->version));
+  ImGui::TextDisabled("snapshot #%llu", static_cast<unsigned long long>(m_snap->version));
   ImGui::PopFont();
   for (const ActivityItem& item : activity.items) {
     ImGui::PushID(item.label.c_str());
@@ -693,7 +693,7 @@ void App::draw_sidebar(float width) {
     ImGui::ProgressBar(static_cast<float>(item.progress), ImVec2(ImGui::GetContentRegionAvail().x - cancel_w, 0));
     if (item.cancel) {
       ImGui::SameLine();
-      if (ImGui::SmallButton("Cancel")) engine_.post(CancelJob{item.cancel});
+      if (ImGui::SmallButton("Cancel")) m_engine.post(CancelJob{item.cancel});
     }
     ImGui::PopID();
   }
@@ -716,20 +716,20 @@ void App::draw_sidebar(float width) {
 // The sidebar folded while a lesson is docked: the panel numbers, and whether the engine works.
 void App::draw_sidebar_strip() {
   const float w = ImGui::GetContentRegionAvail().x;
-  if (ImGui::Button("\xC2\xBB", ImVec2(w, 0))) sidebar_wide_ = true;
+  if (ImGui::Button("\xC2\xBB", ImVec2(w, 0))) m_sidebar_wide = true;
   if (ImGui::IsItemHovered()) ImGui::SetTooltip("Show the sidebar");
   ImGui::Dummy(ImVec2(0, 10));
   const bool locked = classroom::state().enabled && classroom::state().hide_panel_list;
   ImGui::PushStyleVar(ImGuiStyleVar_SelectableTextAlign, ImVec2(0.5f, 0.5f));
-  for (std::size_t i = 0; i < panels_.size() && !locked; ++i) {
+  for (std::size_t i = 0; i < m_panels.size() && !locked; ++i) {
     char label[24];
     std::snprintf(label, sizeof label, "%zu", i + 1);
-    if (ImGui::Selectable(label, i == active_, 0, ImVec2(w, ImGui::GetFrameHeight()))) set_active(i);
-    if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s  (Ctrl+%zu)", panels_[i]->name(), i + 1);
+    if (ImGui::Selectable(label, i == m_active, 0, ImVec2(w, ImGui::GetFrameHeight()))) set_active(i);
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s  (Ctrl+%zu)", m_panels[i]->name(), i + 1);
   }
   ImGui::PopStyleVar();
   ImGui::Dummy(ImVec2(0, 10));
-  const EngineActivity activity = engine_activity(*snap_, engine_.quiescent());
+  const EngineActivity activity = engine_activity(*m_snap, m_engine.quiescent());
   const char* dot = "\xE2\x97\x8F";
   ImGui::SetCursorPosX(ImGui::GetCursorPosX() + (w - ImGui::CalcTextSize(dot).x) * 0.5f);
   ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(activity.busy() ? colors::kGood : colors::kTextDim), "%s", dot);
@@ -745,19 +745,19 @@ void App::draw_status_bar() {
   ImGui::SetCursorScreenPos(ImVec2(p.x + 10.0f, p.y + 3.0f));
   ImGui::PushFont(fonts().small);
   ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim), "%s",
-                     state_path_.empty() ? "unsaved view" : state_path_.string().c_str());
+                     m_state_path.empty() ? "unsaved view" : m_state_path.string().c_str());
   const std::string& note = last_notification();
   if (!note.empty()) {
     ImGui::SameLine(0, 24);
     ImGui::TextDisabled("%s", note.c_str());
   }
   // Which device the panels compute on (the Compute menu changes it).
-  const std::string device = snap_ && snap_->compute && !snap_->compute->active.empty()
-                                 ? "computing on " + snap_->compute->active
+  const std::string device = m_snap && m_snap->compute && !m_snap->compute->active.empty()
+                                 ? "computing on " + m_snap->compute->active
                                  : std::string("CPU engine (Eigen)");
   char right[320];
   std::snprintf(right, sizeof right, "%sUI %.2f ms/frame   %.0f fps   %s",
-                classroom::state().enabled ? "CLASSROOM MODE   " : "", ui_ms_, ImGui::GetIO().Framerate,
+                classroom::state().enabled ? "CLASSROOM MODE   " : "", m_ui_ms, ImGui::GetIO().Framerate,
                 device.c_str());
   const float rw = ImGui::CalcTextSize(right).x;
   ImGui::SameLine(w - rw - 12.0f);
@@ -776,10 +776,10 @@ void App::global_shortcuts() {
       return;
     }
     if (key_pressed(Key::L, false)) {
-      if (lesson_docked_)
+      if (m_lesson_docked)
         leave_lesson();
-      else if (lesson_) {
-        const std::string name = lesson_->lesson().name;  // the course may have been reloaded since
+      else if (m_lesson) {
+        const std::string name = m_lesson->lesson().name;  // the course may have been reloaded since
         if (const course::Lesson* l = course_session::get().course.find(name))
           dock_lesson(*l);
         else
@@ -792,23 +792,23 @@ void App::global_shortcuts() {
     }
     if (key_pressed(Key::O, false)) show_open_dialog();
     if (key_pressed(Key::S, false)) {
-      if (shift_down() || state_path_.empty())
+      if (shift_down() || m_state_path.empty())
         show_save_dialog();
       else
-        save_state(state_path_);
+        save_state(m_state_path);
     }
-    if (key_pressed(Key::Q, false)) window_->request_close();
+    if (key_pressed(Key::Q, false)) m_window->request_close();
     const bool locked = classroom::state().enabled && classroom::state().hide_panel_list;
-    for (std::size_t i = 0; i < panels_.size() && i < 9 && !locked; ++i)
+    for (std::size_t i = 0; i < m_panels.size() && i < 9 && !locked; ++i)
       if (key_pressed(static_cast<Key>(static_cast<int>(Key::N1) + static_cast<int>(i)), false))
         set_active(i);
     return;
   }
-  if (key_pressed(Key::F1, false)) show_help_ = !show_help_;
+  if (key_pressed(Key::F1, false)) m_show_help = !m_show_help;
   if (key_pressed(Key::F12, false)) plot::exporter().request_window_png();
   if (ImGui::IsPopupOpen("", ImGuiPopupFlags_AnyPopupId)) return;
   if (lesson_veiled()) return;  // the view is not shown yet: its keys wait too
-  panels_[active_]->shortcuts(*snap_, engine_);
+  m_panels[m_active]->shortcuts(*m_snap, m_engine);
 }
 
 // ---- [SECTION] State files and dialogs -----------------------------------------------------------------
@@ -821,14 +821,14 @@ bool App::open_state(const fs::path& path) {
     const FieldReader top(doc, "");
     const FieldReader panels = top.object("panels");
     std::vector<std::function<void()>> apply;
-    for (const auto& p : panels_) {
+    for (const auto& p : m_panels) {
       if (!panels.has(p->id())) continue;
       apply.push_back(p->parse_state(doc["panels"][p->id()], std::string("panels.") + p->id()));
     }
-    std::size_t active = active_;
+    std::size_t active = m_active;
     if (const auto a = top.string("active_panel", 64, ""); !a.empty()) {
       active = find_panel(a);
-      if (active == panels_.size()) throw StateError("active_panel: unknown panel \"" + a + "\"");
+      if (active == m_panels.size()) throw StateError("active_panel: unknown panel \"" + a + "\"");
     }
     const ClassroomState room = classroom::from_json(top.object("classroom"));
     // "lesson": the lesson docked beside this view (a name or number of the course).
@@ -852,13 +852,13 @@ bool App::open_state(const fs::path& path) {
     }
     for (auto& f : apply) f();
     classroom::set(room);
-    if (compute) engine_.post(SetComputeDevice{*compute});  // before the panels' requests below
+    if (compute) m_engine.post(SetComputeDevice{*compute});  // before the panels' requests below
     // The panels the file set up are re-synced when shown (the active one now).
-    for (std::size_t i = 0; i < panels_.size(); ++i)
-      if (panels.has(panels_[i]->id()) || synced_[i]) synced_[i] = false;
-    active_ = active;
-    ensure_synced(active_);
-    state_path_ = path;
+    for (std::size_t i = 0; i < m_panels.size(); ++i)
+      if (panels.has(m_panels[i]->id()) || m_synced[i]) m_synced[i] = false;
+    m_active = active;
+    ensure_synced(m_active);
+    m_state_path = path;
     update_title();
     notify("Opened " + printable(path.string()));
     // Keys no setting reads (a typo, a setting of another version) are named, not ignored in silence.
@@ -867,11 +867,11 @@ bool App::open_state(const fs::path& path) {
       notify(n);
     }
     if (!lesson_name.empty())
-      pending_dock_ = PendingDock{lesson_name, !doc.contains("panels") && !doc.contains("active_panel"),
+      m_pending_dock = PendingDock{lesson_name, !doc.contains("panels") && !doc.contains("active_panel"),
                                   doc.contains("classroom") ? std::optional<ClassroomState>(room) : std::nullopt};
     return true;
   } catch (const StateError& e) {
-    error_.show("Could not open the state file", e.what());
+    m_error.show("Could not open the state file", e.what());
     return false;
   }
 }
@@ -879,20 +879,20 @@ bool App::open_state(const fs::path& path) {
 bool App::save_state(const fs::path& path) {
   try {
     nlohmann::json panels = nlohmann::json::object();
-    for (const auto& p : panels_) panels[p->id()] = p->save_state();
+    for (const auto& p : m_panels) panels[p->id()] = p->save_state();
     fs::path target = path;
     if (target.extension().empty()) target += kStateExtension;
-    nlohmann::json doc = make_state(panels_[active_]->id(), std::move(panels));
+    nlohmann::json doc = make_state(m_panels[m_active]->id(), std::move(panels));
     doc["classroom"] = classroom::to_json(classroom::state());
-    if (snap_ && snap_->compute) doc["compute"] = to_string(snap_->compute->request);
-    if (lesson_docked_ && lesson_) doc["lesson"] = lesson_->lesson().name;
+    if (m_snap && m_snap->compute) doc["compute"] = to_string(m_snap->compute->request);
+    if (m_lesson_docked && m_lesson) doc["lesson"] = m_lesson->lesson().name;
     write_state_file(target, doc);
-    state_path_ = target;
+    m_state_path = target;
     update_title();
     notify("Saved view to " + fs::absolute(target).string());
     return true;
   } catch (const StateError& e) {
-    error_.show("Could not save the state file", e.what());
+    m_error.show("Could not save the state file", e.what());
     return false;
   }
 }
@@ -903,9 +903,9 @@ bool App::open_lesson_scene(const fs::path& path, bool keep_classroom) {
   const ClassroomState room = classroom::state();
   const bool ok = open_state(path);
   if (keep_classroom) classroom::set(room);
-  pending_dock_.reset();  // a lesson's scene never re-docks (or re-opens) a lesson itself
+  m_pending_dock.reset();  // a lesson's scene never re-docks (or re-opens) a lesson itself
   if (ok) {
-    state_path_.clear();
+    m_state_path.clear();
     update_title();
   }
   return ok;
@@ -917,12 +917,12 @@ bool App::start_lesson(const std::string& name) {
   if (!found) {
     // A lesson file that does not parse: its error names the file and the line.
     if (const std::string* error = cs.course.find_error(name)) {
-      error_.show("Could not start the lesson", "The lesson cannot be read: " + *error);
+      m_error.show("Could not start the lesson", "The lesson cannot be read: " + *error);
       return false;
     }
     std::string known;
     for (const auto& l : cs.course.lessons) known += (known.empty() ? "" : ", ") + l.name;
-    error_.show("Could not start the lesson",
+    m_error.show("Could not start the lesson",
                 "There is no lesson \"" + clip(name) + "\" in the course" +
                     (!known.empty() ? " (its lessons: " + known + ")." : cs.error.empty() ? std::string(".") : ": " + cs.error));
     return false;
@@ -935,26 +935,26 @@ bool App::start_lesson(const std::string& name) {
 
 void App::dock_lesson(const course::Lesson& lesson) {
   CourseSession& cs = course_session::get();
-  if (!lesson_ || lesson_->lesson().name != lesson.name || lesson_generation_ != cs.generation) {
-    lesson_ = std::make_unique<LessonSession>(lesson, cs.progress.get());
-    lesson_generation_ = cs.generation;
+  if (!m_lesson || m_lesson->lesson().name != lesson.name || m_lesson_generation != cs.generation) {
+    m_lesson = std::make_unique<LessonSession>(lesson, cs.progress.get());
+    m_lesson_generation = cs.generation;
   }
-  lesson_docked_ = true;
-  sidebar_wide_ = false;
+  m_lesson_docked = true;
+  m_sidebar_wide = false;
   cs.open_lesson = lesson.name;
   update_title();
 }
 
 void App::leave_lesson() {
-  lesson_docked_ = false;
+  m_lesson_docked = false;
   course_session::get().open_lesson.clear();
   update_title();
 }
 
 void App::take_pending_dock() {
-  if (!pending_dock_) return;
-  const PendingDock d = *pending_dock_;
-  pending_dock_.reset();
+  if (!m_pending_dock) return;
+  const PendingDock d = *m_pending_dock;
+  m_pending_dock.reset();
   if (d.load_scene) {
     start_lesson(d.name);
     if (d.classroom) classroom::set(*d.classroom);
@@ -964,20 +964,20 @@ void App::take_pending_dock() {
 }
 
 bool App::lesson_veiled() const {
-  return lesson_docked_ && lesson_ && lesson_->veiled() && std::string(panels_[active_]->id()) != "lessons";
+  return m_lesson_docked && m_lesson && m_lesson->veiled() && std::string(m_panels[m_active]->id()) != "lessons";
 }
 
 void App::draw_dialogs() {
   const ImVec2 center = ImGui::GetMainViewport()->GetCenter();
-  if (const auto path = open_dialog_.draw("Open a .tttlab state file:", "Open")) open_state(*path);
-  if (const auto path = save_dialog_.draw("Save the panel settings and seeds to a .tttlab file:", "Save"))
+  if (const auto path = m_open_dialog.draw("Open a .tttlab state file:", "Open")) open_state(*path);
+  if (const auto path = m_save_dialog.draw("Save the panel settings and seeds to a .tttlab file:", "Save"))
     save_state(*path);
   // After the file dialogs: an error they cause opens in this frame (dialogs.hpp says why its keys wait).
-  error_.draw();
+  m_error.draw();
 
-  if (show_about_) {
+  if (m_show_about) {
     ImGui::OpenPopup("About TTT Lab");
-    show_about_ = false;
+    m_show_about = false;
   }
   ImGui::SetNextWindowPos(center, ImGuiCond_Appearing, ImVec2(0.5f, 0.5f));
   if (ImGui::BeginPopupModal("About TTT Lab", nullptr, ImGuiWindowFlags_AlwaysAutoResize)) {
@@ -991,10 +991,10 @@ void App::draw_dialogs() {
 }
 
 void App::draw_classroom_dialog() {
-  if (!show_classroom_) return;
+  if (!m_show_classroom) return;
   ImGui::SetNextWindowPos(ImGui::GetMainViewport()->GetCenter(), ImGuiCond_Appearing, ImVec2(0.5f, 0.5f));
   ImGui::SetNextWindowSize(ImVec2(ImGui::GetFontSize() * 36.0f, ImGui::GetFontSize() * 34.0f), ImGuiCond_Appearing);
-  if (ImGui::Begin("Classroom mode", &show_classroom_, ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_NoCollapse)) {
+  if (ImGui::Begin("Classroom mode", &m_show_classroom, ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_NoCollapse)) {
     ClassroomState room = classroom::state();
     bool changed = ImGui::Checkbox("Classroom mode is on (Ctrl+Shift+K)", &room.enabled);
     ImGui::PushTextWrapPos(0.0f);
@@ -1007,7 +1007,7 @@ void App::draw_classroom_dialog() {
     changed |= ImGui::Checkbox("Students may open the answers of the lessons' questions", &room.allow_answers);
     ImGui::Separator();
     ImGui::BeginChild("##controls", ImVec2(0, 0), false);
-    for (const auto& p : panels_) {
+    for (const auto& p : m_panels) {
       const auto controls = p->classroom_controls();
       if (controls.empty()) continue;
       widgets::section_label(p->name());
@@ -1029,10 +1029,10 @@ void App::draw_classroom_dialog() {
 }
 
 void App::draw_shortcut_help() {
-  if (!show_help_) return;
+  if (!m_show_help) return;
   ImGui::SetNextWindowPos(ImGui::GetMainViewport()->GetCenter(), ImGuiCond_Appearing, ImVec2(0.5f, 0.5f));
   ImGui::SetNextWindowSize(ImVec2(480, 0), ImGuiCond_Appearing);
-  if (ImGui::Begin("Keyboard shortcuts", &show_help_,
+  if (ImGui::Begin("Keyboard shortcuts", &m_show_help,
                    ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_NoCollapse | ImGuiWindowFlags_AlwaysAutoResize)) {
     const auto table = [](const char* title, const std::vector<ShortcutHelp>& rows) {
       widgets::section_label(title);
@@ -1058,8 +1058,8 @@ void App::draw_shortcut_help() {
                   {"F1", "this help"},
                   {"Ctrl+Q", "quit"}});
     ImGui::Dummy(ImVec2(0, 6));
-    const auto rows = panels_[active_]->shortcut_help();
-    if (!rows.empty()) table(panels_[active_]->name(), rows);
+    const auto rows = m_panels[m_active]->shortcut_help();
+    if (!rows.empty()) table(m_panels[m_active]->name(), rows);
   }
   ImGui::End();
 }

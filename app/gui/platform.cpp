@@ -181,23 +181,23 @@ bool want_egl(const WindowSpec& spec) {
 
 void Window::make_fbo() {
   const FboApi::Loader glfw_loader = [](const char* n) { return reinterpret_cast<void*>(glfwGetProcAddress(n)); };
-  if (!g_fbo.load(egl_ ? static_cast<Egl*>(egl_)->GetProcAddress : glfw_loader))
+  if (!g_fbo.load(m_egl ? static_cast<Egl*>(m_egl)->GetProcAddress : glfw_loader))
     throw std::runtime_error("OpenGL framebuffer objects are not available");
-  g_fbo.GenFramebuffers(1, &fbo_);
-  g_fbo.GenRenderbuffers(1, &color_rb_);
-  g_fbo.BindRenderbuffer(GL_RENDERBUFFER, color_rb_);
-  g_fbo.RenderbufferStorage(GL_RENDERBUFFER, GL_RGBA8, spec_.width, spec_.height);
-  g_fbo.BindFramebuffer(GL_FRAMEBUFFER, fbo_);
-  g_fbo.FramebufferRenderbuffer(GL_FRAMEBUFFER, GL_COLOR_ATTACHMENT0, GL_RENDERBUFFER, color_rb_);
+  g_fbo.GenFramebuffers(1, &m_fbo);
+  g_fbo.GenRenderbuffers(1, &m_color_rb);
+  g_fbo.BindRenderbuffer(GL_RENDERBUFFER, m_color_rb);
+  g_fbo.RenderbufferStorage(GL_RENDERBUFFER, GL_RGBA8, m_spec.width, m_spec.height);
+  g_fbo.BindFramebuffer(GL_FRAMEBUFFER, m_fbo);
+  g_fbo.FramebufferRenderbuffer(GL_FRAMEBUFFER, GL_COLOR_ATTACHMENT0, GL_RENDERBUFFER, m_color_rb);
   if (g_fbo.CheckFramebufferStatus(GL_FRAMEBUFFER) != GL_FRAMEBUFFER_COMPLETE)
-    throw std::runtime_error("cannot create an offscreen framebuffer of " + std::to_string(spec_.width) + "x" +
-                             std::to_string(spec_.height));
+    throw std::runtime_error("cannot create an offscreen framebuffer of " + std::to_string(m_spec.width) + "x" +
+                             std::to_string(m_spec.height));
 }
 
 std::unique_ptr<Window> Window::open(const WindowSpec& spec) {
   if (want_egl(spec)) {
     std::unique_ptr<Window> w(new Window());
-    w->spec_ = spec;
+    w->m_spec = spec;
     auto egl = std::make_unique<Egl>();
     try {
       egl->open(spec.width, spec.height);
@@ -205,7 +205,7 @@ std::unique_ptr<Window> Window::open(const WindowSpec& spec) {
       egl->close();
       throw;
     }
-    w->egl_ = egl.release();
+    w->m_egl = egl.release();
     w->make_fbo();
     return w;
   }
@@ -224,14 +224,14 @@ std::unique_ptr<Window> Window::open(const WindowSpec& spec) {
   glfwWindowHint(GLFW_VISIBLE, spec.hidden ? GLFW_FALSE : GLFW_TRUE);
   glfwWindowHint(GLFW_SCALE_TO_MONITOR, GLFW_TRUE);
   std::unique_ptr<Window> w(new Window());
-  w->spec_ = spec;
-  w->window_ = glfwCreateWindow(spec.width, spec.height, spec.title.c_str(), nullptr, nullptr);
-  if (!w->window_) {
+  w->m_spec = spec;
+  w->m_window = glfwCreateWindow(spec.width, spec.height, spec.title.c_str(), nullptr, nullptr);
+  if (!w->m_window) {
     glfwTerminate();
     throw std::runtime_error("cannot create an OpenGL 3.0 window: " + g_last_glfw_error +
                              " (is a GL driver installed? Mesa's software renderer works)");
   }
-  glfwMakeContextCurrent(w->window_);
+  glfwMakeContextCurrent(w->m_window);
   glfwSwapInterval(spec.vsync ? 1 : 0);
   g_glfw_up = true;
   if (spec.hidden) w->make_fbo();
@@ -239,52 +239,52 @@ std::unique_ptr<Window> Window::open(const WindowSpec& spec) {
 }
 
 Window::~Window() {
-  if (egl_) {
-    auto* egl = static_cast<Egl*>(egl_);
-    if (fbo_) g_fbo.DeleteFramebuffers(1, &fbo_);
-    if (color_rb_) g_fbo.DeleteRenderbuffers(1, &color_rb_);
+  if (m_egl) {
+    auto* egl = static_cast<Egl*>(m_egl);
+    if (m_fbo) g_fbo.DeleteFramebuffers(1, &m_fbo);
+    if (m_color_rb) g_fbo.DeleteRenderbuffers(1, &m_color_rb);
     egl->close();
     delete egl;
     return;
   }
   g_glfw_up = false;
-  if (window_) {
-    glfwMakeContextCurrent(window_);
-    if (fbo_) g_fbo.DeleteFramebuffers(1, &fbo_);
-    if (color_rb_) g_fbo.DeleteRenderbuffers(1, &color_rb_);
-    glfwDestroyWindow(window_);
+  if (m_window) {
+    glfwMakeContextCurrent(m_window);
+    if (m_fbo) g_fbo.DeleteFramebuffers(1, &m_fbo);
+    if (m_color_rb) g_fbo.DeleteRenderbuffers(1, &m_color_rb);
+    glfwDestroyWindow(m_window);
   }
   glfwTerminate();
 }
 
 float Window::content_scale() const {
-  if (spec_.hidden) return 1.0f;  // screenshots have a fixed pixel size
+  if (m_spec.hidden) return 1.0f;  // screenshots have a fixed pixel size
   float x = 1.0f, y = 1.0f;
-  glfwGetWindowContentScale(window_, &x, &y);
+  glfwGetWindowContentScale(m_window, &x, &y);
   return x > 0.0f ? x : 1.0f;
 }
 
-bool Window::should_close() const { return window_ ? glfwWindowShouldClose(window_) : false; }
+bool Window::should_close() const { return m_window ? glfwWindowShouldClose(m_window) : false; }
 void Window::request_close() {
-  if (window_) glfwSetWindowShouldClose(window_, GLFW_TRUE);
+  if (m_window) glfwSetWindowShouldClose(m_window, GLFW_TRUE);
 }
 void Window::set_title(const std::string& title) {
-  if (window_) glfwSetWindowTitle(window_, title.c_str());
+  if (m_window) glfwSetWindowTitle(m_window, title.c_str());
 }
 
 void Window::framebuffer_size(int* w, int* h) const {
-  if (spec_.hidden) {
-    *w = spec_.width;
-    *h = spec_.height;
+  if (m_spec.hidden) {
+    *w = m_spec.width;
+    *h = m_spec.height;
   } else {
-    glfwGetFramebufferSize(window_, w, h);
+    glfwGetFramebufferSize(m_window, w, h);
   }
 }
 
 void Window::begin_render(float r, float g, float b) {
   int w = 0, h = 0;
   framebuffer_size(&w, &h);
-  if (fbo_) g_fbo.BindFramebuffer(GL_FRAMEBUFFER, fbo_);
+  if (m_fbo) g_fbo.BindFramebuffer(GL_FRAMEBUFFER, m_fbo);
   glViewport(0, 0, w, h);
   glClearColor(r, g, b, 1.0f);
   glClear(GL_COLOR_BUFFER_BIT);
@@ -301,8 +301,8 @@ Image Window::read_pixels(int x, int y, int w, int h) const {
   img.width = x1 - x0;
   img.height = y1 - y0;
   img.rgba.resize(static_cast<std::size_t>(img.width) * img.height * 4);
-  if (fbo_)
-    g_fbo.BindFramebuffer(GL_FRAMEBUFFER, fbo_);
+  if (m_fbo)
+    g_fbo.BindFramebuffer(GL_FRAMEBUFFER, m_fbo);
   else
     glReadBuffer(GL_BACK);
   glPixelStorei(GL_PACK_ALIGNMENT, 1);
@@ -322,20 +322,20 @@ Image Window::read_pixels(int x, int y, int w, int h) const {
 }
 
 void Window::present() {
-  if (spec_.hidden)
+  if (m_spec.hidden)
     glFlush();
   else
-    glfwSwapBuffers(window_);
+    glfwSwapBuffers(m_window);
 }
 
 void Window::post_empty_event() {
   if (g_glfw_up) glfwPostEmptyEvent();
 }
 void Window::wait_events(double timeout) {
-  if (window_) glfwWaitEventsTimeout(timeout);
+  if (m_window) glfwWaitEventsTimeout(timeout);
 }
 void Window::poll_events() {
-  if (window_) glfwPollEvents();
+  if (m_window) glfwPollEvents();
 }
 
 void install_gl_textures() {

@@ -41,9 +41,9 @@ class Window {
   static std::unique_ptr<Window> open(const WindowSpec& spec);
   ~Window();
 
-  GLFWwindow* handle() const { return window_; }  // null for a headless EGL context
-  bool headless() const { return egl_ != nullptr; }
-  const WindowSpec& spec() const { return spec_; }
+  GLFWwindow* handle() const { return m_window; }  // null for a headless EGL context
+  bool headless() const { return m_egl != nullptr; }
+  const WindowSpec& spec() const { return m_spec; }
   // The monitor's content scale (1 on a standard-DPI screen, 2 on a 200 % HiDPI screen).
   float content_scale() const;
   bool should_close() const;
@@ -66,10 +66,10 @@ class Window {
 
  private:
   Window() = default;
-  WindowSpec spec_;
-  GLFWwindow* window_ = nullptr;
-  void* egl_ = nullptr;  // the EGL display, context and library of a headless window (platform.cpp)
-  unsigned fbo_ = 0, color_rb_ = 0;
+  WindowSpec m_spec;
+  GLFWwindow* m_window = nullptr;
+  void* m_egl = nullptr;  // the EGL display, context and library of a headless window (platform.cpp)
+  unsigned m_fbo = 0, m_color_rb = 0;
   void make_fbo();
 };
 

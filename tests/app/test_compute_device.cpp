@@ -78,10 +78,10 @@ TEST(ComputeDevice, AFailingProbeIsANoteNotACrash) {
 class CpuStandIn final : public GpuCompute {
  public:
   CpuStandIn() {
-    info_.kind = DeviceKind::CUDA;
-    info_.name = "stand-in GPU";
+    m_info.kind = DeviceKind::CUDA;
+    m_info.name = "stand-in GPU";
   }
-  const DeviceInfo& device() const override { return info_; }
+  const DeviceInfo& device() const override { return m_info; }
   std::string ttt_forward_unsupported(const GpuHeads& g) const override {
     return g.mini_batch > 64 ? "b > 64" : std::string();
   }
@@ -142,7 +142,7 @@ class CpuStandIn final : public GpuCompute {
   std::unique_ptr<TokenDecoder> decoder(const Model<float>&) override { throw std::runtime_error("not in the stand-in"); }
 
  private:
-  DeviceInfo info_;
+  DeviceInfo m_info;
 };
 
 std::shared_ptr<ComputeChoice> stand_in() {

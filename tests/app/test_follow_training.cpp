@@ -25,19 +25,19 @@ using namespace std::chrono_literals;
 // run saves a checkpoint.
 class Putter final : public EngineModule {
  public:
-  explicit Putter(std::shared_ptr<ModelLibrary> lib) : lib_(std::move(lib)) {}
+  explicit Putter(std::shared_ptr<ModelLibrary> lib) : m_lib(std::move(lib)) {}
   const char* name() const override { return "test putter"; }
   void prepare(std::string id, std::string label, std::shared_ptr<const Model<float>> m, long step) {
-    std::lock_guard lk(mu_);
-    id_ = std::move(id);
-    label_ = std::move(label);
-    model_ = std::move(m);
-    step_ = step;
+    std::lock_guard lk(m_mu);
+    m_id = std::move(id);
+    m_label = std::move(label);
+    m_model = std::move(m);
+    m_step = step;
   }
   bool handle(const Command& c, ModuleContext&) override {
     if (!std::holds_alternative<GenerateStop>(c)) return false;
-    std::lock_guard lk(mu_);
-    lib_->put(id_, label_, "", model_, true, step_);
+    std::lock_guard lk(m_mu);
+    m_lib->put(m_id, m_label, "", m_model, true, m_step);
     return true;
   }
   bool has_work(Clock::time_point) const override { return false; }
@@ -45,11 +45,11 @@ class Putter final : public EngineModule {
   void publish(Snapshot&) const override {}
 
  private:
-  std::shared_ptr<ModelLibrary> lib_;
-  std::mutex mu_;
-  std::string id_, label_;
-  std::shared_ptr<const Model<float>> model_;
-  long step_ = -1;
+  std::shared_ptr<ModelLibrary> m_lib;
+  std::mutex m_mu;
+  std::string m_id, m_label;
+  std::shared_ptr<const Model<float>> m_model;
+  long m_step = -1;
 };
 
 std::shared_ptr<const Model<float>> tiny_model(std::uint64_t seed) {

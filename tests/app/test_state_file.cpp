@@ -30,16 +30,16 @@ std::string error_of(const std::function<void()>& f) {
 class TempDir {
  public:
   TempDir() {
-    path_ = fs::temp_directory_path() /
+    m_path = fs::temp_directory_path() /
             ("tttlab_state_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
              "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(path_);
+    fs::create_directories(m_path);
   }
-  ~TempDir() { fs::remove_all(path_); }
-  const fs::path& path() const { return path_; }
+  ~TempDir() { fs::remove_all(m_path); }
+  const fs::path& path() const { return m_path; }
 
  private:
-  fs::path path_;
+  fs::path m_path;
 };
 
 TEST(StateFile, RejectsWhatIsNotAStateFileWithAClearMessage) {

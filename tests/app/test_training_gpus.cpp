@@ -113,14 +113,14 @@ std::unique_ptr<Engine> training_engine(TrainDevices devices) {
 
 class TempRuns {
  public:
-  explicit TempRuns(const char* tag) : path_(fs::temp_directory_path() / (std::string("tttlab_gui_gpus_") + tag)) {
-    fs::remove_all(path_);
+  explicit TempRuns(const char* tag) : m_path(fs::temp_directory_path() / (std::string("tttlab_gui_gpus_") + tag)) {
+    fs::remove_all(m_path);
   }
-  ~TempRuns() { fs::remove_all(path_); }
-  const fs::path& path() const { return path_; }
+  ~TempRuns() { fs::remove_all(m_path); }
+  const fs::path& path() const { return m_path; }
 
  private:
-  fs::path path_;
+  fs::path m_path;
 };
 
 // A run with gpus = N trains data-parallel over N ranks, and its view carries one tokens/s per rank

@@ -22,27 +22,27 @@ constexpr float kEdge = 3.0f;
 }  // namespace
 
 Card::Card(float width, ImU32 edge, ImU32 background)
-    : dl_(ImGui::GetWindowDrawList()), p0_(ImGui::GetCursorScreenPos()), width_(width), edge_(edge),
-      background_(background) {
-  inner_ = std::max(40.0f, width_ - 2.0f * kPad - kEdge);
-  x_ = p0_.x + kEdge + kPad;
-  dl_->ChannelsSplit(2);
-  dl_->ChannelsSetCurrent(1);
-  ImGui::SetCursorScreenPos(ImVec2(x_, p0_.y + kPad));
+    : m_dl(ImGui::GetWindowDrawList()), m_p0(ImGui::GetCursorScreenPos()), m_width(width), m_edge(edge),
+      m_background(background) {
+  m_inner = std::max(40.0f, m_width - 2.0f * kPad - kEdge);
+  x_ = m_p0.x + kEdge + kPad;
+  m_dl->ChannelsSplit(2);
+  m_dl->ChannelsSetCurrent(1);
+  ImGui::SetCursorScreenPos(ImVec2(x_, m_p0.y + kPad));
   ImGui::BeginGroup();
-  ImGui::PushTextWrapPos(x_ + inner_ - ImGui::GetWindowPos().x + ImGui::GetScrollX());
+  ImGui::PushTextWrapPos(x_ + m_inner - ImGui::GetWindowPos().x + ImGui::GetScrollX());
 }
 
 Card::~Card() {
   ImGui::PopTextWrapPos();
   ImGui::EndGroup();
   const float y1 = ImGui::GetItemRectMax().y + kPad;
-  dl_->ChannelsSetCurrent(0);
-  dl_->AddRectFilled(p0_, ImVec2(p0_.x + width_, y1), background_, 6.0f);
-  dl_->AddRectFilled(p0_, ImVec2(p0_.x + kEdge, y1), edge_, 6.0f, ImDrawFlags_RoundCornersLeft);
-  dl_->ChannelsMerge();
-  ImGui::SetCursorScreenPos(ImVec2(p0_.x, y1));
-  ImGui::Dummy(ImVec2(width_, 10.0f));
+  m_dl->ChannelsSetCurrent(0);
+  m_dl->AddRectFilled(m_p0, ImVec2(m_p0.x + m_width, y1), m_background, 6.0f);
+  m_dl->AddRectFilled(m_p0, ImVec2(m_p0.x + kEdge, y1), m_edge, 6.0f, ImDrawFlags_RoundCornersLeft);
+  m_dl->ChannelsMerge();
+  ImGui::SetCursorScreenPos(ImVec2(m_p0.x, y1));
+  ImGui::Dummy(ImVec2(m_width, 10.0f));
 }
 
 void card_label(const char* text, ImU32 color) {

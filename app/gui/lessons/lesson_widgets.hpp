@@ -18,14 +18,14 @@ class Card {
   ~Card();
   Card(const Card&) = delete;
   Card& operator=(const Card&) = delete;
-  float inner_width() const { return inner_; }
+  float inner_width() const { return m_inner; }
   float left() const { return x_; }  // screen x where the inside starts
 
  private:
-  ImDrawList* dl_;
-  ImVec2 p0_;
-  float width_, inner_, x_;
-  ImU32 edge_, background_;
+  ImDrawList* m_dl;
+  ImVec2 m_p0;
+  float m_width, m_inner, x_;
+  ImU32 m_edge, m_background;
 };
 
 // "PREDICT" style small caps in `color`.

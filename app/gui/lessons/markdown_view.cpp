@@ -24,15 +24,15 @@ constexpr ImU32 kRule = IM_COL32(60, 64, 74, 255);
 // Lays out runs of text with word wrapping; returns the link clicked, if any.
 class RunLayout {
  public:
-  RunLayout(float x0, float width) : x0_(x0), width_(width) {}
+  RunLayout(float x0, float width) : m_x0(x0), m_width(width) {}
 
   std::string draw(const std::vector<MdRun>& runs, ImU32 base, ImFont* base_font) {
     const Fonts& f = fonts();
     ImDrawList* dl = ImGui::GetWindowDrawList();
     const ImVec2 start = ImGui::GetCursorScreenPos();
     y_ = start.y;
-    x_ = x0_;
-    line_h_ = base_font->FontSize * 1.42f;
+    x_ = m_x0;
+    m_line_h = base_font->FontSize * 1.42f;
     std::string clicked;
     const ImVec2 mouse = ImGui::GetIO().MousePos;
     const bool hovered_window = ImGui::IsWindowHovered();
@@ -53,8 +53,8 @@ class RunLayout {
         while (j < r.text.size() && r.text[j] == ' ') ++j;
         const std::string word = r.text.substr(i, j - i);
         const float w = font->CalcTextSizeA(size, FLT_MAX, 0.0f, word.c_str()).x;
-        if (x_ > x0_ && x_ + w > x0_ + width_) newline();
-        const ImVec2 p(x_, y_ + (line_h_ - size) * 0.5f);
+        if (x_ > m_x0 && x_ + w > m_x0 + m_width) newline();
+        const ImVec2 p(x_, y_ + (m_line_h - size) * 0.5f);
         const std::size_t last = word.find_last_not_of(' ');
         const char* word_end = word.c_str() + (last == std::string::npos ? 0 : last + 1);
         if (r.code) {
@@ -77,16 +77,16 @@ class RunLayout {
       }
     }
     ImGui::SetCursorScreenPos(start);
-    ImGui::Dummy(ImVec2(width_, y_ + line_h_ - start.y));
+    ImGui::Dummy(ImVec2(m_width, y_ + m_line_h - start.y));
     return clicked;
   }
 
  private:
   void newline() {
-    x_ = x0_;
-    y_ += line_h_;
+    x_ = m_x0;
+    y_ += m_line_h;
   }
-  float x0_, width_, x_ = 0, y_ = 0, line_h_ = 0;
+  float m_x0, m_width, x_ = 0, y_ = 0, m_line_h = 0;
 };
 
 }  // namespace

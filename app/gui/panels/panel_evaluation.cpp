@@ -200,7 +200,7 @@ class EvaluationPanel final : public Panel {
       if (!c.error.empty()) widgets::warning(c.label + ": " + c.error);
 
     const double ln2 = std::log(2.0);
-    ys_.assign(v.curves.size(), {});
+    m_ys.assign(v.curves.size(), {});
     plot::LinePlot p;
     p.id = "loss_by_position";
     p.export_name = "loss_by_position";
@@ -213,17 +213,17 @@ class EvaluationPanel final : public Panel {
     p.x_scale = s_.log_x ? plot::ScaleKind::Log10 : plot::ScaleKind::Linear;
     for (std::size_t i = 0; i < v.curves.size(); ++i) {
       const EvalCurve& c = v.curves[i];
-      ys_[i].resize(c.loss_by_position.size());
-      for (std::size_t t = 0; t < ys_[i].size(); ++t) ys_[i][t] = c.loss_by_position[t] / ln2;
+      m_ys[i].resize(c.loss_by_position.size());
+      for (std::size_t t = 0; t < m_ys[i].size(); ++t) m_ys[i][t] = c.loss_by_position[t] / ln2;
       // On a log axis position t is drawn at t + 1 (log 0 does not exist).
-      p.series.push_back(plot::line(c.label, ys_[i], widgets::series_color(static_cast<int>(i)), true, s_.log_x ? 1.0 : 0.0));
+      p.series.push_back(plot::line(c.label, m_ys[i], widgets::series_color(static_cast<int>(i)), true, s_.log_x ? 1.0 : 0.0));
     }
     p.x_format = [this](double x) { return "t = " + std::to_string(std::lround(s_.log_x ? x - 1.0 : x)); };
     plot::line_plot(p);
   }
 
   EvaluationPanelSettings s_ = default_settings();
-  std::vector<std::vector<double>> ys_;
+  std::vector<std::vector<double>> m_ys;
 };
 
 }  // namespace

@@ -117,7 +117,7 @@ class EvolutionPanel final : public Panel {
     if (key_pressed(Key::Home, false)) t = 0;
     if (key_pressed(Key::End, false)) t = n - 1;
     if (t != cursor(*v)) {
-      playing_ = false;
+      m_playing = false;
       s_.cursor = std::clamp(t, 0L, n - 1);
     }
   }
@@ -137,21 +137,21 @@ class EvolutionPanel final : public Panel {
   }
 
   void toggle_play(const EvolutionView& v) {
-    playing_ = !playing_;
-    if (playing_ && cursor(v) >= static_cast<long>(v.steps.size()) - 1) s_.cursor = 0;
-    play_clock_ = ImGui::GetTime();
+    m_playing = !m_playing;
+    if (m_playing && cursor(v) >= static_cast<long>(v.steps.size()) - 1) s_.cursor = 0;
+    m_play_clock = ImGui::GetTime();
   }
 
   // The scrubber plays on the UI side: every W_t is already in the snapshot.
   void advance_playback(const EvolutionView& v) {
-    if (!playing_ || v.steps.empty()) return;
+    if (!m_playing || v.steps.empty()) return;
     const double now = ImGui::GetTime();
-    const long steps = static_cast<long>((now - play_clock_) * s_.play_speed);
+    const long steps = static_cast<long>((now - m_play_clock) * s_.play_speed);
     if (steps <= 0) return;
-    play_clock_ += static_cast<double>(steps) / s_.play_speed;
+    m_play_clock += static_cast<double>(steps) / s_.play_speed;
     const long n = static_cast<long>(v.steps.size());
     s_.cursor = std::min(cursor(v) + steps, n - 1);
-    if (s_.cursor >= n - 1 && v.done) playing_ = false;
+    if (s_.cursor >= n - 1 && v.done) m_playing = false;
   }
 
   void draw_controls(const EvolutionView& v, const Snapshot& snap, CommandSink& sink) {
@@ -222,7 +222,7 @@ class EvolutionPanel final : public Panel {
     if (const long c = widgets::token_strip(v.bytes, std::max(1, v.mini_batch), t, n, 2.0f * (f.mono->FontSize + 10.0f));
         c >= 0 && c < n) {
       s_.cursor = c;
-      playing_ = false;
+      m_playing = false;
     }
     if (t < 0) return;
     ImGui::Dummy(ImVec2(0, 4));
@@ -233,8 +233,8 @@ class EvolutionPanel final : public Panel {
 
   void scrubber(const EvolutionView& v, long t) {
     const long n = static_cast<long>(v.steps.size());
-    if (widgets::icon_button(playing_ ? "\xE2\x85\xA1" : "\xE2\x96\xB6", playing_ ? "Pause (Space)" : "Play (Space)",
-                             playing_))
+    if (widgets::icon_button(m_playing ? "\xE2\x85\xA1" : "\xE2\x96\xB6", m_playing ? "Pause (Space)" : "Play (Space)",
+                             m_playing))
       toggle_play(v);
     ImGui::SameLine(0, 10);
     const float w = ImGui::GetContentRegionAvail().x - ImGui::GetFontSize() * 11.0f;
@@ -242,7 +242,7 @@ class EvolutionPanel final : public Panel {
     int ti = static_cast<int>(std::max(0L, t));
     if (ImGui::SliderInt("##scrub", &ti, 0, static_cast<int>(std::max(0L, n - 1)), "")) {
       s_.cursor = ti;
-      playing_ = false;
+      m_playing = false;
     }
     // Mini-batch boundaries on the slider track.
     const ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();
@@ -265,8 +265,8 @@ class EvolutionPanel final : public Panel {
     const EvolutionStep& prev = t > 0 ? *v.steps[static_cast<std::size_t>(t - 1)] : *v.w0;
     const Mat<float>& W = pick(cur);
     const Mat<float>& W0 = pick(*v.w0);
-    map_main_ = s_.show_delta ? Mat<float>(W - W0) : W;
-    map_step_ = W - pick(prev);
+    m_map_main = s_.show_delta ? Mat<float>(W - W0) : W;
+    m_map_step = W - pick(prev);
     const std::string wn = v.mlp ? (s_.layer == 1 ? "W₂" : "W₁") : "W";
     const std::string shape = "[" + std::to_string(W.rows()) + " × " + std::to_string(W.cols()) + "]";
 
@@ -288,7 +288,7 @@ class EvolutionPanel final : public Panel {
     a.export_name = s_.show_delta ? "W_t_minus_W0" : "W_t";
     a.title = s_.show_delta ? wn + "ₜ − " + wn + "₀" : wn + "ₜ";
     a.subtitle = shape + "  after token " + std::to_string(t);
-    a.m = plot::MatrixView::of(map_main_.data(), map_main_.rows(), map_main_.cols(), map_main_.cols());
+    a.m = plot::MatrixView::of(m_map_main.data(), m_map_main.rows(), m_map_main.cols(), m_map_main.cols());
     a.size = ImVec2(map_w, h_fit);
     a.row_name = "i";
     a.col_name = "j";
@@ -308,7 +308,7 @@ class EvolutionPanel final : public Panel {
     b.export_name = "delta_W_t";
     b.title = "Δ" + wn + "ₜ = " + wn + "ₜ − " + wn + "ₜ₋₁";
     b.subtitle = "what token " + std::to_string(t) + " " + quote(v, t) + " changed";
-    b.m = plot::MatrixView::of(map_step_.data(), map_step_.rows(), map_step_.cols(), map_step_.cols());
+    b.m = plot::MatrixView::of(m_map_step.data(), m_map_step.rows(), m_map_step.cols(), m_map_step.cols());
     b.size = ImVec2(map_w, h_fit);
     b.row_name = "i";
     b.col_name = "j";
@@ -318,8 +318,8 @@ class EvolutionPanel final : public Panel {
     ImGui::SetCursorScreenPos(ImVec2(top.x + 2.0f * (map_w + gap), top.y));
     const std::vector<float>& sv = spectrum(cur);
     const std::vector<float>& sv0 = s_.spectrum_of_delta ? std::vector<float>() : spectrum(*v.w0);
-    sv_now_.assign(sv.begin(), sv.end());
-    sv_zero_.assign(sv0.begin(), sv0.end());
+    m_sv_now.assign(sv.begin(), sv.end());
+    m_sv_zero.assign(sv0.begin(), sv0.end());
     plot::LinePlot p;
     p.id = "spectrum_now";
     p.export_name = "singular_values_at_t";
@@ -334,11 +334,11 @@ class EvolutionPanel final : public Panel {
     p.size = ImVec2(plot_w, plot_h);
     p.y_scale = plot::ScaleKind::Log10;
     p.x_range = plot::Range{0.5, std::max(2.0, static_cast<double>(sv.size()) + 0.5)};
-    auto s1 = plot::line(s_.spectrum_of_delta ? "σ(Wₜ − W₀)" : "σ(Wₜ)", sv_now_, colors::kNormDW, false, 1.0, 1.0);
+    auto s1 = plot::line(s_.spectrum_of_delta ? "σ(Wₜ − W₀)" : "σ(Wₜ)", m_sv_now, colors::kNormDW, false, 1.0, 1.0);
     s1.markers = sv.size() <= 64;
     p.series.push_back(s1);
     if (!s_.spectrum_of_delta) {
-      auto s0 = plot::line("σ(W₀)", sv_zero_, colors::kLossInitial, false, 1.0, 1.0);
+      auto s0 = plot::line("σ(W₀)", m_sv_zero, colors::kLossInitial, false, 1.0, 1.0);
       p.series.push_back(s0);
     }
     p.x_format = [](double x) { return "i = " + std::to_string(std::lround(x)); };
@@ -356,12 +356,12 @@ class EvolutionPanel final : public Panel {
   void curves(const EvolutionView& v, long t) {
     const long n = static_cast<long>(v.steps.size());
     const bool l2 = s_.layer == 1 && v.mlp;
-    drift_.resize(static_cast<std::size_t>(n));
-    norm_.resize(static_cast<std::size_t>(n));
+    m_drift.resize(static_cast<std::size_t>(n));
+    m_norm.resize(static_cast<std::size_t>(n));
     for (long i = 0; i < n; ++i) {
       const EvolutionStep& s = *v.steps[static_cast<std::size_t>(i)];
-      drift_[static_cast<std::size_t>(i)] = l2 ? s.drift2 : s.drift1;
-      norm_[static_cast<std::size_t>(i)] = l2 ? s.norm2 : s.norm1;
+      m_drift[static_cast<std::size_t>(i)] = l2 ? s.drift2 : s.drift1;
+      m_norm[static_cast<std::size_t>(i)] = l2 ? s.norm2 : s.norm1;
     }
     const long T = v.tokens();
     std::vector<plot::VLine> marks;
@@ -386,25 +386,25 @@ class EvolutionPanel final : public Panel {
     d.markers = marks;
     d.cursor = static_cast<double>(t);
     d.x_format = fmt;
-    d.series.push_back(plot::line("‖" + wn + "ₜ − " + wn + "₀‖", drift_, colors::kNormDW, false));
-    d.series.push_back(plot::line("‖" + wn + "ₜ‖", norm_, colors::kNormW, false));
+    d.series.push_back(plot::line("‖" + wn + "ₜ − " + wn + "₀‖", m_drift, colors::kNormDW, false));
+    d.series.push_back(plot::line("‖" + wn + "ₜ‖", m_norm, colors::kNormW, false));
     if (const auto r = plot::line_plot(d); r.drag_x) {
       s_.cursor = std::clamp(std::lround(*r.drag_x), 0L, n - 1);
-      playing_ = false;
+      m_playing = false;
     }
     ImGui::SameLine(0, 14);
 
     // The whole spectrum over time: row i is σ_i, column t is token t (a "spectrogram").
     // Rebuilt only when the data changes: as one pooled matrix it is drawn from a cached texture.
     const SpecKey key{v.generation, n, s_.spectrum_of_delta, s_.layer};
-    if (!(key == spec_key_)) {
+    if (!(key == m_spec_key)) {
       const long k = static_cast<long>(spectrum(*v.steps[0]).size());
-      spec_ = plot::pool_max_abs_fn(k, n, 512, 2048, [&](long r, long c) {
+      m_spec = plot::pool_max_abs_fn(k, n, 512, 2048, [&](long r, long c) {
         const auto& sv = spectrum(*v.steps[static_cast<std::size_t>(c)]);
         return static_cast<std::size_t>(r) < sv.size() ? std::max(static_cast<double>(sv[static_cast<std::size_t>(r)]), 1e-12)
                                                         : 1e-12;
       });
-      spec_key_ = key;
+      m_spec_key = key;
     }
     plot::Heatmap sg;
     sg.id = "spectrogram";
@@ -414,8 +414,8 @@ class EvolutionPanel final : public Panel {
     sg.subtitle = widgets::fit("row i: σᵢ (largest on top), column t: after token t; log colour over 4 decades",
                                "row i: σᵢ, column t: token t; log colours", ImGui::GetContentRegionAvail().x,
                                fonts().small);
-    sg.pooled = &spec_;
-    sg.m = plot::MatrixView::of(spec_);
+    sg.pooled = &m_spec;
+    sg.m = plot::MatrixView::of(m_spec);
     sg.palette = plot::Palette::Sequential;
     sg.log_color = true;
     sg.log_span = 1e4;  // four decades: the zero singular values (rank < d) sit at the dark end
@@ -429,15 +429,15 @@ class EvolutionPanel final : public Panel {
     sg.highlight_col = t;
     if (const auto r = plot::heatmap(sg); r.clicked && r.col >= 0) {
       s_.cursor = r.col;
-      playing_ = false;
+      m_playing = false;
     }
   }
 
   EvolutionSettings s_ = default_settings();
-  bool playing_ = false;
-  double play_clock_ = 0.0;
+  bool m_playing = false;
+  double m_play_clock = 0.0;
   // Per-frame scratch (kept to avoid reallocations; rebuilt every frame from the snapshot).
-  Mat<float> map_main_, map_step_;
+  Mat<float> m_map_main, m_map_step;
   struct SpecKey {
     std::uint64_t generation = 0;
     long n = -1;
@@ -445,9 +445,9 @@ class EvolutionPanel final : public Panel {
     int layer = 0;
     bool operator==(const SpecKey&) const = default;
   };
-  plot::PooledMatrix spec_;
-  SpecKey spec_key_;
-  std::vector<double> drift_, norm_, sv_now_, sv_zero_;
+  plot::PooledMatrix m_spec;
+  SpecKey m_spec_key;
+  std::vector<double> m_drift, m_norm, m_sv_now, m_sv_zero;
 };
 
 }  // namespace

@@ -100,18 +100,18 @@ class GenerationPanel final : public Panel {
     }
     if (v && !v->tokens.empty()) {
       const long n = static_cast<long>(v->tokens.size());
-      long sel = selected_ < 0 ? n - 1 : selected_;
-      if (key_pressed(Key::Right)) selected_ = std::min(sel + 1, n - 1);
-      if (key_pressed(Key::Left)) selected_ = std::max(sel - 1, 0L);
+      long sel = m_selected < 0 ? n - 1 : m_selected;
+      if (key_pressed(Key::Right)) m_selected = std::min(sel + 1, n - 1);
+      if (key_pressed(Key::Left)) m_selected = std::max(sel - 1, 0L);
     }
   }
 
   void draw(const Snapshot& snap, CommandSink& sink) override {
     const GenerationView* v = snap.generation.get();
     if (!v) return;
-    if (v->generation != seen_generation_) {
-      seen_generation_ = v->generation;
-      selected_ = -1;  // follow the newest byte
+    if (v->generation != m_seen_generation) {
+      m_seen_generation = v->generation;
+      m_selected = -1;  // follow the newest byte
     }
     widgets::controls_and_view([&] { draw_controls(*v, snap, sink); }, [&] { draw_view(*v); });
   }
@@ -214,7 +214,7 @@ class GenerationPanel final : public Panel {
     widgets::device_line(v.device, v.device_note);
     ImGui::PopFont();
     if (n == 0) return;
-    const long sel = selected_ < 0 || selected_ >= n ? n - 1 : selected_;
+    const long sel = m_selected < 0 || m_selected >= n ? n - 1 : m_selected;
 
     // The text, each byte tinted by its ‖ΔW‖ (sequential colour map, shared scale over the text).
     float vmax = 0;
@@ -266,11 +266,11 @@ class GenerationPanel final : public Panel {
       x += cw;
     }
     ImGui::Dummy(ImVec2(width, y + ch));
-    if (v.running && selected_ < 0) ImGui::SetScrollHereY(1.0f);
+    if (v.running && m_selected < 0) ImGui::SetScrollHereY(1.0f);
     ImGui::EndChild();
     if (hovered >= 0) {
       token_tooltip(v, hovered);
-      if (ImGui::IsMouseClicked(ImGuiMouseButton_Left)) selected_ = hovered;
+      if (ImGui::IsMouseClicked(ImGuiMouseButton_Left)) m_selected = hovered;
     }
     ImGui::PushFont(f.small);
     if (v.states_on_gpu)
@@ -340,15 +340,15 @@ class GenerationPanel final : public Panel {
     plot::heatmap(m);
 
     ImGui::SetCursorScreenPos(ImVec2(top.x + map_w + 16.0f, top.y));
-    grid_ = Mat<double>(v.blocks, v.heads);
+    m_grid = Mat<double>(v.blocks, v.heads);
     for (int r = 0; r < v.blocks; ++r)
-      for (int c = 0; c < v.heads; ++c) grid_(r, c) = g.dw_norm[static_cast<std::size_t>(r * v.heads + c)];
+      for (int c = 0; c < v.heads; ++c) m_grid(r, c) = g.dw_norm[static_cast<std::size_t>(r * v.heads + c)];
     plot::Heatmap gm;
     gm.id = "grid";
     gm.export_name = "generation_update_sizes";
     gm.title = "‖ΔW‖ in every block and head";
     gm.subtitle = "rows: blocks, columns: heads";
-    gm.m = plot::MatrixView::of(grid_.data(), grid_.rows(), grid_.cols(), grid_.cols());
+    gm.m = plot::MatrixView::of(m_grid.data(), m_grid.rows(), m_grid.cols(), m_grid.cols());
     gm.palette = plot::Palette::Sequential;
     const float grid_w = std::min(avail.x * 0.26f, row_h + 20.0f);
     gm.size = ImVec2(grid_w, row_h);
@@ -393,12 +393,12 @@ class GenerationPanel final : public Panel {
     // Row 2: ‖ΔW‖ along the text, per block.
     ImGui::SetCursorScreenPos(ImVec2(top.x, top.y + row_h + 10.0f));
     const std::size_t n = v.tokens.size();
-    lines_.assign(static_cast<std::size_t>(v.blocks), std::vector<double>(n));
+    m_lines.assign(static_cast<std::size_t>(v.blocks), std::vector<double>(n));
     for (std::size_t i = 0; i < n; ++i)
       for (int r = 0; r < v.blocks; ++r) {
         double sum = 0;
         for (int c = 0; c < v.heads; ++c) sum += v.tokens[i]->dw_norm[static_cast<std::size_t>(r * v.heads + c)];
-        lines_[static_cast<std::size_t>(r)][i] = sum / v.heads;
+        m_lines[static_cast<std::size_t>(r)][i] = sum / v.heads;
       }
     plot::LinePlot p;
     p.id = "dw_along";
@@ -414,21 +414,21 @@ class GenerationPanel final : public Panel {
     for (const auto& t : v.tokens) n_prompt += t->prompt ? 1 : 0;
     p.markers.push_back({static_cast<double>(n_prompt) - 0.5, colors::kWarning, false});
     for (int r = 0; r < v.blocks; ++r)
-      p.series.push_back(plot::line("block " + std::to_string(r), lines_[static_cast<std::size_t>(r)],
+      p.series.push_back(plot::line("block " + std::to_string(r), m_lines[static_cast<std::size_t>(r)],
                                     widgets::series_color(r)));
     p.x_format = [&v](double x) {
       const long i = std::clamp(std::lround(x), 0L, static_cast<long>(v.tokens.size()) - 1);
       return "byte " + std::to_string(i) + " '" + token_label(v.tokens[static_cast<std::size_t>(i)]->byte) + "'";
     };
     if (const auto r = plot::line_plot(p); r.drag_x)
-      selected_ = std::clamp(std::lround(*r.drag_x), 0L, static_cast<long>(n) - 1);
+      m_selected = std::clamp(std::lround(*r.drag_x), 0L, static_cast<long>(n) - 1);
   }
 
   GenerationPanelSettings s_;
-  long selected_ = -1;
-  std::uint64_t seen_generation_ = 0;
-  Mat<double> grid_;
-  std::vector<std::vector<double>> lines_;
+  long m_selected = -1;
+  std::uint64_t m_seen_generation = 0;
+  Mat<double> m_grid;
+  std::vector<std::vector<double>> m_lines;
 };
 
 }  // namespace

@@ -197,7 +197,7 @@ class InnerCurvesPanel final : public Panel {
     plot::small_multiples(v.blocks, cols, cell, ImVec2(gap, gap), [&](int b, ImVec2 size) {
       const std::size_t k = static_cast<std::size_t>(b);
       plot::LinePlot p;
-      p.id = ids_[static_cast<std::size_t>(std::min(b, 15))];
+      p.id = m_ids[static_cast<std::size_t>(std::min(b, 15))];
       p.export_name = "inner_losses_block" + std::to_string(b);
       p.title = "Block " + std::to_string(b);
       p.y_label = "inner loss ½‖f(k; W) − (v − k)‖², mean over sequences and heads";
@@ -254,7 +254,7 @@ class InnerCurvesPanel final : public Panel {
   }
 
   CurvesPanelSettings s_ = default_settings();
-  const char* ids_[16] = {"b0", "b1", "b2", "b3", "b4", "b5", "b6", "b7",
+  const char* m_ids[16] = {"b0", "b1", "b2", "b3", "b4", "b5", "b6", "b7",
                           "b8", "b9", "b10", "b11", "b12", "b13", "b14", "b15"};
 };
 

@@ -146,7 +146,7 @@ class InnerStepperPanel final : public Panel {
 
   nlohmann::json save_state() const override {
     StepperSettings s = s_;
-    s.cursor = last_cursor_;
+    s.cursor = m_last_cursor;
     return to_json(s);
   }
 
@@ -154,7 +154,7 @@ class InnerStepperPanel final : public Panel {
     const StepperSettings s = settings_from(FieldReader(j, path));
     return [this, s] {
       s_ = s;
-      last_cursor_ = s.cursor;
+      m_last_cursor = s.cursor;
     };
   }
 
@@ -177,7 +177,7 @@ class InnerStepperPanel final : public Panel {
   }
 
   void observe(const Snapshot& snap) override {
-    if (snap.stepper && snap.stepper->error.empty()) last_cursor_ = snap.stepper->cursor;
+    if (snap.stepper && snap.stepper->error.empty()) m_last_cursor = snap.stepper->cursor;
   }
 
   void draw(const Snapshot& snap, CommandSink& sink) override {
@@ -193,7 +193,7 @@ class InnerStepperPanel final : public Panel {
     opt.library = snap.library ? snap.library->models.get() : nullptr;
     opt.sink = &sink;
     opt.panel = "inner_stepper";
-    if (widgets::head_editor(s_.head, opt)) sink.post(StepperConfigure{s_.head, last_cursor_});
+    if (widgets::head_editor(s_.head, opt)) sink.post(StepperConfigure{s_.head, m_last_cursor});
 
     if (classroom::visible("inner_stepper.playback")) {
     widgets::section_label("PLAYBACK");
@@ -758,7 +758,7 @@ class InnerStepperPanel final : public Panel {
   }
 
   StepperSettings s_;
-  long last_cursor_ = StepperSettings{}.cursor;
+  long m_last_cursor = StepperSettings{}.cursor;
 };
 
 }  // namespace

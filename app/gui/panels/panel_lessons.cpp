@@ -38,17 +38,17 @@ class LessonsPanel final : public Panel {
   }
 
   void sync(CommandSink&) override {}
-  nlohmann::json save_state() const override { return {{"lesson", selected_}}; }
+  nlohmann::json save_state() const override { return {{"lesson", m_selected}}; }
   std::function<void()> parse_state(const nlohmann::json& j, const std::string& path) override {
     const FieldReader r(j, path);
     const std::string sel = r.string("lesson", 256, "");
-    return [this, sel] { selected_ = sel; };
+    return [this, sel] { m_selected = sel; };
   }
 
   void draw(const Snapshot&, CommandSink&) override {
     CourseSession& cs = course_session::get();
     const course::Course& course = cs.course;
-    if (!cs.open_lesson.empty()) selected_ = cs.open_lesson;
+    if (!cs.open_lesson.empty()) m_selected = cs.open_lesson;
 
     int total = 0, finished = 0;
     for (const auto& l : course.lessons) {
@@ -78,9 +78,9 @@ class LessonsPanel final : public Panel {
     }
     ImGui::PopTextWrapPos();
 
-    const bool only_one = !classroom::visible("lessons.list") && course.find(key(selected_)) != nullptr;
+    const bool only_one = !classroom::visible("lessons.list") && course.find(key(m_selected)) != nullptr;
     for (const auto& l : course.lessons) {
-      if (only_one && &l != course.find(key(selected_))) continue;
+      if (only_one && &l != course.find(key(m_selected))) continue;
       draw_lesson_row(cs, l, width);
     }
 
@@ -159,7 +159,7 @@ class LessonsPanel final : public Panel {
       ImGui::SetCursorScreenPos(ImVec2(top.x + inner - button_w, top.y + 4.0f));
       if (open) ImGui::PushStyleColor(ImGuiCol_Button, ImVec4(0.25f, 0.40f, 0.65f, 1.0f));
       if (ImGui::Button(label, ImVec2(button_w, ImGui::GetFrameHeight() * 1.2f))) {
-        selected_ = l.name;
+        m_selected = l.name;
         course_session::request_start(l.name);
       }
       if (open) ImGui::PopStyleColor();
@@ -169,7 +169,7 @@ class LessonsPanel final : public Panel {
     ImGui::PopID();
   }
 
-  std::string selected_;  // the lesson started last (classroom mode can keep students on it)
+  std::string m_selected;  // the lesson started last (classroom mode can keep students on it)
 };
 
 }  // namespace

@@ -95,9 +95,9 @@ class MiniBatchPanel final : public Panel {
   // The ghost to save is the sweep the engine drew before the one these settings asked for.
   void observe(const Snapshot& snap) override {
     const MiniBatchView* v = snap.minibatch.get();
-    if (!v || v->generation == seen_generation_) return;
+    if (!v || v->generation == m_seen_generation) return;
     if (v->current && v->current->settings == s_.sweep) {
-      seen_generation_ = v->generation;
+      m_seen_generation = v->generation;
       if (v->previous)
         s_.ghost = v->previous->settings;
       else
@@ -286,11 +286,11 @@ class MiniBatchPanel final : public Panel {
 
     // Quality versus time (left) and the loss per b (right).
     const ImVec2 origin = ImGui::GetCursorScreenPos();
-    scatter_.clear();
-    scatter_.reserve(3);  // the series below keep pointers into it for this frame
+    m_scatter.clear();
+    m_scatter.reserve(3);  // the series below keep pointers into it for this frame
     for (const SweepResult* r : {ghost, cur}) {
       if (!r) continue;
-      auto& s = scatter_.emplace_back();
+      auto& s = m_scatter.emplace_back();
       for (const auto& p : r->points)
         if (p.windows_done > 0) {
           s.x.push_back(p.ms_per_forward);
@@ -300,7 +300,7 @@ class MiniBatchPanel final : public Panel {
         }
     }
     // The GPU's curve of the current sweep: the same losses against the GPU's forward time.
-    auto& gs = scatter_.emplace_back();
+    auto& gs = m_scatter.emplace_back();
     for (const auto& p : cur->points)
       if (p.gpu) {
         gs.x.push_back(p.gpu_time.median_ms);
@@ -322,7 +322,7 @@ class MiniBatchPanel final : public Panel {
     std::size_t k = 0;
     for (const SweepResult* r : {ghost, cur}) {
       if (!r) continue;
-      const auto& s = scatter_[k++];
+      const auto& s = m_scatter[k++];
       auto ser = plot::xy(r == cur ? (gs.x.empty() ? "this sweep" : "this sweep, CPU") : "previous sweep", s.x, s.y,
                           r == cur ? colors::kAccent : kGhost);
       ser.line = false;
@@ -346,9 +346,9 @@ class MiniBatchPanel final : public Panel {
       ImGui::Dummy(ImVec2(0, 6));
     else
       ImGui::SetCursorScreenPos(ImVec2(origin.x + left_w + 14.0f, origin.y));
-    bars_.clear();
+    m_bars.clear();
     for (const SweepResult* r : {ghost, cur}) {
-      auto& s = bars_.emplace_back();
+      auto& s = m_bars.emplace_back();
       for (int b : bs) {
         const SweepPoint* p = point_for(r, b);
         s.push_back(p ? p->bpb : NAN);
@@ -362,14 +362,14 @@ class MiniBatchPanel final : public Panel {
     lb.x_label = "inner mini-batch size b";
     lb.size = ImVec2(ImGui::GetContentRegionAvail().x, narrow ? 200.0f : top_h);
     lb.x_scale = plot::ScaleKind::Log10;
-    bx_.assign(bs.begin(), bs.end());
+    m_bx.assign(bs.begin(), bs.end());
     lb.x_range = plot::Range{0.8, static_cast<double>(bs.back()) * 1.25};
     if (ghost) {
-      auto g = plot::xy("previous sweep", bx_, bars_[0], kGhost);
+      auto g = plot::xy("previous sweep", m_bx, m_bars[0], kGhost);
       g.markers = true;
       lb.series.push_back(g);
     }
-    auto c = plot::xy("this sweep", bx_, bars_[1], colors::kAccent);
+    auto c = plot::xy("this sweep", m_bx, m_bars[1], colors::kAccent);
     c.markers = true;
     lb.series.push_back(c);
     lb.x_format = [](double x) { return "b = " + std::to_string(std::lround(x)); };
@@ -403,11 +403,11 @@ class MiniBatchPanel final : public Panel {
     const ImVec2 rest = ImGui::GetContentRegionAvail();
     const ImVec2 cell((rest.x - 10.0f * static_cast<float>(cols - 1)) / static_cast<float>(cols),
                       std::max(110.0f, (rest.y - 10.0f * static_cast<float>(rows - 1)) / static_cast<float>(rows) - 2.0f));
-    curves_.assign(static_cast<std::size_t>(2 * n), {});
+    m_curves.assign(static_cast<std::size_t>(2 * n), {});
     plot::small_multiples(n, cols, cell, ImVec2(10.0f, 10.0f), [&](int i, ImVec2 size) {
       const int b = bs[static_cast<std::size_t>(i)];
       plot::LinePlot p;
-      p.id = cell_ids_[static_cast<std::size_t>(std::min(i, 11))];
+      p.id = m_cell_ids[static_cast<std::size_t>(std::min(i, 11))];
       p.export_name = "minibatch_loss_by_position_b" + std::to_string(b);
       const SweepPoint* cp = point_for(cur, b);
       // A narrow cell drops "bpb", then the loss, rather than letting the title run into the next cell.
@@ -427,7 +427,7 @@ class MiniBatchPanel final : public Panel {
       int slot = 0;
       for (const SweepResult* r : {ghost, cur}) {
         const SweepPoint* pt = point_for(r, b);
-        auto& y = curves_[static_cast<std::size_t>(2 * i + slot++)];
+        auto& y = m_curves[static_cast<std::size_t>(2 * i + slot++)];
         if (!pt) continue;
         y.resize(pt->loss_by_position.size());
         for (std::size_t t = 0; t < y.size(); ++t) y[t] = pt->loss_by_position[t] / std::log(2.0);
@@ -446,11 +446,11 @@ class MiniBatchPanel final : public Panel {
     std::string label(std::size_t i) const { return "b=" + std::to_string(b[i]); }
   };
   LabSettings s_ = default_settings();
-  std::uint64_t seen_generation_ = 0;
-  std::vector<Scatter> scatter_;
-  std::vector<std::vector<double>> bars_, curves_;
-  std::vector<double> bx_;
-  const char* cell_ids_[12] = {"m0", "m1", "m2", "m3", "m4", "m5", "m6", "m7", "m8", "m9", "m10", "m11"};
+  std::uint64_t m_seen_generation = 0;
+  std::vector<Scatter> m_scatter;
+  std::vector<std::vector<double>> m_bars, m_curves;
+  std::vector<double> m_bx;
+  const char* m_cell_ids[12] = {"m0", "m1", "m2", "m3", "m4", "m5", "m6", "m7", "m8", "m9", "m10", "m11"};
 };
 
 }  // namespace

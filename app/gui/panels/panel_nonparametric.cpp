@@ -89,7 +89,7 @@ class NonparametricPanel final : public Panel {
 
   nlohmann::json save_state() const override {
     nlohmann::json j = to_json(c_);
-    j["view"] = {{"position", position_}};
+    j["view"] = {{"position", m_position}};
     return j;
   }
 
@@ -99,7 +99,7 @@ class NonparametricPanel final : public Panel {
     const long pos = static_cast<long>(r.object("view").integer("position", -1, NonparametricModule::kMaxTokens - 1, -1));
     return [this, c, pos] {
       c_ = c;
-      position_ = pos;
+      m_position = pos;
     };
   }
 
@@ -112,8 +112,8 @@ class NonparametricPanel final : public Panel {
     const NonparametricView* v = snap.nonparametric.get();
     if (!v || v->T <= 0) return;
     const long t = shown_position(*v);
-    if (key_pressed(Key::Left, true)) position_ = std::max(0L, t - 1);
-    if (key_pressed(Key::Right, true)) position_ = std::min(v->T - 1, t + 1);
+    if (key_pressed(Key::Left, true)) m_position = std::max(0L, t - 1);
+    if (key_pressed(Key::Right, true)) m_position = std::min(v->T - 1, t + 1);
   }
 
   void draw(const Snapshot& snap, CommandSink& sink) override {
@@ -124,7 +124,7 @@ class NonparametricPanel final : public Panel {
 
  private:
   long shown_position(const NonparametricView& v) const {
-    return position_ < 0 || position_ >= v.T ? v.T - 1 : position_;
+    return m_position < 0 || m_position >= v.T ? v.T - 1 : m_position;
   }
 
   void draw_controls(const Snapshot& snap, CommandSink& sink) {
@@ -348,14 +348,14 @@ class NonparametricPanel final : public Panel {
     };
     const ImVec2 top = ImGui::GetCursorScreenPos();
     const plot::HeatmapResult hr = plot::heatmap(m);
-    if (hr.clicked && hr.row >= 0) position_ = hr.row;
+    if (hr.clicked && hr.row >= 0) m_position = hr.row;
     const float right_x = top.x + map_w + 24.0f;
     const float right_w = avail_w - (right_x - top.x);
     ImGui::SetCursorScreenPos(ImVec2(right_x, top.y));
     ImGui::BeginGroup();
     ImGui::SetNextItemWidth(right_w);
     int pos = static_cast<int>(t);
-    if (ImGui::SliderInt("##position", &pos, 0, static_cast<int>(v.T - 1), "position t = %d")) position_ = pos;
+    if (ImGui::SliderInt("##position", &pos, 0, static_cast<int>(v.T - 1), "position t = %d")) m_position = pos;
     const float col_h = std::max(220.0f, map_w + 30.0f - ImGui::GetFrameHeightWithSpacing());
     bars(v, t, ImVec2(right_w, col_h * 0.5f));
     outputs(v, t, ImVec2(right_w, col_h * 0.5f - 8.0f));
@@ -439,8 +439,8 @@ class NonparametricPanel final : public Panel {
   // ŷₜ and zₜ feature by feature: the two computations give the same vector.
   void outputs(const NonparametricView& v, long t, ImVec2 size) {
     const NonparametricDetail& det = *v.detail;
-    nw_row_.assign(det.nw_output.row(t).data(), det.nw_output.row(t).data() + v.d);
-    att_row_.assign(det.attention_output.row(t).data(), det.attention_output.row(t).data() + v.d);
+    m_nw_row.assign(det.nw_output.row(t).data(), det.nw_output.row(t).data() + v.d);
+    m_att_row.assign(det.attention_output.row(t).data(), det.attention_output.row(t).data() + v.d);
     plot::LinePlot lp;
     lp.id = "nw_outputs";
     lp.export_name = "nadaraya_watson_vs_attention";
@@ -451,9 +451,9 @@ class NonparametricPanel final : public Panel {
     lp.x_label = "feature j of the head";
     lp.size = size;
     lp.x_pad = 0.02;
-    plot::Series z = plot::line("zₜ, attention layer", att_row_, kAttention, false);
+    plot::Series z = plot::line("zₜ, attention layer", m_att_row, kAttention, false);
     z.thickness = 2.4f;
-    plot::Series y = plot::line("ŷₜ, Nadaraya–Watson", nw_row_, kNW, false);
+    plot::Series y = plot::line("ŷₜ, Nadaraya–Watson", m_nw_row, kNW, false);
     y.line = false;
     y.markers = true;
     lp.series = {z, y};
@@ -464,9 +464,9 @@ class NonparametricPanel final : public Panel {
   // The stored pairs grow by 2d numbers per token; TTT-Linear's W stays d × d.
   void state_sizes(const NonparametricView& v, long t, ImVec2 size) {
     const long T = v.T;
-    state_x_ = {0.0, static_cast<double>(T)};
-    state_nw_ = {0.0, static_cast<double>(nonparametric_numbers(v, T))};
-    state_ttt_ = {static_cast<double>(v.state_numbers_ttt), static_cast<double>(v.state_numbers_ttt)};
+    m_state_x = {0.0, static_cast<double>(T)};
+    m_state_nw = {0.0, static_cast<double>(nonparametric_numbers(v, T))};
+    m_state_ttt = {static_cast<double>(v.state_numbers_ttt), static_cast<double>(v.state_numbers_ttt)};
     plot::LinePlot lp;
     lp.id = "nw_state";
     lp.export_name = "state_sizes";
@@ -475,10 +475,10 @@ class NonparametricPanel final : public Panel {
     lp.legend = false;
     lp.x_label = "tokens t";
     lp.size = size;
-    lp.series = {plot::xy("stored pairs: 2·t·d", state_x_, state_nw_, kNW),
-                 plot::xy("TTT-Linear: d²", state_x_, state_ttt_, kTTT)};
+    lp.series = {plot::xy("stored pairs: 2·t·d", m_state_x, m_state_nw, kNW),
+                 plot::xy("TTT-Linear: d²", m_state_x, m_state_ttt, kTTT)};
     lp.cursor = static_cast<double>(t + 1);
-    lp.y_range = plot::Range{0.0, 1.05 * std::max(state_nw_[1], state_ttt_[0])};
+    lp.y_range = plot::Range{0.0, 1.05 * std::max(m_state_nw[1], m_state_ttt[0])};
     lp.x_format = [&v](double x) {
       const long n = std::lround(x);
       return "t = " + std::to_string(n) + ": " + grouped(2 * n * v.d) + " against " + grouped(v.state_numbers_ttt);
@@ -523,8 +523,8 @@ class NonparametricPanel final : public Panel {
   }
 
   NonparametricConfig c_;
-  long position_ = -1;  // the position t on show (−1: the last); a view choice, saved under "view"
-  std::vector<double> nw_row_, att_row_, state_x_, state_nw_, state_ttt_;  // plot data of this frame
+  long m_position = -1;  // the position t on show (−1: the last); a view choice, saved under "view"
+  std::vector<double> m_nw_row, m_att_row, m_state_x, m_state_nw, m_state_ttt;  // plot data of this frame
 };
 
 }  // namespace

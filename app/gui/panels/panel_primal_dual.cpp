@@ -227,7 +227,7 @@ class PrimalDualPanel final : public Panel {
     const std::string where =
         v.model_source ? "block " + std::to_string(v.shown_block) + ", head " + std::to_string(v.shown_head)
                        : std::string();
-    const bool zoom = zoom_ && v.T > 128 && v.attention_start.src_rows < v.T;
+    const bool zoom = m_zoom && v.T > 128 && v.attention_start.src_rows < v.T;
     const plot::PooledMatrix& shown_m = zoom ? v.attention_start : v.attention;
     plot::Heatmap m;
     m.id = "attention";
@@ -268,7 +268,7 @@ class PrimalDualPanel final : public Panel {
                             v.bias ? " + 1" : "");
     };
     const ImVec2 top = ImGui::GetCursorScreenPos();
-    if (plot::heatmap(m).clicked && v.T > 128) zoom_ = !zoom_;
+    if (plot::heatmap(m).clicked && v.T > 128) m_zoom = !m_zoom;
     // Wide: the two plots share the map's height in a column on its right. Narrow: each at full width
     // under the map, at a height that still reads.
     const float right_x = narrow ? top.x : top.x + map_w + 70.0f;
@@ -502,7 +502,7 @@ class PrimalDualPanel final : public Panel {
   }
 
   PrimalDualConfig c_ = primal_dual_config_default();
-  bool zoom_ = true;  // M: the first tokens up close (a view choice, not a setting)
+  bool m_zoom = true;  // M: the first tokens up close (a view choice, not a setting)
 };
 
 bool PrimalDualPanel::key_pressed_f5() { return key_pressed(Key::F5, false); }

@@ -99,7 +99,7 @@ class RecallPanel final : public Panel {
   }
 
   void sync(CommandSink& sink) override {
-    pairs_text_ = join(s_.run.pairs);
+    m_pairs_text = join(s_.run.pairs);
     sink.post(RecallRun{s_.run});
   }
   nlohmann::json save_state() const override { return to_json(s_); }
@@ -107,8 +107,8 @@ class RecallPanel final : public Panel {
     const RecallPanelSettings s = settings_from(FieldReader(j, path));
     return [this, s] {
       s_ = s;
-      pairs_text_ = join(s_.run.pairs);
-      pairs_error_.clear();
+      m_pairs_text = join(s_.run.pairs);
+      m_pairs_error.clear();
     };
   }
   std::vector<ShortcutHelp> shortcut_help() const override { return {{"F5", "compute again"}}; }
@@ -134,19 +134,19 @@ class RecallPanel final : public Panel {
       run |= ImGui::IsItemDeactivatedAfterEdit();
       widgets::row("Pairs P", "How many key-value pairs each memory reads before it is asked, one point of the "
                               "curves per number (increasing, at most 160).");
-      if (widgets::input_string("##pairs", pairs_text_)) {
+      if (widgets::input_string("##pairs", m_pairs_text)) {
         std::vector<int> p;
-        if (parse_list(pairs_text_, p) && std::is_sorted(p.begin(), p.end()) &&
+        if (parse_list(m_pairs_text, p) && std::is_sorted(p.begin(), p.end()) &&
             std::adjacent_find(p.begin(), p.end()) == p.end() && p.size() <= 12 && p.back() <= 160) {
           r.pairs = p;
-          pairs_error_.clear();
+          m_pairs_error.clear();
           run = true;
         } else {
-          pairs_error_ = "Write up to 12 increasing whole numbers from 1 to 160, e.g. 4, 8, 16, 32.";
+          m_pairs_error = "Write up to 12 increasing whole numbers from 1 to 160, e.g. 4, 8, 16, 32.";
         }
       }
-      if (!pairs_error_.empty())
-        ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kError), "%s", pairs_error_.c_str());
+      if (!m_pairs_error.empty())
+        ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kError), "%s", m_pairs_error.c_str());
       widgets::row("Sequences", "Episodes per number of pairs: the accuracy is their mean.");
       ImGui::SliderInt("##n", &r.sequences, 1, 64, "%d each");
       run |= ImGui::IsItemDeactivatedAfterEdit();
@@ -238,7 +238,7 @@ class RecallPanel final : public Panel {
     const float plot_h = side ? avail.y - 4.0f : std::max(200.0f, avail.y * 0.5f);
     const ImVec2 origin = ImGui::GetCursorScreenPos();
 
-    xs_.assign(st.pairs.begin(), st.pairs.end());
+    m_xs.assign(st.pairs.begin(), st.pairs.end());
     plot::LinePlot p;
     p.id = "recall_accuracy";
     p.export_name = "recall_accuracy";
@@ -252,7 +252,7 @@ class RecallPanel final : public Panel {
     p.legend = false;
     p.markers.push_back({static_cast<double>(d), colors::kWarning, true});
     for (int m = 0; m < 4; ++m) {
-      auto s = plot::xy(kMemoryNames[m], xs_, v.accuracy[static_cast<std::size_t>(m)], memory_color(m));
+      auto s = plot::xy(kMemoryNames[m], m_xs, v.accuracy[static_cast<std::size_t>(m)], memory_color(m));
       s.markers = true;
       p.series.push_back(s);
     }
@@ -271,9 +271,9 @@ class RecallPanel final : public Panel {
     if (static_cast<long>(v.map.size()) != P * P) return;
     // Cells above the diagonal are pairs not read yet: NaN, drawn grey, not "forgotten".
     // (Rebuilt every frame: at most 160² numbers, cheaper than keeping track of which view it came from.)
-    shown_ = v.map;
+    m_shown = v.map;
     for (long t = 0; t < P; ++t)
-      for (long i = t + 1; i < P; ++i) shown_[static_cast<std::size_t>(t * P + i)] = NAN;
+      for (long i = t + 1; i < P; ++i) m_shown[static_cast<std::size_t>(t * P + i)] = NAN;
     int mi = 0;
     for (int i = 0; i < 4; ++i)
       if (st.map_memory == kMemoryIds[i]) mi = i;
@@ -284,7 +284,7 @@ class RecallPanel final : public Panel {
     h.subtitle = "row t: after reading pair t · column i: is pair i recalled?";
     if (v.map_episodes_done < st.sequences)
       h.subtitle += " (" + std::to_string(v.map_episodes_done) + " of " + std::to_string(st.sequences) + ")";
-    h.m = plot::MatrixView::of(shown_.data(), P, P, P);
+    h.m = plot::MatrixView::of(m_shown.data(), P, P, P);
     h.palette = plot::Palette::Sequential;
     h.limit = 1.0;
     h.show_values = false;
@@ -306,10 +306,10 @@ class RecallPanel final : public Panel {
   }
 
   RecallPanelSettings s_;
-  std::string pairs_text_ = join(RecallSettings{}.pairs);
-  std::string pairs_error_;
-  std::vector<double> xs_;
-  std::vector<double> shown_;
+  std::string m_pairs_text = join(RecallSettings{}.pairs);
+  std::string m_pairs_error;
+  std::vector<double> m_xs;
+  std::vector<double> m_shown;
 };
 
 }  // namespace

@@ -112,28 +112,28 @@ class TrainingPanel final : public Panel {
   void sync(CommandSink& sink) override {
     // Runs recorded in a state file are shown again from their directories (their metrics and latest
     // checkpoints), never retrained.
-    if (synced_) return;  // runs are already open in the engine
-    synced_ = true;
+    if (m_synced) return;  // runs are already open in the engine
+    m_synced = true;
     for (const auto& dir : s_.open_runs) sink.post(TrainOpen{dir, false});
   }
   nlohmann::json save_state() const override {
     TrainingPanelSettings s = s_;
-    s.open_runs = known_dirs_;
+    s.open_runs = m_known_dirs;
     return to_json(s);
   }
   std::function<void()> parse_state(const nlohmann::json& j, const std::string& path) override {
     const TrainingPanelSettings s = settings_from(FieldReader(j, path));
     return [this, s] {
       s_ = s;
-      known_dirs_ = s.open_runs;
-      synced_ = false;  // the next sync opens the file's runs
+      m_known_dirs = s.open_runs;
+      m_synced = false;  // the next sync opens the file's runs
     };
   }
   // Refused commands (a second run, a folder that is not a run) reach the user as the app's error popup.
   void observe(const Snapshot& snap) override {
-    if (!snap.training || !synced_) return;
-    known_dirs_.clear();
-    for (const auto& r : snap.training->runs) known_dirs_.push_back(r->dir);
+    if (!snap.training || !m_synced) return;
+    m_known_dirs.clear();
+    for (const auto& r : snap.training->runs) m_known_dirs.push_back(r->dir);
   }
 
   void draw(const Snapshot& snap, CommandSink& sink) override {
@@ -291,7 +291,7 @@ class TrainingPanel final : public Panel {
     ImGui::Dummy(ImVec2(0, 6));
     const RunView* sel = nullptr;
     for (const auto& r : v.runs)
-      if (r->id == selected_) sel = r.get();
+      if (r->id == m_selected) sel = r.get();
     if (!sel) sel = v.runs.back().get();
     cards(*sel);
     per_gpu(*sel);
@@ -327,21 +327,21 @@ class TrainingPanel final : public Panel {
         ImGui::PushID(r.id);
         ImGui::TableNextRow();
         ImGui::TableNextColumn();
-        bool shown = !hidden_.count(r.id);
+        bool shown = !m_hidden.count(r.id);
         ImGui::PushStyleColor(ImGuiCol_CheckMark, ImGui::ColorConvertU32ToFloat4(widgets::series_color(i)));
         if (ImGui::Checkbox("##show", &shown)) {
           if (shown)
-            hidden_.erase(r.id);
+            m_hidden.erase(r.id);
           else
-            hidden_.insert(r.id);
+            m_hidden.insert(r.id);
         }
         ImGui::PopStyleColor();
         if (ImGui::IsItemHovered()) ImGui::SetTooltip("Show this run in the plots");
         ImGui::SameLine();
         ImGui::AlignTextToFramePadding();
-        if (ImGui::Selectable(r.name.c_str(), selected_ == r.id || (selected_ == 0 && rp == v.runs.back()),
+        if (ImGui::Selectable(r.name.c_str(), m_selected == r.id || (m_selected == 0 && rp == v.runs.back()),
                               ImGuiSelectableFlags_None))
-          selected_ = r.id;
+          m_selected = r.id;
         if (ImGui::IsItemHovered()) {
           ImGui::BeginTooltip();
           ImGui::Text("%s", r.dir.c_str());
@@ -543,13 +543,13 @@ class TrainingPanel final : public Panel {
   void plots(const TrainingView& v) {
     // One x/y buffer pair per run and quantity, rebuilt every frame from the shared series.
     const std::size_t n = v.runs.size();
-    xs_.assign(n, {});
-    loss_.assign(n, {});
-    lr_.assign(n, {});
-    gn_.assign(n, {});
-    tps_.assign(n, {});
-    vx_.assign(n, {});
-    vy_.assign(n, {});
+    m_xs.assign(n, {});
+    m_loss.assign(n, {});
+    m_lr.assign(n, {});
+    m_gn.assign(n, {});
+    m_tps.assign(n, {});
+    m_vx.assign(n, {});
+    m_vy.assign(n, {});
     const double ln2 = std::log(2.0);
     for (std::size_t i = 0; i < n; ++i) {
       const RunView& r = *v.runs[i];
@@ -562,11 +562,11 @@ class TrainingPanel final : public Panel {
       if (r.steps)
         for (std::size_t k = 0; k < r.steps->size(); ++k) {
           const StepPoint& p = (*r.steps)[k];
-          xs_[i].push_back(xval(p));
-          loss_[i].push_back(p.skipped ? NAN : p.loss / ln2);
-          lr_[i].push_back(p.lr);
-          gn_[i].push_back(p.grad_norm);
-          tps_[i].push_back(p.tokens_per_s);
+          m_xs[i].push_back(xval(p));
+          m_loss[i].push_back(p.skipped ? NAN : p.loss / ln2);
+          m_lr[i].push_back(p.lr);
+          m_gn[i].push_back(p.grad_norm);
+          m_tps[i].push_back(p.tokens_per_s);
         }
       for (const auto& e : r.evals) {
         // Evaluations are placed at their step (on the time axis: the time of that step).
@@ -581,8 +581,8 @@ class TrainingPanel final : public Panel {
                 break;
               }
         }
-        vx_[i].push_back(x);
-        vy_[i].push_back(e.bpb);
+        m_vx[i].push_back(x);
+        m_vy[i].push_back(e.bpb);
       }
     }
     const std::string xl = s_.x == XAxis::Step ? "optimiser step" : s_.x == XAxis::Tokens ? "tokens seen" : "seconds";
@@ -600,12 +600,12 @@ class TrainingPanel final : public Panel {
     L.smoothing = s_.smoothing;
     L.y_scale = s_.log_loss ? plot::ScaleKind::Log10 : plot::ScaleKind::Linear;
     for (std::size_t i = 0; i < n; ++i) {
-      if (hidden_.count(v.runs[i]->id)) continue;
-      L.series.push_back(plot::xy(v.runs[i]->name, xs_[i], loss_[i], widgets::series_color(static_cast<int>(i)), true));
+      if (m_hidden.count(v.runs[i]->id)) continue;
+      L.series.push_back(plot::xy(v.runs[i]->name, m_xs[i], m_loss[i], widgets::series_color(static_cast<int>(i)), true));
     }
     for (std::size_t i = 0; i < n; ++i) {
-      if (hidden_.count(v.runs[i]->id) || vy_[i].empty()) continue;
-      auto s = plot::xy(v.runs[i]->name + " (validation)", vx_[i], vy_[i], widgets::series_color(static_cast<int>(i)));
+      if (m_hidden.count(v.runs[i]->id) || m_vy[i].empty()) continue;
+      auto s = plot::xy(v.runs[i]->name + " (validation)", m_vx[i], m_vy[i], widgets::series_color(static_cast<int>(i)));
       s.markers = true;
       s.thickness = 1.2f;
       L.series.push_back(s);
@@ -625,8 +625,8 @@ class TrainingPanel final : public Panel {
     T.smoothing = 0.9;
     T.legend = false;
     for (std::size_t i = 0; i < n; ++i)
-      if (!hidden_.count(v.runs[i]->id))
-        T.series.push_back(plot::xy(v.runs[i]->name, xs_[i], tps_[i], widgets::series_color(static_cast<int>(i)), true));
+      if (!m_hidden.count(v.runs[i]->id))
+        T.series.push_back(plot::xy(v.runs[i]->name, m_xs[i], m_tps[i], widgets::series_color(static_cast<int>(i)), true));
     plot::line_plot(T);
     ImGui::Dummy(ImVec2(0, 4));
     plot::LinePlot R;
@@ -637,8 +637,8 @@ class TrainingPanel final : public Panel {
     R.size = ImVec2(side_w, side_h);
     R.legend = false;
     for (std::size_t i = 0; i < n; ++i)
-      if (!hidden_.count(v.runs[i]->id))
-        R.series.push_back(plot::xy(v.runs[i]->name, xs_[i], lr_[i], widgets::series_color(static_cast<int>(i))));
+      if (!m_hidden.count(v.runs[i]->id))
+        R.series.push_back(plot::xy(v.runs[i]->name, m_xs[i], m_lr[i], widgets::series_color(static_cast<int>(i))));
     plot::line_plot(R);
     ImGui::EndGroup();
 
@@ -654,17 +654,17 @@ class TrainingPanel final : public Panel {
     G.smoothing = s_.smoothing;
     G.legend = false;
     for (std::size_t i = 0; i < n; ++i)
-      if (!hidden_.count(v.runs[i]->id))
-        G.series.push_back(plot::xy(v.runs[i]->name, xs_[i], gn_[i], widgets::series_color(static_cast<int>(i)), true));
+      if (!m_hidden.count(v.runs[i]->id))
+        G.series.push_back(plot::xy(v.runs[i]->name, m_xs[i], m_gn[i], widgets::series_color(static_cast<int>(i)), true));
     plot::line_plot(G);
   }
 
   TrainingPanelSettings s_ = default_settings();
-  std::vector<std::string> known_dirs_;
-  bool synced_ = false;
-  int selected_ = 0;
-  std::set<int> hidden_;
-  std::vector<std::vector<double>> xs_, loss_, lr_, gn_, tps_, vx_, vy_;
+  std::vector<std::string> m_known_dirs;
+  bool m_synced = false;
+  int m_selected = 0;
+  std::set<int> m_hidden;
+  std::vector<std::vector<double>> m_xs, m_loss, m_lr, m_gn, m_tps, m_vx, m_vy;
 };
 
 }  // namespace

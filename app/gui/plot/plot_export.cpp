@@ -23,25 +23,25 @@ std::filesystem::path Exporter::make_path(const std::string& stem, const std::st
   std::string safe;
   for (char c : stem) safe += (std::isalnum(static_cast<unsigned char>(c)) || c == '-') ? c : '_';
   const std::string base = "tttlab_" + safe + "_" + stamp;
-  std::filesystem::path p = dir_ / (base + "." + ext);
+  std::filesystem::path p = m_dir / (base + "." + ext);
   std::error_code ec;
   for (int n = 2; std::filesystem::exists(p, ec); ++n)
-    p = dir_ / (base + "_" + std::to_string(n) + "." + ext);
+    p = m_dir / (base + "_" + std::to_string(n) + "." + ext);
   return p;
 }
 
 void Exporter::request_png(ImGuiID plot, const std::string& stem) {
-  pending_.push_back({plot, stem, 2, false});
+  m_pending.push_back({plot, stem, 2, false});
 }
 
-void Exporter::request_window_png() { pending_.push_back({0, "window", 1, true}); }
+void Exporter::request_window_png() { m_pending.push_back({0, "window", 1, true}); }
 
 void Exporter::note_rect(ImGuiID plot, const std::string& stem, ImVec2 min, ImVec2 max) {
-  rects_.push_back({plot, stem, min, max});
+  m_rects.push_back({plot, stem, min, max});
 }
 
 bool Exporter::request_png_by_name(const std::string& stem) {
-  for (const auto* list : {&rects_, &last_rects_})
+  for (const auto* list : {&m_rects, &m_last_rects})
     for (const auto& r : *list)
       if (r.stem == stem) {
         request_png(r.id, stem);
@@ -52,12 +52,12 @@ bool Exporter::request_png_by_name(const std::string& stem) {
 
 std::vector<std::string> Exporter::on_screen() const {
   std::vector<std::string> names;
-  for (const auto& r : rects_.empty() ? last_rects_ : rects_) names.push_back(r.stem);
+  for (const auto& r : m_rects.empty() ? m_last_rects : m_rects) names.push_back(r.stem);
   return names;
 }
 
 bool Exporter::capturing(ImGuiID plot) const {
-  for (const auto& p : pending_)
+  for (const auto& p : m_pending)
     if (p.id == plot && !p.window) return true;
   return false;
 }
@@ -78,14 +78,14 @@ bool Exporter::save_text(const std::string& stem, const std::string& ext,
 void Exporter::process(const std::function<Image(int, int, int, int)>& read, ImVec2 scale,
                        ImVec2 display) {
   std::vector<Pending> keep;
-  for (auto& p : pending_) {
+  for (auto& p : m_pending) {
     if (--p.frames_left > 0) {
       keep.push_back(p);
       continue;
     }
     ImVec2 mn(0, 0), mx = display;
     bool found = p.window;
-    for (const auto& r : rects_)
+    for (const auto& r : m_rects)
       if (!p.window && r.id == p.id) {
         mn = r.min;
         mx = r.max;
@@ -106,9 +106,9 @@ void Exporter::process(const std::function<Image(int, int, int, int)>& read, ImV
       notify(std::string("Could not save the image: ") + e.what(), true);
     }
   }
-  pending_ = std::move(keep);
-  last_rects_ = std::move(rects_);
-  rects_.clear();
+  m_pending = std::move(keep);
+  m_last_rects = std::move(m_rects);
+  m_rects.clear();
 }
 
 }  // namespace tttlab::gui::plot

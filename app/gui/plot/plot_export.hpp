@@ -23,8 +23,8 @@ namespace tttlab::gui::plot {
 
 class Exporter {
  public:
-  void set_directory(std::filesystem::path dir) { dir_ = std::move(dir); }
-  const std::filesystem::path& directory() const { return dir_; }
+  void set_directory(std::filesystem::path dir) { m_dir = std::move(dir); }
+  const std::filesystem::path& directory() const { return m_dir; }
   // A fresh file name: <directory>/tttlab_<stem>_<YYYYmmdd-HHMMSS>[_n].<ext>.
   std::filesystem::path make_path(const std::string& stem, const std::string& ext) const;
 
@@ -59,10 +59,10 @@ class Exporter {
     std::string stem;
     ImVec2 min, max;
   };
-  std::filesystem::path dir_ = ".";
-  std::vector<Pending> pending_;
-  std::vector<Rect> rects_;       // noted during the current frame
-  std::vector<Rect> last_rects_;  // noted during the previous frame
+  std::filesystem::path m_dir = ".";
+  std::vector<Pending> m_pending;
+  std::vector<Rect> m_rects;       // noted during the current frame
+  std::vector<Rect> m_last_rects;  // noted during the previous frame
 };
 
 Exporter& exporter();

@@ -56,32 +56,32 @@ ComputeRequest parse_compute_request(const std::string& text) {
   throw std::invalid_argument("the compute device must be auto, cpu or gpu (got \"" + text + "\")");
 }
 
-ComputeChoice::ComputeChoice(ComputeDevices devices) : devices_(std::move(devices)) {}
+ComputeChoice::ComputeChoice(ComputeDevices devices) : m_devices(std::move(devices)) {}
 
 std::shared_ptr<GpuCompute> ComputeChoice::gpu(std::string& why_not) {
-  if (!probed_) {
-    probed_ = true;
-    if (!devices_.gpu) {
-      why_not_ = "this build has no CUDA kernels";
+  if (!m_probed) {
+    m_probed = true;
+    if (!m_devices.gpu) {
+      m_why_not = "this build has no CUDA kernels";
     } else {
       try {
-        gpu_ = devices_.gpu(why_not_);
+        m_gpu = m_devices.gpu(m_why_not);
       } catch (const std::exception& e) {
-        gpu_.reset();
-        why_not_ = e.what();
+        m_gpu.reset();
+        m_why_not = e.what();
       }
-      if (!gpu_ && why_not_.empty()) why_not_ = "no usable GPU";
+      if (!m_gpu && m_why_not.empty()) m_why_not = "no usable GPU";
     }
   }
-  why_not = why_not_;
-  return gpu_;
+  why_not = m_why_not;
+  return m_gpu;
 }
 
 static std::string cpu_label() { return "CPU (" + cpu_device().library + ")"; }
 
 ComputeTarget ComputeChoice::target() {
   ComputeTarget t;
-  if (request_ == ComputeRequest::CPU) {
+  if (m_request == ComputeRequest::CPU) {
     t.label = cpu_label();
     return t;
   }
@@ -94,18 +94,18 @@ ComputeTarget ComputeChoice::target() {
   t.label = cpu_label();
   // Under auto the CPU is the expected answer on a machine without a GPU: the panels say nothing more
   // (the Compute menu says why); asked for the GPU, they say why they compute on the CPU instead.
-  if (request_ == ComputeRequest::GPU) t.note = "no GPU: " + why + "; computing on the CPU";
+  if (m_request == ComputeRequest::GPU) t.note = "no GPU: " + why + "; computing on the CPU";
   return t;
 }
 
 ComputeView ComputeChoice::view() {
   ComputeView v;
-  v.request = request_;
-  v.gpu_build = static_cast<bool>(devices_.gpu);
+  v.request = m_request;
+  v.gpu_build = static_cast<bool>(m_devices.gpu);
   const ComputeTarget t = target();
-  v.gpu_available = gpu_ != nullptr;
+  v.gpu_available = m_gpu != nullptr;
   v.active = t.label;
-  v.note = gpu_ ? std::string() : (devices_.gpu ? "no GPU: " + why_not_ : std::string("this build has no GPU kernels"));
+  v.note = m_gpu ? std::string() : (m_devices.gpu ? "no GPU: " + m_why_not : std::string("this build has no GPU kernels"));
   v.cpu = cpu_device().describe();
   return v;
 }

@@ -178,9 +178,9 @@ struct SetComputeDevice {
 class ComputeChoice {
  public:
   explicit ComputeChoice(ComputeDevices devices = {});
-  void set_request(ComputeRequest r) { request_ = r; }
-  ComputeRequest request() const { return request_; }
-  const ComputeDevices& devices() const { return devices_; }
+  void set_request(ComputeRequest r) { m_request = r; }
+  ComputeRequest request() const { return m_request; }
+  const ComputeDevices& devices() const { return m_devices; }
   // The device for a job started now. The first call that may use the GPU initialises it (up to a
   // few hundred ms with a driver); the result is kept for the process.
   ComputeTarget target();
@@ -188,11 +188,11 @@ class ComputeChoice {
 
  private:
   std::shared_ptr<GpuCompute> gpu(std::string& why_not);
-  ComputeDevices devices_;
-  ComputeRequest request_ = ComputeRequest::Auto;
-  bool probed_ = false;
-  std::shared_ptr<GpuCompute> gpu_;
-  std::string why_not_;
+  ComputeDevices m_devices;
+  ComputeRequest m_request = ComputeRequest::Auto;
+  bool m_probed = false;
+  std::shared_ptr<GpuCompute> m_gpu;
+  std::string m_why_not;
 };
 
 }  // namespace tttlab::lab

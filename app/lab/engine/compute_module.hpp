@@ -15,15 +15,15 @@ class ComputeModule final : public EngineModule {
   explicit ComputeModule(std::shared_ptr<ComputeChoice> choice);
   const char* name() const override { return "compute device"; }
   bool handle(const Command& command, ModuleContext& ctx) override;
-  bool has_work(Clock::time_point) const override { return !probed_; }
+  bool has_work(Clock::time_point) const override { return !m_probed; }
   // The first work item finds the GPU (so the status bar names it without a job having run).
   void work(ModuleContext& ctx) override;
   void publish(Snapshot& snapshot) const override;
 
  private:
-  std::shared_ptr<ComputeChoice> choice_;
-  std::shared_ptr<const ComputeView> view_;
-  bool probed_ = false;
+  std::shared_ptr<ComputeChoice> m_choice;
+  std::shared_ptr<const ComputeView> m_view;
+  bool m_probed = false;
 };
 
 }  // namespace tttlab::lab

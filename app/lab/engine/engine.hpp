@@ -52,13 +52,13 @@ class ModuleContext {
   void finish_job(JobId id, JobOutcome outcome, std::string message = {});
   bool cancel_requested(JobId id) const;
   // This module's view changed: include it in the next snapshot.
-  void mark_dirty() { dirty_ = true; }
+  void mark_dirty() { m_dirty = true; }
 
  private:
   friend class Engine;
-  ModuleContext(Engine& e) : engine_(&e) {}
-  Engine* engine_;
-  bool dirty_ = true;  // publish every module's initial view
+  ModuleContext(Engine& e) : m_engine(&e) {}
+  Engine* m_engine;
+  bool m_dirty = true;  // publish every module's initial view
 };
 
 class EngineModule {
@@ -127,34 +127,34 @@ class Engine final : public CommandSink {
   void dispatch(const Command& c);
   void publish();
 
-  std::vector<std::unique_ptr<EngineModule>> modules_;
-  std::vector<ModuleContext> contexts_;
+  std::vector<std::unique_ptr<EngineModule>> m_modules;
+  std::vector<ModuleContext> m_contexts;
 
   // Command queue (UI → engine).
-  mutable std::mutex queue_mu_;
-  mutable std::condition_variable queue_cv_;
-  std::deque<Command> queue_;
-  std::uint64_t posted_ = 0;   // commands posted
-  std::uint64_t drained_ = 0;  // commands handled and published when the thread last went idle
-  bool sleeping_ = false;
-  bool settled_ = false;  // when it went to sleep, no module awaited more timed work
-  bool stop_ = false;
+  mutable std::mutex m_queue_mu;
+  mutable std::condition_variable m_queue_cv;
+  std::deque<Command> m_queue;
+  std::uint64_t m_posted = 0;   // commands posted
+  std::uint64_t m_drained = 0;  // commands handled and published when the thread last went idle
+  bool m_sleeping = false;
+  bool m_settled = false;  // when it went to sleep, no module awaited more timed work
+  bool m_stop = false;
 
   // Latest snapshot (engine → UI).
-  mutable std::mutex snapshot_mu_;
-  std::shared_ptr<const Snapshot> snapshot_;
-  std::function<void()> on_publish_;
+  mutable std::mutex m_snapshot_mu;
+  std::shared_ptr<const Snapshot> m_snapshot;
+  std::function<void()> m_on_publish;
 
   // Jobs: status is engine-thread only; cancel flags are shared with post().
-  mutable std::mutex jobs_mu_;
-  std::unordered_map<JobId, Job> jobs_;
-  JobId next_job_ = 1;
-  bool jobs_dirty_ = false;
+  mutable std::mutex m_jobs_mu;
+  std::unordered_map<JobId, Job> m_jobs;
+  JobId m_next_job = 1;
+  bool m_jobs_dirty = false;
 
-  EngineStats stats_;
-  std::deque<std::pair<Clock::time_point, double>> busy_;  // (end, ms) of recent work items
-  Clock::time_point last_publish_{};
-  std::thread thread_;
+  EngineStats m_stats;
+  std::deque<std::pair<Clock::time_point, double>> m_busy;  // (end, ms) of recent work items
+  Clock::time_point m_last_publish{};
+  std::thread m_thread;
 };
 
 }  // namespace tttlab::lab

@@ -18,46 +18,46 @@ class Series {
  public:
   static constexpr std::size_t kChunk = 512;
 
-  std::size_t size() const { return size_; }
-  bool empty() const { return size_ == 0; }
-  const T& operator[](std::size_t i) const { return (*chunks_[i / kChunk])[i % kChunk]; }
-  const T& back() const { return (*this)[size_ - 1]; }
+  std::size_t size() const { return m_size; }
+  bool empty() const { return m_size == 0; }
+  const T& operator[](std::size_t i) const { return (*m_chunks[i / kChunk])[i % kChunk]; }
+  const T& back() const { return (*this)[m_size - 1]; }
 
  private:
   template <class U>
   friend class SeriesBuilder;
-  std::vector<std::shared_ptr<const std::vector<T>>> chunks_;
-  std::size_t size_ = 0;
+  std::vector<std::shared_ptr<const std::vector<T>>> m_chunks;
+  std::size_t m_size = 0;
 };
 
 template <class T>
 class SeriesBuilder {
  public:
   void push_back(T value) {
-    if (tail_.size() == Series<T>::kChunk) {
-      full_.push_back(std::make_shared<const std::vector<T>>(std::move(tail_)));
-      tail_.clear();
-      tail_.reserve(Series<T>::kChunk);
+    if (m_tail.size() == Series<T>::kChunk) {
+      m_full.push_back(std::make_shared<const std::vector<T>>(std::move(m_tail)));
+      m_tail.clear();
+      m_tail.reserve(Series<T>::kChunk);
     }
-    tail_.push_back(std::move(value));
+    m_tail.push_back(std::move(value));
   }
-  std::size_t size() const { return full_.size() * Series<T>::kChunk + tail_.size(); }
+  std::size_t size() const { return m_full.size() * Series<T>::kChunk + m_tail.size(); }
   void clear() {
-    full_.clear();
-    tail_.clear();
+    m_full.clear();
+    m_tail.clear();
   }
   // An immutable copy of the current contents (see the header comment for the cost).
   std::shared_ptr<const Series<T>> publish() const {
     auto s = std::make_shared<Series<T>>();
-    s->chunks_ = full_;
-    if (!tail_.empty()) s->chunks_.push_back(std::make_shared<const std::vector<T>>(tail_));
-    s->size_ = size();
+    s->m_chunks = m_full;
+    if (!m_tail.empty()) s->m_chunks.push_back(std::make_shared<const std::vector<T>>(m_tail));
+    s->m_size = size();
     return s;
   }
 
  private:
-  std::vector<std::shared_ptr<const std::vector<T>>> full_;
-  std::vector<T> tail_;
+  std::vector<std::shared_ptr<const std::vector<T>>> m_full;
+  std::vector<T> m_tail;
 };
 
 }  // namespace tttlab::lab

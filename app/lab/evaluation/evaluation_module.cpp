@@ -25,20 +25,20 @@ struct EvaluationModule::Job {
 
 
 EvaluationModule::EvaluationModule(std::shared_ptr<ModelLibrary> library, std::shared_ptr<ComputeChoice> compute)
-    : library_(library ? std::move(library) : std::make_shared<ModelLibrary>()),
-      compute_(compute ? std::move(compute) : std::make_shared<ComputeChoice>()),
-      view_(std::make_shared<EvaluationView>()) {}
+    : m_library(library ? std::move(library) : std::make_shared<ModelLibrary>()),
+      m_compute(compute ? std::move(compute) : std::make_shared<ComputeChoice>()),
+      m_view(std::make_shared<EvaluationView>()) {}
 EvaluationModule::~EvaluationModule() = default;
 
 bool EvaluationModule::handle(const Command& command, ModuleContext& ctx) {
   const auto* run = std::get_if<EvaluationRun>(&command);
   if (!run) return false;
-  if (job_) ctx.finish_job(job_id_, JobOutcome::Cancelled, "superseded by a new request");
-  job_.reset();
+  if (m_job) ctx.finish_job(m_job_id, JobOutcome::Cancelled, "superseded by a new request");
+  m_job.reset();
   auto v = std::make_shared<EvaluationView>();
   const EvalSettings& s = run->settings;
   v->settings = s;
-  v->generation = ++generation_;
+  v->generation = ++m_generation;
   try {
     if (s.models.empty()) throw std::invalid_argument("choose at least one model");
     if (s.models.size() > 8) throw std::invalid_argument("at most 8 models at once");
@@ -50,7 +50,7 @@ bool EvaluationModule::handle(const Command& command, ModuleContext& ctx) {
                                                       s.windows);
     v->data_description = job->data->description;
     v->windows_total = job->windows->windows();
-    const auto lib = library_->view();
+    const auto lib = m_library->view();
     for (const auto& id : s.models) {
       EvalCurve c;
       c.model_id = id;
@@ -62,35 +62,35 @@ bool EvaluationModule::handle(const Command& command, ModuleContext& ctx) {
     job->loss_sum.assign(s.models.size(), 0.0);
     job->window_ms.assign(s.models.size(), {});
     job->counted.assign(s.models.size(), 0);
-    job->target = compute_->target();
+    job->target = m_compute->target();
     for (EvalCurve& c : v->curves) {
       c.device = job->target.label;
       c.note = job->target.note;
     }
-    job_ = std::move(job);
+    m_job = std::move(job);
     v->outcome = JobOutcome::Running;
-    job_id_ = ctx.begin_job("Evaluation: " + std::to_string(s.models.size()) + " models × " +
+    m_job_id = ctx.begin_job("Evaluation: " + std::to_string(s.models.size()) + " models × " +
                             std::to_string(v->windows_total) + " windows");
   } catch (const std::exception& e) {
     v->outcome = JobOutcome::Failed;
     v->error = e.what();
   }
-  view_ = std::move(v);
+  m_view = std::move(v);
   ctx.mark_dirty();
   return true;
 }
 
-bool EvaluationModule::has_work(Clock::time_point) const { return job_ != nullptr; }
+bool EvaluationModule::has_work(Clock::time_point) const { return m_job != nullptr; }
 
 void EvaluationModule::work(ModuleContext& ctx) {
-  auto v = std::make_shared<EvaluationView>(*view_);
-  Job& j = *job_;
+  auto v = std::make_shared<EvaluationView>(*m_view);
+  Job& j = *m_job;
   const auto finish = [&](JobOutcome o, const std::string& msg = {}) {
-    ctx.finish_job(job_id_, o, msg);
+    ctx.finish_job(m_job_id, o, msg);
     v->outcome = o;
-    job_.reset();
+    m_job.reset();
   };
-  if (ctx.cancel_requested(job_id_)) {
+  if (ctx.cancel_requested(m_job_id)) {
     finish(JobOutcome::Cancelled, "cancelled");
   } else {
     const std::size_t m = j.model;
@@ -98,8 +98,8 @@ void EvaluationModule::work(ModuleContext& ctx) {
     const long W = j.windows->windows();
     try {
       if (!j.current) {
-        j.current = library_->get(c.model_id);
-        const auto lib = library_->view();
+        j.current = m_library->get(c.model_id);
+        const auto lib = m_library->view();
         if (const ModelInfo* info = lib->find(c.model_id)) c.label = info->label;
       }
       const std::string why = j.target.gpu ? j.target.gpu->model_unsupported(j.current->config()) : std::string();
@@ -148,7 +148,7 @@ void EvaluationModule::work(ModuleContext& ctx) {
       // drawn, rather than plotted as if it were a loss.
       bool finite = std::isfinite(c.loss) && std::isfinite(c.bpb);
       for (const double x : c.loss_by_position) finite = finite && std::isfinite(x);
-      if (!finite) throw NonFiniteModelError(non_finite_model_message(model_source(*library_->view(), c.model_id)));
+      if (!finite) throw NonFiniteModelError(non_finite_model_message(model_source(*m_library->view(), c.model_id)));
     } catch (const std::exception& e) {
       c.loss_by_position.clear();
       c.loss = c.bpb = 0.0;
@@ -162,13 +162,13 @@ void EvaluationModule::work(ModuleContext& ctx) {
     }
     const double done = static_cast<double>(j.model * static_cast<std::size_t>(W) + static_cast<std::size_t>(j.window));
     v->progress = done / static_cast<double>(v->curves.size() * static_cast<std::size_t>(W));
-    ctx.set_progress(job_id_, v->progress);
+    ctx.set_progress(m_job_id, v->progress);
     if (j.model >= v->curves.size()) finish(JobOutcome::Done);
   }
-  view_ = std::move(v);
+  m_view = std::move(v);
   ctx.mark_dirty();
 }
 
-void EvaluationModule::publish(Snapshot& snapshot) const { snapshot.evaluation = view_; }
+void EvaluationModule::publish(Snapshot& snapshot) const { snapshot.evaluation = m_view; }
 
 }  // namespace tttlab::lab

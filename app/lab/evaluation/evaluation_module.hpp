@@ -28,12 +28,12 @@ class EvaluationModule final : public EngineModule {
   struct Job;
 
  private:
-  std::shared_ptr<ModelLibrary> library_;
-  std::shared_ptr<ComputeChoice> compute_;
-  std::shared_ptr<const EvaluationView> view_;
-  std::unique_ptr<Job> job_;
-  JobId job_id_ = 0;
-  std::uint64_t generation_ = 0;
+  std::shared_ptr<ModelLibrary> m_library;
+  std::shared_ptr<ComputeChoice> m_compute;
+  std::shared_ptr<const EvaluationView> m_view;
+  std::unique_ptr<Job> m_job;
+  JobId m_job_id = 0;
+  std::uint64_t m_generation = 0;
 };
 
 }  // namespace tttlab::lab

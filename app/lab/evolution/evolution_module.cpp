@@ -31,53 +31,53 @@ HeadLimits EvolutionModule::limits() {
 }
 
 EvolutionModule::EvolutionModule(std::shared_ptr<ModelLibrary> library, std::shared_ptr<ComputeChoice> compute)
-    : library_(library ? std::move(library) : std::make_shared<ModelLibrary>()),
-      compute_(compute ? std::move(compute) : std::make_shared<ComputeChoice>()) {
-  error_ = "waiting for settings";
+    : m_library(library ? std::move(library) : std::make_shared<ModelLibrary>()),
+      m_compute(compute ? std::move(compute) : std::make_shared<ComputeChoice>()) {
+  m_error = "waiting for settings";
 }
 
 bool EvolutionModule::handle(const Command& command, ModuleContext& ctx) {
   const auto* c = std::get_if<EvolutionConfigure>(&command);
   if (!c) return false;
-  if (configured_ && c->config == config_ && head_) return true;
-  configured_ = true;
-  config_ = c->config;
-  ++generation_;
-  reloads_ = 0;
+  if (m_configured && c->config == m_config && m_head) return true;
+  m_configured = true;
+  m_config = c->config;
+  ++m_generation;
+  m_reloads = 0;
   rebuild();
   ctx.mark_dirty();
   return true;
 }
 
 void EvolutionModule::rebuild() {
-  head_.reset();
-  state_.reset();
-  w0_.reset();
-  steps_.clear();
-  model_version_ = 0;
-  model_step_ = -1;
+  m_head.reset();
+  m_state.reset();
+  m_w0.reset();
+  m_steps.clear();
+  m_model_version = 0;
+  m_model_step = -1;
   try {
-    validate(config_, limits());
-    device_ = cpu_device().describe();
-    device_note_.clear();
-    const ComputeTarget target = config_.toy() ? ComputeTarget{} : compute_->target();
-    if (!config_.toy()) device_note_ = target.note;
+    validate(m_config, limits());
+    m_device = cpu_device().describe();
+    m_device_note.clear();
+    const ComputeTarget target = m_config.toy() ? ComputeTarget{} : m_compute->target();
+    if (!m_config.toy()) m_device_note = target.note;
     if (target.gpu) {
       // The GPU's forward gives what the chosen block reads (the expensive part for a large model at
       // a long T); W_t is then recomputed here, token by token in double precision, from those inputs:
       // the views need every W_t on the host anyway (its singular values), and recomputing it costs
       // O(d²) per token instead of streaming d² floats per token back from the device.
       ModelOverrides o;
-      if (config_.override_model) {
-        o.mini_batch = config_.mini_batch;
-        o.base_lr = config_.eta_base;
+      if (m_config.override_model) {
+        o.mini_batch = m_config.mini_batch;
+        o.base_lr = m_config.eta_base;
       }
-      const auto model = library_->get(config_.model_id, o);
+      const auto model = m_library->get(m_config.model_id, o);
       if (const std::string why = target.gpu->model_unsupported(model->config()); !why.empty()) {
-        device_note_ = "on the CPU: " + why;
-        head_ = build_head_inputs<double>(config_, *library_);
+        m_device_note = "on the CPU: " + why;
+        m_head = build_head_inputs<double>(m_config, *m_library);
       } else {
-        const std::vector<unsigned char> bytes = config_bytes(config_);
+        const std::vector<unsigned char> bytes = config_bytes(m_config);
         TokenBatch b;
         b.batch = 1;
         b.seq_len = static_cast<int>(bytes.size());
@@ -85,64 +85,64 @@ void EvolutionModule::rebuild() {
         b.tokens.push_back(0);  // a target for the last input (no loss is read)
         const auto gm = target.gpu->load_model(*model, 1, b.seq_len);
         const auto inputs = gm->layer_inputs(b);
-        if (config_.block < 0 || config_.block >= static_cast<int>(inputs.size()))
-          throw std::invalid_argument("block " + std::to_string(config_.block) + " does not exist");
-        const auto lib = library_->view();
-        const ModelInfo* info = lib->find(config_.model_id);
-        const std::string label = info ? info->label.substr(0, info->label.find(" (")) : config_.model_id;
-        auto heads = model_layer_heads_from<double>(*model, bytes, config_.block, label,
-                                                    inputs[static_cast<std::size_t>(config_.block)]);
-        if (config_.head < 0 || config_.head >= static_cast<int>(heads.size()))
-          throw std::invalid_argument("head " + std::to_string(config_.head) + " does not exist");
-        head_ = std::move(heads[static_cast<std::size_t>(config_.head)]);
-        device_ = "GPU: " + target.gpu->device().name + " (the model's forward); W_t recomputed on the CPU";
+        if (m_config.block < 0 || m_config.block >= static_cast<int>(inputs.size()))
+          throw std::invalid_argument("block " + std::to_string(m_config.block) + " does not exist");
+        const auto lib = m_library->view();
+        const ModelInfo* info = lib->find(m_config.model_id);
+        const std::string label = info ? info->label.substr(0, info->label.find(" (")) : m_config.model_id;
+        auto heads = model_layer_heads_from<double>(*model, bytes, m_config.block, label,
+                                                    inputs[static_cast<std::size_t>(m_config.block)]);
+        if (m_config.head < 0 || m_config.head >= static_cast<int>(heads.size()))
+          throw std::invalid_argument("head " + std::to_string(m_config.head) + " does not exist");
+        m_head = std::move(heads[static_cast<std::size_t>(m_config.head)]);
+        m_device = "GPU: " + target.gpu->device().name + " (the model's forward); W_t recomputed on the CPU";
       }
     } else {
-      head_ = build_head_inputs<double>(config_, *library_);
+      m_head = build_head_inputs<double>(m_config, *m_library);
     }
-    state_ = InnerState<double>::start(head_->w0);
+    m_state = InnerState<double>::start(m_head->w0);
     auto w0 = std::make_shared<EvolutionStep>();
-    w0->w1 = head_->w0.W1.cast<float>();
-    w0->w2 = head_->w0.W2.cast<float>();
-    w0->norm1 = head_->w0.W1.norm();
-    w0->norm2 = head_->w0.W2.norm();
-    w0->sv1 = singular_values(head_->w0.W1);
-    w0->sv2 = singular_values(head_->w0.W2);
+    w0->w1 = m_head->w0.W1.cast<float>();
+    w0->w2 = m_head->w0.W2.cast<float>();
+    w0->norm1 = m_head->w0.W1.norm();
+    w0->norm2 = m_head->w0.W2.norm();
+    w0->sv1 = singular_values(m_head->w0.W1);
+    w0->sv2 = singular_values(m_head->w0.W2);
     w0->dsv1.assign(w0->sv1.size(), 0.0f);
     w0->dsv2.assign(w0->sv2.size(), 0.0f);
-    w0_ = std::move(w0);
-    error_.clear();
+    m_w0 = std::move(w0);
+    m_error.clear();
   } catch (const std::exception& e) {
-    error_ = e.what();
-    head_.reset();
+    m_error = e.what();
+    m_head.reset();
   }
-  if (!config_.toy())
-    if (const ModelInfo* info = library_->view()->find(config_.model_id)) {
-      model_version_ = info->version;
-      model_step_ = info->step;
+  if (!m_config.toy())
+    if (const ModelInfo* info = m_library->view()->find(m_config.model_id)) {
+      m_model_version = info->version;
+      m_model_step = info->step;
     }
-  seen_library_ = library_->generation();
+  m_seen_library = m_library->generation();
 }
 
 void EvolutionModule::after_iteration(ModuleContext& ctx) {
-  if (!configured_ || config_.toy() || library_->generation() == seen_library_) return;
-  seen_library_ = library_->generation();
-  const ModelInfo* info = library_->view()->find(config_.model_id);
-  if (!info || info->version == model_version_) return;
+  if (!m_configured || m_config.toy() || m_library->generation() == m_seen_library) return;
+  m_seen_library = m_library->generation();
+  const ModelInfo* info = m_library->view()->find(m_config.model_id);
+  if (!info || info->version == m_model_version) return;
   // A training run saved newer weights of this model: the same head and text again with them.
-  ++reloads_;
-  ++generation_;
+  ++m_reloads;
+  ++m_generation;
   rebuild();
   ctx.mark_dirty();
 }
 
 bool EvolutionModule::has_work(Clock::time_point) const {
-  return head_ && static_cast<long>(steps_.size()) < head_->tokens();
+  return m_head && static_cast<long>(m_steps.size()) < m_head->tokens();
 }
 
 void EvolutionModule::work(ModuleContext& ctx) {
-  const HeadInputs<double>& h = *head_;
-  const long t0 = static_cast<long>(steps_.size());
+  const HeadInputs<double>& h = *m_head;
+  const long t0 = static_cast<long>(m_steps.size());
   const long n = std::min(kTokensPerItem, h.tokens() - t0);
   const InnerWeights<double>& W0 = h.w0;
   std::vector<std::shared_ptr<EvolutionStep>> fresh;
@@ -170,31 +170,31 @@ void EvolutionModule::work(ModuleContext& ctx) {
   const Vec<double> lam = h.lambda.segment(t0, n);
   Mat<double> out;
   inner_forward_primal<double>(h.options, h.params, h.Q.middleRows(t0, n), h.K.middleRows(t0, n),
-                               h.V.middleRows(t0, n), lam, *state_, out, observer, &h.w0);
-  for (auto& s : fresh) steps_.push_back(std::move(s));
+                               h.V.middleRows(t0, n), lam, *m_state, out, observer, &h.w0);
+  for (auto& s : fresh) m_steps.push_back(std::move(s));
   ctx.mark_dirty();
 }
 
 void EvolutionModule::publish(Snapshot& snapshot) const {
   auto v = std::make_shared<EvolutionView>();
-  v->config = config_;
-  v->generation = generation_;
-  v->error = error_;
-  if (head_) {
-    v->description = head_->description;
-    v->bytes = head_->bytes;
-    v->d = head_->d();
-    v->mini_batch = head_->options.mini_batch;
-    v->mlp = head_->options.model == InnerModel::MLP;
-    v->w0 = w0_;
-    v->steps = steps_;
-    v->done = static_cast<long>(steps_.size()) == head_->tokens();
-    v->device = device_;
-    v->device_note = device_note_;
+  v->config = m_config;
+  v->generation = m_generation;
+  v->error = m_error;
+  if (m_head) {
+    v->description = m_head->description;
+    v->bytes = m_head->bytes;
+    v->d = m_head->d();
+    v->mini_batch = m_head->options.mini_batch;
+    v->mlp = m_head->options.model == InnerModel::MLP;
+    v->w0 = m_w0;
+    v->steps = m_steps;
+    v->done = static_cast<long>(m_steps.size()) == m_head->tokens();
+    v->device = m_device;
+    v->device_note = m_device_note;
   }
-  v->model_version = model_version_;
-  v->model_step = model_step_;
-  v->reloads = reloads_;
+  v->model_version = m_model_version;
+  v->model_step = m_model_step;
+  v->reloads = m_reloads;
   snapshot.evolution = std::move(v);
 }
 

@@ -30,22 +30,22 @@ class EvolutionModule final : public EngineModule {
   static HeadLimits limits();
 
  private:
-  void rebuild();  // the head from config_ with the model's current weights
-  std::shared_ptr<ModelLibrary> library_;
-  std::shared_ptr<ComputeChoice> compute_;
-  std::string device_, device_note_;  // where the head's inputs were computed (EvolutionView)
-  HeadConfig config_;
-  bool configured_ = false;
-  std::uint64_t generation_ = 0;
-  std::string error_;
-  std::optional<HeadInputs<double>> head_;
-  std::optional<InnerState<double>> state_;
-  std::shared_ptr<const EvolutionStep> w0_;
-  std::vector<std::shared_ptr<const EvolutionStep>> steps_;
-  std::uint64_t seen_library_ = 0;   // library generation last looked at
-  std::uint64_t model_version_ = 0;  // ModelInfo::version of the weights the head was built from
-  long model_step_ = -1;
-  int reloads_ = 0;
+  void rebuild();  // the head from m_config with the model's current weights
+  std::shared_ptr<ModelLibrary> m_library;
+  std::shared_ptr<ComputeChoice> m_compute;
+  std::string m_device, m_device_note;  // where the head's inputs were computed (EvolutionView)
+  HeadConfig m_config;
+  bool m_configured = false;
+  std::uint64_t m_generation = 0;
+  std::string m_error;
+  std::optional<HeadInputs<double>> m_head;
+  std::optional<InnerState<double>> m_state;
+  std::shared_ptr<const EvolutionStep> m_w0;
+  std::vector<std::shared_ptr<const EvolutionStep>> m_steps;
+  std::uint64_t m_seen_library = 0;   // library generation last looked at
+  std::uint64_t m_model_version = 0;  // ModelInfo::version of the weights the head was built from
+  long m_model_step = -1;
+  int m_reloads = 0;
 };
 
 // Singular values of m, descending (as floats: for display).

@@ -51,19 +51,19 @@ int sample_byte(const RowVec<float>& logits, double temperature, int top_k, Rng&
 }
 
 GenerationModule::GenerationModule(std::shared_ptr<ModelLibrary> library, std::shared_ptr<ComputeChoice> compute)
-    : library_(library ? std::move(library) : std::make_shared<ModelLibrary>()),
-      compute_(compute ? std::move(compute) : std::make_shared<ComputeChoice>()),
-      view_(std::make_shared<GenerationView>()) {}
+    : m_library(library ? std::move(library) : std::make_shared<ModelLibrary>()),
+      m_compute(compute ? std::move(compute) : std::make_shared<ComputeChoice>()),
+      m_view(std::make_shared<GenerationView>()) {}
 GenerationModule::~GenerationModule() = default;
 
 bool GenerationModule::handle(const Command& command, ModuleContext& ctx) {
   if (const auto* s = std::get_if<GenerateStart>(&command)) {
     start(s->settings);
   } else if (std::holds_alternative<GenerateStop>(command)) {
-    if (!view_->running) return true;
-    auto v = std::make_shared<GenerationView>(*view_);
+    if (!m_view->running) return true;
+    auto v = std::make_shared<GenerationView>(*m_view);
     v->running = false;
-    view_ = std::move(v);
+    m_view = std::move(v);
   } else {
     return false;
   }
@@ -74,22 +74,22 @@ bool GenerationModule::handle(const Command& command, ModuleContext& ctx) {
 void GenerationModule::start(const GenSettings& s) {
   auto v = std::make_shared<GenerationView>();
   v->settings = s;
-  v->generation = ++generation_;
-  view_ = v;
-  decoder_.reset();
-  model_.reset();
-  stream_.reset();
-  byte_ms_.clear();
-  decoded_ = 0;
+  v->generation = ++m_generation;
+  m_view = v;
+  m_decoder.reset();
+  m_model.reset();
+  m_stream.reset();
+  m_byte_ms.clear();
+  m_decoded = 0;
   try {
     if (s.prompt.empty()) throw std::invalid_argument("the prompt is empty: type a few words to start from");
     if (s.prompt.size() > 4096) throw std::invalid_argument("the prompt is longer than 4096 bytes");
     if (s.max_tokens < 1 || s.max_tokens > 4096) throw std::invalid_argument("bytes to generate must be in [1, 4096]");
     if (!(s.temperature >= 0) || s.temperature > 10) throw std::invalid_argument("temperature must be in [0, 10]");
     if (s.top_k < 0 || s.top_k > 256) throw std::invalid_argument("top-k must be in [0, 256]");
-    model_ = library_->get(s.model_id);
-    const ModelConfig& c = model_->config();
-    const auto lib = library_->view();
+    m_model = m_library->get(s.model_id);
+    const ModelConfig& c = m_model->config();
+    const auto lib = m_library->view();
     const ModelInfo* info = lib->find(s.model_id);
     v->model_label = info ? info->label : s.model_id;
     // Its forward gives non-finite losses (ModelLibrary::put checked it): the logits may still be
@@ -99,36 +99,36 @@ void GenerationModule::start(const GenSettings& s) {
     v->blocks = c.num_hidden_layers;
     v->heads = c.num_attention_heads;
     v->d = c.head_dim();
-    rng_ = Rng(s.seed);
-    const ComputeTarget target = compute_->target();
+    m_rng = Rng(s.seed);
+    const ComputeTarget target = m_compute->target();
     v->device = cpu_device().describe();
     v->device_note = target.note;
     if (target.gpu) {
       if (const std::string why = target.gpu->decode_unsupported(c); why.empty()) {
-        decoder_ = target.gpu->decoder(*model_);
-        v->device = decoder_->describe();
+        m_decoder = target.gpu->decoder(*m_model);
+        v->device = m_decoder->describe();
         v->states_on_gpu = true;
       } else {
         v->device_note = "on the CPU: " + why;
       }
     }
-    if (!decoder_) stream_ = model_->start();
+    if (!m_decoder) m_stream = m_model->start();
     std::vector<int> prompt(s.prompt.begin(), s.prompt.end());
     for (int& t : prompt) t &= 0xff;
-    source_ = model_source(*lib, s.model_id);
-    logits_ = feed(prompt, true, {}, 0.0f);
+    m_source = model_source(*lib, s.model_id);
+    m_logits = feed(prompt, true, {}, 0.0f);
     v->running = true;
-    next_tick_ = Clock::now();
+    m_next_tick = Clock::now();
   } catch (const std::exception& e) {
     v->error = e.what();
     v->running = false;
-    model_.reset();
+    m_model.reset();
   }
 }
 
 RowVec<float> GenerationModule::feed(const std::vector<int>& tokens, bool prompt,
                                      const std::vector<std::pair<unsigned char, float>>& top, float prob) {
-  GenerationView& v = *view_;
+  GenerationView& v = *m_view;
   const int slots = v.ttt ? v.blocks * v.heads : 0;
   std::vector<std::shared_ptr<GenToken>> out(tokens.size());
   for (std::size_t i = 0; i < tokens.size(); ++i) {
@@ -142,9 +142,9 @@ RowVec<float> GenerationModule::feed(const std::vector<int>& tokens, bool prompt
     out[0]->top = top;
     out[0]->prob = prob;
   }
-  if (decoder_) {  // the GPU: logits only, the states stay on the device
+  if (m_decoder) {  // the GPU: logits only, the states stay on the device
     std::vector<float> l;
-    decoder_->feed(tokens, l);
+    m_decoder->feed(tokens, l);
     for (auto& g : out) v.tokens.push_back(std::move(g));
     const RowVec<float> row = Eigen::Map<const RowVec<float>>(l.data(), static_cast<Eigen::Index>(l.size()));
     check_finite(row);
@@ -153,14 +153,14 @@ RowVec<float> GenerationModule::feed(const std::vector<int>& tokens, bool prompt
   Mat<float> logits;
   if (v.ttt) {
     const int H = v.heads;
-    logits = model_->forward(*stream_, tokens, [&](int block, int head, const InnerStepRecord<float>& r) {
+    logits = m_model->forward(*m_stream, tokens, [&](int block, int head, const InnerStepRecord<float>& r) {
       GenToken& g = *out[static_cast<std::size_t>(r.token)];
       const std::size_t k = static_cast<std::size_t>(block * H + head);
       g.dw[k] = r.w_after->W1 - r.w_before->W1;
       g.dw_norm[k] = g.dw[k].norm();
     });
   } else {
-    logits = model_->forward(*stream_, tokens);
+    logits = m_model->forward(*m_stream, tokens);
   }
   for (auto& g : out) v.tokens.push_back(std::move(g));
   check_finite(logits.row(logits.rows() - 1));
@@ -169,40 +169,40 @@ RowVec<float> GenerationModule::feed(const std::vector<int>& tokens, bool prompt
 
 void GenerationModule::check_finite(const RowVec<float>& logits) const {
   // Sampling from NaN logits would draw the same byte forever and show it as a prediction.
-  if (!logits.allFinite()) throw NonFiniteModelError(non_finite_model_message(source_));
+  if (!logits.allFinite()) throw NonFiniteModelError(non_finite_model_message(m_source));
 }
 
-bool GenerationModule::has_work(Clock::time_point now) const { return view_->running && now >= next_tick_; }
+bool GenerationModule::has_work(Clock::time_point now) const { return m_view->running && now >= m_next_tick; }
 
 std::optional<Clock::time_point> GenerationModule::next_wakeup() const {
-  if (view_->running) return next_tick_;
+  if (m_view->running) return m_next_tick;
   return std::nullopt;
 }
 
 void GenerationModule::work(ModuleContext& ctx) {
-  view_ = std::make_shared<GenerationView>(*view_);  // the published one stays as it was
-  const GenSettings& s = view_->settings;
+  m_view = std::make_shared<GenerationView>(*m_view);  // the published one stays as it was
+  const GenSettings& s = m_view->settings;
   try {
     std::vector<std::pair<unsigned char, float>> top;
     float prob = 0.0f;
-    const int next = sample_byte(logits_, s.temperature, s.top_k, rng_, &top, &prob);
+    const int next = sample_byte(m_logits, s.temperature, s.top_k, m_rng, &top, &prob);
     const auto t0 = Clock::now();
-    logits_ = feed({next}, false, top, prob);
-    byte_ms_.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-    ++decoded_;
-    view_->byte_time = summarize_ms(byte_ms_, 0);
-    view_->bytes_per_second = view_->byte_time.median_ms > 0 ? 1000.0 / view_->byte_time.median_ms : 0.0;
-    if (decoded_ >= s.max_tokens) view_->running = false;
+    m_logits = feed({next}, false, top, prob);
+    m_byte_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    ++m_decoded;
+    m_view->byte_time = summarize_ms(m_byte_ms, 0);
+    m_view->bytes_per_second = m_view->byte_time.median_ms > 0 ? 1000.0 / m_view->byte_time.median_ms : 0.0;
+    if (m_decoded >= s.max_tokens) m_view->running = false;
   } catch (const std::exception& e) {
-    view_->error = e.what();
-    view_->running = false;
+    m_view->error = e.what();
+    m_view->running = false;
   }
   const double rate = std::clamp(s.tokens_per_second, 1.0, 1e6);
   const auto period = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(1.0 / rate));
-  next_tick_ = std::max(next_tick_ + period, Clock::now() - period);
+  m_next_tick = std::max(m_next_tick + period, Clock::now() - period);
   ctx.mark_dirty();
 }
 
-void GenerationModule::publish(Snapshot& snapshot) const { snapshot.generation = view_; }
+void GenerationModule::publish(Snapshot& snapshot) const { snapshot.generation = m_view; }
 
 }  // namespace tttlab::lab

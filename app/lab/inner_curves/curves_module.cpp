@@ -30,29 +30,29 @@ struct CurvesModule::Job {
 };
 
 CurvesModule::CurvesModule(std::shared_ptr<ModelLibrary> library, std::shared_ptr<ComputeChoice> compute)
-    : library_(library ? std::move(library) : std::make_shared<ModelLibrary>()),
-      compute_(compute ? std::move(compute) : std::make_shared<ComputeChoice>()),
-      view_(std::make_shared<CurvesView>()) {}
+    : m_library(library ? std::move(library) : std::make_shared<ModelLibrary>()),
+      m_compute(compute ? std::move(compute) : std::make_shared<ComputeChoice>()),
+      m_view(std::make_shared<CurvesView>()) {}
 CurvesModule::~CurvesModule() = default;
 
 bool CurvesModule::handle(const Command& command, ModuleContext& ctx) {
   const auto* run = std::get_if<CurvesRun>(&command);
   if (!run) return false;
-  reloads_ = 0;
-  follow_after_ = library_->puts();  // kFollowTrainingId: only checkpoints saved from now on
+  m_reloads = 0;
+  m_follow_after = m_library->puts();  // kFollowTrainingId: only checkpoints saved from now on
   start(run->settings, ctx, nullptr);
   return true;
 }
 
 void CurvesModule::start(const CurvesSettings& s, ModuleContext& ctx, std::shared_ptr<const CurvesView> previous) {
-  if (job_)
-    ctx.finish_job(job_id_, JobOutcome::Cancelled,
+  if (m_job)
+    ctx.finish_job(m_job_id, JobOutcome::Cancelled,
                    previous ? "newer weights arrived: computing again" : "superseded by a new request");
-  job_.reset();
+  m_job.reset();
   auto v = std::make_shared<CurvesView>();
   v->settings = s;
-  v->generation = ++generation_;
-  v->reloads = reloads_;
+  v->generation = ++m_generation;
+  v->reloads = m_reloads;
   const std::string id = resolve(s.model_id);
   v->model_id = id;
   if (previous)
@@ -68,7 +68,7 @@ void CurvesModule::start(const CurvesSettings& s, ModuleContext& ctx, std::share
       v->model_label = "the next training run";
     } else {
       auto job = std::make_unique<Job>();
-      job->model = library_->get(id);
+      job->model = m_library->get(id);
       const ModelConfig& c = job->model->config();
       if (!c.is_ttt())
         throw std::invalid_argument("this model's layers are " + to_string(c.seq_layer) +
@@ -85,7 +85,7 @@ void CurvesModule::start(const CurvesSettings& s, ModuleContext& ctx, std::share
       job->s0.assign(static_cast<std::size_t>(v->blocks), zeros);
       job->sb = job->sa = job->s0;
       v->l0 = v->lb = v->la = job->s0;
-      const ComputeTarget target = compute_->target();
+      const ComputeTarget target = m_compute->target();
       v->device = cpu_device().describe();
       v->device_note = target.note;
       if (target.gpu) {
@@ -105,17 +105,17 @@ void CurvesModule::start(const CurvesSettings& s, ModuleContext& ctx, std::share
         v->sequences_done = previous->sequences_done;
         v->reloading = true;
       }
-      job_ = std::move(job);
+      m_job = std::move(job);
       v->outcome = JobOutcome::Running;
-      job_id_ = ctx.begin_job("Inner-loss curves: " + std::to_string(job_->windows->windows()) + " sequences");
+      m_job_id = ctx.begin_job("Inner-loss curves: " + std::to_string(m_job->windows->windows()) + " sequences");
     }
   } catch (const std::exception& e) {
-    job_.reset();
+    m_job.reset();
     v->outcome = JobOutcome::Failed;
     v->error = e.what();
   }
   if (!id.empty()) {
-    const auto lib = library_->view();
+    const auto lib = m_library->view();
     if (const ModelInfo* info = lib->find(id)) {
       v->model_label = info->label;
       v->model_version = info->version;
@@ -124,49 +124,49 @@ void CurvesModule::start(const CurvesSettings& s, ModuleContext& ctx, std::share
       v->model_label = id;
     }
   }
-  seen_library_ = library_->generation();
-  view_ = std::move(v);
+  m_seen_library = m_library->generation();
+  m_view = std::move(v);
   ctx.mark_dirty();
 }
 
 std::string CurvesModule::resolve(const std::string& model_id) const {
   if (model_id != kFollowTrainingId) return model_id;
-  return library_->puts() > follow_after_ ? library_->newest_put() : std::string();
+  return m_library->puts() > m_follow_after ? m_library->newest_put() : std::string();
 }
 
 void CurvesModule::after_iteration(ModuleContext& ctx) {
-  if (view_->generation == 0 || library_->generation() == seen_library_) return;
-  seen_library_ = library_->generation();
-  const std::string id = resolve(view_->settings.model_id);
+  if (m_view->generation == 0 || m_library->generation() == m_seen_library) return;
+  m_seen_library = m_library->generation();
+  const std::string id = resolve(m_view->settings.model_id);
   if (id.empty()) return;
-  const auto lib = library_->view();
+  const auto lib = m_library->view();
   const ModelInfo* info = lib->find(id);
-  if (!info || (id == view_->model_id && info->version == view_->model_version)) return;
+  if (!info || (id == m_view->model_id && info->version == m_view->model_version)) return;
   // Newer weights (a training run saved a checkpoint): compute the same settings again. When following
   // "training", another run's first checkpoint starts a new chain (like a run the view waited for).
-  if (id != view_->model_id) {
-    reloads_ = 0;
-    start(view_->settings, ctx, nullptr);
+  if (id != m_view->model_id) {
+    m_reloads = 0;
+    start(m_view->settings, ctx, nullptr);
     return;
   }
-  ++reloads_;
-  start(view_->settings, ctx, view_);
+  ++m_reloads;
+  start(m_view->settings, ctx, m_view);
 }
 
-bool CurvesModule::has_work(Clock::time_point) const { return job_ != nullptr; }
+bool CurvesModule::has_work(Clock::time_point) const { return m_job != nullptr; }
 
 void CurvesModule::work(ModuleContext& ctx) {
-  Job& j = *job_;
-  if (ctx.cancel_requested(job_id_)) {
-    auto v = std::make_shared<CurvesView>(*view_);
-    ctx.finish_job(job_id_, JobOutcome::Cancelled, "cancelled");
+  Job& j = *m_job;
+  if (ctx.cancel_requested(m_job_id)) {
+    auto v = std::make_shared<CurvesView>(*m_view);
+    ctx.finish_job(m_job_id, JobOutcome::Cancelled, "cancelled");
     v->outcome = JobOutcome::Cancelled;
-    job_.reset();
-    view_ = std::move(v);
+    m_job.reset();
+    m_view = std::move(v);
     ctx.mark_dirty();
     return;
   }
-  const long T = view_->T;
+  const long T = m_view->T;
   const long W = j.windows->windows();
   try {
     if (j.gpu) {
@@ -215,19 +215,19 @@ void CurvesModule::work(ModuleContext& ctx) {
     j.pos += n;
     }
   } catch (const std::exception& e) {
-    auto v = std::make_shared<CurvesView>(*view_);
-    ctx.finish_job(job_id_, JobOutcome::Failed, e.what());
+    auto v = std::make_shared<CurvesView>(*m_view);
+    ctx.finish_job(m_job_id, JobOutcome::Failed, e.what());
     v->outcome = JobOutcome::Failed;
     v->error = e.what();
-    job_.reset();
-    view_ = std::move(v);
+    m_job.reset();
+    m_view = std::move(v);
     ctx.mark_dirty();
     return;
   }
   if (j.pos < T) return;  // publish whole windows only: a half-done window would bend the curves
   j.pos = 0;
   ++j.window;
-  auto v = std::make_shared<CurvesView>(*view_);
+  auto v = std::make_shared<CurvesView>(*m_view);
   v->reloading = false;
   v->sequences_done = j.window;
   const double n = static_cast<double>(j.window) * v->heads;
@@ -238,16 +238,16 @@ void CurvesModule::work(ModuleContext& ctx) {
       v->la[b][t] = j.sa[b][t] / n;
     }
   v->progress = static_cast<double>(j.window) / static_cast<double>(W);
-  ctx.set_progress(job_id_, v->progress);
+  ctx.set_progress(m_job_id, v->progress);
   if (j.window >= W) {
     v->outcome = JobOutcome::Done;
-    ctx.finish_job(job_id_, JobOutcome::Done);
-    job_.reset();
+    ctx.finish_job(m_job_id, JobOutcome::Done);
+    m_job.reset();
   }
-  view_ = std::move(v);
+  m_view = std::move(v);
   ctx.mark_dirty();
 }
 
-void CurvesModule::publish(Snapshot& snapshot) const { snapshot.curves = view_; }
+void CurvesModule::publish(Snapshot& snapshot) const { snapshot.curves = m_view; }
 
 }  // namespace tttlab::lab

@@ -40,15 +40,15 @@ class CurvesModule final : public EngineModule {
   // The library id the settings' model names now ("" while kFollowTrainingId still waits).
   std::string resolve(const std::string& model_id) const;
 
-  std::shared_ptr<ModelLibrary> library_;
-  std::shared_ptr<ComputeChoice> compute_;
-  std::shared_ptr<const CurvesView> view_;
-  std::unique_ptr<Job> job_;
-  JobId job_id_ = 0;
-  std::uint64_t generation_ = 0;
-  std::uint64_t seen_library_ = 0;  // the library generation after_iteration last looked at
-  int reloads_ = 0;
-  std::uint64_t follow_after_ = 0;  // kFollowTrainingId follows checkpoints put after this many puts
+  std::shared_ptr<ModelLibrary> m_library;
+  std::shared_ptr<ComputeChoice> m_compute;
+  std::shared_ptr<const CurvesView> m_view;
+  std::unique_ptr<Job> m_job;
+  JobId m_job_id = 0;
+  std::uint64_t m_generation = 0;
+  std::uint64_t m_seen_library = 0;  // the library generation after_iteration last looked at
+  int m_reloads = 0;
+  std::uint64_t m_follow_after = 0;  // kFollowTrainingId follows checkpoints put after this many puts
 };
 
 }  // namespace tttlab::lab

@@ -18,10 +18,10 @@ HeadLimits StepperModule::limits() {
 }
 
 StepperModule::StepperModule(std::shared_ptr<ModelLibrary> library)
-    : library_(library ? std::move(library) : std::make_shared<ModelLibrary>()) {
+    : m_library(library ? std::move(library) : std::make_shared<ModelLibrary>()) {
   // Nothing is built before the first StepperConfigure: loading the model belongs on the engine
   // thread, and the constructor runs on the caller's.
-  error_ = "waiting for settings";
+  m_error = "waiting for settings";
 }
 
 bool StepperModule::handle(const Command& command, ModuleContext& ctx) {
@@ -30,9 +30,9 @@ bool StepperModule::handle(const Command& command, ModuleContext& ctx) {
   } else if (const auto* t = std::get_if<StepperTransport>(&command)) {
     transport(*t);
   } else if (const auto* s = std::get_if<StepperSetSpeed>(&command)) {
-    speed_ = std::clamp(s->tokens_per_second, 0.25, 1000.0);
-    loop_ = s->loop;
-    if (playing_) next_tick_ = Clock::now();
+    m_speed = std::clamp(s->tokens_per_second, 0.25, 1000.0);
+    m_loop = s->loop;
+    if (m_playing) m_next_tick = Clock::now();
   } else {
     return false;
   }
@@ -41,103 +41,103 @@ bool StepperModule::handle(const Command& command, ModuleContext& ctx) {
 }
 
 void StepperModule::configure(const StepperConfigure& c) {
-  if (!(c.config == config_) || !head_) {
-    config_ = c.config;
-    ++generation_;
-    reloads_ = 0;
+  if (!(c.config == m_config) || !m_head) {
+    m_config = c.config;
+    ++m_generation;
+    m_reloads = 0;
     if (!rebuild()) return;
   }
   set_cursor_target(c.cursor);
-  cursor_ = std::min(cursor_, target_);
+  m_cursor = std::min(m_cursor, m_target);
 }
 
 bool StepperModule::rebuild() {
-  records_.clear();
-  head_.reset();
-  state_.reset();
-  w0_.reset();
-  eta_.reset();
-  cursor_ = target_ = -1;
-  compute_us_total_ = 0;
-  model_version_ = 0;
-  model_step_ = -1;
-  warning_.clear();
+  m_records.clear();
+  m_head.reset();
+  m_state.reset();
+  m_w0.reset();
+  m_eta.reset();
+  m_cursor = m_target = -1;
+  m_compute_us_total = 0;
+  m_model_version = 0;
+  m_model_step = -1;
+  m_warning.clear();
   try {
-    validate(config_, limits());
-    head_ = build_head_inputs<double>(config_, *library_);
-    if (config_.toy())
-      non_finite_ = "the inner loop's numbers are no longer finite (NaN or infinity) or beyond what a float can "
+    validate(m_config, limits());
+    m_head = build_head_inputs<double>(m_config, *m_library);
+    if (m_config.toy())
+      m_non_finite = "the inner loop's numbers are no longer finite (NaN or infinity) or beyond what a float can "
                     "hold: the learning rate is too large for these settings";
     else
-      non_finite_ = non_finite_model_message(model_source(*library_->view(), config_.model_id));
-    w0_ = std::make_shared<const InnerWeights<double>>(head_->w0);
-    const int b = head_->options.mini_batch;
-    auto eta = std::make_shared<std::vector<double>>(static_cast<std::size_t>(head_->tokens()));
-    for (long t = 0; t < head_->tokens(); ++t)
-      (*eta)[static_cast<std::size_t>(t)] = head_->params.tau(t % b) * head_->lambda(t);
-    eta_ = std::move(eta);
-    state_ = InnerState<double>::start(head_->w0);
-    error_.clear();
-    const HeadInputs<double>& h = *head_;
+      m_non_finite = non_finite_model_message(model_source(*m_library->view(), m_config.model_id));
+    m_w0 = std::make_shared<const InnerWeights<double>>(m_head->w0);
+    const int b = m_head->options.mini_batch;
+    auto eta = std::make_shared<std::vector<double>>(static_cast<std::size_t>(m_head->tokens()));
+    for (long t = 0; t < m_head->tokens(); ++t)
+      (*eta)[static_cast<std::size_t>(t)] = m_head->params.tau(t % b) * m_head->lambda(t);
+    m_eta = std::move(eta);
+    m_state = InnerState<double>::start(m_head->w0);
+    m_error.clear();
+    const HeadInputs<double>& h = *m_head;
     if (any_beyond_float(h.Q) || any_beyond_float(h.K) || any_beyond_float(h.V) || any_beyond_float(h.lambda) ||
         any_beyond_float(h.w0.W1) || any_beyond_float(h.w0.b1) || any_beyond_float(h.w0.W2) ||
         any_beyond_float(h.w0.b2))
-      warning_ = non_finite_;
+      m_warning = m_non_finite;
   } catch (const std::exception& e) {
-    error_ = e.what();
-    head_.reset();
-    playing_ = false;
+    m_error = e.what();
+    m_head.reset();
+    m_playing = false;
   }
-  if (!config_.toy())
-    if (const ModelInfo* info = library_->view()->find(config_.model_id)) {
-      model_version_ = info->version;
-      model_step_ = info->step;
+  if (!m_config.toy())
+    if (const ModelInfo* info = m_library->view()->find(m_config.model_id)) {
+      m_model_version = info->version;
+      m_model_step = info->step;
     }
-  seen_library_ = library_->generation();
-  return head_.has_value();
+  m_seen_library = m_library->generation();
+  return m_head.has_value();
 }
 
 void StepperModule::after_iteration(ModuleContext& ctx) {
-  if (generation_ == 0 || config_.toy() || library_->generation() == seen_library_) return;
-  seen_library_ = library_->generation();
-  const ModelInfo* info = library_->view()->find(config_.model_id);
-  if (!info || info->version == model_version_) return;
+  if (m_generation == 0 || m_config.toy() || m_library->generation() == m_seen_library) return;
+  m_seen_library = m_library->generation();
+  const ModelInfo* info = m_library->view()->find(m_config.model_id);
+  if (!info || info->version == m_model_version) return;
   // A training run saved newer weights of this model: the same head, text and cursor with them.
-  const long keep = target_;
-  ++reloads_;
-  ++generation_;
+  const long keep = m_target;
+  ++m_reloads;
+  ++m_generation;
   if (rebuild()) set_cursor_target(keep);
   ctx.mark_dirty();
 }
 
 void StepperModule::set_cursor_target(long token) {
-  if (!head_) return;
-  target_ = std::clamp(token, -1L, head_->tokens() - 1);
-  if (target_ < static_cast<long>(records_.size())) cursor_ = target_;
+  if (!m_head) return;
+  m_target = std::clamp(token, -1L, m_head->tokens() - 1);
+  if (m_target < static_cast<long>(m_records.size())) m_cursor = m_target;
 }
 
 void StepperModule::transport(const StepperTransport& t) {
-  if (!head_) return;
-  const long T = head_->tokens();
-  const long b = head_->options.mini_batch;
+  if (!m_head) return;
+  const long T = m_head->tokens();
+  const long b = m_head->options.mini_batch;
   // The stepper's position is where the cursor is heading (a seek in progress counts as done).
-  const long at = target_;
+  const long at = m_target;
   switch (t.op) {
     case StepperOp::Play:
       if (at >= T - 1) set_cursor_target(-1);  // play from the start again
-      playing_ = true;
-      next_tick_ = Clock::now();
+      m_playing = true;
+      m_next_tick = Clock::now();
       return;
     case StepperOp::Pause:
-      playing_ = false;
+      m_playing = false;
       return;
     case StepperOp::TogglePlay:
-      transport({playing_ ? StepperOp::Pause : StepperOp::Play, 0});
+      transport({m_playing ? StepperOp::Pause : StepperOp::Play, 0});
       return;
     default:
       break;
   }
-  playing_ = false;  // every manual move pauses, like a video player's frame step
+  m_playing = false;  // every manual move pauses, like a video player's frame step
   switch (t.op) {
     case StepperOp::StepForward: set_cursor_target(at + 1); break;
     case StepperOp::StepBack: set_cursor_target(at - 1); break;
@@ -161,43 +161,43 @@ void StepperModule::transport(const StepperTransport& t) {
 }
 
 bool StepperModule::has_work(Clock::time_point now) const {
-  if (!head_) return false;
-  if (target_ > cursor_) return true;
-  return playing_ && now >= next_tick_;
+  if (!m_head) return false;
+  if (m_target > m_cursor) return true;
+  return m_playing && now >= m_next_tick;
 }
 
 std::optional<Clock::time_point> StepperModule::next_wakeup() const {
-  if (head_ && playing_) return next_tick_;
+  if (m_head && m_playing) return m_next_tick;
   return std::nullopt;
 }
 
 void StepperModule::work(ModuleContext& ctx) {
-  const long T = head_->tokens();
-  if (target_ <= cursor_ && playing_) {
+  const long T = m_head->tokens();
+  if (m_target <= m_cursor && m_playing) {
     // A playback tick: advance by one token (or wrap / stop at the end).
-    if (cursor_ >= T - 1) {
-      if (loop_) {
-        cursor_ = target_ = -1;
+    if (m_cursor >= T - 1) {
+      if (m_loop) {
+        m_cursor = m_target = -1;
       } else {
-        playing_ = false;
+        m_playing = false;
       }
     } else {
-      target_ = cursor_ + 1;
+      m_target = m_cursor + 1;
     }
     const auto period = std::chrono::duration_cast<Clock::duration>(
-        std::chrono::duration<double>(1.0 / speed_));
-    next_tick_ = std::max(next_tick_ + period, Clock::now() - period);
+        std::chrono::duration<double>(1.0 / m_speed));
+    m_next_tick = std::max(m_next_tick + period, Clock::now() - period);
   }
-  if (target_ > cursor_) {
-    if (static_cast<long>(records_.size()) <= cursor_ + 1) compute_next_token();
-    ++cursor_;
+  if (m_target > m_cursor) {
+    if (static_cast<long>(m_records.size()) <= m_cursor + 1) compute_next_token();
+    ++m_cursor;
   }
   ctx.mark_dirty();
 }
 
 void StepperModule::compute_next_token() {
-  const long t = static_cast<long>(records_.size());
-  const HeadInputs<double>& h = *head_;
+  const long t = static_cast<long>(m_records.size());
+  const HeadInputs<double>& h = *m_head;
   const int b = h.options.mini_batch;
   auto rec = std::make_shared<TokenRecord>();
   rec->t = t;
@@ -236,39 +236,39 @@ void StepperModule::compute_next_token() {
   Mat<double> out;
   const auto t0 = Clock::now();
   inner_forward_primal<double>(h.options, h.params, h.Q.middleRows(t, 1), h.K.middleRows(t, 1),
-                               h.V.middleRows(t, 1), lam, *state_, out, observer, w0_.get());
-  compute_us_total_ += std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
-  if (warning_.empty() &&
+                               h.V.middleRows(t, 1), lam, *m_state, out, observer, m_w0.get());
+  m_compute_us_total += std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+  if (m_warning.empty() &&
       (beyond_float(rec->loss_initial) || beyond_float(rec->loss_before) || beyond_float(rec->loss_after) ||
        beyond_float(rec->w_norm) || beyond_float(rec->dw_norm) || any_beyond_float(rec->output)))
-    warning_ = non_finite_;
-  records_.push_back(std::move(rec));
+    m_warning = m_non_finite;
+  m_records.push_back(std::move(rec));
 }
 
 void StepperModule::publish(Snapshot& snapshot) const {
   auto v = std::make_shared<StepperView>();
-  v->config = config_;
-  v->generation = generation_;
-  v->error = error_;
-  v->warning = warning_;
-  if (head_) {
-    v->bytes = head_->bytes;
-    v->description = head_->description;
-    v->options = head_->options;
-    v->d = head_->d();
+  v->config = m_config;
+  v->generation = m_generation;
+  v->error = m_error;
+  v->warning = m_warning;
+  if (m_head) {
+    v->bytes = m_head->bytes;
+    v->description = m_head->description;
+    v->options = m_head->options;
+    v->d = m_head->d();
   }
-  v->w0 = w0_;
-  v->eta = eta_;
-  v->records = records_;
-  v->cursor = cursor_;
-  v->playing = playing_;
-  v->speed = speed_;
-  v->loop = loop_;
-  v->model_version = model_version_;
-  v->model_step = model_step_;
-  v->reloads = reloads_;
+  v->w0 = m_w0;
+  v->eta = m_eta;
+  v->records = m_records;
+  v->cursor = m_cursor;
+  v->playing = m_playing;
+  v->speed = m_speed;
+  v->loop = m_loop;
+  v->model_version = m_model_version;
+  v->model_step = m_model_step;
+  v->reloads = m_reloads;
   v->compute_us_per_token =
-      records_.empty() ? 0.0 : compute_us_total_ / static_cast<double>(records_.size());
+      m_records.empty() ? 0.0 : m_compute_us_total / static_cast<double>(m_records.size());
   snapshot.stepper = std::move(v);
 }
 

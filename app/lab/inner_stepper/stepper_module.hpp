@@ -28,7 +28,7 @@ class StepperModule final : public EngineModule {
   bool handle(const Command& command, ModuleContext& ctx) override;
   bool has_work(Clock::time_point now) const override;
   std::optional<Clock::time_point> next_wakeup() const override;
-  bool awaiting_more() const override { return playing_ && !loop_; }  // looping playback never ends
+  bool awaiting_more() const override { return m_playing && !m_loop; }  // looping playback never ends
   void work(ModuleContext& ctx) override;
   void publish(Snapshot& snapshot) const override;
   void after_iteration(ModuleContext& ctx) override;
@@ -37,35 +37,35 @@ class StepperModule final : public EngineModule {
 
  private:
   void configure(const StepperConfigure& c);
-  bool rebuild();  // builds the head from config_ with the model's current weights; false on error
+  bool rebuild();  // builds the head from m_config with the model's current weights; false on error
   void transport(const StepperTransport& t);
   void set_cursor_target(long token);
   void compute_next_token();
 
-  std::shared_ptr<ModelLibrary> library_;
-  HeadConfig config_;
-  std::uint64_t generation_ = 0;
-  std::string error_;
-  std::string warning_;
+  std::shared_ptr<ModelLibrary> m_library;
+  HeadConfig m_config;
+  std::uint64_t m_generation = 0;
+  std::string m_error;
+  std::string m_warning;
   // The warning for values that are not finite: non_finite_model_message for a model's head; for a
   // toy head (whose divergence at a large learning rate is a lesson) words of its own.
-  std::string non_finite_;
-  std::optional<HeadInputs<double>> head_;
-  std::shared_ptr<const InnerWeights<double>> w0_;
-  std::shared_ptr<const std::vector<double>> eta_;
-  std::optional<InnerState<double>> state_;
-  std::vector<std::shared_ptr<const TokenRecord>> records_;
-  long cursor_ = -1;
-  long target_ = -1;  // the cursor moves here, computing tokens as needed
-  bool playing_ = false;
-  double speed_ = 8.0;
-  bool loop_ = false;
-  Clock::time_point next_tick_{};
-  double compute_us_total_ = 0;
-  std::uint64_t seen_library_ = 0;  // library generation last looked at
-  std::uint64_t model_version_ = 0;  // ModelInfo::version of the weights the head was built from
-  long model_step_ = -1;
-  int reloads_ = 0;
+  std::string m_non_finite;
+  std::optional<HeadInputs<double>> m_head;
+  std::shared_ptr<const InnerWeights<double>> m_w0;
+  std::shared_ptr<const std::vector<double>> m_eta;
+  std::optional<InnerState<double>> m_state;
+  std::vector<std::shared_ptr<const TokenRecord>> m_records;
+  long m_cursor = -1;
+  long m_target = -1;  // the cursor moves here, computing tokens as needed
+  bool m_playing = false;
+  double m_speed = 8.0;
+  bool m_loop = false;
+  Clock::time_point m_next_tick{};
+  double m_compute_us_total = 0;
+  std::uint64_t m_seen_library = 0;  // library generation last looked at
+  std::uint64_t m_model_version = 0;  // ModelInfo::version of the weights the head was built from
+  long m_model_step = -1;
+  int m_reloads = 0;
 };
 
 }  // namespace tttlab::lab

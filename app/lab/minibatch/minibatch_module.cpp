@@ -65,32 +65,32 @@ void MiniBatchModule::run_gpu(Job& j, const Model<float>& m, SweepPoint& p) {
 }
 
 MiniBatchModule::MiniBatchModule(std::shared_ptr<ModelLibrary> library, std::shared_ptr<ComputeChoice> compute)
-    : library_(library ? std::move(library) : std::make_shared<ModelLibrary>()),
-      compute_(compute ? std::move(compute) : std::make_shared<ComputeChoice>()),
-      view_(std::make_shared<MiniBatchView>()) {}
+    : m_library(library ? std::move(library) : std::make_shared<ModelLibrary>()),
+      m_compute(compute ? std::move(compute) : std::make_shared<ComputeChoice>()),
+      m_view(std::make_shared<MiniBatchView>()) {}
 MiniBatchModule::~MiniBatchModule() = default;
 
 bool MiniBatchModule::handle(const Command& command, ModuleContext& ctx) {
   const auto* run = std::get_if<SweepRun>(&command);
   if (!run) return false;
-  if (run->after_current && job_) {
-    queued_.push_back(run->settings);
+  if (run->after_current && m_job) {
+    m_queued.push_back(run->settings);
     return true;
   }
-  queued_.clear();
-  if (job_) ctx.finish_job(job_id_, JobOutcome::Cancelled, "superseded by a new request");
-  job_.reset();
+  m_queued.clear();
+  if (m_job) ctx.finish_job(m_job_id, JobOutcome::Cancelled, "superseded by a new request");
+  m_job.reset();
   start(run->settings, ctx);
   return true;
 }
 
 void MiniBatchModule::start(const SweepSettings& s, ModuleContext& ctx) {
-  auto v = std::make_shared<MiniBatchView>(*view_);
+  auto v = std::make_shared<MiniBatchView>(*m_view);
   // The sweep on show becomes the ghost, unless it has nothing to show.
   if (v->current && !v->current->points.empty()) v->previous = v->current;
   v->current.reset();
   v->settings = s;
-  v->generation = ++generation_;
+  v->generation = ++m_generation;
   v->error.clear();
   v->progress = 0;
   try {
@@ -105,16 +105,16 @@ void MiniBatchModule::start(const SweepSettings& s, ModuleContext& ctx) {
     job->bs = sweep_mini_batches(s.seq_len);
     job->result = std::make_shared<SweepResult>();
     job->result->settings = s;
-    job->target = compute_->target();
+    job->target = m_compute->target();
     job->result->cpu_device = cpu_device().describe();
     job->result->gpu_device = job->target.gpu ? job->target.gpu->device().name : std::string();
     job->result->gpu_note = job->target.note;
     if (s.mode == SweepMode::Evaluate) {
-      const auto m = library_->get(s.model_id);  // fail now (clear message) rather than mid-sweep
+      const auto m = m_library->get(s.model_id);  // fail now (clear message) rather than mid-sweep
       if (!m->config().is_ttt())
         throw std::invalid_argument("this model has no TTT layers: b does not exist for " +
                                     to_string(m->config().seq_layer));
-      const auto lib = library_->view();
+      const auto lib = m_library->view();
       const ModelInfo* info = lib->find(s.model_id);
       job->result->label = (info ? info->label.substr(0, info->label.find(" (")) : s.model_id) + ", trained with b = " +
                            std::to_string(m->config().mini_batch_size) + ", evaluated with each b";
@@ -126,38 +126,38 @@ void MiniBatchModule::start(const SweepSettings& s, ModuleContext& ctx) {
                            std::to_string(s.train_steps) + " steps per b (seed " + std::to_string(s.seed) + ")";
     }
     v->data_description = job->data->description;
-    job_ = std::move(job);
-    v->current = job_->result;
+    m_job = std::move(job);
+    v->current = m_job->result;
     v->outcome = JobOutcome::Running;
-    job_id_ = ctx.begin_job("Mini-batch sweep: b = 1 … " + std::to_string(s.seq_len));
+    m_job_id = ctx.begin_job("Mini-batch sweep: b = 1 … " + std::to_string(s.seq_len));
   } catch (const std::exception& e) {
     v->outcome = JobOutcome::Failed;
     v->error = e.what();
   }
-  view_ = std::move(v);
+  m_view = std::move(v);
   ctx.mark_dirty();
 }
 
-bool MiniBatchModule::has_work(Clock::time_point) const { return job_ != nullptr || !queued_.empty(); }
+bool MiniBatchModule::has_work(Clock::time_point) const { return m_job != nullptr || !m_queued.empty(); }
 
 void MiniBatchModule::work(ModuleContext& ctx) {
-  if (!job_) {  // the sweep before finished (or failed): start the queued one
-    const SweepSettings next = queued_.front();
-    queued_.erase(queued_.begin());
+  if (!m_job) {  // the sweep before finished (or failed): start the queued one
+    const SweepSettings next = m_queued.front();
+    m_queued.erase(m_queued.begin());
     start(next, ctx);
     return;
   }
-  Job& j = *job_;
-  auto v = std::make_shared<MiniBatchView>(*view_);
+  Job& j = *m_job;
+  auto v = std::make_shared<MiniBatchView>(*m_view);
   const auto finish = [&](JobOutcome o, const std::string& msg = {}) {
-    ctx.finish_job(job_id_, o, msg);
+    ctx.finish_job(m_job_id, o, msg);
     v->outcome = o;
     if (o == JobOutcome::Failed) v->error = msg;
-    job_.reset();
+    m_job.reset();
   };
-  if (ctx.cancel_requested(job_id_)) {
+  if (ctx.cancel_requested(m_job_id)) {
     finish(JobOutcome::Cancelled, "cancelled");
-    view_ = std::move(v);
+    m_view = std::move(v);
     ctx.mark_dirty();
     return;
   }
@@ -178,7 +178,7 @@ void MiniBatchModule::work(ModuleContext& ctx) {
       if (s.mode == SweepMode::Evaluate) {
         ModelOverrides o;
         o.mini_batch = b;
-        j.model = library_->get(s.model_id, o);
+        j.model = m_library->get(s.model_id, o);
       } else {
         TrainConfig c;
         c.model = ModelConfig::preset("tiny");
@@ -238,7 +238,7 @@ void MiniBatchModule::work(ModuleContext& ctx) {
                                : 0;
     v->progress = (static_cast<double>(j.index) * static_cast<double>(per_b) + static_cast<double>(done_in_b)) /
                   (static_cast<double>(j.bs.size()) * static_cast<double>(per_b));
-    ctx.set_progress(job_id_, v->progress);
+    ctx.set_progress(m_job_id, v->progress);
     if (j.index >= j.bs.size()) {
       r->complete = true;
       v->current = r;
@@ -251,10 +251,10 @@ void MiniBatchModule::work(ModuleContext& ctx) {
   } catch (const std::exception& e) {
     finish(JobOutcome::Failed, e.what());
   }
-  view_ = std::move(v);
+  m_view = std::move(v);
   ctx.mark_dirty();
 }
 
-void MiniBatchModule::publish(Snapshot& snapshot) const { snapshot.minibatch = view_; }
+void MiniBatchModule::publish(Snapshot& snapshot) const { snapshot.minibatch = m_view; }
 
 }  // namespace tttlab::lab

@@ -33,13 +33,13 @@ class MiniBatchModule final : public EngineModule {
   struct Job;
 
  private:
-  std::shared_ptr<ModelLibrary> library_;
-  std::shared_ptr<ComputeChoice> compute_;
-  std::shared_ptr<const MiniBatchView> view_;
-  std::unique_ptr<Job> job_;
-  JobId job_id_ = 0;
-  std::uint64_t generation_ = 0;
-  std::vector<SweepSettings> queued_;  // SweepRun{after_current = true} waiting for the running sweep
+  std::shared_ptr<ModelLibrary> m_library;
+  std::shared_ptr<ComputeChoice> m_compute;
+  std::shared_ptr<const MiniBatchView> m_view;
+  std::unique_ptr<Job> m_job;
+  JobId m_job_id = 0;
+  std::uint64_t m_generation = 0;
+  std::vector<SweepSettings> m_queued;  // SweepRun{after_current = true} waiting for the running sweep
   void start(const SweepSettings& s, ModuleContext& ctx);
   void run_gpu(Job& j, const Model<float>& m, SweepPoint& p);
 };

@@ -3,33 +3,33 @@
 namespace tttlab::lab {
 
 LibraryModule::LibraryModule(std::shared_ptr<ModelLibrary> library)
-    : library_(std::move(library)), status_(std::make_shared<LibraryStatus>()) {
+    : m_library(std::move(library)), m_status(std::make_shared<LibraryStatus>()) {
   auto s = std::make_shared<LibraryStatus>();
-  s->models = library_->view();
-  published_generation_ = library_->generation();
-  status_ = std::move(s);
+  s->models = m_library->view();
+  m_published_generation = m_library->generation();
+  m_status = std::move(s);
 }
 
 bool LibraryModule::handle(const Command& command, ModuleContext& ctx) {
   if (const auto* o = std::get_if<LibraryOpen>(&command)) {
-    auto s = std::make_shared<LibraryStatus>(*status_);
+    auto s = std::make_shared<LibraryStatus>(*m_status);
     ++s->event;
     s->error.clear();
     s->opened_id.clear();
     try {
-      s->opened_id = library_->open_checkpoint(o->path);
+      s->opened_id = m_library->open_checkpoint(o->path);
     } catch (const std::exception& e) {
       s->error = std::string("Could not open the model in '") + o->path + "': " + e.what();
     }
-    s->models = library_->view();
-    published_generation_ = library_->generation();
-    status_ = std::move(s);
+    s->models = m_library->view();
+    m_published_generation = m_library->generation();
+    m_status = std::move(s);
     ctx.mark_dirty();
     return true;
   }
   if (const auto* l = std::get_if<LibraryLoad>(&command)) {
     try {
-      library_->get(l->id);
+      m_library->get(l->id);
     } catch (const std::exception&) {
       // The entry now carries the error; panels show it where the model is chosen.
     }
@@ -39,12 +39,12 @@ bool LibraryModule::handle(const Command& command, ModuleContext& ctx) {
   return false;
 }
 
-bool LibraryModule::has_work(Clock::time_point) const { return preload_; }
+bool LibraryModule::has_work(Clock::time_point) const { return m_preload; }
 
 void LibraryModule::work(ModuleContext& ctx) {
-  preload_ = false;
+  m_preload = false;
   try {
-    library_->get(kShippedModelId);
+    m_library->get(kShippedModelId);
   } catch (const std::exception&) {
     // Missing or broken: the list says why, and panels offer the other models.
   }
@@ -52,14 +52,14 @@ void LibraryModule::work(ModuleContext& ctx) {
 }
 
 void LibraryModule::after_iteration(ModuleContext& ctx) {
-  if (library_->generation() == published_generation_) return;
-  auto s = std::make_shared<LibraryStatus>(*status_);
-  s->models = library_->view();
-  published_generation_ = library_->generation();
-  status_ = std::move(s);
+  if (m_library->generation() == m_published_generation) return;
+  auto s = std::make_shared<LibraryStatus>(*m_status);
+  s->models = m_library->view();
+  m_published_generation = m_library->generation();
+  m_status = std::move(s);
   ctx.mark_dirty();
 }
 
-void LibraryModule::publish(Snapshot& snapshot) const { snapshot.library = status_; }
+void LibraryModule::publish(Snapshot& snapshot) const { snapshot.library = m_status; }
 
 }  // namespace tttlab::lab

@@ -22,10 +22,10 @@ class LibraryModule final : public EngineModule {
   void after_iteration(ModuleContext& ctx) override;
 
  private:
-  std::shared_ptr<ModelLibrary> library_;
-  std::shared_ptr<const LibraryStatus> status_;
-  bool preload_ = true;
-  std::uint64_t published_generation_ = 0;
+  std::shared_ptr<ModelLibrary> m_library;
+  std::shared_ptr<const LibraryStatus> m_status;
+  bool m_preload = true;
+  std::uint64_t m_published_generation = 0;
 };
 
 }  // namespace tttlab::lab

@@ -140,7 +140,7 @@ ModelLibrary::ModelLibrary() {
 }
 
 ModelLibrary::Entry& ModelLibrary::entry(const std::string& id) {
-  for (auto& e : entries_)
+  for (auto& e : m_entries)
     if (e->info.id == id) return *e;
   auto e = std::make_unique<Entry>();
   e->info.id = id;
@@ -174,14 +174,14 @@ ModelLibrary::Entry& ModelLibrary::entry(const std::string& id) {
   } else {
     throw std::runtime_error("unknown model '" + id + "' (expected shipped, shipped:<name>, file:<folder> or random:…)");
   }
-  entries_.push_back(std::move(e));
-  ++generation_;
+  m_entries.push_back(std::move(e));
+  ++m_generation;
   // Keep the order: shipped, checkpoints, random.
-  std::stable_sort(entries_.begin(), entries_.end(), [](const auto& a, const auto& b) {
+  std::stable_sort(m_entries.begin(), m_entries.end(), [](const auto& a, const auto& b) {
     const auto rank = [](const std::string& i) { return is_shipped_id(i) ? 0 : i.rfind("random:", 0) == 0 ? 2 : 1; };
     return rank(a->info.id) < rank(b->info.id);
   });
-  for (auto& x : entries_)
+  for (auto& x : m_entries)
     if (x->info.id == id) return *x;
   throw std::logic_error("model library: entry vanished");
 }
@@ -232,10 +232,10 @@ void ModelLibrary::load(Entry& e) {
   } catch (const std::exception& ex) {
     e.info.loaded = false;
     e.info.error = ex.what();
-    ++generation_;
+    ++m_generation;
     throw std::runtime_error(ex.what());
   }
-  ++generation_;
+  ++m_generation;
 }
 
 std::shared_ptr<const Model<float>> ModelLibrary::get(const std::string& id, const ModelOverrides& o) {
@@ -262,8 +262,8 @@ std::string ModelLibrary::open_checkpoint(const fs::path& dir) {
   try {
     load(e);
   } catch (...) {
-    std::erase_if(entries_, [&](const auto& x) { return x->info.id == id; });
-    ++generation_;
+    std::erase_if(m_entries, [&](const auto& x) { return x->info.id == id; });
+    ++m_generation;
     throw;
   }
   return id;
@@ -272,9 +272,9 @@ std::string ModelLibrary::open_checkpoint(const fs::path& dir) {
 void ModelLibrary::put(const std::string& id, const std::string& label, const std::string& path,
                        std::shared_ptr<const Model<float>> model, bool trained, long step) {
   std::uint64_t version = 0;
-  for (const auto& x : entries_)
+  for (const auto& x : m_entries)
     if (x->info.id == id) version = x->info.version + 1;
-  std::erase_if(entries_, [&](const auto& x) { return x->info.id == id; });
+  std::erase_if(m_entries, [&](const auto& x) { return x->info.id == id; });
   auto e = std::make_unique<Entry>();
   e->info.id = id;
   e->info.version = version;
@@ -293,25 +293,25 @@ void ModelLibrary::put(const std::string& id, const std::string& label, const st
     e->info.warning = ex.what();
   }
   e->model = std::move(model);
-  entries_.push_back(std::move(e));
-  std::stable_sort(entries_.begin(), entries_.end(), [](const auto& a, const auto& b) {
+  m_entries.push_back(std::move(e));
+  std::stable_sort(m_entries.begin(), m_entries.end(), [](const auto& a, const auto& b) {
     const auto rank = [](const std::string& i) { return is_shipped_id(i) ? 0 : i.rfind("random:", 0) == 0 ? 2 : 1; };
     return rank(a->info.id) < rank(b->info.id);
   });
-  newest_put_ = id;
-  ++puts_;
-  ++generation_;
+  m_newest_put = id;
+  ++m_puts;
+  ++m_generation;
 }
 
 std::shared_ptr<const LibraryView> ModelLibrary::view() {
-  if (!view_ || view_generation_ != generation_) {
+  if (!m_view || m_view_generation != m_generation) {
     auto v = std::make_shared<LibraryView>();
-    v->generation = generation_;
-    for (const auto& e : entries_) v->models.push_back(e->info);
-    view_ = std::move(v);
-    view_generation_ = generation_;
+    v->generation = m_generation;
+    for (const auto& e : m_entries) v->models.push_back(e->info);
+    m_view = std::move(v);
+    m_view_generation = m_generation;
   }
-  return view_;
+  return m_view;
 }
 
 std::string model_source(const LibraryView& view, const std::string& id) {

@@ -114,11 +114,11 @@ class ModelLibrary {
            std::shared_ptr<const Model<float>> model, bool trained, long step = -1);
   // The id of the newest put() ("" before any): the training run whose checkpoint arrived last, and
   // how many put()s there were. The inner-loss curves resolve the model id kFollowTrainingId to it.
-  const std::string& newest_put() const { return newest_put_; }
-  std::uint64_t puts() const { return puts_; }
+  const std::string& newest_put() const { return m_newest_put; }
+  std::uint64_t puts() const { return m_puts; }
 
   // Increases whenever the list or a model's state changes.
-  std::uint64_t generation() const { return generation_; }
+  std::uint64_t generation() const { return m_generation; }
   std::shared_ptr<const LibraryView> view();
 
  private:
@@ -130,12 +130,12 @@ class ModelLibrary {
   Entry& entry(const std::string& id);  // creates listed-but-unloaded entries for known ids
   void load(Entry& e);
 
-  std::vector<std::unique_ptr<Entry>> entries_;
-  std::uint64_t generation_ = 1;
-  std::shared_ptr<const LibraryView> view_;
-  std::uint64_t view_generation_ = 0;
-  std::string newest_put_;
-  std::uint64_t puts_ = 0;
+  std::vector<std::unique_ptr<Entry>> m_entries;
+  std::uint64_t m_generation = 1;
+  std::shared_ptr<const LibraryView> m_view;
+  std::uint64_t m_view_generation = 0;
+  std::string m_newest_put;
+  std::uint64_t m_puts = 0;
 };
 
 // What non_finite_model_message names for model `id`: its folder where it has one, else its label (the

@@ -167,65 +167,65 @@ struct NonparametricModule::Job {
 };
 
 NonparametricModule::NonparametricModule(std::shared_ptr<ModelLibrary> library)
-    : library_(library ? std::move(library) : std::make_shared<ModelLibrary>()),
-      view_(std::make_shared<NonparametricView>()) {}
+    : m_library(library ? std::move(library) : std::make_shared<ModelLibrary>()),
+      m_view(std::make_shared<NonparametricView>()) {}
 NonparametricModule::~NonparametricModule() = default;
 
 bool NonparametricModule::handle(const Command& command, ModuleContext& ctx) {
   const auto* run = std::get_if<NonparametricRun>(&command);
   if (!run) return false;
-  if (job_) ctx.finish_job(job_id_, JobOutcome::Cancelled, "superseded by a new request");
-  job_.reset();
+  if (m_job) ctx.finish_job(m_job_id, JobOutcome::Cancelled, "superseded by a new request");
+  m_job.reset();
 
   // Keep the previous results on show (marked stale by results_generation) while the new job runs.
-  auto v = std::make_shared<NonparametricView>(*view_);
+  auto v = std::make_shared<NonparametricView>(*m_view);
   v->error.clear();
   v->progress = 0;
   v->config = run->config;
-  v->generation = ++generation_;
+  v->generation = ++m_generation;
   try {
     validate(run->config);
-    job_ = std::make_unique<Job>(run->config, *library_);
+    m_job = std::make_unique<Job>(run->config, *m_library);
     v->outcome = JobOutcome::Running;
-    job_id_ = ctx.begin_job("Theorem 2: block " + std::to_string(run->config.block));
+    m_job_id = ctx.begin_job("Theorem 2: block " + std::to_string(run->config.block));
   } catch (const std::exception& e) {
     v->outcome = JobOutcome::Failed;
     v->error = e.what();
   }
-  view_ = std::move(v);
+  m_view = std::move(v);
   ctx.mark_dirty();
   return true;
 }
 
-bool NonparametricModule::has_work(Clock::time_point) const { return job_ != nullptr; }
+bool NonparametricModule::has_work(Clock::time_point) const { return m_job != nullptr; }
 
 void NonparametricModule::work(ModuleContext& ctx) {
-  auto v = std::make_shared<NonparametricView>(*view_);
-  if (ctx.cancel_requested(job_id_)) {
-    ctx.finish_job(job_id_, JobOutcome::Cancelled, "cancelled");
+  auto v = std::make_shared<NonparametricView>(*m_view);
+  if (ctx.cancel_requested(m_job_id)) {
+    ctx.finish_job(m_job_id, JobOutcome::Cancelled, "cancelled");
     v->outcome = JobOutcome::Cancelled;
-    job_.reset();
+    m_job.reset();
   } else {
     try {
-      const bool finished = job_->step(*v);
-      v->progress = finished ? 1.0 : job_->progress();
-      ctx.set_progress(job_id_, v->progress);
+      const bool finished = m_job->step(*v);
+      v->progress = finished ? 1.0 : m_job->progress();
+      ctx.set_progress(m_job_id, v->progress);
       if (finished) {
         v->outcome = JobOutcome::Done;
-        ctx.finish_job(job_id_, JobOutcome::Done);
-        job_.reset();
+        ctx.finish_job(m_job_id, JobOutcome::Done);
+        m_job.reset();
       }
     } catch (const std::exception& e) {
       v->outcome = JobOutcome::Failed;
       v->error = e.what();
-      ctx.finish_job(job_id_, JobOutcome::Failed, e.what());
-      job_.reset();
+      ctx.finish_job(m_job_id, JobOutcome::Failed, e.what());
+      m_job.reset();
     }
   }
-  view_ = std::move(v);
+  m_view = std::move(v);
   ctx.mark_dirty();
 }
 
-void NonparametricModule::publish(Snapshot& snapshot) const { snapshot.nonparametric = view_; }
+void NonparametricModule::publish(Snapshot& snapshot) const { snapshot.nonparametric = m_view; }
 
 }  // namespace tttlab::lab

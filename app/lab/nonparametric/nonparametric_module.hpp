@@ -32,11 +32,11 @@ class NonparametricModule final : public EngineModule {
   struct Job;  // the computation in flight (in the .cpp)
 
  private:
-  std::shared_ptr<ModelLibrary> library_;
-  std::shared_ptr<const NonparametricView> view_;
-  std::unique_ptr<Job> job_;
-  JobId job_id_ = 0;
-  std::uint64_t generation_ = 0;
+  std::shared_ptr<ModelLibrary> m_library;
+  std::shared_ptr<const NonparametricView> m_view;
+  std::unique_ptr<Job> m_job;
+  JobId m_job_id = 0;
+  std::uint64_t m_generation = 0;
 };
 
 }  // namespace tttlab::lab

@@ -26,12 +26,12 @@ double AxisMap::inverse(double u) const {
 }
 
 void RangeFitter::add(double v) {
-  if (!std::isfinite(v) || (kind_ == ScaleKind::Log10 && v <= 0.0)) return;
+  if (!std::isfinite(v) || (m_kind == ScaleKind::Log10 && v <= 0.0)) return;
   if (n_ == 0) {
-    lo_ = hi_ = v;
+    m_lo = m_hi = v;
   } else {
-    lo_ = std::min(lo_, v);
-    hi_ = std::max(hi_, v);
+    m_lo = std::min(m_lo, v);
+    m_hi = std::max(m_hi, v);
   }
   ++n_;
 }
@@ -41,9 +41,9 @@ void RangeFitter::add(std::span<const double> values) {
 }
 
 Range RangeFitter::range(double pad) const {
-  if (kind_ == ScaleKind::Log10) {
+  if (m_kind == ScaleKind::Log10) {
     if (n_ == 0) return {1.0, 10.0};
-    double a = std::log10(lo_), b = std::log10(hi_);
+    double a = std::log10(m_lo), b = std::log10(m_hi);
     if (b - a < 1e-9) {
       a -= 0.5;
       b += 0.5;
@@ -52,7 +52,7 @@ Range RangeFitter::range(double pad) const {
     return {std::pow(10.0, a - p), std::pow(10.0, b + p)};
   }
   if (n_ == 0) return {0.0, 1.0};
-  double a = lo_, b = hi_;
+  double a = m_lo, b = m_hi;
   if (b - a <= 1e-12 * std::max(1.0, std::abs(a))) {
     const double w = a == 0.0 ? 1.0 : 0.1 * std::abs(a);
     a -= w;

@@ -26,7 +26,7 @@ struct AxisMap {
 // Collects the drawable extent of data and turns it into a padded axis range.
 class RangeFitter {
  public:
-  explicit RangeFitter(ScaleKind kind) : kind_(kind) {}
+  explicit RangeFitter(ScaleKind kind) : m_kind(kind) {}
   void add(double v);
   void add(std::span<const double> values);
   bool empty() const { return n_ == 0; }
@@ -36,8 +36,8 @@ class RangeFitter {
   Range range(double pad = 0.05) const;
 
  private:
-  ScaleKind kind_;
-  double lo_ = 0.0, hi_ = 0.0;
+  ScaleKind m_kind;
+  double m_lo = 0.0, m_hi = 0.0;
   long n_ = 0;
 };
 

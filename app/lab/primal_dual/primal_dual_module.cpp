@@ -52,30 +52,30 @@ template <class S>
 class TypedJob final : public PrimalDualModule::Job {
  public:
   TypedJob(const PrimalDualConfig& cfg, ModelLibrary& library, ComputeTarget target)
-      : cfg_(cfg), library_(library), target_(std::move(target)) {}
+      : m_cfg(cfg), m_library(library), m_target(std::move(target)) {}
 
   double progress() const override {
-    const double total = 2.0 + 2.0 * cfg_.timing_reps + (target_.gpu ? static_cast<double>(blocks_.size()) : 0.0);
-    return done_steps_ / total;
+    const double total = 2.0 + 2.0 * m_cfg.timing_reps + (m_target.gpu ? static_cast<double>(m_blocks.size()) : 0.0);
+    return m_done_steps / total;
   }
 
   bool step(PrimalDualView& out) override {
-    ++done_steps_;
-    if (phase_ == Phase::Build) {
+    ++m_done_steps;
+    if (m_phase == Phase::Build) {
       build();
-      phase_ = Phase::Primal;
+      m_phase = Phase::Primal;
       return false;
     }
-    if (phase_ == Phase::Primal || phase_ == Phase::Dual) {
-      const bool dual = phase_ == Phase::Dual;
+    if (m_phase == Phase::Primal || m_phase == Phase::Dual) {
+      const bool dual = m_phase == Phase::Dual;
       run_form(dual);
-      if (static_cast<int>(times_[dual][0].size()) == cfg_.timing_reps)
-        phase_ = dual ? (target_.gpu ? Phase::Gpu : Phase::Compare) : Phase::Dual;
+      if (static_cast<int>(m_times[dual][0].size()) == m_cfg.timing_reps)
+        m_phase = dual ? (m_target.gpu ? Phase::Gpu : Phase::Compare) : Phase::Dual;
       return false;
     }
-    if (phase_ == Phase::Gpu) {  // one block per work item
-      run_gpu(gpu_.size());
-      if (gpu_.size() == blocks_.size() || !gpu_note_.empty()) phase_ = Phase::Compare;
+    if (m_phase == Phase::Gpu) {  // one block per work item
+      run_gpu(m_gpu.size());
+      if (m_gpu.size() == m_blocks.size() || !m_gpu_note.empty()) m_phase = Phase::Compare;
       return false;
     }
     compare(out);
@@ -133,22 +133,22 @@ class TypedJob final : public PrimalDualModule::Job {
   // The GPU's dual form for block `blk`: the TTT kernel, or (the Theorem 1 reduction with b = T beyond
   // the kernels' mini-batch limit) the linear-attention kernel.
   void run_gpu(std::size_t blk) {
-    const auto& heads = blocks_[blk];
+    const auto& heads = m_blocks[blk];
     constexpr int kWarmup = 2;
     GpuHeads g = pack(heads);
-    std::string why = target_.gpu->ttt_forward_unsupported(g);
+    std::string why = m_target.gpu->ttt_forward_unsupported(g);
     if (why.empty() && heads.front().options.model == InnerModel::MLP && heads.front().options.mlp_expansion != 4)
       why = "the GPU's TTT-MLP kernels have a hidden width of 4d";
     GpuRun r;
     if (why.empty()) {
-      r = target_.gpu->ttt_forward(g, cfg_.gpu_math, kWarmup, cfg_.timing_reps);
-    } else if (cfg_.linear_attention) {
-      r = target_.gpu->linear_attention(g.Q, g.K, g.V, g.heads, g.T, g.d, kWarmup, cfg_.timing_reps);
+      r = m_target.gpu->ttt_forward(g, m_cfg.gpu_math, kWarmup, m_cfg.timing_reps);
+    } else if (m_cfg.linear_attention) {
+      r = m_target.gpu->linear_attention(g.Q, g.K, g.V, g.heads, g.T, g.d, kWarmup, m_cfg.timing_reps);
     } else {
-      gpu_note_ = "the GPU kernels cannot run this head: " + why;
+      m_gpu_note = "the GPU kernels cannot run this head: " + why;
       return;
     }
-    gpu_kernel_ = r.kernel;
+    m_gpu_kernel = r.kernel;
     GpuBlock out;
     out.ms = r.ms;
     const int H = g.heads, T = g.T, d = g.d;
@@ -160,108 +160,108 @@ class TypedJob final : public PrimalDualModule::Job {
         for (int c = 0; c < d; ++c)
           o(t, c) = r.O[static_cast<std::size_t>(t) * H * d + static_cast<std::size_t>(h) * d + c];
     }
-    gpu_.push_back(std::move(out));
+    m_gpu.push_back(std::move(out));
   }
 
   void build() {
-    const HeadConfig& c = cfg_.head;
+    const HeadConfig& c = m_cfg.head;
     if (c.toy()) {
-      blocks_.push_back({make_toy_head<S>(cfg_.effective())});
-      description_ = blocks_[0][0].description;
+      m_blocks.push_back({make_toy_head<S>(m_cfg.effective())});
+      m_description = m_blocks[0][0].description;
     } else {
       ModelOverrides o;
       if (c.override_model) {
         o.mini_batch = c.mini_batch;
         o.base_lr = c.eta_base;
       }
-      const auto model = library_.get(c.model_id, o);
+      const auto model = m_library.get(c.model_id, o);
       const ModelConfig& mc = model->config();
       if (!mc.is_ttt())
         throw std::invalid_argument("this model's layers are " + to_string(mc.seq_layer) +
                                     ", not TTT layers: choose a TTT model");
-      const auto view = library_.view();
+      const auto view = m_library.view();
       const ModelInfo* info = view->find(c.model_id);
       const std::string label = info ? info->label.substr(0, info->label.find(" (")) : c.model_id;
       const auto bytes = config_bytes(c);
-      for (int b = 0; b < mc.num_hidden_layers; ++b) blocks_.push_back(model_layer_heads<S>(*model, bytes, b, label));
-      description_ = label + ", " + std::to_string(mc.num_hidden_layers) + " blocks × " +
+      for (int b = 0; b < mc.num_hidden_layers; ++b) m_blocks.push_back(model_layer_heads<S>(*model, bytes, b, label));
+      m_description = label + ", " + std::to_string(mc.num_hidden_layers) + " blocks × " +
                      std::to_string(mc.num_attention_heads) + " heads";
-      shown_block_ = std::min(c.block, mc.num_hidden_layers - 1);
-      shown_head_ = std::min(c.head, mc.num_attention_heads - 1);
+      m_shown_block = std::min(c.block, mc.num_hidden_layers - 1);
+      m_shown_head = std::min(c.head, mc.num_attention_heads - 1);
     }
-    if (cfg_.linear_attention)
-      for (auto& heads : blocks_)
+    if (m_cfg.linear_attention)
+      for (auto& heads : m_blocks)
         for (auto& h : heads) reduce_to_linear_attention(h);
     for (int f = 0; f < 2; ++f) {
-      times_[f].assign(blocks_.size(), {});
-      outputs_[f].assign(blocks_.size(), std::vector<Mat<double>>());
+      m_times[f].assign(m_blocks.size(), {});
+      m_outputs[f].assign(m_blocks.size(), std::vector<Mat<double>>());
     }
   }
 
   void run_form(bool dual) {
-    for (std::size_t b = 0; b < blocks_.size(); ++b) {
-      auto& outs = outputs_[dual][b];
-      outs.resize(blocks_[b].size());
+    for (std::size_t b = 0; b < m_blocks.size(); ++b) {
+      auto& outs = m_outputs[dual][b];
+      outs.resize(m_blocks[b].size());
       const auto t0 = std::chrono::steady_clock::now();
-      std::vector<Mat<S>> o(blocks_[b].size());
-      for (std::size_t h = 0; h < blocks_[b].size(); ++h) {
-        const HeadInputs<S>& x = blocks_[b][h];
+      std::vector<Mat<S>> o(m_blocks[b].size());
+      for (std::size_t h = 0; h < m_blocks[b].size(); ++h) {
+        const HeadInputs<S>& x = m_blocks[b][h];
         auto st = InnerState<S>::start(x.w0);
         if (dual)
           inner_forward_dual<S>(x.options, x.params, x.Q, x.K, x.V, x.lambda, st, o[h]);
         else
           inner_forward_primal<S>(x.options, x.params, x.Q, x.K, x.V, x.lambda, st, o[h]);
       }
-      times_[dual][b].push_back(ms_since(t0));
+      m_times[dual][b].push_back(ms_since(t0));
       for (std::size_t h = 0; h < o.size(); ++h) outs[h] = o[h].template cast<double>();
     }
   }
 
   void compare(PrimalDualView& v) {
-    const HeadInputs<S>& shown = blocks_[static_cast<std::size_t>(shown_block_)][static_cast<std::size_t>(shown_head_)];
+    const HeadInputs<S>& shown = m_blocks[static_cast<std::size_t>(m_shown_block)][static_cast<std::size_t>(m_shown_head)];
     const long T = shown.tokens();
     const int b = shown.options.mini_batch;
     v.results_generation = v.generation;
-    v.description = description_;
-    v.model_source = !cfg_.head.toy();
+    v.description = m_description;
+    v.model_source = !m_cfg.head.toy();
     v.bytes = shown.bytes;
     v.T = T;
     v.d = shown.d();
     v.mini_batch = b;
     v.bias = shown.options.bias;
     v.mlp = shown.options.model == InnerModel::MLP;
-    v.shown_block = shown_block_;
-    v.shown_head = shown_head_;
-    v.linear_attention = cfg_.linear_attention;
+    v.shown_block = m_shown_block;
+    v.shown_head = m_shown_head;
+    v.linear_attention = m_cfg.linear_attention;
     v.layers.clear();
     v.max_abs_diff = v.max_abs_output = v.linear_attention_diff = v.linear_attention_scale = 0.0;
-    const std::size_t reps = times_[0][0].size();
+    const std::size_t reps = m_times[0][0].size();
     v.primal_ms.assign(reps, 0.0);
     v.dual_ms.assign(reps, 0.0);
-    for (std::size_t blk = 0; blk < blocks_.size(); ++blk) {
+    for (std::size_t blk = 0; blk < m_blocks.size(); ++blk) {
       LayerComparison L;
       L.block = static_cast<int>(blk);
-      L.heads = static_cast<int>(blocks_[blk].size());
-      for (std::size_t h = 0; h < blocks_[blk].size(); ++h) {
-        const Mat<double>& p = outputs_[0][blk][h];
-        const Mat<double>& d = outputs_[1][blk][h];
+      L.heads = static_cast<int>(m_blocks[blk].size());
+      for (std::size_t h = 0; h < m_blocks[blk].size(); ++h) {
+        const Mat<double>& p = m_outputs[0][blk][h];
+        const Mat<double>& d = m_outputs[1][blk][h];
         if (p.size()) {
           L.max_abs_diff = std::max(L.max_abs_diff, (p - d).cwiseAbs().maxCoeff());
           L.max_abs_output = std::max(L.max_abs_output, p.cwiseAbs().maxCoeff());
         }
-        if (cfg_.linear_attention) {
-          const auto [diff, scale] = linear_attention_check(blocks_[blk][h], d);
+        if (m_cfg.linear_attention) {
+          const auto [diff, scale] = linear_attention_check(m_blocks[blk][h], d);
           L.linear_attention_diff = std::max(L.linear_attention_diff, diff);
           L.linear_attention_scale = std::max(L.linear_attention_scale, scale);
         }
       }
-      L.primal_time = summarize_ms(times_[0][blk], 0);
-      L.dual_time = summarize_ms(times_[1][blk], 0);
+      L.primal_time = summarize_ms(m_times[0][blk], 0);
+      L.dual_time = summarize_ms(m_times[1][blk], 0);
       L.primal_ms = L.primal_time.median_ms;
       L.dual_ms = L.dual_time.median_ms;
       for (std::size_t r = 0; r < reps; ++r) {
-        v.primal_ms[r] += times_[0][blk][r];
-        v.dual_ms[r] += times_[1][blk][r];
+        v.primal_ms[r] += m_times[0][blk][r];
+        v.dual_ms[r] += m_times[1][blk][r];
       }
       v.max_abs_diff = std::max(v.max_abs_diff, L.max_abs_diff);
       v.max_abs_output = std::max(v.max_abs_output, L.max_abs_output);
@@ -276,37 +276,37 @@ class TypedJob final : public PrimalDualModule::Job {
     v.cpu_device = cpu_device().describe();
 
     // The GPU's column: its difference from the CPU primal form, per layer and for the head on show.
-    v.gpu_ran = !gpu_.empty() && gpu_.size() == blocks_.size();
-    v.gpu_device = target_.gpu ? target_.gpu->device().name : std::string();
-    v.gpu_note = target_.gpu ? gpu_note_ : target_.note;
-    v.gpu_kernel = gpu_kernel_;
-    v.gpu_math = cfg_.gpu_math;
+    v.gpu_ran = !m_gpu.empty() && m_gpu.size() == m_blocks.size();
+    v.gpu_device = m_target.gpu ? m_target.gpu->device().name : std::string();
+    v.gpu_note = m_target.gpu ? m_gpu_note : m_target.note;
+    v.gpu_kernel = m_gpu_kernel;
+    v.gpu_math = m_cfg.gpu_math;
     v.gpu_max_abs_diff = 0;
     v.gpu_ms.clear();
     v.gpu_time = {};
     v.gpu_token_diff.clear();
     if (v.gpu_ran) {
-      v.gpu_ms.assign(gpu_[0].ms.size(), 0.0);
-      for (std::size_t blk = 0; blk < blocks_.size(); ++blk) {
+      v.gpu_ms.assign(m_gpu[0].ms.size(), 0.0);
+      for (std::size_t blk = 0; blk < m_blocks.size(); ++blk) {
         LayerComparison& L = v.layers[blk];
-        for (std::size_t h = 0; h < blocks_[blk].size(); ++h) {
-          const Mat<double>& p = outputs_[0][blk][h];
-          if (p.size()) L.gpu_max_abs_diff = std::max(L.gpu_max_abs_diff, (p - gpu_[blk].outputs[h]).cwiseAbs().maxCoeff());
+        for (std::size_t h = 0; h < m_blocks[blk].size(); ++h) {
+          const Mat<double>& p = m_outputs[0][blk][h];
+          if (p.size()) L.gpu_max_abs_diff = std::max(L.gpu_max_abs_diff, (p - m_gpu[blk].outputs[h]).cwiseAbs().maxCoeff());
         }
-        L.gpu_time = summarize_ms(gpu_[blk].ms, 2);
-        for (std::size_t r = 0; r < v.gpu_ms.size() && r < gpu_[blk].ms.size(); ++r) v.gpu_ms[r] += gpu_[blk].ms[r];
+        L.gpu_time = summarize_ms(m_gpu[blk].ms, 2);
+        for (std::size_t r = 0; r < v.gpu_ms.size() && r < m_gpu[blk].ms.size(); ++r) v.gpu_ms[r] += m_gpu[blk].ms[r];
         v.gpu_max_abs_diff = std::max(v.gpu_max_abs_diff, L.gpu_max_abs_diff);
       }
       v.gpu_time = summarize_ms(v.gpu_ms, 2);
       const Mat<double> gd =
-          (outputs_[0][static_cast<std::size_t>(shown_block_)][static_cast<std::size_t>(shown_head_)] -
-           gpu_[static_cast<std::size_t>(shown_block_)].outputs[static_cast<std::size_t>(shown_head_)])
+          (m_outputs[0][static_cast<std::size_t>(m_shown_block)][static_cast<std::size_t>(m_shown_head)] -
+           m_gpu[static_cast<std::size_t>(m_shown_block)].outputs[static_cast<std::size_t>(m_shown_head)])
               .cwiseAbs();
       v.gpu_token_diff.resize(static_cast<std::size_t>(gd.rows()));
       for (Eigen::Index t = 0; t < gd.rows(); ++t) v.gpu_token_diff[static_cast<std::size_t>(t)] = gd.row(t).maxCoeff();
     }
-    const Mat<double>& op = outputs_[0][static_cast<std::size_t>(shown_block_)][static_cast<std::size_t>(shown_head_)];
-    const Mat<double>& od = outputs_[1][static_cast<std::size_t>(shown_block_)][static_cast<std::size_t>(shown_head_)];
+    const Mat<double>& op = m_outputs[0][static_cast<std::size_t>(m_shown_block)][static_cast<std::size_t>(m_shown_head)];
+    const Mat<double>& od = m_outputs[1][static_cast<std::size_t>(m_shown_block)][static_cast<std::size_t>(m_shown_head)];
     const Mat<double> diff = (op - od).cwiseAbs();
     v.token_diff.resize(static_cast<std::size_t>(T));
     for (long t = 0; t < T; ++t) v.token_diff[static_cast<std::size_t>(t)] = diff.row(t).maxCoeff();
@@ -353,89 +353,89 @@ class TypedJob final : public PrimalDualModule::Job {
     std::vector<double> ms;            // the timed repetitions
   };
 
-  PrimalDualConfig cfg_;
-  ModelLibrary& library_;
-  ComputeTarget target_;
-  std::vector<GpuBlock> gpu_;  // [block]
-  std::string gpu_kernel_, gpu_note_;
-  Phase phase_ = Phase::Build;
-  int done_steps_ = 0;
-  std::string description_;
-  int shown_block_ = 0, shown_head_ = 0;
-  std::vector<std::vector<HeadInputs<S>>> blocks_;           // [block][head]
-  std::vector<std::vector<double>> times_[2];                // [form][block][rep]
-  std::vector<std::vector<Mat<double>>> outputs_[2];         // [form][block][head], the last repetition
+  PrimalDualConfig m_cfg;
+  ModelLibrary& m_library;
+  ComputeTarget m_target;
+  std::vector<GpuBlock> m_gpu;  // [block]
+  std::string m_gpu_kernel, m_gpu_note;
+  Phase m_phase = Phase::Build;
+  int m_done_steps = 0;
+  std::string m_description;
+  int m_shown_block = 0, m_shown_head = 0;
+  std::vector<std::vector<HeadInputs<S>>> m_blocks;           // [block][head]
+  std::vector<std::vector<double>> m_times[2];                // [form][block][rep]
+  std::vector<std::vector<Mat<double>>> m_outputs[2];         // [form][block][head], the last repetition
 };
 
 }  // namespace
 
 PrimalDualModule::PrimalDualModule(std::shared_ptr<ModelLibrary> library, std::shared_ptr<ComputeChoice> compute)
-    : library_(library ? std::move(library) : std::make_shared<ModelLibrary>()),
-      compute_(compute ? std::move(compute) : std::make_shared<ComputeChoice>()),
-      view_(std::make_shared<PrimalDualView>()) {}
+    : m_library(library ? std::move(library) : std::make_shared<ModelLibrary>()),
+      m_compute(compute ? std::move(compute) : std::make_shared<ComputeChoice>()),
+      m_view(std::make_shared<PrimalDualView>()) {}
 PrimalDualModule::~PrimalDualModule() = default;
 
 bool PrimalDualModule::handle(const Command& command, ModuleContext& ctx) {
   const auto* run = std::get_if<PrimalDualRun>(&command);
   if (!run) return false;
-  if (job_) ctx.finish_job(job_id_, JobOutcome::Cancelled, "superseded by a new request");
-  job_.reset();
+  if (m_job) ctx.finish_job(m_job_id, JobOutcome::Cancelled, "superseded by a new request");
+  m_job.reset();
 
   // Keep the previous results on show (marked stale by results_generation) while the new job runs.
-  auto v = std::make_shared<PrimalDualView>(*view_);
+  auto v = std::make_shared<PrimalDualView>(*m_view);
   v->error.clear();
   v->progress = 0;
   v->config = run->config;
   v->effective = run->config.effective();
-  v->generation = ++generation_;
+  v->generation = ++m_generation;
   try {
     if (run->config.timing_reps < 1 || run->config.timing_reps > 50)
       throw std::invalid_argument("timing repetitions must be in [1, 50]");
     validate(run->config.head.toy() ? v->effective : run->config.head, limits());
     if (run->config.precision == Precision::Float)
-      job_ = std::make_unique<TypedJob<float>>(run->config, *library_, compute_->target());
+      m_job = std::make_unique<TypedJob<float>>(run->config, *m_library, m_compute->target());
     else
-      job_ = std::make_unique<TypedJob<double>>(run->config, *library_, compute_->target());
+      m_job = std::make_unique<TypedJob<double>>(run->config, *m_library, m_compute->target());
     v->outcome = JobOutcome::Running;
-    job_id_ = ctx.begin_job("Primal vs dual: T = " + std::to_string(run->config.head.tokens()));
+    m_job_id = ctx.begin_job("Primal vs dual: T = " + std::to_string(run->config.head.tokens()));
   } catch (const std::exception& e) {
     v->outcome = JobOutcome::Failed;
     v->error = e.what();
   }
-  view_ = std::move(v);
+  m_view = std::move(v);
   ctx.mark_dirty();
   return true;
 }
 
-bool PrimalDualModule::has_work(Clock::time_point) const { return job_ != nullptr; }
+bool PrimalDualModule::has_work(Clock::time_point) const { return m_job != nullptr; }
 
 void PrimalDualModule::work(ModuleContext& ctx) {
-  auto v = std::make_shared<PrimalDualView>(*view_);
-  if (ctx.cancel_requested(job_id_)) {
-    ctx.finish_job(job_id_, JobOutcome::Cancelled, "cancelled");
+  auto v = std::make_shared<PrimalDualView>(*m_view);
+  if (ctx.cancel_requested(m_job_id)) {
+    ctx.finish_job(m_job_id, JobOutcome::Cancelled, "cancelled");
     v->outcome = JobOutcome::Cancelled;
-    job_.reset();
+    m_job.reset();
   } else {
     try {
-      const bool finished = job_->step(*v);
-      v->progress = job_->progress();
-      ctx.set_progress(job_id_, v->progress);
+      const bool finished = m_job->step(*v);
+      v->progress = m_job->progress();
+      ctx.set_progress(m_job_id, v->progress);
       if (finished) {
         v->outcome = JobOutcome::Done;
-        ctx.finish_job(job_id_, JobOutcome::Done);
-        job_.reset();
+        ctx.finish_job(m_job_id, JobOutcome::Done);
+        m_job.reset();
       }
     } catch (const std::exception& e) {
       v->outcome = JobOutcome::Failed;
       v->error = e.what();
-      ctx.finish_job(job_id_, JobOutcome::Failed, e.what());
-      job_.reset();
+      ctx.finish_job(m_job_id, JobOutcome::Failed, e.what());
+      m_job.reset();
     }
   }
-  view_ = std::move(v);
+  m_view = std::move(v);
   ctx.mark_dirty();
 }
 
-void PrimalDualModule::publish(Snapshot& snapshot) const { snapshot.primal_dual = view_; }
+void PrimalDualModule::publish(Snapshot& snapshot) const { snapshot.primal_dual = m_view; }
 
 }  // namespace tttlab::lab

@@ -33,12 +33,12 @@ class PrimalDualModule final : public EngineModule {
   struct Job;  // the computation in flight (precision-specific, in the .cpp)
 
  private:
-  std::shared_ptr<ModelLibrary> library_;
-  std::shared_ptr<ComputeChoice> compute_;
-  std::shared_ptr<const PrimalDualView> view_;
-  std::unique_ptr<Job> job_;
-  JobId job_id_ = 0;
-  std::uint64_t generation_ = 0;
+  std::shared_ptr<ModelLibrary> m_library;
+  std::shared_ptr<ComputeChoice> m_compute;
+  std::shared_ptr<const PrimalDualView> m_view;
+  std::unique_ptr<Job> m_job;
+  JobId m_job_id = 0;
+  std::uint64_t m_generation = 0;
 };
 
 }  // namespace tttlab::lab

@@ -53,18 +53,18 @@ struct RecallModule::Job {
   long units_done = 0, units_total = 0;    // episodes of the accuracy phase + rows of the map phase
 };
 
-RecallModule::RecallModule() : view_(std::make_shared<RecallView>()) {}
+RecallModule::RecallModule() : m_view(std::make_shared<RecallView>()) {}
 RecallModule::~RecallModule() = default;
 
 bool RecallModule::handle(const Command& command, ModuleContext& ctx) {
   const auto* run = std::get_if<RecallRun>(&command);
   if (!run) return false;
-  if (job_) ctx.finish_job(job_id_, JobOutcome::Cancelled, "superseded by a new request");
-  job_.reset();
+  if (m_job) ctx.finish_job(m_job_id, JobOutcome::Cancelled, "superseded by a new request");
+  m_job.reset();
   const RecallSettings& s = run->settings;
   auto v = std::make_shared<RecallView>();
   v->settings = s;
-  v->generation = ++generation_;
+  v->generation = ++m_generation;
   try {
     validate(s);
     auto job = std::make_unique<Job>();
@@ -93,38 +93,38 @@ bool RecallModule::handle(const Command& command, ModuleContext& ctx) {
             static_cast<double>(recall::state_size(static_cast<recall::Memory>(m), s.width, s.pairs[j]));
     v->episodes_done.assign(np, 0);
     v->map.assign(cells, 0.0);
-    job_ = std::move(job);
+    m_job = std::move(job);
     v->outcome = JobOutcome::Running;
-    job_id_ = ctx.begin_job("Recall lab: d = " + std::to_string(s.width) + ", " + std::to_string(s.sequences) +
+    m_job_id = ctx.begin_job("Recall lab: d = " + std::to_string(s.width) + ", " + std::to_string(s.sequences) +
                             " sequences per P");
   } catch (const std::exception& e) {
     v->outcome = JobOutcome::Failed;
     v->error = e.what();
   }
-  view_ = std::move(v);
+  m_view = std::move(v);
   ctx.mark_dirty();
   return true;
 }
 
-bool RecallModule::has_work(Clock::time_point) const { return job_ != nullptr; }
+bool RecallModule::has_work(Clock::time_point) const { return m_job != nullptr; }
 
 void RecallModule::finish(ModuleContext& ctx, JobOutcome outcome, const std::string& message) {
-  auto v = std::make_shared<RecallView>(*view_);
-  ctx.finish_job(job_id_, outcome, message);
+  auto v = std::make_shared<RecallView>(*m_view);
+  ctx.finish_job(m_job_id, outcome, message);
   v->outcome = outcome;
   v->error = outcome == JobOutcome::Failed ? message : std::string();
-  job_.reset();
-  view_ = std::move(v);
+  m_job.reset();
+  m_view = std::move(v);
   ctx.mark_dirty();
 }
 
 void RecallModule::work(ModuleContext& ctx) {
-  if (ctx.cancel_requested(job_id_)) return finish(ctx, JobOutcome::Cancelled, "cancelled");
-  Job& j = *job_;
+  if (ctx.cancel_requested(m_job_id)) return finish(ctx, JobOutcome::Cancelled, "cancelled");
+  Job& j = *m_job;
   const RecallSettings& s = j.s;
   const std::size_t np = s.pairs.size();
   const std::size_t P = static_cast<std::size_t>(s.map_pairs);
-  auto v = std::make_shared<RecallView>(*view_);
+  auto v = std::make_shared<RecallView>(*m_view);
   const auto t0 = std::chrono::steady_clock::now();
   try {
     do {
@@ -166,16 +166,16 @@ void RecallModule::work(ModuleContext& ctx) {
       ++j.units_done;
     } while (j.units_done < j.units_total && std::chrono::steady_clock::now() - t0 < kItemBudget);
   } catch (const std::exception& e) {
-    view_ = std::move(v);
+    m_view = std::move(v);
     return finish(ctx, JobOutcome::Failed, e.what());
   }
   v->progress = static_cast<double>(j.units_done) / static_cast<double>(j.units_total);
-  ctx.set_progress(job_id_, v->progress);
-  view_ = std::move(v);
+  ctx.set_progress(m_job_id, v->progress);
+  m_view = std::move(v);
   ctx.mark_dirty();
   if (j.units_done >= j.units_total) finish(ctx, JobOutcome::Done, {});
 }
 
-void RecallModule::publish(Snapshot& snapshot) const { snapshot.recall = view_; }
+void RecallModule::publish(Snapshot& snapshot) const { snapshot.recall = m_view; }
 
 }  // namespace tttlab::lab

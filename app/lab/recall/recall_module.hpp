@@ -29,10 +29,10 @@ class RecallModule final : public EngineModule {
   struct Job;
 
  private:
-  std::shared_ptr<const RecallView> view_;
-  std::unique_ptr<Job> job_;
-  JobId job_id_ = 0;
-  std::uint64_t generation_ = 0;
+  std::shared_ptr<const RecallView> m_view;
+  std::unique_ptr<Job> m_job;
+  JobId m_job_id = 0;
+  std::uint64_t m_generation = 0;
   void finish(ModuleContext& ctx, JobOutcome outcome, const std::string& message);
 };
 

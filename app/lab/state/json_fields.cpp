@@ -33,15 +33,15 @@ std::string shown(const nlohmann::json& v) {
 
 }  // namespace
 
-KeyLog::KeyLog() : outer_(t_key_log) { t_key_log = this; }
-KeyLog::~KeyLog() { t_key_log = outer_; }
+KeyLog::KeyLog() : m_outer(t_key_log) { t_key_log = this; }
+KeyLog::~KeyLog() { t_key_log = m_outer; }
 
 void KeyLog::walk(const nlohmann::json& j, const std::string& path, std::vector<std::string>& out) const {
   if (!j.is_object()) return;
-  const bool judged = readers_.count(path) > 0;
+  const bool judged = m_readers.count(path) > 0;
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string p = joined(path, it.key());
-    if (judged && !seen_.count(p))
+    if (judged && !m_seen.count(p))
       out.push_back(p);
     else
       walk(it.value(), p, out);
@@ -61,18 +61,18 @@ std::vector<std::string> KeyLog::notes(const nlohmann::json& doc, const std::str
   return out;
 }
 
-FieldReader::FieldReader(const nlohmann::json& j, std::string path) : j_(j), path_(std::move(path)) {
+FieldReader::FieldReader(const nlohmann::json& j, std::string path) : j_(j), m_path(std::move(path)) {
   if (!j_.is_object())
-    throw StateError(path_ + ": expected an object, got " + type_of(j_));
-  if (t_key_log) t_key_log->readers_.insert(path_);
+    throw StateError(m_path + ": expected an object, got " + type_of(j_));
+  if (t_key_log) t_key_log->m_readers.insert(m_path);
 }
 
 std::string FieldReader::where(std::string_view key) const {
-  return path_.empty() ? clip(key) : path_ + "." + clip(key);
+  return m_path.empty() ? clip(key) : m_path + "." + clip(key);
 }
 
 const nlohmann::json* FieldReader::field(std::string_view key) const {
-  if (t_key_log) t_key_log->seen_.insert(joined(path_, key));
+  if (t_key_log) t_key_log->m_seen.insert(joined(m_path, key));
   auto it = j_.find(key);
   return it == j_.end() ? nullptr : &*it;
 }

@@ -37,7 +37,7 @@ class KeyLog {
   KeyLog& operator=(const KeyLog&) = delete;
 
   // Marks `path` ("panels.x.y") as read although no FieldReader read it (keys read as raw JSON).
-  void mark(const std::string& path) { seen_.insert(path); }
+  void mark(const std::string& path) { m_seen.insert(path); }
   // The keys of `doc` that no reader looked at, as paths ("panels.inner_stepper.hed"), in file order.
   std::vector<std::string> unknown(const nlohmann::json& doc) const;
   // One note per unknown key: "FILE: unknown key "panels.x.y" (ignored)", file and key escaped.
@@ -46,8 +46,8 @@ class KeyLog {
  private:
   friend class FieldReader;
   void walk(const nlohmann::json& j, const std::string& path, std::vector<std::string>& out) const;
-  std::set<std::string> readers_, seen_;
-  KeyLog* outer_ = nullptr;
+  std::set<std::string> m_readers, m_seen;
+  KeyLog* m_outer = nullptr;
 };
 
 // A JSON object being read, with its path for messages. `j` must outlive the reader.
@@ -55,7 +55,7 @@ class FieldReader {
  public:
   FieldReader(const nlohmann::json& j, std::string path);  // throws StateError if j is not an object
 
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return m_path; }
   bool has(std::string_view key) const;
 
   bool boolean(std::string_view key, bool fallback) const;
@@ -81,7 +81,7 @@ class FieldReader {
   std::string where(std::string_view key) const;
 
   const nlohmann::json& j_;
-  std::string path_;
+  std::string m_path;
 };
 
 }  // namespace tttlab::lab

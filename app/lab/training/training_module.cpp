@@ -350,32 +350,32 @@ void TrainingModule::Run::work() {
 // ---- the module ----------------------------------------------------------------------------------
 
 TrainingModule::TrainingModule(std::shared_ptr<ModelLibrary> library, TrainDevices devices)
-    : library_(library ? std::move(library) : std::make_shared<ModelLibrary>()),
-      devices_(std::move(devices)),
-      view_(std::make_shared<TrainingView>()) {}
+    : m_library(library ? std::move(library) : std::make_shared<ModelLibrary>()),
+      m_devices(std::move(devices)),
+      m_view(std::make_shared<TrainingView>()) {}
 
 TrainingModule::~TrainingModule() {
-  for (auto& r : runs_) {
+  for (auto& r : m_runs) {
     r->request(&Run::want_stop, true);
   }
-  for (auto& r : runs_)
+  for (auto& r : m_runs)
     if (r->worker.joinable()) r->worker.join();
 }
 
 TrainingModule::Run* TrainingModule::find(int id) {
-  for (auto& r : runs_)
+  for (auto& r : m_runs)
     if (r->id == id) return r.get();
   return nullptr;
 }
 
 void TrainingModule::refuse(const std::string& why) {
-  ++event_;
-  error_ = why;
+  ++m_event;
+  m_error = why;
 }
 
 bool TrainingModule::handle(const Command& command, ModuleContext& ctx) {
   if (const auto* s = std::get_if<TrainStart>(&command)) {
-    for (auto& r : runs_)
+    for (auto& r : m_runs)
       if (r->view && r->view->active()) {
         refuse("run '" + r->name + "' is training: pause or stop it first (one run trains at a time)");
         rebuild_view();
@@ -387,8 +387,8 @@ bool TrainingModule::handle(const Command& command, ModuleContext& ctx) {
       parse_device_request(s->settings.device);
       check_gpus(s->settings);
       auto run = std::make_unique<Run>();
-      run->devices = devices_;
-      run->id = next_id_++;
+      run->devices = m_devices;
+      run->id = m_next_id++;
       run->settings = s->settings;
       std::string base = s->name;
       if (base.empty()) {
@@ -400,7 +400,7 @@ bool TrainingModule::handle(const Command& command, ModuleContext& ctx) {
       const fs::path root = s->settings.runs_dir.empty() ? fs::path("runs") : fs::path(s->settings.runs_dir);
       std::string name = base;
       for (int k = 2; fs::exists(root / name) || [&] {
-             for (auto& r : runs_)
+             for (auto& r : m_runs)
                if (r->name == name) return true;
              return false;
            }();
@@ -410,7 +410,7 @@ bool TrainingModule::handle(const Command& command, ModuleContext& ctx) {
       run->dir = root / name;
       run->steps_total = s->settings.steps;
       Run* r = run.get();
-      runs_.push_back(std::move(run));
+      m_runs.push_back(std::move(run));
       r->worker = std::thread([r] { r->work(); });
     } catch (const std::exception& e) {
       refuse(std::string("Cannot start: ") + e.what());
@@ -425,7 +425,7 @@ bool TrainingModule::handle(const Command& command, ModuleContext& ctx) {
     switch (c->op) {
       case TrainOp::Pause: r->request(&Run::want_pause, true); break;
       case TrainOp::Resume: {
-        for (auto& o : runs_)
+        for (auto& o : m_runs)
           if (o.get() != r && o->view && o->view->active()) {
             refuse("run '" + o->name + "' is training: pause or stop it first (one run trains at a time)");
             rebuild_view();
@@ -449,7 +449,7 @@ bool TrainingModule::handle(const Command& command, ModuleContext& ctx) {
       case TrainOp::Remove: {
         r->request(&Run::want_stop, true);
         if (r->worker.joinable()) r->worker.join();  // at most the rest of one step
-        std::erase_if(runs_, [&](const auto& x) { return x.get() == r; });
+        std::erase_if(m_runs, [&](const auto& x) { return x.get() == r; });
         break;
       }
     }
@@ -459,19 +459,19 @@ bool TrainingModule::handle(const Command& command, ModuleContext& ctx) {
   }
   if (const auto* o = std::get_if<TrainOpen>(&command)) {
     std::error_code ec;
-    for (const auto& r : runs_)
+    for (const auto& r : m_runs)
       if (!o->resume && fs::weakly_canonical(r->dir, ec) == fs::weakly_canonical(o->dir, ec)) return true;  // shown already
     try {
       const fs::path dir = o->dir;
       if (!fs::exists(dir / "metrics.jsonl") && !fs::exists(dir / "latest"))
         throw std::runtime_error("'" + dir.string() + "' is not a run directory (no metrics.jsonl, no latest)");
       if (o->resume)
-        for (auto& x : runs_)
+        for (auto& x : m_runs)
           if (x->view && x->view->active())
             throw std::runtime_error("run '" + x->name + "' is training: pause or stop it first");
       auto run = std::make_unique<Run>();
-      run->devices = devices_;
-      run->id = next_id_++;
+      run->devices = m_devices;
+      run->id = m_next_id++;
       run->dir = dir;
       run->name = fs::weakly_canonical(dir).filename().string();
       long up_to = -1;
@@ -508,13 +508,13 @@ bool TrainingModule::handle(const Command& command, ModuleContext& ctx) {
             } catch (const std::exception&) {
             }
           }
-          library_->put(run->model_id, "run " + run->name, dir.string(), std::move(m), true, step);
+          m_library->put(run->model_id, "run " + run->name, dir.string(), std::move(m), true, step);
         } catch (const std::exception&) {
           // The curves are still worth showing without a loadable model.
         }
       }
       Run* r = run.get();
-      runs_.push_back(std::move(run));
+      m_runs.push_back(std::move(run));
       if (o->resume) {
         r->resume = true;
         r->want_pause = true;  // opened paused: the user presses Resume
@@ -534,13 +534,13 @@ bool TrainingModule::handle(const Command& command, ModuleContext& ctx) {
 }
 
 bool TrainingModule::has_work(Clock::time_point) const {
-  for (const auto& r : runs_)
+  for (const auto& r : m_runs)
     if (r->news.load(std::memory_order_relaxed)) return true;
   return false;
 }
 
 std::optional<Clock::time_point> TrainingModule::next_wakeup() const {
-  for (const auto& r : runs_)
+  for (const auto& r : m_runs)
     if (r->worker.joinable() && r->view && r->view->state != RunState::Finished &&
         r->view->state != RunState::Stopped && r->view->state != RunState::Failed)
       return Clock::now() + std::chrono::milliseconds(40);
@@ -548,7 +548,7 @@ std::optional<Clock::time_point> TrainingModule::next_wakeup() const {
 }
 
 void TrainingModule::work(ModuleContext& ctx) {
-  for (auto& r : runs_) {
+  for (auto& r : m_runs) {
     if (!r->news.exchange(false)) continue;
     std::vector<StepPoint> steps;
     std::vector<EvalPoint> evals;
@@ -569,7 +569,7 @@ void TrainingModule::work(ModuleContext& ctx) {
       try {
         auto m = load_model(ck);
         r->model_id = "file:" + fs::weakly_canonical(r->dir).string();
-        library_->put(r->model_id, "run " + r->name + " (step " + std::to_string(step) + ")", r->dir.string(),
+        m_library->put(r->model_id, "run " + r->name + " (step " + std::to_string(step) + ")", r->dir.string(),
                       std::move(m), true, step);
       } catch (const std::exception& e) {
         std::lock_guard lk(r->mu);
@@ -583,9 +583,9 @@ void TrainingModule::work(ModuleContext& ctx) {
 
 void TrainingModule::rebuild_view() {
   auto v = std::make_shared<TrainingView>();
-  v->event = event_;
-  v->error = error_;
-  for (auto& r : runs_) {
+  v->event = m_event;
+  v->error = m_error;
+  for (auto& r : m_runs) {
     auto rv = std::make_shared<RunView>();
     rv->id = r->id;
     rv->name = r->name;
@@ -622,9 +622,9 @@ void TrainingModule::rebuild_view() {
     r->view = rv;
     v->runs.push_back(std::move(rv));
   }
-  view_ = std::move(v);
+  m_view = std::move(v);
 }
 
-void TrainingModule::publish(Snapshot& snapshot) const { snapshot.training = view_; }
+void TrainingModule::publish(Snapshot& snapshot) const { snapshot.training = m_view; }
 
 }  // namespace tttlab::lab

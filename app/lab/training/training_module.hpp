@@ -41,13 +41,13 @@ class TrainingModule final : public EngineModule {
   void rebuild_view();
   Run* find(int id);
 
-  std::shared_ptr<ModelLibrary> library_;
-  TrainDevices devices_;
-  std::vector<std::unique_ptr<Run>> runs_;
-  int next_id_ = 1;
-  std::shared_ptr<const TrainingView> view_;
-  std::uint64_t event_ = 0;
-  std::string error_;
+  std::shared_ptr<ModelLibrary> m_library;
+  TrainDevices m_devices;
+  std::vector<std::unique_ptr<Run>> m_runs;
+  int m_next_id = 1;
+  std::shared_ptr<const TrainingView> m_view;
+  std::uint64_t m_event = 0;
+  std::string m_error;
 };
 
 }  // namespace tttlab::lab

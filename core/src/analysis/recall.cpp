@@ -28,93 +28,93 @@ void check_width(int d) {
 // TTT-Linear: W ← W − η kᵀ(kW − v), W₀ = 0.
 class TttLinear final : public AssociativeMemory {
  public:
-  explicit TttLinear(const MemoryParams& p) : w_(MatrixXd::Zero(p.width, p.width)), eta_(p.eta_linear) {}
+  explicit TttLinear(const MemoryParams& p) : m_w(MatrixXd::Zero(p.width, p.width)), m_eta(p.eta_linear) {}
   void write(const RowVectorXd& k, const RowVectorXd& v) override {
-    const RowVectorXd g = k * w_ - v;  // ∇ of ½‖kW − v‖² with respect to kW
-    w_.noalias() -= eta_ * k.transpose() * g;
+    const RowVectorXd g = k * m_w - v;  // ∇ of ½‖kW − v‖² with respect to kW
+    m_w.noalias() -= m_eta * k.transpose() * g;
   }
-  RowVectorXd read(const RowVectorXd& q) const override { return q * w_; }
-  long state_size() const override { return static_cast<long>(w_.size()); }
+  RowVectorXd read(const RowVectorXd& q) const override { return q * m_w; }
+  long state_size() const override { return static_cast<long>(m_w.size()); }
 
  private:
-  MatrixXd w_;
-  double eta_;
+  MatrixXd m_w;
+  double m_eta;
 };
 
 // TTT-MLP: f(k) = gelu(kW₁)W₂; one step on both matrices, gradients at the state before the step.
 class TttMlp final : public AssociativeMemory {
  public:
   explicit TttMlp(const MemoryParams& p)
-      : w1_(p.width, 4 * p.width), w2_(MatrixXd::Zero(4 * p.width, p.width)),
-        eta_(p.eta_mlp > 0 ? p.eta_mlp : default_eta_mlp(p.width)) {
+      : m_w1(p.width, 4 * p.width), m_w2(MatrixXd::Zero(4 * p.width, p.width)),
+        m_eta(p.eta_mlp > 0 ? p.eta_mlp : default_eta_mlp(p.width)) {
     // Entries N(0, 1/d): a unit key gives pre-activations of unit variance, where gelu is curved.
     Rng rng(p.seed, kMlpStream);
     const double sd = 1.0 / std::sqrt(static_cast<double>(p.width));
-    for (Eigen::Index i = 0; i < w1_.rows(); ++i)
-      for (Eigen::Index j = 0; j < w1_.cols(); ++j) w1_(i, j) = sd * rng.normal();
+    for (Eigen::Index i = 0; i < m_w1.rows(); ++i)
+      for (Eigen::Index j = 0; j < m_w1.cols(); ++j) m_w1(i, j) = sd * rng.normal();
   }
   void write(const RowVectorXd& k, const RowVectorXd& v) override {
-    const RowVectorXd z1 = k * w1_;
+    const RowVectorXd z1 = k * m_w1;
     const RowVectorXd x2 = z1.unaryExpr([](double a) { return gelu_tanh(a); });
-    const RowVectorXd g2 = x2 * w2_ - v;
+    const RowVectorXd g2 = x2 * m_w2 - v;
     const RowVectorXd g1 =
-        (g2 * w2_.transpose()).cwiseProduct(z1.unaryExpr([](double a) { return gelu_tanh_grad(a); }));
-    w2_.noalias() -= eta_ * x2.transpose() * g2;
-    w1_.noalias() -= eta_ * k.transpose() * g1;
+        (g2 * m_w2.transpose()).cwiseProduct(z1.unaryExpr([](double a) { return gelu_tanh_grad(a); }));
+    m_w2.noalias() -= m_eta * x2.transpose() * g2;
+    m_w1.noalias() -= m_eta * k.transpose() * g1;
   }
   RowVectorXd read(const RowVectorXd& q) const override {
-    return (q * w1_).unaryExpr([](double a) { return gelu_tanh(a); }) * w2_;
+    return (q * m_w1).unaryExpr([](double a) { return gelu_tanh(a); }) * m_w2;
   }
-  long state_size() const override { return static_cast<long>(w1_.size() + w2_.size()); }
+  long state_size() const override { return static_cast<long>(m_w1.size() + m_w2.size()); }
 
  private:
-  MatrixXd w1_, w2_;
-  double eta_;
+  MatrixXd m_w1, m_w2;
+  double m_eta;
 };
 
 // Linear attention: S = Σ kᵢᵀvᵢ, read-out qS.
 class LinearAttention final : public AssociativeMemory {
  public:
-  explicit LinearAttention(const MemoryParams& p) : s_(MatrixXd::Zero(p.width, p.width)) {}
-  void write(const RowVectorXd& k, const RowVectorXd& v) override { s_.noalias() += k.transpose() * v; }
-  RowVectorXd read(const RowVectorXd& q) const override { return q * s_; }
-  long state_size() const override { return static_cast<long>(s_.size()); }
+  explicit LinearAttention(const MemoryParams& p) : m_s(MatrixXd::Zero(p.width, p.width)) {}
+  void write(const RowVectorXd& k, const RowVectorXd& v) override { m_s.noalias() += k.transpose() * v; }
+  RowVectorXd read(const RowVectorXd& q) const override { return q * m_s; }
+  long state_size() const override { return static_cast<long>(m_s.size()); }
 
  private:
-  MatrixXd s_;
+  MatrixXd m_s;
 };
 
 // Softmax attention: every pair kept; Σᵢ softmax(β q·kᵢ) vᵢ.
 class SoftmaxAttention final : public AssociativeMemory {
  public:
-  explicit SoftmaxAttention(const MemoryParams& p) : d_(p.width), beta_(p.softmax_beta) {}
+  explicit SoftmaxAttention(const MemoryParams& p) : m_d(p.width), m_beta(p.softmax_beta) {}
   void write(const RowVectorXd& k, const RowVectorXd& v) override {
-    keys_.push_back(k);
-    values_.push_back(v);
+    m_keys.push_back(k);
+    m_values.push_back(v);
   }
   RowVectorXd read(const RowVectorXd& q) const override {
-    RowVectorXd out = RowVectorXd::Zero(d_);
-    if (keys_.empty()) return out;
-    std::vector<double> s(keys_.size());
+    RowVectorXd out = RowVectorXd::Zero(m_d);
+    if (m_keys.empty()) return out;
+    std::vector<double> s(m_keys.size());
     double top = -INFINITY;
-    for (std::size_t i = 0; i < keys_.size(); ++i) {
-      s[i] = beta_ * q.dot(keys_[i]);
+    for (std::size_t i = 0; i < m_keys.size(); ++i) {
+      s[i] = m_beta * q.dot(m_keys[i]);
       top = std::max(top, s[i]);
     }
     double z = 0;
-    for (std::size_t i = 0; i < keys_.size(); ++i) {
+    for (std::size_t i = 0; i < m_keys.size(); ++i) {
       const double w = std::exp(s[i] - top);  // shifted by the largest score: never overflows
       z += w;
-      out += w * values_[i];
+      out += w * m_values[i];
     }
     return out / z;
   }
-  long state_size() const override { return 2L * d_ * static_cast<long>(keys_.size()); }
+  long state_size() const override { return 2L * m_d * static_cast<long>(m_keys.size()); }
 
  private:
-  int d_;
-  double beta_;
-  std::vector<RowVectorXd> keys_, values_;
+  int m_d;
+  double m_beta;
+  std::vector<RowVectorXd> m_keys, m_values;
 };
 
 }  // namespace
@@ -195,21 +195,21 @@ Episode make_episode(int pairs, std::uint64_t seed, std::uint64_t index) {
   return e;
 }
 
-Embedding::Embedding(int width, std::uint64_t seed) : table_(256, width) {
+Embedding::Embedding(int width, std::uint64_t seed) : m_table(256, width) {
   check_width(width);
   Rng rng(seed, kEmbeddingStream);
   for (int b = 0; b < 256; ++b) {
-    for (int j = 0; j < width; ++j) table_(b, j) = rng.normal();
-    table_.row(b).normalize();
+    for (int j = 0; j < width; ++j) m_table(b, j) = rng.normal();
+    m_table.row(b).normalize();
   }
   const std::string& vals = value_alphabet();
-  values_.resize(static_cast<Eigen::Index>(vals.size()), width);
+  m_values.resize(static_cast<Eigen::Index>(vals.size()), width);
   for (std::size_t i = 0; i < vals.size(); ++i)
-    values_.row(static_cast<Eigen::Index>(i)) = table_.row(static_cast<unsigned char>(vals[i]));
+    m_values.row(static_cast<Eigen::Index>(i)) = m_table.row(static_cast<unsigned char>(vals[i]));
 }
 
 int Embedding::decode(const Eigen::RowVectorXd& r) const {
-  const Eigen::VectorXd scores = values_ * r.transpose();
+  const Eigen::VectorXd scores = m_values * r.transpose();
   Eigen::Index best = 0;
   for (Eigen::Index i = 1; i < scores.size(); ++i)
     if (scores(i) > scores(best)) best = i;  // strict: the first one wins a tie
@@ -271,15 +271,15 @@ int recall_correct(Memory m, const Episode& e, const Embedding& emb, const Memor
 }
 
 ForgettingStream::ForgettingStream(Memory m, const Episode& e, const Embedding& emb, const MemoryParams& p)
-    : e_(&e), emb_(&emb), mem_(make_memory(m, p)) {}
+    : m_e(&e), m_emb(&emb), m_mem(make_memory(m, p)) {}
 
 void ForgettingStream::next_row(std::uint8_t* row) {
   if (done()) throw std::logic_error("recall: the forgetting map is complete");
-  const std::size_t P = e_->keys.size(), t = t_;
-  mem_->write(emb_->row(e_->keys[t]), emb_->row(e_->values[t]));
+  const std::size_t P = m_e->keys.size(), t = m_t;
+  m_mem->write(m_emb->row(m_e->keys[t]), m_emb->row(m_e->values[t]));
   for (std::size_t i = 0; i < P; ++i)
-    row[i] = i <= t && emb_->decode(mem_->read(emb_->row(e_->keys[i]))) == e_->values[i] ? 1 : 0;
-  ++t_;
+    row[i] = i <= t && m_emb->decode(m_mem->read(m_emb->row(m_e->keys[i]))) == m_e->values[i] ? 1 : 0;
+  ++m_t;
 }
 
 std::vector<std::uint8_t> forgetting_rows(Memory m, const Episode& e, const Embedding& emb, const MemoryParams& p) {

@@ -91,17 +91,17 @@ class LessonPaneHeadless : public ::testing::Test {
     unsigned char* px = nullptr;
     int w = 0, h = 0;
     io.Fonts->GetTexDataAsRGBA32(&px, &w, &h);
-    dir_ = fs::temp_directory_path() / ("tttlab_pane_headless_" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
-    std::ofstream(dir_ / "scene.tttlab") << R"({"format": "tttlab-state", "active_panel": "primal_dual",
+    m_dir = fs::temp_directory_path() / ("tttlab_pane_headless_" + std::to_string(::getpid()));
+    fs::create_directories(m_dir);
+    std::ofstream(m_dir / "scene.tttlab") << R"({"format": "tttlab-state", "active_panel": "primal_dual",
       "panels": {"primal_dual": {"head": {"source": "toy", "text": "the moon", "d": 4, "mini_batch": 4}}}})";
-    std::ofstream(dir_ / "01-every.md") << kLesson;
+    std::ofstream(m_dir / "01-every.md") << kLesson;
   }
   void TearDown() override {
     ImGui::DestroyContext();
     classroom::set(ClassroomState{});
     std::error_code ec;
-    fs::remove_all(dir_, ec);
+    fs::remove_all(m_dir, ec);
   }
 
   // One frame: the pane in a 460 px window (as docked at 1280 × 720), the veil beside it.
@@ -121,11 +121,11 @@ class LessonPaneHeadless : public ::testing::Test {
     return ImGui::GetDrawData()->TotalVtxCount;
   }
 
-  fs::path dir_;
+  fs::path m_dir;
 };
 
 TEST_F(LessonPaneHeadless, DrawsEveryStateAndLocksOnClick) {
-  const course::Lesson L = course::read_lesson(dir_ / "01-every.md");
+  const course::Lesson L = course::read_lesson(m_dir / "01-every.md");
   LessonSession s(L, nullptr);
   NullSink sink;
   const Snapshot snap;

@@ -65,20 +65,20 @@ TEST(LosesNothing, F17_TheShippedScenesHoldNoUnknownKeys) {
 class FileSizeLimit {
  public:
   explicit FileSizeLimit(rlim_t bytes) {
-    old_signal_ = ::signal(SIGXFSZ, SIG_IGN);  // the failed write returns EFBIG instead of killing us
-    ::getrlimit(RLIMIT_FSIZE, &old_);
-    rlimit l = old_;
+    m_old_signal = ::signal(SIGXFSZ, SIG_IGN);  // the failed write returns EFBIG instead of killing us
+    ::getrlimit(RLIMIT_FSIZE, &m_old);
+    rlimit l = m_old;
     l.rlim_cur = bytes;
     ::setrlimit(RLIMIT_FSIZE, &l);
   }
   ~FileSizeLimit() {
-    ::setrlimit(RLIMIT_FSIZE, &old_);
-    ::signal(SIGXFSZ, old_signal_);
+    ::setrlimit(RLIMIT_FSIZE, &m_old);
+    ::signal(SIGXFSZ, m_old_signal);
   }
 
  private:
-  rlimit old_{};
-  void (*old_signal_)(int) = nullptr;
+  rlimit m_old{};
+  void (*m_old_signal)(int) = nullptr;
 };
 
 Image noise_image(int w, int h) {

@@ -40,8 +40,8 @@ class TrainingPanelGpus : public ::testing::Test {
     int w = 0, h = 0;
     io.Fonts->GetTexDataAsRGBA32(&px, &w, &h);
     for (auto& p : make_panels())
-      if (std::string(p->id()) == "training") panel_ = std::move(p);
-    ASSERT_TRUE(panel_);
+      if (std::string(p->id()) == "training") m_panel = std::move(p);
+    ASSERT_TRUE(m_panel);
   }
   void TearDown() override { ImGui::DestroyContext(); }
 
@@ -57,8 +57,8 @@ class TrainingPanelGpus : public ::testing::Test {
     ImGui::SetNextWindowSize(ImGui::GetIO().DisplaySize);
     ImGui::Begin("##content", nullptr, ImGuiWindowFlags_NoDecoration);
     ImGui::LogToBuffer();
-    panel_->observe(snap);
-    panel_->draw(snap, sink);
+    m_panel->observe(snap);
+    m_panel->draw(snap, sink);
     const std::string text = GImGui->LogBuffer.c_str();
     ImGui::LogFinish();
     ImGui::End();
@@ -80,7 +80,7 @@ class TrainingPanelGpus : public ::testing::Test {
     return r;
   }
 
-  std::unique_ptr<Panel> panel_;
+  std::unique_ptr<Panel> m_panel;
 };
 
 TEST_F(TrainingPanelGpus, ARunOnSeveralGpusShowsOneRowPerGpuAndTheTotal) {

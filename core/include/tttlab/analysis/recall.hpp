@@ -77,14 +77,14 @@ Episode make_episode(int pairs, std::uint64_t seed, std::uint64_t index);
 class Embedding {
  public:
   Embedding(int width, std::uint64_t seed);  // width in [kMinWidth, kMaxWidth]
-  int width() const { return static_cast<int>(table_.cols()); }
-  Eigen::RowVectorXd row(int byte) const { return table_.row(byte); }
+  int width() const { return static_cast<int>(m_table.cols()); }
+  Eigen::RowVectorXd row(int byte) const { return m_table.row(byte); }
   // The value byte whose embedding has the largest dot product with r (ANSWER above).
   int decode(const Eigen::RowVectorXd& r) const;
 
  private:
-  Eigen::MatrixXd table_;   // [256, d], row b = e_b
-  Eigen::MatrixXd values_;  // [64, d], the rows of the value alphabet, in its order
+  Eigen::MatrixXd m_table;   // [256, d], row b = e_b
+  Eigen::MatrixXd m_values;  // [64, d], the rows of the value alphabet, in its order
 };
 
 struct MemoryParams {
@@ -127,16 +127,16 @@ std::vector<std::uint8_t> forgetting_rows(Memory m, const Episode& e, const Embe
 class ForgettingStream {
  public:
   ForgettingStream(Memory m, const Episode& e, const Embedding& emb, const MemoryParams& p);
-  bool done() const { return t_ >= e_->keys.size(); }
-  int rows_done() const { return static_cast<int>(t_); }
+  bool done() const { return m_t >= m_e->keys.size(); }
+  int rows_done() const { return static_cast<int>(m_t); }
   // Reads pair t = rows_done() and writes row t of the map into row[0 … P−1] (entries i > t are 0).
   void next_row(std::uint8_t* row);
 
  private:
-  const Episode* e_;
-  const Embedding* emb_;
-  std::unique_ptr<AssociativeMemory> mem_;
-  std::size_t t_ = 0;
+  const Episode* m_e;
+  const Embedding* m_emb;
+  std::unique_ptr<AssociativeMemory> m_mem;
+  std::size_t m_t = 0;
 };
 
 }  // namespace tttlab::recall
