@@ -10,6 +10,7 @@
 #include <variant>
 
 #include "lab/engine/compute_device.hpp"
+#include "lab/engine/job.hpp"
 #include "lab/inner_curves/curves_types.hpp"
 #include "lab/evaluation/evaluation_types.hpp"
 #include "lab/evolution/evolution_types.hpp"
@@ -23,8 +24,6 @@
 #include "lab/training/training_types.hpp"
 
 namespace tttlab::lab {
-
-using JobId = std::uint64_t;
 
 // Stop a running job (see JobStatus in snapshot.hpp). A no-op when it already finished.
 struct CancelJob {

@@ -231,4 +231,27 @@ void Engine::run() {
   }
 }
 
+void JobSlot::supersede(ModuleContext& ctx, std::string why) {
+  if (!running()) return;
+  ctx.finish_job(m_id, JobOutcome::Cancelled, std::move(why));
+  m_id = 0;
+}
+
+void JobSlot::begin(ModuleContext& ctx, JobView& view, std::string label) {
+  view.outcome = JobOutcome::Running;
+  m_id = ctx.begin_job(std::move(label));
+}
+
+void JobSlot::set_progress(ModuleContext& ctx, JobView& view, double progress) {
+  view.progress = progress;
+  ctx.set_progress(m_id, progress);
+}
+
+void JobSlot::finish(ModuleContext& ctx, JobView& view, JobOutcome outcome, std::string message) {
+  view.outcome = outcome;
+  if (outcome == JobOutcome::Failed) view.error = message;
+  ctx.finish_job(m_id, outcome, std::move(message));
+  m_id = 0;
+}
+
 }  // namespace tttlab::lab

@@ -26,6 +26,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -35,6 +36,7 @@
 #include <vector>
 
 #include "lab/engine/command.hpp"
+#include "lab/engine/job.hpp"
 #include "lab/engine/snapshot.hpp"
 
 namespace tttlab::lab {
@@ -59,6 +61,48 @@ class ModuleContext {
   ModuleContext(Engine& e) : m_engine(&e) {}
   Engine* m_engine;
   bool m_dirty = true;  // publish every module's initial view
+};
+
+// One job at a time for a job-style module, with the JobView of the module's view kept in step:
+// a new request supersedes the running job (which ends Cancelled, saying so), and however a job
+// ends, the view says how. Engine thread only.
+class JobSlot {
+ public:
+  bool running() const { return m_id != 0; }
+  JobId id() const { return m_id; }
+  // Ends the running job, if any, as Cancelled: a newer request replaces it.
+  void supersede(ModuleContext& ctx, std::string why = "superseded by a new request");
+  // Starts a job: `start()` checks the request and prepares the job, returning the job's label for
+  // the status area. If it throws, no job starts and the view says Failed and why.
+  template <class Start>
+  void start(ModuleContext& ctx, JobView& view, Start&& start) {
+    try {
+      begin(ctx, view, start());
+    } catch (const std::exception& e) {
+      view.outcome = JobOutcome::Failed;
+      view.error = e.what();
+    }
+  }
+  // One work item: ends the job as Cancelled when asked to, as Failed when `step()` throws, and as
+  // Done when `step()` returns true (it finished).
+  template <class Step>
+  void step(ModuleContext& ctx, JobView& view, Step&& step) {
+    if (ctx.cancel_requested(m_id)) return finish(ctx, view, JobOutcome::Cancelled, "cancelled");
+    try {
+      if (step()) finish(ctx, view, JobOutcome::Done);
+    } catch (const std::exception& e) {
+      finish(ctx, view, JobOutcome::Failed, e.what());
+    }
+  }
+  // Registers a job whose request was checked: the view says Running.
+  void begin(ModuleContext& ctx, JobView& view, std::string label);
+  void set_progress(ModuleContext& ctx, JobView& view, double progress);
+  bool cancel_requested(const ModuleContext& ctx) const { return ctx.cancel_requested(m_id); }
+  // Ends the job with `outcome`; a Failed job's message becomes the view's error.
+  void finish(ModuleContext& ctx, JobView& view, JobOutcome outcome, std::string message = {});
+
+ private:
+  JobId m_id = 0;
 };
 
 class EngineModule {

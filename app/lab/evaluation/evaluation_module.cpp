@@ -33,13 +33,13 @@ EvaluationModule::~EvaluationModule() = default;
 bool EvaluationModule::handle(const Command& command, ModuleContext& ctx) {
   const auto* run = std::get_if<EvaluationRun>(&command);
   if (!run) return false;
-  if (m_job) ctx.finish_job(m_job_id, JobOutcome::Cancelled, "superseded by a new request");
+  m_slot.supersede(ctx);
   m_job.reset();
   auto v = std::make_shared<EvaluationView>();
   const EvalSettings& s = run->settings;
   v->settings = s;
   v->generation = ++m_generation;
-  try {
+  m_slot.start(ctx, *v, [&] {
     if (s.models.empty()) throw std::invalid_argument("choose at least one model");
     if (s.models.size() > 8) throw std::invalid_argument("at most 8 models at once");
     if (s.seq_len < 8 || s.seq_len > 4096) throw std::invalid_argument("the sequence length T must be in [8, 4096]");
@@ -68,29 +68,24 @@ bool EvaluationModule::handle(const Command& command, ModuleContext& ctx) {
       c.note = job->target.note;
     }
     m_job = std::move(job);
-    v->outcome = JobOutcome::Running;
-    m_job_id = ctx.begin_job("Evaluation: " + std::to_string(s.models.size()) + " models × " +
-                            std::to_string(v->windows_total) + " windows");
-  } catch (const std::exception& e) {
-    v->outcome = JobOutcome::Failed;
-    v->error = e.what();
-  }
+    return "Evaluation: " + std::to_string(s.models.size()) + " models × " + std::to_string(v->windows_total) +
+           " windows";
+  });
   m_view = std::move(v);
   ctx.mark_dirty();
   return true;
 }
 
-bool EvaluationModule::has_work(Clock::time_point) const { return m_job != nullptr; }
+bool EvaluationModule::has_work(Clock::time_point) const { return m_slot.running(); }
 
 void EvaluationModule::work(ModuleContext& ctx) {
   auto v = std::make_shared<EvaluationView>(*m_view);
   Job& j = *m_job;
   const auto finish = [&](JobOutcome o, const std::string& msg = {}) {
-    ctx.finish_job(m_job_id, o, msg);
-    v->outcome = o;
+    m_slot.finish(ctx, *v, o, msg);
     m_job.reset();
   };
-  if (ctx.cancel_requested(m_job_id)) {
+  if (m_slot.cancel_requested(ctx)) {
     finish(JobOutcome::Cancelled, "cancelled");
   } else {
     const std::size_t m = j.model;
@@ -161,8 +156,7 @@ void EvaluationModule::work(ModuleContext& ctx) {
       ++j.model;
     }
     const double done = static_cast<double>(j.model * static_cast<std::size_t>(W) + static_cast<std::size_t>(j.window));
-    v->progress = done / static_cast<double>(v->curves.size() * static_cast<std::size_t>(W));
-    ctx.set_progress(m_job_id, v->progress);
+    m_slot.set_progress(ctx, *v, done / static_cast<double>(v->curves.size() * static_cast<std::size_t>(W)));
     if (j.model >= v->curves.size()) finish(JobOutcome::Done);
   }
   m_view = std::move(v);

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "lab/engine/job.hpp"
 #include "lab/engine/compute_device.hpp"
 #include "lab/primal_dual/primal_dual_types.hpp"  // JobOutcome
 
@@ -36,12 +37,8 @@ struct EvalCurve {
   double load_ms = 0, eval_ms = 0;
 };
 
-struct EvaluationView {
+struct EvaluationView : JobView {
   EvalSettings settings;
-  std::uint64_t generation = 0;
-  JobOutcome outcome = JobOutcome::None;
-  double progress = 0;
-  std::string error;
   std::string data_description;
   long windows_total = 0;
   std::vector<EvalCurve> curves;

@@ -45,9 +45,10 @@ bool CurvesModule::handle(const Command& command, ModuleContext& ctx) {
 }
 
 void CurvesModule::start(const CurvesSettings& s, ModuleContext& ctx, std::shared_ptr<const CurvesView> previous) {
-  if (m_job)
-    ctx.finish_job(m_job_id, JobOutcome::Cancelled,
-                   previous ? "newer weights arrived: computing again" : "superseded by a new request");
+  if (previous)
+    m_slot.supersede(ctx, "newer weights arrived: computing again");
+  else
+    m_slot.supersede(ctx);
   m_job.reset();
   auto v = std::make_shared<CurvesView>();
   v->settings = s;
@@ -106,8 +107,7 @@ void CurvesModule::start(const CurvesSettings& s, ModuleContext& ctx, std::share
         v->reloading = true;
       }
       m_job = std::move(job);
-      v->outcome = JobOutcome::Running;
-      m_job_id = ctx.begin_job("Inner-loss curves: " + std::to_string(m_job->windows->windows()) + " sequences");
+      m_slot.begin(ctx, *v, "Inner-loss curves: " + std::to_string(m_job->windows->windows()) + " sequences");
     }
   } catch (const std::exception& e) {
     m_job.reset();
@@ -153,19 +153,11 @@ void CurvesModule::after_iteration(ModuleContext& ctx) {
   start(m_view->settings, ctx, m_view);
 }
 
-bool CurvesModule::has_work(Clock::time_point) const { return m_job != nullptr; }
+bool CurvesModule::has_work(Clock::time_point) const { return m_slot.running(); }
 
 void CurvesModule::work(ModuleContext& ctx) {
   Job& j = *m_job;
-  if (ctx.cancel_requested(m_job_id)) {
-    auto v = std::make_shared<CurvesView>(*m_view);
-    ctx.finish_job(m_job_id, JobOutcome::Cancelled, "cancelled");
-    v->outcome = JobOutcome::Cancelled;
-    m_job.reset();
-    m_view = std::move(v);
-    ctx.mark_dirty();
-    return;
-  }
+  if (m_slot.cancel_requested(ctx)) return end(ctx, JobOutcome::Cancelled, "cancelled");
   const long T = m_view->T;
   const long W = j.windows->windows();
   try {
@@ -215,14 +207,7 @@ void CurvesModule::work(ModuleContext& ctx) {
     j.pos += n;
     }
   } catch (const std::exception& e) {
-    auto v = std::make_shared<CurvesView>(*m_view);
-    ctx.finish_job(m_job_id, JobOutcome::Failed, e.what());
-    v->outcome = JobOutcome::Failed;
-    v->error = e.what();
-    m_job.reset();
-    m_view = std::move(v);
-    ctx.mark_dirty();
-    return;
+    return end(ctx, JobOutcome::Failed, e.what());
   }
   if (j.pos < T) return;  // publish whole windows only: a half-done window would bend the curves
   j.pos = 0;
@@ -237,13 +222,19 @@ void CurvesModule::work(ModuleContext& ctx) {
       v->lb[b][t] = j.sb[b][t] / n;
       v->la[b][t] = j.sa[b][t] / n;
     }
-  v->progress = static_cast<double>(j.window) / static_cast<double>(W);
-  ctx.set_progress(m_job_id, v->progress);
+  m_slot.set_progress(ctx, *v, static_cast<double>(j.window) / static_cast<double>(W));
   if (j.window >= W) {
-    v->outcome = JobOutcome::Done;
-    ctx.finish_job(m_job_id, JobOutcome::Done);
+    m_slot.finish(ctx, *v, JobOutcome::Done);
     m_job.reset();
   }
+  m_view = std::move(v);
+  ctx.mark_dirty();
+}
+
+void CurvesModule::end(ModuleContext& ctx, JobOutcome outcome, const std::string& message) {
+  auto v = std::make_shared<CurvesView>(*m_view);
+  m_slot.finish(ctx, *v, outcome, message);
+  m_job.reset();
   m_view = std::move(v);
   ctx.mark_dirty();
 }

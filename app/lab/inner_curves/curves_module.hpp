@@ -37,6 +37,8 @@ class CurvesModule final : public EngineModule {
   // Starts computing `s` (the resolved model's current weights); `previous`: the view being replaced
   // because newer weights arrived (null for a new request).
   void start(const CurvesSettings& s, ModuleContext& ctx, std::shared_ptr<const CurvesView> previous);
+  // Ends the job (cancelled or failed) and publishes the view that says so.
+  void end(ModuleContext& ctx, JobOutcome outcome, const std::string& message);
   // The library id the settings' model names now ("" while kFollowTrainingId still waits).
   std::string resolve(const std::string& model_id) const;
 
@@ -44,7 +46,7 @@ class CurvesModule final : public EngineModule {
   std::shared_ptr<ComputeChoice> m_compute;
   std::shared_ptr<const CurvesView> m_view;
   std::unique_ptr<Job> m_job;
-  JobId m_job_id = 0;
+  JobSlot m_slot;
   std::uint64_t m_generation = 0;
   std::uint64_t m_seen_library = 0;  // the library generation after_iteration last looked at
   int m_reloads = 0;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "lab/engine/job.hpp"
 #include "lab/primal_dual/primal_dual_types.hpp"  // JobOutcome
 
 namespace tttlab::lab {
@@ -23,12 +24,8 @@ struct CurvesSettings {
   bool operator==(const CurvesSettings&) const = default;
 };
 
-struct CurvesView {
+struct CurvesView : JobView {
   CurvesSettings settings;
-  std::uint64_t generation = 0;
-  JobOutcome outcome = JobOutcome::None;
-  double progress = 0;
-  std::string error;
   std::string model_label, data_description;
   // Where it was computed. On a GPU the model's forward (what every layer reads) runs there and each
   // head's inner loop, a sequential walk over the tokens of d×d work, runs on the CPU from those inputs.

@@ -78,7 +78,7 @@ bool MiniBatchModule::handle(const Command& command, ModuleContext& ctx) {
     return true;
   }
   m_queued.clear();
-  if (m_job) ctx.finish_job(m_job_id, JobOutcome::Cancelled, "superseded by a new request");
+  m_slot.supersede(ctx);
   m_job.reset();
   start(run->settings, ctx);
   return true;
@@ -93,7 +93,7 @@ void MiniBatchModule::start(const SweepSettings& s, ModuleContext& ctx) {
   v->generation = ++m_generation;
   v->error.clear();
   v->progress = 0;
-  try {
+  m_slot.start(ctx, *v, [&] {
     if (s.seq_len < 2 || s.seq_len > 1024) throw std::invalid_argument("the sequence length T must be in [2, 1024]");
     if (s.windows < 1 || s.windows > 256) throw std::invalid_argument("windows per b must be in [1, 256]");
     if (s.train_steps < 1 || s.train_steps > 100000) throw std::invalid_argument("training steps must be in [1, 100000]");
@@ -128,12 +128,8 @@ void MiniBatchModule::start(const SweepSettings& s, ModuleContext& ctx) {
     v->data_description = job->data->description;
     m_job = std::move(job);
     v->current = m_job->result;
-    v->outcome = JobOutcome::Running;
-    m_job_id = ctx.begin_job("Mini-batch sweep: b = 1 … " + std::to_string(s.seq_len));
-  } catch (const std::exception& e) {
-    v->outcome = JobOutcome::Failed;
-    v->error = e.what();
-  }
+    return "Mini-batch sweep: b = 1 … " + std::to_string(s.seq_len);
+  });
   m_view = std::move(v);
   ctx.mark_dirty();
 }
@@ -150,12 +146,10 @@ void MiniBatchModule::work(ModuleContext& ctx) {
   Job& j = *m_job;
   auto v = std::make_shared<MiniBatchView>(*m_view);
   const auto finish = [&](JobOutcome o, const std::string& msg = {}) {
-    ctx.finish_job(m_job_id, o, msg);
-    v->outcome = o;
-    if (o == JobOutcome::Failed) v->error = msg;
+    m_slot.finish(ctx, *v, o, msg);
     m_job.reset();
   };
-  if (ctx.cancel_requested(m_job_id)) {
+  if (m_slot.cancel_requested(ctx)) {
     finish(JobOutcome::Cancelled, "cancelled");
     m_view = std::move(v);
     ctx.mark_dirty();
@@ -236,9 +230,9 @@ void MiniBatchModule::work(ModuleContext& ctx) {
     const long done_in_b = (j.index < j.bs.size() && j.index < r->points.size())
                                ? static_cast<long>(r->points[j.index].train_loss.size()) + r->points[j.index].windows_done
                                : 0;
-    v->progress = (static_cast<double>(j.index) * static_cast<double>(per_b) + static_cast<double>(done_in_b)) /
-                  (static_cast<double>(j.bs.size()) * static_cast<double>(per_b));
-    ctx.set_progress(m_job_id, v->progress);
+    m_slot.set_progress(ctx, *v,
+                        (static_cast<double>(j.index) * static_cast<double>(per_b) + static_cast<double>(done_in_b)) /
+                            (static_cast<double>(j.bs.size()) * static_cast<double>(per_b)));
     if (j.index >= j.bs.size()) {
       r->complete = true;
       v->current = r;

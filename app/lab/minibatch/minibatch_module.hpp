@@ -37,7 +37,7 @@ class MiniBatchModule final : public EngineModule {
   std::shared_ptr<ComputeChoice> m_compute;
   std::shared_ptr<const MiniBatchView> m_view;
   std::unique_ptr<Job> m_job;
-  JobId m_job_id = 0;
+  JobSlot m_slot;
   std::uint64_t m_generation = 0;
   std::vector<SweepSettings> m_queued;  // SweepRun{after_current = true} waiting for the running sweep
   void start(const SweepSettings& s, ModuleContext& ctx);

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "lab/engine/job.hpp"
 #include "lab/engine/compute_device.hpp"
 #include "lab/primal_dual/primal_dual_types.hpp"  // JobOutcome
 
@@ -62,12 +63,8 @@ struct SweepResult {
   bool complete = false;
 };
 
-struct MiniBatchView {
+struct MiniBatchView : JobView {
   SweepSettings settings;
-  std::uint64_t generation = 0;
-  JobOutcome outcome = JobOutcome::None;
-  double progress = 0;
-  std::string error;
   std::string data_description;
   std::shared_ptr<const SweepResult> current;
   std::shared_ptr<const SweepResult> previous;  // the sweep before: drawn as a ghost

@@ -174,7 +174,7 @@ NonparametricModule::~NonparametricModule() = default;
 bool NonparametricModule::handle(const Command& command, ModuleContext& ctx) {
   const auto* run = std::get_if<NonparametricRun>(&command);
   if (!run) return false;
-  if (m_job) ctx.finish_job(m_job_id, JobOutcome::Cancelled, "superseded by a new request");
+  m_slot.supersede(ctx);
   m_job.reset();
 
   // Keep the previous results on show (marked stale by results_generation) while the new job runs.
@@ -183,45 +183,26 @@ bool NonparametricModule::handle(const Command& command, ModuleContext& ctx) {
   v->progress = 0;
   v->config = run->config;
   v->generation = ++m_generation;
-  try {
+  m_slot.start(ctx, *v, [&] {
     validate(run->config);
     m_job = std::make_unique<Job>(run->config, *m_library);
-    v->outcome = JobOutcome::Running;
-    m_job_id = ctx.begin_job("Theorem 2: block " + std::to_string(run->config.block));
-  } catch (const std::exception& e) {
-    v->outcome = JobOutcome::Failed;
-    v->error = e.what();
-  }
+    return "Theorem 2: block " + std::to_string(run->config.block);
+  });
   m_view = std::move(v);
   ctx.mark_dirty();
   return true;
 }
 
-bool NonparametricModule::has_work(Clock::time_point) const { return m_job != nullptr; }
+bool NonparametricModule::has_work(Clock::time_point) const { return m_slot.running(); }
 
 void NonparametricModule::work(ModuleContext& ctx) {
   auto v = std::make_shared<NonparametricView>(*m_view);
-  if (ctx.cancel_requested(m_job_id)) {
-    ctx.finish_job(m_job_id, JobOutcome::Cancelled, "cancelled");
-    v->outcome = JobOutcome::Cancelled;
-    m_job.reset();
-  } else {
-    try {
-      const bool finished = m_job->step(*v);
-      v->progress = finished ? 1.0 : m_job->progress();
-      ctx.set_progress(m_job_id, v->progress);
-      if (finished) {
-        v->outcome = JobOutcome::Done;
-        ctx.finish_job(m_job_id, JobOutcome::Done);
-        m_job.reset();
-      }
-    } catch (const std::exception& e) {
-      v->outcome = JobOutcome::Failed;
-      v->error = e.what();
-      ctx.finish_job(m_job_id, JobOutcome::Failed, e.what());
-      m_job.reset();
-    }
-  }
+  m_slot.step(ctx, *v, [&] {
+    const bool finished = m_job->step(*v);
+    m_slot.set_progress(ctx, *v, finished ? 1.0 : m_job->progress());
+    return finished;
+  });
+  if (!m_slot.running()) m_job.reset();
   m_view = std::move(v);
   ctx.mark_dirty();
 }

@@ -35,7 +35,7 @@ class NonparametricModule final : public EngineModule {
   std::shared_ptr<ModelLibrary> m_library;
   std::shared_ptr<const NonparametricView> m_view;
   std::unique_ptr<Job> m_job;
-  JobId m_job_id = 0;
+  JobSlot m_slot;
   std::uint64_t m_generation = 0;
 };
 

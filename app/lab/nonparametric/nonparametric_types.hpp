@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "lab/engine/job.hpp"
 #include "lab/primal_dual/primal_dual_types.hpp"  // Precision, JobOutcome
 #include "lab/plot/pooling.hpp"
 #include "tttlab/tensor.hpp"
@@ -61,12 +62,8 @@ struct NonparametricDetail {
   double row_sum_err = 0;               // maxₜ |Σᵢ wₜᵢ − 1|
 };
 
-struct NonparametricView {
+struct NonparametricView : JobView {
   NonparametricConfig config;       // as requested
-  std::uint64_t generation = 0;     // increments with every new request
-  JobOutcome outcome = JobOutcome::None;
-  double progress = 0;              // 0..1 while running
-  std::string error;                // Failed: why
 
   // The results below belong to request `results_generation` (0: none yet). While a new request
   // runs they still show the previous one.

@@ -378,7 +378,7 @@ PrimalDualModule::~PrimalDualModule() = default;
 bool PrimalDualModule::handle(const Command& command, ModuleContext& ctx) {
   const auto* run = std::get_if<PrimalDualRun>(&command);
   if (!run) return false;
-  if (m_job) ctx.finish_job(m_job_id, JobOutcome::Cancelled, "superseded by a new request");
+  m_slot.supersede(ctx);
   m_job.reset();
 
   // Keep the previous results on show (marked stale by results_generation) while the new job runs.
@@ -388,7 +388,7 @@ bool PrimalDualModule::handle(const Command& command, ModuleContext& ctx) {
   v->config = run->config;
   v->effective = run->config.effective();
   v->generation = ++m_generation;
-  try {
+  m_slot.start(ctx, *v, [&] {
     if (run->config.timing_reps < 1 || run->config.timing_reps > 50)
       throw std::invalid_argument("timing repetitions must be in [1, 50]");
     validate(run->config.head.toy() ? v->effective : run->config.head, limits());
@@ -396,42 +396,23 @@ bool PrimalDualModule::handle(const Command& command, ModuleContext& ctx) {
       m_job = std::make_unique<TypedJob<float>>(run->config, *m_library, m_compute->target());
     else
       m_job = std::make_unique<TypedJob<double>>(run->config, *m_library, m_compute->target());
-    v->outcome = JobOutcome::Running;
-    m_job_id = ctx.begin_job("Primal vs dual: T = " + std::to_string(run->config.head.tokens()));
-  } catch (const std::exception& e) {
-    v->outcome = JobOutcome::Failed;
-    v->error = e.what();
-  }
+    return "Primal vs dual: T = " + std::to_string(run->config.head.tokens());
+  });
   m_view = std::move(v);
   ctx.mark_dirty();
   return true;
 }
 
-bool PrimalDualModule::has_work(Clock::time_point) const { return m_job != nullptr; }
+bool PrimalDualModule::has_work(Clock::time_point) const { return m_slot.running(); }
 
 void PrimalDualModule::work(ModuleContext& ctx) {
   auto v = std::make_shared<PrimalDualView>(*m_view);
-  if (ctx.cancel_requested(m_job_id)) {
-    ctx.finish_job(m_job_id, JobOutcome::Cancelled, "cancelled");
-    v->outcome = JobOutcome::Cancelled;
-    m_job.reset();
-  } else {
-    try {
-      const bool finished = m_job->step(*v);
-      v->progress = m_job->progress();
-      ctx.set_progress(m_job_id, v->progress);
-      if (finished) {
-        v->outcome = JobOutcome::Done;
-        ctx.finish_job(m_job_id, JobOutcome::Done);
-        m_job.reset();
-      }
-    } catch (const std::exception& e) {
-      v->outcome = JobOutcome::Failed;
-      v->error = e.what();
-      ctx.finish_job(m_job_id, JobOutcome::Failed, e.what());
-      m_job.reset();
-    }
-  }
+  m_slot.step(ctx, *v, [&] {
+    const bool finished = m_job->step(*v);
+    m_slot.set_progress(ctx, *v, m_job->progress());
+    return finished;
+  });
+  if (!m_slot.running()) m_job.reset();
   m_view = std::move(v);
   ctx.mark_dirty();
 }

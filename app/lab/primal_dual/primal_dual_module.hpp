@@ -37,7 +37,7 @@ class PrimalDualModule final : public EngineModule {
   std::shared_ptr<ComputeChoice> m_compute;
   std::shared_ptr<const PrimalDualView> m_view;
   std::unique_ptr<Job> m_job;
-  JobId m_job_id = 0;
+  JobSlot m_slot;
   std::uint64_t m_generation = 0;
 };
 

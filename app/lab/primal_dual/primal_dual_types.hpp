@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "lab/engine/job.hpp"
 #include "lab/engine/compute_device.hpp"
 #include "lab/engine/head_config.hpp"
 #include "lab/plot/pooling.hpp"
@@ -37,8 +38,6 @@ struct PrimalDualConfig {
   HeadConfig effective() const;
 };
 
-enum class JobOutcome { None, Running, Done, Cancelled, Failed };
-
 // One block (the toy source has one "block" of one head).
 struct LayerComparison {
   int block = 0;
@@ -54,13 +53,9 @@ struct LayerComparison {
   TimingSummary gpu_time;
 };
 
-struct PrimalDualView {
+struct PrimalDualView : JobView {
   PrimalDualConfig config;          // as requested
   HeadConfig effective;             // as run (toy)
-  std::uint64_t generation = 0;     // increments with every new request
-  JobOutcome outcome = JobOutcome::None;
-  double progress = 0;              // 0..1 while running
-  std::string error;                // Failed: why
 
   // The results below belong to request `results_generation` (0: none yet). While a new request
   // runs they still show the previous one.

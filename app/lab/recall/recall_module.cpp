@@ -59,13 +59,13 @@ RecallModule::~RecallModule() = default;
 bool RecallModule::handle(const Command& command, ModuleContext& ctx) {
   const auto* run = std::get_if<RecallRun>(&command);
   if (!run) return false;
-  if (m_job) ctx.finish_job(m_job_id, JobOutcome::Cancelled, "superseded by a new request");
+  m_slot.supersede(ctx);
   m_job.reset();
   const RecallSettings& s = run->settings;
   auto v = std::make_shared<RecallView>();
   v->settings = s;
   v->generation = ++m_generation;
-  try {
+  m_slot.start(ctx, *v, [&] {
     validate(s);
     auto job = std::make_unique<Job>();
     job->s = s;
@@ -94,32 +94,25 @@ bool RecallModule::handle(const Command& command, ModuleContext& ctx) {
     v->episodes_done.assign(np, 0);
     v->map.assign(cells, 0.0);
     m_job = std::move(job);
-    v->outcome = JobOutcome::Running;
-    m_job_id = ctx.begin_job("Recall lab: d = " + std::to_string(s.width) + ", " + std::to_string(s.sequences) +
-                            " sequences per P");
-  } catch (const std::exception& e) {
-    v->outcome = JobOutcome::Failed;
-    v->error = e.what();
-  }
+    return "Recall lab: d = " + std::to_string(s.width) + ", " + std::to_string(s.sequences) + " sequences per P";
+  });
   m_view = std::move(v);
   ctx.mark_dirty();
   return true;
 }
 
-bool RecallModule::has_work(Clock::time_point) const { return m_job != nullptr; }
+bool RecallModule::has_work(Clock::time_point) const { return m_slot.running(); }
 
 void RecallModule::finish(ModuleContext& ctx, JobOutcome outcome, const std::string& message) {
   auto v = std::make_shared<RecallView>(*m_view);
-  ctx.finish_job(m_job_id, outcome, message);
-  v->outcome = outcome;
-  v->error = outcome == JobOutcome::Failed ? message : std::string();
+  m_slot.finish(ctx, *v, outcome, message);
   m_job.reset();
   m_view = std::move(v);
   ctx.mark_dirty();
 }
 
 void RecallModule::work(ModuleContext& ctx) {
-  if (ctx.cancel_requested(m_job_id)) return finish(ctx, JobOutcome::Cancelled, "cancelled");
+  if (m_slot.cancel_requested(ctx)) return finish(ctx, JobOutcome::Cancelled, "cancelled");
   Job& j = *m_job;
   const RecallSettings& s = j.s;
   const std::size_t np = s.pairs.size();
@@ -169,8 +162,7 @@ void RecallModule::work(ModuleContext& ctx) {
     m_view = std::move(v);
     return finish(ctx, JobOutcome::Failed, e.what());
   }
-  v->progress = static_cast<double>(j.units_done) / static_cast<double>(j.units_total);
-  ctx.set_progress(m_job_id, v->progress);
+  m_slot.set_progress(ctx, *v, static_cast<double>(j.units_done) / static_cast<double>(j.units_total));
   m_view = std::move(v);
   ctx.mark_dirty();
   if (j.units_done >= j.units_total) finish(ctx, JobOutcome::Done, {});

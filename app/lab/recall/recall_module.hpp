@@ -31,7 +31,7 @@ class RecallModule final : public EngineModule {
  private:
   std::shared_ptr<const RecallView> m_view;
   std::unique_ptr<Job> m_job;
-  JobId m_job_id = 0;
+  JobSlot m_slot;
   std::uint64_t m_generation = 0;
   void finish(ModuleContext& ctx, JobOutcome outcome, const std::string& message);
 };

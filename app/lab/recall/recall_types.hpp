@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "lab/engine/job.hpp"
 #include "lab/primal_dual/primal_dual_types.hpp"  // JobOutcome
 
 namespace tttlab::lab {
@@ -29,12 +30,8 @@ struct RecallSettings {
   bool operator==(const RecallSettings&) const = default;
 };
 
-struct RecallView {
+struct RecallView : JobView {
   RecallSettings settings;
-  std::uint64_t generation = 0;
-  JobOutcome outcome = JobOutcome::None;
-  double progress = 0;
-  std::string error;
   double eta_mlp = 0, softmax_beta = 0;        // the fixed constants, for the legend
   // accuracy[memory][j]: the fraction right at P = settings.pairs[j] over the episodes done
   // (memory in recall::Memory order); episodes_done[j] of settings.sequences.
