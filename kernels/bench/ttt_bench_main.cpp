@@ -13,7 +13,7 @@
 #include <string>
 
 #include "tttlab/kernels/cuda_device.hpp"
-#include "tttlab/kernels/ttt.hpp"
+#include "tttlab/kernels/ttt_bench.hpp"
 
 namespace {
 

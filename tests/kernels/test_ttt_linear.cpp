@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "test_ttt_util.hpp"
+#include "tttlab/kernels/ttt_bench.hpp"
 
 namespace tttlab::kernels::test {
 namespace {

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "cuda_check.hpp"
+#include "common/cuda_check.hpp"
 #include "tttlab/kernels/cuda_device.hpp"
 #include "tttlab/kernels/ttt.hpp"
 #include "tttlab/ttt/inner.hpp"

@@ -19,9 +19,9 @@
 #include <stdexcept>
 #include <string>
 
-#include "bf16.cuh"
-#include "cuda_check.hpp"
-#include "ttt_mma.cuh"
+#include "common/bf16.cuh"
+#include "common/cuda_check.hpp"
+#include "ttt/ttt_mma.cuh"
 #include "tttlab/kernels/gemm.hpp"
 #include "tttlab/kernels/nn_ops.hpp"
 

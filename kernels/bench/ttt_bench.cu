@@ -13,11 +13,11 @@
 #include <utility>
 #include <vector>
 
-#include "cuda_check.hpp"
-#include "ttt_host.hpp"
+#include "common/cuda_check.hpp"
+#include "ttt/ttt_host.hpp"
 #include "tttlab/kernels/attention.hpp"
 #include "tttlab/kernels/gemm.hpp"
-#include "tttlab/kernels/ttt.hpp"
+#include "tttlab/kernels/ttt_bench.hpp"
 
 namespace tttlab::kernels {
 namespace {

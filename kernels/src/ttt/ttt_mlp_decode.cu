@@ -19,9 +19,9 @@
 #include <string>
 #include <utility>
 
-#include "cuda_check.hpp"
-#include "ttt_common.cuh"
-#include "ttt_host.hpp"
+#include "common/cuda_check.hpp"
+#include "ttt/ttt_common.cuh"
+#include "ttt/ttt_host.hpp"
 #include "tttlab/kernels/ttt.hpp"
 
 namespace tttlab::kernels {
