@@ -1,5 +1,6 @@
-// ttt_bench(): times the TTT kernels at one shape (see tttlab/kernels/ttt.hpp and docs/KERNELS.md,
-// which explains the FLOP counts and the memory-traffic floors printed beside the times).
+// ttt_bench(): times the TTT kernels at one shape (see tttlab/kernels/ttt_bench.hpp and
+// docs/KERNELS.md, which explains the FLOP counts and the memory-traffic floors printed beside the
+// times).
 #include <cuda_runtime.h>
 
 #include <algorithm>

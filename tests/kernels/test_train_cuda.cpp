@@ -7,7 +7,7 @@
 //    b = 16, d = 64: the tensor-core kernel), the built-in GEMM and tf32 products; and TTT-MLP mixers
 //    over the same variants (ttt_mlp_forward / ttt_mlp_backward).
 //    Tolerance per tensor: max |gpu − ref| ≤ tol · max(max|ref of the tensor|, 1e-3 · max|ref of all|).
-//    fp32 products: tol = 1e-4, the fp32 bound. The step chains ~40 fp32 operations per block
+//    fp32 products: tol = 1e-4, the project's fp32 bound. The step chains ~40 fp32 operations per block
 //    and the inner loop's second-order backward (3xTF32); measured 0.6e-6..1.5e-6 on an H200, as the
 //    CPU fp32 engine against the same reference (printed beside); any wrong term is O(1).
 //    tf32 products: tol = 3e-2 (operands rounded to 10 bits, ~5e-4 per product, compounded through

@@ -93,8 +93,8 @@ __global__ void conv_weight_finish_kernel(const float* __restrict__ partial, int
 // 64-bit division per element; these give each thread 4 channels (one float4) and a tile of
 // consecutive rows, load the tile and its K−1 neighbouring rows once into registers (all loads in
 // flight together), and find each row's position in its sequence with one 32-bit division per tile.
-// Profile of a D = 768 training step on an H200 (docs/KERNELS.md, run 11): the three element-wise
-// conv kernels took 2.8–4.7× their memory floor.
+// In a profile of a D = 768 training step the three element-wise conv kernels took several times
+// their memory floor (docs/KERNELS.md).
 //
 // Each kernel computes N convolutions of one input side by side: N = 1, or N = 2 for the Mamba
 // backbone's Q and K views (conv_q and conv_k of the same u), which then read u, and in the backward
