@@ -105,8 +105,7 @@ std::size_t count_differences(const std::vector<std::uint16_t>& a,
 class NnOps : public ::testing::Test {
  protected:
   void SetUp() override {
-    const CudaQuery q = query_cuda_devices();
-    if (q.status != CudaStatus::Ok) GTEST_SKIP() << "no CUDA device: " << q.message;
+    TTTLAB_REQUIRE_GPU();
     seed_ = test_seed();
     rng_.seed(seed_);
   }

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "compute/cuda_compute.hpp"
+#include "require_gpu.hpp"
 #include "gui/engine/compute_device.hpp"
 #include "gui/engine/engine.hpp"
 #include "gui/engine/curves_module.hpp"
@@ -46,6 +47,7 @@ std::shared_ptr<ComputeChoice> gpu_choice(std::string& why_not) {
 }
 
 #define REQUIRE_GPU(choice)                                     \
+  TTTLAB_REQUIRE_GPU();                                         \
   std::string why_not;                                          \
   const auto choice = gpu_choice(why_not);                      \
   if (!choice) GTEST_SKIP() << "no CUDA device: " << why_not

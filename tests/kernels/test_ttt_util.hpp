@@ -16,20 +16,13 @@
 #include <vector>
 
 #include "common/cuda_check.hpp"
+#include "require_gpu.hpp"
 #include "tttlab/kernels/cuda_device.hpp"
 #include "tttlab/kernels/ttt.hpp"
 #include "tttlab/ttt/inner.hpp"
 #include "tttlab/ttt/inner_backward.hpp"
 
 namespace tttlab::kernels::test {
-
-// Skips the test, with the reason, where no CUDA device is usable.
-#define TTTLAB_REQUIRE_GPU()                                                              \
-  do {                                                                                    \
-    const ::tttlab::kernels::CudaQuery q_ = ::tttlab::kernels::query_cuda_devices();      \
-    if (q_.status != ::tttlab::kernels::CudaStatus::Ok)                                   \
-      GTEST_SKIP() << "no CUDA device: " << q_.message;                                   \
-  } while (0)
 
 // TTTLAB_GPU_TEST_QUICK=1 (used under compute-sanitizer, which slows kernels 10-100×) shrinks the
 // shape grids to a representative few.
