@@ -177,9 +177,8 @@ struct Inputs {
         cudaMemcpy(tau.p, t.data(), t.size() * sizeof(float), cudaMemcpyHostToDevice));
     TTTLAB_CUDA_CHECK(cudaDeviceSynchronize());
   }
-  // The inputs into any of the argument structs of ttt.hpp.
-  template <class Args>
-  void set(Args& a) const {
+  // The inputs into any of the sequence kernels' argument structs of ttt.hpp.
+  void set(TttSequenceInputs& a) const {
     a.dims = D;
     a.Q = Q.p;
     a.K = K.p;

@@ -54,6 +54,33 @@ struct TttOptions {
   float ln_eps = 1e-6f;     // ε of the inner LayerNorm; callers pass ModelConfig::ttt_ln_eps
 };
 
+// The inputs of every forward and backward of the sequence (both models): the tensors of the
+// layouts above.
+struct TttSequenceInputs {
+  TttDims dims;
+  TttOptions opt;
+  const float* Q = nullptr;          // [B, T, H·d]
+  const float* K = nullptr;          // [B, T, H·d]
+  const float* V = nullptr;          // [B, T, H·d]
+  const float* lambda = nullptr;     // [B, H, T]
+  const float* tau = nullptr;        // [b]
+  const float* ln_weight = nullptr;  // γ [H, d] (read only with layer_norm)
+  const float* ln_bias = nullptr;    // β [H, d] (read only with layer_norm)
+};
+
+// The inputs of a decode step (both models): one token per sequence.
+struct TttDecodeInputs {
+  TttDims dims;
+  TttOptions opt;
+  const float* q = nullptr;          // [B, H·d], one token per sequence
+  const float* k = nullptr;
+  const float* v = nullptr;
+  const float* lambda = nullptr;     // [B, H]
+  const float* tau = nullptr;        // [b]
+  const float* ln_weight = nullptr;  // [H, d] (read with layer_norm)
+  const float* ln_bias = nullptr;
+};
+
 // Number of mini-batches, ceil(T / b), and of checkpoints kept by a forward with group g ≥ 1: the
 // state at the start of mini-batches 0, g, 2g, … , i.e. ceil(n / g).
 int ttt_num_mini_batches(const TttDims& dims);
@@ -76,16 +103,7 @@ enum class TttLinearForwardVersion {
 
 // ---- TTT-Linear, dual form, forward --------------------------------------------------------------
 
-struct TttLinearForwardArgs {
-  TttDims dims;
-  TttOptions opt;
-  const float* Q = nullptr;         // [B, T, H·d]
-  const float* K = nullptr;         // [B, T, H·d]
-  const float* V = nullptr;         // [B, T, H·d]
-  const float* lambda = nullptr;    // [B, H, T]
-  const float* tau = nullptr;       // [b]
-  const float* ln_weight = nullptr; // γ [H, d] (read only with layer_norm)
-  const float* ln_bias = nullptr;   // β [H, d] (read only with layer_norm)
+struct TttLinearForwardArgs : TttSequenceInputs {
   const float* W0 = nullptr;        // [H, d, d], or [B, H, d, d] with per_sequence_init
   const float* b0 = nullptr;        // [H, d], or [B, H, d] with per_sequence_init (read with bias)
   bool per_sequence_init = false;
@@ -151,16 +169,7 @@ enum class TttBackwardVersion {
                  // are tf32. The fused kernel's shapes and alignment only, else an error.
 };
 
-struct TttLinearBackwardArgs {
-  TttDims dims;
-  TttOptions opt;
-  const float* Q = nullptr;
-  const float* K = nullptr;
-  const float* V = nullptr;
-  const float* lambda = nullptr;
-  const float* tau = nullptr;
-  const float* ln_weight = nullptr;
-  const float* ln_bias = nullptr;
+struct TttLinearBackwardArgs : TttSequenceInputs {
   const float* checkpoint_W = nullptr;  // from ttt_linear_forward with the same checkpoint_group
   const float* checkpoint_b = nullptr;  // (read with bias)
   int checkpoint_group = 1;
@@ -208,16 +217,7 @@ bool ttt_linear_backward_supports(TttBackwardVersion version, const TttDims& dim
 // (λ-weighted) to the accumulators, and the output is read with W_t = W − τ_{pos+1}·A_W,
 // c_t = c − τ_{pos+1}·A_c. When pos + 1 == b the mini-batch is committed: W ← W_t, c ← c_t and the
 // accumulators are zeroed. The caller advances pos to (pos + 1) % b. dims.seq_len is ignored.
-struct TttLinearDecodeArgs {
-  TttDims dims;
-  TttOptions opt;
-  const float* q = nullptr;         // [B, H·d], one token per sequence
-  const float* k = nullptr;
-  const float* v = nullptr;
-  const float* lambda = nullptr;    // [B, H]
-  const float* tau = nullptr;       // [b]
-  const float* ln_weight = nullptr; // [H, d]
-  const float* ln_bias = nullptr;
+struct TttLinearDecodeArgs : TttDecodeInputs {
   float* W = nullptr;      // [B, H, d, d]  committed state, read and (at a commit) written
   float* b = nullptr;      // [B, H, d]     (with bias)
   float* acc_W = nullptr;  // [B, H, d, d]  accumulators, read and written
@@ -241,16 +241,7 @@ void ttt_linear_decode_step(const TttLinearDecodeArgs& args);
 // When pos + 1 == b the state is committed (W ← W_t) and the accumulators are zeroed. The caller
 // advances pos to (pos + 1) % b. dims.seq_len is ignored. GELU is the tanh form. One block of 256
 // threads per (sequence, head); the hidden width is 4d (≤ 512).
-struct TttMlpDecodeArgs {
-  TttDims dims;
-  TttOptions opt;
-  const float* q = nullptr;         // [B, H·d], one token per sequence
-  const float* k = nullptr;
-  const float* v = nullptr;
-  const float* lambda = nullptr;    // [B, H]
-  const float* tau = nullptr;       // [b]
-  const float* ln_weight = nullptr; // [H, d] (read with layer_norm)
-  const float* ln_bias = nullptr;
+struct TttMlpDecodeArgs : TttDecodeInputs {
   float* W1 = nullptr;      // [B, H, d, 4d]  committed state, read and (at a commit) written
   float* b1 = nullptr;      // [B, H, 4d]     (with bias)
   float* W2 = nullptr;      // [B, H, 4d, d]
@@ -283,16 +274,7 @@ enum class TttMlpForwardVersion {
                  // and so do the checkpoints. Same shapes as Tf32, else an error.
 };
 
-struct TttMlpForwardArgs {
-  TttDims dims;
-  TttOptions opt;
-  const float* Q = nullptr;
-  const float* K = nullptr;
-  const float* V = nullptr;
-  const float* lambda = nullptr;
-  const float* tau = nullptr;
-  const float* ln_weight = nullptr;
-  const float* ln_bias = nullptr;
+struct TttMlpForwardArgs : TttSequenceInputs {
   const float* W1 = nullptr;  // [H, d, 4d]
   const float* b1 = nullptr;  // [H, 4d]
   const float* W2 = nullptr;  // [H, 4d, d]
@@ -345,16 +327,7 @@ enum class TttMlpBackwardVersion {
                 // per product): what the training step runs when its GEMMs are tf32
 };
 
-struct TttMlpBackwardArgs {
-  TttDims dims;
-  TttOptions opt;
-  const float* Q = nullptr;
-  const float* K = nullptr;
-  const float* V = nullptr;
-  const float* lambda = nullptr;
-  const float* tau = nullptr;
-  const float* ln_weight = nullptr;
-  const float* ln_bias = nullptr;
+struct TttMlpBackwardArgs : TttSequenceInputs {
   const float* checkpoint_W1 = nullptr;  // from ttt_mlp_forward with the same checkpoint_group
   const float* checkpoint_b1 = nullptr;  // (biases read with bias)
   const float* checkpoint_W2 = nullptr;
