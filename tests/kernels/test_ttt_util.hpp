@@ -264,6 +264,15 @@ inline std::string describe(const TttDims& D, const TttOptions& o) {
          (o.residual ? " res" : " no-res") + (o.bias ? " bias" : " no-bias");
 }
 
+// The same as a parameterised test's name (letters, digits and underscores only):
+// "B2_H3_T64_d32_b16_ln_res_bias", "..._noln_nores_nobias".
+inline std::string param_name(const TttDims& D, const TttOptions& o) {
+  return "B" + std::to_string(D.batch) + "_H" + std::to_string(D.heads) + "_T" +
+         std::to_string(D.seq_len) + "_d" + std::to_string(D.head_dim) + "_b" +
+         std::to_string(D.mini_batch) + (o.layer_norm ? "_ln" : "_noln") +
+         (o.residual ? "_res" : "_nores") + (o.bias ? "_bias" : "_nobias");
+}
+
 // Option combination f ∈ 0..7: bit 0 turns layer_norm off, bit 1 residual, bit 2 bias (f = 0 is
 // all on).
 inline TttOptions flags(int f) {
