@@ -40,7 +40,7 @@
 #include "tttlab/kernels/decode_cuda.hpp"
 #include "tttlab/kernels/multi_gpu.hpp"
 #include "tttlab/kernels/train_cuda.hpp"
-#include "tttlab/kernels/ttt.hpp"
+#include "tttlab/kernels/ttt_bench.hpp"
 #include "tttlab/optim/adamw.hpp"
 #endif
 

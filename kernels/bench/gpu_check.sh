@@ -5,7 +5,7 @@
 #             leaves the others' results
 #   sanitize  compute-sanitizer memcheck and racecheck on the kernel tests in quick mode
 #             (TTTLAB_GPU_TEST_QUICK=1: representative shapes only; the sanitizers slow kernels 10-100x)
-#   bench     `tttlab bench --device cuda`: the TTT kernels and attention at the issue's shape, and
+#   bench     `tttlab bench --device cuda`: the TTT kernels and attention at the training shape, and
 #             whole-model training steps (without tttlab: `tttlab_ttt_bench`, the kernel table alone)
 #   brown     `tttlab train --device cuda --preset small` on Brown, the same run on the CPU for
 #             CPU_SECONDS (Ctrl-C saves it), the CPU run resumed on the GPU, the loss curves compared

@@ -1,5 +1,5 @@
 // tttlab_ttt_bench: times the TTT kernels at one shape and prints the table of ttt_bench()
-// (median ms, GFLOP/s, memory-traffic floor, peer and target). Default shape: issue 4's
+// (median ms, GFLOP/s, memory-traffic floor, peer and target). Default shape:
 // B=16 H=12 T=2048 d=64 b=16.
 //
 //   tttlab_ttt_bench [--batch N] [--heads N] [--seq N] [--dim N] [--mini-batch N]
@@ -13,7 +13,7 @@
 #include <string>
 
 #include "tttlab/kernels/cuda_device.hpp"
-#include "tttlab/kernels/ttt.hpp"
+#include "tttlab/kernels/ttt_bench.hpp"
 
 namespace {
 

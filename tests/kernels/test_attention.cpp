@@ -5,7 +5,7 @@
 // causal_attention_forward/_backward and linear_attention_forward/_backward run in double on the
 // same (float-valued) inputs, sequence by sequence. Outputs are poisoned with NaN first, so an
 // unwritten element fails. Tolerance: max |gpu − ref| ≤ 1e-4 · max(max|ref|, 1) per tensor (the
-// issue's fp32 bound; fp32 accumulation over ≤ 1000 keys of terms of ~|ref| gives ~1e-6, measured
+// project's fp32 bound; fp32 accumulation over ≤ 1000 keys of terms of ~|ref| gives ~1e-6, measured
 // ≤ 2e-6, and ≤ 2e-5 with the large logits). The floor of 1 (the inputs are N(0, 1), so every term is
 // O(1)) is for T = 1, where softmax's dQ and dK are exactly 0 in exact arithmetic (P = 1, so
 // dS = dP − δ = 0) but fp32 leaves ~1e-6 (dP = dO·V and δ = dO·O are summed in different orders;

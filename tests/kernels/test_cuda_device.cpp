@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "require_gpu.hpp"
 #include "tttlab/device.hpp"
 #include "tttlab/kernels/cuda_device.hpp"
 #include "vector_add.hpp"
@@ -23,8 +24,8 @@ namespace {
 class CudaDeviceTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    TTTLAB_REQUIRE_GPU();
     query_ = query_cuda_devices();
-    if (query_.status != CudaStatus::Ok) GTEST_SKIP() << "no CUDA device: " << query_.message;
   }
   CudaQuery query_;
 };

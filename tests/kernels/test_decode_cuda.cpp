@@ -13,7 +13,7 @@
 //    are fp32 with sums in different orders; the differences are rounding, ~1e-6..1e-5, and a wrong
 //    term is O(1)), with and without CUDA graphs.
 // 3. Greedy decoding of 200 bytes from the shipped model (assets/models/tiny-brown, prompt "The "):
-//    the same bytes on both devices (the requirement); the smallest top-2 logit margin seen
+//    the same bytes on both devices (greedy decoding must not depend on the device); the smallest top-2 logit margin seen
 //    is printed, so a failure can be told from a near tie.
 // 4. Unsupported models are refused with one-line reasons (no GPU needed).
 // Seeds are fixed and printed (test_seed(): a hash of the test's name; TTTLAB_TEST_SEED overrides).

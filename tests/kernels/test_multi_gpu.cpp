@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "require_gpu.hpp"
 #include "tttlab/kernels/cuda_device.hpp"
 #include "tttlab/kernels/multi_gpu.hpp"
 #include "tttlab/model/model.hpp"
@@ -33,14 +34,15 @@ namespace {
 
 constexpr std::uint64_t k_seed = 20261126;
 
-#define REQUIRE_GPUS_OR_SKIP(n)                                                                        \
-  do {                                                                                                 \
-    const CudaQuery q_ = query_cuda_devices();                                                         \
-    if (q_.status != CudaStatus::Ok) GTEST_SKIP() << "no CUDA device: " << q_.message;                 \
-    std::string why_;                                                                                  \
-    if (!nccl_available(&why_)) GTEST_SKIP() << "no NCCL: " << why_;                                   \
-    if (int(q_.devices.size()) < (n))                                                                  \
-      GTEST_SKIP() << "needs " << (n) << " GPUs, this machine shows " << q_.devices.size();           \
+// The GPU check, then NCCL and at least n devices, each skip with its reason.
+#define REQUIRE_GPUS_OR_SKIP(n)                                                              \
+  do {                                                                                       \
+    TTTLAB_REQUIRE_GPU();                                                                    \
+    std::string why_;                                                                        \
+    if (!nccl_available(&why_)) GTEST_SKIP() << "no NCCL: " << why_;                         \
+    const std::size_t devices_ = query_cuda_devices().devices.size();                        \
+    if (int(devices_) < (n))                                                                 \
+      GTEST_SKIP() << "needs " << (n) << " GPUs, this machine shows " << devices_;            \
   } while (0)
 
 TrainConfig small_config(SeqLayerKind layer = SeqLayerKind::TTTLinear) {

@@ -16,7 +16,7 @@
 //         terms' fp32 roundoff remains, on the CPU's fp32 op as here.
 //         LayerNorm (forward and dX): 1e-4. A row's x − μ loses bits when the row's spread is small
 //         against its mean (at D = 2 the two entries can be close): measured up to 8e-6 at D = 2.
-//   1e-4  sums over many rows (weight gradients: column sums, dγ, dβ, dw of the conv, dE): the issue's
+//   1e-4  sums over many rows (weight gradients: column sums, dγ, dβ, dw of the conv, dE): the project's
 //         fp32 bound; fixed-order sums of up to ~10^4 terms of both signs stay near 1e-6.
 //   GEMM  fp32 (cuBLAS CUBLAS_COMPUTE_32F and the built-in kernel): 1e-4. tf32 (10-bit operand mantissa,
 //         unit roundoff 2^-11 ≈ 4.9e-4 per operand): 5e-3; measured errors are printed.
@@ -105,8 +105,7 @@ std::size_t count_differences(const std::vector<std::uint16_t>& a,
 class NnOps : public ::testing::Test {
  protected:
   void SetUp() override {
-    const CudaQuery q = query_cuda_devices();
-    if (q.status != CudaStatus::Ok) GTEST_SKIP() << "no CUDA device: " << q.message;
+    TTTLAB_REQUIRE_GPU();
     seed_ = test_seed();
     rng_.seed(seed_);
   }

@@ -24,6 +24,7 @@
 #include "lab/generation/generation_module.hpp"
 #include "lab/minibatch/minibatch_module.hpp"
 #include "lab/primal_dual/primal_dual_module.hpp"
+#include "require_gpu.hpp"
 
 namespace tttlab::lab {
 namespace {
@@ -46,6 +47,7 @@ std::shared_ptr<ComputeChoice> gpu_choice(std::string& why_not) {
 }
 
 #define REQUIRE_GPU(choice)                                     \
+  TTTLAB_REQUIRE_GPU();                                         \
   std::string why_not;                                          \
   const auto choice = gpu_choice(why_not);                      \
   if (!choice) GTEST_SKIP() << "no CUDA device: " << why_not

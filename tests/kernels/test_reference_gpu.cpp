@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "../reference/reference_fixture.hpp"
+#include "require_gpu.hpp"
 #include "tttlab/data/batches.hpp"
 #include "tttlab/kernels/cuda_device.hpp"
 #include "tttlab/kernels/train_cuda.hpp"
@@ -35,8 +36,8 @@ constexpr double k_tol_gpu_fp32 = 1e-4;
 class ReferenceGpu : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ReferenceGpu, TrainingStepMatchesTheOfficialModel) {
+  TTTLAB_REQUIRE_GPU();
   const kernels::CudaQuery q = kernels::query_cuda_devices();
-  if (q.status != kernels::CudaStatus::Ok) GTEST_SKIP() << "no CUDA device: " << q.message;
 
   const Fixture f = load_fixture(GetParam());
   TrainConfig tc;

@@ -7,7 +7,7 @@
 //    b = 16, d = 64: the tensor-core kernel), the built-in GEMM and tf32 products; and TTT-MLP mixers
 //    over the same variants (ttt_mlp_forward / ttt_mlp_backward).
 //    Tolerance per tensor: max |gpu − ref| ≤ tol · max(max|ref of the tensor|, 1e-3 · max|ref of all|).
-//    fp32 products: tol = 1e-4, the fp32 bound. The step chains ~40 fp32 operations per block
+//    fp32 products: tol = 1e-4, the project's fp32 bound. The step chains ~40 fp32 operations per block
 //    and the inner loop's second-order backward (3xTF32); measured 0.6e-6..1.5e-6 on an H200, as the
 //    CPU fp32 engine against the same reference (printed beside); any wrong term is O(1).
 //    tf32 products: tol = 3e-2 (operands rounded to 10 bits, ~5e-4 per product, compounded through
@@ -52,12 +52,6 @@
 namespace tttlab::kernels::test {
 namespace {
 namespace fs = std::filesystem;
-
-#define REQUIRE_GPU_OR_SKIP()                                            \
-  do {                                                                   \
-    const CudaQuery q_ = query_cuda_devices();                           \
-    if (q_.status != CudaStatus::Ok) GTEST_SKIP() << "no CUDA device: " << q_.message; \
-  } while (0)
 
 // ---- 1. gradients ----------------------------------------------------------------------------------
 
@@ -257,7 +251,7 @@ double cpu_gradients(Model<S>& model, const TokenBatch& batch, std::vector<std::
 }
 
 TEST(TrainCuda, GradientsMatchTheCpuEngine) {
-  REQUIRE_GPU_OR_SKIP();
+  TTTLAB_REQUIRE_GPU();
   const std::uint64_t seed = test_seed();
   std::mt19937_64 rng(seed);
   for (const GradCase& gc : grad_cases()) {
@@ -346,7 +340,7 @@ TEST(TrainCuda, UnsupportedModelsAreRefusedWithAReason) {
     EXPECT_NE(cuda_train_unsupported(no_rope).find("RoPE"), std::string::npos);
     EXPECT_NE(cuda_train_unsupported(no_post_norm).find("post-norm"), std::string::npos);
   }
-  REQUIRE_GPU_OR_SKIP();
+  TTTLAB_REQUIRE_GPU();
   // The backend refuses what cuda_train_unsupported names, before touching the device.
   m.seq_layer = SeqLayerKind::SoftmaxAttention;
   m.hidden_size = 512, m.num_attention_heads = 2;  // d = 256
@@ -417,7 +411,7 @@ Curve train_curve(const TrainConfig& cfg, const TrainBackendFactory& backend) {
 // --device cuda` does with a checkpoint's weights): a GPU trainer started from another seed evaluates
 // like the CPU trainer whose weights it was given, and not before.
 TEST(TrainCuda, EvaluatesWeightsCopiedInOnTheHost) {
-  REQUIRE_GPU_OR_SKIP();
+  TTTLAB_REQUIRE_GPU();
   TrainConfig cfg = tiny_config(3);
   Trainer cpu(cfg, corpus_data(), {});
   while (!cpu.finished()) cpu.step();  // weights no initialisation reproduces
@@ -443,7 +437,7 @@ TEST(TrainCuda, EvaluatesWeightsCopiedInOnTheHost) {
 // nothing to dδ, so δ's gradient is exactly 0 and, after AdamW steps with weight decay, δ is exactly
 // 0 on the GPU while the loss follows the CPU engine's curve (fp32 products, 1e-3 nats as above).
 TEST(TrainCuda, FrozenTokenIndexHasNoGradientAndStaysZero) {
-  REQUIRE_GPU_OR_SKIP();
+  TTTLAB_REQUIRE_GPU();
   TrainConfig cfg = tiny_config(12);
   cfg.model.mini_batch_size = 16;
   cfg.model.eta_learned_gate = false;
@@ -497,7 +491,7 @@ TEST(TrainCuda, FrozenTokenIndexHasNoGradientAndStaysZero) {
 }
 
 TEST(TrainCuda, FiftyStepsFollowTheCpuLossCurve) {
-  REQUIRE_GPU_OR_SKIP();
+  TTTLAB_REQUIRE_GPU();
   const TrainConfig cfg = tiny_config(50);
   const Curve cpu = train_curve(cfg, {});
   CudaTrainOptions fp32, tf32;
@@ -543,7 +537,7 @@ TEST(TrainCuda, FiftyStepsFollowTheCpuLossCurve) {
 // also differ from the tf32 one (else the products are not bf16), and two bf16 runs agree bit for
 // bit. The 200-step Brown curves of docs/KERNELS.md run the same comparison at the `small` preset.
 TEST(TrainCuda, Bf16MixedPrecisionFollowsTheFp32Curve) {
-  REQUIRE_GPU_OR_SKIP();
+  TTTLAB_REQUIRE_GPU();
   for (SeqLayerKind kind : {SeqLayerKind::TTTLinear, SeqLayerKind::TTTMLP}) {
     SCOPED_TRACE(to_string(kind));
     TrainConfig cfg = tiny_config(50);
@@ -590,7 +584,7 @@ TEST(TrainCuda, Bf16MixedPrecisionFollowsTheFp32Curve) {
 // through training; a wrong gradient term moves the curve by 1e-2 or more within a few steps). Two
 // GPU runs agree bit for bit.
 TEST(TrainCuda, OtherMixersFollowTheCpuLossCurve) {
-  REQUIRE_GPU_OR_SKIP();
+  TTTLAB_REQUIRE_GPU();
   for (SeqLayerKind kind : {SeqLayerKind::TTTMLP, SeqLayerKind::SoftmaxAttention, SeqLayerKind::LinearAttention}) {
     SCOPED_TRACE(to_string(kind));
     TrainConfig cfg = tiny_config(50);
@@ -623,7 +617,7 @@ TEST(TrainCuda, OtherMixersFollowTheCpuLossCurve) {
 }
 
 TEST(TrainCuda, ProfiledStepAccountsForItsPhases) {
-  REQUIRE_GPU_OR_SKIP();
+  TTTLAB_REQUIRE_GPU();
   TrainConfig tc = tiny_config(10);
   Model<float> model(tc.model, 3);
   AdamW<float> optim(AdamWConfig{}, WarmupCosineSchedule{});
@@ -651,7 +645,7 @@ TEST(TrainCuda, ProfiledStepAccountsForItsPhases) {
 // the deferred product read it would show here. Both backbones, heads of d = 64 and d = 32 (the
 // fused kernel with dV in bf16, holding whole SMs).
 TEST(TrainCuda, WeightGradientsBesideTheInnerLoopChangeNothing) {
-  REQUIRE_GPU_OR_SKIP();
+  TTTLAB_REQUIRE_GPU();
   const std::uint64_t seed = test_seed();
   for (bool mamba : {true, false})
     for (int H : {2, 4}) {
@@ -705,7 +699,7 @@ std::vector<double> run_steps(Trainer& t, int n) {
 }
 
 TEST(TrainCuda, CheckpointsResumeOnEitherDevice) {
-  REQUIRE_GPU_OR_SKIP();
+  TTTLAB_REQUIRE_GPU();
   const fs::path dir = temp_dir("resume");
   const fs::path corpus = dir / "corpus.txt";
   write_file_atomic(corpus, corpus_text());

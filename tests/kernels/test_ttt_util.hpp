@@ -15,21 +15,14 @@
 #include <string>
 #include <vector>
 
-#include "cuda_check.hpp"
+#include "common/cuda_check.hpp"
+#include "require_gpu.hpp"
 #include "tttlab/kernels/cuda_device.hpp"
 #include "tttlab/kernels/ttt.hpp"
 #include "tttlab/ttt/inner.hpp"
 #include "tttlab/ttt/inner_backward.hpp"
 
 namespace tttlab::kernels::test {
-
-// Skips the test, with the reason, where no CUDA device is usable.
-#define TTTLAB_REQUIRE_GPU()                                                              \
-  do {                                                                                    \
-    const ::tttlab::kernels::CudaQuery q_ = ::tttlab::kernels::query_cuda_devices();      \
-    if (q_.status != ::tttlab::kernels::CudaStatus::Ok)                                   \
-      GTEST_SKIP() << "no CUDA device: " << q_.message;                                   \
-  } while (0)
 
 // TTTLAB_GPU_TEST_QUICK=1 (used under compute-sanitizer, which slows kernels 10-100×) shrinks the
 // shape grids to a representative few.
@@ -269,6 +262,15 @@ inline std::string describe(const TttDims& D, const TttOptions& o) {
          " T=" + std::to_string(D.seq_len) + " d=" + std::to_string(D.head_dim) +
          " b=" + std::to_string(D.mini_batch) + (o.layer_norm ? " ln" : " no-ln") +
          (o.residual ? " res" : " no-res") + (o.bias ? " bias" : " no-bias");
+}
+
+// The same as a parameterised test's name (letters, digits and underscores only):
+// "B2_H3_T64_d32_b16_ln_res_bias", "..._noln_nores_nobias".
+inline std::string param_name(const TttDims& D, const TttOptions& o) {
+  return "B" + std::to_string(D.batch) + "_H" + std::to_string(D.heads) + "_T" +
+         std::to_string(D.seq_len) + "_d" + std::to_string(D.head_dim) + "_b" +
+         std::to_string(D.mini_batch) + (o.layer_norm ? "_ln" : "_noln") +
+         (o.residual ? "_res" : "_nores") + (o.bias ? "_bias" : "_nobias");
 }
 
 // Option combination f ∈ 0..7: bit 0 turns layer_norm off, bit 1 residual, bit 2 bias (f = 0 is

@@ -3,7 +3,7 @@
 
 #include <stdexcept>
 
-#include "cuda_check.hpp"
+#include "common/cuda_check.hpp"
 #include "vector_add.hpp"
 
 namespace tttlab::kernels::test {

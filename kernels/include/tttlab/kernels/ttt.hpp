@@ -33,8 +33,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <string>
-#include <vector>
 
 struct CUstream_st;  // = cudaStream_t, without the CUDA headers
 
@@ -54,6 +52,33 @@ struct TttOptions {
   bool residual = true;    // target V − K and output Q + ...; off: target V, output without Q
   bool bias = true;        // inner bias c (b0) exists and learns; off: c ≡ 0, b0 is not read
   float ln_eps = 1e-6f;     // ε of the inner LayerNorm; callers pass ModelConfig::ttt_ln_eps
+};
+
+// The inputs of every forward and backward of the sequence (both models): the tensors of the
+// layouts above.
+struct TttSequenceInputs {
+  TttDims dims;
+  TttOptions opt;
+  const float* Q = nullptr;          // [B, T, H·d]
+  const float* K = nullptr;          // [B, T, H·d]
+  const float* V = nullptr;          // [B, T, H·d]
+  const float* lambda = nullptr;     // [B, H, T]
+  const float* tau = nullptr;        // [b]
+  const float* ln_weight = nullptr;  // γ [H, d] (read only with layer_norm)
+  const float* ln_bias = nullptr;    // β [H, d] (read only with layer_norm)
+};
+
+// The inputs of a decode step (both models): one token per sequence.
+struct TttDecodeInputs {
+  TttDims dims;
+  TttOptions opt;
+  const float* q = nullptr;          // [B, H·d], one token per sequence
+  const float* k = nullptr;
+  const float* v = nullptr;
+  const float* lambda = nullptr;     // [B, H]
+  const float* tau = nullptr;        // [b]
+  const float* ln_weight = nullptr;  // [H, d] (read with layer_norm)
+  const float* ln_bias = nullptr;
 };
 
 // Number of mini-batches, ceil(T / b), and of checkpoints kept by a forward with group g ≥ 1: the
@@ -78,16 +103,7 @@ enum class TttLinearForwardVersion {
 
 // ---- TTT-Linear, dual form, forward --------------------------------------------------------------
 
-struct TttLinearForwardArgs {
-  TttDims dims;
-  TttOptions opt;
-  const float* Q = nullptr;         // [B, T, H·d]
-  const float* K = nullptr;         // [B, T, H·d]
-  const float* V = nullptr;         // [B, T, H·d]
-  const float* lambda = nullptr;    // [B, H, T]
-  const float* tau = nullptr;       // [b]
-  const float* ln_weight = nullptr; // γ [H, d] (read only with layer_norm)
-  const float* ln_bias = nullptr;   // β [H, d] (read only with layer_norm)
+struct TttLinearForwardArgs : TttSequenceInputs {
   const float* W0 = nullptr;        // [H, d, d], or [B, H, d, d] with per_sequence_init
   const float* b0 = nullptr;        // [H, d], or [B, H, d] with per_sequence_init (read with bias)
   bool per_sequence_init = false;
@@ -153,16 +169,7 @@ enum class TttBackwardVersion {
                  // are tf32. The fused kernel's shapes and alignment only, else an error.
 };
 
-struct TttLinearBackwardArgs {
-  TttDims dims;
-  TttOptions opt;
-  const float* Q = nullptr;
-  const float* K = nullptr;
-  const float* V = nullptr;
-  const float* lambda = nullptr;
-  const float* tau = nullptr;
-  const float* ln_weight = nullptr;
-  const float* ln_bias = nullptr;
+struct TttLinearBackwardArgs : TttSequenceInputs {
   const float* checkpoint_W = nullptr;  // from ttt_linear_forward with the same checkpoint_group
   const float* checkpoint_b = nullptr;  // (read with bias)
   int checkpoint_group = 1;
@@ -210,16 +217,7 @@ bool ttt_linear_backward_supports(TttBackwardVersion version, const TttDims& dim
 // (λ-weighted) to the accumulators, and the output is read with W_t = W − τ_{pos+1}·A_W,
 // c_t = c − τ_{pos+1}·A_c. When pos + 1 == b the mini-batch is committed: W ← W_t, c ← c_t and the
 // accumulators are zeroed. The caller advances pos to (pos + 1) % b. dims.seq_len is ignored.
-struct TttLinearDecodeArgs {
-  TttDims dims;
-  TttOptions opt;
-  const float* q = nullptr;         // [B, H·d], one token per sequence
-  const float* k = nullptr;
-  const float* v = nullptr;
-  const float* lambda = nullptr;    // [B, H]
-  const float* tau = nullptr;       // [b]
-  const float* ln_weight = nullptr; // [H, d]
-  const float* ln_bias = nullptr;
+struct TttLinearDecodeArgs : TttDecodeInputs {
   float* W = nullptr;      // [B, H, d, d]  committed state, read and (at a commit) written
   float* b = nullptr;      // [B, H, d]     (with bias)
   float* acc_W = nullptr;  // [B, H, d, d]  accumulators, read and written
@@ -243,16 +241,7 @@ void ttt_linear_decode_step(const TttLinearDecodeArgs& args);
 // When pos + 1 == b the state is committed (W ← W_t) and the accumulators are zeroed. The caller
 // advances pos to (pos + 1) % b. dims.seq_len is ignored. GELU is the tanh form. One block of 256
 // threads per (sequence, head); the hidden width is 4d (≤ 512).
-struct TttMlpDecodeArgs {
-  TttDims dims;
-  TttOptions opt;
-  const float* q = nullptr;         // [B, H·d], one token per sequence
-  const float* k = nullptr;
-  const float* v = nullptr;
-  const float* lambda = nullptr;    // [B, H]
-  const float* tau = nullptr;       // [b]
-  const float* ln_weight = nullptr; // [H, d] (read with layer_norm)
-  const float* ln_bias = nullptr;
+struct TttMlpDecodeArgs : TttDecodeInputs {
   float* W1 = nullptr;      // [B, H, d, 4d]  committed state, read and (at a commit) written
   float* b1 = nullptr;      // [B, H, 4d]     (with bias)
   float* W2 = nullptr;      // [B, H, 4d, d]
@@ -285,16 +274,7 @@ enum class TttMlpForwardVersion {
                  // and so do the checkpoints. Same shapes as Tf32, else an error.
 };
 
-struct TttMlpForwardArgs {
-  TttDims dims;
-  TttOptions opt;
-  const float* Q = nullptr;
-  const float* K = nullptr;
-  const float* V = nullptr;
-  const float* lambda = nullptr;
-  const float* tau = nullptr;
-  const float* ln_weight = nullptr;
-  const float* ln_bias = nullptr;
+struct TttMlpForwardArgs : TttSequenceInputs {
   const float* W1 = nullptr;  // [H, d, 4d]
   const float* b1 = nullptr;  // [H, 4d]
   const float* W2 = nullptr;  // [H, 4d, d]
@@ -347,16 +327,7 @@ enum class TttMlpBackwardVersion {
                 // per product): what the training step runs when its GEMMs are tf32
 };
 
-struct TttMlpBackwardArgs {
-  TttDims dims;
-  TttOptions opt;
-  const float* Q = nullptr;
-  const float* K = nullptr;
-  const float* V = nullptr;
-  const float* lambda = nullptr;
-  const float* tau = nullptr;
-  const float* ln_weight = nullptr;
-  const float* ln_bias = nullptr;
+struct TttMlpBackwardArgs : TttSequenceInputs {
   const float* checkpoint_W1 = nullptr;  // from ttt_mlp_forward with the same checkpoint_group
   const float* checkpoint_b1 = nullptr;  // (biases read with bias)
   const float* checkpoint_W2 = nullptr;
@@ -382,45 +353,5 @@ struct TttMlpBackwardArgs {
 
 std::size_t ttt_mlp_backward_workspace_bytes(const TttDims& dims, int checkpoint_group);
 void ttt_mlp_backward(const TttMlpBackwardArgs& args);
-
-// ---- Benchmark -------------------------------------------------------------------------------------
-//
-// Times the kernels at one shape on the current device (default: the B=16, H=12, T=2048,
-// d=64, b=16), on the legacy default stream; allocates about 1 GB at that shape and frees it again.
-// Random inputs (at the default shape ~8x the L2, so they are not rotated), `warmup` untimed runs,
-// then `repeats` runs each timed with CUDA events; reports the median and the min–max. The copy bandwidth is a
-// 512 MiB device-to-device copy in the same call. For `tttlab bench --device cuda`.
-struct TttBenchRow {
-  std::string name;    // e.g. "ttt-linear forward default"
-  std::string shape;   // "B=16 H=12 T=2048 d=64 b=16"
-  double median_ms = 0;
-  double min_ms = 0, max_ms = 0;  // the fastest and slowest of the timed runs
-  int repeats = 0, warmup = 0;    // timed runs; untimed runs before them
-  double gflops = 0;   // useful FLOPs (counted as in docs/KERNELS.md) / median time
-  double floor_ms = 0; // bytes that must move / measured device-to-device copy bandwidth
-  double peer_ms = 0;  // published time of a peer implementation; 0: none
-  std::string peer;    // what peer_ms is (or where the target comes from)
-  double target_ms = 0;  // the target for this kernel; 0: none
-};
-
-struct TttBenchConfig {
-  TttDims dims{16, 12, 2048, 64, 16};
-  int warmup = 5;
-  int repeats = 30;
-  bool mlp = true;        // also time the TTT-MLP forward
-  bool backward = true;   // also time forward + backward
-  bool all_versions = true;  // every version of each kernel (otherwise the Default only)
-};
-
-struct TttBenchReport {
-  std::string device;          // GPU name
-  double copy_bandwidth_gbs = 0;  // measured device-to-device copy, bytes read + written per second
-  std::vector<TttBenchRow> rows;
-};
-
-TttBenchReport ttt_bench(const TttBenchConfig& config = {});
-
-// The report as a plain-text table (one line per row, plus the device and bandwidth).
-std::string format_ttt_bench(const TttBenchReport& report);
 
 }  // namespace tttlab::kernels

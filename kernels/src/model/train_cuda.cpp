@@ -19,7 +19,7 @@
 #include <unordered_map>
 #include <utility>
 
-#include "cuda_check.hpp"
+#include "common/cuda_check.hpp"
 #include "tttlab/kernels/attention.hpp"
 #include "tttlab/kernels/cuda_device.hpp"
 #include "tttlab/kernels/nn_ops.hpp"

@@ -22,7 +22,7 @@
 #include <string>
 #include <thread>
 
-#include "cuda_check.hpp"
+#include "common/cuda_check.hpp"
 #include "tttlab/io/atomic_file.hpp"
 #include "tttlab/kernels/cuda_device.hpp"
 #include "tttlab/model/model.hpp"

@@ -10,7 +10,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "cuda_check.hpp"
+#include "common/cuda_check.hpp"
 #include "tttlab/kernels/ttt.hpp"
 
 namespace tttlab::kernels::detail {

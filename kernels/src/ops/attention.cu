@@ -25,7 +25,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "cuda_check.hpp"
+#include "common/cuda_check.hpp"
 #include "tttlab/kernels/attention.hpp"
 
 namespace tttlab::kernels {

@@ -17,7 +17,7 @@
 // into a per-block slice of the workspace (the same code through generic pointers; L2 holds it).
 // At d ≤ 32 (b = 16) everything is on chip; at d = 64 the state and the carry are in the workspace.
 //
-// The compile-time instance (d = 64, b = 16, T a multiple of 16: the training shape; issue #15) has
+// The compile-time instance (d = 64, b = 16, T a multiple of 16: the training shape) has
 // every shape, stride, loop bound, split-k count and buffer offset as a constant, reads the states
 // where they are (the checkpoint, then the slots the recomputation writes) instead of copying them
 // into W1, W2 every mini-batch, and reads the old values of its read-modify-writes of global memory
@@ -25,8 +25,8 @@
 // reads its shared-memory buffers as shared memory: LDS, and ldmatrix for the operands that allow it
 // (its block_mma and splitk_mma calls pass kLdsm). Every block_mma call passes the block's warp
 // count (kWarps) so that, with the shapes constant, each call compiles to one form of its product:
-// the instance's code fell from 474 to 181 KB, under the instruction cache's reach (issue #15's
-// tenth session). Each step came from a source-level profile (docs/KERNELS.md).
+// the instance's code fell from 474 to 181 KB, under the instruction cache's reach. Each step came
+// from a source-level profile (docs/KERNELS.md).
 //
 // The 16-row products with k = 4d (X2W2, X̄2W2, X̄2X2ᵀ, X2dW2', dZ̄1W1ᵀ, dZ̄1G1ᵀ, G1dW1'ᵀ, dP1W2, dZ1W1ᵀ)
 // have only n/8 output tiles; they are split over k (splitk_mma) so that about 16 warp tasks run,
@@ -58,10 +58,10 @@
 #include <string>
 #include <utility>
 
-#include "cuda_check.hpp"
-#include "ttt_common.cuh"
-#include "ttt_host.hpp"
-#include "ttt_mma.cuh"
+#include "common/cuda_check.hpp"
+#include "ttt/ttt_common.cuh"
+#include "ttt/ttt_host.hpp"
+#include "ttt/ttt_mma.cuh"
 #include "tttlab/kernels/ttt.hpp"
 
 namespace tttlab::kernels {
@@ -69,7 +69,7 @@ namespace detail {
 namespace {
 
 // 512 threads under a 128-register cap (some spills) beat 384 and 256 threads without them
-// (docs/KERNELS.md, issue #15's first step): the chain wants warps more than registers.
+// (docs/KERNELS.md): the chain wants warps more than registers.
 constexpr int kThreads = 512;
 constexpr int kWarps = kThreads / 32;
 // The shared memory the compile-time instance lays its buffers out in, in floats: the opt-in maximum
@@ -170,7 +170,7 @@ struct Bufs {
 // pointer is a base plus an offset with no test on the base, so that where d, b and cap are
 // compile-time constants every buffer is a base plus a constant and the compiler can see which are
 // in shared memory: a `base ? base + offset : nullptr` here made every shared-memory access of the
-// kernel a generic one (docs/KERNELS.md, issue #15's third step). states_in_place (the compile-time
+// kernel a generic one (docs/KERNELS.md). states_in_place (the compile-time
 // instance, which reads each state from its checkpoint or slot): no W1, W2 of the block's own.
 struct NoMemory {
   constexpr __host__ __device__ float* operator()(std::size_t) const { return nullptr; }

@@ -19,9 +19,9 @@
 #include <string>
 #include <utility>
 
-#include "cuda_check.hpp"
-#include "ttt_common.cuh"
-#include "ttt_host.hpp"
+#include "common/cuda_check.hpp"
+#include "ttt/ttt_common.cuh"
+#include "ttt/ttt_host.hpp"
 #include "tttlab/kernels/ttt.hpp"
 
 namespace tttlab::kernels {
@@ -130,15 +130,8 @@ __global__ void __launch_bounds__(kMlpDecodeThreads) mlp_decode(MlpDecodeParams 
 #pragma unroll 4
     for (int kk = gj0; kk < d; kk += GJ) {
       const std::size_t e = std::size_t(kk) * hid + j0;
-      const float a = aW1[e] + lam * sk[kk] * gj;
-      const float w = W1[e] - tp * a;
+      const float w = decode_state_step(W1[e], aW1[e], aW1[e] + lam * sk[kk] * gj, tp, commit);
       zb += sq[kk] * w;
-      if (commit) {
-        W1[e] = w;
-        aW1[e] = 0.0f;
-      } else {
-        aW1[e] = a;
-      }
     }
     part[gj0 * hid + j0] = zb;
   }
@@ -146,18 +139,9 @@ __global__ void __launch_bounds__(kMlpDecodeThreads) mlp_decode(MlpDecodeParams 
   for (int j = tid; j < hid; j += kMlpDecodeThreads) {
     float zb = 0.0f;
     for (int g = 0; g < GJ; ++g) zb += part[g * hid + j];
-    if (p.bias) {
-      const float gj = sg1[j];
-      const float a = p.ab1[hrow + j] + lam * gj;
-      const float cb = p.b1[hrow + j] - tp * a;
-      zb += cb;
-      if (commit) {
-        p.b1[hrow + j] = cb;
-        p.ab1[hrow + j] = 0.0f;
-      } else {
-        p.ab1[hrow + j] = a;
-      }
-    }
+    if (p.bias)
+      zb += decode_state_step(p.b1[hrow + j], p.ab1[hrow + j], p.ab1[hrow + j] + lam * sg1[j], tp,
+                              commit);
     sxb[j] = gelu_tanh(zb);
   }
   __syncthreads();
@@ -170,15 +154,8 @@ __global__ void __launch_bounds__(kMlpDecodeThreads) mlp_decode(MlpDecodeParams 
 #pragma unroll 4
     for (int j = g0; j < hid; j += G) {
       const std::size_t e = std::size_t(j) * d + c0;
-      const float a = aW2[e] + lam * sx2[j] * gc;
-      const float w = W2[e] - tp * a;
+      const float w = decode_state_step(W2[e], aW2[e], aW2[e] + lam * sx2[j] * gc, tp, commit);
       acc += sxb[j] * w;
-      if (commit) {
-        W2[e] = w;
-        aW2[e] = 0.0f;
-      } else {
-        aW2[e] = a;
-      }
     }
     part[g0 * d + c0] = acc;
   }
@@ -186,17 +163,9 @@ __global__ void __launch_bounds__(kMlpDecodeThreads) mlp_decode(MlpDecodeParams 
   for (int c = tid; c < d; c += kMlpDecodeThreads) {
     float zb = 0.0f;
     for (int g = 0; g < G; ++g) zb += part[g * d + c];
-    if (p.bias) {
-      const float a = p.ab2[row + c] + lam * sg2[c];
-      const float cb = p.b2[row + c] - tp * a;
-      zb += cb;
-      if (commit) {
-        p.b2[row + c] = cb;
-        p.ab2[row + c] = 0.0f;
-      } else {
-        p.ab2[row + c] = a;
-      }
-    }
+    if (p.bias)
+      zb += decode_state_step(p.b2[row + c], p.ab2[row + c], p.ab2[row + c] + lam * sg2[c], tp,
+                              commit);
     sz2[c] = zb;
   }
   __syncthreads();

@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <cstddef>
 
-#include "cuda_check.hpp"
-#include "decode_ops.hpp"
-#include "ttt_common.cuh"
+#include "common/cuda_check.hpp"
+#include "model/decode_ops.hpp"
+#include "ttt/ttt_common.cuh"
 
 namespace tttlab::kernels::detail {
 namespace {

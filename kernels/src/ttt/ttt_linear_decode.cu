@@ -10,9 +10,9 @@
 #include <string>
 #include <utility>
 
-#include "cuda_check.hpp"
-#include "ttt_common.cuh"
-#include "ttt_host.hpp"
+#include "common/cuda_check.hpp"
+#include "ttt/ttt_common.cuh"
+#include "ttt/ttt_host.hpp"
 #include "tttlab/kernels/ttt.hpp"
 
 namespace tttlab::kernels {
@@ -84,15 +84,8 @@ __global__ void __launch_bounds__(kDecodeThreads) linear_decode(DecodeParams p) 
 #pragma unroll 4
     for (int k = g0; k < d; k += G) {
       const std::size_t e = std::size_t(k) * d + c0;
-      const float a = aW[e] + lam * sk[k] * gc;
-      const float w = W[e] - tp * a;
+      const float w = decode_state_step(W[e], aW[e], aW[e] + lam * sk[k] * gc, tp, commit);
       zb += sq[k] * w;
-      if (commit) {
-        W[e] = w;
-        aW[e] = 0.0f;
-      } else {
-        aW[e] = a;
-      }
     }
     part[g0 * d + c0] = zb;
   }
@@ -100,17 +93,8 @@ __global__ void __launch_bounds__(kDecodeThreads) linear_decode(DecodeParams p) 
   for (int c = tid; c < d; c += kDecodeThreads) {
     float zb = 0.0f;
     for (int g = 0; g < G; ++g) zb += part[g * d + c];
-    if (p.bias) {
-      const float a = p.ac[row + c] + lam * sg[c];
-      const float cb = p.c[row + c] - tp * a;
-      zb += cb;
-      if (commit) {
-        p.c[row + c] = cb;
-        p.ac[row + c] = 0.0f;
-      } else {
-        p.ac[row + c] = a;
-      }
-    }
+    if (p.bias)
+      zb += decode_state_step(p.c[row + c], p.ac[row + c], p.ac[row + c] + lam * sg[c], tp, commit);
     sz[c] = zb;
   }
   __syncthreads();

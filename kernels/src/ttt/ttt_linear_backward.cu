@@ -74,10 +74,10 @@
 #include <string>
 #include <utility>
 
-#include "cuda_check.hpp"
-#include "ttt_common.cuh"
-#include "ttt_host.hpp"
-#include "ttt_mma.cuh"
+#include "common/cuda_check.hpp"
+#include "ttt/ttt_common.cuh"
+#include "ttt/ttt_host.hpp"
+#include "ttt/ttt_mma.cuh"
 #include "tttlab/kernels/ttt.hpp"
 
 namespace tttlab::kernels {

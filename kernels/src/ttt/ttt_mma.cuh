@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "bf16.cuh"
+#include "common/bf16.cuh"
 
 namespace tttlab::kernels::detail {
 

@@ -24,9 +24,8 @@
 //    ldmatrix tiles (the section "The fused kernel" below).
 //  - Every product has its shape and operand strides fixed at compile time; GELU uses the SFU
 //    exponential instead of tanhf.
-// docs/KERNELS.md has its history: v3 (run 15 to issue #15's eighth session) had the same phases with
-// fp32 operands read one at a time; this form (the ninth session) is 1.12× faster in 3xTF32 and 1.28×
-// with tf32 at the issue's shape on an H100.
+// The same phases with fp32 operands read one at a time were slower at the training shape, in
+// 3xTF32 and more so with tf32 (docs/KERNELS.md).
 //
 // THE FALLBACK (every supported shape): one block of 512 threads per (sequence, head), the state
 // W1 [d, 4d], b1, W2 [4d, d], b2 in shared memory for the whole sequence where it fits, otherwise in
@@ -39,10 +38,10 @@
 #include <type_traits>
 #include <utility>
 
-#include "cuda_check.hpp"
-#include "ttt_common.cuh"
-#include "ttt_host.hpp"
-#include "ttt_mma.cuh"
+#include "common/cuda_check.hpp"
+#include "ttt/ttt_common.cuh"
+#include "ttt/ttt_host.hpp"
+#include "ttt/ttt_mma.cuh"
 #include "tttlab/kernels/ttt.hpp"
 
 namespace tttlab::kernels {
@@ -1073,15 +1072,14 @@ void ttt_mlp_forward(const TttMlpForwardArgs& a) {
         fused_supports<false>(D),
         "ttt_mlp_forward: version Tf32 needs mini_batch 16 and head_dim 16, 32 or 64 (the fused "
         "kernel's shapes; ttt_mlp_forward_supports)");
-    // The fused kernel (issue #15, ninth session: 2.56 against the previous fused kernel's 3.27 ms
-    // with one tf32 product per term, H100, the issue's shape; docs/KERNELS.md).
+    // The fused kernel with one tf32 product per term.
     dispatch_fused<false>(mlp_params(a, ck, nullptr), MlpBf16Io{}, D.head_dim, D.batch * D.heads,
                           a.stream);
     return;
   }
-  // Default: the fused kernel in 3xTF32 where it applies (issue #15, ninth session: 4.01 against the
-  // previous fused kernel's 4.51 ms on an H100, that kernel 5.41 against the fallback's 10.09 ms on
-  // an H200 in run 15; docs/KERNELS.md), the fallback elsewhere, unaligned pointers included.
+  // Default: the fused kernel in 3xTF32 where it applies (it is faster than the fallback at the
+  // training shape; `tttlab bench --device cuda` times both), the fallback elsewhere, unaligned
+  // pointers included.
   if (a.version == TttMlpForwardVersion::Default && fused_supports<false>(D) && aligned16(a.Q) &&
       aligned16(a.K) && aligned16(a.V) && aligned16(a.O)) {
     dispatch_fused<false, true>(mlp_params(a, ck, nullptr), MlpBf16Io{}, D.head_dim,

@@ -63,10 +63,10 @@
 #include <string>
 #include <type_traits>
 
-#include "cuda_check.hpp"
-#include "ttt_common.cuh"
-#include "ttt_host.hpp"
-#include "ttt_mma.cuh"
+#include "common/cuda_check.hpp"
+#include "ttt/ttt_common.cuh"
+#include "ttt/ttt_host.hpp"
+#include "ttt/ttt_mma.cuh"
 #include "tttlab/kernels/ttt.hpp"
 
 namespace tttlab::kernels {
@@ -520,9 +520,8 @@ __device__ __forceinline__ void lane_loss_grad(const FwdParams& p, const float (
 
 // M = −τ_i λ_j (C + 1) on the lower triangle (zero above) at the lane's accumulator positions of the
 // 16 × 16 tile, C summed from the warps' partials Mp [NW][16][LDM]. (The tf32 kernel keeps its own
-// copy of these lines inline: built with this call, it ran 1% slower than before in an A/B on an H100,
-// Tf32 0.430 against 0.426 ms and Default 0.602 against 0.599 at the issue's shape, two rounds each;
-// inline, the same A/B showed no difference.)
+// copy of these lines inline: built with this call, it ran about 1% slower in an A/B comparison at
+// the training shape, in both Tf32 and Default; inline, it showed no difference.)
 template <int D>
 __device__ __forceinline__ void lane_masked_m(const float* Mp, const float* sL,
                                               const float (&tau_row)[2], float one, int gid,
@@ -1153,9 +1152,9 @@ template <bool SPLIT>
 void dispatch_tc(const FwdParams& p, int d, int blocks, bool whole_sm, bool two_roles,
                  cudaStream_t stream) {
   // Tf32 at d = 64 with up to two blocks per SM (B = 16, H = 12 on 132 SMs): the two-role form
-  // under a 128-register cap (8 bytes of spills) shares an SM between two blocks. H200: 0.425 →
-  // 0.407 ms at that shape; in 3xTF32 (SPLIT) the same sharing was 4% slower than the one-role
-  // kernel (docs/KERNELS.md, issue #15's fourteenth session).
+  // under a 128-register cap (8 bytes of spills) shares an SM between two blocks, which is faster
+  // at that shape; in 3xTF32 (SPLIT) the same sharing is slower than the one-role kernel
+  // (docs/KERNELS.md; `tttlab bench --device cuda` times both).
   if constexpr (!SPLIT)
     if (two_roles && d == 64 && blocks > multiprocessor_count() &&
         blocks <= 2 * multiprocessor_count())

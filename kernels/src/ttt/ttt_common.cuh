@@ -374,4 +374,23 @@ __device__ __forceinline__ void load_backward_inputs(const Params& p, const Smem
   for (int i = threadIdx.x; i < m; i += kThreads) s.lam[i] = p.lam[std::size_t(blk) * p.T + t0 + i];
 }
 
+// ---- decode (primal form, one token) ----------------------------------------------------------------
+
+// The decode step of one state element (docs/MATH.md §6): its accumulator becomes `a` (the old value
+// plus the token's λ-weighted gradient term, computed by the caller), the state is read out as
+// w = W − τ·a (returned), and at a commit (the mini-batch's last token) w is stored and the
+// accumulator zeroed. The TTT-Linear and TTT-MLP decode kernels run it on every weight and bias
+// element.
+__device__ __forceinline__ float decode_state_step(float& W, float& acc, float a, float tau,
+                                                   bool commit) {
+  const float w = W - tau * a;
+  if (commit) {
+    W = w;
+    acc = 0.0f;
+  } else {
+    acc = a;
+  }
+  return w;
+}
+
 }  // namespace tttlab::kernels::detail

@@ -27,8 +27,8 @@
 #include <utility>
 #include <vector>
 
-#include "cuda_check.hpp"
-#include "decode_ops.hpp"
+#include "common/cuda_check.hpp"
+#include "model/decode_ops.hpp"
 #include "tttlab/kernels/nn_ops.hpp"
 #include "tttlab/kernels/ttt.hpp"
 #include "tttlab/model/model.hpp"

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "cuda_check.hpp"
+#include "common/cuda_check.hpp"
 #include "tttlab/kernels/nn_ops.hpp"
 
 namespace tttlab::kernels {

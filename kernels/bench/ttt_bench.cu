@@ -1,0 +1,718 @@
+// ttt_bench(): times the TTT kernels at one shape (see tttlab/kernels/ttt_bench.hpp and
+// docs/KERNELS.md, which explains the FLOP counts and the memory-traffic floors printed beside the
+// times).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/cuda_check.hpp"
+#include "ttt/ttt_host.hpp"
+#include "tttlab/kernels/attention.hpp"
+#include "tttlab/kernels/gemm.hpp"
+#include "tttlab/kernels/ttt_bench.hpp"
+
+namespace tttlab::kernels {
+namespace {
+
+// Deterministic pseudo-random fill on the device: x = lo + (hi − lo)·u, u uniform in [0, 1).
+__global__ void fill_uniform(float* x, std::size_t n, std::uint32_t seed, float lo, float hi) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::size_t(gridDim.x) * blockDim.x) {
+    std::uint32_t h = static_cast<std::uint32_t>(i) * 0x9E3779B1u ^ seed;
+    h ^= h >> 16;
+    h *= 0x85EBCA6Bu;
+    h ^= h >> 13;
+    h *= 0xC2B2AE35u;
+    h ^= h >> 16;
+    x[i] = lo + (hi - lo) * (float(h >> 8) * (1.0f / 16777216.0f));
+  }
+}
+
+struct Buf {
+  float* p = nullptr;
+  std::size_t n = 0;
+  explicit Buf(std::size_t count) : n(count) {
+    TTTLAB_CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(count, 1) * sizeof(float)));
+  }
+  ~Buf() { cudaFree(p); }
+  Buf(const Buf&) = delete;
+  Buf& operator=(const Buf&) = delete;
+  void fill(std::uint32_t seed, float lo, float hi) {
+    fill_uniform<<<1024, 256>>>(p, n, seed, lo, hi);
+    TTTLAB_CUDA_CHECK(cudaGetLastError());
+  }
+};
+
+// The same for bf16 bit patterns.
+struct Buf16 {
+  std::uint16_t* p = nullptr;
+  explicit Buf16(std::size_t count) {
+    TTTLAB_CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(count, 1) * sizeof(std::uint16_t)));
+  }
+  ~Buf16() { cudaFree(p); }
+  Buf16(const Buf16&) = delete;
+  Buf16& operator=(const Buf16&) = delete;
+};
+
+// Q, K, V rounded to bf16 (convert_to_bf16's rounding) and an output buffer of the same size: the
+// inputs of the versions with bf16 I/O.
+struct Bf16Io {
+  Buf16 Q, K, V, O;
+  Bf16Io(const Buf& q, const Buf& k, const Buf& v, const TttDims& D, std::size_t act)
+      : Q(act), K(act), V(act), O(act) {
+    const int rows = D.batch * D.seq_len, cols = D.heads * D.head_dim;
+    convert_to_bf16(q.p, rows, cols, cols, Q.p, cols, nullptr);
+    convert_to_bf16(k.p, rows, cols, cols, K.p, cols, nullptr);
+    convert_to_bf16(v.p, rows, cols, cols, V.p, cols, nullptr);
+  }
+  // args with these in place of the fp32 Q, K, V, O.
+  template <class Args>
+  Args in_place_of_fp32(Args a) const {
+    a.Q = a.K = a.V = nullptr;
+    a.O = nullptr;
+    a.Q_bf16 = Q.p;
+    a.K_bf16 = K.p;
+    a.V_bf16 = V.p;
+    a.O_bf16 = O.p;
+    return a;
+  }
+};
+
+struct Events {
+  cudaEvent_t a = nullptr, b = nullptr;
+  Events() {
+    TTTLAB_CUDA_CHECK(cudaEventCreate(&a));
+    TTTLAB_CUDA_CHECK(cudaEventCreate(&b));
+  }
+  ~Events() {
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+  }
+};
+
+// The spread of the last time_median() call, which the row added right after it copies (the bench
+// runs on one thread; every row is added straight after its own timing).
+struct Spread {
+  double min_ms = 0, max_ms = 0;
+  int repeats = 0, warmup = 0;
+};
+Spread g_last;
+
+// Median over `repeats` timed runs of fn (after `warmup` untimed ones), in ms; min, max in g_last.
+double time_median(const std::function<void()>& fn, int warmup, int repeats) {
+  for (int i = 0; i < warmup; ++i) fn();
+  TTTLAB_CUDA_CHECK(cudaDeviceSynchronize());
+  Events ev;
+  std::vector<double> ms;
+  for (int i = 0; i < repeats; ++i) {
+    TTTLAB_CUDA_CHECK(cudaEventRecord(ev.a));
+    fn();
+    TTTLAB_CUDA_CHECK(cudaEventRecord(ev.b));
+    TTTLAB_CUDA_CHECK(cudaEventSynchronize(ev.b));
+    float t = 0;
+    TTTLAB_CUDA_CHECK(cudaEventElapsedTime(&t, ev.a, ev.b));
+    ms.push_back(t);
+  }
+  std::sort(ms.begin(), ms.end());
+  g_last = Spread{ms.front(), ms.back(), repeats, warmup};
+  return ms[ms.size() / 2];
+}
+
+// Copies the spread of the timing just taken into a row.
+void set_spread(TttBenchRow& r) {
+  r.min_ms = g_last.min_ms;
+  r.max_ms = g_last.max_ms;
+  r.repeats = g_last.repeats;
+  r.warmup = g_last.warmup;
+}
+
+std::string shape_text(const TttDims& D) {
+  return "B=" + std::to_string(D.batch) + " H=" + std::to_string(D.heads) +
+         " T=" + std::to_string(D.seq_len) + " d=" + std::to_string(D.head_dim) +
+         " b=" + std::to_string(D.mini_batch);
+}
+
+// The inputs every TTT call reads: random, never zeros. At the default shape the activations are
+// several times L2, so no rotation is needed.
+struct Inputs {
+  TttDims D;
+  std::size_t BH, d, act, lam_n;  // B·H; head dim; one [B, T, H·d]; one [B, H, T]
+  Buf Q, K, V, O, lam, tau, gam, bet, W0, b0;
+  explicit Inputs(const TttDims& dims)
+      : D(dims),
+        BH(std::size_t(dims.batch) * dims.heads),
+        d(dims.head_dim),
+        act(std::size_t(dims.batch) * dims.seq_len * dims.heads * d),
+        lam_n(BH * dims.seq_len),
+        Q(act),
+        K(act),
+        V(act),
+        O(act),
+        lam(lam_n),
+        tau(dims.mini_batch),
+        gam(dims.heads * d),
+        bet(dims.heads * d),
+        W0(dims.heads * d * d),
+        b0(dims.heads * d) {
+    Q.fill(11, -1.0f, 1.0f);
+    K.fill(12, -1.0f, 1.0f);
+    V.fill(13, -1.0f, 1.0f);
+    lam.fill(14, 0.2f / float(d), 0.8f / float(d));
+    gam.fill(15, 0.8f, 1.2f);
+    bet.fill(16, -0.1f, 0.1f);
+    W0.fill(17, -1.0f / std::sqrt(float(d)), 1.0f / std::sqrt(float(d)));
+    b0.fill(18, -0.1f, 0.1f);
+    std::vector<float> t(D.mini_batch);
+    for (int i = 0; i < D.mini_batch; ++i) t[i] = 1.0f / float(i + 1);
+    TTTLAB_CUDA_CHECK(
+        cudaMemcpy(tau.p, t.data(), t.size() * sizeof(float), cudaMemcpyHostToDevice));
+    TTTLAB_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  // The inputs into any of the sequence kernels' argument structs of ttt.hpp.
+  void set(TttSequenceInputs& a) const {
+    a.dims = D;
+    a.Q = Q.p;
+    a.K = K.p;
+    a.V = V.p;
+    a.lambda = lam.p;
+    a.tau = tau.p;
+    a.ln_weight = gam.p;
+    a.ln_bias = bet.p;
+  }
+  // (token, head) pairs: the FLOP counts are per pair.
+  double tokens() const { return double(D.batch) * D.seq_len * D.heads; }
+};
+
+// A Buf of at least `bytes` bytes (a workspace).
+std::size_t floats_for(std::size_t bytes) { return (bytes + sizeof(float) - 1) / sizeof(float); }
+
+// Copy bandwidth: a 2 × 512 MiB device-to-device copy, bytes read + written per second (GB/s).
+double copy_bandwidth_gbs() {
+  const std::size_t n = (std::size_t(512) << 20) / sizeof(float);
+  Buf src(n), dst(n);
+  src.fill(1, -1.0f, 1.0f);
+  const double ms = time_median(
+      [&] {
+        TTTLAB_CUDA_CHECK(
+            cudaMemcpyAsync(dst.p, src.p, n * sizeof(float), cudaMemcpyDeviceToDevice));
+      },
+      2, 10);
+  return 2.0 * n * sizeof(float) / (ms * 1e-3) / 1e9;
+}
+
+// The report being filled and what every row needs: the configuration, the inputs and the device.
+class Bench {
+ public:
+  Bench(const TttBenchConfig& cfg, TttBenchReport& rep, const Inputs& in, int sms)
+      : cfg_(cfg),
+        rep_(rep),
+        in_(in),
+        shape_(shape_text(in.D)),
+        one_wave_(in.BH <= std::size_t(sms)) {}
+
+  const TttBenchConfig& cfg() const { return cfg_; }
+  const Inputs& in() const { return in_; }
+  // Whether B·H blocks fit in one wave at one per SM (where the kernels run in two roles).
+  bool one_wave() const { return one_wave_; }
+  // The median time of fn over the configured warmup and repeats.
+  double time(const std::function<void()>& fn) const {
+    return time_median(fn, cfg_.warmup, cfg_.repeats);
+  }
+
+  // A row for the timing just taken (time() or time_median()): FLOP rate, floor, peer and target.
+  void add(std::string name, double ms, double flops, double bytes, double peer_ms = 0,
+           std::string peer = "", double target_ms = 0, const std::string* shape = nullptr) {
+    TttBenchRow r;
+    r.name = std::move(name);
+    r.shape = shape ? *shape : shape_;
+    r.median_ms = ms;
+    set_spread(r);
+    r.gflops = flops / (ms * 1e-3) / 1e9;
+    r.floor_ms = bytes / (rep_.copy_bandwidth_gbs * 1e9) * 1e3;
+    r.peer_ms = peer_ms;
+    r.peer = std::move(peer);
+    r.target_ms = target_ms;
+    rep_.rows.push_back(std::move(r));
+  }
+
+ private:
+  const TttBenchConfig& cfg_;
+  TttBenchReport& rep_;
+  const Inputs& in_;
+  std::string shape_;
+  bool one_wave_;
+};
+
+const char* const kTkLinearPeer = "ThunderKittens TTT-Linear prefill fp16 (issue 4)";
+const char* const kTkMlpPeer = "ThunderKittens TTT-MLP prefill fp16 (issue 4)";
+
+// The FLOPs and bytes of the TTT-Linear forward (docs/KERNELS.md counts them).
+double linear_forward_flops(const Inputs& in) {
+  const double dd = double(in.d), b = in.D.mini_batch;
+  return in.tokens() * (6 * dd * dd + 4 * b * dd);
+}
+double forward_bytes(const Inputs& in) { return (4.0 * in.act + in.lam_n) * sizeof(float); }
+// The same forward with bf16 Q, K, V, O: half their bytes.
+double forward_bytes_bf16(const Inputs& in) {
+  return (4.0 * in.act) * 2 + in.lam_n * sizeof(float);
+}
+
+// The TTT-Linear forward's arguments at the inputs, from the shared initial state.
+TttLinearForwardArgs linear_forward_args(const Inputs& in) {
+  TttLinearForwardArgs fa;
+  in.set(fa);
+  fa.W0 = in.W0.p;
+  fa.b0 = in.b0.p;
+  fa.O = in.O.p;
+  return fa;
+}
+
+// Each version of the TTT-Linear forward the shape supports (the Default only unless all_versions),
+// the tf32 kernel in one role where it runs in two, and the Bf16 version.
+void linear_forward_rows(Bench& bench, const TttLinearForwardArgs& fa) {
+  const Inputs& in = bench.in();
+  const TttDims& D = in.D;
+  const double flops = linear_forward_flops(in), bytes = forward_bytes(in);
+  std::vector<std::pair<TttLinearForwardVersion, const char*>> versions;
+  if (bench.cfg().all_versions) {
+    versions = {{TttLinearForwardVersion::Fallback, "fallback-simt"},
+                {TttLinearForwardVersion::Tf32, "tf32"}};
+  }
+  versions.push_back({TttLinearForwardVersion::Default, "default"});
+  for (auto [v, vname] : versions) {
+    if (!ttt_linear_forward_supports(v, D)) continue;
+    TttLinearForwardArgs f = fa;
+    f.version = v;
+    const double ms = bench.time([&] { ttt_linear_forward(f); });
+    bench.add(std::string("ttt-linear forward ") + vname, ms, flops, bytes, 0.585, kTkLinearPeer,
+              0.3);
+  }
+  // Where the tensor-core kernel runs in two roles (one block per SM, head_dim ≤ 64), the one-role
+  // form too.
+  if (bench.cfg().all_versions && bench.one_wave() && in.d <= 64 &&
+      ttt_linear_forward_supports(TttLinearForwardVersion::Tf32, D)) {
+    TttLinearForwardArgs f1 = fa;
+    f1.version = TttLinearForwardVersion::Tf32;
+    f1.two_roles = false;
+    const double ms = bench.time([&] { ttt_linear_forward(f1); });
+    bench.add("ttt-linear forward tf32 one role", ms, flops, bytes, 0.585, kTkLinearPeer, 0.3);
+  }
+  // Version Bf16: the same inputs rounded to bf16, read and written in 2 bytes (its floor moves half
+  // the bytes of the rows above). Its own buffers, so fa stays fp32.
+  if (ttt_linear_forward_supports(TttLinearForwardVersion::Bf16, D)) {
+    const Bf16Io io(in.Q, in.K, in.V, D, in.act);
+    TttLinearForwardArgs f16 = io.in_place_of_fp32(fa);
+    f16.version = TttLinearForwardVersion::Bf16;
+    const double ms = bench.time([&] { ttt_linear_forward(f16); });
+    bench.add("ttt-linear forward bf16", ms, flops, forward_bytes_bf16(in), 0.585, kTkLinearPeer,
+              0.2);
+  }
+}
+
+// The checkpoints of a TTT-Linear forward every `group` mini-batches and the backward's outputs and
+// workspace; dO random.
+struct LinearBackwardBuffers {
+  int group;
+  std::size_t n_ck;
+  Buf ckW, ckb, dO, dQ, dK, dV, dlam, dtau, dgam, dbet, dW0, db0;
+  std::size_t ws_bytes;
+  Buf ws;
+  LinearBackwardBuffers(const Inputs& in, int g)
+      : group(g),
+        n_ck(ttt_num_checkpoints(in.D, g)),
+        ckW(in.BH * n_ck * in.d * in.d),
+        ckb(in.BH * n_ck * in.d),
+        dO(in.act),
+        dQ(in.act),
+        dK(in.act),
+        dV(in.act),
+        dlam(in.lam_n),
+        dtau(in.D.mini_batch),
+        dgam(in.D.heads * in.d),
+        dbet(in.D.heads * in.d),
+        dW0(in.D.heads * in.d * in.d),
+        db0(in.D.heads * in.d),
+        ws_bytes(ttt_linear_backward_workspace_bytes(in.D, g)),
+        ws(floats_for(ws_bytes)) {
+    dO.fill(19, -1.0f, 1.0f);
+  }
+  // fa (version Default) writing the checkpoints.
+  TttLinearForwardArgs forward(const TttLinearForwardArgs& fa) const {
+    TttLinearForwardArgs f = fa;
+    f.version = TttLinearForwardVersion::Default;
+    f.checkpoint_W = ckW.p;
+    f.checkpoint_b = ckb.p;
+    f.checkpoint_group = group;
+    return f;
+  }
+  TttLinearBackwardArgs backward(const Inputs& in) const {
+    TttLinearBackwardArgs ba;
+    in.set(ba);
+    ba.checkpoint_W = ckW.p;
+    ba.checkpoint_b = ckb.p;
+    ba.checkpoint_group = group;
+    ba.dO = dO.p;
+    ba.dQ = dQ.p;
+    ba.dK = dK.p;
+    ba.dV = dV.p;
+    ba.dlambda = dlam.p;
+    ba.dtau = dtau.p;
+    ba.dln_weight = dgam.p;
+    ba.dln_bias = dbet.p;
+    ba.dW0 = dW0.p;
+    ba.db0 = db0.p;
+    ba.workspace = ws.p;
+    ba.workspace_bytes = ws_bytes;
+    return ba;
+  }
+};
+
+// The forward writing checkpoints every `group` mini-batches, then the backward, timed as one and
+// the backward alone, for each backward version; and at group 1, where the fused kernel runs in two
+// roles, its one-role form.
+void linear_backward_rows(Bench& bench, const TttLinearForwardArgs& fa, int group) {
+  const Inputs& in = bench.in();
+  const TttDims& D = in.D;
+  const std::size_t BH = in.BH, d = in.d, act = in.act, lam_n = in.lam_n;
+  const double tokens = in.tokens(), dd = double(d), b = D.mini_batch;
+  const bool all = bench.cfg().all_versions;
+  const std::string g = "(g=" + std::to_string(group) + ")";
+  const LinearBackwardBuffers buffers(in, group);
+  const std::size_t n_ck = buffers.n_ck;
+  const TttLinearForwardArgs f2 = buffers.forward(fa);
+  TttLinearBackwardArgs ba = buffers.backward(in);
+  const double ck_bytes = double(BH) * n_ck * (d * d + d) * sizeof(float);
+  const double fb_bytes = (11.0 * act + 3.0 * lam_n) * sizeof(float) + 2 * ck_bytes;
+  const double fb_flops = tokens * (22 * dd * dd + 16 * b * dd);
+  const double bwd_flops = tokens * (16 * dd * dd + 12 * b * dd);
+  const double bwd_bytes = (7.0 * act + 2.0 * lam_n) * sizeof(float) + ck_bytes;
+  // The forward writing the checkpoints, then the backward, timed as one.
+  const auto time_fwd_bwd = [&](const TttLinearForwardArgs& f, const TttLinearBackwardArgs& bw) {
+    return bench.time([&] {
+      ttt_linear_forward(f);
+      ttt_linear_backward(bw);
+    });
+  };
+  bench.add("ttt-linear forward+backward " + g, time_fwd_bwd(f2, ba), fb_flops, fb_bytes, 376.0,
+            "official PyTorch TTT-Linear fwd+bwd (issue 4)", 1.0);
+  std::vector<std::pair<TttBackwardVersion, const char*>> bversions;
+  if (all) bversions.push_back({TttBackwardVersion::Fallback, "fallback"});
+  bversions.push_back({TttBackwardVersion::Default, "default"});
+  const bool tf32_bwd = all && ttt_linear_backward_supports(TttBackwardVersion::Tf32, D) &&
+                        ttt_linear_forward_supports(TttLinearForwardVersion::Tf32, D);
+  if (tf32_bwd) {
+    // What the training step runs with tf32 products: the Tf32 forward, then the Tf32 backward.
+    TttLinearForwardArgs f3 = f2;
+    f3.version = TttLinearForwardVersion::Tf32;
+    TttLinearBackwardArgs b3 = ba;
+    b3.version = TttBackwardVersion::Tf32;
+    bench.add("ttt-linear forward+backward " + g + " tf32", time_fwd_bwd(f3, b3), fb_flops,
+              fb_bytes, 3.59, "flash-linear-attention chunk_ttt_linear bf16 fwd+bwd (issue 15)",
+              1.0);
+    bversions.push_back({TttBackwardVersion::Tf32, "tf32"});
+  }
+  for (auto [bv, bname] : bversions) {
+    ba.version = bv;
+    const double msb = bench.time([&] { ttt_linear_backward(ba); });
+    bench.add("ttt-linear backward " + g + " " + bname, msb, bwd_flops, bwd_bytes);
+  }
+  // Where the fused kernel runs in two roles (g = 1, one block per SM), the one-role form too.
+  if (all && group == 1 && bench.one_wave()) {
+    ba.version = tf32_bwd ? TttBackwardVersion::Tf32 : TttBackwardVersion::Default;
+    ba.two_roles = false;
+    const double msb = bench.time([&] { ttt_linear_backward(ba); });
+    bench.add("ttt-linear backward " + g + " " + (tf32_bwd ? "tf32" : "default") + " one role", msb,
+              bwd_flops, bwd_bytes);
+  }
+}
+
+// The TTT-MLP state (hidden width 4d) and its forward's arguments at the inputs.
+struct MlpState {
+  std::size_t hd;
+  Buf W1, b1, W2, b2, ws;
+  std::size_t ws_bytes;
+  explicit MlpState(const Inputs& in)
+      : hd(4 * in.d),
+        W1(in.D.heads * in.d * hd),
+        b1(in.D.heads * hd),
+        W2(in.D.heads * hd * in.d),
+        b2(in.D.heads * in.d),
+        ws(floats_for(ttt_mlp_forward_workspace_bytes(in.D))),
+        ws_bytes(ttt_mlp_forward_workspace_bytes(in.D)) {
+    W1.fill(21, -1.0f / std::sqrt(float(in.d)), 1.0f / std::sqrt(float(in.d)));
+    W2.fill(22, -1.0f / std::sqrt(float(hd)), 1.0f / std::sqrt(float(hd)));
+    b1.fill(23, -0.1f, 0.1f);
+    b2.fill(24, -0.1f, 0.1f);
+  }
+  TttMlpForwardArgs forward_args(const Inputs& in) const {
+    TttMlpForwardArgs ma;
+    in.set(ma);
+    ma.W1 = W1.p;
+    ma.b1 = b1.p;
+    ma.W2 = W2.p;
+    ma.b2 = b2.p;
+    ma.O = in.O.p;
+    ma.workspace = ws_bytes ? ws.p : nullptr;
+    ma.workspace_bytes = ws_bytes;
+    return ma;
+  }
+};
+
+double mlp_forward_flops(const Inputs& in) {
+  const double dd = double(in.d), b = in.D.mini_batch;
+  return in.tokens() * (56 * dd * dd + 20 * b * dd);
+}
+
+// Each version of the TTT-MLP forward the shape supports, and the Bf16 version.
+void mlp_forward_rows(Bench& bench, const TttMlpForwardArgs& ma) {
+  const Inputs& in = bench.in();
+  const double flops = mlp_forward_flops(in);
+  std::vector<std::pair<TttMlpForwardVersion, const char*>> mversions;
+  if (bench.cfg().all_versions) mversions = {{TttMlpForwardVersion::Fallback, "fallback"}};
+  mversions.push_back({TttMlpForwardVersion::Default, "default"});
+  if (bench.cfg().all_versions) mversions.push_back({TttMlpForwardVersion::Tf32, "tf32"});
+  for (auto [mv, mname] : mversions) {
+    if (!ttt_mlp_forward_supports(mv, in.D)) continue;
+    TttMlpForwardArgs m = ma;
+    m.version = mv;
+    const double ms = bench.time([&] { ttt_mlp_forward(m); });
+    bench.add(std::string("ttt-mlp forward ") + mname, ms, flops, forward_bytes(in), 16.9,
+              kTkMlpPeer, 3.0);
+  }
+  // Version Bf16: the same inputs rounded to bf16, read and written in 2 bytes.
+  if (ttt_mlp_forward_supports(TttMlpForwardVersion::Bf16, in.D)) {
+    const Bf16Io io(in.Q, in.K, in.V, in.D, in.act);
+    TttMlpForwardArgs m16 = io.in_place_of_fp32(ma);
+    m16.version = TttMlpForwardVersion::Bf16;
+    const double ms = bench.time([&] { ttt_mlp_forward(m16); });
+    bench.add("ttt-mlp forward bf16", ms, flops, forward_bytes_bf16(in), 16.9, kTkMlpPeer, 3.0);
+  }
+}
+
+// The checkpoints of a TTT-MLP forward every `group` mini-batches and the backward's outputs and
+// workspace; dO random.
+struct MlpBackwardBuffers {
+  int group;
+  std::size_t n_ck;
+  Buf ckW1, ckb1, ckW2, ckb2, dO, dQ, dK, dV, dlam, dtau, dgam, dbet, dW1, db1, dW2, db2;
+  std::size_t ws_bytes;
+  Buf ws;
+  MlpBackwardBuffers(const Inputs& in, std::size_t hd, int g)
+      : group(g),
+        n_ck(ttt_num_checkpoints(in.D, g)),
+        ckW1(in.BH * n_ck * in.d * hd),
+        ckb1(in.BH * n_ck * hd),
+        ckW2(in.BH * n_ck * hd * in.d),
+        ckb2(in.BH * n_ck * in.d),
+        dO(in.act),
+        dQ(in.act),
+        dK(in.act),
+        dV(in.act),
+        dlam(in.lam_n),
+        dtau(in.D.mini_batch),
+        dgam(in.D.heads * in.d),
+        dbet(in.D.heads * in.d),
+        dW1(in.D.heads * in.d * hd),
+        db1(in.D.heads * hd),
+        dW2(in.D.heads * hd * in.d),
+        db2(in.D.heads * in.d),
+        ws_bytes(ttt_mlp_backward_workspace_bytes(in.D, g)),
+        ws(floats_for(ws_bytes)) {
+    dO.fill(25, -1.0f, 1.0f);
+  }
+  // ma writing the checkpoints.
+  TttMlpForwardArgs forward(const TttMlpForwardArgs& ma) const {
+    TttMlpForwardArgs mf = ma;
+    mf.checkpoint_W1 = ckW1.p;
+    mf.checkpoint_b1 = ckb1.p;
+    mf.checkpoint_W2 = ckW2.p;
+    mf.checkpoint_b2 = ckb2.p;
+    mf.checkpoint_group = group;
+    return mf;
+  }
+  TttMlpBackwardArgs backward(const Inputs& in) const {
+    TttMlpBackwardArgs mb;
+    in.set(mb);
+    mb.checkpoint_W1 = ckW1.p;
+    mb.checkpoint_b1 = ckb1.p;
+    mb.checkpoint_W2 = ckW2.p;
+    mb.checkpoint_b2 = ckb2.p;
+    mb.checkpoint_group = group;
+    mb.dO = dO.p;
+    mb.dQ = dQ.p;
+    mb.dK = dK.p;
+    mb.dV = dV.p;
+    mb.dlambda = dlam.p;
+    mb.dtau = dtau.p;
+    mb.dln_weight = dgam.p;
+    mb.dln_bias = dbet.p;
+    mb.dW1 = dW1.p;
+    mb.db1 = db1.p;
+    mb.dW2 = dW2.p;
+    mb.db2 = db2.p;
+    mb.workspace = ws.p;
+    mb.workspace_bytes = ws_bytes;
+    return mb;
+  }
+};
+
+// The forward writing checkpoints every `group` mini-batches, then the backward (docs/KERNELS.md,
+// "TTT-MLP backward": FLOP count and floor), timed as one; the backward alone, and with tf32
+// products (the training step's backward when its products are tf32).
+void mlp_backward_rows(Bench& bench, const TttMlpForwardArgs& ma, std::size_t hd, int group) {
+  const Inputs& in = bench.in();
+  const TttDims& D = in.D;
+  const std::size_t BH = in.BH, d = in.d, act = in.act, lam_n = in.lam_n;
+  const double tokens = in.tokens(), dd = double(d), b = D.mini_batch;
+  const std::string g = "(g=" + std::to_string(group) + ")";
+  const MlpBackwardBuffers buffers(in, hd, group);
+  const std::size_t n_ck = buffers.n_ck;
+  const TttMlpForwardArgs mf = buffers.forward(ma);
+  TttMlpBackwardArgs mb = buffers.backward(in);
+  const double ck_bytes = double(BH) * n_ck * (2.0 * d * hd + hd + d) * sizeof(float);
+  const double bwd_flops = tokens * (152 * dd * dd + 60 * b * dd);
+  const double ms = bench.time([&] {
+    ttt_mlp_forward(mf);
+    ttt_mlp_backward(mb);
+  });
+  bench.add("ttt-mlp forward+backward " + g, ms, mlp_forward_flops(in) + bwd_flops,
+            (11.0 * act + 3.0 * lam_n) * sizeof(float) + 2 * ck_bytes, 713.0,
+            "official PyTorch TTT-MLP fwd+bwd (issue 4)", 8.0);
+  const double bwd_bytes = (7.0 * act + 2.0 * lam_n) * sizeof(float) + ck_bytes;
+  const double msb = bench.time([&] { ttt_mlp_backward(mb); });
+  bench.add("ttt-mlp backward " + g, msb, bwd_flops, bwd_bytes);
+  if (bench.cfg().all_versions) {
+    mb.version = TttMlpBackwardVersion::Tf32;
+    const double mst = bench.time([&] { ttt_mlp_backward(mb); });
+    bench.add("ttt-mlp backward " + g + " tf32", mst, bwd_flops, bwd_bytes);
+  }
+}
+
+// ---- attention baselines (attention.hpp) -----------------------------------------------------------
+// Causal softmax attention at the same B, H, T, d. FLOPs per head: the forward's Q·Kᵀ and P·V over
+// the causal half, T²·d each (half of the full square's 2·T²·d), 2·T²·d in all; the backward's
+// recomputed Q·Kᵀ, dO·Vᵀ, dV, dQ and dK, 5·T²·d (FlashAttention's count; the kernels run Q·Kᵀ and
+// dO·Vᵀ once in each of their two passes, 7·T²·d executed). Floors: the forward reads Q, K, V and
+// writes O and the lse; the backward reads Q, K, V, O, dO, lse and writes dQ, dK, dV (δ: one row).
+// Rows without peer or target, their shape without b.
+void attention_rows(Bench& bench) {
+  const Inputs& in = bench.in();
+  const TttDims& D = in.D;
+  const std::size_t act = in.act, lam_n = in.lam_n;
+  const AttentionDims ad{D.batch, D.heads, D.seq_len, D.head_dim};
+  const double T2d = double(in.BH) * D.seq_len * double(D.seq_len) * double(in.d);
+  const std::string ashape = "B=" + std::to_string(D.batch) + " H=" + std::to_string(D.heads) +
+                             " T=" + std::to_string(D.seq_len) + " d=" + std::to_string(D.head_dim);
+  Buf lse(lam_n), adO(act), adQ(act), adK(act), adV(act);
+  adO.fill(31, -1.0f, 1.0f);
+  const std::size_t aws = attention_backward_workspace_bytes(ad, AttentionKind::Softmax);
+  Buf ws(floats_for(aws));
+  for (AttentionKind kind : {AttentionKind::Softmax, AttentionKind::Linear}) {
+    const bool soft = kind == AttentionKind::Softmax;
+    AttentionForwardArgs af;
+    af.dims = ad;
+    af.kind = kind;
+    af.Q = in.Q.p;
+    af.K = in.K.p;
+    af.V = in.V.p;
+    af.O = in.O.p;
+    af.lse = soft ? lse.p : nullptr;
+    AttentionBackwardArgs ab;
+    ab.dims = ad;
+    ab.kind = kind;
+    ab.Q = in.Q.p;
+    ab.K = in.K.p;
+    ab.V = in.V.p;
+    ab.O = soft ? in.O.p : nullptr;
+    ab.lse = soft ? lse.p : nullptr;
+    ab.dO = adO.p;
+    ab.dQ = adQ.p;
+    ab.dK = adK.p;
+    ab.dV = adV.p;
+    ab.workspace = soft ? ws.p : nullptr;
+    ab.workspace_bytes = soft ? aws : 0;
+    const std::string vname = " default";
+    const std::string kname = soft ? "softmax-attention" : "linear-attention";
+    const double fwd_ms = bench.time([&] { attention_forward(af); });
+    bench.add(kname + " forward" + vname, fwd_ms, 2 * T2d, (4.0 * act + lam_n) * sizeof(float), 0,
+              "", 0, &ashape);
+    if (bench.cfg().backward) {
+      const double fb_ms = bench.time([&] {
+        attention_forward(af);
+        attention_backward(ab);
+      });
+      bench.add(kname + " fwd+bwd" + vname, fb_ms, 7 * T2d,
+                (12.0 * act + 4.0 * lam_n) * sizeof(float), 0, "", 0, &ashape);
+    }
+  }
+}
+
+}  // namespace
+
+TttBenchReport ttt_bench(const TttBenchConfig& cfg) {
+  const TttDims D = cfg.dims;
+  detail::check_dims("ttt_bench", D);
+  detail::require(cfg.repeats >= 1 && cfg.warmup >= 0, "ttt_bench: repeats must be >= 1");
+  TttBenchReport rep;
+  int dev = 0;
+  TTTLAB_CUDA_CHECK(cudaGetDevice(&dev));
+  cudaDeviceProp prop{};
+  TTTLAB_CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
+  rep.device = prop.name;
+  rep.copy_bandwidth_gbs = copy_bandwidth_gbs();
+
+  const Inputs in(D);
+  Bench bench(cfg, rep, in, prop.multiProcessorCount);
+  const TttLinearForwardArgs fa = linear_forward_args(in);
+  linear_forward_rows(bench, fa);
+  // g = 4, whose backward recomputes 3 of every 4 states, and g = 1, every state kept, as the
+  // training step does.
+  if (cfg.backward) {
+    linear_backward_rows(bench, fa, 4);
+    linear_backward_rows(bench, fa, 1);
+  }
+  if (cfg.mlp) {
+    const MlpState mlp(in);
+    const TttMlpForwardArgs ma = mlp.forward_args(in);
+    mlp_forward_rows(bench, ma);
+    // g = 8, whose backward recomputes the states inside each group, and g = 1, every state kept,
+    // as the training step does.
+    if (cfg.backward) {
+      mlp_backward_rows(bench, ma, mlp.hd, 8);
+      mlp_backward_rows(bench, ma, mlp.hd, 1);
+    }
+  }
+  attention_rows(bench);
+  TTTLAB_CUDA_CHECK(cudaDeviceSynchronize());
+  return rep;
+}
+
+std::string format_ttt_bench(const TttBenchReport& rep) {
+  std::string out;
+  char line[512];
+  std::snprintf(line, sizeof line, "device: %s   copy bandwidth (read+write): %.0f GB/s\n",
+                rep.device.c_str(), rep.copy_bandwidth_gbs);
+  out += line;
+  std::snprintf(line, sizeof line, "%-38s %-28s %10s %19s %10s %10s %10s %10s\n", "kernel", "shape",
+                "median ms", "min - max", "GFLOP/s", "floor ms", "peer ms", "target ms");
+  out += line;
+  for (const TttBenchRow& r : rep.rows) {
+    std::snprintf(line, sizeof line, "%-38s %-28s %10.4f %8.4f - %-8.4f %10.1f %10.4f %10s %10s\n",
+                  r.name.c_str(), r.shape.c_str(), r.median_ms, r.min_ms, r.max_ms, r.gflops,
+                  r.floor_ms, r.peer_ms > 0 ? std::to_string(r.peer_ms).substr(0, 5).c_str() : "-",
+                  r.target_ms > 0 ? std::to_string(r.target_ms).substr(0, 5).c_str() : "-");
+    out += line;
+  }
+  return out;
+}
+
+}  // namespace tttlab::kernels
