@@ -11,7 +11,6 @@
 #include "tttlab/io/atomic_file.hpp"
 #include "tttlab/io/limits.hpp"
 #include "tttlab/model/checkpoint.hpp"
-#include "tttlab/train/trainer.hpp"
 
 namespace tttlab::cli {
 namespace fs = std::filesystem;

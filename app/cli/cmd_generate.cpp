@@ -22,7 +22,7 @@
 #include "cli/validators.hpp"
 #include "tttlab/device.hpp"
 #include "tttlab/model/decoder.hpp"
-#include "tttlab/train/trainer.hpp"
+#include "tttlab/model/checkpoint.hpp"
 #include "tttlab/util/rng.hpp"
 #ifdef TTTLAB_HAVE_CUDA
 #include "tttlab/kernels/decode_cuda.hpp"

@@ -22,7 +22,6 @@
 #include "tttlab/io/limits.hpp"
 #include "tttlab/model/checkpoint.hpp"
 #include "tttlab/model/config.hpp"
-#include "tttlab/train/trainer.hpp"
 #include "tttlab/ttt/layer.hpp"
 
 namespace tttlab::cli {

@@ -13,7 +13,7 @@
 #include "inspect/hidden_states.hpp"
 #include "tttlab/data/text_file.hpp"
 #include "tttlab/io/limits.hpp"
-#include "tttlab/train/trainer.hpp"
+#include "tttlab/model/checkpoint.hpp"
 
 namespace tttlab::cli {
 namespace {

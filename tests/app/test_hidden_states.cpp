@@ -14,7 +14,6 @@
 #include "inspect/hidden_states.hpp"
 #include "tttlab/io/safetensors.hpp"
 #include "tttlab/model/checkpoint.hpp"
-#include "tttlab/train/trainer.hpp"
 
 namespace tttlab::inspect {
 namespace {

@@ -24,7 +24,6 @@
 #include "lab/state/state_file.hpp"
 #include "tttlab/io/atomic_file.hpp"
 #include "tttlab/model/checkpoint.hpp"
-#include "tttlab/train/trainer.hpp"
 
 namespace tttlab::lab {
 namespace {

@@ -31,7 +31,7 @@
 #include "tttlab/kernels/decode_cuda.hpp"
 #include "tttlab/model/decoder.hpp"
 #include "tttlab/model/model.hpp"
-#include "tttlab/train/trainer.hpp"
+#include "tttlab/model/checkpoint.hpp"
 
 namespace tttlab::kernels::test {
 namespace {

@@ -10,7 +10,6 @@
 #include "lab/engine/resources.hpp"
 #include "tttlab/io/atomic_file.hpp"
 #include "tttlab/model/checkpoint.hpp"
-#include "tttlab/train/trainer.hpp"
 
 namespace tttlab::lab {
 namespace fs = std::filesystem;

@@ -12,10 +12,15 @@
 #include <string_view>
 #include <map>
 #include <stdexcept>
+#include <set>
+#include <mutex>
+#include <cstdio>
 
+#include "tttlab/io/atomic_file.hpp"
 #include "tttlab/io/json.hpp"
 #include "tttlab/io/limits.hpp"
 #include "tttlab/io/safetensors.hpp"
+#include "tttlab/model/memory.hpp"
 
 namespace tttlab {
 namespace {
@@ -350,6 +355,91 @@ void load_model_safetensors(Model<float>& model, const std::filesystem::path& pa
                    "' records a SHA-256 of its tensor data only (an older TTT Lab): its header and metadata "
                    "are checked for structure but not verified";
   }
+}
+
+namespace fs = std::filesystem;
+
+std::string checkpoint_name(long step) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "step-%07ld", step);
+  return buf;
+}
+
+std::optional<long> checkpoint_step_of(const std::string& name) {
+  if (name.rfind("step-", 0) != 0) return std::nullopt;
+  const std::string digits = name.substr(5);
+  if (digits.size() < 7 || digits.size() > 18) return std::nullopt;
+  if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) return std::nullopt;
+  return std::stol(digits);
+}
+
+fs::path resolve_checkpoint(const fs::path& dir) {
+  if (dir.empty()) throw std::runtime_error("no checkpoint given: the path is empty");
+  const std::string shown = clip(dir.string(), 240);
+  std::error_code ec;
+  if (fs::exists(dir / "model.safetensors", ec)) return dir;
+  if (!fs::exists(dir, ec)) throw std::runtime_error("'" + shown + "' does not exist");
+  if (!fs::exists(dir / "latest", ec))
+    throw std::runtime_error("'" + shown + "' holds no checkpoint (no model.safetensors and no 'latest' file)");
+  std::string name = read_file_text(dir / "latest", 256);
+  if (!name.empty() && name.back() == '\n') name.pop_back();
+  // Exactly a checkpoint name: a NUL byte, a carriage return or a path can never get through.
+  if (!checkpoint_step_of(name))
+    throw std::runtime_error("'" + clip((dir / "latest").string(), 240) +
+                             "' is damaged: it must name a checkpoint such as step-0000500, but holds '" +
+                             clip(name, 60) + "'");
+  const fs::path ck = dir / name;
+  if (!fs::exists(ck / "model.safetensors", ec))
+    throw std::runtime_error("checkpoint '" + clip(ck.string(), 240) + "' named by 'latest' is missing");
+  return ck;
+}
+
+namespace {
+
+std::mutex g_note_mutex;
+std::function<void(const std::string&)> g_note_handler;
+
+void report_note(const std::string& note) {
+  std::function<void(const std::string&)> handler;
+  {
+    std::lock_guard<std::mutex> lock(g_note_mutex);
+    handler = g_note_handler;
+    static std::set<std::string> said;  // once per file and process: the shipped model loads often
+    if (!handler && !said.insert(note).second) return;
+  }
+  if (handler) handler(note);
+  else std::fprintf(stderr, "tttlab: note: %s\n", note.c_str());
+}
+
+}  // namespace
+
+void set_checkpoint_note_handler(std::function<void(const std::string&)> handler) {
+  std::lock_guard<std::mutex> lock(g_note_mutex);
+  g_note_handler = std::move(handler);
+}
+
+std::unique_ptr<Model<float>> load_model(const fs::path& dir) { return load_model(dir, ModelLoadOptions{}); }
+
+std::unique_ptr<Model<float>> load_model(const fs::path& dir, const ModelLoadOptions& options) {
+  const fs::path ck = resolve_checkpoint(dir);
+  const fs::path cfg_path = ck / "config.json", weights = ck / "model.safetensors";
+  const ModelConfig cfg = ModelConfig::from_json(read_file_text(cfg_path, 1 << 20), cfg_path.string());
+  // Before anything is allocated for the model: the weights' header against the config, then the
+  // memory the model will take against what the machine (or TTTLAB_MAX_MEMORY) allows.
+  const SafetensorsFile header = SafetensorsFile::read_header(weights, k_checkpoint_max_header);
+  check_checkpoint_header(cfg, header);
+  check_memory(estimate_memory(cfg, MemoryUse{.window = options.window, .sequences = options.sequences,
+                                              .file_bytes = header.file_size()}),
+               "the model in '" + clip(ck.string(), 240) + "' (" +
+                   std::to_string(static_cast<long long>(count_params(cfg))) + " parameters, windows of " +
+                   std::to_string(options.window > 0 ? options.window : cfg.max_position_embeddings) + " bytes)");
+  auto model = std::make_unique<Model<float>>(cfg, 0);
+  CheckpointLoadInfo info;
+  load_model_safetensors(*model, weights, &info);
+  check_finite_forward(*model, ck.string());
+  if (options.info) *options.info = info;
+  else if (!info.note.empty()) report_note(info.note);
+  return model;
 }
 
 }  // namespace tttlab

@@ -56,20 +56,6 @@ void remove_unfinished_manifest(const fs::path& dir) {
 
 }  // namespace
 
-std::string checkpoint_name(long step) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "step-%07ld", step);
-  return buf;
-}
-
-std::optional<long> checkpoint_step_of(const std::string& name) {
-  if (name.rfind("step-", 0) != 0) return std::nullopt;
-  const std::string digits = name.substr(5);
-  if (digits.size() < 7 || digits.size() > 18) return std::nullopt;
-  if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) return std::nullopt;
-  return std::stol(digits);
-}
-
 bool RunDirectory::holds_run(const fs::path& dir) {
   std::error_code ec;
   for (const char* name : {"latest", "train_config.json"})

@@ -439,43 +439,7 @@ bool Trainer::outputs_finite() const {
   return true;
 }
 
-fs::path resolve_checkpoint(const fs::path& dir) {
-  if (dir.empty()) throw std::runtime_error("no checkpoint given: the path is empty");
-  const std::string shown = clip(dir.string(), 240);
-  std::error_code ec;
-  if (fs::exists(dir / "model.safetensors", ec)) return dir;
-  if (!fs::exists(dir, ec)) throw std::runtime_error("'" + shown + "' does not exist");
-  if (!fs::exists(dir / "latest", ec))
-    throw std::runtime_error("'" + shown + "' holds no checkpoint (no model.safetensors and no 'latest' file)");
-  std::string name = read_file_text(dir / "latest", 256);
-  if (!name.empty() && name.back() == '\n') name.pop_back();
-  // Exactly a checkpoint name: a NUL byte, a carriage return or a path can never get through.
-  if (!checkpoint_step_of(name))
-    throw std::runtime_error("'" + clip((dir / "latest").string(), 240) +
-                             "' is damaged: it must name a checkpoint such as step-0000500, but holds '" +
-                             clip(name, 60) + "'");
-  const fs::path ck = dir / name;
-  if (!fs::exists(ck / "model.safetensors", ec))
-    throw std::runtime_error("checkpoint '" + clip(ck.string(), 240) + "' named by 'latest' is missing");
-  return ck;
-}
-
 namespace {
-
-std::mutex g_note_mutex;
-std::function<void(const std::string&)> g_note_handler;
-
-void report_note(const std::string& note) {
-  std::function<void(const std::string&)> handler;
-  {
-    std::lock_guard<std::mutex> lock(g_note_mutex);
-    handler = g_note_handler;
-    static std::set<std::string> said;  // once per file and process: the shipped model loads often
-    if (!handler && !said.insert(note).second) return;
-  }
-  if (handler) handler(note);
-  else std::fprintf(stderr, "tttlab: note: %s\n", note.c_str());
-}
 
 // A non-negative integer written by Trainer::save into the train state's metadata; anything else is a
 // damaged file, named with its key (std::stoull would say only "stoull").
@@ -492,35 +456,6 @@ std::uint64_t metadata_u64(const SafetensorsFile& st, const char* key) {
 }
 
 }  // namespace
-
-void set_checkpoint_note_handler(std::function<void(const std::string&)> handler) {
-  std::lock_guard<std::mutex> lock(g_note_mutex);
-  g_note_handler = std::move(handler);
-}
-
-std::unique_ptr<Model<float>> load_model(const fs::path& dir) { return load_model(dir, ModelLoadOptions{}); }
-
-std::unique_ptr<Model<float>> load_model(const fs::path& dir, const ModelLoadOptions& options) {
-  const fs::path ck = resolve_checkpoint(dir);
-  const fs::path cfg_path = ck / "config.json", weights = ck / "model.safetensors";
-  const ModelConfig cfg = ModelConfig::from_json(read_file_text(cfg_path, 1 << 20), cfg_path.string());
-  // Before anything is allocated for the model: the weights' header against the config, then the
-  // memory the model will take against what the machine (or TTTLAB_MAX_MEMORY) allows.
-  const SafetensorsFile header = SafetensorsFile::read_header(weights, k_checkpoint_max_header);
-  check_checkpoint_header(cfg, header);
-  check_memory(estimate_memory(cfg, MemoryUse{.window = options.window, .sequences = options.sequences,
-                                              .file_bytes = header.file_size()}),
-               "the model in '" + clip(ck.string(), 240) + "' (" +
-                   std::to_string(static_cast<long long>(count_params(cfg))) + " parameters, windows of " +
-                   std::to_string(options.window > 0 ? options.window : cfg.max_position_embeddings) + " bytes)");
-  auto model = std::make_unique<Model<float>>(cfg, 0);
-  CheckpointLoadInfo info;
-  load_model_safetensors(*model, weights, &info);
-  check_finite_forward(*model, ck.string());
-  if (options.info) *options.info = info;
-  else if (!info.note.empty()) report_note(info.note);
-  return model;
-}
 
 std::unique_ptr<Trainer> Trainer::resume(const fs::path& run_dir, const TrainBackendFactory& backend,
                                          const std::function<void(TrainConfig&)>& adjust) {

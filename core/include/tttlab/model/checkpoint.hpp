@@ -26,6 +26,9 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
+#include <memory>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -92,5 +95,34 @@ std::string non_finite_model_message(const std::string& source);
 // finite. load_model does this for every model it returns.
 inline constexpr int k_finite_probe_bytes = 64;
 void check_finite_forward(const Model<float>& model, const std::string& source);
+
+// ---- Checkpoint directories and loading a model from one ----
+// "step-0000500": the directory name of the checkpoint of `step`.
+std::string checkpoint_name(long step);
+// The step of a checkpoint directory name ("step-" and 7 or more digits, nothing else); nothing otherwise.
+std::optional<long> checkpoint_step_of(const std::string& name);
+
+// Where a run directory's newest checkpoint lives (RUN/<latest>), or RUN itself when it holds a
+// model.safetensors directly. Throws std::runtime_error with a clear message when there is none.
+std::filesystem::path resolve_checkpoint(const std::filesystem::path& dir);
+
+// Loads config.json + model.safetensors of a checkpoint directory (as resolve_checkpoint finds it).
+// Before allocating the model it reads config.json (at most 1 MiB; ModelConfig::from_json validates it)
+// and the weights' header only, checks the header against the config (checkpoint.hpp), and checks the
+// memory estimate (model/memory.hpp) for `window` and `sequences` against the budget (io/limits.hpp:
+// the machine's available memory or TTTLAB_MAX_MEMORY). Then the weights are read and verified
+// (checksum, finiteness, the tied head). Only regular files are read. Errors are one line naming the
+// file. A checkpoint without a checksum loads with a note: into options.info when given, else to the
+// note handler (below).
+struct ModelLoadOptions {
+  long window = 0;                      // bytes per window the command computes (0: max_position_embeddings)
+  long sequences = 1;                   // windows computed at once
+  CheckpointLoadInfo* info = nullptr;   // receives the checksum status and the note
+};
+std::unique_ptr<Model<float>> load_model(const std::filesystem::path& dir);
+std::unique_ptr<Model<float>> load_model(const std::filesystem::path& dir, const ModelLoadOptions& options);
+// Where load_model's notes go when the caller did not ask for them: by default one line on stderr,
+// "tttlab: note: ...", once per distinct note and process. An empty handler restores the default.
+void set_checkpoint_note_handler(std::function<void(const std::string&)> handler);
 
 }  // namespace tttlab

@@ -29,14 +29,12 @@
 #include <string>
 #include <vector>
 
+#include "tttlab/model/checkpoint.hpp"  // checkpoint_name, checkpoint_step_of
+
 namespace tttlab {
 
 inline constexpr const char* k_run_manifest = "tttlab-run.json";
 
-// "step-0000500": the directory name of the checkpoint of `step`.
-std::string checkpoint_name(long step);
-// The step of a checkpoint directory name ("step-" and 7 or more digits, nothing else); nothing otherwise.
-std::optional<long> checkpoint_step_of(const std::string& name);
 
 class RunDirectory {
  public:
