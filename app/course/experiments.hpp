@@ -3,23 +3,22 @@
 //
 // A lesson's experiment is its scene: a .tttlab state whose active panel is the view. The panel's
 // engine module computes the view (the same code the window shows); a MEASURE is a named number read
-// off that view, e.g. "max_rel_diff" of the primal-vs-dual comparison. The app reads measures from its
-// live snapshot to reveal a prediction; `tttlab lessons check` runs the scene headless on a private
-// engine (run_scene) and compares each measure with the lesson's claim.
-//
-// Each measure states whether it depends on the machine (a speed). Such values come with their spread
-// (lo, hi: the extremes over the repeats) and lessons report them rather than assert them.
+// off that view, e.g. "max_rel_diff" of the primal-vs-dual comparison. Each feature lists its own
+// (lab/measures.hpp, lab/features.cpp); this file finds them by the scene's panel id. The app reads
+// measures from its live snapshot to reveal a prediction; `tttlab lessons check` runs the scene headless
+// on a private engine (run_scene) and compares each measure with the lesson's claim.
 #pragma once
 
 #include <chrono>
 #include <filesystem>
 #include <functional>
-#include <map>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "lab/measures.hpp"
 
 namespace tttlab::lab {
 struct Snapshot;
@@ -28,18 +27,9 @@ class CommandSink;
 
 namespace tttlab::course {
 
-struct MeasureInfo {
-  std::string name;
-  std::string description;  // for `tttlab lessons measures` and the lesson authors' guide
-  bool depends_on_device = false;
-};
-
-struct Measurement {
-  double value = 0;
-  std::optional<double> lo, hi;  // spread over repeats, where the measure has one
-  bool depends_on_device = false;
-};
-using Measures = std::map<std::string, Measurement, std::less<>>;
+using lab::MeasureInfo;
+using lab::Measurement;
+using lab::Measures;
 
 // The panels whose views lessons can measure, and their measures.
 const std::vector<std::string>& measurable_panels();

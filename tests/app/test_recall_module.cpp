@@ -10,7 +10,7 @@
 #include "course/experiments.hpp"
 #include "lab/engine/engine.hpp"
 #include "lab/recall/recall_module.hpp"
-#include "lab/state/run_settings.hpp"
+#include "lab/recall/recall_settings.hpp"
 #include "tttlab/analysis/recall.hpp"
 
 namespace tttlab::lab {

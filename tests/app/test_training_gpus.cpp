@@ -21,7 +21,7 @@
 #include "lab/models/model_library.hpp"
 #include "lab/training/training_module.hpp"
 #include "lab/state/json_fields.hpp"
-#include "lab/state/run_settings.hpp"
+#include "lab/training/training_settings.hpp"
 #include "tttlab/train/data_parallel.hpp"
 
 namespace tttlab::lab {

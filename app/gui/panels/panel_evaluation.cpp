@@ -7,15 +7,13 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "lab/engine/data_source.hpp"
 #include "gui/fonts.hpp"
 #include "gui/keys.hpp"
-#include "gui/panels/panel.hpp"
+#include "gui/panels/feature_panel.hpp"
 #include "gui/panels/widgets.hpp"
 #include "gui/plot/line_plot.hpp"
 #include "lab/plot/ticks.hpp"
-#include "lab/state/json_fields.hpp"
-#include "lab/state/run_settings.hpp"
+#include "lab/evaluation/evaluation_settings.hpp"
 #include "gui/lab.hpp"
 #include "gui/theme.hpp"
 
@@ -24,57 +22,18 @@ namespace {
 
 using plot::format_value;
 
-struct EvaluationPanelSettings {
-  EvalSettings eval;
-  double smoothing = 0.9;
-  bool log_x = false;
-};
-
-EvaluationPanelSettings default_settings() {
-  EvaluationPanelSettings s;
-  s.eval.data = default_data_source();
-  s.eval.models = {"shipped", "random:ttt-linear:m:0"};
-  return s;
-}
-
-nlohmann::json to_json(const EvaluationPanelSettings& s) {
-  nlohmann::json j = to_json(s.eval);
-  j["view"] = {{"smoothing", s.smoothing}, {"log_x", s.log_x}};
-  return j;
-}
-
-EvaluationPanelSettings settings_from(const FieldReader& r) {
-  EvaluationPanelSettings s = default_settings();
-  s.eval = eval_settings_from(r, s.eval);
-  const FieldReader v = r.object("view");
-  s.smoothing = v.number("smoothing", 0.0, 0.999, s.smoothing);
-  s.log_x = v.boolean("log_x", s.log_x);
-  return s;
-}
-
-class EvaluationPanel final : public Panel {
+class EvaluationPanel final : public FeaturePanel<EvaluationPanelSettings> {
  public:
-  const char* id() const override { return "evaluation"; }
-  const char* name() const override { return "Evaluation"; }
-  const char* summary() const override {
-    return "Loss by token position for several models on the same windows (the paper's Fig. 2, right), and "
-           "bits per byte.";
-  }
+  EvaluationPanel() : FeaturePanel(kEvaluationId) {}
   std::vector<ClassroomControl> classroom_controls() const override {
     return {{"evaluation.models", "Evaluation: the models compared"},
             {"evaluation.data", "Evaluation: data, T and windows"},
             {"evaluation.view", "Evaluation: view options"}};
   }
 
-  void sync(CommandSink& sink) override { sink.post(EvaluationRun{s_.eval}); }
-  nlohmann::json save_state() const override { return to_json(s_); }
-  std::function<void()> parse_state(const nlohmann::json& j, const std::string& path) override {
-    const EvaluationPanelSettings s = settings_from(FieldReader(j, path));
-    return [this, s] { s_ = s; };
-  }
   std::vector<ShortcutHelp> shortcut_help() const override { return {{"F5", "evaluate again"}}; }
   void shortcuts(const Snapshot&, CommandSink& sink) override {
-    if (key_pressed(Key::F5, false)) sink.post(EvaluationRun{s_.eval});
+    if (key_pressed(Key::F5, false)) sink.post(EvaluationRun{m_settings.eval});
   }
 
   void draw(const Snapshot& snap, CommandSink& sink) override {
@@ -91,13 +50,13 @@ class EvaluationPanel final : public Panel {
       widgets::section_label("MODELS (UP TO 8)");
       if (lib)
         for (const auto& m : lib->models) {
-          bool on = std::find(s_.eval.models.begin(), s_.eval.models.end(), m.id) != s_.eval.models.end();
-          ImGui::BeginDisabled(!m.error.empty() || (!on && s_.eval.models.size() >= 8));
+          bool on = std::find(m_settings.eval.models.begin(), m_settings.eval.models.end(), m.id) != m_settings.eval.models.end();
+          ImGui::BeginDisabled(!m.error.empty() || (!on && m_settings.eval.models.size() >= 8));
           if (ImGui::Checkbox(m.label.c_str(), &on)) {
             if (on)
-              s_.eval.models.push_back(m.id);
-            else if (s_.eval.models.size() > 1)
-              std::erase(s_.eval.models, m.id);
+              m_settings.eval.models.push_back(m.id);
+            else if (m_settings.eval.models.size() > 1)
+              std::erase(m_settings.eval.models, m.id);
             run = true;
           }
           ImGui::EndDisabled();
@@ -121,23 +80,23 @@ class EvaluationPanel final : public Panel {
     if (classroom::visible("evaluation.data")) {
       widgets::section_label("DATA");
       widgets::row("Text");
-      run |= widgets::data_combo("data", s_.eval.data);
+      run |= widgets::data_combo("data", m_settings.eval.data);
       widgets::row("T", "Window length: the x axis runs over positions 0 … T−1.");
-      ImGui::SliderInt("##T", &s_.eval.seq_len, 16, 2048, "%d tokens", ImGuiSliderFlags_Logarithmic);
+      ImGui::SliderInt("##T", &m_settings.eval.seq_len, 16, 2048, "%d tokens", ImGuiSliderFlags_Logarithmic);
       run |= ImGui::IsItemDeactivatedAfterEdit();
       widgets::row("Windows", "The first windows of the validation text, the same for every model.");
-      ImGui::SliderInt("##W", &s_.eval.windows, 1, 256, "%d", ImGuiSliderFlags_Logarithmic);
+      ImGui::SliderInt("##W", &m_settings.eval.windows, 1, 256, "%d", ImGuiSliderFlags_Logarithmic);
       run |= ImGui::IsItemDeactivatedAfterEdit();
       ImGui::Dummy(ImVec2(0, 4));
       if (ImGui::Button("Evaluate again  (F5)", ImVec2(-1, 0))) run = true;
     }
-    if (run) sink.post(EvaluationRun{s_.eval});
+    if (run) sink.post(EvaluationRun{m_settings.eval});
     if (classroom::visible("evaluation.view")) {
       widgets::section_label("VIEW");
       widgets::row("Smoothing");
-      float sm = static_cast<float>(s_.smoothing);
-      if (ImGui::SliderFloat("##smooth", &sm, 0.0f, 0.99f, sm == 0.0f ? "off" : "EMA %.2f")) s_.smoothing = sm;
-      ImGui::Checkbox("log scale for the position", &s_.log_x);
+      float sm = static_cast<float>(m_settings.smoothing);
+      if (ImGui::SliderFloat("##smooth", &sm, 0.0f, 0.99f, sm == 0.0f ? "off" : "EMA %.2f")) m_settings.smoothing = sm;
+      ImGui::Checkbox("log scale for the position", &m_settings.log_x);
     }
     ImGui::Dummy(ImVec2(0, 6));
     widgets::note("Each window of text is read once by the model: the loss of every next-byte prediction is kept "
@@ -209,20 +168,19 @@ class EvaluationPanel final : public Panel {
     p.y_label = widgets::fit("bits per byte at position t, mean over the windows (raw faint, EMA bold)",
                              "bits per byte at position t, mean over the windows", p.size.x, f.small);
     p.x_label = "token position t in the window";
-    p.smoothing = s_.smoothing;
-    p.x_scale = s_.log_x ? plot::ScaleKind::Log10 : plot::ScaleKind::Linear;
+    p.smoothing = m_settings.smoothing;
+    p.x_scale = m_settings.log_x ? plot::ScaleKind::Log10 : plot::ScaleKind::Linear;
     for (std::size_t i = 0; i < v.curves.size(); ++i) {
       const EvalCurve& c = v.curves[i];
       m_ys[i].resize(c.loss_by_position.size());
       for (std::size_t t = 0; t < m_ys[i].size(); ++t) m_ys[i][t] = c.loss_by_position[t] / ln2;
       // On a log axis position t is drawn at t + 1 (log 0 does not exist).
-      p.series.push_back(plot::line(c.label, m_ys[i], widgets::series_color(static_cast<int>(i)), true, s_.log_x ? 1.0 : 0.0));
+      p.series.push_back(plot::line(c.label, m_ys[i], widgets::series_color(static_cast<int>(i)), true, m_settings.log_x ? 1.0 : 0.0));
     }
-    p.x_format = [this](double x) { return "t = " + std::to_string(std::lround(s_.log_x ? x - 1.0 : x)); };
+    p.x_format = [this](double x) { return "t = " + std::to_string(std::lround(m_settings.log_x ? x - 1.0 : x)); };
     plot::line_plot(p);
   }
 
-  EvaluationPanelSettings s_ = default_settings();
   std::vector<std::vector<double>> m_ys;
 };
 

@@ -13,14 +13,13 @@
 #include "lab/engine/head_inputs.hpp"
 #include "gui/fonts.hpp"
 #include "gui/keys.hpp"
-#include "gui/panels/panel.hpp"
+#include "gui/panels/feature_panel.hpp"
 #include "gui/panels/widgets.hpp"
 #include "gui/plot/heatmap.hpp"
 #include "gui/plot/line_plot.hpp"
 #include "lab/plot/pooling.hpp"
 #include "lab/plot/ticks.hpp"
-#include "lab/state/json_fields.hpp"
-#include "lab/state/run_settings.hpp"
+#include "lab/evolution/evolution_settings.hpp"
 #include "gui/lab.hpp"
 #include "gui/theme.hpp"
 
@@ -28,44 +27,6 @@ namespace tttlab::gui {
 namespace {
 
 using plot::format_value;
-
-struct EvolutionSettings {
-  HeadConfig head;
-  long cursor = -1;       // −1: the last token
-  int layer = 0;          // TTT-MLP: 0 = W1, 1 = W2
-  bool show_delta = true; // the map shows W_t − W_0 (true) or W_t
-  bool spectrum_of_delta = true;
-  double play_speed = 30.0;  // tokens per second
-};
-
-EvolutionSettings default_settings() {
-  EvolutionSettings s;
-  s.head.block = 1;
-  s.head.head = 2;
-  return s;
-}
-
-nlohmann::json to_json(const EvolutionSettings& s) {
-  return {{"head", gui::to_json(s.head)},
-          {"cursor", s.cursor},
-          {"view",
-           {{"layer", s.layer == 0 ? "W1" : "W2"},
-            {"map", s.show_delta ? "delta" : "weights"},
-            {"spectrum", s.spectrum_of_delta ? "delta" : "weights"},
-            {"play_speed", s.play_speed}}}};
-}
-
-EvolutionSettings settings_from(const FieldReader& r) {
-  EvolutionSettings s = default_settings();
-  s.head = evolution_head_from(r);
-  s.cursor = r.integer("cursor", -1, 1 << 20, s.cursor);
-  const FieldReader v = r.object("view");
-  s.layer = v.choice("layer", {"W1", "W2"}, 0);
-  s.show_delta = v.choice("map", {"delta", "weights"}, 0) == 0;
-  s.spectrum_of_delta = v.choice("spectrum", {"delta", "weights"}, 0) == 0;
-  s.play_speed = v.number("play_speed", 1.0, 1000.0, s.play_speed);
-  return s;
-}
 
 std::string quote(const EvolutionView& v, long t) {
   std::string s;
@@ -76,14 +37,9 @@ std::string quote(const EvolutionView& v, long t) {
   return s;
 }
 
-class EvolutionPanel final : public Panel {
+class EvolutionPanel final : public FeaturePanel<EvolutionPanelSettings> {
  public:
-  const char* id() const override { return "evolution"; }
-  const char* name() const override { return "Hidden-state evolution"; }
-  const char* summary() const override {
-    return "Wₜ of any block and head over a whole sequence (TTT-Linear and TTT-MLP): a scrubber, the drift "
-           "‖Wₜ − W₀‖ and the singular values.";
-  }
+  EvolutionPanel() : FeaturePanel(kEvolutionId) {}
   std::vector<ClassroomControl> classroom_controls() const override {
     return {{"evolution.source", "Evolution: model, block and head"},
             {"evolution.text", "Evolution: input text"},
@@ -91,12 +47,6 @@ class EvolutionPanel final : public Panel {
             {"evolution.view", "Evolution: view options"}};
   }
 
-  void sync(CommandSink& sink) override { sink.post(EvolutionConfigure{s_.head}); }
-  nlohmann::json save_state() const override { return to_json(s_); }
-  std::function<void()> parse_state(const nlohmann::json& j, const std::string& path) override {
-    const EvolutionSettings s = settings_from(FieldReader(j, path));
-    return [this, s] { s_ = s; };
-  }
 
   std::vector<ShortcutHelp> shortcut_help() const override {
     return {{"Space", "play / pause the scrubber"},
@@ -118,7 +68,7 @@ class EvolutionPanel final : public Panel {
     if (key_pressed(Key::End, false)) t = n - 1;
     if (t != cursor(*v)) {
       m_playing = false;
-      s_.cursor = std::clamp(t, 0L, n - 1);
+      m_settings.cursor = std::clamp(t, 0L, n - 1);
     }
   }
 
@@ -133,12 +83,12 @@ class EvolutionPanel final : public Panel {
   long cursor(const EvolutionView& v) const {
     const long n = static_cast<long>(v.steps.size());
     if (n == 0) return -1;
-    return s_.cursor < 0 ? n - 1 : std::min(s_.cursor, n - 1);
+    return m_settings.cursor < 0 ? n - 1 : std::min(m_settings.cursor, n - 1);
   }
 
   void toggle_play(const EvolutionView& v) {
     m_playing = !m_playing;
-    if (m_playing && cursor(v) >= static_cast<long>(v.steps.size()) - 1) s_.cursor = 0;
+    if (m_playing && cursor(v) >= static_cast<long>(v.steps.size()) - 1) m_settings.cursor = 0;
     m_play_clock = ImGui::GetTime();
   }
 
@@ -146,12 +96,12 @@ class EvolutionPanel final : public Panel {
   void advance_playback(const EvolutionView& v) {
     if (!m_playing || v.steps.empty()) return;
     const double now = ImGui::GetTime();
-    const long steps = static_cast<long>((now - m_play_clock) * s_.play_speed);
+    const long steps = static_cast<long>((now - m_play_clock) * m_settings.play_speed);
     if (steps <= 0) return;
-    m_play_clock += static_cast<double>(steps) / s_.play_speed;
+    m_play_clock += static_cast<double>(steps) / m_settings.play_speed;
     const long n = static_cast<long>(v.steps.size());
-    s_.cursor = std::min(cursor(v) + steps, n - 1);
-    if (s_.cursor >= n - 1 && v.done) m_playing = false;
+    m_settings.cursor = std::min(cursor(v) + steps, n - 1);
+    if (m_settings.cursor >= n - 1 && v.done) m_playing = false;
   }
 
   void draw_controls(const EvolutionView& v, const Snapshot& snap, CommandSink& sink) {
@@ -160,33 +110,33 @@ class EvolutionPanel final : public Panel {
     opt.library = snap.library ? snap.library->models.get() : nullptr;
     opt.sink = &sink;
     opt.panel = "evolution";
-    if (widgets::head_editor(s_.head, opt)) {
-      s_.cursor = -1;
-      sink.post(EvolutionConfigure{s_.head});
+    if (widgets::head_editor(m_settings.head, opt)) {
+      m_settings.cursor = -1;
+      sink.post(EvolutionConfigure{m_settings.head});
     }
     if (classroom::visible("evolution.view")) {
       widgets::section_label("VIEW");
       widgets::row("Map", "What the large heat-map shows at the cursor.");
-      int map = s_.show_delta ? 0 : 1;
-      if (ImGui::RadioButton("Wₜ − W₀", &map, 0)) s_.show_delta = true;
+      int map = m_settings.show_delta ? 0 : 1;
+      if (ImGui::RadioButton("Wₜ − W₀", &map, 0)) m_settings.show_delta = true;
       ImGui::SameLine();
-      if (ImGui::RadioButton("Wₜ", &map, 1)) s_.show_delta = false;
+      if (ImGui::RadioButton("Wₜ", &map, 1)) m_settings.show_delta = false;
       widgets::row("Spectrum", "Singular values of the learned change Wₜ − W₀ (how many directions the state has "
                                "written) or of Wₜ itself.");
-      int sp = s_.spectrum_of_delta ? 0 : 1;
-      if (ImGui::RadioButton("of Wₜ − W₀", &sp, 0)) s_.spectrum_of_delta = true;
+      int sp = m_settings.spectrum_of_delta ? 0 : 1;
+      if (ImGui::RadioButton("of Wₜ − W₀", &sp, 0)) m_settings.spectrum_of_delta = true;
       ImGui::SameLine();
-      if (ImGui::RadioButton("of Wₜ", &sp, 1)) s_.spectrum_of_delta = false;
+      if (ImGui::RadioButton("of Wₜ", &sp, 1)) m_settings.spectrum_of_delta = false;
       if (v.mlp) {
         widgets::row("Layer");
-        ImGui::RadioButton("W₁", &s_.layer, 0);
+        ImGui::RadioButton("W₁", &m_settings.layer, 0);
         ImGui::SameLine();
-        ImGui::RadioButton("W₂", &s_.layer, 1);
+        ImGui::RadioButton("W₂", &m_settings.layer, 1);
       }
       widgets::row("Play speed");
-      float sp_f = static_cast<float>(s_.play_speed);
+      float sp_f = static_cast<float>(m_settings.play_speed);
       if (ImGui::SliderFloat("##speed", &sp_f, 2.0f, 300.0f, "%.0f tokens/s", ImGuiSliderFlags_Logarithmic))
-        s_.play_speed = sp_f;
+        m_settings.play_speed = sp_f;
     }
     ImGui::Dummy(ImVec2(0, 6));
     widgets::note("The head reads the whole text in the primal form (one gradient step per token, in double "
@@ -221,7 +171,7 @@ class EvolutionPanel final : public Panel {
     scrubber(v, t);
     if (const long c = widgets::token_strip(v.bytes, std::max(1, v.mini_batch), t, n, 2.0f * (f.mono->FontSize + 10.0f));
         c >= 0 && c < n) {
-      s_.cursor = c;
+      m_settings.cursor = c;
       m_playing = false;
     }
     if (t < 0) return;
@@ -241,7 +191,7 @@ class EvolutionPanel final : public Panel {
     ImGui::SetNextItemWidth(std::max(60.0f, w));
     int ti = static_cast<int>(std::max(0L, t));
     if (ImGui::SliderInt("##scrub", &ti, 0, static_cast<int>(std::max(0L, n - 1)), "")) {
-      s_.cursor = ti;
+      m_settings.cursor = ti;
       m_playing = false;
     }
     // Mini-batch boundaries on the slider track.
@@ -258,16 +208,16 @@ class EvolutionPanel final : public Panel {
     ImGui::Text("t = %ld %s  of %ld", t, quote(v, t).c_str(), T);
   }
 
-  const Mat<float>& pick(const EvolutionStep& s) const { return s_.layer == 1 && s.w2.size() ? s.w2 : s.w1; }
+  const Mat<float>& pick(const EvolutionStep& s) const { return m_settings.layer == 1 && s.w2.size() ? s.w2 : s.w1; }
 
   void maps(const EvolutionView& v, long t) {
     const EvolutionStep& cur = *v.steps[static_cast<std::size_t>(t)];
     const EvolutionStep& prev = t > 0 ? *v.steps[static_cast<std::size_t>(t - 1)] : *v.w0;
     const Mat<float>& W = pick(cur);
     const Mat<float>& W0 = pick(*v.w0);
-    m_map_main = s_.show_delta ? Mat<float>(W - W0) : W;
+    m_map_main = m_settings.show_delta ? Mat<float>(W - W0) : W;
     m_map_step = W - pick(prev);
-    const std::string wn = v.mlp ? (s_.layer == 1 ? "W₂" : "W₁") : "W";
+    const std::string wn = v.mlp ? (m_settings.layer == 1 ? "W₂" : "W₁") : "W";
     const std::string shape = "[" + std::to_string(W.rows()) + " × " + std::to_string(W.cols()) + "]";
 
     const float avail = ImGui::GetContentRegionAvail().x;
@@ -285,15 +235,15 @@ class EvolutionPanel final : public Panel {
 
     plot::Heatmap a;
     a.id = "w_main";
-    a.export_name = s_.show_delta ? "W_t_minus_W0" : "W_t";
-    a.title = s_.show_delta ? wn + "ₜ − " + wn + "₀" : wn + "ₜ";
+    a.export_name = m_settings.show_delta ? "W_t_minus_W0" : "W_t";
+    a.title = m_settings.show_delta ? wn + "ₜ − " + wn + "₀" : wn + "ₜ";
     a.subtitle = shape + "  after token " + std::to_string(t);
     a.m = plot::MatrixView::of(m_map_main.data(), m_map_main.rows(), m_map_main.cols(), m_map_main.cols());
     a.size = ImVec2(map_w, h_fit);
     a.row_name = "i";
     a.col_name = "j";
     const EvolutionStep* w0p = v.w0.get();
-    const bool l2 = s_.layer == 1 && cur.w2.size();
+    const bool l2 = m_settings.layer == 1 && cur.w2.size();
     a.tooltip = [&, w0p, l2](long i, long j, double) {
       const Mat<float>& w0m = l2 ? w0p->w2 : w0p->w1;
       const Mat<float>& wm = l2 ? cur.w2 : cur.w1;
@@ -317,7 +267,7 @@ class EvolutionPanel final : public Panel {
     // The spectrum at the cursor against W0's.
     ImGui::SetCursorScreenPos(ImVec2(top.x + 2.0f * (map_w + gap), top.y));
     const std::vector<float>& sv = spectrum(cur);
-    const std::vector<float>& sv0 = s_.spectrum_of_delta ? std::vector<float>() : spectrum(*v.w0);
+    const std::vector<float>& sv0 = m_settings.spectrum_of_delta ? std::vector<float>() : spectrum(*v.w0);
     m_sv_now.assign(sv.begin(), sv.end());
     m_sv_zero.assign(sv0.begin(), sv0.end());
     plot::LinePlot p;
@@ -326,7 +276,7 @@ class EvolutionPanel final : public Panel {
     const float plot_w = ImGui::GetContentRegionAvail().x;
     const std::string at = " at t = " + std::to_string(t);
     p.title = widgets::fit("Singular values" + at, "σᵢ" + at, plot_w, fonts().bold);
-    const std::string of = s_.spectrum_of_delta ? "σᵢ(" + wn + "ₜ − " + wn + "₀)" : "σᵢ(" + wn + "ₜ) against σᵢ(" + wn + "₀)";
+    const std::string of = m_settings.spectrum_of_delta ? "σᵢ(" + wn + "ₜ − " + wn + "₀)" : "σᵢ(" + wn + "ₜ) against σᵢ(" + wn + "₀)";
     p.y_label = widgets::fit(of + ", log scale", of, plot_w, fonts().small);
     p.x_label = "index i (largest first)";
     // As tall as the maps, but never flatter than a plot reads (wide maps are short).
@@ -334,10 +284,10 @@ class EvolutionPanel final : public Panel {
     p.size = ImVec2(plot_w, plot_h);
     p.y_scale = plot::ScaleKind::Log10;
     p.x_range = plot::Range{0.5, std::max(2.0, static_cast<double>(sv.size()) + 0.5)};
-    auto s1 = plot::line(s_.spectrum_of_delta ? "σ(Wₜ − W₀)" : "σ(Wₜ)", m_sv_now, colors::kNormDW, false, 1.0, 1.0);
+    auto s1 = plot::line(m_settings.spectrum_of_delta ? "σ(Wₜ − W₀)" : "σ(Wₜ)", m_sv_now, colors::kNormDW, false, 1.0, 1.0);
     s1.markers = sv.size() <= 64;
     p.series.push_back(s1);
-    if (!s_.spectrum_of_delta) {
+    if (!m_settings.spectrum_of_delta) {
       auto s0 = plot::line("σ(W₀)", m_sv_zero, colors::kLossInitial, false, 1.0, 1.0);
       p.series.push_back(s0);
     }
@@ -348,14 +298,14 @@ class EvolutionPanel final : public Panel {
   }
 
   const std::vector<float>& spectrum(const EvolutionStep& s) const {
-    const bool l2 = s_.layer == 1 && !s.sv2.empty();
-    if (s_.spectrum_of_delta) return l2 ? s.dsv2 : s.dsv1;
+    const bool l2 = m_settings.layer == 1 && !s.sv2.empty();
+    if (m_settings.spectrum_of_delta) return l2 ? s.dsv2 : s.dsv1;
     return l2 ? s.sv2 : s.sv1;
   }
 
   void curves(const EvolutionView& v, long t) {
     const long n = static_cast<long>(v.steps.size());
-    const bool l2 = s_.layer == 1 && v.mlp;
+    const bool l2 = m_settings.layer == 1 && v.mlp;
     m_drift.resize(static_cast<std::size_t>(n));
     m_norm.resize(static_cast<std::size_t>(n));
     for (long i = 0; i < n; ++i) {
@@ -389,14 +339,14 @@ class EvolutionPanel final : public Panel {
     d.series.push_back(plot::line("‖" + wn + "ₜ − " + wn + "₀‖", m_drift, colors::kNormDW, false));
     d.series.push_back(plot::line("‖" + wn + "ₜ‖", m_norm, colors::kNormW, false));
     if (const auto r = plot::line_plot(d); r.drag_x) {
-      s_.cursor = std::clamp(std::lround(*r.drag_x), 0L, n - 1);
+      m_settings.cursor = std::clamp(std::lround(*r.drag_x), 0L, n - 1);
       m_playing = false;
     }
     ImGui::SameLine(0, 14);
 
     // The whole spectrum over time: row i is σ_i, column t is token t (a "spectrogram").
     // Rebuilt only when the data changes: as one pooled matrix it is drawn from a cached texture.
-    const SpecKey key{v.generation, n, s_.spectrum_of_delta, s_.layer};
+    const SpecKey key{v.generation, n, m_settings.spectrum_of_delta, m_settings.layer};
     if (!(key == m_spec_key)) {
       const long k = static_cast<long>(spectrum(*v.steps[0]).size());
       m_spec = plot::pool_max_abs_fn(k, n, 512, 2048, [&](long r, long c) {
@@ -409,7 +359,7 @@ class EvolutionPanel final : public Panel {
     plot::Heatmap sg;
     sg.id = "spectrogram";
     sg.export_name = "singular_values_over_t";
-    sg.title = s_.spectrum_of_delta ? "Singular values of " + wn + "ₜ − " + wn + "₀ over the sequence"
+    sg.title = m_settings.spectrum_of_delta ? "Singular values of " + wn + "ₜ − " + wn + "₀ over the sequence"
                                     : "Singular values of " + wn + "ₜ over the sequence";
     sg.subtitle = widgets::fit("row i: σᵢ (largest on top), column t: after token t; log colour over 4 decades",
                                "row i: σᵢ, column t: token t; log colours", ImGui::GetContentRegionAvail().x,
@@ -428,12 +378,11 @@ class EvolutionPanel final : public Panel {
     sg.col_label = [&v](long c) { return quote(v, c); };
     sg.highlight_col = t;
     if (const auto r = plot::heatmap(sg); r.clicked && r.col >= 0) {
-      s_.cursor = r.col;
+      m_settings.cursor = r.col;
       m_playing = false;
     }
   }
 
-  EvolutionSettings s_ = default_settings();
   bool m_playing = false;
   double m_play_clock = 0.0;
   // Per-frame scratch (kept to avoid reallocations; rebuilt every frame from the snapshot).

@@ -11,14 +11,14 @@
 #include "lab/engine/head_inputs.hpp"
 #include "gui/fonts.hpp"
 #include "gui/keys.hpp"
-#include "gui/panels/panel.hpp"
+#include "gui/panels/feature_panel.hpp"
 #include "gui/panels/widgets.hpp"
 #include "lab/plot/colormap.hpp"
 #include "gui/plot/heatmap.hpp"
 #include "gui/plot/line_plot.hpp"
 #include "gui/plot/plot_common.hpp"
 #include "lab/plot/ticks.hpp"
-#include "lab/state/json_fields.hpp"
+#include "lab/generation/generation_settings.hpp"
 #include "gui/lab.hpp"
 #include "gui/theme.hpp"
 
@@ -27,76 +27,33 @@ namespace {
 
 using plot::format_value;
 
-struct GenerationPanelSettings {
-  GenSettings gen;
-  int block = 0, head = 0;
-  bool all_heads = true;  // tint by the mean ‖ΔW‖ over the block's heads (else the chosen head)
-};
-
-nlohmann::json to_json(const GenerationPanelSettings& s) {
-  const GenSettings& g = s.gen;
-  return {{"model_id", g.model_id},       {"prompt", g.prompt}, {"temperature", g.temperature},
-          {"top_k", g.top_k},             {"max_tokens", g.max_tokens}, {"seed", g.seed},
-          {"tokens_per_second", g.tokens_per_second},
-          {"view", {{"block", s.block}, {"head", s.head}, {"tint", s.all_heads ? "block" : "head"}}}};
-}
-
-GenerationPanelSettings settings_from(const FieldReader& r) {
-  GenerationPanelSettings s;
-  GenSettings& g = s.gen;
-  g.model_id = r.string("model_id", 4096, g.model_id);
-  g.prompt = r.string("prompt", 4096, g.prompt);
-  if (g.prompt.empty()) throw StateError(r.path() + ".prompt: the prompt is empty");
-  g.temperature = r.number("temperature", 0.0, 10.0, g.temperature);
-  g.top_k = static_cast<int>(r.integer("top_k", 0, 256, g.top_k));
-  g.max_tokens = static_cast<int>(r.integer("max_tokens", 1, 4096, g.max_tokens));
-  g.seed = r.uint64("seed", g.seed);
-  g.tokens_per_second = r.number("tokens_per_second", 1.0, 1e6, g.tokens_per_second);
-  const FieldReader v = r.object("view");
-  s.block = static_cast<int>(v.integer("block", 0, 1023, 0));
-  s.head = static_cast<int>(v.integer("head", 0, 1023, 0));
-  s.all_heads = v.choice("tint", {"block", "head"}, 0) == 0;
-  return s;
-}
-
 std::string byte_text(unsigned char b) {
   if (b == '\n') return "\xE2\x8F\x8E";  // ⏎
   if (b >= 0x20 && b < 0x7F) return std::string(1, static_cast<char>(b));
   return "\xC2\xB7";  // a middle dot for other bytes
 }
 
-class GenerationPanel final : public Panel {
+class GenerationPanel final : public FeaturePanel<GenerationPanelSettings> {
  public:
-  const char* id() const override { return "generation"; }
-  const char* name() const override { return "Generation"; }
-  const char* summary() const override {
-    return "Prompt, temperature, top-k: bytes appear as they are decoded, each with its update of the TTT hidden "
-           "states.";
-  }
+  GenerationPanel() : FeaturePanel(kGenerationId) {}
   std::vector<ClassroomControl> classroom_controls() const override {
     return {{"generation.model", "Generation: the model"},
             {"generation.sampling", "Generation: temperature, top-k, length, seed, speed"},
             {"generation.prompt", "Generation: the prompt"}};
   }
 
-  void sync(CommandSink& sink) override { sink.post(GenerateStart{s_.gen}); }
-  nlohmann::json save_state() const override { return to_json(s_); }
-  std::function<void()> parse_state(const nlohmann::json& j, const std::string& path) override {
-    const GenerationPanelSettings s = settings_from(FieldReader(j, path));
-    return [this, s] { s_ = s; };
-  }
   std::vector<ShortcutHelp> shortcut_help() const override {
     return {{"F5", "generate again (the same seed gives the same text)"}, {"Space", "stop / generate"},
             {"→  ←", "select the next / previous byte"}};
   }
   void shortcuts(const Snapshot& snap, CommandSink& sink) override {
     const GenerationView* v = snap.generation.get();
-    if (key_pressed(Key::F5, false)) sink.post(GenerateStart{s_.gen});
+    if (key_pressed(Key::F5, false)) sink.post(GenerateStart{m_settings.gen});
     if (key_pressed(Key::Space, false)) {
       if (v && v->running)
         sink.post(GenerateStop{});
       else
-        sink.post(GenerateStart{s_.gen});
+        sink.post(GenerateStart{m_settings.gen});
     }
     if (v && !v->tokens.empty()) {
       const long n = static_cast<long>(v->tokens.size());
@@ -119,7 +76,7 @@ class GenerationPanel final : public Panel {
  private:
   void draw_controls(const GenerationView& v, const Snapshot& snap, CommandSink& sink) {
     const LibraryView* lib = snap.library ? snap.library->models.get() : nullptr;
-    GenSettings& g = s_.gen;
+    GenSettings& g = m_settings.gen;
     if (classroom::visible("generation.model")) {
       widgets::section_label("MODEL");
       widgets::row("Model");
@@ -163,15 +120,15 @@ class GenerationPanel final : public Panel {
     if (v.ttt) {
       widgets::section_label("WHICH HIDDEN STATE");
       widgets::row("Block");
-      ImGui::SliderInt("##block", &s_.block, 0, std::max(0, v.blocks - 1), "block %d");
+      ImGui::SliderInt("##block", &m_settings.block, 0, std::max(0, v.blocks - 1), "block %d");
       widgets::row("Head");
-      ImGui::SliderInt("##head", &s_.head, 0, std::max(0, v.heads - 1), "head %d");
+      ImGui::SliderInt("##head", &m_settings.head, 0, std::max(0, v.heads - 1), "head %d");
       widgets::row("Tint by", "The colour behind each byte: ‖ΔW‖ of the chosen head, or the mean over the block's heads.");
-      int tint = s_.all_heads ? 0 : 1;
+      int tint = m_settings.all_heads ? 0 : 1;
       ImGui::RadioButton("block (mean)", &tint, 0);
       ImGui::SameLine();
       ImGui::RadioButton("head", &tint, 1);
-      s_.all_heads = tint == 0;
+      m_settings.all_heads = tint == 0;
     }
     ImGui::Dummy(ImVec2(0, 6));
     widgets::note("The prompt is read once; then every byte is one streaming step of the model (the primal form, "
@@ -181,8 +138,8 @@ class GenerationPanel final : public Panel {
 
   float tint_value(const GenToken& g, const GenerationView& v) const {
     if (g.dw_norm.empty()) return 0.0f;
-    const int b = std::min(s_.block, v.blocks - 1), h = std::min(s_.head, v.heads - 1);
-    if (!s_.all_heads) return g.dw_norm[static_cast<std::size_t>(b * v.heads + h)];
+    const int b = std::min(m_settings.block, v.blocks - 1), h = std::min(m_settings.head, v.heads - 1);
+    if (!m_settings.all_heads) return g.dw_norm[static_cast<std::size_t>(b * v.heads + h)];
     float s = 0;
     for (int k = 0; k < v.heads; ++k) s += g.dw_norm[static_cast<std::size_t>(b * v.heads + k)];
     return s / static_cast<float>(v.heads);
@@ -278,7 +235,7 @@ class GenerationPanel final : public Panel {
     else
       ImGui::TextDisabled("Behind each byte: its ‖ΔW‖ %s (light = large). Orange bar: the model starts writing. "
                           "Hover: probabilities. Click or ← →: select.",
-                          s_.all_heads ? "(block mean)" : "(chosen head)");
+                          m_settings.all_heads ? "(block mean)" : "(chosen head)");
     ImGui::PopFont();
     ImGui::Dummy(ImVec2(0, 4));
     if (!v.ttt) {
@@ -309,7 +266,7 @@ class GenerationPanel final : public Panel {
       }
     }
     if (v.ttt) {
-      const int b = std::min(s_.block, v.blocks - 1), h = std::min(s_.head, v.heads - 1);
+      const int b = std::min(m_settings.block, v.blocks - 1), h = std::min(m_settings.head, v.heads - 1);
       ImGui::TextDisabled("‖ΔW‖ in block %d head %d: %s", b, h,
                           format_value(g.dw_norm[static_cast<std::size_t>(b * v.heads + h)], 3).c_str());
     }
@@ -319,7 +276,7 @@ class GenerationPanel final : public Panel {
   void selected_view(const GenerationView& v, long sel) {
     const Fonts& f = fonts();
     const GenToken& g = *v.tokens[static_cast<std::size_t>(sel)];
-    const int b = std::min(s_.block, v.blocks - 1), h = std::min(s_.head, v.heads - 1);
+    const int b = std::min(m_settings.block, v.blocks - 1), h = std::min(m_settings.head, v.heads - 1);
     const ImVec2 avail = ImGui::GetContentRegionAvail();
     const float row_h = std::clamp(avail.y * 0.5f, 180.0f, 300.0f);
     const ImVec2 top = ImGui::GetCursorScreenPos();
@@ -358,8 +315,8 @@ class GenerationPanel final : public Panel {
     gm.highlight_row = b;
     gm.highlight_col = h;
     if (const auto r = plot::heatmap(gm); r.clicked && r.row >= 0) {
-      s_.block = static_cast<int>(r.row);
-      s_.head = static_cast<int>(r.col);
+      m_settings.block = static_cast<int>(r.row);
+      m_settings.head = static_cast<int>(r.col);
     }
 
     ImGui::SetCursorScreenPos(ImVec2(top.x + map_w + grid_w + 32.0f, top.y));
@@ -424,7 +381,6 @@ class GenerationPanel final : public Panel {
       m_selected = std::clamp(std::lround(*r.drag_x), 0L, static_cast<long>(n) - 1);
   }
 
-  GenerationPanelSettings s_;
   long m_selected = -1;
   std::uint64_t m_seen_generation = 0;
   Mat<double> m_grid;

@@ -10,16 +10,14 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "lab/engine/data_source.hpp"
 #include "gui/fonts.hpp"
 #include "gui/keys.hpp"
-#include "gui/panels/panel.hpp"
+#include "gui/panels/feature_panel.hpp"
 #include "gui/panels/widgets.hpp"
 #include "gui/plot/line_plot.hpp"
 #include "gui/plot/small_multiples.hpp"
 #include "lab/plot/ticks.hpp"
-#include "lab/state/json_fields.hpp"
-#include "lab/state/run_settings.hpp"
+#include "lab/inner_curves/curves_settings.hpp"
 #include "gui/lab.hpp"
 #include "gui/theme.hpp"
 
@@ -28,35 +26,6 @@ namespace {
 
 using plot::format_value;
 
-struct CurvesPanelSettings {
-  CurvesSettings run;
-  double smoothing = 0.6;
-  bool log_scale = false;
-  bool shared_y = true;  // one y range for every block
-};
-
-CurvesPanelSettings default_settings() {
-  CurvesPanelSettings s;
-  s.run.data = default_data_source();
-  return s;
-}
-
-nlohmann::json to_json(const CurvesPanelSettings& s) {
-  nlohmann::json j = to_json(s.run);
-  j["view"] = {{"smoothing", s.smoothing}, {"log_scale", s.log_scale}, {"shared_y", s.shared_y}};
-  return j;
-}
-
-CurvesPanelSettings settings_from(const FieldReader& r) {
-  CurvesPanelSettings s = default_settings();
-  s.run = curves_settings_from(r, s.run);
-  const FieldReader v = r.object("view");
-  s.smoothing = v.number("smoothing", 0.0, 0.999, s.smoothing);
-  s.log_scale = v.boolean("log_scale", s.log_scale);
-  s.shared_y = v.boolean("shared_y", s.shared_y);
-  return s;
-}
-
 double mean(const std::vector<double>& v, std::size_t from = 0) {
   if (v.size() <= from) return 0.0;
   double s = 0;
@@ -64,29 +33,18 @@ double mean(const std::vector<double>& v, std::size_t from = 0) {
   return s / static_cast<double>(v.size() - from);
 }
 
-class InnerCurvesPanel final : public Panel {
+class InnerCurvesPanel final : public FeaturePanel<CurvesPanelSettings> {
  public:
-  const char* id() const override { return "inner_curves"; }
-  const char* name() const override { return "Inner-loss curves"; }
-  const char* summary() const override {
-    return "ℓ(W₀; xₜ), ℓ(Wₜ₋₁; xₜ) and ℓ(Wₜ; xₜ) over token position, averaged over sequences and heads, per "
-           "layer (the paper's Fig. 5 and 17).";
-  }
+  InnerCurvesPanel() : FeaturePanel(kInnerCurvesId) {}
   std::vector<ClassroomControl> classroom_controls() const override {
     return {{"inner_curves.model", "Inner-loss curves: model and data"},
             {"inner_curves.size", "Inner-loss curves: T and number of sequences"},
             {"inner_curves.view", "Inner-loss curves: view options"}};
   }
 
-  void sync(CommandSink& sink) override { sink.post(CurvesRun{s_.run}); }
-  nlohmann::json save_state() const override { return to_json(s_); }
-  std::function<void()> parse_state(const nlohmann::json& j, const std::string& path) override {
-    const CurvesPanelSettings s = settings_from(FieldReader(j, path));
-    return [this, s] { s_ = s; };
-  }
   std::vector<ShortcutHelp> shortcut_help() const override { return {{"F5", "compute again"}}; }
   void shortcuts(const Snapshot&, CommandSink& sink) override {
-    if (key_pressed(Key::F5, false)) sink.post(CurvesRun{s_.run});
+    if (key_pressed(Key::F5, false)) sink.post(CurvesRun{m_settings.run});
   }
 
   void draw(const Snapshot& snap, CommandSink& sink) override {
@@ -102,19 +60,19 @@ class InnerCurvesPanel final : public Panel {
     if (classroom::visible("inner_curves.model")) {
       widgets::section_label("MODEL AND DATA");
       widgets::row("Model");
-      const bool follow = s_.run.model_id == kFollowTrainingId;
+      const bool follow = m_settings.run.model_id == kFollowTrainingId;
       if (follow) {
         ImGui::BeginDisabled();
         std::string shown = "the next training run's checkpoints";
         widgets::model_combo("model", shown, nullptr, true, nullptr);
         ImGui::EndDisabled();
       } else {
-        run |= widgets::model_combo("model", s_.run.model_id, lib, true, &sink);
-        widgets::model_summary_line(s_.run.model_id, lib);
+        run |= widgets::model_combo("model", m_settings.run.model_id, lib, true, &sink);
+        widgets::model_summary_line(m_settings.run.model_id, lib);
       }
       bool follow_box = follow;
       if (ImGui::Checkbox("follow the training", &follow_box)) {
-        s_.run.model_id = follow_box ? std::string(kFollowTrainingId) : std::string(kShippedModelId);
+        m_settings.run.model_id = follow_box ? std::string(kFollowTrainingId) : std::string(kShippedModelId);
         run = true;
       }
       ImGui::SameLine();
@@ -122,28 +80,28 @@ class InnerCurvesPanel final : public Panel {
                            "saves and computes again each time it saves a new one. (A run chosen in the list "
                            "above is followed the same way, from its latest checkpoint.)");
       widgets::row("Data", "Sequences are the first validation windows of this text (the same for every model).");
-      run |= widgets::data_combo("data", s_.run.data);
+      run |= widgets::data_combo("data", m_settings.run.data);
     }
     if (classroom::visible("inner_curves.size")) {
       widgets::section_label("AVERAGE OVER");
       widgets::row("T", "Sequence length: the curves run over positions 0 … T−1.");
-      ImGui::SliderInt("##T", &s_.run.seq_len, 16, 1024, "%d tokens", ImGuiSliderFlags_Logarithmic);
+      ImGui::SliderInt("##T", &m_settings.run.seq_len, 16, 1024, "%d tokens", ImGuiSliderFlags_Logarithmic);
       run |= ImGui::IsItemDeactivatedAfterEdit();
       widgets::row("Sequences");
-      ImGui::SliderInt("##n", &s_.run.sequences, 1, 64, "%d windows");
+      ImGui::SliderInt("##n", &m_settings.run.sequences, 1, 64, "%d windows");
       run |= ImGui::IsItemDeactivatedAfterEdit();
       ImGui::Dummy(ImVec2(0, 4));
       if (ImGui::Button("Compute again  (F5)", ImVec2(-1, 0))) run = true;
     }
-    if (run) sink.post(CurvesRun{s_.run});
+    if (run) sink.post(CurvesRun{m_settings.run});
     if (classroom::visible("inner_curves.view")) {
       widgets::section_label("VIEW");
       widgets::row("Smoothing");
-      float sm = static_cast<float>(s_.smoothing);
-      if (ImGui::SliderFloat("##smooth", &sm, 0.0f, 0.98f, sm == 0.0f ? "off" : "EMA %.2f")) s_.smoothing = sm;
-      ImGui::Checkbox("log scale", &s_.log_scale);
+      float sm = static_cast<float>(m_settings.smoothing);
+      if (ImGui::SliderFloat("##smooth", &sm, 0.0f, 0.98f, sm == 0.0f ? "off" : "EMA %.2f")) m_settings.smoothing = sm;
+      ImGui::Checkbox("log scale", &m_settings.log_scale);
       ImGui::SameLine();
-      ImGui::Checkbox("same y range for all blocks", &s_.shared_y);
+      ImGui::Checkbox("same y range for all blocks", &m_settings.shared_y);
     }
     ImGui::Dummy(ImVec2(0, 6));
     widgets::note("Every sequence streams through the whole model in the primal form; every head of every block "
@@ -178,8 +136,8 @@ class InnerCurvesPanel final : public Panel {
     ImGui::Dummy(ImVec2(0, 6));
 
     std::optional<plot::Range> shared;
-    if (s_.shared_y) {
-      plot::RangeFitter fit(s_.log_scale ? plot::ScaleKind::Log10 : plot::ScaleKind::Linear);
+    if (m_settings.shared_y) {
+      plot::RangeFitter fit(m_settings.log_scale ? plot::ScaleKind::Log10 : plot::ScaleKind::Linear);
       for (int b = 0; b < v.blocks; ++b) {
         fit.add(v.l0[static_cast<std::size_t>(b)]);
         fit.add(v.la[static_cast<std::size_t>(b)]);
@@ -205,8 +163,8 @@ class InnerCurvesPanel final : public Panel {
       p.size = size;
       p.x_range = plot::Range{-0.5, static_cast<double>(v.T) - 0.5};
       p.y_range = shared;
-      p.y_scale = s_.log_scale ? plot::ScaleKind::Log10 : plot::ScaleKind::Linear;
-      p.smoothing = s_.smoothing;
+      p.y_scale = m_settings.log_scale ? plot::ScaleKind::Log10 : plot::ScaleKind::Linear;
+      p.smoothing = m_settings.smoothing;
       p.markers = marks;
       p.series.push_back(plot::line("ℓ(W₀; xₜ)", v.l0[k], colors::kLossInitial));
       p.series.push_back(plot::line("ℓ(Wₜ₋₁; xₜ)", v.lb[k], colors::kLossBefore));
@@ -253,7 +211,6 @@ class InnerCurvesPanel final : public Panel {
     ImGui::PopFont();
   }
 
-  CurvesPanelSettings s_ = default_settings();
   const char* m_ids[16] = {"b0", "b1", "b2", "b3", "b4", "b5", "b6", "b7",
                           "b8", "b9", "b10", "b11", "b12", "b13", "b14", "b15"};
 };

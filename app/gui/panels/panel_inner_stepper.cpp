@@ -5,7 +5,7 @@
 // the change, and after; plus the three inner losses over the sequence.
 //
 // Index of this file
-//   [SECTION] Settings (state file)
+//   [SECTION] Settings (state file: lab/inner_stepper/stepper_settings.hpp)
 //   [SECTION] Panel: controls column, transport, token strip, update anatomy, plots, film strip
 #include <imgui.h>
 
@@ -18,15 +18,14 @@
 #include "lab/engine/head_inputs.hpp"
 #include "gui/fonts.hpp"
 #include "gui/keys.hpp"
-#include "gui/panels/panel.hpp"
+#include "gui/panels/feature_panel.hpp"
 #include "gui/panels/widgets.hpp"
 #include "gui/plot/heatmap.hpp"
 #include "gui/plot/line_plot.hpp"
 #include "gui/plot/plot_common.hpp"
 #include "gui/plot/small_multiples.hpp"
 #include "lab/plot/ticks.hpp"
-#include "lab/state/json_fields.hpp"
-#include "lab/state/run_settings.hpp"
+#include "lab/inner_stepper/stepper_settings.hpp"
 #include "gui/lab.hpp"
 #include "gui/theme.hpp"
 
@@ -37,52 +36,8 @@ using plot::format_value;
 
 // ---- [SECTION] Settings ------------------------------------------------------------------------------
 
-// How heat-map colours map to values.
-//   SharedPerToken: W_{t−1} and W_t share one range (what changed is visible); ΔW, the gradient term
-//                   and the vectors each use their own. The default.
-//   FixedOverRun:   one range per kind of matrix over all computed tokens (robust 95th percentile),
-//                   so magnitudes compare across tokens while stepping.
-//   PerMatrix:      every map its own largest |value|.
-enum class ColourScale { SharedPerToken, FixedOverRun, PerMatrix };
-
-struct StepperSettings {
-  HeadConfig head;
-  long cursor = 103;  // mid-way through the seventh mini-batch with the defaults (b = 16)
-  double speed = 8.0;
-  bool loop = false;
-  double smoothing = 0.0;
-  bool log_losses = false;
-  ColourScale colours = ColourScale::SharedPerToken;
-  int layer = 0;  // TTT-MLP: which weight matrix is shown (0: W1, 1: W2)
-};
-
-nlohmann::json to_json(const StepperSettings& s) {
-  return {{"head", gui::to_json(s.head)},
-          {"cursor", s.cursor},
-          {"speed", s.speed},
-          {"loop", s.loop},
-          {"view",
-           {{"smoothing", s.smoothing},
-            {"log_losses", s.log_losses},
-            {"colours", s.colours == ColourScale::SharedPerToken ? "shared"
-                        : s.colours == ColourScale::FixedOverRun ? "fixed"
-                                                                 : "per_matrix"},
-            {"layer", s.layer == 0 ? "W1" : "W2"}}}};
-}
-
-StepperSettings settings_from(const FieldReader& r) {
-  StepperSettings s;
-  s.head = stepper_head_from(r);
-  s.cursor = r.integer("cursor", -1, 1 << 20, s.cursor);
-  s.speed = r.number("speed", 0.25, 1000.0, s.speed);
-  s.loop = r.boolean("loop", s.loop);
-  const FieldReader v = r.object("view");
-  s.smoothing = v.number("smoothing", 0.0, 0.999, s.smoothing);
-  s.log_losses = v.boolean("log_losses", s.log_losses);
-  s.colours = static_cast<ColourScale>(v.choice("colours", {"shared", "fixed", "per_matrix"}, 0));
-  s.layer = v.choice("layer", {"W1", "W2"}, 0);
-  return s;
-}
+// The settings and their state-file form: lab/inner_stepper/stepper_settings.hpp.
+using ColourScale = StepperColourScale;
 
 // ---- [SECTION] Panel -----------------------------------------------------------------------------------
 
@@ -122,14 +77,9 @@ std::string token_quote(const StepperView& v, long t) {
   return s;
 }
 
-class InnerStepperPanel final : public Panel {
+class InnerStepperPanel final : public FeaturePanel<StepperPanelSettings> {
  public:
-  const char* id() const override { return "inner_stepper"; }
-  const char* name() const override { return "Inner-loop stepper"; }
-  const char* summary() const override {
-    return "Step one head of the trained model through a text token by token: k, ∇ℓ, their outer product, "
-           "η, and W before/after, with the three inner losses.";
-  }
+  InnerStepperPanel() : FeaturePanel(kInnerStepperId) {}
 
   std::vector<ClassroomControl> classroom_controls() const override {
     return {{"inner_stepper.source", "Stepper: model, block and head"},
@@ -137,25 +87,6 @@ class InnerStepperPanel final : public Panel {
             {"inner_stepper.inner", "Stepper: toy-head settings"},
             {"inner_stepper.playback", "Stepper: playback speed"},
             {"inner_stepper.view", "Stepper: view options"}};
-  }
-
-  void sync(CommandSink& sink) override {
-    sink.post(StepperSetSpeed{s_.speed, s_.loop});
-    sink.post(StepperConfigure{s_.head, s_.cursor});
-  }
-
-  nlohmann::json save_state() const override {
-    StepperSettings s = s_;
-    s.cursor = m_last_cursor;
-    return to_json(s);
-  }
-
-  std::function<void()> parse_state(const nlohmann::json& j, const std::string& path) override {
-    const StepperSettings s = settings_from(FieldReader(j, path));
-    return [this, s] {
-      s_ = s;
-      m_last_cursor = s.cursor;
-    };
   }
 
   std::vector<ShortcutHelp> shortcut_help() const override {
@@ -187,13 +118,21 @@ class InnerStepperPanel final : public Panel {
   }
 
  private:
+  // The cursor saved is where playback stands, which the engine moves.
+  StepperPanelSettings saved() const override {
+    StepperPanelSettings s = m_settings;
+    s.cursor = m_last_cursor;
+    return s;
+  }
+  void loaded() override { m_last_cursor = m_settings.cursor; }
+
   void draw_controls(const StepperView& v, const Snapshot& snap, CommandSink& sink) {
     widgets::HeadEditorOptions opt;
     opt.limits = StepperModule::limits();
     opt.library = snap.library ? snap.library->models.get() : nullptr;
     opt.sink = &sink;
     opt.panel = "inner_stepper";
-    if (widgets::head_editor(s_.head, opt)) sink.post(StepperConfigure{s_.head, m_last_cursor});
+    if (widgets::head_editor(m_settings.head, opt)) sink.post(StepperConfigure{m_settings.head, m_last_cursor});
 
     if (classroom::visible("inner_stepper.playback")) {
     widgets::section_label("PLAYBACK");
@@ -201,12 +140,12 @@ class InnerStepperPanel final : public Panel {
     ImGui::TextUnformatted("Speed");
     ImGui::SameLine(ImGui::GetFontSize() * 6.6f);
     ImGui::SetNextItemWidth(-1);
-    float speed = static_cast<float>(s_.speed);
+    float speed = static_cast<float>(m_settings.speed);
     if (ImGui::SliderFloat("##speed", &speed, 0.5f, 240.0f, "%.3g tokens/s", ImGuiSliderFlags_Logarithmic)) {
-      s_.speed = speed;
-      sink.post(StepperSetSpeed{s_.speed, s_.loop});
+      m_settings.speed = speed;
+      sink.post(StepperSetSpeed{m_settings.speed, m_settings.loop});
     }
-    if (ImGui::Checkbox("loop at the end", &s_.loop)) sink.post(StepperSetSpeed{s_.speed, s_.loop});
+    if (ImGui::Checkbox("loop at the end", &m_settings.loop)) sink.post(StepperSetSpeed{m_settings.speed, m_settings.loop});
     }
 
     if (classroom::visible("inner_stepper.view")) {
@@ -215,16 +154,16 @@ class InnerStepperPanel final : public Panel {
     ImGui::TextUnformatted("Smoothing");
     ImGui::SameLine(ImGui::GetFontSize() * 6.6f);
     ImGui::SetNextItemWidth(-1);
-    float sm = static_cast<float>(s_.smoothing);
-    if (ImGui::SliderFloat("##smooth", &sm, 0.0f, 0.99f, sm == 0.0f ? "off" : "EMA %.2f")) s_.smoothing = sm;
-    ImGui::Checkbox("log scale for losses", &s_.log_losses);
+    float sm = static_cast<float>(m_settings.smoothing);
+    if (ImGui::SliderFloat("##smooth", &sm, 0.0f, 0.99f, sm == 0.0f ? "off" : "EMA %.2f")) m_settings.smoothing = sm;
+    ImGui::Checkbox("log scale for losses", &m_settings.log_losses);
     ImGui::AlignTextToFramePadding();
     ImGui::TextUnformatted("Colours");
     ImGui::SameLine(ImGui::GetFontSize() * 6.6f);
     ImGui::SetNextItemWidth(-1);
-    int cm = static_cast<int>(s_.colours);
+    int cm = static_cast<int>(m_settings.colours);
     if (ImGui::Combo("##colours", &cm, "W before/after shared\0fixed over the run\0per matrix\0"))
-      s_.colours = static_cast<ColourScale>(cm);
+      m_settings.colours = static_cast<ColourScale>(cm);
     if (ImGui::IsItemHovered())
       ImGui::SetTooltip("Shared: Wₜ₋₁ and Wₜ use one range, the other maps their own.\n"
                         "Fixed over the run: one range per kind of matrix over all computed tokens\n"
@@ -234,10 +173,10 @@ class InnerStepperPanel final : public Panel {
       ImGui::AlignTextToFramePadding();
       ImGui::TextUnformatted("Layer");
       ImGui::SameLine(ImGui::GetFontSize() * 6.6f);
-      ImGui::RadioButton("W₁", &s_.layer, 0);
+      ImGui::RadioButton("W₁", &m_settings.layer, 0);
       if (ImGui::IsItemHovered()) ImGui::SetTooltip("W₁: d × 4d, the first layer (key kₜ)");
       ImGui::SameLine();
-      ImGui::RadioButton("W₂", &s_.layer, 1);
+      ImGui::RadioButton("W₂", &m_settings.layer, 1);
       if (ImGui::IsItemHovered()) ImGui::SetTooltip("W₂: 4d × d, the second layer (key x₂ = GELU(z₁))");
     }
     }
@@ -460,7 +399,7 @@ class InnerStepperPanel final : public Panel {
     const Fonts& f = fonts();
     const long t = v.cursor;
     const bool mlp = v.mlp();
-    const bool l2 = mlp && s_.layer == 1;
+    const bool l2 = mlp && m_settings.layer == 1;
     const TokenRecord* r = t >= 0 ? v.records[static_cast<std::size_t>(t)].get() : nullptr;
     const auto pick = [&](const InnerWeights<double>& w) -> const Mat<double>& { return l2 ? w.W2 : w.W1; };
     const Mat<double>& w_prev = pick(v.weights_before(std::max(0L, t)));
@@ -471,7 +410,7 @@ class InnerStepperPanel final : public Panel {
     // outlier token (e.g. the first step from W₀ = 0) does not wash out every other picture; the
     // few larger values saturate.
     double lim_w = 0, lim_d = 0, lim_o = 0;
-    if (s_.colours == ColourScale::FixedOverRun && !v.records.empty()) {
+    if (m_settings.colours == ColourScale::FixedOverRun && !v.records.empty()) {
       std::vector<double> w, d, o;
       for (const auto& rec : v.records) {
         w.push_back(l2 ? rec->w2_absmax : rec->w_absmax);
@@ -482,7 +421,7 @@ class InnerStepperPanel final : public Panel {
       lim_w = robust_max(w);
       lim_d = robust_max(d);
       lim_o = robust_max(o);
-    } else if (s_.colours == ColourScale::SharedPerToken) {
+    } else if (m_settings.colours == ColourScale::SharedPerToken) {
       lim_w = std::max(plot::max_abs(view_of(w_prev)), plot::max_abs(view_of(w_now)));
     }
 
@@ -665,8 +604,8 @@ class InnerStepperPanel final : public Panel {
     lp.x_label = "token t";
     lp.size = ImVec2(avail * 0.64f, h);
     lp.x_range = plot::Range{-0.5, std::max(1.0, static_cast<double>(T) - 0.5)};
-    lp.y_scale = s_.log_losses ? plot::ScaleKind::Log10 : plot::ScaleKind::Linear;
-    lp.smoothing = s_.smoothing;
+    lp.y_scale = m_settings.log_losses ? plot::ScaleKind::Log10 : plot::ScaleKind::Linear;
+    lp.smoothing = m_settings.smoothing;
     lp.markers = marks;
     if (v.cursor >= 0) lp.cursor = static_cast<double>(v.cursor);
     lp.x_format = fmt;
@@ -708,7 +647,7 @@ class InnerStepperPanel final : public Panel {
     if (t < 0) return;
     const long start = t / b * b;
     const long first = std::max(start, t - 23);
-    const bool l2 = v.mlp() && s_.layer == 1;
+    const bool l2 = v.mlp() && m_settings.layer == 1;
     double lim = 0;
     for (long s = first; s <= t; ++s) {
       const TokenRecord& r = *v.records[static_cast<std::size_t>(s)];
@@ -757,8 +696,7 @@ class InnerStepperPanel final : public Panel {
     });
   }
 
-  StepperSettings s_;
-  long m_last_cursor = StepperSettings{}.cursor;
+  long m_last_cursor = StepperPanelSettings{}.cursor;
 };
 
 }  // namespace

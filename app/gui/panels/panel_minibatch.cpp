@@ -10,18 +10,16 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "lab/engine/data_source.hpp"
 #include "lab/minibatch/minibatch_module.hpp"
 #include "gui/fonts.hpp"
 #include "gui/keys.hpp"
-#include "gui/panels/panel.hpp"
+#include "gui/panels/feature_panel.hpp"
 #include "gui/panels/widgets.hpp"
 #include "gui/plot/line_plot.hpp"
 #include "gui/plot/plot_common.hpp"
 #include "gui/plot/small_multiples.hpp"
 #include "lab/plot/ticks.hpp"
-#include "lab/state/json_fields.hpp"
-#include "lab/state/run_settings.hpp"
+#include "lab/minibatch/minibatch_settings.hpp"
 #include "gui/lab.hpp"
 #include "gui/theme.hpp"
 
@@ -32,36 +30,6 @@ using plot::format_value;
 
 constexpr ImU32 kGhost = IM_COL32(125, 130, 142, 170);
 
-struct LabSettings {
-  SweepSettings sweep;
-  std::optional<SweepSettings> ghost;  // the sweep drawn in grey (state files restore it)
-  double smoothing = 0.7;
-  bool log_time = true;
-};
-
-LabSettings default_settings() {
-  LabSettings s;
-  s.sweep.data = default_data_source();
-  return s;
-}
-
-nlohmann::json to_json(const LabSettings& s) {
-  nlohmann::json j = to_json(s.sweep);
-  if (s.ghost) j["ghost"] = to_json(*s.ghost);
-  j["view"] = {{"smoothing", s.smoothing}, {"log_time", s.log_time}};
-  return j;
-}
-
-LabSettings settings_from(const FieldReader& r) {
-  LabSettings s = default_settings();
-  s.sweep = sweep_settings_from(r, s.sweep);
-  if (r.has("ghost")) s.ghost = sweep_settings_from(r.object("ghost"), s.sweep);
-  const FieldReader v = r.object("view");
-  s.smoothing = v.number("smoothing", 0.0, 0.999, s.smoothing);
-  s.log_time = v.boolean("log_time", s.log_time);
-  return s;
-}
-
 const SweepPoint* point_for(const SweepResult* r, int b) {
   if (!r) return nullptr;
   for (const auto& p : r->points)
@@ -69,14 +37,9 @@ const SweepPoint* point_for(const SweepResult* r, int b) {
   return nullptr;
 }
 
-class MiniBatchPanel final : public Panel {
+class MiniBatchPanel final : public FeaturePanel<MiniBatchPanelSettings> {
  public:
-  const char* id() const override { return "minibatch"; }
-  const char* name() const override { return "Mini-batch lab"; }
-  const char* summary() const override {
-    return "For b = 1, 2, 4, …, T: the loss of the same model and its measured forward time, as small multiples "
-           "and a quality-versus-time plot (the paper's Fig. 8); the previous sweep stays as a ghost.";
-  }
+  MiniBatchPanel() : FeaturePanel(kMiniBatchId) {}
   std::vector<ClassroomControl> classroom_controls() const override {
     return {{"minibatch.mode", "Mini-batch lab: evaluate or train"},
             {"minibatch.model", "Mini-batch lab: model and data"},
@@ -84,34 +47,21 @@ class MiniBatchPanel final : public Panel {
             {"minibatch.view", "Mini-batch lab: view options"}};
   }
 
-  void sync(CommandSink& sink) override {
-    if (s_.ghost) {
-      sink.post(SweepRun{*s_.ghost, false});
-      sink.post(SweepRun{s_.sweep, true});
-    } else {
-      sink.post(SweepRun{s_.sweep, false});
-    }
-  }
   // The ghost to save is the sweep the engine drew before the one these settings asked for.
   void observe(const Snapshot& snap) override {
     const MiniBatchView* v = snap.minibatch.get();
     if (!v || v->generation == m_seen_generation) return;
-    if (v->current && v->current->settings == s_.sweep) {
+    if (v->current && v->current->settings == m_settings.sweep) {
       m_seen_generation = v->generation;
       if (v->previous)
-        s_.ghost = v->previous->settings;
+        m_settings.ghost = v->previous->settings;
       else
-        s_.ghost.reset();
+        m_settings.ghost.reset();
     }
-  }
-  nlohmann::json save_state() const override { return to_json(s_); }
-  std::function<void()> parse_state(const nlohmann::json& j, const std::string& path) override {
-    const LabSettings s = settings_from(FieldReader(j, path));
-    return [this, s] { s_ = s; };
   }
   std::vector<ShortcutHelp> shortcut_help() const override { return {{"F5", "run the sweep again"}}; }
   void shortcuts(const Snapshot&, CommandSink& sink) override {
-    if (key_pressed(Key::F5, false)) sink.post(SweepRun{s_.sweep, false});
+    if (key_pressed(Key::F5, false)) sink.post(SweepRun{m_settings.sweep, false});
   }
 
   void draw(const Snapshot& snap, CommandSink& sink) override {
@@ -123,7 +73,7 @@ class MiniBatchPanel final : public Panel {
  private:
   void draw_controls(const Snapshot& snap, CommandSink& sink) {
     bool run = false;
-    SweepSettings& w = s_.sweep;
+    SweepSettings& w = m_settings.sweep;
     const LibraryView* lib = snap.library ? snap.library->models.get() : nullptr;
     if (classroom::visible("minibatch.mode")) {
       widgets::section_label("EXPERIMENT");
@@ -180,9 +130,9 @@ class MiniBatchPanel final : public Panel {
     if (classroom::visible("minibatch.view")) {
       widgets::section_label("VIEW");
       widgets::row("Smoothing");
-      float sm = static_cast<float>(s_.smoothing);
-      if (ImGui::SliderFloat("##smooth", &sm, 0.0f, 0.98f, sm == 0.0f ? "off" : "EMA %.2f")) s_.smoothing = sm;
-      ImGui::Checkbox("log time axis", &s_.log_time);
+      float sm = static_cast<float>(m_settings.smoothing);
+      if (ImGui::SliderFloat("##smooth", &sm, 0.0f, 0.98f, sm == 0.0f ? "off" : "EMA %.2f")) m_settings.smoothing = sm;
+      ImGui::Checkbox("log time axis", &m_settings.log_time);
     }
     ImGui::Dummy(ImVec2(0, 6));
     widgets::note("Small b: more, smaller gradient steps per sequence (closer to online learning, more sequential "
@@ -317,7 +267,7 @@ class MiniBatchPanel final : public Panel {
     q.x_label = gs.x.empty() ? "milliseconds per forward pass of one window (CPU, one thread; median)"
                              : "milliseconds per forward pass of one window (median; CPU: one thread)";
     q.size = ImVec2(left_w, top_h);
-    q.x_scale = s_.log_time ? plot::ScaleKind::Log10 : plot::ScaleKind::Linear;
+    q.x_scale = m_settings.log_time ? plot::ScaleKind::Log10 : plot::ScaleKind::Linear;
     q.x_pad = 0.1;
     std::size_t k = 0;
     for (const SweepResult* r : {ghost, cur}) {
@@ -419,7 +369,7 @@ class MiniBatchPanel final : public Panel {
       p.size = size;
       p.y_range = yr;
       p.x_range = plot::Range{-0.5, static_cast<double>(cur->settings.seq_len) - 0.5};
-      p.smoothing = s_.smoothing;
+      p.smoothing = m_settings.smoothing;
       p.legend = false;
       p.empty_text = "waiting…";
       for (long s = b; s < cur->settings.seq_len && cur->settings.seq_len / b <= 32; s += b)
@@ -445,7 +395,6 @@ class MiniBatchPanel final : public Panel {
     // The point's label on the plot; its times with their spread are in the table under the controls.
     std::string label(std::size_t i) const { return "b=" + std::to_string(b[i]); }
   };
-  LabSettings s_ = default_settings();
   std::uint64_t m_seen_generation = 0;
   std::vector<Scatter> m_scatter;
   std::vector<std::vector<double>> m_bars, m_curves;

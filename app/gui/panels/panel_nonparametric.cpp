@@ -17,13 +17,12 @@
 #include "lab/engine/resources.hpp"
 #include "gui/fonts.hpp"
 #include "gui/keys.hpp"
-#include "gui/panels/panel.hpp"
+#include "gui/panels/feature_panel.hpp"
 #include "gui/panels/widgets.hpp"
 #include "gui/plot/heatmap.hpp"
 #include "gui/plot/line_plot.hpp"
 #include "lab/plot/ticks.hpp"
-#include "lab/state/json_fields.hpp"
-#include "lab/state/run_settings.hpp"
+#include "lab/nonparametric/nonparametric_settings.hpp"
 #include "gui/lab.hpp"
 #include "gui/theme.hpp"
 
@@ -69,15 +68,9 @@ bool maybe_softmax(const ModelInfo& m) {
   return m.id.rfind("shipped:", 0) == 0 || m.id.rfind("file:", 0) == 0;
 }
 
-class NonparametricPanel final : public Panel {
+class NonparametricPanel final : public FeaturePanel<NonparametricPanelSettings> {
  public:
-  const char* id() const override { return "nonparametric"; }
-  const char* name() const override { return "Nonparametric learner"; }
-  const char* summary() const override {
-    return "Softmax attention as a nonparametric learner (Theorem 2): the Nadaraya–Watson estimator built from "
-           "a layer's own keys and values against its attention output, the kernel weights, and the state "
-           "that grows with the context.";
-  }
+  NonparametricPanel() : FeaturePanel(kNonparametricId) {}
 
   std::vector<ClassroomControl> classroom_controls() const override {
     return {{"nonparametric.model", "Theorem 2: model, block and head"},
@@ -85,35 +78,17 @@ class NonparametricPanel final : public Panel {
             {"nonparametric.precision", "Theorem 2: precision"}};
   }
 
-  void sync(CommandSink& sink) override { sink.post(NonparametricRun{c_}); }
-
-  nlohmann::json save_state() const override {
-    nlohmann::json j = to_json(c_);
-    j["view"] = {{"position", m_position}};
-    return j;
-  }
-
-  std::function<void()> parse_state(const nlohmann::json& j, const std::string& path) override {
-    const FieldReader r(j, path);
-    const NonparametricConfig c = nonparametric_config_from(r);
-    const long pos = static_cast<long>(r.object("view").integer("position", -1, NonparametricModule::kMaxTokens - 1, -1));
-    return [this, c, pos] {
-      c_ = c;
-      m_position = pos;
-    };
-  }
-
   std::vector<ShortcutHelp> shortcut_help() const override {
     return {{"F5", "compute again"}, {"← →", "the previous / next position t"}};
   }
 
   void shortcuts(const Snapshot& snap, CommandSink& sink) override {
-    if (key_pressed(Key::F5, false)) sink.post(NonparametricRun{c_});
+    if (key_pressed(Key::F5, false)) sink.post(NonparametricRun{m_settings.run});
     const NonparametricView* v = snap.nonparametric.get();
     if (!v || v->T <= 0) return;
     const long t = shown_position(*v);
-    if (key_pressed(Key::Left, true)) m_position = std::max(0L, t - 1);
-    if (key_pressed(Key::Right, true)) m_position = std::min(v->T - 1, t + 1);
+    if (key_pressed(Key::Left, true)) m_settings.position = std::max(0L, t - 1);
+    if (key_pressed(Key::Right, true)) m_settings.position = std::min(v->T - 1, t + 1);
   }
 
   void draw(const Snapshot& snap, CommandSink& sink) override {
@@ -124,74 +99,74 @@ class NonparametricPanel final : public Panel {
 
  private:
   long shown_position(const NonparametricView& v) const {
-    return m_position < 0 || m_position >= v.T ? v.T - 1 : m_position;
+    return m_settings.position < 0 || m_settings.position >= v.T ? v.T - 1 : m_settings.position;
   }
 
   void draw_controls(const Snapshot& snap, CommandSink& sink) {
     bool changed = false;
     const LibraryView* lib = snap.library ? snap.library->models.get() : nullptr;
-    const ModelInfo* info = lib ? lib->find(c_.model_id) : nullptr;
+    const ModelInfo* info = lib ? lib->find(m_settings.run.model_id) : nullptr;
     if (classroom::visible("nonparametric.model")) {
       widgets::section_label("MODEL");
       widgets::row("Model", "Any model whose sequence layers are softmax attention: an untrained one, or a "
                             "trained one if it ships with the app or you open it.");
       changed |= model_combo(lib);
-      widgets::model_summary_line(c_.model_id, lib);
+      widgets::model_summary_line(m_settings.run.model_id, lib);
       const bool known = info && (info->loaded || info->config_known);
       const int blocks = known ? info->config.num_hidden_layers : 64;
       const int heads = known ? info->config.num_attention_heads : 64;
       widgets::row("Block", "Which block's attention layer to read. It sees the text after the blocks before it.");
-      changed |= slider("##block", c_.block, blocks);
+      changed |= slider("##block", m_settings.run.block, blocks);
       widgets::row("Head", "The head whose weights and outputs are drawn. The difference meter covers every "
                            "head of the block.");
-      changed |= slider("##head", c_.head, heads);
+      changed |= slider("##head", m_settings.run.head, heads);
     }
 
     if (classroom::visible("nonparametric.text")) {
       widgets::section_label("INPUT");
-      int from_corpus = c_.data.empty() ? 0 : 1;
-      if (ImGui::RadioButton("a text", &from_corpus, 0) && !c_.data.empty()) {
-        c_.data.clear();
+      int from_corpus = m_settings.run.data.empty() ? 0 : 1;
+      if (ImGui::RadioButton("a text", &from_corpus, 0) && !m_settings.run.data.empty()) {
+        m_settings.run.data.clear();
         changed = true;
       }
       ImGui::SameLine();
-      if (ImGui::RadioButton("part of a corpus", &from_corpus, 1) && c_.data.empty()) {
-        c_.data = default_data_source();
+      if (ImGui::RadioButton("part of a corpus", &from_corpus, 1) && m_settings.run.data.empty()) {
+        m_settings.run.data = default_data_source();
         changed = true;
       }
-      if (c_.data.empty()) {
+      if (m_settings.run.data.empty()) {
         widgets::row("Text");
         const auto& samples = sample_texts();
         const char* preview = "Custom text";
         for (const auto& s : samples)
-          if (c_.text == s.text) preview = s.name;
+          if (m_settings.run.text == s.text) preview = s.name;
         if (ImGui::BeginCombo("##sample", preview)) {
           for (const auto& s : samples)
-            if (ImGui::Selectable(s.name, c_.text == s.text)) {
-              c_.text = s.text;
+            if (ImGui::Selectable(s.name, m_settings.run.text == s.text)) {
+              m_settings.run.text = s.text;
               changed = true;
             }
           ImGui::EndCombo();
         }
-        changed |= widgets::input_string("##text", c_.text, true, ImGui::GetTextLineHeight() * 3.6f);
+        changed |= widgets::input_string("##text", m_settings.run.text, true, ImGui::GetTextLineHeight() * 3.6f);
         ImGui::PushFont(fonts().small);
-        const long T = static_cast<long>(c_.text.size());
+        const long T = static_cast<long>(m_settings.run.text.size());
         ImGui::TextColored(
             ImGui::ColorConvertU32ToFloat4(T > NonparametricModule::kMaxTokens ? colors::kError : colors::kTextDim),
             "T = %ld tokens (bytes)%s", T, T > NonparametricModule::kMaxTokens ? " — too long for this view" : "");
         ImGui::PopFont();
       } else {
         widgets::row("Corpus", "Its validation part: text the trained models never trained on.");
-        changed |= widgets::data_combo("##data", c_.data);
+        changed |= widgets::data_combo("##data", m_settings.run.data);
         widgets::row("From byte");
-        long long off = c_.offset;
+        long long off = m_settings.run.offset;
         if (ImGui::InputScalar("##offset", ImGuiDataType_S64, &off, nullptr, nullptr, "%lld",
                                ImGuiInputTextFlags_EnterReturnsTrue)) {
-          c_.offset = std::max(0LL, off);
+          m_settings.run.offset = std::max(0LL, off);
           changed = true;
         }
         widgets::row("Tokens");
-        ImGui::SliderInt("##tokens", &c_.tokens, 16, NonparametricModule::kMaxTokens, "T = %d");
+        ImGui::SliderInt("##tokens", &m_settings.run.tokens, 16, NonparametricModule::kMaxTokens, "T = %d");
         changed |= ImGui::IsItemDeactivatedAfterEdit();
       }
     }
@@ -200,15 +175,15 @@ class NonparametricPanel final : public Panel {
       widgets::section_label("PRECISION");
       widgets::row("Attention", "The precision the attention layer runs in. The estimator always computes in "
                                 "double, with its own plain sums.");
-      int p = c_.precision == Precision::Double ? 0 : 1;
+      int p = m_settings.run.precision == Precision::Double ? 0 : 1;
       if (ImGui::RadioButton("double", &p, 0)) changed = true;
       ImGui::SameLine();
       if (ImGui::RadioButton("float", &p, 1)) changed = true;
-      c_.precision = p == 0 ? Precision::Double : Precision::Float;
+      m_settings.run.precision = p == 0 ? Precision::Double : Precision::Float;
     }
     ImGui::Dummy(ImVec2(0, 4));
     if (ImGui::Button("Compute again  (F5)", ImVec2(-1, 0))) changed = true;
-    if (changed) sink.post(NonparametricRun{c_});
+    if (changed) sink.post(NonparametricRun{m_settings.run});
     ImGui::Dummy(ImVec2(0, 4));
     widgets::note(
         "A learner that trains by remembering: at token t its training set is every pair (key kᵢ, value vᵢ) "
@@ -228,8 +203,8 @@ class NonparametricPanel final : public Panel {
   // untrained softmax-attention models are always offered.
   bool model_combo(const LibraryView* lib) {
     bool changed = false;
-    const ModelInfo* cur = lib ? lib->find(c_.model_id) : nullptr;
-    const std::string preview = cur ? cur->label : c_.model_id;
+    const ModelInfo* cur = lib ? lib->find(m_settings.run.model_id) : nullptr;
+    const std::string preview = cur ? cur->label : m_settings.run.model_id;
     if (ImGui::BeginCombo("##model", preview.c_str())) {
       std::vector<std::string> ids;
       if (lib)
@@ -237,8 +212,8 @@ class NonparametricPanel final : public Panel {
           ids.push_back(m.id);
           const bool usable = m.error.empty() && maybe_softmax(m);
           ImGui::BeginDisabled(!usable);
-          if (ImGui::Selectable(m.label.c_str(), m.id == c_.model_id)) {
-            c_.model_id = m.id;
+          if (ImGui::Selectable(m.label.c_str(), m.id == m_settings.run.model_id)) {
+            m_settings.run.model_id = m.id;
             changed = true;
           }
           ImGui::EndDisabled();
@@ -253,8 +228,8 @@ class NonparametricPanel final : public Panel {
         const std::string id = random_model_id("softmax-attention", false, static_cast<std::uint64_t>(seed));
         if (std::find(ids.begin(), ids.end(), id) != ids.end()) continue;
         const std::string label = "untrained softmax attention (random init, seed " + std::to_string(seed) + ")";
-        if (ImGui::Selectable(label.c_str(), id == c_.model_id)) {
-          c_.model_id = id;
+        if (ImGui::Selectable(label.c_str(), id == m_settings.run.model_id)) {
+          m_settings.run.model_id = id;
           changed = true;
         }
       }
@@ -348,14 +323,14 @@ class NonparametricPanel final : public Panel {
     };
     const ImVec2 top = ImGui::GetCursorScreenPos();
     const plot::HeatmapResult hr = plot::heatmap(m);
-    if (hr.clicked && hr.row >= 0) m_position = hr.row;
+    if (hr.clicked && hr.row >= 0) m_settings.position = hr.row;
     const float right_x = top.x + map_w + 24.0f;
     const float right_w = avail_w - (right_x - top.x);
     ImGui::SetCursorScreenPos(ImVec2(right_x, top.y));
     ImGui::BeginGroup();
     ImGui::SetNextItemWidth(right_w);
     int pos = static_cast<int>(t);
-    if (ImGui::SliderInt("##position", &pos, 0, static_cast<int>(v.T - 1), "position t = %d")) m_position = pos;
+    if (ImGui::SliderInt("##position", &pos, 0, static_cast<int>(v.T - 1), "position t = %d")) m_settings.position = pos;
     const float col_h = std::max(220.0f, map_w + 30.0f - ImGui::GetFrameHeightWithSpacing());
     bars(v, t, ImVec2(right_w, col_h * 0.5f));
     outputs(v, t, ImVec2(right_w, col_h * 0.5f - 8.0f));
@@ -522,8 +497,6 @@ class NonparametricPanel final : public Panel {
     ImGui::PopFont();
   }
 
-  NonparametricConfig c_;
-  long m_position = -1;  // the position t on show (−1: the last); a view choice, saved under "view"
   std::vector<double> m_nw_row, m_att_row, m_state_x, m_state_nw, m_state_ttt;  // plot data of this frame
 };
 

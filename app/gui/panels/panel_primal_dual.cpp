@@ -14,13 +14,12 @@
 #include "lab/engine/head_inputs.hpp"
 #include "gui/fonts.hpp"
 #include "gui/keys.hpp"
-#include "gui/panels/panel.hpp"
+#include "gui/panels/feature_panel.hpp"
 #include "gui/panels/widgets.hpp"
 #include "gui/plot/heatmap.hpp"
 #include "gui/plot/line_plot.hpp"
 #include "lab/plot/ticks.hpp"
-#include "lab/state/json_fields.hpp"
-#include "lab/state/run_settings.hpp"
+#include "lab/primal_dual/primal_dual_settings.hpp"
 #include "gui/lab.hpp"
 #include "gui/theme.hpp"
 
@@ -36,15 +35,9 @@ std::string ms(double v) {
   return b;
 }
 
-class PrimalDualPanel final : public Panel {
+class PrimalDualPanel final : public FeaturePanel<PrimalDualPanelSettings> {
  public:
-  const char* id() const override { return "primal_dual"; }
-  const char* name() const override { return "Primal vs dual"; }
-  const char* summary() const override {
-    return "Every layer of the model through the primal (token by token) and dual (matrix) forms: their "
-           "difference per layer, their cost, the dual's masked attention-like matrix, and the reduction to "
-           "linear attention.";
-  }
+  PrimalDualPanel() : FeaturePanel(kPrimalDualId) {}
 
   std::vector<ClassroomControl> classroom_controls() const override {
     return {{"primal_dual.reduction", "Primal vs dual: the linear-attention toggle"},
@@ -54,19 +47,10 @@ class PrimalDualPanel final : public Panel {
             {"primal_dual.measurement", "Primal vs dual: precision and repeats"}};
   }
 
-  void sync(CommandSink& sink) override { sink.post(PrimalDualRun{c_}); }
-
-  nlohmann::json save_state() const override { return to_json(c_); }
-
-  std::function<void()> parse_state(const nlohmann::json& j, const std::string& path) override {
-    const PrimalDualConfig c = primal_dual_config_from(FieldReader(j, path));
-    return [this, c] { c_ = c; };
-  }
-
   std::vector<ShortcutHelp> shortcut_help() const override { return {{"F5", "run the comparison again"}}; }
 
   void shortcuts(const Snapshot&, CommandSink& sink) override {
-    if (key_pressed_f5()) sink.post(PrimalDualRun{c_});
+    if (key_pressed_f5()) sink.post(PrimalDualRun{m_settings.run});
   }
 
   void draw(const Snapshot& snap, CommandSink& sink) override {
@@ -82,7 +66,7 @@ class PrimalDualPanel final : public Panel {
     bool changed = false;
     if (classroom::visible("primal_dual.reduction")) {
       widgets::section_label("REDUCTION (THEOREM 1)");
-      changed |= ImGui::Checkbox("Reduce to linear attention", &c_.linear_attention);
+      changed |= ImGui::Checkbox("Reduce to linear attention", &m_settings.run.linear_attention);
       widgets::note("One mini-batch (b = T), W₀ = 0, no LayerNorm, residual or bias, λ ≡ 1 and τ ≡ 1, so every "
                     "weight of E is 1. Then TTT's output is exactly the causal linear attention tril(QKᵀ)V of the "
                     "same Q, K, V (see the Math reference, §9.1), and the meter on the right drops to rounding error.");
@@ -90,21 +74,21 @@ class PrimalDualPanel final : public Panel {
 
     widgets::HeadEditorOptions opt;
     opt.limits = PrimalDualModule::limits();
-    opt.lock_reduction = c_.linear_attention;
+    opt.lock_reduction = m_settings.run.linear_attention;
     opt.library = snap.library ? snap.library->models.get() : nullptr;
     opt.sink = &sink;
     opt.panel = "primal_dual";
-    if (c_.linear_attention && c_.head.toy()) {
+    if (m_settings.run.linear_attention && m_settings.run.head.toy()) {
       // Show the values the reduction runs with; keep the user's own for when it is switched off.
-      HeadConfig shown = c_.effective();
+      HeadConfig shown = m_settings.run.effective();
       changed |= widgets::head_editor(shown, opt);
-      c_.head.text = shown.text;
-      c_.head.repeat = shown.repeat;
-      c_.head.seed = shown.seed;
-      c_.head.d = shown.d;
-      c_.head.source = shown.source;
+      m_settings.run.head.text = shown.text;
+      m_settings.run.head.repeat = shown.repeat;
+      m_settings.run.head.seed = shown.seed;
+      m_settings.run.head.d = shown.d;
+      m_settings.run.head.source = shown.source;
     } else {
-      changed |= widgets::head_editor(c_.head, opt);
+      changed |= widgets::head_editor(m_settings.run.head, opt);
     }
 
     if (classroom::visible("primal_dual.measurement")) {
@@ -112,26 +96,26 @@ class PrimalDualPanel final : public Panel {
     ImGui::AlignTextToFramePadding();
     ImGui::TextUnformatted("Precision");
     ImGui::SameLine(ImGui::GetFontSize() * 6.6f);
-    int p = c_.precision == Precision::Double ? 0 : 1;
+    int p = m_settings.run.precision == Precision::Double ? 0 : 1;
     if (ImGui::RadioButton("double", &p, 0)) changed = true;
     ImGui::SameLine();
     if (ImGui::RadioButton("float", &p, 1)) changed = true;
-    c_.precision = p == 0 ? Precision::Double : Precision::Float;
+    m_settings.run.precision = p == 0 ? Precision::Double : Precision::Float;
     ImGui::AlignTextToFramePadding();
     ImGui::TextUnformatted("Repeats");
     ImGui::SameLine(ImGui::GetFontSize() * 6.6f);
     ImGui::SetNextItemWidth(-1);
-    ImGui::SliderInt("##reps", &c_.timing_reps, 1, 50, "%d runs per form");
+    ImGui::SliderInt("##reps", &m_settings.run.timing_reps, 1, 50, "%d runs per form");
     changed |= ImGui::IsItemDeactivatedAfterEdit();
     if (snap.compute && snap.compute->gpu_available && snap.compute->request != ComputeRequest::CPU) {
       ImGui::AlignTextToFramePadding();
       ImGui::TextUnformatted("GPU math");
       ImGui::SameLine(ImGui::GetFontSize() * 6.6f);
-      int g = c_.gpu_math == GpuMath::Fp32 ? 0 : 1;
+      int g = m_settings.run.gpu_math == GpuMath::Fp32 ? 0 : 1;
       if (ImGui::RadioButton("fp32", &g, 0)) changed = true;
       ImGui::SameLine();
       if (ImGui::RadioButton("tf32", &g, 1)) changed = true;
-      c_.gpu_math = g == 0 ? GpuMath::Fp32 : GpuMath::Tf32;
+      m_settings.run.gpu_math = g == 0 ? GpuMath::Fp32 : GpuMath::Tf32;
       if (ImGui::IsItemHovered())
         ImGui::SetTooltip("tf32 rounds each product's inputs to 10 bits of mantissa on the tensor cores: faster, "
                           "with differences near 1e-3 of |O| instead of 1e-7");
@@ -139,9 +123,9 @@ class PrimalDualPanel final : public Panel {
     }
     ImGui::Dummy(ImVec2(0, 4));
     if (ImGui::Button("Run again  (F5)", ImVec2(-1, 0))) changed = true;
-    if (changed) sink.post(PrimalDualRun{c_});
+    if (changed) sink.post(PrimalDualRun{m_settings.run});
     ImGui::Dummy(ImVec2(0, 4));
-    widgets::note(c_.head.toy()
+    widgets::note(m_settings.run.head.toy()
                       ? "Both forms run on the engine thread, one after the other, on the same inputs (a fixed "
                         "random byte embedding and random projections from the seed). Times are the median over "
                         "the repeats, single-threaded CPU, with the fastest and slowest run beside it."
@@ -501,7 +485,6 @@ class PrimalDualPanel final : public Panel {
     ImGui::PopFont();
   }
 
-  PrimalDualConfig c_ = primal_dual_config_default();
   bool m_zoom = true;  // M: the first tokens up close (a view choice, not a setting)
 };
 

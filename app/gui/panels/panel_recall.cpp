@@ -13,13 +13,12 @@
 
 #include "gui/fonts.hpp"
 #include "gui/keys.hpp"
-#include "gui/panels/panel.hpp"
+#include "gui/panels/feature_panel.hpp"
 #include "gui/panels/widgets.hpp"
 #include "gui/plot/heatmap.hpp"
 #include "gui/plot/line_plot.hpp"
 #include "lab/plot/ticks.hpp"
-#include "lab/state/json_fields.hpp"
-#include "lab/state/run_settings.hpp"
+#include "lab/recall/recall_settings.hpp"
 #include "gui/lab.hpp"
 #include "gui/theme.hpp"
 
@@ -39,24 +38,6 @@ ImU32 memory_color(int m) {
     case 2: return colors::kLossBefore;   // orange
     default: return colors::kNormDW;      // purple
   }
-}
-
-struct RecallPanelSettings {
-  RecallSettings run;
-  bool log_x = true;
-};
-
-nlohmann::json to_json(const RecallPanelSettings& s) {
-  nlohmann::json j = to_json(s.run);
-  j["view"] = {{"log_x", s.log_x}};
-  return j;
-}
-
-RecallPanelSettings settings_from(const FieldReader& r) {
-  RecallPanelSettings s;
-  s.run = recall_settings_from(r, s.run);
-  s.log_x = r.object("view").boolean("log_x", s.log_x);
-  return s;
 }
 
 std::string join(const std::vector<int>& v) {
@@ -83,14 +64,9 @@ bool parse_list(const std::string& text, std::vector<int>& out) {
   return true;
 }
 
-class RecallPanel final : public Panel {
+class RecallPanel final : public FeaturePanel<RecallPanelSettings> {
  public:
-  const char* id() const override { return "recall"; }
-  const char* name() const override { return "Recall lab"; }
-  const char* summary() const override {
-    return "How many key-value pairs a state of width d can recall: TTT-Linear, TTT-MLP, linear attention and "
-           "softmax attention at equal width, accuracy against the number of pairs, and a forgetting map.";
-  }
+  RecallPanel() : FeaturePanel(kRecallId) {}
   std::vector<ClassroomControl> classroom_controls() const override {
     return {{"recall.size", "Recall lab: width, pairs, sequences, seed"},
             {"recall.step", "Recall lab: TTT-Linear's step η"},
@@ -99,21 +75,12 @@ class RecallPanel final : public Panel {
   }
 
   void sync(CommandSink& sink) override {
-    m_pairs_text = join(s_.run.pairs);
-    sink.post(RecallRun{s_.run});
-  }
-  nlohmann::json save_state() const override { return to_json(s_); }
-  std::function<void()> parse_state(const nlohmann::json& j, const std::string& path) override {
-    const RecallPanelSettings s = settings_from(FieldReader(j, path));
-    return [this, s] {
-      s_ = s;
-      m_pairs_text = join(s_.run.pairs);
-      m_pairs_error.clear();
-    };
+    m_pairs_text = join(m_settings.run.pairs);
+    FeaturePanel::sync(sink);
   }
   std::vector<ShortcutHelp> shortcut_help() const override { return {{"F5", "compute again"}}; }
   void shortcuts(const Snapshot&, CommandSink& sink) override {
-    if (key_pressed(Key::F5, false)) sink.post(RecallRun{s_.run});
+    if (key_pressed(Key::F5, false)) sink.post(RecallRun{m_settings.run});
   }
 
   void draw(const Snapshot& snap, CommandSink& sink) override {
@@ -123,9 +90,14 @@ class RecallPanel final : public Panel {
   }
 
  private:
+  void loaded() override {
+    m_pairs_text = join(m_settings.run.pairs);
+    m_pairs_error.clear();
+  }
+
   void draw_controls(CommandSink& sink) {
     bool run = false;
-    RecallSettings& r = s_.run;
+    RecallSettings& r = m_settings.run;
     if (classroom::visible("recall.size")) {
       widgets::section_label("THE MEMORIES");
       widgets::row("Width d", "Every memory works with vectors of this width. Keys and values are fixed random "
@@ -190,7 +162,7 @@ class RecallPanel final : public Panel {
     if (run) sink.post(RecallRun{r});
     if (classroom::visible("recall.view")) {
       widgets::section_label("VIEW");
-      ImGui::Checkbox("logarithmic P axis", &s_.log_x);
+      ImGui::Checkbox("logarithmic P axis", &m_settings.log_x);
     }
     ImGui::Dummy(ImVec2(0, 6));
     widgets::note("Each episode is a list of pairs (key, value). A memory reads the pairs one by one; then it is "
@@ -246,7 +218,7 @@ class RecallPanel final : public Panel {
     p.y_label = "fraction of the P pairs given back right (dashed: P = d)";
     p.x_label = "pairs stored, P";
     p.size = ImVec2(plot_w, plot_h);
-    p.x_scale = s_.log_x ? plot::ScaleKind::Log10 : plot::ScaleKind::Linear;
+    p.x_scale = m_settings.log_x ? plot::ScaleKind::Log10 : plot::ScaleKind::Linear;
     p.x_pad = 0.06;
     p.y_range = plot::Range{0.0, 1.04};
     p.legend = false;
@@ -305,7 +277,6 @@ class RecallPanel final : public Panel {
     plot::heatmap(h);
   }
 
-  RecallPanelSettings s_;
   std::string m_pairs_text = join(RecallSettings{}.pairs);
   std::string m_pairs_error;
   std::vector<double> m_xs;

@@ -10,15 +10,13 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "lab/engine/data_source.hpp"
 #include "gui/fonts.hpp"
 #include "gui/keys.hpp"
-#include "gui/panels/panel.hpp"
+#include "gui/panels/feature_panel.hpp"
 #include "gui/panels/widgets.hpp"
 #include "gui/plot/line_plot.hpp"
 #include "lab/plot/ticks.hpp"
-#include "lab/state/json_fields.hpp"
-#include "lab/state/run_settings.hpp"
+#include "lab/training/training_settings.hpp"
 #include "gui/lab.hpp"
 #include "gui/theme.hpp"
 
@@ -32,7 +30,7 @@ const char* const kDevices[] = {"auto", "cpu", "cuda"};
 const char* const kLayerNames[] = {"TTT-Linear", "TTT-MLP", "linear attention", "softmax attention"};
 const char* const kPresets[] = {"tiny", "small", "125m"};
 
-enum class XAxis { Step, Tokens, Time };
+using XAxis = TrainingXAxis;  // lab/training/training_settings.hpp
 
 // 204500.4 → "204,500": a rate for students, to the whole token.
 std::string grouped(double v) {
@@ -46,43 +44,6 @@ std::string grouped(double v) {
   return (n < 0 ? "-" : "") + out;
 }
 
-struct TrainingPanelSettings {
-  TrainSettings train;
-  std::string name;
-  double smoothing = 0.8;
-  bool log_loss = false;
-  XAxis x = XAxis::Step;
-  std::vector<std::string> open_runs;  // run directories shown (opened, or started here)
-};
-
-TrainingPanelSettings default_settings() {
-  TrainingPanelSettings s;
-  s.train.data = default_data_source();
-  return s;
-}
-
-nlohmann::json to_json(const TrainingPanelSettings& s) {
-  return {{"settings", to_json(s.train)},
-          {"name", s.name},
-          {"runs", s.open_runs},
-          {"view",
-           {{"smoothing", s.smoothing},
-            {"log_loss", s.log_loss},
-            {"x", s.x == XAxis::Step ? "step" : s.x == XAxis::Tokens ? "tokens" : "time"}}}};
-}
-
-TrainingPanelSettings settings_from(const FieldReader& r) {
-  TrainingPanelSettings s = default_settings();
-  s.train = train_settings_from(r.object("settings"), s.train);  // lab/state/run_settings.hpp
-  s.name = r.string("name", 128, "");
-  s.open_runs = r.string_list("runs", 64, 4096, {});
-  const FieldReader v = r.object("view");
-  s.smoothing = v.number("smoothing", 0.0, 0.999, s.smoothing);
-  s.log_loss = v.boolean("log_loss", s.log_loss);
-  s.x = static_cast<XAxis>(v.choice("x", {"step", "tokens", "time"}, 0));
-  return s;
-}
-
 ImU32 state_color(RunState s) {
   switch (s) {
     case RunState::Running: return colors::kGood;
@@ -94,14 +55,9 @@ ImU32 state_color(RunState s) {
   }
 }
 
-class TrainingPanel final : public Panel {
+class TrainingPanel final : public FeaturePanel<TrainingPanelSettings> {
  public:
-  const char* id() const override { return "training"; }
-  const char* name() const override { return "Training"; }
-  const char* summary() const override {
-    return "Train small language models on the CPU or the GPU: start, pause, resume, stop; live losses, tokens/s, learning "
-           "rate, gradient norm, time left; several runs overlaid; checkpoints saved and loaded.";
-  }
+  TrainingPanel() : FeaturePanel(kTrainingId) {}
   std::vector<ClassroomControl> classroom_controls() const override {
     return {{"training.settings", "Training: the run settings (model, data, hyper-parameters)"},
             {"training.start", "Training: the Start button"},
@@ -114,20 +70,7 @@ class TrainingPanel final : public Panel {
     // checkpoints), never retrained.
     if (m_synced) return;  // runs are already open in the engine
     m_synced = true;
-    for (const auto& dir : s_.open_runs) sink.post(TrainOpen{dir, false});
-  }
-  nlohmann::json save_state() const override {
-    TrainingPanelSettings s = s_;
-    s.open_runs = m_known_dirs;
-    return to_json(s);
-  }
-  std::function<void()> parse_state(const nlohmann::json& j, const std::string& path) override {
-    const TrainingPanelSettings s = settings_from(FieldReader(j, path));
-    return [this, s] {
-      s_ = s;
-      m_known_dirs = s.open_runs;
-      m_synced = false;  // the next sync opens the file's runs
-    };
+    FeaturePanel::sync(sink);
   }
   // Refused commands (a second run, a folder that is not a run) reach the user as the app's error popup.
   void observe(const Snapshot& snap) override {
@@ -143,8 +86,19 @@ class TrainingPanel final : public Panel {
   }
 
  private:
+  // The runs saved are those the engine shows, opened or started here.
+  TrainingPanelSettings saved() const override {
+    TrainingPanelSettings s = m_settings;
+    s.open_runs = m_known_dirs;
+    return s;
+  }
+  void loaded() override {
+    m_known_dirs = m_settings.open_runs;
+    m_synced = false;  // the next sync opens the file's runs
+  }
+
   void draw_controls(const TrainingView& v, CommandSink& sink) {
-    TrainSettings& t = s_.train;
+    TrainSettings& t = m_settings.train;
     const bool any_active = std::any_of(v.runs.begin(), v.runs.end(), [](const auto& r) { return r->active(); });
     if (classroom::visible("training.settings")) {
       widgets::section_label("MODEL");
@@ -229,7 +183,7 @@ class TrainingPanel final : public Panel {
       if (ImGui::SliderInt("##eval", &ev, 0, 1000, ev == 0 ? "at the end" : "every %d steps", ImGuiSliderFlags_Logarithmic))
         t.eval_every = ev;
       widgets::row("Name", "The run directory's name under the runs folder (empty: from the settings).");
-      widgets::input_string("##name", s_.name);
+      widgets::input_string("##name", m_settings.name);
       widgets::row("Folder");
       widgets::input_string("##runs", t.runs_dir);
     }
@@ -237,7 +191,7 @@ class TrainingPanel final : public Panel {
       ImGui::Dummy(ImVec2(0, 4));
       ImGui::BeginDisabled(any_active);
       if (ImGui::Button(any_active ? "A run is training…" : "Start a run", ImVec2(-1, ImGui::GetFrameHeight() * 1.3f)))
-        sink.post(TrainStart{t, s_.name});
+        sink.post(TrainStart{t, m_settings.name});
       ImGui::EndDisabled();
     }
     if (classroom::visible("training.runs")) {
@@ -261,12 +215,12 @@ class TrainingPanel final : public Panel {
     if (classroom::visible("training.view")) {
       widgets::section_label("VIEW");
       widgets::row("Smoothing");
-      float sm = static_cast<float>(s_.smoothing);
-      if (ImGui::SliderFloat("##smooth", &sm, 0.0f, 0.99f, sm == 0.0f ? "off" : "EMA %.2f")) s_.smoothing = sm;
+      float sm = static_cast<float>(m_settings.smoothing);
+      if (ImGui::SliderFloat("##smooth", &sm, 0.0f, 0.99f, sm == 0.0f ? "off" : "EMA %.2f")) m_settings.smoothing = sm;
       widgets::row("x axis");
-      int x = static_cast<int>(s_.x);
-      if (ImGui::Combo("##x", &x, "optimiser step\0tokens seen\0wall time\0")) s_.x = static_cast<XAxis>(x);
-      ImGui::Checkbox("log scale for the loss", &s_.log_loss);
+      int x = static_cast<int>(m_settings.x);
+      if (ImGui::Combo("##x", &x, "optimiser step\0tokens seen\0wall time\0")) m_settings.x = static_cast<XAxis>(x);
+      ImGui::Checkbox("log scale for the loss", &m_settings.log_loss);
     }
     ImGui::Dummy(ImVec2(0, 6));
     widgets::note("Runs train on their own thread with tttlab's Trainer (AdamW, data-parallel threads, exact "
@@ -555,8 +509,8 @@ class TrainingPanel final : public Panel {
       const RunView& r = *v.runs[i];
       const double tokens_per_step = static_cast<double>(r.settings.batch_size) * r.settings.seq_len;
       const auto xval = [&](const StepPoint& p) {
-        return s_.x == XAxis::Step ? static_cast<double>(p.step)
-               : s_.x == XAxis::Tokens ? static_cast<double>(p.step) * tokens_per_step
+        return m_settings.x == XAxis::Step ? static_cast<double>(p.step)
+               : m_settings.x == XAxis::Tokens ? static_cast<double>(p.step) * tokens_per_step
                                       : p.elapsed_s;
       };
       if (r.steps)
@@ -571,8 +525,8 @@ class TrainingPanel final : public Panel {
       for (const auto& e : r.evals) {
         // Evaluations are placed at their step (on the time axis: the time of that step).
         double x = static_cast<double>(e.step);
-        if (s_.x == XAxis::Tokens) x *= tokens_per_step;
-        if (s_.x == XAxis::Time) {
+        if (m_settings.x == XAxis::Tokens) x *= tokens_per_step;
+        if (m_settings.x == XAxis::Time) {
           x = NAN;
           if (r.steps)
             for (std::size_t k = r.steps->size(); k-- > 0;)
@@ -585,7 +539,7 @@ class TrainingPanel final : public Panel {
         m_vy[i].push_back(e.bpb);
       }
     }
-    const std::string xl = s_.x == XAxis::Step ? "optimiser step" : s_.x == XAxis::Tokens ? "tokens seen" : "seconds";
+    const std::string xl = m_settings.x == XAxis::Step ? "optimiser step" : m_settings.x == XAxis::Tokens ? "tokens seen" : "seconds";
     const ImVec2 avail = ImGui::GetContentRegionAvail();
     const float big_h = std::max(180.0f, avail.y * 0.58f);
     const float small_h = std::max(130.0f, avail.y - big_h - 22.0f);
@@ -597,8 +551,8 @@ class TrainingPanel final : public Panel {
     L.y_label = "bits per byte · lines: training batches (raw faint, EMA bold) · dots: validation";
     L.x_label = xl;
     L.size = ImVec2(avail.x * 0.62f, big_h);
-    L.smoothing = s_.smoothing;
-    L.y_scale = s_.log_loss ? plot::ScaleKind::Log10 : plot::ScaleKind::Linear;
+    L.smoothing = m_settings.smoothing;
+    L.y_scale = m_settings.log_loss ? plot::ScaleKind::Log10 : plot::ScaleKind::Linear;
     for (std::size_t i = 0; i < n; ++i) {
       if (m_hidden.count(v.runs[i]->id)) continue;
       L.series.push_back(plot::xy(v.runs[i]->name, m_xs[i], m_loss[i], widgets::series_color(static_cast<int>(i)), true));
@@ -651,7 +605,7 @@ class TrainingPanel final : public Panel {
     G.x_label = xl;
     G.size = ImVec2(avail.x, small_h);
     G.y_scale = plot::ScaleKind::Log10;
-    G.smoothing = s_.smoothing;
+    G.smoothing = m_settings.smoothing;
     G.legend = false;
     for (std::size_t i = 0; i < n; ++i)
       if (!m_hidden.count(v.runs[i]->id))
@@ -659,7 +613,6 @@ class TrainingPanel final : public Panel {
     plot::line_plot(G);
   }
 
-  TrainingPanelSettings s_ = default_settings();
   std::vector<std::string> m_known_dirs;
   bool m_synced = false;
   int m_selected = 0;

@@ -128,8 +128,9 @@ class EngineModule {
   virtual void after_iteration(ModuleContext& /*ctx*/) {}
 };
 
-// The modules of the app, in one explicit list (engine/modules.cpp). `devices`: where the panels and
-// training runs may compute (compute_device.hpp; empty: the CPU only).
+// The modules of the app: the compute module, each feature's module in the order of lab/features.cpp,
+// then the model library's (defined there). `devices`: where the panels and training runs may compute
+// (compute_device.hpp; empty: the CPU only).
 struct ComputeDevices;
 std::vector<std::unique_ptr<EngineModule>> make_engine_modules(const ComputeDevices& devices);
 std::vector<std::unique_ptr<EngineModule>> make_engine_modules();  // the CPU only

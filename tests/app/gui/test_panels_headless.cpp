@@ -15,6 +15,7 @@
 #include "course/classroom.hpp"
 #include "lab/engine/engine.hpp"
 #include "lab/engine/resources.hpp"
+#include "lab/features.hpp"
 #include "course/markdown.hpp"
 #include "lab/state/state_file.hpp"
 #include "gui/fonts.hpp"
@@ -220,6 +221,24 @@ TEST_F(Headless, ShortcutsBecomeCommands) {
     if (const auto* t = std::get_if<StepperTransport>(&c)) ops.push_back(t->op);
   EXPECT_EQ(ops, (std::vector<StepperOp>{StepperOp::TogglePlay, StepperOp::StepForward, StepperOp::NextMiniBatch,
                                          StepperOp::ToStart}));
+}
+
+// The registry lists one panel per lab feature, and the panel is the feature's: its id, name and summary
+// come from lab/features.cpp, and its settings read what a lesson's scene reads.
+TEST(PanelState, EveryFeatureHasOnePanel) {
+  const auto panels = make_panels();
+  for (const Feature& f : features()) {
+    SCOPED_TRACE(f.id);
+    const auto n = std::count_if(panels.begin(), panels.end(), [&](const auto& p) { return std::string(p->id()) == f.id; });
+    ASSERT_EQ(n, 1);
+    const auto& p = *std::find_if(panels.begin(), panels.end(), [&](const auto& q) { return std::string(q->id()) == f.id; });
+    EXPECT_STREQ(p->name(), f.name);
+    EXPECT_STREQ(p->summary(), f.summary);
+    // What the panel saves is a valid entry for the headless scene reader too.
+    const nlohmann::json saved = p->save_state();
+    const nlohmann::json others = nlohmann::json::object();
+    EXPECT_NO_THROW((void)f.scene(FieldReader(saved, std::string("panels.") + f.id), FieldReader(others, "panels")));
+  }
 }
 
 TEST(PanelState, EveryPanelRoundTripsItsSettings) {

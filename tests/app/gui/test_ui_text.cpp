@@ -112,10 +112,11 @@ std::vector<fs::path> files(const fs::path& dir, const std::string& ext) {
   return out;
 }
 
-// The source files whose literals are the app's words: panels, sidebars, dialogs, plots, the lesson pane.
+// The source files whose literals are the app's words: panels (their names and summaries are in the lab's
+// list of features), sidebars, dialogs, plots, the lesson pane.
 std::vector<fs::path> ui_sources() {
   const fs::path gui = kSource / "app" / "gui";
-  std::vector<fs::path> out = {gui / "gui_app.cpp", gui / "dialogs.cpp"};
+  std::vector<fs::path> out = {gui / "gui_app.cpp", gui / "dialogs.cpp", kSource / "app" / "lab" / "features.cpp"};
   for (const char* dir : {"panels", "lessons", "plot"})
     for (const auto& f : files(gui / dir, ".cpp")) out.push_back(f);
   return out;

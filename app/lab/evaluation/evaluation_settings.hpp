@@ -1,0 +1,35 @@
+// app/lab/evaluation/evaluation_settings.hpp — the Evaluation panel's entry of a state file.
+//
+//   "models" (1 … 8 library ids), "data", "seq_len" (8 … 4096), "windows" (1 … 1024)
+//   "view": {"smoothing": 0.9, "log_x": false}
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "lab/engine/command.hpp"
+#include "lab/evaluation/evaluation_types.hpp"
+#include "lab/state/json_fields.hpp"
+
+namespace tttlab::lab {
+
+// The run part; absent keys keep `defaults`; throws StateError naming the field.
+EvalSettings eval_settings_from(const FieldReader& r, EvalSettings defaults);
+nlohmann::json to_json(const EvalSettings& s);
+
+struct EvaluationPanelSettings {
+  EvalSettings eval;
+  double smoothing = 0.9;
+  bool log_x = false;
+
+  // The default data source; the shipped model against an untrained TTT-Linear.
+  static EvaluationPanelSettings defaults();
+  static EvaluationPanelSettings from(const FieldReader& r);
+  nlohmann::json to_json() const;
+  std::vector<Command> commands() const { return {EvaluationRun{eval}}; }
+  static std::vector<Command> scene(const FieldReader& entry, const FieldReader&) {
+    return from(entry).commands();
+  }
+};
+
+}  // namespace tttlab::lab

@@ -1,0 +1,34 @@
+// app/lab/evolution/evolution_settings.hpp — the hidden-state evolution's entry of a state file.
+//
+//   "head": {…}       the head_config object, checked against the evolution module's limits
+//   "cursor": -1      the token on show (−1: the last)
+//   "view": {"layer": "W1"|"W2", "map": "delta"|"weights", "spectrum": "delta"|"weights", "play_speed": 30}
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "lab/engine/command.hpp"
+#include "lab/engine/head_config.hpp"
+#include "lab/state/json_fields.hpp"
+
+namespace tttlab::lab {
+
+struct EvolutionPanelSettings {
+  HeadConfig head;
+  long cursor = -1;        // −1: the last token
+  int layer = 0;           // TTT-MLP: 0 = W1, 1 = W2
+  bool show_delta = true;  // the map shows W_t − W_0 (true) or W_t
+  bool spectrum_of_delta = true;
+  double play_speed = 30.0;  // tokens per second
+
+  // Block 1, head 2 of the shipped model.
+  static EvolutionPanelSettings defaults();
+  // Absent keys keep the defaults; throws StateError naming the field.
+  static EvolutionPanelSettings from(const FieldReader& r);
+  nlohmann::json to_json() const;
+  std::vector<Command> commands() const;
+  static std::vector<Command> scene(const FieldReader& entry, const FieldReader& panels);
+};
+
+}  // namespace tttlab::lab

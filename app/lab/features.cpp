@@ -1,0 +1,166 @@
+// app/lab/features.cpp — the features of the lab, in one explicit list (ImHex-style registration: no
+// static initialisers that a static library could drop), in the order of the engine's modules. Each
+// feature pairs with a panel in app/gui/panels/registry.cpp.
+#include "lab/features.hpp"
+
+#include <stdexcept>
+#include <string>
+
+#include "lab/engine/compute_device.hpp"
+#include "lab/engine/compute_module.hpp"
+#include "lab/engine/engine.hpp"
+#include "lab/evaluation/evaluation_module.hpp"
+#include "lab/evaluation/evaluation_settings.hpp"
+#include "lab/evolution/evolution_module.hpp"
+#include "lab/evolution/evolution_settings.hpp"
+#include "lab/generation/generation_module.hpp"
+#include "lab/generation/generation_settings.hpp"
+#include "lab/inner_curves/curves_module.hpp"
+#include "lab/inner_curves/curves_settings.hpp"
+#include "lab/inner_stepper/stepper_module.hpp"
+#include "lab/inner_stepper/stepper_settings.hpp"
+#include "lab/minibatch/minibatch_module.hpp"
+#include "lab/minibatch/minibatch_settings.hpp"
+#include "lab/models/library_module.hpp"
+#include "lab/nonparametric/nonparametric_module.hpp"
+#include "lab/nonparametric/nonparametric_settings.hpp"
+#include "lab/primal_dual/primal_dual_module.hpp"
+#include "lab/primal_dual/primal_dual_settings.hpp"
+#include "lab/recall/recall_module.hpp"
+#include "lab/recall/recall_settings.hpp"
+#include "lab/training/training_module.hpp"
+#include "lab/training/training_settings.hpp"
+
+namespace tttlab::lab {
+
+// Each in its feature's <feature>_measures.cpp.
+const MeasureSet& stepper_measures();
+const MeasureSet& evolution_measures();
+const MeasureSet& curves_measures();
+const MeasureSet& minibatch_measures();
+const MeasureSet& primal_dual_measures();
+const MeasureSet& evaluation_measures();
+const MeasureSet& nonparametric_measures();
+const MeasureSet& recall_measures();
+
+const std::vector<Feature>& features() {
+  using W = const ModuleWiring&;
+  static const std::vector<Feature> list = {
+      {kInnerStepperId, "Inner-loop stepper",
+       "Step one head of the trained model through a text token by token: k, ∇ℓ, their outer "
+       "product, η, and "
+       "W before/after, with the three inner losses.",
+       [](W w) -> std::unique_ptr<EngineModule> {
+         return std::make_unique<StepperModule>(w.library);
+       },
+       &StepperPanelSettings::scene, &stepper_measures()},
+      {kEvolutionId, "Hidden-state evolution",
+       "Wₜ of any block and head over a whole sequence (TTT-Linear and TTT-MLP): a scrubber, the "
+       "drift "
+       "‖Wₜ − W₀‖ and the singular values.",
+       [](W w) -> std::unique_ptr<EngineModule> {
+         return std::make_unique<EvolutionModule>(w.library, w.compute);
+       },
+       &EvolutionPanelSettings::scene, &evolution_measures()},
+      {kInnerCurvesId, "Inner-loss curves",
+       "ℓ(W₀; xₜ), ℓ(Wₜ₋₁; xₜ) and ℓ(Wₜ; xₜ) over token position, averaged over sequences and "
+       "heads, per "
+       "layer (the paper's Fig. 5 and 17).",
+       [](W w) -> std::unique_ptr<EngineModule> {
+         return std::make_unique<CurvesModule>(w.library, w.compute);
+       },
+       &CurvesPanelSettings::scene, &curves_measures()},
+      {kMiniBatchId, "Mini-batch lab",
+       "For b = 1, 2, 4, …, T: the loss of the same model and its measured forward time, as small "
+       "multiples "
+       "and a quality-versus-time plot (the paper's Fig. 8); the previous sweep stays as a ghost.",
+       [](W w) -> std::unique_ptr<EngineModule> {
+         return std::make_unique<MiniBatchModule>(w.library, w.compute);
+       },
+       &MiniBatchPanelSettings::scene, &minibatch_measures()},
+      {kPrimalDualId, "Primal vs dual",
+       "Every layer of the model through the primal (token by token) and dual (matrix) forms: "
+       "their "
+       "difference per layer, their cost, the dual's masked attention-like matrix, and the "
+       "reduction to "
+       "linear attention.",
+       [](W w) -> std::unique_ptr<EngineModule> {
+         return std::make_unique<PrimalDualModule>(w.library, w.compute);
+       },
+       &PrimalDualPanelSettings::scene, &primal_dual_measures()},
+      {kTrainingId, "Training",
+       "Train small language models on the CPU or the GPU: start, pause, resume, stop; live "
+       "losses, tokens/s, "
+       "learning rate, gradient norm, time left; several runs overlaid; checkpoints saved and "
+       "loaded.",
+       [](W w) -> std::unique_ptr<EngineModule> {
+         return std::make_unique<TrainingModule>(w.library, w.devices->train);
+       },
+       &TrainingPanelSettings::scene, nullptr},
+      {kEvaluationId, "Evaluation",
+       "Loss by token position for several models on the same windows (the paper's Fig. 2, right), "
+       "and "
+       "bits per byte.",
+       [](W w) -> std::unique_ptr<EngineModule> {
+         return std::make_unique<EvaluationModule>(w.library, w.compute);
+       },
+       &EvaluationPanelSettings::scene, &evaluation_measures()},
+      {kGenerationId, "Generation",
+       "Prompt, temperature, top-k: bytes appear as they are decoded, each with its update of the "
+       "TTT hidden "
+       "states.",
+       [](W w) -> std::unique_ptr<EngineModule> {
+         return std::make_unique<GenerationModule>(w.library, w.compute);
+       },
+       &GenerationPanelSettings::scene, nullptr},
+      {kNonparametricId, "Nonparametric learner",
+       "Softmax attention as a nonparametric learner (Theorem 2): the Nadaraya–Watson estimator "
+       "built from "
+       "a layer's own keys and values against its attention output, the kernel weights, and the "
+       "state "
+       "that grows with the context.",
+       [](W w) -> std::unique_ptr<EngineModule> {
+         return std::make_unique<NonparametricModule>(w.library);
+       },
+       &NonparametricPanelSettings::scene, &nonparametric_measures()},
+      {kRecallId, "Recall lab",
+       "How many key-value pairs a state of width d can recall: TTT-Linear, TTT-MLP, linear "
+       "attention and "
+       "softmax attention at equal width, accuracy against the number of pairs, and a forgetting "
+       "map.",
+       [](W) -> std::unique_ptr<EngineModule> { return std::make_unique<RecallModule>(); },
+       &RecallPanelSettings::scene, &recall_measures()},
+  };
+  return list;
+}
+
+const Feature* find_feature(std::string_view id) {
+  for (const Feature& f : features())
+    if (id == f.id) return &f;
+  return nullptr;
+}
+
+const Feature& feature(std::string_view id) {
+  if (const Feature* f = find_feature(id)) return *f;
+  throw std::logic_error("no feature \"" + std::string(id) + "\" in lab/features.cpp");
+}
+
+std::vector<std::unique_ptr<EngineModule>> make_engine_modules() {
+  return make_engine_modules(ComputeDevices{});
+}
+
+std::vector<std::unique_ptr<EngineModule>> make_engine_modules(const ComputeDevices& devices) {
+  // One model library for every module that runs language models, one device choice for every panel
+  // that computes (the Compute menu).
+  const ModuleWiring wiring{std::make_shared<ModelLibrary>(),
+                            std::make_shared<ComputeChoice>(devices), &devices};
+  std::vector<std::unique_ptr<EngineModule>> m;
+  m.push_back(std::make_unique<ComputeModule>(wiring.compute));
+  for (const Feature& f : features())
+    if (f.make_module) m.push_back(f.make_module(wiring));
+  // Last: it publishes the library after the other modules loaded models into it in the same pass.
+  m.push_back(std::make_unique<LibraryModule>(wiring.library));
+  return m;
+}
+
+}  // namespace tttlab::lab

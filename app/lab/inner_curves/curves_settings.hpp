@@ -1,0 +1,38 @@
+// app/lab/inner_curves/curves_settings.hpp — the inner-loss curves' entry of a state file.
+//
+//   "model_id", "data", "seq_len" (8 … 2048), "sequences" (1 … 256): what is computed
+//   "view": {"smoothing": 0.6, "log_scale": false, "shared_y": true}
+// A model_id of kFollowTrainingId follows the next training run.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "lab/engine/command.hpp"
+#include "lab/inner_curves/curves_types.hpp"
+#include "lab/state/json_fields.hpp"
+
+namespace tttlab::lab {
+
+// The run part: model_id, data, seq_len, sequences; absent keys keep `defaults`.
+CurvesSettings curves_settings_from(const FieldReader& r, CurvesSettings defaults);
+nlohmann::json to_json(const CurvesSettings& s);
+
+struct CurvesPanelSettings {
+  CurvesSettings run;
+  double smoothing = 0.6;
+  bool log_scale = false;
+  bool shared_y = true;  // one y range for every block
+
+  // The default data source.
+  static CurvesPanelSettings defaults();
+  // Absent keys keep the defaults; throws StateError naming the field.
+  static CurvesPanelSettings from(const FieldReader& r);
+  nlohmann::json to_json() const;
+  std::vector<Command> commands() const;
+  // A lesson's scene; curves that follow a training run also start the scene's Training-panel run
+  // (panels.training.settings).
+  static std::vector<Command> scene(const FieldReader& entry, const FieldReader& panels);
+};
+
+}  // namespace tttlab::lab

@@ -1,0 +1,56 @@
+// app/lab/minibatch/minibatch_measures.cpp — what lessons can measure on this feature's view
+// (lab/measures.hpp), named in its entry of lab/features.cpp.
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+#include "lab/engine/snapshot.hpp"
+#include "lab/measures.hpp"
+#include "lab/minibatch/minibatch_types.hpp"
+
+namespace tttlab::lab {
+namespace {
+
+const std::vector<MeasureInfo> kInfos = {
+    {"loss_b<N>",
+     "validation loss (nats per byte) with mini-batch size N, for every b of the sweep", false},
+    {"best_b", "the b with the lowest loss", false},
+    {"loss_T_minus_best", "loss at b = T minus the lowest loss", false},
+    {"loss_1_minus_best", "loss at b = 1 minus the lowest loss", false},
+    {"time_ratio_1_T", "forward time at b = 1 over forward time at b = T", true},
+};
+
+std::optional<Measures> read(const Snapshot& s) {
+  const auto* v = s.minibatch.get();
+  if (!v) return std::nullopt;
+  if (v->outcome == JobOutcome::Failed)
+    fail_if(v->error.empty() ? "unknown error" : v->error, "mini-batch");
+  if (v->outcome != JobOutcome::Done || !v->current || !v->current->complete ||
+      v->current->points.empty())
+    return std::nullopt;
+  Measures m;
+  const auto& pts = v->current->points;
+  const SweepPoint* best = &pts.front();
+  for (const auto& p : pts) {
+    m["loss_b" + std::to_string(p.b)] = plain(p.loss);
+    if (p.loss < best->loss) best = &p;
+  }
+  m["best_b"] = plain(best->b);
+  m["loss_T_minus_best"] = plain(pts.back().loss - best->loss);
+  m["loss_1_minus_best"] = plain(pts.front().loss - best->loss);
+  if (pts.back().ms_per_forward > 0)
+    m["time_ratio_1_T"] = Measurement{pts.front().ms_per_forward / pts.back().ms_per_forward,
+                                      std::nullopt, std::nullopt, true};
+  return m;
+}
+
+std::uint64_t generation(const Snapshot& s) { return s.minibatch ? s.minibatch->generation : 0; }
+
+}  // namespace
+
+const MeasureSet& minibatch_measures() {
+  static const MeasureSet set{kInfos, &read, &generation};
+  return set;
+}
+
+}  // namespace tttlab::lab

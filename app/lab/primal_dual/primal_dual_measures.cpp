@@ -1,0 +1,61 @@
+// app/lab/primal_dual/primal_dual_measures.cpp — what lessons can measure on this feature's view
+// (lab/measures.hpp), named in its entry of lab/features.cpp.
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+#include "lab/engine/snapshot.hpp"
+#include "lab/measures.hpp"
+#include "lab/primal_dual/primal_dual_types.hpp"
+
+namespace tttlab::lab {
+namespace {
+
+const std::vector<MeasureInfo> kInfos = {
+    {"max_rel_diff", "max |O_primal − O_dual| / max |O| over every layer and head", false},
+    {"max_abs_diff", "max |O_primal − O_dual| over every layer and head", false},
+    {"reduction_rel_err",
+     "with the reduction to linear attention: max |O − tril(QKᵀ)V| / max |tril(QKᵀ)V|", false},
+    {"dual_speedup", "primal time / dual time: median over the repeats, with min and max", true},
+    {"mini_batch", "b as run", false},
+    {"tokens", "T, the tokens of the text", false},
+};
+
+std::optional<Measures> read(const Snapshot& s) {
+  const auto* v = s.primal_dual.get();
+  if (!v) return std::nullopt;
+  if (v->outcome == JobOutcome::Failed)
+    fail_if(v->error.empty() ? "unknown error" : v->error, "primal vs dual");
+  if (v->outcome != JobOutcome::Done || v->results_generation != v->generation) return std::nullopt;
+  Measures m;
+  m["max_abs_diff"] = plain(v->max_abs_diff);
+  m["max_rel_diff"] =
+      plain(v->max_abs_output > 0 ? v->max_abs_diff / v->max_abs_output : v->max_abs_diff);
+  if (v->linear_attention)
+    m["reduction_rel_err"] =
+        plain(v->linear_attention_scale > 0 ? v->linear_attention_diff / v->linear_attention_scale
+                                            : v->linear_attention_diff);
+  std::vector<double> ratios;
+  for (std::size_t i = 0; i < std::min(v->primal_ms.size(), v->dual_ms.size()); ++i)
+    if (v->dual_ms[i] > 0) ratios.push_back(v->primal_ms[i] / v->dual_ms[i]);
+  if (!ratios.empty() && v->dual_ms_median > 0) {
+    const auto [lo, hi] = std::minmax_element(ratios.begin(), ratios.end());
+    m["dual_speedup"] = Measurement{v->primal_ms_median / v->dual_ms_median, *lo, *hi, true};
+  }
+  m["mini_batch"] = plain(v->mini_batch);
+  m["tokens"] = plain(static_cast<double>(v->T));
+  return m;
+}
+
+std::uint64_t generation(const Snapshot& s) {
+  return s.primal_dual ? s.primal_dual->generation : 0;
+}
+
+}  // namespace
+
+const MeasureSet& primal_dual_measures() {
+  static const MeasureSet set{kInfos, &read, &generation};
+  return set;
+}
+
+}  // namespace tttlab::lab

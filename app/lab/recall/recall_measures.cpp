@@ -1,0 +1,90 @@
+// app/lab/recall/recall_measures.cpp — what lessons can measure on this feature's view
+// (lab/measures.hpp), named in its entry of lab/features.cpp.
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+#include "lab/engine/snapshot.hpp"
+#include "lab/measures.hpp"
+#include "lab/recall/recall_types.hpp"
+
+namespace tttlab::lab {
+namespace {
+
+const std::vector<MeasureInfo> kInfos = {
+    {"acc_<memory>_p<P>",
+     "fraction of the P pairs recalled after reading all of them, mean over the sequences; memory: "
+     "ttt_linear, ttt_mlp, linear_attention, softmax_attention; P: each number of pairs of the "
+     "scene",
+     false},
+    {"linear_acc_small", "linear attention's accuracy at the smallest P", false},
+    {"linear_acc_large", "linear attention's accuracy at the largest P", false},
+    {"ttt_linear_acc_small", "TTT-Linear's accuracy at the smallest P", false},
+    {"ttt_linear_acc_large", "TTT-Linear's accuracy at the largest P", false},
+    {"softmax_acc_min", "softmax attention's lowest accuracy over the P", false},
+    {"ttt_linear_minus_linear_at_d",
+     "TTT-Linear's accuracy minus linear attention's at P = d (only when d is one of the P)",
+     false},
+    {"map_recall_oldest",
+     "forgetting map, right after the last pair: fraction of the oldest quarter of the pairs still "
+     "recalled",
+     false},
+    {"map_recall_newest", "the same for the newest quarter", false},
+    {"map_recency", "map_recall_newest − map_recall_oldest", false},
+    {"map_last_row_mean",
+     "the map's last row, mean: the map's memory's accuracy at P = the map's pairs", false},
+    {"width", "d, the width of every memory", false},
+};
+
+std::optional<Measures> read(const Snapshot& s) {
+  const auto* v = s.recall.get();
+  if (!v) return std::nullopt;
+  if (v->outcome == JobOutcome::Failed)
+    fail_if(v->error.empty() ? "unknown error" : v->error, "recall lab");
+  if (v->outcome != JobOutcome::Done || v->accuracy.size() != 4) return std::nullopt;
+  const RecallSettings& st = v->settings;
+  const std::size_t np = st.pairs.size();
+  // Indices of recall::Memory: TTT-Linear, TTT-MLP, linear attention, softmax attention.
+  static const char* const ids[] = {"ttt_linear", "ttt_mlp", "linear_attention",
+                                    "softmax_attention"};
+  Measures m;
+  for (std::size_t k = 0; k < 4; ++k)
+    for (std::size_t j = 0; j < np; ++j)
+      m["acc_" + std::string(ids[k]) + "_p" + std::to_string(st.pairs[j])] =
+          plain(v->accuracy[k][j]);
+  m["linear_acc_small"] = plain(v->accuracy[2].front());
+  m["linear_acc_large"] = plain(v->accuracy[2].back());
+  m["ttt_linear_acc_small"] = plain(v->accuracy[0].front());
+  m["ttt_linear_acc_large"] = plain(v->accuracy[0].back());
+  m["softmax_acc_min"] = plain(*std::min_element(v->accuracy[3].begin(), v->accuracy[3].end()));
+  for (std::size_t j = 0; j < np; ++j)
+    if (st.pairs[j] == st.width)
+      m["ttt_linear_minus_linear_at_d"] = plain(v->accuracy[0][j] - v->accuracy[2][j]);
+  const std::size_t P = static_cast<std::size_t>(st.map_pairs), q = std::max<std::size_t>(1, P / 4);
+  if (v->map.size() == P * P) {
+    const double* last = v->map.data() + (P - 1) * P;
+    double oldest = 0, newest = 0, all = 0;
+    for (std::size_t i = 0; i < q; ++i) {
+      oldest += last[i];
+      newest += last[P - 1 - i];
+    }
+    for (std::size_t i = 0; i < P; ++i) all += last[i];
+    m["map_recall_oldest"] = plain(oldest / static_cast<double>(q));
+    m["map_recall_newest"] = plain(newest / static_cast<double>(q));
+    m["map_recency"] = plain((newest - oldest) / static_cast<double>(q));
+    m["map_last_row_mean"] = plain(all / static_cast<double>(P));
+  }
+  m["width"] = plain(st.width);
+  return m;
+}
+
+std::uint64_t generation(const Snapshot& s) { return s.recall ? s.recall->generation : 0; }
+
+}  // namespace
+
+const MeasureSet& recall_measures() {
+  static const MeasureSet set{kInfos, &read, &generation};
+  return set;
+}
+
+}  // namespace tttlab::lab

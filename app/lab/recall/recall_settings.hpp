@@ -1,0 +1,34 @@
+// app/lab/recall/recall_settings.hpp — the recall lab's entry of a state file.
+//
+//   "width", "pairs" (an increasing list), "sequences", "seed", "map_memory", "map_pairs", "eta_linear":
+//   checked against the module's limits
+//   "view": {"log_x": true}
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "lab/engine/command.hpp"
+#include "lab/recall/recall_types.hpp"
+#include "lab/state/json_fields.hpp"
+
+namespace tttlab::lab {
+
+// The run part; absent keys keep `defaults`; throws StateError naming the field.
+RecallSettings recall_settings_from(const FieldReader& r, RecallSettings defaults);
+nlohmann::json to_json(const RecallSettings& s);
+
+struct RecallPanelSettings {
+  RecallSettings run;
+  bool log_x = true;
+
+  static RecallPanelSettings defaults() { return {}; }
+  static RecallPanelSettings from(const FieldReader& r);
+  nlohmann::json to_json() const;
+  std::vector<Command> commands() const { return {RecallRun{run}}; }
+  static std::vector<Command> scene(const FieldReader& entry, const FieldReader&) {
+    return from(entry).commands();
+  }
+};
+
+}  // namespace tttlab::lab
