@@ -639,7 +639,7 @@ TEST(TrainCuda, ProfiledStepAccountsForItsPhases) {
 }
 
 // With bf16 products the weight gradients of each TTT-Linear block's SwiGLU and o_proj run on a
-// second stream beside the inner-loop backward (kernels/src/train_cuda.cpp, `beside`); a profiled step
+// second stream beside the inner-loop backward (kernels/src/model/train_cuda.cpp, `beside`); a profiled step
 // runs them in line. Both orders compute the same products from the same operands, so a step of each
 // from the same state gives the same loss and gradients, bit for bit; an operand overwritten before
 // the deferred product read it would show here. Both backbones, heads of d = 64 and d = 32 (the
