@@ -26,8 +26,7 @@ struct EvaluationModule::Job {
 
 EvaluationModule::EvaluationModule(std::shared_ptr<ModelLibrary> library, std::shared_ptr<ComputeChoice> compute)
     : m_library(library ? std::move(library) : std::make_shared<ModelLibrary>()),
-      m_compute(compute ? std::move(compute) : std::make_shared<ComputeChoice>()),
-      m_view(std::make_shared<EvaluationView>()) {}
+      m_compute(compute ? std::move(compute) : std::make_shared<ComputeChoice>()) {}
 EvaluationModule::~EvaluationModule() = default;
 
 bool EvaluationModule::handle(const Command& command, ModuleContext& ctx) {
@@ -71,15 +70,12 @@ bool EvaluationModule::handle(const Command& command, ModuleContext& ctx) {
     return "Evaluation: " + std::to_string(s.models.size()) + " models × " + std::to_string(v->windows_total) +
            " windows";
   });
-  m_view = std::move(v);
-  ctx.mark_dirty();
+  show(std::move(v), ctx);
   return true;
 }
 
-bool EvaluationModule::has_work(Clock::time_point) const { return m_slot.running(); }
-
 void EvaluationModule::work(ModuleContext& ctx) {
-  auto v = std::make_shared<EvaluationView>(*m_view);
+  auto v = next_view();
   Job& j = *m_job;
   const auto finish = [&](JobOutcome o, const std::string& msg = {}) {
     m_slot.finish(ctx, *v, o, msg);
@@ -159,10 +155,7 @@ void EvaluationModule::work(ModuleContext& ctx) {
     m_slot.set_progress(ctx, *v, done / static_cast<double>(v->curves.size() * static_cast<std::size_t>(W)));
     if (j.model >= v->curves.size()) finish(JobOutcome::Done);
   }
-  m_view = std::move(v);
-  ctx.mark_dirty();
+  show(std::move(v), ctx);
 }
-
-void EvaluationModule::publish(Snapshot& snapshot) const { snapshot.evaluation = m_view; }
 
 }  // namespace tttlab::lab

@@ -9,11 +9,12 @@
 
 #include "lab/engine/compute_device.hpp"
 #include "lab/engine/engine.hpp"
+#include "lab/engine/job_module.hpp"
 #include "lab/models/model_library.hpp"
 
 namespace tttlab::lab {
 
-class EvaluationModule final : public EngineModule {
+class EvaluationModule final : public JobModule<EvaluationView, &Snapshot::evaluation> {
  public:
   // `compute`: the device choice (compute_device.hpp); null: the CPU only.
   explicit EvaluationModule(std::shared_ptr<ModelLibrary> library = nullptr,
@@ -21,19 +22,14 @@ class EvaluationModule final : public EngineModule {
   ~EvaluationModule() override;
   const char* name() const override { return "evaluation"; }
   bool handle(const Command& command, ModuleContext& ctx) override;
-  bool has_work(Clock::time_point now) const override;
   void work(ModuleContext& ctx) override;
-  void publish(Snapshot& snapshot) const override;
 
   struct Job;
 
  private:
   std::shared_ptr<ModelLibrary> m_library;
   std::shared_ptr<ComputeChoice> m_compute;
-  std::shared_ptr<const EvaluationView> m_view;
   std::unique_ptr<Job> m_job;
-  JobSlot m_slot;
-  std::uint64_t m_generation = 0;
 };
 
 }  // namespace tttlab::lab

@@ -31,8 +31,7 @@ struct CurvesModule::Job {
 
 CurvesModule::CurvesModule(std::shared_ptr<ModelLibrary> library, std::shared_ptr<ComputeChoice> compute)
     : m_library(library ? std::move(library) : std::make_shared<ModelLibrary>()),
-      m_compute(compute ? std::move(compute) : std::make_shared<ComputeChoice>()),
-      m_view(std::make_shared<CurvesView>()) {}
+      m_compute(compute ? std::move(compute) : std::make_shared<ComputeChoice>()) {}
 CurvesModule::~CurvesModule() = default;
 
 bool CurvesModule::handle(const Command& command, ModuleContext& ctx) {
@@ -125,8 +124,7 @@ void CurvesModule::start(const CurvesSettings& s, ModuleContext& ctx, std::share
     }
   }
   m_seen_library = m_library->generation();
-  m_view = std::move(v);
-  ctx.mark_dirty();
+  show(std::move(v), ctx);
 }
 
 std::string CurvesModule::resolve(const std::string& model_id) const {
@@ -152,8 +150,6 @@ void CurvesModule::after_iteration(ModuleContext& ctx) {
   ++m_reloads;
   start(m_view->settings, ctx, m_view);
 }
-
-bool CurvesModule::has_work(Clock::time_point) const { return m_slot.running(); }
 
 void CurvesModule::work(ModuleContext& ctx) {
   Job& j = *m_job;
@@ -212,7 +208,7 @@ void CurvesModule::work(ModuleContext& ctx) {
   if (j.pos < T) return;  // publish whole windows only: a half-done window would bend the curves
   j.pos = 0;
   ++j.window;
-  auto v = std::make_shared<CurvesView>(*m_view);
+  auto v = next_view();
   v->reloading = false;
   v->sequences_done = j.window;
   const double n = static_cast<double>(j.window) * v->heads;
@@ -227,18 +223,14 @@ void CurvesModule::work(ModuleContext& ctx) {
     m_slot.finish(ctx, *v, JobOutcome::Done);
     m_job.reset();
   }
-  m_view = std::move(v);
-  ctx.mark_dirty();
+  show(std::move(v), ctx);
 }
 
 void CurvesModule::end(ModuleContext& ctx, JobOutcome outcome, const std::string& message) {
-  auto v = std::make_shared<CurvesView>(*m_view);
+  auto v = next_view();
   m_slot.finish(ctx, *v, outcome, message);
   m_job.reset();
-  m_view = std::move(v);
-  ctx.mark_dirty();
+  show(std::move(v), ctx);
 }
-
-void CurvesModule::publish(Snapshot& snapshot) const { snapshot.curves = m_view; }
 
 }  // namespace tttlab::lab

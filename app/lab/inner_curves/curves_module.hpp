@@ -14,11 +14,12 @@
 
 #include "lab/engine/compute_device.hpp"
 #include "lab/engine/engine.hpp"
+#include "lab/engine/job_module.hpp"
 #include "lab/models/model_library.hpp"
 
 namespace tttlab::lab {
 
-class CurvesModule final : public EngineModule {
+class CurvesModule final : public JobModule<CurvesView, &Snapshot::curves> {
  public:
   // `compute`: the device choice (compute_device.hpp); null: the CPU only.
   explicit CurvesModule(std::shared_ptr<ModelLibrary> library = nullptr,
@@ -26,9 +27,7 @@ class CurvesModule final : public EngineModule {
   ~CurvesModule() override;
   const char* name() const override { return "inner-loss curves"; }
   bool handle(const Command& command, ModuleContext& ctx) override;
-  bool has_work(Clock::time_point now) const override;
   void work(ModuleContext& ctx) override;
-  void publish(Snapshot& snapshot) const override;
   void after_iteration(ModuleContext& ctx) override;
 
   struct Job;
@@ -44,10 +43,7 @@ class CurvesModule final : public EngineModule {
 
   std::shared_ptr<ModelLibrary> m_library;
   std::shared_ptr<ComputeChoice> m_compute;
-  std::shared_ptr<const CurvesView> m_view;
   std::unique_ptr<Job> m_job;
-  JobSlot m_slot;
-  std::uint64_t m_generation = 0;
   std::uint64_t m_seen_library = 0;  // the library generation after_iteration last looked at
   int m_reloads = 0;
   std::uint64_t m_follow_after = 0;  // kFollowTrainingId follows checkpoints put after this many puts

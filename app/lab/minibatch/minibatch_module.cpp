@@ -66,8 +66,7 @@ void MiniBatchModule::run_gpu(Job& j, const Model<float>& m, SweepPoint& p) {
 
 MiniBatchModule::MiniBatchModule(std::shared_ptr<ModelLibrary> library, std::shared_ptr<ComputeChoice> compute)
     : m_library(library ? std::move(library) : std::make_shared<ModelLibrary>()),
-      m_compute(compute ? std::move(compute) : std::make_shared<ComputeChoice>()),
-      m_view(std::make_shared<MiniBatchView>()) {}
+      m_compute(compute ? std::move(compute) : std::make_shared<ComputeChoice>()) {}
 MiniBatchModule::~MiniBatchModule() = default;
 
 bool MiniBatchModule::handle(const Command& command, ModuleContext& ctx) {
@@ -85,7 +84,7 @@ bool MiniBatchModule::handle(const Command& command, ModuleContext& ctx) {
 }
 
 void MiniBatchModule::start(const SweepSettings& s, ModuleContext& ctx) {
-  auto v = std::make_shared<MiniBatchView>(*m_view);
+  auto v = next_view();
   // The sweep on show becomes the ghost, unless it has nothing to show.
   if (v->current && !v->current->points.empty()) v->previous = v->current;
   v->current.reset();
@@ -130,8 +129,7 @@ void MiniBatchModule::start(const SweepSettings& s, ModuleContext& ctx) {
     v->current = m_job->result;
     return "Mini-batch sweep: b = 1 … " + std::to_string(s.seq_len);
   });
-  m_view = std::move(v);
-  ctx.mark_dirty();
+  show(std::move(v), ctx);
 }
 
 bool MiniBatchModule::has_work(Clock::time_point) const { return m_job != nullptr || !m_queued.empty(); }
@@ -144,15 +142,14 @@ void MiniBatchModule::work(ModuleContext& ctx) {
     return;
   }
   Job& j = *m_job;
-  auto v = std::make_shared<MiniBatchView>(*m_view);
+  auto v = next_view();
   const auto finish = [&](JobOutcome o, const std::string& msg = {}) {
     m_slot.finish(ctx, *v, o, msg);
     m_job.reset();
   };
   if (m_slot.cancel_requested(ctx)) {
     finish(JobOutcome::Cancelled, "cancelled");
-    m_view = std::move(v);
-    ctx.mark_dirty();
+    show(std::move(v), ctx);
     return;
   }
   const SweepSettings& s = j.settings;
@@ -245,10 +242,7 @@ void MiniBatchModule::work(ModuleContext& ctx) {
   } catch (const std::exception& e) {
     finish(JobOutcome::Failed, e.what());
   }
-  m_view = std::move(v);
-  ctx.mark_dirty();
+  show(std::move(v), ctx);
 }
-
-void MiniBatchModule::publish(Snapshot& snapshot) const { snapshot.minibatch = m_view; }
 
 }  // namespace tttlab::lab

@@ -10,6 +10,7 @@
 
 #include "lab/engine/compute_device.hpp"
 #include "lab/engine/engine.hpp"
+#include "lab/engine/job_module.hpp"
 #include "lab/minibatch/minibatch_types.hpp"
 #include "lab/models/model_library.hpp"
 
@@ -18,7 +19,7 @@ namespace tttlab::lab {
 // 1, 2, 4, …, and T itself when it is not a power of two.
 std::vector<int> sweep_mini_batches(int T);
 
-class MiniBatchModule final : public EngineModule {
+class MiniBatchModule final : public JobModule<MiniBatchView, &Snapshot::minibatch> {
  public:
   // `compute`: the device choice (compute_device.hpp); null: the CPU only.
   explicit MiniBatchModule(std::shared_ptr<ModelLibrary> library = nullptr,
@@ -28,17 +29,13 @@ class MiniBatchModule final : public EngineModule {
   bool handle(const Command& command, ModuleContext& ctx) override;
   bool has_work(Clock::time_point now) const override;
   void work(ModuleContext& ctx) override;
-  void publish(Snapshot& snapshot) const override;
 
   struct Job;
 
  private:
   std::shared_ptr<ModelLibrary> m_library;
   std::shared_ptr<ComputeChoice> m_compute;
-  std::shared_ptr<const MiniBatchView> m_view;
   std::unique_ptr<Job> m_job;
-  JobSlot m_slot;
-  std::uint64_t m_generation = 0;
   std::vector<SweepSettings> m_queued;  // SweepRun{after_current = true} waiting for the running sweep
   void start(const SweepSettings& s, ModuleContext& ctx);
   void run_gpu(Job& j, const Model<float>& m, SweepPoint& p);

@@ -167,8 +167,7 @@ struct NonparametricModule::Job {
 };
 
 NonparametricModule::NonparametricModule(std::shared_ptr<ModelLibrary> library)
-    : m_library(library ? std::move(library) : std::make_shared<ModelLibrary>()),
-      m_view(std::make_shared<NonparametricView>()) {}
+    : m_library(library ? std::move(library) : std::make_shared<ModelLibrary>()) {}
 NonparametricModule::~NonparametricModule() = default;
 
 bool NonparametricModule::handle(const Command& command, ModuleContext& ctx) {
@@ -178,7 +177,7 @@ bool NonparametricModule::handle(const Command& command, ModuleContext& ctx) {
   m_job.reset();
 
   // Keep the previous results on show (marked stale by results_generation) while the new job runs.
-  auto v = std::make_shared<NonparametricView>(*m_view);
+  auto v = next_view();
   v->error.clear();
   v->progress = 0;
   v->config = run->config;
@@ -188,25 +187,19 @@ bool NonparametricModule::handle(const Command& command, ModuleContext& ctx) {
     m_job = std::make_unique<Job>(run->config, *m_library);
     return "Theorem 2: block " + std::to_string(run->config.block);
   });
-  m_view = std::move(v);
-  ctx.mark_dirty();
+  show(std::move(v), ctx);
   return true;
 }
 
-bool NonparametricModule::has_work(Clock::time_point) const { return m_slot.running(); }
-
 void NonparametricModule::work(ModuleContext& ctx) {
-  auto v = std::make_shared<NonparametricView>(*m_view);
+  auto v = next_view();
   m_slot.step(ctx, *v, [&] {
     const bool finished = m_job->step(*v);
     m_slot.set_progress(ctx, *v, finished ? 1.0 : m_job->progress());
     return finished;
   });
   if (!m_slot.running()) m_job.reset();
-  m_view = std::move(v);
-  ctx.mark_dirty();
+  show(std::move(v), ctx);
 }
-
-void NonparametricModule::publish(Snapshot& snapshot) const { snapshot.nonparametric = m_view; }
 
 }  // namespace tttlab::lab

@@ -10,19 +10,18 @@
 #include <memory>
 
 #include "lab/engine/engine.hpp"
+#include "lab/engine/job_module.hpp"
 #include "lab/models/model_library.hpp"
 
 namespace tttlab::lab {
 
-class NonparametricModule final : public EngineModule {
+class NonparametricModule final : public JobModule<NonparametricView, &Snapshot::nonparametric> {
  public:
   explicit NonparametricModule(std::shared_ptr<ModelLibrary> library = nullptr);
   ~NonparametricModule() override;
   const char* name() const override { return "nonparametric learner"; }
   bool handle(const Command& command, ModuleContext& ctx) override;
-  bool has_work(Clock::time_point now) const override;
   void work(ModuleContext& ctx) override;
-  void publish(Snapshot& snapshot) const override;
 
   static constexpr int kMaxTokens = 1024;
   // Throws std::invalid_argument with a one-line, user-facing message when `c` is unusable (whether
@@ -33,10 +32,7 @@ class NonparametricModule final : public EngineModule {
 
  private:
   std::shared_ptr<ModelLibrary> m_library;
-  std::shared_ptr<const NonparametricView> m_view;
   std::unique_ptr<Job> m_job;
-  JobSlot m_slot;
-  std::uint64_t m_generation = 0;
 };
 
 }  // namespace tttlab::lab

@@ -371,8 +371,7 @@ class TypedJob final : public PrimalDualModule::Job {
 
 PrimalDualModule::PrimalDualModule(std::shared_ptr<ModelLibrary> library, std::shared_ptr<ComputeChoice> compute)
     : m_library(library ? std::move(library) : std::make_shared<ModelLibrary>()),
-      m_compute(compute ? std::move(compute) : std::make_shared<ComputeChoice>()),
-      m_view(std::make_shared<PrimalDualView>()) {}
+      m_compute(compute ? std::move(compute) : std::make_shared<ComputeChoice>()) {}
 PrimalDualModule::~PrimalDualModule() = default;
 
 bool PrimalDualModule::handle(const Command& command, ModuleContext& ctx) {
@@ -382,7 +381,7 @@ bool PrimalDualModule::handle(const Command& command, ModuleContext& ctx) {
   m_job.reset();
 
   // Keep the previous results on show (marked stale by results_generation) while the new job runs.
-  auto v = std::make_shared<PrimalDualView>(*m_view);
+  auto v = next_view();
   v->error.clear();
   v->progress = 0;
   v->config = run->config;
@@ -398,25 +397,19 @@ bool PrimalDualModule::handle(const Command& command, ModuleContext& ctx) {
       m_job = std::make_unique<TypedJob<double>>(run->config, *m_library, m_compute->target());
     return "Primal vs dual: T = " + std::to_string(run->config.head.tokens());
   });
-  m_view = std::move(v);
-  ctx.mark_dirty();
+  show(std::move(v), ctx);
   return true;
 }
 
-bool PrimalDualModule::has_work(Clock::time_point) const { return m_slot.running(); }
-
 void PrimalDualModule::work(ModuleContext& ctx) {
-  auto v = std::make_shared<PrimalDualView>(*m_view);
+  auto v = next_view();
   m_slot.step(ctx, *v, [&] {
     const bool finished = m_job->step(*v);
     m_slot.set_progress(ctx, *v, m_job->progress());
     return finished;
   });
   if (!m_slot.running()) m_job.reset();
-  m_view = std::move(v);
-  ctx.mark_dirty();
+  show(std::move(v), ctx);
 }
-
-void PrimalDualModule::publish(Snapshot& snapshot) const { snapshot.primal_dual = m_view; }
 
 }  // namespace tttlab::lab

@@ -12,11 +12,12 @@
 
 #include "lab/engine/compute_device.hpp"
 #include "lab/engine/engine.hpp"
+#include "lab/engine/job_module.hpp"
 #include "lab/models/model_library.hpp"
 
 namespace tttlab::lab {
 
-class PrimalDualModule final : public EngineModule {
+class PrimalDualModule final : public JobModule<PrimalDualView, &Snapshot::primal_dual> {
  public:
   // `compute`: the device choice (compute_device.hpp); null: the CPU only.
   explicit PrimalDualModule(std::shared_ptr<ModelLibrary> library = nullptr,
@@ -24,9 +25,7 @@ class PrimalDualModule final : public EngineModule {
   ~PrimalDualModule() override;
   const char* name() const override { return "primal vs dual"; }
   bool handle(const Command& command, ModuleContext& ctx) override;
-  bool has_work(Clock::time_point now) const override;
   void work(ModuleContext& ctx) override;
-  void publish(Snapshot& snapshot) const override;
 
   static HeadLimits limits();
 
@@ -35,10 +34,7 @@ class PrimalDualModule final : public EngineModule {
  private:
   std::shared_ptr<ModelLibrary> m_library;
   std::shared_ptr<ComputeChoice> m_compute;
-  std::shared_ptr<const PrimalDualView> m_view;
   std::unique_ptr<Job> m_job;
-  JobSlot m_slot;
-  std::uint64_t m_generation = 0;
 };
 
 }  // namespace tttlab::lab

@@ -53,7 +53,7 @@ struct RecallModule::Job {
   long units_done = 0, units_total = 0;    // episodes of the accuracy phase + rows of the map phase
 };
 
-RecallModule::RecallModule() : m_view(std::make_shared<RecallView>()) {}
+RecallModule::RecallModule() = default;
 RecallModule::~RecallModule() = default;
 
 bool RecallModule::handle(const Command& command, ModuleContext& ctx) {
@@ -96,19 +96,15 @@ bool RecallModule::handle(const Command& command, ModuleContext& ctx) {
     m_job = std::move(job);
     return "Recall lab: d = " + std::to_string(s.width) + ", " + std::to_string(s.sequences) + " sequences per P";
   });
-  m_view = std::move(v);
-  ctx.mark_dirty();
+  show(std::move(v), ctx);
   return true;
 }
 
-bool RecallModule::has_work(Clock::time_point) const { return m_slot.running(); }
-
 void RecallModule::finish(ModuleContext& ctx, JobOutcome outcome, const std::string& message) {
-  auto v = std::make_shared<RecallView>(*m_view);
+  auto v = next_view();
   m_slot.finish(ctx, *v, outcome, message);
   m_job.reset();
-  m_view = std::move(v);
-  ctx.mark_dirty();
+  show(std::move(v), ctx);
 }
 
 void RecallModule::work(ModuleContext& ctx) {
@@ -117,7 +113,7 @@ void RecallModule::work(ModuleContext& ctx) {
   const RecallSettings& s = j.s;
   const std::size_t np = s.pairs.size();
   const std::size_t P = static_cast<std::size_t>(s.map_pairs);
-  auto v = std::make_shared<RecallView>(*m_view);
+  auto v = next_view();
   const auto t0 = std::chrono::steady_clock::now();
   try {
     do {
@@ -163,11 +159,8 @@ void RecallModule::work(ModuleContext& ctx) {
     return finish(ctx, JobOutcome::Failed, e.what());
   }
   m_slot.set_progress(ctx, *v, static_cast<double>(j.units_done) / static_cast<double>(j.units_total));
-  m_view = std::move(v);
-  ctx.mark_dirty();
+  show(std::move(v), ctx);
   if (j.units_done >= j.units_total) finish(ctx, JobOutcome::Done, {});
 }
-
-void RecallModule::publish(Snapshot& snapshot) const { snapshot.recall = m_view; }
 
 }  // namespace tttlab::lab

@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "lab/engine/engine.hpp"
+#include "lab/engine/job_module.hpp"
 #include "lab/recall/recall_types.hpp"
 
 namespace tttlab::lab {
@@ -16,23 +17,18 @@ namespace tttlab::lab {
 // module share it, so a scene the reader accepts always computes).
 void validate(const RecallSettings& s);
 
-class RecallModule final : public EngineModule {
+class RecallModule final : public JobModule<RecallView, &Snapshot::recall> {
  public:
   RecallModule();
   ~RecallModule() override;
   const char* name() const override { return "recall lab"; }
   bool handle(const Command& command, ModuleContext& ctx) override;
-  bool has_work(Clock::time_point now) const override;
   void work(ModuleContext& ctx) override;
-  void publish(Snapshot& snapshot) const override;
 
   struct Job;
 
  private:
-  std::shared_ptr<const RecallView> m_view;
   std::unique_ptr<Job> m_job;
-  JobSlot m_slot;
-  std::uint64_t m_generation = 0;
   void finish(ModuleContext& ctx, JobOutcome outcome, const std::string& message);
 };
 

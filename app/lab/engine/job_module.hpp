@@ -1,0 +1,34 @@
+// app/lab/engine/job_module.hpp — the base of a feature's engine module whose work is one job at a
+// time (JobSlot): it keeps the view on show, says whether a job has work, and publishes the view into
+// its field of the Snapshot. A module derives from JobModule<ItsView, &Snapshot::its_field> and
+// writes only what is its own: how a request starts a job, and one work item of it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "lab/engine/engine.hpp"
+
+namespace tttlab::lab {
+
+template <class View, std::shared_ptr<const View> Snapshot::*Field>
+class JobModule : public EngineModule {
+ public:
+  bool has_work(Clock::time_point) const override { return m_slot.running(); }
+  void publish(Snapshot& snapshot) const override { snapshot.*Field = m_view; }
+
+ protected:
+  // A copy of the view on show, to change and then show(): the snapshots already taken keep theirs.
+  std::shared_ptr<View> next_view() const { return std::make_shared<View>(*m_view); }
+  // Puts `view` on show in the next snapshot.
+  void show(std::shared_ptr<const View> view, ModuleContext& ctx) {
+    m_view = std::move(view);
+    ctx.mark_dirty();
+  }
+
+  std::shared_ptr<const View> m_view = std::make_shared<const View>();
+  JobSlot m_slot;
+  std::uint64_t m_generation = 0;  // of the newest request (JobView::generation)
+};
+
+}  // namespace tttlab::lab
