@@ -389,7 +389,8 @@ struct CudaTrainBackend::Impl {
   // Around an inner-loop kernel: before its launch, the point the queued products wait for;
   // after it, their launch on the side stream and the join. (Joining later, after the work that
   // follows the TTT-Linear backward, so that the products it leaves unfinished overlap that work,
-  // measured no faster on an H100: 42.27 ms per D768 bf16 step with it, 42.22 without.)
+  // measured no faster: the same step time within noise (docs/history/kernels-notebook.md has the
+  // run).)
   void before_inner_loop() {
     if (!deferred.empty()) TTTLAB_CUDA_CHECK(cudaEventRecord(side_ready, stream));
   }
@@ -1161,8 +1162,8 @@ CudaTrainBackend::CudaTrainBackend(const TrainBackendContext& ctx, const CudaTra
   s.gemm = std::make_unique<Gemm>(s.stream, options.gemm, options.engine);
   s.bf16 = options.gemm == GemmPrecision::Bf16 && s.gemm->engine() == GemmEngine::Cublas;
   // TTT-Linear only: beside the TTT-MLP backward (whose carry lives in L2, which the products'
-  // operands then stream through) the D768 bf16 step measured no faster, 146.3 against 146.4 ms on
-  // an H100, and with the carry pinned in an L2 set-aside, 165 ms (docs/KERNELS.md).
+  // operands then stream through) the bf16 step measured no faster, and slower with the carry pinned
+  // in an L2 set-aside (docs/history/kernels-notebook.md has the runs).
   s.beside = s.bf16 && !s.attention && !s.ttt_mlp;
   if (s.beside) {
     TTTLAB_CUDA_CHECK(cudaStreamCreateWithPriority(&s.side_stream, cudaStreamNonBlocking, lowest));
