@@ -18,6 +18,18 @@ class JobModule : public EngineModule {
   void publish(Snapshot& snapshot) const override { snapshot.*Field = m_view; }
 
  protected:
+  // The view for a new request: the running job, if any, is superseded (the module drops its job
+  // state too), and the view starts empty, or as a copy of the one on show whose results stay on show
+  // (marked stale by their own generation) while the new job runs. Either way it has the request's
+  // generation, no error and no progress yet.
+  std::shared_ptr<View> new_request(ModuleContext& ctx, bool keep_results) {
+    m_slot.supersede(ctx);
+    auto v = keep_results ? next_view() : std::make_shared<View>();
+    v->error.clear();
+    v->progress = 0;
+    v->generation = ++m_generation;
+    return v;
+  }
   // A copy of the view on show, to change and then show(): the snapshots already taken keep theirs.
   std::shared_ptr<View> next_view() const { return std::make_shared<View>(*m_view); }
   // Puts `view` on show in the next snapshot.

@@ -32,12 +32,10 @@ EvaluationModule::~EvaluationModule() = default;
 bool EvaluationModule::handle(const Command& command, ModuleContext& ctx) {
   const auto* run = std::get_if<EvaluationRun>(&command);
   if (!run) return false;
-  m_slot.supersede(ctx);
+  auto v = new_request(ctx, false);
   m_job.reset();
-  auto v = std::make_shared<EvaluationView>();
   const EvalSettings& s = run->settings;
   v->settings = s;
-  v->generation = ++m_generation;
   m_slot.start(ctx, *v, [&] {
     if (s.models.empty()) throw std::invalid_argument("choose at least one model");
     if (s.models.size() > 8) throw std::invalid_argument("at most 8 models at once");

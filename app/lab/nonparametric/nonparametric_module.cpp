@@ -173,15 +173,10 @@ NonparametricModule::~NonparametricModule() = default;
 bool NonparametricModule::handle(const Command& command, ModuleContext& ctx) {
   const auto* run = std::get_if<NonparametricRun>(&command);
   if (!run) return false;
-  m_slot.supersede(ctx);
+  // The previous results stay on show (marked stale by results_generation) while the new job runs.
+  auto v = new_request(ctx, true);
   m_job.reset();
-
-  // Keep the previous results on show (marked stale by results_generation) while the new job runs.
-  auto v = next_view();
-  v->error.clear();
-  v->progress = 0;
   v->config = run->config;
-  v->generation = ++m_generation;
   m_slot.start(ctx, *v, [&] {
     validate(run->config);
     m_job = std::make_unique<Job>(run->config, *m_library);

@@ -377,16 +377,11 @@ PrimalDualModule::~PrimalDualModule() = default;
 bool PrimalDualModule::handle(const Command& command, ModuleContext& ctx) {
   const auto* run = std::get_if<PrimalDualRun>(&command);
   if (!run) return false;
-  m_slot.supersede(ctx);
+  // The previous results stay on show (marked stale by results_generation) while the new job runs.
+  auto v = new_request(ctx, true);
   m_job.reset();
-
-  // Keep the previous results on show (marked stale by results_generation) while the new job runs.
-  auto v = next_view();
-  v->error.clear();
-  v->progress = 0;
   v->config = run->config;
   v->effective = run->config.effective();
-  v->generation = ++m_generation;
   m_slot.start(ctx, *v, [&] {
     if (run->config.timing_reps < 1 || run->config.timing_reps > 50)
       throw std::invalid_argument("timing repetitions must be in [1, 50]");

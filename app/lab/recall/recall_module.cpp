@@ -59,12 +59,10 @@ RecallModule::~RecallModule() = default;
 bool RecallModule::handle(const Command& command, ModuleContext& ctx) {
   const auto* run = std::get_if<RecallRun>(&command);
   if (!run) return false;
-  m_slot.supersede(ctx);
+  auto v = new_request(ctx, false);
   m_job.reset();
   const RecallSettings& s = run->settings;
-  auto v = std::make_shared<RecallView>();
   v->settings = s;
-  v->generation = ++m_generation;
   m_slot.start(ctx, *v, [&] {
     validate(s);
     auto job = std::make_unique<Job>();
