@@ -9,11 +9,14 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "lab/engine/job.hpp"
 
 namespace tttlab::lab {
 
@@ -54,5 +57,27 @@ inline Measurement plain(double v) { return Measurement{v, std::nullopt, std::nu
 double mean_range(const std::vector<double>& v, std::size_t from, std::size_t to);
 // Throws MeasureError "the <experiment> experiment failed: <error>" when `error` is not empty.
 void fail_if(const std::string& error, std::string_view experiment);
+
+// The view of a job-style feature (JobView) once its job is done; nullptr while there is none yet or
+// it still runs. Throws MeasureError naming `experiment` when the job failed.
+template <class View>
+const View* finished_view(const std::shared_ptr<const View>& view, std::string_view experiment) {
+  const View* v = view.get();
+  if (!v) return nullptr;
+  if (v->outcome == JobOutcome::Failed)
+    fail_if(v->error.empty() ? "unknown error" : v->error, experiment);
+  return v->outcome == JobOutcome::Done ? v : nullptr;
+}
+
+// The MeasureSet of the feature whose view is Snapshot::*Field, read by `Read`: each feature's
+// `<feature>_measures()` returns it, so that the file states only its measures and their reader.
+template <auto Field, std::optional<Measures> (*Read)(const Snapshot&)>
+const MeasureSet& measure_set(const std::vector<MeasureInfo>& infos) {
+  static const MeasureSet set{infos, Read, [](const Snapshot& s) -> std::uint64_t {
+                                const auto& view = s.*Field;
+                                return view ? view->generation : 0;
+                              }};
+  return set;
+}
 
 }  // namespace tttlab::lab

@@ -29,11 +29,8 @@ const std::vector<MeasureInfo> kInfos = {
 };
 
 std::optional<Measures> read(const Snapshot& s) {
-  const auto* v = s.evaluation.get();
+  const auto* v = finished_view(s.evaluation, "evaluation");
   if (!v) return std::nullopt;
-  if (v->outcome == JobOutcome::Failed)
-    fail_if(v->error.empty() ? "unknown error" : v->error, "evaluation");
-  if (v->outcome != JobOutcome::Done) return std::nullopt;
   Measures m;
   for (std::size_t i = 0; i < v->curves.size(); ++i) {
     const auto& c = v->curves[i];
@@ -54,13 +51,10 @@ std::optional<Measures> read(const Snapshot& s) {
   return m;
 }
 
-std::uint64_t generation(const Snapshot& s) { return s.evaluation ? s.evaluation->generation : 0; }
-
 }  // namespace
 
 const MeasureSet& evaluation_measures() {
-  static const MeasureSet set{kInfos, &read, &generation};
-  return set;
+  return measure_set<&Snapshot::evaluation, &read>(kInfos);
 }
 
 }  // namespace tttlab::lab

@@ -49,13 +49,8 @@ std::optional<Measures> read(const Snapshot& s) {
   return m;
 }
 
-std::uint64_t generation(const Snapshot& s) { return s.evolution ? s.evolution->generation : 0; }
-
 }  // namespace
 
-const MeasureSet& evolution_measures() {
-  static const MeasureSet set{kInfos, &read, &generation};
-  return set;
-}
+const MeasureSet& evolution_measures() { return measure_set<&Snapshot::evolution, &read>(kInfos); }
 
 }  // namespace tttlab::lab

@@ -112,13 +112,8 @@ std::optional<Measures> read(const Snapshot& s) {
   return m;
 }
 
-std::uint64_t generation(const Snapshot& s) { return s.curves ? s.curves->generation : 0; }
-
 }  // namespace
 
-const MeasureSet& curves_measures() {
-  static const MeasureSet set{kInfos, &read, &generation};
-  return set;
-}
+const MeasureSet& curves_measures() { return measure_set<&Snapshot::curves, &read>(kInfos); }
 
 }  // namespace tttlab::lab

@@ -53,13 +53,8 @@ std::optional<Measures> read(const Snapshot& s) {
   return m;
 }
 
-std::uint64_t generation(const Snapshot& s) { return s.stepper ? s.stepper->generation : 0; }
-
 }  // namespace
 
-const MeasureSet& stepper_measures() {
-  static const MeasureSet set{kInfos, &read, &generation};
-  return set;
-}
+const MeasureSet& stepper_measures() { return measure_set<&Snapshot::stepper, &read>(kInfos); }
 
 }  // namespace tttlab::lab

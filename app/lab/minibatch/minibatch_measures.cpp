@@ -21,13 +21,8 @@ const std::vector<MeasureInfo> kInfos = {
 };
 
 std::optional<Measures> read(const Snapshot& s) {
-  const auto* v = s.minibatch.get();
-  if (!v) return std::nullopt;
-  if (v->outcome == JobOutcome::Failed)
-    fail_if(v->error.empty() ? "unknown error" : v->error, "mini-batch");
-  if (v->outcome != JobOutcome::Done || !v->current || !v->current->complete ||
-      v->current->points.empty())
-    return std::nullopt;
+  const auto* v = finished_view(s.minibatch, "mini-batch");
+  if (!v || !v->current || !v->current->complete || v->current->points.empty()) return std::nullopt;
   Measures m;
   const auto& pts = v->current->points;
   const SweepPoint* best = &pts.front();
@@ -44,13 +39,8 @@ std::optional<Measures> read(const Snapshot& s) {
   return m;
 }
 
-std::uint64_t generation(const Snapshot& s) { return s.minibatch ? s.minibatch->generation : 0; }
-
 }  // namespace
 
-const MeasureSet& minibatch_measures() {
-  static const MeasureSet set{kInfos, &read, &generation};
-  return set;
-}
+const MeasureSet& minibatch_measures() { return measure_set<&Snapshot::minibatch, &read>(kInfos); }
 
 }  // namespace tttlab::lab

@@ -36,12 +36,8 @@ const std::vector<MeasureInfo> kInfos = {
 };
 
 std::optional<Measures> read(const Snapshot& s) {
-  const auto* v = s.nonparametric.get();
-  if (!v) return std::nullopt;
-  if (v->outcome == JobOutcome::Failed)
-    fail_if(v->error.empty() ? "unknown error" : v->error, "Theorem 2");
-  if (v->outcome != JobOutcome::Done || v->results_generation != v->generation || !v->detail)
-    return std::nullopt;
+  const auto* v = finished_view(s.nonparametric, "Theorem 2");
+  if (!v || v->results_generation != v->generation || !v->detail) return std::nullopt;
   const auto& d = *v->detail;
   Measures m;
   m["nw_max_rel_diff"] = plain(v->max_rel_diff);
@@ -62,15 +58,10 @@ std::optional<Measures> read(const Snapshot& s) {
   return m;
 }
 
-std::uint64_t generation(const Snapshot& s) {
-  return s.nonparametric ? s.nonparametric->generation : 0;
-}
-
 }  // namespace
 
 const MeasureSet& nonparametric_measures() {
-  static const MeasureSet set{kInfos, &read, &generation};
-  return set;
+  return measure_set<&Snapshot::nonparametric, &read>(kInfos);
 }
 
 }  // namespace tttlab::lab

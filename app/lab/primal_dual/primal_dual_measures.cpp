@@ -22,11 +22,8 @@ const std::vector<MeasureInfo> kInfos = {
 };
 
 std::optional<Measures> read(const Snapshot& s) {
-  const auto* v = s.primal_dual.get();
-  if (!v) return std::nullopt;
-  if (v->outcome == JobOutcome::Failed)
-    fail_if(v->error.empty() ? "unknown error" : v->error, "primal vs dual");
-  if (v->outcome != JobOutcome::Done || v->results_generation != v->generation) return std::nullopt;
+  const auto* v = finished_view(s.primal_dual, "primal vs dual");
+  if (!v || v->results_generation != v->generation) return std::nullopt;
   Measures m;
   m["max_abs_diff"] = plain(v->max_abs_diff);
   m["max_rel_diff"] =
@@ -47,15 +44,10 @@ std::optional<Measures> read(const Snapshot& s) {
   return m;
 }
 
-std::uint64_t generation(const Snapshot& s) {
-  return s.primal_dual ? s.primal_dual->generation : 0;
-}
-
 }  // namespace
 
 const MeasureSet& primal_dual_measures() {
-  static const MeasureSet set{kInfos, &read, &generation};
-  return set;
+  return measure_set<&Snapshot::primal_dual, &read>(kInfos);
 }
 
 }  // namespace tttlab::lab

@@ -37,11 +37,8 @@ const std::vector<MeasureInfo> kInfos = {
 };
 
 std::optional<Measures> read(const Snapshot& s) {
-  const auto* v = s.recall.get();
-  if (!v) return std::nullopt;
-  if (v->outcome == JobOutcome::Failed)
-    fail_if(v->error.empty() ? "unknown error" : v->error, "recall lab");
-  if (v->outcome != JobOutcome::Done || v->accuracy.size() != 4) return std::nullopt;
+  const auto* v = finished_view(s.recall, "recall lab");
+  if (!v || v->accuracy.size() != 4) return std::nullopt;
   const RecallSettings& st = v->settings;
   const std::size_t np = st.pairs.size();
   // Indices of recall::Memory: TTT-Linear, TTT-MLP, linear attention, softmax attention.
@@ -78,13 +75,8 @@ std::optional<Measures> read(const Snapshot& s) {
   return m;
 }
 
-std::uint64_t generation(const Snapshot& s) { return s.recall ? s.recall->generation : 0; }
-
 }  // namespace
 
-const MeasureSet& recall_measures() {
-  static const MeasureSet set{kInfos, &read, &generation};
-  return set;
-}
+const MeasureSet& recall_measures() { return measure_set<&Snapshot::recall, &read>(kInfos); }
 
 }  // namespace tttlab::lab
