@@ -6,6 +6,7 @@
 
 #include "lab/engine/resources.hpp"
 #include "lab/state/json_fields.hpp"
+#include "lab/state/settings_fields.hpp"
 
 namespace tttlab::lab {
 
@@ -56,50 +57,40 @@ const char* to_string(EtaGate g) { return g == EtaGate::Learned ? "learned" : "f
 const char* to_string(W0Init w) { return w == W0Init::Zero ? "zero" : "random"; }
 const char* to_string(HeadSource s) { return s == HeadSource::Model ? "model" : "toy"; }
 
-nlohmann::json to_json(const HeadConfig& c) {
-  return {
-      {"source", to_string(c.source)},
-      {"model_id", c.model_id},
-      {"block", c.block},
-      {"head", c.head},
-      {"override_model", c.override_model},
-      {"text", c.text},
-      {"seed", c.seed},
-      {"repeat", c.repeat},
-      {"model", c.model == InnerModel::Linear ? "linear" : "mlp"},
-      {"d", c.d},
-      {"mini_batch", c.mini_batch},
-      {"eta_base", c.eta_base},
-      {"gate", to_string(c.gate)},
-      {"token_index", c.token_index},
-      {"layer_norm", c.layer_norm},
-      {"residual", c.residual},
-      {"bias", c.bias},
-      {"w0", to_string(c.w0)},
-  };
+namespace {
+
+const SettingsFields<HeadConfig>& head_fields() {
+  using H = HeadConfig;
+  static const SettingsFields<HeadConfig> fields =
+      SettingsFields<HeadConfig>()
+          .choice("source", &H::source, {{"model", HeadSource::Model}, {"toy", HeadSource::Toy}})
+          .string("model_id", &H::model_id, 4096)
+          .integer("block", &H::block, 0, 1023)
+          .integer("head", &H::head, 0, 1023)
+          .boolean("override_model", &H::override_model)
+          .string("text", &H::text, 1 << 16)
+          .uint64("seed", &H::seed)
+          .integer("repeat", &H::repeat, 1, 1 << 16)
+          .choice("model", &H::model, {{"linear", InnerModel::Linear}, {"mlp", InnerModel::MLP}})
+          .integer("d", &H::d, 2, 64)
+          .integer("mini_batch", &H::mini_batch, 1, 1 << 16)
+          .number("eta_base", &H::eta_base, 1e-6, 1000.0)
+          .choice("gate", &H::gate, {{"learned", EtaGate::Learned}, {"fixed", EtaGate::Fixed}})
+          .boolean("token_index", &H::token_index)
+          .boolean("layer_norm", &H::layer_norm)
+          .boolean("residual", &H::residual)
+          .boolean("bias", &H::bias)
+          .choice("w0", &H::w0, {{"zero", W0Init::Zero}, {"random", W0Init::Random}});
+  return fields;
 }
+
+}  // namespace
+
+nlohmann::json to_json(const HeadConfig& c) { return head_fields().to_json(c); }
 
 HeadConfig head_config_from(const FieldReader& r) {
   HeadConfig c;
-  c.source = r.choice("source", {"model", "toy"}, c.source == HeadSource::Model ? 0 : 1) == 0 ? HeadSource::Model
-                                                                                             : HeadSource::Toy;
-  c.model_id = r.string("model_id", 4096, c.model_id);
-  c.block = static_cast<int>(r.integer("block", 0, 1023, c.block));
-  c.head = static_cast<int>(r.integer("head", 0, 1023, c.head));
-  c.override_model = r.boolean("override_model", c.override_model);
-  c.text = r.string("text", 1 << 16, c.text);
-  c.seed = r.uint64("seed", c.seed);
-  c.repeat = static_cast<int>(r.integer("repeat", 1, 1 << 16, c.repeat));
-  c.model = r.choice("model", {"linear", "mlp"}, c.model == InnerModel::Linear ? 0 : 1) == 0 ? InnerModel::Linear : InnerModel::MLP;
-  c.d = static_cast<int>(r.integer("d", 2, 64, c.d));
-  c.mini_batch = static_cast<int>(r.integer("mini_batch", 1, 1 << 16, c.mini_batch));
-  c.eta_base = r.number("eta_base", 1e-6, 1000.0, c.eta_base);
-  c.gate = r.choice("gate", {"learned", "fixed"}, c.gate == EtaGate::Learned ? 0 : 1) == 0 ? EtaGate::Learned : EtaGate::Fixed;
-  c.token_index = r.boolean("token_index", c.token_index);
-  c.layer_norm = r.boolean("layer_norm", c.layer_norm);
-  c.residual = r.boolean("residual", c.residual);
-  c.bias = r.boolean("bias", c.bias);
-  c.w0 = r.choice("w0", {"zero", "random"}, c.w0 == W0Init::Zero ? 0 : 1) == 0 ? W0Init::Zero : W0Init::Random;
+  head_fields().read(r, c);
   return c;
 }
 

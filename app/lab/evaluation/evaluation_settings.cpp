@@ -5,18 +5,23 @@
 
 namespace tttlab::lab {
 
-EvalSettings eval_settings_from(const FieldReader& r, EvalSettings s) {
-  s.models = r.string_list("models", 8, 4096, s.models);
-  if (s.models.empty()) throw StateError(r.path() + ".models: choose at least one model");
-  s.data = r.string("data", 4096, s.data);
-  s.seq_len = static_cast<int>(r.integer("seq_len", 8, 4096, s.seq_len));
-  s.windows = static_cast<int>(r.integer("windows", 1, 1024, s.windows));
-  return s;
+namespace {
+
+const SettingsFields<EvalSettings>& eval_fields() {
+  using E = EvalSettings;
+  static const SettingsFields<E> fields =
+      SettingsFields<E>()
+          .string_list("models", &E::models, 8, 4096)
+          .check([](const FieldReader& r, const E& s) {
+            if (s.models.empty()) throw StateError(r.path() + ".models: choose at least one model");
+          })
+          .string("data", &E::data, 4096)
+          .integer("seq_len", &E::seq_len, 8, 4096)
+          .integer("windows", &E::windows, 1, 1024);
+  return fields;
 }
 
-nlohmann::json to_json(const EvalSettings& s) {
-  return {{"models", s.models}, {"data", s.data}, {"seq_len", s.seq_len}, {"windows", s.windows}};
-}
+}  // namespace
 
 EvaluationPanelSettings EvaluationPanelSettings::defaults() {
   EvaluationPanelSettings s;
@@ -25,19 +30,15 @@ EvaluationPanelSettings EvaluationPanelSettings::defaults() {
   return s;
 }
 
-EvaluationPanelSettings EvaluationPanelSettings::from(const FieldReader& r) {
-  EvaluationPanelSettings s = defaults();
-  s.eval = eval_settings_from(r, s.eval);
-  const FieldReader v = r.object("view");
-  s.smoothing = v.number("smoothing", 0.0, 0.999, s.smoothing);
-  s.log_x = v.boolean("log_x", s.log_x);
-  return s;
-}
-
-nlohmann::json EvaluationPanelSettings::to_json() const {
-  nlohmann::json j = lab::to_json(eval);
-  j["view"] = {{"smoothing", smoothing}, {"log_x", log_x}};
-  return j;
+const SettingsFields<EvaluationPanelSettings>& EvaluationPanelSettings::fields() {
+  using P = EvaluationPanelSettings;
+  static const SettingsFields<P> fields =
+      SettingsFields<P>()
+          .nested(&P::eval, eval_fields())
+          .object("view", SettingsFields<P>()
+                              .number("smoothing", &P::smoothing, 0.0, 0.999)
+                              .boolean("log_x", &P::log_x));
+  return fields;
 }
 
 }  // namespace tttlab::lab

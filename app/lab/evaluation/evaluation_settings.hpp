@@ -9,27 +9,19 @@
 
 #include "lab/engine/command.hpp"
 #include "lab/evaluation/evaluation_types.hpp"
-#include "lab/state/json_fields.hpp"
+#include "lab/state/settings_fields.hpp"
 
 namespace tttlab::lab {
 
-// The run part; absent keys keep `defaults`; throws StateError naming the field.
-EvalSettings eval_settings_from(const FieldReader& r, EvalSettings defaults);
-nlohmann::json to_json(const EvalSettings& s);
-
-struct EvaluationPanelSettings {
+struct EvaluationPanelSettings : PanelSettings<EvaluationPanelSettings> {
   EvalSettings eval;
   double smoothing = 0.9;
   bool log_x = false;
 
   // The default data source; the shipped model against an untrained TTT-Linear.
   static EvaluationPanelSettings defaults();
-  static EvaluationPanelSettings from(const FieldReader& r);
-  nlohmann::json to_json() const;
+  static const SettingsFields<EvaluationPanelSettings>& fields();
   std::vector<Command> commands() const { return {EvaluationRun{eval}}; }
-  static std::vector<Command> scene(const FieldReader& entry, const FieldReader&) {
-    return from(entry).commands();
-  }
 };
 
 }  // namespace tttlab::lab

@@ -10,11 +10,11 @@
 
 #include "lab/engine/command.hpp"
 #include "lab/engine/head_config.hpp"
-#include "lab/state/json_fields.hpp"
+#include "lab/state/settings_fields.hpp"
 
 namespace tttlab::lab {
 
-struct EvolutionPanelSettings {
+struct EvolutionPanelSettings : PanelSettings<EvolutionPanelSettings> {
   HeadConfig head;
   long cursor = -1;        // −1: the last token
   int layer = 0;           // TTT-MLP: 0 = W1, 1 = W2
@@ -24,11 +24,8 @@ struct EvolutionPanelSettings {
 
   // Block 1, head 2 of the shipped model.
   static EvolutionPanelSettings defaults();
-  // Absent keys keep the defaults; throws StateError naming the field.
-  static EvolutionPanelSettings from(const FieldReader& r);
-  nlohmann::json to_json() const;
-  std::vector<Command> commands() const;
-  static std::vector<Command> scene(const FieldReader& entry, const FieldReader& panels);
+  static const SettingsFields<EvolutionPanelSettings>& fields();
+  std::vector<Command> commands() const { return {EvolutionConfigure{head}}; }
 };
 
 }  // namespace tttlab::lab

@@ -10,23 +10,17 @@
 
 #include "lab/engine/command.hpp"
 #include "lab/generation/generation_types.hpp"
-#include "lab/state/json_fields.hpp"
+#include "lab/state/settings_fields.hpp"
 
 namespace tttlab::lab {
 
-struct GenerationPanelSettings {
+struct GenerationPanelSettings : PanelSettings<GenerationPanelSettings> {
   GenSettings gen;
   int block = 0, head = 0;
   bool all_heads = true;  // tint by the mean ‖ΔW‖ over the block's heads (else the chosen head)
 
-  static GenerationPanelSettings defaults() { return {}; }
-  // Absent keys keep the defaults; throws StateError naming the field.
-  static GenerationPanelSettings from(const FieldReader& r);
-  nlohmann::json to_json() const;
+  static const SettingsFields<GenerationPanelSettings>& fields();
   std::vector<Command> commands() const { return {GenerateStart{gen}}; }
-  static std::vector<Command> scene(const FieldReader& entry, const FieldReader&) {
-    return from(entry).commands();
-  }
 };
 
 }  // namespace tttlab::lab

@@ -8,41 +8,24 @@
 
 namespace tttlab::lab {
 
-CurvesSettings curves_settings_from(const FieldReader& r, CurvesSettings s) {
-  s.model_id = r.string("model_id", 4096, s.model_id);
-  s.data = r.string("data", 4096, s.data);
-  s.seq_len = static_cast<int>(r.integer("seq_len", 8, 2048, s.seq_len));
-  s.sequences = static_cast<int>(r.integer("sequences", 1, 256, s.sequences));
-  return s;
+namespace {
+
+const SettingsFields<CurvesSettings>& run_fields() {
+  using C = CurvesSettings;
+  static const SettingsFields<C> fields = SettingsFields<C>()
+                                              .string("model_id", &C::model_id, 4096)
+                                              .string("data", &C::data, 4096)
+                                              .integer("seq_len", &C::seq_len, 8, 2048)
+                                              .integer("sequences", &C::sequences, 1, 256);
+  return fields;
 }
 
-nlohmann::json to_json(const CurvesSettings& s) {
-  return {{"model_id", s.model_id},
-          {"data", s.data},
-          {"seq_len", s.seq_len},
-          {"sequences", s.sequences}};
-}
+}  // namespace
 
 CurvesPanelSettings CurvesPanelSettings::defaults() {
   CurvesPanelSettings s;
   s.run.data = default_data_source();
   return s;
-}
-
-CurvesPanelSettings CurvesPanelSettings::from(const FieldReader& r) {
-  CurvesPanelSettings s = defaults();
-  s.run = curves_settings_from(r, s.run);
-  const FieldReader v = r.object("view");
-  s.smoothing = v.number("smoothing", 0.0, 0.999, s.smoothing);
-  s.log_scale = v.boolean("log_scale", s.log_scale);
-  s.shared_y = v.boolean("shared_y", s.shared_y);
-  return s;
-}
-
-nlohmann::json CurvesPanelSettings::to_json() const {
-  nlohmann::json j = lab::to_json(run);
-  j["view"] = {{"smoothing", smoothing}, {"log_scale", log_scale}, {"shared_y", shared_y}};
-  return j;
 }
 
 std::vector<Command> CurvesPanelSettings::commands() const { return {CurvesRun{run}}; }
@@ -59,6 +42,18 @@ std::vector<Command> CurvesPanelSettings::scene(const FieldReader& entry,
   }
   out.push_back(CurvesRun{s.run});
   return out;
+}
+
+const SettingsFields<CurvesPanelSettings>& CurvesPanelSettings::fields() {
+  using P = CurvesPanelSettings;
+  static const SettingsFields<P> fields =
+      SettingsFields<P>()
+          .nested(&P::run, run_fields())
+          .object("view", SettingsFields<P>()
+                              .number("smoothing", &P::smoothing, 0.0, 0.999)
+                              .boolean("log_scale", &P::log_scale)
+                              .boolean("shared_y", &P::shared_y));
+  return fields;
 }
 
 }  // namespace tttlab::lab

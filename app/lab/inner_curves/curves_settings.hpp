@@ -10,15 +10,11 @@
 
 #include "lab/engine/command.hpp"
 #include "lab/inner_curves/curves_types.hpp"
-#include "lab/state/json_fields.hpp"
+#include "lab/state/settings_fields.hpp"
 
 namespace tttlab::lab {
 
-// The run part: model_id, data, seq_len, sequences; absent keys keep `defaults`.
-CurvesSettings curves_settings_from(const FieldReader& r, CurvesSettings defaults);
-nlohmann::json to_json(const CurvesSettings& s);
-
-struct CurvesPanelSettings {
+struct CurvesPanelSettings : PanelSettings<CurvesPanelSettings> {
   CurvesSettings run;
   double smoothing = 0.6;
   bool log_scale = false;
@@ -26,9 +22,7 @@ struct CurvesPanelSettings {
 
   // The default data source.
   static CurvesPanelSettings defaults();
-  // Absent keys keep the defaults; throws StateError naming the field.
-  static CurvesPanelSettings from(const FieldReader& r);
-  nlohmann::json to_json() const;
+  static const SettingsFields<CurvesPanelSettings>& fields();
   std::vector<Command> commands() const;
   // A lesson's scene; curves that follow a training run also start the scene's Training-panel run
   // (panels.training.settings).

@@ -12,7 +12,7 @@
 
 #include "lab/engine/command.hpp"
 #include "lab/engine/head_config.hpp"
-#include "lab/state/json_fields.hpp"
+#include "lab/state/settings_fields.hpp"
 
 namespace tttlab::lab {
 
@@ -24,7 +24,7 @@ namespace tttlab::lab {
 //   PerMatrix:      every map its own largest |value|.
 enum class StepperColourScale { SharedPerToken, FixedOverRun, PerMatrix };
 
-struct StepperPanelSettings {
+struct StepperPanelSettings : PanelSettings<StepperPanelSettings> {
   HeadConfig head;
   long cursor = 103;  // mid-way through the seventh mini-batch with the defaults (b = 16)
   double speed = 8.0;
@@ -34,10 +34,7 @@ struct StepperPanelSettings {
   StepperColourScale colours = StepperColourScale::SharedPerToken;
   int layer = 0;  // TTT-MLP: which weight matrix is shown (0: W1, 1: W2)
 
-  static StepperPanelSettings defaults() { return {}; }
-  // Absent keys keep the defaults; throws StateError naming the field.
-  static StepperPanelSettings from(const FieldReader& r);
-  nlohmann::json to_json() const;
+  static const SettingsFields<StepperPanelSettings>& fields();
   // What the panel sends the engine: the playback speed, then the head with the cursor.
   std::vector<Command> commands() const;
   // A lesson's scene: the head with every token computed (its measures read the whole text).

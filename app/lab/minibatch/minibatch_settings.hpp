@@ -12,15 +12,11 @@
 
 #include "lab/engine/command.hpp"
 #include "lab/minibatch/minibatch_types.hpp"
-#include "lab/state/json_fields.hpp"
+#include "lab/state/settings_fields.hpp"
 
 namespace tttlab::lab {
 
-// The sweep: mode, model_id, layer, data, seq_len, windows, train_steps, seed; absent keys keep `defaults`.
-SweepSettings sweep_settings_from(const FieldReader& r, SweepSettings defaults);
-nlohmann::json to_json(const SweepSettings& s);
-
-struct MiniBatchPanelSettings {
+struct MiniBatchPanelSettings : PanelSettings<MiniBatchPanelSettings> {
   SweepSettings sweep;
   std::optional<SweepSettings> ghost;  // the sweep drawn in grey (state files restore it)
   double smoothing = 0.7;
@@ -28,9 +24,7 @@ struct MiniBatchPanelSettings {
 
   // The default data source.
   static MiniBatchPanelSettings defaults();
-  // Absent keys keep the defaults; throws StateError naming the field.
-  static MiniBatchPanelSettings from(const FieldReader& r);
-  nlohmann::json to_json() const;
+  static const SettingsFields<MiniBatchPanelSettings>& fields();
   // The ghost's sweep first, then this one after it, so that the engine draws both.
   std::vector<Command> commands() const;
   // A lesson's scene: the sweep alone (its measures read the current sweep only).

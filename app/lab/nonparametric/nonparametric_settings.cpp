@@ -8,50 +8,44 @@
 
 namespace tttlab::lab {
 
-NonparametricConfig nonparametric_config_from(const FieldReader& r) {
-  NonparametricConfig c;
-  c.model_id = r.string("model_id", 4096, c.model_id);
-  c.block = static_cast<int>(r.integer("block", 0, 1024, c.block));
-  c.head = static_cast<int>(r.integer("attention_head", 0, 1024, c.head));
-  c.text = r.string("text", NonparametricModule::kMaxTokens, c.text);
-  c.data = r.string("data", 4096, c.data);
-  c.offset = static_cast<long>(r.integer("offset", 0, 1LL << 40, c.offset));
-  c.tokens = static_cast<int>(r.integer("tokens", 2, NonparametricModule::kMaxTokens, c.tokens));
-  c.precision =
-      r.choice("precision", {"double", "float"}, 0) == 0 ? Precision::Double : Precision::Float;
-  try {
-    NonparametricModule::validate(c);
-  } catch (const std::invalid_argument& e) {
-    throw StateError(r.path() + ": " + e.what());
-  }
-  check_block_and_head(c.model_id, c.block, r.path() + ".block", c.head,
-                       r.path() + ".attention_head");
-  return c;
+namespace {
+
+const SettingsFields<NonparametricConfig>& run_fields() {
+  using C = NonparametricConfig;
+  constexpr int kMaxTokens = NonparametricModule::kMaxTokens;
+  static const SettingsFields<C> fields =
+      SettingsFields<C>()
+          .string("model_id", &C::model_id, 4096)
+          .integer("block", &C::block, 0, 1024)
+          .integer("attention_head", &C::head, 0, 1024)
+          .string("text", &C::text, kMaxTokens)
+          .string("data", &C::data, 4096)
+          .integer("offset", &C::offset, 0, 1LL << 40)
+          .integer("tokens", &C::tokens, 2, kMaxTokens)
+          .choice("precision", &C::precision,
+                  {{"double", Precision::Double}, {"float", Precision::Float}})
+          .check([](const FieldReader& r, const C& c) {
+            try {
+              NonparametricModule::validate(c);
+            } catch (const std::invalid_argument& e) {
+              throw StateError(r.path() + ": " + e.what());
+            }
+            check_block_and_head(c.model_id, c.block, r.path() + ".block", c.head,
+                                 r.path() + ".attention_head");
+          });
+  return fields;
 }
 
-nlohmann::json to_json(const NonparametricConfig& c) {
-  return {{"model_id", c.model_id},
-          {"block", c.block},
-          {"attention_head", c.head},
-          {"text", c.text},
-          {"data", c.data},
-          {"offset", c.offset},
-          {"tokens", c.tokens},
-          {"precision", c.precision == Precision::Double ? "double" : "float"}};
-}
+}  // namespace
 
-NonparametricPanelSettings NonparametricPanelSettings::from(const FieldReader& r) {
-  NonparametricPanelSettings s;
-  s.run = nonparametric_config_from(r);
-  s.position = static_cast<long>(
-      r.object("view").integer("position", -1, NonparametricModule::kMaxTokens - 1, -1));
-  return s;
-}
-
-nlohmann::json NonparametricPanelSettings::to_json() const {
-  nlohmann::json j = lab::to_json(run);
-  j["view"] = {{"position", position}};
-  return j;
+const SettingsFields<NonparametricPanelSettings>& NonparametricPanelSettings::fields() {
+  using P = NonparametricPanelSettings;
+  static const SettingsFields<P> fields =
+      SettingsFields<P>()
+          .nested(&P::run, run_fields())
+          .object("view", SettingsFields<P>().integer("position", &P::position, -1,
+                                                      NonparametricModule::kMaxTokens - 1));
+  return fields;
 }
 
 }  // namespace tttlab::lab

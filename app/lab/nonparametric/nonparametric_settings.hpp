@@ -12,25 +12,16 @@
 
 #include "lab/engine/command.hpp"
 #include "lab/nonparametric/nonparametric_types.hpp"
-#include "lab/state/json_fields.hpp"
+#include "lab/state/settings_fields.hpp"
 
 namespace tttlab::lab {
 
-// Absent keys keep NonparametricConfig's defaults; throws StateError naming the field.
-NonparametricConfig nonparametric_config_from(const FieldReader& r);
-nlohmann::json to_json(const NonparametricConfig& c);
-
-struct NonparametricPanelSettings {
+struct NonparametricPanelSettings : PanelSettings<NonparametricPanelSettings> {
   NonparametricConfig run;
   long position = -1;  // the position t on show (−1: the last)
 
-  static NonparametricPanelSettings defaults() { return {}; }
-  static NonparametricPanelSettings from(const FieldReader& r);
-  nlohmann::json to_json() const;
+  static const SettingsFields<NonparametricPanelSettings>& fields();
   std::vector<Command> commands() const { return {NonparametricRun{run}}; }
-  static std::vector<Command> scene(const FieldReader& entry, const FieldReader&) {
-    return from(entry).commands();
-  }
 };
 
 }  // namespace tttlab::lab

@@ -15,31 +15,38 @@ PrimalDualConfig primal_dual_config_default() {
   return c;
 }
 
-PrimalDualConfig primal_dual_config_from(const FieldReader& r) {
-  PrimalDualConfig c = primal_dual_config_default();
-  c.head = head_config_from(r.object("head"));
-  c.precision =
-      r.choice("precision", {"double", "float"}, 0) == 0 ? Precision::Double : Precision::Float;
-  c.timing_reps = static_cast<int>(r.integer("timing_reps", 1, 50, c.timing_reps));
-  c.linear_attention = r.boolean("linear_attention", c.linear_attention);
-  c.gpu_math = r.choice("gpu_math", {"fp32", "tf32"}, 0) == 0 ? GpuMath::Fp32 : GpuMath::Tf32;
-  try {
-    validate(c.effective(), PrimalDualModule::limits());
-  } catch (const std::invalid_argument& e) {
-    throw StateError(r.path() + ".head: " + e.what());
-  }
-  if (!c.head.toy())
-    check_block_and_head(c.head.model_id, c.head.block, r.path() + ".head.block", c.head.head,
-                         r.path() + ".head.head");
-  return c;
+namespace {
+
+const SettingsFields<PrimalDualConfig>& config_fields() {
+  using C = PrimalDualConfig;
+  static const SettingsFields<C> fields =
+      SettingsFields<C>()
+          .custom([](const FieldReader& r, C& c) { c.head = head_config_from(r.object("head")); },
+                  [](const C& c, nlohmann::json& j) { j["head"] = lab::to_json(c.head); })
+          .choice("precision", &C::precision,
+                  {{"double", Precision::Double}, {"float", Precision::Float}})
+          .integer("timing_reps", &C::timing_reps, 1, 50)
+          .boolean("linear_attention", &C::linear_attention)
+          .choice("gpu_math", &C::gpu_math, {{"fp32", GpuMath::Fp32}, {"tf32", GpuMath::Tf32}})
+          .check([](const FieldReader& r, const C& c) {
+            try {
+              validate(c.effective(), PrimalDualModule::limits());
+            } catch (const std::invalid_argument& e) {
+              throw StateError(r.path() + ".head: " + e.what());
+            }
+            if (!c.head.toy())
+              check_block_and_head(c.head.model_id, c.head.block, r.path() + ".head.block",
+                                   c.head.head, r.path() + ".head.head");
+          });
+  return fields;
 }
 
-nlohmann::json to_json(const PrimalDualConfig& c) {
-  return {{"head", lab::to_json(c.head)},
-          {"precision", c.precision == Precision::Double ? "double" : "float"},
-          {"timing_reps", c.timing_reps},
-          {"linear_attention", c.linear_attention},
-          {"gpu_math", to_string(c.gpu_math)}};
+}  // namespace
+
+const SettingsFields<PrimalDualPanelSettings>& PrimalDualPanelSettings::fields() {
+  using P = PrimalDualPanelSettings;
+  static const SettingsFields<P> fields = SettingsFields<P>().nested(&P::run, config_fields());
+  return fields;
 }
 
 }  // namespace tttlab::lab

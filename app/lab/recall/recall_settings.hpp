@@ -10,7 +10,7 @@
 
 #include "lab/engine/command.hpp"
 #include "lab/recall/recall_types.hpp"
-#include "lab/state/json_fields.hpp"
+#include "lab/state/settings_fields.hpp"
 
 namespace tttlab::lab {
 
@@ -18,17 +18,12 @@ namespace tttlab::lab {
 RecallSettings recall_settings_from(const FieldReader& r, RecallSettings defaults);
 nlohmann::json to_json(const RecallSettings& s);
 
-struct RecallPanelSettings {
+struct RecallPanelSettings : PanelSettings<RecallPanelSettings> {
   RecallSettings run;
   bool log_x = true;
 
-  static RecallPanelSettings defaults() { return {}; }
-  static RecallPanelSettings from(const FieldReader& r);
-  nlohmann::json to_json() const;
+  static const SettingsFields<RecallPanelSettings>& fields();
   std::vector<Command> commands() const { return {RecallRun{run}}; }
-  static std::vector<Command> scene(const FieldReader& entry, const FieldReader&) {
-    return from(entry).commands();
-  }
 };
 
 }  // namespace tttlab::lab

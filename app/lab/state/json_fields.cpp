@@ -143,6 +143,11 @@ std::string FieldReader::string(std::string_view key, std::size_t max_bytes,
 
 int FieldReader::choice(std::string_view key, std::initializer_list<std::string_view> choices,
                         int fallback) const {
+  return choice(key, std::span<const std::string_view>(choices.begin(), choices.size()), fallback);
+}
+
+int FieldReader::choice(std::string_view key, std::span<const std::string_view> choices,
+                        int fallback) const {
   const auto* v = field(key);
   if (!v) return fallback;
   std::string list;

@@ -9,13 +9,14 @@
 
 #include <cstdint>
 #include <initializer_list>
-#include <set>
-#include <vector>
 #include <nlohmann/json_fwd.hpp>
+#include <set>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace tttlab::lab {
 
@@ -66,6 +67,7 @@ class FieldReader {
   // One of `choices` (exact, case-sensitive); returns its index.
   int choice(std::string_view key, std::initializer_list<std::string_view> choices,
              int fallback) const;
+  int choice(std::string_view key, std::span<const std::string_view> choices, int fallback) const;
   // An array of at most `max_items` strings of at most `max_bytes` each (empty when absent).
   std::set<std::string> string_set(std::string_view key, std::size_t max_items, std::size_t max_bytes) const;
   std::vector<std::string> string_list(std::string_view key, std::size_t max_items, std::size_t max_bytes,

@@ -6,6 +6,7 @@
 
 #include "lab/engine/head_config.hpp"
 #include "lab/state/json_fields.hpp"
+#include "lab/state/settings_fields.hpp"
 
 namespace tttlab::lab {
 
@@ -17,5 +18,14 @@ void check_block_and_head(const std::string& model_id, int block, const std::str
 
 // The "head" object of `panel`, checked against `limits` (and, for a model's head, its block and head).
 HeadConfig checked_head_from(const FieldReader& panel, const HeadLimits& limits);
+
+// A panel's fields that start with its "head" object (`member`), read by checked_head_from against
+// the module's `limits()`.
+template <class Panel>
+SettingsFields<Panel> head_fields(HeadConfig Panel::*member, HeadLimits (*limits)()) {
+  return SettingsFields<Panel>().custom(
+      [=](const FieldReader& r, Panel& s) { s.*member = checked_head_from(r, limits()); },
+      [=](const Panel& s, nlohmann::json& j) { j["head"] = to_json(s.*member); });
+}
 
 }  // namespace tttlab::lab
