@@ -5,6 +5,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "lab/engine/compute_device.hpp"
 #include "lab/engine/compute_module.hpp"
@@ -43,93 +44,74 @@ const MeasureSet& evaluation_measures();
 const MeasureSet& nonparametric_measures();
 const MeasureSet& recall_measures();
 
+namespace {
+
+// A feature's engine module, given the parts of the wiring its constructor takes.
+template <class Module>
+std::unique_ptr<EngineModule> make(const ModuleWiring& w) {
+  if constexpr (std::is_constructible_v<Module, std::shared_ptr<ModelLibrary>,
+                                        std::shared_ptr<ComputeChoice>>)
+    return std::make_unique<Module>(w.library, w.compute);
+  else if constexpr (std::is_constructible_v<Module, std::shared_ptr<ModelLibrary>>)
+    return std::make_unique<Module>(w.library);
+  else
+    return std::make_unique<Module>();
+}
+
+// Training runs on the devices of its own menu (TrainDevices), not on the panels' device choice.
+std::unique_ptr<EngineModule> make_training(const ModuleWiring& w) {
+  return std::make_unique<TrainingModule>(w.library, w.devices->train);
+}
+
+}  // namespace
+
 const std::vector<Feature>& features() {
-  using W = const ModuleWiring&;
   static const std::vector<Feature> list = {
       {kInnerStepperId, "Inner-loop stepper",
        "Step one head of the trained model through a text token by token: k, ∇ℓ, their outer "
-       "product, η, and "
-       "W before/after, with the three inner losses.",
-       [](W w) -> std::unique_ptr<EngineModule> {
-         return std::make_unique<StepperModule>(w.library);
-       },
-       &StepperPanelSettings::scene, &stepper_measures()},
+       "product, η, and W before/after, with the three inner losses.",
+       &make<StepperModule>, &StepperPanelSettings::scene, &stepper_measures()},
       {kEvolutionId, "Hidden-state evolution",
        "Wₜ of any block and head over a whole sequence (TTT-Linear and TTT-MLP): a scrubber, the "
-       "drift "
-       "‖Wₜ − W₀‖ and the singular values.",
-       [](W w) -> std::unique_ptr<EngineModule> {
-         return std::make_unique<EvolutionModule>(w.library, w.compute);
-       },
-       &EvolutionPanelSettings::scene, &evolution_measures()},
+       "drift ‖Wₜ − W₀‖ and the singular values.",
+       &make<EvolutionModule>, &EvolutionPanelSettings::scene, &evolution_measures()},
       {kInnerCurvesId, "Inner-loss curves",
        "ℓ(W₀; xₜ), ℓ(Wₜ₋₁; xₜ) and ℓ(Wₜ; xₜ) over token position, averaged over sequences and "
-       "heads, per "
-       "layer (the paper's Fig. 5 and 17).",
-       [](W w) -> std::unique_ptr<EngineModule> {
-         return std::make_unique<CurvesModule>(w.library, w.compute);
-       },
-       &CurvesPanelSettings::scene, &curves_measures()},
+       "heads, per layer (the paper's Fig. 5 and 17).",
+       &make<CurvesModule>, &CurvesPanelSettings::scene, &curves_measures()},
       {kMiniBatchId, "Mini-batch lab",
        "For b = 1, 2, 4, …, T: the loss of the same model and its measured forward time, as small "
-       "multiples "
-       "and a quality-versus-time plot (the paper's Fig. 8); the previous sweep stays as a ghost.",
-       [](W w) -> std::unique_ptr<EngineModule> {
-         return std::make_unique<MiniBatchModule>(w.library, w.compute);
-       },
-       &MiniBatchPanelSettings::scene, &minibatch_measures()},
+       "multiples and a quality-versus-time plot (the paper's Fig. 8); the previous sweep stays as "
+       "a ghost.",
+       &make<MiniBatchModule>, &MiniBatchPanelSettings::scene, &minibatch_measures()},
       {kPrimalDualId, "Primal vs dual",
        "Every layer of the model through the primal (token by token) and dual (matrix) forms: "
-       "their "
-       "difference per layer, their cost, the dual's masked attention-like matrix, and the "
-       "reduction to "
-       "linear attention.",
-       [](W w) -> std::unique_ptr<EngineModule> {
-         return std::make_unique<PrimalDualModule>(w.library, w.compute);
-       },
-       &PrimalDualPanelSettings::scene, &primal_dual_measures()},
+       "their difference per layer, their cost, the dual's masked attention-like matrix, and the "
+       "reduction to linear attention.",
+       &make<PrimalDualModule>, &PrimalDualPanelSettings::scene, &primal_dual_measures()},
       {kTrainingId, "Training",
        "Train small language models on the CPU or the GPU: start, pause, resume, stop; live "
-       "losses, tokens/s, "
-       "learning rate, gradient norm, time left; several runs overlaid; checkpoints saved and "
-       "loaded.",
-       [](W w) -> std::unique_ptr<EngineModule> {
-         return std::make_unique<TrainingModule>(w.library, w.devices->train);
-       },
-       &TrainingPanelSettings::scene, nullptr},
+       "losses, tokens/s, learning rate, gradient norm, time left; several runs overlaid; "
+       "checkpoints saved and loaded.",
+       &make_training, &TrainingPanelSettings::scene, nullptr},
       {kEvaluationId, "Evaluation",
-       "Loss by token position for several models on the same windows (the paper's Fig. 2, right), "
-       "and "
-       "bits per byte.",
-       [](W w) -> std::unique_ptr<EngineModule> {
-         return std::make_unique<EvaluationModule>(w.library, w.compute);
-       },
-       &EvaluationPanelSettings::scene, &evaluation_measures()},
+       "Loss by token position for several models on the same windows (the paper's Fig. 2, "
+       "right), and bits per byte.",
+       &make<EvaluationModule>, &EvaluationPanelSettings::scene, &evaluation_measures()},
       {kGenerationId, "Generation",
        "Prompt, temperature, top-k: bytes appear as they are decoded, each with its update of the "
-       "TTT hidden "
-       "states.",
-       [](W w) -> std::unique_ptr<EngineModule> {
-         return std::make_unique<GenerationModule>(w.library, w.compute);
-       },
-       &GenerationPanelSettings::scene, nullptr},
+       "TTT hidden states.",
+       &make<GenerationModule>, &GenerationPanelSettings::scene, nullptr},
       {kNonparametricId, "Nonparametric learner",
        "Softmax attention as a nonparametric learner (Theorem 2): the Nadaraya–Watson estimator "
-       "built from "
-       "a layer's own keys and values against its attention output, the kernel weights, and the "
-       "state "
-       "that grows with the context.",
-       [](W w) -> std::unique_ptr<EngineModule> {
-         return std::make_unique<NonparametricModule>(w.library);
-       },
-       &NonparametricPanelSettings::scene, &nonparametric_measures()},
+       "built from a layer's own keys and values against its attention output, the kernel "
+       "weights, and the state that grows with the context.",
+       &make<NonparametricModule>, &NonparametricPanelSettings::scene, &nonparametric_measures()},
       {kRecallId, "Recall lab",
        "How many key-value pairs a state of width d can recall: TTT-Linear, TTT-MLP, linear "
-       "attention and "
-       "softmax attention at equal width, accuracy against the number of pairs, and a forgetting "
-       "map.",
-       [](W) -> std::unique_ptr<EngineModule> { return std::make_unique<RecallModule>(); },
-       &RecallPanelSettings::scene, &recall_measures()},
+       "attention and softmax attention at equal width, accuracy against the number of pairs, and "
+       "a forgetting map.",
+       &make<RecallModule>, &RecallPanelSettings::scene, &recall_measures()},
   };
   return list;
 }

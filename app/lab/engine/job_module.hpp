@@ -1,11 +1,13 @@
 // app/lab/engine/job_module.hpp — the base of a feature's engine module whose work is one job at a
 // time (JobSlot): it keeps the view on show, says whether a job has work, and publishes the view into
 // its field of the Snapshot. A module derives from JobModule<ItsView, &Snapshot::its_field> and
-// writes only what is its own: how a request starts a job, and one work item of it.
+// writes only what is its own: how a request starts a job (start_request), and one work item of it.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <utility>
+#include <variant>
 
 #include "lab/engine/engine.hpp"
 
@@ -29,6 +31,19 @@ class JobModule : public EngineModule {
     v->progress = 0;
     v->generation = ++m_generation;
     return v;
+  }
+  // Handles a command that is a `Request` (else returns false): its view is new_request's, and
+  // `start(request, view)` checks the request, prepares the job (the module drops the superseded
+  // job's state first) and returns the job's label. It runs in the slot, so what it throws fails the
+  // request with its message; the view goes on show either way.
+  template <class Request, class Start>
+  bool start_request(const Command& command, ModuleContext& ctx, bool keep_results, Start&& start) {
+    const auto* request = std::get_if<Request>(&command);
+    if (!request) return false;
+    auto v = new_request(ctx, keep_results);
+    m_slot.start(ctx, *v, [&] { return start(*request, *v); });
+    show(std::move(v), ctx);
+    return true;
   }
   // A copy of the view on show, to change and then show(): the snapshots already taken keep theirs.
   std::shared_ptr<View> next_view() const { return std::make_shared<View>(*m_view); }

@@ -23,53 +23,51 @@ struct EvaluationModule::Job {
   ComputeTarget target;
 };
 
-
-EvaluationModule::EvaluationModule(std::shared_ptr<ModelLibrary> library, std::shared_ptr<ComputeChoice> compute)
-    : m_library(library ? std::move(library) : std::make_shared<ModelLibrary>()),
-      m_compute(compute ? std::move(compute) : std::make_shared<ComputeChoice>()) {}
+EvaluationModule::EvaluationModule(std::shared_ptr<ModelLibrary> library,
+                                   std::shared_ptr<ComputeChoice> compute)
+    : ModelAccess(std::move(library), std::move(compute)) {}
 EvaluationModule::~EvaluationModule() = default;
 
 bool EvaluationModule::handle(const Command& command, ModuleContext& ctx) {
-  const auto* run = std::get_if<EvaluationRun>(&command);
-  if (!run) return false;
-  auto v = new_request(ctx, false);
-  m_job.reset();
-  const EvalSettings& s = run->settings;
-  v->settings = s;
-  m_slot.start(ctx, *v, [&] {
-    if (s.models.empty()) throw std::invalid_argument("choose at least one model");
-    if (s.models.size() > 8) throw std::invalid_argument("at most 8 models at once");
-    if (s.seq_len < 8 || s.seq_len > 4096) throw std::invalid_argument("the sequence length T must be in [8, 4096]");
-    if (s.windows < 1 || s.windows > 1024) throw std::invalid_argument("the number of windows must be in [1, 1024]");
-    auto job = std::make_unique<Job>();
-    job->data = load_data(s.data, s.seq_len);
-    job->windows = std::make_unique<SequentialWindows>(std::span<const std::uint8_t>(job->data->val), 1, s.seq_len,
-                                                      s.windows);
-    v->data_description = job->data->description;
-    v->windows_total = job->windows->windows();
-    const auto lib = m_library->view();
-    for (const auto& id : s.models) {
-      EvalCurve c;
-      c.model_id = id;
-      const ModelInfo* info = lib->find(id);
-      c.label = info ? info->label : id;
-      v->curves.push_back(c);
-    }
-    job->sums.assign(s.models.size(), std::vector<double>(static_cast<std::size_t>(s.seq_len), 0.0));
-    job->loss_sum.assign(s.models.size(), 0.0);
-    job->window_ms.assign(s.models.size(), {});
-    job->counted.assign(s.models.size(), 0);
-    job->target = m_compute->target();
-    for (EvalCurve& c : v->curves) {
-      c.device = job->target.label;
-      c.note = job->target.note;
-    }
-    m_job = std::move(job);
-    return "Evaluation: " + std::to_string(s.models.size()) + " models × " + std::to_string(v->windows_total) +
-           " windows";
-  });
-  show(std::move(v), ctx);
-  return true;
+  return start_request<EvaluationRun>(
+      command, ctx, false, [&](const EvaluationRun& run, EvaluationView& v) {
+        m_job.reset();
+        const EvalSettings& s = run.settings;
+        v.settings = s;
+        if (s.models.empty()) throw std::invalid_argument("choose at least one model");
+        if (s.models.size() > 8) throw std::invalid_argument("at most 8 models at once");
+        if (s.seq_len < 8 || s.seq_len > 4096)
+          throw std::invalid_argument("the sequence length T must be in [8, 4096]");
+        if (s.windows < 1 || s.windows > 1024)
+          throw std::invalid_argument("the number of windows must be in [1, 1024]");
+        auto job = std::make_unique<Job>();
+        job->data = load_data(s.data, s.seq_len);
+        job->windows = std::make_unique<SequentialWindows>(
+            std::span<const std::uint8_t>(job->data->val), 1, s.seq_len, s.windows);
+        v.data_description = job->data->description;
+        v.windows_total = job->windows->windows();
+        const auto lib = m_library->view();
+        for (const auto& id : s.models) {
+          EvalCurve c;
+          c.model_id = id;
+          const ModelInfo* info = lib->find(id);
+          c.label = info ? info->label : id;
+          v.curves.push_back(c);
+        }
+        job->sums.assign(s.models.size(),
+                         std::vector<double>(static_cast<std::size_t>(s.seq_len), 0.0));
+        job->loss_sum.assign(s.models.size(), 0.0);
+        job->window_ms.assign(s.models.size(), {});
+        job->counted.assign(s.models.size(), 0);
+        job->target = m_compute->target();
+        for (EvalCurve& c : v.curves) {
+          c.device = job->target.label;
+          c.note = job->target.note;
+        }
+        m_job = std::move(job);
+        return "Evaluation: " + std::to_string(s.models.size()) + " models × " +
+               std::to_string(v.windows_total) + " windows";
+      });
 }
 
 void EvaluationModule::work(ModuleContext& ctx) {

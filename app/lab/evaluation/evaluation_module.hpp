@@ -7,16 +7,16 @@
 
 #include <memory>
 
-#include "lab/engine/compute_device.hpp"
 #include "lab/engine/engine.hpp"
 #include "lab/engine/job_module.hpp"
-#include "lab/models/model_library.hpp"
+#include "lab/engine/model_access.hpp"
 
 namespace tttlab::lab {
 
-class EvaluationModule final : public JobModule<EvaluationView, &Snapshot::evaluation> {
+class EvaluationModule final : public JobModule<EvaluationView, &Snapshot::evaluation>,
+                               private ModelAccess {
  public:
-  // `compute`: the device choice (compute_device.hpp); null: the CPU only.
+  // Out of line, where Job is complete (the constructor destroys m_job if it throws).
   explicit EvaluationModule(std::shared_ptr<ModelLibrary> library = nullptr,
                             std::shared_ptr<ComputeChoice> compute = nullptr);
   ~EvaluationModule() override;
@@ -27,8 +27,6 @@ class EvaluationModule final : public JobModule<EvaluationView, &Snapshot::evalu
   struct Job;
 
  private:
-  std::shared_ptr<ModelLibrary> m_library;
-  std::shared_ptr<ComputeChoice> m_compute;
   std::unique_ptr<Job> m_job;
 };
 

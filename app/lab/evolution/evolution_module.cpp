@@ -22,18 +22,7 @@ std::vector<float> singular_values(const Mat<double>& m) {
 }
 
 HeadLimits EvolutionModule::limits() {
-  HeadLimits l;
-  l.max_tokens = 2048;
-  l.max_d_linear = 64;
-  l.max_d_mlp = 32;
-  l.max_mini_batch = 1024;
-  return l;
-}
-
-EvolutionModule::EvolutionModule(std::shared_ptr<ModelLibrary> library, std::shared_ptr<ComputeChoice> compute)
-    : m_library(library ? std::move(library) : std::make_shared<ModelLibrary>()),
-      m_compute(compute ? std::move(compute) : std::make_shared<ComputeChoice>()) {
-  m_error = "waiting for settings";
+  return {.max_tokens = 2048, .max_d_linear = 64, .max_d_mlp = 32, .max_mini_batch = 1024};
 }
 
 bool EvolutionModule::handle(const Command& command, ModuleContext& ctx) {

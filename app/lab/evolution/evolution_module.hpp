@@ -8,18 +8,15 @@
 #include <memory>
 #include <optional>
 
-#include "lab/engine/compute_device.hpp"
 #include "lab/engine/engine.hpp"
 #include "lab/engine/head_inputs.hpp"
-#include "lab/models/model_library.hpp"
+#include "lab/engine/model_access.hpp"
 
 namespace tttlab::lab {
 
-class EvolutionModule final : public EngineModule {
+class EvolutionModule final : public EngineModule, private ModelAccess {
  public:
-  // `compute`: the device choice (compute_device.hpp); null: the CPU only.
-  explicit EvolutionModule(std::shared_ptr<ModelLibrary> library = nullptr,
-                           std::shared_ptr<ComputeChoice> compute = nullptr);
+  using ModelAccess::ModelAccess;
   const char* name() const override { return "hidden-state evolution"; }
   bool handle(const Command& command, ModuleContext& ctx) override;
   bool has_work(Clock::time_point now) const override;
@@ -30,14 +27,12 @@ class EvolutionModule final : public EngineModule {
   static HeadLimits limits();
 
  private:
-  void rebuild();  // the head from m_config with the model's current weights
-  std::shared_ptr<ModelLibrary> m_library;
-  std::shared_ptr<ComputeChoice> m_compute;
+  void rebuild();                       // the head from m_config with the model's current weights
   std::string m_device, m_device_note;  // where the head's inputs were computed (EvolutionView)
   HeadConfig m_config;
   bool m_configured = false;
   std::uint64_t m_generation = 0;
-  std::string m_error;
+  std::string m_error = "waiting for settings";
   std::optional<HeadInputs<double>> m_head;
   std::optional<InnerState<double>> m_state;
   std::shared_ptr<const EvolutionStep> m_w0;

@@ -50,10 +50,6 @@ int sample_byte(const RowVec<float>& logits, double temperature, int top_k, Rng&
   return idx[static_cast<std::size_t>(pick)];
 }
 
-GenerationModule::GenerationModule(std::shared_ptr<ModelLibrary> library, std::shared_ptr<ComputeChoice> compute)
-    : m_library(library ? std::move(library) : std::make_shared<ModelLibrary>()),
-      m_compute(compute ? std::move(compute) : std::make_shared<ComputeChoice>()),
-      m_view(std::make_shared<GenerationView>()) {}
 GenerationModule::~GenerationModule() = default;
 
 bool GenerationModule::handle(const Command& command, ModuleContext& ctx) {

@@ -29,9 +29,9 @@ struct CurvesModule::Job {
   int block = 0;                       // the next block of the current window (GPU path)
 };
 
-CurvesModule::CurvesModule(std::shared_ptr<ModelLibrary> library, std::shared_ptr<ComputeChoice> compute)
-    : m_library(library ? std::move(library) : std::make_shared<ModelLibrary>()),
-      m_compute(compute ? std::move(compute) : std::make_shared<ComputeChoice>()) {}
+CurvesModule::CurvesModule(std::shared_ptr<ModelLibrary> library,
+                           std::shared_ptr<ComputeChoice> compute)
+    : ModelAccess(std::move(library), std::move(compute)) {}
 CurvesModule::~CurvesModule() = default;
 
 bool CurvesModule::handle(const Command& command, ModuleContext& ctx) {

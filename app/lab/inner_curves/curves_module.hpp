@@ -12,16 +12,15 @@
 
 #include <memory>
 
-#include "lab/engine/compute_device.hpp"
 #include "lab/engine/engine.hpp"
 #include "lab/engine/job_module.hpp"
-#include "lab/models/model_library.hpp"
+#include "lab/engine/model_access.hpp"
 
 namespace tttlab::lab {
 
-class CurvesModule final : public JobModule<CurvesView, &Snapshot::curves> {
+class CurvesModule final : public JobModule<CurvesView, &Snapshot::curves>, private ModelAccess {
  public:
-  // `compute`: the device choice (compute_device.hpp); null: the CPU only.
+  // Out of line, where Job is complete (the constructor destroys m_job if it throws).
   explicit CurvesModule(std::shared_ptr<ModelLibrary> library = nullptr,
                         std::shared_ptr<ComputeChoice> compute = nullptr);
   ~CurvesModule() override;
@@ -41,8 +40,6 @@ class CurvesModule final : public JobModule<CurvesView, &Snapshot::curves> {
   // The library id the settings' model names now ("" while kFollowTrainingId still waits).
   std::string resolve(const std::string& model_id) const;
 
-  std::shared_ptr<ModelLibrary> m_library;
-  std::shared_ptr<ComputeChoice> m_compute;
   std::unique_ptr<Job> m_job;
   std::uint64_t m_seen_library = 0;  // the library generation after_iteration last looked at
   int m_reloads = 0;

@@ -64,9 +64,9 @@ void MiniBatchModule::run_gpu(Job& j, const Model<float>& m, SweepPoint& p) {
   p.gpu = true;
 }
 
-MiniBatchModule::MiniBatchModule(std::shared_ptr<ModelLibrary> library, std::shared_ptr<ComputeChoice> compute)
-    : m_library(library ? std::move(library) : std::make_shared<ModelLibrary>()),
-      m_compute(compute ? std::move(compute) : std::make_shared<ComputeChoice>()) {}
+MiniBatchModule::MiniBatchModule(std::shared_ptr<ModelLibrary> library,
+                                 std::shared_ptr<ComputeChoice> compute)
+    : ModelAccess(std::move(library), std::move(compute)) {}
 MiniBatchModule::~MiniBatchModule() = default;
 
 bool MiniBatchModule::handle(const Command& command, ModuleContext& ctx) {

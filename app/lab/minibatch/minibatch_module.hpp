@@ -8,20 +8,20 @@
 #include <memory>
 #include <vector>
 
-#include "lab/engine/compute_device.hpp"
 #include "lab/engine/engine.hpp"
 #include "lab/engine/job_module.hpp"
+#include "lab/engine/model_access.hpp"
 #include "lab/minibatch/minibatch_types.hpp"
-#include "lab/models/model_library.hpp"
 
 namespace tttlab::lab {
 
 // 1, 2, 4, …, and T itself when it is not a power of two.
 std::vector<int> sweep_mini_batches(int T);
 
-class MiniBatchModule final : public JobModule<MiniBatchView, &Snapshot::minibatch> {
+class MiniBatchModule final : public JobModule<MiniBatchView, &Snapshot::minibatch>,
+                              private ModelAccess {
  public:
-  // `compute`: the device choice (compute_device.hpp); null: the CPU only.
+  // Out of line, where Job is complete (the constructor destroys m_job if it throws).
   explicit MiniBatchModule(std::shared_ptr<ModelLibrary> library = nullptr,
                            std::shared_ptr<ComputeChoice> compute = nullptr);
   ~MiniBatchModule() override;
@@ -33,8 +33,6 @@ class MiniBatchModule final : public JobModule<MiniBatchView, &Snapshot::minibat
   struct Job;
 
  private:
-  std::shared_ptr<ModelLibrary> m_library;
-  std::shared_ptr<ComputeChoice> m_compute;
   std::unique_ptr<Job> m_job;
   std::vector<SweepSettings> m_queued;  // SweepRun{after_current = true} waiting for the running sweep
   void start(const SweepSettings& s, ModuleContext& ctx);

@@ -171,19 +171,15 @@ NonparametricModule::NonparametricModule(std::shared_ptr<ModelLibrary> library)
 NonparametricModule::~NonparametricModule() = default;
 
 bool NonparametricModule::handle(const Command& command, ModuleContext& ctx) {
-  const auto* run = std::get_if<NonparametricRun>(&command);
-  if (!run) return false;
   // The previous results stay on show (marked stale by results_generation) while the new job runs.
-  auto v = new_request(ctx, true);
-  m_job.reset();
-  v->config = run->config;
-  m_slot.start(ctx, *v, [&] {
-    validate(run->config);
-    m_job = std::make_unique<Job>(run->config, *m_library);
-    return "Theorem 2: block " + std::to_string(run->config.block);
-  });
-  show(std::move(v), ctx);
-  return true;
+  return start_request<NonparametricRun>(
+      command, ctx, true, [&](const NonparametricRun& run, NonparametricView& v) {
+        m_job.reset();
+        v.config = run.config;
+        validate(run.config);
+        m_job = std::make_unique<Job>(run.config, *m_library);
+        return "Theorem 2: block " + std::to_string(run.config.block);
+      });
 }
 
 void NonparametricModule::work(ModuleContext& ctx) {

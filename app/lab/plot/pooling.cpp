@@ -6,22 +6,24 @@
 
 namespace tttlab::lab::plot {
 
-int PooledMatrix::row_bin(long i) const {
-  // Inverse of row_begin: the largest r with r·R/n ≤ i.
-  long r = (i * rows + rows - 1) / std::max(1L, src_rows);
-  r = std::clamp<long>(r, 0, rows - 1);
-  while (r > 0 && row_begin(static_cast<int>(r)) > i) --r;
-  while (r + 1 < rows && row_begin(static_cast<int>(r + 1)) <= i) ++r;
-  return static_cast<int>(r);
+namespace {
+
+// The bin of source index i along an axis of `src` entries pooled into `bins`: the inverse of
+// begin(b) = b·src/bins, the largest b with begin(b) ≤ i.
+int bin_of(long i, long bins, long src) {
+  const auto begin = [&](long b) { return b * src / bins; };
+  long b = (i * bins + bins - 1) / std::max(1L, src);
+  b = std::clamp<long>(b, 0, bins - 1);
+  while (b > 0 && begin(b) > i) --b;
+  while (b + 1 < bins && begin(b + 1) <= i) ++b;
+  return static_cast<int>(b);
 }
 
-int PooledMatrix::col_bin(long j) const {
-  long c = (j * cols + cols - 1) / std::max(1L, src_cols);
-  c = std::clamp<long>(c, 0, cols - 1);
-  while (c > 0 && col_begin(static_cast<int>(c)) > j) --c;
-  while (c + 1 < cols && col_begin(static_cast<int>(c + 1)) <= j) ++c;
-  return static_cast<int>(c);
-}
+}  // namespace
+
+int PooledMatrix::row_bin(long i) const { return bin_of(i, rows, src_rows); }
+
+int PooledMatrix::col_bin(long j) const { return bin_of(j, cols, src_cols); }
 
 PooledMatrix pool_max_abs(const double* data, long rows, long cols, long row_stride, int max_rows,
                           int max_cols) {

@@ -25,12 +25,7 @@ HeadConfig PrimalDualConfig::effective() const {
 }
 
 HeadLimits PrimalDualModule::limits() {
-  HeadLimits l;
-  l.max_tokens = 2048;
-  l.max_d_linear = 64;
-  l.max_d_mlp = 32;
-  l.max_mini_batch = 2048;
-  return l;
+  return {.max_tokens = 2048, .max_d_linear = 64, .max_d_mlp = 32, .max_mini_batch = 2048};
 }
 
 namespace {
@@ -369,31 +364,27 @@ class TypedJob final : public PrimalDualModule::Job {
 
 }  // namespace
 
-PrimalDualModule::PrimalDualModule(std::shared_ptr<ModelLibrary> library, std::shared_ptr<ComputeChoice> compute)
-    : m_library(library ? std::move(library) : std::make_shared<ModelLibrary>()),
-      m_compute(compute ? std::move(compute) : std::make_shared<ComputeChoice>()) {}
+PrimalDualModule::PrimalDualModule(std::shared_ptr<ModelLibrary> library,
+                                   std::shared_ptr<ComputeChoice> compute)
+    : ModelAccess(std::move(library), std::move(compute)) {}
 PrimalDualModule::~PrimalDualModule() = default;
 
 bool PrimalDualModule::handle(const Command& command, ModuleContext& ctx) {
-  const auto* run = std::get_if<PrimalDualRun>(&command);
-  if (!run) return false;
   // The previous results stay on show (marked stale by results_generation) while the new job runs.
-  auto v = new_request(ctx, true);
-  m_job.reset();
-  v->config = run->config;
-  v->effective = run->config.effective();
-  m_slot.start(ctx, *v, [&] {
-    if (run->config.timing_reps < 1 || run->config.timing_reps > 50)
-      throw std::invalid_argument("timing repetitions must be in [1, 50]");
-    validate(run->config.head.toy() ? v->effective : run->config.head, limits());
-    if (run->config.precision == Precision::Float)
-      m_job = std::make_unique<TypedJob<float>>(run->config, *m_library, m_compute->target());
-    else
-      m_job = std::make_unique<TypedJob<double>>(run->config, *m_library, m_compute->target());
-    return "Primal vs dual: T = " + std::to_string(run->config.head.tokens());
-  });
-  show(std::move(v), ctx);
-  return true;
+  return start_request<PrimalDualRun>(
+      command, ctx, true, [&](const PrimalDualRun& run, PrimalDualView& v) {
+        m_job.reset();
+        v.config = run.config;
+        v.effective = run.config.effective();
+        if (run.config.timing_reps < 1 || run.config.timing_reps > 50)
+          throw std::invalid_argument("timing repetitions must be in [1, 50]");
+        validate(run.config.head.toy() ? v.effective : run.config.head, limits());
+        if (run.config.precision == Precision::Float)
+          m_job = std::make_unique<TypedJob<float>>(run.config, *m_library, m_compute->target());
+        else
+          m_job = std::make_unique<TypedJob<double>>(run.config, *m_library, m_compute->target());
+        return "Primal vs dual: T = " + std::to_string(run.config.head.tokens());
+      });
 }
 
 void PrimalDualModule::work(ModuleContext& ctx) {

@@ -10,16 +10,16 @@
 #include <memory>
 #include <optional>
 
-#include "lab/engine/compute_device.hpp"
 #include "lab/engine/engine.hpp"
 #include "lab/engine/job_module.hpp"
-#include "lab/models/model_library.hpp"
+#include "lab/engine/model_access.hpp"
 
 namespace tttlab::lab {
 
-class PrimalDualModule final : public JobModule<PrimalDualView, &Snapshot::primal_dual> {
+class PrimalDualModule final : public JobModule<PrimalDualView, &Snapshot::primal_dual>,
+                               private ModelAccess {
  public:
-  // `compute`: the device choice (compute_device.hpp); null: the CPU only.
+  // Out of line, where Job is complete (the constructor destroys m_job if it throws).
   explicit PrimalDualModule(std::shared_ptr<ModelLibrary> library = nullptr,
                             std::shared_ptr<ComputeChoice> compute = nullptr);
   ~PrimalDualModule() override;
@@ -32,8 +32,6 @@ class PrimalDualModule final : public JobModule<PrimalDualView, &Snapshot::prima
   struct Job;  // the computation in flight (precision-specific, in the .cpp)
 
  private:
-  std::shared_ptr<ModelLibrary> m_library;
-  std::shared_ptr<ComputeChoice> m_compute;
   std::unique_ptr<Job> m_job;
 };
 

@@ -57,13 +57,10 @@ RecallModule::RecallModule() = default;
 RecallModule::~RecallModule() = default;
 
 bool RecallModule::handle(const Command& command, ModuleContext& ctx) {
-  const auto* run = std::get_if<RecallRun>(&command);
-  if (!run) return false;
-  auto v = new_request(ctx, false);
-  m_job.reset();
-  const RecallSettings& s = run->settings;
-  v->settings = s;
-  m_slot.start(ctx, *v, [&] {
+  return start_request<RecallRun>(command, ctx, false, [&](const RecallRun& run, RecallView& v) {
+    m_job.reset();
+    const RecallSettings& s = run.settings;
+    v.settings = s;
     validate(s);
     auto job = std::make_unique<Job>();
     job->s = s;
@@ -81,21 +78,19 @@ bool RecallModule::handle(const Command& command, ModuleContext& ctx) {
     job->map_partial.assign(cells, 0.0);
     job->row.assign(static_cast<std::size_t>(s.map_pairs), 0);
     job->units_total = static_cast<long>(np) * s.sequences + static_cast<long>(s.sequences) * s.map_pairs;
-    v->eta_mlp = job->params.eta_mlp;
-    v->softmax_beta = job->params.softmax_beta;
-    v->accuracy.assign(recall::kMemories, std::vector<double>(np, 0.0));
-    v->state_size.assign(recall::kMemories, std::vector<double>(np, 0.0));
+    v.eta_mlp = job->params.eta_mlp;
+    v.softmax_beta = job->params.softmax_beta;
+    v.accuracy.assign(recall::kMemories, std::vector<double>(np, 0.0));
+    v.state_size.assign(recall::kMemories, std::vector<double>(np, 0.0));
     for (int m = 0; m < recall::kMemories; ++m)
       for (std::size_t j = 0; j < np; ++j)
-        v->state_size[static_cast<std::size_t>(m)][j] =
-            static_cast<double>(recall::state_size(static_cast<recall::Memory>(m), s.width, s.pairs[j]));
-    v->episodes_done.assign(np, 0);
-    v->map.assign(cells, 0.0);
+        v.state_size[static_cast<std::size_t>(m)][j] = static_cast<double>(
+            recall::state_size(static_cast<recall::Memory>(m), s.width, s.pairs[j]));
+    v.episodes_done.assign(np, 0);
+    v.map.assign(cells, 0.0);
     m_job = std::move(job);
     return "Recall lab: d = " + std::to_string(s.width) + ", " + std::to_string(s.sequences) + " sequences per P";
   });
-  show(std::move(v), ctx);
-  return true;
 }
 
 void RecallModule::finish(ModuleContext& ctx, JobOutcome outcome, const std::string& message) {
