@@ -31,28 +31,19 @@ int main(int argc, char** argv) {
   tttlab::device_registry().set_gpu_probe(tttlab::kernels::probe_cuda_gpus);
 #endif
 
-  // The one explicit list of subcommands.
-  tttlab::cli::register_verify(app);
-  tttlab::cli::register_probe(app);
-  tttlab::cli::register_states(app);
-  tttlab::cli::register_train(app);
-  tttlab::cli::register_eval(app);
-  tttlab::cli::register_generate(app);
-  tttlab::cli::register_bench(app);
-  tttlab::cli::register_export(app);
-  tttlab::cli::register_ablate(app);
-  tttlab::cli::register_lessons(app);
-  tttlab::cli::register_info(app);
-  tttlab::cli::register_data(app);
-  tttlab::cli::register_gui(app);
+  // The one explicit list of subcommands, in the order `--help` lists them.
+  namespace cli = tttlab::cli;
+  for (void (*register_command)(CLI::App&) :
+       {cli::register_verify, cli::register_probe, cli::register_states, cli::register_train,
+        cli::register_eval, cli::register_generate, cli::register_bench, cli::register_export,
+        cli::register_ablate, cli::register_lessons, cli::register_info, cli::register_data,
+        cli::register_gui})
+    register_command(app);
 
   try {
     app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForVersion& e) {
+  } catch (const CLI::Success& e) {
+    // --help, --help-all and --version: CLI11 prints them and exits with status 0.
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     // Unknown flags, bad values, failed validation: one line, status 2.

@@ -157,34 +157,34 @@ int leave_block(MD_BLOCKTYPE type, void*, void* user) {
   return 0;
 }
 
+// How deep the text stands in spans of a style (bold, italic, code), or nullptr for other spans.
+int* style_depth(Builder& b, MD_SPANTYPE type) {
+  switch (type) {
+    case MD_SPAN_STRONG: return &b.strong;
+    case MD_SPAN_EM: return &b.em;
+    case MD_SPAN_CODE: return &b.code;
+    default: return nullptr;
+  }
+}
+
 int enter_span(MD_SPANTYPE type, void* detail, void* user) {
   Builder& b = *static_cast<Builder*>(user);
-  switch (type) {
-    case MD_SPAN_STRONG: ++b.strong; break;
-    case MD_SPAN_EM: ++b.em; break;
-    case MD_SPAN_CODE: ++b.code; break;
-    case MD_SPAN_A: {
-      const std::string href = attr(static_cast<MD_SPAN_A_DETAIL*>(detail)->href);
-      b.links.push_back(href);
-      b.doc.links.push_back(href);
-      break;
-    }
-    default: break;
+  if (int* depth = style_depth(b, type)) {
+    ++*depth;
+  } else if (type == MD_SPAN_A) {
+    const std::string href = attr(static_cast<MD_SPAN_A_DETAIL*>(detail)->href);
+    b.links.push_back(href);
+    b.doc.links.push_back(href);
   }
   return 0;
 }
 
 int leave_span(MD_SPANTYPE type, void*, void* user) {
   Builder& b = *static_cast<Builder*>(user);
-  switch (type) {
-    case MD_SPAN_STRONG: --b.strong; break;
-    case MD_SPAN_EM: --b.em; break;
-    case MD_SPAN_CODE: --b.code; break;
-    case MD_SPAN_A:
-      if (!b.links.empty()) b.links.pop_back();
-      break;
-    default: break;
-  }
+  if (int* depth = style_depth(b, type))
+    --*depth;
+  else if (type == MD_SPAN_A && !b.links.empty())
+    b.links.pop_back();
   return 0;
 }
 

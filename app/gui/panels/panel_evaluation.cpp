@@ -8,7 +8,6 @@
 #include <nlohmann/json.hpp>
 
 #include "gui/fonts.hpp"
-#include "gui/keys.hpp"
 #include "gui/panels/feature_panel.hpp"
 #include "gui/panels/widgets.hpp"
 #include "gui/plot/line_plot.hpp"
@@ -22,28 +21,20 @@ namespace {
 
 using plot::format_value;
 
-class EvaluationPanel final : public FeaturePanel<EvaluationPanelSettings> {
+class EvaluationPanel final
+    : public FeaturePanel<EvaluationPanelSettings, EvaluationView, &Snapshot::evaluation> {
  public:
-  EvaluationPanel() : FeaturePanel(kEvaluationId) {}
-  std::vector<ClassroomControl> classroom_controls() const override {
-    return {{"evaluation.models", "Evaluation: the models compared"},
-            {"evaluation.data", "Evaluation: data, T and windows"},
-            {"evaluation.view", "Evaluation: view options"}};
-  }
-
-  std::vector<ShortcutHelp> shortcut_help() const override { return {{"F5", "evaluate again"}}; }
-  void shortcuts(const Snapshot&, CommandSink& sink) override {
-    if (key_pressed(Key::F5, false)) sink.post(EvaluationRun{m_settings.eval});
-  }
-
-  void draw(const Snapshot& snap, CommandSink& sink) override {
-    const EvaluationView* v = snap.evaluation.get();
-    if (!v) return;
-    widgets::controls_and_view([&] { draw_controls(snap, sink); }, [&] { draw_view(*v, snap, sink); });
-  }
+  EvaluationPanel()
+      : FeaturePanel(kEvaluationId,
+                     {{"evaluation.models", "Evaluation: the models compared"},
+                      {"evaluation.data", "Evaluation: data, T and windows"},
+                      {"evaluation.view", "Evaluation: view options"}},
+                     "evaluate again") {}
 
  private:
-  void draw_controls(const Snapshot& snap, CommandSink& sink) {
+  std::optional<Command> rerun() const override { return EvaluationRun{m_settings.eval}; }
+
+  void draw_controls(const EvaluationView&, const Snapshot& snap, CommandSink& sink) override {
     bool run = false;
     const LibraryView* lib = snap.library ? snap.library->models.get() : nullptr;
     if (classroom::visible("evaluation.models")) {
@@ -93,9 +84,7 @@ class EvaluationPanel final : public FeaturePanel<EvaluationPanelSettings> {
     if (run) sink.post(EvaluationRun{m_settings.eval});
     if (classroom::visible("evaluation.view")) {
       widgets::section_label("VIEW");
-      widgets::row("Smoothing");
-      float sm = static_cast<float>(m_settings.smoothing);
-      if (ImGui::SliderFloat("##smooth", &sm, 0.0f, 0.99f, sm == 0.0f ? "off" : "EMA %.2f")) m_settings.smoothing = sm;
+      widgets::smoothing_row(m_settings.smoothing, 0.99f);
       ImGui::Checkbox("log scale for the position", &m_settings.log_x);
     }
     ImGui::Dummy(ImVec2(0, 6));
@@ -104,7 +93,7 @@ class EvaluationPanel final : public FeaturePanel<EvaluationPanelSettings> {
                   "shorter windows than T are evaluated beyond their training length.");
   }
 
-  void draw_view(const EvaluationView& v, const Snapshot& snap, CommandSink& sink) {
+  void draw_view(const EvaluationView& v, const Snapshot& snap, CommandSink& sink) override {
     const Fonts& f = fonts();
     widgets::panel_title("Evaluation", "Loss by token position and bits per byte, several models on the same text.");
     widgets::job_status(v.outcome, v.progress, v.error, snap, sink);

@@ -28,25 +28,14 @@ namespace {
 
 using plot::format_value;
 
-std::string quote(const EvolutionView& v, long t) {
-  std::string s;
-  if (t < 0 || t >= v.tokens()) return s;
-  s += '\'';
-  s += token_label(v.bytes[static_cast<std::size_t>(t)]);
-  s += '\'';
-  return s;
-}
-
-class EvolutionPanel final : public FeaturePanel<EvolutionPanelSettings> {
+class EvolutionPanel final
+    : public FeaturePanel<EvolutionPanelSettings, EvolutionView, &Snapshot::evolution> {
  public:
-  EvolutionPanel() : FeaturePanel(kEvolutionId) {}
-  std::vector<ClassroomControl> classroom_controls() const override {
-    return {{"evolution.source", "Evolution: model, block and head"},
-            {"evolution.text", "Evolution: input text"},
-            {"evolution.inner", "Evolution: toy-head settings"},
-            {"evolution.view", "Evolution: view options"}};
-  }
-
+  EvolutionPanel()
+      : FeaturePanel(kEvolutionId, {{"evolution.source", "Evolution: model, block and head"},
+                                    {"evolution.text", "Evolution: input text"},
+                                    {"evolution.inner", "Evolution: toy-head settings"},
+                                    {"evolution.view", "Evolution: view options"}}) {}
 
   std::vector<ShortcutHelp> shortcut_help() const override {
     return {{"Space", "play / pause the scrubber"},
@@ -72,13 +61,6 @@ class EvolutionPanel final : public FeaturePanel<EvolutionPanelSettings> {
     }
   }
 
-  void draw(const Snapshot& snap, CommandSink& sink) override {
-    const EvolutionView* v = snap.evolution.get();
-    if (!v) return;
-    advance_playback(*v);
-    widgets::controls_and_view([&] { draw_controls(*v, snap, sink); }, [&] { draw_view(*v); });
-  }
-
  private:
   long cursor(const EvolutionView& v) const {
     const long n = static_cast<long>(v.steps.size());
@@ -93,7 +75,7 @@ class EvolutionPanel final : public FeaturePanel<EvolutionPanelSettings> {
   }
 
   // The scrubber plays on the UI side: every W_t is already in the snapshot.
-  void advance_playback(const EvolutionView& v) {
+  void update(const EvolutionView& v) override {
     if (!m_playing || v.steps.empty()) return;
     const double now = ImGui::GetTime();
     const long steps = static_cast<long>((now - m_play_clock) * m_settings.play_speed);
@@ -104,7 +86,7 @@ class EvolutionPanel final : public FeaturePanel<EvolutionPanelSettings> {
     if (m_settings.cursor >= n - 1 && v.done) m_playing = false;
   }
 
-  void draw_controls(const EvolutionView& v, const Snapshot& snap, CommandSink& sink) {
+  void draw_controls(const EvolutionView& v, const Snapshot& snap, CommandSink& sink) override {
     widgets::HeadEditorOptions opt;
     opt.limits = EvolutionModule::limits();
     opt.library = snap.library ? snap.library->models.get() : nullptr;
@@ -117,16 +99,10 @@ class EvolutionPanel final : public FeaturePanel<EvolutionPanelSettings> {
     if (classroom::visible("evolution.view")) {
       widgets::section_label("VIEW");
       widgets::row("Map", "What the large heat-map shows at the cursor.");
-      int map = m_settings.show_delta ? 0 : 1;
-      if (ImGui::RadioButton("Wₜ − W₀", &map, 0)) m_settings.show_delta = true;
-      ImGui::SameLine();
-      if (ImGui::RadioButton("Wₜ", &map, 1)) m_settings.show_delta = false;
+      widgets::choice_pair("Wₜ − W₀", true, "Wₜ", false, m_settings.show_delta);
       widgets::row("Spectrum", "Singular values of the learned change Wₜ − W₀ (how many directions the state has "
                                "written) or of Wₜ itself.");
-      int sp = m_settings.spectrum_of_delta ? 0 : 1;
-      if (ImGui::RadioButton("of Wₜ − W₀", &sp, 0)) m_settings.spectrum_of_delta = true;
-      ImGui::SameLine();
-      if (ImGui::RadioButton("of Wₜ", &sp, 1)) m_settings.spectrum_of_delta = false;
+      widgets::choice_pair("of Wₜ − W₀", true, "of Wₜ", false, m_settings.spectrum_of_delta);
       if (v.mlp) {
         widgets::row("Layer");
         ImGui::RadioButton("W₁", &m_settings.layer, 0);
@@ -145,7 +121,7 @@ class EvolutionPanel final : public FeaturePanel<EvolutionPanelSettings> {
                   "terms add up to.");
   }
 
-  void draw_view(const EvolutionView& v) {
+  void draw_view(const EvolutionView& v, const Snapshot&, CommandSink&) override {
     const Fonts& f = fonts();
     widgets::panel_title("Hidden-state evolution", "The state Wₜ of one head as it reads the whole sequence.");
     if (!v.error.empty()) {
@@ -205,7 +181,7 @@ class EvolutionPanel final : public FeaturePanel<EvolutionPanelSettings> {
       }
     ImGui::SameLine(0, 10);
     ImGui::AlignTextToFramePadding();
-    ImGui::Text("t = %ld %s  of %ld", t, quote(v, t).c_str(), T);
+    ImGui::Text("t = %ld %s  of %ld", t, widgets::quoted_token(v.bytes, t).c_str(), T);
   }
 
   const Mat<float>& pick(const EvolutionStep& s) const { return m_settings.layer == 1 && s.w2.size() ? s.w2 : s.w1; }
@@ -257,7 +233,7 @@ class EvolutionPanel final : public FeaturePanel<EvolutionPanelSettings> {
     b.id = "w_step";
     b.export_name = "delta_W_t";
     b.title = "Δ" + wn + "ₜ = " + wn + "ₜ − " + wn + "ₜ₋₁";
-    b.subtitle = "what token " + std::to_string(t) + " " + quote(v, t) + " changed";
+    b.subtitle = "what token " + std::to_string(t) + " " + widgets::quoted_token(v.bytes, t) + " changed";
     b.m = plot::MatrixView::of(m_map_step.data(), m_map_step.rows(), m_map_step.cols(), m_map_step.cols());
     b.size = ImVec2(map_w, h_fit);
     b.row_name = "i";
@@ -318,7 +294,7 @@ class EvolutionPanel final : public FeaturePanel<EvolutionPanelSettings> {
     for (long s = v.mini_batch; v.mini_batch > 0 && s < T; s += v.mini_batch) marks.push_back({s - 0.5, colors::kMarker, true});
     const auto fmt = [&v](double x) {
       const long i = std::lround(x);
-      return "t = " + std::to_string(i) + "  " + quote(v, i);
+      return "t = " + std::to_string(i) + "  " + widgets::quoted_token(v.bytes, i);
     };
     const std::string wn = v.mlp ? (l2 ? "W₂" : "W₁") : "W";
     const float h = std::max(170.0f, ImGui::GetContentRegionAvail().y - 6.0f);
@@ -375,7 +351,7 @@ class EvolutionPanel final : public FeaturePanel<EvolutionPanelSettings> {
     sg.size = ImVec2(ImGui::GetContentRegionAvail().x, h);
     sg.row_name = "σ index i";
     sg.col_name = "token t";
-    sg.col_label = [&v](long c) { return quote(v, c); };
+    sg.col_label = [&v](long c) { return widgets::quoted_token(v.bytes, c); };
     sg.highlight_col = t;
     if (const auto r = plot::heatmap(sg); r.clicked && r.col >= 0) {
       m_settings.cursor = r.col;

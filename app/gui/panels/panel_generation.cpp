@@ -33,22 +33,25 @@ std::string byte_text(unsigned char b) {
   return "\xC2\xB7";  // a middle dot for other bytes
 }
 
-class GenerationPanel final : public FeaturePanel<GenerationPanelSettings> {
+class GenerationPanel final
+    : public FeaturePanel<GenerationPanelSettings, GenerationView, &Snapshot::generation> {
  public:
-  GenerationPanel() : FeaturePanel(kGenerationId) {}
-  std::vector<ClassroomControl> classroom_controls() const override {
-    return {{"generation.model", "Generation: the model"},
-            {"generation.sampling", "Generation: temperature, top-k, length, seed, speed"},
-            {"generation.prompt", "Generation: the prompt"}};
-  }
+  GenerationPanel()
+      : FeaturePanel(kGenerationId,
+                     {{"generation.model", "Generation: the model"},
+                      {"generation.sampling", "Generation: temperature, top-k, length, seed, speed"},
+                      {"generation.prompt", "Generation: the prompt"}},
+                     "generate again (the same seed gives the same text)") {}
 
   std::vector<ShortcutHelp> shortcut_help() const override {
-    return {{"F5", "generate again (the same seed gives the same text)"}, {"Space", "stop / generate"},
-            {"→  ←", "select the next / previous byte"}};
+    std::vector<ShortcutHelp> help = FeaturePanel::shortcut_help();
+    help.push_back({"Space", "stop / generate"});
+    help.push_back({"→  ←", "select the next / previous byte"});
+    return help;
   }
   void shortcuts(const Snapshot& snap, CommandSink& sink) override {
+    FeaturePanel::shortcuts(snap, sink);
     const GenerationView* v = snap.generation.get();
-    if (key_pressed(Key::F5, false)) sink.post(GenerateStart{m_settings.gen});
     if (key_pressed(Key::Space, false)) {
       if (v && v->running)
         sink.post(GenerateStop{});
@@ -63,18 +66,17 @@ class GenerationPanel final : public FeaturePanel<GenerationPanelSettings> {
     }
   }
 
-  void draw(const Snapshot& snap, CommandSink& sink) override {
-    const GenerationView* v = snap.generation.get();
-    if (!v) return;
-    if (v->generation != m_seen_generation) {
-      m_seen_generation = v->generation;
+ private:
+  std::optional<Command> rerun() const override { return GenerateStart{m_settings.gen}; }
+
+  void update(const GenerationView& v) override {
+    if (v.generation != m_seen_generation) {
+      m_seen_generation = v.generation;
       m_selected = -1;  // follow the newest byte
     }
-    widgets::controls_and_view([&] { draw_controls(*v, snap, sink); }, [&] { draw_view(*v); });
   }
 
- private:
-  void draw_controls(const GenerationView& v, const Snapshot& snap, CommandSink& sink) {
+  void draw_controls(const GenerationView& v, const Snapshot& snap, CommandSink& sink) override {
     const LibraryView* lib = snap.library ? snap.library->models.get() : nullptr;
     GenSettings& g = m_settings.gen;
     if (classroom::visible("generation.model")) {
@@ -145,7 +147,7 @@ class GenerationPanel final : public FeaturePanel<GenerationPanelSettings> {
     return s / static_cast<float>(v.heads);
   }
 
-  void draw_view(const GenerationView& v) {
+  void draw_view(const GenerationView& v, const Snapshot&, CommandSink&) override {
     const Fonts& f = fonts();
     widgets::panel_title("Generation", "Bytes appear as they are decoded; each one is a gradient step of every hidden state.");
     if (!v.error.empty()) {
@@ -357,13 +359,9 @@ class GenerationPanel final : public FeaturePanel<GenerationPanelSettings> {
         for (int c = 0; c < v.heads; ++c) sum += v.tokens[i]->dw_norm[static_cast<std::size_t>(r * v.heads + c)];
         m_lines[static_cast<std::size_t>(r)][i] = sum / v.heads;
       }
-    plot::LinePlot p;
-    p.id = "dw_along";
-    p.export_name = "generation_update_sizes_along_text";
-    p.title = "Update size along the text";
-    p.y_label = "‖ΔW‖ per byte, mean over the heads of each block (log scale) · orange: the model starts writing · drag to select";
-    p.x_label = "byte";
-    p.size = ImVec2(avail.x, std::max(140.0f, ImGui::GetContentRegionAvail().y - 6.0f));
+    plot::LinePlot p = plot::titled("dw_along", "generation_update_sizes_along_text", "Update size along the text",
+                                      "‖ΔW‖ per byte, mean over the heads of each block (log scale) · orange: the model starts writing · drag to select",
+                                      "byte", ImVec2(avail.x, std::max(140.0f, ImGui::GetContentRegionAvail().y - 6.0f)));
     p.y_scale = plot::ScaleKind::Log10;
     p.smoothing = 0.6;
     p.cursor = static_cast<double>(sel);

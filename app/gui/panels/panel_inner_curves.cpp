@@ -11,7 +11,6 @@
 #include <nlohmann/json.hpp>
 
 #include "gui/fonts.hpp"
-#include "gui/keys.hpp"
 #include "gui/panels/feature_panel.hpp"
 #include "gui/panels/widgets.hpp"
 #include "gui/plot/line_plot.hpp"
@@ -33,28 +32,20 @@ double mean(const std::vector<double>& v, std::size_t from = 0) {
   return s / static_cast<double>(v.size() - from);
 }
 
-class InnerCurvesPanel final : public FeaturePanel<CurvesPanelSettings> {
+class InnerCurvesPanel final
+    : public FeaturePanel<CurvesPanelSettings, CurvesView, &Snapshot::curves> {
  public:
-  InnerCurvesPanel() : FeaturePanel(kInnerCurvesId) {}
-  std::vector<ClassroomControl> classroom_controls() const override {
-    return {{"inner_curves.model", "Inner-loss curves: model and data"},
-            {"inner_curves.size", "Inner-loss curves: T and number of sequences"},
-            {"inner_curves.view", "Inner-loss curves: view options"}};
-  }
-
-  std::vector<ShortcutHelp> shortcut_help() const override { return {{"F5", "compute again"}}; }
-  void shortcuts(const Snapshot&, CommandSink& sink) override {
-    if (key_pressed(Key::F5, false)) sink.post(CurvesRun{m_settings.run});
-  }
-
-  void draw(const Snapshot& snap, CommandSink& sink) override {
-    const CurvesView* v = snap.curves.get();
-    if (!v) return;
-    widgets::controls_and_view([&] { draw_controls(snap, sink); }, [&] { draw_view(*v, snap, sink); });
-  }
+  InnerCurvesPanel()
+      : FeaturePanel(kInnerCurvesId,
+                     {{"inner_curves.model", "Inner-loss curves: model and data"},
+                      {"inner_curves.size", "Inner-loss curves: T and number of sequences"},
+                      {"inner_curves.view", "Inner-loss curves: view options"}},
+                     "compute again") {}
 
  private:
-  void draw_controls(const Snapshot& snap, CommandSink& sink) {
+  std::optional<Command> rerun() const override { return CurvesRun{m_settings.run}; }
+
+  void draw_controls(const CurvesView&, const Snapshot& snap, CommandSink& sink) override {
     bool run = false;
     const LibraryView* lib = snap.library ? snap.library->models.get() : nullptr;
     if (classroom::visible("inner_curves.model")) {
@@ -96,9 +87,7 @@ class InnerCurvesPanel final : public FeaturePanel<CurvesPanelSettings> {
     if (run) sink.post(CurvesRun{m_settings.run});
     if (classroom::visible("inner_curves.view")) {
       widgets::section_label("VIEW");
-      widgets::row("Smoothing");
-      float sm = static_cast<float>(m_settings.smoothing);
-      if (ImGui::SliderFloat("##smooth", &sm, 0.0f, 0.98f, sm == 0.0f ? "off" : "EMA %.2f")) m_settings.smoothing = sm;
+      widgets::smoothing_row(m_settings.smoothing, 0.98f);
       ImGui::Checkbox("log scale", &m_settings.log_scale);
       ImGui::SameLine();
       ImGui::Checkbox("same y range for all blocks", &m_settings.shared_y);
@@ -110,7 +99,7 @@ class InnerCurvesPanel final : public FeaturePanel<CurvesPanelSettings> {
                   "the heads; they sharpen while the job runs. Raw values stay visible under the smoothed line.");
   }
 
-  void draw_view(const CurvesView& v, const Snapshot& snap, CommandSink& sink) {
+  void draw_view(const CurvesView& v, const Snapshot& snap, CommandSink& sink) override {
     const Fonts& f = fonts();
     widgets::panel_title("Inner-loss curves", "What each layer's hidden state learns along the sequence.");
     widgets::job_status(v.outcome, v.progress, v.error, snap, sink);

@@ -68,26 +68,15 @@ std::string subscript(long n) {
   return s;
 }
 
-std::string token_quote(const StepperView& v, long t) {
-  std::string s;
-  if (t < 0 || t >= v.tokens()) return s;
-  s += '\'';  // appended piecewise: GCC 12 warns falsely (-Wrestrict) on "'" + str + "'"
-  s += token_label(v.bytes[static_cast<std::size_t>(t)]);
-  s += '\'';
-  return s;
-}
-
-class InnerStepperPanel final : public FeaturePanel<StepperPanelSettings> {
+class InnerStepperPanel final
+    : public FeaturePanel<StepperPanelSettings, StepperView, &Snapshot::stepper> {
  public:
-  InnerStepperPanel() : FeaturePanel(kInnerStepperId) {}
-
-  std::vector<ClassroomControl> classroom_controls() const override {
-    return {{"inner_stepper.source", "Stepper: model, block and head"},
-            {"inner_stepper.text", "Stepper: input text"},
-            {"inner_stepper.inner", "Stepper: toy-head settings"},
-            {"inner_stepper.playback", "Stepper: playback speed"},
-            {"inner_stepper.view", "Stepper: view options"}};
-  }
+  InnerStepperPanel()
+      : FeaturePanel(kInnerStepperId, {{"inner_stepper.source", "Stepper: model, block and head"},
+                                       {"inner_stepper.text", "Stepper: input text"},
+                                       {"inner_stepper.inner", "Stepper: toy-head settings"},
+                                       {"inner_stepper.playback", "Stepper: playback speed"},
+                                       {"inner_stepper.view", "Stepper: view options"}}) {}
 
   std::vector<ShortcutHelp> shortcut_help() const override {
     return {{"Space", "play / pause"},
@@ -111,12 +100,6 @@ class InnerStepperPanel final : public FeaturePanel<StepperPanelSettings> {
     if (snap.stepper && snap.stepper->error.empty()) m_last_cursor = snap.stepper->cursor;
   }
 
-  void draw(const Snapshot& snap, CommandSink& sink) override {
-    const StepperView* v = snap.stepper.get();
-    if (!v) return;
-    widgets::controls_and_view([&] { draw_controls(*v, snap, sink); }, [&] { draw_view(*v, snap, sink); });
-  }
-
  private:
   // The cursor saved is where playback stands, which the engine moves.
   StepperPanelSettings saved() const override {
@@ -126,7 +109,7 @@ class InnerStepperPanel final : public FeaturePanel<StepperPanelSettings> {
   }
   void loaded() override { m_last_cursor = m_settings.cursor; }
 
-  void draw_controls(const StepperView& v, const Snapshot& snap, CommandSink& sink) {
+  void draw_controls(const StepperView& v, const Snapshot& snap, CommandSink& sink) override {
     widgets::HeadEditorOptions opt;
     opt.limits = StepperModule::limits();
     opt.library = snap.library ? snap.library->models.get() : nullptr;
@@ -136,10 +119,7 @@ class InnerStepperPanel final : public FeaturePanel<StepperPanelSettings> {
 
     if (classroom::visible("inner_stepper.playback")) {
     widgets::section_label("PLAYBACK");
-    ImGui::AlignTextToFramePadding();
-    ImGui::TextUnformatted("Speed");
-    ImGui::SameLine(ImGui::GetFontSize() * 6.6f);
-    ImGui::SetNextItemWidth(-1);
+    widgets::row("Speed");
     float speed = static_cast<float>(m_settings.speed);
     if (ImGui::SliderFloat("##speed", &speed, 0.5f, 240.0f, "%.3g tokens/s", ImGuiSliderFlags_Logarithmic)) {
       m_settings.speed = speed;
@@ -150,17 +130,9 @@ class InnerStepperPanel final : public FeaturePanel<StepperPanelSettings> {
 
     if (classroom::visible("inner_stepper.view")) {
     widgets::section_label("VIEW");
-    ImGui::AlignTextToFramePadding();
-    ImGui::TextUnformatted("Smoothing");
-    ImGui::SameLine(ImGui::GetFontSize() * 6.6f);
-    ImGui::SetNextItemWidth(-1);
-    float sm = static_cast<float>(m_settings.smoothing);
-    if (ImGui::SliderFloat("##smooth", &sm, 0.0f, 0.99f, sm == 0.0f ? "off" : "EMA %.2f")) m_settings.smoothing = sm;
+    widgets::smoothing_row(m_settings.smoothing, 0.99f);
     ImGui::Checkbox("log scale for losses", &m_settings.log_losses);
-    ImGui::AlignTextToFramePadding();
-    ImGui::TextUnformatted("Colours");
-    ImGui::SameLine(ImGui::GetFontSize() * 6.6f);
-    ImGui::SetNextItemWidth(-1);
+    widgets::row("Colours");
     int cm = static_cast<int>(m_settings.colours);
     if (ImGui::Combo("##colours", &cm, "W before/after shared\0fixed over the run\0per matrix\0"))
       m_settings.colours = static_cast<ColourScale>(cm);
@@ -170,9 +142,7 @@ class InnerStepperPanel final : public FeaturePanel<StepperPanelSettings> {
                         "(95th percentile), so magnitudes compare while stepping.\n"
                         "Per matrix: every map uses its own largest |value|.");
     if (v.mlp()) {
-      ImGui::AlignTextToFramePadding();
-      ImGui::TextUnformatted("Layer");
-      ImGui::SameLine(ImGui::GetFontSize() * 6.6f);
+      widgets::row("Layer");
       ImGui::RadioButton("W₁", &m_settings.layer, 0);
       if (ImGui::IsItemHovered()) ImGui::SetTooltip("W₁: d × 4d, the first layer (key kₜ)");
       ImGui::SameLine();
@@ -200,22 +170,28 @@ class InnerStepperPanel final : public FeaturePanel<StepperPanelSettings> {
 
   void transport(const StepperView& v, CommandSink& sink) {
     const auto go = [&](StepperOp op, long token = 0) { sink.post(StepperTransport{op, token}); };
-    if (widgets::icon_button("\xE2\x87\xA4", "Before the first token (Home)")) go(StepperOp::ToStart);
-    ImGui::SameLine(0, 4);
-    if (widgets::icon_button("\xC2\xAB", "Previous mini-batch (Shift+←)")) go(StepperOp::PrevMiniBatch);
-    ImGui::SameLine(0, 4);
-    if (widgets::icon_button("\xE2\x80\xB9", "One token back (←)")) go(StepperOp::StepBack);
-    ImGui::SameLine(0, 4);
-    if (widgets::icon_button(v.playing ? "\xE2\x85\xA1" : "\xE2\x96\xB6", v.playing ? "Pause (Space)" : "Play (Space)",
-                             v.playing))
-      go(StepperOp::TogglePlay);
-    ImGui::SameLine(0, 4);
-    if (widgets::icon_button("\xE2\x80\xBA", "One token forward (→)")) go(StepperOp::StepForward);
-    ImGui::SameLine(0, 4);
-    if (widgets::icon_button("\xC2\xBB", "To the end of the mini-batch (Shift+→)")) go(StepperOp::NextMiniBatch);
-    ImGui::SameLine(0, 4);
-    if (widgets::icon_button("\xE2\x87\xA5", "The last token (End)")) go(StepperOp::ToEnd);
-    ImGui::SameLine(0, 14);
+    struct Button {
+      const char* glyph;  // nullptr: play / pause, whose glyph follows the playback
+      const char* tooltip;
+      StepperOp op;
+    };
+    static constexpr Button kButtons[] = {
+        {"\xE2\x87\xA4", "Before the first token (Home)", StepperOp::ToStart},
+        {"\xC2\xAB", "Previous mini-batch (Shift+←)", StepperOp::PrevMiniBatch},
+        {"\xE2\x80\xB9", "One token back (←)", StepperOp::StepBack},
+        {nullptr, nullptr, StepperOp::TogglePlay},
+        {"\xE2\x80\xBA", "One token forward (→)", StepperOp::StepForward},
+        {"\xC2\xBB", "To the end of the mini-batch (Shift+→)", StepperOp::NextMiniBatch},
+        {"\xE2\x87\xA5", "The last token (End)", StepperOp::ToEnd}};
+    for (std::size_t i = 0; i < std::size(kButtons); ++i) {
+      const Button& b = kButtons[i];
+      const bool clicked =
+          b.glyph ? widgets::icon_button(b.glyph, b.tooltip)
+                  : widgets::icon_button(v.playing ? "\xE2\x85\xA1" : "\xE2\x96\xB6",
+                                         v.playing ? "Pause (Space)" : "Play (Space)", v.playing);
+      if (clicked) go(b.op);
+      ImGui::SameLine(0, i + 1 < std::size(kButtons) ? 4.0f : 14.0f);  // a wider gap before the timeline
+    }
 
     // The timeline: one segment per mini-batch, the computed part filled, the cursor as a handle.
     const float h = ImGui::GetFrameHeight();
@@ -251,7 +227,7 @@ class InnerStepperPanel final : public FeaturePanel<StepperPanelSettings> {
       ImGui::TextDisabled("before token 0");
   }
 
-  void draw_view(const StepperView& v, const Snapshot& snap, CommandSink& sink) {
+  void draw_view(const StepperView& v, const Snapshot& snap, CommandSink& sink) override {
     const Fonts& f = fonts();
     char explanation[160];
     std::snprintf(explanation, sizeof explanation,
@@ -321,7 +297,7 @@ class InnerStepperPanel final : public FeaturePanel<StepperPanelSettings> {
     h.colorbar = false;  // one row: the value is in the tooltip; dark = small, light = large
     h.row_name = "";
     h.col_name = "token";
-    h.col_label = [&v](long t) { return token_quote(v, t); };
+    h.col_label = [&v](long t) { return widgets::quoted_token(v.bytes, t); };
     for (long s = v.mini_batch(); s < v.tokens(); s += v.mini_batch()) h.col_lines.push_back(s);
     h.highlight_col = v.cursor;
     const int b = v.mini_batch();
@@ -349,7 +325,7 @@ class InnerStepperPanel final : public FeaturePanel<StepperPanelSettings> {
     // Each read-out goes on the line while it fits, else on the next: nothing is cut at the view's edge.
     const auto dim = ImGui::ColorConvertU32ToFloat4(colors::kTextDim);
     ImGui::PushFont(f.bold);
-    ImGui::Text("t = %ld  %s", t, token_quote(v, t).c_str());
+    ImGui::Text("t = %ld  %s", t, widgets::quoted_token(v.bytes, t).c_str());
     ImGui::PopFont();
     char text[160];
     std::snprintf(text, sizeof text, "mini-batch %ld, position %d of %d", r.mini_batch_index, r.pos + 1, b);
@@ -589,7 +565,7 @@ class InnerStepperPanel final : public FeaturePanel<StepperPanelSettings> {
     for (long s = b; s < T; s += b) marks.push_back({s - 0.5, colors::kMarker, true});
     const auto fmt = [&v](double x) {
       const long t = std::lround(x);
-      return "t = " + std::to_string(t) + "  " + token_quote(v, t);
+      return "t = " + std::to_string(t) + "  " + widgets::quoted_token(v.bytes, t);
     };
 
     const float avail = ImGui::GetContentRegionAvail().x;
@@ -618,13 +594,9 @@ class InnerStepperPanel final : public FeaturePanel<StepperPanelSettings> {
       if (t != v.cursor) sink.post(StepperTransport{StepperOp::Seek, t});
     }
     ImGui::SameLine(0, 14);
-    plot::LinePlot np;
-    np.id = "norms";
-    np.export_name = "weight_norms";
-    np.title = "Size of the state";
-    np.y_label = "Frobenius norms (log scale)";
-    np.x_label = "token t";
-    np.size = ImVec2(ImGui::GetContentRegionAvail().x, h);
+    plot::LinePlot np = plot::titled("norms", "weight_norms", "Size of the state",
+                                      "Frobenius norms (log scale)",
+                                      "token t", ImVec2(ImGui::GetContentRegionAvail().x, h));
     np.x_range = lp.x_range;
     np.y_scale = plot::ScaleKind::Log10;
     np.markers = marks;
@@ -690,7 +662,7 @@ class InnerStepperPanel final : public FeaturePanel<StepperPanelSettings> {
       if (s == t) h.highlight_row = -1;
       const ImVec2 p = ImGui::GetCursorScreenPos();
       plot::heatmap(h);
-      const std::string label = std::to_string(s) + " " + token_quote(v, s);
+      const std::string label = std::to_string(s) + " " + widgets::quoted_token(v.bytes, s);
       plot::text_at(ImGui::GetWindowDrawList(), fonts().small, ImVec2(p.x + size.x * 0.5f, p.y + size.y - 14.0f), 0.5f,
                     0.0f, s == t ? colors::kAccent : colors::kTextDim, label.c_str());
     });

@@ -12,7 +12,6 @@
 
 #include "lab/minibatch/minibatch_module.hpp"
 #include "gui/fonts.hpp"
-#include "gui/keys.hpp"
 #include "gui/panels/feature_panel.hpp"
 #include "gui/panels/widgets.hpp"
 #include "gui/plot/line_plot.hpp"
@@ -37,15 +36,16 @@ const SweepPoint* point_for(const SweepResult* r, int b) {
   return nullptr;
 }
 
-class MiniBatchPanel final : public FeaturePanel<MiniBatchPanelSettings> {
+class MiniBatchPanel final
+    : public FeaturePanel<MiniBatchPanelSettings, MiniBatchView, &Snapshot::minibatch> {
  public:
-  MiniBatchPanel() : FeaturePanel(kMiniBatchId) {}
-  std::vector<ClassroomControl> classroom_controls() const override {
-    return {{"minibatch.mode", "Mini-batch lab: evaluate or train"},
-            {"minibatch.model", "Mini-batch lab: model and data"},
-            {"minibatch.size", "Mini-batch lab: T, windows, steps"},
-            {"minibatch.view", "Mini-batch lab: view options"}};
-  }
+  MiniBatchPanel()
+      : FeaturePanel(kMiniBatchId,
+                     {{"minibatch.mode", "Mini-batch lab: evaluate or train"},
+                      {"minibatch.model", "Mini-batch lab: model and data"},
+                      {"minibatch.size", "Mini-batch lab: T, windows, steps"},
+                      {"minibatch.view", "Mini-batch lab: view options"}},
+                     "run the sweep again") {}
 
   // The ghost to save is the sweep the engine drew before the one these settings asked for.
   void observe(const Snapshot& snap) override {
@@ -59,19 +59,11 @@ class MiniBatchPanel final : public FeaturePanel<MiniBatchPanelSettings> {
         m_settings.ghost.reset();
     }
   }
-  std::vector<ShortcutHelp> shortcut_help() const override { return {{"F5", "run the sweep again"}}; }
-  void shortcuts(const Snapshot&, CommandSink& sink) override {
-    if (key_pressed(Key::F5, false)) sink.post(SweepRun{m_settings.sweep, false});
-  }
-
-  void draw(const Snapshot& snap, CommandSink& sink) override {
-    const MiniBatchView* v = snap.minibatch.get();
-    if (!v) return;
-    widgets::controls_and_view([&] { draw_controls(snap, sink); }, [&] { draw_view(*v, snap, sink); });
-  }
 
  private:
-  void draw_controls(const Snapshot& snap, CommandSink& sink) {
+  std::optional<Command> rerun() const override { return SweepRun{m_settings.sweep, false}; }
+
+  void draw_controls(const MiniBatchView&, const Snapshot& snap, CommandSink& sink) override {
     bool run = false;
     SweepSettings& w = m_settings.sweep;
     const LibraryView* lib = snap.library ? snap.library->models.get() : nullptr;
@@ -80,11 +72,7 @@ class MiniBatchPanel final : public FeaturePanel<MiniBatchPanelSettings> {
       widgets::row("Mode", "Evaluate: the chosen model's own weights, run with each b (what b does at test time; "
                            "fast). Train: for each b a small 2-block model trained from the same seed on the same "
                            "batches, then evaluated (the paper's experiment at toy scale; slow, cancellable).");
-      int mode = w.mode == SweepMode::Evaluate ? 0 : 1;
-      if (ImGui::RadioButton("evaluate", &mode, 0)) run = true;
-      ImGui::SameLine();
-      if (ImGui::RadioButton("train each b", &mode, 1)) run = true;
-      w.mode = mode == 0 ? SweepMode::Evaluate : SweepMode::Train;
+      run |= widgets::choice_pair("evaluate", SweepMode::Evaluate, "train each b", SweepMode::Train, w.mode);
     }
     if (classroom::visible("minibatch.model")) {
       widgets::section_label(w.mode == SweepMode::Evaluate ? "MODEL AND DATA" : "LAYER AND DATA");
@@ -94,18 +82,10 @@ class MiniBatchPanel final : public FeaturePanel<MiniBatchPanelSettings> {
         widgets::model_summary_line(w.model_id, lib);
       } else {
         widgets::row("Layer");
-        int layer = w.layer == "ttt-mlp" ? 1 : 0;
-        if (ImGui::RadioButton("TTT-Linear", &layer, 0)) run = true;
-        ImGui::SameLine();
-        if (ImGui::RadioButton("TTT-MLP", &layer, 1)) run = true;
-        w.layer = layer == 0 ? "ttt-linear" : "ttt-mlp";
+        run |= widgets::choice_pair("TTT-Linear", std::string("ttt-linear"), "TTT-MLP", std::string("ttt-mlp"),
+                                    w.layer);
         widgets::row("Seed", "Initialisation and training batches: the same for every b.");
-        std::uint64_t seed = w.seed;
-        if (ImGui::InputScalar("##seed", ImGuiDataType_U64, &seed, nullptr, nullptr, "%llu",
-                               ImGuiInputTextFlags_EnterReturnsTrue)) {
-          w.seed = seed;
-          run = true;
-        }
+        run |= widgets::seed_input(w.seed);
       }
       widgets::row("Data");
       run |= widgets::data_combo("data", w.data);
@@ -129,9 +109,7 @@ class MiniBatchPanel final : public FeaturePanel<MiniBatchPanelSettings> {
     if (run) sink.post(SweepRun{w, false});
     if (classroom::visible("minibatch.view")) {
       widgets::section_label("VIEW");
-      widgets::row("Smoothing");
-      float sm = static_cast<float>(m_settings.smoothing);
-      if (ImGui::SliderFloat("##smooth", &sm, 0.0f, 0.98f, sm == 0.0f ? "off" : "EMA %.2f")) m_settings.smoothing = sm;
+      widgets::smoothing_row(m_settings.smoothing, 0.98f);
       ImGui::Checkbox("log time axis", &m_settings.log_time);
     }
     ImGui::Dummy(ImVec2(0, 6));
@@ -189,7 +167,7 @@ class MiniBatchPanel final : public FeaturePanel<MiniBatchPanelSettings> {
     ImGui::PopFont();
   }
 
-  void draw_view(const MiniBatchView& v, const Snapshot& snap, CommandSink& sink) {
+  void draw_view(const MiniBatchView& v, const Snapshot& snap, CommandSink& sink) override {
     const Fonts& f = fonts();
     // Beside a docked lesson the view is 450–770 px wide: the two plots stacked at full width (the view
     // scrolls), three small multiples per row, shorter labels.
@@ -304,13 +282,9 @@ class MiniBatchPanel final : public FeaturePanel<MiniBatchPanelSettings> {
         s.push_back(p ? p->bpb : NAN);
       }
     }
-    plot::LinePlot lb;
-    lb.id = "loss_by_b";
-    lb.export_name = "minibatch_loss_by_b";
-    lb.title = "Loss for each b";
-    lb.y_label = "bits per byte (log₂ b on the x axis)";
-    lb.x_label = "inner mini-batch size b";
-    lb.size = ImVec2(ImGui::GetContentRegionAvail().x, narrow ? 200.0f : top_h);
+    plot::LinePlot lb = plot::titled("loss_by_b", "minibatch_loss_by_b", "Loss for each b",
+                                      "bits per byte (log₂ b on the x axis)",
+                                      "inner mini-batch size b", ImVec2(ImGui::GetContentRegionAvail().x, narrow ? 200.0f : top_h));
     lb.x_scale = plot::ScaleKind::Log10;
     m_bx.assign(bs.begin(), bs.end());
     lb.x_range = plot::Range{0.8, static_cast<double>(bs.back()) * 1.25};

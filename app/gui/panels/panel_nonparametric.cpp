@@ -30,6 +30,7 @@ namespace tttlab::gui {
 namespace {
 
 using plot::format_value;
+using widgets::fit;
 
 constexpr ImU32 kNW = colors::kPrimal;         // the estimator ŷ
 constexpr ImU32 kAttention = colors::kDual;    // the layer's output z
@@ -46,21 +47,6 @@ std::string grouped(long n) {
   return out;
 }
 
-std::string quoted(const std::vector<unsigned char>& bytes, long t) {
-  std::string s;
-  if (t < 0 || t >= static_cast<long>(bytes.size())) return s;
-  s += '\'';  // appended piecewise: GCC 12 warns falsely (-Wrestrict) on "'" + str + "'"
-  s += token_label(bytes[static_cast<std::size_t>(t)]);
-  s += '\'';
-  return s;
-}
-
-// `wide` when it fits in `width` pixels of `font` (the current font by default), else `narrow`.
-const std::string& fit(const std::string& wide, const std::string& narrow, float width, ImFont* font = nullptr) {
-  ImFont* f = font ? font : ImGui::GetFont();
-  return f->CalcTextSizeA(f->FontSize, 1e9f, 0.0f, wide.c_str()).x <= width ? wide : narrow;
-}
-
 // Whether the library says `m` is a softmax-attention model (or may be one: a shipped model whose
 // config has not been read yet).
 bool maybe_softmax(const ModelInfo& m) {
@@ -68,22 +54,24 @@ bool maybe_softmax(const ModelInfo& m) {
   return m.id.rfind("shipped:", 0) == 0 || m.id.rfind("file:", 0) == 0;
 }
 
-class NonparametricPanel final : public FeaturePanel<NonparametricPanelSettings> {
+class NonparametricPanel final
+    : public FeaturePanel<NonparametricPanelSettings, NonparametricView, &Snapshot::nonparametric> {
  public:
-  NonparametricPanel() : FeaturePanel(kNonparametricId) {}
-
-  std::vector<ClassroomControl> classroom_controls() const override {
-    return {{"nonparametric.model", "Theorem 2: model, block and head"},
-            {"nonparametric.text", "Theorem 2: input text"},
-            {"nonparametric.precision", "Theorem 2: precision"}};
-  }
+  NonparametricPanel()
+      : FeaturePanel(kNonparametricId,
+                     {{"nonparametric.model", "Theorem 2: model, block and head"},
+                      {"nonparametric.text", "Theorem 2: input text"},
+                      {"nonparametric.precision", "Theorem 2: precision"}},
+                     "compute again") {}
 
   std::vector<ShortcutHelp> shortcut_help() const override {
-    return {{"F5", "compute again"}, {"← →", "the previous / next position t"}};
+    std::vector<ShortcutHelp> help = FeaturePanel::shortcut_help();
+    help.push_back({"← →", "the previous / next position t"});
+    return help;
   }
 
   void shortcuts(const Snapshot& snap, CommandSink& sink) override {
-    if (key_pressed(Key::F5, false)) sink.post(NonparametricRun{m_settings.run});
+    FeaturePanel::shortcuts(snap, sink);
     const NonparametricView* v = snap.nonparametric.get();
     if (!v || v->T <= 0) return;
     const long t = shown_position(*v);
@@ -91,18 +79,14 @@ class NonparametricPanel final : public FeaturePanel<NonparametricPanelSettings>
     if (key_pressed(Key::Right, true)) m_settings.position = std::min(v->T - 1, t + 1);
   }
 
-  void draw(const Snapshot& snap, CommandSink& sink) override {
-    const NonparametricView* v = snap.nonparametric.get();
-    if (!v) return;
-    widgets::controls_and_view([&] { draw_controls(snap, sink); }, [&] { draw_view(*v, snap, sink); });
-  }
-
  private:
+  std::optional<Command> rerun() const override { return NonparametricRun{m_settings.run}; }
+
   long shown_position(const NonparametricView& v) const {
     return m_settings.position < 0 || m_settings.position >= v.T ? v.T - 1 : m_settings.position;
   }
 
-  void draw_controls(const Snapshot& snap, CommandSink& sink) {
+  void draw_controls(const NonparametricView&, const Snapshot& snap, CommandSink& sink) override {
     bool changed = false;
     const LibraryView* lib = snap.library ? snap.library->models.get() : nullptr;
     const ModelInfo* info = lib ? lib->find(m_settings.run.model_id) : nullptr;
@@ -175,11 +159,8 @@ class NonparametricPanel final : public FeaturePanel<NonparametricPanelSettings>
       widgets::section_label("PRECISION");
       widgets::row("Attention", "The precision the attention layer runs in. The estimator always computes in "
                                 "double, with its own plain sums.");
-      int p = m_settings.run.precision == Precision::Double ? 0 : 1;
-      if (ImGui::RadioButton("double", &p, 0)) changed = true;
-      ImGui::SameLine();
-      if (ImGui::RadioButton("float", &p, 1)) changed = true;
-      m_settings.run.precision = p == 0 ? Precision::Double : Precision::Float;
+      changed |= widgets::choice_pair("double", Precision::Double, "float", Precision::Float,
+                                      m_settings.run.precision);
     }
     ImGui::Dummy(ImVec2(0, 4));
     if (ImGui::Button("Compute again  (F5)", ImVec2(-1, 0))) changed = true;
@@ -238,7 +219,7 @@ class NonparametricPanel final : public FeaturePanel<NonparametricPanelSettings>
     return changed;
   }
 
-  void draw_view(const NonparametricView& v, const Snapshot& snap, CommandSink& sink) {
+  void draw_view(const NonparametricView& v, const Snapshot& snap, CommandSink& sink) override {
     // Beside a docked lesson the view is about 450 px wide: shorter texts, two cards per row, the
     // table above the state sizes.
     const float view_w = ImGui::GetContentRegionAvail().x;
@@ -292,7 +273,7 @@ class NonparametricPanel final : public FeaturePanel<NonparametricPanelSettings>
     const float avail_h = ImGui::GetContentRegionAvail().y;
     // Leave room under the map for the table of heads, the state sizes and the note.
     const float map_w = std::max(160.0f, std::min(avail_w * 0.42f, avail_h - 230.0f));
-    const auto tok = [&v](long i) { return quoted(v.bytes, i); };
+    const auto tok = [&v](long i) { return widgets::quoted_token(v.bytes, i); };
     plot::Heatmap m;
     m.id = "nw_weights";
     m.export_name = "kernel_weights";
@@ -369,9 +350,9 @@ class NonparametricPanel final : public FeaturePanel<NonparametricPanelSettings>
     double outside = 0;
     for (long i = 0; i < first; ++i) outside += det.weights(t, i);
     char buf[160];
-    std::snprintf(buf, sizeof buf, "Row t = %ld %s: the weights of the stored pairs", t, quoted(v.bytes, t).c_str());
+    std::snprintf(buf, sizeof buf, "Row t = %ld %s: the weights of the stored pairs", t, widgets::quoted_token(v.bytes, t).c_str());
     const std::string title_wide = buf;
-    std::snprintf(buf, sizeof buf, "Weights of row t = %ld %s", t, quoted(v.bytes, t).c_str());
+    std::snprintf(buf, sizeof buf, "Weights of row t = %ld %s", t, widgets::quoted_token(v.bytes, t).c_str());
     const std::string title_narrow = buf;
     dl->AddText(f.bold, f.bold->FontSize, p, colors::kText, fit(title_wide, title_narrow, size.x, f.bold).c_str());
     std::string sub = "every pair i ≤ t drawn", sub_narrow = sub;
@@ -404,7 +385,7 @@ class NonparametricPanel final : public FeaturePanel<NonparametricPanelSettings>
                     i == t ? colors::kText : colors::kTextDim, label.c_str());
       if (hovered && mouse.x >= x0 && mouse.x < x0 + bw) {
         ImGui::BeginTooltip();
-        ImGui::Text("pair i = %ld %s", i, quoted(v.bytes, i).c_str());
+        ImGui::Text("pair i = %ld %s", i, widgets::quoted_token(v.bytes, i).c_str());
         ImGui::Text("w = %.4g   (κ(qₜ, kᵢ) over the sum of all κ(qₜ, kⱼ), j ≤ t)", det.weights(t, i));
         ImGui::EndTooltip();
       }

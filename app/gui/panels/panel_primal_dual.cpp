@@ -13,7 +13,6 @@
 #include "lab/primal_dual/primal_dual_module.hpp"
 #include "lab/engine/head_inputs.hpp"
 #include "gui/fonts.hpp"
-#include "gui/keys.hpp"
 #include "gui/panels/feature_panel.hpp"
 #include "gui/panels/widgets.hpp"
 #include "gui/plot/heatmap.hpp"
@@ -35,34 +34,22 @@ std::string ms(double v) {
   return b;
 }
 
-class PrimalDualPanel final : public FeaturePanel<PrimalDualPanelSettings> {
+class PrimalDualPanel final
+    : public FeaturePanel<PrimalDualPanelSettings, PrimalDualView, &Snapshot::primal_dual> {
  public:
-  PrimalDualPanel() : FeaturePanel(kPrimalDualId) {}
-
-  std::vector<ClassroomControl> classroom_controls() const override {
-    return {{"primal_dual.reduction", "Primal vs dual: the linear-attention toggle"},
-            {"primal_dual.source", "Primal vs dual: model, block and head"},
-            {"primal_dual.text", "Primal vs dual: input text"},
-            {"primal_dual.inner", "Primal vs dual: toy-head settings"},
-            {"primal_dual.measurement", "Primal vs dual: precision and repeats"}};
-  }
-
-  std::vector<ShortcutHelp> shortcut_help() const override { return {{"F5", "run the comparison again"}}; }
-
-  void shortcuts(const Snapshot&, CommandSink& sink) override {
-    if (key_pressed_f5()) sink.post(PrimalDualRun{m_settings.run});
-  }
-
-  void draw(const Snapshot& snap, CommandSink& sink) override {
-    const PrimalDualView* v = snap.primal_dual.get();
-    if (!v) return;
-    widgets::controls_and_view([&] { draw_controls(*v, snap, sink); }, [&] { draw_view(*v, snap, sink); });
-  }
+  PrimalDualPanel()
+      : FeaturePanel(kPrimalDualId,
+                     {{"primal_dual.reduction", "Primal vs dual: the linear-attention toggle"},
+                      {"primal_dual.source", "Primal vs dual: model, block and head"},
+                      {"primal_dual.text", "Primal vs dual: input text"},
+                      {"primal_dual.inner", "Primal vs dual: toy-head settings"},
+                      {"primal_dual.measurement", "Primal vs dual: precision and repeats"}},
+                     "run the comparison again") {}
 
  private:
-  static bool key_pressed_f5();
+  std::optional<Command> rerun() const override { return PrimalDualRun{m_settings.run}; }
 
-  void draw_controls(const PrimalDualView&, const Snapshot& snap, CommandSink& sink) {
+  void draw_controls(const PrimalDualView&, const Snapshot& snap, CommandSink& sink) override {
     bool changed = false;
     if (classroom::visible("primal_dual.reduction")) {
       widgets::section_label("REDUCTION (THEOREM 1)");
@@ -93,29 +80,15 @@ class PrimalDualPanel final : public FeaturePanel<PrimalDualPanelSettings> {
 
     if (classroom::visible("primal_dual.measurement")) {
     widgets::section_label("MEASUREMENT");
-    ImGui::AlignTextToFramePadding();
-    ImGui::TextUnformatted("Precision");
-    ImGui::SameLine(ImGui::GetFontSize() * 6.6f);
-    int p = m_settings.run.precision == Precision::Double ? 0 : 1;
-    if (ImGui::RadioButton("double", &p, 0)) changed = true;
-    ImGui::SameLine();
-    if (ImGui::RadioButton("float", &p, 1)) changed = true;
-    m_settings.run.precision = p == 0 ? Precision::Double : Precision::Float;
-    ImGui::AlignTextToFramePadding();
-    ImGui::TextUnformatted("Repeats");
-    ImGui::SameLine(ImGui::GetFontSize() * 6.6f);
-    ImGui::SetNextItemWidth(-1);
+    widgets::row("Precision");
+    changed |= widgets::choice_pair("double", Precision::Double, "float", Precision::Float,
+                                    m_settings.run.precision);
+    widgets::row("Repeats");
     ImGui::SliderInt("##reps", &m_settings.run.timing_reps, 1, 50, "%d runs per form");
     changed |= ImGui::IsItemDeactivatedAfterEdit();
     if (snap.compute && snap.compute->gpu_available && snap.compute->request != ComputeRequest::CPU) {
-      ImGui::AlignTextToFramePadding();
-      ImGui::TextUnformatted("GPU math");
-      ImGui::SameLine(ImGui::GetFontSize() * 6.6f);
-      int g = m_settings.run.gpu_math == GpuMath::Fp32 ? 0 : 1;
-      if (ImGui::RadioButton("fp32", &g, 0)) changed = true;
-      ImGui::SameLine();
-      if (ImGui::RadioButton("tf32", &g, 1)) changed = true;
-      m_settings.run.gpu_math = g == 0 ? GpuMath::Fp32 : GpuMath::Tf32;
+      widgets::row("GPU math");
+      changed |= widgets::choice_pair("fp32", GpuMath::Fp32, "tf32", GpuMath::Tf32, m_settings.run.gpu_math);
       if (ImGui::IsItemHovered())
         ImGui::SetTooltip("tf32 rounds each product's inputs to 10 bits of mantissa on the tensor cores: faster, "
                           "with differences near 1e-3 of |O| instead of 1e-7");
@@ -139,7 +112,7 @@ class PrimalDualPanel final : public FeaturePanel<PrimalDualPanelSettings> {
                   "that are not counted; copying the inputs over is not included.");
   }
 
-  void draw_view(const PrimalDualView& v, const Snapshot& snap, CommandSink& sink) {
+  void draw_view(const PrimalDualView& v, const Snapshot& snap, CommandSink& sink) override {
     const Fonts& f = fonts();
     // Beside a docked lesson the view is 450–770 px wide: two cards per row, the plots stacked at full
     // width (the view scrolls), shorter titles and a table that scrolls sideways instead of cutting numbers.
@@ -200,14 +173,7 @@ class PrimalDualPanel final : public FeaturePanel<PrimalDualPanelSettings> {
     std::vector<long> lines;
     const long b = v.mini_batch;
     for (long s = b; s < v.T; s += b) lines.push_back(s);
-    const auto tok = [&v](long t) {
-      std::string s;
-      if (t < 0 || t >= static_cast<long>(v.bytes.size())) return s;
-      s += '\'';  // appended piecewise: GCC 12 warns falsely (-Wrestrict) on "'" + str + "'"
-      s += token_label(v.bytes[static_cast<std::size_t>(t)]);
-      s += '\'';
-      return s;
-    };
+    const auto tok = [&v](long t) { return widgets::quoted_token(v.bytes, t); };
     const std::string where =
         v.model_source ? "block " + std::to_string(v.shown_block) + ", head " + std::to_string(v.shown_head)
                        : std::string();
@@ -487,8 +453,6 @@ class PrimalDualPanel final : public FeaturePanel<PrimalDualPanelSettings> {
 
   bool m_zoom = true;  // M: the first tokens up close (a view choice, not a setting)
 };
-
-bool PrimalDualPanel::key_pressed_f5() { return key_pressed(Key::F5, false); }
 
 }  // namespace
 

@@ -12,7 +12,6 @@
 #include <sstream>
 
 #include "gui/fonts.hpp"
-#include "gui/keys.hpp"
 #include "gui/panels/feature_panel.hpp"
 #include "gui/panels/widgets.hpp"
 #include "gui/plot/heatmap.hpp"
@@ -64,38 +63,29 @@ bool parse_list(const std::string& text, std::vector<int>& out) {
   return true;
 }
 
-class RecallPanel final : public FeaturePanel<RecallPanelSettings> {
+class RecallPanel final : public FeaturePanel<RecallPanelSettings, RecallView, &Snapshot::recall> {
  public:
-  RecallPanel() : FeaturePanel(kRecallId) {}
-  std::vector<ClassroomControl> classroom_controls() const override {
-    return {{"recall.size", "Recall lab: width, pairs, sequences, seed"},
-            {"recall.step", "Recall lab: TTT-Linear's step η"},
-            {"recall.map", "Recall lab: forgetting-map settings"},
-            {"recall.view", "Recall lab: view options"}};
-  }
+  RecallPanel()
+      : FeaturePanel(kRecallId,
+                     {{"recall.size", "Recall lab: width, pairs, sequences, seed"},
+                      {"recall.step", "Recall lab: TTT-Linear's step η"},
+                      {"recall.map", "Recall lab: forgetting-map settings"},
+                      {"recall.view", "Recall lab: view options"}},
+                     "compute again") {}
 
   void sync(CommandSink& sink) override {
     m_pairs_text = join(m_settings.run.pairs);
     FeaturePanel::sync(sink);
   }
-  std::vector<ShortcutHelp> shortcut_help() const override { return {{"F5", "compute again"}}; }
-  void shortcuts(const Snapshot&, CommandSink& sink) override {
-    if (key_pressed(Key::F5, false)) sink.post(RecallRun{m_settings.run});
-  }
-
-  void draw(const Snapshot& snap, CommandSink& sink) override {
-    const RecallView* v = snap.recall.get();
-    if (!v) return;
-    widgets::controls_and_view([&] { draw_controls(sink); }, [&] { draw_view(*v, snap, sink); });
-  }
 
  private:
+  std::optional<Command> rerun() const override { return RecallRun{m_settings.run}; }
   void loaded() override {
     m_pairs_text = join(m_settings.run.pairs);
     m_pairs_error.clear();
   }
 
-  void draw_controls(CommandSink& sink) {
+  void draw_controls(const RecallView&, const Snapshot&, CommandSink& sink) override {
     bool run = false;
     RecallSettings& r = m_settings.run;
     if (classroom::visible("recall.size")) {
@@ -123,12 +113,7 @@ class RecallPanel final : public FeaturePanel<RecallPanelSettings> {
       ImGui::SliderInt("##n", &r.sequences, 1, 64, "%d each");
       run |= ImGui::IsItemDeactivatedAfterEdit();
       widgets::row("Seed", "Draws the episodes and the random directions. The same seed gives the same numbers.");
-      std::uint64_t seed = r.seed;
-      if (ImGui::InputScalar("##seed", ImGuiDataType_U64, &seed, nullptr, nullptr, "%llu",
-                             ImGuiInputTextFlags_EnterReturnsTrue)) {
-        r.seed = seed;
-        run = true;
-      }
+      run |= widgets::seed_input(r.seed);
     }
     if (classroom::visible("recall.step")) {
       widgets::row("Step η", "TTT-Linear's step size of TTT-Linear's one gradient step per pair. At η = 1 the step "
@@ -174,7 +159,7 @@ class RecallPanel final : public FeaturePanel<RecallPanelSettings> {
                   "in docs/MATH.md §9.4.");
   }
 
-  void draw_view(const RecallView& v, const Snapshot& snap, CommandSink& sink) {
+  void draw_view(const RecallView& v, const Snapshot& snap, CommandSink& sink) override {
     const Fonts& f = fonts();
     widgets::panel_title("Recall lab", "How many pairs can a state of width d give back?");
     widgets::cpu_only_line(snap, "one state of width d reading a few hundred pairs: small sequential work.");
@@ -211,13 +196,9 @@ class RecallPanel final : public FeaturePanel<RecallPanelSettings> {
     const ImVec2 origin = ImGui::GetCursorScreenPos();
 
     m_xs.assign(st.pairs.begin(), st.pairs.end());
-    plot::LinePlot p;
-    p.id = "recall_accuracy";
-    p.export_name = "recall_accuracy";
-    p.title = "Recall accuracy against the number of pairs";
-    p.y_label = "fraction of the P pairs given back right (dashed: P = d)";
-    p.x_label = "pairs stored, P";
-    p.size = ImVec2(plot_w, plot_h);
+    plot::LinePlot p = plot::titled("recall_accuracy", "recall_accuracy", "Recall accuracy against the number of pairs",
+                                      "fraction of the P pairs given back right (dashed: P = d)",
+                                      "pairs stored, P", ImVec2(plot_w, plot_h));
     p.x_scale = m_settings.log_x ? plot::ScaleKind::Log10 : plot::ScaleKind::Linear;
     p.x_pad = 0.06;
     p.y_range = plot::Range{0.0, 1.04};

@@ -55,15 +55,15 @@ ImU32 state_color(RunState s) {
   }
 }
 
-class TrainingPanel final : public FeaturePanel<TrainingPanelSettings> {
+class TrainingPanel final
+    : public FeaturePanel<TrainingPanelSettings, TrainingView, &Snapshot::training> {
  public:
-  TrainingPanel() : FeaturePanel(kTrainingId) {}
-  std::vector<ClassroomControl> classroom_controls() const override {
-    return {{"training.settings", "Training: the run settings (model, data, hyper-parameters)"},
-            {"training.start", "Training: the Start button"},
-            {"training.runs", "Training: run controls (pause, stop, save, remove, open)"},
-            {"training.view", "Training: view options"}};
-  }
+  TrainingPanel()
+      : FeaturePanel(kTrainingId,
+                     {{"training.settings", "Training: the run settings (model, data, hyper-parameters)"},
+                      {"training.start", "Training: the Start button"},
+                      {"training.runs", "Training: run controls (pause, stop, save, remove, open)"},
+                      {"training.view", "Training: view options"}}) {}
 
   void sync(CommandSink& sink) override {
     // Runs recorded in a state file are shown again from their directories (their metrics and latest
@@ -79,12 +79,6 @@ class TrainingPanel final : public FeaturePanel<TrainingPanelSettings> {
     for (const auto& r : snap.training->runs) m_known_dirs.push_back(r->dir);
   }
 
-  void draw(const Snapshot& snap, CommandSink& sink) override {
-    const TrainingView* v = snap.training.get();
-    if (!v) return;
-    widgets::controls_and_view([&] { draw_controls(*v, sink); }, [&] { draw_view(*v, sink); });
-  }
-
  private:
   // The runs saved are those the engine shows, opened or started here.
   TrainingPanelSettings saved() const override {
@@ -97,7 +91,7 @@ class TrainingPanel final : public FeaturePanel<TrainingPanelSettings> {
     m_synced = false;  // the next sync opens the file's runs
   }
 
-  void draw_controls(const TrainingView& v, CommandSink& sink) {
+  void draw_controls(const TrainingView& v, const Snapshot&, CommandSink& sink) override {
     TrainSettings& t = m_settings.train;
     const bool any_active = std::any_of(v.runs.begin(), v.runs.end(), [](const auto& r) { return r->active(); });
     if (classroom::visible("training.settings")) {
@@ -214,9 +208,7 @@ class TrainingPanel final : public FeaturePanel<TrainingPanelSettings> {
     }
     if (classroom::visible("training.view")) {
       widgets::section_label("VIEW");
-      widgets::row("Smoothing");
-      float sm = static_cast<float>(m_settings.smoothing);
-      if (ImGui::SliderFloat("##smooth", &sm, 0.0f, 0.99f, sm == 0.0f ? "off" : "EMA %.2f")) m_settings.smoothing = sm;
+      widgets::smoothing_row(m_settings.smoothing, 0.99f);
       widgets::row("x axis");
       int x = static_cast<int>(m_settings.x);
       if (ImGui::Combo("##x", &x, "optimiser step\0tokens seen\0wall time\0")) m_settings.x = static_cast<XAxis>(x);
@@ -228,7 +220,7 @@ class TrainingPanel final : public FeaturePanel<TrainingPanelSettings> {
                   "`tttlab train`: continue one from the command line with `tttlab train --resume DIR`.");
   }
 
-  void draw_view(const TrainingView& v, CommandSink& sink) {
+  void draw_view(const TrainingView& v, const Snapshot&, CommandSink& sink) override {
     widgets::panel_title("Training", "Byte-level language models trained live, on the CPU or the GPU (Device).");
     if (v.runs.empty()) {
       ImGui::Dummy(ImVec2(0, 10));
@@ -544,19 +536,12 @@ class TrainingPanel final : public FeaturePanel<TrainingPanelSettings> {
     const float big_h = std::max(180.0f, avail.y * 0.58f);
     const float small_h = std::max(130.0f, avail.y - big_h - 22.0f);
 
-    plot::LinePlot L;
-    L.id = "train_loss";
-    L.export_name = "training_loss";
-    L.title = "Loss";
-    L.y_label = "bits per byte · lines: training batches (raw faint, EMA bold) · dots: validation";
-    L.x_label = xl;
-    L.size = ImVec2(avail.x * 0.62f, big_h);
+    plot::LinePlot L = plot::titled("train_loss", "training_loss", "Loss",
+                                      "bits per byte · lines: training batches (raw faint, EMA bold) · dots: validation",
+                                      xl, ImVec2(avail.x * 0.62f, big_h));
     L.smoothing = m_settings.smoothing;
     L.y_scale = m_settings.log_loss ? plot::ScaleKind::Log10 : plot::ScaleKind::Linear;
-    for (std::size_t i = 0; i < n; ++i) {
-      if (m_hidden.count(v.runs[i]->id)) continue;
-      L.series.push_back(plot::xy(v.runs[i]->name, m_xs[i], m_loss[i], widgets::series_color(static_cast<int>(i)), true));
-    }
+    add_run_series(L, v, m_loss, true);
     for (std::size_t i = 0; i < n; ++i) {
       if (m_hidden.count(v.runs[i]->id) || m_vy[i].empty()) continue;
       auto s = plot::xy(v.runs[i]->name + " (validation)", m_vx[i], m_vy[i], widgets::series_color(static_cast<int>(i)));
@@ -570,47 +555,39 @@ class TrainingPanel final : public FeaturePanel<TrainingPanelSettings> {
     ImGui::BeginGroup();
     const float side_w = ImGui::GetContentRegionAvail().x;
     const float side_h = (big_h - 8.0f) * 0.5f;
-    plot::LinePlot T;
-    T.id = "tokens_per_s";
-    T.export_name = "training_tokens_per_s";
-    T.title = "Tokens per second";
-    T.x_label = xl;
-    T.size = ImVec2(side_w, side_h);
+    plot::LinePlot T = plot::titled("tokens_per_s", "training_tokens_per_s", "Tokens per second",
+                                      "",
+                                      xl, ImVec2(side_w, side_h));
     T.smoothing = 0.9;
     T.legend = false;
-    for (std::size_t i = 0; i < n; ++i)
-      if (!m_hidden.count(v.runs[i]->id))
-        T.series.push_back(plot::xy(v.runs[i]->name, m_xs[i], m_tps[i], widgets::series_color(static_cast<int>(i)), true));
+    add_run_series(T, v, m_tps, true);
     plot::line_plot(T);
     ImGui::Dummy(ImVec2(0, 4));
-    plot::LinePlot R;
-    R.id = "lr";
-    R.export_name = "training_learning_rate";
-    R.title = "Learning rate";
-    R.x_label = xl;
-    R.size = ImVec2(side_w, side_h);
+    plot::LinePlot R = plot::titled("lr", "training_learning_rate", "Learning rate",
+                                      "",
+                                      xl, ImVec2(side_w, side_h));
     R.legend = false;
-    for (std::size_t i = 0; i < n; ++i)
-      if (!m_hidden.count(v.runs[i]->id))
-        R.series.push_back(plot::xy(v.runs[i]->name, m_xs[i], m_lr[i], widgets::series_color(static_cast<int>(i))));
+    add_run_series(R, v, m_lr, false);
     plot::line_plot(R);
     ImGui::EndGroup();
 
     ImGui::Dummy(ImVec2(0, 4));
-    plot::LinePlot G;
-    G.id = "grad_norm";
-    G.export_name = "training_grad_norm";
-    G.title = "Gradient norm";
-    G.y_label = "‖∇θ‖ before clipping (log scale)";
-    G.x_label = xl;
-    G.size = ImVec2(avail.x, small_h);
+    plot::LinePlot G = plot::titled("grad_norm", "training_grad_norm", "Gradient norm",
+                                      "‖∇θ‖ before clipping (log scale)",
+                                      xl, ImVec2(avail.x, small_h));
     G.y_scale = plot::ScaleKind::Log10;
     G.smoothing = m_settings.smoothing;
     G.legend = false;
-    for (std::size_t i = 0; i < n; ++i)
-      if (!m_hidden.count(v.runs[i]->id))
-        G.series.push_back(plot::xy(v.runs[i]->name, m_xs[i], m_gn[i], widgets::series_color(static_cast<int>(i)), true));
+    add_run_series(G, v, m_gn, true);
     plot::line_plot(G);
+  }
+
+  // One series of `ys` (by run, against m_xs) for each run on show, in the run's colour.
+  void add_run_series(plot::LinePlot& p, const TrainingView& v, const std::vector<std::vector<double>>& ys,
+                      bool smooth) const {
+    for (std::size_t i = 0; i < v.runs.size(); ++i)
+      if (!m_hidden.count(v.runs[i]->id))
+        p.series.push_back(plot::xy(v.runs[i]->name, m_xs[i], ys[i], widgets::series_color(static_cast<int>(i)), smooth));
   }
 
   std::vector<std::string> m_known_dirs;

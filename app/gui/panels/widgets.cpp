@@ -62,6 +62,21 @@ void row(const char* label, const char* help) {
   ImGui::SetNextItemWidth(-1);
 }
 
+void smoothing_row(double& smoothing, float max) {
+  row("Smoothing");
+  float sm = static_cast<float>(smoothing);
+  if (ImGui::SliderFloat("##smooth", &sm, 0.0f, max, sm == 0.0f ? "off" : "EMA %.2f")) smoothing = sm;
+}
+
+bool seed_input(std::uint64_t& seed) {
+  std::uint64_t typed = seed;
+  if (!ImGui::InputScalar("##seed", ImGuiDataType_U64, &typed, nullptr, nullptr, "%llu",
+                          ImGuiInputTextFlags_EnterReturnsTrue))
+    return false;
+  seed = typed;
+  return true;
+}
+
 bool input_string(const char* id, std::string& str, bool multiline, float height) {
   if (multiline)
     ImGui::InputTextMultiline(id, str.data(), str.capacity() + 1, ImVec2(-1, height), ImGuiInputTextFlags_CallbackResize,
@@ -391,11 +406,7 @@ bool head_editor(HeadConfig& c, const HeadEditorOptions& opt) {
     row("Source", "Trained model: a block and head of a real language model (its own Q, K, V, η and W₀). "
                   "Toy head: one head with random projections, for experiments the model cannot show "
                   "(any d, W₀ = 0, LayerNorm off, …).");
-    int src = toy ? 1 : 0;
-    if (ImGui::RadioButton("trained model", &src, 0)) changed = true;
-    ImGui::SameLine();
-    if (ImGui::RadioButton("toy", &src, 1)) changed = true;
-    c.source = src == 0 ? HeadSource::Model : HeadSource::Toy;
+    changed |= choice_pair("trained model", HeadSource::Model, "toy", HeadSource::Toy, c.source);
     if (c.source == HeadSource::Model) {
       const ModelInfo* info = opt.library ? opt.library->find(c.model_id) : nullptr;
       row("Model");
@@ -485,12 +496,7 @@ bool head_editor(HeadConfig& c, const HeadEditorOptions& opt) {
 
   row("Seed", "Draws the byte embedding, the projections W_Q, W_K, W_V, the gate θ and a random W₀.");
   ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x - ImGui::GetFrameHeight() * 2.2f);
-  std::uint64_t seed = c.seed;
-  if (ImGui::InputScalar("##seed", ImGuiDataType_U64, &seed, nullptr, nullptr, "%llu",
-                         ImGuiInputTextFlags_EnterReturnsTrue)) {
-    c.seed = seed;
-    changed = true;
-  }
+  changed |= seed_input(c.seed);
   ImGui::SameLine();
   if (ImGui::Button("Next", ImVec2(-1, 0))) {
     c.seed += 1;
@@ -500,11 +506,7 @@ bool head_editor(HeadConfig& c, const HeadEditorOptions& opt) {
   section_label("TOY INNER MODEL f");
   ImGui::BeginDisabled(lock);
   row("Model", "TTT-Linear: f(k) = k W + b.  TTT-MLP: f(k) = GELU(k W₁ + b₁) W₂ + b₂ with 4d hidden units.");
-  int model = c.model == InnerModel::Linear ? 0 : 1;
-  if (ImGui::RadioButton("Linear", &model, 0)) changed = true;
-  ImGui::SameLine();
-  if (ImGui::RadioButton("MLP", &model, 1)) changed = true;
-  c.model = model == 0 ? InnerModel::Linear : InnerModel::MLP;
+  changed |= choice_pair("Linear", InnerModel::Linear, "MLP", InnerModel::MLP, c.model);
   ImGui::EndDisabled();
   const int max_d = c.model == InnerModel::Linear ? opt.limits.max_d_linear : opt.limits.max_d_mlp;
   if (c.d > max_d) {
@@ -543,16 +545,21 @@ bool head_editor(HeadConfig& c, const HeadEditorOptions& opt) {
   row("W₀", "The inner weights at the start of the sequence (a learned parameter in a real model). Random: "
             "entries N(0, 0.02²), the official initialisation. Zero: every z = kW₀ is constant, its "
             "LayerNorm variance is 0, and the first gradients are scaled by 1/√ε = 1000.");
-  int w0 = c.w0 == W0Init::Zero ? 0 : 1;
-  if (ImGui::RadioButton("zero", &w0, 0)) changed = true;
-  ImGui::SameLine();
-  if (ImGui::RadioButton("random", &w0, 1)) changed = true;
-  c.w0 = w0 == 0 ? W0Init::Zero : W0Init::Random;
+  changed |= choice_pair("zero", W0Init::Zero, "random", W0Init::Random, c.w0);
   ImGui::EndDisabled();
   (void)toy;
   return changed;
 }
 
+
+std::string quoted_token(const std::vector<unsigned char>& bytes, long t) {
+  std::string s;
+  if (t < 0 || t >= static_cast<long>(bytes.size())) return s;
+  s += '\'';  // appended piecewise: GCC 12 warns falsely (-Wrestrict) on "'" + str + "'"
+  s += token_label(bytes[static_cast<std::size_t>(t)]);
+  s += '\'';
+  return s;
+}
 
 long token_strip(const std::vector<unsigned char>& bytes, int mini_batch, long cursor, long computed,
                  float max_height) {

@@ -4,6 +4,7 @@
 
 #include <imgui.h>
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -58,6 +59,11 @@ float label_width();
 // Label on the left, control filling the rest of the row (call right before the control).
 void row(const char* label, const char* help = nullptr);
 
+// A "Smoothing" row: the EMA weight of a view's plots, from "off" (0) to `max`.
+void smoothing_row(double& smoothing, float max);
+// A seed typed in and confirmed with Enter; returns true when `seed` changed that way.
+bool seed_input(std::uint64_t& seed);
+
 // A combo of the library's models. `ttt_only` disables models without an inner loop. The last entry
 // opens a folder prompt and posts LibraryOpen (the opened model joins the list). Returns true when
 // the choice changed.
@@ -74,6 +80,9 @@ bool path_prompt(const char* title, const char* explanation, std::string& out);
 
 // Text input bound to a std::string; returns true when the edit is complete.
 bool input_string(const char* id, std::string& s, bool multiline = false, float height = 0.0f);
+
+// Token t of `bytes` in quotes for labels ("'a'", "'⏎'"); empty when t is out of range.
+std::string quoted_token(const std::vector<unsigned char>& bytes, long t);
 
 // The input as a strip of token cells, wrapped to the available width, grouped by mini-batch.
 // `cursor` is highlighted, tokens ≥ `computed` are dimmed. Returns the clicked token or −1.
@@ -108,6 +117,18 @@ float box_width(int per_row, float gap);
 // The layout most panels share: a column of controls 20 em wide on the left, the view filling the
 // rest. Each part is drawn in its own child window, so either can scroll on its own.
 void controls_and_view(const std::function<void()>& controls, const std::function<void()>& view);
+
+// Two radio buttons on one line, `label_a` then `label_b`, setting `value` to `a` or `b` (a value
+// other than `b` shows as `a`). Returns true when either was clicked.
+template <class T>
+bool choice_pair(const char* label_a, const T& a, const char* label_b, const T& b, T& value) {
+  int chosen = value == b ? 1 : 0;
+  bool clicked = ImGui::RadioButton(label_a, &chosen, 0);
+  ImGui::SameLine();
+  clicked |= ImGui::RadioButton(label_b, &chosen, 1);
+  value = chosen == 0 ? a : b;
+  return clicked;
+}
 
 // Transport button with a glyph; returns true when clicked.
 bool icon_button(const char* glyph, const char* tooltip, bool active = false);

@@ -58,12 +58,8 @@ inline Series line(std::string label, std::span<const double> y, ImU32 color, bo
 // A series with explicit x values.
 inline Series xy(std::string label, std::span<const double> x, std::span<const double> y, ImU32 color,
                  bool smooth = false) {
-  Series s;
-  s.label = std::move(label);
+  Series s = line(std::move(label), y, color, smooth);
   s.x = x;
-  s.y = y;
-  s.color = color;
-  s.smooth = smooth;
   return s;
 }
 
@@ -92,6 +88,20 @@ struct LinePlot {
   bool legend = true;
   std::string empty_text = "no data yet";
 };
+
+// A plot with what every plot names: its id, the file stem of its exports, its title, the axis labels
+// and its size. The caller sets the rest (scales, series, markers).
+inline LinePlot titled(const char* id, std::string export_name, std::string title, std::string y_label,
+                       std::string x_label, ImVec2 size) {
+  LinePlot p;
+  p.id = id;
+  p.export_name = std::move(export_name);
+  p.title = std::move(title);
+  p.y_label = std::move(y_label);
+  p.x_label = std::move(x_label);
+  p.size = size;
+  return p;
+}
 
 struct PlotResult {
   bool hovered = false;
