@@ -178,15 +178,9 @@ struct Inputs {
     TTTLAB_CUDA_CHECK(cudaDeviceSynchronize());
   }
   // The inputs into any of the sequence kernels' argument structs of ttt.hpp.
+  // The options stay as they are.
   void set(TttSequenceInputs& a) const {
-    a.dims = D;
-    a.Q = Q.p;
-    a.K = K.p;
-    a.V = V.p;
-    a.lambda = lam.p;
-    a.tau = tau.p;
-    a.ln_weight = gam.p;
-    a.ln_bias = bet.p;
+    a = TttSequenceInputs{D, a.opt, Q.p, K.p, V.p, lam.p, tau.p, gam.p, bet.p};
   }
   // (token, head) pairs: the FLOP counts are per pair.
   double tokens() const { return double(D.batch) * D.seq_len * D.heads; }
@@ -318,19 +312,17 @@ void linear_forward_rows(Bench& bench, const TttLinearForwardArgs& fa) {
   }
 }
 
-// The checkpoints of a TTT-Linear forward every `group` mini-batches and the backward's outputs and
-// workspace; dO random.
-struct LinearBackwardBuffers {
+// What the backwards of both models share: the checkpoint group, dO (random), the outputs of the
+// layouts of ttt.hpp (dQ, dK, dV, dλ, dτ, dγ, dβ) and the workspace.
+struct BackwardBuffers {
   int group;
   std::size_t n_ck;
-  Buf ckW, ckb, dO, dQ, dK, dV, dlam, dtau, dgam, dbet, dW0, db0;
+  Buf dO, dQ, dK, dV, dlam, dtau, dgam, dbet;
   std::size_t ws_bytes;
   Buf ws;
-  LinearBackwardBuffers(const Inputs& in, int g)
+  BackwardBuffers(const Inputs& in, int g, std::size_t workspace_bytes, std::uint32_t dO_seed)
       : group(g),
         n_ck(ttt_num_checkpoints(in.D, g)),
-        ckW(in.BH * n_ck * in.d * in.d),
-        ckb(in.BH * n_ck * in.d),
         dO(in.act),
         dQ(in.act),
         dK(in.act),
@@ -339,12 +331,40 @@ struct LinearBackwardBuffers {
         dtau(in.D.mini_batch),
         dgam(in.D.heads * in.d),
         dbet(in.D.heads * in.d),
-        dW0(in.D.heads * in.d * in.d),
-        db0(in.D.heads * in.d),
-        ws_bytes(ttt_linear_backward_workspace_bytes(in.D, g)),
-        ws(floats_for(ws_bytes)) {
-    dO.fill(19, -1.0f, 1.0f);
+        ws_bytes(workspace_bytes),
+        ws(floats_for(workspace_bytes)) {
+    dO.fill(dO_seed, -1.0f, 1.0f);
   }
+  // A backward's arguments with the inputs and all of the above; the model's own fields are left.
+  template <class Args>
+  Args shared_args(const Inputs& in) const {
+    Args a;
+    in.set(a);
+    a.checkpoint_group = group;
+    a.dO = dO.p;
+    a.dQ = dQ.p;
+    a.dK = dK.p;
+    a.dV = dV.p;
+    a.dlambda = dlam.p;
+    a.dtau = dtau.p;
+    a.dln_weight = dgam.p;
+    a.dln_bias = dbet.p;
+    a.workspace = ws.p;
+    a.workspace_bytes = ws_bytes;
+    return a;
+  }
+};
+
+// The checkpoints of a TTT-Linear forward every `group` mini-batches and the backward's outputs and
+// workspace.
+struct LinearBackwardBuffers : BackwardBuffers {
+  Buf ckW, ckb, dW0, db0;
+  LinearBackwardBuffers(const Inputs& in, int g)
+      : BackwardBuffers(in, g, ttt_linear_backward_workspace_bytes(in.D, g), 19),
+        ckW(in.BH * n_ck * in.d * in.d),
+        ckb(in.BH * n_ck * in.d),
+        dW0(in.D.heads * in.d * in.d),
+        db0(in.D.heads * in.d) {}
   // fa (version Default) writing the checkpoints.
   TttLinearForwardArgs forward(const TttLinearForwardArgs& fa) const {
     TttLinearForwardArgs f = fa;
@@ -355,23 +375,11 @@ struct LinearBackwardBuffers {
     return f;
   }
   TttLinearBackwardArgs backward(const Inputs& in) const {
-    TttLinearBackwardArgs ba;
-    in.set(ba);
+    TttLinearBackwardArgs ba = shared_args<TttLinearBackwardArgs>(in);
     ba.checkpoint_W = ckW.p;
     ba.checkpoint_b = ckb.p;
-    ba.checkpoint_group = group;
-    ba.dO = dO.p;
-    ba.dQ = dQ.p;
-    ba.dK = dK.p;
-    ba.dV = dV.p;
-    ba.dlambda = dlam.p;
-    ba.dtau = dtau.p;
-    ba.dln_weight = dgam.p;
-    ba.dln_bias = dbet.p;
     ba.dW0 = dW0.p;
     ba.db0 = db0.p;
-    ba.workspace = ws.p;
-    ba.workspace_bytes = ws_bytes;
     return ba;
   }
 };
@@ -499,36 +507,19 @@ void mlp_forward_rows(Bench& bench, const TttMlpForwardArgs& ma) {
 }
 
 // The checkpoints of a TTT-MLP forward every `group` mini-batches and the backward's outputs and
-// workspace; dO random.
-struct MlpBackwardBuffers {
-  int group;
-  std::size_t n_ck;
-  Buf ckW1, ckb1, ckW2, ckb2, dO, dQ, dK, dV, dlam, dtau, dgam, dbet, dW1, db1, dW2, db2;
-  std::size_t ws_bytes;
-  Buf ws;
+// workspace.
+struct MlpBackwardBuffers : BackwardBuffers {
+  Buf ckW1, ckb1, ckW2, ckb2, dW1, db1, dW2, db2;
   MlpBackwardBuffers(const Inputs& in, std::size_t hd, int g)
-      : group(g),
-        n_ck(ttt_num_checkpoints(in.D, g)),
+      : BackwardBuffers(in, g, ttt_mlp_backward_workspace_bytes(in.D, g), 25),
         ckW1(in.BH * n_ck * in.d * hd),
         ckb1(in.BH * n_ck * hd),
         ckW2(in.BH * n_ck * hd * in.d),
         ckb2(in.BH * n_ck * in.d),
-        dO(in.act),
-        dQ(in.act),
-        dK(in.act),
-        dV(in.act),
-        dlam(in.lam_n),
-        dtau(in.D.mini_batch),
-        dgam(in.D.heads * in.d),
-        dbet(in.D.heads * in.d),
         dW1(in.D.heads * in.d * hd),
         db1(in.D.heads * hd),
         dW2(in.D.heads * hd * in.d),
-        db2(in.D.heads * in.d),
-        ws_bytes(ttt_mlp_backward_workspace_bytes(in.D, g)),
-        ws(floats_for(ws_bytes)) {
-    dO.fill(25, -1.0f, 1.0f);
-  }
+        db2(in.D.heads * in.d) {}
   // ma writing the checkpoints.
   TttMlpForwardArgs forward(const TttMlpForwardArgs& ma) const {
     TttMlpForwardArgs mf = ma;
@@ -540,27 +531,15 @@ struct MlpBackwardBuffers {
     return mf;
   }
   TttMlpBackwardArgs backward(const Inputs& in) const {
-    TttMlpBackwardArgs mb;
-    in.set(mb);
+    TttMlpBackwardArgs mb = shared_args<TttMlpBackwardArgs>(in);
     mb.checkpoint_W1 = ckW1.p;
     mb.checkpoint_b1 = ckb1.p;
     mb.checkpoint_W2 = ckW2.p;
     mb.checkpoint_b2 = ckb2.p;
-    mb.checkpoint_group = group;
-    mb.dO = dO.p;
-    mb.dQ = dQ.p;
-    mb.dK = dK.p;
-    mb.dV = dV.p;
-    mb.dlambda = dlam.p;
-    mb.dtau = dtau.p;
-    mb.dln_weight = dgam.p;
-    mb.dln_bias = dbet.p;
     mb.dW1 = dW1.p;
     mb.db1 = db1.p;
     mb.dW2 = dW2.p;
     mb.db2 = db2.p;
-    mb.workspace = ws.p;
-    mb.workspace_bytes = ws_bytes;
     return mb;
   }
 };

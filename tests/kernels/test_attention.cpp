@@ -124,6 +124,18 @@ constexpr double kFloor = 1.0;  // see the tolerance above
 
 const char* name_of(AttentionKind k) { return k == AttentionKind::Softmax ? "softmax" : "linear"; }
 
+// The fields the forward's and the backward's arguments name alike: dims, Q, K, V, O and lse.
+template <class Args>
+void set_tensors(Args& a, const AttentionDims& dims, float* Q, float* K, float* V, float* O,
+                 float* lse) {
+  a.dims = dims;
+  a.Q = Q;
+  a.K = K;
+  a.V = V;
+  a.O = O;
+  a.lse = lse;
+}
+
 std::string case_name(AttentionKind kind, const AttnCase& k) {
   return std::string(name_of(kind)) + " B=" + std::to_string(k.B) + " H=" + std::to_string(k.H) +
          " T=" + std::to_string(k.T) + " d=" + std::to_string(k.d) +
@@ -144,22 +156,13 @@ Outputs run_gpu(AttentionKind kind, const AttnCase& k, const std::vector<float>&
   for (DeviceBuffer* b : {&o, &lse, &dq, &dk, &dv, &ws}) b->poison();
   const bool soft = kind == AttentionKind::Softmax;
   AttentionForwardArgs f;
-  f.dims = dims;
+  set_tensors(f, dims, q.get(), kk.get(), v.get(), o.get(), soft ? lse.get() : nullptr);
   f.kind = kind;
-  f.Q = q.get();
-  f.K = kk.get();
-  f.V = v.get();
-  f.O = o.get();
-  f.lse = soft ? lse.get() : nullptr;
   attention_forward(f);
   AttentionBackwardArgs b;
-  b.dims = dims;
+  set_tensors(b, dims, q.get(), kk.get(), v.get(), soft ? o.get() : nullptr,
+              soft ? lse.get() : nullptr);
   b.kind = kind;
-  b.Q = q.get();
-  b.K = kk.get();
-  b.V = v.get();
-  b.O = soft ? o.get() : nullptr;
-  b.lse = soft ? lse.get() : nullptr;
   b.dO = g.get();
   b.dQ = dq.get();
   b.dK = dk.get();
@@ -218,10 +221,7 @@ TEST(Attention, ForwardAndBackwardMatchTheCpuEngine) {
 
 // Two backward runs give the same bits (no atomics, fixed summation order).
 TEST(Attention, BackwardIsDeterministic) {
-  TTTLAB_REQUIRE_GPU();
-  const std::uint64_t seed = test_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  std::mt19937_64 rng(seed);
+  TTTLAB_SEEDED_GPU_TEST();
   const AttnCase k{2, 3, 300, 64};
   const std::size_t n = std::size_t(k.B) * k.T * k.H * k.d;
   const auto Q = randn_vec(n, rng, 1.0), K = randn_vec(n, rng, 1.0), V = randn_vec(n, rng, 1.0), dO = randn_vec(n, rng, 1.0);
@@ -243,22 +243,12 @@ TEST(Attention, ArgumentsAreChecked) {
   DeviceBuffer q(n), k(n), v(n), o(n), lse(rows), g(n), dq(n), dk(n), dv(n), ws(rows);
   auto fwd = [&] {
     AttentionForwardArgs a;
-    a.dims = dims;
-    a.Q = q.get();
-    a.K = k.get();
-    a.V = v.get();
-    a.O = o.get();
-    a.lse = lse.get();
+    set_tensors(a, dims, q.get(), k.get(), v.get(), o.get(), lse.get());
     return a;
   };
   auto bwd = [&] {
     AttentionBackwardArgs a;
-    a.dims = dims;
-    a.Q = q.get();
-    a.K = k.get();
-    a.V = v.get();
-    a.O = o.get();
-    a.lse = lse.get();
+    set_tensors(a, dims, q.get(), k.get(), v.get(), o.get(), lse.get());
     a.dO = g.get();
     a.dQ = dq.get();
     a.dK = dk.get();

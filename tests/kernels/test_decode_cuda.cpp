@@ -43,7 +43,7 @@ constexpr double kTolLogits = 1e-3;
 
 void run_inner_case(InnerModel model, const TttDims& D, const TttOptions& opt, std::mt19937_64& rng) {
   const bool mlp = model == InnerModel::MLP;
-  const int d = D.head_dim, hid = mlp ? 4 * d : d, HD = D.heads * d, T = D.seq_len;
+  const int d = D.head_dim, hid = mlp ? 4 * d : d, T = D.seq_len;
   const std::size_t BH = std::size_t(D.batch) * D.heads;
   LinearInputs in = random_linear_inputs(D, opt, rng);
   // Per-sequence initial states.
@@ -77,35 +77,14 @@ void run_inner_case(InnerModel model, const TttDims& D, const TttOptions& opt, s
 
   DeviceBuffer gW1(W1), gb1(b1), gaW1(std::vector<float>(W1.size(), 0.0f)), gab1(std::vector<float>(b1.size(), 0.0f));
   DeviceBuffer gW2(W2), gb2(b2), gaW2(std::vector<float>(W2.size(), 0.0f)), gab2(std::vector<float>(b2.size(), 0.0f));
-  DeviceBuffer q(std::size_t(D.batch) * HD), k(q.size()), v(q.size()), l(BH), o(q.size());
-  const DeviceBuffer tau(in.tau), gam(in.gamma), bet(in.beta);
+  DecodeTokenBuffers tok(in);
   double worst = 0;
   for (int t = 0; t < T; ++t) {
-    std::vector<float> hq, hk, hv, hl;
-    for (int n = 0; n < D.batch; ++n) {
-      const std::size_t r0 = (std::size_t(n) * T + t) * HD;
-      hq.insert(hq.end(), in.Q.begin() + r0, in.Q.begin() + r0 + HD);
-      hk.insert(hk.end(), in.K.begin() + r0, in.K.begin() + r0 + HD);
-      hv.insert(hv.end(), in.V.begin() + r0, in.V.begin() + r0 + HD);
-      for (int h = 0; h < D.heads; ++h) hl.push_back(in.lam[(std::size_t(n) * D.heads + h) * T + t]);
-    }
-    q.upload(hq);
-    k.upload(hk);
-    v.upload(hv);
-    l.upload(hl);
-    o.poison();
+    tok.upload(in, t);
     const int pos = t % D.mini_batch;
     if (mlp) {
       TttMlpDecodeArgs a;
-      a.dims = D;
-      a.opt = opt;
-      a.q = q.get();
-      a.k = k.get();
-      a.v = v.get();
-      a.lambda = l.get();
-      a.tau = tau.get();
-      a.ln_weight = gam.get();
-      a.ln_bias = bet.get();
+      static_cast<TttDecodeInputs&>(a) = tok.inputs(in);
       a.W1 = gW1.get();
       a.b1 = gb1.get();
       a.W2 = gW2.get();
@@ -115,28 +94,20 @@ void run_inner_case(InnerModel model, const TttDims& D, const TttOptions& opt, s
       a.acc_W2 = gaW2.get();
       a.acc_b2 = gab2.get();
       a.pos = pos;
-      a.o = o.get();
+      a.o = tok.o.get();
       ttt_mlp_decode_step(a);
     } else {
       TttLinearDecodeArgs a;
-      a.dims = D;
-      a.opt = opt;
-      a.q = q.get();
-      a.k = k.get();
-      a.v = v.get();
-      a.lambda = l.get();
-      a.tau = tau.get();
-      a.ln_weight = gam.get();
-      a.ln_bias = bet.get();
+      static_cast<TttDecodeInputs&>(a) = tok.inputs(in);
       a.W = gW1.get();
       a.b = gb1.get();
       a.acc_W = gaW1.get();
       a.acc_b = gab1.get();
       a.pos = pos;
-      a.o = o.get();
+      a.o = tok.o.get();
       ttt_linear_decode_step(a);
     }
-    const std::vector<float> got = o.download();
+    const std::vector<float> got = tok.o.download();
     std::vector<double> r;
     for (int n = 0; n < D.batch; ++n)
       for (int h = 0; h < D.heads; ++h)

@@ -166,23 +166,52 @@ struct DeviceLinearInputs {
   explicit DeviceLinearInputs(const LinearInputs& in)
       : Q(in.Q), K(in.K), V(in.V), lam(in.lam), tau(in.tau), gamma(in.gamma), beta(in.beta),
         W0(in.W0), b0(in.b0) {}
+  // The inputs every forward and backward reads, with in's dims and options.
+  TttSequenceInputs sequence_inputs(const LinearInputs& in) const {
+    return {in.dims, in.opt, Q.get(), K.get(), V.get(), lam.get(), tau.get(), gamma.get(), beta.get()};
+  }
 };
 
 TttLinearForwardArgs forward_args(const LinearInputs& in, const DeviceLinearInputs& dev) {
   TttLinearForwardArgs a;
-  a.dims = in.dims;
-  a.opt = in.opt;
-  a.Q = dev.Q.get();
-  a.K = dev.K.get();
-  a.V = dev.V.get();
-  a.lambda = dev.lam.get();
-  a.tau = dev.tau.get();
-  a.ln_weight = dev.gamma.get();
-  a.ln_bias = dev.beta.get();
+  static_cast<TttSequenceInputs&>(a) = dev.sequence_inputs(in);
   a.W0 = dev.W0.get();
   a.b0 = dev.b0.get();
   return a;
 }
+
+// The streaming state a forward leaves for decode (final_W, final_b, final_acc_W, final_acc_b),
+// [B, H, d, d] and [B, H, d].
+struct DeviceFinalState {
+  DeviceBuffer W, b, acc_W, acc_b;
+  explicit DeviceFinalState(const TttDims& D)
+      : W(std::size_t(D.batch) * D.heads * D.head_dim * D.head_dim),
+        b(std::size_t(D.batch) * D.heads * D.head_dim),
+        acc_W(W.size()),
+        acc_b(b.size()) {}
+  void poison() {
+    for (DeviceBuffer* x : {&W, &b, &acc_W, &acc_b}) x->poison();
+  }
+  // Has the forward a write its final state here.
+  void set_outputs(TttLinearForwardArgs& a) const {
+    a.final_W = W.get();
+    a.final_b = b.get();
+    a.final_acc_W = acc_W.get();
+    a.final_acc_b = acc_b.get();
+  }
+  // Each tensor against the CPU engine's (`what` names the four: "final W", ...); returns the
+  // error of W.
+  double expect_near(const LinearRef& ref, double tol, const std::string& what) const {
+    const std::vector<float> w = W.download(), aw = acc_W.download(), bb = b.download(),
+                             ab = acc_b.download();
+    const ErrorStat ew = compare(w, ref.W);
+    EXPECT_TRUE(within((what + " W").c_str(), ew, tol, w, ref.W));
+    EXPECT_TRUE(within((what + " acc W").c_str(), compare(aw, ref.aW, 1.0), tol, aw, ref.aW));
+    EXPECT_TRUE(within((what + " b").c_str(), compare(bb, ref.b, 1.0), tol, bb, ref.b));
+    EXPECT_TRUE(within((what + " acc b").c_str(), compare(ab, ref.ab, 1.0), tol, ab, ref.ab));
+    return ew.rel;
+  }
+};
 
 struct VersionInfo {
   TttLinearForwardVersion v;
@@ -200,10 +229,7 @@ constexpr int kNumVersions = sizeof(kVersions) / sizeof(kVersions[0]);
 class TttLinearForwardGrid : public ::testing::TestWithParam<Case> {};
 
 TEST_P(TttLinearForwardGrid, MatchesCpuDualForm) {
-  TTTLAB_REQUIRE_GPU();
-  const std::uint64_t seed = test_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  std::mt19937_64 rng(seed);
+  TTTLAB_SEEDED_GPU_TEST();
   double worst[kNumVersions] = {};
   int runs[kNumVersions] = {};
   {
@@ -212,19 +238,17 @@ TEST_P(TttLinearForwardGrid, MatchesCpuDualForm) {
     const LinearInputs in = random_linear_inputs(D, c.opt, rng);
     const LinearRef ref = cpu_forward(in, false);
     const DeviceLinearInputs dev(in);
-    const std::size_t BH = std::size_t(D.batch) * D.heads, d = D.head_dim;
-    DeviceBuffer O(in.Q.size()), fW(BH * d * d), fb(BH * d), faW(BH * d * d), fab(BH * d);
+    DeviceBuffer O(in.Q.size());
+    DeviceFinalState fs(D);
     for (int vi = 0; vi < kNumVersions; ++vi) {
       const VersionInfo& V = kVersions[vi];
       if (!ttt_linear_forward_supports(V.v, D)) continue;
       SCOPED_TRACE(V.name);
-      for (DeviceBuffer* b : {&O, &fW, &fb, &faW, &fab}) b->poison();
+      O.poison();
+      fs.poison();
       TttLinearForwardArgs a = forward_args(in, dev);
       a.O = O.get();
-      a.final_W = fW.get();
-      a.final_b = fb.get();
-      a.final_acc_W = faW.get();
-      a.final_acc_b = fab.get();
+      fs.set_outputs(a);
       a.version = V.v;
       ttt_linear_forward(a);
       const std::vector<float> o = O.download();
@@ -232,12 +256,7 @@ TEST_P(TttLinearForwardGrid, MatchesCpuDualForm) {
       EXPECT_TRUE(within("O", e, V.tol, o, ref.O));
       worst[vi] = std::max(worst[vi], e.rel);
       ++runs[vi];
-      const std::vector<float> w = fW.download(), aw = faW.download(), bb = fb.download(),
-                               ab = fab.download();
-      EXPECT_TRUE(within("final W", compare(w, ref.W), V.tol, w, ref.W));
-      EXPECT_TRUE(within("final acc W", compare(aw, ref.aW, 1.0), V.tol, aw, ref.aW));
-      EXPECT_TRUE(within("final b", compare(bb, ref.b, 1.0), V.tol, bb, ref.b));
-      EXPECT_TRUE(within("final acc b", compare(ab, ref.ab, 1.0), V.tol, ab, ref.ab));
+      fs.expect_near(ref, V.tol, "final");
     }
   }
   for (int vi = 0; vi < kNumVersions; ++vi)
@@ -263,10 +282,7 @@ constexpr double kTolBf16 = 3e-2;
 class TttLinearForwardBf16Grid : public ::testing::TestWithParam<Case> {};
 
 TEST_P(TttLinearForwardBf16Grid, MatchesCpuOnRoundedInputs) {
-  TTTLAB_REQUIRE_GPU();
-  const std::uint64_t seed = test_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  std::mt19937_64 rng(seed);
+  TTTLAB_SEEDED_GPU_TEST();
   double worst_o = 0, worst_state = 0;
   int runs = 0;
   {
@@ -282,9 +298,10 @@ TEST_P(TttLinearForwardBf16Grid, MatchesCpuOnRoundedInputs) {
     const std::size_t BH = std::size_t(D.batch) * D.heads, d = D.head_dim;
     const int group = 2, n_ck = ttt_num_checkpoints(D, group);
     DeviceBuffer16 Q16(q16), K16(k16), V16(v16), O16(q16.size());
-    DeviceBuffer fW(BH * d * d), fb(BH * d), faW(BH * d * d), fab(BH * d), ckW(BH * n_ck * d * d),
-        ckb(BH * n_ck * d);
-    for (DeviceBuffer* b : {&fW, &fb, &faW, &fab, &ckW, &ckb}) b->poison();
+    DeviceFinalState fs(D);
+    DeviceBuffer ckW(BH * n_ck * d * d), ckb(BH * n_ck * d);
+    for (DeviceBuffer* b : {&ckW, &ckb}) b->poison();
+    fs.poison();
     O16.poison();
     TttLinearForwardArgs a = forward_args(in, dev);
     a.Q = a.K = a.V = nullptr;
@@ -292,10 +309,7 @@ TEST_P(TttLinearForwardBf16Grid, MatchesCpuOnRoundedInputs) {
     a.K_bf16 = K16.get();
     a.V_bf16 = V16.get();
     a.O_bf16 = O16.get();
-    a.final_W = fW.get();
-    a.final_b = fb.get();
-    a.final_acc_W = faW.get();
-    a.final_acc_b = fab.get();
+    fs.set_outputs(a);
     a.checkpoint_W = ckW.get();
     a.checkpoint_b = ckb.get();
     a.checkpoint_group = group;
@@ -308,14 +322,7 @@ TEST_P(TttLinearForwardBf16Grid, MatchesCpuOnRoundedInputs) {
     EXPECT_TRUE(within("O", e, kTolBf16, o, ref.O));
     worst_o = std::max(worst_o, e.rel);
     ++runs;
-    const std::vector<float> w = fW.download(), aw = faW.download(), bb = fb.download(),
-                             ab = fab.download();
-    const ErrorStat ew = compare(w, ref.W);
-    worst_state = std::max(worst_state, ew.rel);
-    EXPECT_TRUE(within("final W", ew, kTolBf16, w, ref.W));
-    EXPECT_TRUE(within("final acc W", compare(aw, ref.aW, 1.0), kTolBf16, aw, ref.aW));
-    EXPECT_TRUE(within("final b", compare(bb, ref.b, 1.0), kTolBf16, bb, ref.b));
-    EXPECT_TRUE(within("final acc b", compare(ab, ref.ab, 1.0), kTolBf16, ab, ref.ab));
+    worst_state = std::max(worst_state, fs.expect_near(ref, kTolBf16, "final"));
     // The last checkpoint is the committed state at the start of mini-batch (n_ck − 1)·group.
     const std::vector<float> cw = ckW.download();
     const int len = std::min(D.seq_len, (n_ck - 1) * group * D.mini_batch);
@@ -354,10 +361,7 @@ INSTANTIATE_TEST_SUITE_P(TttLinear, TttLinearForwardBf16Grid,
 // head dims 16, 32, 64, short and long sequences, partial last mini-batches, per-sequence initial
 // states and every option combination in turn, with checkpoint groups 1 and 3.
 TEST(TttLinearForward, TwoRolesMatchOneRoleBitForBit) {
-  TTTLAB_REQUIRE_GPU();
-  const std::uint64_t seed = test_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  std::mt19937_64 rng(seed);
+  TTTLAB_SEEDED_GPU_TEST();
   const std::vector<int> Ts =
       quick_mode() ? std::vector<int>{17, 64} : std::vector<int>{1, 15, 16, 17, 33, 100, 257, 2048};
   const int bh[3][2] = {{1, 1}, {2, 3}, {4, 12}};
@@ -393,23 +397,21 @@ TEST(TttLinearForward, TwoRolesMatchOneRoleBitForBit) {
       SCOPED_TRACE(v == TttLinearForwardVersion::Default ? "default" : "tf32");
       std::vector<std::vector<float>> out[2];
       for (int roles = 0; roles < 2; ++roles) {
-        DeviceBuffer O(in.Q.size()), ckW(BH * n_ck * d * d), ckb(BH * n_ck * d), fW(BH * d * d),
-            fb(BH * d), faW(BH * d * d), fab(BH * d);
-        for (DeviceBuffer* b : {&O, &ckW, &ckb, &fW, &fb, &faW, &fab}) b->poison();
+        DeviceBuffer O(in.Q.size()), ckW(BH * n_ck * d * d), ckb(BH * n_ck * d);
+        DeviceFinalState fs(D);
+        for (DeviceBuffer* b : {&O, &ckW, &ckb}) b->poison();
+        fs.poison();
         TttLinearForwardArgs a = forward_args(in, dev);
         a.per_sequence_init = per_seq;
         a.O = O.get();
         a.checkpoint_W = ckW.get();
         a.checkpoint_b = ckb.get();
         a.checkpoint_group = group;
-        a.final_W = fW.get();
-        a.final_b = fb.get();
-        a.final_acc_W = faW.get();
-        a.final_acc_b = fab.get();
+        fs.set_outputs(a);
         a.version = v;
         a.two_roles = roles == 1;
         ttt_linear_forward(a);
-        for (DeviceBuffer* b : {&O, &ckW, &ckb, &fW, &fb, &faW, &fab})
+        for (const DeviceBuffer* b : {&O, &ckW, &ckb, &fs.W, &fs.b, &fs.acc_W, &fs.acc_b})
           out[roles].push_back(b->download());
       }
       const char* names[] = {"O",       "checkpoint W", "checkpoint b", "final W",
@@ -435,10 +437,7 @@ TEST(TttLinearForward, TwoRolesMatchOneRoleBitForBit) {
 }
 
 TEST(TttLinearForward, PerSequenceInitialStatesAndCheckpoints) {
-  TTTLAB_REQUIRE_GPU();
-  const std::uint64_t seed = test_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  std::mt19937_64 rng(seed);
+  TTTLAB_SEEDED_GPU_TEST();
   for (const TttDims& D : {TttDims{3, 2, 70, 64, 16}, TttDims{2, 2, 45, 32, 7}}) {
     SCOPED_TRACE(describe(D, TttOptions{}));
     const LinearInputs in = random_linear_inputs(D, TttOptions{}, rng, true);
@@ -628,15 +627,7 @@ class BackwardRun {
         dW0(std::size_t(D.heads) * d * d), db0(std::size_t(D.heads) * d), ws((ws_bytes_ + 3) / 4);
     for (DeviceBuffer* b : {&dQ, &dK, &dV, &dlam, &dtau, &dgam, &dbet, &dW0, &db0, &ws}) b->poison();
     TttLinearBackwardArgs ba;
-    ba.dims = D;
-    ba.opt = in_.opt;
-    ba.Q = dev_.Q.get();
-    ba.K = dev_.K.get();
-    ba.V = dev_.V.get();
-    ba.lambda = dev_.lam.get();
-    ba.tau = dev_.tau.get();
-    ba.ln_weight = dev_.gamma.get();
-    ba.ln_bias = dev_.beta.get();
+    static_cast<TttSequenceInputs&>(ba) = dev_.sequence_inputs(in_);
     ba.checkpoint_W = ckW_.get();
     ba.checkpoint_b = ckb_.get();
     ba.checkpoint_group = group_;
@@ -714,10 +705,7 @@ const char* const kBwdNames[] = {"backward fallback", "backward default"};
 constexpr int kNumBwd = 2;
 
 TEST(TttLinearBackward, MatchesCpuSecondOrderBackwardWithCheckpointing) {
-  TTTLAB_REQUIRE_GPU();
-  const std::uint64_t seed = test_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  std::mt19937_64 rng(seed);
+  TTTLAB_SEEDED_GPU_TEST();
   double worst_tok[kNumBwd] = {}, worst_sum[kNumBwd] = {};
   int runs[kNumBwd] = {};
   int idx = 0;
@@ -746,10 +734,7 @@ TEST(TttLinearBackward, MatchesCpuSecondOrderBackwardWithCheckpointing) {
 
 // The fused backward (Default on these shapes) against the CPU engine in fp64 and the fallback.
 TEST(TttLinearBackward, FusedMatchesCpuAndFallbackOnItsShapes) {
-  TTTLAB_REQUIRE_GPU();
-  const std::uint64_t seed = test_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  std::mt19937_64 rng(seed);
+  TTTLAB_SEEDED_GPU_TEST();
   double tok = 0, sum = 0, tok_fb = 0, sum_fb = 0, tok_tf32 = 0, sum_tf32 = 0;
   int n = 0;
   for (const Case& c : fused_backward_cases()) {
@@ -813,10 +798,7 @@ TEST(TttLinearBackward, FusedMatchesCpuAndFallbackOnItsShapes) {
 // and Tf32, with dV in bf16 too, on head dims 16, 32, 64, short and long sequences, partial last
 // mini-batches and every option combination in turn.
 TEST(TttLinearBackward, TwoRolesMatchOneRole) {
-  TTTLAB_REQUIRE_GPU();
-  const std::uint64_t seed = test_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  std::mt19937_64 rng(seed);
+  TTTLAB_SEEDED_GPU_TEST();
   const std::vector<int> Ts = quick_mode()
                                   ? std::vector<int>{17, 64}
                                   : std::vector<int>{1, 15, 16, 17, 33, 48, 100, 257, 2048};
@@ -871,10 +853,7 @@ TEST(TttLinearBackward, TwoRolesMatchOneRole) {
 // default ε is checked to differ from the one at 1e-2 by far more than the tolerance, so a kernel
 // that ignored ε would be off by that much.
 TEST(TttLinear, UsesTheGivenLayerNormEps) {
-  TTTLAB_REQUIRE_GPU();
-  const std::uint64_t seed = test_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  std::mt19937_64 rng(seed);
+  TTTLAB_SEEDED_GPU_TEST();
   for (const TttDims& D : {TttDims{2, 2, 40, 64, 16}, TttDims{1, 2, 23, 32, 8}}) {
     SCOPED_TRACE(describe(D, TttOptions{}));
     TttOptions opt;
@@ -915,10 +894,7 @@ TEST(TttLinear, UsesTheGivenLayerNormEps) {
 // ---- Decode -----------------------------------------------------------------------------------------
 
 TEST(TttLinearDecode, PrefillThenDecodeMatchesThePrimalForm) {
-  TTTLAB_REQUIRE_GPU();
-  const std::uint64_t seed = test_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  std::mt19937_64 rng(seed);
+  TTTLAB_SEEDED_GPU_TEST();
   struct DecodeCase {
     TttDims dims;
     int prefill;
@@ -938,7 +914,7 @@ TEST(TttLinearDecode, PrefillThenDecodeMatchesThePrimalForm) {
     const LinearRef ref = cpu_forward(in, true, /*primal=*/true);
 
     // The state: the prefill forward's final state, or the initial state.
-    DeviceBuffer W(BH * d * d), bb(BH * d), aW(BH * d * d), ab(BH * d);
+    DeviceFinalState st(D);
     if (P > 0) {
       TttDims PD = D;
       PD.seq_len = P;
@@ -960,14 +936,12 @@ TEST(TttLinearDecode, PrefillThenDecodeMatchesThePrimalForm) {
       }
       const DeviceLinearInputs pdev(pin);
       DeviceBuffer O(pin.Q.size());
-      for (DeviceBuffer* b : {&O, &W, &bb, &aW, &ab}) b->poison();
+      O.poison();
+      st.poison();
       TttLinearForwardArgs a = forward_args(pin, pdev);
       a.per_sequence_init = true;
       a.O = O.get();
-      a.final_W = W.get();
-      a.final_b = bb.get();
-      a.final_acc_W = aW.get();
-      a.final_acc_b = ab.get();
+      st.set_outputs(a);
       ttt_linear_forward(a);
       const std::vector<float> o = O.download();
       std::vector<double> r;
@@ -979,50 +953,28 @@ TEST(TttLinearDecode, PrefillThenDecodeMatchesThePrimalForm) {
         }
       EXPECT_TRUE(within("prefill O", compare(g, r), kTolFp32, g, r));
     } else {
-      W.upload(in.W0);
+      st.W.upload(in.W0);
       std::vector<float> b0 = in.b0;
       if (!opt.bias) std::fill(b0.begin(), b0.end(), 0.0f);
-      bb.upload(b0);
-      aW.upload(std::vector<float>(BH * d * d, 0.0f));
-      ab.upload(std::vector<float>(BH * d, 0.0f));
+      st.b.upload(b0);
+      st.acc_W.upload(std::vector<float>(BH * d * d, 0.0f));
+      st.acc_b.upload(std::vector<float>(BH * d, 0.0f));
     }
 
-    DeviceBuffer q(std::size_t(D.batch) * HD), k(q.size()), v(q.size()), l(BH), o(q.size());
-    const DeviceBuffer tau(in.tau), gam(in.gamma), bet(in.beta);
+    DecodeTokenBuffers tok(in);
     double worst = 0;
     for (int t = P; t < D.seq_len; ++t) {
-      std::vector<float> hq, hk, hv, hl;
-      for (int n = 0; n < D.batch; ++n) {
-        const std::size_t r0 = (std::size_t(n) * D.seq_len + t) * HD;
-        hq.insert(hq.end(), in.Q.begin() + r0, in.Q.begin() + r0 + HD);
-        hk.insert(hk.end(), in.K.begin() + r0, in.K.begin() + r0 + HD);
-        hv.insert(hv.end(), in.V.begin() + r0, in.V.begin() + r0 + HD);
-        for (int h = 0; h < D.heads; ++h)
-          hl.push_back(in.lam[(std::size_t(n) * D.heads + h) * D.seq_len + t]);
-      }
-      q.upload(hq);
-      k.upload(hk);
-      v.upload(hv);
-      l.upload(hl);
-      o.poison();
+      tok.upload(in, t);
       TttLinearDecodeArgs a;
-      a.dims = D;
-      a.opt = opt;
-      a.q = q.get();
-      a.k = k.get();
-      a.v = v.get();
-      a.lambda = l.get();
-      a.tau = tau.get();
-      a.ln_weight = gam.get();
-      a.ln_bias = bet.get();
-      a.W = W.get();
-      a.b = bb.get();
-      a.acc_W = aW.get();
-      a.acc_b = ab.get();
+      static_cast<TttDecodeInputs&>(a) = tok.inputs(in);
+      a.W = st.W.get();
+      a.b = st.b.get();
+      a.acc_W = st.acc_W.get();
+      a.acc_b = st.acc_b.get();
       a.pos = t % D.mini_batch;
-      a.o = o.get();
+      a.o = tok.o.get();
       ttt_linear_decode_step(a);
-      const std::vector<float> got = o.download();
+      const std::vector<float> got = tok.o.download();
       std::vector<double> r;
       for (int n = 0; n < D.batch; ++n)
         for (int i = 0; i < HD; ++i) r.push_back(ref.O[(std::size_t(n) * D.seq_len + t) * HD + i]);
@@ -1032,12 +984,7 @@ TEST(TttLinearDecode, PrefillThenDecodeMatchesThePrimalForm) {
     }
     std::printf("[   INFO   ] decode %s prefill %d: worst rel. error %.3g\n",
                 describe(D, opt).c_str(), P, worst);
-    const std::vector<float> w = W.download(), aw = aW.download(), b1 = bb.download(),
-                             a1 = ab.download();
-    EXPECT_TRUE(within("state W", compare(w, ref.W), kTolFp32, w, ref.W));
-    EXPECT_TRUE(within("state acc W", compare(aw, ref.aW, 1.0), kTolFp32, aw, ref.aW));
-    EXPECT_TRUE(within("state b", compare(b1, ref.b, 1.0), kTolFp32, b1, ref.b));
-    EXPECT_TRUE(within("state acc b", compare(a1, ref.ab, 1.0), kTolFp32, a1, ref.ab));
+    st.expect_near(ref, kTolFp32, "state");
   }
 }
 

@@ -81,10 +81,7 @@ std::vector<double> cpu_mlp_forward(const MlpInputs& in) {
 }
 
 TEST(TttMlpForward, MatchesCpuDualFormOnTheShapeGrid) {
-  TTTLAB_REQUIRE_GPU();
-  const std::uint64_t seed = test_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  std::mt19937_64 rng(seed);
+  TTTLAB_SEEDED_GPU_TEST();
   const bool quick = quick_mode();
   const std::vector<int> ds = quick ? std::vector<int>{16, 64} : std::vector<int>{16, 32, 64, 128};
   const std::vector<int> bs = quick ? std::vector<int>{7, 16} : std::vector<int>{1, 7, 16, 64};
@@ -157,6 +154,11 @@ struct MlpDevice {
   explicit MlpDevice(const MlpInputs& in)
       : Q(in.base.Q), K(in.base.K), V(in.base.V), lam(in.base.lam), tau(in.base.tau),
         gam(in.base.gamma), bet(in.base.beta), W1(in.W1), b1(in.b1), W2(in.W2), b2(in.b2) {}
+  // The inputs every forward and backward reads, with in's dims and options.
+  TttSequenceInputs sequence_inputs(const MlpInputs& in) const {
+    return {in.base.dims, in.base.opt, Q.get(),   K.get(), V.get(),
+            lam.get(),    tau.get(),   gam.get(), bet.get()};
+  }
 };
 
 struct MlpCheckpoints {
@@ -167,15 +169,7 @@ struct MlpCheckpoints {
 // the caller sets O (or the bf16 fields), checkpoints, workspace and version.
 TttMlpForwardArgs forward_args(const MlpInputs& in, const MlpDevice& dev) {
   TttMlpForwardArgs a;
-  a.dims = in.base.dims;
-  a.opt = in.base.opt;
-  a.Q = dev.Q.get();
-  a.K = dev.K.get();
-  a.V = dev.V.get();
-  a.lambda = dev.lam.get();
-  a.tau = dev.tau.get();
-  a.ln_weight = dev.gam.get();
-  a.ln_bias = dev.bet.get();
+  static_cast<TttSequenceInputs&>(a) = dev.sequence_inputs(in);
   a.W1 = dev.W1.get();
   a.b1 = dev.b1.get();
   a.W2 = dev.W2.get();
@@ -264,10 +258,7 @@ double expect_checkpoints_match(const MlpInputs& in, int group, const std::vecto
 // Checkpoint k is the committed state at the start of mini-batch k·group: the CPU engine replayed
 // on the prefix.
 TEST(TttMlpForward, CheckpointsAreTheCpuEnginesStates) {
-  TTTLAB_REQUIRE_GPU();
-  const std::uint64_t seed = test_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  std::mt19937_64 rng(seed);
+  TTTLAB_SEEDED_GPU_TEST();
   const std::vector<std::pair<TttDims, int>> cases = {
       {{2, 2, 70, 64, 16}, 2}, {{2, 1, 45, 32, 7}, 3}, {{1, 2, 40, 16, 5}, 1},
       {{1, 2, 50, 32, 16}, 4}, {{2, 1, 33, 16, 16}, 1}};
@@ -296,10 +287,7 @@ TEST(TttMlpForward, CheckpointsAreTheCpuEnginesStates) {
 // every option combination at each of its shapes, with a short last mini-batch, against the CPU
 // engine in double precision.
 TEST(TttMlpForward, FusedMatchesCpuForEveryOption) {
-  TTTLAB_REQUIRE_GPU();
-  const std::uint64_t seed = test_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  std::mt19937_64 rng(seed);
+  TTTLAB_SEEDED_GPU_TEST();
   const int T = quick_mode() ? 40 : 150;
   double worst = 0, worst_tf32 = 0;
   for (int d : {16, 32, 64})
@@ -333,10 +321,7 @@ TEST(TttMlpForward, FusedMatchesCpuForEveryOption) {
 // Default reads Q, K, V and writes O in 8-byte pieces where it runs the fused kernel; inputs that are
 // not 16-byte aligned (here 4 bytes off) go to the Fallback, with the same result.
 TEST(TttMlpForward, DefaultRunsUnalignedInputsThroughTheFallback) {
-  TTTLAB_REQUIRE_GPU();
-  const std::uint64_t seed = test_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  std::mt19937_64 rng(seed);
+  TTTLAB_SEEDED_GPU_TEST();
   const TttDims D{2, 1, 40, 64, 16};
   const MlpInputs in = random_mlp_inputs(D, flags(0), rng);
   const std::vector<double> ref = cpu_mlp_forward(in);
@@ -370,10 +355,7 @@ TEST(TttMlpForward, DefaultRunsUnalignedInputsThroughTheFallback) {
 constexpr double kTolBf16 = 3e-2;
 
 TEST(TttMlpForward, Bf16MatchesCpuOnRoundedInputs) {
-  TTTLAB_REQUIRE_GPU();
-  const std::uint64_t seed = test_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  std::mt19937_64 rng(seed);
+  TTTLAB_SEEDED_GPU_TEST();
   const int T = quick_mode() ? 40 : 150;
   const int group = 2;
   double worst_o = 0, worst_ck = 0;
@@ -502,15 +484,7 @@ MlpBwdOut run_backward(const MlpInputs& in, const MlpDevice& dev, const MlpCheck
   for (DeviceBuffer* b : {&dQ, &dK, &dV, &dlam, &dtau, &dgam, &dbet, &dW1, &db1, &dW2, &db2, &ws})
     b->poison();
   TttMlpBackwardArgs a;
-  a.dims = D;
-  a.opt = in.base.opt;
-  a.Q = dev.Q.get();
-  a.K = dev.K.get();
-  a.V = dev.V.get();
-  a.lambda = dev.lam.get();
-  a.tau = dev.tau.get();
-  a.ln_weight = dev.gam.get();
-  a.ln_bias = dev.bet.get();
+  static_cast<TttSequenceInputs&>(a) = dev.sequence_inputs(in);
   a.checkpoint_W1 = ck.W1.get();
   a.checkpoint_b1 = ck.b1.get();
   a.checkpoint_W2 = ck.W2.get();
@@ -605,10 +579,7 @@ void check_backward_case(const MlpCase& c, std::mt19937_64& rng, TttMlpForwardVe
 }
 
 TEST(TttMlpBackward, MatchesCpuSecondOrderBackwardWithCheckpointing) {
-  TTTLAB_REQUIRE_GPU();
-  const std::uint64_t seed = test_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  std::mt19937_64 rng(seed);
+  TTTLAB_SEEDED_GPU_TEST();
   double tok = 0, sum = 0;
   int runs = 0, idx = 0;
   for (const MlpCase& c : mlp_backward_cases()) {
@@ -628,10 +599,7 @@ TEST(TttMlpBackward, MatchesCpuSecondOrderBackwardWithCheckpointing) {
 // 2^-11 with rounding, 2^-10 truncated), so each product is off by ~1e-3 relative and the errors of
 // the recomputed forward, the chain through the mini-batches and the sums stay within a few of those.
 TEST(TttMlpBackward, Tf32VersionMatchesCpuWithinTf32Rounding) {
-  TTTLAB_REQUIRE_GPU();
-  const std::uint64_t seed = test_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  std::mt19937_64 rng(seed);
+  TTTLAB_SEEDED_GPU_TEST();
   std::vector<MlpCase> cases;
   int idx = 0;
   for (int d : {16, 64})
@@ -652,10 +620,7 @@ TEST(TttMlpBackward, Tf32VersionMatchesCpuWithinTf32Rounding) {
 
 // Two runs on the same inputs give the same bits (no atomics, fixed reduction order).
 TEST(TttMlpBackward, IsDeterministic) {
-  TTTLAB_REQUIRE_GPU();
-  const std::uint64_t seed = test_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  std::mt19937_64 rng(seed);
+  TTTLAB_SEEDED_GPU_TEST();
   const TttDims D{3, 2, 40, 32, 16};
   const MlpInputs in = random_mlp_inputs(D, TttOptions{}, rng);
   const std::vector<float> dO = randn_vec(in.base.Q.size(), rng, 1.0);

@@ -49,6 +49,19 @@ inline std::uint64_t test_seed() {
   return h;
 }
 
+}  // namespace tttlab::kernels::test
+
+// The start of a test that needs the GPU and random inputs: TTTLAB_REQUIRE_GPU(), then `seed`
+// (test_seed()) and `rng` seeded with it, the seed shown with every failure of the test. A macro,
+// because the skip returns from the test body and the trace lasts to the end of its scope.
+#define TTTLAB_SEEDED_GPU_TEST()                                       \
+  TTTLAB_REQUIRE_GPU();                                                \
+  const std::uint64_t seed = ::tttlab::kernels::test::test_seed();     \
+  SCOPED_TRACE("seed " + std::to_string(seed));                        \
+  std::mt19937_64 rng(seed)
+
+namespace tttlab::kernels::test {
+
 // fp32 → bf16 of the host, bit for bit: round to nearest, ties to even, on the bit pattern.
 inline std::uint16_t bf16_bits_reference(float f) {
   std::uint32_t u = 0;
@@ -201,6 +214,46 @@ inline LinearInputs random_linear_inputs(const TttDims& D, const TttOptions& opt
   in.b0 = randn_vec(states * d, rng, 0.1);
   return in;
 }
+
+// One decode token of every sequence of a batch on the device, q, k, v [B, H·d] and λ [B, H], with
+// the batch's τ, γ, β and the step's output o [B, H·d]: what a decode step of either model reads
+// besides its state.
+struct DecodeTokenBuffers {
+  DeviceBuffer q, k, v, lam, o;
+  const DeviceBuffer tau, gam, bet;
+  explicit DecodeTokenBuffers(const LinearInputs& in)
+      : q(std::size_t(in.dims.batch) * in.dims.heads * in.dims.head_dim),
+        k(q.size()),
+        v(q.size()),
+        lam(std::size_t(in.dims.batch) * in.dims.heads),
+        o(q.size()),
+        tau(in.tau),
+        gam(in.gamma),
+        bet(in.beta) {}
+  // Uploads token t of every sequence of in and poisons o.
+  void upload(const LinearInputs& in, int t) {
+    const TttDims& D = in.dims;
+    const std::size_t HD = std::size_t(D.heads) * D.head_dim;
+    std::vector<float> hq, hk, hv, hl;
+    for (int n = 0; n < D.batch; ++n) {
+      const std::size_t r0 = (std::size_t(n) * D.seq_len + t) * HD;
+      hq.insert(hq.end(), in.Q.begin() + r0, in.Q.begin() + r0 + HD);
+      hk.insert(hk.end(), in.K.begin() + r0, in.K.begin() + r0 + HD);
+      hv.insert(hv.end(), in.V.begin() + r0, in.V.begin() + r0 + HD);
+      for (int h = 0; h < D.heads; ++h)
+        hl.push_back(in.lam[(std::size_t(n) * D.heads + h) * D.seq_len + t]);
+    }
+    q.upload(hq);
+    k.upload(hk);
+    v.upload(hv);
+    lam.upload(hl);
+    o.poison();
+  }
+  // The decode inputs of the token uploaded last, with in's dims and options.
+  TttDecodeInputs inputs(const LinearInputs& in) const {
+    return {in.dims, in.opt, q.get(), k.get(), v.get(), lam.get(), tau.get(), gam.get(), bet.get()};
+  }
+};
 
 inline InnerOptions inner_options(const TttOptions& o, const TttDims& D, InnerModel model) {
   InnerOptions io;

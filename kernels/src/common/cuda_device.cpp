@@ -125,14 +125,8 @@ CudaQuery query_cuda_devices() {
       q.devices.clear();
       return q;
     }
-    CudaDeviceProps d;
-    d.index = i;
-    d.name = p.name;
-    d.cc_major = p.major;
-    d.cc_minor = p.minor;
-    d.total_memory_bytes = p.totalGlobalMem;
-    d.multiprocessors = p.multiProcessorCount;
-    q.devices.push_back(std::move(d));
+    q.devices.push_back(
+        CudaDeviceProps{i, p.name, p.major, p.minor, p.totalGlobalMem, p.multiProcessorCount});
   }
   q.status = CudaStatus::Ok;
   return q;

@@ -29,6 +29,7 @@
 
 #include "common/cuda_check.hpp"
 #include "model/decode_ops.hpp"
+#include "ttt/ttt_host.hpp"
 #include "tttlab/kernels/nn_ops.hpp"
 #include "tttlab/kernels/ttt.hpp"
 #include "tttlab/model/model.hpp"
@@ -44,13 +45,10 @@ std::string cuda_decode_unsupported(const ModelConfig& m) {
   if (!m.is_ttt())
     return "the GPU decoder runs ttt-linear and ttt-mlp models; " + to_string(m.seq_layer) +
            " decodes on the CPU (--device cpu)";
-  const int d = m.head_dim();
-  if (d < 16 || d > 128 || d % 2 != 0)
-    return "the GPU decoder needs a head dim (hidden size / heads) that is even and in 16..128, got " +
-           std::to_string(d) + "; use --device cpu";
-  if (m.mini_batch_size > 64)
-    return "the GPU decoder needs a mini-batch b <= 64, got " + std::to_string(m.mini_batch_size) +
-           "; use --device cpu";
+  if (std::string why = detail::ttt_shape_unsupported(m.head_dim(), m.mini_batch_size,
+                                                      "the GPU decoder needs");
+      !why.empty())
+    return why;
   if (m.conv_kernel > 16)
     return "the GPU decoder needs conv_kernel <= 16, got " + std::to_string(m.conv_kernel) + "; use --device cpu";
   return {};
@@ -388,11 +386,8 @@ void CudaDecoder::Impl::build(const Model<float>& model) {
 }
 
 void CudaDecoder::Impl::enqueue_step(int pos) {
-  TttOptions to;
-  to.layer_norm = tc.inner.layer_norm;
-  to.residual = tc.inner.residual;
-  to.bias = tc.inner.bias;
-  to.ln_eps = float(tc.inner.ln_eps);
+  const TttOptions to{tc.inner.layer_norm, tc.inner.residual, tc.inner.bias,
+                      float(tc.inner.ln_eps)};
   TttDims dims{1, H, 1, d, b};
   for (int i = 0; i < L; ++i) {
     const DecBlock& B = blocks[i];
@@ -449,17 +444,11 @@ void CudaDecoder::Impl::enqueue_step(int pos) {
     tp.d = d;
     detail::decode_ttt_prep(tp, stream);
 
+    // What both models' decode steps read; the state and its accumulators follow per model.
+    const TttDecodeInputs token{dims, to, q, k, v, lam, B.tau, B.ln_w, B.ln_b};
     if (mlp) {
       TttMlpDecodeArgs m;
-      m.dims = dims;
-      m.opt = to;
-      m.q = q;
-      m.k = k;
-      m.v = v;
-      m.lambda = lam;
-      m.tau = B.tau;
-      m.ln_weight = B.ln_w;
-      m.ln_bias = B.ln_b;
+      static_cast<TttDecodeInputs&>(m) = token;
       m.W1 = B.W1;
       m.b1 = B.b1;
       m.W2 = B.W2;
@@ -474,15 +463,7 @@ void CudaDecoder::Impl::enqueue_step(int pos) {
       ttt_mlp_decode_step(m);
     } else {
       TttLinearDecodeArgs l;
-      l.dims = dims;
-      l.opt = to;
-      l.q = q;
-      l.k = k;
-      l.v = v;
-      l.lambda = lam;
-      l.tau = B.tau;
-      l.ln_weight = B.ln_w;
-      l.ln_bias = B.ln_b;
+      static_cast<TttDecodeInputs&>(l) = token;
       l.W = B.W1;
       l.b = B.b1;
       l.acc_W = B.aW1;

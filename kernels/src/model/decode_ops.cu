@@ -54,6 +54,25 @@ __device__ float block_sum(float v) {
   return total;
 }
 
+// The warps' float4 values v of one lane's columns summed in warp order (warp 0's first) through
+// red, and stored at out by warp 0 where store (the columns exist).
+__device__ __forceinline__ void store_warp_sum(float4 (&red)[kGemvWarps][32], float4 v, int warp,
+                                               int lane, bool store, float* out) {
+  red[warp][lane] = v;
+  __syncthreads();
+  if (warp == 0 && store) {
+    float4 t = red[0][lane];
+    for (int w = 1; w < kGemvWarps; ++w) {
+      const float4 r = red[w][lane];
+      t.x += r.x;
+      t.y += r.y;
+      t.z += r.z;
+      t.w += r.w;
+    }
+    *reinterpret_cast<float4*>(out) = t;
+  }
+}
+
 // One CTA: a tile of 128 columns (32 lanes × float4) and a chunk of kc rows, the rows spread over
 // the 8 warps and summed in shared memory in warp order; the chunk's partial goes to part[s, :].
 // The last CTA of a tile to finish (a counter per tile) adds the S partials of its tile in a fixed
@@ -93,19 +112,7 @@ __global__ void __launch_bounds__(kGemvThreads)
       acc.w += xv * wv.w;
     }
   }
-  red[warp][lane] = acc;
-  __syncthreads();
-  if (warp == 0 && c < ld) {
-    float4 t = red[0][lane];
-    for (int w = 1; w < kGemvWarps; ++w) {
-      const float4 r = red[w][lane];
-      t.x += r.x;
-      t.y += r.y;
-      t.z += r.z;
-      t.w += r.w;
-    }
-    *reinterpret_cast<float4*>(part + std::size_t(s) * ld + c) = t;
-  }
+  store_warp_sum(red, acc, warp, lane, c < ld, part + std::size_t(s) * ld + c);
   __threadfence();
   __syncthreads();
   if (tid == 0) last = atomicAdd(&counters[tile], 1u) == unsigned(S - 1);
@@ -122,19 +129,7 @@ __global__ void __launch_bounds__(kGemvThreads)
       a.z += r.z;
       a.w += r.w;
     }
-  red[warp][lane] = a;
-  __syncthreads();
-  if (warp == 0 && c < ld) {
-    float4 t = red[0][lane];
-    for (int w = 1; w < kGemvWarps; ++w) {
-      const float4 r = red[w][lane];
-      t.x += r.x;
-      t.y += r.y;
-      t.z += r.z;
-      t.w += r.w;
-    }
-    *reinterpret_cast<float4*>(y + c) = t;
-  }
+  store_warp_sum(red, a, warp, lane, c < ld, y + c);
   if (tid == 0) counters[tile] = 0u;
 }
 

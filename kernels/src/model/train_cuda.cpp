@@ -20,6 +20,7 @@
 #include <utility>
 
 #include "common/cuda_check.hpp"
+#include "ttt/ttt_host.hpp"
 #include "tttlab/kernels/attention.hpp"
 #include "tttlab/kernels/cuda_device.hpp"
 #include "tttlab/kernels/nn_ops.hpp"
@@ -87,17 +88,14 @@ std::string cuda_train_unsupported(const ModelConfig& m) {
   if (m.seq_layer != SeqLayerKind::TTTLinear && m.seq_layer != SeqLayerKind::TTTMLP)
     return "the GPU trains ttt-linear, ttt-mlp and the attention baselines; " + to_string(m.seq_layer) +
            " trains on the CPU (--device cpu)";
-  const int d = m.head_dim();
-  if (d < 16 || d > 128 || d % 2 != 0)
-    return "the GPU's TTT kernels need a head dim (hidden size / heads) that is even and in 16..128, got " +
-           std::to_string(d) + "; use --device cpu";
+  if (std::string why = detail::ttt_shape_unsupported(m.head_dim(), m.mini_batch_size,
+                                                      "the GPU's TTT kernels need");
+      !why.empty())
+    return why;
   // The GPU step always applies RoPE to the TTT layer's Q, K and always has the post-norm; the
   // Theorem 1 rows of the ablation switch them off, which only the CPU engine computes.
   if (!m.ttt_rope) return "the GPU trains TTT layers with RoPE on Q and K only; without it, use --device cpu";
   if (!m.ttt_post_norm) return "the GPU trains TTT layers with their post-norm only; without it, use --device cpu";
-  if (m.mini_batch_size > 64)
-    return "the GPU's TTT kernels need a mini-batch b <= 64, got " + std::to_string(m.mini_batch_size) +
-           "; use --device cpu";
   if (m.mamba_backbone && m.conv_kernel > 16)
     return "the GPU's causal convolution needs conv_kernel <= 16, got " + std::to_string(m.conv_kernel);
   return {};
@@ -230,6 +228,21 @@ struct CudaTrainBackend::Impl {
   DeviceArray<unsigned char> attn_ws;
   std::size_t attn_ws_bytes = 0;
   AttentionDims attn_dims() const { return AttentionDims{nseq, H, T, d}; }
+  // The fields the attention forward's and backward's arguments share, for block k's projections
+  // Q, K, V on the step's stream: O and lse as given (the backward reads them only for softmax).
+  template <class Args>
+  Args attention_args(const Block& k, float* O, float* lse) const {
+    Args a;
+    a.dims = attn_dims();
+    a.kind = attn_kind;
+    a.Q = k.XQ;
+    a.K = k.XK;
+    a.V = k.XV;
+    a.O = O;
+    a.lse = lse;
+    a.stream = stream;
+    return a;
+  }
 
   // Profiling (profile_step): event pairs around the phases, summed after the step.
   enum Phase { kGemm = 0, kInnerFwd = 1, kInnerBwd = 2 };
@@ -257,6 +270,16 @@ struct CudaTrainBackend::Impl {
   float* alloc(std::size_t n) {
     storage.push_back(std::make_unique<DeviceArray<float>>(std::max<std::size_t>(n, 1)));
     return storage.back()->get();
+  }
+  // The RoPE tables (rope_tables) of positions 0..positions−1, [positions, d/2] each, in new device
+  // arrays.
+  void upload_rope_tables(int positions, float*& cos_t, float*& sin_t) {
+    std::vector<float> c(std::size_t(positions) * d / 2), s(c.size());
+    rope_tables(d, positions, mc.rope_theta, c.data(), s.data());
+    cos_t = alloc(c.size());
+    sin_t = alloc(s.size());
+    TTTLAB_CUDA_CHECK(cudaMemcpy(cos_t, c.data(), c.size() * sizeof(float), cudaMemcpyHostToDevice));
+    TTTLAB_CUDA_CHECK(cudaMemcpy(sin_t, s.data(), s.size() * sizeof(float), cudaMemcpyHostToDevice));
   }
   std::uint16_t* alloc16(std::size_t n) {
     storage16.push_back(std::make_unique<DeviceArray<std::uint16_t>>(std::max<std::size_t>(n, 1)));
@@ -612,22 +635,12 @@ void CudaTrainBackend::Impl::allocate() {
     attn_ws.reset(attn_ws_bytes);
     if (attn_kind == AttentionKind::Softmax) {
       // SoftmaxAttentionLayer::forward_train rotates by the global positions 0..T−1 (rope_apply).
-      std::vector<float> ac(std::size_t(T) * d / 2), as(ac.size());
-      rope_tables(d, T, mc.rope_theta, ac.data(), as.data());
-      attn_rope_cos = alloc(ac.size());
-      attn_rope_sin = alloc(as.size());
-      TTTLAB_CUDA_CHECK(cudaMemcpy(attn_rope_cos, ac.data(), ac.size() * sizeof(float), cudaMemcpyHostToDevice));
-      TTTLAB_CUDA_CHECK(cudaMemcpy(attn_rope_sin, as.data(), as.size() * sizeof(float), cudaMemcpyHostToDevice));
+      upload_rope_tables(T, attn_rope_cos, attn_rope_sin);
     }
     return;  // the TTT layers' RoPE tables below are not needed
   }
   // RoPE tables for positions 0..b−1 (t mod b).
-  std::vector<float> c(std::size_t(b) * d / 2), s(c.size());
-  rope_tables(d, b, mc.rope_theta, c.data(), s.data());
-  rope_cos = alloc(c.size());
-  rope_sin = alloc(s.size());
-  TTTLAB_CUDA_CHECK(cudaMemcpy(rope_cos, c.data(), c.size() * sizeof(float), cudaMemcpyHostToDevice));
-  TTTLAB_CUDA_CHECK(cudaMemcpy(rope_sin, s.data(), s.size() * sizeof(float), cudaMemcpyHostToDevice));
+  upload_rope_tables(b, rope_cos, rope_sin);
 }
 
 void CudaTrainBackend::Impl::upload_params() {
@@ -982,15 +995,8 @@ void CudaTrainBackend::Impl::attention_mixer_forward(int i, const float* x, floa
     rope_rotate(k.XQ, nseq, T, H, d, T, attn_rope_cos, attn_rope_sin, 1.f, st);
     rope_rotate(k.XK, nseq, T, H, d, T, attn_rope_cos, attn_rope_sin, 1.f, st);
   }
-  AttentionForwardArgs a;
-  a.dims = attn_dims();
-  a.kind = attn_kind;
-  a.Q = k.XQ;
-  a.K = k.XK;
-  a.V = k.XV;
-  a.O = k.O;
-  a.lse = soft && train ? attn_lse[i] : nullptr;
-  a.stream = st;
+  const AttentionForwardArgs a =
+      attention_args<AttentionForwardArgs>(k, k.O, soft && train ? attn_lse[i] : nullptr);
   begin(kInnerFwd);
   attention_forward(a);
   end();
@@ -1009,21 +1015,14 @@ void CudaTrainBackend::Impl::attention_mixer_backward(int i, const float* x, con
   linear_backward(k.O, p(pre + "o_proj.weight"), dY, D, D, g(pre + "o_proj.weight"), dO, false,
                   dY16);
   const bool soft = attn_kind == AttentionKind::Softmax;
-  AttentionBackwardArgs a;
-  a.dims = attn_dims();
-  a.kind = attn_kind;
-  a.Q = k.XQ;
-  a.K = k.XK;
-  a.V = k.XV;
-  a.O = soft ? k.O : nullptr;
-  a.lse = soft ? attn_lse[i] : nullptr;
+  AttentionBackwardArgs a = attention_args<AttentionBackwardArgs>(k, soft ? k.O : nullptr,
+                                                                  soft ? attn_lse[i] : nullptr);
   a.dO = dO;
   a.dQ = dXQ;
   a.dK = dXK;
   a.dV = dXV;
   a.workspace = attn_ws_bytes ? attn_ws.get() : nullptr;
   a.workspace_bytes = attn_ws_bytes;
-  a.stream = st;
   begin(kInnerBwd);
   attention_backward(a);
   end();

@@ -546,18 +546,11 @@ void conv_add_rms_norm_forward(const float* u, const float* conv_w, const float*
     auto* S4 = reinterpret_cast<float4*>(S);
     auto* Y4 = reinterpret_cast<float4*>(Y);
     const int grid = std::min((R + kConvNormRows - 1) / kConvNormRows, 1 << 20);
-    switch (D / 128) {
-#define TTTLAB_CONV_ADD_RMS(NV)                                                                \
-  case NV:                                                                                     \
-    conv_add_rms_forward_vec4_kernel<4, NV>                                                    \
-        <<<grid, 32 * NV, 0, stream>>>(u4, conv_w, conv_bias, T, H4, w4, R, eps, S4, Y4, Y16); \
-    break;
-      // clang-format off
-      TTTLAB_CONV_ADD_RMS(1) TTTLAB_CONV_ADD_RMS(2) TTTLAB_CONV_ADD_RMS(3) TTTLAB_CONV_ADD_RMS(4)
-      TTTLAB_CONV_ADD_RMS(5) TTTLAB_CONV_ADD_RMS(6) TTTLAB_CONV_ADD_RMS(7) TTTLAB_CONV_ADD_RMS(8)
-      // clang-format on
-#undef TTTLAB_CONV_ADD_RMS
-    }
+    launch_rows_vec4(D, [&](auto nv) {
+      constexpr int NV = decltype(nv)::value;
+      conv_add_rms_forward_vec4_kernel<4, NV>
+          <<<grid, 32 * NV, 0, stream>>>(u4, conv_w, conv_bias, T, H4, w4, R, eps, S4, Y4, Y16);
+    });
     check_launch();
   } else {
     causal_conv_forward(u, conv_w, conv_bias, B, T, D, K, scratch, stream);

@@ -267,17 +267,10 @@ void ln_forward_launch(const float* X, const float* gamma, const float* beta, co
     const auto* b4 = reinterpret_cast<const float4*>(beta);
     const auto* A4 = reinterpret_cast<const float4*>(A);
     auto* Y4 = reinterpret_cast<float4*>(Y);
-    switch (D / 128) {
-#define TTTLAB_LN_FWD(NV)                                                          \
-  case NV:                                                                         \
-    ln_forward_vec4_kernel<NV>                                                     \
-        <<<row_blocks(R), kThreads, 0, stream>>>(X4, g4, b4, A4, R, eps, Y4, Y16); \
-    break;
-      TTTLAB_LN_FWD(1)
-      TTTLAB_LN_FWD(2) TTTLAB_LN_FWD(3) TTTLAB_LN_FWD(4) TTTLAB_LN_FWD(5) TTTLAB_LN_FWD(6)
-          TTTLAB_LN_FWD(7) TTTLAB_LN_FWD(8)
-#undef TTTLAB_LN_FWD
-    }
+    launch_rows_vec4(D, [&](auto nv) {
+      ln_forward_vec4_kernel<decltype(nv)::value>
+          <<<row_blocks(R), kThreads, 0, stream>>>(X4, g4, b4, A4, R, eps, Y4, Y16);
+    });
   } else {
     ln_forward_kernel<<<row_blocks(R), kThreads, 0, stream>>>(X, gamma, beta, A, R, D, eps, Y, Y16);
   }
@@ -299,16 +292,10 @@ void ln_backward_launch(const float* X, const float* gamma, const float* beta, c
     const auto* dY4 = reinterpret_cast<const float4*>(dY);
     auto* dX4 = reinterpret_cast<float4*>(dX);
     auto* dA4 = reinterpret_cast<float4*>(dA);
-    switch (D / 128) {
-#define TTTLAB_LN_BWD(NV)                                                                \
-  case NV:                                                                               \
-    ln_backward_vec4_kernel<NV>                                                          \
-        <<<n, 256, 0, stream>>>(X4, g4, b4, A4, dY4, R, eps, dX4, dA4, dA16, workspace); \
-    break;
-      TTTLAB_LN_BWD(1) TTTLAB_LN_BWD(2) TTTLAB_LN_BWD(3) TTTLAB_LN_BWD(4)
-      TTTLAB_LN_BWD(5) TTTLAB_LN_BWD(6) TTTLAB_LN_BWD(7) TTTLAB_LN_BWD(8)
-#undef TTTLAB_LN_BWD
-    }
+    launch_rows_vec4(D, [&](auto nv) {
+      ln_backward_vec4_kernel<decltype(nv)::value>
+          <<<n, 256, 0, stream>>>(X4, g4, b4, A4, dY4, R, eps, dX4, dA4, dA16, workspace);
+    });
     check_launch();
     sum_partials_add(workspace, n, D, dgamma, stream);
     sum_partials_add(workspace + std::size_t(n) * D, n, D, dbeta, stream);

@@ -25,6 +25,7 @@
 #include <initializer_list>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "common/bf16.cuh"
 #include "common/cuda_check.hpp"
@@ -77,6 +78,22 @@ inline bool aligned8(const void* p) { return reinterpret_cast<std::uintptr_t>(p)
 
 // Whether the float4 row kernels (a row of D = 128·NV in registers, NV ≤ 8) apply.
 inline bool rows_vec4(int D, std::initializer_list<const void*> ptrs) { return D % 128 == 0 && D <= 1024 && aligned16(ptrs); }
+// Calls launch(std::integral_constant<int, NV>{}) with NV = D / 128 where that is 1..8: picks the
+// instance of a float4 row kernel (where rows_vec4 holds) that launch starts.
+template <class Launch>
+void launch_rows_vec4(int D, Launch&& launch) {
+  switch (D / 128) {
+    case 1: launch(std::integral_constant<int, 1>{}); break;
+    case 2: launch(std::integral_constant<int, 2>{}); break;
+    case 3: launch(std::integral_constant<int, 3>{}); break;
+    case 4: launch(std::integral_constant<int, 4>{}); break;
+    case 5: launch(std::integral_constant<int, 5>{}); break;
+    case 6: launch(std::integral_constant<int, 6>{}); break;
+    case 7: launch(std::integral_constant<int, 7>{}); break;
+    case 8: launch(std::integral_constant<int, 8>{}); break;
+    default: break;
+  }
+}
 
 __device__ __forceinline__ float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

@@ -166,13 +166,10 @@ void add_rms_launch(const float* H, const float* Dx, const float* w, int R, int 
     const auto* w4 = reinterpret_cast<const float4*>(w);
     auto* S4 = reinterpret_cast<float4*>(S);
     auto* Y4 = reinterpret_cast<float4*>(Y);
-    switch (D / 128) {
-#define TTTLAB_ADD_RMS(NV) \
-  case NV: add_rms_forward_vec4_kernel<NV><<<grid, kThreads, 0, stream>>>(H4, Dx4, w4, R, eps, S4, Y4, Y16); break;
-      TTTLAB_ADD_RMS(1) TTTLAB_ADD_RMS(2) TTTLAB_ADD_RMS(3) TTTLAB_ADD_RMS(4)
-      TTTLAB_ADD_RMS(5) TTTLAB_ADD_RMS(6) TTTLAB_ADD_RMS(7) TTTLAB_ADD_RMS(8)
-#undef TTTLAB_ADD_RMS
-    }
+    launch_rows_vec4(D, [&](auto nv) {
+      add_rms_forward_vec4_kernel<decltype(nv)::value>
+          <<<grid, kThreads, 0, stream>>>(H4, Dx4, w4, R, eps, S4, Y4, Y16);
+    });
   } else {
     add_rms_forward_kernel<<<grid, kThreads, 0, stream>>>(H, Dx, w, R, D, eps, S, Y, Y16);
   }
@@ -240,16 +237,10 @@ void rms_norm_backward(const float* X, const float* w, const float* dY, int R, i
     const auto* w4 = reinterpret_cast<const float4*>(w);
     const auto* dY4 = reinterpret_cast<const float4*>(dY);
     auto* dX4 = reinterpret_cast<float4*>(dX);
-    switch (D / 128) {
-#define TTTLAB_RMS_BWD(NV)                                                              \
-  case NV:                                                                              \
-    rms_backward_vec4_kernel<NV>                                                        \
-        <<<n, 256, 0, stream>>>(X4, w4, dY4, R, eps, dX4, accumulate, dX16, workspace); \
-    break;
-      TTTLAB_RMS_BWD(1) TTTLAB_RMS_BWD(2) TTTLAB_RMS_BWD(3) TTTLAB_RMS_BWD(4)
-      TTTLAB_RMS_BWD(5) TTTLAB_RMS_BWD(6) TTTLAB_RMS_BWD(7) TTTLAB_RMS_BWD(8)
-#undef TTTLAB_RMS_BWD
-    }
+    launch_rows_vec4(D, [&](auto nv) {
+      rms_backward_vec4_kernel<decltype(nv)::value>
+          <<<n, 256, 0, stream>>>(X4, w4, dY4, R, eps, dX4, accumulate, dX16, workspace);
+    });
     check_launch();
     sum_partials_add(workspace, n, D, dw, stream);
     check_launch();

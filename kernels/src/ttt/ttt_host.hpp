@@ -29,6 +29,19 @@ inline void check_dims(const char* fn, const TttDims& d) {
           f + ": head_dim must be even and in 16..128 (got " + std::to_string(d.head_dim) + ")");
 }
 
+// Why a model's TTT layers, of head dim d and mini-batch b, are outside the shapes above (empty:
+// inside), as a user choosing --device reads it; `needs` names who asks, with its verb ("the GPU
+// decoder needs").
+inline std::string ttt_shape_unsupported(int head_dim, int mini_batch, const std::string& needs) {
+  if (head_dim < 16 || head_dim > 128 || head_dim % 2 != 0)
+    return needs + " a head dim (hidden size / heads) that is even and in 16..128, got " +
+           std::to_string(head_dim) + "; use --device cpu";
+  if (mini_batch > 64)
+    return needs + " a mini-batch b <= 64, got " + std::to_string(mini_batch) +
+           "; use --device cpu";
+  return {};
+}
+
 inline void check_ptr(const char* fn, const void* p, const char* name) {
   if (!p) throw std::invalid_argument(std::string(fn) + ": " + name + " is null");
 }

@@ -12,6 +12,7 @@
 
 #include "common/cuda_check.hpp"
 #include "ttt/ttt_common.cuh"
+#include "ttt/ttt_decode.cuh"
 #include "ttt/ttt_host.hpp"
 #include "tttlab/kernels/ttt.hpp"
 
@@ -62,18 +63,7 @@ __global__ void __launch_bounds__(kDecodeThreads) linear_decode(DecodeParams p) 
     sz[c] = acc;
   }
   __syncthreads();
-  if (tid < 32) {
-    const RowFrag z = row_load(sz, d, lane);
-    RowFrag t = row_load(p.v + row, d, lane);
-    if (p.res) {
-      const RowFrag kk = row_load(sk, d, lane);
-#pragma unroll
-      for (int u = 0; u < kPerLane; ++u) t.v[u] -= kk.v[u];
-    }
-    const RowFrag gam = p.ln ? row_load(p.gamma + std::size_t(h) * d, d, lane) : RowFrag{};
-    const RowFrag bet = p.ln ? row_load(p.beta + std::size_t(h) * d, d, lane) : RowFrag{};
-    row_store(sg, row_loss_grad(z, t, gam, bet, d, lane, p.eps, p.ln), d, lane);
-  }
+  if (tid < 32) decode_loss_grad(p, sz, sk, sg, row, h, d, lane);
   __syncthreads();
   // Accumulate, materialise W_t, read out (partial over the thread's rows), commit.
   const float lam = p.lam[blk], tp = p.tau[p.pos];
@@ -98,17 +88,7 @@ __global__ void __launch_bounds__(kDecodeThreads) linear_decode(DecodeParams p) 
     sz[c] = zb;
   }
   __syncthreads();
-  if (tid < 32) {
-    const RowFrag gam = p.ln ? row_load(p.gamma + std::size_t(h) * d, d, lane) : RowFrag{};
-    const RowFrag bet = p.ln ? row_load(p.beta + std::size_t(h) * d, d, lane) : RowFrag{};
-    RowFrag o = row_layer_norm(row_load(sz, d, lane), gam, bet, d, lane, p.eps, p.ln);
-    if (p.res) {
-      const RowFrag q = row_load(sq, d, lane);
-#pragma unroll
-      for (int u = 0; u < kPerLane; ++u) o.v[u] += q.v[u];
-    }
-    row_store(p.o + row, o, d, lane);
-  }
+  if (tid < 32) decode_output(p, sz, sq, row, h, d, lane);
 }
 
 }  // namespace
@@ -118,13 +98,7 @@ using namespace detail;
 
 void ttt_linear_decode_step(const TttLinearDecodeArgs& a) {
   const char* fn = "ttt_linear_decode_step";
-  TttDims D = a.dims;
-  D.seq_len = 1;
-  check_dims(fn, D);
-  check_eps(fn, a.opt);
-  require(a.pos >= 0 && a.pos < D.mini_batch,
-          "ttt_linear_decode_step: pos must be in 0..mini_batch-1 (got " + std::to_string(a.pos) +
-              ")");
+  const TttDims D = checked_decode_dims(fn, a, a.pos);
   for (auto [ptr, name] :
        {std::pair<const void*, const char*>{a.q, "q"}, {a.k, "k"}, {a.v, "v"},
         {a.lambda, "lambda"}, {a.tau, "tau"}, {a.W, "W"}, {a.acc_W, "acc_W"}, {a.o, "o"}})
@@ -135,24 +109,11 @@ void ttt_linear_decode_step(const TttLinearDecodeArgs& a) {
   }
   check_ln_params(fn, a);
   DecodeParams p{};
-  p.q = a.q;
-  p.k = a.k;
-  p.v = a.v;
-  p.lam = a.lambda;
-  p.tau = a.tau;
-  p.gamma = a.ln_weight;
-  p.beta = a.ln_bias;
+  set_decode_params(p, a, D);
   p.W = a.W;
   p.c = a.b;
   p.aW = a.acc_W;
   p.ac = a.acc_b;
-  p.o = a.o;
-  p.B = D.batch;
-  p.H = D.heads;
-  p.d = D.head_dim;
-  p.b = D.mini_batch;
-  p.pos = a.pos;
-  set_options(p, a.opt);
   linear_decode<<<D.batch * D.heads, kDecodeThreads, 0, a.stream>>>(p);
   TTTLAB_CUDA_CHECK(cudaGetLastError());
 }

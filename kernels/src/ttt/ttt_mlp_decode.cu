@@ -21,6 +21,7 @@
 
 #include "common/cuda_check.hpp"
 #include "ttt/ttt_common.cuh"
+#include "ttt/ttt_decode.cuh"
 #include "ttt/ttt_host.hpp"
 #include "tttlab/kernels/ttt.hpp"
 
@@ -96,18 +97,7 @@ __global__ void __launch_bounds__(kMlpDecodeThreads) mlp_decode(MlpDecodeParams 
   __syncthreads();
 
   // g2 = ∂ℓ/∂z2 (the fused LN + L2 gradient, target v − k or v).
-  if (warp == 0) {
-    const RowFrag z = row_load(sz2, d, lane);
-    RowFrag t = row_load(p.v + row, d, lane);
-    if (p.res) {
-      const RowFrag kk = row_load(sk, d, lane);
-#pragma unroll
-      for (int u = 0; u < kPerLane; ++u) t.v[u] -= kk.v[u];
-    }
-    const RowFrag gam = p.ln ? row_load(p.gamma + std::size_t(h) * d, d, lane) : RowFrag{};
-    const RowFrag bet = p.ln ? row_load(p.beta + std::size_t(h) * d, d, lane) : RowFrag{};
-    row_store(sg2, row_loss_grad(z, t, gam, bet, d, lane, p.eps, p.ln), d, lane);
-  }
+  if (warp == 0) decode_loss_grad(p, sz2, sk, sg2, row, h, d, lane);
   __syncthreads();
 
   // g1 = (g2·W2ᵀ) ⊙ gelu′(z1): one warp per hidden row j.
@@ -171,17 +161,7 @@ __global__ void __launch_bounds__(kMlpDecodeThreads) mlp_decode(MlpDecodeParams 
   __syncthreads();
 
   // o = [q +] LN(z̄2).
-  if (warp == 0) {
-    const RowFrag gam = p.ln ? row_load(p.gamma + std::size_t(h) * d, d, lane) : RowFrag{};
-    const RowFrag bet = p.ln ? row_load(p.beta + std::size_t(h) * d, d, lane) : RowFrag{};
-    RowFrag o = row_layer_norm(row_load(sz2, d, lane), gam, bet, d, lane, p.eps, p.ln);
-    if (p.res) {
-      const RowFrag q = row_load(sq, d, lane);
-#pragma unroll
-      for (int u = 0; u < kPerLane; ++u) o.v[u] += q.v[u];
-    }
-    row_store(p.o + row, o, d, lane);
-  }
+  if (warp == 0) decode_output(p, sz2, sq, row, h, d, lane);
 }
 
 }  // namespace
@@ -191,12 +171,7 @@ using namespace detail;
 
 void ttt_mlp_decode_step(const TttMlpDecodeArgs& a) {
   const char* fn = "ttt_mlp_decode_step";
-  TttDims D = a.dims;
-  D.seq_len = 1;
-  check_dims(fn, D);
-  check_eps(fn, a.opt);
-  require(a.pos >= 0 && a.pos < D.mini_batch,
-          "ttt_mlp_decode_step: pos must be in 0..mini_batch-1 (got " + std::to_string(a.pos) + ")");
+  const TttDims D = checked_decode_dims(fn, a, a.pos);
   for (auto [ptr, name] :
        {std::pair<const void*, const char*>{a.q, "q"}, {a.k, "k"}, {a.v, "v"},
         {a.lambda, "lambda"}, {a.tau, "tau"}, {a.W1, "W1"}, {a.W2, "W2"}, {a.acc_W1, "acc_W1"},
@@ -210,13 +185,7 @@ void ttt_mlp_decode_step(const TttMlpDecodeArgs& a) {
   }
   check_ln_params(fn, a);
   MlpDecodeParams p{};
-  p.q = a.q;
-  p.k = a.k;
-  p.v = a.v;
-  p.lam = a.lambda;
-  p.tau = a.tau;
-  p.gamma = a.ln_weight;
-  p.beta = a.ln_bias;
+  set_decode_params(p, a, D);
   p.W1 = a.W1;
   p.b1 = a.b1;
   p.W2 = a.W2;
@@ -225,13 +194,6 @@ void ttt_mlp_decode_step(const TttMlpDecodeArgs& a) {
   p.ab1 = a.acc_b1;
   p.aW2 = a.acc_W2;
   p.ab2 = a.acc_b2;
-  p.o = a.o;
-  p.B = D.batch;
-  p.H = D.heads;
-  p.d = D.head_dim;
-  p.b = D.mini_batch;
-  p.pos = a.pos;
-  set_options(p, a.opt);
   mlp_decode<<<D.batch * D.heads, kMlpDecodeThreads, 0, a.stream>>>(p);
   TTTLAB_CUDA_CHECK(cudaGetLastError());
 }
