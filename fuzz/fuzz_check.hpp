@@ -1,5 +1,6 @@
-// fuzz/fuzz_check.hpp — what the fuzz targets share: turning input bytes into text, and a check that
-// stops the fuzzer on a broken invariant.
+// fuzz/fuzz_check.hpp — what the fuzz targets share: turning input bytes into text, a check that
+// stops the fuzzer on a broken invariant, a parse that may refuse with its documented error, and the
+// round trip of a config.
 //
 // A target catches only the error types its parser documents (the "clear error" every caller shows);
 // any other exception escapes, and libFuzzer reports it as a crash like a sanitizer finding. FUZZ_CHECK
@@ -11,6 +12,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -29,3 +31,25 @@ inline std::string as_text(const std::uint8_t* data, std::size_t size) {
 
 #define FUZZ_CHECK(cond) \
   ((cond) ? static_cast<void>(0) : ::tttlab::fuzz::check_failed(#cond, __FILE__, __LINE__))
+
+namespace tttlab::fuzz {
+
+// What `parse()` returns, or nothing when it refuses with `Refusal`, the error type its parser
+// documents (what hostile bytes should get). Any other exception escapes: a finding.
+template <class Refusal, class Parse>
+auto parsed_or_refused(Parse parse) -> std::optional<decltype(parse())> {
+  try {
+    return parse();
+  } catch (const Refusal&) {
+    return std::nullopt;
+  }
+}
+
+// A config that a reader accepted reads back the same: to_json, from_json again, the same JSON.
+template <class Config>
+void check_round_trip(const Config& config, const char* source) {
+  const std::string json = config.to_json();
+  FUZZ_CHECK(Config::from_json(json, source).to_json() == json);
+}
+
+}  // namespace tttlab::fuzz

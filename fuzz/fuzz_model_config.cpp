@@ -11,19 +11,14 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using tttlab::ModelConfig;
-  ModelConfig config;
-  try {
-    config = ModelConfig::from_json(tttlab::fuzz::as_text(data, size), "fuzz/config.json");
-  } catch (const std::invalid_argument&) {
-    return 0;  // refused with a clear error
-  }
-  config.validate();  // accepted means valid: an escape from here is a finding
-  FUZZ_CHECK(config.head_dim() > 0);
-  (void)config.ttt_layer_config();
-  (void)config.attention_config();
-  (void)config.trains("model.layers.0.seq_modeling_block.q_proj.weight");
-  const std::string json = config.to_json();
-  const ModelConfig again = ModelConfig::from_json(json, "rewritten config.json");
-  FUZZ_CHECK(again.to_json() == json);
+  const auto config = tttlab::fuzz::parsed_or_refused<std::invalid_argument>(
+      [&] { return ModelConfig::from_json(tttlab::fuzz::as_text(data, size), "fuzz/config.json"); });
+  if (!config) return 0;
+  config->validate();  // accepted means valid: an escape from here is a finding
+  FUZZ_CHECK(config->head_dim() > 0);
+  (void)config->ttt_layer_config();
+  (void)config->attention_config();
+  (void)config->trains("model.layers.0.seq_modeling_block.q_proj.weight");
+  tttlab::fuzz::check_round_trip(*config, "rewritten config.json");
   return 0;
 }

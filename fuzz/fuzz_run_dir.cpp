@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "core/tiny_run.hpp"
 #include "fuzz_check.hpp"
 #include "tttlab/io/atomic_file.hpp"
 #include "tttlab/model/config.hpp"
@@ -43,20 +44,8 @@ const Template& make_template() {
     fs::remove_all(x.root);
     x.run = x.root / "template";
     x.work = x.root / "work";
-    TrainConfig c;
-    c.model.hidden_size = 16;
-    c.model.num_attention_heads = 2;
-    c.model.num_hidden_layers = 1;
-    c.model.intermediate_size = 32;
-    c.model.mini_batch_size = 4;
-    c.model.max_position_embeddings = 16;
-    c.data = "copy";
-    c.steps = 4;
-    c.batch_size = 2;
-    c.seq_len = 16;
-    c.seed = 11;
-    c.threads = 1;
-    c.eval_windows = 2;
+    const TrainConfig c = testing::tiny_train_config(
+        "copy", {.steps = 4, .lr = TrainConfig{}.lr, .seed = 11, .threads = 1, .eval_windows = 2});
     auto s = TrainingSession::create(x.run, c, TextData::load(c));
     s->trainer().step();
     s->trainer().step();

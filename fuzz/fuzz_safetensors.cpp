@@ -62,12 +62,9 @@ bool rewrite(const SafetensorsFile& f, SafetensorsWriter& w) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  std::optional<SafetensorsFile> parsed;
-  try {
-    parsed = SafetensorsFile::parse(std::vector<std::uint8_t>(data, data + size), "fuzz.safetensors");
-  } catch (const SafetensorsError&) {
-    return 0;  // refused with a clear error: what hostile bytes should get
-  }
+  const auto parsed = fuzz::parsed_or_refused<SafetensorsError>(
+      [&] { return SafetensorsFile::parse(std::vector<std::uint8_t>(data, data + size), "fuzz.safetensors"); });
+  if (!parsed) return 0;
   const SafetensorsFile& file = *parsed;
 
   for (const TensorEntry& t : file.tensors()) {

@@ -12,12 +12,10 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace tttlab::lab;
-  nlohmann::json state;
-  try {
-    state = parse_state(tttlab::fuzz::as_text(data, size), "fuzz.tttlab");
-  } catch (const StateError&) {
-    return 0;
-  }
+  const auto parsed = tttlab::fuzz::parsed_or_refused<StateError>(
+      [&] { return parse_state(tttlab::fuzz::as_text(data, size), "fuzz.tttlab"); });
+  if (!parsed) return 0;
+  const nlohmann::json& state = *parsed;
   // parse_state promises an object with the right format and, when present, an object "panels".
   FUZZ_CHECK(state.is_object());
   const nlohmann::json empty = nlohmann::json::object();

@@ -11,15 +11,10 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using tttlab::TrainConfig;
-  TrainConfig config;
-  try {
-    config = TrainConfig::from_json(tttlab::fuzz::as_text(data, size), "fuzz/train_config.json");
-  } catch (const std::invalid_argument&) {
-    return 0;  // refused with a clear error
-  }
-  config.validate();
-  const std::string json = config.to_json();
-  const TrainConfig again = TrainConfig::from_json(json, "rewritten train_config.json");
-  FUZZ_CHECK(again.to_json() == json);
+  const auto config = tttlab::fuzz::parsed_or_refused<std::invalid_argument>(
+      [&] { return TrainConfig::from_json(tttlab::fuzz::as_text(data, size), "fuzz/train_config.json"); });
+  if (!config) return 0;
+  config->validate();
+  tttlab::fuzz::check_round_trip(*config, "rewritten train_config.json");
   return 0;
 }

@@ -45,12 +45,10 @@ void step_once(const AdamWState<float>& state) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  std::optional<SafetensorsFile> parsed;
-  try {
-    parsed = SafetensorsFile::parse(std::vector<std::uint8_t>(data, data + size), "fuzz/train_state.safetensors");
-  } catch (const SafetensorsError&) {
-    return 0;
-  }
+  const auto parsed = fuzz::parsed_or_refused<SafetensorsError>([&] {
+    return SafetensorsFile::parse(std::vector<std::uint8_t>(data, data + size), "fuzz/train_state.safetensors");
+  });
+  if (!parsed) return 0;
   const SafetensorsFile& file = *parsed;
 
   if (const std::string* text = file.metadata_value("train_config")) {
@@ -61,12 +59,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
   }
 
-  std::optional<AdamWState<float>> state;
-  try {
-    state = AdamWState<float>::load(file, "optim.");
-  } catch (const SafetensorsError&) {
-    return 0;
-  }
+  const auto state = fuzz::parsed_or_refused<SafetensorsError>([&] { return AdamWState<float>::load(file, "optim."); });
+  if (!state) return 0;
   FUZZ_CHECK(state->step >= 0);
   FUZZ_CHECK(state->m.size() == state->names.size() && state->v.size() == state->names.size());
   for (std::size_t i = 0; i < state->names.size(); ++i) FUZZ_CHECK(state->m[i].size() == state->v[i].size());

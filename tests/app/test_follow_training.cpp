@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "lab/inner_curves/curves_module.hpp"
+#include "app/engine_wait.hpp"
 #include "lab/engine/engine.hpp"
 #include "lab/evolution/evolution_module.hpp"
 #include "lab/models/model_library.hpp"
@@ -60,19 +61,7 @@ std::shared_ptr<const Model<float>> tiny_model(std::uint64_t seed) {
   return std::make_shared<const Model<float>>(c, seed);
 }
 
-template <class F>
-std::shared_ptr<const Snapshot> wait_for(Engine& e, F done, std::chrono::seconds limit = 120s) {
-  const auto t0 = std::chrono::steady_clock::now();
-  for (;;) {
-    auto s = e.snapshot();
-    if (s && done(*s)) return s;
-    if (std::chrono::steady_clock::now() - t0 > limit) {
-      ADD_FAILURE() << "timed out waiting for the engine";
-      return s;
-    }
-    std::this_thread::sleep_for(5ms);
-  }
-}
+using testing::wait_for;
 
 double max_abs_diff(const std::vector<std::vector<double>>& a, const std::vector<std::vector<double>>& b) {
   double m = 0;

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/io/temp_dir.hpp"
+#include "core/tiny_run.hpp"
 #include "lab/models/model_library.hpp"
 #include "lab/state/json_fields.hpp"
 #include "lab/state/state_file.hpp"
@@ -51,12 +52,7 @@ TEST(HostileStateFile, SpecialFilesAreRefusedWithoutBlocking) {
 
 TEST(HostileStateFile, AHostileCheckpointIsRefusedBeforeItIsAllocated) {
   testing::TempDir dir;
-  ModelConfig c;
-  c.hidden_size = 16;
-  c.num_attention_heads = 2;
-  c.num_hidden_layers = 1;
-  c.intermediate_size = 16;
-  c.mini_batch_size = 4;
+  ModelConfig c = testing::tiny_model({.intermediate = 16});
   Model<float> m(c, 1);
   save_model_safetensors(m, dir / "model.safetensors");
   c.mini_batch_size = 60000;  // the size bomb of the issue: δ would be [60000], the dual form 60000²

@@ -16,6 +16,7 @@
 
 #include "lab/inner_curves/curves_module.hpp"
 #include "lab/engine/data_source.hpp"
+#include "app/engine_wait.hpp"
 #include "lab/engine/engine.hpp"
 #include "lab/evaluation/evaluation_module.hpp"
 #include "lab/evolution/evolution_module.hpp"
@@ -54,20 +55,7 @@ std::shared_ptr<ModelLibrary> library() {
   return lib;
 }
 
-// Polls snapshots until `done` holds (engines with timed work never become quiescent).
-template <class F>
-std::shared_ptr<const Snapshot> wait_for(Engine& e, F done, std::chrono::seconds limit = 120s) {
-  const auto t0 = std::chrono::steady_clock::now();
-  for (;;) {
-    auto s = e.snapshot();
-    if (done(*s)) return s;
-    if (std::chrono::steady_clock::now() - t0 > limit) {
-      ADD_FAILURE() << "timed out waiting for the engine";
-      return s;
-    }
-    std::this_thread::sleep_for(10ms);
-  }
-}
+using testing::wait_for;
 
 // ---- library and resources -------------------------------------------------------------------------
 

@@ -17,6 +17,7 @@
 #include <thread>
 #include <utility>
 
+#include "app/engine_wait.hpp"
 #include "lab/engine/engine.hpp"
 #include "lab/models/model_library.hpp"
 #include "lab/training/training_module.hpp"
@@ -30,20 +31,7 @@ namespace {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-// Polls snapshots until `done` holds (a training engine has timed work: never quiescent while a run lives).
-template <class F>
-std::shared_ptr<const Snapshot> wait_for(Engine& e, F done, std::chrono::seconds limit = 120s) {
-  const auto t0 = std::chrono::steady_clock::now();
-  for (;;) {
-    auto s = e.snapshot();
-    if (s && done(*s)) return s;
-    if (std::chrono::steady_clock::now() - t0 > limit) {
-      ADD_FAILURE() << "timed out waiting for the engine";
-      return s;
-    }
-    std::this_thread::sleep_for(5ms);
-  }
-}
+using testing::wait_for;
 
 const RunView* run_named(const Snapshot& s, const std::string& name) {
   if (!s.training) return nullptr;

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "core/tiny_run.hpp"
 #include "core/word_corpus.hpp"
 #include "tttlab/data/synthetic.hpp"
 #include "tttlab/train/data_parallel.hpp"
@@ -32,22 +33,9 @@ fs::path temp_dir(const std::string& name) {
 }
 
 TrainConfig small_config(const fs::path& corpus, int batch = 6) {
-  TrainConfig c;
-  c.model.hidden_size = 32;
-  c.model.num_attention_heads = 2;
-  c.model.num_hidden_layers = 2;
-  c.model.intermediate_size = 64;
-  c.model.mini_batch_size = 8;
-  c.model.max_position_embeddings = 24;
-  c.data = corpus.string();
-  c.steps = 8;
-  c.batch_size = batch;
-  c.seq_len = 24;
-  c.lr = 1e-2;
-  c.seed = k_seed;
-  c.threads = 1;
-  c.eval_windows = 7;
-  return c;
+  return testing::tiny_train_config(
+      corpus, {.steps = 8, .batch = batch, .seq_len = 24, .seed = k_seed, .threads = 1, .eval_windows = 7},
+      testing::kSmallModel);
 }
 
 // Fake ranks: `ranks` CPU replicas and a thread group, all in this process.

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "core/tiny_run.hpp"
 #include "tttlab/model/decoder.hpp"
 #include "tttlab/model/model.hpp"
 #include "tttlab/util/rng.hpp"
@@ -17,15 +18,9 @@ namespace tttlab {
 namespace {
 
 ModelConfig small_config(SeqLayerKind kind, bool mamba) {
-  ModelConfig c;
-  c.hidden_size = 32;
-  c.num_attention_heads = 2;
-  c.num_hidden_layers = 2;
-  c.intermediate_size = 64;
-  c.mini_batch_size = 4;
-  c.seq_layer = kind;
-  c.mamba_backbone = mamba;
-  c.ttt_base_lr = kind == SeqLayerKind::TTTMLP ? 0.1 : 1.0;
+  ModelConfig c = testing::tiny_model(
+      {.hidden = 32, .layers = 2, .intermediate = 64, .mini_batch = 4, .seq_layer = kind, .mamba = mamba});
+  c.ttt_base_lr = testing::official_base_lr(kind);
   return c;
 }
 

@@ -14,6 +14,7 @@
 #include <set>
 
 #include "core/io/temp_dir.hpp"
+#include "core/tiny_run.hpp"
 #include "core/word_corpus.hpp"
 #include "tttlab/io/safetensors.hpp"
 #include "tttlab/train/metrics.hpp"
@@ -26,21 +27,7 @@ namespace {
 using testing::TempDir;
 
 TrainConfig tiny_config(const fs::path& corpus, long steps) {
-  TrainConfig c;
-  c.model.hidden_size = 16;
-  c.model.num_attention_heads = 2;
-  c.model.num_hidden_layers = 1;
-  c.model.intermediate_size = 32;
-  c.model.mini_batch_size = 4;
-  c.model.max_position_embeddings = 16;
-  c.data = corpus.string();
-  c.steps = steps;
-  c.batch_size = 2;
-  c.seq_len = 16;
-  c.lr = 1e-2;
-  c.seed = 5;
-  c.threads = 2;
-  c.eval_windows = 2;
+  TrainConfig c = testing::tiny_train_config(corpus, {.steps = steps, .seed = 5, .threads = 2, .eval_windows = 2});
   c.checkpoint_every = 4;
   return c;
 }

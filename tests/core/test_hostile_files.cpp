@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/io/temp_dir.hpp"
+#include "core/tiny_run.hpp"
 #include "tttlab/data/text_file.hpp"
 #include "tttlab/io/atomic_file.hpp"
 #include "tttlab/io/json.hpp"
@@ -47,16 +48,7 @@ struct EnvVar {
 };
 
 ModelConfig small_config(SeqLayerKind kind = SeqLayerKind::TTTLinear, bool mamba = true) {
-  ModelConfig c;
-  c.hidden_size = 16;
-  c.num_attention_heads = 2;
-  c.num_hidden_layers = 2;
-  c.intermediate_size = 24;
-  c.mini_batch_size = 4;
-  c.max_position_embeddings = 32;
-  c.seq_layer = kind;
-  c.mamba_backbone = mamba;
-  return c;
+  return testing::tiny_model({.layers = 2, .intermediate = 24, .positions = 32, .seq_layer = kind, .mamba = mamba});
 }
 
 // A checkpoint folder of a small model (with a checksum, as TTT Lab writes it).

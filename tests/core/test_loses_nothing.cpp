@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/io/temp_dir.hpp"
+#include "core/tiny_run.hpp"
 #include "core/word_corpus.hpp"
 #include "tttlab/io/atomic_file.hpp"
 #include "tttlab/io/limits.hpp"
@@ -35,22 +36,7 @@ namespace {
 using testing::TempDir;
 
 TrainConfig tiny_config(const fs::path& corpus, long steps) {
-  TrainConfig c;
-  c.model.hidden_size = 16;
-  c.model.num_attention_heads = 2;
-  c.model.num_hidden_layers = 1;
-  c.model.intermediate_size = 32;
-  c.model.mini_batch_size = 4;
-  c.model.max_position_embeddings = 16;
-  c.data = corpus.string();
-  c.steps = steps;
-  c.batch_size = 2;
-  c.seq_len = 16;
-  c.lr = 1e-2;
-  c.seed = 11;
-  c.threads = 1;
-  c.eval_windows = 2;
-  return c;
+  return testing::tiny_train_config(corpus, {.steps = steps, .seed = 11, .threads = 1, .eval_windows = 2});
 }
 
 void write_text(const fs::path& p, const std::string& text) {
@@ -413,19 +399,10 @@ TEST(LosesNothing, F09_TrainingMemoryEstimateCoversCheckpointSaving) {
   GTEST_SKIP() << "AddressSanitizer's shadow memory and quarantine are not the program's: measured in the Release build";
 #endif
   TempDir tmp;
-  TrainConfig cfg;
-  cfg.model.hidden_size = 512;
-  cfg.model.num_attention_heads = 8;
-  cfg.model.num_hidden_layers = 4;
-  cfg.model.intermediate_size = 1024;
-  cfg.model.max_position_embeddings = 16;
-  cfg.model.mini_batch_size = 8;
-  cfg.data = "copy";
-  cfg.steps = 2;
-  cfg.batch_size = 1;
-  cfg.seq_len = 16;
-  cfg.threads = 1;
-  cfg.seed = 11;
+  // A model large enough that its tensors, not the program, dominate the peak.
+  const TrainConfig cfg = testing::tiny_train_config(
+      "copy", {.steps = 2, .batch = 1, .seq_len = 16, .lr = TrainConfig{}.lr, .seed = 11, .threads = 1},
+      {.hidden = 512, .heads = 8, .layers = 4, .intermediate = 1024, .mini_batch = 8});
   const std::uint64_t estimate =
       estimate_memory(cfg.model, MemoryUse{.window = cfg.seq_len, .sequences = 1, .gradient_copies = 1});
   // The peak of this process from here on: reset the high-water mark (Linux: clear_refs 5).
@@ -595,13 +572,7 @@ TEST(LosesNothing, F12_PrintableEscapesControlBytes) {
 // ---- Also: one-head models in the official layout; shipped models carry a digest -----------------
 
 TEST(LosesNothing, OneHeadNormsAreStoredAsOneByD) {
-  ModelConfig c;
-  c.hidden_size = 16;
-  c.num_attention_heads = 1;
-  c.num_hidden_layers = 1;
-  c.intermediate_size = 32;
-  c.mini_batch_size = 4;
-  c.max_position_embeddings = 16;
+  const ModelConfig c = testing::tiny_model({.heads = 1, .positions = 16});
   Model<float> m(c, 3);
   bool seen = false;
   for (const NamedTensor& t : state_dict(m))

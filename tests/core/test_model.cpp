@@ -7,6 +7,7 @@
 #include <tuple>
 #include <utility>
 
+#include "core/tiny_run.hpp"
 #include "tttlab/model/model.hpp"
 #include "tttlab/train/ablation.hpp"
 #include "tttlab/util/rng.hpp"
@@ -15,15 +16,8 @@ namespace tttlab {
 namespace {
 
 ModelConfig tiny_test_config(SeqLayerKind kind, bool mamba) {
-  ModelConfig c;
-  c.hidden_size = 16;
-  c.num_attention_heads = 2;
-  c.num_hidden_layers = 2;
-  c.intermediate_size = 24;
-  c.mini_batch_size = 4;
-  c.seq_layer = kind;
-  c.mamba_backbone = mamba;
-  c.ttt_base_lr = kind == SeqLayerKind::TTTMLP ? 0.1 : 1.0;
+  ModelConfig c = testing::tiny_model({.layers = 2, .intermediate = 24, .seq_layer = kind, .mamba = mamba});
+  c.ttt_base_lr = testing::official_base_lr(kind);
   c.initializer_range = 0.3;  // larger than 0.02 so that every path carries gradient worth checking
   return c;
 }

@@ -5,6 +5,7 @@
 
 #include <random>
 
+#include "core/nn/grad_check.hpp"
 #include "tttlab/seq/attention_layers.hpp"
 #include "tttlab/ttt/layer.hpp"
 #include "tttlab/verify.hpp"
@@ -68,16 +69,7 @@ TEST_P(EveryLayer, BackwardMatchesFiniteDifferences) {
   auto grads = layer->zeros_like();
   layer->backward(*cache, W, *grads, dx);
   auto loss = [&] { return (layer->forward(x).array() * W.array()).sum(); };
-  const double h = 1e-6;
-  auto fd = [&](double& v) {
-    const double v0 = v;
-    v = v0 + h;
-    const double lp = loss();
-    v = v0 - h;
-    const double lm = loss();
-    v = v0;
-    return (lp - lm) / (2 * h);
-  };
+  auto fd = [&](double& v) { return test::central_difference(v, loss); };
   const double sx = std::max(1.0, dx.cwiseAbs().maxCoeff());
   for (Eigen::Index i = 0; i < x.size(); ++i) EXPECT_NEAR(dx.data()[i], fd(x.data()[i]), 1e-7 * sx);
   std::vector<Eigen::Map<Mat<double>>> gs, ps;

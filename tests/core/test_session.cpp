@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/io/temp_dir.hpp"
+#include "core/tiny_run.hpp"
 #include "core/word_corpus.hpp"
 #include "tttlab/io/atomic_file.hpp"
 #include "tttlab/train/session.hpp"
@@ -28,22 +29,8 @@ fs::path write_corpus(const fs::path& dir) { return testing::write_word_corpus(d
 
 // Seed 11, 2 threads: results are deterministic for a seed and thread count.
 TrainConfig tiny_config(const fs::path& corpus, long steps) {
-  TrainConfig c;
-  c.model.hidden_size = 16;
-  c.model.num_attention_heads = 2;
-  c.model.num_hidden_layers = 1;
-  c.model.intermediate_size = 32;
-  c.model.mini_batch_size = 4;
-  c.model.max_position_embeddings = 16;
-  c.data = corpus.string();
-  c.steps = steps;
-  c.batch_size = 2;
-  c.seq_len = 16;
-  c.lr = 1e-2;
-  c.seed = 11;
-  c.threads = 2;
+  TrainConfig c = testing::tiny_train_config(corpus, {.steps = steps, .seed = 11, .threads = 2, .eval_windows = 2});
   c.eval_every = 4;
-  c.eval_windows = 2;
   return c;
 }
 

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/io/temp_dir.hpp"
+#include "core/tiny_run.hpp"
 #include "core/word_corpus.hpp"
 #include "tttlab/model/model.hpp"
 #include "tttlab/train/text_score.hpp"
@@ -14,21 +15,8 @@ namespace tttlab {
 namespace {
 
 TrainConfig tiny_config(const std::string& corpus) {
-  TrainConfig c;
-  c.model.hidden_size = 32;
-  c.model.num_attention_heads = 2;
-  c.model.num_hidden_layers = 2;
-  c.model.intermediate_size = 64;
-  c.model.mini_batch_size = 8;
-  c.model.max_position_embeddings = 32;
-  c.data = corpus;
-  c.steps = 10;
-  c.batch_size = 4;
-  c.seq_len = 32;
-  c.lr = 1e-2;
-  c.seed = 3;
-  c.threads = 2;
-  return c;
+  return testing::tiny_train_config(corpus, {.steps = 10, .batch = 4, .seq_len = 32, .seed = 3, .threads = 2},
+                                    testing::kSmallModel);
 }
 
 // The reference: each target's loss from eval_sequence on the window that scores it (the same

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/tiny_run.hpp"
 #include "core/word_corpus.hpp"
 #include "tttlab/io/atomic_file.hpp"
 #include "tttlab/model/checkpoint.hpp"
@@ -24,23 +25,10 @@ fs::path temp_dir(const std::string& name) {
 fs::path write_corpus(const fs::path& dir) { return testing::write_word_corpus(dir, 6000); }
 
 TrainConfig small_config(const fs::path& corpus, SeqLayerKind kind = SeqLayerKind::TTTLinear) {
-  TrainConfig c;
-  c.model.hidden_size = 32;
-  c.model.num_attention_heads = 2;
-  c.model.num_hidden_layers = 2;
-  c.model.intermediate_size = 64;
-  c.model.mini_batch_size = 8;
-  c.model.seq_layer = kind;
-  c.model.max_position_embeddings = 32;
-  c.data = corpus.string();
-  c.steps = 30;
-  c.batch_size = 4;
-  c.seq_len = 32;
-  c.lr = 1e-2;
-  c.seed = 7;
-  c.threads = 2;
-  c.eval_windows = 8;
-  return c;
+  testing::TinyModel model = testing::kSmallModel;
+  model.seq_layer = kind;
+  return testing::tiny_train_config(
+      corpus, {.steps = 30, .batch = 4, .seq_len = 32, .seed = 7, .threads = 2, .eval_windows = 8}, model);
 }
 
 TEST(Trainer, LossFallsOnLearnableText) {

@@ -6,6 +6,7 @@
 #include <random>
 #include <tuple>
 
+#include "core/nn/grad_check.hpp"
 #include "tttlab/ttt/eta.hpp"
 #include "tttlab/ttt/inner.hpp"
 #include "tttlab/ttt/inner_backward.hpp"
@@ -27,17 +28,10 @@ Mat<double> randn(Eigen::Index r, Eigen::Index c, Rng& rng, double std = 1.0) {
 // Returns the max abs error relative to max(1, |g|max).
 double fd_error(double* x, Eigen::Index n, const double* g, const std::function<double()>& f,
                 const char* what) {
-  const double h = 1e-6;
   double max_err = 0, scale = 1;
   for (Eigen::Index i = 0; i < n; ++i) scale = std::max(scale, std::abs(g[i]));
   for (Eigen::Index i = 0; i < n; ++i) {
-    const double x0 = x[i];
-    x[i] = x0 + h;
-    const double fp = f();
-    x[i] = x0 - h;
-    const double fm = f();
-    x[i] = x0;
-    const double fd = (fp - fm) / (2 * h);
+    const double fd = test::central_difference(x[i], f);
     const double err = std::abs(fd - g[i]);
     if (err / scale > 1e-6)
       ADD_FAILURE() << what << "[" << i << "]: analytic " << g[i] << " vs finite difference " << fd;

@@ -23,18 +23,6 @@ Mat<S> randn(Eigen::Index r, Eigen::Index c, std::mt19937_64& rng, double std = 
   return m;
 }
 
-TTTLayerConfig mamba_config(InnerModel model, int d, int b, int heads = 2) {
-  TTTLayerConfig c;
-  c.heads = heads;
-  c.width = heads * d;
-  c.inner.model = model;
-  c.inner.mini_batch = b;
-  c.eta.base_lr = model == InnerModel::Linear ? 1.0 : 0.1;
-  c.share_qk = true;
-  c.use_gate = true;
-  return c;
-}
-
 template <class S>
 TTTLayerState<S>& as_state(std::unique_ptr<SequenceState>& s) {
   return static_cast<TTTLayerState<S>&>(*s);
@@ -47,7 +35,7 @@ class DualPrimal : public ::testing::TestWithParam<DualPrimalParam> {};
 
 TEST_P(DualPrimal, OutputsAndStatesAgreeFp64) {
   const auto [model, d, b, transformer] = GetParam();
-  TTTLayerConfig cfg = mamba_config(model, d, b);
+  TTTLayerConfig cfg = mamba_layer_config(model, d, b);
   if (transformer) cfg.share_qk = cfg.use_gate = false;
   TTTLayer<double> layer(cfg, random_layer_params<double>(cfg, 100 + d + b));
   std::mt19937_64 rng(7);
@@ -72,7 +60,7 @@ TEST_P(DualPrimal, OutputsAndStatesAgreeFp64) {
 
 TEST_P(DualPrimal, OutputsAgreeFp32) {
   const auto [model, d, b, transformer] = GetParam();
-  TTTLayerConfig cfg = mamba_config(model, d, b);
+  TTTLayerConfig cfg = mamba_layer_config(model, d, b);
   if (transformer) cfg.share_qk = cfg.use_gate = false;
   TTTLayer<float> layer(cfg, random_layer_params<float>(cfg, 200 + d + b));
   std::mt19937_64 rng(8);
@@ -94,7 +82,7 @@ INSTANTIATE_TEST_SUITE_P(
 // The comparison must be able to fail: a dual form run with a different τ than the primal form
 // is caught by a wide margin.
 TEST(DualPrimalSensitivity, DetectsAWrongTokenIndexScale) {
-  TTTLayerConfig cfg = mamba_config(InnerModel::Linear, 16, 16);
+  TTTLayerConfig cfg = mamba_layer_config(InnerModel::Linear, 16, 16);
   TTTLayerParams<double> p = random_layer_params<double>(cfg, 5);
   TTTLayer<double> good(cfg, p);
   p.token_idx_offset(3) += 0.05;
@@ -114,7 +102,7 @@ class PrefillDecode : public ::testing::TestWithParam<std::tuple<InnerModel, int
 
 TEST_P(PrefillDecode, AnySplitMatchesOneDualPass) {
   const auto [model, b] = GetParam();
-  const TTTLayerConfig cfg = mamba_config(model, 16, b);
+  const TTTLayerConfig cfg = mamba_layer_config(model, 16, b);
   TTTLayer<double> layer(cfg, random_layer_params<double>(cfg, 31 + b));
   std::mt19937_64 rng(11);
   const int T = 45;
@@ -152,7 +140,7 @@ INSTANTIATE_TEST_SUITE_P(Models, PrefillDecode,
 TEST(PrefillDecode, StatesMatchAtEveryMiniBatchBoundary) {
   for (InnerModel model : {InnerModel::Linear, InnerModel::MLP}) {
     const int b = 8, T = 40;
-    const TTTLayerConfig cfg = mamba_config(model, 16, b);
+    const TTTLayerConfig cfg = mamba_layer_config(model, 16, b);
     TTTLayer<double> layer(cfg, random_layer_params<double>(cfg, 77));
     std::mt19937_64 rng(12);
     const Mat<double> x = randn<double>(T, cfg.width, rng);
@@ -266,7 +254,7 @@ TEST(DeltaRuleLimit, OnlineGdEqualsDeltaRule) {
 
 TEST(Rope, LayerPositionsRestartEveryMiniBatch) {
   const int b = 8, d = 16;
-  TTTLayerConfig cfg = mamba_config(InnerModel::Linear, d, b);
+  TTTLayerConfig cfg = mamba_layer_config(InnerModel::Linear, d, b);
   cfg.share_qk = false;  // so that Q, K of a token depend on that token alone
   TTTLayer<double> layer(cfg, random_layer_params<double>(cfg, 4));
   std::mt19937_64 rng(15);

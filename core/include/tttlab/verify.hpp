@@ -41,6 +41,11 @@ struct VerifyOptions {
 
 std::vector<CheckResult> run_verify_suite(const VerifyOptions& opt);
 
+// The layer configuration the suite (and the oracle tests) exercise: the paper's Mamba-backbone form
+// with every feature on (Q/K shared, gate), `heads` heads of width d, mini-batches of b tokens and
+// the official inner learning rate (1.0 for TTT-Linear, 0.1 for TTT-MLP).
+TTTLayerConfig mamba_layer_config(InnerModel model, int d, int b, int heads = 2);
+
 // Random parameters for tests and demos: init() plus perturbations so that no special structure hides
 // a bug (random δ so τ ≠ 1/i, non-zero β_lr and larger θ_lr so λ varies per token, random γ, β, inner
 // biases and projections of unit scale). Deterministic in `seed`; the same seed gives the same values

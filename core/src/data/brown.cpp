@@ -156,6 +156,17 @@ bool file_has_sha(const std::filesystem::path& p, const std::string& sha) {
   }
 }
 
+// The manifest's entry for one side of the split: the file, its documents and bytes, its SHA-256.
+Json split_entry(const char* file, unsigned long long documents, unsigned long long bytes,
+                 const std::string& sha256) {
+  Json e = Json::object();
+  e["file"] = file;
+  e["documents"] = documents;
+  e["bytes"] = bytes;
+  e["sha256"] = sha256;
+  return e;
+}
+
 }  // namespace
 
 std::string brown_to_text(std::string_view tagged) {
@@ -262,17 +273,8 @@ BrownPrepareResult prepare_brown(const std::filesystem::path& src, const std::fi
   source["bytes"] = static_cast<unsigned long long>(r.source_bytes);
   source["sha256"] = to_hex(source_hash.finish());
   m["source"] = std::move(source);
-  Json tr = Json::object();
-  tr["file"] = "train.txt";
-  tr["documents"] = static_cast<unsigned long long>(r.train_documents);
-  tr["bytes"] = static_cast<unsigned long long>(r.train_bytes);
-  tr["sha256"] = r.train_sha256;
-  m["train"] = std::move(tr);
-  Json va = Json::object();
-  va["file"] = "val.txt";
-  va["documents"] = static_cast<unsigned long long>(r.val_documents);
-  va["bytes"] = static_cast<unsigned long long>(r.val_bytes);
-  va["sha256"] = r.val_sha256;
+  m["train"] = split_entry("train.txt", r.train_documents, r.train_bytes, r.train_sha256);
+  Json va = split_entry("val.txt", r.val_documents, r.val_bytes, r.val_sha256);
   va["names"] = std::move(val_names);
   m["val"] = std::move(va);
   const std::string manifest = m.dump(2) + "\n";

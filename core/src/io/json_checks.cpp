@@ -106,6 +106,22 @@ std::string dump_json(const Json& j, int indent) {
 
 // ---- JsonFields ------------------------------------------------------------------------------------
 
+namespace {
+
+// The read of a field of one JSON type: absent, false; of another type (`holds` is false), the error
+// "<requirement>"; else its value in `out`.
+template <class T>
+bool read_of_type(const JsonFields& fields, std::string_view key, bool (Json::*holds)() const noexcept,
+                  std::string_view requirement, T& out) {
+  const Json* v = fields.find(key);
+  if (!v) return false;
+  if (!(v->*holds)()) fields.fail(key, requirement);
+  out = v->get<T>();
+  return true;
+}
+
+}  // namespace
+
 JsonFields::JsonFields(const Json& j, std::string source) : m_j(j), m_source(std::move(source)) {
   if (!j.is_object()) throw JsonError(m_source + ": expected a JSON object");
 }
@@ -155,35 +171,19 @@ bool JsonFields::read(std::string_view key, long long& out) const {
 }
 
 bool JsonFields::read(std::string_view key, std::uint64_t& out) const {
-  const Json* v = find(key);
-  if (!v) return false;
-  if (!v->is_number_unsigned()) fail(key, "must be a non-negative integer");
-  out = v->get<std::uint64_t>();
-  return true;
+  return read_of_type(*this, key, &Json::is_number_unsigned, "must be a non-negative integer", out);
 }
 
 bool JsonFields::read(std::string_view key, double& out) const {
-  const Json* v = find(key);
-  if (!v) return false;
-  if (!v->is_number()) fail(key, "must be a number");
-  out = v->get<double>();
-  return true;
+  return read_of_type(*this, key, &Json::is_number, "must be a number", out);
 }
 
 bool JsonFields::read(std::string_view key, bool& out) const {
-  const Json* v = find(key);
-  if (!v) return false;
-  if (!v->is_boolean()) fail(key, "must be true or false");
-  out = v->get<bool>();
-  return true;
+  return read_of_type(*this, key, &Json::is_boolean, "must be true or false", out);
 }
 
 bool JsonFields::read(std::string_view key, std::string& out) const {
-  const Json* v = find(key);
-  if (!v) return false;
-  if (!v->is_string()) fail(key, "must be a string");
-  out = v->get<std::string>();
-  return true;
+  return read_of_type(*this, key, &Json::is_string, "must be a string", out);
 }
 
 }  // namespace tttlab

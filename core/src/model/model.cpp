@@ -74,6 +74,28 @@ std::vector<int> targets_of(std::span<const int> tokens, std::span<const std::ui
   return t;
 }
 
+// One block of a stream, up to its mixer: h gains the causal-conv branch (Mamba backbone only), then
+// a = seq_norm(h) is the mixer's input. `tmp` is scratch.
+template <class S, class Block>
+void stream_mixer_input(const Block& b, bool mamba_backbone, S eps, Mat<S>& conv_history, Mat<S>& h,
+                        Mat<S>& a, Mat<S>& tmp) {
+  if (mamba_backbone) {
+    rms_norm_forward<S>(h, b.conv_norm, a, eps);
+    causal_conv_forward<S>(a, b.conv_w, b.conv_b, conv_history, tmp);
+    h += tmp;
+  }
+  rms_norm_forward<S>(h, b.seq_norm, a, eps);
+}
+
+// One block of a stream, after its mixer: h gains the SwiGLU feed-forward of ffn_norm(h).
+template <class S, class Block>
+void stream_feed_forward(const Block& b, S eps, Mat<S>& h, Mat<S>& a, Mat<S>& tmp) {
+  rms_norm_forward<S>(h, b.ffn_norm, a, eps);
+  SwigluCache<S> cache;
+  swiglu_forward<S>(a, b.w_gate, b.w_up, b.w_down, tmp, cache);
+  h += tmp;
+}
+
 }  // namespace
 
 template <class S>
@@ -292,18 +314,10 @@ Mat<S> Model<S>::mixer_input(std::span<const int> tokens, int block) const {
   embedding_forward<S>(m_embed, tokens, h);
   for (int i = 0;; ++i) {
     const Block& b = *m_blocks[i];
-    if (m_cfg.mamba_backbone) {
-      rms_norm_forward<S>(h, b.conv_norm, a, eps);
-      causal_conv_forward<S>(a, b.conv_w, b.conv_b, s->conv_history[i], tmp);
-      h += tmp;
-    }
-    rms_norm_forward<S>(h, b.seq_norm, a, eps);
+    stream_mixer_input<S>(b, m_cfg.mamba_backbone, eps, s->conv_history[i], h, a, tmp);
     if (i == block) return a;
     h += b.mixer->forward(*s->mixers[i], a);
-    rms_norm_forward<S>(h, b.ffn_norm, a, eps);
-    SwigluCache<S> cache;
-    swiglu_forward<S>(a, b.w_gate, b.w_up, b.w_down, tmp, cache);
-    h += tmp;
+    stream_feed_forward<S>(b, eps, h, a, tmp);
   }
 }
 
@@ -316,12 +330,7 @@ Mat<S> Model<S>::forward(ModelStream& stream, std::span<const int> tokens, const
   embedding_forward<S>(m_embed, tokens, h);
   for (size_t i = 0; i < m_blocks.size(); ++i) {
     const Block& b = *m_blocks[i];
-    if (m_cfg.mamba_backbone) {
-      rms_norm_forward<S>(h, b.conv_norm, a, eps);
-      causal_conv_forward<S>(a, b.conv_w, b.conv_b, st->conv_history[i], tmp);
-      h += tmp;
-    }
-    rms_norm_forward<S>(h, b.seq_norm, a, eps);
+    stream_mixer_input<S>(b, m_cfg.mamba_backbone, eps, st->conv_history[i], h, a, tmp);
     const auto* ttt = observer ? dynamic_cast<const TTTLayer<S>*>(b.mixer.get()) : nullptr;
     if (ttt) {
       const int block = static_cast<int>(i);
@@ -330,10 +339,7 @@ Mat<S> Model<S>::forward(ModelStream& stream, std::span<const int> tokens, const
     } else {
       h += b.mixer->forward(*st->mixers[i], a);
     }
-    rms_norm_forward<S>(h, b.ffn_norm, a, eps);
-    SwigluCache<S> cache;
-    swiglu_forward<S>(a, b.w_gate, b.w_up, b.w_down, tmp, cache);
-    h += tmp;
+    stream_feed_forward<S>(b, eps, h, a, tmp);
   }
   Mat<S> logits;
   rms_norm_forward<S>(h, m_final_norm, a, eps);

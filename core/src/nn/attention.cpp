@@ -40,23 +40,14 @@ void causal_probs(ConstMatRef<S> Qh, ConstMatRef<S> Kh, S scale, Mat<S>& P) {
   causal_softmax_rows(P, 0);
 }
 
-template <class S>
-void check_qkv(const char* op, ConstMatRef<S> Q, ConstMatRef<S> K, ConstMatRef<S> V) {
-  require_shape(op, "K", K, Q.rows(), Q.cols(), "same as Q");
-  require_shape(op, "V", V, Q.rows(), Q.cols(), "same as Q");
-}
-
 }  // namespace
 
 template <class S>
 void causal_attention_forward(ConstMatRef<S> Q, ConstMatRef<S> K, ConstMatRef<S> V, int heads,
                               Mat<S>& O) {
   const char* op = "causal_attention_forward";
-  check_qkv<S>(op, Q, K, V);
-  const Index T = Q.rows(), D = Q.cols(), d = nn_detail::head_width(op, D, heads);
-  require_distinct(op, "O", O, "Q", Q);
-  require_distinct(op, "O", O, "K", K);
-  require_distinct(op, "O", O, "V", V);
+  const Index T = Q.rows(), D = Q.cols(), d = nn_detail::qkv_head_width(op, Q, K, V, heads);
+  nn_detail::require_distinct_from_qkv(op, "O", O, Q, K, V);
   const S scale = attention_scale<S>(d);
   O.resize(T, D);
   // Eigen's triangular products take the address of element (0, 0), even of an empty matrix.
@@ -73,16 +64,8 @@ template <class S>
 void causal_attention_backward(ConstMatRef<S> Q, ConstMatRef<S> K, ConstMatRef<S> V, int heads,
                                ConstMatRef<S> dO, Mat<S>& dQ, Mat<S>& dK, Mat<S>& dV) {
   const char* op = "causal_attention_backward";
-  check_qkv<S>(op, Q, K, V);
-  const Index T = Q.rows(), D = Q.cols(), d = nn_detail::head_width(op, D, heads);
-  require_shape(op, "dO", dO, T, D, "same as Q");
-  for (const Mat<S>* out : {&dQ, &dK, &dV}) {
-    require_distinct(op, "dQ/dK/dV", *out, "Q", Q);
-    require_distinct(op, "dQ/dK/dV", *out, "K", K);
-    require_distinct(op, "dQ/dK/dV", *out, "V", V);
-    require_distinct(op, "dQ/dK/dV", *out, "dO", dO);
-  }
-  nn_detail::require_separate_outputs<Mat<S>>(op, {&dQ, &dK, &dV});
+  const Index T = Q.rows(), D = Q.cols();
+  const Index d = nn_detail::check_qkv_backward(op, Q, K, V, heads, "dO", dO, "dQ/dK/dV", dQ, dK, dV);
   const S scale = attention_scale<S>(d);
   dQ.resize(T, D);
   dK.resize(T, D);
@@ -145,8 +128,7 @@ template <class S>
 void causal_attention_forward_cached(ConstMatRef<S> Q, ConstMatRef<S> K, ConstMatRef<S> V,
                                      int heads, KvCache<S>& cache, Mat<S>& O) {
   const char* op = "causal_attention_forward_cached";
-  check_qkv<S>(op, Q, K, V);
-  const Index n = Q.rows(), D = Q.cols(), d = nn_detail::head_width(op, D, heads);
+  const Index n = Q.rows(), D = Q.cols(), d = nn_detail::qkv_head_width(op, Q, K, V, heads);
   require_distinct(op, "O", O, "Q", Q);
   require_distinct(op, "O", O, "cache.keys", cache.keys);
   require_distinct(op, "O", O, "cache.values", cache.values);

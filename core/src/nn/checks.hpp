@@ -77,4 +77,38 @@ void require_separate_outputs(const char* op, std::initializer_list<const M*> ou
       if (*i == *j) fail(op, "the same buffer was passed for two outputs; pass separate ones");
 }
 
+// ---- The attention family (Q, K, V [T, D], split into heads of width d) ----------------------------
+
+// K and V shaped as Q, heads dividing the width; returns the head width d.
+template <class M>
+Index qkv_head_width(const char* op, const M& Q, const M& K, const M& V, int heads) {
+  require_shape(op, "K", K, Q.rows(), Q.cols(), "same as Q");
+  require_shape(op, "V", V, Q.rows(), Q.cols(), "same as Q");
+  return head_width(op, Q.cols(), heads);
+}
+
+// An output that overlaps none of Q, K and V.
+template <class Out, class M>
+void require_distinct_from_qkv(const char* op, const char* out_name, const Out& out, const M& Q, const M& K,
+                               const M& V) {
+  require_distinct(op, out_name, out, "Q", Q);
+  require_distinct(op, out_name, out, "K", K);
+  require_distinct(op, out_name, out, "V", V);
+}
+
+// A backward's arguments: those of the forward (returns d), the upstream gradient `up` shaped as Q,
+// and three separate outputs dQ, dK, dV (named `out_name` in errors) that overlap no input.
+template <class Out, class M>
+Index check_qkv_backward(const char* op, const M& Q, const M& K, const M& V, int heads, const char* up_name,
+                         const M& up, const char* out_name, const Out& dQ, const Out& dK, const Out& dV) {
+  const Index d = qkv_head_width(op, Q, K, V, heads);
+  require_shape(op, up_name, up, Q.rows(), Q.cols(), "same as Q");
+  for (const Out* out : {&dQ, &dK, &dV}) {
+    require_distinct_from_qkv(op, out_name, *out, Q, K, V);
+    require_distinct(op, out_name, *out, up_name, up);
+  }
+  require_separate_outputs<Out>(op, {&dQ, &dK, &dV});
+  return d;
+}
+
 }  // namespace tttlab::nn_detail

@@ -7,16 +7,7 @@ namespace tttlab {
 namespace {
 
 using Index = Eigen::Index;
-using nn_detail::require_distinct;
 using nn_detail::require_shape;
-
-template <class S>
-Index check_args(const char* op, ConstMatRef<S> Q, ConstMatRef<S> K, ConstMatRef<S> V,
-                 int heads) {
-  require_shape(op, "K", K, Q.rows(), Q.cols(), "same as Q");
-  require_shape(op, "V", V, Q.rows(), Q.cols(), "same as Q");
-  return nn_detail::head_width(op, Q.cols(), heads);
-}
 
 // A fresh state becomes zeros of the right shape; a used one must match.
 template <class S>
@@ -29,12 +20,13 @@ void prepare_state(const char* op, LinearAttentionState<S>& state, Index D, Inde
                 "[D, d] of the first call; clear() the state for another shape");
 }
 
+// The checks every form of the forward starts with; returns the head width d.
 template <class S>
-void check_outputs(const char* op, const Mat<S>& out, ConstMatRef<S> Q, ConstMatRef<S> K,
-                   ConstMatRef<S> V) {
-  require_distinct(op, "output", out, "Q", Q);
-  require_distinct(op, "output", out, "K", K);
-  require_distinct(op, "output", out, "V", V);
+Index check_forward(const char* op, ConstMatRef<S> Q, ConstMatRef<S> K, ConstMatRef<S> V, int heads,
+                    const Mat<S>& Z) {
+  const Index d = nn_detail::qkv_head_width(op, Q, K, V, heads);
+  nn_detail::require_distinct_from_qkv(op, "output", Z, Q, K, V);
+  return d;
 }
 
 }  // namespace
@@ -43,8 +35,7 @@ template <class S>
 void linear_attention_forward(ConstMatRef<S> Q, ConstMatRef<S> K, ConstMatRef<S> V, int heads,
                               Mat<S>& Z) {
   const char* op = "linear_attention_forward";
-  const Index T = Q.rows(), D = Q.cols(), d = check_args<S>(op, Q, K, V, heads);
-  check_outputs<S>(op, Z, Q, K, V);
+  const Index T = Q.rows(), D = Q.cols(), d = check_forward<S>(op, Q, K, V, heads, Z);
   Z.resize(T, D);
   // Eigen's triangular products take the address of element (0, 0), even of an empty matrix.
   if (T == 0) return;
@@ -61,13 +52,8 @@ template <class S>
 void linear_attention_backward(ConstMatRef<S> Q, ConstMatRef<S> K, ConstMatRef<S> V, int heads,
                                ConstMatRef<S> dZ, Mat<S>& dQ, Mat<S>& dK, Mat<S>& dV) {
   const char* op = "linear_attention_backward";
-  const Index T = Q.rows(), D = Q.cols(), d = check_args<S>(op, Q, K, V, heads);
-  require_shape(op, "dZ", dZ, T, D, "same as Q");
-  for (const Mat<S>* out : {&dQ, &dK, &dV}) {
-    check_outputs<S>(op, *out, Q, K, V);
-    require_distinct(op, "output", *out, "dZ", dZ);
-  }
-  nn_detail::require_separate_outputs<Mat<S>>(op, {&dQ, &dK, &dV});
+  const Index T = Q.rows(), D = Q.cols();
+  const Index d = nn_detail::check_qkv_backward(op, Q, K, V, heads, "dZ", dZ, "output", dQ, dK, dV);
   dQ.resize(T, D);
   dK.resize(T, D);
   dV.resize(T, D);
@@ -91,8 +77,7 @@ template <class S>
 void linear_attention_recurrent(ConstMatRef<S> Q, ConstMatRef<S> K, ConstMatRef<S> V, int heads,
                                 LinearAttentionState<S>& state, Mat<S>& Z) {
   const char* op = "linear_attention_recurrent";
-  const Index n = Q.rows(), D = Q.cols(), d = check_args<S>(op, Q, K, V, heads);
-  check_outputs<S>(op, Z, Q, K, V);
+  const Index n = Q.rows(), D = Q.cols(), d = check_forward<S>(op, Q, K, V, heads, Z);
   prepare_state<S>(op, state, D, d);
   Z.resize(n, D);
   for (Index t = 0; t < n; ++t)
@@ -108,8 +93,7 @@ template <class S>
 void linear_attention_chunk(ConstMatRef<S> Q, ConstMatRef<S> K, ConstMatRef<S> V, int heads,
                             LinearAttentionState<S>& state, Mat<S>& Z) {
   const char* op = "linear_attention_chunk";
-  const Index n = Q.rows(), D = Q.cols(), d = check_args<S>(op, Q, K, V, heads);
-  check_outputs<S>(op, Z, Q, K, V);
+  const Index n = Q.rows(), D = Q.cols(), d = check_forward<S>(op, Q, K, V, heads, Z);
   prepare_state<S>(op, state, D, d);
   linear_attention_forward<S>(Q, K, V, heads, Z);  // the within-chunk part
   if (n == 0) return;

@@ -67,6 +67,21 @@ struct AttentionCache : LayerCache {
   Mat<S> x, Q, K, V, Z;  // Q, K after RoPE (softmax); Z = input of o_proj
 };
 
+// A training cache holding x and its projections Q, K, V (before any RoPE).
+template <class S>
+std::unique_ptr<AttentionCache<S>> projected(const AttentionParams<S>& p, ConstMatRef<S> x) {
+  auto c = std::make_unique<AttentionCache<S>>();
+  c->x = x;
+  c->Q = x * p.wq;
+  c->K = x * p.wk;
+  c->V = x * p.wv;
+  return c;
+}
+
+// The cost of a forward of either layer over T tokens of width D: the four projections, and per head
+// QKᵀ and A·V over the causal half, 2 · 2·(T²/2)·d = 2·T²·d, i.e. 2·T·D per token.
+double attention_flops(long T, double D) { return double(T) * (4 * 2 * D * D + 2 * double(T) * D); }
+
 std::vector<long> positions(long start, Eigen::Index T) {
   std::vector<long> pos(T);
   for (Eigen::Index t = 0; t < T; ++t) pos[t] = start + t;
@@ -126,11 +141,7 @@ Mat<S> LinearAttentionLayer<S>::forward(SequenceState& state, ConstMatRef<S> x) 
 
 template <class S>
 std::unique_ptr<LayerCache> LinearAttentionLayer<S>::forward_train(ConstMatRef<S> x, Mat<S>& y) const {
-  auto c = std::make_unique<AttentionCache<S>>();
-  c->x = x;
-  c->Q = x * m_params.wq;
-  c->K = x * m_params.wk;
-  c->V = x * m_params.wv;
+  auto c = projected<S>(m_params, x);
   linear_attention_forward<S>(c->Q, c->K, c->V, m_cfg.heads, c->Z);
   y = c->Z * m_params.wo;
   return c;
@@ -160,9 +171,7 @@ void LinearAttentionLayer<S>::for_each_param(const ParamVisitor<S>& f) {
 
 template <class S>
 double LinearAttentionLayer<S>::forward_flops(long T) const {
-  const double D = m_cfg.width;
-  // Per head QKᵀ and A·V over the causal half: 2 · 2·(T²/2)·d = 2·T²·d, i.e. 2·T·D per token.
-  return double(T) * (4 * 2 * D * D + 2 * double(T) * D);
+  return attention_flops(T, m_cfg.width);
 }
 
 // ---- Softmax attention ---------------------------------------------------------------------------------
@@ -197,11 +206,7 @@ Mat<S> SoftmaxAttentionLayer<S>::forward(SequenceState& state, ConstMatRef<S> x)
 
 template <class S>
 std::unique_ptr<LayerCache> SoftmaxAttentionLayer<S>::forward_train(ConstMatRef<S> x, Mat<S>& y) const {
-  auto c = std::make_unique<AttentionCache<S>>();
-  c->x = x;
-  c->Q = x * m_params.wq;
-  c->K = x * m_params.wk;
-  c->V = x * m_params.wv;
+  auto c = projected<S>(m_params, x);
   if (m_cfg.rope) {
     const auto pos = positions(0, x.rows());
     rope_apply<S>(c->Q, m_cfg.heads, pos, m_cfg.rope_theta);
@@ -250,8 +255,7 @@ void SoftmaxAttentionLayer<S>::for_each_param(const ParamVisitor<S>& f) {
 
 template <class S>
 double SoftmaxAttentionLayer<S>::forward_flops(long T) const {
-  const double D = m_cfg.width;
-  return double(T) * (4 * 2 * D * D + 2 * double(T) * D);
+  return attention_flops(T, m_cfg.width);
 }
 
 template struct AttentionParams<float>;

@@ -21,9 +21,11 @@
 namespace tttlab {
 namespace {
 
+using inner_detail::affine;
 using inner_detail::gelu;
 using inner_detail::gelu_grad;
 using inner_detail::loss_grad;
+using inner_detail::mlp_forward;
 using inner_detail::target;
 
 template <class S>
@@ -77,6 +79,24 @@ void commit(const InnerHeadParams<S>& p, InnerState<S>& st) {
 
 // ---- Dual form, one chunk inside one mini-batch ---------------------------------------------------
 
+// One layer's dual read-out, never forming W_i: Z̄ = Xq W − diag(τ)(Xq A) − M G, plus c − τ a with a
+// bias, where W, c are the layer's weights at the mini-batch start, A, a what the chunks before
+// accumulated, G the layer's gradient on the keys Xk and M = masked_eta(Xq Xkᵀ).
+template <class S, class Query, class Key>
+Mat<S> dual_readout(const InnerOptions& opt, const Query& Xq, const Key& Xk, const Mat<S>& W,
+                    const RowVec<S>& c, const Mat<S>& A, const RowVec<S>& a, const Mat<S>& G,
+                    const Vec<S>& tau_c, const Vec<S>& lam, S one) {
+  const Mat<S> M = masked_eta<S>(Xq * Xk.transpose(), tau_c, lam, one);
+  Mat<S> Zbar = Xq * W;
+  Zbar.noalias() -= tau_c.asDiagonal() * (Xq * A);
+  Zbar.noalias() -= M * G;
+  if (opt.bias) {
+    Zbar.rowwise() += c;
+    Zbar.noalias() -= tau_c * a;  // outer product: row i gets τ_i·a
+  }
+  return Zbar;
+}
+
 template <class S>
 void dual_chunk_linear(const InnerOptions& opt, const InnerHeadParams<S>& p, ConstMatRef<S> Q,
                        ConstMatRef<S> K, ConstMatRef<S> V, const Vec<S>& lam, InnerState<S>& st,
@@ -87,20 +107,12 @@ void dual_chunk_linear(const InnerOptions& opt, const InnerHeadParams<S>& p, Con
   const S one = opt.bias ? S(1) : S(0);
 
   // 1–3: inner forward on the training view at the mini-batch start state and its gradient.
-  Mat<S> Z = K * w.W1;
-  if (opt.bias) Z.rowwise() += w.b1;
+  const Mat<S> Z = affine<S>(opt, K, w.W1, w.b1);
   Mat<S> G;
   loss_grad(opt, p, Z, target<S>(opt, K, V), G);
 
-  // 4: dual read-out, never forming W_i.
-  const Mat<S> M = masked_eta<S>(Q * K.transpose(), tau_c, lam, one);
-  Mat<S> Zbar = Q * w.W1;
-  Zbar.noalias() -= tau_c.asDiagonal() * (Q * st.acc.W1);
-  Zbar.noalias() -= M * G;
-  if (opt.bias) {
-    Zbar.rowwise() += w.b1;
-    Zbar.noalias() -= tau_c * st.acc.b1;  // outer product: row i gets τ_i·A_c
-  }
+  // 4: dual read-out.
+  const Mat<S> Zbar = dual_readout<S>(opt, Q, K, w.W1, w.b1, st.acc.W1, st.acc.b1, G, tau_c, lam, one);
   head_output(opt, p, Q, Zbar, out);
 
   // 6: accumulate this chunk's λ-weighted gradients.
@@ -118,35 +130,16 @@ void dual_chunk_mlp(const InnerOptions& opt, const InnerHeadParams<S>& p, ConstM
   const S one = opt.bias ? S(1) : S(0);
 
   // Forward and plain backprop through the mini-batch start state (docs/MATH.md §5).
-  Mat<S> Z1 = K * w.W1;
-  if (opt.bias) Z1.rowwise() += w.b1;
-  const Mat<S> X2 = gelu(Z1);
-  Mat<S> Z2 = X2 * w.W2;
-  if (opt.bias) Z2.rowwise() += w.b2;
+  const auto [Z1, X2, Z2] = mlp_forward<S>(opt, K, w);
   Mat<S> G2;
   loss_grad(opt, p, Z2, target<S>(opt, K, V), G2);
   const Mat<S> G1 = (G2 * w.W2.transpose()).cwiseProduct(gelu_grad(Z1));
 
-  // Layer 1 dual read-out (query Q, key K).
-  const Mat<S> M1 = masked_eta<S>(Q * K.transpose(), tau_c, lam, one);
-  Mat<S> Zbar1 = Q * w.W1;
-  Zbar1.noalias() -= tau_c.asDiagonal() * (Q * st.acc.W1);
-  Zbar1.noalias() -= M1 * G1;
-  if (opt.bias) {
-    Zbar1.rowwise() += w.b1;
-    Zbar1.noalias() -= tau_c * st.acc.b1;
-  }
-  const Mat<S> Xbar2 = gelu(Zbar1);
-
-  // Layer 2 dual read-out (query X̄2, key X2).
-  const Mat<S> M2 = masked_eta<S>(Xbar2 * X2.transpose(), tau_c, lam, one);
-  Mat<S> Zbar2 = Xbar2 * w.W2;
-  Zbar2.noalias() -= tau_c.asDiagonal() * (Xbar2 * st.acc.W2);
-  Zbar2.noalias() -= M2 * G2;
-  if (opt.bias) {
-    Zbar2.rowwise() += w.b2;
-    Zbar2.noalias() -= tau_c * st.acc.b2;
-  }
+  // Layer 1 dual read-out (query Q, key K), then layer 2 (query X̄2, key X2).
+  const Mat<S> Xbar2 =
+      gelu(dual_readout<S>(opt, Q, K, w.W1, w.b1, st.acc.W1, st.acc.b1, G1, tau_c, lam, one));
+  const Mat<S> Zbar2 =
+      dual_readout<S>(opt, Xbar2, X2, w.W2, w.b2, st.acc.W2, st.acc.b2, G2, tau_c, lam, one);
   head_output(opt, p, Q, Zbar2, out);
 
   st.acc.W1.noalias() += K.transpose() * (lam.asDiagonal() * G1);

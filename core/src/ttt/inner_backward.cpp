@@ -20,8 +20,10 @@
 namespace tttlab {
 namespace {
 
+using inner_detail::affine;
 using inner_detail::gelu;
 using inner_detail::loss_grad;
+using inner_detail::mlp_forward;
 using inner_detail::target;
 
 template <class S>
@@ -74,18 +76,13 @@ void advance_state(const InnerOptions& opt, const InnerHeadParams<S>& p, ConstMa
   const S tau_last = p.tau(p.tau.size() - 1);
   const Mat<S> R = target<S>(opt, K, V);
   if (opt.model == InnerModel::Linear) {
-    Mat<S> Z = K * w.W1;
-    if (opt.bias) Z.rowwise() += w.b1;
+    const Mat<S> Z = affine<S>(opt, K, w.W1, w.b1);
     Mat<S> G;
     loss_grad(opt, p, Z, R, G);
     w.W1.noalias() -= tau_last * (K.transpose() * (lam.asDiagonal() * G));
     if (opt.bias) w.b1.noalias() -= tau_last * (lam.transpose() * G);
   } else {
-    Mat<S> Z1 = K * w.W1;
-    if (opt.bias) Z1.rowwise() += w.b1;
-    const Mat<S> X2 = gelu(Z1);
-    Mat<S> Z2 = X2 * w.W2;
-    if (opt.bias) Z2.rowwise() += w.b2;
+    const auto [Z1, X2, Z2] = mlp_forward<S>(opt, K, w);
     Mat<S> G2;
     loss_grad(opt, p, Z2, R, G2);
     const Mat<S> G1 = (G2 * w.W2.transpose()).cwiseProduct(inner_detail::gelu_grad(Z1));
@@ -124,8 +121,7 @@ void chunk_backward_linear(const InnerOptions& opt, const InnerHeadParams<S>& p,
   const S one = opt.bias ? S(1) : S(0);
 
   // Recompute the chunk's forward.
-  Mat<S> Z = K * w.W1;
-  if (opt.bias) Z.rowwise() += w.b1;
+  const Mat<S> Z = affine<S>(opt, K, w.W1, w.b1);
   const Mat<S> R = target<S>(opt, K, V);
   Mat<S> G;
   loss_grad(opt, p, Z, R, G);
@@ -190,11 +186,7 @@ void chunk_backward_mlp(const InnerOptions& opt, const InnerHeadParams<S>& p, Co
   const S one = opt.bias ? S(1) : S(0);
 
   // Recompute the chunk's forward.
-  Mat<S> Z1 = K * w.W1;
-  if (opt.bias) Z1.rowwise() += w.b1;
-  const Mat<S> X2 = gelu(Z1);
-  Mat<S> Z2 = X2 * w.W2;
-  if (opt.bias) Z2.rowwise() += w.b2;
+  const auto [Z1, X2, Z2] = mlp_forward<S>(opt, K, w);
   const Mat<S> R = target<S>(opt, K, V);
   Mat<S> G2;
   loss_grad(opt, p, Z2, R, G2);

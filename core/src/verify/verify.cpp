@@ -98,19 +98,6 @@ CheckResult make_result(std::string name, const ErrorStats& e, double threshold)
   return r;
 }
 
-// The layer configuration the suite exercises: the paper's Mamba-backbone form with every feature on.
-TTTLayerConfig suite_config(InnerModel model, int d, int b) {
-  TTTLayerConfig c;
-  c.heads = 2;
-  c.width = 2 * d;
-  c.inner.model = model;
-  c.inner.mini_batch = b;
-  c.eta.base_lr = model == InnerModel::Linear ? 1.0 : 0.1;
-  c.share_qk = true;
-  c.use_gate = true;
-  return c;
-}
-
 template <class S>
 Mat<S> random_input(Eigen::Index T, Eigen::Index D, Rng& rng) {
   return randn<S>(T, D, 1.0, rng);
@@ -122,7 +109,7 @@ constexpr int k_seq_len = 50;  // not a multiple of 7 or 16: the last mini-batch
 
 // -- primal vs dual, fp64 ---------------------------------------------------------------------------
 CheckResult check_primal_vs_dual(InnerModel model, int d, int b, std::uint64_t seed) {
-  const TTTLayerConfig cfg = suite_config(model, d, b);
+  const TTTLayerConfig cfg = mamba_layer_config(model, d, b);
   TTTLayer<double> layer(cfg, random_layer_params<double>(cfg, seed));
   Rng rng(seed ^ 0x9e3779b97f4a7c15ULL);
   const Mat<double> x = random_input<double>(k_seq_len, cfg.width, rng);
@@ -141,7 +128,7 @@ CheckResult check_primal_vs_dual(InnerModel model, int d, int b, std::uint64_t s
 
 // -- fp32 vs fp64 ----------------------------------------------------------------------------------
 CheckResult check_fp32(InnerModel model, int d, int b, std::uint64_t seed) {
-  const TTTLayerConfig cfg = suite_config(model, d, b);
+  const TTTLayerConfig cfg = mamba_layer_config(model, d, b);
   TTTLayer<double> l64(cfg, random_layer_params<double>(cfg, seed));
   TTTLayer<float> l32(cfg, random_layer_params<float>(cfg, seed));
   Rng rng(seed ^ 0x51ed2701ULL);
@@ -157,7 +144,7 @@ CheckResult check_fp32(InnerModel model, int d, int b, std::uint64_t seed) {
 
 // -- prefill / decode ---------------------------------------------------------------------------------
 CheckResult check_prefill_decode(InnerModel model, int d, int b, std::uint64_t seed) {
-  const TTTLayerConfig cfg = suite_config(model, d, b);
+  const TTTLayerConfig cfg = mamba_layer_config(model, d, b);
   TTTLayer<double> layer(cfg, random_layer_params<double>(cfg, seed));
   Rng rng(seed ^ 0x2545f4914f6cdd1dULL);
   const Eigen::Index T = k_seq_len;
@@ -402,6 +389,18 @@ std::vector<CheckResult> run_verify_suite(const VerifyOptions& opt) {
   add(check_delta_rule(16, next_seed()));
   add(check_rope(16, next_seed()));
   return out;
+}
+
+TTTLayerConfig mamba_layer_config(InnerModel model, int d, int b, int heads) {
+  TTTLayerConfig c;
+  c.heads = heads;
+  c.width = heads * d;
+  c.inner.model = model;
+  c.inner.mini_batch = b;
+  c.eta.base_lr = model == InnerModel::Linear ? 1.0 : 0.1;
+  c.share_qk = true;
+  c.use_gate = true;
+  return c;
 }
 
 }  // namespace tttlab

@@ -9,7 +9,7 @@
 
 #include "gui/dialogs.hpp"
 #include "gui/fonts.hpp"
-#include "gui/theme.hpp"
+#include "app/gui/headless_imgui.hpp"
 
 namespace tttlab::gui {
 namespace {
@@ -32,18 +32,10 @@ TEST(FreshKeyPress, TakesTheFirstPressWhenTheKeyWasUp) {
 class Dialogs : public ::testing::Test {
  protected:
   void SetUp() override {
-    ImGui::CreateContext();
+    testing::start_headless_imgui(ImVec2(1280, 720));
     ImGuiIO& io = ImGui::GetIO();
-    io.IniFilename = nullptr;
-    io.DisplaySize = ImVec2(1280, 720);
-    io.DeltaTime = 1.0f / 60.0f;
     io.KeyMap[ImGuiKey_Enter] = GLFW_KEY_ENTER;
     io.KeyMap[ImGuiKey_Escape] = GLFW_KEY_ESCAPE;
-    apply_theme(1.0f);
-    load_fonts(1.0f);
-    unsigned char* px = nullptr;
-    int w = 0, h = 0;
-    io.Fonts->GetTexDataAsRGBA32(&px, &w, &h);
   }
   void TearDown() override { ImGui::DestroyContext(); }
 

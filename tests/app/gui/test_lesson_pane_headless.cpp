@@ -15,7 +15,7 @@
 #include "gui/lessons/lesson_pane.hpp"
 #include "course/lesson_session.hpp"
 #include "gui/lab.hpp"
-#include "gui/theme.hpp"
+#include "app/gui/headless_imgui.hpp"
 
 namespace tttlab::gui {
 namespace {
@@ -80,17 +80,7 @@ unit: tokens
 class LessonPaneHeadless : public ::testing::Test {
  protected:
   void SetUp() override {
-    ImGui::CreateContext();
-    ImGuiIO& io = ImGui::GetIO();
-    io.IniFilename = nullptr;
-    io.BackendFlags |= ImGuiBackendFlags_RendererHasVtxOffset;
-    io.DisplaySize = ImVec2(1280, 720);
-    io.DeltaTime = 1.0f / 60.0f;
-    apply_theme(1.0f);
-    load_fonts(1.0f);
-    unsigned char* px = nullptr;
-    int w = 0, h = 0;
-    io.Fonts->GetTexDataAsRGBA32(&px, &w, &h);
+    testing::start_headless_imgui(ImVec2(1280, 720));
     m_dir = fs::temp_directory_path() / ("tttlab_pane_headless_" + std::to_string(::getpid()));
     fs::create_directories(m_dir);
     std::ofstream(m_dir / "scene.tttlab") << R"({"format": "tttlab-state", "active_panel": "primal_dual",

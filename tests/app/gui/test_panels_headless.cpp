@@ -24,7 +24,7 @@
 #include "gui/plot/plot_export.hpp"
 #include "lab/state/json_fields.hpp"
 #include "gui/lab.hpp"
-#include "gui/theme.hpp"
+#include "app/gui/headless_imgui.hpp"
 
 namespace tttlab::gui {
 namespace {
@@ -40,17 +40,7 @@ class RecordingSink final : public CommandSink {
 class Headless : public ::testing::Test {
  protected:
   void SetUp() override {
-    ImGui::CreateContext();
-    ImGuiIO& io = ImGui::GetIO();
-    io.IniFilename = nullptr;
-    io.BackendFlags |= ImGuiBackendFlags_RendererHasVtxOffset;  // as the OpenGL 3 renderer: > 64k vertices
-    io.DisplaySize = ImVec2(1600, 1000);
-    io.DeltaTime = 1.0f / 60.0f;
-    apply_theme(1.0f);
-    load_fonts(1.0f);
-    unsigned char* px = nullptr;
-    int w = 0, h = 0;
-    io.Fonts->GetTexDataAsRGBA32(&px, &w, &h);
+    testing::start_headless_imgui(ImVec2(1600, 1000));
   }
   void TearDown() override { ImGui::DestroyContext(); }
 

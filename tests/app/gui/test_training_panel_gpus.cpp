@@ -15,7 +15,7 @@
 #include "gui/panels/panel.hpp"
 #include "lab/state/json_fields.hpp"
 #include "gui/lab.hpp"
-#include "gui/theme.hpp"
+#include "app/gui/headless_imgui.hpp"
 
 namespace tttlab::gui {
 namespace {
@@ -28,17 +28,7 @@ class NullSink final : public CommandSink {
 class TrainingPanelGpus : public ::testing::Test {
  protected:
   void SetUp() override {
-    ImGui::CreateContext();
-    ImGuiIO& io = ImGui::GetIO();
-    io.IniFilename = nullptr;
-    io.BackendFlags |= ImGuiBackendFlags_RendererHasVtxOffset;
-    io.DisplaySize = ImVec2(1600, 1000);
-    io.DeltaTime = 1.0f / 60.0f;
-    apply_theme(1.0f);
-    load_fonts(1.0f);
-    unsigned char* px = nullptr;
-    int w = 0, h = 0;
-    io.Fonts->GetTexDataAsRGBA32(&px, &w, &h);
+    testing::start_headless_imgui(ImVec2(1600, 1000));
     for (auto& p : make_panels())
       if (std::string(p->id()) == "training") m_panel = std::move(p);
     ASSERT_TRUE(m_panel);

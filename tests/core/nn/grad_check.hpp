@@ -20,7 +20,9 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <type_traits>
+#include <utility>
 
 #include "tttlab/tensor.hpp"
 
@@ -99,6 +101,18 @@ inline ::testing::AssertionResult compare(const std::string& what, const char* a
 
 }  // namespace detail
 
+// (loss(v + h) − loss(v − h)) / 2h for one scalar `v` that `loss` reads: perturbed in place and
+// restored exactly.
+inline double central_difference(double& v, const std::function<double()>& loss, double h = 1e-6) {
+  const double v0 = v;
+  v = v0 + h;
+  const double up = loss();
+  v = v0 - h;
+  const double down = loss();
+  v = v0;
+  return (up - down) / (2 * h);
+}
+
 // Central-difference check of `analytic` = ∂loss/∂x for every element of x. `x` is perturbed in
 // place and restored exactly. x and analytic are dense row-major (Mat<double> or RowVec<double>).
 template <class M>
@@ -110,17 +124,27 @@ template <class M>
   if (analytic.rows() != x.rows() || analytic.cols() != x.cols())
     return ::testing::AssertionFailure() << what << ": analytic gradient has the wrong shape";
   M fd(x.rows(), x.cols());
-  for (Eigen::Index i = 0; i < x.size(); ++i) {
-    const double x0 = x.data()[i];
-    x.data()[i] = x0 + h;
-    const double up = loss();
-    x.data()[i] = x0 - h;
-    const double down = loss();
-    x.data()[i] = x0;
-    fd.data()[i] = (up - down) / (2 * h);
-  }
+  for (Eigen::Index i = 0; i < x.size(); ++i) fd.data()[i] = central_difference(x.data()[i], loss, h);
   return detail::compare("d/d" + what, "analytic", "fd", analytic.data(), fd.data(), x.size(),
                          x.cols(), tol, true);
+}
+
+// The gradient check of an op of the attention family, `forward(Q, K, V, heads, O)` with
+// `backward(Q, K, V, heads, G, dQ, dK, dV)`, in fp64 against the loss ⟨G, O⟩: each of Q, K and V.
+template <class Forward, class Backward>
+void expect_qkv_gradients(Forward forward, Backward backward, Mat<double> Q, Mat<double> K,
+                          Mat<double> V, const Mat<double>& G, int heads) {
+  auto loss = [&] {
+    Mat<double> O;
+    forward(Q, K, V, heads, O);
+    return dot(G, O);
+  };
+  Mat<double> dQ, dK, dV;
+  backward(Q, K, V, heads, G, dQ, dK, dV);
+  const std::string tag = " (heads " + std::to_string(heads) + ")";
+  EXPECT_TRUE(check_gradient("Q" + tag, Q, dQ, loss));
+  EXPECT_TRUE(check_gradient("K" + tag, K, dK, loss));
+  EXPECT_TRUE(check_gradient("V" + tag, V, dV, loss));
 }
 
 // Element-wise |actual − expected| ≤ atol + rtol·max(|actual|, |expected|), any scalar types.
@@ -135,6 +159,21 @@ template <class A, class B>
   const Mat<double> b = expected.template cast<double>();
   return detail::compare(what, "actual", "expected", a.data(), b.data(), a.size(), a.cols(), tol,
                          true);
+}
+
+// Runs `op` once in fp64 and once in fp32 and requires every fp32 result to match its fp64 one under
+// `tol`. `op` is a generic lambda called with a value of the scalar type (double{}, then float{}): it
+// casts its inputs to that type and returns its results as a std::tuple, in the order of `names`.
+// Writing the op once keeps the two precisions from drifting apart in what they compute.
+template <std::size_t N, class Op>
+void expect_fp32_agrees_with_fp64(const char* const (&names)[N], Tolerance tol, Op op) {
+  const auto r64 = op(double{});
+  const auto r32 = op(float{});
+  static_assert(std::tuple_size_v<std::remove_const_t<decltype(r64)>> == N, "one name per result");
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    // EXPECT_TRUE is a statement: one lambda per result makes it a fold over expressions.
+    ([&] { EXPECT_TRUE(all_close(names[I], std::get<I>(r32), std::get<I>(r64), tol)); }(), ...);
+  }(std::make_index_sequence<N>{});
 }
 
 }  // namespace tttlab::test

@@ -9,9 +9,6 @@
 namespace tttlab {
 namespace {
 
-using test::check_gradient;
-using test::dot;
-
 Mat<double> attention_reference(const Mat<double>& Q, const Mat<double>& K, const Mat<double>& V,
                                 int heads) {
   const Eigen::Index T = Q.rows(), d = Q.cols() / heads;
@@ -71,20 +68,10 @@ TEST(CausalAttention, BackwardMatchesFiniteDifferences) {
   std::mt19937_64 rng(53);
   for (Shape s : {Shape{5, 2, 3}, Shape{4, 1, 2}}) {
     const int D = s.heads * s.d;
-    Mat<double> Q = test::random_mat(s.T, D, rng), K = test::random_mat(s.T, D, rng),
-                V = test::random_mat(s.T, D, rng);
-    const Mat<double> G = test::random_mat(s.T, D, rng);
-    auto loss = [&] {
-      Mat<double> O;
-      causal_attention_forward<double>(Q, K, V, s.heads, O);
-      return dot(G, O);
-    };
-    Mat<double> dQ, dK, dV;
-    causal_attention_backward<double>(Q, K, V, s.heads, G, dQ, dK, dV);
-    const std::string tag = " (heads " + std::to_string(s.heads) + ")";
-    EXPECT_TRUE(check_gradient("Q" + tag, Q, dQ, loss));
-    EXPECT_TRUE(check_gradient("K" + tag, K, dK, loss));
-    EXPECT_TRUE(check_gradient("V" + tag, V, dV, loss));
+    const Mat<double> Q = test::random_mat(s.T, D, rng), K = test::random_mat(s.T, D, rng),
+                      V = test::random_mat(s.T, D, rng), G = test::random_mat(s.T, D, rng);
+    test::expect_qkv_gradients(causal_attention_forward<double>, causal_attention_backward<double>, Q, K, V,
+                               G, s.heads);
   }
 }
 
@@ -145,20 +132,15 @@ TEST(CausalAttention, Fp32AgreesWithFp64) {
   const int T = 32, heads = 4, D = 32;
   const Mat<double> Q = test::random_mat(T, D, rng), K = test::random_mat(T, D, rng),
                     V = test::random_mat(T, D, rng), G = test::random_mat(T, D, rng);
-  Mat<double> O64, dQ64, dK64, dV64;
-  causal_attention_forward<double>(Q, K, V, heads, O64);
-  causal_attention_backward<double>(Q, K, V, heads, G, dQ64, dK64, dV64);
-  const Mat<float> Qf = Q.cast<float>(), Kf = K.cast<float>(), Vf = V.cast<float>(),
-                   Gf = G.cast<float>();
-  Mat<float> O32, dQ32, dK32, dV32;
-  causal_attention_forward<float>(Qf, Kf, Vf, heads, O32);
-  causal_attention_backward<float>(Qf, Kf, Vf, heads, Gf, dQ32, dK32, dV32);
   // Scores of O(1), exp, and sums over ≤ 32 keys in fp32: ≲ 1e-5 absolute on O(1) results.
-  const test::Tolerance tol{1e-5, 1e-5};
-  EXPECT_TRUE(test::all_close("O", O32, O64, tol));
-  EXPECT_TRUE(test::all_close("dQ", dQ32, dQ64, tol));
-  EXPECT_TRUE(test::all_close("dK", dK32, dK64, tol));
-  EXPECT_TRUE(test::all_close("dV", dV32, dV64, tol));
+  test::expect_fp32_agrees_with_fp64({"O", "dQ", "dK", "dV"}, {1e-5, 1e-5}, [&](auto s) {
+    using S = decltype(s);
+    const Mat<S> Qs = Q.cast<S>(), Ks = K.cast<S>(), Vs = V.cast<S>();
+    Mat<S> O, dQ, dK, dV;
+    causal_attention_forward<S>(Qs, Ks, Vs, heads, O);
+    causal_attention_backward<S>(Qs, Ks, Vs, heads, G.cast<S>(), dQ, dK, dV);
+    return std::tuple{O, dQ, dK, dV};
+  });
 }
 
 TEST(CausalAttention, EmptySequenceGivesEmptyResults) {

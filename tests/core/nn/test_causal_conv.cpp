@@ -91,22 +91,16 @@ TEST(CausalConv, Fp32AgreesWithFp64) {
   const Mat<double> u = test::random_mat(T, D, rng), w = test::random_mat(D, K, rng),
                     G = test::random_mat(T, D, rng);
   const RowVec<double> bias = test::random_row(D, rng);
-  Mat<double> h64 = Mat<double>::Zero(K - 1, D), y64, du64, dw64 = Mat<double>::Zero(D, K);
-  RowVec<double> db64 = RowVec<double>::Zero(D);
-  causal_conv_forward<double>(u, w, bias, h64, y64);
-  causal_conv_backward<double>(u, w, G, du64, dw64, db64);
-  const Mat<float> uf = u.cast<float>(), wf = w.cast<float>(), Gf = G.cast<float>();
-  const RowVec<float> bf = bias.cast<float>();
-  Mat<float> h32 = Mat<float>::Zero(K - 1, D), y32, du32, dw32 = Mat<float>::Zero(D, K);
-  RowVec<float> db32 = RowVec<float>::Zero(D);
-  causal_conv_forward<float>(uf, wf, bf, h32, y32);
-  causal_conv_backward<float>(uf, wf, Gf, du32, dw32, db32);
   // Sums of ≤ 4 (outputs, du) or ≤ 32 (dw, dbias) O(1) products in fp32.
-  const test::Tolerance tol{1e-5, 1e-5};
-  EXPECT_TRUE(test::all_close("y", y32, y64, tol));
-  EXPECT_TRUE(test::all_close("du", du32, du64, tol));
-  EXPECT_TRUE(test::all_close("dw", dw32, dw64, tol));
-  EXPECT_TRUE(test::all_close("dbias", db32, db64, tol));
+  test::expect_fp32_agrees_with_fp64({"y", "du", "dw", "dbias"}, {1e-5, 1e-5}, [&](auto s) {
+    using S = decltype(s);
+    const Mat<S> us = u.cast<S>(), ws = w.cast<S>();
+    Mat<S> h = Mat<S>::Zero(K - 1, D), y, du, dw = Mat<S>::Zero(D, K);
+    RowVec<S> db = RowVec<S>::Zero(D);
+    causal_conv_forward<S>(us, ws, bias.cast<S>(), h, y);
+    causal_conv_backward<S>(us, ws, G.cast<S>(), du, dw, db);
+    return std::tuple{y, du, dw, db};
+  });
 }
 
 }  // namespace

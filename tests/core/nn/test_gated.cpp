@@ -146,22 +146,16 @@ TEST(GeluGate, Fp32AgreesWithFp64) {
   const int T = 16, D = 32;
   const Mat<double> X = test::random_mat(T, D, rng), Wg = test::random_mat(D, D, rng, 0.3),
                     Z = test::random_mat(T, D, rng), G = test::random_mat(T, D, rng);
-  Mat<double> O64, dX64, dZ64, dWg64 = Mat<double>::Zero(D, D);
-  GeluGateCache<double> c64;
-  gelu_gate_forward<double>(X, Wg, Z, O64, c64);
-  gelu_gate_backward<double>(X, Wg, Z, c64, G, dX64, dWg64, dZ64);
-  const Mat<float> Xf = X.cast<float>(), Wgf = Wg.cast<float>(), Zf = Z.cast<float>(),
-                   Gf = G.cast<float>();
-  Mat<float> O32, dX32, dZ32, dWg32 = Mat<float>::Zero(D, D);
-  GeluGateCache<float> c32;
-  gelu_gate_forward<float>(Xf, Wgf, Zf, O32, c32);
-  gelu_gate_backward<float>(Xf, Wgf, Zf, c32, Gf, dX32, dWg32, dZ32);
   // Products of length 32 in fp32, then elementwise tanh: ≲ 1e-5 absolute.
-  const test::Tolerance tol{1e-5, 1e-5};
-  EXPECT_TRUE(test::all_close("Out", O32, O64, tol));
-  EXPECT_TRUE(test::all_close("dX", dX32, dX64, tol));
-  EXPECT_TRUE(test::all_close("dW_g", dWg32, dWg64, tol));
-  EXPECT_TRUE(test::all_close("dZ", dZ32, dZ64, tol));
+  test::expect_fp32_agrees_with_fp64({"Out", "dX", "dW_g", "dZ"}, {1e-5, 1e-5}, [&](auto s) {
+    using S = decltype(s);
+    const Mat<S> Xs = X.cast<S>(), Wgs = Wg.cast<S>(), Zs = Z.cast<S>();
+    Mat<S> O, dX, dZ, dWg = Mat<S>::Zero(D, D);
+    GeluGateCache<S> cache;
+    gelu_gate_forward<S>(Xs, Wgs, Zs, O, cache);
+    gelu_gate_backward<S>(Xs, Wgs, Zs, cache, G.cast<S>(), dX, dWg, dZ);
+    return std::tuple{O, dX, dWg, dZ};
+  });
 }
 
 // Pre-activations up to ±100: the vectorised fp32 logistic and tanh saturate cleanly (no inf/NaN in

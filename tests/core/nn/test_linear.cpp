@@ -85,23 +85,17 @@ TEST(Linear, Fp32AgreesWithFp64) {
   const Mat<double> X = test::random_mat(T, in, rng), W = test::random_mat(in, out, rng, 0.2);
   const RowVec<double> b = test::random_row(out, rng);
   const Mat<double> G = test::random_mat(T, out, rng);
-  Mat<double> Y64, dX64, dW64 = Mat<double>::Zero(in, out);
-  RowVec<double> db64 = RowVec<double>::Zero(out);
-  linear_forward<double>(X, W, b, Y64);
-  linear_backward<double>(X, W, G, &dX64, dW64, db64);
-  const Mat<float> Xf = X.cast<float>(), Wf = W.cast<float>(), Gf = G.cast<float>();
-  const RowVec<float> bf = b.cast<float>();
-  Mat<float> Y32, dX32, dW32 = Mat<float>::Zero(in, out);
-  RowVec<float> db32 = RowVec<float>::Zero(out);
-  linear_forward<float>(Xf, Wf, bf, Y32);
-  linear_backward<float>(Xf, Wf, Gf, &dX32, dW32, db32);
   // Dot products of length ≤ 32 of O(1) terms: fp32 rounding ≈ √32·6e-8·|terms| ≲ 1e-6; 1e-5
   // absolute leaves margin, and is far below any indexing or transposition error (O(1)).
-  const test::Tolerance tol{1e-5, 1e-5};
-  EXPECT_TRUE(test::all_close("Y", Y32, Y64, tol));
-  EXPECT_TRUE(test::all_close("dX", dX32, dX64, tol));
-  EXPECT_TRUE(test::all_close("dW", dW32, dW64, tol));
-  EXPECT_TRUE(test::all_close("db", db32, db64, tol));
+  test::expect_fp32_agrees_with_fp64({"Y", "dX", "dW", "db"}, {1e-5, 1e-5}, [&](auto s) {
+    using S = decltype(s);
+    const Mat<S> Xs = X.cast<S>(), Ws = W.cast<S>(), Gs = G.cast<S>();
+    Mat<S> Y, dX, dW = Mat<S>::Zero(in, out);
+    RowVec<S> db = RowVec<S>::Zero(out);
+    linear_forward<S>(Xs, Ws, b.cast<S>(), Y);
+    linear_backward<S>(Xs, Ws, Gs, &dX, dW, db);
+    return std::tuple{Y, dX, dW, db};
+  });
 }
 
 TEST(Linear, RejectsBadShapesAndAliasing) {

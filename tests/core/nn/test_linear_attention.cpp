@@ -11,9 +11,6 @@
 namespace tttlab {
 namespace {
 
-using test::check_gradient;
-using test::dot;
-
 Mat<double> linear_attention_reference(const Mat<double>& Q, const Mat<double>& K,
                                        const Mat<double>& V, int heads) {
   const Eigen::Index T = Q.rows(), d = Q.cols() / heads;
@@ -98,20 +95,10 @@ TEST(LinearAttention, EmptySequenceGivesEmptyResults) {
 TEST(LinearAttention, BackwardMatchesFiniteDifferences) {
   std::mt19937_64 rng(63);
   for (int heads : {1, 2}) {
-    Mat<double> Q = test::random_mat(5, 6, rng), K = test::random_mat(5, 6, rng),
-                V = test::random_mat(5, 6, rng);
-    const Mat<double> G = test::random_mat(5, 6, rng);
-    auto loss = [&] {
-      Mat<double> Z;
-      linear_attention_forward<double>(Q, K, V, heads, Z);
-      return dot(G, Z);
-    };
-    Mat<double> dQ, dK, dV;
-    linear_attention_backward<double>(Q, K, V, heads, G, dQ, dK, dV);
-    const std::string tag = " (heads " + std::to_string(heads) + ")";
-    EXPECT_TRUE(check_gradient("Q" + tag, Q, dQ, loss));
-    EXPECT_TRUE(check_gradient("K" + tag, K, dK, loss));
-    EXPECT_TRUE(check_gradient("V" + tag, V, dV, loss));
+    const Mat<double> Q = test::random_mat(5, 6, rng), K = test::random_mat(5, 6, rng),
+                      V = test::random_mat(5, 6, rng), G = test::random_mat(5, 6, rng);
+    test::expect_qkv_gradients(linear_attention_forward<double>, linear_attention_backward<double>, Q, K, V,
+                               G, heads);
   }
 }
 
@@ -120,24 +107,24 @@ TEST(LinearAttention, Fp32AgreesWithFp64) {
   const int T = 32, heads = 4, D = 32;
   const Mat<double> Q = test::random_mat(T, D, rng, 0.5), K = test::random_mat(T, D, rng, 0.5),
                     V = test::random_mat(T, D, rng), G = test::random_mat(T, D, rng);
-  Mat<double> Z64, dQ64, dK64, dV64, R64;
-  linear_attention_forward<double>(Q, K, V, heads, Z64);
-  linear_attention_backward<double>(Q, K, V, heads, G, dQ64, dK64, dV64);
-  const Mat<float> Qf = Q.cast<float>(), Kf = K.cast<float>(), Vf = V.cast<float>(),
-                   Gf = G.cast<float>();
-  Mat<float> Z32, dQ32, dK32, dV32, R32;
-  linear_attention_forward<float>(Qf, Kf, Vf, heads, Z32);
-  linear_attention_backward<float>(Qf, Kf, Vf, heads, Gf, dQ32, dK32, dV32);
-  LinearAttentionState<float> state;
-  linear_attention_recurrent<float>(Qf, Kf, Vf, heads, state, R32);
   // Outputs grow like √T (sums of up to 32 terms of O(0.5)), so relative 2e-5 on values of O(5)
   // plus an absolute 2e-5 for cancelling sums.
   const test::Tolerance tol{2e-5, 2e-5};
-  EXPECT_TRUE(test::all_close("Z", Z32, Z64, tol));
+  test::expect_fp32_agrees_with_fp64({"Z", "dQ", "dK", "dV"}, tol, [&](auto s) {
+    using S = decltype(s);
+    const Mat<S> Qs = Q.cast<S>(), Ks = K.cast<S>(), Vs = V.cast<S>();
+    Mat<S> Z, dQ, dK, dV;
+    linear_attention_forward<S>(Qs, Ks, Vs, heads, Z);
+    linear_attention_backward<S>(Qs, Ks, Vs, heads, G.cast<S>(), dQ, dK, dV);
+    return std::tuple{Z, dQ, dK, dV};
+  });
+  // The recurrent form in fp32 against the parallel form in fp64.
+  Mat<double> Z64;
+  linear_attention_forward<double>(Q, K, V, heads, Z64);
+  Mat<float> R32;
+  LinearAttentionState<float> state;
+  linear_attention_recurrent<float>(Q.cast<float>(), K.cast<float>(), V.cast<float>(), heads, state, R32);
   EXPECT_TRUE(test::all_close("Z recurrent fp32", R32, Z64, tol));
-  EXPECT_TRUE(test::all_close("dQ", dQ32, dQ64, tol));
-  EXPECT_TRUE(test::all_close("dK", dK32, dK64, tol));
-  EXPECT_TRUE(test::all_close("dV", dV32, dV64, tol));
 }
 
 // docs/MATH.md §10, oracle 4 (§9.1) against the engine's own TTT inner loop, head by head.

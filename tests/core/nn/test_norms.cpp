@@ -81,21 +81,17 @@ TEST(RmsNorm, Fp32AgreesWithFp64) {
   std::mt19937_64 rng(23);
   const Mat<double> X = test::random_mat(16, 64, rng, 2.0), G = test::random_mat(16, 64, rng);
   const RowVec<double> w = test::random_row(64, rng);
-  Mat<double> Y64, dX64;
-  RowVec<double> dw64 = RowVec<double>::Zero(64);
-  rms_norm_forward<double>(X, w, Y64);
-  rms_norm_backward<double>(X, w, G, dX64, dw64);
-  Mat<float> Y32, dX32;
-  RowVec<float> dw32 = RowVec<float>::Zero(64);
-  const Mat<float> Xf = X.cast<float>(), Gf = G.cast<float>();
-  const RowVec<float> wf = w.cast<float>();
-  rms_norm_forward<float>(Xf, wf, Y32);
-  rms_norm_backward<float>(Xf, wf, Gf, dX32, dw32);
   // Sums of 64 (rows) or 16 (columns) O(1) products in fp32: ≲ 64·6e-8 ≈ 4e-6 worst case.
-  const test::Tolerance tol{1e-5, 1e-5};
-  EXPECT_TRUE(test::all_close("Y", Y32, Y64, tol));
-  EXPECT_TRUE(test::all_close("dX", dX32, dX64, tol));
-  EXPECT_TRUE(test::all_close("dw", dw32, dw64, tol));
+  test::expect_fp32_agrees_with_fp64({"Y", "dX", "dw"}, {1e-5, 1e-5}, [&](auto s) {
+    using S = decltype(s);
+    const Mat<S> Xs = X.cast<S>(), Gs = G.cast<S>();
+    const RowVec<S> ws = w.cast<S>();
+    Mat<S> Y, dX;
+    RowVec<S> dw = RowVec<S>::Zero(64);
+    rms_norm_forward<S>(Xs, ws, Y);
+    rms_norm_backward<S>(Xs, ws, Gs, dX, dw);
+    return std::tuple{Y, dX, dw};
+  });
 }
 
 TEST(LayerNorm, ForwardMatchesDefinition) {
@@ -139,22 +135,17 @@ TEST(LayerNorm, Fp32AgreesWithFp64) {
   std::mt19937_64 rng(26);
   const Mat<double> X = test::random_mat(16, 64, rng, 2.0), G = test::random_mat(16, 64, rng);
   const RowVec<double> g = test::random_row(64, rng), b = test::random_row(64, rng);
-  Mat<double> Y64, dX64;
-  RowVec<double> dg64 = RowVec<double>::Zero(64), db64 = RowVec<double>::Zero(64);
-  layer_norm_forward<double>(X, g, b, Y64);
-  layer_norm_backward<double>(X, g, G, dX64, dg64, db64);
-  const Mat<float> Xf = X.cast<float>(), Gf = G.cast<float>();
-  const RowVec<float> gf = g.cast<float>(), bf = b.cast<float>();
-  Mat<float> Y32, dX32;
-  RowVec<float> dg32 = RowVec<float>::Zero(64), db32 = RowVec<float>::Zero(64);
-  layer_norm_forward<float>(Xf, gf, bf, Y32);
-  layer_norm_backward<float>(Xf, gf, Gf, dX32, dg32, db32);
   // As for RMSNorm: reductions of ≤ 64 O(1) terms in fp32.
-  const test::Tolerance tol{1e-5, 1e-5};
-  EXPECT_TRUE(test::all_close("Y", Y32, Y64, tol));
-  EXPECT_TRUE(test::all_close("dX", dX32, dX64, tol));
-  EXPECT_TRUE(test::all_close("dgamma", dg32, dg64, tol));
-  EXPECT_TRUE(test::all_close("dbeta", db32, db64, tol));
+  test::expect_fp32_agrees_with_fp64({"Y", "dX", "dgamma", "dbeta"}, {1e-5, 1e-5}, [&](auto s) {
+    using S = decltype(s);
+    const Mat<S> Xs = X.cast<S>(), Gs = G.cast<S>();
+    const RowVec<S> gs = g.cast<S>();
+    Mat<S> Y, dX;
+    RowVec<S> dg = RowVec<S>::Zero(64), db = RowVec<S>::Zero(64);
+    layer_norm_forward<S>(Xs, gs, b.cast<S>(), Y);
+    layer_norm_backward<S>(Xs, gs, Gs, dX, dg, db);
+    return std::tuple{Y, dX, dg, db};
+  });
 }
 
 TEST(Norms, RejectBadShapes) {
