@@ -89,6 +89,16 @@ std::string TrainConfig::to_json() const {
   return j.dump(2) + "\n";
 }
 
+TrainConfig train_config(const ModelConfig& model, const RunSettings& run) {
+  TrainConfig c;
+  static_cast<RunSettings&>(c) = run;
+  c.model = model;
+  if (c.seq_len <= 0) c.seq_len = model.max_position_embeddings;
+  c.model.max_position_embeddings = c.seq_len;
+  c.validate();
+  return c;
+}
+
 TrainConfig TrainConfig::from_json(const std::string& text, const std::string& source) {
   TrainConfig c;
   try {
