@@ -31,18 +31,10 @@ namespace {
 
 struct AblateArgs {
   std::string preset = "tiny";
-  std::string data = "brown";
-  std::string data_dir = "data/brown";
-  long steps = 300;
-  int batch = 16;
-  int seq_len = 256;
-  double lr = 4e-3;
-  std::uint64_t seed = 0;
+  RunSettings run;  // every row's; TrainConfig's defaults but for steps and lr, set in register_ablate
   int seeds = 1;
-  int threads = 0;
-  int eval_windows = 0;
-  std::string device = "auto";
-  std::string gpu_gemm = "tf32";
+  int eval_windows = 0;  // the evaluation at the end of each run
+  DeviceOptions device;
   std::string out;
   bool json = false;
   bool plan = false;
@@ -80,17 +72,9 @@ std::string rows_help() {
 }
 
 TrainConfig row_config(const AblateArgs& a, const AblationRow& row, std::uint64_t seed) {
-  TrainConfig cfg;
-  cfg.model = row.model;
-  cfg.data = a.data;
-  cfg.data_dir = a.data_dir;
-  cfg.steps = a.steps;
-  cfg.batch_size = a.batch;
-  cfg.seq_len = a.seq_len;
-  cfg.lr = a.lr;
-  cfg.seed = seed;
-  cfg.threads = a.threads;
-  return cfg;
+  RunSettings run = a.run;
+  run.seed = seed;
+  return train_config(row.model, run);
 }
 
 // --plan: each row's definition and how long it would take here, from a few timed training steps
@@ -100,16 +84,16 @@ void print_plan(const AblateArgs& a, const std::vector<AblationRow>& rows, const
   constexpr int k_timed_steps = 2;
   std::printf("Table 1 in miniature, the plan: preset %s, %ld steps of %d x %d bytes, %d seed(s) per row.\n"
               "Time per row on this machine, estimated from %d timed training steps per row:\n\n",
-              a.preset.c_str(), a.steps, a.batch, a.seq_len, a.seeds, k_timed_steps);
+              a.preset.c_str(), a.run.steps, a.run.batch_size, a.run.seq_len, a.seeds, k_timed_steps);
   double total = 0;
   for (const auto& row : rows) {
     device_note.clear();
-    Trainer t(row_config(a, row, a.seed), TextData::load(row_config(a, row, a.seed)), backend);
+    Trainer t(row_config(a, row, a.run.seed), TextData::load(row_config(a, row, a.run.seed)), backend);
     t.step();
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < k_timed_steps; ++i) t.step();
     const double per_step = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / k_timed_steps;
-    const double row_seconds = per_step * double(a.steps) * a.seeds;
+    const double row_seconds = per_step * double(a.run.steps) * a.seeds;
     total += row_seconds;
     std::printf("  %-3s %-18s %-4s %8.3f s/step  about %s for the row\n      %s: %s\n", row.id.c_str(),
                 row.name.c_str(), to_string(t.device_kind()), per_step, format_duration(row_seconds).c_str(),
@@ -169,8 +153,8 @@ void run(const AblateArgs& a) {
     throw CLI::ValidationError(e.what());
   }
   std::string device_note;  // written by the backend factory when auto falls back to the CPU
-  const TrainBackendFactory backend = command_line_backend(a.device, a.gpu_gemm, device_note);
-  const auto rows = table1_rows(base, a.seq_len);
+  const TrainBackendFactory backend = command_line_backend(a.device.request(), device_note);
+  const auto rows = table1_rows(base, a.run.seq_len);
   for (const auto& row : rows) {
     try {
       row.model.validate();
@@ -197,19 +181,19 @@ void run(const AblateArgs& a) {
   }
   if (!a.json)
     std::printf("Table 1 in miniature: preset %s, %ld steps of %d x %d bytes, lr %g, seeds %llu..%llu, data %s, device %s\n\n",
-                a.preset.c_str(), a.steps, a.batch, a.seq_len, a.lr, static_cast<unsigned long long>(a.seed),
-                static_cast<unsigned long long>(a.seed + std::uint64_t(a.seeds) - 1), printable(a.data).c_str(), a.device.c_str());
+                a.preset.c_str(), a.run.steps, a.run.batch_size, a.run.seq_len, a.run.lr, static_cast<unsigned long long>(a.run.seed),
+                static_cast<unsigned long long>(a.run.seed + std::uint64_t(a.seeds) - 1), printable(a.run.data).c_str(), a.device.device.c_str());
   Json runs = Json::array();
   Json row_reports = Json::array();
   ProgressLine progress("training steps, all rows and seeds");
-  const std::int64_t total_steps = static_cast<std::int64_t>(rows.size()) * a.seeds * a.steps;
+  const std::int64_t total_steps = static_cast<std::int64_t>(rows.size()) * a.seeds * a.run.steps;
   std::int64_t steps_before = 0;  // of the runs already finished
   for (const auto& row : rows) {
     std::vector<double> bpb;
     std::set<std::string> devices;
     std::string fallback_note;
     for (int k = 0; k < a.seeds; ++k) {
-      const TrainConfig cfg = row_config(a, row, a.seed + std::uint64_t(k));
+      const TrainConfig cfg = row_config(a, row, a.run.seed + std::uint64_t(k));
       device_note.clear();
       Trainer t(cfg, TextData::load(cfg), backend);
       if (!device_note.empty()) fallback_note = device_note;
@@ -221,7 +205,7 @@ void run(const AblateArgs& a) {
         last = t.step().loss;
         progress.update(steps_before + t.steps_done(), total_steps);
       }
-      steps_before += a.steps;
+      steps_before += a.run.steps;
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       const EvalReport ev = t.evaluate(a.eval_windows);
       if (!a.out.empty())
@@ -266,14 +250,14 @@ void run(const AblateArgs& a) {
   }
   Json report = Json::object();
   report["preset"] = a.preset;
-  report["data"] = a.data;
-  report["steps"] = a.steps;
-  report["batch"] = a.batch;
-  report["seq_len"] = a.seq_len;
-  report["lr"] = a.lr;
-  report["seed"] = a.seed;
+  report["data"] = a.run.data;
+  report["steps"] = a.run.steps;
+  report["batch"] = a.run.batch_size;
+  report["seq_len"] = a.run.seq_len;
+  report["lr"] = a.run.lr;
+  report["seed"] = a.run.seed;
   report["seeds"] = a.seeds;
-  report["device_request"] = a.device;
+  report["device_request"] = a.device.device;
   report["runs"] = runs;
   report["rows"] = row_reports;
   if (!a.out.empty()) {
@@ -315,24 +299,24 @@ void run(const AblateArgs& a) {
 
 void register_ablate(CLI::App& app) {
   auto a = std::make_shared<AblateArgs>();
+  a->run.steps = 300;
+  a->run.lr = 4e-3;
   auto* cmd = app.add_subcommand("ablate", "Train the rows of the TTT paper's Table 1 with equal budgets and print validation bits per byte");
   cmd->add_option("--preset", a->preset, "Model size of every row")->check(CLI::IsMember({"tiny", "small", "125m"}))->capture_default_str();
-  cmd->add_option("--data", a->data, "brown or a UTF-8 text file")->check(non_empty_path())->capture_default_str();
-  cmd->add_option("--data-dir", a->data_dir, "Where the prepared Brown corpus is")->check(non_empty_path())->capture_default_str();
-  cmd->add_option("--steps", a->steps, "Optimiser steps per row")->check(CLI::Range(1L, 100000000L))->capture_default_str();
-  cmd->add_option("--batch", a->batch, "Sequences per step")->check(CLI::Range(1, 100000))->capture_default_str();
-  cmd->add_option("--seq-len", a->seq_len, "Sequence length T")->check(CLI::Range(2, 1 << 16))->capture_default_str();
-  cmd->add_option("--lr", a->lr, "Peak learning rate")->check(finite_range(1e-9, 10.0))->capture_default_str();
-  cmd->add_option("--seed", a->seed, "First seed (the same seeds for every row)")->check(seed_value())->capture_default_str();
+  cmd->add_option("--data", a->run.data, "brown or a UTF-8 text file")->check(non_empty_path())->capture_default_str();
+  cmd->add_option("--data-dir", a->run.data_dir, "Where the prepared Brown corpus is")->check(non_empty_path())->capture_default_str();
+  cmd->add_option("--steps", a->run.steps, "Optimiser steps per row")->check(CLI::Range(1L, 100000000L))->capture_default_str();
+  cmd->add_option("--batch", a->run.batch_size, "Sequences per step")->check(CLI::Range(1, 100000))->capture_default_str();
+  cmd->add_option("--seq-len", a->run.seq_len, "Sequence length T")->check(CLI::Range(2, 1 << 16))->capture_default_str();
+  cmd->add_option("--lr", a->run.lr, "Peak learning rate")->check(finite_range(1e-9, 10.0))->capture_default_str();
+  cmd->add_option("--seed", a->run.seed, "First seed (the same seeds for every row)")->check(seed_value())->capture_default_str();
   cmd->add_option("--seeds", a->seeds, "Runs per row, with seeds seed..seed+N-1; the table gives mean +- sd")
       ->check(CLI::Range(1, 1000))->capture_default_str();
-  cmd->add_option("--device", a->device,
-                  "auto: each row on the GPU where its training step supports the row, else the CPU; cpu; "
-                  "cuda: the GPU for every row (fails at a row it cannot train)")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))->capture_default_str();
-  cmd->add_option("--gpu-gemm", a->gpu_gemm, "GPU matrix products: tf32 or fp32 (fp32 to compare with CPU rows)")
-      ->check(CLI::IsMember({"tf32", "fp32"}))->capture_default_str();
-  cmd->add_option("--threads", a->threads, "Worker threads (0: all)")->check(CLI::Range(0, 1024));
+  a->device.add_to(cmd,
+                   "auto: each row on the GPU where its training step supports the row, else the CPU; cpu; "
+                   "cuda: the GPU for every row (fails at a row it cannot train)",
+                   "GPU matrix products: tf32 or fp32 (fp32 to compare with CPU rows)");
+  cmd->add_option("--threads", a->run.threads, "Worker threads (0: all)")->check(CLI::Range(0, 1024));
   cmd->add_option("--eval-windows", a->eval_windows, "Validation windows (0: the whole validation text)")->check(CLI::Range(0, 1 << 30));
   cmd->add_option("--out", a->out, "Save each row's checkpoint (ROW/ or ROW/seed-S/ with --seeds > 1) and table1.json here")->check(non_empty_path());
   cmd->add_flag("--json", a->json, "Print the report as JSON: every run (row, seed, device, bits/byte, steps, seconds) and each row's mean and sd");

@@ -211,19 +211,10 @@ void print_generation_row(const GenRow& g) {
 }
 
 Json generation_json(const GenRow& g) {
-  Json o = Json::object();
-  o["preset"] = g.preset;
-  o["layer"] = g.layer;
-  o["device"] = g.device;
-  o["device_description"] = g.describe;
-  o["params"] = g.params;
-  o["batch"] = 1;
-  o["warmup_bytes"] = g.warmup;
-  o["bytes_per_repeat"] = g.bytes;
-  o["repeats"] = g.repeats;
-  o["bytes_per_s_median"] = g.median_bps;
-  o["bytes_per_s_min"] = g.min_bps;
-  o["bytes_per_s_max"] = g.max_bps;
+  Json o = {{"preset", g.preset}, {"layer", g.layer}, {"device", g.device}, {"device_description", g.describe},
+            {"params", g.params}, {"batch", 1},
+            {"warmup_bytes", g.warmup}, {"bytes_per_repeat", g.bytes}, {"repeats", g.repeats},
+            {"bytes_per_s_median", g.median_bps}, {"bytes_per_s_min", g.min_bps}, {"bytes_per_s_max", g.max_bps}};
   if (g.ratio_to_cpu > 0) o["ratio_to_cpu"] = g.ratio_to_cpu;
   return o;
 }
@@ -331,26 +322,12 @@ GpuRow bench_gpu_training(const std::string& name, int D, int L, int B, int T, c
 
 // A whole-model row's shape and times (the training rows and the scaling rows).
 Json step_json(const GpuRow& r) {
-  Json o = Json::object();
-  o["shape"] = r.name;
-  o["layer"] = r.layer;
-  o["backbone"] = r.backbone;
-  o["gemm"] = r.gemm;
-  o["D"] = r.width;
-  o["L"] = r.layers;
-  o["H"] = r.heads;
-  o["F"] = r.ffn;
-  o["B"] = r.batch;
-  o["T"] = r.seq_len;
-  o["params"] = r.params;
-  o["median_ms"] = r.ms_per_step;
-  o["min_ms"] = r.min_ms;
-  o["max_ms"] = r.max_ms;
-  o["repeats"] = r.repeats;
-  o["warmup"] = r.warmup;
-  o["tokens_per_s"] = r.tok_s;
-  o["tflops"] = r.tflops;
-  return o;
+  return {{"shape", r.name}, {"layer", r.layer}, {"backbone", r.backbone}, {"gemm", r.gemm},
+          {"D", r.width}, {"L", r.layers}, {"H", r.heads}, {"F", r.ffn}, {"B", r.batch}, {"T", r.seq_len},
+          {"params", r.params},
+          {"median_ms", r.ms_per_step}, {"min_ms", r.min_ms}, {"max_ms", r.max_ms},
+          {"repeats", r.repeats}, {"warmup", r.warmup},
+          {"tokens_per_s", r.tok_s}, {"tflops", r.tflops}};
 }
 
 // Data-parallel scaling (`--gpus N`): the same model with B sequences per GPU on 1, 2, 4, … and N
@@ -433,16 +410,10 @@ std::vector<GenRow> run_cuda_generation(const BenchArgs& a, int device) {
 }
 
 Json kernel_json(const kernels::TttBenchRow& r) {
-  Json o = Json::object();
-  o["name"] = r.name;
-  o["shape"] = r.shape;
-  o["median_ms"] = r.median_ms;
-  o["min_ms"] = r.min_ms;
-  o["max_ms"] = r.max_ms;
-  o["repeats"] = r.repeats;
-  o["warmup"] = r.warmup;
-  o["gflops"] = r.gflops;
-  o["floor_ms"] = r.floor_ms;  // bytes that must move / the copy bandwidth measured in this run
+  Json o = {{"name", r.name}, {"shape", r.shape},
+            {"median_ms", r.median_ms}, {"min_ms", r.min_ms}, {"max_ms", r.max_ms},
+            {"repeats", r.repeats}, {"warmup", r.warmup}, {"gflops", r.gflops},
+            {"floor_ms", r.floor_ms}};  // bytes that must move / the copy bandwidth measured in this run
   o["floor_ratio"] = r.floor_ms > 0 ? r.median_ms / r.floor_ms : 0.0;
   if (r.peer_ms > 0) {
     o["peer_ms"] = r.peer_ms;
@@ -460,13 +431,9 @@ Json training_json(const GpuRow& r, const kernels::GemmRate& ceiling) {
   o["gemm_ceiling_tflops"] = ceiling.median_tflops;
   o["floor_ms"] = r.step_flops / (ceiling.median_tflops * 1e12) * 1e3;
   o["ratio_to_ceiling"] = r.tflops / ceiling.median_tflops;
-  Json p = Json::object();
-  p["total_ms"] = r.profile.total_ms;
-  p["gemm_ms"] = r.profile.gemm_ms;
-  p["mixer_forward_ms"] = r.profile.inner_forward_ms;
-  p["mixer_backward_ms"] = r.profile.inner_backward_ms;
-  p["rest_ms"] = r.profile.other_ms;
-  o["one_profiled_step"] = p;
+  o["one_profiled_step"] = {{"total_ms", r.profile.total_ms}, {"gemm_ms", r.profile.gemm_ms},
+                            {"mixer_forward_ms", r.profile.inner_forward_ms},
+                            {"mixer_backward_ms", r.profile.inner_backward_ms}, {"rest_ms", r.profile.other_ms}};
   return o;
 }
 
@@ -508,14 +475,9 @@ void run_cuda(const BenchArgs& a, int device, const std::string& device_text) {
   const kernels::GemmRate bf16 = kernels::measure_gemm_rate(kernels::GemmPrecision::Bf16);
   Json ceil = Json::object();
   for (const auto* g : {&tf32, &fp32, &bf16}) {
-    Json c = Json::object();
-    c["median_tflops"] = g->median_tflops;
-    c["min_tflops"] = g->min_tflops;
-    c["max_tflops"] = g->max_tflops;
-    c["n"] = g->n;
-    c["repeats"] = g->repeats;
-    c["engine"] = g->engine;
-    ceil[g == &tf32 ? "tf32" : g == &fp32 ? "fp32" : "bf16"] = c;
+    ceil[g == &tf32 ? "tf32" : g == &fp32 ? "fp32" : "bf16"] = {
+        {"median_tflops", g->median_tflops}, {"min_tflops", g->min_tflops}, {"max_tflops", g->max_tflops},
+        {"n", g->n}, {"repeats", g->repeats}, {"engine", g->engine}};
   }
   out["gemm_ceiling"] = ceil;
   if (!a.json) {

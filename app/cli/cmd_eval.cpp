@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "cli/checkpoint_option.hpp"
 #include "cli/commands.hpp"
 #include "cli/progress.hpp"
 #include "cli/train_device.hpp"
@@ -37,8 +38,7 @@ struct EvalArgs {
   int seq_len = 0;      // 0: the run's
   int windows = 0;      // 0: all
   int threads = 0;
-  std::string device = "auto";
-  std::string gpu_gemm = "fp32";  // evaluation is cheap: full fp32 products, within ~1e-6 of the CPU
+  DeviceOptions device{"auto", "fp32"};  // evaluation is cheap: full fp32 products, within ~1e-6 of the CPU
   std::string per_byte;
   bool json = false;
 };
@@ -108,7 +108,7 @@ void run(const EvalArgs& a) {
     data = TextData::load(cfg);
   }
   std::string device_note;
-  const TrainBackendFactory backend = command_line_backend(a.device, a.gpu_gemm, device_note);
+  const TrainBackendFactory backend = command_line_backend(a.device.request(), device_note);
   Trainer t(cfg, std::move(data), backend);
   // The trainer holds a freshly initialised model: give it the checkpoint's weights (and the backend).
   t.model().for_each_param([&](Eigen::Map<Mat<float>> dst, const std::string& name) {
@@ -137,7 +137,7 @@ void run(const EvalArgs& a) {
   const double score_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   progress.finish();
   if (!std::isfinite(r.loss))
-    throw NonFiniteModelError(non_finite_model_message(resolve_checkpoint(a.checkpoint).string()));
+    refuse_non_finite_model(a.checkpoint);
   if (!a.per_byte.empty()) write_per_byte_csv(a.per_byte, text, r);
 
   const std::string what = split == "whole" ? "the whole file " + a.data : t.data().description + ", validation split";
@@ -193,7 +193,7 @@ void register_eval(CLI::App& app) {
       "eval",
       "Evaluate a checkpoint: loss, bits per byte, next-byte accuracy and loss by position. A text file given with "
       "--data is scored whole; the run's own data and Brown are scored on their validation split.");
-  cmd->add_option("--checkpoint", a->checkpoint, "A run directory or a checkpoint directory")->check(non_empty_path())->required();
+  add_checkpoint_option(cmd, a->checkpoint)->required();
   cmd->add_option("--data", a->data, "brown or a UTF-8 text file (default: the run's data)")->check(non_empty_path());
   cmd->add_option("--split", a->split,
                   "whole: every byte of the --data file (the default for a file); val: only the validation split "
@@ -210,10 +210,8 @@ void register_eval(CLI::App& app) {
   cmd->add_option("--per-byte", a->per_byte,
                   "Write every scored byte's loss to this CSV file (offset, byte, char, loss_nats, loss_bits)")->check(non_empty_path());
   cmd->add_option("--threads", a->threads, "Worker threads (0: all)")->check(CLI::Range(0, 1024));
-  cmd->add_option("--device", a->device, "auto (a GPU when present and it can run the model, else the CPU), cpu, or cuda")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))->capture_default_str();
-  cmd->add_option("--gpu-gemm", a->gpu_gemm, "GPU matrix products, the TTT inner loops' forwards included: fp32, or tf32 (tensor cores, ~1e-3 relative)")
-      ->check(CLI::IsMember({"tf32", "fp32"}))->capture_default_str();
+  a->device.add_to(cmd, "auto (a GPU when present and it can run the model, else the CPU), cpu, or cuda",
+                   "GPU matrix products, the TTT inner loops' forwards included: fp32, or tf32 (tensor cores, ~1e-3 relative)");
   cmd->add_flag("--json", a->json, "Print JSON (with the full loss-by-position curve)");
   cmd->callback([a] { run(*a); });
 }

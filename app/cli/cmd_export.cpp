@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "cli/checkpoint_option.hpp"
 #include "cli/commands.hpp"
 #include "cli/validators.hpp"
 #include "tttlab/io/atomic_file.hpp"
@@ -64,7 +65,7 @@ void register_export(CLI::App& app) {
   };
   auto a = std::make_shared<Args>();
   auto* cmd = app.add_subcommand("export", "Write a checkpoint's model as config.json + model.safetensors (official PyTorch layout)");
-  cmd->add_option("--checkpoint", a->checkpoint, "A run directory or a checkpoint directory")->check(non_empty_path())->required();
+  add_checkpoint_option(cmd, a->checkpoint)->required();
   cmd->add_option("--out", a->out, "Output directory")->check(non_empty_path())->required();
   cmd->add_option("--dtype", a->dtype, "Tensor type in the file")->check(CLI::IsMember({"f32", "bf16"}))->capture_default_str();
   cmd->callback([a] {

@@ -18,6 +18,7 @@
 #include <numeric>
 #include <span>
 
+#include "cli/checkpoint_option.hpp"
 #include "cli/commands.hpp"
 #include "cli/validators.hpp"
 #include "tttlab/device.hpp"
@@ -104,7 +105,7 @@ void run(const GenerateArgs& a) {
   const auto refuse_non_finite = [&](const std::vector<float>& row) {
     for (float x : row)
       if (!std::isfinite(x))
-        throw NonFiniteModelError(non_finite_model_message(resolve_checkpoint(a.checkpoint).string()));
+        refuse_non_finite_model(a.checkpoint);
   };
   refuse_non_finite(last);
   const auto t1 = std::chrono::steady_clock::now();
@@ -155,7 +156,7 @@ void run(const GenerateArgs& a) {
 void register_generate(CLI::App& app) {
   auto a = std::make_shared<GenerateArgs>();
   auto* cmd = app.add_subcommand("generate", "Sample text from a trained model, one byte at a time");
-  cmd->add_option("--checkpoint", a->checkpoint, "A run directory or a checkpoint directory")->check(non_empty_path())->required();
+  add_checkpoint_option(cmd, a->checkpoint)->required();
   cmd->add_option("--prompt", a->prompt, "Text to start from")->capture_default_str();
   cmd->add_option("--tokens", a->tokens, "Bytes to generate")->check(CLI::Range(0, 1 << 24))->capture_default_str();
   cmd->add_option("--temperature", a->temperature, "Sampling temperature (0: greedy)")->check(finite_range(0.0, 100.0))->capture_default_str();

@@ -16,6 +16,7 @@
 #include <random>
 #include <string>
 
+#include "cli/checkpoint_option.hpp"
 #include "cli/commands.hpp"
 #include "cli/validators.hpp"
 #include "lab/engine/head_inputs.hpp"
@@ -150,7 +151,7 @@ void run_checkpoint(const ProbeArgs& a) {
                                [&](const InnerStepRecord<double>& r) { print(r); }, &in.w0);
   // Finite weights may still overflow on this text: refuse, as eval and generate do, before printing.
   if (!print.finite() || !y.allFinite())
-    throw NonFiniteModelError(non_finite_model_message(resolve_checkpoint(a.checkpoint).string()));
+    refuse_non_finite_model(a.checkpoint);
   print.print_table();
   const std::string layer = to_string(mc.seq_layer);
   if (a.json) {
@@ -246,9 +247,8 @@ void register_probe(CLI::App& app) {
       "l(W0;x), l(Wt-1;x), l(Wt;x), lambda, tau and the update size. With --checkpoint: head --head of "
       "block --block of a trained model (the numbers the app's stepper shows). Without: a randomly "
       "initialised layer on a random byte embedding (seeded), the inner loop learning at test time.");
-  auto* ck = cmd->add_option("--checkpoint", a->checkpoint,
-                             "A trained model: a run directory or a checkpoint directory (e.g. assets/models/tiny-brown)")
-                 ->check(non_empty_path());
+  auto* ck = add_checkpoint_option(
+      cmd, a->checkpoint, "A trained model: a run directory or a checkpoint directory (e.g. assets/models/tiny-brown)");
   cmd->add_option("--block", a->block, "With --checkpoint: the block whose TTT layer to probe")
       ->check(CLI::Range(0, 1 << 20))->capture_default_str()->needs(ck);
   cmd->add_option("--layer", a->layer, "Inner model")->check(CLI::IsMember({"ttt-linear", "ttt-mlp"}))->capture_default_str()

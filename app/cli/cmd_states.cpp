@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <unistd.h>
 
+#include "cli/checkpoint_option.hpp"
 #include "cli/commands.hpp"
 #include "tttlab/io/atomic_file.hpp"
 #include "cli/validators.hpp"
@@ -98,8 +99,7 @@ void register_states(CLI::App& app) {
       "Write the hidden state of a trained TTT model's heads along a text to a safetensors file: W_t and b_t "
       "(and W2, b2 for TTT-MLP) per block and head, the three inner losses, lambda, tau, eta and the token bytes. "
       "Read it with Python's safetensors or NumPy (see the README).");
-  cmd->add_option("--checkpoint", a->checkpoint, "A run directory or a checkpoint directory (e.g. assets/models/tiny-brown)")->check(non_empty_path())
-      ->required();
+  add_checkpoint_option(cmd, a->checkpoint, std::string(kCheckpointHelp) + " (e.g. assets/models/tiny-brown)")->required();
   auto* text = cmd->add_option("--text", a->text, "The text to read (its bytes are the tokens)");
   auto* data = cmd->add_option("--data", a->data, "A UTF-8 text file to read instead of --text")->check(non_empty_path());
   text->excludes(data);

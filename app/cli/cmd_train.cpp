@@ -41,29 +41,12 @@ extern "C" void on_sigint(int) { g_interrupted.store(true); }
 
 struct TrainArgs {
   ModelOptions model;
-  std::string data = "brown";
-  std::string data_dir = "data/brown";
-  long steps = 1000;
-  int batch = 16;
-  int seq_len = 0;  // 0: the preset's max_position_embeddings
-  double lr = 3e-3;
-  double warmup = 0.1;
-  std::uint64_t seed = 0;
-  int threads = 0;
-  long checkpoint_every = 0;
-  long eval_every = 0;
-  int eval_windows = 64;
+  RunSettings run;  // the flags bind straight into it; TrainConfig's defaults except seq_len
   std::string out;
   std::string resume;
-  std::string device = "auto";
-  std::string gpu_gemm = "tf32";
+  DeviceOptions device;
   std::string precision = "fp32";
   std::string gpus;  // empty: one device; "N" or "all": data-parallel (train/data_parallel.hpp)
-  bool quiet = false;
-  int max_bad_steps = 5;
-  std::string on_diverge = "rollback";
-  int max_rollbacks = 3;
-  double rollback_lr_factor = 0.5;
 };
 
 void run(const TrainArgs& a, CLI::App* cmd) {
@@ -75,24 +58,24 @@ void run(const TrainArgs& a, CLI::App* cmd) {
   TrainBackendFactory backend;
   // --precision bf16: the GPU's matrix products take bf16 operands (kernels/gemm.hpp, Bf16); all else
   // stays fp32, checkpoints included.
-  std::string gemm = a.gpu_gemm;
+  TrainDeviceRequest request = a.device.request();
   if (a.precision == "bf16") {
     if (cmd->count("--gpu-gemm"))
       throw CLI::ValidationError("--precision bf16 sets the GPU's matrix products to bf16; leave out --gpu-gemm");
-    if (a.device == "cpu")
+    if (request.device == DeviceRequest::CPU)
       throw CLI::ValidationError("--precision bf16 trains on a GPU; the CPU engine computes in fp32 (leave out --precision)");
-    gemm = "bf16";
+    request.precision = GpuGemmPrecision::Bf16;
   }
   if (!a.gpus.empty()) {
     try {
       job = job_from_environment();
-      backend = data_parallel_backend_for(parse_device_request(a.device), gemm, parse_gpu_count(a.gpus), job,
-                                          device_note);
+      request.gpus = parse_gpu_count(a.gpus);
+      backend = data_parallel_backend_for(request, job, device_note);
     } catch (const std::invalid_argument& e) {
       throw CLI::ValidationError(e.what());
     }
   } else {
-    backend = command_line_backend(a.device, gemm, device_note);
+    backend = command_line_backend(request, device_note);
   }
   if (!backend && a.precision == "bf16")
     throw CLI::ValidationError("--precision bf16 trains on a GPU, and this run would train on the CPU" +
@@ -120,26 +103,8 @@ void run(const TrainArgs& a, CLI::App* cmd) {
       throw std::runtime_error("'" + out.string() + "' already holds a run; use --resume " + out.string() +
                                " to continue it, or choose another --out");
     TrainConfig cfg;
-    cfg.model = a.model.build(cmd);
-    cfg.data = a.data;
-    cfg.data_dir = a.data_dir;
-    cfg.steps = a.steps;
-    cfg.batch_size = a.batch;
-    cfg.seq_len = a.seq_len > 0 ? a.seq_len : cfg.model.max_position_embeddings;
-    cfg.model.max_position_embeddings = cfg.seq_len;
-    cfg.lr = a.lr;
-    cfg.warmup_fraction = a.warmup;
-    cfg.seed = a.seed;
-    cfg.threads = a.threads;
-    cfg.checkpoint_every = a.checkpoint_every;
-    cfg.eval_every = a.eval_every;
-    cfg.eval_windows = a.eval_windows;
-    cfg.max_bad_steps = a.max_bad_steps;
-    cfg.on_diverge = a.on_diverge;
-    cfg.max_rollbacks = a.max_rollbacks;
-    cfg.rollback_lr_factor = a.rollback_lr_factor;
     try {
-      cfg.validate();
+      cfg = train_config(a.model.build(cmd), a.run);
     } catch (const std::invalid_argument& e) {
       throw CLI::ValidationError(e.what());
     }
@@ -279,49 +244,49 @@ void run(const TrainArgs& a, CLI::App* cmd) {
 
 void register_train(CLI::App& app) {
   auto a = std::make_shared<TrainArgs>();
+  a->run.seq_len = 0;  // the preset's max_position_embeddings (train_config())
   auto* cmd = app.add_subcommand("train", "Train a byte-level language model on the CPU or a GPU (TTT or a baseline)");
   a->model.add_to(cmd);
-  cmd->add_option("--data", a->data, "brown (the prepared Brown corpus), mqar or copy (synthetic recall tasks), or a UTF-8 text file (its last 5% validates)")->check(non_empty_path())->capture_default_str();
-  cmd->add_option("--data-dir", a->data_dir, "Where the prepared Brown corpus is")->check(non_empty_path())->capture_default_str();
-  cmd->add_option("--steps", a->steps, "Optimiser steps")->check(CLI::Range(1L, 1000000000L))->capture_default_str();
-  cmd->add_option("--batch", a->batch, "Sequences per step")->check(CLI::Range(1, 100000))->capture_default_str();
-  cmd->add_option("--seq-len", a->seq_len, "Sequence length T (default: the preset's)")->check(CLI::Range(2, 1 << 20));
-  cmd->add_option("--lr", a->lr, "Peak learning rate (linear warmup, cosine decay to 1e-5)")->check(finite_range(1e-9, 10.0))->capture_default_str();
-  cmd->add_option("--warmup", a->warmup, "Warmup share of the steps")->check(finite_range(0.0, 0.99))->capture_default_str();
-  cmd->add_option("--seed", a->seed, "Seed of the initialisation and the batches")->check(seed_value())->capture_default_str();
-  cmd->add_option("--threads", a->threads, "Worker threads (0: all hardware threads); results are deterministic per thread count")
+  cmd->add_option("--data", a->run.data, "brown (the prepared Brown corpus), mqar or copy (synthetic recall tasks), or a UTF-8 text file (its last 5% validates)")->check(non_empty_path())->capture_default_str();
+  cmd->add_option("--data-dir", a->run.data_dir, "Where the prepared Brown corpus is")->check(non_empty_path())->capture_default_str();
+  cmd->add_option("--steps", a->run.steps, "Optimiser steps")->check(CLI::Range(1L, 1000000000L))->capture_default_str();
+  cmd->add_option("--batch", a->run.batch_size, "Sequences per step")->check(CLI::Range(1, 100000))->capture_default_str();
+  cmd->add_option("--seq-len", a->run.seq_len, "Sequence length T (default: the preset's)")->check(CLI::Range(2, 1 << 20));
+  cmd->add_option("--lr", a->run.lr, "Peak learning rate (linear warmup, cosine decay to 1e-5)")->check(finite_range(1e-9, 10.0))->capture_default_str();
+  cmd->add_option("--warmup", a->run.warmup_fraction, "Warmup share of the steps")->check(finite_range(0.0, 0.99))->capture_default_str();
+  cmd->add_option("--seed", a->run.seed, "Seed of the initialisation and the batches")->check(seed_value())->capture_default_str();
+  cmd->add_option("--threads", a->run.threads, "Worker threads (0: all hardware threads); results are deterministic per thread count")
       ->check(CLI::Range(0, 1024));
-  cmd->add_option("--checkpoint-every", a->checkpoint_every, "Save every N steps (and always at the end)")->check(CLI::Range(0L, 1000000000L));
-  cmd->add_option("--eval-every", a->eval_every, "Validate every N steps (and always at the end)")->check(CLI::Range(0L, 1000000000L));
-  cmd->add_option("--eval-windows", a->eval_windows, "Validation windows of T bytes (0: the whole validation text)")->check(CLI::Range(0, 1 << 30))->capture_default_str();
+  cmd->add_option("--checkpoint-every", a->run.checkpoint_every, "Save every N steps (and always at the end)")->check(CLI::Range(0L, 1000000000L));
+  cmd->add_option("--eval-every", a->run.eval_every, "Validate every N steps (and always at the end)")->check(CLI::Range(0L, 1000000000L));
+  cmd->add_option("--eval-windows", a->run.eval_windows, "Validation windows of T bytes (0: the whole validation text)")->check(CLI::Range(0, 1 << 30))->capture_default_str();
   cmd->add_option("--out", a->out, "Run directory (checkpoints, metrics.jsonl)")->check(non_empty_path());
   cmd->add_option("--resume", a->resume, "Continue the run in this directory from its latest checkpoint")->check(non_empty_path());
-  cmd->add_option("--device", a->device,
-                  "auto (a GPU when present and it can train the model, else the CPU), cpu, or cuda (an error "
-                  "without a GPU); a run may resume on another device")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))->capture_default_str();
   cmd->add_option("--gpus", a->gpus,
                   "Data-parallel training on N GPUs of this machine (or 'all'): each GPU computes its share of "
                   "every batch, gradients are summed through NCCL, every GPU applies the same update. Under a "
                   "launcher (torchrun's, Open MPI's or TTTLAB_* variables), this process's GPUs of a larger job. "
                   "A run resumes on any number of GPUs");
-  cmd->add_option("--gpu-gemm", a->gpu_gemm, "GPU matrix products, the TTT inner loops included (TTT-Linear forward, TTT-MLP forward and backward): tf32 (tensor cores, ~1e-3 relative) or fp32")
-      ->check(CLI::IsMember({"tf32", "fp32"}))->capture_default_str();
+  a->device.add_to(cmd,
+                   "auto (a GPU when present and it can train the model, else the CPU), cpu, or cuda (an error "
+                   "without a GPU); a run may resume on another device",
+                   "GPU matrix products, the TTT inner loops included (TTT-Linear forward, TTT-MLP forward and "
+                   "backward): tf32 (tensor cores, ~1e-3 relative) or fp32");
   cmd->add_option("--precision", a->precision,
                   "fp32: every value in fp32 (the GPU's matrix products as --gpu-gemm says); bf16: mixed precision "
                   "on the GPU, the matrix products with bf16 operands and fp32 accumulation, the weights, optimiser "
                   "state, checkpoints and activations still fp32 except the SwiGLU's pre-activations (GPU only)")
       ->check(CLI::IsMember({"fp32", "bf16"}))->capture_default_str();
-  cmd->add_option("--max-bad-steps", a->max_bad_steps,
+  cmd->add_option("--max-bad-steps", a->run.max_bad_steps,
                   "A step with a non-finite loss or gradient is skipped; after this many in a row the run has diverged")
       ->check(CLI::Range(1, 1000000))->capture_default_str();
-  cmd->add_option("--on-diverge", a->on_diverge,
+  cmd->add_option("--on-diverge", a->run.on_diverge,
                   "rollback: reopen the last checkpoint (or step 0) with the learning rate lowered, and go on; "
                   "stop: stop with an error naming the step. Either way no diverged checkpoint is written")
       ->check(CLI::IsMember({"rollback", "stop"}))->capture_default_str();
-  cmd->add_option("--max-rollbacks", a->max_rollbacks, "Rollbacks before the run stops as diverged")
+  cmd->add_option("--max-rollbacks", a->run.max_rollbacks, "Rollbacks before the run stops as diverged")
       ->check(CLI::Range(0, 1000))->capture_default_str();
-  cmd->add_option("--rollback-lr-factor", a->rollback_lr_factor, "Each rollback multiplies the learning rate by this")
+  cmd->add_option("--rollback-lr-factor", a->run.rollback_lr_factor, "Each rollback multiplies the learning rate by this")
       ->check(finite_range(0.01, 0.99))->capture_default_str();
   cmd->callback([a, cmd] { run(*a, cmd); });
 }

@@ -14,15 +14,15 @@
 
 namespace tttlab::cli {
 
-TrainBackendFactory train_backend_for(DeviceRequest request, const std::string& gemm, std::string& note) {
-  const DeviceSelection sel = select_device(request);  // DeviceError for cuda without a GPU
+TrainBackendFactory train_backend_for(const TrainDeviceRequest& request, std::string& note) {
+  const DeviceSelection sel = select_device(request.device);  // DeviceError for cuda without a GPU
   note = sel.note;
   if (sel.device.kind == DeviceKind::CPU) return {};
 #ifdef TTTLAB_HAVE_CUDA
   kernels::CudaTrainOptions o;
   o.device = sel.device.index;
-  o.gemm = kernels::parse_gemm_precision(gemm);  // std::invalid_argument naming the accepted values
-  const bool forced = request == DeviceRequest::CUDA;
+  o.gemm = kernels::gemm_precision(request.precision);
+  const bool forced = request.device == DeviceRequest::CUDA;
   return [o, forced, &note](const TrainBackendContext& ctx) -> std::unique_ptr<TrainBackend> {
     const std::string why = kernels::cuda_train_unsupported(ctx.model->config());
     if (why.empty()) return std::make_unique<kernels::CudaTrainBackend>(ctx, o);
@@ -31,7 +31,6 @@ TrainBackendFactory train_backend_for(DeviceRequest request, const std::string& 
     return make_cpu_train_backend(ctx);
   };
 #else
-  (void)gemm;
   return {};  // select_device() never picks CUDA in a build without the kernels
 #endif
 }
@@ -50,9 +49,9 @@ int parse_gpu_count(const std::string& text) {
   return n;
 }
 
-TrainBackendFactory data_parallel_backend_for(DeviceRequest request, const std::string& gemm, int gpus,
-                                              const JobEnvironment& job, std::string& note) {
-  if (request == DeviceRequest::CPU)
+TrainBackendFactory data_parallel_backend_for(const TrainDeviceRequest& request, const JobEnvironment& job,
+                                              std::string& note) {
+  if (request.device == DeviceRequest::CPU)
     throw std::invalid_argument("--gpus trains on GPUs; it cannot be combined with --device cpu");
 #ifdef TTTLAB_HAVE_CUDA
   try {
@@ -65,9 +64,9 @@ TrainBackendFactory data_parallel_backend_for(DeviceRequest request, const std::
   }
   note.clear();
   kernels::MultiGpuOptions o;
-  o.gpus = gpus > 0 ? gpus : kernels::cuda_device_count();  // all: every GPU this process sees
+  o.gpus = request.gpus > 0 ? request.gpus : kernels::cuda_device_count();  // all: every GPU this process sees
   o.job = job;
-  o.cuda.gemm = kernels::parse_gemm_precision(gemm);
+  o.cuda.gemm = kernels::gemm_precision(request.precision);
   apply_fault_injection(o.data_parallel, std::getenv("TTTLAB_FAIL_RANK_AT_STEP"));
   if (const char* t = std::getenv("TTTLAB_COLLECTIVE_TIMEOUT"); t && *t) {
     char* end = nullptr;
@@ -78,27 +77,14 @@ TrainBackendFactory data_parallel_backend_for(DeviceRequest request, const std::
   }
   return kernels::multi_gpu_train_backend_factory(o);
 #else
-  (void)gemm;
-  (void)gpus;
   (void)job;
   (void)note;
   throw std::invalid_argument("--gpus needs a build with the CUDA kernels (this one trains on the CPU only)");
 #endif
 }
 
-TrainBackendFactory command_line_backend(const std::string& device, const std::string& gemm, std::string& note) {
-  DeviceRequest request;
-  try {
-    request = parse_device_request(device);
-  } catch (const std::invalid_argument& e) {
-    throw CLI::ValidationError(e.what());
-  }
-  TrainBackendFactory f;
-  try {
-    f = train_backend_for(request, gemm, note);  // DeviceError (a runtime_error) passes through
-  } catch (const std::invalid_argument& e) {
-    throw CLI::ValidationError(e.what());
-  }
+TrainBackendFactory command_line_backend(const TrainDeviceRequest& request, std::string& note) {
+  TrainBackendFactory f = train_backend_for(request, note);  // DeviceError (a runtime_error) passes through
   if (!f) return f;
   return [f](const TrainBackendContext& ctx) {
     try {
@@ -107,6 +93,22 @@ TrainBackendFactory command_line_backend(const std::string& device, const std::s
       throw CLI::ValidationError(e.what());
     }
   };
+}
+
+void DeviceOptions::add_to(CLI::App* cmd, const std::string& device_help, const std::string& gpu_gemm_help) {
+  cmd->add_option("--device", device, device_help)->check(CLI::IsMember({"auto", "cpu", "cuda"}))->capture_default_str();
+  cmd->add_option("--gpu-gemm", gpu_gemm, gpu_gemm_help)->check(CLI::IsMember({"tf32", "fp32"}))->capture_default_str();
+}
+
+TrainDeviceRequest DeviceOptions::request() const {
+  TrainDeviceRequest r;
+  try {
+    r.device = parse_device_request(device);
+    r.precision = parse_gpu_gemm_precision(gpu_gemm);
+  } catch (const std::invalid_argument& e) {  // only where a caller set the words itself
+    throw CLI::ValidationError(e.what());
+  }
+  return r;
 }
 
 }  // namespace tttlab::cli

@@ -184,20 +184,15 @@ class CudaCompute final : public lab::GpuCompute {
     Buffer<float> Q(g.Q, s), K(g.K, s), V(g.V, s), lam(g.lambda, s), tau(g.tau, s), lnw(g.ln_weight, s),
         lnb(g.ln_bias, s), W1(g.W1, s), b1(g.b1, s), W2(g.W2, s), b2(g.b2, s), O(n);
     const kernels::TttDims dims{1, g.heads, g.T, g.d, g.mini_batch};
-    const kernels::TttOptions opt{g.layer_norm, g.residual, g.bias, g.ln_eps};
+    // What both forward kernels read, whichever inner model runs.
+    const kernels::TttSequenceInputs inputs{
+        dims, {g.layer_norm, g.residual, g.bias, g.ln_eps}, Q.get(), K.get(), V.get(), lam.get(), tau.get(),
+        lnw.get(), lnb.get()};
     lab::GpuRun r;
     r.warmup = warmup;
     if (!g.mlp) {
       kernels::TttLinearForwardArgs a;
-      a.dims = dims;
-      a.opt = opt;
-      a.Q = Q.get();
-      a.K = K.get();
-      a.V = V.get();
-      a.lambda = lam.get();
-      a.tau = tau.get();
-      a.ln_weight = lnw.get();
-      a.ln_bias = lnb.get();
+      static_cast<kernels::TttSequenceInputs&>(a) = inputs;
       a.W0 = W1.get();
       a.b0 = b1.get();
       a.O = O.get();
@@ -213,15 +208,7 @@ class CudaCompute final : public lab::GpuCompute {
       r.ms = timed(s, warmup, repeats, [&] { kernels::ttt_linear_forward(a); });
     } else {
       kernels::TttMlpForwardArgs a;
-      a.dims = dims;
-      a.opt = opt;
-      a.Q = Q.get();
-      a.K = K.get();
-      a.V = V.get();
-      a.lambda = lam.get();
-      a.tau = tau.get();
-      a.ln_weight = lnw.get();
-      a.ln_bias = lnb.get();
+      static_cast<kernels::TttSequenceInputs&>(a) = inputs;
       a.W1 = W1.get();
       a.b1 = b1.get();
       a.W2 = W2.get();

@@ -76,9 +76,9 @@ void register_gui(CLI::App& app) {
     // with several GPUs, data-parallel over that many GPUs of this machine, in this one process (as
     // `tttlab train --gpus N`). The panels use the GPU services of app/compute/ where the build has the
     // kernels.
-    g.devices.train.choose = [](const std::string& device, int gpus, std::string& note) {
-      if (gpus > 1) return data_parallel_backend_for(parse_device_request(device), "tf32", gpus, JobEnvironment{}, note);
-      return train_backend_for(parse_device_request(device), "tf32", note);
+    g.devices.train.choose = [](const TrainDeviceRequest& request, std::string& note) {
+      if (request.gpus != 0) return data_parallel_backend_for(request, JobEnvironment{}, note);
+      return train_backend_for(request, note);
     };
 #ifdef TTTLAB_HAVE_CUDA
     g.devices.gpu = [](std::string& why_not) { return compute::make_cuda_compute(why_not); };

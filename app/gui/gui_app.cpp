@@ -412,7 +412,7 @@ int App::run_benchmark() {
   m_engine.post(StepperTransport{StepperOp::Play, 0});
   if (m_opt.bench_train) {
     TrainSettings t;
-    t.device = "cpu";  // the benchmark's question: a CPU run competing with the UI thread
+    t.device = DeviceRequest::CPU;  // the benchmark's question: a CPU run competing with the UI thread
     t.preset = "tiny";
     t.data = default_data_source();
     t.steps = 100000;

@@ -70,15 +70,16 @@ struct Asked {
 };
 
 // The chooser of `tttlab gui` (app/gui/command.cpp) with the GPUs replaced by CPU replicas: gpus > 1
-// gets a DataParallelBackend over that many replicas and fake ranks; 1 gets the CPU engine.
+// gets a DataParallelBackend over that many replicas and fake ranks; 0 (one device) gets the CPU engine.
 TrainDevices cpu_data_parallel(std::shared_ptr<Asked> asked) {
   TrainDevices d;
-  d.choose = [asked](const std::string& device, int gpus, std::string& note) -> TrainBackendFactory {
+  d.choose = [asked](const TrainDeviceRequest& request, std::string& note) -> TrainBackendFactory {
+    const int gpus = request.gpus;
     {
       std::lock_guard lk(asked->mu);
-      asked->calls.emplace_back(device, gpus);
+      asked->calls.emplace_back(to_string(request.device), gpus);
     }
-    if (gpus <= 1) return {};
+    if (gpus == 0) return {};
     note = "CPU replicas standing in for " + std::to_string(gpus) + " GPUs";
     return [gpus](const TrainBackendContext& ctx) -> std::unique_ptr<TrainBackend> {
       std::vector<std::unique_ptr<Replica>> replicas;
@@ -161,7 +162,7 @@ TEST(TrainingGpus, ASingleDeviceRunHasNoPerGpuRates) {
   EXPECT_TRUE(r->gpu_tokens_per_s.empty());
   EXPECT_GT(r->tokens_per_s, 0.0);
   std::lock_guard lk(asked->mu);
-  EXPECT_EQ(asked->calls, (std::vector<std::pair<std::string, int>>{{"auto", 1}}));
+  EXPECT_EQ(asked->calls, (std::vector<std::pair<std::string, int>>{{"auto", 0}}));
 }
 
 // Settings no data-parallel run can have are refused when Start is pressed, with the reason; without
@@ -177,7 +178,7 @@ TEST(TrainingGpus, ImpossibleGpuSettingsAreRefusedWithTheReason) {
     EXPECT_EQ(run_named(*s, "refused"), nullptr);
   };
   TrainSettings t = tiny_run(runs.path(), 2, 4, 2, 1);
-  t.device = "cpu";
+  t.device = DeviceRequest::CPU;
   refused(t, "not CPU");
   refused(tiny_run(runs.path(), 4, 3, 2, 1), "4 GPUs need a batch of at least 4 sequences");
   refused(tiny_run(runs.path(), 0, 4, 2, 1), "GPUs must be between 1 and 1024");
@@ -206,7 +207,7 @@ std::string state_error(const nlohmann::json& settings) {
 TEST(TrainingGpusState, TheGpuCountRoundTripsThroughStateFiles) {
   TrainSettings t;
   t.gpus = 3;
-  t.device = "cuda";
+  t.device = DeviceRequest::CUDA;
   t.batch_size = 12;
   const nlohmann::json j = to_json(t);
   ASSERT_TRUE(j.contains("gpus"));

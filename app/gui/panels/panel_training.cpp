@@ -26,7 +26,6 @@ namespace {
 using plot::format_value;
 
 const char* const kLayers[] = {"ttt-linear", "ttt-mlp", "linear-attention", "softmax-attention"};
-const char* const kDevices[] = {"auto", "cpu", "cuda"};
 const char* const kLayerNames[] = {"TTT-Linear", "TTT-MLP", "linear attention", "softmax attention"};
 const char* const kPresets[] = {"tiny", "small", "125m"};
 
@@ -146,17 +145,15 @@ class TrainingPanel final
       widgets::row("Device", "Where the run computes. Automatic: the GPU when this build has the CUDA kernels, a GPU "
                              "is present and it can train the model (TTT-Linear); the CPU otherwise. The run's "
                              "card says which it uses.");
-      int device = 0;
-      for (int i = 0; i < 3; ++i)
-        if (t.device == kDevices[i]) device = i;
+      int device = static_cast<int>(t.device);  // the choices are DeviceRequest's values, in order
       if (ImGui::Combo("##device", &device, "automatic\0CPU\0GPU (CUDA)\0")) {
-        t.device = kDevices[device];
-        if (t.device == "cpu") t.gpus = 1;  // the CPU is one device
+        t.device = static_cast<DeviceRequest>(device);
+        if (t.device == DeviceRequest::CPU) t.gpus = 1;  // the CPU is one device
       }
       widgets::row("GPUs", "Train on several GPUs at once: each GPU computes part of every batch, their gradients "
                            "are added up, and every GPU applies the same update, so all of them keep the same model. "
                            "1: one device, as Device says. Each GPU needs at least one sequence of the batch.");
-      const bool on_cpu = t.device == "cpu";
+      const bool on_cpu = t.device == DeviceRequest::CPU;
       ImGui::BeginDisabled(on_cpu);
       int gpus = on_cpu ? 1 : t.gpus;
       if (ImGui::InputInt("##gpus", &gpus, 1, 1) && !on_cpu) t.gpus = std::clamp(gpus, 1, 1024);

@@ -37,37 +37,25 @@ const char* to_string(RunState s) {
 
 namespace {
 
-TrainConfig train_config(const TrainSettings& s) {
-  TrainConfig c;
+// The model the settings choose, and the run's configuration; std::runtime_error with the message
+// when they are invalid.
+TrainConfig run_config(const TrainSettings& s) {
   try {
-    c.model = ModelConfig::preset(s.preset);
-    c.model.seq_layer = seq_layer_from_string(s.layer);
+    ModelConfig m = ModelConfig::preset(s.preset);
+    m.seq_layer = seq_layer_from_string(s.layer);
+    m.mamba_backbone = s.mamba;
+    m.mini_batch_size = s.mini_batch;
+    m.ttt_base_lr = s.base_lr > 0 ? s.base_lr : (m.seq_layer == SeqLayerKind::TTTMLP ? 0.1 : 1.0);
+    return train_config(m, s);
   } catch (const std::invalid_argument& e) {
     throw std::runtime_error(e.what());
   }
-  c.model.mamba_backbone = s.mamba;
-  c.model.mini_batch_size = s.mini_batch;
-  c.model.ttt_base_lr = s.base_lr > 0 ? s.base_lr : (c.model.seq_layer == SeqLayerKind::TTTMLP ? 0.1 : 1.0);
-  c.model.max_position_embeddings = s.seq_len;
-  c.steps = s.steps;
-  c.batch_size = s.batch_size;
-  c.seq_len = s.seq_len;
-  c.lr = s.lr;
-  c.seed = s.seed;
-  c.threads = s.threads;
-  c.eval_every = s.eval_every;
-  c.eval_windows = s.eval_windows;
-  c.checkpoint_every = s.checkpoint_every;
-  try {
-    c.validate();
-  } catch (const std::invalid_argument& e) {
-    throw std::runtime_error(e.what());
-  }
-  return c;
 }
 
+// The settings of a run opened from its directory, as the panel shows them.
 TrainSettings settings_of(const TrainConfig& c) {
   TrainSettings s;
+  static_cast<RunSettings&>(s) = c;
   s.layer = to_string(c.model.seq_layer);
   s.mamba = c.model.mamba_backbone;
   s.preset = "custom";
@@ -77,18 +65,8 @@ TrainSettings settings_of(const TrainConfig& c) {
         q.num_attention_heads == c.model.num_attention_heads)
       s.preset = p;
   }
-  s.data = c.data == "brown" ? "brown" : c.data;
   s.mini_batch = c.model.mini_batch_size;
   s.base_lr = c.model.ttt_base_lr;
-  s.lr = c.lr;
-  s.steps = c.steps;
-  s.batch_size = c.batch_size;
-  s.seq_len = c.seq_len;
-  s.seed = c.seed;
-  s.threads = c.threads;
-  s.eval_every = c.eval_every;
-  s.eval_windows = c.eval_windows;
-  s.checkpoint_every = c.checkpoint_every;
   return s;
 }
 
@@ -99,7 +77,7 @@ void check_gpus(const TrainSettings& s) {
     throw std::runtime_error("GPUs must be between 1 and 1024, got " + std::to_string(s.gpus));
   if (s.gpus == 1) return;
   const std::string n = std::to_string(s.gpus);
-  if (s.device == "cpu")
+  if (s.device == DeviceRequest::CPU)
     throw std::runtime_error("training on " + n + " GPUs needs the device automatic or GPU (CUDA), not CPU: "
                              "choose another device, or set GPUs to 1");
   if (s.gpus > s.batch_size)
@@ -143,15 +121,8 @@ void read_metrics_points(const fs::path& file, long up_to_step, std::vector<Step
     if (j.contains("val_loss")) {
       evals.push_back({step, num("val_loss"), num("val_bpb")});
     } else if (j.contains("loss")) {
-      StepPoint p;
-      p.step = step;
-      p.loss = num("loss");
-      p.lr = num("lr");
-      p.grad_norm = num("grad_norm");
-      p.tokens_per_s = num("tokens_per_s");
-      p.elapsed_s = num("elapsed_s");
-      p.skipped = j.contains("skipped") && j["skipped"].is_boolean() && j["skipped"].get<bool>();
-      steps.push_back(p);
+      const bool skipped = j.contains("skipped") && j["skipped"].is_boolean() && j["skipped"].get<bool>();
+      steps.push_back({step, num("loss"), num("lr"), num("grad_norm"), num("tokens_per_s"), num("elapsed_s"), skipped});
     }
   }
 }
@@ -218,18 +189,18 @@ void TrainingModule::Run::work() {
     std::string device_note;
     TrainBackendFactory backend;
     if (devices.choose)
-      backend = devices.choose(settings.device, settings.gpus, device_note);
+      backend = devices.choose(settings.device_request(), device_note);
     else if (settings.gpus > 1)
       throw std::runtime_error("training on " + std::to_string(settings.gpus) +
                                " GPUs needs the CUDA kernels, and this build has none (nvcc was not found when it "
                                "was configured); set GPUs to 1 and train on the CPU");
-    else if (settings.device == "cuda")
+    else if (settings.device == DeviceRequest::CUDA)
       throw std::runtime_error("this build has no CUDA kernels (nvcc was not found when it was configured); "
                                "train on the CPU");
     if (resume) {
       session = TrainingSession::resume(dir, backend);
     } else {
-      TrainConfig cfg = train_config(settings);
+      TrainConfig cfg = run_config(settings);
       const auto data = load_data(settings.data, settings.seq_len);
       if (settings.data == "brown") {
         cfg.data = "brown";
@@ -290,16 +261,8 @@ void TrainingModule::Run::work() {
         if (recent_ranks.size() > kGpuRateSteps) recent_ranks.erase(recent_ranks.begin());
         rates = rates_per_gpu(recent_ranks);
       }
-      StepPoint p;
-      p.step = r.step;
-      p.loss = r.loss;
-      p.lr = r.lr;
-      p.grad_norm = r.grad_norm;
-      p.tokens_per_s = tokens_per_s;
-      p.elapsed_s = elapsed_s;
-      p.skipped = r.skipped;
       std::lock_guard lk(mu);
-      new_steps.push_back(p);
+      new_steps.push_back({r.step, r.loss, r.lr, r.grad_norm, tokens_per_s, elapsed_s, r.skipped});
       if (!rates.empty()) gpu_rates = std::move(rates);
       steps_done = session->trainer().steps_done();
       news = true;
@@ -383,8 +346,7 @@ bool TrainingModule::handle(const Command& command, ModuleContext& ctx) {
         return true;
       }
     try {
-      train_config(s->settings);  // refuse bad settings here, with the message, before any thread starts
-      parse_device_request(s->settings.device);
+      run_config(s->settings);  // refuse bad settings here, with the message, before any thread starts
       check_gpus(s->settings);
       auto run = std::make_unique<Run>();
       run->devices = m_devices;

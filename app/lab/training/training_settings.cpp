@@ -5,11 +5,24 @@
 
 namespace tttlab::lab {
 
+TrainSettings::TrainSettings() {
+  steps = 300;
+  batch_size = 8;
+  seq_len = 128;
+  threads = 1;  // worker threads inside Trainer::step (results depend on the count)
+  eval_every = 50;
+  eval_windows = 16;
+}
+
+TrainDeviceRequest TrainSettings::device_request() const {
+  return {device, GpuGemmPrecision::Tf32, gpus > 1 ? gpus : 0};
+}
+
 TrainSettings train_settings_from(const FieldReader& t, TrainSettings x) {
   static const char* const layers[] = {"ttt-linear", "ttt-mlp", "linear-attention",
                                        "softmax-attention"};
   static const char* const presets[] = {"tiny", "small", "125m"};
-  static const char* const devices[] = {"auto", "cpu", "cuda"};
+  static const DeviceRequest devices[] = {DeviceRequest::Auto, DeviceRequest::CPU, DeviceRequest::CUDA};
   x.layer = layers[t.choice("layer",
                             {"ttt-linear", "ttt-mlp", "linear-attention", "softmax-attention"}, 0)];
   x.mamba = t.choice("backbone", {"m", "t"}, 0) == 0;
@@ -25,7 +38,7 @@ TrainSettings train_settings_from(const FieldReader& t, TrainSettings x) {
   x.threads = static_cast<int>(t.integer("threads", 0, 256, x.threads));
   x.device = devices[t.choice("device", {"auto", "cpu", "cuda"}, 0)];
   x.gpus = static_cast<int>(t.integer("gpus", 1, 1024, x.gpus));
-  if (x.gpus > 1 && x.device == "cpu")
+  if (x.gpus > 1 && x.device == DeviceRequest::CPU)
     throw StateError(
         t.path() + ".gpus: " + std::to_string(x.gpus) +
         " GPUs need the device \"auto\" or \"cuda\", but device is \"cpu\" (set gpus to 1)");
@@ -49,7 +62,7 @@ nlohmann::json to_json(const TrainSettings& t) {
           {"seq_len", t.seq_len},
           {"seed", t.seed},
           {"threads", t.threads},
-          {"device", t.device},
+          {"device", to_string(t.device)},
           {"gpus", t.gpus},
           {"eval_every", t.eval_every},
           {"eval_windows", t.eval_windows},

@@ -14,30 +14,30 @@
 #include <vector>
 
 #include "lab/engine/series.hpp"
+#include "tttlab/device.hpp"
 #include "tttlab/train/backend.hpp"
+#include "tttlab/train/trainer.hpp"
 
 namespace tttlab::lab {
 
-struct TrainSettings {
+// The next run's settings: the run settings `tttlab train` takes too (tttlab/train/trainer.hpp) with
+// the app's defaults, and the app's own choices beside them: a model by preset, layer and backbone,
+// where it computes, and where its directory goes.
+struct TrainSettings : RunSettings {
+  TrainSettings();  // the app's defaults: a short run a student can watch (training_settings.cpp)
+
   std::string layer = "ttt-linear";  // ttt-linear, ttt-mlp, linear-attention, softmax-attention
   bool mamba = true;                 // backbone m (true) or t
   std::string preset = "tiny";       // tiny, small, 125m
-  std::string data = "brown";        // data_source.hpp
   int mini_batch = 16;               // b
   double base_lr = 0.0;              // η_base; 0: the official default (1.0 Linear, 0.1 MLP)
-  double lr = 3e-3;                  // peak learning rate (warmup 10 %, cosine decay)
-  long steps = 300;
-  int batch_size = 8;                // B sequences per step
-  int seq_len = 128;                 // T
-  std::uint64_t seed = 0;
-  int threads = 1;                   // worker threads inside Trainer::step (results depend on it)
-  std::string device = "auto";       // auto, cpu, cuda (TrainDevices below)
+  DeviceRequest device = DeviceRequest::Auto;  // TrainDevices below
   int gpus = 1;                      // GPUs of this machine for one run: 1 = one device as `device` says;
                                      // N > 1 = data-parallel over N GPUs (device auto or cuda; 1 … 1024)
-  long eval_every = 50;              // validate every N steps (and at the end); 0: only at the end
-  int eval_windows = 16;             // validation windows per evaluation
-  long checkpoint_every = 0;         // 0: only when paused/stopped/finished or asked to
   std::string runs_dir = "runs";     // run directories go here: <runs_dir>/<name>
+
+  // Where the run asks to compute: the GPU's products in tf32, as `tttlab train`'s default.
+  TrainDeviceRequest device_request() const;
 
   bool operator==(const TrainSettings&) const = default;
 };
@@ -45,14 +45,14 @@ struct TrainSettings {
 // Where runs compute. `tttlab gui` fills `choose` in a build with the CUDA kernels
 // (app/cli/train_device.hpp), so this library never links them itself; left empty, every run trains
 // on the CPU engine and a run that asks for "cuda" or for several GPUs fails with a message.
-//   choose(device, gpus, note): device is "auto", "cpu" or "cuda"; gpus is TrainSettings::gpus (1: one
-//   device; N > 1: a data-parallel backend over N GPUs, train/data_parallel.hpp; never with "cpu").
+//   choose(request, note): the request of TrainSettings::device_request() (gpus 0: one device; N > 1:
+//   a data-parallel backend over N GPUs, train/data_parallel.hpp; never with the CPU).
 //   Returns the Trainer's backend factory (empty: the CPU) and writes to `note` why the CPU was chosen
 //   under "auto", if it was. `note` must outlive the Trainer's construction. Throws with an actionable
 //   message when "cuda" or the GPUs cannot be had.
 // Called on the run's worker thread.
 struct TrainDevices {
-  std::function<TrainBackendFactory(const std::string& device, int gpus, std::string& note)> choose;
+  std::function<TrainBackendFactory(const TrainDeviceRequest& request, std::string& note)> choose;
 };
 
 enum class RunState { Starting, Running, Paused, Stopping, Stopped, Finished, Failed, Loaded };

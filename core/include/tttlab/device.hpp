@@ -10,7 +10,8 @@
 //   cpu         CPU                  CPU
 //   cuda        CUDA device 0        throws DeviceError (one line: what is missing, what to do)
 //
-// The command line spells the request `--device auto|cpu|cuda` (parse_device_request()).
+// The command line spells the request `--device auto|cpu|cuda` (parse_device_request()); a training
+// run's whole request (device, GEMM precision, GPUs) is a TrainDeviceRequest.
 //
 // THREADING: install the probe once at start-up, before other threads use the registry. gpus() runs
 // the probe at most once per registry (initialising a CUDA driver costs up to a few hundred ms and
@@ -97,6 +98,25 @@ enum class DeviceRequest { Auto, CPU, CUDA };
 // text names the accepted values.
 DeviceRequest parse_device_request(std::string_view text);
 const char* to_string(DeviceRequest request);
+
+// The precision of a GPU's matrix products when it trains or evaluates a model: fp32, tf32 (tensor
+// cores, ~1e-3 relative) or bf16 operands with fp32 accumulation. The CUDA kernels map it to their own
+// GemmPrecision (tttlab/kernels/gemm.hpp); core and the app name it without depending on them.
+enum class GpuGemmPrecision { Tf32, Fp32, Bf16 };
+
+// "tf32" | "fp32" | "bf16"; anything else throws std::invalid_argument naming the accepted values.
+GpuGemmPrecision parse_gpu_gemm_precision(std::string_view text);
+const char* to_string(GpuGemmPrecision precision);
+
+// Where a training run asks to compute, parsed once where the request enters (the command line's
+// flags, the app's state file) and handed on typed.
+struct TrainDeviceRequest {
+  DeviceRequest device = DeviceRequest::Auto;
+  GpuGemmPrecision precision = GpuGemmPrecision::Tf32;
+  // 0: one device as `device` says; N >= 1: data-parallel over N GPUs of this host (train/data_parallel.hpp);
+  // -1: data-parallel over all of them.
+  int gpus = 0;
+};
 
 // Thrown by select_device() when the requested device cannot be had.
 class DeviceError : public std::runtime_error {

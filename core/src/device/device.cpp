@@ -3,28 +3,39 @@
 
 #include <Eigen/Core>
 #include <cstdio>
+#include <cstddef>
 #include <exception>
+#include <optional>
 #include <thread>
 #include <utility>
 
 namespace tttlab {
+namespace {
 
-const char* to_string(DeviceKind kind) {
-  switch (kind) {
-    case DeviceKind::CPU: return "cpu";
-    case DeviceKind::CUDA: return "cuda";
-  }
-  return "?";
+// The words of each enum, in the order of its values; to_string() and the parsers read them here.
+constexpr const char* kDeviceKindNames[] = {"cpu", "cuda"};
+constexpr const char* kDeviceRequestNames[] = {"auto", "cpu", "cuda"};
+constexpr const char* kGpuGemmPrecisionNames[] = {"tf32", "fp32", "bf16"};
+
+template <class Enum, std::size_t N>
+const char* name_of(const char* const (&names)[N], Enum value) {
+  const auto i = static_cast<std::size_t>(value);
+  return i < N ? names[i] : "?";
 }
 
-const char* to_string(DeviceRequest request) {
-  switch (request) {
-    case DeviceRequest::Auto: return "auto";
-    case DeviceRequest::CPU: return "cpu";
-    case DeviceRequest::CUDA: return "cuda";
-  }
-  return "?";
+// The value whose word is `text` (exact, lower case); nullopt for any other text.
+template <class Enum, std::size_t N>
+std::optional<Enum> value_named(const char* const (&names)[N], std::string_view text) {
+  for (std::size_t i = 0; i < N; ++i)
+    if (text == names[i]) return static_cast<Enum>(i);
+  return std::nullopt;
 }
+
+}  // namespace
+
+const char* to_string(DeviceKind kind) { return name_of(kDeviceKindNames, kind); }
+const char* to_string(DeviceRequest request) { return name_of(kDeviceRequestNames, request); }
+const char* to_string(GpuGemmPrecision precision) { return name_of(kGpuGemmPrecisionNames, precision); }
 
 std::string DeviceInfo::describe() const {
   char buf[256];
@@ -87,11 +98,15 @@ DeviceRegistry& device_registry() {
 }
 
 DeviceRequest parse_device_request(std::string_view text) {
-  if (text == "auto") return DeviceRequest::Auto;
-  if (text == "cpu") return DeviceRequest::CPU;
-  if (text == "cuda") return DeviceRequest::CUDA;
+  if (const auto request = value_named<DeviceRequest>(kDeviceRequestNames, text)) return *request;
   throw std::invalid_argument("unknown device '" + std::string(text) +
                               "': expected one of auto, cpu, cuda");
+}
+
+GpuGemmPrecision parse_gpu_gemm_precision(std::string_view text) {
+  if (const auto precision = value_named<GpuGemmPrecision>(kGpuGemmPrecisionNames, text)) return *precision;
+  throw std::invalid_argument("unknown GEMM precision '" + std::string(text) +
+                              "': expected fp32, tf32 or bf16");
 }
 
 DeviceSelection select_device(DeviceRequest requested, DeviceRegistry& registry) {

@@ -10,6 +10,7 @@
 #include "tttlab/train/trainer.hpp"
 
 #include "tttlab/util/parallel.hpp"
+#include "window_sums.hpp"
 
 namespace tttlab {
 namespace {
@@ -72,9 +73,7 @@ class CpuTrainBackend final : public TrainBackend {
     const std::int64_t n = windows.windows();
     if (n <= 0) throw std::runtime_error("the validation text is shorter than one window");
     if (options.target_losses) options.target_losses->assign(static_cast<std::size_t>(n * seq_len), 0.f);
-    std::vector<double> loss(m_threads, 0.0);
-    std::vector<long> count(m_threads, 0), correct(m_threads, 0);
-    std::vector<std::vector<double>> by_pos(m_threads, std::vector<double>(seq_len, 0.0));
+    WindowSums sums(m_threads, seq_len);
     std::atomic<std::int64_t> done{0};
     std::mutex progress_mutex;
     run_parallel(m_threads, [&](int i) {
@@ -84,10 +83,7 @@ class CpuTrainBackend final : public TrainBackend {
         const std::vector<int> tokens(row.begin(), row.end());
         Vec<float> pos;
         const CrossEntropyStats st = m_model.eval_sequence(tokens, {}, &pos);
-        loss[i] += st.loss_sum;
-        count[i] += st.counted;
-        correct[i] += st.correct;
-        for (int t = 0; t < seq_len; ++t) by_pos[i][t] += pos(t);
+        sums.add(i, st, pos);
         if (options.target_losses)
           std::copy(pos.data(), pos.data() + seq_len, options.target_losses->data() + w * seq_len);
         const std::int64_t k = ++done;
@@ -97,22 +93,7 @@ class CpuTrainBackend final : public TrainBackend {
         }
       }
     });
-    EvalReport r;
-    double total = 0;
-    long right = 0;
-    for (int i = 0; i < m_threads; ++i) {
-      total += loss[i];
-      r.targets += count[i];
-      right += correct[i];
-    }
-    r.loss = total / double(r.targets);
-    r.bpb = r.loss / std::log(2.0);
-    r.accuracy = double(right) / double(r.targets);
-    r.accuracy_measured = true;
-    r.loss_by_position.assign(seq_len, 0.0);
-    for (int i = 0; i < m_threads; ++i)
-      for (int t = 0; t < seq_len; ++t) r.loss_by_position[t] += by_pos[i][t] / double(n);
-    return r;
+    return sums.report(n);
   }
 
   void pull_to_host() override {}

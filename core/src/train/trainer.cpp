@@ -25,6 +25,7 @@
 #include "tttlab/train/run_dir.hpp"
 
 #include "tttlab/util/parallel.hpp"
+#include "window_sums.hpp"
 
 namespace tttlab {
 namespace fs = std::filesystem;
@@ -86,6 +87,16 @@ std::string TrainConfig::to_json() const {
   j["rollback_lr_factor"] = rollback_lr_factor;
   j["lr_scale"] = lr_scale;
   return j.dump(2) + "\n";
+}
+
+TrainConfig train_config(const ModelConfig& model, const RunSettings& run) {
+  TrainConfig c;
+  static_cast<RunSettings&>(c) = run;
+  c.model = model;
+  if (c.seq_len <= 0) c.seq_len = model.max_position_embeddings;
+  c.model.max_position_embeddings = c.seq_len;
+  c.validate();
+  return c;
 }
 
 TrainConfig TrainConfig::from_json(const std::string& text, const std::string& source) {
@@ -307,9 +318,7 @@ EvalReport Trainer::evaluate(int max_windows) const {
   const std::int64_t n = max_windows > 0 ? max_windows : 256;
   const TokenBatch rows =
       synthetic_batch(m_data.synthetic, m_cfg.seq_len, static_cast<int>(n), m_cfg.seed + k_val_seed_offset, 0);
-  std::vector<double> loss(m_threads, 0.0);
-  std::vector<long> count(m_threads, 0), correct(m_threads, 0);
-  std::vector<std::vector<double>> by_pos(m_threads, std::vector<double>(m_cfg.seq_len, 0.0));
+  WindowSums sums(m_threads, m_cfg.seq_len);
   run_parallel(m_threads, [&](int i) {
     for (std::int64_t w = i; w < n; w += m_threads) {
       const auto row = rows.row(static_cast<int>(w));
@@ -318,28 +327,11 @@ EvalReport Trainer::evaluate(int max_windows) const {
                                            rows.mask.begin() + (w + 1) * m_cfg.seq_len);
       Vec<float> pos;
       const CrossEntropyStats st = m_model->eval_sequence(tokens, mask, &pos);
-      loss[i] += st.loss_sum;
-      count[i] += st.counted;
-      correct[i] += st.correct;
-      for (int t = 0; t < m_cfg.seq_len; ++t) by_pos[i][t] += pos(t);
+      sums.add(i, st, pos);
     }
   });
-  EvalReport r;
+  EvalReport r = sums.report(n);
   r.step = steps_done();
-  double total = 0;
-  long right = 0;
-  for (int i = 0; i < m_threads; ++i) {
-    total += loss[i];
-    r.targets += count[i];
-    right += correct[i];
-  }
-  r.accuracy = r.targets ? double(right) / double(r.targets) : 0.0;
-  r.accuracy_measured = true;
-  r.loss = total / double(r.targets);
-  r.bpb = r.loss / std::log(2.0);
-  r.loss_by_position.assign(m_cfg.seq_len, 0.0);
-  for (int i = 0; i < m_threads; ++i)
-    for (int t = 0; t < m_cfg.seq_len; ++t) r.loss_by_position[t] += by_pos[i][t] / double(n);
   return r;
 }
 

@@ -79,19 +79,15 @@ std::string status_text(cublasStatus_t s) { return "cuBLAS status " + std::to_st
 }  // namespace
 
 const char* to_string(GemmPrecision p) {
-  switch (p) {
-    case GemmPrecision::Fp32: return "fp32";
-    case GemmPrecision::Tf32: return "tf32";
-    case GemmPrecision::Bf16: return "bf16";
-  }
-  return "?";
+  constexpr const char* kNames[] = {"fp32", "tf32", "bf16"};  // in GemmPrecision's order
+  const auto i = static_cast<std::size_t>(p);
+  return i < std::size(kNames) ? kNames[i] : "?";
 }
 
-GemmPrecision parse_gemm_precision(const std::string& text) {
-  if (text == "tf32") return GemmPrecision::Tf32;
-  if (text == "fp32") return GemmPrecision::Fp32;
-  if (text == "bf16") return GemmPrecision::Bf16;
-  throw std::invalid_argument("unknown GEMM precision '" + text + "': expected fp32, tf32 or bf16");
+GemmPrecision gemm_precision(GpuGemmPrecision p) {
+  // Indexed by GpuGemmPrecision.
+  constexpr GemmPrecision kOf[] = {GemmPrecision::Tf32, GemmPrecision::Fp32, GemmPrecision::Bf16};
+  return kOf[static_cast<std::size_t>(p)];
 }
 
 namespace {

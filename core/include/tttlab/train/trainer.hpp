@@ -40,20 +40,17 @@ namespace tttlab {
 inline constexpr int k_max_batch_size = 1 << 16;
 inline constexpr int k_max_threads = 1 << 12;
 
-struct TrainConfig {
-  ModelConfig model;
+// A run's settings apart from the model: what `tttlab train` reads from its flags and the Training panel
+// from its state file; TrainConfig adds the model and what the run records about itself. The defaults
+// are the command line's; the app sets its own where it makes its settings (lab/training).
+struct RunSettings {
   // "brown": data/brown/{train,val}.txt; "mqar" / "copy": synthetic long-context tasks generated from
   // the seed (tttlab/data/synthetic.hpp; only the answers are scored); else a UTF-8 text file.
   std::string data = "brown";
   std::string data_dir = "data/brown";
-  // The SHA-256 of the training bytes (train then validation split), recorded when the run starts and
-  // checked when it resumes, so that a resumed run trains on the same data or says why not. The
-  // Trainer also makes `data` (a file) and `data_dir` absolute, so that resuming from another
-  // working directory finds the same files. Empty: not recorded (the synthetic tasks, older runs).
-  std::string data_sha256;
   long steps = 1000;
   int batch_size = 16;             // B sequences per step
-  int seq_len = 256;               // T
+  int seq_len = 256;               // T; train_config() reads 0 as the model's max_position_embeddings
   double lr = 3e-3;                // peak learning rate
   double warmup_fraction = 0.1;    // linear warmup over this share of the steps
   double end_lr = 1e-5;            // cosine decay target
@@ -71,6 +68,17 @@ struct TrainConfig {
   std::string on_diverge = "rollback";
   int max_rollbacks = 3;
   double rollback_lr_factor = 0.5;
+
+  bool operator==(const RunSettings&) const = default;
+};
+
+struct TrainConfig : RunSettings {
+  ModelConfig model;
+  // The SHA-256 of the training bytes (train then validation split), recorded when the run starts and
+  // checked when it resumes, so that a resumed run trains on the same data or says why not. The
+  // Trainer also makes `data` (a file) and `data_dir` absolute, so that resuming from another
+  // working directory finds the same files. Empty: not recorded (the synthetic tasks, older runs).
+  std::string data_sha256;
   // Multiplies the whole learning-rate schedule (lr and end_lr). 1 unless rollbacks lowered it; saved
   // with the run, so a resumed run keeps the lowered rate.
   double lr_scale = 1.0;
@@ -82,6 +90,11 @@ struct TrainConfig {
   // `source` names the text in errors (a file, or the checkpoint that embeds it).
   static TrainConfig from_json(const std::string& text, const std::string& source = "train_config.json");
 };
+
+// The one way a front end turns its model choice and run settings into a run's configuration:
+// seq_len 0 becomes the model's max_position_embeddings, the model's positions become seq_len, and
+// the result is validated (std::invalid_argument naming the field, as TrainConfig::validate()).
+TrainConfig train_config(const ModelConfig& model, const RunSettings& run);
 
 struct StepReport {
   long step = 0;              // steps done after this one

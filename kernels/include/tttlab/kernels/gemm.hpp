@@ -32,6 +32,8 @@
 #include <memory>
 #include <string>
 
+#include "tttlab/device.hpp"
+
 struct CUstream_st;
 
 namespace tttlab::kernels {
@@ -39,9 +41,11 @@ namespace tttlab::kernels {
 enum class GemmPrecision { Fp32, Tf32, Bf16 };
 enum class GemmEngine { Cublas, Builtin };
 
-// "fp32" / "tf32" / "bf16"; the parser accepts the same words (std::invalid_argument otherwise).
+// "fp32" / "tf32" / "bf16".
 const char* to_string(GemmPrecision p);
-GemmPrecision parse_gemm_precision(const std::string& text);
+// The precision a caller asked for in core's terms (tttlab/device.hpp; the command line and the app
+// parse it there), as the GEMM library's.
+GemmPrecision gemm_precision(GpuGemmPrecision p);
 
 class Gemm {
  public:
