@@ -147,7 +147,7 @@ ModelConfig generation_config(const std::string& preset, const std::string& laye
   ModelConfig m = ModelConfig::preset(preset);
   m.seq_layer = seq_layer_from_string(layer);
   m.mamba_backbone = backbone == "m";
-  m.ttt_base_lr = m.seq_layer == SeqLayerKind::TTTMLP ? 0.1 : 1.0;
+  m.ttt_base_lr = default_ttt_base_lr(m.seq_layer);
   return m;
 }
 
@@ -561,7 +561,7 @@ void run(const BenchArgs& a) {
     ModelConfig m = ModelConfig::preset(p);
     m.seq_layer = seq_layer_from_string(a.layer);
     m.mamba_backbone = a.backbone == "m";
-    m.ttt_base_lr = m.seq_layer == SeqLayerKind::TTTMLP ? 0.1 : 1.0;
+    m.ttt_base_lr = default_ttt_base_lr(m.seq_layer);
     int batch = 16, seq_len = 256, steps = 4;
     if (p == "small") batch = 4, seq_len = 512, steps = 2;
     if (p == "125m") batch = std::max(1, threads), seq_len = 512, steps = 1;

@@ -44,7 +44,7 @@ ModelConfig ModelOptions::build(const CLI::App*) const {
     if (heads) c.num_attention_heads = heads;
     if (intermediate_size) c.intermediate_size = intermediate_size;
     c.mini_batch_size = mini_batch;
-    c.ttt_base_lr = base_lr >= 0 ? base_lr : (c.seq_layer == SeqLayerKind::TTTMLP ? 0.1 : 1.0);
+    c.ttt_base_lr = base_lr >= 0 ? base_lr : default_ttt_base_lr(c.seq_layer);
     c.scan_checkpoint_group_size = remat_group;
     c.inner_layer_norm = !no_inner_ln;
     c.inner_residual = !no_inner_residual;

@@ -15,7 +15,7 @@ struct ModelOptions {
   std::string backbone = "m";
   int hidden_size = 0, layers = 0, heads = 0, intermediate_size = 0;  // 0: the preset's
   int mini_batch = 16;
-  double base_lr = -1;  // < 0: official default (1.0 Linear, 0.1 MLP)
+  double base_lr = -1;  // < 0: the official default (default_ttt_base_lr)
   int remat_group = 0;
   bool no_inner_ln = false, no_inner_residual = false, no_inner_bias = false;
   bool fixed_eta = false, no_token_index = false, frozen_token_index = false, fixed_w0 = false, fixed_views = false;

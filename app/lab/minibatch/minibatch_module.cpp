@@ -176,7 +176,7 @@ void MiniBatchModule::work(ModuleContext& ctx) {
         c.model.seq_layer = seq_layer_from_string(s.layer);
         c.model.num_hidden_layers = 2;
         c.model.mini_batch_size = b;
-        c.model.ttt_base_lr = c.model.seq_layer == SeqLayerKind::TTTMLP ? 0.1 : 1.0;
+        c.model.ttt_base_lr = default_ttt_base_lr(c.model.seq_layer);
         c.model.max_position_embeddings = s.seq_len;
         c.seq_len = s.seq_len;
         c.batch_size = 8;

@@ -38,7 +38,7 @@ bool parse_random_id(const std::string& id, ModelConfig* cfg, std::uint64_t* see
   if (backbone != "m" && backbone != "t")
     throw std::runtime_error("model id '" + id + "': the backbone must be m or t");
   c.mamba_backbone = backbone == "m";
-  c.ttt_base_lr = c.seq_layer == SeqLayerKind::TTTMLP ? 0.1 : 1.0;
+  c.ttt_base_lr = default_ttt_base_lr(c.seq_layer);
   try {
     *seed = std::stoull(rest.substr(b + 1));
   } catch (const std::exception&) {

@@ -45,7 +45,7 @@ TrainConfig run_config(const TrainSettings& s) {
     m.seq_layer = seq_layer_from_string(s.layer);
     m.mamba_backbone = s.mamba;
     m.mini_batch_size = s.mini_batch;
-    m.ttt_base_lr = s.base_lr > 0 ? s.base_lr : (m.seq_layer == SeqLayerKind::TTTMLP ? 0.1 : 1.0);
+    m.ttt_base_lr = s.base_lr > 0 ? s.base_lr : default_ttt_base_lr(m.seq_layer);
     return train_config(m, s);
   } catch (const std::invalid_argument& e) {
     throw std::runtime_error(e.what());

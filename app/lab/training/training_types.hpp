@@ -30,7 +30,7 @@ struct TrainSettings : RunSettings {
   bool mamba = true;                 // backbone m (true) or t
   std::string preset = "tiny";       // tiny, small, 125m
   int mini_batch = 16;               // b
-  double base_lr = 0.0;              // η_base; 0: the official default (1.0 Linear, 0.1 MLP)
+  double base_lr = 0.0;              // η_base; 0: the official default (default_ttt_base_lr)
   DeviceRequest device = DeviceRequest::Auto;  // TrainDevices below
   int gpus = 1;                      // GPUs of this machine for one run: 1 = one device as `device` says;
                                      // N > 1 = data-parallel over N GPUs (device auto or cuda; 1 … 1024)

@@ -36,6 +36,10 @@ enum class SeqLayerKind { TTTLinear, TTTMLP, LinearAttention, SoftmaxAttention }
 std::string to_string(SeqLayerKind k);
 SeqLayerKind seq_layer_from_string(const std::string& s);  // std::invalid_argument if unknown
 
+// The official η_base for a layer: 1.0 for TTT-Linear (and the layers without an inner loop), 0.1
+// for TTT-MLP, whose larger inner model takes smaller steps.
+inline double default_ttt_base_lr(SeqLayerKind k) { return k == SeqLayerKind::TTTMLP ? 0.1 : 1.0; }
+
 struct ModelConfig {
   int vocab_size = 256;           // bytes
   int hidden_size = 128;          // D
@@ -45,7 +49,7 @@ struct ModelConfig {
   SeqLayerKind seq_layer = SeqLayerKind::TTTLinear;
   bool mamba_backbone = true;     // "m": pre_conv, share_qk, use_gate; "t": none of them
   int mini_batch_size = 16;       // b
-  double ttt_base_lr = 1.0;       // η_base (official: 1.0 Linear, 0.1 MLP)
+  double ttt_base_lr = 1.0;       // η_base (official: default_ttt_base_lr(seq_layer))
   int conv_kernel = 4;
   double rope_theta = 1e4;
   double rms_norm_eps = 1e-6;     // ε of every RMSNorm of the model
