@@ -147,7 +147,7 @@ class InnerCurvesPanel final
       p.id = m_ids[static_cast<std::size_t>(std::min(b, 15))];
       p.export_name = "inner_losses_block" + std::to_string(b);
       p.title = "Block " + std::to_string(b);
-      p.y_label = "inner loss ½‖f(k; W) − (v − k)‖², mean over sequences and heads";
+      p.y_label = "inner loss ½‖f(k; W) − v‖², mean over sequences and heads";
       p.x_label = "token position t";
       p.size = size;
       p.x_range = plot::Range{-0.5, static_cast<double>(v.T) - 0.5};

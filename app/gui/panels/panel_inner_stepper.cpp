@@ -231,8 +231,8 @@ class InnerStepperPanel final
     const Fonts& f = fonts();
     char explanation[160];
     std::snprintf(explanation, sizeof explanation,
-                  "Each token is one gradient step on ℓ(W; xₜ) = ½‖f(kₜ; W) − %s‖², TTT-%s, primal form.",
-                  v.options.residual ? "(vₜ − kₜ)" : "vₜ", v.mlp() ? "MLP" : "Linear");
+                  "Each token is one gradient step on ℓ(W; xₜ) = ½‖f(kₜ; W) − vₜ‖², TTT-%s, primal form.",
+                  v.mlp() ? "MLP" : "Linear");
     widgets::panel_title("Inner-loop stepper", explanation);
     if (!v.description.empty()) {
       ImGui::PushFont(f.small);
@@ -574,9 +574,9 @@ class InnerStepperPanel final
     lp.id = "losses";
     lp.export_name = "inner_losses";
     lp.title = "Inner losses per token";
-    lp.y_label = widgets::fit("½‖f(kₜ; W) − target‖² at W₀ (no learning), before and after token t's step · "
+    lp.y_label = widgets::fit("½‖f(kₜ; W) − vₜ‖² at W₀ (no learning), before and after token t's step · "
                               "dashed: mini-batch ends · drag to scrub",
-                              "½‖f(kₜ; W) − target‖² · dashed: mini-batch ends", avail * 0.64f, fonts().small);
+                              "½‖f(kₜ; W) − vₜ‖² · dashed: mini-batch ends", avail * 0.64f, fonts().small);
     lp.x_label = "token t";
     lp.size = ImVec2(avail * 0.64f, h);
     lp.x_range = plot::Range{-0.5, std::max(1.0, static_cast<double>(T) - 0.5)};

@@ -505,7 +505,8 @@ bool head_editor(HeadConfig& c, const HeadEditorOptions& opt) {
 
   section_label("TOY INNER MODEL f");
   ImGui::BeginDisabled(lock);
-  row("Model", "TTT-Linear: f(k) = k W + b.  TTT-MLP: f(k) = GELU(k W₁ + b₁) W₂ + b₂ with 4d hidden units.");
+  row("Model", "TTT-Linear: f(k) = k + LN(kW + c).  TTT-MLP: f(k) = k + LN(gelu(kW₁ + b₁) W₂ + b₂), 4d hidden "
+                "units. The boxes below take out the LayerNorm, the residual or the bias.");
   changed |= choice_pair("Linear", InnerModel::Linear, "MLP", InnerModel::MLP, c.model);
   ImGui::EndDisabled();
   const int max_d = c.model == InnerModel::Linear ? opt.limits.max_d_linear : opt.limits.max_d_mlp;

@@ -1,7 +1,7 @@
 // app/gui/plot/line_plot.hpp — line plots drawn with ImDrawList (ImPlot is not available).
 //
 //   plot::LinePlot p;
-//   p.id = "losses"; p.title = "Inner losses"; p.y_label = "ℓ = ½‖f(k) − (v − k)‖²";
+//   p.id = "losses"; p.title = "Inner losses"; p.y_label = "ℓ = ½‖f(k) − v‖²";
 //   p.x_label = "token t"; p.smoothing = 0.6; p.markers = boundaries; p.cursor = t;
 //   p.series.push_back({"ℓ(W₀; xₜ)", ys, {}, 0, 1, colors::kLossInitial});
 //   auto r = plot::line_plot(p);            // r.drag_x: where the user clicks/drags (scrubbing)
