@@ -1,6 +1,9 @@
 // app/lab/training/training_settings.cpp — see training_settings.hpp.
 #include "lab/training/training_settings.hpp"
 
+#include <string>
+#include <string_view>
+
 #include "lab/engine/data_source.hpp"
 
 namespace tttlab::lab {
@@ -19,14 +22,13 @@ TrainDeviceRequest TrainSettings::device_request() const {
 }
 
 TrainSettings train_settings_from(const FieldReader& t, TrainSettings x) {
-  static const char* const layers[] = {"ttt-linear", "ttt-mlp", "linear-attention",
-                                       "softmax-attention"};
-  static const char* const presets[] = {"tiny", "small", "125m"};
-  static const DeviceRequest devices[] = {DeviceRequest::Auto, DeviceRequest::CPU, DeviceRequest::CUDA};
-  x.layer = layers[t.choice("layer",
-                            {"ttt-linear", "ttt-mlp", "linear-attention", "softmax-attention"}, 0)];
+  static constexpr std::string_view kLayers[] = {"ttt-linear", "ttt-mlp", "linear-attention",
+                                                 "softmax-attention"};
+  static constexpr std::string_view kPresets[] = {"tiny", "small", "125m"};
+  static constexpr std::string_view kDevices[] = {"auto", "cpu", "cuda"};
+  x.layer = std::string(kLayers[t.choice("layer", kLayers, 0)]);
   x.mamba = t.choice("backbone", {"m", "t"}, 0) == 0;
-  x.preset = presets[t.choice("preset", {"tiny", "small", "125m"}, 0)];
+  x.preset = std::string(kPresets[t.choice("preset", kPresets, 0)]);
   x.data = t.string("data", 4096, x.data);
   x.mini_batch = static_cast<int>(t.integer("mini_batch", 1, 4096, x.mini_batch));
   x.base_lr = t.number("base_lr", 0.0, 1000.0, x.base_lr);
@@ -36,7 +38,7 @@ TrainSettings train_settings_from(const FieldReader& t, TrainSettings x) {
   x.seq_len = static_cast<int>(t.integer("seq_len", 2, 4096, x.seq_len));
   x.seed = t.uint64("seed", x.seed);
   x.threads = static_cast<int>(t.integer("threads", 0, 256, x.threads));
-  x.device = devices[t.choice("device", {"auto", "cpu", "cuda"}, 0)];
+  x.device = parse_device_request(kDevices[t.choice("device", kDevices, 0)]);
   x.gpus = static_cast<int>(t.integer("gpus", 1, 1024, x.gpus));
   if (x.gpus > 1 && x.device == DeviceRequest::CPU)
     throw StateError(
