@@ -1,4 +1,5 @@
-// `tttlab lessons list | check [NAME...] [--json] | measures`: the course in lessons/ (app/course/).
+// `tttlab lessons list | check [NAME...] [--json] | measures | handout [NAME...] --out DIR`: the
+// course in lessons/ (app/course/).
 //
 // `check` runs every claim of the named lessons (all by default) on the engine, headless: each
 // lesson's experiment is its scene (a .tttlab state whose view computes on a private engine), and each
@@ -15,8 +16,10 @@
 #include "cli/commands.hpp"
 #include "cli/validators.hpp"
 #include "course/experiments.hpp"
+#include "course/handout.hpp"
 #include "course/lesson.hpp"
 #include "lab/engine/resources.hpp"
+#include "tttlab/io/atomic_file.hpp"
 #include "tttlab/io/limits.hpp"
 
 namespace tttlab::cli {
@@ -29,6 +32,8 @@ struct LessonsArgs {
   bool json = false;
   std::string dir;
   int timeout_s = 600;
+  std::string out;            // handout: the folder to write into
+  bool with_answers = false;  // handout: the teacher's copy
 };
 
 std::optional<course::Course> open_course(const LessonsArgs& a) {
@@ -49,6 +54,31 @@ std::optional<course::Course> open_course(const LessonsArgs& a) {
     return std::nullopt;
   }
   return course::load_course(dir);
+}
+
+// The lessons `names` names (all of them when empty), or nothing after saying which name is unknown.
+std::optional<std::vector<const course::Lesson*>> named_lessons(const course::Course& c,
+                                                                const std::vector<std::string>& names,
+                                                                const char* command) {
+  std::vector<const course::Lesson*> todo;
+  bool bad_name = false;
+  if (names.empty()) {
+    for (const auto& l : c.lessons) todo.push_back(&l);
+  }
+  for (const auto& n : names) {
+    if (const auto* l = c.find(n)) {
+      todo.push_back(l);
+    } else if (const auto* e = c.find_error(n)) {
+      std::fprintf(stderr, "tttlab lessons %s: %s\n", command, printable(*e).c_str());
+      bad_name = true;
+    } else {
+      std::fprintf(stderr, "tttlab lessons %s: no lesson \"%s\" in %s (tttlab lessons list names them)\n", command,
+                   printable(n).c_str(), printable(c.dir.string()).c_str());
+      bad_name = true;
+    }
+  }
+  if (bad_name) return std::nullopt;
+  return todo;
 }
 
 std::string fmt(double v) {
@@ -85,22 +115,8 @@ void measures() {
 void check(const LessonsArgs& a) {
   const auto c = open_course(a);
   if (!c) return set_exit_code(1);
-  std::vector<const course::Lesson*> todo;
-  bool bad_name = false;
-  if (a.names.empty()) {
-    for (const auto& l : c->lessons) todo.push_back(&l);
-  } else {
-    for (const auto& n : a.names) {
-      if (const auto* l = c->find(n)) {
-        todo.push_back(l);
-      } else {
-        std::fprintf(stderr, "tttlab lessons check: no lesson \"%s\" in %s (tttlab lessons list names them)\n",
-                     printable(n).c_str(), printable(c->dir.string()).c_str());
-        bad_name = true;
-      }
-    }
-  }
-  if (bad_name) return set_exit_code(2);
+  const auto todo = named_lessons(*c, a.names, "check");
+  if (!todo) return set_exit_code(2);
 
   nlohmann::json out = {{"lessons", nlohmann::json::array()}};
   int lessons_failed = 0, claims_passed = 0, claims_failed = 0;
@@ -110,7 +126,7 @@ void check(const LessonsArgs& a) {
     if (!a.json) std::printf("MALFORMED %s\n", printable(e).c_str());
     out["lessons"].push_back({{"name", f.stem().string()}, {"passed", false}, {"error", e}, {"checks", nlohmann::json::array()}});
   }
-  for (const auto* l : todo) {
+  for (const auto* l : *todo) {
     if (!a.json) std::printf("\n%s — %s\n", printable(l->name).c_str(), printable(l->title).c_str());
     nlohmann::json lj = {{"name", l->name}, {"checks", nlohmann::json::array()}};
     bool lesson_ok = true;
@@ -185,6 +201,54 @@ void check(const LessonsArgs& a) {
   set_exit_code(lessons_failed ? 1 : 0);
 }
 
+// Renders every page first and writes only when all of them rendered, so a bad lesson leaves the
+// folder as it was. Only the folder itself is created (its parent must exist), and only handout files
+// and the index are written into it.
+void handout(const LessonsArgs& a) {
+  if (!course::handouts_available()) {
+    std::fprintf(stderr,
+                 "tttlab lessons handout: this build has no Markdown-to-HTML renderer (install libmd4c-html0-dev "
+                 "and rebuild)\n");
+    return set_exit_code(1);
+  }
+  const auto c = open_course(a);
+  if (!c) return set_exit_code(1);
+  const auto todo = named_lessons(*c, a.names, "handout");
+  if (!todo) return set_exit_code(2);
+  const course::HandoutOptions options{a.with_answers};
+  std::vector<std::pair<std::string, std::string>> pages;  // file name, HTML
+  try {
+    for (const auto* l : *todo) pages.emplace_back(course::handout_file_name(*l, options), course::handout_html(*l, options));
+  } catch (const course::LessonError& e) {
+    std::fprintf(stderr, "tttlab lessons handout: %s\n", printable(e.what()).c_str());
+    return set_exit_code(1);
+  }
+  pages.emplace_back(a.with_answers ? "index-answers.html" : "index.html", course::handout_index_html(*todo, options));
+
+  const fs::path dir = a.out;
+  std::error_code ec;
+  if (fs::exists(fs::symlink_status(dir, ec)) && !fs::is_directory(fs::symlink_status(dir, ec))) {
+    std::fprintf(stderr, "tttlab lessons handout: %s exists and is not a folder\n", printable(dir.string()).c_str());
+    return set_exit_code(1);
+  }
+  if (!fs::exists(dir, ec) && !fs::create_directory(dir, ec)) {
+    std::fprintf(stderr, "tttlab lessons handout: cannot create the folder %s: %s\n", printable(dir.string()).c_str(),
+                 ec ? ec.message().c_str() : "its parent folder does not exist");
+    return set_exit_code(1);
+  }
+  try {
+    for (const auto& [name, html] : pages) check_output_file(dir / name);
+    for (const auto& [name, html] : pages) write_file_atomic(dir / name, html);
+  } catch (const FileError& e) {
+    std::fprintf(stderr, "tttlab lessons handout: %s\n", printable(e.what()).c_str());
+    return set_exit_code(1);
+  }
+  std::printf("wrote %zu handout%s (%s) and %s into %s\n", todo->size(), todo->size() == 1 ? "" : "s",
+              a.with_answers ? "teacher's copies, with answers" : "students' copies, without answers",
+              pages.back().first.c_str(), printable(dir.string()).c_str());
+  set_exit_code(0);
+}
+
 }  // namespace
 
 void register_lessons(CLI::App& app) {
@@ -208,6 +272,17 @@ void register_lessons(CLI::App& app) {
       ->check(CLI::Range(1, 86400))
       ->capture_default_str();
   c->callback([args] { check(*args); });
+
+  auto* h = cmd->add_subcommand(
+      "handout",
+      "Write a printable HTML page per lesson into a folder: the text, the predictions and questions with room "
+      "to answer, and no answers (--with-answers: the teacher's copy, with every answer, reveal and check).");
+  h->add_option("names", args->names, "Lessons, by name or number (default: all)");
+  h->add_option("--out", args->out, "The folder to write into (created if missing; its parent must exist)")
+      ->required()
+      ->check(non_empty_path());
+  h->add_flag("--with-answers", args->with_answers, "The teacher's copy: answers, reveals and the engine's checks");
+  h->callback([args] { handout(*args); });
 
   auto* m = cmd->add_subcommand("measures", "The measures each view offers to lesson predictions and checks.");
   m->callback([] { measures(); });
