@@ -33,7 +33,7 @@ setup_start=$SECONDS
 PACKAGES=(
   build-essential cmake ninja-build pkg-config ca-certificates clang libclang-rt-dev
   libeigen3-dev libgtest-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
-  libimgui-dev libglfw3-dev libmd4c-dev libstb-dev fonts-dejavu-core
+  libimgui-dev libglfw3-dev libmd4c-dev libmd-dev libstb-dev fonts-dejavu-core
   xvfb xauth libgl1-mesa-dri libglx-mesa0 mesa-utils
 )
 step "1/4 system packages"
