@@ -134,11 +134,13 @@ std::string open_b64(const PackKeys& k, std::string_view b64, const std::string&
 
 void unseal_block_body(const std::vector<std::string>& body, std::size_t first_line, const PackKeys& keys,
                        const std::string& name, std::vector<std::string>& out) {
+  std::string field;  // the key of the field this line belongs to (continuation lines: the one above)
   for (std::size_t i = 0; i < body.size(); ++i) {
     const std::string& raw = body[i];
     std::size_t colon = 0;
     const std::string key = field_key(raw, &colon);
-    if (key == "choice") {
+    if (!key.empty()) field = key;
+    if (field == "choice") {  // its "| condition" may sit on a continuation line
       const auto at = raw.rfind(kSealedChoice);
       if (at != std::string::npos) {
         out.push_back(raw.substr(0, at) + "|" +
@@ -176,6 +178,14 @@ std::string transform(std::string_view text, const PackKeys& keys, Mode mode, co
       if (j == n) bad_seal(name, i);
       out.push_back(open_b64(keys, b64, name, i));
       i = j + 1;
+      continue;
+    }
+    if (t.starts_with("````")) {
+      // A four-backtick fence is how the teachers' guide (README.md) quotes whole lesson blocks; lessons
+      // never use one (the parser refuses it). Its lines are walked like prose so that the quoted
+      // blocks' secrets are sealed too.
+      out.push_back(line);
+      ++i;
       continue;
     }
     if (t.starts_with("```")) {
