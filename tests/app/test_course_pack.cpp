@@ -13,6 +13,7 @@
 #include "core/io/temp_dir.hpp"
 #include "course/classroom.hpp"
 #include "course/course_pack.hpp"
+#include "course/course_session.hpp"
 #include "course/progress_export.hpp"
 
 namespace tttlab::course {
@@ -365,6 +366,30 @@ TEST(ClassroomLock, AStudentCannotUndoItTheCourseKeyCan) {
   classroom::set(off);
   EXPECT_FALSE(classroom::state().enabled);
   EXPECT_TRUE(classroom::answers_allowed());
+}
+
+TEST(ClassroomLock, TheAppOpensAPackAndAppliesItsLock) {
+  TempDir dir;
+  const CourseKey key = CourseKey::generate();
+  ClassroomState room;
+  room.hidden = {"training.settings"};
+  write_student_pack({kLessons, dir.path() / "pack", room, true}, key);
+  course_session::set_progress_path(dir.path() / "progress.json");
+  course_session::set_lessons_dir(dir.path() / "pack");
+  const CourseSession& cs = course_session::get();
+  EXPECT_TRUE(cs.error.empty()) << cs.error;
+  ASSERT_TRUE(cs.pack);
+  EXPECT_EQ(cs.pack->keys.course_id, key.derive().course_id);
+  EXPECT_GE(cs.course.lessons.size(), 15u);
+  EXPECT_TRUE(cs.course.errors.empty());
+  EXPECT_TRUE(classroom::locked());
+  EXPECT_TRUE(classroom::state().enabled) << "a locked pack turns classroom mode on";
+  EXPECT_FALSE(classroom::visible("training.settings"));
+  // Another course (the teacher's folder) is not locked.
+  course_session::set_lessons_dir(kLessons);
+  EXPECT_FALSE(course_session::get().pack);
+  EXPECT_FALSE(classroom::locked());
+  classroom::set(ClassroomState{});
 }
 
 }  // namespace
