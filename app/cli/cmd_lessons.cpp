@@ -14,11 +14,11 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
+#include "cli/lessons_commands.hpp"
 #include "cli/validators.hpp"
 #include "course/experiments.hpp"
 #include "course/handout.hpp"
 #include "course/lesson.hpp"
-#include "lab/engine/resources.hpp"
 #include "tttlab/io/atomic_file.hpp"
 #include "tttlab/io/limits.hpp"
 
@@ -36,24 +36,11 @@ struct LessonsArgs {
   bool with_answers = false;  // handout: the teacher's copy
 };
 
+// A student pack (course_pack.hpp) opens like any lessons folder: its lessons are unsealed on reading.
 std::optional<course::Course> open_course(const LessonsArgs& a) {
-  fs::path dir = a.dir;
-  if (dir.empty()) {
-    std::string looked;
-    const auto found = lab::find_resource("lessons", &looked);
-    if (!found) {
-      std::fprintf(stderr, "tttlab lessons: the lessons folder was not found (looked in %s); give --dir\n",
-                   printable(looked).c_str());
-      return std::nullopt;
-    }
-    dir = *found;
-  }
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) {
-    std::fprintf(stderr, "tttlab lessons: %s is not a folder\n", printable(dir.string()).c_str());
-    return std::nullopt;
-  }
-  return course::load_course(dir);
+  const auto dir = lessons_folder(a.dir);
+  if (!dir) return std::nullopt;
+  return course::load_course(*dir);
 }
 
 // The lessons `names` names (all of them when empty), or nothing after saying which name is unknown.
@@ -253,9 +240,13 @@ void handout(const LessonsArgs& a) {
 
 void register_lessons(CLI::App& app) {
   auto args = std::make_shared<LessonsArgs>();
-  auto* cmd = app.add_subcommand("lessons", "The course: list the lessons, or check what they claim on the engine.");
+  auto* cmd = app.add_subcommand(
+      "lessons", "The course: list the lessons, check what they claim on the engine, pack it for students, "
+                 "collect their progress.");
   cmd->require_subcommand(1);
-  cmd->add_option("--dir", args->dir, "The lessons folder (default: lessons/ of this installation)")->check(non_empty_path());
+  cmd->add_option("--dir", args->dir,
+                  "The lessons folder or a student pack (default: $TTTLAB_LESSONS, else lessons/ of this installation)")
+      ->check(non_empty_path());
 
   auto* l = cmd->add_subcommand("list", "Every lesson with its duration, title and goal.");
   l->callback([args] { list(*args); });
@@ -286,6 +277,9 @@ void register_lessons(CLI::App& app) {
 
   auto* m = cmd->add_subcommand("measures", "The measures each view offers to lesson predictions and checks.");
   m->callback([] { measures(); });
+
+  register_lessons_pack(*cmd, std::shared_ptr<std::string>(args, &args->dir));  // --dir, read when a command runs
+  register_lessons_progress(*cmd);
 }
 
 }  // namespace tttlab::cli

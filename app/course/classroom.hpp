@@ -5,6 +5,10 @@
 // Each panel lists the controls it can hide (Panel::classroom_controls, ids like "training.settings")
 // and asks visible(id) before drawing one. Hidden controls are hidden only while the mode is on;
 // switching it off (View menu, or Ctrl+Shift+K) shows everything again. UI thread only.
+//
+// A course pack may lock the teacher's settings (course_pack.hpp): while locked, set() can only add to
+// them — the mode stays on, the teacher's hidden controls stay hidden, hints and answers stay as
+// restricted as the teacher chose — until the teacher types the course key (unlock()).
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
@@ -45,6 +49,14 @@ bool visible(std::string_view control);
 // Whether a lesson's hints / answers may be revealed now (classroom mode off, or the teacher allows it).
 bool hints_allowed();
 bool answers_allowed();
+
+// Locks `teacher` (applied at once) for the course whose id is `course_id` (course_key.hpp).
+void lock(const ClassroomState& teacher, std::string course_id);
+bool locked();
+// Lifts the lock when `key_hex` is the locked course's key (64 hex digits); false otherwise.
+bool unlock(std::string_view key_hex);
+// Lifts the lock without a key: for a new course (another pack, or the plain lessons folder).
+void clear_lock();
 
 nlohmann::json to_json(const ClassroomState& s);
 // Throws StateError naming the field under `r.path()`.

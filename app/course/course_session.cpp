@@ -1,7 +1,9 @@
 #include "course/course_session.hpp"
 
 #include <cctype>
+#include <cstdlib>
 
+#include "course/classroom.hpp"
 #include "lab/engine/resources.hpp"
 
 namespace tttlab::course::course_session {
@@ -12,17 +14,37 @@ namespace fs = std::filesystem;
 std::optional<fs::path> g_progress_path;
 std::unique_ptr<CourseSession> g_session;
 std::optional<std::string> g_start;
+std::optional<fs::path> g_lessons_dir;
+fs::path g_applied_pack;  // the pack whose classroom settings were applied (once per course)
+
+void apply_pack_classroom(const std::optional<CoursePack>& pack) {
+  const fs::path dir = pack ? pack->dir : fs::path();
+  if (dir == g_applied_pack) return;  // a reload of the same course keeps what the teacher unlocked
+  g_applied_pack = dir;
+  classroom::clear_lock();
+  if (!pack) return;
+  if (pack->classroom_locked) {
+    ClassroomState teacher = pack->classroom.value_or(ClassroomState{});
+    teacher.enabled = true;
+    classroom::lock(teacher, pack->keys.course_id);
+  } else if (pack->classroom) {
+    classroom::set(*pack->classroom);
+  }
+}
 
 void load_lessons(CourseSession& s) {
   s.course = course::Course{};
   s.error.clear();
+  s.pack.reset();
   std::string looked;
-  const auto dir = lab::find_resource("lessons", &looked);
+  const auto dir = lessons_dir(&looked);
   if (!dir) {
     s.error = "The lessons folder was not found (looked in " + looked + ").";
     return;
   }
   try {
+    s.pack = open_pack(*dir);
+    apply_pack_classroom(s.pack);
     s.course = course::load_course(*dir);
   } catch (const std::exception& e) {
     s.course = course::Course{};
@@ -32,6 +54,26 @@ void load_lessons(CourseSession& s) {
 }
 
 }  // namespace
+
+std::optional<fs::path> lessons_dir(std::string* looked) {
+  if (g_lessons_dir) {
+    if (looked) *looked = g_lessons_dir->string();
+    return g_lessons_dir;
+  }
+  if (const char* env = std::getenv("TTTLAB_LESSONS"); env && *env) {
+    if (looked) *looked = std::string(env) + " ($TTTLAB_LESSONS)";
+    return fs::path(env);
+  }
+  std::string where;
+  auto found = lab::find_resource("lessons", &where);
+  if (looked) *looked = where;
+  return found;
+}
+
+void set_lessons_dir(fs::path dir) {
+  g_lessons_dir = std::move(dir);
+  if (g_session) reload();
+}
 
 void set_progress_path(fs::path path) {
   g_progress_path = std::move(path);

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "course/course_pack.hpp"
 #include "course/lesson.hpp"
 #include "course/progress.hpp"
 
@@ -17,6 +18,7 @@ namespace tttlab::course {
 struct CourseSession {
   course::Course course;
   std::string error;  // the lessons folder was not found (the course is then empty)
+  std::optional<course::CoursePack> pack;  // when the folder is a student pack (course_pack.hpp)
   std::unique_ptr<course::ProgressStore> progress;
   std::string open_lesson;  // the lesson docked beside the view now ("" when none); set by the app
   int generation = 0;       // raised by reload(): lessons held from before may have changed
@@ -27,7 +29,14 @@ namespace course_session {
 // Where the progress is kept; call before the first get() (default: ProgressStore::default_path()).
 // Screenshots and benchmarks pass a path of their own so that they never show a student's progress.
 void set_progress_path(std::filesystem::path path);
-// The course, loaded on first use.
+// The lessons folder: the one given to set_lessons_dir(), else $TTTLAB_LESSONS, else lessons/ where
+// find_resource finds it. nullopt when none is found (`looked` lists where it looked).
+std::optional<std::filesystem::path> lessons_dir(std::string* looked = nullptr);
+// Reads the course from `dir` from now on (a student pack, or another lessons folder): `tttlab gui
+// --lessons DIR` and File → Open course pack. Reloads when the course was already loaded.
+void set_lessons_dir(std::filesystem::path dir);
+// The course, loaded on first use. A pack's classroom settings are applied when its course is first
+// loaded (and locked when the pack locks them).
 CourseSession& get();
 // Reads the lessons folder again (after a teacher edited a lesson); the progress is kept.
 void reload();

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "course/course_pack.hpp"
 #include "course/experiments.hpp"
 #include "lab/state/state_file.hpp"
 #include "tttlab/io/limits.hpp"
@@ -458,6 +459,13 @@ Lesson read_unescaped(const fs::path& file) {
   std::ostringstream ss;
   ss << in.rdbuf();
   if (!in.good() && !in.eof()) throw LessonError(file.generic_string() + ": read error");
+  // In a student pack the secrets are sealed on disk; the parser reads the clear text.
+  try {
+    if (const auto pack = open_pack(file.parent_path()))
+      return parse_lesson(unseal_lesson_text(ss.str(), pack->keys, file.generic_string()), file);
+  } catch (const PackError& e) {
+    throw LessonError(e.what());
+  }
   return parse_lesson(ss.str(), file);
 }
 

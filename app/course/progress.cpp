@@ -69,7 +69,7 @@ int read_choice(const nlohmann::json& o, const std::string& where) {
   return static_cast<int>(v);
 }
 
-std::map<std::string, LessonProgress> parse(const std::string& text) {
+std::map<std::string, LessonProgress> parse(const std::string& text, std::string* student = nullptr) {
   const auto depth_cap = [](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
     if (depth > kMaxDepth) throw Bad("nests arrays and objects too deeply: not a progress file");
     return true;
@@ -91,6 +91,10 @@ std::map<std::string, LessonProgress> parse(const std::string& text) {
     if (v->get<std::int64_t>() > kVersion)
       throw Bad("written by a newer TTT Lab (version " + std::to_string(v->get<std::int64_t>()) +
                 ", this build reads up to " + std::to_string(kVersion) + ")");
+  }
+  if (const auto s = doc.find("student"); s != doc.end()) {
+    if (!s->is_string()) expected("student", "a string", *s);
+    if (student) *student = s->get<std::string>();
   }
   std::map<std::string, LessonProgress> out;
   const auto lessons = doc.find("lessons");
@@ -120,7 +124,7 @@ std::map<std::string, LessonProgress> parse(const std::string& text) {
   return out;
 }
 
-nlohmann::json to_json(const std::map<std::string, LessonProgress>& lessons) {
+nlohmann::json to_json(const std::map<std::string, LessonProgress>& lessons, const std::string& student) {
   nlohmann::json ls = nlohmann::json::object();
   for (const auto& [name, lp] : lessons) {
     nlohmann::json preds = nlohmann::json::object();
@@ -132,7 +136,9 @@ nlohmann::json to_json(const std::map<std::string, LessonProgress>& lessons) {
                    {"measured", r.measured}};
     ls[name] = {{"finished", lp.finished}, {"predictions", std::move(preds)}};
   }
-  return {{"format", kFormat}, {"version", kVersion}, {"lessons", std::move(ls)}};
+  nlohmann::json doc = {{"format", kFormat}, {"version", kVersion}, {"lessons", std::move(ls)}};
+  if (!student.empty()) doc["student"] = student;
+  return doc;
 }
 
 bool readable(const fs::path& path) {
@@ -168,9 +174,10 @@ ProgressStore::ProgressStore(fs::path path) : m_path(std::move(path)) {
       return;
     }
     const std::string text = read_file_text(m_path, kMaxBytes);  // FileError names the file
-    m_lessons = parse(text);
+    m_lessons = parse(text, &m_student);
   } catch (const Bad& e) {
     m_lessons.clear();
+    m_student.clear();
     m_error = m_path.string() + ": " + e.what();
   } catch (const std::exception& e) {
     m_lessons.clear();
@@ -202,7 +209,7 @@ bool ProgressStore::save() {
       if (ec) throw FileError("cannot keep a copy of the unreadable '" + m_path.string() + "' as '" +
                               keep.string() + "': " + ec.message());
     }
-    write_file_atomic(m_path, to_json(m_lessons).dump(2) + "\n");
+    write_file_atomic(m_path, to_json(m_lessons, m_student).dump(2) + "\n");
     m_error.clear();
     return true;
   } catch (const std::exception& e) {

@@ -3,7 +3,7 @@
 // One small JSON file, by default $XDG_CONFIG_HOME/tttlab/course-progress.json (~/.config/… when
 // XDG_CONFIG_HOME is unset; $TTTLAB_PROGRESS overrides the whole path):
 //
-//   { "format": "tttlab-course-progress", "version": 1,
+//   { "format": "tttlab-course-progress", "version": 1, "student": "Ada L. (2b)",
 //     "lessons": { "01-one-step-per-token": { "finished": true,
 //                                             "predictions": { "gap": { "choice": 0, "value": 0.0,
 //                                                                       "right": true } } } } }
@@ -48,10 +48,14 @@ class ProgressStore {
   // Writes the file atomically; on failure keeps the data in memory and sets error().
   bool save();
   int finished_count() const;
+  // The name or ID the student gave once, for the progress a teacher collects ("" until then).
+  const std::string& student() const { return m_student; }
+  void set_student(std::string name) { m_student = std::move(name); }
 
  private:
   std::filesystem::path m_path;
   std::map<std::string, LessonProgress> m_lessons;
+  std::string m_student;
   std::string m_error;
 };
 

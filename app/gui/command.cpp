@@ -16,6 +16,7 @@
 #include <string>
 
 #include "cli/commands.hpp"
+#include "course/course_session.hpp"
 #ifdef TTTLAB_HAVE_GUI
 #include "cli/train_device.hpp"
 #include "cli/validators.hpp"
@@ -31,7 +32,7 @@ void register_gui(CLI::App& app) {
   auto* cmd = app.add_subcommand("gui", "Open the desktop app (or render a screenshot / benchmark it)");
   struct Opts {
     bool list = false;
-    std::string screenshot, panel, state, lesson, size = "1600x1000", device = "auto";
+    std::string screenshot, panel, state, lesson, lessons_dir, size = "1600x1000", device = "auto";
     int frames = 10, bench = 0;
     bool bench_idle = false;
   };
@@ -57,6 +58,10 @@ void register_gui(CLI::App& app) {
   cmd->add_flag("--bench-idle", o->bench_idle,
                 "With --bench-frames: do not train a tiny model during the benchmark (it does by default)");
   cmd->add_option("--size", o->size, "Offscreen size WIDTHxHEIGHT for --screenshot / --bench-frames");
+  cmd->add_option("--lessons", o->lessons_dir,
+                  "The course to open: a student pack or a lessons folder (default: $TTTLAB_LESSONS, else "
+                  "lessons/ of this installation)")
+      ->check(CLI::ExistingDirectory);
   cmd->add_option("--device", o->device,
                   "Where the panels compute at start: auto (the GPU when there is one), cpu or gpu; the Compute "
                   "menu changes it")
@@ -70,6 +75,7 @@ void register_gui(CLI::App& app) {
     g.panel = o->panel;
     g.state_file = o->state;
     g.lesson = o->lesson;
+    if (!o->lessons_dir.empty()) course::course_session::set_lessons_dir(o->lessons_dir);
     g.bench_frames = o->bench;
     g.bench_train = !o->bench_idle;
     // Training runs started in the app pick their device as `tttlab train --device` does (tf32 GEMMs);

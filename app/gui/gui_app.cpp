@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "gui/app_requests.hpp"
+#include "gui/course_menu.hpp"
 #include "course/classroom.hpp"
 #include "gui/dialogs.hpp"
 #include "lab/engine/data_source.hpp"
@@ -149,6 +150,7 @@ class App {
   // Dialogs
   PathDialog m_open_dialog{"Open state"}, m_save_dialog{"Save state"};
   ErrorDialog m_error;
+  CourseMenu m_course_menu;  // Export progress…, Open course pack…, the classroom lock
   bool m_show_help = false, m_show_about = false;
   // File → Open / Save as: the dialog opens on the current file (Save: a default name).
   void show_open_dialog() { m_open_dialog.open(m_state_path.string()); }
@@ -324,6 +326,7 @@ void App::frame() {
   draw_main();
   draw_dialogs();
   draw_classroom_dialog();
+  m_course_menu.draw();
   draw_shortcut_help();
   draw_notifications();
   global_shortcuts();
@@ -584,6 +587,8 @@ void App::draw_menu_bar() {
     }
     if (ImGui::MenuItem("Save state as…", "Ctrl+Shift+S")) show_save_dialog();
     ImGui::Separator();
+    m_course_menu.file_menu_items();
+    ImGui::Separator();
     if (ImGui::MenuItem("Export window as PNG", "F12")) plot::exporter().request_window_png();
     ImGui::TextDisabled("Plots: right-click a plot to export it");
     ImGui::TextDisabled("Files go to %s", fs::absolute(plot::exporter().directory()).string().c_str());
@@ -592,12 +597,7 @@ void App::draw_menu_bar() {
     ImGui::EndMenu();
   }
   if (ImGui::BeginMenu("View")) {
-    ClassroomState room = classroom::state();
-    if (ImGui::MenuItem("Classroom mode", "Ctrl+Shift+K", room.enabled)) {
-      room.enabled = !room.enabled;
-      classroom::set(room);
-    }
-    if (ImGui::MenuItem("Classroom settings…")) m_show_classroom = true;
+    m_course_menu.classroom_menu_items(&m_show_classroom);
     ImGui::EndMenu();
   }
   if (ImGui::BeginMenu("Compute")) {
@@ -769,10 +769,7 @@ void App::global_shortcuts() {
   if (!shortcuts_enabled()) return;
   if (ctrl_down()) {
     if (shift_down() && key_pressed(Key::K, false)) {
-      ClassroomState room = classroom::state();
-      room.enabled = !room.enabled;
-      classroom::set(room);
-      notify(room.enabled ? "Classroom mode on: the chosen controls are hidden" : "Classroom mode off");
+      m_course_menu.toggle_classroom();
       return;
     }
     if (key_pressed(Key::L, false)) {
