@@ -10,6 +10,7 @@
 
 #include <GLFW/glfw3.h>
 #include <imgui.h>
+#include <imgui_internal.h>  // SetNextWindowScroll
 #include <imgui_impl_glfw.h>
 #include <imgui_impl_opengl3.h>
 
@@ -135,6 +136,7 @@ class App {
   std::unique_ptr<LessonSession> m_lesson;
   int m_lesson_generation = 0;  // the course's generation when m_lesson was made
   bool m_lesson_docked = false;
+  bool m_lesson_to_top = false;  // the lesson was (re)opened: its pane starts at the top, not where the last one was
   bool m_sidebar_wide = false;            // while a lesson is docked the sidebar is a strip unless widened
   // A state file named a lesson: docked at the start of the next frame (or at the end of init), never
   // in the middle of drawing the pane that opened the file. load_scene: the file had no view of its own.
@@ -538,6 +540,12 @@ void App::draw_content(float width, float height) {
 
   ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, ImVec2(18, 12));
   ImGui::PushStyleColor(ImGuiCol_ChildBg, ImVec4(30 / 255.0f, 32 / 255.0f, 38 / 255.0f, 1.0f));
+  if (m_lesson_to_top) {
+    // Applied in this frame's Begin: the lesson's first frame is already drawn from its top, so a
+    // second click of "Next lesson" does not land on the new lesson's end.
+    ImGui::SetNextWindowScroll(ImVec2(0.0f, 0.0f));
+    m_lesson_to_top = false;
+  }
   ImGui::BeginChild("##lesson_pane", ImVec2(pane_w, height), false, ImGuiWindowFlags_AlwaysUseWindowPadding);
   ImGui::PopStyleColor();
   ImGui::PopStyleVar();
@@ -905,6 +913,8 @@ bool App::open_lesson_scene(const fs::path& path, bool keep_classroom) {
   if (keep_classroom) classroom::set(room);
   m_pending_dock.reset();  // a lesson's scene never re-docks (or re-opens) a lesson itself
   if (ok) {
+    // Which of the lesson's experiments the view shows now decides whether it is veiled.
+    if (m_lesson) m_lesson->scene_opened(path);
     m_state_path.clear();
     update_title();
   }
@@ -940,6 +950,7 @@ void App::dock_lesson(const course::Lesson& lesson) {
     m_lesson_generation = cs.generation;
   }
   m_lesson_docked = true;
+  m_lesson_to_top = true;
   m_sidebar_wide = false;
   cs.open_lesson = lesson.name;
   update_title();
