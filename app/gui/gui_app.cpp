@@ -10,7 +10,6 @@
 
 #include <GLFW/glfw3.h>
 #include <imgui.h>
-#include <imgui_internal.h>  // SetNextWindowScroll
 #include <imgui_impl_glfw.h>
 #include <imgui_impl_opengl3.h>
 
@@ -540,13 +539,8 @@ void App::draw_content(float width, float height) {
 
   ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, ImVec2(18, 12));
   ImGui::PushStyleColor(ImGuiCol_ChildBg, ImVec4(30 / 255.0f, 32 / 255.0f, 38 / 255.0f, 1.0f));
-  if (m_lesson_to_top) {
-    // Applied in this frame's Begin: the lesson's first frame is already drawn from its top, so a
-    // second click of "Next lesson" does not land on the new lesson's end.
-    ImGui::SetNextWindowScroll(ImVec2(0.0f, 0.0f));
-    m_lesson_to_top = false;
-  }
-  ImGui::BeginChild("##lesson_pane", ImVec2(pane_w, height), false, ImGuiWindowFlags_AlwaysUseWindowPadding);
+  begin_lesson_pane_window("##lesson_pane", ImVec2(pane_w, height), m_lesson_to_top);
+  m_lesson_to_top = false;
   ImGui::PopStyleColor();
   ImGui::PopStyleVar();
   LessonPaneHost host;

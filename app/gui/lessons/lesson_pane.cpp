@@ -1,6 +1,7 @@
 #include "gui/lessons/lesson_pane.hpp"
 
 #include <imgui.h>
+#include <imgui_internal.h>  // SetNextWindowScroll
 
 #include <algorithm>
 #include <cfloat>
@@ -345,6 +346,12 @@ void draw_check(LessonSession& s, int i, const Snapshot& snap, const LessonPaneH
 }
 
 }  // namespace
+
+void begin_lesson_pane_window(const char* id, ImVec2 size, bool from_top) {
+  // Applied inside this frame's Begin (ImGui::SetScrollY would wait for the next frame).
+  if (from_top) ImGui::SetNextWindowScroll(ImVec2(0.0f, 0.0f));
+  ImGui::BeginChild(id, size, false, ImGuiWindowFlags_AlwaysUseWindowPadding);
+}
 
 void draw_lesson_pane(LessonSession& s, const Snapshot& snap, CommandSink& sink, const LessonPaneHost& host) {
   s.poll(snap, host.engine_quiet ? host.engine_quiet() : false, sink);

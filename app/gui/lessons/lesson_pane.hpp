@@ -8,6 +8,8 @@
 // what a student could see. UI thread only.
 #pragma once
 
+#include <imgui.h>
+
 #include <filesystem>
 #include <functional>
 #include <string>
@@ -30,6 +32,11 @@ struct LessonPaneHost {
   std::string next_lesson;        // the next lesson's name ("" at the end of the course)
   std::string next_lesson_title;
 };
+
+// Begins the child window the pane scrolls in (end it with ImGui::EndChild). `from_top`: the lesson was
+// just opened, so this very frame is drawn from its top, never at the scroll position the previous
+// lesson left (a second click on "Next lesson" would land on the next lesson's own end).
+void begin_lesson_pane_window(const char* id, ImVec2 size, bool from_top);
 
 // The lesson pane. Call once per frame while the lesson is docked.
 void draw_lesson_pane(LessonSession& session, const Snapshot& snap, CommandSink& sink, const LessonPaneHost& host);

@@ -134,6 +134,30 @@ class LessonPaneHeadless : public ::testing::Test {
   fs::path m_dir;
 };
 
+// A lesson opened after another starts at its top in its very first frame, wherever the pane was
+// scrolled to before.
+TEST_F(LessonPaneHeadless, AnOpenedLessonStartsAtItsTop) {
+  const auto frame_with = [](bool from_top, float scroll_to) {
+    ImGui::NewFrame();
+    ImGui::SetNextWindowPos(ImVec2(0, 0));
+    ImGui::SetNextWindowSize(ImVec2(460, 720));
+    ImGui::Begin("##host", nullptr, ImGuiWindowFlags_NoDecoration);
+    begin_lesson_pane_window("##lesson_pane", ImVec2(460, 700), from_top);
+    const float scroll = ImGui::GetScrollY();
+    ImGui::Dummy(ImVec2(400, 5000));  // a long lesson
+    if (scroll_to >= 0) ImGui::SetScrollY(scroll_to);
+    ImGui::EndChild();
+    ImGui::End();
+    ImGui::Render();
+    return scroll;
+  };
+  frame_with(false, -1);
+  frame_with(false, 3000);  // the student scrolls to the end of a lesson
+  EXPECT_FLOAT_EQ(frame_with(false, -1), 3000.0f) << "the pane keeps its place while the lesson stays";
+  EXPECT_FLOAT_EQ(frame_with(true, -1), 0.0f) << "the next lesson's first frame is drawn from its top";
+  EXPECT_FLOAT_EQ(frame_with(false, -1), 0.0f);
+}
+
 // The lesson stops after the first prediction not locked in; "Predict again" keeps the first answer,
 // and the card says what it was and how many retries followed.
 TEST_F(LessonPaneHeadless, ReadsOnOnlyPastLockedPredictionsAndShowsTheFirstAnswer) {
