@@ -150,7 +150,11 @@ void first_answer_line(const LessonSession& s, int i) {
     answer = lesson_ui::measured_text(r.value, std::nullopt, std::nullopt, p.unit);
   else if (r.choice >= 0 && r.choice < static_cast<int>(p.choices.size()))
     answer = p.choices[static_cast<std::size_t>(r.choice)].text;
-  if (answer.size() > 60) answer = answer.substr(0, 57) + "\xE2\x80\xA6";
+  if (answer.size() > 60) {
+    std::size_t cut = 57;
+    while (cut > 0 && (static_cast<unsigned char>(answer[cut]) & 0xC0) == 0x80) --cut;  // not inside a character
+    answer = answer.substr(0, cut) + "\xE2\x80\xA6";
+  }
   std::string line = "Your first prediction: " + answer;
   line += r.revealed ? (r.right ? " (right)" : " (not right)") : "";
   if (!r.retries.empty())
