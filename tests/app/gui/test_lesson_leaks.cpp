@@ -3,7 +3,8 @@
 //
 // For each lesson in lessons/, every experiment the lesson reads is "measured" first, with synthetic,
 // distinctive values (7.3141 + k for the k-th measure, so each can be searched for as the app writes
-// it), as if the student had pressed "Check it now" everywhere before predicting. Then the predictions
+// it), as if the student had pressed "Check it now" everywhere before predicting, and every question's
+// hint and answer is opened. Then the predictions
 // are walked in order. Before each is locked in, the pane is drawn (several frames) and everything it
 // draws is read back through ImGui's log; it must contain none of: this or any later prediction's
 // reveal text, a question's answer, a gated check's result or expected range, the lesson's "The
@@ -160,8 +161,12 @@ TEST_F(LessonLeaks, NoLessonShowsAnAnswerBeforeItsPredictionIsLockedIn) {
     for (const auto& p : L.predictions) add(p.experiment, p.measure);
     for (const auto& c : L.checks) add(c.experiment, c.measure);
     for (const auto& x : L.experiments) experiments.insert(x.id);
-    // "Check it now" on every experiment, before any prediction.
+    // "Check it now" on every experiment, and every hint and answer opened, before any prediction.
     for (const auto& [e, m] : measures) s.apply_measures(e, m);
+    for (std::size_t q = 0; q < L.questions.size(); ++q) {
+      s.show_hint(static_cast<int>(q), true);
+      s.show_answer(static_cast<int>(q), true);
+    }
 
     const auto reveals = reveal_sections(L);
     std::vector<std::size_t> part_of_prediction(L.predictions.size());
@@ -241,6 +246,8 @@ TEST_F(LessonLeaks, NoLessonShowsAnAnswerBeforeItsPredictionIsLockedIn) {
     }
     const std::string drawn = squeeze(frame(s, host));
     for (const auto& [part, para] : reveals) EXPECT_NE(drawn.find(para), std::string::npos) << para;
+    for (const auto& q : L.questions)
+      if (!q.answer.empty()) EXPECT_NE(drawn.find(plain(q.answer)), std::string::npos) << "an opened answer is drawn";
     for (std::size_t c = 0; c < L.checks.size(); ++c) {
       EXPECT_TRUE(s.check_open(static_cast<int>(c))) << "check " << c + 1;
       EXPECT_NE(drawn.find(shown.at({L.checks[c].experiment, L.checks[c].measure})), std::string::npos)
