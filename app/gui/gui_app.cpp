@@ -860,6 +860,9 @@ bool App::open_state(const fs::path& path) {
       if (panels.has(m_panels[i]->id()) || m_synced[i]) m_synced[i] = false;
     m_active = active;
     ensure_synced(m_active);
+    // Which of the lesson's experiments the view shows now (one of its scenes, opened by the lesson or
+    // with File → Open) decides whether the view is veiled.
+    if (m_lesson) m_lesson->scene_opened(path);
     m_state_path = path;
     update_title();
     notify("Opened " + printable(path.string()));
@@ -907,8 +910,6 @@ bool App::open_lesson_scene(const fs::path& path, bool keep_classroom) {
   if (keep_classroom) classroom::set(room);
   m_pending_dock.reset();  // a lesson's scene never re-docks (or re-opens) a lesson itself
   if (ok) {
-    // Which of the lesson's experiments the view shows now decides whether it is veiled.
-    if (m_lesson) m_lesson->scene_opened(path);
     m_state_path.clear();
     update_title();
   }
