@@ -32,8 +32,20 @@ LessonSession::LessonSession(course::Lesson lesson, course::ProgressStore* progr
     break;
   }
   m_preds.resize(m_lesson.predictions.size());
+  m_records.resize(m_preds.size());
+  m_committed.assign(m_preds.size(), false);
+  m_retrying.assign(m_preds.size(), false);
   m_hints.assign(m_lesson.questions.size(), false);
   m_answers.assign(m_lesson.questions.size(), false);
+  m_preds_before_check.assign(m_lesson.checks.size(), 0);
+  {
+    int preds = 0;
+    for (const course::LessonPart& part : m_lesson.parts) {
+      if (part.kind == course::LessonPart::Kind::Prediction) ++preds;
+      if (part.kind == course::LessonPart::Kind::Check)
+        m_preds_before_check.at(static_cast<std::size_t>(part.index)) = preds;
+    }
+  }
   const course::LessonProgress* lp = m_progress ? m_progress->lesson(m_lesson.name) : nullptr;
   for (std::size_t i = 0; i < m_preds.size(); ++i) {
     const course::Prediction& p = m_lesson.predictions[i];
@@ -43,18 +55,37 @@ LessonSession::LessonSession(course::Lesson lesson, course::ProgressStore* progr
     const auto it = lp->predictions.find(p.id);
     if (it == lp->predictions.end()) continue;
     const course::PredictionRecord& r = it->second;
+    const auto valid = [&](int choice) {
+      return p.is_slider() || (choice >= 0 && choice < static_cast<int>(p.choices.size()));
+    };
     // A record whose choice no longer exists (the lesson was edited) is not restored.
-    if (!p.is_slider() && (r.choice < 0 || r.choice >= static_cast<int>(p.choices.size()))) continue;
-    s.choice = r.choice;
-    if (p.is_slider() && std::isfinite(r.value)) s.value = r.value;
+    if (!valid(r.choice)) continue;
+    m_records[i] = r;
+    m_committed[i] = true;
+    // The answer locked in now: the last retry, else the first answer.
+    int choice = r.choice;
+    double value = r.value;
+    if (!r.retries.empty() && valid(r.retries.back().choice)) {
+      choice = r.retries.back().choice;
+      value = r.retries.back().value;
+      m_retrying[i] = true;
+    }
+    s.choice = choice;
+    if (p.is_slider() && std::isfinite(value)) s.value = value;
     s.locked = true;
     if (r.revealed) {
       s.revealed = true;
       s.measured = r.measured;
       s.right_choice = p.is_slider() ? -1 : p.right_choice(r.measured);
-      s.right = p.is_slider() ? std::abs(s.value - r.measured) <= p.tolerance : s.choice == s.right_choice;
+      s.right = judge(static_cast<int>(i), s.choice, s.value, r.measured);
     }
   }
+}
+
+bool LessonSession::judge(int i, int choice, double value, double measured) const {
+  const course::Prediction& p = m_lesson.predictions.at(static_cast<std::size_t>(i));
+  if (p.is_slider()) return std::abs(value - measured) <= p.tolerance;
+  return choice >= 0 && choice == p.right_choice(measured);
 }
 
 void LessonSession::choose(int i, int choice) {
@@ -68,36 +99,81 @@ void LessonSession::set_value(int i, double value) {
 }
 
 bool LessonSession::lock(int i) {
-  PredictionState& s = m_preds.at(static_cast<std::size_t>(i));
-  const course::Prediction& p = m_lesson.predictions.at(static_cast<std::size_t>(i));
+  const auto u = static_cast<std::size_t>(i);
+  PredictionState& s = m_preds.at(u);
+  const course::Prediction& p = m_lesson.predictions.at(u);
   if (s.locked || (!p.is_slider() && s.choice < 0)) return false;
   s.locked = true;
-  record(i);
+  course::PredictionRecord& r = m_records[u];
+  if (!m_committed[u]) {
+    // The first answer: the record, final from now on.
+    r = course::PredictionRecord{};
+    r.choice = s.choice;
+    r.value = s.value;
+    r.committed_at = course::utc_now_iso8601();
+    m_committed[u] = true;
+    m_retrying[u] = false;
+  } else {
+    course::PredictionRetry t;
+    t.choice = s.choice;
+    t.value = s.value;
+    t.at = course::utc_now_iso8601();
+    r.retries.push_back(std::move(t));
+    m_retrying[u] = true;
+  }
+  save_record(i);
   return true;
 }
 
 void LessonSession::forget(int i) {
-  PredictionState& s = m_preds.at(static_cast<std::size_t>(i));
-  const course::Prediction& p = m_lesson.predictions.at(static_cast<std::size_t>(i));
+  const auto u = static_cast<std::size_t>(i);
+  PredictionState& s = m_preds.at(u);
+  const course::Prediction& p = m_lesson.predictions.at(u);
   s = PredictionState{};
   s.value = p.is_slider() ? 0.5 * (p.slider_min + p.slider_max) : 0.0;
-  if (m_progress) {
-    m_progress->edit(m_lesson.name).predictions.erase(p.id);
-    m_progress->save();
-  }
+  m_retrying[u] = false;  // nothing is locked in now; the record is untouched
 }
 
-void LessonSession::record(int i) {
+void LessonSession::save_record(int i) {
   if (!m_progress) return;
-  const PredictionState& s = m_preds.at(static_cast<std::size_t>(i));
-  course::PredictionRecord r;
-  r.choice = s.choice;
-  r.value = s.value;
-  r.revealed = s.revealed;
-  r.right = s.right;
-  r.measured = s.measured;
-  m_progress->edit(m_lesson.name).predictions[m_lesson.predictions.at(static_cast<std::size_t>(i)).id] = r;
+  const auto u = static_cast<std::size_t>(i);
+  m_progress->edit(m_lesson.name).predictions[m_lesson.predictions.at(u).id] = m_records.at(u);
   m_progress->save();
+}
+
+std::size_t LessonSession::visible_parts() const {
+  for (std::size_t k = 0; k < m_lesson.parts.size(); ++k) {
+    const course::LessonPart& part = m_lesson.parts[k];
+    if (part.kind == course::LessonPart::Kind::Prediction && !m_preds.at(static_cast<std::size_t>(part.index)).locked)
+      return k + 1;
+  }
+  return m_lesson.parts.size();
+}
+
+void LessonSession::scene_opened(const fs::path& scene) {
+  const auto same = [&scene](const fs::path& a) {
+    if (a.empty()) return false;
+    std::error_code ec;
+    if (fs::equivalent(a, scene, ec)) return true;
+    return fs::weakly_canonical(a, ec) == fs::weakly_canonical(scene, ec);
+  };
+  if (same(m_lesson.scene)) {
+    m_view = std::string();
+    return;
+  }
+  for (const course::ExtraExperiment& e : m_lesson.experiments)
+    if (same(e.scene)) {
+      m_view = e.id;
+      return;
+    }
+  m_view.reset();
+}
+
+bool LessonSession::veiled() const {
+  if (!m_view) return false;
+  for (std::size_t i = 0; i < m_preds.size(); ++i)
+    if (!m_preds[i].locked && m_lesson.predictions[i].experiment == *m_view) return true;
+  return false;
 }
 
 std::optional<fs::path> LessonSession::begin_run(const std::string& experiment, const Snapshot& snap) {
@@ -110,6 +186,7 @@ std::optional<fs::path> LessonSession::begin_run(const std::string& experiment, 
     if (panel.empty() || course::measures_of(panel).empty())
       throw course::LessonError("this experiment's view has nothing the app can measure");
     Run r;
+    m_view = experiment;  // the app opens this scene now
     r.experiment = experiment;
     r.panel = panel;
     r.scene = state;
@@ -183,14 +260,17 @@ void LessonSession::apply_measures(const std::string& experiment, const course::
     s.measured = it->second.value;
     s.lo = it->second.lo;
     s.hi = it->second.hi;
-    if (p.is_slider()) {
-      s.right_choice = -1;
-      s.right = std::abs(s.value - s.measured) <= p.tolerance;
-    } else {
-      s.right_choice = p.right_choice(s.measured);
-      s.right = s.choice >= 0 && s.choice == s.right_choice;
+    s.right_choice = p.is_slider() ? -1 : p.right_choice(s.measured);
+    s.right = judge(static_cast<int>(i), s.choice, s.value, s.measured);
+    // The first answer is judged by its first measurement and keeps that verdict; a retry gets its own.
+    course::PredictionRecord& r = m_records[i];
+    if (!r.revealed) {
+      r.revealed = true;
+      r.measured = s.measured;
+      r.right = judge(static_cast<int>(i), r.choice, r.value, s.measured);
     }
-    record(static_cast<int>(i));
+    if (m_retrying[i] && !r.retries.empty()) r.retries.back().right = s.right;
+    save_record(static_cast<int>(i));
   }
 }
 
@@ -202,6 +282,7 @@ const course::Measures* LessonSession::measures(const std::string& experiment) c
 LessonSession::CheckState LessonSession::check(int i) const {
   const course::Check& c = m_lesson.checks.at(static_cast<std::size_t>(i));
   CheckState out;
+  if (!check_open(i)) return out;
   const course::Measures* m = measures(c.experiment);
   if (!m) return out;
   out.known = true;
@@ -215,13 +296,22 @@ LessonSession::CheckState LessonSession::check(int i) const {
   return out;
 }
 
-bool LessonSession::check_would_spoil(int i) const {
+bool LessonSession::check_open(int i) const {
+  const int before = m_preds_before_check.at(static_cast<std::size_t>(i));
+  for (int k = 0; k < before; ++k)
+    if (!m_preds.at(static_cast<std::size_t>(k)).locked) return false;
+  return !check_would_spoil(i);
+}
+
+bool LessonSession::check_would_spoil(int i) const { return check_spoiler(i) >= 0; }
+
+int LessonSession::check_spoiler(int i) const {
   const course::Check& c = m_lesson.checks.at(static_cast<std::size_t>(i));
   for (std::size_t k = 0; k < m_preds.size(); ++k)
     if (m_lesson.predictions[k].experiment == c.experiment && m_lesson.predictions[k].measure == c.measure &&
         !m_preds[k].revealed)
-      return true;
-  return false;
+      return static_cast<int>(k);
+  return -1;
 }
 
 bool LessonSession::finished() const {

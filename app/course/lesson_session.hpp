@@ -3,6 +3,20 @@
 // the hints and answers opened, the engine's checks, and "finished". Everything here is UI-free and
 // unit-tested; the lesson pane (lesson_pane.hpp) draws it. UI thread only.
 //
+// Sealed predictions: nothing may give a prediction's answer away before the student has committed
+// to one.
+//  - Progressive disclosure: the lesson is read in order and stops after the first prediction that
+//    is not locked in (visible_parts()); the text, "Try this" steps, the reveal, checks, questions
+//    and later predictions after it appear once it is locked.
+//  - The view is veiled (veiled()) while any prediction not locked in asks about the experiment the
+//    view shows: the lesson's own scene at first, then the experiment last opened by a run or by a
+//    link in the lesson's text to one of its scenes (view_opened, scene_opened).
+//  - A check opens (check_open(), and check() reports a value) only when every prediction above it is
+//    locked in and no prediction on the same value is still unrevealed (check_would_spoil), however
+//    the value was measured.
+//  - The first committed answer is final in the progress record; "Predict again" and a new lock-in
+//    add a retry (progress.hpp). The card shows the first answer beside the current one.
+//
 // Running an experiment: begin_run() names the scene to open (the app opens it like File → Open, which
 // posts the view's settings to the engine) and notes the view's generation in the snapshot of that
 // frame. poll() is then called once per frame; it takes the measures (course::read_measures) when the
@@ -69,12 +83,33 @@ class LessonSession {
   const PredictionState& prediction(int i) const { return m_preds.at(static_cast<std::size_t>(i)); }
   void choose(int i, int choice);
   void set_value(int i, double value);
-  // Commits the student's answer, records it and saves. False when nothing is chosen or it is locked.
+  // Commits the student's answer, records it and saves. The first commit is the prediction's record
+  // (final); a later one, after forget(), is recorded as a retry. False when nothing is chosen or it is
+  // locked.
   bool lock(int i);
-  // "Predict again": unlocks and forgets the answer and its result (recorded and saved).
+  // "Predict again": unlocks the prediction so the student can answer again. The record keeps the
+  // first answer; the next lock() adds a retry.
   void forget(int i);
-  // True while the lesson's FIRST prediction is not locked in: the live view stays veiled.
-  bool veiled() const { return !m_preds.empty() && !m_preds.front().locked; }
+  // What the progress record holds for prediction i: the first committed answer (committed() false:
+  // none yet) and its retries. Kept here too when no progress file is kept.
+  const course::PredictionRecord& record(int i) const { return m_records.at(static_cast<std::size_t>(i)); }
+  bool committed(int i) const { return m_committed.at(static_cast<std::size_t>(i)); }
+
+  // ---- what may be shown
+  // The lesson's parts to draw, from the first: up to and including the first prediction that is not
+  // locked in (all of them when every prediction is locked).
+  std::size_t visible_parts() const;
+  // The view now shows `experiment` ("" = the lesson's scene): called by begin_run, and by the app
+  // when it opens the lesson's scene.
+  void view_opened(const std::string& experiment) { m_view = experiment; }
+  // The app opened this scene file (a link in the lesson's text): one of the lesson's experiments, or a
+  // view no prediction asks about.
+  void scene_opened(const std::filesystem::path& scene);
+  // The experiment the view shows (nothing when it shows a scene that is not one of the lesson's).
+  const std::optional<std::string>& view_experiment() const { return m_view; }
+  // True while a prediction that is not locked in asks about the experiment the view shows: the live
+  // view stays veiled.
+  bool veiled() const;
 
   // ---- questions
   bool hint_shown(int i) const { return m_hints.at(static_cast<std::size_t>(i)); }
@@ -101,10 +136,17 @@ class LessonSession {
   const course::Measures* measures(const std::string& experiment) const;
 
   // ---- checks
+  // The check's measurement; nothing (known false) while the check is not open, even when its
+  // experiment has been measured.
   CheckState check(int i) const;
+  // True when every prediction above the check is locked in and none on the same value waits for its
+  // reveal: "Check it now" and the result may be shown.
+  bool check_open(int i) const;
   // True while a prediction on the same value is not revealed yet: the check's result would give its
   // answer away, so it waits.
   bool check_would_spoil(int i) const;
+  // The prediction that makes check_would_spoil true (−1: none).
+  int check_spoiler(int i) const;
 
   // ---- the lesson as a whole
   bool finished() const;
@@ -120,12 +162,19 @@ class LessonSession {
     bool quiet_before = false;
     bool posted = false;  // the scene itself was posted (once)
   };
-  void record(int i);
+  void save_record(int i);
+  // Right or not, for an answer to prediction i measured as `measured`.
+  bool judge(int i, int choice, double value, double measured) const;
 
   course::Lesson m_lesson;
   course::ProgressStore* m_progress;
   std::vector<MdDocument> m_docs;
   std::vector<PredictionState> m_preds;
+  std::vector<course::PredictionRecord> m_records;
+  std::vector<bool> m_committed;  // a first answer is on record
+  std::vector<bool> m_retrying;   // the answer locked in now is a retry (the last of the record's retries)
+  std::vector<int> m_preds_before_check;  // how many predictions come before each check in the text
+  std::optional<std::string> m_view = std::string();
   std::vector<bool> m_hints, m_answers;
   std::map<std::string, course::Measures> m_measures;
   std::optional<Run> m_run;

@@ -6,7 +6,9 @@
 // "<file>.unreadable", so even a file another tool damaged is never lost silently.
 #include "course/progress.hpp"
 
+#include <chrono>
 #include <cmath>
+#include <ctime>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -22,7 +24,7 @@ namespace fs = std::filesystem;
 constexpr const char* kFormat = "tttlab-course-progress";
 constexpr int kVersion = 1;
 constexpr std::uint64_t kMaxBytes = 1u << 20;  // a course's progress is a few KB
-constexpr int kMaxDepth = 16;                  // the format is 5 levels deep
+constexpr int kMaxDepth = 16;                  // the format is 7 levels deep
 
 // A malformed field: the message names it ("lessons.01-x.finished: expected true or false").
 struct Bad : std::runtime_error {
@@ -58,6 +60,13 @@ double read_number(const nlohmann::json& o, const char* key, const std::string& 
   if (it->is_null()) return std::nan("");
   if (!it->is_number()) expected(where + "." + key, "a number", *it);
   return it->get<double>();
+}
+
+std::string read_string(const nlohmann::json& o, const char* key, const std::string& where) {
+  const auto it = o.find(key);
+  if (it == o.end()) return {};
+  if (!it->is_string()) expected(where + "." + key, "a string", *it);
+  return it->get<std::string>();
 }
 
 int read_choice(const nlohmann::json& o, const std::string& where) {
@@ -116,7 +125,22 @@ std::map<std::string, LessonProgress> parse(const std::string& text, std::string
         r.revealed = read_bool(p, "revealed", pw);
         r.right = read_bool(p, "right", pw);
         r.measured = read_number(p, "measured", pw);
-        lp.predictions.emplace(id, r);
+        r.committed_at = read_string(p, "committed_at", pw);
+        if (const auto retries = p.find("retries"); retries != p.end()) {
+          if (!retries->is_array()) expected(pw + ".retries", "an array", *retries);
+          for (std::size_t k = 0; k < retries->size(); ++k) {
+            const nlohmann::json& t = (*retries)[k];
+            const std::string tw = pw + ".retries[" + std::to_string(k) + "]";
+            if (!t.is_object()) expected(tw, "an object", t);
+            PredictionRetry retry;
+            retry.choice = read_choice(t, tw);
+            retry.value = read_number(t, "value", tw);
+            retry.right = read_bool(t, "right", tw);
+            retry.at = read_string(t, "at", tw);
+            r.retries.push_back(std::move(retry));
+          }
+        }
+        lp.predictions.emplace(id, std::move(r));
       }
     }
     out.emplace(name, std::move(lp));
@@ -128,12 +152,18 @@ nlohmann::json to_json(const std::map<std::string, LessonProgress>& lessons, con
   nlohmann::json ls = nlohmann::json::object();
   for (const auto& [name, lp] : lessons) {
     nlohmann::json preds = nlohmann::json::object();
-    for (const auto& [id, r] : lp.predictions)
+    for (const auto& [id, r] : lp.predictions) {
+      nlohmann::json retries = nlohmann::json::array();
+      for (const PredictionRetry& t : r.retries)
+        retries.push_back({{"choice", t.choice}, {"value", t.value}, {"right", t.right}, {"at", t.at}});
       preds[id] = {{"choice", r.choice},
                    {"value", r.value},  // NaN and ±∞ are written as null
                    {"revealed", r.revealed},
                    {"right", r.right},
-                   {"measured", r.measured}};
+                   {"measured", r.measured},
+                   {"committed_at", r.committed_at},
+                   {"retries", std::move(retries)}};
+    }
     ls[name] = {{"finished", lp.finished}, {"predictions", std::move(preds)}};
   }
   nlohmann::json doc = {{"format", kFormat}, {"version", kVersion}, {"lessons", std::move(ls)}};
@@ -151,6 +181,15 @@ bool readable(const fs::path& path) {
 }
 
 }  // namespace
+
+std::string utc_now_iso8601() {
+  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
 
 fs::path ProgressStore::default_path() {
   if (const char* p = std::getenv("TTTLAB_PROGRESS"); p && *p) return fs::path(p);

@@ -4,9 +4,19 @@
 // XDG_CONFIG_HOME is unset; $TTTLAB_PROGRESS overrides the whole path):
 //
 //   { "format": "tttlab-course-progress", "version": 1, "student": "Ada L. (2b)",
-//     "lessons": { "01-one-step-per-token": { "finished": true,
-//                                             "predictions": { "gap": { "choice": 0, "value": 0.0,
-//                                                                       "right": true } } } } }
+//     "lessons": { "01-one-step-per-token": {
+//       "finished": true,
+//       "predictions": { "gap": { "choice": 0, "value": 0.0, "revealed": true, "right": false,
+//                                 "measured": 0.12, "committed_at": "2026-03-02T14:05:09Z",
+//                                 "retries": [ { "choice": 1, "value": 0.0, "right": true,
+//                                                "at": "2026-03-02T14:07:41Z" } ] } } } } }
+//
+// A prediction's record is the student's FIRST committed answer, and it is final: once committed
+// (`committed_at`, ISO-8601 UTC), its choice and value never change; only revealed / right / measured
+// are filled in when the engine measures it. "Predict again" followed by a new lock-in appends an
+// entry to `retries` (its `right` is filled in when that answer is measured), so a teacher sees both
+// the first answer and every later one. Files written before `committed_at` and `retries` existed
+// still read: their records count as committed, with no time and no retries.
 //
 // Written atomically after every change. A missing file is an empty progress; an unreadable or
 // malformed one is reported (ProgressStore::error) and left untouched on disk until the student's next
@@ -17,8 +27,17 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace tttlab::course {
+
+// A later answer after "Predict again".
+struct PredictionRetry {
+  int choice = -1;
+  double value = 0;
+  bool right = false;  // once measured
+  std::string at;      // when it was locked in (ISO-8601 UTC)
+};
 
 struct PredictionRecord {
   int choice = -1;     // multiple choice: the index picked
@@ -26,7 +45,12 @@ struct PredictionRecord {
   bool revealed = false;
   bool right = false;  // once revealed
   double measured = 0;
+  std::string committed_at;  // when the first answer was locked in ("" in files older than the field)
+  std::vector<PredictionRetry> retries;
 };
+
+// Now, as ISO-8601 UTC ("2026-03-02T14:05:09Z"): the times in the record.
+std::string utc_now_iso8601();
 
 struct LessonProgress {
   bool finished = false;

@@ -136,6 +136,7 @@ class App {
   std::unique_ptr<LessonSession> m_lesson;
   int m_lesson_generation = 0;  // the course's generation when m_lesson was made
   bool m_lesson_docked = false;
+  bool m_lesson_to_top = false;  // the lesson was (re)opened: its pane starts at the top, not where the last one was
   bool m_sidebar_wide = false;            // while a lesson is docked the sidebar is a strip unless widened
   // A state file named a lesson: docked at the start of the next frame (or at the end of init), never
   // in the middle of drawing the pane that opened the file. load_scene: the file had no view of its own.
@@ -541,7 +542,8 @@ void App::draw_content(float width, float height) {
 
   ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, ImVec2(18, 12));
   ImGui::PushStyleColor(ImGuiCol_ChildBg, ImVec4(30 / 255.0f, 32 / 255.0f, 38 / 255.0f, 1.0f));
-  ImGui::BeginChild("##lesson_pane", ImVec2(pane_w, height), false, ImGuiWindowFlags_AlwaysUseWindowPadding);
+  begin_lesson_pane_window("##lesson_pane", ImVec2(pane_w, height), m_lesson_to_top);
+  m_lesson_to_top = false;
   ImGui::PopStyleColor();
   ImGui::PopStyleVar();
   LessonPaneHost host;
@@ -855,6 +857,9 @@ bool App::open_state(const fs::path& path) {
       if (panels.has(m_panels[i]->id()) || m_synced[i]) m_synced[i] = false;
     m_active = active;
     ensure_synced(m_active);
+    // Which of the lesson's experiments the view shows now (one of its scenes, opened by the lesson or
+    // with File → Open) decides whether the view is veiled.
+    if (m_lesson) m_lesson->scene_opened(path);
     m_state_path = path;
     update_title();
     notify("Opened " + printable(path.string()));
@@ -937,6 +942,7 @@ void App::dock_lesson(const course::Lesson& lesson) {
     m_lesson_generation = cs.generation;
   }
   m_lesson_docked = true;
+  m_lesson_to_top = true;
   m_sidebar_wide = false;
   cs.open_lesson = lesson.name;
   update_title();

@@ -44,10 +44,10 @@ TEST(CourseProgress, RoundTripsThroughTheFile) {
     EXPECT_EQ(s.error(), "");
     LessonProgress& a = s.edit("01-one-step-per-token");
     a.finished = true;
-    a.predictions["gap"] = PredictionRecord{0, 0.0, true, true, 0.125};
+    a.predictions["gap"] = PredictionRecord{0, 0.0, true, true, 0.125, "", {}};
     LessonProgress& b = s.edit("02-mini-batches");
-    b.predictions["size"] = PredictionRecord{-1, 3.5, false, false, 0.0};
-    b.predictions["nan"] = PredictionRecord{-1, 1.0, true, false, std::nan("")};
+    b.predictions["size"] = PredictionRecord{-1, 3.5, false, false, 0.0, "", {}};
+    b.predictions["nan"] = PredictionRecord{-1, 1.0, true, false, std::nan(""), "", {}};
     ASSERT_TRUE(s.save()) << s.error();
     EXPECT_EQ(s.error(), "");
     EXPECT_EQ(s.finished_count(), 1);
@@ -79,6 +79,50 @@ TEST(CourseProgress, RoundTripsThroughTheFile) {
   EXPECT_FALSE(b->predictions.at("size").revealed);
   EXPECT_TRUE(std::isnan(b->predictions.at("nan").measured)) << "a value that was not finite stays so";
   EXPECT_EQ(r.lesson("03-nothing-yet"), nullptr);
+}
+
+// The first committed answer and its retries survive the file; a file written before they existed
+// still reads; a retry of the wrong type is reported with its place.
+TEST(CourseProgress, KeepsTheFirstAnswerAndItsRetries) {
+  TempDir dir;
+  const fs::path file = dir.path() / "progress.json";
+  {
+    ProgressStore s(file);
+    PredictionRecord r{1, 0.0, true, false, 0.25, "2026-03-02T14:05:09Z", {}};
+    r.retries.push_back(PredictionRetry{0, 0.0, true, "2026-03-02T14:07:41Z"});
+    r.retries.push_back(PredictionRetry{2, 0.0, false, "2026-03-02T14:09:00Z"});
+    s.edit("08-theorem-2").predictions["rows"] = r;
+    ASSERT_TRUE(s.save()) << s.error();
+  }
+  const ProgressStore back(file);
+  ASSERT_EQ(back.error(), "");
+  const PredictionRecord& r = back.lesson("08-theorem-2")->predictions.at("rows");
+  EXPECT_EQ(r.choice, 1);
+  EXPECT_FALSE(r.right);
+  EXPECT_EQ(r.committed_at, "2026-03-02T14:05:09Z");
+  ASSERT_EQ(r.retries.size(), 2u);
+  EXPECT_EQ(r.retries[0].choice, 0);
+  EXPECT_TRUE(r.retries[0].right);
+  EXPECT_EQ(r.retries[0].at, "2026-03-02T14:07:41Z");
+  EXPECT_EQ(r.retries[1].choice, 2);
+
+  write(file, R"({"format": "tttlab-course-progress", "version": 1, "lessons": {"01-a": {"finished": false,
+    "predictions": {"gap": {"choice": 0, "value": 0.0, "revealed": true, "right": true, "measured": 0.1}}}}})");
+  const ProgressStore old(file);
+  EXPECT_EQ(old.error(), "") << "a file without committed_at and retries still reads";
+  EXPECT_EQ(old.lesson("01-a")->predictions.at("gap").committed_at, "");
+  EXPECT_TRUE(old.lesson("01-a")->predictions.at("gap").retries.empty());
+
+  write(file, R"({"format": "tttlab-course-progress", "version": 1, "lessons": {"01-a": {
+    "predictions": {"gap": {"choice": 0, "retries": [{"choice": "two"}]}}}}})");
+  const ProgressStore bad(file);
+  EXPECT_TRUE(contains(bad.error(), "lessons.01-a.predictions.gap.retries[0].choice")) << bad.error();
+
+  const std::string now = utc_now_iso8601();
+  ASSERT_EQ(now.size(), 20u) << now;
+  EXPECT_EQ(now[4], '-');
+  EXPECT_EQ(now[10], 'T');
+  EXPECT_EQ(now.back(), 'Z');
 }
 
 TEST(CourseProgress, AMissingFileIsAnEmptyProgress) {
@@ -163,7 +207,7 @@ TEST(CourseProgress, AnUnwritableLocationKeepsTheProgressInMemory) {
   ProgressStore s(file);
   EXPECT_EQ(s.error(), "") << "a missing file is not an error";
   s.edit("01-a").finished = true;
-  s.edit("01-a").predictions["gap"] = PredictionRecord{2, 0.0, true, false, -0.5};
+  s.edit("01-a").predictions["gap"] = PredictionRecord{2, 0.0, true, false, -0.5, "", {}};
   EXPECT_FALSE(s.save());
   EXPECT_TRUE(contains(s.error(), "could not be saved")) << s.error();
   EXPECT_TRUE(contains(s.error(), blocker.string())) << s.error();

@@ -1,5 +1,6 @@
-// A lesson as the student works through it (app/course/lesson_session.hpp): the veil until the
-// first prediction is locked in, a real experiment on the engine revealing the prediction and the
+// A lesson as the student works through it (app/course/lesson_session.hpp): the veil while a
+// prediction not locked in asks about the view, the lesson read only up to that prediction, checks
+// that wait for the predictions above them, a first answer that stays final, a real experiment on the engine revealing the prediction and the
 // check, the answers recorded in the course progress and restored from it, and a view (the stepper)
 // whose panel computes less than its measures need.
 #include <gtest/gtest.h>
@@ -110,11 +111,14 @@ TEST(LessonSession, PredictLockRunRevealAndRecord) {
   ASSERT_FALSE(s.part_doc(0).blocks.empty());
   EXPECT_FALSE(s.part_doc(0).blocks.front().kind == MdBlockKind::Heading && s.part_doc(0).blocks.front().level == 1);
 
-  EXPECT_TRUE(s.veiled()) << "the view stays veiled until the first prediction is locked in";
+  EXPECT_TRUE(s.veiled()) << "the view stays veiled until the predictions on it are locked in";
+  EXPECT_EQ(s.visible_parts(), 2u) << "the lesson is read up to its first prediction";
+  EXPECT_FALSE(s.check_open(0));
   EXPECT_FALSE(s.lock(0)) << "nothing chosen yet";
   s.choose(0, 0);
   ASSERT_TRUE(s.lock(0));
-  EXPECT_FALSE(s.veiled());
+  EXPECT_TRUE(s.veiled()) << "the second prediction asks about the same view";
+  EXPECT_EQ(s.visible_parts(), L.parts.size()) << "the rest of the lesson, up to the slider, is shown";
   s.choose(0, 1);
   EXPECT_EQ(s.prediction(0).choice, 0) << "a locked prediction does not change";
   {
@@ -140,6 +144,7 @@ TEST(LessonSession, PredictLockRunRevealAndRecord) {
   EXPECT_EQ(p.right_choice, 0);
   EXPECT_TRUE(p.right);
   EXPECT_FALSE(s.prediction(1).revealed) << "a prediction not locked in is never revealed";
+  EXPECT_TRUE(s.check_would_spoil(0) == false && s.check_open(0));
   const auto c = s.check(0);
   EXPECT_TRUE(c.known);
   EXPECT_TRUE(c.holds);
@@ -150,6 +155,7 @@ TEST(LessonSession, PredictLockRunRevealAndRecord) {
   // The slider, locked after the first run: the next run reveals it (8 tokens, tolerance 1).
   s.set_value(1, 8.5);
   ASSERT_TRUE(s.lock(1));
+  EXPECT_FALSE(s.veiled()) << "every prediction on the view is locked in";
   ASSERT_TRUE(s.begin_run("", *engine.snapshot()));
   course::post_scene(read_state_file(L.scene), engine);
   run_to_end(s, engine);
@@ -183,10 +189,113 @@ TEST(LessonSession, PredictLockRunRevealAndRecord) {
   EXPECT_DOUBLE_EQ(restored.prediction(1).value, 8.5);
   EXPECT_TRUE(restored.finished());
 
-  // "Predict again" forgets the answer, in the file too.
+  // "Predict again" unlocks the prediction, but the first answer stays on record; the new answer is a
+  // retry, judged when it is measured, and a new session restores it with the first answer beside it.
   restored.forget(0);
   EXPECT_TRUE(restored.veiled());
-  EXPECT_EQ(course::ProgressStore(dir.path() / "progress.json").lesson("01-test")->predictions.count("equal"), 0u);
+  EXPECT_EQ(restored.visible_parts(), 2u);
+  {
+    const course::ProgressStore file(dir.path() / "progress.json");
+    const course::PredictionRecord& kept = file.lesson("01-test")->predictions.at("equal");
+    EXPECT_EQ(kept.choice, 0);
+    EXPECT_TRUE(kept.right);
+    EXPECT_FALSE(kept.committed_at.empty());
+    EXPECT_TRUE(kept.retries.empty());
+  }
+  restored.choose(0, 1);
+  ASSERT_TRUE(restored.lock(0));
+  course::Measures m;
+  m["max_rel_diff"] = course::Measurement{1e-16, std::nullopt, std::nullopt, false};
+  m["tokens"] = course::Measurement{8, std::nullopt, std::nullopt, false};
+  restored.apply_measures("", m);
+  EXPECT_FALSE(restored.prediction(0).right) << "the retry chose the wrong answer";
+  {
+    const course::ProgressStore file(dir.path() / "progress.json");
+    const course::PredictionRecord& kept = file.lesson("01-test")->predictions.at("equal");
+    EXPECT_EQ(kept.choice, 0) << "the first answer is final";
+    EXPECT_TRUE(kept.right) << "and keeps its verdict";
+    ASSERT_EQ(kept.retries.size(), 1u);
+    EXPECT_EQ(kept.retries[0].choice, 1);
+    EXPECT_FALSE(kept.retries[0].right);
+    EXPECT_FALSE(kept.retries[0].at.empty());
+  }
+  course::ProgressStore third(dir.path() / "progress.json");
+  LessonSession again2(L, &third);
+  EXPECT_EQ(again2.prediction(0).choice, 1) << "the answer locked in last is the one shown";
+  EXPECT_EQ(again2.record(0).choice, 0);
+  EXPECT_EQ(again2.record(0).retries.size(), 1u);
+}
+
+// Each prediction veils the view while it shows the experiment the prediction asks about; a check
+// opens only below locked predictions, whatever was measured before.
+TEST(LessonSession, EachPredictionVeilsItsOwnExperimentAndGatesTheChecksBelowIt) {
+  TempDir dir;
+  write(dir.path() / "other.tttlab", kPrimalDualScene);
+  const std::string lesson = std::string(kLesson) + R"(
+```experiment
+id: other
+scene: other.tttlab
+```
+
+```check
+claim: The other view has eight tokens.
+experiment: other
+measure: tokens
+expect: 7.5 .. 8.5
+```
+
+```predict
+id: other-diff
+ask: And in the other view?
+experiment: other
+measure: max_rel_diff
+choice: Rounding only. | <= 1e-12
+choice: Further apart. | > 1e-12
+```
+)";
+  const course::Lesson L = write_lesson(dir.path(), lesson, kPrimalDualScene);
+  LessonSession s(L, nullptr);
+  course::Measures m;
+  m["max_rel_diff"] = course::Measurement{1e-16, std::nullopt, std::nullopt, false};
+  m["tokens"] = course::Measurement{8, std::nullopt, std::nullopt, false};
+  // Measured before any prediction ("Check it now" pressed early): nothing may show yet.
+  s.apply_measures("", m);
+  s.apply_measures("other", m);
+  for (int c = 0; c < 2; ++c) {
+    EXPECT_FALSE(s.check_open(c));
+    EXPECT_FALSE(s.check(c).known) << "check " << c << " shows nothing before the predictions above it";
+  }
+  s.choose(0, 0);
+  ASSERT_TRUE(s.lock(0));
+  EXPECT_FALSE(s.check(0).known) << "its prediction is locked but not revealed yet";
+  s.apply_measures("", m);
+  EXPECT_TRUE(s.check(0).known);
+  EXPECT_FALSE(s.check(1).known) << "the slider above it is not locked in";
+  s.set_value(1, 8);
+  ASSERT_TRUE(s.lock(1));
+  EXPECT_FALSE(s.veiled()) << "no prediction left on the lesson's own view";
+  EXPECT_TRUE(s.check(1).known);
+  EXPECT_TRUE(s.check(1).holds);
+
+  // The view opens the other experiment: its prediction veils it again.
+  s.scene_opened(dir.path() / "other.tttlab");
+  ASSERT_TRUE(s.view_experiment());
+  EXPECT_EQ(*s.view_experiment(), "other");
+  EXPECT_TRUE(s.veiled());
+  s.scene_opened(dir.path() / "scene.tttlab");
+  EXPECT_FALSE(s.veiled());
+  Engine engine(make_engine_modules());
+  ASSERT_TRUE(s.begin_run("other", *engine.snapshot()));
+  s.cancel_run();
+  EXPECT_TRUE(s.veiled()) << "a run opens its experiment's view";
+  s.scene_opened(dir.path() / "01-test.md");
+  EXPECT_FALSE(s.view_experiment()) << "not one of the lesson's scenes";
+  EXPECT_FALSE(s.veiled());
+  s.choose(2, 0);
+  ASSERT_TRUE(s.lock(2));
+  s.view_opened("other");
+  EXPECT_FALSE(s.veiled());
+  EXPECT_EQ(s.visible_parts(), L.parts.size());
 }
 
 TEST(LessonSession, RevealJudgesSlidersAndChoicesAndReportsMissingMeasures) {
@@ -225,7 +334,7 @@ TEST(LessonSession, RevealJudgesSlidersAndChoicesAndReportsMissingMeasures) {
   s.apply_measures("", course::Measures{});
   EXPECT_FALSE(s.prediction(0).revealed);
   EXPECT_FALSE(s.prediction(0).error.empty());
-  EXPECT_TRUE(s.check(0).missing);
+  EXPECT_FALSE(s.check(0).known) << "its prediction is not revealed: the check on the same value waits";
   EXPECT_FALSE(s.finished());
 
   // An experiment the lesson does not have cannot start.

@@ -1,6 +1,7 @@
 #include "gui/lessons/lesson_pane.hpp"
 
 #include <imgui.h>
+#include <imgui_internal.h>  // SetNextWindowScroll
 
 #include <algorithm>
 #include <cfloat>
@@ -118,7 +119,8 @@ bool choice_row(int k, const std::string& text, bool chosen, bool locked, bool r
   dl->AddCircle(c, mark * 0.5f - 1.0f, ring, 24, 1.5f);
   if (chosen) dl->AddCircleFilled(c, mark * 0.25f, colors::kAccent, 16);
   const ImU32 col = locked && !chosen && !(revealed && is_right) ? colors::kTextDim : colors::kText;
-  dl->AddText(font, size, ImVec2(p.x + mark + 12.0f, p.y + 5.0f), col, text.c_str(), nullptr, text_w);
+  lesson_ui::add_text(dl, font, size, ImVec2(p.x + mark + 12.0f, p.y + 5.0f), col, text.c_str(),
+                      text.c_str() + text.size(), text_w);
   if (revealed && is_right) lesson_ui::check_mark(ImVec2(q.x - size * 1.3f, p.y + 5.0f), size * 0.9f, colors::kGood);
   if (hovered) ImGui::SetMouseCursor(ImGuiMouseCursor_Hand);
   ImGui::Dummy(ImVec2(0, 2));
@@ -135,6 +137,30 @@ std::string slider_format(const std::string& unit) {
     }
   }
   return f;
+}
+
+// The answer on record: the first one committed is final, so after "Predict again" the card says what
+// it was, its verdict, and how many times the student answered again.
+void first_answer_line(const LessonSession& s, int i) {
+  const course::Prediction& p = s.lesson().predictions.at(static_cast<std::size_t>(i));
+  const course::PredictionRecord& r = s.record(i);
+  if (!s.committed(i) || (r.retries.empty() && s.prediction(i).locked)) return;
+  std::string answer;
+  if (p.is_slider())
+    answer = lesson_ui::measured_text(r.value, std::nullopt, std::nullopt, p.unit);
+  else if (r.choice >= 0 && r.choice < static_cast<int>(p.choices.size()))
+    answer = p.choices[static_cast<std::size_t>(r.choice)].text;
+  if (answer.size() > 60) {
+    std::size_t cut = 57;
+    while (cut > 0 && (static_cast<unsigned char>(answer[cut]) & 0xC0) == 0x80) --cut;  // not inside a character
+    answer = answer.substr(0, cut) + "\xE2\x80\xA6";
+  }
+  std::string line = "Your first prediction: " + answer;
+  line += r.revealed ? (r.right ? " (right)" : " (not right)") : "";
+  if (!r.retries.empty())
+    line += "  \xC2\xB7  " + std::to_string(r.retries.size()) + (r.retries.size() == 1 ? " retry" : " retries");
+  ImGui::Dummy(ImVec2(0, 2));
+  small_wrapped(colors::kTextFaint, line);
 }
 
 void draw_prediction(LessonSession& s, int i, const Snapshot& snap, const LessonPaneHost& host, float width) {
@@ -171,8 +197,10 @@ void draw_prediction(LessonSession& s, int i, const Snapshot& snap, const Lesson
       ImGui::BeginDisabled(!ready);
       if (ImGui::Button("Lock in my prediction")) s.lock(i);
       ImGui::EndDisabled();
-      if (i == 0) small_wrapped(colors::kTextDim, "The view beside the lesson opens once you have locked it in.");
-      else if (!ready) small_wrapped(colors::kTextDim, "Choose an answer first.");
+      if (s.veiled() && s.view_experiment() == p.experiment)
+        small_wrapped(colors::kTextDim, "The view beside the lesson opens once you have locked it in.");
+      else if (!ready)
+        small_wrapped(colors::kTextDim, "Choose an answer first.");
     } else if (!st.revealed) {
       small_wrapped(colors::kTextDim, "Locked in. Now let the engine measure it:");
       run_controls(s, p.experiment, "Run the experiment", snap, host);
@@ -218,6 +246,7 @@ void draw_prediction(LessonSession& s, int i, const Snapshot& snap, const Lesson
       }
     }
     if (!st.error.empty()) small_wrapped(colors::kError, st.error);
+    first_answer_line(s, i);
   }
   ImGui::PopID();
   ImGui::PopID();
@@ -286,8 +315,13 @@ void draw_check(LessonSession& s, int i, const Snapshot& snap, const LessonPaneH
     draw_inline_markdown("**The engine checks:** " + c.claim, w, colors::kText);
     ImGui::Dummy(ImVec2(0, 2));
     if (!st.known) {
-      if (s.check_would_spoil(i))
-        small_wrapped(colors::kTextDim, "Its result appears once you have revealed your prediction above.");
+      const int spoiler = s.check_spoiler(i);
+      if (!s.check_open(i) && spoiler < 0)
+        small_wrapped(colors::kTextDim, "It can be checked once you have locked in the predictions above.");
+      else if (spoiler >= 0)
+        small_wrapped(colors::kTextDim, s.prediction(spoiler).locked
+                                            ? "Its result appears once your prediction on this value is revealed."
+                                            : "Its result appears once you have made the prediction on this value.");
       else
         run_controls(s, c.experiment, "Check it now", snap, host);
     } else if (st.missing) {
@@ -316,6 +350,12 @@ void draw_check(LessonSession& s, int i, const Snapshot& snap, const LessonPaneH
 }
 
 }  // namespace
+
+void begin_lesson_pane_window(const char* id, ImVec2 size, bool from_top) {
+  // Applied inside this frame's Begin (ImGui::SetScrollY would wait for the next frame).
+  if (from_top) ImGui::SetNextWindowScroll(ImVec2(0.0f, 0.0f));
+  ImGui::BeginChild(id, size, false, ImGuiWindowFlags_AlwaysUseWindowPadding);
+}
 
 void draw_lesson_pane(LessonSession& s, const Snapshot& snap, CommandSink& sink, const LessonPaneHost& host) {
   s.poll(snap, host.engine_quiet ? host.engine_quiet() : false, sink);
@@ -347,8 +387,10 @@ void draw_lesson_pane(LessonSession& s, const Snapshot& snap, CommandSink& sink,
   }
   rule(width);
 
-  // The lesson, part by part.
-  for (std::size_t k = 0; k < L.parts.size(); ++k) {
+  // The lesson, part by part, up to the first prediction not locked in: what follows it (the text,
+  // "Try this", the reveal, checks, questions, later predictions) could give its answer away.
+  const std::size_t shown = s.visible_parts();
+  for (std::size_t k = 0; k < shown; ++k) {
     const course::LessonPart& part = L.parts[k];
     switch (part.kind) {
       case course::LessonPart::Kind::Markdown: {
@@ -356,14 +398,20 @@ void draw_lesson_pane(LessonSession& s, const Snapshot& snap, CommandSink& sink,
         const std::string link = draw_markdown(s.part_doc(k), width);
         ImGui::PopID();
         if (!link.empty() && fs::path(link).extension() == ".tttlab" && link.find("://") == std::string::npos &&
-            host.open_scene)
-          host.open_scene(fs::path(link).is_absolute() ? fs::path(link) : L.file.parent_path() / link);
+            host.open_scene) {
+          const fs::path scene = fs::path(link).is_absolute() ? fs::path(link) : L.file.parent_path() / link;
+          if (host.open_scene(scene)) s.scene_opened(scene);
+        }
         break;
       }
       case course::LessonPart::Kind::Prediction: draw_prediction(s, part.index, snap, host, width); break;
       case course::LessonPart::Kind::Question: draw_question(s, part.index, width); break;
       case course::LessonPart::Kind::Check: draw_check(s, part.index, snap, host, width); break;
     }
+  }
+  if (shown < L.parts.size()) {
+    ImGui::Dummy(ImVec2(0, 2));
+    small_wrapped(colors::kTextDim, "Lock in your prediction to read on.");
   }
 
   // The end of the lesson.
@@ -424,8 +472,9 @@ void draw_lesson_veil(const LessonSession& s) {
     const ImVec2 b(eye.x + std::cos(a) * r * 1.35f, eye.y - r * 0.9f + std::sin(a) * r * 1.35f);
     dl->AddLine(b, ImVec2(b.x + std::cos(a) * 6.0f, b.y + std::sin(a) * 6.0f), colors::kTextFaint, 2.0f);
   }
-  dl->AddText(f.large, f.large->FontSize, ImVec2(x, y), colors::kText, main_text, nullptr, text_w);
-  dl->AddText(f.regular, f.regular->FontSize, ImVec2(x, y + m.y + 14.0f), colors::kTextDim, sub.c_str(), nullptr, text_w);
+  lesson_ui::add_text(dl, f.large, f.large->FontSize, ImVec2(x, y), colors::kText, main_text, nullptr, text_w);
+  lesson_ui::add_text(dl, f.regular, f.regular->FontSize, ImVec2(x, y + m.y + 14.0f), colors::kTextDim, sub.c_str(),
+                      sub.c_str() + sub.size(), text_w);
   ImGui::Dummy(avail);
 }
 

@@ -1,12 +1,13 @@
 #include "gui/lessons/lesson_widgets.hpp"
 
-#include <imgui_internal.h>  // RenderCheckMark
+#include <imgui_internal.h>  // RenderCheckMark, LogRenderedText
 
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <iomanip>
 #include <sstream>
 
@@ -43,6 +44,13 @@ Card::~Card() {
   m_dl->ChannelsMerge();
   ImGui::SetCursorScreenPos(ImVec2(m_p0.x, y1));
   ImGui::Dummy(ImVec2(m_width, 10.0f));
+}
+
+void add_text(ImDrawList* dl, ImFont* font, float size, ImVec2 pos, ImU32 color, const char* begin, const char* end,
+              float wrap_width) {
+  if (!end) end = begin + std::strlen(begin);
+  dl->AddText(font, size, pos, color, begin, end, wrap_width);
+  if (GImGui->LogEnabled) ImGui::LogRenderedText(&pos, begin, end);
 }
 
 void card_label(const char* text, ImU32 color) {
@@ -88,7 +96,7 @@ void badge(int number, bool done, float d) {
       const std::string n = std::to_string(number);
       ImFont* f = fonts().bold;
       const ImVec2 sz = f->CalcTextSizeA(f->FontSize, FLT_MAX, 0.0f, n.c_str());
-      dl->AddText(f, f->FontSize, ImVec2(c.x - sz.x * 0.5f, c.y - sz.y * 0.5f), colors::kText, n.c_str());
+      add_text(dl, f, f->FontSize, ImVec2(c.x - sz.x * 0.5f, c.y - sz.y * 0.5f), colors::kText, n.c_str());
     }
   }
   ImGui::Dummy(ImVec2(d, d));

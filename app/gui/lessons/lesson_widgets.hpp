@@ -28,6 +28,12 @@ class Card {
   ImU32 m_edge, m_background;
 };
 
+// Text drawn straight into a draw list (a word of a paragraph, a choice, the veil). Draw lists are
+// invisible to ImGui's log, so this also logs the text while logging is on (ImGui::LogToBuffer):
+// that is how a test reads everything the lessons draw.
+void add_text(ImDrawList* dl, ImFont* font, float size, ImVec2 pos, ImU32 color, const char* begin,
+              const char* end = nullptr, float wrap_width = 0.0f);
+
 // "PREDICT" style small caps in `color`.
 void card_label(const char* text, ImU32 color);
 // A spinning arc `radius` px, then the cursor continues on the same line.

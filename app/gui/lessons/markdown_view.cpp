@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "gui/fonts.hpp"
+#include "gui/lessons/lesson_widgets.hpp"
 #include "gui/plot/plot_common.hpp"
 #include "gui/theme.hpp"
 
@@ -61,7 +62,7 @@ class RunLayout {
           const float tw = font->CalcTextSizeA(size, FLT_MAX, 0.0f, word.c_str(), word_end).x;
           dl->AddRectFilled(ImVec2(p.x - 2, p.y - 1), ImVec2(p.x + tw + 2, p.y + size + 1), kCodeBg, 3.0f);
         }
-        dl->AddText(font, size, p, col, word.c_str());
+        lesson_ui::add_text(dl, font, size, p, col, word.c_str(), word.c_str() + word.size());
         if (!r.link.empty()) {
           const float tw = font->CalcTextSizeA(size, FLT_MAX, 0.0f, word.c_str(), word_end).x;
           const ImVec2 a(p.x, p.y), b(p.x + tw, p.y + size);
@@ -143,7 +144,7 @@ std::string draw_markdown(const MdDocument& doc, float width) {
         const float indent = 18.0f * static_cast<float>(std::max(1, b.level));
         const ImVec2 p = ImGui::GetCursorScreenPos();
         const std::string marker = b.number > 0 ? std::to_string(b.number) + "." : "\xE2\x80\xA2";
-        ImGui::GetWindowDrawList()->AddText(f.regular, f.regular->FontSize,
+        lesson_ui::add_text(ImGui::GetWindowDrawList(), f.regular, f.regular->FontSize,
                                             ImVec2(x0 + indent - 14.0f - (b.number > 0 ? 6.0f : 0.0f),
                                                    p.y + f.regular->FontSize * 0.21f),
                                             colors::kTextDim, marker.c_str());
@@ -162,7 +163,8 @@ std::string draw_markdown(const MdDocument& doc, float width) {
         dl->AddRectFilled(p, ImVec2(p.x + width, p.y + sz.y + 14.0f), kCodeBg, 4.0f);
         // A line wider than the column is clipped to the box rather than drawn over what is beside it.
         dl->PushClipRect(p, ImVec2(p.x + width - 4.0f, p.y + sz.y + 14.0f), true);
-        dl->AddText(font, font->FontSize, ImVec2(p.x + 10, p.y + 7), IM_COL32(210, 214, 222, 255), text.c_str());
+        lesson_ui::add_text(dl, font, font->FontSize, ImVec2(p.x + 10, p.y + 7), IM_COL32(210, 214, 222, 255), text.c_str(),
+                            text.c_str() + text.size());
         dl->PopClipRect();
         ImGui::Dummy(ImVec2(width, sz.y + 14.0f));
         if (sz.x + 20.0f > width && ImGui::IsItemHovered()) {

@@ -3,7 +3,10 @@
 // click on "Lock in my prediction" turning into a locked prediction.
 #include <gtest/gtest.h>
 #include <imgui.h>
+#include <imgui_internal.h>
 
+#include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <unistd.h>
@@ -111,8 +114,102 @@ class LessonPaneHeadless : public ::testing::Test {
     return ImGui::GetDrawData()->TotalVtxCount;
   }
 
+  // The text one frame of the pane draws (read through ImGui's log).
+  std::string drawn(LessonSession& s, const Snapshot& snap, CommandSink& sink, const LessonPaneHost& host) {
+    ImGuiContext& g = *GImGui;
+    ImGui::NewFrame();
+    ImGui::SetNextWindowPos(ImVec2(0, 0));
+    ImGui::SetNextWindowSize(ImVec2(460, 4000));
+    ImGui::Begin("##pane", nullptr, ImGuiWindowFlags_NoDecoration);
+    g.LogBuffer.clear();
+    ImGui::LogToBuffer();
+    draw_lesson_pane(s, snap, sink, host);
+    std::string text = g.LogBuffer.c_str();
+    ImGui::LogFinish();
+    ImGui::End();
+    ImGui::Render();
+    return text;
+  }
+
   fs::path m_dir;
 };
+
+// A lesson opened after another starts at its top in its very first frame, wherever the pane was
+// scrolled to before.
+TEST_F(LessonPaneHeadless, AnOpenedLessonStartsAtItsTop) {
+  const auto frame_with = [](bool from_top, float scroll_to) {
+    ImGui::NewFrame();
+    ImGui::SetNextWindowPos(ImVec2(0, 0));
+    ImGui::SetNextWindowSize(ImVec2(460, 720));
+    ImGui::Begin("##host", nullptr, ImGuiWindowFlags_NoDecoration);
+    begin_lesson_pane_window("##lesson_pane", ImVec2(460, 700), from_top);
+    const float scroll = ImGui::GetScrollY();
+    ImGui::Dummy(ImVec2(400, 5000));  // a long lesson
+    if (scroll_to >= 0) ImGui::SetScrollY(scroll_to);
+    ImGui::EndChild();
+    ImGui::End();
+    ImGui::Render();
+    return scroll;
+  };
+  frame_with(false, -1);
+  frame_with(false, 3000);  // the student scrolls to the end of a lesson
+  EXPECT_FLOAT_EQ(frame_with(false, -1), 3000.0f) << "the pane keeps its place while the lesson stays";
+  EXPECT_FLOAT_EQ(frame_with(true, -1), 0.0f) << "the next lesson's first frame is drawn from its top";
+  EXPECT_FLOAT_EQ(frame_with(false, -1), 0.0f);
+}
+
+// The lesson stops after the first prediction not locked in; "Predict again" keeps the first answer,
+// and the card says what it was and how many retries followed.
+TEST_F(LessonPaneHeadless, ReadsOnOnlyPastLockedPredictionsAndShowsTheFirstAnswer) {
+  const course::Lesson L = course::read_lesson(m_dir / "01-every.md");
+  LessonSession s(L, nullptr);
+  NullSink sink;
+  const Snapshot snap;
+  LessonPaneHost host;
+  host.open_scene = [](const fs::path&) { return true; };
+  ImGui::GetIO().DisplaySize = ImVec2(1280, 4000);  // nothing clipped: everything drawn is logged
+  // Compared without whitespace: the log separates the words it is given with spaces and newlines.
+  const auto squeeze = [](std::string x) {
+    x.erase(std::remove_if(x.begin(), x.end(), [](unsigned char c) { return std::isspace(c) != 0; }), x.end());
+    return x;
+  };
+  const auto has = [&](const std::string& text, const char* part) {
+    return squeeze(text).find(squeeze(part)) != std::string::npos;
+  };
+
+  std::string t = drawn(s, snap, sink, host);
+  EXPECT_TRUE(has(t, "Which one?"));
+  EXPECT_TRUE(has(t, "Lock in your prediction to read on."));
+  EXPECT_FALSE(has(t, "Why?")) << "the question after the prediction waits";
+  EXPECT_FALSE(has(t, "How many tokens?")) << "so does the next prediction";
+
+  s.choose(0, 1);
+  ASSERT_TRUE(s.lock(0));
+  t = drawn(s, snap, sink, host);
+  EXPECT_TRUE(has(t, "Why?"));
+  EXPECT_TRUE(has(t, "How many tokens?"));
+  EXPECT_FALSE(has(t, "Lock in your prediction to read on.")) << "the slider is the last part: nothing waits for it";
+  EXPECT_FALSE(has(t, "Your first prediction"));
+
+  course::Measures m;
+  m["max_rel_diff"] = course::Measurement{1e-16, std::nullopt, std::nullopt, false};
+  m["dual_speedup"] = course::Measurement{1.4, 1.1, 1.9, true};
+  m["tokens"] = course::Measurement{8, std::nullopt, std::nullopt, false};
+  s.apply_measures("", m);
+  s.forget(0);
+  t = drawn(s, snap, sink, host);
+  EXPECT_TRUE(has(t, "Your first prediction: The second. (not right)")) << t;
+  EXPECT_FALSE(has(t, "Why?")) << "predicting again hides what follows again";
+  s.choose(0, 0);
+  ASSERT_TRUE(s.lock(0));
+  s.apply_measures("", m);
+  t = drawn(s, snap, sink, host);
+  EXPECT_TRUE(has(t, "Your first prediction: The second. (not right)")) << t;
+  EXPECT_TRUE(has(t, "1 retry")) << t;
+  EXPECT_EQ(s.record(0).choice, 1);
+  ASSERT_EQ(s.record(0).retries.size(), 1u);
+  EXPECT_TRUE(s.record(0).retries[0].right);
+}
 
 TEST_F(LessonPaneHeadless, DrawsEveryStateAndLocksOnClick) {
   const course::Lesson L = course::read_lesson(m_dir / "01-every.md");
@@ -152,7 +249,7 @@ TEST_F(LessonPaneHeadless, DrawsEveryStateAndLocksOnClick) {
   EXPECT_FALSE(s.prediction(0).locked);
   for (float y = 100; y < 700 && !s.prediction(0).locked; y += 6) click_at(ImVec2(110, y));
   EXPECT_TRUE(s.prediction(0).locked) << "the lock button locks the prediction in";
-  EXPECT_FALSE(s.veiled());
+  EXPECT_TRUE(s.veiled()) << "the slider further on asks about the same view";
 
   // Locked: "Run the experiment" asks the app to open the scene.
   for (float y = 100; y < 700 && opened == 0; y += 6) click_at(ImVec2(130, y));
