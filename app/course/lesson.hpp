@@ -30,6 +30,10 @@
 //   id: reduction
 //   scene: 07-theorem-1.tttlab
 //   ```
+//   ```exercise                           an answer the student types, checked by the app (exercise.hpp)
+//   id: state-size          ask: …        answer: 8*d^2 + 5*d       vars: d = 32
+//   tolerance: 0.5 %        unit: …       explain: …   (shown once the student has answered)
+//   ```
 //
 // Inside a block, a line "key: value" starts a field (keys are the ones listed per block); any other
 // line continues the field above, so long text may wrap. A block's `experiment:` field (predict, check)
@@ -93,6 +97,26 @@ struct Question {
   int line = 0;
 };
 
+// A graded exercise: the student types a number, or an expression in the variables of `vars`, and the
+// app marks it (course/exercise.hpp does the checking).
+struct Exercise {
+  std::string id;       // unique in the lesson (default: exercise-N)
+  std::string ask;
+  std::string answer;   // the key as written: a number, or an expression in the variables
+  // How close counts as right: absolute, or relative to the key's value (`relative`, a fraction).
+  double tolerance = 0.01;
+  bool relative = true;
+  std::string unit;     // optional ("%", "bits/byte", …): shown after the input; "%" may be typed
+  // Expression answers: the points where the student's expression and the key are compared (each a
+  // value for every variable, in the order of `var_names`). Empty: the answer is a number.
+  std::vector<std::string> var_names;
+  std::vector<std::vector<double>> points;
+  std::string explain;  // shown after the student has answered (or given up)
+  int line = 0;
+
+  bool is_expression() const { return !var_names.empty(); }
+};
+
 struct Check {
   std::string claim;        // in the lesson's words
   std::string experiment;   // "" = the lesson's scene
@@ -113,9 +137,9 @@ struct ExtraExperiment {
 
 // The lesson's Markdown with the blocks above cut out, in reading order: prose, then a widget, ….
 struct LessonPart {
-  enum class Kind { Markdown, Prediction, Question, Check } kind = Kind::Markdown;
+  enum class Kind { Markdown, Prediction, Question, Check, Exercise } kind = Kind::Markdown;
   std::string markdown;  // Kind::Markdown
-  int index = 0;         // into predictions / questions / checks
+  int index = 0;         // into predictions / questions / checks / exercises
 };
 
 struct Lesson {
@@ -128,6 +152,7 @@ struct Lesson {
   std::vector<Prediction> predictions;
   std::vector<Question> questions;
   std::vector<Check> checks;
+  std::vector<Exercise> exercises;
   std::vector<ExtraExperiment> experiments;
 
   // The scene of an experiment id ("" = the lesson's own). Throws LessonError if unknown.

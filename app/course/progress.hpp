@@ -6,7 +6,14 @@
 //   { "format": "tttlab-course-progress", "version": 1,
 //     "lessons": { "01-one-step-per-token": { "finished": true,
 //                                             "predictions": { "gap": { "choice": 0, "value": 0.0,
-//                                                                       "right": true } } } } }
+//                                                                       "right": true } },
+//                                             "exercises": { "state-size": { "answer": "8352",
+//                                                 "right": true, "attempts": 1, "first_right": true,
+//                                                 "at": "2026-11-28T23:41:16Z" } } } } }
+//
+// "exercises" holds the graded exercises (course/exercise.hpp): the last answer the student typed that
+// could be read, whether it is right, how many such attempts, whether the first one was right, and
+// when the last was made. Files written before exercises existed have no "exercises" and still read.
 //
 // Written atomically after every change. A missing file is an empty progress; an unreadable or
 // malformed one is reported (ProgressStore::error) and left untouched on disk until the student's next
@@ -28,9 +35,18 @@ struct PredictionRecord {
   double measured = 0;
 };
 
+struct ExerciseRecord {
+  std::string answer;        // the text the student typed, last attempt
+  bool right = false;
+  int attempts = 0;
+  bool first_right = false;  // right at the first attempt
+  std::string at;            // ISO 8601 UTC of the last attempt
+};
+
 struct LessonProgress {
   bool finished = false;
   std::map<std::string, PredictionRecord> predictions;  // by prediction id
+  std::map<std::string, ExerciseRecord> exercises;      // by exercise id
 };
 
 class ProgressStore {
