@@ -286,8 +286,22 @@ std::string audit_exercise(const Exercise& e) {
   if (e.relative && key == 0) return "a relative tolerance on a key of 0 accepts only exactly 0: give an absolute one";
   if (!e.is_expression() && key != 0 && within(e, 0.0, key))
     return "the tolerance is so wide that 0 would be marked right";
-  if (!e.is_expression() && e.unit == "%" && key != 0 && std::fabs(key) < 1)
-    return "the unit is % but the key looks like a fraction (" + e.answer + "): write it in percent";
+  if (e.is_expression() && !e.unit.empty())
+    return "a unit belongs to a number answer; an expression answer has none";
+  // A share written as a fraction under "%": with a relative tolerance nothing shows the slip, so it
+  // is refused; a small percentage on purpose takes an absolute tolerance.
+  if (!e.is_expression() && e.unit == "%" && e.relative && key != 0 && std::fabs(key) < 1)
+    return "the unit is % but the key looks like a fraction (" + e.answer +
+           "): write it in percent, or give an absolute tolerance";
+  if (!e.is_expression() && !e.unit.empty()) {
+    // A student may type the unit after the number ("8.3 %"): the key written that way is right too.
+    char b[48];
+    std::snprintf(b, sizeof b, "%.17g", key);
+    const std::string with_unit = std::string(b) + " " + e.unit;
+    if (mark_answer(e, with_unit).kind != Mark::Kind::Right)
+      return "the key typed with its unit (\"" + with_unit + "\") is not marked right: is the unit \"" + e.unit +
+             "\" one a student can type after a number?";
+  }
   if (e.is_expression()) {
     // The key must depend on its variables: a constant would make the "expression" a number.
     bool varies = false;

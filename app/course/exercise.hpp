@@ -42,7 +42,8 @@ std::string key_text(const Exercise& e);
 
 // What `tttlab lessons check` reports about an exercise's key: "" when it is sound, else why not (the
 // key does not read or is not finite, is not marked right when typed as an answer, a relative
-// tolerance on a zero key, a tolerance so wide that 0 passes, a "%" key written as a fraction).
+// tolerance on a zero key, a tolerance so wide that 0 passes, a key not read when typed with its
+// unit, an expression that is the same number at every point).
 std::string audit_exercise(const Exercise& e);
 
 // ---- marking a student's answer

@@ -207,7 +207,11 @@ TEST(CourseExercise, AuditFindsUnsoundKeys) {
   EXPECT_EQ(audit_exercise(exercise("ask: a\nanswer: 0\ntolerance: 0.01\nexplain: e\n")), "");
   EXPECT_NE(audit_exercise(exercise("ask: a\nanswer: 0.5\ntolerance: 1\nexplain: e\n")).find("so wide"),
             std::string::npos);
+  EXPECT_EQ(audit_exercise(exercise("ask: a\nanswer: 0.9\nunit: %\ntolerance: 0.01\nexplain: e\n")), "");
+  EXPECT_EQ(audit_exercise(exercise("ask: a\nanswer: 1.95\nunit: bits/byte\nexplain: e\n")), "");
   EXPECT_NE(audit_exercise(exercise("ask: a\nanswer: 0.083\nunit: %\nexplain: e\n")).find("fraction"),
+            std::string::npos);
+  EXPECT_NE(audit_exercise(exercise("ask: a\nanswer: 2*d\nvars: d = 3\nunit: m\nexplain: e\n")).find("unit belongs"),
             std::string::npos);
   EXPECT_NE(audit_exercise(exercise("ask: a\nanswer: d - d + 3\nvars: d = 4\nexplain: e\n")).find("same value"),
             std::string::npos);
