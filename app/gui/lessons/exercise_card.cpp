@@ -114,7 +114,9 @@ void draw_exercise_card(course::ExerciseBook& book, int i, float width) {
     if (explained) {
       ImGui::Dummy(ImVec2(0, 4));
       lesson_ui::card_label("THE ANSWER", colors::kTextDim);
-      draw_inline_markdown("**" + course::key_text(x) + "**", w, colors::kText);
+      // A formula as code: its * and ^ are not Markdown.
+      const std::string key = course::key_text(x);
+      draw_inline_markdown(x.is_expression() ? "`" + key + "`" : "**" + key + "**", w, colors::kText);
       draw_inline_markdown(x.explain, w, colors::kText);
     }
   }
