@@ -15,6 +15,8 @@
 namespace tttlab::course {
 namespace {
 
+constexpr std::size_t kMaxPoints = 16;  // comparison points an exercise may give in vars:
+
 std::string trim(std::string_view s) {
   const auto b = s.find_first_not_of(" \t\r\n");
   if (b == std::string_view::npos) return {};
@@ -213,6 +215,10 @@ void parse_vars(std::string_view text, Exercise& e) {
                         ")");
     }
     e.points.push_back(std::move(values));
+    // Each point costs the parser a pass over the key and every answer: a few points do the job, and
+    // a hostile file of thousands would slow every check down.
+    if (e.points.size() > kMaxPoints)
+      throw LessonError("vars: at most " + std::to_string(kMaxPoints) + " points (separated by \";\")");
   }
 }
 

@@ -11,7 +11,7 @@
 //   ---
 //   # 1. One gradient step per token      ordinary Markdown from here on …
 //
-//   ```predict                            … with four kinds of fenced blocks the app turns into widgets
+//   ```predict                            … with five kinds of fenced blocks the app turns into widgets
 //   ask: After 30 tokens, is the loss before the step above or below the loss at W₀?
 //   measure: gain_from_context            a measure of the lesson's experiment (experiments.hpp)
 //   choice: Below: the state has learned from the context. | > 0.01
@@ -39,8 +39,9 @@
 // line continues the field above, so long text may wrap. A block's `experiment:` field (predict, check)
 // names the experiment whose measure it reads; without it, the lesson's own scene.
 //
-// Parsing is strict: an unknown block kind or key, a missing field, a bad range or a measure the
-// experiment does not have is a LessonError that names the file and the line.
+// Parsing is strict: an unknown block kind or key, a missing field, a bad range, a measure the
+// experiment does not have, or an exercise whose tolerance or key does not read (or whose key is not
+// finite at its points) is a LessonError that names the file and the line.
 #pragma once
 
 #include <filesystem>

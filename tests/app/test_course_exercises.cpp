@@ -102,6 +102,12 @@ TEST(CourseExercise, MalformedBlocksNameFileAndLine) {
       {"ask: a\nanswer: d\nvars: d = 1; T = 2\nexplain: e\n", "x.md:12: vars: every point gives the same variables"},
       {"ask: a\nanswer: d\nvars: d = x\nexplain: e\n", "vars: the value of d is not a number"},
       {"ask: a\nask: b\nanswer: 1\nexplain: e\n", "\"ask:\" given twice"},
+      {"ask: a\nanswer: d\nvars: " + [] {
+         std::string v = "d = 1";
+         for (int k = 2; k <= 17; ++k) v += "; d = " + std::to_string(k);
+         return v;
+       }() + "\nexplain: e\n",
+       "x.md:12: vars: at most 16 points"},
   };
   for (const auto& c : cases) {
     try {
