@@ -25,7 +25,7 @@ setup_start=$SECONDS
 
 # ---- 1. System packages -----------------------------------------------------------------------
 # Compiler and build tools; the libraries the code includes (Eigen, GoogleTest, Google Benchmark,
-# nlohmann-json, CLI11, Dear ImGui, GLFW, MD4C, stb); a font for the GUI; Xvfb and Mesa's software
+# nlohmann-json, CLI11, Dear ImGui, GLFW, MD4C, muParser, stb); a font for the GUI; Xvfb and Mesa's software
 # OpenGL, so that the GUI's tests can open a window on a machine without a display or GPU (and
 # glxinfo, from mesa-utils, to see what GL that is); npm for the corpus download; clang with
 # libFuzzer's runtime (libclang-rt-dev: Debian's clang does not pull it in) for the fuzz targets of
@@ -33,7 +33,7 @@ setup_start=$SECONDS
 PACKAGES=(
   build-essential cmake ninja-build pkg-config ca-certificates clang libclang-rt-dev
   libeigen3-dev libgtest-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
-  libimgui-dev libglfw3-dev libmd4c-dev libmd4c-html0-dev libstb-dev fonts-dejavu-core
+  libimgui-dev libglfw3-dev libmd4c-dev libmd4c-html0-dev libmuparser-dev libstb-dev fonts-dejavu-core
   xvfb xauth libgl1-mesa-dri libglx-mesa0 mesa-utils
 )
 step "1/4 system packages"

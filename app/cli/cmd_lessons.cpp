@@ -6,6 +6,8 @@
 // ```check block compares one measure of it with the claim's expectation. It prints the measured
 // value beside the claim and exits 1 if any claim fails, or any lesson file is malformed. Claims that
 // depend on the machine (speeds) are printed with their spread and never fail on the number alone.
+// It also checks every graded exercise's key (it reads, is finite, is marked right when typed as an
+// answer, and its tolerance and unit make sense) and that each lesson has at least two exercises.
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cmath>
@@ -16,6 +18,7 @@
 #include "cli/commands.hpp"
 #include "cli/lessons_commands.hpp"
 #include "cli/validators.hpp"
+#include "course/exercise.hpp"
 #include "course/experiments.hpp"
 #include "course/handout.hpp"
 #include "course/lesson.hpp"
@@ -26,6 +29,9 @@ namespace tttlab::cli {
 namespace {
 
 namespace fs = std::filesystem;
+
+// Every lesson gives the student at least this many graded exercises.
+constexpr std::size_t kMinExercises = 2;
 
 struct LessonsArgs {
   std::vector<std::string> names;
@@ -106,7 +112,7 @@ void check(const LessonsArgs& a) {
   if (!todo) return set_exit_code(2);
 
   nlohmann::json out = {{"lessons", nlohmann::json::array()}};
-  int lessons_failed = 0, claims_passed = 0, claims_failed = 0;
+  int lessons_failed = 0, claims_passed = 0, claims_failed = 0, exercises_passed = 0, exercises_failed = 0;
   for (const auto& [f, e] : c->errors) {  // malformed files fail (when checking everything)
     if (!a.names.empty()) continue;
     ++lessons_failed;
@@ -172,6 +178,28 @@ void check(const LessonsArgs& a) {
       }
       lj["checks"].push_back(std::move(cj));
     }
+    // The graded exercises: their keys, checked without the engine.
+    lj["exercises"] = nlohmann::json::array();
+    for (const auto& x : l->exercises) {
+      const std::string problem = course::audit_exercise(x);
+      const bool passed = problem.empty();
+      nlohmann::json xj = {{"id", x.id}, {"key", course::key_text(x)}, {"passed", passed}};
+      if (!passed) xj["error"] = l->file.generic_string() + ":" + std::to_string(x.line) + ": " + problem;
+      (passed ? exercises_passed : exercises_failed)++;
+      lesson_ok &= passed;
+      if (!a.json) {
+        std::printf("  %-6s exercise %s: key %s\n", passed ? "ok" : "FAIL", printable(x.id).c_str(),
+                    printable(clip(course::key_text(x), 80)).c_str());
+        if (!passed) std::printf("         %s\n", printable(xj["error"].get<std::string>()).c_str());
+      }
+      lj["exercises"].push_back(std::move(xj));
+    }
+    if (l->exercises.size() < kMinExercises) {
+      lesson_ok = false;
+      lj["error"] = l->file.generic_string() + ": " + std::to_string(l->exercises.size()) +
+                    " graded exercises; a lesson has at least " + std::to_string(kMinExercises) + " (```exercise blocks)";
+      if (!a.json) std::printf("  FAIL   %s\n", printable(lj["error"].get<std::string>()).c_str());
+    }
     lj["passed"] = lesson_ok;
     if (!lesson_ok) ++lessons_failed;
     out["lessons"].push_back(std::move(lj));
@@ -182,8 +210,8 @@ void check(const LessonsArgs& a) {
     out["passed"] = lessons_failed == 0;
     std::printf("%s\n", out.dump(2).c_str());
   } else {
-    std::printf("\nlessons: %d passed, %d failed; claims: %d passed, %d failed\n", lessons_passed, lessons_failed,
-                claims_passed, claims_failed);
+    std::printf("\nlessons: %d passed, %d failed; claims: %d passed, %d failed; exercises: %d passed, %d failed\n",
+                lessons_passed, lessons_failed, claims_passed, claims_failed, exercises_passed, exercises_failed);
   }
   set_exit_code(lessons_failed ? 1 : 0);
 }
@@ -258,7 +286,7 @@ void register_lessons(CLI::App& app) {
   c->add_option("names", args->names, "Lessons to check, by name or number (default: all)");
   c->add_flag("--json", args->json,
               "Print {\"lessons\": [{\"name\", \"passed\", \"checks\": [{\"claim\", \"measured\", \"expected\", "
-              "\"passed\"}]}]}");
+              "\"passed\"}], \"exercises\": [{\"id\", \"key\", \"passed\"}]}]}");
   c->add_option("--timeout", args->timeout_s, "Seconds one experiment may take before it fails")
       ->check(CLI::Range(1, 86400))
       ->capture_default_str();

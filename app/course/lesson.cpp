@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "course/course_pack.hpp"
+#include "course/exercise.hpp"
 #include "course/experiments.hpp"
 #include "lab/state/state_file.hpp"
 #include "tttlab/io/limits.hpp"
@@ -288,13 +289,14 @@ Lesson parse_unescaped(std::string_view text, const fs::path& file) {
     const std::string t = trim(lines[i]);
     std::string kind;
     if (t.starts_with("```")) kind = trim(std::string_view(t).substr(3));
-    const bool ours = kind == "predict" || kind == "check" || kind == "question" || kind == "experiment";
+    const bool ours = kind == "predict" || kind == "check" || kind == "question" || kind == "experiment" ||
+                      kind == "exercise";
     if (!ours) {
       if (t.starts_with("```") && !kind.empty() && kind.find_first_of(" {") == std::string::npos &&
           kind != "text" && kind != "sh" && kind != "json" && kind != "math" && kind != "cpp" &&
           kind != "python" && kind != "console" && kind != "bash") {
         // A typo of one of ours ("```predcit") would silently become code: refuse unknown kinds.
-        at.fail(ln, "unknown block \"```" + kind + "\" (lesson blocks: predict, check, question, experiment; "
+        at.fail(ln, "unknown block \"```" + kind + "\" (lesson blocks: predict, check, question, exercise, experiment; "
                     "code blocks: text, sh, bash, console, json, math, cpp, python)");
       }
       if (t.starts_with("```")) {  // an ordinary code block: copy it through to its end
@@ -394,6 +396,41 @@ Lesson parse_unescaped(std::string_view text, const fs::path& file) {
       flush_markdown();
       L.parts.push_back({LessonPart::Kind::Question, {}, static_cast<int>(L.questions.size())});
       L.questions.push_back(std::move(q));
+    } else if (kind == "exercise") {
+      const auto f = parse_fields(body, first, {"id", "ask", "answer", "tolerance", "unit", "vars", "explain"},
+                                  "exercise", at);
+      no_duplicates(f, {}, at);
+      Exercise x;
+      x.line = ln;
+      x.id = find(f, "id") ? find(f, "id")->value : "exercise-" + std::to_string(L.exercises.size() + 1);
+      x.ask = required(f, "ask", "exercise", ln, at);
+      x.answer = required(f, "answer", "exercise", ln, at);
+      x.explain = required(f, "explain", "exercise", ln, at);
+      if (const Field* u = find(f, "unit")) x.unit = u->value;
+      if (const Field* tol = find(f, "tolerance")) {
+        try {
+          parse_tolerance(tol->value, x);
+        } catch (const LessonError& e) {
+          at.fail(tol->line, e.what());
+        }
+      }
+      if (const Field* v = find(f, "vars")) {
+        try {
+          parse_vars(v->value, x);
+        } catch (const LessonError& e) {
+          at.fail(v->line, e.what());
+        }
+      }
+      try {
+        prepare_key(x);  // the key reads, and is finite at every point of vars:
+      } catch (const LessonError& e) {
+        at.fail(find(f, "answer")->line, e.what());
+      }
+      for (const auto& y : L.exercises)
+        if (y.id == x.id) at.fail(ln, "two exercises have the id \"" + x.id + "\"");
+      flush_markdown();
+      L.parts.push_back({LessonPart::Kind::Exercise, {}, static_cast<int>(L.exercises.size())});
+      L.exercises.push_back(std::move(x));
     } else {  // experiment
       const auto f = parse_fields(body, first, {"id", "scene"}, "experiment", at);
       no_duplicates(f, {}, at);

@@ -11,7 +11,7 @@
 //   ---
 //   # 1. One gradient step per token      ordinary Markdown from here on …
 //
-//   ```predict                            … with four kinds of fenced blocks the app turns into widgets
+//   ```predict                            … with five kinds of fenced blocks the app turns into widgets
 //   ask: After 30 tokens, is the loss before the step above or below the loss at W₀?
 //   measure: gain_from_context            a measure of the lesson's experiment (experiments.hpp)
 //   choice: Below: the state has learned from the context. | > 0.01
@@ -30,13 +30,18 @@
 //   id: reduction
 //   scene: 07-theorem-1.tttlab
 //   ```
+//   ```exercise                           an answer the student types, checked by the app (exercise.hpp)
+//   id: state-size          ask: …        answer: 8*d^2 + 5*d       vars: d = 32
+//   tolerance: 0.5 %        unit: …       explain: …   (shown once the student has answered)
+//   ```
 //
 // Inside a block, a line "key: value" starts a field (keys are the ones listed per block); any other
 // line continues the field above, so long text may wrap. A block's `experiment:` field (predict, check)
 // names the experiment whose measure it reads; without it, the lesson's own scene.
 //
-// Parsing is strict: an unknown block kind or key, a missing field, a bad range or a measure the
-// experiment does not have is a LessonError that names the file and the line.
+// Parsing is strict: an unknown block kind or key, a missing field, a bad range, a measure the
+// experiment does not have, or an exercise whose tolerance or key does not read (or whose key is not
+// finite at its points) is a LessonError that names the file and the line.
 #pragma once
 
 #include <filesystem>
@@ -93,6 +98,26 @@ struct Question {
   int line = 0;
 };
 
+// A graded exercise: the student types a number, or an expression in the variables of `vars`, and the
+// app marks it (course/exercise.hpp does the checking).
+struct Exercise {
+  std::string id;       // unique in the lesson (default: exercise-N)
+  std::string ask;
+  std::string answer;   // the key as written: a number, or an expression in the variables
+  // How close counts as right: absolute, or relative to the key's value (`relative`, a fraction).
+  double tolerance = 0.01;
+  bool relative = true;
+  std::string unit;     // optional ("%", "bits/byte", …): shown after the input; "%" may be typed
+  // Expression answers: the points where the student's expression and the key are compared (each a
+  // value for every variable, in the order of `var_names`). Empty: the answer is a number.
+  std::vector<std::string> var_names;
+  std::vector<std::vector<double>> points;
+  std::string explain;  // shown after the student has answered (or given up)
+  int line = 0;
+
+  bool is_expression() const { return !var_names.empty(); }
+};
+
 struct Check {
   std::string claim;        // in the lesson's words
   std::string experiment;   // "" = the lesson's scene
@@ -113,9 +138,9 @@ struct ExtraExperiment {
 
 // The lesson's Markdown with the blocks above cut out, in reading order: prose, then a widget, ….
 struct LessonPart {
-  enum class Kind { Markdown, Prediction, Question, Check } kind = Kind::Markdown;
+  enum class Kind { Markdown, Prediction, Question, Check, Exercise } kind = Kind::Markdown;
   std::string markdown;  // Kind::Markdown
-  int index = 0;         // into predictions / questions / checks
+  int index = 0;         // into predictions / questions / checks / exercises
 };
 
 struct Lesson {
@@ -128,6 +153,7 @@ struct Lesson {
   std::vector<Prediction> predictions;
   std::vector<Question> questions;
   std::vector<Check> checks;
+  std::vector<Exercise> exercises;
   std::vector<ExtraExperiment> experiments;
 
   // The scene of an experiment id ("" = the lesson's own). Throws LessonError if unknown.

@@ -46,6 +46,7 @@ LessonSession::LessonSession(course::Lesson lesson, course::ProgressStore* progr
         m_preds_before_check.at(static_cast<std::size_t>(part.index)) = preds;
     }
   }
+  m_exercises = ExerciseBook(m_lesson.exercises, m_lesson.name, m_progress);
   const course::LessonProgress* lp = m_progress ? m_progress->lesson(m_lesson.name) : nullptr;
   for (std::size_t i = 0; i < m_preds.size(); ++i) {
     const course::Prediction& p = m_lesson.predictions[i];

@@ -36,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "course/exercise.hpp"
 #include "course/experiments.hpp"
 #include "course/lesson.hpp"
 #include "course/progress.hpp"
@@ -117,6 +118,10 @@ class LessonSession {
   void show_hint(int i, bool on) { m_hints.at(static_cast<std::size_t>(i)) = on; }
   void show_answer(int i, bool on) { m_answers.at(static_cast<std::size_t>(i)) = on; }
 
+  // ---- graded exercises (course/exercise.hpp)
+  ExerciseBook& exercises() { return m_exercises; }
+  const ExerciseBook& exercises() const { return m_exercises; }
+
   // ---- experiments
   // Starts measuring `experiment` ("" = the lesson's scene) from this frame's snapshot. Returns the
   // scene file the app must open now, or nothing (run_error() says why).
@@ -176,6 +181,7 @@ class LessonSession {
   std::vector<int> m_preds_before_check;  // how many predictions come before each check in the text
   std::optional<std::string> m_view = std::string();
   std::vector<bool> m_hints, m_answers;
+  ExerciseBook m_exercises;
   std::map<std::string, course::Measures> m_measures;
   std::optional<Run> m_run;
   std::string m_run_error, m_last_experiment;

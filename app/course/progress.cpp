@@ -69,6 +69,15 @@ std::string read_string(const nlohmann::json& o, const char* key, const std::str
   return it->get<std::string>();
 }
 
+int read_attempts(const nlohmann::json& o, const std::string& where) {
+  const auto it = o.find("attempts");
+  if (it == o.end()) return 0;
+  if (!it->is_number_integer()) expected(where + ".attempts", "a whole number", *it);
+  const auto v = it->get<std::int64_t>();
+  if (v < 0 || v > 1000000) throw Bad(where + ".attempts: " + std::to_string(v) + " is not a count of attempts");
+  return static_cast<int>(v);
+}
+
 int read_choice(const nlohmann::json& o, const std::string& where) {
   const auto it = o.find("choice");
   if (it == o.end()) return -1;
@@ -143,6 +152,20 @@ std::map<std::string, LessonProgress> parse(const std::string& text, std::string
         lp.predictions.emplace(id, std::move(r));
       }
     }
+    if (const auto exs = l.find("exercises"); exs != l.end()) {
+      if (!exs->is_object()) expected(where + ".exercises", "an object", *exs);
+      for (const auto& [id, x] : exs->items()) {
+        const std::string xw = where + ".exercises." + id;
+        if (!x.is_object()) expected(xw, "an object", x);
+        ExerciseRecord r;
+        r.answer = read_string(x, "answer", xw);
+        r.right = read_bool(x, "right", xw);
+        r.attempts = read_attempts(x, xw);
+        r.first_right = read_bool(x, "first_right", xw);
+        r.at = read_string(x, "at", xw);
+        lp.exercises.emplace(id, std::move(r));
+      }
+    }
     out.emplace(name, std::move(lp));
   }
   return out;
@@ -164,7 +187,14 @@ nlohmann::json to_json(const std::map<std::string, LessonProgress>& lessons, con
                    {"committed_at", r.committed_at},
                    {"retries", std::move(retries)}};
     }
-    ls[name] = {{"finished", lp.finished}, {"predictions", std::move(preds)}};
+    nlohmann::json exs = nlohmann::json::object();
+    for (const auto& [id, r] : lp.exercises)
+      exs[id] = {{"answer", r.answer},
+                 {"right", r.right},
+                 {"attempts", r.attempts},
+                 {"first_right", r.first_right},
+                 {"at", r.at}};
+    ls[name] = {{"finished", lp.finished}, {"predictions", std::move(preds)}, {"exercises", std::move(exs)}};
   }
   nlohmann::json doc = {{"format", kFormat}, {"version", kVersion}, {"lessons", std::move(ls)}};
   if (!student.empty()) doc["student"] = student;
@@ -248,7 +278,9 @@ bool ProgressStore::save() {
       if (ec) throw FileError("cannot keep a copy of the unreadable '" + m_path.string() + "' as '" +
                               keep.string() + "': " + ec.message());
     }
-    write_file_atomic(m_path, to_json(m_lessons, m_student).dump(2) + "\n");
+    // A student's typed answer that is not valid UTF-8 is written with U+FFFD rather than lost.
+    write_file_atomic(m_path,
+                      to_json(m_lessons, m_student).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
     m_error.clear();
     return true;
   } catch (const std::exception& e) {

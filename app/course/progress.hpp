@@ -9,7 +9,9 @@
 //       "predictions": { "gap": { "choice": 0, "value": 0.0, "revealed": true, "right": false,
 //                                 "measured": 0.12, "committed_at": "2026-03-02T14:05:09Z",
 //                                 "retries": [ { "choice": 1, "value": 0.0, "right": true,
-//                                                "at": "2026-03-02T14:07:41Z" } ] } } } } }
+//                                                "at": "2026-03-02T14:07:41Z" } ] } },
+//       "exercises": { "state-size": { "answer": "8352", "right": true, "attempts": 1,
+//                                      "first_right": true, "at": "2026-11-28T23:41:16Z" } } } } }
 //
 // A prediction's record is the student's FIRST committed answer, and it is final: once committed
 // (`committed_at`, ISO-8601 UTC), its choice and value never change; only revealed / right / measured
@@ -17,6 +19,10 @@
 // entry to `retries` (its `right` is filled in when that answer is measured), so a teacher sees both
 // the first answer and every later one. Files written before `committed_at` and `retries` existed
 // still read: their records count as committed, with no time and no retries.
+//
+// "exercises" holds the graded exercises (course/exercise.hpp): the last answer the student typed that
+// could be read, whether it is right, how many such attempts, whether the first one was right, and
+// when the last was made. Files written before exercises existed have no "exercises" and still read.
 //
 // Written atomically after every change. A missing file is an empty progress; an unreadable or
 // malformed one is reported (ProgressStore::error) and left untouched on disk until the student's next
@@ -52,9 +58,18 @@ struct PredictionRecord {
 // Now, as ISO-8601 UTC ("2026-03-02T14:05:09Z"): the times in the record.
 std::string utc_now_iso8601();
 
+struct ExerciseRecord {
+  std::string answer;        // the text the student typed, last attempt
+  bool right = false;
+  int attempts = 0;
+  bool first_right = false;  // right at the first attempt
+  std::string at;            // ISO 8601 UTC of the last attempt
+};
+
 struct LessonProgress {
   bool finished = false;
   std::map<std::string, PredictionRecord> predictions;  // by prediction id
+  std::map<std::string, ExerciseRecord> exercises;      // by exercise id
 };
 
 class ProgressStore {

@@ -12,6 +12,7 @@
 #include "gui/fonts.hpp"
 #include "course/course_session.hpp"
 #include "gui/lab.hpp"
+#include "gui/lessons/exercise_card.hpp"
 #include "gui/lessons/lesson_widgets.hpp"
 #include "gui/lessons/markdown_view.hpp"
 #include "gui/theme.hpp"
@@ -407,6 +408,7 @@ void draw_lesson_pane(LessonSession& s, const Snapshot& snap, CommandSink& sink,
       case course::LessonPart::Kind::Prediction: draw_prediction(s, part.index, snap, host, width); break;
       case course::LessonPart::Kind::Question: draw_question(s, part.index, width); break;
       case course::LessonPart::Kind::Check: draw_check(s, part.index, snap, host, width); break;
+      case course::LessonPart::Kind::Exercise: draw_exercise_card(s.exercises(), part.index, width); break;
     }
   }
   if (shown < L.parts.size()) {
