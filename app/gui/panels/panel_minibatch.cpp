@@ -141,8 +141,8 @@ class MiniBatchPanel final
     ImGui::Dummy(ImVec2(0, 6));
     widgets::note("Small b: more, smaller gradient steps per sequence (closer to online learning, more sequential "
                   "work). Large b: the gradients of a whole mini-batch are taken at one stale state, and the dual "
-                  "form does more of its work as large matrix products. CPU times are single-threaded forward passes "
-                  "of the whole model (dual form), the median over the windows. With a GPU (the Compute menu) each b "
+                  "form does more of its work as large matrix products. CPU times are forward passes of the whole "
+                  "model (dual form) on the CPU, 1 thread, the median over the windows. With a GPU (the Compute menu) each b "
                   "also runs there: the loss comes from the GPU, and its time is the median of 20 forward passes of "
                   "one window measured on the GPU, after 3 warm-up passes that are not counted. On a CPU the dual "
                   "form's large b is cheap; on a GPU small b also leaves most of the chip idle: there the tradeoff "
@@ -268,8 +268,8 @@ class MiniBatchPanel final
     q.title = "Quality versus time";
     q.y_label = widgets::fit("validation loss (bits per byte) against the forward time of one window",
                              "validation loss (bits per byte)", left_w, f.small);
-    q.x_label = gs.x.empty() ? "milliseconds per forward pass of one window (CPU, one thread; median)"
-                             : "milliseconds per forward pass of one window (median; CPU: one thread)";
+    q.x_label = gs.x.empty() ? "milliseconds per forward pass of one window (CPU, 1 thread; median)"
+                             : "milliseconds per forward pass of one window (median; CPU, 1 thread)";
     q.size = ImVec2(left_w, top_h);
     q.x_scale = m_settings.log_time ? plot::ScaleKind::Log10 : plot::ScaleKind::Linear;
     q.x_pad = 0.1;

@@ -119,12 +119,12 @@ void CurvesModule::start(const CurvesSettings& s, ModuleContext& ctx, std::share
       job->sb = job->sa = job->s0;
       v->l0 = v->lb = v->la = job->s0;
       const ComputeTarget target = m_compute->target();
-      v->device = cpu_device().describe();
+      v->device = engine_thread_cpu();
       v->device_note = target.note;
       if (target.gpu) {
         if (const std::string why = target.gpu->model_unsupported(c); why.empty()) {
           job->gpu = target.gpu->load_model(*job->model, 1, s.seq_len);
-          v->device = "GPU: " + target.gpu->device().name + " (the model's forward) and " + cpu_device().describe() +
+          v->device = "GPU: " + target.gpu->device().name + " (the model's forward) and " + engine_thread_cpu() +
                       " (each head's inner loop)";
         } else {
           v->device_note = "on the CPU: " + why;
