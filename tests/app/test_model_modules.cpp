@@ -15,6 +15,8 @@
 #include <thread>
 
 #include "lab/inner_curves/curves_module.hpp"
+#include "lab/inner_curves/curves_settings.hpp"
+#include "lab/features.hpp"
 #include "lab/engine/data_source.hpp"
 #include "app/engine_wait.hpp"
 #include "lab/engine/engine.hpp"
@@ -30,6 +32,8 @@
 #include "lab/engine/series.hpp"
 #include "lab/inner_stepper/stepper_module.hpp"
 #include "lab/training/training_module.hpp"
+#include "lab/training/training_settings.hpp"
+#include "tttlab/model/checkpoint.hpp"
 #include "tttlab/data/batches.hpp"
 #include "tttlab/train/metrics.hpp"
 #include "tttlab/ttt/layer.hpp"
@@ -554,6 +558,126 @@ TEST(Training, ARunFinishesWithMetricsAndACheckpointOtherPanelsCanUse) {
   std::ifstream in(dir / "first" / "metrics.jsonl");
   for (std::string line; std::getline(in, line);) lines += line.find("\"loss\"") != std::string::npos;
   EXPECT_EQ(lines, 4);
+  fs::remove_all(dir);
+}
+
+// "Checkpoint every" is a setting of the Training panel's state file: it reads back as written, an
+// absent key keeps the app's default, and that default saves several checkpoints during the default run
+// (views that follow a run need them to show anything before it ends).
+TEST(Training, CheckpointEveryRoundTripsThroughTheStateFile) {
+  const TrainingPanelSettings d = TrainingPanelSettings::defaults();
+  EXPECT_GT(d.train.checkpoint_every, 0);
+  EXPECT_GE(d.train.steps / d.train.checkpoint_every, 3) << "a few checkpoints before the default run ends";
+  TrainingPanelSettings s = d;
+  s.train.checkpoint_every = 7;
+  const nlohmann::json j = s.to_json();
+  EXPECT_EQ(j.at("settings").at("checkpoint_every"), 7);
+  EXPECT_EQ(TrainingPanelSettings::from(FieldReader(j, "panels.training")).train.checkpoint_every, 7);
+  nlohmann::json absent = j;
+  absent["settings"].erase("checkpoint_every");
+  EXPECT_EQ(TrainingPanelSettings::from(FieldReader(absent, "panels.training")).train.checkpoint_every,
+            d.train.checkpoint_every);
+  nlohmann::json bad = j;
+  bad["settings"]["checkpoint_every"] = -1;
+  EXPECT_THROW(TrainingPanelSettings::from(FieldReader(bad, "panels.training")), StateError);
+}
+
+// A run started with checkpoint every N saves at steps N, 2N, … and at its last step, and every one of
+// those checkpoints reaches the model library as it is saved (on disk a run keeps its two newest).
+TEST(Training, CheckpointEveryNSavesEveryNStepsAndAtTheEnd) {
+  const fs::path dir = fs::temp_directory_path() / "tttlab_gui_train_test_ckpt";
+  fs::remove_all(dir);
+  auto lib = std::make_shared<ModelLibrary>();
+  auto e = engine_with<TrainingModule, LibraryModule>(lib);
+  TrainSettings t = small_run(dir, 7);
+  t.eval_every = 0;
+  t.checkpoint_every = 3;
+  e->post(TrainStart{t, "ckpt"});
+  const auto s = wait_for(*e, [](const Snapshot& x) {
+    const RunView* r = run_named(x, "ckpt");
+    return r && (r->state == RunState::Finished || r->state == RunState::Failed);
+  });
+  const RunView* r = run_named(*s, "ckpt");
+  ASSERT_NE(r, nullptr);
+  ASSERT_EQ(r->state, RunState::Finished) << r->message;
+  std::set<long> saved;
+  for (const auto& d : fs::directory_iterator(dir / "ckpt"))
+    if (const auto step = checkpoint_step_of(d.path().filename().string()))
+      if (fs::exists(d.path() / "model.safetensors")) saved.insert(*step);
+  EXPECT_EQ(saved, (std::set<long>{6, 7}));
+  EXPECT_EQ(fs::path(r->checkpoint).filename().string(), checkpoint_name(7));
+  // Each checkpoint is put under the run's id, raising its version: 0, 1, 2.
+  const auto s2 = wait_for(*e, [&](const Snapshot& x) {
+    const ModelInfo* m = x.library ? x.library->models->find(r->model_id) : nullptr;
+    return m && m->step == 7;
+  });
+  const ModelInfo* m = s2->library->models->find(r->model_id);
+  EXPECT_EQ(m->version, 2u) << "one put per checkpoint";
+  fs::remove_all(dir);
+}
+
+// A lesson's scene that follows a training run trains it once: posted again (the lesson's next
+// prediction, after the app's own request of the view), the curves of the run's last checkpoint come
+// back with the measures of its first, and no second run starts. A scene with other run settings trains.
+TEST(FollowTraining, ALessonSceneTrainsItsRunOnceAndAnswersAgainFromItsCheckpoints) {
+  // The curves answer a lesson's TrainStart only if they see it before the training module does: the
+  // app's engine lists them first (lab/features.cpp), as this test's engine does.
+  std::size_t curves_at = features().size(), training_at = 0;
+  for (std::size_t i = 0; i < features().size(); ++i) {
+    if (std::string_view(features()[i].id) == kInnerCurvesId) curves_at = i;
+    if (std::string_view(features()[i].id) == kTrainingId) training_at = i;
+  }
+  EXPECT_LT(curves_at, training_at);
+  const fs::path dir = fs::temp_directory_path() / "tttlab_gui_train_test_lesson_once";
+  fs::remove_all(dir);
+  auto lib = std::make_shared<ModelLibrary>();
+  auto e = engine_with<CurvesModule, TrainingModule, LibraryModule>(lib);
+  TrainSettings t = small_run(dir, 6);
+  t.eval_every = 0;
+  t.checkpoint_every = 2;
+  const nlohmann::json panels = {
+      {"inner_curves", {{"model_id", "training"}, {"data", "sample"}, {"seq_len", 32}, {"sequences", 1}}},
+      {"training", {{"settings", to_json(t)}}}};
+  const auto post_scene = [&](const nlohmann::json& p) {
+    const FieldReader r(p, "panels");
+    for (Command& c : CurvesPanelSettings::scene(r.object("inner_curves"), r)) e->post(std::move(c));
+  };
+  const MeasureSet& measures = *find_feature(kInnerCurvesId)->measures;
+  const auto measured = [&](std::uint64_t after) {
+    return wait_for(*e, [&](const Snapshot& x) {
+      return x.curves && x.curves->generation > after && measures.read(x).has_value();
+    });
+  };
+  post_scene(panels);
+  const auto s1 = measured(0);
+  ASSERT_TRUE(s1 && s1->training && measures.read(*s1));
+  ASSERT_EQ(s1->training->runs.size(), 1u);
+  ASSERT_EQ(s1->training->runs[0]->state, RunState::Finished) << s1->training->runs[0]->message;
+  const Measures m1 = *measures.read(*s1);
+  EXPECT_EQ(m1.at("followed_step").value, 6);
+  EXPECT_EQ(m1.at("first_checkpoint_step").value, 2);
+
+  CurvesSettings plain;
+  plain.model_id = "training";
+  plain.data = "sample";
+  plain.seq_len = 32;
+  plain.sequences = 1;
+  e->post(CurvesRun{plain});  // the app opens the scene: its view waits for the next run
+  post_scene(panels);
+  const auto s2 = measured(s1->curves->generation);
+  ASSERT_TRUE(s2 && s2->training && measures.read(*s2));
+  EXPECT_EQ(s2->training->runs.size(), 1u) << "the lesson's run is not trained again";
+  const Measures m2 = *measures.read(*s2);
+  for (const char* k : {"followed_step", "first_checkpoint_step", "reloads", "relative_gain",
+                        "relative_gain_first_checkpoint", "relative_gain_change"})
+    EXPECT_EQ(m2.at(k).value, m1.at(k).value) << k;
+
+  nlohmann::json other = panels;
+  other["training"]["settings"]["seed"] = t.seed + 1;
+  post_scene(other);
+  const auto s3 = wait_for(*e, [](const Snapshot& x) { return x.training && x.training->runs.size() == 2; });
+  EXPECT_EQ(s3->training->runs.size(), 2u) << "other run settings: another run";
+  wait_for(*e, [](const Snapshot& x) { return !x.training->runs[1]->live(); });
   fs::remove_all(dir);
 }
 

@@ -54,6 +54,33 @@ TEST(PrimalDual, FormsAgreeToRoundingInDoubleForBothModels) {
   }
 }
 
+// A speed-up is worked out turn by turn (primal time over the same turn's dual time): the median of
+// those ratios and their range, not the ratio of two medians taken from different turns.
+TEST(PrimalDual, SpeedupIsTheMedianOfTheTurnsRatiosWithTheirRange) {
+  const Speedup odd = speedup_of({4.0, 9.0, 2.0}, {1.0, 3.0, 4.0});  // ratios 4, 3, 0.5
+  EXPECT_EQ(odd.repeats, 3);
+  EXPECT_DOUBLE_EQ(odd.median, 3.0);
+  EXPECT_DOUBLE_EQ(odd.min, 0.5);
+  EXPECT_DOUBLE_EQ(odd.max, 4.0);
+  const Speedup even = speedup_of({2.0, 6.0, 1.0, 8.0}, {1.0, 2.0, 1.0, 1.0});  // 2, 3, 1, 8
+  EXPECT_DOUBLE_EQ(even.median, 2.5);
+  EXPECT_DOUBLE_EQ(even.min, 1.0);
+  EXPECT_DOUBLE_EQ(even.max, 8.0);
+  EXPECT_EQ(speedup_of({1.0}, {0.0}).repeats, 0) << "a turn without a dual time gives no ratio";
+
+  // The view's whole-model speed-up and each block's are computed so, from the turns it timed.
+  const auto v = run(base(InnerModel::Linear, Precision::Double));
+  ASSERT_EQ(v->outcome, JobOutcome::Done) << v->error;
+  const Speedup whole = speedup_of(v->primal_ms, v->dual_ms);
+  EXPECT_EQ(v->speedup.repeats, 2);
+  EXPECT_DOUBLE_EQ(v->speedup.median, whole.median);
+  EXPECT_LE(v->speedup.min, v->speedup.median);
+  EXPECT_GE(v->speedup.max, v->speedup.median);
+  ASSERT_EQ(v->layers.size(), 1u);
+  EXPECT_EQ(v->layers[0].speedup.repeats, 2);
+  EXPECT_NE(v->cpu_device.find("1 thread)"), std::string::npos) << v->cpu_device;
+}
+
 TEST(PrimalDual, FloatAgreesToFloatRounding) {
   const auto v = run(base(InnerModel::Linear, Precision::Float));
   ASSERT_EQ(v->outcome, JobOutcome::Done) << v->error;

@@ -63,49 +63,75 @@ class MiniBatchPanel final
  private:
   std::optional<Command> rerun() const override { return SweepRun{m_settings.sweep, false}; }
 
-  void draw_controls(const MiniBatchView&, const Snapshot& snap, CommandSink& sink) override {
-    bool run = false;
+  void draw_controls(const MiniBatchView& v, const Snapshot& snap, CommandSink& sink) override {
+    // An edit runs the sweep at once in Evaluate mode (seconds). Train mode trains one model per b
+    // (minutes): its edits only change the settings, and the Train button below starts it, so the
+    // size can be set before anything trains.
+    bool run = false, edited = false;
     SweepSettings& w = m_settings.sweep;
     const LibraryView* lib = snap.library ? snap.library->models.get() : nullptr;
     if (classroom::visible("minibatch.mode")) {
       widgets::section_label("EXPERIMENT");
       widgets::row("Mode", "Evaluate: the chosen model's own weights, run with each b (what b does at test time; "
                            "fast). Train: for each b a small 2-block model trained from the same seed on the same "
-                           "batches, then evaluated (the paper's experiment at toy scale; slow, cancellable).");
-      run |= widgets::choice_pair("evaluate", SweepMode::Evaluate, "train each b", SweepMode::Train, w.mode);
+                           "batches, then evaluated (the paper's experiment at toy scale; slow: it starts only with "
+                           "its Train button, and can be cancelled).");
+      edited |= widgets::choice_pair("evaluate", SweepMode::Evaluate, "train each b", SweepMode::Train, w.mode);
     }
     if (classroom::visible("minibatch.model")) {
       widgets::section_label(w.mode == SweepMode::Evaluate ? "MODEL AND DATA" : "LAYER AND DATA");
       if (w.mode == SweepMode::Evaluate) {
         widgets::row("Model");
-        run |= widgets::model_combo("model", w.model_id, lib, true, &sink);
+        edited |= widgets::model_combo("model", w.model_id, lib, true, &sink);
         widgets::model_summary_line(w.model_id, lib);
       } else {
         widgets::row("Layer");
-        run |= widgets::choice_pair("TTT-Linear", std::string("ttt-linear"), "TTT-MLP", std::string("ttt-mlp"),
-                                    w.layer);
+        edited |= widgets::choice_pair("TTT-Linear", std::string("ttt-linear"), "TTT-MLP", std::string("ttt-mlp"),
+                                       w.layer);
         widgets::row("Seed", "Initialisation and training batches: the same for every b.");
-        run |= widgets::seed_input(w.seed);
+        edited |= widgets::seed_input(w.seed);
       }
       widgets::row("Data");
-      run |= widgets::data_combo("data", w.data);
+      edited |= widgets::data_combo("data", w.data);
     }
     if (classroom::visible("minibatch.size")) {
       widgets::section_label("SIZE");
       widgets::row("T", "Sequence length; b runs over 1, 2, 4, … up to T.");
       ImGui::SliderInt("##T", &w.seq_len, 8, 512, "%d tokens", ImGuiSliderFlags_Logarithmic);
-      run |= ImGui::IsItemDeactivatedAfterEdit();
+      edited |= ImGui::IsItemDeactivatedAfterEdit();
       widgets::row("Windows", "Validation windows per b: the loss is their mean, the time their median.");
       ImGui::SliderInt("##W", &w.windows, 1, 64, "%d per b");
-      run |= ImGui::IsItemDeactivatedAfterEdit();
+      edited |= ImGui::IsItemDeactivatedAfterEdit();
       if (w.mode == SweepMode::Train) {
         widgets::row("Steps");
         ImGui::SliderInt("##steps", &w.train_steps, 10, 2000, "%d per b", ImGuiSliderFlags_Logarithmic);
-        run |= ImGui::IsItemDeactivatedAfterEdit();
+        edited |= ImGui::IsItemDeactivatedAfterEdit();
       }
       ImGui::Dummy(ImVec2(0, 4));
-      if (ImGui::Button("Run the sweep again  (F5)", ImVec2(-1, 0))) run = true;
+      if (w.mode == SweepMode::Train) {
+        const std::vector<int> bs = sweep_mini_batches(w.seq_len);
+        const long models = static_cast<long>(bs.size());
+        ImGui::PushTextWrapPos(0.0f);
+        ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim),
+                           "%ld models (b = 1 … %d), %d optimiser steps each: %ld steps in all, then %d "
+                           "validation windows per model.",
+                           models, bs.back(), w.train_steps, models * w.train_steps, w.windows);
+        ImGui::PopTextWrapPos();
+        const bool shown = v.current && v.current->settings == w;
+        const std::string label = "Train " + std::to_string(models) + " models (" +
+                                  std::to_string(models * w.train_steps) + " steps)" + (shown ? "  (F5)" : "");
+        if (ImGui::Button(label.c_str(), ImVec2(-1, 0))) run = true;
+        if (!shown && !run) {
+          ImGui::PushTextWrapPos(0.0f);
+          ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kWarning),
+                             "Nothing trains until you press the button: the view still shows the sweep before.");
+          ImGui::PopTextWrapPos();
+        }
+      } else if (ImGui::Button("Run the sweep again  (F5)", ImVec2(-1, 0))) {
+        run = true;
+      }
     }
+    if (edited && w.mode == SweepMode::Evaluate) run = true;
     if (run) sink.post(SweepRun{w, false});
     if (classroom::visible("minibatch.view")) {
       widgets::section_label("VIEW");
@@ -115,8 +141,8 @@ class MiniBatchPanel final
     ImGui::Dummy(ImVec2(0, 6));
     widgets::note("Small b: more, smaller gradient steps per sequence (closer to online learning, more sequential "
                   "work). Large b: the gradients of a whole mini-batch are taken at one stale state, and the dual "
-                  "form does more of its work as large matrix products. CPU times are single-threaded forward passes "
-                  "of the whole model (dual form), the median over the windows. With a GPU (the Compute menu) each b "
+                  "form does more of its work as large matrix products. CPU times are forward passes of the whole "
+                  "model (dual form) on the CPU, 1 thread, the median over the windows. With a GPU (the Compute menu) each b "
                   "also runs there: the loss comes from the GPU, and its time is the median of 20 forward passes of "
                   "one window measured on the GPU, after 3 warm-up passes that are not counted. On a CPU the dual "
                   "form's large b is cheap; on a GPU small b also leaves most of the chip idle: there the tradeoff "
@@ -242,8 +268,8 @@ class MiniBatchPanel final
     q.title = "Quality versus time";
     q.y_label = widgets::fit("validation loss (bits per byte) against the forward time of one window",
                              "validation loss (bits per byte)", left_w, f.small);
-    q.x_label = gs.x.empty() ? "milliseconds per forward pass of one window (CPU, one thread; median)"
-                             : "milliseconds per forward pass of one window (median; CPU: one thread)";
+    q.x_label = gs.x.empty() ? "milliseconds per forward pass of one window (CPU, 1 thread; median)"
+                             : "milliseconds per forward pass of one window (median; CPU, 1 thread)";
     q.size = ImVec2(left_w, top_h);
     q.x_scale = m_settings.log_time ? plot::ScaleKind::Log10 : plot::ScaleKind::Linear;
     q.x_pad = 0.1;

@@ -100,12 +100,15 @@ class PrimalDualPanel final
     ImGui::Dummy(ImVec2(0, 4));
     widgets::note(m_settings.run.head.toy()
                       ? "Both forms run on the engine thread, one after the other, on the same inputs (a fixed "
-                        "random byte embedding and random projections from the seed). Times are the median over "
-                        "the repeats, single-threaded CPU, with the fastest and slowest run beside it."
+                        "random byte embedding and random projections from the seed), alternately: primal, dual, "
+                        "primal, dual, …. Times (CPU, 1 thread) are the median over the repeats, with the "
+                        "fastest and slowest run beside it."
                       : "Both forms run on the engine thread over every head of every block, each block reading "
                         "the input its own layer sees in the model (the embedding passed through the blocks before it, "
-                        "then the layer's own projections of q, k and v). Times "
-                        "are the median over the repeats, single-threaded CPU, all heads of a block together.");
+                        "then the layer's own projections of q, k and v), alternately: primal, dual, primal, dual, …. "
+                        "Times (CPU, 1 thread) are the median over the repeats, all heads of a block together. "
+                        "A speed-up is each repeat's primal time over its dual time: the median of those "
+                        "ratios, and their range, for the whole model (the card) and for each block (the table).");
     widgets::note("With a GPU (the Compute menu), the same inputs also go through the GPU's dual-form kernel in "
                   "single precision, all heads of a block at once; its output is compared with the CPU's primal "
                   "form, the reference. GPU times are kernel times measured on the GPU itself, after 2 warm-up runs "
@@ -355,13 +358,14 @@ class PrimalDualPanel final
            grel < (v.gpu_math == GpuMath::Tf32 ? 1e-2 : 1e-4) ? colors::kGood : colors::kWarning);
       timing("dual form (GPU)", v.gpu_time, colors::kGood);
     }
-    const double speedup = v.dual_ms_median > 0 ? v.primal_ms_median / v.dual_ms_median : 0.0;
-    char sp[32];
-    std::snprintf(sp, sizeof sp, "%.2f×", speedup);
-    const bool dual_faster = speedup >= 1.0;
-    card("dual speed-up (CPU)", "dual speed-up", sp,
-         std::string(dual_faster ? "dual is faster" : "primal is faster") + ", ratio of the medians",
-         dual_faster ? "dual is faster" : "primal is faster", colors::kText);
+    // The median of the repeats' ratios over the whole model, computed as each block's row is, with
+    // its range: a swing between repeats (the machine's load) is visible instead of hidden.
+    const Speedup& s = v.speedup;
+    char sp[32], range[64];
+    std::snprintf(sp, sizeof sp, "%.2f×", s.median);
+    std::snprintf(range, sizeof range, "%.2f–%.2f×", s.min, s.max);
+    card("dual speed-up (CPU, whole model)", "dual speed-up", sp,
+         std::string(range) + ", median of " + std::to_string(s.repeats) + " repeats", range, colors::kText);
     if (v.linear_attention) {
       const double lrel = v.linear_attention_scale > 0 ? v.linear_attention_diff / v.linear_attention_scale : 0.0;
       const std::string lrelative = "relative " + format_value(lrel, 2);
@@ -396,7 +400,7 @@ class PrimalDualPanel final
       ImGui::TableSetupColumn(narrow ? "max |O_p − O_d|" : "max |O_primal − O_dual|");
       ImGui::TableSetupColumn("relative");
       ImGui::TableSetupColumn(narrow ? "primal / dual" : "primal / dual (median, all heads)");
-      ImGui::TableSetupColumn(narrow ? "speed-up" : "dual speed-up");
+      ImGui::TableSetupColumn(narrow ? "speed-up" : "dual speed-up (median, min–max)");
       if (v.linear_attention) ImGui::TableSetupColumn(narrow ? "vs tril(QKᵀ)V" : "max |O − tril(QKᵀ)V|");
       if (v.gpu_ran) {
         ImGui::TableSetupColumn(narrow ? "|O_p − O_GPU|" : "max |O_primal − O_GPU|");
@@ -424,7 +428,9 @@ class PrimalDualPanel final
         ImGui::SameLine(0, 4);
         ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kDual), "%s", ms(L.dual_ms).c_str());
         ImGui::TableNextColumn();
-        ImGui::Text("%.2f×", L.dual_ms > 0 ? L.primal_ms / L.dual_ms : 0.0);
+        ImGui::Text("%.2f×", L.speedup.median);
+        ImGui::SameLine(0, 4);
+        ImGui::TextDisabled("%.2f–%.2f", L.speedup.min, L.speedup.max);
         if (v.linear_attention) {
           ImGui::TableNextColumn();
           const double lrel = L.linear_attention_scale > 0 ? L.linear_attention_diff / L.linear_attention_scale : 0.0;

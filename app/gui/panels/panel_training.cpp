@@ -173,6 +173,13 @@ class TrainingPanel final
       int ev = static_cast<int>(t.eval_every);
       if (ImGui::SliderInt("##eval", &ev, 0, 1000, ev == 0 ? "at the end" : "every %d steps", ImGuiSliderFlags_Logarithmic))
         t.eval_every = ev;
+      widgets::row("Checkpoint every", "Save the weights every N steps (and always at the end). Views that follow "
+                                       "the run (the inner-loss curves, the stepper, the evolution) compute again "
+                                       "at every checkpoint; each one takes disk space and a little time.");
+      int ck = static_cast<int>(t.checkpoint_every);
+      if (ImGui::SliderInt("##checkpoint", &ck, 0, 1000, ck == 0 ? "at the end" : "every %d steps",
+                           ImGuiSliderFlags_Logarithmic))
+        t.checkpoint_every = ck;
       widgets::row("Name", "The run directory's name under the runs folder (empty: from the settings).");
       widgets::input_string("##name", m_settings.name);
       widgets::row("Folder");

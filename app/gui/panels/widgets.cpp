@@ -261,7 +261,7 @@ void cpu_only_line(const Snapshot& snap, const char* why) {
   const ComputeView* cv = snap.compute.get();
   const bool gpu_chosen = cv && cv->gpu_available && cv->request != ComputeRequest::CPU;
   ImGui::PushFont(fonts().small);
-  device_line(cpu_device().describe(), gpu_chosen ? std::string("On the CPU even with a GPU: ") + why : std::string());
+  device_line(engine_thread_cpu(), gpu_chosen ? std::string("On the CPU even with a GPU: ") + why : std::string());
   ImGui::PopFont();
 }
 

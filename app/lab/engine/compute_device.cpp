@@ -20,6 +20,12 @@ TimingSummary summarize_ms(const std::vector<double>& ms, int warmup) {
   return t;
 }
 
+std::string engine_thread_cpu() {
+  DeviceInfo d = cpu_device();
+  d.threads = 1;
+  return d.describe();
+}
+
 std::string format_timing(const TimingSummary& t) {
   if (t.repeats == 0) return "not measured";
   const auto fmt = [](double ms) {

@@ -48,6 +48,9 @@ struct TimingSummary {
   int warmup = 0;   // untimed runs before them
 };
 TimingSummary summarize_ms(const std::vector<double>& ms, int warmup);
+// The CPU as the lab's views time it: they compute on the engine thread alone, and Eigen runs
+// single-threaded there, so the line names 1 thread whatever the machine has: "CPU (Eigen 3.4, 1 thread)".
+std::string engine_thread_cpu();
 // "1.23 ms (1.20–1.31, median of 9)".
 std::string format_timing(const TimingSummary& t);
 // Wall milliseconds since t0 (the engine's CPU timings).

@@ -91,7 +91,7 @@ void EvaluationModule::work(ModuleContext& ctx) {
       }
       const std::string why = j.target.gpu ? j.target.gpu->model_unsupported(j.current->config()) : std::string();
       if (j.target.gpu && !why.empty() && c.windows_done == 0) {
-        c.device = cpu_device().describe();
+        c.device = engine_thread_cpu();
         c.note = "on the CPU: " + why;
       }
       if (j.target.gpu && why.empty()) {

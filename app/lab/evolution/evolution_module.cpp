@@ -47,7 +47,7 @@ void EvolutionModule::rebuild() {
   m_model_step = -1;
   try {
     validate(m_config, limits());
-    m_device = cpu_device().describe();
+    m_device = engine_thread_cpu();
     m_device_note.clear();
     const ComputeTarget target = m_config.toy() ? ComputeTarget{} : m_compute->target();
     if (!m_config.toy()) m_device_note = target.note;

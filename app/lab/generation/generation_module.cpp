@@ -97,7 +97,7 @@ void GenerationModule::start(const GenSettings& s) {
     v->d = c.head_dim();
     m_rng = Rng(s.seed);
     const ComputeTarget target = m_compute->target();
-    v->device = cpu_device().describe();
+    v->device = engine_thread_cpu();
     v->device_note = target.note;
     if (target.gpu) {
       if (const std::string why = target.gpu->decode_unsupported(c); why.empty()) {

@@ -35,11 +35,44 @@ CurvesModule::CurvesModule(std::shared_ptr<ModelLibrary> library,
 CurvesModule::~CurvesModule() = default;
 
 bool CurvesModule::handle(const Command& command, ModuleContext& ctx) {
+  if (const auto* t = std::get_if<TrainStart>(&command)) {
+    // The lesson's run whose followed view came back just now is not trained again.
+    const bool answered = t->lesson && m_answer_next_start;
+    m_answer_next_start = false;
+    return answered;
+  }
   const auto* run = std::get_if<CurvesRun>(&command);
   if (!run) return false;
+  m_answer_next_start = false;
+  if (run->lesson_run && restore_followed(*run, ctx)) {
+    m_answer_next_start = true;
+    return true;
+  }
   m_reloads = 0;
   m_follow_after = m_library->puts();  // kFollowTrainingId: only checkpoints saved from now on
+  m_chain_run = run->settings.model_id == kFollowTrainingId ? run->lesson_run : std::nullopt;
   start(run->settings, ctx, nullptr);
+  return true;
+}
+
+bool CurvesModule::restore_followed(const CurvesRun& run, ModuleContext& ctx) {
+  if (!m_followed || !m_followed_run || *m_followed_run != *run.lesson_run || m_followed->settings != run.settings)
+    return false;
+  {
+    // Newer weights of that run since (it is still training): the view must follow them instead.
+    const auto lib = m_library->view();
+    const ModelInfo* info = lib->find(m_followed->model_id);
+    if (!info || info->version != m_followed->model_version) return false;
+  }
+  m_slot.supersede(ctx);
+  m_job.reset();
+  auto v = std::make_shared<CurvesView>(*m_followed);
+  v->generation = ++m_generation;
+  m_reloads = v->reloads;
+  m_chain_run = m_followed_run;
+  m_follow_after = m_library->puts();  // from here on, the next checkpoint any run saves
+  m_seen_library = m_library->generation();
+  show(std::move(v), ctx);
   return true;
 }
 
@@ -86,12 +119,12 @@ void CurvesModule::start(const CurvesSettings& s, ModuleContext& ctx, std::share
       job->sb = job->sa = job->s0;
       v->l0 = v->lb = v->la = job->s0;
       const ComputeTarget target = m_compute->target();
-      v->device = cpu_device().describe();
+      v->device = engine_thread_cpu();
       v->device_note = target.note;
       if (target.gpu) {
         if (const std::string why = target.gpu->model_unsupported(c); why.empty()) {
           job->gpu = target.gpu->load_model(*job->model, 1, s.seq_len);
-          v->device = "GPU: " + target.gpu->device().name + " (the model's forward) and " + cpu_device().describe() +
+          v->device = "GPU: " + target.gpu->device().name + " (the model's forward) and " + engine_thread_cpu() +
                       " (each head's inner loop)";
         } else {
           v->device_note = "on the CPU: " + why;
@@ -144,6 +177,8 @@ void CurvesModule::after_iteration(ModuleContext& ctx) {
   // "training", another run's first checkpoint starts a new chain (like a run the view waited for).
   if (id != m_view->model_id) {
     m_reloads = 0;
+    // Another run than the one followed so far: no longer the lesson's (waiting, it is the first).
+    if (!m_view->model_id.empty()) m_chain_run.reset();
     start(m_view->settings, ctx, nullptr);
     return;
   }
@@ -222,6 +257,10 @@ void CurvesModule::work(ModuleContext& ctx) {
   if (j.window >= W) {
     m_slot.finish(ctx, *v, JobOutcome::Done);
     m_job.reset();
+    if (v->settings.model_id == kFollowTrainingId && v->model_step >= 0) {
+      m_followed = v;
+      m_followed_run = m_chain_run;
+    }
   }
   show(std::move(v), ctx);
 }

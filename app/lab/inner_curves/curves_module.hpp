@@ -8,9 +8,17 @@
 // a checkpoint of a run) and then computes the same settings again, cancelling a computation with the
 // older weights. The model id kFollowTrainingId waits for the next checkpoint any run saves after the
 // request, then follows the newest run (ModelLibrary::newest_put).
+//
+// A lesson trains its run once. A lesson's scene posts CurvesRun with the run it starts (lesson_run),
+// then that TrainStart (marked lesson). The module keeps the newest complete view it followed, with
+// the lesson run it belonged to; when the same scene is posted again (the lesson's next prediction)
+// and those weights are still the run's newest, that view comes back under a new generation, first
+// checkpoint and reload count included, and the module answers the TrainStart itself (it comes before
+// the training module in the engine, lab/features.cpp), so nothing trains again.
 #pragma once
 
 #include <memory>
+#include <optional>
 
 #include "lab/engine/engine.hpp"
 #include "lab/engine/job_module.hpp"
@@ -39,11 +47,17 @@ class CurvesModule final : public JobModule<CurvesView, &Snapshot::curves>, priv
   void end(ModuleContext& ctx, JobOutcome outcome, const std::string& message);
   // The library id the settings' model names now ("" while kFollowTrainingId still waits).
   std::string resolve(const std::string& model_id) const;
+  // Puts the followed view of `run.lesson_run` back on show, if it is still current; false if not.
+  bool restore_followed(const CurvesRun& run, ModuleContext& ctx);
 
   std::unique_ptr<Job> m_job;
   std::uint64_t m_seen_library = 0;  // the library generation after_iteration last looked at
   int m_reloads = 0;
   std::uint64_t m_follow_after = 0;  // kFollowTrainingId follows checkpoints put after this many puts
+  std::optional<TrainSettings> m_chain_run;          // the lesson run the view follows (or waits for)
+  std::shared_ptr<const CurvesView> m_followed;      // the newest complete view of a followed run
+  std::optional<TrainSettings> m_followed_run;       // the lesson run it belongs to
+  bool m_answer_next_start = false;                  // a view came back: the lesson's TrainStart is answered
 };
 
 }  // namespace tttlab::lab

@@ -33,15 +33,14 @@ std::vector<Command> CurvesPanelSettings::commands() const { return {CurvesRun{r
 std::vector<Command> CurvesPanelSettings::scene(const FieldReader& entry,
                                                 const FieldReader& panels) {
   const CurvesPanelSettings s = from(entry);
-  std::vector<Command> out;
-  if (s.run.model_id == kFollowTrainingId) {
-    // Only the run's settings are read: the rest of the Training panel's entry is the window's.
-    const TrainSettings t = train_settings_from(panels.object(kTrainingId).object("settings"),
-                                                TrainingPanelSettings::defaults().train);
-    out.push_back(TrainStart{t, ""});
-  }
-  out.push_back(CurvesRun{s.run});
-  return out;
+  if (s.run.model_id != kFollowTrainingId) return {CurvesRun{s.run}};
+  // Only the run's settings are read: the rest of the Training panel's entry is the window's. The
+  // curves come first: they answer the run themselves when they have followed it already.
+  const TrainSettings t = train_settings_from(panels.object(kTrainingId).object("settings"),
+                                              TrainingPanelSettings::defaults().train);
+  TrainStart start{t, ""};
+  start.lesson = true;
+  return {CurvesRun{s.run, t}, start};
 }
 
 const SettingsFields<CurvesPanelSettings>& CurvesPanelSettings::fields() {

@@ -7,11 +7,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "lab/engine/job.hpp"
 #include "lab/primal_dual/primal_dual_types.hpp"  // JobOutcome
+#include "lab/training/training_types.hpp"        // TrainSettings
 
 namespace tttlab::lab {
 
@@ -53,6 +55,11 @@ struct CurvesView : JobView {
 
 struct CurvesRun {
   CurvesSettings settings;
+  // A lesson's scene that follows a training run: the run it starts (a TrainStart marked `lesson`
+  // follows this command). When this module has already followed a run of these settings to a view
+  // that is complete, with the same curves settings, and no newer weights came since, that view comes
+  // back (with the measures of its first checkpoint) and the TrainStart is answered here.
+  std::optional<TrainSettings> lesson_run = std::nullopt;
 };
 
 }  // namespace tttlab::lab

@@ -105,7 +105,7 @@ void MiniBatchModule::start(const SweepSettings& s, ModuleContext& ctx) {
     job->result = std::make_shared<SweepResult>();
     job->result->settings = s;
     job->target = m_compute->target();
-    job->result->cpu_device = cpu_device().describe();
+    job->result->cpu_device = engine_thread_cpu();
     job->result->gpu_device = job->target.gpu ? job->target.gpu->device().name : std::string();
     job->result->gpu_note = job->target.note;
     if (s.mode == SweepMode::Evaluate) {

@@ -24,6 +24,21 @@ HeadConfig PrimalDualConfig::effective() const {
   return h;
 }
 
+Speedup speedup_of(const std::vector<double>& primal_ms, const std::vector<double>& dual_ms) {
+  std::vector<double> r;
+  for (std::size_t i = 0; i < std::min(primal_ms.size(), dual_ms.size()); ++i)
+    if (dual_ms[i] > 0) r.push_back(primal_ms[i] / dual_ms[i]);
+  Speedup s;
+  s.repeats = static_cast<int>(r.size());
+  if (r.empty()) return s;
+  std::sort(r.begin(), r.end());
+  const std::size_t n = r.size();
+  s.median = n % 2 ? r[n / 2] : 0.5 * (r[n / 2 - 1] + r[n / 2]);
+  s.min = r.front();
+  s.max = r.back();
+  return s;
+}
+
 HeadLimits PrimalDualModule::limits() {
   return {.max_tokens = 2048, .max_d_linear = 64, .max_d_mlp = 32, .max_mini_batch = 2048};
 }
@@ -58,14 +73,16 @@ class TypedJob final : public PrimalDualModule::Job {
     ++m_done_steps;
     if (m_phase == Phase::Build) {
       build();
-      m_phase = Phase::Primal;
+      m_phase = Phase::Time;
       return false;
     }
-    if (m_phase == Phase::Primal || m_phase == Phase::Dual) {
-      const bool dual = m_phase == Phase::Dual;
+    if (m_phase == Phase::Time) {
+      // Primal, dual, primal, dual, …: a change of load on the machine hits both forms alike, and
+      // each repeat's ratio compares two runs close in time.
+      const bool dual = m_times[0][0].size() > m_times[1][0].size();
       run_form(dual);
-      if (static_cast<int>(m_times[dual][0].size()) == m_cfg.timing_reps)
-        m_phase = dual ? (m_target.gpu ? Phase::Gpu : Phase::Compare) : Phase::Dual;
+      if (dual && static_cast<int>(m_times[1][0].size()) == m_cfg.timing_reps)
+        m_phase = m_target.gpu ? Phase::Gpu : Phase::Compare;
       return false;
     }
     if (m_phase == Phase::Gpu) {  // one block per work item
@@ -78,7 +95,7 @@ class TypedJob final : public PrimalDualModule::Job {
   }
 
  private:
-  enum class Phase { Build, Primal, Dual, Gpu, Compare };
+  enum class Phase { Build, Time, Gpu, Compare };
 
   // The heads of block `blk` in the kernels' layout (GpuHeads), or why they cannot be.
   GpuHeads pack(const std::vector<HeadInputs<S>>& heads) const {
@@ -254,6 +271,7 @@ class TypedJob final : public PrimalDualModule::Job {
       L.dual_time = summarize_ms(m_times[1][blk], 0);
       L.primal_ms = L.primal_time.median_ms;
       L.dual_ms = L.dual_time.median_ms;
+      L.speedup = speedup_of(m_times[0][blk], m_times[1][blk]);
       for (std::size_t r = 0; r < reps; ++r) {
         v.primal_ms[r] += m_times[0][blk][r];
         v.dual_ms[r] += m_times[1][blk][r];
@@ -268,7 +286,8 @@ class TypedJob final : public PrimalDualModule::Job {
     v.dual_time = summarize_ms(v.dual_ms, 0);
     v.primal_ms_median = v.primal_time.median_ms;
     v.dual_ms_median = v.dual_time.median_ms;
-    v.cpu_device = cpu_device().describe();
+    v.speedup = speedup_of(v.primal_ms, v.dual_ms);
+    v.cpu_device = engine_thread_cpu();
 
     // The GPU's column: its difference from the CPU primal form, per layer and for the head on show.
     v.gpu_ran = !m_gpu.empty() && m_gpu.size() == m_blocks.size();

@@ -26,6 +26,15 @@ namespace tttlab::lab {
 
 enum class Precision { Float, Double };
 
+// The dual form's speed-up over the repeats: each repeat's primal time over the same repeat's dual time
+// (the forms run alternately, primal then dual, so a repeat compares two runs close in time and a
+// change of load between them shows as spread), the median of those ratios and their range.
+struct Speedup {
+  double median = 0, min = 0, max = 0;
+  int repeats = 0;
+};
+Speedup speedup_of(const std::vector<double>& primal_ms, const std::vector<double>& dual_ms);
+
 struct PrimalDualConfig {
   HeadConfig head;                // source, text; block/head select what the matrices show
   Precision precision = Precision::Double;
@@ -48,6 +57,7 @@ struct LayerComparison {
   double linear_attention_diff = 0;   // max |O − tril(QKᵀ)V| (with linear_attention)
   double linear_attention_scale = 0;  // max |tril(QKᵀ)V|
   TimingSummary primal_time, dual_time;  // all heads of the block, over the repeats
+  Speedup speedup;                       // of the block, repeat by repeat
   // The GPU's dual form (gpu_ran): its largest difference from the CPU primal output, and its time.
   double gpu_max_abs_diff = 0;
   TimingSummary gpu_time;
@@ -75,7 +85,8 @@ struct PrimalDualView : JobView {
   std::vector<double> primal_ms, dual_ms;  // every repetition, all layers together
   double primal_ms_median = 0, dual_ms_median = 0;
   TimingSummary primal_time, dual_time;    // the same, summarised (the CPU forms run no warm-up)
-  std::string cpu_device;                  // the CPU, in words
+  Speedup speedup;                         // of the whole model (all blocks), repeat by repeat
+  std::string cpu_device;                  // the CPU as timed, in words (engine_thread_cpu)
 
   // The third computation, on the GPU (when the panels compute on one): the CUDA dual-form kernel on
   // the same inputs in fp32, compared with the CPU primal output. With the Theorem 1 reduction and

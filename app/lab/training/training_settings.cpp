@@ -15,6 +15,9 @@ TrainSettings::TrainSettings() {
   threads = 1;  // worker threads inside Trainer::step (results depend on the count)
   eval_every = 50;
   eval_windows = 16;
+  // Views that follow a run (the inner-loss curves, the stepper, the evolution) see the weights it
+  // saves: a checkpoint every sixth of the default run shows the outer loop at work while it trains.
+  checkpoint_every = 50;
 }
 
 TrainDeviceRequest TrainSettings::device_request() const {

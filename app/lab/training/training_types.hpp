@@ -110,6 +110,11 @@ struct TrainingView {
 struct TrainStart {
   TrainSettings settings;
   std::string name;  // empty: a name from the settings ("ttt-linear-m-b16-1")
+  // Posted by a lesson's scene right after the CurvesRun that follows it (curves_types.hpp): when the
+  // inner-loss curves have already followed a run of exactly these settings to its last checkpoint,
+  // their module answers this command (it comes before the training module in the engine), so a
+  // lesson whose predictions all read that run trains it once. Otherwise it starts a run as usual.
+  bool lesson = false;
 };
 
 enum class TrainOp { Pause, Resume, Stop, Save, Remove };
