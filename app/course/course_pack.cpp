@@ -78,7 +78,6 @@ std::string field_key(std::string_view raw, std::size_t* colon_at) {
   return k;
 }
 
-bool is_reveal_heading(std::string_view line) { return line.starts_with("## The reveal"); }
 bool is_section_end(std::string_view line) { return line.starts_with("## ") || line.starts_with("# "); }
 
 std::string seal_b64(const PackKeys& k, std::string_view text) {
@@ -349,6 +348,14 @@ bool same_lesson(const Lesson& a, const Lesson& b, std::string* why) {
     if (p.claim != q.claim || p.experiment != q.experiment || p.measure != q.measure ||
         !same_expectation(p.expect, q.expect) || p.depends_on_device != q.depends_on_device || p.line != q.line)
       return differ("check " + std::to_string(i + 1));
+  }
+  if (a.exercises.size() != b.exercises.size()) return differ("the number of exercises");
+  for (std::size_t i = 0; i < a.exercises.size(); ++i) {
+    const Exercise &p = a.exercises[i], &q = b.exercises[i];
+    if (p.id != q.id || p.ask != q.ask || p.answer != q.answer || p.tolerance != q.tolerance ||
+        p.relative != q.relative || p.unit != q.unit || p.var_names != q.var_names || p.points != q.points ||
+        p.explain != q.explain || p.line != q.line)
+      return differ("exercise " + p.id);
   }
   if (a.experiments.size() != b.experiments.size()) return differ("the number of experiments");
   for (std::size_t i = 0; i < a.experiments.size(); ++i)

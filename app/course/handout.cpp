@@ -130,6 +130,23 @@ std::string question_html(const Question& q, bool with_answers) {
   return block("question", "Think about it", body);
 }
 
+std::string exercise_html(const Exercise& x, bool with_answers) {
+  std::string body = markdown_html(x.ask);
+  std::string form = x.is_expression() ? "a formula in " : "a number";
+  for (std::size_t k = 0; k < x.var_names.size(); ++k)
+    form += (k == 0 ? "" : k + 1 == x.var_names.size() ? " and " : ", ") + escape(x.var_names[k]);
+  body += "<p class=\"hint\">Your answer (" + form + (x.unit.empty() ? std::string() : ", in " + escape(x.unit)) +
+          "):</p>\n" + blank_lines(1);
+  if (with_answers) {
+    std::string key = "<p><code>" + escape(x.answer) + "</code>" + (x.unit.empty() ? "" : " " + escape(x.unit)) +
+                      ", within " + (x.relative ? number_text(x.tolerance * 100) + " %" : number_text(x.tolerance)) +
+                      ".</p>\n";
+    if (!x.explain.empty()) key += markdown_html(x.explain);
+    body += answer("Answer key", key);
+  }
+  return block("exercise", "Exercise", body);
+}
+
 std::string check_html(const Check& c) {
   return block("check", "The engine checks",
                markdown_html(c.claim) + "<p class=\"hint\">Measure " + escape(c.measure) + ", expected " +
@@ -156,15 +173,7 @@ std::string prose(std::string_view md, bool with_answers, bool& in_reveal) {
     i = j + 1;
     if (line.substr(0, 3) == "```") fenced = !fenced;
     if (!fenced && is_heading(line, 1)) continue;
-    if (!fenced && is_heading(line, 2)) {
-      std::string_view title = line.substr(3);
-      while (!title.empty() && (title.back() == ' ' || title.back() == '\r')) title.remove_suffix(1);
-      in_reveal = title == "The reveal";
-      if (in_reveal && with_answers) {
-        out += "## The reveal (answers)\n";
-        continue;
-      }
-    }
+    if (!fenced && is_heading(line, 2)) in_reveal = is_reveal_heading(line);
     if (in_reveal && !with_answers) continue;
     out.append(line);
     out += '\n';
@@ -211,6 +220,9 @@ std::string handout_html(const Lesson& L, const HandoutOptions& options) {
         break;
       case LessonPart::Kind::Question:
         body += question_html(L.questions.at(static_cast<std::size_t>(part.index)), with);
+        break;
+      case LessonPart::Kind::Exercise:
+        body += exercise_html(L.exercises.at(static_cast<std::size_t>(part.index)), with);
         break;
       case LessonPart::Kind::Check:
         if (with) body += check_html(L.checks.at(static_cast<std::size_t>(part.index)));

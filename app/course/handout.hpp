@@ -5,8 +5,8 @@
 // prints on A4 or Letter: the lesson's title, goal and duration, its text, every prediction as a
 // question with boxes to tick or a line to write the value on, and every question with room to answer.
 // The student's version leaves out everything that gives an answer away: each prediction's reveal and
-// the ranges that make a choice right, the questions' answers, the engine's checks (their claims state
-// the results) and the "The reveal" sections. The teacher's version (with_answers) keeps them all,
+// the ranges that make a choice right, the questions' answers, the exercises' keys and explanations,
+// the engine's checks (their claims state the results) and the "The reveal" sections. The teacher's version (with_answers) keeps them all,
 // each marked as an answer.
 //
 // The lesson's Markdown is turned into HTML by md4c's HTML renderer, with raw HTML in the lesson

@@ -160,6 +160,11 @@ struct Lesson {
   const std::filesystem::path& scene_of(const std::string& experiment) const;
 };
 
+// Whether a line of a lesson's Markdown opens one of its reveal sections ("## The reveal", also
+// "## The reveal: …"). Such a section runs to the next level-1 or level-2 heading; it states the
+// answers, so student packs seal it and students' handouts leave it out.
+inline bool is_reveal_heading(std::string_view line) { return line.starts_with("## The reveal"); }
+
 // Parses one lesson. `text` is the file's content; `file` names it in errors and anchors the scene
 // paths. Throws LessonError("lessons/03-x.md:14: …").
 Lesson parse_lesson(std::string_view text, const std::filesystem::path& file);

@@ -36,9 +36,9 @@ std::string probe(const std::string& text) {
 std::string reveal_paragraph(const Lesson& L) {
   for (const auto& part : L.parts) {
     if (part.kind != LessonPart::Kind::Markdown) continue;
-    const auto at = part.markdown.find("## The reveal\n");
+    const auto at = part.markdown.find("## The reveal");
     if (at == std::string::npos) continue;
-    std::size_t b = part.markdown.find_first_not_of('\n', at + 14);
+    std::size_t b = part.markdown.find_first_not_of('\n', part.markdown.find('\n', at));
     if (b == std::string::npos) return {};
     const std::size_t e = part.markdown.find("\n\n", b);
     return part.markdown.substr(b, e == std::string::npos ? std::string::npos : e - b);
@@ -72,6 +72,11 @@ TEST(CourseHandout, StudentCopyHasNoAnswerAndTeacherCopyHasThem) {
         EXPECT_EQ(student.find("Right when the measured " + p.measure + " is " + ch.when.text), std::string::npos);
     }
     for (const auto& q : L.questions) secret(q.answer, "an answer");
+    for (const auto& x : L.exercises) {
+      secret(x.explain, "an exercise's explanation");
+      EXPECT_EQ(student.find("<code>" + x.answer + "</code>"), std::string::npos) << "an exercise's key";
+      EXPECT_NE(teacher.find(x.answer), std::string::npos) << "an exercise's key missing from the teacher's copy";
+    }
     for (const auto& ch : L.checks) secret(ch.claim, "a check's claim");
     secret(reveal_paragraph(L), "the reveal section");
     EXPECT_NE(student.find("student's copy"), std::string::npos);

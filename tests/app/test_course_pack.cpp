@@ -89,6 +89,10 @@ std::vector<Secret> secrets_of(const Course& c) {
       for (const Choice& ch : p.choices) out.push_back({l.name + "/" + p.id + " range", squash("| " + ch.when.text), true});
     }
     for (const Question& q : l.questions) out.push_back({l.name + " answer", squash(q.answer)});
+    for (const Exercise& x : l.exercises) {
+      out.push_back({l.name + "/" + x.id + " key", squash("answer: " + x.answer), true});
+      if (!x.explain.empty()) out.push_back({l.name + "/" + x.id + " explanation", squash(x.explain)});
+    }
     for (const Check& ch : l.checks) {
       out.push_back({l.name + " claim", squash(ch.claim)});
       out.push_back({l.name + " expect", squash("expect: " + ch.expect.text), true});
@@ -133,7 +137,7 @@ TEST(CoursePack, NoSecretOfTheCourseIsLeftInClearText) {
   ASSERT_GT(secrets.size(), 300u);
   std::set<std::string> kinds;
   for (const auto& s : secrets) kinds.insert(s.where.substr(s.where.rfind(' ') + 1));
-  EXPECT_EQ(kinds, (std::set<std::string>{"reveal", "range", "answer", "claim", "expect", "section"}));
+  EXPECT_EQ(kinds, (std::set<std::string>{"reveal", "range", "answer", "claim", "expect", "section", "key", "explanation"}));
   // The search finds every secret in the teacher's folder (so it would find a leak) …
   const auto originals = files_of(kLessons);
   for (const auto& s : secrets) {
