@@ -342,6 +342,13 @@ void job_status(JobOutcome outcome, double progress, const std::string& error, c
   }
 }
 
+void error_text(const std::string& text) {
+  if (text.empty()) return;
+  ImGui::PushTextWrapPos(0.0f);
+  ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kError), "%s", text.c_str());
+  ImGui::PopTextWrapPos();
+}
+
 ImU32 series_color(int i) {
   // Okabe–Ito without grey; orange and vermillion (alike for many) as far apart as possible.
   static const int order[] = {0, 1, 2, 6, 4, 5, 3};

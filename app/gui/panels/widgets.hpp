@@ -94,6 +94,9 @@ long token_strip(const std::vector<unsigned char>& bytes, int mini_batch, long c
 void job_status(JobOutcome outcome, double progress, const std::string& error, const Snapshot& snap,
                 CommandSink& sink, const char* running_note = nullptr);
 
+// `text` wrapped to the available width in the error colour; nothing when it is empty.
+void error_text(const std::string& text);
+
 // The colour of series i (Okabe–Ito, colour-blind safe), for runs and models.
 ImU32 series_color(int i);
 

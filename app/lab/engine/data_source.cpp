@@ -6,11 +6,30 @@
 
 #include "lab/engine/resources.hpp"
 #include "tttlab/data/text_file.hpp"
+#include "tttlab/io/atomic_file.hpp"
 
 namespace tttlab::lab {
 namespace fs = std::filesystem;
 
 std::string default_data_source() { return find_brown_dir() ? "brown" : "sample"; }
+
+void check_data_source(const std::string& source) {
+  if (source == "sample") return;
+  if (source == "brown") {
+    if (!find_brown_dir())
+      throw std::runtime_error("the Brown corpus is not prepared (data/brown/train.txt and val.txt were not "
+                               "found): run `bash scripts/setup.sh`, or choose the sample text or a file");
+    return;
+  }
+  if (source.empty()) throw std::runtime_error("no text file is chosen: choose the Brown corpus, the sample text or a file");
+  std::uint64_t size = 0;
+  try {
+    size = regular_file_size(source);  // opens it: missing, a folder and unreadable all fail here
+  } catch (const std::exception& e) {
+    throw std::runtime_error(e.what());
+  }
+  if (size == 0) throw std::runtime_error("the text file '" + source + "' is empty: choose a file with text in it");
+}
 
 std::shared_ptr<const DataBytes> load_data(const std::string& source, int min_window) {
   static std::mutex mu;

@@ -25,6 +25,12 @@ struct DataBytes {
 // Throws std::runtime_error with a one-line message (Brown not prepared, file missing or too short).
 std::shared_ptr<const DataBytes> load_data(const std::string& source, int min_window = 2);
 
+// Checks that `source` can be loaded without reading it: Brown is prepared, or the file exists, is a
+// regular file, can be opened and is not empty. Cheap (a stat and an open), so a request can be refused
+// on the engine thread before anything is created for it. Throws std::runtime_error with a one-line
+// message naming the file. load_data may still refuse the content (not UTF-8 text, too short).
+void check_data_source(const std::string& source);
+
 // "brown" if the corpus is prepared, else "sample".
 std::string default_data_source();
 
