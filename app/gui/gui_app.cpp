@@ -147,7 +147,8 @@ class App {
   void take_pending_dock();
 
   // Dialogs
-  PathDialog m_open_dialog{"Open state"}, m_save_dialog{"Save state"};
+  PathDialog m_open_dialog{"Open state", BrowserMode::OpenFile, {kStateExtension}},
+      m_save_dialog{"Save state", BrowserMode::SaveFile, {kStateExtension}};
   ErrorDialog m_error;
   bool m_show_help = false, m_show_about = false;
   // File → Open / Save as: the dialog opens on the current file (Save: a default name).

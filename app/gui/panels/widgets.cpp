@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <map>
 
 #include "course/classroom.hpp"
 #include "lab/engine/head_inputs.hpp"
@@ -86,31 +87,29 @@ bool input_string(const char* id, std::string& str, bool multiline, float height
   return ImGui::IsItemDeactivatedAfterEdit();
 }
 
-bool path_prompt(const char* title, const char* explanation, std::string& out) {
+bool path_prompt(const char* title, const char* explanation, std::string& out, BrowserMode mode,
+                 const std::vector<std::string>& extensions) {
   bool ok = false;
-  ImGui::SetNextWindowSize(ImVec2(ImGui::GetFontSize() * 34.0f, 0), ImGuiCond_Appearing);
+  ImGui::SetNextWindowSize(ImVec2(ImGui::GetFontSize() * 40.0f, 0), ImGuiCond_Appearing);
   if (ImGui::BeginPopupModal(title, nullptr, ImGuiWindowFlags_NoSavedSettings)) {
-    static std::string buf;
-    if (ImGui::IsWindowAppearing()) {
-      buf = out;
-      ImGui::SetKeyboardFocusHere();
-    }
+    // One browser per prompt (by its ID), so each keeps its folder while the app runs.
+    static std::map<ImGuiID, BrowserState> browsers;
+    const ImGuiID id = ImGui::GetID("##browser");
+    auto it = browsers.find(id);
+    if (it == browsers.end()) it = browsers.emplace(id, BrowserState(mode, extensions)).first;
+    BrowserState& b = it->second;
+    const bool appearing = ImGui::IsWindowAppearing();
+    if (appearing) b.start(out);
     ImGui::PushTextWrapPos(0.0f);
     ImGui::TextUnformatted(explanation);
     ImGui::PopTextWrapPos();
-    ImGui::SetNextItemWidth(-1);
-    const bool enter = ImGui::InputText("##path", buf.data(), buf.capacity() + 1,
-                                        ImGuiInputTextFlags_CallbackResize | ImGuiInputTextFlags_EnterReturnsTrue,
-                                        resize_callback, &buf);
-    ImGui::TextDisabled("Relative paths start in %s", std::filesystem::current_path().string().c_str());
-    if ((ImGui::Button("OK", ImVec2(100, 0)) || enter) && !buf.empty()) {
-      out = buf;
+    const BrowserResult r =
+        draw_browser(b, "OK", appearing, !appearing && ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape)));
+    if (r.chosen) {
+      out = *r.chosen;
       ok = true;
-      ImGui::CloseCurrentPopup();
     }
-    ImGui::SameLine();
-    if (ImGui::Button("Cancel", ImVec2(100, 0)) || ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape)))
-      ImGui::CloseCurrentPopup();
+    if (r.chosen || r.cancelled) ImGui::CloseCurrentPopup();
     ImGui::EndPopup();
   }
   return ok;
@@ -201,7 +200,8 @@ bool data_combo(const char* id, std::string& source) {
   }
   if (open_prompt) ImGui::OpenPopup("Text file");
   std::string path = source == "brown" || source == "sample" ? std::string() : source;
-  if (path_prompt("Text file", "A UTF-8 text file; its last 5 % is the validation part:", path)) {
+  if (path_prompt("Text file", "A UTF-8 text file; its last 5 % is the validation part:", path,
+                  BrowserMode::OpenFile)) {
     source = path;
     changed = true;
   }

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "gui/file_browser.hpp"
 #include "lab/engine/command.hpp"
 #include "lab/engine/head_config.hpp"
 #include "lab/models/model_library.hpp"
@@ -74,9 +75,11 @@ void model_summary_line(const std::string& model_id, const LibraryView* library)
 // A data source picker (data_source.hpp): Brown, the sample text, or a file. Returns true on change.
 bool data_combo(const char* id, std::string& source);
 
-// A small modal prompt for a path; returns true (and fills `out`) when confirmed.
-// Open it with ImGui::OpenPopup(title) from the same ID scope.
-bool path_prompt(const char* title, const char* explanation, std::string& out);
+// A modal file browser (file_browser.hpp) for a path, starting at `out`; returns true (and fills `out`)
+// when confirmed. A folder (a checkpoint, a run directory) unless `mode` says otherwise; `extensions`
+// filters the files listed. Open it with ImGui::OpenPopup(title) from the same ID scope.
+bool path_prompt(const char* title, const char* explanation, std::string& out,
+                 BrowserMode mode = BrowserMode::ChooseFolder, const std::vector<std::string>& extensions = {});
 
 // Text input bound to a std::string; returns true when the edit is complete.
 bool input_string(const char* id, std::string& s, bool multiline = false, float height = 0.0f);
