@@ -9,6 +9,7 @@
 
 #include "course/classroom.hpp"
 #include "lab/engine/head_inputs.hpp"
+#include "lab/engine/data_source.hpp"
 #include "lab/engine/resources.hpp"
 #include "gui/fonts.hpp"
 #include "lab/plot/colormap.hpp"
@@ -205,6 +206,42 @@ bool data_combo(const char* id, std::string& source) {
     source = path;
     changed = true;
   }
+  ImGui::PopID();
+  return changed;
+}
+
+bool own_text_file(const char* panel, std::string& text_file, HeadConfig& head, const HeadLimits& limits,
+                   std::string& error) {
+  if (!classroom::visible(with_panel(panel, "text"))) return false;
+  bool changed = false;
+  ImGui::PushID("own_text");
+  const std::string help = "A UTF-8 text file of your own, at most " +
+                           std::to_string(kMaxViewTextFileBytes / (1024 * 1024)) + " MB. This view reads its first " +
+                           std::to_string(limits.max_tokens) + " bytes.";
+  row("Your text", help.c_str());
+  if (ImGui::Button(text_file.empty() ? "Open a text file…" : "Open another text file…", ImVec2(-1, 0)))
+    ImGui::OpenPopup("Your own text");
+  std::string path = text_file;
+  if (path_prompt("Your own text", help.c_str(), path, BrowserMode::OpenFile)) {
+    try {
+      const ViewText v = read_view_text(path, static_cast<std::size_t>(limits.max_tokens));
+      text_file = path;
+      head.text = v.text;
+      changed = true;
+      error.clear();
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  if (!text_file.empty()) {
+    ImGui::PushFont(fonts().small);
+    ImGui::PushTextWrapPos(0.0f);
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim), "Reading %s (its first %ld bytes at most)",
+                       text_file.c_str(), limits.max_tokens);
+    ImGui::PopTextWrapPos();
+    ImGui::PopFont();
+  }
+  error_text(error);
   ImGui::PopID();
   return changed;
 }

@@ -72,6 +72,13 @@ bool model_combo(const char* id, std::string& model_id, const LibraryView* libra
 // One dim line: the chosen model's summary or why it cannot be used.
 void model_summary_line(const std::string& model_id, const LibraryView* library);
 
+// "Your text": a button that opens a student's own text file (data_source.hpp, read_view_text) for a view
+// that reads one text, its name while it is the text, and why a file was refused (`error`, kept by the
+// panel). On a file read, `text_file` names it and head.text is its first bytes: returns true. Drawn where
+// the classroom shows "<panel>.text".
+bool own_text_file(const char* panel, std::string& text_file, HeadConfig& head, const HeadLimits& limits,
+                   std::string& error);
+
 // A data source picker (data_source.hpp): Brown, the sample text, or a file. Returns true on change.
 bool data_combo(const char* id, std::string& source);
 

@@ -1,5 +1,6 @@
 #include "lab/engine/data_source.hpp"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <stdexcept>
@@ -29,6 +30,42 @@ void check_data_source(const std::string& source) {
     throw std::runtime_error(e.what());
   }
   if (size == 0) throw std::runtime_error("the text file '" + source + "' is empty: choose a file with text in it");
+}
+
+ViewText read_view_text(const std::string& path, std::size_t max_bytes) {
+  const std::string name = "'" + path + "'";
+  if (path.empty()) throw std::runtime_error("no text file is chosen");
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (!fs::exists(st)) throw std::runtime_error("the text file " + name + " does not exist");
+  if (fs::is_directory(st)) throw std::runtime_error(name + " is a folder: choose a text file");
+  ViewText v;
+  try {
+    v.file_bytes = regular_file_size(path);  // opens it: not a regular file and unreadable fail here
+  } catch (const std::exception& e) {
+    throw std::runtime_error(e.what());
+  }
+  if (v.file_bytes > kMaxViewTextFileBytes)
+    throw std::runtime_error(name + " is too large for this view: " + std::to_string(v.file_bytes) +
+                             " bytes, at most " + std::to_string(kMaxViewTextFileBytes) +
+                             " (the view reads only its first " + std::to_string(max_bytes) +
+                             " bytes): choose a shorter file or copy a passage into one");
+  TextRead r;
+  try {
+    r = read_text_file(path, kMaxViewTextFileBytes);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(e.what());
+  }
+  if (r.problem) throw std::runtime_error(*r.problem);
+  if (auto problem = text_problem(compute_text_stats(r.bytes), path)) throw std::runtime_error(*problem);
+  std::size_t n = std::min(r.bytes.size(), max_bytes);
+  if (n < r.bytes.size()) {
+    v.cut = true;
+    while (n > 0 && (r.bytes[n] & 0xC0) == 0x80) --n;  // not inside a UTF-8 character
+  }
+  v.text.assign(r.bytes.begin(), r.bytes.begin() + static_cast<std::ptrdiff_t>(n));
+  if (v.text.empty()) throw std::runtime_error(name + " has no whole character in its first bytes");
+  return v;
 }
 
 std::shared_ptr<const DataBytes> load_data(const std::string& source, int min_window) {

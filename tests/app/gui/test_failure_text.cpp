@@ -5,6 +5,7 @@
 #include <imgui_internal.h>  // ImGui::LogToBuffer: the text a frame drew
 
 #include <chrono>
+#include <nlohmann/json.hpp>
 #include <memory>
 #include <string>
 
@@ -106,6 +107,27 @@ TEST_F(FailureText, AJobStylePanelShowsItsFailedJobsReason) {
   ASSERT_TRUE(p);
   const std::string text = drawn(*p, snap);
   EXPECT_NE(text.find("Cannot run: cannot read 'notes/essay.txt'"), std::string::npos) << text;
+}
+
+// Opening a state whose stepper or evolution reads a text file that is gone fails with the file's name,
+// as File → Open shows it, instead of quietly using the text saved beside it.
+TEST_F(FailureText, OpeningAStateWhoseTextFileIsGoneNamesTheFile) {
+  testing::TempDir tmp;
+  for (const char* id : {kInnerStepperId, kEvolutionId}) {
+    SCOPED_TRACE(id);
+    auto p = panel(id);
+    ASSERT_TRUE(p);
+    nlohmann::json settings = p->save_state();
+    settings["text_file"] = (tmp / "essay-gone.txt").string();
+    try {
+      p->parse_state(settings, std::string("panels.") + id);
+      ADD_FAILURE() << "the state must be refused";
+    } catch (const std::exception& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("essay-gone.txt"), std::string::npos) << m;
+      EXPECT_NE(m.find("does not exist"), std::string::npos) << m;
+    }
+  }
 }
 
 }  // namespace
