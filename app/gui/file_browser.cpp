@@ -63,7 +63,8 @@ fs::path home_folder() {
 
 }  // namespace
 
-BrowserListing list_folder(const fs::path& folder, const std::vector<std::string>& extensions, bool show_hidden) {
+BrowserListing list_folder(const fs::path& folder, const std::vector<std::string>& extensions,
+                           bool show_hidden) {
   BrowserListing l;
   l.folder = folder;
   std::error_code ec;
@@ -149,7 +150,8 @@ void BrowserState::start(const std::string& path) {
     m_listing = list_folder(cwd, m_extensions, m_show_hidden);
     m_error = m_listing.error;
   }
-  if (m_mode != BrowserMode::ChooseFolder && !path.empty() && !is_folder) m_field = p.filename().string();
+  if (m_mode != BrowserMode::ChooseFolder && !path.empty() && !is_folder)
+    m_field = p.filename().string();
 }
 
 bool BrowserState::go(const fs::path& folder) {
@@ -191,7 +193,8 @@ void BrowserState::select(int index) {
   if (index < 0 || index >= static_cast<int>(m_listing.entries.size())) return;
   m_selected = index;
   const BrowserEntry& e = m_listing.entries[static_cast<std::size_t>(index)];
-  m_field = m_mode == BrowserMode::ChooseFolder && e.folder ? answer(m_listing.folder / e.name) : e.name;
+  m_field =
+      m_mode == BrowserMode::ChooseFolder && e.folder ? answer(m_listing.folder / e.name) : e.name;
   m_error.clear();
 }
 
@@ -216,13 +219,16 @@ std::optional<std::string> BrowserState::confirm() {
   // An entry picked with the keyboard or the mouse and not edited since: Enter opens a folder.
   if (m_selected >= 0 && m_selected < static_cast<int>(m_listing.entries.size())) {
     const BrowserEntry& e = m_listing.entries[static_cast<std::size_t>(m_selected)];
-    if (e.folder && m_mode != BrowserMode::ChooseFolder && m_field == e.name) return activate(m_selected);
+    if (e.folder && m_mode != BrowserMode::ChooseFolder && m_field == e.name)
+      return activate(m_selected);
   }
   m_error.clear();
   if (m_field.empty()) {
-    if (m_mode == BrowserMode::ChooseFolder) m_field = answer(m_listing.folder);
+    if (m_mode == BrowserMode::ChooseFolder)
+      m_field = answer(m_listing.folder);
     else {
-      m_error = m_mode == BrowserMode::SaveFile ? "type a file name" : "pick a file from the list or type its path";
+      m_error = m_mode == BrowserMode::SaveFile ? "type a file name"
+                                                : "pick a file from the list or type its path";
       return std::nullopt;
     }
   }
@@ -253,7 +259,8 @@ std::optional<std::string> BrowserState::confirm() {
       break;
     }
     case BrowserMode::ChooseFolder:
-      m_error = fs::exists(st) ? quoted(p) + " is a file: choose the folder it is in" : quoted(p) + " does not exist";
+      m_error = fs::exists(st) ? quoted(p) + " is a file: choose the folder it is in"
+                               : quoted(p) + " does not exist";
       return std::nullopt;
   }
   remember_folder(p.parent_path());
@@ -262,10 +269,12 @@ std::optional<std::string> BrowserState::confirm() {
 
 // ---- drawing -----------------------------------------------------------------------------------------
 
-BrowserResult draw_browser(BrowserState& s, const char* confirm_label, bool appearing, bool escape) {
+BrowserResult draw_browser(BrowserState& s, const char* confirm_label, bool appearing,
+                           bool escape) {
   BrowserResult result;
   const float font = ImGui::GetFontSize();
-  static bool refocus = false;  // the field shows a picked entry: it must let go of its own copy first
+  static bool refocus =
+      false;  // the field shows a picked entry: it must let go of its own copy first
 
   // The toolbar: up, home, recent folders, hidden files; the filter on the right.
   if (ImGui::Button("Up")) s.up(), refocus = true;
@@ -286,7 +295,8 @@ BrowserResult draw_browser(BrowserState& s, const char* confirm_label, bool appe
   if (ImGui::Checkbox("hidden files", &hidden)) s.set_show_hidden(hidden), refocus = true;
   if (!s.extensions().empty()) {
     std::string filter = "showing";
-    for (std::size_t i = 0; i < s.extensions().size(); ++i) filter += (i ? ", " : " ") + s.extensions()[i];
+    for (std::size_t i = 0; i < s.extensions().size(); ++i)
+      filter += (i ? ", " : " ") + s.extensions()[i];
     filter += " files";
     ImGui::SameLine();
     ImGui::TextDisabled("%s", filter.c_str());
@@ -301,30 +311,36 @@ BrowserResult draw_browser(BrowserState& s, const char* confirm_label, bool appe
   }
   ImGui::SetNextItemWidth(-1);
   std::string& field = s.field();
-  const bool enter = ImGui::InputText("##path", field.data(), field.capacity() + 1,
-                                      ImGuiInputTextFlags_CallbackResize | ImGuiInputTextFlags_EnterReturnsTrue |
-                                          ImGuiInputTextFlags_AutoSelectAll,
-                                      resize_callback, &field);
+  const bool enter =
+      ImGui::InputText("##path", field.data(), field.capacity() + 1,
+                       ImGuiInputTextFlags_CallbackResize | ImGuiInputTextFlags_EnterReturnsTrue |
+                           ImGuiInputTextFlags_AutoSelectAll,
+                       resize_callback, &field);
   const bool field_active = ImGui::IsItemActive();
   bool keyboard_moved = false;
   if (field_active) {
-    if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_DownArrow))) s.move(1), keyboard_moved = true;
-    if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_UpArrow))) s.move(-1), keyboard_moved = true;
-    if (field.empty() && ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Backspace))) s.up(), refocus = true;
+    if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_DownArrow)))
+      s.move(1), keyboard_moved = true;
+    if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_UpArrow)))
+      s.move(-1), keyboard_moved = true;
+    if (field.empty() && ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Backspace)))
+      s.up(), refocus = true;
   }
   if (keyboard_moved) refocus = true;
 
   // The listing: folders first; a click picks, a double click opens a folder or confirms a file.
   ImGui::BeginChild("##listing", ImVec2(0, font * 14.0f), true);
   const BrowserListing& l = s.listing();
-  if (l.entries.empty() && l.error.empty()) ImGui::TextDisabled("(nothing here%s)", s.extensions().empty() ? "" : " of these kinds");
+  if (l.entries.empty() && l.error.empty())
+    ImGui::TextDisabled("(nothing here%s)", s.extensions().empty() ? "" : " of these kinds");
   int activated = -1;
   for (int i = 0; i < static_cast<int>(l.entries.size()); ++i) {
     const BrowserEntry& e = l.entries[static_cast<std::size_t>(i)];
     ImGui::PushID(i);
     const std::string label = e.folder ? e.name + "/" : e.name;
     if (e.folder) ImGui::PushStyleColor(ImGuiCol_Text, colors::kAccent);
-    if (ImGui::Selectable(label.c_str(), i == s.selected(), ImGuiSelectableFlags_AllowDoubleClick)) {
+    if (ImGui::Selectable(label.c_str(), i == s.selected(),
+                          ImGuiSelectableFlags_AllowDoubleClick)) {
       if (ImGui::IsMouseDoubleClicked(0))
         activated = i;
       else
@@ -348,7 +364,8 @@ BrowserResult draw_browser(BrowserState& s, const char* confirm_label, bool appe
     ImGui::PopTextWrapPos();
   }
   const float button_w = font * 6.5f;
-  const bool confirmed = ImGui::Button(confirm_label, ImVec2(button_w, 0)) || (enter && !keyboard_moved);
+  const bool confirmed =
+      ImGui::Button(confirm_label, ImVec2(button_w, 0)) || (enter && !keyboard_moved);
   ImGui::SameLine();
   if (ImGui::Button("Cancel", ImVec2(button_w, 0)) || escape) {
     result.cancelled = true;

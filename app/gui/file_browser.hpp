@@ -18,8 +18,8 @@
 namespace tttlab::gui {
 
 enum class BrowserMode {
-  OpenFile,    // an existing file
-  SaveFile,    // a file name in an existing folder; the first extension is added when none is typed
+  OpenFile,  // an existing file
+  SaveFile,  // a file name in an existing folder; the first extension is added when none is typed
   ChooseFolder,  // an existing folder (a checkpoint folder, a run directory)
 };
 
@@ -38,8 +38,8 @@ struct BrowserListing {
   std::vector<BrowserEntry> entries;
   std::string error;
 };
-BrowserListing list_folder(const std::filesystem::path& folder, const std::vector<std::string>& extensions,
-                           bool show_hidden);
+BrowserListing list_folder(const std::filesystem::path& folder,
+                           const std::vector<std::string>& extensions, bool show_hidden);
 
 // The folders confirmed in this session, newest first, at most kMaxRecent (shared by every browser).
 constexpr std::size_t kMaxRecentFolders = 8;
@@ -100,6 +100,7 @@ struct BrowserResult {
 };
 // Draws `state` inside the current popup: the toolbar, the field, the listing, an inline error, and the
 // confirm and Cancel buttons. `appearing`: the popup's first frame (the field takes the keyboard).
-BrowserResult draw_browser(BrowserState& state, const char* confirm_label, bool appearing, bool escape);
+BrowserResult draw_browser(BrowserState& state, const char* confirm_label, bool appearing,
+                           bool escape);
 
 }  // namespace tttlab::gui

@@ -38,7 +38,8 @@ TrainSettings small_run(const fs::path& runs_dir, const std::string& data) {
 
 std::unique_ptr<Engine> training_engine(TrainDevices devices = {}) {
   std::vector<std::unique_ptr<EngineModule>> mods;
-  mods.push_back(std::make_unique<TrainingModule>(std::make_shared<ModelLibrary>(), std::move(devices)));
+  mods.push_back(
+      std::make_unique<TrainingModule>(std::make_shared<ModelLibrary>(), std::move(devices)));
   auto e = std::make_unique<Engine>(std::move(mods));
   e->start();
   return e;
@@ -70,7 +71,8 @@ TEST(FailedStart, CheckDataSourceNamesTheFileAndSaysWhatIsWrong) {
   const std::string missing = (tmp / "no-such-text.txt").string();
   EXPECT_NE(message(missing).find("no-such-text.txt"), std::string::npos) << message(missing);
   EXPECT_NE(message(missing).find("No such file"), std::string::npos) << message(missing);
-  EXPECT_NE(message(tmp.path().string()).find("not a regular file"), std::string::npos) << message(tmp.path().string());
+  EXPECT_NE(message(tmp.path().string()).find("not a regular file"), std::string::npos)
+      << message(tmp.path().string());
   std::ofstream(tmp / "empty.txt").close();
   EXPECT_NE(message((tmp / "empty.txt").string()).find("is empty"), std::string::npos);
   std::ofstream(tmp / "ok.txt") << "some text";
@@ -84,7 +86,8 @@ TEST(FailedStart, AMissingTextIsRefusedNamingTheFileAndMakesNoDirectory) {
   const fs::path runs = tmp / "runs";
   auto e = training_engine();
   e->post(TrainStart{small_run(runs, (tmp / "missing-corpus.txt").string()), "missing"});
-  const auto s = wait_for(*e, [](const Snapshot& x) { return x.training && !x.training->error.empty(); });
+  const auto s =
+      wait_for(*e, [](const Snapshot& x) { return x.training && !x.training->error.empty(); });
   EXPECT_NE(s->training->error.find("missing-corpus.txt"), std::string::npos) << s->training->error;
   EXPECT_NE(s->training->error.find("Cannot start"), std::string::npos) << s->training->error;
   EXPECT_TRUE(s->training->runs.empty());

@@ -23,7 +23,9 @@ namespace {
 namespace fs = std::filesystem;
 using testing::TempDir;
 
-void write(const fs::path& p, const std::string& bytes) { std::ofstream(p, std::ios::binary) << bytes; }
+void write(const fs::path& p, const std::string& bytes) {
+  std::ofstream(p, std::ios::binary) << bytes;
+}
 
 std::string refusal(const fs::path& p, std::size_t max_bytes = 512) {
   try {
@@ -55,7 +57,8 @@ TEST(ViewText, RefusesWhatCannotBeReadWithAMessageNamingTheFile) {
   EXPECT_NE(missing.find("does not exist"), std::string::npos) << missing;
   EXPECT_NE(refusal(tmp.path()).find("is a folder"), std::string::npos) << refusal(tmp.path());
   write(tmp / "empty.txt", "");
-  EXPECT_NE(refusal(tmp / "empty.txt").find("is empty"), std::string::npos) << refusal(tmp / "empty.txt");
+  EXPECT_NE(refusal(tmp / "empty.txt").find("is empty"), std::string::npos)
+      << refusal(tmp / "empty.txt");
   std::string bin = "PK";
   for (int i = 0; i < 300; ++i) bin += static_cast<char>(i % 5 == 0 ? 0 : i);
   write(tmp / "archive.zip", bin);
@@ -87,7 +90,8 @@ void round_trip_with_a_text_file(long max_tokens) {
 
   // Opening it again reads the file again: what it holds now is the text.
   write(tmp / "essay.txt", "changed since");
-  EXPECT_EQ(Settings::from(FieldReader(state["panels"]["x"], "panels.x")).head.text, "changed since");
+  EXPECT_EQ(Settings::from(FieldReader(state["panels"]["x"], "panels.x")).head.text,
+            "changed since");
 
   // A file that is gone is an error naming the field and the file.
   fs::remove(tmp / "essay.txt");

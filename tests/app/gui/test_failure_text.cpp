@@ -5,8 +5,8 @@
 #include <imgui_internal.h>  // ImGui::LogToBuffer: the text a frame drew
 
 #include <chrono>
-#include <nlohmann/json.hpp>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "app/engine_wait.hpp"
@@ -71,7 +71,8 @@ TEST_F(FailureText, TheTrainingPanelShowsWhyAStartWasRefused) {
   t.data = (tmp / "missing-corpus.txt").string();
   t.runs_dir = (tmp / "runs").string();
   engine.post(TrainStart{t, "missing"});
-  const auto snap = testing::wait_for(engine, [](const Snapshot& s) { return s.training && !s.training->error.empty(); });
+  const auto snap = testing::wait_for(
+      engine, [](const Snapshot& s) { return s.training && !s.training->error.empty(); });
   auto p = panel(kTrainingId);
   ASSERT_TRUE(p);
   const std::string text = drawn(*p, *snap);
@@ -92,8 +93,9 @@ TEST_F(FailureText, TheTrainingPanelShowsAFailedRunsReason) {
   auto p = panel(kTrainingId);
   ASSERT_TRUE(p);
   const std::string text = drawn(*p, snap);
-  EXPECT_NE(text.find("Run broken failed: cannot read 'notes/essay.txt': No such file or directory"),
-            std::string::npos)
+  EXPECT_NE(
+      text.find("Run broken failed: cannot read 'notes/essay.txt': No such file or directory"),
+      std::string::npos)
       << text;
 }
 

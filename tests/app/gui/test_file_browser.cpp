@@ -44,7 +44,8 @@ TEST(FileBrowser, ListsFoldersFirstThenFilesInNameOrderWithoutCase) {
   Tree t;
   const BrowserListing l = list_folder(t.tmp.path(), {}, false);
   EXPECT_TRUE(l.error.empty()) << l.error;
-  EXPECT_EQ(names(l), (std::vector<std::string>{"Alpha/", "zeta/", "A.TTTLAB", "b.tttlab", "notes.txt"}));
+  EXPECT_EQ(names(l),
+            (std::vector<std::string>{"Alpha/", "zeta/", "A.TTTLAB", "b.tttlab", "notes.txt"}));
   EXPECT_EQ(l.entries[4].size, 11u);
 }
 
@@ -57,8 +58,8 @@ TEST(FileBrowser, FiltersFilesByExtensionWithoutCaseButKeepsEveryFolder) {
 TEST(FileBrowser, HiddenEntriesOnlyWhenAskedFor) {
   Tree t;
   const BrowserListing l = list_folder(t.tmp.path(), {".tttlab"}, true);
-  EXPECT_EQ(names(l), (std::vector<std::string>{".hidden-folder/", "Alpha/", "zeta/", ".secret.tttlab", "A.TTTLAB",
-                                                "b.tttlab"}));
+  EXPECT_EQ(names(l), (std::vector<std::string>{".hidden-folder/", "Alpha/", "zeta/",
+                                                ".secret.tttlab", "A.TTTLAB", "b.tttlab"}));
   BrowserState b(BrowserMode::OpenFile, {".tttlab"});
   b.start((t.tmp / "b.tttlab").string());
   EXPECT_EQ(b.listing().entries.size(), 4u);
@@ -69,8 +70,10 @@ TEST(FileBrowser, HiddenEntriesOnlyWhenAskedFor) {
 
 TEST(FileBrowser, AFolderThatCannotBeListedSaysWhy) {
   Tree t;
-  EXPECT_NE(list_folder(t.tmp / "nowhere", {}, false).error.find("does not exist"), std::string::npos);
-  EXPECT_NE(list_folder(t.tmp / "notes.txt", {}, false).error.find("is a file, not a folder"), std::string::npos);
+  EXPECT_NE(list_folder(t.tmp / "nowhere", {}, false).error.find("does not exist"),
+            std::string::npos);
+  EXPECT_NE(list_folder(t.tmp / "notes.txt", {}, false).error.find("is a file, not a folder"),
+            std::string::npos);
   if (::geteuid() != 0) {  // root reads any folder
     fs::create_directories(t.tmp / "locked");
     fs::permissions(t.tmp / "locked", fs::perms::none);
