@@ -2,19 +2,12 @@
 
 #include <imgui.h>
 
-#include <algorithm>
-#include <cstdio>
-#include <filesystem>
-#include <vector>
 
 #include "gui/fonts.hpp"
-#include "lab/state/state_file.hpp"
 #include "gui/lab.hpp"
 #include "gui/theme.hpp"
 
 namespace tttlab::gui {
-
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -38,7 +31,7 @@ bool FreshKeyPress::update(bool appearing, bool down) {
 
 void PathDialog::open(const std::string& path) {
   m_open_requested = true;
-  std::snprintf(m_path, sizeof m_path, "%s", path.c_str());
+  m_browser.start(path);
 }
 
 std::optional<std::string> PathDialog::draw(const char* prompt, const char* confirm_label) {
@@ -47,39 +40,15 @@ std::optional<std::string> PathDialog::draw(const char* prompt, const char* conf
     m_open_requested = false;
   }
   ImGui::SetNextWindowPos(ImGui::GetMainViewport()->GetCenter(), ImGuiCond_Appearing, ImVec2(0.5f, 0.5f));
-  ImGui::SetNextWindowSize(ImVec2(ImGui::GetFontSize() * 37.0f, 0), ImGuiCond_Appearing);
+  ImGui::SetNextWindowSize(ImVec2(ImGui::GetFontSize() * 40.0f, 0), ImGuiCond_Appearing);
   if (!ImGui::BeginPopupModal(m_title, nullptr, ImGuiWindowFlags_NoSavedSettings)) return std::nullopt;
   const bool appearing = ImGui::IsWindowAppearing();
   ImGui::TextUnformatted(prompt);
-  if (appearing) ImGui::SetKeyboardFocusHere();
-  ImGui::SetNextItemWidth(-1);
-  const bool enter = ImGui::InputText("##path", m_path, sizeof m_path,
-                                      ImGuiInputTextFlags_EnterReturnsTrue | ImGuiInputTextFlags_AutoSelectAll);
-  // The state files in the working directory, for one-click picking.
-  std::vector<std::string> found;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(".", ec))
-    if (e.path().extension() == kStateExtension) found.push_back(e.path().filename().string());
-  std::sort(found.begin(), found.end());
-  ImGui::TextDisabled("In %s:", fs::absolute(".").lexically_normal().string().c_str());
-  ImGui::BeginChild("##files", ImVec2(0, ImGui::GetFontSize() * 8.0f), true);
-  if (found.empty()) ImGui::TextDisabled("(no .tttlab files)");
-  for (const auto& f : found)
-    if (ImGui::Selectable(f.c_str(), f == m_path)) std::snprintf(m_path, sizeof m_path, "%s", f.c_str());
-  ImGui::EndChild();
-  const float button_w = ImGui::GetFontSize() * 6.5f;
-  const bool confirmed = ImGui::Button(confirm_label, ImVec2(button_w, 0)) || enter;
-  ImGui::SameLine();
   const bool escape = m_escape.update(appearing, key_down(ImGuiKey_Escape));
-  std::optional<std::string> result;
-  if (ImGui::Button("Cancel", ImVec2(button_w, 0)) || escape) {
-    ImGui::CloseCurrentPopup();
-  } else if (confirmed && m_path[0]) {
-    ImGui::CloseCurrentPopup();
-    result = m_path;
-  }
+  const BrowserResult r = draw_browser(m_browser, confirm_label, appearing, escape);
+  if (r.cancelled || r.chosen) ImGui::CloseCurrentPopup();
   ImGui::EndPopup();
-  return result;
+  return r.chosen;
 }
 
 void ErrorDialog::show(std::string title, std::string text) {

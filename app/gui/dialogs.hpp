@@ -1,9 +1,12 @@
-// app/gui/dialogs.hpp — the app's modal dialogs: File → Open / Save state (a path, with the state files
-// of the working directory to pick from) and the error message. UI thread only.
+// app/gui/dialogs.hpp — the app's modal dialogs: File → Open / Save state (the file browser) and the
+// error message. UI thread only.
 #pragma once
 
 #include <optional>
 #include <string>
+#include <vector>
+
+#include "gui/file_browser.hpp"
 
 namespace tttlab::gui {
 
@@ -21,20 +24,22 @@ class FreshKeyPress {
   bool m_released = false;  // the key was seen up since the modal appeared
 };
 
-// File → Open / Save state. The field opens with the given path selected, so typing replaces it.
+// File → Open / Save state: the file browser (file_browser.hpp) in a modal, starting at the given path,
+// whose field opens with that path's name selected, so typing replaces it.
 class PathDialog {
  public:
-  explicit PathDialog(const char* title) : m_title(title) {}
-  // Opens the dialog at the next draw(), with `path` in the field.
+  PathDialog(const char* title, BrowserMode mode, std::vector<std::string> extensions)
+      : m_title(title), m_browser(mode, std::move(extensions)) {}
+  // Opens the dialog at the next draw(), at `path`.
   void open(const std::string& path);
-  // Draws the dialog while it is open. Returns the path when the user confirms it (Enter or the
-  // button), and closes the dialog.
+  // Draws the dialog while it is open. Returns the path when the user confirms it (Enter, a double
+  // click or the button), and closes the dialog.
   std::optional<std::string> draw(const char* prompt, const char* confirm_label);
 
  private:
   const char* m_title;
   bool m_open_requested = false;
-  char m_path[1024] = "";
+  BrowserState m_browser;
   FreshKeyPress m_escape;
 };
 

@@ -149,7 +149,8 @@ class App {
   void take_pending_dock();
 
   // Dialogs
-  PathDialog m_open_dialog{"Open state"}, m_save_dialog{"Save state"};
+  PathDialog m_open_dialog{"Open state", BrowserMode::OpenFile, {kStateExtension}},
+      m_save_dialog{"Save state", BrowserMode::SaveFile, {kStateExtension}};
   ErrorDialog m_error;
   CourseMenu m_course_menu;  // Export progress…, Open course pack…, the classroom lock
   bool m_show_help = false, m_show_about = false;

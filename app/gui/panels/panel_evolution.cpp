@@ -92,7 +92,11 @@ class EvolutionPanel final
     opt.library = snap.library ? snap.library->models.get() : nullptr;
     opt.sink = &sink;
     opt.panel = "evolution";
-    if (widgets::head_editor(m_settings.head, opt)) {
+    const std::string text_before = m_settings.head.text;
+    bool changed = widgets::head_editor(m_settings.head, opt);
+    if (changed && m_settings.head.text != text_before) m_settings.text_file.clear();  // typed over the file's
+    changed |= widgets::own_text_file(opt.panel, m_settings.text_file, m_settings.head, opt.limits, m_text_error);
+    if (changed) {
       m_settings.cursor = -1;
       sink.post(EvolutionConfigure{m_settings.head});
     }
@@ -360,6 +364,7 @@ class EvolutionPanel final
   }
 
   bool m_playing = false;
+  std::string m_text_error;  // why the last text file chosen was refused
   double m_play_clock = 0.0;
   // Per-frame scratch (kept to avoid reallocations; rebuilt every frame from the snapshot).
   Mat<float> m_map_main, m_map_step;

@@ -115,7 +115,11 @@ class InnerStepperPanel final
     opt.library = snap.library ? snap.library->models.get() : nullptr;
     opt.sink = &sink;
     opt.panel = "inner_stepper";
-    if (widgets::head_editor(m_settings.head, opt)) sink.post(StepperConfigure{m_settings.head, m_last_cursor});
+    const std::string text_before = m_settings.head.text;
+    bool changed = widgets::head_editor(m_settings.head, opt);
+    if (changed && m_settings.head.text != text_before) m_settings.text_file.clear();  // typed over the file's
+    changed |= widgets::own_text_file(opt.panel, m_settings.text_file, m_settings.head, opt.limits, m_text_error);
+    if (changed) sink.post(StepperConfigure{m_settings.head, m_last_cursor});
 
     if (classroom::visible("inner_stepper.playback")) {
     widgets::section_label("PLAYBACK");
@@ -669,6 +673,7 @@ class InnerStepperPanel final
   }
 
   long m_last_cursor = StepperPanelSettings{}.cursor;
+  std::string m_text_error;  // why the last text file chosen was refused
 };
 
 }  // namespace

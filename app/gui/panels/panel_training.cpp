@@ -191,6 +191,7 @@ class TrainingPanel final
       if (ImGui::Button(any_active ? "A run is training…" : "Start a run", ImVec2(-1, ImGui::GetFrameHeight() * 1.3f)))
         sink.post(TrainStart{t, m_settings.name});
       ImGui::EndDisabled();
+      widgets::error_text(v.error);  // the last refusal, until a run starts
     }
     if (classroom::visible("training.runs")) {
       ImGui::Dummy(ImVec2(0, 2));
@@ -238,6 +239,9 @@ class TrainingPanel final
       return;
     }
     runs_table(v, sink);
+    // A failed run's reason in full, not only in the state column's tooltip.
+    for (const auto& r : v.runs)
+      if (r->state == RunState::Failed) widgets::error_text("Run " + r->name + " failed: " + r->message);
     ImGui::Dummy(ImVec2(0, 6));
     const RunView* sel = nullptr;
     for (const auto& r : v.runs)

@@ -5,9 +5,11 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <map>
 
 #include "course/classroom.hpp"
 #include "lab/engine/head_inputs.hpp"
+#include "lab/engine/data_source.hpp"
 #include "lab/engine/resources.hpp"
 #include "gui/fonts.hpp"
 #include "lab/plot/colormap.hpp"
@@ -86,31 +88,29 @@ bool input_string(const char* id, std::string& str, bool multiline, float height
   return ImGui::IsItemDeactivatedAfterEdit();
 }
 
-bool path_prompt(const char* title, const char* explanation, std::string& out) {
+bool path_prompt(const char* title, const char* explanation, std::string& out, BrowserMode mode,
+                 const std::vector<std::string>& extensions) {
   bool ok = false;
-  ImGui::SetNextWindowSize(ImVec2(ImGui::GetFontSize() * 34.0f, 0), ImGuiCond_Appearing);
+  ImGui::SetNextWindowSize(ImVec2(ImGui::GetFontSize() * 40.0f, 0), ImGuiCond_Appearing);
   if (ImGui::BeginPopupModal(title, nullptr, ImGuiWindowFlags_NoSavedSettings)) {
-    static std::string buf;
-    if (ImGui::IsWindowAppearing()) {
-      buf = out;
-      ImGui::SetKeyboardFocusHere();
-    }
+    // One browser per prompt (by its ID), so each keeps its folder while the app runs.
+    static std::map<ImGuiID, BrowserState> browsers;
+    const ImGuiID id = ImGui::GetID("##browser");
+    auto it = browsers.find(id);
+    if (it == browsers.end()) it = browsers.emplace(id, BrowserState(mode, extensions)).first;
+    BrowserState& b = it->second;
+    const bool appearing = ImGui::IsWindowAppearing();
+    if (appearing) b.start(out);
     ImGui::PushTextWrapPos(0.0f);
     ImGui::TextUnformatted(explanation);
     ImGui::PopTextWrapPos();
-    ImGui::SetNextItemWidth(-1);
-    const bool enter = ImGui::InputText("##path", buf.data(), buf.capacity() + 1,
-                                        ImGuiInputTextFlags_CallbackResize | ImGuiInputTextFlags_EnterReturnsTrue,
-                                        resize_callback, &buf);
-    ImGui::TextDisabled("Relative paths start in %s", std::filesystem::current_path().string().c_str());
-    if ((ImGui::Button("OK", ImVec2(100, 0)) || enter) && !buf.empty()) {
-      out = buf;
+    const BrowserResult r =
+        draw_browser(b, "OK", appearing, !appearing && ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape)));
+    if (r.chosen) {
+      out = *r.chosen;
       ok = true;
-      ImGui::CloseCurrentPopup();
     }
-    ImGui::SameLine();
-    if (ImGui::Button("Cancel", ImVec2(100, 0)) || ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape)))
-      ImGui::CloseCurrentPopup();
+    if (r.chosen || r.cancelled) ImGui::CloseCurrentPopup();
     ImGui::EndPopup();
   }
   return ok;
@@ -201,10 +201,47 @@ bool data_combo(const char* id, std::string& source) {
   }
   if (open_prompt) ImGui::OpenPopup("Text file");
   std::string path = source == "brown" || source == "sample" ? std::string() : source;
-  if (path_prompt("Text file", "A UTF-8 text file; its last 5 % is the validation part:", path)) {
+  if (path_prompt("Text file", "A UTF-8 text file; its last 5 % is the validation part:", path,
+                  BrowserMode::OpenFile)) {
     source = path;
     changed = true;
   }
+  ImGui::PopID();
+  return changed;
+}
+
+bool own_text_file(const char* panel, std::string& text_file, HeadConfig& head, const HeadLimits& limits,
+                   std::string& error) {
+  if (!classroom::visible(with_panel(panel, "text"))) return false;
+  bool changed = false;
+  ImGui::PushID("own_text");
+  const std::string help = "A UTF-8 text file of your own, at most " +
+                           std::to_string(kMaxViewTextFileBytes / (1024 * 1024)) + " MB. This view reads its first " +
+                           std::to_string(limits.max_tokens) + " bytes.";
+  row("Your text", help.c_str());
+  if (ImGui::Button(text_file.empty() ? "Open a text file…" : "Open another text file…", ImVec2(-1, 0)))
+    ImGui::OpenPopup("Your own text");
+  std::string path = text_file;
+  if (path_prompt("Your own text", help.c_str(), path, BrowserMode::OpenFile)) {
+    try {
+      const ViewText v = read_view_text(path, static_cast<std::size_t>(limits.max_tokens));
+      text_file = path;
+      head.text = v.text;
+      changed = true;
+      error.clear();
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  if (!text_file.empty()) {
+    ImGui::PushFont(fonts().small);
+    ImGui::PushTextWrapPos(0.0f);
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim), "Reading %s (its first %ld bytes at most)",
+                       text_file.c_str(), limits.max_tokens);
+    ImGui::PopTextWrapPos();
+    ImGui::PopFont();
+  }
+  error_text(error);
   ImGui::PopID();
   return changed;
 }
@@ -340,6 +377,13 @@ void job_status(JobOutcome outcome, double progress, const std::string& error, c
   } else if (outcome == JobOutcome::Cancelled) {
     ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kWarning), "Cancelled: the results below are partial.");
   }
+}
+
+void error_text(const std::string& text) {
+  if (text.empty()) return;
+  ImGui::PushTextWrapPos(0.0f);
+  ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kError), "%s", text.c_str());
+  ImGui::PopTextWrapPos();
 }
 
 ImU32 series_color(int i) {

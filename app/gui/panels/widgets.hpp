@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "gui/file_browser.hpp"
 #include "lab/engine/command.hpp"
 #include "lab/engine/head_config.hpp"
 #include "lab/models/model_library.hpp"
@@ -71,12 +72,21 @@ bool model_combo(const char* id, std::string& model_id, const LibraryView* libra
 // One dim line: the chosen model's summary or why it cannot be used.
 void model_summary_line(const std::string& model_id, const LibraryView* library);
 
+// "Your text": a button that opens a student's own text file (data_source.hpp, read_view_text) for a view
+// that reads one text, its name while it is the text, and why a file was refused (`error`, kept by the
+// panel). On a file read, `text_file` names it and head.text is its first bytes: returns true. Drawn where
+// the classroom shows "<panel>.text".
+bool own_text_file(const char* panel, std::string& text_file, HeadConfig& head, const HeadLimits& limits,
+                   std::string& error);
+
 // A data source picker (data_source.hpp): Brown, the sample text, or a file. Returns true on change.
 bool data_combo(const char* id, std::string& source);
 
-// A small modal prompt for a path; returns true (and fills `out`) when confirmed.
-// Open it with ImGui::OpenPopup(title) from the same ID scope.
-bool path_prompt(const char* title, const char* explanation, std::string& out);
+// A modal file browser (file_browser.hpp) for a path, starting at `out`; returns true (and fills `out`)
+// when confirmed. A folder (a checkpoint, a run directory) unless `mode` says otherwise; `extensions`
+// filters the files listed. Open it with ImGui::OpenPopup(title) from the same ID scope.
+bool path_prompt(const char* title, const char* explanation, std::string& out,
+                 BrowserMode mode = BrowserMode::ChooseFolder, const std::vector<std::string>& extensions = {});
 
 // Text input bound to a std::string; returns true when the edit is complete.
 bool input_string(const char* id, std::string& s, bool multiline = false, float height = 0.0f);
@@ -93,6 +103,9 @@ long token_strip(const std::vector<unsigned char>& bytes, int mini_batch, long c
 // when it failed, "cancelled", or nothing when done. `running_note` follows the bar.
 void job_status(JobOutcome outcome, double progress, const std::string& error, const Snapshot& snap,
                 CommandSink& sink, const char* running_note = nullptr);
+
+// `text` wrapped to the available width in the error colour; nothing when it is empty.
+void error_text(const std::string& text);
 
 // The colour of series i (Okabe–Ito, colour-blind safe), for runs and models.
 ImU32 series_color(int i);

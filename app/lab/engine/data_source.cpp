@@ -1,16 +1,72 @@
 #include "lab/engine/data_source.hpp"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <stdexcept>
 
 #include "lab/engine/resources.hpp"
 #include "tttlab/data/text_file.hpp"
+#include "tttlab/io/atomic_file.hpp"
 
 namespace tttlab::lab {
 namespace fs = std::filesystem;
 
 std::string default_data_source() { return find_brown_dir() ? "brown" : "sample"; }
+
+void check_data_source(const std::string& source) {
+  if (source == "sample") return;
+  if (source == "brown") {
+    if (!find_brown_dir())
+      throw std::runtime_error("the Brown corpus is not prepared (data/brown/train.txt and val.txt were not "
+                               "found): run `bash scripts/setup.sh`, or choose the sample text or a file");
+    return;
+  }
+  if (source.empty()) throw std::runtime_error("no text file is chosen: choose the Brown corpus, the sample text or a file");
+  std::uint64_t size = 0;
+  try {
+    size = regular_file_size(source);  // opens it: missing, a folder and unreadable all fail here
+  } catch (const std::exception& e) {
+    throw std::runtime_error(e.what());
+  }
+  if (size == 0) throw std::runtime_error("the text file '" + source + "' is empty: choose a file with text in it");
+}
+
+ViewText read_view_text(const std::string& path, std::size_t max_bytes) {
+  const std::string name = "'" + path + "'";
+  if (path.empty()) throw std::runtime_error("no text file is chosen");
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (!fs::exists(st)) throw std::runtime_error("the text file " + name + " does not exist");
+  if (fs::is_directory(st)) throw std::runtime_error(name + " is a folder: choose a text file");
+  ViewText v;
+  try {
+    v.file_bytes = regular_file_size(path);  // opens it: not a regular file and unreadable fail here
+  } catch (const std::exception& e) {
+    throw std::runtime_error(e.what());
+  }
+  if (v.file_bytes > kMaxViewTextFileBytes)
+    throw std::runtime_error(name + " is too large for this view: " + std::to_string(v.file_bytes) +
+                             " bytes, at most " + std::to_string(kMaxViewTextFileBytes) +
+                             " (the view reads only its first " + std::to_string(max_bytes) +
+                             " bytes): choose a shorter file or copy a passage into one");
+  TextRead r;
+  try {
+    r = read_text_file(path, kMaxViewTextFileBytes);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(e.what());
+  }
+  if (r.problem) throw std::runtime_error(*r.problem);
+  if (auto problem = text_problem(compute_text_stats(r.bytes), path)) throw std::runtime_error(*problem);
+  std::size_t n = std::min(r.bytes.size(), max_bytes);
+  if (n < r.bytes.size()) {
+    v.cut = true;
+    while (n > 0 && (r.bytes[n] & 0xC0) == 0x80) --n;  // not inside a UTF-8 character
+  }
+  v.text.assign(r.bytes.begin(), r.bytes.begin() + static_cast<std::ptrdiff_t>(n));
+  if (v.text.empty()) throw std::runtime_error(name + " has no whole character in its first bytes");
+  return v;
+}
 
 std::shared_ptr<const DataBytes> load_data(const std::string& source, int min_window) {
   static std::mutex mu;

@@ -3,6 +3,7 @@
 
 #include "lab/evolution/evolution_module.hpp"
 #include "lab/state/settings_checks.hpp"
+#include "lab/state/text_file_field.hpp"
 
 namespace tttlab::lab {
 
@@ -17,6 +18,7 @@ const SettingsFields<EvolutionPanelSettings>& EvolutionPanelSettings::fields() {
   using P = EvolutionPanelSettings;
   static const SettingsFields<P> fields =
       head_fields(&P::head, &EvolutionModule::limits)
+          .custom(read_text_file_field<P, &EvolutionModule::limits>, write_text_file_field<P>)
           .integer("cursor", &P::cursor, -1, 1 << 20)
           .object("view", SettingsFields<P>()
                               .choice("layer", &P::layer, {{"W1", 0}, {"W2", 1}})

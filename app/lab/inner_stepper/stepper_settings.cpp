@@ -3,6 +3,7 @@
 
 #include "lab/inner_stepper/stepper_module.hpp"
 #include "lab/state/settings_checks.hpp"
+#include "lab/state/text_file_field.hpp"
 
 namespace tttlab::lab {
 
@@ -20,6 +21,7 @@ const SettingsFields<StepperPanelSettings>& StepperPanelSettings::fields() {
   using C = StepperColourScale;
   static const SettingsFields<P> fields =
       head_fields(&P::head, &StepperModule::limits)
+          .custom(read_text_file_field<P, &StepperModule::limits>, write_text_file_field<P>)
           .integer("cursor", &P::cursor, -1, 1 << 20)
           .number("speed", &P::speed, 0.25, 1000.0)
           .boolean("loop", &P::loop)

@@ -2,6 +2,7 @@
 // and its text, where playback stands, and the view's options.
 //
 //   "head": {…}                 the head_config object, checked against the stepper's limits
+//   "text_file": "notes/essay.txt"  (optional) a student's own text: its first bytes replace the head's text
 //   "cursor": 103, "speed": 8, "loop": false
 //   "view": {"smoothing": 0, "log_losses": false, "colours": "shared"|"fixed"|"per_matrix",
 //            "layer": "W1"|"W2"}
@@ -26,6 +27,10 @@ enum class StepperColourScale { SharedPerToken, FixedOverRun, PerMatrix };
 
 struct StepperPanelSettings : PanelSettings<StepperPanelSettings> {
   HeadConfig head;
+  // A student's own text file (data_source.hpp, read_view_text): empty, or the file whose first bytes are
+  // head.text. A state file names it, and opening the state reads it again: a file that is gone or
+  // cannot be read is an error then, not a silent switch to the text saved beside it.
+  std::string text_file;
   long cursor = 103;  // mid-way through the seventh mini-batch with the defaults (b = 16)
   double speed = 8.0;
   bool loop = false;

@@ -139,6 +139,8 @@ struct TrainingModule::Run {
   TrainSettings settings;
   bool resume = false;
   TrainDevices devices;
+  fs::path root;              // the runs folder `dir` is in
+  bool root_existed = false;  // before this run: a start that fails removes only what it made
 
   // Mailbox (under mu).
   std::mutex mu;
@@ -179,6 +181,11 @@ struct TrainingModule::Run {
   }
 
   void work();
+  // A start that failed: removes the run directory it made (and the runs folder, if it made that too and
+  // it is empty). Returns what could not be removed, as a clause for the message ("" when all went).
+  std::string remove_failed_start();
+  bool started = false;   // worker thread: the session exists (steps may be on disk)
+  bool made_dir = false;  // worker thread: the run directory did not exist before this run
 };
 
 void TrainingModule::Run::work() {
@@ -207,6 +214,7 @@ void TrainingModule::Run::work() {
         cfg.data_dir = data->dir.string();
       }
       // Claimed first (train/run_dir.hpp): the copy below is one of the run's own files.
+      made_dir = !fs::exists(dir);
       RunDirectory run = RunDirectory::claim(dir);
       if (settings.data == "sample") {
         // The built-in text lives in the binary; a copy in the run directory lets
@@ -225,6 +233,7 @@ void TrainingModule::Run::work() {
       td.description = data->description;
       session = TrainingSession::create(dir, cfg, std::move(td), backend);
     }
+    started = true;
     {
       // A rollback (session.hpp) replaces the session's trainer: the hooks below read it through the
       // session each time.
@@ -303,11 +312,23 @@ void TrainingModule::Run::work() {
                stopped ? "stopped at step " + std::to_string(session->trainer().steps_done()) + "; checkpoint saved"
                        : "finished: " + std::to_string(session->trainer().steps_done()) + " steps; checkpoint saved");
   } catch (const std::exception& e) {
+    std::string why = e.what();
+    if (!started && !resume && made_dir) why += remove_failed_start();
     std::lock_guard lk(mu);
     state = RunState::Failed;
-    error = e.what();
+    error = std::move(why);
     news = true;
   }
+}
+
+std::string TrainingModule::Run::remove_failed_start() {
+  // Only this run wrote into `dir` (claim refuses a folder that holds anything else), and nothing of it is
+  // worth keeping before the session has started: no step, no checkpoint.
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  if (ec) return "; its folder " + dir.string() + " could not be removed (" + ec.message() + ")";
+  if (!root_existed && fs::is_empty(root, ec) && !ec) fs::remove(root, ec);
+  return "";
 }
 
 // ---- the module ----------------------------------------------------------------------------------
@@ -346,8 +367,11 @@ bool TrainingModule::handle(const Command& command, ModuleContext& ctx) {
         return true;
       }
     try {
-      run_config(s->settings);  // refuse bad settings here, with the message, before any thread starts
+      // Bad settings and a text that cannot be opened are refused here, with the message, before any
+      // thread starts or any directory is made for the run.
+      run_config(s->settings);
       check_gpus(s->settings);
+      check_data_source(s->settings.data);
       auto run = std::make_unique<Run>();
       run->devices = m_devices;
       run->id = m_next_id++;
@@ -370,10 +394,13 @@ bool TrainingModule::handle(const Command& command, ModuleContext& ctx) {
         name = base + "-" + std::to_string(k);
       run->name = name;
       run->dir = root / name;
+      run->root = root;
+      run->root_existed = fs::exists(root);
       run->steps_total = s->settings.steps;
       Run* r = run.get();
       m_runs.push_back(std::move(run));
       r->worker = std::thread([r] { r->work(); });
+      m_error.clear();  // the panel shows the last refusal until a run starts
     } catch (const std::exception& e) {
       refuse(std::string("Cannot start: ") + e.what());
     }

@@ -4,12 +4,15 @@
 #include <gtest/gtest.h>
 #include <imgui.h>
 
+#include <filesystem>
+#include <fstream>
 #include <optional>
 #include <string>
 
 #include "gui/dialogs.hpp"
 #include "gui/fonts.hpp"
 #include "app/gui/headless_imgui.hpp"
+#include "core/io/temp_dir.hpp"
 
 namespace tttlab::gui {
 namespace {
@@ -44,6 +47,7 @@ class Dialogs : public ::testing::Test {
   std::optional<std::string> frame() {
     ImGui::NewFrame();
     auto path = open.draw("Open a .tttlab state file:", "Open");
+    dialog_open = ImGui::IsPopupOpen("Open state");
     if (path) error.show("Could not open the state file", *path + ": no such file");
     error.draw();
     error_open = ImGui::IsPopupOpen("##error");
@@ -52,13 +56,17 @@ class Dialogs : public ::testing::Test {
   }
   void set_enter(bool down) { ImGui::GetIO().KeysDown[GLFW_KEY_ENTER] = down; }
 
-  PathDialog open{"Open state"};
+  PathDialog open{"Open state", BrowserMode::OpenFile, {".tttlab"}};
   ErrorDialog error;
   bool error_open = false;
+  bool dialog_open = false;
 };
 
 TEST_F(Dialogs, TypingReplacesThePathTheDialogOpensWith) {
-  open.open("lessons/01-one-step-per-token.tttlab");
+  testing::TempDir tmp;
+  std::ofstream(tmp / "lesson.tttlab") << "{}";
+  std::ofstream(tmp / "mine.tttlab") << "{}";
+  open.open((tmp / "lesson.tttlab").string());
   frame();  // appears and asks for the keyboard
   frame();  // the field takes it
   ImGui::GetIO().AddInputCharactersUTF8("mine.tttlab");
@@ -67,14 +75,32 @@ TEST_F(Dialogs, TypingReplacesThePathTheDialogOpensWith) {
   const auto path = frame();
   set_enter(false);
   ASSERT_TRUE(path);
-  EXPECT_EQ(*path, "mine.tttlab");
+  EXPECT_EQ(std::filesystem::path(*path), tmp / "mine.tttlab") << "a name typed is in the folder on show";
 }
 
-TEST_F(Dialogs, AnErrorFromEnterStaysUntilAFreshEnter) {
-  open.open("");
+// A file that is not there is said in the browser; the dialog stays open.
+TEST_F(Dialogs, AMissingFileIsAnErrorInTheBrowser) {
+  testing::TempDir tmp;
+  open.open((tmp / "x.tttlab").string());
   frame();
   frame();
   ImGui::GetIO().AddInputCharactersUTF8("missing.tttlab");
+  frame();
+  set_enter(true);
+  EXPECT_FALSE(frame());
+  set_enter(false);
+  frame();
+  EXPECT_TRUE(dialog_open);
+  EXPECT_FALSE(error_open);
+}
+
+TEST_F(Dialogs, AnErrorFromEnterStaysUntilAFreshEnter) {
+  testing::TempDir tmp;
+  std::ofstream(tmp / "broken.tttlab") << "not a state file";
+  open.open((tmp / "x.tttlab").string());
+  frame();
+  frame();
+  ImGui::GetIO().AddInputCharactersUTF8("broken.tttlab");
   frame();
   set_enter(true);
   ASSERT_TRUE(frame()) << "Enter confirms the path";
