@@ -31,7 +31,9 @@ void register_gui(CLI::App& app) {
   auto* cmd = app.add_subcommand("gui", "Open the desktop app (or render a screenshot / benchmark it)");
   struct Opts {
     bool list = false;
-    std::string screenshot, panel, state, lesson, size = "1600x1000", device = "auto";
+    std::string screenshot, panel, state, lesson, size = "1600x1000", device = "auto", theme;
+    float ui_scale = 0.0f;
+    bool presenter = false;
     int frames = 10, bench = 0;
     bool bench_idle = false;
   };
@@ -57,6 +59,13 @@ void register_gui(CLI::App& app) {
   cmd->add_flag("--bench-idle", o->bench_idle,
                 "With --bench-frames: do not train a tiny model during the benchmark (it does by default)");
   cmd->add_option("--size", o->size, "Offscreen size WIDTHxHEIGHT for --screenshot / --bench-frames");
+  cmd->add_option("--ui-scale", o->ui_scale,
+                  "UI scale for this run, 0.75 to 2 (default: the one saved by View → Zoom, or 1 for screenshots)")
+      ->check(CLI::Range(0.75f, 2.0f));
+  cmd->add_option("--theme", o->theme, "dark or light, for this run (default: the one saved by View → Theme)")
+      ->check(CLI::IsMember({"dark", "light"}));
+  cmd->add_flag("--presenter", o->presenter,
+                "Start in presenter mode: the view (and a docked lesson) fill the window in large type");
   cmd->add_option("--device", o->device,
                   "Where the panels compute at start: auto (the GPU when there is one), cpu or gpu; the Compute "
                   "menu changes it")
@@ -72,6 +81,9 @@ void register_gui(CLI::App& app) {
     g.lesson = o->lesson;
     g.bench_frames = o->bench;
     g.bench_train = !o->bench_idle;
+    g.ui_scale = o->ui_scale;
+    g.theme = o->theme;
+    g.presenter = o->presenter;
     // Training runs started in the app pick their device as `tttlab train --device` does (tf32 GEMMs);
     // with several GPUs, data-parallel over that many GPUs of this machine, in this one process (as
     // `tttlab train --gpus N`). The panels use the GPU services of app/compute/ where the build has the

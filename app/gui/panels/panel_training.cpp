@@ -452,7 +452,7 @@ class TrainingPanel final
       ImGui::Dummy(ImVec2(bar_w, h));
       ImDrawList* dl = ImGui::GetWindowDrawList();
       if (frac >= 0)
-        dl->AddRectFilled(ImVec2(p.x, p.y + h * 0.2f), ImVec2(p.x + bar_w, p.y + h * 0.8f), IM_COL32(44, 47, 56, 255),
+        dl->AddRectFilled(ImVec2(p.x, p.y + h * 0.2f), ImVec2(p.x + bar_w, p.y + h * 0.8f), colors::kTrack,
                           2.0f);
       if (frac > 0)
         dl->AddRectFilled(ImVec2(p.x, p.y + h * 0.2f), ImVec2(p.x + bar_w * std::min(frac, 1.0f), p.y + h * 0.8f),

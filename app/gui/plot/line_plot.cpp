@@ -248,7 +248,7 @@ PlotResult line_plot(const LinePlot& p) {
         const ImVec2 pt(X(s.x_at(k)), Y(s.y[k]));
         if (s.markers) {
           dl->AddCircleFilled(pt, s.thickness + 2.2f, s.color);
-          dl->AddCircle(pt, s.thickness + 2.2f, IM_COL32(20, 21, 25, 200));
+          dl->AddCircle(pt, s.thickness + 2.2f, colors::kPointOutline);
         }
         if (s.point_label) {
           const std::string lbl = s.point_label(k);
@@ -282,7 +282,7 @@ PlotResult line_plot(const LinePlot& p) {
       const ImVec2 e0(x - 2.0f, y - 1.0f), e1(x + ew + 2.0f, y + small_h + 1.0f);
       const bool over = mouse_in_block && mouse.x >= e0.x && mouse.x < e1.x && mouse.y >= e0.y && mouse.y < e1.y;
       if (over) {
-        dl->AddRectFilled(e0, e1, IM_COL32(255, 255, 255, 18), 2.0f);
+        dl->AddRectFilled(e0, e1, colors::kHoverTint, 2.0f);
         ImGui::SetTooltip("Click to %s this series", visible[i] ? "hide" : "show");
         if (ImGui::IsMouseClicked(ImGuiMouseButton_Left))
           store->SetBool(series_key(id, p.series[i].label), visible[i]);
@@ -301,14 +301,14 @@ PlotResult line_plot(const LinePlot& p) {
     const float lh = small_h + 3.0f;
     const ImVec2 l0(p1.x - lw - 6.0f, p0.y + 6.0f);
     const ImVec2 l1(p1.x - 6.0f, l0.y + lh * static_cast<float>(p.series.size()) + 6.0f);
-    dl->AddRectFilled(l0, l1, IM_COL32(22, 23, 27, 215), 3.0f);
+    dl->AddRectFilled(l0, l1, colors::kLegendBg, 3.0f);
     for (std::size_t i = 0; i < p.series.size(); ++i) {
       const float y = l0.y + 3.0f + lh * static_cast<float>(i);
       const ImVec2 e0(l0.x, y), e1(l1.x, y + lh);
       const bool over = hovered && mouse.x >= e0.x && mouse.x < e1.x && mouse.y >= e0.y && mouse.y < e1.y;
       if (over) {
         legend_hit = true;
-        dl->AddRectFilled(e0, e1, IM_COL32(255, 255, 255, 18));
+        dl->AddRectFilled(e0, e1, colors::kHoverTint);
         if (ImGui::IsMouseClicked(ImGuiMouseButton_Left))
           store->SetBool(series_key(id, p.series[i].label), visible[i]);
       }
@@ -331,7 +331,7 @@ PlotResult line_plot(const LinePlot& p) {
     const std::string yl = format_value(hy, 3);
     const ImVec2 ys = text_size(f.small, yl.c_str());
     dl->AddRectFilled(ImVec2(p0.x - ys.x - 8.0f, mouse.y - ys.y * 0.5f - 1.0f),
-                      ImVec2(p0.x, mouse.y + ys.y * 0.5f + 1.0f), IM_COL32(60, 66, 80, 255), 2.0f);
+                      ImVec2(p0.x, mouse.y + ys.y * 0.5f + 1.0f), colors::kChipHover, 2.0f);
     text_at(dl, f.small, ImVec2(p0.x - 4.0f, mouse.y), 1.0f, 0.5f, colors::kText, yl.c_str());
 
     ImGui::BeginTooltip();
