@@ -115,13 +115,25 @@ class EvolutionPanel final
         m_settings.play_speed = sp_f;
     }
     ImGui::Dummy(ImVec2(0, 6));
-    widgets::note("The head reads the whole text in the primal form (one gradient step per token, in double "
-                  "precision); every Wₜ is kept, so scrubbing is instant. Each token adds a rank-1 term "
-                  "−η kᵀ∇ℓ to the state; the singular values show how many independent directions those "
-                  "terms add up to.");
+    // The text follows the b of the view shown: with b > 1 the tokens of a mini-batch all take their
+    // gradient at the state the mini-batch started from, which "one step per token" would hide.
+    if (m_shown_b > 1) {
+      const std::string b = std::to_string(m_shown_b);
+      widgets::note(("The head reads the whole text in the primal form (in double precision); every Wₜ is kept, "
+                    "so scrubbing is instant. With b = " + b + ", the " + b + " tokens of a mini-batch all take "
+                    "their gradient at the state the mini-batch started from: each adds a rank-1 term −η kᵀ∇ℓ, "
+                    "so one mini-batch can add up to " + b + " directions at once. The singular values show how "
+                    "many independent directions all those terms add up to.").c_str());
+    } else {
+      widgets::note("The head reads the whole text in the primal form (one gradient step per token, in double "
+                    "precision); every Wₜ is kept, so scrubbing is instant. Each token adds a rank-1 term "
+                    "−η kᵀ∇ℓ to the state; the singular values show how many independent directions those "
+                    "terms add up to.");
+    }
   }
 
   void draw_view(const EvolutionView& v, const Snapshot&, CommandSink&) override {
+    m_shown_b = v.mini_batch;
     const Fonts& f = fonts();
     widgets::panel_title("Hidden-state evolution", "The state Wₜ of one head as it reads the whole sequence.");
     if (!v.error.empty()) {
@@ -361,6 +373,7 @@ class EvolutionPanel final
 
   bool m_playing = false;
   double m_play_clock = 0.0;
+  int m_shown_b = 0;  // the b of the view last drawn, for the settings' note
   // Per-frame scratch (kept to avoid reallocations; rebuilt every frame from the snapshot).
   Mat<float> m_map_main, m_map_step;
   struct SpecKey {

@@ -135,8 +135,9 @@ class LessonsPanel final : public Panel {
       Card card(width, done ? colors::kGood : (open ? colors::kAccent : colors::kPlotFrame));
       const float inner = card.inner_width();
       const float d = f.large->FontSize * 1.5f;
-      const char* label = open ? "Continue" : "Start";
-      const float button_w = std::max(ImGui::CalcTextSize("Continue").x, ImGui::CalcTextSize("Start").x) +
+      // A finished lesson is opened to review it, not started again.
+      const char* label = open ? "Continue" : done ? "Review" : "Start";
+      const float button_w = std::max(ImGui::CalcTextSize("Continue").x, ImGui::CalcTextSize("Review").x) +
                              ImGui::GetStyle().FramePadding.x * 4;
       const ImVec2 top = ImGui::GetCursorScreenPos();
       lesson_ui::badge(course_session::lesson_number(l.name), done, d);

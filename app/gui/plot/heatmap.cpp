@@ -245,7 +245,12 @@ HeatmapResult heatmap(const Heatmap& h) {
       for (long i = 0; i < m.rows; ++i)
         for (long j = 0; j < m.cols; ++j) {
           const double v = m.at(i, j);
-          const std::string s = format_value(v, 2);
+          if (h.masked && !(h.pooled && h.pooled->pooled()) && h.masked(i, j)) continue;
+          // Two digits where they fit, else one ("3e−4"), else "≈0" for a value too small to see on the
+          // colour scale: a small computed value is never left blank beside masked cells.
+          std::string s = format_value(v, 2);
+          if (text_size(f.small, s.c_str()).x > cw - 4.0f) s = format_value(v, 1);
+          if (text_size(f.small, s.c_str()).x > cw - 4.0f && std::abs(v) < 1e-2 * std::max(std::abs(cs.lo), std::abs(cs.hi))) s = "\xE2\x89\x88" "0";
           if (text_size(f.small, s.c_str()).x > cw - 4.0f) continue;
           const Lab lab = srgb_to_lab(h.palette == Palette::Diverging ? diverging(cs.unit(v))
                                                                        : sequential(cs.unit(v)));
