@@ -214,7 +214,9 @@ class EvolutionPanel final
     // The spectrum beside the two maps keeps at least a third of the row (280 px or more): the wide
     // maps of TTT-MLP (d × 4d) would otherwise take four fifths and squeeze it.
     const float gap = 18.0f;
-    const float spectrum_min = std::max(avail / 3.0f, 280.0f);
+    // Beside a docked lesson the row is narrow: the spectrum then takes at most 40 %, so that the three
+    // never run past the right edge.
+    const float spectrum_min = std::min(std::max(avail / 3.0f, 280.0f), avail * 0.4f);
     const float map_w = std::max(120.0f, std::min({avail * (wide > 1.5f ? 0.40f : 0.27f), (h - 40.0f) * wide + 70.0f,
                                                    (avail - 2.0f * gap - spectrum_min) * 0.5f}));
     // The row is as tall as a map with square cells at this width (no gap under short maps).
@@ -315,7 +317,7 @@ class EvolutionPanel final
     plot::LinePlot d;
     d.id = "drift";
     d.export_name = "state_drift";
-    d.title = "How far the state has moved";
+    d.title = widgets::fit("How far the state has moved", "State drift", avail * 0.42f, fonts().bold);
     d.y_label = widgets::fit("Frobenius norms · dashed: mini-batch ends · drag to scrub",
                              "Frobenius norms · drag to scrub", avail * 0.42f, fonts().small);
     d.x_label = "token t";
@@ -347,8 +349,11 @@ class EvolutionPanel final
     plot::Heatmap sg;
     sg.id = "spectrogram";
     sg.export_name = "singular_values_over_t";
-    sg.title = m_settings.spectrum_of_delta ? "Singular values of " + wn + "ₜ − " + wn + "₀ over the sequence"
-                                    : "Singular values of " + wn + "ₜ over the sequence";
+    sg.title = m_settings.spectrum_of_delta
+                   ? widgets::fit("Singular values of " + wn + "ₜ − " + wn + "₀ over the sequence",
+                                  "σᵢ(" + wn + "ₜ − " + wn + "₀) over t", ImGui::GetContentRegionAvail().x, fonts().bold)
+                   : widgets::fit("Singular values of " + wn + "ₜ over the sequence", "σᵢ(" + wn + "ₜ) over t",
+                                  ImGui::GetContentRegionAvail().x, fonts().bold);
     sg.subtitle = widgets::fit("row i: σᵢ (largest on top), column t: after token t; log colour over 4 decades",
                                "row i: σᵢ, column t: token t; log colours", ImGui::GetContentRegionAvail().x,
                                fonts().small);

@@ -221,7 +221,9 @@ class TrainingPanel final
     widgets::panel_title("Training", "Byte-level language models trained live, on the CPU or the GPU (Device).");
     if (v.runs.empty()) {
       ImGui::Dummy(ImVec2(0, 10));
-      ImGui::PushTextWrapPos(ImGui::GetFontSize() * 40.0f);
+      // At most 40 em wide, and never past the view's right edge (narrow beside a docked lesson).
+      ImGui::PushTextWrapPos(std::min(ImGui::GetCursorPosX() + ImGui::GetFontSize() * 40.0f,
+                                      ImGui::GetContentRegionMax().x));
       ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim),
                          "No runs yet. Choose the settings on the left and press Start a run: the tiny preset "
                          "trains at a few thousand tokens per second on one core, and a few hundred steps already "

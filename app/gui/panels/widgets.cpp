@@ -378,10 +378,31 @@ float box_width(int per_row, float gap) {
 }
 
 void controls_and_view(const std::function<void()>& controls, const std::function<void()>& view) {
-  ImGui::BeginChild("##controls", ImVec2(20.0f * ImGui::GetFontSize(), 0), false);
-  controls();
-  ImGui::EndChild();
-  ImGui::SameLine(0, 16);
+  // Where the panel is narrow (beside a docked lesson, on a small screen, at a large UI scale) the
+  // controls fold to a thin strip by default, so the view keeps the width its plots need; the strip's
+  // button unfolds them, and the choice is kept for the panel's area (-1: not chosen yet).
+  const float em = ImGui::GetFontSize();
+  const bool narrow = ImGui::GetContentRegionAvail().x < 60.0f * em;
+  ImGuiStorage* store = ImGui::GetStateStorage();
+  const ImGuiID key = ImGui::GetID("##controls_folded");
+  const int chosen = store->GetInt(key, -1);
+  const bool folded = chosen < 0 ? narrow : chosen == 1;
+  if (folded) {
+    ImGui::BeginChild("##controls_strip", ImVec2(1.8f * em, 0), false, ImGuiWindowFlags_NoScrollbar);
+    if (ImGui::Button("\xC2\xBB", ImVec2(-1.0f, 3.0f * em))) store->SetInt(key, 0);
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("Show this panel's controls");
+    ImGui::EndChild();
+    ImGui::SameLine(0, 8);
+  } else {
+    ImGui::BeginChild("##controls", ImVec2(20.0f * em, 0), false);
+    if (narrow || chosen == 0) {
+      if (ImGui::SmallButton("\xC2\xAB hide the controls")) store->SetInt(key, 1);
+      if (ImGui::IsItemHovered()) ImGui::SetTooltip("More room for the view");
+    }
+    controls();
+    ImGui::EndChild();
+    ImGui::SameLine(0, 16);
+  }
   ImGui::BeginChild("##view", ImVec2(0, 0), false);
   view();
   ImGui::EndChild();

@@ -5,6 +5,7 @@
 
 #include "gui/fonts.hpp"
 #include "lab/plot/csv.hpp"
+#include "gui/plot/heatmap.hpp"
 #include "gui/plot/plot_common.hpp"
 #include "gui/plot/plot_export.hpp"
 #include "lab/plot/smoothing.hpp"
@@ -135,8 +136,11 @@ PlotResult line_plot(const LinePlot& p) {
 
   // Layout: title (+ y label) on top, y tick labels left, x ticks and label below.
   float top = pos.y;
+  // A title wider than the plot is cut with "…": on a narrow screen it would run into its neighbour.
+  const std::string title = clip_to_width(p.title, size.x, [&](const std::string& t) { return text_size(f.bold, t.c_str()).x; });
+  const float y_label_top = top + (p.title.empty() ? 0.0f : f.bold->FontSize + 2.0f);
   if (!p.title.empty()) {
-    dl->AddText(f.bold, f.bold->FontSize, ImVec2(pos.x, top), colors::kText, p.title.c_str());
+    dl->AddText(f.bold, f.bold->FontSize, ImVec2(pos.x, top), colors::kText, title.c_str());
     top += f.bold->FontSize + 2.0f;
   }
   if (!p.y_label.empty()) {
@@ -272,11 +276,16 @@ PlotResult line_plot(const LinePlot& p) {
   float legend_w = 0.0f;
   for (const auto& s : p.series) legend_w += 22.0f + text_size(f.small, s.label.c_str()).x + 14.0f;
   legend_w = std::max(0.0f, legend_w - 14.0f);
-  const float title_w = p.title.empty() ? 0.0f : text_size(f.bold, p.title.c_str()).x;
-  const bool legend_on_top = !p.title.empty() && legend_w + title_w + 24.0f < size.x;
+  const float title_w = p.title.empty() ? 0.0f : text_size(f.bold, title.c_str()).x;
+  const float y_label_w = p.y_label.empty() ? 0.0f : text_size(f.small, p.y_label.c_str()).x;
+  // Where it fits, the legend goes on the title line, else on the y label's line: either way beside
+  // the data, never over it. Only when neither has room does it go inside the plot.
+  const bool legend_on_title = !p.title.empty() && legend_w + title_w + 24.0f < size.x;
+  const bool legend_on_y_label = !legend_on_title && !p.y_label.empty() && legend_w + y_label_w + 24.0f < size.x;
+  const bool legend_on_top = legend_on_title || legend_on_y_label;
   if (p.legend && !p.series.empty() && legend_on_top) {
     float x = pos.x + size.x - legend_w;
-    const float y = pos.y + (f.bold->FontSize - small_h) * 0.5f;
+    const float y = legend_on_title ? pos.y + (f.bold->FontSize - small_h) * 0.5f : y_label_top;
     for (std::size_t i = 0; i < p.series.size(); ++i) {
       const float ew = 22.0f + text_size(f.small, p.series[i].label.c_str()).x;
       const ImVec2 e0(x - 2.0f, y - 1.0f), e1(x + ew + 2.0f, y + small_h + 1.0f);
