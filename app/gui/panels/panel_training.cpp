@@ -90,6 +90,10 @@ class TrainingPanel final
     m_synced = false;  // the next sync opens the file's runs
   }
 
+  // The view is empty until a run is started from the controls: on a narrow screen they stay open until
+  // there is a run, and then fold to give its table and cards the width.
+  bool fold_controls_when_narrow() const override { return m_any_runs; }
+
   void draw_controls(const TrainingView& v, const Snapshot&, CommandSink& sink) override {
     TrainSettings& t = m_settings.train;
     const bool any_active = std::any_of(v.runs.begin(), v.runs.end(), [](const auto& r) { return r->active(); });
@@ -218,6 +222,7 @@ class TrainingPanel final
   }
 
   void draw_view(const TrainingView& v, const Snapshot&, CommandSink& sink) override {
+    m_any_runs = !v.runs.empty();
     widgets::panel_title("Training", "Byte-level language models trained live, on the CPU or the GPU (Device).");
     if (v.runs.empty()) {
       ImGui::Dummy(ImVec2(0, 10));
@@ -257,7 +262,10 @@ class TrainingPanel final
       ImGui::TableSetupColumn("state", ImGuiTableColumnFlags_WidthStretch, 0.8f);
       ImGui::TableSetupColumn("progress", ImGuiTableColumnFlags_WidthStretch, 1.4f);
       ImGui::TableSetupColumn("settings", ImGuiTableColumnFlags_WidthStretch, 2.4f);
-      ImGui::TableSetupColumn("checkpoint", ImGuiTableColumnFlags_WidthStretch, 1.0f);
+      // As wide as its header: its cells are short (a step number), and a stretched share of a narrow
+      // table cut the header itself.
+      ImGui::TableSetupColumn("checkpoint", ImGuiTableColumnFlags_WidthFixed,
+                              ImGui::CalcTextSize("checkpoint").x + 2.0f * ImGui::GetStyle().CellPadding.x);
       // The buttons' column is as wide as its widest row (Pause or Resume, Stop, Save, Remove), so no
       // button is cut off when the view is narrow; the other columns share what is left.
       const ImGuiStyle& style = ImGui::GetStyle();
@@ -591,6 +599,7 @@ class TrainingPanel final
 
   std::vector<std::string> m_known_dirs;
   bool m_synced = false;
+  bool m_any_runs = false;  // the view last drawn had runs (fold_controls_when_narrow)
   int m_selected = 0;
   std::set<int> m_hidden;
   std::vector<std::vector<double>> m_xs, m_loss, m_lr, m_gn, m_tps, m_vx, m_vy;

@@ -377,7 +377,8 @@ float box_width(int per_row, float gap) {
   return (ImGui::GetContentRegionAvail().x - gap * static_cast<float>(n - 1)) / static_cast<float>(n);
 }
 
-void controls_and_view(const std::function<void()>& controls, const std::function<void()>& view) {
+void controls_and_view(const std::function<void()>& controls, const std::function<void()>& view,
+                       bool fold_when_narrow) {
   // Where the panel is narrow (beside a docked lesson, on a small screen, at a large UI scale) the
   // controls fold to a thin strip by default, so the view keeps the width its plots need; the strip's
   // button unfolds them, and the choice is kept for the panel's area (-1: not chosen yet).
@@ -386,7 +387,7 @@ void controls_and_view(const std::function<void()>& controls, const std::functio
   ImGuiStorage* store = ImGui::GetStateStorage();
   const ImGuiID key = ImGui::GetID("##controls_folded");
   const int chosen = store->GetInt(key, -1);
-  const bool folded = chosen < 0 ? narrow : chosen == 1;
+  const bool folded = chosen < 0 ? narrow && fold_when_narrow : chosen == 1;
   if (folded) {
     ImGui::BeginChild("##controls_strip", ImVec2(1.8f * em, 0), false, ImGuiWindowFlags_NoScrollbar);
     if (ImGui::Button("\xC2\xBB", ImVec2(-1.0f, 3.0f * em))) store->SetInt(key, 0);
