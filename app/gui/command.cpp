@@ -32,7 +32,9 @@ void register_gui(CLI::App& app) {
   auto* cmd = app.add_subcommand("gui", "Open the desktop app (or render a screenshot / benchmark it)");
   struct Opts {
     bool list = false;
-    std::string screenshot, panel, state, lesson, lessons_dir, size = "1600x1000", device = "auto";
+    std::string screenshot, panel, state, lesson, lessons_dir, size = "1600x1000", device = "auto", theme;
+    float ui_scale = 0.0f;
+    bool presenter = false;
     int frames = 10, bench = 0;
     bool bench_idle = false;
   };
@@ -62,6 +64,13 @@ void register_gui(CLI::App& app) {
                   "The course to open: a student pack or a lessons folder (default: $TTTLAB_LESSONS, else "
                   "lessons/ of this installation)")
       ->check(CLI::ExistingDirectory);
+  cmd->add_option("--ui-scale", o->ui_scale,
+                  "UI scale for this run, 0.75 to 2 (default: the one saved by View → Zoom, or 1 for screenshots)")
+      ->check(CLI::Range(0.75f, 2.0f));
+  cmd->add_option("--theme", o->theme, "dark or light, for this run (default: the one saved by View → Theme)")
+      ->check(CLI::IsMember({"dark", "light"}));
+  cmd->add_flag("--presenter", o->presenter,
+                "Start in presenter mode: the view (and a docked lesson) fill the window in large type");
   cmd->add_option("--device", o->device,
                   "Where the panels compute at start: auto (the GPU when there is one), cpu or gpu; the Compute "
                   "menu changes it")
@@ -78,6 +87,9 @@ void register_gui(CLI::App& app) {
     if (!o->lessons_dir.empty()) course::course_session::set_lessons_dir(o->lessons_dir);
     g.bench_frames = o->bench;
     g.bench_train = !o->bench_idle;
+    g.ui_scale = o->ui_scale;
+    g.theme = o->theme;
+    g.presenter = o->presenter;
     // Training runs started in the app pick their device as `tttlab train --device` does (tf32 GEMMs);
     // with several GPUs, data-parallel over that many GPUs of this machine, in this one process (as
     // `tttlab train --gpus N`). The panels use the GPU services of app/compute/ where the build has the

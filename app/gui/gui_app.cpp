@@ -48,6 +48,7 @@
 #include "lab/state/state_file.hpp"
 #include "gui/lab.hpp"
 #include "gui/theme.hpp"
+#include "gui/ui_settings.hpp"
 #include "tttlab/device.hpp"
 
 namespace tttlab::gui {
@@ -62,6 +63,20 @@ double thread_cpu_ms() {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
+}
+
+// Ctrl+1 … Ctrl+9 switch to the first nine panels; the others have no key.
+constexpr std::size_t kPanelKeys = 9;
+
+// The folded sidebar's label of a panel: a few letters that fit its strip.
+std::string short_name(const std::string& id, const std::string& name) {
+  static const std::pair<const char*, const char*> kShort[] = {
+      {"inner_stepper", "Step"}, {"evolution", "Evo"},   {"inner_curves", "Loss"}, {"minibatch", "b"},
+      {"primal_dual", "P/D"},    {"nonparametric", "NW"}, {"recall", "Rec"},       {"training", "Train"},
+      {"evaluation", "Eval"},    {"generation", "Gen"},   {"lessons", "Les"}};
+  for (const auto& [key, label] : kShort)
+    if (id == key) return label;
+  return name.substr(0, 3);
 }
 
 double percentile(std::vector<double> v, double p) {
@@ -84,6 +99,12 @@ class App {
         m_panels(make_panels()) {}
   ~App();
 
+  // The look to start with; persist: changes are saved to the user's display settings (interactive).
+  void set_look(const UiSettings& look, bool persist, bool presenter) {
+    m_look = look;
+    m_save_look = persist;
+    m_presenter = presenter;
+  }
   int init();
   int run_interactive();
   int run_screenshot();
@@ -101,6 +122,14 @@ class App {
   void draw_dialogs();
   void draw_shortcut_help();
   void global_shortcuts();
+  // The look: UI scale, theme, presenter mode. A change marks the style and fonts for a rebuild, done
+  // by apply_look() at the start of the next frame (never while ImGui is drawing with the old fonts).
+  float effective_scale() const;
+  void set_ui_scale(float scale);
+  void set_theme(Theme theme);
+  void set_presenter(bool on);
+  void apply_look();
+  void save_look();
   bool open_state(const fs::path& path);
   bool save_state(const fs::path& path);
   void set_active(std::size_t i);
@@ -131,6 +160,11 @@ class App {
   std::uint64_t m_library_event = 0, m_training_event = 0;
   bool m_show_classroom = false;
   bool m_imgui_ready = false;
+  UiSettings m_look;
+  bool m_save_look = false;
+  bool m_look_dirty = false;
+  bool m_presenter = false;
+  float m_content_scale = 1.0f;
 
   // The docked lesson. The session outlives leaving (Ctrl+L brings it back with its state).
   std::unique_ptr<LessonSession> m_lesson;
@@ -182,9 +216,8 @@ int App::init() {
   ImGuiIO& io = ImGui::GetIO();
   io.IniFilename = nullptr;  // the layout is fixed; state lives in .tttlab files
   io.ConfigFlags |= ImGuiConfigFlags_NavEnableKeyboard;
-  const float scale = m_window->content_scale();
-  apply_theme(scale);
-  load_fonts(scale);
+  m_content_scale = m_window->content_scale();
+  apply_look();
   if (!m_window->headless()) {
     ImGui_ImplGlfw_InitForOpenGL(m_window->handle(), true);
   } else {
@@ -307,7 +340,66 @@ void App::update_title() {
   m_window->set_title(printable(t));
 }
 
+float App::effective_scale() const {
+  // Presenter mode reads from the back of a room: one scale step (25 %) above the chosen one.
+  constexpr float kPresenterStep = 1.25f;
+  return m_content_scale * m_look.ui_scale * (m_presenter ? kPresenterStep : 1.0f);
+}
+
+void App::apply_look() {
+  m_look_dirty = false;
+  const float s = effective_scale();
+  apply_theme(s, m_look.theme);
+  load_fonts(s);
+  // Fonts are baked into a texture at one pixel size: rebuilt at the new size, text stays sharp
+  // where scaling the old texture would blur it.
+  if (m_imgui_ready) {
+    ImGui_ImplOpenGL3_DestroyFontsTexture();
+    ImGui_ImplOpenGL3_CreateFontsTexture();
+  }
+}
+
+void App::save_look() {
+  if (!m_save_look) return;
+  int x = 0, y = 0, w = 0, h = 0;
+  if (m_window->placement(&x, &y, &w, &h)) {
+    m_look.x = x;
+    m_look.y = y;
+    m_look.width = w;
+    m_look.height = h;
+    m_look.has_position = true;
+  }
+  std::string error;
+  if (!m_look.save(UiSettings::default_path(), &error)) notify(error, true);
+}
+
+void App::set_ui_scale(float scale) {
+  scale = std::clamp(scale, kMinUiScale, kMaxUiScale);
+  if (std::abs(scale - m_look.ui_scale) < 1e-4f) return;
+  m_look.ui_scale = scale;
+  m_look_dirty = true;
+  save_look();
+  char b[64];
+  std::snprintf(b, sizeof b, "UI scale %.0f %%", 100.0f * scale);
+  notify(b);
+}
+
+void App::set_theme(Theme theme) {
+  if (theme == m_look.theme) return;
+  m_look.theme = theme;
+  m_look_dirty = true;
+  save_look();
+}
+
+void App::set_presenter(bool on) {
+  if (on == m_presenter) return;
+  m_presenter = on;
+  m_look_dirty = true;
+  if (on) notify("Presenter mode: Esc or F11 leaves it");
+}
+
 void App::frame() {
+  if (m_look_dirty) apply_look();
   ImGui_ImplOpenGL3_NewFrame();
   if (m_window->headless())
     ImGui::GetIO().DeltaTime = 1.0f / 60.0f;  // no GLFW clock (a headless EGL context): a steady 60 fps
@@ -365,9 +457,11 @@ int App::run_interactive() {
     frame();
     render();
     // While something animates (hover, playback), keep frames coming at the display rate.
-    if (ImGui::IsAnyItemActive() || ImGui::GetIO().MouseDelta.x != 0 || ImGui::GetIO().MouseDelta.y != 0)
+    if (ImGui::IsAnyItemActive() || ImGui::GetIO().MouseDelta.x != 0 || ImGui::GetIO().MouseDelta.y != 0 ||
+        m_look_dirty)
       glfwPostEmptyEvent();
   }
+  save_look();  // the window's last size and place
   return 0;
 }
 
@@ -492,10 +586,17 @@ void App::draw_main() {
   ImGui::SetNextWindowSize(vp->WorkSize);
   ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, ImVec2(0, 0));
   ImGui::Begin("##main", nullptr,
-               ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_MenuBar |
+               ImGuiWindowFlags_NoDecoration | (m_presenter ? 0 : ImGuiWindowFlags_MenuBar) |
                    ImGuiWindowFlags_NoBringToFrontOnFocus | ImGuiWindowFlags_NoSavedSettings |
                    ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
   ImGui::PopStyleVar();
+  if (m_presenter) {
+    // Presenter mode: no menus, sidebar or status bar; the view (and a docked lesson) fill the window.
+    const ImVec2 avail = ImGui::GetContentRegionAvail();
+    draw_content(avail.x, avail.y);
+    ImGui::End();
+    return;
+  }
   draw_menu_bar();
 
   const float status_h = ImGui::GetFrameHeight() + 2.0f;
@@ -503,11 +604,11 @@ void App::draw_main() {
   // While a lesson is docked the sidebar folds to a strip (panel numbers), so that the lesson and its
   // view both fit beside each other on a 1280 × 720 screen.
   const bool strip = m_lesson_docked && m_lesson && !m_sidebar_wide;
-  const float sidebar_w = (strip ? 44.0f : 214.0f) * em;
+  const float sidebar_w = (strip ? 52.0f : 214.0f) * em;
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   ImGui::PushStyleVar(ImGuiStyleVar_ItemSpacing, ImVec2(0, 0));
   if (strip) ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, ImVec2(6, 10));
-  ImGui::PushStyleColor(ImGuiCol_ChildBg, ImVec4(0.105f, 0.11f, 0.128f, 1.0f));
+  ImGui::PushStyleColor(ImGuiCol_ChildBg, colors::kSidebarBg.vec4());
   ImGui::BeginChild("##sidebar", ImVec2(sidebar_w, avail.y - status_h), false,
                     ImGuiWindowFlags_AlwaysUseWindowPadding);
   ImGui::PopStyleVar(strip ? 2 : 1);
@@ -542,7 +643,7 @@ void App::draw_content(float width, float height) {
   ImGui::PopStyleVar();
 
   ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, ImVec2(18, 12));
-  ImGui::PushStyleColor(ImGuiCol_ChildBg, ImVec4(30 / 255.0f, 32 / 255.0f, 38 / 255.0f, 1.0f));
+  ImGui::PushStyleColor(ImGuiCol_ChildBg, colors::kPaneBg.vec4());
   begin_lesson_pane_window("##lesson_pane", ImVec2(pane_w, height), m_lesson_to_top);
   m_lesson_to_top = false;
   ImGui::PopStyleColor();
@@ -566,7 +667,7 @@ void App::draw_content(float width, float height) {
 
   ImGui::SameLine(0, 0);
   const ImVec2 edge = ImGui::GetCursorScreenPos();
-  ImGui::GetWindowDrawList()->AddLine(edge, ImVec2(edge.x, edge.y + height), IM_COL32(58, 62, 72, 255), 1.0f);
+  ImGui::GetWindowDrawList()->AddLine(edge, ImVec2(edge.x, edge.y + height), colors::kDivider, 1.0f);
   ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, ImVec2(14, 10));
   ImGui::BeginChild("##live_view", ImVec2(0, height), false, ImGuiWindowFlags_AlwaysUseWindowPadding);
   ImGui::PopStyleVar();
@@ -601,6 +702,19 @@ void App::draw_menu_bar() {
   }
   if (ImGui::BeginMenu("View")) {
     m_course_menu.classroom_menu_items(&m_show_classroom);
+    ImGui::Separator();
+    if (ImGui::MenuItem("Zoom in", "Ctrl+=", false, m_look.ui_scale < kMaxUiScale))
+      set_ui_scale(step_ui_scale(m_look.ui_scale, +1));
+    if (ImGui::MenuItem("Zoom out", "Ctrl+\xE2\x88\x92", false, m_look.ui_scale > kMinUiScale))
+      set_ui_scale(step_ui_scale(m_look.ui_scale, -1));
+    if (ImGui::MenuItem("Actual size", "Ctrl+0", false, m_look.ui_scale != 1.0f)) set_ui_scale(1.0f);
+    ImGui::TextDisabled("UI scale %.0f %%", 100.0f * m_look.ui_scale);
+    if (ImGui::BeginMenu("Theme")) {
+      if (ImGui::MenuItem("Dark", nullptr, m_look.theme == Theme::Dark)) set_theme(Theme::Dark);
+      if (ImGui::MenuItem("Light", nullptr, m_look.theme == Theme::Light)) set_theme(Theme::Light);
+      ImGui::EndMenu();
+    }
+    if (ImGui::MenuItem("Presenter mode", "F11", m_presenter)) set_presenter(!m_presenter);
     ImGui::EndMenu();
   }
   if (ImGui::BeginMenu("Compute")) {
@@ -620,8 +734,8 @@ void App::draw_menu_bar() {
   }
   if (ImGui::BeginMenu("Panels", !(classroom::state().enabled && classroom::state().hide_panel_list))) {
     for (std::size_t i = 0; i < m_panels.size(); ++i) {
-      char sc[32];
-      std::snprintf(sc, sizeof sc, "Ctrl+%zu", i + 1);
+      char sc[32] = "";
+      if (i < kPanelKeys) std::snprintf(sc, sizeof sc, "Ctrl+%zu", i + 1);
       if (ImGui::MenuItem(m_panels[i]->name(), sc, i == m_active)) set_active(i);
     }
     ImGui::EndMenu();
@@ -653,14 +767,14 @@ void App::draw_sidebar(float width) {
   const bool locked = classroom::state().enabled && classroom::state().hide_panel_list;
   widgets::section_label(locked ? "CLASSROOM" : "PANELS");
   for (std::size_t i = 0; i < m_panels.size() && !locked; ++i) {
-    char label[128];
-    std::snprintf(label, sizeof label, "%zu   %s", i + 1, m_panels[i]->name());
-    if (ImGui::Selectable(label, i == m_active, 0, ImVec2(0, ImGui::GetFrameHeight())))
+    // Names only: numbers here read as the course's lesson numbers. The first nine have Ctrl+N.
+    if (ImGui::Selectable(m_panels[i]->name(), i == m_active, 0, ImVec2(0, ImGui::GetFrameHeight())))
       set_active(i);
     if (ImGui::IsItemHovered()) {
       ImGui::BeginTooltip();
       ImGui::PushTextWrapPos(ImGui::GetFontSize() * 28.0f);
       ImGui::TextUnformatted(m_panels[i]->summary());
+      if (i < kPanelKeys) ImGui::TextDisabled("Ctrl+%zu", i + 1);
       ImGui::PopTextWrapPos();
       ImGui::EndTooltip();
     }
@@ -725,10 +839,20 @@ void App::draw_sidebar_strip() {
   const bool locked = classroom::state().enabled && classroom::state().hide_panel_list;
   ImGui::PushStyleVar(ImGuiStyleVar_SelectableTextAlign, ImVec2(0.5f, 0.5f));
   for (std::size_t i = 0; i < m_panels.size() && !locked; ++i) {
-    char label[24];
-    std::snprintf(label, sizeof label, "%zu", i + 1);
-    if (ImGui::Selectable(label, i == m_active, 0, ImVec2(w, ImGui::GetFrameHeight()))) set_active(i);
-    if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s  (Ctrl+%zu)", m_panels[i]->name(), i + 1);
+    // A short name, not a number: numbers beside a lesson read as lesson numbers.
+    ImGui::PushID(static_cast<int>(i));
+    ImGui::PushFont(fonts().small);
+    if (ImGui::Selectable(short_name(m_panels[i]->id(), m_panels[i]->name()).c_str(), i == m_active, 0,
+                          ImVec2(w, ImGui::GetFrameHeight())))
+      set_active(i);
+    ImGui::PopFont();
+    ImGui::PopID();
+    if (ImGui::IsItemHovered()) {
+      if (i < kPanelKeys)
+        ImGui::SetTooltip("%s  (Ctrl+%zu)", m_panels[i]->name(), i + 1);
+      else
+        ImGui::SetTooltip("%s", m_panels[i]->name());
+    }
   }
   ImGui::PopStyleVar();
   ImGui::Dummy(ImVec2(0, 10));
@@ -743,8 +867,8 @@ void App::draw_status_bar() {
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const ImVec2 p = ImGui::GetCursorScreenPos();
   const float w = ImGui::GetWindowWidth(), h = ImGui::GetFrameHeight() + 2.0f;
-  dl->AddRectFilled(p, ImVec2(p.x + w, p.y + h), IM_COL32(30, 32, 38, 255));
-  dl->AddLine(p, ImVec2(p.x + w, p.y), IM_COL32(52, 55, 64, 255));
+  dl->AddRectFilled(p, ImVec2(p.x + w, p.y + h), colors::kStatusBg);
+  dl->AddLine(p, ImVec2(p.x + w, p.y), colors::kRule);
   ImGui::SetCursorScreenPos(ImVec2(p.x + 10.0f, p.y + 3.0f));
   ImGui::PushFont(fonts().small);
   ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim), "%s",
@@ -798,6 +922,10 @@ void App::global_shortcuts() {
         save_state(m_state_path);
     }
     if (key_pressed(Key::Q, false)) m_window->request_close();
+    if (key_pressed(Key::Equal) || key_pressed(Key::KeypadAdd)) set_ui_scale(step_ui_scale(m_look.ui_scale, +1));
+    if (key_pressed(Key::Minus) || key_pressed(Key::KeypadSubtract))
+      set_ui_scale(step_ui_scale(m_look.ui_scale, -1));
+    if (key_pressed(Key::N0, false) || key_pressed(Key::Keypad0, false)) set_ui_scale(1.0f);
     const bool locked = classroom::state().enabled && classroom::state().hide_panel_list;
     for (std::size_t i = 0; i < m_panels.size() && i < 9 && !locked; ++i)
       if (key_pressed(static_cast<Key>(static_cast<int>(Key::N1) + static_cast<int>(i)), false))
@@ -805,8 +933,17 @@ void App::global_shortcuts() {
     return;
   }
   if (key_pressed(Key::F1, false)) m_show_help = !m_show_help;
+  if (key_pressed(Key::F11, false)) set_presenter(!m_presenter);
   if (key_pressed(Key::F12, false)) plot::exporter().request_window_png();
   if (ImGui::IsPopupOpen("", ImGuiPopupFlags_AnyPopupId)) return;
+  // Escape closes what was opened last: the shortcut help, then presenter mode.
+  if (key_pressed(Key::Escape, false) && (m_show_help || m_presenter)) {
+    if (m_show_help)
+      m_show_help = false;
+    else
+      set_presenter(false);
+    return;
+  }
   if (lesson_veiled()) return;  // the view is not shown yet: its keys wait too
   m_panels[m_active]->shortcuts(*m_snap, m_engine);
 }
@@ -1054,12 +1191,14 @@ void App::draw_shortcut_help() {
       }
     };
     table("APP", {{"Ctrl+O", "open a state file"},
+                  {"Ctrl+= / Ctrl+\xE2\x88\x92", "larger / smaller UI (Ctrl+0: 100 %)"},
+                  {"F11", "presenter mode (Esc leaves)"},
                   {"Ctrl+Shift+K", "classroom mode on / off"},
                   {"Ctrl+L", "show / hide the lesson beside the view"},
                   {"Ctrl+S", "save the view (Ctrl+Shift+S: save as)"},
                   {"Ctrl+1 … 9", "switch panel"},
                   {"F12", "export the window as PNG"},
-                  {"F1", "this help"},
+                  {"F1", "this help (Esc closes)"},
                   {"Ctrl+Q", "quit"}});
     ImGui::Dummy(ImVec2(0, 6));
     const auto rows = m_panels[m_active]->shortcut_help();
@@ -1098,6 +1237,22 @@ int run_gui(const GuiOptions& opt) {
   spec.height = opt.height;
   spec.hidden = !opt.screenshot.empty() || opt.bench_frames > 0;
   spec.vsync = !spec.hidden;
+  // The look: an interactive window starts as the user left it (ui_settings.hpp); screenshots and
+  // benchmarks start from the defaults, so their pictures do not depend on this machine's last session.
+  UiSettings look;
+  if (!spec.hidden) {
+    std::string error;
+    look = UiSettings::load(UiSettings::default_path(), &error);
+    if (!error.empty()) std::fprintf(stderr, "tttlab gui: note: %s\n", printable(error).c_str());
+    spec.fit_to_monitor = true;
+    spec.width = look.width;
+    spec.height = look.height;
+    spec.has_position = look.has_position;
+    spec.x = look.x;
+    spec.y = look.y;
+  }
+  if (opt.ui_scale > 0.0f) look.ui_scale = std::clamp(opt.ui_scale, kMinUiScale, kMaxUiScale);
+  if (!opt.theme.empty()) look.theme = opt.theme == "light" ? Theme::Light : Theme::Dark;
   std::unique_ptr<Window> window;
   try {
     window = Window::open(spec);
@@ -1106,6 +1261,7 @@ int run_gui(const GuiOptions& opt) {
     return 1;
   }
   App app(opt, std::move(window));
+  app.set_look(look, !spec.hidden, opt.presenter);
   if (const int rc = app.init(); rc != 0) return rc;
   if (!opt.screenshot.empty()) return app.run_screenshot();
   if (opt.bench_frames > 0) return app.run_benchmark();

@@ -7,6 +7,7 @@
 //                                               finish what those frames asked for, writes a PNG
 //   tttlab gui --lesson 01                      docks a lesson of the course beside its view (its scene)
 //   tttlab gui --bench-frames N                 per-frame UI-thread work time, p50/p99
+//   tttlab gui --ui-scale 1.5 --theme light [--presenter]   the look, for this run (screenshots too)
 // Screenshots and benchmarks render into an offscreen framebuffer but still need an X display for
 // the OpenGL context; on a machine without one use `xvfb-run -a tttlab gui --screenshot …`.
 #pragma once
@@ -27,7 +28,12 @@ struct GuiOptions {
   std::string lesson;       // lesson to dock at start, by name or number ("01"): opens its scene too
   int bench_frames = 0;     // > 0: benchmark mode
   bool bench_train = true;  // benchmark while a tiny model trains (false: --bench-idle)
-  int width = 1600, height = 1000;
+  int width = 1600, height = 1000;  // screenshots and benchmarks; the window fits the monitor
+  // The look. Interactive: absent values come from the user's display settings (ui_settings.hpp), and
+  // changes made in the View menu are saved there. Screenshots and benchmarks never read or write them.
+  float ui_scale = 0.0f;  // 0: the saved one (1 for screenshots)
+  std::string theme;      // "dark", "light"; empty: the saved one (dark for screenshots)
+  bool presenter = false; // start in presenter mode
   // Where the panels and training runs may compute (compute_device.hpp); empty: the CPU only.
   ComputeDevices devices;
   ComputeRequest compute = ComputeRequest::Auto;  // the device the panels start on (the Compute menu)

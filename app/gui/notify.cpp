@@ -4,6 +4,7 @@
 
 #include <deque>
 
+#include "gui/fonts.hpp"
 #include "gui/theme.hpp"
 
 namespace tttlab::gui {
@@ -17,7 +18,8 @@ struct Note {
 std::deque<Note> g_notes;
 std::string g_last;
 bool g_visible = true;
-constexpr double kLifetime = 5.0;
+// Short-lived: the status bar keeps the last note for as long as it is wanted.
+constexpr double kLifetime = 3.5;
 
 }  // namespace
 
@@ -34,33 +36,33 @@ void draw_notifications() {
   const double now = ImGui::GetTime();
   while (!g_notes.empty() && now - g_notes.front().born > kLifetime) g_notes.pop_front();
   if (g_notes.empty() || !g_visible) return;
+  // Only the newest note, small and half see-through, in the bottom-left corner just above the status
+  // bar: the views keep their plots on the right, and the status bar keeps the last note readable after
+  // the toast has gone.
+  const Note& note = g_notes.back();
   const ImGuiViewport* vp = ImGui::GetMainViewport();
   const float pad = ImGui::GetStyle().WindowPadding.x;
-  float y = vp->WorkPos.y + vp->WorkSize.y - 2.5f * ImGui::GetFrameHeight();
-  int i = 0;
-  for (auto it = g_notes.rbegin(); it != g_notes.rend(); ++it, ++i) {
-    const double age = now - it->born;
-    const float alpha = static_cast<float>(age > kLifetime - 0.5 ? (kLifetime - age) / 0.5 : 1.0);
-    ImGui::SetNextWindowPos(ImVec2(vp->WorkPos.x + vp->WorkSize.x - pad, y), ImGuiCond_Always,
-                            ImVec2(1.0f, 1.0f));
-    ImGui::SetNextWindowBgAlpha(0.92f * alpha);
-    char name[32];
-    std::snprintf(name, sizeof name, "##note%d", i);
-    ImGui::PushStyleVar(ImGuiStyleVar_Alpha, alpha);
-    ImGui::PushStyleVar(ImGuiStyleVar_WindowRounding, 4.0f);
-    ImGui::Begin(name, nullptr,
-                 ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_AlwaysAutoResize |
-                     ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_NoFocusOnAppearing |
-                     ImGuiWindowFlags_NoNav | ImGuiWindowFlags_NoInputs);
-    ImGui::PushStyleColor(ImGuiCol_Text, it->error ? colors::kError : colors::kText);
-    ImGui::PushTextWrapPos(ImGui::GetFontSize() * 40.0f);
-    ImGui::TextUnformatted(it->text.c_str());
-    ImGui::PopTextWrapPos();
-    ImGui::PopStyleColor();
-    y -= ImGui::GetWindowHeight() + 6.0f;
-    ImGui::End();
-    ImGui::PopStyleVar(2);
-  }
+  const double age = now - note.born;
+  const float alpha = static_cast<float>(age > kLifetime - 0.5 ? (kLifetime - age) / 0.5 : 1.0);
+  ImGui::SetNextWindowPos(ImVec2(vp->WorkPos.x + pad, vp->WorkPos.y + vp->WorkSize.y - 1.6f * ImGui::GetFrameHeight()),
+                          ImGuiCond_Always, ImVec2(0.0f, 1.0f));
+  ImGui::PushStyleVar(ImGuiStyleVar_Alpha, alpha);
+  ImGui::PushStyleVar(ImGuiStyleVar_WindowRounding, 4.0f);
+  ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, ImVec2(8.0f, 5.0f));
+  ImGui::PushStyleColor(ImGuiCol_WindowBg, colors::kToast.vec4());
+  ImGui::Begin("##note", nullptr,
+               ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_AlwaysAutoResize | ImGuiWindowFlags_NoSavedSettings |
+                   ImGuiWindowFlags_NoFocusOnAppearing | ImGuiWindowFlags_NoNav | ImGuiWindowFlags_NoInputs);
+  ImGui::PushStyleColor(ImGuiCol_Text, note.error ? colors::kError : colors::kText);
+  if (fonts().small) ImGui::PushFont(fonts().small);
+  ImGui::PushTextWrapPos(ImGui::GetFontSize() * 26.0f);
+  ImGui::TextUnformatted(note.text.c_str());
+  ImGui::PopTextWrapPos();
+  if (fonts().small) ImGui::PopFont();
+  ImGui::PopStyleColor();
+  ImGui::End();
+  ImGui::PopStyleColor();
+  ImGui::PopStyleVar(3);
 }
 
 }  // namespace tttlab::gui

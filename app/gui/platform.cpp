@@ -18,6 +18,7 @@
 
 #include "gui/keys.hpp"
 #include "gui/plot/texture_cache.hpp"
+#include "gui/ui_settings.hpp"
 #include "tttlab/io/atomic_file.hpp"
 
 namespace tttlab::gui {
@@ -221,16 +222,40 @@ std::unique_ptr<Window> Window::open(const WindowSpec& spec) {
   }
   glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
   glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 0);
-  glfwWindowHint(GLFW_VISIBLE, spec.hidden ? GLFW_FALSE : GLFW_TRUE);
-  glfwWindowHint(GLFW_SCALE_TO_MONITOR, GLFW_TRUE);
+  // Shown only once placed, so it never flashes at a size or place that does not fit.
+  glfwWindowHint(GLFW_VISIBLE, GLFW_FALSE);
   std::unique_ptr<Window> w(new Window());
   w->m_spec = spec;
-  w->m_window = glfwCreateWindow(spec.width, spec.height, spec.title.c_str(), nullptr, nullptr);
+  Rect place{0, 0, spec.width, spec.height};
+  bool placed = false;
+  if (spec.fit_to_monitor && !spec.hidden) {
+    // The size is chosen here from the work area (the screen less panels and docks), so GLFW must not
+    // scale it again by the monitor's content scale.
+    glfwWindowHint(GLFW_SCALE_TO_MONITOR, GLFW_FALSE);
+    if (GLFWmonitor* monitor = glfwGetPrimaryMonitor()) {
+      Rect area;
+      glfwGetMonitorWorkarea(monitor, &area.x, &area.y, &area.width, &area.height);
+      float sx = 1.0f, sy = 1.0f;
+      glfwGetMonitorContentScale(monitor, &sx, &sy);
+      if (area.width > 0 && area.height > 0) {
+        place = spec.width > 0 && spec.height > 0
+                    ? fit_window(area, spec.width, spec.height, spec.has_position, spec.x, spec.y)
+                    : default_window(area, sx);
+        placed = true;
+      }
+    }
+    if (!placed && (place.width <= 0 || place.height <= 0)) place = Rect{0, 0, 1280, 720};
+  } else {
+    glfwWindowHint(GLFW_SCALE_TO_MONITOR, GLFW_TRUE);
+  }
+  w->m_window = glfwCreateWindow(place.width, place.height, spec.title.c_str(), nullptr, nullptr);
   if (!w->m_window) {
     glfwTerminate();
     throw std::runtime_error("cannot create an OpenGL 3.0 window: " + g_last_glfw_error +
                              " (is a GL driver installed? Mesa's software renderer works)");
   }
+  if (placed) glfwSetWindowPos(w->m_window, place.x, place.y);
+  if (!spec.hidden) glfwShowWindow(w->m_window);
   glfwMakeContextCurrent(w->m_window);
   glfwSwapInterval(spec.vsync ? 1 : 0);
   g_glfw_up = true;
@@ -268,6 +293,13 @@ bool Window::should_close() const { return m_window ? glfwWindowShouldClose(m_wi
 void Window::request_close() {
   if (m_window) glfwSetWindowShouldClose(m_window, GLFW_TRUE);
 }
+bool Window::placement(int* x, int* y, int* w, int* h) const {
+  if (!m_window || m_spec.hidden) return false;
+  glfwGetWindowPos(m_window, x, y);
+  glfwGetWindowSize(m_window, w, h);
+  return *w > 0 && *h > 0;
+}
+
 void Window::set_title(const std::string& title) {
   if (m_window) glfwSetWindowTitle(m_window, title.c_str());
 }
@@ -397,7 +429,14 @@ int glfw_key(Key k) {
     case Key::Escape: return GLFW_KEY_ESCAPE;
     case Key::F1: return GLFW_KEY_F1;
     case Key::F5: return GLFW_KEY_F5;
+    case Key::F11: return GLFW_KEY_F11;
     case Key::F12: return GLFW_KEY_F12;
+    case Key::N0: return GLFW_KEY_0;
+    case Key::Equal: return GLFW_KEY_EQUAL;
+    case Key::Minus: return GLFW_KEY_MINUS;
+    case Key::KeypadAdd: return GLFW_KEY_KP_ADD;
+    case Key::KeypadSubtract: return GLFW_KEY_KP_SUBTRACT;
+    case Key::Keypad0: return GLFW_KEY_KP_0;
     case Key::B: return GLFW_KEY_B;
     case Key::E: return GLFW_KEY_E;
     case Key::K: return GLFW_KEY_K;

@@ -24,6 +24,12 @@ struct WindowSpec {
   int width = 1600;
   int height = 1000;
   bool hidden = false;  // offscreen rendering into a framebuffer object of width × height
+  // A visible window that fits the primary monitor's work area: width × height (a saved size; 0 × 0:
+  // 90 % of the work area, at most 1600 × 1000 times the monitor's scale) clamped to the work area,
+  // at (x, y) when has_position and that fits, else centred (ui_settings.hpp, fit_window).
+  bool fit_to_monitor = false;
+  bool has_position = false;
+  int x = 0, y = 0;
   bool vsync = true;
   std::string title = "TTT Lab";
 };
@@ -49,6 +55,8 @@ class Window {
   bool should_close() const;
   void request_close();
   void set_title(const std::string& title);
+  // The window's position and size in screen coordinates (false for offscreen and headless windows).
+  bool placement(int* x, int* y, int* w, int* h) const;
   // Framebuffer size in pixels (the offscreen size for hidden windows).
   void framebuffer_size(int* w, int* h) const;
 

@@ -1,6 +1,7 @@
 #!/bin/sh
 # The gui_screenshots test (ctest label "gui"): renders every panel offscreen under a virtual X server,
-# at 1600 × 1000 and at the smallest supported size, 1280 × 720, two more views from state files (a toy TTT-MLP head, and a lesson's view in classroom mode), and
+# at 1600 × 1000, and at 1280 × 720 and 1366 × 768 both alone and beside a docked lesson; the light
+# theme, a larger UI scale and presenter mode; two more views from state files (a toy TTT-MLP head, and a lesson's view in classroom mode), and
 # checks that the PNGs are not blank and all differ; also checks that a broken state file is refused
 # with a message instead of a crash, and that the frame-time benchmark runs and reports its p99.
 #   usage: gui_screenshots.sh TTTLAB PNG_CHECK OUTDIR
@@ -35,13 +36,33 @@ for p in $panels; do
   shoot "$out/$p.png" 5 --panel "$p" || { echo "FAIL: screenshot of panel $p"; exit 1; }
   files="$files $out/$p.png"
 done
-# Every panel at the smallest supported size, where text is most likely to overlap or be cut off. Two
+# Every panel at the two common projector and laptop sizes, 1280 × 720 (the smallest supported) and
+# 1366 × 768, where text is most likely to overlap or be cut off: on its own, and beside a docked
+# lesson (lesson 01 with its first prediction locked in, so the view shows instead of the veil). Two
 # frames: the layout is what these pictures are for (the engine's results still arrive before the
 # capture), and the test stays quick on a small CI machine.
-for p in $panels; do
-  shoot "$out/${p}_1280x720.png" 2 --panel "$p" --size 1280x720 || { echo "FAIL: screenshot of panel $p at 1280x720"; exit 1; }
-  files="$files $out/${p}_1280x720.png"
+progress="$out/progress.json"
+for size in 1280x720 1366x768; do
+  for p in $panels; do
+    shoot "$out/${p}_${size}.png" 2 --panel "$p" --size "$size" || { echo "FAIL: screenshot of panel $p at $size"; exit 1; }
+    files="$files $out/${p}_${size}.png"
+    cat > "$progress" <<'JSON'
+{ "format": "tttlab-course-progress", "version": 1,
+  "lessons": { "01-one-step-per-token": { "predictions": { "rank": { "choice": 2, "value": 0.0 } } } } }
+JSON
+    TTTLAB_PROGRESS="$progress" shoot "$out/${p}_${size}_docked.png" 2 --panel "$p" --size "$size" --lesson 01 ||
+      { echo "FAIL: screenshot of panel $p at $size beside a docked lesson"; exit 1; }
+    files="$files $out/${p}_${size}_docked.png"
+  done
 done
+# The light theme, a larger UI scale and presenter mode render too (and differently).
+shoot "$out/light_1366x768.png" 2 --panel inner_curves --size 1366x768 --theme light ||
+  { echo "FAIL: screenshot in the light theme"; exit 1; }
+shoot "$out/scaled_1366x768.png" 2 --panel inner_curves --size 1366x768 --ui-scale 1.5 ||
+  { echo "FAIL: screenshot at UI scale 1.5"; exit 1; }
+shoot "$out/presenter_1366x768.png" 2 --size 1366x768 --lesson 01 --presenter ||
+  { echo "FAIL: screenshot in presenter mode"; exit 1; }
+files="$files $out/light_1366x768.png $out/scaled_1366x768.png $out/presenter_1366x768.png"
 
 # A saved view reproduces different settings: a toy TTT-MLP head, b = 4, token 9, on the stepper.
 cat > "$out/mlp.tttlab" <<'JSON'
@@ -58,9 +79,11 @@ files="$files $out/state_mlp.png"
 lesson=$(dirname "$0")/../../lessons/01-one-step-per-token.tttlab
 shoot "$out/lesson1.png" 5 --state "$lesson" || { echo "FAIL: screenshot of lesson 1's view"; exit 1; }
 files="$files $out/lesson1.png"
-# A lesson docked beside its view (the veil until the first prediction) at the smallest supported size.
-shoot "$out/lesson_docked.png" 5 --size 1280x720 --lesson 01 || { echo "FAIL: screenshot of a docked lesson"; exit 1; }
-files="$files $out/lesson_docked.png"
+# A lesson docked beside its view (the veil until the first prediction) at both sizes.
+for size in 1280x720 1366x768; do
+  shoot "$out/lesson_docked_${size}.png" 5 --size "$size" --lesson 01 || { echo "FAIL: screenshot of a docked lesson at $size"; exit 1; }
+  files="$files $out/lesson_docked_${size}.png"
+done
 
 # A broken state file is refused: exit status 1 and a one-line message naming the field.
 cat > "$out/bad.tttlab" <<'JSON'

@@ -60,7 +60,7 @@ class FeaturePanel : public Panel {
     if (!v) return;
     update(*v);
     widgets::controls_and_view([&] { draw_controls(*v, snap, sink); },
-                               [&] { draw_view(*v, snap, sink); });
+                               [&] { draw_view(*v, snap, sink); }, fold_controls_when_narrow());
   }
 
   // A panel with more shortcuts extends these two (F5 stays first in the help).
@@ -85,6 +85,8 @@ class FeaturePanel : public Panel {
   // Called each frame the panel is drawn, before its controls and view: for view state that follows
   // the engine (playback, the selection of a new result).
   virtual void update(const View& /*view*/) {}
+  // Whether the controls start folded where the panel is narrow (widgets::controls_and_view).
+  virtual bool fold_controls_when_narrow() const { return true; }
   virtual void draw_controls(const View& view, const Snapshot& snap, CommandSink& sink) = 0;
   virtual void draw_view(const View& view, const Snapshot& snap, CommandSink& sink) = 0;
 

@@ -119,13 +119,25 @@ class EvolutionPanel final
         m_settings.play_speed = sp_f;
     }
     ImGui::Dummy(ImVec2(0, 6));
-    widgets::note("The head reads the whole text in the primal form (one gradient step per token, in double "
-                  "precision); every Wₜ is kept, so scrubbing is instant. Each token adds a rank-1 term "
-                  "−η kᵀ∇ℓ to the state; the singular values show how many independent directions those "
-                  "terms add up to.");
+    // The text follows the b of the view shown: with b > 1 the tokens of a mini-batch all take their
+    // gradient at the state the mini-batch started from, which "one step per token" would hide.
+    if (m_shown_b > 1) {
+      const std::string b = std::to_string(m_shown_b);
+      widgets::note(("The head reads the whole text in the primal form (in double precision); every Wₜ is kept, "
+                    "so scrubbing is instant. With b = " + b + ", the " + b + " tokens of a mini-batch all take "
+                    "their gradient at the state the mini-batch started from: each adds a rank-1 term −η kᵀ∇ℓ, "
+                    "so one mini-batch can add up to " + b + " directions at once. The singular values show how "
+                    "many independent directions all those terms add up to.").c_str());
+    } else {
+      widgets::note("The head reads the whole text in the primal form (one gradient step per token, in double "
+                    "precision); every Wₜ is kept, so scrubbing is instant. Each token adds a rank-1 term "
+                    "−η kᵀ∇ℓ to the state; the singular values show how many independent directions those "
+                    "terms add up to.");
+    }
   }
 
   void draw_view(const EvolutionView& v, const Snapshot&, CommandSink&) override {
+    m_shown_b = v.mini_batch;
     const Fonts& f = fonts();
     widgets::panel_title("Hidden-state evolution", "The state Wₜ of one head as it reads the whole sequence.");
     if (!v.error.empty()) {
@@ -206,7 +218,9 @@ class EvolutionPanel final
     // The spectrum beside the two maps keeps at least a third of the row (280 px or more): the wide
     // maps of TTT-MLP (d × 4d) would otherwise take four fifths and squeeze it.
     const float gap = 18.0f;
-    const float spectrum_min = std::max(avail / 3.0f, 280.0f);
+    // Beside a docked lesson the row is narrow: the spectrum then takes at most 40 %, so that the three
+    // never run past the right edge.
+    const float spectrum_min = std::min(std::max(avail / 3.0f, 280.0f), avail * 0.4f);
     const float map_w = std::max(120.0f, std::min({avail * (wide > 1.5f ? 0.40f : 0.27f), (h - 40.0f) * wide + 70.0f,
                                                    (avail - 2.0f * gap - spectrum_min) * 0.5f}));
     // The row is as tall as a map with square cells at this width (no gap under short maps).
@@ -307,7 +321,7 @@ class EvolutionPanel final
     plot::LinePlot d;
     d.id = "drift";
     d.export_name = "state_drift";
-    d.title = "How far the state has moved";
+    d.title = widgets::fit("How far the state has moved", "State drift", avail * 0.42f, fonts().bold);
     d.y_label = widgets::fit("Frobenius norms · dashed: mini-batch ends · drag to scrub",
                              "Frobenius norms · drag to scrub", avail * 0.42f, fonts().small);
     d.x_label = "token t";
@@ -339,8 +353,11 @@ class EvolutionPanel final
     plot::Heatmap sg;
     sg.id = "spectrogram";
     sg.export_name = "singular_values_over_t";
-    sg.title = m_settings.spectrum_of_delta ? "Singular values of " + wn + "ₜ − " + wn + "₀ over the sequence"
-                                    : "Singular values of " + wn + "ₜ over the sequence";
+    sg.title = m_settings.spectrum_of_delta
+                   ? widgets::fit("Singular values of " + wn + "ₜ − " + wn + "₀ over the sequence",
+                                  "σᵢ(" + wn + "ₜ − " + wn + "₀) over t", ImGui::GetContentRegionAvail().x, fonts().bold)
+                   : widgets::fit("Singular values of " + wn + "ₜ over the sequence", "σᵢ(" + wn + "ₜ) over t",
+                                  ImGui::GetContentRegionAvail().x, fonts().bold);
     sg.subtitle = widgets::fit("row i: σᵢ (largest on top), column t: after token t; log colour over 4 decades",
                                "row i: σᵢ, column t: token t; log colours", ImGui::GetContentRegionAvail().x,
                                fonts().small);
@@ -366,6 +383,7 @@ class EvolutionPanel final
   bool m_playing = false;
   std::string m_text_error;  // why the last text file chosen was refused
   double m_play_clock = 0.0;
+  int m_shown_b = 0;  // the b of the view last drawn, for the settings' note
   // Per-frame scratch (kept to avoid reallocations; rebuilt every frame from the snapshot).
   Mat<float> m_map_main, m_map_step;
   struct SpecKey {

@@ -336,6 +336,9 @@ class GenerationPanel final
       ImGui::PopTextWrapPos();
       const float bar_w = ImGui::GetContentRegionAvail().x - ImGui::GetFontSize() * 3.0f;
       for (const auto& [byte, p] : g.top) {
+        // Only the bars that fit the row: the plot below must not be covered (a short window, a
+        // docked lesson). They are sorted, so the ones left out are the least likely.
+        if (ImGui::GetCursorScreenPos().y + ImGui::GetFrameHeight() > top.y + row_h) break;
         ImGui::PushFont(f.mono);
         ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(byte == g.byte ? colors::kAccent : colors::kText), "%-4s",
                            token_label(byte).c_str());

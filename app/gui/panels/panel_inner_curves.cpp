@@ -113,9 +113,13 @@ class InnerCurvesPanel final
     ImGui::PushFont(f.small);
     ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kAccent), "%s", v.model_label.c_str());
     ImGui::SameLine(0, 10);
-    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim),
-                       "%ld of %d sequences of T = %ld from %s · mean over %d heads · b = %d", v.sequences_done,
-                       v.settings.sequences, v.T, v.data_description.c_str(), v.heads, v.mini_batch);
+    // Wrapped: the data's description can be a long path, and beside a docked lesson the line is narrow.
+    ImGui::PushStyleColor(ImGuiCol_Text, colors::kTextDim.vec4());
+    ImGui::PushTextWrapPos(0.0f);
+    ImGui::Text("%ld of %d sequences of T = %ld from %s · mean over %d heads · b = %d", v.sequences_done,
+                v.settings.sequences, v.T, v.data_description.c_str(), v.heads, v.mini_batch);
+    ImGui::PopTextWrapPos();
+    ImGui::PopStyleColor();
     widgets::device_line(v.device, v.device_note);
     ImGui::PopFont();
     widgets::follow_line(v.model_step, v.reloads, v.reloading);

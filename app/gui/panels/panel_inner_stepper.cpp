@@ -207,8 +207,8 @@ class InnerStepperPanel final
     ImDrawList* dl = ImGui::GetWindowDrawList();
     const float y0 = p.y + h * 0.35f, y1 = p.y + h * 0.65f;
     const auto X = [&](double t) { return p.x + static_cast<float>(t / std::max(1L, T)) * w; };
-    dl->AddRectFilled(ImVec2(p.x, y0), ImVec2(p.x + w, y1), IM_COL32(40, 43, 51, 255), 3.0f);
-    dl->AddRectFilled(ImVec2(p.x, y0), ImVec2(X(static_cast<double>(v.computed())), y1), IM_COL32(58, 80, 118, 255), 3.0f);
+    dl->AddRectFilled(ImVec2(p.x, y0), ImVec2(p.x + w, y1), colors::kTrack, 3.0f);
+    dl->AddRectFilled(ImVec2(p.x, y0), ImVec2(X(static_cast<double>(v.computed())), y1), colors::kTrackFill, 3.0f);
     for (long s = b; s < T; s += b) {
       const float x = std::round(X(static_cast<double>(s))) + 0.5f;
       dl->AddLine(ImVec2(x, y0 - 3), ImVec2(x, y1 + 3), colors::kMarker);

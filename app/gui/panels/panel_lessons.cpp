@@ -132,11 +132,12 @@ class LessonsPanel final : public Panel {
     const bool open = cs.open_lesson == l.name;
     ImGui::PushID(l.name.c_str());
     {
-      Card card(width, done ? colors::kGood : (open ? colors::kAccent : IM_COL32(70, 75, 86, 255)));
+      Card card(width, done ? colors::kGood : (open ? colors::kAccent : colors::kPlotFrame));
       const float inner = card.inner_width();
       const float d = f.large->FontSize * 1.5f;
-      const char* label = open ? "Continue" : "Start";
-      const float button_w = std::max(ImGui::CalcTextSize("Continue").x, ImGui::CalcTextSize("Start").x) +
+      // A finished lesson is opened to review it, not started again.
+      const char* label = open ? "Continue" : done ? "Review" : "Start";
+      const float button_w = std::max(ImGui::CalcTextSize("Continue").x, ImGui::CalcTextSize("Review").x) +
                              ImGui::GetStyle().FramePadding.x * 4;
       const ImVec2 top = ImGui::GetCursorScreenPos();
       lesson_ui::badge(course_session::lesson_number(l.name), done, d);
@@ -157,7 +158,7 @@ class LessonsPanel final : public Panel {
       ImGui::EndGroup();
       // Start.
       ImGui::SetCursorScreenPos(ImVec2(top.x + inner - button_w, top.y + 4.0f));
-      if (open) ImGui::PushStyleColor(ImGuiCol_Button, ImVec4(0.25f, 0.40f, 0.65f, 1.0f));
+      if (open) ImGui::PushStyleColor(ImGuiCol_Button, colors::kButtonOn.vec4());
       if (ImGui::Button(label, ImVec2(button_w, ImGui::GetFrameHeight() * 1.2f))) {
         m_selected = l.name;
         course_session::request_start(l.name);

@@ -27,7 +27,7 @@ namespace {
 
 using plot::format_value;
 
-constexpr ImU32 kGhost = IM_COL32(125, 130, 142, 170);
+constexpr auto kGhost = colors::kGhost;
 
 const SweepPoint* point_for(const SweepResult* r, int b) {
   if (!r) return nullptr;

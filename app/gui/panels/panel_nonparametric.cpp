@@ -32,9 +32,9 @@ namespace {
 using plot::format_value;
 using widgets::fit;
 
-constexpr ImU32 kNW = colors::kPrimal;         // the estimator ŷ
-constexpr ImU32 kAttention = colors::kDual;    // the layer's output z
-constexpr ImU32 kTTT = colors::kNormW;         // TTT-Linear's fixed state
+constexpr auto kNW = colors::kPrimal;          // the estimator ŷ
+constexpr auto kAttention = colors::kDual;     // the layer's output z
+constexpr auto kTTT = colors::kNormW;          // TTT-Linear's fixed state
 
 // "3,648": state sizes read better with thousands separated.
 std::string grouped(long n) {

@@ -208,6 +208,8 @@ class PrimalDualPanel final
     m.col_name = "key j";
     m.row_label = tok;
     m.col_label = tok;
+    // E ⊙ tril: later tokens and earlier mini-batches are zero by construction (printed blank).
+    m.masked = [b = std::max(1, v.mini_batch)](long i, long j) { return j > i || j < (i / b) * b; };
     m.diagonal_blocks = {0};
     m.diagonal_blocks.insert(m.diagonal_blocks.end(), lines.begin(), lines.end());
     m.tooltip = [&v](long i, long j, double) {

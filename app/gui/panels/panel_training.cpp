@@ -90,6 +90,10 @@ class TrainingPanel final
     m_synced = false;  // the next sync opens the file's runs
   }
 
+  // The view is empty until a run is started from the controls: on a narrow screen they stay open until
+  // there is a run, and then fold to give its table and cards the width.
+  bool fold_controls_when_narrow() const override { return m_any_runs; }
+
   void draw_controls(const TrainingView& v, const Snapshot&, CommandSink& sink) override {
     TrainSettings& t = m_settings.train;
     const bool any_active = std::any_of(v.runs.begin(), v.runs.end(), [](const auto& r) { return r->active(); });
@@ -226,10 +230,13 @@ class TrainingPanel final
   }
 
   void draw_view(const TrainingView& v, const Snapshot&, CommandSink& sink) override {
+    m_any_runs = !v.runs.empty();
     widgets::panel_title("Training", "Byte-level language models trained live, on the CPU or the GPU (Device).");
     if (v.runs.empty()) {
       ImGui::Dummy(ImVec2(0, 10));
-      ImGui::PushTextWrapPos(ImGui::GetFontSize() * 40.0f);
+      // At most 40 em wide, and never past the view's right edge (narrow beside a docked lesson).
+      ImGui::PushTextWrapPos(std::min(ImGui::GetCursorPosX() + ImGui::GetFontSize() * 40.0f,
+                                      ImGui::GetContentRegionMax().x));
       ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim),
                          "No runs yet. Choose the settings on the left and press Start a run: the tiny preset "
                          "trains at a few thousand tokens per second on one core, and a few hundred steps already "
@@ -266,7 +273,10 @@ class TrainingPanel final
       ImGui::TableSetupColumn("state", ImGuiTableColumnFlags_WidthStretch, 0.8f);
       ImGui::TableSetupColumn("progress", ImGuiTableColumnFlags_WidthStretch, 1.4f);
       ImGui::TableSetupColumn("settings", ImGuiTableColumnFlags_WidthStretch, 2.4f);
-      ImGui::TableSetupColumn("checkpoint", ImGuiTableColumnFlags_WidthStretch, 1.0f);
+      // As wide as its header: its cells are short (a step number), and a stretched share of a narrow
+      // table cut the header itself.
+      ImGui::TableSetupColumn("checkpoint", ImGuiTableColumnFlags_WidthFixed,
+                              ImGui::CalcTextSize("checkpoint").x + 2.0f * ImGui::GetStyle().CellPadding.x);
       // The buttons' column is as wide as its widest row (Pause or Resume, Stop, Save, Remove), so no
       // button is cut off when the view is narrow; the other columns share what is left.
       const ImGuiStyle& style = ImGui::GetStyle();
@@ -463,7 +473,7 @@ class TrainingPanel final
       ImGui::Dummy(ImVec2(bar_w, h));
       ImDrawList* dl = ImGui::GetWindowDrawList();
       if (frac >= 0)
-        dl->AddRectFilled(ImVec2(p.x, p.y + h * 0.2f), ImVec2(p.x + bar_w, p.y + h * 0.8f), IM_COL32(44, 47, 56, 255),
+        dl->AddRectFilled(ImVec2(p.x, p.y + h * 0.2f), ImVec2(p.x + bar_w, p.y + h * 0.8f), colors::kTrack,
                           2.0f);
       if (frac > 0)
         dl->AddRectFilled(ImVec2(p.x, p.y + h * 0.2f), ImVec2(p.x + bar_w * std::min(frac, 1.0f), p.y + h * 0.8f),
@@ -600,6 +610,7 @@ class TrainingPanel final
 
   std::vector<std::string> m_known_dirs;
   bool m_synced = false;
+  bool m_any_runs = false;  // the view last drawn had runs (fold_controls_when_narrow)
   int m_selected = 0;
   std::set<int> m_hidden;
   std::vector<std::vector<double>> m_xs, m_loss, m_lr, m_gn, m_tps, m_vx, m_vy;

@@ -255,7 +255,7 @@ void section_label(const char* text) {
   ImGui::PopFont();
   const ImVec2 p = ImGui::GetCursorScreenPos();
   ImGui::GetWindowDrawList()->AddLine(ImVec2(p.x, p.y - 2), ImVec2(p.x + ImGui::GetContentRegionAvail().x, p.y - 2),
-                                      IM_COL32(52, 55, 64, 255));
+                                      colors::kRule);
   ImGui::Dummy(ImVec2(0, 2));
 }
 
@@ -327,8 +327,8 @@ void metric(const char* label, const std::string& value, const std::string& capt
   const ImVec2 p = ImGui::GetCursorScreenPos();
   const float pad = 8.0f;
   const float h = pad * 2 + f.small->FontSize * 2 + f.large->FontSize + 4;
-  dl->AddRectFilled(p, ImVec2(p.x + width, p.y + h), IM_COL32(32, 34, 40, 255), 4.0f);
-  dl->AddRect(p, ImVec2(p.x + width, p.y + h), IM_COL32(52, 55, 64, 255), 4.0f);
+  dl->AddRectFilled(p, ImVec2(p.x + width, p.y + h), colors::kCardBg, 4.0f);
+  dl->AddRect(p, ImVec2(p.x + width, p.y + h), colors::kCardEdge, 4.0f);
   // A label wider than the box would run under the next box: cut it at a character and say so with "…".
   const char* label_end = label + std::strlen(label);
   const float label_w = width - 2 * pad;
@@ -421,18 +421,40 @@ float box_width(int per_row, float gap) {
   return (ImGui::GetContentRegionAvail().x - gap * static_cast<float>(n - 1)) / static_cast<float>(n);
 }
 
-void controls_and_view(const std::function<void()>& controls, const std::function<void()>& view) {
-  ImGui::BeginChild("##controls", ImVec2(20.0f * ImGui::GetFontSize(), 0), false);
-  controls();
-  ImGui::EndChild();
-  ImGui::SameLine(0, 16);
+void controls_and_view(const std::function<void()>& controls, const std::function<void()>& view,
+                       bool fold_when_narrow) {
+  // Where the panel is narrow (beside a docked lesson, on a small screen, at a large UI scale) the
+  // controls fold to a thin strip by default, so the view keeps the width its plots need; the strip's
+  // button unfolds them, and the choice is kept for the panel's area (-1: not chosen yet).
+  const float em = ImGui::GetFontSize();
+  const bool narrow = ImGui::GetContentRegionAvail().x < 60.0f * em;
+  ImGuiStorage* store = ImGui::GetStateStorage();
+  const ImGuiID key = ImGui::GetID("##controls_folded");
+  const int chosen = store->GetInt(key, -1);
+  const bool folded = chosen < 0 ? narrow && fold_when_narrow : chosen == 1;
+  if (folded) {
+    ImGui::BeginChild("##controls_strip", ImVec2(1.8f * em, 0), false, ImGuiWindowFlags_NoScrollbar);
+    if (ImGui::Button("\xC2\xBB", ImVec2(-1.0f, 3.0f * em))) store->SetInt(key, 0);
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("Show this panel's controls");
+    ImGui::EndChild();
+    ImGui::SameLine(0, 8);
+  } else {
+    ImGui::BeginChild("##controls", ImVec2(20.0f * em, 0), false);
+    if (narrow || chosen == 0) {
+      if (ImGui::SmallButton("\xC2\xAB hide the controls")) store->SetInt(key, 1);
+      if (ImGui::IsItemHovered()) ImGui::SetTooltip("More room for the view");
+    }
+    controls();
+    ImGui::EndChild();
+    ImGui::SameLine(0, 16);
+  }
   ImGui::BeginChild("##view", ImVec2(0, 0), false);
   view();
   ImGui::EndChild();
 }
 
 bool icon_button(const char* glyph, const char* tooltip, bool active) {
-  if (active) ImGui::PushStyleColor(ImGuiCol_Button, ImVec4(0.25f, 0.40f, 0.65f, 1.0f));
+  if (active) ImGui::PushStyleColor(ImGuiCol_Button, colors::kButtonOn.vec4());
   const float s = ImGui::GetFrameHeight();
   const bool clicked = ImGui::Button(glyph, ImVec2(s * 1.35f, s));
   if (active) ImGui::PopStyleColor();
@@ -645,14 +667,14 @@ long token_strip(const std::vector<unsigned char>& bytes, int mini_batch, long c
     const ImVec2 a(o.x + x, o.y + y), b(a.x + cell_w - 1.0f, a.y + cell_h);
     if (t == cursor) cursor_y = y;
     const long mb = t / mini_batch;
-    ImU32 bg = mb % 2 ? IM_COL32(44, 48, 58, 255) : IM_COL32(36, 39, 47, 255);
+    ImU32 bg = mb % 2 ? colors::kChipA : colors::kChipB;
     ImU32 fg = t < computed ? colors::kText : colors::kTextFaint;
     if (t == cursor) {
-      bg = IM_COL32(58, 110, 200, 255);
-      fg = IM_COL32(255, 255, 255, 255);
+      bg = colors::kChipSelected;
+      fg = colors::kOnChipSelected;
     }
     const bool over = hovered_win && mouse.x >= a.x && mouse.x < b.x && mouse.y >= a.y && mouse.y < b.y;
-    if (over) bg = t == cursor ? bg : IM_COL32(70, 78, 95, 255);
+    if (over) bg = t == cursor ? bg : colors::kChipHover;
     dl->AddRectFilled(a, b, bg, 2.0f);
     std::string label = token_label(bytes[static_cast<std::size_t>(t)]);
     if (label.size() > 3 && label[0] == '0') label = "\xC2\xB7";  // non-ASCII byte: a middle dot

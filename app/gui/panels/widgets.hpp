@@ -129,7 +129,10 @@ float box_width(int per_row, float gap);
 
 // The layout most panels share: a column of controls 20 em wide on the left, the view filling the
 // rest. Each part is drawn in its own child window, so either can scroll on its own.
-void controls_and_view(const std::function<void()>& controls, const std::function<void()>& view);
+// fold_when_narrow: where the panel is narrow the controls start folded (a panel whose view is empty
+// until a control is used keeps them open).
+void controls_and_view(const std::function<void()>& controls, const std::function<void()>& view,
+                       bool fold_when_narrow = true);
 
 // Two radio buttons on one line, `label_a` then `label_b`, setting `value` to `a` or `b` (a value
 // other than `b` shows as `a`). Returns true when either was clicked.

@@ -42,7 +42,7 @@ struct ColorScale {
     return hi > lo ? (v - lo) / (hi - lo) : 0.0;
   }
   ImU32 color(double v) const {
-    if (std::isnan(v)) return IM_COL32(128, 128, 128, 255);
+    if (std::isnan(v)) return colors::kMissing;
     return palette == Palette::Diverging ? diverging_u32(unit(v)) : sequential_u32(unit(v));
   }
 };
@@ -245,7 +245,12 @@ HeatmapResult heatmap(const Heatmap& h) {
       for (long i = 0; i < m.rows; ++i)
         for (long j = 0; j < m.cols; ++j) {
           const double v = m.at(i, j);
-          const std::string s = format_value(v, 2);
+          if (h.masked && !(h.pooled && h.pooled->pooled()) && h.masked(i, j)) continue;
+          // Two digits where they fit, else one ("3e−4"), else "≈0" for a value too small to see on the
+          // colour scale: a small computed value is never left blank beside masked cells.
+          std::string s = format_value(v, 2);
+          if (text_size(f.small, s.c_str()).x > cw - 4.0f) s = format_value(v, 1);
+          if (text_size(f.small, s.c_str()).x > cw - 4.0f && std::abs(v) < 1e-2 * std::max(std::abs(cs.lo), std::abs(cs.hi))) s = "\xE2\x89\x88" "0";
           if (text_size(f.small, s.c_str()).x > cw - 4.0f) continue;
           const Lab lab = srgb_to_lab(h.palette == Palette::Diverging ? diverging(cs.unit(v))
                                                                        : sequential(cs.unit(v)));
@@ -264,7 +269,7 @@ HeatmapResult heatmap(const Heatmap& h) {
       const long bin = h.pooled ? h.pooled->col_bin(src) : src;
       return p0.x + cw * static_cast<float>(bin);
     };
-    const ImU32 sep = IM_COL32(20, 22, 26, 200);
+    const ImU32 sep = colors::kCellSeparator;
     // Separators closer than 6 px would only hatch the map: then they are left out.
     const bool rows_fit = static_cast<float>(h.row_lines.size()) * 6.0f < p1.y - p0.y;
     const bool cols_fit = static_cast<float>(h.col_lines.size()) * 6.0f < p1.x - p0.x;
@@ -282,7 +287,7 @@ HeatmapResult heatmap(const Heatmap& h) {
         const long s1 = k + 1 < h.diagonal_blocks.size() ? h.diagonal_blocks[k + 1] : n;
         if (s0 < 0 || s0 >= n || s1 <= s0) continue;
         const float ex = s1 >= n ? p1.x : col_x(s1), ey = s1 >= n ? p1.y : row_y(s1);
-        dl->AddRect(ImVec2(col_x(s0), row_y(s0)), ImVec2(ex, ey), IM_COL32(110, 118, 135, 200));
+        dl->AddRect(ImVec2(col_x(s0), row_y(s0)), ImVec2(ex, ey), colors::kBlockOutline);
       }
     }
     if (h.highlight_row >= 0 && h.highlight_row < (h.pooled ? h.pooled->src_rows : m.rows))
@@ -328,7 +333,7 @@ HeatmapResult heatmap(const Heatmap& h) {
     const long bj = std::clamp(static_cast<long>((mouse.x - p0.x) / cw), 0L, m.cols - 1);
     const double v = m.at(bi, bj);
     const float x0 = p0.x + cw * static_cast<float>(bj), y0 = p0.y + ch * static_cast<float>(bi);
-    dl->AddRect(ImVec2(x0 - 1, y0 - 1), ImVec2(x0 + cw + 1, y0 + ch + 1), IM_COL32(255, 255, 255, 230), 0, 0, 1.5f);
+    dl->AddRect(ImVec2(x0 - 1, y0 - 1), ImVec2(x0 + cw + 1, y0 + ch + 1), colors::kCellHighlight, 0, 0, 1.5f);
     res.hovered = true;
     ImGui::BeginTooltip();
     ImGui::PushFont(f.bold);

@@ -50,6 +50,9 @@ struct Heatmap {
   bool square = true;              // square cells (else the map fills the size)
   bool colorbar = true;
   bool show_values = true;         // print values into cells that are large enough
+  // Cells that are zero by construction (a causal mask): printed blank, so that a "0" always means a
+  // computed value that rounds to zero, never a masked one. Source coordinates; unused when bins pool.
+  std::function<bool(long row, long col)> masked;
   std::string row_name = "row", col_name = "col";
   std::function<std::string(long)> row_label, col_label;  // e.g. the token of a row
   std::vector<long> row_lines, col_lines;  // separators before these source rows / columns

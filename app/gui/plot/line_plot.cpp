@@ -5,6 +5,7 @@
 
 #include "gui/fonts.hpp"
 #include "lab/plot/csv.hpp"
+#include "gui/plot/heatmap.hpp"
 #include "gui/plot/plot_common.hpp"
 #include "gui/plot/plot_export.hpp"
 #include "lab/plot/smoothing.hpp"
@@ -135,8 +136,11 @@ PlotResult line_plot(const LinePlot& p) {
 
   // Layout: title (+ y label) on top, y tick labels left, x ticks and label below.
   float top = pos.y;
+  // A title wider than the plot is cut with "…": on a narrow screen it would run into its neighbour.
+  const std::string title = clip_to_width(p.title, size.x, [&](const std::string& t) { return text_size(f.bold, t.c_str()).x; });
+  const float y_label_top = top + (p.title.empty() ? 0.0f : f.bold->FontSize + 2.0f);
   if (!p.title.empty()) {
-    dl->AddText(f.bold, f.bold->FontSize, ImVec2(pos.x, top), colors::kText, p.title.c_str());
+    dl->AddText(f.bold, f.bold->FontSize, ImVec2(pos.x, top), colors::kText, title.c_str());
     top += f.bold->FontSize + 2.0f;
   }
   if (!p.y_label.empty()) {
@@ -248,11 +252,19 @@ PlotResult line_plot(const LinePlot& p) {
         const ImVec2 pt(X(s.x_at(k)), Y(s.y[k]));
         if (s.markers) {
           dl->AddCircleFilled(pt, s.thickness + 2.2f, s.color);
-          dl->AddCircle(pt, s.thickness + 2.2f, IM_COL32(20, 21, 25, 200));
+          dl->AddCircle(pt, s.thickness + 2.2f, colors::kPointOutline);
         }
         if (s.point_label) {
           const std::string lbl = s.point_label(k);
-          if (!lbl.empty()) text_at(dl, f.small, ImVec2(pt.x + 6.0f, pt.y - 3.0f), 0.0f, 1.0f, with_alpha(s.color, 0.95f), lbl.c_str());
+          if (!lbl.empty()) {
+            // Right of the point and above it, unless that runs past the frame: then to its left,
+            // and below it near the top edge, so no label is cut by the plot's clip rectangle.
+            const ImVec2 ts = text_size(f.small, lbl.c_str());
+            const bool left = pt.x + 6.0f + ts.x > p1.x - 2.0f;
+            const bool below = pt.y - 3.0f - ts.y < p0.y + 1.0f;
+            text_at(dl, f.small, ImVec2(left ? pt.x - 6.0f : pt.x + 6.0f, below ? pt.y + 3.0f : pt.y - 3.0f),
+                    left ? 1.0f : 0.0f, below ? 0.0f : 1.0f, with_alpha(s.color, 0.95f), lbl.c_str());
+          }
         }
       }
     }
@@ -272,17 +284,22 @@ PlotResult line_plot(const LinePlot& p) {
   float legend_w = 0.0f;
   for (const auto& s : p.series) legend_w += 22.0f + text_size(f.small, s.label.c_str()).x + 14.0f;
   legend_w = std::max(0.0f, legend_w - 14.0f);
-  const float title_w = p.title.empty() ? 0.0f : text_size(f.bold, p.title.c_str()).x;
-  const bool legend_on_top = !p.title.empty() && legend_w + title_w + 24.0f < size.x;
+  const float title_w = p.title.empty() ? 0.0f : text_size(f.bold, title.c_str()).x;
+  const float y_label_w = p.y_label.empty() ? 0.0f : text_size(f.small, p.y_label.c_str()).x;
+  // Where it fits, the legend goes on the title line, else on the y label's line: either way beside
+  // the data, never over it. Only when neither has room does it go inside the plot.
+  const bool legend_on_title = !p.title.empty() && legend_w + title_w + 24.0f < size.x;
+  const bool legend_on_y_label = !legend_on_title && !p.y_label.empty() && legend_w + y_label_w + 24.0f < size.x;
+  const bool legend_on_top = legend_on_title || legend_on_y_label;
   if (p.legend && !p.series.empty() && legend_on_top) {
     float x = pos.x + size.x - legend_w;
-    const float y = pos.y + (f.bold->FontSize - small_h) * 0.5f;
+    const float y = legend_on_title ? pos.y + (f.bold->FontSize - small_h) * 0.5f : y_label_top;
     for (std::size_t i = 0; i < p.series.size(); ++i) {
       const float ew = 22.0f + text_size(f.small, p.series[i].label.c_str()).x;
       const ImVec2 e0(x - 2.0f, y - 1.0f), e1(x + ew + 2.0f, y + small_h + 1.0f);
       const bool over = mouse_in_block && mouse.x >= e0.x && mouse.x < e1.x && mouse.y >= e0.y && mouse.y < e1.y;
       if (over) {
-        dl->AddRectFilled(e0, e1, IM_COL32(255, 255, 255, 18), 2.0f);
+        dl->AddRectFilled(e0, e1, colors::kHoverTint, 2.0f);
         ImGui::SetTooltip("Click to %s this series", visible[i] ? "hide" : "show");
         if (ImGui::IsMouseClicked(ImGuiMouseButton_Left))
           store->SetBool(series_key(id, p.series[i].label), visible[i]);
@@ -301,14 +318,14 @@ PlotResult line_plot(const LinePlot& p) {
     const float lh = small_h + 3.0f;
     const ImVec2 l0(p1.x - lw - 6.0f, p0.y + 6.0f);
     const ImVec2 l1(p1.x - 6.0f, l0.y + lh * static_cast<float>(p.series.size()) + 6.0f);
-    dl->AddRectFilled(l0, l1, IM_COL32(22, 23, 27, 215), 3.0f);
+    dl->AddRectFilled(l0, l1, colors::kLegendBg, 3.0f);
     for (std::size_t i = 0; i < p.series.size(); ++i) {
       const float y = l0.y + 3.0f + lh * static_cast<float>(i);
       const ImVec2 e0(l0.x, y), e1(l1.x, y + lh);
       const bool over = hovered && mouse.x >= e0.x && mouse.x < e1.x && mouse.y >= e0.y && mouse.y < e1.y;
       if (over) {
         legend_hit = true;
-        dl->AddRectFilled(e0, e1, IM_COL32(255, 255, 255, 18));
+        dl->AddRectFilled(e0, e1, colors::kHoverTint);
         if (ImGui::IsMouseClicked(ImGuiMouseButton_Left))
           store->SetBool(series_key(id, p.series[i].label), visible[i]);
       }
@@ -331,7 +348,7 @@ PlotResult line_plot(const LinePlot& p) {
     const std::string yl = format_value(hy, 3);
     const ImVec2 ys = text_size(f.small, yl.c_str());
     dl->AddRectFilled(ImVec2(p0.x - ys.x - 8.0f, mouse.y - ys.y * 0.5f - 1.0f),
-                      ImVec2(p0.x, mouse.y + ys.y * 0.5f + 1.0f), IM_COL32(60, 66, 80, 255), 2.0f);
+                      ImVec2(p0.x, mouse.y + ys.y * 0.5f + 1.0f), colors::kChipHover, 2.0f);
     text_at(dl, f.small, ImVec2(p0.x - 4.0f, mouse.y), 1.0f, 0.5f, colors::kText, yl.c_str());
 
     ImGui::BeginTooltip();

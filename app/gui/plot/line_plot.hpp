@@ -24,6 +24,7 @@
 
 #include "lab/plot/scale.hpp"
 #include "gui/lab.hpp"
+#include "gui/theme.hpp"
 
 namespace tttlab::gui::plot {
 
@@ -65,7 +66,7 @@ inline Series xy(std::string label, std::span<const double> x, std::span<const d
 
 struct VLine {
   double x = 0.0;
-  ImU32 color = IM_COL32(120, 126, 140, 170);
+  ImU32 color = colors::kMarker;
   bool dashed = true;
 };
 
