@@ -21,7 +21,8 @@ class CourseMenu {
   void start_export();
   void export_to(const std::string& path);
 
-  PathDialog m_export_dialog{"Export progress"}, m_pack_dialog{"Open course pack"};
+  PathDialog m_export_dialog{"Export progress", BrowserMode::SaveFile, {".json"}};
+  PathDialog m_pack_dialog{"Open course pack", BrowserMode::ChooseFolder, {}};
   bool m_ask_name = false, m_ask_key = false;
   bool m_export_after_name = false;  // the name was asked for by Export progress…
   char m_name[201] = "";

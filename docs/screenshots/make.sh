@@ -52,10 +52,13 @@ trap 'rm -f "$progress"' EXIT
 for lesson in lessons/[0-9][0-9]-*.md; do
   name=$(basename "$lesson" .md)
   number=${name%%-*}
-  # The id of the first prediction ("predict-1" when it has none).
-  id=$(awk '/^```predict/{p=1;next} p&&/^id:/{sub(/^id: */,"");print;exit} p&&/^```/{print "predict-1";exit}' "$lesson")
-  printf '{"format": "tttlab-course-progress", "version": 1, "lessons": {"%s": {"finished": false, "predictions": {"%s": {"choice": 0, "value": 0, "revealed": true, "right": false, "measured": 0}}}}}\n' \
-    "$name" "$id" > "$progress"
+  # Every prediction of the lesson made ("predict-N" for one without an id), so that its view is
+  # revealed: a prediction veils the view it asks about until it is locked in.
+  preds=$(awk '/^```predict/{p=1;n++;id="predict-" n;next}
+               p&&/^id:/{sub(/^id: */,"");id=$0;next}
+               p&&/^```/{printf "%s\"%s\": {\"choice\": 0, \"value\": 0, \"committed_at\": \"2026-01-01T00:00:00Z\"}", (k++?", ":""), id; p=0}' "$lesson")
+  printf '{"format": "tttlab-course-progress", "version": 1, "lessons": {"%s": {"finished": false, "predictions": {%s}}}}\n' \
+    "$name" "$preds" > "$progress"
   TTTLAB_PROGRESS="$progress" xvfb-run -a -s "-screen 0 1280x720x24" "$tttlab" gui --screenshot "$here/lessons/$number.png" \
     --frames 8 --size 1280x720 --lesson "$number"
 done

@@ -38,7 +38,7 @@ for p in $panels; do
 done
 # Every panel at the two common projector and laptop sizes, 1280 × 720 (the smallest supported) and
 # 1366 × 768, where text is most likely to overlap or be cut off: on its own, and beside a docked
-# lesson (lesson 01 with its first prediction locked in, so the view shows instead of the veil). Two
+# lesson (lesson 01 with both its predictions locked in, so the view shows instead of the veil). Two
 # frames: the layout is what these pictures are for (the engine's results still arrive before the
 # capture), and the test stays quick on a small CI machine.
 progress="$out/progress.json"
@@ -48,7 +48,8 @@ for size in 1280x720 1366x768; do
     files="$files $out/${p}_${size}.png"
     cat > "$progress" <<'JSON'
 { "format": "tttlab-course-progress", "version": 1,
-  "lessons": { "01-one-step-per-token": { "predictions": { "rank": { "choice": 2, "value": 0.0 } } } } }
+  "lessons": { "01-one-step-per-token": { "predictions": { "rank": { "choice": 2, "value": 0.0 },
+                                                           "own-loss": { "choice": 0, "value": 0.0 } } } } }
 JSON
     TTTLAB_PROGRESS="$progress" shoot "$out/${p}_${size}_docked.png" 2 --panel "$p" --size "$size" --lesson 01 ||
       { echo "FAIL: screenshot of panel $p at $size beside a docked lesson"; exit 1; }

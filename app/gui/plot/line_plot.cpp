@@ -260,10 +260,10 @@ PlotResult line_plot(const LinePlot& p) {
             // Right of the point and above it, unless that runs past the frame: then to its left,
             // and below it near the top edge, so no label is cut by the plot's clip rectangle.
             const ImVec2 ts = text_size(f.small, lbl.c_str());
-            const bool left = pt.x + 6.0f + ts.x > p1.x - 2.0f;
+            const bool to_left = pt.x + 6.0f + ts.x > p1.x - 2.0f;
             const bool below = pt.y - 3.0f - ts.y < p0.y + 1.0f;
-            text_at(dl, f.small, ImVec2(left ? pt.x - 6.0f : pt.x + 6.0f, below ? pt.y + 3.0f : pt.y - 3.0f),
-                    left ? 1.0f : 0.0f, below ? 0.0f : 1.0f, with_alpha(s.color, 0.95f), lbl.c_str());
+            text_at(dl, f.small, ImVec2(to_left ? pt.x - 6.0f : pt.x + 6.0f, below ? pt.y + 3.0f : pt.y - 3.0f),
+                    to_left ? 1.0f : 0.0f, below ? 0.0f : 1.0f, with_alpha(s.color, 0.95f), lbl.c_str());
           }
         }
       }

@@ -236,7 +236,9 @@ TEST_F(LessonLeaks, NoLessonShowsAnAnswerBeforeItsPredictionIsLockedIn) {
       const std::string drawn = squeeze(frame(s, host));
       EXPECT_NE(drawn.find(shown.at({p.experiment, p.measure})), std::string::npos)
           << "the measured value is drawn once the prediction is locked in and measured";
-      if (!p.reveal.empty()) EXPECT_NE(drawn.find(plain(p.reveal)), std::string::npos) << "its reveal is drawn";
+      if (!p.reveal.empty()) {
+        EXPECT_NE(drawn.find(plain(p.reveal)), std::string::npos) << "its reveal is drawn";
+      }
     }
 
     // Everything locked in: no veil, the whole lesson drawn, every check's value shown.
@@ -246,8 +248,11 @@ TEST_F(LessonLeaks, NoLessonShowsAnAnswerBeforeItsPredictionIsLockedIn) {
     }
     const std::string drawn = squeeze(frame(s, host));
     for (const auto& [part, para] : reveals) EXPECT_NE(drawn.find(para), std::string::npos) << para;
-    for (const auto& q : L.questions)
-      if (!q.answer.empty()) EXPECT_NE(drawn.find(plain(q.answer)), std::string::npos) << "an opened answer is drawn";
+    for (const auto& q : L.questions) {
+      if (!q.answer.empty()) {
+        EXPECT_NE(drawn.find(plain(q.answer)), std::string::npos) << "an opened answer is drawn";
+      }
+    }
     for (std::size_t c = 0; c < L.checks.size(); ++c) {
       EXPECT_TRUE(s.check_open(static_cast<int>(c))) << "check " << c + 1;
       EXPECT_NE(drawn.find(shown.at({L.checks[c].experiment, L.checks[c].measure})), std::string::npos)
