@@ -9,6 +9,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "course/exercise.hpp"
 #include "course/lesson.hpp"
 #include "fuzz_check.hpp"
 #include "course/markdown.hpp"
@@ -53,6 +54,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       case LessonPart::Kind::Check:
         FUZZ_CHECK(part.index >= 0 && static_cast<std::size_t>(part.index) < lesson.checks.size());
         break;
+      case LessonPart::Kind::Exercise: {
+        FUZZ_CHECK(part.index >= 0 && static_cast<std::size_t>(part.index) < lesson.exercises.size());
+        // Any typed text gets a mark, never a crash: the key itself and a slice of the input.
+        const auto& x = lesson.exercises[static_cast<std::size_t>(part.index)];
+        (void)tttlab::course::mark_answer(x, x.answer);
+        (void)tttlab::course::mark_answer(x, std::string_view(text).substr(0, 64));
+        break;
+      }
     }
   }
   for (const Prediction& p : lesson.predictions) {

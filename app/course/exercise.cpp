@@ -366,15 +366,6 @@ Mark mark_answer(const Exercise& e, std::string_view typed) {
   return m;
 }
 
-std::string now_iso8601() {
-  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char b[32];
-  std::strftime(b, sizeof b, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return b;
-}
-
 // ---- the student's work -------------------------------------------------------------------------
 
 ExerciseBook::ExerciseBook(std::vector<Exercise> exercises, std::string lesson_name, ProgressStore* progress)
@@ -432,7 +423,7 @@ void ExerciseBook::record(int i) {
   r.right = s.right;
   r.attempts = s.attempts;
   r.first_right = s.first_right;
-  r.at = now_iso8601();
+  r.at = utc_now_iso8601();
   m_progress->save();
 }
 

@@ -59,9 +59,6 @@ struct Mark {
 std::optional<double> read_student_number(std::string_view text, const std::string& unit, std::string* why);
 Mark mark_answer(const Exercise& e, std::string_view typed);
 
-// The current time as ISO 8601 UTC, "2026-11-28T23:41:16Z" (what the progress file records).
-std::string now_iso8601();
-
 // ---- the student's work on a lesson's exercises
 
 struct ExerciseState {

@@ -24,6 +24,10 @@ constexpr Palette make_dark() {
   set(Role::StatusBg, IM_COL32(30, 32, 38, 255));
   set(Role::Rule, IM_COL32(52, 55, 64, 255));
   set(Role::Divider, IM_COL32(58, 62, 72, 255));
+  set(Role::Link, IM_COL32(120, 176, 255, 255));
+  set(Role::Emphasis, IM_COL32(236, 206, 140, 255));
+  set(Role::CodeBg, IM_COL32(45, 49, 58, 255));
+  set(Role::CodeText, IM_COL32(210, 214, 222, 255));
   set(Role::CardBg, IM_COL32(32, 34, 40, 255));
   set(Role::CardEdge, IM_COL32(52, 55, 64, 255));
   set(Role::Track, IM_COL32(40, 43, 51, 255));
@@ -77,6 +81,10 @@ constexpr Palette make_light() {
   set(Role::StatusBg, IM_COL32(232, 234, 238, 255));
   set(Role::Rule, IM_COL32(200, 204, 212, 255));
   set(Role::Divider, IM_COL32(190, 194, 202, 255));
+  set(Role::Link, IM_COL32(22, 96, 200, 255));
+  set(Role::Emphasis, IM_COL32(150, 84, 0, 255));
+  set(Role::CodeBg, IM_COL32(232, 234, 238, 255));
+  set(Role::CodeText, IM_COL32(40, 44, 52, 255));
   set(Role::CardBg, IM_COL32(255, 255, 255, 255));
   set(Role::CardEdge, IM_COL32(200, 204, 212, 255));
   set(Role::Track, IM_COL32(222, 225, 231, 255));

@@ -21,6 +21,8 @@ enum class Role : int {
   Text, TextDim, TextFaint, Accent, Warning, Error, Good,
   // Surfaces of the layout
   SidebarBg, PaneBg, StatusBg, Rule, Divider,
+  // The lessons' text: links, emphasis, code
+  Link, Emphasis, CodeBg, CodeText,
   // Widgets drawn by hand: cards, progress tracks, token chips, the active toggle button
   CardBg, CardEdge, Track, TrackFill, ChipA, ChipB, ChipHover, ChipSelected, OnChipSelected, ButtonOn,
   // Plots
@@ -55,6 +57,10 @@ inline constexpr Color kPaneBg{Role::PaneBg};      // the docked lesson's pane
 inline constexpr Color kStatusBg{Role::StatusBg};
 inline constexpr Color kRule{Role::Rule};          // thin separating lines
 inline constexpr Color kDivider{Role::Divider};    // between the lesson pane and its view
+inline constexpr Color kLink{Role::Link};          // the lessons' text: a link
+inline constexpr Color kEmphasis{Role::Emphasis};  // *emphasis*
+inline constexpr Color kCodeBg{Role::CodeBg};      // `code` and code blocks
+inline constexpr Color kCodeText{Role::CodeText};
 // Hand-drawn widgets
 inline constexpr Color kCardBg{Role::CardBg};
 inline constexpr Color kCardEdge{Role::CardEdge};

@@ -27,9 +27,11 @@ constexpr ImU32 kPredictEdge = IM_COL32(94, 158, 255, 255);
 constexpr ImU32 kQuestionEdge = IM_COL32(204, 121, 167, 255);
 constexpr ImU32 kCheckEdge = IM_COL32(0, 158, 115, 255);
 constexpr ImU32 kRightBg = IM_COL32(0, 158, 115, 60);
-constexpr ImU32 kHoverBg = IM_COL32(255, 255, 255, 14);
+using colors::kCardBg;
+using colors::kCardEdge;
+using colors::kRule;
+constexpr colors::Color kHoverBg = colors::kHoverTint;
 constexpr ImU32 kChosenBg = IM_COL32(94, 158, 255, 28);
-constexpr ImU32 kRule = IM_COL32(60, 64, 74, 255);
 
 ImVec4 v4(ImU32 c) { return ImGui::ColorConvertU32ToFloat4(c); }
 
@@ -451,8 +453,8 @@ void draw_lesson_veil(const LessonSession& s) {
   const ImVec2 p = ImGui::GetCursorScreenPos();
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   const ImVec2 q(p.x + avail.x, p.y + avail.y);
-  dl->AddRectFilled(p, q, IM_COL32(25, 27, 32, 255), 8.0f);
-  dl->AddRect(p, q, IM_COL32(48, 52, 60, 255), 8.0f);
+  dl->AddRectFilled(p, q, kCardBg, 8.0f);
+  dl->AddRect(p, q, kCardEdge, 8.0f);
 
   const float text_w = std::min(avail.x - 60.0f, f.regular->FontSize * 28.0f);
   const char* main_text = "Make your prediction in the lesson first; the view opens when you have.";

@@ -8,13 +8,15 @@
 #include <optional>
 #include <string>
 
+#include "gui/theme.hpp"
+
 namespace tttlab::gui::lesson_ui {
 
 // A framed block `width` wide from the cursor; everything drawn between construction and destruction
 // is inside it (an ImGui group, text wrapped to the inside). Not nestable.
 class Card {
  public:
-  Card(float width, ImU32 edge, ImU32 background = IM_COL32(37, 40, 48, 255));
+  Card(float width, ImU32 edge, ImU32 background = colors::kCardBg);
   ~Card();
   Card(const Card&) = delete;
   Card& operator=(const Card&) = delete;

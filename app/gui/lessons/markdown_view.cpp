@@ -17,10 +17,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr ImU32 kLink = IM_COL32(120, 176, 255, 255);
-constexpr ImU32 kEmphasis = IM_COL32(236, 206, 140, 255);
-constexpr ImU32 kCodeBg = IM_COL32(45, 49, 58, 255);
-constexpr ImU32 kRule = IM_COL32(60, 64, 74, 255);
+// The lessons' text colours follow the theme (gui/theme.hpp), so a lesson reads on light and dark.
+using colors::kCodeBg;
+using colors::kEmphasis;
+using colors::kLink;
+using colors::kRule;
 
 // Lays out runs of text with word wrapping; returns the link clicked, if any.
 class RunLayout {
@@ -163,7 +164,7 @@ std::string draw_markdown(const MdDocument& doc, float width) {
         dl->AddRectFilled(p, ImVec2(p.x + width, p.y + sz.y + 14.0f), kCodeBg, 4.0f);
         // A line wider than the column is clipped to the box rather than drawn over what is beside it.
         dl->PushClipRect(p, ImVec2(p.x + width - 4.0f, p.y + sz.y + 14.0f), true);
-        lesson_ui::add_text(dl, font, font->FontSize, ImVec2(p.x + 10, p.y + 7), IM_COL32(210, 214, 222, 255), text.c_str(),
+        lesson_ui::add_text(dl, font, font->FontSize, ImVec2(p.x + 10, p.y + 7), colors::kCodeText, text.c_str(),
                             text.c_str() + text.size());
         dl->PopClipRect();
         ImGui::Dummy(ImVec2(width, sz.y + 14.0f));
