@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "lab/engine/resources.hpp"
 #include "tttlab/io/atomic_file.hpp"
 
 namespace tttlab::course {
@@ -221,17 +222,7 @@ std::string utc_now_iso8601() {
   return buf;
 }
 
-fs::path ProgressStore::default_path() {
-  if (const char* p = std::getenv("TTTLAB_PROGRESS"); p && *p) return fs::path(p);
-  fs::path config;
-  if (const char* x = std::getenv("XDG_CONFIG_HOME"); x && *x && fs::path(x).is_absolute())
-    config = x;  // the XDG spec: a relative value is ignored
-  else if (const char* home = std::getenv("HOME"); home && *home)
-    config = fs::path(home) / ".config";
-  else
-    return fs::path("tttlab-course-progress.json");  // no home: the working directory
-  return config / "tttlab" / "course-progress.json";
-}
+fs::path ProgressStore::default_path() { return lab::user_config_file("TTTLAB_PROGRESS", "course-progress.json"); }
 
 ProgressStore::ProgressStore(fs::path path) : m_path(std::move(path)) {
   try {

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <system_error>
 
+#include "lab/engine/resources.hpp"
 #include "tttlab/io/atomic_file.hpp"
 
 namespace tttlab::gui {
@@ -32,17 +33,7 @@ float step_ui_scale(float scale, int dir) {
   return kScaleSteps[0];
 }
 
-fs::path UiSettings::default_path() {
-  if (const char* p = std::getenv("TTTLAB_UI_SETTINGS"); p && *p) return fs::path(p);
-  fs::path config;
-  if (const char* x = std::getenv("XDG_CONFIG_HOME"); x && *x && fs::path(x).is_absolute())
-    config = x;  // the XDG spec: a relative value is ignored
-  else if (const char* home = std::getenv("HOME"); home && *home)
-    config = fs::path(home) / ".config";
-  else
-    return fs::path("tttlab-ui.json");
-  return config / "tttlab" / "ui.json";
-}
+fs::path UiSettings::default_path() { return lab::user_config_file("TTTLAB_UI_SETTINGS", "ui.json"); }
 
 UiSettings UiSettings::load(const fs::path& path, std::string* error) {
   UiSettings s;

@@ -39,6 +39,18 @@ std::optional<fs::path> find_resource(const fs::path& relative, std::string* loo
   return std::nullopt;
 }
 
+fs::path user_config_file(const char* override_env, const std::string& name) {
+  if (const char* p = std::getenv(override_env); p && *p) return fs::path(p);
+  fs::path config;
+  if (const char* x = std::getenv("XDG_CONFIG_HOME"); x && *x && fs::path(x).is_absolute())
+    config = x;
+  else if (const char* home = std::getenv("HOME"); home && *home)
+    config = fs::path(home) / ".config";
+  else
+    return fs::path("tttlab-" + name);
+  return config / "tttlab" / name;
+}
+
 std::optional<fs::path> find_brown_dir() {
   std::error_code ec;
   for (const auto& root : resource_roots()) {

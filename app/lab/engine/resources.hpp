@@ -23,6 +23,12 @@ std::vector<std::filesystem::path> resource_roots();
 std::optional<std::filesystem::path> find_resource(const std::filesystem::path& relative,
                                                    std::string* looked_in = nullptr);
 
+// Where the app keeps one of the user's files (the course progress, the UI settings): the path in
+// the environment variable `override_env` when set, else $XDG_CONFIG_HOME/tttlab/<name> (a relative
+// XDG_CONFIG_HOME is ignored, as the XDG spec says), else ~/.config/tttlab/<name>, else, with no
+// home, "tttlab-<name>" in the working directory.
+std::filesystem::path user_config_file(const char* override_env, const std::string& name);
+
 // data/brown with train.txt and val.txt, or nothing.
 std::optional<std::filesystem::path> find_brown_dir();
 
