@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include "course/lesson.hpp"
 #include "lab/state/json_fields.hpp"
 #include "tttlab/io/atomic_file.hpp"
 
@@ -26,13 +27,6 @@ constexpr std::string_view kSealedChoice = "| sealed:";
 constexpr std::string_view kSealedFence = "```sealed";
 constexpr std::array<std::string_view, 5> kSecretKeys = {"reveal", "answer", "explain", "expect", "claim"};
 constexpr std::array<std::string_view, 4> kLessonBlocks = {"predict", "check", "question", "exercise"};
-
-std::string trim(std::string_view s) {
-  const auto b = s.find_first_not_of(" \t\r\n");
-  if (b == std::string_view::npos) return {};
-  const auto e = s.find_last_not_of(" \t\r\n");
-  return std::string(s.substr(b, e - b + 1));
-}
 
 // The pieces between '\n's (N newlines → N + 1 pieces): joining them with '\n' gives the text back
 // exactly, '\r's and a final newline included.

@@ -17,13 +17,6 @@ namespace {
 
 constexpr std::size_t kMaxPoints = 16;  // comparison points an exercise may give in vars:
 
-std::string trim(std::string_view s) {
-  const auto b = s.find_first_not_of(" \t\r\n");
-  if (b == std::string_view::npos) return {};
-  const auto e = s.find_last_not_of(" \t\r\n");
-  return std::string(s.substr(b, e - b + 1));
-}
-
 // Built into a new string: GCC 12 warns (wrongly, -Wrestrict) about std::string::replace inlined here.
 std::string replace_all(std::string_view s, std::string_view from, std::string_view to) {
   std::string out;

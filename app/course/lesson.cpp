@@ -17,16 +17,16 @@
 namespace tttlab::course {
 namespace fs = std::filesystem;
 
-namespace {
-
-constexpr std::size_t kMaxLessonBytes = 1 << 20;
-
 std::string trim(std::string_view s) {
   const auto b = s.find_first_not_of(" \t\r\n");
   if (b == std::string_view::npos) return {};
   const auto e = s.find_last_not_of(" \t\r\n");
   return std::string(s.substr(b, e - b + 1));
 }
+
+namespace {
+
+constexpr std::size_t kMaxLessonBytes = 1 << 20;
 
 // Splits text into lines, without the line ends.
 std::vector<std::string_view> split_lines(std::string_view text) {

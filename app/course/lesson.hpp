@@ -165,6 +165,9 @@ struct Lesson {
 // answers, so student packs seal it and students' handouts leave it out.
 inline bool is_reveal_heading(std::string_view line) { return line.starts_with("## The reveal"); }
 
+// `s` without the spaces, tabs and line ends around it: how the lesson format reads a field's value.
+std::string trim(std::string_view s);
+
 // Parses one lesson. `text` is the file's content; `file` names it in errors and anchors the scene
 // paths. Throws LessonError("lessons/03-x.md:14: …").
 Lesson parse_lesson(std::string_view text, const std::filesystem::path& file);

@@ -12,7 +12,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr int kMaxDepth = 24;
+constexpr int kMaxExportDepth = 24;
 constexpr std::size_t kMaxStudentChars = 200;
 
 std::string signature_of(const nlohmann::json& doc, const Digest& key) {
@@ -91,7 +91,7 @@ const char* status_name(ExportCheck::Status s) {
 
 ExportCheck verify_export_text(const std::string& text, const PackKeys& course) {
   const auto depth_cap = [](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
-    if (depth > kMaxDepth) throw std::runtime_error("nests too deeply");
+    if (depth > kMaxExportDepth) throw std::runtime_error("nests too deeply");
     return true;
   };
   nlohmann::json doc;

@@ -24,14 +24,8 @@ using tttlab::testing::TempDir;
 
 const fs::path kLessons = fs::path(TTTLAB_SOURCE_DIR) / "lessons";
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-void write(const fs::path& p, const std::string& text) { std::ofstream(p, std::ios::binary | std::ios::trunc) << text; }
+using tttlab::testing::slurp;
+using tttlab::testing::write;
 
 // Runs of whitespace as one space: a secret wrapped over several lines is still found.
 std::string squash(std::string_view s) {

@@ -22,17 +22,8 @@ namespace fs = std::filesystem;
 
 using tttlab::testing::TempDir;  // tests/core/io/temp_dir.hpp
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-void write(const fs::path& p, const std::string& text) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out << text;
-}
+using tttlab::testing::slurp;
+using tttlab::testing::write;
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 

@@ -32,7 +32,7 @@ using namespace std::chrono_literals;
 
 using tttlab::testing::TempDir;  // tests/core/io/temp_dir.hpp
 
-void write(const fs::path& p, const std::string& text) { std::ofstream(p, std::ios::binary) << text; }
+using tttlab::testing::write;
 
 // The primal-vs-dual comparison on a toy head of 8 tokens: done in milliseconds.
 const char* kPrimalDualScene = R"({

@@ -23,9 +23,7 @@ namespace {
 namespace fs = std::filesystem;
 using testing::TempDir;
 
-void write(const fs::path& p, const std::string& bytes) {
-  std::ofstream(p, std::ios::binary) << bytes;
-}
+using tttlab::testing::write;
 
 std::string refusal(const fs::path& p, std::size_t max_bytes = 512) {
   try {

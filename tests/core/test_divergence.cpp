@@ -26,7 +26,7 @@ namespace {
 
 using testing::TempDir;
 
-TrainConfig tiny_config(const fs::path& corpus, long steps) {
+TrainConfig divergence_config(const fs::path& corpus, long steps) {
   TrainConfig c = testing::tiny_train_config(corpus, {.steps = steps, .seed = 5, .threads = 2, .eval_windows = 2});
   c.checkpoint_every = 4;
   return c;
@@ -87,7 +87,7 @@ std::vector<Json> events(const fs::path& run, const std::string& kind) {
 TEST(Divergence, SkippedStepsAreEventsAndARunOfThemRollsBackWithALowerRate) {
   TempDir dir;
   const fs::path run = dir.path() / "run";
-  const TrainConfig cfg = tiny_config(testing::write_word_corpus(dir.path(), 3000), 12);
+  const TrainConfig cfg = divergence_config(testing::write_word_corpus(dir.path(), 3000), 12);
   auto faults = std::make_shared<Faults>();
   // Calls 2 and 3: two bad steps, then good ones (no rollback). Calls 7..11: five in a row after
   // step 5 (the checkpoint of step 4 is the last good one) -> one rollback to step 4.
@@ -121,7 +121,7 @@ TEST(Divergence, SkippedStepsAreEventsAndARunOfThemRollsBackWithALowerRate) {
 TEST(Divergence, BeforeTheFirstCheckpointARollbackStartsAgainFromStepZero) {
   TempDir dir;
   const fs::path run = dir.path() / "run";
-  TrainConfig cfg = tiny_config(testing::write_word_corpus(dir.path(), 3000), 6);
+  TrainConfig cfg = divergence_config(testing::write_word_corpus(dir.path(), 3000), 6);
   cfg.checkpoint_every = 0;
   auto faults = std::make_shared<Faults>();
   faults->bad_calls = {2, 3, 4, 5, 6};
@@ -137,7 +137,7 @@ TEST(Divergence, AfterTheLastRollbackOrWithPolicyStopTheRunStopsNamingTheStep) {
   for (const std::string policy : {"rollback", "stop"}) {
     TempDir dir;
     const fs::path run = dir.path() / "run";
-    TrainConfig cfg = tiny_config(testing::write_word_corpus(dir.path(), 3000), 20);
+    TrainConfig cfg = divergence_config(testing::write_word_corpus(dir.path(), 3000), 20);
     cfg.on_diverge = policy;
     cfg.max_rollbacks = 2;
     auto faults = std::make_shared<Faults>();
@@ -164,7 +164,7 @@ TEST(Divergence, AfterTheLastRollbackOrWithPolicyStopTheRunStopsNamingTheStep) {
 TEST(Divergence, ANonFiniteStateIsNeverSaved) {
   TempDir dir;
   const fs::path run = dir.path() / "run";
-  const TrainConfig cfg = tiny_config(testing::write_word_corpus(dir.path(), 3000), 8);
+  const TrainConfig cfg = divergence_config(testing::write_word_corpus(dir.path(), 3000), 8);
   auto s = TrainingSession::create(run, cfg, TextData::load(cfg));
   SessionHooks stop_at_5;
   stop_at_5.between_steps = [&] { return s->trainer().steps_done() >= 5 ? SessionControl::Stop : SessionControl::Continue; };
@@ -186,7 +186,7 @@ TEST(Divergence, ANonFiniteStateIsNeverSaved) {
 
 TEST(Divergence, ARunKilledBeforeItsFirstCheckpointResumesFromStepZero) {
   TempDir dir;
-  const TrainConfig cfg = tiny_config(testing::write_word_corpus(dir.path(), 3000), 6);
+  const TrainConfig cfg = divergence_config(testing::write_word_corpus(dir.path(), 3000), 6);
   // The straight run.
   auto straight = TrainingSession::create(dir.path() / "straight", cfg, TextData::load(cfg));
   straight->run();
@@ -208,7 +208,7 @@ TEST(Divergence, ARunKilledBeforeItsFirstCheckpointResumesFromStepZero) {
 TEST(Divergence, OptimiserStateWithANegativeSecondMomentIsRefusedOnResume) {
   TempDir dir;
   const fs::path run = dir.path() / "run";
-  const TrainConfig cfg = tiny_config(testing::write_word_corpus(dir.path(), 3000), 3);
+  const TrainConfig cfg = divergence_config(testing::write_word_corpus(dir.path(), 3000), 3);
   TrainingSession::create(run, cfg, TextData::load(cfg))->run();
   const fs::path st = run / "step-0000003" / "train_state.safetensors";
   const SafetensorsFile f = SafetensorsFile::read(st);

@@ -25,10 +25,10 @@ namespace {
 
 using testing::TempDir;
 
-fs::path write_corpus(const fs::path& dir) { return testing::write_word_corpus(dir, 4000); }
+fs::path session_corpus(const fs::path& dir) { return testing::write_word_corpus(dir, 4000); }
 
 // Seed 11, 2 threads: results are deterministic for a seed and thread count.
-TrainConfig tiny_config(const fs::path& corpus, long steps) {
+TrainConfig session_config(const fs::path& corpus, long steps) {
   TrainConfig c = testing::tiny_train_config(corpus, {.steps = steps, .seed = 11, .threads = 2, .eval_windows = 2});
   c.eval_every = 4;
   return c;
@@ -77,7 +77,7 @@ SessionHooks stop_after(long steps, TrainingSession*& session) {
 
 TEST(TrainingSession, SameRunTwiceWritesIdenticalRecords) {
   TempDir tmp;
-  const TrainConfig cfg = tiny_config(write_corpus(tmp.path()), 10);
+  const TrainConfig cfg = session_config(session_corpus(tmp.path()), 10);
   for (const char* name : {"a", "b"}) {
     auto s = new_session(tmp / name, cfg);
     EXPECT_EQ(s->run(), TrainingSession::Outcome::Finished);
@@ -115,7 +115,7 @@ TEST(TrainingSession, SameRunTwiceWritesIdenticalRecords) {
 
 TEST(TrainingSession, StopHookStopsBetweenStepsWithACheckpoint) {
   TempDir tmp;
-  TrainConfig cfg = tiny_config(write_corpus(tmp.path()), 50);
+  TrainConfig cfg = session_config(session_corpus(tmp.path()), 50);
   cfg.eval_every = 0;
   auto s = new_session(tmp / "run", cfg);
   TrainingSession* session = s.get();
@@ -149,7 +149,7 @@ TEST(TrainingSession, StopHookStopsBetweenStepsWithACheckpoint) {
 
 TEST(TrainingSession, ResumeTruncatesTornMetricsToTheCheckpointAndContinuesTheCurve) {
   TempDir tmp;
-  const TrainConfig cfg = tiny_config(write_corpus(tmp.path()), 12);
+  const TrainConfig cfg = session_config(session_corpus(tmp.path()), 12);
   new_session(tmp / "straight", cfg)->run();
 
   {
@@ -183,7 +183,7 @@ TEST(TrainingSession, ResumeTruncatesTornMetricsToTheCheckpointAndContinuesTheCu
 
 TEST(TrainingSession, StaleTemporariesAreRemovedOnOpen) {
   TempDir tmp;
-  const TrainConfig cfg = tiny_config(write_corpus(tmp.path()), 2);
+  const TrainConfig cfg = session_config(session_corpus(tmp.path()), 2);
   new_session(tmp / "run", cfg)->run();
   write_file_atomic(tmp / "run" / ".latest.tmp-123-4", std::string_view("step-0000001\n"));
   write_file_atomic(tmp / "run" / "step-0000002" / ".model.safetensors.tmp-9-9", std::string_view("x"));
@@ -240,7 +240,7 @@ TEST(MetricsLog, AFullDiskIsAnErrorNamingTheFile) {
 
 TEST(TrainingSession, MetricsWriteFailuresAreErrorsNamingTheFile) {
   TempDir tmp;
-  const TrainConfig cfg = tiny_config(write_corpus(tmp.path()), 4);
+  const TrainConfig cfg = session_config(session_corpus(tmp.path()), 4);
   // A directory where metrics.jsonl should be: the folder is not empty and holds no run, so it is
   // refused before anything is written.
   fs::create_directories(tmp / "dir_in_the_way" / "metrics.jsonl");

@@ -14,7 +14,7 @@
 namespace tttlab {
 namespace {
 
-TrainConfig tiny_config(const std::string& corpus) {
+TrainConfig score_config(const std::string& corpus) {
   return testing::tiny_train_config(corpus, {.steps = 10, .batch = 4, .seq_len = 32, .seed = 3, .threads = 2},
                                     testing::kSmallModel);
 }
@@ -48,7 +48,7 @@ Reference reference(const Model<float>& m, std::span<const std::uint8_t> text, l
 
 TEST(TextScore, EveryByteIsScoredOnceAndMatchesTheModelWindowByWindow) {
   testing::TempDir dir;
-  const TrainConfig cfg = tiny_config(testing::write_word_corpus(dir.path(), 3000).string());
+  const TrainConfig cfg = score_config(testing::write_word_corpus(dir.path(), 3000).string());
   Trainer t(cfg, TextData::load(cfg));
   for (int i = 0; i < 5; ++i) t.step();  // a model that predicts something
   const std::span<const std::uint8_t> all(t.data().train);
@@ -89,7 +89,7 @@ TEST(TextScore, EveryByteIsScoredOnceAndMatchesTheModelWindowByWindow) {
 
 TEST(TextScore, EvaluationReportsNextByteAccuracyOnText) {
   testing::TempDir dir;
-  TrainConfig cfg = tiny_config(testing::write_word_corpus(dir.path(), 3000).string());
+  TrainConfig cfg = score_config(testing::write_word_corpus(dir.path(), 3000).string());
   Trainer t(cfg, TextData::load(cfg));
   const EvalReport before = t.evaluate(4);
   while (!t.finished()) t.step();

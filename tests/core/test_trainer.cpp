@@ -22,7 +22,7 @@ fs::path temp_dir(const std::string& name) {
   return d;
 }
 
-fs::path write_corpus(const fs::path& dir) { return testing::write_word_corpus(dir, 6000); }
+fs::path trainer_corpus(const fs::path& dir) { return testing::write_word_corpus(dir, 6000); }
 
 TrainConfig small_config(const fs::path& corpus, SeqLayerKind kind = SeqLayerKind::TTTLinear) {
   testing::TinyModel model = testing::kSmallModel;
@@ -33,7 +33,7 @@ TrainConfig small_config(const fs::path& corpus, SeqLayerKind kind = SeqLayerKin
 
 TEST(Trainer, LossFallsOnLearnableText) {
   const fs::path dir = temp_dir("falls");
-  const TrainConfig cfg = small_config(write_corpus(dir));
+  const TrainConfig cfg = small_config(trainer_corpus(dir));
   Trainer t(cfg, TextData::load(cfg));
   const double before = t.evaluate(8).loss;
   while (!t.finished()) {
@@ -54,7 +54,7 @@ TEST(Trainer, LossFallsOnLearnableText) {
 // learnable model's δ moves from the same start.
 TEST(Trainer, FrozenTokenIndexStaysZeroWhileTheRestTrains) {
   const fs::path dir = temp_dir("frozen_delta");
-  const fs::path corpus = write_corpus(dir);
+  const fs::path corpus = trainer_corpus(dir);
   auto params = [](Model<float>& m, const std::string& part) {
     std::vector<float> v;
     m.for_each_param([&](Eigen::Map<Mat<float>> p, const std::string& n) {
@@ -92,7 +92,7 @@ TEST(Trainer, FixedViewsKeepTheirInitialValuesExactlyWhileTheRestTrains) {
   // for bit (they are left out of the optimiser, so weight decay does not shrink them either), and the
   // model still learns through everything else. With learned views (the control) they move.
   const fs::path dir = temp_dir("fixed_views");
-  const fs::path corpus = write_corpus(dir);
+  const fs::path corpus = trainer_corpus(dir);
   auto views = [](Model<float>& m) {
     std::vector<float> v;
     m.for_each_param([&](Eigen::Map<Mat<float>> p, const std::string& n) {
@@ -137,7 +137,7 @@ TEST(Trainer, FixedViewsKeepTheirInitialValuesExactlyWhileTheRestTrains) {
 
 TEST(Trainer, ResumeContinuesTheSameCurveExactly) {
   const fs::path dir = temp_dir("resume");
-  TrainConfig cfg = small_config(write_corpus(dir));
+  TrainConfig cfg = small_config(trainer_corpus(dir));
   cfg.steps = 8;
   // Uninterrupted.
   std::vector<double> straight;
@@ -163,7 +163,7 @@ TEST(Trainer, ResumeContinuesTheSameCurveExactly) {
 
 TEST(Trainer, SameSeedSameThreadsIsDeterministic) {
   const fs::path dir = temp_dir("det");
-  TrainConfig cfg = small_config(write_corpus(dir), SeqLayerKind::TTTMLP);
+  TrainConfig cfg = small_config(trainer_corpus(dir), SeqLayerKind::TTTMLP);
   cfg.steps = 3;
   cfg.model.ttt_base_lr = 0.1;
   std::vector<double> a, b;

@@ -15,9 +15,9 @@
 namespace tttlab {
 namespace {
 
-using Rng = std::mt19937_64;
+using Mt64 = std::mt19937_64;
 
-Mat<double> randn(Eigen::Index r, Eigen::Index c, Rng& rng, double std = 1.0) {
+Mat<double> randn(Eigen::Index r, Eigen::Index c, Mt64& rng, double std = 1.0) {
   std::normal_distribution<double> n(0.0, std);
   Mat<double> m(r, c);
   for (Eigen::Index i = 0; i < m.size(); ++i) m(i / c, i % c) = n(rng);
@@ -43,7 +43,7 @@ double fd_error(double* x, Eigen::Index n, const double* g, const std::function<
 // ---- Oracle 6: the second-order kernel (backward of the LN + L2 gradient) -----------------------------
 
 TEST(LnL2GradBackward, MatchesFiniteDifferences) {
-  Rng rng(1);
+  Mt64 rng(1);
   const int n = 3, d = 8;
   Mat<double> Z = randn(n, d, rng, 2.0), R = randn(n, d, rng), W = randn(n, d, rng);
   RowVec<double> gamma = randn(1, d, rng, 0.3).array() + 1.0, beta = randn(1, d, rng, 0.3);
@@ -64,7 +64,7 @@ TEST(LnL2GradBackward, MatchesFiniteDifferences) {
 }
 
 TEST(LayerNormRowsBackward, MatchesFiniteDifferences) {
-  Rng rng(2);
+  Mt64 rng(2);
   const int n = 3, d = 8;
   Mat<double> Z = randn(n, d, rng, 2.0), W = randn(n, d, rng);
   RowVec<double> gamma = randn(1, d, rng, 0.3).array() + 1.0, beta = randn(1, d, rng, 0.3);
@@ -93,7 +93,7 @@ class InnerBackward : public ::testing::TestWithParam<Case> {};
 
 TEST_P(InnerBackward, EveryInputMatchesFiniteDifferences) {
   const Case c = GetParam();
-  Rng rng(3 + c.T + c.b);
+  Mt64 rng(3 + c.T + c.b);
   const int d = 4;
   InnerOptions opt;
   opt.model = c.model;
@@ -167,7 +167,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(InnerBackward, CheckpointGroupsGiveIdenticalGradients) {
   for (InnerModel model : {InnerModel::Linear, InnerModel::MLP}) {
-    Rng rng(5);
+    Mt64 rng(5);
     const int d = 8, b = 4, T = 37;  // 10 mini-batches, the last one short
     InnerOptions opt;
     opt.model = model;
@@ -194,7 +194,7 @@ TEST(InnerBackward, CheckpointGroupsGiveIdenticalGradients) {
 }
 
 TEST(InnerBackward, Fp32AgreesWithFp64) {
-  Rng rng(6);
+  Mt64 rng(6);
   const int d = 16, b = 8, T = 40;
   InnerOptions opt;
   opt.mini_batch = b;

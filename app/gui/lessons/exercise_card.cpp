@@ -15,17 +15,11 @@
 namespace tttlab::gui {
 namespace {
 
+using lesson_ui::small_wrapped;
+
 // Orange, beside the lesson pane's blue predictions, pink questions and green checks (one palette).
 constexpr ImU32 kExerciseEdge = IM_COL32(230, 159, 0, 255);
 constexpr std::size_t kMaxInput = 256;
-
-void small_wrapped(ImU32 color, const std::string& text) {
-  ImGui::PushFont(fonts().small);
-  ImGui::PushStyleColor(ImGuiCol_Text, color);
-  ImGui::TextWrapped("%s", text.c_str());
-  ImGui::PopStyleColor();
-  ImGui::PopFont();
-}
 
 std::string attempts_text(int n) { return n == 1 ? "1 attempt" : std::to_string(n) + " attempts"; }
 

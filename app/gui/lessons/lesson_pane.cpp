@@ -22,6 +22,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using lesson_ui::Card;
+using lesson_ui::small_wrapped;
+using lesson_ui::wrapped;
 
 constexpr ImU32 kPredictEdge = IM_COL32(94, 158, 255, 255);
 constexpr ImU32 kQuestionEdge = IM_COL32(204, 121, 167, 255);
@@ -35,17 +37,6 @@ constexpr ImU32 kChosenBg = IM_COL32(94, 158, 255, 28);
 
 ImVec4 v4(ImU32 c) { return ImGui::ColorConvertU32ToFloat4(c); }
 
-void wrapped(ImU32 color, const std::string& text) {
-  ImGui::PushStyleColor(ImGuiCol_Text, color);
-  ImGui::TextWrapped("%s", text.c_str());
-  ImGui::PopStyleColor();
-}
-
-void small_wrapped(ImU32 color, const std::string& text) {
-  ImGui::PushFont(fonts().small);
-  wrapped(color, text);
-  ImGui::PopFont();
-}
 
 void rule(float width) {
   const ImVec2 p = ImGui::GetCursorScreenPos();

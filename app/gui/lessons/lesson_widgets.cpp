@@ -53,6 +53,18 @@ void add_text(ImDrawList* dl, ImFont* font, float size, ImVec2 pos, ImU32 color,
   if (GImGui->LogEnabled) ImGui::LogRenderedText(&pos, begin, end);
 }
 
+void wrapped(ImU32 color, const std::string& text) {
+  ImGui::PushStyleColor(ImGuiCol_Text, color);
+  ImGui::TextWrapped("%s", text.c_str());
+  ImGui::PopStyleColor();
+}
+
+void small_wrapped(ImU32 color, const std::string& text) {
+  ImGui::PushFont(fonts().small);
+  wrapped(color, text);
+  ImGui::PopFont();
+}
+
 void card_label(const char* text, ImU32 color) {
   ImGui::PushFont(fonts().small);
   ImGui::PushStyleColor(ImGuiCol_Text, color);

@@ -36,6 +36,9 @@ class Card {
 void add_text(ImDrawList* dl, ImFont* font, float size, ImVec2 pos, ImU32 color, const char* begin,
               const char* end = nullptr, float wrap_width = 0.0f);
 
+// Text in `color`, wrapped to the window (ImGui::TextWrapped); small_wrapped in the small font.
+void wrapped(ImU32 color, const std::string& text);
+void small_wrapped(ImU32 color, const std::string& text);
 // "PREDICT" style small caps in `color`.
 void card_label(const char* text, ImU32 color);
 // A spinning arc `radius` px, then the cursor continues on the same line.

@@ -583,6 +583,10 @@ void TrainingModule::rebuild_view() {
     {
       std::lock_guard lk(r->mu);
       rv->state = r->state;
+      // The worker may have saved its last checkpoint and ended after work() took in the checkpoints:
+      // the view says the run ended only once it lists that checkpoint (`news` brings the next work()).
+      if (!r->saved.empty() && rv->state == RunState::Finished) rv->state = RunState::Running;
+      if (!r->saved.empty() && rv->state == RunState::Stopped) rv->state = RunState::Stopping;
       rv->message = r->error.empty() ? r->message : r->error;
       rv->steps_done = r->steps_done;
       rv->steps_total = r->steps_total;

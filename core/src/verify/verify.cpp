@@ -34,18 +34,18 @@ ErrorStats compare(const Mat<double>& a, const Mat<double>& ref) {
 
 namespace {
 
-using Rng = std::mt19937_64;
+using Mt64 = std::mt19937_64;
 
-double normal(Rng& rng) { return std::normal_distribution<double>(0.0, 1.0)(rng); }
+double normal(Mt64& rng) { return std::normal_distribution<double>(0.0, 1.0)(rng); }
 
 template <class S>
-Mat<S> randn(Eigen::Index r, Eigen::Index c, double std, Rng& rng) {
+Mat<S> randn(Eigen::Index r, Eigen::Index c, double std, Mt64& rng) {
   Mat<S> m(r, c);
   for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = S(std * normal(rng));
   return m;
 }
 template <class S>
-RowVec<S> randn_row(Eigen::Index n, double std, Rng& rng) {
+RowVec<S> randn_row(Eigen::Index n, double std, Mt64& rng) {
   RowVec<S> v(n);
   for (Eigen::Index i = 0; i < n; ++i) v(i) = S(std * normal(rng));
   return v;
@@ -99,7 +99,7 @@ CheckResult make_result(std::string name, const ErrorStats& e, double threshold)
 }
 
 template <class S>
-Mat<S> random_input(Eigen::Index T, Eigen::Index D, Rng& rng) {
+Mat<S> random_input(Eigen::Index T, Eigen::Index D, Mt64& rng) {
   return randn<S>(T, D, 1.0, rng);
 }
 
@@ -111,7 +111,7 @@ constexpr int k_seq_len = 50;  // not a multiple of 7 or 16: the last mini-batch
 CheckResult check_primal_vs_dual(InnerModel model, int d, int b, std::uint64_t seed) {
   const TTTLayerConfig cfg = mamba_layer_config(model, d, b);
   TTTLayer<double> layer(cfg, random_layer_params<double>(cfg, seed));
-  Rng rng(seed ^ 0x9e3779b97f4a7c15ULL);
+  Mt64 rng(seed ^ 0x9e3779b97f4a7c15ULL);
   const Mat<double> x = random_input<double>(k_seq_len, cfg.width, rng);
   auto sd = layer.start(), sp = layer.start();
   auto& st_dual = static_cast<TTTLayerState<double>&>(*sd);
@@ -131,7 +131,7 @@ CheckResult check_fp32(InnerModel model, int d, int b, std::uint64_t seed) {
   const TTTLayerConfig cfg = mamba_layer_config(model, d, b);
   TTTLayer<double> l64(cfg, random_layer_params<double>(cfg, seed));
   TTTLayer<float> l32(cfg, random_layer_params<float>(cfg, seed));
-  Rng rng(seed ^ 0x51ed2701ULL);
+  Mt64 rng(seed ^ 0x51ed2701ULL);
   const Mat<double> x = random_input<double>(k_seq_len, cfg.width, rng);
   const Mat<double> y64 = l64.forward(x);
   const Mat<float> y32 = l32.forward(Mat<float>(x.cast<float>()));
@@ -146,7 +146,7 @@ CheckResult check_fp32(InnerModel model, int d, int b, std::uint64_t seed) {
 CheckResult check_prefill_decode(InnerModel model, int d, int b, std::uint64_t seed) {
   const TTTLayerConfig cfg = mamba_layer_config(model, d, b);
   TTTLayer<double> layer(cfg, random_layer_params<double>(cfg, seed));
-  Rng rng(seed ^ 0x2545f4914f6cdd1dULL);
+  Mt64 rng(seed ^ 0x2545f4914f6cdd1dULL);
   const Eigen::Index T = k_seq_len;
   const Mat<double> x = random_input<double>(T, cfg.width, rng);
   const Vec<double> tau = token_index_scale<double>(cfg.eta, layer.params().token_idx_offset);
@@ -189,7 +189,7 @@ CheckResult check_prefill_decode(InnerModel model, int d, int b, std::uint64_t s
 
 // -- LN + L2 gradient vs finite differences ------------------------------------------------------------
 CheckResult check_ln_l2_grad(int d, std::uint64_t seed) {
-  Rng rng(seed ^ 0x1234567ULL);
+  Mt64 rng(seed ^ 0x1234567ULL);
   const int n = 4;
   const Mat<double> Z = randn<double>(n, d, 2.0, rng), R = randn<double>(n, d, 1.0, rng);
   const RowVec<double> gamma = randn_row<double>(d, 0.2, rng).array() + 1.0;
@@ -219,7 +219,7 @@ CheckResult check_linear_attention(int d, std::uint64_t seed) {
   TTTLayerParams<double> p = random_layer_params<double>(cfg, seed);
   for (auto& w : p.W0) w.set_zero();
   TTTLayer<double> layer(cfg, p);
-  Rng rng(seed ^ 0xabcdefULL);
+  Mt64 rng(seed ^ 0xabcdefULL);
   const Mat<double> x = random_input<double>(T, D, rng);
   const Mat<double> y = layer.forward(x);
   const Mat<double> Q = x * p.wq, K = x * p.wk, V = x * p.wv;
@@ -234,7 +234,7 @@ CheckResult check_linear_attention(int d, std::uint64_t seed) {
 
 // -- Delta rule ---------------------------------------------------------------------------------------
 CheckResult check_delta_rule(int d, std::uint64_t seed) {
-  Rng rng(seed ^ 0xdeadbeefULL);
+  Mt64 rng(seed ^ 0xdeadbeefULL);
   const int T = 40;
   InnerOptions opt;
   opt.mini_batch = 1;
@@ -265,7 +265,7 @@ CheckResult check_delta_rule(int d, std::uint64_t seed) {
 
 // -- RoPE reset -------------------------------------------------------------------------------------
 CheckResult check_rope(int d, std::uint64_t seed) {
-  Rng rng(seed ^ 0x777ULL);
+  Mt64 rng(seed ^ 0x777ULL);
   const int b = 16, T = 3 * b, H = 2;
   Mat<double> X(T, H * d);
   const Mat<double> block = randn<double>(b, H * d, 1.0, rng);
@@ -295,7 +295,7 @@ CheckResult check_rope(int d, std::uint64_t seed) {
 
 template <class S>
 TTTLayerParams<S> random_layer_params(const TTTLayerConfig& cfg, std::uint64_t seed) {
-  Rng rng(seed);
+  Mt64 rng(seed);
   const int D = cfg.width, H = cfg.heads, d = cfg.head_dim();
   auto draw = [&rng] { return normal(rng); };
   // Start from the official initialisation in double (so float and double see the same numbers) ...

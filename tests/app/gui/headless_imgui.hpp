@@ -7,6 +7,7 @@
 
 #include "gui/fonts.hpp"
 #include "gui/theme.hpp"
+#include "lab/engine/command.hpp"
 
 namespace tttlab::testing {
 
@@ -23,5 +24,12 @@ inline void start_headless_imgui(ImVec2 display) {
   int w = 0, h = 0;
   io.Fonts->GetTexDataAsRGBA32(&px, &w, &h);
 }
+
+// Where a panel drawn without an engine posts its commands: they are only counted.
+class NullSink final : public lab::CommandSink {
+ public:
+  void post(lab::Command) override { ++posted; }
+  int posted = 0;
+};
 
 }  // namespace tttlab::testing

@@ -23,10 +23,7 @@
 namespace tttlab::gui {
 namespace {
 
-class NullSink final : public CommandSink {
- public:
-  void post(Command) override {}
-};
+using testing::NullSink;
 
 class FailureText : public ::testing::Test {
  protected:

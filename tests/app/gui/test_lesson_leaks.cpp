@@ -38,10 +38,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class NullSink final : public CommandSink {
- public:
-  void post(Command) override {}
-};
+using testing::NullSink;
 
 // Text compared without any whitespace: the log separates words, runs and lines with spaces and
 // newlines that the source text does not have in the same places.

@@ -25,11 +25,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class NullSink final : public CommandSink {
- public:
-  void post(Command) override { ++posted; }
-  int posted = 0;
-};
+using testing::NullSink;
 
 const char* kLesson = R"(---
 title: Every widget

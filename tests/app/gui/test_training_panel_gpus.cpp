@@ -20,10 +20,7 @@
 namespace tttlab::gui {
 namespace {
 
-class NullSink final : public CommandSink {
- public:
-  void post(Command) override {}
-};
+using testing::NullSink;
 
 class TrainingPanelGpus : public ::testing::Test {
  protected:

@@ -6,7 +6,10 @@
 
 #include <atomic>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
+#include <string_view>
 
 namespace tttlab::testing {
 
@@ -32,5 +35,16 @@ class TempDir {
  private:
   std::filesystem::path m_path;
 };
+
+// A whole file's bytes ("" when it cannot be read), and a file written with exactly `bytes`.
+inline std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+inline void write(const std::filesystem::path& p, std::string_view bytes) {
+  std::ofstream(p, std::ios::binary | std::ios::trunc) << bytes;
+}
 
 }  // namespace tttlab::testing
