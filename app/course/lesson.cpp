@@ -213,6 +213,12 @@ Expectation Expectation::parse(std::string_view text) {
   return e;
 }
 
+bool Prediction::in_percent() const {
+  for (const auto& c : choices)
+    if (c.text.find('%') != std::string::npos) return true;
+  return false;
+}
+
 int Prediction::right_choice(double measured) const {
   for (std::size_t i = 0; i < choices.size(); ++i)
     if (choices[i].when.holds(measured)) return static_cast<int>(i);
@@ -342,6 +348,17 @@ Lesson parse_unescaped(std::string_view text, const fs::path& file) {
         if (ch.text.empty()) at.fail(c.line, "the choice has no text before \"|\"");
         ch.when = expectation_at(c.value.substr(bar + 1), c.line, at);
         p.choices.push_back(std::move(ch));
+      }
+      if (p.in_percent()) {
+        std::size_t k = 0;
+        for (const auto& c : f) {
+          if (c.key != "choice") continue;
+          const Expectation& w = p.choices[k++].when;
+          const bool two = w.kind == Expectation::Kind::Between;
+          if (std::abs(w.a) > 1 || (two && std::abs(w.b) > 1))
+            at.fail(c.line, "the choices are written in percent, so the measure must be a fraction: write the "
+                            "condition as a fraction (\"> 0.4\" for more than 40 %)");
+        }
       }
       const Field* s = find(f, "slider");
       if (s && !p.choices.empty()) at.fail(s->line, "a prediction is either choices or a slider, not both");

@@ -89,6 +89,10 @@ struct Prediction {
   int line = 0;             // where it starts in the file
 
   bool is_slider() const { return choices.empty(); }
+  // Choices written in percent (a choice's text has "%"): the measure is a fraction, its conditions
+  // are written as fractions (0.4 for 40 %), and the app shows the measured value as a percentage so
+  // that it reads like the choices (the parser rejects a bound outside [−1, 1] on such a prediction).
+  bool in_percent() const;
   // Index of the first choice that holds for `measured` (−1: none).
   int right_choice(double measured) const;
 };

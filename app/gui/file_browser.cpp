@@ -7,8 +7,11 @@
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 
 #include "gui/theme.hpp"
+#include "lab/engine/resources.hpp"
+#include "tttlab/io/atomic_file.hpp"
 
 namespace tttlab::gui {
 
@@ -16,7 +19,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::vector<fs::path> g_recent;
+// The list is a few hundred bytes; anything much larger is not one of ours.
+constexpr std::uint64_t kMaxRecentFileBytes = 64 * 1024;
 
 std::string lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -54,6 +58,13 @@ int resize_callback(ImGuiInputTextCallbackData* data) {
     data->Buf = str->data();
   }
   return 0;
+}
+
+// One spelling per folder, so that a list holds each once: "a/./b/" and "a/b" are the same.
+fs::path folder_key(const fs::path& folder) {
+  fs::path f = folder.lexically_normal();
+  if (f.has_relative_path() && !f.has_filename()) f = f.parent_path();  // a trailing separator
+  return f;
 }
 
 fs::path home_folder() {
@@ -105,13 +116,70 @@ BrowserListing list_folder(const fs::path& folder, const std::vector<std::string
   return l;
 }
 
-const std::vector<fs::path>& recent_folders() { return g_recent; }
+// ---- recent folders ----------------------------------------------------------------------------------
 
-void remember_folder(const fs::path& folder) {
-  const fs::path f = folder.lexically_normal();
-  std::erase(g_recent, f);
-  g_recent.insert(g_recent.begin(), f);
-  if (g_recent.size() > kMaxRecentFolders) g_recent.resize(kMaxRecentFolders);
+fs::path RecentFolders::default_path() {
+  return lab::user_config_file("TTTLAB_RECENT_FOLDERS", "recent_folders.json");
+}
+
+void RecentFolders::remember(const fs::path& folder) {
+  const fs::path f = folder_key(folder);
+  std::erase(m_folders, f);
+  m_folders.insert(m_folders.begin(), f);
+  if (m_folders.size() > kMaxRecentFolders) m_folders.resize(kMaxRecentFolders);
+  if (m_file.empty()) return;
+  std::string error;
+  if (!save(&error) && !m_save_failed) {
+    m_save_failed = true;
+    std::fprintf(stderr, "tttlab gui: note: %s\n", error.c_str());
+  }
+}
+
+void RecentFolders::use_file(const fs::path& file, std::string* error) {
+  m_file = file;
+  m_folders.clear();
+  m_save_failed = false;
+  std::error_code ec;
+  if (!fs::exists(file, ec)) return;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(read_file_text(file, kMaxRecentFileBytes));
+    const auto it = j.is_object() ? j.find("recent_folders") : j.end();
+    if (it == j.end() || !it->is_array()) throw std::runtime_error("expected { \"recent_folders\": [ … ] }");
+    for (const auto& e : *it) {
+      if (m_folders.size() == kMaxRecentFolders) break;
+      if (!e.is_string()) continue;
+      const fs::path f = folder_key(e.get<std::string>());
+      // A relative path would be read against whatever folder the app starts in next time.
+      if (!f.is_absolute() || !fs::is_directory(f, ec)) continue;
+      if (std::find(m_folders.begin(), m_folders.end(), f) == m_folders.end()) m_folders.push_back(f);
+    }
+  } catch (const std::exception& e) {
+    m_folders.clear();
+    if (error) *error = file.string() + ": " + e.what() + " (starting with no recent folders)";
+  }
+}
+
+bool RecentFolders::save(std::string* error) const {
+  try {
+    if (m_file.empty()) throw std::runtime_error("no file to save them in");
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& f : m_folders) list.push_back(f.string());
+    std::error_code ec;
+    if (const fs::path dir = m_file.parent_path(); !dir.empty() && !fs::is_directory(dir, ec)) {
+      fs::create_directories(dir, ec);
+      if (ec) throw std::runtime_error("cannot create the folder " + quoted(dir) + ": " + ec.message());
+    }
+    write_file_atomic(m_file, nlohmann::json{{"recent_folders", list}}.dump(2) + "\n");
+    return true;
+  } catch (const std::exception& e) {
+    if (error) *error = std::string("the recent folders could not be saved: ") + e.what();
+    return false;
+  }
+}
+
+RecentFolders& recent_folders() {
+  static RecentFolders list;
+  return list;
 }
 
 // ---- the state ---------------------------------------------------------------------------------------
@@ -135,6 +203,7 @@ std::string BrowserState::answer(const fs::path& p) {
 }
 
 void BrowserState::start(const std::string& path) {
+  m_replace.reset();
   m_error.clear();
   m_selected = -1;
   m_field = path;
@@ -163,6 +232,7 @@ bool BrowserState::go(const fs::path& folder) {
   }
   m_error = l.error;  // a listing cut short is shown, with why
   m_listing = std::move(l);
+  m_replace.reset();
   m_selected = -1;
   if (m_mode == BrowserMode::ChooseFolder)
     m_field = answer(m_listing.folder);
@@ -192,6 +262,7 @@ void BrowserState::set_show_hidden(bool on) {
 void BrowserState::select(int index) {
   if (index < 0 || index >= static_cast<int>(m_listing.entries.size())) return;
   m_selected = index;
+  m_replace.reset();
   const BrowserEntry& e = m_listing.entries[static_cast<std::size_t>(index)];
   m_field =
       m_mode == BrowserMode::ChooseFolder && e.folder ? answer(m_listing.folder / e.name) : e.name;
@@ -223,6 +294,7 @@ std::optional<std::string> BrowserState::confirm() {
       return activate(m_selected);
   }
   m_error.clear();
+  m_replace.reset();
   if (m_field.empty()) {
     if (m_mode == BrowserMode::ChooseFolder)
       m_field = answer(m_listing.folder);
@@ -237,7 +309,7 @@ std::optional<std::string> BrowserState::confirm() {
   const fs::file_status st = fs::status(p, ec);
   if (fs::is_directory(st)) {
     if (m_mode == BrowserMode::ChooseFolder) {
-      remember_folder(p);
+      recent_folders().remember(p);
       return answer(p);
     }
     go(p);
@@ -256,6 +328,15 @@ std::optional<std::string> BrowserState::confirm() {
         m_error = "the folder " + quoted(p.parent_path()) + " does not exist";
         return std::nullopt;
       }
+      const fs::file_status target = fs::status(p, ec);  // the extension may have been added
+      if (fs::is_directory(target)) {
+        m_error = quoted(p.filename()) + " is a folder: type another name";
+        return std::nullopt;
+      }
+      if (fs::exists(target)) {
+        m_replace = p;
+        return std::nullopt;
+      }
       break;
     }
     case BrowserMode::ChooseFolder:
@@ -263,7 +344,15 @@ std::optional<std::string> BrowserState::confirm() {
                                : quoted(p) + " does not exist";
       return std::nullopt;
   }
-  remember_folder(p.parent_path());
+  recent_folders().remember(p.parent_path());
+  return answer(p);
+}
+
+std::optional<std::string> BrowserState::confirm_replace() {
+  if (!m_replace) return std::nullopt;
+  const fs::path p = *m_replace;
+  m_replace.reset();
+  recent_folders().remember(p.parent_path());
   return answer(p);
 }
 
@@ -282,7 +371,7 @@ BrowserResult draw_browser(BrowserState& s, const char* confirm_label, bool appe
   ImGui::SameLine();
   if (ImGui::Button("Home")) s.home(), refocus = true;
   ImGui::SameLine();
-  const auto& recent = recent_folders();
+  const auto& recent = recent_folders().folders();
   ImGui::SetNextItemWidth(font * 9.0f);
   if (ImGui::BeginCombo("##recent", "Recent folders")) {
     if (recent.empty()) ImGui::TextDisabled("none yet");
@@ -316,6 +405,7 @@ BrowserResult draw_browser(BrowserState& s, const char* confirm_label, bool appe
                        ImGuiInputTextFlags_CallbackResize | ImGuiInputTextFlags_EnterReturnsTrue |
                            ImGuiInputTextFlags_AutoSelectAll,
                        resize_callback, &field);
+  if (ImGui::IsItemEdited()) s.cancel_replace();  // another name: the question no longer applies
   const bool field_active = ImGui::IsItemActive();
   bool keyboard_moved = false;
   if (field_active) {
@@ -364,6 +454,25 @@ BrowserResult draw_browser(BrowserState& s, const char* confirm_label, bool appe
     ImGui::PopTextWrapPos();
   }
   const float button_w = font * 6.5f;
+  if (const auto& existing = s.replace_pending()) {
+    // Saving over a file asks first. Enter does not answer: the Enter that asked may still be down.
+    ImGui::PushTextWrapPos(0.0f);
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kWarning), "%s",
+                       (quoted(existing->filename()) + " already exists in " +
+                        quoted(existing->parent_path()) + ". Replace it?")
+                           .c_str());
+    ImGui::PopTextWrapPos();
+    if (ImGui::Button("Replace", ImVec2(button_w, 0))) {
+      result.chosen = s.confirm_replace();
+      return result;
+    }
+    ImGui::SameLine();
+    if (ImGui::Button("Cancel", ImVec2(button_w, 0)) || escape) {
+      s.cancel_replace();
+      refocus = true;
+    }
+    return result;
+  }
   const bool confirmed =
       ImGui::Button(confirm_label, ImVec2(button_w, 0)) || (enter && !keyboard_moved);
   ImGui::SameLine();

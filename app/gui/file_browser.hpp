@@ -6,7 +6,7 @@
 // BrowserState is the browser without drawing (listing, filtering, sorting, moving around, what a
 // confirmation returns), so it is tested with a temporary folder; draw_browser draws one and handles
 // the mouse and the keyboard (Up/Down move through the listing, Enter opens a folder or confirms,
-// Backspace in an empty field goes up, Escape cancels).
+// Backspace in an empty field goes up, Escape cancels). Saving over an existing file asks first.
 #pragma once
 
 #include <cstdint>
@@ -41,10 +41,38 @@ struct BrowserListing {
 BrowserListing list_folder(const std::filesystem::path& folder,
                            const std::vector<std::string>& extensions, bool show_hidden);
 
-// The folders confirmed in this session, newest first, at most kMaxRecent (shared by every browser).
+// The folders confirmed in a browser, newest first, each once, at most kMaxRecentFolders. An
+// interactive window keeps them across runs in a small JSON file of the user's configuration,
+// $XDG_CONFIG_HOME/tttlab/recent_folders.json ($TTTLAB_RECENT_FOLDERS names another file):
+//
+//   { "recent_folders": [ "/home/ana/course", "/home/ana/runs" ] }
+//
+// Screenshots, benchmarks and tests never name a file, so they neither read nor write it.
 constexpr std::size_t kMaxRecentFolders = 8;
-const std::vector<std::filesystem::path>& recent_folders();
-void remember_folder(const std::filesystem::path& folder);
+class RecentFolders {
+ public:
+  static std::filesystem::path default_path();
+
+  const std::vector<std::filesystem::path>& folders() const { return m_folders; }
+  // `folder` (absolute) goes to the front, an earlier place of it goes, and the oldest beyond
+  // kMaxRecentFolders are dropped; then the list is saved when a file is in use (a failure is noted
+  // on stderr once: a list that cannot be saved must not get in the way of the dialog).
+  void remember(const std::filesystem::path& folder);
+  // Reads `file` and saves there from now on. Absent: an empty list. Folders that no longer exist,
+  // relative paths, repeats and entries past the limit are dropped. A file that cannot be used (not
+  // JSON, too large, not this shape) gives an empty list, `error` says why, and the next save
+  // replaces it.
+  void use_file(const std::filesystem::path& file, std::string* error = nullptr);
+  // Writes the list to the file in use, atomically, creating its folder; false and `error` on failure.
+  bool save(std::string* error = nullptr) const;
+
+ private:
+  std::vector<std::filesystem::path> m_folders;
+  std::filesystem::path m_file;  // empty: kept for this run only
+  bool m_save_failed = false;
+};
+// The list every browser shares.
+RecentFolders& recent_folders();
 
 class BrowserState {
  public:
@@ -70,8 +98,14 @@ class BrowserState {
   // Enter in the field or the confirm button: a typed folder is opened (except in ChooseFolder mode,
   // where it is the answer); otherwise the field is checked for the mode and returned, or error() says
   // what is wrong. The path returned is relative to the working directory where it lies inside it,
-  // absolute otherwise.
+  // absolute otherwise. In SaveFile mode a file that exists is not returned at once: replace_pending()
+  // names it, and the user answers with confirm_replace() or cancel_replace().
   std::optional<std::string> confirm();
+  // The existing file a save would replace, while the browser asks about it (moving to another
+  // folder, picking an entry or starting again withdraws the question).
+  const std::optional<std::filesystem::path>& replace_pending() const { return m_replace; }
+  std::optional<std::string> confirm_replace();  // "Replace": the file's path, as confirm() returns it
+  void cancel_replace() { m_replace.reset(); }   // "Cancel": back to the browser
 
   BrowserMode mode() const { return m_mode; }
   const std::vector<std::string>& extensions() const { return m_extensions; }
@@ -92,6 +126,7 @@ class BrowserState {
   std::string m_field, m_error;
   int m_selected = -1;
   bool m_show_hidden = false;
+  std::optional<std::filesystem::path> m_replace;
 };
 
 struct BrowserResult {
@@ -99,7 +134,9 @@ struct BrowserResult {
   bool cancelled = false;             // Cancel or Escape: close the popup
 };
 // Draws `state` inside the current popup: the toolbar, the field, the listing, an inline error, and the
-// confirm and Cancel buttons. `appearing`: the popup's first frame (the field takes the keyboard).
+// confirm and Cancel buttons, or, when a save would replace a file, "Replace it?" with Replace and
+// Cancel (Escape then cancels only the question). `appearing`: the popup's first frame (the field
+// takes the keyboard).
 BrowserResult draw_browser(BrowserState& state, const char* confirm_label, bool appearing,
                            bool escape);
 

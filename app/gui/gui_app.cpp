@@ -1244,6 +1244,9 @@ int run_gui(const GuiOptions& opt) {
     std::string error;
     look = UiSettings::load(UiSettings::default_path(), &error);
     if (!error.empty()) std::fprintf(stderr, "tttlab gui: note: %s\n", printable(error).c_str());
+    error.clear();
+    recent_folders().use_file(RecentFolders::default_path(), &error);  // the file browser's Recent folders
+    if (!error.empty()) std::fprintf(stderr, "tttlab gui: note: %s\n", printable(error).c_str());
     spec.fit_to_monitor = true;
     spec.width = look.width;
     spec.height = look.height;

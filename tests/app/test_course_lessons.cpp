@@ -146,6 +146,8 @@ TEST(CourseLesson, MalformedLessonsNameFileAndLine) {
       {head + predict + check + "```question\nask: q\n", "not closed"},
       {head + "```predict\nask: a\nmeasure: m\nslider: 1 .. 0\ntolerance: 1\n```\n" + check, "empty"},
       {head + "```predict\nask: a\nmeasure: m\nslider: 0 .. 1\n```\n" + check, "tolerance"},
+      {head + "```predict\nask: a\nmeasure: m\nchoice: x (under 40 %) | < 0.4\nchoice: y | >= 40\n```\n" + check,
+       "x.md:11: the choices are written in percent"},
   };
   for (const auto& c : cases) {
     try {
@@ -157,6 +159,23 @@ TEST(CourseLesson, MalformedLessonsNameFileAndLine) {
       EXPECT_EQ(std::string(e.what()).rfind("lessons/x.md:", 0), 0u) << e.what();
     }
   }
+}
+
+TEST(CourseLesson, ChoicesInPercentMarkTheMeasureAFraction) {
+  const std::string head = "---\ntitle: T\ngoal: G\nduration: 5\nscene: s.tttlab\n---\n";
+  const std::string check = "```check\nclaim: c\nmeasure: m\nexpect: > 0\n```\n";
+  const Lesson L = parse_lesson(head +
+                                    "```predict\nask: a\nmeasure: m\nchoice: Most (over 60 %). | > 0.6\n"
+                                    "choice: Some. | 0.25 .. 0.6\nchoice: Few. | < 0.25\n```\n"
+                                    "```predict\nask: b\nmeasure: n\nchoice: Up. | > 40\nchoice: Down. | <= 40\n```\n" +
+                                    check,
+                                "lessons/x.md");
+  ASSERT_EQ(L.predictions.size(), 2u);
+  EXPECT_TRUE(L.predictions[0].in_percent());
+  EXPECT_FALSE(L.predictions[1].in_percent());
+  Prediction slider;
+  slider.unit = "%";
+  EXPECT_FALSE(slider.in_percent()) << "a slider shows its own unit";
 }
 
 TEST(CourseLesson, CourseFindsLessonsByNameOrNumber) {

@@ -203,7 +203,7 @@ void draw_prediction(LessonSession& s, int i, const Snapshot& snap, const Lesson
       ImGui::Dummy(ImVec2(0, 2));
       lesson_ui::card_label("THE ENGINE MEASURED", colors::kTextDim);
       ImGui::PushFont(fonts().large);
-      wrapped(colors::kText, lesson_ui::measured_text(st.measured, st.lo, st.hi, p.unit));
+      wrapped(colors::kText, lesson_ui::measured_text(p, st.measured, st.lo, st.hi));
       ImGui::PopFont();
       if (st.lo && st.hi && (*st.lo != st.measured || *st.hi != st.measured))
         small_wrapped(colors::kTextFaint, "In brackets: the lowest and highest of the repeated measurements.");
@@ -321,7 +321,7 @@ void draw_check(LessonSession& s, int i, const Snapshot& snap, const LessonPaneH
     } else if (st.missing) {
       small_wrapped(colors::kWarning, "The experiment did not report this value.");
     } else {
-      const std::string value = lesson_ui::measured_text(st.measured.value, st.measured.lo, st.measured.hi);
+      const std::string value = lesson_ui::measured_text(c, st.measured.value, st.measured.lo, st.measured.hi);
       if (c.depends_on_device || st.measured.depends_on_device) {
         wrapped(colors::kText, "On this computer: " + value + ".");
         small_wrapped(colors::kTextDim,

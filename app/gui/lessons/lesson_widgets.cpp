@@ -146,4 +146,15 @@ std::string measured_text(double value, std::optional<double> lo, std::optional<
   return s;
 }
 
+std::string measured_text(const course::Prediction& p, double value, std::optional<double> lo,
+                          std::optional<double> hi) {
+  if (!p.in_percent()) return measured_text(value, lo, hi, p.unit);
+  const auto pct = [](std::optional<double> x) { return x ? std::optional<double>(*x * 100.0) : std::nullopt; };
+  return measured_text(value * 100.0, pct(lo), pct(hi), "%");
+}
+
+std::string measured_text(const course::Check&, double value, std::optional<double> lo, std::optional<double> hi) {
+  return measured_text(value, lo, hi);
+}
+
 }  // namespace tttlab::gui::lesson_ui

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "course/lesson.hpp"
 #include "gui/theme.hpp"
 
 namespace tttlab::gui::lesson_ui {
@@ -56,5 +57,13 @@ std::string number_text(double value, int digits = 4);
 // unit when given.
 std::string measured_text(double value, std::optional<double> lo = std::nullopt,
                           std::optional<double> hi = std::nullopt, const std::string& unit = "");
+// The measured value of a prediction, as its reveal writes it: a percentage when its choices are
+// written in percent (0.4893 → "48.93 %"), else the number with the prediction's unit. The lesson leak
+// test formats the values it searches for with this, so the two must stay one function.
+std::string measured_text(const course::Prediction& p, double value, std::optional<double> lo = std::nullopt,
+                          std::optional<double> hi = std::nullopt);
+// The measured value of a check, as its result line writes it: the number, as its `expect:` is written.
+std::string measured_text(const course::Check& c, double value, std::optional<double> lo = std::nullopt,
+                          std::optional<double> hi = std::nullopt);
 
 }  // namespace tttlab::gui::lesson_ui

@@ -1,11 +1,13 @@
 // The app's modal dialogs drawn headless (dialogs.hpp): the Open dialog's field replaces the path it
-// opens with, and an error caused by pressing Enter stays up until a fresh Enter dismisses it.
+// opens with, an error caused by pressing Enter stays up until a fresh Enter dismisses it, and the Save
+// dialog asks before it replaces a file.
 #include <GLFW/glfw3.h>  // key codes only: the GLFW backend indexes io.KeysDown by them
 #include <gtest/gtest.h>
 #include <imgui.h>
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <optional>
 #include <string>
 
@@ -115,6 +117,55 @@ TEST_F(Dialogs, AnErrorFromEnterStaysUntilAFreshEnter) {
   set_enter(false);
   frame();
   EXPECT_FALSE(error_open) << "a fresh Enter dismisses it";
+}
+
+// Saving over a file asks first: Enter on an existing name leaves the dialog open with the question,
+// and the first Escape withdraws only the question; the next one closes the dialog.
+TEST_F(Dialogs, SavingOverAFileAsksBeforeReplacingIt) {
+  testing::TempDir tmp;
+  std::ofstream(tmp / "taken.tttlab") << "{}";
+  PathDialog save{"Save state", BrowserMode::SaveFile, {".tttlab"}};
+  bool save_open = false;
+  std::string drawn;
+  // What a frame draws, through ImGui's log into a file: the modal's End finishes the log (and a
+  // buffer's text with it), while a file keeps what was written.
+  const std::string log = (tmp / "drawn.txt").string();
+  const auto save_frame = [&] {
+    std::filesystem::remove(log);
+    ImGui::NewFrame();
+    ImGui::LogToFile(-1, log.c_str());
+    auto path = save.draw("Save the panel settings and seeds to a .tttlab file:", "Save");
+    ImGui::LogFinish();
+    save_open = ImGui::IsPopupOpen("Save state");
+    ImGui::Render();
+    std::ifstream in(log);
+    drawn.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    return path;
+  };
+  const auto set_escape = [](bool down) { ImGui::GetIO().KeysDown[GLFW_KEY_ESCAPE] = down; };
+  save.open((tmp / "view.tttlab").string());
+  save_frame();
+  save_frame();
+  ImGui::GetIO().AddInputCharactersUTF8("taken");
+  save_frame();
+  set_enter(true);
+  EXPECT_FALSE(save_frame()) << "an existing file is not saved over at once";
+  set_enter(false);
+  save_frame();
+  EXPECT_TRUE(save_open);
+  EXPECT_NE(drawn.find("'taken.tttlab' already exists"), std::string::npos) << drawn;
+  EXPECT_NE(drawn.find("Replace it?"), std::string::npos) << drawn;
+  set_escape(true);
+  save_frame();
+  set_escape(false);
+  save_frame();
+  EXPECT_TRUE(save_open) << "Escape withdraws the question, not the dialog";
+  EXPECT_EQ(drawn.find("Replace it?"), std::string::npos) << drawn;
+  set_escape(true);
+  save_frame();
+  set_escape(false);
+  save_frame();
+  EXPECT_FALSE(save_open);
 }
 
 }  // namespace

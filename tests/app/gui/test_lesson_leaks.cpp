@@ -145,18 +145,26 @@ TEST_F(LessonLeaks, NoLessonShowsAnAnswerBeforeItsPredictionIsLockedIn) {
 
     // Synthetic measures: one distinctive value per (experiment, measure) the lesson reads.
     using Key = std::pair<std::string, std::string>;
-    std::map<Key, std::string> shown;  // as the pane writes it
+    std::map<Key, double> value;
     std::map<std::string, course::Measures> measures;
     std::set<std::string> experiments{""};
     const auto add = [&](const std::string& e, const std::string& m) {
       experiments.insert(e);
-      if (shown.count({e, m})) return;
-      const double v = 7.3141 + static_cast<double>(shown.size());
+      if (value.count({e, m})) return;
+      const double v = 7.3141 + static_cast<double>(value.size());
       measures[e][m] = course::Measurement{v, std::nullopt, std::nullopt, false};
-      shown[{e, m}] = squeeze(lesson_ui::number_text(v, 4));
+      value[{e, m}] = v;
     };
     for (const auto& p : L.predictions) add(p.experiment, p.measure);
     for (const auto& c : L.checks) add(c.experiment, c.measure);
+    // Each value as the pane writes it, with the pane's own formatting: a prediction's reveal and a
+    // check's result line may write the same measure differently (a percentage, a plain number).
+    const auto shown_p = [&](const course::Prediction& p) {
+      return squeeze(lesson_ui::measured_text(p, value.at({p.experiment, p.measure})));
+    };
+    const auto shown_c = [&](const course::Check& c) {
+      return squeeze(lesson_ui::measured_text(c, value.at({c.experiment, c.measure})));
+    };
     for (const auto& x : L.experiments) experiments.insert(x.id);
     // "Check it now" on every experiment, and every hint and answer opened, before any prediction.
     for (const auto& [e, m] : measures) s.apply_measures(e, m);
@@ -188,10 +196,14 @@ TEST_F(LessonLeaks, NoLessonShowsAnAnswerBeforeItsPredictionIsLockedIn) {
       // What must not be drawn yet.
       std::vector<std::pair<std::string, std::string>> secrets;  // what, text
       for (std::size_t j = i; j < L.predictions.size(); ++j) {
-        if (!L.predictions[j].reveal.empty())
-          secrets.emplace_back("the reveal of prediction " + std::to_string(j + 1), plain(L.predictions[j].reveal));
-        secrets.emplace_back("the measured value of prediction " + std::to_string(j + 1),
-                             shown.at({L.predictions[j].experiment, L.predictions[j].measure}));
+        const course::Prediction& q = L.predictions[j];
+        if (!q.reveal.empty())
+          secrets.emplace_back("the reveal of prediction " + std::to_string(j + 1), plain(q.reveal));
+        secrets.emplace_back("the measured value of prediction " + std::to_string(j + 1), shown_p(q));
+        for (const auto& ck : L.checks)  // the same value as a check on it would write it
+          if (ck.experiment == q.experiment && ck.measure == q.measure)
+            secrets.emplace_back("the measured value of prediction " + std::to_string(j + 1) + ", as a check writes it",
+                                 shown_c(ck));
       }
       for (std::size_t q = 0; q < L.questions.size(); ++q)
         if (!L.questions[q].answer.empty())
@@ -209,7 +221,7 @@ TEST_F(LessonLeaks, NoLessonShowsAnAnswerBeforeItsPredictionIsLockedIn) {
         const course::Check& ck = L.checks[c];
         if (s.check_open(static_cast<int>(c))) continue;
         if (!open_values.count({ck.experiment, ck.measure}))
-          secrets.emplace_back("the result of gated check " + std::to_string(c + 1), shown.at({ck.experiment, ck.measure}));
+          secrets.emplace_back("the result of gated check " + std::to_string(c + 1), shown_c(ck));
         if (!open_expects.count(squeeze(ck.expect.text)))
           secrets.emplace_back("the expected range of gated check " + std::to_string(c + 1),
                                squeeze("(the lesson expects " + ck.expect.text + ")"));
@@ -231,7 +243,7 @@ TEST_F(LessonLeaks, NoLessonShowsAnAnswerBeforeItsPredictionIsLockedIn) {
       s.apply_measures(p.experiment, measures.at(p.experiment));
       ASSERT_TRUE(s.prediction(static_cast<int>(i)).revealed);
       const std::string drawn = squeeze(frame(s, host));
-      EXPECT_NE(drawn.find(shown.at({p.experiment, p.measure})), std::string::npos)
+      EXPECT_NE(drawn.find(shown_p(p)), std::string::npos)
           << "the measured value is drawn once the prediction is locked in and measured";
       if (!p.reveal.empty()) {
         EXPECT_NE(drawn.find(plain(p.reveal)), std::string::npos) << "its reveal is drawn";
@@ -252,12 +264,26 @@ TEST_F(LessonLeaks, NoLessonShowsAnAnswerBeforeItsPredictionIsLockedIn) {
     }
     for (std::size_t c = 0; c < L.checks.size(); ++c) {
       EXPECT_TRUE(s.check_open(static_cast<int>(c))) << "check " << c + 1;
-      EXPECT_NE(drawn.find(shown.at({L.checks[c].experiment, L.checks[c].measure})), std::string::npos)
+      EXPECT_NE(drawn.find(shown_c(L.checks[c])), std::string::npos)
           << "the value of check " << c + 1;
     }
     ++lessons_walked;
   }
   EXPECT_EQ(lessons_walked, static_cast<int>(course.lessons.size()));
+}
+
+// The reveal writes a fraction as a percentage when the choices speak in percent, and a check's result
+// as its expected range is written; the leak test above searches for exactly these strings.
+TEST(LessonValues, ChoicesInPercentShowThePercentage) {
+  course::Prediction p;
+  p.choices = {{"More than 40 %.", course::Expectation::parse("> 0.4")},
+               {"Less.", course::Expectation::parse("<= 0.4")}};
+  EXPECT_EQ(lesson_ui::measured_text(p, 0.4893), "48.93 %");
+  EXPECT_EQ(lesson_ui::measured_text(p, 0.5, 0.47, 0.52), "50 %  (47 \xE2\x80\x93 52)");
+  p.choices[0].text = "More than 0.4.";
+  EXPECT_EQ(lesson_ui::measured_text(p, 0.4893), "0.4893");
+  course::Check c;
+  EXPECT_EQ(lesson_ui::measured_text(c, 0.4893), "0.4893");
 }
 
 }  // namespace
