@@ -255,7 +255,7 @@ class NonparametricPanel final
                     "relative " + format_value(v.max_rel_diff, 2),
                     v.max_rel_diff < tol ? colors::kGood : colors::kWarning, cw);
     ImGui::SameLine(0, gap);
-    widgets::metric("each row of weights sums to", "1", "off by at most " + format_value(det.row_sum_err, 2),
+    widgets::metric(widgets::fit("each row of weights sums to", "every row sums to", cw - 16.0f, fonts().small).c_str(), "1", "off by at most " + format_value(det.row_sum_err, 2),
                     det.row_sum_err < 1e-12 ? colors::kGood : colors::kWarning, cw);
     if (!narrow) ImGui::SameLine(0, gap);
     const auto ut = static_cast<std::size_t>(t);
