@@ -116,8 +116,11 @@ void panel_title(const char* title, const char* explanation);
 
 // Narrow layouts. Beside a docked lesson a view gets about 450–770 px of a 1280 px window; below this
 // width the panels switch to their narrow layout (cards two per row, plots stacked, shorter titles).
+// The width is for the regular font at UI scale 1 (15 px) and grows with the font: at a larger UI
+// scale or in presenter mode the same text needs more pixels.
 constexpr float kNarrowView = 700.0f;
-inline bool narrow_view(float view_width) { return view_width < kNarrowView; }
+constexpr float kRegularFontPx = 15.0f;
+inline bool narrow_view(float view_width) { return view_width < kNarrowView * ImGui::GetFontSize() / kRegularFontPx; }
 // `wide` when it fits in `width` pixels of `font` (the current font by default), else `narrow`: for
 // titles and captions that would otherwise be cut (a cut number reads as a different number).
 const std::string& fit(const std::string& wide, const std::string& narrow, float width, ImFont* font = nullptr);

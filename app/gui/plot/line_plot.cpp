@@ -195,7 +195,10 @@ PlotResult line_plot(const LinePlot& p) {
   for (const auto& t : yticks)
     if (t.major) label_w = std::max(label_w, text_size(f.small, t.label.c_str()).x);
   const float left = label_w + 8.0f;
-  const float bottom = small_h + 4.0f + (p.x_label.empty() ? 0.0f : small_h + 4.0f);
+  // The x label wraps too: centred under a narrow plot, one long line would run into the plot beside it.
+  const std::vector<std::string> x_lines =
+      wrap_to_width(p.x_label, size.x, [&](const std::string& t) { return text_size(f.small, t.c_str()).x; });
+  const float bottom = small_h + 4.0f + static_cast<float>(x_lines.size()) * (small_h + 2.0f) + (x_lines.empty() ? 0.0f : 2.0f);
   const ImVec2 p0(pos.x + left, top), p1(pos.x + size.x - 6.0f, pos.y + size.y - bottom);
   const float w = std::max(1.0f, p1.x - p0.x), h = std::max(1.0f, p1.y - p0.y);
   const int x_budget = std::clamp(static_cast<int>(w / 70.0f), 2, 12);
@@ -231,13 +234,29 @@ PlotResult line_plot(const LinePlot& p) {
 
   // Background, grid, ticks.
   dl->AddRectFilled(p0, p1, colors::kPlotBg);
+  // Tick labels closer than a line apart would print over each other (a log axis on a short plot):
+  // the decades are labelled first, then any other label where it has room.
+  std::vector<std::pair<float, const Tick*>> y_labels;
   for (const auto& t : yticks) {
     if (!ym.drawable(t.value)) continue;
     const float y = std::round(Y(t.value)) + 0.5f;
     if (y < p0.y - 0.5f || y > p1.y + 0.5f) continue;
     dl->AddLine(ImVec2(p0.x, y), ImVec2(p1.x, y), t.major ? colors::kGrid : colors::kGridMinor);
-    if (t.major)
-      text_at(dl, f.small, ImVec2(p0.x - 5.0f, y), 1.0f, 0.5f, colors::kTextDim, t.label.c_str());
+    if (t.major) y_labels.emplace_back(y, &t);
+  }
+  const auto decade = [&](const Tick& t) {
+    if (p.y_scale != ScaleKind::Log10 || !(t.value > 0.0)) return false;
+    const double e = std::log10(t.value);
+    return std::abs(e - std::round(e)) < 1e-9;
+  };
+  std::stable_partition(y_labels.begin(), y_labels.end(), [&](const auto& l) { return decade(*l.second); });
+  std::vector<float> placed_y;
+  for (const auto& [y, t] : y_labels) {
+    const float yy = y;
+    if (std::any_of(placed_y.begin(), placed_y.end(), [&](float o) { return std::abs(o - yy) < small_h + 1.0f; }))
+      continue;
+    placed_y.push_back(y);
+    text_at(dl, f.small, ImVec2(p0.x - 5.0f, y), 1.0f, 0.5f, colors::kTextDim, t->label.c_str());
   }
   float last_label_right = -1e9f;
   for (const auto& t : xticks) {
@@ -253,9 +272,13 @@ PlotResult line_plot(const LinePlot& p) {
       }
     }
   }
-  if (!p.x_label.empty())
-    text_at(dl, f.small, ImVec2((p0.x + p1.x) * 0.5f, p1.y + small_h + 6.0f), 0.5f, 0.0f,
-            colors::kTextDim, p.x_label.c_str());
+  for (std::size_t i = 0; i < x_lines.size(); ++i) {
+    // Centred under the frame where it fits there, else under the whole block.
+    const float lw = text_size(f.small, x_lines[i].c_str()).x;
+    const float cx = std::clamp((p0.x + p1.x) * 0.5f, pos.x + lw * 0.5f, pos.x + size.x - lw * 0.5f);
+    text_at(dl, f.small, ImVec2(cx, p1.y + small_h + 6.0f + static_cast<float>(i) * (small_h + 2.0f)), 0.5f, 0.0f,
+            colors::kTextDim, x_lines[i].c_str());
+  }
 
   dl->PushClipRect(p0, p1, true);
   // Markers and cursor under the data. Markers closer than 6 px would only hatch the plot grey:
