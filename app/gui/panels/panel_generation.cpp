@@ -166,10 +166,12 @@ class GenerationPanel final
                        "%ld prompt bytes + %ld generated%s · T %.2f, top-k %s", n_prompt, n - n_prompt,
                        v.running ? " …" : "", v.settings.temperature,
                        v.settings.top_k ? std::to_string(v.settings.top_k).c_str() : "all");
+    ImGui::PushTextWrapPos(0.0f);
     if (v.byte_time.repeats > 0)
       ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim),
                          "Decoding at %.0f bytes/s: %s per byte (engine time; the prompt's prefill not counted)",
                          v.bytes_per_second, format_timing(v.byte_time).c_str());
+    ImGui::PopTextWrapPos();
     widgets::device_line(v.device, v.device_note);
     ImGui::PopFont();
     if (n == 0) return;

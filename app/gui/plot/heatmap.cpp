@@ -124,17 +124,22 @@ HeatmapResult heatmap(const Heatmap& h) {
   const auto measure_in = [](ImFont* font) {
     return [font](const std::string& s) { return text_size(font, s.c_str()).x; };
   };
-  if (!h.title.empty()) {
-    const std::string title = clip_to_width(h.title, h.size.x, measure_in(f.bold));
-    dl->AddText(f.bold, f.bold->FontSize, ImVec2(pos.x, top), colors::kText, title.c_str());
+  // A title or subtitle wider than the block wraps onto a second line (a cut title reads as another
+  // quantity); the colour range joins the subtitle only where the whole line fits.
+  for (const auto& line : wrap_to_width(h.title, h.size.x, measure_in(f.bold))) {
+    dl->AddText(f.bold, f.bold->FontSize, ImVec2(pos.x, top), colors::kText, line.c_str());
     top += f.bold->FontSize + 1.0f;
   }
   {
     const std::string range =
         h.palette == Palette::Diverging && h.show_range ? "±" + format_value(cs.hi, 3) : std::string();
     const std::string sub = subtitle_line(h.subtitle, range, h.size.x, measure_in(f.small));
-    if (!sub.empty()) {
-      dl->AddText(f.small, small_h, ImVec2(pos.x, top), colors::kTextDim, sub.c_str());
+    const std::vector<std::string> lines =
+        measure_in(f.small)(h.subtitle) <= h.size.x ? std::vector<std::string>{sub}
+                                                    : wrap_to_width(h.subtitle, h.size.x, measure_in(f.small));
+    for (const auto& line : lines) {
+      if (line.empty()) continue;
+      dl->AddText(f.small, small_h, ImVec2(pos.x, top), colors::kTextDim, line.c_str());
       top += small_h + 3.0f;
     }
   }
