@@ -275,7 +275,7 @@ PlotResult line_plot(const LinePlot& p) {
   for (std::size_t i = 0; i < x_lines.size(); ++i) {
     // Centred under the frame where it fits there, else under the whole block.
     const float lw = text_size(f.small, x_lines[i].c_str()).x;
-    const float cx = std::clamp((p0.x + p1.x) * 0.5f, pos.x + lw * 0.5f, pos.x + size.x - lw * 0.5f);
+    const float cx = std::max(pos.x + lw * 0.5f, std::min((p0.x + p1.x) * 0.5f, pos.x + size.x - lw * 0.5f));
     text_at(dl, f.small, ImVec2(cx, p1.y + small_h + 6.0f + static_cast<float>(i) * (small_h + 2.0f)), 0.5f, 0.0f,
             colors::kTextDim, x_lines[i].c_str());
   }
