@@ -186,6 +186,7 @@ class NonparametricPanel final
     bool changed = false;
     const ModelInfo* cur = lib ? lib->find(m_settings.run.model_id) : nullptr;
     const std::string preview = cur ? cur->label : m_settings.run.model_id;
+    widgets::combo_room(preview);
     if (ImGui::BeginCombo("##model", preview.c_str())) {
       std::vector<std::string> ids;
       if (lib)

@@ -124,11 +124,21 @@ bool path_prompt(const char* title, const char* explanation, std::string& out, B
   return ok;
 }
 
+void combo_room(const std::string& preview) {
+  const ImGuiStyle& style = ImGui::GetStyle();
+  if (ImGui::CalcTextSize(preview.c_str()).x >
+      ImGui::CalcItemWidth() - ImGui::GetFrameHeight() - 2.0f * style.FramePadding.x) {
+    ImGui::NewLine();
+    ImGui::SetNextItemWidth(-1);
+  }
+}
+
 bool model_combo(const char* id, std::string& model_id, const LibraryView* library, bool ttt_only, CommandSink* sink) {
   bool changed = false;
   ImGui::PushID(id);
   const ModelInfo* cur = library ? library->find(model_id) : nullptr;
   const std::string preview = cur ? cur->label : model_id;
+  combo_room(preview);
   bool open_prompt = false;
   if (ImGui::BeginCombo("##model", preview.c_str())) {
     if (library)

@@ -65,6 +65,10 @@ void smoothing_row(double& smoothing, float max);
 // A seed typed in and confirmed with Enter; returns true when `seed` changed that way.
 bool seed_input(std::uint64_t& seed);
 
+// Call right before a combo placed by row(): when `preview` (the choice it shows) is wider than the
+// combo beside its label, the combo moves to the next line at the column's full width, so the name is
+// not cut.
+void combo_room(const std::string& preview);
 // A combo of the library's models. `ttt_only` disables models without an inner loop. The last entry
 // opens a folder prompt and posts LibraryOpen (the opened model joins the list). Returns true when
 // the choice changed.
