@@ -43,7 +43,19 @@ class EvaluationPanel final
         for (const auto& m : lib->models) {
           bool on = std::find(m_settings.eval.models.begin(), m_settings.eval.models.end(), m.id) != m_settings.eval.models.end();
           ImGui::BeginDisabled(!m.error.empty() || (!on && m_settings.eval.models.size() >= 8));
-          if (ImGui::Checkbox(m.label.c_str(), &on)) {
+          // The box, then its label wrapped to the column (a long model name would be cut by it); a
+          // click on the label ticks the box too.
+          bool clicked = ImGui::Checkbox(("##" + m.id).c_str(), &on);
+          ImGui::SameLine(0, ImGui::GetStyle().ItemInnerSpacing.x);
+          ImGui::AlignTextToFramePadding();
+          ImGui::PushTextWrapPos(0.0f);
+          ImGui::TextUnformatted(m.label.c_str());
+          ImGui::PopTextWrapPos();
+          if (ImGui::IsItemClicked()) {
+            on = !on;
+            clicked = true;
+          }
+          if (clicked) {
             if (on)
               m_settings.eval.models.push_back(m.id);
             else if (m_settings.eval.models.size() > 1)
@@ -65,7 +77,9 @@ class EvaluationPanel final
                                "A checkpoint folder or a run directory; it joins this list (and every panel's):", path))
         sink.post(LibraryOpen{path});
       ImGui::PushFont(fonts().small);
+      ImGui::PushTextWrapPos(0.0f);
       ImGui::TextDisabled("Checkpoints saved in the Training panel appear here.");
+      ImGui::PopTextWrapPos();
       ImGui::PopFont();
     }
     if (classroom::visible("evaluation.data")) {

@@ -315,7 +315,8 @@ class EvolutionPanel final
       return "t = " + std::to_string(i) + "  " + widgets::quoted_token(v.bytes, i);
     };
     const std::string wn = v.mlp ? (l2 ? "W₂" : "W₁") : "W";
-    const float h = std::max(170.0f, ImGui::GetContentRegionAvail().y - 6.0f);
+    // At least 11.5 lines (the view scrolls): the plot's title, labels and axes take about 7 at any UI scale.
+    const float h = std::max(ImGui::GetFontSize() * 11.5f, ImGui::GetContentRegionAvail().y - 6.0f);
     const float avail = ImGui::GetContentRegionAvail().x;
 
     plot::LinePlot d;

@@ -166,10 +166,12 @@ class GenerationPanel final
                        "%ld prompt bytes + %ld generated%s · T %.2f, top-k %s", n_prompt, n - n_prompt,
                        v.running ? " …" : "", v.settings.temperature,
                        v.settings.top_k ? std::to_string(v.settings.top_k).c_str() : "all");
+    ImGui::PushTextWrapPos(0.0f);
     if (v.byte_time.repeats > 0)
       ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim),
                          "Decoding at %.0f bytes/s: %s per byte (engine time; the prompt's prefill not counted)",
                          v.bytes_per_second, format_timing(v.byte_time).c_str());
+    ImGui::PopTextWrapPos();
     widgets::device_line(v.device, v.device_note);
     ImGui::PopFont();
     if (n == 0) return;
@@ -232,12 +234,14 @@ class GenerationPanel final
       if (ImGui::IsMouseClicked(ImGuiMouseButton_Left)) m_selected = hovered;
     }
     ImGui::PushFont(f.small);
+    ImGui::PushTextWrapPos(0.0f);  // the whole line at any width: its last words say how to select a byte
     if (v.states_on_gpu)
       ImGui::TextDisabled("Orange bar: the model starts writing. Hover: probabilities. Click or ← →: select.");
     else
       ImGui::TextDisabled("Behind each byte: its ‖ΔW‖ %s (light = large). Orange bar: the model starts writing. "
                           "Hover: probabilities. Click or ← →: select.",
                           m_settings.all_heads ? "(block mean)" : "(chosen head)");
+    ImGui::PopTextWrapPos();
     ImGui::PopFont();
     ImGui::Dummy(ImVec2(0, 4));
     if (!v.ttt) {
@@ -305,11 +309,11 @@ class GenerationPanel final
     plot::Heatmap gm;
     gm.id = "grid";
     gm.export_name = "generation_update_sizes";
-    gm.title = "‖ΔW‖ in every block and head";
+    const float grid_w = std::min(avail.x * 0.26f, row_h + 20.0f);
+    gm.title = widgets::fit("‖ΔW‖ in every block and head", "‖ΔW‖ of each head", grid_w, f.bold);
     gm.subtitle = "rows: blocks, columns: heads";
     gm.m = plot::MatrixView::of(m_grid.data(), m_grid.rows(), m_grid.cols(), m_grid.cols());
     gm.palette = plot::Palette::Sequential;
-    const float grid_w = std::min(avail.x * 0.26f, row_h + 20.0f);
     gm.size = ImVec2(grid_w, row_h);
     gm.max_cell = 56.0f;
     gm.row_name = "block";

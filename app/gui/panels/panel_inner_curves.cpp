@@ -142,7 +142,8 @@ class InnerCurvesPanel final
     const float gap = 14.0f;
     const ImVec2 avail = ImGui::GetContentRegionAvail();
     const ImVec2 cell((avail.x - gap * static_cast<float>(cols - 1)) / static_cast<float>(cols),
-                      std::max(150.0f, (avail.y - gap * static_cast<float>(rows - 1)) / static_cast<float>(rows) - 2.0f));
+                      // At least 12.5 lines: a plot's title, labels and axes take about 7 at any UI scale.
+                      std::max(ImGui::GetFontSize() * 12.5f, (avail.y - gap * static_cast<float>(rows - 1)) / static_cast<float>(rows) - 2.0f));
     std::vector<plot::VLine> marks;
     for (long s = v.mini_batch; v.mini_batch > 0 && s < v.T; s += v.mini_batch) marks.push_back({s - 0.5, colors::kMarker, true});
     plot::small_multiples(v.blocks, cols, cell, ImVec2(gap, gap), [&](int b, ImVec2 size) {

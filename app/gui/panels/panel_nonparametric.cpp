@@ -186,6 +186,7 @@ class NonparametricPanel final
     bool changed = false;
     const ModelInfo* cur = lib ? lib->find(m_settings.run.model_id) : nullptr;
     const std::string preview = cur ? cur->label : m_settings.run.model_id;
+    widgets::combo_room(preview);
     if (ImGui::BeginCombo("##model", preview.c_str())) {
       std::vector<std::string> ids;
       if (lib)
@@ -223,7 +224,7 @@ class NonparametricPanel final
     // Beside a docked lesson the view is about 450 px wide: shorter texts, two cards per row, the
     // table above the state sizes.
     const float view_w = ImGui::GetContentRegionAvail().x;
-    const bool narrow = view_w < 700.0f;
+    const bool narrow = widgets::narrow_view(view_w);
     widgets::panel_title("Theorem 2", narrow ? "Attention stores every pair and averages them."
                                              : "Softmax attention is a learner that stores every pair and averages "
                                                "with a kernel.");
@@ -237,9 +238,13 @@ class NonparametricPanel final
       ImGui::PushFont(fonts().small);
       ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kAccent), "%s · head %d", v.description.c_str(),
                          v.shown_head);
-      if (!narrow) ImGui::SameLine(0, 10);
-      ImGui::TextDisabled("T = %ld tokens (%s), d = %d, attention in %s", v.T, v.text_description.c_str(), v.d,
-                          v.config.precision == Precision::Double ? "double" : "float");
+      char details[256];
+      std::snprintf(details, sizeof details, "T = %ld tokens (%s), d = %d, attention in %s", v.T,
+                    v.text_description.c_str(), v.d, v.config.precision == Precision::Double ? "double" : "float");
+      if (!narrow) widgets::same_line_if_fits(details, 10);
+      ImGui::PushTextWrapPos(0.0f);
+      ImGui::TextDisabled("%s", details);
+      ImGui::PopTextWrapPos();
       ImGui::PopFont();
     }
     const long t = shown_position(v);
@@ -255,7 +260,7 @@ class NonparametricPanel final
                     "relative " + format_value(v.max_rel_diff, 2),
                     v.max_rel_diff < tol ? colors::kGood : colors::kWarning, cw);
     ImGui::SameLine(0, gap);
-    widgets::metric("each row of weights sums to", "1", "off by at most " + format_value(det.row_sum_err, 2),
+    widgets::metric(widgets::fit("each row of weights sums to", "every row sums to", cw - 16.0f, fonts().small).c_str(), "1", "off by at most " + format_value(det.row_sum_err, 2),
                     det.row_sum_err < 1e-12 ? colors::kGood : colors::kWarning, cw);
     if (!narrow) ImGui::SameLine(0, gap);
     const auto ut = static_cast<std::size_t>(t);
@@ -272,7 +277,7 @@ class NonparametricPanel final
     const float avail_w = ImGui::GetContentRegionAvail().x;
     const float avail_h = ImGui::GetContentRegionAvail().y;
     // Leave room under the map for the table of heads, the state sizes and the note.
-    const float map_w = std::max(160.0f, std::min(avail_w * 0.42f, avail_h - 230.0f));
+    const float map_w = std::max(ImGui::GetFontSize() * 10.7f, std::min(avail_w * 0.42f, avail_h - 230.0f));
     const auto tok = [&v](long i) { return widgets::quoted_token(v.bytes, i); };
     plot::Heatmap m;
     m.id = "nw_weights";
@@ -280,7 +285,7 @@ class NonparametricPanel final
     m.title = fit("Kernel weights wₜᵢ   head " + std::to_string(v.shown_head), "Weights wₜᵢ", map_w - 10.0f, fonts().bold);
     const std::string dims = "[" + std::to_string(v.T) + " × " + std::to_string(v.T) + "]";
     m.subtitle = fit(dims + (det.weights_map.pooled() ? ", pooled: max per bin" : "") + ", log colours; click a row",
-                     dims + ", log colours", map_w - 50.0f, fonts().small);
+                     fit(dims + ", log colours", dims, map_w - 10.0f, fonts().small), map_w - 10.0f, fonts().small);
     m.pooled = &det.weights_map;
     m.m = plot::MatrixView::of(det.weights_map);
     m.palette = plot::Palette::Sequential;
@@ -312,7 +317,8 @@ class NonparametricPanel final
     ImGui::SetNextItemWidth(right_w);
     int pos = static_cast<int>(t);
     if (ImGui::SliderInt("##position", &pos, 0, static_cast<int>(v.T - 1), "position t = %d")) m_settings.position = pos;
-    const float col_h = std::max(220.0f, map_w + 30.0f - ImGui::GetFrameHeightWithSpacing());
+    // At least 15 lines: the two plots' titles, labels and axes take about 10 at any UI scale.
+    const float col_h = std::max(ImGui::GetFontSize() * 15.0f, map_w + 30.0f - ImGui::GetFrameHeightWithSpacing());
     bars(v, t, ImVec2(right_w, col_h * 0.5f));
     outputs(v, t, ImVec2(right_w, col_h * 0.5f - 8.0f));
     ImGui::EndGroup();

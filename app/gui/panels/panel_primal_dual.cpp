@@ -228,7 +228,7 @@ class PrimalDualPanel final
     // under the map, at a height that still reads.
     const float right_x = narrow ? top.x : top.x + map_w + 70.0f;
     const float right_w = avail_w - (right_x - top.x);
-    const float plot_h = narrow ? 190.0f : (map_w + 30.0f) * 0.5f - 6.0f;
+    const float plot_h = narrow ? ImGui::GetFontSize() * 12.5f : (map_w + 30.0f) * 0.5f - 6.0f;
     if (narrow)
       ImGui::Dummy(ImVec2(0, 6));
     else

@@ -60,7 +60,15 @@ void row(const char* label, const char* help) {
     ImGui::SameLine(0, 4);
     help_marker(help);
   }
-  ImGui::SameLine(label_width());
+  // A label (with its "(?)") wider than the label column would be drawn over by the control: then the
+  // control goes on the next line, still in the control column.
+  const float label_end = ImGui::GetItemRectMax().x - ImGui::GetWindowPos().x + ImGui::GetScrollX();
+  if (label_end + ImGui::GetStyle().ItemSpacing.x > label_width()) {
+    ImGui::Dummy(ImVec2(0, 0));
+    ImGui::SameLine(label_width());
+  } else {
+    ImGui::SameLine(label_width());
+  }
   ImGui::SetNextItemWidth(-1);
 }
 
@@ -116,11 +124,21 @@ bool path_prompt(const char* title, const char* explanation, std::string& out, B
   return ok;
 }
 
+void combo_room(const std::string& preview) {
+  const ImGuiStyle& style = ImGui::GetStyle();
+  if (ImGui::CalcTextSize(preview.c_str()).x >
+      ImGui::CalcItemWidth() - ImGui::GetFrameHeight() - 2.0f * style.FramePadding.x) {
+    ImGui::NewLine();
+    ImGui::SetNextItemWidth(-1);
+  }
+}
+
 bool model_combo(const char* id, std::string& model_id, const LibraryView* library, bool ttt_only, CommandSink* sink) {
   bool changed = false;
   ImGui::PushID(id);
   const ModelInfo* cur = library ? library->find(model_id) : nullptr;
   const std::string preview = cur ? cur->label : model_id;
+  combo_room(preview);
   bool open_prompt = false;
   if (ImGui::BeginCombo("##model", preview.c_str())) {
     if (library)
@@ -635,23 +653,31 @@ long token_strip(const std::vector<unsigned char>& bytes, int mini_batch, long c
   const float cell_h = f.mono->FontSize + 8.0f;
   const float cell_w = f.mono->FontSize * 0.62f + 8.0f;
   const float gap = 3.0f;  // between mini-batches
-  const float avail = ImGui::GetContentRegionAvail().x;
+  float avail = ImGui::GetContentRegionAvail().x;
   // Wrap at mini-batch boundaries when a whole mini-batch fits on a line.
   const long n = static_cast<long>(bytes.size());
-  int lines = 1;
-  {
+  const auto count_lines = [&](float width) {
+    int lines = 1;
     float x = 0;
     for (long t = 0; t < n; ++t) {
       const float w = cell_w + (t % mini_batch == mini_batch - 1 ? gap : 0.0f);
-      if (x + w > avail && x > 0) {
+      if (x + w > width && x > 0) {
         ++lines;
         x = 0;
       }
       x += w;
     }
+    return lines;
+  };
+  int lines = count_lines(avail);
+  const bool scrolls = lines * (cell_h + 2.0f) > max_height;
+  // A strip that scrolls loses its scroll bar's width: the cells wrap before it, not under it.
+  if (scrolls) {
+    avail -= ImGui::GetStyle().ScrollbarSize;
+    lines = count_lines(avail);
   }
   const float h = std::min(max_height, lines * (cell_h + 2.0f) + 2.0f);
-  ImGui::BeginChild("##tokens", ImVec2(0, h), false, lines * (cell_h + 2.0f) > max_height ? 0 : ImGuiWindowFlags_NoScrollbar);
+  ImGui::BeginChild("##tokens", ImVec2(0, h), false, scrolls ? 0 : ImGuiWindowFlags_NoScrollbar);
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const ImVec2 o = ImGui::GetCursorScreenPos();
   float x = 0, y = 0, cursor_y = -1.0f;

@@ -65,6 +65,10 @@ void smoothing_row(double& smoothing, float max);
 // A seed typed in and confirmed with Enter; returns true when `seed` changed that way.
 bool seed_input(std::uint64_t& seed);
 
+// Call right before a combo placed by row(): when `preview` (the choice it shows) is wider than the
+// combo beside its label, the combo moves to the next line at the column's full width, so the name is
+// not cut.
+void combo_room(const std::string& preview);
 // A combo of the library's models. `ttt_only` disables models without an inner loop. The last entry
 // opens a folder prompt and posts LibraryOpen (the opened model joins the list). Returns true when
 // the choice changed.
@@ -116,8 +120,11 @@ void panel_title(const char* title, const char* explanation);
 
 // Narrow layouts. Beside a docked lesson a view gets about 450–770 px of a 1280 px window; below this
 // width the panels switch to their narrow layout (cards two per row, plots stacked, shorter titles).
+// The width is for the regular font at UI scale 1 (15 px) and grows with the font: at a larger UI
+// scale or in presenter mode the same text needs more pixels.
 constexpr float kNarrowView = 700.0f;
-inline bool narrow_view(float view_width) { return view_width < kNarrowView; }
+constexpr float kRegularFontPx = 15.0f;
+inline bool narrow_view(float view_width) { return view_width < kNarrowView * ImGui::GetFontSize() / kRegularFontPx; }
 // `wide` when it fits in `width` pixels of `font` (the current font by default), else `narrow`: for
 // titles and captions that would otherwise be cut (a cut number reads as a different number).
 const std::string& fit(const std::string& wide, const std::string& narrow, float width, ImFont* font = nullptr);

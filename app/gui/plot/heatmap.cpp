@@ -64,6 +64,27 @@ std::string clip_to_width(const std::string& text, float width, const TextMeasur
   return s + ellipsis;
 }
 
+std::vector<std::string> wrap_to_width(const std::string& text, float width, const TextMeasure& measure) {
+  std::vector<std::string> lines;
+  std::string line;
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const std::size_t space = text.find(' ', i);
+    const std::string word = text.substr(i, space == std::string::npos ? std::string::npos : space - i);
+    i = space == std::string::npos ? text.size() : space + 1;
+    if (word.empty()) continue;
+    const std::string joined = line.empty() ? word : line + " " + word;
+    if (line.empty() || measure(joined) <= width) {
+      line = joined;
+    } else {
+      lines.push_back(clip_to_width(line, width, measure));
+      line = word;
+    }
+  }
+  if (!line.empty()) lines.push_back(clip_to_width(line, width, measure));
+  return lines;
+}
+
 std::string subtitle_line(const std::string& subtitle, const std::string& range, float width,
                           const TextMeasure& measure) {
   if (!range.empty()) {
@@ -103,17 +124,22 @@ HeatmapResult heatmap(const Heatmap& h) {
   const auto measure_in = [](ImFont* font) {
     return [font](const std::string& s) { return text_size(font, s.c_str()).x; };
   };
-  if (!h.title.empty()) {
-    const std::string title = clip_to_width(h.title, h.size.x, measure_in(f.bold));
-    dl->AddText(f.bold, f.bold->FontSize, ImVec2(pos.x, top), colors::kText, title.c_str());
+  // A title or subtitle wider than the block wraps onto a second line (a cut title reads as another
+  // quantity); the colour range joins the subtitle only where the whole line fits.
+  for (const auto& line : wrap_to_width(h.title, h.size.x, measure_in(f.bold))) {
+    dl->AddText(f.bold, f.bold->FontSize, ImVec2(pos.x, top), colors::kText, line.c_str());
     top += f.bold->FontSize + 1.0f;
   }
   {
     const std::string range =
         h.palette == Palette::Diverging && h.show_range ? "±" + format_value(cs.hi, 3) : std::string();
     const std::string sub = subtitle_line(h.subtitle, range, h.size.x, measure_in(f.small));
-    if (!sub.empty()) {
-      dl->AddText(f.small, small_h, ImVec2(pos.x, top), colors::kTextDim, sub.c_str());
+    const std::vector<std::string> lines =
+        measure_in(f.small)(h.subtitle) <= h.size.x ? std::vector<std::string>{sub}
+                                                    : wrap_to_width(h.subtitle, h.size.x, measure_in(f.small));
+    for (const auto& line : lines) {
+      if (line.empty()) continue;
+      dl->AddText(f.small, small_h, ImVec2(pos.x, top), colors::kTextDim, line.c_str());
       top += small_h + 3.0f;
     }
   }
@@ -128,8 +154,16 @@ HeatmapResult heatmap(const Heatmap& h) {
     bar_axis = {ScaleKind::Linear, 0.0, cs.hi};
   // A short bar is labelled at its ends (and 0), a tall one with nice ticks.
   const auto bar_labels = [&](float bar_h) {
-    if (bar_h >= 100.0f)
-      return ticks_for(bar_axis, std::clamp(static_cast<int>(bar_h / (2.2f * small_h)), 2, 5));
+    if (bar_h >= 100.0f) {
+      // Nice ticks, unless fewer than two of them fall inside the range (a range of ±0.19 gets only
+      // "0.0" from steps of 0.2): a bar must show its range, so then its ends are labelled instead.
+      auto nice = ticks_for(bar_axis, std::clamp(static_cast<int>(bar_h / (2.2f * small_h)), 2, 5));
+      const auto inside = std::count_if(nice.begin(), nice.end(), [&](const Tick& t) {
+        return t.major && t.value >= bar_axis.lo - 1e-12 * std::abs(bar_axis.lo) &&
+               t.value <= bar_axis.hi + 1e-12 * std::abs(bar_axis.hi);
+      });
+      if (inside >= 2) return nice;
+    }
     std::vector<Tick> t;
     if (h.palette == Palette::Diverging) {
       t.push_back({-cs.hi, true, format_value(-cs.hi, 2)});

@@ -75,6 +75,9 @@ HeatmapResult heatmap(const Heatmap& h);
 using TextMeasure = std::function<float(const std::string&)>;
 // `text`, cut at a code point and ended with "…" where it is wider than `width`.
 std::string clip_to_width(const std::string& text, float width, const TextMeasure& measure);
+// `text` broken into lines no wider than `width`, at spaces; a word wider than `width` on its own is
+// clipped with "…". Empty text gives no lines.
+std::vector<std::string> wrap_to_width(const std::string& text, float width, const TextMeasure& measure);
 // The subtitle line of a heat-map `width` wide: the colour range ("±0.538") is appended only where it
 // fits (the colour bar shows the range too), and a subtitle wider than the block is clipped, so the
 // line never runs into the block beside it.

@@ -1,5 +1,7 @@
 #include "gui/plot/line_plot.hpp"
 
+#include <imgui_internal.h>  // ImRect
+
 #include <algorithm>
 #include <cmath>
 
@@ -134,21 +136,58 @@ PlotResult line_plot(const LinePlot& p) {
   const Range yr = p.y_range ? *p.y_range : fy.range(0.06);
   const AxisMap xm{p.x_scale, xr.lo, xr.hi}, ym{p.y_scale, yr.lo, yr.hi};
 
-  // Layout: title (+ y label) on top, y tick labels left, x ticks and label below.
+  // Layout: title (+ y label) on top, then the legend where it has no room beside them, y tick labels
+  // left, x ticks and label below. The legend's placement is decided first: it takes lines from the
+  // plot's height when it goes above the frame, and inside the frame it would cover the data.
   float top = pos.y;
   // A title wider than the plot is cut with "…": on a narrow screen it would run into its neighbour.
   const std::string title = clip_to_width(p.title, size.x, [&](const std::string& t) { return text_size(f.bold, t.c_str()).x; });
-  const float y_label_top = top + (p.title.empty() ? 0.0f : f.bold->FontSize + 2.0f);
+  // A y label wider than the plot wraps (a cut label reads as a different quantity).
+  const std::vector<std::string> y_lines =
+      wrap_to_width(p.y_label, size.x, [&](const std::string& t) { return text_size(f.small, t.c_str()).x; });
+  const bool show_legend = p.legend && !p.series.empty();
+  std::vector<float> entry_w(p.series.size());
+  float legend_w = 0.0f;
+  for (std::size_t i = 0; i < p.series.size(); ++i) {
+    entry_w[i] = 22.0f + text_size(f.small, p.series[i].label.c_str()).x;
+    legend_w += entry_w[i] + 14.0f;
+  }
+  legend_w = std::max(0.0f, legend_w - 14.0f);
+  const float title_w = p.title.empty() ? 0.0f : text_size(f.bold, title.c_str()).x;
+  const float y_label_w = y_lines.empty() ? 0.0f : text_size(f.small, y_lines.back().c_str()).x;
+  // Where it fits, the legend goes on the title line, else on the y label's last line, else on lines of
+  // its own above the frame: beside the data, never over it.
+  const bool legend_on_title = show_legend && !p.title.empty() && legend_w + title_w + 24.0f < size.x;
+  const bool legend_on_y_label =
+      show_legend && !legend_on_title && !y_lines.empty() && legend_w + y_label_w + 24.0f < size.x;
+  // Legend lines of their own: entries wrapped to the plot's width, each line right-aligned.
+  std::vector<std::vector<std::size_t>> legend_rows;
+  if (show_legend && !legend_on_title && !legend_on_y_label) {
+    float x = 0.0f;
+    for (std::size_t i = 0; i < p.series.size(); ++i) {
+      if (legend_rows.empty() || (x > 0.0f && x + entry_w[i] > size.x)) {
+        legend_rows.emplace_back();
+        x = 0.0f;
+      }
+      legend_rows.back().push_back(i);
+      x += entry_w[i] + 14.0f;
+    }
+  }
   if (!p.title.empty()) {
     dl->AddText(f.bold, f.bold->FontSize, ImVec2(pos.x, top), colors::kText, title.c_str());
     top += f.bold->FontSize + 2.0f;
   }
-  if (!p.y_label.empty()) {
-    dl->PushClipRect(ImVec2(pos.x, top), ImVec2(pos.x + size.x, top + small_h + 2.0f), true);
-    dl->AddText(f.small, small_h, ImVec2(pos.x, top), colors::kTextDim, p.y_label.c_str());
-    dl->PopClipRect();
-    top += small_h + 4.0f;
+  float y_label_last_top = top;
+  for (const auto& line : y_lines) {
+    y_label_last_top = top;
+    dl->AddText(f.small, small_h, ImVec2(pos.x, top), colors::kTextDim, line.c_str());
+    top += small_h + 2.0f;
   }
+  if (!y_lines.empty()) top += 2.0f;
+  const float legend_rows_top = top;
+  top += static_cast<float>(legend_rows.size()) * (small_h + 3.0f);
+  // The top tick label is centred on the frame's top edge: half a line of room keeps it off the text above.
+  if (top > pos.y) top += std::floor(small_h * 0.5f);
   const float plot_h_guess = size.y - (top - pos.y) - 2.0f * small_h - 10.0f;
   const int y_budget = std::clamp(static_cast<int>(plot_h_guess / (2.4f * small_h)), 2, 8);
   const auto yticks = ticks_for(ym, y_budget);
@@ -156,7 +195,10 @@ PlotResult line_plot(const LinePlot& p) {
   for (const auto& t : yticks)
     if (t.major) label_w = std::max(label_w, text_size(f.small, t.label.c_str()).x);
   const float left = label_w + 8.0f;
-  const float bottom = small_h + 4.0f + (p.x_label.empty() ? 0.0f : small_h + 4.0f);
+  // The x label wraps too: centred under a narrow plot, one long line would run into the plot beside it.
+  const std::vector<std::string> x_lines =
+      wrap_to_width(p.x_label, size.x, [&](const std::string& t) { return text_size(f.small, t.c_str()).x; });
+  const float bottom = small_h + 4.0f + static_cast<float>(x_lines.size()) * (small_h + 2.0f) + (x_lines.empty() ? 0.0f : 2.0f);
   const ImVec2 p0(pos.x + left, top), p1(pos.x + size.x - 6.0f, pos.y + size.y - bottom);
   const float w = std::max(1.0f, p1.x - p0.x), h = std::max(1.0f, p1.y - p0.y);
   const int x_budget = std::clamp(static_cast<int>(w / 70.0f), 2, 12);
@@ -192,13 +234,29 @@ PlotResult line_plot(const LinePlot& p) {
 
   // Background, grid, ticks.
   dl->AddRectFilled(p0, p1, colors::kPlotBg);
+  // Tick labels closer than a line apart would print over each other (a log axis on a short plot):
+  // the decades are labelled first, then any other label where it has room.
+  std::vector<std::pair<float, const Tick*>> y_labels;
   for (const auto& t : yticks) {
     if (!ym.drawable(t.value)) continue;
     const float y = std::round(Y(t.value)) + 0.5f;
     if (y < p0.y - 0.5f || y > p1.y + 0.5f) continue;
     dl->AddLine(ImVec2(p0.x, y), ImVec2(p1.x, y), t.major ? colors::kGrid : colors::kGridMinor);
-    if (t.major)
-      text_at(dl, f.small, ImVec2(p0.x - 5.0f, y), 1.0f, 0.5f, colors::kTextDim, t.label.c_str());
+    if (t.major) y_labels.emplace_back(y, &t);
+  }
+  const auto decade = [&](const Tick& t) {
+    if (p.y_scale != ScaleKind::Log10 || !(t.value > 0.0)) return false;
+    const double e = std::log10(t.value);
+    return std::abs(e - std::round(e)) < 1e-9;
+  };
+  std::stable_partition(y_labels.begin(), y_labels.end(), [&](const auto& l) { return decade(*l.second); });
+  std::vector<float> placed_y;
+  for (const auto& [y, t] : y_labels) {
+    const float yy = y;
+    if (std::any_of(placed_y.begin(), placed_y.end(), [&](float o) { return std::abs(o - yy) < small_h + 1.0f; }))
+      continue;
+    placed_y.push_back(y);
+    text_at(dl, f.small, ImVec2(p0.x - 5.0f, y), 1.0f, 0.5f, colors::kTextDim, t->label.c_str());
   }
   float last_label_right = -1e9f;
   for (const auto& t : xticks) {
@@ -214,9 +272,13 @@ PlotResult line_plot(const LinePlot& p) {
       }
     }
   }
-  if (!p.x_label.empty())
-    text_at(dl, f.small, ImVec2((p0.x + p1.x) * 0.5f, p1.y + small_h + 6.0f), 0.5f, 0.0f,
-            colors::kTextDim, p.x_label.c_str());
+  for (std::size_t i = 0; i < x_lines.size(); ++i) {
+    // Centred under the frame where it fits there, else under the whole block.
+    const float lw = text_size(f.small, x_lines[i].c_str()).x;
+    const float cx = std::max(pos.x + lw * 0.5f, std::min((p0.x + p1.x) * 0.5f, pos.x + size.x - lw * 0.5f));
+    text_at(dl, f.small, ImVec2(cx, p1.y + small_h + 6.0f + static_cast<float>(i) * (small_h + 2.0f)), 0.5f, 0.0f,
+            colors::kTextDim, x_lines[i].c_str());
+  }
 
   dl->PushClipRect(p0, p1, true);
   // Markers and cursor under the data. Markers closer than 6 px would only hatch the plot grey:
@@ -235,6 +297,7 @@ PlotResult line_plot(const LinePlot& p) {
     dl->AddLine(ImVec2(x, p0.y), ImVec2(x, p1.y), colors::kCursor, 1.5f);
   }
   bool any = false;
+  std::vector<ImRect> label_boxes;  // point labels drawn so far
   for (std::size_t i = 0; i < p.series.size(); ++i) {
     if (!visible[i] || p.series[i].y.empty()) continue;
     any = true;
@@ -257,13 +320,23 @@ PlotResult line_plot(const LinePlot& p) {
         if (s.point_label) {
           const std::string lbl = s.point_label(k);
           if (!lbl.empty()) {
-            // Right of the point and above it, unless that runs past the frame: then to its left,
-            // and below it near the top edge, so no label is cut by the plot's clip rectangle.
+            // Right of the point and above it where that stays inside the frame and clear of the labels
+            // already drawn, else below it, else to its left; a label with no free place is left out
+            // (the hover read-out still names the point): two labels drawn over each other read as one.
             const ImVec2 ts = text_size(f.small, lbl.c_str());
-            const bool to_left = pt.x + 6.0f + ts.x > p1.x - 2.0f;
-            const bool below = pt.y - 3.0f - ts.y < p0.y + 1.0f;
-            text_at(dl, f.small, ImVec2(to_left ? pt.x - 6.0f : pt.x + 6.0f, below ? pt.y + 3.0f : pt.y - 3.0f),
-                    to_left ? 1.0f : 0.0f, below ? 0.0f : 1.0f, with_alpha(s.color, 0.95f), lbl.c_str());
+            for (int place = 0; place < 4; ++place) {
+              const bool to_left = place >= 2, below = place % 2 == 1;
+              const ImVec2 a(to_left ? pt.x - 6.0f - ts.x : pt.x + 6.0f, below ? pt.y + 3.0f : pt.y - 3.0f - ts.y);
+              const ImRect box(a, ImVec2(a.x + ts.x, a.y + ts.y));
+              if (box.Min.x < p0.x + 1.0f || box.Max.x > p1.x - 2.0f || box.Min.y < p0.y + 1.0f || box.Max.y > p1.y - 1.0f)
+                continue;
+              if (std::any_of(label_boxes.begin(), label_boxes.end(), [&](const ImRect& o) { return o.Overlaps(box); }))
+                continue;
+              label_boxes.push_back(box);
+              dl->AddText(f.small, small_h, ImVec2(std::floor(a.x), std::floor(a.y)), with_alpha(s.color, 0.95f),
+                          lbl.c_str());
+              break;
+            }
           }
         }
       }
@@ -275,27 +348,16 @@ PlotResult line_plot(const LinePlot& p) {
     text_at(dl, f.small, ImVec2((p0.x + p1.x) * 0.5f, (p0.y + p1.y) * 0.5f), 0.5f, 0.5f,
             colors::kTextFaint, p.empty_text.c_str());
 
-  // Legend: on the title line, right-aligned, when it fits (it never covers data there); otherwise
-  // inside the plot, top right. Click an entry to hide/show its series.
+  // Legend entries (right-aligned on their line); click one to hide/show its series.
   const ImVec2 mouse = ImGui::GetIO().MousePos;
-  bool legend_hit = false;
   const bool mouse_in_block = ImGui::IsWindowHovered() && mouse.x >= pos.x && mouse.x < pos.x + size.x &&
                               mouse.y >= pos.y && mouse.y < pos.y + size.y;
-  float legend_w = 0.0f;
-  for (const auto& s : p.series) legend_w += 22.0f + text_size(f.small, s.label.c_str()).x + 14.0f;
-  legend_w = std::max(0.0f, legend_w - 14.0f);
-  const float title_w = p.title.empty() ? 0.0f : text_size(f.bold, title.c_str()).x;
-  const float y_label_w = p.y_label.empty() ? 0.0f : text_size(f.small, p.y_label.c_str()).x;
-  // Where it fits, the legend goes on the title line, else on the y label's line: either way beside
-  // the data, never over it. Only when neither has room does it go inside the plot.
-  const bool legend_on_title = !p.title.empty() && legend_w + title_w + 24.0f < size.x;
-  const bool legend_on_y_label = !legend_on_title && !p.y_label.empty() && legend_w + y_label_w + 24.0f < size.x;
-  const bool legend_on_top = legend_on_title || legend_on_y_label;
-  if (p.legend && !p.series.empty() && legend_on_top) {
-    float x = pos.x + size.x - legend_w;
-    const float y = legend_on_title ? pos.y + (f.bold->FontSize - small_h) * 0.5f : y_label_top;
-    for (std::size_t i = 0; i < p.series.size(); ++i) {
-      const float ew = 22.0f + text_size(f.small, p.series[i].label.c_str()).x;
+  const auto legend_line = [&](const std::vector<std::size_t>& entries, float y) {
+    float line_w = 0.0f;
+    for (std::size_t i : entries) line_w += entry_w[i] + 14.0f;
+    float x = pos.x + size.x - std::max(0.0f, line_w - 14.0f);
+    for (std::size_t i : entries) {
+      const float ew = entry_w[i];
       const ImVec2 e0(x - 2.0f, y - 1.0f), e1(x + ew + 2.0f, y + small_h + 1.0f);
       const bool over = mouse_in_block && mouse.x >= e0.x && mouse.x < e1.x && mouse.y >= e0.y && mouse.y < e1.y;
       if (over) {
@@ -310,35 +372,17 @@ PlotResult line_plot(const LinePlot& p) {
                   p.series[i].label.c_str());
       x += ew + 14.0f;
     }
+  };
+  if (legend_on_title || legend_on_y_label) {
+    std::vector<std::size_t> all(p.series.size());
+    for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
+    legend_line(all, legend_on_title ? pos.y + (f.bold->FontSize - small_h) * 0.5f : y_label_last_top);
   }
-  if (p.legend && !p.series.empty() && !legend_on_top) {
-    float lw = 0.0f;
-    for (const auto& s : p.series) lw = std::max(lw, text_size(f.small, s.label.c_str()).x);
-    lw += 30.0f;
-    const float lh = small_h + 3.0f;
-    const ImVec2 l0(p1.x - lw - 6.0f, p0.y + 6.0f);
-    const ImVec2 l1(p1.x - 6.0f, l0.y + lh * static_cast<float>(p.series.size()) + 6.0f);
-    dl->AddRectFilled(l0, l1, colors::kLegendBg, 3.0f);
-    for (std::size_t i = 0; i < p.series.size(); ++i) {
-      const float y = l0.y + 3.0f + lh * static_cast<float>(i);
-      const ImVec2 e0(l0.x, y), e1(l1.x, y + lh);
-      const bool over = hovered && mouse.x >= e0.x && mouse.x < e1.x && mouse.y >= e0.y && mouse.y < e1.y;
-      if (over) {
-        legend_hit = true;
-        dl->AddRectFilled(e0, e1, colors::kHoverTint);
-        if (ImGui::IsMouseClicked(ImGuiMouseButton_Left))
-          store->SetBool(series_key(id, p.series[i].label), visible[i]);
-      }
-      const ImU32 c = visible[i] ? p.series[i].color : colors::kTextFaint;
-      const float ly = y + lh * 0.5f;
-      dl->AddLine(ImVec2(l0.x + 6.0f, ly), ImVec2(l0.x + 20.0f, ly), c, 2.5f);
-      dl->AddText(f.small, small_h, ImVec2(l0.x + 25.0f, y + 1.0f),
-                  visible[i] ? colors::kText : colors::kTextFaint, p.series[i].label.c_str());
-    }
-  }
+  for (std::size_t r = 0; r < legend_rows.size(); ++r)
+    legend_line(legend_rows[r], legend_rows_top + static_cast<float>(r) * (small_h + 3.0f));
 
   // Crosshair, hover read-out and scrubbing.
-  if (hovered && !legend_hit && !capturing) {
+  if (hovered && !capturing) {
     const double hx = xm.inverse((mouse.x - p0.x) / w);
     const double hy = ym.inverse((p1.y - mouse.y) / h);
     result.hovered = true;
@@ -381,7 +425,7 @@ PlotResult line_plot(const LinePlot& p) {
     if (!header) ImGui::TextDisabled("%s", p.empty_text.c_str());
     ImGui::EndTooltip();
   }
-  if (active && !legend_hit && ImGui::IsMouseDown(ImGuiMouseButton_Left))
+  if (active && ImGui::IsMouseDown(ImGuiMouseButton_Left))
     result.drag_x = xm.inverse(std::clamp((mouse.x - p0.x) / w, 0.0f, 1.0f));
 
   ImGui::SetCursorScreenPos(pos);

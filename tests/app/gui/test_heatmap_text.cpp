@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "gui/plot/heatmap.hpp"
 
@@ -29,6 +30,22 @@ TEST(HeatmapText, AWideSubtitleIsClippedAtACodePoint) {
   EXPECT_EQ(line, "[16 × 16]  before th…");
   EXPECT_EQ(clip_to_width("Wₜ − Wₜ₋₁", 35.0f, measure), "Wₜ −…") << "never half a character";
   EXPECT_EQ(clip_to_width("short", 100.0f, measure), "short");
+}
+
+// A plot's y label wraps at spaces instead of being cut: at UI scale 1.5 the inner-loss curves' label
+// lost its last words at the plot's edge.
+TEST(HeatmapText, ALabelWrapsAtSpacesAndEveryLineFits) {
+  const std::string label = "inner loss ½‖f(k; W) − v‖², mean over sequences and heads";
+  const auto lines = wrap_to_width(label, 150.0f, measure);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0], "inner loss ½‖f(k; W)");
+  EXPECT_EQ(lines[1], "− v‖², mean over");
+  EXPECT_EQ(lines[2], "sequences and heads");
+  for (const auto& l : lines) EXPECT_LE(measure(l), 150.0f);
+  EXPECT_EQ(wrap_to_width(label, 1000.0f, measure), std::vector<std::string>{label});
+  EXPECT_TRUE(wrap_to_width("", 100.0f, measure).empty());
+  // A single word wider than the line is the one case that still ends in "…".
+  EXPECT_EQ(wrap_to_width("a verylongwordindeed", 70.0f, measure), (std::vector<std::string>{"a", "verylongw…"}));
 }
 
 }  // namespace
