@@ -328,7 +328,9 @@ void handout(const LessonsArgs& a) {
       if (created) fs::remove(dir, ec);  // only when still empty
       set_exit_code(1);
     };
-    if (!fs::create_directory(staging, ec)) return give_up("cannot create a folder in " + dir.string() + ": " + ec.message());
+    fs::remove_all(staging, ec);  // left by an interrupted run that had this process id
+    if (!fs::create_directory(staging, ec))
+      return give_up("cannot create a folder in " + dir.string() + (ec ? ": " + ec.message() : std::string()));
     const auto t0 = std::chrono::steady_clock::now();
     for (std::size_t k = 0; k < shots.size(); ++k) {
       const auto t = std::chrono::steady_clock::now();

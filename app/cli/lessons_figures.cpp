@@ -30,6 +30,10 @@ namespace fs = std::filesystem;
 // frames asked for before it captures, so a few frames suffice.
 constexpr const char* kFigureSize = "1280x720";
 constexpr const char* kFigureFrames = "4";
+// The longest the app waits for the engine to finish a view before it captures it anyway, as long as
+// `tttlab lessons check` lets one experiment run: the heaviest views (lesson 12's evaluation at
+// T = 2048) take over a minute on two cores.
+constexpr const char* kFigureWaitSeconds = "600";
 
 std::string env(const char* name) {
   const char* v = std::getenv(name);
@@ -48,15 +52,16 @@ std::string tail_lines(const fs::path& file, std::size_t n) {
   return out;
 }
 
-// Runs `args` (args[0] an absolute path) with stdout discarded and stderr into `log`; the environment
-// is this process's less TTTLAB_PROGRESS, so a screenshot never reads a student's progress file. Returns
-// the exit status (128 + the signal when it was killed).
-int run_child(const std::vector<std::string>& args, const fs::path& log) {
+// Runs `args` (args[0] an absolute path) in the folder `cwd`, with stdout discarded and stderr into
+// `log` (an absolute path); the environment is this process's less TTTLAB_PROGRESS, so a screenshot
+// never reads a student's progress file. Returns the exit status (128 + the signal when it was killed).
+int run_child(const std::vector<std::string>& args, const fs::path& cwd, const fs::path& log) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
   posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW,
                                    0644);
+  posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
   std::vector<char*> argv;
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -103,10 +108,15 @@ void render_view(const fs::path& scene, const fs::path& png, std::string* notes)
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (exe.empty()) throw std::runtime_error("cannot find this program's own file (/proc/self/exe)");
-  const fs::path log = png.string() + ".log";
-  const int status = run_child({exe.string(), "gui", "--screenshot", png.string(), "--state", scene.string(), "--size",
-                                kFigureSize, "--frames", kFigureFrames, "--theme", "light"},
-                               log);
+  const fs::path out = fs::absolute(png, ec);
+  const fs::path log = out.string() + ".log";
+  // Run beside the scene and open it by its file name: the app's status bar shows the path it opened,
+  // and a printed page should not show the teacher's folders.
+  const fs::path where = fs::absolute(scene, ec).parent_path();
+  const int status = run_child({exe.string(), "gui", "--screenshot", out.string(), "--state", scene.filename().string(),
+                                "--size", kFigureSize, "--frames", kFigureFrames, "--wait", kFigureWaitSeconds,
+                                "--theme", "light"},
+                               where, log);
   const std::string said = tail_lines(log, 3);
   fs::remove(log, ec);
   if (status != 0 || !fs::is_regular_file(png, ec)) {
