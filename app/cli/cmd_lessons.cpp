@@ -1,4 +1,4 @@
-// `tttlab lessons list | check [NAME...] [--json] | measures | handout [NAME...] --out DIR`: the
+// `tttlab lessons list | check [NAME...] [--json] | measures | handout [NAME...] --out DIR [--figures]`: the
 // course in lessons/ (app/course/).
 //
 // `check` runs every claim of the named lessons (all by default) on the engine, headless: each
@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
 #include "cli/commands.hpp"
 #include "cli/lessons_commands.hpp"
@@ -40,6 +41,7 @@ struct LessonsArgs {
   int timeout_s = 600;
   std::string out;            // handout: the folder to write into
   bool with_answers = false;  // handout: the teacher's copy
+  bool figures = false;       // handout: pictures of the lessons' views
 };
 
 // A student pack (course_pack.hpp) opens like any lessons folder: its lessons are unsealed on reading.
@@ -216,50 +218,152 @@ void check(const LessonsArgs& a) {
   set_exit_code(lessons_failed ? 1 : 0);
 }
 
+// The figures' folder inside the handouts' folder.
+constexpr const char* kFiguresDir = "figures";
+
 // Renders every page first and writes only when all of them rendered, so a bad lesson leaves the
-// folder as it was. Only the folder itself is created (its parent must exist), and only handout files
-// and the index are written into it.
+// folder as it was. Only the folder itself is created (its parent must exist), and only handout files,
+// the index and (--figures) the pictures in its figures/ folder are written into it.
+//
+// --figures: the pictures are rendered into a hidden folder inside DIR first and moved into
+// DIR/figures/ only when every one of them was made; a failure removes them (and DIR, when this run
+// created it). A picture is made only for a figure the page shows: the student's copy never has a
+// picture of a sealed view, even as a file beside the page.
 void handout(const LessonsArgs& a) {
+  const char* me = "tttlab lessons handout";
   if (!course::handouts_available()) {
     std::fprintf(stderr,
-                 "tttlab lessons handout: this build has no Markdown-to-HTML renderer (install libmd4c-html0-dev "
-                 "and rebuild)\n");
+                 "%s: this build has no Markdown-to-HTML renderer (install libmd4c-html0-dev and rebuild)\n", me);
+    return set_exit_code(1);
+  }
+  if (std::string why; a.figures && !views_can_render(why)) {
+    std::fprintf(stderr, "%s: %s\n", me, why.c_str());
     return set_exit_code(1);
   }
   const auto c = open_course(a);
   if (!c) return set_exit_code(1);
   const auto todo = named_lessons(*c, a.names, "handout");
   if (!todo) return set_exit_code(2);
-  const course::HandoutOptions options{a.with_answers};
+
+  // The pictures to make: one per scene file (two experiments on one scene share it), named after
+  // the scene, "-2", "-3" … where two scenes in different folders share a name.
+  struct Shot {
+    fs::path scene;
+    std::string name;  // the PNG's file name in figures/
+  };
+  std::vector<Shot> shots;
+  std::vector<course::HandoutOptions> options(todo->size(), course::HandoutOptions{a.with_answers, a.figures, {}});
+  if (a.figures) {
+    std::error_code ec;
+    for (std::size_t i = 0; i < todo->size(); ++i) {
+      for (const auto& f : course::handout_figures(*(*todo)[i], options[i])) {
+        if (!f.shown) continue;
+        if (!fs::is_regular_file(f.scene, ec)) {
+          std::fprintf(stderr, "%s: %s: the scene %s is not a file\n", me, printable((*todo)[i]->name).c_str(),
+                       printable(f.scene.string()).c_str());
+          return set_exit_code(1);
+        }
+        const Shot* same = nullptr;
+        for (const Shot& s : shots)
+          if (fs::equivalent(s.scene, f.scene, ec)) same = &s;
+        if (!same) {
+          std::string name = f.scene.stem().string();
+          for (int n = 2;; ++n) {
+            bool taken = false;
+            for (const Shot& s : shots) taken = taken || s.name == name + ".png";
+            if (!taken) break;
+            name = f.scene.stem().string() + "-" + std::to_string(n);
+          }
+          shots.push_back({f.scene, name + ".png"});
+          same = &shots.back();
+        }
+        options[i].figure_files[f.experiment] = std::string(kFiguresDir) + "/" + same->name;
+      }
+    }
+  }
+
   std::vector<std::pair<std::string, std::string>> pages;  // file name, HTML
   try {
-    for (const auto* l : *todo) pages.emplace_back(course::handout_file_name(*l, options), course::handout_html(*l, options));
+    for (std::size_t i = 0; i < todo->size(); ++i)
+      pages.emplace_back(course::handout_file_name(*(*todo)[i], options[i]), course::handout_html(*(*todo)[i], options[i]));
   } catch (const course::LessonError& e) {
-    std::fprintf(stderr, "tttlab lessons handout: %s\n", printable(e.what()).c_str());
+    std::fprintf(stderr, "%s: %s\n", me, printable(e.what()).c_str());
     return set_exit_code(1);
   }
-  pages.emplace_back(a.with_answers ? "index-answers.html" : "index.html", course::handout_index_html(*todo, options));
+  const course::HandoutOptions index_options{a.with_answers, false, {}};
+  pages.emplace_back(a.with_answers ? "index-answers.html" : "index.html", course::handout_index_html(*todo, index_options));
 
   const fs::path dir = a.out;
+  const fs::path figures = dir / kFiguresDir;
   std::error_code ec;
   if (fs::exists(fs::symlink_status(dir, ec)) && !fs::is_directory(fs::symlink_status(dir, ec))) {
-    std::fprintf(stderr, "tttlab lessons handout: %s exists and is not a folder\n", printable(dir.string()).c_str());
+    std::fprintf(stderr, "%s: %s exists and is not a folder\n", me, printable(dir.string()).c_str());
     return set_exit_code(1);
   }
-  if (!fs::exists(dir, ec) && !fs::create_directory(dir, ec)) {
-    std::fprintf(stderr, "tttlab lessons handout: cannot create the folder %s: %s\n", printable(dir.string()).c_str(),
+  if (!shots.empty() && fs::exists(fs::symlink_status(figures, ec)) && !fs::is_directory(fs::symlink_status(figures, ec))) {
+    std::fprintf(stderr, "%s: %s exists and is not a folder\n", me, printable(figures.string()).c_str());
+    return set_exit_code(1);
+  }
+  const bool created = !fs::exists(dir, ec);
+  if (created && !fs::create_directory(dir, ec)) {
+    std::fprintf(stderr, "%s: cannot create the folder %s: %s\n", me, printable(dir.string()).c_str(),
                  ec ? ec.message().c_str() : "its parent folder does not exist");
     return set_exit_code(1);
   }
   try {
     for (const auto& [name, html] : pages) check_output_file(dir / name);
-    for (const auto& [name, html] : pages) write_file_atomic(dir / name, html);
+    if (fs::is_directory(figures, ec))
+      for (const Shot& s : shots) check_output_file(figures / s.name);
   } catch (const FileError& e) {
-    std::fprintf(stderr, "tttlab lessons handout: %s\n", printable(e.what()).c_str());
+    std::fprintf(stderr, "%s: %s\n", me, printable(e.what()).c_str());
+    if (created) fs::remove(dir, ec);
     return set_exit_code(1);
   }
-  std::printf("wrote %zu handout%s (%s) and %s into %s\n", todo->size(), todo->size() == 1 ? "" : "s",
+
+  if (!shots.empty()) {
+    const fs::path staging = dir / (".figures-" + std::to_string(::getpid()));
+    const auto give_up = [&](const std::string& why) {
+      std::fprintf(stderr, "%s: %s\n", me, printable(why).c_str());
+      fs::remove_all(staging, ec);
+      if (created) fs::remove(dir, ec);  // only when still empty
+      set_exit_code(1);
+    };
+    fs::remove_all(staging, ec);  // left by an interrupted run that had this process id
+    if (!fs::create_directory(staging, ec))
+      return give_up("cannot create a folder in " + dir.string() + (ec ? ": " + ec.message() : std::string()));
+    const auto t0 = std::chrono::steady_clock::now();
+    for (std::size_t k = 0; k < shots.size(); ++k) {
+      const auto t = std::chrono::steady_clock::now();
+      std::string notes;
+      try {
+        render_view(shots[k].scene, staging / shots[k].name, &notes);
+      } catch (const std::exception& e) {
+        return give_up(e.what());
+      }
+      std::printf("figure %zu/%zu: %s (%.1f s)\n", k + 1, shots.size(), printable(shots[k].name).c_str(),
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count());
+      if (!notes.empty()) std::printf("  note: %s\n", printable(notes).c_str());
+      std::fflush(stdout);
+    }
+    if (!fs::is_directory(figures, ec) && !fs::create_directory(figures, ec))
+      return give_up("cannot create the folder " + figures.string() + ": " + ec.message());
+    for (const Shot& s : shots) {
+      fs::rename(staging / s.name, figures / s.name, ec);  // within one folder tree: atomic
+      if (ec) return give_up("cannot move a figure into " + figures.string() + ": " + ec.message());
+    }
+    fs::remove_all(staging, ec);
+    std::printf("rendered %zu figure%s in %.1f s\n", shots.size(), shots.size() == 1 ? "" : "s",
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  try {
+    for (const auto& [name, html] : pages) write_file_atomic(dir / name, html);
+  } catch (const FileError& e) {
+    std::fprintf(stderr, "%s: %s\n", me, printable(e.what()).c_str());
+    return set_exit_code(1);
+  }
+  std::printf("wrote %zu handout%s (%s)%s and %s into %s\n", todo->size(), todo->size() == 1 ? "" : "s",
               a.with_answers ? "teacher's copies, with answers" : "students' copies, without answers",
+              shots.empty() ? "" : (", " + std::to_string(shots.size()) + " figure" + (shots.size() == 1 ? "" : "s")).c_str(),
               pages.back().first.c_str(), printable(dir.string()).c_str());
   set_exit_code(0);
 }
@@ -295,12 +399,21 @@ void register_lessons(CLI::App& app) {
   auto* h = cmd->add_subcommand(
       "handout",
       "Write a printable HTML page per lesson into a folder: the text, the predictions and questions with room "
-      "to answer, and no answers (--with-answers: the teacher's copy, with every answer, reveal and check).");
+      "to answer, and no answers (--with-answers: the teacher's copy, with every answer, reveal and check; "
+      "--figures: with pictures of the lesson's views).");
+  h->footer("--figures renders each view with the app (OpenGL). On a machine without a display:\n"
+            "  xvfb-run -a tttlab lessons handout 03 --out week1 --figures\n"
+            "The student's copy leaves out the picture of every view a prediction asks about (\"Figure in the app\n"
+            "after your prediction\") and of every view in a \"The reveal\" section; --with-answers includes them.");
   h->add_option("names", args->names, "Lessons, by name or number (default: all)");
   h->add_option("--out", args->out, "The folder to write into (created if missing; its parent must exist)")
       ->required()
       ->check(non_empty_path());
   h->add_flag("--with-answers", args->with_answers, "The teacher's copy: answers, reveals and the engine's checks");
+  h->add_flag("--figures", args->figures,
+              "Also a picture of each lesson's views (its scene and its experiments), computed by the engine and "
+              "rendered by the app into DIR/figures/, placed where the lesson shows them. A view a prediction asks "
+              "about is in the teacher's copy only. Needs a display: run under xvfb-run -a on a machine without one");
   h->callback([args] { handout(*args); });
 
   auto* m = cmd->add_subcommand("measures", "The measures each view offers to lesson predictions and checks.");

@@ -1,6 +1,8 @@
 // app/course/handout.cpp — printable lesson pages (format in handout.hpp).
 #include "course/handout.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <string_view>
 
 #include "course/course_session.hpp"
@@ -35,6 +37,10 @@ pre { background: #f4f4f4; padding: 0.5em; white-space: pre-wrap; }
 .hint { font-size: 9.5pt; color: #333; }
 .answer { border-top: 1px dashed #666; margin-top: 0.6em; padding-top: 0.3em; }
 .answer .label { color: #000; }
+figure.view { margin: 1.1em 0; break-inside: avoid; page-break-inside: avoid; }
+figure.view img { display: block; width: 100%; height: auto; border: 1px solid #888; }
+figure.view figcaption { font-family: "DejaVu Sans", sans-serif; font-size: 8.5pt; color: #333; margin-top: 0.3em; }
+figure.view.sealed { border: 1px dashed #888; padding: 0.5em 0.9em; font-style: italic; }
 footer { margin-top: 2.5em; font-size: 8.5pt; color: #555; border-top: 1px solid #bbb; padding-top: 0.4em; }
 @page { margin: 16mm 16mm 18mm; }
 @media print { body { margin: 0; max-width: none; } a { color: #000; text-decoration: none; } }
@@ -160,8 +166,9 @@ bool is_heading(std::string_view line, int level) {
 }
 
 // The Markdown of the lesson's text parts, with the title heading dropped (the page's header shows
-// it) and, for students, the "The reveal" sections dropped. `in_reveal` carries across parts: a
-// section runs from its level-2 heading to the next one, whatever blocks lie between.
+// it) and, for students, the "The reveal" sections dropped. `in_reveal` carries across parts (and
+// across the pieces a figure splits a part into): a section runs from its level-2 heading to the next
+// one, whatever blocks lie between.
 std::string prose(std::string_view md, bool with_answers, bool& in_reveal) {
   std::string out;
   bool fenced = false;
@@ -179,6 +186,59 @@ std::string prose(std::string_view md, bool with_answers, bool& in_reveal) {
     out += '\n';
   }
   return out;
+}
+
+// Whether the ```experiment block that stood at (part, offset) lies in a "The reveal" section.
+bool in_reveal_at(const Lesson& L, std::size_t part, std::size_t offset) {
+  bool in_reveal = false;
+  for (std::size_t k = 0; k < L.parts.size() && k <= part; ++k) {
+    if (L.parts[k].kind != LessonPart::Kind::Markdown) continue;
+    const std::string& md = L.parts[k].markdown;
+    prose(k < part ? std::string_view(md) : std::string_view(md).substr(0, std::min(offset, md.size())), true,
+          in_reveal);
+  }
+  return in_reveal;
+}
+
+bool same_scene(const std::filesystem::path& a, const std::filesystem::path& b) {
+  if (a.empty() || b.empty()) return false;
+  std::error_code ec;
+  if (std::filesystem::equivalent(a, b, ec)) return true;
+  return std::filesystem::weakly_canonical(a, ec) == std::filesystem::weakly_canonical(b, ec);
+}
+
+// A relative path as an attribute value: every byte but the unreserved ones and '/' percent-encoded,
+// so a file name with a space, '#' or '?' still names the file.
+std::string url_path(std::string_view path) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (const char ch : path) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || c == '/') {
+      out += ch;
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
+std::string figure_html(const HandoutFigure& f, const HandoutOptions& options) {
+  if (f.shown) {
+    const auto it = options.figure_files.find(f.experiment);
+    if (it == options.figure_files.end())
+      throw LessonError("no picture was made for the figure \"" + f.caption + "\"");
+    return "<figure class=\"view\"><img src=\"" + escape(url_path(it->second)) + "\" alt=\"" + escape(f.caption) +
+           "\">\n<figcaption>Figure: " + escape(f.caption) + "</figcaption></figure>\n";
+  }
+  // A sealed view in text the student reads: say where to see it. One in a left-out reveal section
+  // goes with its section.
+  if (f.guarded && !f.in_reveal)
+    return "<figure class=\"view sealed\"><p>Figure in the app after your prediction: " + escape(f.caption) +
+           ".</p></figure>\n";
+  return {};
 }
 
 std::string page(const std::string& title, const std::string& body, bool with_answers) {
@@ -201,6 +261,35 @@ std::string handout_file_name(const Lesson& lesson, const HandoutOptions& option
   return lesson.name + (options.with_answers ? "-answers.html" : ".html");
 }
 
+std::vector<HandoutFigure> handout_figures(const Lesson& L, const HandoutOptions& options) {
+  const auto guarded = [&L](const std::filesystem::path& scene) {
+    for (const Prediction& p : L.predictions) {
+      const std::filesystem::path* asked = &L.scene;
+      for (const ExtraExperiment& x : L.experiments)
+        if (x.id == p.experiment) asked = &x.scene;
+      if (same_scene(*asked, scene)) return true;
+    }
+    return false;
+  };
+  std::vector<HandoutFigure> out;
+  HandoutFigure own;
+  own.scene = L.scene;
+  own.guarded = guarded(L.scene);
+  own.caption = "the lesson's view (" + L.scene.filename().string() + ")";
+  out.push_back(std::move(own));
+  for (const ExtraExperiment& x : L.experiments) {
+    HandoutFigure f;
+    f.experiment = x.id;
+    f.scene = x.scene;
+    f.guarded = guarded(x.scene);
+    f.in_reveal = in_reveal_at(L, x.part, x.offset);
+    f.caption = "experiment \u201c" + x.id + "\u201d (" + x.scene.filename().string() + ")";
+    out.push_back(std::move(f));
+  }
+  for (HandoutFigure& f : out) f.shown = options.with_answers || (!f.guarded && !f.in_reveal);
+  return out;
+}
+
 std::string handout_html(const Lesson& L, const HandoutOptions& options) {
   const bool with = options.with_answers;
   const int number = course_session::lesson_number(L.name);
@@ -211,10 +300,36 @@ std::string handout_html(const Lesson& L, const HandoutOptions& options) {
   if (!L.goal.empty()) body += "<p class=\"goal\">" + escape(L.goal) + "</p>\n";
   body += "<p class=\"hint\">Name: ________________________________ &nbsp; Date: ______________</p>\n</header>\n";
 
+  // The figures, and for each part the experiment blocks that stood in or before it (in text order).
+  std::vector<HandoutFigure> figures;
+  if (options.figures) figures = handout_figures(L, options);
+  if (!figures.empty()) body += figure_html(figures.front(), options);
+  const auto blocks_at = [&](std::size_t k) {
+    std::vector<std::pair<std::size_t, const HandoutFigure*>> at;  // offset, figure
+    for (std::size_t x = 0; x < L.experiments.size() && x + 1 < figures.size(); ++x)
+      if (L.experiments[x].part == k) at.emplace_back(L.experiments[x].offset, &figures[x + 1]);
+    return at;
+  };
+
   bool in_reveal = false;
-  for (const LessonPart& part : L.parts) {
+  for (std::size_t k = 0; k < L.parts.size(); ++k) {
+    const LessonPart& part = L.parts[k];
+    const auto here = blocks_at(k);
+    if (part.kind != LessonPart::Kind::Markdown)
+      for (const auto& [offset, f] : here) body += figure_html(*f, options);
     switch (part.kind) {
-      case LessonPart::Kind::Markdown: body += markdown_html(prose(part.markdown, with, in_reveal)); break;
+      case LessonPart::Kind::Markdown: {
+        // The text is cut where each block stood and the figure goes in the cut.
+        std::size_t from = 0;
+        for (const auto& [offset, f] : here) {
+          const std::size_t to = std::clamp(offset, from, part.markdown.size());
+          body += markdown_html(prose(std::string_view(part.markdown).substr(from, to - from), with, in_reveal));
+          body += figure_html(*f, options);
+          from = to;
+        }
+        body += markdown_html(prose(std::string_view(part.markdown).substr(from), with, in_reveal));
+        break;
+      }
       case LessonPart::Kind::Prediction:
         body += prediction_html(L.predictions.at(static_cast<std::size_t>(part.index)), with);
         break;
@@ -229,6 +344,7 @@ std::string handout_html(const Lesson& L, const HandoutOptions& options) {
         break;
     }
   }
+  for (const auto& [offset, f] : blocks_at(L.parts.size())) body += figure_html(*f, options);  // after the text
   return page(L.title, body, with);
 }
 

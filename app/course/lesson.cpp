@@ -453,6 +453,8 @@ Lesson parse_unescaped(std::string_view text, const fs::path& file) {
       no_duplicates(f, {}, at);
       ExtraExperiment x;
       x.line = ln;
+      x.part = L.parts.size();  // the pending Markdown, when there is any, becomes this part
+      x.offset = md.size();
       x.id = required(f, "id", "experiment", ln, at);
       const std::string s = required(f, "scene", "experiment", ln, at);
       if (fs::path(s).extension() != lab::kStateExtension)

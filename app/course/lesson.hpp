@@ -138,6 +138,9 @@ struct ExtraExperiment {
   std::string id;
   std::filesystem::path scene;  // resolved next to the lesson
   int line = 0;
+  // Where the block stood in the text, for a handout's figure: before parts[part], and `offset` bytes
+  // into it when that part is Markdown (the text either side of the block stays one Markdown part).
+  std::size_t part = 0, offset = 0;
 };
 
 // The lesson's Markdown with the blocks above cut out, in reading order: prose, then a widget, ….

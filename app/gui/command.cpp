@@ -35,7 +35,7 @@ void register_gui(CLI::App& app) {
     std::string screenshot, panel, state, lesson, lessons_dir, size = "1600x1000", device = "auto", theme;
     float ui_scale = 0.0f;
     bool presenter = false;
-    int frames = 10, bench = 0;
+    int frames = 10, bench = 0, settle_s = 60;
     bool bench_idle = false;
   };
   cmd->footer("Screenshots and benchmarks render offscreen but need an X display for OpenGL. Without one,\n"
@@ -48,6 +48,10 @@ void register_gui(CLI::App& app) {
                    ->check(non_empty_path());
   cmd->add_option("--frames", o->frames, "Frames to render before the screenshot (default 10)")
       ->check(CLI::Range(1, 100000))
+      ->needs(shot);
+  cmd->add_option("--wait", o->settle_s,
+                  "Seconds the screenshot waits at most for the engine to finish computing the view (default 60)")
+      ->check(CLI::Range(1, 86400))
       ->needs(shot);
   cmd->add_option("--panel", o->panel, "Panel to show, by id or name (see --list-panels)");
   cmd->add_option("--state", o->state, "Open this .tttlab state file at start")->check(CLI::ExistingFile);
@@ -81,6 +85,7 @@ void register_gui(CLI::App& app) {
     g.list_panels = o->list;
     g.screenshot = o->screenshot;
     g.frames = o->frames;
+    g.settle_s = o->settle_s;
     g.panel = o->panel;
     g.state_file = o->state;
     g.lesson = o->lesson;

@@ -475,7 +475,7 @@ int App::run_screenshot() {
   const auto t0 = Clock::now();
   std::uint64_t seen = 0;
   int stable = 0;
-  while (stable < 3 && ms_since(t0) < 60000.0) {
+  while (stable < 3 && ms_since(t0) < 1000.0 * m_opt.settle_s) {
     const bool idle = m_engine.settled();
     const auto v = m_engine.snapshot()->version;
     stable = idle && v == seen ? stable + 1 : 0;
@@ -486,7 +486,7 @@ int App::run_screenshot() {
     render();
   }
   if (stable < 3)
-    std::fprintf(stderr, "tttlab gui: the engine was still busy after 60 s; capturing anyway\n");
+    std::fprintf(stderr, "tttlab gui: the engine was still busy after %d s; capturing anyway\n", m_opt.settle_s);
   m_window->poll_events();
   frame();
   const ImVec4 c = clear_color();

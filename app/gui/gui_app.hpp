@@ -23,6 +23,7 @@ struct GuiOptions {
   bool list_panels = false;
   std::string screenshot;   // PNG path; empty: interactive
   int frames = 10;          // frames rendered before the screenshot
+  int settle_s = 60;        // then at most this long for the engine to finish what they asked for
   std::string panel;        // panel id or name to start on
   std::string state_file;   // .tttlab to open at start
   std::string lesson;       // lesson to dock at start, by name or number ("01"): opens its scene too
