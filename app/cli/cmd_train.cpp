@@ -47,6 +47,7 @@ struct TrainArgs {
   DeviceOptions device;
   std::string precision = "fp32";
   std::string gpus;  // empty: one device; "N" or "all": data-parallel (train/data_parallel.hpp)
+  int keep_checkpoints = 2;  // the newest checkpoints kept in the run directory (0: all)
 };
 
 void run(const TrainArgs& a, CLI::App* cmd) {
@@ -84,6 +85,7 @@ void run(const TrainArgs& a, CLI::App* cmd) {
   // Only the job's first process writes the run directory; the others compute and stay quiet.
   SessionOptions session_options;
   session_options.writes_files = job.process_rank == 0;
+  session_options.keep_checkpoints = static_cast<std::size_t>(a.keep_checkpoints);
   const bool speaks = job.process_rank == 0;
   if (!a.resume.empty()) {
     for (const char* opt : {"--preset", "--layer", "--steps", "--data", "--batch", "--seq-len", "--lr", "--seed",
@@ -258,6 +260,11 @@ void register_train(CLI::App& app) {
   cmd->add_option("--threads", a->run.threads, "Worker threads (0: all hardware threads); results are deterministic per thread count")
       ->check(CLI::Range(0, 1024));
   cmd->add_option("--checkpoint-every", a->run.checkpoint_every, "Save every N steps (and always at the end)")->check(CLI::Range(0L, 1000000000L));
+  cmd->add_option("--keep-checkpoints", a->keep_checkpoints,
+                  "Keep the N newest checkpoints in the run directory (0: keep every one, e.g. to follow the "
+                  "run again later)")
+      ->check(CLI::Range(0, 1000000))
+      ->capture_default_str();
   cmd->add_option("--eval-every", a->run.eval_every, "Validate every N steps (and always at the end)")->check(CLI::Range(0L, 1000000000L));
   cmd->add_option("--eval-windows", a->run.eval_windows, "Validation windows of T bytes (0: the whole validation text)")->check(CLI::Range(0, 1 << 30))->capture_default_str();
   cmd->add_option("--out", a->out, "Run directory (checkpoints, metrics.jsonl)")->check(non_empty_path());

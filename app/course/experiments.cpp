@@ -10,6 +10,7 @@
 #include "course/lesson.hpp"
 #include "lab/engine/engine.hpp"
 #include "lab/features.hpp"
+#include "lab/models/model_library.hpp"
 #include "lab/state/json_fields.hpp"
 #include "lab/state/state_file.hpp"
 #include "tttlab/io/limits.hpp"
@@ -91,8 +92,26 @@ std::uint64_t view_generation(std::string_view panel, const lab::Snapshot& s) {
   return f && f->measures ? f->measures->generation(s) : 0;
 }
 
+std::string scene_shipped_run(const nlohmann::json& state) {
+  if (!follows_training(state)) return "";
+  try {
+    const std::string name = state.at("panels").at(lab::kInnerCurvesId).value("shipped_run", std::string());
+    return name.empty() ? "" : lab::kShippedRunPrefix + name;
+  } catch (const nlohmann::json::exception&) {
+    return "";
+  }
+}
+
+nlohmann::json with_shipped_run(nlohmann::json state) {
+  const std::string id = scene_shipped_run(state);
+  if (id.empty()) throw LessonError("this experiment has no shipped run: it follows no training run, or names none");
+  state["panels"][lab::kInnerCurvesId]["model_id"] = id;
+  return state;
+}
+
 Measures run_scene(const fs::path& scene, std::chrono::seconds timeout,
-                   const std::function<void(double)>& progress, std::vector<std::string>* notes) {
+                   const std::function<void(double)>& progress, std::vector<std::string>* notes,
+                   bool shipped_run) {
   nlohmann::json state;
   lab::KeyLog keys;
   try {
@@ -100,6 +119,7 @@ Measures run_scene(const fs::path& scene, std::chrono::seconds timeout,
   } catch (const lab::StateError& e) {
     throw LessonError(e.what());
   }
+  if (shipped_run) state = with_shipped_run(std::move(state));
   const std::string panel = scene_panel(state);
   // A scene that follows a training run trains in a fresh temporary folder, removed afterwards (the
   // engine, declared after it, is stopped and its run threads joined first).

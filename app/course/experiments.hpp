@@ -54,6 +54,14 @@ std::optional<Measures> read_measures(std::string_view panel, const lab::Snapsho
 // generation when asked for exactly what they already show: their measures are then already right.)
 std::uint64_t view_generation(std::string_view panel, const lab::Snapshot& snapshot);
 
+// The shipped run that can stand in for the training run the scene follows: "shipped-run:<name>"
+// (lab/models/model_library.hpp) when the scene's active view is the inner-loss curves following
+// "training" and its entry names one (panels.inner_curves.shipped_run), else "".
+std::string scene_shipped_run(const nlohmann::json& state);
+// The scene with its curves replaying that shipped run instead of following the training run; posted,
+// it trains nothing. Throws LessonError when the scene offers no shipped run.
+nlohmann::json with_shipped_run(nlohmann::json state);
+
 // Headless: a private engine computes the scene (the file's active panel) and the measures are read
 // when it is done. A scene whose inner-loss curves name the model "training" (lab::kFollowTrainingId)
 // follows a training run: post_scene also starts the scene's Training-panel run (panels.training.
@@ -62,8 +70,10 @@ std::uint64_t view_generation(std::string_view panel, const lab::Snapshot& snaps
 // (unreadable scene, the computation failed, or it took longer than `timeout`).
 // Keys of the scene's view settings that nothing reads (a typo: the view then runs with the default)
 // are notes, "SCENE: unknown key "panels.x.y" (ignored)": into `notes` when given, else one line each
-// on stderr.
+// on stderr. `shipped_run`: run the scene as with_shipped_run makes it (its shipped run replayed, no
+// training).
 Measures run_scene(const std::filesystem::path& scene, std::chrono::seconds timeout,
-                   const std::function<void(double)>& progress = {}, std::vector<std::string>* notes = nullptr);
+                   const std::function<void(double)>& progress = {}, std::vector<std::string>* notes = nullptr,
+                   bool shipped_run = false);
 
 }  // namespace tttlab::course

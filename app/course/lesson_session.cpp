@@ -177,7 +177,20 @@ bool LessonSession::veiled() const {
   return false;
 }
 
-std::optional<fs::path> LessonSession::begin_run(const std::string& experiment, const Snapshot& snap) {
+bool LessonSession::offers_shipped_run(const std::string& experiment) const {
+  // The pane asks every frame: the scene file is read once.
+  if (const auto it = m_offers_shipped.find(experiment); it != m_offers_shipped.end()) return it->second;
+  bool offers = false;
+  try {
+    offers = !course::scene_shipped_run(lab::read_state_file(m_lesson.scene_of(experiment))).empty();
+  } catch (const std::exception&) {  // LessonError, StateError: begin_run says why
+  }
+  m_offers_shipped[experiment] = offers;
+  return offers;
+}
+
+std::optional<fs::path> LessonSession::begin_run(const std::string& experiment, const Snapshot& snap,
+                                                 bool shipped_run) {
   m_run_error.clear();
   m_last_experiment = experiment;
   try {
@@ -190,7 +203,9 @@ std::optional<fs::path> LessonSession::begin_run(const std::string& experiment, 
     m_view = experiment;  // the app opens this scene now
     r.experiment = experiment;
     r.panel = panel;
-    r.scene = state;
+    r.scene = shipped_run ? course::with_shipped_run(state) : state;
+    // The app opens the scene file as it is (its view waits for a run); the replay follows at once.
+    r.post_first = shipped_run;
     r.baseline = course::view_generation(panel, snap);
     m_run = r;
     return scene;
@@ -210,6 +225,18 @@ const std::string& LessonSession::running_experiment() const {
 
 void LessonSession::poll(const Snapshot& snap, bool engine_quiet, CommandSink& sink) {
   if (!m_run) return;
+  if (m_run->post_first) {
+    m_run->post_first = false;
+    m_run->posted = true;
+    m_run->quiet_before = false;
+    try {
+      course::post_scene(m_run->scene, sink);
+    } catch (const std::exception& e) {
+      m_run.reset();
+      m_run_error = std::string("The experiment could not start: ") + e.what();
+    }
+    return;
+  }
   const bool fresh = course::view_generation(m_run->panel, snap) > m_run->baseline;
   // Quiescent at the previous poll, which came after the scene was posted: this frame's snapshot was
   // taken later, so it holds the engine's answer to that scene.

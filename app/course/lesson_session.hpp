@@ -125,7 +125,13 @@ class LessonSession {
   // ---- experiments
   // Starts measuring `experiment` ("" = the lesson's scene) from this frame's snapshot. Returns the
   // scene file the app must open now, or nothing (run_error() says why).
-  std::optional<std::filesystem::path> begin_run(const std::string& experiment, const Snapshot& snap);
+  // `shipped_run`: the experiment follows a training run and offers_shipped_run(): its shipped run is
+  // replayed instead (course::with_shipped_run, posted at the next poll), and nothing trains.
+  std::optional<std::filesystem::path> begin_run(const std::string& experiment, const Snapshot& snap,
+                                                 bool shipped_run = false);
+  // Whether `experiment`'s scene follows a training run that a shipped run can stand in for
+  // (course::scene_shipped_run): the student may then use it instead of training.
+  bool offers_shipped_run(const std::string& experiment) const;
   // The app could not open the scene: the run is abandoned (its own error popup explains why).
   void cancel_run();
   // Once per frame, before anything can begin a run in that frame. `engine_quiet`: Engine::quiescent()
@@ -166,6 +172,7 @@ class LessonSession {
     std::uint64_t baseline = 0;
     bool quiet_before = false;
     bool posted = false;  // the scene itself was posted (once)
+    bool post_first = false;  // post it at the next poll (the shipped run: the file alone would train)
   };
   void save_record(int i);
   // Right or not, for an answer to prediction i measured as `measured`.
@@ -173,6 +180,7 @@ class LessonSession {
 
   course::Lesson m_lesson;
   course::ProgressStore* m_progress;
+  mutable std::map<std::string, bool> m_offers_shipped;  // offers_shipped_run, read once per experiment
   std::vector<MdDocument> m_docs;
   std::vector<PredictionState> m_preds;
   std::vector<course::PredictionRecord> m_records;

@@ -113,6 +113,25 @@ TEST(TrainingSession, SameRunTwiceWritesIdenticalRecords) {
   EXPECT_TRUE(fs::exists(tmp / "a" / "train_config.json"));
 }
 
+// A run keeps its two newest checkpoints; keep_checkpoints = 0 keeps every one (what a shipped run's
+// recipe exports from, assets/models/README.md), and the weights are the same either way.
+TEST(TrainingSession, KeepCheckpointsZeroKeepsEveryCheckpoint) {
+  TempDir tmp;
+  TrainConfig cfg = tiny_config(write_corpus(tmp.path()), 6);
+  cfg.checkpoint_every = 2;
+  SessionOptions all = fake_clock();
+  all.keep_checkpoints = 0;
+  EXPECT_EQ(TrainingSession::create(tmp / "all", cfg, TextData::load(cfg), {}, all)->run(),
+            TrainingSession::Outcome::Finished);
+  EXPECT_EQ(new_session(tmp / "two", cfg)->run(), TrainingSession::Outcome::Finished);
+  for (const char* step : {"step-0000002", "step-0000004", "step-0000006"})
+    EXPECT_TRUE(fs::exists(tmp / "all" / step / "model.safetensors")) << step;
+  EXPECT_FALSE(fs::exists(tmp / "two" / "step-0000002"));
+  EXPECT_TRUE(fs::exists(tmp / "two" / "step-0000004" / "model.safetensors"));
+  EXPECT_EQ(read_file_text(tmp / "all" / "step-0000006" / "model.safetensors"),
+            read_file_text(tmp / "two" / "step-0000006" / "model.safetensors"));
+}
+
 TEST(TrainingSession, StopHookStopsBetweenStepsWithACheckpoint) {
   TempDir tmp;
   TrainConfig cfg = session_config(session_corpus(tmp.path()), 50);

@@ -52,8 +52,9 @@ double job_progress(const Snapshot& snap) {
   return p;
 }
 
-void start_run(LessonSession& s, const std::string& experiment, const Snapshot& snap, const LessonPaneHost& host) {
-  if (auto scene = s.begin_run(experiment, snap)) {
+void start_run(LessonSession& s, const std::string& experiment, const Snapshot& snap, const LessonPaneHost& host,
+               bool shipped_run = false) {
+  if (auto scene = s.begin_run(experiment, snap, shipped_run)) {
     if (!host.open_scene || !host.open_scene(*scene)) s.cancel_run();
   }
 }
@@ -75,6 +76,18 @@ void run_controls(LessonSession& s, const std::string& experiment, const char* l
   } else {
     ImGui::BeginDisabled(s.running());
     if (ImGui::Button(label)) start_run(s, experiment, snap, host);
+    // An experiment that trains a run may use the run's shipped checkpoints instead.
+    if (s.offers_shipped_run(experiment)) {
+      if (ImGui::IsItemHovered()) ImGui::SetTooltip("Trains the lesson's run and follows its checkpoints");
+      const char* shipped = "Use the shipped run (no training)";
+      // Beside it where the pane is wide enough, else below (a narrow pane, a large zoom).
+      const float need = ImGui::CalcTextSize(shipped).x + 2 * ImGui::GetStyle().FramePadding.x + 8;
+      if (ImGui::GetContentRegionAvail().x - ImGui::GetItemRectSize().x > need) ImGui::SameLine(0, 8);
+      if (ImGui::Button(shipped)) start_run(s, experiment, snap, host, true);
+      if (ImGui::IsItemHovered())
+        ImGui::SetTooltip("The checkpoints of the same run, made with the same settings and shipped with the app: "
+                          "the view replays them as if it followed the run, and nothing trains");
+    }
     ImGui::EndDisabled();
     if (s.running()) {
       ImGui::SameLine();

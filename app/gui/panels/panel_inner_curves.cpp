@@ -52,9 +52,10 @@ class InnerCurvesPanel final
       widgets::section_label("MODEL AND DATA");
       widgets::row("Model");
       const bool follow = m_settings.run.model_id == kFollowTrainingId;
-      if (follow) {
+      const bool replay = is_shipped_run_id(m_settings.run.model_id);
+      if (follow || replay) {
         ImGui::BeginDisabled();
-        std::string shown = "the next training run's checkpoints";
+        std::string shown = follow ? "the next training run's checkpoints" : "the shipped run's checkpoints";
         widgets::model_combo("model", shown, nullptr, true, nullptr);
         ImGui::EndDisabled();
       } else {
@@ -70,6 +71,16 @@ class InnerCurvesPanel final
       widgets::help_marker("Then start a run in the Training view: this view shows the first checkpoint the run "
                            "saves and computes again each time it saves a new one. (A run chosen in the list "
                            "above is followed the same way, from its latest checkpoint.)");
+      if (!m_settings.shipped_run.empty() && !replay) {
+        // The run this view's lesson trains also ships: its checkpoints, replayed, stand in for training.
+        if (ImGui::Button("Use the shipped run (no training)")) {
+          m_settings.run.model_id = kShippedRunPrefix + m_settings.shipped_run;
+          run = true;
+        }
+        if (ImGui::IsItemHovered())
+          ImGui::SetTooltip("The checkpoints of the lesson's run, made with the same settings and shipped with "
+                            "the app: this view computes with each in turn, as if it followed the run");
+      }
       widgets::row("Data", "Sequences are the first validation windows of this text (the same for every model).");
       run |= widgets::data_combo("data", m_settings.run.data);
     }
@@ -122,7 +133,7 @@ class InnerCurvesPanel final
     ImGui::PopStyleColor();
     widgets::device_line(v.device, v.device_note);
     ImGui::PopFont();
-    widgets::follow_line(v.model_step, v.reloads, v.reloading);
+    widgets::follow_line(v.model_step, v.reloads, v.reloading, is_shipped_run_id(v.settings.model_id));
     if (v.sequences_done == 0) return;
     ImGui::Dummy(ImVec2(0, 2));
     summary_table(v);

@@ -320,21 +320,28 @@ void cpu_only_line(const Snapshot& snap, const char* why) {
   ImGui::PopFont();
 }
 
-void follow_line(long step, int reloads, bool reloading) {
+void follow_line(long step, int reloads, bool reloading, bool replay) {
   if (step < 0) return;
   ImGui::PushFont(fonts().small);
-  ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kGood), "Following the training run: weights of step %ld",
+  ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kGood),
+                     replay ? "Replaying the shipped run: weights of step %ld"
+                            : "Following the training run: weights of step %ld",
                      step);
   ImGui::SameLine(0, 10);
   const std::string times = reloads == 1 ? "once" : std::to_string(reloads) + " times";
+  const char* saved = replay ? " as the run's checkpoints were replayed" : " as the run saved checkpoints";
   ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim), "%s",
                      reloading ? "· new weights arrived, computing again…"
                      : reloads == 0
-                         ? "· the view computes again whenever the run saves a checkpoint"
-                         : ("· reloaded " + times + " as the run saved checkpoints").c_str());
+                         ? (replay ? "· the view computes again with each checkpoint of the run"
+                                   : "· the view computes again whenever the run saves a checkpoint")
+                         : ("· reloaded " + times + saved).c_str());
   if (ImGui::IsItemHovered())
-    ImGui::SetTooltip("The outer loop is training this model while you watch. Each time the run saves a "
-                      "checkpoint (its \"checkpoint every\" setting), the view recomputes with the new weights.");
+    ImGui::SetTooltip("%s", replay ? "Checkpoints the same run saved while it trained, shipped with the app: the view "
+                                     "computes with each in turn, as it does when it follows a run, and nothing trains."
+                                   : "The outer loop is training this model while you watch. Each time the run saves a "
+                                     "checkpoint (its \"checkpoint every\" setting), the view recomputes with the new "
+                                     "weights.");
   ImGui::PopFont();
 }
 

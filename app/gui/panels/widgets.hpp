@@ -28,7 +28,8 @@ void note(const char* text);
 void warning(const std::string& text);
 // For a view whose model is a training run's checkpoint (step ≥ 0; nothing otherwise), one line:
 // "Following the training run: weights of step 120 · reloaded 6 times as checkpoints arrived".
-void follow_line(long step, int reloads, bool reloading = false);
+// `replay`: the checkpoints are a shipped run's, replayed (the inner-loss curves' "Use the shipped run").
+void follow_line(long step, int reloads, bool reloading = false, bool replay = false);
 // Where a view's numbers were computed ("Computed on: GPU: NVIDIA H100 …"), and in the warning colour
 // why the CPU although a GPU was chosen (`note`, if any). Wraps; nothing when both are empty.
 void device_line(const std::string& device, const std::string& note);

@@ -90,7 +90,7 @@ std::optional<Measures> read(const Snapshot& s) {
     for (const auto& r : s.training->runs)
       if (r->state == RunState::Failed)
         fail_if("the training run failed: " + r->message, "inner-loss curves");
-  if (v->waiting || v->outcome != JobOutcome::Done || v->l0.empty()) return std::nullopt;
+  if (v->waiting || v->replay_pending || v->outcome != JobOutcome::Done || v->l0.empty()) return std::nullopt;
   if (v->model_step >= 0 && s.training) {
     // Following a training run: measured once the run has ended and the view shows its last checkpoint.
     for (const auto& r : s.training->runs)

@@ -5,6 +5,7 @@
 #include "lab/engine/data_source.hpp"
 #include "lab/engine/head_inputs.hpp"
 #include "tttlab/data/batches.hpp"
+#include "tttlab/model/checkpoint.hpp"
 #include "tttlab/model/model.hpp"
 
 namespace tttlab::lab {
@@ -49,6 +50,8 @@ bool CurvesModule::handle(const Command& command, ModuleContext& ctx) {
     return true;
   }
   m_reloads = 0;
+  m_replay.clear();  // a shipped run starts again from its first checkpoint (start puts it)
+  m_replay_next = 0;
   m_follow_after = m_library->puts();  // kFollowTrainingId: only checkpoints saved from now on
   m_chain_run = run->settings.model_id == kFollowTrainingId ? run->lesson_run : std::nullopt;
   start(run->settings, ctx, nullptr);
@@ -95,6 +98,13 @@ void CurvesModule::start(const CurvesSettings& s, ModuleContext& ctx, std::share
   try {
     if (s.seq_len < 8 || s.seq_len > 2048) throw std::invalid_argument("the sequence length T must be in [8, 2048]");
     if (s.sequences < 1 || s.sequences > 256) throw std::invalid_argument("the number of sequences must be in [1, 256]");
+    if (is_shipped_run_id(id)) {
+      if (m_replay.empty()) {
+        m_replay = shipped_run_checkpoints(id);
+        replay_next(id);
+      }
+      v->replay_pending = m_replay_next < m_replay.size();
+    }
     if (id.empty()) {
       // Nothing to compute until a training run saves its first checkpoint (after_iteration looks).
       v->waiting = true;
@@ -158,6 +168,16 @@ void CurvesModule::start(const CurvesSettings& s, ModuleContext& ctx, std::share
   }
   m_seen_library = m_library->generation();
   show(std::move(v), ctx);
+}
+
+void CurvesModule::replay_next(const std::string& model_id) {
+  const ShippedCheckpoint& c = m_replay.at(m_replay_next);
+  CheckpointLoadInfo info;  // shipped weights carry no checksum: the note is not printed
+  std::shared_ptr<const Model<float>> m = load_model(c.dir, ModelLoadOptions{.info = &info});
+  const std::string name = model_id.substr(std::string(kShippedRunPrefix).size());
+  m_library->put(model_id, "the shipped run " + name + " (step " + std::to_string(c.step) + ")", c.dir.string(),
+                 std::move(m), true, c.step);
+  ++m_replay_next;
 }
 
 std::string CurvesModule::resolve(const std::string& model_id) const {
@@ -257,6 +277,15 @@ void CurvesModule::work(ModuleContext& ctx) {
   if (j.window >= W) {
     m_slot.finish(ctx, *v, JobOutcome::Done);
     m_job.reset();
+    if (v->replay_pending) {
+      // The next checkpoint of the shipped run: after_iteration sees its newer version and follows it.
+      try {
+        replay_next(v->settings.model_id);
+      } catch (const std::exception& e) {
+        v->outcome = JobOutcome::Failed;
+        v->error = e.what();
+      }
+    }
     if (v->settings.model_id == kFollowTrainingId && v->model_step >= 0) {
       m_followed = v;
       m_followed_run = m_chain_run;

@@ -9,6 +9,11 @@
 // older weights. The model id kFollowTrainingId waits for the next checkpoint any run saves after the
 // request, then follows the newest run (ModelLibrary::newest_put).
 //
+// A shipped run (model id "shipped-run:<name>", model_library.hpp) stands in for a training run: the
+// module puts its first checkpoint into the library and computes; each time a computation is complete
+// it puts the next one, and the view follows it exactly as it follows a run's new checkpoints (reloads,
+// first checkpoint and all). So a student who does not train sees the same view from shipped weights.
+//
 // A lesson trains its run once. A lesson's scene posts CurvesRun with the run it starts (lesson_run),
 // then that TrainStart (marked lesson). The module keeps the newest complete view it followed, with
 // the lesson run it belonged to; when the same scene is posted again (the lesson's next prediction)
@@ -19,6 +24,7 @@
 
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "lab/engine/engine.hpp"
 #include "lab/engine/job_module.hpp"
@@ -49,6 +55,9 @@ class CurvesModule final : public JobModule<CurvesView, &Snapshot::curves>, priv
   std::string resolve(const std::string& model_id) const;
   // Puts the followed view of `run.lesson_run` back on show, if it is still current; false if not.
   bool restore_followed(const CurvesRun& run, ModuleContext& ctx);
+  // Puts the shipped run's next checkpoint into the library (its version is raised: the view follows).
+  // Throws std::runtime_error when it cannot be read.
+  void replay_next(const std::string& model_id);
 
   std::unique_ptr<Job> m_job;
   std::uint64_t m_seen_library = 0;  // the library generation after_iteration last looked at
@@ -58,6 +67,8 @@ class CurvesModule final : public JobModule<CurvesView, &Snapshot::curves>, priv
   std::shared_ptr<const CurvesView> m_followed;      // the newest complete view of a followed run
   std::optional<TrainSettings> m_followed_run;       // the lesson run it belongs to
   bool m_answer_next_start = false;                  // a view came back: the lesson's TrainStart is answered
+  std::vector<ShippedCheckpoint> m_replay;           // the shipped run being replayed (empty: none)
+  std::size_t m_replay_next = 0;                     // its next checkpoint to put
 };
 
 }  // namespace tttlab::lab

@@ -48,6 +48,7 @@ const SettingsFields<CurvesPanelSettings>& CurvesPanelSettings::fields() {
   static const SettingsFields<P> fields =
       SettingsFields<P>()
           .nested(&P::run, run_fields())
+          .string("shipped_run", &P::shipped_run, 64)
           .object("view", SettingsFields<P>()
                               .number("smoothing", &P::smoothing, 0.0, 0.999)
                               .boolean("log_scale", &P::log_scale)

@@ -2,7 +2,10 @@
 //
 //   "model_id", "data", "seq_len" (8 … 2048), "sequences" (1 … 256): what is computed
 //   "view": {"smoothing": 0.6, "log_scale": false, "shared_y": true}
-// A model_id of kFollowTrainingId follows the next training run.
+//   "shipped_run": "<name>" (optional): the shipped run (assets/models/<name>/checkpoint-<step>) that can stand in
+//                  for the training run: "Use the shipped run (no training)" replays it
+// A model_id of kFollowTrainingId follows the next training run; "shipped-run:<name>" replays a shipped
+// run's checkpoints (model_library.hpp).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -19,6 +22,9 @@ struct CurvesPanelSettings : PanelSettings<CurvesPanelSettings> {
   double smoothing = 0.6;
   bool log_scale = false;
   bool shared_y = true;  // one y range for every block
+  // The shipped run that may replace following a training run ("": none offered). A lesson's scene
+  // names the one made from its own run's settings, so the student may take the lesson without training.
+  std::string shipped_run;
 
   // The default data source.
   static CurvesPanelSettings defaults();

@@ -18,7 +18,8 @@
 namespace tttlab::lab {
 
 struct CurvesSettings {
-  // A ModelLibrary id, or kFollowTrainingId ("training"): the checkpoints of the next training run.
+  // A ModelLibrary id, or kFollowTrainingId ("training"): the checkpoints of the next training run, or
+  // "shipped-run:<name>" (kShippedRunPrefix): a shipped run's checkpoints, replayed as if followed.
   std::string model_id = "shipped";
   std::string data = "brown";
   int seq_len = 256;    // T
@@ -48,6 +49,9 @@ struct CurvesView : JobView {
   int reloads = 0;                  // recomputations because newer weights arrived, since the settings were set
   bool reloading = false;           // the curves on show are still the previous weights' (first sequence pending)
   bool waiting = false;             // kFollowTrainingId and no run has saved a checkpoint yet
+  // A shipped run replayed: these are its checkpoint's curves, and a later checkpoint follows once they
+  // are complete (the measures wait for the last, as they wait for a training run to end).
+  bool replay_pending = false;
   // The first complete view of this chain of reloads (the earliest checkpoint followed to the end of
   // its computation); null before the first reload.
   std::shared_ptr<const CurvesView> first_followed;

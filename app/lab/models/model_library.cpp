@@ -66,6 +66,38 @@ std::string shipped_model_name(const std::string& id) {
   return name;
 }
 
+bool is_shipped_run_id(const std::string& id) { return id.rfind(kShippedRunPrefix, 0) == 0; }
+
+std::vector<ShippedCheckpoint> shipped_run_checkpoints(const std::string& id) {
+  if (!is_shipped_run_id(id)) throw std::runtime_error("model id '" + id + "' does not name a shipped run");
+  // The same rule as a shipped model's name, so that the id cannot reach outside assets/models.
+  const std::string name = shipped_model_name("shipped:" + id.substr(std::string(kShippedRunPrefix).size()));
+  const std::string rel = std::string(kShippedModelsFolder) + "/" + name;
+  std::string looked;
+  const auto dir = find_resource(rel, &looked);
+  if (!dir)
+    throw std::runtime_error("the shipped run " + rel + " was not found (looked in " + looked +
+                             "); run from the repository or set TTTLAB_HOME to it");
+  std::vector<ShippedCheckpoint> out;
+  std::error_code ec;
+  for (const auto& d : fs::directory_iterator(*dir, ec)) {
+    // "checkpoint-<step>", not a run's "step-NNNNNNN": `tttlab export` will not write into a folder that
+    // looks like a training run.
+    const std::string tail = d.path().filename().string();
+    const std::size_t k = std::string("checkpoint-").size();
+    if (tail.size() <= k || tail.size() > k + 9 || tail.rfind("checkpoint-", 0) != 0 || !d.is_directory(ec) ||
+        !std::all_of(tail.begin() + static_cast<long>(k), tail.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      continue;
+    if (!fs::exists(d.path() / "config.json", ec) || !fs::exists(d.path() / "model.safetensors", ec)) continue;
+    out.push_back({std::stol(tail.substr(k)), d.path()});
+  }
+  if (out.empty())
+    throw std::runtime_error("the shipped run " + rel + " holds no checkpoint (checkpoint-<step> folders with "
+                             "config.json and model.safetensors)");
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.step < b.step; });
+  return out;
+}
+
 std::string ModelInfo::layer_name() const {
   switch (config.seq_layer) {
     case SeqLayerKind::TTTLinear: return "TTT-Linear";

@@ -41,8 +41,24 @@ inline constexpr const char* kShippedModelsFolder = "assets/models";
 // (ModelLibrary::newest_put) as they arrive. State files and lessons use it.
 inline constexpr const char* kFollowTrainingId = "training";
 
+// Not a model either: "shipped-run:<name>" names the checkpoints of a training run that ships with the
+// app, assets/models/<name>/checkpoint-<step>/ (assets/models/README.md says which run and how it is made).
+// The inner-loss curves replay them in step order, as if they followed that run while it trained, so
+// that a lesson that follows a run can be taken without training it.
+inline constexpr const char* kShippedRunPrefix = "shipped-run:";
+
 // "shipped" or "shipped:<name>".
 bool is_shipped_id(const std::string& id);
+// "shipped-run:<name>".
+bool is_shipped_run_id(const std::string& id);
+struct ShippedCheckpoint {
+  long step = 0;
+  std::filesystem::path dir;  // config.json + model.safetensors
+};
+// The checkpoints of the shipped run `id` names, by step. Throws std::runtime_error with a one-line
+// message when the name is not a plain folder name (as shipped_model_name), the folder is not found,
+// or it holds no checkpoint.
+std::vector<ShippedCheckpoint> shipped_run_checkpoints(const std::string& id);
 // The <name> of a "shipped:<name>" id, "" for any other id. Throws std::runtime_error when the name
 // is not a plain folder name (letters, digits, '-', '_', '.'; not "." or ".."), so an id read from a
 // state file cannot reach outside assets/models.

@@ -195,7 +195,7 @@ fs::path TrainingSession::checkpoint(const SessionHooks& hooks) {
   }
   if (m_saved_step != step) {
     m_metrics->sync();  // the records up to this step are durable before `latest` names it
-    m_trainer->save(m_dir);
+    m_trainer->save(m_dir, m_options.keep_checkpoints);
     m_saved_step = step;
   }
   const fs::path ck = resolve_checkpoint(m_dir);

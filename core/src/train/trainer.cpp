@@ -369,7 +369,7 @@ std::optional<std::string> Trainer::non_finite_state() const {
   return std::nullopt;
 }
 
-void Trainer::save(const fs::path& run_dir) const {
+void Trainer::save(const fs::path& run_dir, std::size_t keep_newest) const {
   sync_to_host();
   const long step = steps_done();
   // Only a good state is saved, so that `latest` always names a checkpoint its loaders accept: every
@@ -401,7 +401,7 @@ void Trainer::save(const fs::path& run_dir) const {
   w.set_metadata("train_config", cfg_text);
   w.write(dir / "train_state.safetensors");
   write_file_atomic(run.file("latest"), checkpoint_name(step) + "\n");
-  run.prune_checkpoints(2);
+  if (keep_newest > 0) run.prune_checkpoints(keep_newest);
 }
 
 bool Trainer::outputs_finite() const {

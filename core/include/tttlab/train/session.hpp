@@ -88,6 +88,8 @@ struct SessionOptions {
   // does, and reads the run directory (resume, rollback), but writes nothing into it: train_config,
   // metrics and checkpoints are the first process's.
   bool writes_files = true;
+  // Checkpoints kept in the run directory, the newest (0: every one; Trainer::save).
+  std::size_t keep_checkpoints = 2;
 };
 
 class TrainingSession {

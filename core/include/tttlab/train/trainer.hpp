@@ -140,10 +140,11 @@ class Trainer {
   // on the backend. Throws std::runtime_error when the text is shorter than one window.
   EvalReport evaluate_text(std::span<const std::uint8_t> text, const EvalOptions& options) const;
   // Writes a checkpoint of the current step into run_dir (see above; run_dir.hpp says which directories
-  // it accepts and what it never touches) and prunes older checkpoints of this run (keeps 2).
+  // it accepts and what it never touches) and prunes older checkpoints of this run, keeping the `keep_newest`
+  // newest (0: keep every checkpoint, e.g. to ship a run's checkpoints for replay).
   // Refuses (std::runtime_error, nothing written) when a parameter or optimiser moment is not finite,
   // or when the model's outputs are not (outputs_finite).
-  void save(const std::filesystem::path& run_dir) const;
+  void save(const std::filesystem::path& run_dir, std::size_t keep_newest = 2) const;
   // The host model's losses on the start of the validation data (a window of at most 256 bytes) and on
   // check_finite_forward's probe are all finite. Call sync_to_host() first with a GPU backend.
   bool outputs_finite() const;
