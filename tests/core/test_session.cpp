@@ -117,7 +117,7 @@ TEST(TrainingSession, SameRunTwiceWritesIdenticalRecords) {
 // recipe exports from, assets/models/README.md), and the weights are the same either way.
 TEST(TrainingSession, KeepCheckpointsZeroKeepsEveryCheckpoint) {
   TempDir tmp;
-  TrainConfig cfg = tiny_config(write_corpus(tmp.path()), 6);
+  TrainConfig cfg = session_config(session_corpus(tmp.path()), 6);
   cfg.checkpoint_every = 2;
   SessionOptions all = fake_clock();
   all.keep_checkpoints = 0;
