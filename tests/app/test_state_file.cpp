@@ -6,6 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/io/temp_dir.hpp"
 #include "course/classroom.hpp"
 #include "lab/engine/head_config.hpp"
 #include "lab/state/json_fields.hpp"
@@ -27,20 +28,7 @@ std::string error_of(const std::function<void()>& f) {
   return "(no error)";
 }
 
-class TempDir {
- public:
-  TempDir() {
-    m_path = fs::temp_directory_path() /
-            ("tttlab_state_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
-             "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(m_path);
-  }
-  ~TempDir() { fs::remove_all(m_path); }
-  const fs::path& path() const { return m_path; }
-
- private:
-  fs::path m_path;
-};
+using tttlab::testing::TempDir;
 
 TEST(StateFile, RejectsWhatIsNotAStateFileWithAClearMessage) {
   EXPECT_NE(error_of([] { parse_state("{\"panels\": {}", "x.tttlab"); }).find("not valid JSON"),
