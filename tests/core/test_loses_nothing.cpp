@@ -4,6 +4,8 @@
 // checkpoints whose outputs are finite. Test names start with the finding they reproduce (F01 ...).
 // Seeds are fixed (TrainConfig::seed 11, printed by the configs below).
 #include <gtest/gtest.h>
+
+#include <atomic>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -390,6 +392,24 @@ TEST(LosesNothing, F07_ThreadsThatCannotStartGiveAClearError) {
   const int code = WEXITSTATUS(status);
   if (code == 2) GTEST_SKIP() << "64 threads started within 32 MiB more address space on this machine";
   EXPECT_EQ(code, 0);
+}
+
+// A started worker that runs out of memory is reported like a thread that cannot start: a plain
+// error naming the worker and the remedy, after every thread has been joined.
+TEST(LosesNothing, F07_AWorkerOutOfMemoryIsAPlainError) {
+  std::atomic<int> ran{0};
+  try {
+    run_parallel(4, [&](int i) {
+      ++ran;
+      if (i == 2) throw std::bad_alloc();
+    });
+    FAIL() << "the bad_alloc of worker 3 was swallowed";
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("worker thread 3 of 4 ran out of memory"), std::string::npos) << what;
+    EXPECT_NE(what.find("--threads 1"), std::string::npos) << what;
+  }
+  EXPECT_EQ(ran.load(), 4) << "every worker ran to its end before the error was reported";
 }
 
 // ---- F09: the training estimate covers writing a checkpoint ---------------------------------------

@@ -6,10 +6,11 @@
 // every thread has finished. When a thread cannot be started (the process is at its limit of threads
 // or memory), the threads already started are joined and a std::runtime_error says so; destroying a
 // joinable std::thread would otherwise end the program with "terminate called without an active
-// exception".
+// exception". A std::bad_alloc in a worker becomes such a std::runtime_error too, naming the worker.
 #pragma once
 
 #include <exception>
+#include <new>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -27,6 +28,15 @@ void run_parallel(int n, F&& fn) {
   auto guarded = [&](int i) {
     try {
       fn(i);
+    } catch (const std::bad_alloc&) {
+      // Threads started before the limit was reached can be the ones that run out: the same limit,
+      // said as plainly as when a thread cannot start.
+      std::lock_guard<std::mutex> lock(error_mutex);
+      if (!error)
+        error = std::make_exception_ptr(std::runtime_error(
+            "worker thread " + std::to_string(i + 1) + " of " + std::to_string(n) +
+            " ran out of memory (the process is at its limit of memory: ulimit -v, cgroup memory.max, or "
+            "free memory); run with fewer threads, e.g. --threads 1"));
     } catch (...) {
       std::lock_guard<std::mutex> lock(error_mutex);
       if (!error) error = std::current_exception();
@@ -36,7 +46,7 @@ void run_parallel(int n, F&& fn) {
   for (int i = 1; i < n; ++i) {
     try {
       workers.emplace_back(guarded, i);
-    } catch (const std::system_error& e) {
+    } catch (const std::exception& e) {  // std::system_error, or std::bad_alloc for the thread's state
       for (auto& w : workers) w.join();
       throw std::runtime_error("cannot start worker thread " + std::to_string(i + 1) + " of " + std::to_string(n) +
                                ": " + e.what() +
