@@ -227,14 +227,7 @@ void LessonSession::poll(const Snapshot& snap, bool engine_quiet, CommandSink& s
   if (!m_run) return;
   if (m_run->post_first) {
     m_run->post_first = false;
-    m_run->posted = true;
-    m_run->quiet_before = false;
-    try {
-      course::post_scene(m_run->scene, sink);
-    } catch (const std::exception& e) {
-      m_run.reset();
-      m_run_error = std::string("The experiment could not start: ") + e.what();
-    }
+    post_run_scene(sink);
     return;
   }
   const bool fresh = course::view_generation(m_run->panel, snap) > m_run->baseline;
@@ -261,14 +254,18 @@ void LessonSession::poll(const Snapshot& snap, bool engine_quiet, CommandSink& s
   }
   if (!m && settled && !m_run->posted) {
     // The view is all the panel asked for, but not all the measures need: ask for the scene itself.
-    m_run->posted = true;
-    m_run->quiet_before = false;
-    try {
-      course::post_scene(m_run->scene, sink);
-    } catch (const std::exception& e) {
-      m_run.reset();
-      m_run_error = std::string("The experiment could not start: ") + e.what();
-    }
+    post_run_scene(sink);
+  }
+}
+
+void LessonSession::post_run_scene(CommandSink& sink) {
+  m_run->posted = true;
+  m_run->quiet_before = false;
+  try {
+    course::post_scene(m_run->scene, sink);
+  } catch (const std::exception& e) {
+    m_run.reset();
+    m_run_error = std::string("The experiment could not start: ") + e.what();
   }
 }
 

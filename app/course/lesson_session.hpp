@@ -166,6 +166,9 @@ class LessonSession {
   std::string progress_error() const { return m_progress ? m_progress->error() : std::string(); }
 
  private:
+  // Posts the running experiment's scene (once); a scene the engine refuses ends the run with its reason.
+  void post_run_scene(CommandSink& sink);
+
   struct Run {
     std::string experiment, panel;
     nlohmann::json scene;
