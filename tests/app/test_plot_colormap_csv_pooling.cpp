@@ -1,8 +1,11 @@
 // Colour maps (colormap.hpp), CSV formatting (csv.hpp) and max-magnitude pooling (pooling.hpp).
 #include <gtest/gtest.h>
 
+#include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -132,6 +135,33 @@ TEST(PlotCsv, NumbersRoundTripExactly) {
   }
   EXPECT_EQ(csv_number(std::nan("")), "nan");
   EXPECT_EQ(csv_number(-INFINITY), "-inf");
+}
+
+// The browser build's stand-in for std::to_chars(double) must write the same text: checked against it
+// on values of every magnitude, sign and digit count (seed printed).
+TEST(PlotCsv, ShortestTextMatchesToChars) {
+  const unsigned seed = 3801;
+  std::printf("seed %u\n", seed);
+  std::mt19937_64 rng(seed);
+  std::vector<double> values = {0.0, -0.0, 0.1, 1.0 / 3.0, 100.0, 1e16, 1e22, 1e23, 123456789.0, 1e-5, 1e-4,
+                                5e-324, 1.7976931348623157e308, 2.5e-300, 0.5, 1234.5, -7.0, 1e21, 9.5e15};
+  std::uniform_real_distribution<double> mantissa(1.0, 10.0);
+  std::uniform_int_distribution<int> exponent(-320, 305), round_to(1, 17);
+  for (int i = 0; i < 20000; ++i) {
+    double v = mantissa(rng) * std::pow(10.0, exponent(rng));
+    if (i % 3 == 0) {  // short decimals, where fixed and scientific compete
+      char text[64];
+      std::snprintf(text, sizeof text, "%.*e", round_to(rng) - 1, v);
+      v = std::strtod(text, nullptr);
+    }
+    if (i % 2) v = -v;
+    if (std::isfinite(v)) values.push_back(v);
+  }
+  for (double v : values) {
+    char buf[64];
+    const auto r = std::to_chars(buf, buf + sizeof buf, v);
+    ASSERT_EQ(shortest_double_text(v), std::string(buf, r.ptr)) << "value " << std::scientific << v;
+  }
 }
 
 TEST(PlotCsv, ColumnsOfDifferentLengthsLeaveCellsEmpty) {

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 namespace tttlab::lab::plot {
 
@@ -20,9 +23,28 @@ std::string csv_field(std::string_view text) {
 std::string csv_number(double v) {
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+#if defined(_LIBCPP_VERSION) && _LIBCPP_VERSION < 14000
+  return shortest_double_text(v);
+#else
   char buf[64];
   const auto r = std::to_chars(buf, buf + sizeof buf, v);
   return std::string(buf, r.ptr);
+#endif
+}
+
+std::string shortest_double_text(double v) {
+  char sci[64];
+  int digits = 1;  // significant digits: the fewest that read back as v (17 always do)
+  for (; digits < 17; ++digits) {
+    std::snprintf(sci, sizeof sci, "%.*e", digits - 1, v);
+    if (std::strtod(sci, nullptr) == v) break;
+  }
+  std::snprintf(sci, sizeof sci, "%.*e", digits - 1, v);
+  // The fixed form with the same digits: as many decimals as the digits reach below the units.
+  const int exponent = std::atoi(std::strchr(sci, 'e') + 1);
+  char fixed[400];
+  std::snprintf(fixed, sizeof fixed, "%.*f", std::max(0, digits - 1 - exponent), v);
+  return std::strlen(fixed) <= std::strlen(sci) ? std::string(fixed) : std::string(sci);
 }
 
 std::string columns_to_csv(std::span<const CsvColumn> columns) {

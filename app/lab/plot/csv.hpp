@@ -14,7 +14,11 @@
 namespace tttlab::lab::plot {
 
 std::string csv_field(std::string_view text);  // quoted only when needed
-std::string csv_number(double v);
+std::string csv_number(double v);  // the shortest text that reads back as exactly v
+// The same text as std::to_chars(double) (shortest round trip; fixed or scientific, whichever is shorter,
+// fixed on a tie), built with snprintf and strtod only: csv_number uses it where the standard library
+// declares no floating-point to_chars (emscripten's libc++ 13). For finite v only.
+std::string shortest_double_text(double v);
 
 struct CsvColumn {
   std::string header;

@@ -1,0 +1,148 @@
+// web/main.cpp — the lab's entry point in the browser. The page's address says what to open, so that a
+// teacher can hand out a link to an exact view:
+//
+//   index.html?panel=stepper            start on a panel (its id, as `tttlab gui --list-panels` prints)
+//   index.html?lesson=01                dock a lesson (by number or name), with its scene
+//   index.html?theme=light&scale=1.25   the look
+//   index.html#state=<base64url>        a saved state (.tttlab JSON), carried in the link itself
+//   index.html?check=engine             also run the engine check (web/engine_check.hpp) on a worker
+//                                       thread and print its JSON on the console (the browser test;
+//                                       &repeats=N times each part N times: the benchmark)
+//
+// Everything else is the desktop app's code: run_gui() with the platform layer's web side
+// (app/gui/platform/).
+#include <emscripten.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <map>
+#include <string>
+#include <thread>
+
+#include "engine_check.hpp"
+#include "gui/gui_app.hpp"
+#include "tttlab/io/atomic_file.hpp"
+
+namespace {
+
+// The query string and the fragment of the page's address, as "key=value&…" (without ? and #).
+EM_JS(char*, page_address_parts, (), {
+  const text = window.location.search.replace(/^\?/, '') + '&' + window.location.hash.replace(/^#/, '');
+  return stringToNewUTF8(text);
+});
+
+std::string url_decode(const std::string& s) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '+') {
+      out += ' ';
+    } else if (s[i] == '%' && i + 2 < s.size() && std::isxdigit(static_cast<unsigned char>(s[i + 1])) &&
+               std::isxdigit(static_cast<unsigned char>(s[i + 2]))) {
+      out += static_cast<char>(std::stoi(s.substr(i + 1, 2), nullptr, 16));
+      i += 2;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+std::map<std::string, std::string> page_parameters() {
+  char* raw = page_address_parts();
+  const std::string text = raw ? raw : "";
+  std::free(raw);
+  std::map<std::string, std::string> out;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t end = std::min(text.find('&', start), text.size());
+    const std::string item = text.substr(start, end - start);
+    if (const auto eq = item.find('='); !item.empty())
+      out[url_decode(item.substr(0, eq))] = eq == std::string::npos ? "" : url_decode(item.substr(eq + 1));
+    start = end + 1;
+  }
+  return out;
+}
+
+// base64url (RFC 4648 §5, padding optional) to bytes; false on any other character.
+bool base64url_decode(const std::string& in, std::string& out) {
+  auto value = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '-' || c == '+') return 62;
+    if (c == '_' || c == '/') return 63;
+    return -1;
+  };
+  out.clear();
+  unsigned buffer = 0;
+  int bits = 0;
+  for (char c : in) {
+    if (c == '=') break;
+    const int v = value(c);
+    if (v < 0) return false;
+    buffer = (buffer << 6) | static_cast<unsigned>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out += static_cast<char>((buffer >> bits) & 0xff);
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+int main() {
+  // The files the build packs into the page (web/CMakeLists.txt) sit at the root of its file system.
+  setenv("TTTLAB_FONT_DIR", "/fonts", 0);
+  setenv("TTTLAB_HOME", "/", 0);
+  const auto params = page_parameters();
+  const auto get = [&](const char* key) {
+    const auto it = params.find(key);
+    return it == params.end() ? std::string() : it->second;
+  };
+
+  tttlab::gui::GuiOptions opt;
+  opt.panel = get("panel");
+  opt.lesson = get("lesson");
+  opt.theme = get("theme");
+  if (const std::string s = get("scale"); !s.empty()) opt.ui_scale = std::strtof(s.c_str(), nullptr);
+  if (const std::string s = get("state"); !s.empty()) {
+    // A state in the link: written where the app opens states from, then opened like a file.
+    std::string json;
+    const std::size_t kMaxStateBytes = 1 << 20;
+    if (s.size() > kMaxStateBytes * 4 / 3 + 4 || !base64url_decode(s, json)) {
+      std::fprintf(stderr, "tttlab: the link's state is not base64url text of at most 1 MB; starting without it\n");
+    } else {
+      try {
+        tttlab::write_file_atomic("/tmp/link.tttlab", json);
+        opt.state_file = "/tmp/link.tttlab";
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "tttlab: could not keep the link's state: %s\n", e.what());
+      }
+    }
+  }
+
+  if (get("check") == "engine") {
+    // On its own thread, so that the page keeps drawing while the engine works.
+    const int repeats = std::clamp(std::atoi(get("repeats").c_str()), 1, 100);
+    std::thread([repeats] {
+      try {
+        tttlab::web::EngineCheckOptions o;
+        o.repeats = repeats;
+        o.model_dir = "/assets/models/tiny-brown";
+        o.brown_dir = "/data/brown";
+        const std::string json =
+            tttlab::web::run_engine_check(o, [](const std::string& line) { std::printf("engine check: %s\n", line.c_str()); });
+        std::printf("TTTLAB_CHECK %s\n", json.c_str());
+      } catch (const std::exception& e) {
+        std::printf("TTTLAB_CHECK_FAILED %s\n", e.what());
+      }
+      std::fflush(stdout);
+    }).detach();
+  }
+  return tttlab::gui::run_gui(opt);
+}
