@@ -88,7 +88,7 @@ bool views_can_render(std::string& why_not) {
             "found when it was configured); leave out --figures for pages without figures";
   return false;
 #else
-  if (env("TTTLAB_GL") == "egl") return true;  // a headless EGL context needs no display (platform.hpp)
+  if (env("TTTLAB_GL") == "egl") return true;  // a headless EGL context needs no display (gui/platform/window.hpp)
   if (env("DISPLAY").empty() && env("WAYLAND_DISPLAY").empty()) {
     why_not = "--figures renders each lesson's view with OpenGL, which needs a display, and none is set "
               "(DISPLAY). On a machine without a screen run it under a virtual X server: "

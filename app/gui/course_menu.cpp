@@ -9,6 +9,7 @@
 #include "course/course_session.hpp"
 #include "course/progress_export.hpp"
 #include "gui/notify.hpp"
+#include "gui/platform/host.hpp"
 #include "tttlab/build_config.hpp"
 
 namespace tttlab::gui {
@@ -105,6 +106,8 @@ void CourseMenu::export_to(const std::string& path) {
     if (!cs.progress->save()) throw std::runtime_error(cs.progress->error());
     course::export_progress(cs.progress->path(), cs.progress->student(), cs.pack ? &*cs.pack : nullptr,
                             TTTLAB_VERSION_STRING, path);
+    host::persist_sync();  // the progress file itself was saved first
+    host::offer_download(path);
     notify("Saved your progress to " + fs::absolute(path).string() +
            (cs.pack ? "" : " (not signed for a course: the lessons are not a course pack)"));
   } catch (const std::exception& e) {

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
+#include "gui/platform/host.hpp"
 #include "gui/theme.hpp"
 #include "lab/engine/resources.hpp"
 #include "tttlab/io/atomic_file.hpp"
@@ -170,6 +171,7 @@ bool RecentFolders::save(std::string* error) const {
       if (ec) throw std::runtime_error("cannot create the folder " + quoted(dir) + ": " + ec.message());
     }
     write_file_atomic(m_file, nlohmann::json{{"recent_folders", list}}.dump(2) + "\n");
+    host::persist_sync();
     return true;
   } catch (const std::exception& e) {
     if (error) *error = std::string("the recent folders could not be saved: ") + e.what();
@@ -380,6 +382,15 @@ BrowserResult draw_browser(BrowserState& s, const char* confirm_label, bool appe
     ImGui::EndCombo();
   }
   ImGui::SameLine();
+  // Where the app cannot see the user's own files (the browser), an opened file comes by upload: it
+  // is copied into the app's files and the browser then shows it, ready to open.
+  static std::optional<fs::path> uploaded;
+  if (uploaded) s.start(uploaded->string()), uploaded.reset(), refocus = true;
+  if (s.mode() == BrowserMode::OpenFile && host::can_request_user_file()) {
+    if (ImGui::Button("Upload…")) host::request_user_file([](const fs::path& path) { uploaded = path; });
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("Choose a file of your computer; it is copied into the app");
+    ImGui::SameLine();
+  }
   bool hidden = s.show_hidden();
   if (ImGui::Checkbox("hidden files", &hidden)) s.set_show_hidden(hidden), refocus = true;
   if (!s.extensions().empty()) {

@@ -40,7 +40,8 @@
 #include "gui/notify.hpp"
 #include "gui/panels/panel.hpp"
 #include "gui/panels/widgets.hpp"
-#include "gui/platform.hpp"
+#include "gui/platform/host.hpp"
+#include "gui/platform/window.hpp"
 #include "gui/plot/plot_export.hpp"
 #include "gui/plot/texture_cache.hpp"
 #include "lab/state/json_fields.hpp"
@@ -106,7 +107,9 @@ class App {
     m_presenter = presenter;
   }
   int init();
-  int run_interactive();
+  // One frame of the interactive window: events, frame, render. False once the window should close
+  // (the window's size and place are saved then). host::run_main_loop drives it.
+  bool step();
   int run_screenshot();
   int run_benchmark();
 
@@ -138,6 +141,9 @@ class App {
   void ensure_synced(std::size_t i);
   void draw_classroom_dialog();
   void watch_engine_events();
+  // Files dropped on the window (or the page): a state file opens like File → Open; any other file's
+  // folder joins the file browser's Recent folders, where the panel that reads it finds it.
+  void take_dropped_files();
   std::size_t find_panel(const std::string& id_or_name) const;
   void update_title();
   // The course: a lesson docked beside its view (lessons/lesson_pane.hpp).
@@ -220,6 +226,7 @@ int App::init() {
   apply_look();
   if (!m_window->headless()) {
     ImGui_ImplGlfw_InitForOpenGL(m_window->handle(), true);
+    host::connect_imgui_clipboard();
   } else {
     // No GLFW backend (a headless EGL context): map ImGui's keys to the GLFW codes keys.hpp reads, as
     // the backend would; no key is ever pressed.
@@ -236,7 +243,7 @@ int App::init() {
                           {ImGuiKey_Y, GLFW_KEY_Y},               {ImGuiKey_Z, GLFW_KEY_Z}};
     for (const auto& [imgui_key, glfw_key] : map) io.KeyMap[imgui_key] = glfw_key;
   }
-  ImGui_ImplOpenGL3_Init("#version 130");
+  ImGui_ImplOpenGL3_Init(Window::glsl_version());
   install_gl_textures();
   m_imgui_ready = true;
   set_notifications_visible(m_opt.screenshot.empty());
@@ -263,6 +270,7 @@ int App::init() {
   }
   m_synced.assign(m_panels.size(), false);
   const bool interactive = m_opt.screenshot.empty() && m_opt.bench_frames == 0;
+  if (interactive) host::watch_dropped_files(m_window->handle());
   if (!m_opt.state_file.empty()) {
     if (!open_state(m_opt.state_file) && !interactive) {
       std::fprintf(stderr, "tttlab gui: %s\n", printable(m_error.text()).c_str());
@@ -328,6 +336,7 @@ void App::watch_engine_events() {
     }
   }
   if (auto req = take_open_state_request()) open_state(*req);
+  take_dropped_files();
   if (auto name = course_session::take_start_request()) start_lesson(*name);
   take_pending_dock();
 }
@@ -370,7 +379,10 @@ void App::save_look() {
     m_look.has_position = true;
   }
   std::string error;
-  if (!m_look.save(UiSettings::default_path(), &error)) notify(error, true);
+  if (!m_look.save(UiSettings::default_path(), &error))
+    notify(error, true);
+  else
+    host::persist_sync();
 }
 
 void App::set_ui_scale(float scale) {
@@ -448,21 +460,37 @@ void App::render() {
   m_window->present();
 }
 
-int App::run_interactive() {
-  while (!m_window->should_close()) {
-    // Sleep until input or a new snapshot (the engine's publish callback posts an empty event);
-    // the timeout keeps the status bar and notifications ticking.
-    m_window->wait_events(0.25);
-    if (glfwGetWindowAttrib(m_window->handle(), GLFW_ICONIFIED)) continue;
-    frame();
-    render();
-    // While something animates (hover, playback), keep frames coming at the display rate.
-    if (ImGui::IsAnyItemActive() || ImGui::GetIO().MouseDelta.x != 0 || ImGui::GetIO().MouseDelta.y != 0 ||
-        m_look_dirty)
-      glfwPostEmptyEvent();
+bool App::step() {
+  if (m_window->should_close()) {
+    save_look();  // the window's last size and place
+    return false;
   }
-  save_look();  // the window's last size and place
-  return 0;
+  // Sleep until input or a new snapshot (the engine's publish callback posts an empty event);
+  // the timeout keeps the status bar and notifications ticking. (The browser paces frames itself.)
+  m_window->wait_events(0.25);
+  if (m_window->iconified()) return true;
+  frame();
+  render();
+  // While something animates (hover, playback), keep frames coming at the display rate.
+  if (ImGui::IsAnyItemActive() || ImGui::GetIO().MouseDelta.x != 0 || ImGui::GetIO().MouseDelta.y != 0 ||
+      m_look_dirty)
+    Window::post_empty_event();
+  return true;
+}
+
+void App::take_dropped_files() {
+  for (const fs::path& path : host::take_dropped_files()) {
+    if (path.extension() == kStateExtension) {
+      open_state(path);
+      continue;
+    }
+    std::error_code ec;
+    const bool folder = fs::is_directory(path, ec);
+    recent_folders().remember(folder ? path : path.parent_path());
+    notify("Received " + printable(path.filename().string()) + (folder ? " (a folder)" : "") + ": it is in " +
+           printable((folder ? path : path.parent_path()).string()) +
+           ", listed under Recent folders in the file browser of the panel that reads it");
+  }
 }
 
 int App::run_screenshot() {
@@ -1027,6 +1055,8 @@ bool App::save_state(const fs::path& path) {
     if (m_snap && m_snap->compute) doc["compute"] = to_string(m_snap->compute->request);
     if (m_lesson_docked && m_lesson) doc["lesson"] = m_lesson->lesson().name;
     write_state_file(target, doc);
+    host::persist_sync();  // when the state was saved into the persistent folder
+    host::offer_download(target);
     m_state_path = target;
     update_title();
     notify("Saved view to " + fs::absolute(target).string());
@@ -1211,7 +1241,12 @@ void App::draw_shortcut_help() {
 
 // ---- [SECTION] run_gui ---------------------------------------------------------------------------------
 
-int run_gui(const GuiOptions& opt) {
+namespace {
+
+// Opens the window and the app and runs a screenshot or a benchmark (their exit status), or, for the
+// interactive window, hands the app to `*interactive` and returns -1. Also the exit status of
+// --list-panels and of bad options.
+int open_app(const GuiOptions& opt, std::unique_ptr<App>* interactive) {
   if (opt.list_panels) {
     for (const auto& p : make_panels()) std::printf("%-14s %-24s %s\n", p->id(), p->name(), p->summary());
     return 0;
@@ -1263,12 +1298,42 @@ int run_gui(const GuiOptions& opt) {
     std::fprintf(stderr, "tttlab gui: %s\n", printable(e.what()).c_str());
     return 1;
   }
-  App app(opt, std::move(window));
-  app.set_look(look, !spec.hidden, opt.presenter);
-  if (const int rc = app.init(); rc != 0) return rc;
-  if (!opt.screenshot.empty()) return app.run_screenshot();
-  if (opt.bench_frames > 0) return app.run_benchmark();
-  return app.run_interactive();
+  auto app = std::make_unique<App>(opt, std::move(window));
+  app->set_look(look, !spec.hidden, opt.presenter);
+  if (const int rc = app->init(); rc != 0) return rc;
+  if (!opt.screenshot.empty()) return app->run_screenshot();
+  if (opt.bench_frames > 0) return app->run_benchmark();
+  *interactive = std::move(app);  // run_gui's main loop drives it
+  return -1;
+}
+
+}  // namespace
+
+int run_gui(const GuiOptions& opt) {
+  if (opt.list_panels) return open_app(opt, nullptr);
+  if (!opt.screenshot.empty() || opt.bench_frames > 0) return open_app(opt, nullptr);
+  // The interactive window. In the browser run_main_loop never returns and the stack of this call is
+  // abandoned, so the app lives on the heap, owned by the loop's frame function (which the browser's
+  // side keeps forever: the app is never destroyed there, and nothing waits for its engine to stop).
+  // It is made in the first frame: in the browser the persistent folder (its settings) is loaded then.
+  struct Session {
+    GuiOptions opt;
+    std::unique_ptr<App> app;
+    int rc = 0;
+  };
+  auto session = std::make_shared<Session>();
+  session->opt = opt;
+  host::run_main_loop([session] {
+    if (!session->app) {
+      const int rc = open_app(session->opt, &session->app);
+      if (rc >= 0) {
+        session->rc = rc;
+        return false;
+      }
+    }
+    return session->app->step();
+  });
+  return session->rc;
 }
 
 }  // namespace tttlab::gui

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "gui/notify.hpp"
+#include "gui/platform/host.hpp"
 #include "tttlab/io/atomic_file.hpp"
 
 namespace tttlab::gui::plot {
@@ -71,6 +72,7 @@ bool Exporter::save_text(const std::string& stem, const std::string& ext,
     notify(std::string("Could not save the data: ") + e.what(), true);
     return false;
   }
+  host::offer_download(path);
   notify("Saved data to " + std::filesystem::absolute(path).string());
   return true;
 }
@@ -101,6 +103,7 @@ void Exporter::process(const std::function<Image(int, int, int, int)>& read, ImV
     const auto path = make_path(p.stem, "png");
     try {
       write_png(path, read(x, y, w, h));
+      host::offer_download(path);
       notify("Saved image to " + std::filesystem::absolute(path).string());
     } catch (const std::exception& e) {
       notify(std::string("Could not save the image: ") + e.what(), true);

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "gui/platform.hpp"
+#include "gui/platform/window.hpp"
 
 namespace tttlab::gui::plot {
 

@@ -39,16 +39,22 @@ std::optional<fs::path> find_resource(const fs::path& relative, std::string* loo
   return std::nullopt;
 }
 
+fs::path user_config_dir() {
+#ifdef __EMSCRIPTEN__
+  return "/persist";  // the page's IndexedDB-backed folder; the browser has no home folder
+#else
+  if (const char* x = std::getenv("XDG_CONFIG_HOME"); x && *x && fs::path(x).is_absolute())
+    return fs::path(x) / "tttlab";
+  if (const char* home = std::getenv("HOME"); home && *home) return fs::path(home) / ".config" / "tttlab";
+  return {};
+#endif
+}
+
 fs::path user_config_file(const char* override_env, const std::string& name) {
   if (const char* p = std::getenv(override_env); p && *p) return fs::path(p);
-  fs::path config;
-  if (const char* x = std::getenv("XDG_CONFIG_HOME"); x && *x && fs::path(x).is_absolute())
-    config = x;
-  else if (const char* home = std::getenv("HOME"); home && *home)
-    config = fs::path(home) / ".config";
-  else
-    return fs::path("tttlab-" + name);
-  return config / "tttlab" / name;
+  const fs::path dir = user_config_dir();
+  if (dir.empty()) return fs::path("tttlab-" + name);
+  return dir / name;
 }
 
 std::optional<fs::path> find_brown_dir() {

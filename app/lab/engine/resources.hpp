@@ -23,9 +23,13 @@ std::vector<std::filesystem::path> resource_roots();
 std::optional<std::filesystem::path> find_resource(const std::filesystem::path& relative,
                                                    std::string* looked_in = nullptr);
 
+// The folder of the user's files that outlive a run: $XDG_CONFIG_HOME/tttlab (a relative
+// XDG_CONFIG_HOME is ignored, as the XDG spec says), else ~/.config/tttlab, else (no home) empty. In
+// the browser: /persist, the folder the page keeps in IndexedDB (app/gui/platform/host.hpp).
+std::filesystem::path user_config_dir();
+
 // Where the app keeps one of the user's files (the course progress, the UI settings): the path in
-// the environment variable `override_env` when set, else $XDG_CONFIG_HOME/tttlab/<name> (a relative
-// XDG_CONFIG_HOME is ignored, as the XDG spec says), else ~/.config/tttlab/<name>, else, with no
+// the environment variable `override_env` when set, else user_config_dir()/<name>, else, with no
 // home, "tttlab-<name>" in the working directory.
 std::filesystem::path user_config_file(const char* override_env, const std::string& name);
 

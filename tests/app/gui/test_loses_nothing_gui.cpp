@@ -13,7 +13,7 @@
 #include "lab/engine/resources.hpp"
 #include "gui/notify.hpp"
 #include "gui/panels/panel.hpp"
-#include "gui/platform.hpp"
+#include "gui/platform/window.hpp"
 #include "gui/plot/plot_export.hpp"
 #include "lab/state/json_fields.hpp"
 #include "lab/state/state_file.hpp"

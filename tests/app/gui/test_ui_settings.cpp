@@ -1,14 +1,20 @@
 // The display settings (ui_settings.hpp): the window fits the monitor's work area, the UI scale walks
 // its steps and stays in range, the file round-trips and a bad one falls back to the defaults; and the
-// theme's colour roles follow the theme (theme.hpp).
+// theme's colour roles follow the theme (theme.hpp). The desktop side of the platform layer keeps these
+// files in its persistent folder and hands nothing to a browser (platform/host.hpp).
 #include <gtest/gtest.h>
 #include <imgui.h>
 
+#include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <string>
 
 #include "app/gui/headless_imgui.hpp"
 #include "core/io/temp_dir.hpp"
+#include "course/progress.hpp"
+#include "gui/file_browser.hpp"
+#include "gui/platform/host.hpp"
 #include "gui/theme.hpp"
 #include "gui/ui_settings.hpp"
 
@@ -138,6 +144,49 @@ TEST_F(ThemeRoles, ScaleMultipliesStyleSizes) {
   const float pad = ImGui::GetStyle().FramePadding.x;
   apply_theme(1.5f, Theme::Dark);
   EXPECT_FLOAT_EQ(ImGui::GetStyle().FramePadding.x, pad * 1.5f);
+}
+
+// The settings, the recent folders and the course progress all live in the one persistent folder of
+// the platform layer (in the browser, the IndexedDB-backed /persist), and it follows XDG_CONFIG_HOME.
+TEST(PlatformHost, PersistentFolderHoldsTheUsersFiles) {
+  const char* kVars[] = {"XDG_CONFIG_HOME", "HOME", "TTTLAB_UI_SETTINGS", "TTTLAB_RECENT_FOLDERS", "TTTLAB_PROGRESS"};
+  std::optional<std::string> saved[std::size(kVars)];
+  for (std::size_t i = 0; i < std::size(kVars); ++i) {
+    if (const char* v = std::getenv(kVars[i])) saved[i] = v;
+    ::unsetenv(kVars[i]);
+  }
+  ::setenv("XDG_CONFIG_HOME", "/xdg/config", 1);
+  const std::filesystem::path dir = host::persistent_dir();
+  EXPECT_EQ(dir, std::filesystem::path("/xdg/config/tttlab"));
+  EXPECT_EQ(UiSettings::default_path(), dir / "ui.json");
+  EXPECT_EQ(RecentFolders::default_path(), dir / "recent_folders.json");
+  EXPECT_EQ(course::ProgressStore::default_path(), dir / "course-progress.json");
+  ::unsetenv("XDG_CONFIG_HOME");
+  ::setenv("HOME", "/home/student", 1);
+  EXPECT_EQ(host::persistent_dir(), std::filesystem::path("/home/student/.config/tttlab"));
+  EXPECT_EQ(UiSettings::default_path(), host::persistent_dir() / "ui.json");
+  for (std::size_t i = 0; i < std::size(kVars); ++i) {
+    if (saved[i])
+      ::setenv(kVars[i], saved[i]->c_str(), 1);
+    else
+      ::unsetenv(kVars[i]);
+  }
+}
+
+// On the desktop a written file already is where the user chose, and the file browser sees every
+// file: no download, no picker (the callback never runs), nothing dropped without a window.
+TEST(PlatformHost, DesktopNeedsNoDownloadsOrUploads) {
+  testing::TempDir dir;
+  const auto file = dir.path() / "plot.csv";
+  std::ofstream(file) << "x,y\n1,2\n";
+  EXPECT_FALSE(host::offer_download(file));
+  EXPECT_TRUE(std::filesystem::exists(file));
+  bool called = false;
+  EXPECT_FALSE(host::request_user_file([&](const std::filesystem::path&) { called = true; }));
+  EXPECT_FALSE(host::can_request_user_file());
+  EXPECT_FALSE(called);
+  EXPECT_TRUE(host::take_dropped_files().empty());
+  EXPECT_FLOAT_EQ(host::device_pixel_ratio(), 1.0f);
 }
 
 }  // namespace

@@ -1,6 +1,9 @@
-// app/gui/platform.hpp — the window, the OpenGL context and pixel read-back (GLFW + OpenGL 3).
+// app/gui/platform/window.hpp — the window, the OpenGL context and pixel read-back: one API with a
+// desktop side (window_desktop.cpp: GLFW + OpenGL 3, X11 or a headless EGL context) and a web side
+// (window_web.cpp: emscripten's GLFW on the page's canvas + WebGL2). common.cpp holds what both
+// share (textures, PNG, keys). The other host services (main loop, clipboard, files) are in host.hpp.
 //
-// Two ways to show frames:
+// Two ways to show frames on the desktop (the web has only the first):
 //   visible window   the interactive app; frames go to the window's back buffer.
 //   hidden window    screenshots and benchmarks; frames go to an offscreen framebuffer object of an
 //                    exact size, so the result does not depend on the screen, the window manager
@@ -43,15 +46,21 @@ struct Image {
 class Window {
  public:
   // Creates the window and context; throws std::runtime_error with an actionable message (e.g. no
-  // display: "run it as `xvfb-run -a tttlab gui …`").
+  // display: "run it as `xvfb-run -a tttlab gui …`"; a hidden window in the browser: not available).
   static std::unique_ptr<Window> open(const WindowSpec& spec);
   ~Window();
 
   GLFWwindow* handle() const { return m_window; }  // null for a headless EGL context
   bool headless() const { return m_egl != nullptr; }
   const WindowSpec& spec() const { return m_spec; }
-  // The monitor's content scale (1 on a standard-DPI screen, 2 on a 200 % HiDPI screen).
+  // The GLSL version line ImGui's OpenGL 3 backend compiles its shaders with ("#version 130" for
+  // OpenGL 3.0, "#version 300 es" for WebGL2).
+  static const char* glsl_version();
+  // The monitor's content scale (1 on a standard-DPI screen, 2 on a 200 % HiDPI screen; in the
+  // browser, the page's device pixel ratio).
   float content_scale() const;
+  // Minimised: nothing is drawn (a browser tab is never minimised; it stops the frames itself).
+  bool iconified() const;
   bool should_close() const;
   void request_close();
   void set_title(const std::string& title);
@@ -67,8 +76,11 @@ class Window {
   Image read_pixels(int x, int y, int w, int h) const;
   void present();
 
-  // Wakes wait_events() from any thread (used when the engine publishes a snapshot).
+  // Wakes wait_events() from any thread (used when the engine publishes a snapshot). In the browser
+  // frames come from the page's animation frames, so there is nothing to wake: a no-op.
   static void post_empty_event();
+  // Sleeps until input, post_empty_event() or the timeout (desktop). In the browser it returns at
+  // once: events arrive between frames, and the main thread must never sleep.
   void wait_events(double timeout_seconds);
   void poll_events();
 
@@ -76,10 +88,14 @@ class Window {
   Window() = default;
   WindowSpec m_spec;
   GLFWwindow* m_window = nullptr;
-  void* m_egl = nullptr;  // the EGL display, context and library of a headless window (platform.cpp)
+  void* m_egl = nullptr;  // the EGL display, context and library of a headless window (window_desktop.cpp)
   unsigned m_fbo = 0, m_color_rb = 0;
   void make_fbo();
 };
+
+// Reads a rectangle (origin top-left, clipped) of the bound read framebuffer of size fw × fh; both
+// sides' read_pixels (common.cpp).
+Image read_gl_pixels(int x, int y, int w, int h, int fw, int fh);
 
 // Installs the OpenGL implementation of plot::TextureApi (call with the context current).
 void install_gl_textures();
