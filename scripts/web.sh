@@ -195,7 +195,7 @@ jobs=${TTTLAB_WEB_JOBS:-$(nproc 2>/dev/null || echo 2)}
 if [[ ! -f $WEB/build.ninja ]]; then
   emcmake cmake -S . -B "$WEB" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTTTLAB_WEB_DEPS="$PWD/$DEPS" \
     -DTTTLAB_CUDA=OFF -DTTTLAB_NATIVE=OFF -DTTTLAB_BUILD_TESTS=OFF -DCMAKE_UNITY_BUILD=ON \
-    ${TTTLAB_WEB_CMAKE_ARGS:-} >"$WEB.configure.log" 2>&1 || { cat "$WEB.configure.log"; die "configure failed"; }
+    ${TTTLAB_WEB_CMAKE_ARGS:-} >"$WEB/configure.log" 2>&1 || { cat "$WEB/configure.log"; die "configure failed"; }
 fi
 cmake --build "$WEB" --target tttlab_web -j "$jobs" || die "the browser build failed"
 note "site: $WEB/site/ ($(du -sh "$WEB/site" | cut -f1); set up and built in $((SECONDS - start)) s)"

@@ -159,6 +159,12 @@ void loop_tick(void* arg) {
     tttlab_host_js_sync();
     return;
   }
+  static bool s_first = true;
+  if (std::exchange(s_first, false)) {
+    // The page's load time as a user sees it, for the browser test and the web benchmark: milliseconds
+    // from the navigation to the end of the first frame.
+    EM_ASM(console.log("TTTLAB_FIRST_FRAME " + performance.now().toFixed(1)));
+  }
   const double now = emscripten_get_now();
   if (g_sync_requested || now - g_last_sync_ms > kSyncEveryMs) {
     g_sync_requested = false;
