@@ -141,8 +141,9 @@ class App {
   void ensure_synced(std::size_t i);
   void draw_classroom_dialog();
   void watch_engine_events();
-  // Files dropped on the window (or the page): a state file opens like File → Open; any other file's
-  // folder joins the file browser's Recent folders, where the panel that reads it finds it.
+  // Files dropped on the window (or the page): a state file opens like File → Open, a checkpoint or
+  // run folder joins the model lists; any other file's folder joins the file browser's Recent folders,
+  // where the panel that reads it finds it.
   void take_dropped_files();
   std::size_t find_panel(const std::string& id_or_name) const;
   void update_title();
@@ -479,6 +480,7 @@ bool App::step() {
 }
 
 void App::take_dropped_files() {
+  std::vector<fs::path> opened;  // model folders already opened from this drop
   for (const fs::path& path : host::take_dropped_files()) {
     if (path.extension() == kStateExtension) {
       open_state(path);
@@ -486,6 +488,19 @@ void App::take_dropped_files() {
     }
     std::error_code ec;
     const bool folder = fs::is_directory(path, ec);
+    // A checkpoint (config.json + model.safetensors, dropped as its folder or as its files, which the
+    // browser puts side by side) or a run directory opens like "Open a checkpoint folder…": it joins
+    // every model list, or the error dialog says why not.
+    const fs::path model_dir = folder ? path : path.parent_path();
+    const bool model_file = path.extension() == ".safetensors" || path.filename() == "config.json";
+    if (model_file || (folder && (fs::exists(path / "config.json", ec) || fs::exists(path / "metrics.jsonl", ec) ||
+                                     fs::exists(path / "latest", ec)))) {
+      if (std::find(opened.begin(), opened.end(), model_dir) == opened.end()) {
+        opened.push_back(model_dir);
+        m_engine.post(LibraryOpen{model_dir.string()});
+      }
+      continue;
+    }
     recent_folders().remember(folder ? path : path.parent_path());
     notify("Received " + printable(path.filename().string()) + (folder ? " (a folder)" : "") + ": it is in " +
            printable((folder ? path : path.parent_path()).string()) +
