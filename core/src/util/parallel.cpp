@@ -30,20 +30,21 @@ namespace {
 
 std::string out_of_memory_message(int i, int n) {
   return "worker thread " + std::to_string(i + 1) + " of " + std::to_string(n) +
-         " ran out of memory (the process is at its limit of memory: ulimit -v, cgroup memory.max, or "
-         "free memory); run with fewer threads, e.g. --threads 1";
+         " ran out of memory (the process is at its limit of memory: ulimit -v, "
+         "cgroup memory.max, or free memory); run with fewer threads, e.g. --threads 1";
 }
 
 std::string cannot_start_message(int i, int n, const char* why) {
-  return "cannot start worker thread " + std::to_string(i + 1) + " of " + std::to_string(n) + ": " + why +
-         " (the process is at its limit of threads or memory: ulimit -u, cgroup pids.max, or free memory); "
-         "run with fewer threads, e.g. --threads 1";
+  return "cannot start worker thread " + std::to_string(i + 1) + " of " + std::to_string(n) + ": " +
+         why +
+         " (the process is at its limit of threads or memory: ulimit -u, cgroup pids.max, "
+         "or free memory); run with fewer threads, e.g. --threads 1";
 }
 
 // One run_parallel call: its fn, how many of its workers are still running, and the first error.
-class Call {
+class ParallelCall {
  public:
-  Call(detail::ParallelFn fn, int n, int workers) : m_fn(fn), m_n(n), m_running(workers) {}
+  ParallelCall(detail::ParallelFn fn, int n, int workers) : m_fn(fn), m_n(n), m_running(workers) {}
 
   // fn(i), its exception kept (the first one wins). Threads started before the limit was reached can
   // be the ones that run out of memory: the same limit, said as plainly as when a thread cannot start.
@@ -94,13 +95,14 @@ class Call {
 // The old way, for calls made while the pool is shutting down or after it is gone: n−1 threads of
 // this call's own, joined before it returns.
 void run_on_own_threads(int n, detail::ParallelFn fn) {
-  Call call(fn, n, 0);
+  ParallelCall call(fn, n, 0);
   std::vector<std::thread> threads;
   threads.reserve(n > 1 ? static_cast<std::size_t>(n - 1) : 0);
   for (int i = 1; i < n; ++i) {
     try {
       threads.emplace_back([&call, i] { call.run(i); });
-    } catch (const std::exception& e) {  // std::system_error, or std::bad_alloc for the thread's state
+    } catch (const std::exception& e) {
+      // std::system_error, or std::bad_alloc for the thread's state.
       // Destroying a joinable std::thread would end the program with "terminate called without an
       // active exception".
       for (auto& t : threads) t.join();
@@ -112,24 +114,25 @@ void run_on_own_threads(int n, detail::ParallelFn fn) {
   call.rethrow();
 }
 
-struct Worker {
+struct PoolWorker {
   std::thread thread;
   std::condition_variable wake;
-  Call* call = nullptr;     // the job, set by the call that claimed this worker (under Pool::m_mutex)
-  int index = 0;            // its i
-  Worker* next = nullptr;   // the next worker of the same call, or of the list of orphans
+  // The job, set by the call that claimed this worker, under WorkerPool::m_mutex.
+  ParallelCall* call = nullptr;
+  int index = 0;               // its i
+  PoolWorker* next = nullptr;  // the next worker of the same call, or of the list of orphans
 };
 
 // The workers left behind in a child of fork(): their threads do not exist there, so they can be
 // neither joined nor destroyed (a joinable std::thread ends the program when destroyed, and a
 // condition variable whose waiter vanished cannot be destroyed). They stay, reachable from here.
-Worker* g_fork_orphans = nullptr;
+PoolWorker* g_fork_orphans = nullptr;
 
 // True on a pool worker's thread, and on a caller's thread while its call runs: a thread that ends the
 // process from inside fn cannot wait for its own call to finish.
 thread_local int t_in_call = 0;
 
-class Pool {
+class WorkerPool {
  public:
   // Runs the call on the pool; false when the pool is shutting down (the caller uses threads of its own).
   bool run(int n, detail::ParallelFn fn);
@@ -149,30 +152,31 @@ class Pool {
   void after_fork_in_child();
 
  private:
-  void work(Worker* w);
-  Worker* start_worker();  // registered, not idle; throws when its thread cannot start
-  void give_back(Worker* team);
+  void work(PoolWorker* w);
+  PoolWorker* start_worker();  // registered, not idle; throws when its thread cannot start
+  void give_back(PoolWorker* team);
 
   std::mutex m_mutex;
   std::condition_variable m_calls_finished;
-  std::vector<std::unique_ptr<Worker>> m_workers;
-  std::vector<Worker*> m_idle;  // capacity kept at m_workers.size(): a worker's return cannot throw
+  std::vector<std::unique_ptr<PoolWorker>> m_workers;
+  // Its capacity is kept at m_workers.size(), so that a worker's return to it cannot throw.
+  std::vector<PoolWorker*> m_idle;
   std::size_t m_started = 0;
-  int m_calls = 0;               // calls in flight
-  bool m_stopping = false;       // no new calls
-  bool m_exit = false;           // workers end when idle
+  int m_calls = 0;          // calls in flight
+  bool m_stopping = false;  // no new calls
+  bool m_exit = false;      // workers end when idle
 };
 
-bool Pool::run(int n, detail::ParallelFn fn) {
+bool WorkerPool::run(int n, detail::ParallelFn fn) {
   const int needed = n - 1;
-  Worker* team = nullptr;  // linked through Worker::next, last claimed first
+  PoolWorker* team = nullptr;  // linked through PoolWorker::next, last claimed first
   int have = 0;
   {
     std::lock_guard<std::mutex> lock(m_mutex);
     if (m_stopping) return false;
     ++m_calls;
     while (have < needed && !m_idle.empty()) {
-      Worker* w = m_idle.back();
+      PoolWorker* w = m_idle.back();
       m_idle.pop_back();
       w->next = team;
       team = w;
@@ -181,7 +185,7 @@ bool Pool::run(int n, detail::ParallelFn fn) {
   }
   for (; have < needed; ++have) {
     try {
-      Worker* w = start_worker();
+      PoolWorker* w = start_worker();
       w->next = team;
       team = w;
     } catch (const std::exception& e) {
@@ -189,11 +193,11 @@ bool Pool::run(int n, detail::ParallelFn fn) {
       throw std::runtime_error(cannot_start_message(have + 1, n, e.what()));
     }
   }
-  Call call(fn, n, needed);
+  ParallelCall call(fn, n, needed);
   {
     std::lock_guard<std::mutex> lock(m_mutex);
     int i = 1;
-    for (Worker* w = team; w != nullptr; w = w->next) {
+    for (PoolWorker* w = team; w != nullptr; w = w->next) {
       w->call = &call;
       w->index = i++;
       w->wake.notify_one();
@@ -211,9 +215,9 @@ bool Pool::run(int n, detail::ParallelFn fn) {
   return true;
 }
 
-Worker* Pool::start_worker() {
-  auto owned = std::make_unique<Worker>();
-  Worker* w = owned.get();
+PoolWorker* WorkerPool::start_worker() {
+  auto owned = std::make_unique<PoolWorker>();
+  PoolWorker* w = owned.get();
   {
     std::lock_guard<std::mutex> lock(m_mutex);
     m_workers.reserve(m_workers.size() + 1);
@@ -224,7 +228,8 @@ Worker* Pool::start_worker() {
     w->thread = std::thread([this, w] { work(w); });
   } catch (...) {
     std::lock_guard<std::mutex> lock(m_mutex);
-    m_workers.erase(std::find_if(m_workers.begin(), m_workers.end(), [&](const auto& p) { return p.get() == w; }));
+    m_workers.erase(std::find_if(m_workers.begin(), m_workers.end(),
+                                 [&](const auto& p) { return p.get() == w; }));
     throw;
   }
   std::lock_guard<std::mutex> lock(m_mutex);
@@ -233,32 +238,34 @@ Worker* Pool::start_worker() {
 }
 
 // Workers claimed or started by a call that then could not start the rest: idle again, having run nothing.
-void Pool::give_back(Worker* team) {
+void WorkerPool::give_back(PoolWorker* team) {
   std::lock_guard<std::mutex> lock(m_mutex);
-  for (Worker* w = team; w != nullptr; w = w->next) m_idle.push_back(w);
+  for (PoolWorker* w = team; w != nullptr; w = w->next) m_idle.push_back(w);
   if (--m_calls == 0 && m_stopping) m_calls_finished.notify_all();
 }
 
-void Pool::work(Worker* w) {
+void WorkerPool::work(PoolWorker* w) {
   t_in_call = 1;
   std::unique_lock<std::mutex> lock(m_mutex);
   for (;;) {
     w->wake.wait(lock, [&] { return w->call != nullptr || m_exit; });
-    Call* call = w->call;
+    ParallelCall* call = w->call;
     if (call == nullptr) return;
     const int index = w->index;
     w->call = nullptr;
     lock.unlock();
     call->run(index);
     lock.lock();
-    m_idle.push_back(w);  // before the call learns it is done: a call that returns has all its workers back
+    // Back among the idle before the call learns it is done: a call that returns has all its
+    // workers back.
+    m_idle.push_back(w);
     lock.unlock();
     call->worker_done();
     lock.lock();
   }
 }
 
-bool Pool::shut_down() {
+bool WorkerPool::shut_down() {
   std::unique_lock<std::mutex> lock(m_mutex);
   m_stopping = true;
   if (t_in_call > 0) {
@@ -282,9 +289,9 @@ bool Pool::shut_down() {
 
 // In the child only the forking thread exists, and it holds m_mutex (before_fork). The parent's
 // workers are orphaned, its calls forgotten.
-void Pool::after_fork_in_child() {
+void WorkerPool::after_fork_in_child() {
   for (auto& w : m_workers) {
-    Worker* orphan = w.release();
+    PoolWorker* orphan = w.release();
     orphan->next = g_fork_orphans;
     g_fork_orphans = orphan;
   }
@@ -297,33 +304,33 @@ void Pool::after_fork_in_child() {
 
 // The live pool, for the fork handlers and for parallel_pool_size; null before the first call and
 // after exit has stopped it.
-std::atomic<Pool*> g_pool{nullptr};
+std::atomic<WorkerPool*> g_pool{nullptr};
 std::atomic<bool> g_pool_closed{false};
 
 #ifdef TTTLAB_POOL_FORK_HANDLERS
 void pool_before_fork() {
-  if (Pool* p = g_pool.load()) p->before_fork();
+  if (WorkerPool* p = g_pool.load()) p->before_fork();
 }
 void pool_after_fork_in_parent() {
-  if (Pool* p = g_pool.load()) p->after_fork_in_parent();
+  if (WorkerPool* p = g_pool.load()) p->after_fork_in_parent();
 }
 void pool_after_fork_in_child() {
-  if (Pool* p = g_pool.load()) p->after_fork_in_child();
+  if (WorkerPool* p = g_pool.load()) p->after_fork_in_child();
 }
 #endif
 
 // Owns the pool; a function-local static, so that it is made on the first call (a program that never
 // calls run_parallel starts nothing) and destroyed at exit, after every static made later. A static
 // destroyed after it that calls run_parallel finds g_pool_closed and uses threads of its own.
-class PoolOwner {
+class WorkerPoolOwner {
  public:
-  PoolOwner() : m_pool(new Pool) {
+  WorkerPoolOwner() : m_pool(new WorkerPool) {
     g_pool.store(m_pool);
 #ifdef TTTLAB_POOL_FORK_HANDLERS
     ::pthread_atfork(pool_before_fork, pool_after_fork_in_parent, pool_after_fork_in_child);
 #endif
   }
-  ~PoolOwner() {
+  ~WorkerPoolOwner() {
     g_pool_closed.store(true);
     if (m_pool->shut_down()) {
       g_pool.store(nullptr);
@@ -332,33 +339,36 @@ class PoolOwner {
     // else: fn ended the process from inside a call; the detached workers still use the pool, which
     // stays allocated (and reachable from here) until the process is gone.
   }
-  PoolOwner(const PoolOwner&) = delete;
-  PoolOwner& operator=(const PoolOwner&) = delete;
+  WorkerPoolOwner(const WorkerPoolOwner&) = delete;
+  WorkerPoolOwner& operator=(const WorkerPoolOwner&) = delete;
 
-  Pool* m_pool;
+  WorkerPool* pool() const { return m_pool; }
+
+ private:
+  WorkerPool* m_pool;
 };
 
-Pool* live_pool() {
+WorkerPool* live_pool() {
   if (g_pool_closed.load()) return nullptr;
-  static PoolOwner owner;
-  return owner.m_pool;
+  static WorkerPoolOwner owner;
+  return owner.pool();
 }
 
 }  // namespace
 
 void detail::run_parallel(int n, ParallelFn fn) {
   if (n <= 1) {  // no thread to start; fn(0) is still guarded like any worker's
-    Call call(fn, n, 0);
+    ParallelCall call(fn, n, 0);
     call.run(0);
     call.rethrow();
     return;
   }
-  if (Pool* pool = live_pool(); pool != nullptr && pool->run(n, fn)) return;
+  if (WorkerPool* pool = live_pool(); pool != nullptr && pool->run(n, fn)) return;
   run_on_own_threads(n, fn);
 }
 
 std::size_t parallel_pool_size() {
-  Pool* pool = g_pool.load();
+  WorkerPool* pool = g_pool.load();
   return pool != nullptr ? pool->size() : 0;
 }
 

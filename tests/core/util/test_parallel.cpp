@@ -2,6 +2,8 @@
 // calls from several threads at once, errors, and a child of fork() that starts its own workers. The
 // error messages under thread and memory limits are in test_loses_nothing.cpp (F07).
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -13,9 +15,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "tttlab/util/parallel.hpp"
 
@@ -34,11 +33,12 @@ std::set<std::thread::id> worker_ids_of_one_call(int n) {
 }
 
 // Waits until `count` reaches `target`, or fails after a few seconds rather than hanging the suite.
-bool wait_for(const std::atomic<int>& count, int target) {
+bool wait_until_count(const std::atomic<int>& count, int target) {
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (count.load() < target)
+  while (count.load() < target) {
     if (std::chrono::steady_clock::now() > give_up) return false;
-    else std::this_thread::yield();
+    std::this_thread::yield();
+  }
   return true;
 }
 
@@ -48,7 +48,8 @@ TEST(Parallel, RepeatedCallsReuseTheSameThreads) {
   EXPECT_GE(size, 3u);
   for (int call = 0; call < 50; ++call) {
     for (const std::thread::id& id : worker_ids_of_one_call(4))
-      EXPECT_EQ(first.count(id), 1u) << "call " << call << " ran on a thread the first call did not use";
+      EXPECT_EQ(first.count(id), 1u)
+          << "call " << call << " ran on a thread the first call did not use";
     // Fewer threads take from the same idle workers too.
     for (const std::thread::id& id : worker_ids_of_one_call(2)) EXPECT_EQ(first.count(id), 1u);
   }
@@ -74,9 +75,10 @@ TEST(Parallel, AllIndicesRunAtOnceSoTheyMayWaitForEachOther) {
     std::atomic<int> timed_out{0};
     run_parallel(5, [&](int) {
       ++arrived;
-      if (!wait_for(arrived, 5)) ++timed_out;
+      if (!wait_until_count(arrived, 5)) ++timed_out;
     });
-    ASSERT_EQ(timed_out.load(), 0) << "round " << round << ": an index waited for one that never started";
+    ASSERT_EQ(timed_out.load(), 0)
+        << "round " << round << ": an index waited for one that never started";
   }
 }
 
@@ -90,7 +92,7 @@ TEST(Parallel, NestedCallsComplete) {
       std::atomic<int> arrived{0};
       run_parallel(kInner, [&](int c) {
         ++arrived;
-        if (!wait_for(arrived, kInner)) ++timed_out;  // the inner threads too run at once
+        if (!wait_until_count(arrived, kInner)) ++timed_out;  // the inner threads too run at once
         ++runs[(a * kMiddle + b) * kInner + c];
       });
     });
@@ -100,8 +102,11 @@ TEST(Parallel, NestedCallsComplete) {
   // Repeated, the same nesting reuses idle threads: the pool never holds more than the calls in flight
   // at once could hold (how many are in flight at once depends on timing).
   for (int round = 0; round < 20; ++round)
-    run_parallel(kOuter, [&](int) { run_parallel(kMiddle, [&](int) { run_parallel(kInner, [](int) {}); }); });
-  constexpr int kMostAtOnce = (kOuter - 1) + kOuter * (kMiddle - 1) + kOuter * kMiddle * (kInner - 1);
+    run_parallel(kOuter, [&](int) {
+      run_parallel(kMiddle, [&](int) { run_parallel(kInner, [](int) {}); });
+    });
+  constexpr int kMostAtOnce =
+      (kOuter - 1) + kOuter * (kMiddle - 1) + kOuter * kMiddle * (kInner - 1);
   EXPECT_LE(parallel_pool_size(), before + kMostAtOnce);
 }
 
@@ -141,13 +146,18 @@ TEST(Parallel, ExceptionsFromSeveralIndicesAreRethrownOnceAndThePoolStaysUsable)
     } catch (const std::invalid_argument& e) {
       ++caught;
       const std::string what = e.what();
-      EXPECT_TRUE(what == "index 1 failed" || what == "index 3 failed" || what == "index 5 failed") << what;
+      EXPECT_TRUE(what == "index 1 failed" || what == "index 3 failed" || what == "index 5 failed")
+          << what;
     }
     EXPECT_EQ(caught, 1);
     EXPECT_EQ(ran.load(), 6) << "every index ran to its end before the error was rethrown";
   }
   // The caller's own index throwing is the same.
-  EXPECT_THROW(run_parallel(3, [](int i) { if (i == 0) throw std::logic_error("zero"); }), std::logic_error);
+  EXPECT_THROW(run_parallel(3,
+                            [](int i) {
+                              if (i == 0) throw std::logic_error("zero");
+                            }),
+               std::logic_error);
   std::vector<int> runs(6, 0);
   run_parallel(6, [&](int i) { ++runs[i]; });
   EXPECT_EQ(runs, std::vector<int>(6, 1));
@@ -174,7 +184,8 @@ TEST(Parallel, AChildOfForkStartsItsOwnWorkersAndExitsCleanly) {
   int status = 0;
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
   ASSERT_TRUE(WIFEXITED(status)) << "the child was ended by signal " << WTERMSIG(status);
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "2: the parent's workers were counted; 3: wrong runs; 4: wrong pool size";
+  EXPECT_EQ(WEXITSTATUS(status), 0)
+      << "2: the parent's workers were counted; 3: wrong runs; 4: wrong pool size";
   // The parent's pool is untouched.
   std::vector<int> runs(4, 0);
   run_parallel(4, [&](int i) { ++runs[i]; });

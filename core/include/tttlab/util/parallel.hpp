@@ -31,8 +31,9 @@ namespace detail {
 // long as the run_parallel call that made it.
 class ParallelFn {
  public:
+  // Not for F = ParallelFn: a copy is a copy, not a reference to the one copied.
   template <class F>
-    requires(!std::is_same_v<std::remove_cv_t<F>, ParallelFn>)  // copies are copies, not references to one
+    requires(!std::is_same_v<std::remove_cv_t<F>, ParallelFn>)
   explicit ParallelFn(F& fn) noexcept
       : m_object(const_cast<void*>(static_cast<const void*>(std::addressof(fn)))),
         m_call([](void* object, int i) { (*static_cast<std::remove_reference_t<F>*>(object))(i); }) {}
