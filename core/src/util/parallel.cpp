@@ -3,9 +3,9 @@
 // One mutex guards the pool: the list of workers, the idle ones, and each worker's next job. A call
 // takes its idle workers and registers the ones it must start under the mutex, starts threads
 // without it (starting a thread can take milliseconds, and in the browser needs the page's main
-// thread), then hands every worker its job at once, so that when a thread cannot start no fn has run.
-// A worker that finishes its job puts itself back among the idle ones before it tells the call, so a
-// call that returns has given back all of its workers.
+// thread), then hands every worker its job at once, so that when a thread cannot start no fn has
+// run. A worker that finishes its job puts itself back among the idle ones before it tells the
+// call, so a call that returns has given back all of its workers.
 #include "tttlab/util/parallel.hpp"
 
 #include <algorithm>
@@ -46,8 +46,9 @@ class ParallelCall {
  public:
   ParallelCall(detail::ParallelFn fn, int n, int workers) : m_fn(fn), m_n(n), m_running(workers) {}
 
-  // fn(i), its exception kept (the first one wins). Threads started before the limit was reached can
-  // be the ones that run out of memory: the same limit, said as plainly as when a thread cannot start.
+  // fn(i), its exception kept (the first one wins). Threads started before the limit was reached
+  // can be the ones that run out of memory: the same limit, said as plainly as when a thread cannot
+  // start.
   void run(int i) noexcept {
     try {
       m_fn(i);
@@ -62,8 +63,9 @@ class ParallelCall {
     }
   }
 
-  // A worker is done with this call; the last one wakes the caller. The notify happens under the lock
-  // so that the caller, which destroys this object when it wakes, cannot do so before it returns.
+  // A worker is done with this call; the last one wakes the caller. The notify happens under the
+  // lock so that the caller, which destroys this object when it wakes, cannot do so before it
+  // returns.
   void worker_done() {
     std::lock_guard<std::mutex> lock(m_mutex);
     if (--m_running == 0) m_done.notify_one();
@@ -102,9 +104,8 @@ void run_on_own_threads(int n, detail::ParallelFn fn) {
     try {
       threads.emplace_back([&call, i] { call.run(i); });
     } catch (const std::exception& e) {
-      // std::system_error, or std::bad_alloc for the thread's state.
-      // Destroying a joinable std::thread would end the program with "terminate called without an
-      // active exception".
+      // std::system_error, or std::bad_alloc for the thread's state. Destroying a joinable
+      // std::thread would end the program with "terminate called without an active exception".
       for (auto& t : threads) t.join();
       throw std::runtime_error(cannot_start_message(i, n, e.what()));
     }
@@ -128,13 +129,14 @@ struct PoolWorker {
 // condition variable whose waiter vanished cannot be destroyed). They stay, reachable from here.
 PoolWorker* g_fork_orphans = nullptr;
 
-// True on a pool worker's thread, and on a caller's thread while its call runs: a thread that ends the
-// process from inside fn cannot wait for its own call to finish.
+// True on a pool worker's thread, and on a caller's thread while its call runs: a thread that ends
+// the process from inside fn cannot wait for its own call to finish.
 thread_local int t_in_call = 0;
 
 class WorkerPool {
  public:
-  // Runs the call on the pool; false when the pool is shutting down (the caller uses threads of its own).
+  // Runs the call on the pool; false when the pool is shutting down (the caller uses threads of its
+  // own).
   bool run(int n, detail::ParallelFn fn);
 
   std::size_t size() {
@@ -142,9 +144,9 @@ class WorkerPool {
     return m_started;
   }
 
-  // Stops and joins the workers once every call in flight has finished. False when that cannot be done
-  // because this thread is inside a call (fn ended the process): the workers are then detached and the
-  // pool must be left in place for them.
+  // Stops and joins the workers once every call in flight has finished. False when that cannot be
+  // done because this thread is inside a call (fn ended the process): the workers are then detached
+  // and the pool must be left in place for them.
   bool shut_down();
 
   void before_fork() { m_mutex.lock(); }
@@ -237,7 +239,8 @@ PoolWorker* WorkerPool::start_worker() {
   return w;
 }
 
-// Workers claimed or started by a call that then could not start the rest: idle again, having run nothing.
+// Workers claimed or started by a call that then could not start the rest: idle again, having run
+// nothing.
 void WorkerPool::give_back(PoolWorker* team) {
   std::lock_guard<std::mutex> lock(m_mutex);
   for (PoolWorker* w = team; w != nullptr; w = w->next) m_idle.push_back(w);
@@ -276,8 +279,8 @@ bool WorkerPool::shut_down() {
     }
     return false;
   }
-  // A call still running on another thread (a training step while the program exits) finishes first;
-  // a call begun from now on uses threads of its own.
+  // A call still running on another thread (a training step while the program exits) finishes
+  // first; a call begun from now on uses threads of its own.
   m_calls_finished.wait(lock, [&] { return m_calls == 0; });
   m_exit = true;
   for (auto& w : m_workers) w->wake.notify_one();
@@ -319,9 +322,10 @@ void pool_after_fork_in_child() {
 }
 #endif
 
-// Owns the pool; a function-local static, so that it is made on the first call (a program that never
-// calls run_parallel starts nothing) and destroyed at exit, after every static made later. A static
-// destroyed after it that calls run_parallel finds g_pool_closed and uses threads of its own.
+// Owns the pool; a function-local static, so that it is made on the first call (a program that
+// never calls run_parallel starts nothing) and destroyed at exit, after every static made later. A
+// static destroyed after it that calls run_parallel finds g_pool_closed and uses threads of its
+// own.
 class WorkerPoolOwner {
  public:
   WorkerPoolOwner() : m_pool(new WorkerPool) {

@@ -1,6 +1,6 @@
-// run_parallel's worker pool: every index exactly once, threads reused across calls, nested calls and
-// calls from several threads at once, errors, and a child of fork() that starts its own workers. The
-// error messages under thread and memory limits are in test_loses_nothing.cpp (F07).
+// run_parallel's worker pool: every index exactly once, threads reused across calls, nested calls
+// and calls from several threads at once, errors, and a child of fork() that starts its own
+// workers. The error messages under thread and memory limits are in test_loses_nothing.cpp (F07).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -99,8 +99,8 @@ TEST(Parallel, NestedCallsComplete) {
   });
   EXPECT_EQ(timed_out.load(), 0);
   for (std::size_t k = 0; k < runs.size(); ++k) EXPECT_EQ(runs[k].load(), 1) << "index " << k;
-  // Repeated, the same nesting reuses idle threads: the pool never holds more than the calls in flight
-  // at once could hold (how many are in flight at once depends on timing).
+  // Repeated, the same nesting reuses idle threads: the pool never holds more than the calls in
+  // flight at once could hold (how many are in flight at once depends on timing).
   for (int round = 0; round < 20; ++round)
     run_parallel(kOuter, [&](int) {
       run_parallel(kMiddle, [&](int) { run_parallel(kInner, [](int) {}); });
@@ -164,8 +164,8 @@ TEST(Parallel, ExceptionsFromSeveralIndicesAreRethrownOnceAndThePoolStaysUsable)
   EXPECT_EQ(parallel_pool_size(), size) << "the workers whose fn threw went back to the pool";
 }
 
-// A child of fork() has none of its parent's threads: it starts workers of its own instead of handing
-// jobs to threads that do not exist there, and exit() stops and joins them.
+// A child of fork() has none of its parent's threads: it starts workers of its own instead of
+// handing jobs to threads that do not exist there, and exit() stops and joins them.
 TEST(Parallel, AChildOfForkStartsItsOwnWorkersAndExitsCleanly) {
   run_parallel(4, [](int) {});
   ASSERT_GE(parallel_pool_size(), 3u);
