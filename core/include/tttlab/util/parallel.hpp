@@ -1,62 +1,59 @@
-// tttlab/util/parallel.hpp — fork-join over a fixed number of threads.
+// tttlab/util/parallel.hpp — fork-join over a fixed number of threads, kept in a pool.
 //
 // run_parallel(n, fn) runs fn(i) for i = 0 .. n−1, each on its own thread (the calling thread takes
 // i = 0), and returns when all are done. The split of work is the caller's (fixed slices give
-// deterministic results for a given n). The first exception thrown by any fn is rethrown here after
-// every thread has finished. When a thread cannot be started (the process is at its limit of threads
-// or memory), the threads already started are joined and a std::runtime_error says so; destroying a
-// joinable std::thread would otherwise end the program with "terminate called without an active
-// exception". A std::bad_alloc in a worker becomes such a std::runtime_error too, naming the worker.
+// deterministic results for a given n). The n calls run at once, so fn(i) may wait on fn(j) (the
+// ranks of a data-parallel step do). The first exception thrown by any fn is rethrown here after
+// every thread has finished. When a thread cannot be started (the process is at its limit of
+// threads or memory), no fn runs at all and a std::runtime_error says so, naming the thread and the
+// remedy; a std::bad_alloc in a worker becomes such a std::runtime_error too, naming the worker.
+//
+// The threads for i ≥ 1 come from a process-wide pool: starting a thread per call is expensive
+// (tens of microseconds on the desktop, milliseconds to tens of milliseconds in the browser, where
+// every WebAssembly thread is started by the page's main thread), and the training step calls this
+// on every step. A call takes n−1 idle workers and starts new ones only when not enough are idle;
+// it never waits for a worker busy with another call, so nested calls (fn itself calling
+// run_parallel) and calls from several threads at once cannot deadlock. Idle workers are stopped
+// and joined at process exit; a call made after that (from a later static destructor) starts
+// threads of its own. A process made by fork() starts with an empty pool (the parent's workers do
+// not exist in it); forking from inside fn is not supported.
 #pragma once
 
-#include <exception>
-#include <new>
-#include <mutex>
-#include <stdexcept>
-#include <string>
-#include <system_error>
-#include <thread>
-#include <vector>
+#include <cstddef>
+#include <memory>
 
 namespace tttlab {
 
+namespace detail {
+
+// A non-owning reference to a callable taking an int: two pointers, no allocation. It lives only as
+// long as the run_parallel call that made it.
+class ParallelFn {
+ public:
+  template <class F>
+  static ParallelFn of(F& fn) noexcept {
+    return ParallelFn(const_cast<void*>(static_cast<const void*>(std::addressof(fn))),
+                      [](void* object, int i) { (*static_cast<F*>(object))(i); });
+  }
+  void operator()(int i) const { m_call(m_object, i); }
+
+ private:
+  ParallelFn(void* object, void (*call)(void*, int)) noexcept : m_object(object), m_call(call) {}
+
+  void* m_object;
+  void (*m_call)(void*, int);
+};
+
+void run_parallel(int n, ParallelFn fn);
+
+}  // namespace detail
+
 template <class F>
 void run_parallel(int n, F&& fn) {
-  std::vector<std::thread> workers;
-  std::exception_ptr error;
-  std::mutex error_mutex;
-  auto guarded = [&](int i) {
-    try {
-      fn(i);
-    } catch (const std::bad_alloc&) {
-      // Threads started before the limit was reached can be the ones that run out: the same limit,
-      // said as plainly as when a thread cannot start.
-      std::lock_guard<std::mutex> lock(error_mutex);
-      if (!error)
-        error = std::make_exception_ptr(std::runtime_error(
-            "worker thread " + std::to_string(i + 1) + " of " + std::to_string(n) +
-            " ran out of memory (the process is at its limit of memory: ulimit -v, cgroup memory.max, or "
-            "free memory); run with fewer threads, e.g. --threads 1"));
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(error_mutex);
-      if (!error) error = std::current_exception();
-    }
-  };
-  workers.reserve(n > 1 ? static_cast<std::size_t>(n - 1) : 0);
-  for (int i = 1; i < n; ++i) {
-    try {
-      workers.emplace_back(guarded, i);
-    } catch (const std::exception& e) {  // std::system_error, or std::bad_alloc for the thread's state
-      for (auto& w : workers) w.join();
-      throw std::runtime_error("cannot start worker thread " + std::to_string(i + 1) + " of " + std::to_string(n) +
-                               ": " + e.what() +
-                               " (the process is at its limit of threads or memory: ulimit -u, cgroup pids.max, "
-                               "or free memory); run with fewer threads, e.g. --threads 1");
-    }
-  }
-  guarded(0);
-  for (auto& w : workers) w.join();
-  if (error) std::rethrow_exception(error);
+  detail::run_parallel(n, detail::ParallelFn::of(fn));
 }
+
+// How many worker threads the pool has started and keeps (for diagnostics and tests).
+std::size_t parallel_pool_size();
 
 }  // namespace tttlab
