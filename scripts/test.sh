@@ -131,13 +131,14 @@ else
   record "build asan" FAIL $((SECONDS - t0)) "the sanitizer build failed; its tests did not run"
 fi
 
-# The fuzz targets, a short fixed time each (fuzz/run.sh --long runs them for long). Its closing
-# "total:" line (executions, targets with findings) becomes the summary's detail; a missing clang or
-# libFuzzer fails the stage with run.sh's message.
-banner "fuzz (bash fuzz/run.sh: every target 20 s under ASan + UBSan)"
+# The fuzz targets, a short fixed time each (fuzz/run.sh --long runs them for long), one per core at a
+# time: each is a single process, so two run side by side on two cores in the time of one. Its
+# closing "total:" line (executions, targets with findings) becomes the summary's detail; a missing
+# clang or libFuzzer fails the stage with run.sh's message.
+banner "fuzz (bash fuzz/run.sh: every target 20 s under ASan + UBSan, $JOBS at a time)"
 t0=$SECONDS
 mkdir -p build-fuzz
-bash fuzz/run.sh --time 20 2>&1 | tee build-fuzz/fuzz.log
+bash fuzz/run.sh --time 20 --jobs "$JOBS" 2>&1 | tee build-fuzz/fuzz.log
 fuzz_rc=${PIPESTATUS[0]}
 fuzz_line=$(sed -n 's/^  total: //p' build-fuzz/fuzz.log | tail -n1)
 if ((fuzz_rc == 0)); then
