@@ -8,10 +8,14 @@
 #   info           build/tttlab info: the build configuration and the device the engine would use
 #   ctest default  every test of the Release build; GPU tests (label gpu) report Skipped with the
 #                  reason where no GPU is present
-#   build asan     the `asan` preset (build-asan/): -O1 -g1, AddressSanitizer + UBSan, CPU only
-#   ctest asan     every test again under the sanitizers; any report fails its test
-#   fuzz           fuzz/run.sh: builds the libFuzzer targets (build-fuzz/, clang, ASan + UBSan) and
-#                  runs each for 20 s on its seed corpus; a crash, hang, out-of-memory or leak fails it
+#   build asan     the `asan` preset (build-asan/): -O1 -g1, AddressSanitizer + UBSan, CPU only, a
+#                  unity build
+#   ctest asan     every test again under the sanitizers; any report fails its test. gui_screenshots
+#                  shoots three panels there (tests/app/CMakeLists.txt): every panel's drawing runs
+#                  under the sanitizers in the headless panel tests
+#   fuzz           fuzz/run.sh: builds the libFuzzer targets (build-fuzz/, clang, ASan + UBSan, a unity
+#                  build) and runs each for 20 s on its seed corpus, one per core at a time; a crash,
+#                  hang, out-of-memory or leak fails it
 # Tests run under Xvfb when there is no display, so that tests which open a window can. A summary
 # closes the output; the exit status is 0 only when every stage passed.
 set -uo pipefail
