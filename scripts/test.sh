@@ -8,10 +8,14 @@
 #   info           build/tttlab info: the build configuration and the device the engine would use
 #   ctest default  every test of the Release build; GPU tests (label gpu) report Skipped with the
 #                  reason where no GPU is present
-#   build asan     the `asan` preset (build-asan/): -O1 -g1, AddressSanitizer + UBSan, CPU only
-#   ctest asan     every test again under the sanitizers; any report fails its test
-#   fuzz           fuzz/run.sh: builds the libFuzzer targets (build-fuzz/, clang, ASan + UBSan) and
-#                  runs each for 20 s on its seed corpus; a crash, hang, out-of-memory or leak fails it
+#   build asan     the `asan` preset (build-asan/): -O1 -g1, AddressSanitizer + UBSan, CPU only, a
+#                  unity build
+#   ctest asan     every test again under the sanitizers; any report fails its test. gui_screenshots
+#                  shoots three panels there (tests/app/CMakeLists.txt): every panel's drawing runs
+#                  under the sanitizers in the headless panel tests
+#   fuzz           fuzz/run.sh: builds the libFuzzer targets (build-fuzz/, clang, ASan + UBSan, a unity
+#                  build) and runs each for 20 s on its seed corpus, one per core at a time; a crash,
+#                  hang, out-of-memory or leak fails it
 # Tests run under Xvfb when there is no display, so that tests which open a window can. A summary
 # closes the output; the exit status is 0 only when every stage passed.
 set -uo pipefail
@@ -131,13 +135,14 @@ else
   record "build asan" FAIL $((SECONDS - t0)) "the sanitizer build failed; its tests did not run"
 fi
 
-# The fuzz targets, a short fixed time each (fuzz/run.sh --long runs them for long). Its closing
-# "total:" line (executions, targets with findings) becomes the summary's detail; a missing clang or
-# libFuzzer fails the stage with run.sh's message.
-banner "fuzz (bash fuzz/run.sh: every target 20 s under ASan + UBSan)"
+# The fuzz targets, a short fixed time each (fuzz/run.sh --long runs them for long), one per core at a
+# time: each is a single process, so two run side by side on two cores in the time of one. Its
+# closing "total:" line (executions, targets with findings) becomes the summary's detail; a missing
+# clang or libFuzzer fails the stage with run.sh's message.
+banner "fuzz (bash fuzz/run.sh: every target 20 s under ASan + UBSan, $JOBS at a time)"
 t0=$SECONDS
 mkdir -p build-fuzz
-bash fuzz/run.sh --time 20 2>&1 | tee build-fuzz/fuzz.log
+bash fuzz/run.sh --time 20 --jobs "$JOBS" 2>&1 | tee build-fuzz/fuzz.log
 fuzz_rc=${PIPESTATUS[0]}
 fuzz_line=$(sed -n 's/^  total: //p' build-fuzz/fuzz.log | tail -n1)
 if ((fuzz_rc == 0)); then

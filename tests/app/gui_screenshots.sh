@@ -5,6 +5,8 @@
 # checks that the PNGs are not blank and all differ; also checks that a broken state file is refused
 # with a message instead of a crash, and that the frame-time benchmark runs and reports its p99.
 #   usage: gui_screenshots.sh TTTLAB PNG_CHECK OUTDIR
+# The environment narrows the per-panel shots (the sanitizer build does): TTTLAB_SCREENSHOT_PANELS,
+# TTTLAB_SCREENSHOT_SIZES and TTTLAB_SCREENSHOT_DOCKED_ONLY, described where they are read.
 # Exit 77 (ctest: skipped) with a visible message when xvfb-run is not installed.
 set -u
 tttlab=$1
@@ -26,11 +28,23 @@ shoot() {  # shoot OUT.png FRAMES ARGS…
   [ -s "$png" ]
 }
 
-panels=$("$tttlab" gui --list-panels | awk '{print $1}')
-if [ -z "$panels" ]; then
+all_panels=$("$tttlab" gui --list-panels | awk '{print $1}')
+if [ -z "$all_panels" ]; then
   echo "FAIL: tttlab gui --list-panels printed no panels"
   exit 1
 fi
+# TTTLAB_SCREENSHOT_PANELS narrows the per-panel shots below to the panels it names (default: every
+# panel). The sanitizer build names one panel of each kind (tests/app/CMakeLists.txt): there each
+# start of the app costs seconds, and every panel's drawing code is already checked under the
+# sanitizers by tttlab_app_tests (Headless.EveryPanelDrawsRealSnapshotsAndEmptyOnes), so these shots
+# add what only the real app has: its window, OpenGL backend, PNG writer and docked lesson.
+panels=${TTTLAB_SCREENSHOT_PANELS:-$all_panels}
+for p in $panels; do
+  if ! echo "$all_panels" | grep -qx "$p"; then
+    echo "FAIL: TTTLAB_SCREENSHOT_PANELS names '$p', which is not a panel (tttlab gui --list-panels: $(echo $all_panels))"
+    exit 1
+  fi
+done
 files=""
 for p in $panels; do
   shoot "$out/$p.png" 5 --panel "$p" || { echo "FAIL: screenshot of panel $p"; exit 1; }
@@ -43,7 +57,7 @@ done
 # capture), and the test stays quick on a small CI machine.
 # TTTLAB_SCREENSHOT_SIZES narrows the sweep, and TTTLAB_SCREENSHOT_DOCKED_ONLY=1 leaves out the
 # panels alone at those sizes: the sanitizer build sets both, because the layout is the Release
-# build's to judge and the memory checks need each drawing path once (each panel alone is drawn at
+# build's to judge and the memory checks need each drawing path once (the panels alone are drawn at
 # 1600 × 1000 above).
 sizes=${TTTLAB_SCREENSHOT_SIZES:-1280x720 1366x768}
 progress="$out/progress.json"

