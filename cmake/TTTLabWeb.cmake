@@ -55,6 +55,13 @@ set(TTTLAB_MD4C_FOUND TRUE)
 set(TTTLAB_MD4C_HTML_FOUND TRUE)
 set(TTTLAB_MUPARSER_FOUND TRUE)
 
+# stb_image_write (PNG export): Debian's libstb is built for the host's CPU only, so its one
+# implementation file is compiled here from the header.
+file(WRITE ${CMAKE_BINARY_DIR}/generated/stb_image_write.c
+     "#define STB_IMAGE_WRITE_IMPLEMENTATION\n#include <stb_image_write.h>\n")
+add_library(tttlab_web_stb STATIC ${CMAKE_BINARY_DIR}/generated/stb_image_write.c)
+target_include_directories(tttlab_web_stb SYSTEM PUBLIC "${_deps}/include")
+
 # Dear ImGui with its GLFW and OpenGL 3 backends; the GL backend speaks OpenGL ES 3 (WebGL2), and
 # emscripten's own GLFW (a JavaScript library, -sUSE_GLFW=3) stands in for libglfw.
 set(_imgui "${_deps}/src/imgui")
@@ -63,8 +70,9 @@ add_library(tttlab_imgui_backends STATIC
   "${_imgui}/imgui_demo.cpp" "${_imgui}/backends/imgui_impl_glfw.cpp" "${_imgui}/backends/imgui_impl_opengl3.cpp")
 target_include_directories(tttlab_imgui_backends SYSTEM PUBLIC "${_imgui}" "${_imgui}/backends" "${_deps}/include")
 target_compile_definitions(tttlab_imgui_backends PUBLIC IMGUI_IMPL_OPENGL_ES3)
+target_link_libraries(tttlab_imgui_backends PUBLIC tttlab_web_stb)
 target_link_options(tttlab_imgui_backends INTERFACE -sUSE_GLFW=3 -sMIN_WEBGL_VERSION=2 -sMAX_WEBGL_VERSION=2)
-foreach(t tttlab_web_md4c tttlab_web_md4c_html tttlab_web_muparser tttlab_imgui_backends)
+foreach(t tttlab_web_md4c tttlab_web_md4c_html tttlab_web_muparser tttlab_web_stb tttlab_imgui_backends)
   set_target_properties(${t} PROPERTIES UNITY_BUILD OFF)
 endforeach()
 set(TTTLAB_HAVE_WEB_GUI ON)

@@ -8,6 +8,9 @@
 #   info           build/tttlab info: the build configuration and the device the engine would use
 #   ctest default  every test of the Release build; GPU tests (label gpu) report Skipped with the
 #                  reason where no GPU is present
+#   web            scripts/web.sh --test: the browser build (build-web/, emscripten) and its test in
+#                  headless Chromium (web/test/): first frame, the engine's numbers against the native
+#                  build, every panel and lesson 1 drawn, no console error; screenshots in build-web/test/
 #   build asan     the `asan` preset (build-asan/): -O1 -g1, AddressSanitizer + UBSan, CPU only, a
 #                  unity build
 #   ctest asan     every test again under the sanitizers; any report fails its test. gui_screenshots
@@ -125,6 +128,17 @@ else
 fi
 
 run_ctest default build
+
+banner "web (bash scripts/web.sh --test)"
+t0=$SECONDS
+mkdir -p build-web
+bash scripts/web.sh --test 2>&1 | tee build-web/web.log
+web_rc=${PIPESTATUS[0]}
+if ((web_rc == 0)); then
+  record web ok $((SECONDS - t0)) "$(grep -c '^ok ' build-web/web.log) checks passed in headless Chromium; build-web/test/"
+else
+  record web FAIL $((SECONDS - t0)) "$(grep -m1 -E '^(FAIL|web:) ' build-web/web.log || echo "scripts/web.sh exited $web_rc"); log: build-web/web.log"
+fi
 
 banner "build asan (cmake --preset asan && cmake --build --preset asan)"
 t0=$SECONDS

@@ -30,7 +30,7 @@ namespace {
 
 // The query string and the fragment of the page's address, as "key=value&…" (without ? and #).
 EM_JS(char*, page_address_parts, (), {
-  const text = window.location.search.replace(/^\?/, '') + '&' + window.location.hash.replace(/^#/, '');
+  const text = window.location.search.substring(1) + "&" + window.location.hash.substring(1);
   return stringToNewUTF8(text);
 });
 
