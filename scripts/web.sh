@@ -224,8 +224,8 @@ case $mode in
   test)
     step "browser test (headless Chromium)"
     native_check 1
-    panels=$(build/tttlab gui --list-panels | awk '{print $1}' | paste -sd,)
-    run_browser --panels "$panels" || die "the browser test failed (screenshots and results: $WEB/test/)"
+    build/tttlab gui --list-panels >"$WEB/test/panels.txt" || die "build/tttlab gui --list-panels failed"
+    run_browser --panels "$WEB/test/panels.txt" || die "the browser test failed (screenshots and results: $WEB/test/)"
     ;;
   bench)
     step "web benchmark: the engine in the browser against the native build, same machine"

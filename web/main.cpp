@@ -4,7 +4,8 @@
 //   index.html?panel=stepper            start on a panel (its id, as `tttlab gui --list-panels` prints)
 //   index.html?lesson=01                dock a lesson (by number or name), with its scene
 //   index.html?theme=light&scale=1.25   the look
-//   index.html#state=<base64url>        a saved state (.tttlab JSON), carried in the link itself
+//   index.html#state=<base64url>        a saved state (.tttlab JSON), carried in the link itself (File →
+//                                       Copy link to this view writes such links)
 //   index.html?check=engine             also run the engine check (web/engine_check.hpp) on a worker
 //                                       thread and print its JSON on the console (the browser test;
 //                                       &repeats=N times each part N times: the benchmark)
@@ -24,7 +25,8 @@
 
 #include "engine_check.hpp"
 #include "gui/gui_app.hpp"
-#include "tttlab/io/atomic_file.hpp"
+#include "lab/state/state_file.hpp"
+#include "lab/state/state_link.hpp"
 
 namespace {
 
@@ -66,33 +68,6 @@ std::map<std::string, std::string> page_parameters() {
   return out;
 }
 
-// base64url (RFC 4648 §5, padding optional) to bytes; false on any other character.
-bool base64url_decode(const std::string& in, std::string& out) {
-  auto value = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '-' || c == '+') return 62;
-    if (c == '_' || c == '/') return 63;
-    return -1;
-  };
-  out.clear();
-  unsigned buffer = 0;
-  int bits = 0;
-  for (char c : in) {
-    if (c == '=') break;
-    const int v = value(c);
-    if (v < 0) return false;
-    buffer = (buffer << 6) | static_cast<unsigned>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out += static_cast<char>((buffer >> bits) & 0xff);
-    }
-  }
-  return true;
-}
-
 }  // namespace
 
 int main() {
@@ -110,19 +85,14 @@ int main() {
   opt.lesson = get("lesson");
   opt.theme = get("theme");
   if (const std::string s = get("scale"); !s.empty()) opt.ui_scale = std::strtof(s.c_str(), nullptr);
-  if (const std::string s = get("state"); !s.empty()) {
-    // A state in the link: written where the app opens states from, then opened like a file.
-    std::string json;
-    const std::size_t kMaxStateBytes = 1 << 20;
-    if (s.size() > kMaxStateBytes * 4 / 3 + 4 || !base64url_decode(s, json)) {
-      std::fprintf(stderr, "tttlab: the link's state is not base64url text of at most 1 MB; starting without it\n");
-    } else {
-      try {
-        tttlab::write_file_atomic("/tmp/link.tttlab", json);
-        opt.state_file = "/tmp/link.tttlab";
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "tttlab: could not keep the link's state: %s\n", e.what());
-      }
+  if (const std::string link = get("state"); !link.empty()) {
+    // A state in the link (lab/state/state_link.hpp): checked, then opened like a state file. A broken
+    // one is said in the app's error dialog; the lab starts without it.
+    try {
+      tttlab::lab::write_state_file("/tmp/link.tttlab", tttlab::lab::state_from_link(link));
+      opt.state_file = "/tmp/link.tttlab";
+    } catch (const std::exception& e) {
+      opt.startup_error = e.what();
     }
   }
 

@@ -47,6 +47,7 @@
 #include "lab/state/json_fields.hpp"
 #include "tttlab/io/limits.hpp"
 #include "lab/state/state_file.hpp"
+#include "lab/state/state_link.hpp"
 #include "gui/lab.hpp"
 #include "gui/theme.hpp"
 #include "gui/ui_settings.hpp"
@@ -135,6 +136,9 @@ class App {
   void save_look();
   bool open_state(const fs::path& path);
   bool save_state(const fs::path& path);
+  nlohmann::json current_state() const;  // what Save state writes: every panel's settings and the view
+  void report_when_settled();
+  void copy_view_link();
   void set_active(std::size_t i);
   // Sends a panel's settings to the engine the first time it is shown (or after a state file loads):
   // panels the user never opens cost no engine time.
@@ -170,6 +174,10 @@ class App {
   UiSettings m_look;
   bool m_save_look = false;
   bool m_look_dirty = false;
+  // report_when_settled(): frames in a row that showed the engine's finished, unchanged snapshot.
+  bool m_settled_reported = false;
+  int m_settled_frames = 0;
+  std::uint64_t m_settled_version = 0;
   bool m_presenter = false;
   float m_content_scale = 1.0f;
 
@@ -272,6 +280,7 @@ int App::init() {
   m_synced.assign(m_panels.size(), false);
   const bool interactive = m_opt.screenshot.empty() && m_opt.bench_frames == 0;
   if (interactive) host::watch_dropped_files(m_window->handle());
+  if (!m_opt.startup_error.empty()) m_error.show("Could not open the link", m_opt.startup_error);
   if (!m_opt.state_file.empty()) {
     if (!open_state(m_opt.state_file) && !interactive) {
       std::fprintf(stderr, "tttlab gui: %s\n", printable(m_error.text()).c_str());
@@ -472,11 +481,26 @@ bool App::step() {
   if (m_window->iconified()) return true;
   frame();
   render();
+  report_when_settled();
   // While something animates (hover, playback), keep frames coming at the display rate.
   if (ImGui::IsAnyItemActive() || ImGui::GetIO().MouseDelta.x != 0 || ImGui::GetIO().MouseDelta.y != 0 ||
       m_look_dirty)
     Window::post_empty_event();
   return true;
+}
+
+// The first time the engine has finished what the view asked for and three frames showed the same
+// snapshot (the screenshot mode's rule), the host is told: the browser test then knows the panel
+// shows its results, however slow the machine.
+void App::report_when_settled() {
+  if (m_settled_reported) return;
+  const std::uint64_t version = m_engine.snapshot()->version;
+  m_settled_frames = m_engine.settled() && version == m_settled_version ? m_settled_frames + 1 : 0;
+  m_settled_version = version;
+  if (m_settled_frames >= 3) {
+    m_settled_reported = true;
+    host::view_settled();
+  }
 }
 
 void App::take_dropped_files() {
@@ -733,6 +757,7 @@ void App::draw_menu_bar() {
         save_state(m_state_path);
     }
     if (ImGui::MenuItem("Save state as…", "Ctrl+Shift+S")) show_save_dialog();
+    if (!host::page_address().empty() && ImGui::MenuItem("Copy link to this view")) copy_view_link();
     ImGui::Separator();
     m_course_menu.file_menu_items();
     ImGui::Separator();
@@ -1059,16 +1084,31 @@ bool App::open_state(const fs::path& path) {
   }
 }
 
+nlohmann::json App::current_state() const {
+  nlohmann::json panels = nlohmann::json::object();
+  for (const auto& p : m_panels) panels[p->id()] = p->save_state();
+  nlohmann::json doc = make_state(m_panels[m_active]->id(), std::move(panels));
+  doc["classroom"] = classroom::to_json(classroom::state());
+  if (m_snap && m_snap->compute) doc["compute"] = to_string(m_snap->compute->request);
+  if (m_lesson_docked && m_lesson) doc["lesson"] = m_lesson->lesson().name;
+  return doc;
+}
+
+// The browser: the view as a link (lab/state/state_link.hpp), copied and shown in the address bar, so
+// a teacher can hand out exactly this view.
+void App::copy_view_link() {
+  const std::string fragment = state_link_fragment(current_state());
+  host::set_clipboard_text(host::page_address() + "#" + fragment);
+  host::set_page_fragment(fragment);
+  notify("Copied a link to this view (" + std::to_string(fragment.size() / 1024 + 1) +
+         " kB): whoever opens it sees the same panels and settings");
+}
+
 bool App::save_state(const fs::path& path) {
   try {
-    nlohmann::json panels = nlohmann::json::object();
-    for (const auto& p : m_panels) panels[p->id()] = p->save_state();
     fs::path target = path;
     if (target.extension().empty()) target += kStateExtension;
-    nlohmann::json doc = make_state(m_panels[m_active]->id(), std::move(panels));
-    doc["classroom"] = classroom::to_json(classroom::state());
-    if (m_snap && m_snap->compute) doc["compute"] = to_string(m_snap->compute->request);
-    if (m_lesson_docked && m_lesson) doc["lesson"] = m_lesson->lesson().name;
+    const nlohmann::json doc = current_state();
     write_state_file(target, doc);
     host::persist_sync();  // when the state was saved into the persistent folder
     host::offer_download(target);

@@ -38,6 +38,9 @@ struct GuiOptions {
   // Where the panels and training runs may compute (compute_device.hpp); empty: the CPU only.
   ComputeDevices devices;
   ComputeRequest compute = ComputeRequest::Auto;  // the device the panels start on (the Compute menu)
+  // Shown in the error dialog once the window is up: what the caller could not open for the user (the
+  // browser: a link whose state is broken).
+  std::string startup_error;
 };
 
 // Runs the app; returns the process exit status (0 ok, 1 failure, 2 bad usage). Prints errors as

@@ -1,14 +1,17 @@
 // web/test/browser_test.mjs — the browser test: the built site (build-web/site/) in headless Chromium.
 //
 //   node --experimental-websocket web/test/browser_test.mjs --site build-web/site --out DIR \
-//        --native NATIVE.json --panels id1,id2,… [--bench --repeats N]
+//        --native NATIVE.json --panels PANELS.txt [--bench --repeats N]
 //
 // It serves the site with web/serve.py and checks, failing on any console error or uncaught exception:
 //   1. the page loads and draws its first frame (the time from navigation is reported);
 //   2. the engine check (?check=engine, web/engine_check.hpp) in the tab gives the numbers of the native
 //      build (NATIVE.json, from tttlab_web_check on the same files): verify passes every check, the same
 //      validation loss to rounding, the same greedy bytes, the same training losses to rounding;
-//   3. every panel renders (?panel=ID), and lesson 1 opens docked (?lesson=01): a screenshot of each in DIR.
+//   3. every panel renders (?panel=ID; the page's title names it), and lesson 1 opens docked (?lesson=01):
+//      a screenshot of each in DIR;
+//   4. a link carrying a state (#state=…, lab/state/state_link.hpp) opens that state, and a broken one
+//      leaves the lab running.
 // --bench: only 1 and 2, each timed part of the check run N times (the medians go to results.json).
 // Writes DIR/results.json (the browser's timings and the page's download size) and exits non-zero on a
 // failure, saying which.
@@ -24,7 +27,9 @@ const args = Object.fromEntries(process.argv.slice(2).reduce((acc, a, i, all) =>
 }, []));
 const site = args.site || 'build-web/site';
 const out = args.out || 'build-web/test';
-const panels = String(args.panels || '').split(',').filter(Boolean);
+// --panels FILE: `tttlab gui --list-panels` output (id, name, summary in fixed columns).
+const panels = args.panels ? readFileSync(args.panels, 'utf8').split('\n').filter((l) => l.trim())
+  .map((l) => ({ id: l.slice(0, 15).trim(), name: l.slice(15, 40).trim() })) : [];
 mkdirSync(out, { recursive: true });
 
 const failures = [];
@@ -93,19 +98,28 @@ try {
     }
   }
 
-  // 3: every panel, and lesson 1.
-  const views = args.bench ? [] : panels.map((id) => [`panel-${id}`, `?panel=${id}`]).concat([['lesson-01', '?lesson=01']]);
-  for (const [name, query] of views) {
-    await page.goto(`${base}index.html${query}`);
+  // 3 + 4: every panel, lesson 1, a view carried in a link, a broken link.
+  const state = { format: 'tttlab-state', version: 1, active_panel: 'recall', panels: {} };
+  const link = Buffer.from(JSON.stringify(state)).toString('base64url');
+  const views = args.bench ? [] : panels.map((p) => ({ name: `panel-${p.id}`, query: `?panel=${p.id}`, title: p.name }))
+    .concat([{ name: 'lesson-01', query: '?lesson=01', title: 'lesson: One gradient step per token' },
+             { name: 'link-state', query: `#state=${link}`, title: 'Recall lab — link.tttlab' },
+             { name: 'link-broken', query: '#state=not$base64', title: 'TTT Lab — ', minBytes: 10000 }]);
+  for (const view of views) {
+    await page.goto('about:blank');
+    await page.goto(`${base}index.html${view.query}`);
     await page.waitForConsole(/^TTTLAB_FIRST_FRAME /, 90000);
-    await sleep(Number(process.env.TTTLAB_WEB_SETTLE_MS || 4000));  // the engine fills the panel
-    const file = path.join(out, `${name}.png`);
+    // The engine has filled the panel (the app says so once three frames showed its finished results).
+    await page.waitForConsole(/^TTTLAB_SETTLED /, 180000);
+    const file = path.join(out, `${view.name}.png`);
     await page.screenshot(file);
-    checkErrors(name);
+    checkErrors(view.name);
+    const title = await page.evaluate('document.title');
     const bytes = statSync(file).size;
     // An empty or black canvas compresses to a few kB; a drawn panel is tens of kB.
-    if (bytes < 20000) fail(`${name}: the screenshot is ${bytes} bytes: nothing drawn?`);
-    else ok(`${name}: drawn (${file}, ${(bytes / 1024).toFixed(0)} kB)`);
+    if (bytes < (view.minBytes || 20000)) fail(`${view.name}: the screenshot is ${bytes} bytes: nothing drawn?`);
+    else if (!title.includes(view.title)) fail(`${view.name}: the page's title is "${title}", not one with "${view.title}"`);
+    else ok(`${view.name}: drawn, titled "${title}" (${file}, ${(bytes / 1024).toFixed(0)} kB)`);
   }
 } catch (e) {
   fail(e.message);

@@ -57,6 +57,17 @@ bool request_user_file(std::function<void(const std::filesystem::path&)> on_chos
 // Whether request_user_file() asks the user (the browser): the file browser then offers "Upload…".
 bool can_request_user_file();
 
+// The page's own address without its query and fragment (the browser), for links to a view; empty on
+// the desktop, which has no address to link to.
+std::string page_address();
+// Shows `fragment` after the page's address ("#…"), without reloading, so the address bar holds the
+// link to the view too. Desktop: nothing.
+void set_page_fragment(const std::string& fragment);
+
+// The view has drawn what the engine computed for it, the first time after the start. The browser says
+// so on the page's console ("TTTLAB_SETTLED <ms>"), for the browser test; the desktop does nothing.
+void view_settled();
+
 // Files dropped on the window (desktop) or the page (browser: the browser copies them into its
 // memory, under /.glfw_dropped_files). watch_dropped_files() once per window; the app takes them each
 // frame, oldest first.

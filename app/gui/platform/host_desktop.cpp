@@ -32,6 +32,10 @@ bool offer_download(const std::filesystem::path&) { return false; }
 std::filesystem::path persistent_dir() { return lab::user_config_dir(); }
 void persist_sync() {}
 
+std::string page_address() { return ""; }
+void view_settled() {}
+void set_page_fragment(const std::string&) {}
+
 bool request_user_file(std::function<void(const std::filesystem::path&)>) { return false; }
 bool can_request_user_file() { return false; }
 

@@ -14,6 +14,7 @@
 #include <imgui.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <utility>
@@ -128,6 +129,13 @@ EM_JS(void, tttlab_host_js_take_upload, (char* out, int size), {
   stringToUTF8(Module.tttlab.uploads.shift(), out, size);
 });
 
+EM_JS(char*, tttlab_host_js_page_address, (), {
+  return stringToNewUTF8(window.location.origin + window.location.pathname);
+});
+EM_JS(void, tttlab_host_js_set_fragment, (const char* fragment), {
+  history.replaceState(null, "", "#" + UTF8ToString(fragment));
+});
+
 // Takes a string that JavaScript left behind (size: its UTF-8 size + 1, 0 for none).
 template <class Take>
 std::string take_js_string(int size, Take take) {
@@ -219,6 +227,15 @@ bool request_user_file(std::function<void(const fs::path&)> on_chosen) {
   return true;
 }
 bool can_request_user_file() { return true; }
+
+std::string page_address() {
+  char* raw = tttlab_host_js_page_address();
+  std::string address = raw ? raw : "";
+  std::free(raw);
+  return address;
+}
+void set_page_fragment(const std::string& fragment) { tttlab_host_js_set_fragment(fragment.c_str()); }
+void view_settled() { EM_ASM(console.log("TTTLAB_SETTLED " + performance.now().toFixed(1))); }
 
 }  // namespace tttlab::gui::host
 
