@@ -477,7 +477,7 @@ bool App::step() {
   }
   // Sleep until input or a new snapshot (the engine's publish callback posts an empty event);
   // the timeout keeps the status bar and notifications ticking. (The browser paces frames itself.)
-  m_window->wait_events(0.25);
+  if (!m_window->wait_events(0.25)) return true;  // the browser: nothing new to draw
   if (m_window->iconified()) return true;
   frame();
   render();

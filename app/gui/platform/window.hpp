@@ -76,12 +76,14 @@ class Window {
   Image read_pixels(int x, int y, int w, int h) const;
   void present();
 
-  // Wakes wait_events() from any thread (used when the engine publishes a snapshot). In the browser
-  // frames come from the page's animation frames, so there is nothing to wake: a no-op.
+  // Wakes wait_events() from any thread (used when the engine publishes a snapshot).
   static void post_empty_event();
-  // Sleeps until input, post_empty_event() or the timeout (desktop). In the browser it returns at
-  // once: events arrive between frames, and the main thread must never sleep.
-  void wait_events(double timeout_seconds);
+  // Whether to draw a frame now. Desktop: sleeps until input, post_empty_event() or the timeout, then
+  // true. Browser: the page calls every animation frame and the main thread must never sleep, so it
+  // answers at once: true after input, a resize, post_empty_event() or `timeout_seconds` since the
+  // last true, else false. An idle page then draws 4 frames a second instead of 60, which leaves the
+  // CPU (and software WebGL, which takes several cores) to the engine.
+  bool wait_events(double timeout_seconds);
   void poll_events();
 
  private:
@@ -90,6 +92,7 @@ class Window {
   GLFWwindow* m_window = nullptr;
   void* m_egl = nullptr;  // the EGL display, context and library of a headless window (window_desktop.cpp)
   unsigned m_fbo = 0, m_color_rb = 0;
+  double m_last_wake_ms = -1e300;  // the browser: when wait_events() last said to draw
   void make_fbo();
 };
 

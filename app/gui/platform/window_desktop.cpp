@@ -345,8 +345,9 @@ void Window::present() {
 void Window::post_empty_event() {
   if (g_glfw_up) glfwPostEmptyEvent();
 }
-void Window::wait_events(double timeout) {
+bool Window::wait_events(double timeout) {
   if (m_window) glfwWaitEventsTimeout(timeout);
+  return true;
 }
 void Window::poll_events() {
   if (m_window) glfwPollEvents();

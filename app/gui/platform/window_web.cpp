@@ -13,6 +13,7 @@
 #include <emscripten.h>
 #include <emscripten/html5.h>
 
+#include <atomic>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -50,13 +51,33 @@ bool canvas_pixels(int* w, int* h) {
 
 // Keeps the drawing buffer at the canvas's CSS size × pixel ratio (checked every frame: a resize, a
 // zoom or a move to another screen all show up here, and the check is two layout reads).
-void fit_canvas(GLFWwindow* window) {
+// Returns whether the canvas changed size.
+bool fit_canvas(GLFWwindow* window) {
   int w = 0, h = 0;
-  if (!window || !canvas_pixels(&w, &h)) return;
+  if (!window || !canvas_pixels(&w, &h)) return false;
   int cw = 0, ch = 0;
   glfwGetWindowSize(window, &cw, &ch);
-  if (cw != w || ch != h) glfwSetWindowSize(window, w, h);
+  if (cw == w && ch == h) return false;
+  glfwSetWindowSize(window, w, h);
+  return true;
 }
+
+// Input the page received since the last call (pointer, keys, wheel, touch, focus, paste, drop):
+// counted by listeners on the window, installed at the first call, ahead of the GLFW library's own.
+EM_JS(int, tttlab_take_page_input, (), {
+  if (!Module.tttlabInput) {
+    Module.tttlabInput = { count: 1 };
+    ["mousemove", "mousedown", "mouseup", "wheel", "keydown", "keyup", "touchstart", "touchmove", "touchend",
+     "focus", "blur", "paste", "drop", "dragover", "resize"].forEach(function(type) {
+      window.addEventListener(type, function() { Module.tttlabInput.count++; }, { capture: true, passive: true });
+    });
+  }
+  var n = Module.tttlabInput.count;
+  Module.tttlabInput.count = 0;
+  return n;
+});
+
+std::atomic<bool> g_woken{true};  // post_empty_event() since the last frame
 
 }  // namespace
 
@@ -135,8 +156,16 @@ Image Window::read_pixels(int x, int y, int w, int h) const {
 
 void Window::present() {}  // the browser shows the canvas when the animation frame ends
 
-void Window::post_empty_event() {}
-void Window::wait_events(double) { fit_canvas(m_window); }
+void Window::post_empty_event() { g_woken = true; }
+bool Window::wait_events(double timeout) {
+  const bool resized = fit_canvas(m_window);
+  const bool input = tttlab_take_page_input() > 0;
+  const bool woken = g_woken.exchange(false);
+  const double now = emscripten_get_now();
+  if (!resized && !input && !woken && now - m_last_wake_ms < 1000.0 * timeout) return false;
+  m_last_wake_ms = now;
+  return true;
+}
 void Window::poll_events() { fit_canvas(m_window); }
 
 }  // namespace tttlab::gui
