@@ -15,11 +15,9 @@
 #include <emscripten.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
-#include <map>
 #include <string>
 #include <thread>
 
@@ -30,43 +28,15 @@
 
 namespace {
 
-// The query string and the fragment of the page's address, as "key=value&…" (without ? and #).
-EM_JS(char*, page_address_parts, (), {
-  const text = window.location.search.substring(1) + "&" + window.location.hash.substring(1);
-  return stringToNewUTF8(text);
+// A parameter of the page's address, from its fragment or else its query string, decoded by the
+// browser's URLSearchParams; empty when absent.
+EM_JS(char*, page_parameter, (const char* key), {
+  const k = UTF8ToString(key);
+  const fragment = new URLSearchParams(window.location.hash.substring(1));
+  const query = new URLSearchParams(window.location.search);
+  const value = fragment.has(k) ? fragment.get(k) : query.get(k);
+  return value === null ? 0 : stringToNewUTF8(value);
 });
-
-std::string url_decode(const std::string& s) {
-  std::string out;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '+') {
-      out += ' ';
-    } else if (s[i] == '%' && i + 2 < s.size() && std::isxdigit(static_cast<unsigned char>(s[i + 1])) &&
-               std::isxdigit(static_cast<unsigned char>(s[i + 2]))) {
-      out += static_cast<char>(std::stoi(s.substr(i + 1, 2), nullptr, 16));
-      i += 2;
-    } else {
-      out += s[i];
-    }
-  }
-  return out;
-}
-
-std::map<std::string, std::string> page_parameters() {
-  char* raw = page_address_parts();
-  const std::string text = raw ? raw : "";
-  std::free(raw);
-  std::map<std::string, std::string> out;
-  std::size_t start = 0;
-  while (start <= text.size()) {
-    const std::size_t end = std::min(text.find('&', start), text.size());
-    const std::string item = text.substr(start, end - start);
-    if (const auto eq = item.find('='); !item.empty())
-      out[url_decode(item.substr(0, eq))] = eq == std::string::npos ? "" : url_decode(item.substr(eq + 1));
-    start = end + 1;
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -74,10 +44,11 @@ int main() {
   // The files the build packs into the page (web/CMakeLists.txt) sit at the root of its file system.
   setenv("TTTLAB_FONT_DIR", "/fonts", 0);
   setenv("TTTLAB_HOME", "/", 0);
-  const auto params = page_parameters();
-  const auto get = [&](const char* key) {
-    const auto it = params.find(key);
-    return it == params.end() ? std::string() : it->second;
+  const auto get = [](const char* key) {
+    char* raw = page_parameter(key);
+    std::string value = raw ? raw : "";
+    std::free(raw);
+    return value;
   };
 
   tttlab::gui::GuiOptions opt;
