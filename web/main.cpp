@@ -23,6 +23,7 @@
 
 #include "engine_check.hpp"
 #include "gui/gui_app.hpp"
+#include "lab/engine/late_resources.hpp"
 #include "lab/state/state_file.hpp"
 #include "lab/state/state_link.hpp"
 
@@ -50,6 +51,12 @@ int main() {
     std::free(raw);
     return value;
   };
+
+  // The shipped models that arrive after the first frame (web/late_files.js, started before main()):
+  // until they are here, the engine waits for one it needs; the frame loop says when they arrived
+  // (app/gui/platform/host_web.cpp).
+  if (EM_ASM_INT(return Module.tttlabLate && !Module.tttlabLate.settled ? 1 : 0))
+    tttlab::lab::expect_late_resources();
 
   tttlab::gui::GuiOptions opt;
   opt.panel = get("panel");

@@ -26,5 +26,7 @@ for key, what, _ in rows:
 print(f"first frame: {r['first_frame_ms']:.0f} ms after navigation (target <= 2000 ms on localhost)")
 s = r["sizes"]
 print(f"download before the first frame: {s['raw'] / 1e6:.2f} MB, {s['gzip'] / 1e6:.2f} MB gzip-compressed (target <= 10 MB)")
+print(f"then, after the first frame, the other shipped models: {s['later_raw'] / 1e6:.2f} MB, "
+      f"{s['later_gzip'] / 1e6:.2f} MB gzip-compressed")
 for name, f in sorted(s["files"].items(), key=lambda kv: -kv[1]["raw"]):
     print(f"  {name:<18} {f['raw'] / 1e6:7.2f} MB  {f['gzip'] / 1e6:7.2f} MB gzip")

@@ -8,8 +8,9 @@
 //   2. the engine check (?check=engine, web/engine_check.hpp) in the tab gives the numbers of the native
 //      build (NATIVE.json, from tttlab_web_check on the same files): verify passes every check, the same
 //      validation loss to rounding, the same greedy bytes, the same training losses to rounding;
-//   3. every panel renders (?panel=ID; the page's title names it), and lesson 1 opens docked (?lesson=01):
-//      a screenshot of each in DIR;
+//   3. every panel renders (?panel=ID; the page's title names it), and lessons 1 and 2 open docked
+//      (?lesson=01; lesson 2's model arrives after the first frame, and its view waits for it): a
+//      screenshot of each in DIR;
 //   4. a link carrying a state (#state=…, lab/state/state_link.hpp) opens that state, and a broken one
 //      leaves the lab running.
 // --bench: only 1 and 2, each timed part of the check run N times (the medians go to results.json).
@@ -36,18 +37,22 @@ const failures = [];
 const fail = (what) => { failures.push(what); console.log(`FAIL ${what}`); };
 const ok = (what) => console.log(`ok   ${what}`);
 
-// The page's download before its first frame: every file of the site, raw and gzip-compressed.
-const sizes = { raw: 0, gzip: 0, files: {} };
+// The page's download, raw and gzip-compressed: what the first frame waits for, and the models that
+// come after it (models.*, web/late_files.js). sw.js is not part of a page load.
+const later = (f) => f.startsWith('models.');
+const sizes = { raw: 0, gzip: 0, later_raw: 0, later_gzip: 0, files: {} };
 for (const f of readdirSync(site)) {
   const p = path.join(site, f);
   if (!statSync(p).isFile() || f === 'sw.js') continue;
   const raw = readFileSync(p);
   const gz = gzipSync(raw, { level: 9 }).length;
   sizes.files[f] = { raw: raw.length, gzip: gz };
-  sizes.raw += raw.length;
-  sizes.gzip += gz;
+  sizes[later(f) ? 'later_raw' : 'raw'] += raw.length;
+  sizes[later(f) ? 'later_gzip' : 'gzip'] += gz;
 }
-console.log(`site: ${(sizes.raw / 1e6).toFixed(2)} MB, ${(sizes.gzip / 1e6).toFixed(2)} MB gzip-compressed`);
+const mb = (n) => (n / 1e6).toFixed(2);
+console.log(`site: ${mb(sizes.raw)} MB before the first frame, ${mb(sizes.gzip)} MB gzip-compressed; ` +
+            `then ${mb(sizes.later_raw)} MB (${mb(sizes.later_gzip)} MB gzip) of models after it`);
 
 const server = spawn('python3', ['web/serve.py', '--dir', site, '--port', '0'], {
   stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, TTTLAB_SERVE_QUIET: '1' } });
@@ -103,6 +108,8 @@ try {
   const link = Buffer.from(JSON.stringify(state)).toString('base64url');
   const views = args.bench ? [] : panels.map((p) => ({ name: `panel-${p.id}`, query: `?panel=${p.id}`, title: p.name }))
     .concat([{ name: 'lesson-01', query: '?lesson=01', title: 'lesson: One gradient step per token' },
+             // Its model comes after the first frame (models.data): the view waits for it, then fills.
+             { name: 'lesson-02', query: '?lesson=02', title: 'lesson: The self-supervised task is learned', late: true },
              { name: 'link-state', query: `#state=${link}`, title: 'Recall lab — link.tttlab' },
              { name: 'link-broken', query: '#state=not$base64', title: 'TTT Lab — ', minBytes: 10000 }]);
   for (const view of views) {
@@ -111,6 +118,7 @@ try {
     await page.waitForConsole(/^TTTLAB_FIRST_FRAME /, 90000);
     // The engine has filled the panel (the app says so once three frames showed its finished results).
     await page.waitForConsole(/^TTTLAB_SETTLED /, 180000);
+    if (view.late) await page.waitForConsole(/^TTTLAB_LATE_FILES /, 1000);
     const file = path.join(out, `${view.name}.png`);
     await page.screenshot(file);
     checkErrors(view.name);

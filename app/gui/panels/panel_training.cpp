@@ -14,6 +14,7 @@
 #include "gui/keys.hpp"
 #include "gui/panels/feature_panel.hpp"
 #include "gui/panels/widgets.hpp"
+#include "gui/platform/host.hpp"
 #include "gui/plot/line_plot.hpp"
 #include "lab/plot/ticks.hpp"
 #include "lab/training/training_settings.hpp"
@@ -352,11 +353,20 @@ class TrainingPanel final
           // "step-0000300", or "300" where the column is narrow.
           const std::string ck = std::filesystem::path(r.checkpoint).filename().string();
           const auto digits = ck.find_first_of("123456789", ck.find('-') == std::string::npos ? 0 : ck.find('-'));
-          ImGui::TextUnformatted(
-              widgets::fit(ck, digits == std::string::npos ? ck : ck.substr(digits), ImGui::GetContentRegionAvail().x)
-                  .c_str());
-          if (ImGui::IsItemHovered())
-            ImGui::SetTooltip("%s\nloaded into the model lists as \"run %s\"", r.checkpoint.c_str(), r.name.c_str());
+          const std::string shown =
+              widgets::fit(ck, digits == std::string::npos ? ck : ck.substr(digits), ImGui::GetContentRegionAvail().x);
+          if (host::files_are_downloads()) {
+            // In the browser the checkpoint lives in the page: a click hands its two files over.
+            if (ImGui::Selectable(shown.c_str())) download_checkpoint(r.checkpoint);
+            if (ImGui::IsItemHovered())
+              ImGui::SetTooltip("%s\nloaded into the model lists as \"run %s\"\nClick to download it: config.json and "
+                                "model.safetensors. Put both in one folder to open it in the desktop app.",
+                                r.checkpoint.c_str(), r.name.c_str());
+          } else {
+            ImGui::TextUnformatted(shown.c_str());
+            if (ImGui::IsItemHovered())
+              ImGui::SetTooltip("%s\nloaded into the model lists as \"run %s\"", r.checkpoint.c_str(), r.name.c_str());
+          }
         }
         ImGui::TableNextColumn();
         if (controls) {
@@ -385,7 +395,18 @@ class TrainingPanel final
       }
       ImGui::EndTable();
     }
+    if (!m_download_error.empty()) ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kError), "%s", m_download_error.c_str());
     ImGui::PopFont();
+  }
+
+  // Offers a checkpoint's files as downloads (the browser), or says why it cannot.
+  void download_checkpoint(const std::string& dir) {
+    for (const char* name : {"config.json", "model.safetensors"})
+      if (!host::offer_download(std::filesystem::path(dir) / name)) {
+        m_download_error = "Could not read " + (std::filesystem::path(dir) / name).string();
+        return;
+      }
+    m_download_error.clear();
   }
 
   void cards(const RunView& r) {
@@ -613,6 +634,7 @@ class TrainingPanel final
   bool m_any_runs = false;  // the view last drawn had runs (fold_controls_when_narrow)
   int m_selected = 0;
   std::set<int> m_hidden;
+  std::string m_download_error;  // why the last checkpoint download failed, "" when it did not
   std::vector<std::vector<double>> m_xs, m_loss, m_lr, m_gn, m_tps, m_vx, m_vy;
 };
 

@@ -41,6 +41,9 @@ float device_pixel_ratio();
 // file only exists in the page's memory, so it is handed to the browser as a download (true). On the
 // desktop it already is where the user chose: false, nothing happens.
 bool offer_download(const std::filesystem::path& file);
+// Whether the app's files stay inside the page unless offered as downloads (the browser): then what the
+// app keeps for the user (a training run's checkpoints) needs a way out. False on the desktop.
+bool files_are_downloads();
 
 // The folder for settings, progress and recent folders that survives a restart:
 //   desktop: $XDG_CONFIG_HOME/tttlab (~/.config/tttlab), as lab::user_config_dir() picks it;

@@ -28,6 +28,7 @@ void connect_imgui_clipboard() {}  // ImGui's GLFW backend connects GLFW's clipb
 float device_pixel_ratio() { return 1.0f; }  // GLFW reports the monitor's scale (Window::content_scale)
 
 bool offer_download(const std::filesystem::path&) { return false; }
+bool files_are_downloads() { return false; }
 
 std::filesystem::path persistent_dir() { return lab::user_config_dir(); }
 void persist_sync() {}

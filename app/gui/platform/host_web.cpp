@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "lab/engine/late_resources.hpp"
 #include "lab/engine/resources.hpp"
 
 namespace tttlab::gui::host {
@@ -129,6 +130,15 @@ EM_JS(void, tttlab_host_js_take_upload, (char* out, int size), {
   stringToUTF8(Module.tttlab.uploads.shift(), out, size);
 });
 
+// The files that arrive after the lab opened (web/late_files.js): once they have settled, their error
+// ("" when they all arrived), handed over once; null before that and after.
+EM_JS(char*, tttlab_host_js_take_late_files, (), {
+  var late = Module.tttlabLate;
+  if (!late || !late.settled || late.told) return 0;
+  late.told = true;
+  return stringToNewUTF8(late.error);
+});
+
 EM_JS(char*, tttlab_host_js_page_address, (), {
   return stringToNewUTF8(window.location.origin + window.location.pathname);
 });
@@ -161,6 +171,10 @@ void loop_tick(void* arg) {
   while (const int n = tttlab_host_js_upload_size()) {
     const fs::path path = take_js_string(n, tttlab_host_js_take_upload);
     if (auto on_upload = std::exchange(g_on_upload, {})) on_upload(path);
+  }
+  if (char* late_error = tttlab_host_js_take_late_files()) {
+    lab::late_resources_settled(late_error);
+    std::free(late_error);
   }
   if (!frame()) {
     emscripten_cancel_main_loop();
@@ -217,6 +231,8 @@ bool offer_download(const fs::path& file) {
                           static_cast<int>(bytes.size()));
   return true;
 }
+
+bool files_are_downloads() { return true; }
 
 fs::path persistent_dir() { return lab::user_config_dir(); }
 void persist_sync() { g_sync_requested = true; }

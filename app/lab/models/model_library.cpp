@@ -7,6 +7,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "lab/engine/late_resources.hpp"
 #include "lab/engine/resources.hpp"
 #include "tttlab/io/atomic_file.hpp"
 #include "tttlab/model/checkpoint.hpp"
@@ -66,6 +67,25 @@ std::string shipped_model_name(const std::string& id) {
   return name;
 }
 
+namespace {
+// How long a lookup waits for files that arrive after the lab opened (the browser's second download,
+// late_resources.hpp): long enough for a slow connection, short enough that a lost one is reported.
+constexpr auto kLateResourceWait = std::chrono::minutes(3);
+
+// The folder of a shipped model or run (`rel`, under assets/models), waiting for it when it is among
+// the files that arrive late. Throws std::runtime_error naming `what` when it is not there.
+fs::path find_shipped(const std::string& rel, const std::string& what) {
+  std::string looked;
+  if (auto dir = find_resource(rel, &looked)) return *dir;
+  if (const std::string late = wait_for_late_resources(kLateResourceWait); !late.empty())
+    throw std::runtime_error(what + " " + rel + " is not here yet: " + late);
+  looked.clear();
+  if (auto dir = find_resource(rel, &looked)) return *dir;
+  throw std::runtime_error(what + " " + rel + " was not found (looked in " + looked +
+                           "); run from the repository or set TTTLAB_HOME to it");
+}
+}  // namespace
+
 bool is_shipped_run_id(const std::string& id) { return id.rfind(kShippedRunPrefix, 0) == 0; }
 
 std::vector<ShippedCheckpoint> shipped_run_checkpoints(const std::string& id) {
@@ -73,14 +93,10 @@ std::vector<ShippedCheckpoint> shipped_run_checkpoints(const std::string& id) {
   // The same rule as a shipped model's name, so that the id cannot reach outside assets/models.
   const std::string name = shipped_model_name("shipped:" + id.substr(std::string(kShippedRunPrefix).size()));
   const std::string rel = std::string(kShippedModelsFolder) + "/" + name;
-  std::string looked;
-  const auto dir = find_resource(rel, &looked);
-  if (!dir)
-    throw std::runtime_error("the shipped run " + rel + " was not found (looked in " + looked +
-                             "); run from the repository or set TTTLAB_HOME to it");
+  const auto dir = find_shipped(rel, "the shipped run");
   std::vector<ShippedCheckpoint> out;
   std::error_code ec;
-  for (const auto& d : fs::directory_iterator(*dir, ec)) {
+  for (const auto& d : fs::directory_iterator(dir, ec)) {
     // "checkpoint-<step>", not a run's "step-NNNNNNN": `tttlab export` will not write into a folder that
     // looks like a training run.
     const std::string tail = d.path().filename().string();
@@ -148,8 +164,15 @@ std::string random_model_id(const std::string& layer, bool mamba, std::uint64_t 
 }
 
 ModelLibrary::ModelLibrary() {
-  // Listed from the start (loaded on first use): the shipped model and two untrained TTT models.
+  // Listed from the start (loaded on first use): the shipped models and two untrained TTT models.
   entry(kShippedModelId);
+  list_shipped();
+  entry(random_model_id("ttt-linear", true, 0));
+  entry(random_model_id("ttt-mlp", true, 0));
+}
+
+void ModelLibrary::list_shipped() {
+  m_late_generation = late_resources_generation();
   if (const auto dir = find_resource(kShippedModelsFolder)) {
     std::vector<std::string> names;
     std::error_code ec;
@@ -166,8 +189,6 @@ ModelLibrary::ModelLibrary() {
       }
     }
   }
-  entry(random_model_id("ttt-linear", true, 0));
-  entry(random_model_id("ttt-mlp", true, 0));
 }
 
 ModelLibrary::Entry& ModelLibrary::entry(const std::string& id) {
@@ -224,27 +245,14 @@ void ModelLibrary::load(Entry& e) {
     std::unique_ptr<Model<float>> m;
     ModelConfig cfg;
     std::uint64_t seed = 0;
-    if (id == kShippedModelId) {
-      std::string looked;
-      const auto dir = find_resource(kShippedModelPath, &looked);
-      if (!dir)
-        throw std::runtime_error(std::string("the shipped model ") + kShippedModelPath +
-                                 " was not found (looked in " + looked +
-                                 "); run from the repository or set TTTLAB_HOME to it");
-      e.info.path = dir->string();
+    if (is_shipped_id(id)) {
+      const std::string name = shipped_model_name(id);
+      const auto dir =
+          find_shipped(name.empty() ? kShippedModelPath : std::string(kShippedModelsFolder) + "/" + name,
+                       "the shipped model");
+      e.info.path = dir.string();
       CheckpointLoadInfo info;  // the shipped models carry no checksum: the note is kept, not printed
-      m = load_model(*dir, ModelLoadOptions{.info = &info});
-      e.info.note = info.note;
-    } else if (const std::string name = shipped_model_name(id); !name.empty()) {
-      const std::string rel = std::string(kShippedModelsFolder) + "/" + name;
-      std::string looked;
-      const auto dir = find_resource(rel, &looked);
-      if (!dir)
-        throw std::runtime_error("the shipped model " + rel + " was not found (looked in " + looked +
-                                 "); run from the repository or set TTTLAB_HOME to it");
-      e.info.path = dir->string();
-      CheckpointLoadInfo info;  // the shipped models carry no checksum: the note is kept, not printed
-      m = load_model(*dir, ModelLoadOptions{.info = &info});
+      m = load_model(dir, ModelLoadOptions{.info = &info});
       e.info.note = info.note;
     } else if (id.rfind("file:", 0) == 0) {
       // Checked before allocation like every load (config against the weights' header, the memory
@@ -335,6 +343,8 @@ void ModelLibrary::put(const std::string& id, const std::string& label, const st
 }
 
 std::shared_ptr<const LibraryView> ModelLibrary::view() {
+  // Shipped models that arrived after the library was made (late_resources.hpp) join the list.
+  if (late_resources_generation() != m_late_generation) list_shipped();
   if (!m_view || m_view_generation != m_generation) {
     auto v = std::make_shared<LibraryView>();
     v->generation = m_generation;

@@ -145,6 +145,8 @@ class ModelLibrary {
   };
   Entry& entry(const std::string& id);  // creates listed-but-unloaded entries for known ids
   void load(Entry& e);
+  void list_shipped();  // an entry for every model folder of assets/models
+
 
   std::vector<std::unique_ptr<Entry>> m_entries;
   std::uint64_t m_generation = 1;
@@ -152,6 +154,7 @@ class ModelLibrary {
   std::uint64_t m_view_generation = 0;
   std::string m_newest_put;
   std::uint64_t m_puts = 0;
+  std::uint64_t m_late_generation = 0;  // late_resources_generation() when the shipped models were listed
 };
 
 // What non_finite_model_message names for model `id`: its folder where it has one, else its label (the
