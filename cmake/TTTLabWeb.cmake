@@ -71,7 +71,11 @@ add_library(tttlab_imgui_backends STATIC
   "${_imgui}/imgui.cpp" "${_imgui}/imgui_draw.cpp" "${_imgui}/imgui_tables.cpp" "${_imgui}/imgui_widgets.cpp"
   "${_imgui}/imgui_demo.cpp" "${_imgui}/backends/imgui_impl_glfw.cpp" "${_imgui}/backends/imgui_impl_opengl3.cpp")
 target_include_directories(tttlab_imgui_backends SYSTEM PUBLIC "${_imgui}" "${_imgui}/backends" "${_deps}/include")
-target_compile_definitions(tttlab_imgui_backends PUBLIC IMGUI_IMPL_OPENGL_ES3)
+# IMGUI_ENABLE_TEST_ENGINE: Dear ImGui calls hooks for every item it lays out, which web/test_hooks.cpp
+# records for the browser test (where to click) only when the page's address asks for it (?test=1);
+# otherwise each item costs one test of a flag. PUBLIC: it changes ImGuiContext's layout, which every
+# file that includes imgui_internal.h must agree on.
+target_compile_definitions(tttlab_imgui_backends PUBLIC IMGUI_IMPL_OPENGL_ES3 IMGUI_ENABLE_TEST_ENGINE)
 target_link_libraries(tttlab_imgui_backends PUBLIC tttlab_web_stb)
 target_link_options(tttlab_imgui_backends INTERFACE -sUSE_GLFW=3 -sMIN_WEBGL_VERSION=2 -sMAX_WEBGL_VERSION=2)
 foreach(t tttlab_web_md4c tttlab_web_md4c_html tttlab_web_muparser tttlab_web_stb tttlab_imgui_backends)

@@ -9,6 +9,8 @@
 //   index.html?check=engine             also run the engine check (web/engine_check.hpp) on a worker
 //                                       thread and print its JSON on the console (the browser test;
 //                                       &repeats=N times each part N times: the benchmark)
+//   index.html?test=1                   also record where each button and input box is, so that the
+//                                       browser test can click them (web/test_hooks.cpp)
 //
 // Everything else is the desktop app's code: run_gui() with the platform layer's web side
 // (app/gui/platform/).
@@ -22,6 +24,7 @@
 #include <thread>
 
 #include "engine_check.hpp"
+#include "test_hooks.hpp"
 #include "gui/gui_app.hpp"
 #include "lab/engine/late_resources.hpp"
 #include "lab/state/state_file.hpp"
@@ -74,6 +77,7 @@ int main() {
     }
   }
 
+  if (get("test") == "1") tttlab::web::enable_test_hooks();
   if (get("check") == "engine") {
     // On its own thread, so that the page keeps drawing while the engine works.
     const int repeats = std::clamp(std::atoi(get("repeats").c_str()), 1, 100);

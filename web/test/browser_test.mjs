@@ -12,7 +12,10 @@
 //      (?lesson=01; lesson 2's model arrives after the first frame, and its view waits for it): a
 //      screenshot of each in DIR;
 //   4. a link carrying a state (#state=…, lab/state/state_link.hpp) opens that state, and a broken one
-//      leaves the lab running.
+//      leaves the lab running;
+//   5. lesson 1 is taken by real mouse and keyboard events, as a student takes it (takeLesson below):
+//      predict, run, reveal, exercises answered and checked; the app's own saved progress must then say
+//      so (a screenshot of the lesson afterwards in DIR).
 // --bench: only 1 and 2, each timed part of the check run N times (the medians go to results.json).
 // Writes DIR/results.json (the browser's timings and the page's download size) and exits non-zero on a
 // failure, saying which.
@@ -32,6 +35,182 @@ const out = args.out || 'build-web/test';
 const panels = args.panels ? readFileSync(args.panels, 'utf8').split('\n').filter((l) => l.trim())
   .map((l) => ({ id: l.slice(0, 15).trim(), name: l.slice(15, 40).trim() })) : [];
 mkdirSync(out, { recursive: true });
+
+// ---- 5. lesson 1, taken by clicks ----------------------------------------------------------------------
+// An immediate-mode UI has no page elements: with ?test=1 the app records where Dear ImGui laid out each
+// item (web/test_hooks.cpp), Module.tttlabTest.find(label, scope) says where it is on the page, and the
+// test sends the browser the events a student's mouse and keyboard would. Nothing is set from inside.
+const kProgressFile = '/persist/course-progress.json';  // course/progress.hpp, in the page's IndexedDB folder
+const kWheelPx = 100;  // one notch of a mouse wheel, as browsers report it
+
+// Polls probe() until ok(its answer), every 50 ms; throws `what` when timeoutMs pass first.
+async function until(what, probe, ok, timeoutMs) {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const got = await probe();
+    if (ok(got)) return got;
+    if (Date.now() > end) throw new Error(`${what} (waited ${(timeoutMs / 1000).toFixed(0)} s)`);
+    await sleep(50);
+  }
+}
+
+class Student {
+  constructor(page) {
+    this.page = page;
+    this.mouseAt = null;
+  }
+  find(label, scope = []) {
+    return this.page.evaluate(`Module.tttlabTest.find(${JSON.stringify(label)}, ${JSON.stringify(scope)})`);
+  }
+  // Until the app has drawn n frames more (each input event makes frames; an idle page draws 4 a second).
+  async frames(n = 1) {
+    const f0 = await this.page.evaluate('Module.tttlabTest.frame()');
+    await until('the page stopped drawing frames', () => this.page.evaluate('Module.tttlabTest.frame()'),
+      (f) => f >= f0 + n, 15000);
+  }
+  async moveTo(x, y) {
+    if (this.mouseAt && this.mouseAt[0] === x && this.mouseAt[1] === y) return;
+    await this.page.mouse('mouseMoved', x, y);
+    this.mouseAt = [x, y];
+    await this.frames(1);
+  }
+  // The index-th item labelled `label` inside `scope`, scrolled into its window where it is not, by
+  // turns of the mouse wheel over that window: one notch first, to learn how far a notch goes, then as
+  // many at once (10 at most) as bring the item to the middle of the window.
+  async show(label, scope, index = 0) {
+    let perNotch = 0;
+    for (let turn = 0; turn < 50; ++turn) {
+      const { items } = await until(`no item "${label}" in ${JSON.stringify(scope)} on the page`,
+        () => this.find(label, scope), (r) => r.items.length > index, 15000);
+      const item = items[index];
+      if (item.shown) return item;
+      const { clip } = item;
+      const below = item.y + item.h / 2 - (clip.y + clip.h / 2);
+      const notches = perNotch > 0 ? Math.min(10, Math.max(1, Math.round(Math.abs(below) / perNotch))) : 1;
+      await this.moveTo(clip.x + clip.w / 2, clip.y + clip.h / 2);
+      for (let k = 0; k < notches; ++k)
+        await this.page.wheel(clip.x + clip.w / 2, clip.y + clip.h / 2, Math.sign(below) * kWheelPx);
+      await this.frames(2);
+      const after = (await this.find(label, scope)).items[index];
+      const moved = after ? (after.y - item.y) * -Math.sign(below) : 0;
+      if (after && !after.shown && moved <= 0)
+        throw new Error(`"${label}" is outside its window at y = ${item.y.toFixed(0)} and ${notches} ` +
+          `notch(es) of the mouse wheel ${moved < 0 ? 'scrolled it the wrong way' : 'did not scroll it'} (window ` +
+          `scrolled ${item.scroll.toFixed(0)} of ${item.scroll_max.toFixed(0)} px)`);
+      perNotch = moved / notches;
+    }
+    throw new Error(`50 turns of the mouse wheel did not bring "${label}" into its window`);
+  }
+  // A click in the middle of the item: move, press, release, a frame apart as a hand would.
+  async click(label, scope, index = 0) {
+    const item = await this.show(label, scope, index);
+    const x = item.x + item.w / 2, y = item.y + item.h / 2;
+    await this.moveTo(x, y);
+    await this.page.mouse('mousePressed', x, y);
+    await this.frames(1);
+    await this.page.mouse('mouseReleased', x, y);
+    await this.frames(2);
+    return item;
+  }
+  async type(text) {
+    await this.page.typeKeys(text);
+    await this.frames(2);
+  }
+  // The app's own record of the course, as it saved it, or null before it has saved one.
+  progress() {
+    return this.page.evaluate(`(() => { try { return JSON.parse(Module.FS.readFile(${JSON.stringify(kProgressFile)}, ` +
+      `{ encoding: 'utf8' })); } catch (e) { return null; } })()`);
+  }
+  // Until the saved record of lesson `lesson` satisfies ok(record); throws saying what was not saved
+  // (`expected`) and what the record holds.
+  async saved(expected, lesson, ok, timeoutMs = 10000) {
+    let last = null;
+    try {
+      return await until(`not saved: ${expected}`, async () => (last = ((await this.progress()) || {}).lessons?.[lesson] || null),
+        (r) => r !== null && ok(r), timeoutMs);
+    } catch (e) {
+      throw new Error(`${e.message}; ${kProgressFile} has for ${lesson}: ${JSON.stringify(last)}`);
+    }
+  }
+}
+
+// Lesson 1 (lessons/01-one-step-per-token.md) as a student takes it: predict the rank, lock it in, run
+// the experiment, read the reveal, lock the second prediction, then answer two exercises (one wrongly),
+// and check each with the button. Each step is checked in what the app saved, not on the screen alone.
+async function takeLesson(page, base, out) {
+  const lesson = '01-one-step-per-token';
+  const rank = ['prediction', 0], ownLoss = ['prediction', 1];
+  const stateSize = ['exercise', 0], modelState = ['exercise', 1];
+  const s = new Student(page);
+  let step = 'open lesson 1';
+  const started = Date.now();
+  try {
+    await page.goto('about:blank');
+    await page.goto(`${base}index.html?lesson=01&test=1`);
+    await page.waitForConsole(/^TTTLAB_FIRST_FRAME /, 90000);
+    await page.waitForConsole(/^TTTLAB_SETTLED /, 180000);
+    if ((await s.progress())?.lessons?.[lesson]) throw new Error('the fresh browser profile already has progress for lesson 1');
+
+    step = 'predict: choose "31" for the rank and lock it in';
+    // The second answer of the first prediction: "31: one direction is never touched."
+    await s.click('##choice', [...rank, 1]);
+    await s.click('Lock in my prediction', rank);
+    await s.saved('the rank prediction locked in with answer 1', lesson,
+      (r) => r.predictions?.rank?.choice === 1 && r.predictions.rank.committed_at);
+
+    step = 'run the experiment and wait for the reveal';
+    await s.click('Run the experiment', rank);
+    // The reveal card has "Predict again" under THE ENGINE MEASURED: it shows once the engine measured.
+    await until('no reveal ("Predict again") on the page', () => s.find('Predict again', rank),
+      (r) => r.items.length > 0, 120000);
+    const reveal = await s.saved('the rank prediction revealed', lesson, (r) => r.predictions?.rank?.revealed === true);
+    const p = reveal.predictions.rank;
+    // The lesson's answer: the LayerNorm keeps one direction of 32 untouched, so the rank is 31.
+    if (!(Math.abs(p.measured - 31) < 0.5 && p.right === true))
+      throw new Error(`the saved verdict is measured ${p.measured}, right ${p.right}; the engine should measure a rank ` +
+        'of 31, which makes the locked answer right');
+    ok(`lesson 1: predicted 31, the engine measured ${p.measured}: marked right`);
+
+    step = 'predict the second question and lock it in';
+    await s.click('##choice', [...ownLoss, 0]);
+    await s.click('Lock in my prediction', ownLoss);
+    await s.saved('the own-loss prediction locked in with answer 0', lesson,
+      (r) => r.predictions?.['own-loss']?.choice === 0);
+
+    step = 'exercise model-state: a wrong answer';
+    await s.click('##answer', modelState);
+    await s.type('16384');
+    await s.click('Check my answer', modelState);
+    const wrong = (await s.saved('one attempt at model-state', lesson,
+      (r) => r.exercises?.['model-state']?.attempts === 1)).exercises['model-state'];
+    if (wrong.right !== false || wrong.answer !== '16384')
+      throw new Error(`saved as ${JSON.stringify(wrong)}, not a wrong answer 16384`);
+    ok('lesson 1: exercise model-state: 16384 marked wrong');
+
+    step = 'exercise state-size: d^2 + d';
+    await s.click('##answer', stateSize);
+    await s.type('d^2 + d');
+    await s.click('Check my answer', stateSize);
+    const right = (await s.saved('one attempt at state-size', lesson,
+      (r) => r.exercises?.['state-size']?.attempts === 1)).exercises['state-size'];
+    if (right.right !== true || right.answer !== 'd^2 + d')
+      throw new Error(`saved as ${JSON.stringify(right)}, not a right answer d^2 + d`);
+    // On the screen too: a solved card no longer offers its answer; the unsolved one still does.
+    await s.frames(1);
+    if ((await s.find('Show the answer', stateSize)).items.length !== 0 ||
+        (await s.find('Show the answer', modelState)).items.length !== 1)
+      throw new Error('the cards do not show state-size solved and model-state open ("Show the answer")');
+    ok('lesson 1: exercise state-size: d^2 + d marked right');
+
+    step = 'screenshot';
+    const file = path.join(out, 'lesson-01-taken.png');
+    await page.screenshot(file);
+    return { seconds: (Date.now() - started) / 1000, file };
+  } catch (e) {
+    await page.screenshot(path.join(out, 'lesson-01-failed.png')).catch(() => {});
+    throw new Error(`lesson 1, step "${step}": ${e.message}`);
+  }
+}
 
 const failures = [];
 const fail = (what) => { failures.push(what); console.log(`FAIL ${what}`); };
@@ -128,6 +307,18 @@ try {
     if (bytes < (view.minBytes || 20000)) fail(`${view.name}: the screenshot is ${bytes} bytes: nothing drawn?`);
     else if (!title.includes(view.title)) fail(`${view.name}: the page's title is "${title}", not one with "${view.title}"`);
     else ok(`${view.name}: drawn, titled "${title}" (${file}, ${(bytes / 1024).toFixed(0)} kB)`);
+  }
+
+  // 5: lesson 1, taken by clicks.
+  if (!args.bench) {
+    try {
+      const taken = await takeLesson(page, base, out);
+      checkErrors('lesson 1 taken');
+      results.lesson_seconds = taken.seconds;
+      ok(`lesson 1 taken by clicks in ${taken.seconds.toFixed(1)} s (${taken.file})`);
+    } catch (e) {
+      fail(e.message);
+    }
   }
 } catch (e) {
   fail(e.message);

@@ -115,6 +115,21 @@ export class Page {
     for (const type of ['mouseMoved', 'mousePressed', 'mouseReleased'])
       await this.send('Input.dispatchMouseEvent', { type, x, y, button: 'left', clickCount: 1 });
   }
+  // One mouse event: mouseMoved, mousePressed or mouseReleased (left button), at page pixels x, y.
+  async mouse(type, x, y) {
+    await this.send('Input.dispatchMouseEvent', { type, x, y, button: type === 'mouseMoved' ? 'none' : 'left', clickCount: 1 });
+  }
+  // A turn of the mouse wheel over x, y: deltaY > 0 scrolls down, in pixels, as a browser reports it.
+  async wheel(x, y, deltaY) {
+    await this.send('Input.dispatchMouseEvent', { type: 'mouseWheel', x, y, deltaX: 0, deltaY });
+  }
+  // Text typed key by key: each character a keydown (with its keypress) and a keyup, as from a keyboard.
+  async typeKeys(text) {
+    for (const ch of text) {
+      await this.send('Input.dispatchKeyEvent', { type: 'keyDown', key: ch, text: ch, unmodifiedText: ch });
+      await this.send('Input.dispatchKeyEvent', { type: 'keyUp', key: ch });
+    }
+  }
   async key(key, code, keyCode, modifiers = 0) {
     await this.send('Input.dispatchKeyEvent', { type: 'rawKeyDown', key, code, windowsVirtualKeyCode: keyCode, modifiers });
     await this.send('Input.dispatchKeyEvent', { type: 'keyUp', key, code, windowsVirtualKeyCode: keyCode, modifiers });

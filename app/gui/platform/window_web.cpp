@@ -12,6 +12,7 @@
 #include <GLFW/glfw3.h>
 #include <emscripten.h>
 #include <emscripten/html5.h>
+#include <imgui.h>
 
 #include <atomic>
 #include <cmath>
@@ -64,17 +65,33 @@ bool fit_canvas(GLFWwindow* window) {
 
 // Input the page received since the last call (pointer, keys, wheel, touch, focus, paste, drop):
 // counted by listeners on the window, installed at the first call, ahead of the GLFW library's own.
+// The wheel over the canvas is also added up, in notches, positive upwards and leftwards as Dear ImGui
+// counts them (100 pixels, 3 lines or 1/80 page a notch, as emscripten's own conversion has it).
 EM_JS(int, tttlab_take_page_input, (), {
   if (!Module.tttlabInput) {
-    Module.tttlabInput = { count: 1 };
+    Module.tttlabInput = { count: 1, wheelX: 0, wheelY: 0 };
     ["mousemove", "mousedown", "mouseup", "wheel", "keydown", "keyup", "touchstart", "touchmove", "touchend",
      "focus", "blur", "paste", "drop", "dragover", "resize"].forEach(function(type) {
       window.addEventListener(type, function() { Module.tttlabInput.count++; }, { capture: true, passive: true });
     });
+    window.addEventListener("wheel", function(e) {
+      if (e.target !== Module['canvas']) return;
+      var notch = e.deltaMode === 1 ? 1 / 3 : (e.deltaMode === 2 ? 80 : 1 / 100);
+      Module.tttlabInput.wheelX -= e.deltaX * notch;
+      Module.tttlabInput.wheelY -= e.deltaY * notch;
+    }, { capture: true, passive: true });
   }
   var n = Module.tttlabInput.count;
   Module.tttlabInput.count = 0;
   return n;
+});
+// The wheel's notches since the last call: axis 0 horizontal, 1 vertical.
+EM_JS(double, tttlab_take_wheel, (int axis), {
+  var t = Module.tttlabInput;
+  if (!t) return 0;
+  var v = axis ? t.wheelY : t.wheelX;
+  if (axis) t.wheelY = 0; else t.wheelX = 0;
+  return v;
 });
 
 std::atomic<bool> g_woken{true};  // post_empty_event() since the last frame
@@ -164,6 +181,14 @@ bool Window::wait_events(double timeout) {
   const double now = emscripten_get_now();
   if (!resized && !input && !woken && now - m_last_wake_ms < 1000.0 * timeout) return false;
   m_last_wake_ms = now;
+  // emscripten 3.1.6's GLFW passes the page's wheel event on unconverted (pixels, positive downwards)
+  // where Dear ImGui expects notches, positive upwards: one notch of a mouse wheel threw a pane to its far
+  // end, the wrong way. The wheel since the last frame, counted in notches, replaces what it added.
+  if (ImGui::GetCurrentContext()) {
+    ImGuiIO& io = ImGui::GetIO();
+    io.MouseWheelH = static_cast<float>(tttlab_take_wheel(0));
+    io.MouseWheel = static_cast<float>(tttlab_take_wheel(1));
+  }
   return true;
 }
 void Window::poll_events() { fit_canvas(m_window); }
