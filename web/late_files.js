@@ -1,7 +1,7 @@
 // web/late_files.js — the files that arrive after the lab has started: the shipped models that only
 // some lessons compare (web/CMakeLists.txt packs them into models.data and lists them in models.json).
-// The page fetches them once the runtime runs, so they do not delay the first frame, and writes them
-// into the page's file system in one go. Module.tttlabLate tells the app how it went (host_web.cpp
+// The page fetches them once the lab has drawn its first frame (host_web.cpp calls late.start()), so
+// they do not delay it, and writes them into the page's file system in one go. Module.tttlabLate tells the app how it went (host_web.cpp
 // polls it every frame); until then, the engine waits for a model it asks for
 // (app/lab/engine/late_resources.hpp). A small note in the corner shows the progress.
 'use strict';
@@ -20,7 +20,7 @@ function tttlabLoadLateFiles(Module, note) {
     if (!r.ok) throw new Error('HTTP ' + r.status + ' for ' + name);
     return r;
   });
-  get('models.json').then((r) => r.json()).then(async (meta) => {
+  late.start = () => get('models.json').then((r) => r.json()).then(async (meta) => {
     late.total = meta.remote_package_size;
     const response = await get('models.data');
     const data = new Uint8Array(late.total);

@@ -186,6 +186,8 @@ void loop_tick(void* arg) {
     // The page's load time as a user sees it, for the browser test and the web benchmark: milliseconds
     // from the navigation to the end of the first frame.
     EM_ASM(console.log("TTTLAB_FIRST_FRAME " + performance.now().toFixed(1)));
+    // Now the files that were left out of the first download (web/late_files.js).
+    EM_ASM(if (Module.tttlabLate && Module.tttlabLate.start) Module.tttlabLate.start(););
   }
   const double now = emscripten_get_now();
   if (g_sync_requested || now - g_last_sync_ms > kSyncEveryMs) {
