@@ -329,7 +329,7 @@ async function trainInTheTab(page, browser, base, out) {
         (d) => want.every((n) => d.some((x) => x.name === n && x.state === 'completed')), 20000);
     } catch (e) {
       throw new Error(`${e.message}: the browser has ${JSON.stringify(got.map((d) => [d.name, d.state]))}, ` +
-        `not both of ${want.join(' and ')} completed`);
+        `not ${want.join(' and ')}, each completed`);
     }
     const cfgText = readFileSync(path.join(downloads, 'config.json'), 'utf8');
     let cfg;
