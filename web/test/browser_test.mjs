@@ -19,7 +19,7 @@
 //   6. a tiny model is trained in the Training panel by clicks (trainInTheTab below): a short run set with
 //      the sliders, started, trained and checkpointed; its metrics must show the loss falling, and a click
 //      on its checkpoint must download config.json and model.safetensors, the page's own bytes, into
-//      DIR/downloads (a screenshot afterwards in DIR).
+//      DIR/downloads (a screenshot afterwards in DIR); after a reload the page must still have it.
 // --bench: only 1 and 2, each timed part of the check run N times (the medians go to results.json).
 // Writes DIR/results.json (the browser's timings and the page's download size) and exits non-zero on a
 // failure, saying which.
@@ -353,6 +353,24 @@ async function trainInTheTab(page, browser, base, out) {
     await s.moveTo(100, 650);  // off the checkpoint cell, whose tooltip would hide the run's cards
     const file = path.join(out, 'training-taken.png');
     await page.screenshot(file);
+
+    step = 'reload the page: the run is still there';
+    // /persist reaches the browser's IndexedDB at least every 15 s (host_web.cpp): once the checkpoint is
+    // stored there, a reload must find it again in the page.
+    const stored = `(() => new Promise((resolve) => { const r = indexedDB.open('/persist'); r.onerror = () => resolve(false); ` +
+      `r.onsuccess = () => { const db = r.result; try { const g = db.transaction(['FILE_DATA'], 'readonly').objectStore('FILE_DATA')` +
+      `.getKey(${JSON.stringify(`${ckpt}/model.safetensors`)}); g.onsuccess = () => { db.close(); resolve(g.result !== undefined); }; ` +
+      `g.onerror = () => { db.close(); resolve(false); }; } catch (e) { db.close(); resolve(false); } }; }))()`;
+    await until(`${ckpt}/model.safetensors did not reach IndexedDB`, () => page.evaluate(stored), (x) => x, 40000);
+    await page.goto('about:blank');
+    await page.goto(`${base}index.html?panel=training&test=1`);
+    await page.waitForConsole(/^TTTLAB_FIRST_FRAME /, 90000);
+    await page.waitForConsole(/^TTTLAB_SETTLED /, 180000);
+    const reloaded = await pageFile(page, `${ckpt}/model.safetensors`, true);
+    if (!reloaded || reloaded.sha256 !== inPage.sha256)
+      throw new Error(`after a reload the page has ${JSON.stringify(reloaded)} for ${ckpt}/model.safetensors, not the run's`);
+    ok(`training: after a reload the page still has ${ckpt}`);
+
     return { seconds: (Date.now() - started) / 1000, trainSeconds, losses, validation: [v1, v2], file };
   } catch (e) {
     await page.screenshot(path.join(out, 'training-failed.png')).catch(() => {});
