@@ -15,12 +15,17 @@
 //      leaves the lab running;
 //   5. lesson 1 is taken by real mouse and keyboard events, as a student takes it (takeLesson below):
 //      predict, run, reveal, exercises answered and checked; the app's own saved progress must then say
-//      so (a screenshot of the lesson afterwards in DIR).
+//      so (a screenshot of the lesson afterwards in DIR);
+//   6. a tiny model is trained in the Training panel by clicks (trainInTheTab below): a short run set with
+//      the sliders, started, trained and checkpointed; its metrics must show the loss falling, and a click
+//      on its checkpoint must download config.json and model.safetensors, the page's own bytes, into
+//      DIR/downloads (a screenshot afterwards in DIR); after a reload the page must still have it.
 // --bench: only 1 and 2, each timed part of the check run N times (the medians go to results.json).
 // Writes DIR/results.json (the browser's timings and the page's download size) and exits non-zero on a
 // failure, saying which.
 import { spawn } from 'node:child_process';
-import { readFileSync, writeFileSync, mkdirSync, statSync, readdirSync } from 'node:fs';
+import { readFileSync, writeFileSync, mkdirSync, statSync, readdirSync, rmSync } from 'node:fs';
+import { createHash } from 'node:crypto';
 import { gzipSync } from 'node:zlib';
 import path from 'node:path';
 import { Browser, sleep } from './cdp.mjs';
@@ -212,6 +217,167 @@ async function takeLesson(page, base, out) {
   }
 }
 
+// ---- 6. a tiny model trained in the Training panel, by clicks --------------------------------------------
+// The panel's defaults (the tiny preset, seed 0, one thread) with a short run, set as a student sets a
+// slider to an exact number: Ctrl+click makes it a box to type in. The run's own files (read from the
+// page) must show it trained and saved; a click on its checkpoint must download the checkpoint's two files.
+const kTrainSteps = 20;  // of 8 sequences × 128 bytes: about half a minute on one thread in the tab
+const kTrainEvery = 10;  // validation and a checkpoint at steps 10 and 20
+const kTrainDrop = 1.0;  // nats: how much lower the last three steps' loss is than the first three's, at least
+const kRunsRoot = '/persist/runs';  // where the panel's runs go in the browser (its Folder, "runs", in the lab's folder)
+
+async function setSlider(s, label, value) {
+  const item = await s.show(label, []);
+  const x = item.x + item.w / 2, y = item.y + item.h / 2;
+  await s.moveTo(x, y);
+  await s.page.keyDown('Control', 'ControlLeft', 17, 2);
+  await s.page.mouse('mousePressed', x, y, 2);
+  await s.frames(1);
+  await s.page.mouse('mouseReleased', x, y, 2);
+  await s.page.keyUp('Control', 'ControlLeft', 17);
+  await s.frames(2);
+  await s.type(String(value));  // the box starts with its number selected: typing replaces it
+  await s.page.key('Enter', 'Enter', 13);
+  await s.frames(2);
+}
+
+// A file of the page's file system: its text (utf8) or, for binary files, its size and SHA-256; null
+// when it is not there.
+function pageFile(page, file, binary = false) {
+  const f = JSON.stringify(file);
+  return page.evaluate(binary
+    ? `(async () => { try { const b = Module.FS.readFile(${f}); const h = await crypto.subtle.digest('SHA-256', b.slice()); ` +
+      `return { size: b.length, sha256: Array.from(new Uint8Array(h), (x) => x.toString(16).padStart(2, '0')).join('') }; } ` +
+      `catch (e) { return null; } })()`
+    : `(() => { try { return Module.FS.readFile(${f}, { encoding: 'utf8' }); } catch (e) { return null; } })()`);
+}
+
+async function trainInTheTab(page, browser, base, out) {
+  const s = new Student(page);
+  let step = 'open the Training panel';
+  const started = Date.now();
+  try {
+    await page.goto('about:blank');
+    await page.goto(`${base}index.html?panel=training&test=1`);
+    await page.waitForConsole(/^TTTLAB_FIRST_FRAME /, 90000);
+    await page.waitForConsole(/^TTTLAB_SETTLED /, 180000);
+
+    step = `set the run short: ${kTrainSteps} steps, validation and a checkpoint every ${kTrainEvery}`;
+    await setSlider(s, '##steps', kTrainSteps);
+    await setSlider(s, '##eval', kTrainEvery);
+    await setSlider(s, '##checkpoint', kTrainEvery);
+
+    step = 'start the run';
+    const listRuns = () => page.evaluate(`(() => { try { return Module.FS.readdir(${JSON.stringify(kRunsRoot)})` +
+      `.filter((n) => n !== '.' && n !== '..'); } catch (e) { return []; } })()`);
+    if ((await listRuns()).length) throw new Error(`the fresh browser profile already has runs in ${kRunsRoot}`);
+    await s.click('Start a run');
+    const [name] = await until(`no run directory appeared in ${kRunsRoot}`, listRuns, (r) => r.length > 0, 15000);
+    const dir = `${kRunsRoot}/${name}`;
+    const last = `step-${String(kTrainSteps).padStart(7, '0')}`;
+
+    step = `train ${kTrainSteps} steps and save the checkpoint ${last}`;
+    const trainStart = Date.now();
+    // The run's last checkpoint is saved, and the panel offers to start another run (none is training).
+    await until(`${dir}/latest does not name ${last}, or the panel does not offer "Start a run" again`,
+      async () => ((await pageFile(page, `${dir}/latest`)) || '').trim() === last &&
+        (await s.find('Start a run')).items.length > 0, (done) => done, 90000);
+    const trainSeconds = (Date.now() - trainStart) / 1000;
+
+    step = 'read the run\'s settings and metrics';
+    const config = JSON.parse(await pageFile(page, `${dir}/train_config.json`));
+    if (config.steps !== kTrainSteps || config.eval_every !== kTrainEvery || config.checkpoint_every !== kTrainEvery)
+      throw new Error(`the run trained with steps ${config.steps}, eval_every ${config.eval_every}, checkpoint_every ` +
+        `${config.checkpoint_every}: not what the sliders were set to (${kTrainSteps}, ${kTrainEvery}, ${kTrainEvery})`);
+    const records = (await pageFile(page, `${dir}/metrics.jsonl`)).split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l));
+    const steps = records.filter((r) => r.loss !== undefined);
+    const evals = records.filter((r) => r.val_loss !== undefined);
+    const losses = steps.map((r) => r.loss);
+    if (steps.length !== kTrainSteps || steps.some((r, i) => r.step !== i + 1))
+      throw new Error(`metrics.jsonl has steps ${steps.map((r) => r.step).join(' ')}, not 1 … ${kTrainSteps}`);
+    if (!losses.every((x) => Number.isFinite(x) && x > 0) || steps.some((r) => r.skipped))
+      throw new Error(`a training loss is not finite or a step was skipped: ${losses.join(' ')}`);
+    if (evals.map((r) => r.step).join(' ') !== `${kTrainEvery} ${kTrainSteps}` || !evals.every((r) => Number.isFinite(r.val_loss)))
+      throw new Error(`the validations are ${JSON.stringify(evals.map((r) => [r.step, r.val_loss]))}, not finite losses at ` +
+        `steps ${kTrainEvery} and ${kTrainSteps}`);
+    // An untrained byte-level model guesses about uniformly over 256 bytes: ln 256 = 5.55 nats. With
+    // this seed the loss falls steadily from there, and the second validation is lower than the first.
+    const head = losses.slice(0, 3).reduce((a, b) => a + b) / 3, tail = losses.slice(-3).reduce((a, b) => a + b) / 3;
+    const [v1, v2] = evals.map((r) => r.val_loss);
+    const numbers = `training loss ${losses.map((x) => x.toFixed(3)).join(' ')} nats; validation ${v1.toFixed(4)} at step ` +
+      `${kTrainEvery}, ${v2.toFixed(4)} at step ${kTrainSteps}`;
+    ok(`training: ${numbers}`);
+    if (!(Math.abs(losses[0] - Math.log(256)) < 0.5))
+      throw new Error(`the first step's loss is ${losses[0]}, not about ln 256 = 5.55 nats (an untrained model)`);
+    if (!(tail < head - kTrainDrop && v2 < v1))
+      throw new Error(`the loss did not fall: the first three steps average ${head.toFixed(3)}, the last three ` +
+        `${tail.toFixed(3)} (expected ${kTrainDrop} nats lower at least); validation ${v1} then ${v2}`);
+
+    step = `click the checkpoint ${last} and download its two files`;
+    const ckpt = `${dir}/${last}`;
+    const downloads = path.resolve(out, 'downloads');
+    rmSync(downloads, { recursive: true, force: true });
+    await browser.allowDownloads(downloads);
+    const already = browser.downloads.length;
+    // The cell shows "step-0000020", or "20" where the column is narrow.
+    const cell = (await s.find(last)).items.length ? last : String(kTrainSteps);
+    await s.click(cell);
+    const want = ['config.json', 'model.safetensors'];
+    let got = [];
+    try {
+      await until('the downloads did not complete', () => (got = browser.downloads.slice(already)),
+        (d) => want.every((n) => d.some((x) => x.name === n && x.state === 'completed')), 20000);
+    } catch (e) {
+      throw new Error(`${e.message}: the browser has ${JSON.stringify(got.map((d) => [d.name, d.state]))}, ` +
+        `not ${want.join(' and ')}, each completed`);
+    }
+    const cfgText = readFileSync(path.join(downloads, 'config.json'), 'utf8');
+    let cfg;
+    try { cfg = JSON.parse(cfgText); } catch (e) { throw new Error(`the downloaded config.json does not parse: ${e.message}`); }
+    if (cfg.hidden_size !== 128 || cfg.num_hidden_layers !== 4 || cfg.tttlab_seq_layer !== 'ttt-linear')
+      throw new Error(`the downloaded config.json is not the tiny TTT-Linear model: ${cfgText.slice(0, 200)}`);
+    if (cfgText !== await pageFile(page, `${ckpt}/config.json`)) throw new Error('the downloaded config.json differs from the page\'s');
+    const model = readFileSync(path.join(downloads, 'model.safetensors'));
+    const inPage = await pageFile(page, `${ckpt}/model.safetensors`, true);
+    const sha = createHash('sha256').update(model).digest('hex');
+    if (!inPage || model.length !== inPage.size || sha !== inPage.sha256)
+      throw new Error(`the downloaded model.safetensors (${model.length} bytes, sha256 ${sha}) is not the page's ` +
+        `(${JSON.stringify(inPage)})`);
+    // A safetensors file: an 8-byte little-endian header size, the JSON header (with the step saved).
+    const header = JSON.parse(model.subarray(8, 8 + Number(model.readBigUInt64LE(0))).toString('utf8'));
+    if (header.__metadata__?.tttlab_step !== String(kTrainSteps))
+      throw new Error(`the downloaded model.safetensors says step ${header.__metadata__?.tttlab_step}, not ${kTrainSteps}`);
+    ok(`training: downloaded ${ckpt}: config.json and model.safetensors (${model.length} bytes, the page's own)`);
+
+    step = 'screenshot';
+    await s.moveTo(100, 650);  // off the checkpoint cell, whose tooltip would hide the run's cards
+    const file = path.join(out, 'training-taken.png');
+    await page.screenshot(file);
+
+    step = 'reload the page: the run is still there';
+    // /persist reaches the browser's IndexedDB at least every 15 s (host_web.cpp): once the checkpoint is
+    // stored there, a reload must find it again in the page.
+    const stored = `(() => new Promise((resolve) => { const r = indexedDB.open('/persist'); r.onerror = () => resolve(false); ` +
+      `r.onsuccess = () => { const db = r.result; try { const g = db.transaction(['FILE_DATA'], 'readonly').objectStore('FILE_DATA')` +
+      `.getKey(${JSON.stringify(`${ckpt}/model.safetensors`)}); g.onsuccess = () => { db.close(); resolve(g.result !== undefined); }; ` +
+      `g.onerror = () => { db.close(); resolve(false); }; } catch (e) { db.close(); resolve(false); } }; }))()`;
+    await until(`${ckpt}/model.safetensors did not reach IndexedDB`, () => page.evaluate(stored), (x) => x, 40000);
+    await page.goto('about:blank');
+    await page.goto(`${base}index.html?panel=training&test=1`);
+    await page.waitForConsole(/^TTTLAB_FIRST_FRAME /, 90000);
+    await page.waitForConsole(/^TTTLAB_SETTLED /, 180000);
+    const reloaded = await pageFile(page, `${ckpt}/model.safetensors`, true);
+    if (!reloaded || reloaded.sha256 !== inPage.sha256)
+      throw new Error(`after a reload the page has ${JSON.stringify(reloaded)} for ${ckpt}/model.safetensors, not the run's`);
+    ok(`training: after a reload the page still has ${ckpt}`);
+
+    return { seconds: (Date.now() - started) / 1000, trainSeconds, losses, validation: [v1, v2], file };
+  } catch (e) {
+    await page.screenshot(path.join(out, 'training-failed.png')).catch(() => {});
+    throw new Error(`training in the tab, step "${step}": ${e.message}`);
+  }
+}
+
 const failures = [];
 const fail = (what) => { failures.push(what); console.log(`FAIL ${what}`); };
 const ok = (what) => console.log(`ok   ${what}`);
@@ -316,6 +482,15 @@ try {
       checkErrors('lesson 1 taken');
       results.lesson_seconds = taken.seconds;
       ok(`lesson 1 taken by clicks in ${taken.seconds.toFixed(1)} s (${taken.file})`);
+    } catch (e) {
+      fail(e.message);
+    }
+    try {
+      const trained = await trainInTheTab(page, browser, base, out);
+      checkErrors('training in the tab');
+      results.training = trained;
+      ok(`training: ${kTrainSteps} steps in ${trained.trainSeconds.toFixed(1)} s, the whole part in ` +
+        `${trained.seconds.toFixed(1)} s (${trained.file})`);
     } catch (e) {
       fail(e.message);
     }

@@ -115,9 +115,10 @@ export class Page {
     for (const type of ['mouseMoved', 'mousePressed', 'mouseReleased'])
       await this.send('Input.dispatchMouseEvent', { type, x, y, button: 'left', clickCount: 1 });
   }
-  // One mouse event: mouseMoved, mousePressed or mouseReleased (left button), at page pixels x, y.
-  async mouse(type, x, y) {
-    await this.send('Input.dispatchMouseEvent', { type, x, y, button: type === 'mouseMoved' ? 'none' : 'left', clickCount: 1 });
+  // One mouse event: mouseMoved, mousePressed or mouseReleased (left button), at page pixels x, y;
+  // modifiers: the keys held (2: Ctrl), as the event reports them.
+  async mouse(type, x, y, modifiers = 0) {
+    await this.send('Input.dispatchMouseEvent', { type, x, y, modifiers, button: type === 'mouseMoved' ? 'none' : 'left', clickCount: 1 });
   }
   // A turn of the mouse wheel over x, y: deltaY > 0 scrolls down, in pixels, as a browser reports it.
   async wheel(x, y, deltaY) {
@@ -131,7 +132,15 @@ export class Page {
     }
   }
   async key(key, code, keyCode, modifiers = 0) {
+    await this.keyDown(key, code, keyCode, modifiers);
+    await this.keyUp(key, code, keyCode, modifiers);
+  }
+  // A key pressed (keyDown) and, later, let go (keyUp): e.g. Ctrl held through a click,
+  // keyDown('Control', 'ControlLeft', 17, 2). keyCode is what the page's keydown event reports.
+  async keyDown(key, code, keyCode, modifiers = 0) {
     await this.send('Input.dispatchKeyEvent', { type: 'rawKeyDown', key, code, windowsVirtualKeyCode: keyCode, modifiers });
+  }
+  async keyUp(key, code, keyCode, modifiers = 0) {
     await this.send('Input.dispatchKeyEvent', { type: 'keyUp', key, code, windowsVirtualKeyCode: keyCode, modifiers });
   }
   async type(text) {
@@ -177,6 +186,25 @@ export class Browser {
     await page.send('Page.enable');
     await page.send('Emulation.setDeviceMetricsOverride', { width: this.width, height: this.height, deviceScaleFactor: 1, mobile: false });
     return page;
+  }
+  // Downloads are saved into `dir` (an absolute path) without asking, under the names the page gives
+  // them; this.downloads lists each as it begins and ends: { name, state ('inProgress', 'completed' or
+  // 'canceled'), bytes }, in the order they began.
+  async allowDownloads(dir) {
+    if (!this.downloads) {
+      this.downloads = [];
+      this.conn.on((msg) => {
+        if (msg.sessionId) return;  // the browser's own events carry no page's session
+        if (msg.method === 'Browser.downloadWillBegin') {
+          this.downloads.push({ guid: msg.params.guid, name: msg.params.suggestedFilename, state: 'inProgress', bytes: 0 });
+        } else if (msg.method === 'Browser.downloadProgress') {
+          const d = this.downloads.find((x) => x.guid === msg.params.guid);
+          if (d) { d.state = msg.params.state; d.bytes = msg.params.receivedBytes; }
+        }
+      });
+    }
+    mkdirSync(dir, { recursive: true });
+    await this.conn.send('Browser.setDownloadBehavior', { behavior: 'allow', downloadPath: dir, eventsEnabled: true });
   }
   async close() {
     try { await this.conn.send('Browser.close'); } catch { /* already gone */ }

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "gui/fonts.hpp"
@@ -31,6 +32,14 @@ const char* const kLayerNames[] = {"TTT-Linear", "TTT-MLP", "linear attention", 
 const char* const kPresets[] = {"tiny", "small", "125m"};
 
 using XAxis = TrainingXAxis;  // lab/training/training_settings.hpp
+
+// Where a folder of runs the student typed lives. In the browser the page's own folders vanish with the
+// tab, so a relative one is taken inside the lab's folder, which the browser keeps (IndexedDB): runs and
+// their checkpoints are still there after a reload. On the desktop it stays as typed.
+std::string kept_folder(const std::string& folder) {
+  if (!host::files_are_downloads() || std::filesystem::path(folder).is_absolute()) return folder;
+  return (host::persistent_dir() / (folder.empty() ? "runs" : folder)).string();
+}
 
 // 204500.4 → "204,500": a rate for students, to the whole token.
 std::string grouped(double v) {
@@ -193,8 +202,11 @@ class TrainingPanel final
     if (classroom::visible("training.start")) {
       ImGui::Dummy(ImVec2(0, 4));
       ImGui::BeginDisabled(any_active);
-      if (ImGui::Button(any_active ? "A run is training…" : "Start a run", ImVec2(-1, ImGui::GetFrameHeight() * 1.3f)))
-        sink.post(TrainStart{t, m_settings.name});
+      if (ImGui::Button(any_active ? "A run is training…" : "Start a run", ImVec2(-1, ImGui::GetFrameHeight() * 1.3f))) {
+        TrainSettings run = t;
+        run.runs_dir = kept_folder(t.runs_dir);
+        sink.post(TrainStart{run, m_settings.name});
+      }
       ImGui::EndDisabled();
       widgets::error_text(v.error);  // the last refusal, until a run starts
     }
@@ -209,12 +221,12 @@ class TrainingPanel final
                                "A run directory of this panel or of `tttlab train` (metrics.jsonl, checkpoints). "
                                "Its curves join the plots and its latest checkpoint joins every model list:",
                                open_path))
-        sink.post(TrainOpen{open_path, false});
+        sink.post(TrainOpen{kept_folder(open_path), false});
       if (widgets::path_prompt("Resume a run directory",
                                "Training continues from the run's latest checkpoint with its saved settings "
                                "(opened paused: press Resume):",
                                open_path))
-        sink.post(TrainOpen{open_path, true});
+        sink.post(TrainOpen{kept_folder(open_path), true});
     }
     if (classroom::visible("training.view")) {
       widgets::section_label("VIEW");
