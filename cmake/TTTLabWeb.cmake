@@ -32,11 +32,6 @@ set(TTTLAB_BUILD_FUZZERS OFF CACHE BOOL "" FORCE)
 add_compile_options(-pthread -fexceptions -msimd128 -msse4.2
                     $<$<COMPILE_LANGUAGE:CXX>:-include${CMAKE_SOURCE_DIR}/web/compat/tttlab_wasm_compat.hpp>)
 include_directories(BEFORE SYSTEM ${CMAKE_SOURCE_DIR}/web/compat)  # its mmintrin.h, before clang's x86 one
-# Eigen sizes its matrix-product kernel by the registers it believes the CPU has: for SSE, 2 × the size
-# of a pointer, which is 8 on wasm32, so it kept one packet of 4 floats per step. The browser's compiler
-# maps WebAssembly onto the 16 SIMD registers of x86-64 (or 32 of ARM64), as on a native SSE build, and
-# with 16 Eigen keeps two packets per step, loading the right-hand side half as often.
-add_compile_definitions(EIGEN_ARCH_DEFAULT_NUMBER_OF_REGISTERS=16)
 add_link_options(-pthread -fexceptions)
 
 set(_deps "${TTTLAB_WEB_DEPS}")
