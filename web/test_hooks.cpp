@@ -22,8 +22,9 @@
 #include <imgui.h>
 #include <imgui_internal.h>
 
-#include <cstdarg>
-#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -51,24 +52,6 @@ void arm(void*) {
     emscripten_async_call(arm, nullptr, 20);
 }
 
-void json_string(std::string& out, const char* s) {
-  out += '"';
-  for (; *s; ++s) {
-    const auto c = static_cast<unsigned char>(*s);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  out += '"';
-}
-
 // The canvas on the page (CSS pixels), to turn Dear ImGui's coordinates (the canvas's pixels) into the
 // page's: they differ by the device pixel ratio and the canvas's place.
 EM_JS(double, tttlab_test_canvas, (int what), {
@@ -76,21 +59,15 @@ EM_JS(double, tttlab_test_canvas, (int what), {
   return [r.left, r.top, r.width, r.height][what];
 });
 
-void json_rect(std::string& out, const ImRect& r, double x0, double y0, double scale) {
-  char buf[160];
-  std::snprintf(buf, sizeof buf, "\"x\":%.2f,\"y\":%.2f,\"w\":%.2f,\"h\":%.2f", x0 + r.Min.x * scale,
-                y0 + r.Min.y * scale, r.GetWidth() * scale, r.GetHeight() * scale);
-  out += buf;
-}
-
-// The query goes to C++ as lines: the label, then each level of the scope, "s" + a string or "i" + a
-// number (ImGui hashes the two differently).
+// The query goes to C++ as JSON, [label, scope]: a number of the scope stays a number (ImGui hashes
+// strings and numbers differently).
 EM_JS(void, tttlab_test_install, (), {
   Module['tttlabTest'] = {
     find: function(label, scope) {
-      const lines = [label].concat((scope || []).map(function(p) { return (typeof p === 'number' ? 'i' : 's') + p; }));
       // The C++ side frees the copy.
-      return JSON.parse(UTF8ToString(_tttlab_test_find(stringToNewUTF8(lines.join('\n')))));
+      const r = JSON.parse(UTF8ToString(_tttlab_test_find(stringToNewUTF8(JSON.stringify([label, scope || []])))));
+      if (r.error) throw new Error(r.error);
+      return r;
     },
     frame: function() { return _tttlab_test_frame(); }
   };
@@ -98,16 +75,16 @@ EM_JS(void, tttlab_test_install, (), {
 
 // Whether the ID stack `ids` passes through each level of `scope` in turn: a level pushed as a string or
 // a number is the hash of it seeded with the level below.
-bool in_scope(const std::vector<ImGuiID>& ids, const std::vector<std::string>& scope) {
+bool in_scope(const std::vector<ImGuiID>& ids, const nlohmann::json& scope) {
   std::size_t k = 0;
   for (std::size_t level = 1; level < ids.size() && k < scope.size(); ++level) {
-    const std::string& part = scope[k];
+    const nlohmann::json& part = scope[k];
     ImGuiID id = 0;
-    if (part[0] == 'i') {
-      const int n = std::atoi(part.c_str() + 1);
+    if (part.is_number_integer()) {
+      const int n = part.get<int>();
       id = ImHashData(&n, sizeof n, ids[level - 1]);
     } else {
-      id = ImHashStr(part.c_str() + 1, 0, ids[level - 1]);
+      id = ImHashStr(part.get<std::string>().c_str(), 0, ids[level - 1]);
     }
     if (ids[level] == id) ++k;
   }
@@ -151,56 +128,45 @@ const char* ImGuiTestEngine_FindItemDebugLabel(ImGuiContext*, ImGuiID id) {
   return "";
 }
 
-// Module.tttlabTest.find's C++ side: `query` (the label, then the scope, a line each) is a copy made by
-// stringToNewUTF8, freed here. The answer stays valid until the next call.
+// Module.tttlabTest.find's C++ side: `query` (JSON: [label, scope], the scope's levels strings or
+// whole numbers) is a copy made by stringToNewUTF8, freed here. The answer stays valid until the next call.
 extern "C" EMSCRIPTEN_KEEPALIVE const char* tttlab_test_find(char* query) {
   static std::string out;
-  std::vector<std::string> scope;
-  {
-    std::string line;
-    for (const char* q = query ? query : ""; ; ++q) {
-      if (*q == '\n' || *q == '\0') {
-        scope.push_back(line);
-        line.clear();
-        if (!*q) break;
-      } else {
-        line += *q;
-      }
-    }
-  }
+  const nlohmann::json q = nlohmann::json::parse(query ? query : "", nullptr, /*allow_exceptions=*/false);
   std::free(query);
-  const std::string wanted = scope.front();
-  scope.erase(scope.begin());
-  std::erase_if(scope, [](const std::string& part) { return part.size() < 2; });
+  if (!q.is_array() || q.size() != 2 || !q[0].is_string() || !q[1].is_array() ||
+      !std::all_of(q[1].begin(), q[1].end(), [](const auto& p) { return p.is_string() || p.is_number_integer(); })) {
+    out = R"({"error":"find(label, scope): a label and a list of strings and whole numbers"})";
+    return out.c_str();
+  }
+  const std::string wanted = q[0].get<std::string>();
+  const nlohmann::json& scope = q[1];
   // A context made anew (none is today) would start with its hooks off.
   if (ImGuiContext* ctx = ImGui::GetCurrentContext()) ctx->TestEngineHookItems = true;
   const double x0 = tttlab_test_canvas(0), y0 = tttlab_test_canvas(1);
   const float display_w = ImGui::GetCurrentContext() ? ImGui::GetIO().DisplaySize.x : 0.0f;
   const double scale = display_w > 0.0f ? tttlab_test_canvas(2) / display_w : 1.0;
-  out = "{\"frame\":" + std::to_string(g_frame) + ",\"items\":[";
-  bool first = true;
+  // x, y, w, h of a rectangle of the canvas, on the page.
+  const auto on_page = [&](const ImRect& r) {
+    return nlohmann::json{{"x", x0 + r.Min.x * scale}, {"y", y0 + r.Min.y * scale}, {"w", r.GetWidth() * scale},
+                          {"h", r.GetHeight() * scale}};
+  };
+  nlohmann::json items = nlohmann::json::array();
   for (const Item& item : g_items) {
     if (item.ids.empty() || (item.label != wanted && ImHashStr(wanted.c_str(), 0, item.ids.back()) != item.id) ||
         !in_scope(item.ids, scope))
       continue;
-    if (!first) out += ',';
-    first = false;
-    out += "{\"label\":";
-    json_string(out, wanted.c_str());
-    out += ",\"window\":";
-    json_string(out, item.window->Name);
-    out += ',';
-    json_rect(out, item.rect, x0, y0, scale);
-    out += ",\"clip\":{";
-    json_rect(out, item.clip, x0, y0, scale);
-    out += '}';
-    const bool shown = item.clip.Contains(item.rect.GetCenter());
-    char buf[96];
-    std::snprintf(buf, sizeof buf, ",\"shown\":%s,\"scroll\":%.2f,\"scroll_max\":%.2f}", shown ? "true" : "false",
-                  item.window->Scroll.y * scale, item.window->ScrollMax.y * scale);
-    out += buf;
+    nlohmann::json j = on_page(item.rect);
+    j["label"] = wanted;
+    j["window"] = item.window->Name;
+    j["clip"] = on_page(item.clip);
+    j["shown"] = item.clip.Contains(item.rect.GetCenter());
+    j["scroll"] = item.window->Scroll.y * scale;
+    j["scroll_max"] = item.window->ScrollMax.y * scale;
+    items.push_back(std::move(j));
   }
-  out += "]}";
+  out = nlohmann::json{{"frame", g_frame}, {"items", std::move(items)}}
+            .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   return out.c_str();
 }
 

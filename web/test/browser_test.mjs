@@ -182,22 +182,22 @@ async function takeLesson(page, base, out) {
     await s.saved('the own-loss prediction locked in with answer 0', lesson,
       (r) => r.predictions?.['own-loss']?.choice === 0);
 
+    // Types an answer into an exercise's box, clicks Check, and returns what the app saved of it.
+    const answer = async (id, scope, text) => {
+      await s.click('##answer', scope);
+      await s.type(text);
+      await s.click('Check my answer', scope);
+      return (await s.saved(`one attempt at ${id}`, lesson, (r) => r.exercises?.[id]?.attempts === 1)).exercises[id];
+    };
+
     step = 'exercise model-state: a wrong answer';
-    await s.click('##answer', modelState);
-    await s.type('16384');
-    await s.click('Check my answer', modelState);
-    const wrong = (await s.saved('one attempt at model-state', lesson,
-      (r) => r.exercises?.['model-state']?.attempts === 1)).exercises['model-state'];
+    const wrong = await answer('model-state', modelState, '16384');
     if (wrong.right !== false || wrong.answer !== '16384')
       throw new Error(`saved as ${JSON.stringify(wrong)}, not a wrong answer 16384`);
     ok('lesson 1: exercise model-state: 16384 marked wrong');
 
     step = 'exercise state-size: d^2 + d';
-    await s.click('##answer', stateSize);
-    await s.type('d^2 + d');
-    await s.click('Check my answer', stateSize);
-    const right = (await s.saved('one attempt at state-size', lesson,
-      (r) => r.exercises?.['state-size']?.attempts === 1)).exercises['state-size'];
+    const right = await answer('state-size', stateSize, 'd^2 + d');
     if (right.right !== true || right.answer !== 'd^2 + d')
       throw new Error(`saved as ${JSON.stringify(right)}, not a right answer d^2 + d`);
     // On the screen too: a solved card no longer offers its answer; the unsolved one still does.

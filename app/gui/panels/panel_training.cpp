@@ -365,20 +365,19 @@ class TrainingPanel final
           // "step-0000300", or "300" where the column is narrow.
           const std::string ck = std::filesystem::path(r.checkpoint).filename().string();
           const auto digits = ck.find_first_of("123456789", ck.find('-') == std::string::npos ? 0 : ck.find('-'));
-          const std::string shown =
+          const std::string cell =
               widgets::fit(ck, digits == std::string::npos ? ck : ck.substr(digits), ImGui::GetContentRegionAvail().x);
-          if (host::files_are_downloads()) {
-            // In the browser the checkpoint lives in the page: a click hands its two files over.
-            if (ImGui::Selectable(shown.c_str())) download_checkpoint(r.checkpoint);
-            if (ImGui::IsItemHovered())
-              ImGui::SetTooltip("%s\nloaded into the model lists as \"run %s\"\nClick to download it: config.json and "
-                                "model.safetensors. Put both in one folder to open it in the desktop app.",
-                                r.checkpoint.c_str(), r.name.c_str());
-          } else {
-            ImGui::TextUnformatted(shown.c_str());
-            if (ImGui::IsItemHovered())
-              ImGui::SetTooltip("%s\nloaded into the model lists as \"run %s\"", r.checkpoint.c_str(), r.name.c_str());
-          }
+          // In the browser the checkpoint lives in the page: a click hands its two files over.
+          const bool downloads = host::files_are_downloads();
+          if (!downloads)
+            ImGui::TextUnformatted(cell.c_str());
+          else if (ImGui::Selectable(cell.c_str()))
+            download_checkpoint(r.checkpoint);
+          if (ImGui::IsItemHovered())
+            ImGui::SetTooltip("%s\nloaded into the model lists as \"run %s\"%s", r.checkpoint.c_str(), r.name.c_str(),
+                              downloads ? "\nClick to download it: config.json and model.safetensors. Put both "
+                                          "in one folder to open it in the desktop app."
+                                        : "");
         }
         ImGui::TableNextColumn();
         if (controls) {
@@ -407,7 +406,7 @@ class TrainingPanel final
       }
       ImGui::EndTable();
     }
-    if (!m_download_error.empty()) ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kError), "%s", m_download_error.c_str());
+    widgets::error_text(m_download_error);
     ImGui::PopFont();
   }
 

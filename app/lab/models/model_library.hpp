@@ -147,7 +147,6 @@ class ModelLibrary {
   void load(Entry& e);
   void list_shipped();  // an entry for every model folder of assets/models
 
-
   std::vector<std::unique_ptr<Entry>> m_entries;
   std::uint64_t m_generation = 1;
   std::shared_ptr<const LibraryView> m_view;
