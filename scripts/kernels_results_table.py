@@ -101,7 +101,8 @@ def render(paths) -> str:
     lines.append("")
 
     # The kernels.
-    maps, order = by_key(runs, "kernels", lambda k: k["name"])
+    # A row is its name at its shape: one kernel may be timed at several sequence lengths.
+    maps, order = by_key(runs, "kernels", lambda k: (k["name"], k["shape"]))
     shapes = Counter(m[k]["shape"] for m in maps for k in m)
     common = shapes.most_common(1)[0][0] if shapes else ""
     lines.append(f"Kernels at {common.replace(' ', ', ')} unless the row says otherwise; median of "
@@ -113,7 +114,7 @@ def render(paths) -> str:
     for k in order:
         present = [m.get(k) for m in maps]
         first = next(p for p in present if p)
-        label = f"`{k}`" + ("" if first["shape"] == common else f" ({first['shape']})")
+        label = f"`{k[0]}`" + ("" if first["shape"] == common else f" ({first['shape']})")
         cells = [spread(p["median_ms"], p["min_ms"], p["max_ms"]) if p else "" for p in present]
         floors = " / ".join(ms(p["floor_ms"]) if p and p.get("floor_ms") else "–" for p in present)
         target = f"≤ {first['target_ms']:g}" if first.get("target_ms") else ""

@@ -635,6 +635,75 @@ void attention_rows(Bench& bench) {
   }
 }
 
+// The tensor-core bf16 softmax attention (flash_attention_forward / _backward) at B, H, d of the bench
+// and sequence length T: inputs uniform in [−1, 1] rounded to bf16, FLOPs and floors counted as above
+// with 2-byte tensors. Rows named "softmax-attention ... bf16 tensor cores", shape with its T.
+void flash_rows(Bench& bench, int T) {
+  const TttDims& D = bench.in().D;
+  const AttentionDims ad{D.batch, D.heads, T, D.head_dim};
+  if (!flash_attention_supported(ad)) return;
+  const std::size_t act = std::size_t(D.batch) * T * D.heads * D.head_dim;
+  const std::size_t rows = std::size_t(D.batch) * D.heads * T;
+  const double T2d = double(D.batch) * D.heads * double(T) * T * D.head_dim;
+  const std::string ashape = "B=" + std::to_string(D.batch) + " H=" + std::to_string(D.heads) +
+                             " T=" + std::to_string(T) + " d=" + std::to_string(D.head_dim);
+  // Five bf16 tensors, three fp32 gradients and one fp32 scratch: skip (and say so) a length this
+  // GPU cannot hold rather than abort the whole benchmark.
+  std::size_t free_b = 0, total_b = 0;
+  TTTLAB_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  const double need = double(act) * (5 * 2 + 4 * 4) + double(rows) * 8;
+  if (need > 0.9 * double(free_b)) {
+    std::fprintf(stderr, "ttt_bench: attention at %s skipped: needs %.1f GB, %.1f GB free\n", ashape.c_str(),
+                 need / 1e9, double(free_b) / 1e9);
+    return;
+  }
+  Buf16 q(act), k(act), v(act), o(act), g(act);
+  {
+    Buf x(act);
+    const int r = D.batch * T, c = D.heads * D.head_dim;
+    std::uint32_t seed = 41;
+    for (Buf16* b : {&q, &k, &v, &g}) {
+      x.fill(seed++, -1.0f, 1.0f);
+      convert_to_bf16(x.p, r, c, c, b->p, c, nullptr);
+    }
+    TTTLAB_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  Buf lse(rows), dq(act), dk(act), dv(act);
+  const std::size_t wsb = flash_attention_backward_workspace_bytes(ad);
+  Buf ws(floats_for(wsb));
+  FlashAttentionForwardArgs af;
+  af.dims = ad;
+  af.Q = q.p;
+  af.K = k.p;
+  af.V = v.p;
+  af.O = o.p;
+  af.lse = lse.p;
+  FlashAttentionBackwardArgs ab;
+  ab.dims = ad;
+  ab.Q = q.p;
+  ab.K = k.p;
+  ab.V = v.p;
+  ab.O = o.p;
+  ab.dO = g.p;
+  ab.lse = lse.p;
+  ab.dQ = dq.p;
+  ab.dK = dk.p;
+  ab.dV = dv.p;
+  ab.workspace = ws.p;
+  ab.workspace_bytes = wsb;
+  const double fwd_ms = bench.time([&] { flash_attention_forward(af); });
+  bench.add("softmax-attention forward bf16 tensor cores", fwd_ms, 2 * T2d, 4.0 * act * 2 + rows * 4.0, 0, "", 0,
+            &ashape);
+  if (bench.cfg().backward) {
+    const double fb_ms = bench.time([&] {
+      flash_attention_forward(af);
+      flash_attention_backward(ab);
+    });
+    bench.add("softmax-attention fwd+bwd bf16 tensor cores", fb_ms, 7 * T2d,
+              5.0 * act * 2 + 3.0 * act * 4 + 3.0 * rows * 4, 0, "", 0, &ashape);
+  }
+}
+
 }  // namespace
 
 TttBenchReport ttt_bench(const TttBenchConfig& cfg) {
@@ -671,6 +740,9 @@ TttBenchReport ttt_bench(const TttBenchConfig& cfg) {
     }
   }
   attention_rows(bench);
+  flash_rows(bench, D.seq_len);
+  for (int T : cfg.attention_lengths)
+    if (T != D.seq_len) flash_rows(bench, T);
   TTTLAB_CUDA_CHECK(cudaDeviceSynchronize());
   return rep;
 }

@@ -44,13 +44,14 @@ int main(int argc, char** argv) {
       else if (a == "--mini-batch") cfg.dims.mini_batch = parse_int("--mini-batch", value());
       else if (a == "--warmup") cfg.warmup = parse_int("--warmup", value());
       else if (a == "--repeats") cfg.repeats = parse_int("--repeats", value());
+      else if (a == "--attention-length") cfg.attention_lengths.push_back(parse_int("--attention-length", value()));
       else if (a == "--no-mlp") cfg.mlp = false;
       else if (a == "--no-backward") cfg.backward = false;
       else if (a == "--default-only") cfg.all_versions = false;
       else if (a == "--help" || a == "-h") {
         std::printf("usage: tttlab_ttt_bench [--batch N] [--heads N] [--seq N] [--dim N] "
                     "[--mini-batch N] [--warmup N] [--repeats N] [--no-mlp] [--no-backward] "
-                    "[--default-only]\n");
+                    "[--default-only] [--attention-length T]...\n");
         return 0;
       } else {
         throw std::invalid_argument("unknown option '" + a + "' (see --help)");

@@ -328,5 +328,207 @@ TEST(Attention, ArgumentsAreChecked) {
   TTTLAB_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
+// ---- the tensor-core bf16 kernels (flash_attention_forward / _backward) ----------------------------
+// Against the same fp64 reference, run on the bf16-rounded inputs the kernel reads (Q, K, V, and dO
+// rounded to bf16 on the host), so only the kernel's own rounding is measured. What it rounds: P to
+// bf16 where it enters P·V (and Pᵀ, dSᵀ, dS where they enter their products), relative 2⁻⁹ per
+// term; O to bf16 on output (2⁻⁹ of |O|); δ = dO·O from the rounded O. The accumulations are fp32
+// over ≤ 1000 keys. Bounds, relative to max(max|ref|, 1): O 1e-2, dQ, dK, dV 2e-2 (the measured
+// worst case is printed; a masking or indexing error is O(1)). The lse sees no bf16 product (its
+// scores are exact products of bf16 values summed in fp32): the fp32 bound of the test above.
+// Shapes: d ∈ {32, 64, 128}, T around both tile sizes (64 and 128) and not a multiple of either.
+std::vector<AttnCase> flash_cases() {
+  if (quick_mode()) return {{2, 2, 1, 32}, {1, 2, 130, 64}, {1, 1, 70, 128}, {1, 2, 200, 64, 40.0}};
+  std::vector<AttnCase> c;
+  for (int d : {32, 64, 128})
+    for (int T : {1, 2, 63, 64, 65, 127, 128, 129, 300, 1000}) {
+      const bool big = T >= 1000;
+      c.push_back({big ? 1 : 2, big ? 2 : 3, T, d});
+    }
+  c.push_back({2, 2, 200, 64, 40.0});
+  c.push_back({1, 2, 129, 128, 40.0});
+  return c;
+}
+
+struct FlashOutputs {
+  std::vector<float> O, lse, dQ, dK, dV;
+};
+
+FlashOutputs run_flash(const AttnCase& k, const std::vector<std::uint16_t>& Q, const std::vector<std::uint16_t>& K,
+                       const std::vector<std::uint16_t>& V, const std::vector<std::uint16_t>& dO) {
+  const AttentionDims dims{k.B, k.H, k.T, k.d};
+  const std::size_t n = Q.size(), rows = std::size_t(k.B) * k.H * k.T;
+  DeviceBuffer16 q(Q), kk(K), v(V), g(dO), o(n);
+  DeviceBuffer lse(rows), dq(n), dk(n), dv(n);
+  const std::size_t ws_bytes = flash_attention_backward_workspace_bytes(dims);
+  DeviceBuffer ws(ws_bytes / sizeof(float));
+  o.poison();
+  for (DeviceBuffer* b : {&lse, &dq, &dk, &dv, &ws}) b->poison();
+  FlashAttentionForwardArgs f;
+  f.dims = dims;
+  f.Q = q.get();
+  f.K = kk.get();
+  f.V = v.get();
+  f.O = o.get();
+  f.lse = lse.get();
+  flash_attention_forward(f);
+  FlashAttentionBackwardArgs b;
+  b.dims = dims;
+  b.Q = q.get();
+  b.K = kk.get();
+  b.V = v.get();
+  b.O = o.get();
+  b.dO = g.get();
+  b.lse = lse.get();
+  b.dQ = dq.get();
+  b.dK = dk.get();
+  b.dV = dv.get();
+  b.workspace = ws.get();
+  b.workspace_bytes = ws_bytes;
+  flash_attention_backward(b);
+  TTTLAB_CUDA_CHECK(cudaDeviceSynchronize());
+  FlashOutputs out;
+  for (std::uint16_t x : o.download()) out.O.push_back(bf16_to_float(x));
+  out.lse = lse.download();
+  out.dQ = dq.download();
+  out.dK = dk.download();
+  out.dV = dv.download();
+  return out;
+}
+
+TEST(FlashAttention, ForwardAndBackwardMatchTheCpuEngineOnBf16Inputs) {
+  TTTLAB_REQUIRE_GPU();
+  const std::uint64_t seed = test_seed();
+  std::mt19937_64 rng(seed);
+  double worst_o = 0, worst_g = 0;
+  for (const AttnCase& k : flash_cases()) {
+    const std::size_t n = std::size_t(k.B) * k.T * k.H * k.d;
+    std::vector<std::uint16_t> q16, k16, v16, g16;
+    const std::vector<float> Q = rounded_to_bf16(randn_vec(n, rng, k.q_scale), q16),
+                             K = rounded_to_bf16(randn_vec(n, rng, 1.0), k16),
+                             V = rounded_to_bf16(randn_vec(n, rng, 1.0), v16),
+                             dO = rounded_to_bf16(randn_vec(n, rng, 1.0), g16);
+    const Reference ref = reference(AttentionKind::Softmax, k, Q, K, V, dO);
+    const std::string name = "flash " + case_name(AttentionKind::Softmax, k);
+    SCOPED_TRACE(name + ", seed " + std::to_string(seed));
+    const FlashOutputs got = run_flash(k, q16, k16, v16, g16);
+    const ErrorStat eo = compare(got.O, ref.O, kFloor), eq = compare(got.dQ, ref.dQ, kFloor),
+                    ek = compare(got.dK, ref.dK, kFloor), ev = compare(got.dV, ref.dV, kFloor);
+    EXPECT_TRUE(within("O", eo, 1e-2, got.O, ref.O));
+    EXPECT_TRUE(within("dQ", eq, 2e-2, got.dQ, ref.dQ));
+    EXPECT_TRUE(within("dK", ek, 2e-2, got.dK, ref.dK));
+    EXPECT_TRUE(within("dV", ev, 2e-2, got.dV, ref.dV));
+    std::size_t bad = 0;
+    double lse_err = 0;
+    for (std::size_t i = 0; i < ref.lse.size(); ++i) {
+      const double e = std::abs(double(got.lse[i]) - ref.lse[i]);
+      if (!(e <= 1e-5 + 2e-6 * ref.lse_scale[i])) ++bad;
+      if (std::isfinite(e)) lse_err = std::max(lse_err, e);
+    }
+    EXPECT_EQ(bad, 0u) << "lse: " << bad << " rows off by more than 1e-5 + 2e-6 A_t (max error " << lse_err << ")";
+    worst_o = std::max(worst_o, eo.rel);
+    worst_g = std::max({worst_g, eq.rel, ek.rel, ev.rel});
+    if (k.T >= 1000 || k.q_scale != 1.0 || quick_mode())
+      std::printf("[ INFO     ] %-45s O %.1e dQ %.1e dK %.1e dV %.1e (x max|ref|)\n", name.c_str(), eo.rel, eq.rel,
+                  ek.rel, ev.rel);
+  }
+  std::printf("[ INFO     ] flash worst relative error: O %.2e, gradients %.2e\n", worst_o, worst_g);
+}
+
+TEST(FlashAttention, IsDeterministic) {
+  TTTLAB_SEEDED_GPU_TEST();
+  const AttnCase k{2, 3, 300, 64};
+  const std::size_t n = std::size_t(k.B) * k.T * k.H * k.d;
+  std::vector<std::uint16_t> q16, k16, v16, g16;
+  rounded_to_bf16(randn_vec(n, rng, 1.0), q16);
+  rounded_to_bf16(randn_vec(n, rng, 1.0), k16);
+  rounded_to_bf16(randn_vec(n, rng, 1.0), v16);
+  rounded_to_bf16(randn_vec(n, rng, 1.0), g16);
+  const FlashOutputs a = run_flash(k, q16, k16, v16, g16), b = run_flash(k, q16, k16, v16, g16);
+  EXPECT_EQ(a.O, b.O);
+  EXPECT_EQ(a.lse, b.lse);
+  EXPECT_EQ(a.dQ, b.dQ);
+  EXPECT_EQ(a.dK, b.dK);
+  EXPECT_EQ(a.dV, b.dV);
+}
+
+TEST(FlashAttention, ArgumentsAreChecked) {
+  TTTLAB_REQUIRE_GPU();
+  const AttentionDims dims{2, 2, 10, 32};
+  const std::size_t n = 2 * 2 * 10 * 32, rows = 2 * 2 * 10;
+  DeviceBuffer16 q(n), k(n), v(n), o(n), g(n);
+  DeviceBuffer lse(rows), dq(n), dk(n), dv(n), ws(rows);
+  auto fwd = [&] {
+    FlashAttentionForwardArgs a;
+    a.dims = dims;
+    a.Q = q.get();
+    a.K = k.get();
+    a.V = v.get();
+    a.O = o.get();
+    a.lse = lse.get();
+    return a;
+  };
+  auto bwd = [&] {
+    FlashAttentionBackwardArgs a;
+    a.dims = dims;
+    a.Q = q.get();
+    a.K = k.get();
+    a.V = v.get();
+    a.O = o.get();
+    a.dO = g.get();
+    a.lse = lse.get();
+    a.dQ = dq.get();
+    a.dK = dk.get();
+    a.dV = dv.get();
+    a.workspace = ws.get();
+    a.workspace_bytes = rows * sizeof(float);
+    return a;
+  };
+  auto expect_refused = [](auto call, const std::string& words) {
+    try {
+      call();
+      ADD_FAILURE() << "no exception; expected one mentioning '" << words << "'";
+    } catch (const std::invalid_argument& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find(words), std::string::npos) << m;
+      EXPECT_EQ(m.find('\n'), std::string::npos) << "one line: " << m;
+    }
+  };
+  EXPECT_NO_THROW(flash_attention_forward(fwd()));
+  EXPECT_NO_THROW(flash_attention_backward(bwd()));
+  for (int d : {16, 48, 256}) {
+    auto a = fwd();
+    a.dims.head_dim = d;
+    EXPECT_FALSE(flash_attention_supported(a.dims));
+    expect_refused([&] { flash_attention_forward(a); }, "head_dim must be 32, 64 or 128");
+  }
+  {
+    auto a = fwd();
+    a.V = nullptr;
+    expect_refused([&] { flash_attention_forward(a); }, "V is null");
+  }
+  {
+    auto a = fwd();
+    a.O = const_cast<std::uint16_t*>(a.K) + 8;
+    expect_refused([&] { flash_attention_forward(a); }, "O overlaps K");
+  }
+  {
+    auto a = fwd();
+    a.Q = a.Q + 1;  // 2 bytes off
+    expect_refused([&] { flash_attention_forward(a); }, "16-byte aligned");
+  }
+  {
+    auto a = bwd();
+    a.workspace_bytes -= 4;
+    expect_refused([&] { flash_attention_backward(a); }, "workspace has");
+  }
+  {
+    auto a = bwd();
+    a.dK = a.dQ;
+    expect_refused([&] { flash_attention_backward(a); }, "dQ overlaps dK");
+  }
+  TTTLAB_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
 }  // namespace
 }  // namespace tttlab::kernels::test

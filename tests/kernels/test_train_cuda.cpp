@@ -527,18 +527,20 @@ TEST(TrainCuda, FiftyStepsFollowTheCpuLossCurve) {
   EXPECT_LT(cpu.loss.back(), cpu.loss.front() - 1.0) << "the model should learn the corpus";
 }
 
-// Mixed precision (kernels/gemm.hpp, GemmPrecision::Bf16): the tiny model of the test above, TTT-Linear
-// and TTT-MLP, 50 steps with bf16 products against the same run with fp32 products on the GPU, with
+// Mixed precision (kernels/gemm.hpp, GemmPrecision::Bf16): the tiny model of the test above, TTT-Linear,
+// TTT-MLP and softmax attention (whose mixer then runs on the bf16 tensor-core kernels), 50 steps with bf16 products against the same run with fp32 products on the GPU, with
 // the tf32 test's bounds: every step's loss and the validation loss after training within 5e-3 nats,
 // the first step's loss within 1e-3 relative. bf16 rounds each operand to 8 significant bits (2^-9
 // ≈ 2e-3 relative), yet the products' fp32 sums average that down: measured on an H100, 2.6e-4 nats
-// at worst over the 50 steps (tf32: 1.3e-4) and 5e-6 relative at the first step. A wrong gradient
+// at worst over the 50 steps (tf32: 1.3e-4) and 5e-6 relative at the first step. Softmax attention
+// also rounds its probabilities to bf16 before P·V (as FlashAttention does): 2.0e-3 nats at worst on
+// an H200, still within the bound. A wrong gradient
 // term moves the curve by 1e-2 or more within a few steps (the fp32 test above). The bf16 run must
 // also differ from the tf32 one (else the products are not bf16), and two bf16 runs agree bit for
 // bit. The 200-step Brown curves of docs/KERNELS.md run the same comparison at the `small` preset.
 TEST(TrainCuda, Bf16MixedPrecisionFollowsTheFp32Curve) {
   TTTLAB_REQUIRE_GPU();
-  for (SeqLayerKind kind : {SeqLayerKind::TTTLinear, SeqLayerKind::TTTMLP}) {
+  for (SeqLayerKind kind : {SeqLayerKind::TTTLinear, SeqLayerKind::TTTMLP, SeqLayerKind::SoftmaxAttention}) {
     SCOPED_TRACE(to_string(kind));
     TrainConfig cfg = tiny_config(50);
     cfg.model.seq_layer = kind;
@@ -552,6 +554,8 @@ TEST(TrainCuda, Bf16MixedPrecisionFollowsTheFp32Curve) {
     const Curve gbf = train_curve(cfg, cuda_train_backend_factory(bf16));
     const Curve gbf2 = train_curve(cfg, cuda_train_backend_factory(bf16));
     std::printf("[ INFO     ] %s\n", gbf.device.c_str());
+    if (kind == SeqLayerKind::SoftmaxAttention)  // head dim 32: the tensor-core kernels run
+      EXPECT_NE(gbf.device.find("attention on tensor cores"), std::string::npos) << gbf.device;
     double mx = 0, mxtf = 0;
     bool differs_from_tf32 = false;
     for (std::size_t i = 0; i < g32.loss.size(); ++i) {

@@ -227,6 +227,13 @@ struct CudaTrainBackend::Impl {
   float *attn_rope_cos = nullptr, *attn_rope_sin = nullptr;  // [T, d/2]: positions 0..T−1
   DeviceArray<unsigned char> attn_ws;
   std::size_t attn_ws_bytes = 0;
+  // Softmax attention with bf16 products and a head dim the tensor-core kernels take (32, 64, 128):
+  // flash_attention_forward / _backward on bf16 copies of Q, K, V (after RoPE), O written straight into
+  // its shadow (only products and the backward's δ read O, so its fp32 buffer stays unwritten), dO
+  // rounded once. The copies are made again in the backward from the kept fp32 XQ, XK, XV rather than
+  // kept per block: three roundings cost far less than 3·L more [R, D] buffers.
+  bool flash = false;
+  DeviceArray<std::uint16_t> attn16;  // Q, K, V, dO copies, [R, D] each
   AttentionDims attn_dims() const { return AttentionDims{nseq, H, T, d}; }
   // The fields the attention forward's and backward's arguments share, for block k's projections
   // Q, K, V on the step's stream: O and lse as given (the backward reads them only for softmax).
@@ -242,6 +249,21 @@ struct CudaTrainBackend::Impl {
     a.lse = lse;
     a.stream = stream;
     return a;
+  }
+
+  // The bf16 copies of block k's Q, K, V (after RoPE) for the tensor-core attention, in attn16.
+  void flash_inputs16(const Block& k, const std::uint16_t*& Q, const std::uint16_t*& K,
+                      const std::uint16_t*& V) {
+    std::uint16_t* q16 = attn16.get();
+    const std::size_t rd = std::size_t(rows) * D;
+    begin(kGemm);
+    convert_to_bf16(k.XQ, rows, D, D, q16, D, stream);
+    convert_to_bf16(k.XK, rows, D, D, q16 + rd, D, stream);
+    convert_to_bf16(k.XV, rows, D, D, q16 + 2 * rd, D, stream);
+    end();
+    Q = q16;
+    K = q16 + rd;
+    V = q16 + 2 * rd;
   }
 
   // Profiling (profile_step): event pairs around the phases, summed after the step.
@@ -631,8 +653,10 @@ void CudaTrainBackend::Impl::allocate() {
     const AttentionDims ad{Bmax, H, T, d};
     for (int i = 0; i < L; ++i)
       attn_lse.push_back(attn_kind == AttentionKind::Softmax ? alloc(std::size_t(Bmax) * H * T) : nullptr);
-    attn_ws_bytes = attention_backward_workspace_bytes(ad, attn_kind);
+    attn_ws_bytes = flash ? flash_attention_backward_workspace_bytes(ad)
+                          : attention_backward_workspace_bytes(ad, attn_kind);
     attn_ws.reset(attn_ws_bytes);
+    if (flash) attn16.reset(4 * RD);
     if (attn_kind == AttentionKind::Softmax) {
       // SoftmaxAttentionLayer::forward_train rotates by the global positions 0..T−1 (rope_apply).
       upload_rope_tables(T, attn_rope_cos, attn_rope_sin);
@@ -995,12 +1019,24 @@ void CudaTrainBackend::Impl::attention_mixer_forward(int i, const float* x, floa
     rope_rotate(k.XQ, nseq, T, H, d, T, attn_rope_cos, attn_rope_sin, 1.f, st);
     rope_rotate(k.XK, nseq, T, H, d, T, attn_rope_cos, attn_rope_sin, 1.f, st);
   }
-  const AttentionForwardArgs a =
-      attention_args<AttentionForwardArgs>(k, k.O, soft && train ? attn_lse[i] : nullptr);
-  begin(kInnerFwd);
-  attention_forward(a);
-  end();
-  refresh16(k.O, D);
+  if (flash) {
+    FlashAttentionForwardArgs a;
+    a.dims = attn_dims();
+    flash_inputs16(k, a.Q, a.K, a.V);
+    a.O = shadow_of(k.O);
+    a.lse = train ? attn_lse[i] : nullptr;
+    a.stream = st;
+    begin(kInnerFwd);
+    flash_attention_forward(a);
+    end();
+  } else {
+    const AttentionForwardArgs a =
+        attention_args<AttentionForwardArgs>(k, k.O, soft && train ? attn_lse[i] : nullptr);
+    begin(kInnerFwd);
+    attention_forward(a);
+    end();
+    refresh16(k.O, D);
+  }
   linear(k.O, p(pre + "o_proj.weight"), D, D, out);
 }
 
@@ -1015,17 +1051,39 @@ void CudaTrainBackend::Impl::attention_mixer_backward(int i, const float* x, con
   linear_backward(k.O, p(pre + "o_proj.weight"), dY, D, D, g(pre + "o_proj.weight"), dO, false,
                   dY16);
   const bool soft = attn_kind == AttentionKind::Softmax;
-  AttentionBackwardArgs a = attention_args<AttentionBackwardArgs>(k, soft ? k.O : nullptr,
-                                                                  soft ? attn_lse[i] : nullptr);
-  a.dO = dO;
-  a.dQ = dXQ;
-  a.dK = dXK;
-  a.dV = dXV;
-  a.workspace = attn_ws_bytes ? attn_ws.get() : nullptr;
-  a.workspace_bytes = attn_ws_bytes;
-  begin(kInnerBwd);
-  attention_backward(a);
-  end();
+  if (flash) {
+    FlashAttentionBackwardArgs a;
+    a.dims = attn_dims();
+    flash_inputs16(k, a.Q, a.K, a.V);
+    a.O = shadow_of(k.O);
+    std::uint16_t* dO16 = attn16.get() + 3 * std::size_t(rows) * D;
+    begin(kGemm);
+    convert_to_bf16(dO, rows, D, D, dO16, D, st);
+    end();
+    a.dO = dO16;
+    a.lse = attn_lse[i];
+    a.dQ = dXQ;
+    a.dK = dXK;
+    a.dV = dXV;
+    a.workspace = attn_ws.get();
+    a.workspace_bytes = attn_ws_bytes;
+    a.stream = st;
+    begin(kInnerBwd);
+    flash_attention_backward(a);
+    end();
+  } else {
+    AttentionBackwardArgs a = attention_args<AttentionBackwardArgs>(k, soft ? k.O : nullptr,
+                                                                    soft ? attn_lse[i] : nullptr);
+    a.dO = dO;
+    a.dQ = dXQ;
+    a.dK = dXK;
+    a.dV = dXV;
+    a.workspace = attn_ws_bytes ? attn_ws.get() : nullptr;
+    a.workspace_bytes = attn_ws_bytes;
+    begin(kInnerBwd);
+    attention_backward(a);
+    end();
+  }
   if (soft) {
     rope_rotate(dXQ, nseq, T, H, d, T, attn_rope_cos, attn_rope_sin, -1.f, st);
     rope_rotate(dXK, nseq, T, H, d, T, attn_rope_cos, attn_rope_sin, -1.f, st);
@@ -1164,6 +1222,8 @@ CudaTrainBackend::CudaTrainBackend(const TrainBackendContext& ctx, const CudaTra
   // operands then stream through) the bf16 step measured no faster, and slower with the carry pinned
   // in an L2 set-aside (docs/history/kernels-notebook.md has the runs).
   s.beside = s.bf16 && !s.attention && !s.ttt_mlp;
+  s.flash = s.bf16 && s.attention && s.attn_kind == AttentionKind::Softmax &&
+            flash_attention_supported(AttentionDims{1, s.H, s.T, s.d});
   if (s.beside) {
     TTTLAB_CUDA_CHECK(cudaStreamCreateWithPriority(&s.side_stream, cudaStreamNonBlocking, lowest));
     s.side_gemm = std::make_unique<Gemm>(s.side_stream, options.gemm, options.engine);
@@ -1196,7 +1256,8 @@ CudaTrainBackend::~CudaTrainBackend() {
 }
 
 std::string CudaTrainBackend::describe() const {
-  return "CUDA: " + m_impl->device_name + ", " + m_impl->gemm->describe();
+  return "CUDA: " + m_impl->device_name + ", " + m_impl->gemm->describe() +
+         (m_impl->flash ? ", attention on tensor cores (bf16)" : "");
 }
 
 std::int64_t CudaTrainBackend::step_count() const { return m_impl->step; }

@@ -31,6 +31,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 struct CUstream_st;  // = cudaStream_t, without the CUDA headers
 
@@ -88,5 +89,52 @@ struct AttentionBackwardArgs {
   CUstream_st* stream = nullptr;
 };
 void attention_backward(const AttentionBackwardArgs& args);
+
+// ---- tensor-core softmax attention (bf16) ----------------------------------------------------------
+// The causal softmax attention above with bf16 operands on the tensor cores (mma.sync m16n8k16, fp32
+// accumulation): the function FlashAttention-2 computes, and what a mixed-precision training step
+// runs. Q, K, V, O and dO are bf16 (16-bit patterns, as gemm.hpp's convert_to_bf16 writes them) in the
+// layout above; the row statistics (lse, the workspace) and the gradients dQ, dK, dV are fp32. The
+// softmax's exponentials are rounded to bf16 where they enter P·V (as FlashAttention does); the row
+// sums, the maxima and every accumulation stay fp32. Same checks, stream and threading rules as
+// above; pointers must also be 16-byte aligned. Head dims 32, 64 and 128 only
+// (flash_attention_supported); any B, H and T ≥ 1. Deterministic: no atomics.
+//
+// Forward: a block of 8 warps owns 128 queries, Q in registers, 64-key tiles of K and V streamed
+// through a cp.async double buffer, the softmax online. Backward: FlashAttention-2's, without atomics:
+// δ = rowsum(dO ⊙ O), then one kernel per 64-key tile writing dK, dV and one per 64-query tile
+// writing dQ (each recomputes P from Q, K and the lse).
+bool flash_attention_supported(const AttentionDims& dims);  // head_dim ∈ {32, 64, 128}
+
+struct FlashAttentionForwardArgs {
+  AttentionDims dims;
+  const std::uint16_t* Q = nullptr;  // [B, T, H·d] bf16
+  const std::uint16_t* K = nullptr;
+  const std::uint16_t* V = nullptr;
+  std::uint16_t* O = nullptr;  // [B, T, H·d] bf16, OVERWRITTEN; must not overlap Q, K, V
+  float* lse = nullptr;        // optional [B, H, T], natural log, for the backward
+  CUstream_st* stream = nullptr;
+};
+void flash_attention_forward(const FlashAttentionForwardArgs& args);
+
+// Bytes of workspace flash_attention_backward needs: δ, one float per row ([B, H, T]).
+std::size_t flash_attention_backward_workspace_bytes(const AttentionDims& dims);
+
+struct FlashAttentionBackwardArgs {
+  AttentionDims dims;
+  const std::uint16_t* Q = nullptr;   // [B, T, H·d] bf16, as given to the forward
+  const std::uint16_t* K = nullptr;
+  const std::uint16_t* V = nullptr;
+  const std::uint16_t* O = nullptr;   // the forward's output
+  const std::uint16_t* dO = nullptr;  // ∂L/∂O, bf16
+  const float* lse = nullptr;         // the forward's [B, H, T]
+  float* dQ = nullptr;                // [B, T, H·d] fp32, OVERWRITTEN; disjoint from everything else
+  float* dK = nullptr;
+  float* dV = nullptr;
+  void* workspace = nullptr;  // flash_attention_backward_workspace_bytes(dims) bytes
+  std::size_t workspace_bytes = 0;
+  CUstream_st* stream = nullptr;
+};
+void flash_attention_backward(const FlashAttentionBackwardArgs& args);
 
 }  // namespace tttlab::kernels

@@ -38,6 +38,8 @@ struct TttBenchConfig {
   bool mlp = true;        // also time the TTT-MLP forward
   bool backward = true;   // also time forward + backward
   bool all_versions = true;  // every version of each kernel (otherwise the Default only)
+  // The bf16 tensor-core attention is also timed at these sequence lengths (same B, H, d).
+  std::vector<int> attention_lengths;
 };
 
 struct TttBenchReport {
