@@ -1,4 +1,4 @@
-// Mamba-2 (tttlab/seq/mamba2_layer.hpp, docs/MATH.md §9.4): the recurrent and chunked forms agree in
+// Mamba-2 (tttlab/seq/mamba2_layer.hpp, docs/MATH.md §8.8): the recurrent and chunked forms agree in
 // fp64, streaming in any chunks equals one call, the manual backward matches central differences for
 // every parameter and the input, and the layer works inside a model: config.json, the parameter count,
 // the checkpoint layout and round trip, streaming decode, and training.

@@ -1,5 +1,5 @@
 // Mamba-2 as a sequence layer (see tttlab/seq/mamba2_layer.hpp; the equations and the backward are
-// docs/MATH.md §9.4).
+// docs/MATH.md §8.8).
 #include "tttlab/seq/mamba2_layer.hpp"
 
 #include <algorithm>
@@ -135,7 +135,7 @@ void scan_chunked(ConstMatRef<S> X, ConstMatRef<S> B, ConstMatRef<S> C, const Ve
   }
 }
 
-// The backward of scan_chunked for one head (docs/MATH.md §9.4), chunks in reverse, from the states
+// The backward of scan_chunked for one head (docs/MATH.md §8.8), chunks in reverse, from the states
 // the forward saved and dY [T, P] of the scan's output (without D·X). ADDS into dX [T, P], dB, dC
 // [T, N], ddt [T] and dA.
 template <class S>

@@ -1,5 +1,5 @@
 // tttlab/seq/mamba2_layer.hpp — Mamba-2 (the SSD layer) behind the SequenceLayer interface
-// (docs/MATH.md §9.4).
+// (docs/MATH.md §8.8).
 //
 // The block of the reference implementation, state-spaces/mamba's mamba_ssm/modules/mamba2.py (class
 // Mamba2), with ngroups = 1, no projection biases, D per head, rmsnorm = True, norm_before_gate = False,
