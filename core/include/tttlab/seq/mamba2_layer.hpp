@@ -8,7 +8,8 @@
 //   [z | xBC | dt_raw] = x · in_proj                    z [T, d_inner], xBC [T, d_inner + 2N], dt_raw [T, H]
 //   xBC ← silu(causal_conv(xBC) + conv_b)               depthwise, width K = d_conv, tap K−1 = current token
 //   [xs | B | C] = xBC                                  xs [T, d_inner], B, C [T, N] (shared by the heads)
-//   dt = softplus(dt_raw + dt_bias),  A = −exp(A_log)   [T, H], [H]
+//   dt = softplus(dt_raw + dt_bias),  A = −exp(A_log)   [T, H], [H]; softplus(r) = r above r = 20, as
+//                                                       PyTorch's and the reference's scan kernel
 //   per head h (xs_h = its P columns), state S_h [P, N] from 0:
 //     S_t = exp(dt_t·A)·S_{t−1} + dt_t · xs_t B_tᵀ,     y_t = S_t C_t + D_h · xs_t
 //   g = y ⊙ silu(z);  n = g / sqrt(mean(g²) + ε) ⊙ norm.weight   (one group over d_inner, ε = 1e-5)
