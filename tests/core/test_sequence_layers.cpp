@@ -1,4 +1,5 @@
-// The sequence layers behind one interface: TTT-Linear, TTT-MLP, linear attention, softmax attention.
+// The sequence layers behind one interface: TTT-Linear, TTT-MLP, linear attention, softmax attention,
+// Mamba-2 (whose own tests are tests/core/test_mamba2.cpp).
 // Every layer streams (chunks and single tokens give the full forward), its backward matches finite
 // differences in fp64, and the TTT layer in the Theorem 1 configuration IS the linear-attention layer.
 #include <gtest/gtest.h>
@@ -7,6 +8,7 @@
 
 #include "core/nn/grad_check.hpp"
 #include "tttlab/seq/attention_layers.hpp"
+#include "tttlab/seq/mamba2_layer.hpp"
 #include "tttlab/ttt/layer.hpp"
 #include "tttlab/verify.hpp"
 
@@ -26,6 +28,16 @@ std::unique_ptr<SequenceLayer<double>> make_layer(const std::string& kind, int D
     c.inner.mlp_expansion = 2;
     c.share_qk = c.use_gate = true;
     return std::make_unique<TTTLayer<double>>(c, random_layer_params<double>(c, seed));
+  }
+  if (kind == "mamba2") {
+    // H heads of the inner width 2·D, chunks of 4 so that T = 13 and 9 end in a short chunk.
+    Mamba2Config m;
+    m.width = D;
+    m.headdim = 2 * D / H;
+    m.d_state = 4;
+    m.chunk_size = 4;
+    Rng r(seed);
+    return std::make_unique<Mamba2Layer<double>>(m, Mamba2Params<double>::init(m, 0.3, r));
   }
   AttentionConfig a{D, H, true, 1e4};
   // Scale 0.3 instead of 0.02 so the attention patterns are far from uniform.
@@ -87,7 +99,7 @@ TEST_P(EveryLayer, BackwardMatchesFiniteDifferences) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Layers, EveryLayer,
-                         ::testing::Values("ttt-linear", "ttt-mlp", "linear-attention", "softmax-attention"),
+                         ::testing::Values("ttt-linear", "ttt-mlp", "linear-attention", "softmax-attention", "mamba2"),
                          [](const auto& param_info) {
                            std::string n = param_info.param;
                            for (char& c : n)

@@ -120,6 +120,7 @@ std::string ModelInfo::layer_name() const {
     case SeqLayerKind::TTTMLP: return "TTT-MLP";
     case SeqLayerKind::LinearAttention: return "linear attention";
     case SeqLayerKind::SoftmaxAttention: return "softmax attention";
+    case SeqLayerKind::Mamba2: return "Mamba-2";
   }
   return "?";
 }

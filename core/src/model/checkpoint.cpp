@@ -3,7 +3,7 @@
 // The walk is driven by Model::for_each_param, whose names are already the official ones except for
 // the per-head inner state ("...W1[h]"), which is stacked over heads here. Each internal tensor maps to
 // a file tensor by one of four rules: transposed (nn.Linear weights, stored [out, in]), depthwise conv
-// ([D, K] -> [D, 1, K]), per-head rows with a unit middle axis (θ_lr [H, D] -> [H, 1, D], β_lr [H] ->
+// ([D, K] -> [D, 1, K], Mamba-2's conv1d too), per-head rows with a unit middle axis (θ_lr [H, D] -> [H, 1, D], β_lr [H] ->
 // [H, 1]), or as is (vectors and [H, d] norms).
 #include "tttlab/model/checkpoint.hpp"
 
@@ -31,13 +31,15 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 bool is_linear_weight(const std::string& n) {
   for (const char* s : {"q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight", "g_proj.weight",
-                        "gate_proj.weight", "up_proj.weight", "down_proj.weight"})
+                        "gate_proj.weight", "up_proj.weight", "down_proj.weight", "in_proj.weight",
+                        "out_proj.weight"})
     if (ends_with(n, s)) return true;
   return false;
 }
 
 bool is_conv_weight(const std::string& n) {
-  return ends_with(n, "conv.conv.weight") || ends_with(n, "conv_q.weight") || ends_with(n, "conv_k.weight");
+  return ends_with(n, "conv.conv.weight") || ends_with(n, "conv_q.weight") || ends_with(n, "conv_k.weight") ||
+         ends_with(n, "conv1d.weight");
 }
 
 // "prefix.W1[3]" -> ("prefix.W1", 3); -1 when not a per-head tensor.
@@ -150,6 +152,12 @@ std::vector<ParamShape> block_params(const ModelConfig& c) {
       p.push_back({m + "W2", h, d, true});
       if (c.inner_bias) p.push_back({m + "b2", 1, d, true});
     }
+  } else if (c.seq_layer == SeqLayerKind::Mamba2) {
+    const Mamba2Config mc = c.mamba2_config();
+    const std::int64_t di = mc.d_inner(), cd = mc.conv_dim(), nh = mc.heads();
+    p.insert(p.end(), {{m + "in_proj.weight", D, mc.in_proj_width()}, {m + "conv1d.weight", cd, mc.d_conv},
+                       {m + "conv1d.bias", 1, cd}, {m + "dt_bias", 1, nh}, {m + "A_log", 1, nh}, {m + "D", 1, nh},
+                       {m + "norm.weight", 1, di}, {m + "out_proj.weight", di, D}});
   } else {
     for (const char* n : {"q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight"}) p.push_back({m + n, D, D});
   }

@@ -21,15 +21,17 @@ std::string to_string(SeqLayerKind k) {
     case SeqLayerKind::TTTMLP: return "ttt-mlp";
     case SeqLayerKind::LinearAttention: return "linear-attention";
     case SeqLayerKind::SoftmaxAttention: return "softmax-attention";
+    case SeqLayerKind::Mamba2: return "mamba2";
   }
   return "?";
 }
 
 SeqLayerKind seq_layer_from_string(const std::string& s) {
   for (SeqLayerKind k : {SeqLayerKind::TTTLinear, SeqLayerKind::TTTMLP, SeqLayerKind::LinearAttention,
-                         SeqLayerKind::SoftmaxAttention})
+                         SeqLayerKind::SoftmaxAttention, SeqLayerKind::Mamba2})
     if (s == to_string(k)) return k;
-  bad("unknown layer '" + clip(s, 40) + "' (expected ttt-linear, ttt-mlp, linear-attention or softmax-attention)");
+  bad("unknown layer '" + clip(s, 40) +
+      "' (expected ttt-linear, ttt-mlp, linear-attention, softmax-attention or mamba2)");
 }
 
 void ModelConfig::validate() const {
@@ -71,6 +73,24 @@ void ModelConfig::validate() const {
       !std::isfinite(ttt_ln_eps) || !std::isfinite(initializer_range))
     bad("ttt_base_lr, rope_theta, rms_norm_eps, tttlab_ttt_ln_eps and initializer_range must be finite (rope_theta positive)");
   if (!learnable_views && !is_ttt()) bad("tttlab_learnable_views = false (fixed views) is a TTT-layer variant");
+  if (seq_layer == SeqLayerKind::Mamba2) {
+    if (mamba_backbone)
+      bad("mamba2 is a whole Mamba block and uses the Transformer backbone (t); the Mamba-style backbone (m) "
+          "would add a second convolution and gate around it");
+    positive(mamba2_d_state, "tttlab_mamba2_d_state");
+    positive(mamba2_d_conv, "tttlab_mamba2_d_conv");
+    positive(mamba2_expand, "tttlab_mamba2_expand");
+    positive(mamba2_headdim, "tttlab_mamba2_headdim");
+    positive(mamba2_chunk_size, "tttlab_mamba2_chunk_size");
+    at_most(mamba2_d_state, k_max_hidden_size, "tttlab_mamba2_d_state");
+    at_most(mamba2_d_conv, k_max_conv_kernel, "tttlab_mamba2_d_conv");
+    at_most(mamba2_expand, 64, "tttlab_mamba2_expand");
+    at_most(mamba2_chunk_size, k_max_mini_batch, "tttlab_mamba2_chunk_size");
+    const long d_inner = long(mamba2_expand) * hidden_size;
+    if (d_inner % mamba2_headdim != 0)
+      bad("tttlab_mamba2_headdim (" + std::to_string(mamba2_headdim) + ") must divide d_inner = " +
+          "tttlab_mamba2_expand * hidden_size (" + std::to_string(d_inner) + ")");
+  }
 }
 
 bool ModelConfig::trains(const std::string& name) const {
@@ -110,6 +130,17 @@ TTTLayerConfig ModelConfig::ttt_layer_config() const {
 
 AttentionConfig ModelConfig::attention_config() const {
   return AttentionConfig{hidden_size, num_attention_heads, true, rope_theta};
+}
+
+Mamba2Config ModelConfig::mamba2_config() const {
+  Mamba2Config c;
+  c.width = hidden_size;
+  c.d_state = mamba2_d_state;
+  c.d_conv = mamba2_d_conv;
+  c.expand = mamba2_expand;
+  c.headdim = mamba2_headdim;
+  c.chunk_size = mamba2_chunk_size;
+  return c;
 }
 
 ModelConfig ModelConfig::preset(const std::string& name) {
@@ -171,6 +202,11 @@ std::string ModelConfig::to_json() const {
   j["tttlab_learnable_views"] = learnable_views;
   j["tttlab_ttt_rope"] = ttt_rope;
   j["tttlab_ttt_post_norm"] = ttt_post_norm;
+  j["tttlab_mamba2_d_state"] = mamba2_d_state;
+  j["tttlab_mamba2_d_conv"] = mamba2_d_conv;
+  j["tttlab_mamba2_expand"] = mamba2_expand;
+  j["tttlab_mamba2_headdim"] = mamba2_headdim;
+  j["tttlab_mamba2_chunk_size"] = mamba2_chunk_size;
   return j.dump(2) + "\n";
 }
 
@@ -194,6 +230,11 @@ ModelConfig ModelConfig::from_json(const std::string& text, const std::string& s
     get_int("mini_batch_size", c.mini_batch_size);
     get_int("conv_kernel", c.conv_kernel);
     get_int("scan_checkpoint_group_size", c.scan_checkpoint_group_size);
+    get_int("tttlab_mamba2_d_state", c.mamba2_d_state);
+    get_int("tttlab_mamba2_d_conv", c.mamba2_d_conv);
+    get_int("tttlab_mamba2_expand", c.mamba2_expand);
+    get_int("tttlab_mamba2_headdim", c.mamba2_headdim);
+    get_int("tttlab_mamba2_chunk_size", c.mamba2_chunk_size);
     f.read("ttt_base_lr", c.ttt_base_lr);
     f.read("rope_theta", c.rope_theta);
     f.read("rms_norm_eps", c.rms_norm_eps);

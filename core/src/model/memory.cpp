@@ -20,6 +20,11 @@ double count_params(const ModelConfig& c) {
     const double hidden = c.seq_layer == SeqLayerKind::TTTMLP ? 4 * d : d;
     block += H * d * hidden + (c.inner_bias ? H * hidden : 0);
     if (c.seq_layer == SeqLayerKind::TTTMLP) block += H * hidden * d + (c.inner_bias ? H * d : 0);
+  } else if (c.seq_layer == SeqLayerKind::Mamba2) {
+    // in_proj, conv1d weight and bias, dt_bias, A_log, D, the gated norm, out_proj.
+    const Mamba2Config m = c.mamba2_config();
+    const double di = m.d_inner(), cd = m.conv_dim(), nh = m.heads();
+    block += D * m.in_proj_width() + cd * m.d_conv + cd + 3 * nh + di + di * D;
   } else {
     block += 4 * D * D;
   }
@@ -40,6 +45,13 @@ std::uint64_t estimate_memory(const ModelConfig& c, const MemoryUse& use) {
   if (c.is_ttt()) {
     const double state = c.seq_layer == SeqLayerKind::TTTMLP ? 8 * d * d + 5 * d : d * d + d;
     layer = H * 2 * std::min(b, T) + H * state / std::min(b, T);
+  } else if (c.seq_layer == SeqLayerKind::Mamba2) {
+    // The cache beyond the block's 16·D: in_proj's output, the convolution before and after silu, dt,
+    // the scan's output, the gate and the norm; one state per head per chunk of Q tokens; the chunk's
+    // Q × Q matrices.
+    const Mamba2Config m = c.mamba2_config();
+    const double di = m.d_inner(), cd = m.conv_dim(), nh = m.heads(), Q = m.chunk_size;
+    layer = m.in_proj_width() + 2 * cd + nh + 3 * di + nh * m.headdim * m.d_state / std::min(Q, T) + 3 * std::min(Q, T);
   } else if (c.seq_layer == SeqLayerKind::SoftmaxAttention) {
     layer = H * T;
   } else {

@@ -125,6 +125,9 @@ Model<S>::Model(const ModelConfig& cfg, bool zeros, std::uint64_t seed) : m_cfg(
       if (!cfg.learnable_w0)
         for (auto& w : p.W0) w.set_zero();
       b->mixer = std::make_unique<TTTLayer<S>>(tc, std::move(p));
+    } else if (cfg.seq_layer == SeqLayerKind::Mamba2) {
+      const Mamba2Config mc = cfg.mamba2_config();
+      b->mixer = std::make_unique<Mamba2Layer<S>>(mc, zeros ? Mamba2Params<S>::zeros(mc) : Mamba2Params<S>::init(mc, s, rng));
     } else {
       const AttentionConfig ac = cfg.attention_config();
       AttentionParams<S> p = AttentionParams<S>::init(ac, [&] { return normal() * (s / 0.02); });

@@ -6,6 +6,10 @@
 // checkpoint uses exactly these keys. Concepts of our own (the attention baselines, the paper's simpler
 // variants) use keys prefixed "tttlab_".
 //
+// Mamba-2 (seq_layer = Mamba2) is a whole Mamba block of its own (in_proj, its convolution, the SSD
+// scan, a gated norm, out_proj) and sits in the Transformer block ("t" backbone); validate() refuses the
+// "m" backbone with it, whose pre-conv and gate are the TTT paper's copy of what that block already has.
+//
 // Backbones: "t" (Transformer: separate Q/K projections, no pre-conv, no gate) and "m" (Mamba-style:
 // pre-conv, shared Q/K projection with conv_q/conv_k, GELU gate), i.e. share_qk = use_gate = pre_conv =
 // (backbone == m), as in ttt-lm-jax's TTTLinear/TTTMLP vs TTTLinearBase/TTTMLPBase.
@@ -15,6 +19,7 @@
 #include <vector>
 
 #include "tttlab/seq/attention_layers.hpp"
+#include "tttlab/seq/mamba2_layer.hpp"
 #include "tttlab/ttt/layer.hpp"
 
 namespace tttlab {
@@ -30,9 +35,9 @@ inline constexpr int k_max_mini_batch = 1 << 16;
 inline constexpr int k_max_conv_kernel = 1 << 10;
 inline constexpr int k_max_positions = 1 << 20;
 
-enum class SeqLayerKind { TTTLinear, TTTMLP, LinearAttention, SoftmaxAttention };
+enum class SeqLayerKind { TTTLinear, TTTMLP, LinearAttention, SoftmaxAttention, Mamba2 };
 
-// "ttt-linear", "ttt-mlp", "linear-attention", "softmax-attention"
+// "ttt-linear", "ttt-mlp", "linear-attention", "softmax-attention", "mamba2"
 std::string to_string(SeqLayerKind k);
 SeqLayerKind seq_layer_from_string(const std::string& s);  // std::invalid_argument if unknown
 
@@ -73,6 +78,16 @@ struct ModelConfig {
                                   // TTT layers only, CPU training only)
   bool ttt_rope = true;           // RoPE on the TTT layer's Q, K (positions t mod b)
   bool ttt_post_norm = true;      // the TTT layer's post-norm (off in the Theorem 1 equivalence rows)
+  // Mamba-2 (tttlab/seq/mamba2_layer.hpp), the reference's names. d_state N = 64 where the reference's
+  // default is 128: each head's state is then P × N = 64 × 64, the size of a TTT-Linear head's W at
+  // the 125m preset (d = 64), so the two recurrent states compare like for like, at half the CPU cost.
+  // chunk_size 64 where the reference's is 256: the lab's sequences are 256 tokens at the tiny preset,
+  // and the intra-chunk work grows with Q.
+  int mamba2_d_state = 64;
+  int mamba2_d_conv = 4;
+  int mamba2_expand = 2;
+  int mamba2_headdim = 64;
+  int mamba2_chunk_size = 64;
 
   bool is_ttt() const { return seq_layer == SeqLayerKind::TTTLinear || seq_layer == SeqLayerKind::TTTMLP; }
   int head_dim() const { return num_attention_heads > 0 ? hidden_size / num_attention_heads : 0; }
@@ -82,10 +97,12 @@ struct ModelConfig {
   bool trains(const std::string& param_name) const;
   // Throws std::invalid_argument with a one-line message naming the field: a non-positive size, a size
   // above the k_max_* bounds above, heads not dividing hidden_size, an odd head dim with RoPE, a negative
-  // or non-finite rate, epsilon or range.
+  // or non-finite rate, epsilon or range, a Mamba-2 headdim not dividing expand · hidden_size, or
+  // Mamba-2 on the "m" backbone.
   void validate() const;
   TTTLayerConfig ttt_layer_config() const;
   AttentionConfig attention_config() const;
+  Mamba2Config mamba2_config() const;
 
   // Presets: "tiny" (~1M parameters, CPU), "small" (~10–30M, GPU), "125m" (the paper's shape with a
   // byte vocabulary, for benchmarks). The layer kind and backbone are set separately.

@@ -15,7 +15,10 @@
 //                           the SwiGLU's three F-wide products); 3·V: logits and their softmax;
 //               per-layer term: TTT layers H·2b (the dual form's b × b matrices per mini-batch) plus
 //                           H·(inner state size)/b (one state per mini-batch for the backward);
-//                           softmax attention H·T (the score matrix); linear attention H·d.
+//                           softmax attention H·T (the score matrix); linear attention H·d;
+//                           Mamba-2 its cache (in_proj's output, the convolution twice, dt, the scan's
+//                           output, gate and norm) plus H·P·N/Q (a state per chunk) and 3·Q (the
+//                           chunk's Q × Q matrices).
 #pragma once
 
 #include <cstdint>

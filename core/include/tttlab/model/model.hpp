@@ -3,7 +3,7 @@
 //   h = E[x]                                          embedding E [V, D]
 //   for each block i:
 //     if pre_conv (Mamba backbone):  h += conv_i(RMSNorm_conv(h))      depthwise causal, width K, bias
-//     h += mixer_i(RMSNorm_seq(h))                    TTT-Linear / TTT-MLP / linear or softmax attention
+//     h += mixer_i(RMSNorm_seq(h))                    TTT-Linear / TTT-MLP / linear or softmax attention / Mamba-2
 //     h += W_down( silu(RMSNorm_ffn(h)·W_gate) ⊙ RMSNorm_ffn(h)·W_up )  SwiGLU
 //   logits = RMSNorm_f(h) · Eᵀ                        LM head tied to the embedding
 //

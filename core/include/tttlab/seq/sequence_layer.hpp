@@ -15,7 +15,7 @@
 //
 // Threading: forward/forward_train/backward are const and may run concurrently on distinct states,
 // caches and gradient layers. Implementations: TTTLayer (tttlab/ttt/layer.hpp), LinearAttentionLayer
-// and SoftmaxAttentionLayer (tttlab/seq/attention_layers.hpp).
+// and SoftmaxAttentionLayer (tttlab/seq/attention_layers.hpp), Mamba2Layer (tttlab/seq/mamba2_layer.hpp).
 #pragma once
 
 #include <functional>
