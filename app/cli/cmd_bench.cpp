@@ -629,9 +629,11 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--presets", a->presets, "Presets to measure")->check(CLI::IsMember({"tiny", "small", "125m"}))->capture_default_str();
   cmd->add_option("--layer", a->layer,
                   "Sequence layer (with --device cuda: the training rows of this layer only)")
-      ->check(CLI::IsMember({"ttt-linear", "ttt-mlp", "linear-attention", "softmax-attention"}))
+      ->check(CLI::IsMember({"ttt-linear", "ttt-mlp", "linear-attention", "softmax-attention", "mamba2"}))
       ->capture_default_str();
-  cmd->add_option("--backbone", a->backbone, "m or t")->check(CLI::IsMember({"t", "m"}))->capture_default_str();
+  cmd->add_option("--backbone", a->backbone, "m or t (mamba2: t unless m is asked for, which is refused)")
+      ->check(CLI::IsMember({"t", "m"}))
+      ->capture_default_str();
   cmd->add_option("--threads", a->threads, "Worker threads (0: all)")->check(CLI::Range(0, 1024));
   cmd->add_option("--device", a->device, "cpu, cuda, or auto (cuda when a GPU is present)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}))->capture_default_str();
@@ -647,6 +649,8 @@ void register_bench(CLI::App& app) {
   cmd->add_flag("--json", a->json, "Print JSON");
   cmd->callback([a, cmd] {
     a->layer_given = cmd->count("--layer") > 0;
+    // Mamba-2 is a whole Mamba block and sits in the Transformer block (as `tttlab train` decides).
+    if (a->layer == "mamba2" && cmd->count("--backbone") == 0) a->backbone = "t";
     run(*a);
   });
 }

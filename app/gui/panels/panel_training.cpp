@@ -27,8 +27,8 @@ namespace {
 
 using plot::format_value;
 
-const char* const kLayers[] = {"ttt-linear", "ttt-mlp", "linear-attention", "softmax-attention"};
-const char* const kLayerNames[] = {"TTT-Linear", "TTT-MLP", "linear attention", "softmax attention"};
+const char* const kLayers[] = {"ttt-linear", "ttt-mlp", "linear-attention", "softmax-attention", "mamba2"};
+const char* const kLayerNames[] = {"TTT-Linear", "TTT-MLP", "linear attention", "softmax attention", "Mamba-2"};
 const char* const kPresets[] = {"tiny", "small", "125m"};
 
 using XAxis = TrainingXAxis;  // lab/training/training_settings.hpp
@@ -109,12 +109,21 @@ class TrainingPanel final
     const bool any_active = std::any_of(v.runs.begin(), v.runs.end(), [](const auto& r) { return r->active(); });
     if (classroom::visible("training.settings")) {
       widgets::section_label("MODEL");
-      widgets::row("Layer", "The sequence layer of every block: the two TTT layers, or the attention baselines.");
+      widgets::row("Layer", "The sequence layer of every block: the two TTT layers, or the baselines: attention "
+                            "(softmax, linear) and Mamba-2.");
       int layer = 0;
-      for (int i = 0; i < 4; ++i)
+      for (int i = 0; i < 5; ++i)
         if (t.layer == kLayers[i]) layer = i;
-      if (ImGui::Combo("##layer", &layer, "TTT-Linear\0TTT-MLP\0linear attention\0softmax attention\0")) t.layer = kLayers[layer];
-      widgets::row("Backbone", "Mamba (m): pre-convolution, shared Q/K with convolutions, gate. Transformer (t): none.");
+      if (ImGui::Combo("##layer", &layer, "TTT-Linear\0TTT-MLP\0linear attention\0softmax attention\0Mamba-2\0"))
+        t.layer = kLayers[layer];
+      // Mamba-2 brings its own convolution and gate: it always sits in the Transformer block.
+      const bool mamba2 = t.layer == "mamba2";
+      if (mamba2) t.mamba = false;
+      widgets::row("Backbone", mamba2 ? "Mamba-2 is a whole Mamba block (its own convolution and gate), so it sits in "
+                                        "the Transformer block."
+                                      : "Mamba (m): pre-convolution, shared Q/K with convolutions, gate. Transformer "
+                                        "(t): none.");
+      ImGui::BeginDisabled(mamba2);
       int bb = t.mamba ? 0 : 1;
       ImGui::RadioButton("Mamba", &bb, 0);
       // On the same line where it fits (the circle, then the word), below it where the column is narrow.
@@ -125,6 +134,7 @@ class TrainingPanel final
         ImGui::SetCursorPosX(widgets::label_width());
       }
       ImGui::RadioButton("Transformer", &bb, 1);
+      ImGui::EndDisabled();
       t.mamba = bb == 0;
       widgets::row("Preset", "tiny: D = 128, 4 blocks (CPU). small and 125m are for GPUs and benchmarks.");
       int preset = t.preset == "small" ? 1 : t.preset == "125m" ? 2 : 0;
