@@ -615,6 +615,28 @@ TEST_F(NnOps, RopeForwardBackward) {
   }
 }
 
+// rope_rotate_to_bf16 is rope_rotate followed by convert_to_bf16, bit for bit, and leaves X alone; the
+// head dims cover its float4 path (d % 4 == 0) and its pair path (d = 2, 6).
+TEST_F(NnOps, RopeToBf16IsTheRotationRounded) {
+  for (auto [B, T, H, d, period] : std::vector<std::array<int, 5>>{
+           {1, 1, 1, 2, 1}, {2, 17, 3, 6, 17}, {3, 64, 6, 64, 64}, {1, 40, 2, 128, 40}}) {
+    SCOPED_TRACE("B=" + std::to_string(B) + " T=" + std::to_string(T) + " H=" + std::to_string(H) + " d=" +
+                 std::to_string(d) + " seed " + std::to_string(seed_));
+    const std::size_t n = std::size_t(B) * T * H * d;
+    const auto x = randn(n);
+    std::vector<float> ct(std::size_t(period) * d / 2), st(ct.size());
+    rope_tables(d, period, 1e4, ct.data(), st.data());
+    DeviceBuffer X(x), R(x), Ct(ct), St(st);
+    DeviceBuffer16 got(n), want(n);
+    got.poison();
+    rope_rotate_to_bf16(X.get(), B, T, H, d, period, Ct.get(), St.get(), 1.f, got.get(), nullptr);
+    rope_rotate(R.get(), B, T, H, d, period, Ct.get(), St.get(), 1.f, nullptr);
+    convert_to_bf16(R.get(), B * T, H * d, H * d, want.get(), H * d, nullptr);
+    EXPECT_EQ(got.download(), want.download());
+    EXPECT_EQ(X.download(), x) << "X must not change";
+  }
+}
+
 TEST_F(NnOps, Activations) {
   for (std::size_t n : {std::size_t(1), std::size_t(31), std::size_t(4097), std::size_t(1) << 20}) {
     SCOPED_TRACE("n=" + std::to_string(n) + " seed " + std::to_string(seed_));

@@ -167,6 +167,9 @@ struct CudaTrainBackend::Impl {
     // With bf16 products the pre-activations are the gate and up products' bf16 outputs (Gemm::bf16_out),
     // and Gt, Up are not allocated: the SwiGLU reads them, and its backward, in bf16 only.
     std::uint16_t *Gt16 = nullptr, *Up16 = nullptr;
+    // The tensor-core attention (`flash`): bf16 Q and K after RoPE and V, [3][R, D], kept for the
+    // backward; XQ, XK, XV are then one fp32 scratch set shared by the blocks.
+    std::uint16_t* QKV16 = nullptr;
   };
   std::vector<Block> blocks;
   float* h_final = nullptr;
@@ -229,12 +232,11 @@ struct CudaTrainBackend::Impl {
   DeviceArray<unsigned char> attn_ws;
   std::size_t attn_ws_bytes = 0;
   // Softmax attention with bf16 products and a head dim the tensor-core kernels take (32, 64, 128):
-  // flash_attention_forward / _backward on bf16 copies of Q, K, V (after RoPE), O written straight into
-  // its shadow (only products and the backward's δ read O, so its fp32 buffer stays unwritten), dO
-  // rounded once. The copies are made again in the backward from the kept fp32 XQ, XK, XV rather than
-  // kept per block: three roundings cost far less than 3·L more [R, D] buffers.
+  // flash_attention_forward / _backward on bf16 Q, K (RoPE and rounding in one pass) and V, kept per
+  // block (Block::QKV16); O written straight into its shadow (only products and the backward's δ read
+  // O, so its fp32 buffer stays unwritten); dO rounded once, into attn16.
   bool flash = false;
-  DeviceArray<std::uint16_t> attn16;  // Q, K, V, dO copies, [R, D] each
+  DeviceArray<std::uint16_t> attn16;  // dO's bf16 copy [R, D]
   AttentionDims attn_dims() const { return AttentionDims{nseq, H, T, d}; }
   // The fields the attention forward's and backward's arguments share, for block k's projections
   // Q, K, V on the step's stream: O and lse as given (the backward reads them only for softmax).
@@ -252,19 +254,14 @@ struct CudaTrainBackend::Impl {
     return a;
   }
 
-  // The bf16 copies of block k's Q, K, V (after RoPE) for the tensor-core attention, in attn16.
-  void flash_inputs16(const Block& k, const std::uint16_t*& Q, const std::uint16_t*& K,
-                      const std::uint16_t*& V) {
-    std::uint16_t* q16 = attn16.get();
+  // Block k's bf16 Q, K, V for the tensor-core attention: [R, D] each in Block::QKV16, R the rows of
+  // the batch in flight.
+  void flash_qkv16(const Block& k, const std::uint16_t*& Q, const std::uint16_t*& K,
+                   const std::uint16_t*& V) const {
     const std::size_t rd = std::size_t(rows) * D;
-    begin(kGemm);
-    convert_to_bf16(k.XQ, rows, D, D, q16, D, stream);
-    convert_to_bf16(k.XK, rows, D, D, q16 + rd, D, stream);
-    convert_to_bf16(k.XV, rows, D, D, q16 + 2 * rd, D, stream);
-    end();
-    Q = q16;
-    K = q16 + rd;
-    V = q16 + 2 * rd;
+    Q = k.QKV16;
+    K = k.QKV16 + rd;
+    V = k.QKV16 + 2 * rd;
   }
 
   // Profiling (profile_step): event pairs around the phases, summed after the step.
@@ -551,9 +548,16 @@ void CudaTrainBackend::Impl::allocate() {
       k.h_mid1 = k.h_in;
     }
     k.a_seq = alloc(RD);
-    k.XQ = alloc(RD);
-    k.XK = alloc(RD);
-    k.XV = alloc(RD);
+    if (flash && i > 0) {
+      k.XQ = blocks.front().XQ;
+      k.XK = blocks.front().XK;
+      k.XV = blocks.front().XV;
+    } else {
+      k.XQ = alloc(RD);
+      k.XK = alloc(RD);
+      k.XV = alloc(RD);
+    }
+    if (flash) k.QKV16 = alloc16(3 * RD);
     k.O = alloc(RD);
     if (!attention) {
       k.lam = alloc(std::size_t(Bmax) * H * T);
@@ -657,7 +661,7 @@ void CudaTrainBackend::Impl::allocate() {
     attn_ws_bytes = flash ? flash_attention_backward_workspace_bytes(ad)
                           : attention_backward_workspace_bytes(ad, attn_kind);
     attn_ws.reset(attn_ws_bytes);
-    if (flash) attn16.reset(4 * RD);
+    if (flash) attn16.reset(RD);
     if (attn_kind == AttentionKind::Softmax) {
       // SoftmaxAttentionLayer::forward_train rotates by the global positions 0..T−1 (rope_apply).
       upload_rope_tables(T, attn_rope_cos, attn_rope_sin);
@@ -1015,15 +1019,21 @@ void CudaTrainBackend::Impl::attention_mixer_forward(int i, const float* x, floa
   linear(x, p(pre + "k_proj.weight"), D, D, k.XK);
   linear(x, p(pre + "v_proj.weight"), D, D, k.XV);
   const bool soft = attn_kind == AttentionKind::Softmax;
-  if (soft) {
-    // Period T: position t mod T = t, the global position.
+  // RoPE with period T: position t mod T = t, the global position.
+  if (soft && !flash) {
     rope_rotate(k.XQ, nseq, T, H, d, T, attn_rope_cos, attn_rope_sin, 1.f, st);
     rope_rotate(k.XK, nseq, T, H, d, T, attn_rope_cos, attn_rope_sin, 1.f, st);
   }
   if (flash) {
     FlashAttentionForwardArgs a;
     a.dims = attn_dims();
-    flash_inputs16(k, a.Q, a.K, a.V);
+    const std::size_t rd = std::size_t(rows) * D;
+    begin(kGemm);
+    rope_rotate_to_bf16(k.XQ, nseq, T, H, d, T, attn_rope_cos, attn_rope_sin, 1.f, k.QKV16, st);
+    rope_rotate_to_bf16(k.XK, nseq, T, H, d, T, attn_rope_cos, attn_rope_sin, 1.f, k.QKV16 + rd, st);
+    convert_to_bf16(k.XV, rows, D, D, k.QKV16 + 2 * rd, D, st);
+    end();
+    flash_qkv16(k, a.Q, a.K, a.V);
     a.O = shadow_of(k.O);
     a.lse = train ? attn_lse[i] : nullptr;
     a.stream = st;
@@ -1055,9 +1065,9 @@ void CudaTrainBackend::Impl::attention_mixer_backward(int i, const float* x, con
   if (flash) {
     FlashAttentionBackwardArgs a;
     a.dims = attn_dims();
-    flash_inputs16(k, a.Q, a.K, a.V);
+    flash_qkv16(k, a.Q, a.K, a.V);
     a.O = shadow_of(k.O);
-    std::uint16_t* dO16 = attn16.get() + 3 * std::size_t(rows) * D;
+    std::uint16_t* dO16 = attn16.get();
     begin(kGemm);
     convert_to_bf16(dO, rows, D, D, dO16, D, st);
     end();

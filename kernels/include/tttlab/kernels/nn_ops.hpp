@@ -146,6 +146,11 @@ void causal_conv_pair_backward(const float* u, const float* w_a, const float* dy
 // the CPU op rounds its cos and sin (rope_tables()).
 void rope_rotate(float* X, int B, int T, int H, int d, int period, const float* cos_table, const float* sin_table,
                  float sign, CUstream_st* stream);
+// The same rotation of X (not modified) written only as bf16 into Y16 [B·T, H·d] (round to nearest,
+// ties to even; as rope_rotate then convert_to_bf16, bit for bit): the operand of bf16 products that
+// read the rotated tensor and nothing else (the tensor-core attention's Q and K).
+void rope_rotate_to_bf16(const float* X, int B, int T, int H, int d, int period, const float* cos_table,
+                         const float* sin_table, float sign, std::uint16_t* Y16, CUstream_st* stream);
 // Host helper: the tables above for head dim d (even), `period` positions, base theta.
 void rope_tables(int d, int period, double theta, float* cos_host, float* sin_host);
 
