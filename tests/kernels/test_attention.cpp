@@ -235,6 +235,19 @@ TEST(Attention, BackwardIsDeterministic) {
     }
 }
 
+// `call` throws std::invalid_argument, one line, mentioning `words`.
+template <class Call>
+void expect_refused(Call call, const std::string& words) {
+  try {
+    call();
+    ADD_FAILURE() << "no exception; expected one mentioning '" << words << "'";
+  } catch (const std::invalid_argument& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find(words), std::string::npos) << m;
+    EXPECT_EQ(m.find('\n'), std::string::npos) << "one line: " << m;
+  }
+}
+
 // Bad arguments are refused with a one-line std::invalid_argument before anything is launched.
 TEST(Attention, ArgumentsAreChecked) {
   TTTLAB_REQUIRE_GPU();
@@ -256,16 +269,6 @@ TEST(Attention, ArgumentsAreChecked) {
     a.workspace = ws.get();
     a.workspace_bytes = rows * sizeof(float);
     return a;
-  };
-  auto expect_refused = [](auto call, const std::string& words) {
-    try {
-      call();
-      ADD_FAILURE() << "no exception; expected one mentioning '" << words << "'";
-    } catch (const std::invalid_argument& e) {
-      const std::string m = e.what();
-      EXPECT_NE(m.find(words), std::string::npos) << m;
-      EXPECT_EQ(m.find('\n'), std::string::npos) << "one line: " << m;
-    }
   };
   EXPECT_NO_THROW(attention_forward(fwd()));
   EXPECT_NO_THROW(attention_backward(bwd()));
@@ -483,16 +486,6 @@ TEST(FlashAttention, ArgumentsAreChecked) {
     a.workspace = ws.get();
     a.workspace_bytes = rows * sizeof(float);
     return a;
-  };
-  auto expect_refused = [](auto call, const std::string& words) {
-    try {
-      call();
-      ADD_FAILURE() << "no exception; expected one mentioning '" << words << "'";
-    } catch (const std::invalid_argument& e) {
-      const std::string m = e.what();
-      EXPECT_NE(m.find(words), std::string::npos) << m;
-      EXPECT_EQ(m.find('\n'), std::string::npos) << "one line: " << m;
-    }
   };
   EXPECT_NO_THROW(flash_attention_forward(fwd()));
   EXPECT_NO_THROW(flash_attention_backward(bwd()));
