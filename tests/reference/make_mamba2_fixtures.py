@@ -457,8 +457,10 @@ def main():
 
     manifest = {
         "about": "Mamba-2 layer fixtures: state-spaces/mamba's Mamba2 (ngroups 1, rmsnorm, norm_before_gate "
-                 "False), float64 on the CPU, checked against the genuine layer on the GPU in float32. Made by "
-                 "tests/reference/make_mamba2_fixtures.py; see README.md.",
+                 "False), float64 on the CPU" + (", not checked against the genuine Triton kernels (--cpu-only)"
+                                                  if args.cpu_only else
+                                                  ", checked against the genuine layer on the GPU in float32") +
+                 ". Made by tests/reference/make_mamba2_fixtures.py; see README.md.",
         "mamba_commit": args.mamba_commit,
         "fla_commit": args.fla_commit if fla is not None else None,
         "fla": "used" if fla is not None else f"not used ({fla_error})",
