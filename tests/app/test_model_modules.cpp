@@ -561,6 +561,36 @@ TEST(Training, ARunFinishesWithMetricsAndACheckpointOtherPanelsCanUse) {
   fs::remove_all(dir);
 }
 
+// Mamba-2 chosen in the Training panel trains, with the panel's default backbone "m" left as it is:
+// the layer is a whole Mamba block, so the run puts it in the Transformer block rather than fail; its
+// checkpoint reaches the library as a Mamba-2 model other panels can load.
+TEST(Training, AMamba2RunTrainsInTheTransformerBlock) {
+  const fs::path dir = fs::temp_directory_path() / "tttlab_gui_train_test_mamba2";
+  fs::remove_all(dir);
+  auto lib = std::make_shared<ModelLibrary>();
+  auto e = engine_with<TrainingModule, LibraryModule>(lib);
+  TrainSettings t = small_run(dir, 3);
+  t.layer = "mamba2";
+  t.mamba = true;
+  e->post(TrainStart{t, "m2"});
+  const auto s = wait_for(*e, [](const Snapshot& x) {
+    const RunView* r = run_named(x, "m2");
+    return r && (r->state == RunState::Finished || r->state == RunState::Failed);
+  });
+  const RunView* r = run_named(*s, "m2");
+  ASSERT_NE(r, nullptr);
+  ASSERT_EQ(r->state, RunState::Finished) << r->message;
+  EXPECT_EQ(r->steps_done, 3);
+  ASSERT_FALSE(r->model_id.empty());
+  const auto s2 = wait_for(*e, [&](const Snapshot& x) { return x.library && x.library->models->find(r->model_id); });
+  const auto* m = s2->library->models->find(r->model_id);
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->config.seq_layer, SeqLayerKind::Mamba2);
+  EXPECT_FALSE(m->config.mamba_backbone);
+  EXPECT_EQ(m->layer_name(), "Mamba-2");
+  fs::remove_all(dir);
+}
+
 // "Checkpoint every" is a setting of the Training panel's state file: it reads back as written, an
 // absent key keeps the app's default, and that default saves several checkpoints during the default run
 // (views that follow a run need them to show anything before it ends).
