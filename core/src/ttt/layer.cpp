@@ -14,18 +14,18 @@
 namespace tttlab {
 namespace {
 
-[[noreturn]] void bad(const std::string& msg) { throw std::invalid_argument("TTT layer: " + msg); }
+[[noreturn]] void bad_layer(const std::string& msg) { throw std::invalid_argument("TTT layer: " + msg); }
 
 template <class S>
 void expect_shape(const Mat<S>& m, Eigen::Index r, Eigen::Index c, const char* name) {
   if (m.rows() != r || m.cols() != c)
-    bad(std::string(name) + " must be [" + std::to_string(r) + ", " + std::to_string(c) + "], got [" +
+    bad_layer(std::string(name) + " must be [" + std::to_string(r) + ", " + std::to_string(c) + "], got [" +
         std::to_string(m.rows()) + ", " + std::to_string(m.cols()) + "]");
 }
 template <class S>
 void expect_size(const RowVec<S>& v, Eigen::Index n, const char* name) {
   if (v.size() != n)
-    bad(std::string(name) + " must have " + std::to_string(n) + " entries, got " + std::to_string(v.size()));
+    bad_layer(std::string(name) + " must have " + std::to_string(n) + " entries, got " + std::to_string(v.size()));
 }
 
 template <class S>
@@ -40,18 +40,18 @@ Mat<S> normal_mat(Eigen::Index r, Eigen::Index c, double std, const std::functio
 // ---- Config -----------------------------------------------------------------------------------------
 
 void TTTLayerConfig::validate() const {
-  if (width <= 0) bad("width must be positive, got " + std::to_string(width));
-  if (heads <= 0) bad("heads must be positive, got " + std::to_string(heads));
+  if (width <= 0) bad_layer("width must be positive, got " + std::to_string(width));
+  if (heads <= 0) bad_layer("heads must be positive, got " + std::to_string(heads));
   if (width % heads != 0)
-    bad("heads (" + std::to_string(heads) + ") must divide the width (" + std::to_string(width) + ")");
-  if (inner.mini_batch <= 0) bad("mini-batch size b must be >= 1, got " + std::to_string(inner.mini_batch));
-  if (inner.mlp_expansion <= 0) bad("mlp_expansion must be >= 1");
-  if (rope && head_dim() % 2 != 0) bad("RoPE needs an even head dim, got " + std::to_string(head_dim()));
-  if (share_qk && conv_kernel < 1) bad("conv_kernel must be >= 1");
-  if (checkpoint_group < 0) bad("checkpoint_group must be >= 0");
-  if (!(inner.ln_eps > 0)) bad("ln_eps must be positive");
-  if (!(post_norm_eps > 0)) bad("post_norm_eps must be positive");
-  if (!(eta.base_lr >= 0)) bad("ttt_base_lr must be >= 0");
+    bad_layer("heads (" + std::to_string(heads) + ") must divide the width (" + std::to_string(width) + ")");
+  if (inner.mini_batch <= 0) bad_layer("mini-batch size b must be >= 1, got " + std::to_string(inner.mini_batch));
+  if (inner.mlp_expansion <= 0) bad_layer("mlp_expansion must be >= 1");
+  if (rope && head_dim() % 2 != 0) bad_layer("RoPE needs an even head dim, got " + std::to_string(head_dim()));
+  if (share_qk && conv_kernel < 1) bad_layer("conv_kernel must be >= 1");
+  if (checkpoint_group < 0) bad_layer("checkpoint_group must be >= 0");
+  if (!(inner.ln_eps > 0)) bad_layer("ln_eps must be positive");
+  if (!(post_norm_eps > 0)) bad_layer("post_norm_eps must be positive");
+  if (!(eta.base_lr >= 0)) bad_layer("ttt_base_lr must be >= 0");
 }
 
 TTTLayerConfig TTTLayerConfig::linear_attention_equivalent(int width, int heads, int seq_len) {
@@ -134,7 +134,7 @@ void TTTLayerParams<S>::check_shapes(const TTTLayerConfig& cfg) const {
   expect_shape(ttt_norm_b, H, d, "ttt_norm_bias");
   expect_size(post_norm_w, D, "post_norm.weight");
   expect_size(post_norm_b, D, "post_norm.bias");
-  if (static_cast<int>(W0.size()) != H) bad("W0 must hold one initial state per head");
+  if (static_cast<int>(W0.size()) != H) bad_layer("W0 must hold one initial state per head");
   const InnerWeights<S> ref = InnerWeights<S>::zeros(cfg.inner, d);
   for (const auto& w : W0) {
     expect_shape(w.W1, ref.W1.rows(), ref.W1.cols(), "W1");
@@ -214,7 +214,7 @@ TTTLayerInputs<S> TTTLayer<S>::inputs(TTTLayerState<S>& state, ConstMatRef<S> x)
   const auto& c = m_cfg;
   const auto& p = m_params;
   if (x.cols() != c.width)
-    bad("input width " + std::to_string(x.cols()) + " does not match the layer width " +
+    bad_layer("input width " + std::to_string(x.cols()) + " does not match the layer width " +
         std::to_string(c.width));
   const Eigen::Index T = x.rows();
   const int d = c.head_dim(), b = c.inner.mini_batch;
@@ -245,7 +245,7 @@ TTTLayerInputs<S> TTTLayer<S>::inputs(TTTLayerState<S>& state, ConstMatRef<S> x)
 template <class S>
 Mat<S> TTTLayer<S>::forward(SequenceState& state, ConstMatRef<S> x) const {
   auto* st = dynamic_cast<TTTLayerState<S>*>(&state);
-  if (!st) bad("forward() was given the state of another layer type");
+  if (!st) bad_layer("forward() was given the state of another layer type");
   // One token (decoding) takes the primal step: no b×b products, and the state is exactly the
   // decoder's (base, accumulators, position). Longer chunks take the dual form. Both compute the
   // same function (tests/core/test_ttt_inner.cpp).
@@ -257,7 +257,7 @@ Mat<S> TTTLayer<S>::forward(TTTLayerState<S>& state, ConstMatRef<S> x, TTTForm f
                             const TTTLayerObserver<S>& observer) const {
   const auto& c = m_cfg;
   const auto& p = m_params;
-  if (static_cast<int>(state.heads.size()) != c.heads) bad("state does not belong to this layer");
+  if (static_cast<int>(state.heads.size()) != c.heads) bad_layer("state does not belong to this layer");
   const Eigen::Index T = x.rows();
   const int d = c.head_dim();
   const TTTLayerInputs<S> in = inputs(state, x);
@@ -340,7 +340,7 @@ void TTTLayer<S>::backward(const LayerCache& cache, ConstMatRef<S> dY, SequenceL
                            Mat<S>& dx) const {
   auto* c = dynamic_cast<const TTTLayerCache<S>*>(&cache);
   auto* g = dynamic_cast<TTTLayer<S>*>(&grads);
-  if (!c || !g) bad("backward() was given the cache or gradient of another layer type");
+  if (!c || !g) bad_layer("backward() was given the cache or gradient of another layer type");
   backward(*c, dY, g->m_params, dx);
 }
 

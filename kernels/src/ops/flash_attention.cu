@@ -625,7 +625,7 @@ void forward_launch_v(const FlashParams& p, int bh, cudaStream_t st) {
 }
 
 // One m-tile per warp, 8 warps: at d = 64 on an H200 two m-tiles per warp (4 or 8 warps) measured
-// 3–11% slower (fewer warps per SM to hide the softmax's latency behind the other warps' products).
+// 2–11% slower at T = 2048 and 8192 (fewer warps per SM to hide the softmax's latency behind the other warps' products).
 template <int D>
 void forward_launch(const FlashParams& p, int bh, cudaStream_t st) {
   forward_launch_v<D, 1, 8>(p, bh, st);
