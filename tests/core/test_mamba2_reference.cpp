@@ -3,7 +3,7 @@
 // its backward with each other and with finite differences, so a convention both share (the order of
 // in_proj's columns, the conv's taps, Δ's softplus, where the gate enters the norm) would pass them; this
 // one compares with outputs of the reference, computed in float64 by tests/reference/
-// make_mamba2_fixtures.py and checked there against the genuine layer on the GPU.
+// make_mamba2_fixtures.py (its manifest says which reference computed them and which checks ran).
 //
 // Each fixture (mamba2-a, -b, -c: widths 32 and 48, 2 to 6 heads, d_conv 3 and 4, lengths 13 to 37, not
 // multiples of the chunk) gives the parameters in the reference's state_dict layout (params.safetensors,
@@ -16,8 +16,8 @@
 // in float64 on the same float32-valued parameters; only summation order differs, ~1e-15), fp32 1e-5
 // (float32 rounding against the float64 reference). The test prints the largest error per tensor.
 //
-// CMake builds this file only when tests/reference/mamba2-manifest.json exists (the fixtures are made on
-// the GPU machine); TTTLAB_REFERENCE_DIR (compiled in, or the environment variable) says where they are.
+// The fixtures are committed; a missing one fails with how to make it. TTTLAB_REFERENCE_DIR (compiled
+// in, or the environment variable) says where they are.
 #include <gtest/gtest.h>
 
 #include <cstdio>
