@@ -85,7 +85,6 @@ std::string cuda_train_unsupported(const ModelConfig& m) {
       return "the GPU's causal convolution needs conv_kernel <= 16, got " + std::to_string(m.conv_kernel);
     return {};
   }
-  if (m.seq_layer == SeqLayerKind::Mamba2) return "mamba2 is not on the GPU yet; it trains on the CPU (--device cpu)";
   if (m.seq_layer != SeqLayerKind::TTTLinear && m.seq_layer != SeqLayerKind::TTTMLP)
     return "the GPU trains ttt-linear, ttt-mlp and the attention baselines; " + to_string(m.seq_layer) +
            " trains on the CPU (--device cpu)";

@@ -25,14 +25,18 @@
 #include <utility>
 
 #include "common/cuda_check.hpp"
-#include "tttlab/kernels/attention.hpp"
 #include "ttt/ttt_mma.cuh"
+#include "tttlab/kernels/attention.hpp"
 
 namespace tttlab::kernels {
 namespace {
 
+using detail::cp_async16;
+using detail::cp_async_commit;
+using detail::cp_async_wait;
 using detail::ldsm_x4_trans;
 using detail::mma_bf16;
+using detail::pack_bf16;
 using detail::mma_detail::ldsm_x4;
 
 constexpr float kLog2e = 1.4426950408889634f;
@@ -54,38 +58,23 @@ __device__ __forceinline__ std::uint32_t smem_addr(const void* p) {
   return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
 }
 
-// 16 bytes global → shared, asynchronously; zeros when !ok (nothing is read then, but the address
-// must still be a valid one, so callers pass a clamped row).
-__device__ __forceinline__ void cp_async16(void* s, const void* g, bool ok) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(s)), "l"(g),
-               "r"(ok ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
-// Two floats as one register of two bf16, the first in the low half (the lower column / k).
-__device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const std::uint32_t*>(&v);
-}
-
-// Rows r0 .. r0 + R − 1 of one head (row stride `ld` elements) into S[R][D + 8]; rows ≥ T as zeros.
+// Rows r0 .. r0 + R − 1 of one head (row stride `ld` elements) into S[R][D + 8]; rows ≥ T as zeros
+// (cp.async reads nothing for them, but its address must still be valid: row 0's).
 template <int R, int D, int NT>
-__device__ __forceinline__ void load_rows(std::uint16_t* S, const std::uint16_t* G, int r0, int T, long ld) {
+__device__ __forceinline__ void load_rows(std::uint16_t* S, const std::uint16_t* G, int r0, int T,
+                                          long ld) {
   constexpr int kChunks = D / 8;  // 16-byte pieces per row
   for (int idx = threadIdx.x; idx < R * kChunks; idx += NT) {
     const int r = idx / kChunks, c = (idx % kChunks) * 8;
     const bool ok = r0 + r < T;
-    cp_async16(S + r * (D + 8) + c, G + long(ok ? r0 + r : 0) * ld + c, ok);
+    cp_async16(S + r * (D + 8) + c, G + long(ok ? r0 + r : 0) * ld + c, ok ? 16 : 0);
   }
 }
 
 // The A fragment (16 × 16, k-step ks) of rows row0 .. row0 + 15 of a row-major bf16 tile.
 template <int LD>
-__device__ __forceinline__ void load_a(std::uint32_t (&a)[4], const std::uint16_t* S, int row0, int ks, int lane) {
+__device__ __forceinline__ void load_a(std::uint32_t (&a)[4], const std::uint16_t* S, int row0,
+                                       int ks, int lane) {
   const int r = row0 + (lane & 7) + ((lane >> 3) & 1) * 8, c = ks * 16 + (lane >> 4) * 8;
   ldsm_x4(a, smem_addr(S + r * LD + c));
 }
@@ -94,8 +83,8 @@ __device__ __forceinline__ void load_a(std::uint32_t (&a)[4], const std::uint16_
 // stored row-major (a row of Y is a column of the product): b[0], b[1] for n-tile 2np, b[2], b[3] for
 // n-tile 2np + 1.
 template <int LD>
-__device__ __forceinline__ void load_b_rows(std::uint32_t (&b)[4], const std::uint16_t* S, int np, int ks,
-                                            int lane) {
+__device__ __forceinline__ void load_b_rows(std::uint32_t (&b)[4], const std::uint16_t* S, int np,
+                                            int ks, int lane) {
   const int r = np * 16 + (lane & 7) + ((lane >> 4) << 3), c = ks * 16 + ((lane >> 3) & 1) * 8;
   ldsm_x4(b, smem_addr(S + r * LD + c));
 }
@@ -103,16 +92,16 @@ __device__ __forceinline__ void load_b_rows(std::uint32_t (&b)[4], const std::ui
 // The B fragments of n-tiles 2np, 2np + 1 at k-step ks for a product X·Y with Y stored row-major
 // (rows = the contraction): ldmatrix .trans.
 template <int LD>
-__device__ __forceinline__ void load_b_cols(std::uint32_t (&b)[4], const std::uint16_t* S, int np, int ks,
-                                            int lane) {
+__device__ __forceinline__ void load_b_cols(std::uint32_t (&b)[4], const std::uint16_t* S, int np,
+                                            int ks, int lane) {
   const int r = ks * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, c = np * 16 + (lane >> 4) * 8;
   ldsm_x4_trans(b, smem_addr(S + r * LD + c));
 }
 
 // acc[16 × 8·NN] += A[16 × 16·KS] · Yᵀ with Y row-major in shared memory, A from shared memory.
 template <int LD, int KS, int NN>
-__device__ __forceinline__ void mma_a_smem_bt(float (&acc)[NN][4], const std::uint16_t* A, int arow0,
-                                              const std::uint16_t* Y, int lane) {
+__device__ __forceinline__ void mma_a_smem_bt(float (&acc)[NN][4], const std::uint16_t* A,
+                                              int arow0, const std::uint16_t* Y, int lane) {
 #pragma unroll
   for (int ks = 0; ks < KS; ++ks) {
     std::uint32_t a[4];
@@ -130,11 +119,12 @@ __device__ __forceinline__ void mma_a_smem_bt(float (&acc)[NN][4], const std::ui
 // acc[16 × 8·NN] += P · Y where P [16 × 16·KS] is a C-layout score fragment (p[8-wide n-tile][4])
 // rounded to bf16 here, and Y [16·KS × 8·NN] row-major in shared memory.
 template <int LD, int KS, int NN>
-__device__ __forceinline__ void mma_p_y(float (&acc)[NN][4], const float (&p)[2 * KS][4], const std::uint16_t* Y,
-                                        int lane) {
+__device__ __forceinline__ void mma_p_y(float (&acc)[NN][4], const float (&p)[2 * KS][4],
+                                        const std::uint16_t* Y, int lane) {
 #pragma unroll
   for (int kk = 0; kk < KS; ++kk) {
-    const std::uint32_t a[4] = {pack_bf16(p[2 * kk][0], p[2 * kk][1]), pack_bf16(p[2 * kk][2], p[2 * kk][3]),
+    const std::uint32_t a[4] = {pack_bf16(p[2 * kk][0], p[2 * kk][1]),
+                                pack_bf16(p[2 * kk][2], p[2 * kk][3]),
                                 pack_bf16(p[2 * kk + 1][0], p[2 * kk + 1][1]),
                                 pack_bf16(p[2 * kk + 1][2], p[2 * kk + 1][3])};
 #pragma unroll
@@ -177,8 +167,10 @@ constexpr std::size_t fwd_smem_bytes() {
 }
 
 template <int D, int MT, int NW>
-__global__ void __launch_bounds__(NW * 32, (D <= 64 && MT == 1) ? 2 : 1) flash_forward_kernel(FlashParams p) {
-  constexpr int LD = D + 8, KS = D / 16, NS = kFwdK / 8, ND = D / 8, BQ = 16 * MT * NW, NT = NW * 32;
+__global__ void __launch_bounds__(NW * 32, (D <= 64 && MT == 1) ? 2 : 1)
+    flash_forward_kernel(FlashParams p) {
+  constexpr int LD = D + 8, KS = D / 16, NS = kFwdK / 8, ND = D / 8, BQ = 16 * MT * NW,
+                NT = NW * 32;
   extern __shared__ __align__(16) std::uint16_t smem[];
   std::uint16_t* Qs = smem;
   std::uint16_t* Ks = Qs + BQ * LD;  // [2][kFwdK][LD]
@@ -262,7 +254,8 @@ __global__ void __launch_bounds__(NW * 32, (D <= 64 && MT == 1) ? 2 : 1) flash_f
             // maximum's position).
             float x = s[mt][i][e];
             if (edge) {
-              const int key = k0 + 8 * i + 2 * t + (e & 1), row = wrow0 + 16 * mt + g + 8 * (e >> 1);
+              const int key = k0 + 8 * i + 2 * t + (e & 1),
+                        row = wrow0 + 16 * mt + g + 8 * (e >> 1);
               if (key > row || key >= T) x = -INFINITY;
             }
             s[mt][i][e] = x;
@@ -372,10 +365,10 @@ __global__ void __launch_bounds__(kBwdThreads, D <= 64 ? 3 : 1) flash_dkdv_kerne
   extern __shared__ __align__(16) std::uint16_t smem[];
   std::uint16_t* Ks = smem;
   std::uint16_t* Vs = Ks + kBwdTile * LD;
-  std::uint16_t* Qs = Vs + kBwdTile * LD;   // [2][64][LD]
-  std::uint16_t* dOs = Qs + 2 * kBwdTile * LD;  // [2][64][LD]
+  std::uint16_t* Qs = Vs + kBwdTile * LD;                           // [2][64][LD]
+  std::uint16_t* dOs = Qs + 2 * kBwdTile * LD;                      // [2][64][LD]
   float* lse2 = reinterpret_cast<float*>(dOs + 2 * kBwdTile * LD);  // [2][64]
-  float* dlt = lse2 + 2 * kBwdTile;                                  // [2][64]
+  float* dlt = lse2 + 2 * kBwdTile;                                 // [2][64]
 
   const int T = p.T, tiles = (T + kBwdTile - 1) / kBwdTile;
   const int kt = int(blockIdx.x);  // tile 0 has the most query tiles: launched first
@@ -463,7 +456,8 @@ __global__ void __launch_bounds__(kBwdThreads, D <= 64 ? 3 : 1) flash_dkdv_kerne
     float* dV = p.dV + base + long(key) * ld;
 #pragma unroll
     for (int u = 0; u < ND; ++u) {
-      *reinterpret_cast<float2*>(dK + 8 * u + 2 * t) = make_float2(dk[u][2 * r] * p.scale, dk[u][2 * r + 1] * p.scale);
+      *reinterpret_cast<float2*>(dK + 8 * u + 2 * t) =
+          make_float2(dk[u][2 * r] * p.scale, dk[u][2 * r + 1] * p.scale);
       *reinterpret_cast<float2*>(dV + 8 * u + 2 * t) = make_float2(dv[u][2 * r], dv[u][2 * r + 1]);
     }
   }
@@ -510,8 +504,10 @@ __global__ void __launch_bounds__(kBwdThreads, D <= 64 ? 3 : 1) flash_dq_kernel(
   for (int j = 0; j <= qt; ++j) {
     const int b = j & 1;
     if (j + 1 <= qt) {
-      load_rows<kBwdTile, D, kBwdThreads>(Ks + (b ^ 1) * kBwdTile * LD, p.K + base, (j + 1) * kBwdTile, T, ld);
-      load_rows<kBwdTile, D, kBwdThreads>(Vs + (b ^ 1) * kBwdTile * LD, p.V + base, (j + 1) * kBwdTile, T, ld);
+      load_rows<kBwdTile, D, kBwdThreads>(Ks + (b ^ 1) * kBwdTile * LD, p.K + base,
+                                          (j + 1) * kBwdTile, T, ld);
+      load_rows<kBwdTile, D, kBwdThreads>(Vs + (b ^ 1) * kBwdTile * LD, p.V + base,
+                                          (j + 1) * kBwdTile, T, ld);
       cp_async_commit();
       cp_async_wait<1>();
     } else {
@@ -552,7 +548,8 @@ __global__ void __launch_bounds__(kBwdThreads, D <= 64 ? 3 : 1) flash_dq_kernel(
     float* dQ = p.dQ + base + long(row) * ld;
 #pragma unroll
     for (int u = 0; u < ND; ++u)
-      *reinterpret_cast<float2*>(dQ + 8 * u + 2 * t) = make_float2(dq[u][2 * r] * p.scale, dq[u][2 * r + 1] * p.scale);
+      *reinterpret_cast<float2*>(dQ + 8 * u + 2 * t) =
+          make_float2(dq[u][2 * r] * p.scale, dq[u][2 * r + 1] * p.scale);
   }
 }
 
@@ -565,8 +562,8 @@ void require(bool ok, const std::string& msg) {
 void check_flash_dims(const char* fn, const AttentionDims& d) {
   const std::string f(fn);
   require(d.batch >= 1 && d.heads >= 1 && d.seq_len >= 1,
-          f + ": batch, heads and seq_len must be >= 1 (got B=" + std::to_string(d.batch) + " H=" +
-              std::to_string(d.heads) + " T=" + std::to_string(d.seq_len) + ")");
+          f + ": batch, heads and seq_len must be >= 1 (got B=" + std::to_string(d.batch) +
+              " H=" + std::to_string(d.heads) + " T=" + std::to_string(d.seq_len) + ")");
   require(flash_attention_supported(d),
           f + ": head_dim must be 32, 64 or 128 (got " + std::to_string(d.head_dim) + ")");
   require(double(d.batch) * d.seq_len * d.heads * d.head_dim < 9.0e18 && d.seq_len <= (1 << 30),
@@ -579,11 +576,12 @@ void check_ptr(const char* fn, const void* p, const char* name) {
 }
 
 // Byte ranges [a, a + na) and [b, b + nb) must not overlap.
-void check_disjoint(const char* fn, const void* a, std::size_t na, const char* an, const void* b, std::size_t nb,
-                    const char* bn) {
+void check_disjoint(const char* fn, const void* a, std::size_t na, const char* an, const void* b,
+                    std::size_t nb, const char* bn) {
   if (!a || !b) return;
   const auto pa = reinterpret_cast<std::uintptr_t>(a), pb = reinterpret_cast<std::uintptr_t>(b);
-  if (pa < pb + nb && pb < pa + na) throw std::invalid_argument(std::string(fn) + ": " + an + " overlaps " + bn);
+  if (pa < pb + nb && pb < pa + na)
+    throw std::invalid_argument(std::string(fn) + ": " + an + " overlaps " + bn);
 }
 
 void check_aligned(const char* fn, const void* p, const char* name) {
@@ -606,7 +604,8 @@ FlashParams make_params(const AttentionDims& d) {
 }
 
 template <class Kernel>
-void launch(Kernel kernel, dim3 grid, int threads, std::size_t smem, cudaStream_t st, const FlashParams& p) {
+void launch(Kernel kernel, dim3 grid, int threads, std::size_t smem, cudaStream_t st,
+            const FlashParams& p) {
   TTTLAB_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   // All of L1 as shared memory: the blocks per SM are then set by the registers, not the carveout.
@@ -620,8 +619,8 @@ void launch(Kernel kernel, dim3 grid, int threads, std::size_t smem, cudaStream_
 template <int D, int MT, int NW>
 void forward_launch_v(const FlashParams& p, int bh, cudaStream_t st) {
   constexpr int BQ = 16 * MT * NW;
-  launch(flash_forward_kernel<D, MT, NW>, dim3((p.T + BQ - 1) / BQ, bh), NW * 32, fwd_smem_bytes<D, MT, NW>(), st,
-         p);
+  launch(flash_forward_kernel<D, MT, NW>, dim3((p.T + BQ - 1) / BQ, bh), NW * 32,
+         fwd_smem_bytes<D, MT, NW>(), st, p);
 }
 
 // One m-tile per warp, 8 warps: at d = 64 on an H200 two m-tiles per warp (4 or 8 warps) measured
@@ -651,7 +650,8 @@ void flash_attention_forward(const FlashAttentionForwardArgs& a) {
   check_ptr(fn, a.K, "K");
   check_ptr(fn, a.V, "V");
   check_ptr(fn, a.O, "O");
-  for (auto [ptr, name] : {std::pair<const void*, const char*>{a.Q, "Q"}, {a.K, "K"}, {a.V, "V"}, {a.O, "O"}})
+  for (auto [ptr, name] :
+       {std::pair<const void*, const char*>{a.Q, "Q"}, {a.K, "K"}, {a.V, "V"}, {a.O, "O"}})
     check_aligned(fn, ptr, name);
   const std::size_t nb = elems(a.dims) * 2, lb = rows_of(a.dims) * 4;
   for (auto [ptr, name] : {std::pair<const void*, const char*>{a.Q, "Q"}, {a.K, "K"}, {a.V, "V"}}) {
@@ -687,21 +687,26 @@ void flash_attention_backward(const FlashAttentionBackwardArgs& a) {
     const char* name;
   };
   const std::size_t nb = elems(a.dims) * 2, fb = elems(a.dims) * 4, lb = rows_of(a.dims) * 4;
-  const Range ins[] = {{a.Q, nb, "Q"}, {a.K, nb, "K"}, {a.V, nb, "V"}, {a.O, nb, "O"}, {a.dO, nb, "dO"}, {a.lse, lb, "lse"}};
-  const Range outs[] = {{a.dQ, fb, "dQ"}, {a.dK, fb, "dK"}, {a.dV, fb, "dV"}, {a.workspace, lb, "workspace"}};
+  const Range ins[] = {{a.Q, nb, "Q"}, {a.K, nb, "K"},   {a.V, nb, "V"},
+                       {a.O, nb, "O"}, {a.dO, nb, "dO"}, {a.lse, lb, "lse"}};
+  const Range outs[] = {
+      {a.dQ, fb, "dQ"}, {a.dK, fb, "dK"}, {a.dV, fb, "dV"}, {a.workspace, lb, "workspace"}};
   for (const Range& r : ins) check_ptr(fn, r.p, r.name);
   for (const Range& r : outs) check_ptr(fn, r.p, r.name);
   for (const Range& r : ins)
     if (r.bytes == nb) check_aligned(fn, r.p, r.name);
   for (int i = 0; i < 3; ++i) check_aligned(fn, outs[i].p, outs[i].name);
   const std::size_t need = flash_attention_backward_workspace_bytes(a.dims);
-  require(a.workspace_bytes >= need, std::string(fn) + ": workspace has " + std::to_string(a.workspace_bytes) +
-                                         " bytes, needs " + std::to_string(need) +
+  require(a.workspace_bytes >= need, std::string(fn) + ": workspace has " +
+                                         std::to_string(a.workspace_bytes) + " bytes, needs " +
+                                         std::to_string(need) +
                                          " (flash_attention_backward_workspace_bytes)");
   for (int i = 0; i < 4; ++i) {
-    for (const Range& r : ins) check_disjoint(fn, outs[i].p, outs[i].bytes, outs[i].name, r.p, r.bytes, r.name);
+    for (const Range& r : ins)
+      check_disjoint(fn, outs[i].p, outs[i].bytes, outs[i].name, r.p, r.bytes, r.name);
     for (int j = i + 1; j < 4; ++j)
-      check_disjoint(fn, outs[i].p, outs[i].bytes, outs[i].name, outs[j].p, outs[j].bytes, outs[j].name);
+      check_disjoint(fn, outs[i].p, outs[i].bytes, outs[i].name, outs[j].p, outs[j].bytes,
+                     outs[j].name);
   }
   FlashParams p = make_params(a.dims);
   p.Q = a.Q;
