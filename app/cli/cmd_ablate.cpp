@@ -1,13 +1,15 @@
 // `tttlab ablate`: the TTT paper's Table 1 in miniature. Trains every row of tttlab/train/ablation.hpp
 // (linear attention → TTT equivalence → + learnable W0 → + LN and residual → + mini-batch b = 16 →
-// + learnable η → + Mamba backbone, then the diagnostic row 5a) on the same preset, data and budget,
-// for --seeds N seeds each, evaluates each run on the whole validation text and prints the table of
-// validation bits per byte (mean ± sd over the seeds), each row's definition beside its result.
+// + learnable η → + Mamba backbone, then the diagnostic row 5a and the Mamba-2 row M2; --rows picks
+// some of them) on the same preset, data and budget, for --seeds N seeds each, evaluates each run on
+// the whole validation text and prints the table of validation bits per byte (mean ± sd over the
+// seeds), each row's definition beside its result.
 //
 // --device auto trains each row on the GPU where the GPU training step supports it and on the CPU
 // otherwise (rows without RoPE or post-norm, b > 64: cuda_train_unsupported); the table says which
 // device ran each row. --device cuda fails at the first row the GPU cannot train.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -38,6 +40,7 @@ struct AblateArgs {
   std::string out;
   bool json = false;
   bool plan = false;
+  std::vector<std::string> rows;  // ids to train; empty: every row
 };
 
 struct MeanSd {
@@ -63,7 +66,7 @@ Json number_or_null(double x) { return std::isfinite(x) ? Json(x) : Json(nullptr
 
 // The rows for --help: names, changes and settings (b written T, since T is a flag).
 std::string rows_help() {
-  std::string s = "Rows (1-7: the paper's chain, one change per row; 5a: a diagnostic outside it). Settings as for\n"
+  std::string s = "Rows (1-7: the paper's chain, one change per row; outside it, 5a: a diagnostic, M2: Mamba-2).\nSettings as for\n"
                   "--preset tiny (d = 32); the inner rate is lambda = eta_base/d (fixed) or eta_base*sigmoid(.)/d (learned):\n";
   for (const auto& r : table1_rows(ModelConfig::preset("tiny"), 256))
     s += "  " + r.id + std::string(r.id.size() < 3 ? 3 - r.id.size() : 0, ' ') + r.name + ": " + r.change + "\n      " +
@@ -154,7 +157,17 @@ void run(const AblateArgs& a) {
   }
   std::string device_note;  // written by the backend factory when auto falls back to the CPU
   const TrainBackendFactory backend = command_line_backend(a.device.request(), device_note);
-  const auto rows = table1_rows(base, a.run.seq_len);
+  auto rows = table1_rows(base, a.run.seq_len);
+  if (!a.rows.empty()) {
+    for (const auto& id : a.rows)
+      if (std::none_of(rows.begin(), rows.end(), [&](const AblationRow& r) { return r.id == id; }))
+        throw CLI::ValidationError("--rows: no row '" + printable(id) + "' (the rows are listed by --help)");
+    rows.erase(std::remove_if(rows.begin(), rows.end(),
+                              [&](const AblationRow& r) {
+                                return std::find(a.rows.begin(), a.rows.end(), r.id) == a.rows.end();
+                              }),
+               rows.end());
+  }
   for (const auto& row : rows) {
     try {
       row.model.validate();
@@ -238,6 +251,7 @@ void run(const AblateArgs& a) {
     r["row"] = row.id;
     r["name"] = row.name;
     r["in_chain"] = row.in_chain;
+    if (!row.in_chain) r["compare_with"] = row.compare_with;
     r["change"] = row.change;
     r["settings"] = ablation_settings(row.model);
     r["device"] = device;
@@ -278,9 +292,9 @@ void run(const AblateArgs& a) {
       }();
       const bool chain = r["in_chain"].get<bool>();
       const Json* ref = chain ? prev : nullptr;
-      if (!chain)  // a diagnostic row is compared with the chain row it varies (5a with 5)
+      if (!chain)  // a row outside the chain is compared with the chain row it names (5a with 5, M2 with 7)
         for (const auto& q : row_reports)
-          if (q["in_chain"].get<bool>() && r["row"].get<std::string>().rfind(q["row"].get<std::string>(), 0) == 0) ref = &q;
+          if (q["row"] == r["compare_with"]) ref = &q;
       char delta[32] = "";
       if (ref) std::snprintf(delta, sizeof delta, "%+9.4f", mean - (*ref)["val_bpb_mean"].get<double>());
       std::printf("%-3s %-18s %.4f +- %-7s %9s %-6s %s: %s\n", r["row"].get<std::string>().c_str(), r["name"].get<std::string>().c_str(),
@@ -289,7 +303,9 @@ void run(const AblateArgs& a) {
       if (r.contains("device_note")) std::printf("      (%s)\n", r["device_note"].get<std::string>().c_str());
       if (chain) prev = &r;
     }
-    std::printf("\nchange: against the previous chain row (row 5a: against row 5). sd: over %d seed(s).\n", a.seeds);
+    std::printf("\nchange: against the previous chain row (row 5a: against row 5; row M2: against row 7). sd: over %d "
+                "seed(s).\n",
+                a.seeds);
     print_row_notes(rows);
   }
   set_exit_code(0);
@@ -319,6 +335,8 @@ void register_ablate(CLI::App& app) {
   cmd->add_option("--threads", a->run.threads, "Worker threads (0: all)")->check(CLI::Range(0, 1024));
   cmd->add_option("--eval-windows", a->eval_windows, "Validation windows (0: the whole validation text)")->check(CLI::Range(0, 1 << 30));
   cmd->add_option("--out", a->out, "Save each row's checkpoint (ROW/ or ROW/seed-S/ with --seeds > 1) and table1.json here")->check(non_empty_path());
+  cmd->add_option("--rows", a->rows, "Train only these rows, e.g. --rows 7,M2 (default: every row)")
+      ->delimiter(',');
   cmd->add_flag("--json", a->json, "Print the report as JSON: every run (row, seed, device, bits/byte, steps, seconds) and each row's mean and sd");
   cmd->add_flag("--plan", a->plan,
                 "Print each row's definition and its estimated time on this machine (a few timed steps per row), "

@@ -61,6 +61,7 @@ constexpr Palette make_dark() {
   set(Role::Dual, IM_COL32(86, 180, 233, 255));
   set(Role::NormW, IM_COL32(0, 158, 115, 255));
   set(Role::NormDW, IM_COL32(204, 121, 167, 255));
+  set(Role::Mamba2, IM_COL32(213, 94, 0, 255));
   return p;
 }
 
@@ -118,6 +119,7 @@ constexpr Palette make_light() {
   set(Role::Dual, IM_COL32(0, 114, 178, 255));
   set(Role::NormW, IM_COL32(0, 136, 98, 255));
   set(Role::NormDW, IM_COL32(178, 82, 140, 255));
+  set(Role::Mamba2, IM_COL32(184, 80, 0, 255));
   return p;
 }
 

@@ -29,7 +29,7 @@ enum class Role : int {
   PlotBg, PlotFrame, Grid, GridMinor, Marker, Cursor, Crosshair, LegendBg, HoverTint, PointOutline,
   CellSeparator, CellHighlight, BlockOutline, Missing, Ghost, Toast,
   // Quantities (Okabe–Ito, colour-blind safe; a shade darker on the light theme)
-  LossInitial, LossBefore, LossAfter, Primal, Dual, NormW, NormDW,
+  LossInitial, LossBefore, LossAfter, Primal, Dual, NormW, NormDW, Mamba2,
   Count
 };
 
@@ -97,6 +97,7 @@ inline constexpr Color kPrimal{Role::Primal};
 inline constexpr Color kDual{Role::Dual};
 inline constexpr Color kNormW{Role::NormW};
 inline constexpr Color kNormDW{Role::NormDW};
+inline constexpr Color kMamba2{Role::Mamba2};  // the Mamba-2 layer, where layers are compared
 }  // namespace colors
 
 // Applies `theme` and scales every size by `scale` (the monitor's content scale times the UI scale).

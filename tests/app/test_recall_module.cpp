@@ -27,6 +27,7 @@ RecallSettings small_settings() {
   s.map_memory = "linear_attention";
   s.map_pairs = 24;
   s.eta_linear = 0.8;
+  s.mamba_decay = 0.9;
   return s;
 }
 
@@ -52,6 +53,7 @@ TEST(RecallModule, EqualsTheCoreComputation) {
   p.width = s.width;
   p.seed = s.seed;
   p.eta_linear = s.eta_linear;
+  p.mamba_decay = s.mamba_decay;
   for (int m = 0; m < recall::kMemories; ++m)
     for (std::size_t j = 0; j < s.pairs.size(); ++j) {
       long right = 0;
@@ -90,6 +92,8 @@ TEST(RecallModule, MeasuresForLessons) {
   EXPECT_DOUBLE_EQ(m->at("linear_acc_large").value, v->accuracy[2][2]);
   EXPECT_DOUBLE_EQ(m->at("ttt_linear_minus_linear_at_d").value, v->accuracy[0][1] - v->accuracy[2][1]);
   EXPECT_DOUBLE_EQ(m->at("softmax_acc_min").value, std::min({v->accuracy[3][0], v->accuracy[3][1], v->accuracy[3][2]}));
+  EXPECT_DOUBLE_EQ(m->at("acc_mamba2_p16").value, v->accuracy[4][1]);
+  EXPECT_DOUBLE_EQ(m->at("mamba2_acc_large").value, v->accuracy[4][2]);
   // The map's last row is the accuracy of its memory at P = map_pairs (the same episodes).
   const std::size_t P = static_cast<std::size_t>(s.map_pairs);
   double last = 0;
@@ -111,7 +115,8 @@ TEST(RecallModule, BadSettingsFailTheViewAndTheStateFile) {
   const nlohmann::json good = to_json(small_settings());
   EXPECT_EQ(recall_settings_from(FieldReader(good, "panels.recall"), RecallSettings{}), small_settings());
   for (const auto& [key, bad] : std::vector<std::pair<std::string, nlohmann::json>>{
-           {"pairs", {8, 8}}, {"pairs", {0}}, {"pairs", "4"}, {"width", 2}, {"map_memory", "lstm"}, {"eta_linear", 2.0}}) {
+           {"pairs", {8, 8}}, {"pairs", {0}}, {"pairs", "4"}, {"width", 2}, {"map_memory", "lstm"}, {"eta_linear", 2.0},
+           {"mamba_decay", 0.0}, {"mamba_decay", 1.5}}) {
     nlohmann::json j = good;
     j[key] = bad;
     try {

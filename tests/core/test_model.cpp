@@ -267,7 +267,7 @@ TEST(Ablation, TttEquivalenceRowIsLinearAttention) {
   base.intermediate_size = 24;
   base.initializer_range = 0.2;
   const auto rows = table1_rows(base, 12);
-  ASSERT_EQ(rows.size(), 8u);
+  ASSERT_EQ(rows.size(), 9u);
   Model<double> lin(rows[0].model, 1);
   Model<double> ttt(rows[1].model, 2);
   // Copy by name: the shared tensors have the same names; the TTT-only ones (W0 fixed at 0, the η
@@ -302,14 +302,17 @@ TEST(Ablation, EachRowChangesOnlyWhatItNames) {
   const ModelConfig base = ModelConfig::preset("tiny");
   const int T = 64;
   const auto rows = table1_rows(base, T);
-  ASSERT_EQ(rows.size(), 8u);
-  const std::vector<std::string> ids = {"1", "2", "3", "4", "5", "6", "7", "5a"};
-  const std::vector<std::string> names = {"linear-attention", "ttt-equivalence", "+learnable-W0", "+ln-residual",
-                                          "+mini-batch-16", "+learnable-eta", "+mamba-backbone", "mini-batch-16-sum"};
+  ASSERT_EQ(rows.size(), 9u);
+  const std::vector<std::string> ids = {"1", "2", "3", "4", "5", "6", "7", "5a", "M2"};
+  const std::vector<std::string> names = {"linear-attention", "ttt-equivalence", "+learnable-W0",
+                                          "+ln-residual",     "+mini-batch-16",  "+learnable-eta",
+                                          "+mamba-backbone",  "mini-batch-16-sum", "mamba2"};
+  const std::vector<std::string> compared = {"", "", "", "", "", "", "", "5", "7"};
   for (size_t i = 0; i < rows.size(); ++i) {
     EXPECT_EQ(rows[i].id, ids[i]);
     EXPECT_EQ(rows[i].name, names[i]);
     EXPECT_EQ(rows[i].in_chain, i < 7) << rows[i].id;
+    EXPECT_EQ(rows[i].compare_with, compared[i]) << rows[i].id;
     EXPECT_EQ(rows[i].model.max_position_embeddings, T);
     EXPECT_NO_THROW(rows[i].model.validate()) << rows[i].id;
   }
@@ -350,6 +353,12 @@ TEST(Ablation, EachRowChangesOnlyWhatItNames) {
   want = r5;
   want.eta_token_index = false;
   EXPECT_EQ(rows[7].model.to_json(), want.to_json());
+  // Row M2: Mamba-2 on the base preset, Transformer backbone, its default sizes.
+  want = base;
+  want.max_position_embeddings = T;
+  want.seq_layer = SeqLayerKind::Mamba2;
+  want.mamba_backbone = false;
+  EXPECT_EQ(rows[8].model.to_json(), want.to_json());
   // The printed definitions name the settings that tell the rows apart.
   EXPECT_NE(ablation_settings(rows[1].model).find("b=T tau=1(sum) lambda=" + std::to_string(d) + "/d=1 fixed W0=0 fixed"),
             std::string::npos)

@@ -26,17 +26,19 @@ namespace {
 
 using plot::format_value;
 
-// In recall::Memory order; the ids are the state file's and the measures' names.
-constexpr const char* kMemoryIds[] = {"ttt_linear", "ttt_mlp", "linear_attention", "softmax_attention"};
-constexpr const char* kMemoryNames[] = {"TTT-Linear", "TTT-MLP", "Linear attention", "Softmax attention"};
+constexpr int kMemories = recall::kMemories;
+const char* memory_name(int m) { return recall::memory_name(static_cast<recall::Memory>(m)); }
+const char* memory_id(int m) { return recall::memory_id(static_cast<recall::Memory>(m)); }
 
 ImU32 memory_color(int m) {
-  switch (m) {
-    case 0: return colors::kLossAfter;    // sky blue
-    case 1: return colors::kNormW;        // green
-    case 2: return colors::kLossBefore;   // orange
-    default: return colors::kNormDW;      // purple
+  switch (static_cast<recall::Memory>(m)) {
+    case recall::Memory::TttLinear: return colors::kLossAfter;          // sky blue
+    case recall::Memory::TttMlp: return colors::kNormW;                 // green
+    case recall::Memory::LinearAttention: return colors::kLossBefore;   // orange
+    case recall::Memory::SoftmaxAttention: return colors::kNormDW;      // purple
+    case recall::Memory::Mamba2: return colors::kMamba2;                // vermillion
   }
+  return colors::kText;
 }
 
 std::string join(const std::vector<int>& v) {
@@ -68,7 +70,7 @@ class RecallPanel final : public FeaturePanel<RecallPanelSettings, RecallView, &
   RecallPanel()
       : FeaturePanel(kRecallId,
                      {{"recall.size", "Recall lab: width, pairs, sequences, seed"},
-                      {"recall.step", "Recall lab: TTT-Linear's step η"},
+                      {"recall.step", "Recall lab: TTT-Linear's step η and Mamba-2's decay a"},
                       {"recall.map", "Recall lab: forgetting-map settings"},
                       {"recall.view", "Recall lab: view options"}},
                      "compute again") {}
@@ -116,22 +118,27 @@ class RecallPanel final : public FeaturePanel<RecallPanelSettings, RecallView, &
       run |= widgets::seed_input(r.seed);
     }
     if (classroom::visible("recall.step")) {
-      widgets::row("Step η", "TTT-Linear's step size of TTT-Linear's one gradient step per pair. At η = 1 the step "
-                                   "stores the new pair exactly and overwrites what was stored along its key.");
+      widgets::row("Step η", "The size of TTT-Linear's one gradient step per pair. At η = 1 the step stores the new "
+                             "pair exactly and overwrites what was stored along its key.");
       float eta = static_cast<float>(r.eta_linear);
       if (ImGui::SliderFloat("##eta", &eta, 0.05f, 1.5f, "η = %.2f")) r.eta_linear = eta;
+      run |= ImGui::IsItemDeactivatedAfterEdit();
+      widgets::row("Decay a", "Mamba-2 multiplies its whole state by a before each new pair. At a = 1 it is linear "
+                              "attention; below 1 the oldest pairs fade, and only about the last 1 / (1 − a) stay clear.");
+      float a = static_cast<float>(r.mamba_decay);
+      if (ImGui::SliderFloat("##decay", &a, 0.5f, 1.0f, "a = %.3f")) r.mamba_decay = a;
       run |= ImGui::IsItemDeactivatedAfterEdit();
     }
     if (classroom::visible("recall.map")) {
       widgets::section_label("FORGETTING MAP");
       widgets::row("Memory");
       int m = 0;
-      for (int i = 0; i < 4; ++i)
-        if (r.map_memory == kMemoryIds[i]) m = i;
-      if (ImGui::BeginCombo("##mapmem", kMemoryNames[m])) {
-        for (int i = 0; i < 4; ++i)
-          if (ImGui::Selectable(kMemoryNames[i], i == m) && i != m) {
-            r.map_memory = kMemoryIds[i];
+      for (int i = 0; i < kMemories; ++i)
+        if (r.map_memory == memory_id(i)) m = i;
+      if (ImGui::BeginCombo("##mapmem", memory_name(m))) {
+        for (int i = 0; i < kMemories; ++i)
+          if (ImGui::Selectable(memory_name(i), i == m) && i != m) {
+            r.map_memory = memory_id(i);
             run = true;
           }
         ImGui::EndCombo();
@@ -155,8 +162,9 @@ class RecallPanel final : public FeaturePanel<RecallPanelSettings, RecallView, &
                   "to what the memory returns is the one stored with that key.");
     widgets::note("TTT-Linear takes one gradient step per pair on its d × d matrix (the delta rule). TTT-MLP takes "
                   "one step on a two-layer network with 4d hidden units. Linear attention adds every pair into a "
-                  "d × d sum. Softmax attention keeps every key and value, so its state grows with P. The maths is "
-                  "in docs/MATH.md §9.4.");
+                  "d × d sum. Softmax attention keeps every key and value, so its state grows with P. Mamba-2 adds "
+                  "every pair into a d × d sum too, but first shrinks that sum by its decay a. The maths is in "
+                  "docs/MATH.md §9.4.");
   }
 
   void draw_view(const RecallView& v, const Snapshot& snap, CommandSink& sink) override {
@@ -165,7 +173,7 @@ class RecallPanel final : public FeaturePanel<RecallPanelSettings, RecallView, &
     widgets::cpu_only_line(snap, "one state of width d reading a few hundred pairs: small sequential work.");
     widgets::job_status(v.outcome, v.progress, v.error, snap, sink);
     const RecallSettings& st = v.settings;
-    if (v.accuracy.size() != 4 || st.pairs.empty()) return;
+    if (v.accuracy.size() != static_cast<std::size_t>(kMemories) || st.pairs.empty()) return;
     const long d = st.width;
     ImGui::PushFont(f.small);
     ImGui::PushTextWrapPos(0.0f);  // wrap at the view's edge: the lesson pane leaves it narrow
@@ -174,17 +182,17 @@ class RecallPanel final : public FeaturePanel<RecallPanelSettings, RecallView, &
     ImGui::TextColored(dim, "d = %ld · %d of %d sequences per P · seed %llu", d,
                        v.episodes_done.empty() ? 0 : v.episodes_done.back(), st.sequences,
                        static_cast<unsigned long long>(st.seed));
-    ImGui::TextColored(dim, "steps: TTT-Linear η = %s · TTT-MLP η = %s · softmax sharpness β = %s",
+    ImGui::TextColored(dim, "steps: TTT-Linear η = %s · TTT-MLP η = %s · softmax sharpness β = %s · Mamba-2 decay a = %s",
                        format_value(st.eta_linear, 3).c_str(), format_value(v.eta_mlp, 3).c_str(),
-                       format_value(v.softmax_beta, 3).c_str());
+                       format_value(v.softmax_beta, 3).c_str(), format_value(st.mamba_decay, 3).c_str());
     ImGui::TextColored(dim, "state in numbers: TTT-Linear d² = %ld · TTT-MLP 8d² = %ld · linear attention d² = %ld · "
-                       "softmax attention 2Pd = %ld to %ld, growing with P",
-                       d * d, 8 * d * d, d * d, 2 * d * st.pairs.front(), 2 * d * st.pairs.back());
+                       "Mamba-2 d² = %ld · softmax attention 2Pd = %ld to %ld, growing with P",
+                       d * d, 8 * d * d, d * d, d * d, 2 * d * st.pairs.front(), 2 * d * st.pairs.back());
     ImGui::PopTextWrapPos();
     // The legend as one line above the plot: inside it would cover the curves' right end.
-    for (int m = 0; m < 4; ++m) {
+    for (int m = 0; m < kMemories; ++m) {
       if (m) ImGui::SameLine(0, 14);
-      ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(memory_color(m)), "■ %s", kMemoryNames[m]);
+      ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(memory_color(m)), "■ %s", memory_name(m));
     }
     ImGui::PopFont();
     ImGui::Dummy(ImVec2(0, 2));
@@ -204,8 +212,8 @@ class RecallPanel final : public FeaturePanel<RecallPanelSettings, RecallView, &
     p.y_range = plot::Range{0.0, 1.04};
     p.legend = false;
     p.markers.push_back({static_cast<double>(d), colors::kWarning, true});
-    for (int m = 0; m < 4; ++m) {
-      auto s = plot::xy(kMemoryNames[m], m_xs, v.accuracy[static_cast<std::size_t>(m)], memory_color(m));
+    for (int m = 0; m < kMemories; ++m) {
+      auto s = plot::xy(memory_name(m), m_xs, v.accuracy[static_cast<std::size_t>(m)], memory_color(m));
       s.markers = true;
       p.series.push_back(s);
     }
@@ -228,12 +236,12 @@ class RecallPanel final : public FeaturePanel<RecallPanelSettings, RecallView, &
     for (long t = 0; t < P; ++t)
       for (long i = t + 1; i < P; ++i) m_shown[static_cast<std::size_t>(t * P + i)] = NAN;
     int mi = 0;
-    for (int i = 0; i < 4; ++i)
-      if (st.map_memory == kMemoryIds[i]) mi = i;
+    for (int i = 0; i < kMemories; ++i)
+      if (st.map_memory == memory_id(i)) mi = i;
     plot::Heatmap h;
     h.id = "forgetting_map";
     h.export_name = "recall_forgetting_map";
-    h.title = std::string("Forgetting map: ") + kMemoryNames[mi] + ", P = " + std::to_string(P);
+    h.title = std::string("Forgetting map: ") + memory_name(mi) + ", P = " + std::to_string(P);
     h.subtitle = "row t: after reading pair t · column i: is pair i recalled?";
     if (v.map_episodes_done < st.sequences)
       h.subtitle += " (" + std::to_string(v.map_episodes_done) + " of " + std::to_string(st.sequences) + ")";

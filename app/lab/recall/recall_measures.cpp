@@ -14,7 +14,8 @@ namespace {
 const std::vector<MeasureInfo> kInfos = {
     {"acc_<memory>_p<P>",
      "fraction of the P pairs recalled after reading all of them, mean over the sequences; memory: "
-     "ttt_linear, ttt_mlp, linear_attention, softmax_attention; P: each number of pairs of the "
+     "ttt_linear, ttt_mlp, linear_attention, softmax_attention, mamba2; P: each number of pairs of "
+     "the "
      "scene",
      false},
     {"linear_acc_small", "linear attention's accuracy at the smallest P", false},
@@ -22,6 +23,10 @@ const std::vector<MeasureInfo> kInfos = {
     {"ttt_linear_acc_small", "TTT-Linear's accuracy at the smallest P", false},
     {"ttt_linear_acc_large", "TTT-Linear's accuracy at the largest P", false},
     {"softmax_acc_min", "softmax attention's lowest accuracy over the P", false},
+    {"mamba2_acc_small", "Mamba-2's accuracy at the smallest P", false},
+    {"mamba2_acc_large", "Mamba-2's accuracy at the largest P", false},
+    {"mamba2_minus_linear_large", "Mamba-2's accuracy minus linear attention's at the largest P",
+     false},
     {"ttt_linear_minus_linear_at_d",
      "TTT-Linear's accuracy minus linear attention's at P = d (only when d is one of the P)",
      false},
@@ -38,25 +43,30 @@ const std::vector<MeasureInfo> kInfos = {
 
 std::optional<Measures> read(const Snapshot& s) {
   const auto* v = finished_view(s.recall, "recall lab");
-  if (!v || v->accuracy.size() != 4) return std::nullopt;
+  if (!v || v->accuracy.size() != static_cast<std::size_t>(recall::kMemories)) return std::nullopt;
   const RecallSettings& st = v->settings;
   const std::size_t np = st.pairs.size();
-  // Indices of recall::Memory: TTT-Linear, TTT-MLP, linear attention, softmax attention.
-  static const char* const ids[] = {"ttt_linear", "ttt_mlp", "linear_attention",
-                                    "softmax_attention"};
+  const auto acc = [&](recall::Memory mem) -> const std::vector<double>& {
+    return v->accuracy[static_cast<std::size_t>(mem)];
+  };
   Measures m;
-  for (std::size_t k = 0; k < 4; ++k)
+  for (int k = 0; k < recall::kMemories; ++k)
     for (std::size_t j = 0; j < np; ++j)
-      m["acc_" + std::string(ids[k]) + "_p" + std::to_string(st.pairs[j])] =
-          plain(v->accuracy[k][j]);
-  m["linear_acc_small"] = plain(v->accuracy[2].front());
-  m["linear_acc_large"] = plain(v->accuracy[2].back());
-  m["ttt_linear_acc_small"] = plain(v->accuracy[0].front());
-  m["ttt_linear_acc_large"] = plain(v->accuracy[0].back());
-  m["softmax_acc_min"] = plain(*std::min_element(v->accuracy[3].begin(), v->accuracy[3].end()));
+      m["acc_" + std::string(recall::memory_id(static_cast<recall::Memory>(k))) + "_p" +
+        std::to_string(st.pairs[j])] = plain(v->accuracy[static_cast<std::size_t>(k)][j]);
+  const auto& linear = acc(recall::Memory::LinearAttention);
+  const auto& ttt = acc(recall::Memory::TttLinear);
+  const auto& softmax = acc(recall::Memory::SoftmaxAttention);
+  m["linear_acc_small"] = plain(linear.front());
+  m["linear_acc_large"] = plain(linear.back());
+  m["ttt_linear_acc_small"] = plain(ttt.front());
+  m["ttt_linear_acc_large"] = plain(ttt.back());
+  m["softmax_acc_min"] = plain(*std::min_element(softmax.begin(), softmax.end()));
+  m["mamba2_acc_small"] = plain(acc(recall::Memory::Mamba2).front());
+  m["mamba2_acc_large"] = plain(acc(recall::Memory::Mamba2).back());
+  m["mamba2_minus_linear_large"] = plain(acc(recall::Memory::Mamba2).back() - linear.back());
   for (std::size_t j = 0; j < np; ++j)
-    if (st.pairs[j] == st.width)
-      m["ttt_linear_minus_linear_at_d"] = plain(v->accuracy[0][j] - v->accuracy[2][j]);
+    if (st.pairs[j] == st.width) m["ttt_linear_minus_linear_at_d"] = plain(ttt[j] - linear[j]);
   const std::size_t P = static_cast<std::size_t>(st.map_pairs), q = std::max<std::size_t>(1, P / 4);
   if (v->map.size() == P * P) {
     const double* last = v->map.data() + (P - 1) * P;

@@ -27,11 +27,13 @@ void validate(const RecallSettings& s) {
   if (s.sequences < 1 || s.sequences > 256) throw std::invalid_argument("the number of sequences must be in [1, 256]");
   if (!recall::memory_from_id(s.map_memory))
     throw std::invalid_argument("the map's memory must be one of ttt_linear, ttt_mlp, linear_attention, "
-                                "softmax_attention");
+                                "softmax_attention, mamba2");
   if (s.map_pairs < 2 || s.map_pairs > recall::max_pairs())
     throw std::invalid_argument("the map's number of pairs must be in [2, " + to_string(recall::max_pairs()) + "]");
   if (!(s.eta_linear > 0.0 && s.eta_linear < 2.0))
     throw std::invalid_argument("TTT-Linear's step η must be in (0, 2): at 2 or more a step overshoots");
+  if (!(s.mamba_decay > 0.0 && s.mamba_decay <= 1.0))
+    throw std::invalid_argument("Mamba-2's decay a must be in (0, 1]: 1 keeps everything, below 1 it forgets");
 }
 
 struct RecallModule::Job {
@@ -69,6 +71,7 @@ bool RecallModule::handle(const Command& command, ModuleContext& ctx) {
     job->params.eta_linear = s.eta_linear;
     job->params.eta_mlp = recall::default_eta_mlp(s.width);
     job->params.softmax_beta = recall::kSoftmaxBeta;
+    job->params.mamba_decay = s.mamba_decay;
     job->emb = std::make_unique<recall::Embedding>(s.width, s.seed);
     job->map_memory = *recall::memory_from_id(s.map_memory);
     const std::size_t np = s.pairs.size();

@@ -19,6 +19,7 @@ const SettingsFields<RecallSettings>& run_fields() {
                                               .string("map_memory", &R::map_memory, 64)
                                               .integer("map_pairs", &R::map_pairs, 2, 160)
                                               .number("eta_linear", &R::eta_linear, 0.0, 2.0)
+                                              .number("mamba_decay", &R::mamba_decay, 0.0, 1.0)
                                               .check([](const FieldReader& r, const R& s) {
                                                 try {
                                                   validate(s);

@@ -1,6 +1,7 @@
 // app/lab/recall/recall_settings.hpp — the recall lab's entry of a state file.
 //
-//   "width", "pairs" (an increasing list), "sequences", "seed", "map_memory", "map_pairs", "eta_linear":
+//   "width", "pairs" (an increasing list), "sequences", "seed", "map_memory", "map_pairs", "eta_linear",
+//   "mamba_decay":
 //   checked against the module's limits
 //   "view": {"log_x": true}
 #pragma once

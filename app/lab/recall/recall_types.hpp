@@ -1,6 +1,6 @@
 // app/lab/recall/recall_types.hpp — the recall lab: how many key-value pairs a state of width d can
-// store and give back, for TTT-Linear, TTT-MLP, linear attention and softmax attention at equal width
-// (core: tttlab/analysis/recall.hpp; the maths in docs/MATH.md §9.4).
+// store and give back, for TTT-Linear, TTT-MLP, linear attention, softmax attention and Mamba-2 at
+// equal width (core: tttlab/analysis/recall.hpp; the maths in docs/MATH.md §9.4).
 //
 // Two results:
 //   accuracy   for every P of the list, the fraction of the P pairs each memory answers right after
@@ -16,6 +16,7 @@
 
 #include "lab/engine/job.hpp"
 #include "lab/primal_dual/primal_dual_types.hpp"  // JobOutcome
+#include "tttlab/analysis/recall.hpp"
 
 namespace tttlab::lab {
 
@@ -27,6 +28,7 @@ struct RecallSettings {
   std::string map_memory = "ttt_linear";         // recall::memory_id of the map's memory
   int map_pairs = 64;                            // P of the forgetting map, in [2, 160]
   double eta_linear = 1.0;                       // TTT-Linear's step η, in (0, 2)
+  double mamba_decay = recall::kMambaDecay;      // Mamba-2's decay a per pair, in (0, 1]
   bool operator==(const RecallSettings&) const = default;
 };
 

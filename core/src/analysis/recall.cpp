@@ -1,4 +1,4 @@
-// Associative recall of four memories of width d (see tttlab/analysis/recall.hpp, docs/MATH.md §9.4).
+// Associative recall of five memories of width d (see tttlab/analysis/recall.hpp, docs/MATH.md §9.4).
 #include "tttlab/analysis/recall.hpp"
 
 #include <cmath>
@@ -21,14 +21,15 @@ std::string byte_range(int lo, int hi) {
 
 void check_width(int d) {
   if (d < kMinWidth || d > kMaxWidth)
-    throw std::invalid_argument("recall: the width d must be in [" + std::to_string(kMinWidth) + ", " +
-                                std::to_string(kMaxWidth) + "], got " + std::to_string(d));
+    throw std::invalid_argument("recall: the width d must be in [" + std::to_string(kMinWidth) +
+                                ", " + std::to_string(kMaxWidth) + "], got " + std::to_string(d));
 }
 
 // TTT-Linear: W ← W − η kᵀ(kW − v), W₀ = 0.
 class TttLinear final : public AssociativeMemory {
  public:
-  explicit TttLinear(const MemoryParams& p) : m_w(MatrixXd::Zero(p.width, p.width)), m_eta(p.eta_linear) {}
+  explicit TttLinear(const MemoryParams& p)
+      : m_w(MatrixXd::Zero(p.width, p.width)), m_eta(p.eta_linear) {}
   void write(const RowVectorXd& k, const RowVectorXd& v) override {
     const RowVectorXd g = k * m_w - v;  // ∇ of ½‖kW − v‖² with respect to kW
     m_w.noalias() -= m_eta * k.transpose() * g;
@@ -45,7 +46,8 @@ class TttLinear final : public AssociativeMemory {
 class TttMlp final : public AssociativeMemory {
  public:
   explicit TttMlp(const MemoryParams& p)
-      : m_w1(p.width, 4 * p.width), m_w2(MatrixXd::Zero(4 * p.width, p.width)),
+      : m_w1(p.width, 4 * p.width),
+        m_w2(MatrixXd::Zero(4 * p.width, p.width)),
         m_eta(p.eta_mlp > 0 ? p.eta_mlp : default_eta_mlp(p.width)) {
     // Entries N(0, 1/d): a unit key gives pre-activations of unit variance, where gelu is curved.
     Rng rng(p.seed, kMlpStream);
@@ -57,8 +59,9 @@ class TttMlp final : public AssociativeMemory {
     const RowVectorXd z1 = k * m_w1;
     const RowVectorXd x2 = z1.unaryExpr([](double a) { return gelu_tanh(a); });
     const RowVectorXd g2 = x2 * m_w2 - v;
-    const RowVectorXd g1 =
-        (g2 * m_w2.transpose()).cwiseProduct(z1.unaryExpr([](double a) { return gelu_tanh_grad(a); }));
+    const RowVectorXd g1 = (g2 * m_w2.transpose()).cwiseProduct(z1.unaryExpr([](double a) {
+      return gelu_tanh_grad(a);
+    }));
     m_w2.noalias() -= m_eta * x2.transpose() * g2;
     m_w1.noalias() -= m_eta * k.transpose() * g1;
   }
@@ -76,12 +79,35 @@ class TttMlp final : public AssociativeMemory {
 class LinearAttention final : public AssociativeMemory {
  public:
   explicit LinearAttention(const MemoryParams& p) : m_s(MatrixXd::Zero(p.width, p.width)) {}
-  void write(const RowVectorXd& k, const RowVectorXd& v) override { m_s.noalias() += k.transpose() * v; }
+  void write(const RowVectorXd& k, const RowVectorXd& v) override {
+    m_s.noalias() += k.transpose() * v;
+  }
   RowVectorXd read(const RowVectorXd& q) const override { return q * m_s; }
   long state_size() const override { return static_cast<long>(m_s.size()); }
 
  private:
   MatrixXd m_s;
+};
+
+// Mamba-2: S ← a·S + kᵀv, read-out qS (linear attention that forgets at a fixed rate).
+class Mamba2 final : public AssociativeMemory {
+ public:
+  explicit Mamba2(const MemoryParams& p)
+      : m_s(MatrixXd::Zero(p.width, p.width)), m_a(p.mamba_decay) {
+    if (!(m_a > 0.0 && m_a <= 1.0))
+      throw std::invalid_argument("recall: the Mamba-2 decay a must be in (0, 1], got " +
+                                  std::to_string(m_a));
+  }
+  void write(const RowVectorXd& k, const RowVectorXd& v) override {
+    m_s *= m_a;
+    m_s.noalias() += k.transpose() * v;
+  }
+  RowVectorXd read(const RowVectorXd& q) const override { return q * m_s; }
+  long state_size() const override { return static_cast<long>(m_s.size()); }
+
+ private:
+  MatrixXd m_s;
+  double m_a;
 };
 
 // Softmax attention: every pair kept; Σᵢ softmax(β q·kᵢ) vᵢ.
@@ -125,6 +151,7 @@ const char* memory_id(Memory m) {
     case Memory::TttMlp: return "ttt_mlp";
     case Memory::LinearAttention: return "linear_attention";
     case Memory::SoftmaxAttention: return "softmax_attention";
+    case Memory::Mamba2: return "mamba2";
   }
   return "?";
 }
@@ -135,6 +162,7 @@ const char* memory_name(Memory m) {
     case Memory::TttMlp: return "TTT-MLP";
     case Memory::LinearAttention: return "Linear attention";
     case Memory::SoftmaxAttention: return "Softmax attention";
+    case Memory::Mamba2: return "Mamba-2";
   }
   return "?";
 }
@@ -159,8 +187,8 @@ int max_pairs() { return static_cast<int>(key_alphabet().size()); }
 
 MqarConfig episode_config(int pairs) {
   if (pairs < 1 || pairs > max_pairs())
-    throw std::invalid_argument("recall: the number of pairs must be in [1, " + std::to_string(max_pairs()) +
-                                "], got " + std::to_string(pairs));
+    throw std::invalid_argument("recall: the number of pairs must be in [1, " +
+                                std::to_string(max_pairs()) + "], got " + std::to_string(pairs));
   MqarConfig c;
   c.num_pairs = pairs;
   c.num_queries = pairs;
@@ -191,7 +219,8 @@ Episode make_episode(int pairs, std::uint64_t seed, std::uint64_t index) {
         break;
       }
   }
-  if (static_cast<int>(e.queries.size()) != pairs) throw std::logic_error("recall: an MQAR query names no key");
+  if (static_cast<int>(e.queries.size()) != pairs)
+    throw std::logic_error("recall: an MQAR query names no key");
   return e;
 }
 
@@ -244,6 +273,7 @@ std::unique_ptr<AssociativeMemory> make_memory(Memory m, const MemoryParams& p) 
     case Memory::TttMlp: return std::make_unique<TttMlp>(p);
     case Memory::LinearAttention: return std::make_unique<LinearAttention>(p);
     case Memory::SoftmaxAttention: return std::make_unique<SoftmaxAttention>(p);
+    case Memory::Mamba2: return std::make_unique<Mamba2>(p);
   }
   throw std::invalid_argument("recall: unknown memory");
 }
@@ -252,7 +282,8 @@ long state_size(Memory m, int width, int pairs) {
   const long d = width;
   switch (m) {
     case Memory::TttLinear:
-    case Memory::LinearAttention: return d * d;
+    case Memory::LinearAttention:
+    case Memory::Mamba2: return d * d;
     case Memory::TttMlp: return 8 * d * d;
     case Memory::SoftmaxAttention: return 2 * d * pairs;
   }
@@ -261,7 +292,8 @@ long state_size(Memory m, int width, int pairs) {
 
 int recall_correct(Memory m, const Episode& e, const Embedding& emb, const MemoryParams& p) {
   auto mem = make_memory(m, p);
-  for (std::size_t i = 0; i < e.keys.size(); ++i) mem->write(emb.row(e.keys[i]), emb.row(e.values[i]));
+  for (std::size_t i = 0; i < e.keys.size(); ++i)
+    mem->write(emb.row(e.keys[i]), emb.row(e.values[i]));
   int correct = 0;
   for (const int i : e.queries) {
     const auto k = static_cast<std::size_t>(i);
@@ -270,7 +302,8 @@ int recall_correct(Memory m, const Episode& e, const Embedding& emb, const Memor
   return correct;
 }
 
-ForgettingStream::ForgettingStream(Memory m, const Episode& e, const Embedding& emb, const MemoryParams& p)
+ForgettingStream::ForgettingStream(Memory m, const Episode& e, const Embedding& emb,
+                                   const MemoryParams& p)
     : m_e(&e), m_emb(&emb), m_mem(make_memory(m, p)) {}
 
 void ForgettingStream::next_row(std::uint8_t* row) {
@@ -278,11 +311,13 @@ void ForgettingStream::next_row(std::uint8_t* row) {
   const std::size_t P = m_e->keys.size(), t = m_t;
   m_mem->write(m_emb->row(m_e->keys[t]), m_emb->row(m_e->values[t]));
   for (std::size_t i = 0; i < P; ++i)
-    row[i] = i <= t && m_emb->decode(m_mem->read(m_emb->row(m_e->keys[i]))) == m_e->values[i] ? 1 : 0;
+    row[i] =
+        i <= t && m_emb->decode(m_mem->read(m_emb->row(m_e->keys[i]))) == m_e->values[i] ? 1 : 0;
   ++m_t;
 }
 
-std::vector<std::uint8_t> forgetting_rows(Memory m, const Episode& e, const Embedding& emb, const MemoryParams& p) {
+std::vector<std::uint8_t> forgetting_rows(Memory m, const Episode& e, const Embedding& emb,
+                                          const MemoryParams& p) {
   const std::size_t P = e.keys.size();
   std::vector<std::uint8_t> map(P * P, 0);
   ForgettingStream s(m, e, emb, p);

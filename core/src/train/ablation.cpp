@@ -7,8 +7,9 @@ namespace tttlab {
 
 std::vector<AblationRow> table1_rows(const ModelConfig& base, int seq_len) {
   std::vector<AblationRow> rows;
-  auto add = [&](const char* id, const char* name, const char* change, const ModelConfig& m, bool in_chain = true) {
-    rows.push_back({id, name, change, in_chain, m});
+  auto add = [&](const char* id, const char* name, const char* change, const ModelConfig& m,
+                 const char* compare_with = "") {
+    rows.push_back({id, name, change, *compare_with == '\0', m, compare_with});
   };
   ModelConfig m = base;
   m.max_position_embeddings = seq_len;
@@ -53,7 +54,13 @@ std::vector<AblationRow> table1_rows(const ModelConfig& base, int seq_len) {
 
   ModelConfig sum = row5;
   sum.eta_token_index = false;
-  add("5a", "mini-batch-16-sum", "diagnostic, not in the chain: row 5 with tau = 1 (sum of the gradients)", sum, false);
+  add("5a", "mini-batch-16-sum", "diagnostic, not in the chain: row 5 with tau = 1 (sum of the gradients)", sum, "5");
+
+  ModelConfig mamba = base;
+  mamba.max_position_embeddings = seq_len;
+  mamba.seq_layer = SeqLayerKind::Mamba2;
+  mamba.mamba_backbone = false;
+  add("M2", "mamba2", "comparison, not in the chain: Mamba-2 (SSD), the paper's main baseline", mamba, "7");
   return rows;
 }
 

@@ -14,7 +14,7 @@
 // Rng(seed, kEmbeddingStream) for b = 0, 1, …, 255 in order (d normals per byte). Key k_i = e(key_i),
 // value v_i = e(value_i), query q = e(query key). Row vectors throughout, as in docs/MATH.md §1.
 //
-// THE FOUR MEMORIES, all of width d (state sizes in numbers, for P stored pairs):
+// THE FIVE MEMORIES, all of width d (state sizes in numbers, for P stored pairs):
 //   TTT-Linear         f(k) = kW, W ∈ ℝ^{d×d}, W₀ = 0; one gradient step per pair on ½‖kW − v‖²:
 //                      W ← W − η kᵀ(kW − v), η = 1 (the delta rule, §9.3; with unit keys one step
 //                      makes kW = v exactly). State d².
@@ -26,6 +26,10 @@
 //                      read-out qS. TTT-Linear with b = T, W₀ = 0, η = 1 (Theorem 1, §9.1). State d².
 //   Softmax attention  keeps every pair; read-out Σᵢ softmax(β q·kᵢ) vᵢ with β = kSoftmaxBeta, large
 //                      enough for the nearest key to take nearly all the weight. State 2Pd (grows).
+//   Mamba-2            S ← a·S + kᵀv, read-out qS: linear attention with a scalar decay a ∈ (0, 1]
+//                      per write, the SSD recurrence (§8.8) with B = k, C = q, x = v and one head.
+//                      The layer learns its decay exp(Δₜ·A) per token and head; here a is fixed
+//                      (MemoryParams::mamba_decay). State d².
 // ANSWER. The value symbol whose embedding has the largest dot product with the read-out (the first
 // one on a tie); the value embeddings are unit vectors, so this is also the largest cosine.
 //
@@ -45,18 +49,22 @@
 
 namespace tttlab::recall {
 
-enum class Memory : int { TttLinear = 0, TttMlp = 1, LinearAttention = 2, SoftmaxAttention = 3 };
-inline constexpr int kMemories = 4;
+enum class Memory : int { TttLinear = 0, TttMlp = 1, LinearAttention = 2, SoftmaxAttention = 3, Mamba2 = 4 };
+inline constexpr int kMemories = 5;
 
-// "ttt_linear", "ttt_mlp", "linear_attention", "softmax_attention" (state files, measures).
+// "ttt_linear", "ttt_mlp", "linear_attention", "softmax_attention", "mamba2" (state files, measures).
 const char* memory_id(Memory m);
-// "TTT-Linear", "TTT-MLP", "Linear attention", "Softmax attention" (for people).
+// "TTT-Linear", "TTT-MLP", "Linear attention", "Softmax attention", "Mamba-2" (for people).
 const char* memory_name(Memory m);
 std::optional<Memory> memory_from_id(std::string_view id);
 
 inline constexpr std::uint64_t kEmbeddingStream = 0x656d6265ULL;  // "embe"
 inline constexpr std::uint64_t kMlpStream = 0x6d6c7030ULL;        // "mlp0"
 inline constexpr double kSoftmaxBeta = 64.0;
+// Mamba-2's default decay per write: about exp(Δ·A) at the median of the reference layer's initial
+// Δ (log-uniform in [0.001, 0.1]) and A (uniform in [−16, −1]), exp(−0.01 · 8.5) ≈ 0.92, rounded up to
+// a memory of about 1/(1 − a) = 20 writes.
+inline constexpr double kMambaDecay = 0.95;
 inline constexpr int kMinWidth = 4, kMaxWidth = 128;
 
 const std::string& key_alphabet();    // 160 bytes, 0x60…0xFF
@@ -93,6 +101,7 @@ struct MemoryParams {
   double eta_linear = 1.0;
   double eta_mlp = 0.0;    // ≤ 0: the default above
   double softmax_beta = kSoftmaxBeta;
+  double mamba_decay = kMambaDecay;  // a, in (0, 1]
 };
 
 // E[gelu(a)²] for a ~ N(0, 1) (tanh GELU, docs/MATH.md §5), by quadrature; about 0.4252.

@@ -21,9 +21,11 @@
 //   7 +mamba-backbone    the Mamba backbone: pre-conv, shared Q/K with convs, GELU gate
 // Row 7 is the official TTT-Linear (M). All rows share the preset's width, depth and heads.
 //
-// Diagnostic rows, printed after the chain and NOT part of the paper's chain:
-//   5a mini-batch-16-sum  row 5 with τ = 1: the SUM of the mini-batch's gradients, a variant the
-//                         official code cannot express
+// Rows printed after the chain and NOT part of the paper's chain, each compared with one chain row:
+//   5a mini-batch-16-sum  diagnostic: row 5 with τ = 1, the SUM of the mini-batch's gradients, a variant
+//                         the official code cannot express (compared with row 5)
+//   M2 mamba2             the paper's main baseline: Mamba-2 (the SSD layer, docs/MATH.md §8.8) with the
+//                         Transformer backbone and its default sizes (compared with row 7, TTT-Linear (M))
 #pragma once
 
 #include <string>
@@ -34,14 +36,15 @@
 namespace tttlab {
 
 struct AblationRow {
-  std::string id;       // "1".."7" for the chain, "5a" for the diagnostic row
+  std::string id;       // "1".."7" for the chain, "5a" and "M2" outside it
   std::string name;     // e.g. "+mini-batch-16"
   std::string change;   // what this row adds, for the table
-  bool in_chain = true; // false: a diagnostic row, outside the paper's chain
+  bool in_chain = true; // false: a row outside the paper's chain
   ModelConfig model;
+  std::string compare_with;  // outside the chain: the id of the chain row it is compared with
 };
 
-// The seven chain rows followed by the diagnostic rows, for a base preset and training sequence
+// The seven chain rows followed by the rows outside the chain, for a base preset and training sequence
 // length T (every row's max_position_embeddings is T; rows 2–4 use b = T).
 std::vector<AblationRow> table1_rows(const ModelConfig& base, int seq_len);
 
