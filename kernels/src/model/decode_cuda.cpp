@@ -11,10 +11,17 @@
 //   add_norm   h += o_proj partials; a = RMSNorm(h)·ffn_norm
 //   gemv       a·[W_gate | W_up]
 //   gemv       (silu(G) ⊙ U)·W_down                  the SwiGLU product made while loading the input
-// then add_norm with the final norm and a·Eᵀ into the logits. At batch 1
-// every kernel is short (a few µs), so with cuda_graphs the whole step is captured once per
-// mini-batch position pos (the only launch argument that changes from token to token; the token
-// itself is read from device memory) and replayed with one cudaGraphLaunch.
+// then add_norm with the final norm and a·Eᵀ into the logits. A Mamba-2 block (the Transformer
+// backbone) replaces the TTT layer's five steps by
+//   gemv          a·in_proj                          [z | xBC | dt_raw]
+//   mamba2_conv   xBC ← silu(conv(xBC) + b) with its history; dt = softplus(dt_raw + dt_bias)
+//   mamba2_ssm    per head S_h ← exp(dt·A)·S_h + dt·xs Bᵀ; g = (S_h C + D·xs) ⊙ silu(z)
+//   rms_scale     the gated RMSNorm
+//   gemv          ·out_proj
+// At batch 1 every kernel is short (a few µs), so with cuda_graphs the whole step is captured once
+// per mini-batch position pos (the only launch argument that changes from token to token; the token
+// itself is read from device memory; Mamba-2's step has no position, so one graph) and replayed
+// with one cudaGraphLaunch.
 #include "tttlab/kernels/decode_cuda.hpp"
 
 #include <cuda_runtime_api.h>
@@ -42,8 +49,13 @@ using detail::GemvScratch;
 using detail::Partials;
 
 std::string cuda_decode_unsupported(const ModelConfig& m) {
+  if (m.seq_layer == SeqLayerKind::Mamba2) {
+    if (m.mamba_backbone)
+      return "the GPU decoder runs mamba2 with the Transformer backbone (t) only";
+    return {};
+  }
   if (!m.is_ttt())
-    return "the GPU decoder runs ttt-linear and ttt-mlp models; " + to_string(m.seq_layer) +
+    return "the GPU decoder runs ttt-linear, ttt-mlp and mamba2 models; " + to_string(m.seq_layer) +
            " decodes on the CPU (--device cpu)";
   if (std::string why = detail::ttt_shape_unsupported(m.head_dim(), m.mini_batch_size,
                                                       "the GPU decoder needs");
@@ -90,6 +102,11 @@ struct DecBlock {
   // inner state (W1 doubles as TTT-Linear's W, b1 as its bias) and accumulators
   float *W1 = nullptr, *b1 = nullptr, *W2 = nullptr, *b2 = nullptr;
   float *aW1 = nullptr, *ab1 = nullptr, *aW2 = nullptr, *ab2 = nullptr;
+  // Mamba-2: in_proj [D, in_w] (padded), conv1d, the SSM parameters, the gated norm, out_proj
+  // [d_inner, D] (padded); the stream state: the convolution's history [K−1, cd] and S [H, P, N].
+  float *Win = nullptr, *m_conv_w = nullptr, *m_conv_b = nullptr, *m_hist = nullptr;
+  float *dt_bias = nullptr, *A_log = nullptr, *Dskip = nullptr, *m_norm = nullptr, *Wmo = nullptr;
+  float* ssm = nullptr;
   // SwiGLU
   float *ffn_norm = nullptr, *Wgu = nullptr, *Wdown = nullptr;
 };
@@ -103,7 +120,17 @@ struct CudaDecoder::Impl {
   std::string device_name;
   int cc_major = 0, cc_minor = 0;
   int D = 0, F = 0, V = 0, H = 0, d = 0, b = 0, K = 1, L = 0, hid = 0;
+  int off_q = 0, off_k = -1, off_v = 0, off_g = -1, off_lr = -1;  // the TTT projection's columns
+  // The steps' period: the mini-batch size b for TTT (pos = t mod b), 1 for Mamba-2.
+  int period = 1;
   bool mlp = false;
+  // Mamba-2 (mamba2 true): its sizes (tttlab/seq/mamba2_layer.hpp) and per-token vectors.
+  bool mamba2 = false;
+  Mamba2Config m2;
+  float *xbc = nullptr, *dtv = nullptr, *gm = nullptr, *nm = nullptr, *y_in = nullptr,
+        *y_mo = nullptr;
+  GemvScratch s_in, s_mo;
+  GemvPlan plan_in, plan_mo;
   float eps = 1e-6f, lam_scale = 1.0f;
   long tokens = 0;
 
@@ -165,6 +192,12 @@ struct CudaDecoder::Impl {
   }
 
   void build(const Model<float>& model);
+  void build_ttt_block(const std::map<std::string, HostTensor>& T, const std::string& sb,
+                       const GemvPlan& plan_cat, DecBlock& B);
+  void build_mamba2_block(const std::map<std::string, HostTensor>& T, const std::string& sb,
+                          DecBlock& B);
+  void enqueue_ttt(const DecBlock& B, int pos);
+  void enqueue_mamba2(const DecBlock& B);
   void enqueue_step(int pos);
   void run_step(int pos);
 };
@@ -200,7 +233,7 @@ std::vector<float> copy_of(const HostTensor& t) {
 void CudaDecoder::Impl::build(const Model<float>& model) {
   mc = model.config();
   if (const std::string why = cuda_decode_unsupported(mc); !why.empty()) throw std::invalid_argument(why);
-  tc = mc.ttt_layer_config();
+  mamba2 = mc.seq_layer == SeqLayerKind::Mamba2;
   D = mc.hidden_size;
   F = mc.intermediate_size;
   V = mc.vocab_size;
@@ -209,12 +242,20 @@ void CudaDecoder::Impl::build(const Model<float>& model) {
   b = mc.mini_batch_size;
   K = mc.conv_kernel;
   L = mc.num_hidden_layers;
-  mlp = mc.seq_layer == SeqLayerKind::TTTMLP;
-  hid = mlp ? tc.inner.mlp_expansion * d : d;
-  if (mlp && tc.inner.mlp_expansion != 4)
-    throw std::invalid_argument("CudaDecoder: the GPU's TTT-MLP decode needs a hidden width of 4d");
   eps = float(mc.rms_norm_eps);
-  lam_scale = float(tc.eta.base_lr) / float(d);
+  if (mamba2) {
+    m2 = mc.mamba2_config();
+    period = 1;
+  } else {
+    tc = mc.ttt_layer_config();
+    mlp = mc.seq_layer == SeqLayerKind::TTTMLP;
+    hid = mlp ? tc.inner.mlp_expansion * d : d;
+    if (mlp && tc.inner.mlp_expansion != 4)
+      throw std::invalid_argument(
+          "CudaDecoder: the GPU's TTT-MLP decode needs a hidden width of 4d");
+    lam_scale = float(tc.eta.base_lr) / float(d);
+    period = b;
+  }
 
   TTTLAB_CUDA_CHECK(cudaSetDevice(opt.device));
   cudaDeviceProp prop{};
@@ -237,28 +278,33 @@ void CudaDecoder::Impl::build(const Model<float>& model) {
     for (int c = 0; c < D; ++c) Et[std::size_t(c) * V + vv] = E.data[std::size_t(vv) * D + c];
   embed_t = upload_padded(Et.data(), plan_head);
   final_norm = upload(copy_of(need(T, "model.norm.weight", D)));
-  if (tc.rope) {
+  if (!mamba2 && tc.rope) {
     std::vector<float> cs(std::size_t(b) * (d / 2)), sn(cs.size());
     rope_tables(d, b, tc.rope_theta, cs.data(), sn.data());
     rope_cos = upload(cs);
     rope_sin = upload(sn);
   }
 
-  // Projection columns: q (or the shared u), k (without share_qk), v, the gate, θ_lr.
-  int ncat = 0;
-  const int off_q = ncat;
-  ncat += D;
-  const int off_k = tc.share_qk ? -1 : ncat;
-  if (!tc.share_qk) ncat += D;
-  const int off_v = ncat;
-  ncat += D;
-  const int off_g = tc.use_gate ? ncat : -1;
-  if (tc.use_gate) ncat += D;
-  const bool learned = tc.eta.gate == EtaGate::Learned;
-  const int off_lr = learned ? ncat : -1;
-  if (learned) ncat += H;
+  // Projection columns of a TTT layer: q (or the shared u), k (without share_qk), v, the gate, θ_lr.
+  GemvPlan plan_cat;
+  if (!mamba2) {
+    int ncat = 0;
+    off_q = ncat;
+    ncat += D;
+    off_k = tc.share_qk ? -1 : ncat;
+    if (!tc.share_qk) ncat += D;
+    off_v = ncat;
+    ncat += D;
+    off_g = tc.use_gate ? ncat : -1;
+    if (tc.use_gate) ncat += D;
+    off_lr = tc.eta.gate == EtaGate::Learned ? ncat : -1;
+    if (off_lr >= 0) ncat += H;
+    plan_cat = detail::gemv_plan(D, ncat, sms);
+  } else {
+    plan_in = detail::gemv_plan(D, m2.in_proj_width(), sms);
+    plan_mo = detail::gemv_plan(m2.d_inner(), D, sms);
+  }
 
-  const GemvPlan plan_cat = detail::gemv_plan(D, ncat, sms);
   for (int i = 0; i < L; ++i) {
     const std::string pre = "model.layers." + std::to_string(i) + ".";
     const std::string sb = pre + "seq_modeling_block.";
@@ -270,82 +316,10 @@ void CudaDecoder::Impl::build(const Model<float>& model) {
       B.hist_pre = zeros(std::size_t(std::max(K - 1, 1)) * D);
     }
     B.seq_norm = upload(copy_of(need(T, pre + "seq_norm.weight", D)));
-    // [D, ncat]: row k holds input feature k's weights to every projection column.
-    std::vector<float> cat(std::size_t(D) * ncat, 0.0f);
-    auto put = [&](const HostTensor& t, int off) {  // t [D, D] ([in, out])
-      for (int r = 0; r < D; ++r)
-        for (int c = 0; c < D; ++c) cat[std::size_t(r) * ncat + off + c] = t.data[std::size_t(r) * D + c];
-    };
-    put(need(T, sb + "q_proj.weight", long(D) * D), off_q);
-    if (!tc.share_qk) put(need(T, sb + "k_proj.weight", long(D) * D), off_k);
-    put(need(T, sb + "v_proj.weight", long(D) * D), off_v);
-    if (tc.use_gate) put(need(T, sb + "g_proj.weight", long(D) * D), off_g);
-    if (learned) {
-      const HostTensor& lw = need(T, sb + "learnable_ttt_lr_weight", long(H) * D);  // [H, D]
-      for (int hh = 0; hh < H; ++hh)
-        for (int r = 0; r < D; ++r) cat[std::size_t(r) * ncat + off_lr + hh] = lw.data[std::size_t(hh) * D + r];
-      B.lr_b = upload(copy_of(need(T, sb + "learnable_ttt_lr_bias", H)));
-    }
-    B.cat = plan_cat;
-    B.Wcat = upload_padded(cat.data(), plan_cat);
-    B.off_q = off_q;
-    B.off_k = off_k;
-    B.off_v = off_v;
-    B.off_g = off_g;
-    B.off_lr = off_lr;
-    if (tc.share_qk) {
-      B.conv_q_w = upload(copy_of(need(T, sb + "conv_q.weight", long(D) * K)));
-      B.conv_q_b = upload(copy_of(need(T, sb + "conv_q.bias", D)));
-      B.conv_k_w = upload(copy_of(need(T, sb + "conv_k.weight", long(D) * K)));
-      B.conv_k_b = upload(copy_of(need(T, sb + "conv_k.bias", D)));
-      B.hist_qk = zeros(std::size_t(std::max(K - 1, 1)) * D);
-    }
-    // τ exactly as the CPU layer computes it (float, from δ).
-    const HostTensor& delta = need(T, sb + "learnable_token_idx", b);
-    RowVec<float> dv(b);
-    for (int j = 0; j < b; ++j) dv(j) = delta.data[j];
-    const Vec<float> tau = token_index_scale<float>(tc.eta, dv);
-    B.tau = upload(std::vector<float>(tau.data(), tau.data() + b));
-    B.ln_w = upload(copy_of(need(T, sb + "ttt_norm_weight", long(H) * d)));
-    B.ln_b = upload(copy_of(need(T, sb + "ttt_norm_bias", long(H) * d)));
-    if (tc.post_norm) {
-      B.post_w = upload(copy_of(need(T, sb + "post_norm.weight", D)));
-      B.post_b = upload(copy_of(need(T, sb + "post_norm.bias", D)));
-    }
-    B.Wo = upload_padded(need(T, sb + "o_proj.weight", long(D) * D).data, plan_o);
-    // The inner state starts at W0 (per head, [H, d, hid] etc.); biases stay 0 with bias off.
-    std::vector<float> w1(std::size_t(H) * d * hid), b1(std::size_t(H) * hid, 0.0f);
-    std::vector<float> w2(mlp ? std::size_t(H) * hid * d : 0), b2(mlp ? std::size_t(H) * d : 0, 0.0f);
-    for (int hh = 0; hh < H; ++hh) {
-      // Appended rather than `"[" + std::to_string(hh)`: GCC 12 warns falsely (-Wrestrict) on that form.
-      std::string idx = "[";
-      idx += std::to_string(hh);
-      idx += ']';
-      const HostTensor& W1 = need(T, sb + "W1" + idx, long(d) * hid);
-      std::copy(W1.data, W1.data + std::size_t(d) * hid, w1.begin() + std::size_t(hh) * d * hid);
-      if (tc.inner.bias) {
-        const HostTensor& bb = need(T, sb + "b1" + idx, hid);
-        std::copy(bb.data, bb.data + hid, b1.begin() + std::size_t(hh) * hid);
-      }
-      if (mlp) {
-        const HostTensor& W2 = need(T, sb + "W2" + idx, long(hid) * d);
-        std::copy(W2.data, W2.data + std::size_t(hid) * d, w2.begin() + std::size_t(hh) * hid * d);
-        if (tc.inner.bias) {
-          const HostTensor& bb = need(T, sb + "b2" + idx, d);
-          std::copy(bb.data, bb.data + d, b2.begin() + std::size_t(hh) * d);
-        }
-      }
-    }
-    B.W1 = upload(w1);
-    B.b1 = upload(b1);
-    B.aW1 = zeros(w1.size());
-    B.ab1 = zeros(b1.size());
-    if (mlp) {
-      B.W2 = upload(w2);
-      B.b2 = upload(b2);
-      B.aW2 = zeros(w2.size());
-      B.ab2 = zeros(b2.size());
-    }
+    if (mamba2)
+      build_mamba2_block(T, sb, B);
+    else
+      build_ttt_block(T, sb, plan_cat, B);
     B.ffn_norm = upload(copy_of(need(T, pre + "ffn_norm.weight", D)));
     const HostTensor& wg = need(T, pre + "mlp.gate_proj.weight", long(D) * F);
     const HostTensor& wu = need(T, pre + "mlp.up_proj.weight", long(D) * F);
@@ -362,33 +336,140 @@ void CudaDecoder::Impl::build(const Model<float>& model) {
 
   h = zeros(D);
   a = zeros(D);
-  q = zeros(D);
-  k = zeros(D);
-  v = zeros(D);
-  gpre = zeros(D);
-  lam = zeros(H);
-  O = zeros(D);
-  Y = zeros(D);
-  y_cat = zeros(plan_cat.ld);
-  y_o = zeros(plan_o.ld);
+  if (mamba2) {
+    xbc = zeros(m2.conv_dim());
+    dtv = zeros(m2.heads());
+    gm = zeros(m2.d_inner());
+    nm = zeros(m2.d_inner());
+    y_in = zeros(plan_in.ld);
+    y_mo = zeros(plan_mo.ld);
+    s_in = scratch(plan_in);
+    s_mo = scratch(plan_mo);
+  } else {
+    q = zeros(D);
+    k = zeros(D);
+    v = zeros(D);
+    gpre = zeros(D);
+    lam = zeros(H);
+    O = zeros(D);
+    Y = zeros(D);
+    y_cat = zeros(plan_cat.ld);
+    y_o = zeros(plan_o.ld);
+    s_cat = scratch(plan_cat);
+    s_o = scratch(plan_o);
+  }
   y_gu = zeros(plan_gu.ld);
   y_down = zeros(plan_down.ld);
   y_head = zeros(plan_head.ld);
-  s_cat = scratch(plan_cat);
-  s_o = scratch(plan_o);
   s_gu = scratch(plan_gu);
   s_down = scratch(plan_down);
   s_head = scratch(plan_head);
   TTTLAB_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&token_dev), sizeof(int)));
   TTTLAB_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&logits_host), std::size_t(V) * sizeof(float)));
-  graphs.assign(b, nullptr);
+  graphs.assign(period, nullptr);
   TTTLAB_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
+void CudaDecoder::Impl::build_ttt_block(const std::map<std::string, HostTensor>& T,
+                                        const std::string& sb, const GemvPlan& plan_cat,
+                                        DecBlock& B) {
+  const int ncat = plan_cat.N;
+  // [D, ncat]: row k holds input feature k's weights to every projection column.
+  std::vector<float> cat(std::size_t(D) * ncat, 0.0f);
+  auto put = [&](const HostTensor& t, int off) {  // t [D, D] ([in, out])
+    for (int r = 0; r < D; ++r)
+      for (int c = 0; c < D; ++c)
+        cat[std::size_t(r) * ncat + off + c] = t.data[std::size_t(r) * D + c];
+  };
+  put(need(T, sb + "q_proj.weight", long(D) * D), off_q);
+  if (!tc.share_qk) put(need(T, sb + "k_proj.weight", long(D) * D), off_k);
+  put(need(T, sb + "v_proj.weight", long(D) * D), off_v);
+  if (tc.use_gate) put(need(T, sb + "g_proj.weight", long(D) * D), off_g);
+  if (off_lr >= 0) {
+    const HostTensor& lw = need(T, sb + "learnable_ttt_lr_weight", long(H) * D);  // [H, D]
+    for (int hh = 0; hh < H; ++hh)
+      for (int r = 0; r < D; ++r)
+        cat[std::size_t(r) * ncat + off_lr + hh] = lw.data[std::size_t(hh) * D + r];
+    B.lr_b = upload(copy_of(need(T, sb + "learnable_ttt_lr_bias", H)));
+  }
+  B.cat = plan_cat;
+  B.Wcat = upload_padded(cat.data(), plan_cat);
+  B.off_q = off_q;
+  B.off_k = off_k;
+  B.off_v = off_v;
+  B.off_g = off_g;
+  B.off_lr = off_lr;
+  if (tc.share_qk) {
+    B.conv_q_w = upload(copy_of(need(T, sb + "conv_q.weight", long(D) * K)));
+    B.conv_q_b = upload(copy_of(need(T, sb + "conv_q.bias", D)));
+    B.conv_k_w = upload(copy_of(need(T, sb + "conv_k.weight", long(D) * K)));
+    B.conv_k_b = upload(copy_of(need(T, sb + "conv_k.bias", D)));
+    B.hist_qk = zeros(std::size_t(std::max(K - 1, 1)) * D);
+  }
+  // τ exactly as the CPU layer computes it (float, from δ).
+  const HostTensor& delta = need(T, sb + "learnable_token_idx", b);
+  RowVec<float> dv(b);
+  for (int j = 0; j < b; ++j) dv(j) = delta.data[j];
+  const Vec<float> tau = token_index_scale<float>(tc.eta, dv);
+  B.tau = upload(std::vector<float>(tau.data(), tau.data() + b));
+  B.ln_w = upload(copy_of(need(T, sb + "ttt_norm_weight", long(H) * d)));
+  B.ln_b = upload(copy_of(need(T, sb + "ttt_norm_bias", long(H) * d)));
+  if (tc.post_norm) {
+    B.post_w = upload(copy_of(need(T, sb + "post_norm.weight", D)));
+    B.post_b = upload(copy_of(need(T, sb + "post_norm.bias", D)));
+  }
+  B.Wo = upload_padded(need(T, sb + "o_proj.weight", long(D) * D).data, plan_o);
+  // The inner state starts at W0 (per head, [H, d, hid] etc.); biases stay 0 with bias off.
+  std::vector<float> w1(std::size_t(H) * d * hid), b1(std::size_t(H) * hid, 0.0f);
+  std::vector<float> w2(mlp ? std::size_t(H) * hid * d : 0), b2(mlp ? std::size_t(H) * d : 0, 0.0f);
+  for (int hh = 0; hh < H; ++hh) {
+    // Appended rather than `"[" + std::to_string(hh)`: GCC 12 warns falsely (-Wrestrict) on that form.
+    std::string idx = "[";
+    idx += std::to_string(hh);
+    idx += ']';
+    const HostTensor& W1 = need(T, sb + "W1" + idx, long(d) * hid);
+    std::copy(W1.data, W1.data + std::size_t(d) * hid, w1.begin() + std::size_t(hh) * d * hid);
+    if (tc.inner.bias) {
+      const HostTensor& bb = need(T, sb + "b1" + idx, hid);
+      std::copy(bb.data, bb.data + hid, b1.begin() + std::size_t(hh) * hid);
+    }
+    if (mlp) {
+      const HostTensor& W2 = need(T, sb + "W2" + idx, long(hid) * d);
+      std::copy(W2.data, W2.data + std::size_t(hid) * d, w2.begin() + std::size_t(hh) * hid * d);
+      if (tc.inner.bias) {
+        const HostTensor& bb = need(T, sb + "b2" + idx, d);
+        std::copy(bb.data, bb.data + d, b2.begin() + std::size_t(hh) * d);
+      }
+    }
+  }
+  B.W1 = upload(w1);
+  B.b1 = upload(b1);
+  B.aW1 = zeros(w1.size());
+  B.ab1 = zeros(b1.size());
+  if (mlp) {
+    B.W2 = upload(w2);
+    B.b2 = upload(b2);
+    B.aW2 = zeros(w2.size());
+    B.ab2 = zeros(b2.size());
+  }
+}
+
+void CudaDecoder::Impl::build_mamba2_block(const std::map<std::string, HostTensor>& T,
+                                           const std::string& sb, DecBlock& B) {
+  const int di = m2.d_inner(), cd = m2.conv_dim(), Hm = m2.heads(), Km = m2.d_conv;
+  B.Win = upload_padded(need(T, sb + "in_proj.weight", long(D) * m2.in_proj_width()).data, plan_in);
+  B.m_conv_w = upload(copy_of(need(T, sb + "conv1d.weight", long(cd) * Km)));
+  B.m_conv_b = upload(copy_of(need(T, sb + "conv1d.bias", cd)));
+  B.m_hist = zeros(std::size_t(std::max(Km - 1, 1)) * cd);
+  B.dt_bias = upload(copy_of(need(T, sb + "dt_bias", Hm)));
+  B.A_log = upload(copy_of(need(T, sb + "A_log", Hm)));
+  B.Dskip = upload(copy_of(need(T, sb + "D", Hm)));
+  B.m_norm = upload(copy_of(need(T, sb + "norm.weight", di)));
+  B.Wmo = upload_padded(need(T, sb + "out_proj.weight", long(di) * D).data, plan_mo);
+  B.ssm = zeros(std::size_t(Hm) * m2.headdim * m2.d_state);
+}
+
 void CudaDecoder::Impl::enqueue_step(int pos) {
-  const TttOptions to{tc.inner.layer_norm, tc.inner.residual, tc.inner.bias,
-                      float(tc.inner.ln_eps)};
-  TttDims dims{1, H, 1, d, b};
   for (int i = 0; i < L; ++i) {
     const DecBlock& B = blocks[i];
     detail::BlockInArgs bi;
@@ -412,77 +493,125 @@ void CudaDecoder::Impl::enqueue_step(int pos) {
     bi.eps = eps;
     detail::decode_block_in(bi, stream);
 
-    detail::decode_gemv(B.cat, a, B.Wcat, s_cat, y_cat, stream);
-
-    detail::TttPrepArgs tp;
-    tp.P = Partials{y_cat, 1, B.cat.ld};
-    tp.off_q = B.off_q;
-    tp.off_k = B.off_k;
-    tp.off_v = B.off_v;
-    tp.off_g = B.off_g;
-    tp.off_lr = B.off_lr;
-    if (tc.share_qk) {
-      tp.conv_q_w = B.conv_q_w;
-      tp.conv_q_b = B.conv_q_b;
-      tp.conv_k_w = B.conv_k_w;
-      tp.conv_k_b = B.conv_k_b;
-      tp.hist = B.hist_qk;
-      tp.K = K;
-    }
-    tp.cos_t = rope_cos;
-    tp.sin_t = rope_sin;
-    tp.pos = pos;
-    tp.lr_b = B.lr_b;
-    tp.scale = lam_scale;
-    tp.q = q;
-    tp.k = k;
-    tp.v = v;
-    tp.gpre = tc.use_gate ? gpre : nullptr;
-    tp.lambda = lam;
-    tp.D = D;
-    tp.H = H;
-    tp.d = d;
-    detail::decode_ttt_prep(tp, stream);
-
-    // What both models' decode steps read; the state and its accumulators follow per model.
-    const TttDecodeInputs token{dims, to, q, k, v, lam, B.tau, B.ln_w, B.ln_b};
-    if (mlp) {
-      TttMlpDecodeArgs m;
-      static_cast<TttDecodeInputs&>(m) = token;
-      m.W1 = B.W1;
-      m.b1 = B.b1;
-      m.W2 = B.W2;
-      m.b2 = B.b2;
-      m.acc_W1 = B.aW1;
-      m.acc_b1 = B.ab1;
-      m.acc_W2 = B.aW2;
-      m.acc_b2 = B.ab2;
-      m.pos = pos;
-      m.o = O;
-      m.stream = stream;
-      ttt_mlp_decode_step(m);
+    // The mixer leaves its output as a product's partials; h += them below.
+    Partials mixed;
+    if (mamba2) {
+      enqueue_mamba2(B);
+      mixed = Partials{y_mo, 1, plan_mo.ld};
     } else {
-      TttLinearDecodeArgs l;
-      static_cast<TttDecodeInputs&>(l) = token;
-      l.W = B.W1;
-      l.b = B.b1;
-      l.acc_W = B.aW1;
-      l.acc_b = B.ab1;
-      l.pos = pos;
-      l.o = O;
-      l.stream = stream;
-      ttt_linear_decode_step(l);
+      enqueue_ttt(B, pos);
+      mixed = Partials{y_o, 1, plan_o.ld};
     }
-
-    detail::decode_post(O, B.post_w, B.post_b, float(tc.post_norm_eps), tc.use_gate ? gpre : nullptr, Y, D,
-                        stream);
-    detail::decode_gemv(plan_o, Y, B.Wo, s_o, y_o, stream);
-    detail::decode_add_norm(h, Partials{y_o, 1, plan_o.ld}, B.ffn_norm, eps, a, D, stream);
+    detail::decode_add_norm(h, mixed, B.ffn_norm, eps, a, D, stream);
     detail::decode_gemv(plan_gu, a, B.Wgu, s_gu, y_gu, stream);
     detail::decode_gemv_swiglu(plan_down, y_gu, B.Wdown, s_down, y_down, stream);
   }
   detail::decode_add_norm(h, Partials{y_down, 1, plan_down.ld}, final_norm, eps, a, D, stream);
   detail::decode_gemv(plan_head, a, embed_t, s_head, y_head, stream);
+}
+
+void CudaDecoder::Impl::enqueue_mamba2(const DecBlock& B) {
+  detail::decode_gemv(plan_in, a, B.Win, s_in, y_in, stream);
+  const Partials P{y_in, 1, plan_in.ld};
+  detail::Mamba2ConvArgs ca;
+  ca.proj = P;
+  ca.conv_w = B.m_conv_w;
+  ca.conv_b = B.m_conv_b;
+  ca.hist = B.m_hist;
+  ca.dt_bias = B.dt_bias;
+  ca.xbc = xbc;
+  ca.dt = dtv;
+  ca.di = m2.d_inner();
+  ca.cd = m2.conv_dim();
+  ca.K = m2.d_conv;
+  ca.H = m2.heads();
+  detail::decode_mamba2_conv(ca, stream);
+  detail::Mamba2SsmArgs sa;
+  sa.proj = P;
+  sa.xbc = xbc;
+  sa.dt = dtv;
+  sa.A_log = B.A_log;
+  sa.Dskip = B.Dskip;
+  sa.state = B.ssm;
+  sa.g = gm;
+  sa.di = m2.d_inner();
+  sa.N = m2.d_state;
+  sa.P = m2.headdim;
+  sa.H = m2.heads();
+  detail::decode_mamba2_ssm(sa, stream);
+  detail::decode_rms_scale(gm, B.m_norm, float(m2.norm_eps), nm, m2.d_inner(), stream);
+  detail::decode_gemv(plan_mo, nm, B.Wmo, s_mo, y_mo, stream);
+}
+
+void CudaDecoder::Impl::enqueue_ttt(const DecBlock& B, int pos) {
+  const TttOptions to{tc.inner.layer_norm, tc.inner.residual, tc.inner.bias,
+                      float(tc.inner.ln_eps)};
+  const TttDims dims{1, H, 1, d, b};
+  detail::decode_gemv(B.cat, a, B.Wcat, s_cat, y_cat, stream);
+
+  detail::TttPrepArgs tp;
+  tp.P = Partials{y_cat, 1, B.cat.ld};
+  tp.off_q = B.off_q;
+  tp.off_k = B.off_k;
+  tp.off_v = B.off_v;
+  tp.off_g = B.off_g;
+  tp.off_lr = B.off_lr;
+  if (tc.share_qk) {
+    tp.conv_q_w = B.conv_q_w;
+    tp.conv_q_b = B.conv_q_b;
+    tp.conv_k_w = B.conv_k_w;
+    tp.conv_k_b = B.conv_k_b;
+    tp.hist = B.hist_qk;
+    tp.K = K;
+  }
+  tp.cos_t = rope_cos;
+  tp.sin_t = rope_sin;
+  tp.pos = pos;
+  tp.lr_b = B.lr_b;
+  tp.scale = lam_scale;
+  tp.q = q;
+  tp.k = k;
+  tp.v = v;
+  tp.gpre = tc.use_gate ? gpre : nullptr;
+  tp.lambda = lam;
+  tp.D = D;
+  tp.H = H;
+  tp.d = d;
+  detail::decode_ttt_prep(tp, stream);
+
+  // What both models' decode steps read; the state and its accumulators follow per model.
+  const TttDecodeInputs token{dims, to, q, k, v, lam, B.tau, B.ln_w, B.ln_b};
+  if (mlp) {
+    TttMlpDecodeArgs m;
+    static_cast<TttDecodeInputs&>(m) = token;
+    m.W1 = B.W1;
+    m.b1 = B.b1;
+    m.W2 = B.W2;
+    m.b2 = B.b2;
+    m.acc_W1 = B.aW1;
+    m.acc_b1 = B.ab1;
+    m.acc_W2 = B.aW2;
+    m.acc_b2 = B.ab2;
+    m.pos = pos;
+    m.o = O;
+    m.stream = stream;
+    ttt_mlp_decode_step(m);
+  } else {
+    TttLinearDecodeArgs l;
+    static_cast<TttDecodeInputs&>(l) = token;
+    l.W = B.W1;
+    l.b = B.b1;
+    l.acc_W = B.aW1;
+    l.acc_b = B.ab1;
+    l.pos = pos;
+    l.o = O;
+    l.stream = stream;
+    ttt_linear_decode_step(l);
+  }
+
+  detail::decode_post(O, B.post_w, B.post_b, float(tc.post_norm_eps), tc.use_gate ? gpre : nullptr,
+                      Y, D, stream);
+  detail::decode_gemv(plan_o, Y, B.Wo, s_o, y_o, stream);
 }
 
 void CudaDecoder::Impl::run_step(int pos) {
@@ -543,7 +672,7 @@ void CudaDecoder::feed(std::span<const int> tokens, std::vector<float>& out) {
   std::copy(tokens.begin(), tokens.end(), s.token_host);
   for (std::size_t i = 0; i < tokens.size(); ++i) {
     TTTLAB_CUDA_CHECK(cudaMemcpyAsync(s.token_dev, s.token_host + i, sizeof(int), cudaMemcpyHostToDevice, s.stream));
-    s.run_step(static_cast<int>(s.tokens % s.b));
+    s.run_step(static_cast<int>(s.tokens % s.period));
     ++s.tokens;
   }
   TTTLAB_CUDA_CHECK(cudaMemcpyAsync(s.logits_host, s.y_head, std::size_t(s.V) * sizeof(float), cudaMemcpyDeviceToHost,

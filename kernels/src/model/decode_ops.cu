@@ -249,6 +249,69 @@ __global__ void __launch_bounds__(kRowThreads)
   for (int c = threadIdx.x; c < D; c += kRowThreads) a[c] = h[c] * r * w[c];
 }
 
+// Mamba-2's softplus: r itself above 20 (as the CPU layer, PyTorch and the reference's scan), else
+// log(1 + e^r) written so that it neither overflows nor loses precision for very negative r.
+__device__ __forceinline__ float mamba2_softplus(float r) {
+  if (r > 20.0f) return r;
+  return fmaxf(r, 0.0f) + log1pf(expf(-fabsf(r)));
+}
+
+__device__ __forceinline__ float mamba2_silu(float x) { return x * sigmoidf_(x); }
+
+// One thread per channel of xBC; threads below H also make dt.
+__global__ void mamba2_conv_kernel(Mamba2ConvArgs p) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c < p.H) p.dt[c] = mamba2_softplus(sum_partials(p.proj, p.di + p.cd + c) + p.dt_bias[c]);
+  if (c >= p.cd) return;
+  const int K = p.K;
+  const float u = sum_partials(p.proj, p.di + c);
+  const float* w = p.conv_w + std::size_t(c) * K;
+  float y = p.conv_b[c];  // the bias first, then the taps oldest first: the CPU's order
+  for (int j = 0; j + 1 < K; ++j) y += w[j] * p.hist[std::size_t(j) * p.cd + c];
+  y += w[K - 1] * u;
+  for (int j = 0; j + 2 < K; ++j)
+    p.hist[std::size_t(j) * p.cd + c] = p.hist[std::size_t(j + 1) * p.cd + c];
+  if (K > 1) p.hist[std::size_t(K - 2) * p.cd + c] = u;
+  p.xbc[c] = mamba2_silu(y);
+}
+
+// One CTA per head: warps over the state's rows p, lanes over its columns n; the read-out S_h C_t of
+// a row is a warp sum (fixed order: deterministic).
+constexpr int kSsmThreads = 256;
+__global__ void __launch_bounds__(kSsmThreads) mamba2_ssm_kernel(Mamba2SsmArgs a) {
+  const int h = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int P = a.P, N = a.N;
+  const float dt = a.dt[h];
+  const float decay = expf(dt * -expf(a.A_log[h]));
+  const float* xs = a.xbc + std::size_t(h) * P;
+  const float* B = a.xbc + a.di;
+  const float* C = a.xbc + a.di + N;
+  float* S = a.state + std::size_t(h) * P * N;
+  for (int r = warp; r < P; r += kSsmThreads / 32) {
+    const float dx = dt * xs[r];
+    float acc = 0.0f;
+    for (int n = lane; n < N; n += 32) {
+      float s = S[std::size_t(r) * N + n];
+      s = decay * s + dx * B[n];
+      S[std::size_t(r) * N + n] = s;
+      acc += s * C[n];
+    }
+    acc = warp_sum(acc);
+    if (lane == 0) {
+      const int c = h * P + r;
+      const float y = acc + a.Dskip[h] * xs[r];
+      a.g[c] = y * mamba2_silu(sum_partials(a.proj, c));
+    }
+  }
+}
+
+__global__ void __launch_bounds__(kRowThreads)
+    rms_scale_kernel(const float* g, const float* w, float eps, float* y, int n) {
+  float ss = 0.0f;
+  for (int c = threadIdx.x; c < n; c += kRowThreads) ss += g[c] * g[c];
+  const float r = rsqrtf(block_sum(ss) / float(n) + eps);
+  for (int c = threadIdx.x; c < n; c += kRowThreads) y[c] = g[c] * r * w[c];
+}
 
 }  // namespace
 
@@ -302,5 +365,22 @@ void decode_add_norm(float* h, Partials delta, const float* w, float eps, float*
   TTTLAB_CUDA_CHECK(cudaGetLastError());
 }
 
+void decode_mamba2_conv(const Mamba2ConvArgs& a, cudaStream_t stream) {
+  const int threads = 256;
+  const int n = std::max(a.cd, a.H);
+  mamba2_conv_kernel<<<(n + threads - 1) / threads, threads, 0, stream>>>(a);
+  TTTLAB_CUDA_CHECK(cudaGetLastError());
+}
+
+void decode_mamba2_ssm(const Mamba2SsmArgs& a, cudaStream_t stream) {
+  mamba2_ssm_kernel<<<a.H, kSsmThreads, 0, stream>>>(a);
+  TTTLAB_CUDA_CHECK(cudaGetLastError());
+}
+
+void decode_rms_scale(const float* g, const float* w, float eps, float* y, int n,
+                      cudaStream_t stream) {
+  rms_scale_kernel<<<1, kRowThreads, 0, stream>>>(g, w, eps, y, n);
+  TTTLAB_CUDA_CHECK(cudaGetLastError());
+}
 
 }  // namespace tttlab::kernels::detail

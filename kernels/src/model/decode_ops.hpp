@@ -100,4 +100,43 @@ void decode_post(const float* O, const float* post_w, const float* post_b, float
 // h += Σ delta; a = RMSNorm(h)·w (one CTA).
 void decode_add_norm(float* h, Partials delta, const float* w, float eps, float* a, int D, cudaStream_t stream);
 
+// Mamba-2's mixer for one token (tttlab/seq/mamba2_layer.hpp, the recurrent form; docs/MATH.md §8.8),
+// in three kernels around the two products a·in_proj and ·out_proj. `proj` is in_proj's output
+// [z | xBC | dt_raw] (z: d_inner columns, xBC: cd = d_inner + 2N, dt_raw: H).
+//
+// decode_mamba2_conv: per channel c of xBC, xbc[c] = silu(Σ_j w[c, j]·u_{t−K+1+j}[c] + b[c]) with the
+// rolling history hist [K−1, cd] (oldest row first, the inputs before the convolution) updated;
+// threads below H also make dt[h] = softplus(dt_raw[h] + dt_bias[h]) (r itself above r = 20).
+struct Mamba2ConvArgs {
+  Partials proj;
+  const float* conv_w = nullptr;   // [cd, K]
+  const float* conv_b = nullptr;   // [cd]
+  float* hist = nullptr;           // [K−1, cd]
+  const float* dt_bias = nullptr;  // [H]
+  float* xbc = nullptr;            // [cd]: [xs | B | C]
+  float* dt = nullptr;             // [H]
+  int di = 0, cd = 0, K = 1, H = 1;
+};
+void decode_mamba2_conv(const Mamba2ConvArgs& args, cudaStream_t stream);
+
+// decode_mamba2_ssm: one CTA per head h, the state S_h [P, N] (fp32, row-major, heads one after
+// another in `state`) updated in place and read out:
+//   S_h ← exp(dt_h·A_h)·S_h + (dt_h·xs_h) B_tᵀ,  y = S_h C_t + D_h·xs_h,  g = y ⊙ silu(z)
+// with A_h = −exp(A_log_h); g [d_inner] is the gated norm's input.
+struct Mamba2SsmArgs {
+  Partials proj;  // z at columns [0, d_inner)
+  const float* xbc = nullptr;
+  const float* dt = nullptr;
+  const float* A_log = nullptr;  // [H]
+  const float* Dskip = nullptr;  // [H]
+  float* state = nullptr;        // [H, P, N]
+  float* g = nullptr;            // [d_inner]
+  int di = 0, N = 0, P = 0, H = 1;
+};
+void decode_mamba2_ssm(const Mamba2SsmArgs& args, cudaStream_t stream);
+
+// y = g / sqrt(mean(g²) + eps) ⊙ w over n entries (one CTA): Mamba-2's gated RMSNorm after the gate.
+void decode_rms_scale(const float* g, const float* w, float eps, float* y, int n,
+                      cudaStream_t stream);
+
 }  // namespace tttlab::kernels::detail

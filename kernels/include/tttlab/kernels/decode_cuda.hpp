@@ -1,12 +1,15 @@
 // tttlab/kernels/decode_cuda.hpp — whole-model token decoding on the GPU (batch 1, fp32).
 //
 // CudaDecoder is the TokenDecoder (tttlab/model/decoder.hpp) of TTT-Linear and TTT-MLP models of both
-// backbones. It computes the function of the CPU engine's Model::forward fed one token at a time
-// (docs/MATH.md §8; the primal inner step of §6): embedding, per block [pre-conv,] RMSNorm, the TTT
-// layer (projections, [conv_q/conv_k,] RoPE at position t mod b, λ, the primal inner step of
-// ttt_linear_decode_step / ttt_mlp_decode_step, post-norm, [gate,] o_proj), SwiGLU, final RMSNorm
-// and the tied head. A prompt is prefilled through the same per-token step (exact; the prefix is
-// never run again). docs/KERNELS.md ("Decoding on the GPU") has the design and its measured speed.
+// backbones and of Mamba-2 models (Transformer backbone). It computes the function of the CPU
+// engine's Model::forward fed one token at a time (docs/MATH.md §8; the primal inner step of §6):
+// embedding, per block [pre-conv,] RMSNorm, the mixer, SwiGLU, final RMSNorm and the tied head. The
+// mixer is either the TTT layer (projections, [conv_q/conv_k,] RoPE at position t mod b, λ, the
+// primal inner step of ttt_linear_decode_step / ttt_mlp_decode_step, post-norm, [gate,] o_proj) or
+// Mamba-2's recurrent form (§8.8: in_proj, the causal conv with its history, silu, softplus(dt), the
+// per-head state S_h [P, N] in fp32, the gated RMSNorm, out_proj). A prompt is prefilled through the
+// same per-token step (exact; the prefix is never run again). docs/KERNELS.md ("Decoding on the
+// GPU") has the design and its measured speed.
 //
 // Results agree with the CPU engine to fp32 rounding (the sums run in another order), not bit for
 // bit; tests/kernels/test_decode_cuda.cpp states the tolerances. Runs are deterministic: no atomics.
@@ -38,15 +41,16 @@ namespace tttlab::kernels {
 
 struct CudaDecoderOptions {
   int device = 0;           // CUDA device ordinal
-  // One token's step is ~9 kernels per block; at batch 1 they are short, so launching them one by
-  // one costs more than running them. With cuda_graphs the step is captured once per mini-batch
-  // position (b graphs, made on first use) and replayed with one launch. Off: plain launches (for
-  // debugging and for the bench's comparison).
+  // One token's step is ~9 kernels per block (Mamba-2: 8); at batch 1 they are short, so launching
+  // them one by one costs more than running them. With cuda_graphs the step is captured once per
+  // mini-batch position (b graphs for TTT, one for Mamba-2, made on first use) and replayed with one
+  // launch. Off: plain launches (for debugging and for the bench's comparison).
   bool cuda_graphs = true;
 };
 
 // Why the GPU decoder cannot run this model, in one line ("" when it can): attention baselines,
-// mini_batch_size > 64, a head dim outside 16..128 or odd, conv_kernel > 16.
+// Mamba-2 on the Mamba-style backbone, and for TTT layers mini_batch_size > 64, a head dim outside
+// 16..128 or odd, conv_kernel > 16.
 std::string cuda_decode_unsupported(const ModelConfig& config);
 
 class CudaDecoder final : public TokenDecoder {
