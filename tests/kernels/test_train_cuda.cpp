@@ -528,7 +528,8 @@ TEST(TrainCuda, FiftyStepsFollowTheCpuLossCurve) {
 }
 
 // Mixed precision (kernels/gemm.hpp, GemmPrecision::Bf16): the tiny model of the test above, TTT-Linear,
-// TTT-MLP and softmax attention (whose mixer then runs on the bf16 tensor-core kernels), 50 steps with bf16 products against the same run with fp32 products on the GPU, with
+// TTT-MLP, softmax attention and linear attention (whose mixers then run on the bf16 tensor-core
+// kernels: flash_attention_*, chunked_linear_attention_*), 50 steps with bf16 products against the same run with fp32 products on the GPU, with
 // the tf32 test's bounds: every step's loss and the validation loss after training within 5e-3 nats,
 // the first step's loss within 1e-3 relative. bf16 rounds each operand to 8 significant bits (2^-9
 // ≈ 2e-3 relative), yet the products' fp32 sums average that down: measured on an H100, 2.6e-4 nats
@@ -540,7 +541,8 @@ TEST(TrainCuda, FiftyStepsFollowTheCpuLossCurve) {
 // bit. The 200-step Brown curves of docs/KERNELS.md run the same comparison at the `small` preset.
 TEST(TrainCuda, Bf16MixedPrecisionFollowsTheFp32Curve) {
   TTTLAB_REQUIRE_GPU();
-  for (SeqLayerKind kind : {SeqLayerKind::TTTLinear, SeqLayerKind::TTTMLP, SeqLayerKind::SoftmaxAttention}) {
+  for (SeqLayerKind kind : {SeqLayerKind::TTTLinear, SeqLayerKind::TTTMLP, SeqLayerKind::SoftmaxAttention,
+                            SeqLayerKind::LinearAttention}) {
     SCOPED_TRACE(to_string(kind));
     TrainConfig cfg = tiny_config(50);
     cfg.model.seq_layer = kind;
@@ -556,6 +558,8 @@ TEST(TrainCuda, Bf16MixedPrecisionFollowsTheFp32Curve) {
     std::printf("[ INFO     ] %s\n", gbf.device.c_str());
     if (kind == SeqLayerKind::SoftmaxAttention)  // head dim 32: the tensor-core kernels run
       EXPECT_NE(gbf.device.find("attention on tensor cores"), std::string::npos) << gbf.device;
+    if (kind == SeqLayerKind::LinearAttention)  // head dim 32: the chunked tensor-core kernels run
+      EXPECT_NE(gbf.device.find("linear attention chunked on tensor cores"), std::string::npos) << gbf.device;
     double mx = 0, mxtf = 0;
     bool differs_from_tf32 = false;
     for (std::size_t i = 0; i < g32.loss.size(); ++i) {
