@@ -11,6 +11,7 @@ events around each call (forward; forward + backward with a fixed upstream gradi
 the median and the min - max of --repeats runs. Prints a table and writes --json.
 
     python3 attention_peers.py --seq 2048 8192 32768 --json peers.json
+    python3 attention_peers.py --ops linear --seq 2048 8192 32768     # FLA only
 """
 import argparse
 import json
