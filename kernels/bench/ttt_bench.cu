@@ -704,6 +704,77 @@ void flash_rows(Bench& bench, int T) {
   }
 }
 
+// The tensor-core chunked linear attention (chunked_linear_attention_forward / _backward) at B, H, d
+// of the bench and sequence length T, inputs as flash_rows'. FLOPs per head as the chunk form does
+// them with chunks of C = 64: the forward's states Kᵀ V (2·T·d²), Q·S (2·T·d²) and the causal half
+// of the chunks' Q Kᵀ and its product with V (2·T·C·d), 4·T·d² + 2·T·C·d; the backward recomputes
+// S, forms G (2·T·d² each), and dQ, dK, dV (two state products and two half-chunk products each,
+// 3·(4·T·d² + 2·T·C·d) counted as executed), so fwd+bwd is 20·T·d² + 8·T·C·d. Floors: the forward
+// reads Q, K, V and writes O (bf16); the backward reads Q, K, V, dO and writes dQ, dK, dV (fp32).
+// Rows named "linear-attention ... bf16 chunked tensor cores", shape with its T.
+void chunked_linear_rows(Bench& bench, int T) {
+  const TttDims& D = bench.in().D;
+  const AttentionDims ad{D.batch, D.heads, T, D.head_dim};
+  if (!chunked_linear_attention_supported(ad)) return;
+  const std::size_t act = std::size_t(D.batch) * T * D.heads * D.head_dim;
+  const double bh = double(D.batch) * D.heads, d = D.head_dim;
+  const double fwd_flops = bh * T * (4 * d * d + 2 * 64.0 * d);
+  const double fb_flops = bh * T * (20 * d * d + 8 * 64.0 * d);
+  const std::string ashape = "B=" + std::to_string(D.batch) + " H=" + std::to_string(D.heads) +
+                             " T=" + std::to_string(T) + " d=" + std::to_string(D.head_dim);
+  const std::size_t wsb = chunked_linear_attention_backward_workspace_bytes(ad);
+  std::size_t free_b = 0, total_b = 0;
+  TTTLAB_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  const double need = double(act) * (5 * 2 + 3 * 4) + double(wsb);
+  if (need > 0.9 * double(free_b)) {
+    std::fprintf(stderr, "ttt_bench: linear attention at %s skipped: needs %.1f GB, %.1f GB free\n",
+                 ashape.c_str(), need / 1e9, double(free_b) / 1e9);
+    return;
+  }
+  Buf16 q(act), k(act), v(act), o(act), g(act);
+  {
+    Buf x(act);
+    const int r = D.batch * T, c = D.heads * D.head_dim;
+    std::uint32_t seed = 41;
+    for (Buf16* b : {&q, &k, &v, &g}) {
+      x.fill(seed++, -1.0f, 1.0f);
+      convert_to_bf16(x.p, r, c, c, b->p, c, nullptr);
+    }
+    TTTLAB_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  Buf dq(act), dk(act), dv(act), ws(floats_for(wsb));
+  ChunkedLinearAttentionForwardArgs af;
+  af.dims = ad;
+  af.Q = q.p;
+  af.K = k.p;
+  af.V = v.p;
+  af.O = o.p;
+  af.workspace = ws.p;
+  af.workspace_bytes = wsb;
+  ChunkedLinearAttentionBackwardArgs ab;
+  ab.dims = ad;
+  ab.Q = q.p;
+  ab.K = k.p;
+  ab.V = v.p;
+  ab.dO = g.p;
+  ab.dQ = dq.p;
+  ab.dK = dk.p;
+  ab.dV = dv.p;
+  ab.workspace = ws.p;
+  ab.workspace_bytes = wsb;
+  const double fwd_ms = bench.time([&] { chunked_linear_attention_forward(af); });
+  bench.add("linear-attention forward bf16 chunked tensor cores", fwd_ms, fwd_flops, 4.0 * act * 2, 0,
+            "", 0, &ashape);
+  if (bench.cfg().backward) {
+    const double fb_ms = bench.time([&] {
+      chunked_linear_attention_forward(af);
+      chunked_linear_attention_backward(ab);
+    });
+    bench.add("linear-attention fwd+bwd bf16 chunked tensor cores", fb_ms, fb_flops,
+              4.0 * act * 2 + 3.0 * act * 4, 0, "", 0, &ashape);
+  }
+}
+
 }  // namespace
 
 TttBenchReport ttt_bench(const TttBenchConfig& cfg) {
@@ -743,6 +814,9 @@ TttBenchReport ttt_bench(const TttBenchConfig& cfg) {
   flash_rows(bench, D.seq_len);
   for (int T : cfg.attention_lengths)
     if (T != D.seq_len) flash_rows(bench, T);
+  chunked_linear_rows(bench, D.seq_len);
+  for (int T : cfg.attention_lengths)
+    if (T != D.seq_len) chunked_linear_rows(bench, T);
   TTTLAB_CUDA_CHECK(cudaDeviceSynchronize());
   return rep;
 }

@@ -523,5 +523,212 @@ TEST(FlashAttention, ArgumentsAreChecked) {
   TTTLAB_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
+// ---- the tensor-core chunked linear attention (chunked_linear_attention_forward / _backward) -------
+// Against the fp64 CPU linear attention on the bf16-rounded inputs the kernel reads. What it rounds:
+// the chunks' prefix states S_c and G_c to bf16 (their running sums stay fp32), the masked Q Kᵀ and
+// dO Vᵀ tiles to bf16 where they enter their products (relative 2⁻⁹ per term), O to bf16 on output;
+// the accumulations are fp32. Linear attention has no normaliser, so O grows like √t: Q and K are
+// drawn with standard deviation d^(−1/4) (q·k of order 1) and the bounds are relative to max|ref|
+// (at least 1): O 1e-2, dQ, dK, dV 2e-2, with the measured worst case printed (a masking, chunk or
+// state-indexing error is O(1)). Shapes: d ∈ {32, 64, 128}, T around the chunk (64) and its multiples
+// and not a multiple of it, and T = 3000 (47 chunks: the states' rounding must not accumulate).
+std::vector<AttnCase> chunked_linear_cases() {
+  if (quick_mode()) return {{2, 2, 1, 32}, {1, 2, 130, 64}, {1, 1, 70, 128}};
+  std::vector<AttnCase> c;
+  for (int d : {32, 64, 128})
+    for (int T : {1, 2, 63, 64, 65, 127, 128, 129, 300, 1000}) {
+      const bool big = T >= 1000;
+      c.push_back({big ? 1 : 2, big ? 2 : 3, T, d});
+    }
+  c.push_back({1, 2, 3000, 64});
+  return c;
+}
+
+FlashOutputs run_chunked_linear(const AttnCase& k, const std::vector<std::uint16_t>& Q,
+                                const std::vector<std::uint16_t>& K,
+                                const std::vector<std::uint16_t>& V,
+                                const std::vector<std::uint16_t>& dO) {
+  const AttentionDims dims{k.B, k.H, k.T, k.d};
+  const std::size_t n = Q.size();
+  DeviceBuffer16 q(Q), kk(K), v(V), g(dO), o(n);
+  DeviceBuffer dq(n), dk(n), dv(n);
+  const std::size_t fws = chunked_linear_attention_forward_workspace_bytes(dims),
+                    bws = chunked_linear_attention_backward_workspace_bytes(dims);
+  DeviceBuffer16 ws((bws + 1) / 2);
+  o.poison();
+  ws.poison();
+  for (DeviceBuffer* b : {&dq, &dk, &dv}) b->poison();
+  ChunkedLinearAttentionForwardArgs f;
+  f.dims = dims;
+  f.Q = q.get();
+  f.K = kk.get();
+  f.V = v.get();
+  f.O = o.get();
+  f.workspace = ws.get();
+  f.workspace_bytes = fws;
+  chunked_linear_attention_forward(f);
+  ChunkedLinearAttentionBackwardArgs b;
+  b.dims = dims;
+  b.Q = q.get();
+  b.K = kk.get();
+  b.V = v.get();
+  b.dO = g.get();
+  b.dQ = dq.get();
+  b.dK = dk.get();
+  b.dV = dv.get();
+  b.workspace = ws.get();
+  b.workspace_bytes = bws;
+  chunked_linear_attention_backward(b);
+  TTTLAB_CUDA_CHECK(cudaDeviceSynchronize());
+  FlashOutputs out;
+  for (std::uint16_t x : o.download()) out.O.push_back(bf16_to_float(x));
+  out.dQ = dq.download();
+  out.dK = dk.download();
+  out.dV = dv.download();
+  return out;
+}
+
+struct Bf16Inputs {
+  std::vector<float> Q, K, V, dO;
+  std::vector<std::uint16_t> q16, k16, v16, g16;
+};
+
+Bf16Inputs linear_inputs(const AttnCase& k, std::mt19937_64& rng) {
+  const std::size_t n = std::size_t(k.B) * k.T * k.H * k.d;
+  const double qk = std::pow(double(k.d), -0.25);
+  Bf16Inputs in;
+  in.Q = rounded_to_bf16(randn_vec(n, rng, qk), in.q16);
+  in.K = rounded_to_bf16(randn_vec(n, rng, qk), in.k16);
+  in.V = rounded_to_bf16(randn_vec(n, rng, 1.0), in.v16);
+  in.dO = rounded_to_bf16(randn_vec(n, rng, 1.0), in.g16);
+  return in;
+}
+
+TEST(ChunkedLinearAttention, ForwardAndBackwardMatchTheCpuEngineOnBf16Inputs) {
+  TTTLAB_REQUIRE_GPU();
+  const std::uint64_t seed = test_seed();
+  std::mt19937_64 rng(seed);
+  double worst_o = 0, worst_g = 0;
+  for (const AttnCase& k : chunked_linear_cases()) {
+    const Bf16Inputs in = linear_inputs(k, rng);
+    const Reference ref = reference(AttentionKind::Linear, k, in.Q, in.K, in.V, in.dO);
+    const std::string name = "chunked " + case_name(AttentionKind::Linear, k);
+    SCOPED_TRACE(name + ", seed " + std::to_string(seed));
+    const FlashOutputs got = run_chunked_linear(k, in.q16, in.k16, in.v16, in.g16);
+    const ErrorStat eo = compare(got.O, ref.O, kFloor), eq = compare(got.dQ, ref.dQ, kFloor),
+                    ek = compare(got.dK, ref.dK, kFloor), ev = compare(got.dV, ref.dV, kFloor);
+    EXPECT_TRUE(within("O", eo, 1e-2, got.O, ref.O));
+    EXPECT_TRUE(within("dQ", eq, 2e-2, got.dQ, ref.dQ));
+    EXPECT_TRUE(within("dK", ek, 2e-2, got.dK, ref.dK));
+    EXPECT_TRUE(within("dV", ev, 2e-2, got.dV, ref.dV));
+    worst_o = std::max(worst_o, eo.rel);
+    worst_g = std::max({worst_g, eq.rel, ek.rel, ev.rel});
+    if (k.T >= 1000 || k.T == 1 || quick_mode())
+      std::printf("[ INFO     ] %-45s O %.1e dQ %.1e dK %.1e dV %.1e (x max|ref|)\n", name.c_str(),
+                  eo.rel, eq.rel, ek.rel, ev.rel);
+  }
+  std::printf("[ INFO     ] chunked linear worst relative error: O %.2e, gradients %.2e\n", worst_o,
+              worst_g);
+}
+
+TEST(ChunkedLinearAttention, IsDeterministic) {
+  TTTLAB_SEEDED_GPU_TEST();
+  const AttnCase k{2, 3, 300, 64};
+  const Bf16Inputs in = linear_inputs(k, rng);
+  const FlashOutputs a = run_chunked_linear(k, in.q16, in.k16, in.v16, in.g16),
+                     b = run_chunked_linear(k, in.q16, in.k16, in.v16, in.g16);
+  EXPECT_EQ(a.O, b.O);
+  EXPECT_EQ(a.dQ, b.dQ);
+  EXPECT_EQ(a.dK, b.dK);
+  EXPECT_EQ(a.dV, b.dV);
+}
+
+TEST(ChunkedLinearAttention, ArgumentsAreChecked) {
+  TTTLAB_REQUIRE_GPU();
+  const AttentionDims dims{2, 2, 70, 32};
+  const std::size_t n = 2 * 2 * 70 * 32;
+  const std::size_t fws = chunked_linear_attention_forward_workspace_bytes(dims),
+                    bws = chunked_linear_attention_backward_workspace_bytes(dims);
+  EXPECT_EQ(fws, 2u * 2 * 2 * 32 * 32 * 2);  // B·H·⌈70/64⌉ states of d² bf16
+  EXPECT_EQ(bws, 2 * fws);
+  DeviceBuffer16 q(n), k(n), v(n), o(n), g(n), ws(bws / 2);
+  DeviceBuffer dq(n), dk(n), dv(n);
+  auto fwd = [&] {
+    ChunkedLinearAttentionForwardArgs a;
+    a.dims = dims;
+    a.Q = q.get();
+    a.K = k.get();
+    a.V = v.get();
+    a.O = o.get();
+    a.workspace = ws.get();
+    a.workspace_bytes = fws;
+    return a;
+  };
+  auto bwd = [&] {
+    ChunkedLinearAttentionBackwardArgs a;
+    a.dims = dims;
+    a.Q = q.get();
+    a.K = k.get();
+    a.V = v.get();
+    a.dO = g.get();
+    a.dQ = dq.get();
+    a.dK = dk.get();
+    a.dV = dv.get();
+    a.workspace = ws.get();
+    a.workspace_bytes = bws;
+    return a;
+  };
+  EXPECT_NO_THROW(chunked_linear_attention_forward(fwd()));
+  EXPECT_NO_THROW(chunked_linear_attention_backward(bwd()));
+  for (int d : {16, 48, 256}) {
+    auto a = fwd();
+    a.dims.head_dim = d;
+    EXPECT_FALSE(chunked_linear_attention_supported(a.dims));
+    expect_refused([&] { chunked_linear_attention_forward(a); }, "head_dim must be 32, 64 or 128");
+  }
+  {
+    auto a = fwd();
+    a.dims.seq_len = 0;
+    expect_refused([&] { chunked_linear_attention_forward(a); }, "seq_len");
+  }
+  {
+    auto a = fwd();
+    a.K = nullptr;
+    expect_refused([&] { chunked_linear_attention_forward(a); }, "K is null");
+  }
+  {
+    auto a = fwd();
+    a.O = const_cast<std::uint16_t*>(a.V) + 8;
+    expect_refused([&] { chunked_linear_attention_forward(a); }, "O overlaps V");
+  }
+  {
+    auto a = fwd();
+    a.Q = a.Q + 1;  // 2 bytes off
+    expect_refused([&] { chunked_linear_attention_forward(a); }, "16-byte aligned");
+  }
+  {
+    auto a = fwd();
+    a.workspace_bytes -= 2;
+    expect_refused([&] { chunked_linear_attention_forward(a); }, "workspace has");
+  }
+  {
+    auto a = bwd();
+    a.workspace_bytes = fws;
+    expect_refused([&] { chunked_linear_attention_backward(a); }, "workspace has");
+  }
+  {
+    auto a = bwd();
+    a.dK = a.dQ;
+    expect_refused([&] { chunked_linear_attention_backward(a); }, "dQ overlaps dK");
+  }
+  {
+    auto a = bwd();
+    a.workspace = o.get();
+    a.dO = o.get();
+    expect_refused([&] { chunked_linear_attention_backward(a); }, "workspace overlaps dO");
+  }
+  TTTLAB_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
 }  // namespace
 }  // namespace tttlab::kernels::test

@@ -11,6 +11,7 @@ events around each call (forward; forward + backward with a fixed upstream gradi
 the median and the min - max of --repeats runs. Prints a table and writes --json.
 
     python3 attention_peers.py --seq 2048 8192 32768 --json peers.json
+    python3 attention_peers.py --ops linear --seq 2048 8192 32768     # FLA only
 """
 import argparse
 import json
@@ -89,6 +90,8 @@ def main():
     ap.add_argument("--seq", type=int, nargs="+", default=[2048])
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--ops", nargs="+", choices=["softmax", "linear"], default=["softmax", "linear"],
+                    help="which peers to time (softmax: SDPA; linear: FLA)")
     ap.add_argument("--json")
     a = ap.parse_args()
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}")
@@ -96,8 +99,10 @@ def main():
     for T in a.seq:
         # Fewer repeats where one call takes long; the spread is still reported.
         reps = max(5, a.repeats * 2048 // T) if T > 2048 else a.repeats
-        rows += sdpa_rows(a.batch, a.heads, T, a.dim, a.warmup, reps)
-        rows += fla_rows(a.batch, a.heads, T, a.dim, a.warmup, reps)
+        if "softmax" in a.ops:
+            rows += sdpa_rows(a.batch, a.heads, T, a.dim, a.warmup, reps)
+        if "linear" in a.ops:
+            rows += fla_rows(a.batch, a.heads, T, a.dim, a.warmup, reps)
         torch.cuda.empty_cache()
     for r in rows:
         f, fb = r["forward"], r["fwd+bwd"]

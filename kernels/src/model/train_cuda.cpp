@@ -235,6 +235,11 @@ struct CudaTrainBackend::Impl {
   // block (Block::QKV16); O written straight into its shadow (only products and the backward's δ read
   // O, so its fp32 buffer stays unwritten); dO rounded once, into attn16.
   bool flash = false;
+  // Linear attention likewise (`chunked_linear`): chunked_linear_attention_forward / _backward on bf16 Q, K,
+  // V (Block::QKV16, no RoPE), O into its shadow, dO rounded into attn16; the workspace holds the
+  // chunks' states.
+  bool chunked_linear = false;
+  bool attention16() const { return flash || chunked_linear; }  // bf16 Q, K, V kept per block
   DeviceArray<std::uint16_t> attn16;  // dO's bf16 copy [R, D]
   AttentionDims attn_dims() const { return AttentionDims{nseq, H, T, d}; }
   // The fields the attention forward's and backward's arguments share, for block k's projections
@@ -547,7 +552,7 @@ void CudaTrainBackend::Impl::allocate() {
       k.h_mid1 = k.h_in;
     }
     k.a_seq = alloc(RD);
-    if (flash && i > 0) {
+    if (attention16() && i > 0) {
       k.XQ = blocks.front().XQ;
       k.XK = blocks.front().XK;
       k.XV = blocks.front().XV;
@@ -556,7 +561,7 @@ void CudaTrainBackend::Impl::allocate() {
       k.XK = alloc(RD);
       k.XV = alloc(RD);
     }
-    if (flash) k.QKV16 = alloc16(3 * RD);
+    if (attention16()) k.QKV16 = alloc16(3 * RD);
     k.O = alloc(RD);
     if (!attention) {
       k.lam = alloc(std::size_t(Bmax) * H * T);
@@ -657,10 +662,11 @@ void CudaTrainBackend::Impl::allocate() {
     const AttentionDims ad{Bmax, H, T, d};
     for (int i = 0; i < L; ++i)
       attn_lse.push_back(attn_kind == AttentionKind::Softmax ? alloc(std::size_t(Bmax) * H * T) : nullptr);
-    attn_ws_bytes = flash ? flash_attention_backward_workspace_bytes(ad)
-                          : attention_backward_workspace_bytes(ad, attn_kind);
+    attn_ws_bytes = flash      ? flash_attention_backward_workspace_bytes(ad)
+                    : chunked_linear ? chunked_linear_attention_backward_workspace_bytes(ad)
+                               : attention_backward_workspace_bytes(ad, attn_kind);
     attn_ws.reset(attn_ws_bytes);
-    if (flash) attn16.reset(RD);
+    if (attention16()) attn16.reset(RD);
     if (attn_kind == AttentionKind::Softmax) {
       // SoftmaxAttentionLayer::forward_train rotates by the global positions 0..T−1 (rope_apply).
       upload_rope_tables(T, attn_rope_cos, attn_rope_sin);
@@ -1014,6 +1020,25 @@ void CudaTrainBackend::Impl::attention_mixer_forward(int i, const float* x, floa
   Block& k = blocks[i];
   const std::string pre = mixer(i);
   cudaStream_t st = stream;
+  if (chunked_linear) {
+    // Q, K, V only feed the kernel, in bf16: the projections write them in bf16 alone.
+    ChunkedLinearAttentionForwardArgs a;
+    a.dims = attn_dims();
+    const std::size_t rd = std::size_t(rows) * D;
+    linear16(x, p(pre + "q_proj.weight"), D, D, k.QKV16);
+    linear16(x, p(pre + "k_proj.weight"), D, D, k.QKV16 + rd);
+    linear16(x, p(pre + "v_proj.weight"), D, D, k.QKV16 + 2 * rd);
+    flash_qkv16(k, a.Q, a.K, a.V);
+    a.O = shadow_of(k.O);
+    a.workspace = attn_ws.get();
+    a.workspace_bytes = attn_ws_bytes;
+    a.stream = st;
+    begin(kInnerFwd);
+    chunked_linear_attention_forward(a);
+    end();
+    linear(k.O, p(pre + "o_proj.weight"), D, D, out);
+    return;
+  }
   linear(x, p(pre + "q_proj.weight"), D, D, k.XQ);
   linear(x, p(pre + "k_proj.weight"), D, D, k.XK);
   linear(x, p(pre + "v_proj.weight"), D, D, k.XV);
@@ -1080,6 +1105,24 @@ void CudaTrainBackend::Impl::attention_mixer_backward(int i, const float* x, con
     a.stream = st;
     begin(kInnerBwd);
     flash_attention_backward(a);
+    end();
+  } else if (chunked_linear) {
+    ChunkedLinearAttentionBackwardArgs a;
+    a.dims = attn_dims();
+    flash_qkv16(k, a.Q, a.K, a.V);
+    std::uint16_t* dO16 = attn16.get();
+    begin(kGemm);
+    convert_to_bf16(dO, rows, D, D, dO16, D, st);
+    end();
+    a.dO = dO16;
+    a.dQ = dXQ;
+    a.dK = dXK;
+    a.dV = dXV;
+    a.workspace = attn_ws.get();
+    a.workspace_bytes = attn_ws_bytes;
+    a.stream = st;
+    begin(kInnerBwd);
+    chunked_linear_attention_backward(a);
     end();
   } else {
     AttentionBackwardArgs a = attention_args<AttentionBackwardArgs>(k, soft ? k.O : nullptr,
@@ -1234,6 +1277,8 @@ CudaTrainBackend::CudaTrainBackend(const TrainBackendContext& ctx, const CudaTra
   s.beside = s.bf16 && !s.attention && !s.ttt_mlp;
   s.flash = s.bf16 && s.attention && s.attn_kind == AttentionKind::Softmax &&
             flash_attention_supported(AttentionDims{1, s.H, s.T, s.d});
+  s.chunked_linear = s.bf16 && s.attention && s.attn_kind == AttentionKind::Linear &&
+               chunked_linear_attention_supported(AttentionDims{1, s.H, s.T, s.d});
   if (s.beside) {
     TTTLAB_CUDA_CHECK(cudaStreamCreateWithPriority(&s.side_stream, cudaStreamNonBlocking, lowest));
     s.side_gemm = std::make_unique<Gemm>(s.side_stream, options.gemm, options.engine);
@@ -1267,7 +1312,9 @@ CudaTrainBackend::~CudaTrainBackend() {
 
 std::string CudaTrainBackend::describe() const {
   return "CUDA: " + m_impl->device_name + ", " + m_impl->gemm->describe() +
-         (m_impl->flash ? ", attention on tensor cores (bf16)" : "");
+         (m_impl->flash      ? ", attention on tensor cores (bf16)"
+          : m_impl->chunked_linear ? ", linear attention chunked on tensor cores (bf16)"
+                             : "");
 }
 
 std::int64_t CudaTrainBackend::step_count() const { return m_impl->step; }

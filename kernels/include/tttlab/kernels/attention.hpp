@@ -137,4 +137,59 @@ struct FlashAttentionBackwardArgs {
 };
 void flash_attention_backward(const FlashAttentionBackwardArgs& args);
 
+// ---- chunked linear attention on the tensor cores (bf16) ------------------------------------------
+// The causal linear attention above (O = tril(Q Kᵀ) V) in the chunk form, with bf16 operands on the
+// tensor cores (mma.sync m16n8k16, fp32 accumulation): what flash-linear-attention's
+// chunk_linear_attn computes (scale 1, no normaliser), and what a mixed-precision training step
+// runs. Q, K, V, O and dO are bf16 (16-bit patterns, as gemm.hpp's convert_to_bf16 writes them) in
+// the layout above; dQ, dK, dV are fp32. Same checks, stream and threading rules as above; every
+// pointer 16-byte aligned. Head dims 32, 64 and 128 only (chunked_linear_attention_supported); any
+// B, H and T ≥ 1 (T need not be a multiple of the chunk). Deterministic: no atomics.
+//
+// Chunks of C = 64 tokens; S_c = Σ_{chunks before c} K_c'ᵀ V_c' and G_c = Σ_{chunks after c}
+// Q_c'ᵀ dO_c' ([d, d] per head):
+//   O_c  = Q_c S_c + tril(Q_c K_cᵀ) V_c
+//   dQ_c = dO_c S_cᵀ + tril(dO_c V_cᵀ) K_c,  dK_c = V_c G_cᵀ + tril(dO_c V_cᵀ)ᵀ Q_c,
+//   dV_c = K_c G_c + tril(Q_c K_cᵀ)ᵀ dO_c.
+// A state kernel walks the chunks of a head in order (S; in reverse for G) with the running sum in
+// fp32 and writes every chunk's prefix state, rounded to bf16 (the operand the chunk products need),
+// to the workspace; then one block per chunk computes O (or dQ, dK, dV) from its tiles and its
+// states. The backward recomputes S rather than keeping the forward's. What is rounded: the prefix
+// states and the masked Q Kᵀ, dO Vᵀ tiles to bf16 where they enter a product (relative 2⁻⁹), O to
+// bf16 on output.
+//
+// WORKSPACE: [B·H, ⌈T/64⌉, d, d] bf16 states, once for the forward, twice (S and G) for the backward;
+// the forward's contents are not needed afterwards (the backward's workspace may be the same memory).
+bool chunked_linear_attention_supported(const AttentionDims& dims);  // head_dim ∈ {32, 64, 128}
+
+std::size_t chunked_linear_attention_forward_workspace_bytes(const AttentionDims& dims);
+std::size_t chunked_linear_attention_backward_workspace_bytes(const AttentionDims& dims);
+
+struct ChunkedLinearAttentionForwardArgs {
+  AttentionDims dims;
+  const std::uint16_t* Q = nullptr;  // [B, T, H·d] bf16
+  const std::uint16_t* K = nullptr;
+  const std::uint16_t* V = nullptr;
+  std::uint16_t* O = nullptr;  // [B, T, H·d] bf16, OVERWRITTEN; must not overlap Q, K, V
+  void* workspace = nullptr;   // chunked_linear_attention_forward_workspace_bytes(dims) bytes
+  std::size_t workspace_bytes = 0;
+  CUstream_st* stream = nullptr;
+};
+void chunked_linear_attention_forward(const ChunkedLinearAttentionForwardArgs& args);
+
+struct ChunkedLinearAttentionBackwardArgs {
+  AttentionDims dims;
+  const std::uint16_t* Q = nullptr;   // [B, T, H·d] bf16, as given to the forward
+  const std::uint16_t* K = nullptr;
+  const std::uint16_t* V = nullptr;
+  const std::uint16_t* dO = nullptr;  // ∂L/∂O, bf16
+  float* dQ = nullptr;  // [B, T, H·d] fp32, OVERWRITTEN; disjoint from everything else
+  float* dK = nullptr;
+  float* dV = nullptr;
+  void* workspace = nullptr;  // chunked_linear_attention_backward_workspace_bytes(dims) bytes
+  std::size_t workspace_bytes = 0;
+  CUstream_st* stream = nullptr;
+};
+void chunked_linear_attention_backward(const ChunkedLinearAttentionBackwardArgs& args);
+
 }  // namespace tttlab::kernels

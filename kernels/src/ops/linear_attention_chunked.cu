@@ -1,0 +1,568 @@
+// Causal linear attention in the chunk form on the tensor cores, bf16 operands and fp32
+// accumulation, forward and backward (see "Chunked linear attention" in tttlab/kernels/attention.hpp).
+//
+// With chunks of C = 64 tokens and S_c = Σ_{chunks before c} K_c'ᵀ V_c' ([d, d], row = key dim):
+//   O_c  = Q_c S_c + tril(Q_c K_cᵀ) V_c
+//   dQ_c = dO_c S_cᵀ + tril(dO_c V_cᵀ) K_c
+//   dK_c = V_c G_cᵀ + tril(dO_c V_cᵀ)ᵀ Q_c,   dV_c = K_c G_c + tril(Q_c K_cᵀ)ᵀ dO_c
+// with G_c = Σ_{chunks after c} Q_c'ᵀ dO_c' (docs/MATH.md §8.6, "In chunks"). Two kinds of
+// kernel:
+//   state   one block per (head, 32 value columns) walks the chunks in order (S) or in reverse (G),
+//           the running sum in fp32 accumulators, and writes each chunk's prefix rounded to bf16;
+//   chunk   one block per (chunk, head), fully parallel: the forward's O, or the backward's dQ, dK
+//           and dV, from the chunk's tiles and its prefix states.
+// The prefix is rounded to bf16 because it is an mma operand of the chunk kernels, which a bf16
+// mma needs; the running sum itself is never rounded, so the rounding does not accumulate along
+// the sequence (relative 2⁻⁹ per element of each S_c, as for every bf16 input).
+//
+// Every product is mma.sync m16n8k16 with ldmatrix operands. A warp owns 16 rows of its product; a
+// C-layout accumulator rounded to bf16 is the A fragment of the next product (the masked scores
+// never touch shared memory), as in flash_attention.cu, whose fragment helpers are repeated here.
+// Shared-memory tiles are row-major bf16, row stride W + 8 (no ldmatrix bank conflicts, 16-byte
+// aligned rows for cp.async). Rows past T are zero-filled, so they add nothing anywhere and are
+// never stored. No atomics: the results are the same bit for bit from run to run.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "common/cuda_check.hpp"
+#include "ttt/ttt_mma.cuh"
+#include "tttlab/kernels/attention.hpp"
+
+namespace tttlab::kernels {
+namespace {
+
+using detail::cp_async16;
+using detail::cp_async_commit;
+using detail::cp_async_wait;
+using detail::ldsm_x4_trans;
+using detail::mma_bf16;
+using detail::pack_bf16;
+using detail::mma_detail::ldsm_x4;
+
+constexpr int kChunk = 64;      // C
+constexpr int kThreads = 128;   // chunk kernels: 4 warps, 16 rows of the chunk each
+constexpr int kStateCols = 32;  // value columns of the state one state block owns
+// cp.async stages of the state kernel: its blocks are few and walk the chunks one after another, so
+// it is bound by the latency of its loads, which three chunks in flight hide.
+constexpr int kStages = 4;
+
+struct LinParams {
+  const std::uint16_t *Q, *K, *V, *dO;
+  std::uint16_t* O;
+  const std::uint16_t *S, *G;  // [B·H, NC, d, d] bf16: S_c and G_c, row = key (query) dim
+  float *dQ, *dK, *dV;
+  int H, T, NC;
+};
+
+__device__ __forceinline__ std::uint32_t smem_addr(const void* p) {
+  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// Rows r0 .. r0 + R − 1 (of T), W columns from G (row stride ld elements) into S[R][W + 8]; rows ≥ T
+// as zeros (cp.async reads nothing for them, but its address must still be valid: row 0's).
+template <int R, int W, int NT>
+__device__ __forceinline__ void load_rows(std::uint16_t* S, const std::uint16_t* G, int r0, int T,
+                                          long ld) {
+  constexpr int kPieces = W / 8;
+  for (int idx = threadIdx.x; idx < R * kPieces; idx += NT) {
+    const int r = idx / kPieces, c = (idx % kPieces) * 8;
+    const bool ok = r0 + r < T;
+    cp_async16(S + r * (W + 8) + c, G + long(ok ? r0 + r : 0) * ld + c, ok ? 16 : 0);
+  }
+}
+
+// A [16 × 16] fragment, rows row0.. and k-step ks, of a row-major tile.
+template <int LD>
+__device__ __forceinline__ void load_a(std::uint32_t (&a)[4], const std::uint16_t* S, int row0,
+                                       int ks, int lane) {
+  const int r = row0 + (lane & 7) + ((lane >> 3) & 1) * 8, c = ks * 16 + (lane >> 4) * 8;
+  ldsm_x4(a, smem_addr(S + r * LD + c));
+}
+
+// The A fragment of Xᵀ (rows m0.. of Xᵀ = columns m0.. of X, k-step ks = rows of X) for X row-major:
+// ldmatrix .trans of the 8 × 8 blocks (k 0–7 | 8–15) × (m 0–7 | 8–15) in a0..a3's order.
+template <int LD>
+__device__ __forceinline__ void load_a_trans(std::uint32_t (&a)[4], const std::uint16_t* S, int m0,
+                                             int ks, int lane) {
+  const int r = ks * 16 + (lane & 7) + ((lane >> 4) & 1) * 8, c = m0 + ((lane >> 3) & 1) * 8;
+  ldsm_x4_trans(a, smem_addr(S + r * LD + c));
+}
+
+// B fragments of n-tiles 2np, 2np + 1 at k-step ks for X·Yᵀ, Y row-major (a row of Y is a column of
+// the product).
+template <int LD>
+__device__ __forceinline__ void load_b_rows(std::uint32_t (&b)[4], const std::uint16_t* S, int np,
+                                            int ks, int lane) {
+  const int r = np * 16 + (lane & 7) + ((lane >> 4) << 3), c = ks * 16 + ((lane >> 3) & 1) * 8;
+  ldsm_x4(b, smem_addr(S + r * LD + c));
+}
+
+// B fragments of n-tiles 2np, 2np + 1 at k-step ks for X·Y, Y row-major (rows = the contraction).
+template <int LD>
+__device__ __forceinline__ void load_b_cols(std::uint32_t (&b)[4], const std::uint16_t* S, int np,
+                                            int ks, int lane) {
+  const int r = ks * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, c = np * 16 + (lane >> 4) * 8;
+  ldsm_x4_trans(b, smem_addr(S + r * LD + c));
+}
+
+// acc[16 × 8·NN] += A[rows arow0.., 16·KS] · Yᵀ; only the 16-column blocks np ∈ [lo, hi] (the rest
+// of acc is left as it is).
+template <int LD, int KS, int NN>
+__device__ __forceinline__ void mma_abt(float (&acc)[NN][4], const std::uint16_t* A, int arow0,
+                                        const std::uint16_t* Y, int lane, int lo = 0,
+                                        int hi = NN / 2 - 1) {
+#pragma unroll
+  for (int ks = 0; ks < KS; ++ks) {
+    std::uint32_t a[4];
+    load_a<LD>(a, A, arow0, ks, lane);
+#pragma unroll
+    for (int np = 0; np < NN / 2; ++np) {
+      if (np < lo || np > hi) continue;
+      std::uint32_t b[4];
+      load_b_rows<LD>(b, Y, np, ks, lane);
+      mma_bf16(acc[2 * np], a, b[0], b[1]);
+      mma_bf16(acc[2 * np + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+// acc[16 × 8·NN] += A[rows arow0.., 16·KS] · Y, Y row-major [16·KS, 8·NN].
+template <int LD, int KS, int NN>
+__device__ __forceinline__ void mma_ab(float (&acc)[NN][4], const std::uint16_t* A, int arow0,
+                                       const std::uint16_t* Y, int lane) {
+#pragma unroll
+  for (int ks = 0; ks < KS; ++ks) {
+    std::uint32_t a[4];
+    load_a<LD>(a, A, arow0, ks, lane);
+#pragma unroll
+    for (int np = 0; np < NN / 2; ++np) {
+      std::uint32_t b[4];
+      load_b_cols<LD>(b, Y, np, ks, lane);
+      mma_bf16(acc[2 * np], a, b[0], b[1]);
+      mma_bf16(acc[2 * np + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+// acc[16 × 8·NN] += P · Y, P [16 × 64] a C-layout fragment rounded to bf16 here, Y row-major [64, 8·NN];
+// only the 16-wide k-steps kk ∈ [lo, hi] (P is zero elsewhere).
+template <int LD, int NN>
+__device__ __forceinline__ void mma_p_y(float (&acc)[NN][4], const float (&p)[kChunk / 8][4],
+                                        const std::uint16_t* Y, int lane, int lo, int hi) {
+#pragma unroll
+  for (int kk = 0; kk < kChunk / 16; ++kk) {
+    if (kk < lo || kk > hi) continue;
+    const std::uint32_t a[4] = {pack_bf16(p[2 * kk][0], p[2 * kk][1]),
+                                pack_bf16(p[2 * kk][2], p[2 * kk][3]),
+                                pack_bf16(p[2 * kk + 1][0], p[2 * kk + 1][1]),
+                                pack_bf16(p[2 * kk + 1][2], p[2 * kk + 1][3])};
+#pragma unroll
+    for (int np = 0; np < NN / 2; ++np) {
+      std::uint32_t b[4];
+      load_b_cols<LD>(b, Y, np, kk, lane);
+      mma_bf16(acc[2 * np], a, b[0], b[1]);
+      mma_bf16(acc[2 * np + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+template <int N>
+__device__ __forceinline__ void zero(float (&x)[N][4]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) x[i][0] = x[i][1] = x[i][2] = x[i][3] = 0.f;
+}
+
+// The causal mask of a warp's 16 × 64 score fragment inside one chunk: rows 16·warp + (g, g + 8) of
+// the chunk. LOWER: keep column ≤ row (Q Kᵀ, dO Vᵀ as rows t); else keep column ≥ row (the
+// transposed products K Qᵀ, V dOᵀ as rows s).
+template <bool LOWER>
+__device__ __forceinline__ void mask_causal(float (&x)[kChunk / 8][4], int warp, int lane) {
+  const int g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int u = 0; u < kChunk / 8; ++u)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int col = 8 * u + 2 * t + (e & 1), row = 16 * warp + g + 8 * (e >> 1);
+      if (LOWER ? col > row : col < row) x[u][e] = 0.f;
+    }
+}
+
+// ---- state kernel ---------------------------------------------------------------------------------
+// Block (column block cb, head bh, pass z) of D/16 warps: warp w owns rows 16w .. 16w + 15 (key dims)
+// and the value columns 32·cb .. 32·cb + 31 of the state. Pass 0 (S: X, Y = K, V) walks the chunks
+// in order, pass 1 (G: X, Y = Q, dO) in reverse; the backward launches both passes at once (they are
+// independent, and each alone has few blocks). Chunk by chunk a block first writes the state it has,
+// the sum over the chunks already walked, as bf16 to Out[bh][c], then adds Xᵀ Y of the chunk. The
+// next chunks' tiles load (cp.async, kStages − 1 ahead) while this one is used.
+struct StatePass {
+  const std::uint16_t *X, *Y;
+  std::uint16_t* Out;
+};
+
+template <int D>
+__global__ void __launch_bounds__(2 * D)
+    state_kernel(StatePass fwd, StatePass rev, int H, int T, int NC) {
+  constexpr int NT = 2 * D, LX = D + 8, LY = kStateCols + 8, NN = kStateCols / 8;
+  extern __shared__ __align__(16) std::uint16_t smem[];
+  std::uint16_t* Xs = smem;                        // [kStages][kChunk][LX]
+  std::uint16_t* Ys = Xs + kStages * kChunk * LX;  // [kStages][kChunk][LY]
+  const bool reverse = blockIdx.z == 1;
+  const std::uint16_t* X = reverse ? rev.X : fwd.X;
+  const std::uint16_t* Y = reverse ? rev.Y : fwd.Y;
+  std::uint16_t* Out = reverse ? rev.Out : fwd.Out;
+  const int cb = int(blockIdx.x), bh = int(blockIdx.y), n = bh / H, h = bh % H;
+  const long ld = long(H) * D;
+  const long base = long(n) * T * ld + long(h) * D;
+  const int v0 = cb * kStateCols;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int m0 = 16 * warp;
+  auto chunk_of = [&](int i) { return reverse ? NC - 1 - i : i; };
+  auto load = [&](int i, int b) {
+    const int c0 = chunk_of(i) * kChunk;
+    load_rows<kChunk, D, NT>(Xs + b * kChunk * LX, X + base, c0, T, ld);
+    load_rows<kChunk, kStateCols, NT>(Ys + b * kChunk * LY, Y + base + v0, c0, T, ld);
+  };
+  // The last chunk walked adds to no state that is written: its tiles are never loaded. One cp.async
+  // group per chunk (empty past the end), kStages − 1 chunks ahead.
+  const int walked = NC - 1;
+#pragma unroll
+  for (int i = 0; i < kStages - 1; ++i) {
+    if (i < walked) load(i, i);
+    cp_async_commit();
+  }
+  float acc[NN][4];
+  zero(acc);
+  for (int i = 0; i < NC; ++i) {
+    const int b = i % kStages;
+    std::uint16_t* out = Out + (long(bh) * NC + chunk_of(i)) * D * D + v0;
+#pragma unroll
+    for (int u = 0; u < NN; ++u)
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+        *reinterpret_cast<std::uint32_t*>(out + (m0 + g + 8 * r) * D + 8 * u + 2 * t) =
+            pack_bf16(acc[u][2 * r], acc[u][2 * r + 1]);
+    if (i == walked) break;
+    cp_async_wait<kStages - 2>();  // chunk i's group has landed
+    __syncthreads();               // and every warp is done with the buffer loaded next
+    if (i + kStages - 1 < walked) load(i + kStages - 1, (i + kStages - 1) % kStages);
+    cp_async_commit();
+#pragma unroll
+    for (int ks = 0; ks < kChunk / 16; ++ks) {
+      std::uint32_t a[4];
+      load_a_trans<LX>(a, Xs + b * kChunk * LX, m0, ks, lane);
+#pragma unroll
+      for (int np = 0; np < NN / 2; ++np) {
+        std::uint32_t bb[4];
+        load_b_cols<LY>(bb, Ys + b * kChunk * LY, np, ks, lane);
+        mma_bf16(acc[2 * np], a, bb[0], bb[1]);
+        mma_bf16(acc[2 * np + 1], a, bb[2], bb[3]);
+      }
+    }
+  }
+  cp_async_wait<0>();
+}
+
+// ---- chunk kernels --------------------------------------------------------------------------------
+template <int D>
+constexpr std::size_t fwd_smem_bytes() {
+  return std::size_t(3 * kChunk + D) * (D + 8) * sizeof(std::uint16_t);
+}
+template <int D>
+constexpr std::size_t bwd_smem_bytes() {
+  return std::size_t(4 * kChunk + 2 * D) * (D + 8) * sizeof(std::uint16_t);
+}
+
+// O_c = Q_c S_c + tril(Q_c K_cᵀ) V_c; warp w owns the chunk's rows 16w .. 16w + 15, which see the
+// chunk's keys 0 .. 16w + 15 (16-blocks 0 .. w).
+template <int D>
+__global__ void __launch_bounds__(kThreads) forward_chunk_kernel(LinParams p) {
+  constexpr int LD = D + 8, KS = D / 16, ND = D / 8;
+  extern __shared__ __align__(16) std::uint16_t smem[];
+  std::uint16_t* Qs = smem;
+  std::uint16_t* Ks = Qs + kChunk * LD;
+  std::uint16_t* Vs = Ks + kChunk * LD;
+  std::uint16_t* Ss = Vs + kChunk * LD;  // [D][LD]
+  const int c = int(blockIdx.x), bh = int(blockIdx.y), n = bh / p.H, h = bh % p.H;
+  const long ld = long(p.H) * D;
+  const long base = long(n) * p.T * ld + long(h) * D;
+  const int c0 = c * kChunk;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  load_rows<kChunk, D, kThreads>(Qs, p.Q + base, c0, p.T, ld);
+  load_rows<kChunk, D, kThreads>(Ks, p.K + base, c0, p.T, ld);
+  load_rows<kChunk, D, kThreads>(Vs, p.V + base, c0, p.T, ld);
+  if (c > 0) load_rows<D, D, kThreads>(Ss, p.S + (long(bh) * p.NC + c) * D * D, 0, D, D);
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();
+
+  float o[ND][4], s[kChunk / 8][4];
+  zero(o);
+  zero(s);
+  if (c > 0) mma_ab<LD, KS, ND>(o, Qs, 16 * warp, Ss, lane);
+  mma_abt<LD, KS, kChunk / 8>(s, Qs, 16 * warp, Ks, lane, 0, warp);
+  mask_causal<true>(s, warp, lane);
+  mma_p_y<LD, ND>(o, s, Vs, lane, 0, warp);
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = c0 + 16 * warp + g + 8 * r;
+    if (row >= p.T) continue;
+    std::uint16_t* out = p.O + base + long(row) * ld;
+#pragma unroll
+    for (int u = 0; u < ND; ++u)
+      *reinterpret_cast<std::uint32_t*>(out + 8 * u + 2 * t) =
+          pack_bf16(o[u][2 * r], o[u][2 * r + 1]);
+  }
+}
+
+// Rows 16·warp + (g, g + 8) of a chunk's fp32 gradient [64, D] to global memory (rows < T).
+template <int ND>
+__device__ __forceinline__ void store_rows(float* G, const float (&x)[ND][4], int row0, int T,
+                                           long ld, int lane) {
+  const int g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = row0 + g + 8 * r;
+    if (row >= T) continue;
+    float* dst = G + long(row) * ld;
+#pragma unroll
+    for (int u = 0; u < ND; ++u)
+      *reinterpret_cast<float2*>(dst + 8 * u + 2 * t) = make_float2(x[u][2 * r], x[u][2 * r + 1]);
+  }
+}
+
+// dQ_c, dK_c, dV_c of one chunk, one after the other (one accumulator live at a time). Warp w owns
+// the chunk's rows 16w .. 16w + 15: as queries (dQ: keys 16-blocks 0 .. w) and as keys (dK, dV:
+// queries 16-blocks w .. 3).
+template <int D>
+__global__ void __launch_bounds__(kThreads) backward_chunk_kernel(LinParams p) {
+  constexpr int LD = D + 8, KS = D / 16, ND = D / 8, NS = kChunk / 8, last = kChunk / 16 - 1;
+  extern __shared__ __align__(16) std::uint16_t smem[];
+  std::uint16_t* Qs = smem;
+  std::uint16_t* Ks = Qs + kChunk * LD;
+  std::uint16_t* Vs = Ks + kChunk * LD;
+  std::uint16_t* dOs = Vs + kChunk * LD;
+  std::uint16_t* Ss = dOs + kChunk * LD;  // [D][LD]
+  std::uint16_t* Gs = Ss + D * LD;        // [D][LD]
+  const int c = int(blockIdx.x), bh = int(blockIdx.y), n = bh / p.H, h = bh % p.H;
+  const long ld = long(p.H) * D;
+  const long base = long(n) * p.T * ld + long(h) * D;
+  const int c0 = c * kChunk;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const bool first = c == 0, last_chunk = c == p.NC - 1;
+  load_rows<kChunk, D, kThreads>(Qs, p.Q + base, c0, p.T, ld);
+  load_rows<kChunk, D, kThreads>(Ks, p.K + base, c0, p.T, ld);
+  load_rows<kChunk, D, kThreads>(Vs, p.V + base, c0, p.T, ld);
+  load_rows<kChunk, D, kThreads>(dOs, p.dO + base, c0, p.T, ld);
+  const long soff = (long(bh) * p.NC + c) * D * D;
+  if (!first) load_rows<D, D, kThreads>(Ss, p.S + soff, 0, D, D);
+  if (!last_chunk) load_rows<D, D, kThreads>(Gs, p.G + soff, 0, D, D);
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();
+
+  const int row0 = c0 + 16 * warp;
+  float acc[ND][4], x[NS][4];
+  // dQ = dO Sᵀ + tril(dO Vᵀ) K
+  zero(acc);
+  zero(x);
+  if (!first) mma_abt<LD, KS, ND>(acc, dOs, 16 * warp, Ss, lane);
+  mma_abt<LD, KS, NS>(x, dOs, 16 * warp, Vs, lane, 0, warp);
+  mask_causal<true>(x, warp, lane);
+  mma_p_y<LD, ND>(acc, x, Ks, lane, 0, warp);
+  store_rows(p.dQ + base, acc, row0, p.T, ld, lane);
+  // dK = V Gᵀ + (V dOᵀ masked to queries ≥ key) Q
+  zero(acc);
+  zero(x);
+  if (!last_chunk) mma_abt<LD, KS, ND>(acc, Vs, 16 * warp, Gs, lane);
+  mma_abt<LD, KS, NS>(x, Vs, 16 * warp, dOs, lane, warp, last);
+  mask_causal<false>(x, warp, lane);
+  mma_p_y<LD, ND>(acc, x, Qs, lane, warp, last);
+  store_rows(p.dK + base, acc, row0, p.T, ld, lane);
+  // dV = K G + (K Qᵀ masked to queries ≥ key) dO
+  zero(acc);
+  zero(x);
+  if (!last_chunk) mma_ab<LD, KS, ND>(acc, Ks, 16 * warp, Gs, lane);
+  mma_abt<LD, KS, NS>(x, Ks, 16 * warp, Qs, lane, warp, last);
+  mask_causal<false>(x, warp, lane);
+  mma_p_y<LD, ND>(acc, x, dOs, lane, warp, last);
+  store_rows(p.dV + base, acc, row0, p.T, ld, lane);
+}
+
+// ---- host side ------------------------------------------------------------------------------------
+
+void require(bool ok, const std::string& msg) {
+  if (!ok) throw std::invalid_argument(msg);
+}
+
+void check_dims(const char* fn, const AttentionDims& d) {
+  const std::string f(fn);
+  require(d.batch >= 1 && d.heads >= 1 && d.seq_len >= 1,
+          f + ": batch, heads and seq_len must be >= 1 (got B=" + std::to_string(d.batch) +
+              " H=" + std::to_string(d.heads) + " T=" + std::to_string(d.seq_len) + ")");
+  require(chunked_linear_attention_supported(d),
+          f + ": head_dim must be 32, 64 or 128 (got " + std::to_string(d.head_dim) + ")");
+  require(double(d.batch) * d.seq_len * d.heads * d.head_dim < 9.0e18 && d.seq_len <= (1 << 30),
+          f + ": tensors too large");
+  require(double(d.batch) * d.heads <= 65535.0, f + ": batch·heads must be <= 65535 (grid limit)");
+}
+
+struct Range {
+  const void* p;
+  std::size_t bytes;
+  const char* name;
+};
+
+void check_ranges(const char* fn, const Range* ins, int nin, const Range* outs, int nout) {
+  const auto overlap = [](const Range& a, const Range& b) {
+    const auto pa = reinterpret_cast<std::uintptr_t>(a.p),
+               pb = reinterpret_cast<std::uintptr_t>(b.p);
+    return pa < pb + b.bytes && pb < pa + a.bytes;
+  };
+  for (int i = 0; i < nin + nout; ++i) {
+    const Range& r = i < nin ? ins[i] : outs[i - nin];
+    if (!r.p) throw std::invalid_argument(std::string(fn) + ": " + r.name + " is null");
+    require(reinterpret_cast<std::uintptr_t>(r.p) % 16 == 0,
+            std::string(fn) + ": " + r.name + " must be 16-byte aligned (cudaMalloc gives 256)");
+  }
+  for (int i = 0; i < nout; ++i) {
+    for (int j = 0; j < nin; ++j)
+      if (overlap(outs[i], ins[j]))
+        throw std::invalid_argument(std::string(fn) + ": " + outs[i].name + " overlaps " +
+                                    ins[j].name);
+    for (int j = i + 1; j < nout; ++j)
+      if (overlap(outs[i], outs[j]))
+        throw std::invalid_argument(std::string(fn) + ": " + outs[i].name + " overlaps " +
+                                    outs[j].name);
+  }
+}
+
+std::size_t elems(const AttentionDims& d) {
+  return std::size_t(d.batch) * d.seq_len * d.heads * d.head_dim;
+}
+int chunks(const AttentionDims& d) { return (d.seq_len + kChunk - 1) / kChunk; }
+std::size_t state_bytes(const AttentionDims& d) {
+  return std::size_t(d.batch) * d.heads * chunks(d) * d.head_dim * d.head_dim *
+         sizeof(std::uint16_t);
+}
+
+void check_workspace(const char* fn, std::size_t have, std::size_t need, const char* sizer) {
+  require(have >= need, std::string(fn) + ": workspace has " + std::to_string(have) +
+                            " bytes, needs " + std::to_string(need) + " (" + sizer + ")");
+}
+
+template <class Kernel>
+void launch(Kernel kernel, dim3 grid, std::size_t smem, cudaStream_t st, const LinParams& p) {
+  TTTLAB_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  kernel<<<grid, kThreads, smem, st>>>(p);
+  TTTLAB_CUDA_CHECK(cudaGetLastError());
+}
+
+// The S pass alone (passes = 1) or the S and G passes together (passes = 2).
+template <int D>
+void launch_state(const StatePass& fwd, const StatePass& rev, int passes, const LinParams& p,
+                  int bh, cudaStream_t st) {
+  const std::size_t smem =
+      std::size_t(kStages) * kChunk * (D + 8 + kStateCols + 8) * sizeof(std::uint16_t);
+  TTTLAB_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(state_kernel<D>),
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  state_kernel<D><<<dim3(D / kStateCols, bh, passes), 2 * D, smem, st>>>(fwd, rev, p.H, p.T, p.NC);
+  TTTLAB_CUDA_CHECK(cudaGetLastError());
+}
+
+template <int D>
+void forward_launch(LinParams p, std::uint16_t* S, int bh, cudaStream_t st) {
+  launch_state<D>(StatePass{p.K, p.V, S}, StatePass{}, 1, p, bh, st);
+  p.S = S;
+  launch(forward_chunk_kernel<D>, dim3(p.NC, bh), fwd_smem_bytes<D>(), st, p);
+}
+
+template <int D>
+void backward_launch(LinParams p, std::uint16_t* S, std::uint16_t* G, int bh, cudaStream_t st) {
+  launch_state<D>(StatePass{p.K, p.V, S}, StatePass{p.Q, p.dO, G}, 2, p, bh, st);
+  p.S = S;
+  p.G = G;
+  launch(backward_chunk_kernel<D>, dim3(p.NC, bh), bwd_smem_bytes<D>(), st, p);
+}
+
+LinParams make_params(const AttentionDims& d) {
+  LinParams p{};
+  p.H = d.heads;
+  p.T = d.seq_len;
+  p.NC = chunks(d);
+  return p;
+}
+
+}  // namespace
+
+bool chunked_linear_attention_supported(const AttentionDims& d) {
+  return d.head_dim == 32 || d.head_dim == 64 || d.head_dim == 128;
+}
+
+std::size_t chunked_linear_attention_forward_workspace_bytes(const AttentionDims& dims) {
+  check_dims("chunked_linear_attention_forward_workspace_bytes", dims);
+  return state_bytes(dims);
+}
+
+std::size_t chunked_linear_attention_backward_workspace_bytes(const AttentionDims& dims) {
+  check_dims("chunked_linear_attention_backward_workspace_bytes", dims);
+  return 2 * state_bytes(dims);
+}
+
+void chunked_linear_attention_forward(const ChunkedLinearAttentionForwardArgs& a) {
+  const char* fn = "chunked_linear_attention_forward";
+  check_dims(fn, a.dims);
+  const std::size_t nb = elems(a.dims) * 2, sb = state_bytes(a.dims);
+  check_workspace(fn, a.workspace_bytes, sb, "chunked_linear_attention_forward_workspace_bytes");
+  const Range ins[] = {{a.Q, nb, "Q"}, {a.K, nb, "K"}, {a.V, nb, "V"}};
+  const Range outs[] = {{a.O, nb, "O"}, {a.workspace, sb, "workspace"}};
+  check_ranges(fn, ins, 3, outs, 2);
+  LinParams p = make_params(a.dims);
+  p.Q = a.Q;
+  p.K = a.K;
+  p.V = a.V;
+  p.O = a.O;
+  auto* S = static_cast<std::uint16_t*>(a.workspace);
+  const int bh = a.dims.batch * a.dims.heads;
+  switch (a.dims.head_dim) {
+    case 32: forward_launch<32>(p, S, bh, a.stream); break;
+    case 64: forward_launch<64>(p, S, bh, a.stream); break;
+    default: forward_launch<128>(p, S, bh, a.stream); break;
+  }
+}
+
+void chunked_linear_attention_backward(const ChunkedLinearAttentionBackwardArgs& a) {
+  const char* fn = "chunked_linear_attention_backward";
+  check_dims(fn, a.dims);
+  const std::size_t nb = elems(a.dims) * 2, fb = elems(a.dims) * 4, sb = state_bytes(a.dims);
+  check_workspace(fn, a.workspace_bytes, 2 * sb,
+                  "chunked_linear_attention_backward_workspace_bytes");
+  const Range ins[] = {{a.Q, nb, "Q"}, {a.K, nb, "K"}, {a.V, nb, "V"}, {a.dO, nb, "dO"}};
+  const Range outs[] = {
+      {a.dQ, fb, "dQ"}, {a.dK, fb, "dK"}, {a.dV, fb, "dV"}, {a.workspace, 2 * sb, "workspace"}};
+  check_ranges(fn, ins, 4, outs, 4);
+  LinParams p = make_params(a.dims);
+  p.Q = a.Q;
+  p.K = a.K;
+  p.V = a.V;
+  p.dO = a.dO;
+  p.dQ = a.dQ;
+  p.dK = a.dK;
+  p.dV = a.dV;
+  auto* S = static_cast<std::uint16_t*>(a.workspace);
+  std::uint16_t* G = S + sb / sizeof(std::uint16_t);
+  const int bh = a.dims.batch * a.dims.heads;
+  switch (a.dims.head_dim) {
+    case 32: backward_launch<32>(p, S, G, bh, a.stream); break;
+    case 64: backward_launch<64>(p, S, G, bh, a.stream); break;
+    default: backward_launch<128>(p, S, G, bh, a.stream); break;
+  }
+}
+
+}  // namespace tttlab::kernels
