@@ -19,6 +19,7 @@
 // Seeds are fixed and printed (test_seed(); TTTLAB_TEST_SEED overrides).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -26,6 +27,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "../reference/reference_fixture.hpp"
@@ -267,9 +269,19 @@ TEST(Mamba2Cuda, ScanForwardAndBackwardMatchTheCpuInFp64) {
     expect_within("dB", got.dB, ref.dB, 1e-4, wb);
     expect_within("dC", got.dC, ref.dC, 1e-4, wb);
     expect_within("ddt_raw", got.ddt_raw, ref.ddt_raw, 1e-4, wb);
-    expect_within("ddt_bias", got.ddt_bias, ref.ddt_bias, 1e-4, wb);
-    expect_within("dA_log", got.dA_log, ref.dA_log, 1e-4, wb);
-    expect_within("dD", got.dD, ref.dD, 1e-4, wb);
+    // The three per-head gradients against their joint scale (1e-3 of it at least, as the whole
+    // step's test floors small tensors): dA_log is exactly 0 at T = 1 (no state before or after the
+    // only token), where the GPU's sums leave rounding of the size of the products they add.
+    double scale = 0;
+    for (const auto* v : {&ref.ddt_bias, &ref.dA_log, &ref.dD})
+      for (double x : *v) scale = std::max(scale, std::abs(x));
+    for (const auto& [what, g, r] :
+         {std::tuple{"ddt_bias", &got.ddt_bias, &ref.ddt_bias},
+          std::tuple{"dA_log", &got.dA_log, &ref.dA_log}, std::tuple{"dD", &got.dD, &ref.dD}}) {
+      const ErrorStat e = compare(*g, *r, 1e-3 * scale);
+      EXPECT_TRUE(within(what, e, 1e-4, *g, *r));
+      wb = std::max(wb, e.rel);
+    }
     const ScanGpu again = gpu_scan(in, 0.5f);
     EXPECT_EQ(again.Y, got.Y) << "two runs differ";
     EXPECT_EQ(again.dB, got.dB) << "two runs differ";

@@ -61,6 +61,22 @@ __device__ __forceinline__ void segment_sums(const float* sdt, float A, int L, f
   }
 }
 
+// Σ_k a[k·sa]·b[k·sb] over n terms in four independent partial sums: each inner loop of these kernels
+// is a dot product from shared memory, and with few warps per SM (the tiles fill it) one dependent
+// chain of FMAs would leave the load and FMA latencies exposed.
+__device__ __forceinline__ float dot(const float* a, int sa, const float* b, int sb, int n) {
+  float s0 = 0.f, s1 = 0.f, s2 = 0.f, s3 = 0.f;
+  int k = 0;
+  for (; k + 3 < n; k += 4) {
+    s0 += a[k * sa] * b[k * sb];
+    s1 += a[(k + 1) * sa] * b[(k + 1) * sb];
+    s2 += a[(k + 2) * sa] * b[(k + 2) * sb];
+    s3 += a[(k + 3) * sa] * b[(k + 3) * sb];
+  }
+  for (; k < n; ++k) s0 += a[k * sa] * b[k * sb];
+  return (s0 + s1) + (s2 + s3);
+}
+
 // Sum of v over the block's threads in a fixed order (red: kScanThreads floats); every thread gets it.
 __device__ float block_sum(float v, float* red) {
   red[threadIdx.x] = v;
@@ -110,9 +126,7 @@ __global__ void __launch_bounds__(kScanThreads) chunk_state_kernel(Mamba2ScanFor
   float* S = a.states + ((std::size_t(k.n) * H + k.h) * k.nc + k.c) * std::size_t(P) * N;
   for (int idx = threadIdx.x; idx < P * N; idx += blockDim.x) {
     const int p = idx / N, q = idx % N;
-    float s = 0.f;
-    for (int j = 0; j < k.L; ++j) s += sXw[j * (P + 1) + p] * sB[j * (N + 1) + q];
-    S[idx] = s;
+    S[idx] = dot(sXw + p, P + 1, sB + q, N + 1, k.L);
   }
   if (threadIdx.x == 0) a.decay[(std::size_t(k.n) * H + k.h) * k.nc + k.c] = expf(cs[k.L - 1]);
 }
@@ -170,9 +184,7 @@ __global__ void __launch_bounds__(kScanThreads) chunk_output_kernel(Mamba2ScanFo
     const int i = idx / k.L, j = idx % k.L;
     float g = 0.f;
     if (j <= i) {
-      float s = 0.f;
-      for (int q = 0; q < N; ++q) s += sC[i * (N + 1) + q] * sB[j * (N + 1) + q];
-      g = s * expf(cs[i] - cs[j]) * sdt[j];
+      g = dot(sC + i * (N + 1), 1, sB + j * (N + 1), 1, N) * expf(cs[i] - cs[j]) * sdt[j];
     }
     sG[i * (Q + 1) + j] = g;
   }
@@ -180,10 +192,8 @@ __global__ void __launch_bounds__(kScanThreads) chunk_output_kernel(Mamba2ScanFo
   const float Dh = a.D[k.h];
   for (int idx = threadIdx.x; idx < k.L * P; idx += blockDim.x) {
     const int i = idx / P, p = idx % P;
-    float y = 0.f;
-    for (int j = 0; j <= i; ++j) y += sG[i * (Q + 1) + j] * sX[j * (P + 1) + p];
-    float cs_p = 0.f;
-    for (int q = 0; q < N; ++q) cs_p += sC[i * (N + 1) + q] * sS[p * (N + 1) + q];
+    float y = dot(sG + i * (Q + 1), 1, sX + p, P + 1, i + 1);
+    const float cs_p = dot(sC + i * (N + 1), 1, sS + p * (N + 1), 1, N);
     y += e[i] * cs_p + Dh * sX[i * (P + 1) + p];
     a.Y[(k.row0 + i) * a.ld_y + k.h * P + p] = y;
   }
@@ -244,9 +254,7 @@ __global__ void __launch_bounds__(kScanThreads)
   float* out = dS + ((std::size_t(k.n) * H + k.h) * k.nc + k.c) * std::size_t(P) * N;
   for (int idx = threadIdx.x; idx < P * N; idx += blockDim.x) {
     const int p = idx / N, q = idx % N;
-    float s = 0.f;
-    for (int i = 0; i < k.L; ++i) s += sY[i * (P + 1) + p] * sC[i * (N + 1) + q];
-    out[idx] = s;
+    out[idx] = dot(sY + p, P + 1, sC + q, N + 1, k.L);
   }
 }
 
@@ -285,8 +293,8 @@ __global__ void __launch_bounds__(kScanThreads)
   float* sdS = sS + P * ln;    // [P][N+1]  dS
   float* sCB = sdS + P * ln;   // [Q][Q+1]  C_i·B_j (j ≤ i)
   float* sdGM = sCB + Q * lq;  // [Q][Q+1]  (dY_i·Xd_j)·L_ij (j ≤ i)
-  float* sM = sdGM + Q * lq;   // [Q][Q+1]  the mask L_ij = exp(cs_i − cs_j) (j ≤ i)
-  float* sdt = sM + Q * lq;
+  float* sG = sdGM + Q * lq;   // [Q][Q+1]  G = (C_i·B_j)·L_ij (j ≤ i)
+  float* sdt = sG + Q * lq;
   float* cs = sdt + Q;
   float* e = cs + Q;
   float* w = e + Q;
@@ -324,27 +332,22 @@ __global__ void __launch_bounds__(kScanThreads)
     const int i = idx / k.L, j = idx % k.L;
     float cb = 0.f, dg = 0.f, m = 0.f;
     if (j <= i) {
-      for (int q = 0; q < N; ++q) cb += sC[i * ln + q] * sB[j * ln + q];
-      float yx = 0.f;
-      for (int p = 0; p < P; ++p) yx += sdY[i * lp + p] * sX[j * lp + p];
+      cb = dot(sC + i * ln, 1, sB + j * ln, 1, N);
+      const float yx = dot(sdY + i * lp, 1, sX + j * lp, 1, P);
       m = expf(cs[i] - cs[j]);
       dg = yx * sdt[j] * m;
     }
     sCB[i * lq + j] = cb;
     sdGM[i * lq + j] = dg;
-    sM[i * lq + j] = m;
+    sG[i * lq + j] = cb * m;
   }
   __syncthreads();
   // Per (j, p): dXd = Gᵀ·dY + w_j·(B dSᵀ)[j, p]; the terms of ω and of the state's read.
   for (int idx = threadIdx.x; idx < k.L * P; idx += blockDim.x) {
     const int j = idx / P, p = idx % P;
-    float g = 0.f;
-    for (int i = j; i < k.L; ++i) g += sCB[i * lq + j] * sM[i * lq + j] * sdY[i * lp + p];
-    float bds = 0.f, csp = 0.f;
-    for (int q = 0; q < N; ++q) {
-      bds += sB[j * ln + q] * sdS[p * ln + q];
-      csp += sC[j * ln + q] * sS[p * ln + q];
-    }
+    const float g = dot(sG + j * lq + j, lq, sdY + j * lp + p, lp, k.L - j);
+    const float bds = dot(sB + j * ln, 1, sdS + p * ln, 1, N);
+    const float csp = dot(sC + j * ln, 1, sS + p * ln, 1, N);
     sdXd[j * lp + p] = g + w[j] * bds;
     sT1[j * lp + p] = sX[j * lp + p] * bds;
     sT2[j * lp + p] = sdY[j * lp + p] * csp;
@@ -356,23 +359,21 @@ __global__ void __launch_bounds__(kScanThreads)
   float* dCh = ws.dCh + std::size_t(k.h) * R * N;
   for (int idx = threadIdx.x; idx < k.L * N; idx += blockDim.x) {
     const int j = idx / N, q = idx % N;
-    float b = 0.f, c = 0.f;
-    for (int i = j; i < k.L; ++i) b += sdGM[i * lq + j] * sC[i * ln + q];
-    for (int i = 0; i <= j; ++i) c += sdGM[j * lq + i] * sB[i * ln + q];
-    float xs = 0.f, ys = 0.f;
-    for (int p = 0; p < P; ++p) {
-      xs += sX[j * lp + p] * sdS[p * ln + q];
-      ys += sdY[j * lp + p] * sS[p * ln + q];
-    }
+    const float b = dot(sdGM + j * lq + j, lq, sC + j * ln + q, ln, k.L - j);
+    const float c = dot(sdGM + j * lq, 1, sB + q, ln, j + 1);
+    const float xs = dot(sX + j * lp, 1, sdS + q, ln, P);
+    const float ys = dot(sdY + j * lp, 1, sS + q, ln, P);
     dBh[(k.row0 + j) * N + q] = b + w[j] * sdt[j] * xs;
     dCh[(k.row0 + j) * N + q] = c + e[j] * ys;
   }
   __syncthreads();
   // The segment sums' gradient, row by row.
   for (int i = threadIdx.x; i < k.L; i += blockDim.x) {
+    // R's row sum minus its column sum; R_ii is in both and cancels exactly, so it is left out
+    // (computed, an FMA would leave its rounding error where the difference is 0).
     float rr = 0.f;
-    for (int j = 0; j <= i; ++j) rr += sdGM[i * lq + j] * sCB[i * lq + j];
-    for (int m = i; m < k.L; ++m) rr -= sdGM[m * lq + i] * sCB[m * lq + i];
+    for (int j = 0; j < i; ++j) rr += sdGM[i * lq + j] * sCB[i * lq + j];
+    for (int m = i + 1; m < k.L; ++m) rr -= sdGM[m * lq + i] * sCB[m * lq + i];
     float om = 0.f, tm = 0.f, x = 0.f;
     for (int p = 0; p < P; ++p) {
       om += sT1[i * lp + p];
