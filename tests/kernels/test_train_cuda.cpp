@@ -600,13 +600,14 @@ TEST(TrainCuda, FiftyStepsFollowTheCpuLossCurve) {
 // bit. The 200-step Brown curves of docs/KERNELS.md run the same comparison at the `small` preset.
 TEST(TrainCuda, Bf16MixedPrecisionFollowsTheFp32Curve) {
   TTTLAB_REQUIRE_GPU();
-  for (SeqLayerKind kind :
-       {SeqLayerKind::TTTLinear, SeqLayerKind::TTTMLP, SeqLayerKind::SoftmaxAttention, SeqLayerKind::Mamba2}) {
+  for (SeqLayerKind kind : {SeqLayerKind::TTTLinear, SeqLayerKind::TTTMLP,
+                            SeqLayerKind::SoftmaxAttention, SeqLayerKind::Mamba2}) {
     SCOPED_TRACE(to_string(kind));
     TrainConfig cfg = tiny_config(50);
     cfg.model.seq_layer = kind;
     if (kind == SeqLayerKind::TTTMLP) cfg.model.ttt_base_lr = 0.1;
-    if (kind == SeqLayerKind::Mamba2) cfg.model.mamba_backbone = false;  // its block is the Transformer's
+    if (kind == SeqLayerKind::Mamba2)
+      cfg.model.mamba_backbone = false;  // its block is the Transformer's
     CudaTrainOptions fp32, tf32, bf16;
     fp32.gemm = GemmPrecision::Fp32;
     tf32.gemm = GemmPrecision::Tf32;
@@ -652,13 +653,14 @@ TEST(TrainCuda, Bf16MixedPrecisionFollowsTheFp32Curve) {
 // GPU runs agree bit for bit.
 TEST(TrainCuda, OtherMixersFollowTheCpuLossCurve) {
   TTTLAB_REQUIRE_GPU();
-  for (SeqLayerKind kind :
-       {SeqLayerKind::TTTMLP, SeqLayerKind::SoftmaxAttention, SeqLayerKind::LinearAttention, SeqLayerKind::Mamba2}) {
+  for (SeqLayerKind kind : {SeqLayerKind::TTTMLP, SeqLayerKind::SoftmaxAttention,
+                            SeqLayerKind::LinearAttention, SeqLayerKind::Mamba2}) {
     SCOPED_TRACE(to_string(kind));
     TrainConfig cfg = tiny_config(50);
     cfg.model.seq_layer = kind;
     if (kind == SeqLayerKind::TTTMLP) cfg.model.ttt_base_lr = 0.1;
-    if (kind == SeqLayerKind::Mamba2) cfg.model.mamba_backbone = false;  // its block is the Transformer's
+    if (kind == SeqLayerKind::Mamba2)
+      cfg.model.mamba_backbone = false;  // its block is the Transformer's
     const Curve cpu = train_curve(cfg, {});
     CudaTrainOptions fp32;
     fp32.gemm = GemmPrecision::Fp32;

@@ -220,14 +220,15 @@ void check(const Mamba2Config& cfg, const Mamba2Params<S>& p) {
 }  // namespace
 
 template <class S>
-void mamba2_scan_chunked(ConstMatRef<S> X, ConstMatRef<S> B, ConstMatRef<S> C, const Vec<S>& dt, S A, int Q,
-                         Mat<S>& state, MatRef<S> Y, std::vector<Mat<S>>* starts) {
+void mamba2_scan_chunked(ConstMatRef<S> X, ConstMatRef<S> B, ConstMatRef<S> C, const Vec<S>& dt,
+                         S A, int Q, Mat<S>& state, MatRef<S> Y, std::vector<Mat<S>>* starts) {
   scan_chunked<S>(X, B, C, dt, A, Q, state, Y, starts);
 }
 template <class S>
-void mamba2_scan_chunked_backward(ConstMatRef<S> X, ConstMatRef<S> B, ConstMatRef<S> C, const Vec<S>& dt, S A,
-                                  int Q, const std::vector<Mat<S>>& starts, ConstMatRef<S> dY, MatRef<S> dX,
-                                  MatRef<S> dB, MatRef<S> dC, Vec<S>& ddt, S& dA) {
+void mamba2_scan_chunked_backward(ConstMatRef<S> X, ConstMatRef<S> B, ConstMatRef<S> C,
+                                  const Vec<S>& dt, S A, int Q, const std::vector<Mat<S>>& starts,
+                                  ConstMatRef<S> dY, MatRef<S> dX, MatRef<S> dB, MatRef<S> dC,
+                                  Vec<S>& ddt, S& dA) {
   scan_chunked_backward<S>(X, B, C, dt, A, Q, starts, dY, dX, dB, dC, ddt, dA);
 }
 double mamba2_softplus(double r) { return softplus<double>(r); }
@@ -446,17 +447,19 @@ double Mamba2Layer<S>::forward_flops(long T) const {
 template void mamba2_scan_chunked<float>(ConstMatRef<float>, ConstMatRef<float>, ConstMatRef<float>,
                                          const Vec<float>&, float, int, Mat<float>&, MatRef<float>,
                                          std::vector<Mat<float>>*);
-template void mamba2_scan_chunked<double>(ConstMatRef<double>, ConstMatRef<double>, ConstMatRef<double>,
-                                          const Vec<double>&, double, int, Mat<double>&, MatRef<double>,
-                                          std::vector<Mat<double>>*);
-template void mamba2_scan_chunked_backward<float>(ConstMatRef<float>, ConstMatRef<float>, ConstMatRef<float>,
-                                                  const Vec<float>&, float, int, const std::vector<Mat<float>>&,
-                                                  ConstMatRef<float>, MatRef<float>, MatRef<float>, MatRef<float>,
-                                                  Vec<float>&, float&);
-template void mamba2_scan_chunked_backward<double>(ConstMatRef<double>, ConstMatRef<double>, ConstMatRef<double>,
-                                                   const Vec<double>&, double, int,
-                                                   const std::vector<Mat<double>>&, ConstMatRef<double>,
-                                                   MatRef<double>, MatRef<double>, MatRef<double>, Vec<double>&,
+template void mamba2_scan_chunked<double>(ConstMatRef<double>, ConstMatRef<double>,
+                                          ConstMatRef<double>, const Vec<double>&, double, int,
+                                          Mat<double>&, MatRef<double>, std::vector<Mat<double>>*);
+template void mamba2_scan_chunked_backward<float>(ConstMatRef<float>, ConstMatRef<float>,
+                                                  ConstMatRef<float>, const Vec<float>&, float, int,
+                                                  const std::vector<Mat<float>>&,
+                                                  ConstMatRef<float>, MatRef<float>, MatRef<float>,
+                                                  MatRef<float>, Vec<float>&, float&);
+template void mamba2_scan_chunked_backward<double>(ConstMatRef<double>, ConstMatRef<double>,
+                                                   ConstMatRef<double>, const Vec<double>&, double,
+                                                   int, const std::vector<Mat<double>>&,
+                                                   ConstMatRef<double>, MatRef<double>,
+                                                   MatRef<double>, MatRef<double>, Vec<double>&,
                                                    double&);
 template struct Mamba2Params<float>;
 template struct Mamba2Params<double>;

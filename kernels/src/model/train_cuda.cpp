@@ -108,8 +108,8 @@ std::string cuda_train_unsupported(const ModelConfig& m) {
     return {};
   }
   if (m.seq_layer != SeqLayerKind::TTTLinear && m.seq_layer != SeqLayerKind::TTTMLP)
-    return "the GPU trains ttt-linear, ttt-mlp, mamba2 and the attention baselines; " + to_string(m.seq_layer) +
-           " trains on the CPU (--device cpu)";
+    return "the GPU trains ttt-linear, ttt-mlp, mamba2 and the attention baselines; " +
+           to_string(m.seq_layer) + " trains on the CPU (--device cpu)";
   if (std::string why = detail::ttt_shape_unsupported(m.head_dim(), m.mini_batch_size,
                                                       "the GPU's TTT kernels need");
       !why.empty())
@@ -255,19 +255,22 @@ struct CudaTrainBackend::Impl {
   Mamba2LayerDims m2dims;
   float* m2_ws = nullptr;
   Mamba2Product m2_product() {
-    return [this](bool ta, bool tb, int M, int N, int Kd, const float* A, int lda, const float* Bm, int ldb,
-                  float* C, int ldc, bool accumulate) { mm(ta, tb, M, N, Kd, A, lda, Bm, ldb, C, ldc, accumulate); };
+    return [this](bool ta, bool tb, int M, int N, int Kd, const float* A, int lda, const float* Bm,
+                  int ldb, float* C, int ldc,
+                  bool accumulate) { mm(ta, tb, M, N, Kd, A, lda, Bm, ldb, C, ldc, accumulate); };
   }
   // The Mamba-2 parameters (and gradients) of block i.
   Mamba2LayerParams m2_params(int i) const {
     const std::string pre = mixer(i);
-    return {p(pre + "in_proj.weight"), p(pre + "conv1d.weight"), p(pre + "conv1d.bias"), p(pre + "dt_bias"),
-            p(pre + "A_log"),          p(pre + "D"),             p(pre + "norm.weight"), p(pre + "out_proj.weight")};
+    return {p(pre + "in_proj.weight"), p(pre + "conv1d.weight"),  p(pre + "conv1d.bias"),
+            p(pre + "dt_bias"),        p(pre + "A_log"),          p(pre + "D"),
+            p(pre + "norm.weight"),    p(pre + "out_proj.weight")};
   }
   Mamba2LayerGrads m2_grads(int i) const {
     const std::string pre = mixer(i);
-    return {g(pre + "in_proj.weight"), g(pre + "conv1d.weight"), g(pre + "conv1d.bias"), g(pre + "dt_bias"),
-            g(pre + "A_log"),          g(pre + "D"),             g(pre + "norm.weight"), g(pre + "out_proj.weight")};
+    return {g(pre + "in_proj.weight"), g(pre + "conv1d.weight"),  g(pre + "conv1d.bias"),
+            g(pre + "dt_bias"),        g(pre + "A_log"),          g(pre + "D"),
+            g(pre + "norm.weight"),    g(pre + "out_proj.weight")};
   }
   // The rows of the batch in flight.
   Mamba2LayerDims m2_batch() const {
@@ -669,8 +672,9 @@ void CudaTrainBackend::Impl::allocate() {
   // run one after the other on the stream).
   if (mamba2) m2_ws = alloc(mamba2_layer_workspace_floats(m2dims));
   ttt_ws_bytes = attention || mamba2 ? 0
-                 : ttt_mlp ? std::max(ttt_mlp_backward_workspace_bytes(dims, group), ttt_mlp_forward_workspace_bytes(dims))
-                           : ttt_linear_backward_workspace_bytes(dims, group);
+                 : ttt_mlp           ? std::max(ttt_mlp_backward_workspace_bytes(dims, group),
+                                                ttt_mlp_forward_workspace_bytes(dims))
+                                     : ttt_linear_backward_workspace_bytes(dims, group);
   ttt_ws.reset(ttt_ws_bytes);
   tokens.reset(R);
   targets.reset(R);
@@ -1204,8 +1208,8 @@ void CudaTrainBackend::Impl::backward() {
     if (attention)
       attention_mixer_backward(i, k.a_seq, dh, dh16_mix, da);
     else if (mamba2)
-      mamba2_layer_backward(m2_product(), m2_batch(), m2_params(i), k.a_seq, k.m2, dh, m2_grads(i), da, false,
-                            m2_ws, st);
+      mamba2_layer_backward(m2_product(), m2_batch(), m2_params(i), k.a_seq, k.m2, dh, m2_grads(i),
+                            da, false, m2_ws, st);
     else
       ttt_backward(i, k.a_seq, dh, dh16_mix, da);
     rms_norm_backward(

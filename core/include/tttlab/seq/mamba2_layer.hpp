@@ -85,12 +85,13 @@ enum class Mamba2Form { Recurrent, Chunked };
 // the last; Y [T, P] (without D·X) is overwritten; `starts`, when given, receives the state before each
 // chunk. The backward ADDS into dX, dB, dC, ddt and dA from dY [T, P] and the forward's `starts`.
 template <class S>
-void mamba2_scan_chunked(ConstMatRef<S> X, ConstMatRef<S> B, ConstMatRef<S> C, const Vec<S>& dt, S A, int Q,
-                         Mat<S>& state, MatRef<S> Y, std::vector<Mat<S>>* starts);
+void mamba2_scan_chunked(ConstMatRef<S> X, ConstMatRef<S> B, ConstMatRef<S> C, const Vec<S>& dt,
+                         S A, int Q, Mat<S>& state, MatRef<S> Y, std::vector<Mat<S>>* starts);
 template <class S>
-void mamba2_scan_chunked_backward(ConstMatRef<S> X, ConstMatRef<S> B, ConstMatRef<S> C, const Vec<S>& dt, S A,
-                                  int Q, const std::vector<Mat<S>>& starts, ConstMatRef<S> dY, MatRef<S> dX,
-                                  MatRef<S> dB, MatRef<S> dC, Vec<S>& ddt, S& dA);
+void mamba2_scan_chunked_backward(ConstMatRef<S> X, ConstMatRef<S> B, ConstMatRef<S> C,
+                                  const Vec<S>& dt, S A, int Q, const std::vector<Mat<S>>& starts,
+                                  ConstMatRef<S> dY, MatRef<S> dX, MatRef<S> dB, MatRef<S> dC,
+                                  Vec<S>& ddt, S& dA);
 // dt = mamba2_softplus(dt_raw + dt_bias) (r itself above 20, as the reference), and its derivative.
 double mamba2_softplus(double r);
 double mamba2_softplus_grad(double r);
