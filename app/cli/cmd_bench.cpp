@@ -496,12 +496,14 @@ void run_cuda(const BenchArgs& a, int device, const std::string& device_text) {
                 "one profiled step, ms: total: GEMM, mixer fwd, mixer bwd, rest");
   }
   Json tarr = Json::array();
-  for (const char* layer : {"ttt-linear", "ttt-mlp", "linear-attention", "softmax-attention"}) {
+  for (const char* layer : {"ttt-linear", "ttt-mlp", "linear-attention", "softmax-attention", "mamba2"}) {
     if (a.layer_given && a.layer != layer) continue;
+    // Mamba-2 sits in the Transformer block whatever --backbone says for the others.
+    const std::string backbone = std::string(layer) == "mamba2" ? "t" : a.backbone;
     for (const auto& gemm : {kernels::GemmPrecision::Tf32, kernels::GemmPrecision::Bf16, kernels::GemmPrecision::Fp32})
       for (int shape = 0; shape < 2; ++shape) {
-        const GpuRow r = shape == 0 ? bench_gpu_training("D256-L4", 256, 4, 16, 512, layer, a.backbone, gemm, 10)
-                                    : bench_gpu_training("D768-L12", 768, 12, 8, 2048, layer, a.backbone, gemm, 10);
+        const GpuRow r = shape == 0 ? bench_gpu_training("D256-L4", 256, 4, 16, 512, layer, backbone, gemm, 10)
+                                    : bench_gpu_training("D768-L12", 768, 12, 8, 2048, layer, backbone, gemm, 10);
         const kernels::GemmRate& c = gemm == kernels::GemmPrecision::Tf32 ? tf32 : gemm == kernels::GemmPrecision::Bf16 ? bf16 : fp32;
         tarr.push_back(training_json(r, c));
         if (!a.json) {
@@ -520,9 +522,10 @@ void run_cuda(const BenchArgs& a, int device, const std::string& device_text) {
   } else {
     std::printf("\nTFLOP/s: 3x the forward's matrix-product FLOPs (inner loop included) per second of a step; ceil%%: that\n"
                 "over the GEMM rate of the same precision measured above. mixer fwd, bwd: the TTT inner loop (TTT\n"
-                "layers) or the attention kernel (attention baselines). bf16 rows: `tttlab train --precision bf16`, the\n"
-                "matrix products with bf16 operands and fp32 accumulation, the TTT inner loop in tf32, everything else\n"
-                "fp32 but the SwiGLU's pre-activations (docs/KERNELS.md, \"Mixed precision\").\n");
+                "layers) or the attention kernel (attention baselines); Mamba-2's scan counts in the rest. bf16\n"
+                "rows: `tttlab train --precision bf16`, the matrix products with bf16 operands and fp32\n"
+                "accumulation, the TTT inner loop in tf32, everything else fp32 but the SwiGLU's pre-activations\n"
+                "(docs/KERNELS.md, \"Mixed precision\").\n");
   }
   set_exit_code(0);
 }

@@ -29,6 +29,9 @@
 // 1-2 cover the attention baselines too (softmax-attention, linear-attention): gradient cases on both
 //    backbones at fp32's 1e-4, and their own 50-step curves (OtherMixersFollowTheCpuLossCurve, with TTT-MLP).
 //    Mixed precision (bf16 products) against fp32 products on the GPU: Bf16MixedPrecisionFollowsTheFp32Curve.
+//    And Mamba-2 (Transformer backbone): gradient cases at fp32's 1e-4 over head dims, state sizes, chunk
+//    sizes (T not a multiple of the chunk), d_conv and expand, plus tf32 / bf16 products at their
+//    bounds; its 50-step curve beside the other mixers'.
 // 3. Checkpoints: a GPU run resumed on the GPU continues the same losses bit for bit; resumed on the
 //    CPU (and a CPU run on the GPU) it stays within the fp32 training tolerance (1e-3 nats).
 #include <gtest/gtest.h>
@@ -99,6 +102,52 @@ void add_attention_grad_cases(std::vector<GradCase>& c) {
     g.opt.gemm = GemmPrecision::Fp32;
     c.push_back(g);
   }
+}
+
+// Mamba-2 mixers (the Transformer backbone, which the layer needs): P = N = 16 with chunks of 8 at
+// T = 37 (a partial last chunk); the defaults P = N = Q = 64 at T = 100 (one full chunk and a partial
+// one); d_conv 3, expand 1 and chunks of 16 at T = 50; and the first with tf32 and bf16 products (the
+// bounds of the TTT cases: the scan itself stays fp32, only the projections change).
+void add_mamba2_grad_cases(std::vector<GradCase>& c) {
+  auto mamba2 = [](int D, int P, int N, int Q) {
+    ModelConfig m = base_model(false, D, 2, 8);
+    m.seq_layer = SeqLayerKind::Mamba2;
+    m.mamba2_headdim = P;
+    m.mamba2_d_state = N;
+    m.mamba2_chunk_size = Q;
+    m.max_position_embeddings = 128;
+    return m;
+  };
+  auto add = [&](std::string name, ModelConfig m, int T) {
+    GradCase g;
+    g.name = std::move(name);
+    g.model = m;
+    g.seq_len = T;
+    g.opt.gemm = GemmPrecision::Fp32;
+    c.push_back(g);
+  };
+  add("t, mamba2 P=16 N=16 Q=8 (8 heads), T=37", mamba2(64, 16, 16, 8), 37);
+  const GradCase first = c.back();
+  add("t, mamba2 P=64 N=64 Q=64, T=100", mamba2(64, 64, 64, 64), 100);
+  {
+    ModelConfig m = mamba2(48, 16, 32, 16);
+    m.mamba2_d_conv = 3;
+    m.mamba2_expand = 1;
+    m.num_attention_heads = 3;
+    add("t, mamba2 d_conv 3, expand 1, P=16 N=32 Q=16, T=50", m, 50);
+  }
+  GradCase g = first;
+  g.name += ", tf32";
+  g.opt.gemm = GemmPrecision::Tf32;
+  g.tol = 3e-2;
+  g.loss_tol = 1e-3;
+  c.push_back(g);
+  g = first;
+  g.name += ", bf16";
+  g.opt.gemm = GemmPrecision::Bf16;
+  g.tol = 1.2e-1;
+  g.loss_tol = 4e-3;
+  c.push_back(g);
 }
 
 std::vector<GradCase> grad_cases() {
@@ -214,6 +263,7 @@ std::vector<GradCase> grad_cases() {
     add(std::string(mlp_layer ? "mlp " : "") + "m, ttt_ln_eps 1e-2, b=16 d=64, T=40", m, 40);
   }
   add_attention_grad_cases(c);
+  add_mamba2_grad_cases(c);
   return c;
 }
 
@@ -323,6 +373,16 @@ TEST(TrainCuda, UnsupportedModelsAreRefusedWithAReason) {
   EXPECT_EQ(cuda_train_unsupported(m), "");
   m.seq_layer = SeqLayerKind::LinearAttention;
   EXPECT_EQ(cuda_train_unsupported(m), "");
+  {  // Mamba-2: the defaults (P = N = Q = 64) train on the GPU; beyond the scan's limits, a reason.
+    ModelConfig m2 = m;
+    m2.seq_layer = SeqLayerKind::Mamba2;
+    EXPECT_EQ(cuda_train_unsupported(m2), "");
+    m2.mamba2_chunk_size = 128;
+    EXPECT_NE(cuda_train_unsupported(m2).find("chunk size"), std::string::npos);
+    m2.mamba2_chunk_size = 64;
+    m2.mamba2_d_conv = 20;
+    EXPECT_NE(cuda_train_unsupported(m2).find("d_conv"), std::string::npos);
+  }
   {
     ModelConfig wide = m;
     wide.hidden_size = 512, wide.num_attention_heads = 2;  // d = 256
@@ -528,8 +588,10 @@ TEST(TrainCuda, FiftyStepsFollowTheCpuLossCurve) {
 }
 
 // Mixed precision (kernels/gemm.hpp, GemmPrecision::Bf16): the tiny model of the test above, TTT-Linear,
-// TTT-MLP, softmax attention and linear attention (whose mixers then run on the bf16 tensor-core
-// kernels: flash_attention_*, chunked_linear_attention_*), 50 steps with bf16 products against the same run with fp32 products on the GPU, with
+// TTT-MLP, Mamba-2 (bf16 projections around its fp32 scan), softmax attention and linear attention
+// (whose mixers then run on the bf16 tensor-core kernels: flash_attention_*,
+// chunked_linear_attention_*), 50 steps with bf16 products against the same run with fp32 products
+// on the GPU, with
 // the tf32 test's bounds: every step's loss and the validation loss after training within 5e-3 nats,
 // the first step's loss within 1e-3 relative. bf16 rounds each operand to 8 significant bits (2^-9
 // ≈ 2e-3 relative), yet the products' fp32 sums average that down: measured on an H100, 2.6e-4 nats
@@ -547,12 +609,13 @@ TEST(TrainCuda, FiftyStepsFollowTheCpuLossCurve) {
 TEST(TrainCuda, Bf16MixedPrecisionFollowsTheFp32Curve) {
   TTTLAB_REQUIRE_GPU();
   for (SeqLayerKind kind : {SeqLayerKind::TTTLinear, SeqLayerKind::TTTMLP, SeqLayerKind::SoftmaxAttention,
-                            SeqLayerKind::LinearAttention}) {
+                            SeqLayerKind::LinearAttention, SeqLayerKind::Mamba2}) {
     SCOPED_TRACE(to_string(kind));
     TrainConfig cfg = tiny_config(50);
     cfg.model.seq_layer = kind;
     if (kind == SeqLayerKind::TTTMLP) cfg.model.ttt_base_lr = 0.1;
     if (kind == SeqLayerKind::LinearAttention) cfg.lr = 3e-4;  // see above
+    if (kind == SeqLayerKind::Mamba2) cfg.model.mamba_backbone = false;  // its block is the Transformer's
     CudaTrainOptions fp32, tf32, bf16;
     fp32.gemm = GemmPrecision::Fp32;
     tf32.gemm = GemmPrecision::Tf32;
@@ -593,7 +656,8 @@ TEST(TrainCuda, Bf16MixedPrecisionFollowsTheFp32Curve) {
 }
 
 // The other mixers: the tiny model of the test above with TTT-MLP (η_base = 0.1, as the official
-// TTT-MLP) and with each attention baseline, 50 steps on the CPU and on the GPU (fp32 products) from
+// TTT-MLP), with each attention baseline and with Mamba-2 (its defaults: 4 heads of 64, N = 64, chunks
+// of 64), 50 steps on the CPU and on the GPU (fp32 products) from
 // one seed. Every step's loss within 1e-3 nats, the first step's and the validation loss before
 // training within 1e-5 relative (identical parameters), the validation loss after within 1e-3: the
 // bounds of the TTT-Linear test above, for the same reasons (fp32 rounding differences grow slowly
@@ -601,11 +665,14 @@ TEST(TrainCuda, Bf16MixedPrecisionFollowsTheFp32Curve) {
 // GPU runs agree bit for bit.
 TEST(TrainCuda, OtherMixersFollowTheCpuLossCurve) {
   TTTLAB_REQUIRE_GPU();
-  for (SeqLayerKind kind : {SeqLayerKind::TTTMLP, SeqLayerKind::SoftmaxAttention, SeqLayerKind::LinearAttention}) {
+  for (SeqLayerKind kind : {SeqLayerKind::TTTMLP, SeqLayerKind::SoftmaxAttention,
+                            SeqLayerKind::LinearAttention, SeqLayerKind::Mamba2}) {
     SCOPED_TRACE(to_string(kind));
     TrainConfig cfg = tiny_config(50);
     cfg.model.seq_layer = kind;
     if (kind == SeqLayerKind::TTTMLP) cfg.model.ttt_base_lr = 0.1;
+    if (kind == SeqLayerKind::Mamba2)
+      cfg.model.mamba_backbone = false;  // its block is the Transformer's
     const Curve cpu = train_curve(cfg, {});
     CudaTrainOptions fp32;
     fp32.gemm = GemmPrecision::Fp32;

@@ -219,6 +219,21 @@ void check(const Mamba2Config& cfg, const Mamba2Params<S>& p) {
 
 }  // namespace
 
+template <class S>
+void mamba2_scan_chunked(ConstMatRef<S> X, ConstMatRef<S> B, ConstMatRef<S> C, const Vec<S>& dt,
+                         S A, int Q, Mat<S>& state, MatRef<S> Y, std::vector<Mat<S>>* starts) {
+  scan_chunked<S>(X, B, C, dt, A, Q, state, Y, starts);
+}
+template <class S>
+void mamba2_scan_chunked_backward(ConstMatRef<S> X, ConstMatRef<S> B, ConstMatRef<S> C,
+                                  const Vec<S>& dt, S A, int Q, const std::vector<Mat<S>>& starts,
+                                  ConstMatRef<S> dY, MatRef<S> dX, MatRef<S> dB, MatRef<S> dC,
+                                  Vec<S>& ddt, S& dA) {
+  scan_chunked_backward<S>(X, B, C, dt, A, Q, starts, dY, dX, dB, dC, ddt, dA);
+}
+double mamba2_softplus(double r) { return softplus<double>(r); }
+double mamba2_softplus_grad(double r) { return softplus_grad<double>(r); }
+
 void Mamba2Config::validate() const {
   auto positive = [](int v, const char* name) {
     if (v <= 0) bad_mamba(std::string(name) + " must be positive, got " + std::to_string(v));
@@ -429,6 +444,23 @@ double Mamba2Layer<S>::forward_flops(long T) const {
   return double(T) * per_token;
 }
 
+template void mamba2_scan_chunked<float>(ConstMatRef<float>, ConstMatRef<float>, ConstMatRef<float>,
+                                         const Vec<float>&, float, int, Mat<float>&, MatRef<float>,
+                                         std::vector<Mat<float>>*);
+template void mamba2_scan_chunked<double>(ConstMatRef<double>, ConstMatRef<double>,
+                                          ConstMatRef<double>, const Vec<double>&, double, int,
+                                          Mat<double>&, MatRef<double>, std::vector<Mat<double>>*);
+template void mamba2_scan_chunked_backward<float>(ConstMatRef<float>, ConstMatRef<float>,
+                                                  ConstMatRef<float>, const Vec<float>&, float, int,
+                                                  const std::vector<Mat<float>>&,
+                                                  ConstMatRef<float>, MatRef<float>, MatRef<float>,
+                                                  MatRef<float>, Vec<float>&, float&);
+template void mamba2_scan_chunked_backward<double>(ConstMatRef<double>, ConstMatRef<double>,
+                                                   ConstMatRef<double>, const Vec<double>&, double,
+                                                   int, const std::vector<Mat<double>>&,
+                                                   ConstMatRef<double>, MatRef<double>,
+                                                   MatRef<double>, MatRef<double>, Vec<double>&,
+                                                   double&);
 template struct Mamba2Params<float>;
 template struct Mamba2Params<double>;
 template class Mamba2Layer<float>;

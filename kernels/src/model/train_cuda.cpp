@@ -23,6 +23,7 @@
 #include "ttt/ttt_host.hpp"
 #include "tttlab/kernels/attention.hpp"
 #include "tttlab/kernels/cuda_device.hpp"
+#include "tttlab/kernels/mamba2.hpp"
 #include "tttlab/kernels/nn_ops.hpp"
 #include "tttlab/kernels/ttt.hpp"
 #include "tttlab/model/model.hpp"
@@ -71,6 +72,22 @@ bool split_head_index(const std::string& name, std::string& key, int& head) {
   return true;
 }
 
+// The Mamba-2 layer's sizes for a batch of B sequences of T tokens.
+Mamba2LayerDims mamba2_dims(const ModelConfig& m, int B, int T) {
+  const Mamba2Config c = m.mamba2_config();
+  Mamba2LayerDims d;
+  d.batch = B;
+  d.seq_len = T;
+  d.width = c.width;
+  d.d_state = c.d_state;
+  d.d_conv = c.d_conv;
+  d.expand = c.expand;
+  d.headdim = c.headdim;
+  d.chunk = c.chunk_size;
+  d.norm_eps = float(c.norm_eps);
+  return d;
+}
+
 }  // namespace
 
 std::string cuda_train_unsupported(const ModelConfig& m) {
@@ -85,9 +102,14 @@ std::string cuda_train_unsupported(const ModelConfig& m) {
       return "the GPU's causal convolution needs conv_kernel <= 16, got " + std::to_string(m.conv_kernel);
     return {};
   }
+  if (m.seq_layer == SeqLayerKind::Mamba2) {
+    if (std::string why = mamba2_layer_unsupported(mamba2_dims(m, 1, 1)); !why.empty())
+      return why + "; use --device cpu";
+    return {};
+  }
   if (m.seq_layer != SeqLayerKind::TTTLinear && m.seq_layer != SeqLayerKind::TTTMLP)
-    return "the GPU trains ttt-linear, ttt-mlp and the attention baselines; " + to_string(m.seq_layer) +
-           " trains on the CPU (--device cpu)";
+    return "the GPU trains ttt-linear, ttt-mlp, mamba2 and the attention baselines; " +
+           to_string(m.seq_layer) + " trains on the CPU (--device cpu)";
   if (std::string why = detail::ttt_shape_unsupported(m.head_dim(), m.mini_batch_size,
                                                       "the GPU's TTT kernels need");
       !why.empty())
@@ -169,6 +191,8 @@ struct CudaTrainBackend::Impl {
     // The tensor-core attention (`flash`): bf16 Q and K after RoPE and V, [3][R, D], kept for the
     // backward; XQ, XK, XV are then one fp32 scratch set shared by the blocks.
     std::uint16_t* QKV16 = nullptr;
+    // Mamba-2 (`mamba2`): what its forward keeps for the backward (mamba2.hpp).
+    Mamba2LayerCache m2;
   };
   std::vector<Block> blocks;
   float* h_final = nullptr;
@@ -225,6 +249,35 @@ struct CudaTrainBackend::Impl {
   // Per block the forward keeps XQ, XK, XV (after RoPE) and O (the input of o_proj) in the Block's
   // buffers of the same names, and softmax's log-sum-exp rows here.
   bool attention = false;
+  // Mamba-2 mixers (Mamba2Layer): mamba2_layer_forward / _backward with the step's products; the
+  // backward's scratch is shared by the blocks.
+  bool mamba2 = false;
+  Mamba2LayerDims m2dims;
+  float* m2_ws = nullptr;
+  Mamba2Product m2_product() {
+    return [this](bool ta, bool tb, int M, int N, int Kd, const float* A, int lda, const float* Bm,
+                  int ldb, float* C, int ldc,
+                  bool accumulate) { mm(ta, tb, M, N, Kd, A, lda, Bm, ldb, C, ldc, accumulate); };
+  }
+  // The Mamba-2 parameters (and gradients) of block i.
+  Mamba2LayerParams m2_params(int i) const {
+    const std::string pre = mixer(i);
+    return {p(pre + "in_proj.weight"), p(pre + "conv1d.weight"),  p(pre + "conv1d.bias"),
+            p(pre + "dt_bias"),        p(pre + "A_log"),          p(pre + "D"),
+            p(pre + "norm.weight"),    p(pre + "out_proj.weight")};
+  }
+  Mamba2LayerGrads m2_grads(int i) const {
+    const std::string pre = mixer(i);
+    return {g(pre + "in_proj.weight"), g(pre + "conv1d.weight"),  g(pre + "conv1d.bias"),
+            g(pre + "dt_bias"),        g(pre + "A_log"),          g(pre + "D"),
+            g(pre + "norm.weight"),    g(pre + "out_proj.weight")};
+  }
+  // The rows of the batch in flight.
+  Mamba2LayerDims m2_batch() const {
+    Mamba2LayerDims d = m2dims;
+    d.batch = nseq;
+    return d;
+  }
   AttentionKind attn_kind = AttentionKind::Softmax;
   std::vector<float*> attn_lse;                          // per block, [Bmax, H, T]
   float *attn_rope_cos = nullptr, *attn_rope_sin = nullptr;  // [T, d/2]: positions 0..T−1
@@ -537,7 +590,7 @@ void CudaTrainBackend::Impl::allocate() {
   const std::size_t R = std::size_t(Bmax) * T;
   const std::size_t RD = R * D, RF = R * F;
   TttDims dims{Bmax, H, T, d, b};
-  n_ck = attention ? 0 : ttt_num_checkpoints(dims, group);
+  n_ck = attention || mamba2 ? 0 : ttt_num_checkpoints(dims, group);
   blocks.resize(L);
   float* h = alloc(RD);  // the embedding output = h_in of block 0
   for (int i = 0; i < L; ++i) {
@@ -552,7 +605,9 @@ void CudaTrainBackend::Impl::allocate() {
       k.h_mid1 = k.h_in;
     }
     k.a_seq = alloc(RD);
-    if (attention16() && i > 0) {
+    if (mamba2) {
+      k.m2 = mamba2_layer_cache(m2dims, alloc(mamba2_layer_cache_floats(m2dims)));
+    } else if (attention16() && i > 0) {
       k.XQ = blocks.front().XQ;
       k.XK = blocks.front().XK;
       k.XV = blocks.front().XV;
@@ -562,8 +617,8 @@ void CudaTrainBackend::Impl::allocate() {
       k.XV = alloc(RD);
     }
     if (attention16()) k.QKV16 = alloc16(3 * RD);
-    k.O = alloc(RD);
-    if (!attention) {
+    if (!mamba2) k.O = alloc(RD);
+    if (!attention && !mamba2) {
       k.lam = alloc(std::size_t(Bmax) * H * T);
       k.tau = alloc(b);
       // The post-norm's output Y: the o_proj input of the Transformer backbone. With the Mamba backbone
@@ -620,9 +675,11 @@ void CudaTrainBackend::Impl::allocate() {
   ws = alloc(ws_floats);
   // TTT-MLP: the forward's scratch (d = 128) and the backward's workspace share one buffer (the two
   // run one after the other on the stream).
-  ttt_ws_bytes = attention ? 0
-                 : ttt_mlp ? std::max(ttt_mlp_backward_workspace_bytes(dims, group), ttt_mlp_forward_workspace_bytes(dims))
-                           : ttt_linear_backward_workspace_bytes(dims, group);
+  if (mamba2) m2_ws = alloc(mamba2_layer_workspace_floats(m2dims));
+  ttt_ws_bytes = attention || mamba2 ? 0
+                 : ttt_mlp           ? std::max(ttt_mlp_backward_workspace_bytes(dims, group),
+                                                ttt_mlp_forward_workspace_bytes(dims))
+                                     : ttt_linear_backward_workspace_bytes(dims, group);
   ttt_ws.reset(ttt_ws_bytes);
   tokens.reset(R);
   targets.reset(R);
@@ -644,7 +701,7 @@ void CudaTrainBackend::Impl::allocate() {
     std::vector<std::pair<const float*, std::size_t>> shadowed;
     for (const Block& k : blocks) {
       shadowed.emplace_back(k.a_seq, RD);
-      shadowed.emplace_back(attention ? k.O : mamba ? k.Yg : k.Y, RD);
+      if (!mamba2) shadowed.emplace_back(attention ? k.O : mamba ? k.Yg : k.Y, RD);
       shadowed.emplace_back(k.a_ffn, RD);
       shadowed.emplace_back(k.Hd, RF);
     }
@@ -674,7 +731,7 @@ void CudaTrainBackend::Impl::allocate() {
     return;  // the TTT layers' RoPE tables below are not needed
   }
   // RoPE tables for positions 0..b−1 (t mod b).
-  upload_rope_tables(b, rope_cos, rope_sin);
+  if (!mamba2) upload_rope_tables(b, rope_cos, rope_sin);
 }
 
 void CudaTrainBackend::Impl::upload_params() {
@@ -874,6 +931,8 @@ void CudaTrainBackend::Impl::forward(bool train, float grad_scale) {
     }
     if (attention)
       attention_mixer_forward(i, k.a_seq, dx, train);
+    else if (mamba2)
+      mamba2_layer_forward(m2_product(), m2_batch(), m2_params(i), k.a_seq, k.m2, dx, st);
     else
       ttt_forward(i, k.a_seq, dx, train);
     add_rms_norm_to(k.h_mid1, dx, p(pre + "ffn_norm.weight"), k.h_mid2, k.a_ffn);
@@ -1191,6 +1250,9 @@ void CudaTrainBackend::Impl::backward() {
     // h_mid2 = h_mid1 + mixer(RMSNorm_seq(h_mid1))
     if (attention)
       attention_mixer_backward(i, k.a_seq, dh, dh16_mix, da);
+    else if (mamba2)
+      mamba2_layer_backward(m2_product(), m2_batch(), m2_params(i), k.a_seq, k.m2, dh, m2_grads(i),
+                            da, false, m2_ws, st);
     else
       ttt_backward(i, k.a_seq, dh, dh16_mix, da);
     rms_norm_backward(
@@ -1206,7 +1268,7 @@ void CudaTrainBackend::Impl::backward() {
     }
   }
   embedding_backward(emb_offsets.get(), emb_rows.get(), V, D, dh, g(E), st);
-  if (!attention && !mc.learnable_w0) {
+  if (!attention && !mamba2 && !mc.learnable_w0) {
     // W0 is fixed at zero in this variant: drop its gradient (model.cpp does the same).
     for (int i = 0; i < L; ++i) {
       const std::string pre = mixer(i);
@@ -1256,6 +1318,8 @@ CudaTrainBackend::CudaTrainBackend(const TrainBackendContext& ctx, const CudaTra
   s.ttt_mlp = s.mc.seq_layer == SeqLayerKind::TTTMLP;
   s.group = std::max(1, s.mc.scan_checkpoint_group_size);
   s.attention = s.mc.seq_layer == SeqLayerKind::LinearAttention || s.mc.seq_layer == SeqLayerKind::SoftmaxAttention;
+  s.mamba2 = s.mc.seq_layer == SeqLayerKind::Mamba2;
+  if (s.mamba2) s.m2dims = mamba2_dims(s.mc, s.Bmax, s.T);
   s.attn_kind = s.mc.seq_layer == SeqLayerKind::LinearAttention ? AttentionKind::Linear : AttentionKind::Softmax;
 
   const CudaQuery q = query_cuda_devices();
@@ -1274,7 +1338,7 @@ CudaTrainBackend::CudaTrainBackend(const TrainBackendContext& ctx, const CudaTra
   // TTT-Linear only: beside the TTT-MLP backward (whose carry lives in L2, which the products'
   // operands then stream through) the bf16 step measured no faster, and slower with the carry pinned
   // in an L2 set-aside (docs/history/kernels-notebook.md has the runs).
-  s.beside = s.bf16 && !s.attention && !s.ttt_mlp;
+  s.beside = s.bf16 && !s.attention && !s.ttt_mlp && !s.mamba2;
   s.flash = s.bf16 && s.attention && s.attn_kind == AttentionKind::Softmax &&
             flash_attention_supported(AttentionDims{1, s.H, s.T, s.d});
   s.chunked_linear = s.bf16 && s.attention && s.attn_kind == AttentionKind::Linear &&
@@ -1312,9 +1376,9 @@ CudaTrainBackend::~CudaTrainBackend() {
 
 std::string CudaTrainBackend::describe() const {
   return "CUDA: " + m_impl->device_name + ", " + m_impl->gemm->describe() +
-         (m_impl->flash      ? ", attention on tensor cores (bf16)"
-          : m_impl->chunked_linear ? ", linear attention chunked on tensor cores (bf16)"
-                             : "");
+         (m_impl->flash ? ", attention on tensor cores (bf16)" : "") +
+         (m_impl->chunked_linear ? ", linear attention chunked on tensor cores (bf16)" : "") +
+         (m_impl->mamba2 ? ", Mamba-2 chunked scan on CUDA cores (fp32)" : "");
 }
 
 std::int64_t CudaTrainBackend::step_count() const { return m_impl->step; }
@@ -1389,7 +1453,7 @@ std::vector<CudaTrainBackend::MixerInputs> CudaTrainBackend::mixer_inputs(const 
   Impl& s = *m_impl;
   s.use_device();
   std::vector<MixerInputs> out;
-  if (s.attention) return out;
+  if (s.attention || s.mamba2) return out;
   s.upload_batch(batch, false);
   s.forward(false, 0.f);
   const std::size_t rd = std::size_t(s.rows) * s.D, lam = std::size_t(s.nseq) * s.H * s.T;

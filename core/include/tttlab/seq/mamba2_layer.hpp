@@ -39,6 +39,8 @@
 // every head.
 #pragma once
 
+#include <vector>
+
 #include "tttlab/seq/sequence_layer.hpp"
 #include "tttlab/util/rng.hpp"
 
@@ -76,6 +78,23 @@ struct Mamba2Params {
 };
 
 enum class Mamba2Form { Recurrent, Chunked };
+
+// The chunked scan of ONE head and its backward, as forward_train and backward run them (exposed for
+// the GPU kernels' tests, tests/kernels/test_mamba2_cuda.cpp): X [T, P], B, C [T, N], dt [T], the decay
+// rate A < 0, chunks of Q tokens; `state` [P, N] is the state before the first token and is left after
+// the last; Y [T, P] (without D·X) is overwritten; `starts`, when given, receives the state before each
+// chunk. The backward ADDS into dX, dB, dC, ddt and dA from dY [T, P] and the forward's `starts`.
+template <class S>
+void mamba2_scan_chunked(ConstMatRef<S> X, ConstMatRef<S> B, ConstMatRef<S> C, const Vec<S>& dt,
+                         S A, int Q, Mat<S>& state, MatRef<S> Y, std::vector<Mat<S>>* starts);
+template <class S>
+void mamba2_scan_chunked_backward(ConstMatRef<S> X, ConstMatRef<S> B, ConstMatRef<S> C,
+                                  const Vec<S>& dt, S A, int Q, const std::vector<Mat<S>>& starts,
+                                  ConstMatRef<S> dY, MatRef<S> dX, MatRef<S> dB, MatRef<S> dC,
+                                  Vec<S>& ddt, S& dA);
+// dt = mamba2_softplus(dt_raw + dt_bias) (r itself above 20, as the reference), and its derivative.
+double mamba2_softplus(double r);
+double mamba2_softplus_grad(double r);
 
 template <class S>
 class Mamba2Layer final : public SequenceLayer<S> {

@@ -1,0 +1,419 @@
+// Mamba-2 on the GPU (tttlab/kernels/mamba2.hpp) against the CPU layer (docs/MATH.md §8.8).
+//
+// 1. The chunked scan, forward and backward, against mamba2_scan_chunked / _backward
+//    (tttlab/seq/mamba2_layer.hpp) in fp64 on the same fp32-valued inputs: random X, B, C ~ N(0, 1),
+//    dt_raw ~ U(−4, 1) (dt = softplus(dt_raw + dt_bias) from 0.02 to 1.4, so a chunk decays by up to
+//    e^−90 and the masks' small entries are exercised), A_log = log U[1, 16], D ~ N(0, 1), with X, B, C
+//    inside one wider [R, H·P + 2N] buffer and dt_raw in a wider one, as the layer lays them out. Shapes:
+//    T a multiple of the chunk and not, T = 1, T shorter than one chunk, 1 to 4 heads, P and N of 16
+//    and 64, chunks of 8 to 64. Every output, every kept state and every gradient (dX, the heads' summed
+//    dB and dC, dt_raw's, and the added dt_bias, A_log and D gradients) within ERROR = max|gpu − cpu| /
+//    max|cpu| ≤ 2e-5 forward and 1e-4 backward (fp32 storage and accumulation against fp64; the
+//    backward's sums run over a chunk and all of its terms; any wrong term is O(1)). The results are
+//    also the same bit for bit in a second run (no atomics).
+// 2. The whole layer (mamba2_layer_forward / _backward with fp32 cuBLAS products) on the reference
+//    fixtures tests/reference/mamba2-{a,b,c} (made from state-spaces/mamba's Mamba2 in float64; the CPU's
+//    tests/core/test_mamba2_reference.cpp): y and the gradients of sum(y ⊙ G) with respect to x and every
+//    parameter, summed over the batch. ERROR as above ≤ 1e-4, the project's fp32 bound for the GPU
+//    against a float64 reference (the CPU's fp32 layer holds 1e-5 with its own summation order).
+// Seeds are fixed and printed (test_seed(); TTTLAB_TEST_SEED overrides).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "../reference/reference_fixture.hpp"
+#include "test_ttt_util.hpp"
+#include "tttlab/io/json.hpp"
+#include "tttlab/kernels/gemm.hpp"
+#include "tttlab/kernels/mamba2.hpp"
+#include "tttlab/seq/mamba2_layer.hpp"
+
+namespace tttlab::kernels::test {
+namespace {
+
+struct ScanCase {
+  int B, T, H, P, N, Q;
+};
+
+std::string describe(const ScanCase& c) {
+  return "B=" + std::to_string(c.B) + " T=" + std::to_string(c.T) + " H=" + std::to_string(c.H) +
+         " P=" + std::to_string(c.P) + " N=" + std::to_string(c.N) + " Q=" + std::to_string(c.Q);
+}
+
+std::vector<ScanCase> scan_cases() {
+  return {{2, 37, 3, 16, 16, 8},   {1, 1, 2, 16, 16, 16},  {2, 64, 2, 64, 64, 64},
+          {1, 100, 2, 64, 16, 32}, {2, 70, 4, 16, 64, 64}, {3, 5, 1, 16, 16, 8},
+          {1, 130, 2, 64, 64, 64}};
+}
+
+// The inputs of one case, fp32 values, in the layer's layout: xbc [R, H·P + 2N] (X | B | C), dt_raw in
+// [R, H + 3] (a wider buffer, as in_proj's output is), dY [R, H·P].
+struct ScanInputs {
+  ScanCase c;
+  int R, ldx, lddt;
+  std::vector<float> xbc, dt_raw, dt_bias, A_log, D, dY;
+};
+
+ScanInputs make_inputs(const ScanCase& c, std::mt19937_64& rng) {
+  ScanInputs in;
+  in.c = c;
+  in.R = c.B * c.T;
+  in.ldx = c.H * c.P + 2 * c.N;
+  in.lddt = c.H + 3;
+  std::normal_distribution<double> nd(0.0, 1.0);
+  std::uniform_real_distribution<double> u01(0.0, 1.0);
+  in.xbc.resize(std::size_t(in.R) * in.ldx);
+  for (float& v : in.xbc) v = float(nd(rng));
+  in.dt_raw.resize(std::size_t(in.R) * in.lddt);
+  for (float& v : in.dt_raw) v = float(-4.0 + 5.0 * u01(rng));
+  for (int h = 0; h < c.H; ++h) {
+    in.dt_bias.push_back(float(0.3 * nd(rng)));
+    in.A_log.push_back(float(std::log(1.0 + 15.0 * u01(rng))));
+    in.D.push_back(float(nd(rng)));
+  }
+  in.dY.resize(std::size_t(in.R) * c.H * c.P);
+  for (float& v : in.dY) v = float(nd(rng));
+  return in;
+}
+
+// The CPU's fp64 results of one case, in the GPU's layouts.
+struct ScanRef {
+  std::vector<double> Y, dt, states, dX, dB, dC, ddt_raw, ddt_bias, dA_log, dD;
+};
+
+ScanRef cpu_scan(const ScanInputs& in) {
+  const ScanCase& c = in.c;
+  const int nc = (c.T + c.Q - 1) / c.Q, HP = c.H * c.P;
+  ScanRef r;
+  r.Y.assign(std::size_t(in.R) * HP, 0.0);
+  r.dt.assign(std::size_t(in.R) * c.H, 0.0);
+  r.states.assign(std::size_t(c.B) * c.H * nc * c.P * c.N, 0.0);
+  r.dX.assign(r.Y.size(), 0.0);
+  r.dB.assign(std::size_t(in.R) * c.N, 0.0);
+  r.dC = r.dB;
+  r.ddt_raw.assign(std::size_t(in.R) * c.H, 0.0);
+  r.ddt_bias.assign(c.H, 0.0);
+  r.dA_log.assign(c.H, 0.0);
+  r.dD.assign(c.H, 0.0);
+  for (int n = 0; n < c.B; ++n) {
+    Mat<double> X(c.T, HP), B(c.T, c.N), C(c.T, c.N), dY(c.T, HP);
+    for (int t = 0; t < c.T; ++t) {
+      const std::size_t row = std::size_t(n) * c.T + t;
+      for (int j = 0; j < HP; ++j) {
+        X(t, j) = in.xbc[row * in.ldx + j];
+        dY(t, j) = in.dY[row * HP + j];
+      }
+      for (int q = 0; q < c.N; ++q) {
+        B(t, q) = in.xbc[row * in.ldx + HP + q];
+        C(t, q) = in.xbc[row * in.ldx + HP + c.N + q];
+      }
+    }
+    Mat<double> dB = Mat<double>::Zero(c.T, c.N), dC = Mat<double>::Zero(c.T, c.N);
+    for (int h = 0; h < c.H; ++h) {
+      Vec<double> dt(c.T);
+      for (int t = 0; t < c.T; ++t) {
+        const std::size_t row = std::size_t(n) * c.T + t;
+        dt(t) = mamba2_softplus(double(in.dt_raw[row * in.lddt + h]) + in.dt_bias[h]);
+        r.dt[row * c.H + h] = dt(t);
+      }
+      const double A = -std::exp(double(in.A_log[h]));
+      Mat<double> St = Mat<double>::Zero(c.P, c.N), Y(c.T, c.P);
+      std::vector<Mat<double>> starts;
+      const Mat<double> Xh = X.middleCols(h * c.P, c.P), dYh = dY.middleCols(h * c.P, c.P);
+      mamba2_scan_chunked<double>(Xh, B, C, dt, A, c.Q, St, Y, &starts);
+      Y += in.D[h] * Xh;
+      Mat<double> dX = Mat<double>::Zero(c.T, c.P);
+      Vec<double> ddt = Vec<double>::Zero(c.T);
+      double dA = 0;
+      mamba2_scan_chunked_backward<double>(Xh, B, C, dt, A, c.Q, starts, dYh, dX, dB, dC, ddt, dA);
+      dX += in.D[h] * dYh;
+      r.dA_log[h] += dA * A;
+      r.dD[h] += dYh.cwiseProduct(Xh).sum();
+      for (int t = 0; t < c.T; ++t) {
+        const std::size_t row = std::size_t(n) * c.T + t;
+        for (int p = 0; p < c.P; ++p) {
+          r.Y[row * HP + h * c.P + p] = Y(t, p);
+          r.dX[row * HP + h * c.P + p] = dX(t, p);
+        }
+        const double g =
+            ddt(t) * mamba2_softplus_grad(double(in.dt_raw[row * in.lddt + h]) + in.dt_bias[h]);
+        r.ddt_raw[row * c.H + h] = g;
+        r.ddt_bias[h] += g;
+      }
+      for (int k = 0; k < nc; ++k)
+        for (int i = 0; i < c.P * c.N; ++i)
+          r.states[((std::size_t(n) * c.H + h) * nc + k) * c.P * c.N + i] = starts[k].data()[i];
+    }
+    for (int t = 0; t < c.T; ++t)
+      for (int q = 0; q < c.N; ++q) {
+        r.dB[(std::size_t(n) * c.T + t) * c.N + q] = dB(t, q);
+        r.dC[(std::size_t(n) * c.T + t) * c.N + q] = dC(t, q);
+      }
+  }
+  return r;
+}
+
+struct ScanGpu {
+  std::vector<float> Y, dt, states, dX, dB, dC, ddt_raw, ddt_bias, dA_log, dD;
+};
+
+// The GPU's results; the per-head gradient accumulators start at `start` (they are added to).
+ScanGpu gpu_scan(const ScanInputs& in, float start) {
+  const ScanCase& c = in.c;
+  const Mamba2ScanDims d{c.B, c.T, c.H, c.P, c.N, c.Q};
+  const int HP = c.H * c.P;
+  DeviceBuffer xbc(in.xbc), dt_raw(in.dt_raw), bias(in.dt_bias), alog(in.A_log), D(in.D), dY(in.dY);
+  DeviceBuffer dt(std::size_t(in.R) * c.H), Y(std::size_t(in.R) * HP),
+      states(mamba2_state_floats(d)), decay(mamba2_decay_floats(d));
+  for (DeviceBuffer* b : {&dt, &Y, &states, &decay}) b->poison();
+  Mamba2ScanForwardArgs f;
+  f.dims = d;
+  f.X = xbc.get();
+  f.ld_x = in.ldx;
+  f.B = xbc.get() + HP;
+  f.C = xbc.get() + HP + c.N;
+  f.ld_bc = in.ldx;
+  f.dt_raw = dt_raw.get();
+  f.ld_dt = in.lddt;
+  f.dt_bias = bias.get();
+  f.A_log = alog.get();
+  f.D = D.get();
+  f.dt = dt.get();
+  f.Y = Y.get();
+  f.ld_y = HP;
+  f.states = states.get();
+  f.decay = decay.get();
+  mamba2_scan_forward(f);
+  // dX, dB, dC into one [R, H·P + 2N] buffer, ddt_raw into a wider one, as the layer has them.
+  DeviceBuffer dxbc(in.xbc.size()), dd(in.dt_raw.size()),
+      ws((mamba2_scan_backward_workspace_bytes(d) + 3) / 4);
+  dxbc.poison();
+  dd.poison();
+  ws.poison();
+  DeviceBuffer dbias(std::vector<float>(c.H, start)), dalog(std::vector<float>(c.H, start)),
+      dD(std::vector<float>(c.H, start));
+  Mamba2ScanBackwardArgs b;
+  b.dims = d;
+  b.X = f.X;
+  b.ld_x = f.ld_x;
+  b.B = f.B;
+  b.C = f.C;
+  b.ld_bc = f.ld_bc;
+  b.dt_raw = f.dt_raw;
+  b.ld_dt = f.ld_dt;
+  b.dt_bias = f.dt_bias;
+  b.A_log = f.A_log;
+  b.D = f.D;
+  b.dt = dt.get();
+  b.states = states.get();
+  b.decay = decay.get();
+  b.dY = dY.get();
+  b.ld_y = HP;
+  b.dX = dxbc.get();
+  b.ld_dx = in.ldx;
+  b.dB = dxbc.get() + HP;
+  b.dC = dxbc.get() + HP + c.N;
+  b.ld_dbc = in.ldx;
+  b.ddt_raw = dd.get();
+  b.ld_ddt = in.lddt;
+  b.ddt_bias = dbias.get();
+  b.dA_log = dalog.get();
+  b.dD = dD.get();
+  b.workspace = ws.get();
+  b.workspace_bytes = ws.size() * sizeof(float);
+  mamba2_scan_backward(b);
+  ScanGpu g;
+  g.Y = Y.download();
+  g.dt = dt.download();
+  g.states = states.download();
+  const std::vector<float> dx = dxbc.download(), ddt = dd.download();
+  for (int r = 0; r < in.R; ++r) {
+    for (int j = 0; j < HP; ++j) g.dX.push_back(dx[std::size_t(r) * in.ldx + j]);
+    for (int q = 0; q < c.N; ++q) {
+      g.dB.push_back(dx[std::size_t(r) * in.ldx + HP + q]);
+      g.dC.push_back(dx[std::size_t(r) * in.ldx + HP + c.N + q]);
+    }
+    for (int h = 0; h < c.H; ++h) g.ddt_raw.push_back(ddt[std::size_t(r) * in.lddt + h]);
+  }
+  g.ddt_bias = dbias.download();
+  g.dA_log = dalog.download();
+  g.dD = dD.download();
+  for (auto* v : {&g.ddt_bias, &g.dA_log, &g.dD})
+    for (float& x : *v) x -= start;
+  return g;
+}
+
+TEST(Mamba2Cuda, ScanForwardAndBackwardMatchTheCpuInFp64) {
+  TTTLAB_SEEDED_GPU_TEST();
+  std::printf("[ INFO     ] seed %llu; error = max|gpu - cpu| / max|cpu|\n",
+              (unsigned long long)seed);
+  for (const ScanCase& c : scan_cases()) {
+    SCOPED_TRACE(describe(c));
+    const ScanInputs in = make_inputs(c, rng);
+    const ScanRef ref = cpu_scan(in);
+    const ScanGpu got = gpu_scan(in, 0.5f);
+    double wf = 0, wb = 0;
+    expect_within("Y", got.Y, ref.Y, 2e-5, wf);
+    expect_within("dt", got.dt, ref.dt, 2e-5, wf);
+    expect_within("states", got.states, ref.states, 2e-5, wf);
+    expect_within("dX", got.dX, ref.dX, 1e-4, wb);
+    expect_within("dB", got.dB, ref.dB, 1e-4, wb);
+    expect_within("dC", got.dC, ref.dC, 1e-4, wb);
+    expect_within("ddt_raw", got.ddt_raw, ref.ddt_raw, 1e-4, wb);
+    // The three per-head gradients against their joint scale (1e-3 of it at least, as the whole
+    // step's test floors small tensors): dA_log is exactly 0 at T = 1 (no state before or after the
+    // only token), where the GPU's sums leave rounding of the size of the products they add.
+    double scale = 0;
+    for (const auto* v : {&ref.ddt_bias, &ref.dA_log, &ref.dD})
+      for (double x : *v) scale = std::max(scale, std::abs(x));
+    for (const auto& [what, g, r] :
+         {std::tuple{"ddt_bias", &got.ddt_bias, &ref.ddt_bias},
+          std::tuple{"dA_log", &got.dA_log, &ref.dA_log}, std::tuple{"dD", &got.dD, &ref.dD}}) {
+      const ErrorStat e = compare(*g, *r, 1e-3 * scale);
+      EXPECT_TRUE(within(what, e, 1e-4, *g, *r));
+      wb = std::max(wb, e.rel);
+    }
+    const ScanGpu again = gpu_scan(in, 0.5f);
+    EXPECT_EQ(again.Y, got.Y) << "two runs differ";
+    EXPECT_EQ(again.dB, got.dB) << "two runs differ";
+    EXPECT_EQ(again.dA_log, got.dA_log) << "two runs differ";
+    std::printf("[ INFO     ] %-34s forward %.2e, backward %.2e\n", describe(c).c_str(), wf, wb);
+  }
+}
+
+TEST(Mamba2Cuda, UnsupportedShapesAreRefusedBeforeAnyLaunch) {
+  EXPECT_EQ(mamba2_scan_unsupported({2, 64, 2, 64, 64, 64}), "");
+  EXPECT_NE(mamba2_scan_unsupported({2, 64, 2, 64, 64, 65}).find("chunk"), std::string::npos);
+  EXPECT_NE(mamba2_scan_unsupported({2, 64, 2, 129, 64, 64}).find("head dim"), std::string::npos);
+  EXPECT_NE(mamba2_scan_unsupported({2, 64, 2, 128, 128, 64}).find("shared memory"),
+            std::string::npos);
+  Mamba2LayerDims ld;
+  ld.d_conv = 17;
+  EXPECT_NE(mamba2_layer_unsupported(ld).find("d_conv"), std::string::npos);
+  Mamba2ScanForwardArgs f;  // null pointers: refused before anything is launched
+  EXPECT_THROW(mamba2_scan_forward(f), std::invalid_argument);
+  Mamba2ScanBackwardArgs b;
+  EXPECT_THROW(mamba2_scan_backward(b), std::invalid_argument);
+}
+
+// ---- 2. the reference fixtures -----------------------------------------------------------------
+
+constexpr double kTolFixture = 1e-4;
+
+// The reference stores the projections as nn.Linear weights [out, in]; the layer's layout is [in, out].
+bool is_linear(const std::string& n) { return n == "in_proj.weight" || n == "out_proj.weight"; }
+
+class Mamba2CudaReference : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Mamba2CudaReference, LayerMatchesTheReferenceFixture) {
+  TTTLAB_REQUIRE_GPU();
+  namespace ref = ::tttlab::reference;
+  const std::filesystem::path dir = ref::fixture_root() / GetParam();
+  std::ifstream cfg_in(dir / "config.json");
+  ASSERT_TRUE(cfg_in) << "missing fixture " << dir << " (set TTTLAB_REFERENCE_DIR)";
+  std::stringstream text;
+  text << cfg_in.rdbuf();
+  const nlohmann::json j = nlohmann::json::parse(text.str());
+  Mamba2Config cfg;
+  cfg.width = j.at("width").get<int>();
+  cfg.d_state = j.at("d_state").get<int>();
+  cfg.d_conv = j.at("d_conv").get<int>();
+  cfg.expand = j.at("expand").get<int>();
+  cfg.headdim = j.at("headdim").get<int>();
+  cfg.chunk_size = j.at("chunk_size").get<int>();
+  cfg.norm_eps = j.at("norm_eps").get<double>();
+  const int B = j.at("batch").get<int>(), T = j.at("seq_len").get<int>(), D = cfg.width;
+  const SafetensorsFile params = SafetensorsFile::read(dir / "params.safetensors");
+  const SafetensorsFile refs = SafetensorsFile::read(dir / "reference.safetensors");
+  // The parameters in the layer's layouts, through the CPU layer's own visitor (names and shapes).
+  Mamba2Layer<float> layer(cfg, Mamba2Params<float>::zeros(cfg));
+  std::vector<std::string> names;
+  std::vector<std::unique_ptr<DeviceBuffer>> p, g;
+  std::vector<std::pair<long, long>> shapes;
+  layer.for_each_param([&](Eigen::Map<Mat<float>> m, const std::string& name) {
+    const std::vector<double> v = params.to_f64(name);
+    ASSERT_EQ(v.size(), std::size_t(m.size())) << name;
+    std::vector<float> host(v.size());
+    for (long r = 0; r < m.rows(); ++r)
+      for (long c = 0; c < m.cols(); ++c)
+        host[std::size_t(r) * m.cols() + c] = float(
+            is_linear(name) ? v[std::size_t(c) * m.rows() + r] : v[std::size_t(r) * m.cols() + c]);
+    names.push_back(name);
+    shapes.emplace_back(m.rows(), m.cols());
+    p.push_back(std::make_unique<DeviceBuffer>(host));
+    g.push_back(std::make_unique<DeviceBuffer>(std::vector<float>(host.size(), 0.f)));
+  });
+  ASSERT_EQ(names.size(), 8u);
+  Mamba2LayerDims d;
+  d.batch = B;
+  d.seq_len = T;
+  d.width = D;
+  d.d_state = cfg.d_state;
+  d.d_conv = cfg.d_conv;
+  d.expand = cfg.expand;
+  d.headdim = cfg.headdim;
+  d.chunk = cfg.chunk_size;
+  d.norm_eps = float(cfg.norm_eps);
+  ASSERT_EQ(mamba2_layer_unsupported(d), "");
+  const Mamba2LayerParams lp{p[0]->get(), p[1]->get(), p[2]->get(), p[3]->get(),
+                             p[4]->get(), p[5]->get(), p[6]->get(), p[7]->get()};
+  const Mamba2LayerGrads lg{g[0]->get(), g[1]->get(), g[2]->get(), g[3]->get(),
+                            g[4]->get(), g[5]->get(), g[6]->get(), g[7]->get()};
+  auto f32 = [](const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); };
+  DeviceBuffer x(f32(refs.to_f64("x"))), G(f32(refs.to_f64("G"))), y(std::size_t(B) * T * D),
+      dx(std::size_t(B) * T * D), cache(mamba2_layer_cache_floats(d)),
+      ws(mamba2_layer_workspace_floats(d));
+  y.poison();
+  dx.poison();
+  Gemm gemm(nullptr, GemmPrecision::Fp32);
+  const Mamba2Product product = [&gemm](bool ta, bool tb, int M, int N, int K, const float* A,
+                                        int lda, const float* Bm, int ldb, float* C, int ldc,
+                                        bool acc) {
+    gemm(ta, tb, M, N, K, 1.f, A, lda, Bm, ldb, acc ? 1.f : 0.f, C, ldc);
+  };
+  const Mamba2LayerCache kept = mamba2_layer_cache(d, cache.get());
+  mamba2_layer_forward(product, d, lp, x.get(), kept, y.get(), nullptr);
+  mamba2_layer_backward(product, d, lp, x.get(), kept, G.get(), lg, dx.get(), false, ws.get(),
+                        nullptr);
+  std::printf("[ INFO     ] %s: B=%d T=%d width=%d d_state=%d d_conv=%d heads=%d x %d, chunk %d\n",
+              GetParam().c_str(), B, T, D, cfg.d_state, cfg.d_conv, cfg.heads(), cfg.headdim,
+              cfg.chunk_size);
+  double worst = 0;
+  auto check = [&](const std::string& what, const std::vector<float>& got,
+                   const std::vector<double>& want) {
+    const ErrorStat e = compare(got, want, 1e-30);
+    std::printf("[ INFO     ]   %-24s max|ref| %.3e  error %.2e\n", what.c_str(), e.max_ref, e.rel);
+    EXPECT_TRUE(within(what.c_str(), e, kTolFixture, got, want));
+    EXPECT_GT(e.max_ref, 0.0) << what << ": an all-zero reference checks nothing";
+    worst = std::max(worst, e.rel);
+  };
+  check("y", y.download(), refs.to_f64("y"));
+  check("grad.x", dx.download(), refs.to_f64("grad.x"));
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const std::vector<float> got = g[i]->download();
+    const auto [rows, cols] = shapes[i];
+    std::vector<float> file(got.size());  // the file's layout: projections transposed back
+    for (long r = 0; r < rows; ++r)
+      for (long c = 0; c < cols; ++c)
+        (is_linear(names[i]) ? file[std::size_t(c) * rows + r] : file[std::size_t(r) * cols + c]) =
+            got[std::size_t(r) * cols + c];
+    check("grad." + names[i], file, refs.to_f64("grad." + names[i]));
+  }
+  std::printf("[ INFO     ]   largest %.2e (tol %.0e)\n", worst, kTolFixture);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Fixtures, Mamba2CudaReference, ::testing::Values("mamba2-a", "mamba2-b", "mamba2-c"),
+    ::tttlab::reference::fixture_test_name<::testing::TestParamInfo<std::string>>);
+
+}  // namespace
+}  // namespace tttlab::kernels::test
