@@ -531,7 +531,8 @@ TEST(FlashAttention, ArgumentsAreChecked) {
 // drawn with standard deviation d^(−1/4) (q·k of order 1) and the bounds are relative to max|ref|
 // (at least 1): O 1e-2, dQ, dK, dV 2e-2, with the measured worst case printed (a masking, chunk or
 // state-indexing error is O(1)). Shapes: d ∈ {32, 64, 128}, T around the chunk (64) and its multiples
-// and not a multiple of it, and T = 3000 (47 chunks: the states' rounding must not accumulate).
+// and not a multiple of it, and T = 3000 at d = 64, 128 (47 chunks: the states' rounding must not
+// accumulate). d = 32 runs the forward's two-pass path, d = 64 and 128 its fused one.
 std::vector<AttnCase> chunked_linear_cases() {
   if (quick_mode()) return {{2, 2, 1, 32}, {1, 2, 130, 64}, {1, 1, 70, 128}};
   std::vector<AttnCase> c;
@@ -541,6 +542,7 @@ std::vector<AttnCase> chunked_linear_cases() {
       c.push_back({big ? 1 : 2, big ? 2 : 3, T, d});
     }
   c.push_back({1, 2, 3000, 64});
+  c.push_back({1, 2, 3000, 128});
   return c;
 }
 

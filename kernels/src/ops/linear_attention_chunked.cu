@@ -5,12 +5,15 @@
 //   O_c  = Q_c S_c + tril(Q_c K_cᵀ) V_c
 //   dQ_c = dO_c S_cᵀ + tril(dO_c V_cᵀ) K_c
 //   dK_c = V_c G_cᵀ + tril(dO_c V_cᵀ)ᵀ Q_c,   dV_c = K_c G_c + tril(Q_c K_cᵀ)ᵀ dO_c
-// with G_c = Σ_{chunks after c} Q_c'ᵀ dO_c' (docs/MATH.md §8.6, "In chunks"). Two kinds of
+// with G_c = Σ_{chunks after c} Q_c'ᵀ dO_c' (docs/MATH.md §8.6, "In chunks"). Three kinds of
 // kernel:
+//   fused   the forward at D = 64, 128: one block per (head, 32 value columns) walks the chunks in
+//           order with its slice of S in fp32 accumulators and writes O chunk by chunk (the
+//           minimum traffic: Q, K, V read and O written once, no state in memory);
 //   state   one block per (head, 32 value columns) walks the chunks in order (S) or in reverse (G),
 //           the running sum in fp32 accumulators, and writes each chunk's prefix rounded to bf16;
-//   chunk   one block per (chunk, head), fully parallel: the forward's O, or the backward's dQ, dK
-//           and dV, from the chunk's tiles and its prefix states.
+//   chunk   one block per (chunk, head), fully parallel: the forward's O (D = 32), or the
+//           backward's dQ, dK and dV, from the chunk's tiles and its prefix states.
 // The prefix is rounded to bf16 because it is an mma operand of the chunk kernels, which a bf16
 // mma needs; the running sum itself is never rounded, so the rounding does not accumulate along
 // the sequence (relative 2⁻⁹ per element of each S_c, as for every bf16 input).
@@ -320,6 +323,127 @@ __global__ void __launch_bounds__(kThreads) forward_chunk_kernel(LinParams p) {
   }
 }
 
+// ---- fused forward --------------------------------------------------------------------------------
+// One block per (32 value columns cb, head bh) walks the head's chunks in order with its slice of the
+// running state S[:, 32·cb ..] in fp32 accumulators, so no prefix state leaves the chip and K, Q are
+// read once per column block (the sibling block of the same head reads the same tiles at about the
+// same time, from L2). Per chunk: O_c[:, cols] = Q_c S_c[:, cols] + tril(Q_c K_cᵀ) V_c[:, cols],
+// written at once; then S += K_cᵀ V_c[:, cols]. The state enters Q_c S_c as a bf16 copy in shared
+// memory (double-buffered: the copy for chunk c + 1 is written while other warps may still read
+// chunk c's); the fp32 sum is never rounded. Warp w owns the chunk's rows 16w .. 16w + 15 for O and
+// the state's key rows 16·(MT·w + m), m < MT = D / 64, for the update. The next chunk's tiles load
+// (cp.async) while this one is used.
+constexpr int kFusedStages = 2;
+
+template <int D>
+constexpr std::size_t fused_smem_bytes() {
+  return (std::size_t(kFusedStages) * kChunk * (2 * (D + 8) + kStateCols + 8) +
+          2 * std::size_t(D) * (kStateCols + 8)) *
+         sizeof(std::uint16_t);
+}
+
+// acc[16 × 8·NN] += A[rows arow0.., 16·KS] · Y, A row stride LA, Y row-major [16·KS, 8·NN] with row
+// stride LY.
+template <int LA, int LY, int KS, int NN>
+__device__ __forceinline__ void mma_ab_strided(float (&acc)[NN][4], const std::uint16_t* A,
+                                               int arow0, const std::uint16_t* Y, int lane) {
+#pragma unroll
+  for (int ks = 0; ks < KS; ++ks) {
+    std::uint32_t a[4];
+    load_a<LA>(a, A, arow0, ks, lane);
+#pragma unroll
+    for (int np = 0; np < NN / 2; ++np) {
+      std::uint32_t b[4];
+      load_b_cols<LY>(b, Y, np, ks, lane);
+      mma_bf16(acc[2 * np], a, b[0], b[1]);
+      mma_bf16(acc[2 * np + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+template <int D>
+__global__ void __launch_bounds__(kThreads) forward_fused_kernel(LinParams p) {
+  static_assert(D % 64 == 0, "the fused forward needs D / 16 to be a multiple of the 4 warps");
+  constexpr int LD = D + 8, LV = kStateCols + 8, KS = D / 16, NV = kStateCols / 8, MT = D / 64;
+  constexpr int kTile = kChunk * (2 * LD + LV);  // elements of one stage: Q, K, V[:, cols]
+  extern __shared__ __align__(16) std::uint16_t smem[];
+  std::uint16_t* Ss = smem + kFusedStages * kTile;  // [2][D][LV]: S_c[:, cols] as bf16
+  const int cb = int(blockIdx.x), bh = int(blockIdx.y), n = bh / p.H, h = bh % p.H;
+  const long ld = long(p.H) * D;
+  const long base = long(n) * p.T * ld + long(h) * D;
+  const int v0 = cb * kStateCols;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  auto load = [&](int c, int b) {
+    std::uint16_t* st = smem + b * kTile;
+    load_rows<kChunk, D, kThreads>(st, p.Q + base, c * kChunk, p.T, ld);
+    load_rows<kChunk, D, kThreads>(st + kChunk * LD, p.K + base, c * kChunk, p.T, ld);
+    load_rows<kChunk, kStateCols, kThreads>(st + 2 * kChunk * LD, p.V + base + v0, c * kChunk, p.T,
+                                            ld);
+  };
+#pragma unroll
+  for (int i = 0; i < kFusedStages - 1; ++i) {
+    if (i < p.NC) load(i, i);
+    cp_async_commit();
+  }
+  float st[MT][NV][4];  // the running state, rows 16·(MT·warp + m) .., columns v0 ..
+#pragma unroll
+  for (int m = 0; m < MT; ++m) zero(st[m]);
+  for (int c = 0; c < p.NC; ++c) {
+    const int b = c % kFusedStages;
+    cp_async_wait<kFusedStages - 2>();  // chunk c's group has landed
+    __syncthreads();  // every warp is done with chunk c − 1 (its buffer, its state copy) and
+                      // chunk c's state copy is written
+    if (c + kFusedStages - 1 < p.NC)
+      load(c + kFusedStages - 1, (c + kFusedStages - 1) % kFusedStages);
+    cp_async_commit();
+    const std::uint16_t* Qs = smem + b * kTile;
+    const std::uint16_t* Ks = Qs + kChunk * LD;
+    const std::uint16_t* Vs = Ks + kChunk * LD;
+    float o[NV][4], s[kChunk / 8][4];
+    zero(o);
+    zero(s);
+    if (c > 0) mma_ab_strided<LD, LV, KS, NV>(o, Qs, 16 * warp, Ss + (c % 2) * D * LV, lane);
+    mma_abt<LD, KS, kChunk / 8>(s, Qs, 16 * warp, Ks, lane, 0, warp);
+    mask_causal<true>(s, warp, lane);
+    mma_p_y<LV, NV>(o, s, Vs, lane, 0, warp);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = c * kChunk + 16 * warp + g + 8 * r;
+      if (row >= p.T) continue;
+      std::uint16_t* out = p.O + base + long(row) * ld + v0;
+#pragma unroll
+      for (int u = 0; u < NV; ++u)
+        *reinterpret_cast<std::uint32_t*>(out + 8 * u + 2 * t) =
+            pack_bf16(o[u][2 * r], o[u][2 * r + 1]);
+    }
+    if (c + 1 == p.NC) break;
+    std::uint16_t* next = Ss + ((c + 1) % 2) * D * LV;
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+      const int m0 = 16 * (MT * warp + m);
+#pragma unroll
+      for (int ks = 0; ks < kChunk / 16; ++ks) {
+        std::uint32_t a[4];
+        load_a_trans<LD>(a, Ks, m0, ks, lane);
+#pragma unroll
+        for (int np = 0; np < NV / 2; ++np) {
+          std::uint32_t bb[4];
+          load_b_cols<LV>(bb, Vs, np, ks, lane);
+          mma_bf16(st[m][2 * np], a, bb[0], bb[1]);
+          mma_bf16(st[m][2 * np + 1], a, bb[2], bb[3]);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < NV; ++u)
+#pragma unroll
+        for (int r = 0; r < 2; ++r)
+          *reinterpret_cast<std::uint32_t*>(next + (m0 + g + 8 * r) * LV + 8 * u + 2 * t) =
+              pack_bf16(st[m][u][2 * r], st[m][u][2 * r + 1]);
+    }
+  }
+  cp_async_wait<0>();
+}
+
 // Rows 16·warp + (g, g + 8) of a chunk's fp32 gradient [64, D] to global memory (rows < T).
 template <int ND>
 __device__ __forceinline__ void store_rows(float* G, const float (&x)[ND][4], int row0, int T,
@@ -464,6 +588,12 @@ void launch(Kernel kernel, dim3 grid, std::size_t smem, cudaStream_t st, const L
   TTTLAB_CUDA_CHECK(cudaGetLastError());
 }
 
+// The forward's path: the fused kernel (one pass, no prefix states in memory) wherever its 4 warps
+// split the state's key rows into 16-row tiles (D = 64, 128); at D = 32 the state kernel and the
+// chunk kernel. The fused kernel's blocks walk all the chunks of a head, so it has B·H·D/32 blocks
+// at any T; the two-pass path has more blocks at short T, but writes and reads every prefix state.
+bool use_fused_forward(int d) { return d % 64 == 0; }
+
 // The S pass alone (passes = 1) or the S and G passes together (passes = 2).
 template <int D>
 void launch_state(const StatePass& fwd, const StatePass& rev, int passes, const LinParams& p,
@@ -478,6 +608,12 @@ void launch_state(const StatePass& fwd, const StatePass& rev, int passes, const 
 
 template <int D>
 void forward_launch(LinParams p, std::uint16_t* S, int bh, cudaStream_t st) {
+  if constexpr (D % 64 == 0) {
+    if (use_fused_forward(D)) {
+      launch(forward_fused_kernel<D>, dim3(D / kStateCols, bh), fused_smem_bytes<D>(), st, p);
+      return;
+    }
+  }
   launch_state<D>(StatePass{p.K, p.V, S}, StatePass{}, 1, p, bh, st);
   p.S = S;
   launch(forward_chunk_kernel<D>, dim3(p.NC, bh), fwd_smem_bytes<D>(), st, p);

@@ -151,15 +151,19 @@ void flash_attention_backward(const FlashAttentionBackwardArgs& args);
 //   O_c  = Q_c S_c + tril(Q_c K_cᵀ) V_c
 //   dQ_c = dO_c S_cᵀ + tril(dO_c V_cᵀ) K_c,  dK_c = V_c G_cᵀ + tril(dO_c V_cᵀ)ᵀ Q_c,
 //   dV_c = K_c G_c + tril(Q_c K_cᵀ)ᵀ dO_c.
-// A state kernel walks the chunks of a head in order (S; in reverse for G) with the running sum in
-// fp32 and writes every chunk's prefix state, rounded to bf16 (the operand the chunk products need),
-// to the workspace; then one block per chunk computes O (or dQ, dK, dV) from its tiles and its
-// states. The backward recomputes S rather than keeping the forward's. What is rounded: the prefix
-// states and the masked Q Kᵀ, dO Vᵀ tiles to bf16 where they enter a product (relative 2⁻⁹), O to
-// bf16 on output.
+// Forward, d = 64 and 128: one block per (head, 32 columns of V) walks the head's chunks in order
+// with its slice of S in fp32 registers and writes O chunk by chunk (no state leaves the chip).
+// Forward at d = 32, and backward: a state kernel walks the chunks of a head in order (S; in reverse
+// for G) with the running sum in fp32 and writes every chunk's prefix state, rounded to bf16 (the
+// operand the chunk products need), to the workspace; then one block per chunk computes O (or dQ,
+// dK, dV) from its tiles and its states. The backward recomputes S rather than keeping the
+// forward's. What is rounded: the states where they enter a product and the masked Q Kᵀ, dO Vᵀ tiles
+// to bf16 (relative 2⁻⁹), O to bf16 on output; the running sums never.
 //
 // WORKSPACE: [B·H, ⌈T/64⌉, d, d] bf16 states, once for the forward, twice (S and G) for the backward;
 // the forward's contents are not needed afterwards (the backward's workspace may be the same memory).
+// The forward at d = 64, 128 leaves its workspace untouched; it is still required (one contract for
+// every d).
 bool chunked_linear_attention_supported(const AttentionDims& dims);  // head_dim ∈ {32, 64, 128}
 
 std::size_t chunked_linear_attention_forward_workspace_bytes(const AttentionDims& dims);
