@@ -8,7 +8,8 @@
 #
 # Environment (defaults in brackets):
 #   TTTLAB [build/tttlab]   SEEDS ["0 1 2"] (run at once, one process each)   STEPS [2000]
-#   LAYERS ["ttt-linear:m ttt-mlp:m ttt-linear:t softmax-attention:t linear-attention:t"] (layer:backbone)
+#   LAYERS ["ttt-linear:m ttt-mlp:m ttt-linear:t softmax-attention:t linear-attention:t mamba2:t"]
+#   (layer:backbone)
 #   DEVICE [cuda]           DATA_DIR [data/brown]   WINDOWS [64] (validation windows of SEQ_LEN bytes)
 #   SEQ_LEN [2048]          THREADS [0: all] (CPU runs)
 # Writes OUT_DIR/seed<s>/<layer>-<backbone>/ (a `tttlab train` run directory, with eval.json from
@@ -20,7 +21,7 @@ out=${1:?usage: long_context.sh OUT_DIR}
 TTTLAB=${TTTLAB:-build/tttlab}
 SEEDS=${SEEDS:-"0 1 2"}
 STEPS=${STEPS:-2000}
-LAYERS=${LAYERS:-"ttt-linear:m ttt-mlp:m ttt-linear:t softmax-attention:t linear-attention:t"}
+LAYERS=${LAYERS:-"ttt-linear:m ttt-mlp:m ttt-linear:t softmax-attention:t linear-attention:t mamba2:t"}
 DEVICE=${DEVICE:-cuda}
 DATA_DIR=${DATA_DIR:-data/brown}
 WINDOWS=${WINDOWS:-64}
