@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <utility>
@@ -635,6 +636,31 @@ void attention_rows(Bench& bench) {
   }
 }
 
+// The attention rows' inputs: Q, K, V and the upstream gradient uniform in [−1, 1] (fixed seeds),
+// rounded to bf16, for T tokens at the bench's B, H, d.
+void fill_bf16_inputs(const TttDims& D, int T, std::initializer_list<Buf16*> bufs) {
+  const std::size_t act = std::size_t(D.batch) * T * D.heads * D.head_dim;
+  Buf x(act);
+  const int r = D.batch * T, c = D.heads * D.head_dim;
+  std::uint32_t seed = 41;
+  for (Buf16* b : bufs) {
+    x.fill(seed++, -1.0f, 1.0f);
+    convert_to_bf16(x.p, r, c, c, b->p, c, nullptr);
+  }
+  TTTLAB_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+// Whether `need` bytes fit this GPU (with a tenth to spare); if not, says that `what` at `shape` is
+// skipped, so that one length the GPU cannot hold does not abort the whole benchmark.
+bool fits_on_gpu(const char* what, const std::string& shape, double need) {
+  std::size_t free_b = 0, total_b = 0;
+  TTTLAB_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  if (need <= 0.9 * double(free_b)) return true;
+  std::fprintf(stderr, "ttt_bench: %s at %s skipped: needs %.1f GB, %.1f GB free\n", what,
+               shape.c_str(), need / 1e9, double(free_b) / 1e9);
+  return false;
+}
+
 // The tensor-core bf16 softmax attention (flash_attention_forward / _backward) at B, H, d of the bench
 // and sequence length T: inputs uniform in [−1, 1] rounded to bf16, FLOPs and floors counted as above
 // with 2-byte tensors. Rows named "softmax-attention ... bf16 tensor cores", shape with its T.
@@ -647,27 +673,10 @@ void flash_rows(Bench& bench, int T) {
   const double T2d = double(D.batch) * D.heads * double(T) * T * D.head_dim;
   const std::string ashape = "B=" + std::to_string(D.batch) + " H=" + std::to_string(D.heads) +
                              " T=" + std::to_string(T) + " d=" + std::to_string(D.head_dim);
-  // Five bf16 tensors, three fp32 gradients and one fp32 scratch: skip (and say so) a length this
-  // GPU cannot hold rather than abort the whole benchmark.
-  std::size_t free_b = 0, total_b = 0;
-  TTTLAB_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-  const double need = double(act) * (5 * 2 + 4 * 4) + double(rows) * 8;
-  if (need > 0.9 * double(free_b)) {
-    std::fprintf(stderr, "ttt_bench: attention at %s skipped: needs %.1f GB, %.1f GB free\n", ashape.c_str(),
-                 need / 1e9, double(free_b) / 1e9);
-    return;
-  }
+  // Five bf16 tensors, three fp32 gradients and one fp32 scratch.
+  if (!fits_on_gpu("attention", ashape, double(act) * (5 * 2 + 4 * 4) + double(rows) * 8)) return;
   Buf16 q(act), k(act), v(act), o(act), g(act);
-  {
-    Buf x(act);
-    const int r = D.batch * T, c = D.heads * D.head_dim;
-    std::uint32_t seed = 41;
-    for (Buf16* b : {&q, &k, &v, &g}) {
-      x.fill(seed++, -1.0f, 1.0f);
-      convert_to_bf16(x.p, r, c, c, b->p, c, nullptr);
-    }
-    TTTLAB_CUDA_CHECK(cudaDeviceSynchronize());
-  }
+  fill_bf16_inputs(D, T, {&q, &k, &v, &g});
   Buf lse(rows), dq(act), dk(act), dv(act);
   const std::size_t wsb = flash_attention_backward_workspace_bytes(ad);
   Buf ws(floats_for(wsb));
@@ -723,25 +732,9 @@ void chunked_linear_rows(Bench& bench, int T) {
   const std::string ashape = "B=" + std::to_string(D.batch) + " H=" + std::to_string(D.heads) +
                              " T=" + std::to_string(T) + " d=" + std::to_string(D.head_dim);
   const std::size_t wsb = chunked_linear_attention_backward_workspace_bytes(ad);
-  std::size_t free_b = 0, total_b = 0;
-  TTTLAB_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-  const double need = double(act) * (5 * 2 + 3 * 4) + double(wsb);
-  if (need > 0.9 * double(free_b)) {
-    std::fprintf(stderr, "ttt_bench: linear attention at %s skipped: needs %.1f GB, %.1f GB free\n",
-                 ashape.c_str(), need / 1e9, double(free_b) / 1e9);
-    return;
-  }
+  if (!fits_on_gpu("linear attention", ashape, double(act) * (5 * 2 + 3 * 4) + double(wsb))) return;
   Buf16 q(act), k(act), v(act), o(act), g(act);
-  {
-    Buf x(act);
-    const int r = D.batch * T, c = D.heads * D.head_dim;
-    std::uint32_t seed = 41;
-    for (Buf16* b : {&q, &k, &v, &g}) {
-      x.fill(seed++, -1.0f, 1.0f);
-      convert_to_bf16(x.p, r, c, c, b->p, c, nullptr);
-    }
-    TTTLAB_CUDA_CHECK(cudaDeviceSynchronize());
-  }
+  fill_bf16_inputs(D, T, {&q, &k, &v, &g});
   Buf dq(act), dk(act), dv(act), ws(floats_for(wsb));
   ChunkedLinearAttentionForwardArgs af;
   af.dims = ad;

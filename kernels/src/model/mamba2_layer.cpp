@@ -99,13 +99,35 @@ std::size_t mamba2_layer_workspace_floats(const Mamba2LayerDims& d) {
          up4(causal_conv_backward_workspace(d.batch, d.seq_len, int(cd), d.d_conv));
 }
 
+namespace {
+
+// The scan's inputs, the same in both directions: X, B and C are the columns of xbc, dt_raw the last
+// H columns of zx.
+template <class Args>
+void scan_inputs(Args& a, const Mamba2LayerDims& d, const Mamba2LayerParams& p,
+                 const Mamba2LayerCache& c) {
+  const int di = d.d_inner(), cd = d.conv_dim();
+  a.dims = d.scan();
+  a.X = c.xbc;
+  a.ld_x = cd;
+  a.B = c.xbc + di;
+  a.C = c.xbc + di + d.d_state;
+  a.ld_bc = cd;
+  a.dt_raw = c.zx + di + cd;
+  a.ld_dt = d.in_width();
+  a.dt_bias = p.dt_bias;
+  a.A_log = p.A_log;
+  a.D = p.D;
+}
+
+}  // namespace
+
 void mamba2_layer_forward(const Mamba2Product& product, const Mamba2LayerDims& d,
                           const Mamba2LayerParams& p, const float* x, const Mamba2LayerCache& c,
                           float* out, CUstream_st* st) {
   check(d);
   if (!x || !out || !c.zx || !p.in_proj || !p.out_proj) bad("forward: a pointer is null");
-  const int R = d.rows(), D = d.width, di = d.d_inner(), cd = d.conv_dim(), W = d.in_width(),
-            N = d.d_state;
+  const int R = d.rows(), D = d.width, di = d.d_inner(), cd = d.conv_dim(), W = d.in_width();
   // [z | xBC | dt_raw] = x·in_proj
   product(false, false, R, W, D, x, D, p.in_proj, W, c.zx, W, false);
   // xbc = silu(conv(xBC) + conv_b), each sequence from a zero history
@@ -115,17 +137,7 @@ void mamba2_layer_forward(const Mamba2Product& product, const Mamba2LayerDims& d
   mamba2_silu_forward(c.conv_pre, c.xbc, std::size_t(R) * cd, st);
   // The scan of every head, dt and the D skip.
   Mamba2ScanForwardArgs a;
-  a.dims = d.scan();
-  a.X = c.xbc;
-  a.ld_x = cd;
-  a.B = c.xbc + di;
-  a.C = c.xbc + di + N;
-  a.ld_bc = cd;
-  a.dt_raw = c.zx + di + cd;
-  a.ld_dt = W;
-  a.dt_bias = p.dt_bias;
-  a.A_log = p.A_log;
-  a.D = p.D;
+  scan_inputs(a, d, p, c);
   a.dt = c.dt;
   a.Y = c.y;
   a.ld_y = di;
@@ -159,17 +171,7 @@ void mamba2_layer_backward(const Mamba2Product& product, const Mamba2LayerDims& 
   mamba2_gate_backward(c.y, c.zx, W, s.dgated, R, di, s.dy, s.dzx, W, st);
   // The scan: dX, dB, dC into dxbc, dt_raw's gradient into dzx's last H columns.
   Mamba2ScanBackwardArgs a;
-  a.dims = d.scan();
-  a.X = c.xbc;
-  a.ld_x = cd;
-  a.B = c.xbc + di;
-  a.C = c.xbc + di + N;
-  a.ld_bc = cd;
-  a.dt_raw = c.zx + di + cd;
-  a.ld_dt = W;
-  a.dt_bias = p.dt_bias;
-  a.A_log = p.A_log;
-  a.D = p.D;
+  scan_inputs(a, d, p, c);
   a.dt = c.dt;
   a.states = c.states;
   a.decay = c.decay;

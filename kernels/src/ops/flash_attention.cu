@@ -25,19 +25,18 @@
 #include <utility>
 
 #include "common/cuda_check.hpp"
+#include "ops/bf16_tiles.cuh"
 #include "ttt/ttt_mma.cuh"
 #include "tttlab/kernels/attention.hpp"
 
 namespace tttlab::kernels {
 namespace {
 
-using detail::cp_async16;
 using detail::cp_async_commit;
 using detail::cp_async_wait;
-using detail::ldsm_x4_trans;
 using detail::mma_bf16;
 using detail::pack_bf16;
-using detail::mma_detail::ldsm_x4;
+using namespace detail::bf16_tiles;
 
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
@@ -52,51 +51,7 @@ struct FlashParams {
   float scale_l2;  // log2(e)/√d
 };
 
-// ---- small device helpers -------------------------------------------------------------------------
-
-__device__ __forceinline__ std::uint32_t smem_addr(const void* p) {
-  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// Rows r0 .. r0 + R − 1 of one head (row stride `ld` elements) into S[R][D + 8]; rows ≥ T as zeros
-// (cp.async reads nothing for them, but its address must still be valid: row 0's).
-template <int R, int D, int NT>
-__device__ __forceinline__ void load_rows(std::uint16_t* S, const std::uint16_t* G, int r0, int T,
-                                          long ld) {
-  constexpr int kChunks = D / 8;  // 16-byte pieces per row
-  for (int idx = threadIdx.x; idx < R * kChunks; idx += NT) {
-    const int r = idx / kChunks, c = (idx % kChunks) * 8;
-    const bool ok = r0 + r < T;
-    cp_async16(S + r * (D + 8) + c, G + long(ok ? r0 + r : 0) * ld + c, ok ? 16 : 0);
-  }
-}
-
-// The A fragment (16 × 16, k-step ks) of rows row0 .. row0 + 15 of a row-major bf16 tile.
-template <int LD>
-__device__ __forceinline__ void load_a(std::uint32_t (&a)[4], const std::uint16_t* S, int row0,
-                                       int ks, int lane) {
-  const int r = row0 + (lane & 7) + ((lane >> 3) & 1) * 8, c = ks * 16 + (lane >> 4) * 8;
-  ldsm_x4(a, smem_addr(S + r * LD + c));
-}
-
-// The B fragments of n-tiles 2np and 2np + 1 (8 columns each) at k-step ks, for a product X·Yᵀ with Y
-// stored row-major (a row of Y is a column of the product): b[0], b[1] for n-tile 2np, b[2], b[3] for
-// n-tile 2np + 1.
-template <int LD>
-__device__ __forceinline__ void load_b_rows(std::uint32_t (&b)[4], const std::uint16_t* S, int np,
-                                            int ks, int lane) {
-  const int r = np * 16 + (lane & 7) + ((lane >> 4) << 3), c = ks * 16 + ((lane >> 3) & 1) * 8;
-  ldsm_x4(b, smem_addr(S + r * LD + c));
-}
-
-// The B fragments of n-tiles 2np, 2np + 1 at k-step ks for a product X·Y with Y stored row-major
-// (rows = the contraction): ldmatrix .trans.
-template <int LD>
-__device__ __forceinline__ void load_b_cols(std::uint32_t (&b)[4], const std::uint16_t* S, int np,
-                                            int ks, int lane) {
-  const int r = ks * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, c = np * 16 + (lane >> 4) * 8;
-  ldsm_x4_trans(b, smem_addr(S + r * LD + c));
-}
+// ---- small device helpers (the tile loads are ops/bf16_tiles.cuh) -------------------------------
 
 // acc[16 × 8·NN] += A[16 × 16·KS] · Yᵀ with Y row-major in shared memory, A from shared memory.
 template <int LD, int KS, int NN>

@@ -33,19 +33,18 @@
 #include <utility>
 
 #include "common/cuda_check.hpp"
+#include "ops/bf16_tiles.cuh"
 #include "ttt/ttt_mma.cuh"
 #include "tttlab/kernels/attention.hpp"
 
 namespace tttlab::kernels {
 namespace {
 
-using detail::cp_async16;
 using detail::cp_async_commit;
 using detail::cp_async_wait;
-using detail::ldsm_x4_trans;
 using detail::mma_bf16;
 using detail::pack_bf16;
-using detail::mma_detail::ldsm_x4;
+using namespace detail::bf16_tiles;
 
 constexpr int kChunk = 64;      // C
 constexpr int kThreads = 128;   // chunk kernels: 4 warps, 16 rows of the chunk each
@@ -61,57 +60,6 @@ struct LinParams {
   float *dQ, *dK, *dV;
   int H, T, NC;
 };
-
-__device__ __forceinline__ std::uint32_t smem_addr(const void* p) {
-  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// Rows r0 .. r0 + R − 1 (of T), W columns from G (row stride ld elements) into S[R][W + 8]; rows ≥ T
-// as zeros (cp.async reads nothing for them, but its address must still be valid: row 0's).
-template <int R, int W, int NT>
-__device__ __forceinline__ void load_rows(std::uint16_t* S, const std::uint16_t* G, int r0, int T,
-                                          long ld) {
-  constexpr int kPieces = W / 8;
-  for (int idx = threadIdx.x; idx < R * kPieces; idx += NT) {
-    const int r = idx / kPieces, c = (idx % kPieces) * 8;
-    const bool ok = r0 + r < T;
-    cp_async16(S + r * (W + 8) + c, G + long(ok ? r0 + r : 0) * ld + c, ok ? 16 : 0);
-  }
-}
-
-// A [16 × 16] fragment, rows row0.. and k-step ks, of a row-major tile.
-template <int LD>
-__device__ __forceinline__ void load_a(std::uint32_t (&a)[4], const std::uint16_t* S, int row0,
-                                       int ks, int lane) {
-  const int r = row0 + (lane & 7) + ((lane >> 3) & 1) * 8, c = ks * 16 + (lane >> 4) * 8;
-  ldsm_x4(a, smem_addr(S + r * LD + c));
-}
-
-// The A fragment of Xᵀ (rows m0.. of Xᵀ = columns m0.. of X, k-step ks = rows of X) for X row-major:
-// ldmatrix .trans of the 8 × 8 blocks (k 0–7 | 8–15) × (m 0–7 | 8–15) in a0..a3's order.
-template <int LD>
-__device__ __forceinline__ void load_a_trans(std::uint32_t (&a)[4], const std::uint16_t* S, int m0,
-                                             int ks, int lane) {
-  const int r = ks * 16 + (lane & 7) + ((lane >> 4) & 1) * 8, c = m0 + ((lane >> 3) & 1) * 8;
-  ldsm_x4_trans(a, smem_addr(S + r * LD + c));
-}
-
-// B fragments of n-tiles 2np, 2np + 1 at k-step ks for X·Yᵀ, Y row-major (a row of Y is a column of
-// the product).
-template <int LD>
-__device__ __forceinline__ void load_b_rows(std::uint32_t (&b)[4], const std::uint16_t* S, int np,
-                                            int ks, int lane) {
-  const int r = np * 16 + (lane & 7) + ((lane >> 4) << 3), c = ks * 16 + ((lane >> 3) & 1) * 8;
-  ldsm_x4(b, smem_addr(S + r * LD + c));
-}
-
-// B fragments of n-tiles 2np, 2np + 1 at k-step ks for X·Y, Y row-major (rows = the contraction).
-template <int LD>
-__device__ __forceinline__ void load_b_cols(std::uint32_t (&b)[4], const std::uint16_t* S, int np,
-                                            int ks, int lane) {
-  const int r = ks * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, c = np * 16 + (lane >> 4) * 8;
-  ldsm_x4_trans(b, smem_addr(S + r * LD + c));
-}
 
 // acc[16 × 8·NN] += A[rows arow0.., 16·KS] · Yᵀ; only the 16-column blocks np ∈ [lo, hi] (the rest
 // of acc is left as it is).
