@@ -6,6 +6,7 @@
 #include <malloc.h>
 #include <cstdio>
 #include <exception>
+#include <new>
 
 #include "cli/commands.hpp"
 #include "tttlab/io/limits.hpp"
@@ -49,6 +50,14 @@ int main(int argc, char** argv) {
     // Unknown flags, bad values, failed validation: one line, status 2.
     std::fprintf(stderr, "tttlab: %s\n", tttlab::printable(e.what()).c_str());
     return 2;
+  } catch (const std::bad_alloc&) {
+    // An allocation outside the worker threads (which say which thread it was) failed: the same
+    // limits, said as plainly. std::bad_alloc's own text ("std::bad_alloc") tells a user nothing.
+    std::fprintf(stderr,
+                 "tttlab: error: out of memory (the process is at its limit of memory: ulimit -v, "
+                 "cgroup memory.max, or free memory); with many worker threads, run with fewer, "
+                 "e.g. --threads 1\n");
+    return 1;
   } catch (const std::exception& e) {
     // The command itself failed (unreadable file, bad checkpoint, ...): one line, status 1, with any
     // control byte a file or a path put in the message escaped.
