@@ -148,6 +148,8 @@ bool cuda_memory_info(int device, std::uint64_t& free_bytes, std::uint64_t& tota
   return true;
 }
 
+void cuda_clear_last_error() { cudaGetLastError(); }
+
 GpuProbeResult probe_cuda_gpus() {
   const CudaQuery q = query_cuda_devices();
   GpuProbeResult r;
