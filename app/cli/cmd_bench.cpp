@@ -20,6 +20,10 @@
 // four layers at both shapes (D256-L4 B16 T512, D768-L12 B8 T2048) in tf32 and fp32: median and
 // min–max of 10 timed steps, tokens/s, TFLOP/s, the ratio to the ceiling and the floor (the step's
 // FLOPs at the ceiling), and one profiled step's breakdown. --json prints all of it as one object.
+//
+// `--device cuda --latency [--json] [--csv FILE]` measures instead the paper's Fig. 3 / 15 in
+// miniature, prefill and decode time per token against context length (cli/bench_latency.hpp);
+// `--latency --plan` prints the rows it would measure without touching a GPU.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -27,6 +31,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "cli/bench_latency.hpp"
 #include "cli/commands.hpp"
 #include "tttlab/util/parallel.hpp"
 #include "cli/progress.hpp"
@@ -231,6 +236,8 @@ struct BenchArgs {
   bool generation_only = false;
   bool training_only = false;  // GPU: only the GEMM ceilings and the whole-model training rows
   int gpus = 0;  // > 0: the data-parallel scaling rows on 1 .. gpus GPUs instead of everything else
+  bool latency = false;  // Fig. 3 in miniature instead of everything else (bench_latency.hpp)
+  LatencyArgs lat;
 };
 
 #ifdef TTTLAB_HAVE_CUDA
@@ -531,6 +538,28 @@ void run_cuda(const BenchArgs& a, int device, const std::string& device_text) {
 }
 #endif
 
+// `--latency`: checked in full before any device is asked for.
+void run_latency_mode(BenchArgs& a) {
+  if (a.device != "cuda")
+    throw CLI::ValidationError("--latency measures the GPU: use it with --device cuda");
+  if (a.generation_only || a.training_only || a.gpus > 0)
+    throw CLI::ValidationError("--latency excludes --generation-only, --training-only and --gpus");
+  a.lat.json = a.json;
+  a.lat.ttt_backbone = a.backbone;
+  try {
+    validate_latency_args(a.lat);
+  } catch (const std::invalid_argument& e) {
+    throw CLI::ValidationError(e.what());
+  }
+  if (a.lat.plan) {
+    print_latency_plan(a.lat);
+    return;
+  }
+  const DeviceSelection sel = select_device(DeviceRequest::CUDA);
+  if (!a.json) std::printf("device: %s\n", sel.device.describe().c_str());
+  run_latency(a.lat, sel.device.index, sel.device.describe());
+}
+
 void run(const BenchArgs& a) {
   bool cuda = a.device == "cuda";
   if (a.device == "auto") {
@@ -650,8 +679,34 @@ void register_bench(CLI::App& app) {
                   "per GPU, D768 L12), with the scaling efficiency against one GPU")
       ->check(CLI::Range(1, 1024));
   cmd->add_flag("--json", a->json, "Print JSON");
+  cmd->add_flag("--latency", a->latency,
+                "With --device cuda: only Fig. 3 in miniature, prefill (batch <= 16) and decode (batch 1) time "
+                "per token against context length for TTT-Linear, TTT-MLP, the Transformer and Mamba-2 "
+                "(125m preset unless --presets names one; --layer: that layer only)");
+  auto* lengths = cmd->add_option("--lengths", a->lat.lengths,
+                                  "With --latency: the context lengths T, multiples of 64 in [64, 65536]")
+                      ->capture_default_str();
+  auto* dmax = cmd->add_option("--decode-max-context", a->lat.decode_max_context,
+                               "With --latency: walk the decoder only up to this context (0: the longest "
+                               "--lengths); longer rows are printed as skipped");
+  auto* csv = cmd->add_option("--csv", a->lat.csv, "With --latency: write the rows to this CSV file too");
+  auto* plan = cmd->add_flag("--plan", a->lat.plan,
+                             "With --latency: print the rows it would measure (and write --csv) without "
+                             "using a GPU");
+  for (auto* o : {lengths, dmax, csv, plan}) o->needs("--latency");
   cmd->callback([a, cmd] {
     a->layer_given = cmd->count("--layer") > 0;
+    if (a->latency) {
+      if (cmd->count("--presets") > 0) {
+        if (a->presets.size() != 1) throw CLI::ValidationError("--latency measures one preset: give --presets one name");
+        a->lat.preset = a->presets.front();
+      }
+      if (a->layer_given) a->lat.layers = {a->layer};
+      // The TTT rows in the bench's backbone; --backbone is read only by them.
+      if (cmd->count("--backbone") == 0) a->backbone = "m";
+      run_latency_mode(*a);
+      return;
+    }
     // Mamba-2 is a whole Mamba block and sits in the Transformer block (as `tttlab train` decides).
     if (a->layer == "mamba2" && cmd->count("--backbone") == 0) a->backbone = "t";
     run(*a);

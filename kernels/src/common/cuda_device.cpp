@@ -132,6 +132,24 @@ CudaQuery query_cuda_devices() {
   return q;
 }
 
+bool cuda_memory_info(int device, std::uint64_t& free_bytes, std::uint64_t& total_bytes, std::string* why) {
+  free_bytes = total_bytes = 0;
+  const auto fail = [&](const std::string& what, cudaError_t err) {
+    cudaGetLastError();  // reset the runtime's last error, so that later calls do not report this one
+    if (why) *why = what + ": " + error_text(err);
+    return false;
+  };
+  if (const cudaError_t err = cudaSetDevice(device); err != cudaSuccess)
+    return fail("cudaSetDevice(" + std::to_string(device) + ")", err);
+  std::size_t f = 0, t = 0;
+  if (const cudaError_t err = cudaMemGetInfo(&f, &t); err != cudaSuccess) return fail("cudaMemGetInfo", err);
+  free_bytes = f;
+  total_bytes = t;
+  return true;
+}
+
+void cuda_clear_last_error() { cudaGetLastError(); }
+
 GpuProbeResult probe_cuda_gpus() {
   const CudaQuery q = query_cuda_devices();
   GpuProbeResult r;

@@ -1387,7 +1387,8 @@ std::size_t CudaTrainBackend::device_bytes() const {
   const Impl& s = *m_impl;
   std::size_t n = s.P.bytes() + s.G.bytes() + s.M1.bytes() + s.M2.bytes() + s.ttt_ws.bytes() + s.tokens.bytes() +
                   s.targets.bytes() + s.emb_offsets.bytes() + s.emb_rows.bytes() + s.norm_ws.bytes() +
-                  s.attn_ws.bytes();
+                  s.attn_ws.bytes() + s.norm_out.bytes() + s.P16.bytes() + s.shadow_store.bytes() + s.dy16.bytes() +
+                  s.dy16b.bytes() + s.attn16.bytes();
   for (const auto& a : s.storage) n += a->bytes();
   for (const auto& a : s.storage16) n += a->bytes();
   return n;

@@ -55,6 +55,17 @@ CudaQuery query_cuda_devices();
 // it with  tttlab::device_registry().set_gpu_probe(tttlab::kernels::probe_cuda_gpus).
 GpuProbeResult probe_cuda_gpus();
 
+// Free and total memory of device `device` now (cudaMemGetInfo, which makes the device current on
+// the calling thread), for sizing an allocation before making it. On failure (no driver, no such
+// device) returns false with `why` saying so, when given, and leaves the sizes at 0.
+bool cuda_memory_info(int device, std::uint64_t& free_bytes, std::uint64_t& total_bytes,
+                      std::string* why = nullptr);
+
+// Clears the CUDA runtime's last error on the calling thread (cudaGetLastError). After a failed
+// allocation was caught (std::runtime_error from a CUDA check), the runtime still holds that error,
+// and the next kernel launch's check would report it as its own.
+void cuda_clear_last_error();
+
 // How the kernels were compiled, in words: "CUDA 13.0, sm_90".
 std::string cuda_build_summary();
 

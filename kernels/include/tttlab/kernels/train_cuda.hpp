@@ -126,7 +126,9 @@ class CudaTrainBackend final : public Replica {
     std::vector<float> Q, K, V, lambda, tau;
   };
   std::vector<MixerInputs> mixer_inputs(const TokenBatch& batch);
-  // Bytes of device memory the backend holds.
+  // Bytes of device memory the backend holds: every array it allocates (with bf16 products also the
+  // parameters' bf16 mirror, the activations' bf16 shadows and the rounded gradients). Not counted:
+  // the scratch the matrix products grow on first use (gemm.cpp) and cuBLAS's own workspace.
   std::size_t device_bytes() const;
   // step() with a timing of its phases. The events between launches cost a little time themselves;
   // use it to see proportions, and plain step() for throughput.

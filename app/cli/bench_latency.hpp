@@ -1,0 +1,64 @@
+// `tttlab bench --device cuda --latency`: the paper's Fig. 3 / 15 in miniature. Time per token against
+// context length T, for each layer of the comparison at one preset (random weights: the time does not
+// depend on them):
+//
+//   prefill  the training forward of CudaTrainBackend (time_forward: bf16 products, activations kept)
+//            over B sequences of T tokens, B the largest batch <= 16 whose memory fits the GPU (sized
+//            before anything is allocated, from two small probes of device_bytes() and the free memory);
+//            per-token time = forward time / (B·T), median and spread over the timed repeats.
+//   decode   CudaDecoder at batch 1: the context is walked token by token up to T, then a window of
+//            kDecodeWindow tokens is fed one at a time (each a full step with its logits back on the
+//            host and the next token its argmax), each timed; median and spread over the window.
+//
+// A row that cannot be measured (a model the GPU path refuses, a batch that does not fit even at 1, a
+// decode batch other than 1) is a row with status "skipped: <reason>", never a number.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace tttlab::cli {
+
+struct LatencyArgs {
+  std::string preset = "125m";
+  // The mixers, as --layer spells them ("softmax-attention" is the Transformer).
+  std::vector<std::string> layers{"ttt-linear", "ttt-mlp", "softmax-attention", "mamba2"};
+  std::string ttt_backbone =
+      "m";  // TTT rows; the Transformer and Mamba-2 sit in the Transformer block
+  std::vector<int> lengths{1024, 2048, 4096, 8192, 16384, 32768};
+  int decode_max_context = 0;  // 0: the largest length
+  std::string csv;             // write the rows here too ("" none)
+  bool json = false;
+  bool plan = false;  // print the rows to be measured; use no GPU
+};
+
+// One row of the figure. status "ok" (times set), "planned" (--plan) or "skipped: <reason>".
+struct LatencyRow {
+  std::string layer, phase;  // phase "prefill" or "decode"
+  int batch = 0, T = 0;      // T = 0: the row stands for every context (decode batches not run)
+  double median_us = 0, q1_us = 0, q3_us = 0, min_us = 0, max_us = 0;  // per token
+  int repeats = 0;  // timed samples the statistics are over
+  std::string status = "ok";
+  double device_gib = 0;  // prefill: the backend's device memory (GiB), estimated before allocating
+};
+
+// Sorts and de-duplicates args.lengths; throws std::invalid_argument (one line) for anything the
+// latency run cannot take: a length outside [64, 65536] or not a multiple of 64, an unknown preset, a
+// decode limit below 0, or a CSV path whose folder does not exist.
+void validate_latency_args(LatencyArgs& args);
+
+// The rows a run would produce, status "planned" (prefill batch 16: the most a row may use).
+std::vector<LatencyRow> plan_latency(const LatencyArgs& args);
+
+// The CSV of the rows: a header line, then one line per row (empty time fields unless status is ok).
+//   layer,phase,batch,T,median_us_per_token,q1_us,q3_us,min_us,max_us,repeats,status
+std::string latency_csv(const std::vector<LatencyRow>& rows);
+
+// Prints the plan (a table, or --json) and writes --csv; no GPU is touched.
+void print_latency_plan(const LatencyArgs& args);
+
+// Measures every row on CUDA device `device` and prints the table or, with args.json, one JSON
+// object; writes args.csv. Throws std::runtime_error when the build has no CUDA kernels.
+void run_latency(const LatencyArgs& args, int device, const std::string& device_text);
+
+}  // namespace tttlab::cli
