@@ -3,7 +3,8 @@
 // then every new byte is one primal-form step on the streaming state: the prefix is never run again.
 //
 // The decoder (tttlab/model/decoder.hpp) runs on the CPU engine (prefill in the dual form) or on the
-// GPU (kernels::CudaDecoder: the prompt is fed through the same per-token step). The device policy is
+// GPU (kernels::CudaDecoder: the prompt is fed through the same per-token step; for attention models
+// its KV cache holds exactly the prompt and --tokens). The device policy is
 // `tttlab train --device`'s (cli/train_device.hpp): auto = the GPU when present and it can run the
 // model, else the CPU with a note; cuda without a GPU is an error (exit 1), cuda for a model the GPU
 // decoder does not run is a usage error (exit 2). Sampling stays here, on the host, from the float
@@ -44,8 +45,11 @@ struct GenerateArgs {
 };
 
 // The decoder for --device (the policy at the top of this file). `note` receives why the CPU was
-// chosen under auto although the build has CUDA kernels (empty otherwise).
-std::unique_ptr<TokenDecoder> make_decoder(const std::string& device, const Model<float>& model, std::string& note) {
+// chosen under auto although the build has CUDA kernels (empty otherwise). `context`: the tokens the
+// run will feed (prompt and generated), the GPU's KV-cache capacity for attention models (its
+// default where that passes k_max_positions; the decoder then refuses the feed that fills it).
+std::unique_ptr<TokenDecoder> make_decoder(const std::string& device, const Model<float>& model,
+                                           long context, std::string& note) {
   DeviceRequest request;
   try {
     request = parse_device_request(device);
@@ -57,7 +61,9 @@ std::unique_ptr<TokenDecoder> make_decoder(const std::string& device, const Mode
   if (sel.device.kind == DeviceKind::CUDA) {
 #ifdef TTTLAB_HAVE_CUDA
     const std::string why = kernels::cuda_decode_unsupported(model.config());
-    if (why.empty()) return kernels::cuda_decoder_factory(sel.device.index)(model);
+    if (why.empty())
+      return kernels::cuda_decoder_factory(sel.device.index, true,
+                                           context <= k_max_positions ? context : 0)(model);
     if (request == DeviceRequest::CUDA) throw CLI::ValidationError("--device cuda: " + why);
     note = why + "; using the CPU";
 #endif
@@ -90,7 +96,8 @@ void run(const GenerateArgs& a) {
   auto model = load_model(a.checkpoint);
   if (a.prompt.empty()) throw CLI::ValidationError("--prompt must not be empty");
   std::string note;
-  const std::unique_ptr<TokenDecoder> decoder = make_decoder(a.device, *model, note);
+  const std::unique_ptr<TokenDecoder> decoder =
+      make_decoder(a.device, *model, long(a.prompt.size()) + a.tokens, note);
   std::fprintf(stderr, "[decoding on %s]\n", decoder->describe().c_str());
   if (!note.empty()) std::fprintf(stderr, "[%s]\n", note.c_str());
   Rng rng(a.seed);

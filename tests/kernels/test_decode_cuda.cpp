@@ -26,6 +26,18 @@
 //    for 40 steps on a nine-word text (so that its logits have real maxima, not the near-ties of
 //    random weights): the same bytes on both devices, the smallest top-2 margin printed.
 // 5. Unsupported models are refused with one-line reasons (no GPU needed).
+// 6. Softmax-attention (Transformer) models, the GPU's KV-cache step against the CPU layer's
+//    cached attention (tttlab/nn/attention.hpp): the tiny and small presets with --layer
+//    softmax-attention on both backbones (d = 32, 64) and two more head dims (d = 16 with 8 heads,
+//    d = 128 with 2), random weights at the printed seed: the prefill of 21 tokens and 100 single
+//    feeds of 2, logits within the same 1e-3 relative bound, with and without CUDA graphs (one graph
+//    serves every position: t is read from device memory). Then 1 and 3 context splits over a
+//    prefill of 600 tokens (3 tiles of 256 cached rows in one split: the running max/sum
+//    rescaling across tiles) and 20 single feeds, same bound. Greedy decoding of 100 bytes from an
+//    attention model trained on the CPU for 40 steps on the nine-word text: the same bytes on both
+//    devices. A full KV cache refuses the feed (std::length_error naming the capacity) and leaves
+//    the stream where it was; a cache larger than the device's memory is refused at construction
+//    with the bytes it needs.
 // Seeds are fixed and printed (test_seed(): a hash of the test's name; TTTLAB_TEST_SEED overrides).
 #include <gtest/gtest.h>
 
@@ -411,8 +423,16 @@ TEST(CudaDecoder, Mamba2GreedyBytesOfATrainedModelAreTheCpus) {
 // ---- 5. refusals -------------------------------------------------------------------------------
 
 TEST(CudaDecoder, RefusesModelsItDoesNotRun) {
-  ModelConfig attn = small_model(SeqLayerKind::SoftmaxAttention, false, 16);
+  ModelConfig attn = small_model(SeqLayerKind::LinearAttention, false, 16);
   EXPECT_NE(cuda_decode_unsupported(attn), "");
+  ModelConfig soft = small_model(SeqLayerKind::SoftmaxAttention, true, 16);
+  EXPECT_EQ(cuda_decode_unsupported(soft), "");
+  soft.num_attention_heads = 8;  // d = 16
+  EXPECT_EQ(cuda_decode_unsupported(soft), "");
+  soft.hidden_size = 96;  // d = 12: not a power of two
+  EXPECT_NE(cuda_decode_unsupported(soft).find("head dim"), std::string::npos);
+  soft.hidden_size = 256, soft.num_attention_heads = 1;  // d = 256
+  EXPECT_NE(cuda_decode_unsupported(soft).find("head dim"), std::string::npos);
   ModelConfig wide = small_model(SeqLayerKind::TTTLinear, true, 16);
   wide.num_attention_heads = 1;  // d = 128: supported
   EXPECT_EQ(cuda_decode_unsupported(wide), "");
@@ -430,6 +450,195 @@ TEST(CudaDecoder, RefusesModelsItDoesNotRun) {
   // The constructor checks before touching the device.
   const Model<float> model(attn, 1);
   EXPECT_THROW(CudaDecoder{model}, std::invalid_argument);
+  // Options are checked before the device is touched, too.
+  const Model<float> sm(small_model(SeqLayerKind::SoftmaxAttention, false, 16), 1);
+  CudaDecoderOptions o;
+  o.max_context = long(k_max_positions) + 1;
+  EXPECT_THROW((CudaDecoder{sm, o}), std::invalid_argument);
+  o.max_context = 0;
+  o.attention_splits = -1;
+  EXPECT_THROW((CudaDecoder{sm, o}), std::invalid_argument);
+}
+
+// ---- 6. softmax attention ----------------------------------------------------------------------
+
+ModelConfig attention_preset(const std::string& name, bool mamba) {
+  ModelConfig c = ModelConfig::preset(name);
+  c.seq_layer = SeqLayerKind::SoftmaxAttention;
+  c.mamba_backbone = mamba;
+  return c;
+}
+
+TEST(CudaDecoder, AttentionLogitsMatchTheCpuDecoder) {
+  TTTLAB_REQUIRE_GPU();
+  const std::uint64_t seed = test_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::printf("[   INFO   ] seed %llu\n", static_cast<unsigned long long>(seed));
+  ModelConfig d16 = small_model(SeqLayerKind::SoftmaxAttention, false, 16);
+  d16.num_attention_heads = 8;
+  ModelConfig d128 = small_model(SeqLayerKind::SoftmaxAttention, true, 16);
+  d128.hidden_size = 256;
+  d128.num_attention_heads = 2;
+  const ModelConfig shapes[] = {attention_preset("tiny", true), attention_preset("tiny", false),
+                                attention_preset("small", false), d16, d128};
+  int i = 0;
+  for (const ModelConfig& c : shapes) {
+    ASSERT_EQ(cuda_decode_unsupported(c), "");
+    const Model<float> model(c, seed + i);
+    for (const bool graphs : {true, false}) {
+      SCOPED_TRACE("D " + std::to_string(c.hidden_size) + " H " +
+                   std::to_string(c.num_attention_heads) + (graphs ? " graphs" : " launches"));
+      std::printf("[   INFO   ] softmax attention D %d, H %d, %d blocks:\n", c.hidden_size,
+                  c.num_attention_heads, c.num_hidden_layers);
+      compare_decoders(model, graphs, seed + 300 + i, 100);
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+    ++i;
+  }
+}
+
+TEST(CudaDecoder, AttentionSplitsAndTilesMatchTheCpuDecoder) {
+  TTTLAB_REQUIRE_GPU();
+  const std::uint64_t seed = test_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::printf("[   INFO   ] seed %llu\n", static_cast<unsigned long long>(seed));
+  const Model<float> model(attention_preset("tiny", false), seed);
+  std::mt19937_64 rng(seed + 1);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::vector<int> prompt(600);
+  for (int& t : prompt) t = byte(rng);
+  std::vector<int> more(20);
+  for (int& t : more) t = byte(rng);
+  for (const int splits : {1, 3}) {
+    SCOPED_TRACE("splits " + std::to_string(splits));
+    CudaDecoderOptions o;
+    o.attention_splits = splits;
+    o.max_context = 1024;
+    CudaDecoder gpu(model, o);
+    EXPECT_EQ(gpu.context_capacity(), 1024);
+    const auto cpu = make_cpu_decoder(model);
+    std::vector<float> lg, lc;
+    gpu.feed(prompt, lg);
+    cpu->feed(prompt, lc);
+    double worst = rel_diff(lg, lc);
+    ASSERT_LE(worst, kTolLogits) << "after the prefill";
+    for (const int t : more) {
+      const int tok[1] = {t};
+      gpu.feed(tok, lg);
+      cpu->feed(tok, lc);
+      const double r = rel_diff(lg, lc);
+      worst = std::max(worst, r);
+      ASSERT_LE(r, kTolLogits) << "after token " << gpu.position();
+    }
+    std::printf(
+        "[   INFO   ] %d split(s), context 620: worst rel. logit difference %.3g over 21 feeds\n",
+        splits, worst);
+  }
+}
+
+// A nine-word text from a fixed linear congruential sequence (as tests/core/word_corpus.hpp), and a
+// model of `c` trained on it on the CPU for 40 steps, so that its logits have real maxima, not the
+// near-ties of random weights.
+std::unique_ptr<Trainer> trained_on_words(const ModelConfig& c, std::uint64_t seed,
+                                          const std::string& tag) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                    ("tttlab_" + tag + "_decode_" + std::to_string(seed));
+  std::filesystem::create_directories(dir);
+  {
+    const char* words[] = {"the ", "cat ", "sat ", "on ", "a ", "mat. ", "dogs ", "run ", "fast. "};
+    std::ofstream f(dir / "corpus.txt", std::ios::binary);
+    unsigned x = 1;
+    for (int i = 0; i < 6000; ++i) {
+      x = x * 1103515245u + 12345u;
+      f << words[(x >> 16) % 9];
+    }
+  }
+  TrainConfig cfg;
+  cfg.model = c;
+  cfg.model.max_position_embeddings = 64;
+  cfg.data = (dir / "corpus.txt").string();
+  cfg.steps = 40;
+  cfg.batch_size = 4;
+  cfg.seq_len = 64;
+  cfg.lr = 1e-2;
+  cfg.seed = seed;
+  cfg.threads = 2;
+  cfg.eval_windows = 4;
+  auto t = std::make_unique<Trainer>(cfg, TextData::load(cfg));
+  double loss = 0;
+  while (!t->finished()) loss = t->step().loss;
+  std::printf("[   INFO   ] trained 40 steps on the CPU: last loss %.3f nats/byte\n", loss);
+  std::filesystem::remove_all(dir);
+  return t;
+}
+
+TEST(CudaDecoder, AttentionGreedyBytesOfATrainedModelAreTheCpus) {
+  TTTLAB_REQUIRE_GPU();
+  const std::uint64_t seed = test_seed();
+  std::printf("[   INFO   ] seed %llu\n", static_cast<unsigned long long>(seed));
+  ModelConfig c = small_model(SeqLayerKind::SoftmaxAttention, false, 16);
+  const auto t = trained_on_words(c, seed, "attention");
+  const Model<float>& model = t->model();
+  double m_cpu = INFINITY, m_gpu = INFINITY;
+  const auto cpu = make_cpu_decoder(model);
+  CudaDecoder gpu(model);
+  const std::string a = greedy(*cpu, "the cat ", 100, m_cpu);
+  const std::string b = greedy(gpu, "the cat ", 100, m_gpu);
+  std::printf(
+      "[   INFO   ] CPU: \"%s\"\n[   INFO   ] smallest top-2 logit margin: CPU %.3g, GPU %.3g\n",
+      a.c_str(), m_cpu, m_gpu);
+  EXPECT_EQ(a, b);
+}
+
+TEST(CudaDecoder, AttentionRefusesAFeedPastItsCache) {
+  TTTLAB_REQUIRE_GPU();
+  const Model<float> model(small_model(SeqLayerKind::SoftmaxAttention, true, 16), 5);
+  CudaDecoderOptions o;
+  o.max_context = 300;
+  CudaDecoder gpu(model, o);
+  EXPECT_NE(gpu.describe().find("KV cache 300 tokens"), std::string::npos) << gpu.describe();
+  const auto cpu = make_cpu_decoder(model);
+  std::vector<int> p(290, 'a');
+  std::vector<float> lg, lc;
+  gpu.feed(p, lg);
+  cpu->feed(p, lc);
+  std::vector<int> twenty(20, 'b');
+  try {
+    gpu.feed(twenty, lg);
+    FAIL() << "expected std::length_error";
+  } catch (const std::length_error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("full"), std::string::npos) << what;
+    EXPECT_NE(what.find("300"), std::string::npos) << what;
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+  }
+  EXPECT_EQ(gpu.position(), 290);  // nothing of the refused feed ran
+  std::vector<int> ten(10, 'b');
+  gpu.feed(ten, lg);
+  cpu->feed(ten, lc);
+  EXPECT_EQ(gpu.position(), 300);
+  EXPECT_LE(rel_diff(lg, lc), kTolLogits);  // the stream went on as if the refused feed never came
+  const int one[1] = {'c'};
+  EXPECT_THROW(gpu.feed(one, lg), std::length_error);
+
+  // 2 x 10 blocks x 2048 floats per token x 2^20 tokens = 160 GiB: more than any current GPU holds.
+  ModelConfig big = small_model(SeqLayerKind::SoftmaxAttention, false, 16);
+  big.hidden_size = 2048;
+  big.num_attention_heads = 16;
+  big.num_hidden_layers = 10;
+  big.intermediate_size = 64;
+  const Model<float> bm(big, 6);
+  CudaDecoderOptions ob;
+  ob.max_context = k_max_positions;
+  try {
+    CudaDecoder huge(bm, ob);
+    FAIL() << "expected std::runtime_error";
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    std::printf("[   INFO   ] %s\n", what.c_str());
+    EXPECT_NE(what.find("GiB"), std::string::npos) << what;
+    EXPECT_NE(what.find("max_context"), std::string::npos) << what;
+  }
 }
 
 }  // namespace

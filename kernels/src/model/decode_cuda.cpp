@@ -18,15 +18,28 @@
 //   mamba2_ssm    per head S_h ← exp(dt·A)·S_h + dt·xs Bᵀ; g = (S_h C + D·xs) ⊙ silu(z)
 //   rms_scale     the gated RMSNorm
 //   gemv          ·out_proj
+// and a softmax-attention block (either backbone) by
+//   gemv          a·[Wq | Wk | Wv]
+//   attn_prep     RoPE at the global position t on q, k; q ·= 1/√d; k, v → row t of the KV cache
+//   attn_split    per (split, head): softmax over its share of the cache rows 0..t, tile by tile
+//                 with the running max/sum (flash-decoding)
+//   attn_combine  per head: the splits' outputs rescaled and summed in a fixed order
+//   gemv          ·Wo
+// The KV cache is [H, cap, d] fp32 per block for K and V, cap fixed at construction
+// (CudaDecoderOptions::max_context, checked against the free device memory); feed() refuses a feed
+// that would pass it.
 // At batch 1 every kernel is short (a few µs), so with cuda_graphs the whole step is captured once
 // per mini-batch position pos (the only launch argument that changes from token to token; the token
-// itself is read from device memory; Mamba-2's step has no position, so one graph) and replayed
-// with one cudaGraphLaunch.
+// and, for attention, its global position t are read from device memory, where feed() copies them
+// before each step; Mamba-2's and attention's steps take no position argument, so one graph) and
+// replayed with one cudaGraphLaunch.
 #include "tttlab/kernels/decode_cuda.hpp"
 
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -54,9 +67,15 @@ std::string cuda_decode_unsupported(const ModelConfig& m) {
       return "the GPU decoder runs mamba2 with the Transformer backbone (t) only";
     return {};
   }
+  if (m.seq_layer == SeqLayerKind::SoftmaxAttention) {
+    if (!detail::decode_attn_head_dim_ok(m.head_dim()))
+      return "the GPU decoder needs a softmax-attention head dim of 8, 16, 32, 64 or 128, got " +
+             std::to_string(m.head_dim()) + "; use --device cpu";
+    return {};
+  }
   if (!m.is_ttt())
-    return "the GPU decoder runs ttt-linear, ttt-mlp and mamba2 models; " + to_string(m.seq_layer) +
-           " decodes on the CPU (--device cpu)";
+    return "the GPU decoder runs ttt-linear, ttt-mlp, softmax-attention and mamba2 models; " +
+           to_string(m.seq_layer) + " decodes on the CPU (--device cpu)";
   if (std::string why = detail::ttt_shape_unsupported(m.head_dim(), m.mini_batch_size,
                                                       "the GPU decoder needs");
       !why.empty())
@@ -107,6 +126,8 @@ struct DecBlock {
   float *Win = nullptr, *m_conv_w = nullptr, *m_conv_b = nullptr, *m_hist = nullptr;
   float *dt_bias = nullptr, *A_log = nullptr, *Dskip = nullptr, *m_norm = nullptr, *Wmo = nullptr;
   float* ssm = nullptr;
+  // Softmax attention: [Wq | Wk | Wv] in `Wcat` (plan `cat`), Wo in `Wo`; the KV cache [H, cap, d] each.
+  float *kcache = nullptr, *vcache = nullptr;
   // SwiGLU
   float *ffn_norm = nullptr, *Wgu = nullptr, *Wdown = nullptr;
 };
@@ -131,6 +152,13 @@ struct CudaDecoder::Impl {
         *y_mo = nullptr;
   GemvScratch s_in, s_mo;
   GemvPlan plan_in, plan_mo;
+  // Softmax attention (attention true): the KV cache's capacity in tokens, the context splits, the
+  // RoPE frequencies [d/2] (double), the split partials and the attention output.
+  bool attention = false;
+  long cap = 0;
+  int att_S = 1;
+  double* rope_freq = nullptr;
+  float *part_o = nullptr, *part_ml = nullptr, *Z = nullptr;
   float eps = 1e-6f, lam_scale = 1.0f;
   long tokens = 0;
 
@@ -198,6 +226,8 @@ struct CudaDecoder::Impl {
                           DecBlock& B);
   void enqueue_ttt(const DecBlock& B, int pos);
   void enqueue_mamba2(const DecBlock& B);
+  void enqueue_attention(const DecBlock& B);
+  void plan_cache(long requested);
   void enqueue_step(int pos);
   void run_step(int pos);
 };
@@ -234,6 +264,7 @@ void CudaDecoder::Impl::build(const Model<float>& model) {
   mc = model.config();
   if (const std::string why = cuda_decode_unsupported(mc); !why.empty()) throw std::invalid_argument(why);
   mamba2 = mc.seq_layer == SeqLayerKind::Mamba2;
+  attention = mc.seq_layer == SeqLayerKind::SoftmaxAttention;
   D = mc.hidden_size;
   F = mc.intermediate_size;
   V = mc.vocab_size;
@@ -246,6 +277,16 @@ void CudaDecoder::Impl::build(const Model<float>& model) {
   if (mamba2) {
     m2 = mc.mamba2_config();
     period = 1;
+  } else if (attention) {
+    // The position is read from device memory, so one graph serves every token.
+    period = 1;
+    if (opt.max_context < 0 || opt.max_context > k_max_positions)
+      throw std::invalid_argument("CudaDecoder: max_context must be in 0.." +
+                                  std::to_string(k_max_positions) + ", got " +
+                                  std::to_string(opt.max_context));
+    if (opt.attention_splits < 0 || opt.attention_splits > 65535)
+      throw std::invalid_argument("CudaDecoder: attention_splits must be in 0..65535, got " +
+                                  std::to_string(opt.attention_splits));
   } else {
     tc = mc.ttt_layer_config();
     mlp = mc.seq_layer == SeqLayerKind::TTTMLP;
@@ -278,7 +319,14 @@ void CudaDecoder::Impl::build(const Model<float>& model) {
     for (int c = 0; c < D; ++c) Et[std::size_t(c) * V + vv] = E.data[std::size_t(vv) * D + c];
   embed_t = upload_padded(Et.data(), plan_head);
   final_norm = upload(copy_of(need(T, "model.norm.weight", D)));
-  if (!mamba2 && tc.rope) {
+  if (attention) {
+    // θ_m = rope_theta^(−2m/d) in double, as the CPU's rope_apply computes it.
+    std::vector<double> fr(std::size_t(d / 2));
+    for (int m = 0; m < d / 2; ++m) fr[m] = std::pow(mc.rope_theta, -2.0 * double(m) / double(d));
+    rope_freq = reinterpret_cast<double*>(alloc(fr.size() * 2));
+    TTTLAB_CUDA_CHECK(
+        cudaMemcpy(rope_freq, fr.data(), fr.size() * sizeof(double), cudaMemcpyHostToDevice));
+  } else if (!mamba2 && tc.rope) {
     std::vector<float> cs(std::size_t(b) * (d / 2)), sn(cs.size());
     rope_tables(d, b, tc.rope_theta, cs.data(), sn.data());
     rope_cos = upload(cs);
@@ -287,7 +335,12 @@ void CudaDecoder::Impl::build(const Model<float>& model) {
 
   // Projection columns of a TTT layer: q (or the shared u), k (without share_qk), v, the gate, θ_lr.
   GemvPlan plan_cat;
-  if (!mamba2) {
+  if (attention) {
+    off_q = 0;
+    off_k = D;
+    off_v = 2 * D;
+    plan_cat = detail::gemv_plan(D, 3 * D, sms);
+  } else if (!mamba2) {
     int ncat = 0;
     off_q = ncat;
     ncat += D;
@@ -316,9 +369,21 @@ void CudaDecoder::Impl::build(const Model<float>& model) {
       B.hist_pre = zeros(std::size_t(std::max(K - 1, 1)) * D);
     }
     B.seq_norm = upload(copy_of(need(T, pre + "seq_norm.weight", D)));
-    if (mamba2)
+    if (mamba2) {
       build_mamba2_block(T, sb, B);
-    else
+    } else if (attention) {
+      std::vector<float> cat(std::size_t(D) * 3 * D);
+      const char* names[3] = {"q_proj.weight", "k_proj.weight", "v_proj.weight"};
+      for (int w = 0; w < 3; ++w) {
+        const HostTensor& t = need(T, sb + names[w], long(D) * D);  // [in, out]
+        for (int r = 0; r < D; ++r)
+          std::copy(t.data + std::size_t(r) * D, t.data + std::size_t(r + 1) * D,
+                    cat.begin() + std::size_t(r) * 3 * D + std::size_t(w) * D);
+      }
+      B.cat = plan_cat;
+      B.Wcat = upload_padded(cat.data(), plan_cat);
+      B.Wo = upload_padded(need(T, sb + "o_proj.weight", long(D) * D).data, plan_o);
+    } else
       build_ttt_block(T, sb, plan_cat, B);
     B.ffn_norm = upload(copy_of(need(T, pre + "ffn_norm.weight", D)));
     const HostTensor& wg = need(T, pre + "mlp.gate_proj.weight", long(D) * F);
@@ -345,6 +410,24 @@ void CudaDecoder::Impl::build(const Model<float>& model) {
     y_mo = zeros(plan_mo.ld);
     s_in = scratch(plan_in);
     s_mo = scratch(plan_mo);
+  } else if (attention) {
+    q = zeros(D);
+    Z = zeros(D);
+    y_cat = zeros(plan_cat.ld);
+    y_o = zeros(plan_o.ld);
+    s_cat = scratch(plan_cat);
+    s_o = scratch(plan_o);
+    // The cache last, against the memory left after the weights and the scratch.
+    plan_cache(opt.max_context);
+    att_S =
+        opt.attention_splits > 0 ? opt.attention_splits : detail::decode_attn_splits(H, cap, sms);
+    part_o = zeros(std::size_t(H) * att_S * d);
+    part_ml = zeros(std::size_t(H) * att_S * 2);
+    // Every row the step reads is written first (row t at token t), so the caches need no clearing.
+    for (DecBlock& B : blocks) {
+      B.kcache = alloc(std::size_t(H) * cap * d);
+      B.vcache = alloc(std::size_t(H) * cap * d);
+    }
   } else {
     q = zeros(D);
     k = zeros(D);
@@ -364,10 +447,43 @@ void CudaDecoder::Impl::build(const Model<float>& model) {
   s_gu = scratch(plan_gu);
   s_down = scratch(plan_down);
   s_head = scratch(plan_head);
-  TTTLAB_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&token_dev), sizeof(int)));
+  TTTLAB_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&token_dev), 2 * sizeof(int)));
   TTTLAB_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&logits_host), std::size_t(V) * sizeof(float)));
   graphs.assign(period, nullptr);
   TTTLAB_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+// The KV cache's capacity: `requested` tokens, or (0) the default of max(32768,
+// max_position_embeddings) tokens, fewer where half the free device memory holds fewer (at least 256).
+// Checked against the free memory before anything is allocated.
+void CudaDecoder::Impl::plan_cache(long requested) {
+  std::size_t free_b = 0, total_b = 0;
+  TTTLAB_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  const double per_token = 2.0 * L * D * sizeof(float);  // K and V of every block
+  const double gib = 1024.0 * 1024.0 * 1024.0;
+  auto fmt = [](double x) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2f", x);
+    return std::string(buf);
+  };
+  if (requested == 0) {
+    const long fit = long(0.5 * double(free_b) / per_token) / 256 * 256;
+    cap = std::min<long>(std::max<long>(32768, mc.max_position_embeddings), fit);
+    if (cap < 256)
+      throw std::runtime_error("CudaDecoder: the KV cache (" + fmt(per_token / 1024.0) +
+                               " KiB per token) does not fit 256 tokens in half of the " +
+                               fmt(double(free_b) / gib) + " GiB free on the device");
+    return;
+  }
+  cap = requested;
+  // Room for the split partials and the CUDA graph besides the cache.
+  const double need = per_token * double(cap), reserve = 256.0 * 1024 * 1024;
+  if (need + reserve > double(free_b))
+    throw std::runtime_error("CudaDecoder: a KV cache of " + std::to_string(cap) +
+                             " tokens needs " + fmt(need / gib) + " GiB (2 x " + std::to_string(L) +
+                             " blocks x " + std::to_string(D) +
+                             " floats per token) but the device has " + fmt(double(free_b) / gib) +
+                             " GiB free (256 MiB kept back); ask for a smaller max_context");
 }
 
 void CudaDecoder::Impl::build_ttt_block(const std::map<std::string, HostTensor>& T,
@@ -498,6 +614,9 @@ void CudaDecoder::Impl::enqueue_step(int pos) {
     if (mamba2) {
       enqueue_mamba2(B);
       mixed = Partials{y_mo, 1, plan_mo.ld};
+    } else if (attention) {
+      enqueue_attention(B);
+      mixed = Partials{y_o, 1, plan_o.ld};
     } else {
       enqueue_ttt(B, pos);
       mixed = Partials{y_o, 1, plan_o.ld};
@@ -541,6 +660,40 @@ void CudaDecoder::Impl::enqueue_mamba2(const DecBlock& B) {
   detail::decode_mamba2_ssm(sa, stream);
   detail::decode_rms_scale(gm, B.m_norm, float(m2.norm_eps), nm, m2.d_inner(), stream);
   detail::decode_gemv(plan_mo, nm, B.Wmo, s_mo, y_mo, stream);
+}
+
+void CudaDecoder::Impl::enqueue_attention(const DecBlock& B) {
+  detail::decode_gemv(B.cat, a, B.Wcat, s_cat, y_cat, stream);
+  detail::AttnPrepArgs pa;
+  pa.P = Partials{y_cat, 1, B.cat.ld};
+  pa.off_q = off_q;
+  pa.off_k = off_k;
+  pa.off_v = off_v;
+  pa.pos = token_dev + 1;
+  pa.freq = rope_freq;
+  pa.scale = float(1.0 / std::sqrt(double(d)));  // the CPU's attention_scale<float>
+  pa.q = q;
+  pa.kcache = B.kcache;
+  pa.vcache = B.vcache;
+  pa.cap = int(cap);
+  pa.D = D;
+  pa.H = H;
+  pa.d = d;
+  detail::decode_attn_prep(pa, stream);
+  detail::AttnArgs aa;
+  aa.q = q;
+  aa.kcache = B.kcache;
+  aa.vcache = B.vcache;
+  aa.pos = token_dev + 1;
+  aa.part_o = part_o;
+  aa.part_ml = part_ml;
+  aa.z = Z;
+  aa.cap = int(cap);
+  aa.H = H;
+  aa.d = d;
+  aa.S = att_S;
+  detail::decode_attention(aa, stream);
+  detail::decode_gemv(plan_o, Z, B.Wo, s_o, y_o, stream);
 }
 
 void CudaDecoder::Impl::enqueue_ttt(const DecBlock& B, int pos) {
@@ -648,9 +801,14 @@ CudaDecoder::CudaDecoder(const Model<float>& model, const CudaDecoderOptions& op
 CudaDecoder::~CudaDecoder() = default;
 
 std::string CudaDecoder::describe() const {
-  return "CUDA: " + m_impl->device_name + ", sm_" + std::to_string(m_impl->cc_major) +
-         std::to_string(m_impl->cc_minor) + (m_impl->opt.cuda_graphs ? " (decode: CUDA graphs)" : " (decode: launches)");
+  std::string s = "CUDA: " + m_impl->device_name + ", sm_" + std::to_string(m_impl->cc_major) +
+                  std::to_string(m_impl->cc_minor) +
+                  " (decode: " + (m_impl->opt.cuda_graphs ? "CUDA graphs" : "launches");
+  if (m_impl->attention) s += ", KV cache " + std::to_string(m_impl->cap) + " tokens";
+  return s + ")";
 }
+
+long CudaDecoder::context_capacity() const { return m_impl->attention ? m_impl->cap : -1; }
 
 long CudaDecoder::position() const { return m_impl->tokens; }
 
@@ -662,16 +820,29 @@ void CudaDecoder::feed(std::span<const int> tokens, std::vector<float>& out) {
       throw std::invalid_argument("decoder: token " + std::to_string(t) + " is outside 0.." + std::to_string(s.V - 1));
   TTTLAB_CUDA_CHECK(cudaSetDevice(s.opt.device));
   // The previous feed() synchronised the stream, so the pinned buffer is free to reuse or grow.
+  // The whole feed is refused, before any step, when the KV cache cannot hold it.
+  if (s.attention && s.tokens + long(tokens.size()) > s.cap)
+    throw std::length_error(
+        "CudaDecoder: the KV cache is full: it holds " + std::to_string(s.cap) + " tokens, " +
+        std::to_string(s.tokens) + " are in it and this feed adds " +
+        std::to_string(tokens.size()) +
+        " (CudaDecoderOptions::max_context sets the capacity; the CPU decoder has no limit)");
+  // (token, global position) pairs: the step reads both from device memory (token_dev[0], [1]).
   if (s.token_host_cap < tokens.size()) {
     if (s.token_host) cudaFreeHost(s.token_host);
     s.token_host = nullptr;
     s.token_host_cap = 0;
-    TTTLAB_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&s.token_host), tokens.size() * sizeof(int)));
+    TTTLAB_CUDA_CHECK(
+        cudaMallocHost(reinterpret_cast<void**>(&s.token_host), 2 * tokens.size() * sizeof(int)));
     s.token_host_cap = tokens.size();
   }
-  std::copy(tokens.begin(), tokens.end(), s.token_host);
   for (std::size_t i = 0; i < tokens.size(); ++i) {
-    TTTLAB_CUDA_CHECK(cudaMemcpyAsync(s.token_dev, s.token_host + i, sizeof(int), cudaMemcpyHostToDevice, s.stream));
+    s.token_host[2 * i] = tokens[i];
+    s.token_host[2 * i + 1] = s.attention ? int(s.tokens + long(i)) : 0;  // only attention reads it
+  }
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    TTTLAB_CUDA_CHECK(cudaMemcpyAsync(s.token_dev, s.token_host + 2 * i, 2 * sizeof(int),
+                                      cudaMemcpyHostToDevice, s.stream));
     s.run_step(static_cast<int>(s.tokens % s.period));
     ++s.tokens;
   }
@@ -681,11 +852,13 @@ void CudaDecoder::feed(std::span<const int> tokens, std::vector<float>& out) {
   out.assign(s.logits_host, s.logits_host + s.V);
 }
 
-DecoderFactory cuda_decoder_factory(int device, bool cuda_graphs) {
-  return [device, cuda_graphs](const Model<float>& model) -> std::unique_ptr<TokenDecoder> {
+DecoderFactory cuda_decoder_factory(int device, bool cuda_graphs, long max_context) {
+  return [device, cuda_graphs,
+          max_context](const Model<float>& model) -> std::unique_ptr<TokenDecoder> {
     CudaDecoderOptions o;
     o.device = device;
     o.cuda_graphs = cuda_graphs;
+    o.max_context = max_context;
     return std::make_unique<CudaDecoder>(model, o);
   };
 }

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <stdexcept>
+#include <string>
 
 #include "common/cuda_check.hpp"
 #include "model/decode_ops.hpp"
@@ -313,6 +315,168 @@ __global__ void __launch_bounds__(kRowThreads)
   for (int c = threadIdx.x; c < n; c += kRowThreads) y[c] = g[c] * r * w[c];
 }
 
+// ---- softmax attention over the KV cache ----
+
+constexpr int kAttnThreads = 256;
+constexpr int kAttnTile = 256;  // cache rows per tile (the scores of one tile sit in shared memory)
+constexpr int kAttnMinChunk = 64;  // the fewest rows a split takes
+
+// One thread per interleaved pair of the D columns.
+__global__ void attn_prep_kernel(AttnPrepArgs p) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (2 * i >= p.D) return;
+  const int c = 2 * i, h = c / p.d, j = c % p.d;
+  const int t = *p.pos;
+  float q0 = sum_partials(p.P, p.off_q + c), q1 = sum_partials(p.P, p.off_q + c + 1);
+  float k0 = sum_partials(p.P, p.off_k + c), k1 = sum_partials(p.P, p.off_k + c + 1);
+  const float v0 = sum_partials(p.P, p.off_v + c), v1 = sum_partials(p.P, p.off_v + c + 1);
+  if (p.freq) {
+    // The angle in double and its cos and sin rounded to float, as the CPU's rope_apply.
+    double sd, cd;
+    sincos(double(t) * p.freq[j / 2], &sd, &cd);
+    const float cs = float(cd), sn = float(sd);
+    const float a0 = q0, a1 = q1, b0 = k0, b1 = k1;
+    q0 = a0 * cs - a1 * sn;
+    q1 = a0 * sn + a1 * cs;
+    k0 = b0 * cs - b1 * sn;
+    k1 = b0 * sn + b1 * cs;
+  }
+  p.q[c] = p.scale * q0;
+  p.q[c + 1] = p.scale * q1;
+  const std::size_t row = (std::size_t(h) * p.cap + t) * p.d + j;
+  p.kcache[row] = k0;
+  p.kcache[row + 1] = k1;
+  p.vcache[row] = v0;
+  p.vcache[row + 1] = v1;
+}
+
+// Max over the block (all threads call it; the result is returned to every thread).
+__device__ float block_max(float v) {
+  __shared__ float warp_part[kRowThreads / 32];
+  __shared__ float total;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  __syncthreads();
+  if (lane == 0) warp_part[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    float s = lane < int(blockDim.x >> 5) ? warp_part[lane] : -INFINITY;
+    for (int o = 16; o > 0; o >>= 1) s = fmaxf(s, __shfl_xor_sync(0xffffffffu, s, o));
+    if (lane == 0) total = s;
+  }
+  __syncthreads();
+  return total;
+}
+
+// Σ over the G lanes of an aligned group (G a power of two ≤ 32; every lane of the warp calls it).
+template <int G>
+__device__ __forceinline__ float group_sum(float v) {
+#pragma unroll
+  for (int o = G / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ __forceinline__ float dot4(float4 a, float4 b) {
+  return (a.x * b.x + a.y * b.y) + (a.z * b.z + a.w * b.w);
+}
+
+// One block per (split, head). A cache row of d floats is G = d/4 lanes' float4s; the block covers
+// R = 256/G rows at a time: thread (r, c4) reads float4 c4 of rows r, r + R, ... for the scores (then
+// summed over the group's lanes) and for the weighted sum of V, whose R row-slices are added in
+// order at the end.
+template <int G>
+__global__ void __launch_bounds__(kAttnThreads) attn_split_kernel(AttnArgs a) {
+  constexpr int R = kAttnThreads / G;
+  static_assert(kAttnTile % R == 0);
+  __shared__ float p[kAttnTile];
+  __shared__ float4 red[kAttnThreads];
+  const int split = blockIdx.x, h = blockIdx.y, S = gridDim.x, d = a.d;
+  const int tid = threadIdx.x, c4 = tid % G, r = tid / G;
+  const int L = *a.pos + 1;
+  const int chunk = max((L + S - 1) / S, kAttnMinChunk);
+  const int j0 = min(L, split * chunk), j1 = min(L, j0 + chunk);
+  const float4 q4 = reinterpret_cast<const float4*>(a.q + std::size_t(h) * d)[c4];
+  const float4* K4 = reinterpret_cast<const float4*>(a.kcache + std::size_t(h) * a.cap * d);
+  const float4* V4 = reinterpret_cast<const float4*>(a.vcache + std::size_t(h) * a.cap * d);
+  float m = -INFINITY, l = 0.0f;
+  float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  for (int t0 = j0; t0 < j1; t0 += kAttnTile) {
+    const int n = min(kAttnTile, j1 - t0);
+    // The same trip count for every lane, so that the group sums' shuffles see the whole warp.
+#pragma unroll 4
+    for (int i = r; i < kAttnTile; i += R) {
+      float s = 0.0f;
+      if (i < n) s = dot4(q4, __ldg(K4 + std::size_t(t0 + i) * G + c4));
+      s = group_sum<G>(s);
+      if (c4 == 0 && i < n) p[i] = s;
+    }
+    __syncthreads();
+    float mx = -INFINITY;
+    for (int i = tid; i < n; i += kAttnThreads) mx = fmaxf(mx, p[i]);
+    const float m_new = fmaxf(m, block_max(mx));
+    const float corr = expf(m - m_new);  // 0 for the first tile (m = −∞)
+    float sum = 0.0f;
+    for (int i = tid; i < n; i += kAttnThreads) {
+      const float e = expf(p[i] - m_new);
+      p[i] = e;
+      sum += e;
+    }
+    l = l * corr + block_sum(sum);  // block_sum's barriers also publish p
+    m = m_new;
+    acc.x *= corr;
+    acc.y *= corr;
+    acc.z *= corr;
+    acc.w *= corr;
+#pragma unroll 4
+    for (int i = r; i < n; i += R) {
+      const float w = p[i];
+      const float4 v = __ldg(V4 + std::size_t(t0 + i) * G + c4);
+      acc.x += w * v.x;
+      acc.y += w * v.y;
+      acc.z += w * v.z;
+      acc.w += w * v.w;
+    }
+    __syncthreads();  // p is rewritten by the next tile
+  }
+  red[tid] = acc;
+  __syncthreads();
+  const std::size_t hs = std::size_t(h) * S + split;
+  if (tid < G) {
+    float4 t = red[tid];
+    for (int g = 1; g < R; ++g) {
+      const float4 u = red[g * G + tid];
+      t.x += u.x;
+      t.y += u.y;
+      t.z += u.z;
+      t.w += u.w;
+    }
+    reinterpret_cast<float4*>(a.part_o + hs * d)[tid] = t;
+  }
+  if (tid == 0) {
+    a.part_ml[2 * hs] = m;
+    a.part_ml[2 * hs + 1] = l;
+  }
+}
+
+// One block per head, one thread per column: the splits combined in order (empty ones, l = 0, skipped).
+__global__ void attn_combine_kernel(AttnArgs a) {
+  const int h = blockIdx.x, c = threadIdx.x, S = a.S, d = a.d;
+  if (c >= d) return;
+  const float* ml = a.part_ml + std::size_t(h) * S * 2;
+  float M = -INFINITY;
+  for (int s = 0; s < S; ++s)
+    if (ml[2 * s + 1] > 0.0f) M = fmaxf(M, ml[2 * s]);
+  float num = 0.0f, den = 0.0f;
+  for (int s = 0; s < S; ++s) {
+    const float ls = ml[2 * s + 1];
+    if (!(ls > 0.0f)) continue;
+    const float w = expf(ml[2 * s] - M);
+    num += w * a.part_o[(std::size_t(h) * S + s) * d + c];
+    den += w * ls;
+  }
+  a.z[std::size_t(h) * d + c] = num / den;
+}
+
 }  // namespace
 
 GemvPlan gemv_plan(int K, int N, int sms) {
@@ -380,6 +544,38 @@ void decode_mamba2_ssm(const Mamba2SsmArgs& a, cudaStream_t stream) {
 void decode_rms_scale(const float* g, const float* w, float eps, float* y, int n,
                       cudaStream_t stream) {
   rms_scale_kernel<<<1, kRowThreads, 0, stream>>>(g, w, eps, y, n);
+  TTTLAB_CUDA_CHECK(cudaGetLastError());
+}
+
+void decode_attn_prep(const AttnPrepArgs& a, cudaStream_t stream) {
+  const int threads = 256;
+  const int n = a.D / 2;
+  attn_prep_kernel<<<(n + threads - 1) / threads, threads, 0, stream>>>(a);
+  TTTLAB_CUDA_CHECK(cudaGetLastError());
+}
+
+bool decode_attn_head_dim_ok(int d) { return d >= 8 && d <= 128 && (d & (d - 1)) == 0; }
+
+int decode_attn_splits(int H, long cap, int sms) {
+  const long want = (4L * std::max(sms, 1) + H - 1) / std::max(H, 1);
+  const long most = (cap + kAttnMinChunk - 1) / kAttnMinChunk;
+  return int(std::max(1L, std::min(want, most)));
+}
+
+void decode_attention(const AttnArgs& a, cudaStream_t stream) {
+  const dim3 grid(a.S, a.H);
+  switch (a.d / 4) {
+    case 2: attn_split_kernel<2><<<grid, kAttnThreads, 0, stream>>>(a); break;
+    case 4: attn_split_kernel<4><<<grid, kAttnThreads, 0, stream>>>(a); break;
+    case 8: attn_split_kernel<8><<<grid, kAttnThreads, 0, stream>>>(a); break;
+    case 16: attn_split_kernel<16><<<grid, kAttnThreads, 0, stream>>>(a); break;
+    case 32: attn_split_kernel<32><<<grid, kAttnThreads, 0, stream>>>(a); break;
+    default:
+      throw std::invalid_argument("decode_attention: head dim " + std::to_string(a.d) +
+                                  " is not a power of two in 8..128");
+  }
+  TTTLAB_CUDA_CHECK(cudaGetLastError());
+  attn_combine_kernel<<<a.H, 128, 0, stream>>>(a);
   TTTLAB_CUDA_CHECK(cudaGetLastError());
 }
 

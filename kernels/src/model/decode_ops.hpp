@@ -139,4 +139,50 @@ void decode_mamba2_ssm(const Mamba2SsmArgs& args, cudaStream_t stream);
 void decode_rms_scale(const float* g, const float* w, float eps, float* y, int n,
                       cudaStream_t stream);
 
+// Softmax attention's mixer for one token (tttlab/seq/attention_layers.hpp; tttlab/nn/attention.hpp),
+// around the two products a·[Wq | Wk | Wv] and ·Wo. The KV cache of a block is two arrays
+// kcache, vcache [H, cap, d] (fp32; head h's rows one after another, row j = the token at global
+// position j); `pos` points to the token's global position t in device memory (so one CUDA graph
+// serves every token), and the caller guarantees t < cap.
+//
+// decode_attn_prep: one thread per interleaved pair (2m, 2m+1) of the D columns: q, k, v from the
+// partials, RoPE at the global position t on q and k (φ = t·freq[m] in double, cos and sin rounded
+// to float, as the CPU's rope_apply), q scaled by 1/√d afterwards (the CPU's scale·Q), and k, v
+// written to row t of the cache.
+struct AttnPrepArgs {
+  Partials P;
+  int off_q = 0, off_k = 0, off_v = 0;
+  const int* pos = nullptr;      // device: t
+  const double* freq = nullptr;  // [d/2]: rope_theta^(−2m/d); nullptr: no RoPE
+  float scale = 1.0f;            // 1/√d
+  float* q = nullptr;            // [D]: the rotated, scaled query
+  float* kcache = nullptr;       // [H, cap, d]
+  float* vcache = nullptr;       // [H, cap, d]
+  int cap = 0, D = 0, H = 1, d = 0;
+};
+void decode_attn_prep(const AttnPrepArgs& args, cudaStream_t stream);
+
+// decode_attention: z_h = softmax(q_h·K_hᵀ) V_h over the cache rows 0..t, split over the context
+// (flash-decoding). A grid of S × H blocks: split s of head h takes the rows
+// [s·c, min(t+1, (s+1)·c)) with c = max(⌈(t+1)/S⌉, 64), in tiles of 256 rows with the running
+// max/sum rescaling, and writes its unnormalised output, max and sum to part_o [H, S, d] and
+// part_ml [H, S, 2]; a second kernel (one block per head) combines the S splits in a fixed order:
+// z = Σ_s e^{m_s−M} o_s / Σ_s e^{m_s−M} l_s. Deterministic (no atomics); fp32 throughout.
+// d must be decode_attn_head_dim_ok (a power of two in 8..128: a key row is d/4 lanes' float4s).
+struct AttnArgs {
+  const float* q = nullptr;       // [D], scaled
+  const float* kcache = nullptr;  // [H, cap, d]
+  const float* vcache = nullptr;  // [H, cap, d]
+  const int* pos = nullptr;       // device: t
+  float* part_o = nullptr;        // [H, S, d]
+  float* part_ml = nullptr;       // [H, S, 2]
+  float* z = nullptr;             // [D]: the attention output, o_proj's input
+  int cap = 0, H = 1, d = 0, S = 1;
+};
+bool decode_attn_head_dim_ok(int d);
+// The number of context splits S for H heads and a cache of cap rows on a GPU of `sms` SMs: about
+// four blocks of 256 threads per SM at a full cache, at most one split per 64 rows.
+int decode_attn_splits(int H, long cap, int sms);
+void decode_attention(const AttnArgs& args, cudaStream_t stream);
+
 }  // namespace tttlab::kernels::detail

@@ -1,15 +1,22 @@
 // tttlab/kernels/decode_cuda.hpp — whole-model token decoding on the GPU (batch 1, fp32).
 //
-// CudaDecoder is the TokenDecoder (tttlab/model/decoder.hpp) of TTT-Linear and TTT-MLP models of both
-// backbones and of Mamba-2 models (Transformer backbone). It computes the function of the CPU
-// engine's Model::forward fed one token at a time (docs/MATH.md §8; the primal inner step of §6):
-// embedding, per block [pre-conv,] RMSNorm, the mixer, SwiGLU, final RMSNorm and the tied head. The
-// mixer is either the TTT layer (projections, [conv_q/conv_k,] RoPE at position t mod b, λ, the
-// primal inner step of ttt_linear_decode_step / ttt_mlp_decode_step, post-norm, [gate,] o_proj) or
-// Mamba-2's recurrent form (§8.8: in_proj, the causal conv with its history, silu, softplus(dt), the
-// per-head state S_h [P, N] in fp32, the gated RMSNorm, out_proj). A prompt is prefilled through the
-// same per-token step (exact; the prefix is never run again). docs/KERNELS.md ("Decoding on the
-// GPU") has the design and its measured speed.
+// CudaDecoder is the TokenDecoder (tttlab/model/decoder.hpp) of TTT-Linear, TTT-MLP and
+// softmax-attention (Transformer) models of both backbones and of Mamba-2 models (Transformer
+// backbone). It computes the function of the CPU engine's Model::forward fed one token at a time
+// (docs/MATH.md §8; the primal inner step of §6): embedding, per block [pre-conv,] RMSNorm, the
+// mixer, SwiGLU, final RMSNorm and the tied head. The mixer is the TTT layer (projections,
+// [conv_q/conv_k,] RoPE at position t mod b, λ, the primal inner step of ttt_linear_decode_step /
+// ttt_mlp_decode_step, post-norm, [gate,] o_proj), Mamba-2's recurrent form (§8.8: in_proj, the
+// causal conv with its history, silu, softplus(dt), the per-head state S_h [P, N] in fp32, the gated
+// RMSNorm, out_proj) or softmax attention (tttlab/seq/attention_layers.hpp: q, k, v, RoPE at the
+// GLOBAL position t, k and v appended to the block's KV cache, softmax(q·Kᵀ/√d)·V over the cache,
+// o_proj). A prompt is prefilled through the same per-token step (exact; the prefix is never run
+// again). docs/KERNELS.md ("Decoding on the GPU") has the design and its measured speed.
+//
+// KV CACHE: softmax-attention models keep, per block, K and V of every token fed, fp32, [H, cap, d]
+// each, allocated at construction for cap = CudaDecoderOptions::max_context tokens (2·L·D·4 bytes
+// per token: 72 KiB for the 125m preset). feed() refuses (std::length_error, nothing run) a feed
+// that would pass cap; the CPU decoder grows its cache and has no such limit.
 //
 // Results agree with the CPU engine to fp32 rounding (the sums run in another order), not bit for
 // bit; tests/kernels/test_decode_cuda.cpp states the tolerances. Runs are deterministic: no atomics.
@@ -41,16 +48,27 @@ namespace tttlab::kernels {
 
 struct CudaDecoderOptions {
   int device = 0;           // CUDA device ordinal
-  // One token's step is ~9 kernels per block (Mamba-2: 8); at batch 1 they are short, so launching
-  // them one by one costs more than running them. With cuda_graphs the step is captured once per
-  // mini-batch position (b graphs for TTT, one for Mamba-2, made on first use) and replayed with one
-  // launch. Off: plain launches (for debugging and for the bench's comparison).
+  // One token's step is ~9 kernels per block (Mamba-2: 8, attention: 9); at batch 1 they are short,
+  // so launching them one by one costs more than running them. With cuda_graphs the step is captured
+  // once per mini-batch position (b graphs for TTT; one for Mamba-2 and for attention, which reads
+  // the token's position from device memory; made on first use) and replayed with one launch. Off:
+  // plain launches (for debugging and for the bench's comparison).
   bool cuda_graphs = true;
+  // Softmax-attention models: the KV cache's capacity in tokens (prompt and generated tokens
+  // together), at most k_max_positions. 0: max(32768, max_position_embeddings), or fewer (a
+  // multiple of 256, at least 256) where that would take more than half of the device's free memory.
+  // A value given is checked against the free memory before allocating (std::runtime_error saying
+  // how much it needs). Other models ignore it.
+  long max_context = 0;
+  // Softmax-attention models: the blocks the context is split over per head (flash-decoding;
+  // docs/KERNELS.md). 0: about four blocks per SM at a full cache, at most one per 64 cached tokens.
+  // Tests set it to exercise many rows per split.
+  int attention_splits = 0;
 };
 
-// Why the GPU decoder cannot run this model, in one line ("" when it can): attention baselines,
-// Mamba-2 on the Mamba-style backbone, and for TTT layers mini_batch_size > 64, a head dim outside
-// 16..128 or odd, conv_kernel > 16.
+// Why the GPU decoder cannot run this model, in one line ("" when it can): linear attention,
+// Mamba-2 on the Mamba-style backbone, softmax attention with a head dim other than 8, 16, 32, 64 or
+// 128, and for TTT layers mini_batch_size > 64, a head dim outside 16..128 or odd, conv_kernel > 16.
 std::string cuda_decode_unsupported(const ModelConfig& config);
 
 class CudaDecoder final : public TokenDecoder {
@@ -63,10 +81,14 @@ class CudaDecoder final : public TokenDecoder {
   CudaDecoder& operator=(const CudaDecoder&) = delete;
 
   DeviceKind kind() const override { return DeviceKind::CUDA; }
-  // "CUDA: NVIDIA H100 80GB HBM3, sm_90 (decode: CUDA graphs)".
+  // "CUDA: NVIDIA H100 80GB HBM3, sm_90 (decode: CUDA graphs)"; attention models add
+  // ", KV cache 32768 tokens" inside the brackets.
   std::string describe() const override;
+  // The KV cache's capacity in tokens (softmax attention), −1 for models without a cache.
+  long context_capacity() const;
   // Runs the per-token step for each token on the decoder's stream; only the last token's logits
-  // [vocab_size] come back to the host (the call returns when they are there).
+  // [vocab_size] come back to the host (the call returns when they are there). Throws
+  // std::length_error, before running anything, when the tokens do not fit in the KV cache.
   void feed(std::span<const int> tokens, std::vector<float>& logits) override;
   long position() const override;
 
@@ -75,7 +97,8 @@ class CudaDecoder final : public TokenDecoder {
   std::unique_ptr<Impl> m_impl;
 };
 
-// A DecoderFactory making CudaDecoders on `device` (tttlab/model/decoder.hpp).
-DecoderFactory cuda_decoder_factory(int device = 0, bool cuda_graphs = true);
+// A DecoderFactory making CudaDecoders on `device` (tttlab/model/decoder.hpp); max_context as
+// CudaDecoderOptions's.
+DecoderFactory cuda_decoder_factory(int device = 0, bool cuda_graphs = true, long max_context = 0);
 
 }  // namespace tttlab::kernels
