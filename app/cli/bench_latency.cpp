@@ -237,6 +237,8 @@ struct Prefill {
     kernels::CudaTrainOptions o;
     o.device = device;
     o.gemm = kernels::GemmPrecision::Bf16;
+    // No backward follows: two blocks' activations, taken in turn, so that B = 16 fits at long T.
+    o.forward_only = true;
     const TrainBackendContext ctx{&cfg, &model, &optim, 1};
     return std::make_unique<kernels::CudaTrainBackend>(ctx, o);
   }
@@ -432,7 +434,8 @@ void run_latency(const LatencyArgs& a, int device, const std::string& device_tex
         {"preset", a.preset},
         {"weights", kWeightsNote},
         {"prefill",
-         "CudaTrainBackend::time_forward, the training forward (activations kept) with bf16 "
+         "CudaTrainBackend::time_forward, the training forward (forward_only: two blocks' "
+         "activations, taken in turn) with bf16 "
          "products; "
          "B the largest <= 16 that fits; per token = forward ms / (B*T); median, quartiles, "
          "min-max over "

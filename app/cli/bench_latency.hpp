@@ -2,7 +2,8 @@
 // context length T, for each layer of the comparison at one preset (random weights: the time does not
 // depend on them):
 //
-//   prefill  the training forward of CudaTrainBackend (time_forward: bf16 products, activations kept)
+//   prefill  the training forward of CudaTrainBackend (time_forward: bf16 products; forward_only, so
+//            the activations of two blocks are allocated and the others take them in turn)
 //            over B sequences of T tokens, B the largest batch <= 16 whose memory fits the GPU (sized
 //            before anything is allocated, from two small probes of device_bytes() and the free memory);
 //            per-token time = forward time / (B·T), median and spread over the timed repeats.

@@ -721,6 +721,67 @@ TEST(TrainCuda, ProfiledStepAccountsForItsPhases) {
               p.total_ms, p.gemm_ms, p.inner_forward_ms, p.inner_backward_ms, p.other_ms);
 }
 
+// CudaTrainOptions::forward_only: blocks take two blocks' activations in turn, so the forward must
+// read nothing a later block overwrote. Its evaluation (every target's loss) equals a training
+// backend's bit for bit, for every mixer, with an odd and an even number of blocks (the last block's
+// output lands in a different one of the two buffers), in fp32 and bf16 products; it holds less
+// device memory, and the calls that read activations back refuse.
+TEST(TrainCuda, ForwardOnlyBackendEvaluatesAsTheTrainingOne) {
+  TTTLAB_REQUIRE_GPU();
+  struct Case {
+    std::string name;
+    SeqLayerKind kind;
+    bool mamba;
+  };
+  const Case cases[] = {{"ttt-linear m", SeqLayerKind::TTTLinear, true},
+                        {"ttt-linear t", SeqLayerKind::TTTLinear, false},
+                        {"ttt-mlp m", SeqLayerKind::TTTMLP, true},
+                        {"softmax-attention t", SeqLayerKind::SoftmaxAttention, false},
+                        {"linear-attention t", SeqLayerKind::LinearAttention, false},
+                        {"mamba2 t", SeqLayerKind::Mamba2, false}};
+  const TextData data = corpus_data();
+  for (const Case& c : cases)
+    for (int layers : {3, 4})
+      for (GemmPrecision gemm : {GemmPrecision::Fp32, GemmPrecision::Bf16}) {
+        SCOPED_TRACE(c.name + ", " + std::to_string(layers) + " blocks, " + to_string(gemm));
+        TrainConfig tc;
+        tc.model = base_model(c.mamba, 128, 2, 16);
+        tc.model.seq_layer = c.kind;
+        tc.model.num_hidden_layers = layers;
+        tc.model.max_position_embeddings = 128;
+        tc.batch_size = 3;
+        tc.seq_len = 64;
+        Model<float> model(tc.model, 5);  // seed 5
+        AdamW<float> optim(AdamWConfig{}, WarmupCosineSchedule{});
+        const TrainBackendContext ctx{&tc, &model, &optim, 1};
+        CudaTrainOptions train_opt;
+        train_opt.gemm = gemm;
+        CudaTrainOptions lean_opt = train_opt;
+        lean_opt.forward_only = true;
+        CudaTrainBackend train(ctx, train_opt), lean(ctx, lean_opt);
+        std::vector<float> want, got;
+        EvalOptions eo;
+        eo.max_windows = 6;
+        eo.target_losses = &want;
+        const double want_loss = train.evaluate(data.val, tc.seq_len, eo).loss;
+        eo.target_losses = &got;
+        const double got_loss = lean.evaluate(data.val, tc.seq_len, eo).loss;
+        ASSERT_EQ(got.size(), want.size());
+        ASSERT_FALSE(want.empty());
+        EXPECT_EQ(got_loss, want_loss);
+        for (std::size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << "target " << i;
+        EXPECT_LT(lean.device_bytes(), train.device_bytes());
+        std::printf("[ INFO     ] %s, %d blocks, %s: loss %.6f both; %.2f MiB against %.2f MiB\n",
+                    c.name.c_str(), layers, to_string(gemm), want_loss, lean.device_bytes() / 1048576.0,
+                    train.device_bytes() / 1048576.0);
+        std::mt19937_64 rng(9);
+        const TokenBatch batch = random_batch(tc.batch_size, tc.seq_len, rng, false);
+        EXPECT_THROW(lean.step(batch), std::logic_error);
+        EXPECT_THROW(lean.forward_backward(batch), std::logic_error);
+        EXPECT_NO_THROW(lean.time_forward(batch, 0, 1));
+      }
+}
+
 // With bf16 products the weight gradients of each TTT-Linear block's SwiGLU and o_proj run on a
 // second stream beside the inner-loop backward (kernels/src/model/train_cuda.cpp, `beside`); a profiled step
 // runs them in line. Both orders compute the same products from the same operands, so a step of each

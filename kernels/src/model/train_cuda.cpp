@@ -551,6 +551,12 @@ struct CudaTrainBackend::Impl {
   // Every public call selects the backend's GPU first: a data-parallel job drives several backends
   // from several threads.
   void use_device() const { TTTLAB_CUDA_CHECK(cudaSetDevice(options.device)); }
+  // The calls that read a block's activations back (a backward, the mixer inputs) need each block's own.
+  void require_training(const char* call) const {
+    if (options.forward_only)
+      throw std::logic_error(std::string("train_cuda: ") + call +
+                             " on a forward-only backend (CudaTrainOptions::forward_only)");
+  }
   // The TTT layers' RoPE on Q and K (positions t mod b), for the convs that apply it in their pass.
   ConvRope qk_rope() const { return ConvRope{rope_cos, rope_sin, d, b}; }
 };
@@ -592,8 +598,16 @@ void CudaTrainBackend::Impl::allocate() {
   TttDims dims{Bmax, H, T, d, b};
   n_ck = attention || mamba2 ? 0 : ttt_num_checkpoints(dims, group);
   blocks.resize(L);
+  // forward_only: blocks 0 and 1 own their buffers, block i ≥ 2 takes block i mod 2's. Block i writes
+  // its output into block i + 1's h_in (and that block's first norm), which is block i − 1's and is no
+  // longer read; so block 1's output goes back into block 0's h_in.
+  const int owners = options.forward_only ? std::min(L, 2) : L;
   float* h = alloc(RD);  // the embedding output = h_in of block 0
   for (int i = 0; i < L; ++i) {
+    if (i >= owners) {
+      blocks[i] = blocks[i % 2];
+      continue;
+    }
     Block& k = blocks[i];
     k.h_in = h;
     if (mamba) {
@@ -647,9 +661,10 @@ void CudaTrainBackend::Impl::allocate() {
       k.Up = alloc(RF);
     }
     k.Hd = alloc(RF);
-    h = alloc(RD);  // h_out = the next block's h_in
+    // h_out = the next block's h_in.
+    h = options.forward_only && i == 1 && L > 2 ? blocks[0].h_in : alloc(RD);
   }
-  h_final = h;
+  h_final = options.forward_only && L > 2 ? blocks[L % 2].h_in : h;
   hf = alloc(RD);
   logits = alloc(R * V);
   losses = alloc(R);
@@ -699,7 +714,8 @@ void CudaTrainBackend::Impl::allocate() {
     }
     // The shadows: per block the mixer input, the o_proj input, the SwiGLU input and hidden; hf.
     std::vector<std::pair<const float*, std::size_t>> shadowed;
-    for (const Block& k : blocks) {
+    for (int i = 0; i < owners; ++i) {
+      const Block& k = blocks[i];
       shadowed.emplace_back(k.a_seq, RD);
       if (!mamba2) shadowed.emplace_back(attention ? k.O : mamba ? k.Yg : k.Y, RD);
       shadowed.emplace_back(k.a_ffn, RD);
@@ -718,7 +734,9 @@ void CudaTrainBackend::Impl::allocate() {
   if (attention) {
     const AttentionDims ad{Bmax, H, T, d};
     for (int i = 0; i < L; ++i)
-      attn_lse.push_back(attn_kind == AttentionKind::Softmax ? alloc(std::size_t(Bmax) * H * T) : nullptr);
+      attn_lse.push_back(attn_kind != AttentionKind::Softmax ? nullptr
+                         : i < owners                        ? alloc(std::size_t(Bmax) * H * T)
+                                                             : attn_lse[i % 2]);
     attn_ws_bytes = flash      ? flash_attention_backward_workspace_bytes(ad)
                     : chunked_linear ? chunked_linear_attention_backward_workspace_bytes(ad)
                                : attention_backward_workspace_bytes(ad, attn_kind);
@@ -1378,7 +1396,8 @@ std::string CudaTrainBackend::describe() const {
   return "CUDA: " + m_impl->device_name + ", " + m_impl->gemm->describe() +
          (m_impl->flash ? ", attention on tensor cores (bf16)" : "") +
          (m_impl->chunked_linear ? ", linear attention chunked on tensor cores (bf16)" : "") +
-         (m_impl->mamba2 ? ", Mamba-2 chunked scan on CUDA cores (fp32)" : "");
+         (m_impl->mamba2 ? ", Mamba-2 chunked scan on CUDA cores (fp32)" : "") +
+         (m_impl->options.forward_only ? ", forward only (two blocks' activations, taken in turn)" : "");
 }
 
 std::int64_t CudaTrainBackend::step_count() const { return m_impl->step; }
@@ -1401,6 +1420,7 @@ double CudaTrainBackend::forward_backward(const TokenBatch& batch) {
 
 double CudaTrainBackend::forward_backward_shard(const TokenBatch& shard, std::int64_t denominator) {
   Impl& s = *m_impl;
+  s.require_training("forward_backward");
   s.use_device();
   if (denominator < 1) throw std::invalid_argument("train_cuda: a gradient denominator of " + std::to_string(denominator));
   s.upload_batch(shard, true);
@@ -1452,6 +1472,7 @@ std::vector<double> CudaTrainBackend::time_forward(const TokenBatch& batch, int 
 
 std::vector<CudaTrainBackend::MixerInputs> CudaTrainBackend::mixer_inputs(const TokenBatch& batch) {
   Impl& s = *m_impl;
+  s.require_training("mixer_inputs");
   s.use_device();
   std::vector<MixerInputs> out;
   if (s.attention || s.mamba2) return out;
@@ -1485,6 +1506,7 @@ BackendStep CudaTrainBackend::step(const TokenBatch& batch) {
 
 AdamWReport CudaTrainBackend::apply_update() {
   Impl& s = *m_impl;
+  s.require_training("apply_update");
   s.use_device();
   AdamWReport out_optim;
   // AdamW::step, with the elements on the device.
@@ -1525,6 +1547,7 @@ AdamWReport CudaTrainBackend::apply_update() {
 
 BackendStep CudaTrainBackend::profile_step(const TokenBatch& batch, CudaStepProfile& profile) {
   Impl& s = *m_impl;
+  s.require_training("profile_step");
   s.use_device();
   s.marks.clear();
   s.events_used = 0;

@@ -64,6 +64,13 @@ struct CudaTrainOptions {
   int device = 0;                                // CUDA device ordinal
   GemmPrecision gemm = GemmPrecision::Tf32;      // precision of the matrix products
   GemmEngine engine = GemmEngine::Cublas;        // Builtin: our fp32 kernel instead of cuBLAS
+  // Forward only (prefill timings, evaluation of long windows): the forward runs exactly as in a step,
+  // but the activations of two blocks are allocated and the others take them in turn (block i uses
+  // block i mod 2's), since no backward will read them. A batch of B·T tokens then needs about 2/L of
+  // the activation memory of a training backend. step(), forward_backward(), forward_backward_shard(),
+  // apply_update(), profile_step() and mixer_inputs() throw std::logic_error; time_forward() and
+  // evaluate() run as usual.
+  bool forward_only = false;
 };
 
 // Empty when the backend can train this model; otherwise one line saying what it cannot do (e.g.
