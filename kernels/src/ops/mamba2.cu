@@ -6,7 +6,12 @@
 // memory, rows padded by one float so that the column walks of the dot products hit distinct banks.
 // Inside a chunk the segment sums cs, e = exp(cs), w = exp(cs_last − cs) are made by one thread (at
 // most 64 terms), in the CPU's order.
+#include <cstdint>
+#include <type_traits>
+
+#include "ops/bf16_tiles.cuh"
 #include "ops/ops_common.cuh"
+#include "ttt/ttt_mma.cuh"
 #include "tttlab/kernels/mamba2.hpp"
 
 namespace tttlab::kernels {
@@ -77,11 +82,12 @@ __device__ __forceinline__ float dot(const float* a, int sa, const float* b, int
   return (s0 + s1) + (s2 + s3);
 }
 
-// Sum of v over the block's threads in a fixed order (red: kScanThreads floats); every thread gets it.
+// Sum of v over the block's NT threads in a fixed order (red: NT floats); every thread gets it.
+template <int NT = kScanThreads>
 __device__ float block_sum(float v, float* red) {
   red[threadIdx.x] = v;
   __syncthreads();
-  for (int s = kScanThreads / 2; s > 0; s >>= 1) {
+  for (int s = NT / 2; s > 0; s >>= 1) {
     if (threadIdx.x < s) red[threadIdx.x] += red[threadIdx.x + s];
     __syncthreads();
   }
@@ -458,6 +464,521 @@ __global__ void head_params_kernel(const float* part, int B, int H, int nc, cons
   ddt_bias[h] += sb;
 }
 
+// ---- the tensor-core path (bf16 operands, fp32 accumulation) ---------------------------------------
+//
+// The same kernels as above with every product of the chunk on mma.sync m16n8k16: one block of four
+// warps per (sequence, head, chunk), the chunk's tiles rounded to bf16 in shared memory (row-major,
+// row stride width + 8: bf16_tiles.cuh's ldmatrix reads), the block's 16 × 16 output tiles taken by
+// the warps in turn, each tile's two n8 accumulators in fp32. What is rounded to bf16: the operands
+// X, B, C, dY, the scaled rows dt·w·X and e·dY, the states S_p and dS, and the masked score matrices
+// G = (C Bᵀ ⊙ L)·dt and dGM = (dY Xᵀ ⊙ L)·dt where they enter their second products. The segment sums
+// and decays, the state pass across the chunks (states kept in fp32), the D skip, and the row sums of
+// the decay gradients (from the fp32 accumulators and fp32 inputs) stay fp32. Chunks of 64 only;
+// P, N ∈ {32, 64, 128}. Rows past the chunk's end are zero in every tile, so they add nothing, and are
+// never stored. Fixed tile owners and fixed-order sums: the same results bit for bit run to run.
+
+constexpr int kMmaThreads = 128;
+constexpr int kMmaWarps = kMmaThreads / 32;
+constexpr int kQ = 64;        // the chunk
+constexpr int kLQ = kQ + 8;   // row stride of the [Q, Q] score tiles
+constexpr int kQT = kQ / 16;  // 16-row tiles of a chunk
+
+using detail::col_sum8;
+using detail::mma_bf16;
+using detail::pack_bf16;
+using detail::quad_sum;
+namespace bt = detail::bf16_tiles;
+
+// Rows 0..R−1 of W columns of G (row stride ld), each row i times scale(i), rounded to bf16 into
+// S[R][W + 8]; rows ≥ L as zeros.
+template <int R, int W, class Scale>
+__device__ __forceinline__ void tile_to_bf16(std::uint16_t* S, const float* G, long long ld, int L,
+                                             Scale scale) {
+  for (int idx = threadIdx.x; idx < R * W / 2; idx += kMmaThreads) {
+    const int i = idx / (W / 2), c = (idx % (W / 2)) * 2;
+    float x0 = 0.f, x1 = 0.f;
+    if (i < L) {
+      const float f = scale(i);
+      x0 = f * G[i * ld + c];
+      x1 = f * G[i * ld + c + 1];
+    }
+    *reinterpret_cast<std::uint32_t*>(S + i * (W + 8) + c) = pack_bf16(x0, x1);
+  }
+}
+struct Unscaled {
+  __device__ float operator()(int) const { return 1.f; }
+};
+
+// acc (two n8 tiles: 16 × 16) += A·B over the k-steps [k0, k1): fa(a, ks) gives the A fragment,
+// fb(b, ks) the B fragments of both n8 tiles (bf16_tiles.cuh's loads).
+template <class FA, class FB>
+__device__ __forceinline__ void mma_steps(float (&acc)[2][4], int k0, int k1, FA fa, FB fb) {
+  for (int ks = k0; ks < k1; ++ks) {
+    std::uint32_t a[4], b[4];
+    fa(a, ks);
+    fb(b, ks);
+    mma_bf16(acc[0], a, b[0], b[1]);
+    mma_bf16(acc[1], a, b[2], b[3]);
+  }
+}
+
+// The block's 16 × 16 tiles (mt, nt) of an [16·MT, 16·NT] result, warp w taking tiles w, w + 4, ...
+template <int MT, int NT, class Body>
+__device__ __forceinline__ void for_tiles(Body body) {
+  for (int tile = threadIdx.x >> 5; tile < MT * NT; tile += kMmaWarps) body(tile / NT, tile % NT);
+}
+
+// Element e of n8 tile u of tile (mt, nt): its row and column (the mma's C fragment).
+__device__ __forceinline__ int frag_row(int mt, int e) {
+  return 16 * mt + (threadIdx.x & 31) / 4 + 8 * (e >> 1);
+}
+__device__ __forceinline__ int frag_col(int nt, int u, int e) {
+  return 16 * nt + 8 * u + 2 * (threadIdx.x & 3) + (e & 1);
+}
+
+__device__ __forceinline__ void zero2(float (&x)[2][4]) {
+#pragma unroll
+  for (int u = 0; u < 2; ++u) x[u][0] = x[u][1] = x[u][2] = x[u][3] = 0.f;
+}
+
+// out [P, N] (fp32, contiguous) = Uᵀ·V for the chunk's tiles U [Q][P + 8] and V [Q][N + 8].
+template <int P, int N>
+__device__ __forceinline__ void chunk_outer_mma(const std::uint16_t* sU, const std::uint16_t* sV,
+                                                float* out) {
+  const int lane = threadIdx.x & 31;
+  for_tiles<P / 16, N / 16>([&](int mt, int nt) {
+    float acc[2][4];
+    zero2(acc);
+    mma_steps(
+        acc, 0, kQT,
+        [&](std::uint32_t(&a)[4], int ks) { bt::load_a_trans<P + 8>(a, sU, 16 * mt, ks, lane); },
+        [&](std::uint32_t(&b)[4], int ks) { bt::load_b_cols<N + 8>(b, sV, nt, ks, lane); });
+#pragma unroll
+    for (int u = 0; u < 2; ++u)
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+        *reinterpret_cast<float2*>(out + frag_row(mt, 2 * r) * N + frag_col(nt, u, 0)) =
+            make_float2(acc[u][2 * r], acc[u][2 * r + 1]);
+  });
+}
+
+// Shared memory of the tensor-core kernels (bytes): fp32 rows first, then the bf16 tiles.
+template <int P, int N>
+constexpr std::size_t mma_state_smem() {
+  return 4 * kQ * sizeof(float) + std::size_t(kQ) * ((P + 8) + (N + 8)) * 2;
+}
+template <int P, int N>
+constexpr std::size_t mma_output_smem() {
+  return 4 * kQ * sizeof(float) +
+         (std::size_t(kQ) * (2 * (N + 8) + (P + 8)) + std::size_t(P) * (N + 8) + kQ * kLQ) * 2;
+}
+template <int P, int N>
+constexpr int grad_fp32_floats() {  // sdt, cs, e, w, dcs, xd; the row partials; red
+  return 6 * kQ + 2 * kQ * kQT + 3 * kQ * (P / 16) + kMmaThreads;
+}
+template <int P, int N>
+constexpr std::size_t mma_grad_smem() {
+  return grad_fp32_floats<P, N>() * sizeof(float) + (std::size_t(kQ) * (2 * (P + 8) + 2 * (N + 8)) +
+                                                     2 * std::size_t(P) * (N + 8) + 2 * kQ * kLQ) *
+                                                        2;
+}
+
+// (1) forward: dt, the chunk's state contribution (dt·w·X)ᵀ·B into states[c], its decay.
+template <int P, int N>
+__global__ void __launch_bounds__(kMmaThreads) chunk_state_mma_kernel(Mamba2ScanForwardArgs a) {
+  extern __shared__ __align__(16) float smf[];
+  const Mamba2ScanDims& d = a.dims;
+  const Chunk k = chunk_of(d);
+  const int H = d.heads;
+  float* sdt = smf;
+  float* cs = sdt + kQ;
+  float* e = cs + kQ;
+  float* w = e + kQ;
+  auto* sXw = reinterpret_cast<std::uint16_t*>(w + kQ);  // [Q][P+8]: dt_j·w_j·X[j, p]
+  std::uint16_t* sB = sXw + kQ * (P + 8);                // [Q][N+8]
+  const float A = -expf(a.A_log[k.h]);
+  for (int i = threadIdx.x; i < k.L; i += blockDim.x) {
+    const long long r = k.row0 + i;
+    const float v = softplus_f(a.dt_raw[r * a.ld_dt + k.h] + a.dt_bias[k.h]);
+    sdt[i] = v;
+    a.dt[r * H + k.h] = v;
+  }
+  __syncthreads();
+  segment_sums(sdt, A, k.L, cs, e, w);
+  __syncthreads();
+  tile_to_bf16<kQ, P>(sXw, a.X + k.row0 * a.ld_x + k.h * P, a.ld_x, k.L,
+                      [&](int j) { return sdt[j] * w[j]; });
+  tile_to_bf16<kQ, N>(sB, a.B + k.row0 * a.ld_bc, a.ld_bc, k.L, Unscaled{});
+  __syncthreads();
+  chunk_outer_mma<P, N>(
+      sXw, sB, a.states + ((std::size_t(k.n) * H + k.h) * k.nc + k.c) * std::size_t(P) * N);
+  if (threadIdx.x == 0) a.decay[(std::size_t(k.n) * H + k.h) * k.nc + k.c] = expf(cs[k.L - 1]);
+}
+
+// (3) forward: Y = ((C Bᵀ) ⊙ L)(dt ⊙ X) + diag(e)·C·S_pᵀ + D·X.
+template <int P, int N>
+__global__ void __launch_bounds__(kMmaThreads) chunk_output_mma_kernel(Mamba2ScanForwardArgs a) {
+  constexpr int LP = P + 8, LN = N + 8;
+  extern __shared__ __align__(16) float smf[];
+  const Mamba2ScanDims& d = a.dims;
+  const Chunk k = chunk_of(d);
+  const int H = d.heads, lane = threadIdx.x & 31;
+  float* sdt = smf;
+  float* cs = sdt + kQ;
+  float* e = cs + kQ;
+  float* w = e + kQ;
+  auto* sC = reinterpret_cast<std::uint16_t*>(w + kQ);  // [Q][N+8]
+  std::uint16_t* sB = sC + kQ * LN;                     // [Q][N+8]
+  std::uint16_t* sX = sB + kQ * LN;                     // [Q][P+8]
+  std::uint16_t* sS = sX + kQ * LP;                     // [P][N+8]: S_p
+  std::uint16_t* sG = sS + P * LN;                      // [Q][Q+8]
+  const float A = -expf(a.A_log[k.h]);
+  for (int i = threadIdx.x; i < k.L; i += blockDim.x) sdt[i] = a.dt[(k.row0 + i) * H + k.h];
+  const float* X = a.X + k.row0 * a.ld_x + k.h * P;
+  tile_to_bf16<kQ, N>(sB, a.B + k.row0 * a.ld_bc, a.ld_bc, k.L, Unscaled{});
+  tile_to_bf16<kQ, N>(sC, a.C + k.row0 * a.ld_bc, a.ld_bc, k.L, Unscaled{});
+  tile_to_bf16<kQ, P>(sX, X, a.ld_x, k.L, Unscaled{});
+  const bool has_state = k.c > 0;  // the state before the first chunk is zero
+  if (has_state)
+    tile_to_bf16<P, N>(sS,
+                       a.states + ((std::size_t(k.n) * H + k.h) * k.nc + k.c) * std::size_t(P) * N,
+                       N, P, Unscaled{});
+  __syncthreads();
+  segment_sums(sdt, A, k.L, cs, e, w);
+  __syncthreads();
+  // G[i, j] = (C_i·B_j)·exp(cs_i − cs_j)·dt_j for j ≤ i < L, else 0.
+  for_tiles<kQT, kQT>([&](int mt, int nt) {
+    float acc[2][4];
+    zero2(acc);
+    if (nt <= mt)
+      mma_steps(
+          acc, 0, N / 16,
+          [&](std::uint32_t(&f)[4], int ks) { bt::load_a<LN>(f, sC, 16 * mt, ks, lane); },
+          [&](std::uint32_t(&f)[4], int ks) { bt::load_b_rows<LN>(f, sB, nt, ks, lane); });
+#pragma unroll
+    for (int u = 0; u < 2; ++u)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int i = frag_row(mt, 2 * r);
+        float g[2];
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const int j = frag_col(nt, u, c);
+          g[c] = j <= i && i < k.L ? acc[u][2 * r + c] * expf(cs[i] - cs[j]) * sdt[j] : 0.f;
+        }
+        *reinterpret_cast<std::uint32_t*>(sG + i * kLQ + frag_col(nt, u, 0)) =
+            pack_bf16(g[0], g[1]);
+      }
+  });
+  __syncthreads();
+  const float Dh = a.D[k.h];
+  for_tiles<kQT, P / 16>([&](int mt, int nt) {
+    float y[2][4], s[2][4];
+    zero2(y);
+    zero2(s);
+    mma_steps(
+        y, 0, mt + 1,
+        [&](std::uint32_t(&f)[4], int ks) { bt::load_a<kLQ>(f, sG, 16 * mt, ks, lane); },
+        [&](std::uint32_t(&f)[4], int ks) { bt::load_b_cols<LP>(f, sX, nt, ks, lane); });
+    if (has_state)
+      mma_steps(
+          s, 0, N / 16,
+          [&](std::uint32_t(&f)[4], int ks) { bt::load_a<LN>(f, sC, 16 * mt, ks, lane); },
+          [&](std::uint32_t(&f)[4], int ks) { bt::load_b_rows<LN>(f, sS, nt, ks, lane); });
+#pragma unroll
+    for (int u = 0; u < 2; ++u)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int i = frag_row(mt, 2 * r), p = frag_col(nt, u, 0);
+        if (i >= k.L) continue;
+        const float2 x = make_float2(X[i * a.ld_x + p], X[i * a.ld_x + p + 1]);
+        float* out = a.Y + (k.row0 + i) * a.ld_y + k.h * P + p;
+        out[0] = y[u][2 * r] + e[i] * s[u][2 * r] + Dh * x.x;
+        out[1] = y[u][2 * r + 1] + e[i] * s[u][2 * r + 1] + Dh * x.y;
+      }
+  });
+}
+
+// (1) backward: the state gradient's local part (diag(e)·dY)ᵀ·C [P, N] into dS[c].
+template <int P, int N>
+__global__ void __launch_bounds__(kMmaThreads)
+    dstate_local_mma_kernel(Mamba2ScanBackwardArgs a, float* dS) {
+  extern __shared__ __align__(16) float smf[];
+  const Mamba2ScanDims& d = a.dims;
+  const Chunk k = chunk_of(d);
+  const int H = d.heads;
+  float* sdt = smf;
+  float* cs = sdt + kQ;
+  float* e = cs + kQ;
+  float* w = e + kQ;
+  auto* sY = reinterpret_cast<std::uint16_t*>(w + kQ);  // [Q][P+8]: e_i·dY[i, p]
+  std::uint16_t* sC = sY + kQ * (P + 8);                // [Q][N+8]
+  const float A = -expf(a.A_log[k.h]);
+  for (int i = threadIdx.x; i < k.L; i += blockDim.x) sdt[i] = a.dt[(k.row0 + i) * H + k.h];
+  __syncthreads();
+  segment_sums(sdt, A, k.L, cs, e, w);
+  __syncthreads();
+  tile_to_bf16<kQ, P>(sY, a.dY + k.row0 * a.ld_y + k.h * P, a.ld_y, k.L,
+                      [&](int i) { return e[i]; });
+  tile_to_bf16<kQ, N>(sC, a.C + k.row0 * a.ld_bc, a.ld_bc, k.L, Unscaled{});
+  __syncthreads();
+  chunk_outer_mma<P, N>(sY, sC,
+                        dS + ((std::size_t(k.n) * H + k.h) * k.nc + k.c) * std::size_t(P) * N);
+}
+
+// (3) backward: every gradient of the chunk, as chunk_grad_kernel, with S_p = states[c], dS = dS[c].
+template <int P, int N>
+__global__ void __launch_bounds__(kMmaThreads)
+    chunk_grad_mma_kernel(Mamba2ScanBackwardArgs a, Workspace ws) {
+  constexpr int LP = P + 8, LN = N + 8, PT = P / 16;
+  extern __shared__ __align__(16) float smf[];
+  const Mamba2ScanDims& d = a.dims;
+  const Chunk k = chunk_of(d);
+  const int H = d.heads, lane = threadIdx.x & 31, t = lane & 3;
+  float* sdt = smf;
+  float* cs = sdt + kQ;
+  float* e = cs + kQ;
+  float* w = e + kQ;
+  float* dcs = w + kQ;
+  float* xd = dcs + kQ;           // X_i·dXd_i
+  float* rowR = xd + kQ;          // [Q][QT]: R's row sums over each 16 columns (j < i)
+  float* colR = rowR + kQ * kQT;  // [Q][QT]: R's column sums over each 16 rows (m > j)
+  float* omP = colR + kQ * kQT;   // [Q][PT]: Σ_p X ⊙ (B dSᵀ) over each 16 columns
+  float* tmP = omP + kQ * PT;     // [Q][PT]: Σ_p dY ⊙ (C S_pᵀ)
+  float* xdP = tmP + kQ * PT;     // [Q][PT]: Σ_p X ⊙ dXd
+  float* red = xdP + kQ * PT;     // [kMmaThreads]
+  auto* sX = reinterpret_cast<std::uint16_t*>(red + kMmaThreads);  // [Q][P+8]
+  std::uint16_t* sdY = sX + kQ * LP;                               // [Q][P+8]
+  std::uint16_t* sB = sdY + kQ * LP;                               // [Q][N+8]
+  std::uint16_t* sC = sB + kQ * LN;                                // [Q][N+8]
+  std::uint16_t* sS = sC + kQ * LN;                                // [P][N+8]: S_p
+  std::uint16_t* sdS = sS + P * LN;                                // [P][N+8]: dS
+  std::uint16_t* sG = sdS + P * LN;                                // [Q][Q+8]: (C Bᵀ ⊙ L)
+  std::uint16_t* sdGM = sG + kQ * kLQ;                             // [Q][Q+8]: (dY Xdᵀ ⊙ L)
+  const float A = -expf(a.A_log[k.h]);
+  const float Dh = a.D[k.h];
+  for (int i = threadIdx.x; i < k.L; i += blockDim.x) sdt[i] = a.dt[(k.row0 + i) * H + k.h];
+  const float* X = a.X + k.row0 * a.ld_x + k.h * P;
+  const float* dY = a.dY + k.row0 * a.ld_y + k.h * P;
+  tile_to_bf16<kQ, P>(sX, X, a.ld_x, k.L, Unscaled{});
+  tile_to_bf16<kQ, P>(sdY, dY, a.ld_y, k.L, Unscaled{});
+  tile_to_bf16<kQ, N>(sB, a.B + k.row0 * a.ld_bc, a.ld_bc, k.L, Unscaled{});
+  tile_to_bf16<kQ, N>(sC, a.C + k.row0 * a.ld_bc, a.ld_bc, k.L, Unscaled{});
+  const std::size_t soff = ((std::size_t(k.n) * H + k.h) * k.nc + k.c) * std::size_t(P) * N;
+  float sds_part = 0.f;  // ⟨dS, S_p⟩ in fp32, this thread's share
+  for (int idx = threadIdx.x; idx < P * N / 2; idx += kMmaThreads) {
+    const int p = idx / (N / 2), q = (idx % (N / 2)) * 2;
+    const float2 s = *reinterpret_cast<const float2*>(a.states + soff + p * N + q);
+    const float2 g = *reinterpret_cast<const float2*>(ws.dS + soff + p * N + q);
+    *reinterpret_cast<std::uint32_t*>(sS + p * LN + q) = pack_bf16(s.x, s.y);
+    *reinterpret_cast<std::uint32_t*>(sdS + p * LN + q) = pack_bf16(g.x, g.y);
+    sds_part += s.x * g.x + s.y * g.y;
+  }
+  __syncthreads();
+  segment_sums(sdt, A, k.L, cs, e, w);
+  const float sds = block_sum<kMmaThreads>(sds_part, red);  // (syncs)
+  // The scores: G = (C Bᵀ)·M and dGM = (dY Xᵀ)·dt_j·M with M_ij = exp(cs_i − cs_j) (j ≤ i < L), to
+  // bf16; R = dGM ⊙ CBᵀ (fp32, j < i) as row and column sums over the tile.
+  for_tiles<kQT, kQT>([&](int mt, int nt) {
+    float cb[2][4], yx[2][4];
+    zero2(cb);
+    zero2(yx);
+    if (nt <= mt) {
+      mma_steps(
+          cb, 0, N / 16,
+          [&](std::uint32_t(&f)[4], int ks) { bt::load_a<LN>(f, sC, 16 * mt, ks, lane); },
+          [&](std::uint32_t(&f)[4], int ks) { bt::load_b_rows<LN>(f, sB, nt, ks, lane); });
+      mma_steps(
+          yx, 0, P / 16,
+          [&](std::uint32_t(&f)[4], int ks) { bt::load_a<LP>(f, sdY, 16 * mt, ks, lane); },
+          [&](std::uint32_t(&f)[4], int ks) { bt::load_b_rows<LP>(f, sX, nt, ks, lane); });
+    }
+    float rrow[2] = {0.f, 0.f}, rcol[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
+#pragma unroll
+    for (int u = 0; u < 2; ++u)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int i = frag_row(mt, 2 * r);
+        float g[2], dg[2];
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const int j = frag_col(nt, u, c);
+          g[c] = dg[c] = 0.f;
+          if (j <= i && i < k.L) {
+            const float m = expf(cs[i] - cs[j]);
+            const float cbv = cb[u][2 * r + c];
+            dg[c] = yx[u][2 * r + c] * sdt[j] * m;
+            g[c] = cbv * m;
+            if (j < i) {
+              const float rv = dg[c] * cbv;
+              rrow[r] += rv;
+              rcol[u][c] += rv;
+            }
+          }
+        }
+        const int col = frag_col(nt, u, 0);
+        *reinterpret_cast<std::uint32_t*>(sG + i * kLQ + col) = pack_bf16(g[0], g[1]);
+        *reinterpret_cast<std::uint32_t*>(sdGM + i * kLQ + col) = pack_bf16(dg[0], dg[1]);
+      }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float v = quad_sum(rrow[r]);
+      if (t == 0) rowR[frag_row(mt, 2 * r) * kQT + nt] = v;
+    }
+#pragma unroll
+    for (int u = 0; u < 2; ++u)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const float v = col_sum8(rcol[u][c]);
+        if (lane < 4) colR[frag_col(nt, u, c) * kQT + mt] = v;
+      }
+  });
+  __syncthreads();
+  // Per (j, p): dXd = Gᵀ·dY + w_j·(B dSᵀ); dX = dt·dXd + D·dY; the row sums of ω, of the state's read
+  // and of X ⊙ dXd.
+  float dD_part = 0.f;
+  for_tiles<kQT, PT>([&](int mt, int nt) {
+    float gy[2][4], bds[2][4], csp[2][4];
+    zero2(gy);
+    zero2(bds);
+    zero2(csp);
+    mma_steps(
+        gy, mt, kQT,
+        [&](std::uint32_t(&f)[4], int ks) { bt::load_a_trans<kLQ>(f, sG, 16 * mt, ks, lane); },
+        [&](std::uint32_t(&f)[4], int ks) { bt::load_b_cols<LP>(f, sdY, nt, ks, lane); });
+    mma_steps(
+        bds, 0, N / 16,
+        [&](std::uint32_t(&f)[4], int ks) { bt::load_a<LN>(f, sB, 16 * mt, ks, lane); },
+        [&](std::uint32_t(&f)[4], int ks) { bt::load_b_rows<LN>(f, sdS, nt, ks, lane); });
+    mma_steps(
+        csp, 0, N / 16,
+        [&](std::uint32_t(&f)[4], int ks) { bt::load_a<LN>(f, sC, 16 * mt, ks, lane); },
+        [&](std::uint32_t(&f)[4], int ks) { bt::load_b_rows<LN>(f, sS, nt, ks, lane); });
+    float om[2] = {0.f, 0.f}, tm[2] = {0.f, 0.f}, xv[2] = {0.f, 0.f};
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int j = frag_row(mt, 2 * r);
+      if (j >= k.L) continue;
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        const int p = frag_col(nt, u, 0);
+        float* dx = a.dX + (k.row0 + j) * a.ld_dx + k.h * P + p;
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const float x = X[j * a.ld_x + p + c], dy = dY[j * a.ld_y + p + c];
+          const float dxd = gy[u][2 * r + c] + w[j] * bds[u][2 * r + c];
+          om[r] += x * bds[u][2 * r + c];
+          tm[r] += dy * csp[u][2 * r + c];
+          xv[r] += x * dxd;
+          dD_part += dy * x;
+          dx[c] = sdt[j] * dxd + Dh * dy;
+        }
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float o = quad_sum(om[r]), s = quad_sum(tm[r]), x = quad_sum(xv[r]);
+      if (t == 0) {
+        const int j = frag_row(mt, 2 * r);
+        omP[j * PT + nt] = o;
+        tmP[j * PT + nt] = s;
+        xdP[j * PT + nt] = x;
+      }
+    }
+  });
+  // dB_h = dGMᵀ·C + w·dt ⊙ (X·dS);  dC_h = dGM·B + e ⊙ (dY·S_p).
+  const std::size_t R = std::size_t(d.batch) * d.seq_len;
+  float* dBh = ws.dBh + std::size_t(k.h) * R * N + k.row0 * N;
+  float* dCh = ws.dCh + std::size_t(k.h) * R * N + k.row0 * N;
+  for_tiles<kQT, N / 16>([&](int mt, int nt) {
+    float x1[2][4], x2[2][4];
+    zero2(x1);
+    zero2(x2);
+    mma_steps(
+        x1, mt, kQT,
+        [&](std::uint32_t(&f)[4], int ks) { bt::load_a_trans<kLQ>(f, sdGM, 16 * mt, ks, lane); },
+        [&](std::uint32_t(&f)[4], int ks) { bt::load_b_cols<LN>(f, sC, nt, ks, lane); });
+    mma_steps(
+        x2, 0, P / 16,
+        [&](std::uint32_t(&f)[4], int ks) { bt::load_a<LP>(f, sX, 16 * mt, ks, lane); },
+        [&](std::uint32_t(&f)[4], int ks) { bt::load_b_cols<LN>(f, sdS, nt, ks, lane); });
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int j = frag_row(mt, 2 * r);
+      if (j >= k.L) continue;
+      const float s = w[j] * sdt[j];
+#pragma unroll
+      for (int u = 0; u < 2; ++u)
+        *reinterpret_cast<float2*>(dBh + j * N + frag_col(nt, u, 0)) =
+            make_float2(x1[u][2 * r] + s * x2[u][2 * r], x1[u][2 * r + 1] + s * x2[u][2 * r + 1]);
+    }
+  });
+  for_tiles<kQT, N / 16>([&](int mt, int nt) {
+    float x1[2][4], x2[2][4];
+    zero2(x1);
+    zero2(x2);
+    mma_steps(
+        x1, 0, mt + 1,
+        [&](std::uint32_t(&f)[4], int ks) { bt::load_a<kLQ>(f, sdGM, 16 * mt, ks, lane); },
+        [&](std::uint32_t(&f)[4], int ks) { bt::load_b_cols<LN>(f, sB, nt, ks, lane); });
+    mma_steps(
+        x2, 0, P / 16,
+        [&](std::uint32_t(&f)[4], int ks) { bt::load_a<LP>(f, sdY, 16 * mt, ks, lane); },
+        [&](std::uint32_t(&f)[4], int ks) { bt::load_b_cols<LN>(f, sS, nt, ks, lane); });
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int i = frag_row(mt, 2 * r);
+      if (i >= k.L) continue;
+#pragma unroll
+      for (int u = 0; u < 2; ++u)
+        *reinterpret_cast<float2*>(dCh + i * N + frag_col(nt, u, 0)) = make_float2(
+            x1[u][2 * r] + e[i] * x2[u][2 * r], x1[u][2 * r + 1] + e[i] * x2[u][2 * r + 1]);
+    }
+  });
+  __syncthreads();
+  // The segment sums' gradient, row by row, from the partial sums in a fixed order.
+  for (int i = threadIdx.x; i < k.L; i += blockDim.x) {
+    float rr = 0.f, om = 0.f, tm = 0.f, x = 0.f;
+    for (int c = 0; c < kQT; ++c) rr += rowR[i * kQT + c];
+    for (int c = 0; c < kQT; ++c) rr -= colR[i * kQT + c];
+    for (int c = 0; c < PT; ++c) {
+      om += omP[i * PT + c];
+      tm += tmP[i * PT + c];
+      x += xdP[i * PT + c];
+    }
+    om *= w[i] * sdt[i];
+    red[i] = om;  // ω_i, summed below
+    dcs[i] = rr + e[i] * tm - om;
+    xd[i] = x;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float om_sum = 0.f;
+    for (int i = 0; i < k.L; ++i) om_sum += red[i];
+    dcs[k.L - 1] += e[k.L - 1] * sds + om_sum;
+    float acc = 0.f, dA = 0.f, dbias = 0.f;
+    for (int i = k.L; i-- > 0;) {
+      acc += dcs[i];
+      const float ddt = acc * A + xd[i];
+      dA += acc * sdt[i];
+      const long long r = k.row0 + i;
+      const float g = ddt * softplus_grad_f(a.dt_raw[r * a.ld_dt + k.h] + a.dt_bias[k.h]);
+      a.ddt_raw[r * a.ld_ddt + k.h] = g;
+      dbias += g;
+    }
+    const std::size_t pi = (std::size_t(k.n) * H + k.h) * k.nc + k.c;
+    const std::size_t np = std::size_t(d.batch) * H * k.nc;
+    ws.part[pi] = dA;
+    ws.part[2 * np + pi] = dbias;
+  }
+  __syncthreads();  // red is reused
+  const float dD = block_sum<kMmaThreads>(dD_part, red);
+  if (threadIdx.x == 0) {
+    const std::size_t pi = (std::size_t(k.n) * H + k.h) * k.nc + k.c;
+    ws.part[std::size_t(d.batch) * H * k.nc + pi] = dD;
+  }
+}
+
 // ---- element-wise ---------------------------------------------------------------------------------
 
 __global__ void gate_forward_kernel(const float* y, const float* z, int ld_z, long long R, int C,
@@ -528,7 +1049,50 @@ void launch_chunks(void (*kernel)(KArgs...), const Mamba2ScanDims& d, std::size_
   check_launch();
 }
 
+template <int V>
+using Int = std::integral_constant<int, V>;
+
+// f(Int<P>, Int<N>) for the tensor-core path's head dim and state size (32, 64 or 128 each).
+template <class F>
+void with_mma_dims(int P, int N, F f) {
+  auto with_n = [&](auto p) {
+    switch (N) {
+      case 32: f(p, Int<32>{}); break;
+      case 64: f(p, Int<64>{}); break;
+      default: f(p, Int<128>{}); break;
+    }
+  };
+  switch (P) {
+    case 32: with_n(Int<32>{}); break;
+    case 64: with_n(Int<64>{}); break;
+    default: with_n(Int<128>{}); break;
+  }
+}
+
+template <class... KArgs, class... Args>
+void launch_mma_chunks(void (*kernel)(KArgs...), const Mamba2ScanDims& d, std::size_t smem,
+                       cudaStream_t st, const Args&... args) {
+  TTTLAB_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  const dim3 grid(d.chunks(), d.heads, d.batch);
+  kernel<<<grid, kMmaThreads, smem, st>>>(args...);
+  check_launch();
+}
+
 }  // namespace
+
+std::string mamba2_scan_tensor_cores_unsupported(const Mamba2ScanDims& d) {
+  if (d.batch < 1 || d.seq_len < 1 || d.heads < 1)
+    return "the Mamba-2 scan needs batch, seq_len and heads >= 1";
+  auto dim_ok = [](int x) { return x == 32 || x == 64 || x == 128; };
+  if (!dim_ok(d.head_dim) || !dim_ok(d.d_state))
+    return "the Mamba-2 scan on tensor cores needs a head dim and a state size of 32, 64 or 128, "
+           "got " +
+           std::to_string(d.head_dim) + " and " + std::to_string(d.d_state);
+  if (d.chunk != kQ)
+    return "the Mamba-2 scan on tensor cores needs chunks of 64, got " + std::to_string(d.chunk);
+  return {};
+}
 
 std::string mamba2_scan_unsupported(const Mamba2ScanDims& d) {
   if (d.batch < 1 || d.seq_len < 1 || d.heads < 1)
@@ -556,15 +1120,31 @@ std::size_t mamba2_decay_floats(const Mamba2ScanDims& d) {
 void mamba2_scan_forward(const Mamba2ScanForwardArgs& a) {
   const char* fn = "mamba2_scan_forward";
   const Mamba2ScanDims& d = a.dims;
-  validate(d, fn);
+  if (a.tensor_cores) {
+    const std::string why = mamba2_scan_tensor_cores_unsupported(d);
+    require(why.empty(), fn, why);
+  } else {
+    validate(d, fn);
+  }
   require(a.X && a.B && a.C && a.dt_raw && a.dt_bias && a.A_log && a.D && a.dt && a.Y && a.states &&
               a.decay,
           fn, "a pointer is null");
   require(a.ld_x >= d.heads * d.head_dim && a.ld_bc >= d.d_state && a.ld_dt >= d.heads &&
               a.ld_y >= d.heads * d.head_dim,
           fn, "a row stride is smaller than its rows");
-  launch_chunks(chunk_state_kernel, d, state_smem(d), a.stream, a);
   const int PN = d.head_dim * d.d_state;
+  if (a.tensor_cores) {
+    with_mma_dims(d.head_dim, d.d_state, [&](auto p, auto n) {
+      constexpr int P = decltype(p)::value, N = decltype(n)::value;
+      launch_mma_chunks(chunk_state_mma_kernel<P, N>, d, mma_state_smem<P, N>(), a.stream, a);
+      state_pass_kernel<<<dim3((PN + 255) / 256, d.batch * d.heads), 256, 0, a.stream>>>(
+          a.states, a.decay, d.chunks(), PN);
+      check_launch();
+      launch_mma_chunks(chunk_output_mma_kernel<P, N>, d, mma_output_smem<P, N>(), a.stream, a);
+    });
+    return;
+  }
+  launch_chunks(chunk_state_kernel, d, state_smem(d), a.stream, a);
   state_pass_kernel<<<dim3((PN + 255) / 256, d.batch * d.heads), 256, 0, a.stream>>>(
       a.states, a.decay, d.chunks(), PN);
   check_launch();
@@ -581,7 +1161,12 @@ std::size_t mamba2_scan_backward_workspace_bytes(const Mamba2ScanDims& d) {
 void mamba2_scan_backward(const Mamba2ScanBackwardArgs& a) {
   const char* fn = "mamba2_scan_backward";
   const Mamba2ScanDims& d = a.dims;
-  validate(d, fn);
+  if (a.tensor_cores) {
+    const std::string why = mamba2_scan_tensor_cores_unsupported(d);
+    require(why.empty(), fn, why);
+  } else {
+    validate(d, fn);
+  }
   require(a.X && a.B && a.C && a.dt_raw && a.dt_bias && a.A_log && a.D && a.dt && a.states &&
               a.decay && a.dY && a.dX && a.dB && a.dC && a.ddt_raw && a.ddt_bias && a.dA_log &&
               a.dD && a.workspace,
@@ -594,14 +1179,27 @@ void mamba2_scan_backward(const Mamba2ScanBackwardArgs& a) {
           "the workspace is smaller than mamba2_scan_backward_workspace_bytes");
   require(aligned16({a.workspace}), fn, "the workspace must be 16-byte aligned");
   const Workspace ws = carve(d, a.workspace);
-  const std::size_t smem1 = sizeof(float) * (std::size_t(d.chunk) * (d.head_dim + 1) +
-                                             std::size_t(d.chunk) * (d.d_state + 1) + 4 * d.chunk);
-  launch_chunks(dstate_local_kernel, d, smem1, a.stream, a, ws.dS);
   const int PN = d.head_dim * d.d_state;
-  dstate_pass_kernel<<<dim3((PN + 255) / 256, d.batch * d.heads), 256, 0, a.stream>>>(
-      ws.dS, a.decay, d.chunks(), PN);
-  check_launch();
-  launch_chunks(chunk_grad_kernel, d, grad_smem(d), a.stream, a, ws);
+  if (a.tensor_cores) {
+    with_mma_dims(d.head_dim, d.d_state, [&](auto p, auto n) {
+      constexpr int P = decltype(p)::value, N = decltype(n)::value;
+      launch_mma_chunks(dstate_local_mma_kernel<P, N>, d, mma_state_smem<P, N>(), a.stream, a,
+                        ws.dS);
+      dstate_pass_kernel<<<dim3((PN + 255) / 256, d.batch * d.heads), 256, 0, a.stream>>>(
+          ws.dS, a.decay, d.chunks(), PN);
+      check_launch();
+      launch_mma_chunks(chunk_grad_mma_kernel<P, N>, d, mma_grad_smem<P, N>(), a.stream, a, ws);
+    });
+  } else {
+    const std::size_t smem1 =
+        sizeof(float) * (std::size_t(d.chunk) * (d.head_dim + 1) +
+                         std::size_t(d.chunk) * (d.d_state + 1) + 4 * d.chunk);
+    launch_chunks(dstate_local_kernel, d, smem1, a.stream, a, ws.dS);
+    dstate_pass_kernel<<<dim3((PN + 255) / 256, d.batch * d.heads), 256, 0, a.stream>>>(
+        ws.dS, a.decay, d.chunks(), PN);
+    check_launch();
+    launch_chunks(chunk_grad_kernel, d, grad_smem(d), a.stream, a, ws);
+  }
   const long long R = (long long)d.batch * d.seq_len;
   sum_heads_kernel<<<blocks_for(std::size_t(R) * d.d_state, kThreads), kThreads, 0, a.stream>>>(
       ws.dBh, ws.dCh, d.heads, R, d.d_state, a.dB, a.dC, a.ld_dbc);
