@@ -477,7 +477,7 @@ __global__ void head_params_kernel(const float* part, int B, int H, int nc, cons
 // P, N ∈ {32, 64, 128}. Rows past the chunk's end are zero in every tile, so they add nothing, and are
 // never stored. Fixed tile owners and fixed-order sums: the same results bit for bit run to run.
 
-constexpr int kMmaThreads = 128;
+constexpr int kMmaThreads = 256;
 constexpr int kMmaWarps = kMmaThreads / 32;
 constexpr int kQ = 64;        // the chunk
 constexpr int kLQ = kQ + 8;   // row stride of the [Q, Q] score tiles
@@ -489,22 +489,73 @@ using detail::pack_bf16;
 using detail::quad_sum;
 namespace bt = detail::bf16_tiles;
 
+// Four floats of row i, column c of G (row stride ld): one 16-byte load where the caller found G and
+// ld 16-byte aligned (v4), else four.
+__device__ __forceinline__ float4 load4(const float* G, long long ld, int i, int c, bool v4) {
+  const float* p = G + i * ld + c;
+  return v4 ? *reinterpret_cast<const float4*>(p) : make_float4(p[0], p[1], p[2], p[3]);
+}
+
 // Rows 0..R−1 of W columns of G (row stride ld), each row i times scale(i), rounded to bf16 into
-// S[R][W + 8]; rows ≥ L as zeros.
+// S[R][W + 8]; rows ≥ L as zeros. Each thread issues a batch of up to eight 4-float loads before it
+// converts any: with one load in flight at a time, the latency of global memory, not its bandwidth,
+// set the chunk kernels' time.
 template <int R, int W, class Scale>
 __device__ __forceinline__ void tile_to_bf16(std::uint16_t* S, const float* G, long long ld, int L,
                                              Scale scale) {
-  for (int idx = threadIdx.x; idx < R * W / 2; idx += kMmaThreads) {
-    const int i = idx / (W / 2), c = (idx % (W / 2)) * 2;
-    float x0 = 0.f, x1 = 0.f;
-    if (i < L) {
-      const float f = scale(i);
-      x0 = f * G[i * ld + c];
-      x1 = f * G[i * ld + c + 1];
+  constexpr int kPer = R * W / 4 / kMmaThreads;  // 4-float groups per thread
+  constexpr int kBatch = kPer < 8 ? kPer : 8;
+  static_assert(kPer * 4 * kMmaThreads == R * W && kPer % kBatch == 0, "whole batches");
+  const bool v4 = ((reinterpret_cast<std::uintptr_t>(G) | std::uintptr_t(ld) * 4) & 15) == 0;
+#pragma unroll
+  for (int b0 = 0; b0 < kPer; b0 += kBatch) {
+    float4 v[kBatch];
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int idx = (b0 + b) * kMmaThreads + int(threadIdx.x);
+      const int i = idx / (W / 4), c = idx % (W / 4) * 4;
+      v[b] = i < L ? load4(G, ld, i, c, v4) : make_float4(0.f, 0.f, 0.f, 0.f);
     }
-    *reinterpret_cast<std::uint32_t*>(S + i * (W + 8) + c) = pack_bf16(x0, x1);
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int idx = (b0 + b) * kMmaThreads + int(threadIdx.x);
+      const int i = idx / (W / 4), c = idx % (W / 4) * 4;
+      const float f = i < L ? scale(i) : 0.f;
+      *reinterpret_cast<uint2*>(S + i * (W + 8) + c) =
+          make_uint2(pack_bf16(f * v[b].x, f * v[b].y), pack_bf16(f * v[b].z, f * v[b].w));
+    }
   }
 }
+// cs, e, w of the chunk's rows i < L from sdt, by warp 0 (the caller syncs before and after): lane l
+// takes rows 2l and 2l + 1, and the prefix sum runs across the lanes by shuffles (the tensor-core
+// path's order of the sum; segment_sums keeps the CPU's for the fp32 path).
+__device__ __forceinline__ void segment_sums_warp(const float* sdt, float A, int L, float* cs,
+                                                  float* e, float* w) {
+  if (threadIdx.x >= 32) return;
+  const int l = threadIdx.x, i0 = 2 * l, i1 = i0 + 1;
+  const float a0 = i0 < L ? sdt[i0] * A : 0.f, a1 = i1 < L ? sdt[i1] * A : 0.f;
+  float s = a0 + a1;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const float y = __shfl_up_sync(0xffffffffu, s, o);
+    if (l >= o) s += y;
+  }
+  float before = __shfl_up_sync(0xffffffffu, s, 1);
+  if (l == 0) before = 0.f;
+  const float c0 = before + a0, c1 = c0 + a1;
+  const float last = __shfl_sync(0xffffffffu, (L - 1) & 1 ? c1 : c0, (L - 1) >> 1);
+  if (i0 < L) {
+    cs[i0] = c0;
+    e[i0] = expf(c0);
+    w[i0] = expf(last - c0);
+  }
+  if (i1 < L) {
+    cs[i1] = c1;
+    e[i1] = expf(c1);
+    w[i1] = expf(last - c1);
+  }
+}
+
 struct Unscaled {
   __device__ float operator()(int) const { return 1.f; }
 };
@@ -583,6 +634,52 @@ constexpr std::size_t mma_grad_smem() {
                                                         2;
 }
 
+// (2) state_pass_kernel and dstate_pass_kernel with the loads of eight chunks issued before their
+// stores (the same sums in the same order): the plain loops wait for one global load per chunk.
+constexpr int kPassBatch = 8;
+
+__global__ void state_pass_batched_kernel(float* states, const float* decay, int nc, int PN) {
+  const int e = blockIdx.x * blockDim.x + threadIdx.x;
+  if (e >= PN) return;
+  const std::size_t nh = blockIdx.y;
+  float* S = states + nh * nc * std::size_t(PN) + e;
+  const float* dec = decay + nh * nc;
+  float run = 0.f;
+  for (int c0 = 0; c0 < nc; c0 += kPassBatch) {
+    float local[kPassBatch];
+#pragma unroll
+    for (int b = 0; b < kPassBatch; ++b) local[b] = c0 + b < nc ? S[std::size_t(c0 + b) * PN] : 0.f;
+#pragma unroll
+    for (int b = 0; b < kPassBatch; ++b) {
+      if (c0 + b >= nc) break;
+      S[std::size_t(c0 + b) * PN] = run;
+      run = dec[c0 + b] * run + local[b];
+    }
+  }
+}
+
+__global__ void dstate_pass_batched_kernel(float* dS, const float* decay, int nc, int PN) {
+  const int e = blockIdx.x * blockDim.x + threadIdx.x;
+  if (e >= PN) return;
+  const std::size_t nh = blockIdx.y;
+  float* G = dS + nh * nc * std::size_t(PN) + e;
+  const float* dec = decay + nh * nc;
+  float run = 0.f;
+  for (int c1 = nc; c1 > 0; c1 -= kPassBatch) {  // chunks c1 − 1 down to c1 − kPassBatch
+    float local[kPassBatch];
+#pragma unroll
+    for (int b = 0; b < kPassBatch; ++b)
+      local[b] = c1 - 1 - b >= 0 ? G[std::size_t(c1 - 1 - b) * PN] : 0.f;
+#pragma unroll
+    for (int b = 0; b < kPassBatch; ++b) {
+      const int c = c1 - 1 - b;
+      if (c < 0) break;
+      G[std::size_t(c) * PN] = run;
+      run = local[b] + dec[c] * run;
+    }
+  }
+}
+
 // (1) forward: dt, the chunk's state contribution (dt·w·X)ᵀ·B into states[c], its decay.
 template <int P, int N>
 __global__ void __launch_bounds__(kMmaThreads) chunk_state_mma_kernel(Mamba2ScanForwardArgs a) {
@@ -604,7 +701,7 @@ __global__ void __launch_bounds__(kMmaThreads) chunk_state_mma_kernel(Mamba2Scan
     a.dt[r * H + k.h] = v;
   }
   __syncthreads();
-  segment_sums(sdt, A, k.L, cs, e, w);
+  segment_sums_warp(sdt, A, k.L, cs, e, w);
   __syncthreads();
   tile_to_bf16<kQ, P>(sXw, a.X + k.row0 * a.ld_x + k.h * P, a.ld_x, k.L,
                       [&](int j) { return sdt[j] * w[j]; });
@@ -644,7 +741,7 @@ __global__ void __launch_bounds__(kMmaThreads) chunk_output_mma_kernel(Mamba2Sca
                        a.states + ((std::size_t(k.n) * H + k.h) * k.nc + k.c) * std::size_t(P) * N,
                        N, P, Unscaled{});
   __syncthreads();
-  segment_sums(sdt, A, k.L, cs, e, w);
+  segment_sums_warp(sdt, A, k.L, cs, e, w);
   __syncthreads();
   // G[i, j] = (C_i·B_j)·exp(cs_i − cs_j)·dt_j for j ≤ i < L, else 0.
   for_tiles<kQT, kQT>([&](int mt, int nt) {
@@ -716,7 +813,7 @@ __global__ void __launch_bounds__(kMmaThreads)
   const float A = -expf(a.A_log[k.h]);
   for (int i = threadIdx.x; i < k.L; i += blockDim.x) sdt[i] = a.dt[(k.row0 + i) * H + k.h];
   __syncthreads();
-  segment_sums(sdt, A, k.L, cs, e, w);
+  segment_sums_warp(sdt, A, k.L, cs, e, w);
   __syncthreads();
   tile_to_bf16<kQ, P>(sY, a.dY + k.row0 * a.ld_y + k.h * P, a.ld_y, k.L,
                       [&](int i) { return e[i]; });
@@ -766,16 +863,31 @@ __global__ void __launch_bounds__(kMmaThreads)
   tile_to_bf16<kQ, N>(sC, a.C + k.row0 * a.ld_bc, a.ld_bc, k.L, Unscaled{});
   const std::size_t soff = ((std::size_t(k.n) * H + k.h) * k.nc + k.c) * std::size_t(P) * N;
   float sds_part = 0.f;  // ⟨dS, S_p⟩ in fp32, this thread's share
-  for (int idx = threadIdx.x; idx < P * N / 2; idx += kMmaThreads) {
-    const int p = idx / (N / 2), q = (idx % (N / 2)) * 2;
-    const float2 s = *reinterpret_cast<const float2*>(a.states + soff + p * N + q);
-    const float2 g = *reinterpret_cast<const float2*>(ws.dS + soff + p * N + q);
-    *reinterpret_cast<std::uint32_t*>(sS + p * LN + q) = pack_bf16(s.x, s.y);
-    *reinterpret_cast<std::uint32_t*>(sdS + p * LN + q) = pack_bf16(g.x, g.y);
-    sds_part += s.x * g.x + s.y * g.y;
+  {
+    constexpr int kPer = P * N / 4 / kMmaThreads, kBatch = kPer < 4 ? kPer : 4;
+#pragma unroll
+    for (int b0 = 0; b0 < kPer; b0 += kBatch) {
+      float4 sv[kBatch], gv[kBatch];
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        const int idx = (b0 + b) * kMmaThreads + int(threadIdx.x);
+        sv[b] = *reinterpret_cast<const float4*>(a.states + soff + std::size_t(idx) * 4);
+        gv[b] = *reinterpret_cast<const float4*>(ws.dS + soff + std::size_t(idx) * 4);
+      }
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        const int idx = (b0 + b) * kMmaThreads + int(threadIdx.x);
+        const int p = idx / (N / 4), q = idx % (N / 4) * 4;
+        *reinterpret_cast<uint2*>(sS + p * LN + q) =
+            make_uint2(pack_bf16(sv[b].x, sv[b].y), pack_bf16(sv[b].z, sv[b].w));
+        *reinterpret_cast<uint2*>(sdS + p * LN + q) =
+            make_uint2(pack_bf16(gv[b].x, gv[b].y), pack_bf16(gv[b].z, gv[b].w));
+        sds_part += sv[b].x * gv[b].x + sv[b].y * gv[b].y + sv[b].z * gv[b].z + sv[b].w * gv[b].w;
+      }
+    }
   }
   __syncthreads();
-  segment_sums(sdt, A, k.L, cs, e, w);
+  segment_sums_warp(sdt, A, k.L, cs, e, w);
   const float sds = block_sum<kMmaThreads>(sds_part, red);  // (syncs)
   // The scores: G = (C Bᵀ)·M and dGM = (dY Xᵀ)·dt_j·M with M_ij = exp(cs_i − cs_j) (j ≤ i < L), to
   // bf16; R = dGM ⊙ CBᵀ (fp32, j < i) as row and column sums over the tile.
@@ -1137,7 +1249,7 @@ void mamba2_scan_forward(const Mamba2ScanForwardArgs& a) {
     with_mma_dims(d.head_dim, d.d_state, [&](auto p, auto n) {
       constexpr int P = decltype(p)::value, N = decltype(n)::value;
       launch_mma_chunks(chunk_state_mma_kernel<P, N>, d, mma_state_smem<P, N>(), a.stream, a);
-      state_pass_kernel<<<dim3((PN + 255) / 256, d.batch * d.heads), 256, 0, a.stream>>>(
+      state_pass_batched_kernel<<<dim3((PN + 255) / 256, d.batch * d.heads), 256, 0, a.stream>>>(
           a.states, a.decay, d.chunks(), PN);
       check_launch();
       launch_mma_chunks(chunk_output_mma_kernel<P, N>, d, mma_output_smem<P, N>(), a.stream, a);
@@ -1185,7 +1297,7 @@ void mamba2_scan_backward(const Mamba2ScanBackwardArgs& a) {
       constexpr int P = decltype(p)::value, N = decltype(n)::value;
       launch_mma_chunks(dstate_local_mma_kernel<P, N>, d, mma_state_smem<P, N>(), a.stream, a,
                         ws.dS);
-      dstate_pass_kernel<<<dim3((PN + 255) / 256, d.batch * d.heads), 256, 0, a.stream>>>(
+      dstate_pass_batched_kernel<<<dim3((PN + 255) / 256, d.batch * d.heads), 256, 0, a.stream>>>(
           ws.dS, a.decay, d.chunks(), PN);
       check_launch();
       launch_mma_chunks(chunk_grad_mma_kernel<P, N>, d, mma_grad_smem<P, N>(), a.stream, a, ws);
