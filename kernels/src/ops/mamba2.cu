@@ -497,35 +497,37 @@ __device__ __forceinline__ float4 load4(const float* G, long long ld, int i, int
 }
 
 // Rows 0..R−1 of W columns of G (row stride ld), each row i times scale(i), rounded to bf16 into
-// S[R][W + 8]; rows ≥ L as zeros. Each thread issues a batch of up to eight 4-float loads before it
-// converts any: with one load in flight at a time, the latency of global memory, not its bandwidth,
-// set the chunk kernels' time.
-template <int R, int W, class Scale>
-__device__ __forceinline__ void tile_to_bf16(std::uint16_t* S, const float* G, long long ld, int L,
-                                             Scale scale) {
-  constexpr int kPer = R * W / 4 / kMmaThreads;  // 4-float groups per thread
-  constexpr int kBatch = kPer < 8 ? kPer : 8;
-  static_assert(kPer * 4 * kMmaThreads == R * W && kPer % kBatch == 0, "whole batches");
-  const bool v4 = ((reinterpret_cast<std::uintptr_t>(G) | std::uintptr_t(ld) * 4) & 15) == 0;
+// S[R][W + 8]; rows ≥ L as zeros; in two halves, so that a kernel has the loads of several tiles in
+// flight before it stores any: load() issues all of the thread's 4-float loads into registers, store()
+// scales, rounds and stores them. One load in flight at a time left the chunk kernels bound by the
+// latency of global memory, not its bandwidth.
+template <int R, int W>
+struct TileLoad {
+  static constexpr int kPer = R * W / 4 / kMmaThreads;  // 4-float groups per thread
+  static_assert(kPer * 4 * kMmaThreads == R * W, "whole groups");
+  float4 v[kPer];
+  __device__ __forceinline__ void load(const float* G, long long ld, int L) {
+    const bool v4 = ((reinterpret_cast<std::uintptr_t>(G) | std::uintptr_t(ld) * 4) & 15) == 0;
 #pragma unroll
-  for (int b0 = 0; b0 < kPer; b0 += kBatch) {
-    float4 v[kBatch];
-#pragma unroll
-    for (int b = 0; b < kBatch; ++b) {
-      const int idx = (b0 + b) * kMmaThreads + int(threadIdx.x);
+    for (int b = 0; b < kPer; ++b) {
+      const int idx = b * kMmaThreads + int(threadIdx.x);
       const int i = idx / (W / 4), c = idx % (W / 4) * 4;
       v[b] = i < L ? load4(G, ld, i, c, v4) : make_float4(0.f, 0.f, 0.f, 0.f);
     }
+  }
+  template <class Scale>
+  __device__ __forceinline__ void store(std::uint16_t* S, int L, Scale scale) const {
 #pragma unroll
-    for (int b = 0; b < kBatch; ++b) {
-      const int idx = (b0 + b) * kMmaThreads + int(threadIdx.x);
+    for (int b = 0; b < kPer; ++b) {
+      const int idx = b * kMmaThreads + int(threadIdx.x);
       const int i = idx / (W / 4), c = idx % (W / 4) * 4;
       const float f = i < L ? scale(i) : 0.f;
       *reinterpret_cast<uint2*>(S + i * (W + 8) + c) =
           make_uint2(pack_bf16(f * v[b].x, f * v[b].y), pack_bf16(f * v[b].z, f * v[b].w));
     }
   }
-}
+};
+
 // cs, e, w of the chunk's rows i < L from sdt, by warp 0 (the caller syncs before and after): lane l
 // takes rows 2l and 2l + 1, and the prefix sum runs across the lanes by shuffles (the tensor-core
 // path's order of the sum; segment_sums keeps the CPU's for the fp32 path).
@@ -634,49 +636,98 @@ constexpr std::size_t mma_grad_smem() {
                                                         2;
 }
 
-// (2) state_pass_kernel and dstate_pass_kernel with the loads of eight chunks issued before their
-// stores (the same sums in the same order): the plain loops wait for one global load per chunk.
+// (2) state_pass_kernel and dstate_pass_kernel with four state elements per thread (16-byte loads and
+// stores) and the loads of eight chunks issued before their stores (the same sums in the same order):
+// the plain loops wait for one global load per chunk. PN is a multiple of 4 (P, N ≥ 32).
 constexpr int kPassBatch = 8;
 
+__device__ __forceinline__ void axpy4(float4& run, float d, float4 x) {
+  run.x = d * run.x + x.x;
+  run.y = d * run.y + x.y;
+  run.z = d * run.z + x.z;
+  run.w = d * run.w + x.w;
+}
+__device__ __forceinline__ void xpay4(float4& run, float d, float4 x) {
+  run.x = x.x + d * run.x;
+  run.y = x.y + d * run.y;
+  run.z = x.z + d * run.z;
+  run.w = x.w + d * run.w;
+}
+
 __global__ void state_pass_batched_kernel(float* states, const float* decay, int nc, int PN) {
-  const int e = blockIdx.x * blockDim.x + threadIdx.x;
-  if (e >= PN) return;
+  const int e4 = blockIdx.x * blockDim.x + threadIdx.x;
+  if (4 * e4 >= PN) return;
   const std::size_t nh = blockIdx.y;
-  float* S = states + nh * nc * std::size_t(PN) + e;
+  float4* S = reinterpret_cast<float4*>(states + nh * nc * std::size_t(PN)) + e4;
+  const std::size_t stride = PN / 4;
   const float* dec = decay + nh * nc;
-  float run = 0.f;
+  float4 run = make_float4(0.f, 0.f, 0.f, 0.f);
   for (int c0 = 0; c0 < nc; c0 += kPassBatch) {
-    float local[kPassBatch];
+    float4 local[kPassBatch];
+    float dc[kPassBatch];
 #pragma unroll
-    for (int b = 0; b < kPassBatch; ++b) local[b] = c0 + b < nc ? S[std::size_t(c0 + b) * PN] : 0.f;
+    for (int b = 0; b < kPassBatch; ++b) {
+      const bool in = c0 + b < nc;
+      local[b] = in ? S[std::size_t(c0 + b) * stride] : make_float4(0.f, 0.f, 0.f, 0.f);
+      dc[b] = in ? dec[c0 + b] : 0.f;
+    }
 #pragma unroll
     for (int b = 0; b < kPassBatch; ++b) {
       if (c0 + b >= nc) break;
-      S[std::size_t(c0 + b) * PN] = run;
-      run = dec[c0 + b] * run + local[b];
+      S[std::size_t(c0 + b) * stride] = run;
+      axpy4(run, dc[b], local[b]);
     }
   }
 }
 
 __global__ void dstate_pass_batched_kernel(float* dS, const float* decay, int nc, int PN) {
-  const int e = blockIdx.x * blockDim.x + threadIdx.x;
-  if (e >= PN) return;
+  const int e4 = blockIdx.x * blockDim.x + threadIdx.x;
+  if (4 * e4 >= PN) return;
   const std::size_t nh = blockIdx.y;
-  float* G = dS + nh * nc * std::size_t(PN) + e;
+  float4* G = reinterpret_cast<float4*>(dS + nh * nc * std::size_t(PN)) + e4;
+  const std::size_t stride = PN / 4;
   const float* dec = decay + nh * nc;
-  float run = 0.f;
+  float4 run = make_float4(0.f, 0.f, 0.f, 0.f);
   for (int c1 = nc; c1 > 0; c1 -= kPassBatch) {  // chunks c1 − 1 down to c1 − kPassBatch
-    float local[kPassBatch];
+    float4 local[kPassBatch];
+    float dc[kPassBatch];
 #pragma unroll
-    for (int b = 0; b < kPassBatch; ++b)
-      local[b] = c1 - 1 - b >= 0 ? G[std::size_t(c1 - 1 - b) * PN] : 0.f;
+    for (int b = 0; b < kPassBatch; ++b) {
+      const int c = c1 - 1 - b;
+      local[b] = c >= 0 ? G[std::size_t(c) * stride] : make_float4(0.f, 0.f, 0.f, 0.f);
+      dc[b] = c >= 0 ? dec[c] : 0.f;
+    }
 #pragma unroll
     for (int b = 0; b < kPassBatch; ++b) {
       const int c = c1 - 1 - b;
       if (c < 0) break;
-      G[std::size_t(c) * PN] = run;
-      run = local[b] + dec[c] * run;
+      G[std::size_t(c) * stride] = run;
+      xpay4(run, dc[b], local[b]);
     }
+  }
+}
+
+// The per-head parameters from the chunks' partials as head_params_kernel, one warp per head: lane l
+// sums the partials l, l + 32, ..., then the lanes' sums are added by shuffles (a fixed order).
+__global__ void head_params_warp_kernel(const float* part, int B, int H, int nc, const float* A_log,
+                                        float* dA_log, float* dD, float* ddt_bias) {
+  const int h = blockIdx.x, l = threadIdx.x;
+  const std::size_t np = std::size_t(B) * H * nc;
+  float sa = 0.f, sd = 0.f, sb = 0.f;
+  for (int j = l; j < B * nc; j += 32) {
+    const int n = j / nc, c = j % nc;
+    const std::size_t pi = (std::size_t(n) * H + h) * nc + c;
+    sa += part[pi];
+    sd += part[np + pi];
+    sb += part[2 * np + pi];
+  }
+  sa = warp_sum(sa);
+  sd = warp_sum(sd);
+  sb = warp_sum(sb);
+  if (l == 0) {
+    dA_log[h] += -expf(A_log[h]) * sa;
+    dD[h] += sd;
+    ddt_bias[h] += sb;
   }
 }
 
@@ -693,6 +744,10 @@ __global__ void __launch_bounds__(kMmaThreads) chunk_state_mma_kernel(Mamba2Scan
   float* w = e + kQ;
   auto* sXw = reinterpret_cast<std::uint16_t*>(w + kQ);  // [Q][P+8]: dt_j·w_j·X[j, p]
   std::uint16_t* sB = sXw + kQ * (P + 8);                // [Q][N+8]
+  TileLoad<kQ, P> tx;
+  TileLoad<kQ, N> tb;
+  tx.load(a.X + k.row0 * a.ld_x + k.h * P, a.ld_x, k.L);
+  tb.load(a.B + k.row0 * a.ld_bc, a.ld_bc, k.L);
   const float A = -expf(a.A_log[k.h]);
   for (int i = threadIdx.x; i < k.L; i += blockDim.x) {
     const long long r = k.row0 + i;
@@ -703,9 +758,8 @@ __global__ void __launch_bounds__(kMmaThreads) chunk_state_mma_kernel(Mamba2Scan
   __syncthreads();
   segment_sums_warp(sdt, A, k.L, cs, e, w);
   __syncthreads();
-  tile_to_bf16<kQ, P>(sXw, a.X + k.row0 * a.ld_x + k.h * P, a.ld_x, k.L,
-                      [&](int j) { return sdt[j] * w[j]; });
-  tile_to_bf16<kQ, N>(sB, a.B + k.row0 * a.ld_bc, a.ld_bc, k.L, Unscaled{});
+  tx.store(sXw, k.L, [&](int j) { return sdt[j] * w[j]; });
+  tb.store(sB, k.L, Unscaled{});
   __syncthreads();
   chunk_outer_mma<P, N>(
       sXw, sB, a.states + ((std::size_t(k.n) * H + k.h) * k.nc + k.c) * std::size_t(P) * N);
@@ -732,14 +786,23 @@ __global__ void __launch_bounds__(kMmaThreads) chunk_output_mma_kernel(Mamba2Sca
   const float A = -expf(a.A_log[k.h]);
   for (int i = threadIdx.x; i < k.L; i += blockDim.x) sdt[i] = a.dt[(k.row0 + i) * H + k.h];
   const float* X = a.X + k.row0 * a.ld_x + k.h * P;
-  tile_to_bf16<kQ, N>(sB, a.B + k.row0 * a.ld_bc, a.ld_bc, k.L, Unscaled{});
-  tile_to_bf16<kQ, N>(sC, a.C + k.row0 * a.ld_bc, a.ld_bc, k.L, Unscaled{});
-  tile_to_bf16<kQ, P>(sX, X, a.ld_x, k.L, Unscaled{});
   const bool has_state = k.c > 0;  // the state before the first chunk is zero
-  if (has_state)
-    tile_to_bf16<P, N>(sS,
-                       a.states + ((std::size_t(k.n) * H + k.h) * k.nc + k.c) * std::size_t(P) * N,
-                       N, P, Unscaled{});
+  {
+    TileLoad<kQ, N> tb, tc;
+    tb.load(a.B + k.row0 * a.ld_bc, a.ld_bc, k.L);
+    tc.load(a.C + k.row0 * a.ld_bc, a.ld_bc, k.L);
+    tb.store(sB, k.L, Unscaled{});
+    tc.store(sC, k.L, Unscaled{});
+  }
+  {
+    TileLoad<kQ, P> tx;
+    TileLoad<P, N> ts;
+    tx.load(X, a.ld_x, k.L);
+    if (has_state)
+      ts.load(a.states + ((std::size_t(k.n) * H + k.h) * k.nc + k.c) * std::size_t(P) * N, N, P);
+    tx.store(sX, k.L, Unscaled{});
+    if (has_state) ts.store(sS, P, Unscaled{});
+  }
   __syncthreads();
   segment_sums_warp(sdt, A, k.L, cs, e, w);
   __syncthreads();
@@ -810,14 +873,17 @@ __global__ void __launch_bounds__(kMmaThreads)
   float* w = e + kQ;
   auto* sY = reinterpret_cast<std::uint16_t*>(w + kQ);  // [Q][P+8]: e_i·dY[i, p]
   std::uint16_t* sC = sY + kQ * (P + 8);                // [Q][N+8]
+  TileLoad<kQ, P> ty;
+  TileLoad<kQ, N> tc;
+  ty.load(a.dY + k.row0 * a.ld_y + k.h * P, a.ld_y, k.L);
+  tc.load(a.C + k.row0 * a.ld_bc, a.ld_bc, k.L);
   const float A = -expf(a.A_log[k.h]);
   for (int i = threadIdx.x; i < k.L; i += blockDim.x) sdt[i] = a.dt[(k.row0 + i) * H + k.h];
   __syncthreads();
   segment_sums_warp(sdt, A, k.L, cs, e, w);
   __syncthreads();
-  tile_to_bf16<kQ, P>(sY, a.dY + k.row0 * a.ld_y + k.h * P, a.ld_y, k.L,
-                      [&](int i) { return e[i]; });
-  tile_to_bf16<kQ, N>(sC, a.C + k.row0 * a.ld_bc, a.ld_bc, k.L, Unscaled{});
+  ty.store(sY, k.L, [&](int i) { return e[i]; });
+  tc.store(sC, k.L, Unscaled{});
   __syncthreads();
   chunk_outer_mma<P, N>(sY, sC,
                         dS + ((std::size_t(k.n) * H + k.h) * k.nc + k.c) * std::size_t(P) * N);
@@ -857,10 +923,20 @@ __global__ void __launch_bounds__(kMmaThreads)
   for (int i = threadIdx.x; i < k.L; i += blockDim.x) sdt[i] = a.dt[(k.row0 + i) * H + k.h];
   const float* X = a.X + k.row0 * a.ld_x + k.h * P;
   const float* dY = a.dY + k.row0 * a.ld_y + k.h * P;
-  tile_to_bf16<kQ, P>(sX, X, a.ld_x, k.L, Unscaled{});
-  tile_to_bf16<kQ, P>(sdY, dY, a.ld_y, k.L, Unscaled{});
-  tile_to_bf16<kQ, N>(sB, a.B + k.row0 * a.ld_bc, a.ld_bc, k.L, Unscaled{});
-  tile_to_bf16<kQ, N>(sC, a.C + k.row0 * a.ld_bc, a.ld_bc, k.L, Unscaled{});
+  {
+    TileLoad<kQ, P> tx, ty;
+    tx.load(X, a.ld_x, k.L);
+    ty.load(dY, a.ld_y, k.L);
+    tx.store(sX, k.L, Unscaled{});
+    ty.store(sdY, k.L, Unscaled{});
+  }
+  {
+    TileLoad<kQ, N> tb, tc;
+    tb.load(a.B + k.row0 * a.ld_bc, a.ld_bc, k.L);
+    tc.load(a.C + k.row0 * a.ld_bc, a.ld_bc, k.L);
+    tb.store(sB, k.L, Unscaled{});
+    tc.store(sC, k.L, Unscaled{});
+  }
   const std::size_t soff = ((std::size_t(k.n) * H + k.h) * k.nc + k.c) * std::size_t(P) * N;
   float sds_part = 0.f;  // ⟨dS, S_p⟩ in fp32, this thread's share
   {
@@ -1064,24 +1140,50 @@ __global__ void __launch_bounds__(kMmaThreads)
     xd[i] = x;
   }
   __syncthreads();
-  if (threadIdx.x == 0) {
-    float om_sum = 0.f;
-    for (int i = 0; i < k.L; ++i) om_sum += red[i];
-    dcs[k.L - 1] += e[k.L - 1] * sds + om_sum;
-    float acc = 0.f, dA = 0.f, dbias = 0.f;
-    for (int i = k.L; i-- > 0;) {
-      acc += dcs[i];
-      const float ddt = acc * A + xd[i];
-      dA += acc * sdt[i];
-      const long long r = k.row0 + i;
-      const float g = ddt * softplus_grad_f(a.dt_raw[r * a.ld_dt + k.h] + a.dt_bias[k.h]);
-      a.ddt_raw[r * a.ld_ddt + k.h] = g;
+  // The suffix sums of dcs into dt and A, by warp 0: lane l takes rows 2l and 2l + 1, the sums across
+  // the lanes by shuffles in a fixed order (one thread's loop over the rows, each step waiting for a
+  // load of dt_raw, took a sizeable part of the kernel's time).
+  if (threadIdx.x < 32) {
+    const int l = threadIdx.x, i0 = 2 * l, i1 = i0 + 1, L = k.L;
+    const float om_sum = warp_sum((i0 < L ? red[i0] : 0.f) + (i1 < L ? red[i1] : 0.f));
+    const float bias = a.dt_bias[k.h];
+    const long long r0 = k.row0 + i0;
+    const float raw0 = i0 < L ? a.dt_raw[r0 * a.ld_dt + k.h] : 0.f;
+    const float raw1 = i1 < L ? a.dt_raw[(r0 + 1) * a.ld_dt + k.h] : 0.f;
+    float d0 = i0 < L ? dcs[i0] : 0.f, d1 = i1 < L ? dcs[i1] : 0.f;
+    const float last = e[L - 1] * sds + om_sum;
+    if (i0 == L - 1) d0 += last;
+    if (i1 == L - 1) d1 += last;
+    float sfx = d0 + d1;  // Σ over the lanes ≥ l
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const float y = __shfl_down_sync(0xffffffffu, sfx, o);
+      if (l + o < 32) sfx += y;
+    }
+    float after = __shfl_down_sync(0xffffffffu, sfx, 1);
+    if (l == 31) after = 0.f;
+    const float acc1 = after + d1, acc0 = acc1 + d0;  // Σ_{m ≥ i} dcs_m for rows i1, i0
+    float dA = 0.f, dbias = 0.f;
+    if (i0 < L) {
+      const float g = (acc0 * A + xd[i0]) * softplus_grad_f(raw0 + bias);
+      a.ddt_raw[r0 * a.ld_ddt + k.h] = g;
+      dA += acc0 * sdt[i0];
       dbias += g;
     }
-    const std::size_t pi = (std::size_t(k.n) * H + k.h) * k.nc + k.c;
-    const std::size_t np = std::size_t(d.batch) * H * k.nc;
-    ws.part[pi] = dA;
-    ws.part[2 * np + pi] = dbias;
+    if (i1 < L) {
+      const float g = (acc1 * A + xd[i1]) * softplus_grad_f(raw1 + bias);
+      a.ddt_raw[(r0 + 1) * a.ld_ddt + k.h] = g;
+      dA += acc1 * sdt[i1];
+      dbias += g;
+    }
+    dA = warp_sum(dA);
+    dbias = warp_sum(dbias);
+    if (l == 0) {
+      const std::size_t pi = (std::size_t(k.n) * H + k.h) * k.nc + k.c;
+      const std::size_t np = std::size_t(d.batch) * H * k.nc;
+      ws.part[pi] = dA;
+      ws.part[2 * np + pi] = dbias;
+    }
   }
   __syncthreads();  // red is reused
   const float dD = block_sum<kMmaThreads>(dD_part, red);
@@ -1249,8 +1351,8 @@ void mamba2_scan_forward(const Mamba2ScanForwardArgs& a) {
     with_mma_dims(d.head_dim, d.d_state, [&](auto p, auto n) {
       constexpr int P = decltype(p)::value, N = decltype(n)::value;
       launch_mma_chunks(chunk_state_mma_kernel<P, N>, d, mma_state_smem<P, N>(), a.stream, a);
-      state_pass_batched_kernel<<<dim3((PN + 255) / 256, d.batch * d.heads), 256, 0, a.stream>>>(
-          a.states, a.decay, d.chunks(), PN);
+      state_pass_batched_kernel<<<dim3((PN / 4 + 255) / 256, d.batch * d.heads), 256, 0,
+                                  a.stream>>>(a.states, a.decay, d.chunks(), PN);
       check_launch();
       launch_mma_chunks(chunk_output_mma_kernel<P, N>, d, mma_output_smem<P, N>(), a.stream, a);
     });
@@ -1297,8 +1399,8 @@ void mamba2_scan_backward(const Mamba2ScanBackwardArgs& a) {
       constexpr int P = decltype(p)::value, N = decltype(n)::value;
       launch_mma_chunks(dstate_local_mma_kernel<P, N>, d, mma_state_smem<P, N>(), a.stream, a,
                         ws.dS);
-      dstate_pass_batched_kernel<<<dim3((PN + 255) / 256, d.batch * d.heads), 256, 0, a.stream>>>(
-          ws.dS, a.decay, d.chunks(), PN);
+      dstate_pass_batched_kernel<<<dim3((PN / 4 + 255) / 256, d.batch * d.heads), 256, 0,
+                                   a.stream>>>(ws.dS, a.decay, d.chunks(), PN);
       check_launch();
       launch_mma_chunks(chunk_grad_mma_kernel<P, N>, d, mma_grad_smem<P, N>(), a.stream, a, ws);
     });
@@ -1316,8 +1418,12 @@ void mamba2_scan_backward(const Mamba2ScanBackwardArgs& a) {
   sum_heads_kernel<<<blocks_for(std::size_t(R) * d.d_state, kThreads), kThreads, 0, a.stream>>>(
       ws.dBh, ws.dCh, d.heads, R, d.d_state, a.dB, a.dC, a.ld_dbc);
   check_launch();
-  head_params_kernel<<<(d.heads + 63) / 64, 64, 0, a.stream>>>(
-      ws.part, d.batch, d.heads, d.chunks(), a.A_log, a.dA_log, a.dD, a.ddt_bias);
+  if (a.tensor_cores)
+    head_params_warp_kernel<<<d.heads, 32, 0, a.stream>>>(ws.part, d.batch, d.heads, d.chunks(),
+                                                          a.A_log, a.dA_log, a.dD, a.ddt_bias);
+  else
+    head_params_kernel<<<(d.heads + 63) / 64, 64, 0, a.stream>>>(
+        ws.part, d.batch, d.heads, d.chunks(), a.A_log, a.dA_log, a.dD, a.ddt_bias);
   check_launch();
 }
 
