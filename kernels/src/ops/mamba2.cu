@@ -466,16 +466,19 @@ __global__ void head_params_kernel(const float* part, int B, int H, int nc, cons
 
 // ---- the tensor-core path (bf16 operands, fp32 accumulation) ---------------------------------------
 //
-// The same kernels as above with every product of the chunk on mma.sync m16n8k16: one block of four
+// The same kernels as above with every product of the chunk on mma.sync m16n8k16: one block of eight
 // warps per (sequence, head, chunk), the chunk's tiles rounded to bf16 in shared memory (row-major,
 // row stride width + 8: bf16_tiles.cuh's ldmatrix reads), the block's 16 × 16 output tiles taken by
 // the warps in turn, each tile's two n8 accumulators in fp32. What is rounded to bf16: the operands
 // X, B, C, dY, the scaled rows dt·w·X and e·dY, the states S_p and dS, and the masked score matrices
-// G = (C Bᵀ ⊙ L)·dt and dGM = (dY Xᵀ ⊙ L)·dt where they enter their second products. The segment sums
-// and decays, the state pass across the chunks (states kept in fp32), the D skip, and the row sums of
-// the decay gradients (from the fp32 accumulators and fp32 inputs) stay fp32. Chunks of 64 only;
-// P, N ∈ {32, 64, 128}. Rows past the chunk's end are zero in every tile, so they add nothing, and are
-// never stored. Fixed tile owners and fixed-order sums: the same results bit for bit run to run.
+// (the forward's G = (C Bᵀ ⊙ L)·dt, the backward's G = C Bᵀ ⊙ L and dGM = (dY Xᵀ ⊙ L)·dt) where they
+// enter their second products. The segment sums and decays, the state pass across the chunks (states
+// kept in fp32), the D skip, and the row sums of the decay gradients (from the fp32 accumulators and
+// fp32 inputs) stay fp32; the segment sums and the backward's suffix sums run on one warp by shuffles.
+// Chunks of 64 only; P, N ∈ {32, 64, 128}. Rows past the chunk's end are zero in every tile, so they
+// add nothing, and are never stored. Fixed tile owners and fixed-order sums: the same results bit for
+// bit run to run. The kernels are bound by their global loads, so each thread has two tiles' loads in
+// flight before it stores either (TileLoad).
 
 constexpr int kMmaThreads = 256;
 constexpr int kMmaWarps = kMmaThreads / 32;

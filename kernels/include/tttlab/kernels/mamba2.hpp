@@ -1,7 +1,8 @@
 // tttlab/kernels/mamba2.hpp — Mamba-2 (the SSD layer) on the GPU: the chunked scan, forward and
 // backward, and the whole layer of core/include/tttlab/seq/mamba2_layer.hpp (docs/MATH.md §8.8).
 //
-// The kernels compute the functions of the CPU layer in fp32 storage and fp32 accumulation:
+// The kernels compute the functions of the CPU layer in fp32 storage and fp32 accumulation (the scan
+// also in bf16 products on the tensor cores: TWO PATHS below):
 //   Scan     mamba2_scan_chunked / mamba2_scan_chunked_backward (tttlab/seq/mamba2_layer.hpp) per
 //            head, with dt = softplus(dt_raw + dt_bias) and A = −exp(A_log) computed in the same pass
 //            and the D skip added (Y = scan + D_h·X), so that the layer needs no separate passes for them.
@@ -30,8 +31,10 @@
 //                 the chunks (states stored fp32), the D skip and the row sums of the decay gradients stay
 //                 fp32. Chunks of 64, P and N of 32, 64 or 128 (mamba2_scan_tensor_cores_unsupported).
 //                 The layer uses it when Mamba2LayerDims::scan_tensor_cores is set and the shape allows:
-//                 the bf16 training step (train_cuda.cpp) sets it. Error against fp64: relative ~1e-3 of
-//                 max|ref| (2⁻⁹ per rounded operand, averaged by the fp32 sums).
+//                 the bf16 training step (train_cuda.cpp) sets it. Error against fp64 on bf16-valued
+//                 inputs, relative to max|ref|: 1.7e-3 to 2.9e-3 forward, 2.3e-3 to 7.7e-3 backward
+//                 over the tests' shapes (2⁻⁹ per rounded operand, averaged by the fp32 sums). The
+//                 sums' order differs from the fp32 path's (shuffle scans, eight warps' tiles).
 //
 // CONVENTIONS. This header includes neither CUDA nor Eigen headers. Every pointer is a DEVICE pointer,
 // fp32; matrices are row-major with the given row strides (a token is a row, R = B·T rows, sequence n's
@@ -47,8 +50,9 @@
 //   Y, dY           [R, ≥ H·P], row stride ld_y
 //   states          [B, H, nc, P, N]: the state S_h [P, N] before each chunk (zero before the first)
 //   decay           [B, H, nc]: exp(cs_Q) of each chunk, the decay across it
-// SHAPES: any B, H, T ≥ 1 (T need not be a multiple of Q); 1 ≤ P, N ≤ 128, 1 ≤ Q ≤ 64, and the
-// backward's tiles in shared memory (mamba2_scan_unsupported says when they do not fit).
+// SHAPES (the fp32 path; the bf16 path: above): any B, H, T ≥ 1 (T need not be a multiple of Q);
+// 1 ≤ P, N ≤ 128, 1 ≤ Q ≤ 64, and the backward's tiles in shared memory (mamba2_scan_unsupported says
+// when they do not fit).
 #pragma once
 
 #include <cstddef>
