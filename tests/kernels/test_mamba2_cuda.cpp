@@ -11,6 +11,8 @@
 //    max|cpu| ≤ 2e-5 forward and 1e-4 backward (fp32 storage and accumulation against fp64; the
 //    backward's sums run over a chunk and all of its terms; any wrong term is O(1)). The results are
 //    also the same bit for bit in a second run (no atomics).
+//    1b. The tensor-core path (the args' tensor_cores, the bf16 training step's) the same way on
+//    bf16-rounded inputs, with bf16 bounds (see its test).
 // 2. The whole layer (mamba2_layer_forward / _backward with fp32 cuBLAS products) on the reference
 //    fixtures tests/reference/mamba2-{a,b,c} (made from state-spaces/mamba's Mamba2 in float64; the CPU's
 //    tests/core/test_mamba2_reference.cpp): y and the gradients of sum(y ⊙ G) with respect to x and every
