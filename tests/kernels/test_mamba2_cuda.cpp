@@ -11,6 +11,8 @@
 //    max|cpu| ≤ 2e-5 forward and 1e-4 backward (fp32 storage and accumulation against fp64; the
 //    backward's sums run over a chunk and all of its terms; any wrong term is O(1)). The results are
 //    also the same bit for bit in a second run (no atomics).
+//    1b. The tensor-core path (the args' tensor_cores, the bf16 training step's) the same way on
+//    bf16-rounded inputs, with bf16 bounds (see its test).
 // 2. The whole layer (mamba2_layer_forward / _backward with fp32 cuBLAS products) on the reference
 //    fixtures tests/reference/mamba2-{a,b,c} (made from state-spaces/mamba's Mamba2 in float64; the CPU's
 //    tests/core/test_mamba2_reference.cpp): y and the gradients of sum(y ⊙ G) with respect to x and every
@@ -167,7 +169,8 @@ struct ScanGpu {
 };
 
 // The GPU's results; the per-head gradient accumulators start at `start` (they are added to).
-ScanGpu gpu_scan(const ScanInputs& in, float start) {
+// tensor_cores: the bf16 tensor-core path.
+ScanGpu gpu_scan(const ScanInputs& in, float start, bool tensor_cores = false) {
   const ScanCase& c = in.c;
   const Mamba2ScanDims d{c.B, c.T, c.H, c.P, c.N, c.Q};
   const int HP = c.H * c.P;
@@ -192,6 +195,7 @@ ScanGpu gpu_scan(const ScanInputs& in, float start) {
   f.ld_y = HP;
   f.states = states.get();
   f.decay = decay.get();
+  f.tensor_cores = tensor_cores;
   mamba2_scan_forward(f);
   // dX, dB, dC into one [R, H·P + 2N] buffer, ddt_raw into a wider one, as the layer has them.
   DeviceBuffer dxbc(in.xbc.size()), dd(in.dt_raw.size()),
@@ -230,6 +234,7 @@ ScanGpu gpu_scan(const ScanInputs& in, float start) {
   b.dD = dD.get();
   b.workspace = ws.get();
   b.workspace_bytes = ws.size() * sizeof(float);
+  b.tensor_cores = tensor_cores;
   mamba2_scan_backward(b);
   ScanGpu g;
   g.Y = Y.download();
@@ -290,12 +295,93 @@ TEST(Mamba2Cuda, ScanForwardAndBackwardMatchTheCpuInFp64) {
   }
 }
 
+// ---- 1b. the tensor-core scan (the bf16 training step's) ---------------------------------------
+// The same comparison on the inputs the kernels round to bf16 (X, B, C, dY, in the same buffers)
+// rounded on the host first, so only the kernels' own roundings are measured: the scaled rows dt·w·X
+// and e·dY, the states S_p and dS, and the masked score matrices G and dGM where they enter their
+// second products, each relative 2⁻⁹, in sums of fp32 over ≤ 128 terms. Bounds relative to max|ref|:
+// forward (Y, the states) 1e-2, every gradient 2e-2 (the bf16 bounds of the attention kernels'
+// tests, which round as many operands; a wrong or missing term, a bad mask or a misplaced tile is
+// O(1)); dt sees no product: the fp32 bound. Shapes: chunks of 64 (the path's only chunk), head dims
+// and state sizes 32, 64 and 128, T a multiple of 64 and not, T = 1, T shorter than a chunk.
+std::vector<ScanCase> tensor_core_cases() {
+  return {{2, 130, 2, 64, 64, 64},  {1, 100, 3, 32, 128, 64}, {2, 64, 2, 128, 32, 64},
+          {1, 37, 2, 128, 128, 64}, {3, 1, 1, 32, 32, 64},    {1, 200, 1, 64, 32, 64},
+          {2, 256, 2, 64, 128, 64}};
+}
+
+std::vector<float> bf16_values(const std::vector<float>& x) {
+  std::vector<std::uint16_t> bits;
+  return rounded_to_bf16(x, bits);
+}
+
+TEST(Mamba2Cuda, TensorCoreScanMatchesTheCpuInFp64) {
+  TTTLAB_SEEDED_GPU_TEST();
+  std::printf("[ INFO     ] seed %llu; error = max|gpu - cpu| / max|cpu|\n",
+              (unsigned long long)seed);
+  for (const ScanCase& c : tensor_core_cases()) {
+    SCOPED_TRACE(describe(c));
+    ASSERT_EQ(mamba2_scan_tensor_cores_unsupported({c.B, c.T, c.H, c.P, c.N, c.Q}), "");
+    ScanInputs in = make_inputs(c, rng);
+    in.xbc = bf16_values(in.xbc);
+    in.dY = bf16_values(in.dY);
+    const ScanRef ref = cpu_scan(in);
+    const ScanGpu got = gpu_scan(in, 0.5f, true);
+    double wf = 0, wb = 0;
+    expect_within("Y", got.Y, ref.Y, 1e-2, wf);
+    expect_within("dt", got.dt, ref.dt, 2e-5, wf);
+    expect_within("states", got.states, ref.states, 1e-2, wf);
+    expect_within("dX", got.dX, ref.dX, 2e-2, wb);
+    expect_within("dB", got.dB, ref.dB, 2e-2, wb);
+    expect_within("dC", got.dC, ref.dC, 2e-2, wb);
+    expect_within("ddt_raw", got.ddt_raw, ref.ddt_raw, 2e-2, wb);
+    double scale = 0;  // the per-head gradients against their joint scale, as above
+    for (const auto* v : {&ref.ddt_bias, &ref.dA_log, &ref.dD})
+      for (double x : *v) scale = std::max(scale, std::abs(x));
+    for (const auto& [what, g, r] :
+         {std::tuple{"ddt_bias", &got.ddt_bias, &ref.ddt_bias},
+          std::tuple{"dA_log", &got.dA_log, &ref.dA_log}, std::tuple{"dD", &got.dD, &ref.dD}}) {
+      const ErrorStat e = compare(*g, *r, 1e-3 * scale);
+      EXPECT_TRUE(within(what, e, 2e-2, *g, *r));
+      wb = std::max(wb, e.rel);
+    }
+    const ScanGpu again = gpu_scan(in, 0.5f, true);
+    EXPECT_EQ(again.Y, got.Y) << "two runs differ";
+    EXPECT_EQ(again.states, got.states) << "two runs differ";
+    EXPECT_EQ(again.dX, got.dX) << "two runs differ";
+    EXPECT_EQ(again.dB, got.dB) << "two runs differ";
+    EXPECT_EQ(again.dC, got.dC) << "two runs differ";
+    EXPECT_EQ(again.ddt_raw, got.ddt_raw) << "two runs differ";
+    EXPECT_EQ(again.dA_log, got.dA_log) << "two runs differ";
+    // Not the fp32 path by mistake: its results differ from the tensor cores' in the low bits.
+    if (c.T > 1 && mamba2_scan_unsupported({c.B, c.T, c.H, c.P, c.N, c.Q}).empty())
+      EXPECT_NE(gpu_scan(in, 0.5f, false).Y, got.Y) << "the fp32 kernels ran";
+    std::printf("[ INFO     ] %-34s forward %.2e, backward %.2e\n", describe(c).c_str(), wf, wb);
+  }
+}
+
 TEST(Mamba2Cuda, UnsupportedShapesAreRefusedBeforeAnyLaunch) {
   EXPECT_EQ(mamba2_scan_unsupported({2, 64, 2, 64, 64, 64}), "");
   EXPECT_NE(mamba2_scan_unsupported({2, 64, 2, 64, 64, 65}).find("chunk"), std::string::npos);
   EXPECT_NE(mamba2_scan_unsupported({2, 64, 2, 129, 64, 64}).find("head dim"), std::string::npos);
   EXPECT_NE(mamba2_scan_unsupported({2, 64, 2, 128, 128, 64}).find("shared memory"),
             std::string::npos);
+  EXPECT_EQ(mamba2_scan_tensor_cores_unsupported({2, 64, 2, 128, 128, 64}), "");
+  EXPECT_NE(mamba2_scan_tensor_cores_unsupported({2, 64, 2, 64, 64, 32}).find("chunks of 64"),
+            std::string::npos);
+  EXPECT_NE(mamba2_scan_tensor_cores_unsupported({2, 64, 2, 48, 64, 64}).find("head dim"),
+            std::string::npos);
+  {
+    Mamba2ScanForwardArgs tf;  // a shape the tensor cores do not take: refused, not run in fp32
+    tf.dims = {1, 64, 1, 64, 64, 16};
+    tf.tensor_cores = true;
+    try {
+      mamba2_scan_forward(tf);
+      ADD_FAILURE() << "a shape the tensor cores do not take was accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("chunks of 64"), std::string::npos) << e.what();
+    }
+  }
   Mamba2LayerDims ld;
   ld.d_conv = 17;
   EXPECT_NE(mamba2_layer_unsupported(ld).find("d_conv"), std::string::npos);

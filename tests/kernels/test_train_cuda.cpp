@@ -588,8 +588,8 @@ TEST(TrainCuda, FiftyStepsFollowTheCpuLossCurve) {
 }
 
 // Mixed precision (kernels/gemm.hpp, GemmPrecision::Bf16): the tiny model of the test above, TTT-Linear,
-// TTT-MLP, Mamba-2 (bf16 projections around its fp32 scan), softmax attention and linear attention
-// (whose mixers then run on the bf16 tensor-core kernels: flash_attention_*,
+// TTT-MLP, Mamba-2, softmax attention and linear attention (whose mixers then run on the bf16
+// tensor-core kernels: mamba2_scan_* with tensor_cores, flash_attention_*,
 // chunked_linear_attention_*), 50 steps with bf16 products against the same run with fp32 products
 // on the GPU, with
 // the tf32 test's bounds: every step's loss and the validation loss after training within 5e-3 nats,
@@ -630,6 +630,9 @@ TEST(TrainCuda, Bf16MixedPrecisionFollowsTheFp32Curve) {
     }
     if (kind == SeqLayerKind::LinearAttention) {  // head dim 32: the chunked tensor-core kernels run
       EXPECT_NE(gbf.device.find("linear attention chunked on tensor cores"), std::string::npos) << gbf.device;
+    }
+    if (kind == SeqLayerKind::Mamba2) {  // P = N = Q = 64: the scan runs on the tensor cores
+      EXPECT_NE(gbf.device.find("Mamba-2 chunked scan on tensor cores"), std::string::npos) << gbf.device;
     }
     double mx = 0, mxtf = 0;
     bool differs_from_tf32 = false;

@@ -118,6 +118,7 @@ void scan_inputs(Args& a, const Mamba2LayerDims& d, const Mamba2LayerParams& p,
   a.dt_bias = p.dt_bias;
   a.A_log = p.A_log;
   a.D = p.D;
+  a.tensor_cores = d.scan_tensor_cores && mamba2_scan_tensor_cores_unsupported(a.dims).empty();
 }
 
 }  // namespace

@@ -1356,6 +1356,8 @@ CudaTrainBackend::CudaTrainBackend(const TrainBackendContext& ctx, const CudaTra
   // TTT-Linear only: beside the TTT-MLP backward (whose carry lives in L2, which the products'
   // operands then stream through) the bf16 step measured no faster, and slower with the carry pinned
   // in an L2 set-aside (docs/history/kernels-notebook.md has the runs).
+  // Mamba-2's chunked scan on the tensor cores (bf16 operands, fp32 accumulation) in the bf16 step.
+  s.m2dims.scan_tensor_cores = s.bf16;
   s.beside = s.bf16 && !s.attention && !s.ttt_mlp && !s.mamba2;
   s.flash = s.bf16 && s.attention && s.attn_kind == AttentionKind::Softmax &&
             flash_attention_supported(AttentionDims{1, s.H, s.T, s.d});
@@ -1396,7 +1398,11 @@ std::string CudaTrainBackend::describe() const {
   return "CUDA: " + m_impl->device_name + ", " + m_impl->gemm->describe() +
          (m_impl->flash ? ", attention on tensor cores (bf16)" : "") +
          (m_impl->chunked_linear ? ", linear attention chunked on tensor cores (bf16)" : "") +
-         (m_impl->mamba2 ? ", Mamba-2 chunked scan on CUDA cores (fp32)" : "") +
+         (!m_impl->mamba2 ? ""
+          : m_impl->m2dims.scan_tensor_cores &&
+                  mamba2_scan_tensor_cores_unsupported(m_impl->m2dims.scan()).empty()
+              ? ", Mamba-2 chunked scan on tensor cores (bf16)"
+              : ", Mamba-2 chunked scan on CUDA cores (fp32)") +
          (m_impl->options.forward_only ? ", forward only (two blocks' activations, taken in turn)" : "");
 }
 

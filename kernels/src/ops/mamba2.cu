@@ -6,7 +6,12 @@
 // memory, rows padded by one float so that the column walks of the dot products hit distinct banks.
 // Inside a chunk the segment sums cs, e = exp(cs), w = exp(cs_last − cs) are made by one thread (at
 // most 64 terms), in the CPU's order.
+#include <cstdint>
+#include <type_traits>
+
+#include "ops/bf16_tiles.cuh"
 #include "ops/ops_common.cuh"
+#include "ttt/ttt_mma.cuh"
 #include "tttlab/kernels/mamba2.hpp"
 
 namespace tttlab::kernels {
@@ -77,11 +82,12 @@ __device__ __forceinline__ float dot(const float* a, int sa, const float* b, int
   return (s0 + s1) + (s2 + s3);
 }
 
-// Sum of v over the block's threads in a fixed order (red: kScanThreads floats); every thread gets it.
+// Sum of v over the block's NT threads in a fixed order (red: NT floats); every thread gets it.
+template <int NT = kScanThreads>
 __device__ float block_sum(float v, float* red) {
   red[threadIdx.x] = v;
   __syncthreads();
-  for (int s = kScanThreads / 2; s > 0; s >>= 1) {
+  for (int s = NT / 2; s > 0; s >>= 1) {
     if (threadIdx.x < s) red[threadIdx.x] += red[threadIdx.x + s];
     __syncthreads();
   }
@@ -458,6 +464,738 @@ __global__ void head_params_kernel(const float* part, int B, int H, int nc, cons
   ddt_bias[h] += sb;
 }
 
+// ---- the tensor-core path (bf16 operands, fp32 accumulation) ---------------------------------------
+//
+// The same kernels as above with every product of the chunk on mma.sync m16n8k16: one block of eight
+// warps per (sequence, head, chunk), the chunk's tiles rounded to bf16 in shared memory (row-major,
+// row stride width + 8: bf16_tiles.cuh's ldmatrix reads), the block's 16 × 16 output tiles taken by
+// the warps in turn, each tile's two n8 accumulators in fp32. What is rounded to bf16: the operands
+// X, B, C, dY, the scaled rows dt·w·X and e·dY, the states S_p and dS, and the masked score matrices
+// (the forward's G = (C Bᵀ ⊙ L)·dt, the backward's G = C Bᵀ ⊙ L and dGM = (dY Xᵀ ⊙ L)·dt) where they
+// enter their second products. The segment sums and decays, the state pass across the chunks (states
+// kept in fp32), the D skip, and the row sums of the decay gradients (from the fp32 accumulators and
+// fp32 inputs) stay fp32; the segment sums and the backward's suffix sums run on one warp by shuffles.
+// Chunks of 64 only; P, N ∈ {32, 64, 128}. Rows past the chunk's end are zero in every tile, so they
+// add nothing, and are never stored. Fixed tile owners and fixed-order sums: the same results bit for
+// bit run to run. The kernels are bound by their global loads, so each thread has two tiles' loads in
+// flight before it stores either (TileLoad).
+
+constexpr int kMmaThreads = 256;
+constexpr int kMmaWarps = kMmaThreads / 32;
+constexpr int kQ = 64;        // the chunk
+constexpr int kLQ = kQ + 8;   // row stride of the [Q, Q] score tiles
+constexpr int kQT = kQ / 16;  // 16-row tiles of a chunk
+
+using detail::col_sum8;
+using detail::mma_bf16;
+using detail::pack_bf16;
+using detail::quad_sum;
+namespace bt = detail::bf16_tiles;
+
+// Four floats of row i, column c of G (row stride ld): one 16-byte load where the caller found G and
+// ld 16-byte aligned (v4), else four.
+__device__ __forceinline__ float4 load4(const float* G, long long ld, int i, int c, bool v4) {
+  const float* p = G + i * ld + c;
+  return v4 ? *reinterpret_cast<const float4*>(p) : make_float4(p[0], p[1], p[2], p[3]);
+}
+
+// Rows 0..R−1 of W columns of G (row stride ld), each row i times scale(i), rounded to bf16 into
+// S[R][W + 8]; rows ≥ L as zeros; in two halves, so that a kernel has the loads of several tiles in
+// flight before it stores any: load() issues all of the thread's 4-float loads into registers, store()
+// scales, rounds and stores them. One load in flight at a time left the chunk kernels bound by the
+// latency of global memory, not its bandwidth.
+template <int R, int W>
+struct TileLoad {
+  static constexpr int kPer = R * W / 4 / kMmaThreads;  // 4-float groups per thread
+  static_assert(kPer * 4 * kMmaThreads == R * W, "whole groups");
+  float4 v[kPer];
+  __device__ __forceinline__ void load(const float* G, long long ld, int L) {
+    const bool v4 = ((reinterpret_cast<std::uintptr_t>(G) | std::uintptr_t(ld) * 4) & 15) == 0;
+#pragma unroll
+    for (int b = 0; b < kPer; ++b) {
+      const int idx = b * kMmaThreads + int(threadIdx.x);
+      const int i = idx / (W / 4), c = idx % (W / 4) * 4;
+      v[b] = i < L ? load4(G, ld, i, c, v4) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+  }
+  template <class Scale>
+  __device__ __forceinline__ void store(std::uint16_t* S, int L, Scale scale) const {
+#pragma unroll
+    for (int b = 0; b < kPer; ++b) {
+      const int idx = b * kMmaThreads + int(threadIdx.x);
+      const int i = idx / (W / 4), c = idx % (W / 4) * 4;
+      const float f = i < L ? scale(i) : 0.f;
+      *reinterpret_cast<uint2*>(S + i * (W + 8) + c) =
+          make_uint2(pack_bf16(f * v[b].x, f * v[b].y), pack_bf16(f * v[b].z, f * v[b].w));
+    }
+  }
+};
+
+// cs, e, w of the chunk's rows i < L from sdt, by warp 0 (the caller syncs before and after): lane l
+// takes rows 2l and 2l + 1, and the prefix sum runs across the lanes by shuffles (the tensor-core
+// path's order of the sum; segment_sums keeps the CPU's for the fp32 path).
+__device__ __forceinline__ void segment_sums_warp(const float* sdt, float A, int L, float* cs,
+                                                  float* e, float* w) {
+  if (threadIdx.x >= 32) return;
+  const int l = threadIdx.x, i0 = 2 * l, i1 = i0 + 1;
+  const float a0 = i0 < L ? sdt[i0] * A : 0.f, a1 = i1 < L ? sdt[i1] * A : 0.f;
+  float s = a0 + a1;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const float y = __shfl_up_sync(0xffffffffu, s, o);
+    if (l >= o) s += y;
+  }
+  float before = __shfl_up_sync(0xffffffffu, s, 1);
+  if (l == 0) before = 0.f;
+  const float c0 = before + a0, c1 = c0 + a1;
+  const float last = __shfl_sync(0xffffffffu, (L - 1) & 1 ? c1 : c0, (L - 1) >> 1);
+  if (i0 < L) {
+    cs[i0] = c0;
+    e[i0] = expf(c0);
+    w[i0] = expf(last - c0);
+  }
+  if (i1 < L) {
+    cs[i1] = c1;
+    e[i1] = expf(c1);
+    w[i1] = expf(last - c1);
+  }
+}
+
+struct Unscaled {
+  __device__ float operator()(int) const { return 1.f; }
+};
+
+// acc (two n8 tiles: 16 × 16) += A·B over the k-steps [k0, k1): fa(a, ks) gives the A fragment,
+// fb(b, ks) the B fragments of both n8 tiles (bf16_tiles.cuh's loads).
+template <class FA, class FB>
+__device__ __forceinline__ void mma_steps(float (&acc)[2][4], int k0, int k1, FA fa, FB fb) {
+  for (int ks = k0; ks < k1; ++ks) {
+    std::uint32_t a[4], b[4];
+    fa(a, ks);
+    fb(b, ks);
+    mma_bf16(acc[0], a, b[0], b[1]);
+    mma_bf16(acc[1], a, b[2], b[3]);
+  }
+}
+
+// The block's 16 × 16 tiles (mt, nt) of an [16·MT, 16·NT] result, warp w taking tiles w, w + 4, ...
+template <int MT, int NT, class Body>
+__device__ __forceinline__ void for_tiles(Body body) {
+  for (int tile = threadIdx.x >> 5; tile < MT * NT; tile += kMmaWarps) body(tile / NT, tile % NT);
+}
+
+// Element e of n8 tile u of tile (mt, nt): its row and column (the mma's C fragment).
+__device__ __forceinline__ int frag_row(int mt, int e) {
+  return 16 * mt + (threadIdx.x & 31) / 4 + 8 * (e >> 1);
+}
+__device__ __forceinline__ int frag_col(int nt, int u, int e) {
+  return 16 * nt + 8 * u + 2 * (threadIdx.x & 3) + (e & 1);
+}
+
+__device__ __forceinline__ void zero2(float (&x)[2][4]) {
+#pragma unroll
+  for (int u = 0; u < 2; ++u) x[u][0] = x[u][1] = x[u][2] = x[u][3] = 0.f;
+}
+
+// out [P, N] (fp32, contiguous) = Uᵀ·V for the chunk's tiles U [Q][P + 8] and V [Q][N + 8].
+template <int P, int N>
+__device__ __forceinline__ void chunk_outer_mma(const std::uint16_t* sU, const std::uint16_t* sV,
+                                                float* out) {
+  const int lane = threadIdx.x & 31;
+  for_tiles<P / 16, N / 16>([&](int mt, int nt) {
+    float acc[2][4];
+    zero2(acc);
+    mma_steps(
+        acc, 0, kQT,
+        [&](std::uint32_t(&a)[4], int ks) { bt::load_a_trans<P + 8>(a, sU, 16 * mt, ks, lane); },
+        [&](std::uint32_t(&b)[4], int ks) { bt::load_b_cols<N + 8>(b, sV, nt, ks, lane); });
+#pragma unroll
+    for (int u = 0; u < 2; ++u)
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+        *reinterpret_cast<float2*>(out + frag_row(mt, 2 * r) * N + frag_col(nt, u, 0)) =
+            make_float2(acc[u][2 * r], acc[u][2 * r + 1]);
+  });
+}
+
+// Shared memory of the tensor-core kernels (bytes): fp32 rows first, then the bf16 tiles.
+template <int P, int N>
+constexpr std::size_t mma_state_smem() {
+  return 4 * kQ * sizeof(float) + std::size_t(kQ) * ((P + 8) + (N + 8)) * 2;
+}
+template <int P, int N>
+constexpr std::size_t mma_output_smem() {
+  return 4 * kQ * sizeof(float) +
+         (std::size_t(kQ) * (2 * (N + 8) + (P + 8)) + std::size_t(P) * (N + 8) + kQ * kLQ) * 2;
+}
+template <int P, int N>
+constexpr int grad_fp32_floats() {  // sdt, cs, e, w, dcs, xd; the row partials; red
+  return 6 * kQ + 2 * kQ * kQT + 3 * kQ * (P / 16) + kMmaThreads;
+}
+template <int P, int N>
+constexpr std::size_t mma_grad_smem() {
+  return grad_fp32_floats<P, N>() * sizeof(float) + (std::size_t(kQ) * (2 * (P + 8) + 2 * (N + 8)) +
+                                                     2 * std::size_t(P) * (N + 8) + 2 * kQ * kLQ) *
+                                                        2;
+}
+
+// (2) state_pass_kernel and dstate_pass_kernel with four state elements per thread (16-byte loads and
+// stores) and the loads of eight chunks issued before their stores (the same sums in the same order):
+// the plain loops wait for one global load per chunk. PN is a multiple of 4 (P, N ≥ 32).
+constexpr int kPassBatch = 8;
+
+__device__ __forceinline__ void axpy4(float4& run, float d, float4 x) {
+  run.x = d * run.x + x.x;
+  run.y = d * run.y + x.y;
+  run.z = d * run.z + x.z;
+  run.w = d * run.w + x.w;
+}
+__device__ __forceinline__ void xpay4(float4& run, float d, float4 x) {
+  run.x = x.x + d * run.x;
+  run.y = x.y + d * run.y;
+  run.z = x.z + d * run.z;
+  run.w = x.w + d * run.w;
+}
+
+__global__ void state_pass_batched_kernel(float* states, const float* decay, int nc, int PN) {
+  const int e4 = blockIdx.x * blockDim.x + threadIdx.x;
+  if (4 * e4 >= PN) return;
+  const std::size_t nh = blockIdx.y;
+  float4* S = reinterpret_cast<float4*>(states + nh * nc * std::size_t(PN)) + e4;
+  const std::size_t stride = PN / 4;
+  const float* dec = decay + nh * nc;
+  float4 run = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int c0 = 0; c0 < nc; c0 += kPassBatch) {
+    float4 local[kPassBatch];
+    float dc[kPassBatch];
+#pragma unroll
+    for (int b = 0; b < kPassBatch; ++b) {
+      const bool in = c0 + b < nc;
+      local[b] = in ? S[std::size_t(c0 + b) * stride] : make_float4(0.f, 0.f, 0.f, 0.f);
+      dc[b] = in ? dec[c0 + b] : 0.f;
+    }
+#pragma unroll
+    for (int b = 0; b < kPassBatch; ++b) {
+      if (c0 + b >= nc) break;
+      S[std::size_t(c0 + b) * stride] = run;
+      axpy4(run, dc[b], local[b]);
+    }
+  }
+}
+
+__global__ void dstate_pass_batched_kernel(float* dS, const float* decay, int nc, int PN) {
+  const int e4 = blockIdx.x * blockDim.x + threadIdx.x;
+  if (4 * e4 >= PN) return;
+  const std::size_t nh = blockIdx.y;
+  float4* G = reinterpret_cast<float4*>(dS + nh * nc * std::size_t(PN)) + e4;
+  const std::size_t stride = PN / 4;
+  const float* dec = decay + nh * nc;
+  float4 run = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int c1 = nc; c1 > 0; c1 -= kPassBatch) {  // chunks c1 − 1 down to c1 − kPassBatch
+    float4 local[kPassBatch];
+    float dc[kPassBatch];
+#pragma unroll
+    for (int b = 0; b < kPassBatch; ++b) {
+      const int c = c1 - 1 - b;
+      local[b] = c >= 0 ? G[std::size_t(c) * stride] : make_float4(0.f, 0.f, 0.f, 0.f);
+      dc[b] = c >= 0 ? dec[c] : 0.f;
+    }
+#pragma unroll
+    for (int b = 0; b < kPassBatch; ++b) {
+      const int c = c1 - 1 - b;
+      if (c < 0) break;
+      G[std::size_t(c) * stride] = run;
+      xpay4(run, dc[b], local[b]);
+    }
+  }
+}
+
+// The per-head parameters from the chunks' partials as head_params_kernel, one warp per head: lane l
+// sums the partials l, l + 32, ..., then the lanes' sums are added by shuffles (a fixed order).
+__global__ void head_params_warp_kernel(const float* part, int B, int H, int nc, const float* A_log,
+                                        float* dA_log, float* dD, float* ddt_bias) {
+  const int h = blockIdx.x, l = threadIdx.x;
+  const std::size_t np = std::size_t(B) * H * nc;
+  float sa = 0.f, sd = 0.f, sb = 0.f;
+  for (int j = l; j < B * nc; j += 32) {
+    const int n = j / nc, c = j % nc;
+    const std::size_t pi = (std::size_t(n) * H + h) * nc + c;
+    sa += part[pi];
+    sd += part[np + pi];
+    sb += part[2 * np + pi];
+  }
+  sa = warp_sum(sa);
+  sd = warp_sum(sd);
+  sb = warp_sum(sb);
+  if (l == 0) {
+    dA_log[h] += -expf(A_log[h]) * sa;
+    dD[h] += sd;
+    ddt_bias[h] += sb;
+  }
+}
+
+// (1) forward: dt, the chunk's state contribution (dt·w·X)ᵀ·B into states[c], its decay.
+template <int P, int N>
+__global__ void __launch_bounds__(kMmaThreads) chunk_state_mma_kernel(Mamba2ScanForwardArgs a) {
+  extern __shared__ __align__(16) float smf[];
+  const Mamba2ScanDims& d = a.dims;
+  const Chunk k = chunk_of(d);
+  const int H = d.heads;
+  float* sdt = smf;
+  float* cs = sdt + kQ;
+  float* e = cs + kQ;
+  float* w = e + kQ;
+  auto* sXw = reinterpret_cast<std::uint16_t*>(w + kQ);  // [Q][P+8]: dt_j·w_j·X[j, p]
+  std::uint16_t* sB = sXw + kQ * (P + 8);                // [Q][N+8]
+  TileLoad<kQ, P> tx;
+  TileLoad<kQ, N> tb;
+  tx.load(a.X + k.row0 * a.ld_x + k.h * P, a.ld_x, k.L);
+  tb.load(a.B + k.row0 * a.ld_bc, a.ld_bc, k.L);
+  const float A = -expf(a.A_log[k.h]);
+  for (int i = threadIdx.x; i < k.L; i += blockDim.x) {
+    const long long r = k.row0 + i;
+    const float v = softplus_f(a.dt_raw[r * a.ld_dt + k.h] + a.dt_bias[k.h]);
+    sdt[i] = v;
+    a.dt[r * H + k.h] = v;
+  }
+  __syncthreads();
+  segment_sums_warp(sdt, A, k.L, cs, e, w);
+  __syncthreads();
+  tx.store(sXw, k.L, [&](int j) { return sdt[j] * w[j]; });
+  tb.store(sB, k.L, Unscaled{});
+  __syncthreads();
+  chunk_outer_mma<P, N>(
+      sXw, sB, a.states + ((std::size_t(k.n) * H + k.h) * k.nc + k.c) * std::size_t(P) * N);
+  if (threadIdx.x == 0) a.decay[(std::size_t(k.n) * H + k.h) * k.nc + k.c] = expf(cs[k.L - 1]);
+}
+
+// (3) forward: Y = ((C Bᵀ) ⊙ L)(dt ⊙ X) + diag(e)·C·S_pᵀ + D·X.
+template <int P, int N>
+__global__ void __launch_bounds__(kMmaThreads) chunk_output_mma_kernel(Mamba2ScanForwardArgs a) {
+  constexpr int LP = P + 8, LN = N + 8;
+  extern __shared__ __align__(16) float smf[];
+  const Mamba2ScanDims& d = a.dims;
+  const Chunk k = chunk_of(d);
+  const int H = d.heads, lane = threadIdx.x & 31;
+  float* sdt = smf;
+  float* cs = sdt + kQ;
+  float* e = cs + kQ;
+  float* w = e + kQ;
+  auto* sC = reinterpret_cast<std::uint16_t*>(w + kQ);  // [Q][N+8]
+  std::uint16_t* sB = sC + kQ * LN;                     // [Q][N+8]
+  std::uint16_t* sX = sB + kQ * LN;                     // [Q][P+8]
+  std::uint16_t* sS = sX + kQ * LP;                     // [P][N+8]: S_p
+  std::uint16_t* sG = sS + P * LN;                      // [Q][Q+8]
+  const float A = -expf(a.A_log[k.h]);
+  for (int i = threadIdx.x; i < k.L; i += blockDim.x) sdt[i] = a.dt[(k.row0 + i) * H + k.h];
+  const float* X = a.X + k.row0 * a.ld_x + k.h * P;
+  const bool has_state = k.c > 0;  // the state before the first chunk is zero
+  {
+    TileLoad<kQ, N> tb, tc;
+    tb.load(a.B + k.row0 * a.ld_bc, a.ld_bc, k.L);
+    tc.load(a.C + k.row0 * a.ld_bc, a.ld_bc, k.L);
+    tb.store(sB, k.L, Unscaled{});
+    tc.store(sC, k.L, Unscaled{});
+  }
+  {
+    TileLoad<kQ, P> tx;
+    TileLoad<P, N> ts;
+    tx.load(X, a.ld_x, k.L);
+    if (has_state)
+      ts.load(a.states + ((std::size_t(k.n) * H + k.h) * k.nc + k.c) * std::size_t(P) * N, N, P);
+    tx.store(sX, k.L, Unscaled{});
+    if (has_state) ts.store(sS, P, Unscaled{});
+  }
+  __syncthreads();
+  segment_sums_warp(sdt, A, k.L, cs, e, w);
+  __syncthreads();
+  // G[i, j] = (C_i·B_j)·exp(cs_i − cs_j)·dt_j for j ≤ i < L, else 0.
+  for_tiles<kQT, kQT>([&](int mt, int nt) {
+    float acc[2][4];
+    zero2(acc);
+    if (nt <= mt)
+      mma_steps(
+          acc, 0, N / 16,
+          [&](std::uint32_t(&f)[4], int ks) { bt::load_a<LN>(f, sC, 16 * mt, ks, lane); },
+          [&](std::uint32_t(&f)[4], int ks) { bt::load_b_rows<LN>(f, sB, nt, ks, lane); });
+#pragma unroll
+    for (int u = 0; u < 2; ++u)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int i = frag_row(mt, 2 * r);
+        float g[2];
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const int j = frag_col(nt, u, c);
+          g[c] = j <= i && i < k.L ? acc[u][2 * r + c] * expf(cs[i] - cs[j]) * sdt[j] : 0.f;
+        }
+        *reinterpret_cast<std::uint32_t*>(sG + i * kLQ + frag_col(nt, u, 0)) =
+            pack_bf16(g[0], g[1]);
+      }
+  });
+  __syncthreads();
+  const float Dh = a.D[k.h];
+  for_tiles<kQT, P / 16>([&](int mt, int nt) {
+    float y[2][4], s[2][4];
+    zero2(y);
+    zero2(s);
+    mma_steps(
+        y, 0, mt + 1,
+        [&](std::uint32_t(&f)[4], int ks) { bt::load_a<kLQ>(f, sG, 16 * mt, ks, lane); },
+        [&](std::uint32_t(&f)[4], int ks) { bt::load_b_cols<LP>(f, sX, nt, ks, lane); });
+    if (has_state)
+      mma_steps(
+          s, 0, N / 16,
+          [&](std::uint32_t(&f)[4], int ks) { bt::load_a<LN>(f, sC, 16 * mt, ks, lane); },
+          [&](std::uint32_t(&f)[4], int ks) { bt::load_b_rows<LN>(f, sS, nt, ks, lane); });
+#pragma unroll
+    for (int u = 0; u < 2; ++u)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int i = frag_row(mt, 2 * r), p = frag_col(nt, u, 0);
+        if (i >= k.L) continue;
+        const float2 x = make_float2(X[i * a.ld_x + p], X[i * a.ld_x + p + 1]);
+        float* out = a.Y + (k.row0 + i) * a.ld_y + k.h * P + p;
+        out[0] = y[u][2 * r] + e[i] * s[u][2 * r] + Dh * x.x;
+        out[1] = y[u][2 * r + 1] + e[i] * s[u][2 * r + 1] + Dh * x.y;
+      }
+  });
+}
+
+// (1) backward: the state gradient's local part (diag(e)·dY)ᵀ·C [P, N] into dS[c].
+template <int P, int N>
+__global__ void __launch_bounds__(kMmaThreads)
+    dstate_local_mma_kernel(Mamba2ScanBackwardArgs a, float* dS) {
+  extern __shared__ __align__(16) float smf[];
+  const Mamba2ScanDims& d = a.dims;
+  const Chunk k = chunk_of(d);
+  const int H = d.heads;
+  float* sdt = smf;
+  float* cs = sdt + kQ;
+  float* e = cs + kQ;
+  float* w = e + kQ;
+  auto* sY = reinterpret_cast<std::uint16_t*>(w + kQ);  // [Q][P+8]: e_i·dY[i, p]
+  std::uint16_t* sC = sY + kQ * (P + 8);                // [Q][N+8]
+  TileLoad<kQ, P> ty;
+  TileLoad<kQ, N> tc;
+  ty.load(a.dY + k.row0 * a.ld_y + k.h * P, a.ld_y, k.L);
+  tc.load(a.C + k.row0 * a.ld_bc, a.ld_bc, k.L);
+  const float A = -expf(a.A_log[k.h]);
+  for (int i = threadIdx.x; i < k.L; i += blockDim.x) sdt[i] = a.dt[(k.row0 + i) * H + k.h];
+  __syncthreads();
+  segment_sums_warp(sdt, A, k.L, cs, e, w);
+  __syncthreads();
+  ty.store(sY, k.L, [&](int i) { return e[i]; });
+  tc.store(sC, k.L, Unscaled{});
+  __syncthreads();
+  chunk_outer_mma<P, N>(sY, sC,
+                        dS + ((std::size_t(k.n) * H + k.h) * k.nc + k.c) * std::size_t(P) * N);
+}
+
+// (3) backward: every gradient of the chunk, as chunk_grad_kernel, with S_p = states[c], dS = dS[c].
+template <int P, int N>
+__global__ void __launch_bounds__(kMmaThreads)
+    chunk_grad_mma_kernel(Mamba2ScanBackwardArgs a, Workspace ws) {
+  constexpr int LP = P + 8, LN = N + 8, PT = P / 16;
+  extern __shared__ __align__(16) float smf[];
+  const Mamba2ScanDims& d = a.dims;
+  const Chunk k = chunk_of(d);
+  const int H = d.heads, lane = threadIdx.x & 31, t = lane & 3;
+  float* sdt = smf;
+  float* cs = sdt + kQ;
+  float* e = cs + kQ;
+  float* w = e + kQ;
+  float* dcs = w + kQ;
+  float* xd = dcs + kQ;           // X_i·dXd_i
+  float* rowR = xd + kQ;          // [Q][QT]: R's row sums over each 16 columns (j < i)
+  float* colR = rowR + kQ * kQT;  // [Q][QT]: R's column sums over each 16 rows (m > j)
+  float* omP = colR + kQ * kQT;   // [Q][PT]: Σ_p X ⊙ (B dSᵀ) over each 16 columns
+  float* tmP = omP + kQ * PT;     // [Q][PT]: Σ_p dY ⊙ (C S_pᵀ)
+  float* xdP = tmP + kQ * PT;     // [Q][PT]: Σ_p X ⊙ dXd
+  float* red = xdP + kQ * PT;     // [kMmaThreads]
+  auto* sX = reinterpret_cast<std::uint16_t*>(red + kMmaThreads);  // [Q][P+8]
+  std::uint16_t* sdY = sX + kQ * LP;                               // [Q][P+8]
+  std::uint16_t* sB = sdY + kQ * LP;                               // [Q][N+8]
+  std::uint16_t* sC = sB + kQ * LN;                                // [Q][N+8]
+  std::uint16_t* sS = sC + kQ * LN;                                // [P][N+8]: S_p
+  std::uint16_t* sdS = sS + P * LN;                                // [P][N+8]: dS
+  std::uint16_t* sG = sdS + P * LN;                                // [Q][Q+8]: (C Bᵀ ⊙ L)
+  std::uint16_t* sdGM = sG + kQ * kLQ;                             // [Q][Q+8]: (dY Xdᵀ ⊙ L)
+  const float A = -expf(a.A_log[k.h]);
+  const float Dh = a.D[k.h];
+  for (int i = threadIdx.x; i < k.L; i += blockDim.x) sdt[i] = a.dt[(k.row0 + i) * H + k.h];
+  const float* X = a.X + k.row0 * a.ld_x + k.h * P;
+  const float* dY = a.dY + k.row0 * a.ld_y + k.h * P;
+  {
+    TileLoad<kQ, P> tx, ty;
+    tx.load(X, a.ld_x, k.L);
+    ty.load(dY, a.ld_y, k.L);
+    tx.store(sX, k.L, Unscaled{});
+    ty.store(sdY, k.L, Unscaled{});
+  }
+  {
+    TileLoad<kQ, N> tb, tc;
+    tb.load(a.B + k.row0 * a.ld_bc, a.ld_bc, k.L);
+    tc.load(a.C + k.row0 * a.ld_bc, a.ld_bc, k.L);
+    tb.store(sB, k.L, Unscaled{});
+    tc.store(sC, k.L, Unscaled{});
+  }
+  const std::size_t soff = ((std::size_t(k.n) * H + k.h) * k.nc + k.c) * std::size_t(P) * N;
+  float sds_part = 0.f;  // ⟨dS, S_p⟩ in fp32, this thread's share
+  {
+    constexpr int kPer = P * N / 4 / kMmaThreads, kBatch = kPer < 4 ? kPer : 4;
+#pragma unroll
+    for (int b0 = 0; b0 < kPer; b0 += kBatch) {
+      float4 sv[kBatch], gv[kBatch];
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        const int idx = (b0 + b) * kMmaThreads + int(threadIdx.x);
+        sv[b] = *reinterpret_cast<const float4*>(a.states + soff + std::size_t(idx) * 4);
+        gv[b] = *reinterpret_cast<const float4*>(ws.dS + soff + std::size_t(idx) * 4);
+      }
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        const int idx = (b0 + b) * kMmaThreads + int(threadIdx.x);
+        const int p = idx / (N / 4), q = idx % (N / 4) * 4;
+        *reinterpret_cast<uint2*>(sS + p * LN + q) =
+            make_uint2(pack_bf16(sv[b].x, sv[b].y), pack_bf16(sv[b].z, sv[b].w));
+        *reinterpret_cast<uint2*>(sdS + p * LN + q) =
+            make_uint2(pack_bf16(gv[b].x, gv[b].y), pack_bf16(gv[b].z, gv[b].w));
+        sds_part += sv[b].x * gv[b].x + sv[b].y * gv[b].y + sv[b].z * gv[b].z + sv[b].w * gv[b].w;
+      }
+    }
+  }
+  __syncthreads();
+  segment_sums_warp(sdt, A, k.L, cs, e, w);
+  const float sds = block_sum<kMmaThreads>(sds_part, red);  // (syncs)
+  // The scores: G = (C Bᵀ)·M and dGM = (dY Xᵀ)·dt_j·M with M_ij = exp(cs_i − cs_j) (j ≤ i < L), to
+  // bf16; R = dGM ⊙ CBᵀ (fp32, j < i) as row and column sums over the tile.
+  for_tiles<kQT, kQT>([&](int mt, int nt) {
+    float cb[2][4], yx[2][4];
+    zero2(cb);
+    zero2(yx);
+    if (nt <= mt) {
+      mma_steps(
+          cb, 0, N / 16,
+          [&](std::uint32_t(&f)[4], int ks) { bt::load_a<LN>(f, sC, 16 * mt, ks, lane); },
+          [&](std::uint32_t(&f)[4], int ks) { bt::load_b_rows<LN>(f, sB, nt, ks, lane); });
+      mma_steps(
+          yx, 0, P / 16,
+          [&](std::uint32_t(&f)[4], int ks) { bt::load_a<LP>(f, sdY, 16 * mt, ks, lane); },
+          [&](std::uint32_t(&f)[4], int ks) { bt::load_b_rows<LP>(f, sX, nt, ks, lane); });
+    }
+    float rrow[2] = {0.f, 0.f}, rcol[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
+#pragma unroll
+    for (int u = 0; u < 2; ++u)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int i = frag_row(mt, 2 * r);
+        float g[2], dg[2];
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const int j = frag_col(nt, u, c);
+          g[c] = dg[c] = 0.f;
+          if (j <= i && i < k.L) {
+            const float m = expf(cs[i] - cs[j]);
+            const float cbv = cb[u][2 * r + c];
+            dg[c] = yx[u][2 * r + c] * sdt[j] * m;
+            g[c] = cbv * m;
+            if (j < i) {
+              const float rv = dg[c] * cbv;
+              rrow[r] += rv;
+              rcol[u][c] += rv;
+            }
+          }
+        }
+        const int col = frag_col(nt, u, 0);
+        *reinterpret_cast<std::uint32_t*>(sG + i * kLQ + col) = pack_bf16(g[0], g[1]);
+        *reinterpret_cast<std::uint32_t*>(sdGM + i * kLQ + col) = pack_bf16(dg[0], dg[1]);
+      }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float v = quad_sum(rrow[r]);
+      if (t == 0) rowR[frag_row(mt, 2 * r) * kQT + nt] = v;
+    }
+#pragma unroll
+    for (int u = 0; u < 2; ++u)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const float v = col_sum8(rcol[u][c]);
+        if (lane < 4) colR[frag_col(nt, u, c) * kQT + mt] = v;
+      }
+  });
+  __syncthreads();
+  // Per (j, p): dXd = Gᵀ·dY + w_j·(B dSᵀ); dX = dt·dXd + D·dY; the row sums of ω, of the state's read
+  // and of X ⊙ dXd.
+  float dD_part = 0.f;
+  for_tiles<kQT, PT>([&](int mt, int nt) {
+    float gy[2][4], bds[2][4], csp[2][4];
+    zero2(gy);
+    zero2(bds);
+    zero2(csp);
+    mma_steps(
+        gy, mt, kQT,
+        [&](std::uint32_t(&f)[4], int ks) { bt::load_a_trans<kLQ>(f, sG, 16 * mt, ks, lane); },
+        [&](std::uint32_t(&f)[4], int ks) { bt::load_b_cols<LP>(f, sdY, nt, ks, lane); });
+    mma_steps(
+        bds, 0, N / 16,
+        [&](std::uint32_t(&f)[4], int ks) { bt::load_a<LN>(f, sB, 16 * mt, ks, lane); },
+        [&](std::uint32_t(&f)[4], int ks) { bt::load_b_rows<LN>(f, sdS, nt, ks, lane); });
+    mma_steps(
+        csp, 0, N / 16,
+        [&](std::uint32_t(&f)[4], int ks) { bt::load_a<LN>(f, sC, 16 * mt, ks, lane); },
+        [&](std::uint32_t(&f)[4], int ks) { bt::load_b_rows<LN>(f, sS, nt, ks, lane); });
+    float om[2] = {0.f, 0.f}, tm[2] = {0.f, 0.f}, xv[2] = {0.f, 0.f};
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int j = frag_row(mt, 2 * r);
+      if (j >= k.L) continue;
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        const int p = frag_col(nt, u, 0);
+        float* dx = a.dX + (k.row0 + j) * a.ld_dx + k.h * P + p;
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const float x = X[j * a.ld_x + p + c], dy = dY[j * a.ld_y + p + c];
+          const float dxd = gy[u][2 * r + c] + w[j] * bds[u][2 * r + c];
+          om[r] += x * bds[u][2 * r + c];
+          tm[r] += dy * csp[u][2 * r + c];
+          xv[r] += x * dxd;
+          dD_part += dy * x;
+          dx[c] = sdt[j] * dxd + Dh * dy;
+        }
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float o = quad_sum(om[r]), s = quad_sum(tm[r]), x = quad_sum(xv[r]);
+      if (t == 0) {
+        const int j = frag_row(mt, 2 * r);
+        omP[j * PT + nt] = o;
+        tmP[j * PT + nt] = s;
+        xdP[j * PT + nt] = x;
+      }
+    }
+  });
+  // dB_h = dGMᵀ·C + w·dt ⊙ (X·dS);  dC_h = dGM·B + e ⊙ (dY·S_p).
+  const std::size_t R = std::size_t(d.batch) * d.seq_len;
+  float* dBh = ws.dBh + std::size_t(k.h) * R * N + k.row0 * N;
+  float* dCh = ws.dCh + std::size_t(k.h) * R * N + k.row0 * N;
+  for_tiles<kQT, N / 16>([&](int mt, int nt) {
+    float x1[2][4], x2[2][4];
+    zero2(x1);
+    zero2(x2);
+    mma_steps(
+        x1, mt, kQT,
+        [&](std::uint32_t(&f)[4], int ks) { bt::load_a_trans<kLQ>(f, sdGM, 16 * mt, ks, lane); },
+        [&](std::uint32_t(&f)[4], int ks) { bt::load_b_cols<LN>(f, sC, nt, ks, lane); });
+    mma_steps(
+        x2, 0, P / 16,
+        [&](std::uint32_t(&f)[4], int ks) { bt::load_a<LP>(f, sX, 16 * mt, ks, lane); },
+        [&](std::uint32_t(&f)[4], int ks) { bt::load_b_cols<LN>(f, sdS, nt, ks, lane); });
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int j = frag_row(mt, 2 * r);
+      if (j >= k.L) continue;
+      const float s = w[j] * sdt[j];
+#pragma unroll
+      for (int u = 0; u < 2; ++u)
+        *reinterpret_cast<float2*>(dBh + j * N + frag_col(nt, u, 0)) =
+            make_float2(x1[u][2 * r] + s * x2[u][2 * r], x1[u][2 * r + 1] + s * x2[u][2 * r + 1]);
+    }
+  });
+  for_tiles<kQT, N / 16>([&](int mt, int nt) {
+    float x1[2][4], x2[2][4];
+    zero2(x1);
+    zero2(x2);
+    mma_steps(
+        x1, 0, mt + 1,
+        [&](std::uint32_t(&f)[4], int ks) { bt::load_a<kLQ>(f, sdGM, 16 * mt, ks, lane); },
+        [&](std::uint32_t(&f)[4], int ks) { bt::load_b_cols<LN>(f, sB, nt, ks, lane); });
+    mma_steps(
+        x2, 0, P / 16,
+        [&](std::uint32_t(&f)[4], int ks) { bt::load_a<LP>(f, sdY, 16 * mt, ks, lane); },
+        [&](std::uint32_t(&f)[4], int ks) { bt::load_b_cols<LN>(f, sS, nt, ks, lane); });
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int i = frag_row(mt, 2 * r);
+      if (i >= k.L) continue;
+#pragma unroll
+      for (int u = 0; u < 2; ++u)
+        *reinterpret_cast<float2*>(dCh + i * N + frag_col(nt, u, 0)) = make_float2(
+            x1[u][2 * r] + e[i] * x2[u][2 * r], x1[u][2 * r + 1] + e[i] * x2[u][2 * r + 1]);
+    }
+  });
+  __syncthreads();
+  // The segment sums' gradient, row by row, from the partial sums in a fixed order.
+  for (int i = threadIdx.x; i < k.L; i += blockDim.x) {
+    float rr = 0.f, om = 0.f, tm = 0.f, x = 0.f;
+    for (int c = 0; c < kQT; ++c) rr += rowR[i * kQT + c];
+    for (int c = 0; c < kQT; ++c) rr -= colR[i * kQT + c];
+    for (int c = 0; c < PT; ++c) {
+      om += omP[i * PT + c];
+      tm += tmP[i * PT + c];
+      x += xdP[i * PT + c];
+    }
+    om *= w[i] * sdt[i];
+    red[i] = om;  // ω_i, summed below
+    dcs[i] = rr + e[i] * tm - om;
+    xd[i] = x;
+  }
+  __syncthreads();
+  // The suffix sums of dcs into dt and A, by warp 0: lane l takes rows 2l and 2l + 1, the sums across
+  // the lanes by shuffles in a fixed order (one thread's loop over the rows, each step waiting for a
+  // load of dt_raw, took a sizeable part of the kernel's time).
+  if (threadIdx.x < 32) {
+    const int l = threadIdx.x, i0 = 2 * l, i1 = i0 + 1, L = k.L;
+    const float om_sum = warp_sum((i0 < L ? red[i0] : 0.f) + (i1 < L ? red[i1] : 0.f));
+    const float bias = a.dt_bias[k.h];
+    const long long r0 = k.row0 + i0;
+    const float raw0 = i0 < L ? a.dt_raw[r0 * a.ld_dt + k.h] : 0.f;
+    const float raw1 = i1 < L ? a.dt_raw[(r0 + 1) * a.ld_dt + k.h] : 0.f;
+    float d0 = i0 < L ? dcs[i0] : 0.f, d1 = i1 < L ? dcs[i1] : 0.f;
+    const float last = e[L - 1] * sds + om_sum;
+    if (i0 == L - 1) d0 += last;
+    if (i1 == L - 1) d1 += last;
+    float sfx = d0 + d1;  // Σ over the lanes ≥ l
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const float y = __shfl_down_sync(0xffffffffu, sfx, o);
+      if (l + o < 32) sfx += y;
+    }
+    float after = __shfl_down_sync(0xffffffffu, sfx, 1);
+    if (l == 31) after = 0.f;
+    const float acc1 = after + d1, acc0 = acc1 + d0;  // Σ_{m ≥ i} dcs_m for rows i1, i0
+    float dA = 0.f, dbias = 0.f;
+    if (i0 < L) {
+      const float g = (acc0 * A + xd[i0]) * softplus_grad_f(raw0 + bias);
+      a.ddt_raw[r0 * a.ld_ddt + k.h] = g;
+      dA += acc0 * sdt[i0];
+      dbias += g;
+    }
+    if (i1 < L) {
+      const float g = (acc1 * A + xd[i1]) * softplus_grad_f(raw1 + bias);
+      a.ddt_raw[(r0 + 1) * a.ld_ddt + k.h] = g;
+      dA += acc1 * sdt[i1];
+      dbias += g;
+    }
+    dA = warp_sum(dA);
+    dbias = warp_sum(dbias);
+    if (l == 0) {
+      const std::size_t pi = (std::size_t(k.n) * H + k.h) * k.nc + k.c;
+      const std::size_t np = std::size_t(d.batch) * H * k.nc;
+      ws.part[pi] = dA;
+      ws.part[2 * np + pi] = dbias;
+    }
+  }
+  __syncthreads();  // red is reused
+  const float dD = block_sum<kMmaThreads>(dD_part, red);
+  if (threadIdx.x == 0) {
+    const std::size_t pi = (std::size_t(k.n) * H + k.h) * k.nc + k.c;
+    ws.part[std::size_t(d.batch) * H * k.nc + pi] = dD;
+  }
+}
+
 // ---- element-wise ---------------------------------------------------------------------------------
 
 __global__ void gate_forward_kernel(const float* y, const float* z, int ld_z, long long R, int C,
@@ -528,7 +1266,50 @@ void launch_chunks(void (*kernel)(KArgs...), const Mamba2ScanDims& d, std::size_
   check_launch();
 }
 
+template <int V>
+using Int = std::integral_constant<int, V>;
+
+// f(Int<P>, Int<N>) for the tensor-core path's head dim and state size (32, 64 or 128 each).
+template <class F>
+void with_mma_dims(int P, int N, F f) {
+  auto with_n = [&](auto p) {
+    switch (N) {
+      case 32: f(p, Int<32>{}); break;
+      case 64: f(p, Int<64>{}); break;
+      default: f(p, Int<128>{}); break;
+    }
+  };
+  switch (P) {
+    case 32: with_n(Int<32>{}); break;
+    case 64: with_n(Int<64>{}); break;
+    default: with_n(Int<128>{}); break;
+  }
+}
+
+template <class... KArgs, class... Args>
+void launch_mma_chunks(void (*kernel)(KArgs...), const Mamba2ScanDims& d, std::size_t smem,
+                       cudaStream_t st, const Args&... args) {
+  TTTLAB_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  const dim3 grid(d.chunks(), d.heads, d.batch);
+  kernel<<<grid, kMmaThreads, smem, st>>>(args...);
+  check_launch();
+}
+
 }  // namespace
+
+std::string mamba2_scan_tensor_cores_unsupported(const Mamba2ScanDims& d) {
+  if (d.batch < 1 || d.seq_len < 1 || d.heads < 1)
+    return "the Mamba-2 scan needs batch, seq_len and heads >= 1";
+  auto dim_ok = [](int x) { return x == 32 || x == 64 || x == 128; };
+  if (!dim_ok(d.head_dim) || !dim_ok(d.d_state))
+    return "the Mamba-2 scan on tensor cores needs a head dim and a state size of 32, 64 or 128, "
+           "got " +
+           std::to_string(d.head_dim) + " and " + std::to_string(d.d_state);
+  if (d.chunk != kQ)
+    return "the Mamba-2 scan on tensor cores needs chunks of 64, got " + std::to_string(d.chunk);
+  return {};
+}
 
 std::string mamba2_scan_unsupported(const Mamba2ScanDims& d) {
   if (d.batch < 1 || d.seq_len < 1 || d.heads < 1)
@@ -556,15 +1337,31 @@ std::size_t mamba2_decay_floats(const Mamba2ScanDims& d) {
 void mamba2_scan_forward(const Mamba2ScanForwardArgs& a) {
   const char* fn = "mamba2_scan_forward";
   const Mamba2ScanDims& d = a.dims;
-  validate(d, fn);
+  if (a.tensor_cores) {
+    const std::string why = mamba2_scan_tensor_cores_unsupported(d);
+    require(why.empty(), fn, why);
+  } else {
+    validate(d, fn);
+  }
   require(a.X && a.B && a.C && a.dt_raw && a.dt_bias && a.A_log && a.D && a.dt && a.Y && a.states &&
               a.decay,
           fn, "a pointer is null");
   require(a.ld_x >= d.heads * d.head_dim && a.ld_bc >= d.d_state && a.ld_dt >= d.heads &&
               a.ld_y >= d.heads * d.head_dim,
           fn, "a row stride is smaller than its rows");
-  launch_chunks(chunk_state_kernel, d, state_smem(d), a.stream, a);
   const int PN = d.head_dim * d.d_state;
+  if (a.tensor_cores) {
+    with_mma_dims(d.head_dim, d.d_state, [&](auto p, auto n) {
+      constexpr int P = decltype(p)::value, N = decltype(n)::value;
+      launch_mma_chunks(chunk_state_mma_kernel<P, N>, d, mma_state_smem<P, N>(), a.stream, a);
+      state_pass_batched_kernel<<<dim3((PN / 4 + 255) / 256, d.batch * d.heads), 256, 0,
+                                  a.stream>>>(a.states, a.decay, d.chunks(), PN);
+      check_launch();
+      launch_mma_chunks(chunk_output_mma_kernel<P, N>, d, mma_output_smem<P, N>(), a.stream, a);
+    });
+    return;
+  }
+  launch_chunks(chunk_state_kernel, d, state_smem(d), a.stream, a);
   state_pass_kernel<<<dim3((PN + 255) / 256, d.batch * d.heads), 256, 0, a.stream>>>(
       a.states, a.decay, d.chunks(), PN);
   check_launch();
@@ -581,7 +1378,12 @@ std::size_t mamba2_scan_backward_workspace_bytes(const Mamba2ScanDims& d) {
 void mamba2_scan_backward(const Mamba2ScanBackwardArgs& a) {
   const char* fn = "mamba2_scan_backward";
   const Mamba2ScanDims& d = a.dims;
-  validate(d, fn);
+  if (a.tensor_cores) {
+    const std::string why = mamba2_scan_tensor_cores_unsupported(d);
+    require(why.empty(), fn, why);
+  } else {
+    validate(d, fn);
+  }
   require(a.X && a.B && a.C && a.dt_raw && a.dt_bias && a.A_log && a.D && a.dt && a.states &&
               a.decay && a.dY && a.dX && a.dB && a.dC && a.ddt_raw && a.ddt_bias && a.dA_log &&
               a.dD && a.workspace,
@@ -594,20 +1396,37 @@ void mamba2_scan_backward(const Mamba2ScanBackwardArgs& a) {
           "the workspace is smaller than mamba2_scan_backward_workspace_bytes");
   require(aligned16({a.workspace}), fn, "the workspace must be 16-byte aligned");
   const Workspace ws = carve(d, a.workspace);
-  const std::size_t smem1 = sizeof(float) * (std::size_t(d.chunk) * (d.head_dim + 1) +
-                                             std::size_t(d.chunk) * (d.d_state + 1) + 4 * d.chunk);
-  launch_chunks(dstate_local_kernel, d, smem1, a.stream, a, ws.dS);
   const int PN = d.head_dim * d.d_state;
-  dstate_pass_kernel<<<dim3((PN + 255) / 256, d.batch * d.heads), 256, 0, a.stream>>>(
-      ws.dS, a.decay, d.chunks(), PN);
-  check_launch();
-  launch_chunks(chunk_grad_kernel, d, grad_smem(d), a.stream, a, ws);
+  if (a.tensor_cores) {
+    with_mma_dims(d.head_dim, d.d_state, [&](auto p, auto n) {
+      constexpr int P = decltype(p)::value, N = decltype(n)::value;
+      launch_mma_chunks(dstate_local_mma_kernel<P, N>, d, mma_state_smem<P, N>(), a.stream, a,
+                        ws.dS);
+      dstate_pass_batched_kernel<<<dim3((PN / 4 + 255) / 256, d.batch * d.heads), 256, 0,
+                                   a.stream>>>(ws.dS, a.decay, d.chunks(), PN);
+      check_launch();
+      launch_mma_chunks(chunk_grad_mma_kernel<P, N>, d, mma_grad_smem<P, N>(), a.stream, a, ws);
+    });
+  } else {
+    const std::size_t smem1 =
+        sizeof(float) * (std::size_t(d.chunk) * (d.head_dim + 1) +
+                         std::size_t(d.chunk) * (d.d_state + 1) + 4 * d.chunk);
+    launch_chunks(dstate_local_kernel, d, smem1, a.stream, a, ws.dS);
+    dstate_pass_kernel<<<dim3((PN + 255) / 256, d.batch * d.heads), 256, 0, a.stream>>>(
+        ws.dS, a.decay, d.chunks(), PN);
+    check_launch();
+    launch_chunks(chunk_grad_kernel, d, grad_smem(d), a.stream, a, ws);
+  }
   const long long R = (long long)d.batch * d.seq_len;
   sum_heads_kernel<<<blocks_for(std::size_t(R) * d.d_state, kThreads), kThreads, 0, a.stream>>>(
       ws.dBh, ws.dCh, d.heads, R, d.d_state, a.dB, a.dC, a.ld_dbc);
   check_launch();
-  head_params_kernel<<<(d.heads + 63) / 64, 64, 0, a.stream>>>(
-      ws.part, d.batch, d.heads, d.chunks(), a.A_log, a.dA_log, a.dD, a.ddt_bias);
+  if (a.tensor_cores)
+    head_params_warp_kernel<<<d.heads, 32, 0, a.stream>>>(ws.part, d.batch, d.heads, d.chunks(),
+                                                          a.A_log, a.dA_log, a.dD, a.ddt_bias);
+  else
+    head_params_kernel<<<(d.heads + 63) / 64, 64, 0, a.stream>>>(
+        ws.part, d.batch, d.heads, d.chunks(), a.A_log, a.dA_log, a.dD, a.ddt_bias);
   check_launch();
 }
 

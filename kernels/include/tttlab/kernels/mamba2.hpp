@@ -1,7 +1,8 @@
 // tttlab/kernels/mamba2.hpp — Mamba-2 (the SSD layer) on the GPU: the chunked scan, forward and
 // backward, and the whole layer of core/include/tttlab/seq/mamba2_layer.hpp (docs/MATH.md §8.8).
 //
-// The kernels compute the functions of the CPU layer in fp32 storage and fp32 accumulation:
+// The kernels compute the functions of the CPU layer in fp32 storage and fp32 accumulation (the scan
+// also in bf16 products on the tensor cores: TWO PATHS below):
 //   Scan     mamba2_scan_chunked / mamba2_scan_chunked_backward (tttlab/seq/mamba2_layer.hpp) per
 //            head, with dt = softplus(dt_raw + dt_bias) and A = −exp(A_log) computed in the same pass
 //            and the D skip added (Y = scan + D_h·X), so that the layer needs no separate passes for them.
@@ -20,7 +21,20 @@
 // for every gradient of §8.8. B and C are shared by the heads: their per-head gradients go to the
 // workspace and are summed over the heads in a fixed order; the per-head parameters' gradients are
 // summed from per-chunk partials likewise. No atomics: results are the same bit for bit run to run.
-// The products run on the CUDA cores (fp32 FMAs from shared memory), not on tensor cores.
+// TWO PATHS, chosen by the args' tensor_cores:
+//   fp32 (false)  every product on the CUDA cores: fp32 FMAs from fp32 tiles in shared memory; the fp32
+//                 and tf32 training steps and every shape mamba2_scan_unsupported takes.
+//   bf16 (true)   the same kernels with every product of a chunk on the tensor cores (mma.sync m16n8k16,
+//                 bf16 operands rounded in shared memory, fp32 accumulation): the forward's (dt·w·X)ᵀ·B,
+//                 C Bᵀ, G·X and C·S_pᵀ; the backward's (diag(e)dY)ᵀC, C Bᵀ, dY·Xᵀ, Gᵀ·dY, B·dSᵀ, C·S_pᵀ,
+//                 dGMᵀ·C, X·dS, dGM·B and dY·S_p. The segment sums and decays, the state pass across
+//                 the chunks (states stored fp32), the D skip and the row sums of the decay gradients stay
+//                 fp32. Chunks of 64, P and N of 32, 64 or 128 (mamba2_scan_tensor_cores_unsupported).
+//                 The layer uses it when Mamba2LayerDims::scan_tensor_cores is set and the shape allows:
+//                 the bf16 training step (train_cuda.cpp) sets it. Error against fp64 on bf16-valued
+//                 inputs, relative to max|ref|: 1.7e-3 to 2.9e-3 forward, 2.3e-3 to 7.7e-3 backward
+//                 over the tests' shapes (2⁻⁹ per rounded operand, averaged by the fp32 sums). The
+//                 sums' order differs from the fp32 path's (shuffle scans, eight warps' tiles).
 //
 // CONVENTIONS. This header includes neither CUDA nor Eigen headers. Every pointer is a DEVICE pointer,
 // fp32; matrices are row-major with the given row strides (a token is a row, R = B·T rows, sequence n's
@@ -36,8 +50,9 @@
 //   Y, dY           [R, ≥ H·P], row stride ld_y
 //   states          [B, H, nc, P, N]: the state S_h [P, N] before each chunk (zero before the first)
 //   decay           [B, H, nc]: exp(cs_Q) of each chunk, the decay across it
-// SHAPES: any B, H, T ≥ 1 (T need not be a multiple of Q); 1 ≤ P, N ≤ 128, 1 ≤ Q ≤ 64, and the
-// backward's tiles in shared memory (mamba2_scan_unsupported says when they do not fit).
+// SHAPES (the fp32 path; the bf16 path: above): any B, H, T ≥ 1 (T need not be a multiple of Q);
+// 1 ≤ P, N ≤ 128, 1 ≤ Q ≤ 64, and the backward's tiles in shared memory (mamba2_scan_unsupported says
+// when they do not fit).
 #pragma once
 
 #include <cstddef>
@@ -60,6 +75,9 @@ struct Mamba2ScanDims {
 
 // Empty when the kernels take the shape, else why not (one line).
 std::string mamba2_scan_unsupported(const Mamba2ScanDims& dims);
+// Empty when the tensor-core path (the args' tensor_cores) takes the shape, else why not (one line):
+// chunks of 64, head dim and state size of 32, 64 or 128.
+std::string mamba2_scan_tensor_cores_unsupported(const Mamba2ScanDims& dims);
 // Floats of `states` ([B, H, nc, P, N]) and of `decay` ([B, H, nc]).
 std::size_t mamba2_state_floats(const Mamba2ScanDims& dims);
 std::size_t mamba2_decay_floats(const Mamba2ScanDims& dims);
@@ -79,8 +97,9 @@ struct Mamba2ScanForwardArgs {
   float* dt = nullptr;             // [R, H], OVERWRITTEN: softplus(dt_raw + dt_bias)
   float* Y = nullptr;              // OVERWRITTEN: the scan's output plus D·X
   int ld_y = 0;
-  float* states = nullptr;  // OVERWRITTEN, kept for the backward
-  float* decay = nullptr;   // OVERWRITTEN, kept for the backward
+  float* states = nullptr;    // OVERWRITTEN, kept for the backward
+  float* decay = nullptr;     // OVERWRITTEN, kept for the backward
+  bool tensor_cores = false;  // the chunk's products in bf16 on the tensor cores (see above)
   CUstream_st* stream = nullptr;
 };
 void mamba2_scan_forward(const Mamba2ScanForwardArgs& args);
@@ -117,6 +136,7 @@ struct Mamba2ScanBackwardArgs {
   float* dD = nullptr;        // [H], ADDED TO
   void* workspace = nullptr;  // mamba2_scan_backward_workspace_bytes(dims), 16-byte aligned
   std::size_t workspace_bytes = 0;
+  bool tensor_cores = false;  // the chunk's products in bf16 on the tensor cores (see above)
   CUstream_st* stream = nullptr;
 };
 void mamba2_scan_backward(const Mamba2ScanBackwardArgs& args);
@@ -147,6 +167,9 @@ struct Mamba2LayerDims {
   int batch = 1, seq_len = 1;
   int width = 64, d_state = 64, d_conv = 4, expand = 2, headdim = 64, chunk = 64;
   float norm_eps = 1e-5f;
+  // The scan on the tensor cores (bf16 operands, fp32 accumulation) where its shape allows
+  // (mamba2_scan_tensor_cores_unsupported), else in fp32: the bf16 training step sets it.
+  bool scan_tensor_cores = false;
   int rows() const { return batch * seq_len; }
   int d_inner() const { return expand * width; }
   int heads() const { return d_inner() / headdim; }
