@@ -1,7 +1,8 @@
 // `tttlab eval --checkpoint DIR [--data brown|FILE] [--split whole|val] [--device auto|cpu|cuda]
 // [--per-byte FILE.csv] [--json]`: the loss, bits per byte, next-byte accuracy and the loss by token
 // position (the paper's Fig. 2, right) of a trained model, on the CPU engine or the GPU training
-// step's evaluation (the same function; cli/train_device.hpp).
+// step's forward in its forward-only form (the same function; two blocks' activations taken in turn,
+// so long windows fit; cli/train_device.hpp).
 //
 // What is scored: a text file given with --data is scored whole (every byte but the first, in
 // windows of the model's T; tttlab/train/text_score.hpp says how the last bytes are windowed). The
@@ -108,7 +109,9 @@ void run(const EvalArgs& a) {
     data = TextData::load(cfg);
   }
   std::string device_note;
-  const TrainBackendFactory backend = command_line_backend(a.device.request(), device_note);
+  TrainDeviceRequest request = a.device.request();
+  request.forward_only = true;  // nothing here trains: long windows then fit on the GPU
+  const TrainBackendFactory backend = command_line_backend(request, device_note);
   Trainer t(cfg, std::move(data), backend);
   // The trainer holds a freshly initialised model: give it the checkpoint's weights (and the backend).
   t.model().for_each_param([&](Eigen::Map<Mat<float>> dst, const std::string& name) {

@@ -22,6 +22,7 @@ TrainBackendFactory train_backend_for(const TrainDeviceRequest& request, std::st
   kernels::CudaTrainOptions o;
   o.device = sel.device.index;
   o.gemm = kernels::gemm_precision(request.precision);
+  o.forward_only = request.forward_only;
   const bool forced = request.device == DeviceRequest::CUDA;
   return [o, forced, &note](const TrainBackendContext& ctx) -> std::unique_ptr<TrainBackend> {
     const std::string why = kernels::cuda_train_unsupported(ctx.model->config());

@@ -116,6 +116,9 @@ struct TrainDeviceRequest {
   // 0: one device as `device` says; N >= 1: data-parallel over N GPUs of this host (train/data_parallel.hpp);
   // -1: data-parallel over all of them.
   int gpus = 0;
+  // Evaluation only (`tttlab eval`): a GPU backend holds two blocks' activations, taken in turn
+  // (kernels' CudaTrainOptions::forward_only), so that long windows fit; it cannot train.
+  bool forward_only = false;
 };
 
 // Thrown by select_device() when the requested device cannot be had.
