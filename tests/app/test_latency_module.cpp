@@ -46,11 +46,16 @@ TEST(LatencyModule, ContextsDoubleFrom64AndEndAtTheLargest) {
 }
 
 TEST(LatencyModule, PerTokenTimesDivideEveryRunByItsTokens) {
-  const PerTokenTime p = per_token({4.0, 2.0, 8.0}, 1000.0, 1);
-  EXPECT_DOUBLE_EQ(p.median_us, 4.0);  // 4 ms over 1000 tokens: 4 µs a token
+  const PerTokenTime p = per_token({4.0, 2.0, 8.0, 6.0, 10.0}, 1000.0, 1);
+  EXPECT_DOUBLE_EQ(p.median_us, 6.0);  // 6 ms over 1000 tokens: 6 µs a token
   EXPECT_DOUBLE_EQ(p.min_us, 2.0);
-  EXPECT_DOUBLE_EQ(p.max_us, 8.0);
-  EXPECT_EQ(p.samples, 3);
+  EXPECT_DOUBLE_EQ(p.max_us, 10.0);
+  EXPECT_DOUBLE_EQ(p.q1_us, 4.0);
+  EXPECT_DOUBLE_EQ(p.q3_us, 8.0);
+  EXPECT_EQ(p.samples, 5);
+  const PerTokenTime two = per_token({1.0, 3.0}, 1.0, 0);
+  EXPECT_DOUBLE_EQ(two.q1_us, 1500.0);  // a quarter of the way from 1 to 3 ms
+  EXPECT_DOUBLE_EQ(two.q3_us, 2500.0);
   EXPECT_EQ(p.warmup, 1);
   EXPECT_FALSE(per_token({}, 10.0, 0).measured());
 }
@@ -76,8 +81,20 @@ TEST(LatencyModule, MeasuresEveryLayerAtEveryContextOnTheCpu) {
       EXPECT_EQ(p.decode.samples, s.decode_tokens);
       for (const PerTokenTime* t : {&p.prefill, &p.decode}) {
         EXPECT_GT(t->median_us, 0.0);
-        EXPECT_LE(t->min_us, t->median_us);
-        EXPECT_GE(t->max_us, t->median_us);
+        EXPECT_LE(t->min_us, t->q1_us);
+        EXPECT_LE(t->q1_us, t->median_us);
+        EXPECT_LE(t->median_us, t->q3_us);
+        EXPECT_LE(t->q3_us, t->max_us);
+      }
+      // The references at T = 64, timed alternately with the largest T's runs, as many as they.
+      if (p.T == 192) {
+        EXPECT_EQ(p.prefill_ref.samples, s.repeats);
+        EXPECT_EQ(p.decode_ref.samples, s.decode_tokens);
+        EXPECT_GT(p.prefill_ref.median_us, 0.0);
+        EXPECT_GT(p.decode_ref.median_us, 0.0);
+      } else {
+        EXPECT_FALSE(p.prefill_ref.measured());
+        EXPECT_FALSE(p.decode_ref.measured());
       }
       EXPECT_FALSE(p.gpu_prefill.measured());
       EXPECT_FALSE(p.gpu_decode.measured());
@@ -95,11 +112,20 @@ TEST(LatencyModule, MeasuresEveryLayerAtEveryContextOnTheCpu) {
   EXPECT_DOUBLE_EQ(*m->at("prefill_us_ttt_linear_T128").lo, ttt.points[1].prefill.min_us);
   EXPECT_TRUE(m->at("decode_us_mamba2_T192").depends_on_device);
   EXPECT_DOUBLE_EQ(m->at("decode_growth_softmax_attention").value,
-                   att.points[2].decode.median_us / att.points[0].decode.median_us);
+                   att.points[2].decode.median_us / att.points[2].decode_ref.median_us);
+  EXPECT_DOUBLE_EQ(m->at("prefill_growth_ttt_linear").value,
+                   ttt.points[2].prefill.median_us / ttt.points[2].prefill_ref.median_us);
+  EXPECT_DOUBLE_EQ(
+      m->at("prefill_growth_attention_over_ttt").value,
+      m->at("prefill_growth_softmax_attention").value / m->at("prefill_growth_ttt_linear").value);
   EXPECT_DOUBLE_EQ(
       m->at("decode_growth_attention_over_ttt").value,
       m->at("decode_growth_softmax_attention").value / m->at("decode_growth_ttt_linear").value);
   EXPECT_DOUBLE_EQ(m->at("max_context").value, 192.0);
+  EXPECT_DOUBLE_EQ(
+      m->at("decode_over_prefill_mamba2").value,
+      v->curves[2].points[2].decode.median_us / v->curves[2].points[2].prefill.median_us);
+  EXPECT_TRUE(m->at("decode_over_prefill_mamba2").depends_on_device);
   EXPECT_FALSE(m->count("prefill_us_ttt_mlp_T64")) << "only the run's layers";
   // While it runs there are no measures yet.
   auto running = std::make_shared<LatencyView>(*v);
@@ -123,6 +149,8 @@ std::shared_ptr<LatencyView> view_with(const std::vector<double>& ttt,
       p.T = v->contexts[i];
       p.prefill = per_token({us[i]}, 1e-3, 0);
       p.decode = per_token({2 * us[i]}, 1e-3, 0);
+      p.prefill_ref = per_token({us[0]}, 1e-3, 0);  // as if the load never changed
+      p.decode_ref = per_token({2 * us[0]}, 1e-3, 0);
       c.points.push_back(p);
     }
     v->curves.push_back(c);

@@ -2,7 +2,7 @@
 // forward over a window of T tokens) and for decode (one more token after a context of T), one curve
 // per layer (the paper's Fig. 3). A fixed-size state costs the same per token at any T; attention reads
 // every key and value of the context, so its cost per token grows with T. Each point is a median, its
-// min–max drawn as thin lines around it; where the panels compute on a GPU the same points are
+// quartiles drawn as thin lines around it; where the panels compute on a GPU the same points are
 // measured there too and drawn with markers.
 #include <imgui.h>
 
@@ -109,23 +109,20 @@ class LatencyPanel final
     if (classroom::visible("latency.view")) {
       widgets::section_label("VIEW");
       ImGui::Checkbox("log time axis", &m_settings.log_time);
-      ImGui::Checkbox("show min–max", &m_settings.spread);
+      ImGui::Checkbox("show the quartiles", &m_settings.spread);
     }
     ImGui::Dummy(ImVec2(0, 6));
     widgets::note(
-        "Prefill: one forward of the whole model over a window of T tokens, divided by T. Decode: "
-        "one "
-        "more token fed to the streaming decoder (what Generation runs) after a context of T "
-        "tokens. On "
-        "the CPU both run on the engine thread alone (Eigen, 1 thread); each point is the median "
-        "of its "
-        "runs, and the thin lines around it are the fastest and the slowest.");
+        "Prefill: one forward of the whole model over a window of T tokens, divided by T. "
+        "Decode: one more token fed to the streaming decoder (what Generation runs) after a "
+        "context of T tokens. On the CPU both run on the engine thread alone (Eigen, 1 thread); "
+        "each point is the median of its runs, and the thin lines around it are their quartiles "
+        "(a quarter of the runs were faster than the lower line, a quarter slower than the upper "
+        "one).");
     widgets::note(
         "A fixed-size state (TTT, linear attention, Mamba-2) costs the same per token at any T. "
-        "Softmax "
-        "attention reads every key and value of the context for each token, so its cost per token "
-        "grows "
-        "with T, and past some T the fixed state wins.");
+        "Softmax attention reads every key and value of the context for each token, so its cost "
+        "per token grows with T, and past some T the fixed state wins.");
   }
 
   void draw_view(const LatencyView& v, const Snapshot& snap, CommandSink& sink) override {
@@ -165,9 +162,10 @@ class LatencyPanel final
           "context. Choose the GPU in the Compute menu, where there is one, to measure both.");
     ImGui::PopTextWrapPos();
     for (std::size_t i = 0; i < v.curves.size(); ++i) {
-      if (i) ImGui::SameLine(0, 14);
-      ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(layer_color(v.curves[i].layer)), "■ %s",
-                         v.curves[i].label.c_str());
+      const std::string entry = "■ " + v.curves[i].label;
+      if (i) widgets::same_line_if_fits(entry.c_str(), 14);
+      ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(layer_color(v.curves[i].layer)), "%s",
+                         entry.c_str());
     }
     ImGui::PopFont();
     ImGui::Dummy(ImVec2(0, 2));
@@ -187,7 +185,7 @@ class LatencyPanel final
                "µs per token fed after a context of T tokens", ImVec2(w, h), 1);
   }
 
-  // One plot: per layer the CPU's medians, their min–max as thin lines, and the GPU's medians.
+  // One plot: per layer the CPU's medians, their quartiles as thin lines, and the GPU's medians.
   void draw_phase(const LatencyView& v, PerTokenTime LatencyPoint::*cpu,
                   PerTokenTime LatencyPoint::*gpu, const char* id, const char* title,
                   const char* y_label, ImVec2 size, int slot) {
@@ -206,8 +204,8 @@ class LatencyPanel final
         if (t.measured()) {
           d.x.push_back(pt.T);
           d.med.push_back(t.median_us);
-          d.lo.push_back(t.min_us);
-          d.hi.push_back(t.max_us);
+          d.lo.push_back(t.q1_us);
+          d.hi.push_back(t.q3_us);
         }
         const PerTokenTime& g = pt.*gpu;
         if (g.measured()) {
@@ -217,9 +215,9 @@ class LatencyPanel final
       }
       const ImU32 col = layer_color(c.layer);
       if (m_settings.spread && !d.x.empty()) {
-        p.series.push_back(plot::xy(c.label + ", slowest", d.x, d.hi, faint(col)));
+        p.series.push_back(plot::xy(c.label + ", 3rd quartile", d.x, d.hi, faint(col)));
         p.series.back().thickness = 1.0f;
-        p.series.push_back(plot::xy(c.label + ", fastest", d.x, d.lo, faint(col)));
+        p.series.push_back(plot::xy(c.label + ", 1st quartile", d.x, d.lo, faint(col)));
         p.series.back().thickness = 1.0f;
       }
       auto s = plot::xy(v.gpu_device.empty() ? c.label : c.label + ", CPU", d.x, d.med, col);

@@ -1,7 +1,8 @@
 // app/lab/latency/latency_measures.cpp — what lessons can measure on this feature's view
 // (lab/measures.hpp), named in its entry of lab/features.cpp. Every number is read from the CPU's
 // medians (the lessons' checks run on the CPU engine); growth ratios divide a layer's median at the
-// largest T by its median at T = 64.
+// largest T by the median of its runs at T = 64 timed alternately with it (LatencyPoint's references),
+// so that a change of load on the machine during the run does not show as growth.
 #include <optional>
 #include <string>
 
@@ -26,6 +27,12 @@ const std::vector<MeasureInfo> kInfos = {
      false},
     {"decode_growth_<layer>",
      "a layer's decode time per token at the largest T over its time at T = 64 (CPU medians)",
+     false},
+    {"decode_over_prefill_<layer>",
+     "a layer's decode time per token over its prefill time per token, at the largest T", true},
+    {"prefill_growth_attention_over_ttt",
+     "softmax attention's prefill growth over TTT-Linear's (prefill_growth_softmax_attention / "
+     "prefill_growth_ttt_linear)",
      false},
     {"decode_growth_attention_over_ttt",
      "softmax attention's decode growth over TTT-Linear's (decode_growth_softmax_attention / "
@@ -75,8 +82,11 @@ std::optional<Measures> read(const Snapshot& s) {
   const auto* v = finished_view(s.latency, "latency");
   if (!v || v->curves.empty() || v->contexts.empty()) return std::nullopt;
   Measures m;
+  // The largest T over its reference at T = 64 timed alternately with it (LatencyPoint).
   const auto growth = [](const LatencyCurve& c, PerTokenTime LatencyPoint::*phase) {
-    return (c.points.back().*phase).median_us / (c.points.front().*phase).median_us;
+    const LatencyPoint& p = c.points.back();
+    const PerTokenTime& ref = phase == &LatencyPoint::prefill ? p.prefill_ref : p.decode_ref;
+    return (p.*phase).median_us / ref.median_us;
   };
   for (const auto& c : v->curves) {
     const std::string id = measure_id(c.layer);
@@ -89,11 +99,16 @@ std::optional<Measures> read(const Snapshot& s) {
     }
     m["prefill_growth_" + id] = plain(growth(c, &LatencyPoint::prefill));
     m["decode_growth_" + id] = plain(growth(c, &LatencyPoint::decode));
+    m["decode_over_prefill_" + id] =
+        Measurement{c.points.back().decode.median_us / c.points.back().prefill.median_us,
+                    std::nullopt, std::nullopt, true};
   }
   const LatencyCurve* ttt = find_curve(*v, "ttt-linear");
   const LatencyCurve* att = find_curve(*v, "softmax-attention");
   if (ttt && att) {
     const auto device = [](double x) { return Measurement{x, std::nullopt, std::nullopt, true}; };
+    m["prefill_growth_attention_over_ttt"] =
+        plain(growth(*att, &LatencyPoint::prefill) / growth(*ttt, &LatencyPoint::prefill));
     m["decode_growth_attention_over_ttt"] =
         plain(growth(*att, &LatencyPoint::decode) / growth(*ttt, &LatencyPoint::decode));
     m["prefill_crossover"] = device(crossover(*ttt, *att, &LatencyPoint::prefill));

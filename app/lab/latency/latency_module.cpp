@@ -73,6 +73,17 @@ PerTokenTime per_token(const std::vector<double>& ms, double tokens, int warmup)
   p.median_us = t.median_ms * 1e3 / tokens;
   p.min_us = t.min_ms * 1e3 / tokens;
   p.max_us = t.max_ms * 1e3 / tokens;
+  // Quartiles by linear interpolation between the sorted runs (the median as summarize_ms has it).
+  std::vector<double> v = ms;
+  std::sort(v.begin(), v.end());
+  const auto at = [&](double q) {
+    const double x = q * static_cast<double>(v.size() - 1);
+    const std::size_t i = static_cast<std::size_t>(x);
+    const double f = x - static_cast<double>(i);
+    return i + 1 < v.size() ? v[i] * (1 - f) + v[i + 1] * f : v[i];
+  };
+  p.q1_us = at(0.25) * 1e3 / tokens;
+  p.q3_us = at(0.75) * 1e3 / tokens;
   return p;
 }
 
@@ -97,11 +108,13 @@ struct LatencyModule::Job {
   ComputeTarget target;
   std::size_t ti = 0, li = 0;  // the point: contexts[ti], layer li
   Phase phase = Phase::Prefill;
-  std::vector<double> ms;  // the point's timed runs so far
+  std::vector<double> ms;      // the point's timed runs so far
+  std::vector<double> ref_ms;  // the runs of its reference at T = 64 (largest T), alternating
   std::vector<float> logits;
   long units_done = 0, units_total = 0;
 
   int T() const { return contexts[ti]; }
+  bool last() const { return ti + 1 == contexts.size(); }  // the point the growth measures read
   bool gpu() const { return target.gpu != nullptr; }
 };
 
@@ -182,14 +195,29 @@ void LatencyModule::work(ModuleContext& ctx) {
     bool point_done = false;
     switch (j.phase) {
       case Phase::Prefill: {
-        const auto t0 = std::chrono::steady_clock::now();
-        (void)model.eval_sequence(
-            std::span<const int>(j.tokens.data(), static_cast<std::size_t>(T + 1)), {});
-        j.ms.push_back(ms_since(t0));
+        // At the largest T each run is followed by its reference: the same T tokens read as T/64
+        // separate windows of 64. Both take about as long, so a change of load on the machine
+        // (another process taking the core for a while) slows both alike.
+        const auto forward = [&](int from, int n) {
+          const auto t0 = std::chrono::steady_clock::now();
+          (void)model.eval_sequence(
+              std::span<const int>(j.tokens.data() + from, static_cast<std::size_t>(n + 1)), {});
+          return ms_since(t0);
+        };
+        j.ms.push_back(forward(0, T));
+        if (j.last()) {
+          double ms = T == kLatencyMinContext ? j.ms.back() : 0.0;
+          for (int w = 0; T != kLatencyMinContext && w + kLatencyMinContext <= T;
+               w += kLatencyMinContext)
+            ms += forward(w, kLatencyMinContext);
+          j.ref_ms.push_back(ms);
+        }
         p.prefill = per_token(j.ms, T, 0);
+        p.prefill_ref = per_token(j.ref_ms, T, 0);
         ++j.units_done;
         if (static_cast<int>(j.ms.size()) >= s.repeats) {
           j.ms.clear();
+          j.ref_ms.clear();
           j.phase = Phase::Walk;
         }
         break;
@@ -208,14 +236,30 @@ void LatencyModule::work(ModuleContext& ctx) {
         break;
       }
       case Phase::Window: {
+        // The steps after T alternate with the steps of a fresh decoder after 64 tokens: the
+        // reference of the growth measures, timed under the same load (at the largest T only).
         TokenDecoder& d = *j.decoders[j.li];
-        for (int i = 0; i < s.decode_tokens; ++i) {
+        std::unique_ptr<TokenDecoder> ref;
+        if (j.last() && T != kLatencyMinContext) {
+          ref = make_cpu_decoder(model);
+          ref->feed(std::span<const int>(j.tokens.data(), kLatencyMinContext), j.logits);
+        }
+        const auto step = [&](TokenDecoder& dec) {
           const auto t0 = std::chrono::steady_clock::now();
-          d.feed(std::span<const int>(j.tokens.data() + d.position(), 1), j.logits);
-          j.ms.push_back(ms_since(t0));
+          dec.feed(std::span<const int>(j.tokens.data() + dec.position(), 1), j.logits);
+          return ms_since(t0);
+        };
+        for (int i = 0; i < s.decode_tokens; ++i) {
+          j.ms.push_back(step(d));
+          if (ref)
+            j.ref_ms.push_back(step(*ref));
+          else if (j.last())
+            j.ref_ms.push_back(j.ms.back());
         }
         p.decode = per_token(j.ms, 1, 0);
+        p.decode_ref = per_token(j.ref_ms, 1, 0);
         j.ms.clear();
+        j.ref_ms.clear();
         ++j.units_done;
         if (j.gpu())
           j.phase = Phase::GpuPrefill;

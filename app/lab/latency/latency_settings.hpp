@@ -22,7 +22,7 @@ nlohmann::json to_json(const LatencySettings& s);
 struct LatencyPanelSettings : PanelSettings<LatencyPanelSettings> {
   LatencySettings run;
   bool log_time = true;  // a log y axis (the x axis, T, is always logarithmic)
-  bool spread = true;    // draw each point's min–max as a band
+  bool spread = true;    // draw each point's quartiles as thin lines around it
 
   static const SettingsFields<LatencyPanelSettings>& fields();
   std::vector<Command> commands() const { return {LatencyRun{run}}; }

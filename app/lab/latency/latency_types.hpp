@@ -8,16 +8,16 @@
 // max_context (and max_context itself when it is not on that ladder), each point measures:
 //
 //   prefill  Model::eval_sequence over one window of T random tokens on the engine thread (Eigen,
-//            1 thread, wall time): per-token time = forward time / T, the median and min–max over
-//            `repeats` forwards;
+//            1 thread, wall time): per-token time = forward time / T, the median, quartiles and
+//            min–max over `repeats` forwards;
 //   decode   the CPU streaming decoder (make_cpu_decoder, what `tttlab generate` runs) after a context
 //            of T tokens: `decode_tokens` tokens fed one at a time, each timed; per-token time = the
-//            median and min–max of those steps. One decoder per layer walks the context from one T
-//            to the next, so the context is never run twice.
+//            median, quartiles and min–max of those steps. One decoder per layer walks the
+//            context from one T to the next, so the context is never run twice.
 //
 // When the panels compute on a GPU (the Compute menu), each point is also measured there: prefill by
 // GpuModel::time_forward over a batch of kGpuPrefillBatch sequences of T tokens (CUDA events, the
-// median and min–max of kGpuRepeats forwards after kGpuWarmup untimed ones; per-token time = forward
+// median, quartiles and min–max of kGpuRepeats forwards after kGpuWarmup untimed ones; per-token time = forward
 // time / (B·T)), decode by the GPU's streaming decoder (GpuCompute::decoder) as on the CPU. A layer
 // the GPU cannot run keeps the CPU's numbers only, and its curve says why.
 #pragma once
@@ -56,8 +56,9 @@ std::vector<int> latency_contexts(int max_context);
 // Per-token times of one measurement, in microseconds. samples = 0: not measured.
 struct PerTokenTime {
   double median_us = 0, min_us = 0, max_us = 0;
-  int samples = 0;  // timed runs (prefill) or timed steps (decode)
-  int warmup = 0;   // untimed runs before them
+  double q1_us = 0, q3_us = 0;  // the quartiles: the view draws them around the median
+  int samples = 0;              // timed runs (prefill) or timed steps (decode)
+  int warmup = 0;               // untimed runs before them
   bool measured() const { return samples > 0; }
 };
 // The per-token times of runs that each took `ms` milliseconds for `tokens` tokens.
@@ -65,7 +66,14 @@ PerTokenTime per_token(const std::vector<double>& ms, double tokens, int warmup)
 
 struct LatencyPoint {
   int T = 0;
-  PerTokenTime prefill, decode;          // CPU
+  PerTokenTime prefill, decode;  // CPU
+  // At the largest T only (what the growth measures read): the same layer at T = 64, each run
+  // alternating with one of this point's. For prefill the same T tokens read as T/64 windows of 64
+  // (per token: divided by T), for decode a step of a fresh decoder after 64 tokens. A change of load
+  // on the machine during the run slows a point and its reference alike, so the growth ratios divide
+  // by these rather than by the first point's times, measured seconds or minutes before. Not
+  // measured at the other T; when the largest T is 64, the point's own times.
+  PerTokenTime prefill_ref, decode_ref;
   PerTokenTime gpu_prefill, gpu_decode;  // GPU (not measured without one)
 };
 
