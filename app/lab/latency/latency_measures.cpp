@@ -23,10 +23,12 @@ const std::vector<MeasureInfo> kInfos = {
      "the run",
      true},
     {"prefill_growth_<layer>",
-     "a layer's prefill time per token at the largest T over its time at T = 64 (CPU medians)",
+     "a layer's prefill time per token at the largest T over its time at T = 64, the two timed "
+     "alternately (CPU medians)",
      false},
     {"decode_growth_<layer>",
-     "a layer's decode time per token at the largest T over its time at T = 64 (CPU medians)",
+     "a layer's decode time per token after the largest T over its time after 64 tokens, the two "
+     "timed alternately (CPU medians)",
      false},
     {"decode_over_prefill_<layer>",
      "a layer's decode time per token over its prefill time per token, at the largest T", true},
@@ -39,9 +41,8 @@ const std::vector<MeasureInfo> kInfos = {
      "decode_growth_ttt_linear)",
      false},
     {"prefill_crossover",
-     "the smallest T from which TTT-Linear's prefill time per token is below softmax attention's "
-     "at "
-     "every larger T of the run (CPU medians); -1 when it never is",
+     "the smallest T from which TTT-Linear's prefill time per token is below softmax "
+     "attention's at every larger T of the run (CPU medians); -1 when it never is",
      true},
     {"decode_crossover",
      "the same for the decode time per token; -1 when TTT-Linear is never below from some T on",

@@ -1,3 +1,4 @@
+// app/lab/latency/latency_module.cpp — see latency_module.hpp and latency_types.hpp.
 #include "lab/latency/latency_module.hpp"
 
 #include <algorithm>
@@ -22,8 +23,8 @@ constexpr long kWalkChunk = 256;
 ModelConfig latency_config(const LatencySettings& s, const std::string& layer) {
   ModelConfig c = ModelConfig::preset(s.preset);
   c.seq_layer = seq_layer_from_string(layer);
-  c.mamba_backbone =
-      c.is_ttt();  // TTT in the lab's default backbone; the others in the Transformer block
+  // TTT in the lab's default backbone, the others in the Transformer block (as bench --latency).
+  c.mamba_backbone = c.is_ttt();
   c.ttt_base_lr = default_ttt_base_lr(c.seq_layer);
   c.max_position_embeddings = s.max_context + s.decode_tokens;
   c.validate();
@@ -33,7 +34,6 @@ ModelConfig latency_config(const LatencySettings& s, const std::string& layer) {
 }  // namespace
 
 void validate(const LatencySettings& s) {
-  using std::to_string;
   if (s.layers.empty() || s.layers.size() > std::size(kLayers))
     throw std::invalid_argument("give 1 to 5 layers");
   for (std::size_t i = 0; i < s.layers.size(); ++i) {
@@ -100,11 +100,11 @@ struct LatencyModule::Job {
   enum class Phase { Prefill, Walk, Window, GpuPrefill, GpuDecode };
   LatencySettings s;
   std::vector<int> contexts;
-  std::vector<int>
-      tokens;  // the run's text: random bytes from the seed, max_context + decode_tokens + 1
+  // The run's text: random printable bytes from the seed, max_context + decode_tokens + 1 of them.
+  std::vector<int> tokens;
   std::vector<std::unique_ptr<Model<float>>> models;  // per layer
-  std::vector<std::unique_ptr<TokenDecoder>> decoders,
-      gpu_decoders;  // per layer, walking the context
+  // Per layer, each walking the context from one T to the next.
+  std::vector<std::unique_ptr<TokenDecoder>> decoders, gpu_decoders;
   ComputeTarget target;
   std::size_t ti = 0, li = 0;  // the point: contexts[ti], layer li
   Phase phase = Phase::Prefill;
