@@ -20,6 +20,8 @@
 #include "lab/inner_curves/curves_settings.hpp"
 #include "lab/inner_stepper/stepper_module.hpp"
 #include "lab/inner_stepper/stepper_settings.hpp"
+#include "lab/latency/latency_module.hpp"
+#include "lab/latency/latency_settings.hpp"
 #include "lab/minibatch/minibatch_module.hpp"
 #include "lab/minibatch/minibatch_settings.hpp"
 #include "lab/models/library_module.hpp"
@@ -43,6 +45,7 @@ const MeasureSet& primal_dual_measures();
 const MeasureSet& evaluation_measures();
 const MeasureSet& nonparametric_measures();
 const MeasureSet& recall_measures();
+const MeasureSet& latency_measures();
 
 namespace {
 
@@ -112,6 +115,11 @@ const std::vector<Feature>& features() {
        "attention and softmax attention at equal width, accuracy against the number of pairs, and "
        "a forgetting map.",
        &make<RecallModule>, &RecallPanelSettings::scene, &recall_measures()},
+      {kLatencyId, "Latency lab",
+       "Time per token against the context length T, for prefill and for decode: TTT-Linear, "
+       "TTT-MLP, softmax and linear attention and Mamba-2 at the same size, on the CPU and, where "
+       "the panels compute on one, the GPU (the paper's Fig. 3).",
+       &make<LatencyModule>, &LatencyPanelSettings::scene, &latency_measures()},
   };
   return list;
 }

@@ -1,7 +1,8 @@
 // The desktop app's computing panels on the GPU (app/compute/cuda_compute.hpp), driven through their
 // engine modules without drawing, and compared with the same modules on the CPU: primal vs dual (the
 // CUDA dual form beside the CPU primal reference, and Theorem 1's reduction), the mini-batch lab
-// (the loss per b from the GPU, its timings with spread) and evaluation.
+// (the loss per b from the GPU, its timings with spread), evaluation and the latency lab (every point
+// timed on the GPU beside the CPU).
 //
 // Tolerances. The GPU computes in fp32 (3xTF32 tensor-core products, fp32 GEMMs in the model), the
 // CPU reference in fp64 (primal vs dual) or fp32 (models): outputs agree to a relative 1e-5 of their
@@ -11,6 +12,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -22,6 +24,7 @@
 #include "lab/evaluation/evaluation_module.hpp"
 #include "lab/evolution/evolution_module.hpp"
 #include "lab/generation/generation_module.hpp"
+#include "lab/latency/latency_module.hpp"
 #include "lab/minibatch/minibatch_module.hpp"
 #include "lab/primal_dual/primal_dual_module.hpp"
 #include "require_gpu.hpp"
@@ -175,6 +178,45 @@ TEST(PanelsGpu, MiniBatchLabLossesComeFromTheGpuAndAgreeWithTheCpu) {
     EXPECT_GT(p.gpu_time.min_ms, 0.0);
     EXPECT_LE(p.gpu_time.min_ms, p.gpu_time.median_ms);
     EXPECT_LE(p.gpu_time.median_ms, p.gpu_time.max_ms);
+  }
+}
+
+TEST(PanelsGpu, LatencyLabTimesEveryPointOnTheGpuToo) {
+  REQUIRE_GPU(choice);
+  LatencySettings s;
+  s.max_context = 256;
+  s.repeats = 2;
+  s.decode_tokens = 8;
+  const auto v = run_module<LatencyModule>(choice, LatencyRun{s}, &Snapshot::latency);
+  ASSERT_EQ(v->outcome, JobOutcome::Done) << v->error;
+  EXPECT_FALSE(v->gpu_device.empty());
+  ASSERT_EQ(v->curves.size(), 5u);
+  for (const LatencyCurve& c : v->curves) {
+    SCOPED_TRACE(c.layer);
+    ASSERT_EQ(c.points.size(), 3u);  // T = 64, 128, 256
+    for (const LatencyPoint& p : c.points) {
+      SCOPED_TRACE("T = " + std::to_string(p.T));
+      EXPECT_TRUE(p.prefill.measured());
+      EXPECT_TRUE(p.decode.measured());
+      // A layer the GPU refuses says why; every other point has its GPU times.
+      if (c.gpu_prefill_note.empty()) {
+        EXPECT_EQ(p.gpu_prefill.samples, kGpuRepeats);
+        EXPECT_EQ(p.gpu_prefill.warmup, kGpuWarmup);
+        EXPECT_GT(p.gpu_prefill.min_us, 0.0);
+        EXPECT_LE(p.gpu_prefill.min_us, p.gpu_prefill.median_us);
+      } else {
+        EXPECT_FALSE(p.gpu_prefill.measured());
+      }
+      if (c.gpu_decode_note.empty()) {
+        EXPECT_EQ(p.gpu_decode.samples, s.decode_tokens);
+        EXPECT_GT(p.gpu_decode.min_us, 0.0);
+      } else {
+        EXPECT_FALSE(p.gpu_decode.measured());
+      }
+    }
+    std::printf("  %-17s GPU prefill %s | decode %s\n", c.layer.c_str(),
+                c.gpu_prefill_note.empty() ? "ok" : c.gpu_prefill_note.c_str(),
+                c.gpu_decode_note.empty() ? "ok" : c.gpu_decode_note.c_str());
   }
 }
 

@@ -12,6 +12,7 @@
 #include "lab/engine/compute_device.hpp"
 #include "lab/engine/job.hpp"
 #include "lab/inner_curves/curves_types.hpp"
+#include "lab/latency/latency_types.hpp"
 #include "lab/evaluation/evaluation_types.hpp"
 #include "lab/evolution/evolution_types.hpp"
 #include "lab/generation/generation_types.hpp"
@@ -33,7 +34,7 @@ struct CancelJob {
 using Command = std::variant<CancelJob, LibraryOpen, LibraryLoad, StepperConfigure, StepperTransport,
                              StepperSetSpeed, PrimalDualRun, EvolutionConfigure, CurvesRun, SweepRun,
                              TrainStart, TrainControl, TrainOpen, EvaluationRun, GenerateStart, GenerateStop,
-                             NonparametricRun, RecallRun, SetComputeDevice>;
+                             NonparametricRun, RecallRun, LatencyRun, SetComputeDevice>;
 
 // Where panels send commands. Engine implements it; tests use a recording sink.
 // Thread-safety: post() may be called from any thread and never blocks on engine work.

@@ -4,9 +4,9 @@
 //   auto  the GPU when the build has the CUDA kernels and one is present, else the CPU engine
 //   cpu   the CPU engine (Eigen) everywhere
 //   gpu   the GPU; where there is none, the panels say so and compute nothing on it
-// Panels that compute (primal vs dual, the mini-batch lab, evaluation, generation, training) ask the
-// shared ComputeChoice for the device when a job starts, and their views say which device computed
-// what they show. Work the GPU kernels cannot do (a mini-batch b > 64, a model the GPU engine does not
+// Panels that compute (primal vs dual, the mini-batch lab, the latency lab, evaluation, generation,
+// training) ask the shared ComputeChoice for the device when a job starts, and their views say which
+// device computed what they show. Work the GPU kernels cannot do (a mini-batch b > 64, a model the GPU engine does not
 // support) stays on the CPU, and the view says that too.
 //
 // app/gui/ never links the CUDA kernels itself. The composition root (`tttlab gui`, or a GPU test)

@@ -66,7 +66,7 @@ TEST_F(Headless, EveryPanelDrawsRealSnapshotsAndEmptyOnes) {
   fs::remove_all(runs);
   Engine engine(make_engine_modules());
   auto panels = make_panels();
-  ASSERT_EQ(panels.size(), 11u);
+  ASSERT_EQ(panels.size(), 12u);
   for (auto& p : panels) p->sync(engine);
   // Small jobs, so the test stays quick: a short sample-text evaluation and sweep, and a training run.
   EvalSettings ev;
@@ -97,6 +97,12 @@ TEST_F(Headless, EveryPanelDrawsRealSnapshotsAndEmptyOnes) {
   gen.max_tokens = 40;
   gen.tokens_per_second = 1e6;
   engine.post(GenerateStart{gen});
+  LatencySettings lat;
+  lat.layers = {"ttt-linear", "softmax-attention"};
+  lat.max_context = 128;
+  lat.repeats = 1;
+  lat.decode_tokens = 2;
+  engine.post(LatencyRun{lat});
   engine.start();
   std::shared_ptr<const Snapshot> snap;
   for (int i = 0; i < 6000; ++i) {  // until every job is done and the run has finished
@@ -116,6 +122,8 @@ TEST_F(Headless, EveryPanelDrawsRealSnapshotsAndEmptyOnes) {
   EXPECT_EQ(snap->minibatch->outcome, JobOutcome::Done);
   ASSERT_TRUE(snap->recall);
   EXPECT_EQ(snap->recall->outcome, JobOutcome::Done);
+  ASSERT_TRUE(snap->latency);
+  EXPECT_EQ(snap->latency->outcome, JobOutcome::Done);
   ASSERT_TRUE(snap->nonparametric);
   EXPECT_EQ(snap->nonparametric->outcome, JobOutcome::Done);
   ASSERT_EQ(snap->training->runs.size(), 1u);
