@@ -25,7 +25,7 @@ namespace {
 
 using plot::format_value;
 
-const char* const kLayers[] = {"ttt-linear", "ttt-mlp", "softmax-attention", "linear-attention",
+const char* const kLatencyLayers[] = {"ttt-linear", "ttt-mlp", "softmax-attention", "linear-attention",
                                "mamba2"};
 
 ImU32 layer_color(const std::string& layer) {
@@ -57,7 +57,7 @@ class LatencyPanel final
     LatencySettings& r = m_settings.run;
     if (classroom::visible("latency.layers")) {
       widgets::section_label("LAYERS");
-      for (const char* layer : kLayers) {
+      for (const char* layer : kLatencyLayers) {
         const bool had = std::find(r.layers.begin(), r.layers.end(), layer) != r.layers.end();
         bool on = had;
         ImGui::PushStyleColor(ImGuiCol_CheckMark,
@@ -65,9 +65,9 @@ class LatencyPanel final
         ImGui::Checkbox(latency_layer_label(layer).c_str(), &on);
         ImGui::PopStyleColor();
         if (on != had && (on || r.layers.size() > 1)) {
-          // Kept in the order of kLayers, so the curves keep their places.
+          // Kept in the order of kLatencyLayers, so the curves keep their places.
           std::vector<std::string> next;
-          for (const char* l : kLayers)
+          for (const char* l : kLatencyLayers)
             if (l == std::string(layer)
                     ? on
                     : std::find(r.layers.begin(), r.layers.end(), l) != r.layers.end())

@@ -15,7 +15,7 @@ namespace tttlab::lab {
 
 namespace {
 
-const char* const kLayers[] = {"ttt-linear", "ttt-mlp", "softmax-attention", "linear-attention",
+const char* const kLatencyLayers[] = {"ttt-linear", "ttt-mlp", "softmax-attention", "linear-attention",
                                "mamba2"};
 // Tokens a decoder's walk feeds in one work item: a cancel lands within one such chunk.
 constexpr long kWalkChunk = 256;
@@ -34,10 +34,10 @@ ModelConfig latency_config(const LatencySettings& s, const std::string& layer) {
 }  // namespace
 
 void validate(const LatencySettings& s) {
-  if (s.layers.empty() || s.layers.size() > std::size(kLayers))
+  if (s.layers.empty() || s.layers.size() > std::size(kLatencyLayers))
     throw std::invalid_argument("give 1 to 5 layers");
   for (std::size_t i = 0; i < s.layers.size(); ++i) {
-    if (std::find(std::begin(kLayers), std::end(kLayers), s.layers[i]) == std::end(kLayers))
+    if (std::find(std::begin(kLatencyLayers), std::end(kLatencyLayers), s.layers[i]) == std::end(kLatencyLayers))
       throw std::invalid_argument(
           "every layer must be one of ttt-linear, ttt-mlp, softmax-attention, "
           "linear-attention, mamba2");

@@ -7,7 +7,7 @@ namespace tttlab::lab {
 
 namespace {
 
-const SettingsFields<LatencySettings>& run_fields() {
+const SettingsFields<LatencySettings>& latency_run_fields() {
   using R = LatencySettings;
   static const SettingsFields<R> fields =
       SettingsFields<R>()
@@ -30,16 +30,16 @@ const SettingsFields<LatencySettings>& run_fields() {
 }  // namespace
 
 LatencySettings latency_settings_from(const FieldReader& r, LatencySettings defaults) {
-  return run_fields().from(r, defaults);
+  return latency_run_fields().from(r, defaults);
 }
 
-nlohmann::json to_json(const LatencySettings& s) { return run_fields().to_json(s); }
+nlohmann::json to_json(const LatencySettings& s) { return latency_run_fields().to_json(s); }
 
 const SettingsFields<LatencyPanelSettings>& LatencyPanelSettings::fields() {
   using P = LatencyPanelSettings;
   static const SettingsFields<P> fields =
       SettingsFields<P>()
-          .nested(&P::run, run_fields())
+          .nested(&P::run, latency_run_fields())
           .object(
               "view",
               SettingsFields<P>().boolean("log_time", &P::log_time).boolean("spread", &P::spread));
