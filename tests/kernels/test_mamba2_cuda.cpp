@@ -13,6 +13,8 @@
 //    also the same bit for bit in a second run (no atomics).
 //    1b. The tensor-core path (the args' tensor_cores, the bf16 training step's) the same way on
 //    bf16-rounded inputs, with bf16 bounds (see its test).
+//    1c. The layer's fused passes around the scan (the gate with the RMSNorm, the conv with its
+//    silu, forward and backward, fp32 and bf16 outputs) against their formulas in fp64 (see 1c).
 // 2. The whole layer (mamba2_layer_forward / _backward with fp32 cuBLAS products) on the reference
 //    fixtures tests/reference/mamba2-{a,b,c} (made from state-spaces/mamba's Mamba2 in float64; the CPU's
 //    tests/core/test_mamba2_reference.cpp): y and the gradients of sum(y ⊙ G) with respect to x and every
@@ -23,6 +25,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -392,6 +395,200 @@ TEST(Mamba2Cuda, UnsupportedShapesAreRefusedBeforeAnyLaunch) {
   EXPECT_THROW(mamba2_scan_backward(b), std::invalid_argument);
 }
 
+// ---- 1c. the layer's fused passes ---------------------------------------------------------------
+// mamba2_gate_norm_forward / _backward and mamba2_conv_silu_forward / _backward (the passes the
+// layer runs around the scan where mamba2_layer_fused holds) against the formulas in fp64 on the same
+// fp32 inputs, laid out as the layer does: z and u (= xBC) are column ranges of a wider zx [R, W], and
+// the backward writes dz and du into those columns of a [R, W] gradient whose other columns it must
+// leave alone. Errors relative to max|ref|: ≤ 1e-5 for the row-local values, ≤ 1e-4 for the weight
+// gradients (sums over every row), against 1e-2 for a wrong or missing term. The bf16 outputs (the
+// bf16 step's operands) must be bitwise the round-to-nearest-even of the fp32 outputs of the same
+// call without them: the same operations, only the store rounded. Shapes: C of 96 (not whole warps of
+// float4 columns), 32 and 1536 (the 125m preset's d_inner), T shorter than the conv's 4 taps, and not.
+struct FusedCase {
+  int B, T, di, cd, W;
+};
+
+double silu64(double x) { return x / (1.0 + std::exp(-x)); }
+double silu_grad64(double x) {
+  const double s = 1.0 / (1.0 + std::exp(-x));
+  return s * (1.0 + x * (1.0 - s));
+}
+
+TEST(Mamba2Cuda, FusedPassesMatchTheCpuInFp64) {
+  TTTLAB_SEEDED_GPU_TEST();
+  std::printf("[ INFO     ] seed %llu; error = max|gpu - cpu| / max|cpu|\n",
+              (unsigned long long)seed);
+  std::normal_distribution<double> nd(0.0, 1.0);
+  const float eps = 1e-5f;
+  constexpr int K = 4;
+  for (const FusedCase& c : {FusedCase{2, 37, 96, 128, 244}, FusedCase{3, 3, 32, 48, 84},
+                             FusedCase{1, 70, 1536, 1664, 3224}}) {
+    const int R = c.B * c.T, di = c.di, cd = c.cd, W = c.W;
+    SCOPED_TRACE("B=" + std::to_string(c.B) + " T=" + std::to_string(c.T) + " C=" +
+                 std::to_string(di) + " conv C=" + std::to_string(cd) + " W=" + std::to_string(W));
+    auto randn = [&](std::size_t n, double scale) {
+      std::vector<float> v(n);
+      for (float& x : v) x = float(scale * nd(rng));
+      return v;
+    };
+    const std::vector<float> zx = randn(std::size_t(R) * W, 1.5),
+                             y = randn(std::size_t(R) * di, 1.0), w = randn(di, 1.0),
+                             dn = randn(std::size_t(R) * di, 1.0),
+                             cw = randn(std::size_t(cd) * K, 0.5), cb = randn(cd, 0.5),
+                             dxbc = randn(std::size_t(R) * cd, 1.0),
+                             start = randn(cd * (K + 1), 1.0);
+    auto zv = [&](int r, int col) { return double(zx[std::size_t(r) * W + col]); };
+    // fp64 references
+    std::vector<double> normed(std::size_t(R) * di), dy(normed.size()), dz(normed.size()),
+        dw(di, 0.0);
+    for (int r = 0; r < R; ++r) {
+      std::vector<double> g(di);
+      double ss = 0, gx = 0;
+      for (int j = 0; j < di; ++j) {
+        g[j] = double(y[std::size_t(r) * di + j]) * silu64(zv(r, j));
+        ss += g[j] * g[j];
+      }
+      const double rr = 1.0 / std::sqrt(ss / di + double(eps));
+      for (int j = 0; j < di; ++j) gx += double(dn[std::size_t(r) * di + j]) * w[j] * g[j] * rr;
+      for (int j = 0; j < di; ++j) {
+        const std::size_t i = std::size_t(r) * di + j;
+        const double xn = g[j] * rr, d = dn[i];
+        normed[i] = xn * w[j];
+        const double dg = rr * (d * w[j] - xn * gx / di);
+        dy[i] = dg * silu64(zv(r, j));
+        dz[i] = dg * y[i] * silu_grad64(zv(r, j));
+        dw[j] += d * xn;
+      }
+    }
+    std::vector<double> xbc(std::size_t(R) * cd), dpre(xbc.size()), du(xbc.size(), 0.0),
+        dcw(std::size_t(cd) * K), dcb(cd);
+    for (int ch = 0; ch < cd; ++ch) {
+      for (int j = 0; j < K; ++j) dcw[std::size_t(ch) * K + j] = start[std::size_t(ch) * K + j];
+      dcb[ch] = start[std::size_t(cd) * K + ch];
+    }
+    auto uv = [&](int r, int ch) { return zv(r, di + ch); };
+    for (int r = 0; r < R; ++r) {
+      const int t = r % c.T;
+      for (int ch = 0; ch < cd; ++ch) {
+        double pre = cb[ch];
+        for (int j = 0; j < K; ++j)
+          if (t - (K - 1) + j >= 0)
+            pre += double(cw[std::size_t(ch) * K + j]) * uv(r - (K - 1) + j, ch);
+        const std::size_t i = std::size_t(r) * cd + ch;
+        xbc[i] = silu64(pre);
+        dpre[i] = dxbc[i] * silu_grad64(pre);
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      const int t = r % c.T;
+      for (int ch = 0; ch < cd; ++ch) {
+        const double g = dpre[std::size_t(r) * cd + ch];
+        dcb[ch] += g;
+        for (int j = 0; j < K; ++j)
+          if (t - (K - 1) + j >= 0) {
+            dcw[std::size_t(ch) * K + j] += g * uv(r - (K - 1) + j, ch);
+            du[std::size_t(r - (K - 1) + j) * cd + ch] += double(cw[std::size_t(ch) * K + j]) * g;
+          }
+      }
+    }
+    // the GPU, fp32 outputs, then bf16 ones
+    DeviceBuffer d_zx(zx), d_y(y), d_w(w), d_dn(dn), d_cw(cw), d_cb(cb), d_out(std::size_t(R) * di),
+        d_dy(std::size_t(R) * di), d_dzx(std::size_t(R) * W), d_dw(std::vector<float>(di, 0.f)),
+        d_nws(mamba2_gate_norm_backward_workspace(R, di)), d_xbc(std::size_t(R) * cd), d_dxbc(dxbc),
+        d_dcw(std::vector<float>(start.begin(), start.begin() + std::size_t(cd) * K)),
+        d_dcb(std::vector<float>(start.begin() + std::size_t(cd) * K, start.end())),
+        d_cws(mamba2_conv_silu_backward_workspace(c.B, c.T, cd, K));
+    DeviceBuffer16 d_out16(std::size_t(R) * di), d_dzx16(std::size_t(R) * W);
+    d_out.poison();
+    d_dy.poison();
+    d_dzx.poison();
+    d_xbc.poison();
+    d_dzx16.poison();
+    mamba2_gate_norm_forward(d_y.get(), d_zx.get(), W, d_w.get(), R, di, eps, d_out.get(), nullptr,
+                             nullptr);
+    mamba2_gate_norm_forward(d_y.get(), d_zx.get(), W, d_w.get(), R, di, eps, nullptr,
+                             d_out16.get(), nullptr);
+    mamba2_gate_norm_backward(d_y.get(), d_zx.get(), W, d_w.get(), d_dn.get(), R, di, eps,
+                              d_dy.get(), d_dzx.get(), nullptr, W, d_dw.get(), d_nws.get(),
+                              nullptr);
+    mamba2_conv_silu_forward(d_zx.get() + di, W, d_cw.get(), d_cb.get(), c.B, c.T, cd, K,
+                             d_xbc.get(), nullptr);
+    mamba2_conv_silu_backward(d_zx.get() + di, W, d_cw.get(), d_cb.get(), c.B, c.T, cd, K,
+                              d_dxbc.get(), d_dzx.get() + di, nullptr, W, d_dcw.get(), d_dcb.get(),
+                              d_cws.get(), nullptr);
+    const std::vector<float> dzx = d_dzx.download();
+    // The bf16 forms into the same [R, W] layout (the gradient's buffers are scratch here).
+    DeviceBuffer d_dxbc2(dxbc), d_dy2(std::size_t(R) * di), d_dw2(std::vector<float>(di, 0.f)),
+        d_dcw2(std::size_t(cd) * K), d_dcb2(cd);
+    mamba2_gate_norm_backward(d_y.get(), d_zx.get(), W, d_w.get(), d_dn.get(), R, di, eps,
+                              d_dy2.get(), nullptr, d_dzx16.get(), W, d_dw2.get(), d_nws.get(),
+                              nullptr);
+    mamba2_conv_silu_backward(d_zx.get() + di, W, d_cw.get(), d_cb.get(), c.B, c.T, cd, K,
+                              d_dxbc2.get(), nullptr, d_dzx16.get() + di, W, d_dcw2.get(),
+                              d_dcb2.get(), d_cws.get(), nullptr);
+    auto cols = [&](const std::vector<float>& m, int first, int n) {
+      std::vector<float> o(std::size_t(R) * n);
+      for (int r = 0; r < R; ++r)
+        for (int j = 0; j < n; ++j) o[std::size_t(r) * n + j] = m[std::size_t(r) * W + first + j];
+      return o;
+    };
+    double wf = 0, wb = 0;
+    const std::vector<float> out = d_out.download();
+    expect_within("normed", out, normed, 1e-5, wf);
+    expect_within("xbc", d_xbc.download(), xbc, 1e-5, wf);
+    expect_within("dy", d_dy.download(), dy, 1e-5, wb);
+    expect_within("dz", cols(dzx, 0, di), dz, 1e-5, wb);
+    expect_within("du", cols(dzx, di, cd), du, 1e-5, wb);
+    expect_within("dnorm_w", d_dw.download(), dw, 1e-4, wb);
+    expect_within("dconv_w (added)", d_dcw.download(), dcw, 1e-4, wb);
+    expect_within("dconv_b (added)", d_dcb.download(), dcb, 1e-4, wb);
+    // The columns the passes do not own keep their poison (0xFFFFFFFF, a NaN).
+    const std::vector<float> rest = cols(dzx, di + cd, W - di - cd);
+    EXPECT_TRUE(std::all_of(rest.begin(), rest.end(), [](float v) { return std::isnan(v); }))
+        << "a pass wrote past its columns";
+    // bf16 outputs: bitwise the rounding of the fp32 ones.
+    std::vector<std::uint16_t> want;
+    rounded_to_bf16(out, want);
+    EXPECT_EQ(d_out16.download(), want) << "normed16 is not bf16(normed)";
+    const std::vector<std::uint16_t> dzx16 = d_dzx16.download();
+    std::size_t mismatches = 0;
+    for (int r = 0; r < R; ++r)
+      for (int j = 0; j < di + cd; ++j) {
+        const std::size_t i = std::size_t(r) * W + j;
+        if (dzx16[i] != bf16_bits_reference(dzx[i])) ++mismatches;
+      }
+    EXPECT_EQ(mismatches, 0u) << "dz16, du16 are not bf16(dz), bf16(du)";
+    EXPECT_EQ(d_dy2.download(), d_dy.download()) << "dy differs with the bf16 dz";
+    std::printf("[ INFO     ] B=%d T=%d C=%d conv C=%d: forward %.2e, backward %.2e\n", c.B, c.T,
+                di, cd, wf, wb);
+  }
+}
+
+TEST(Mamba2Cuda, FusedPassesRefuseBadShapesBeforeAnyLaunch) {
+  TTTLAB_REQUIRE_GPU();
+  float* p = reinterpret_cast<float*>(std::uintptr_t(256));  // never dereferenced: refused first
+  EXPECT_THROW(mamba2_gate_norm_forward(p, p, 8, p, 4, 6, 1e-5f, p, nullptr, nullptr),
+               std::invalid_argument);  // C not a multiple of 4
+  EXPECT_THROW(mamba2_gate_norm_forward(p, p, 10, p, 4, 8, 1e-5f, p, nullptr, nullptr),
+               std::invalid_argument);  // ld_z not a multiple of 4
+  EXPECT_THROW(mamba2_gate_norm_forward(p, p, 8, p, 4, 8, 1e-5f, p,
+                                        reinterpret_cast<std::uint16_t*>(p), nullptr),
+               std::invalid_argument);  // both outputs
+  EXPECT_THROW(mamba2_gate_norm_forward(p, p, 4096, p, 4, 4096, 1e-5f, p, nullptr, nullptr),
+               std::invalid_argument);  // wider than 2048
+  EXPECT_THROW(mamba2_conv_silu_forward(p, 8, p, p, 1, 4, 8, 3, p, nullptr),
+               std::invalid_argument);  // d_conv 3
+  EXPECT_THROW(mamba2_conv_silu_forward(p, 6, p, p, 1, 4, 4, 4, p, nullptr),
+               std::invalid_argument);  // ld_u not a multiple of 4
+  Mamba2LayerDims d;
+  d.width = 64;
+  d.headdim = 32;  // d_inner 128, conv_dim 256, in_width 388
+  EXPECT_TRUE(mamba2_layer_fused(d));
+  d.d_conv = 3;
+  EXPECT_FALSE(mamba2_layer_fused(d));
+}
+
 // ---- 2. the reference fixtures -----------------------------------------------------------------
 
 constexpr double kTolFixture = 1e-4;
@@ -462,11 +659,11 @@ TEST_P(Mamba2CudaReference, LayerMatchesTheReferenceFixture) {
   y.poison();
   dx.poison();
   Gemm gemm(nullptr, GemmPrecision::Fp32);
-  const Mamba2Product product = [&gemm](bool ta, bool tb, int M, int N, int K, const float* A,
-                                        int lda, const float* Bm, int ldb, float* C, int ldc,
-                                        bool acc) {
-    gemm(ta, tb, M, N, K, 1.f, A, lda, Bm, ldb, acc ? 1.f : 0.f, C, ldc);
-  };
+  // fp32 products: the layer gives no bf16 operands (bf16_products is off).
+  const Mamba2Product product =
+      [&gemm](bool ta, bool tb, int M, int N, int K, const float* A, const std::uint16_t*, int lda,
+              const float* Bm, const std::uint16_t*, int ldb, float* C, int ldc,
+              bool acc) { gemm(ta, tb, M, N, K, 1.f, A, lda, Bm, ldb, acc ? 1.f : 0.f, C, ldc); };
   const Mamba2LayerCache kept = mamba2_layer_cache(d, cache.get());
   mamba2_layer_forward(product, d, lp, x.get(), kept, y.get(), nullptr);
   mamba2_layer_backward(product, d, lp, x.get(), kept, G.get(), lg, dx.get(), false, ws.get(),

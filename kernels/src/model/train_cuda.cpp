@@ -255,9 +255,11 @@ struct CudaTrainBackend::Impl {
   Mamba2LayerDims m2dims;
   float* m2_ws = nullptr;
   Mamba2Product m2_product() {
-    return [this](bool ta, bool tb, int M, int N, int Kd, const float* A, int lda, const float* Bm,
-                  int ldb, float* C, int ldc,
-                  bool accumulate) { mm(ta, tb, M, N, Kd, A, lda, Bm, ldb, C, ldc, accumulate); };
+    return [this](bool ta, bool tb, int M, int N, int Kd, const float* A, const std::uint16_t* A16,
+                  int lda, const float* Bm, const std::uint16_t* B16, int ldb, float* C, int ldc,
+                  bool accumulate) {
+      mm(ta, tb, M, N, Kd, A, lda, Bm, ldb, C, ldc, accumulate, A16, B16);
+    };
   }
   // The Mamba-2 parameters (and gradients) of block i.
   Mamba2LayerParams m2_params(int i) const {
@@ -1358,6 +1360,7 @@ CudaTrainBackend::CudaTrainBackend(const TrainBackendContext& ctx, const CudaTra
   // in an L2 set-aside (docs/history/kernels-notebook.md has the runs).
   // Mamba-2's chunked scan on the tensor cores (bf16 operands, fp32 accumulation) in the bf16 step.
   s.m2dims.scan_tensor_cores = s.bf16;
+  s.m2dims.bf16_products = s.bf16;
   s.beside = s.bf16 && !s.attention && !s.ttt_mlp && !s.mamba2;
   s.flash = s.bf16 && s.attention && s.attn_kind == AttentionKind::Softmax &&
             flash_attention_supported(AttentionDims{1, s.H, s.T, s.d});

@@ -1,7 +1,10 @@
 // The depthwise causal convolution (tttlab/kernels/nn_ops.hpp, nn/causal_conv.hpp on the CPU),
 // optionally with RoPE fused in, in pairs over one input (the Mamba backbone's Q and K views), and
-// fused with the residual add and RMSNorm after it (conv_add_rms_norm_forward).
+// fused with the residual add and RMSNorm after it (conv_add_rms_norm_forward); and Mamba-2's
+// convolution with its silu (mamba2_conv_silu_forward / _backward, declared in mamba2.hpp), which
+// reads in_proj's output in place.
 #include "ops/ops_common.cuh"
+#include "tttlab/kernels/mamba2.hpp"
 
 namespace tttlab::kernels {
 namespace {
@@ -123,12 +126,30 @@ __device__ __forceinline__ void load_taps(const float* __restrict__ w, int c, fl
   for (int j = 0; j < K; ++j) wt[j] = make_float4(w[c * K + j], w[(c + 1) * K + j], w[(c + 2) * K + j], w[(c + 3) * K + j]);
 }
 
-// y_n[r, c] = bias_n[c] + Σ_j w_n[c, j]·u[r − (K−1) + j, c] over the taps inside r's sequence.
+// What the forward does with each output row a (the convolution's value) before its store:
+enum class ConvEpilogue {
+  kStore,         // y = a
+  kSilu,          // y = silu(a): Mamba-2's xbc, straight from in_proj's xBC columns
+  kSiluBackward,  // y = y·silu′(a), in place: Mamba-2's dxbc → dconv from the recomputed conv
+};
+__device__ __forceinline__ float conv_sigmoid(float x) { return 1.f / (1.f + expf(-x)); }
+// silu and silu′ as mamba2.cu's silu_f / silu_grad_f (the same operations, so the same bits).
+__device__ __forceinline__ float4 conv_silu4(float4 a) {
+  return make_float4(a.x * conv_sigmoid(a.x), a.y * conv_sigmoid(a.y), a.z * conv_sigmoid(a.z),
+                     a.w * conv_sigmoid(a.w));
+}
+__device__ __forceinline__ float conv_silu_grad(float x) {
+  const float s = conv_sigmoid(x);
+  return s * (1.f + x * (1.f - s));
+}
+
+// y_n[r, c] = bias_n[c] + Σ_j w_n[c, j]·u[r − (K−1) + j, c] over the taps inside r's sequence, then
+// the epilogue EPI. u's rows are ld_u4 float4 apart, y's ld_y4 (C4 where contiguous).
 // grid (⌈C/4 / blockDim.x⌉, tiles), one float4 column per thread.
 // ROPE: each output row rotated (sign +1) before its store; m is the pair index of the thread's x.x.
-template <int K, bool ROPE, int N>
+template <int K, bool ROPE, int N, ConvEpilogue EPI = ConvEpilogue::kStore>
 __global__ void conv_forward_vec4_kernel(const float4* __restrict__ u, ConvForwardSet<N> set, int R,
-                                         int T, int C4, ConvRope rope) {
+                                         int T, int C4, ConvRope rope, int ld_u4, int ld_y4) {
   const int c4 = blockIdx.x * blockDim.x + threadIdx.x;
   if (c4 >= C4) return;
   const int m = ROPE ? 2 * (c4 % (rope.d / 4)) : 0;
@@ -148,7 +169,7 @@ __global__ void conv_forward_vec4_kernel(const float4* __restrict__ u, ConvForwa
     for (int i = 0; i < kConvTile + K - 1; ++i) {
       const int r = r0 - (K - 1) + i;
       const bool ok = r < R && t0 + i - (K - 1) >= 0;
-      x[i] = ok ? u[std::size_t(r) * C4 + c4] : f4_zero();
+      x[i] = ok ? u[std::size_t(r) * ld_u4 + c4] : f4_zero();
     }
     int t = t0;
 #pragma unroll
@@ -163,7 +184,16 @@ __global__ void conv_forward_vec4_kernel(const float4* __restrict__ u, ConvForwa
             f4_fma(acc, wt[n][j], x[i + j]);  // tap inside this row's sequence
         if (ROPE)
           acc = rope4(acc, rope.cos_table, rope.sin_table, rope.d / 2, t % rope.period, m, 1.f);
-        set.y[n][std::size_t(r0 + i) * C4 + c4] = acc;
+        float4* out = set.y[n] + std::size_t(r0 + i) * ld_y4 + c4;
+        if (EPI == ConvEpilogue::kSilu) {
+          *out = conv_silu4(acc);
+        } else if (EPI == ConvEpilogue::kSiluBackward) {
+          const float4 g = *out;
+          *out = make_float4(g.x * conv_silu_grad(acc.x), g.y * conv_silu_grad(acc.y),
+                             g.z * conv_silu_grad(acc.z), g.w * conv_silu_grad(acc.w));
+        } else {
+          *out = acc;
+        }
       }
       t = t + 1 == T ? 0 : t + 1;
     }
@@ -267,7 +297,8 @@ template <int K, bool ROPE, int N>
 __global__ void __launch_bounds__(kConvPartialColumns* kConvRowGroups)
     conv_backward_vec4_kernel(const float4* __restrict__ u, ConvBackwardSet<N> set, int R, int T,
                               int C4, float4* __restrict__ du, bool accumulate,
-                              std::uint16_t* __restrict__ du16, ConvRope rope) {
+                              std::uint16_t* __restrict__ du16, ConvRope rope, int ld_u4,
+                              int ld_du4) {
   constexpr int kTile = kConvBackwardTile<N>;
   __shared__ float4 s_acc[N * (K + 1) * kConvPartialColumns];
   const int c4 = blockIdx.x * blockDim.x + threadIdx.x;
@@ -295,7 +326,7 @@ __global__ void __launch_bounds__(kConvPartialColumns* kConvRowGroups)
 #pragma unroll
     for (int i = 0; i < K - 1; ++i) {
       const int r = r_begin - (K - 1) + i;
-      x[kTile + i] = r < R && tb + i - (K - 1) >= 0 ? u[std::size_t(r) * C4 + c4] : f4_zero();
+      x[kTile + i] = r < R && tb + i - (K - 1) >= 0 ? u[std::size_t(r) * ld_u4 + c4] : f4_zero();
     }
 #pragma unroll
     for (int n = 0; n < N; ++n)
@@ -327,7 +358,7 @@ __global__ void __launch_bounds__(kConvPartialColumns* kConvRowGroups)
 #pragma unroll
     for (int i = K - 1; i < kTile + K - 1; ++i) {
       const int r = r0 - (K - 1) + i;
-      x[i] = r < R && t0 + i - (K - 1) >= 0 ? u[std::size_t(r) * C4 + c4] : f4_zero();
+      x[i] = r < R && t0 + i - (K - 1) >= 0 ? u[std::size_t(r) * ld_u4 + c4] : f4_zero();
     }
 #pragma unroll
     for (int n = 0; n < N; ++n)
@@ -349,7 +380,7 @@ __global__ void __launch_bounds__(kConvPartialColumns* kConvRowGroups)
     for (int i = 0; i < kTile; ++i) {
       if (r0 + i >= R) break;
       // du of row r0 + i
-      float4* out = du + std::size_t(r0 + i) * C4 + c4;
+      float4* out = du + std::size_t(r0 + i) * ld_du4 + c4;
       float4 sum = accumulate ? *out : f4_zero();
 #pragma unroll
       for (int n = 0; n < N; ++n) {
@@ -367,7 +398,7 @@ __global__ void __launch_bounds__(kConvPartialColumns* kConvRowGroups)
         }
       }
       if (du16)
-        store_bf16x4(du16 + 4 * (std::size_t(r0 + i) * C4 + c4), sum.x, sum.y, sum.z, sum.w);
+        store_bf16x4(du16 + 4 * (std::size_t(r0 + i) * ld_du4 + c4), sum.x, sum.y, sum.z, sum.w);
       else
         *out = sum;
 #pragma unroll
@@ -452,10 +483,11 @@ void conv_forward_vec4(const float* u, const ConvForwardSet<N>& set, int R, int 
   const dim3 grid = conv_vec4_grid(C, (R + kConvTile - 1) / kConvTile, threads);
   const auto* u4 = reinterpret_cast<const float4*>(u);
   if (rope)
-    conv_forward_vec4_kernel<4, true, N><<<grid, threads, 0, stream>>>(u4, set, R, T, C / 4, *rope);
+    conv_forward_vec4_kernel<4, true, N>
+        <<<grid, threads, 0, stream>>>(u4, set, R, T, C / 4, *rope, C / 4, C / 4);
   else
     conv_forward_vec4_kernel<4, false, N>
-        <<<grid, threads, 0, stream>>>(u4, set, R, T, C / 4, ConvRope{});
+        <<<grid, threads, 0, stream>>>(u4, set, R, T, C / 4, ConvRope{}, C / 4, C / 4);
   check_launch();
 }
 
@@ -473,10 +505,10 @@ void conv_backward_vec4(const float* u, const ConvBackwardSet<N>& set, int R, in
   const ConvRope r = rope ? *rope : ConvRope{};
   if (rope)
     conv_backward_vec4_kernel<4, true, N>
-        <<<grid, block, 0, stream>>>(u4, set, R, T, C / 4, du4, accumulate, du16, r);
+        <<<grid, block, 0, stream>>>(u4, set, R, T, C / 4, du4, accumulate, du16, r, C / 4, C / 4);
   else
     conv_backward_vec4_kernel<4, false, N>
-        <<<grid, block, 0, stream>>>(u4, set, R, T, C / 4, du4, accumulate, du16, r);
+        <<<grid, block, 0, stream>>>(u4, set, R, T, C / 4, du4, accumulate, du16, r, C / 4, C / 4);
   check_launch();
 }
 
@@ -623,6 +655,67 @@ void causal_conv_pair_backward(const float* u, const float* w_a, const float* dy
                          rope);
     if (du16) convert_to_bf16(du, R, C, C, du16, C, stream);
   }
+}
+
+namespace {
+void check_mamba2_conv(const char* fn, int B, int T, int C, int K, int ld_zx) {
+  check_conv_shape(fn, B, T, C, K);
+  require(K == 4 && C % 4 == 0 && ld_zx % 4 == 0 && ld_zx >= C, fn,
+          "needs d_conv 4 and C, ld_zx multiples of 4 with ld_zx >= C (got d_conv " +
+              std::to_string(K) + ", C " + std::to_string(C) + ", ld_zx " + std::to_string(ld_zx) +
+              ")");
+}
+}  // namespace
+
+void mamba2_conv_silu_forward(const float* u, int ld_u, const float* w, const float* bias, int B,
+                              int T, int C, int K, float* xbc, CUstream_st* stream) {
+  const char* fn = "mamba2_conv_silu_forward";
+  check_mamba2_conv(fn, B, T, C, K, ld_u);
+  require(u && w && bias && xbc, fn, "a pointer is null");
+  require(aligned16({u, xbc}), fn, "u and xbc must be 16-byte aligned");
+  const int R = B * T, threads = conv_vec4_threads(C);
+  const dim3 grid = conv_vec4_grid(C, (R + kConvTile - 1) / kConvTile, threads);
+  conv_forward_vec4_kernel<4, false, 1, ConvEpilogue::kSilu><<<grid, threads, 0, stream>>>(
+      reinterpret_cast<const float4*>(u),
+      ConvForwardSet<1>{{w}, {bias}, {reinterpret_cast<float4*>(xbc)}}, R, T, C / 4, ConvRope{},
+      ld_u / 4, C / 4);
+  check_launch();
+}
+
+std::size_t mamba2_conv_silu_backward_workspace(int B, int T, int C, int K) {
+  return causal_conv_backward_workspace(B, T, C, K);
+}
+
+void mamba2_conv_silu_backward(const float* u, int ld_u, const float* w, const float* bias, int B,
+                               int T, int C, int K, float* dxbc, float* du, std::uint16_t* du16,
+                               int ld_du, float* dw, float* dbias, float* workspace,
+                               CUstream_st* stream) {
+  const char* fn = "mamba2_conv_silu_backward";
+  check_mamba2_conv(fn, B, T, C, K, ld_u);
+  require(u && w && bias && dxbc && (du || du16) && dw && dbias && workspace, fn,
+          "a pointer is null");
+  require(ld_du % 4 == 0 && ld_du >= C, fn, "ld_du must be a multiple of 4 and >= C");
+  require(aligned16({u, dxbc, du}) && aligned8(du16), fn,
+          "u, dxbc, du must be 16-byte aligned and du16 8-byte aligned");
+  const int R = B * T;
+  // dxbc ← dxbc ⊙ silu′(conv(u) + bias): the forward's conv_pre recomputed from u, not kept.
+  const int threads = conv_vec4_threads(C);
+  const dim3 fgrid = conv_vec4_grid(C, (R + kConvTile - 1) / kConvTile, threads);
+  conv_forward_vec4_kernel<4, false, 1, ConvEpilogue::kSiluBackward><<<fgrid, threads, 0, stream>>>(
+      reinterpret_cast<const float4*>(u),
+      ConvForwardSet<1>{{w}, {bias}, {reinterpret_cast<float4*>(dxbc)}}, R, T, C / 4, ConvRope{},
+      ld_u / 4, C / 4);
+  check_launch();
+  // du (or its bf16 copy) into its columns of the caller's [R, ld_du] rows, and the weight sums.
+  const ConvBackwardSet<1> set{{w}, {reinterpret_cast<const float4*>(dxbc)}, {workspace}};
+  const dim3 grid(unsigned((C / 4 + kConvPartialColumns - 1) / kConvPartialColumns),
+                  unsigned(chunks(R)));
+  conv_backward_vec4_kernel<4, false, 1>
+      <<<grid, dim3(kConvPartialColumns, kConvRowGroups), 0, stream>>>(
+          reinterpret_cast<const float4*>(u), set, R, T, C / 4, reinterpret_cast<float4*>(du),
+          false, du16, ConvRope{}, ld_u / 4, ld_du / 4);
+  check_launch();
+  conv_weight_finish(workspace, R, C, K, dw, dbias, stream);
 }
 
 }  // namespace tttlab::kernels

@@ -1235,6 +1235,148 @@ __global__ void silu_backward_kernel(const float* in, const float* dout, float* 
     din[i] = dout[i] * silu_grad_f(in[i]);
 }
 
+// ---- the gate and the RMSNorm, fused ---------------------------------------------------------------
+// normed = RMSNorm(y ⊙ silu(z))·w over rows of C = 4·C4 columns (C = d_inner = 1536 at the 125m
+// preset: wider than the 1024 columns of the RMSNorm op's float4 row kernels, whose plain fallback
+// took one 4-byte load per lane and column). One block per kNormChunkRows-row chunk, one float4
+// column per thread (C4 rounded up to whole warps), kGateNormRows rows at a time so that their loads
+// are in flight together; each row's sums are warp sums added in warp order through shared memory
+// (two buffers, one barrier per step). The gated value is never stored: the backward recomputes it
+// from y and z (the same operations, so the same bits).
+constexpr int kGateNormRows = 2;
+// At most 512 threads (C ≤ 2048), so that the backward's rows stay in registers (128 a thread).
+constexpr int kGateNormMaxThreads = 512;
+
+// v[i][k] ← the block's sum of v[i][k] (row i, sum k), the warps' sums added in warp order.
+template <int NS>
+__device__ __forceinline__ void gate_norm_row_sums(float (&v)[kGateNormRows][NS], float (*s)[32]) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nw = blockDim.x / 32;
+#pragma unroll
+  for (int i = 0; i < kGateNormRows; ++i)
+#pragma unroll
+    for (int k = 0; k < NS; ++k) {
+      const float t = warp_sum(v[i][k]);
+      if (lane == 0) s[i * NS + k][warp] = t;
+    }
+  __syncthreads();
+#pragma unroll
+  for (int i = 0; i < kGateNormRows; ++i)
+#pragma unroll
+    for (int k = 0; k < NS; ++k) {
+      float t = 0.f;
+      for (int q = 0; q < nw; ++q) t += s[i * NS + k][q];
+      v[i][k] = t;
+    }
+}
+
+__global__ void __launch_bounds__(kGateNormMaxThreads)
+    gate_norm_forward_kernel(const float4* __restrict__ y, const float4* __restrict__ z, int ld_z4,
+                             const float4* __restrict__ w, int R, int C4, float eps,
+                             float4* __restrict__ out, std::uint16_t* __restrict__ out16) {
+  __shared__ float s_sum[2][kGateNormRows][32];
+  const int c4 = threadIdx.x;
+  const bool active = c4 < C4;
+  const float4 wv = active ? w[c4] : f4_zero();
+  const float C = float(4 * C4);
+  const int r_end = min(R, (blockIdx.x + 1) * kNormChunkRows);
+  int buf = 0;
+  for (int r0 = blockIdx.x * kNormChunkRows; r0 < r_end; r0 += kGateNormRows) {
+    float4 g[kGateNormRows];
+    float ss[kGateNormRows][1];
+#pragma unroll
+    for (int i = 0; i < kGateNormRows; ++i) {
+      const int r = r0 + i;
+      g[i] = f4_zero();
+      if (active && r < r_end) {
+        const float4 yv = y[std::size_t(r) * C4 + c4], zv = z[std::size_t(r) * ld_z4 + c4];
+        g[i] = make_float4(yv.x * silu_f(zv.x), yv.y * silu_f(zv.y), yv.z * silu_f(zv.z),
+                           yv.w * silu_f(zv.w));
+      }
+      ss[i][0] = add_squares(0.f, g[i]);
+    }
+    gate_norm_row_sums<1>(ss, s_sum[buf]);
+    buf ^= 1;
+#pragma unroll
+    for (int i = 0; i < kGateNormRows; ++i) {
+      const int r = r0 + i;
+      if (!active || r >= r_end) continue;
+      const float rr = 1.f / sqrtf(ss[i][0] / C + eps);
+      const float4 o = make_float4(g[i].x * rr * wv.x, g[i].y * rr * wv.y, g[i].z * rr * wv.z,
+                                   g[i].w * rr * wv.w);
+      if (out16)
+        store_bf16x4(out16 + 4 * (std::size_t(r) * C4 + c4), o.x, o.y, o.z, o.w);
+      else
+        out[std::size_t(r) * C4 + c4] = o;
+    }
+  }
+}
+
+// The backward of normed = RMSNorm(g)·w, g = y ⊙ silu(z), from dn = dnormed, per row:
+//   x̂ = g·r, dg = r·(dn ⊙ w) − c·x̂ with c = r·(Σ dn ⊙ w ⊙ g)·r / C  (the RMSNorm op's backward),
+//   dy = dg ⊙ silu(z), dz = dg ⊙ y ⊙ silu′(z)                         (mamba2_gate_backward's),
+// and partial[chunk, c] = Σ over the chunk's rows of dn ⊙ x̂ (w's gradient, summed over the chunks
+// after). dz goes to its columns of in_proj's output gradient (row stride ld_dz4), or only its bf16
+// rounding to dz16, which the products then read.
+__global__ void __launch_bounds__(kGateNormMaxThreads)
+    gate_norm_backward_kernel(const float4* __restrict__ y, const float4* __restrict__ z, int ld_z4,
+                              const float4* __restrict__ w, const float4* __restrict__ dn, int R,
+                              int C4, float eps, float4* __restrict__ dy, float4* __restrict__ dz,
+                              std::uint16_t* __restrict__ dz16, int ld_dz4,
+                              float4* __restrict__ partial) {
+  __shared__ float s_sum[2][2 * kGateNormRows][32];
+  const int c4 = threadIdx.x;
+  const bool active = c4 < C4;
+  const float4 wv = active ? w[c4] : f4_zero();
+  const float C = float(4 * C4);
+  float4 acc = f4_zero();
+  const int r_end = min(R, (blockIdx.x + 1) * kNormChunkRows);
+  int buf = 0;
+  for (int r0 = blockIdx.x * kNormChunkRows; r0 < r_end; r0 += kGateNormRows) {
+    float4 yv[kGateNormRows], zv[kGateNormRows], gv[kGateNormRows], dv[kGateNormRows];
+    float sums[kGateNormRows][2];  // Σ g², Σ dn ⊙ w ⊙ g
+#pragma unroll
+    for (int i = 0; i < kGateNormRows; ++i) {
+      const int r = r0 + i;
+      const bool ok = active && r < r_end;
+      yv[i] = ok ? y[std::size_t(r) * C4 + c4] : f4_zero();
+      zv[i] = ok ? z[std::size_t(r) * ld_z4 + c4] : f4_zero();
+      dv[i] = ok ? dn[std::size_t(r) * C4 + c4] : f4_zero();
+    }
+#pragma unroll
+    for (int i = 0; i < kGateNormRows; ++i) {
+      gv[i] = make_float4(yv[i].x * silu_f(zv[i].x), yv[i].y * silu_f(zv[i].y),
+                          yv[i].z * silu_f(zv[i].z), yv[i].w * silu_f(zv[i].w));
+      sums[i][0] = add_squares(0.f, gv[i]);
+      sums[i][1] = dv[i].x * wv.x * gv[i].x + dv[i].y * wv.y * gv[i].y + dv[i].z * wv.z * gv[i].z +
+                   dv[i].w * wv.w * gv[i].w;
+    }
+    gate_norm_row_sums<2>(sums, s_sum[buf]);
+    buf ^= 1;
+#pragma unroll
+    for (int i = 0; i < kGateNormRows; ++i) {
+      const int r = r0 + i;
+      if (!active || r >= r_end) continue;
+      const float rr = 1.f / sqrtf(sums[i][0] / C + eps);
+      const float coef = rr * (sums[i][1] * rr) / C;
+      const float4 xn = make_float4(gv[i].x * rr, gv[i].y * rr, gv[i].z * rr, gv[i].w * rr);
+      const float4 dg =
+          make_float4(rr * (dv[i].x * wv.x) - coef * xn.x, rr * (dv[i].y * wv.y) - coef * xn.y,
+                      rr * (dv[i].z * wv.z) - coef * xn.z, rr * (dv[i].w * wv.w) - coef * xn.w);
+      f4_fma(acc, dv[i], xn);
+      dy[std::size_t(r) * C4 + c4] = make_float4(dg.x * silu_f(zv[i].x), dg.y * silu_f(zv[i].y),
+                                                 dg.z * silu_f(zv[i].z), dg.w * silu_f(zv[i].w));
+      const float4 d =
+          make_float4(dg.x * yv[i].x * silu_grad_f(zv[i].x), dg.y * yv[i].y * silu_grad_f(zv[i].y),
+                      dg.z * yv[i].z * silu_grad_f(zv[i].z), dg.w * yv[i].w * silu_grad_f(zv[i].w));
+      if (dz16)
+        store_bf16x4(dz16 + 4 * (std::size_t(r) * ld_dz4 + c4), d.x, d.y, d.z, d.w);
+      else
+        dz[std::size_t(r) * ld_dz4 + c4] = d;
+    }
+  }
+  if (active) partial[std::size_t(blockIdx.x) * C4 + c4] = acc;
+}
+
 // ---- host ------------------------------------------------------------------------------------------
 
 std::size_t state_smem(const Mamba2ScanDims& d) {
@@ -1465,6 +1607,64 @@ void mamba2_silu_backward(const float* in, const float* dout, float* din, std::s
   if (n == 0) return;
   require(in && dout && din, "mamba2_silu_backward", "a pointer is null");
   silu_backward_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(in, dout, din, n);
+  check_launch();
+}
+
+namespace {
+void check_gate_norm(const char* fn, int R, int C, int ld_z, float eps) {
+  require(R >= 0 && mamba2_gate_norm_supported(C, C), fn,
+          "needs R >= 0 and C a multiple of 4 in 4.." + std::to_string(4 * kGateNormMaxThreads) +
+              " (got C " + std::to_string(C) + ")");
+  require(ld_z >= C && ld_z % 4 == 0, fn, "ld_z must be a multiple of 4 and >= C");
+  require(eps > 0.f, fn, "eps must be > 0");
+}
+int gate_norm_threads(int C) { return (C / 4 + 31) / 32 * 32; }
+}  // namespace
+
+bool mamba2_gate_norm_supported(int C, int ld_z) {
+  return C >= 4 && C % 4 == 0 && C <= 4 * kGateNormMaxThreads && ld_z >= C && ld_z % 4 == 0;
+}
+
+void mamba2_gate_norm_forward(const float* y, const float* z, int ld_z, const float* w, int R,
+                              int C, float eps, float* out, std::uint16_t* out16,
+                              CUstream_st* stream) {
+  const char* fn = "mamba2_gate_norm_forward";
+  check_gate_norm(fn, R, C, ld_z, eps);
+  require((out == nullptr) != (out16 == nullptr), fn, "exactly one of out and out16 must be given");
+  if (R == 0) return;
+  require(y && z && w, fn, "a pointer is null");
+  require(aligned16({y, z, w, out}) && aligned8(out16), fn,
+          "y, z, w, out must be 16-byte aligned and out16 8-byte aligned");
+  gate_norm_forward_kernel<<<norm_chunks(R), gate_norm_threads(C), 0, stream>>>(
+      reinterpret_cast<const float4*>(y), reinterpret_cast<const float4*>(z), ld_z / 4,
+      reinterpret_cast<const float4*>(w), R, C / 4, eps, reinterpret_cast<float4*>(out), out16);
+  check_launch();
+}
+
+std::size_t mamba2_gate_norm_backward_workspace(int R, int C) {
+  return std::size_t(norm_chunks(std::max(R, 1))) * std::max(C, 0);
+}
+
+void mamba2_gate_norm_backward(const float* y, const float* z, int ld_z, const float* w,
+                               const float* dnormed, int R, int C, float eps, float* dy, float* dz,
+                               std::uint16_t* dz16, int ld_dz, float* dw, float* workspace,
+                               CUstream_st* stream) {
+  const char* fn = "mamba2_gate_norm_backward";
+  check_gate_norm(fn, R, C, ld_z, eps);
+  require(ld_dz >= C && ld_dz % 4 == 0, fn, "ld_dz must be a multiple of 4 and >= C");
+  require((dz == nullptr) != (dz16 == nullptr), fn, "exactly one of dz and dz16 must be given");
+  if (R == 0) return;
+  require(y && z && w && dnormed && dy && dw && workspace, fn, "a pointer is null");
+  require(aligned16({y, z, w, dnormed, dy, dz, workspace}) && aligned8(dz16), fn,
+          "the fp32 arrays must be 16-byte aligned and dz16 8-byte aligned");
+  const int n = norm_chunks(R);
+  gate_norm_backward_kernel<<<n, gate_norm_threads(C), 0, stream>>>(
+      reinterpret_cast<const float4*>(y), reinterpret_cast<const float4*>(z), ld_z / 4,
+      reinterpret_cast<const float4*>(w), reinterpret_cast<const float4*>(dnormed), R, C / 4, eps,
+      reinterpret_cast<float4*>(dy), reinterpret_cast<float4*>(dz), dz16, ld_dz / 4,
+      reinterpret_cast<float4*>(workspace));
+  check_launch();
+  sum_partials_add(workspace, n, C, dw, stream);
   check_launch();
 }
 

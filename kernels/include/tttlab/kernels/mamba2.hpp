@@ -56,6 +56,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -154,13 +155,49 @@ void mamba2_silu_forward(const float* in, float* out, std::size_t n, CUstream_st
 void mamba2_silu_backward(const float* in, const float* dout, float* din, std::size_t n,
                           CUstream_st* stream);
 
+// The fused passes the layer runs where its shape allows (mamba2_layer_fused): float4 kernels that
+// read in_proj's output zx in place and keep no intermediate the backward can recompute.
+//
+// normed [R, C] = RMSNorm(y ⊙ silu(z))·w (eps as the layer's norm), the gate and the norm in one pass:
+// into out (fp32) or, with out16 given instead, only its bf16 rounding (the out_proj products' operand
+// in the bf16 step). y contiguous, z with row stride ld_z; C a multiple of 4 up to 2048, ld_z a
+// multiple of 4 (mamba2_gate_norm_supported); y, z, w, out 16-byte aligned, out16 8-byte.
+bool mamba2_gate_norm_supported(int C, int ld_z);
+void mamba2_gate_norm_forward(const float* y, const float* z, int ld_z, const float* w, int R,
+                              int C, float eps, float* out, std::uint16_t* out16,
+                              CUstream_st* stream);
+// Its backward from dnormed [R, C], the gate's value recomputed from y and z: dy (contiguous,
+// OVERWRITTEN), dz (row stride ld_dz, OVERWRITTEN) or, with dz16 given instead, only bf16(dz), and
+// dw [C] ADDED TO. workspace: mamba2_gate_norm_backward_workspace(R, C) floats, 16-byte aligned.
+std::size_t mamba2_gate_norm_backward_workspace(int R, int C);
+void mamba2_gate_norm_backward(const float* y, const float* z, int ld_z, const float* w,
+                               const float* dnormed, int R, int C, float eps, float* dy, float* dz,
+                               std::uint16_t* dz16, int ld_dz, float* dw, float* workspace,
+                               CUstream_st* stream);
+// xbc [R, C] = silu(causal_conv(u) + bias) (causal_conv_forward's convolution, nn_ops.hpp), u read in
+// place with row stride ld_u (zx's xBC columns): no contiguous copy of u and no stored pre-activation.
+// K = 4 only; C and ld_u multiples of 4; u, xbc 16-byte aligned. (Defined in ops/causal_conv.cu.)
+void mamba2_conv_silu_forward(const float* u, int ld_u, const float* w, const float* bias, int B,
+                              int T, int C, int K, float* xbc, CUstream_st* stream);
+// Its backward from dxbc [R, C] (OVERWRITTEN: scratch): the pre-activation recomputed from u, then
+// du into rows of stride ld_du (zx's gradient's xBC columns; OVERWRITTEN) or, with du16 given, only
+// bf16(du) there (du may then be null), and dw [C, K], dbias [C] ADDED TO. workspace:
+// mamba2_conv_silu_backward_workspace floats.
+std::size_t mamba2_conv_silu_backward_workspace(int B, int T, int C, int K);
+void mamba2_conv_silu_backward(const float* u, int ld_u, const float* w, const float* bias, int B,
+                               int T, int C, int K, float* dxbc, float* du, std::uint16_t* du16,
+                               int ld_du, float* dw, float* dbias, float* workspace,
+                               CUstream_st* stream);
+
 // ---- the whole layer -------------------------------------------------------------------------------
 // Row-major C [M, N] = op(A)·op(B) (+ C with accumulate) with leading dimensions, the contract of
 // Gemm::operator() with alpha 1: the layer's two projections run through the caller's products (the
-// training step's, in its precision).
-using Mamba2Product =
-    std::function<void(bool ta, bool tb, int M, int N, int K, const float* A, int lda,
-                       const float* B, int ldb, float* C, int ldc, bool accumulate)>;
+// training step's, in its precision). A16 / B16: the operand's bf16 rounding with the same row stride,
+// given only with Mamba2LayerDims::bf16_products, where the fp32 operand is then not written (null, or
+// scratch) and the product must read the bf16 one (Gemm::bf16's A16 / B16); null otherwise.
+using Mamba2Product = std::function<void(
+    bool ta, bool tb, int M, int N, int K, const float* A, const std::uint16_t* A16, int lda,
+    const float* B, const std::uint16_t* B16, int ldb, float* C, int ldc, bool accumulate)>;
 
 // Mamba2Config (tttlab/seq/mamba2_layer.hpp) for a batch of B sequences of T tokens.
 struct Mamba2LayerDims {
@@ -170,6 +207,10 @@ struct Mamba2LayerDims {
   // The scan on the tensor cores (bf16 operands, fp32 accumulation) where its shape allows
   // (mamba2_scan_tensor_cores_unsupported), else in fp32: the bf16 training step sets it.
   bool scan_tensor_cores = false;
+  // The products take bf16 operands (the bf16 training step sets it): where the fused passes run, the
+  // layer then writes the products' activation operands (normed, in_proj's output gradient) only in
+  // bf16 and hands them over as A16 / B16, the rounding the products would apply themselves.
+  bool bf16_products = false;
   int rows() const { return batch * seq_len; }
   int d_inner() const { return expand * width; }
   int heads() const { return d_inner() / headdim; }
@@ -179,6 +220,10 @@ struct Mamba2LayerDims {
 };
 // Empty when the layer runs on the GPU, else why not (the scan's limits; d_conv ≤ 16).
 std::string mamba2_layer_unsupported(const Mamba2LayerDims& dims);
+// Whether the layer runs its fused passes (the float4 kernels above: d_conv 4, d_inner, conv_dim and
+// in_width multiples of 4, d_inner ≤ 2048: every preset), else the separate ones of the first version
+// (a contiguous copy of xBC, the conv, silu, the gate and the RMSNorm op, each a pass).
+bool mamba2_layer_fused(const Mamba2LayerDims& dims);
 
 // The parameters in Mamba2Params' layouts (in_proj [D, in_width], conv_w [conv_dim, K], out_proj
 // [d_inner, D], the others rows); the gradients alike, ADDED TO.
@@ -194,10 +239,13 @@ struct Mamba2LayerGrads {
 // What the forward keeps for the backward, in one allocation of mamba2_layer_cache_floats(dims)
 // floats carved by mamba2_layer_cache: zx = x·in_proj [R, in_width], u = the convolution's input
 // (zx's xBC columns, contiguous) [R, conv_dim], conv_pre, xbc = silu(conv_pre) [R, conv_dim], dt [R, H],
-// y (scan + D·X) [R, d_inner], gated = y ⊙ silu(z), normed [R, d_inner], states, decay.
+// y (scan + D·X) [R, d_inner], gated = y ⊙ silu(z), normed [R, d_inner], states, decay. With the
+// fused passes (mamba2_layer_fused) u, conv_pre and gated are null (recomputed where needed), and
+// with bf16_products too normed is null and normed16 holds bf16(normed) [R, d_inner].
 struct Mamba2LayerCache {
   float *zx = nullptr, *u = nullptr, *conv_pre = nullptr, *xbc = nullptr, *dt = nullptr,
         *y = nullptr, *gated = nullptr, *normed = nullptr, *states = nullptr, *decay = nullptr;
+  std::uint16_t* normed16 = nullptr;
 };
 std::size_t mamba2_layer_cache_floats(const Mamba2LayerDims& dims);
 Mamba2LayerCache mamba2_layer_cache(const Mamba2LayerDims& dims, float* base);
