@@ -703,6 +703,13 @@ void flash_rows(Bench& bench, int T) {
   const double fwd_ms = bench.time([&] { flash_attention_forward(af); });
   bench.add("softmax-attention forward bf16 tensor cores", fwd_ms, 2 * T2d, 4.0 * act * 2 + rows * 4.0, 0, "", 0,
             &ashape);
+  if (flash_attention_wgmma_available(ad)) {  // the portable forward beside the wgmma one it replaces
+    FlashAttentionForwardArgs mf = af;
+    mf.path = FlashPath::mma_sync;
+    const double mma_ms = bench.time([&] { flash_attention_forward(mf); });
+    bench.add("softmax-attention forward bf16 mma.sync", mma_ms, 2 * T2d, 4.0 * act * 2 + rows * 4.0, 0, "", 0,
+              &ashape);
+  }
   if (bench.cfg().backward) {
     const double fb_ms = bench.time([&] {
       flash_attention_forward(af);
@@ -710,6 +717,17 @@ void flash_rows(Bench& bench, int T) {
     });
     bench.add("softmax-attention fwd+bwd bf16 tensor cores", fb_ms, 7 * T2d,
               5.0 * act * 2 + 3.0 * act * 4 + 3.0 * rows * 4, 0, "", 0, &ashape);
+    if (flash_attention_wgmma_available(ad)) {
+      FlashAttentionForwardArgs mf = af;
+      FlashAttentionBackwardArgs mb = ab;
+      mf.path = mb.path = FlashPath::mma_sync;
+      const double mfb_ms = bench.time([&] {
+        flash_attention_forward(mf);
+        flash_attention_backward(mb);
+      });
+      bench.add("softmax-attention fwd+bwd bf16 mma.sync", mfb_ms, 7 * T2d,
+                5.0 * act * 2 + 3.0 * act * 4 + 3.0 * rows * 4, 0, "", 0, &ashape);
+    }
   }
 }
 

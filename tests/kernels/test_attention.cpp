@@ -358,7 +358,8 @@ struct FlashOutputs {
 };
 
 FlashOutputs run_flash(const AttnCase& k, const std::vector<std::uint16_t>& Q, const std::vector<std::uint16_t>& K,
-                       const std::vector<std::uint16_t>& V, const std::vector<std::uint16_t>& dO) {
+                       const std::vector<std::uint16_t>& V, const std::vector<std::uint16_t>& dO,
+                       FlashPath path = FlashPath::automatic) {
   const AttentionDims dims{k.B, k.H, k.T, k.d};
   const std::size_t n = Q.size(), rows = std::size_t(k.B) * k.H * k.T;
   DeviceBuffer16 q(Q), kk(K), v(V), g(dO), o(n);
@@ -374,6 +375,7 @@ FlashOutputs run_flash(const AttnCase& k, const std::vector<std::uint16_t>& Q, c
   f.V = v.get();
   f.O = o.get();
   f.lse = lse.get();
+  f.path = path;
   flash_attention_forward(f);
   FlashAttentionBackwardArgs b;
   b.dims = dims;
@@ -388,6 +390,7 @@ FlashOutputs run_flash(const AttnCase& k, const std::vector<std::uint16_t>& Q, c
   b.dV = dv.get();
   b.workspace = ws.get();
   b.workspace_bytes = ws_bytes;
+  b.path = path;
   flash_attention_backward(b);
   TTTLAB_CUDA_CHECK(cudaDeviceSynchronize());
   FlashOutputs out;
@@ -399,43 +402,98 @@ FlashOutputs run_flash(const AttnCase& k, const std::vector<std::uint16_t>& Q, c
   return out;
 }
 
+// Both sets of kernels where the device has both: mma.sync everywhere, wgmma on compute capability
+// 9.0 at d = 64 and 128.
+std::vector<FlashPath> flash_paths(const AttnCase& k) {
+  std::vector<FlashPath> p{FlashPath::mma_sync};
+  if (flash_attention_wgmma_available(AttentionDims{k.B, k.H, k.T, k.d})) p.push_back(FlashPath::wgmma);
+  return p;
+}
+
 TEST(FlashAttention, ForwardAndBackwardMatchTheCpuEngineOnBf16Inputs) {
   TTTLAB_REQUIRE_GPU();
   const std::uint64_t seed = test_seed();
   std::mt19937_64 rng(seed);
   double worst_o = 0, worst_g = 0;
+  int wgmma_cases = 0;
   for (const AttnCase& k : flash_cases()) {
+    for (FlashPath path : flash_paths(k)) {
+      const std::size_t n = std::size_t(k.B) * k.T * k.H * k.d;
+      std::vector<std::uint16_t> q16, k16, v16, g16;
+      const std::vector<float> Q = rounded_to_bf16(randn_vec(n, rng, k.q_scale), q16),
+                               K = rounded_to_bf16(randn_vec(n, rng, 1.0), k16),
+                               V = rounded_to_bf16(randn_vec(n, rng, 1.0), v16),
+                               dO = rounded_to_bf16(randn_vec(n, rng, 1.0), g16);
+      const Reference ref = reference(AttentionKind::Softmax, k, Q, K, V, dO);
+      const bool wg = path == FlashPath::wgmma;
+      wgmma_cases += wg;
+      const std::string name = std::string(wg ? "flash (wgmma) " : "flash ") + case_name(AttentionKind::Softmax, k);
+      SCOPED_TRACE(name + ", seed " + std::to_string(seed));
+      const FlashOutputs got = run_flash(k, q16, k16, v16, g16, path);
+      const ErrorStat eo = compare(got.O, ref.O, kFloor), eq = compare(got.dQ, ref.dQ, kFloor),
+                      ek = compare(got.dK, ref.dK, kFloor), ev = compare(got.dV, ref.dV, kFloor);
+      EXPECT_TRUE(within("O", eo, 1e-2, got.O, ref.O));
+      EXPECT_TRUE(within("dQ", eq, 2e-2, got.dQ, ref.dQ));
+      EXPECT_TRUE(within("dK", ek, 2e-2, got.dK, ref.dK));
+      EXPECT_TRUE(within("dV", ev, 2e-2, got.dV, ref.dV));
+      std::size_t bad = 0;
+      double lse_err = 0;
+      for (std::size_t i = 0; i < ref.lse.size(); ++i) {
+        const double e = std::abs(double(got.lse[i]) - ref.lse[i]);
+        if (!(e <= 1e-5 + 2e-6 * ref.lse_scale[i])) ++bad;
+        if (std::isfinite(e)) lse_err = std::max(lse_err, e);
+      }
+      EXPECT_EQ(bad, 0u) << "lse: " << bad << " rows off by more than 1e-5 + 2e-6 A_t (max error " << lse_err << ")";
+      worst_o = std::max(worst_o, eo.rel);
+      worst_g = std::max({worst_g, eq.rel, ek.rel, ev.rel});
+      if (k.T >= 1000 || k.q_scale != 1.0 || quick_mode())
+        std::printf("[ INFO     ] %-45s O %.1e dQ %.1e dK %.1e dV %.1e (x max|ref|)\n", name.c_str(), eo.rel, eq.rel,
+                    ek.rel, ev.rel);
+    }
+  }
+  std::printf("[ INFO     ] flash worst relative error: O %.2e, gradients %.2e; %d cases on the wgmma forward%s\n",
+              worst_o, worst_g, wgmma_cases, wgmma_cases ? "" : " (not available on this device)");
+}
+
+// The two sets of kernels compute the same functions with the same rounding points; they differ only
+// in the order of the fp32 accumulations (tile sizes, the tensor cores' internal order), so O agrees
+// to a few bf16 ulps, the lse to fp32 rounding, and the gradients to the bf16 rounding of P and dS
+// that such a difference can flip (bound 1e-2 of max|g|; an indexing or masking error is O(1)).
+TEST(FlashAttention, WgmmaKernelsAgreeWithTheMmaSyncKernels) {
+  TTTLAB_SEEDED_GPU_TEST();
+  bool ran = false;
+  for (const AttnCase& k : {AttnCase{2, 3, 1000, 64}, AttnCase{1, 2, 777, 128}, AttnCase{3, 2, 130, 64}}) {
+    if (!flash_attention_wgmma_available(AttentionDims{k.B, k.H, k.T, k.d})) continue;
+    ran = true;
     const std::size_t n = std::size_t(k.B) * k.T * k.H * k.d;
     std::vector<std::uint16_t> q16, k16, v16, g16;
-    const std::vector<float> Q = rounded_to_bf16(randn_vec(n, rng, k.q_scale), q16),
-                             K = rounded_to_bf16(randn_vec(n, rng, 1.0), k16),
-                             V = rounded_to_bf16(randn_vec(n, rng, 1.0), v16),
-                             dO = rounded_to_bf16(randn_vec(n, rng, 1.0), g16);
-    const Reference ref = reference(AttentionKind::Softmax, k, Q, K, V, dO);
-    const std::string name = "flash " + case_name(AttentionKind::Softmax, k);
-    SCOPED_TRACE(name + ", seed " + std::to_string(seed));
-    const FlashOutputs got = run_flash(k, q16, k16, v16, g16);
-    const ErrorStat eo = compare(got.O, ref.O, kFloor), eq = compare(got.dQ, ref.dQ, kFloor),
-                    ek = compare(got.dK, ref.dK, kFloor), ev = compare(got.dV, ref.dV, kFloor);
-    EXPECT_TRUE(within("O", eo, 1e-2, got.O, ref.O));
-    EXPECT_TRUE(within("dQ", eq, 2e-2, got.dQ, ref.dQ));
-    EXPECT_TRUE(within("dK", ek, 2e-2, got.dK, ref.dK));
-    EXPECT_TRUE(within("dV", ev, 2e-2, got.dV, ref.dV));
-    std::size_t bad = 0;
-    double lse_err = 0;
-    for (std::size_t i = 0; i < ref.lse.size(); ++i) {
-      const double e = std::abs(double(got.lse[i]) - ref.lse[i]);
-      if (!(e <= 1e-5 + 2e-6 * ref.lse_scale[i])) ++bad;
-      if (std::isfinite(e)) lse_err = std::max(lse_err, e);
-    }
-    EXPECT_EQ(bad, 0u) << "lse: " << bad << " rows off by more than 1e-5 + 2e-6 A_t (max error " << lse_err << ")";
-    worst_o = std::max(worst_o, eo.rel);
-    worst_g = std::max({worst_g, eq.rel, ek.rel, ev.rel});
-    if (k.T >= 1000 || k.q_scale != 1.0 || quick_mode())
-      std::printf("[ INFO     ] %-45s O %.1e dQ %.1e dK %.1e dV %.1e (x max|ref|)\n", name.c_str(), eo.rel, eq.rel,
-                  ek.rel, ev.rel);
+    rounded_to_bf16(randn_vec(n, rng, 1.0), q16);
+    rounded_to_bf16(randn_vec(n, rng, 1.0), k16);
+    rounded_to_bf16(randn_vec(n, rng, 1.0), v16);
+    rounded_to_bf16(randn_vec(n, rng, 1.0), g16);
+    const FlashOutputs a = run_flash(k, q16, k16, v16, g16, FlashPath::mma_sync),
+                       b = run_flash(k, q16, k16, v16, g16, FlashPath::wgmma);
+    const auto diff = [](const std::vector<float>& x, const std::vector<float>& y) {
+      double e = 0, m = 0;
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        e = std::max(e, double(std::abs(x[i] - y[i])));
+        m = std::max(m, double(std::abs(x[i])));
+      }
+      return std::make_pair(e, std::max(m, 1.0));
+    };
+    const auto o = diff(a.O, b.O), l = diff(a.lse, b.lse), q = diff(a.dQ, b.dQ), kk = diff(a.dK, b.dK),
+               v = diff(a.dV, b.dV);
+    std::printf("[ INFO     ] %s: max |wgmma - mma.sync|: O %.2e, lse %.2e, dQ %.2e, dK %.2e, dV %.2e (of max|.| "
+                "%.1f, -, %.1f, %.1f, %.1f)\n",
+                case_name(AttentionKind::Softmax, k).c_str(), o.first, l.first, q.first, kk.first, v.first, o.second,
+                q.second, kk.second, v.second);
+    EXPECT_LE(o.first, 2e-2 * o.second);
+    EXPECT_LE(l.first, 1e-4);
+    EXPECT_LE(q.first, 1e-2 * q.second);
+    EXPECT_LE(kk.first, 1e-2 * kk.second);
+    EXPECT_LE(v.first, 1e-2 * v.second);
   }
-  std::printf("[ INFO     ] flash worst relative error: O %.2e, gradients %.2e\n", worst_o, worst_g);
+  if (!ran) GTEST_SKIP() << "the wgmma kernels are not available on this device";
 }
 
 TEST(FlashAttention, IsDeterministic) {

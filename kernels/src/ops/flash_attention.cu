@@ -26,6 +26,7 @@
 
 #include "common/cuda_check.hpp"
 #include "ops/bf16_tiles.cuh"
+#include "ops/flash_attention_sm90a.hpp"
 #include "ttt/ttt_mma.cuh"
 #include "tttlab/kernels/attention.hpp"
 
@@ -598,6 +599,32 @@ bool flash_attention_supported(const AttentionDims& d) {
   return d.head_dim == 32 || d.head_dim == 64 || d.head_dim == 128;
 }
 
+#if !TTTLAB_HAVE_SM90A
+// A build without compute capability 9.0 among its targets has no sm_90a image to run.
+bool detail::flash_sm90_available(int) { return false; }
+void detail::flash_forward_sm90(const FlashSm90Forward&) {
+  throw std::logic_error("flash_forward_sm90: this build has no sm_90a kernels");
+}
+void detail::flash_backward_sm90(const FlashSm90Backward&) {
+  throw std::logic_error("flash_backward_sm90: this build has no sm_90a kernels");
+}
+#endif
+
+bool flash_attention_wgmma_available(const AttentionDims& d) {
+  return detail::flash_sm90_available(d.head_dim);
+}
+
+namespace {
+// Whether the wgmma kernels run this call; a request for them where they cannot is refused.
+bool use_wgmma(const char* fn, const AttentionDims& d, FlashPath path) {
+  const bool wgmma = path != FlashPath::mma_sync && flash_attention_wgmma_available(d);
+  require(wgmma || path != FlashPath::wgmma,
+          std::string(fn) + ": the wgmma kernels need a compute capability 9.0 device, head_dim 64 "
+                            "or 128 and a build for architecture 90 (flash_attention_wgmma_available)");
+  return wgmma;
+}
+}  // namespace
+
 void flash_attention_forward(const FlashAttentionForwardArgs& a) {
   const char* fn = "flash_attention_forward";
   check_flash_dims(fn, a.dims);
@@ -615,6 +642,11 @@ void flash_attention_forward(const FlashAttentionForwardArgs& a) {
   }
   check_disjoint(fn, a.lse, lb, "lse", a.O, nb, "O");
   FlashParams p = make_params(a.dims);
+  if (use_wgmma(fn, a.dims, a.path)) {
+    detail::flash_forward_sm90({a.Q, a.K, a.V, a.O, a.lse, a.dims.batch, a.dims.heads,
+                                a.dims.seq_len, a.dims.head_dim, p.scale_l2, a.stream});
+    return;
+  }
   p.Q = a.Q;
   p.K = a.K;
   p.V = a.V;
@@ -679,6 +711,12 @@ void flash_attention_backward(const FlashAttentionBackwardArgs& a) {
   const long blocks = (rows * 32 + threads - 1) / threads;
   flash_delta_kernel<<<unsigned(blocks), threads, 0, a.stream>>>(p, a.dims.head_dim, rows);
   TTTLAB_CUDA_CHECK(cudaGetLastError());
+  if (use_wgmma(fn, a.dims, a.path)) {
+    detail::flash_backward_sm90({a.Q, a.K, a.V, a.dO, a.lse, p.delta, a.dQ, a.dK, a.dV,
+                                 a.dims.batch, a.dims.heads, a.dims.seq_len, a.dims.head_dim,
+                                 p.scale, p.scale_l2, a.stream});
+    return;
+  }
   const int bh = a.dims.batch * a.dims.heads;
   switch (a.dims.head_dim) {
     case 32: backward_launch<32>(p, bh, a.stream); break;

@@ -103,8 +103,17 @@ void attention_backward(const AttentionBackwardArgs& args);
 // Forward: a block of 8 warps owns 128 queries, Q in registers, 64-key tiles of K and V streamed
 // through a cp.async double buffer, the softmax online. Backward: FlashAttention-2's, without atomics:
 // δ = rowsum(dO ⊙ O), then one kernel per 64-key tile writing dK, dV and one per 64-query tile
-// writing dQ (each recomputes P from Q, K and the lse).
+// writing dQ (each recomputes P from Q, K and the lse). On compute capability 9.0 at d = 64 and 128
+// the same kernels exist on Hopper's warpgroup products (wgmma) with tiles brought by the tensor
+// memory accelerator: one warpgroup per 64 rows, the forward software-pipelined. They compute the
+// same functions with the same rounding points; `automatic` picks them where they can run.
 bool flash_attention_supported(const AttentionDims& dims);  // head_dim ∈ {32, 64, 128}
+// Whether the wgmma kernels can run here: a device of compute capability 9.0, head_dim 64 or 128,
+// and a build that compiled them (CMAKE_CUDA_ARCHITECTURES with 90).
+bool flash_attention_wgmma_available(const AttentionDims& dims);
+// Which kernels run: `automatic` takes wgmma where flash_attention_wgmma_available, else mma.sync;
+// asking for wgmma where it is not available is refused.
+enum class FlashPath { automatic, mma_sync, wgmma };
 
 struct FlashAttentionForwardArgs {
   AttentionDims dims;
@@ -114,6 +123,7 @@ struct FlashAttentionForwardArgs {
   std::uint16_t* O = nullptr;  // [B, T, H·d] bf16, OVERWRITTEN; must not overlap Q, K, V
   float* lse = nullptr;        // optional [B, H, T], natural log, for the backward
   CUstream_st* stream = nullptr;
+  FlashPath path = FlashPath::automatic;
 };
 void flash_attention_forward(const FlashAttentionForwardArgs& args);
 
@@ -134,6 +144,7 @@ struct FlashAttentionBackwardArgs {
   void* workspace = nullptr;  // flash_attention_backward_workspace_bytes(dims) bytes
   std::size_t workspace_bytes = 0;
   CUstream_st* stream = nullptr;
+  FlashPath path = FlashPath::automatic;
 };
 void flash_attention_backward(const FlashAttentionBackwardArgs& args);
 

@@ -1,0 +1,845 @@
+// Causal softmax attention on Hopper's warpgroup products (wgmma) and tensor memory accelerator,
+// bf16 operands and fp32 accumulation, forward and backward: the functions flash_attention.cu's
+// mma.sync kernels compute, with the same rounding points (P, Pᵀ, dSᵀ and dS to bf16 where they
+// enter a product, O to bf16 on output), at a higher rate on compute capability 9.0. Compiled for
+// sm_90a only; ops/wgmma.cuh says how the shared-memory tiles are laid out and described.
+//
+// Every kernel here is one warpgroup (4 warps, 128 threads) per block owning 64 rows; warp w holds
+// rows 16w .. 16w + 15 of every 64-row product, as the accumulator layout fixes, so each row's
+// reductions stay in a quad of lanes as in the mma.sync kernels. Several blocks share a
+// multiprocessor (their number is each kernel's MINB), so one block's softmax runs while another's
+// products occupy the tensor cores. The scores are in log2 units as in flash_attention.cu.
+//
+// Forward at d = 64 (flash_forward_sm90_tma): 64 queries per block, Q loaded once; 64-key tiles of
+// K and V in three stages, brought by bulk tensor copies that one thread issues; software-pipelined
+// so the warpgroup's products overlap its own softmax. At d = 128 (flash_forward_sm90_pipe) the same
+// pipeline is fed by cp.async: three TMA stages of 128-wide tiles leave room for one block per
+// multiprocessor only, which measured slower.
+#include <cuda.h>  // CUtensorMap; the encode function comes through the runtime, nothing links libcuda
+#include <cudaTypedefs.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "common/cuda_check.hpp"
+#include "ops/flash_attention_sm90a.hpp"
+#include "ops/wgmma.cuh"
+#include "ttt/ttt_mma.cuh"
+
+namespace tttlab::kernels::detail {
+namespace {
+
+using namespace wgmma;
+
+constexpr float kLn2Sm90 = 0.6931471805599453f, kLog2eSm90 = 1.4426950408889634f;
+
+__device__ __forceinline__ float exp2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ float quad_max4(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+__device__ __forceinline__ float quad_sum4(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+// Rows r0 .. r0 + ROWS − 1 (of T) of a [T, ld] bf16 matrix, D columns, into the swizzled tile at
+// shared address S: D/64 tiles of ROWS × 64, row r's chunk c at chunk c ^ (r mod 8). Rows ≥ T as
+// zeros (cp.async reads nothing for them; its address is still row 0's).
+template <int ROWS, int D, int NT>
+__device__ __forceinline__ void load_swizzled(std::uint32_t S, const std::uint16_t* G, int r0,
+                                              int T, long ld) {
+  constexpr int kChunks = D / 8;
+#pragma unroll
+  for (int it = 0; it < (ROWS * kChunks + NT - 1) / NT; ++it) {
+    const int idx = int(threadIdx.x) + it * NT;
+    if (ROWS * kChunks % NT != 0 && idx >= ROWS * kChunks) break;
+    const int r = idx / kChunks, c = idx % kChunks;
+    const std::uint32_t dst =
+        S + std::uint32_t((c >> 3) * ROWS * 128 + r * 128 + (((c & 7) ^ (r & 7)) << 4));
+    const bool ok = r0 + r < T;
+    const std::uint16_t* src = G + long(ok ? r0 + r : 0) * ld + c * 8;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(ok ? 16 : 0));
+  }
+}
+
+// ---- the tensor memory accelerator's copies and their mbarriers ---------------------------------
+__device__ __forceinline__ void mbar_init(std::uint32_t bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect(std::uint32_t bar, std::uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void mbar_wait(std::uint32_t bar, std::uint32_t parity) {
+  std::uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+// Box (64 columns from c0, rows r0 .., sequence n) of the [B, T, H·d] tensor `map` describes.
+__device__ __forceinline__ void tma_load(std::uint32_t dst, const CUtensorMap* map, int c0, int r0,
+                                         int n, std::uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
+      "[%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst),
+      "l"(reinterpret_cast<std::uint64_t>(map)), "r"(c0), "r"(r0), "r"(n), "r"(bar)
+      : "memory");
+}
+
+// ---- one warpgroup per block, software-pipelined ------------------------------------------------
+// The forward, with the warpgroup's own tensor-core work overlapping its softmax: while the
+// softmax of tile j + 1 runs on the CUDA cores, the product O += P_j V_j is still in flight, and
+// while P_j V_j is issued, S_{j+1} = Q K_{j+1}ᵀ is too. P is double-buffered in registers (an
+// in-flight product still reads its A registers); O is rescaled only after P_j V_j has landed. K and
+// V stream through three stages (cp.async here, bulk tensor copies in the kernel after this one), so
+// tile j + 2 loads while tiles j and j + 1 are read.
+template <int BN>
+struct SoftmaxState {
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+};
+
+// Scores s of keys k0 .. k0 + BN − 1 → P (bf16 A fragments) and the factor alpha the accumulated O
+// must be multiplied by; m, l updated. Masking where a key lies past a row or past T.
+template <int BN>
+__device__ __forceinline__ void softmax_tile(float (&s)[BN / 2], std::uint32_t (&a)[BN / 16][4],
+                                             SoftmaxState<BN>& st, float (&alpha)[2], int k0,
+                                             int row_base, int first_row, int T, int t,
+                                             float scale_l2) {
+  constexpr int NS = BN / 8;
+  const bool edge = k0 + BN - 1 > first_row || k0 + BN > T;
+  float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int i = 0; i < NS; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float x = s[4 * i + e];
+      if (edge) {
+        const int key = k0 + 8 * i + 2 * t + (e & 1), row = row_base + 8 * (e >> 1);
+        if (key > row || key >= T) x = -INFINITY;
+      }
+      s[4 * i + e] = x;
+      mx[e >> 1] = fmaxf(mx[e >> 1], x);
+    }
+  float ms[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float mn = fmaxf(st.m[r], quad_max4(mx[r] * scale_l2));
+    alpha[r] = exp2_approx(st.m[r] - mn);  // m = −∞ on the first tile: 0
+    st.m[r] = mn;
+    ms[r] = -mn;
+    st.l[r] *= alpha[r];
+  }
+#pragma unroll
+  for (int i = 0; i < NS; ++i) {
+    float pe[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      pe[e] = exp2_approx(fmaf(s[4 * i + e], scale_l2, ms[e >> 1]));
+      st.l[e >> 1] += pe[e];
+    }
+    a[i / 2][2 * (i & 1)] = pack_bf16(pe[0], pe[1]);
+    a[i / 2][2 * (i & 1) + 1] = pack_bf16(pe[2], pe[3]);
+  }
+}
+
+template <int D, int BN>
+__device__ __forceinline__ void issue_s(float (&s)[BN / 2], std::uint32_t sQ, std::uint32_t Kt) {
+#pragma unroll
+  for (int ks = 0; ks < D / 16; ++ks)
+    wgmma_ss<BN>(s, desc_sw128(sQ + std::uint32_t((ks / 4) * 64 * 128 + (ks % 4) * 32)),
+                 desc_sw128(Kt + std::uint32_t((ks / 4) * BN * 128 + (ks % 4) * 32)),
+                 ks > 0 ? 1 : 0);
+}
+
+template <int D, int BN>
+__device__ __forceinline__ void issue_pv(float (&o)[D / 64][32],
+                                         const std::uint32_t (&a)[BN / 16][4], std::uint32_t Vt) {
+#pragma unroll
+  for (int kk = 0; kk < BN / 16; ++kk)
+#pragma unroll
+    for (int hv = 0; hv < D / 64; ++hv)
+      wgmma_rs_tb<64>(o[hv], a[kk], desc_sw128(Vt + std::uint32_t(hv * BN * 128 + kk * 16 * 128)));
+}
+
+template <int D, int BN>
+constexpr std::size_t pipe_smem_bytes() {
+  return std::size_t(64 + 6 * BN) * D * 2 + 1024;
+}
+
+template <int D, int BN, int MINB>
+__global__ void __launch_bounds__(128, MINB) flash_forward_sm90_pipe(const FlashSm90Forward p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int HV = D / 64;
+  constexpr std::uint32_t kTileQ = 64 * D * 2, kTileKV = BN * D * 2;
+  extern __shared__ std::uint8_t smem_raw[];
+  const std::uint32_t sQ =
+      (static_cast<std::uint32_t>(__cvta_generic_to_shared(smem_raw)) + 1023u) & ~1023u;
+  const std::uint32_t sK = sQ + kTileQ, sV = sK + 3 * kTileKV;
+
+  const int T = p.T, qtiles = (T + 63) / 64;
+  const int qt = qtiles - 1 - int(blockIdx.x);
+  const int n = int(blockIdx.y) / p.H, h = int(blockIdx.y) % p.H;
+  const long ld = long(p.H) * D;
+  const long base = long(n) * T * ld + long(h) * D;
+  const int q0 = qt * 64;
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
+  const int row_base = q0 + 16 * warp + g;
+  const int nkt = (min(q0 + 64, T) - 1) / BN + 1;
+  const auto Kst = [&](int j) { return sK + std::uint32_t(j % 3) * kTileKV; };
+  const auto Vst = [&](int j) { return sV + std::uint32_t(j % 3) * kTileKV; };
+
+  load_swizzled<64, D, 128>(sQ, p.Q + base, q0, T, ld);
+  load_swizzled<BN, D, 128>(Kst(0), p.K + base, 0, T, ld);
+  load_swizzled<BN, D, 128>(Vst(0), p.V + base, 0, T, ld);
+  cp_async_commit();
+  if (nkt > 1) {
+    load_swizzled<BN, D, 128>(Kst(1), p.K + base, BN, T, ld);
+    load_swizzled<BN, D, 128>(Vst(1), p.V + base, BN, T, ld);
+  }
+  cp_async_commit();
+  cp_async_wait<1>();
+  fence_async_smem();
+  __syncthreads();
+
+  float o[HV][32];
+#pragma unroll
+  for (int hv = 0; hv < HV; ++hv)
+#pragma unroll
+    for (int i = 0; i < 32; ++i) o[hv][i] = 0.f;
+  float s[BN / 2];
+#pragma unroll
+  for (int i = 0; i < BN / 2; ++i) s[i] = 0.f;
+  std::uint32_t pa[BN / 16][4], pb[BN / 16][4];
+  SoftmaxState<BN> st;
+  float alpha[2];
+
+  fence();
+  issue_s<D, BN>(s, sQ, Kst(0));
+  commit();
+  wait<0>();
+  fence_regs(s);
+  softmax_tile<BN>(s, pa, st, alpha, 0, row_base, q0, T, t, p.scale_l2);
+
+  // Iteration j: P_j is in pcur; S_{j+1} and P_j V_j are issued, the softmax of j + 1 fills pnext.
+  const auto step = [&](int j, std::uint32_t(&pcur)[BN / 16][4],
+                        std::uint32_t(&pnext)[BN / 16][4]) {
+    if (j + 2 < nkt) {
+      load_swizzled<BN, D, 128>(Kst(j + 2), p.K + base, (j + 2) * BN, T, ld);
+      load_swizzled<BN, D, 128>(Vst(j + 2), p.V + base, (j + 2) * BN, T, ld);
+    }
+    cp_async_commit();
+    const bool more = j + 1 < nkt;
+    if (more) {
+      cp_async_wait<1>();  // tile j + 1 is in
+      fence_async_smem();
+      __syncthreads();
+    }
+    fence();
+    if (more) {
+      issue_s<D, BN>(s, sQ, Kst(j + 1));
+      commit();
+    }
+    issue_pv<D, BN>(o, pcur, Vst(j));
+    commit();
+    if (more) {
+      wait<1>();
+      fence_regs(s);
+      float al[2];
+      softmax_tile<BN>(s, pnext, st, al, (j + 1) * BN, row_base, q0, T, t, p.scale_l2);
+      wait<0>();
+#pragma unroll
+      for (int hv = 0; hv < HV; ++hv) {
+        fence_regs(o[hv]);
+#pragma unroll
+        for (int i = 0; i < 32; ++i) o[hv][i] *= al[(i >> 1) & 1];
+      }
+    } else {
+      wait<0>();
+#pragma unroll
+      for (int hv = 0; hv < HV; ++hv) fence_regs(o[hv]);
+    }
+    fence_regs(pcur);
+  };
+  for (int j = 0; j < nkt; j += 2) {
+    step(j, pa, pb);
+    if (j + 1 < nkt) step(j + 1, pb, pa);
+  }
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float lr = quad_sum4(st.l[r]);
+    const int row = row_base + 8 * r;
+    if (row < T) {
+      const float inv = 1.f / lr;
+      std::uint16_t* out = p.O + base + long(row) * ld;
+#pragma unroll
+      for (int hv = 0; hv < HV; ++hv)
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
+          *reinterpret_cast<std::uint32_t*>(out + 64 * hv + 8 * i + 2 * t) =
+              pack_bf16(o[hv][4 * i + 2 * r] * inv, o[hv][4 * i + 2 * r + 1] * inv);
+      if (p.lse && t == 0) p.lse[(long(n) * p.H + h) * T + row] = (st.m[r] + log2f(lr)) * kLn2Sm90;
+    }
+  }
+#else
+  (void)p;
+  __trap();
+#endif
+}
+
+template <int D, int BN, int MINB>
+void launch_pipe(const FlashSm90Forward& a) {
+  const auto kernel = flash_forward_sm90_pipe<D, BN, MINB>;
+  constexpr std::size_t smem = pipe_smem_bytes<D, BN>();
+  TTTLAB_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  TTTLAB_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
+                                         cudaFuncAttributePreferredSharedMemoryCarveout,
+                                         int(cudaSharedmemCarveoutMaxShared)));
+  const dim3 grid(unsigned((a.T + 63) / 64), unsigned(a.B * a.H));
+  kernel<<<grid, 128, smem, a.stream>>>(a);
+  TTTLAB_CUDA_CHECK(cudaGetLastError());
+}
+
+// ---- the same pipeline fed by the tensor memory accelerator -------------------------------------
+// One thread issues each tile's bulk tensor copies (cp.async.bulk.tensor, 64-column boxes written
+// in the 128-byte swizzle the descriptors name, rows past T zero-filled); the warpgroup waits on the
+// stage's mbarrier. No thread computes a load address and no block barrier is needed per tile: the
+// stage tile j + 2 overwrites was last read by P_{j−1} V_{j−1}, which had completed for the whole
+// warpgroup before thread 0 passed its wait on it. A version with two warpgroups sharing each K and
+// V tile (128 queries per block, stages released through a shared counter) measured 11–29 % slower
+// on an H200, and so did that code run with one warpgroup: the loss lies in its release scheme, and
+// the sharing itself is untried.
+struct TmaMaps {
+  CUtensorMap q, k, v;
+};
+
+template <int D, int MINB>
+__global__ void __launch_bounds__(128, MINB)
+    flash_forward_sm90_tma(const __grid_constant__ TmaMaps maps, const FlashSm90Forward p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int BN = 64, HV = D / 64;
+  constexpr std::uint32_t kTileQ = 64 * D * 2, kTileKV = BN * D * 2;
+  extern __shared__ std::uint8_t smem_raw[];
+  const std::uint32_t sQ =
+      (static_cast<std::uint32_t>(__cvta_generic_to_shared(smem_raw)) + 1023u) & ~1023u;
+  const std::uint32_t sK = sQ + kTileQ, sV = sK + 3 * kTileKV, bars = sV + 3 * kTileKV;
+  // bars: [0..2] the stages' "tile j is in", [3] Q's.
+
+  const int T = p.T, qtiles = (T + 63) / 64;
+  const int qt = qtiles - 1 - int(blockIdx.x);
+  const int n = int(blockIdx.y) / p.H, h = int(blockIdx.y) % p.H;
+  const long ld = long(p.H) * D;
+  const long base = long(n) * T * ld + long(h) * D;
+  const int q0 = qt * 64;
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
+  const int row_base = q0 + 16 * warp + g;
+  const int nkt = (min(q0 + 64, T) - 1) / BN + 1;
+  const auto Kst = [&](int j) { return sK + std::uint32_t(j % 3) * kTileKV; };
+  const auto Vst = [&](int j) { return sV + std::uint32_t(j % 3) * kTileKV; };
+  const auto bar = [&](int j) { return bars + std::uint32_t(j % 3) * 8; };
+  const auto load_kv = [&](int j) {
+    mbar_expect(bar(j), 2 * kTileKV);
+#pragma unroll
+    for (int hv = 0; hv < HV; ++hv) {
+      tma_load(Kst(j) + hv * BN * 128, &maps.k, h * D + 64 * hv, j * BN, n, bar(j));
+      tma_load(Vst(j) + hv * BN * 128, &maps.v, h * D + 64 * hv, j * BN, n, bar(j));
+    }
+  };
+
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < 4; ++i) mbar_init(bars + 8 * i, 1);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    mbar_expect(bars + 24, kTileQ);
+#pragma unroll
+    for (int hv = 0; hv < HV; ++hv)
+      tma_load(sQ + hv * 64 * 128, &maps.q, h * D + 64 * hv, q0, n, bars + 24);
+    load_kv(0);
+    if (nkt > 1) load_kv(1);
+  }
+
+  float o[HV][32];
+#pragma unroll
+  for (int hv = 0; hv < HV; ++hv)
+#pragma unroll
+    for (int i = 0; i < 32; ++i) o[hv][i] = 0.f;
+  float s[BN / 2];
+#pragma unroll
+  for (int i = 0; i < BN / 2; ++i) s[i] = 0.f;
+  std::uint32_t pa[BN / 16][4], pb[BN / 16][4];
+  SoftmaxState<BN> st;
+  float alpha[2];
+
+  mbar_wait(bars + 24, 0);
+  mbar_wait(bar(0), 0);
+  fence();
+  issue_s<D, BN>(s, sQ, Kst(0));
+  commit();
+  wait<0>();
+  fence_regs(s);
+  softmax_tile<BN>(s, pa, st, alpha, 0, row_base, q0, T, t, p.scale_l2);
+
+  const auto step = [&](int j, std::uint32_t(&pcur)[BN / 16][4],
+                        std::uint32_t(&pnext)[BN / 16][4]) {
+    if (threadIdx.x == 0 && j + 2 < nkt) load_kv(j + 2);
+    const bool more = j + 1 < nkt;
+    if (more) mbar_wait(bar(j + 1), std::uint32_t(((j + 1) / 3) & 1));
+    fence();
+    if (more) {
+      issue_s<D, BN>(s, sQ, Kst(j + 1));
+      commit();
+    }
+    issue_pv<D, BN>(o, pcur, Vst(j));
+    commit();
+    if (more) {
+      wait<1>();
+      fence_regs(s);
+      float al[2];
+      softmax_tile<BN>(s, pnext, st, al, (j + 1) * BN, row_base, q0, T, t, p.scale_l2);
+      wait<0>();
+#pragma unroll
+      for (int hv = 0; hv < HV; ++hv) {
+        fence_regs(o[hv]);
+#pragma unroll
+        for (int i = 0; i < 32; ++i) o[hv][i] *= al[(i >> 1) & 1];
+      }
+    } else {
+      wait<0>();
+#pragma unroll
+      for (int hv = 0; hv < HV; ++hv) fence_regs(o[hv]);
+    }
+    fence_regs(pcur);
+  };
+  for (int j = 0; j < nkt; j += 2) {
+    step(j, pa, pb);
+    if (j + 1 < nkt) step(j + 1, pb, pa);
+  }
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float lr = quad_sum4(st.l[r]);
+    const int row = row_base + 8 * r;
+    if (row < T) {
+      const float inv = 1.f / lr;
+      std::uint16_t* out = p.O + base + long(row) * ld;
+#pragma unroll
+      for (int hv = 0; hv < HV; ++hv)
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
+          *reinterpret_cast<std::uint32_t*>(out + 64 * hv + 8 * i + 2 * t) =
+              pack_bf16(o[hv][4 * i + 2 * r] * inv, o[hv][4 * i + 2 * r + 1] * inv);
+      if (p.lse && t == 0) p.lse[(long(n) * p.H + h) * T + row] = (st.m[r] + log2f(lr)) * kLn2Sm90;
+    }
+  }
+#else
+  (void)maps;
+  (void)p;
+  __trap();
+#endif
+}
+
+// The [B, T, H·d] bf16 tensor at X as a 3-d tensor map (columns, rows, sequences) with 64 × 64 boxes
+// in the 128-byte swizzle; rows past T read as zeros.
+CUtensorMap make_map(const std::uint16_t* X, int B, int T, int H, int d) {
+  using Encode = PFN_cuTensorMapEncodeTiled_v12000;
+  static const Encode encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    TTTLAB_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
+                                                       cudaEnableDefault, &q));
+    if (q != cudaDriverEntryPointSuccess || !fn)
+      throw std::runtime_error("flash_forward_sm90: the driver has no cuTensorMapEncodeTiled");
+    return reinterpret_cast<Encode>(fn);
+  }();
+  CUtensorMap m{};
+  const cuuint64_t dims[3] = {cuuint64_t(H) * d, cuuint64_t(T), cuuint64_t(B)};
+  const cuuint64_t strides[2] = {cuuint64_t(H) * d * 2, cuuint64_t(T) * H * d * 2};
+  const cuuint32_t box[3] = {64, 64, 1}, estr[3] = {1, 1, 1};
+  const CUresult r =
+      encode(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<std::uint16_t*>(X), dims, strides,
+             box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+             CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    throw std::runtime_error("flash_forward_sm90: cuTensorMapEncodeTiled failed (" +
+                             std::to_string(int(r)) + ")");
+  return m;
+}
+
+// ---- backward ---------------------------------------------------------------------------------------
+// FlashAttention-2's backward without atomics, as flash_attention.cu's mma.sync kernels do it (same
+// function, same rounding points: Pᵀ, dSᵀ and dS rounded to bf16 where they enter their products),
+// with every product on wgmma and the streamed tiles brought in by the tensor memory accelerator.
+// Both kernels: one warpgroup per block, 64 rows of their own (keys, or queries), the other side's
+// 64-row tiles through STAGES stages; thread 0 issues tile i + STAGES − 1 at the start of iteration
+// i, into the stage tile i − 1 used, whose products had all completed in iteration i − 1.
+// The swizzled [64 × d] tiles serve both ways: K-major where the contraction runs over d (Sᵀ = K Qᵀ,
+// dPᵀ = V dOᵀ, S = Q Kᵀ, dP = dO Vᵀ), MN-major where it runs over the rows (dV += Pᵀ dO,
+// dK += dSᵀ Q, dQ += dS K).
+template <int D>
+__device__ __forceinline__ void issue_ss64(float (&acc)[32], std::uint32_t A, std::uint32_t B) {
+#pragma unroll
+  for (int ks = 0; ks < D / 16; ++ks) {
+    const std::uint32_t off = std::uint32_t((ks / 4) * 64 * 128 + (ks % 4) * 32);
+    wgmma_ss<64>(acc, desc_sw128(A + off), desc_sw128(B + off), ks > 0 ? 1 : 0);
+  }
+}
+// acc[hv] += a · Y, a: 64 × 64 bf16 fragments (4 k-steps), Y: the [64 × D] tile at Y (MN-major).
+template <int D>
+__device__ __forceinline__ void issue_rs64(float (&acc)[D / 64][32], const std::uint32_t (&a)[4][4],
+                                           std::uint32_t Y) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+    for (int hv = 0; hv < D / 64; ++hv)
+      wgmma_rs_tb<64>(acc[hv], a[kk], desc_sw128(Y + std::uint32_t(hv * 64 * 128 + kk * 16 * 128)));
+}
+// The fp32 accumulator (rows of 64) × scale into the [T, H·D] fp32 matrix at G (row stride ld), rows
+// r0 + 16·warp + g (+ 8) below T.
+template <int D>
+__device__ __forceinline__ void store_rows(float* G, long ld, const float (&acc)[D / 64][32],
+                                           int row_base, int T, int t, float scale) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = row_base + 8 * r;
+    if (row >= T) continue;
+    float* out = G + long(row) * ld;
+#pragma unroll
+    for (int hv = 0; hv < D / 64; ++hv)
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+        *reinterpret_cast<float2*>(out + 64 * hv + 8 * i + 2 * t) =
+            make_float2(acc[hv][4 * i + 2 * r] * scale, acc[hv][4 * i + 2 * r + 1] * scale);
+  }
+}
+__device__ __forceinline__ void pack_tile(std::uint32_t (&a)[4][4], int i, const float (&v)[4]) {
+  a[i / 2][2 * (i & 1)] = pack_bf16(v[0], v[1]);
+  a[i / 2][2 * (i & 1) + 1] = pack_bf16(v[2], v[3]);
+}
+
+struct BwdMaps {
+  CUtensorMap q, k, v, dO;
+};
+
+// dK and dV: block kt owns keys 64·kt .. (warp w: 16 of them), and walks the query tiles from its
+// diagonal to the end. Sᵀ = K Qᵀ, Pᵀ = 2^(Sᵀ·log2e/√d − lse₂[q]), dPᵀ = V dOᵀ, dSᵀ = Pᵀ ⊙ (dPᵀ − δ[q]),
+// dV += Pᵀ dO, dK += dSᵀ Q / √d. Columns (queries) past T get lse₂ = +∞, so P = 0 there.
+template <int D, int STAGES, int MINB>
+__global__ void __launch_bounds__(128, MINB)
+    flash_dkdv_sm90(const __grid_constant__ BwdMaps maps, const FlashSm90Backward p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr std::uint32_t kTile = 64 * D * 2;
+  extern __shared__ std::uint8_t smem_raw[];
+  const std::uint32_t sK =
+      (static_cast<std::uint32_t>(__cvta_generic_to_shared(smem_raw)) + 1023u) & ~1023u;
+  const std::uint32_t sV = sK + kTile, sQ = sV + kTile, sdO = sQ + STAGES * kTile,
+                      bars = sdO + STAGES * kTile;  // [0, STAGES): stage i is in; [STAGES]: K, V
+  const int T = p.T, kt = int(blockIdx.x), k0 = 64 * kt;
+  const int n = int(blockIdx.y) / p.H, h = int(blockIdx.y) % p.H;
+  const long ld = long(p.H) * D;
+  const long rbase = (long(n) * p.H + h) * T;  // this head's rows of lse and δ
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
+  const int key_base = k0 + 16 * warp + g;
+  const int count = (T - 1) / 64 - kt + 1;  // query tiles kt .. last
+  const auto bar = [&](int it) { return bars + std::uint32_t(it % STAGES) * 8; };
+  const auto stage = [&](int it) { return std::uint32_t(it % STAGES) * kTile; };
+  const auto load = [&](int it) {
+    mbar_expect(bar(it), 2 * kTile);
+#pragma unroll
+    for (int hv = 0; hv < D / 64; ++hv) {
+      tma_load(sQ + stage(it) + hv * 64 * 128, &maps.q, h * D + 64 * hv, 64 * (kt + it), n,
+               bar(it));
+      tma_load(sdO + stage(it) + hv * 64 * 128, &maps.dO, h * D + 64 * hv, 64 * (kt + it), n,
+               bar(it));
+    }
+  };
+  if (threadIdx.x == 0) {
+    for (int i = 0; i <= STAGES; ++i) mbar_init(bars + 8 * i, 1);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const std::uint32_t kv = bars + 8 * STAGES;
+    mbar_expect(kv, 2 * kTile);
+#pragma unroll
+    for (int hv = 0; hv < D / 64; ++hv) {
+      tma_load(sK + hv * 64 * 128, &maps.k, h * D + 64 * hv, k0, n, kv);
+      tma_load(sV + hv * 64 * 128, &maps.v, h * D + 64 * hv, k0, n, kv);
+    }
+    for (int it = 0; it < STAGES - 1 && it < count; ++it) load(it);
+  }
+  float dk[D / 64][32], dv[D / 64][32];
+#pragma unroll
+  for (int hv = 0; hv < D / 64; ++hv)
+#pragma unroll
+    for (int i = 0; i < 32; ++i) dk[hv][i] = dv[hv][i] = 0.f;
+  float s[32], dp[32];
+#pragma unroll
+  for (int i = 0; i < 32; ++i) s[i] = dp[i] = 0.f;
+  std::uint32_t ap[4][4], ads[4][4];
+  mbar_wait(bars + 8 * STAGES, 0);
+
+  for (int it = 0; it < count; ++it) {
+    if (threadIdx.x == 0 && it + STAGES - 1 < count) load(it + STAGES - 1);
+    const int q0 = 64 * (kt + it);
+    // This thread's 16 columns: q0 + 8c + 2t + e.
+    float l2[16], dl[16];
+#pragma unroll
+    for (int c = 0; c < 8; ++c)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int q = q0 + 8 * c + 2 * t + e;
+        const bool ok = q < T;
+        l2[2 * c + e] = ok ? __ldg(p.lse + rbase + q) * kLog2eSm90 : INFINITY;
+        dl[2 * c + e] = ok ? __ldg(p.delta + rbase + q) : 0.f;
+      }
+    mbar_wait(bar(it), std::uint32_t((it / STAGES) & 1));
+    fence();
+    issue_ss64<D>(s, sK, sQ + stage(it));
+    issue_ss64<D>(dp, sV, sdO + stage(it));
+    commit();
+    wait<0>();
+    fence_regs(s);
+    fence_regs(dp);
+    const bool diag = it == 0;  // the only tile with queries before some of the block's keys
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      float pv[4], dsv[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int c = 2 * i + (e & 1);
+        float pe = exp2_approx(fmaf(s[4 * i + e], p.scale_l2, -l2[c]));
+        if (diag && q0 + 8 * i + 2 * t + (e & 1) < key_base + 8 * (e >> 1)) pe = 0.f;
+        pv[e] = pe;
+        dsv[e] = pe * (dp[4 * i + e] - dl[c]);
+      }
+      pack_tile(ap, i, pv);
+      pack_tile(ads, i, dsv);
+    }
+    fence();
+    issue_rs64<D>(dv, ap, sdO + stage(it));
+    issue_rs64<D>(dk, ads, sQ + stage(it));
+    commit();
+    wait<0>();
+#pragma unroll
+    for (int hv = 0; hv < D / 64; ++hv) {
+      fence_regs(dv[hv]);
+      fence_regs(dk[hv]);
+    }
+    fence_regs(ap);
+    fence_regs(ads);
+  }
+  const long base = long(n) * T * ld + long(h) * D;
+  store_rows<D>(p.dK + base, ld, dk, key_base, T, t, p.scale);
+  store_rows<D>(p.dV + base, ld, dv, key_base, T, t, 1.f);
+#else
+  (void)maps;
+  (void)p;
+  __trap();
+#endif
+}
+
+// dQ: block owns queries q0 .. q0 + 63 (tiles launched longest first) and walks the key tiles up to
+// its diagonal. S = Q Kᵀ, P = 2^(S·log2e/√d − lse₂), dP = dO Vᵀ, dS = P ⊙ (dP − δ), dQ += dS K / √d.
+template <int D, int STAGES, int MINB>
+__global__ void __launch_bounds__(128, MINB)
+    flash_dq_sm90(const __grid_constant__ BwdMaps maps, const FlashSm90Backward p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr std::uint32_t kTile = 64 * D * 2;
+  extern __shared__ std::uint8_t smem_raw[];
+  const std::uint32_t sQ =
+      (static_cast<std::uint32_t>(__cvta_generic_to_shared(smem_raw)) + 1023u) & ~1023u;
+  const std::uint32_t sdO = sQ + kTile, sK = sdO + kTile, sV = sK + STAGES * kTile,
+                      bars = sV + STAGES * kTile;  // [0, STAGES): stage i is in; [STAGES]: Q, dO
+  const int T = p.T, qtiles = (T + 63) / 64, qt = qtiles - 1 - int(blockIdx.x), q0 = 64 * qt;
+  const int n = int(blockIdx.y) / p.H, h = int(blockIdx.y) % p.H;
+  const long ld = long(p.H) * D;
+  const long rbase = (long(n) * p.H + h) * T;
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
+  const int row_base = q0 + 16 * warp + g;
+  const int count = qt + 1;  // key tiles 0 .. qt
+  const auto bar = [&](int j) { return bars + std::uint32_t(j % STAGES) * 8; };
+  const auto stage = [&](int j) { return std::uint32_t(j % STAGES) * kTile; };
+  const auto load = [&](int j) {
+    mbar_expect(bar(j), 2 * kTile);
+#pragma unroll
+    for (int hv = 0; hv < D / 64; ++hv) {
+      tma_load(sK + stage(j) + hv * 64 * 128, &maps.k, h * D + 64 * hv, 64 * j, n, bar(j));
+      tma_load(sV + stage(j) + hv * 64 * 128, &maps.v, h * D + 64 * hv, 64 * j, n, bar(j));
+    }
+  };
+  if (threadIdx.x == 0) {
+    for (int i = 0; i <= STAGES; ++i) mbar_init(bars + 8 * i, 1);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const std::uint32_t qd = bars + 8 * STAGES;
+    mbar_expect(qd, 2 * kTile);
+#pragma unroll
+    for (int hv = 0; hv < D / 64; ++hv) {
+      tma_load(sQ + hv * 64 * 128, &maps.q, h * D + 64 * hv, q0, n, qd);
+      tma_load(sdO + hv * 64 * 128, &maps.dO, h * D + 64 * hv, q0, n, qd);
+    }
+    for (int j = 0; j < STAGES - 1 && j < count; ++j) load(j);
+  }
+  float l2[2], dl[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = row_base + 8 * r;
+    l2[r] = row < T ? p.lse[rbase + row] * kLog2eSm90 : 0.f;
+    dl[r] = row < T ? p.delta[rbase + row] : 0.f;
+  }
+  float dq[D / 64][32];
+#pragma unroll
+  for (int hv = 0; hv < D / 64; ++hv)
+#pragma unroll
+    for (int i = 0; i < 32; ++i) dq[hv][i] = 0.f;
+  float s[32], dp[32];
+#pragma unroll
+  for (int i = 0; i < 32; ++i) s[i] = dp[i] = 0.f;
+  std::uint32_t ads[4][4];
+  mbar_wait(bars + 8 * STAGES, 0);
+
+  for (int j = 0; j < count; ++j) {
+    if (threadIdx.x == 0 && j + STAGES - 1 < count) load(j + STAGES - 1);
+    mbar_wait(bar(j), std::uint32_t((j / STAGES) & 1));
+    fence();
+    issue_ss64<D>(s, sQ, sK + stage(j));
+    issue_ss64<D>(dp, sdO, sV + stage(j));
+    commit();
+    wait<0>();
+    fence_regs(s);
+    fence_regs(dp);
+    const int k0 = 64 * j;
+    const bool edge = j == qt;  // the diagonal tile; it also holds the keys past T, if any
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      float dsv[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float pe = exp2_approx(fmaf(s[4 * i + e], p.scale_l2, -l2[e >> 1]));
+        if (edge) {
+          const int key = k0 + 8 * i + 2 * t + (e & 1), row = row_base + 8 * (e >> 1);
+          if (key > row || key >= T) pe = 0.f;
+        }
+        dsv[e] = pe * (dp[4 * i + e] - dl[e >> 1]);
+      }
+      pack_tile(ads, i, dsv);
+    }
+    fence();
+    issue_rs64<D>(dq, ads, sK + stage(j));
+    commit();
+    wait<0>();
+#pragma unroll
+    for (int hv = 0; hv < D / 64; ++hv) fence_regs(dq[hv]);
+    fence_regs(ads);
+  }
+  store_rows<D>(p.dQ + long(n) * T * ld + long(h) * D, ld, dq, row_base, T, t, p.scale);
+#else
+  (void)maps;
+  (void)p;
+  __trap();
+#endif
+}
+
+template <class Kernel>
+void set_smem(Kernel kernel, std::size_t smem) {
+  TTTLAB_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  TTTLAB_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
+                                         cudaFuncAttributePreferredSharedMemoryCarveout,
+                                         int(cudaSharedmemCarveoutMaxShared)));
+}
+
+template <int D, int MINB>
+void launch_tma(const FlashSm90Forward& a) {
+  const auto kernel = flash_forward_sm90_tma<D, MINB>;
+  constexpr std::size_t smem = std::size_t(64 + 6 * 64) * D * 2 + 1024 + 64;
+  TTTLAB_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  TTTLAB_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
+                                         cudaFuncAttributePreferredSharedMemoryCarveout,
+                                         int(cudaSharedmemCarveoutMaxShared)));
+  const TmaMaps maps{make_map(a.Q, a.B, a.T, a.H, D), make_map(a.K, a.B, a.T, a.H, D),
+                     make_map(a.V, a.B, a.T, a.H, D)};
+  const dim3 grid(unsigned((a.T + 63) / 64), unsigned(a.B * a.H));
+  kernel<<<grid, 128, smem, a.stream>>>(maps, a);
+  TTTLAB_CUDA_CHECK(cudaGetLastError());
+}
+
+// Both backward kernels: one warpgroup per 64 rows, STAGES stages, MINB blocks per multiprocessor.
+template <int D, int STAGES, int MINB>
+void launch_backward(const FlashSm90Backward& a) {
+  const BwdMaps maps{make_map(a.Q, a.B, a.T, a.H, D), make_map(a.K, a.B, a.T, a.H, D),
+                     make_map(a.V, a.B, a.T, a.H, D), make_map(a.dO, a.B, a.T, a.H, D)};
+  constexpr std::size_t smem = std::size_t(2 + 2 * STAGES) * 64 * D * 2 + 1024 + 64;
+  const dim3 grid(unsigned((a.T + 63) / 64), unsigned(a.B * a.H));
+  const auto dkdv = flash_dkdv_sm90<D, STAGES, MINB>;
+  set_smem(dkdv, smem);
+  dkdv<<<grid, 128, smem, a.stream>>>(maps, a);
+  TTTLAB_CUDA_CHECK(cudaGetLastError());
+  const auto dq = flash_dq_sm90<D, STAGES, MINB>;
+  set_smem(dq, smem);
+  dq<<<grid, 128, smem, a.stream>>>(maps, a);
+  TTTLAB_CUDA_CHECK(cudaGetLastError());
+}
+
+bool image_present(const void* kernel) {
+  cudaFuncAttributes attr{};
+  const bool ok = cudaFuncGetAttributes(&attr, kernel) == cudaSuccess;
+  cudaGetLastError();  // a missing image leaves an error behind; it is an answer here, not a fault
+  return ok;
+}
+
+}  // namespace
+
+bool flash_sm90_available(int d) {
+  if (d != 64 && d != 128) return false;
+  int dev = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+  if (major != 9 || minor != 0) return false;
+  static const bool present =
+      image_present(reinterpret_cast<const void*>(flash_forward_sm90_tma<64, 4>)) &&
+      image_present(reinterpret_cast<const void*>(flash_forward_sm90_pipe<128, 64, 2>)) &&
+      image_present(reinterpret_cast<const void*>(flash_dkdv_sm90<64, 2, 3>)) &&
+      image_present(reinterpret_cast<const void*>(flash_dq_sm90<128, 2, 1>));
+  return present;
+}
+
+void flash_forward_sm90(const FlashSm90Forward& a) {
+  if (a.d == 64)
+    launch_tma<64, 4>(a);
+  else
+    launch_pipe<128, 64, 2>(a);
+}
+
+void flash_backward_sm90(const FlashSm90Backward& a) {
+  if (a.d == 64)
+    launch_backward<64, 2, 3>(a);
+  else
+    launch_backward<128, 2, 1>(a);
+}
+
+}  // namespace tttlab::kernels::detail
