@@ -35,8 +35,11 @@ namespace {
 
 using detail::cp_async_commit;
 using detail::cp_async_wait;
+using detail::exp2_fast;
 using detail::mma_bf16;
 using detail::pack_bf16;
+using detail::quad_max;
+using detail::quad_sum;
 using namespace detail::bf16_tiles;
 
 constexpr float kLog2e = 1.4426950408889634f;
@@ -91,23 +94,6 @@ __device__ __forceinline__ void mma_p_y(float (&acc)[NN][4], const float (&p)[2 
       mma_bf16(acc[2 * np + 1], a, b[2], b[3]);
     }
   }
-}
-
-// 2^x on the special-function unit, subnormal results flushed to 0 (2^−∞ = 0). exp2f would add the
-// instructions that keep subnormal results, which a probability below 2^−126 does not need.
-__device__ __forceinline__ float exp2_fast(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
-__device__ __forceinline__ float quad_max(float v) {
-  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
-  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
-}
-__device__ __forceinline__ float quad_sum(float v) {
-  v += __shfl_xor_sync(0xffffffffu, v, 1);
-  return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
 // ---- forward --------------------------------------------------------------------------------------
@@ -619,8 +605,9 @@ namespace {
 bool use_wgmma(const char* fn, const AttentionDims& d, FlashPath path) {
   const bool wgmma = path != FlashPath::mma_sync && flash_attention_wgmma_available(d);
   require(wgmma || path != FlashPath::wgmma,
-          std::string(fn) + ": the wgmma kernels need a compute capability 9.0 device, head_dim 64 "
-                            "or 128 and a build for architecture 90 (flash_attention_wgmma_available)");
+          std::string(fn) +
+              ": the wgmma kernels need a compute capability 9.0 device, head_dim 64 "
+              "or 128 and a build for architecture 90 (flash_attention_wgmma_available)");
   return wgmma;
 }
 }  // namespace

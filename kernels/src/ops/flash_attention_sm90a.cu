@@ -36,20 +36,6 @@ using namespace wgmma;
 
 constexpr float kLn2Sm90 = 0.6931471805599453f, kLog2eSm90 = 1.4426950408889634f;
 
-__device__ __forceinline__ float exp2_approx(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-__device__ __forceinline__ float quad_max4(float v) {
-  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
-  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
-}
-__device__ __forceinline__ float quad_sum4(float v) {
-  v += __shfl_xor_sync(0xffffffffu, v, 1);
-  return v + __shfl_xor_sync(0xffffffffu, v, 2);
-}
-
 // Rows r0 .. r0 + ROWS − 1 (of T) of a [T, ld] bf16 matrix, D columns, into the swizzled tile at
 // shared address S: D/64 tiles of ROWS × 64, row r's chunk c at chunk c ^ (r mod 8). Rows ≥ T as
 // zeros (cp.async reads nothing for them; its address is still row 0's).
@@ -137,8 +123,8 @@ __device__ __forceinline__ void softmax_tile(float (&s)[BN / 2], std::uint32_t (
   float ms[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    const float mn = fmaxf(st.m[r], quad_max4(mx[r] * scale_l2));
-    alpha[r] = exp2_approx(st.m[r] - mn);  // m = −∞ on the first tile: 0
+    const float mn = fmaxf(st.m[r], quad_max(mx[r] * scale_l2));
+    alpha[r] = exp2_fast(st.m[r] - mn);  // m = −∞ on the first tile: 0
     st.m[r] = mn;
     ms[r] = -mn;
     st.l[r] *= alpha[r];
@@ -148,7 +134,7 @@ __device__ __forceinline__ void softmax_tile(float (&s)[BN / 2], std::uint32_t (
     float pe[4];
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      pe[e] = exp2_approx(fmaf(s[4 * i + e], scale_l2, ms[e >> 1]));
+      pe[e] = exp2_fast(fmaf(s[4 * i + e], scale_l2, ms[e >> 1]));
       st.l[e >> 1] += pe[e];
     }
     a[i / 2][2 * (i & 1)] = pack_bf16(pe[0], pe[1]);
@@ -180,40 +166,21 @@ constexpr std::size_t pipe_smem_bytes() {
   return std::size_t(64 + 6 * BN) * D * 2 + 1024;
 }
 
-template <int D, int BN, int MINB>
-__global__ void __launch_bounds__(128, MINB) flash_forward_sm90_pipe(const FlashSm90Forward p) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// The pipeline both forward kernels run once Q and tile 0 are in shared memory: S_0, its softmax,
+// then iteration j with P_j in pcur: tile j + 2 requested (prefetch), tile j + 1 awaited (ready),
+// S_{j+1} and P_j V_j issued, the softmax of j + 1 into pnext while P_j V_j is in flight, O rescaled
+// once it has landed. Then O / l to bf16 and the lse. The two kernels differ only in how tiles come.
+template <int D, int BN, class Prefetch, class Ready>
+__device__ __forceinline__ void forward_pipeline(const FlashSm90Forward& p, std::uint32_t sQ,
+                                                 std::uint32_t sK, std::uint32_t sV, int q0,
+                                                 int nkt, long base, long ld, int n, int h,
+                                                 int row_base, int t, Prefetch prefetch,
+                                                 Ready ready) {
   constexpr int HV = D / 64;
-  constexpr std::uint32_t kTileQ = 64 * D * 2, kTileKV = BN * D * 2;
-  extern __shared__ std::uint8_t smem_raw[];
-  const std::uint32_t sQ =
-      (static_cast<std::uint32_t>(__cvta_generic_to_shared(smem_raw)) + 1023u) & ~1023u;
-  const std::uint32_t sK = sQ + kTileQ, sV = sK + 3 * kTileKV;
-
-  const int T = p.T, qtiles = (T + 63) / 64;
-  const int qt = qtiles - 1 - int(blockIdx.x);
-  const int n = int(blockIdx.y) / p.H, h = int(blockIdx.y) % p.H;
-  const long ld = long(p.H) * D;
-  const long base = long(n) * T * ld + long(h) * D;
-  const int q0 = qt * 64;
-  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
-  const int row_base = q0 + 16 * warp + g;
-  const int nkt = (min(q0 + 64, T) - 1) / BN + 1;
+  constexpr std::uint32_t kTileKV = BN * D * 2;
+  const int T = p.T;
   const auto Kst = [&](int j) { return sK + std::uint32_t(j % 3) * kTileKV; };
   const auto Vst = [&](int j) { return sV + std::uint32_t(j % 3) * kTileKV; };
-
-  load_swizzled<64, D, 128>(sQ, p.Q + base, q0, T, ld);
-  load_swizzled<BN, D, 128>(Kst(0), p.K + base, 0, T, ld);
-  load_swizzled<BN, D, 128>(Vst(0), p.V + base, 0, T, ld);
-  cp_async_commit();
-  if (nkt > 1) {
-    load_swizzled<BN, D, 128>(Kst(1), p.K + base, BN, T, ld);
-    load_swizzled<BN, D, 128>(Vst(1), p.V + base, BN, T, ld);
-  }
-  cp_async_commit();
-  cp_async_wait<1>();
-  fence_async_smem();
-  __syncthreads();
 
   float o[HV][32];
 #pragma unroll
@@ -234,20 +201,11 @@ __global__ void __launch_bounds__(128, MINB) flash_forward_sm90_pipe(const Flash
   fence_regs(s);
   softmax_tile<BN>(s, pa, st, alpha, 0, row_base, q0, T, t, p.scale_l2);
 
-  // Iteration j: P_j is in pcur; S_{j+1} and P_j V_j are issued, the softmax of j + 1 fills pnext.
   const auto step = [&](int j, std::uint32_t(&pcur)[BN / 16][4],
                         std::uint32_t(&pnext)[BN / 16][4]) {
-    if (j + 2 < nkt) {
-      load_swizzled<BN, D, 128>(Kst(j + 2), p.K + base, (j + 2) * BN, T, ld);
-      load_swizzled<BN, D, 128>(Vst(j + 2), p.V + base, (j + 2) * BN, T, ld);
-    }
-    cp_async_commit();
+    prefetch(j);
     const bool more = j + 1 < nkt;
-    if (more) {
-      cp_async_wait<1>();  // tile j + 1 is in
-      fence_async_smem();
-      __syncthreads();
-    }
+    if (more) ready(j + 1);
     fence();
     if (more) {
       issue_s<D, BN>(s, sQ, Kst(j + 1));
@@ -281,7 +239,7 @@ __global__ void __launch_bounds__(128, MINB) flash_forward_sm90_pipe(const Flash
 
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    const float lr = quad_sum4(st.l[r]);
+    const float lr = quad_sum(st.l[r]);
     const int row = row_base + 8 * r;
     if (row < T) {
       const float inv = 1.f / lr;
@@ -295,6 +253,56 @@ __global__ void __launch_bounds__(128, MINB) flash_forward_sm90_pipe(const Flash
       if (p.lse && t == 0) p.lse[(long(n) * p.H + h) * T + row] = (st.m[r] + log2f(lr)) * kLn2Sm90;
     }
   }
+}
+
+template <int D, int BN, int MINB>
+__global__ void __launch_bounds__(128, MINB) flash_forward_sm90_pipe(const FlashSm90Forward p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr std::uint32_t kTileQ = 64 * D * 2, kTileKV = BN * D * 2;
+  extern __shared__ std::uint8_t smem_raw[];
+  const std::uint32_t sQ =
+      (static_cast<std::uint32_t>(__cvta_generic_to_shared(smem_raw)) + 1023u) & ~1023u;
+  const std::uint32_t sK = sQ + kTileQ, sV = sK + 3 * kTileKV;
+
+  const int T = p.T, qtiles = (T + 63) / 64;
+  const int qt = qtiles - 1 - int(blockIdx.x);
+  const int n = int(blockIdx.y) / p.H, h = int(blockIdx.y) % p.H;
+  const long ld = long(p.H) * D;
+  const long base = long(n) * T * ld + long(h) * D;
+  const int q0 = qt * 64;
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
+  const int row_base = q0 + 16 * warp + g;
+  const int nkt = (min(q0 + 64, T) - 1) / BN + 1;
+  const auto Kst = [&](int j) { return sK + std::uint32_t(j % 3) * kTileKV; };
+  const auto Vst = [&](int j) { return sV + std::uint32_t(j % 3) * kTileKV; };
+
+  load_swizzled<64, D, 128>(sQ, p.Q + base, q0, T, ld);
+  load_swizzled<BN, D, 128>(Kst(0), p.K + base, 0, T, ld);
+  load_swizzled<BN, D, 128>(Vst(0), p.V + base, 0, T, ld);
+  cp_async_commit();
+  if (nkt > 1) {
+    load_swizzled<BN, D, 128>(Kst(1), p.K + base, BN, T, ld);
+    load_swizzled<BN, D, 128>(Vst(1), p.V + base, BN, T, ld);
+  }
+  cp_async_commit();
+  cp_async_wait<1>();
+  fence_async_smem();
+  __syncthreads();
+
+  forward_pipeline<D, BN>(
+      p, sQ, sK, sV, q0, nkt, base, ld, n, h, row_base, t,
+      [&](int j) {
+        if (j + 2 < nkt) {
+          load_swizzled<BN, D, 128>(Kst(j + 2), p.K + base, (j + 2) * BN, T, ld);
+          load_swizzled<BN, D, 128>(Vst(j + 2), p.V + base, (j + 2) * BN, T, ld);
+        }
+        cp_async_commit();
+      },
+      [&](int) {
+        cp_async_wait<1>();  // tile j + 1 is in
+        fence_async_smem();
+        __syncthreads();
+      });
 #else
   (void)p;
   __trap();
@@ -375,79 +383,14 @@ __global__ void __launch_bounds__(128, MINB)
     if (nkt > 1) load_kv(1);
   }
 
-  float o[HV][32];
-#pragma unroll
-  for (int hv = 0; hv < HV; ++hv)
-#pragma unroll
-    for (int i = 0; i < 32; ++i) o[hv][i] = 0.f;
-  float s[BN / 2];
-#pragma unroll
-  for (int i = 0; i < BN / 2; ++i) s[i] = 0.f;
-  std::uint32_t pa[BN / 16][4], pb[BN / 16][4];
-  SoftmaxState<BN> st;
-  float alpha[2];
-
   mbar_wait(bars + 24, 0);
   mbar_wait(bar(0), 0);
-  fence();
-  issue_s<D, BN>(s, sQ, Kst(0));
-  commit();
-  wait<0>();
-  fence_regs(s);
-  softmax_tile<BN>(s, pa, st, alpha, 0, row_base, q0, T, t, p.scale_l2);
-
-  const auto step = [&](int j, std::uint32_t(&pcur)[BN / 16][4],
-                        std::uint32_t(&pnext)[BN / 16][4]) {
-    if (threadIdx.x == 0 && j + 2 < nkt) load_kv(j + 2);
-    const bool more = j + 1 < nkt;
-    if (more) mbar_wait(bar(j + 1), std::uint32_t(((j + 1) / 3) & 1));
-    fence();
-    if (more) {
-      issue_s<D, BN>(s, sQ, Kst(j + 1));
-      commit();
-    }
-    issue_pv<D, BN>(o, pcur, Vst(j));
-    commit();
-    if (more) {
-      wait<1>();
-      fence_regs(s);
-      float al[2];
-      softmax_tile<BN>(s, pnext, st, al, (j + 1) * BN, row_base, q0, T, t, p.scale_l2);
-      wait<0>();
-#pragma unroll
-      for (int hv = 0; hv < HV; ++hv) {
-        fence_regs(o[hv]);
-#pragma unroll
-        for (int i = 0; i < 32; ++i) o[hv][i] *= al[(i >> 1) & 1];
-      }
-    } else {
-      wait<0>();
-#pragma unroll
-      for (int hv = 0; hv < HV; ++hv) fence_regs(o[hv]);
-    }
-    fence_regs(pcur);
-  };
-  for (int j = 0; j < nkt; j += 2) {
-    step(j, pa, pb);
-    if (j + 1 < nkt) step(j + 1, pb, pa);
-  }
-
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const float lr = quad_sum4(st.l[r]);
-    const int row = row_base + 8 * r;
-    if (row < T) {
-      const float inv = 1.f / lr;
-      std::uint16_t* out = p.O + base + long(row) * ld;
-#pragma unroll
-      for (int hv = 0; hv < HV; ++hv)
-#pragma unroll
-        for (int i = 0; i < 8; ++i)
-          *reinterpret_cast<std::uint32_t*>(out + 64 * hv + 8 * i + 2 * t) =
-              pack_bf16(o[hv][4 * i + 2 * r] * inv, o[hv][4 * i + 2 * r + 1] * inv);
-      if (p.lse && t == 0) p.lse[(long(n) * p.H + h) * T + row] = (st.m[r] + log2f(lr)) * kLn2Sm90;
-    }
-  }
+  forward_pipeline<D, BN>(
+      p, sQ, sK, sV, q0, nkt, base, ld, n, h, row_base, t,
+      [&](int j) {
+        if (threadIdx.x == 0 && j + 2 < nkt) load_kv(j + 2);
+      },
+      [&](int j) { mbar_wait(bar(j), std::uint32_t((j / 3) & 1)); });
 #else
   (void)maps;
   (void)p;
@@ -533,6 +476,28 @@ __device__ __forceinline__ void pack_tile(std::uint32_t (&a)[4][4], int i, const
   a[i / 2][2 * (i & 1) + 1] = pack_bf16(v[2], v[3]);
 }
 
+// Rows r0 .. r0 + 63 of two [B, T, H·d] tensors (head h, sequence n) into two swizzled [64 × D] tiles,
+// both completing on one mbarrier; by one thread.
+template <int D>
+__device__ __forceinline__ void load_tile_pair(std::uint32_t dstA, const CUtensorMap* A,
+                                               std::uint32_t dstB, const CUtensorMap* B, int h,
+                                               int r0, int n, std::uint32_t bar) {
+  mbar_expect(bar, 2 * 64 * D * 2);
+#pragma unroll
+  for (int hv = 0; hv < D / 64; ++hv) {
+    tma_load(dstA + hv * 64 * 128, A, h * D + 64 * hv, r0, n, bar);
+    tma_load(dstB + hv * 64 * 128, B, h * D + 64 * hv, r0, n, bar);
+  }
+}
+// mbarriers [0, count) at bars, one arrival each, made visible to the block's threads.
+__device__ __forceinline__ void init_barriers(std::uint32_t bars, int count) {
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < count; ++i) mbar_init(bars + 8 * i, 1);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+}
+
 struct BwdMaps {
   CUtensorMap q, k, v, dO;
 };
@@ -560,28 +525,12 @@ __global__ void __launch_bounds__(128, MINB)
   const auto bar = [&](int it) { return bars + std::uint32_t(it % STAGES) * 8; };
   const auto stage = [&](int it) { return std::uint32_t(it % STAGES) * kTile; };
   const auto load = [&](int it) {
-    mbar_expect(bar(it), 2 * kTile);
-#pragma unroll
-    for (int hv = 0; hv < D / 64; ++hv) {
-      tma_load(sQ + stage(it) + hv * 64 * 128, &maps.q, h * D + 64 * hv, 64 * (kt + it), n,
-               bar(it));
-      tma_load(sdO + stage(it) + hv * 64 * 128, &maps.dO, h * D + 64 * hv, 64 * (kt + it), n,
-               bar(it));
-    }
+    load_tile_pair<D>(sQ + stage(it), &maps.q, sdO + stage(it), &maps.dO, h, 64 * (kt + it), n,
+                      bar(it));
   };
+  init_barriers(bars, STAGES + 1);
   if (threadIdx.x == 0) {
-    for (int i = 0; i <= STAGES; ++i) mbar_init(bars + 8 * i, 1);
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    const std::uint32_t kv = bars + 8 * STAGES;
-    mbar_expect(kv, 2 * kTile);
-#pragma unroll
-    for (int hv = 0; hv < D / 64; ++hv) {
-      tma_load(sK + hv * 64 * 128, &maps.k, h * D + 64 * hv, k0, n, kv);
-      tma_load(sV + hv * 64 * 128, &maps.v, h * D + 64 * hv, k0, n, kv);
-    }
+    load_tile_pair<D>(sK, &maps.k, sV, &maps.v, h, k0, n, bars + 8 * STAGES);
     for (int it = 0; it < STAGES - 1 && it < count; ++it) load(it);
   }
   float dk[D / 64][32], dv[D / 64][32];
@@ -624,7 +573,7 @@ __global__ void __launch_bounds__(128, MINB)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int c = 2 * i + (e & 1);
-        float pe = exp2_approx(fmaf(s[4 * i + e], p.scale_l2, -l2[c]));
+        float pe = exp2_fast(fmaf(s[4 * i + e], p.scale_l2, -l2[c]));
         if (diag && q0 + 8 * i + 2 * t + (e & 1) < key_base + 8 * (e >> 1)) pe = 0.f;
         pv[e] = pe;
         dsv[e] = pe * (dp[4 * i + e] - dl[c]);
@@ -677,26 +626,11 @@ __global__ void __launch_bounds__(128, MINB)
   const auto bar = [&](int j) { return bars + std::uint32_t(j % STAGES) * 8; };
   const auto stage = [&](int j) { return std::uint32_t(j % STAGES) * kTile; };
   const auto load = [&](int j) {
-    mbar_expect(bar(j), 2 * kTile);
-#pragma unroll
-    for (int hv = 0; hv < D / 64; ++hv) {
-      tma_load(sK + stage(j) + hv * 64 * 128, &maps.k, h * D + 64 * hv, 64 * j, n, bar(j));
-      tma_load(sV + stage(j) + hv * 64 * 128, &maps.v, h * D + 64 * hv, 64 * j, n, bar(j));
-    }
+    load_tile_pair<D>(sK + stage(j), &maps.k, sV + stage(j), &maps.v, h, 64 * j, n, bar(j));
   };
+  init_barriers(bars, STAGES + 1);
   if (threadIdx.x == 0) {
-    for (int i = 0; i <= STAGES; ++i) mbar_init(bars + 8 * i, 1);
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    const std::uint32_t qd = bars + 8 * STAGES;
-    mbar_expect(qd, 2 * kTile);
-#pragma unroll
-    for (int hv = 0; hv < D / 64; ++hv) {
-      tma_load(sQ + hv * 64 * 128, &maps.q, h * D + 64 * hv, q0, n, qd);
-      tma_load(sdO + hv * 64 * 128, &maps.dO, h * D + 64 * hv, q0, n, qd);
-    }
+    load_tile_pair<D>(sQ, &maps.q, sdO, &maps.dO, h, q0, n, bars + 8 * STAGES);
     for (int j = 0; j < STAGES - 1 && j < count; ++j) load(j);
   }
   float l2[2], dl[2];
@@ -734,7 +668,7 @@ __global__ void __launch_bounds__(128, MINB)
       float dsv[4];
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        float pe = exp2_approx(fmaf(s[4 * i + e], p.scale_l2, -l2[e >> 1]));
+        float pe = exp2_fast(fmaf(s[4 * i + e], p.scale_l2, -l2[e >> 1]));
         if (edge) {
           const int key = k0 + 8 * i + 2 * t + (e & 1), row = row_base + 8 * (e >> 1);
           if (key > row || key >= T) pe = 0.f;

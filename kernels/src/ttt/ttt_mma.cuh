@@ -505,6 +505,19 @@ __device__ __forceinline__ float quad_sum(float v) {
   v += __shfl_xor_sync(0xffffffffu, v, 2);
   return v;
 }
+// The maximum over the same 4 lanes.
+__device__ __forceinline__ float quad_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+// 2^x on the special-function unit, subnormal results flushed to 0 (2^−∞ = 0): what a softmax in log2
+// units needs. exp2f would add the instructions that keep subnormal results, which a probability
+// below 2^−126 does not need.
+__device__ __forceinline__ float exp2_fast(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
 
 // Sum over the 8 lanes that share tig (the rows of an accumulator fragment's column).
 __device__ __forceinline__ float col_sum8(float v) {
