@@ -255,6 +255,27 @@ __device__ __forceinline__ void forward_pipeline(const FlashSm90Forward& p, std:
   }
 }
 
+// Where a forward block works: query tile qt (launched longest first) of head h of sequence n, its
+// rows in the [B, T, H·d] tensors, this thread's rows (row_base, + 8) and quad lane t, and the
+// number of BN-key tiles up to the tile's diagonal.
+template <int D, int BN>
+struct ForwardBlock {
+  int n, h, q0, row_base, t, nkt;
+  long ld, base;
+  __device__ __forceinline__ explicit ForwardBlock(const FlashSm90Forward& p) {
+    const int T = p.T, qtiles = (T + 63) / 64, qt = qtiles - 1 - int(blockIdx.x);
+    n = int(blockIdx.y) / p.H;
+    h = int(blockIdx.y) % p.H;
+    ld = long(p.H) * D;
+    base = long(n) * T * ld + long(h) * D;
+    q0 = qt * 64;
+    const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
+    t = lane % 4;
+    row_base = q0 + 16 * warp + lane / 4;
+    nkt = (min(q0 + 64, T) - 1) / BN + 1;
+  }
+};
+
 template <int D, int BN, int MINB>
 __global__ void __launch_bounds__(128, MINB) flash_forward_sm90_pipe(const FlashSm90Forward p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -264,15 +285,9 @@ __global__ void __launch_bounds__(128, MINB) flash_forward_sm90_pipe(const Flash
       (static_cast<std::uint32_t>(__cvta_generic_to_shared(smem_raw)) + 1023u) & ~1023u;
   const std::uint32_t sK = sQ + kTileQ, sV = sK + 3 * kTileKV;
 
-  const int T = p.T, qtiles = (T + 63) / 64;
-  const int qt = qtiles - 1 - int(blockIdx.x);
-  const int n = int(blockIdx.y) / p.H, h = int(blockIdx.y) % p.H;
-  const long ld = long(p.H) * D;
-  const long base = long(n) * T * ld + long(h) * D;
-  const int q0 = qt * 64;
-  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
-  const int row_base = q0 + 16 * warp + g;
-  const int nkt = (min(q0 + 64, T) - 1) / BN + 1;
+  const ForwardBlock<D, BN> b(p);
+  const int T = p.T, n = b.n, h = b.h, q0 = b.q0, nkt = b.nkt;
+  const long ld = b.ld, base = b.base;
   const auto Kst = [&](int j) { return sK + std::uint32_t(j % 3) * kTileKV; };
   const auto Vst = [&](int j) { return sV + std::uint32_t(j % 3) * kTileKV; };
 
@@ -290,7 +305,7 @@ __global__ void __launch_bounds__(128, MINB) flash_forward_sm90_pipe(const Flash
   __syncthreads();
 
   forward_pipeline<D, BN>(
-      p, sQ, sK, sV, q0, nkt, base, ld, n, h, row_base, t,
+      p, sQ, sK, sV, q0, nkt, base, ld, n, h, b.row_base, b.t,
       [&](int j) {
         if (j + 2 < nkt) {
           load_swizzled<BN, D, 128>(Kst(j + 2), p.K + base, (j + 2) * BN, T, ld);
@@ -348,15 +363,9 @@ __global__ void __launch_bounds__(128, MINB)
   const std::uint32_t sK = sQ + kTileQ, sV = sK + 3 * kTileKV, bars = sV + 3 * kTileKV;
   // bars: [0..2] the stages' "tile j is in", [3] Q's.
 
-  const int T = p.T, qtiles = (T + 63) / 64;
-  const int qt = qtiles - 1 - int(blockIdx.x);
-  const int n = int(blockIdx.y) / p.H, h = int(blockIdx.y) % p.H;
-  const long ld = long(p.H) * D;
-  const long base = long(n) * T * ld + long(h) * D;
-  const int q0 = qt * 64;
-  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
-  const int row_base = q0 + 16 * warp + g;
-  const int nkt = (min(q0 + 64, T) - 1) / BN + 1;
+  const ForwardBlock<D, BN> b(p);
+  const int n = b.n, h = b.h, q0 = b.q0, nkt = b.nkt;
+  const long ld = b.ld, base = b.base;
   const auto Kst = [&](int j) { return sK + std::uint32_t(j % 3) * kTileKV; };
   const auto Vst = [&](int j) { return sV + std::uint32_t(j % 3) * kTileKV; };
   const auto bar = [&](int j) { return bars + std::uint32_t(j % 3) * 8; };
@@ -386,7 +395,7 @@ __global__ void __launch_bounds__(128, MINB)
   mbar_wait(bars + 24, 0);
   mbar_wait(bar(0), 0);
   forward_pipeline<D, BN>(
-      p, sQ, sK, sV, q0, nkt, base, ld, n, h, row_base, t,
+      p, sQ, sK, sV, q0, nkt, base, ld, n, h, b.row_base, b.t,
       [&](int j) {
         if (threadIdx.x == 0 && j + 2 < nkt) load_kv(j + 2);
       },
