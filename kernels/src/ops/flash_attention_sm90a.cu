@@ -100,26 +100,29 @@ struct SoftmaxState {
 
 // Scores s of keys k0 .. k0 + BN − 1 → P (bf16 A fragments) and the factor alpha the accumulated O
 // must be multiplied by; m, l updated. Masking where a key lies past a row or past T.
-template <int BN>
-__device__ __forceinline__ void softmax_tile(float (&s)[BN / 2], std::uint32_t (&a)[BN / 16][4],
-                                             SoftmaxState<BN>& st, float (&alpha)[2], int k0,
-                                             int row_base, int first_row, int T, int t,
+// EDGE: the tile has keys past some of its rows or past T (the diagonal tile, the last one); the
+// others run without the mask's comparisons.
+template <int BN, bool EDGE>
+__device__ __forceinline__ void softmax_tile(const float (&s)[BN / 2],
+                                             std::uint32_t (&a)[BN / 16][4], SoftmaxState<BN>& st,
+                                             float (&alpha)[2], int k0, int row_base, int T, int t,
                                              float scale_l2) {
   constexpr int NS = BN / 8;
-  const bool edge = k0 + BN - 1 > first_row || k0 + BN > T;
+  // s is only read. It is the accumulator of S_{j+1} = Q Kᵀ, and an ordinary instruction writing
+  // it (the mask did) while P_j V_j is in flight makes ptxas serialize every wgmma of the kernel
+  // (its warning C7515; docs/KERNELS.md has what that cost).
+  const auto score = [&](int i, int e) {
+    if constexpr (EDGE) {
+      const int key = k0 + 8 * i + 2 * t + (e & 1), row = row_base + 8 * (e >> 1);
+      if (key > row || key >= T) return -INFINITY;
+    }
+    return s[4 * i + e];
+  };
   float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
   for (int i = 0; i < NS; ++i)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      float x = s[4 * i + e];
-      if (edge) {
-        const int key = k0 + 8 * i + 2 * t + (e & 1), row = row_base + 8 * (e >> 1);
-        if (key > row || key >= T) x = -INFINITY;
-      }
-      s[4 * i + e] = x;
-      mx[e >> 1] = fmaxf(mx[e >> 1], x);
-    }
+    for (int e = 0; e < 4; ++e) mx[e >> 1] = fmaxf(mx[e >> 1], score(i, e));
   float ms[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -134,7 +137,7 @@ __device__ __forceinline__ void softmax_tile(float (&s)[BN / 2], std::uint32_t (
     float pe[4];
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      pe[e] = exp2_fast(fmaf(s[4 * i + e], scale_l2, ms[e >> 1]));
+      pe[e] = exp2_fast(fmaf(score(i, e), scale_l2, ms[e >> 1]));
       st.l[e >> 1] += pe[e];
     }
     a[i / 2][2 * (i & 1)] = pack_bf16(pe[0], pe[1]);
@@ -199,7 +202,13 @@ __device__ __forceinline__ void forward_pipeline(const FlashSm90Forward& p, std:
   commit();
   wait<0>();
   fence_regs(s);
-  softmax_tile<BN>(s, pa, st, alpha, 0, row_base, q0, T, t, p.scale_l2);
+  const auto softmax = [&](std::uint32_t(&pdst)[BN / 16][4], float(&al)[2], int k0) {
+    if (k0 + BN - 1 > q0 || k0 + BN > T)
+      softmax_tile<BN, true>(s, pdst, st, al, k0, row_base, T, t, p.scale_l2);
+    else
+      softmax_tile<BN, false>(s, pdst, st, al, k0, row_base, T, t, p.scale_l2);
+  };
+  softmax(pa, alpha, 0);
 
   const auto step = [&](int j, std::uint32_t(&pcur)[BN / 16][4],
                         std::uint32_t(&pnext)[BN / 16][4]) {
@@ -217,7 +226,7 @@ __device__ __forceinline__ void forward_pipeline(const FlashSm90Forward& p, std:
       wait<1>();
       fence_regs(s);
       float al[2];
-      softmax_tile<BN>(s, pnext, st, al, (j + 1) * BN, row_base, q0, T, t, p.scale_l2);
+      softmax(pnext, al, (j + 1) * BN);
       wait<0>();
 #pragma unroll
       for (int hv = 0; hv < HV; ++hv) {
