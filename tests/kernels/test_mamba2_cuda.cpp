@@ -172,8 +172,8 @@ struct ScanGpu {
 };
 
 // The GPU's results; the per-head gradient accumulators start at `start` (they are added to).
-// tensor_cores: the bf16 tensor-core path; heads_per_block: its output and backward kernels' (0: the
-// shape's choice).
+// tensor_cores: the bf16 tensor-core path; heads_per_block: its output and backward kernels' (0:
+// the shape's choice).
 ScanGpu gpu_scan(const ScanInputs& in, float start, bool tensor_cores = false,
                  int heads_per_block = 0) {
   const ScanCase& c = in.c;
@@ -369,10 +369,10 @@ TEST(Mamba2Cuda, TensorCoreScanMatchesTheCpuInFp64) {
 }
 
 // The output and backward kernels' blocks over several heads (heads_per_block of both args): one
-// head, some, and every head (the backward's dB and dC then written straight to the caller's columns,
-// the training shape's case), each against the CPU in fp64 with the bounds above; only dB and dC are
-// summed in another order (by head group), so every other output is bitwise the one-head blocks'.
-// H = 3 and 5 make a last group short of the others (2 + 1, 2 + 2 + 1); H + 3 is capped at H.
+// head, some, and every head (the backward's dB and dC then written straight to the caller's
+// columns, the training shape's case), each against the CPU in fp64 with the bounds above; only dB
+// and dC are summed in another order (by head group), so every other output is bitwise the one-head
+// blocks'. H = 3 and 5 make a last group short of the others (2 + 1, 2 + 2 + 1); H + 3 is capped.
 TEST(Mamba2Cuda, TensorCoreScanOverHeadGroupsMatchesTheCpuInFp64) {
   TTTLAB_SEEDED_GPU_TEST();
   std::printf("[ INFO     ] seed %llu; error = max|gpu - cpu| / max|cpu|\n",

@@ -472,9 +472,10 @@ __global__ void head_params_kernel(const float* part, int B, int H, int nc, cons
 // ---- the tensor-core path (bf16 operands, fp32 accumulation) ---------------------------------------
 //
 // The same kernels as above with every product of the chunk on mma.sync m16n8k16: one block of eight
-// warps per (sequence, head, chunk), the chunk's tiles rounded to bf16 in shared memory (row-major,
-// row stride width + 8: bf16_tiles.cuh's ldmatrix reads), the block's 16 × 16 output tiles taken by
-// the warps in turn, each tile's two n8 accumulators in fp32. What is rounded to bf16: the operands
+// warps per (sequence, head, chunk) (the output and gradient kernels: per group of heads, in turn),
+// the chunk's tiles rounded to bf16 in shared memory (row-major, row stride width + 8:
+// bf16_tiles.cuh's ldmatrix reads), the block's 16 × 16 output tiles taken by the warps in turn,
+// each tile's two n8 accumulators in fp32. What is rounded to bf16: the operands
 // X, B, C, dY, the scaled rows dt·w·X and e·dY, the states S_p and dS, and the masked score matrices
 // (the forward's G = (C Bᵀ ⊙ L)·dt, the backward's G = C Bᵀ ⊙ L and dGM = (dY Xᵀ ⊙ L)·dt) where they
 // enter their second products. The segment sums and decays, the state pass across the chunks (states
@@ -589,8 +590,8 @@ __device__ __forceinline__ void for_tiles(Body body) {
   for (int tile = threadIdx.x >> 5; tile < MT * NT; tile += kMmaWarps) body(tile / NT, tile % NT);
 }
 
-// for_tiles where every warp owns the same number of tiles (MT·NT a multiple of the warps), with the
-// warp's turn s = 0, 1, ... passed to the body: accumulators indexed by s stay in registers.
+// for_tiles where every warp owns the same number of tiles (MT·NT a multiple of the warps), with
+// the warp's turn s = 0, 1, ... passed to the body: accumulators indexed by s stay in registers.
 template <int MT, int NT, class Body>
 __device__ __forceinline__ void for_owned_tiles(Body body) {
   static_assert(MT * NT % kMmaWarps == 0, "whole tiles per warp");
@@ -919,13 +920,13 @@ __global__ void __launch_bounds__(kMmaThreads)
                         dS + ((std::size_t(k.n) * H + k.h) * k.nc + k.c) * std::size_t(P) * N);
 }
 
-// (3) backward: every gradient of the chunk, as chunk_grad_kernel, with S_p = states[c], dS = dS[c],
-// for the heads h_begin .. h_end − 1 of blockIdx.y's group (scan_heads_per_block) in turn. B and C are
-// the heads' common input, so the block loads them once, and it sums dB_h and dC_h over its heads in
-// registers (each warp owns the same output tiles for every head, heads in order): with one group
-// (the 125m training shape, B8 T2048) dB and dC go straight to the caller's columns, with no [H, R, N] per-head
-// workspace written and read back by sum_heads_kernel; with several, the groups' sums go there and
-// sum_heads_kernel adds the groups in order.
+// (3) backward: every gradient of the chunk, as chunk_grad_kernel, with S_p = states[c] and
+// dS = dS[c], for the heads h_begin .. h_end − 1 of blockIdx.y's group (scan_heads_per_block) in
+// turn. B and C are the heads' common input, so the block loads them once, and it sums dB_h and
+// dC_h over its heads in registers (each warp owns the same output tiles for every head, heads in
+// order): with one group (the 125m training shape, B8 T2048) dB and dC go straight to the caller's
+// columns, with no [H, R, N] per-head workspace written and read back by sum_heads_kernel; with
+// several, the groups' sums go there and sum_heads_kernel adds the groups in order.
 template <int P, int N>
 constexpr int grad_min_blocks() {  // two blocks per SM where the tiles leave room for two
   return mma_grad_smem<P, N>() <= 110 * 1024 ? 2 : 1;
@@ -1496,10 +1497,11 @@ void with_mma_dims(int P, int N, F f) {
 
 // The tensor-core kernels' heads per block that loop over heads (chunk_output_mma_kernel,
 // chunk_grad_mma_kernel), chosen (> 0, capped at H) or else from the shape: as many heads as leave
-// the grid at least `target` blocks (the forward's 512: four 47 KB blocks per SM; the backward's 256:
-// two 80 KB blocks per SM), every head where the (chunk, sequence) pairs alone make that many (B8
-// T2048: 256 pairs, so 12 heads a block forward and all 24 backward). The shape alone decides, not
-// the device, so the backward's sums over heads run in the same order (the same bits) on every GPU.
+// the grid at least `target` blocks (the forward's 512: four 47 KB blocks per SM; the backward's
+// 256: two 80 KB blocks per SM), every head where the (chunk, sequence) pairs alone make that many
+// (B8 T2048: 256 pairs, so 12 heads a block forward and all 24 backward). The shape alone decides,
+// not the device, so the backward's sums over heads run in the same order (the same bits) on every
+// GPU.
 constexpr long long kOutputBlocks = 512, kGradBlocks = 256;
 int scan_heads_per_block(const Mamba2ScanDims& d, int chosen, long long target) {
   if (chosen > 0) return std::min(chosen, d.heads);
@@ -1659,7 +1661,8 @@ void mamba2_scan_backward(const Mamba2ScanBackwardArgs& a) {
     check_launch();
     launch_chunks(chunk_grad_kernel, d, grad_smem(d), a.stream, a, ws);
   }
-  // The per-head (fp32 path) or per-group (tensor cores) dB, dC summed; one group wrote them itself.
+  // The per-head (fp32 path) or per-group (tensor cores) dB, dC summed; one group wrote them
+  // itself.
   const int slices = a.tensor_cores ? scan_head_groups(d, a.heads_per_block, kGradBlocks) : d.heads;
   const long long R = (long long)d.batch * d.seq_len;
   if (!a.tensor_cores || slices > 1) {

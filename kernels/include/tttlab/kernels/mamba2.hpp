@@ -101,9 +101,9 @@ struct Mamba2ScanForwardArgs {
   float* states = nullptr;    // OVERWRITTEN, kept for the backward
   float* decay = nullptr;     // OVERWRITTEN, kept for the backward
   bool tensor_cores = false;  // the chunk's products in bf16 on the tensor cores (see above)
-  // The tensor-core output kernel's heads per block, which share the block's B and C tiles and their
-  // product C Bᵀ (capped at H): 0 lets the shape choose (as many as leave 512 blocks); the results
-  // are the same bits whatever it is. The tests set it.
+  // The tensor-core output kernel's heads per block, which share the block's B and C tiles and
+  // their product C Bᵀ (capped at H): 0 lets the shape choose (as many as leave 512 blocks); the
+  // results are the same bits whatever it is. The tests set it.
   int heads_per_block = 0;
   CUstream_st* stream = nullptr;
 };
@@ -188,10 +188,10 @@ void mamba2_gate_norm_backward(const float* y, const float* z, int ld_z, const f
 // K = 4 only; C and ld_u multiples of 4; u, xbc 16-byte aligned. (Defined in ops/causal_conv.cu.)
 void mamba2_conv_silu_forward(const float* u, int ld_u, const float* w, const float* bias, int B,
                               int T, int C, int K, float* xbc, CUstream_st* stream);
-// Its backward from dxbc [R, C] (read only), in one pass: dxbc·silu′ of the pre-activation recomputed
-// from u as each row is read, then du into rows of stride ld_du (zx's gradient's xBC columns;
-// OVERWRITTEN) or, with du16 given, only bf16(du) there (du may then be null), and dw [C, K],
-// dbias [C] ADDED TO. workspace: mamba2_conv_silu_backward_workspace floats.
+// Its backward from dxbc [R, C] (read only), in one pass: dxbc·silu′ of the pre-activation
+// recomputed from u as each row is read, then du into rows of stride ld_du (zx's gradient's xBC
+// columns; OVERWRITTEN) or, with du16 given, only bf16(du) there (du may then be null), and
+// dw [C, K], dbias [C] ADDED TO. workspace: mamba2_conv_silu_backward_workspace floats.
 std::size_t mamba2_conv_silu_backward_workspace(int B, int T, int C, int K);
 void mamba2_conv_silu_backward(const float* u, int ld_u, const float* w, const float* bias, int B,
                                int T, int C, int K, const float* dxbc, float* du,
