@@ -172,8 +172,10 @@ struct ScanGpu {
 };
 
 // The GPU's results; the per-head gradient accumulators start at `start` (they are added to).
-// tensor_cores: the bf16 tensor-core path.
-ScanGpu gpu_scan(const ScanInputs& in, float start, bool tensor_cores = false) {
+// tensor_cores: the bf16 tensor-core path; heads_per_block: its output and backward kernels' (0:
+// the shape's choice).
+ScanGpu gpu_scan(const ScanInputs& in, float start, bool tensor_cores = false,
+                 int heads_per_block = 0) {
   const ScanCase& c = in.c;
   const Mamba2ScanDims d{c.B, c.T, c.H, c.P, c.N, c.Q};
   const int HP = c.H * c.P;
@@ -199,6 +201,7 @@ ScanGpu gpu_scan(const ScanInputs& in, float start, bool tensor_cores = false) {
   f.states = states.get();
   f.decay = decay.get();
   f.tensor_cores = tensor_cores;
+  f.heads_per_block = heads_per_block;
   mamba2_scan_forward(f);
   // dX, dB, dC into one [R, H·P + 2N] buffer, ddt_raw into a wider one, as the layer has them.
   DeviceBuffer dxbc(in.xbc.size()), dd(in.dt_raw.size()),
@@ -238,6 +241,7 @@ ScanGpu gpu_scan(const ScanInputs& in, float start, bool tensor_cores = false) {
   b.workspace = ws.get();
   b.workspace_bytes = ws.size() * sizeof(float);
   b.tensor_cores = tensor_cores;
+  b.heads_per_block = heads_per_block;
   mamba2_scan_backward(b);
   ScanGpu g;
   g.Y = Y.download();
@@ -361,6 +365,54 @@ TEST(Mamba2Cuda, TensorCoreScanMatchesTheCpuInFp64) {
       EXPECT_NE(gpu_scan(in, 0.5f, false).Y, got.Y) << "the fp32 kernels ran";
     }
     std::printf("[ INFO     ] %-34s forward %.2e, backward %.2e\n", describe(c).c_str(), wf, wb);
+  }
+}
+
+// The output and backward kernels' blocks over several heads (heads_per_block of both args): one
+// head, some, and every head (the backward's dB and dC then written straight to the caller's
+// columns, the training shape's case), each against the CPU in fp64 with the bounds above; only dB
+// and dC are summed in another order (by head group), so every other output is bitwise the one-head
+// blocks'. H = 3 and 5 make a last group short of the others (2 + 1, 2 + 2 + 1); H + 3 is capped.
+TEST(Mamba2Cuda, TensorCoreScanOverHeadGroupsMatchesTheCpuInFp64) {
+  TTTLAB_SEEDED_GPU_TEST();
+  std::printf("[ INFO     ] seed %llu; error = max|gpu - cpu| / max|cpu|\n",
+              (unsigned long long)seed);
+  for (const ScanCase& c : {ScanCase{2, 130, 3, 64, 64, 64}, ScanCase{1, 100, 5, 32, 128, 64},
+                            ScanCase{3, 64, 4, 128, 32, 64}, ScanCase{1, 1, 2, 32, 32, 64}}) {
+    ScanInputs in = make_inputs(c, rng);
+    in.xbc = bf16_values(in.xbc);
+    in.dY = bf16_values(in.dY);
+    const ScanRef ref = cpu_scan(in);
+    const ScanGpu one = gpu_scan(in, 0.5f, true, 1);
+    for (const int g : {1, 2, c.H, c.H + 3}) {
+      SCOPED_TRACE(describe(c) + " heads per block " + std::to_string(g));
+      const ScanGpu got = gpu_scan(in, 0.5f, true, g);
+      double wf = 0, wb = 0;
+      expect_within("Y", got.Y, ref.Y, 1e-2, wf);
+      EXPECT_EQ(got.Y, one.Y) << "Y depends on the head groups";
+      EXPECT_EQ(got.states, one.states) << "the states depend on the head groups";
+      expect_within("dB", got.dB, ref.dB, 2e-2, wb);
+      expect_within("dC", got.dC, ref.dC, 2e-2, wb);
+      expect_within("dX", got.dX, ref.dX, 2e-2, wb);
+      EXPECT_EQ(got.dX, one.dX) << "dX depends on the head groups";
+      EXPECT_EQ(got.ddt_raw, one.ddt_raw) << "ddt_raw depends on the head groups";
+      EXPECT_EQ(got.dA_log, one.dA_log) << "dA_log depends on the head groups";
+      EXPECT_EQ(got.dD, one.dD) << "dD depends on the head groups";
+      EXPECT_EQ(got.ddt_bias, one.ddt_bias) << "ddt_bias depends on the head groups";
+      const ScanGpu again = gpu_scan(in, 0.5f, true, g);
+      EXPECT_EQ(again.dB, got.dB) << "two runs differ";
+      EXPECT_EQ(again.dC, got.dC) << "two runs differ";
+      std::printf("[ INFO     ] %-34s heads per block %d: Y %.2e; dB, dC, dX %.2e\n",
+                  describe(c).c_str(), g, wf, wb);
+    }
+  }
+  ScanInputs in = make_inputs({1, 64, 2, 32, 32, 64}, rng);
+  ScanGpu unused;
+  try {
+    unused = gpu_scan(in, 0.5f, true, -1);
+    ADD_FAILURE() << "a negative heads_per_block was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("heads_per_block"), std::string::npos) << e.what();
   }
 }
 
@@ -543,6 +595,7 @@ TEST(Mamba2Cuda, FusedPassesMatchTheCpuInFp64) {
     expect_within("dnorm_w", d_dw.download(), dw, 1e-4, wb);
     expect_within("dconv_w (added)", d_dcw.download(), dcw, 1e-4, wb);
     expect_within("dconv_b (added)", d_dcb.download(), dcb, 1e-4, wb);
+    EXPECT_EQ(d_dxbc.download(), dxbc) << "the conv + silu backward wrote its input dxbc";
     // The columns the passes do not own keep their poison (0xFFFFFFFF, a NaN).
     const std::vector<float> rest = cols(dzx, di + cd, W - di - cd);
     EXPECT_TRUE(std::all_of(rest.begin(), rest.end(), [](float v) { return std::isnan(v); }))

@@ -128,9 +128,8 @@ __device__ __forceinline__ void load_taps(const float* __restrict__ w, int c, fl
 
 // What the forward does with each output row a (the convolution's value) before its store:
 enum class ConvEpilogue {
-  kStore,         // y = a
-  kSilu,          // y = silu(a): Mamba-2's xbc, straight from in_proj's xBC columns
-  kSiluBackward,  // y = y·silu′(a), in place: Mamba-2's dxbc → dconv from the recomputed conv
+  kStore,  // y = a
+  kSilu,   // y = silu(a): Mamba-2's xbc, straight from in_proj's xBC columns
 };
 __device__ __forceinline__ float conv_sigmoid(float x) { return 1.f / (1.f + expf(-x)); }
 // silu and silu′ as mamba2.cu's silu_f / silu_grad_f (the same operations, so the same bits).
@@ -187,10 +186,6 @@ __global__ void conv_forward_vec4_kernel(const float4* __restrict__ u, ConvForwa
         float4* out = set.y[n] + std::size_t(r0 + i) * ld_y4 + c4;
         if (EPI == ConvEpilogue::kSilu) {
           *out = conv_silu4(acc);
-        } else if (EPI == ConvEpilogue::kSiluBackward) {
-          const float4 g = *out;
-          *out = make_float4(g.x * conv_silu_grad(acc.x), g.y * conv_silu_grad(acc.y),
-                             g.z * conv_silu_grad(acc.z), g.w * conv_silu_grad(acc.w));
         } else {
           *out = acc;
         }
@@ -285,6 +280,11 @@ __global__ void __launch_bounds__(32 * NV)
 // bitwise reproducible (and, the rows of a group being summed in row order whatever the tile, equal
 // for N = 1 and 2).
 // ROPE: each dy row rotated back (sign −1) once, as it is loaded.
+// SILU (N = 1, no RoPE; Mamba-2's conv + silu): dy is the gradient of silu(conv(u) + bias), turned
+// into the convolution's gradient as each row is loaded, dy·silu′(a) with a = bias + Σ_j w_j·u[s −
+// (K−1) + j] recomputed as conv_forward_vec4_kernel computes it (the same operations, so the same
+// bits as the separate pass that wrote the product back to dy before: it read u and dy and wrote dy,
+// [R, C] each). The u window then reaches K − 1 rows further, to the last dy row's.
 constexpr int kConvRowGroups = 4;
 constexpr int kConvPartialColumns = 64;  // float4 columns per block: 256 threads
 // Rows per tile: a pair's tile holds two gradients' rows in the registers of one.
@@ -293,25 +293,31 @@ constexpr int kConvBackwardTile = N == 1 ? 8 : 4;
 static_assert(kChunkRows % (kConvRowGroups * kConvBackwardTile<1>) == 0 &&
                   kChunkRows % (kConvRowGroups * kConvBackwardTile<2>) == 0,
               "row groups of whole tiles");
-template <int K, bool ROPE, int N>
+template <int K, bool ROPE, int N, bool SILU = false>
 __global__ void __launch_bounds__(kConvPartialColumns* kConvRowGroups)
     conv_backward_vec4_kernel(const float4* __restrict__ u, ConvBackwardSet<N> set, int R, int T,
                               int C4, float4* __restrict__ du, bool accumulate,
                               std::uint16_t* __restrict__ du16, ConvRope rope, int ld_u4,
-                              int ld_du4) {
+                              int ld_du4, const float* __restrict__ silu_bias) {
+  static_assert(!SILU || (N == 1 && !ROPE), "the silu backward is Mamba-2's single convolution");
   constexpr int kTile = kConvBackwardTile<N>;
+  constexpr int kXRows = kTile + (SILU ? 2 : 1) * (K - 1);  // the u window
+  constexpr int kXKeep = kXRows - kTile;                    // its rows kept from the last tile
   __shared__ float4 s_acc[N * (K + 1) * kConvPartialColumns];
   const int c4 = blockIdx.x * blockDim.x + threadIdx.x;
   const int group = threadIdx.y;
   const bool active = c4 < C4;
   const int m = ROPE ? 2 * (c4 % (rope.d / 4)) : 0;
-  float4 wt[N][K], acc[N][K + 1];
+  float4 wt[N][K], acc[N][K + 1], sb = f4_zero();
 #pragma unroll
   for (int n = 0; n < N; ++n) {
     if (active) load_taps<K>(set.w[n], 4 * c4, wt[n]);
 #pragma unroll
     for (int j = 0; j <= K; ++j) acc[n][j] = f4_zero();
   }
+  if (SILU && active)
+    sb = make_float4(silu_bias[4 * c4], silu_bias[4 * c4 + 1], silu_bias[4 * c4 + 2],
+                     silu_bias[4 * c4 + 3]);
   constexpr int kGroupRows = kChunkRows / kConvRowGroups;
   const int r_begin = blockIdx.y * kChunkRows + group * kGroupRows;
   const int r_end = min(R, r_begin + kGroupRows);
@@ -319,12 +325,21 @@ __global__ void __launch_bounds__(kConvPartialColumns* kConvRowGroups)
   // Tile r0's window: x[i] = u[r0 − (K−1) + i], zero before r0's sequence; g[n][i] = dy_n[r0 + i],
   // zero past R (rows past a sequence's end are masked below). Its last K − 1 entries are the next
   // tile's first K − 1, moved to the front instead of loaded (and rotated) again.
-  float4 x[kTile + K - 1], g[N][kTile + K - 1];
+  float4 x[kXRows], g[N][kTile + K - 1];
+  // SILU: dy row s (at position ts, x[xi] = u row s − (K−1)) times silu′ of its pre-activation.
+  auto silu_grad_row = [&](float4 dy, int xi, int ts) {
+    float4 a = sb;
+#pragma unroll
+    for (int j = 0; j < K; ++j)
+      if (ts - (K - 1) + j >= 0) f4_fma(a, wt[0][j], x[xi + j]);  // tap inside s's sequence
+    return make_float4(dy.x * conv_silu_grad(a.x), dy.y * conv_silu_grad(a.y),
+                       dy.z * conv_silu_grad(a.z), dy.w * conv_silu_grad(a.w));
+  };
   int tg = 0;  // ROPE: the position of the next dy row loaded, r0 + K − 1's at a tile's start
   if (active && r_begin < r_end) {  // the window's tail as a tile at r_begin − kTile leaves it
     const int tb = r_begin % T;
 #pragma unroll
-    for (int i = 0; i < K - 1; ++i) {
+    for (int i = 0; i < kXKeep; ++i) {
       const int r = r_begin - (K - 1) + i;
       x[kTile + i] = r < R && tb + i - (K - 1) >= 0 ? u[std::size_t(r) * ld_u4 + c4] : f4_zero();
     }
@@ -334,6 +349,14 @@ __global__ void __launch_bounds__(kConvPartialColumns* kConvRowGroups)
       for (int i = 0; i < K - 1; ++i)
         g[n][kTile + i] =
             r_begin + i < R ? set.dy[n][std::size_t(r_begin + i) * C4 + c4] : f4_zero();
+    if (SILU) {
+      int ts = tb;
+#pragma unroll
+      for (int i = 0; i < K - 1; ++i) {
+        if (r_begin + i < R) g[0][kTile + i] = silu_grad_row(g[0][kTile + i], kTile + i, ts);
+        ts = ts + 1 == T ? 0 : ts + 1;
+      }
+    }
     tg = tb;
     if (ROPE) {
 #pragma unroll
@@ -349,14 +372,16 @@ __global__ void __launch_bounds__(kConvPartialColumns* kConvRowGroups)
   for (int r0 = r_begin; active && r0 < r_end; r0 += kTile) {
     const int t0 = r0 % T;
 #pragma unroll
-    for (int i = 0; i < K - 1; ++i) {  // slide: the previous tile's last K − 1 rows
-      x[i] = x[kTile + i];
+    for (int i = 0; i < kXKeep; ++i) x[i] = x[kTile + i];  // slide: the previous tile's last rows
+#pragma unroll
+    for (int i = 0; i < K - 1; ++i) {
 #pragma unroll
       for (int n = 0; n < N; ++n) g[n][i] = g[n][kTile + i];
     }
-    // The kTile new rows: u rows r0 .. r0 + kTile − 1, dy_n rows r0 + K − 1 .. r0 + kTile + K − 2.
+    // The kTile new rows: u rows r0 .. r0 + kTile − 1 (SILU: + K − 1), dy_n rows r0 + K − 1 ..
+    // r0 + kTile + K − 2.
 #pragma unroll
-    for (int i = K - 1; i < kTile + K - 1; ++i) {
+    for (int i = kXKeep; i < kXRows; ++i) {
       const int r = r0 - (K - 1) + i;
       x[i] = r < R && t0 + i - (K - 1) >= 0 ? u[std::size_t(r) * ld_u4 + c4] : f4_zero();
     }
@@ -365,6 +390,14 @@ __global__ void __launch_bounds__(kConvPartialColumns* kConvRowGroups)
 #pragma unroll
       for (int i = K - 1; i < kTile + K - 1; ++i)
         g[n][i] = r0 + i < R ? set.dy[n][std::size_t(r0 + i) * C4 + c4] : f4_zero();
+    if (SILU) {
+      int ts = (t0 + K - 1) % T;
+#pragma unroll
+      for (int i = K - 1; i < kTile + K - 1; ++i) {
+        if (r0 + i < R) g[0][i] = silu_grad_row(g[0][i], i, ts);
+        ts = ts + 1 == T ? 0 : ts + 1;
+      }
+    }
     if (ROPE) {
 #pragma unroll
       for (int i = K - 1; i < kTile + K - 1; ++i) {
@@ -504,11 +537,11 @@ void conv_backward_vec4(const float* u, const ConvBackwardSet<N>& set, int R, in
   auto* du4 = reinterpret_cast<float4*>(du);
   const ConvRope r = rope ? *rope : ConvRope{};
   if (rope)
-    conv_backward_vec4_kernel<4, true, N>
-        <<<grid, block, 0, stream>>>(u4, set, R, T, C / 4, du4, accumulate, du16, r, C / 4, C / 4);
+    conv_backward_vec4_kernel<4, true, N><<<grid, block, 0, stream>>>(
+        u4, set, R, T, C / 4, du4, accumulate, du16, r, C / 4, C / 4, nullptr);
   else
-    conv_backward_vec4_kernel<4, false, N>
-        <<<grid, block, 0, stream>>>(u4, set, R, T, C / 4, du4, accumulate, du16, r, C / 4, C / 4);
+    conv_backward_vec4_kernel<4, false, N><<<grid, block, 0, stream>>>(
+        u4, set, R, T, C / 4, du4, accumulate, du16, r, C / 4, C / 4, nullptr);
   check_launch();
 }
 
@@ -687,7 +720,8 @@ std::size_t mamba2_conv_silu_backward_workspace(int B, int T, int C, int K) {
 }
 
 void mamba2_conv_silu_backward(const float* u, int ld_u, const float* w, const float* bias, int B,
-                               int T, int C, int K, float* dxbc, float* du, std::uint16_t* du16,
+                               int T, int C, int K, const float* dxbc, float* du,
+                               std::uint16_t* du16,
                                int ld_du, float* dw, float* dbias, float* workspace,
                                CUstream_st* stream) {
   const char* fn = "mamba2_conv_silu_backward";
@@ -698,22 +732,16 @@ void mamba2_conv_silu_backward(const float* u, int ld_u, const float* w, const f
   require(aligned16({u, dxbc, du}) && aligned8(du16), fn,
           "u, dxbc, du must be 16-byte aligned and du16 8-byte aligned");
   const int R = B * T;
-  // dxbc ← dxbc ⊙ silu′(conv(u) + bias): the forward's conv_pre recomputed from u, not kept.
-  const int threads = conv_vec4_threads(C);
-  const dim3 fgrid = conv_vec4_grid(C, (R + kConvTile - 1) / kConvTile, threads);
-  conv_forward_vec4_kernel<4, false, 1, ConvEpilogue::kSiluBackward><<<fgrid, threads, 0, stream>>>(
-      reinterpret_cast<const float4*>(u),
-      ConvForwardSet<1>{{w}, {bias}, {reinterpret_cast<float4*>(dxbc)}}, R, T, C / 4, ConvRope{},
-      ld_u / 4, C / 4);
-  check_launch();
-  // du (or its bf16 copy) into its columns of the caller's [R, ld_du] rows, and the weight sums.
+  // dxbc ⊙ silu′(conv(u) + bias) as the rows are loaded (the pre-activation recomputed from u, not
+  // kept), then du (or its bf16 copy) into its columns of the caller's [R, ld_du] rows, and the
+  // weight sums.
   const ConvBackwardSet<1> set{{w}, {reinterpret_cast<const float4*>(dxbc)}, {workspace}};
   const dim3 grid(unsigned((C / 4 + kConvPartialColumns - 1) / kConvPartialColumns),
                   unsigned(chunks(R)));
-  conv_backward_vec4_kernel<4, false, 1>
+  conv_backward_vec4_kernel<4, false, 1, true>
       <<<grid, dim3(kConvPartialColumns, kConvRowGroups), 0, stream>>>(
           reinterpret_cast<const float4*>(u), set, R, T, C / 4, reinterpret_cast<float4*>(du),
-          false, du16, ConvRope{}, ld_u / 4, ld_du / 4);
+          false, du16, ConvRope{}, ld_u / 4, ld_du / 4, bias);
   check_launch();
   conv_weight_finish(workspace, R, C, K, dw, dbias, stream);
 }

@@ -6,6 +6,7 @@
 // memory, rows padded by one float so that the column walks of the dot products hit distinct banks.
 // Inside a chunk the segment sums cs, e = exp(cs), w = exp(cs_last − cs) are made by one thread (at
 // most 64 terms), in the CPU's order.
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
@@ -41,16 +42,19 @@ struct Chunk {
   int n, h, c, nc, L;
   long long row0;  // n·T + c·Q
 };
-__device__ __forceinline__ Chunk chunk_of(const Mamba2ScanDims& d) {
+__device__ __forceinline__ Chunk chunk_of(const Mamba2ScanDims& d, int h) {
   Chunk k;
   k.c = blockIdx.x;
-  k.h = blockIdx.y;
+  k.h = h;
   k.n = blockIdx.z;
   k.nc = (d.seq_len + d.chunk - 1) / d.chunk;
   const int c0 = k.c * d.chunk;
   k.L = min(d.chunk, d.seq_len - c0);
   k.row0 = (long long)k.n * d.seq_len + c0;
   return k;
+}
+__device__ __forceinline__ Chunk chunk_of(const Mamba2ScanDims& d) {
+  return chunk_of(d, blockIdx.y);
 }
 
 // cs, e, w of the chunk from sdt (thread 0; the caller syncs before and after).
@@ -209,7 +213,7 @@ __global__ void __launch_bounds__(kScanThreads) chunk_output_kernel(Mamba2ScanFo
 
 struct Workspace {
   float* dS;    // [B, H, nc, P, N]: the gradient of the state after each chunk
-  float* dBh;   // [H, R, N]: per-head dB
+  float* dBh;   // [H, R, N]: per-head dB (fp32 path), per head group's (tensor cores, groups ≤ H)
   float* dCh;   // [H, R, N]
   float* part;  // [3, B, H, nc]: per-chunk partial sums of dA, dD, ddt_bias
 };
@@ -426,7 +430,8 @@ __global__ void __launch_bounds__(kScanThreads)
   }
 }
 
-// dB[r, q] = Σ_h dB_h[r, q] (and dC), heads in order.
+// dB[r, q] = Σ_s dB_s[r, q] (and dC) over the H slices, in order: the heads' (the fp32 path), or
+// the head groups' (chunk_grad_mma_kernel).
 __global__ void sum_heads_kernel(const float* dBh, const float* dCh, int H, long long R, int N,
                                  float* dB, float* dC, int ld) {
   const long long total = R * N;
@@ -467,9 +472,10 @@ __global__ void head_params_kernel(const float* part, int B, int H, int nc, cons
 // ---- the tensor-core path (bf16 operands, fp32 accumulation) ---------------------------------------
 //
 // The same kernels as above with every product of the chunk on mma.sync m16n8k16: one block of eight
-// warps per (sequence, head, chunk), the chunk's tiles rounded to bf16 in shared memory (row-major,
-// row stride width + 8: bf16_tiles.cuh's ldmatrix reads), the block's 16 × 16 output tiles taken by
-// the warps in turn, each tile's two n8 accumulators in fp32. What is rounded to bf16: the operands
+// warps per (sequence, head, chunk) (the output and gradient kernels: per group of heads, in turn),
+// the chunk's tiles rounded to bf16 in shared memory (row-major, row stride width + 8:
+// bf16_tiles.cuh's ldmatrix reads), the block's 16 × 16 output tiles taken by the warps in turn,
+// each tile's two n8 accumulators in fp32. What is rounded to bf16: the operands
 // X, B, C, dY, the scaled rows dt·w·X and e·dY, the states S_p and dS, and the masked score matrices
 // (the forward's G = (C Bᵀ ⊙ L)·dt, the backward's G = C Bᵀ ⊙ L and dGM = (dY Xᵀ ⊙ L)·dt) where they
 // enter their second products. The segment sums and decays, the state pass across the chunks (states
@@ -582,6 +588,18 @@ __device__ __forceinline__ void mma_steps(float (&acc)[2][4], int k0, int k1, FA
 template <int MT, int NT, class Body>
 __device__ __forceinline__ void for_tiles(Body body) {
   for (int tile = threadIdx.x >> 5; tile < MT * NT; tile += kMmaWarps) body(tile / NT, tile % NT);
+}
+
+// for_tiles where every warp owns the same number of tiles (MT·NT a multiple of the warps), with
+// the warp's turn s = 0, 1, ... passed to the body: accumulators indexed by s stay in registers.
+template <int MT, int NT, class Body>
+__device__ __forceinline__ void for_owned_tiles(Body body) {
+  static_assert(MT * NT % kMmaWarps == 0, "whole tiles per warp");
+#pragma unroll
+  for (int s = 0; s < MT * NT / kMmaWarps; ++s) {
+    const int tile = s * kMmaWarps + (threadIdx.x >> 5);
+    body(s, tile / NT, tile % NT);
+  }
 }
 
 // Element e of n8 tile u of tile (mt, nt): its row and column (the mma's C fragment).
@@ -769,14 +787,19 @@ __global__ void __launch_bounds__(kMmaThreads) chunk_state_mma_kernel(Mamba2Scan
   if (threadIdx.x == 0) a.decay[(std::size_t(k.n) * H + k.h) * k.nc + k.c] = expf(cs[k.L - 1]);
 }
 
-// (3) forward: Y = ((C Bᵀ) ⊙ L)(dt ⊙ X) + diag(e)·C·S_pᵀ + D·X.
+// (3) forward: Y = ((C Bᵀ) ⊙ L)(dt ⊙ X) + diag(e)·C·S_pᵀ + D·X, for the heads h_begin .. h_end − 1
+// of blockIdx.y's group (scan_heads_per_block) in turn: B and C, the heads' common input, are
+// loaded once (the same operations on the same values as a block per head, so the same bits). C Bᵀ
+// is made again for each head: kept in registers (16 a thread) it took the kernel to 102 registers,
+// two blocks per SM instead of four.
 template <int P, int N>
-__global__ void __launch_bounds__(kMmaThreads) chunk_output_mma_kernel(Mamba2ScanForwardArgs a) {
+__global__ void __launch_bounds__(kMmaThreads)
+    chunk_output_mma_kernel(Mamba2ScanForwardArgs a, int heads_per_block) {
   constexpr int LP = P + 8, LN = N + 8;
   extern __shared__ __align__(16) float smf[];
   const Mamba2ScanDims& d = a.dims;
-  const Chunk k = chunk_of(d);
   const int H = d.heads, lane = threadIdx.x & 31;
+  const int h_begin = int(blockIdx.y) * heads_per_block, h_end = min(H, h_begin + heads_per_block);
   float* sdt = smf;
   float* cs = sdt + kQ;
   float* e = cs + kQ;
@@ -786,80 +809,85 @@ __global__ void __launch_bounds__(kMmaThreads) chunk_output_mma_kernel(Mamba2Sca
   std::uint16_t* sX = sB + kQ * LN;                     // [Q][P+8]
   std::uint16_t* sS = sX + kQ * LP;                     // [P][N+8]: S_p
   std::uint16_t* sG = sS + P * LN;                      // [Q][Q+8]
-  const float A = -expf(a.A_log[k.h]);
-  for (int i = threadIdx.x; i < k.L; i += blockDim.x) sdt[i] = a.dt[(k.row0 + i) * H + k.h];
-  const float* X = a.X + k.row0 * a.ld_x + k.h * P;
-  const bool has_state = k.c > 0;  // the state before the first chunk is zero
+  const Chunk k0 = chunk_of(d, h_begin);                // the rows: the same for every head
   {
     TileLoad<kQ, N> tb, tc;
-    tb.load(a.B + k.row0 * a.ld_bc, a.ld_bc, k.L);
-    tc.load(a.C + k.row0 * a.ld_bc, a.ld_bc, k.L);
-    tb.store(sB, k.L, Unscaled{});
-    tc.store(sC, k.L, Unscaled{});
+    tb.load(a.B + k0.row0 * a.ld_bc, a.ld_bc, k0.L);
+    tc.load(a.C + k0.row0 * a.ld_bc, a.ld_bc, k0.L);
+    tb.store(sB, k0.L, Unscaled{});
+    tc.store(sC, k0.L, Unscaled{});
   }
-  {
-    TileLoad<kQ, P> tx;
-    TileLoad<P, N> ts;
-    tx.load(X, a.ld_x, k.L);
-    if (has_state)
-      ts.load(a.states + ((std::size_t(k.n) * H + k.h) * k.nc + k.c) * std::size_t(P) * N, N, P);
-    tx.store(sX, k.L, Unscaled{});
-    if (has_state) ts.store(sS, P, Unscaled{});
-  }
-  __syncthreads();
-  segment_sums_warp(sdt, A, k.L, cs, e, w);
-  __syncthreads();
-  // G[i, j] = (C_i·B_j)·exp(cs_i − cs_j)·dt_j for j ≤ i < L, else 0.
-  for_tiles<kQT, kQT>([&](int mt, int nt) {
-    float acc[2][4];
-    zero2(acc);
-    if (nt <= mt)
-      mma_steps(
-          acc, 0, N / 16,
-          [&](std::uint32_t(&f)[4], int ks) { bt::load_a<LN>(f, sC, 16 * mt, ks, lane); },
-          [&](std::uint32_t(&f)[4], int ks) { bt::load_b_rows<LN>(f, sB, nt, ks, lane); });
+  const bool has_state = k0.c > 0;  // the state before the first chunk is zero
+  for (int h = h_begin; h < h_end; ++h) {
+    const Chunk k = chunk_of(d, h);
+    const float A = -expf(a.A_log[k.h]);
+    for (int i = threadIdx.x; i < k.L; i += blockDim.x) sdt[i] = a.dt[(k.row0 + i) * H + k.h];
+    const float* X = a.X + k.row0 * a.ld_x + k.h * P;
+    {
+      TileLoad<kQ, P> tx;
+      TileLoad<P, N> ts;
+      tx.load(X, a.ld_x, k.L);
+      if (has_state)
+        ts.load(a.states + ((std::size_t(k.n) * H + k.h) * k.nc + k.c) * std::size_t(P) * N, N, P);
+      tx.store(sX, k.L, Unscaled{});
+      if (has_state) ts.store(sS, P, Unscaled{});
+    }
+    __syncthreads();
+    segment_sums_warp(sdt, A, k.L, cs, e, w);
+    __syncthreads();
+    // G[i, j] = (C_i·B_j)·exp(cs_i − cs_j)·dt_j for j ≤ i < L, else 0.
+    for_tiles<kQT, kQT>([&](int mt, int nt) {
+      float acc[2][4];
+      zero2(acc);
+      if (nt <= mt)
+        mma_steps(
+            acc, 0, N / 16,
+            [&](std::uint32_t(&f)[4], int ks) { bt::load_a<LN>(f, sC, 16 * mt, ks, lane); },
+            [&](std::uint32_t(&f)[4], int ks) { bt::load_b_rows<LN>(f, sB, nt, ks, lane); });
 #pragma unroll
-    for (int u = 0; u < 2; ++u)
+      for (int u = 0; u < 2; ++u)
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const int i = frag_row(mt, 2 * r);
-        float g[2];
+        for (int r = 0; r < 2; ++r) {
+          const int i = frag_row(mt, 2 * r);
+          float g[2];
 #pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          const int j = frag_col(nt, u, c);
-          g[c] = j <= i && i < k.L ? acc[u][2 * r + c] * expf(cs[i] - cs[j]) * sdt[j] : 0.f;
+          for (int c = 0; c < 2; ++c) {
+            const int j = frag_col(nt, u, c);
+            g[c] = j <= i && i < k.L ? acc[u][2 * r + c] * expf(cs[i] - cs[j]) * sdt[j] : 0.f;
+          }
+          *reinterpret_cast<std::uint32_t*>(sG + i * kLQ + frag_col(nt, u, 0)) =
+              pack_bf16(g[0], g[1]);
         }
-        *reinterpret_cast<std::uint32_t*>(sG + i * kLQ + frag_col(nt, u, 0)) =
-            pack_bf16(g[0], g[1]);
-      }
-  });
-  __syncthreads();
-  const float Dh = a.D[k.h];
-  for_tiles<kQT, P / 16>([&](int mt, int nt) {
-    float y[2][4], s[2][4];
-    zero2(y);
-    zero2(s);
-    mma_steps(
-        y, 0, mt + 1,
-        [&](std::uint32_t(&f)[4], int ks) { bt::load_a<kLQ>(f, sG, 16 * mt, ks, lane); },
-        [&](std::uint32_t(&f)[4], int ks) { bt::load_b_cols<LP>(f, sX, nt, ks, lane); });
-    if (has_state)
+    });
+    __syncthreads();
+    const float Dh = a.D[k.h];
+    for_tiles<kQT, P / 16>([&](int mt, int nt) {
+      float y[2][4], s[2][4];
+      zero2(y);
+      zero2(s);
       mma_steps(
-          s, 0, N / 16,
-          [&](std::uint32_t(&f)[4], int ks) { bt::load_a<LN>(f, sC, 16 * mt, ks, lane); },
-          [&](std::uint32_t(&f)[4], int ks) { bt::load_b_rows<LN>(f, sS, nt, ks, lane); });
+          y, 0, mt + 1,
+          [&](std::uint32_t(&f)[4], int ks) { bt::load_a<kLQ>(f, sG, 16 * mt, ks, lane); },
+          [&](std::uint32_t(&f)[4], int ks) { bt::load_b_cols<LP>(f, sX, nt, ks, lane); });
+      if (has_state)
+        mma_steps(
+            s, 0, N / 16,
+            [&](std::uint32_t(&f)[4], int ks) { bt::load_a<LN>(f, sC, 16 * mt, ks, lane); },
+            [&](std::uint32_t(&f)[4], int ks) { bt::load_b_rows<LN>(f, sS, nt, ks, lane); });
 #pragma unroll
-    for (int u = 0; u < 2; ++u)
+      for (int u = 0; u < 2; ++u)
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const int i = frag_row(mt, 2 * r), p = frag_col(nt, u, 0);
-        if (i >= k.L) continue;
-        const float2 x = make_float2(X[i * a.ld_x + p], X[i * a.ld_x + p + 1]);
-        float* out = a.Y + (k.row0 + i) * a.ld_y + k.h * P + p;
-        out[0] = y[u][2 * r] + e[i] * s[u][2 * r] + Dh * x.x;
-        out[1] = y[u][2 * r + 1] + e[i] * s[u][2 * r + 1] + Dh * x.y;
-      }
-  });
+        for (int r = 0; r < 2; ++r) {
+          const int i = frag_row(mt, 2 * r), p = frag_col(nt, u, 0);
+          if (i >= k.L) continue;
+          const float2 x = make_float2(X[i * a.ld_x + p], X[i * a.ld_x + p + 1]);
+          float* out = a.Y + (k.row0 + i) * a.ld_y + k.h * P + p;
+          out[0] = y[u][2 * r] + e[i] * s[u][2 * r] + Dh * x.x;
+          out[1] = y[u][2 * r + 1] + e[i] * s[u][2 * r + 1] + Dh * x.y;
+        }
+    });
+    __syncthreads();  // the next head refills sdt, sX, sS and sG
+  }
 }
 
 // (1) backward: the state gradient's local part (diag(e)·dY)ᵀ·C [P, N] into dS[c].
@@ -892,15 +920,26 @@ __global__ void __launch_bounds__(kMmaThreads)
                         dS + ((std::size_t(k.n) * H + k.h) * k.nc + k.c) * std::size_t(P) * N);
 }
 
-// (3) backward: every gradient of the chunk, as chunk_grad_kernel, with S_p = states[c], dS = dS[c].
+// (3) backward: every gradient of the chunk, as chunk_grad_kernel, with S_p = states[c] and
+// dS = dS[c], for the heads h_begin .. h_end − 1 of blockIdx.y's group (scan_heads_per_block) in
+// turn. B and C are the heads' common input, so the block loads them once, and it sums dB_h and
+// dC_h over its heads in registers (each warp owns the same output tiles for every head, heads in
+// order): with one group (the 125m training shape, B8 T2048) dB and dC go straight to the caller's
+// columns, with no [H, R, N] per-head workspace written and read back by sum_heads_kernel; with
+// several, the groups' sums go there and sum_heads_kernel adds the groups in order.
 template <int P, int N>
-__global__ void __launch_bounds__(kMmaThreads)
-    chunk_grad_mma_kernel(Mamba2ScanBackwardArgs a, Workspace ws) {
+constexpr int grad_min_blocks() {  // two blocks per SM where the tiles leave room for two
+  return mma_grad_smem<P, N>() <= 110 * 1024 ? 2 : 1;
+}
+template <int P, int N>
+__global__ void __launch_bounds__(kMmaThreads, grad_min_blocks<P, N>())
+    chunk_grad_mma_kernel(Mamba2ScanBackwardArgs a, Workspace ws, int heads_per_block) {
   constexpr int LP = P + 8, LN = N + 8, PT = P / 16;
+  constexpr int kOwnBC = kQT * (N / 16) / kMmaWarps;  // dB (dC) tiles per warp
   extern __shared__ __align__(16) float smf[];
   const Mamba2ScanDims& d = a.dims;
-  const Chunk k = chunk_of(d);
   const int H = d.heads, lane = threadIdx.x & 31, t = lane & 3;
+  const int h_begin = int(blockIdx.y) * heads_per_block, h_end = min(H, h_begin + heads_per_block);
   float* sdt = smf;
   float* cs = sdt + kQ;
   float* e = cs + kQ;
@@ -921,279 +960,307 @@ __global__ void __launch_bounds__(kMmaThreads)
   std::uint16_t* sdS = sS + P * LN;                                // [P][N+8]: dS
   std::uint16_t* sG = sdS + P * LN;                                // [Q][Q+8]: (C Bᵀ ⊙ L)
   std::uint16_t* sdGM = sG + kQ * kLQ;                             // [Q][Q+8]: (dY Xdᵀ ⊙ L)
-  const float A = -expf(a.A_log[k.h]);
-  const float Dh = a.D[k.h];
-  for (int i = threadIdx.x; i < k.L; i += blockDim.x) sdt[i] = a.dt[(k.row0 + i) * H + k.h];
-  const float* X = a.X + k.row0 * a.ld_x + k.h * P;
-  const float* dY = a.dY + k.row0 * a.ld_y + k.h * P;
-  {
-    TileLoad<kQ, P> tx, ty;
-    tx.load(X, a.ld_x, k.L);
-    ty.load(dY, a.ld_y, k.L);
-    tx.store(sX, k.L, Unscaled{});
-    ty.store(sdY, k.L, Unscaled{});
-  }
+  const Chunk k0 = chunk_of(d, h_begin);  // the rows: the same for every head
   {
     TileLoad<kQ, N> tb, tc;
-    tb.load(a.B + k.row0 * a.ld_bc, a.ld_bc, k.L);
-    tc.load(a.C + k.row0 * a.ld_bc, a.ld_bc, k.L);
-    tb.store(sB, k.L, Unscaled{});
-    tc.store(sC, k.L, Unscaled{});
+    tb.load(a.B + k0.row0 * a.ld_bc, a.ld_bc, k0.L);
+    tc.load(a.C + k0.row0 * a.ld_bc, a.ld_bc, k0.L);
+    tb.store(sB, k0.L, Unscaled{});
+    tc.store(sC, k0.L, Unscaled{});
   }
-  const std::size_t soff = ((std::size_t(k.n) * H + k.h) * k.nc + k.c) * std::size_t(P) * N;
-  float sds_part = 0.f;  // ⟨dS, S_p⟩ in fp32, this thread's share
-  {
-    constexpr int kPer = P * N / 4 / kMmaThreads, kBatch = kPer < 4 ? kPer : 4;
+  // Σ over the block's heads of dB_h = dGMᵀ·C + w·dt ⊙ (X·dS) and dC_h = dGM·B + e ⊙ (dY·S_p).
+  float dB_sum[kOwnBC][2][4], dC_sum[kOwnBC][2][4];
 #pragma unroll
-    for (int b0 = 0; b0 < kPer; b0 += kBatch) {
-      float4 sv[kBatch], gv[kBatch];
-#pragma unroll
-      for (int b = 0; b < kBatch; ++b) {
-        const int idx = (b0 + b) * kMmaThreads + int(threadIdx.x);
-        sv[b] = *reinterpret_cast<const float4*>(a.states + soff + std::size_t(idx) * 4);
-        gv[b] = *reinterpret_cast<const float4*>(ws.dS + soff + std::size_t(idx) * 4);
-      }
-#pragma unroll
-      for (int b = 0; b < kBatch; ++b) {
-        const int idx = (b0 + b) * kMmaThreads + int(threadIdx.x);
-        const int p = idx / (N / 4), q = idx % (N / 4) * 4;
-        *reinterpret_cast<uint2*>(sS + p * LN + q) =
-            make_uint2(pack_bf16(sv[b].x, sv[b].y), pack_bf16(sv[b].z, sv[b].w));
-        *reinterpret_cast<uint2*>(sdS + p * LN + q) =
-            make_uint2(pack_bf16(gv[b].x, gv[b].y), pack_bf16(gv[b].z, gv[b].w));
-        sds_part += sv[b].x * gv[b].x + sv[b].y * gv[b].y + sv[b].z * gv[b].z + sv[b].w * gv[b].w;
-      }
-    }
+  for (int s = 0; s < kOwnBC; ++s) {
+    zero2(dB_sum[s]);
+    zero2(dC_sum[s]);
   }
-  __syncthreads();
-  segment_sums_warp(sdt, A, k.L, cs, e, w);
-  const float sds = block_sum<kMmaThreads>(sds_part, red);  // (syncs)
-  // The scores: G = (C Bᵀ)·M and dGM = (dY Xᵀ)·dt_j·M with M_ij = exp(cs_i − cs_j) (j ≤ i < L), to
-  // bf16; R = dGM ⊙ CBᵀ (fp32, j < i) as row and column sums over the tile.
-  for_tiles<kQT, kQT>([&](int mt, int nt) {
-    float cb[2][4], yx[2][4];
-    zero2(cb);
-    zero2(yx);
-    if (nt <= mt) {
-      mma_steps(
-          cb, 0, N / 16,
-          [&](std::uint32_t(&f)[4], int ks) { bt::load_a<LN>(f, sC, 16 * mt, ks, lane); },
-          [&](std::uint32_t(&f)[4], int ks) { bt::load_b_rows<LN>(f, sB, nt, ks, lane); });
-      mma_steps(
-          yx, 0, P / 16,
-          [&](std::uint32_t(&f)[4], int ks) { bt::load_a<LP>(f, sdY, 16 * mt, ks, lane); },
-          [&](std::uint32_t(&f)[4], int ks) { bt::load_b_rows<LP>(f, sX, nt, ks, lane); });
+  for (int h = h_begin; h < h_end; ++h) {
+    const Chunk k = chunk_of(d, h);
+    const float A = -expf(a.A_log[k.h]);
+    const float Dh = a.D[k.h];
+    for (int i = threadIdx.x; i < k.L; i += blockDim.x) sdt[i] = a.dt[(k.row0 + i) * H + k.h];
+    const float* X = a.X + k.row0 * a.ld_x + k.h * P;
+    const float* dY = a.dY + k.row0 * a.ld_y + k.h * P;
+    {
+      TileLoad<kQ, P> tx, ty;
+      tx.load(X, a.ld_x, k.L);
+      ty.load(dY, a.ld_y, k.L);
+      tx.store(sX, k.L, Unscaled{});
+      ty.store(sdY, k.L, Unscaled{});
     }
-    float rrow[2] = {0.f, 0.f}, rcol[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
+    const std::size_t soff = ((std::size_t(k.n) * H + k.h) * k.nc + k.c) * std::size_t(P) * N;
+    float sds_part = 0.f;  // ⟨dS, S_p⟩ in fp32, this thread's share
+    {
+      constexpr int kPer = P * N / 4 / kMmaThreads, kBatch = kPer < 4 ? kPer : 4;
 #pragma unroll
-    for (int u = 0; u < 2; ++u)
+      for (int b0 = 0; b0 < kPer; b0 += kBatch) {
+        float4 sv[kBatch], gv[kBatch];
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const int i = frag_row(mt, 2 * r);
-        float g[2], dg[2];
-#pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          const int j = frag_col(nt, u, c);
-          g[c] = dg[c] = 0.f;
-          if (j <= i && i < k.L) {
-            const float m = expf(cs[i] - cs[j]);
-            const float cbv = cb[u][2 * r + c];
-            dg[c] = yx[u][2 * r + c] * sdt[j] * m;
-            g[c] = cbv * m;
-            if (j < i) {
-              const float rv = dg[c] * cbv;
-              rrow[r] += rv;
-              rcol[u][c] += rv;
-            }
-          }
+        for (int b = 0; b < kBatch; ++b) {
+          const int idx = (b0 + b) * kMmaThreads + int(threadIdx.x);
+          sv[b] = *reinterpret_cast<const float4*>(a.states + soff + std::size_t(idx) * 4);
+          gv[b] = *reinterpret_cast<const float4*>(ws.dS + soff + std::size_t(idx) * 4);
         }
-        const int col = frag_col(nt, u, 0);
-        *reinterpret_cast<std::uint32_t*>(sG + i * kLQ + col) = pack_bf16(g[0], g[1]);
-        *reinterpret_cast<std::uint32_t*>(sdGM + i * kLQ + col) = pack_bf16(dg[0], dg[1]);
-      }
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const float v = quad_sum(rrow[r]);
-      if (t == 0) rowR[frag_row(mt, 2 * r) * kQT + nt] = v;
-    }
-#pragma unroll
-    for (int u = 0; u < 2; ++u)
-#pragma unroll
-      for (int c = 0; c < 2; ++c) {
-        const float v = col_sum8(rcol[u][c]);
-        if (lane < 4) colR[frag_col(nt, u, c) * kQT + mt] = v;
-      }
-  });
-  __syncthreads();
-  // Per (j, p): dXd = Gᵀ·dY + w_j·(B dSᵀ); dX = dt·dXd + D·dY; the row sums of ω, of the state's read
-  // and of X ⊙ dXd.
-  float dD_part = 0.f;
-  for_tiles<kQT, PT>([&](int mt, int nt) {
-    float gy[2][4], bds[2][4], csp[2][4];
-    zero2(gy);
-    zero2(bds);
-    zero2(csp);
-    mma_steps(
-        gy, mt, kQT,
-        [&](std::uint32_t(&f)[4], int ks) { bt::load_a_trans<kLQ>(f, sG, 16 * mt, ks, lane); },
-        [&](std::uint32_t(&f)[4], int ks) { bt::load_b_cols<LP>(f, sdY, nt, ks, lane); });
-    mma_steps(
-        bds, 0, N / 16,
-        [&](std::uint32_t(&f)[4], int ks) { bt::load_a<LN>(f, sB, 16 * mt, ks, lane); },
-        [&](std::uint32_t(&f)[4], int ks) { bt::load_b_rows<LN>(f, sdS, nt, ks, lane); });
-    mma_steps(
-        csp, 0, N / 16,
-        [&](std::uint32_t(&f)[4], int ks) { bt::load_a<LN>(f, sC, 16 * mt, ks, lane); },
-        [&](std::uint32_t(&f)[4], int ks) { bt::load_b_rows<LN>(f, sS, nt, ks, lane); });
-    float om[2] = {0.f, 0.f}, tm[2] = {0.f, 0.f}, xv[2] = {0.f, 0.f};
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int j = frag_row(mt, 2 * r);
-      if (j >= k.L) continue;
-#pragma unroll
-      for (int u = 0; u < 2; ++u) {
-        const int p = frag_col(nt, u, 0);
-        float* dx = a.dX + (k.row0 + j) * a.ld_dx + k.h * P + p;
-#pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          const float x = X[j * a.ld_x + p + c], dy = dY[j * a.ld_y + p + c];
-          const float dxd = gy[u][2 * r + c] + w[j] * bds[u][2 * r + c];
-          om[r] += x * bds[u][2 * r + c];
-          tm[r] += dy * csp[u][2 * r + c];
-          xv[r] += x * dxd;
-          dD_part += dy * x;
-          dx[c] = sdt[j] * dxd + Dh * dy;
+        for (int b = 0; b < kBatch; ++b) {
+          const int idx = (b0 + b) * kMmaThreads + int(threadIdx.x);
+          const int p = idx / (N / 4), q = idx % (N / 4) * 4;
+          *reinterpret_cast<uint2*>(sS + p * LN + q) =
+              make_uint2(pack_bf16(sv[b].x, sv[b].y), pack_bf16(sv[b].z, sv[b].w));
+          *reinterpret_cast<uint2*>(sdS + p * LN + q) =
+              make_uint2(pack_bf16(gv[b].x, gv[b].y), pack_bf16(gv[b].z, gv[b].w));
+          sds_part += sv[b].x * gv[b].x + sv[b].y * gv[b].y + sv[b].z * gv[b].z + sv[b].w * gv[b].w;
         }
       }
     }
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const float o = quad_sum(om[r]), s = quad_sum(tm[r]), x = quad_sum(xv[r]);
-      if (t == 0) {
-        const int j = frag_row(mt, 2 * r);
-        omP[j * PT + nt] = o;
-        tmP[j * PT + nt] = s;
-        xdP[j * PT + nt] = x;
+    __syncthreads();
+    segment_sums_warp(sdt, A, k.L, cs, e, w);
+    const float sds = block_sum<kMmaThreads>(sds_part, red);  // (syncs)
+    // The scores: G = (C Bᵀ)·M and dGM = (dY Xᵀ)·dt_j·M with M_ij = exp(cs_i − cs_j) (j ≤ i < L),
+    // to bf16; R = dGM ⊙ CBᵀ (fp32, j < i) as row and column sums over the tile.
+    for_tiles<kQT, kQT>([&](int mt, int nt) {
+      float cb[2][4], yx[2][4];
+      zero2(cb);
+      zero2(yx);
+      if (nt <= mt) {
+        mma_steps(
+            cb, 0, N / 16,
+            [&](std::uint32_t(&f)[4], int ks) { bt::load_a<LN>(f, sC, 16 * mt, ks, lane); },
+            [&](std::uint32_t(&f)[4], int ks) { bt::load_b_rows<LN>(f, sB, nt, ks, lane); });
+        mma_steps(
+            yx, 0, P / 16,
+            [&](std::uint32_t(&f)[4], int ks) { bt::load_a<LP>(f, sdY, 16 * mt, ks, lane); },
+            [&](std::uint32_t(&f)[4], int ks) { bt::load_b_rows<LP>(f, sX, nt, ks, lane); });
       }
-    }
-  });
-  // dB_h = dGMᵀ·C + w·dt ⊙ (X·dS);  dC_h = dGM·B + e ⊙ (dY·S_p).
-  const std::size_t R = std::size_t(d.batch) * d.seq_len;
-  float* dBh = ws.dBh + std::size_t(k.h) * R * N + k.row0 * N;
-  float* dCh = ws.dCh + std::size_t(k.h) * R * N + k.row0 * N;
-  for_tiles<kQT, N / 16>([&](int mt, int nt) {
-    float x1[2][4], x2[2][4];
-    zero2(x1);
-    zero2(x2);
-    mma_steps(
-        x1, mt, kQT,
-        [&](std::uint32_t(&f)[4], int ks) { bt::load_a_trans<kLQ>(f, sdGM, 16 * mt, ks, lane); },
-        [&](std::uint32_t(&f)[4], int ks) { bt::load_b_cols<LN>(f, sC, nt, ks, lane); });
-    mma_steps(
-        x2, 0, P / 16,
-        [&](std::uint32_t(&f)[4], int ks) { bt::load_a<LP>(f, sX, 16 * mt, ks, lane); },
-        [&](std::uint32_t(&f)[4], int ks) { bt::load_b_cols<LN>(f, sdS, nt, ks, lane); });
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int j = frag_row(mt, 2 * r);
-      if (j >= k.L) continue;
-      const float s = w[j] * sdt[j];
+      float rrow[2] = {0.f, 0.f}, rcol[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
 #pragma unroll
       for (int u = 0; u < 2; ++u)
-        *reinterpret_cast<float2*>(dBh + j * N + frag_col(nt, u, 0)) =
-            make_float2(x1[u][2 * r] + s * x2[u][2 * r], x1[u][2 * r + 1] + s * x2[u][2 * r + 1]);
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const int i = frag_row(mt, 2 * r);
+          float g[2], dg[2];
+#pragma unroll
+          for (int c = 0; c < 2; ++c) {
+            const int j = frag_col(nt, u, c);
+            g[c] = dg[c] = 0.f;
+            if (j <= i && i < k.L) {
+              const float m = expf(cs[i] - cs[j]);
+              const float cbv = cb[u][2 * r + c];
+              dg[c] = yx[u][2 * r + c] * sdt[j] * m;
+              g[c] = cbv * m;
+              if (j < i) {
+                const float rv = dg[c] * cbv;
+                rrow[r] += rv;
+                rcol[u][c] += rv;
+              }
+            }
+          }
+          const int col = frag_col(nt, u, 0);
+          *reinterpret_cast<std::uint32_t*>(sG + i * kLQ + col) = pack_bf16(g[0], g[1]);
+          *reinterpret_cast<std::uint32_t*>(sdGM + i * kLQ + col) = pack_bf16(dg[0], dg[1]);
+        }
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const float v = quad_sum(rrow[r]);
+        if (t == 0) rowR[frag_row(mt, 2 * r) * kQT + nt] = v;
+      }
+#pragma unroll
+      for (int u = 0; u < 2; ++u)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const float v = col_sum8(rcol[u][c]);
+          if (lane < 4) colR[frag_col(nt, u, c) * kQT + mt] = v;
+        }
+    });
+    __syncthreads();
+    // Per (j, p): dXd = Gᵀ·dY + w_j·(B dSᵀ); dX = dt·dXd + D·dY; the row sums of ω, of the state's
+    // read and of X ⊙ dXd.
+    float dD_part = 0.f;
+    for_tiles<kQT, PT>([&](int mt, int nt) {
+      float gy[2][4], bds[2][4], csp[2][4];
+      zero2(gy);
+      zero2(bds);
+      zero2(csp);
+      mma_steps(
+          gy, mt, kQT,
+          [&](std::uint32_t(&f)[4], int ks) { bt::load_a_trans<kLQ>(f, sG, 16 * mt, ks, lane); },
+          [&](std::uint32_t(&f)[4], int ks) { bt::load_b_cols<LP>(f, sdY, nt, ks, lane); });
+      mma_steps(
+          bds, 0, N / 16,
+          [&](std::uint32_t(&f)[4], int ks) { bt::load_a<LN>(f, sB, 16 * mt, ks, lane); },
+          [&](std::uint32_t(&f)[4], int ks) { bt::load_b_rows<LN>(f, sdS, nt, ks, lane); });
+      mma_steps(
+          csp, 0, N / 16,
+          [&](std::uint32_t(&f)[4], int ks) { bt::load_a<LN>(f, sC, 16 * mt, ks, lane); },
+          [&](std::uint32_t(&f)[4], int ks) { bt::load_b_rows<LN>(f, sS, nt, ks, lane); });
+      float om[2] = {0.f, 0.f}, tm[2] = {0.f, 0.f}, xv[2] = {0.f, 0.f};
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int j = frag_row(mt, 2 * r);
+        if (j >= k.L) continue;
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+          const int p = frag_col(nt, u, 0);
+          float* dx = a.dX + (k.row0 + j) * a.ld_dx + k.h * P + p;
+#pragma unroll
+          for (int c = 0; c < 2; ++c) {
+            const float x = X[j * a.ld_x + p + c], dy = dY[j * a.ld_y + p + c];
+            const float dxd = gy[u][2 * r + c] + w[j] * bds[u][2 * r + c];
+            om[r] += x * bds[u][2 * r + c];
+            tm[r] += dy * csp[u][2 * r + c];
+            xv[r] += x * dxd;
+            dD_part += dy * x;
+            dx[c] = sdt[j] * dxd + Dh * dy;
+          }
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const float o = quad_sum(om[r]), s = quad_sum(tm[r]), x = quad_sum(xv[r]);
+        if (t == 0) {
+          const int j = frag_row(mt, 2 * r);
+          omP[j * PT + nt] = o;
+          tmP[j * PT + nt] = s;
+          xdP[j * PT + nt] = x;
+        }
+      }
+    });
+    // dB_h and dC_h, added to the block's sums (rows past the chunk's end are never stored).
+    for_owned_tiles<kQT, N / 16>([&](int s, int mt, int nt) {
+      float x1[2][4], x2[2][4];
+      zero2(x1);
+      zero2(x2);
+      mma_steps(
+          x1, mt, kQT,
+          [&](std::uint32_t(&f)[4], int ks) { bt::load_a_trans<kLQ>(f, sdGM, 16 * mt, ks, lane); },
+          [&](std::uint32_t(&f)[4], int ks) { bt::load_b_cols<LN>(f, sC, nt, ks, lane); });
+      mma_steps(
+          x2, 0, P / 16,
+          [&](std::uint32_t(&f)[4], int ks) { bt::load_a<LP>(f, sX, 16 * mt, ks, lane); },
+          [&](std::uint32_t(&f)[4], int ks) { bt::load_b_cols<LN>(f, sdS, nt, ks, lane); });
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const float f = w[frag_row(mt, 2 * r)] * sdt[frag_row(mt, 2 * r)];
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+          dB_sum[s][u][2 * r] += x1[u][2 * r] + f * x2[u][2 * r];
+          dB_sum[s][u][2 * r + 1] += x1[u][2 * r + 1] + f * x2[u][2 * r + 1];
+        }
+      }
+    });
+    for_owned_tiles<kQT, N / 16>([&](int s, int mt, int nt) {
+      float x1[2][4], x2[2][4];
+      zero2(x1);
+      zero2(x2);
+      mma_steps(
+          x1, 0, mt + 1,
+          [&](std::uint32_t(&f)[4], int ks) { bt::load_a<kLQ>(f, sdGM, 16 * mt, ks, lane); },
+          [&](std::uint32_t(&f)[4], int ks) { bt::load_b_cols<LN>(f, sB, nt, ks, lane); });
+      mma_steps(
+          x2, 0, P / 16,
+          [&](std::uint32_t(&f)[4], int ks) { bt::load_a<LP>(f, sdY, 16 * mt, ks, lane); },
+          [&](std::uint32_t(&f)[4], int ks) { bt::load_b_cols<LN>(f, sS, nt, ks, lane); });
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const float f = e[frag_row(mt, 2 * r)];
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+          dC_sum[s][u][2 * r] += x1[u][2 * r] + f * x2[u][2 * r];
+          dC_sum[s][u][2 * r + 1] += x1[u][2 * r + 1] + f * x2[u][2 * r + 1];
+        }
+      }
+    });
+    __syncthreads();
+    // The segment sums' gradient, row by row, from the partial sums in a fixed order.
+    for (int i = threadIdx.x; i < k.L; i += blockDim.x) {
+      float rr = 0.f, om = 0.f, tm = 0.f, x = 0.f;
+      for (int c = 0; c < kQT; ++c) rr += rowR[i * kQT + c];
+      for (int c = 0; c < kQT; ++c) rr -= colR[i * kQT + c];
+      for (int c = 0; c < PT; ++c) {
+        om += omP[i * PT + c];
+        tm += tmP[i * PT + c];
+        x += xdP[i * PT + c];
+      }
+      om *= w[i] * sdt[i];
+      red[i] = om;  // ω_i, summed below
+      dcs[i] = rr + e[i] * tm - om;
+      xd[i] = x;
     }
-  });
-  for_tiles<kQT, N / 16>([&](int mt, int nt) {
-    float x1[2][4], x2[2][4];
-    zero2(x1);
-    zero2(x2);
-    mma_steps(
-        x1, 0, mt + 1,
-        [&](std::uint32_t(&f)[4], int ks) { bt::load_a<kLQ>(f, sdGM, 16 * mt, ks, lane); },
-        [&](std::uint32_t(&f)[4], int ks) { bt::load_b_cols<LN>(f, sB, nt, ks, lane); });
-    mma_steps(
-        x2, 0, P / 16,
-        [&](std::uint32_t(&f)[4], int ks) { bt::load_a<LP>(f, sdY, 16 * mt, ks, lane); },
-        [&](std::uint32_t(&f)[4], int ks) { bt::load_b_cols<LN>(f, sS, nt, ks, lane); });
+    __syncthreads();
+    // The suffix sums of dcs into dt and A, by warp 0: lane l takes rows 2l and 2l + 1, the sums
+    // across the lanes by shuffles in a fixed order (one thread's loop over the rows, each step
+    // waiting for a load of dt_raw, took a sizeable part of the kernel's time).
+    if (threadIdx.x < 32) {
+      const int l = threadIdx.x, i0 = 2 * l, i1 = i0 + 1, L = k.L;
+      const float om_sum = warp_sum((i0 < L ? red[i0] : 0.f) + (i1 < L ? red[i1] : 0.f));
+      const float bias = a.dt_bias[k.h];
+      const long long r0 = k.row0 + i0;
+      const float raw0 = i0 < L ? a.dt_raw[r0 * a.ld_dt + k.h] : 0.f;
+      const float raw1 = i1 < L ? a.dt_raw[(r0 + 1) * a.ld_dt + k.h] : 0.f;
+      float d0 = i0 < L ? dcs[i0] : 0.f, d1 = i1 < L ? dcs[i1] : 0.f;
+      const float last = e[L - 1] * sds + om_sum;
+      if (i0 == L - 1) d0 += last;
+      if (i1 == L - 1) d1 += last;
+      float sfx = d0 + d1;  // Σ over the lanes ≥ l
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        const float y = __shfl_down_sync(0xffffffffu, sfx, o);
+        if (l + o < 32) sfx += y;
+      }
+      float after = __shfl_down_sync(0xffffffffu, sfx, 1);
+      if (l == 31) after = 0.f;
+      const float acc1 = after + d1, acc0 = acc1 + d0;  // Σ_{m ≥ i} dcs_m for rows i1, i0
+      float dA = 0.f, dbias = 0.f;
+      if (i0 < L) {
+        const float g = (acc0 * A + xd[i0]) * softplus_grad_f(raw0 + bias);
+        a.ddt_raw[r0 * a.ld_ddt + k.h] = g;
+        dA += acc0 * sdt[i0];
+        dbias += g;
+      }
+      if (i1 < L) {
+        const float g = (acc1 * A + xd[i1]) * softplus_grad_f(raw1 + bias);
+        a.ddt_raw[(r0 + 1) * a.ld_ddt + k.h] = g;
+        dA += acc1 * sdt[i1];
+        dbias += g;
+      }
+      dA = warp_sum(dA);
+      dbias = warp_sum(dbias);
+      if (l == 0) {
+        const std::size_t pi = (std::size_t(k.n) * H + k.h) * k.nc + k.c;
+        const std::size_t np = std::size_t(d.batch) * H * k.nc;
+        ws.part[pi] = dA;
+        ws.part[2 * np + pi] = dbias;
+      }
+    }
+    __syncthreads();                                        // red is reused
+    const float dD = block_sum<kMmaThreads>(dD_part, red);  // (its last sync ends the head's reads)
+    if (threadIdx.x == 0) {
+      const std::size_t pi = (std::size_t(k.n) * H + k.h) * k.nc + k.c;
+      ws.part[std::size_t(d.batch) * H * k.nc + pi] = dD;
+    }
+  }
+  // The sums to dB and dC (one group) or to the group's slice of the workspace (several).
+  const bool direct = gridDim.y == 1;
+  const long long ld = direct ? a.ld_dbc : N;
+  const std::size_t slice = std::size_t(blockIdx.y) * d.batch * d.seq_len * N;
+  float* outB = direct ? a.dB + k0.row0 * ld : ws.dBh + slice + k0.row0 * ld;
+  float* outC = direct ? a.dC + k0.row0 * ld : ws.dCh + slice + k0.row0 * ld;
+  for_owned_tiles<kQT, N / 16>([&](int s, int mt, int nt) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int i = frag_row(mt, 2 * r);
-      if (i >= k.L) continue;
+      if (i >= k0.L) continue;
 #pragma unroll
-      for (int u = 0; u < 2; ++u)
-        *reinterpret_cast<float2*>(dCh + i * N + frag_col(nt, u, 0)) = make_float2(
-            x1[u][2 * r] + e[i] * x2[u][2 * r], x1[u][2 * r + 1] + e[i] * x2[u][2 * r + 1]);
+      for (int u = 0; u < 2; ++u) {
+        const int q = frag_col(nt, u, 0);
+        outB[i * ld + q] = dB_sum[s][u][2 * r];
+        outB[i * ld + q + 1] = dB_sum[s][u][2 * r + 1];
+        outC[i * ld + q] = dC_sum[s][u][2 * r];
+        outC[i * ld + q + 1] = dC_sum[s][u][2 * r + 1];
+      }
     }
   });
-  __syncthreads();
-  // The segment sums' gradient, row by row, from the partial sums in a fixed order.
-  for (int i = threadIdx.x; i < k.L; i += blockDim.x) {
-    float rr = 0.f, om = 0.f, tm = 0.f, x = 0.f;
-    for (int c = 0; c < kQT; ++c) rr += rowR[i * kQT + c];
-    for (int c = 0; c < kQT; ++c) rr -= colR[i * kQT + c];
-    for (int c = 0; c < PT; ++c) {
-      om += omP[i * PT + c];
-      tm += tmP[i * PT + c];
-      x += xdP[i * PT + c];
-    }
-    om *= w[i] * sdt[i];
-    red[i] = om;  // ω_i, summed below
-    dcs[i] = rr + e[i] * tm - om;
-    xd[i] = x;
-  }
-  __syncthreads();
-  // The suffix sums of dcs into dt and A, by warp 0: lane l takes rows 2l and 2l + 1, the sums across
-  // the lanes by shuffles in a fixed order (one thread's loop over the rows, each step waiting for a
-  // load of dt_raw, took a sizeable part of the kernel's time).
-  if (threadIdx.x < 32) {
-    const int l = threadIdx.x, i0 = 2 * l, i1 = i0 + 1, L = k.L;
-    const float om_sum = warp_sum((i0 < L ? red[i0] : 0.f) + (i1 < L ? red[i1] : 0.f));
-    const float bias = a.dt_bias[k.h];
-    const long long r0 = k.row0 + i0;
-    const float raw0 = i0 < L ? a.dt_raw[r0 * a.ld_dt + k.h] : 0.f;
-    const float raw1 = i1 < L ? a.dt_raw[(r0 + 1) * a.ld_dt + k.h] : 0.f;
-    float d0 = i0 < L ? dcs[i0] : 0.f, d1 = i1 < L ? dcs[i1] : 0.f;
-    const float last = e[L - 1] * sds + om_sum;
-    if (i0 == L - 1) d0 += last;
-    if (i1 == L - 1) d1 += last;
-    float sfx = d0 + d1;  // Σ over the lanes ≥ l
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      const float y = __shfl_down_sync(0xffffffffu, sfx, o);
-      if (l + o < 32) sfx += y;
-    }
-    float after = __shfl_down_sync(0xffffffffu, sfx, 1);
-    if (l == 31) after = 0.f;
-    const float acc1 = after + d1, acc0 = acc1 + d0;  // Σ_{m ≥ i} dcs_m for rows i1, i0
-    float dA = 0.f, dbias = 0.f;
-    if (i0 < L) {
-      const float g = (acc0 * A + xd[i0]) * softplus_grad_f(raw0 + bias);
-      a.ddt_raw[r0 * a.ld_ddt + k.h] = g;
-      dA += acc0 * sdt[i0];
-      dbias += g;
-    }
-    if (i1 < L) {
-      const float g = (acc1 * A + xd[i1]) * softplus_grad_f(raw1 + bias);
-      a.ddt_raw[(r0 + 1) * a.ld_ddt + k.h] = g;
-      dA += acc1 * sdt[i1];
-      dbias += g;
-    }
-    dA = warp_sum(dA);
-    dbias = warp_sum(dbias);
-    if (l == 0) {
-      const std::size_t pi = (std::size_t(k.n) * H + k.h) * k.nc + k.c;
-      const std::size_t np = std::size_t(d.batch) * H * k.nc;
-      ws.part[pi] = dA;
-      ws.part[2 * np + pi] = dbias;
-    }
-  }
-  __syncthreads();  // red is reused
-  const float dD = block_sum<kMmaThreads>(dD_part, red);
-  if (threadIdx.x == 0) {
-    const std::size_t pi = (std::size_t(k.n) * H + k.h) * k.nc + k.c;
-    ws.part[std::size_t(d.batch) * H * k.nc + pi] = dD;
-  }
 }
 
 // ---- element-wise ---------------------------------------------------------------------------------
@@ -1428,6 +1495,25 @@ void with_mma_dims(int P, int N, F f) {
   }
 }
 
+// The tensor-core kernels' heads per block that loop over heads (chunk_output_mma_kernel,
+// chunk_grad_mma_kernel), chosen (> 0, capped at H) or else from the shape: as many heads as leave
+// the grid at least `target` blocks (the forward's 512: four 47 KB blocks per SM; the backward's
+// 256: two 80 KB blocks per SM), every head where the (chunk, sequence) pairs alone make that many
+// (B8 T2048: 256 pairs, so 12 heads a block forward and all 24 backward). The shape alone decides,
+// not the device, so the backward's sums over heads run in the same order (the same bits) on every
+// GPU.
+constexpr long long kOutputBlocks = 512, kGradBlocks = 256;
+int scan_heads_per_block(const Mamba2ScanDims& d, int chosen, long long target) {
+  if (chosen > 0) return std::min(chosen, d.heads);
+  const long long pairs = (long long)d.chunks() * d.batch;
+  const long long groups = std::min<long long>(d.heads, (target + pairs - 1) / pairs);
+  return int((d.heads + groups - 1) / groups);
+}
+int scan_head_groups(const Mamba2ScanDims& d, int chosen, long long target) {
+  const int g = scan_heads_per_block(d, chosen, target);
+  return (d.heads + g - 1) / g;
+}
+
 template <class... KArgs, class... Args>
 void launch_mma_chunks(void (*kernel)(KArgs...), const Mamba2ScanDims& d, std::size_t smem,
                        cudaStream_t st, const Args&... args) {
@@ -1488,6 +1574,7 @@ void mamba2_scan_forward(const Mamba2ScanForwardArgs& a) {
   require(a.X && a.B && a.C && a.dt_raw && a.dt_bias && a.A_log && a.D && a.dt && a.Y && a.states &&
               a.decay,
           fn, "a pointer is null");
+  require(a.heads_per_block >= 0, fn, "heads_per_block must be >= 0");
   require(a.ld_x >= d.heads * d.head_dim && a.ld_bc >= d.d_state && a.ld_dt >= d.heads &&
               a.ld_y >= d.heads * d.head_dim,
           fn, "a row stride is smaller than its rows");
@@ -1499,7 +1586,14 @@ void mamba2_scan_forward(const Mamba2ScanForwardArgs& a) {
       state_pass_batched_kernel<<<dim3((PN / 4 + 255) / 256, d.batch * d.heads), 256, 0,
                                   a.stream>>>(a.states, a.decay, d.chunks(), PN);
       check_launch();
-      launch_mma_chunks(chunk_output_mma_kernel<P, N>, d, mma_output_smem<P, N>(), a.stream, a);
+      const auto output = chunk_output_mma_kernel<P, N>;
+      const std::size_t smem = mma_output_smem<P, N>();
+      TTTLAB_CUDA_CHECK(
+          cudaFuncSetAttribute(output, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+      const int group = scan_heads_per_block(d, a.heads_per_block, kOutputBlocks);
+      const dim3 grid(d.chunks(), scan_head_groups(d, group, kOutputBlocks), d.batch);
+      output<<<grid, kMmaThreads, smem, a.stream>>>(a, group);
+      check_launch();
     });
     return;
   }
@@ -1534,6 +1628,7 @@ void mamba2_scan_backward(const Mamba2ScanBackwardArgs& a) {
               a.ld_y >= d.heads * d.head_dim && a.ld_dx >= d.heads * d.head_dim &&
               a.ld_dbc >= d.d_state && a.ld_ddt >= d.heads,
           fn, "a row stride is smaller than its rows");
+  require(a.heads_per_block >= 0, fn, "heads_per_block must be >= 0");
   require(a.workspace_bytes >= mamba2_scan_backward_workspace_bytes(d), fn,
           "the workspace is smaller than mamba2_scan_backward_workspace_bytes");
   require(aligned16({a.workspace}), fn, "the workspace must be 16-byte aligned");
@@ -1547,7 +1642,14 @@ void mamba2_scan_backward(const Mamba2ScanBackwardArgs& a) {
       dstate_pass_batched_kernel<<<dim3((PN / 4 + 255) / 256, d.batch * d.heads), 256, 0,
                                    a.stream>>>(ws.dS, a.decay, d.chunks(), PN);
       check_launch();
-      launch_mma_chunks(chunk_grad_mma_kernel<P, N>, d, mma_grad_smem<P, N>(), a.stream, a, ws);
+      const auto kernel = chunk_grad_mma_kernel<P, N>;
+      const std::size_t smem = mma_grad_smem<P, N>();
+      TTTLAB_CUDA_CHECK(
+          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+      const int group = scan_heads_per_block(d, a.heads_per_block, kGradBlocks);
+      const dim3 grid(d.chunks(), scan_head_groups(d, group, kGradBlocks), d.batch);
+      kernel<<<grid, kMmaThreads, smem, a.stream>>>(a, ws, group);
+      check_launch();
     });
   } else {
     const std::size_t smem1 =
@@ -1559,10 +1661,15 @@ void mamba2_scan_backward(const Mamba2ScanBackwardArgs& a) {
     check_launch();
     launch_chunks(chunk_grad_kernel, d, grad_smem(d), a.stream, a, ws);
   }
+  // The per-head (fp32 path) or per-group (tensor cores) dB, dC summed; one group wrote them
+  // itself.
+  const int slices = a.tensor_cores ? scan_head_groups(d, a.heads_per_block, kGradBlocks) : d.heads;
   const long long R = (long long)d.batch * d.seq_len;
-  sum_heads_kernel<<<blocks_for(std::size_t(R) * d.d_state, kThreads), kThreads, 0, a.stream>>>(
-      ws.dBh, ws.dCh, d.heads, R, d.d_state, a.dB, a.dC, a.ld_dbc);
-  check_launch();
+  if (!a.tensor_cores || slices > 1) {
+    sum_heads_kernel<<<blocks_for(std::size_t(R) * d.d_state, kThreads), kThreads, 0, a.stream>>>(
+        ws.dBh, ws.dCh, slices, R, d.d_state, a.dB, a.dC, a.ld_dbc);
+    check_launch();
+  }
   if (a.tensor_cores)
     head_params_warp_kernel<<<d.heads, 32, 0, a.stream>>>(ws.part, d.batch, d.heads, d.chunks(),
                                                           a.A_log, a.dA_log, a.dD, a.ddt_bias);

@@ -101,6 +101,10 @@ struct Mamba2ScanForwardArgs {
   float* states = nullptr;    // OVERWRITTEN, kept for the backward
   float* decay = nullptr;     // OVERWRITTEN, kept for the backward
   bool tensor_cores = false;  // the chunk's products in bf16 on the tensor cores (see above)
+  // The tensor-core output kernel's heads per block, which share the block's B and C tiles and
+  // their product C Bᵀ (capped at H): 0 lets the shape choose (as many as leave 512 blocks); the
+  // results are the same bits whatever it is. The tests set it.
+  int heads_per_block = 0;
   CUstream_st* stream = nullptr;
 };
 void mamba2_scan_forward(const Mamba2ScanForwardArgs& args);
@@ -138,6 +142,11 @@ struct Mamba2ScanBackwardArgs {
   void* workspace = nullptr;  // mamba2_scan_backward_workspace_bytes(dims), 16-byte aligned
   std::size_t workspace_bytes = 0;
   bool tensor_cores = false;  // the chunk's products in bf16 on the tensor cores (see above)
+  // The tensor-core backward's heads per block, which share the block's B and C tiles and sum their
+  // dB, dC in registers (capped at H): 0 lets the shape choose (as many as leave 256 blocks: every
+  // head at B8 T2048, whose dB, dC are then written without a pass over a per-head workspace). Only
+  // the order of the sums over heads in dB, dC depends on it. The tests set it.
+  int heads_per_block = 0;
   CUstream_st* stream = nullptr;
 };
 void mamba2_scan_backward(const Mamba2ScanBackwardArgs& args);
@@ -179,15 +188,15 @@ void mamba2_gate_norm_backward(const float* y, const float* z, int ld_z, const f
 // K = 4 only; C and ld_u multiples of 4; u, xbc 16-byte aligned. (Defined in ops/causal_conv.cu.)
 void mamba2_conv_silu_forward(const float* u, int ld_u, const float* w, const float* bias, int B,
                               int T, int C, int K, float* xbc, CUstream_st* stream);
-// Its backward from dxbc [R, C] (OVERWRITTEN: scratch): the pre-activation recomputed from u, then
-// du into rows of stride ld_du (zx's gradient's xBC columns; OVERWRITTEN) or, with du16 given, only
-// bf16(du) there (du may then be null), and dw [C, K], dbias [C] ADDED TO. workspace:
-// mamba2_conv_silu_backward_workspace floats.
+// Its backward from dxbc [R, C] (read only), in one pass: dxbc·silu′ of the pre-activation
+// recomputed from u as each row is read, then du into rows of stride ld_du (zx's gradient's xBC
+// columns; OVERWRITTEN) or, with du16 given, only bf16(du) there (du may then be null), and
+// dw [C, K], dbias [C] ADDED TO. workspace: mamba2_conv_silu_backward_workspace floats.
 std::size_t mamba2_conv_silu_backward_workspace(int B, int T, int C, int K);
 void mamba2_conv_silu_backward(const float* u, int ld_u, const float* w, const float* bias, int B,
-                               int T, int C, int K, float* dxbc, float* du, std::uint16_t* du16,
-                               int ld_du, float* dw, float* dbias, float* workspace,
-                               CUstream_st* stream);
+                               int T, int C, int K, const float* dxbc, float* du,
+                               std::uint16_t* du16, int ld_du, float* dw, float* dbias,
+                               float* workspace, CUstream_st* stream);
 
 // ---- the whole layer -------------------------------------------------------------------------------
 // Row-major C [M, N] = op(A)·op(B) (+ C with accumulate) with leading dimensions, the contract of
