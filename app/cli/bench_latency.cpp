@@ -505,7 +505,8 @@ std::vector<LatencyRow> measure_decode_batched(const LatencyArgs& a, const std::
             }
             summarize(us, r);
             r.step_us = r.median_us * B;
-            std::fprintf(stderr, "[decode] %s batch %d (of <= %d) T %d: %.2f us/token, %.1f us/step\n",
+            std::fprintf(stderr,
+                         "[decode] %s batch %d (of <= %d) T %d: %.2f us/token, %.1f us/step\n",
                          layer.c_str(), B, most, T, r.median_us, r.step_us);
           } catch (const std::exception& e) {
             // A backstop: the estimate above should keep every allocation inside the free memory.

@@ -48,10 +48,10 @@ struct LatencyArgs {
 // One row of the figure. status "ok" (times set), "planned" (--plan) or "skipped: <reason>".
 struct LatencyRow {
   std::string layer, phase;  // phase "prefill" or "decode"
-  int batch = 0, T = 0;      // decode batches 16 and 512: the largest B that fit (planned: the most)
+  int batch = 0, T = 0;  // decode batches 16 and 512: the largest B that fit (planned: the most)
   double median_us = 0, q1_us = 0, q3_us = 0, min_us = 0, max_us = 0;  // per token
   int repeats = 0;  // timed samples the statistics are over
-  double step_us = 0;  // decode: the median time of one step (B tokens), = median_us · B
+  double step_us = 0;   // decode: the median time of one step (B tokens), = median_us · B
   std::string context;  // decode: how the context T was reached, "walked" or "set" (skip_for_bench)
   std::string status = "ok";
   // prefill: the backend's device memory (GiB), estimated before allocating; batched decode: the

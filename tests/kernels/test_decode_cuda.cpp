@@ -709,9 +709,10 @@ void compare_batch_with_singles(const Model<float>& model, int B, bool graphs, s
   EXPECT_EQ(batch.position(), 41);
   // Greedy: the device's argmax against std::max_element over the batch-1 logits.
   std::vector<int> tok(B), next;
-  for (int s = 0; s < B; ++s) tok[s] = int(std::max_element(lb.begin() + std::size_t(s) * V,
-                                                            lb.begin() + std::size_t(s + 1) * V) -
-                                           (lb.begin() + std::size_t(s) * V));
+  for (int s = 0; s < B; ++s)
+    tok[s] =
+        int(std::max_element(lb.begin() + std::size_t(s) * V, lb.begin() + std::size_t(s + 1) * V) -
+            (lb.begin() + std::size_t(s) * V));
   for (int i = 0; i < 12; ++i) {
     batch.feed_greedy(tok, next);
     ASSERT_EQ(next.size(), std::size_t(B));
@@ -723,10 +724,11 @@ void compare_batch_with_singles(const Model<float>& model, int B, bool graphs, s
     }
     tok = next;
   }
-  std::printf("[   INFO   ] %s, %s backbone, b=%d, batch %d, %s: bitwise equal to %d batch-1 "
-              "decoders over 41 steps, 12 greedy steps the same\n",
-              to_string(mc.seq_layer).c_str(), mc.mamba_backbone ? "m" : "t", mc.mini_batch_size, B,
-              graphs ? "graphs" : "launches", B);
+  std::printf(
+      "[   INFO   ] %s, %s backbone, b=%d, batch %d, %s: bitwise equal to %d batch-1 "
+      "decoders over 41 steps, 12 greedy steps the same\n",
+      to_string(mc.seq_layer).c_str(), mc.mamba_backbone ? "m" : "t", mc.mini_batch_size, B,
+      graphs ? "graphs" : "launches", B);
 }
 
 TEST(CudaDecoderBatch, EverySequenceIsBitwiseItsBatch1Decoder) {
@@ -737,7 +739,8 @@ TEST(CudaDecoderBatch, EverySequenceIsBitwiseItsBatch1Decoder) {
   std::vector<ModelConfig> configs;
   for (const auto kind : {SeqLayerKind::TTTLinear, SeqLayerKind::TTTMLP})
     for (const bool mamba : {true, false})
-      configs.push_back(small_model(kind, mamba, mamba == (kind == SeqLayerKind::TTTLinear) ? 16 : 5));
+      configs.push_back(
+          small_model(kind, mamba, mamba == (kind == SeqLayerKind::TTTLinear) ? 16 : 5));
   configs.push_back(small_model(SeqLayerKind::SoftmaxAttention, false, 16));
   configs.push_back(small_model(SeqLayerKind::SoftmaxAttention, true, 16));
   configs.push_back(mamba2_model(64, 2, 128, 16, 16, 4, 2));
@@ -787,8 +790,11 @@ TEST(CudaDecoderBatch, RefusesBadArguments) {
                                         "multiple of the batch (3)");
   expect_refusal<std::invalid_argument>([&] { dec.feed_greedy(none, next); },
                                         "multiple of the batch (3)");
-  expect_refusal<std::invalid_argument>([&] { dec.feed_batch(std::vector<int>{1, 2, 256}, lg); },
-                                        "outside 0..255");
+  expect_refusal<std::invalid_argument>(
+      [&] {
+        dec.feed_batch(std::vector<int>{1, 2, 256}, lg);
+      },
+      "outside 0..255");
   EXPECT_EQ(dec.position(), 0);
   dec.feed_batch(three, lg);
   expect_refusal<std::invalid_argument>([&] { dec.skip_for_bench(0); }, "skip_for_bench");
@@ -811,8 +817,8 @@ TEST(CudaDecoderBatch, RefusesBadArguments) {
   o.batch = k_decode_max_batch;
   o.max_context = 1 << 20;
   expect_refusal<std::runtime_error>([&] { CudaDecoder d(model, o); }, "GiB");
-  expect_refusal<std::invalid_argument>(
-      [&] { cuda_decode_memory(model.config(), 0, 1000); }, "positive");
+  expect_refusal<std::invalid_argument>([&] { cuda_decode_memory(model.config(), 0, 1000); },
+                                        "positive");
 }
 
 }  // namespace

@@ -200,7 +200,7 @@ DecodeShapes decode_shapes(const ModelConfig& mc, long cap, int sms, int splits)
 
 struct CudaDecoder::Impl {
   CudaDecoderOptions opt;
-  int nb = 1;  // sequences in lockstep (opt.batch)
+  int nb = 1;                // sequences in lockstep (opt.batch)
   int* next_dev = nullptr;   // [nb]: the greedy tokens of step_greedy
   int* next_host = nullptr;  // pinned
   ModelConfig mc;
@@ -410,8 +410,7 @@ void CudaDecoder::Impl::build(const Model<float>& model) {
   plan_down = shapes.down;
   plan_head = shapes.head;
   // The weights as uploaded: every parameter once, the transposed embedding (padded) besides.
-  const double weight_bytes =
-      4.0 * (count_params(mc) + double(plan_head.K) * plan_head.ld);
+  const double weight_bytes = 4.0 * (count_params(mc) + double(plan_head.K) * plan_head.ld);
   plan_memory(opt.max_context, shapes, weight_bytes);
   const HostTensor& E = need(T, "model.embed_tokens.weight", long(V) * D);
   embed = upload(copy_of(E));
@@ -568,7 +567,7 @@ void CudaDecoder::Impl::plan_memory(long requested, const DecodeShapes& sh, doub
   std::size_t free_b = 0, total_b = 0;
   TTTLAB_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
   const double gib = 1024.0 * 1024.0 * 1024.0, reserve = 256.0 * 1024 * 1024;
-  const double seq = 4.0 * sh.seq_floats * nb;                 // every sequence's buffers
+  const double seq = 4.0 * sh.seq_floats * nb;                    // every sequence's buffers
   const double per_token = 4.0 * sh.cache_floats_per_token * nb;  // K and V of every block
   auto fmt = [](double x) {
     char buf[32];
@@ -581,8 +580,7 @@ void CudaDecoder::Impl::plan_memory(long requested, const DecodeShapes& sh, doub
     const long fit = room > 0 ? long(0.5 * room / per_token) / 256 * 256 : 0;
     cap = std::min<long>(std::max<long>(32768, mc.max_position_embeddings), fit);
     if (cap < 256)
-      throw std::runtime_error("CudaDecoder: the KV cache" + who + " (" +
-                               fmt(per_token / 1024.0) +
+      throw std::runtime_error("CudaDecoder: the KV cache" + who + " (" + fmt(per_token / 1024.0) +
                                " KiB per token) does not fit 256 tokens in half of the " +
                                fmt(room / gib) + " GiB free on the device");
   } else if (attention) {
@@ -948,7 +946,8 @@ void CudaDecoder::Impl::run_steps(std::span<const int> tokens) {
                                 std::to_string(tokens.size()));
   for (int t : tokens)
     if (t < 0 || t >= V)
-      throw std::invalid_argument("decoder: token " + std::to_string(t) + " is outside 0.." + std::to_string(V - 1));
+      throw std::invalid_argument("decoder: token " + std::to_string(t) + " is outside 0.." +
+                                  std::to_string(V - 1));
   TTTLAB_CUDA_CHECK(cudaSetDevice(opt.device));
   const std::size_t steps = tokens.size() / std::size_t(nb);
   // The whole feed is refused, before any step, when the KV cache cannot hold it.
@@ -1032,8 +1031,8 @@ CudaDecodeMemory cuda_decode_memory(const ModelConfig& mc, int batch, long conte
   const DecodeShapes sh = decode_shapes(mc, k_max_positions, sms, 0);
   CudaDecodeMemory m;
   m.weight_bytes = 4.0 * (count_params(mc) + double(sh.head.K) * sh.head.ld);
-  m.batch_bytes = 4.0 * double(batch) *
-                  (sh.seq_floats + sh.cache_floats_per_token * double(context));
+  m.batch_bytes =
+      4.0 * double(batch) * (sh.seq_floats + sh.cache_floats_per_token * double(context));
   return m;
 }
 

@@ -611,7 +611,8 @@ __global__ void attn_combine_kernel(AttnArgs a) {
 
 // One CTA per sequence: the largest value and its first index (ties: the lower index, as
 // std::max_element), each thread over a strided share, then the block in a fixed order.
-__global__ void __launch_bounds__(kRowThreads) argmax_kernel(const float* logits, int n, int ld, int* next) {
+__global__ void __launch_bounds__(kRowThreads)
+    argmax_kernel(const float* logits, int n, int ld, int* next) {
   __shared__ float wv[kRowThreads / 32];
   __shared__ int wi[kRowThreads / 32];
   const float* x = logits + std::size_t(blockIdx.x) * ld;
@@ -721,14 +722,14 @@ void decode_ttt_prep(const TttPrepArgs& a, cudaStream_t stream) {
   TTTLAB_CUDA_CHECK(cudaGetLastError());
 }
 
-void decode_post(const float* O, const float* w, const float* b, float eps, const float* gpre, float* y, int D,
-                 int batch, cudaStream_t stream) {
+void decode_post(const float* O, const float* w, const float* b, float eps, const float* gpre,
+                 float* y, int D, int batch, cudaStream_t stream) {
   post_kernel<<<batch, kRowThreads, 0, stream>>>(O, w, b, eps, gpre, y, D);
   TTTLAB_CUDA_CHECK(cudaGetLastError());
 }
 
-void decode_add_norm(float* h, Partials delta, const float* w, float eps, float* a, int D, int batch,
-                     cudaStream_t stream) {
+void decode_add_norm(float* h, Partials delta, const float* w, float eps, float* a, int D,
+                     int batch, cudaStream_t stream) {
   add_norm_kernel<<<batch, kRowThreads, 0, stream>>>(h, delta, w, eps, a, D);
   TTTLAB_CUDA_CHECK(cudaGetLastError());
 }

@@ -118,12 +118,12 @@ void decode_ttt_prep(const TttPrepArgs& args, cudaStream_t stream);
 
 // y = [post-norm LayerNorm(O)·w + b (post_w != nullptr)] [⊙ gelu(gpre) (gpre != nullptr)] (one CTA
 // per sequence).
-void decode_post(const float* O, const float* post_w, const float* post_b, float eps, const float* gpre,
-                 float* y, int D, int batch, cudaStream_t stream);
+void decode_post(const float* O, const float* post_w, const float* post_b, float eps,
+                 const float* gpre, float* y, int D, int batch, cudaStream_t stream);
 
 // h += Σ delta; a = RMSNorm(h)·w (one CTA per sequence).
-void decode_add_norm(float* h, Partials delta, const float* w, float eps, float* a, int D, int batch,
-                     cudaStream_t stream);
+void decode_add_norm(float* h, Partials delta, const float* w, float eps, float* a, int D,
+                     int batch, cudaStream_t stream);
 
 // Mamba-2's mixer for one token (tttlab/seq/mamba2_layer.hpp, the recurrent form; docs/MATH.md §8.8),
 // in three kernels around the two products a·in_proj and ·out_proj. `proj` is in_proj's output

@@ -148,5 +148,4 @@ class CudaDecoder final : public TokenDecoder {
 // CudaDecoderOptions's.
 DecoderFactory cuda_decoder_factory(int device = 0, bool cuda_graphs = true, long max_context = 0);
 
-
 }  // namespace tttlab::kernels
