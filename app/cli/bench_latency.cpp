@@ -28,9 +28,15 @@ namespace {
 
 constexpr int kMaxPrefillBatch = 16;  // the paper's prefill batch
 constexpr int kDecodeWindow = 64;     // tokens timed one by one at each context
-// Decode batches of the paper's figure that the GPU decoder (batch 1 only) cannot run.
-constexpr int kDecodeBatchesNotRun[] = {16, 512};
-const char* const kDecodeBatchReason = "skipped: the GPU decoder (CudaDecoder) runs batch 1 only";
+// The batched decode rows of the paper's figure (each the largest batch up to this that fits), and
+// their steps: 2 untimed (the CUDA graph's capture), then kBatchWindow timed; all inside the
+// kDecodeWindow positions the KV cache is sized for.
+constexpr int kDecodeBatches[] = {16, 512};
+constexpr int kBatchWarmup = 2, kBatchWindow = 32;
+static_assert(kBatchWarmup + kBatchWindow <= kDecodeWindow);
+
+bool runs_prefill(const LatencyArgs& a) { return a.phases != "decode"; }
+bool runs_decode(const LatencyArgs& a) { return a.phases != "prefill"; }
 
 const char* const kWeightsNote =
     "random weights of the preset (latency does not depend on the weights' values)";
@@ -68,6 +74,10 @@ Json row_json(const LatencyRow& r) {
     o["min_us_per_token"] = r.min_us;
     o["max_us_per_token"] = r.max_us;
     o["repeats"] = r.repeats;
+    if (r.phase == "decode") {
+      o["median_us_per_step"] = r.step_us;
+      o["context"] = r.context;
+    }
   }
   if (r.device_gib > 0) o["device_gib"] = r.device_gib;
   return o;
@@ -84,9 +94,13 @@ void print_row(const LatencyRow& r) {
   char T[16] = "all";
   if (r.T > 0) std::snprintf(T, sizeof T, "%d", r.T);
   if (r.status == "ok") {
-    std::printf("%-17s %-7s %5d %6s %10.3f %10.3f - %-8.3f %10.3f - %-8.3f %4d  ok\n",
+    char extra[96] = "";
+    if (r.phase == "decode")
+      std::snprintf(extra, sizeof extra, " (step %.1f us, context %s)", r.step_us,
+                    r.context.c_str());
+    std::printf("%-17s %-7s %5d %6s %10.3f %10.3f - %-8.3f %10.3f - %-8.3f %4d  ok%s\n",
                 r.layer.c_str(), r.phase.c_str(), r.batch, T, r.median_us, r.q1_us, r.q3_us,
-                r.min_us, r.max_us, r.repeats);
+                r.min_us, r.max_us, r.repeats, extra);
   } else {
     std::printf("%-17s %-7s %5d %6s %10s %21s %21s %4s  %s\n", r.layer.c_str(), r.phase.c_str(),
                 r.batch, T, "-", "", "", "", r.status.c_str());
@@ -115,6 +129,10 @@ void validate_latency_args(LatencyArgs& a) {
   if (a.decode_max_context < 0 || a.decode_max_context > 65536)
     throw std::invalid_argument("--decode-max-context: " + std::to_string(a.decode_max_context) +
                                 " is not in [0, 65536]");
+  if (a.phases != "all" && a.phases != "prefill" && a.phases != "decode")
+    throw std::invalid_argument("--phases: '" + a.phases + "' is not all, prefill or decode");
+  if (a.decode_fill != "walk" && a.decode_fill != "skip")
+    throw std::invalid_argument("--decode-fill: '" + a.decode_fill + "' is not walk or skip");
   if (!a.csv.empty()) {
     namespace fs = std::filesystem;
     const fs::path p(a.csv);
@@ -129,30 +147,29 @@ void validate_latency_args(LatencyArgs& a) {
 std::vector<LatencyRow> plan_latency(const LatencyArgs& a) {
   std::vector<LatencyRow> rows;
   for (const auto& layer : a.layers) {
-    for (int T : a.lengths) {
-      LatencyRow r;
-      r.layer = layer, r.phase = "prefill", r.batch = kMaxPrefillBatch, r.T = T,
-      r.status = "planned";
-      rows.push_back(r);
-    }
-    for (int T : a.lengths) {
-      LatencyRow r;
-      r.layer = layer, r.phase = "decode", r.batch = 1, r.T = T;
-      r.status = T <= decode_limit(a) ? "planned" : "skipped: beyond --decode-max-context";
-      rows.push_back(r);
-    }
-    for (int b : kDecodeBatchesNotRun) {
-      LatencyRow r;
-      r.layer = layer, r.phase = "decode", r.batch = b, r.T = 0, r.status = kDecodeBatchReason;
-      rows.push_back(r);
-    }
+    if (runs_prefill(a))
+      for (int T : a.lengths) {
+        LatencyRow r;
+        r.layer = layer, r.phase = "prefill", r.batch = kMaxPrefillBatch, r.T = T,
+        r.status = "planned";
+        rows.push_back(r);
+      }
+    if (!runs_decode(a)) continue;
+    for (int b : {1, kDecodeBatches[0], kDecodeBatches[1]})
+      for (int T : a.lengths) {
+        LatencyRow r;
+        r.layer = layer, r.phase = "decode", r.batch = b, r.T = T;
+        r.status = T <= decode_limit(a) ? "planned" : "skipped: beyond --decode-max-context";
+        rows.push_back(r);
+      }
   }
   return rows;
 }
 
 std::string latency_csv(const std::vector<LatencyRow>& rows) {
   std::string csv =
-      "layer,phase,batch,T,median_us_per_token,q1_us,q3_us,min_us,max_us,repeats,status\n";
+      "layer,phase,batch,T,median_us_per_token,q1_us,q3_us,min_us,max_us,repeats,"
+      "median_us_per_step,context,status\n";
   char buf[256];
   for (const auto& r : rows) {
     csv += csv_field(r.layer) + "," + r.phase + "," + std::to_string(r.batch) + "," +
@@ -161,8 +178,14 @@ std::string latency_csv(const std::vector<LatencyRow>& rows) {
       std::snprintf(buf, sizeof buf, "%.4f,%.4f,%.4f,%.4f,%.4f,%d,", r.median_us, r.q1_us, r.q3_us,
                     r.min_us, r.max_us, r.repeats);
       csv += buf;
+      if (r.phase == "decode") {
+        std::snprintf(buf, sizeof buf, "%.4f,", r.step_us);
+        csv += buf + r.context + ",";
+      } else {
+        csv += ",,";
+      }
     } else {
-      csv += ",,,,,,";
+      csv += ",,,,,,,,";
     }
     csv += csv_field(r.status) + "\n";
   }
@@ -181,7 +204,8 @@ void print_latency_plan(const LatencyArgs& a) {
     for (const auto& r : rows) print_row(r);
     std::printf(
         "prefill batch: the largest <= %d whose memory fits the GPU at that T, decided when "
-        "measured.\n",
+        "measured; decode batches 16 and 512 likewise (the largest <= 16, <= 512 whose states and "
+        "KV cache fit).\n",
         kMaxPrefillBatch);
   }
   write_csv(a, rows);
@@ -356,7 +380,17 @@ std::vector<LatencyRow> measure_decode(const LatencyArgs& a, const std::string& 
       r.status = "skipped: " + why;
     } else if (T > decode_limit(a)) {
       r.status = "skipped: beyond --decode-max-context";
+    } else if (a.decode_fill == "skip") {
+      // The context set to T without running it (the rows below T hold zeros); one real step
+      // gives the window its first logits (where the last window ended at T, they are its own).
+      r.context = "set";
+      if (dec->position() < T) {
+        dec->skip_for_bench(T - 1);
+        const int first[1] = {'a'};
+        dec->feed(first, logits);
+      }
     } else {
+      r.context = "walked";
       // Walk the context up to T, in chunks that return only their last logits.
       const auto t0 = Clock::now();
       while (dec->position() < T) {
@@ -367,6 +401,8 @@ std::vector<LatencyRow> measure_decode(const LatencyArgs& a, const std::string& 
         rep.walked += n;
       }
       walk_s += std::chrono::duration<double>(Clock::now() - t0).count();
+    }
+    if (r.context == "set" || r.context == "walked") {
       // The window: one full generation step per token (the logits back on the host, the next token
       // their argmax), each timed.
       std::vector<double> us;
@@ -378,16 +414,111 @@ std::vector<LatencyRow> measure_decode(const LatencyArgs& a, const std::string& 
         us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - s).count());
       }
       summarize(us, r);
+      r.step_us = r.median_us;
+      std::fprintf(stderr, "[decode] %s batch 1 T %d (%s): %.1f us/token\n", layer.c_str(), T,
+                   r.context.c_str(), r.median_us);
     }
     if (!quiet) print_row(r);
     rows.push_back(r);
   }
   if (walk_s > 0) rep.walk_tokens_per_s = double(rep.walked) / walk_s;
-  for (int b : kDecodeBatchesNotRun) {
-    LatencyRow r;
-    r.layer = layer, r.phase = "decode", r.batch = b, r.T = 0, r.status = kDecodeBatchReason;
-    if (!quiet) print_row(r);
-    rows.push_back(r);
+  return rows;
+}
+
+// The largest batch <= most whose decoder (weights, states, a KV cache of `context` tokens) fits in
+// the device's free memory with room to spare (cuBLAS-free, but the CUDA graphs and the allocator's
+// rounding take some); 0 when not even one sequence fits. `gib` gets the chosen decoder's bytes.
+int largest_decode_batch(const ModelConfig& mc, int most, long context, int device, double& gib,
+                         double& free_gib) {
+  std::uint64_t free_b = 0, total_b = 0;
+  std::string why;
+  if (!kernels::cuda_memory_info(device, free_b, total_b, &why))
+    throw std::runtime_error("--latency: " + why);
+  free_gib = double(free_b) / kGiB;
+  const double usable = 0.9 * double(free_b) - 0.5 * kGiB;
+  for (int B = most; B >= 1; --B) {
+    const kernels::CudaDecodeMemory m = kernels::cuda_decode_memory(mc, B, context, device);
+    if (m.weight_bytes + m.batch_bytes <= usable) {
+      gib = (m.weight_bytes + m.batch_bytes) / kGiB;
+      return B;
+    }
+  }
+  return 0;
+}
+
+// The decode rows at the batches 16 and 512 (each the largest that fits, up to it), per context T:
+// the context set with skip_for_bench, then B tokens per step in, B greedy tokens back.
+std::vector<LatencyRow> measure_decode_batched(const LatencyArgs& a, const std::string& layer,
+                                               const ModelConfig& mc, const Model<float>& model,
+                                               int device, bool quiet) {
+  std::vector<LatencyRow> rows;
+  const std::string why = kernels::cuda_decode_unsupported(mc);
+  const bool attention = mc.seq_layer == SeqLayerKind::SoftmaxAttention;
+  for (int most : kDecodeBatches) {
+    std::unique_ptr<kernels::CudaDecoder> dec;
+    double dec_gib = 0;
+    for (int T : a.lengths) {
+      LatencyRow r;
+      r.layer = layer, r.phase = "decode", r.batch = most, r.T = T;
+      if (!why.empty()) {
+        r.status = "skipped: " + why;
+      } else if (T > decode_limit(a)) {
+        r.status = "skipped: beyond --decode-max-context";
+      } else {
+        // The cache holds the context and every step after it; states do not grow with T, so a
+        // decoder without a cache is kept from one T to the next.
+        const long context = long(T) + kDecodeWindow;
+        const bool keep = dec && !attention && dec->position() <= T;
+        if (!keep) dec.reset();  // its memory back before the free memory is read
+        double gib = 0, free_gib = 0;
+        const int B =
+            keep ? dec->batch() : largest_decode_batch(mc, most, context, device, gib, free_gib);
+        if (B < 1) {
+          char buf[160];
+          std::snprintf(buf, sizeof buf,
+                        "skipped: one sequence's decoder at T %d does not fit in %.1f GiB free", T,
+                        free_gib);
+          r.status = buf;
+        } else {
+          try {
+            if (!keep) {
+              kernels::CudaDecoderOptions o;
+              o.device = device;
+              o.batch = B;
+              if (attention) o.max_context = context;
+              dec = std::make_unique<kernels::CudaDecoder>(model, o);
+              dec_gib = gib;
+            }
+            r.batch = B;
+            r.device_gib = dec_gib;
+            r.context = "set";
+            dec->skip_for_bench(T);
+            std::vector<int> tok(B), next;
+            for (int s = 0; s < B; ++s) tok[s] = 32 + s % 95;
+            std::vector<double> us;
+            for (int i = 0; i < kBatchWarmup + kBatchWindow; ++i) {
+              const auto t0 = Clock::now();
+              dec->feed_greedy(tok, next);
+              const double t = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+              if (i >= kBatchWarmup) us.push_back(t / B);
+              tok = next;
+            }
+            summarize(us, r);
+            r.step_us = r.median_us * B;
+            std::fprintf(stderr,
+                         "[decode] %s batch %d (of <= %d) T %d: %.2f us/token, %.1f us/step\n",
+                         layer.c_str(), B, most, T, r.median_us, r.step_us);
+          } catch (const std::exception& e) {
+            // A backstop: the estimate above should keep every allocation inside the free memory.
+            dec.reset();
+            kernels::cuda_clear_last_error();
+            r.status = std::string("skipped: ") + e.what();
+          }
+        }
+      }
+      if (!quiet) print_row(r);
+      rows.push_back(r);
+    }
   }
   return rows;
 }
@@ -405,11 +536,17 @@ void run_latency(const LatencyArgs& a, int device, const std::string& device_tex
     const ModelConfig mc = latency_config(a, layer);
     Model<float> model(mc, 1);
     Prefill p{mc, model, device, ""};
-    std::vector<LatencyRow> pre = measure_prefill(a, layer, p, quiet);
+    std::vector<LatencyRow> pre;
+    if (runs_prefill(a)) pre = measure_prefill(a, layer, p, quiet);
     DecodeReport rep;
-    std::vector<LatencyRow> dec = measure_decode(a, layer, mc, model, device, rep, quiet);
+    std::vector<LatencyRow> dec, batched;
+    if (runs_decode(a)) {
+      dec = measure_decode(a, layer, mc, model, device, rep, quiet);
+      batched = measure_decode_batched(a, layer, mc, model, device, quiet);
+    }
     rows.insert(rows.end(), pre.begin(), pre.end());
     rows.insert(rows.end(), dec.begin(), dec.end());
+    rows.insert(rows.end(), batched.begin(), batched.end());
     const double secs = std::chrono::duration<double>(Clock::now() - t_layer).count();
     layers.push_back({{"layer", layer},
                       {"backbone", mc.mamba_backbone ? "m" : "t"},
@@ -441,9 +578,19 @@ void run_latency(const LatencyArgs& a, int device, const std::string& device_tex
          "min-max over "
          "the timed repeats (CUDA events)"},
         {"decode",
-         "CudaDecoder at batch 1 (CUDA graphs): context walked token by token to T, then " +
-             std::to_string(kDecodeWindow) +
-             " single-token steps (logits to the host, argmax next) each timed on the host clock"},
+         "CudaDecoder at batch 1 (CUDA graphs): context " +
+             std::string(a.decode_fill == "walk"
+                             ? "walked token by token to T"
+                             : "set to T without running the steps (skip_for_bench)") +
+             ", then " + std::to_string(kDecodeWindow) +
+             " single-token steps (logits to the host, argmax next) each timed on the host clock. "
+             "Batches 16 and 512: the largest B up to each whose weights, states and KV cache fit "
+             "the free memory; context set to T (skip_for_bench: the skipped cache rows hold "
+             "zeros, a step's work is that of a real context T), " +
+             std::to_string(kBatchWarmup) + " untimed and " + std::to_string(kBatchWindow) +
+             " timed steps of B tokens (greedy tokens chosen on the device, B ints back); per "
+             "token = step time / B, median_us_per_step the median step"},
+        {"phases", a.phases},
         {"layers", layers},
         {"seconds", total_s},
         {"rows", arr}};
@@ -451,9 +598,10 @@ void run_latency(const LatencyArgs& a, int device, const std::string& device_tex
   } else {
     std::printf(
         "\nus/token: prefill = forward time / (B x T), over the timed forwards; decode = one "
-        "step's wall time,\n"
-        "over %d steps at context T. IQR: quartiles; n: samples. %.1f s in all.\n",
-        kDecodeWindow, total_s);
+        "step's wall time / B,\n"
+        "over %d steps at context T (batch 1) or %d (batched; the context set, not walked). IQR: "
+        "quartiles; n: samples. %.1f s in all.\n",
+        kDecodeWindow, kBatchWindow, total_s);
   }
   set_exit_code(0);
 }

@@ -7,12 +7,21 @@
 //            over B sequences of T tokens, B the largest batch <= 16 whose memory fits the GPU (sized
 //            before anything is allocated, from two small probes of device_bytes() and the free memory);
 //            per-token time = forward time / (B·T), median and spread over the timed repeats.
-//   decode   CudaDecoder at batch 1: the context is walked token by token up to T, then a window of
-//            kDecodeWindow tokens is fed one at a time (each a full step with its logits back on the
-//            host and the next token its argmax), each timed; median and spread over the window.
+//   decode   CudaDecoder at batch 1: the context is walked token by token up to T (--decode-fill walk)
+//            or set to T without running the steps (skip: CudaDecoder::skip_for_bench), then a
+//            window of kDecodeWindow tokens is fed one at a time (each a full step with its logits
+//            back on the host and the next token its argmax), each timed; median and spread over
+//            the window.
+//            At batch 16 and 512: CudaDecoder with batch B, B the largest <= 16 (<= 512) whose
+//            weights, states and KV cache (T + kDecodeWindow tokens) fit the device's free memory
+//            (cuda_decode_memory, before allocating); the context is always set to T with
+//            skip_for_bench (walking B sequences to 32k tokens would take minutes; a step's time does
+//            not depend on what the cache holds), then 2 untimed and kBatchWindow timed steps, each
+//            B tokens in and B greedy tokens (argmax on the device) back. Per token = step time / B;
+//            the row keeps the step time too (median_us_per_step) and the B it ran.
 //
-// A row that cannot be measured (a model the GPU path refuses, a batch that does not fit even at 1, a
-// decode batch other than 1) is a row with status "skipped: <reason>", never a number.
+// A row that cannot be measured (a model the GPU path refuses, a batch that does not fit even at 1)
+// is a row with status "skipped: <reason>", never a number.
 #pragma once
 
 #include <string>
@@ -28,6 +37,9 @@ struct LatencyArgs {
       "m";  // TTT rows; the Transformer and Mamba-2 sit in the Transformer block
   std::vector<int> lengths{1024, 2048, 4096, 8192, 16384, 32768};
   int decode_max_context = 0;  // 0: the largest length
+  std::string phases = "all";  // "all", "prefill" or "decode": the rows measured (and planned)
+  // Batch-1 decode rows: "walk" the context token by token, or "skip" (set it; as the batched rows).
+  std::string decode_fill = "walk";
   std::string csv;             // write the rows here too ("" none)
   bool json = false;
   bool plan = false;  // print the rows to be measured; use no GPU
@@ -36,23 +48,31 @@ struct LatencyArgs {
 // One row of the figure. status "ok" (times set), "planned" (--plan) or "skipped: <reason>".
 struct LatencyRow {
   std::string layer, phase;  // phase "prefill" or "decode"
-  int batch = 0, T = 0;      // T = 0: the row stands for every context (decode batches not run)
+  int batch = 0, T = 0;  // decode batches 16 and 512: the largest B that fit (planned: the most)
   double median_us = 0, q1_us = 0, q3_us = 0, min_us = 0, max_us = 0;  // per token
   int repeats = 0;  // timed samples the statistics are over
+  double step_us = 0;   // decode: the median time of one step (B tokens), = median_us · B
+  std::string context;  // decode: how the context T was reached, "walked" or "set" (skip_for_bench)
   std::string status = "ok";
-  double device_gib = 0;  // prefill: the backend's device memory (GiB), estimated before allocating
+  // prefill: the backend's device memory (GiB), estimated before allocating; batched decode: the
+  // decoder's weights, states and KV cache (cuda_decode_memory)
+  double device_gib = 0;
 };
 
 // Sorts and de-duplicates args.lengths; throws std::invalid_argument (one line) for anything the
 // latency run cannot take: a length outside [64, 65536] or not a multiple of 64, an unknown preset, a
-// decode limit below 0, or a CSV path whose folder does not exist.
+// decode limit below 0, phases or a decode fill it does not know, or a CSV path whose folder does
+// not exist.
 void validate_latency_args(LatencyArgs& args);
 
-// The rows a run would produce, status "planned" (prefill batch 16: the most a row may use).
+// The rows a run would produce, status "planned" (prefill batch 16, decode batches 16 and 512: the
+// most a row may use).
 std::vector<LatencyRow> plan_latency(const LatencyArgs& args);
 
 // The CSV of the rows: a header line, then one line per row (empty time fields unless status is ok).
-//   layer,phase,batch,T,median_us_per_token,q1_us,q3_us,min_us,max_us,repeats,status
+//   layer,phase,batch,T,median_us_per_token,q1_us,q3_us,min_us,max_us,repeats,median_us_per_step,
+//   context,status
+// (median_us_per_step and context: decode rows only; per token = per step / batch.)
 std::string latency_csv(const std::vector<LatencyRow>& rows);
 
 // Prints the plan (a table, or --json) and writes --csv; no GPU is touched.

@@ -679,21 +679,31 @@ void register_bench(CLI::App& app) {
                   "per GPU, D768 L12), with the scaling efficiency against one GPU")
       ->check(CLI::Range(1, 1024));
   cmd->add_flag("--json", a->json, "Print JSON");
-  cmd->add_flag("--latency", a->latency,
-                "With --device cuda: only Fig. 3 in miniature, prefill (batch <= 16) and decode (batch 1) time "
-                "per token against context length for TTT-Linear, TTT-MLP, the Transformer and Mamba-2 "
-                "(125m preset unless --presets names one; --layer: that layer only)");
+  cmd->add_flag(
+      "--latency", a->latency,
+      "With --device cuda: only Fig. 3 in miniature, prefill (batch <= 16) and decode (batch 1, 16 "
+      "and 512) time per token against context length for TTT-Linear, TTT-MLP, the Transformer "
+      "and Mamba-2 (125m preset unless --presets names one; --layer: that layer only)");
   auto* lengths = cmd->add_option("--lengths", a->lat.lengths,
                                   "With --latency: the context lengths T, multiples of 64 in [64, 65536]")
                       ->capture_default_str();
   auto* dmax = cmd->add_option("--decode-max-context", a->lat.decode_max_context,
                                "With --latency: walk the decoder only up to this context (0: the longest "
                                "--lengths); longer rows are printed as skipped");
+  auto* phases = cmd->add_option("--phases", a->lat.phases,
+                                 "With --latency: all, prefill or decode (the rows measured)")
+                     ->capture_default_str();
+  auto* fill =
+      cmd->add_option("--decode-fill", a->lat.decode_fill,
+                      "With --latency: batch-1 decode rows walk the context token by token "
+                      "(walk) or set it without running it (skip, as the batch 16 and 512 "
+                      "rows always do; a step's time does not depend on the cache's content)")
+          ->capture_default_str();
   auto* csv = cmd->add_option("--csv", a->lat.csv, "With --latency: write the rows to this CSV file too");
   auto* plan = cmd->add_flag("--plan", a->lat.plan,
                              "With --latency: print the rows it would measure (and write --csv) without "
                              "using a GPU");
-  for (auto* o : {lengths, dmax, csv, plan}) o->needs("--latency");
+  for (auto* o : {lengths, dmax, phases, fill, csv, plan}) o->needs("--latency");
   cmd->callback([a, cmd] {
     a->layer_given = cmd->count("--layer") > 0;
     if (a->latency) {

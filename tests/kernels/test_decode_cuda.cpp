@@ -38,12 +38,24 @@
 //    devices. A full KV cache refuses the feed (std::length_error naming the capacity) and leaves
 //    the stream where it was; a cache larger than the device's memory is refused at construction
 //    with the bytes it needs.
+// 7. Batched decoding (CudaDecoderOptions::batch): for every model kind (TTT-Linear and TTT-MLP on
+//    both backbones and b = 16 or 5, softmax attention on both backbones, Mamba-2 in two shapes),
+//    B = 5 or 20 sequences (20: a full group of 16 sequences of the batched product and a partial
+//    one) fed different random tokens in lockstep, with and without CUDA graphs: after a prefill of
+//    21 steps and after each of 20 single steps every sequence's logits row is BITWISE the logits of
+//    a batch-1 decoder fed that sequence's tokens (the batched kernels compute each sequence with
+//    the same sums in the same order; a wrong offset or stride gives another sequence's or a
+//    garbage row). Then 12 greedy steps (feed_greedy: argmax on the device) choose the same tokens
+//    as std::max_element over the batch-1 logits. Bad arguments are refused with one-line messages
+//    before anything runs, a batch whose KV cache cannot fit is refused with the GiB it needs, and
+//    cuda_decode_memory grows linearly with the batch.
 // Seeds are fixed and printed (test_seed(): a hash of the test's name; TTTLAB_TEST_SEED overrides).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -639,6 +651,174 @@ TEST(CudaDecoder, AttentionRefusesAFeedPastItsCache) {
     EXPECT_NE(what.find("GiB"), std::string::npos) << what;
     EXPECT_NE(what.find("max_context"), std::string::npos) << what;
   }
+}
+
+// ---- 7. batched decoding ---------------------------------------------------------------------
+
+// Counts the entries of a and b that differ in their bits (NaN-safe).
+std::size_t bit_differences(const float* a, const float* b, std::size_t n) {
+  std::size_t diff = 0;
+  for (std::size_t i = 0; i < n; ++i) diff += std::memcmp(a + i, b + i, sizeof(float)) != 0;
+  return diff;
+}
+
+void compare_batch_with_singles(const Model<float>& model, int B, bool graphs, std::uint64_t seed) {
+  const ModelConfig& mc = model.config();
+  const int V = mc.vocab_size;
+  CudaDecoderOptions o;
+  o.cuda_graphs = graphs;
+  if (mc.seq_layer == SeqLayerKind::SoftmaxAttention) o.max_context = 128;
+  std::vector<std::unique_ptr<CudaDecoder>> single;
+  for (int s = 0; s < B; ++s) single.push_back(std::make_unique<CudaDecoder>(model, o));
+  o.batch = B;
+  CudaDecoder batch(model, o);
+  EXPECT_EQ(batch.batch(), B);
+  EXPECT_NE(batch.describe().find("batch " + std::to_string(B)), std::string::npos)
+      << batch.describe();
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::vector<float> lb, ls;
+  // Checks every sequence's row of lb against its batch-1 decoder's logits after feeding `steps`
+  // (step-major: steps[i·B + s]).
+  auto step_and_check = [&](const std::vector<int>& steps, const char* what) {
+    batch.feed_batch(steps, lb);
+    ASSERT_EQ(lb.size(), std::size_t(B) * V);
+    const std::size_t n = steps.size() / B;
+    for (int s = 0; s < B; ++s) {
+      std::vector<int> mine(n);
+      for (std::size_t i = 0; i < n; ++i) mine[i] = steps[i * B + s];
+      single[s]->feed(mine, ls);
+      const std::size_t diff = bit_differences(lb.data() + std::size_t(s) * V, ls.data(), V);
+      ASSERT_EQ(diff, 0u) << what << ": sequence " << s << " of " << B << " at position "
+                          << batch.position() << ": " << diff << " logits differ, worst rel. "
+                          << rel_diff(std::vector<float>(lb.begin() + std::size_t(s) * V,
+                                                         lb.begin() + std::size_t(s + 1) * V),
+                                      ls);
+    }
+  };
+  std::vector<int> prompt(std::size_t(21) * B);
+  for (int& t : prompt) t = byte(rng);
+  step_and_check(prompt, "prefill");
+  if (::testing::Test::HasFatalFailure()) return;
+  for (int i = 0; i < 20; ++i) {
+    std::vector<int> one(B);
+    for (int& t : one) t = byte(rng);
+    step_and_check(one, "single step");
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+  EXPECT_EQ(batch.position(), 41);
+  // Greedy: the device's argmax against std::max_element over the batch-1 logits.
+  std::vector<int> tok(B), next;
+  for (int s = 0; s < B; ++s)
+    tok[s] =
+        int(std::max_element(lb.begin() + std::size_t(s) * V, lb.begin() + std::size_t(s + 1) * V) -
+            (lb.begin() + std::size_t(s) * V));
+  for (int i = 0; i < 12; ++i) {
+    batch.feed_greedy(tok, next);
+    ASSERT_EQ(next.size(), std::size_t(B));
+    for (int s = 0; s < B; ++s) {
+      const int one[1] = {tok[s]};
+      single[s]->feed(one, ls);
+      const int want = int(std::max_element(ls.begin(), ls.end()) - ls.begin());
+      ASSERT_EQ(next[s], want) << "greedy step " << i << ", sequence " << s;
+    }
+    tok = next;
+  }
+  std::printf(
+      "[   INFO   ] %s, %s backbone, b=%d, batch %d, %s: bitwise equal to %d batch-1 "
+      "decoders over 41 steps, 12 greedy steps the same\n",
+      to_string(mc.seq_layer).c_str(), mc.mamba_backbone ? "m" : "t", mc.mini_batch_size, B,
+      graphs ? "graphs" : "launches", B);
+}
+
+TEST(CudaDecoderBatch, EverySequenceIsBitwiseItsBatch1Decoder) {
+  TTTLAB_REQUIRE_GPU();
+  const std::uint64_t seed = test_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::printf("[   INFO   ] seed %llu\n", static_cast<unsigned long long>(seed));
+  std::vector<ModelConfig> configs;
+  for (const auto kind : {SeqLayerKind::TTTLinear, SeqLayerKind::TTTMLP})
+    for (const bool mamba : {true, false})
+      configs.push_back(
+          small_model(kind, mamba, mamba == (kind == SeqLayerKind::TTTLinear) ? 16 : 5));
+  configs.push_back(small_model(SeqLayerKind::SoftmaxAttention, false, 16));
+  configs.push_back(small_model(SeqLayerKind::SoftmaxAttention, true, 16));
+  configs.push_back(mamba2_model(64, 2, 128, 16, 16, 4, 2));
+  configs.push_back(mamba2_model(96, 2, 192, 24, 48, 3, 1));
+  int i = 0;
+  for (const ModelConfig& c : configs) {
+    const int B = i % 2 == 0 ? 20 : 5;
+    const bool graphs = i % 3 != 2;
+    SCOPED_TRACE(to_string(c.seq_layer) + (c.mamba_backbone ? " m" : " t") + " batch " +
+                 std::to_string(B) + (graphs ? " graphs" : " launches"));
+    const Model<float> model(c, seed + i);
+    compare_batch_with_singles(model, B, graphs, seed + 300 + i);
+    if (::testing::Test::HasFatalFailure()) return;
+    ++i;
+  }
+}
+
+// Runs f, which must throw E with a one-line message containing `want`.
+template <class E, class F>
+void expect_refusal(F f, const std::string& want) {
+  try {
+    f();
+    ADD_FAILURE() << "expected a refusal containing '" << want << "'";
+  } catch (const E& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find(want), std::string::npos) << what;
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+  }
+}
+
+TEST(CudaDecoderBatch, RefusesBadArguments) {
+  TTTLAB_REQUIRE_GPU();
+  const Model<float> model(small_model(SeqLayerKind::SoftmaxAttention, false, 16), 9);
+  CudaDecoderOptions o;
+  o.max_context = 64;
+  for (int bad : {0, -3, k_decode_max_batch + 1}) {
+    o.batch = bad;
+    expect_refusal<std::invalid_argument>([&] { CudaDecoder d(model, o); }, "batch must be in 1..");
+  }
+  o.batch = 3;
+  CudaDecoder dec(model, o);
+  std::vector<float> lg;
+  std::vector<int> next;
+  const std::vector<int> four(4, 'a'), three(3, 'a'), none;
+  expect_refusal<std::invalid_argument>([&] { dec.feed(three, lg); }, "use feed_batch");
+  expect_refusal<std::invalid_argument>([&] { dec.feed_batch(four, lg); },
+                                        "multiple of the batch (3)");
+  expect_refusal<std::invalid_argument>([&] { dec.feed_greedy(none, next); },
+                                        "multiple of the batch (3)");
+  expect_refusal<std::invalid_argument>(
+      [&] {
+        dec.feed_batch(std::vector<int>{1, 2, 256}, lg);
+      },
+      "outside 0..255");
+  EXPECT_EQ(dec.position(), 0);
+  dec.feed_batch(three, lg);
+  expect_refusal<std::invalid_argument>([&] { dec.skip_for_bench(0); }, "skip_for_bench");
+  expect_refusal<std::invalid_argument>([&] { dec.skip_for_bench(65); }, "1..64");
+  dec.skip_for_bench(63);
+  EXPECT_EQ(dec.position(), 63);
+  dec.feed_greedy(three, next);  // the cache's last row
+  EXPECT_EQ(next.size(), 3u);
+  expect_refusal<std::length_error>([&] { dec.feed_batch(three, lg); }, "KV cache is full");
+  EXPECT_EQ(dec.position(), 64);
+
+  // The memory a batch needs grows linearly with it; a batch whose cache cannot fit is refused
+  // before anything is allocated, with the GiB it needs.
+  const CudaDecodeMemory m1 = cuda_decode_memory(model.config(), 1, 1000);
+  const CudaDecodeMemory m8 = cuda_decode_memory(model.config(), 8, 1000);
+  EXPECT_GT(m1.weight_bytes, 0);
+  EXPECT_EQ(m8.weight_bytes, m1.weight_bytes);
+  EXPECT_NEAR(m8.batch_bytes, 8 * m1.batch_bytes, 1e-9 * m8.batch_bytes);
+  EXPECT_GE(m1.batch_bytes, 2.0 * 2 * 128 * 1000 * 4);  // K and V of 2 blocks, 1000 tokens
+  o.batch = k_decode_max_batch;
+  o.max_context = 1 << 20;
+  expect_refusal<std::runtime_error>([&] { CudaDecoder d(model, o); }, "GiB");
+  expect_refusal<std::invalid_argument>([&] { cuda_decode_memory(model.config(), 0, 1000); },
+                                        "positive");
 }
 
 }  // namespace

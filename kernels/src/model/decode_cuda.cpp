@@ -28,6 +28,12 @@
 // The KV cache is [H, cap, d] fp32 per block for K and V, cap fixed at construction
 // (CudaDecoderOptions::max_context, checked against the free device memory); feed() refuses a feed
 // that would pass it.
+// BATCH (CudaDecoderOptions::batch = B > 1): B sequences step in lockstep, one token each per step;
+// every per-token vector, history, inner state and KV cache above gets a leading sequence dimension
+// (decode_ops.hpp, "BATCH"), the row kernels take one CTA (or grid row) per sequence, and the products
+// become decode_gemv_batch (groups of 16 sequences share each load of a weight tile; each sequence's
+// sums in the batch-1 order). So sequence s of a batch gives bitwise the logits of a batch-1 decoder
+// fed its tokens, and the step is still one CUDA graph.
 // At batch 1 every kernel is short (a few µs), so with cuda_graphs the whole step is captured once
 // per mini-batch position pos (the only launch argument that changes from token to token; the token
 // and, for attention, its global position t are read from device memory, where feed() copies them
@@ -52,6 +58,7 @@
 #include "ttt/ttt_host.hpp"
 #include "tttlab/kernels/nn_ops.hpp"
 #include "tttlab/kernels/ttt.hpp"
+#include "tttlab/model/memory.hpp"
 #include "tttlab/model/model.hpp"
 #include "tttlab/ttt/eta.hpp"
 
@@ -132,10 +139,70 @@ struct DecBlock {
   float *ffn_norm = nullptr, *Wgu = nullptr, *Wdown = nullptr;
 };
 
+// The sizes the step's products and buffers take, for a model on a GPU of `sms` SMs (shared by the
+// decoder and cuda_decode_memory, so that the memory check counts what build() allocates).
+struct DecodeShapes {
+  GemvPlan cat, o, gu, down, head, in, mo;
+  int att_S = 1;
+  // Floats per sequence of every buffer that grows with the batch, the KV cache aside; the cache's
+  // floats per sequence and token.
+  double seq_floats = 0, cache_floats_per_token = 0;
+};
+
+int ttt_cat_width(const ModelConfig& mc, const TTTLayerConfig& tc) {
+  const int D = mc.hidden_size;
+  return D + (tc.share_qk ? 0 : D) + D + (tc.use_gate ? D : 0) +
+         (tc.eta.gate == EtaGate::Learned ? mc.num_attention_heads : 0);
+}
+
+DecodeShapes decode_shapes(const ModelConfig& mc, long cap, int sms, int splits) {
+  DecodeShapes s;
+  const int D = mc.hidden_size, F = mc.intermediate_size, V = mc.vocab_size,
+            H = mc.num_attention_heads, d = mc.head_dim(), L = mc.num_hidden_layers;
+  const int hist = std::max(mc.conv_kernel - 1, 1);
+  s.o = detail::gemv_plan(D, D, sms);
+  s.gu = detail::gemv_plan(D, 2 * F, sms);
+  s.down = detail::gemv_plan(F, D, sms);
+  s.head = detail::gemv_plan(D, V, sms);
+  auto outputs = [](const GemvPlan& g) {  // the product's output and its partials
+    return double(g.ld) + double(g.partial_floats());
+  };
+  double f = 2.0 * D + outputs(s.gu) + outputs(s.down) + outputs(s.head);
+  if (mc.mamba_backbone) f += double(L) * hist * D;
+  if (mc.seq_layer == SeqLayerKind::Mamba2) {
+    const Mamba2Config m2 = mc.mamba2_config();
+    s.in = detail::gemv_plan(D, m2.in_proj_width(), sms);
+    s.mo = detail::gemv_plan(m2.d_inner(), D, sms);
+    f += m2.conv_dim() + m2.heads() + 2.0 * m2.d_inner() + outputs(s.in) + outputs(s.mo);
+    f += double(L) * (double(std::max(m2.d_conv - 1, 1)) * m2.conv_dim() +
+                      double(m2.heads()) * m2.headdim * m2.d_state);
+  } else if (mc.seq_layer == SeqLayerKind::SoftmaxAttention) {
+    s.cat = detail::gemv_plan(D, 3 * D, sms);
+    s.att_S = splits > 0 ? splits : detail::decode_attn_splits(H, cap, sms);
+    f += 2.0 * D + outputs(s.cat) + outputs(s.o) + double(H) * s.att_S * (d + 2);
+    s.cache_floats_per_token = 2.0 * L * D;
+  } else {
+    const TTTLayerConfig tc = mc.ttt_layer_config();
+    const bool mlp = mc.seq_layer == SeqLayerKind::TTTMLP;
+    const int hid = mlp ? tc.inner.mlp_expansion * d : d;
+    s.cat = detail::gemv_plan(D, ttt_cat_width(mc, tc), sms);
+    f += 6.0 * D + H + outputs(s.cat) + outputs(s.o);
+    // The inner state and its accumulators per block.
+    double st = double(H) * (double(d) * hid + hid);
+    if (mlp) st += double(H) * (double(hid) * d + d);
+    f += double(L) * (2.0 * st + (tc.share_qk ? double(hist) * D : 0.0));
+  }
+  s.seq_floats = f;
+  return s;
+}
+
 }  // namespace
 
 struct CudaDecoder::Impl {
   CudaDecoderOptions opt;
+  int nb = 1;                // sequences in lockstep (opt.batch)
+  int* next_dev = nullptr;   // [nb]: the greedy tokens of step_greedy
+  int* next_host = nullptr;  // pinned
   ModelConfig mc;
   TTTLayerConfig tc;
   std::string device_name;
@@ -183,6 +250,8 @@ struct CudaDecoder::Impl {
     for (auto g : graphs)
       if (g) cudaGraphExecDestroy(g);
     if (token_dev) cudaFree(token_dev);
+    if (next_dev) cudaFree(next_dev);
+    if (next_host) cudaFreeHost(next_host);
     if (token_host) cudaFreeHost(token_host);
     if (logits_host) cudaFreeHost(logits_host);
     storage.clear();
@@ -213,12 +282,33 @@ struct CudaDecoder::Impl {
   }
   GemvScratch scratch(const GemvPlan& g) {
     GemvScratch sc;
-    sc.part = zeros(g.partial_floats());
+    sc.part = zeros(nb == 1 ? g.partial_floats() : detail::batch_gemv_partial_floats(g, nb));
     static_assert(sizeof(unsigned) == sizeof(float));
-    sc.counters = reinterpret_cast<unsigned*>(zeros(std::size_t(g.tiles)));  // all-zero bits: 0u
+    sc.counters = reinterpret_cast<unsigned*>(  // all-zero bits: 0u
+        zeros(nb == 1 ? std::size_t(g.tiles) : detail::batch_gemv_counters(g, nb)));
     return sc;
   }
-
+  // nb copies of a per-sequence vector (an initial state).
+  float* upload_each(const std::vector<float>& one) {
+    std::vector<float> all(one.size() * std::size_t(nb));
+    for (int s = 0; s < nb; ++s) std::copy(one.begin(), one.end(), all.begin() + one.size() * s);
+    return upload(all);
+  }
+  // y[nb, ld] = x[nb, K]·W (rows of x with stride ldx): the batch-1 kernel at nb = 1.
+  void gemv(const GemvPlan& g, const float* x, int ldx, const float* W, GemvScratch sc, float* y,
+            bool swiglu = false) {
+    if (nb == 1) {
+      if (swiglu)
+        detail::decode_gemv_swiglu(g, x, W, sc, y, stream);
+      else
+        detail::decode_gemv(g, x, W, sc, y, stream);
+    } else {
+      detail::decode_gemv_batch(g, nb, swiglu, x, ldx, W, sc, y, stream);
+    }
+  }
+  // A product's output [nb, ld] as the row kernels read it.
+  static Partials out(const float* y, const GemvPlan& g) { return Partials{y, 1, g.ld, g.ld}; }
+  void run_steps(std::span<const int> tokens);
   void build(const Model<float>& model);
   void build_ttt_block(const std::map<std::string, HostTensor>& T, const std::string& sb,
                        const GemvPlan& plan_cat, DecBlock& B);
@@ -227,7 +317,7 @@ struct CudaDecoder::Impl {
   void enqueue_ttt(const DecBlock& B, int pos);
   void enqueue_mamba2(const DecBlock& B);
   void enqueue_attention(const DecBlock& B);
-  void plan_cache(long requested);
+  void plan_memory(long requested, const DecodeShapes& shapes, double weight_bytes);
   void enqueue_step(int pos);
   void run_step(int pos);
 };
@@ -274,6 +364,11 @@ void CudaDecoder::Impl::build(const Model<float>& model) {
   K = mc.conv_kernel;
   L = mc.num_hidden_layers;
   eps = float(mc.rms_norm_eps);
+  if (opt.batch < 1 || opt.batch > k_decode_max_batch)
+    throw std::invalid_argument("CudaDecoder: batch must be in 1.." +
+                                std::to_string(k_decode_max_batch) + ", got " +
+                                std::to_string(opt.batch));
+  nb = opt.batch;
   if (mamba2) {
     m2 = mc.mamba2_config();
     period = 1;
@@ -308,10 +403,15 @@ void CudaDecoder::Impl::build(const Model<float>& model) {
   TTTLAB_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
 
   const auto T = tensors_of(model);
-  plan_o = detail::gemv_plan(D, D, sms);
-  plan_gu = detail::gemv_plan(D, 2 * F, sms);
-  plan_down = detail::gemv_plan(F, D, sms);
-  plan_head = detail::gemv_plan(D, V, sms);
+  // The largest split count a cache may get bounds the per-sequence scratch of the memory check.
+  const DecodeShapes shapes = decode_shapes(mc, k_max_positions, sms, opt.attention_splits);
+  plan_o = shapes.o;
+  plan_gu = shapes.gu;
+  plan_down = shapes.down;
+  plan_head = shapes.head;
+  // The weights as uploaded: every parameter once, the transposed embedding (padded) besides.
+  const double weight_bytes = 4.0 * (count_params(mc) + double(plan_head.K) * plan_head.ld);
+  plan_memory(opt.max_context, shapes, weight_bytes);
   const HostTensor& E = need(T, "model.embed_tokens.weight", long(V) * D);
   embed = upload(copy_of(E));
   std::vector<float> Et(std::size_t(D) * V);
@@ -352,7 +452,8 @@ void CudaDecoder::Impl::build(const Model<float>& model) {
     if (tc.use_gate) ncat += D;
     off_lr = tc.eta.gate == EtaGate::Learned ? ncat : -1;
     if (off_lr >= 0) ncat += H;
-    plan_cat = detail::gemv_plan(D, ncat, sms);
+    plan_cat = shapes.cat;
+    if (plan_cat.N != ncat) throw std::logic_error("CudaDecoder: projection width mismatch");
   } else {
     plan_in = detail::gemv_plan(D, m2.in_proj_width(), sms);
     plan_mo = detail::gemv_plan(m2.d_inner(), D, sms);
@@ -366,7 +467,7 @@ void CudaDecoder::Impl::build(const Model<float>& model) {
       B.conv_norm = upload(copy_of(need(T, pre + "conv.norm.weight", D)));
       B.conv_w = upload(copy_of(need(T, pre + "conv.conv.weight", long(D) * K)));
       B.conv_b = upload(copy_of(need(T, pre + "conv.conv.bias", D)));
-      B.hist_pre = zeros(std::size_t(std::max(K - 1, 1)) * D);
+      B.hist_pre = zeros(std::size_t(nb) * std::max(K - 1, 1) * D);
     }
     B.seq_norm = upload(copy_of(need(T, pre + "seq_norm.weight", D)));
     if (mamba2) {
@@ -399,91 +500,107 @@ void CudaDecoder::Impl::build(const Model<float>& model) {
     blocks.push_back(B);
   }
 
-  h = zeros(D);
-  a = zeros(D);
+  const std::size_t n = std::size_t(nb);
+  h = zeros(n * D);
+  a = zeros(n * D);
   if (mamba2) {
-    xbc = zeros(m2.conv_dim());
-    dtv = zeros(m2.heads());
-    gm = zeros(m2.d_inner());
-    nm = zeros(m2.d_inner());
-    y_in = zeros(plan_in.ld);
-    y_mo = zeros(plan_mo.ld);
+    xbc = zeros(n * m2.conv_dim());
+    dtv = zeros(n * m2.heads());
+    gm = zeros(n * m2.d_inner());
+    nm = zeros(n * m2.d_inner());
+    y_in = zeros(n * plan_in.ld);
+    y_mo = zeros(n * plan_mo.ld);
     s_in = scratch(plan_in);
     s_mo = scratch(plan_mo);
   } else if (attention) {
-    q = zeros(D);
-    Z = zeros(D);
-    y_cat = zeros(plan_cat.ld);
-    y_o = zeros(plan_o.ld);
+    q = zeros(n * D);
+    Z = zeros(n * D);
+    y_cat = zeros(n * plan_cat.ld);
+    y_o = zeros(n * plan_o.ld);
     s_cat = scratch(plan_cat);
     s_o = scratch(plan_o);
-    // The cache last, against the memory left after the weights and the scratch.
-    plan_cache(opt.max_context);
     att_S =
         opt.attention_splits > 0 ? opt.attention_splits : detail::decode_attn_splits(H, cap, sms);
-    part_o = zeros(std::size_t(H) * att_S * d);
-    part_ml = zeros(std::size_t(H) * att_S * 2);
-    // Every row the step reads is written first (row t at token t), so the caches need no clearing.
+    part_o = zeros(n * H * att_S * d);
+    part_ml = zeros(n * H * att_S * 2);
+    // Every row the step reads is written first (row t at token t); the caches are cleared anyway,
+    // so that rows passed over by skip_for_bench hold zeros, not leftovers.
     for (DecBlock& B : blocks) {
-      B.kcache = alloc(std::size_t(H) * cap * d);
-      B.vcache = alloc(std::size_t(H) * cap * d);
+      B.kcache = zeros(n * H * cap * d);
+      B.vcache = zeros(n * H * cap * d);
     }
   } else {
-    q = zeros(D);
-    k = zeros(D);
-    v = zeros(D);
-    gpre = zeros(D);
-    lam = zeros(H);
-    O = zeros(D);
-    Y = zeros(D);
-    y_cat = zeros(plan_cat.ld);
-    y_o = zeros(plan_o.ld);
+    q = zeros(n * D);
+    k = zeros(n * D);
+    v = zeros(n * D);
+    gpre = zeros(n * D);
+    lam = zeros(n * H);
+    O = zeros(n * D);
+    Y = zeros(n * D);
+    y_cat = zeros(n * plan_cat.ld);
+    y_o = zeros(n * plan_o.ld);
     s_cat = scratch(plan_cat);
     s_o = scratch(plan_o);
   }
-  y_gu = zeros(plan_gu.ld);
-  y_down = zeros(plan_down.ld);
-  y_head = zeros(plan_head.ld);
+  y_gu = zeros(n * plan_gu.ld);
+  y_down = zeros(n * plan_down.ld);
+  y_head = zeros(n * plan_head.ld);
   s_gu = scratch(plan_gu);
   s_down = scratch(plan_down);
   s_head = scratch(plan_head);
-  TTTLAB_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&token_dev), 2 * sizeof(int)));
-  TTTLAB_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&logits_host), std::size_t(V) * sizeof(float)));
+  // [nb tokens | the position]: the step reads both from device memory.
+  TTTLAB_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&token_dev), (n + 1) * sizeof(int)));
+  TTTLAB_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&next_dev), n * sizeof(int)));
+  TTTLAB_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&next_host), n * sizeof(int)));
+  TTTLAB_CUDA_CHECK(
+      cudaMallocHost(reinterpret_cast<void**>(&logits_host), n * std::size_t(V) * sizeof(float)));
   graphs.assign(period, nullptr);
   TTTLAB_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
-// The KV cache's capacity: `requested` tokens, or (0) the default of max(32768,
-// max_position_embeddings) tokens, fewer where half the free device memory holds fewer (at least 256).
-// Checked against the free memory before anything is allocated.
-void CudaDecoder::Impl::plan_cache(long requested) {
+// The KV cache's capacity (softmax attention): `requested` tokens, or (0) the default of
+// max(32768, max_position_embeddings) tokens, fewer where half the free device memory (after the
+// weights and the other buffers) holds fewer, at least 256. Then everything the decoder allocates
+// (weights, nb sequences' buffers and states, the cache) is checked against the free memory before
+// anything is allocated.
+void CudaDecoder::Impl::plan_memory(long requested, const DecodeShapes& sh, double weight_bytes) {
   std::size_t free_b = 0, total_b = 0;
   TTTLAB_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-  const double per_token = 2.0 * L * D * sizeof(float);  // K and V of every block
-  const double gib = 1024.0 * 1024.0 * 1024.0;
+  const double gib = 1024.0 * 1024.0 * 1024.0, reserve = 256.0 * 1024 * 1024;
+  const double seq = 4.0 * sh.seq_floats * nb;                    // every sequence's buffers
+  const double per_token = 4.0 * sh.cache_floats_per_token * nb;  // K and V of every block
   auto fmt = [](double x) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%.2f", x);
     return std::string(buf);
   };
-  if (requested == 0) {
-    const long fit = long(0.5 * double(free_b) / per_token) / 256 * 256;
+  const std::string who = nb > 1 ? " for " + std::to_string(nb) + " sequences" : std::string();
+  if (attention && requested == 0) {
+    const double room = double(free_b) - weight_bytes - seq;
+    const long fit = room > 0 ? long(0.5 * room / per_token) / 256 * 256 : 0;
     cap = std::min<long>(std::max<long>(32768, mc.max_position_embeddings), fit);
     if (cap < 256)
-      throw std::runtime_error("CudaDecoder: the KV cache (" + fmt(per_token / 1024.0) +
+      throw std::runtime_error("CudaDecoder: the KV cache" + who + " (" + fmt(per_token / 1024.0) +
                                " KiB per token) does not fit 256 tokens in half of the " +
-                               fmt(double(free_b) / gib) + " GiB free on the device");
-    return;
+                               fmt(room / gib) + " GiB free on the device");
+  } else if (attention) {
+    cap = requested;
   }
-  cap = requested;
-  // Room for the split partials and the CUDA graph besides the cache.
-  const double need = per_token * double(cap), reserve = 256.0 * 1024 * 1024;
-  if (need + reserve > double(free_b))
-    throw std::runtime_error("CudaDecoder: a KV cache of " + std::to_string(cap) +
-                             " tokens needs " + fmt(need / gib) + " GiB (2 x " + std::to_string(L) +
-                             " blocks x " + std::to_string(D) +
-                             " floats per token) but the device has " + fmt(double(free_b) / gib) +
-                             " GiB free (256 MiB kept back); ask for a smaller max_context");
+  const double cache = attention ? per_token * double(cap) : 0.0;
+  const double need = weight_bytes + seq + cache;
+  if (need + reserve > double(free_b)) {
+    std::string what = "CudaDecoder: ";
+    if (attention)
+      what += "a KV cache of " + std::to_string(cap) + " tokens" + who + " needs " +
+              fmt(cache / gib) + " GiB (2 x " + std::to_string(L) + " blocks x " +
+              std::to_string(D) + " floats per token per sequence) and the rest " +
+              fmt((weight_bytes + seq) / gib) + " GiB";
+    else
+      what += "the weights and the states" + who + " need " + fmt(need / gib) + " GiB";
+    throw std::runtime_error(what + ", but the device has " + fmt(double(free_b) / gib) +
+                             " GiB free (256 MiB kept back); ask for a smaller " +
+                             (attention ? "max_context or batch" : "batch"));
+  }
 }
 
 void CudaDecoder::Impl::build_ttt_block(const std::map<std::string, HostTensor>& T,
@@ -520,7 +637,7 @@ void CudaDecoder::Impl::build_ttt_block(const std::map<std::string, HostTensor>&
     B.conv_q_b = upload(copy_of(need(T, sb + "conv_q.bias", D)));
     B.conv_k_w = upload(copy_of(need(T, sb + "conv_k.weight", long(D) * K)));
     B.conv_k_b = upload(copy_of(need(T, sb + "conv_k.bias", D)));
-    B.hist_qk = zeros(std::size_t(std::max(K - 1, 1)) * D);
+    B.hist_qk = zeros(std::size_t(nb) * std::max(K - 1, 1) * D);
   }
   // τ exactly as the CPU layer computes it (float, from δ).
   const HostTensor& delta = need(T, sb + "learnable_token_idx", b);
@@ -558,15 +675,16 @@ void CudaDecoder::Impl::build_ttt_block(const std::map<std::string, HostTensor>&
       }
     }
   }
-  B.W1 = upload(w1);
-  B.b1 = upload(b1);
-  B.aW1 = zeros(w1.size());
-  B.ab1 = zeros(b1.size());
+  // One state per sequence, each starting at W0.
+  B.W1 = upload_each(w1);
+  B.b1 = upload_each(b1);
+  B.aW1 = zeros(nb * w1.size());
+  B.ab1 = zeros(nb * b1.size());
   if (mlp) {
-    B.W2 = upload(w2);
-    B.b2 = upload(b2);
-    B.aW2 = zeros(w2.size());
-    B.ab2 = zeros(b2.size());
+    B.W2 = upload_each(w2);
+    B.b2 = upload_each(b2);
+    B.aW2 = zeros(nb * w2.size());
+    B.ab2 = zeros(nb * b2.size());
   }
 }
 
@@ -576,13 +694,13 @@ void CudaDecoder::Impl::build_mamba2_block(const std::map<std::string, HostTenso
   B.Win = upload_padded(need(T, sb + "in_proj.weight", long(D) * m2.in_proj_width()).data, plan_in);
   B.m_conv_w = upload(copy_of(need(T, sb + "conv1d.weight", long(cd) * Km)));
   B.m_conv_b = upload(copy_of(need(T, sb + "conv1d.bias", cd)));
-  B.m_hist = zeros(std::size_t(std::max(Km - 1, 1)) * cd);
+  B.m_hist = zeros(std::size_t(nb) * std::max(Km - 1, 1) * cd);
   B.dt_bias = upload(copy_of(need(T, sb + "dt_bias", Hm)));
   B.A_log = upload(copy_of(need(T, sb + "A_log", Hm)));
   B.Dskip = upload(copy_of(need(T, sb + "D", Hm)));
   B.m_norm = upload(copy_of(need(T, sb + "norm.weight", di)));
   B.Wmo = upload_padded(need(T, sb + "out_proj.weight", long(di) * D).data, plan_mo);
-  B.ssm = zeros(std::size_t(Hm) * m2.headdim * m2.d_state);
+  B.ssm = zeros(std::size_t(nb) * Hm * m2.headdim * m2.d_state);
 }
 
 void CudaDecoder::Impl::enqueue_step(int pos) {
@@ -594,7 +712,7 @@ void CudaDecoder::Impl::enqueue_step(int pos) {
       bi.embed = embed;
       bi.token = token_dev;
     } else {
-      bi.delta = Partials{y_down, 1, plan_down.ld};
+      bi.delta = out(y_down, plan_down);
     }
     if (mc.mamba_backbone) {
       bi.conv_norm = B.conv_norm;
@@ -607,31 +725,32 @@ void CudaDecoder::Impl::enqueue_step(int pos) {
     bi.a = a;
     bi.D = D;
     bi.eps = eps;
+    bi.batch = nb;
     detail::decode_block_in(bi, stream);
 
     // The mixer leaves its output as a product's partials; h += them below.
     Partials mixed;
     if (mamba2) {
       enqueue_mamba2(B);
-      mixed = Partials{y_mo, 1, plan_mo.ld};
+      mixed = out(y_mo, plan_mo);
     } else if (attention) {
       enqueue_attention(B);
-      mixed = Partials{y_o, 1, plan_o.ld};
+      mixed = out(y_o, plan_o);
     } else {
       enqueue_ttt(B, pos);
-      mixed = Partials{y_o, 1, plan_o.ld};
+      mixed = out(y_o, plan_o);
     }
-    detail::decode_add_norm(h, mixed, B.ffn_norm, eps, a, D, stream);
-    detail::decode_gemv(plan_gu, a, B.Wgu, s_gu, y_gu, stream);
-    detail::decode_gemv_swiglu(plan_down, y_gu, B.Wdown, s_down, y_down, stream);
+    detail::decode_add_norm(h, mixed, B.ffn_norm, eps, a, D, nb, stream);
+    gemv(plan_gu, a, D, B.Wgu, s_gu, y_gu);
+    gemv(plan_down, y_gu, plan_gu.ld, B.Wdown, s_down, y_down, true);
   }
-  detail::decode_add_norm(h, Partials{y_down, 1, plan_down.ld}, final_norm, eps, a, D, stream);
-  detail::decode_gemv(plan_head, a, embed_t, s_head, y_head, stream);
+  detail::decode_add_norm(h, out(y_down, plan_down), final_norm, eps, a, D, nb, stream);
+  gemv(plan_head, a, D, embed_t, s_head, y_head);
 }
 
 void CudaDecoder::Impl::enqueue_mamba2(const DecBlock& B) {
-  detail::decode_gemv(plan_in, a, B.Win, s_in, y_in, stream);
-  const Partials P{y_in, 1, plan_in.ld};
+  gemv(plan_in, a, D, B.Win, s_in, y_in);
+  const Partials P = out(y_in, plan_in);
   detail::Mamba2ConvArgs ca;
   ca.proj = P;
   ca.conv_w = B.m_conv_w;
@@ -644,6 +763,7 @@ void CudaDecoder::Impl::enqueue_mamba2(const DecBlock& B) {
   ca.cd = m2.conv_dim();
   ca.K = m2.d_conv;
   ca.H = m2.heads();
+  ca.batch = nb;
   detail::decode_mamba2_conv(ca, stream);
   detail::Mamba2SsmArgs sa;
   sa.proj = P;
@@ -657,19 +777,20 @@ void CudaDecoder::Impl::enqueue_mamba2(const DecBlock& B) {
   sa.N = m2.d_state;
   sa.P = m2.headdim;
   sa.H = m2.heads();
+  sa.batch = nb;
   detail::decode_mamba2_ssm(sa, stream);
-  detail::decode_rms_scale(gm, B.m_norm, float(m2.norm_eps), nm, m2.d_inner(), stream);
-  detail::decode_gemv(plan_mo, nm, B.Wmo, s_mo, y_mo, stream);
+  detail::decode_rms_scale(gm, B.m_norm, float(m2.norm_eps), nm, m2.d_inner(), nb, stream);
+  gemv(plan_mo, nm, m2.d_inner(), B.Wmo, s_mo, y_mo);
 }
 
 void CudaDecoder::Impl::enqueue_attention(const DecBlock& B) {
-  detail::decode_gemv(B.cat, a, B.Wcat, s_cat, y_cat, stream);
+  gemv(B.cat, a, D, B.Wcat, s_cat, y_cat);
   detail::AttnPrepArgs pa;
-  pa.P = Partials{y_cat, 1, B.cat.ld};
+  pa.P = out(y_cat, B.cat);
   pa.off_q = off_q;
   pa.off_k = off_k;
   pa.off_v = off_v;
-  pa.pos = token_dev + 1;
+  pa.pos = token_dev + nb;
   pa.freq = rope_freq;
   pa.scale = float(1.0 / std::sqrt(double(d)));  // the CPU's attention_scale<float>
   pa.q = q;
@@ -679,12 +800,13 @@ void CudaDecoder::Impl::enqueue_attention(const DecBlock& B) {
   pa.D = D;
   pa.H = H;
   pa.d = d;
+  pa.batch = nb;
   detail::decode_attn_prep(pa, stream);
   detail::AttnArgs aa;
   aa.q = q;
   aa.kcache = B.kcache;
   aa.vcache = B.vcache;
-  aa.pos = token_dev + 1;
+  aa.pos = token_dev + nb;
   aa.part_o = part_o;
   aa.part_ml = part_ml;
   aa.z = Z;
@@ -692,18 +814,19 @@ void CudaDecoder::Impl::enqueue_attention(const DecBlock& B) {
   aa.H = H;
   aa.d = d;
   aa.S = att_S;
+  aa.batch = nb;
   detail::decode_attention(aa, stream);
-  detail::decode_gemv(plan_o, Z, B.Wo, s_o, y_o, stream);
+  gemv(plan_o, Z, D, B.Wo, s_o, y_o);
 }
 
 void CudaDecoder::Impl::enqueue_ttt(const DecBlock& B, int pos) {
   const TttOptions to{tc.inner.layer_norm, tc.inner.residual, tc.inner.bias,
                       float(tc.inner.ln_eps)};
-  const TttDims dims{1, H, 1, d, b};
-  detail::decode_gemv(B.cat, a, B.Wcat, s_cat, y_cat, stream);
+  const TttDims dims{nb, H, 1, d, b};
+  gemv(B.cat, a, D, B.Wcat, s_cat, y_cat);
 
   detail::TttPrepArgs tp;
-  tp.P = Partials{y_cat, 1, B.cat.ld};
+  tp.P = out(y_cat, B.cat);
   tp.off_q = B.off_q;
   tp.off_k = B.off_k;
   tp.off_v = B.off_v;
@@ -730,6 +853,7 @@ void CudaDecoder::Impl::enqueue_ttt(const DecBlock& B, int pos) {
   tp.D = D;
   tp.H = H;
   tp.d = d;
+  tp.batch = nb;
   detail::decode_ttt_prep(tp, stream);
 
   // What both models' decode steps read; the state and its accumulators follow per model.
@@ -763,8 +887,8 @@ void CudaDecoder::Impl::enqueue_ttt(const DecBlock& B, int pos) {
   }
 
   detail::decode_post(O, B.post_w, B.post_b, float(tc.post_norm_eps), tc.use_gate ? gpre : nullptr,
-                      Y, D, stream);
-  detail::decode_gemv(plan_o, Y, B.Wo, s_o, y_o, stream);
+                      Y, D, nb, stream);
+  gemv(plan_o, Y, D, B.Wo, s_o, y_o);
 }
 
 void CudaDecoder::Impl::run_step(int pos) {
@@ -804,6 +928,7 @@ std::string CudaDecoder::describe() const {
   std::string s = "CUDA: " + m_impl->device_name + ", sm_" + std::to_string(m_impl->cc_major) +
                   std::to_string(m_impl->cc_minor) +
                   " (decode: " + (m_impl->opt.cuda_graphs ? "CUDA graphs" : "launches");
+  if (m_impl->nb > 1) s += ", batch " + std::to_string(m_impl->nb);
   if (m_impl->attention) s += ", KV cache " + std::to_string(m_impl->cap) + " tokens";
   return s + ")";
 }
@@ -812,44 +937,103 @@ long CudaDecoder::context_capacity() const { return m_impl->attention ? m_impl->
 
 long CudaDecoder::position() const { return m_impl->tokens; }
 
+// Runs tokens.size() / nb steps (step i's token of sequence s at tokens[i·nb + s]); returns when
+// they are enqueued. Checks everything before the first step.
+void CudaDecoder::Impl::run_steps(std::span<const int> tokens) {
+  if (tokens.empty() || tokens.size() % std::size_t(nb) != 0)
+    throw std::invalid_argument("CudaDecoder: a feed needs a positive multiple of the batch (" +
+                                std::to_string(nb) + ") tokens, got " +
+                                std::to_string(tokens.size()));
+  for (int t : tokens)
+    if (t < 0 || t >= V)
+      throw std::invalid_argument("decoder: token " + std::to_string(t) + " is outside 0.." +
+                                  std::to_string(V - 1));
+  TTTLAB_CUDA_CHECK(cudaSetDevice(opt.device));
+  const std::size_t steps = tokens.size() / std::size_t(nb);
+  // The whole feed is refused, before any step, when the KV cache cannot hold it.
+  if (attention && this->tokens + long(steps) > cap)
+    throw std::length_error(
+        "CudaDecoder: the KV cache is full: it holds " + std::to_string(cap) + " tokens, " +
+        std::to_string(this->tokens) + " are in it and this feed adds " + std::to_string(steps) +
+        " (CudaDecoderOptions::max_context sets the capacity; the CPU decoder has no limit)");
+  // The previous feed synchronised the stream, so the pinned buffer is free to reuse or grow.
+  // Per step: the nb tokens, then the global position (read by attention only).
+  const std::size_t row = std::size_t(nb) + 1;
+  if (token_host_cap < steps) {
+    if (token_host) cudaFreeHost(token_host);
+    token_host = nullptr;
+    token_host_cap = 0;
+    TTTLAB_CUDA_CHECK(
+        cudaMallocHost(reinterpret_cast<void**>(&token_host), row * steps * sizeof(int)));
+    token_host_cap = steps;
+  }
+  for (std::size_t i = 0; i < steps; ++i) {
+    std::copy(tokens.begin() + i * nb, tokens.begin() + (i + 1) * nb, token_host + i * row);
+    token_host[i * row + nb] = attention ? int(this->tokens + long(i)) : 0;
+  }
+  for (std::size_t i = 0; i < steps; ++i) {
+    TTTLAB_CUDA_CHECK(cudaMemcpyAsync(token_dev, token_host + i * row, row * sizeof(int),
+                                      cudaMemcpyHostToDevice, stream));
+    run_step(static_cast<int>(this->tokens % period));
+    ++this->tokens;
+  }
+}
+
 void CudaDecoder::feed(std::span<const int> tokens, std::vector<float>& out) {
   Impl& s = *m_impl;
+  if (s.nb != 1)
+    throw std::invalid_argument("CudaDecoder: feed() is for batch 1; this decoder has batch " +
+                                std::to_string(s.nb) + " (use feed_batch)");
   if (tokens.empty()) throw std::invalid_argument("decoder: feed() needs at least one token");
-  for (int t : tokens)
-    if (t < 0 || t >= s.V)
-      throw std::invalid_argument("decoder: token " + std::to_string(t) + " is outside 0.." + std::to_string(s.V - 1));
-  TTTLAB_CUDA_CHECK(cudaSetDevice(s.opt.device));
-  // The previous feed() synchronised the stream, so the pinned buffer is free to reuse or grow.
-  // The whole feed is refused, before any step, when the KV cache cannot hold it.
-  if (s.attention && s.tokens + long(tokens.size()) > s.cap)
-    throw std::length_error(
-        "CudaDecoder: the KV cache is full: it holds " + std::to_string(s.cap) + " tokens, " +
-        std::to_string(s.tokens) + " are in it and this feed adds " +
-        std::to_string(tokens.size()) +
-        " (CudaDecoderOptions::max_context sets the capacity; the CPU decoder has no limit)");
-  // (token, global position) pairs: the step reads both from device memory (token_dev[0], [1]).
-  if (s.token_host_cap < tokens.size()) {
-    if (s.token_host) cudaFreeHost(s.token_host);
-    s.token_host = nullptr;
-    s.token_host_cap = 0;
-    TTTLAB_CUDA_CHECK(
-        cudaMallocHost(reinterpret_cast<void**>(&s.token_host), 2 * tokens.size() * sizeof(int)));
-    s.token_host_cap = tokens.size();
-  }
-  for (std::size_t i = 0; i < tokens.size(); ++i) {
-    s.token_host[2 * i] = tokens[i];
-    s.token_host[2 * i + 1] = s.attention ? int(s.tokens + long(i)) : 0;  // only attention reads it
-  }
-  for (std::size_t i = 0; i < tokens.size(); ++i) {
-    TTTLAB_CUDA_CHECK(cudaMemcpyAsync(s.token_dev, s.token_host + 2 * i, 2 * sizeof(int),
-                                      cudaMemcpyHostToDevice, s.stream));
-    s.run_step(static_cast<int>(s.tokens % s.period));
-    ++s.tokens;
-  }
-  TTTLAB_CUDA_CHECK(cudaMemcpyAsync(s.logits_host, s.y_head, std::size_t(s.V) * sizeof(float), cudaMemcpyDeviceToHost,
-                                    s.stream));
+  feed_batch(tokens, out);
+}
+
+void CudaDecoder::feed_batch(std::span<const int> tokens, std::vector<float>& out) {
+  Impl& s = *m_impl;
+  s.run_steps(tokens);
+  TTTLAB_CUDA_CHECK(cudaMemcpy2DAsync(s.logits_host, std::size_t(s.V) * sizeof(float), s.y_head,
+                                      std::size_t(s.plan_head.ld) * sizeof(float),
+                                      std::size_t(s.V) * sizeof(float), std::size_t(s.nb),
+                                      cudaMemcpyDeviceToHost, s.stream));
   TTTLAB_CUDA_CHECK(cudaStreamSynchronize(s.stream));
-  out.assign(s.logits_host, s.logits_host + s.V);
+  out.assign(s.logits_host, s.logits_host + std::size_t(s.nb) * s.V);
+}
+
+void CudaDecoder::feed_greedy(std::span<const int> tokens, std::vector<int>& next) {
+  Impl& s = *m_impl;
+  s.run_steps(tokens);
+  detail::decode_argmax(s.y_head, s.V, s.plan_head.ld, s.nb, s.next_dev, s.stream);
+  TTTLAB_CUDA_CHECK(cudaMemcpyAsync(s.next_host, s.next_dev, std::size_t(s.nb) * sizeof(int),
+                                    cudaMemcpyDeviceToHost, s.stream));
+  TTTLAB_CUDA_CHECK(cudaStreamSynchronize(s.stream));
+  next.assign(s.next_host, s.next_host + s.nb);
+}
+
+int CudaDecoder::batch() const { return m_impl->nb; }
+
+void CudaDecoder::skip_for_bench(long position) {
+  Impl& s = *m_impl;
+  const long most = s.attention ? s.cap : long(k_max_positions);
+  if (position < s.tokens || position > most)
+    throw std::invalid_argument("CudaDecoder: skip_for_bench needs a position in " +
+                                std::to_string(s.tokens) + ".." + std::to_string(most) + ", got " +
+                                std::to_string(position));
+  s.tokens = position;
+}
+
+CudaDecodeMemory cuda_decode_memory(const ModelConfig& mc, int batch, long context, int device) {
+  if (const std::string why = cuda_decode_unsupported(mc); !why.empty())
+    throw std::invalid_argument(why);
+  if (batch < 1 || context < 1)
+    throw std::invalid_argument("cuda_decode_memory: batch and context must be positive");
+  int sms = 1;
+  TTTLAB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const DecodeShapes sh = decode_shapes(mc, k_max_positions, sms, 0);
+  CudaDecodeMemory m;
+  m.weight_bytes = 4.0 * (count_params(mc) + double(sh.head.K) * sh.head.ld);
+  m.batch_bytes =
+      4.0 * double(batch) * (sh.seq_floats + sh.cache_floats_per_token * double(context));
+  return m;
 }
 
 DecoderFactory cuda_decoder_factory(int device, bool cuda_graphs, long max_context) {

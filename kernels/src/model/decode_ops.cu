@@ -31,6 +31,15 @@ __device__ __forceinline__ float sum_partials(const Partials& p, int c) {
   return (s[0] + s[1]) + (s[2] + s[3]);
 }
 
+// Sequence s's partials in a batched launch.
+__device__ __forceinline__ Partials seq_partials(Partials p, int s) {
+  p.part += std::size_t(s) * p.bs;
+  return p;
+}
+
+// The rows of a rolling history per sequence (at least one, as decode_cuda.cpp allocates them).
+__device__ __forceinline__ std::size_t hist_rows(int K) { return std::size_t(K > 1 ? K - 1 : 1); }
+
 __device__ __forceinline__ float sigmoidf_(float x) {
   // Split by sign so that exp never overflows (as the CPU's sigmoid).
   if (x >= 0.0f) return 1.0f / (1.0f + expf(-x));
@@ -135,8 +144,94 @@ __global__ void __launch_bounds__(kGemvThreads)
   if (tid == 0) counters[tile] = 0u;
 }
 
+// gemv_kernel for a group of up to kDecodeGemvGroup sequences (blockIdx.x: the group; y: the tile;
+// z: the chunk): each W float4 loaded feeds every sequence of the group, and each sequence's sums
+// run in gemv_kernel's order (rows by warp, the warps in order, the S partials in order), so its
+// output is bitwise gemv_kernel's. Partials part[(s·B + seq)·ld + c]; counters[tile·groups + group].
+template <bool kSwiglu>
+__global__ void __launch_bounds__(kGemvThreads)
+    gemv_batch_kernel(const float* __restrict__ x, int ldx, const float* __restrict__ W, int K,
+                      int ld, int kc, int batch, float* __restrict__ part, float* __restrict__ y,
+                      unsigned* __restrict__ counters) {
+  constexpr int NB = kDecodeGemvGroup;
+  __shared__ float xs[NB][kDecodeMaxChunk];
+  __shared__ float4 red[kGemvWarps][32];
+  __shared__ bool last;
+  const int group = blockIdx.x, tile = blockIdx.y, s = blockIdx.z, S = gridDim.z;
+  const int seq0 = group * NB, nb = min(NB, batch - seq0);
+  const int k0 = s * kc, len = min(kc, K - k0);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  for (int j = 0; j < nb; ++j) {
+    const float* xr = x + std::size_t(seq0 + j) * ldx;
+    for (int i = tid; i < len; i += kGemvThreads) {
+      if constexpr (kSwiglu) {
+        const float g = xr[k0 + i], u = xr[K + k0 + i];
+        xs[j][i] = g * sigmoidf_(g) * u;
+      } else {
+        xs[j][i] = xr[k0 + i];
+      }
+    }
+  }
+  __syncthreads();
+  const int c = tile * kGemvCols + lane * 4;
+  float4 acc[NB];
+#pragma unroll
+  for (int j = 0; j < NB; ++j) acc[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  if (c < ld) {
+    const float* w = W + std::size_t(k0) * ld + c;
+    for (int i = warp; i < len; i += kGemvWarps) {
+      const float4 wv = __ldg(reinterpret_cast<const float4*>(w + std::size_t(i) * ld));
+#pragma unroll
+      for (int j = 0; j < NB; ++j) {
+        if (j < nb) {
+          const float xv = xs[j][i];
+          acc[j].x += xv * wv.x;
+          acc[j].y += xv * wv.y;
+          acc[j].z += xv * wv.z;
+          acc[j].w += xv * wv.w;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < NB; ++j) {
+    if (j < nb) {
+      store_warp_sum(red, acc[j], warp, lane, c < ld,
+                     part + (std::size_t(s) * batch + seq0 + j) * ld + c);
+      __syncthreads();  // red is rewritten by the next sequence
+    }
+  }
+  __threadfence();
+  __syncthreads();
+  const std::size_t ctr = std::size_t(tile) * gridDim.x + group;
+  if (tid == 0) last = atomicAdd(&counters[ctr], 1u) == unsigned(S - 1);
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  for (int j = 0; j < nb; ++j) {
+    float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (c < ld)
+      for (int t = warp; t < S; t += kGemvWarps) {
+        const float4 r = __ldcg(
+            reinterpret_cast<const float4*>(part + (std::size_t(t) * batch + seq0 + j) * ld + c));
+        a.x += r.x;
+        a.y += r.y;
+        a.z += r.z;
+        a.w += r.w;
+      }
+    store_warp_sum(red, a, warp, lane, c < ld, y + std::size_t(seq0 + j) * ld + c);
+    __syncthreads();
+  }
+  if (tid == 0) counters[ctr] = 0u;
+}
+
 __global__ void __launch_bounds__(kRowThreads) block_in_kernel(BlockInArgs p) {
-  const int D = p.D;
+  const int D = p.D, sq = blockIdx.x;
+  p.h += std::size_t(sq) * D;
+  p.a += std::size_t(sq) * D;
+  if (p.token) p.token += sq;
+  p.delta = seq_partials(p.delta, sq);
+  if (p.hist) p.hist += std::size_t(sq) * hist_rows(p.K) * D;
   float ss = 0.0f;
   for (int c = threadIdx.x; c < D; c += kRowThreads) {
     const float hc = p.embed ? p.embed[std::size_t(*p.token) * D + c] : p.h[c] + sum_partials(p.delta, c);
@@ -168,7 +263,14 @@ __global__ void __launch_bounds__(kRowThreads) block_in_kernel(BlockInArgs p) {
 
 // One thread per interleaved pair (2m, 2m+1) of the D columns; threads below H also make λ.
 __global__ void ttt_prep_kernel(TttPrepArgs p) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  const int i = blockIdx.x * blockDim.x + threadIdx.x, sq = blockIdx.y;
+  p.P = seq_partials(p.P, sq);
+  if (p.hist) p.hist += std::size_t(sq) * hist_rows(p.K) * p.D;
+  p.q += std::size_t(sq) * p.D;
+  p.k += std::size_t(sq) * p.D;
+  p.v += std::size_t(sq) * p.D;
+  if (p.gpre) p.gpre += std::size_t(sq) * p.D;
+  p.lambda += std::size_t(sq) * p.H;
   if (i < p.H) {
     float lam = p.scale;
     if (p.off_lr >= 0) lam = p.scale * sigmoidf_(sum_partials(p.P, p.off_lr + i) + p.lr_b[i]);
@@ -220,6 +322,10 @@ __global__ void ttt_prep_kernel(TttPrepArgs p) {
 
 __global__ void __launch_bounds__(kRowThreads)
     post_kernel(const float* O, const float* w, const float* b, float eps, const float* gpre, float* y, int D) {
+  const std::size_t off = std::size_t(blockIdx.x) * D;
+  O += off;
+  y += off;
+  if (gpre) gpre += off;
   float mu = 0.0f, rstd = 1.0f;
   if (w) {
     float s = 0.0f;
@@ -241,6 +347,9 @@ __global__ void __launch_bounds__(kRowThreads)
 
 __global__ void __launch_bounds__(kRowThreads)
     add_norm_kernel(float* h, Partials delta, const float* w, float eps, float* a, int D) {
+  h += std::size_t(blockIdx.x) * D;
+  a += std::size_t(blockIdx.x) * D;
+  delta = seq_partials(delta, blockIdx.x);
   float ss = 0.0f;
   for (int c = threadIdx.x; c < D; c += kRowThreads) {
     const float hc = h[c] + sum_partials(delta, c);
@@ -262,7 +371,11 @@ __device__ __forceinline__ float mamba2_silu(float x) { return x * sigmoidf_(x);
 
 // One thread per channel of xBC; threads below H also make dt.
 __global__ void mamba2_conv_kernel(Mamba2ConvArgs p) {
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  const int c = blockIdx.x * blockDim.x + threadIdx.x, sq = blockIdx.y;
+  p.proj = seq_partials(p.proj, sq);
+  p.hist += std::size_t(sq) * hist_rows(p.K) * p.cd;
+  p.xbc += std::size_t(sq) * p.cd;
+  p.dt += std::size_t(sq) * p.H;
   if (c < p.H) p.dt[c] = mamba2_softplus(sum_partials(p.proj, p.di + p.cd + c) + p.dt_bias[c]);
   if (c >= p.cd) return;
   const int K = p.K;
@@ -281,8 +394,13 @@ __global__ void mamba2_conv_kernel(Mamba2ConvArgs p) {
 // a row is a warp sum (fixed order: deterministic).
 constexpr int kSsmThreads = 256;
 __global__ void __launch_bounds__(kSsmThreads) mamba2_ssm_kernel(Mamba2SsmArgs a) {
-  const int h = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int h = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sq = blockIdx.y;
   const int P = a.P, N = a.N;
+  a.proj = seq_partials(a.proj, sq);
+  a.xbc += std::size_t(sq) * (a.di + 2 * N);
+  a.dt += std::size_t(sq) * a.H;
+  a.state += std::size_t(sq) * a.H * P * N;
+  a.g += std::size_t(sq) * a.di;
   const float dt = a.dt[h];
   const float decay = expf(dt * -expf(a.A_log[h]));
   const float* xs = a.xbc + std::size_t(h) * P;
@@ -309,6 +427,8 @@ __global__ void __launch_bounds__(kSsmThreads) mamba2_ssm_kernel(Mamba2SsmArgs a
 
 __global__ void __launch_bounds__(kRowThreads)
     rms_scale_kernel(const float* g, const float* w, float eps, float* y, int n) {
+  g += std::size_t(blockIdx.x) * n;
+  y += std::size_t(blockIdx.x) * n;
   float ss = 0.0f;
   for (int c = threadIdx.x; c < n; c += kRowThreads) ss += g[c] * g[c];
   const float r = rsqrtf(block_sum(ss) / float(n) + eps);
@@ -323,8 +443,12 @@ constexpr int kAttnMinChunk = 64;  // the fewest rows a split takes
 
 // One thread per interleaved pair of the D columns.
 __global__ void attn_prep_kernel(AttnPrepArgs p) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  const int i = blockIdx.x * blockDim.x + threadIdx.x, sq = blockIdx.y;
   if (2 * i >= p.D) return;
+  p.P = seq_partials(p.P, sq);
+  p.q += std::size_t(sq) * p.D;
+  p.kcache += std::size_t(sq) * p.H * p.cap * p.d;
+  p.vcache += std::size_t(sq) * p.H * p.cap * p.d;
   const int c = 2 * i, h = c / p.d, j = c % p.d;
   const int t = *p.pos;
   float q0 = sum_partials(p.P, p.off_q + c), q1 = sum_partials(p.P, p.off_q + c + 1);
@@ -390,7 +514,12 @@ __global__ void __launch_bounds__(kAttnThreads) attn_split_kernel(AttnArgs a) {
   static_assert(kAttnTile % R == 0);
   __shared__ float p[kAttnTile];
   __shared__ float4 red[kAttnThreads];
-  const int split = blockIdx.x, h = blockIdx.y, S = gridDim.x, d = a.d;
+  const int split = blockIdx.x, h = blockIdx.y, S = gridDim.x, d = a.d, sq = blockIdx.z;
+  a.q += std::size_t(sq) * a.H * d;
+  a.kcache += std::size_t(sq) * a.H * a.cap * d;
+  a.vcache += std::size_t(sq) * a.H * a.cap * d;
+  a.part_o += std::size_t(sq) * a.H * S * d;
+  a.part_ml += std::size_t(sq) * a.H * S * 2;
   const int tid = threadIdx.x, c4 = tid % G, r = tid / G;
   const int L = *a.pos + 1;
   const int chunk = max((L + S - 1) / S, kAttnMinChunk);
@@ -460,8 +589,11 @@ __global__ void __launch_bounds__(kAttnThreads) attn_split_kernel(AttnArgs a) {
 
 // One block per head, one thread per column: the splits combined in order (empty ones, l = 0, skipped).
 __global__ void attn_combine_kernel(AttnArgs a) {
-  const int h = blockIdx.x, c = threadIdx.x, S = a.S, d = a.d;
+  const int h = blockIdx.x, c = threadIdx.x, S = a.S, d = a.d, sq = blockIdx.y;
   if (c >= d) return;
+  a.part_o += std::size_t(sq) * a.H * S * d;
+  a.part_ml += std::size_t(sq) * a.H * S * 2;
+  a.z += std::size_t(sq) * a.H * d;
   const float* ml = a.part_ml + std::size_t(h) * S * 2;
   float M = -INFINITY;
   for (int s = 0; s < S; ++s)
@@ -475,6 +607,49 @@ __global__ void attn_combine_kernel(AttnArgs a) {
     den += w * ls;
   }
   a.z[std::size_t(h) * d + c] = num / den;
+}
+
+// One CTA per sequence: the largest value and its first index (ties: the lower index, as
+// std::max_element), each thread over a strided share, then the block in a fixed order.
+__global__ void __launch_bounds__(kRowThreads)
+    argmax_kernel(const float* logits, int n, int ld, int* next) {
+  __shared__ float wv[kRowThreads / 32];
+  __shared__ int wi[kRowThreads / 32];
+  const float* x = logits + std::size_t(blockIdx.x) * ld;
+  float best = -INFINITY;
+  int bi = n;
+  for (int c = threadIdx.x; c < n; c += kRowThreads) {
+    const float v = x[c];
+    if (v > best || bi == n) {
+      best = v;
+      bi = c;
+    }
+  }
+  const auto better = [](float v, int i, float bv, int bj) {
+    return v > bv || (v == bv && i < bj);
+  };
+  for (int o = 16; o > 0; o >>= 1) {
+    const float v = __shfl_xor_sync(0xffffffffu, best, o);
+    const int i = __shfl_xor_sync(0xffffffffu, bi, o);
+    if (i < n && (bi == n || better(v, i, best, bi))) {
+      best = v;
+      bi = i;
+    }
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) {
+    wv[warp] = best;
+    wi[warp] = bi;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < int(blockDim.x >> 5); ++w)
+      if (wi[w] < n && (bi == n || better(wv[w], wi[w], best, bi))) {
+        best = wv[w];
+        bi = wi[w];
+      }
+    next[blockIdx.x] = bi;
+  }
 }
 
 }  // namespace
@@ -506,51 +681,81 @@ void decode_gemv_swiglu(const GemvPlan& g, const float* gu, const float* W, Gemv
   TTTLAB_CUDA_CHECK(cudaGetLastError());
 }
 
+std::size_t batch_gemv_partial_floats(const GemvPlan& g, int batch) {
+  return std::size_t(g.S) * std::size_t(batch) * g.ld;
+}
+
+std::size_t batch_gemv_counters(const GemvPlan& g, int batch) {
+  return std::size_t(g.tiles) * std::size_t((batch + kDecodeGemvGroup - 1) / kDecodeGemvGroup);
+}
+
+void decode_gemv_batch(const GemvPlan& g, int batch, bool swiglu, const float* x, int ldx,
+                       const float* W, GemvScratch sc, float* y, cudaStream_t stream) {
+  if (batch < 1 || g.tiles > 65535 || g.S > 65535)
+    throw std::invalid_argument("decode_gemv_batch: batch " + std::to_string(batch) + ", " +
+                                std::to_string(g.tiles) + " tiles, " + std::to_string(g.S) +
+                                " splits out of range");
+  const dim3 grid((batch + kDecodeGemvGroup - 1) / kDecodeGemvGroup, g.tiles, g.S);
+  if (swiglu)
+    gemv_batch_kernel<true><<<grid, kGemvThreads, 0, stream>>>(x, ldx, W, g.K, g.ld, g.kc, batch,
+                                                               sc.part, y, sc.counters);
+  else
+    gemv_batch_kernel<false><<<grid, kGemvThreads, 0, stream>>>(x, ldx, W, g.K, g.ld, g.kc, batch,
+                                                                sc.part, y, sc.counters);
+  TTTLAB_CUDA_CHECK(cudaGetLastError());
+}
+
+void decode_argmax(const float* logits, int n, int ld, int batch, int* next, cudaStream_t stream) {
+  argmax_kernel<<<batch, kRowThreads, 0, stream>>>(logits, n, ld, next);
+  TTTLAB_CUDA_CHECK(cudaGetLastError());
+}
+
 void decode_block_in(const BlockInArgs& a, cudaStream_t stream) {
-  block_in_kernel<<<1, kRowThreads, 0, stream>>>(a);
+  block_in_kernel<<<a.batch, kRowThreads, 0, stream>>>(a);
   TTTLAB_CUDA_CHECK(cudaGetLastError());
 }
 
 void decode_ttt_prep(const TttPrepArgs& a, cudaStream_t stream) {
   const int threads = 256;
   const int n = std::max(a.D / 2, a.H);
-  ttt_prep_kernel<<<(n + threads - 1) / threads, threads, 0, stream>>>(a);
+  ttt_prep_kernel<<<dim3((n + threads - 1) / threads, a.batch), threads, 0, stream>>>(a);
   TTTLAB_CUDA_CHECK(cudaGetLastError());
 }
 
-void decode_post(const float* O, const float* w, const float* b, float eps, const float* gpre, float* y, int D,
-                 cudaStream_t stream) {
-  post_kernel<<<1, kRowThreads, 0, stream>>>(O, w, b, eps, gpre, y, D);
+void decode_post(const float* O, const float* w, const float* b, float eps, const float* gpre,
+                 float* y, int D, int batch, cudaStream_t stream) {
+  post_kernel<<<batch, kRowThreads, 0, stream>>>(O, w, b, eps, gpre, y, D);
   TTTLAB_CUDA_CHECK(cudaGetLastError());
 }
 
-void decode_add_norm(float* h, Partials delta, const float* w, float eps, float* a, int D, cudaStream_t stream) {
-  add_norm_kernel<<<1, kRowThreads, 0, stream>>>(h, delta, w, eps, a, D);
+void decode_add_norm(float* h, Partials delta, const float* w, float eps, float* a, int D,
+                     int batch, cudaStream_t stream) {
+  add_norm_kernel<<<batch, kRowThreads, 0, stream>>>(h, delta, w, eps, a, D);
   TTTLAB_CUDA_CHECK(cudaGetLastError());
 }
 
 void decode_mamba2_conv(const Mamba2ConvArgs& a, cudaStream_t stream) {
   const int threads = 256;
   const int n = std::max(a.cd, a.H);
-  mamba2_conv_kernel<<<(n + threads - 1) / threads, threads, 0, stream>>>(a);
+  mamba2_conv_kernel<<<dim3((n + threads - 1) / threads, a.batch), threads, 0, stream>>>(a);
   TTTLAB_CUDA_CHECK(cudaGetLastError());
 }
 
 void decode_mamba2_ssm(const Mamba2SsmArgs& a, cudaStream_t stream) {
-  mamba2_ssm_kernel<<<a.H, kSsmThreads, 0, stream>>>(a);
+  mamba2_ssm_kernel<<<dim3(a.H, a.batch), kSsmThreads, 0, stream>>>(a);
   TTTLAB_CUDA_CHECK(cudaGetLastError());
 }
 
-void decode_rms_scale(const float* g, const float* w, float eps, float* y, int n,
+void decode_rms_scale(const float* g, const float* w, float eps, float* y, int n, int batch,
                       cudaStream_t stream) {
-  rms_scale_kernel<<<1, kRowThreads, 0, stream>>>(g, w, eps, y, n);
+  rms_scale_kernel<<<batch, kRowThreads, 0, stream>>>(g, w, eps, y, n);
   TTTLAB_CUDA_CHECK(cudaGetLastError());
 }
 
 void decode_attn_prep(const AttnPrepArgs& a, cudaStream_t stream) {
   const int threads = 256;
   const int n = a.D / 2;
-  attn_prep_kernel<<<(n + threads - 1) / threads, threads, 0, stream>>>(a);
+  attn_prep_kernel<<<dim3((n + threads - 1) / threads, a.batch), threads, 0, stream>>>(a);
   TTTLAB_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -563,7 +768,7 @@ int decode_attn_splits(int H, long cap, int sms) {
 }
 
 void decode_attention(const AttnArgs& a, cudaStream_t stream) {
-  const dim3 grid(a.S, a.H);
+  const dim3 grid(a.S, a.H, a.batch);
   switch (a.d / 4) {
     case 2: attn_split_kernel<2><<<grid, kAttnThreads, 0, stream>>>(a); break;
     case 4: attn_split_kernel<4><<<grid, kAttnThreads, 0, stream>>>(a); break;
@@ -575,7 +780,7 @@ void decode_attention(const AttnArgs& a, cudaStream_t stream) {
                                   " is not a power of two in 8..128");
   }
   TTTLAB_CUDA_CHECK(cudaGetLastError());
-  attn_combine_kernel<<<a.H, 128, 0, stream>>>(a);
+  attn_combine_kernel<<<dim3(a.H, a.batch), 128, 0, stream>>>(a);
   TTTLAB_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -1,9 +1,17 @@
-// The small fused kernels of the whole-model GPU decoder (decode_cuda.cpp), batch 1: a split-k
-// matrix-vector product and the row operations between the products. Private to kernels/src.
+// The small fused kernels of the whole-model GPU decoder (decode_cuda.cpp): a split-k
+// matrix-vector product (and its batched form) and the row operations between the products. Private
+// to kernels/src.
 //
 // Matrices are row-major [in, out], as the CPU engine stores linear maps. Every pointer is device
 // memory; all launches are asynchronous on `stream` and make no other CUDA call (they are captured
 // into CUDA graphs).
+//
+// BATCH: every row kernel below takes `batch` = B ≥ 1 independent sequences in lockstep (one token
+// each). Each per-sequence vector, history and state is stored sequence-major, one sequence after
+// another with the stride its single-sequence size implies ([B, D] for h, a, q, ...; [B, K−1, D] for
+// a history (at least one row each); [B, H, P, N] for Mamba-2's state; [B, H, cap, d] for a KV
+// cache); a product's output is [B, ld] (Partials::bs = ld). Sequence s is computed by the same
+// threads in the same order as a batch-1 launch, so its results are bitwise those of batch 1.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -40,10 +48,23 @@ void decode_gemv(const GemvPlan& plan, const float* x, const float* W, GemvScrat
 void decode_gemv_swiglu(const GemvPlan& plan, const float* gu, const float* W, GemvScratch scratch, float* y,
                         cudaStream_t stream);
 
+// The batched product Y[B, ld] = X[B, K]·W for B sequences (X's rows of stride ldx; swiglu: X's rows
+// are [G | U] of stride ldx and the input is silu(G)·U as above). Groups of kDecodeGemvGroup
+// sequences share each CTA's loads of W (grid: groups × tiles × S); every sequence's sums run in the
+// order of decode_gemv with the same plan, so row s of Y is bitwise decode_gemv of row s of X. The
+// scratch holds B·S·ld partials and tiles·⌈B/kDecodeGemvGroup⌉ counters (batch_gemv_partial_floats, batch_gemv_counters).
+constexpr int kDecodeGemvGroup = 16;
+std::size_t batch_gemv_partial_floats(const GemvPlan& plan, int batch);
+std::size_t batch_gemv_counters(const GemvPlan& plan, int batch);
+void decode_gemv_batch(const GemvPlan& plan, int batch, bool swiglu, const float* x, int ldx,
+                       const float* W, GemvScratch scratch, float* y, cudaStream_t stream);
+
 // A vector given as a sum of S ≥ 1 rows of stride N: y[c] = Σ_s part[s·N + c] (S = 1: a plain vector).
+// In a batched launch sequence s reads part + s·bs (bs = 0 at batch 1).
 struct Partials {
   const float* part = nullptr;
   int S = 0, N = 0;
+  long bs = 0;
 };
 
 // The start of block i (one CTA):
@@ -65,6 +86,7 @@ struct BlockInArgs {
   float* a = nullptr;
   int D = 0;
   float eps = 1e-6f;
+  int batch = 1;  // token: [batch] ids (sequence s reads token[s])
 };
 void decode_block_in(const BlockInArgs& args, cudaStream_t stream);
 
@@ -90,15 +112,18 @@ struct TttPrepArgs {
   float scale = 1.0f;
   float *q = nullptr, *k = nullptr, *v = nullptr, *gpre = nullptr, *lambda = nullptr;
   int D = 0, H = 1, d = 0;
+  int batch = 1;  // every sequence at the same position pos; lambda [batch, H]
 };
 void decode_ttt_prep(const TttPrepArgs& args, cudaStream_t stream);
 
-// y = [post-norm LayerNorm(O)·w + b (post_w != nullptr)] [⊙ gelu(gpre) (gpre != nullptr)] (one CTA).
-void decode_post(const float* O, const float* post_w, const float* post_b, float eps, const float* gpre,
-                 float* y, int D, cudaStream_t stream);
+// y = [post-norm LayerNorm(O)·w + b (post_w != nullptr)] [⊙ gelu(gpre) (gpre != nullptr)] (one CTA
+// per sequence).
+void decode_post(const float* O, const float* post_w, const float* post_b, float eps,
+                 const float* gpre, float* y, int D, int batch, cudaStream_t stream);
 
-// h += Σ delta; a = RMSNorm(h)·w (one CTA).
-void decode_add_norm(float* h, Partials delta, const float* w, float eps, float* a, int D, cudaStream_t stream);
+// h += Σ delta; a = RMSNorm(h)·w (one CTA per sequence).
+void decode_add_norm(float* h, Partials delta, const float* w, float eps, float* a, int D,
+                     int batch, cudaStream_t stream);
 
 // Mamba-2's mixer for one token (tttlab/seq/mamba2_layer.hpp, the recurrent form; docs/MATH.md §8.8),
 // in three kernels around the two products a·in_proj and ·out_proj. `proj` is in_proj's output
@@ -116,6 +141,7 @@ struct Mamba2ConvArgs {
   float* xbc = nullptr;            // [cd]: [xs | B | C]
   float* dt = nullptr;             // [H]
   int di = 0, cd = 0, K = 1, H = 1;
+  int batch = 1;
 };
 void decode_mamba2_conv(const Mamba2ConvArgs& args, cudaStream_t stream);
 
@@ -132,11 +158,12 @@ struct Mamba2SsmArgs {
   float* state = nullptr;        // [H, P, N]
   float* g = nullptr;            // [d_inner]
   int di = 0, N = 0, P = 0, H = 1;
+  int batch = 1;
 };
 void decode_mamba2_ssm(const Mamba2SsmArgs& args, cudaStream_t stream);
 
 // y = g / sqrt(mean(g²) + eps) ⊙ w over n entries (one CTA): Mamba-2's gated RMSNorm after the gate.
-void decode_rms_scale(const float* g, const float* w, float eps, float* y, int n,
+void decode_rms_scale(const float* g, const float* w, float eps, float* y, int n, int batch,
                       cudaStream_t stream);
 
 // Softmax attention's mixer for one token (tttlab/seq/attention_layers.hpp; tttlab/nn/attention.hpp),
@@ -159,6 +186,7 @@ struct AttnPrepArgs {
   float* kcache = nullptr;       // [H, cap, d]
   float* vcache = nullptr;       // [H, cap, d]
   int cap = 0, D = 0, H = 1, d = 0;
+  int batch = 1;  // every sequence at the same position t
 };
 void decode_attn_prep(const AttnPrepArgs& args, cudaStream_t stream);
 
@@ -178,11 +206,16 @@ struct AttnArgs {
   float* part_ml = nullptr;       // [H, S, 2]
   float* z = nullptr;             // [D]: the attention output, o_proj's input
   int cap = 0, H = 1, d = 0, S = 1;
+  int batch = 1;  // part_o [batch, H, S, d], part_ml [batch, H, S, 2]
 };
 bool decode_attn_head_dim_ok(int d);
 // The number of context splits S for H heads and a cache of cap rows on a GPU of `sms` SMs: about
 // four blocks of 256 threads per SM at a full cache, at most one split per 64 rows.
 int decode_attn_splits(int H, long cap, int sms);
 void decode_attention(const AttnArgs& args, cudaStream_t stream);
+
+// next[s] = argmax_c logits[s·ld + c] over c < n (the first of equal maxima, as std::max_element),
+// one CTA per sequence: greedy decoding without bringing the logits to the host.
+void decode_argmax(const float* logits, int n, int ld, int batch, int* next, cudaStream_t stream);
 
 }  // namespace tttlab::kernels::detail

@@ -1,4 +1,5 @@
-// tttlab/kernels/decode_cuda.hpp — whole-model token decoding on the GPU (batch 1, fp32).
+// tttlab/kernels/decode_cuda.hpp — whole-model token decoding on the GPU (fp32; batch 1, or B
+// sequences in lockstep).
 //
 // CudaDecoder is the TokenDecoder (tttlab/model/decoder.hpp) of TTT-Linear, TTT-MLP and
 // softmax-attention (Transformer) models of both backbones and of Mamba-2 models (Transformer
@@ -14,9 +15,17 @@
 // again). docs/KERNELS.md ("Decoding on the GPU") has the design and its measured speed.
 //
 // KV CACHE: softmax-attention models keep, per block, K and V of every token fed, fp32, [H, cap, d]
-// each, allocated at construction for cap = CudaDecoderOptions::max_context tokens (2·L·D·4 bytes
-// per token: 72 KiB for the 125m preset). feed() refuses (std::length_error, nothing run) a feed
-// that would pass cap; the CPU decoder grows its cache and has no such limit.
+// each (per sequence: [B, H, cap, d]), allocated at construction for cap =
+// CudaDecoderOptions::max_context tokens (2·L·D·4 bytes per token and sequence: 72 KiB for the 125m
+// preset). feed() refuses (std::length_error, nothing run) a feed that would pass cap; the CPU
+// decoder grows its cache and has no such limit.
+//
+// BATCH: with CudaDecoderOptions::batch = B > 1 the decoder holds B independent sequences that step
+// together: one step takes B tokens (one per sequence) and gives B logit rows (feed_batch), or B
+// greedy next tokens chosen on the device (feed_greedy). Every state, history and KV cache has a
+// leading sequence dimension and every product runs for the B rows at once (each weight tile loaded
+// once per 16 sequences); sequence s's logits are bitwise those of a batch-1 decoder fed its tokens
+// (the same kernels' sums in the same order). The TokenDecoder interface (feed) is batch 1 only.
 //
 // Results agree with the CPU engine to fp32 rounding (the sums run in another order), not bit for
 // bit; tests/kernels/test_decode_cuda.cpp states the tolerances. Runs are deterministic: no atomics.
@@ -64,7 +73,24 @@ struct CudaDecoderOptions {
   // docs/KERNELS.md). 0: about four blocks per SM at a full cache, at most one per 64 cached tokens.
   // Tests set it to exercise many rows per split.
   int attention_splits = 0;
+  // Sequences decoded in lockstep, 1..k_decode_max_batch. Everything that grows with it (states,
+  // histories, the KV cache, the products' scratch) is checked against the free device memory before
+  // allocating (std::runtime_error with the GiB needed).
+  int batch = 1;
 };
+
+inline constexpr int k_decode_max_batch = 4096;
+
+// Device memory of a CudaDecoder for `batch` sequences and a KV cache of `context` tokens (softmax
+// attention; others ignore it) on `device`, as its constructor counts it: the weights (each
+// parameter once, and the transposed, padded embedding of the head) and what grows with the batch.
+// A decoder also needs ~256 MiB besides (the CUDA context's and graphs' share). Throws
+// std::invalid_argument for an unsupported model or a batch or context below 1.
+struct CudaDecodeMemory {
+  double weight_bytes = 0, batch_bytes = 0;
+};
+CudaDecodeMemory cuda_decode_memory(const ModelConfig& config, int batch, long context,
+                                    int device = 0);
 
 // Why the GPU decoder cannot run this model, in one line ("" when it can): linear attention,
 // Mamba-2 on the Mamba-style backbone, softmax attention with a head dim other than 8, 16, 32, 64 or
@@ -74,23 +100,44 @@ std::string cuda_decode_unsupported(const ModelConfig& config);
 class CudaDecoder final : public TokenDecoder {
  public:
   // Uploads the model. Throws std::invalid_argument (one line) for an unsupported model
-  // (cuda_decode_unsupported) and std::runtime_error naming the CUDA call when the device fails.
+  // (cuda_decode_unsupported) or a batch outside 1..k_decode_max_batch, and std::runtime_error
+  // naming the CUDA call when the device fails or the GiB needed when the memory does not suffice.
   explicit CudaDecoder(const Model<float>& model, const CudaDecoderOptions& options = {});
   ~CudaDecoder() override;
   CudaDecoder(const CudaDecoder&) = delete;
   CudaDecoder& operator=(const CudaDecoder&) = delete;
 
   DeviceKind kind() const override { return DeviceKind::CUDA; }
-  // "CUDA: NVIDIA H100 80GB HBM3, sm_90 (decode: CUDA graphs)"; attention models add
-  // ", KV cache 32768 tokens" inside the brackets.
+  // "CUDA: NVIDIA H100 80GB HBM3, sm_90 (decode: CUDA graphs)"; a batch above 1 adds ", batch 16"
+  // and attention models ", KV cache 32768 tokens" inside the brackets.
   std::string describe() const override;
   // The KV cache's capacity in tokens (softmax attention), −1 for models without a cache.
   long context_capacity() const;
   // Runs the per-token step for each token on the decoder's stream; only the last token's logits
   // [vocab_size] come back to the host (the call returns when they are there). Throws
   // std::length_error, before running anything, when the tokens do not fit in the KV cache.
+  // Batch 1 only (std::invalid_argument otherwise).
   void feed(std::span<const int> tokens, std::vector<float>& logits) override;
+  // Every sequence's step position (the tokens fed to each).
   long position() const override;
+
+  // The batch B (CudaDecoderOptions::batch).
+  int batch() const;
+  // n = tokens.size() / B steps, step i's token for sequence s at tokens[i·B + s]; the last step's
+  // logits come back, [B, vocab_size] row-major. Throws std::invalid_argument for a size that is no
+  // positive multiple of B or a token outside the vocabulary, std::length_error when the steps do
+  // not fit in the KV cache (nothing run in either case). At B = 1 it is feed().
+  void feed_batch(std::span<const int> tokens, std::vector<float>& logits);
+  // The same steps; only each sequence's greedy next token (the argmax of its last logits, the
+  // first of equal maxima, as std::max_element) comes back, chosen on the device: [B].
+  void feed_greedy(std::span<const int> tokens, std::vector<int>& next);
+  // BENCHMARKS ONLY: moves every sequence to `position` (≥ position(), ≤ the KV cache's capacity)
+  // without running the steps in between. The states stay as they are and the skipped cache rows
+  // hold zeros (cleared at construction), so the decoder no longer computes the model's function of
+  // its tokens; a step's work and memory traffic are what they would be after `position` real
+  // tokens (attention reads rows 0..t whatever they hold; TTT's and Mamba-2's step does not depend
+  // on t beyond t mod b). docs/KERNELS.md ("Decoding on the GPU") says how the bench uses it.
+  void skip_for_bench(long position);
 
  private:
   struct Impl;
