@@ -67,6 +67,7 @@ std::string csv_field(const std::string& s) {
 Json row_json(const LatencyRow& r) {
   Json o = {
       {"layer", r.layer}, {"phase", r.phase}, {"batch", r.batch}, {"T", r.T}, {"status", r.status}};
+  if (!r.products.empty()) o["products"] = r.products;
   if (r.status == "ok") {
     o["median_us_per_token"] = r.median_us;
     o["q1_us_per_token"] = r.q1_us;
@@ -94,10 +95,10 @@ void print_row(const LatencyRow& r) {
   char T[16] = "all";
   if (r.T > 0) std::snprintf(T, sizeof T, "%d", r.T);
   if (r.status == "ok") {
-    char extra[96] = "";
+    char extra[128] = "";
     if (r.phase == "decode")
-      std::snprintf(extra, sizeof extra, " (step %.1f us, context %s)", r.step_us,
-                    r.context.c_str());
+      std::snprintf(extra, sizeof extra, " (step %.1f us, context %s%s%s)", r.step_us,
+                    r.context.c_str(), r.products.empty() ? "" : ", products ", r.products.c_str());
     std::printf("%-17s %-7s %5d %6s %10.3f %10.3f - %-8.3f %10.3f - %-8.3f %4d  ok%s\n",
                 r.layer.c_str(), r.phase.c_str(), r.batch, T, r.median_us, r.q1_us, r.q3_us,
                 r.min_us, r.max_us, r.repeats, extra);
@@ -133,6 +134,9 @@ void validate_latency_args(LatencyArgs& a) {
     throw std::invalid_argument("--phases: '" + a.phases + "' is not all, prefill or decode");
   if (a.decode_fill != "walk" && a.decode_fill != "skip")
     throw std::invalid_argument("--decode-fill: '" + a.decode_fill + "' is not walk or skip");
+  if (a.decode_products != "cublas" && a.decode_products != "exact")
+    throw std::invalid_argument("--decode-products: '" + a.decode_products +
+                                "' is not cublas or exact");
   if (!a.csv.empty()) {
     namespace fs = std::filesystem;
     const fs::path p(a.csv);
@@ -159,6 +163,7 @@ std::vector<LatencyRow> plan_latency(const LatencyArgs& a) {
       for (int T : a.lengths) {
         LatencyRow r;
         r.layer = layer, r.phase = "decode", r.batch = b, r.T = T;
+        if (b > 1) r.products = a.decode_products;
         r.status = T <= decode_limit(a) ? "planned" : "skipped: beyond --decode-max-context";
         rows.push_back(r);
       }
@@ -169,7 +174,7 @@ std::vector<LatencyRow> plan_latency(const LatencyArgs& a) {
 std::string latency_csv(const std::vector<LatencyRow>& rows) {
   std::string csv =
       "layer,phase,batch,T,median_us_per_token,q1_us,q3_us,min_us,max_us,repeats,"
-      "median_us_per_step,context,status\n";
+      "median_us_per_step,context,products,status\n";
   char buf[256];
   for (const auto& r : rows) {
     csv += csv_field(r.layer) + "," + r.phase + "," + std::to_string(r.batch) + "," +
@@ -187,7 +192,7 @@ std::string latency_csv(const std::vector<LatencyRow>& rows) {
     } else {
       csv += ",,,,,,,,";
     }
-    csv += csv_field(r.status) + "\n";
+    csv += r.products + "," + csv_field(r.status) + "\n";
   }
   return csv;
 }
@@ -205,8 +210,8 @@ void print_latency_plan(const LatencyArgs& a) {
     std::printf(
         "prefill batch: the largest <= %d whose memory fits the GPU at that T, decided when "
         "measured; decode batches 16 and 512 likewise (the largest <= 16, <= 512 whose states and "
-        "KV cache fit).\n",
-        kMaxPrefillBatch);
+        "KV cache fit), products %s.\n",
+        kMaxPrefillBatch, a.decode_products.c_str());
   }
   write_csv(a, rows);
   set_exit_code(0);
@@ -426,8 +431,8 @@ std::vector<LatencyRow> measure_decode(const LatencyArgs& a, const std::string& 
 }
 
 // The largest batch <= most whose decoder (weights, states, a KV cache of `context` tokens) fits in
-// the device's free memory with room to spare (cuBLAS-free, but the CUDA graphs and the allocator's
-// rounding take some); 0 when not even one sequence fits. `gib` gets the chosen decoder's bytes.
+// the device's free memory with room to spare (the cuBLAS workspace, the CUDA graphs and the
+// allocator's rounding take some); 0 when not even one sequence fits. `gib` gets the chosen decoder's bytes.
 int largest_decode_batch(const ModelConfig& mc, int most, long context, int device, double& gib,
                          double& free_gib) {
   std::uint64_t free_b = 0, total_b = 0;
@@ -450,7 +455,10 @@ int largest_decode_batch(const ModelConfig& mc, int most, long context, int devi
 // the context set with skip_for_bench, then B tokens per step in, B greedy tokens back.
 std::vector<LatencyRow> measure_decode_batched(const LatencyArgs& a, const std::string& layer,
                                                const ModelConfig& mc, const Model<float>& model,
-                                               int device, bool quiet) {
+                                               int device, std::string& describe, bool quiet) {
+  const kernels::DecodeProducts products = a.decode_products == "exact"
+                                               ? kernels::DecodeProducts::Exact
+                                               : kernels::DecodeProducts::Cublas;
   std::vector<LatencyRow> rows;
   const std::string why = kernels::cuda_decode_unsupported(mc);
   const bool attention = mc.seq_layer == SeqLayerKind::SoftmaxAttention;
@@ -460,6 +468,7 @@ std::vector<LatencyRow> measure_decode_batched(const LatencyArgs& a, const std::
     for (int T : a.lengths) {
       LatencyRow r;
       r.layer = layer, r.phase = "decode", r.batch = most, r.T = T;
+      r.products = kernels::to_string(products);
       if (!why.empty()) {
         r.status = "skipped: " + why;
       } else if (T > decode_limit(a)) {
@@ -485,9 +494,11 @@ std::vector<LatencyRow> measure_decode_batched(const LatencyArgs& a, const std::
               kernels::CudaDecoderOptions o;
               o.device = device;
               o.batch = B;
+              o.products = products;
               if (attention) o.max_context = context;
               dec = std::make_unique<kernels::CudaDecoder>(model, o);
               dec_gib = gib;
+              describe = dec->describe();
             }
             r.batch = B;
             r.device_gib = dec_gib;
@@ -506,8 +517,9 @@ std::vector<LatencyRow> measure_decode_batched(const LatencyArgs& a, const std::
             summarize(us, r);
             r.step_us = r.median_us * B;
             std::fprintf(stderr,
-                         "[decode] %s batch %d (of <= %d) T %d: %.2f us/token, %.1f us/step\n",
-                         layer.c_str(), B, most, T, r.median_us, r.step_us);
+                         "[decode] %s batch %d (of <= %d) T %d, %s products: %.2f us/token, "
+                         "%.1f us/step\n",
+                         layer.c_str(), B, most, T, r.products.c_str(), r.median_us, r.step_us);
           } catch (const std::exception& e) {
             // A backstop: the estimate above should keep every allocation inside the free memory.
             dec.reset();
@@ -540,9 +552,10 @@ void run_latency(const LatencyArgs& a, int device, const std::string& device_tex
     if (runs_prefill(a)) pre = measure_prefill(a, layer, p, quiet);
     DecodeReport rep;
     std::vector<LatencyRow> dec, batched;
+    std::string batched_describe;
     if (runs_decode(a)) {
       dec = measure_decode(a, layer, mc, model, device, rep, quiet);
-      batched = measure_decode_batched(a, layer, mc, model, device, quiet);
+      batched = measure_decode_batched(a, layer, mc, model, device, batched_describe, quiet);
     }
     rows.insert(rows.end(), pre.begin(), pre.end());
     rows.insert(rows.end(), dec.begin(), dec.end());
@@ -553,13 +566,16 @@ void run_latency(const LatencyArgs& a, int device, const std::string& device_tex
                       {"params", model.num_params()},
                       {"prefill_backend", p.describe},
                       {"decode_backend", rep.describe},
+                      {"decode_batched_backend", batched_describe},
                       {"decode_walk_tokens", rep.walked},
                       {"decode_walk_tokens_per_s", rep.walk_tokens_per_s},
                       {"seconds", secs}});
     if (!quiet)
-      std::printf("  [%s: %.1f s; prefill: %s; decode: %s, context walked at %.0f tokens/s]\n",
-                  layer.c_str(), secs, p.describe.empty() ? "-" : p.describe.c_str(),
-                  rep.describe.empty() ? "-" : rep.describe.c_str(), rep.walk_tokens_per_s);
+      std::printf(
+          "  [%s: %.1f s; prefill: %s; decode: %s, context walked at %.0f tokens/s; batched: %s]\n",
+          layer.c_str(), secs, p.describe.empty() ? "-" : p.describe.c_str(),
+          rep.describe.empty() ? "-" : rep.describe.c_str(), rep.walk_tokens_per_s,
+          batched_describe.empty() ? "-" : batched_describe.c_str());
   }
   const double total_s = std::chrono::duration<double>(Clock::now() - t_all).count();
   write_csv(a, rows);
@@ -589,7 +605,12 @@ void run_latency(const LatencyArgs& a, int device, const std::string& device_tex
              "zeros, a step's work is that of a real context T), " +
              std::to_string(kBatchWarmup) + " untimed and " + std::to_string(kBatchWindow) +
              " timed steps of B tokens (greedy tokens chosen on the device, B ints back); per "
-             "token = step time / B, median_us_per_step the median step"},
+             "token = step time / B, median_us_per_step the median step; products " +
+             a.decode_products +
+             (a.decode_products == "cublas"
+                  ? " (fp32 cuBLAS GEMMs, logits within rounding of batch 1)"
+                  : " (the batched split-k product, each sequence bitwise its batch-1 decoder)")},
+        {"decode_products", a.decode_products},
         {"phases", a.phases},
         {"layers", layers},
         {"seconds", total_s},

@@ -18,7 +18,9 @@
 //            skip_for_bench (walking B sequences to 32k tokens would take minutes; a step's time does
 //            not depend on what the cache holds), then 2 untimed and kBatchWindow timed steps, each
 //            B tokens in and B greedy tokens (argmax on the device) back. Per token = step time / B;
-//            the row keeps the step time too (median_us_per_step) and the B it ran.
+//            the row keeps the step time too (median_us_per_step), the B it ran and the products'
+//            path (--decode-products: cublas, fp32 cuBLAS GEMMs, by default; or exact, the batched
+//            split-k product bitwise equal to batch 1; kernels::DecodeProducts).
 //
 // A row that cannot be measured (a model the GPU path refuses, a batch that does not fit even at 1)
 // is a row with status "skipped: <reason>", never a number.
@@ -40,6 +42,8 @@ struct LatencyArgs {
   std::string phases = "all";  // "all", "prefill" or "decode": the rows measured (and planned)
   // Batch-1 decode rows: "walk" the context token by token, or "skip" (set it; as the batched rows).
   std::string decode_fill = "walk";
+  // Batch-16 and -512 decode rows: the products' path, "cublas" or "exact" (kernels::DecodeProducts).
+  std::string decode_products = "cublas";
   std::string csv;             // write the rows here too ("" none)
   bool json = false;
   bool plan = false;  // print the rows to be measured; use no GPU
@@ -53,6 +57,7 @@ struct LatencyRow {
   int repeats = 0;  // timed samples the statistics are over
   double step_us = 0;   // decode: the median time of one step (B tokens), = median_us · B
   std::string context;  // decode: how the context T was reached, "walked" or "set" (skip_for_bench)
+  std::string products;  // batched decode rows: "cublas" or "exact" (--decode-products); else ""
   std::string status = "ok";
   // prefill: the backend's device memory (GiB), estimated before allocating; batched decode: the
   // decoder's weights, states and KV cache (cuda_decode_memory)
@@ -61,8 +66,8 @@ struct LatencyRow {
 
 // Sorts and de-duplicates args.lengths; throws std::invalid_argument (one line) for anything the
 // latency run cannot take: a length outside [64, 65536] or not a multiple of 64, an unknown preset, a
-// decode limit below 0, phases or a decode fill it does not know, or a CSV path whose folder does
-// not exist.
+// decode limit below 0, phases, a decode fill or decode products it does not know, or a CSV path
+// whose folder does not exist.
 void validate_latency_args(LatencyArgs& args);
 
 // The rows a run would produce, status "planned" (prefill batch 16, decode batches 16 and 512: the
@@ -71,8 +76,9 @@ std::vector<LatencyRow> plan_latency(const LatencyArgs& args);
 
 // The CSV of the rows: a header line, then one line per row (empty time fields unless status is ok).
 //   layer,phase,batch,T,median_us_per_token,q1_us,q3_us,min_us,max_us,repeats,median_us_per_step,
-//   context,status
-// (median_us_per_step and context: decode rows only; per token = per step / batch.)
+//   context,products,status
+// (median_us_per_step and context: decode rows only; per token = per step / batch; products: the
+// batch-16 and -512 decode rows only, planned or measured.)
 std::string latency_csv(const std::vector<LatencyRow>& rows);
 
 // Prints the plan (a table, or --json) and writes --csv; no GPU is touched.

@@ -699,11 +699,17 @@ void register_bench(CLI::App& app) {
                       "(walk) or set it without running it (skip, as the batch 16 and 512 "
                       "rows always do; a step's time does not depend on the cache's content)")
           ->capture_default_str();
+  auto* products =
+      cmd->add_option("--decode-products", a->lat.decode_products,
+                      "With --latency: the batch 16 and 512 decode rows' matrix products, cublas "
+                      "(fp32 cuBLAS GEMMs) or exact (the batched split-k product, each sequence "
+                      "bitwise its batch-1 decoder)")
+          ->capture_default_str();
   auto* csv = cmd->add_option("--csv", a->lat.csv, "With --latency: write the rows to this CSV file too");
   auto* plan = cmd->add_flag("--plan", a->lat.plan,
                              "With --latency: print the rows it would measure (and write --csv) without "
                              "using a GPU");
-  for (auto* o : {lengths, dmax, phases, fill, csv, plan}) o->needs("--latency");
+  for (auto* o : {lengths, dmax, phases, fill, products, csv, plan}) o->needs("--latency");
   cmd->callback([a, cmd] {
     a->layer_given = cmd->count("--layer") > 0;
     if (a->latency) {

@@ -28,6 +28,8 @@ refuse "--lengths: 131072 is not a multiple of 64 in \[64, 65536\]" --device cud
 refuse "--decode-max-context: -1 is not in" --device cuda --latency --decode-max-context=-1
 refuse "--phases: 'both' is not all, prefill or decode" --device cuda --latency --phases both
 refuse "--decode-fill: 'jump' is not walk or skip" --device cuda --latency --decode-fill jump
+refuse "--decode-products: 'tf32' is not cublas or exact" --device cuda --latency --decode-products tf32
+refuse "--decode-products requires --latency" --device cuda --decode-products exact
 refuse "--phases requires --latency" --device cuda --phases decode
 refuse "one preset" --device cuda --latency --presets tiny small
 refuse "--csv: the folder '$work/none' does not exist" --device cuda --latency --csv "$work/none/x.csv"
@@ -40,21 +42,26 @@ refuse "--latency excludes" --device cuda --latency --gpus 2
 "$exe" bench --device cuda --latency --plan --lengths 4096 1024 4096 --decode-max-context 2048 \
   --csv "$work/plan.csv" >"$work/plan.txt" 2>"$work/plan.err" ||
   { echo "FAIL: --plan exited $?"; cat "$work/plan.err"; exit 1; }
-header='layer,phase,batch,T,median_us_per_token,q1_us,q3_us,min_us,max_us,repeats,median_us_per_step,context,status'
+header='layer,phase,batch,T,median_us_per_token,q1_us,q3_us,min_us,max_us,repeats,median_us_per_step,context,products,status'
 [[ $(head -1 "$work/plan.csv") == "$header" ]] || { echo "FAIL: CSV header:"; head -1 "$work/plan.csv"; exit 1; }
 # 4 layers x (2 prefill + 2 x 3 decode (batches 1, 16, 512)) = 32 rows.
 [[ $(tail -n +2 "$work/plan.csv" | wc -l) -eq 32 ]] || { echo "FAIL: plan rows:"; cat "$work/plan.csv"; exit 1; }
-for want in 'ttt-linear,prefill,16,1024,,,,,,,,,planned' 'ttt-mlp,prefill,16,4096,,,,,,,,,planned' \
-            'softmax-attention,decode,1,1024,,,,,,,,,planned' \
-            'mamba2,decode,1,4096,,,,,,,,,skipped: beyond --decode-max-context' \
-            'ttt-mlp,decode,16,1024,,,,,,,,,planned' 'mamba2,decode,512,1024,,,,,,,,,planned' \
-            'softmax-attention,decode,512,4096,,,,,,,,,skipped: beyond --decode-max-context'; do
+# The batched decode rows name their products (cublas by default); the others leave the field empty.
+for want in 'ttt-linear,prefill,16,1024,,,,,,,,,,planned' 'ttt-mlp,prefill,16,4096,,,,,,,,,,planned' \
+            'softmax-attention,decode,1,1024,,,,,,,,,,planned' \
+            'mamba2,decode,1,4096,,,,,,,,,,skipped: beyond --decode-max-context' \
+            'ttt-mlp,decode,16,1024,,,,,,,,,cublas,planned' 'mamba2,decode,512,1024,,,,,,,,,cublas,planned' \
+            'softmax-attention,decode,512,4096,,,,,,,,,cublas,skipped: beyond --decode-max-context'; do
   grep -qxF -- "$want" "$work/plan.csv" || { echo "FAIL: no CSV row '$want':"; cat "$work/plan.csv"; exit 1; }
 done
 grep -q "random weights" "$work/plan.txt" || { echo "FAIL: the plan does not say the weights are random"; exit 1; }
 "$exe" bench --device cuda --latency --plan --layer mamba2 --json >"$work/plan.json"
 grep -q '"plan": true' "$work/plan.json" && [[ $(grep -c '"layer": "mamba2"' "$work/plan.json") -eq 24 ]] ||
   { echo "FAIL: --plan --layer mamba2 --json:"; cat "$work/plan.json"; exit 1; }
+"$exe" bench --device cuda --latency --plan --layer ttt-linear --lengths 1024 --decode-products exact \
+  --csv "$work/eplan.csv" >/dev/null
+grep -qxF 'ttt-linear,decode,512,1024,,,,,,,,,exact,planned' "$work/eplan.csv" ||
+  { echo "FAIL: --decode-products exact plan:"; cat "$work/eplan.csv"; exit 1; }
 # --phases decode plans the decode rows only: 6 lengths x 3 batches.
 "$exe" bench --device cuda --latency --plan --layer ttt-mlp --phases decode --csv "$work/dplan.csv" >/dev/null
 [[ $(tail -n +2 "$work/dplan.csv" | wc -l) -eq 18 ]] && ! grep -q ',prefill,' "$work/dplan.csv" ||
@@ -75,16 +82,18 @@ if [[ $rc -ne 0 ]]; then
 fi
 [[ $(head -1 "$work/run.csv") == "$header" ]] || { echo "FAIL: measured CSV header"; exit 1; }
 # Every row is measured (a positive median, min <= median <= max) or skipped with a reason.
-# Decode rows: the step time is the per-token time times the batch, and the context says how it came.
-awk -F, 'NR > 1 { if ($13 == "ok") { if (!($5 > 0 && $8 <= $5 && $5 <= $9 && $10 >= 5)) { print "bad row: " $0; bad = 1 } ; ok++
+# Decode rows: the step time is the per-token time times the batch, and the context says how it came;
+# the batched ones name their products (cublas, the default), the others none.
+awk -F, 'NR > 1 { if (($2 == "decode" && $3 > 1) != ($13 == "cublas") || ($13 != "cublas" && $13 != "")) { print "bad products: " $0; bad = 1 }
+                  if ($14 == "ok") { if (!($5 > 0 && $8 <= $5 && $5 <= $9 && $10 >= 5)) { print "bad row: " $0; bad = 1 } ; ok++
                                      if ($2 == "decode" && !($11 > 0 && ($11 - $5 * $3) ^ 2 <= (1e-3 * $11) ^ 2 + 1e-6 && ($12 == "walked" || $12 == "set"))) { print "bad decode row: " $0; bad = 1 } }
-                  else if ($13 !~ /^"?skipped: /) { print "bad status: " $0; bad = 1 } }
+                  else if ($14 !~ /^"?skipped: /) { print "bad status: " $0; bad = 1 } }
          END { if (ok < 10) { print "only " ok " measured rows"; bad = 1 }; exit bad }' "$work/run.csv" ||
   { cat "$work/run.csv"; exit 1; }
 for want in '^ttt-linear,prefill,[0-9]+,128,[0-9.]+' '^ttt-linear,decode,1,256,[0-9.]+' '^mamba2,prefill,16,256,[0-9.]+' \
             '^mamba2,decode,1,128,[0-9.]+' '^softmax-attention,prefill,16,256,[0-9.]+' \
             '^ttt-mlp,decode,16,256,[0-9.]+' '^softmax-attention,decode,512,128,[0-9.]+' \
-            '^mamba2,decode,512,256,[0-9.]+'; do
+            '^mamba2,decode,512,256,[0-9.]+.*,set,cublas,ok$'; do
   grep -Eq -- "$want" "$work/run.csv" || { echo "FAIL: no measured row '$want':"; cat "$work/run.csv"; exit 1; }
 done
 grep -q '"decode_walk_tokens_per_s"' "$work/run.json" || { echo "FAIL: JSON without the walk rate"; exit 1; }

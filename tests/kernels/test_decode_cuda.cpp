@@ -38,17 +38,30 @@
 //    devices. A full KV cache refuses the feed (std::length_error naming the capacity) and leaves
 //    the stream where it was; a cache larger than the device's memory is refused at construction
 //    with the bytes it needs.
-// 7. Batched decoding (CudaDecoderOptions::batch): for every model kind (TTT-Linear and TTT-MLP on
-//    both backbones and b = 16 or 5, softmax attention on both backbones, Mamba-2 in two shapes),
-//    B = 5 or 20 sequences (20: a full group of 16 sequences of the batched product and a partial
-//    one) fed different random tokens in lockstep, with and without CUDA graphs: after a prefill of
-//    21 steps and after each of 20 single steps every sequence's logits row is BITWISE the logits of
-//    a batch-1 decoder fed that sequence's tokens (the batched kernels compute each sequence with
-//    the same sums in the same order; a wrong offset or stride gives another sequence's or a
-//    garbage row). Then 12 greedy steps (feed_greedy: argmax on the device) choose the same tokens
-//    as std::max_element over the batch-1 logits. Bad arguments are refused with one-line messages
-//    before anything runs, a batch whose KV cache cannot fit is refused with the GiB it needs, and
-//    cuda_decode_memory grows linearly with the batch.
+// 7. Batched decoding (CudaDecoderOptions::batch), the exact products (DecodeProducts::Exact): for
+//    every model kind (TTT-Linear and TTT-MLP on both backbones and b = 16 or 5, softmax attention
+//    on both backbones, Mamba-2 in two shapes), B = 5 or 20 sequences (20: a full group of 16
+//    sequences of the batched product and a partial one) fed different random tokens in lockstep,
+//    with and without CUDA graphs: after a prefill of 21 steps and after each of 20 single steps
+//    every sequence's logits row is BITWISE the logits of a batch-1 decoder fed that sequence's
+//    tokens (the batched kernels compute each sequence with the same sums in the same order; a wrong
+//    offset or stride gives another sequence's or a garbage row). Then 12 greedy steps (feed_greedy:
+//    argmax on the device) choose the same tokens as std::max_element over the batch-1 logits. (The
+//    batch-1 decoders are made with the default products, Cublas, which batch 1 ignores: bitwise
+//    equality shows it.) Bad arguments are refused with one-line messages before anything runs, a
+//    batch whose KV cache cannot fit is refused with the GiB it needs, and cuda_decode_memory grows
+//    linearly with the batch.
+// 8. Batched decoding with the cuBLAS products (DecodeProducts::Cublas, the default at B > 1: fp32
+//    GEMMs, no TF32), the same models, B = 5, 20 and 64 (cuBLAS picks its kernels by shape), with
+//    and without CUDA graphs (the GEMMs captured in the step's graph): after the prefill and each of
+//    the 20 single steps every sequence's logits are within 1e-4 of the largest batch-1 logit
+//    magnitude of its batch-1 decoder's (both are fp32 with the sums in different orders: rounding
+//    differences, ~1e-6 after 41 steps; a wrong row, offset or missing term is O(1); the worst is
+//    printed). Then 12 greedy steps, both decoders fed the batch's choices: with e = the bound in
+//    absolute terms, the device's token must be the batch-1 argmax wherever the batch-1 top-2
+//    margin exceeds 2e (logits within e of each other cannot reorder two entries more than 2e
+//    apart), and within 2e of the batch-1 maximum where it does not (a near tie; counted and
+//    printed).
 // Seeds are fixed and printed (test_seed(): a hash of the test's name; TTTLAB_TEST_SEED overrides).
 #include <gtest/gtest.h>
 
@@ -671,9 +684,11 @@ void compare_batch_with_singles(const Model<float>& model, int B, bool graphs, s
   std::vector<std::unique_ptr<CudaDecoder>> single;
   for (int s = 0; s < B; ++s) single.push_back(std::make_unique<CudaDecoder>(model, o));
   o.batch = B;
+  o.products = DecodeProducts::Exact;
   CudaDecoder batch(model, o);
   EXPECT_EQ(batch.batch(), B);
-  EXPECT_NE(batch.describe().find("batch " + std::to_string(B)), std::string::npos)
+  EXPECT_NE(batch.describe().find("batch " + std::to_string(B) + ", exact products"),
+            std::string::npos)
       << batch.describe();
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<int> byte(0, 255);
@@ -756,6 +771,151 @@ TEST(CudaDecoderBatch, EverySequenceIsBitwiseItsBatch1Decoder) {
     if (::testing::Test::HasFatalFailure()) return;
     ++i;
   }
+}
+
+// ---- 8. batched decoding through cuBLAS ----------------------------------------------------------
+
+constexpr double kTolBlas = 1e-4;
+
+// The largest entry of x and the gap to the second largest.
+void top2(const float* x, int n, double& top, double& margin) {
+  double a = -INFINITY, b = -INFINITY;
+  for (int i = 0; i < n; ++i) {
+    const double v = x[i];
+    if (v > a) {
+      b = a;
+      a = v;
+    } else if (v > b) {
+      b = v;
+    }
+  }
+  top = a;
+  margin = a - b;
+}
+
+// Raises `worst` to the worst relative logit difference seen.
+void compare_blas_batch_with_singles(const Model<float>& model, int B, bool graphs,
+                                     std::uint64_t seed, double& worst_all) {
+  const ModelConfig& mc = model.config();
+  const int V = mc.vocab_size;
+  CudaDecoderOptions o;
+  o.cuda_graphs = graphs;
+  if (mc.seq_layer == SeqLayerKind::SoftmaxAttention) o.max_context = 128;
+  std::vector<std::unique_ptr<CudaDecoder>> single;
+  for (int s = 0; s < B; ++s) single.push_back(std::make_unique<CudaDecoder>(model, o));
+  o.batch = B;
+  o.products = DecodeProducts::Cublas;
+  CudaDecoder batch(model, o);
+  const std::string desc = batch.describe();
+  EXPECT_NE(desc.find("batch " + std::to_string(B) + ", "), std::string::npos) << desc;
+  EXPECT_NE(desc.find("fp32"), std::string::npos) << desc;
+  EXPECT_EQ(desc.find("exact products"), std::string::npos) << desc;
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::vector<float> lb, ls;
+  double worst = 0;
+  struct Raise {  // worst_all sees this case's worst however the function leaves
+    double& all;
+    const double& mine;
+    ~Raise() { all = std::max(all, mine); }
+  } raise{worst_all, worst};
+  auto step_and_check = [&](const std::vector<int>& steps, const char* what) {
+    batch.feed_batch(steps, lb);
+    ASSERT_EQ(lb.size(), std::size_t(B) * V);
+    const std::size_t n = steps.size() / B;
+    for (int s = 0; s < B; ++s) {
+      std::vector<int> mine(n);
+      for (std::size_t i = 0; i < n; ++i) mine[i] = steps[i * B + s];
+      single[s]->feed(mine, ls);
+      const double r = rel_diff(
+          std::vector<float>(lb.begin() + std::size_t(s) * V, lb.begin() + std::size_t(s + 1) * V),
+          ls);
+      worst = std::max(worst, r);
+      ASSERT_LE(r, kTolBlas) << what << ": sequence " << s << " of " << B << " at position "
+                             << batch.position();
+    }
+  };
+  std::vector<int> prompt(std::size_t(21) * B);
+  for (int& t : prompt) t = byte(rng);
+  step_and_check(prompt, "prefill");
+  if (::testing::Test::HasFatalFailure()) return;
+  for (int i = 0; i < 20; ++i) {
+    std::vector<int> one(B);
+    for (int& t : one) t = byte(rng);
+    step_and_check(one, "single step");
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+  EXPECT_EQ(batch.position(), 41);
+  // Greedy: both sides fed the batch's choices, so a near tie cannot make them drift apart.
+  std::vector<int> tok(B), next;
+  for (int s = 0; s < B; ++s)
+    tok[s] =
+        int(std::max_element(lb.begin() + std::size_t(s) * V, lb.begin() + std::size_t(s + 1) * V) -
+            (lb.begin() + std::size_t(s) * V));
+  int ties = 0;
+  double min_margin = INFINITY;
+  for (int i = 0; i < 12; ++i) {
+    batch.feed_greedy(tok, next);
+    ASSERT_EQ(next.size(), std::size_t(B));
+    for (int s = 0; s < B; ++s) {
+      const int one[1] = {tok[s]};
+      single[s]->feed(one, ls);
+      double top = 0, margin = 0, big = 0;
+      top2(ls.data(), V, top, margin);
+      for (float x : ls) big = std::max(big, std::abs(double(x)));
+      const double e = kTolBlas * big;
+      const int want = int(std::max_element(ls.begin(), ls.end()) - ls.begin());
+      ASSERT_TRUE(next[s] >= 0 && next[s] < V) << next[s];
+      min_margin = std::min(min_margin, margin / std::max(big, 1e-30));
+      if (margin > 2 * e) {
+        ASSERT_EQ(next[s], want) << "greedy step " << i << ", sequence " << s << ", top-2 margin "
+                                 << margin << " > 2e = " << 2 * e;
+      } else {
+        ++ties;
+        ASSERT_GE(double(ls[next[s]]), top - 2 * e)
+            << "greedy step " << i << ", sequence " << s << ": a near tie, but token " << next[s]
+            << " is " << top - ls[next[s]] << " below the maximum";
+      }
+    }
+    tok = next;
+  }
+  std::printf(
+      "[   INFO   ] %s, %s backbone, b=%d, batch %d, %s, %s: worst rel. logit difference %.3g "
+      "over 41 steps; 12 greedy steps the same (%d near ties within 2e; smallest top-2 margin "
+      "%.3g of max|logit|)\n",
+      to_string(mc.seq_layer).c_str(), mc.mamba_backbone ? "m" : "t", mc.mini_batch_size, B,
+      graphs ? "graphs" : "launches", desc.c_str(), worst, ties, min_margin);
+}
+
+TEST(CudaDecoderBatch, CublasProductsMatchBatch1WithinRounding) {
+  TTTLAB_REQUIRE_GPU();
+  const std::uint64_t seed = test_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::printf("[   INFO   ] seed %llu\n", static_cast<unsigned long long>(seed));
+  std::vector<ModelConfig> configs;
+  for (const auto kind : {SeqLayerKind::TTTLinear, SeqLayerKind::TTTMLP})
+    for (const bool mamba : {true, false})
+      configs.push_back(
+          small_model(kind, mamba, mamba == (kind == SeqLayerKind::TTTLinear) ? 16 : 5));
+  configs.push_back(small_model(SeqLayerKind::SoftmaxAttention, false, 16));
+  configs.push_back(small_model(SeqLayerKind::SoftmaxAttention, true, 16));
+  configs.push_back(mamba2_model(64, 2, 128, 16, 16, 4, 2));
+  configs.push_back(mamba2_model(96, 2, 192, 24, 48, 3, 1));
+  double worst = 0;
+  int i = 0;
+  for (const ModelConfig& c : configs) {
+    for (const int B : {i % 2 == 0 ? 20 : 5, 64}) {
+      const bool graphs = (i + B) % 3 != 2;
+      SCOPED_TRACE(to_string(c.seq_layer) + (c.mamba_backbone ? " m" : " t") + " batch " +
+                   std::to_string(B) + (graphs ? " graphs" : " launches"));
+      const Model<float> model(c, seed + i);
+      compare_blas_batch_with_singles(model, B, graphs, seed + 500 + i, worst);
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+    ++i;
+  }
+  std::printf("[   INFO   ] cuBLAS products: worst rel. logit difference %.3g (bound %.0e)\n",
+              worst, kTolBlas);
 }
 
 // Runs f, which must throw E with a one-line message containing `want`.

@@ -31,9 +31,17 @@
 // BATCH (CudaDecoderOptions::batch = B > 1): B sequences step in lockstep, one token each per step;
 // every per-token vector, history, inner state and KV cache above gets a leading sequence dimension
 // (decode_ops.hpp, "BATCH"), the row kernels take one CTA (or grid row) per sequence, and the products
-// become decode_gemv_batch (groups of 16 sequences share each load of a weight tile; each sequence's
-// sums in the batch-1 order). So sequence s of a batch gives bitwise the logits of a batch-1 decoder
-// fed its tokens, and the step is still one CUDA graph.
+// run by one of two paths (CudaDecoderOptions::products):
+//   Exact   decode_gemv_batch (groups of 16 sequences share each load of a weight tile; each
+//           sequence's sums in the batch-1 order): sequence s of a batch gives bitwise the logits of
+//           a batch-1 decoder fed its tokens;
+//   Cublas  one fp32 cuBLAS GEMM [B, K]·[K, N] per product (CUBLAS_COMPUTE_32F, no TF32), its output
+//           [B, ld] read by the row kernels as the exact path's; the SwiGLU's hidden vectors
+//           silu(G) ⊙ U are written out first (decode_swiglu_rows) since cuBLAS cannot form them
+//           while loading. Logits agree with batch 1 to fp32 rounding (another order of the sums).
+// Either way the step is still one CUDA graph: the cuBLAS handle is bound to the decoder's stream and
+// given a workspace of its own before the first capture (Gemm::set_workspace), so the captured
+// GEMMs allocate nothing.
 // At batch 1 every kernel is short (a few µs), so with cuda_graphs the whole step is captured once
 // per mini-batch position pos (the only launch argument that changes from token to token; the token
 // and, for attention, its global position t are read from device memory, where feed() copies them
@@ -56,6 +64,7 @@
 #include "common/cuda_check.hpp"
 #include "model/decode_ops.hpp"
 #include "ttt/ttt_host.hpp"
+#include "tttlab/kernels/gemm.hpp"
 #include "tttlab/kernels/nn_ops.hpp"
 #include "tttlab/kernels/ttt.hpp"
 #include "tttlab/model/memory.hpp"
@@ -67,6 +76,8 @@ namespace tttlab::kernels {
 using detail::GemvPlan;
 using detail::GemvScratch;
 using detail::Partials;
+
+const char* to_string(DecodeProducts p) { return p == DecodeProducts::Exact ? "exact" : "cublas"; }
 
 std::string cuda_decode_unsupported(const ModelConfig& m) {
   if (m.seq_layer == SeqLayerKind::Mamba2) {
@@ -203,6 +214,11 @@ struct CudaDecoder::Impl {
   int nb = 1;                // sequences in lockstep (opt.batch)
   int* next_dev = nullptr;   // [nb]: the greedy tokens of step_greedy
   int* next_host = nullptr;  // pinned
+  // The cuBLAS products (nb > 1 with DecodeProducts::Cublas): the GEMM on the decoder's stream,
+  // and the SwiGLU's hidden vectors [nb, F] they read.
+  bool blas = false;
+  std::unique_ptr<Gemm> gemm;
+  float* hidden = nullptr;
   ModelConfig mc;
   TTTLayerConfig tc;
   std::string device_name;
@@ -247,6 +263,7 @@ struct CudaDecoder::Impl {
   std::vector<cudaGraphExec_t> graphs;
 
   ~Impl() {
+    gemm.reset();  // before its workspace (in storage) and its stream go
     for (auto g : graphs)
       if (g) cudaGraphExecDestroy(g);
     if (token_dev) cudaFree(token_dev);
@@ -282,6 +299,7 @@ struct CudaDecoder::Impl {
   }
   GemvScratch scratch(const GemvPlan& g) {
     GemvScratch sc;
+    if (blas) return sc;  // the cuBLAS products need no partials
     sc.part = zeros(nb == 1 ? g.partial_floats() : detail::batch_gemv_partial_floats(g, nb));
     static_assert(sizeof(unsigned) == sizeof(float));
     sc.counters = reinterpret_cast<unsigned*>(  // all-zero bits: 0u
@@ -297,7 +315,15 @@ struct CudaDecoder::Impl {
   // y[nb, ld] = x[nb, K]·W (rows of x with stride ldx): the batch-1 kernel at nb = 1.
   void gemv(const GemvPlan& g, const float* x, int ldx, const float* W, GemvScratch sc, float* y,
             bool swiglu = false) {
-    if (nb == 1) {
+    if (blas) {
+      if (swiglu) {
+        detail::decode_swiglu_rows(x, ldx, g.K, hidden, nb, stream);
+        x = hidden;
+        ldx = g.K;
+      }
+      // Y [nb, N] (row stride ld; the padding columns stay zero) = X [nb, K]·W [K, N] (stride ld).
+      (*gemm)(false, false, nb, g.N, g.K, 1.0f, x, ldx, W, g.ld, 0.0f, y, g.ld);
+    } else if (nb == 1) {
       if (swiglu)
         detail::decode_gemv_swiglu(g, x, W, sc, y, stream);
       else
@@ -401,6 +427,7 @@ void CudaDecoder::Impl::build(const Model<float>& model) {
   cc_minor = prop.minor;
   const int sms = prop.multiProcessorCount;
   TTTLAB_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  blas = nb > 1 && opt.products == DecodeProducts::Cublas;
 
   const auto T = tensors_of(model);
   // The largest split count a cache may get bounds the per-sequence scratch of the memory check.
@@ -548,6 +575,13 @@ void CudaDecoder::Impl::build(const Model<float>& model) {
   s_gu = scratch(plan_gu);
   s_down = scratch(plan_down);
   s_head = scratch(plan_head);
+  if (blas) {
+    hidden = zeros(n * F);
+    gemm = std::make_unique<Gemm>(stream, GemmPrecision::Fp32);
+    // cuBLAS's recommended workspace on Hopper; ours, so that a capture allocates nothing.
+    constexpr std::size_t kWorkspaceBytes = std::size_t(32) << 20;
+    gemm->set_workspace(alloc(kWorkspaceBytes / sizeof(float)), kWorkspaceBytes);
+  }
   // [nb tokens | the position]: the step reads both from device memory.
   TTTLAB_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&token_dev), (n + 1) * sizeof(int)));
   TTTLAB_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&next_dev), n * sizeof(int)));
@@ -555,6 +589,30 @@ void CudaDecoder::Impl::build(const Model<float>& model) {
   TTTLAB_CUDA_CHECK(
       cudaMallocHost(reinterpret_cast<void**>(&logits_host), n * std::size_t(V) * sizeof(float)));
   graphs.assign(period, nullptr);
+  if (blas) {
+    // One eager product of every shape before any capture: cuBLAS loads its kernels and chooses
+    // them here, outside a graph, and the captures record the same choices. On scratch operands
+    // (zeros), freed below after the device is done with them.
+    std::vector<GemvPlan> plans{plan_o, plan_gu, plan_down, plan_head};
+    if (mamba2) {
+      plans.push_back(plan_in);
+      plans.push_back(plan_mo);
+    } else {
+      plans.push_back(plan_cat);
+    }
+    std::size_t xk = 0, wn = 0, yn = 0;
+    for (const GemvPlan& g : plans) {
+      xk = std::max<std::size_t>(xk, g.K);
+      wn = std::max<std::size_t>(wn, std::size_t(g.K) * g.ld);
+      yn = std::max<std::size_t>(yn, g.ld);
+    }
+    const DeviceFloats x(n * xk), w(wn), y(n * yn);
+    TTTLAB_CUDA_CHECK(cudaMemsetAsync(x.get(), 0, n * xk * sizeof(float), stream));
+    TTTLAB_CUDA_CHECK(cudaMemsetAsync(w.get(), 0, wn * sizeof(float), stream));
+    for (const GemvPlan& g : plans)
+      (*gemm)(false, false, nb, g.N, g.K, 1.0f, x.get(), g.K, w.get(), g.ld, 0.0f, y.get(), g.ld);
+    TTTLAB_CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
   TTTLAB_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
@@ -928,7 +986,9 @@ std::string CudaDecoder::describe() const {
   std::string s = "CUDA: " + m_impl->device_name + ", sm_" + std::to_string(m_impl->cc_major) +
                   std::to_string(m_impl->cc_minor) +
                   " (decode: " + (m_impl->opt.cuda_graphs ? "CUDA graphs" : "launches");
-  if (m_impl->nb > 1) s += ", batch " + std::to_string(m_impl->nb);
+  if (m_impl->nb > 1)
+    s += ", batch " + std::to_string(m_impl->nb) + ", " +
+         (m_impl->blas ? m_impl->gemm->describe() : std::string("exact products"));
   if (m_impl->attention) s += ", KV cache " + std::to_string(m_impl->cap) + " tokens";
   return s + ")";
 }

@@ -652,6 +652,18 @@ __global__ void __launch_bounds__(kRowThreads)
   }
 }
 
+// One thread per entry of the [batch, F] hidden vector; silu(G)·U as the swiglu products form it
+// while loading.
+__global__ void swiglu_rows_kernel(const float* __restrict__ gu, int ldgu, int F,
+                                   float* __restrict__ out, long n) {
+  for (long i = long(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += long(gridDim.x) * blockDim.x) {
+    const long s = i / F, c = i % F;
+    const float g = gu[s * ldgu + c], u = gu[s * ldgu + F + c];
+    out[i] = g * sigmoidf_(g) * u;
+  }
+}
+
 }  // namespace
 
 GemvPlan gemv_plan(int K, int N, int sms) {
@@ -702,6 +714,18 @@ void decode_gemv_batch(const GemvPlan& g, int batch, bool swiglu, const float* x
   else
     gemv_batch_kernel<false><<<grid, kGemvThreads, 0, stream>>>(x, ldx, W, g.K, g.ld, g.kc, batch,
                                                                 sc.part, y, sc.counters);
+  TTTLAB_CUDA_CHECK(cudaGetLastError());
+}
+
+void decode_swiglu_rows(const float* gu, int ldgu, int F, float* hidden, int batch,
+                        cudaStream_t stream) {
+  if (batch < 1 || F < 1 || ldgu < 2 * F)
+    throw std::invalid_argument("decode_swiglu_rows: batch " + std::to_string(batch) + ", F " +
+                                std::to_string(F) + ", ldgu " + std::to_string(ldgu));
+  const long n = long(batch) * F;
+  const int threads = 256;
+  const long blocks = std::min<long>((n + threads - 1) / threads, 65535);
+  swiglu_rows_kernel<<<unsigned(blocks), threads, 0, stream>>>(gu, ldgu, F, hidden, n);
   TTTLAB_CUDA_CHECK(cudaGetLastError());
 }
 

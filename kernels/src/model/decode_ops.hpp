@@ -59,6 +59,12 @@ std::size_t batch_gemv_counters(const GemvPlan& plan, int batch);
 void decode_gemv_batch(const GemvPlan& plan, int batch, bool swiglu, const float* x, int ldx,
                        const float* W, GemvScratch scratch, float* y, cudaStream_t stream);
 
+// hidden[s·F + c] = silu(G[c])·U[c] of row s of gu [batch, ldgu] (G at columns [0, F), U at [F, 2F)):
+// the SwiGLU's hidden vectors written out, for the cuBLAS products that cannot form them while
+// loading (CudaDecoderOptions::products). The same float expression as the swiglu products'.
+void decode_swiglu_rows(const float* gu, int ldgu, int F, float* hidden, int batch,
+                        cudaStream_t stream);
+
 // A vector given as a sum of S ≥ 1 rows of stride N: y[c] = Σ_s part[s·N + c] (S = 1: a plain vector).
 // In a batched launch sequence s reads part + s·bs (bs = 0 at batch 1).
 struct Partials {

@@ -25,6 +25,7 @@ using CreateFn = cublasStatus_t (*)(cublasHandle_t*);
 using DestroyFn = cublasStatus_t (*)(cublasHandle_t);
 using SetStreamFn = cublasStatus_t (*)(cublasHandle_t, cudaStream_t);
 using GetVersionFn = cublasStatus_t (*)(cublasHandle_t, int*);
+using SetWorkspaceFn = cublasStatus_t (*)(cublasHandle_t, void*, std::size_t);
 using GemmExFn = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
                                     const void*, const void*, cudaDataType, int, const void*, cudaDataType, int,
                                     const void*, void*, cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
@@ -35,6 +36,7 @@ struct CublasLibrary {
   DestroyFn destroy = nullptr;
   SetStreamFn set_stream = nullptr;
   GetVersionFn get_version = nullptr;
+  SetWorkspaceFn set_workspace = nullptr;
   GemmExFn gemm_ex = nullptr;
   std::string error;  // why it is not loaded
 };
@@ -69,6 +71,7 @@ const CublasLibrary& cublas_library() {
     lib.destroy = reinterpret_cast<DestroyFn>(sym("cublasDestroy_v2"));
     lib.set_stream = reinterpret_cast<SetStreamFn>(sym("cublasSetStream_v2"));
     lib.get_version = reinterpret_cast<GetVersionFn>(sym("cublasGetVersion_v2"));
+    lib.set_workspace = reinterpret_cast<SetWorkspaceFn>(sym("cublasSetWorkspace_v2"));
     lib.gemm_ex = reinterpret_cast<GemmExFn>(sym("cublasGemmEx"));
   });
   return lib;
@@ -162,6 +165,15 @@ Gemm::Gemm(CUstream_st* stream, GemmPrecision precision, GemmEngine engine) : m_
 
 Gemm::~Gemm() {
   if (m_impl && m_impl->handle) cublas_library().destroy(m_impl->handle);
+}
+
+void Gemm::set_workspace(void* workspace, std::size_t bytes) {
+  if (m_impl->engine != GemmEngine::Cublas) return;
+  if (bytes > 0 && (!workspace || reinterpret_cast<std::uintptr_t>(workspace) % 256 != 0))
+    throw std::invalid_argument("gemm: a workspace must be non-null and 256-byte aligned");
+  const cublasStatus_t s = cublas_library().set_workspace(m_impl->handle, workspace, bytes);
+  if (s != CUBLAS_STATUS_SUCCESS)
+    throw std::runtime_error("cublasSetWorkspace failed (" + status_text(s) + ")");
 }
 
 GemmEngine Gemm::engine() const { return m_impl->engine; }

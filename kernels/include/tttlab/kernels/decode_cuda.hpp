@@ -23,9 +23,13 @@
 // BATCH: with CudaDecoderOptions::batch = B > 1 the decoder holds B independent sequences that step
 // together: one step takes B tokens (one per sequence) and gives B logit rows (feed_batch), or B
 // greedy next tokens chosen on the device (feed_greedy). Every state, history and KV cache has a
-// leading sequence dimension and every product runs for the B rows at once (each weight tile loaded
-// once per 16 sequences); sequence s's logits are bitwise those of a batch-1 decoder fed its tokens
-// (the same kernels' sums in the same order). The TokenDecoder interface (feed) is batch 1 only.
+// leading sequence dimension and every product runs for the B rows at once, by one of two paths
+// (CudaDecoderOptions::products): Cublas (the default) runs each as one fp32 cuBLAS GEMM [B, K]·[K, N]
+// (no TF32: the math is the batch-1 decoder's fp32, only the order of the sums differs), so a
+// sequence's logits agree with a batch-1 decoder's to fp32 rounding; Exact runs the batch-1 kernel's
+// split-k product with each weight tile loaded once per 16 sequences, and sequence s's logits are
+// bitwise those of a batch-1 decoder fed its tokens (the same sums in the same order). The
+// TokenDecoder interface (feed) is batch 1 only.
 //
 // Results agree with the CPU engine to fp32 rounding (the sums run in another order), not bit for
 // bit; tests/kernels/test_decode_cuda.cpp states the tolerances. Runs are deterministic: no atomics.
@@ -55,6 +59,15 @@ class Model;
 
 namespace tttlab::kernels {
 
+// How a decoder of batch B > 1 runs its matrix products (batch 1 always runs the exact split-k
+// matrix-vector product). docs/KERNELS.md ("Batched decoding") has both and their speed.
+enum class DecodeProducts {
+  Cublas,  // fp32 cuBLAS GEMMs (CUBLAS_COMPUTE_32F): the GPU's fp32 rate; rounding-level agreement
+  Exact,   // the batched split-k product: each sequence bitwise its batch-1 decoder, ~4-6 TFLOP/s
+};
+// "cublas" / "exact".
+const char* to_string(DecodeProducts p);
+
 struct CudaDecoderOptions {
   int device = 0;           // CUDA device ordinal
   // One token's step is ~9 kernels per block (Mamba-2: 8, attention: 9); at batch 1 they are short,
@@ -77,6 +90,9 @@ struct CudaDecoderOptions {
   // histories, the KV cache, the products' scratch) is checked against the free device memory before
   // allocating (std::runtime_error with the GiB needed).
   int batch = 1;
+  // The products' path at batch > 1 (ignored at batch 1). Cublas falls back to a built-in fp32
+  // kernel where libcublas cannot be loaded (describe() says which ran).
+  DecodeProducts products = DecodeProducts::Cublas;
 };
 
 inline constexpr int k_decode_max_batch = 4096;
@@ -84,7 +100,9 @@ inline constexpr int k_decode_max_batch = 4096;
 // Device memory of a CudaDecoder for `batch` sequences and a KV cache of `context` tokens (softmax
 // attention; others ignore it) on `device`, as its constructor counts it: the weights (each
 // parameter once, and the transposed, padded embedding of the head) and what grows with the batch.
-// A decoder also needs ~256 MiB besides (the CUDA context's and graphs' share). Throws
+// A decoder also needs ~256 MiB besides (the CUDA context's and graphs' share). The count is the
+// exact products'; the cuBLAS products' (the default at batch > 1) take less: no split-k partials,
+// the SwiGLU's hidden vectors [B, F] and a 32 MiB cuBLAS workspace (inside the 256 MiB). Throws
 // std::invalid_argument for an unsupported model or a batch or context below 1.
 struct CudaDecodeMemory {
   double weight_bytes = 0, batch_bytes = 0;
@@ -109,7 +127,8 @@ class CudaDecoder final : public TokenDecoder {
 
   DeviceKind kind() const override { return DeviceKind::CUDA; }
   // "CUDA: NVIDIA H100 80GB HBM3, sm_90 (decode: CUDA graphs)"; a batch above 1 adds ", batch 16"
-  // and attention models ", KV cache 32768 tokens" inside the brackets.
+  // and its products (", exact products" or ", cuBLAS 13.1.0, fp32 GEMMs"), attention models
+  // ", KV cache 32768 tokens" inside the brackets.
   std::string describe() const override;
   // The KV cache's capacity in tokens (softmax attention), −1 for models without a cache.
   long context_capacity() const;

@@ -28,6 +28,7 @@
 // This header includes neither CUDA nor Eigen headers.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -76,6 +77,13 @@ class Gemm {
   void bf16_out(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
                 int lda, const std::uint16_t* A16, int lda16, const float* B, int ldb,
                 const std::uint16_t* B16, int ldb16, std::uint16_t* C16, int ldc16) const;
+
+  // Gives cuBLAS `bytes` of device memory at `workspace` (256-byte aligned, owned by the caller and
+  // kept alive as long as this Gemm) for its products' scratch, in place of its own pool: products
+  // captured into a CUDA graph then allocate nothing during the capture. A no-op on the built-in
+  // kernel, which needs none. Throws std::invalid_argument for a null or misaligned buffer,
+  // std::runtime_error on a library error.
+  void set_workspace(void* workspace, std::size_t bytes);
 
   GemmEngine engine() const;
   GemmPrecision precision() const;
