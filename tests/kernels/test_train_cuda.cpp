@@ -102,6 +102,21 @@ void add_attention_grad_cases(std::vector<GradCase>& c) {
     g.opt.gemm = GemmPrecision::Fp32;
     c.push_back(g);
   }
+  // Softmax attention in the tf32 step runs the tf32 tensor-core attention (AttentionPrecision::tf32;
+  // head dim 32): the tf32 bounds of the TTT cases, and T = 100 is not a multiple of its tiles.
+  for (bool mamba : {true, false}) {
+    ModelConfig m = base_model(mamba, 64, 2, 8);
+    m.seq_layer = SeqLayerKind::SoftmaxAttention;
+    m.max_position_embeddings = 128;
+    GradCase g;
+    g.name = std::string(mamba ? "m, " : "t, ") + "softmax-attention d=32, T=100, tf32";
+    g.model = m;
+    g.seq_len = 100;
+    g.opt.gemm = GemmPrecision::Tf32;
+    g.tol = 3e-2;
+    g.loss_tol = 1e-3;
+    c.push_back(g);
+  }
 }
 
 // Mamba-2 mixers (the Transformer backbone, which the layer needs): P = N = 16 with chunks of 8 at
