@@ -625,6 +625,18 @@ void attention_rows(Bench& bench) {
     const double fwd_ms = bench.time([&] { attention_forward(af); });
     bench.add(kname + " forward" + vname, fwd_ms, 2 * T2d, (4.0 * act + lam_n) * sizeof(float), 0,
               "", 0, &ashape);
+    // The same call on the tf32 tensor cores (AttentionPrecision::tf32), same fp32 tensors; peer:
+    // the CUDA-core row above, measured in the same run.
+    const bool tf32 = soft && attention_tf32_supported(ad);
+    double tf32_fwd_ms = 0;
+    if (tf32) {
+      af.precision = AttentionPrecision::tf32;
+      tf32_fwd_ms = bench.time([&] { attention_forward(af); });
+      bench.add(kname + " forward tf32 tensor cores", tf32_fwd_ms, 2 * T2d,
+                (4.0 * act + lam_n) * sizeof(float), fwd_ms, kname + " forward" + vname, 0,
+                &ashape);
+      af.precision = AttentionPrecision::fp32;
+    }
     if (bench.cfg().backward) {
       const double fb_ms = bench.time([&] {
         attention_forward(af);
@@ -632,6 +644,17 @@ void attention_rows(Bench& bench) {
       });
       bench.add(kname + " fwd+bwd" + vname, fb_ms, 7 * T2d,
                 (12.0 * act + 4.0 * lam_n) * sizeof(float), 0, "", 0, &ashape);
+      if (tf32) {
+        af.precision = ab.precision = AttentionPrecision::tf32;
+        const double tfb_ms = bench.time([&] {
+          attention_forward(af);
+          attention_backward(ab);
+        });
+        bench.add(kname + " fwd+bwd tf32 tensor cores", tfb_ms, 7 * T2d,
+                  (12.0 * act + 4.0 * lam_n) * sizeof(float), fb_ms, kname + " fwd+bwd" + vname,
+                  0, &ashape);
+        af.precision = ab.precision = AttentionPrecision::fp32;
+      }
     }
   }
 }

@@ -24,6 +24,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -147,7 +148,9 @@ struct Outputs {
 };
 
 Outputs run_gpu(AttentionKind kind, const AttnCase& k, const std::vector<float>& Q,
-                const std::vector<float>& K, const std::vector<float>& V, const std::vector<float>& dO) {
+                const std::vector<float>& K, const std::vector<float>& V,
+                const std::vector<float>& dO,
+                AttentionPrecision precision = AttentionPrecision::fp32) {
   const AttentionDims dims{k.B, k.H, k.T, k.d};
   const std::size_t n = Q.size(), rows = std::size_t(k.B) * k.H * k.T;
   DeviceBuffer q(Q), kk(K), v(V), g(dO), o(n), lse(rows), dq(n), dk(n), dv(n);
@@ -158,11 +161,13 @@ Outputs run_gpu(AttentionKind kind, const AttnCase& k, const std::vector<float>&
   AttentionForwardArgs f;
   set_tensors(f, dims, q.get(), kk.get(), v.get(), o.get(), soft ? lse.get() : nullptr);
   f.kind = kind;
+  f.precision = precision;
   attention_forward(f);
   AttentionBackwardArgs b;
   set_tensors(b, dims, q.get(), kk.get(), v.get(), soft ? o.get() : nullptr,
               soft ? lse.get() : nullptr);
   b.kind = kind;
+  b.precision = precision;
   b.dO = g.get();
   b.dQ = dq.get();
   b.dK = dk.get();
@@ -577,6 +582,165 @@ TEST(FlashAttention, ArgumentsAreChecked) {
     auto a = bwd();
     a.dK = a.dQ;
     expect_refused([&] { flash_attention_backward(a); }, "dQ overlaps dK");
+  }
+  TTTLAB_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+// ---- the tf32 tensor-core softmax attention (AttentionPrecision::tf32) -----------------------------
+// Against the same fp64 reference, run on the tf32-rounded inputs the kernels read (Q, K, V and dO
+// rounded on the host as cvt.rna rounds them: to nearest, ties away from zero, 10 stored mantissa
+// bits), so only the kernels' own rounding is measured. The scores are then exact products of tf32
+// values summed in fp32, so the lse keeps the fp32 bound of the first test. What the kernels round: P
+// to tf32 where it enters P·V (and Pᵀ, dS, dSᵀ where they enter theirs), relative 2⁻¹¹ ≈ 4.9e-4 per
+// term; the softmax, δ = dO·O and every accumulation are fp32. An error of 2⁻¹¹ on each term of
+// Σ_s p_s v_s is at most 2⁻¹¹·max|v| ≈ 2e-3 for these N(0, 1) inputs, and rounding errors of random
+// sign add up far less; the bf16 kernels' bounds (1e-2 for O, 2e-2 for the gradients, test above)
+// scaled by their unit roundoff ratio 2⁻¹¹/2⁻⁹ = 1/4 give 2.5e-3 and 5e-3 relative to
+// max(max|ref|, 1). A masking or indexing error is O(1). The measured worst case is printed (on an
+// H200: O 1.6e-4, gradients 3.5e-4).
+// Shapes: d ∈ {32, 64, 128}; T = 1, 63, 65, 200, 1000 and 129 (around the 32- and 64-row tiles, the
+// 128-query forward tile, and not a multiple of any), several sequences and heads; large logits.
+float tf32_round(float x) {
+  std::uint32_t u;
+  std::memcpy(&u, &x, 4);
+  if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & 0xffffe000u;  // ties away from zero
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+std::vector<float> tf32_rounded(std::vector<float> x) {
+  for (float& v : x) v = tf32_round(v);
+  return x;
+}
+
+std::vector<AttnCase> tf32_cases() {
+  if (quick_mode()) return {{2, 2, 1, 32}, {1, 2, 130, 64}, {1, 1, 70, 128}};
+  std::vector<AttnCase> c;
+  for (int d : {32, 64, 128})
+    for (int T : {1, 63, 65, 129, 200, 1000}) {
+      const bool big = T >= 1000;
+      c.push_back({big ? 1 : 2, big ? 2 : 3, T, d});
+    }
+  c.push_back({2, 2, 200, 64, 40.0});
+  c.push_back({1, 2, 129, 128, 40.0});
+  return c;
+}
+
+TEST(AttentionTf32, ForwardAndBackwardMatchTheCpuEngineOnTf32Inputs) {
+  TTTLAB_REQUIRE_GPU();
+  const std::uint64_t seed = test_seed();
+  std::printf("[ INFO     ] seed %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  double worst_o = 0, worst_g = 0;
+  for (const AttnCase& k : tf32_cases()) {
+    const std::size_t n = std::size_t(k.B) * k.T * k.H * k.d;
+    const std::vector<float> Q = tf32_rounded(randn_vec(n, rng, k.q_scale)),
+                             K = tf32_rounded(randn_vec(n, rng, 1.0)),
+                             V = tf32_rounded(randn_vec(n, rng, 1.0)),
+                             dO = tf32_rounded(randn_vec(n, rng, 1.0));
+    const Reference ref = reference(AttentionKind::Softmax, k, Q, K, V, dO);
+    const std::string name = "tf32 " + case_name(AttentionKind::Softmax, k);
+    SCOPED_TRACE(name + ", seed " + std::to_string(seed));
+    const Outputs got = run_gpu(AttentionKind::Softmax, k, Q, K, V, dO, AttentionPrecision::tf32);
+    const ErrorStat eo = compare(got.O, ref.O, kFloor), eq = compare(got.dQ, ref.dQ, kFloor),
+                    ek = compare(got.dK, ref.dK, kFloor), ev = compare(got.dV, ref.dV, kFloor);
+    EXPECT_TRUE(within("O", eo, 2.5e-3, got.O, ref.O));
+    EXPECT_TRUE(within("dQ", eq, 5e-3, got.dQ, ref.dQ));
+    EXPECT_TRUE(within("dK", ek, 5e-3, got.dK, ref.dK));
+    EXPECT_TRUE(within("dV", ev, 5e-3, got.dV, ref.dV));
+    std::size_t bad = 0;
+    double lse_err = 0;
+    for (std::size_t i = 0; i < ref.lse.size(); ++i) {
+      const double e = std::abs(double(got.lse[i]) - ref.lse[i]);
+      if (!(e <= 1e-5 + 2e-6 * ref.lse_scale[i])) ++bad;
+      if (std::isfinite(e)) lse_err = std::max(lse_err, e);
+    }
+    EXPECT_EQ(bad, 0u) << "lse: " << bad << " rows off by more than 1e-5 + 2e-6 A_t (max error "
+                       << lse_err << ")";
+    worst_o = std::max(worst_o, eo.rel);
+    worst_g = std::max({worst_g, eq.rel, ek.rel, ev.rel});
+    if (k.T >= 1000 || k.q_scale != 1.0 || quick_mode())
+      std::printf("[ INFO     ] %-39s O %.1e dQ %.1e dK %.1e dV %.1e (x max|ref|)\n", name.c_str(),
+                  eo.rel, eq.rel, ek.rel, ev.rel);
+  }
+  std::printf("[ INFO     ] tf32 worst relative error: O %.2e, gradients %.2e\n", worst_o, worst_g);
+}
+
+// No atomics and a fixed summation order: two runs give the same bits.
+TEST(AttentionTf32, IsDeterministic) {
+  TTTLAB_SEEDED_GPU_TEST();
+  for (const AttnCase& k : {AttnCase{2, 3, 300, 64}, AttnCase{1, 2, 257, 128}}) {
+    const std::size_t n = std::size_t(k.B) * k.T * k.H * k.d;
+    const auto Q = randn_vec(n, rng, 1.0), K = randn_vec(n, rng, 1.0), V = randn_vec(n, rng, 1.0),
+               dO = randn_vec(n, rng, 1.0);
+    const Outputs a = run_gpu(AttentionKind::Softmax, k, Q, K, V, dO, AttentionPrecision::tf32),
+                  b = run_gpu(AttentionKind::Softmax, k, Q, K, V, dO, AttentionPrecision::tf32);
+    EXPECT_EQ(a.O, b.O) << k.d;
+    EXPECT_EQ(a.lse, b.lse) << k.d;
+    EXPECT_EQ(a.dQ, b.dQ) << k.d;
+    EXPECT_EQ(a.dK, b.dK) << k.d;
+    EXPECT_EQ(a.dV, b.dV) << k.d;
+  }
+}
+
+// The tf32 path's own conditions (softmax, head_dim 32/64/128, 16-byte alignment), besides the checks
+// every call gets, are refused with a one-line std::invalid_argument before anything is launched.
+TEST(AttentionTf32, ArgumentsAreChecked) {
+  TTTLAB_REQUIRE_GPU();
+  const AttentionDims dims{2, 2, 10, 32};
+  // Room for head_dim up to 128, so that the refused head dims below reach the tf32 check rather
+  // than the overlap checks (which a larger head dim on smaller buffers would trip first).
+  const std::size_t n = 2 * 2 * 10 * 128, rows = 2 * 2 * 10;
+  DeviceBuffer q(n), k(n), v(n), o(n), lse(rows), g(n), dq(n), dk(n), dv(n), ws(rows);
+  auto fwd = [&] {
+    AttentionForwardArgs a;
+    set_tensors(a, dims, q.get(), k.get(), v.get(), o.get(), lse.get());
+    a.precision = AttentionPrecision::tf32;
+    return a;
+  };
+  auto bwd = [&] {
+    AttentionBackwardArgs a;
+    set_tensors(a, dims, q.get(), k.get(), v.get(), o.get(), lse.get());
+    a.dO = g.get();
+    a.dQ = dq.get();
+    a.dK = dk.get();
+    a.dV = dv.get();
+    a.workspace = ws.get();
+    a.workspace_bytes = rows * sizeof(float);
+    a.precision = AttentionPrecision::tf32;
+    return a;
+  };
+  EXPECT_NO_THROW(attention_forward(fwd()));
+  EXPECT_NO_THROW(attention_backward(bwd()));
+  for (int d : {16, 40, 100}) {
+    auto a = fwd();
+    a.dims.head_dim = d;
+    EXPECT_FALSE(attention_tf32_supported(a.dims));
+    expect_refused([&] { attention_forward(a); }, "needs head_dim 32, 64 or 128");
+    auto b = bwd();
+    b.dims.head_dim = d;
+    expect_refused([&] { attention_backward(b); }, "needs head_dim 32, 64 or 128");
+  }
+  {
+    auto a = fwd();
+    a.kind = AttentionKind::Linear;
+    expect_refused([&] { attention_forward(a); }, "softmax attention only");
+  }
+  {
+    auto a = fwd();
+    a.K = a.K + 1;  // 4 bytes off
+    a.dims.seq_len = 9;
+    expect_refused([&] { attention_forward(a); }, "K must be 16-byte aligned");
+  }
+  {
+    auto a = bwd();
+    a.dims.seq_len = 9;
+    a.dV = a.dV + 2;  // 8 bytes off
+    expect_refused([&] { attention_backward(a); }, "dV must be 16-byte aligned");
+  }
+  {
+    auto a = bwd();
+    a.dK = a.dQ;
+    expect_refused([&] { attention_backward(a); }, "dQ overlaps dK");
   }
   TTTLAB_CUDA_CHECK(cudaDeviceSynchronize());
 }

@@ -27,7 +27,9 @@
 //    parameters) within 1e-5 / 1e-3 relative; the validation loss before and after likewise. Two GPU
 //    runs give identical losses bit for bit.
 // 1-2 cover the attention baselines too (softmax-attention, linear-attention): gradient cases on both
-//    backbones at fp32's 1e-4, and their own 50-step curves (OtherMixersFollowTheCpuLossCurve, with TTT-MLP).
+//    backbones at fp32's 1e-4, and their own 50-step curves (OtherMixersFollowTheCpuLossCurve, with TTT-MLP);
+//    softmax attention with tf32 products (the tf32 tensor-core attention) at the tf32 bounds (measured
+//    8.5e-4 and 9.6e-4 on an H200).
 //    Mixed precision (bf16 products) against fp32 products on the GPU: Bf16MixedPrecisionFollowsTheFp32Curve.
 //    And Mamba-2 (Transformer backbone): gradient cases at fp32's 1e-4 over head dims, state sizes, chunk
 //    sizes (T not a multiple of the chunk), d_conv and expand, plus tf32 / bf16 products at their
@@ -100,6 +102,21 @@ void add_attention_grad_cases(std::vector<GradCase>& c) {
     g.model = m;
     g.seq_len = 100;
     g.opt.gemm = GemmPrecision::Fp32;
+    c.push_back(g);
+  }
+  // Softmax attention in the tf32 step runs the tf32 tensor-core attention (AttentionPrecision::tf32;
+  // head dim 32): the tf32 bounds of the TTT cases, and T = 100 is not a multiple of its tiles.
+  for (bool mamba : {true, false}) {
+    ModelConfig m = base_model(mamba, 64, 2, 8);
+    m.seq_layer = SeqLayerKind::SoftmaxAttention;
+    m.max_position_embeddings = 128;
+    GradCase g;
+    g.name = std::string(mamba ? "m, " : "t, ") + "softmax-attention d=32, T=100, tf32";
+    g.model = m;
+    g.seq_len = 100;
+    g.opt.gemm = GemmPrecision::Tf32;
+    g.tol = 3e-2;
+    g.loss_tol = 1e-3;
     c.push_back(g);
   }
 }

@@ -294,6 +294,10 @@ struct CudaTrainBackend::Impl {
   // V (Block::QKV16, no RoPE), O into its shadow, dO rounded into attn16; the workspace holds the
   // chunks' states.
   bool chunked_linear = false;
+  // Softmax attention in the tf32 step (GemmPrecision::Tf32) with head dim 32, 64 or 128: the fp32
+  // attention kernels on the tf32 tensor cores (AttentionPrecision::tf32), operands rounded to tf32
+  // like the step's products; the fp32 step keeps the exact CUDA-core kernels.
+  AttentionPrecision attn_precision = AttentionPrecision::fp32;
   bool attention16() const { return flash || chunked_linear; }  // bf16 Q, K, V kept per block
   DeviceArray<std::uint16_t> attn16;  // dO's bf16 copy [R, D]
   AttentionDims attn_dims() const { return AttentionDims{nseq, H, T, d}; }
@@ -310,6 +314,7 @@ struct CudaTrainBackend::Impl {
     a.O = O;
     a.lse = lse;
     a.stream = stream;
+    a.precision = attn_precision;
     return a;
   }
 
@@ -1364,6 +1369,9 @@ CudaTrainBackend::CudaTrainBackend(const TrainBackendContext& ctx, const CudaTra
   s.beside = s.bf16 && !s.attention && !s.ttt_mlp && !s.mamba2;
   s.flash = s.bf16 && s.attention && s.attn_kind == AttentionKind::Softmax &&
             flash_attention_supported(AttentionDims{1, s.H, s.T, s.d});
+  if (options.gemm == GemmPrecision::Tf32 && s.attention && s.attn_kind == AttentionKind::Softmax &&
+      attention_tf32_supported(AttentionDims{1, s.H, s.T, s.d}))
+    s.attn_precision = AttentionPrecision::tf32;
   s.chunked_linear = s.bf16 && s.attention && s.attn_kind == AttentionKind::Linear &&
                chunked_linear_attention_supported(AttentionDims{1, s.H, s.T, s.d});
   if (s.beside) {

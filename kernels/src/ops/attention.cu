@@ -22,10 +22,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
+#include <utility>
 #include <stdexcept>
 #include <string>
 
 #include "common/cuda_check.hpp"
+#include "ops/flash_attention_tf32.hpp"
 #include "tttlab/kernels/attention.hpp"
 
 namespace tttlab::kernels {
@@ -470,7 +473,29 @@ void backward_dispatch(const Params& p, int bh, cudaStream_t st) {
   }
 }
 
+// AttentionPrecision::tf32's own conditions: softmax, head_dim 32/64/128, 16-byte aligned tensors.
+bool check_tf32(const char* fn, AttentionPrecision precision, AttentionKind kind,
+                const AttentionDims& d, std::initializer_list<std::pair<const void*, const char*>> ptrs) {
+  if (precision == AttentionPrecision::fp32) return false;
+  require(precision == AttentionPrecision::tf32, std::string(fn) + ": unknown precision");
+  require(kind == AttentionKind::Softmax,
+          std::string(fn) + ": AttentionPrecision::tf32 is for softmax attention only");
+  require(attention_tf32_supported(d), std::string(fn) +
+                                           ": AttentionPrecision::tf32 needs head_dim 32, 64 or "
+                                           "128 (got " +
+                                           std::to_string(d.head_dim) + ")");
+  for (auto [ptr, name] : ptrs)
+    require(reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0,
+            std::string(fn) + ": " + name +
+                " must be 16-byte aligned for AttentionPrecision::tf32 (cudaMalloc gives 256)");
+  return true;
+}
+
 }  // namespace
+
+bool attention_tf32_supported(const AttentionDims& d) {
+  return d.head_dim == 32 || d.head_dim == 64 || d.head_dim == 128;
+}
 
 void attention_forward(const AttentionForwardArgs& a) {
   const char* fn = "attention_forward";
@@ -487,6 +512,22 @@ void attention_forward(const AttentionForwardArgs& a) {
   if (!linear) {
     for (auto [t, name] : {std::pair{a.Q, "Q"}, std::pair{a.K, "K"}, std::pair{a.V, "V"}, std::pair{(const float*)a.O, "O"}})
       check_disjoint(fn, a.lse, row_floats(a.dims), "lse", t, n, name);
+  }
+  if (check_tf32(fn, a.precision, a.kind, a.dims,
+                 {{a.Q, "Q"}, {a.K, "K"}, {a.V, "V"}, {a.O, "O"}})) {
+    detail::FlashTf32Args t;
+    t.Q = a.Q;
+    t.K = a.K;
+    t.V = a.V;
+    t.O = a.O;
+    t.lse = a.lse;
+    t.B = a.dims.batch;
+    t.H = a.dims.heads;
+    t.T = a.dims.seq_len;
+    t.d = a.dims.head_dim;
+    t.stream = a.stream;
+    detail::flash_tf32_forward(t);
+    return;
   }
   Params p = make_params(a.dims, a.kind);
   p.Q = a.Q;
@@ -541,6 +582,9 @@ void attention_backward(const AttentionBackwardArgs& a) {
     for (std::size_t j = i + 1; j < 4; ++j)
       check_disjoint(fn, outs[i].p, outs[i].n, outs[i].name, outs[j].p, outs[j].n, outs[j].name);
   }
+  const bool tf32 = check_tf32(fn, a.precision, a.kind, a.dims,
+                              {{a.Q, "Q"}, {a.K, "K"}, {a.V, "V"}, {a.dO, "dO"}, {a.dQ, "dQ"},
+                               {a.dK, "dK"}, {a.dV, "dV"}});
   Params p = make_params(a.dims, a.kind);
   p.Q = a.Q;
   p.K = a.K;
@@ -562,6 +606,25 @@ void attention_backward(const AttentionBackwardArgs& a) {
   const long blocks = (long(rows) + warps_per_block - 1) / warps_per_block;
   attention_delta_kernel<<<unsigned(blocks), kThreads, 0, a.stream>>>(p, long(rows));
   TTTLAB_CUDA_CHECK(cudaGetLastError());
+  if (tf32) {
+    detail::FlashTf32Args t;
+    t.Q = a.Q;
+    t.K = a.K;
+    t.V = a.V;
+    t.dO = a.dO;
+    t.lse_in = a.lse;
+    t.delta = p.delta;
+    t.dQ = a.dQ;
+    t.dK = a.dK;
+    t.dV = a.dV;
+    t.B = a.dims.batch;
+    t.H = a.dims.heads;
+    t.T = a.dims.seq_len;
+    t.d = a.dims.head_dim;
+    t.stream = a.stream;
+    detail::flash_tf32_backward(t);
+    return;
+  }
   backward_dispatch<false>(p, bh, a.stream);
 }
 

@@ -9,7 +9,8 @@
 //            O_h = tril(Q_h K_hᵀ) V_h (tril keeps the diagonal; no scale, no normalisation)
 // The tests (tests/kernels/test_attention.cpp) compare every output with those functions in fp64.
 //
-// DESIGN (docs/KERNELS.md, "Attention baselines"): FlashAttention-2 style, fp32 storage; the tile
+// DESIGN (docs/KERNELS.md, "Attention baselines"): FlashAttention-2 style, fp32 storage (and, for
+// AttentionPrecision::tf32, the same structure on the tf32 tensor cores: see AttentionPrecision); the tile
 // products on the CUDA cores (fp32 FMAs, float4 shared-memory reads; a 3xTF32 tensor-core version was
 // no faster and is retired, docs/KERNELS.md). A block owns a tile of 64 queries of one head, streams
 // the 64-key tiles at or below the diagonal through shared memory and keeps the softmax online (running row maximum and sum), so no [T, T]
@@ -42,6 +43,20 @@ enum class AttentionKind {
   Linear,   // tril(Q Kᵀ) V
 };
 
+// Which arithmetic the fp32 kernels below use for softmax attention (AttentionKind::Softmax):
+//   fp32  the CUDA-core kernels: exact fp32 products and sums (the default).
+//   tf32  the tensor cores, mma.sync m16n8k8 .tf32 with fp32 accumulation (compute capability 8.0+):
+//         Q, K, V, dO and the softmax's P, Pᵀ, dS, dSᵀ are rounded to tf32 (10-bit mantissa,
+//         cvt.rna: relative 2⁻¹¹) where they enter a product; the softmax (maxima, exponentials, sums,
+//         the lse) and every accumulation stay fp32. What GemmPrecision::Tf32 asks of a training step.
+//         Same tensors, layouts, workspace and determinism as fp32; head_dim 32, 64 or 128 only
+//         (attention_tf32_supported) and every pointer 16-byte aligned (cudaMalloc gives 256).
+//         Tiles: 128 queries (8 warps) against 64-key tiles in the forward, 64 rows against 64-row
+//         tiles in the backward, the streamed tiles halved to 32 rows at d = 128 (fp32 tiles take
+//         twice the shared memory of bf16 ones; kernels/src/ops/flash_attention_tf32.cu).
+//         Linear attention has no tf32 path: asking for one is refused.
+enum class AttentionPrecision { fp32, tf32 };
+
 struct AttentionDims {
   int batch = 1;      // B
   int heads = 1;      // H
@@ -62,8 +77,11 @@ struct AttentionForwardArgs {
   // null) for Linear.
   float* lse = nullptr;
   CUstream_st* stream = nullptr;
+  AttentionPrecision precision = AttentionPrecision::fp32;
 };
 void attention_forward(const AttentionForwardArgs& args);
+// Whether AttentionPrecision::tf32 can run these dims: head_dim ∈ {32, 64, 128}.
+bool attention_tf32_supported(const AttentionDims& dims);
 
 // ---- backward -------------------------------------------------------------------------------------
 // Bytes of device workspace attention_backward needs (softmax: one float per row, [B, H, T], for
@@ -87,6 +105,7 @@ struct AttentionBackwardArgs {
   void* workspace = nullptr;  // attention_backward_workspace_bytes(dims, kind) bytes (null if 0)
   std::size_t workspace_bytes = 0;
   CUstream_st* stream = nullptr;
+  AttentionPrecision precision = AttentionPrecision::fp32;  // as the forward's (see above)
 };
 void attention_backward(const AttentionBackwardArgs& args);
 
