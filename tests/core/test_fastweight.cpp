@@ -200,6 +200,12 @@ TEST(FastWeightRule, OneComponentChangeNamesTheOriginal) {
   FastWeightRule t = fast_weight_preset("ttt_linear").rule;
   t.state = FastWeightState::Mlp;
   EXPECT_EQ(nearest_member(t).preset->id, "ttt_mlp");
+  // DeltaNet with a Hebbian loss is one component from DeltaNet and one from Mamba-2: the tie goes to
+  // Mamba-2, the earlier member of the table.
+  FastWeightRule h = fast_weight_preset("deltanet").rule;
+  h.loss = FastWeightLoss::Hebbian;
+  EXPECT_EQ(nearest_member(h).preset->id, "mamba2");
+  EXPECT_EQ(nearest_member(h).differs, std::vector<std::string>{"retention"});
 }
 
 // ---- Primal vs chunked ----------------------------------------------------------------------------
