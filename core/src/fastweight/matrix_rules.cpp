@@ -27,6 +27,23 @@ bool is_delta_rule(MatrixRule rule) {
   return rule == MatrixRule::DeltaNet || rule == MatrixRule::GatedDeltaNet;
 }
 
+std::optional<MatrixRule> matrix_rule_for(const FastWeightRule& r) {
+  const bool one_step_per_token = r.granularity == FastWeightGranularity::PerToken ||
+                                  r.granularity == FastWeightGranularity::ExactChunk;
+  if (r.state != FastWeightState::Matrix || r.optimizer != FastWeightOptimizer::Gd ||
+      !one_step_per_token)
+    return std::nullopt;
+  const bool decay = r.retention == FastWeightRetention::ScalarDecay;
+  if (!decay && r.retention != FastWeightRetention::None) return std::nullopt;
+  if (r.loss == FastWeightLoss::Hebbian) {
+    if (!decay && r.rate == FastWeightRate::Fixed) return MatrixRule::LinearAttention;
+    return MatrixRule::DecayedHebbian;
+  }
+  if (r.loss == FastWeightLoss::Squared)
+    return decay ? MatrixRule::GatedDeltaNet : MatrixRule::DeltaNet;
+  return std::nullopt;
+}
+
 namespace {
 
 template <class S>

@@ -56,11 +56,11 @@ E parse_of(const Names<E, N>& names, std::string_view component, std::string_vie
 FastWeightPreset preset(std::string id, std::string name, FastWeightState state,
                         FastWeightLoss loss, FastWeightRetention retention,
                         FastWeightOptimizer optimizer, FastWeightRate rate,
-                        FastWeightGranularity granularity, bool has_inner_loop,
+                        FastWeightGranularity granularity, std::string inner_loop,
                         std::string note = {}) {
   return {std::move(id), std::move(name),
-          FastWeightRule{state, loss, retention, optimizer, rate, granularity}, has_inner_loop,
-          std::move(note)};
+          FastWeightRule{state, loss, retention, optimizer, rate, granularity},
+          std::move(inner_loop), std::move(note)};
 }
 
 }  // namespace
@@ -153,28 +153,29 @@ const std::vector<FastWeightPreset>& fast_weight_presets() {
   using O = FastWeightOptimizer;
   using Ra = FastWeightRate;
   using G = FastWeightGranularity;
+  const std::string matrix = "tttlab/fastweight/matrix_rules.hpp", ttt = "tttlab/ttt/inner.hpp";
   static const std::vector<FastWeightPreset> kPresets{
       preset("linear_attention", "Linear attention", St::Matrix, L::Hebbian, Re::None, O::Gd,
-             Ra::Fixed, G::PerToken, true),
+             Ra::Fixed, G::PerToken, matrix),
       preset("mamba2", "Mamba-2 (SSD)", St::Matrix, L::Hebbian, Re::ScalarDecay, O::Gd,
-             Ra::PerToken, G::ExactChunk, true,
+             Ra::PerToken, G::ExactChunk, matrix,
              "the step is Δ_t and the decay exp(Δ_t A); the layer's convolution, gate and D skip "
              "are outside the inner loop"),
       preset("deltanet", "DeltaNet", St::Matrix, L::Squared, Re::None, O::Gd, Ra::PerToken,
-             G::ExactChunk, true, "keys L2-normalised"),
+             G::ExactChunk, matrix, "keys L2-normalised"),
       preset("gated_deltanet", "Gated DeltaNet", St::Matrix, L::Squared, Re::ScalarDecay, O::Gd,
-             Ra::PerToken, G::ExactChunk, true, "keys L2-normalised; decay before the delta step"),
+             Ra::PerToken, G::ExactChunk, matrix,
+             "keys L2-normalised; decay before the delta step"),
       preset("ttt_linear", "TTT-Linear", St::Matrix, L::TttLnResidual, Re::None, O::Gd,
-             Ra::PerToken, G::MiniBatch, false,
-             "its inner loop is tttlab/ttt/inner.hpp; the rate is λ_t per token times τ_i per "
-             "position in the mini-batch"),
+             Ra::PerToken, G::MiniBatch, ttt,
+             "the rate is λ_t per token times τ_i per position in the mini-batch"),
       preset("ttt_mlp", "TTT-MLP", St::Mlp, L::TttLnResidual, Re::None, O::Gd, Ra::PerToken,
-             G::MiniBatch, false, "its inner loop is tttlab/ttt/inner.hpp; rate as TTT-Linear's"),
+             G::MiniBatch, ttt, "the rate as TTT-Linear's"),
       preset("titans", "Titans (memory)", St::Mlp, L::Squared, Re::WeightDecay, O::Momentum,
-             Ra::PerToken, G::MiniBatch, false,
+             Ra::PerToken, G::MiniBatch, "",
              "data-dependent momentum and forgetting gates; not computed yet"),
       preset("lact", "LaCT", St::Mlp, L::DotProduct, Re::None, O::Muon, Ra::PerToken, G::LargeChunk,
-             false,
+             "",
              "SwiGLU state; forgets by renormalising the weights after each update, which the "
              "retention component does not name; not computed yet"),
   };

@@ -35,7 +35,9 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 
+#include "tttlab/fastweight/rule.hpp"
 #include "tttlab/tensor.hpp"
 
 namespace tttlab {
@@ -46,6 +48,13 @@ const char* to_string(MatrixRule rule);
 bool uses_beta(MatrixRule rule);      // all but LinearAttention
 bool uses_alpha(MatrixRule rule);     // DecayedHebbian, GatedDeltaNet
 bool is_delta_rule(MatrixRule rule);  // DeltaNet, GatedDeltaNet (squared loss)
+
+// The inner loop that computes a point of the template, where one here does: a matrix state, one GD
+// step per token (granularity per_token or exact_chunk), a Hebbian or squared loss, no retention or a
+// scalar decay. Hebbian with a fixed rate and no decay is linear attention; any other Hebbian rule is
+// the decayed Hebbian rule (α = 1 without retention, β constant for a fixed rate); squared is DeltaNet
+// without retention and Gated DeltaNet with a scalar decay. Empty for every other rule.
+std::optional<MatrixRule> matrix_rule_for(const FastWeightRule& rule);
 
 // The inner loss each member's step descends, for one token (§11.1): Hebbian −⟨k S, v⟩, squared
 // ½‖k S − v‖². A step of the Hebbian loss's gradient −kᵀv with rate β is the Hebbian write.

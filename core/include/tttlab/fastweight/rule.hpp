@@ -13,10 +13,11 @@
 //                updated (large_chunk: LaCT)
 //
 // The members of the family are named presets of the template (fast_weight_presets(), in the order
-// of docs/MATH.md §11's table, which is also the tie-break of nearest_member). Only the matrix-state
-// members with one step per token have inner loops in core so far (tttlab/fastweight/matrix_rules.hpp:
-// linear attention, Mamba-2's decayed Hebbian rule, DeltaNet, Gated DeltaNet); TTT-Linear and TTT-MLP
-// run in tttlab/ttt/; Titans and LaCT are descriptions only (has_inner_loop = false).
+// of docs/MATH.md §11's table, which is also the tie-break of nearest_member). Which of them core
+// computes is in each preset's inner_loop: the matrix-state members with one step per token in
+// tttlab/fastweight/matrix_rules.hpp (linear attention, Mamba-2's decayed Hebbian rule, DeltaNet,
+// Gated DeltaNet; matrix_rule_for maps a rule to one of them), TTT-Linear and TTT-MLP in
+// tttlab/ttt/inner.hpp; Titans and LaCT are descriptions only so far (inner_loop empty).
 #pragma once
 
 #include <string>
@@ -73,8 +74,9 @@ struct FastWeightPreset {
   std::string id;    // command-line spelling: "linear_attention", "mamba2", "deltanet", ...
   std::string name;  // as printed: "Linear attention", "Mamba-2 (SSD)", "DeltaNet", ...
   FastWeightRule rule;
-  bool has_inner_loop = false;  // core computes this member's inner loop (see the header comment)
-  std::string note;             // what the six components leave out, where something is left out
+  std::string
+      inner_loop;    // the core header that computes its inner loop; empty where none does yet
+  std::string note;  // what the six components leave out, where something is left out
 };
 
 // Every member of docs/MATH.md §11's table, in its order: linear attention, Mamba-2, DeltaNet, Gated
