@@ -2,7 +2,8 @@
 // nearest member; the matrix-state inner loops' primal and chunked forms against each other in fp64,
 // their manual backward against central differences, and the special cases that pin the conventions
 // (DeltaNet recalls exactly with β = 1 and orthonormal keys, the gates at 1 reduce one member to
-// another bit for bit, DeltaNet is TTT-Linear with b = 1: docs/MATH.md §9.3).
+// another bit for bit, DeltaNet is TTT-Linear with b = 1 (docs/MATH.md §9.3), the decayed Hebbian
+// rule is the Mamba-2 scan (§8.8)).
 #include <gtest/gtest.h>
 
 #include <Eigen/QR>
@@ -18,6 +19,7 @@
 
 #include "tttlab/fastweight/matrix_rules.hpp"
 #include "tttlab/fastweight/rule.hpp"
+#include "tttlab/seq/mamba2_layer.hpp"
 #include "tttlab/ttt/inner.hpp"
 
 namespace tttlab {
@@ -450,6 +452,44 @@ TEST(MatrixRuleSpecial, DeltaNetIsTttLinearWithMiniBatchOne) {
     EXPECT_LT(rel_err(dn.o, out), 1e-13) << (dual ? "dual" : "primal");
     EXPECT_LT(rel_err(dn.state, st.base.W1), 1e-13) << (dual ? "dual" : "primal");
   }
+}
+
+// The decayed Hebbian rule is the project's Mamba-2 scan (docs/MATH.md §8.8, §11.2) with k = B, v = x,
+// q = C, α_t = exp(Δ_t A), β_t = Δ_t and the state transposed; its backward, through the chain
+// dΔ_t = dβ_t + A α_t dα_t and dA = Σ_t Δ_t α_t dα_t, is the scan's own (independently written, through
+// the chunked form).
+TEST(MatrixRuleSpecial, DecayedHebbianIsTheMamba2Scan) {
+  std::mt19937_64 rng(announce(4014));
+  const int T = 45, N = 6, P = 5, Q = 8;
+  const double A = -0.7;
+  const Mat<double> X = randn(T, P, rng), B = randn(T, N, rng), C = randn(T, N, rng);
+  const Vec<double> dt = uniform(T, 0.1, 1.5, rng);
+  const Mat<double> state0 = randn(P, N, rng, 0.5);
+  Mat<double> state = state0, Y(T, P);
+  std::vector<Mat<double>> starts;
+  mamba2_scan_chunked<double>(X, B, C, dt, A, Q, state, Y, &starts);
+  const Vec<double> alpha = (dt.array() * A).exp().matrix();
+  const MatrixRuleOutput<double> out = matrix_rule_primal<double>(
+      MatrixRule::DecayedHebbian, C, B, X, dt, alpha, Mat<double>(state0.transpose()));
+  EXPECT_LT(rel_err(out.o, Y), 1e-13);
+  EXPECT_LT(rel_err(out.state, Mat<double>(state.transpose())), 1e-13);
+
+  const Mat<double> dY = randn(T, P, rng);
+  Mat<double> dX = Mat<double>::Zero(T, P), dB = Mat<double>::Zero(T, N),
+              dC = Mat<double>::Zero(T, N);
+  Vec<double> ddt = Vec<double>::Zero(T);
+  double dA = 0;
+  mamba2_scan_chunked_backward<double>(X, B, C, dt, A, Q, starts, dY, dX, dB, dC, ddt, dA);
+  const MatrixRuleGrads<double> g =
+      matrix_rule_backward<double>(MatrixRule::DecayedHebbian, C, B, X, dt, alpha,
+                                   Mat<double>(state0.transpose()), dY, Mat<double>::Zero(N, P));
+  EXPECT_LT(rel_err(g.dv, dX), 1e-12);
+  EXPECT_LT(rel_err(g.dk, dB), 1e-12);
+  EXPECT_LT(rel_err(g.dq, dC), 1e-12);
+  const Vec<double> ddt_rule = g.dbeta + (A * alpha.array() * g.dalpha.array()).matrix();
+  EXPECT_LT(rel_err(ddt_rule, ddt), 1e-12);
+  const double dA_rule = (dt.array() * alpha.array() * g.dalpha.array()).sum();
+  EXPECT_NEAR(dA_rule, dA, 1e-12 * std::abs(dA));
 }
 
 // The observer sees every step. For the delta rule on a unit key the residual shrinks by (1 − β)
