@@ -26,12 +26,12 @@ namespace tttlab {
 namespace {
 
 // Prints the seed so that a failure can be replayed.
-std::uint64_t announce(std::uint64_t seed) {
+std::uint64_t fw_announce(std::uint64_t seed) {
   std::printf("[   INFO   ] seed %llu\n", static_cast<unsigned long long>(seed));
   return seed;
 }
 
-Mat<double> randn(Eigen::Index r, Eigen::Index c, std::mt19937_64& rng, double scale = 1.0) {
+Mat<double> fw_randn(Eigen::Index r, Eigen::Index c, std::mt19937_64& rng, double scale = 1.0) {
   std::normal_distribution<double> n(0.0, scale);
   Mat<double> m(r, c);
   for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = n(rng);
@@ -65,10 +65,10 @@ struct Inputs {
 Inputs make_inputs(MatrixRule rule, int T, int dk, int dv, std::mt19937_64& rng,
                    bool raw_keys = false, double beta_lo = 0.05, double beta_hi = 0.95) {
   Inputs in;
-  in.q = randn(T, dk, rng);
-  in.k = randn(T, dk, rng);
-  in.v = randn(T, dv, rng);
-  in.S0 = randn(dk, dv, rng, 0.5);
+  in.q = fw_randn(T, dk, rng);
+  in.k = fw_randn(T, dk, rng);
+  in.v = fw_randn(T, dv, rng);
+  in.S0 = fw_randn(dk, dv, rng, 0.5);
   if (is_delta_rule(rule) && !raw_keys) in.k.rowwise().normalize();
   if (uses_beta(rule)) in.beta = uniform(T, beta_lo, beta_hi, rng);
   if (uses_alpha(rule)) in.alpha = uniform(T, 0.7, 1.0, rng);
@@ -251,7 +251,7 @@ FormsError forms_error(MatrixRule rule, const Inputs& in, int C) {
 // size and length, including T < C, C ∤ T and C = 1. The bound 1e-12 relative leaves a margin of
 // about 100 over the sums' rounding (≤ 257 terms of O(1) in fp64, plus the triangular solve).
 TEST(MatrixRuleForms, ChunkedEqualsPrimalInFp64) {
-  std::mt19937_64 rng(announce(4001));
+  std::mt19937_64 rng(fw_announce(4001));
   const int dk = 12, dv = 7;
   for (MatrixRule rule : kRules) {
     double worst = 0;
@@ -272,7 +272,7 @@ TEST(MatrixRuleForms, ChunkedEqualsPrimalInFp64) {
 // The forms agree as algebra, not only where the recurrence is a contraction: raw (unnormalised)
 // keys with ‖k‖² ≈ d_k and small β.
 TEST(MatrixRuleForms, ChunkedEqualsPrimalWithRawKeys) {
-  std::mt19937_64 rng(announce(4002));
+  std::mt19937_64 rng(fw_announce(4002));
   const int dk = 12, dv = 7;
   for (MatrixRule rule : {MatrixRule::DeltaNet, MatrixRule::GatedDeltaNet}) {
     double worst = 0;
@@ -293,7 +293,7 @@ TEST(MatrixRuleForms, ChunkedEqualsPrimalWithRawKeys) {
 // A sequence cut anywhere, each piece run by either form from the state the last one left, equals
 // one primal run: the forms continue a stream (what decoding after a chunked prefill relies on).
 TEST(MatrixRuleForms, PiecesInEitherFormContinueTheStream) {
-  std::mt19937_64 rng(announce(4011));
+  std::mt19937_64 rng(fw_announce(4011));
   const int T = 100, dk = 9, dv = 6;
   const std::vector<int> cuts{0, 13, 14, 50, 77, 100};
   for (MatrixRule rule : kRules) {
@@ -322,7 +322,7 @@ TEST(MatrixRuleForms, PiecesInEitherFormContinueTheStream) {
 // the state grows along the keys by orders of magnitude over the sequence. The forms are still the
 // same function and agree relative to the size of what they compute; the bound is the same 1e-12.
 TEST(MatrixRuleForms, ChunkedEqualsPrimalWhileTheStateGrows) {
-  std::mt19937_64 rng(announce(4012));
+  std::mt19937_64 rng(fw_announce(4012));
   for (MatrixRule rule : {MatrixRule::DeltaNet, MatrixRule::GatedDeltaNet}) {
     double worst = 0, growth = 0;
     for (int T : {16, 64, 257}) {
@@ -346,7 +346,7 @@ TEST(MatrixRuleForms, ChunkedEqualsPrimalWhileTheStateGrows) {
 // fp32 instantiation against fp64 on the same (fp32-rounded) inputs. Basis of 2e-5: ~100 tokens of
 // O(1) updates, each rounding at 6e-8 relative.
 TEST(MatrixRuleForms, Fp32AgreesWithFp64) {
-  std::mt19937_64 rng(announce(4003));
+  std::mt19937_64 rng(fw_announce(4003));
   const int T = 100, dk = 12, dv = 7;
   for (MatrixRule rule : kRules) {
     Inputs in = make_inputs(rule, T, dk, dv, rng);
@@ -370,14 +370,14 @@ TEST(MatrixRuleForms, Fp32AgreesWithFp64) {
 // With β = 1 a unit key's write sets k S = v exactly (k(S − kᵀ(kS − v)) = kS − ‖k‖²(kS − v) = v), and
 // later writes along orthogonal keys leave it: every pair is recalled from the final state.
 TEST(MatrixRuleSpecial, DeltaNetWithBetaOneRecallsOrthonormalKeys) {
-  std::mt19937_64 rng(announce(4004));
+  std::mt19937_64 rng(fw_announce(4004));
   const int d = 8, dv = 5;
-  const Mat<double> basis = Eigen::HouseholderQR<Mat<double>>(randn(d, d, rng)).householderQ();
+  const Mat<double> basis = Eigen::HouseholderQR<Mat<double>>(fw_randn(d, d, rng)).householderQ();
   Inputs in;
   in.k = basis.transpose();  // rows orthonormal
   in.q = in.k;
-  in.v = randn(d, dv, rng);
-  in.S0 = randn(d, dv, rng);
+  in.v = fw_randn(d, dv, rng);
+  in.S0 = fw_randn(d, dv, rng);
   in.beta = Vec<double>::Ones(d);
   for (int C : {0, 3}) {
     const MatrixRuleOutput<double> out =
@@ -396,7 +396,7 @@ TEST(MatrixRuleSpecial, DeltaNetWithBetaOneRecallsOrthonormalKeys) {
 }
 
 TEST(MatrixRuleSpecial, GatesAtOneReduceToTheSimplerMemberBitForBit) {
-  std::mt19937_64 rng(announce(4005));
+  std::mt19937_64 rng(fw_announce(4005));
   const int T = 37, dk = 6, dv = 9;
   Inputs in = make_inputs(MatrixRule::GatedDeltaNet, T, dk, dv, rng);
   const Vec<double> ones = Vec<double>::Ones(T);
@@ -430,7 +430,7 @@ TEST(MatrixRuleSpecial, GatesAtOneReduceToTheSimplerMemberBitForBit) {
 // DeltaNet is TTT-Linear's inner loop with b = 1 and no LN, residual or bias, λ_t = β_t, τ = 1
 // (docs/MATH.md §9.3): checked against the TTT code itself, both of its forms.
 TEST(MatrixRuleSpecial, DeltaNetIsTttLinearWithMiniBatchOne) {
-  std::mt19937_64 rng(announce(4006));
+  std::mt19937_64 rng(fw_announce(4006));
   const int T = 50, d = 10;
   const Inputs in = make_inputs(MatrixRule::DeltaNet, T, d, d, rng);
   InnerOptions opt;
@@ -459,12 +459,12 @@ TEST(MatrixRuleSpecial, DeltaNetIsTttLinearWithMiniBatchOne) {
 // dΔ_t = dβ_t + A α_t dα_t and dA = Σ_t Δ_t α_t dα_t, is the scan's own (independently written, through
 // the chunked form).
 TEST(MatrixRuleSpecial, DecayedHebbianIsTheMamba2Scan) {
-  std::mt19937_64 rng(announce(4014));
+  std::mt19937_64 rng(fw_announce(4014));
   const int T = 45, N = 6, P = 5, Q = 8;
   const double A = -0.7;
-  const Mat<double> X = randn(T, P, rng), B = randn(T, N, rng), C = randn(T, N, rng);
+  const Mat<double> X = fw_randn(T, P, rng), B = fw_randn(T, N, rng), C = fw_randn(T, N, rng);
   const Vec<double> dt = uniform(T, 0.1, 1.5, rng);
-  const Mat<double> state0 = randn(P, N, rng, 0.5);
+  const Mat<double> state0 = fw_randn(P, N, rng, 0.5);
   Mat<double> state = state0, Y(T, P);
   std::vector<Mat<double>> starts;
   mamba2_scan_chunked<double>(X, B, C, dt, A, Q, state, Y, &starts);
@@ -474,7 +474,7 @@ TEST(MatrixRuleSpecial, DecayedHebbianIsTheMamba2Scan) {
   EXPECT_LT(rel_err(out.o, Y), 1e-13);
   EXPECT_LT(rel_err(out.state, Mat<double>(state.transpose())), 1e-13);
 
-  const Mat<double> dY = randn(T, P, rng);
+  const Mat<double> dY = fw_randn(T, P, rng);
   Mat<double> dX = Mat<double>::Zero(T, P), dB = Mat<double>::Zero(T, N),
               dC = Mat<double>::Zero(T, N);
   Vec<double> ddt = Vec<double>::Zero(T);
@@ -496,7 +496,7 @@ TEST(MatrixRuleSpecial, DecayedHebbianIsTheMamba2Scan) {
 // (k(S − βkᵀr) − v = (1 − β‖k‖²) r), so the loss after the step is (1 − β)² times the loss before;
 // for the Hebbian rules the loss −⟨kS, v⟩ falls by β‖k‖²‖v‖² after the decay.
 TEST(MatrixRuleSpecial, ObserverReportsEveryStepAndItsLosses) {
-  std::mt19937_64 rng(announce(4007));
+  std::mt19937_64 rng(fw_announce(4007));
   const int T = 20, dk = 6, dv = 4;
   for (MatrixRule rule : kRules) {
     const Inputs in = make_inputs(rule, T, dk, dv, rng);
@@ -536,7 +536,7 @@ TEST(MatrixRuleSpecial, ObserverReportsEveryStepAndItsLosses) {
 }
 
 TEST(MatrixRuleSpecial, ArgumentsAreValidated) {
-  std::mt19937_64 rng(announce(4008));
+  std::mt19937_64 rng(fw_announce(4008));
   const Inputs in = make_inputs(MatrixRule::GatedDeltaNet, 5, 3, 2, rng);
   using R = MatrixRule;
   EXPECT_THROW(matrix_rule_primal<double>(R::GatedDeltaNet, in.q, in.k, in.v, in.beta, {}, in.S0),
@@ -563,11 +563,11 @@ TEST(MatrixRuleSpecial, ArgumentsAreValidated) {
 // The fp32 backward against the fp64 one on the same fp32-rounded inputs. Basis of 1e-4: 40 tokens of
 // O(1) terms in the reverse recurrence, each rounding at 6e-8, and products of up to d_k terms.
 TEST(MatrixRuleBackward, Fp32AgreesWithFp64) {
-  std::mt19937_64 rng(announce(4013));
+  std::mt19937_64 rng(fw_announce(4013));
   const int T = 40, dk = 8, dv = 5;
   for (MatrixRule rule : kRules) {
     const Inputs in = make_inputs(rule, T, dk, dv, rng);
-    const Mat<double> Go = randn(T, dv, rng), Gs = randn(dk, dv, rng);
+    const Mat<double> Go = fw_randn(T, dv, rng), Gs = fw_randn(dk, dv, rng);
     const Mat<float> q = in.q.cast<float>(), k = in.k.cast<float>(), v = in.v.cast<float>(),
                      S0 = in.S0.cast<float>(), go = Go.cast<float>(), gs = Gs.cast<float>();
     const Vec<float> beta = in.beta.cast<float>(), alpha = in.alpha.cast<float>();
@@ -602,13 +602,13 @@ double loss_of(MatrixRule rule, const Inputs& in, const Mat<double>& Go, const M
 // max|fd|. Central differences with h = 1e-6 in fp64 carry ≈ 1e-10 of rounding per unit of L (L is
 // O(10) here) and h² truncation, far below the 1e-7 bound; a missing term would be O(1).
 TEST(MatrixRuleBackward, EveryElementMatchesFiniteDifferences) {
-  std::mt19937_64 rng(announce(4009));
+  std::mt19937_64 rng(fw_announce(4009));
   const int T = 7, dk = 4, dv = 3;
   const double h = 1e-6;
   for (MatrixRule rule : kRules) {
     Inputs in = make_inputs(rule, T, dk, dv, rng);
     if (uses_alpha(rule)) in.alpha = uniform(T, 0.5, 0.95, rng);  // α ± h stays inside (0, 1]
-    const Mat<double> Go = randn(T, dv, rng), Gs = randn(dk, dv, rng);
+    const Mat<double> Go = fw_randn(T, dv, rng), Gs = fw_randn(dk, dv, rng);
     const MatrixRuleGrads<double> g =
         matrix_rule_backward<double>(rule, in.q, in.k, in.v, in.beta, in.alpha, in.S0, Go, Gs);
     auto check = [&](const char* name, double* data, Eigen::Index n, const double* grad) {
@@ -652,7 +652,7 @@ TEST(MatrixRuleBackward, EveryElementMatchesFiniteDifferences) {
 // A longer sequence and wider state, every input at once along random directions (the directional
 // derivative ⟨∇L, δ⟩ against (L(x + hδ) − L(x − hδ)) / 2h), and raw keys for the delta rules.
 TEST(MatrixRuleBackward, RandomDirectionsMatchFiniteDifferences) {
-  std::mt19937_64 rng(announce(4010));
+  std::mt19937_64 rng(fw_announce(4010));
   const int T = 45, dk = 8, dv = 5;
   const double h = 1e-6;
   for (MatrixRule rule : kRules) {
@@ -660,16 +660,16 @@ TEST(MatrixRuleBackward, RandomDirectionsMatchFiniteDifferences) {
       if (raw && !is_delta_rule(rule)) continue;
       Inputs in = make_inputs(rule, T, dk, dv, rng, raw, raw ? 0.01 : 0.05, raw ? 0.1 : 0.95);
       if (uses_alpha(rule)) in.alpha = uniform(T, 0.6, 0.98, rng);
-      const Mat<double> Go = randn(T, dv, rng), Gs = randn(dk, dv, rng);
+      const Mat<double> Go = fw_randn(T, dv, rng), Gs = fw_randn(dk, dv, rng);
       const MatrixRuleGrads<double> g =
           matrix_rule_backward<double>(rule, in.q, in.k, in.v, in.beta, in.alpha, in.S0, Go, Gs);
       double worst = 0;
       for (int dir = 0; dir < 3; ++dir) {
         Inputs d;
-        d.q = randn(T, dk, rng);
-        d.k = randn(T, dk, rng);
-        d.v = randn(T, dv, rng);
-        d.S0 = randn(dk, dv, rng);
+        d.q = fw_randn(T, dk, rng);
+        d.k = fw_randn(T, dk, rng);
+        d.v = fw_randn(T, dv, rng);
+        d.S0 = fw_randn(dk, dv, rng);
         d.beta = uses_beta(rule) ? uniform(T, -1, 1, rng) : Vec<double>();
         d.alpha = uses_alpha(rule) ? uniform(T, -1, 1, rng) : Vec<double>();
         double analytic = g.dq.cwiseProduct(d.q).sum() + g.dk.cwiseProduct(d.k).sum() +

@@ -35,14 +35,14 @@ constexpr Names<FastWeightGranularity, 4> kGranularityNames{
      {FastWeightGranularity::LargeChunk, "large_chunk"}}};
 
 template <class E, std::size_t N>
-const char* name_of(const Names<E, N>& names, E v) {
+const char* component_name(const Names<E, N>& names, E v) {
   for (const auto& [e, s] : names)
     if (e == v) return s;
   throw std::invalid_argument("fast-weight component value out of range");
 }
 
 template <class E, std::size_t N>
-E parse_of(const Names<E, N>& names, std::string_view component, std::string_view text) {
+E parse_component(const Names<E, N>& names, std::string_view component, std::string_view text) {
   std::string accepted;
   for (const auto& [e, s] : names) {
     if (text == s) return e;
@@ -71,12 +71,12 @@ const std::vector<std::string>& fast_weight_component_names() {
   return kNames;
 }
 
-const char* to_string(FastWeightState v) { return name_of(kStateNames, v); }
-const char* to_string(FastWeightLoss v) { return name_of(kLossNames, v); }
-const char* to_string(FastWeightRetention v) { return name_of(kRetentionNames, v); }
-const char* to_string(FastWeightOptimizer v) { return name_of(kOptimizerNames, v); }
-const char* to_string(FastWeightRate v) { return name_of(kRateNames, v); }
-const char* to_string(FastWeightGranularity v) { return name_of(kGranularityNames, v); }
+const char* to_string(FastWeightState v) { return component_name(kStateNames, v); }
+const char* to_string(FastWeightLoss v) { return component_name(kLossNames, v); }
+const char* to_string(FastWeightRetention v) { return component_name(kRetentionNames, v); }
+const char* to_string(FastWeightOptimizer v) { return component_name(kOptimizerNames, v); }
+const char* to_string(FastWeightRate v) { return component_name(kRateNames, v); }
+const char* to_string(FastWeightGranularity v) { return component_name(kGranularityNames, v); }
 
 std::string to_string(const FastWeightRule& r) {
   return std::string("state=") + to_string(r.state) + " loss=" + to_string(r.loss) +
@@ -85,22 +85,22 @@ std::string to_string(const FastWeightRule& r) {
 }
 
 FastWeightState parse_fast_weight_state(std::string_view t) {
-  return parse_of(kStateNames, "state", t);
+  return parse_component(kStateNames, "state", t);
 }
 FastWeightLoss parse_fast_weight_loss(std::string_view t) {
-  return parse_of(kLossNames, "loss", t);
+  return parse_component(kLossNames, "loss", t);
 }
 FastWeightRetention parse_fast_weight_retention(std::string_view t) {
-  return parse_of(kRetentionNames, "retention", t);
+  return parse_component(kRetentionNames, "retention", t);
 }
 FastWeightOptimizer parse_fast_weight_optimizer(std::string_view t) {
-  return parse_of(kOptimizerNames, "optimizer", t);
+  return parse_component(kOptimizerNames, "optimizer", t);
 }
 FastWeightRate parse_fast_weight_rate(std::string_view t) {
-  return parse_of(kRateNames, "rate", t);
+  return parse_component(kRateNames, "rate", t);
 }
 FastWeightGranularity parse_fast_weight_granularity(std::string_view t) {
-  return parse_of(kGranularityNames, "granularity", t);
+  return parse_component(kGranularityNames, "granularity", t);
 }
 
 FastWeightRule parse_fast_weight_rule(std::string_view text) {
