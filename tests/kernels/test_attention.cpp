@@ -121,6 +121,20 @@ Reference reference(AttentionKind kind, const AttnCase& k, const std::vector<flo
   return r;
 }
 
+// Every row's lse within 1e-5 + 2e-6·A_t of the reference (fp32's rounding of a sum of A_t's size).
+void expect_lse_within(const std::vector<float>& got, const Reference& ref) {
+  std::size_t bad = 0;
+  double lse_err = 0;
+  for (std::size_t i = 0; i < ref.lse.size(); ++i) {
+    const double e = std::abs(double(got[i]) - ref.lse[i]);
+    if (!(e <= 1e-5 + 2e-6 * ref.lse_scale[i])) ++bad;
+    if (std::isfinite(e)) lse_err = std::max(lse_err, e);
+  }
+  EXPECT_EQ(bad, 0u) << "lse: " << bad << " rows off by more than 1e-5 + 2e-6 A_t (max error "
+                     << lse_err << ")";
+}
+
+
 constexpr double kFloor = 1.0;  // see the tolerance above
 
 const char* name_of(AttentionKind k) { return k == AttentionKind::Softmax ? "softmax" : "linear"; }
@@ -202,17 +216,7 @@ TEST(Attention, ForwardAndBackwardMatchTheCpuEngine) {
         EXPECT_TRUE(within("dQ", eq, 1e-4, got.dQ, ref.dQ));
         EXPECT_TRUE(within("dK", ek, 1e-4, got.dK, ref.dK));
         EXPECT_TRUE(within("dV", ev, 1e-4, got.dV, ref.dV));
-        if (kind == AttentionKind::Softmax) {
-          double lse_err = 0;
-          std::size_t bad = 0;
-          for (std::size_t i = 0; i < ref.lse.size(); ++i) {
-            const double e = std::abs(double(got.lse[i]) - ref.lse[i]);
-            if (!(e <= 1e-5 + 2e-6 * ref.lse_scale[i])) ++bad;
-            if (std::isfinite(e)) lse_err = std::max(lse_err, e);
-          }
-          EXPECT_EQ(bad, 0u) << "lse: " << bad << " rows off by more than 1e-5 + 2e-6 A_t (max error " << lse_err
-                             << ")";
-        }
+        if (kind == AttentionKind::Softmax) expect_lse_within(got.lse, ref);
         double& wk = worst[kind == AttentionKind::Linear];
         wk = std::max({wk, eo.rel, eq.rel, ek.rel, ev.rel});
         if (k.T >= 1000 || k.q_scale != 1.0 || quick_mode())
@@ -441,14 +445,7 @@ TEST(FlashAttention, ForwardAndBackwardMatchTheCpuEngineOnBf16Inputs) {
       EXPECT_TRUE(within("dQ", eq, 2e-2, got.dQ, ref.dQ));
       EXPECT_TRUE(within("dK", ek, 2e-2, got.dK, ref.dK));
       EXPECT_TRUE(within("dV", ev, 2e-2, got.dV, ref.dV));
-      std::size_t bad = 0;
-      double lse_err = 0;
-      for (std::size_t i = 0; i < ref.lse.size(); ++i) {
-        const double e = std::abs(double(got.lse[i]) - ref.lse[i]);
-        if (!(e <= 1e-5 + 2e-6 * ref.lse_scale[i])) ++bad;
-        if (std::isfinite(e)) lse_err = std::max(lse_err, e);
-      }
-      EXPECT_EQ(bad, 0u) << "lse: " << bad << " rows off by more than 1e-5 + 2e-6 A_t (max error " << lse_err << ")";
+      expect_lse_within(got.lse, ref);
       worst_o = std::max(worst_o, eo.rel);
       worst_g = std::max({worst_g, eq.rel, ek.rel, ev.rel});
       if (k.T >= 1000 || k.q_scale != 1.0 || quick_mode())
@@ -647,15 +644,7 @@ TEST(AttentionTf32, ForwardAndBackwardMatchTheCpuEngineOnTf32Inputs) {
     EXPECT_TRUE(within("dQ", eq, 5e-3, got.dQ, ref.dQ));
     EXPECT_TRUE(within("dK", ek, 5e-3, got.dK, ref.dK));
     EXPECT_TRUE(within("dV", ev, 5e-3, got.dV, ref.dV));
-    std::size_t bad = 0;
-    double lse_err = 0;
-    for (std::size_t i = 0; i < ref.lse.size(); ++i) {
-      const double e = std::abs(double(got.lse[i]) - ref.lse[i]);
-      if (!(e <= 1e-5 + 2e-6 * ref.lse_scale[i])) ++bad;
-      if (std::isfinite(e)) lse_err = std::max(lse_err, e);
-    }
-    EXPECT_EQ(bad, 0u) << "lse: " << bad << " rows off by more than 1e-5 + 2e-6 A_t (max error "
-                       << lse_err << ")";
+    expect_lse_within(got.lse, ref);
     worst_o = std::max(worst_o, eo.rel);
     worst_g = std::max({worst_g, eq.rel, ek.rel, ev.rel});
     if (k.T >= 1000 || k.q_scale != 1.0 || quick_mode())

@@ -675,65 +675,101 @@ std::size_t bit_differences(const float* a, const float* b, std::size_t n) {
   return diff;
 }
 
+// The models both batched tests decode: every model kind the decoder runs, on both backbones.
+std::vector<ModelConfig> batch_test_configs() {
+  std::vector<ModelConfig> configs;
+  for (const auto kind : {SeqLayerKind::TTTLinear, SeqLayerKind::TTTMLP})
+    for (const bool mamba : {true, false})
+      configs.push_back(
+          small_model(kind, mamba, mamba == (kind == SeqLayerKind::TTTLinear) ? 16 : 5));
+  configs.push_back(small_model(SeqLayerKind::SoftmaxAttention, false, 16));
+  configs.push_back(small_model(SeqLayerKind::SoftmaxAttention, true, 16));
+  configs.push_back(mamba2_model(64, 2, 128, 16, 16, 4, 2));
+  configs.push_back(mamba2_model(96, 2, 192, 24, 48, 3, 1));
+  return configs;
+}
+
+// A decoder of B sequences beside B batch-1 decoders of the same model, fed the same tokens.
+struct BatchBesideSingles {
+  std::vector<std::unique_ptr<CudaDecoder>> single;
+  std::unique_ptr<CudaDecoder> batch;
+  int B = 0, V = 0;
+  BatchBesideSingles(const Model<float>& model, int b, bool graphs, DecodeProducts products)
+      : B(b), V(model.config().vocab_size) {
+    CudaDecoderOptions o;
+    o.cuda_graphs = graphs;
+    if (model.config().seq_layer == SeqLayerKind::SoftmaxAttention) o.max_context = 128;
+    for (int s = 0; s < B; ++s) single.push_back(std::make_unique<CudaDecoder>(model, o));
+    o.batch = B;
+    o.products = products;
+    batch = std::make_unique<CudaDecoder>(model, o);
+  }
+  // Sequence s's row of the batch's logits lb.
+  std::vector<float> row(const std::vector<float>& lb, int s) const {
+    return {lb.begin() + std::size_t(s) * V, lb.begin() + std::size_t(s + 1) * V};
+  }
+  // Feeds a 21-token prompt, then 20 single tokens (random bytes from rng) to every sequence; after
+  // each feed, check(s, batch row, batch-1 logits, what) for every sequence. Stops at a fatal
+  // failure. Leaves the last logits in lb.
+  template <class Check>
+  void feed_and_check(std::mt19937_64& rng, std::vector<float>& lb, Check check) {
+    std::uniform_int_distribution<int> byte(0, 255);
+    std::vector<float> ls;
+    const auto step = [&](std::size_t n, const char* what) {
+      std::vector<int> steps(n * B);  // step-major: steps[i·B + s]
+      for (int& t : steps) t = byte(rng);
+      batch->feed_batch(steps, lb);
+      ASSERT_EQ(lb.size(), std::size_t(B) * V);
+      for (int s = 0; s < B; ++s) {
+        std::vector<int> mine(n);
+        for (std::size_t i = 0; i < n; ++i) mine[i] = steps[i * B + s];
+        single[s]->feed(mine, ls);
+        check(s, row(lb, s), ls, what);
+        if (::testing::Test::HasFatalFailure()) return;
+      }
+    };
+    step(21, "prefill");
+    for (int i = 0; i < 20 && !::testing::Test::HasFatalFailure(); ++i) step(1, "single step");
+  }
+  // Each sequence's greedy next token from the batch's logits lb.
+  std::vector<int> argmax_rows(const std::vector<float>& lb) const {
+    std::vector<int> tok(B);
+    for (int s = 0; s < B; ++s) {
+      const std::vector<float> r = row(lb, s);
+      tok[s] = int(std::max_element(r.begin(), r.end()) - r.begin());
+    }
+    return tok;
+  }
+};
+
 void compare_batch_with_singles(const Model<float>& model, int B, bool graphs, std::uint64_t seed) {
   const ModelConfig& mc = model.config();
-  const int V = mc.vocab_size;
-  CudaDecoderOptions o;
-  o.cuda_graphs = graphs;
-  if (mc.seq_layer == SeqLayerKind::SoftmaxAttention) o.max_context = 128;
-  std::vector<std::unique_ptr<CudaDecoder>> single;
-  for (int s = 0; s < B; ++s) single.push_back(std::make_unique<CudaDecoder>(model, o));
-  o.batch = B;
-  o.products = DecodeProducts::Exact;
-  CudaDecoder batch(model, o);
+  BatchBesideSingles t(model, B, graphs, DecodeProducts::Exact);
+  CudaDecoder& batch = *t.batch;
   EXPECT_EQ(batch.batch(), B);
   EXPECT_NE(batch.describe().find("batch " + std::to_string(B) + ", exact products"),
             std::string::npos)
       << batch.describe();
   std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<int> byte(0, 255);
   std::vector<float> lb, ls;
-  // Checks every sequence's row of lb against its batch-1 decoder's logits after feeding `steps`
-  // (step-major: steps[i·B + s]).
-  auto step_and_check = [&](const std::vector<int>& steps, const char* what) {
-    batch.feed_batch(steps, lb);
-    ASSERT_EQ(lb.size(), std::size_t(B) * V);
-    const std::size_t n = steps.size() / B;
-    for (int s = 0; s < B; ++s) {
-      std::vector<int> mine(n);
-      for (std::size_t i = 0; i < n; ++i) mine[i] = steps[i * B + s];
-      single[s]->feed(mine, ls);
-      const std::size_t diff = bit_differences(lb.data() + std::size_t(s) * V, ls.data(), V);
-      ASSERT_EQ(diff, 0u) << what << ": sequence " << s << " of " << B << " at position "
-                          << batch.position() << ": " << diff << " logits differ, worst rel. "
-                          << rel_diff(std::vector<float>(lb.begin() + std::size_t(s) * V,
-                                                         lb.begin() + std::size_t(s + 1) * V),
-                                      ls);
-    }
-  };
-  std::vector<int> prompt(std::size_t(21) * B);
-  for (int& t : prompt) t = byte(rng);
-  step_and_check(prompt, "prefill");
+  t.feed_and_check(rng, lb,
+                   [&](int s, const std::vector<float>& got, const std::vector<float>& ref,
+                       const char* what) {
+                     const std::size_t diff = bit_differences(got.data(), ref.data(), t.V);
+                     ASSERT_EQ(diff, 0u) << what << ": sequence " << s << " of " << B
+                                         << " at position " << batch.position() << ": " << diff
+                                         << " logits differ, worst rel. " << rel_diff(got, ref);
+                   });
   if (::testing::Test::HasFatalFailure()) return;
-  for (int i = 0; i < 20; ++i) {
-    std::vector<int> one(B);
-    for (int& t : one) t = byte(rng);
-    step_and_check(one, "single step");
-    if (::testing::Test::HasFatalFailure()) return;
-  }
   EXPECT_EQ(batch.position(), 41);
   // Greedy: the device's argmax against std::max_element over the batch-1 logits.
-  std::vector<int> tok(B), next;
-  for (int s = 0; s < B; ++s)
-    tok[s] =
-        int(std::max_element(lb.begin() + std::size_t(s) * V, lb.begin() + std::size_t(s + 1) * V) -
-            (lb.begin() + std::size_t(s) * V));
+  std::vector<int> tok = t.argmax_rows(lb), next;
   for (int i = 0; i < 12; ++i) {
     batch.feed_greedy(tok, next);
     ASSERT_EQ(next.size(), std::size_t(B));
     for (int s = 0; s < B; ++s) {
       const int one[1] = {tok[s]};
-      single[s]->feed(one, ls);
+      t.single[s]->feed(one, ls);
       const int want = int(std::max_element(ls.begin(), ls.end()) - ls.begin());
       ASSERT_EQ(next[s], want) << "greedy step " << i << ", sequence " << s;
     }
@@ -751,17 +787,8 @@ TEST(CudaDecoderBatch, EverySequenceIsBitwiseItsBatch1Decoder) {
   const std::uint64_t seed = test_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::printf("[   INFO   ] seed %llu\n", static_cast<unsigned long long>(seed));
-  std::vector<ModelConfig> configs;
-  for (const auto kind : {SeqLayerKind::TTTLinear, SeqLayerKind::TTTMLP})
-    for (const bool mamba : {true, false})
-      configs.push_back(
-          small_model(kind, mamba, mamba == (kind == SeqLayerKind::TTTLinear) ? 16 : 5));
-  configs.push_back(small_model(SeqLayerKind::SoftmaxAttention, false, 16));
-  configs.push_back(small_model(SeqLayerKind::SoftmaxAttention, true, 16));
-  configs.push_back(mamba2_model(64, 2, 128, 16, 16, 4, 2));
-  configs.push_back(mamba2_model(96, 2, 192, 24, 48, 3, 1));
   int i = 0;
-  for (const ModelConfig& c : configs) {
+  for (const ModelConfig& c : batch_test_configs()) {
     const int B = i % 2 == 0 ? 20 : 5;
     const bool graphs = i % 3 != 2;
     SCOPED_TRACE(to_string(c.seq_layer) + (c.mamba_backbone ? " m" : " t") + " batch " +
@@ -798,20 +825,13 @@ void compare_blas_batch_with_singles(const Model<float>& model, int B, bool grap
                                      std::uint64_t seed, double& worst_all) {
   const ModelConfig& mc = model.config();
   const int V = mc.vocab_size;
-  CudaDecoderOptions o;
-  o.cuda_graphs = graphs;
-  if (mc.seq_layer == SeqLayerKind::SoftmaxAttention) o.max_context = 128;
-  std::vector<std::unique_ptr<CudaDecoder>> single;
-  for (int s = 0; s < B; ++s) single.push_back(std::make_unique<CudaDecoder>(model, o));
-  o.batch = B;
-  o.products = DecodeProducts::Cublas;
-  CudaDecoder batch(model, o);
+  BatchBesideSingles t(model, B, graphs, DecodeProducts::Cublas);
+  CudaDecoder& batch = *t.batch;
   const std::string desc = batch.describe();
   EXPECT_NE(desc.find("batch " + std::to_string(B) + ", "), std::string::npos) << desc;
   EXPECT_NE(desc.find("fp32"), std::string::npos) << desc;
   EXPECT_EQ(desc.find("exact products"), std::string::npos) << desc;
   std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<int> byte(0, 255);
   std::vector<float> lb, ls;
   double worst = 0;
   struct Raise {  // worst_all sees this case's worst however the function leaves
@@ -819,39 +839,18 @@ void compare_blas_batch_with_singles(const Model<float>& model, int B, bool grap
     const double& mine;
     ~Raise() { all = std::max(all, mine); }
   } raise{worst_all, worst};
-  auto step_and_check = [&](const std::vector<int>& steps, const char* what) {
-    batch.feed_batch(steps, lb);
-    ASSERT_EQ(lb.size(), std::size_t(B) * V);
-    const std::size_t n = steps.size() / B;
-    for (int s = 0; s < B; ++s) {
-      std::vector<int> mine(n);
-      for (std::size_t i = 0; i < n; ++i) mine[i] = steps[i * B + s];
-      single[s]->feed(mine, ls);
-      const double r = rel_diff(
-          std::vector<float>(lb.begin() + std::size_t(s) * V, lb.begin() + std::size_t(s + 1) * V),
-          ls);
-      worst = std::max(worst, r);
-      ASSERT_LE(r, kTolBlas) << what << ": sequence " << s << " of " << B << " at position "
-                             << batch.position();
-    }
-  };
-  std::vector<int> prompt(std::size_t(21) * B);
-  for (int& t : prompt) t = byte(rng);
-  step_and_check(prompt, "prefill");
+  t.feed_and_check(rng, lb,
+                   [&](int s, const std::vector<float>& got, const std::vector<float>& ref,
+                       const char* what) {
+                     const double r = rel_diff(got, ref);
+                     worst = std::max(worst, r);
+                     ASSERT_LE(r, kTolBlas) << what << ": sequence " << s << " of " << B
+                                            << " at position " << batch.position();
+                   });
   if (::testing::Test::HasFatalFailure()) return;
-  for (int i = 0; i < 20; ++i) {
-    std::vector<int> one(B);
-    for (int& t : one) t = byte(rng);
-    step_and_check(one, "single step");
-    if (::testing::Test::HasFatalFailure()) return;
-  }
   EXPECT_EQ(batch.position(), 41);
   // Greedy: both sides fed the batch's choices, so a near tie cannot make them drift apart.
-  std::vector<int> tok(B), next;
-  for (int s = 0; s < B; ++s)
-    tok[s] =
-        int(std::max_element(lb.begin() + std::size_t(s) * V, lb.begin() + std::size_t(s + 1) * V) -
-            (lb.begin() + std::size_t(s) * V));
+  std::vector<int> tok = t.argmax_rows(lb), next;
   int ties = 0;
   double min_margin = INFINITY;
   for (int i = 0; i < 12; ++i) {
@@ -859,7 +858,7 @@ void compare_blas_batch_with_singles(const Model<float>& model, int B, bool grap
     ASSERT_EQ(next.size(), std::size_t(B));
     for (int s = 0; s < B; ++s) {
       const int one[1] = {tok[s]};
-      single[s]->feed(one, ls);
+      t.single[s]->feed(one, ls);
       double top = 0, margin = 0, big = 0;
       top2(ls.data(), V, top, margin);
       for (float x : ls) big = std::max(big, std::abs(double(x)));
@@ -892,18 +891,9 @@ TEST(CudaDecoderBatch, CublasProductsMatchBatch1WithinRounding) {
   const std::uint64_t seed = test_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::printf("[   INFO   ] seed %llu\n", static_cast<unsigned long long>(seed));
-  std::vector<ModelConfig> configs;
-  for (const auto kind : {SeqLayerKind::TTTLinear, SeqLayerKind::TTTMLP})
-    for (const bool mamba : {true, false})
-      configs.push_back(
-          small_model(kind, mamba, mamba == (kind == SeqLayerKind::TTTLinear) ? 16 : 5));
-  configs.push_back(small_model(SeqLayerKind::SoftmaxAttention, false, 16));
-  configs.push_back(small_model(SeqLayerKind::SoftmaxAttention, true, 16));
-  configs.push_back(mamba2_model(64, 2, 128, 16, 16, 4, 2));
-  configs.push_back(mamba2_model(96, 2, 192, 24, 48, 3, 1));
   double worst = 0;
   int i = 0;
-  for (const ModelConfig& c : configs) {
+  for (const ModelConfig& c : batch_test_configs()) {
     for (const int B : {i % 2 == 0 ? 20 : 5, 64}) {
       const bool graphs = (i + B) % 3 != 2;
       SCOPED_TRACE(to_string(c.seq_layer) + (c.mamba_backbone ? " m" : " t") + " batch " +

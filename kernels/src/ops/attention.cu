@@ -475,7 +475,8 @@ void backward_dispatch(const Params& p, int bh, cudaStream_t st) {
 
 // AttentionPrecision::tf32's own conditions: softmax, head_dim 32/64/128, 16-byte aligned tensors.
 bool check_tf32(const char* fn, AttentionPrecision precision, AttentionKind kind,
-                const AttentionDims& d, std::initializer_list<std::pair<const void*, const char*>> ptrs) {
+                const AttentionDims& d,
+                std::initializer_list<std::pair<const void*, const char*>> ptrs) {
   if (precision == AttentionPrecision::fp32) return false;
   require(precision == AttentionPrecision::tf32, std::string(fn) + ": unknown precision");
   require(kind == AttentionKind::Softmax,
@@ -489,6 +490,17 @@ bool check_tf32(const char* fn, AttentionPrecision precision, AttentionKind kind
             std::string(fn) + ": " + name +
                 " must be 16-byte aligned for AttentionPrecision::tf32 (cudaMalloc gives 256)");
   return true;
+}
+
+// The shape and stream of the tf32 kernels' arguments; the tensors are the caller's to set.
+detail::FlashTf32Args tf32_args(const AttentionDims& d, CUstream_st* stream) {
+  detail::FlashTf32Args t;
+  t.B = d.batch;
+  t.H = d.heads;
+  t.T = d.seq_len;
+  t.d = d.head_dim;
+  t.stream = stream;
+  return t;
 }
 
 }  // namespace
@@ -510,22 +522,18 @@ void attention_forward(const AttentionForwardArgs& a) {
   check_disjoint(fn, a.O, n, "O", a.V, n, "V");
   const bool linear = a.kind == AttentionKind::Linear;
   if (!linear) {
-    for (auto [t, name] : {std::pair{a.Q, "Q"}, std::pair{a.K, "K"}, std::pair{a.V, "V"}, std::pair{(const float*)a.O, "O"}})
+    for (auto [t, name] : {std::pair{a.Q, "Q"}, std::pair{a.K, "K"}, std::pair{a.V, "V"},
+                           std::pair{static_cast<const float*>(a.O), "O"}})
       check_disjoint(fn, a.lse, row_floats(a.dims), "lse", t, n, name);
   }
   if (check_tf32(fn, a.precision, a.kind, a.dims,
                  {{a.Q, "Q"}, {a.K, "K"}, {a.V, "V"}, {a.O, "O"}})) {
-    detail::FlashTf32Args t;
+    detail::FlashTf32Args t = tf32_args(a.dims, a.stream);
     t.Q = a.Q;
     t.K = a.K;
     t.V = a.V;
     t.O = a.O;
     t.lse = a.lse;
-    t.B = a.dims.batch;
-    t.H = a.dims.heads;
-    t.T = a.dims.seq_len;
-    t.d = a.dims.head_dim;
-    t.stream = a.stream;
     detail::flash_tf32_forward(t);
     return;
   }
@@ -607,7 +615,7 @@ void attention_backward(const AttentionBackwardArgs& a) {
   attention_delta_kernel<<<unsigned(blocks), kThreads, 0, a.stream>>>(p, long(rows));
   TTTLAB_CUDA_CHECK(cudaGetLastError());
   if (tf32) {
-    detail::FlashTf32Args t;
+    detail::FlashTf32Args t = tf32_args(a.dims, a.stream);
     t.Q = a.Q;
     t.K = a.K;
     t.V = a.V;
@@ -617,11 +625,6 @@ void attention_backward(const AttentionBackwardArgs& a) {
     t.dQ = a.dQ;
     t.dK = a.dK;
     t.dV = a.dV;
-    t.B = a.dims.batch;
-    t.H = a.dims.heads;
-    t.T = a.dims.seq_len;
-    t.d = a.dims.head_dim;
-    t.stream = a.stream;
     detail::flash_tf32_backward(t);
     return;
   }

@@ -25,6 +25,7 @@
 #include <utility>
 
 #include "common/cuda_check.hpp"
+#include "common/launch.hpp"
 #include "ops/bf16_tiles.cuh"
 #include "ops/flash_attention_sm90a.hpp"
 #include "ttt/ttt_mma.cuh"
@@ -33,6 +34,7 @@
 namespace tttlab::kernels {
 namespace {
 
+using detail::allow_shared_memory;
 using detail::cp_async_commit;
 using detail::cp_async_wait;
 using detail::exp2_fast;
@@ -548,12 +550,7 @@ FlashParams make_params(const AttentionDims& d) {
 template <class Kernel>
 void launch(Kernel kernel, dim3 grid, int threads, std::size_t smem, cudaStream_t st,
             const FlashParams& p) {
-  TTTLAB_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  // All of L1 as shared memory: the blocks per SM are then set by the registers, not the carveout.
-  TTTLAB_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
-                                         cudaFuncAttributePreferredSharedMemoryCarveout,
-                                         int(cudaSharedmemCarveoutMaxShared)));
+  allow_shared_memory(kernel, smem);
   kernel<<<grid, threads, smem, st>>>(p);
   TTTLAB_CUDA_CHECK(cudaGetLastError());
 }

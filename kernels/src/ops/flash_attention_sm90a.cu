@@ -25,6 +25,7 @@
 #include <string>
 
 #include "common/cuda_check.hpp"
+#include "common/launch.hpp"
 #include "ops/flash_attention_sm90a.hpp"
 #include "ops/wgmma.cuh"
 #include "ttt/ttt_mma.cuh"
@@ -337,11 +338,7 @@ template <int D, int BN, int MINB>
 void launch_pipe(const FlashSm90Forward& a) {
   const auto kernel = flash_forward_sm90_pipe<D, BN, MINB>;
   constexpr std::size_t smem = pipe_smem_bytes<D, BN>();
-  TTTLAB_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  TTTLAB_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
-                                         cudaFuncAttributePreferredSharedMemoryCarveout,
-                                         int(cudaSharedmemCarveoutMaxShared)));
+  allow_shared_memory(kernel, smem);
   const dim3 grid(unsigned((a.T + 63) / 64), unsigned(a.B * a.H));
   kernel<<<grid, 128, smem, a.stream>>>(a);
   TTTLAB_CUDA_CHECK(cudaGetLastError());
@@ -711,24 +708,11 @@ __global__ void __launch_bounds__(128, MINB)
 #endif
 }
 
-template <class Kernel>
-void set_smem(Kernel kernel, std::size_t smem) {
-  TTTLAB_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  TTTLAB_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
-                                         cudaFuncAttributePreferredSharedMemoryCarveout,
-                                         int(cudaSharedmemCarveoutMaxShared)));
-}
-
 template <int D, int MINB>
 void launch_tma(const FlashSm90Forward& a) {
   const auto kernel = flash_forward_sm90_tma<D, MINB>;
   constexpr std::size_t smem = std::size_t(64 + 6 * 64) * D * 2 + 1024 + 64;
-  TTTLAB_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  TTTLAB_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
-                                         cudaFuncAttributePreferredSharedMemoryCarveout,
-                                         int(cudaSharedmemCarveoutMaxShared)));
+  allow_shared_memory(kernel, smem);
   const TmaMaps maps{make_map(a.Q, a.B, a.T, a.H, D), make_map(a.K, a.B, a.T, a.H, D),
                      make_map(a.V, a.B, a.T, a.H, D)};
   const dim3 grid(unsigned((a.T + 63) / 64), unsigned(a.B * a.H));
@@ -744,11 +728,11 @@ void launch_backward(const FlashSm90Backward& a) {
   constexpr std::size_t smem = std::size_t(2 + 2 * STAGES) * 64 * D * 2 + 1024 + 64;
   const dim3 grid(unsigned((a.T + 63) / 64), unsigned(a.B * a.H));
   const auto dkdv = flash_dkdv_sm90<D, STAGES, MINB>;
-  set_smem(dkdv, smem);
+  allow_shared_memory(dkdv, smem);
   dkdv<<<grid, 128, smem, a.stream>>>(maps, a);
   TTTLAB_CUDA_CHECK(cudaGetLastError());
   const auto dq = flash_dq_sm90<D, STAGES, MINB>;
-  set_smem(dq, smem);
+  allow_shared_memory(dq, smem);
   dq<<<grid, 128, smem, a.stream>>>(maps, a);
   TTTLAB_CUDA_CHECK(cudaGetLastError());
 }

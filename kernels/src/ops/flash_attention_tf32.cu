@@ -28,6 +28,7 @@
 #include <cstdint>
 
 #include "common/cuda_check.hpp"
+#include "common/launch.hpp"
 #include "ops/flash_attention_tf32.hpp"
 #include "ttt/ttt_mma.cuh"
 
@@ -452,11 +453,7 @@ __global__ void __launch_bounds__(kBwdThreads, D <= 64 ? 2 : 1) tf32_dq_kernel(T
 template <class Kernel>
 void launch(Kernel kernel, dim3 grid, int threads, std::size_t smem, cudaStream_t st,
             const Tf32Params& p) {
-  TTTLAB_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  TTTLAB_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
-                                         cudaFuncAttributePreferredSharedMemoryCarveout,
-                                         int(cudaSharedmemCarveoutMaxShared)));
+  allow_shared_memory(kernel, smem);
   kernel<<<grid, threads, smem, st>>>(p);
   TTTLAB_CUDA_CHECK(cudaGetLastError());
 }
