@@ -349,10 +349,9 @@ void launch_pipe(const FlashSm90Forward& a) {
 // in the 128-byte swizzle the descriptors name, rows past T zero-filled); the warpgroup waits on the
 // stage's mbarrier. No thread computes a load address and no block barrier is needed per tile: the
 // stage tile j + 2 overwrites was last read by P_{j−1} V_{j−1}, which had completed for the whole
-// warpgroup before thread 0 passed its wait on it. A version with two warpgroups sharing each K and
-// V tile (128 queries per block, stages released through a shared counter) measured 11–29 % slower
-// on an H200, and so did that code run with one warpgroup: the loss lies in its release scheme, and
-// the sharing itself is untried.
+// warpgroup before thread 0 passed its wait on it. Two warpgroups sharing each K and V tile (128
+// queries per block), with or without turns at the tensor cores, measured 9–27 % slower on an
+// H200 (docs/KERNELS.md, "Attention baselines").
 struct TmaMaps {
   CUtensorMap q, k, v;
 };
