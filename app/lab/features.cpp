@@ -29,6 +29,8 @@
 #include "lab/nonparametric/nonparametric_settings.hpp"
 #include "lab/primal_dual/primal_dual_module.hpp"
 #include "lab/primal_dual/primal_dual_settings.hpp"
+#include "lab/designer/designer_module.hpp"
+#include "lab/designer/designer_settings.hpp"
 #include "lab/recall/recall_module.hpp"
 #include "lab/recall/recall_settings.hpp"
 #include "lab/training/training_module.hpp"
@@ -45,6 +47,7 @@ const MeasureSet& primal_dual_measures();
 const MeasureSet& evaluation_measures();
 const MeasureSet& nonparametric_measures();
 const MeasureSet& recall_measures();
+const MeasureSet& designer_measures();
 const MeasureSet& latency_measures();
 
 namespace {
@@ -115,6 +118,11 @@ const std::vector<Feature>& features() {
        "attention and softmax attention at equal width, accuracy against the number of pairs, and "
        "a forgetting map.",
        &make<RecallModule>, &RecallPanelSettings::scene, &recall_measures()},
+      {kDesignerId, "Layer designer",
+       "Build a fast-weight layer from six components (state, inner loss, forgetting, optimizer, "
+       "step size, when it updates), see which named member it is or is nearest to, and race its "
+       "recall and inner loss against a member's.",
+       &make<DesignerModule>, &DesignerPanelSettings::scene, &designer_measures()},
       {kLatencyId, "Latency lab",
        "Time per token against the context length T, for prefill and for decode: TTT-Linear, "
        "TTT-MLP, softmax and linear attention and Mamba-2 at the same size, on the CPU and, where "

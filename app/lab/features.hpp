@@ -34,6 +34,7 @@ inline constexpr const char* kEvaluationId = "evaluation";
 inline constexpr const char* kGenerationId = "generation";
 inline constexpr const char* kNonparametricId = "nonparametric";
 inline constexpr const char* kRecallId = "recall";
+inline constexpr const char* kDesignerId = "designer";
 inline constexpr const char* kLatencyId = "latency";
 
 // What the engine modules share: one model library (a model is loaded once, and a checkpoint opened

@@ -291,6 +291,25 @@ TEST(DesignedMemory, RetentionAndOptimizers) {
   }
 }
 
+// A per-token rate runs as the fixed one (the gate is the outer loop's to learn), bit for bit.
+TEST(DesignedMemory, PerTokenRateIsFixedWithoutAnOuterLoop) {
+  const int d = 10;
+  DesignParams p;
+  p.width = d;
+  p.eta = 0.8;
+  FastWeightRule r = dm_matrix(FastWeightLoss::Squared);
+  DesignedMemory fixed(r, p);
+  r.rate = FastWeightRate::PerToken;
+  DesignedMemory gated(r, p);
+  std::mt19937_64 rng(dm_announce(19));
+  for (int t = 0; t < 20; ++t) {
+    const RowVectorXd k = dm_unit(d, rng), v = dm_unit(d, rng);
+    fixed.write(k, v);
+    gated.write(k, v);
+  }
+  EXPECT_EQ(fixed.weights()[0], gated.weights()[0]);
+}
+
 // ∇ℓ against central differences of ℓ for every loss and both states, at a random state.
 TEST(DesignedMemory, GradientMatchesFiniteDifferences) {
   const int d = 5;

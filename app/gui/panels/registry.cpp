@@ -11,6 +11,7 @@ std::unique_ptr<Panel> make_minibatch_panel();      // panel_minibatch.cpp
 std::unique_ptr<Panel> make_primal_dual_panel();    // panel_primal_dual.cpp
 std::unique_ptr<Panel> make_nonparametric_panel();  // panel_nonparametric.cpp
 std::unique_ptr<Panel> make_recall_panel();         // panel_recall.cpp
+std::unique_ptr<Panel> make_designer_panel();       // panel_designer.cpp
 std::unique_ptr<Panel> make_latency_panel();        // panel_latency.cpp
 std::unique_ptr<Panel> make_training_panel();       // panel_training.cpp
 std::unique_ptr<Panel> make_evaluation_panel();     // panel_evaluation.cpp
@@ -26,6 +27,7 @@ std::vector<std::unique_ptr<Panel>> make_panels() {
   p.push_back(make_primal_dual_panel());
   p.push_back(make_nonparametric_panel());
   p.push_back(make_recall_panel());
+  p.push_back(make_designer_panel());
   p.push_back(make_latency_panel());
   p.push_back(make_training_panel());
   p.push_back(make_evaluation_panel());

@@ -11,6 +11,7 @@
 
 #include "lab/engine/compute_device.hpp"
 #include "lab/engine/job.hpp"
+#include "lab/designer/designer_types.hpp"
 #include "lab/inner_curves/curves_types.hpp"
 #include "lab/latency/latency_types.hpp"
 #include "lab/evaluation/evaluation_types.hpp"
@@ -34,7 +35,7 @@ struct CancelJob {
 using Command = std::variant<CancelJob, LibraryOpen, LibraryLoad, StepperConfigure, StepperTransport,
                              StepperSetSpeed, PrimalDualRun, EvolutionConfigure, CurvesRun, SweepRun,
                              TrainStart, TrainControl, TrainOpen, EvaluationRun, GenerateStart, GenerateStop,
-                             NonparametricRun, RecallRun, LatencyRun, SetComputeDevice>;
+                             NonparametricRun, RecallRun, DesignerRun, LatencyRun, SetComputeDevice>;
 
 // Where panels send commands. Engine implements it; tests use a recording sink.
 // Thread-safety: post() may be called from any thread and never blocks on engine work.

@@ -14,6 +14,7 @@
 
 #include "lab/engine/command.hpp"
 #include "lab/engine/compute_device.hpp"
+#include "lab/designer/designer_types.hpp"
 #include "lab/inner_curves/curves_types.hpp"
 #include "lab/latency/latency_types.hpp"
 #include "lab/evaluation/evaluation_types.hpp"
@@ -57,6 +58,7 @@ struct Snapshot {
   std::shared_ptr<const GenerationView> generation;
   std::shared_ptr<const NonparametricView> nonparametric;
   std::shared_ptr<const RecallView> recall;
+  std::shared_ptr<const DesignerView> designer;
   std::shared_ptr<const LatencyView> latency;
   std::shared_ptr<const ComputeView> compute;  // which device the panels compute on
   std::vector<JobStatus> jobs;  // running jobs and those finished in the last few seconds

@@ -16,7 +16,6 @@ using Eigen::MatrixXd;
 using Eigen::RowVectorXd;
 
 constexpr double kLnEps = 1e-6;
-constexpr std::uint64_t kGateStream = 0x67617465ULL;   // "gate"
 constexpr std::uint64_t kDecayStream = 0x64656361ULL;  // "deca"
 
 // Muon's orthogonalisation: five Newton–Schulz steps of the quintic X ← aX + (b XXᵀ + c (XXᵀ)²) X
@@ -65,7 +64,6 @@ struct DesignedMemory::Impl {
   std::vector<MatrixXd> start;  // mini_batch: the state the batch's gradients are taken at
   int in_batch = 0;             // pairs of the current mini-batch or chunk so far
   std::vector<RowVectorXd> pending_k, pending_v;  // large_chunk
-  RowVectorXd gate;             // per_token rate: g
   Eigen::VectorXd channel;      // channel_decay: a_c for rows c = 0 … 4d − 1
 
   bool mlp() const { return rule.state == FastWeightState::Mlp; }
@@ -126,13 +124,11 @@ struct DesignedMemory::Impl {
         (dz * W[1].transpose()).cwiseProduct(pre.unaryExpr([](double s) { return gelu_tanh_grad(s); }));
     return {k.transpose() * da, h.transpose() * dz};
   }
-  double rate(const RowVectorXd& k, int position) const {
+  double rate(int position) const {
     switch (rule.rate) {
-      case FastWeightRate::Fixed: return p.eta;
-      case FastWeightRate::PerToken: {
-        const double a = std::sqrt(static_cast<double>(p.width)) * k.dot(gate);
-        return p.eta / (1.0 + std::exp(-a));
-      }
+      // A per-token gate is learned by the outer loop, which this memory does not run (see the header).
+      case FastWeightRate::Fixed:
+      case FastWeightRate::PerToken: return p.eta;
       case FastWeightRate::PerPosition: return p.eta / static_cast<double>(position);
     }
     return p.eta;
@@ -182,12 +178,6 @@ DesignedMemory::DesignedMemory(const FastWeightRule& rule, const DesignParams& p
   }
   if (rule.optimizer != FastWeightOptimizer::Gd)
     for (const MatrixXd& x : m->w) m->vel.push_back(MatrixXd::Zero(x.rows(), x.cols()));
-  if (rule.rate == FastWeightRate::PerToken) {
-    Rng rng(p.seed, kGateStream);
-    m->gate.resize(d);
-    for (Eigen::Index i = 0; i < d; ++i) m->gate(i) = rng.normal();
-    m->gate.normalize();
-  }
   if (rule.retention == FastWeightRetention::ChannelDecay) {
     Rng rng(p.seed, kDecayStream);
     m->channel.resize(4 * d);
@@ -213,10 +203,10 @@ void DesignedMemory::write(const RowVectorXd& k, const RowVectorXd& v) {
       // state every read of the chunk used.
       s.retain(s.w, s.p.eta);
       std::vector<MatrixXd> G = s.grad(s.w, s.pending_k[0], s.pending_v[0]);
-      for (std::size_t j = 0; j < G.size(); ++j) G[j] *= s.rate(s.pending_k[0], 1) / s.p.eta;
+      for (std::size_t j = 0; j < G.size(); ++j) G[j] *= s.rate(1) / s.p.eta;
       for (std::size_t t = 1; t < s.pending_k.size(); ++t) {
         const std::vector<MatrixXd> gt = s.grad(s.w, s.pending_k[t], s.pending_v[t]);
-        const double wt = s.rate(s.pending_k[t], static_cast<int>(t) + 1) / s.p.eta;
+        const double wt = s.rate(static_cast<int>(t) + 1) / s.p.eta;
         for (std::size_t j = 0; j < G.size(); ++j) G[j] += wt * gt[j];
       }
       s.step(s.w, G, s.p.eta);
@@ -229,7 +219,7 @@ void DesignedMemory::write(const RowVectorXd& k, const RowVectorXd& v) {
   // One step per pair; mini_batch takes the gradients at its batch's start state (b = 1 otherwise).
   const int b = g == FastWeightGranularity::MiniBatch ? s.p.chunk : 1;
   const int position = s.in_batch + 1;
-  const double eta_t = s.rate(k, position);
+  const double eta_t = s.rate(position);
   if (s.in_batch == 0) {
     s.retain(s.w, eta_t);
     if (b > 1) s.start = s.w;

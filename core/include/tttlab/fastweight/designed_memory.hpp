@@ -17,8 +17,10 @@
 //                order, §11.2): scalar_decay W ← α W; channel_decay W ← diag(a) W (row c of each
 //                matrix by a_c = α^{u_c}, u_c ~ U(0.5, 1.5) from the seed); weight_decay
 //                W ← (1 − η_t λ) W; none
-//   rate         η_t: fixed η; per_token η·σ(√d ⟨k, g⟩) with g a fixed random unit vector (a gate
-//                that opens for some keys, as a learned β_t does, but untrained); per_position η / i
+//   rate         η_t: fixed η; per_token η as well: a per-token gate β_t is learned by the outer loop,
+//                which this memory does not have (an untrained gate is noise, and made the delta
+//                rule recall worse than linear attention; a layer trained with `tttlab train` has a
+//                real one); per_position η / i
 //                for the i-th token of its mini-batch or chunk (i = 1 with one step per token)
 //   optimizer    on the gradient G: gd W ← W − η G; momentum M ← μM + G, W ← W − η M; muon the same
 //                momentum, stepped along its orthogonalised direction (five Newton–Schulz steps)
@@ -45,7 +47,7 @@ namespace tttlab {
 
 struct DesignParams {
   int width = 32;              // d, in [recall::kMinWidth, recall::kMaxWidth]
-  std::uint64_t seed = 0;      // the MLP's W₁, the per-token gate g, the channel decays
+  std::uint64_t seed = 0;      // the MLP's W₁ and the channel decays
   double eta = 1.0;            // η > 0
   double decay = 0.95;         // α ∈ (0, 1]: scalar_decay, and the centre of channel_decay
   double weight_decay = 0.05;  // λ ∈ [0, 1/η): weight_decay's (1 − η_t λ) stays positive
