@@ -486,7 +486,8 @@ TEST(Mamba2Cuda, UnsupportedShapesAreRefusedBeforeAnyLaunch) {
 // gradients (sums over every row), against 1e-2 for a wrong or missing term. The bf16 outputs (the
 // bf16 step's operands) must be bitwise the round-to-nearest-even of the fp32 outputs of the same
 // call without them: the same operations, only the store rounded. Shapes: C of 96 (not whole warps of
-// float4 columns), 32 and 1536 (the 125m preset's d_inner), T shorter than the conv's 4 taps, and not.
+// float4 columns), 32, 1536 (the 125m preset's d_inner) and 2048 (the widest the gate + RMSNorm
+// kernels take: their other instance, of 512 threads), T shorter than the conv's 4 taps, and not.
 struct FusedCase {
   int B, T, di, cd, W;
 };
@@ -505,7 +506,8 @@ TEST(Mamba2Cuda, FusedPassesMatchTheCpuInFp64) {
   const float eps = 1e-5f;
   constexpr int K = 4;
   for (const FusedCase& c : {FusedCase{2, 37, 96, 128, 244}, FusedCase{3, 3, 32, 48, 84},
-                             FusedCase{1, 70, 1536, 1664, 3224}}) {
+                             FusedCase{1, 70, 1536, 1664, 3224},
+                             FusedCase{2, 45, 2048, 2176, 4256}}) {
     const int R = c.B * c.T, di = c.di, cd = c.cd, W = c.W;
     SCOPED_TRACE("B=" + std::to_string(c.B) + " T=" + std::to_string(c.T) + " C=" +
                  std::to_string(di) + " conv C=" + std::to_string(cd) + " W=" + std::to_string(W));

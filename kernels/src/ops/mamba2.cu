@@ -1403,37 +1403,75 @@ __global__ void __launch_bounds__(kGateNormMaxThreads)
   }
 }
 
+// The backward's rows stream through shared memory kGateNormStages − 1 steps ahead (cp.async):
+// each thread copies its own float4 column of y, z and dn for a later step and reads back only what
+// it copied, so no barrier guards the stages. Up to 384 threads (C ≤ 1536, the 125m preset's
+// d_inner) it is held to 80 registers, two blocks per SM. Before, with only its step's two rows in
+// flight and 84 registers (one block of 384 threads per SM), it took 193 µs at R = 16384, C = 1536,
+// near twice its memory floor.
+constexpr int kGateNormStages = 3, kGateNormTwoBlockThreads = 384;
+std::size_t gate_norm_backward_smem(int threads) {
+  return sizeof(float4) * kGateNormStages * kGateNormRows * 3 * std::size_t(threads);
+}
+
 // The backward of normed = RMSNorm(g)·w, g = y ⊙ silu(z), from dn = dnormed, per row:
 //   x̂ = g·r, dg = r·(dn ⊙ w) − c·x̂ with c = r·(Σ dn ⊙ w ⊙ g)·r / C  (the RMSNorm op's backward),
 //   dy = dg ⊙ silu(z), dz = dg ⊙ y ⊙ silu′(z)                         (mamba2_gate_backward's),
 // and partial[chunk, c] = Σ over the chunk's rows of dn ⊙ x̂ (w's gradient, summed over the chunks
 // after). dz goes to its columns of in_proj's output gradient (row stride ld_dz4), or only its bf16
 // rounding to dz16, which the products then read.
-__global__ void __launch_bounds__(kGateNormMaxThreads)
+template <int MAX_THREADS, int MIN_BLOCKS>
+__global__ void __launch_bounds__(MAX_THREADS, MIN_BLOCKS)
     gate_norm_backward_kernel(const float4* __restrict__ y, const float4* __restrict__ z, int ld_z4,
                               const float4* __restrict__ w, const float4* __restrict__ dn, int R,
                               int C4, float eps, float4* __restrict__ dy, float4* __restrict__ dz,
                               std::uint16_t* __restrict__ dz16, int ld_dz4,
                               float4* __restrict__ partial) {
+  extern __shared__ __align__(16) float smf[];
   __shared__ float s_sum[2][2 * kGateNormRows][32];
-  const int c4 = threadIdx.x;
+  // stage[((slot·kGateNormRows + i)·3 + k)·threads + c4]: row i of the slot's step, k = y, z, dn
+  float4* stage = reinterpret_cast<float4*>(smf);
+  const int c4 = threadIdx.x, threads = blockDim.x;
   const bool active = c4 < C4;
   const float4 wv = active ? w[c4] : f4_zero();
   const float C = float(4 * C4);
   float4 acc = f4_zero();
-  const int r_end = min(R, (blockIdx.x + 1) * kNormChunkRows);
+  const int r_begin = blockIdx.x * kNormChunkRows, r_end = min(R, r_begin + kNormChunkRows);
+  const int steps = (r_end - r_begin + kGateNormRows - 1) / kGateNormRows;
+  auto at = [&](int slot, int i, int k) -> float4* {
+    return stage + ((slot * kGateNormRows + i) * 3 + k) * threads + c4;
+  };
+  auto issue = [&](int step) {  // one commit group per step, empty past the last
+    if (step < steps) {
+      const int slot = step % kGateNormStages;
+#pragma unroll
+      for (int i = 0; i < kGateNormRows; ++i) {
+        const int r = r_begin + step * kGateNormRows + i;
+        if (!active || r >= r_end) continue;
+        detail::cp_async16(at(slot, i, 0), y + std::size_t(r) * C4 + c4, 16);
+        detail::cp_async16(at(slot, i, 1), z + std::size_t(r) * ld_z4 + c4, 16);
+        detail::cp_async16(at(slot, i, 2), dn + std::size_t(r) * C4 + c4, 16);
+      }
+    }
+    detail::cp_async_commit();
+  };
+#pragma unroll
+  for (int step = 0; step < kGateNormStages - 1; ++step) issue(step);
   int buf = 0;
-  for (int r0 = blockIdx.x * kNormChunkRows; r0 < r_end; r0 += kGateNormRows) {
+  for (int step = 0; step < steps; ++step) {
+    // The slot refilled here was read into registers (and used) in the last step.
+    issue(step + kGateNormStages - 1);
+    detail::cp_async_wait<kGateNormStages - 1>();  // this step's group has landed
+    const int r0 = r_begin + step * kGateNormRows, slot = step % kGateNormStages;
     float4 yv[kGateNormRows], zv[kGateNormRows], gv[kGateNormRows], dv[kGateNormRows];
-    float sums[kGateNormRows][2];  // Σ g², Σ dn ⊙ w ⊙ g
 #pragma unroll
     for (int i = 0; i < kGateNormRows; ++i) {
-      const int r = r0 + i;
-      const bool ok = active && r < r_end;
-      yv[i] = ok ? y[std::size_t(r) * C4 + c4] : f4_zero();
-      zv[i] = ok ? z[std::size_t(r) * ld_z4 + c4] : f4_zero();
-      dv[i] = ok ? dn[std::size_t(r) * C4 + c4] : f4_zero();
+      const bool ok = active && r0 + i < r_end;
+      yv[i] = ok ? *at(slot, i, 0) : f4_zero();
+      zv[i] = ok ? *at(slot, i, 1) : f4_zero();
+      dv[i] = ok ? *at(slot, i, 2) : f4_zero();
     }
+    float sums[kGateNormRows][2];  // Σ g², Σ dn ⊙ w ⊙ g
 #pragma unroll
     for (int i = 0; i < kGateNormRows; ++i) {
       gv[i] = make_float4(yv[i].x * silu_f(zv[i].x), yv[i].y * silu_f(zv[i].y),
@@ -1792,8 +1830,14 @@ void mamba2_gate_norm_backward(const float* y, const float* z, int ld_z, const f
   require(y && z && w && dnormed && dy && dw && workspace, fn, "a pointer is null");
   require(aligned16({y, z, w, dnormed, dy, dz, workspace}) && aligned8(dz16), fn,
           "the fp32 arrays must be 16-byte aligned and dz16 8-byte aligned");
-  const int n = norm_chunks(R);
-  gate_norm_backward_kernel<<<n, gate_norm_threads(C), 0, stream>>>(
+  const int n = norm_chunks(R), threads = gate_norm_threads(C);
+  const std::size_t smem = gate_norm_backward_smem(threads);
+  const auto kernel = threads <= kGateNormTwoBlockThreads
+                          ? gate_norm_backward_kernel<kGateNormTwoBlockThreads, 2>
+                          : gate_norm_backward_kernel<kGateNormMaxThreads, 1>;
+  TTTLAB_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  kernel<<<n, threads, smem, stream>>>(
       reinterpret_cast<const float4*>(y), reinterpret_cast<const float4*>(z), ld_z / 4,
       reinterpret_cast<const float4*>(w), reinterpret_cast<const float4*>(dnormed), R, C / 4, eps,
       reinterpret_cast<float4*>(dy), reinterpret_cast<float4*>(dz), dz16, ld_dz / 4,
