@@ -505,9 +505,9 @@ TEST(Mamba2Cuda, FusedPassesMatchTheCpuInFp64) {
   std::normal_distribution<double> nd(0.0, 1.0);
   const float eps = 1e-5f;
   constexpr int K = 4;
-  for (const FusedCase& c : {FusedCase{2, 37, 96, 128, 244}, FusedCase{3, 3, 32, 48, 84},
-                             FusedCase{1, 70, 1536, 1664, 3224},
-                             FusedCase{2, 45, 2048, 2176, 4256}}) {
+  for (const FusedCase& c :
+       {FusedCase{2, 37, 96, 128, 244}, FusedCase{3, 3, 32, 48, 84},
+        FusedCase{1, 70, 1536, 1664, 3224}, FusedCase{2, 45, 2048, 2176, 4256}}) {
     const int R = c.B * c.T, di = c.di, cd = c.cd, W = c.W;
     SCOPED_TRACE("B=" + std::to_string(c.B) + " T=" + std::to_string(c.T) + " C=" +
                  std::to_string(di) + " conv C=" + std::to_string(cd) + " W=" + std::to_string(W));

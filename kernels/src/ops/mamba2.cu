@@ -1706,8 +1706,8 @@ void mamba2_scan_backward(const Mamba2ScanBackwardArgs& a) {
                                    a.stream>>>(ws.dS, a.decay, d.chunks(), PN);
       check_launch();
       // 8-byte accesses to X, dY and dX where their rows allow them (every layer's shape).
-      const bool pairs = a.ld_x % 2 == 0 && a.ld_y % 2 == 0 && a.ld_dx % 2 == 0 &&
-                         aligned8(a.X) && aligned8(a.dY) && aligned8(a.dX);
+      const bool pairs = a.ld_x % 2 == 0 && a.ld_y % 2 == 0 && a.ld_dx % 2 == 0 && aligned8(a.X) &&
+                         aligned8(a.dY) && aligned8(a.dX);
       const auto kernel = pairs ? chunk_grad_mma_kernel<P, N, true> : chunk_grad_mma_kernel<P, N>;
       const std::size_t smem = mma_grad_smem<P, N>();
       TTTLAB_CUDA_CHECK(
