@@ -416,6 +416,36 @@ TEST(Mamba2Cuda, TensorCoreScanOverHeadGroupsMatchesTheCpuInFp64) {
   }
 }
 
+// The tensor-core backward reads X and dY and writes dX in 8-byte pairs where every row stride is
+// even (the layer's shapes) and one float at a time elsewhere: the same values, so an odd stride of
+// xbc and dxbc (one padding column) must give the same bits as the even one.
+TEST(Mamba2Cuda, TensorCoreScanGivesTheSameBitsAtAnOddRowStride) {
+  TTTLAB_SEEDED_GPU_TEST();
+  for (const ScanCase& c : {ScanCase{2, 130, 3, 64, 64, 64}, ScanCase{1, 100, 2, 32, 128, 64}}) {
+    SCOPED_TRACE(describe(c));
+    ScanInputs even = make_inputs(c, rng);
+    even.xbc = bf16_values(even.xbc);
+    even.dY = bf16_values(even.dY);
+    ScanInputs odd = even;
+    odd.ldx = even.ldx + 1;
+    odd.xbc.assign(std::size_t(even.R) * odd.ldx, 7.f);
+    for (int r = 0; r < even.R; ++r)
+      for (int j = 0; j < even.ldx; ++j)
+        odd.xbc[std::size_t(r) * odd.ldx + j] = even.xbc[std::size_t(r) * even.ldx + j];
+    ASSERT_EQ(odd.ldx % 2, 1);
+    const ScanGpu a = gpu_scan(even, 0.5f, true), b = gpu_scan(odd, 0.5f, true);
+    EXPECT_EQ(b.Y, a.Y);
+    EXPECT_EQ(b.states, a.states);
+    EXPECT_EQ(b.dX, a.dX);
+    EXPECT_EQ(b.dB, a.dB);
+    EXPECT_EQ(b.dC, a.dC);
+    EXPECT_EQ(b.ddt_raw, a.ddt_raw);
+    EXPECT_EQ(b.ddt_bias, a.ddt_bias);
+    EXPECT_EQ(b.dA_log, a.dA_log);
+    EXPECT_EQ(b.dD, a.dD);
+  }
+}
+
 TEST(Mamba2Cuda, UnsupportedShapesAreRefusedBeforeAnyLaunch) {
   EXPECT_EQ(mamba2_scan_unsupported({2, 64, 2, 64, 64, 64}), "");
   EXPECT_NE(mamba2_scan_unsupported({2, 64, 2, 64, 64, 65}).find("chunk"), std::string::npos);
@@ -456,7 +486,8 @@ TEST(Mamba2Cuda, UnsupportedShapesAreRefusedBeforeAnyLaunch) {
 // gradients (sums over every row), against 1e-2 for a wrong or missing term. The bf16 outputs (the
 // bf16 step's operands) must be bitwise the round-to-nearest-even of the fp32 outputs of the same
 // call without them: the same operations, only the store rounded. Shapes: C of 96 (not whole warps of
-// float4 columns), 32 and 1536 (the 125m preset's d_inner), T shorter than the conv's 4 taps, and not.
+// float4 columns), 32, 1536 (the 125m preset's d_inner) and 2048 (the widest the gate + RMSNorm
+// kernels take: their other instance, of 512 threads), T shorter than the conv's 4 taps, and not.
 struct FusedCase {
   int B, T, di, cd, W;
 };
@@ -474,8 +505,9 @@ TEST(Mamba2Cuda, FusedPassesMatchTheCpuInFp64) {
   std::normal_distribution<double> nd(0.0, 1.0);
   const float eps = 1e-5f;
   constexpr int K = 4;
-  for (const FusedCase& c : {FusedCase{2, 37, 96, 128, 244}, FusedCase{3, 3, 32, 48, 84},
-                             FusedCase{1, 70, 1536, 1664, 3224}}) {
+  for (const FusedCase& c :
+       {FusedCase{2, 37, 96, 128, 244}, FusedCase{3, 3, 32, 48, 84},
+        FusedCase{1, 70, 1536, 1664, 3224}, FusedCase{2, 45, 2048, 2176, 4256}}) {
     const int R = c.B * c.T, di = c.di, cd = c.cd, W = c.W;
     SCOPED_TRACE("B=" + std::to_string(c.B) + " T=" + std::to_string(c.T) + " C=" +
                  std::to_string(di) + " conv C=" + std::to_string(cd) + " W=" + std::to_string(W));

@@ -293,17 +293,25 @@ constexpr int kConvBackwardTile = N == 1 ? 8 : 4;
 static_assert(kChunkRows % (kConvRowGroups * kConvBackwardTile<1>) == 0 &&
                   kChunkRows % (kConvRowGroups * kConvBackwardTile<2>) == 0,
               "row groups of whole tiles");
-template <int K, bool ROPE, int N, bool SILU = false>
-__global__ void __launch_bounds__(kConvPartialColumns* kConvRowGroups)
+// Mamba-2's conv + silu backward (SILU) holds a longer u window: with the tiles of 8 rows and 64
+// columns it took 172 registers, one block of 256 threads per SM and 2.7× its memory floor. It runs
+// tiles of 4 rows in blocks of 32 columns (128 threads), four blocks per SM at 128 registers with
+// no spills (13 whole column blocks at C = 1664, where 64 columns left half of the last one idle).
+// A group's rows are summed in the same order whatever the tile, so the results are the same bits.
+constexpr int kSiluTile = 4, kSiluColumns = 32, kSiluMinBlocks = 4;
+static_assert(kChunkRows % (kConvRowGroups * kSiluTile) == 0, "row groups of whole tiles");
+template <int K, bool ROPE, int N, bool SILU = false, int TILE = kConvBackwardTile<N>,
+          int COLS = kConvPartialColumns, int MINB = 1>
+__global__ void __launch_bounds__(COLS* kConvRowGroups, MINB)
     conv_backward_vec4_kernel(const float4* __restrict__ u, ConvBackwardSet<N> set, int R, int T,
                               int C4, float4* __restrict__ du, bool accumulate,
                               std::uint16_t* __restrict__ du16, ConvRope rope, int ld_u4,
                               int ld_du4, const float* __restrict__ silu_bias) {
   static_assert(!SILU || (N == 1 && !ROPE), "the silu backward is Mamba-2's single convolution");
-  constexpr int kTile = kConvBackwardTile<N>;
+  constexpr int kTile = TILE;
   constexpr int kXRows = kTile + (SILU ? 2 : 1) * (K - 1);  // the u window
   constexpr int kXKeep = kXRows - kTile;                    // its rows kept from the last tile
-  __shared__ float4 s_acc[N * (K + 1) * kConvPartialColumns];
+  __shared__ float4 s_acc[N * (K + 1) * COLS];
   const int c4 = blockIdx.x * blockDim.x + threadIdx.x;
   const int group = threadIdx.y;
   const bool active = c4 < C4;
@@ -736,10 +744,9 @@ void mamba2_conv_silu_backward(const float* u, int ld_u, const float* w, const f
   // kept), then du (or its bf16 copy) into its columns of the caller's [R, ld_du] rows, and the
   // weight sums.
   const ConvBackwardSet<1> set{{w}, {reinterpret_cast<const float4*>(dxbc)}, {workspace}};
-  const dim3 grid(unsigned((C / 4 + kConvPartialColumns - 1) / kConvPartialColumns),
-                  unsigned(chunks(R)));
-  conv_backward_vec4_kernel<4, false, 1, true>
-      <<<grid, dim3(kConvPartialColumns, kConvRowGroups), 0, stream>>>(
+  const dim3 grid(unsigned((C / 4 + kSiluColumns - 1) / kSiluColumns), unsigned(chunks(R)));
+  conv_backward_vec4_kernel<4, false, 1, true, kSiluTile, kSiluColumns, kSiluMinBlocks>
+      <<<grid, dim3(kSiluColumns, kConvRowGroups), 0, stream>>>(
           reinterpret_cast<const float4*>(u), set, R, T, C / 4, reinterpret_cast<float4*>(du),
           false, du16, ConvRope{}, ld_u / 4, ld_du / 4, bias);
   check_launch();

@@ -658,9 +658,11 @@ constexpr std::size_t mma_grad_smem() {
 }
 
 // (2) state_pass_kernel and dstate_pass_kernel with four state elements per thread (16-byte loads and
-// stores) and the loads of eight chunks issued before their stores (the same sums in the same order):
-// the plain loops wait for one global load per chunk. PN is a multiple of 4 (P, N ≥ 32).
-constexpr int kPassBatch = 8;
+// stores) and the loads of kPassBatch chunks issued before their stores (the same sums in the same
+// order): the plain loops wait for one global load per chunk. PN is a multiple of 4 (P, N ≥ 32).
+// With 32 chunks' loads in flight (184 and 214 registers) instead of 8, the two passes took 51 and
+// 50 µs instead of 66 and 81 at B8 T2048 (every chunk of a sequence of 2048 at once).
+constexpr int kPassBatch = 32;
 
 __device__ __forceinline__ void axpy4(float4& run, float d, float4 x) {
   run.x = d * run.x + x.x;
@@ -931,7 +933,9 @@ template <int P, int N>
 constexpr int grad_min_blocks() {  // two blocks per SM where the tiles leave room for two
   return mma_grad_smem<P, N>() <= 110 * 1024 ? 2 : 1;
 }
-template <int P, int N>
+// VEC: X and dY read and dX written in 8-byte pairs (the launch takes it where every stride is
+// even), the same values as one float at a time; at B8 T2048 the kernel took 322 µs instead of 364.
+template <int P, int N, bool VEC = false>
 __global__ void __launch_bounds__(kMmaThreads, grad_min_blocks<P, N>())
     chunk_grad_mma_kernel(Mamba2ScanBackwardArgs a, Workspace ws, int heads_per_block) {
   constexpr int LP = P + 8, LN = N + 8, PT = P / 16;
@@ -1103,15 +1107,36 @@ __global__ void __launch_bounds__(kMmaThreads, grad_min_blocks<P, N>())
         for (int u = 0; u < 2; ++u) {
           const int p = frag_col(nt, u, 0);
           float* dx = a.dX + (k.row0 + j) * a.ld_dx + k.h * P + p;
+          float xs[2], dys[2], dxs[2];
+          if (VEC) {
+            const float2 x2 = *reinterpret_cast<const float2*>(X + j * a.ld_x + p);
+            const float2 y2 = *reinterpret_cast<const float2*>(dY + j * a.ld_y + p);
+            xs[0] = x2.x;
+            xs[1] = x2.y;
+            dys[0] = y2.x;
+            dys[1] = y2.y;
+          } else {
+#pragma unroll
+            for (int c = 0; c < 2; ++c) {
+              xs[c] = X[j * a.ld_x + p + c];
+              dys[c] = dY[j * a.ld_y + p + c];
+            }
+          }
 #pragma unroll
           for (int c = 0; c < 2; ++c) {
-            const float x = X[j * a.ld_x + p + c], dy = dY[j * a.ld_y + p + c];
+            const float x = xs[c], dy = dys[c];
             const float dxd = gy[u][2 * r + c] + w[j] * bds[u][2 * r + c];
             om[r] += x * bds[u][2 * r + c];
             tm[r] += dy * csp[u][2 * r + c];
             xv[r] += x * dxd;
             dD_part += dy * x;
-            dx[c] = sdt[j] * dxd + Dh * dy;
+            dxs[c] = sdt[j] * dxd + Dh * dy;
+          }
+          if (VEC) {
+            *reinterpret_cast<float2*>(dx) = make_float2(dxs[0], dxs[1]);
+          } else {
+            dx[0] = dxs[0];
+            dx[1] = dxs[1];
           }
         }
       }
@@ -1378,37 +1403,75 @@ __global__ void __launch_bounds__(kGateNormMaxThreads)
   }
 }
 
+// The backward's rows stream through shared memory kGateNormStages − 1 steps ahead (cp.async):
+// each thread copies its own float4 column of y, z and dn for a later step and reads back only what
+// it copied, so no barrier guards the stages. Up to 384 threads (C ≤ 1536, the 125m preset's
+// d_inner) it is held to 80 registers, two blocks per SM. Before, with only its step's two rows in
+// flight and 84 registers (one block of 384 threads per SM), it took 193 µs at R = 16384, C = 1536,
+// near twice its memory floor.
+constexpr int kGateNormStages = 3, kGateNormTwoBlockThreads = 384;
+std::size_t gate_norm_backward_smem(int threads) {
+  return sizeof(float4) * kGateNormStages * kGateNormRows * 3 * std::size_t(threads);
+}
+
 // The backward of normed = RMSNorm(g)·w, g = y ⊙ silu(z), from dn = dnormed, per row:
 //   x̂ = g·r, dg = r·(dn ⊙ w) − c·x̂ with c = r·(Σ dn ⊙ w ⊙ g)·r / C  (the RMSNorm op's backward),
 //   dy = dg ⊙ silu(z), dz = dg ⊙ y ⊙ silu′(z)                         (mamba2_gate_backward's),
 // and partial[chunk, c] = Σ over the chunk's rows of dn ⊙ x̂ (w's gradient, summed over the chunks
 // after). dz goes to its columns of in_proj's output gradient (row stride ld_dz4), or only its bf16
 // rounding to dz16, which the products then read.
-__global__ void __launch_bounds__(kGateNormMaxThreads)
+template <int MAX_THREADS, int MIN_BLOCKS>
+__global__ void __launch_bounds__(MAX_THREADS, MIN_BLOCKS)
     gate_norm_backward_kernel(const float4* __restrict__ y, const float4* __restrict__ z, int ld_z4,
                               const float4* __restrict__ w, const float4* __restrict__ dn, int R,
                               int C4, float eps, float4* __restrict__ dy, float4* __restrict__ dz,
                               std::uint16_t* __restrict__ dz16, int ld_dz4,
                               float4* __restrict__ partial) {
+  extern __shared__ __align__(16) float smf[];
   __shared__ float s_sum[2][2 * kGateNormRows][32];
-  const int c4 = threadIdx.x;
+  // stage[((slot·kGateNormRows + i)·3 + k)·threads + c4]: row i of the slot's step, k = y, z, dn
+  float4* stage = reinterpret_cast<float4*>(smf);
+  const int c4 = threadIdx.x, threads = blockDim.x;
   const bool active = c4 < C4;
   const float4 wv = active ? w[c4] : f4_zero();
   const float C = float(4 * C4);
   float4 acc = f4_zero();
-  const int r_end = min(R, (blockIdx.x + 1) * kNormChunkRows);
+  const int r_begin = blockIdx.x * kNormChunkRows, r_end = min(R, r_begin + kNormChunkRows);
+  const int steps = (r_end - r_begin + kGateNormRows - 1) / kGateNormRows;
+  auto at = [&](int slot, int i, int k) -> float4* {
+    return stage + ((slot * kGateNormRows + i) * 3 + k) * threads + c4;
+  };
+  auto issue = [&](int step) {  // one commit group per step, empty past the last
+    if (step < steps) {
+      const int slot = step % kGateNormStages;
+#pragma unroll
+      for (int i = 0; i < kGateNormRows; ++i) {
+        const int r = r_begin + step * kGateNormRows + i;
+        if (!active || r >= r_end) continue;
+        detail::cp_async16(at(slot, i, 0), y + std::size_t(r) * C4 + c4, 16);
+        detail::cp_async16(at(slot, i, 1), z + std::size_t(r) * ld_z4 + c4, 16);
+        detail::cp_async16(at(slot, i, 2), dn + std::size_t(r) * C4 + c4, 16);
+      }
+    }
+    detail::cp_async_commit();
+  };
+#pragma unroll
+  for (int step = 0; step < kGateNormStages - 1; ++step) issue(step);
   int buf = 0;
-  for (int r0 = blockIdx.x * kNormChunkRows; r0 < r_end; r0 += kGateNormRows) {
+  for (int step = 0; step < steps; ++step) {
+    // The slot refilled here was read into registers (and used) in the last step.
+    issue(step + kGateNormStages - 1);
+    detail::cp_async_wait<kGateNormStages - 1>();  // this step's group has landed
+    const int r0 = r_begin + step * kGateNormRows, slot = step % kGateNormStages;
     float4 yv[kGateNormRows], zv[kGateNormRows], gv[kGateNormRows], dv[kGateNormRows];
-    float sums[kGateNormRows][2];  // Σ g², Σ dn ⊙ w ⊙ g
 #pragma unroll
     for (int i = 0; i < kGateNormRows; ++i) {
-      const int r = r0 + i;
-      const bool ok = active && r < r_end;
-      yv[i] = ok ? y[std::size_t(r) * C4 + c4] : f4_zero();
-      zv[i] = ok ? z[std::size_t(r) * ld_z4 + c4] : f4_zero();
-      dv[i] = ok ? dn[std::size_t(r) * C4 + c4] : f4_zero();
+      const bool ok = active && r0 + i < r_end;
+      yv[i] = ok ? *at(slot, i, 0) : f4_zero();
+      zv[i] = ok ? *at(slot, i, 1) : f4_zero();
+      dv[i] = ok ? *at(slot, i, 2) : f4_zero();
     }
+    float sums[kGateNormRows][2];  // Σ g², Σ dn ⊙ w ⊙ g
 #pragma unroll
     for (int i = 0; i < kGateNormRows; ++i) {
       gv[i] = make_float4(yv[i].x * silu_f(zv[i].x), yv[i].y * silu_f(zv[i].y),
@@ -1642,7 +1705,10 @@ void mamba2_scan_backward(const Mamba2ScanBackwardArgs& a) {
       dstate_pass_batched_kernel<<<dim3((PN / 4 + 255) / 256, d.batch * d.heads), 256, 0,
                                    a.stream>>>(ws.dS, a.decay, d.chunks(), PN);
       check_launch();
-      const auto kernel = chunk_grad_mma_kernel<P, N>;
+      // 8-byte accesses to X, dY and dX where their rows allow them (every layer's shape).
+      const bool pairs = a.ld_x % 2 == 0 && a.ld_y % 2 == 0 && a.ld_dx % 2 == 0 && aligned8(a.X) &&
+                         aligned8(a.dY) && aligned8(a.dX);
+      const auto kernel = pairs ? chunk_grad_mma_kernel<P, N, true> : chunk_grad_mma_kernel<P, N>;
       const std::size_t smem = mma_grad_smem<P, N>();
       TTTLAB_CUDA_CHECK(
           cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
@@ -1764,8 +1830,14 @@ void mamba2_gate_norm_backward(const float* y, const float* z, int ld_z, const f
   require(y && z && w && dnormed && dy && dw && workspace, fn, "a pointer is null");
   require(aligned16({y, z, w, dnormed, dy, dz, workspace}) && aligned8(dz16), fn,
           "the fp32 arrays must be 16-byte aligned and dz16 8-byte aligned");
-  const int n = norm_chunks(R);
-  gate_norm_backward_kernel<<<n, gate_norm_threads(C), 0, stream>>>(
+  const int n = norm_chunks(R), threads = gate_norm_threads(C);
+  const std::size_t smem = gate_norm_backward_smem(threads);
+  const auto kernel = threads <= kGateNormTwoBlockThreads
+                          ? gate_norm_backward_kernel<kGateNormTwoBlockThreads, 2>
+                          : gate_norm_backward_kernel<kGateNormMaxThreads, 1>;
+  TTTLAB_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  kernel<<<n, threads, smem, stream>>>(
       reinterpret_cast<const float4*>(y), reinterpret_cast<const float4*>(z), ld_z / 4,
       reinterpret_cast<const float4*>(w), reinterpret_cast<const float4*>(dnormed), R, C / 4, eps,
       reinterpret_cast<float4*>(dy), reinterpret_cast<float4*>(dz), dz16, ld_dz / 4,
