@@ -382,7 +382,16 @@ TEST(DesignedMemory, RejectsBadParameters) {
   bad([](DesignParams& q) { q.decay = 1.5; });
   bad([](DesignParams& q) { q.momentum = 1; });
   bad([](DesignParams& q) { q.chunk = 0; });
-  bad([](DesignParams& q) { q.weight_decay = 2; });
+  bad([](DesignParams& q) { q.weight_decay = -1; });
+  {
+    // η·λ ≥ 1 is refused only where weight decay is the retention.
+    DesignParams q = p;
+    q.weight_decay = 2;
+    EXPECT_NO_THROW(DesignedMemory(r, q));
+    FastWeightRule w = r;
+    w.retention = FastWeightRetention::WeightDecay;
+    EXPECT_THROW(DesignedMemory(w, q), std::invalid_argument);
+  }
   DesignedMemory m(r, p);
   EXPECT_THROW(m.write(RowVectorXd::Zero(3), RowVectorXd::Zero(p.width)), std::invalid_argument);
   EXPECT_THROW(m.set_weights({MatrixXd::Zero(2, 2)}), std::invalid_argument);

@@ -214,8 +214,9 @@ class DesignerPanel final
         ImGui::SliderInt("##chunk", &p.chunk, 1, 160, "%d pairs", ImGuiSliderFlags_Logarithmic);
         run |= ImGui::IsItemDeactivatedAfterEdit();
       }
-      // Keep the state file's limit: η·λ < 1.
-      if (p.weight_decay * p.eta >= 1.0) p.weight_decay = 0.99 / p.eta;
+      // Weight decay's limit, η·λ < 1: a larger η pulls λ down with it.
+      if (d.retention == FastWeightRetention::WeightDecay && p.weight_decay * p.eta >= 1.0)
+        p.weight_decay = 0.99 / p.eta;
     }
     if (classroom::visible("designer.compare")) {
       widgets::section_label("COMPARE WITH");

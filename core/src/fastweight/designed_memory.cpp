@@ -45,9 +45,11 @@ void validate(const FastWeightRule& rule, const DesignParams& p) {
     throw std::invalid_argument("the step η must be in (0, 100]");
   if (!(p.decay > 0.0 && p.decay <= 1.0))
     throw std::invalid_argument("the decay α must be in (0, 1]: 1 keeps everything");
-  if (!(p.weight_decay >= 0.0 && p.weight_decay * p.eta < 1.0))
+  if (!(p.weight_decay >= 0.0 && p.weight_decay <= 100.0))
+    throw std::invalid_argument("the weight decay λ must be in [0, 100]");
+  if (rule.retention == FastWeightRetention::WeightDecay && !(p.weight_decay * p.eta < 1.0))
     throw std::invalid_argument(
-        "the weight decay λ must be ≥ 0 with η·λ < 1, or a step would flip the weights' sign");
+        "with weight decay, η·λ must stay below 1, or a step would flip the weights' sign");
   if (!(p.momentum >= 0.0 && p.momentum < 1.0))
     throw std::invalid_argument("the momentum μ must be in [0, 1)");
   if (p.chunk < 1 || p.chunk > 4096)

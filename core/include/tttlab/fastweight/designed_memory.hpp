@@ -50,7 +50,7 @@ struct DesignParams {
   std::uint64_t seed = 0;      // the MLP's W₁ and the channel decays
   double eta = 1.0;            // η > 0
   double decay = 0.95;         // α ∈ (0, 1]: scalar_decay, and the centre of channel_decay
-  double weight_decay = 0.05;  // λ ∈ [0, 1/η): weight_decay's (1 − η_t λ) stays positive
+  double weight_decay = 0.05;  // λ ∈ [0, 100], below 1/η with weight_decay: (1 − η_t λ) > 0
   double momentum = 0.9;       // μ ∈ [0, 1)
   int chunk = 16;              // b (mini_batch) or C (large_chunk), in [1, 4096]
   bool operator==(const DesignParams&) const = default;
