@@ -110,6 +110,7 @@ void run(const EvalArgs& a) {
   }
   std::string device_note;
   TrainDeviceRequest request = a.device.request();
+  refuse_gpu_without_kernels(request, model->config());  // before a GPU is looked for
   request.forward_only = true;  // nothing here trains: long windows then fit on the GPU
   const TrainBackendFactory backend = command_line_backend(request, device_note);
   Trainer t(cfg, std::move(data), backend);

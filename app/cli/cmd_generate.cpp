@@ -25,6 +25,8 @@
 #include "tttlab/device.hpp"
 #include "tttlab/model/decoder.hpp"
 #include "tttlab/model/checkpoint.hpp"
+#include "tttlab/model/config.hpp"
+#include "tttlab/model/model.hpp"
 #include "tttlab/util/rng.hpp"
 #ifdef TTTLAB_HAVE_CUDA
 #include "tttlab/kernels/decode_cuda.hpp"
@@ -56,6 +58,10 @@ std::unique_ptr<TokenDecoder> make_decoder(const std::string& device, const Mode
   } catch (const std::invalid_argument& e) {
     throw CLI::ValidationError(e.what());
   }
+  // A layer without GPU kernels (DeltaNet, Gated DeltaNet) stops here, before a GPU is looked for.
+  if (request == DeviceRequest::CUDA)
+    if (const std::string why = gpu_kernels_missing(model.config().seq_layer); !why.empty())
+      throw CLI::ValidationError("--device cuda: " + why + "; use --device cpu");
   const DeviceSelection sel = select_device(request);  // DeviceError (exit 1) for cuda without a GPU
   note = sel.note;
   if (sel.device.kind == DeviceKind::CUDA) {

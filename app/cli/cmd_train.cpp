@@ -67,6 +67,13 @@ void run(const TrainArgs& a, CLI::App* cmd) {
       throw CLI::ValidationError("--precision bf16 trains on a GPU; the CPU engine computes in fp32 (leave out --precision)");
     request.precision = GpuGemmPrecision::Bf16;
   }
+  // A layer without GPU kernels stops here under --device cuda or --gpus, before a GPU is looked for
+  // or the model is built (a resumed run's layer is checked when its checkpoint is read).
+  if (a.resume.empty() && (request.device == DeviceRequest::CUDA || !a.gpus.empty())) {
+    TrainDeviceRequest asked = request;
+    if (!a.gpus.empty()) asked.gpus = -1;
+    refuse_gpu_without_kernels(asked, a.model.build(cmd));
+  }
   if (!a.gpus.empty()) {
     try {
       job = job_from_environment();

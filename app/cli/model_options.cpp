@@ -7,11 +7,13 @@ namespace tttlab::cli {
 void ModelOptions::add_to(CLI::App* cmd) {
   cmd->add_option("--preset", preset, "Model size: tiny (~1M parameters), small (~11M), 125m")
       ->check(CLI::IsMember({"tiny", "small", "125m"}))->capture_default_str();
-  cmd->add_option("--layer", layer, "Sequence layer")
-      ->check(CLI::IsMember({"ttt-linear", "ttt-mlp", "linear-attention", "softmax-attention", "mamba2"}))
+  cmd->add_option("--layer", layer, "Sequence layer (deltanet and gated-deltanet: the CPU only for now)")
+      ->check(CLI::IsMember({"ttt-linear", "ttt-mlp", "linear-attention", "softmax-attention", "mamba2",
+                             "deltanet", "gated-deltanet"}))
       ->capture_default_str();
   cmd->add_option("--backbone", backbone,
-                  "m: Mamba-style (pre-conv, shared Q/K + convs, gate); t: Transformer (mamba2: always t, its default)")
+                  "m: Mamba-style (pre-conv, shared Q/K + convs, gate); t: Transformer (mamba2, deltanet, "
+                  "gated-deltanet: always t, their default)")
       ->check(CLI::IsMember({"t", "m"}))->capture_default_str();
   cmd->add_option("--hidden-size", hidden_size, "Override the width D")->check(CLI::Range(1, 1 << 16));
   cmd->add_option("--layers", layers, "Override the number of blocks")->check(CLI::Range(1, 1024));
@@ -26,6 +28,10 @@ void ModelOptions::add_to(CLI::App* cmd) {
   cmd->add_option("--mamba2-headdim", mamba2_headdim, "Mamba-2: channels per head P, dividing 2 * D (default 64)")
       ->check(CLI::Range(1, 1 << 16));
   cmd->add_option("--mamba2-chunk", mamba2_chunk, "Mamba-2: the chunk length of the training scan (default 64)")
+      ->check(CLI::Range(1, 1 << 16));
+  cmd->add_option("--deltanet-chunk", deltanet_chunk,
+                  "DeltaNet, Gated DeltaNet: the chunk length of the chunked (UT) form in training and evaluation "
+                  "(default 64; heads from --heads, convolution width conv_kernel 4; CPU only)")
       ->check(CLI::Range(1, 1 << 16));
   cmd->add_flag("--no-inner-ln", no_inner_ln, "Variant: no LayerNorm inside the inner model");
   cmd->add_flag("--no-inner-residual", no_inner_residual, "Variant: no residual in the inner model (target V)");
@@ -47,10 +53,12 @@ ModelConfig ModelOptions::build(const CLI::App* cmd) const {
     c = ModelConfig::preset(preset);
     c.seq_layer = seq_layer_from_string(layer);
     c.mamba_backbone = backbone == "m";
-    // Mamba-2 is a whole Mamba block and sits in the Transformer block: "t" unless --backbone m was
-    // asked for, which validate() then refuses with its reason.
+    // Mamba-2 is a whole Mamba block and sits in the Transformer block, and so do DeltaNet and Gated
+    // DeltaNet with their own short convolutions: "t" unless --backbone m was asked for, which
+    // validate() then refuses with its reason.
     const CLI::Option* given = cmd ? cmd->get_option_no_throw("--backbone") : nullptr;
-    if (c.seq_layer == SeqLayerKind::Mamba2 && !(given && given->count() > 0)) c.mamba_backbone = false;
+    if ((c.seq_layer == SeqLayerKind::Mamba2 || c.is_deltanet()) && !(given && given->count() > 0))
+      c.mamba_backbone = false;
     if (hidden_size) c.hidden_size = hidden_size;
     if (layers) c.num_hidden_layers = layers;
     if (heads) c.num_attention_heads = heads;
@@ -59,6 +67,7 @@ ModelConfig ModelOptions::build(const CLI::App* cmd) const {
     if (mamba2_d_state) c.mamba2_d_state = mamba2_d_state;
     if (mamba2_headdim) c.mamba2_headdim = mamba2_headdim;
     if (mamba2_chunk) c.mamba2_chunk_size = mamba2_chunk;
+    if (deltanet_chunk) c.deltanet_chunk_size = deltanet_chunk;
     c.ttt_base_lr = base_lr >= 0 ? base_lr : default_ttt_base_lr(c.seq_layer);
     c.scan_checkpoint_group_size = remat_group;
     c.inner_layer_norm = !no_inner_ln;

@@ -25,15 +25,25 @@ TrainBackendFactory train_backend_for(const TrainDeviceRequest& request, std::st
   o.forward_only = request.forward_only;
   const bool forced = request.device == DeviceRequest::CUDA;
   return [o, forced, &note](const TrainBackendContext& ctx) -> std::unique_ptr<TrainBackend> {
-    const std::string why = kernels::cuda_train_unsupported(ctx.model->config());
+    // A layer without any GPU kernels first (a resumed run's layer is known only here).
+    const std::string missing = gpu_kernels_missing(ctx.model->config().seq_layer);
+    const std::string why = missing.empty() ? kernels::cuda_train_unsupported(ctx.model->config())
+                                            : missing + "; use --device cpu";
     if (why.empty()) return std::make_unique<kernels::CudaTrainBackend>(ctx, o);
     if (forced) throw TrainDeviceUnsupported("--device cuda: " + why);
-    note = why + "; using the CPU";
+    note = (missing.empty() ? why : missing) + "; using the CPU";
     return make_cpu_train_backend(ctx);
   };
 #else
   return {};  // select_device() never picks CUDA in a build without the kernels
 #endif
+}
+
+void refuse_gpu_without_kernels(const TrainDeviceRequest& request, const ModelConfig& model) {
+  if (request.device != DeviceRequest::CUDA && request.gpus == 0) return;
+  if (const std::string why = gpu_kernels_missing(model.seq_layer); !why.empty())
+    throw CLI::ValidationError(request.gpus != 0 ? "--gpus: " + why + "; leave out --gpus"
+                                                 : "--device cuda: " + why + "; use --device cpu");
 }
 
 int parse_gpu_count(const std::string& text) {

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "tttlab/device.hpp"
+#include "tttlab/model/config.hpp"
 #include "tttlab/train/backend.hpp"
 #include "tttlab/train/data_parallel.hpp"
 
@@ -44,6 +45,11 @@ TrainBackendFactory train_backend_for(const TrainDeviceRequest& request, std::st
 // itself throws for too few GPUs, no NCCL, or a model the GPU cannot train (each one line).
 TrainBackendFactory data_parallel_backend_for(const TrainDeviceRequest& request, const JobEnvironment& job,
                                               std::string& note);
+
+// `cuda` (or data-parallel GPUs) asked for a model whose layer has no GPU kernels at all
+// (gpu_kernels_missing): a usage error (CLI::ValidationError) naming it, raised before any device is
+// looked for or anything is allocated. Nothing for another request or a layer with kernels.
+void refuse_gpu_without_kernels(const TrainDeviceRequest& request, const ModelConfig& model);
 
 // "all" → −1, "N" (1 ≤ N ≤ 1024) → N; std::invalid_argument otherwise.
 int parse_gpu_count(const std::string& text);

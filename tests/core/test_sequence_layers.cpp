@@ -1,5 +1,6 @@
 // The sequence layers behind one interface: TTT-Linear, TTT-MLP, linear attention, softmax attention,
-// Mamba-2 (whose own tests are tests/core/test_mamba2.cpp).
+// Mamba-2 (whose own tests are tests/core/test_mamba2.cpp), DeltaNet and Gated DeltaNet (theirs:
+// tests/core/test_deltanet_layer.cpp).
 // Every layer streams (chunks and single tokens give the full forward), its backward matches finite
 // differences in fp64, and the TTT layer in the Theorem 1 configuration IS the linear-attention layer.
 #include <gtest/gtest.h>
@@ -8,6 +9,7 @@
 
 #include "core/nn/grad_check.hpp"
 #include "tttlab/seq/attention_layers.hpp"
+#include "tttlab/seq/deltanet_layer.hpp"
 #include "tttlab/seq/mamba2_layer.hpp"
 #include "tttlab/ttt/layer.hpp"
 #include "tttlab/verify.hpp"
@@ -38,6 +40,13 @@ std::unique_ptr<SequenceLayer<double>> make_layer(const std::string& kind, int D
     m.chunk_size = 4;
     Rng r(seed);
     return std::make_unique<Mamba2Layer<double>>(m, Mamba2Params<double>::init(m, 0.3, r));
+  }
+  if (kind == "deltanet" || kind == "gated-deltanet") {
+    // Chunks of 4, so that T = 13 and 9 end in a short chunk.
+    DeltaNetConfig c;
+    c.width = D, c.heads = H, c.chunk_size = 4, c.gated = kind == "gated-deltanet";
+    Rng r(seed);
+    return std::make_unique<DeltaNetLayer<double>>(c, DeltaNetParams<double>::init(c, 0.3, r));
   }
   AttentionConfig a{D, H, true, 1e4};
   // Scale 0.3 instead of 0.02 so the attention patterns are far from uniform.
@@ -99,7 +108,8 @@ TEST_P(EveryLayer, BackwardMatchesFiniteDifferences) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Layers, EveryLayer,
-                         ::testing::Values("ttt-linear", "ttt-mlp", "linear-attention", "softmax-attention", "mamba2"),
+                         ::testing::Values("ttt-linear", "ttt-mlp", "linear-attention", "softmax-attention", "mamba2",
+                                           "deltanet", "gated-deltanet"),
                          [](const auto& param_info) {
                            std::string n = param_info.param;
                            for (char& c : n)

@@ -121,6 +121,8 @@ std::string ModelInfo::layer_name() const {
     case SeqLayerKind::LinearAttention: return "linear attention";
     case SeqLayerKind::SoftmaxAttention: return "softmax attention";
     case SeqLayerKind::Mamba2: return "Mamba-2";
+    case SeqLayerKind::DeltaNet: return "DeltaNet";
+    case SeqLayerKind::GatedDeltaNet: return "Gated DeltaNet";
   }
   return "?";
 }

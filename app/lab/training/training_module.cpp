@@ -43,8 +43,9 @@ TrainConfig run_config(const TrainSettings& s) {
   try {
     ModelConfig m = ModelConfig::preset(s.preset);
     m.seq_layer = seq_layer_from_string(s.layer);
-    // Mamba-2 is a whole Mamba block: the Transformer block holds it (ModelConfig::validate).
-    m.mamba_backbone = s.mamba && m.seq_layer != SeqLayerKind::Mamba2;
+    // Mamba-2 is a whole Mamba block, and DeltaNet and Gated DeltaNet have their own convolutions:
+    // the Transformer block holds them (ModelConfig::validate).
+    m.mamba_backbone = s.mamba && m.seq_layer != SeqLayerKind::Mamba2 && !m.is_deltanet();
     m.mini_batch_size = s.mini_batch;
     m.ttt_base_lr = s.base_lr > 0 ? s.base_lr : default_ttt_base_lr(m.seq_layer);
     return train_config(m, s);

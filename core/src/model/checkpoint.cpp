@@ -3,7 +3,7 @@
 // The walk is driven by Model::for_each_param, whose names are already the official ones except for
 // the per-head inner state ("...W1[h]"), which is stacked over heads here. Each internal tensor maps to
 // a file tensor by one of four rules: transposed (nn.Linear weights, stored [out, in]), depthwise conv
-// ([D, K] -> [D, 1, K], Mamba-2's conv1d too), per-head rows with a unit middle axis (θ_lr [H, D] -> [H, 1, D], β_lr [H] ->
+// ([D, K] -> [D, 1, K], Mamba-2's conv1d and DeltaNet's q/k/v_conv1d too), per-head rows with a unit middle axis (θ_lr [H, D] -> [H, 1, D], β_lr [H] ->
 // [H, 1]), or as is (vectors and [H, d] norms).
 #include "tttlab/model/checkpoint.hpp"
 
@@ -32,7 +32,7 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 bool is_linear_weight(const std::string& n) {
   for (const char* s : {"q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight", "g_proj.weight",
                         "gate_proj.weight", "up_proj.weight", "down_proj.weight", "in_proj.weight",
-                        "out_proj.weight"})
+                        "out_proj.weight", "a_proj.weight", "b_proj.weight"})
     if (ends_with(n, s)) return true;
   return false;
 }
@@ -158,6 +158,15 @@ std::vector<ParamShape> block_params(const ModelConfig& c) {
     p.insert(p.end(), {{m + "in_proj.weight", D, mc.in_proj_width()}, {m + "conv1d.weight", cd, mc.d_conv},
                        {m + "conv1d.bias", 1, cd}, {m + "dt_bias", 1, nh}, {m + "A_log", 1, nh}, {m + "D", 1, nh},
                        {m + "norm.weight", 1, di}, {m + "out_proj.weight", di, D}});
+  } else if (c.is_deltanet()) {
+    const DeltaNetConfig dc = c.deltanet_config();
+    p.insert(p.end(), {{m + "q_proj.weight", D, D}, {m + "k_proj.weight", D, D}, {m + "v_proj.weight", D, D},
+                       {m + "b_proj.weight", D, H}, {m + "q_conv1d.weight", D, K}, {m + "k_conv1d.weight", D, K},
+                       {m + "v_conv1d.weight", D, K}});
+    if (dc.gated)
+      p.insert(p.end(), {{m + "a_proj.weight", D, H}, {m + "A_log", 1, H}, {m + "dt_bias", 1, H},
+                         {m + "g_proj.weight", D, D}});
+    p.insert(p.end(), {{m + "o_norm.weight", 1, d}, {m + "o_proj.weight", D, D}});
   } else {
     for (const char* n : {"q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight"}) p.push_back({m + n, D, D});
   }

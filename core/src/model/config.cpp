@@ -22,16 +22,26 @@ std::string to_string(SeqLayerKind k) {
     case SeqLayerKind::LinearAttention: return "linear-attention";
     case SeqLayerKind::SoftmaxAttention: return "softmax-attention";
     case SeqLayerKind::Mamba2: return "mamba2";
+    case SeqLayerKind::DeltaNet: return "deltanet";
+    case SeqLayerKind::GatedDeltaNet: return "gated-deltanet";
   }
   return "?";
 }
 
 SeqLayerKind seq_layer_from_string(const std::string& s) {
   for (SeqLayerKind k : {SeqLayerKind::TTTLinear, SeqLayerKind::TTTMLP, SeqLayerKind::LinearAttention,
-                         SeqLayerKind::SoftmaxAttention, SeqLayerKind::Mamba2})
+                         SeqLayerKind::SoftmaxAttention, SeqLayerKind::Mamba2, SeqLayerKind::DeltaNet,
+                         SeqLayerKind::GatedDeltaNet})
     if (s == to_string(k)) return k;
   bad("unknown layer '" + clip(s, 40) +
-      "' (expected ttt-linear, ttt-mlp, linear-attention, softmax-attention or mamba2)");
+      "' (expected ttt-linear, ttt-mlp, linear-attention, softmax-attention, mamba2, deltanet or "
+      "gated-deltanet)");
+}
+
+std::string gpu_kernels_missing(SeqLayerKind k) {
+  if (k == SeqLayerKind::DeltaNet || k == SeqLayerKind::GatedDeltaNet)
+    return to_string(k) + " has no GPU kernels yet (a later issue); it trains, evaluates and generates on the CPU";
+  return {};
 }
 
 void ModelConfig::validate() const {
@@ -91,6 +101,13 @@ void ModelConfig::validate() const {
       bad("tttlab_mamba2_headdim (" + std::to_string(mamba2_headdim) + ") must divide d_inner = " +
           "tttlab_mamba2_expand * hidden_size (" + std::to_string(d_inner) + ")");
   }
+  if (is_deltanet()) {
+    if (mamba_backbone)
+      bad(to_string(seq_layer) + " is a whole block with its own short convolutions and uses the Transformer "
+          "backbone (t); the Mamba-style backbone (m) would add a second convolution and gate around it");
+    positive(deltanet_chunk_size, "tttlab_deltanet_chunk_size");
+    at_most(deltanet_chunk_size, k_max_mini_batch, "tttlab_deltanet_chunk_size");
+  }
 }
 
 bool ModelConfig::trains(const std::string& name) const {
@@ -140,6 +157,17 @@ Mamba2Config ModelConfig::mamba2_config() const {
   c.expand = mamba2_expand;
   c.headdim = mamba2_headdim;
   c.chunk_size = mamba2_chunk_size;
+  return c;
+}
+
+DeltaNetConfig ModelConfig::deltanet_config() const {
+  DeltaNetConfig c;
+  c.width = hidden_size;
+  c.heads = num_attention_heads;
+  c.conv_kernel = conv_kernel;
+  c.chunk_size = deltanet_chunk_size;
+  c.gated = seq_layer == SeqLayerKind::GatedDeltaNet;
+  c.norm_eps = rms_norm_eps;
   return c;
 }
 
@@ -207,6 +235,7 @@ std::string ModelConfig::to_json() const {
   j["tttlab_mamba2_expand"] = mamba2_expand;
   j["tttlab_mamba2_headdim"] = mamba2_headdim;
   j["tttlab_mamba2_chunk_size"] = mamba2_chunk_size;
+  j["tttlab_deltanet_chunk_size"] = deltanet_chunk_size;
   return j.dump(2) + "\n";
 }
 
@@ -235,6 +264,7 @@ ModelConfig ModelConfig::from_json(const std::string& text, const std::string& s
     get_int("tttlab_mamba2_expand", c.mamba2_expand);
     get_int("tttlab_mamba2_headdim", c.mamba2_headdim);
     get_int("tttlab_mamba2_chunk_size", c.mamba2_chunk_size);
+    get_int("tttlab_deltanet_chunk_size", c.deltanet_chunk_size);
     f.read("ttt_base_lr", c.ttt_base_lr);
     f.read("rope_theta", c.rope_theta);
     f.read("rms_norm_eps", c.rms_norm_eps);

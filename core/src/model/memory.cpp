@@ -25,6 +25,11 @@ double count_params(const ModelConfig& c) {
     const Mamba2Config m = c.mamba2_config();
     const double di = m.d_inner(), cd = m.conv_dim(), nh = m.heads();
     block += D * m.in_proj_width() + cd * m.d_conv + cd + 3 * nh + di + di * D;
+  } else if (c.is_deltanet()) {
+    // q, k, v, o projections, β's projection, the three convolutions, the output norm; gated: the
+    // decay's projection, A_log, dt_bias and the gate's projection.
+    block += 4 * D * D + D * H + 3 * D * K + d;
+    if (c.seq_layer == SeqLayerKind::GatedDeltaNet) block += D * H + 2 * H + D * D;
   } else {
     block += 4 * D * D;
   }
@@ -52,6 +57,12 @@ std::uint64_t estimate_memory(const ModelConfig& c, const MemoryUse& use) {
     const Mamba2Config m = c.mamba2_config();
     const double di = m.d_inner(), cd = m.conv_dim(), nh = m.heads(), Q = m.chunk_size;
     layer = m.in_proj_width() + 2 * cd + nh + 3 * di + nh * m.headdim * m.d_state / std::min(Q, T) + 3 * std::min(Q, T);
+  } else if (c.is_deltanet()) {
+    // The cache beyond the block's 16·D: the projections, the convolutions before and after silu, the
+    // normalised q and k, the inner loop's output, the norm, the gate and o_proj's input (13·D), β and
+    // α (3·H); the backward's T + 1 states of d × d (matrix_rule_backward keeps them all, for one head
+    // at a time; counted in every block, an upper bound).
+    layer = 13 * D + 3 * H + d * d;
   } else if (c.seq_layer == SeqLayerKind::SoftmaxAttention) {
     layer = H * T;
   } else {

@@ -128,6 +128,10 @@ Model<S>::Model(const ModelConfig& cfg, bool zeros, std::uint64_t seed) : m_cfg(
     } else if (cfg.seq_layer == SeqLayerKind::Mamba2) {
       const Mamba2Config mc = cfg.mamba2_config();
       b->mixer = std::make_unique<Mamba2Layer<S>>(mc, zeros ? Mamba2Params<S>::zeros(mc) : Mamba2Params<S>::init(mc, s, rng));
+    } else if (cfg.is_deltanet()) {
+      const DeltaNetConfig dc = cfg.deltanet_config();
+      b->mixer = std::make_unique<DeltaNetLayer<S>>(
+          dc, zeros ? DeltaNetParams<S>::zeros(dc) : DeltaNetParams<S>::init(dc, s, rng));
     } else {
       const AttentionConfig ac = cfg.attention_config();
       AttentionParams<S> p = AttentionParams<S>::init(ac, [&] { return normal() * (s / 0.02); });

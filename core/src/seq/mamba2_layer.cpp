@@ -233,6 +233,12 @@ void mamba2_scan_chunked_backward(ConstMatRef<S> X, ConstMatRef<S> B, ConstMatRe
 }
 double mamba2_softplus(double r) { return softplus<double>(r); }
 double mamba2_softplus_grad(double r) { return softplus_grad<double>(r); }
+double mamba2_init_dt_bias(Rng& rng) {
+  const double dt = std::max(
+      kDtFloor, std::exp(std::log(kDtMin) + rng.uniform() * (std::log(kDtMax) - std::log(kDtMin))));
+  return dt + std::log(-std::expm1(-dt));  // softplus⁻¹(dt)
+}
+double mamba2_init_A_log(Rng& rng) { return std::log(kAMin + (kAMax - kAMin) * rng.uniform()); }
 
 void Mamba2Config::validate() const {
   auto positive = [](int v, const char* name) {
@@ -261,12 +267,9 @@ Mamba2Params<S> Mamba2Params<S>::init(const Mamba2Config& cfg, double std, Rng& 
   p.conv_w = uniform_mat<S>(cd, cfg.d_conv, -bound, bound, rng);
   p.conv_b = uniform_mat<S>(1, cd, -bound, bound, rng);
   p.dt_bias.resize(H);
-  for (int h = 0; h < H; ++h) {
-    const double dt = std::max(kDtFloor, std::exp(std::log(kDtMin) + rng.uniform() * (std::log(kDtMax) - std::log(kDtMin))));
-    p.dt_bias(h) = S(dt + std::log(-std::expm1(-dt)));  // softplus⁻¹(dt)
-  }
+  for (int h = 0; h < H; ++h) p.dt_bias(h) = S(mamba2_init_dt_bias(rng));
   p.A_log.resize(H);
-  for (int h = 0; h < H; ++h) p.A_log(h) = S(std::log(kAMin + (kAMax - kAMin) * rng.uniform()));
+  for (int h = 0; h < H; ++h) p.A_log(h) = S(mamba2_init_A_log(rng));
   p.D = RowVec<S>::Ones(H);
   p.norm_w = RowVec<S>::Ones(di);
   p.out_proj.resize(di, D);

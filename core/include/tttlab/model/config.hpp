@@ -10,6 +10,12 @@
 // scan, a gated norm, out_proj) and sits in the Transformer block ("t" backbone); validate() refuses the
 // "m" backbone with it, whose pre-conv and gate are the TTT paper's copy of what that block already has.
 //
+// DeltaNet and Gated DeltaNet (seq_layer = DeltaNet, GatedDeltaNet; tttlab/seq/deltanet_layer.hpp) are
+// likewise whole blocks with their own short convolutions (and, gated, their own output gate), so they
+// sit in the Transformer block too; they take their heads from num_attention_heads, their convolution
+// width from conv_kernel, their output norm's ε from rms_norm_eps and their chunk from
+// deltanet_chunk_size. They train, evaluate and decode on the CPU only.
+//
 // Backbones: "t" (Transformer: separate Q/K projections, no pre-conv, no gate) and "m" (Mamba-style:
 // pre-conv, shared Q/K projection with conv_q/conv_k, GELU gate), i.e. share_qk = use_gate = pre_conv =
 // (backbone == m), as in ttt-lm-jax's TTTLinear/TTTMLP vs TTTLinearBase/TTTMLPBase.
@@ -19,6 +25,7 @@
 #include <vector>
 
 #include "tttlab/seq/attention_layers.hpp"
+#include "tttlab/seq/deltanet_layer.hpp"
 #include "tttlab/seq/mamba2_layer.hpp"
 #include "tttlab/ttt/layer.hpp"
 
@@ -35,11 +42,26 @@ inline constexpr int k_max_mini_batch = 1 << 16;
 inline constexpr int k_max_conv_kernel = 1 << 10;
 inline constexpr int k_max_positions = 1 << 20;
 
-enum class SeqLayerKind { TTTLinear, TTTMLP, LinearAttention, SoftmaxAttention, Mamba2 };
+enum class SeqLayerKind {
+  TTTLinear,
+  TTTMLP,
+  LinearAttention,
+  SoftmaxAttention,
+  Mamba2,
+  DeltaNet,
+  GatedDeltaNet
+};
 
-// "ttt-linear", "ttt-mlp", "linear-attention", "softmax-attention", "mamba2"
+// "ttt-linear", "ttt-mlp", "linear-attention", "softmax-attention", "mamba2", "deltanet",
+// "gated-deltanet"
 std::string to_string(SeqLayerKind k);
 SeqLayerKind seq_layer_from_string(const std::string& s);  // std::invalid_argument if unknown
+
+// Why no device but the CPU can run a model of this layer at all (empty where GPU kernels exist):
+// DeltaNet and Gated DeltaNet have no GPU kernels yet. One line without advice (callers add what
+// to type instead), for `--device cuda` to stop with before anything is allocated or a GPU is looked
+// for.
+std::string gpu_kernels_missing(SeqLayerKind k);
 
 // The official η_base for a layer: 1.0 for TTT-Linear (and the layers without an inner loop), 0.1
 // for TTT-MLP, whose larger inner model takes smaller steps.
@@ -88,8 +110,14 @@ struct ModelConfig {
   int mamba2_expand = 2;
   int mamba2_headdim = 64;
   int mamba2_chunk_size = 64;
+  // DeltaNet and Gated DeltaNet: the chunk length C of the chunked (UT) form in training and
+  // evaluation (FLA's chunk kernels use 64).
+  int deltanet_chunk_size = 64;
 
   bool is_ttt() const { return seq_layer == SeqLayerKind::TTTLinear || seq_layer == SeqLayerKind::TTTMLP; }
+  bool is_deltanet() const {
+    return seq_layer == SeqLayerKind::DeltaNet || seq_layer == SeqLayerKind::GatedDeltaNet;
+  }
   int head_dim() const { return num_attention_heads > 0 ? hidden_size / num_attention_heads : 0; }
   // Whether the outer loop trains the parameter of this state_dict name (Model::for_each_param's
   // names). Every parameter is trained except the views when learnable_views is false; trainers
@@ -98,11 +126,12 @@ struct ModelConfig {
   // Throws std::invalid_argument with a one-line message naming the field: a non-positive size, a size
   // above the k_max_* bounds above, heads not dividing hidden_size, an odd head dim with RoPE, a negative
   // or non-finite rate, epsilon or range, a Mamba-2 headdim not dividing expand · hidden_size, or
-  // Mamba-2 on the "m" backbone.
+  // Mamba-2, DeltaNet or Gated DeltaNet on the "m" backbone.
   void validate() const;
   TTTLayerConfig ttt_layer_config() const;
   AttentionConfig attention_config() const;
   Mamba2Config mamba2_config() const;
+  DeltaNetConfig deltanet_config() const;
 
   // Presets: "tiny" (~1M parameters, CPU), "small" (~10–30M, GPU), "125m" (the paper's shape with a
   // byte vocabulary, for benchmarks). The layer kind and backbone are set separately.

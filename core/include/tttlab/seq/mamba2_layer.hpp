@@ -95,6 +95,11 @@ void mamba2_scan_chunked_backward(ConstMatRef<S> X, ConstMatRef<S> B, ConstMatRe
 // dt = mamba2_softplus(dt_raw + dt_bias) (r itself above 20, as the reference), and its derivative.
 double mamba2_softplus(double r);
 double mamba2_softplus_grad(double r);
+// One draw of the reference's initialisation (Mamba2Params::init draws dt_bias for every head, then
+// A_log for every head; Gated DeltaNet's decay reuses them): dt_bias = softplus⁻¹(dt) with
+// dt = exp(U[log 0.001, log 0.1]) floored at 1e-4, and A_log = log U[1, 16].
+double mamba2_init_dt_bias(Rng& rng);
+double mamba2_init_A_log(Rng& rng);
 
 template <class S>
 class Mamba2Layer final : public SequenceLayer<S> {

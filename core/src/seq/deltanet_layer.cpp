@@ -1,0 +1,449 @@
+// DeltaNet and Gated DeltaNet as sequence layers (see tttlab/seq/deltanet_layer.hpp; the block's
+// equations and its backward are docs/MATH.md §11.8, the inner loop's §11.2–§11.4).
+#include "tttlab/seq/deltanet_layer.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "tttlab/fastweight/matrix_rules.hpp"
+#include "tttlab/nn/activation_arrays.hpp"
+#include "tttlab/nn/causal_conv.hpp"
+#include "tttlab/nn/norms.hpp"
+#include "tttlab/seq/mamba2_layer.hpp"
+
+namespace tttlab {
+namespace {
+
+[[noreturn]] void bad_deltanet(const std::string& msg) {
+  throw std::invalid_argument("deltanet layer: " + msg);
+}
+
+template <class S>
+struct DeltaNetStream : SequenceState {
+  Mat<S> q_hist, k_hist, v_hist;  // [K−1, D] each: the convolutions' last inputs, oldest first
+  std::vector<Mat<S>> state;      // per head, S_h [d, d]
+};
+
+// What backward needs, all [T, ·] with the heads side by side in the columns.
+template <class S>
+struct DeltaNetCache : LayerCache {
+  Mat<S> x;           // input [T, D]
+  Mat<S> pq, pk, pv;  // the projections, the convolutions' inputs [T, D]
+  Mat<S> cq, ck, cv;  // the convolutions' outputs, before silu [T, D]
+  Mat<S> q, k, v;     // after silu [T, D]
+  Mat<S> qn, kn;      // q̂ (with 1/√d) and k̂ [T, D]
+  Mat<S> beta;        // [T, H]
+  Mat<S> r;           // x W_a + dt_bias [T, H] (gated)
+  Mat<S> alpha;       // [T, H] (gated)
+  Mat<S> o;           // the inner loop's output [T, D]
+  Mat<S> n;           // per-head RMSNorm(o) ⊙ w [T, D]
+  Mat<S> gate;        // x W_g [T, D] (gated)
+  Mat<S> y;           // o_proj's input [T, D]
+};
+
+template <class S>
+S sigmoid(S z) {
+  return S(1) / (S(1) + std::exp(-z));
+}
+
+// The front of the block, shared by both forms: projections, convolutions (continuing the
+// histories), silu, L2 normalisation, β and α. Fills everything in `c` up to qn, kn, beta, r, alpha.
+template <class S>
+void front(const DeltaNetConfig& cfg, const DeltaNetParams<S>& p, ConstMatRef<S> x, Mat<S>& qh,
+           Mat<S>& kh, Mat<S>& vh, DeltaNetCache<S>& c) {
+  const int D = cfg.width, H = cfg.heads, d = cfg.head_dim();
+  const Eigen::Index T = x.rows();
+  const RowVec<S> no_bias = RowVec<S>::Zero(D);
+  c.pq.noalias() = x * p.q_proj;
+  c.pk.noalias() = x * p.k_proj;
+  c.pv.noalias() = x * p.v_proj;
+  causal_conv_forward<S>(c.pq, p.q_conv, no_bias, qh, c.cq);
+  causal_conv_forward<S>(c.pk, p.k_conv, no_bias, kh, c.ck);
+  causal_conv_forward<S>(c.pv, p.v_conv, no_bias, vh, c.cv);
+  silu_array<S>(c.cq, c.q);
+  silu_array<S>(c.ck, c.k);
+  silu_array<S>(c.cv, c.v);
+  const S eps = S(cfg.l2_eps), scale = S(1) / std::sqrt(S(d));
+  c.qn.resize(T, D);
+  c.kn.resize(T, D);
+  for (Eigen::Index t = 0; t < T; ++t)
+    for (int h = 0; h < H; ++h) {
+      const auto qs = c.q.row(t).segment(h * d, d);
+      const auto ks = c.k.row(t).segment(h * d, d);
+      c.qn.row(t).segment(h * d, d) = qs * (scale / std::sqrt(qs.squaredNorm() + eps));
+      c.kn.row(t).segment(h * d, d) = ks / std::sqrt(ks.squaredNorm() + eps);
+    }
+  c.beta.noalias() = x * p.b_proj;
+  c.beta = c.beta.unaryExpr([](S z) { return sigmoid(z); });
+  if (cfg.gated) {
+    c.r.noalias() = x * p.a_proj;
+    c.r.rowwise() += p.dt_bias;
+    c.alpha.resize(T, H);
+    // α = exp(−exp(A_log)·softplus(r)); floored at the smallest normal number so that the inner loop's
+    // α ∈ (0, 1] holds even where the decay underflows (the state is then forgotten either way).
+    for (Eigen::Index t = 0; t < T; ++t)
+      for (int h = 0; h < H; ++h) {
+        const S g = -std::exp(p.A_log(h)) * S(mamba2_softplus(double(c.r(t, h))));
+        c.alpha(t, h) = std::max(std::exp(g), std::numeric_limits<S>::min());
+      }
+  }
+}
+
+// The back of the block: the per-head RMSNorm, the gate and o_proj. Fills c.n, c.gate, c.y from c.o.
+template <class S>
+Mat<S> back(const DeltaNetConfig& cfg, const DeltaNetParams<S>& p, ConstMatRef<S> x,
+            DeltaNetCache<S>& c) {
+  const int H = cfg.heads, d = cfg.head_dim();
+  const Eigen::Index T = c.o.rows();
+  c.n.resize(T, cfg.width);
+  Mat<S> nh;
+  for (int h = 0; h < H; ++h) {
+    rms_norm_forward<S>(c.o.middleCols(h * d, d), p.o_norm, nh, S(cfg.norm_eps));
+    c.n.middleCols(h * d, d) = nh;
+  }
+  if (cfg.gated) {
+    c.gate.noalias() = x * p.g_proj;
+    Mat<S> sg;
+    silu_array<S>(c.gate, sg);
+    c.y = (c.n.array() * sg.array()).matrix();
+  } else {
+    c.y = c.n;
+  }
+  return c.y * p.o_proj;
+}
+
+// The inner loop's per-head inputs, copied out of the cache.
+template <class S>
+struct HeadInputs {
+  Mat<S> q, k, v;
+  Vec<S> beta, alpha;
+};
+template <class S>
+HeadInputs<S> head_inputs(const DeltaNetConfig& cfg, const DeltaNetCache<S>& c, int h) {
+  const int d = cfg.head_dim();
+  HeadInputs<S> in;
+  in.q = c.qn.middleCols(h * d, d);
+  in.k = c.kn.middleCols(h * d, d);
+  in.v = c.v.middleCols(h * d, d);
+  in.beta = c.beta.col(h);
+  if (cfg.gated) in.alpha = c.alpha.col(h);
+  return in;
+}
+
+MatrixRule rule_of(const DeltaNetConfig& cfg) {
+  return cfg.gated ? MatrixRule::GatedDeltaNet : MatrixRule::DeltaNet;
+}
+
+// The backward of u ↦ s · u / sqrt(‖u‖² + ε) for one row: du = s (g/n − u (u·g)/n³).
+template <class S, class U, class G>
+RowVec<S> l2_norm_backward(const U& u, const G& g, S s, S eps) {
+  const S n2 = u.squaredNorm() + eps, n = std::sqrt(n2);
+  return (s / n) * (g - u * (u.dot(g) / n2));
+}
+
+template <class S>
+Mat<S> uniform_mat(Eigen::Index r, Eigen::Index c, double lo, double hi, Rng& rng) {
+  Mat<S> m(r, c);
+  for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = S(lo + (hi - lo) * rng.uniform());
+  return m;
+}
+
+template <class S>
+Mat<S> normal_mat(Eigen::Index r, Eigen::Index c, double std, Rng& rng) {
+  Mat<S> m(r, c);
+  for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = S(std * rng.normal());
+  return m;
+}
+
+template <class S>
+void check(const DeltaNetConfig& cfg, const DeltaNetParams<S>& p) {
+  cfg.validate();
+  auto shape = [](const auto& m, Eigen::Index r, Eigen::Index c, const char* name) {
+    if (m.rows() != r || m.cols() != c)
+      bad_deltanet(std::string(name) + " must be [" + std::to_string(r) + ", " + std::to_string(c) +
+                   "], got [" + std::to_string(m.rows()) + ", " + std::to_string(m.cols()) + "]");
+  };
+  const int D = cfg.width, H = cfg.heads, K = cfg.conv_kernel, d = cfg.head_dim();
+  shape(p.q_proj, D, D, "q_proj.weight");
+  shape(p.k_proj, D, D, "k_proj.weight");
+  shape(p.v_proj, D, D, "v_proj.weight");
+  shape(p.b_proj, D, H, "b_proj.weight");
+  shape(p.q_conv, D, K, "q_conv1d.weight");
+  shape(p.k_conv, D, K, "k_conv1d.weight");
+  shape(p.v_conv, D, K, "v_conv1d.weight");
+  const int gd = cfg.gated ? D : 0, gh = cfg.gated ? H : 0;
+  shape(p.a_proj, gd, gh, "a_proj.weight");
+  shape(p.A_log, 1, gh, "A_log");
+  shape(p.dt_bias, 1, gh, "dt_bias");
+  shape(p.g_proj, gd, gd, "g_proj.weight");
+  shape(p.o_norm, 1, d, "o_norm.weight");
+  shape(p.o_proj, D, D, "o_proj.weight");
+}
+
+}  // namespace
+
+void DeltaNetConfig::validate() const {
+  auto positive = [](int v, const char* name) {
+    if (v <= 0) bad_deltanet(std::string(name) + " must be positive, got " + std::to_string(v));
+  };
+  positive(width, "width");
+  positive(heads, "heads");
+  positive(conv_kernel, "conv_kernel");
+  positive(chunk_size, "chunk_size");
+  if (width % heads != 0)
+    bad_deltanet("heads (" + std::to_string(heads) + ") must divide width (" +
+                 std::to_string(width) + ")");
+  if (!(norm_eps > 0) || !std::isfinite(norm_eps))
+    bad_deltanet("norm_eps must be positive and finite");
+  if (!(l2_eps > 0) || !std::isfinite(l2_eps)) bad_deltanet("l2_eps must be positive and finite");
+}
+
+template <class S>
+DeltaNetParams<S> DeltaNetParams<S>::init(const DeltaNetConfig& cfg, double std, Rng& rng) {
+  cfg.validate();
+  const int D = cfg.width, H = cfg.heads, K = cfg.conv_kernel;
+  DeltaNetParams p = zeros(cfg);
+  p.q_proj = normal_mat<S>(D, D, std, rng);
+  p.k_proj = normal_mat<S>(D, D, std, rng);
+  p.v_proj = normal_mat<S>(D, D, std, rng);
+  p.b_proj = normal_mat<S>(D, H, std, rng);
+  const double bound = 1.0 / std::sqrt(double(K));  // PyTorch's Conv1d default, fan-in K
+  p.q_conv = uniform_mat<S>(D, K, -bound, bound, rng);
+  p.k_conv = uniform_mat<S>(D, K, -bound, bound, rng);
+  p.v_conv = uniform_mat<S>(D, K, -bound, bound, rng);
+  if (cfg.gated) {
+    p.a_proj = normal_mat<S>(D, H, std, rng);
+    for (int h = 0; h < H; ++h) p.A_log(h) = S(mamba2_init_A_log(rng));
+    for (int h = 0; h < H; ++h) p.dt_bias(h) = S(mamba2_init_dt_bias(rng));
+    p.g_proj = normal_mat<S>(D, D, std, rng);
+  }
+  p.o_norm = RowVec<S>::Ones(cfg.head_dim());
+  p.o_proj = normal_mat<S>(D, D, std, rng);
+  return p;
+}
+
+template <class S>
+DeltaNetParams<S> DeltaNetParams<S>::zeros(const DeltaNetConfig& cfg) {
+  cfg.validate();
+  const int D = cfg.width, H = cfg.heads, K = cfg.conv_kernel;
+  const int gd = cfg.gated ? D : 0, gh = cfg.gated ? H : 0;
+  DeltaNetParams p;
+  p.q_proj = p.k_proj = p.v_proj = p.o_proj = Mat<S>::Zero(D, D);
+  p.b_proj = Mat<S>::Zero(D, H);
+  p.q_conv = p.k_conv = p.v_conv = Mat<S>::Zero(D, K);
+  p.a_proj = Mat<S>::Zero(gd, gh);
+  p.A_log = p.dt_bias = RowVec<S>::Zero(gh);
+  p.g_proj = Mat<S>::Zero(gd, gd);
+  p.o_norm = RowVec<S>::Zero(cfg.head_dim());
+  return p;
+}
+
+template <class S>
+DeltaNetLayer<S>::DeltaNetLayer(DeltaNetConfig cfg, DeltaNetParams<S> params)
+    : m_cfg(cfg), m_params(std::move(params)) {
+  check(m_cfg, m_params);
+}
+
+template <class S>
+std::unique_ptr<SequenceState> DeltaNetLayer<S>::start() const {
+  auto st = std::make_unique<DeltaNetStream<S>>();
+  st->q_hist = st->k_hist = st->v_hist = Mat<S>::Zero(m_cfg.conv_kernel - 1, m_cfg.width);
+  const int d = m_cfg.head_dim();
+  st->state.assign(m_cfg.heads, Mat<S>::Zero(d, d));
+  return st;
+}
+
+template <class S>
+Mat<S> DeltaNetLayer<S>::forward(SequenceState& state, ConstMatRef<S> x) const {
+  return forward(state, x, x.rows() == 1 ? DeltaNetForm::Primal : DeltaNetForm::Chunked);
+}
+
+template <class S>
+Mat<S> DeltaNetLayer<S>::forward(SequenceState& state, ConstMatRef<S> x, DeltaNetForm form) const {
+  auto* st = dynamic_cast<DeltaNetStream<S>*>(&state);
+  if (!st) bad_deltanet("forward() was given the state of another layer type");
+  if (x.cols() != m_cfg.width)
+    bad_deltanet("input width " + std::to_string(x.cols()) + " differs from the layer's " +
+                 std::to_string(m_cfg.width));
+  const int d = m_cfg.head_dim();
+  DeltaNetCache<S> c;
+  front<S>(m_cfg, m_params, x, st->q_hist, st->k_hist, st->v_hist, c);
+  c.o.resize(x.rows(), m_cfg.width);
+  for (int h = 0; h < m_cfg.heads; ++h) {
+    const HeadInputs<S> in = head_inputs(m_cfg, c, h);
+    MatrixRuleOutput<S> out =
+        form == DeltaNetForm::Primal
+            ? matrix_rule_primal<S>(rule_of(m_cfg), in.q, in.k, in.v, in.beta, in.alpha,
+                                    st->state[h])
+            : matrix_rule_chunked<S>(rule_of(m_cfg), in.q, in.k, in.v, in.beta, in.alpha,
+                                     st->state[h], m_cfg.chunk_size);
+    c.o.middleCols(h * d, d) = out.o;
+    st->state[h] = std::move(out.state);
+  }
+  st->tokens += x.rows();
+  return back<S>(m_cfg, m_params, x, c);
+}
+
+template <class S>
+std::unique_ptr<LayerCache> DeltaNetLayer<S>::forward_train(ConstMatRef<S> x, Mat<S>& out) const {
+  if (x.cols() != m_cfg.width)
+    bad_deltanet("input width " + std::to_string(x.cols()) + " differs from the layer's " +
+                 std::to_string(m_cfg.width));
+  const int d = m_cfg.head_dim(), K = m_cfg.conv_kernel;
+  auto c = std::make_unique<DeltaNetCache<S>>();
+  c->x = x;
+  Mat<S> qh = Mat<S>::Zero(K - 1, m_cfg.width), kh = qh, vh = qh;
+  front<S>(m_cfg, m_params, x, qh, kh, vh, *c);
+  c->o.resize(x.rows(), m_cfg.width);
+  const Mat<S> S0 = Mat<S>::Zero(d, d);
+  for (int h = 0; h < m_cfg.heads; ++h) {
+    const HeadInputs<S> in = head_inputs(m_cfg, *c, h);
+    c->o.middleCols(h * d, d) = matrix_rule_chunked<S>(rule_of(m_cfg), in.q, in.k, in.v, in.beta,
+                                                       in.alpha, S0, m_cfg.chunk_size)
+                                    .o;
+  }
+  out = back<S>(m_cfg, m_params, x, *c);
+  return c;
+}
+
+template <class S>
+void DeltaNetLayer<S>::backward(const LayerCache& cache, ConstMatRef<S> dOut,
+                                SequenceLayer<S>& grads, Mat<S>& dx) const {
+  auto* c = dynamic_cast<const DeltaNetCache<S>*>(&cache);
+  auto* gl = dynamic_cast<DeltaNetLayer<S>*>(&grads);
+  if (!c || !gl) bad_deltanet("backward() was given the cache or gradient of another layer type");
+  DeltaNetParams<S>& g = gl->m_params;
+  const DeltaNetParams<S>& p = m_params;
+  const int D = m_cfg.width, H = m_cfg.heads, d = m_cfg.head_dim();
+  const Eigen::Index T = c->x.rows();
+  const S eps = S(m_cfg.l2_eps), scale = S(1) / std::sqrt(S(d));
+  // out = y · o_proj
+  g.o_proj.noalias() += c->y.transpose() * dOut;
+  const Mat<S> dy = dOut * p.o_proj.transpose();
+  // y = n ⊙ silu(gate) (gated) or n
+  Mat<S> dn;
+  if (m_cfg.gated) {
+    Mat<S> sg, dsg;
+    silu_array<S>(c->gate, sg);
+    silu_grad_array<S>(c->gate, dsg);
+    dn = (dy.array() * sg.array()).matrix();
+    const Mat<S> dgate = (dy.array() * c->n.array() * dsg.array()).matrix();
+    g.g_proj.noalias() += c->x.transpose() * dgate;
+    dx.noalias() = dgate * p.g_proj.transpose();
+  } else {
+    dn = dy;
+    dx = Mat<S>::Zero(T, D);
+  }
+  // n_h = RMSNorm(o_h) ⊙ w, then the inner loop, head by head.
+  Mat<S> dqn(T, D), dkn(T, D), dv(T, D), dbeta(T, H), dalpha;
+  if (m_cfg.gated) dalpha.resize(T, H);
+  const Mat<S> S0 = Mat<S>::Zero(d, d), dSf = Mat<S>::Zero(d, d);
+  Mat<S> doh;
+  for (int h = 0; h < H; ++h) {
+    rms_norm_backward<S>(c->o.middleCols(h * d, d), p.o_norm, dn.middleCols(h * d, d), doh,
+                         g.o_norm, S(m_cfg.norm_eps));
+    const HeadInputs<S> in = head_inputs(m_cfg, *c, h);
+    const MatrixRuleGrads<S> gr =
+        matrix_rule_backward<S>(rule_of(m_cfg), in.q, in.k, in.v, in.beta, in.alpha, S0, doh, dSf);
+    dqn.middleCols(h * d, d) = gr.dq;
+    dkn.middleCols(h * d, d) = gr.dk;
+    dv.middleCols(h * d, d) = gr.dv;
+    dbeta.col(h) = gr.dbeta;
+    if (m_cfg.gated) dalpha.col(h) = gr.dalpha;
+  }
+  // β = sigmoid(x W_β)
+  const Mat<S> dzb = (dbeta.array() * c->beta.array() * (S(1) - c->beta.array())).matrix();
+  g.b_proj.noalias() += c->x.transpose() * dzb;
+  dx.noalias() += dzb * p.b_proj.transpose();
+  // α = exp(g), g = −exp(A_log)·softplus(r), r = x W_a + dt_bias
+  if (m_cfg.gated) {
+    Mat<S> dr(T, H);
+    for (int h = 0; h < H; ++h) {
+      const S A = std::exp(p.A_log(h));
+      for (Eigen::Index t = 0; t < T; ++t) {
+        const S dg = dalpha(t, h) * c->alpha(t, h);
+        const double r = double(c->r(t, h));
+        g.A_log(h) += dg * (-A * S(mamba2_softplus(r)));  // ∂g/∂A_log = g
+        dr(t, h) = dg * (-A) * S(mamba2_softplus_grad(r));
+      }
+    }
+    g.dt_bias += dr.colwise().sum();
+    g.a_proj.noalias() += c->x.transpose() * dr;
+    dx.noalias() += dr * p.a_proj.transpose();
+  }
+  // q̂ = q / sqrt(‖q‖² + ε) / √d,  k̂ = k / sqrt(‖k‖² + ε) per head
+  Mat<S> dq(T, D), dk(T, D);
+  for (Eigen::Index t = 0; t < T; ++t)
+    for (int h = 0; h < H; ++h) {
+      dq.row(t).segment(h * d, d) = l2_norm_backward<S>(c->q.row(t).segment(h * d, d),
+                                                        dqn.row(t).segment(h * d, d), scale, eps);
+      dk.row(t).segment(h * d, d) = l2_norm_backward<S>(c->k.row(t).segment(h * d, d),
+                                                        dkn.row(t).segment(h * d, d), S(1), eps);
+    }
+  // silu, the convolutions (no bias: its gradient is dropped) and the projections.
+  RowVec<S> no_bias_grad = RowVec<S>::Zero(D);
+  auto through = [&](const Mat<S>& dpost, const Mat<S>& pre, const Mat<S>& proj_in,
+                     const Mat<S>& conv_w, Mat<S>& g_conv, const Mat<S>& W, Mat<S>& gW) {
+    Mat<S> ds;
+    silu_grad_array<S>(pre, ds);
+    const Mat<S> dpre = (dpost.array() * ds.array()).matrix();
+    Mat<S> du;
+    causal_conv_backward<S>(proj_in, conv_w, dpre, du, g_conv, no_bias_grad);
+    gW.noalias() += c->x.transpose() * du;
+    dx.noalias() += du * W.transpose();
+  };
+  through(dq, c->cq, c->pq, p.q_conv, g.q_conv, p.q_proj, g.q_proj);
+  through(dk, c->ck, c->pk, p.k_conv, g.k_conv, p.k_proj, g.k_proj);
+  through(dv, c->cv, c->pv, p.v_conv, g.v_conv, p.v_proj, g.v_proj);
+}
+
+template <class S>
+std::unique_ptr<SequenceLayer<S>> DeltaNetLayer<S>::zeros_like() const {
+  return std::make_unique<DeltaNetLayer<S>>(m_cfg, DeltaNetParams<S>::zeros(m_cfg));
+}
+
+template <class S>
+void DeltaNetLayer<S>::for_each_param(const ParamVisitor<S>& f) {
+  auto mat = [&f](Mat<S>& m, const char* name) {
+    f(Eigen::Map<Mat<S>>(m.data(), m.rows(), m.cols()), name);
+  };
+  auto row = [&f](RowVec<S>& m, const char* name) {
+    f(Eigen::Map<Mat<S>>(m.data(), 1, m.cols()), name);
+  };
+  DeltaNetParams<S>& p = m_params;
+  mat(p.q_proj, "q_proj.weight");
+  mat(p.k_proj, "k_proj.weight");
+  mat(p.v_proj, "v_proj.weight");
+  mat(p.b_proj, "b_proj.weight");
+  mat(p.q_conv, "q_conv1d.weight");
+  mat(p.k_conv, "k_conv1d.weight");
+  mat(p.v_conv, "v_conv1d.weight");
+  if (m_cfg.gated) {
+    mat(p.a_proj, "a_proj.weight");
+    row(p.A_log, "A_log");
+    row(p.dt_bias, "dt_bias");
+    mat(p.g_proj, "g_proj.weight");
+  }
+  row(p.o_norm, "o_norm.weight");
+  mat(p.o_proj, "o_proj.weight");
+}
+
+template <class S>
+double DeltaNetLayer<S>::forward_flops(long T) const {
+  const double D = m_cfg.width, H = m_cfg.heads, K = m_cfg.conv_kernel, d = m_cfg.head_dim();
+  const double C = std::min<double>(m_cfg.chunk_size, double(std::max(1L, T)));
+  const double proj = 2 * D * (4 * D + H) + (m_cfg.gated ? 2 * D * (D + H) : 0.0);
+  const double per_head = 2 * (2 * C * d) + C * C / 2 + 2 * (2 * C * d) + 3 * 2 * d * d;
+  return double(T) * (proj + 2 * 3 * D * K + H * per_head);
+}
+
+template struct DeltaNetParams<float>;
+template struct DeltaNetParams<double>;
+template class DeltaNetLayer<float>;
+template class DeltaNetLayer<double>;
+
+}  // namespace tttlab
