@@ -126,11 +126,6 @@ __device__ __forceinline__ void load_taps(const float* __restrict__ w, int c, fl
   for (int j = 0; j < K; ++j) wt[j] = make_float4(w[c * K + j], w[(c + 1) * K + j], w[(c + 2) * K + j], w[(c + 3) * K + j]);
 }
 
-// What the forward does with each output row a (the convolution's value) before its store:
-enum class ConvEpilogue {
-  kStore,  // y = a
-  kSilu,   // y = silu(a): Mamba-2's xbc, straight from in_proj's xBC columns
-};
 __device__ __forceinline__ float conv_sigmoid(float x) { return 1.f / (1.f + expf(-x)); }
 // silu and silu′ as mamba2.cu's silu_f / silu_grad_f (the same operations, so the same bits).
 __device__ __forceinline__ float4 conv_silu4(float4 a) {
@@ -142,11 +137,11 @@ __device__ __forceinline__ float conv_silu_grad(float x) {
   return s * (1.f + x * (1.f - s));
 }
 
-// y_n[r, c] = bias_n[c] + Σ_j w_n[c, j]·u[r − (K−1) + j, c] over the taps inside r's sequence, then
-// the epilogue EPI. u's rows are ld_u4 float4 apart, y's ld_y4 (C4 where contiguous).
+// y_n[r, c] = bias_n[c] + Σ_j w_n[c, j]·u[r − (K−1) + j, c] over the taps inside r's sequence. u's
+// rows are ld_u4 float4 apart, y's ld_y4 (C4 where contiguous).
 // grid (⌈C/4 / blockDim.x⌉, tiles), one float4 column per thread.
 // ROPE: each output row rotated (sign +1) before its store; m is the pair index of the thread's x.x.
-template <int K, bool ROPE, int N, ConvEpilogue EPI = ConvEpilogue::kStore>
+template <int K, bool ROPE, int N>
 __global__ void conv_forward_vec4_kernel(const float4* __restrict__ u, ConvForwardSet<N> set, int R,
                                          int T, int C4, ConvRope rope, int ld_u4, int ld_y4) {
   const int c4 = blockIdx.x * blockDim.x + threadIdx.x;
@@ -183,13 +178,53 @@ __global__ void conv_forward_vec4_kernel(const float4* __restrict__ u, ConvForwa
             f4_fma(acc, wt[n][j], x[i + j]);  // tap inside this row's sequence
         if (ROPE)
           acc = rope4(acc, rope.cos_table, rope.sin_table, rope.d / 2, t % rope.period, m, 1.f);
-        float4* out = set.y[n] + std::size_t(r0 + i) * ld_y4 + c4;
-        if (EPI == ConvEpilogue::kSilu) {
-          *out = conv_silu4(acc);
-        } else {
-          *out = acc;
-        }
+        set.y[n][std::size_t(r0 + i) * ld_y4 + c4] = acc;
       }
+      t = t + 1 == T ? 0 : t + 1;
+    }
+  }
+}
+
+// Mamba-2's conv + silu forward: conv_forward_vec4_kernel's N = 1 form with silu applied to each
+// output row before its store (the same operations in the same order, so the same bits), in blocks
+// of COLS float4 columns by ROWG threads down the rows, TILE rows a tile, at least MINB blocks per
+// SM. conv_forward_vec4_kernel's one-dimensional blocks (tiles of 16 rows, 256 columns, ~120
+// registers) left 96 of the second block's 256 threads idle at C = 1664 and two blocks per SM: 80.5
+// µs per layer at B8 T2048 against a floor near 51 for its 218 MB. Tiles of 8 rows in blocks of 32
+// columns by 4 (13 whole column blocks, six blocks per SM at 80 registers) take 67.2 (ncu, same
+// step: tiles of 16 at three blocks 67.5; 8 rows by 8 at three 71.9; 4 rows by 8 at four 89.2).
+constexpr int kSiluForwardTile = 8, kSiluForwardColumns = 32, kSiluForwardRowGroups = 4,
+              kSiluForwardMinBlocks = 6;
+template <int K, int TILE, int COLS, int ROWG, int MINB>
+__global__ void __launch_bounds__(COLS* ROWG, MINB)
+    conv_silu_forward_vec4_kernel(const float4* __restrict__ u, const float* __restrict__ w,
+                                  const float* __restrict__ bias, int R, int T, int C4, int ld_u4,
+                                  int ld_y4, float4* __restrict__ y) {
+  const int c4 = blockIdx.x * COLS + threadIdx.x;
+  if (c4 >= C4) return;
+  float4 wt[K];
+  load_taps<K>(w, 4 * c4, wt);
+  const float4 b = make_float4(bias[4 * c4], bias[4 * c4 + 1], bias[4 * c4 + 2], bias[4 * c4 + 3]);
+  for (int tile = blockIdx.y * ROWG + threadIdx.y; tile * TILE < R; tile += gridDim.y * ROWG) {
+    const int r0 = tile * TILE;
+    const int t0 = r0 % T;
+    // x[i] = u[r0 − (K−1) + i]; rows before r0's sequence, or past R, are zero.
+    float4 x[TILE + K - 1];
+#pragma unroll
+    for (int i = 0; i < TILE + K - 1; ++i) {
+      const int r = r0 - (K - 1) + i;
+      const bool ok = r < R && t0 + i - (K - 1) >= 0;
+      x[i] = ok ? u[std::size_t(r) * ld_u4 + c4] : f4_zero();
+    }
+    int t = t0;
+#pragma unroll
+    for (int i = 0; i < TILE; ++i) {
+      if (r0 + i >= R) break;
+      float4 acc = b;
+#pragma unroll
+      for (int j = 0; j < K; ++j)
+        if (t - (K - 1) + j >= 0) f4_fma(acc, wt[j], x[i + j]);  // tap inside this row's sequence
+      y[std::size_t(r0 + i) * ld_y4 + c4] = conv_silu4(acc);
       t = t + 1 == T ? 0 : t + 1;
     }
   }
@@ -714,12 +749,17 @@ void mamba2_conv_silu_forward(const float* u, int ld_u, const float* w, const fl
   check_mamba2_conv(fn, B, T, C, K, ld_u);
   require(u && w && bias && xbc, fn, "a pointer is null");
   require(aligned16({u, xbc}), fn, "u and xbc must be 16-byte aligned");
-  const int R = B * T, threads = conv_vec4_threads(C);
-  const dim3 grid = conv_vec4_grid(C, (R + kConvTile - 1) / kConvTile, threads);
-  conv_forward_vec4_kernel<4, false, 1, ConvEpilogue::kSilu><<<grid, threads, 0, stream>>>(
-      reinterpret_cast<const float4*>(u),
-      ConvForwardSet<1>{{w}, {bias}, {reinterpret_cast<float4*>(xbc)}}, R, T, C / 4, ConvRope{},
-      ld_u / 4, C / 4);
+  const int R = B * T;
+  const int tiles = (R + kSiluForwardTile - 1) / kSiluForwardTile;
+  const dim3 grid(
+      unsigned((C / 4 + kSiluForwardColumns - 1) / kSiluForwardColumns),
+      unsigned(std::max(
+          1, std::min((tiles + kSiluForwardRowGroups - 1) / kSiluForwardRowGroups, 65535))));
+  conv_silu_forward_vec4_kernel<4, kSiluForwardTile, kSiluForwardColumns, kSiluForwardRowGroups,
+                                kSiluForwardMinBlocks>
+      <<<grid, dim3(kSiluForwardColumns, kSiluForwardRowGroups), 0, stream>>>(
+          reinterpret_cast<const float4*>(u), w, bias, R, T, C / 4, ld_u / 4, C / 4,
+          reinterpret_cast<float4*>(xbc));
   check_launch();
 }
 
