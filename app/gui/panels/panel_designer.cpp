@@ -36,12 +36,12 @@ const Option<FastWeightState> kStates[] = {
                            "and it can bend"},
 };
 const Option<FastWeightLoss> kLosses[] = {
-    {FastWeightLoss::Hebbian, "−⟨f(k), v⟩: push the answer for k towards v, however far it already is"},
+    {FastWeightLoss::Hebbian, "−f(k)·v: push the answer for k towards v, however far it already is"},
     {FastWeightLoss::Squared, "½‖f(k) − v‖²: correct the answer for k only by what it gets wrong (the "
                               "delta rule)"},
     {FastWeightLoss::TttLnResidual, "TTT's ½‖LN(f(k)) + k − v‖²: the squared loss through a "
                                     "LayerNorm and a residual"},
-    {FastWeightLoss::DotProduct, "−⟨f(k), v⟩ through any state: LaCT's loss (on a matrix it is the "
+    {FastWeightLoss::DotProduct, "−f(k)·v through any state: LaCT's loss (on a matrix it is the "
                                  "Hebbian one)"},
 };
 const Option<FastWeightRetention> kRetentions[] = {

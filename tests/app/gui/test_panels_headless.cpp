@@ -66,7 +66,7 @@ TEST_F(Headless, EveryPanelDrawsRealSnapshotsAndEmptyOnes) {
   fs::remove_all(runs);
   Engine engine(make_engine_modules());
   auto panels = make_panels();
-  ASSERT_EQ(panels.size(), 12u);
+  ASSERT_EQ(panels.size(), 13u);
   for (auto& p : panels) p->sync(engine);
   // Small jobs, so the test stays quick: a short sample-text evaluation and sweep, and a training run.
   EvalSettings ev;
@@ -124,6 +124,8 @@ TEST_F(Headless, EveryPanelDrawsRealSnapshotsAndEmptyOnes) {
   EXPECT_EQ(snap->recall->outcome, JobOutcome::Done);
   ASSERT_TRUE(snap->latency);
   EXPECT_EQ(snap->latency->outcome, JobOutcome::Done);
+  ASSERT_TRUE(snap->designer);
+  EXPECT_EQ(snap->designer->outcome, JobOutcome::Done);
   ASSERT_TRUE(snap->nonparametric);
   EXPECT_EQ(snap->nonparametric->outcome, JobOutcome::Done);
   ASSERT_EQ(snap->training->runs.size(), 1u);
