@@ -98,10 +98,10 @@ FwFixture load_fw_fixture(const std::string& which) {
   return f;
 }
 
-// Rows [T, C] of head (b, h) of a [B, H, T, C] tensor (C = 1 for a [B, H, T] one; then also [K, V]
+// Rows [T, C] of fw_head (b, h) of a [B, H, T, C] tensor (C = 1 for a [B, H, T] one; then also [K, V]
 // of a [B, H, K, V] state with T = K, C = V).
 template <class S>
-Mat<S> head(const std::vector<double>& x, int b, int h, int H, int rows, int cols,
+Mat<S> fw_head(const std::vector<double>& x, int b, int h, int H, int rows, int cols,
             double mul = 1.0) {
   Mat<S> m(rows, cols);
   const std::size_t base = (static_cast<std::size_t>(b) * H + h) * rows * cols;
@@ -111,7 +111,7 @@ Mat<S> head(const std::vector<double>& x, int b, int h, int H, int rows, int col
 }
 
 template <class S>
-Vec<S> head_series(const std::vector<double>& x, int b, int h, int H, int T) {
+Vec<S> fw_head_series(const std::vector<double>& x, int b, int h, int H, int T) {
   Vec<S> v(T);
   for (int t = 0; t < T; ++t)
     v(t) = static_cast<S>(x[(static_cast<std::size_t>(b) * H + h) * T + t]);
@@ -119,33 +119,33 @@ Vec<S> head_series(const std::vector<double>& x, int b, int h, int H, int T) {
 }
 
 template <class S>
-void append(std::vector<double>& out, const Mat<S>& m) {
+void fw_append(std::vector<double>& out, const Mat<S>& m) {
   out.insert(out.end(), m.data(), m.data() + m.size());
 }
 
 template <class S>
-void append(std::vector<double>& out, const Vec<S>& v) {
+void fw_append(std::vector<double>& out, const Vec<S>& v) {
   out.insert(out.end(), v.data(), v.data() + v.size());
 }
 
 // One head's inputs, mapped to our convention (q scaled, α = e^g, β = 1 where FLA has none).
 template <class S>
-struct HeadInputs {
+struct FwHeadInputs {
   Mat<S> q, k, v, S0;
   Vec<S> beta, alpha;
 };
 
 template <class S>
-HeadInputs<S> head_inputs(const FwFixture& f, int b, int h) {
-  HeadInputs<S> in;
-  in.q = head<S>(f.tensor("q"), b, h, f.H, f.T, f.K, f.scale);
-  in.k = head<S>(f.tensor("k"), b, h, f.H, f.T, f.K);
-  in.v = head<S>(f.tensor("v"), b, h, f.H, f.T, f.V);
-  in.S0 = head<S>(f.tensor("S0"), b, h, f.H, f.K, f.V);
+FwHeadInputs<S> fw_head_inputs(const FwFixture& f, int b, int h) {
+  FwHeadInputs<S> in;
+  in.q = fw_head<S>(f.tensor("q"), b, h, f.H, f.T, f.K, f.scale);
+  in.k = fw_head<S>(f.tensor("k"), b, h, f.H, f.T, f.K);
+  in.v = fw_head<S>(f.tensor("v"), b, h, f.H, f.T, f.V);
+  in.S0 = fw_head<S>(f.tensor("S0"), b, h, f.H, f.K, f.V);
   if (uses_beta(f.rule))
-    in.beta = f.has_beta ? head_series<S>(f.tensor("beta"), b, h, f.H, f.T) : Vec<S>::Ones(f.T);
+    in.beta = f.has_beta ? fw_head_series<S>(f.tensor("beta"), b, h, f.H, f.T) : Vec<S>::Ones(f.T);
   if (uses_alpha(f.rule)) {
-    const Vec<double> g = head_series<double>(f.tensor("g"), b, h, f.H, f.T);
+    const Vec<double> g = fw_head_series<double>(f.tensor("g"), b, h, f.H, f.T);
     in.alpha = g.array().exp().template cast<S>().matrix();  // α = e^g, formed in double
   }
   return in;
@@ -159,27 +159,27 @@ std::vector<std::pair<std::string, Error>> fw_measure(const FwFixture& f) {
   const std::vector<double> dO = f.tensor("dO"), dS = f.tensor("dS_T");
   for (int b = 0; b < f.B; ++b)
     for (int h = 0; h < f.H; ++h) {
-      const HeadInputs<S> in = head_inputs<S>(f, b, h);
+      const FwHeadInputs<S> in = fw_head_inputs<S>(f, b, h);
       const MatrixRuleOutput<S> p =
           matrix_rule_primal<S>(f.rule, in.q, in.k, in.v, in.beta, in.alpha, in.S0);
-      append(o_p, p.o);
-      append(S_p, p.state);
+      fw_append(o_p, p.o);
+      fw_append(S_p, p.state);
       for (std::size_t c = 0; c < std::size(kFwChunks); ++c) {
         const MatrixRuleOutput<S> r = matrix_rule_chunked<S>(f.rule, in.q, in.k, in.v, in.beta,
                                                              in.alpha, in.S0, kFwChunks[c]);
-        append(o_c[c], r.o);
-        append(S_c[c], r.state);
+        fw_append(o_c[c], r.o);
+        fw_append(S_c[c], r.state);
       }
       const MatrixRuleGrads<S> g = matrix_rule_backward<S>(
-          f.rule, in.q, in.k, in.v, in.beta, in.alpha, in.S0, head<S>(dO, b, h, f.H, f.T, f.V),
-          head<S>(dS, b, h, f.H, f.K, f.V));
+          f.rule, in.q, in.k, in.v, in.beta, in.alpha, in.S0, fw_head<S>(dO, b, h, f.H, f.T, f.V),
+          fw_head<S>(dS, b, h, f.H, f.K, f.V));
       // FLA scales q inside the op: ∂/∂q = scale · ∂/∂(scale q).
-      append(dq, Mat<S>(g.dq * static_cast<S>(f.scale)));
-      append(dk, g.dk);
-      append(dv, g.dv);
-      append(dS0, g.dS0);
-      if (f.has_beta) append(dbeta, g.dbeta);
-      if (f.has_g) append(dg, Vec<S>(g.dalpha.cwiseProduct(in.alpha)));  // ∂/∂g = α ∂/∂α
+      fw_append(dq, Mat<S>(g.dq * static_cast<S>(f.scale)));
+      fw_append(dk, g.dk);
+      fw_append(dv, g.dv);
+      fw_append(dS0, g.dS0);
+      if (f.has_beta) fw_append(dbeta, g.dbeta);
+      if (f.has_g) fw_append(dg, Vec<S>(g.dalpha.cwiseProduct(in.alpha)));  // ∂/∂g = α ∂/∂α
     }
   auto err = [&](const std::vector<double>& got, const char* ref) {
     Error e;
@@ -260,7 +260,7 @@ TEST(FastWeightFixtureConventions, NeighbouringConventionsFailTheGatedDeltaNetFi
   std::vector<double> before, alpha_outside, unscaled;
   for (int b = 0; b < f.B; ++b)
     for (int h = 0; h < f.H; ++h) {
-      const HeadInputs<double> in = head_inputs<double>(f, b, h);
+      const FwHeadInputs<double> in = fw_head_inputs<double>(f, b, h);
       Mat<double> S = in.S0, o_b(f.T, f.V), o_a(f.T, f.V);
       Mat<double> S2 = in.S0;
       for (int t = 0; t < f.T; ++t) {
@@ -272,11 +272,11 @@ TEST(FastWeightFixtureConventions, NeighbouringConventionsFailTheGatedDeltaNetFi
             in.alpha(t) * (S2 - in.beta(t) * k.transpose() * (k * S2 - v));  // decay after the step
         o_a.row(t) = q * S2;
       }
-      append(before, o_b);
-      append(alpha_outside, o_a);
+      fw_append(before, o_b);
+      fw_append(alpha_outside, o_a);
       const MatrixRuleOutput<double> p = matrix_rule_primal<double>(
           f.rule, Mat<double>(in.q / f.scale), in.k, in.v, in.beta, in.alpha, in.S0);
-      append(unscaled, p.o);
+      fw_append(unscaled, p.o);
     }
   Error e_before, e_alpha, e_scale;
   e_before.add(before, o_ref);

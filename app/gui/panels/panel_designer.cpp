@@ -25,17 +25,17 @@ using plot::format_value;
 
 // One component's values, each with what it means in a sentence (the combo's tooltip).
 template <class E>
-struct Option {
+struct DesignerOption {
   E value;
   const char* help;
 };
 
-const Option<FastWeightState> kStates[] = {
+const DesignerOption<FastWeightState> kDesignerStates[] = {
     {FastWeightState::Matrix, "a d × d matrix S: the layer reads q S"},
     {FastWeightState::Mlp, "a two-layer network gelu(x W₁) W₂ with 4d hidden units: more to store, "
                            "and it can bend"},
 };
-const Option<FastWeightLoss> kLosses[] = {
+const DesignerOption<FastWeightLoss> kDesignerLosses[] = {
     {FastWeightLoss::Hebbian, "−f(k)·v: push the answer for k towards v, however far it already is"},
     {FastWeightLoss::Squared, "½‖f(k) − v‖²: correct the answer for k only by what it gets wrong (the "
                               "delta rule)"},
@@ -44,25 +44,25 @@ const Option<FastWeightLoss> kLosses[] = {
     {FastWeightLoss::DotProduct, "−f(k)·v through any state: LaCT's loss (on a matrix it is the "
                                  "Hebbian one)"},
 };
-const Option<FastWeightRetention> kRetentions[] = {
+const DesignerOption<FastWeightRetention> kDesignerRetentions[] = {
     {FastWeightRetention::None, "keep everything"},
     {FastWeightRetention::ScalarDecay, "multiply the whole state by α before each write (Mamba-2, "
                                        "Gated DeltaNet)"},
     {FastWeightRetention::ChannelDecay, "a decay of its own for each key channel, around α"},
     {FastWeightRetention::WeightDecay, "shrink the weights by ηλ each step (Titans)"},
 };
-const Option<FastWeightOptimizer> kOptimizers[] = {
+const DesignerOption<FastWeightOptimizer> kDesignerOptimizers[] = {
     {FastWeightOptimizer::Gd, "one gradient step"},
     {FastWeightOptimizer::Momentum, "a velocity carried from write to write (Titans' surprise)"},
     {FastWeightOptimizer::Muon, "the momentum orthogonalised before the step (LaCT)"},
 };
-const Option<FastWeightRate> kRates[] = {
+const DesignerOption<FastWeightRate> kDesignerRates[] = {
     {FastWeightRate::Fixed, "the same step η for every pair"},
     {FastWeightRate::PerToken, "a gate learned with the layer sets each step β_t. The designer trains "
                                "nothing, so here every step is η, as with a fixed rate"},
     {FastWeightRate::PerPosition, "η / i for the i-th pair of a mini-batch or chunk"},
 };
-const Option<FastWeightGranularity> kGranularities[] = {
+const DesignerOption<FastWeightGranularity> kDesignerGranularities[] = {
     {FastWeightGranularity::PerToken, "one step per pair, at the state just before it"},
     {FastWeightGranularity::MiniBatch, "the pairs of a mini-batch of b all take their gradient at the "
                                        "state the batch started from (TTT)"},
@@ -73,10 +73,10 @@ const Option<FastWeightGranularity> kGranularities[] = {
 };
 
 template <class E, std::size_t N>
-bool component_combo(const char* id, E& value, const Option<E> (&options)[N]) {
+bool designer_combo(const char* id, E& value, const DesignerOption<E> (&options)[N]) {
   bool changed = false;
   if (ImGui::BeginCombo(id, to_string(value))) {
-    for (const Option<E>& o : options) {
+    for (const DesignerOption<E>& o : options) {
       if (ImGui::Selectable(to_string(o.value), o.value == value) && o.value != value) {
         value = o.value;
         changed = true;
@@ -88,13 +88,13 @@ bool component_combo(const char* id, E& value, const Option<E> (&options)[N]) {
   return changed;
 }
 
-std::string join(const std::vector<int>& v) {
+std::string designer_join(const std::vector<int>& v) {
   std::string s;
   for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
   return s;
 }
 
-bool parse_list(const std::string& text, std::vector<int>& out) {
+bool designer_parse_list(const std::string& text, std::vector<int>& out) {
   std::string t = text;
   std::replace(t.begin(), t.end(), ',', ' ');
   std::istringstream in(t);
@@ -113,14 +113,14 @@ bool parse_list(const std::string& text, std::vector<int>& out) {
   return true;
 }
 
-ImU32 faded(ImU32 c, float alpha) {
+ImU32 designer_faded(ImU32 c, float alpha) {
   ImVec4 f = ImGui::ColorConvertU32ToFloat4(c);
   f.w *= alpha;
   return ImGui::ColorConvertFloat4ToU32(f);
 }
 
-// The six component values of a rule, as spelled, in FastWeightRule's order.
-std::vector<std::string> spelled(const FastWeightRule& r) {
+// The six component values of a rule, as designer_spelled, in FastWeightRule's order.
+std::vector<std::string> designer_spelled(const FastWeightRule& r) {
   return {to_string(r.state),     to_string(r.loss), to_string(r.retention),
           to_string(r.optimizer), to_string(r.rate), to_string(r.granularity)};
 }
@@ -137,14 +137,14 @@ class DesignerPanel final
                      "compute again") {}
 
   void sync(CommandSink& sink) override {
-    m_pairs_text = join(m_settings.run.pairs);
+    m_pairs_text = designer_join(m_settings.run.pairs);
     FeaturePanel::sync(sink);
   }
 
  private:
   std::optional<Command> rerun() const override { return DesignerRun{m_settings.run}; }
   void loaded() override {
-    m_pairs_text = join(m_settings.run.pairs);
+    m_pairs_text = designer_join(m_settings.run.pairs);
     m_pairs_error.clear();
   }
 
@@ -167,17 +167,17 @@ class DesignerPanel final
       }
       widgets::section_label("YOUR LAYER");
       widgets::row("State", "What the fast weights are.");
-      run |= component_combo("##state", d.state, kStates);
+      run |= designer_combo("##state", d.state, kDesignerStates);
       widgets::row("Inner loss", "What each write descends.");
-      run |= component_combo("##loss", d.loss, kLosses);
+      run |= designer_combo("##loss", d.loss, kDesignerLosses);
       widgets::row("Forgetting", "How the state lets go of old pairs.");
-      run |= component_combo("##retention", d.retention, kRetentions);
+      run |= designer_combo("##retention", d.retention, kDesignerRetentions);
       widgets::row("Optimizer", "How a gradient becomes a step.");
-      run |= component_combo("##optimizer", d.optimizer, kOptimizers);
+      run |= designer_combo("##optimizer", d.optimizer, kDesignerOptimizers);
       widgets::row("Step size", "How large each step is.");
-      run |= component_combo("##rate", d.rate, kRates);
+      run |= designer_combo("##rate", d.rate, kDesignerRates);
       widgets::row("Updates", "When gradients are taken and applied.");
-      run |= component_combo("##granularity", d.granularity, kGranularities);
+      run |= designer_combo("##granularity", d.granularity, kDesignerGranularities);
     }
     if (classroom::visible("designer.numbers")) {
       widgets::section_label("ITS NUMBERS");
@@ -240,7 +240,7 @@ class DesignerPanel final
       widgets::row("Pairs P", "How many pairs each memory reads before it is asked (increasing, at most 160).");
       if (widgets::input_string("##pairs", m_pairs_text)) {
         std::vector<int> v;
-        if (parse_list(m_pairs_text, v)) {
+        if (designer_parse_list(m_pairs_text, v)) {
           r.pairs = v;
           m_pairs_error.clear();
           run = true;
@@ -273,7 +273,7 @@ class DesignerPanel final
   void draw_map(const DesignerView& v) {
     const Fonts& f = fonts();
     ImGui::PushFont(f.small);
-    const std::vector<std::string> mine = spelled(v.settings.design);
+    const std::vector<std::string> mine = designer_spelled(v.settings.design);
     const ImVec4 hit = ImGui::ColorConvertU32ToFloat4(colors::kAccent);
     const ImVec4 dim = ImGui::ColorConvertU32ToFloat4(colors::kTextDim);
     const auto& names = fast_weight_component_names();
@@ -293,7 +293,7 @@ class DesignerPanel final
       }
       ImGui::TableNextColumn();
       for (const FastWeightPreset& m : fast_weight_presets()) {
-        const std::vector<std::string> theirs = spelled(m.rule);
+        const std::vector<std::string> theirs = designer_spelled(m.rule);
         int same = 0;
         for (std::size_t i = 0; i < theirs.size(); ++i) same += theirs[i] == mine[i] ? 1 : 0;
         ImGui::TableNextRow();
@@ -391,7 +391,7 @@ class DesignerPanel final
     for (int m = 0; m < 2; ++m) {
       const auto& b = v.loss_before[static_cast<std::size_t>(m)];
       const auto& af = v.loss_after[static_cast<std::size_t>(m)];
-      auto sb = plot::line(who[m] + ", before", std::span<const double>(b.data(), n), faded(col[m], 0.45f), false, 1.0);
+      auto sb = plot::line(who[m] + ", before", std::span<const double>(b.data(), n), designer_faded(col[m], 0.45f), false, 1.0);
       auto sa = plot::line(who[m] + ", after", std::span<const double>(af.data(), n), col[m], false, 1.0);
       l.series.push_back(sb);
       l.series.push_back(sa);
@@ -399,7 +399,7 @@ class DesignerPanel final
     plot::line_plot(l);
   }
 
-  std::string m_pairs_text = join(DesignerSettings{}.pairs);
+  std::string m_pairs_text = designer_join(DesignerSettings{}.pairs);
   std::string m_pairs_error;
   std::vector<double> m_xs;
 };

@@ -10,9 +10,9 @@ namespace tttlab::lab {
 namespace {
 // A work item stops starting new units after this long: the UI thread never waits on it, but a
 // cancel or a new request does.
-constexpr auto kItemBudget = std::chrono::milliseconds(10);
+constexpr auto kDesignerItemBudget = std::chrono::milliseconds(10);
 // A loss past this is a state that has left every sensible scale: the curve stops meaning anything.
-constexpr double kDivergedLoss = 1e12;
+constexpr double kDesignerDivergedLoss = 1e12;
 }  // namespace
 
 DesignParams member_params(const FastWeightPreset& member, const DesignParams& design) {
@@ -121,7 +121,7 @@ void DesignerModule::work(ModuleContext& ctx) {
           const double before = mem.loss_before(), after = mem.loss_after();
           v->loss_before[static_cast<std::size_t>(m)][t] = before;
           v->loss_after[static_cast<std::size_t>(m)][t] = after;
-          if (!std::isfinite(before) || !std::isfinite(after) || std::abs(after) > kDivergedLoss)
+          if (!std::isfinite(before) || !std::isfinite(after) || std::abs(after) > kDesignerDivergedLoss)
             v->diverged[m] = true;
           v->state_size[m] = mem.state_size();
         }
@@ -141,7 +141,7 @@ void DesignerModule::work(ModuleContext& ctx) {
         if (++j.j == np && ++j.episode < s.sequences) j.j = 0;
       }
       ++j.units_done;
-    } while (j.units_done < j.units_total && std::chrono::steady_clock::now() - t0 < kItemBudget);
+    } while (j.units_done < j.units_total && std::chrono::steady_clock::now() - t0 < kDesignerItemBudget);
   } catch (const std::exception& e) {
     m_view = std::move(v);
     return finish(ctx, JobOutcome::Failed, e.what());

@@ -11,13 +11,13 @@ namespace {
 
 // The choices of one component: every value with its spelling (rule.hpp's to_string).
 template <class E>
-std::vector<std::pair<std::string_view, E>> spellings(std::initializer_list<E> values) {
+std::vector<std::pair<std::string_view, E>> designer_spellings(std::initializer_list<E> values) {
   std::vector<std::pair<std::string_view, E>> out;
   for (E v : values) out.emplace_back(to_string(v), v);
   return out;
 }
 
-SettingsFields<FastWeightRule> rule_fields() {
+SettingsFields<FastWeightRule> designer_rule_fields() {
   using R = FastWeightRule;
   using St = FastWeightState;
   using L = FastWeightLoss;
@@ -26,17 +26,17 @@ SettingsFields<FastWeightRule> rule_fields() {
   using Ra = FastWeightRate;
   using G = FastWeightGranularity;
   return SettingsFields<R>()
-      .choice("state", &R::state, spellings({St::Matrix, St::Mlp}))
-      .choice("loss", &R::loss, spellings({L::Hebbian, L::Squared, L::TttLnResidual, L::DotProduct}))
+      .choice("state", &R::state, designer_spellings({St::Matrix, St::Mlp}))
+      .choice("loss", &R::loss, designer_spellings({L::Hebbian, L::Squared, L::TttLnResidual, L::DotProduct}))
       .choice("retention", &R::retention,
-              spellings({Re::None, Re::ScalarDecay, Re::ChannelDecay, Re::WeightDecay}))
-      .choice("optimizer", &R::optimizer, spellings({O::Gd, O::Momentum, O::Muon}))
-      .choice("rate", &R::rate, spellings({Ra::Fixed, Ra::PerToken, Ra::PerPosition}))
+              designer_spellings({Re::None, Re::ScalarDecay, Re::ChannelDecay, Re::WeightDecay}))
+      .choice("optimizer", &R::optimizer, designer_spellings({O::Gd, O::Momentum, O::Muon}))
+      .choice("rate", &R::rate, designer_spellings({Ra::Fixed, Ra::PerToken, Ra::PerPosition}))
       .choice("granularity", &R::granularity,
-              spellings({G::PerToken, G::MiniBatch, G::ExactChunk, G::LargeChunk}));
+              designer_spellings({G::PerToken, G::MiniBatch, G::ExactChunk, G::LargeChunk}));
 }
 
-SettingsFields<DesignParams> param_fields() {
+SettingsFields<DesignParams> designer_param_fields() {
   using P = DesignParams;
   return SettingsFields<P>()
       .integer("width", &P::width, recall::kMinWidth, recall::kMaxWidth)
@@ -48,11 +48,11 @@ SettingsFields<DesignParams> param_fields() {
       .integer("chunk", &P::chunk, 1, 4096);
 }
 
-const SettingsFields<DesignerSettings>& run_fields() {
+const SettingsFields<DesignerSettings>& designer_run_fields() {
   using D = DesignerSettings;
   static const SettingsFields<D> fields = SettingsFields<D>()
-                                              .nested(&D::design, rule_fields())
-                                              .nested(&D::params, param_fields())
+                                              .nested(&D::design, designer_rule_fields())
+                                              .nested(&D::params, designer_param_fields())
                                               .string("compare", &D::compare, 64)
                                               .integer_list("pairs", &D::pairs, 12, 1, 160)
                                               .integer("sequences", &D::sequences, 1, 256)
@@ -70,16 +70,16 @@ const SettingsFields<DesignerSettings>& run_fields() {
 }  // namespace
 
 DesignerSettings designer_settings_from(const FieldReader& r, DesignerSettings defaults) {
-  return run_fields().from(r, defaults);
+  return designer_run_fields().from(r, defaults);
 }
 
-nlohmann::json to_json(const DesignerSettings& s) { return run_fields().to_json(s); }
+nlohmann::json to_json(const DesignerSettings& s) { return designer_run_fields().to_json(s); }
 
 const SettingsFields<DesignerPanelSettings>& DesignerPanelSettings::fields() {
   using P = DesignerPanelSettings;
   static const SettingsFields<P> fields =
       SettingsFields<P>()
-          .nested(&P::run, run_fields())
+          .nested(&P::run, designer_run_fields())
           .object("view", SettingsFields<P>().boolean("log_x", &P::log_x));
   return fields;
 }

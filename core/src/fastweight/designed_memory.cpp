@@ -15,8 +15,8 @@ namespace {
 using Eigen::MatrixXd;
 using Eigen::RowVectorXd;
 
-constexpr double kLnEps = 1e-6;
-constexpr std::uint64_t kDecayStream = 0x64656361ULL;  // "deca"
+constexpr double kDesignedLnEps = 1e-6;
+constexpr std::uint64_t kDesignedDecayStream = 0x64656361ULL;  // "deca"
 
 // Muon's orthogonalisation: five Newton–Schulz steps of the quintic X ← aX + (b XXᵀ + c (XXᵀ)²) X
 // from X = M / ‖M‖_F, which push every singular value of M towards 1 (into about [0.7, 1.2]) while
@@ -82,7 +82,7 @@ struct DesignedMemory::Impl {
   static RowVectorXd layer_norm(const RowVectorXd& z, double* inv_sd) {
     const double mu = z.mean();
     const RowVectorXd c = z.array() - mu;
-    const double s = 1.0 / std::sqrt(c.squaredNorm() / static_cast<double>(z.size()) + kLnEps);
+    const double s = 1.0 / std::sqrt(c.squaredNorm() / static_cast<double>(z.size()) + kDesignedLnEps);
     if (inv_sd) *inv_sd = s;
     return c * s;
   }
@@ -181,7 +181,7 @@ DesignedMemory::DesignedMemory(const FastWeightRule& rule, const DesignParams& p
   if (rule.optimizer != FastWeightOptimizer::Gd)
     for (const MatrixXd& x : m->w) m->vel.push_back(MatrixXd::Zero(x.rows(), x.cols()));
   if (rule.retention == FastWeightRetention::ChannelDecay) {
-    Rng rng(p.seed, kDecayStream);
+    Rng rng(p.seed, kDesignedDecayStream);
     m->channel.resize(4 * d);
     for (Eigen::Index i = 0; i < 4 * d; ++i)
       m->channel(i) = std::pow(p.decay, 0.5 + rng.uniform());

@@ -46,14 +46,14 @@ struct DeltaNetCache : LayerCache {
 };
 
 template <class S>
-S sigmoid(S z) {
+S dn_sigmoid(S z) {
   return S(1) / (S(1) + std::exp(-z));
 }
 
 // The front of the block, shared by both forms: projections, convolutions (continuing the
 // histories), silu, L2 normalisation, β and α. Fills everything in `c` up to qn, kn, beta, r, alpha.
 template <class S>
-void front(const DeltaNetConfig& cfg, const DeltaNetParams<S>& p, ConstMatRef<S> x, Mat<S>& qh,
+void dn_front(const DeltaNetConfig& cfg, const DeltaNetParams<S>& p, ConstMatRef<S> x, Mat<S>& qh,
            Mat<S>& kh, Mat<S>& vh, DeltaNetCache<S>& c) {
   const int D = cfg.width, H = cfg.heads, d = cfg.head_dim();
   const Eigen::Index T = x.rows();
@@ -78,7 +78,7 @@ void front(const DeltaNetConfig& cfg, const DeltaNetParams<S>& p, ConstMatRef<S>
       c.kn.row(t).segment(h * d, d) = ks / std::sqrt(ks.squaredNorm() + eps);
     }
   c.beta.noalias() = x * p.b_proj;
-  c.beta = c.beta.unaryExpr([](S z) { return sigmoid(z); });
+  c.beta = c.beta.unaryExpr([](S z) { return dn_sigmoid(z); });
   if (cfg.gated) {
     c.r.noalias() = x * p.a_proj;
     c.r.rowwise() += p.dt_bias;
@@ -95,7 +95,7 @@ void front(const DeltaNetConfig& cfg, const DeltaNetParams<S>& p, ConstMatRef<S>
 
 // The back of the block: the per-head RMSNorm, the gate and o_proj. Fills c.n, c.gate, c.y from c.o.
 template <class S>
-Mat<S> back(const DeltaNetConfig& cfg, const DeltaNetParams<S>& p, ConstMatRef<S> x,
+Mat<S> dn_back(const DeltaNetConfig& cfg, const DeltaNetParams<S>& p, ConstMatRef<S> x,
             DeltaNetCache<S>& c) {
   const int H = cfg.heads, d = cfg.head_dim();
   const Eigen::Index T = c.o.rows();
@@ -118,14 +118,14 @@ Mat<S> back(const DeltaNetConfig& cfg, const DeltaNetParams<S>& p, ConstMatRef<S
 
 // The inner loop's per-head inputs, copied out of the cache.
 template <class S>
-struct HeadInputs {
+struct DnHeadInputs {
   Mat<S> q, k, v;
   Vec<S> beta, alpha;
 };
 template <class S>
-HeadInputs<S> head_inputs(const DeltaNetConfig& cfg, const DeltaNetCache<S>& c, int h) {
+DnHeadInputs<S> dn_head_inputs(const DeltaNetConfig& cfg, const DeltaNetCache<S>& c, int h) {
   const int d = cfg.head_dim();
-  HeadInputs<S> in;
+  DnHeadInputs<S> in;
   in.q = c.qn.middleCols(h * d, d);
   in.k = c.kn.middleCols(h * d, d);
   in.v = c.v.middleCols(h * d, d);
@@ -134,33 +134,33 @@ HeadInputs<S> head_inputs(const DeltaNetConfig& cfg, const DeltaNetCache<S>& c, 
   return in;
 }
 
-MatrixRule rule_of(const DeltaNetConfig& cfg) {
+MatrixRule dn_rule_of(const DeltaNetConfig& cfg) {
   return cfg.gated ? MatrixRule::GatedDeltaNet : MatrixRule::DeltaNet;
 }
 
 // The backward of u ↦ s · u / sqrt(‖u‖² + ε) for one row: du = s (g/n − u (u·g)/n³).
 template <class S, class U, class G>
-RowVec<S> l2_norm_backward(const U& u, const G& g, S s, S eps) {
+RowVec<S> dn_l2_norm_backward(const U& u, const G& g, S s, S eps) {
   const S n2 = u.squaredNorm() + eps, n = std::sqrt(n2);
   return (s / n) * (g - u * (u.dot(g) / n2));
 }
 
 template <class S>
-Mat<S> uniform_mat(Eigen::Index r, Eigen::Index c, double lo, double hi, Rng& rng) {
+Mat<S> dn_uniform_mat(Eigen::Index r, Eigen::Index c, double lo, double hi, Rng& rng) {
   Mat<S> m(r, c);
   for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = S(lo + (hi - lo) * rng.uniform());
   return m;
 }
 
 template <class S>
-Mat<S> normal_mat(Eigen::Index r, Eigen::Index c, double std, Rng& rng) {
+Mat<S> dn_normal_mat(Eigen::Index r, Eigen::Index c, double std, Rng& rng) {
   Mat<S> m(r, c);
   for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = S(std * rng.normal());
   return m;
 }
 
 template <class S>
-void check(const DeltaNetConfig& cfg, const DeltaNetParams<S>& p) {
+void dn_check(const DeltaNetConfig& cfg, const DeltaNetParams<S>& p) {
   cfg.validate();
   auto shape = [](const auto& m, Eigen::Index r, Eigen::Index c, const char* name) {
     if (m.rows() != r || m.cols() != c)
@@ -207,22 +207,22 @@ DeltaNetParams<S> DeltaNetParams<S>::init(const DeltaNetConfig& cfg, double std,
   cfg.validate();
   const int D = cfg.width, H = cfg.heads, K = cfg.conv_kernel;
   DeltaNetParams p = zeros(cfg);
-  p.q_proj = normal_mat<S>(D, D, std, rng);
-  p.k_proj = normal_mat<S>(D, D, std, rng);
-  p.v_proj = normal_mat<S>(D, D, std, rng);
-  p.b_proj = normal_mat<S>(D, H, std, rng);
+  p.q_proj = dn_normal_mat<S>(D, D, std, rng);
+  p.k_proj = dn_normal_mat<S>(D, D, std, rng);
+  p.v_proj = dn_normal_mat<S>(D, D, std, rng);
+  p.b_proj = dn_normal_mat<S>(D, H, std, rng);
   const double bound = 1.0 / std::sqrt(double(K));  // PyTorch's Conv1d default, fan-in K
-  p.q_conv = uniform_mat<S>(D, K, -bound, bound, rng);
-  p.k_conv = uniform_mat<S>(D, K, -bound, bound, rng);
-  p.v_conv = uniform_mat<S>(D, K, -bound, bound, rng);
+  p.q_conv = dn_uniform_mat<S>(D, K, -bound, bound, rng);
+  p.k_conv = dn_uniform_mat<S>(D, K, -bound, bound, rng);
+  p.v_conv = dn_uniform_mat<S>(D, K, -bound, bound, rng);
   if (cfg.gated) {
-    p.a_proj = normal_mat<S>(D, H, std, rng);
+    p.a_proj = dn_normal_mat<S>(D, H, std, rng);
     for (int h = 0; h < H; ++h) p.A_log(h) = S(mamba2_init_A_log(rng));
     for (int h = 0; h < H; ++h) p.dt_bias(h) = S(mamba2_init_dt_bias(rng));
-    p.g_proj = normal_mat<S>(D, D, std, rng);
+    p.g_proj = dn_normal_mat<S>(D, D, std, rng);
   }
   p.o_norm = RowVec<S>::Ones(cfg.head_dim());
-  p.o_proj = normal_mat<S>(D, D, std, rng);
+  p.o_proj = dn_normal_mat<S>(D, D, std, rng);
   return p;
 }
 
@@ -245,7 +245,7 @@ DeltaNetParams<S> DeltaNetParams<S>::zeros(const DeltaNetConfig& cfg) {
 template <class S>
 DeltaNetLayer<S>::DeltaNetLayer(DeltaNetConfig cfg, DeltaNetParams<S> params)
     : m_cfg(cfg), m_params(std::move(params)) {
-  check(m_cfg, m_params);
+  dn_check(m_cfg, m_params);
 }
 
 template <class S>
@@ -271,21 +271,21 @@ Mat<S> DeltaNetLayer<S>::forward(SequenceState& state, ConstMatRef<S> x, DeltaNe
                  std::to_string(m_cfg.width));
   const int d = m_cfg.head_dim();
   DeltaNetCache<S> c;
-  front<S>(m_cfg, m_params, x, st->q_hist, st->k_hist, st->v_hist, c);
+  dn_front<S>(m_cfg, m_params, x, st->q_hist, st->k_hist, st->v_hist, c);
   c.o.resize(x.rows(), m_cfg.width);
   for (int h = 0; h < m_cfg.heads; ++h) {
-    const HeadInputs<S> in = head_inputs(m_cfg, c, h);
+    const DnHeadInputs<S> in = dn_head_inputs(m_cfg, c, h);
     MatrixRuleOutput<S> out =
         form == DeltaNetForm::Primal
-            ? matrix_rule_primal<S>(rule_of(m_cfg), in.q, in.k, in.v, in.beta, in.alpha,
+            ? matrix_rule_primal<S>(dn_rule_of(m_cfg), in.q, in.k, in.v, in.beta, in.alpha,
                                     st->state[h])
-            : matrix_rule_chunked<S>(rule_of(m_cfg), in.q, in.k, in.v, in.beta, in.alpha,
+            : matrix_rule_chunked<S>(dn_rule_of(m_cfg), in.q, in.k, in.v, in.beta, in.alpha,
                                      st->state[h], m_cfg.chunk_size);
     c.o.middleCols(h * d, d) = out.o;
     st->state[h] = std::move(out.state);
   }
   st->tokens += x.rows();
-  return back<S>(m_cfg, m_params, x, c);
+  return dn_back<S>(m_cfg, m_params, x, c);
 }
 
 template <class S>
@@ -297,16 +297,16 @@ std::unique_ptr<LayerCache> DeltaNetLayer<S>::forward_train(ConstMatRef<S> x, Ma
   auto c = std::make_unique<DeltaNetCache<S>>();
   c->x = x;
   Mat<S> qh = Mat<S>::Zero(K - 1, m_cfg.width), kh = qh, vh = qh;
-  front<S>(m_cfg, m_params, x, qh, kh, vh, *c);
+  dn_front<S>(m_cfg, m_params, x, qh, kh, vh, *c);
   c->o.resize(x.rows(), m_cfg.width);
   const Mat<S> S0 = Mat<S>::Zero(d, d);
   for (int h = 0; h < m_cfg.heads; ++h) {
-    const HeadInputs<S> in = head_inputs(m_cfg, *c, h);
-    c->o.middleCols(h * d, d) = matrix_rule_chunked<S>(rule_of(m_cfg), in.q, in.k, in.v, in.beta,
+    const DnHeadInputs<S> in = dn_head_inputs(m_cfg, *c, h);
+    c->o.middleCols(h * d, d) = matrix_rule_chunked<S>(dn_rule_of(m_cfg), in.q, in.k, in.v, in.beta,
                                                        in.alpha, S0, m_cfg.chunk_size)
                                     .o;
   }
-  out = back<S>(m_cfg, m_params, x, *c);
+  out = dn_back<S>(m_cfg, m_params, x, *c);
   return c;
 }
 
@@ -346,16 +346,16 @@ void DeltaNetLayer<S>::backward(const LayerCache& cache, ConstMatRef<S> dOut,
   for (int h = 0; h < H; ++h) {
     rms_norm_backward<S>(c->o.middleCols(h * d, d), p.o_norm, dn.middleCols(h * d, d), doh,
                          g.o_norm, S(m_cfg.norm_eps));
-    const HeadInputs<S> in = head_inputs(m_cfg, *c, h);
+    const DnHeadInputs<S> in = dn_head_inputs(m_cfg, *c, h);
     const MatrixRuleGrads<S> gr =
-        matrix_rule_backward<S>(rule_of(m_cfg), in.q, in.k, in.v, in.beta, in.alpha, S0, doh, dSf);
+        matrix_rule_backward<S>(dn_rule_of(m_cfg), in.q, in.k, in.v, in.beta, in.alpha, S0, doh, dSf);
     dqn.middleCols(h * d, d) = gr.dq;
     dkn.middleCols(h * d, d) = gr.dk;
     dv.middleCols(h * d, d) = gr.dv;
     dbeta.col(h) = gr.dbeta;
     if (m_cfg.gated) dalpha.col(h) = gr.dalpha;
   }
-  // β = sigmoid(x W_β)
+  // β = dn_sigmoid(x W_β)
   const Mat<S> dzb = (dbeta.array() * c->beta.array() * (S(1) - c->beta.array())).matrix();
   g.b_proj.noalias() += c->x.transpose() * dzb;
   dx.noalias() += dzb * p.b_proj.transpose();
@@ -379,9 +379,9 @@ void DeltaNetLayer<S>::backward(const LayerCache& cache, ConstMatRef<S> dOut,
   Mat<S> dq(T, D), dk(T, D);
   for (Eigen::Index t = 0; t < T; ++t)
     for (int h = 0; h < H; ++h) {
-      dq.row(t).segment(h * d, d) = l2_norm_backward<S>(c->q.row(t).segment(h * d, d),
+      dq.row(t).segment(h * d, d) = dn_l2_norm_backward<S>(c->q.row(t).segment(h * d, d),
                                                         dqn.row(t).segment(h * d, d), scale, eps);
-      dk.row(t).segment(h * d, d) = l2_norm_backward<S>(c->k.row(t).segment(h * d, d),
+      dk.row(t).segment(h * d, d) = dn_l2_norm_backward<S>(c->k.row(t).segment(h * d, d),
                                                         dkn.row(t).segment(h * d, d), S(1), eps);
     }
   // silu, the convolutions (no bias: its gradient is dropped) and the projections.
