@@ -257,7 +257,7 @@ TEST(Mamba2, ModelParameterCountAndCheckpointLayoutFollowTheConfig) {
   EXPECT_GT(estimate_memory(c, MemoryUse{}), 0u);
 }
 
-std::vector<int> random_tokens(int n, std::uint64_t seed) {
+std::vector<int> m2_random_tokens(int n, std::uint64_t seed) {
   Rng rng(seed);
   std::vector<int> t(n);
   for (int& v : t) v = static_cast<int>(rng.below(256));
@@ -272,7 +272,7 @@ TEST(Mamba2, ModelGradientMatchesFiniteDifferences) {
   c.initializer_range = 0.3;
   Model<double> model(c, seed);
   auto grads = model.zeros_like();
-  const std::vector<int> tokens = random_tokens(20, seed + 1);  // T = 19: a short last chunk
+  const std::vector<int> tokens = m2_random_tokens(20, seed + 1);  // T = 19: a short last chunk
   const CrossEntropyStats st = model.train_sequence(tokens, {}, 19, *grads);
   EXPECT_NEAR(st.loss_sum, model.eval_sequence(tokens, {}).loss_sum, 1e-10);
   auto loss = [&] { return model.eval_sequence(tokens, {}).loss_sum / 19.0; };
@@ -297,7 +297,7 @@ TEST(Mamba2, ModelGradientMatchesFiniteDifferences) {
 TEST(Mamba2, DecodingTokenByTokenGivesTheWholeForwardsLogits) {
   const std::uint64_t seed = announce(11);
   const Model<float> model(mamba2_model(), seed);
-  const std::vector<int> tokens = random_tokens(21, seed);
+  const std::vector<int> tokens = m2_random_tokens(21, seed);
   auto whole_stream = model.start();
   const Mat<float> whole = model.forward(*whole_stream, tokens);
   const auto dec = make_cpu_decoder(model);
@@ -325,7 +325,7 @@ TEST(Mamba2, CheckpointSaveAndLoadGiveIdenticalOutputs) {
   save_model_safetensors(m, dir / "model.safetensors");
   Model<float> other(c, 6);
   load_model_safetensors(other, dir / "model.safetensors");
-  const std::vector<int> tokens = random_tokens(17, 8);
+  const std::vector<int> tokens = m2_random_tokens(17, 8);
   auto s1 = m.start(), s2 = other.start();
   EXPECT_EQ(m.forward(*s1, tokens), other.forward(*s2, tokens));
   fs::remove_all(dir);

@@ -17,7 +17,7 @@ namespace {
 
 using Mt64 = std::mt19937_64;
 
-Mat<double> randn(Eigen::Index r, Eigen::Index c, Mt64& rng, double std = 1.0) {
+Mat<double> tb_randn(Eigen::Index r, Eigen::Index c, Mt64& rng, double std = 1.0) {
   std::normal_distribution<double> n(0.0, std);
   Mat<double> m(r, c);
   for (Eigen::Index i = 0; i < m.size(); ++i) m(i / c, i % c) = n(rng);
@@ -45,8 +45,8 @@ double fd_error(double* x, Eigen::Index n, const double* g, const std::function<
 TEST(LnL2GradBackward, MatchesFiniteDifferences) {
   Mt64 rng(1);
   const int n = 3, d = 8;
-  Mat<double> Z = randn(n, d, rng, 2.0), R = randn(n, d, rng), W = randn(n, d, rng);
-  RowVec<double> gamma = randn(1, d, rng, 0.3).array() + 1.0, beta = randn(1, d, rng, 0.3);
+  Mat<double> Z = tb_randn(n, d, rng, 2.0), R = tb_randn(n, d, rng), W = tb_randn(n, d, rng);
+  RowVec<double> gamma = tb_randn(1, d, rng, 0.3).array() + 1.0, beta = tb_randn(1, d, rng, 0.3);
   // L = Σ W ⊙ G(Z, R; γ, β)
   auto loss = [&] {
     Mat<double> G;
@@ -66,8 +66,8 @@ TEST(LnL2GradBackward, MatchesFiniteDifferences) {
 TEST(LayerNormRowsBackward, MatchesFiniteDifferences) {
   Mt64 rng(2);
   const int n = 3, d = 8;
-  Mat<double> Z = randn(n, d, rng, 2.0), W = randn(n, d, rng);
-  RowVec<double> gamma = randn(1, d, rng, 0.3).array() + 1.0, beta = randn(1, d, rng, 0.3);
+  Mat<double> Z = tb_randn(n, d, rng, 2.0), W = tb_randn(n, d, rng);
+  RowVec<double> gamma = tb_randn(1, d, rng, 0.3).array() + 1.0, beta = tb_randn(1, d, rng, 0.3);
   auto loss = [&] {
     Mat<double> Y;
     layer_norm_rows<double>(Z, gamma, beta, 1e-6, Y);
@@ -102,24 +102,24 @@ TEST_P(InnerBackward, EveryInputMatchesFiniteDifferences) {
   opt.layer_norm = c.layer_norm;
   opt.residual = c.residual;
   opt.bias = c.bias;
-  Mat<double> Q = randn(c.T, d, rng), K = randn(c.T, d, rng), V = randn(c.T, d, rng);
-  Vec<double> lam = (randn(c.T, 1, rng, 0.05).array().abs() + 0.05).matrix();
+  Mat<double> Q = tb_randn(c.T, d, rng), K = tb_randn(c.T, d, rng), V = tb_randn(c.T, d, rng);
+  Vec<double> lam = (tb_randn(c.T, 1, rng, 0.05).array().abs() + 0.05).matrix();
   InnerHeadParams<double> p;
-  p.ln_weight = randn(1, d, rng, 0.3).array() + 1.0;
-  p.ln_bias = randn(1, d, rng, 0.3);
-  p.tau = (randn(c.b, 1, rng, 0.2).array() + 1.0).matrix();
+  p.ln_weight = tb_randn(1, d, rng, 0.3).array() + 1.0;
+  p.ln_bias = tb_randn(1, d, rng, 0.3);
+  p.tau = (tb_randn(c.b, 1, rng, 0.2).array() + 1.0).matrix();
   InnerWeights<double> W0 = InnerWeights<double>::zeros(opt, d);
-  W0.W1 = randn(W0.W1.rows(), W0.W1.cols(), rng, 0.5);
-  W0.b1 = randn(1, W0.b1.size(), rng, 0.2);
+  W0.W1 = tb_randn(W0.W1.rows(), W0.W1.cols(), rng, 0.5);
+  W0.b1 = tb_randn(1, W0.b1.size(), rng, 0.2);
   if (c.model == InnerModel::MLP) {
-    W0.W2 = randn(W0.W2.rows(), W0.W2.cols(), rng, 0.5);
-    W0.b2 = randn(1, W0.b2.size(), rng, 0.2);
+    W0.W2 = tb_randn(W0.W2.rows(), W0.W2.cols(), rng, 0.5);
+    W0.b2 = tb_randn(1, W0.b2.size(), rng, 0.2);
   }
   if (!c.bias) {
     W0.b1.setZero();
     W0.b2.setZero();
   }
-  const Mat<double> Wl = randn(c.T, d, rng);  // L = Σ Wl ⊙ O
+  const Mat<double> Wl = tb_randn(c.T, d, rng);  // L = Σ Wl ⊙ O
   auto loss = [&] {
     InnerState<double> st = InnerState<double>::start(W0);
     Mat<double> O;
@@ -172,14 +172,14 @@ TEST(InnerBackward, CheckpointGroupsGiveIdenticalGradients) {
     InnerOptions opt;
     opt.model = model;
     opt.mini_batch = b;
-    const Mat<double> Q = randn(T, d, rng), K = randn(T, d, rng), V = randn(T, d, rng),
-                      dO = randn(T, d, rng);
+    const Mat<double> Q = tb_randn(T, d, rng), K = tb_randn(T, d, rng), V = tb_randn(T, d, rng),
+                      dO = tb_randn(T, d, rng);
     const Vec<double> lam = Vec<double>::Constant(T, 0.05);
     InnerHeadParams<double> p{RowVec<double>::Ones(d), RowVec<double>::Zero(d),
                               token_index_scale<double>(EtaOptions{}, RowVec<double>::Zero(b))};
     InnerWeights<double> W0 = InnerWeights<double>::zeros(opt, d);
-    W0.W1 = randn(W0.W1.rows(), W0.W1.cols(), rng, 0.3);
-    if (model == InnerModel::MLP) W0.W2 = randn(W0.W2.rows(), W0.W2.cols(), rng, 0.3);
+    W0.W1 = tb_randn(W0.W1.rows(), W0.W1.cols(), rng, 0.3);
+    if (model == InnerModel::MLP) W0.W2 = tb_randn(W0.W2.rows(), W0.W2.cols(), rng, 0.3);
     InnerGrads<double> ref;
     inner_backward<double>(opt, p, Q, K, V, lam, W0, dO, ref, 0);
     for (int group : {1, 2, 3, 4, 100}) {
@@ -198,12 +198,12 @@ TEST(InnerBackward, Fp32AgreesWithFp64) {
   const int d = 16, b = 8, T = 40;
   InnerOptions opt;
   opt.mini_batch = b;
-  const Mat<double> Q = randn(T, d, rng), K = randn(T, d, rng), V = randn(T, d, rng), dO = randn(T, d, rng);
+  const Mat<double> Q = tb_randn(T, d, rng), K = tb_randn(T, d, rng), V = tb_randn(T, d, rng), dO = tb_randn(T, d, rng);
   const Vec<double> lam = Vec<double>::Constant(T, 0.5 / d);
   InnerHeadParams<double> p{RowVec<double>::Ones(d), RowVec<double>::Zero(d),
                             token_index_scale<double>(EtaOptions{}, RowVec<double>::Zero(b))};
   InnerWeights<double> W0 = InnerWeights<double>::zeros(opt, d);
-  W0.W1 = randn(d, d, rng, 0.3);
+  W0.W1 = tb_randn(d, d, rng, 0.3);
   InnerGrads<double> g64;
   inner_backward<double>(opt, p, Q, K, V, lam, W0, dO, g64);
   InnerHeadParams<float> pf{p.ln_weight.cast<float>(), p.ln_bias.cast<float>(), p.tau.cast<float>()};
