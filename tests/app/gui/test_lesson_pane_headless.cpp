@@ -27,7 +27,7 @@ namespace fs = std::filesystem;
 
 using testing::NullSink;
 
-const char* kLesson = R"(---
+const char* kPaneLesson = R"(---
 title: Every widget
 goal: Draw every part of a lesson.
 duration: 15
@@ -84,7 +84,7 @@ class LessonPaneHeadless : public ::testing::Test {
     fs::create_directories(m_dir);
     std::ofstream(m_dir / "scene.tttlab") << R"({"format": "tttlab-state", "active_panel": "primal_dual",
       "panels": {"primal_dual": {"head": {"source": "toy", "text": "the moon", "d": 4, "mini_batch": 4}}}})";
-    std::ofstream(m_dir / "01-every.md") << kLesson;
+    std::ofstream(m_dir / "01-every.md") << kPaneLesson;
   }
   void TearDown() override {
     ImGui::DestroyContext();
