@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <sstream>
 #include <string>
 
 #include "gui/fonts.hpp"
@@ -88,31 +87,6 @@ bool designer_combo(const char* id, E& value, const DesignerOption<E> (&options)
   return changed;
 }
 
-std::string designer_join(const std::vector<int>& v) {
-  std::string s;
-  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s;
-}
-
-bool designer_parse_list(const std::string& text, std::vector<int>& out) {
-  std::string t = text;
-  std::replace(t.begin(), t.end(), ',', ' ');
-  std::istringstream in(t);
-  std::vector<int> v;
-  std::string part;
-  while (in >> part) {
-    char* end = nullptr;
-    const long x = std::strtol(part.c_str(), &end, 10);
-    if (!end || *end != '\0' || x < 1 || x > 160) return false;
-    v.push_back(static_cast<int>(x));
-  }
-  if (v.empty() || v.size() > 12 || !std::is_sorted(v.begin(), v.end()) ||
-      std::adjacent_find(v.begin(), v.end()) != v.end())
-    return false;
-  out = v;
-  return true;
-}
-
 ImU32 designer_faded(ImU32 c, float alpha) {
   ImVec4 f = ImGui::ColorConvertU32ToFloat4(c);
   f.w *= alpha;
@@ -137,14 +111,14 @@ class DesignerPanel final
                      "compute again") {}
 
   void sync(CommandSink& sink) override {
-    m_pairs_text = designer_join(m_settings.run.pairs);
+    m_pairs_text = widgets::join_ints(m_settings.run.pairs);
     FeaturePanel::sync(sink);
   }
 
  private:
   std::optional<Command> rerun() const override { return DesignerRun{m_settings.run}; }
   void loaded() override {
-    m_pairs_text = designer_join(m_settings.run.pairs);
+    m_pairs_text = widgets::join_ints(m_settings.run.pairs);
     m_pairs_error.clear();
   }
 
@@ -240,7 +214,7 @@ class DesignerPanel final
       widgets::row("Pairs P", "How many pairs each memory reads before it is asked (increasing, at most 160).");
       if (widgets::input_string("##pairs", m_pairs_text)) {
         std::vector<int> v;
-        if (designer_parse_list(m_pairs_text, v)) {
+        if (widgets::parse_increasing_ints(m_pairs_text, 12, 160, v)) {
           r.pairs = v;
           m_pairs_error.clear();
           run = true;
@@ -399,7 +373,7 @@ class DesignerPanel final
     plot::line_plot(l);
   }
 
-  std::string m_pairs_text = designer_join(DesignerSettings{}.pairs);
+  std::string m_pairs_text = widgets::join_ints(DesignerSettings{}.pairs);
   std::string m_pairs_error;
   std::vector<double> m_xs;
 };

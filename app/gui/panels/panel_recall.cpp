@@ -9,7 +9,6 @@
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "gui/fonts.hpp"
 #include "gui/panels/feature_panel.hpp"
@@ -41,30 +40,6 @@ ImU32 memory_color(int m) {
   return colors::kText;
 }
 
-std::string join(const std::vector<int>& v) {
-  std::string s;
-  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s;
-}
-
-// "4, 8, 16" (commas or spaces) → the list; false when a part is not a whole number.
-bool parse_list(const std::string& text, std::vector<int>& out) {
-  std::string t = text;
-  std::replace(t.begin(), t.end(), ',', ' ');
-  std::istringstream in(t);
-  std::vector<int> v;
-  std::string part;
-  while (in >> part) {
-    char* end = nullptr;
-    const long x = std::strtol(part.c_str(), &end, 10);
-    if (!end || *end != '\0' || x < 1 || x > 100000) return false;
-    v.push_back(static_cast<int>(x));
-  }
-  if (v.empty()) return false;
-  out = v;
-  return true;
-}
-
 class RecallPanel final : public FeaturePanel<RecallPanelSettings, RecallView, &Snapshot::recall> {
  public:
   RecallPanel()
@@ -76,14 +51,14 @@ class RecallPanel final : public FeaturePanel<RecallPanelSettings, RecallView, &
                      "compute again") {}
 
   void sync(CommandSink& sink) override {
-    m_pairs_text = join(m_settings.run.pairs);
+    m_pairs_text = widgets::join_ints(m_settings.run.pairs);
     FeaturePanel::sync(sink);
   }
 
  private:
   std::optional<Command> rerun() const override { return RecallRun{m_settings.run}; }
   void loaded() override {
-    m_pairs_text = join(m_settings.run.pairs);
+    m_pairs_text = widgets::join_ints(m_settings.run.pairs);
     m_pairs_error.clear();
   }
 
@@ -100,8 +75,7 @@ class RecallPanel final : public FeaturePanel<RecallPanelSettings, RecallView, &
                               "curves per number (increasing, at most 160).");
       if (widgets::input_string("##pairs", m_pairs_text)) {
         std::vector<int> p;
-        if (parse_list(m_pairs_text, p) && std::is_sorted(p.begin(), p.end()) &&
-            std::adjacent_find(p.begin(), p.end()) == p.end() && p.size() <= 12 && p.back() <= 160) {
+        if (widgets::parse_increasing_ints(m_pairs_text, 12, 160, p)) {
           r.pairs = p;
           m_pairs_error.clear();
           run = true;
@@ -266,7 +240,7 @@ class RecallPanel final : public FeaturePanel<RecallPanelSettings, RecallView, &
     plot::heatmap(h);
   }
 
-  std::string m_pairs_text = join(RecallSettings{}.pairs);
+  std::string m_pairs_text = widgets::join_ints(RecallSettings{}.pairs);
   std::string m_pairs_error;
   std::vector<double> m_xs;
   std::vector<double> m_shown;

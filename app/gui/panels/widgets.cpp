@@ -4,8 +4,10 @@
 #include <cfloat>
 #include <cstdio>
 #include <cstring>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <sstream>
 
 #include "course/classroom.hpp"
 #include "lab/engine/head_inputs.hpp"
@@ -84,6 +86,31 @@ bool seed_input(std::uint64_t& seed) {
                           ImGuiInputTextFlags_EnterReturnsTrue))
     return false;
   seed = typed;
+  return true;
+}
+
+std::string join_ints(const std::vector<int>& v) {
+  std::string s;
+  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s;
+}
+
+bool parse_increasing_ints(const std::string& text, std::size_t max_items, int max_value, std::vector<int>& out) {
+  std::string t = text;
+  std::replace(t.begin(), t.end(), ',', ' ');
+  std::istringstream in(t);
+  std::vector<int> v;
+  std::string part;
+  while (in >> part) {
+    char* end = nullptr;
+    const long x = std::strtol(part.c_str(), &end, 10);
+    if (!end || *end != '\0' || x < 1 || x > max_value) return false;
+    v.push_back(static_cast<int>(x));
+  }
+  if (v.empty() || v.size() > max_items || !std::is_sorted(v.begin(), v.end()) ||
+      std::adjacent_find(v.begin(), v.end()) != v.end())
+    return false;
+  out = v;
   return true;
 }
 

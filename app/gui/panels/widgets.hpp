@@ -96,6 +96,12 @@ bool path_prompt(const char* title, const char* explanation, std::string& out,
 // Text input bound to a std::string; returns true when the edit is complete.
 bool input_string(const char* id, std::string& s, bool multiline = false, float height = 0.0f);
 
+// A list of whole numbers as a text field shows it ("4, 8, 16"), and back: `text` (commas or spaces)
+// into `out` when it is 1 to `max_items` increasing numbers from 1 to `max_value`; false (out
+// untouched) otherwise.
+std::string join_ints(const std::vector<int>& v);
+bool parse_increasing_ints(const std::string& text, std::size_t max_items, int max_value, std::vector<int>& out);
+
 // Token t of `bytes` in quotes for labels ("'a'", "'⏎'"); empty when t is out of range.
 std::string quoted_token(const std::vector<unsigned char>& bytes, long t);
 
