@@ -11,8 +11,9 @@
 // products occupy the tensor cores. The scores are in log2 units as in flash_attention.cu.
 //
 // Forward at d = 64 (flash_forward_sm90_tma): 64 queries per block, Q loaded once; 64-key tiles of
-// K and V in three stages, brought by bulk tensor copies that one thread issues; software-pipelined
-// so the warpgroup's products overlap its own softmax. At d = 128 (flash_forward_sm90_pipe) the same
+// K in three stages and of V in two, brought by bulk tensor copies that one thread issues;
+// software-pipelined so the warpgroup's products overlap its own softmax; four blocks per
+// multiprocessor. At d = 128 (flash_forward_sm90_pipe) the same
 // pipeline is fed by cp.async: three TMA stages of 128-wide tiles leave room for one block per
 // multiprocessor only, which measured slower.
 #include <cuda.h>  // CUtensorMap; the encode function comes through the runtime, nothing links libcuda
@@ -174,17 +175,26 @@ constexpr std::size_t pipe_smem_bytes() {
 // then iteration j with P_j in pcur: tile j + 2 requested (prefetch), tile j + 1 awaited (ready),
 // S_{j+1} and P_j V_j issued, the softmax of j + 1 into pnext while P_j V_j is in flight, O rescaled
 // once it has landed. Then O / l to bf16 and the lse. The two kernels differ only in how tiles come.
-template <int D, int BN, class Prefetch, class Ready>
+// VST: V's stages, 3 (V_j arrives with K_j: ready(j) covers both) or 2 (V_j has a stage of its own
+// pair: ready_v(j) waits for it before P_j V_j is issued, and free_v(j) is called once P_j V_j has
+// landed, when V_j's stage may be refilled).
+struct NoHook {
+  __device__ __forceinline__ void operator()(int) const {}
+};
+template <int D, int BN, int VST = 3, class Prefetch, class Ready, class ReadyV = NoHook,
+          class FreeV = NoHook>
 __device__ __forceinline__ void forward_pipeline(const FlashSm90Forward& p, std::uint32_t sQ,
                                                  std::uint32_t sK, std::uint32_t sV, int q0,
                                                  int nkt, long base, long ld, int n, int h,
                                                  int row_base, int t, Prefetch prefetch,
-                                                 Ready ready) {
+                                                 Ready ready, ReadyV ready_v = {},
+                                                 FreeV free_v = {}) {
+  static_assert(VST == 2 || VST == 3, "V in two or three stages");
   constexpr int HV = D / 64;
   constexpr std::uint32_t kTileKV = BN * D * 2;
   const int T = p.T;
   const auto Kst = [&](int j) { return sK + std::uint32_t(j % 3) * kTileKV; };
-  const auto Vst = [&](int j) { return sV + std::uint32_t(j % 3) * kTileKV; };
+  const auto Vst = [&](int j) { return sV + std::uint32_t(j % VST) * kTileKV; };
 
   float o[HV][32];
 #pragma unroll
@@ -221,6 +231,7 @@ __device__ __forceinline__ void forward_pipeline(const FlashSm90Forward& p, std:
       issue_s<D, BN>(s, sQ, Kst(j + 1));
       commit();
     }
+    ready_v(j);
     issue_pv<D, BN>(o, pcur, Vst(j));
     commit();
     if (more) {
@@ -229,6 +240,7 @@ __device__ __forceinline__ void forward_pipeline(const FlashSm90Forward& p, std:
       float al[2];
       softmax(pnext, al, (j + 1) * BN);
       wait<0>();
+      free_v(j);
 #pragma unroll
       for (int hv = 0; hv < HV; ++hv) {
         fence_regs(o[hv]);
@@ -347,14 +359,23 @@ void launch_pipe(const FlashSm90Forward& a) {
 // ---- the same pipeline fed by the tensor memory accelerator -------------------------------------
 // One thread issues each tile's bulk tensor copies (cp.async.bulk.tensor, 64-column boxes written
 // in the 128-byte swizzle the descriptors name, rows past T zero-filled); the warpgroup waits on the
-// stage's mbarrier. No thread computes a load address and no block barrier is needed per tile: the
-// stage tile j + 2 overwrites was last read by P_{j−1} V_{j−1}, which had completed for the whole
-// warpgroup before thread 0 passed its wait on it. Two warpgroups sharing each K and V tile (128
-// queries per block), with or without turns at the tensor cores, measured 9–27 % slower on an
-// H200 (docs/KERNELS.md, "Attention baselines").
+// stage's mbarrier. No thread computes a load address and no block barrier is needed per tile.
+// K has three stages and V two, each stage with its own mbarrier: K_{j+2} is requested at the start
+// of iteration j, into the stage S_{j−1} = Q K_{j−1}ᵀ read (complete since iteration j − 1), and
+// V_{j+2} once P_j V_j has landed, into V_j's stage (a wgmma wait completes the product for the whole
+// warpgroup, so thread 0's wait suffices). That is 49 KB at d = 64, four blocks per
+// multiprocessor; with V in three stages too (58 KB, three blocks) the forward took 3–7 % longer
+// on an H200 at T = 2k and 32k. Two warpgroups sharing each K and V tile (128 queries per block),
+// with or without turns at the tensor cores, measured 9–27 % slower (docs/KERNELS.md, "Attention
+// baselines").
 struct TmaMaps {
   CUtensorMap q, k, v;
 };
+
+template <int D>
+constexpr std::size_t tma_smem_bytes() {
+  return std::size_t(64 + 5 * 64) * D * 2 + 1024 + 64;
+}
 
 template <int D, int MINB>
 __global__ void __launch_bounds__(128, MINB)
@@ -365,26 +386,31 @@ __global__ void __launch_bounds__(128, MINB)
   extern __shared__ std::uint8_t smem_raw[];
   const std::uint32_t sQ =
       (static_cast<std::uint32_t>(__cvta_generic_to_shared(smem_raw)) + 1023u) & ~1023u;
-  const std::uint32_t sK = sQ + kTileQ, sV = sK + 3 * kTileKV, bars = sV + 3 * kTileKV;
-  // bars: [0..2] the stages' "tile j is in", [3] Q's.
+  const std::uint32_t sK = sQ + kTileQ, sV = sK + 3 * kTileKV, bars = sV + 2 * kTileKV;
+  // bars: [0..2] K's stages ("K_j is in"), [3] Q's, [4..5] V's stages.
 
   const ForwardBlock<D, BN> b(p);
   const int n = b.n, h = b.h, q0 = b.q0, nkt = b.nkt;
   const long ld = b.ld, base = b.base;
-  const auto Kst = [&](int j) { return sK + std::uint32_t(j % 3) * kTileKV; };
-  const auto Vst = [&](int j) { return sV + std::uint32_t(j % 3) * kTileKV; };
-  const auto bar = [&](int j) { return bars + std::uint32_t(j % 3) * 8; };
-  const auto load_kv = [&](int j) {
-    mbar_expect(bar(j), 2 * kTileKV);
+  const auto kbar = [&](int j) { return bars + std::uint32_t(j % 3) * 8; };
+  const auto vbar = [&](int j) { return bars + 32 + std::uint32_t(j % 2) * 8; };
+  const auto load_k = [&](int j) {
+    mbar_expect(kbar(j), kTileKV);
 #pragma unroll
-    for (int hv = 0; hv < HV; ++hv) {
-      tma_load(Kst(j) + hv * BN * 128, &maps.k, h * D + 64 * hv, j * BN, n, bar(j));
-      tma_load(Vst(j) + hv * BN * 128, &maps.v, h * D + 64 * hv, j * BN, n, bar(j));
-    }
+    for (int hv = 0; hv < HV; ++hv)
+      tma_load(sK + std::uint32_t(j % 3) * kTileKV + hv * BN * 128, &maps.k, h * D + 64 * hv,
+               j * BN, n, kbar(j));
+  };
+  const auto load_v = [&](int j) {
+    mbar_expect(vbar(j), kTileKV);
+#pragma unroll
+    for (int hv = 0; hv < HV; ++hv)
+      tma_load(sV + std::uint32_t(j % 2) * kTileKV + hv * BN * 128, &maps.v, h * D + 64 * hv,
+               j * BN, n, vbar(j));
   };
 
   if (threadIdx.x == 0) {
-    for (int i = 0; i < 4; ++i) mbar_init(bars + 8 * i, 1);
+    for (int i = 0; i < 6; ++i) mbar_init(bars + 8 * i, 1);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
@@ -393,18 +419,26 @@ __global__ void __launch_bounds__(128, MINB)
 #pragma unroll
     for (int hv = 0; hv < HV; ++hv)
       tma_load(sQ + hv * 64 * 128, &maps.q, h * D + 64 * hv, q0, n, bars + 24);
-    load_kv(0);
-    if (nkt > 1) load_kv(1);
+    load_k(0);
+    load_v(0);
+    if (nkt > 1) {
+      load_k(1);
+      load_v(1);
+    }
   }
 
   mbar_wait(bars + 24, 0);
-  mbar_wait(bar(0), 0);
-  forward_pipeline<D, BN>(
+  mbar_wait(kbar(0), 0);
+  forward_pipeline<D, BN, 2>(
       p, sQ, sK, sV, q0, nkt, base, ld, n, h, b.row_base, b.t,
       [&](int j) {
-        if (threadIdx.x == 0 && j + 2 < nkt) load_kv(j + 2);
+        if (threadIdx.x == 0 && j + 2 < nkt) load_k(j + 2);
       },
-      [&](int j) { mbar_wait(bar(j), std::uint32_t((j / 3) & 1)); });
+      [&](int j) { mbar_wait(kbar(j), std::uint32_t((j / 3) & 1)); },
+      [&](int j) { mbar_wait(vbar(j), std::uint32_t((j / 2) & 1)); },
+      [&](int j) {
+        if (threadIdx.x == 0 && j + 2 < nkt) load_v(j + 2);
+      });
 #else
   (void)maps;
   (void)p;
@@ -710,7 +744,7 @@ __global__ void __launch_bounds__(128, MINB)
 template <int D, int MINB>
 void launch_tma(const FlashSm90Forward& a) {
   const auto kernel = flash_forward_sm90_tma<D, MINB>;
-  constexpr std::size_t smem = std::size_t(64 + 6 * 64) * D * 2 + 1024 + 64;
+  constexpr std::size_t smem = tma_smem_bytes<D>();
   allow_shared_memory(kernel, smem);
   const TmaMaps maps{make_map(a.Q, a.B, a.T, a.H, D), make_map(a.K, a.B, a.T, a.H, D),
                      make_map(a.V, a.B, a.T, a.H, D)};
