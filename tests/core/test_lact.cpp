@@ -1,17 +1,19 @@
 // LaCT's inner loop (tttlab/fastweight/lact.hpp, docs/MATH.md §11.10): the manual backward against
 // central finite differences in fp64 for GD, momentum, Muon and both, with a partial and an exact
-// last chunk; Newton–Schulz's backward and its transpose branch; what the observer reports; argument
-// validation; the preset naming this header. The outputs themselves are pinned to the authors' code
+// last chunk; Newton–Schulz's backward and its transpose branch; what the observer reports; the
+// stream in pieces against the whole sequence; argument validation; the preset naming this header. The outputs themselves are pinned to the authors' code
 // by test_lact_fixtures.cpp.
 #include <gtest/gtest.h>
 
 #include <Eigen/SVD>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <functional>
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tttlab/fastweight/lact.hpp"
@@ -215,6 +217,45 @@ TEST(LactForward, ObserverReportsEveryChunkAndTheRowNormsStay) {
   EXPECT_EQ(steps[2].loss_after, steps[2].loss_before);
   EXPECT_EQ(out.weights.w0, after[1].w0);
   EXPECT_FALSE(after[0].w0.isApprox(c.W.w0, 1e-3)) << "an update must change the weights";
+}
+
+// The stream in uneven pieces (one token, pieces inside a chunk, pieces across chunk ends) equals the
+// whole sequence: outputs and final weights, in fp64 to rounding.
+TEST(LactStream, PiecesEqualTheWholeSequence) {
+  const int T = 37, chunk = 8;
+  const std::vector<int> pieces{1, 5, 8, 3, 1, 1, 12, 0, 6};  // sums to 37
+  for (const auto& [momentum, muon] : std::vector<std::pair<bool, bool>>{
+           {false, false}, {true, false}, {false, true}, {true, true}}) {
+    const LactCase c = lact_make_case(5501, T, 4, 3, 6, momentum);
+    const LactOutput<double> whole =
+        lact_forward<double>(c.q, c.k, c.v, c.lr0, c.lr1, c.lr2, c.momentum, c.W, chunk, muon);
+    LactStreamState<double> st = lact_stream_start<double>(c.W, chunk, muon, momentum);
+    Mat<double> o(T, 3);
+    int t = 0;
+    for (int n : pieces) {
+      const Vec<double> m = momentum ? Vec<double>(c.momentum.segment(t, n)) : Vec<double>();
+      o.middleRows(t, n) =
+          lact_stream<double>(st, c.q.middleRows(t, n), c.k.middleRows(t, n), c.v.middleRows(t, n),
+                              c.lr0.segment(t, n), c.lr1.segment(t, n), c.lr2.segment(t, n), m);
+      t += n;
+    }
+    ASSERT_EQ(t, T);
+    const double eo = (o - whole.o).cwiseAbs().maxCoeff() / whole.o.cwiseAbs().maxCoeff();
+    const double ew = std::max({(st.weights.w0 - whole.weights.w0).cwiseAbs().maxCoeff(),
+                                (st.weights.w1 - whole.weights.w1).cwiseAbs().maxCoeff(),
+                                (st.weights.w2 - whole.weights.w2).cwiseAbs().maxCoeff()});
+    std::printf("[lact stream] momentum=%d muon=%d seed=5501: o %.1e, final weights %.1e\n",
+                momentum, muon, eo, ew);
+    EXPECT_LE(eo, 1e-12);
+    EXPECT_LE(ew, 1e-12);
+    EXPECT_EQ(st.updates, whole.updates);
+    EXPECT_EQ(st.tokens, T);
+  }
+  LactStreamState<double> st =
+      lact_stream_start<double>(lact_make_case(1, 2, 4, 3, 6, false).W, chunk, false, true);
+  const LactCase c = lact_make_case(1, 2, 4, 3, 6, false);
+  EXPECT_THROW(lact_stream<double>(st, c.q, c.k, c.v, c.lr0, c.lr1, c.lr2, Vec<double>()),
+               std::invalid_argument);
 }
 
 TEST(LactForward, ValidatesArguments) {

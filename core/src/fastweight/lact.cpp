@@ -1,6 +1,7 @@
 // LaCT's inner loop: forward with an observer, and its manual backward (docs/MATH.md §11.10).
 #include "tttlab/fastweight/lact.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <stdexcept>
@@ -427,6 +428,70 @@ LactGrads<S> lact_backward(ConstMatRef<S> q, ConstMatRef<S> k, ConstMatRef<S> v,
   return g;
 }
 
+template <class S>
+LactStreamState<S> lact_stream_start(const LactWeights<S>& W, int chunk, bool muon,
+                                     bool use_momentum) {
+  const Eigen::Index dh = W.w0.rows(), dk = W.w0.cols(), dv = W.w1.rows();
+  if (chunk < 1) throw std::invalid_argument("lact_stream_start: chunk must be ≥ 1");
+  if (dh < 1 || dk < 1 || dv < 1 || W.w2.rows() != dh || W.w2.cols() != dk || W.w1.cols() != dh)
+    throw std::invalid_argument(
+        "lact_stream_start: weights must be w0, w2 [d_h, d_k] and w1 [d_v, d_h]");
+  LactStreamState<S> st;
+  st.weights = W;
+  st.momentum = lact_zeros_like(W);
+  st.row_norms = {lact_row_norms(W.w0), lact_row_norms(W.w1), lact_row_norms(W.w2)};
+  st.k.resize(0, dk);
+  st.v.resize(0, dv);
+  st.chunk = chunk;
+  st.muon = muon;
+  st.use_momentum = use_momentum;
+  return st;
+}
+
+template <class S>
+Mat<S> lact_stream(LactStreamState<S>& st, ConstMatRef<S> q, ConstMatRef<S> k, ConstMatRef<S> v,
+                   const Vec<S>& lr0, const Vec<S>& lr1, const Vec<S>& lr2,
+                   const Vec<S>& momentum) {
+  // With momentum it has T entries (none for an empty piece); without, none.
+  if (momentum.size() != (st.use_momentum ? q.rows() : 0))
+    throw std::invalid_argument(
+        "lact_stream: momentum must have T entries exactly when the stream was started with it");
+  lact_validate<S>(q, k, v, lr0, lr1, lr2, momentum, st.weights, st.chunk, "lact_stream");
+  const Eigen::Index T = q.rows();
+  const auto append = [](auto& buf, const auto& rows) {
+    const Eigen::Index n0 = buf.rows();
+    buf.conservativeResize(n0 + rows.rows(), Eigen::NoChange);
+    buf.bottomRows(rows.rows()) = rows;
+  };
+  Mat<S> o(T, v.cols());
+  for (Eigen::Index t = 0; t < T;) {
+    if (st.k.rows() == st.chunk) {  // a token after a full chunk: learn from the chunk first
+      const S mbar = st.use_momentum ? st.m.mean() : S(0);
+      st.weights =
+          lact_update(st.weights, st.momentum, st.k, st.v, st.lr0, st.lr1, st.lr2, st.use_momentum,
+                      mbar, st.muon, st.row_norms, static_cast<LactUpdateRecord<S>*>(nullptr));
+      st.k.resize(0, st.k.cols());
+      st.v.resize(0, st.v.cols());
+      st.lr0.resize(0);
+      st.lr1.resize(0);
+      st.lr2.resize(0);
+      st.m.resize(0);
+      ++st.updates;
+    }
+    const Eigen::Index n = std::min<Eigen::Index>(T - t, st.chunk - st.k.rows());
+    o.middleRows(t, n) = lact_apply(st.weights, Mat<S>(q.middleRows(t, n)));
+    append(st.k, k.middleRows(t, n));
+    append(st.v, v.middleRows(t, n));
+    append(st.lr0, lr0.segment(t, n));
+    append(st.lr1, lr1.segment(t, n));
+    append(st.lr2, lr2.segment(t, n));
+    if (st.use_momentum) append(st.m, momentum.segment(t, n));
+    t += n;
+  }
+  st.tokens += T;
+  return o;
+}
+
 #define TTTLAB_LACT_INSTANTIATE(S)                                                                 \
   template Mat<S> lact_newton_schulz5<S>(const Mat<S>&);                                           \
   template Mat<S> lact_newton_schulz5_backward<S>(const Mat<S>&, const Mat<S>&);                   \
@@ -436,7 +501,11 @@ LactGrads<S> lact_backward(ConstMatRef<S> q, ConstMatRef<S> k, ConstMatRef<S> v,
       const Vec<S>&, const LactWeights<S>&, int, bool, const LactObserver<S>&);                    \
   template LactGrads<S> lact_backward<S>(                                                          \
       ConstMatRef<S>, ConstMatRef<S>, ConstMatRef<S>, const Vec<S>&, const Vec<S>&, const Vec<S>&, \
-      const Vec<S>&, const LactWeights<S>&, int, bool, ConstMatRef<S>, const LactWeights<S>&);
+      const Vec<S>&, const LactWeights<S>&, int, bool, ConstMatRef<S>, const LactWeights<S>&);     \
+  template LactStreamState<S> lact_stream_start<S>(const LactWeights<S>&, int, bool, bool);        \
+  template Mat<S> lact_stream<S>(LactStreamState<S>&, ConstMatRef<S>, ConstMatRef<S>,              \
+                                 ConstMatRef<S>, const Vec<S>&, const Vec<S>&, const Vec<S>&,      \
+                                 const Vec<S>&);
 
 TTTLAB_LACT_INSTANTIATE(float)
 TTTLAB_LACT_INSTANTIATE(double)

@@ -24,9 +24,11 @@
 //   U_i = NS5(M_i) with Muon, else M_i;   W_i ← W_i + U_i
 //   every row r: W_i[r] ← W_i[r] / (‖W_i[r]‖ + 1e-5) · ‖W_i[r] at the start of the sequence‖
 //
-// One form: LaCT has no second computation of the same function (the chunk's update uses all of its
-// tokens at once; a token-by-token form would be a different rule). The backward is the manual
-// reverse of this loop (every input, the initial weights and the rates included), checked against
+// Two ways of computing it: lact_forward takes the whole sequence; lact_stream takes it in pieces of
+// any length (one token when decoding), buffering the current chunk's keys, values, rates and momentum
+// and updating when a token arrives after a full chunk. They are the same function (agreement to
+// rounding in fp64: tests/core/test_lact.cpp). There is no parallel form over chunks: each chunk's
+// weights depend on the last update nonlinearly. The backward is the manual reverse of this loop (every input, the initial weights and the rates included), checked against
 // central finite differences in fp64 (tests/core/test_lact.cpp) and against autograd through the
 // reference (tests/core/test_lact_fixtures.cpp).
 //
@@ -34,6 +36,7 @@
 // validated first (std::invalid_argument, one line). Instantiated for float and double.
 #pragma once
 
+#include <array>
 #include <functional>
 
 #include "tttlab/tensor.hpp"
@@ -112,5 +115,30 @@ LactGrads<S> lact_backward(ConstMatRef<S> q, ConstMatRef<S> k, ConstMatRef<S> v,
                            const Vec<S>& lr1, const Vec<S>& lr2, const Vec<S>& momentum,
                            const LactWeights<S>& W, int chunk, bool muon, ConstMatRef<S> dO,
                            const LactWeights<S>& dW_final);
+
+// The stream: the state of lact_forward between two pieces of a sequence.
+template <class S>
+struct LactStreamState {
+  LactWeights<S> weights;           // the weights the next token is read with
+  LactWeights<S> momentum;          // M (zero without momentum)
+  std::array<Vec<S>, 3> row_norms;  // of the initial w0, w1, w2: the renormalisation's targets
+  Mat<S> k, v;                      // the current chunk's tokens so far [n, d_k], [n, d_v], n ≤ C
+  Vec<S> lr0, lr1, lr2, m;          // [n] (m empty without momentum)
+  int chunk = 0;
+  bool muon = false;
+  bool use_momentum = false;
+  long tokens = 0;  // read so far
+  int updates = 0;  // made so far
+};
+
+// The state before the first token, from the initial weights.
+template <class S>
+LactStreamState<S> lact_stream_start(const LactWeights<S>& W, int chunk, bool muon,
+                                     bool use_momentum);
+// Reads the next tokens (any number, ≥ 0) and returns their outputs [n, d_v]; momentum has n entries
+// when the state was started with momentum, none otherwise.
+template <class S>
+Mat<S> lact_stream(LactStreamState<S>& state, ConstMatRef<S> q, ConstMatRef<S> k, ConstMatRef<S> v,
+                   const Vec<S>& lr0, const Vec<S>& lr1, const Vec<S>& lr2, const Vec<S>& momentum);
 
 }  // namespace tttlab
