@@ -1,8 +1,8 @@
 // LaCT's inner loop (tttlab/fastweight/lact.hpp, docs/MATH.md §11.10): the manual backward against
 // central finite differences in fp64 for GD, momentum, Muon and both, with a partial and an exact
 // last chunk; Newton–Schulz's backward and its transpose branch; what the observer reports; the
-// stream in pieces against the whole sequence; argument validation; the preset naming this header. The outputs themselves are pinned to the authors' code
-// by test_lact_fixtures.cpp.
+// stream in pieces against the whole sequence; argument validation; the preset naming this header.
+// The outputs themselves are pinned to the authors' code by test_lact_fixtures.cpp.
 #include <gtest/gtest.h>
 
 #include <Eigen/SVD>
@@ -219,8 +219,8 @@ TEST(LactForward, ObserverReportsEveryChunkAndTheRowNormsStay) {
   EXPECT_FALSE(after[0].w0.isApprox(c.W.w0, 1e-3)) << "an update must change the weights";
 }
 
-// The stream in uneven pieces (one token, pieces inside a chunk, pieces across chunk ends) equals the
-// whole sequence: outputs and final weights, in fp64 to rounding.
+// The stream in uneven pieces (one token, pieces inside a chunk, pieces across chunk ends) equals
+// the whole sequence: outputs and final weights, in fp64 to rounding.
 TEST(LactStream, PiecesEqualTheWholeSequence) {
   const int T = 37, chunk = 8;
   const std::vector<int> pieces{1, 5, 8, 3, 1, 1, 12, 0, 6};  // sums to 37

@@ -8,8 +8,8 @@
 // Four fixtures (2 heads, T = 50 to 77, d_k = 8, d_v = 6, d_h = 12; GD, momentum, momentum + Muon,
 // Muon with C dividing T) hold, in F64 and the reference's layout (its batch axis = the heads), the
 // inputs, the output o, a fixed dO and the gradients of L = Σ o ⊙ dO with respect to every input.
-// For every head the test runs lact_forward and lact_backward, in double and in float (the inputs are
-// float32 values). ERROR = max |ours − reference| / max |reference| over the whole tensor (both
+// For every head the test runs lact_forward and lact_backward, in double and in float (the inputs
+// are float32 values). ERROR = max |ours − reference| / max |reference| over the whole tensor (both
 // heads). Tolerances: fp64 1e-10 (the same function in float64; only summation order differs); fp32
 // 1e-5 (float32 rounding of three updates, against the float64 reference), 3e-5 with Muon: the
 // gradients pass back through five Newton–Schulz steps whose coefficients reach 6.9, which amplify
@@ -183,11 +183,11 @@ INSTANTIATE_TEST_SUITE_P(LaCT, LactFixtureTest, ::testing::ValuesIn(lact_fixture
                            return fixture_test_name(info);
                          });
 
-// The fixtures tell neighbouring conventions apart: LaCT with one convention changed, in fp64 from the
-// momentum fixture's inputs, lands away from the authors' output while ours lands at rounding (above).
-// The neighbours: every chunk read AFTER its own update (o = f(q) with the weights the observer reports
-// after the chunk: "update then apply"); the chunk's momentum taken from its last token instead of
-// the mean over its tokens.
+// The fixtures tell neighbouring conventions apart: LaCT with one convention changed, in fp64 from
+// the momentum fixture's inputs, lands away from the authors' output while ours lands at rounding
+// (above). The neighbours: every chunk read AFTER its own update (o = f(q) with the weights the
+// observer reports after the chunk: "update then apply"); the chunk's momentum taken from its last
+// token instead of the mean over its tokens.
 TEST(LactFixtureConventions, NeighbouringConventionsFailTheMomentumFixture) {
   const LactFixture f = load_lact_fixture("momentum");
   if (f.name.empty()) GTEST_SKIP() << "fixture missing: " << f.path.string();

@@ -6,11 +6,11 @@
 //   W0, W2 [d_h, d_k], W1 [d_v, d_h],   f_W(x) = W1 (silu(W0 x) ⊙ (W2 x))
 // and as row vectors here: f_W(x) = (silu(x W0ᵀ) ⊙ (x W2ᵀ)) W1ᵀ.
 //
-// Inputs (already projected; nothing is normalised here — LaCT's layer L2-normalises q and k first):
+// Inputs (already projected; nothing is normalised here: LaCT's layer L2-normalises q and k first):
 //   q, k       [T, d_k]   read and write keys
 //   v          [T, d_v]   values
 //   lr0, lr1, lr2 [T]     per-token rates of W0, W1, W2 (the layer's softplus output)
-//   momentum   [T]        per-token momentum (the layer's sigmoid output); an empty Vec: no momentum
+//   momentum   [T]        per-token momentum (the layer's sigmoid output); empty: no momentum
 //   W          the initial fast weights
 //   chunk      C ≥ 1, the chunk size (LaCT's default 2048)
 //   muon       orthogonalise each step by 5 Newton–Schulz iterations
@@ -18,17 +18,19 @@
 // The loop (§11.10). The tokens are cut into chunks of C; every chunk but the last is read, then
 // learnt from; the last one (from the last multiple of C below T, so C tokens when C divides T) is
 // only read. For chunk c with weights W (from before the chunk):
-//   o_t = f_W(q_t)                                                       (apply: reads before the write)
-//   G_i = −Σ_{t∈c} η_{i,t} ∇_{W_i} ℓ_t,   ℓ_t = −⟨f_W(k_t), v_t⟩          (one gradient, the chunk's sum)
-//   M_i = G_i + m̄_c M_i,   m̄_c = mean_{t∈c} momentum_t,   M_i = 0 at the start (with momentum only)
+//   o_t = f_W(q_t)                                        (apply: reads before the write)
+//   G_i = −Σ_{t∈c} η_{i,t} ∇_{W_i} ℓ_t,   ℓ_t = −⟨f_W(k_t), v_t⟩   (one gradient: the chunk's sum)
+//   M_i = G_i + m̄_c M_i,   m̄_c = mean_{t∈c} momentum_t,   M_i = 0 at the start (M_i = G_i
+//                                                                    without momentum)
 //   U_i = NS5(M_i) with Muon, else M_i;   W_i ← W_i + U_i
 //   every row r: W_i[r] ← W_i[r] / (‖W_i[r]‖ + 1e-5) · ‖W_i[r] at the start of the sequence‖
 //
-// Two ways of computing it: lact_forward takes the whole sequence; lact_stream takes it in pieces of
-// any length (one token when decoding), buffering the current chunk's keys, values, rates and momentum
-// and updating when a token arrives after a full chunk. They are the same function (agreement to
-// rounding in fp64: tests/core/test_lact.cpp). There is no parallel form over chunks: each chunk's
-// weights depend on the last update nonlinearly. The backward is the manual reverse of this loop (every input, the initial weights and the rates included), checked against
+// Two ways of computing it: lact_forward takes the whole sequence; lact_stream takes it in pieces
+// of any length (one token when decoding), buffering the current chunk's keys, values, rates and
+// momentum and updating when a token arrives after a full chunk. They are the same function
+// (agreement to rounding in fp64: tests/core/test_lact.cpp). There is no parallel form over
+// chunks: each chunk's weights depend on the last update nonlinearly. The backward is the manual
+// reverse of this loop (every input, the initial weights and the rates included), checked against
 // central finite differences in fp64 (tests/core/test_lact.cpp) and against autograd through the
 // reference (tests/core/test_lact_fixtures.cpp).
 //
@@ -52,9 +54,10 @@ struct LactWeights {
 };
 
 // Newton–Schulz as the reference's zeropower_via_newtonschulz5 (in S, where the reference casts to
-// bfloat16): a tall G is transposed, X = G / (‖G‖_F + 1e-7), then five steps X ← a X + (b A + c A²) X
-// with A = X Xᵀ and (a, b, c) = (4.0848, −6.8946, 2.9270), (3.9505, −6.3029, 2.6377), (3.7418,
-// −5.5913, 2.3037), (2.8769, −3.1427, 1.2046), (2.8366, −3.0525, 1.2012); transposed back.
+// bfloat16): a tall G is transposed, X = G / (‖G‖_F + 1e-7), then five steps
+// X ← a X + (b A + c A²) X with A = X Xᵀ and (a, b, c) = (4.0848, −6.8946, 2.9270),
+// (3.9505, −6.3029, 2.6377), (3.7418, −5.5913, 2.3037), (2.8769, −3.1427, 1.2046),
+// (2.8366, −3.0525, 1.2012); transposed back.
 template <class S>
 Mat<S> lact_newton_schulz5(const Mat<S>& G);
 // Its backward: ∂L/∂G given ∂L/∂NS5(G) (recomputes the five steps).
@@ -135,8 +138,8 @@ struct LactStreamState {
 template <class S>
 LactStreamState<S> lact_stream_start(const LactWeights<S>& W, int chunk, bool muon,
                                      bool use_momentum);
-// Reads the next tokens (any number, ≥ 0) and returns their outputs [n, d_v]; momentum has n entries
-// when the state was started with momentum, none otherwise.
+// Reads the next tokens (any number, ≥ 0) and returns their outputs [n, d_v]; momentum has n
+// entries when the state was started with momentum, none otherwise.
 template <class S>
 Mat<S> lact_stream(LactStreamState<S>& state, ConstMatRef<S> q, ConstMatRef<S> k, ConstMatRef<S> v,
                    const Vec<S>& lr0, const Vec<S>& lr1, const Vec<S>& lr2, const Vec<S>& momentum);
