@@ -88,11 +88,12 @@ TEST(FastWeightRule, PresetsFollowTheTableAndAreDistinct) {
     for (std::size_t j = 0; j < i; ++j) EXPECT_FALSE(p[i].rule == p[j].rule) << ids[i] << ids[j];
   }
   EXPECT_THROW(fast_weight_preset("mamba"), std::invalid_argument);
-  // Where core computes each member's inner loop; Titans and LaCT are descriptions so far.
+  // Where core computes each member's inner loop; Titans is a description so far.
   for (int i = 0; i < 4; ++i) EXPECT_EQ(p[i].inner_loop, "tttlab/fastweight/matrix_rules.hpp");
   EXPECT_EQ(p[4].inner_loop, "tttlab/ttt/inner.hpp");
   EXPECT_EQ(p[5].inner_loop, "tttlab/ttt/inner.hpp");
-  EXPECT_TRUE(p[6].inner_loop.empty() && p[7].inner_loop.empty());
+  EXPECT_TRUE(p[6].inner_loop.empty());
+  EXPECT_EQ(p[7].inner_loop, "tttlab/fastweight/lact.hpp");
   EXPECT_EQ(fast_weight_preset("gated_deltanet").rule.retention, FastWeightRetention::ScalarDecay);
   EXPECT_EQ(fast_weight_preset("ttt_linear").rule.granularity, FastWeightGranularity::MiniBatch);
 }

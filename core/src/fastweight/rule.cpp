@@ -175,9 +175,10 @@ const std::vector<FastWeightPreset>& fast_weight_presets() {
              Ra::PerToken, G::MiniBatch, "",
              "data-dependent momentum and forgetting gates; not computed yet"),
       preset("lact", "LaCT", St::Mlp, L::DotProduct, Re::None, O::Muon, Ra::PerToken, G::LargeChunk,
-             "",
-             "SwiGLU state; forgets by renormalising the weights after each update, which the "
-             "retention component does not name; not computed yet"),
+             "tttlab/fastweight/lact.hpp",
+             "SwiGLU state; a rate per token and per weight; momentum (the chunk's mean) before "
+             "Muon, both optional; forgets by rescaling every weight row to its initial norm after "
+             "each update, which the retention component does not name"),
   };
   return kPresets;
 }
