@@ -88,11 +88,16 @@ TEST(FastWeightRule, PresetsFollowTheTableAndAreDistinct) {
     for (std::size_t j = 0; j < i; ++j) EXPECT_FALSE(p[i].rule == p[j].rule) << ids[i] << ids[j];
   }
   EXPECT_THROW(fast_weight_preset("mamba"), std::invalid_argument);
-  // Where core computes each member's inner loop; Titans and LaCT are descriptions so far.
+  // Where core computes each member's inner loop; LaCT is a description so far.
   for (int i = 0; i < 4; ++i) EXPECT_EQ(p[i].inner_loop, "tttlab/fastweight/matrix_rules.hpp");
   EXPECT_EQ(p[4].inner_loop, "tttlab/ttt/inner.hpp");
   EXPECT_EQ(p[5].inner_loop, "tttlab/ttt/inner.hpp");
-  EXPECT_TRUE(p[6].inner_loop.empty() && p[7].inner_loop.empty());
+  EXPECT_EQ(p[6].inner_loop, "tttlab/fastweight/titans.hpp");
+  EXPECT_TRUE(p[7].inner_loop.empty());
+  // Titans as FLA's reference computes it: a matrix memory with TTT's LN + residual loss.
+  EXPECT_EQ(to_string(fast_weight_preset("titans").rule),
+            "state=matrix loss=ttt_ln_residual retention=weight_decay optimizer=momentum "
+            "rate=per_token granularity=mini_batch");
   EXPECT_EQ(fast_weight_preset("gated_deltanet").rule.retention, FastWeightRetention::ScalarDecay);
   EXPECT_EQ(fast_weight_preset("ttt_linear").rule.granularity, FastWeightGranularity::MiniBatch);
 }

@@ -171,9 +171,11 @@ const std::vector<FastWeightPreset>& fast_weight_presets() {
              "the rate is λ_t per token times τ_i per position in the mini-batch"),
       preset("ttt_mlp", "TTT-MLP", St::Mlp, L::TttLnResidual, Re::None, O::Gd, Ra::PerToken,
              G::MiniBatch, ttt, "the rate as TTT-Linear's"),
-      preset("titans", "Titans (memory)", St::Mlp, L::Squared, Re::WeightDecay, O::Momentum,
-             Ra::PerToken, G::MiniBatch, "",
-             "data-dependent momentum and forgetting gates; not computed yet"),
+      preset("titans", "Titans (memory)", St::Matrix, L::TttLnResidual, Re::WeightDecay,
+             O::Momentum, Ra::PerToken, G::MiniBatch, "tttlab/fastweight/titans.hpp",
+             "flash-linear-attention's linear memory (the paper's deep MLP memory is not computed); "
+             "data-dependent rate θ, momentum η and forgetting α per token; its step is not the "
+             "exact gradient of the loss (docs/MATH.md §11.9)"),
       preset("lact", "LaCT", St::Mlp, L::DotProduct, Re::None, O::Muon, Ra::PerToken, G::LargeChunk,
              "",
              "SwiGLU state; forgets by renormalising the weights after each update, which the "

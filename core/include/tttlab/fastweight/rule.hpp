@@ -17,7 +17,8 @@
 // computes is in each preset's inner_loop: the matrix-state members with one step per token in
 // tttlab/fastweight/matrix_rules.hpp (linear attention, Mamba-2's decayed Hebbian rule, DeltaNet,
 // Gated DeltaNet; matrix_rule_for maps a rule to one of them), TTT-Linear and TTT-MLP in
-// tttlab/ttt/inner.hpp; Titans and LaCT are descriptions only so far (inner_loop empty).
+// tttlab/ttt/inner.hpp, Titans' memory in tttlab/fastweight/titans.hpp; LaCT is a description only
+// so far (inner_loop empty).
 #pragma once
 
 #include <string>
