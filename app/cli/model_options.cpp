@@ -7,19 +7,19 @@ namespace tttlab::cli {
 void ModelOptions::add_to(CLI::App* cmd) {
   cmd->add_option("--preset", preset, "Model size: tiny (~1M parameters), small (~11M), 125m")
       ->check(CLI::IsMember({"tiny", "small", "125m"}))->capture_default_str();
-  cmd->add_option("--layer", layer, "Sequence layer (deltanet and gated-deltanet: the CPU only for now)")
+  cmd->add_option("--layer", layer, "Sequence layer (deltanet, gated-deltanet and titans: the CPU only for now)")
       ->check(CLI::IsMember({"ttt-linear", "ttt-mlp", "linear-attention", "softmax-attention", "mamba2",
-                             "deltanet", "gated-deltanet"}))
+                             "deltanet", "gated-deltanet", "titans"}))
       ->capture_default_str();
   cmd->add_option("--backbone", backbone,
                   "m: Mamba-style (pre-conv, shared Q/K + convs, gate); t: Transformer (mamba2, deltanet, "
-                  "gated-deltanet: always t, their default)")
+                  "gated-deltanet, titans: always t, their default)")
       ->check(CLI::IsMember({"t", "m"}))->capture_default_str();
   cmd->add_option("--hidden-size", hidden_size, "Override the width D")->check(CLI::Range(1, 1 << 16));
   cmd->add_option("--layers", layers, "Override the number of blocks")->check(CLI::Range(1, 1024));
   cmd->add_option("--heads", heads, "Override the number of heads (must divide D)")->check(CLI::Range(1, 1 << 12));
   cmd->add_option("--intermediate-size", intermediate_size, "Override the SwiGLU width")->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("-b,--mini-batch", mini_batch, "TTT inner mini-batch size b >= 1")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  cmd->add_option("-b,--mini-batch", mini_batch, "TTT inner mini-batch size b >= 1 (titans: the memory's mini-batch)")->check(CLI::Range(1, 1 << 20))->capture_default_str();
   cmd->add_option("--base-lr", base_lr, "TTT eta_base (default 1.0 for ttt-linear, 0.1 for ttt-mlp)")->check(finite_range(0.0, 1e6));
   cmd->add_option("--remat-group", remat_group, "Recompute the inner loop in groups of N mini-batches (0: keep all states)")
       ->check(CLI::Range(0, 1 << 20));
@@ -54,10 +54,11 @@ ModelConfig ModelOptions::build(const CLI::App* cmd) const {
     c.seq_layer = seq_layer_from_string(layer);
     c.mamba_backbone = backbone == "m";
     // Mamba-2 is a whole Mamba block and sits in the Transformer block, and so do DeltaNet and Gated
-    // DeltaNet with their own short convolutions: "t" unless --backbone m was asked for, which
-    // validate() then refuses with its reason.
+    // DeltaNet and Titans with their own short convolutions: "t" unless --backbone m was asked for,
+    // which validate() then refuses with its reason.
     const CLI::Option* given = cmd ? cmd->get_option_no_throw("--backbone") : nullptr;
-    if ((c.seq_layer == SeqLayerKind::Mamba2 || c.is_deltanet()) && !(given && given->count() > 0))
+    if ((c.seq_layer == SeqLayerKind::Mamba2 || c.is_deltanet() || c.seq_layer == SeqLayerKind::Titans) &&
+        !(given && given->count() > 0))
       c.mamba_backbone = false;
     if (hidden_size) c.hidden_size = hidden_size;
     if (layers) c.num_hidden_layers = layers;

@@ -220,7 +220,7 @@ TEST(DeltaNetLayer, BadConfigurationsAreClearErrors) {
               std::string::npos);
   }
   EXPECT_NE(
-      dn_error_of([] { seq_layer_from_string("delta-net"); }).find("deltanet or gated-deltanet"),
+      dn_error_of([] { seq_layer_from_string("delta-net"); }).find("deltanet, gated-deltanet"),
       std::string::npos);
   EXPECT_EQ(seq_layer_from_string("deltanet"), SeqLayerKind::DeltaNet);
   EXPECT_EQ(seq_layer_from_string("gated-deltanet"), SeqLayerKind::GatedDeltaNet);

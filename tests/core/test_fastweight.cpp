@@ -88,12 +88,18 @@ TEST(FastWeightRule, PresetsFollowTheTableAndAreDistinct) {
     for (std::size_t j = 0; j < i; ++j) EXPECT_FALSE(p[i].rule == p[j].rule) << ids[i] << ids[j];
   }
   EXPECT_THROW(fast_weight_preset("mamba"), std::invalid_argument);
-  // Where core computes each member's inner loop; Titans is a description so far.
+  // Where core computes each member's inner loop.
   for (int i = 0; i < 4; ++i) EXPECT_EQ(p[i].inner_loop, "tttlab/fastweight/matrix_rules.hpp");
   EXPECT_EQ(p[4].inner_loop, "tttlab/ttt/inner.hpp");
   EXPECT_EQ(p[5].inner_loop, "tttlab/ttt/inner.hpp");
-  EXPECT_TRUE(p[6].inner_loop.empty());
+  EXPECT_EQ(p[6].inner_loop, "tttlab/fastweight/titans.hpp");
   EXPECT_EQ(p[7].inner_loop, "tttlab/fastweight/lact.hpp");
+  // Titans' row is the paper's memory (an MLP with a squared loss); titans.hpp computes
+  // flash-linear-attention's linear memory with TTT's LN + residual loss, as its note says.
+  EXPECT_EQ(to_string(fast_weight_preset("titans").rule),
+            "state=mlp loss=squared retention=weight_decay optimizer=momentum "
+            "rate=per_token granularity=mini_batch");
+  EXPECT_NE(fast_weight_preset("titans").note.find("linear memory"), std::string::npos);
   EXPECT_EQ(fast_weight_preset("gated_deltanet").rule.retention, FastWeightRetention::ScalarDecay);
   EXPECT_EQ(fast_weight_preset("ttt_linear").rule.granularity, FastWeightGranularity::MiniBatch);
 }

@@ -11,6 +11,7 @@
 #include "tttlab/seq/attention_layers.hpp"
 #include "tttlab/seq/deltanet_layer.hpp"
 #include "tttlab/seq/mamba2_layer.hpp"
+#include "tttlab/seq/titans_layer.hpp"
 #include "tttlab/ttt/layer.hpp"
 #include "tttlab/verify.hpp"
 
@@ -47,6 +48,13 @@ std::unique_ptr<SequenceLayer<double>> make_layer(const std::string& kind, int D
     c.width = D, c.heads = H, c.chunk_size = 4, c.gated = kind == "gated-deltanet";
     Rng r(seed);
     return std::make_unique<DeltaNetLayer<double>>(c, DeltaNetParams<double>::init(c, 0.3, r));
+  }
+  if (kind == "titans") {
+    // Mini-batches of 4, so that T = 13 and 9 end in a short one.
+    TitansLayerConfig c;
+    c.width = D, c.heads = H, c.mini_batch = 4;
+    Rng r(seed);
+    return std::make_unique<TitansLayer<double>>(c, TitansParams<double>::init(c, 0.3, r));
   }
   AttentionConfig a{D, H, true, 1e4};
   // Scale 0.3 instead of 0.02 so the attention patterns are far from uniform.
@@ -109,7 +117,7 @@ TEST_P(EveryLayer, BackwardMatchesFiniteDifferences) {
 
 INSTANTIATE_TEST_SUITE_P(Layers, EveryLayer,
                          ::testing::Values("ttt-linear", "ttt-mlp", "linear-attention", "softmax-attention", "mamba2",
-                                           "deltanet", "gated-deltanet"),
+                                           "deltanet", "gated-deltanet", "titans"),
                          [](const auto& param_info) {
                            std::string n = param_info.param;
                            for (char& c : n)

@@ -16,7 +16,7 @@ kernels and its other dependencies are not imported:
   Gated DeltaNet    gated_delta_rule/naive.py                naive_chunk_gated_delta_rule (chunk 16, the
                     naive_recurrent_gated_delta_rule         same inputs)
   Titans            titans/naive.py chunk_titans_linear_ref  use_chunk=True against use_chunk=False
-                    (use_chunk=False: token by token)        (no C++ member reads it yet)
+                    (use_chunk=False: token by token)        (tests/core/test_titans.cpp reads it)
 
 For each it writes <out>/fastweight-<name>/reference.safetensors, F64, every tensor in the layout
 [B, H, T, ·] (the script transposes FLA's [B, T, H, ·] where the reference takes that):
@@ -110,7 +110,7 @@ CONVENTIONS = {
                         "ours: Gated DeltaNet with alpha = exp(g)",
     "titans": "FLA's chunk_titans_linear_ref: momentum S_t = eta_t S_{t-1} - 2 theta_t k_t^T v_new, "
               "M_t = (1 - alpha_t) M_{t-1} + S_t, gradients at the mini-batch's start state, output "
-              "o + LN(o) w + b with o = q M_t; no scale; no C++ member reads it yet",
+              "o + LN(o) w + b with o = q M_t; no scale; tests/core/test_titans.cpp reads it",
 }
 
 
@@ -518,7 +518,7 @@ def main():
     else:
         try:
             manifest["fixtures"][f"fastweight-{TITANS[0]}"] = make_titans(refs, args.out)
-            manifest["titans"] = "made (no C++ test reads it yet)"
+            manifest["titans"] = "made (tests/core/test_titans.cpp reads it)"
         except Exception as e:  # noqa: BLE001 - Titans is optional; record why it did not run
             manifest["titans"] = f"did not run: {type(e).__name__}: {e}"
             print(f"[fastweight] titans: {manifest['titans']}", flush=True)

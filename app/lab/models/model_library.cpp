@@ -123,6 +123,7 @@ std::string ModelInfo::layer_name() const {
     case SeqLayerKind::Mamba2: return "Mamba-2";
     case SeqLayerKind::DeltaNet: return "DeltaNet";
     case SeqLayerKind::GatedDeltaNet: return "Gated DeltaNet";
+    case SeqLayerKind::Titans: return "Titans";
   }
   return "?";
 }

@@ -172,8 +172,11 @@ const std::vector<FastWeightPreset>& fast_weight_presets() {
       preset("ttt_mlp", "TTT-MLP", St::Mlp, L::TttLnResidual, Re::None, O::Gd, Ra::PerToken,
              G::MiniBatch, ttt, "the rate as TTT-Linear's"),
       preset("titans", "Titans (memory)", St::Mlp, L::Squared, Re::WeightDecay, O::Momentum,
-             Ra::PerToken, G::MiniBatch, "",
-             "data-dependent momentum and forgetting gates; not computed yet"),
+             Ra::PerToken, G::MiniBatch, "tttlab/fastweight/titans.hpp",
+             "the paper's deep MLP memory, which the designer runs; titans.hpp and the layer compute "
+             "flash-linear-attention's linear memory with TTT's LN + residual loss instead (state "
+             "matrix, loss ttt_ln_residual), whose step is not the exact gradient of its loss; "
+             "data-dependent rate θ, momentum η and forgetting α per token (docs/MATH.md §11.9)"),
       preset("lact", "LaCT", St::Mlp, L::DotProduct, Re::None, O::Muon, Ra::PerToken, G::LargeChunk,
              "tttlab/fastweight/lact.hpp",
              "SwiGLU state; a rate per token and per weight; momentum (the chunk's mean) before "

@@ -32,7 +32,8 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 bool is_linear_weight(const std::string& n) {
   for (const char* s : {"q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight", "g_proj.weight",
                         "gate_proj.weight", "up_proj.weight", "down_proj.weight", "in_proj.weight",
-                        "out_proj.weight", "a_proj.weight", "b_proj.weight"})
+                        "out_proj.weight", "a_proj.weight", "b_proj.weight", "theta_proj.weight",
+                        "alpha_proj.weight", "eta_proj.weight"})
     if (ends_with(n, s)) return true;
   return false;
 }
@@ -167,6 +168,14 @@ std::vector<ParamShape> block_params(const ModelConfig& c) {
       p.insert(p.end(), {{m + "a_proj.weight", D, H}, {m + "A_log", 1, H}, {m + "dt_bias", 1, H},
                          {m + "g_proj.weight", D, D}});
     p.insert(p.end(), {{m + "o_norm.weight", 1, d}, {m + "o_proj.weight", D, D}});
+  } else if (c.seq_layer == SeqLayerKind::Titans) {
+    p.insert(p.end(), {{m + "q_proj.weight", D, D}, {m + "k_proj.weight", D, D}, {m + "v_proj.weight", D, D},
+                       {m + "q_conv1d.weight", D, K}, {m + "k_conv1d.weight", D, K},
+                       {m + "v_conv1d.weight", D, K}});
+    for (const char* g : {"theta_proj", "alpha_proj", "eta_proj"})
+      p.insert(p.end(), {{m + g + ".weight", D, H}, {m + g + ".bias", 1, H}});
+    p.insert(p.end(), {{m + "ttt_norm.weight", H, d}, {m + "ttt_norm.bias", H, d}, {m + "o_norm.weight", 1, d},
+                       {m + "g_proj.weight", D, D}, {m + "o_proj.weight", D, D}});
   } else {
     for (const char* n : {"q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight"}) p.push_back({m + n, D, D});
   }

@@ -24,6 +24,7 @@ std::string to_string(SeqLayerKind k) {
     case SeqLayerKind::Mamba2: return "mamba2";
     case SeqLayerKind::DeltaNet: return "deltanet";
     case SeqLayerKind::GatedDeltaNet: return "gated-deltanet";
+    case SeqLayerKind::Titans: return "titans";
   }
   return "?";
 }
@@ -31,15 +32,15 @@ std::string to_string(SeqLayerKind k) {
 SeqLayerKind seq_layer_from_string(const std::string& s) {
   for (SeqLayerKind k : {SeqLayerKind::TTTLinear, SeqLayerKind::TTTMLP, SeqLayerKind::LinearAttention,
                          SeqLayerKind::SoftmaxAttention, SeqLayerKind::Mamba2, SeqLayerKind::DeltaNet,
-                         SeqLayerKind::GatedDeltaNet})
+                         SeqLayerKind::GatedDeltaNet, SeqLayerKind::Titans})
     if (s == to_string(k)) return k;
   bad("unknown layer '" + clip(s, 40) +
-      "' (expected ttt-linear, ttt-mlp, linear-attention, softmax-attention, mamba2, deltanet or "
-      "gated-deltanet)");
+      "' (expected ttt-linear, ttt-mlp, linear-attention, softmax-attention, mamba2, deltanet, "
+      "gated-deltanet or titans)");
 }
 
 std::string gpu_kernels_missing(SeqLayerKind k) {
-  if (k == SeqLayerKind::DeltaNet || k == SeqLayerKind::GatedDeltaNet)
+  if (k == SeqLayerKind::DeltaNet || k == SeqLayerKind::GatedDeltaNet || k == SeqLayerKind::Titans)
     return to_string(k) + " has no GPU kernels yet (a later issue); it trains, evaluates and generates on the CPU";
   return {};
 }
@@ -108,6 +109,9 @@ void ModelConfig::validate() const {
     positive(deltanet_chunk_size, "tttlab_deltanet_chunk_size");
     at_most(deltanet_chunk_size, k_max_mini_batch, "tttlab_deltanet_chunk_size");
   }
+  if (seq_layer == SeqLayerKind::Titans && mamba_backbone)
+    bad("titans is a whole block with its own short convolutions and uses the Transformer backbone (t); "
+        "the Mamba-style backbone (m) would add a second convolution and gate around it");
 }
 
 bool ModelConfig::trains(const std::string& name) const {
@@ -167,6 +171,17 @@ DeltaNetConfig ModelConfig::deltanet_config() const {
   c.conv_kernel = conv_kernel;
   c.chunk_size = deltanet_chunk_size;
   c.gated = seq_layer == SeqLayerKind::GatedDeltaNet;
+  c.norm_eps = rms_norm_eps;
+  return c;
+}
+
+TitansLayerConfig ModelConfig::titans_config() const {
+  TitansLayerConfig c;
+  c.width = hidden_size;
+  c.heads = num_attention_heads;
+  c.conv_kernel = conv_kernel;
+  c.mini_batch = mini_batch_size;
+  c.ln_eps = ttt_ln_eps;
   c.norm_eps = rms_norm_eps;
   return c;
 }

@@ -30,6 +30,10 @@ double count_params(const ModelConfig& c) {
     // decay's projection, A_log, dt_bias and the gate's projection.
     block += 4 * D * D + D * H + 3 * D * K + d;
     if (c.seq_layer == SeqLayerKind::GatedDeltaNet) block += D * H + 2 * H + D * D;
+  } else if (c.seq_layer == SeqLayerKind::Titans) {
+    // q, k, v, g, o projections, the three convolutions, θ, α, η's projections and biases, the
+    // memory's LayerNorm per head, the output norm.
+    block += 5 * D * D + 3 * D * K + 3 * (D * H + H) + 2 * H * d + d;
   } else {
     block += 4 * D * D;
   }
@@ -63,6 +67,12 @@ std::uint64_t estimate_memory(const ModelConfig& c, const MemoryUse& use) {
     // α (3·H); the backward's T + 1 states of d × d (matrix_rule_backward keeps them all, for one head
     // at a time; counted in every block, an upper bound).
     layer = 13 * D + 3 * H + d * d;
+  } else if (c.seq_layer == SeqLayerKind::Titans) {
+    // The cache beyond the block's 16·D: the projections, the convolutions before and after silu, the
+    // normalised q and k, the memory's output, the norm, the gate and o_proj's input (15·D), θ, α, η
+    // (3·H); the backward's T + 1 memories and momenta of d × d (titans_backward keeps them, for one
+    // head at a time; counted in every block, an upper bound).
+    layer = 15 * D + 3 * H + 2 * d * d;
   } else if (c.seq_layer == SeqLayerKind::SoftmaxAttention) {
     layer = H * T;
   } else {

@@ -132,6 +132,10 @@ Model<S>::Model(const ModelConfig& cfg, bool zeros, std::uint64_t seed) : m_cfg(
       const DeltaNetConfig dc = cfg.deltanet_config();
       b->mixer = std::make_unique<DeltaNetLayer<S>>(
           dc, zeros ? DeltaNetParams<S>::zeros(dc) : DeltaNetParams<S>::init(dc, s, rng));
+    } else if (cfg.seq_layer == SeqLayerKind::Titans) {
+      const TitansLayerConfig tc = cfg.titans_config();
+      b->mixer = std::make_unique<TitansLayer<S>>(
+          tc, zeros ? TitansParams<S>::zeros(tc) : TitansParams<S>::init(tc, s, rng));
     } else {
       const AttentionConfig ac = cfg.attention_config();
       AttentionParams<S> p = AttentionParams<S>::init(ac, [&] { return normal() * (s / 0.02); });

@@ -17,8 +17,9 @@
 // computes is in each preset's inner_loop: the matrix-state members with one step per token in
 // tttlab/fastweight/matrix_rules.hpp (linear attention, Mamba-2's decayed Hebbian rule, DeltaNet,
 // Gated DeltaNet; matrix_rule_for maps a rule to one of them), TTT-Linear and TTT-MLP in
-// tttlab/ttt/inner.hpp, LaCT in tttlab/fastweight/lact.hpp; Titans is a description only so far
-// (inner_loop empty).
+// tttlab/ttt/inner.hpp, Titans' memory in tttlab/fastweight/titans.hpp (flash-linear-attention's
+// linear memory; the preset's row is the paper's MLP memory, which only the designer runs), LaCT in
+// tttlab/fastweight/lact.hpp.
 #pragma once
 
 #include <string>

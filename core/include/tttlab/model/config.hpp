@@ -16,6 +16,11 @@
 // width from conv_kernel, their output norm's ε from rms_norm_eps and their chunk from
 // deltanet_chunk_size. They train, evaluate and decode on the CPU only.
 //
+// Titans (seq_layer = Titans; tttlab/seq/titans_layer.hpp) is a whole block of the same shape around
+// Titans' memory: heads from num_attention_heads, convolution width from conv_kernel, the memory's
+// mini-batch from mini_batch_size, its LayerNorm ε from tttlab_ttt_ln_eps, the output norm's ε from
+// rms_norm_eps. The CPU only, too.
+//
 // Backbones: "t" (Transformer: separate Q/K projections, no pre-conv, no gate) and "m" (Mamba-style:
 // pre-conv, shared Q/K projection with conv_q/conv_k, GELU gate), i.e. share_qk = use_gate = pre_conv =
 // (backbone == m), as in ttt-lm-jax's TTTLinear/TTTMLP vs TTTLinearBase/TTTMLPBase.
@@ -27,6 +32,7 @@
 #include "tttlab/seq/attention_layers.hpp"
 #include "tttlab/seq/deltanet_layer.hpp"
 #include "tttlab/seq/mamba2_layer.hpp"
+#include "tttlab/seq/titans_layer.hpp"
 #include "tttlab/ttt/layer.hpp"
 
 namespace tttlab {
@@ -49,16 +55,17 @@ enum class SeqLayerKind {
   SoftmaxAttention,
   Mamba2,
   DeltaNet,
-  GatedDeltaNet
+  GatedDeltaNet,
+  Titans
 };
 
 // "ttt-linear", "ttt-mlp", "linear-attention", "softmax-attention", "mamba2", "deltanet",
-// "gated-deltanet"
+// "gated-deltanet", "titans"
 std::string to_string(SeqLayerKind k);
 SeqLayerKind seq_layer_from_string(const std::string& s);  // std::invalid_argument if unknown
 
 // Why no device but the CPU can run a model of this layer at all (empty where GPU kernels exist):
-// DeltaNet and Gated DeltaNet have no GPU kernels yet. One line without advice (callers add what
+// DeltaNet, Gated DeltaNet and Titans have no GPU kernels yet. One line without advice (callers add what
 // to type instead), for `--device cuda` to stop with before anything is allocated or a GPU is looked
 // for.
 std::string gpu_kernels_missing(SeqLayerKind k);
@@ -126,12 +133,13 @@ struct ModelConfig {
   // Throws std::invalid_argument with a one-line message naming the field: a non-positive size, a size
   // above the k_max_* bounds above, heads not dividing hidden_size, an odd head dim with RoPE, a negative
   // or non-finite rate, epsilon or range, a Mamba-2 headdim not dividing expand · hidden_size, or
-  // Mamba-2, DeltaNet or Gated DeltaNet on the "m" backbone.
+  // Mamba-2, DeltaNet, Gated DeltaNet or Titans on the "m" backbone.
   void validate() const;
   TTTLayerConfig ttt_layer_config() const;
   AttentionConfig attention_config() const;
   Mamba2Config mamba2_config() const;
   DeltaNetConfig deltanet_config() const;
+  TitansLayerConfig titans_config() const;
 
   // Presets: "tiny" (~1M parameters, CPU), "small" (~10–30M, GPU), "125m" (the paper's shape with a
   // byte vocabulary, for benchmarks). The layer kind and backbone are set separately.
