@@ -45,7 +45,8 @@ TrainConfig run_config(const TrainSettings& s) {
     m.seq_layer = seq_layer_from_string(s.layer);
     // Mamba-2 is a whole Mamba block, and DeltaNet and Gated DeltaNet have their own convolutions:
     // the Transformer block holds them (ModelConfig::validate).
-    m.mamba_backbone = s.mamba && m.seq_layer != SeqLayerKind::Mamba2 && !m.is_deltanet();
+    m.mamba_backbone = s.mamba && m.seq_layer != SeqLayerKind::Mamba2 && !m.is_deltanet() &&
+                       m.seq_layer != SeqLayerKind::Titans;
     m.mini_batch_size = s.mini_batch;
     m.ttt_base_lr = s.base_lr > 0 ? s.base_lr : default_ttt_base_lr(m.seq_layer);
     return train_config(m, s);
