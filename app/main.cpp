@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
   for (void (*register_command)(CLI::App&) :
        {cli::register_verify, cli::register_probe, cli::register_states, cli::register_train,
         cli::register_eval, cli::register_generate, cli::register_bench, cli::register_export,
-        cli::register_ablate, cli::register_lessons, cli::register_info, cli::register_data,
+        cli::register_ablate, cli::register_recall, cli::register_lessons, cli::register_info, cli::register_data,
         cli::register_gui})
     register_command(app);
 

@@ -20,6 +20,7 @@ void register_export(CLI::App& app);    // cmd_export.cpp
 void register_ablate(CLI::App& app);    // cmd_ablate.cpp
 void register_info(CLI::App& app);    // cmd_info.cpp: build configuration and compute devices
 void register_data(CLI::App& app);    // cmd_data.cpp: prepare-brown, stats
+void register_recall(CLI::App& app);   // cmd_recall.cpp: the recall lab's table
 void register_lessons(CLI::App& app);  // cmd_lessons.cpp: the course: list, check
 void register_gui(CLI::App& app);     // app/gui/command.cpp: the desktop app, screenshots, frame benchmark
 

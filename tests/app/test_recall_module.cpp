@@ -128,5 +128,52 @@ TEST(RecallModule, BadSettingsFailTheViewAndTheStateFile) {
   }
 }
 
+// Every member is computed, the designed ones too, and the forgetting map takes any of them; their
+// measures follow acc_<memory>_p<P> and <member>_acc_small / _large; a bad map memory is refused with
+// the list of ids.
+TEST(RecallModule, DesignedMembersAndTheirMap) {
+  RecallSettings s = small_settings();
+  s.map_memory = "gated_deltanet";
+  const auto v = compute(s);
+  ASSERT_TRUE(v);
+  ASSERT_EQ(v->outcome, JobOutcome::Done) << v->error;
+  ASSERT_EQ(v->accuracy.size(), static_cast<std::size_t>(recall::kMemories));
+  const recall::Embedding emb(s.width, s.seed);
+  recall::MemoryParams p;
+  p.width = s.width;
+  p.seed = s.seed;
+  const std::size_t P = static_cast<std::size_t>(s.map_pairs);
+  std::vector<double> want(P * P, 0.0);
+  for (int e = 0; e < s.sequences; ++e) {
+    const auto rows = recall::forgetting_rows(recall::Memory::GatedDeltaNet,
+                                              recall::make_episode(s.map_pairs, s.seed, static_cast<std::uint64_t>(e)), emb, p);
+    for (std::size_t c = 0; c < want.size(); ++c) want[c] += rows[c] / static_cast<double>(s.sequences);
+  }
+  ASSERT_EQ(v->map.size(), want.size());
+  for (std::size_t c = 0; c < want.size(); ++c) EXPECT_NEAR(v->map[c], want[c], 1e-12) << c;
+  Snapshot snap;
+  snap.recall = v;
+  const auto m = course::read_measures("recall", snap);
+  ASSERT_TRUE(m);
+  const auto lact = static_cast<std::size_t>(recall::Memory::Lact);
+  const auto titans = static_cast<std::size_t>(recall::Memory::Titans);
+  EXPECT_DOUBLE_EQ(m->at("acc_lact_p16").value, v->accuracy[lact][1]);
+  EXPECT_DOUBLE_EQ(m->at("acc_deltanet_p64").value, v->accuracy[5][2]);
+  EXPECT_DOUBLE_EQ(m->at("gated_deltanet_acc_small").value, v->accuracy[6][0]);
+  EXPECT_DOUBLE_EQ(m->at("titans_acc_large").value, v->accuracy[titans][2]);
+  EXPECT_DOUBLE_EQ(m->at("state_titans").value, 24.0 * 16 * 16);  // weights, momentum, batch start
+  EXPECT_DOUBLE_EQ(m->at("state_deltanet").value, 16.0 * 16);
+  EXPECT_DOUBLE_EQ(m->at("state_softmax_attention").value, 2.0 * 16 * 64);
+  EXPECT_DOUBLE_EQ(m->at("linear_acc_large").value, v->accuracy[2][2]);  // the old names still there
+  double last = 0;
+  for (std::size_t i = 0; i < P; ++i) last += v->map[(P - 1) * P + i];
+  EXPECT_NEAR(m->at("map_last_row_mean").value, last / P, 1e-12);
+
+  s.map_memory = "gdn";
+  const auto bad = compute(s);
+  EXPECT_EQ(bad->outcome, JobOutcome::Failed);
+  EXPECT_NE(bad->error.find(recall::memory_ids()), std::string::npos) << bad->error;
+}
+
 }  // namespace
 }  // namespace tttlab::lab

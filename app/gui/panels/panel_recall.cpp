@@ -1,6 +1,7 @@
-// Panel — Recall lab: how many key-value pairs can a state of width d store and give back? Four
-// memories of the same width (TTT-Linear, TTT-MLP, linear attention, softmax attention) read the pairs
-// of synthetic key-value episodes and are asked for every value (docs/MATH.md §9.4). Left: accuracy
+// Panel — Recall lab: how many key-value pairs can a state of width d store and give back? Nine
+// memories of the same width (TTT-Linear, TTT-MLP, linear attention, softmax attention, Mamba-2,
+// DeltaNet, Gated DeltaNet, Titans, LaCT) read the pairs of synthetic key-value episodes and are asked
+// for every value (docs/MATH.md §9.4); a checkbox per member chooses the curves drawn. Left: accuracy
 // against the number of pairs P, with P = d marked; right (or below, when narrow): the forgetting map
 // of one memory, which earlier pairs it still gives back after reading pair t.
 #include <imgui.h>
@@ -36,8 +37,18 @@ ImU32 memory_color(int m) {
     case recall::Memory::LinearAttention: return colors::kLossBefore;   // orange
     case recall::Memory::SoftmaxAttention: return colors::kNormDW;      // purple
     case recall::Memory::Mamba2: return colors::kMamba2;                // vermillion
+    // The rest of the Okabe–Ito palette, a shade darker on the light theme.
+    case recall::Memory::DeltaNet: return IM_COL32(0, 114, 178, 255);  // blue
+    case recall::Memory::GatedDeltaNet:                                  // yellow
+      return current_theme() == Theme::Light ? IM_COL32(170, 150, 0, 255) : IM_COL32(240, 228, 66, 255);
+    case recall::Memory::Titans: return colors::kLossInitial;           // grey
+    case recall::Memory::Lact: return colors::kText;                    // black (white when dark)
   }
   return colors::kText;
+}
+
+bool recall_shown(const std::vector<std::string>& members, int m) {
+  return std::find(members.begin(), members.end(), memory_id(m)) != members.end();
 }
 
 class RecallPanel final : public FeaturePanel<RecallPanelSettings, RecallView, &Snapshot::recall> {
@@ -103,6 +114,29 @@ class RecallPanel final : public FeaturePanel<RecallPanelSettings, RecallView, &
       if (ImGui::SliderFloat("##decay", &a, 0.5f, 1.0f, "a = %.3f")) r.mamba_decay = a;
       run |= ImGui::IsItemDeactivatedAfterEdit();
     }
+    if (classroom::visible("recall.size")) {
+      widgets::section_label("MEMBERS PLOTTED");
+      ImGui::PushFont(fonts().small);
+      ImGui::PushTextWrapPos(0.0f);
+      ImGui::TextColored(colors::kTextDim.vec4(), "Every member is computed; tick the curves to draw. The legend "
+                                                  "gives the numbers each holds after the largest P.");
+      ImGui::PopTextWrapPos();
+      ImGui::PopFont();
+      const float column = ImGui::GetCursorPosX() + ImGui::GetContentRegionAvail().x * 0.5f;
+      for (int i = 0; i < kMemories; ++i) {
+        bool on = recall_shown(m_settings.members, i);
+        ImGui::PushStyleColor(ImGuiCol_CheckMark, memory_color(i));
+        if (ImGui::Checkbox(memory_name(i), &on)) {
+          // Kept in recall::Memory order; the last one ticked stays.
+          std::vector<std::string> next;
+          for (int k = 0; k < kMemories; ++k)
+            if (k == i ? on : recall_shown(m_settings.members, k)) next.emplace_back(memory_id(k));
+          if (!next.empty()) m_settings.members = std::move(next);
+        }
+        ImGui::PopStyleColor();
+        if (i % 2 == 0 && i + 1 < kMemories) ImGui::SameLine(column);
+      }
+    }
     if (classroom::visible("recall.map")) {
       widgets::section_label("FORGETTING MAP");
       widgets::row("Memory");
@@ -139,6 +173,11 @@ class RecallPanel final : public FeaturePanel<RecallPanelSettings, RecallView, &
                   "d × d sum. Softmax attention keeps every key and value, so its state grows with P. Mamba-2 adds "
                   "every pair into a d × d sum too, but first shrinks that sum by its decay a. The maths is in "
                   "docs/MATH.md §9.4.");
+    widgets::note("DeltaNet is the delta rule with step β = 1/2; Gated DeltaNet also shrinks its matrix by a decay "
+                  "α = 0.95 first. Titans is TTT-MLP's network with momentum and weight decay, its gradients taken "
+                  "at the start of each mini-batch of 16 pairs. LaCT steps its network once per chunk of 16 pairs "
+                  "(Muon, a dot-product loss), so a pair counts only once its chunk is full. The two MLP members "
+                  "keep TTT-MLP's 8d² weights plus a momentum of the same size: their state is larger.");
   }
 
   void draw_view(const RecallView& v, const Snapshot& snap, CommandSink& sink) override {
@@ -156,17 +195,35 @@ class RecallPanel final : public FeaturePanel<RecallPanelSettings, RecallView, &
     ImGui::TextColored(dim, "d = %ld · %d of %d sequences per P · seed %llu", d,
                        v.episodes_done.empty() ? 0 : v.episodes_done.back(), st.sequences,
                        static_cast<unsigned long long>(st.seed));
-    ImGui::TextColored(dim, "steps: TTT-Linear η = %s · TTT-MLP η = %s · softmax sharpness β = %s · Mamba-2 decay a = %s",
+    ImGui::TextColored(dim, "steps: TTT-Linear η = %s · TTT-MLP, Titans, LaCT η = %s · softmax sharpness β = %s · "
+                       "Mamba-2 decay a = %s",
                        format_value(st.eta_linear, 3).c_str(), format_value(v.eta_mlp, 3).c_str(),
                        format_value(v.softmax_beta, 3).c_str(), format_value(st.mamba_decay, 3).c_str());
-    ImGui::TextColored(dim, "state in numbers: TTT-Linear d² = %ld · TTT-MLP 8d² = %ld · linear attention d² = %ld · "
-                       "Mamba-2 d² = %ld · softmax attention 2Pd = %ld to %ld, growing with P",
-                       d * d, 8 * d * d, d * d, d * d, 2 * d * st.pairs.front(), 2 * d * st.pairs.back());
+    ImGui::TextColored(dim, "DeltaNet β = %s · Gated DeltaNet β = %s, α = %s · Titans μ = %s, λ = %s, b = %d · "
+                       "LaCT μ = %s, C = %d",
+                       format_value(v.params.delta_beta, 3).c_str(), format_value(v.params.delta_beta, 3).c_str(),
+                       format_value(v.params.gated_decay, 3).c_str(), format_value(v.params.momentum, 3).c_str(),
+                       format_value(v.params.weight_decay, 3).c_str(), v.params.titans_chunk,
+                       format_value(v.params.momentum, 3).c_str(), v.params.lact_chunk);
+    ImGui::TextColored(dim, "legend: numbers held after P = %d (d² = %ld; weights plus momentum and mini-batch buffers)",
+                       st.pairs.back(), d * d);
     ImGui::PopTextWrapPos();
-    // The legend as one line above the plot: inside it would cover the curves' right end.
+    // The legend above the plot (inside it would cover the curves' right end), wrapped at the edge.
+    const bool sizes = v.state_size.size() == static_cast<std::size_t>(kMemories);
+    const float right = ImGui::GetCursorScreenPos().x + ImGui::GetContentRegionAvail().x;
+    bool first = true;
     for (int m = 0; m < kMemories; ++m) {
-      if (m) ImGui::SameLine(0, 14);
-      ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(memory_color(m)), "■ %s", memory_name(m));
+      if (!recall_shown(m_settings.members, m)) continue;
+      const long n = sizes && !v.state_size[static_cast<std::size_t>(m)].empty()
+                         ? std::lround(v.state_size[static_cast<std::size_t>(m)].back())
+                         : 0;
+      const std::string label = std::string("■ ") + memory_name(m) + " " + std::to_string(n);
+      if (!first) {
+        ImGui::SameLine(0, 14);
+        if (ImGui::GetCursorScreenPos().x + ImGui::CalcTextSize(label.c_str()).x > right) ImGui::NewLine();
+      }
+      first = false;
+      ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(memory_color(m)), "%s", label.c_str());
     }
     ImGui::PopFont();
     ImGui::Dummy(ImVec2(0, 2));
@@ -187,6 +244,7 @@ class RecallPanel final : public FeaturePanel<RecallPanelSettings, RecallView, &
     p.legend = false;
     p.markers.push_back({static_cast<double>(d), colors::kWarning, true});
     for (int m = 0; m < kMemories; ++m) {
+      if (!recall_shown(m_settings.members, m)) continue;
       auto s = plot::xy(memory_name(m), m_xs, v.accuracy[static_cast<std::size_t>(m)], memory_color(m));
       s.markers = true;
       p.series.push_back(s);

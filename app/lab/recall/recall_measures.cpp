@@ -14,10 +14,15 @@ namespace {
 const std::vector<MeasureInfo> kInfos = {
     {"acc_<memory>_p<P>",
      "fraction of the P pairs recalled after reading all of them, mean over the sequences; memory: "
-     "ttt_linear, ttt_mlp, linear_attention, softmax_attention, mamba2; P: each number of pairs of "
-     "the "
-     "scene",
+     "ttt_linear, ttt_mlp, linear_attention, softmax_attention, mamba2, deltanet, gated_deltanet, "
+     "titans, lact; P: each number of pairs of the scene",
      false},
+    {"<member>_acc_small",
+     "the accuracy at the smallest P; member: deltanet, gated_deltanet, titans, lact (the first "
+     "five have the names below)",
+     false},
+    {"<member>_acc_large", "the same at the largest P", false},
+    {"state_<memory>", "numbers the memory holds after the largest P (weights and buffers)", false},
     {"linear_acc_small", "linear attention's accuracy at the smallest P", false},
     {"linear_acc_large", "linear attention's accuracy at the largest P", false},
     {"ttt_linear_acc_small", "TTT-Linear's accuracy at the smallest P", false},
@@ -65,6 +70,16 @@ std::optional<Measures> read(const Snapshot& s) {
   m["mamba2_acc_small"] = plain(acc(recall::Memory::Mamba2).front());
   m["mamba2_acc_large"] = plain(acc(recall::Memory::Mamba2).back());
   m["mamba2_minus_linear_large"] = plain(acc(recall::Memory::Mamba2).back() - linear.back());
+  for (int k = recall::kFirstMemories; k < recall::kMemories; ++k) {
+    const auto mem = static_cast<recall::Memory>(k);
+    m[std::string(recall::memory_id(mem)) + "_acc_small"] = plain(acc(mem).front());
+    m[std::string(recall::memory_id(mem)) + "_acc_large"] = plain(acc(mem).back());
+  }
+  if (v->state_size.size() == static_cast<std::size_t>(recall::kMemories))
+    for (int k = 0; k < recall::kMemories; ++k)
+      if (!v->state_size[static_cast<std::size_t>(k)].empty())
+        m["state_" + std::string(recall::memory_id(static_cast<recall::Memory>(k)))] =
+            plain(v->state_size[static_cast<std::size_t>(k)].back());
   for (std::size_t j = 0; j < np; ++j)
     if (st.pairs[j] == st.width) m["ttt_linear_minus_linear_at_d"] = plain(ttt[j] - linear[j]);
   const std::size_t P = static_cast<std::size_t>(st.map_pairs), q = std::max<std::size_t>(1, P / 4);

@@ -26,8 +26,8 @@ void validate(const RecallSettings& s) {
   }
   if (s.sequences < 1 || s.sequences > 256) throw std::invalid_argument("the number of sequences must be in [1, 256]");
   if (!recall::memory_from_id(s.map_memory))
-    throw std::invalid_argument("the map's memory must be one of ttt_linear, ttt_mlp, linear_attention, "
-                                "softmax_attention, mamba2");
+    throw std::invalid_argument("the map's memory must be one of " + recall::memory_ids() + ", not '" +
+                                s.map_memory + "'");
   if (s.map_pairs < 2 || s.map_pairs > recall::max_pairs())
     throw std::invalid_argument("the map's number of pairs must be in [2, " + to_string(recall::max_pairs()) + "]");
   if (!(s.eta_linear > 0.0 && s.eta_linear < 2.0))
@@ -82,13 +82,14 @@ bool RecallModule::handle(const Command& command, ModuleContext& ctx) {
     job->row.assign(static_cast<std::size_t>(s.map_pairs), 0);
     job->units_total = static_cast<long>(np) * s.sequences + static_cast<long>(s.sequences) * s.map_pairs;
     v.eta_mlp = job->params.eta_mlp;
+    v.params = job->params;
     v.softmax_beta = job->params.softmax_beta;
     v.accuracy.assign(recall::kMemories, std::vector<double>(np, 0.0));
     v.state_size.assign(recall::kMemories, std::vector<double>(np, 0.0));
     for (int m = 0; m < recall::kMemories; ++m)
       for (std::size_t j = 0; j < np; ++j)
         v.state_size[static_cast<std::size_t>(m)][j] = static_cast<double>(
-            recall::state_size(static_cast<recall::Memory>(m), s.width, s.pairs[j]));
+            recall::state_size(static_cast<recall::Memory>(m), job->params, s.pairs[j]));
     v.episodes_done.assign(np, 0);
     v.map.assign(cells, 0.0);
     m_job = std::move(job);

@@ -1,6 +1,8 @@
 // app/lab/recall/recall_types.hpp — the recall lab: how many key-value pairs a state of width d can
-// store and give back, for TTT-Linear, TTT-MLP, linear attention, softmax attention and Mamba-2 at
-// equal width (core: tttlab/analysis/recall.hpp; the maths in docs/MATH.md §9.4).
+// store and give back, for every memory of recall::Memory at equal width: TTT-Linear, TTT-MLP, linear
+// attention, softmax attention, Mamba-2, DeltaNet, Gated DeltaNet, Titans and LaCT (core:
+// tttlab/analysis/recall.hpp; the maths in docs/MATH.md §9.4). Every memory is computed; the panel
+// plots the ones the student ticks.
 //
 // Two results:
 //   accuracy   for every P of the list, the fraction of the P pairs each memory answers right after
@@ -35,8 +37,10 @@ struct RecallSettings {
 struct RecallView : JobView {
   RecallSettings settings;
   double eta_mlp = 0, softmax_beta = 0;        // the fixed constants, for the legend
+  recall::MemoryParams params;                 // every memory's parameters, as run
   // accuracy[memory][j]: the fraction right at P = settings.pairs[j] over the episodes done
-  // (memory in recall::Memory order); episodes_done[j] of settings.sequences.
+  // (memory in recall::Memory order, all recall::kMemories of them); episodes_done[j] of
+  // settings.sequences.
   std::vector<std::vector<double>> accuracy;
   std::vector<int> episodes_done;
   // state_size[memory][j]: numbers held after settings.pairs[j] pairs.

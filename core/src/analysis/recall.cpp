@@ -1,9 +1,11 @@
-// Associative recall of five memories of width d (see tttlab/analysis/recall.hpp, docs/MATH.md §9.4).
+// Associative recall of nine memories of width d (see tttlab/analysis/recall.hpp, docs/MATH.md §9.4).
 #include "tttlab/analysis/recall.hpp"
 
 #include <cmath>
 #include <stdexcept>
 
+#include "tttlab/fastweight/designed_memory.hpp"
+#include "tttlab/fastweight/rule.hpp"
 #include "tttlab/nn/activations.hpp"
 #include "tttlab/util/rng.hpp"
 
@@ -145,32 +147,95 @@ class SoftmaxAttention final : public AssociativeMemory {
 
 }  // namespace
 
-const char* memory_id(Memory m) {
+namespace {
+
+// The one list of the memories, in Memory order: id, name, and the preset of fast_weight_presets()
+// a designed member runs (empty for the fixed ones).
+struct RecallMemoryRow {
+  Memory m;
+  const char* id;
+  const char* name;
+  const char* preset;
+};
+constexpr RecallMemoryRow kRecallMemoryTable[kMemories] = {
+    {Memory::TttLinear, "ttt_linear", "TTT-Linear", ""},
+    {Memory::TttMlp, "ttt_mlp", "TTT-MLP", ""},
+    {Memory::LinearAttention, "linear_attention", "Linear attention", ""},
+    {Memory::SoftmaxAttention, "softmax_attention", "Softmax attention", ""},
+    {Memory::Mamba2, "mamba2", "Mamba-2", ""},
+    {Memory::DeltaNet, "deltanet", "DeltaNet", "deltanet"},
+    {Memory::GatedDeltaNet, "gated_deltanet", "Gated DeltaNet", "gated_deltanet"},
+    {Memory::Titans, "titans", "Titans", "titans"},
+    {Memory::Lact, "lact", "LaCT", "lact"},
+};
+
+const RecallMemoryRow* recall_row(Memory m) {
+  const int i = static_cast<int>(m);
+  return i >= 0 && i < kMemories ? &kRecallMemoryTable[i] : nullptr;
+}
+
+// The designed member's rule and parameters (docs/MATH.md §9.4).
+FastWeightRule recall_design_rule(Memory m) {
+  return fast_weight_preset(recall_row(m)->preset).rule;
+}
+
+DesignParams recall_design_params(Memory m, const MemoryParams& p) {
+  DesignParams d;
+  d.width = p.width;
+  d.seed = p.seed;
+  d.momentum = p.momentum;
+  d.weight_decay = p.weight_decay;
   switch (m) {
-    case Memory::TttLinear: return "ttt_linear";
-    case Memory::TttMlp: return "ttt_mlp";
-    case Memory::LinearAttention: return "linear_attention";
-    case Memory::SoftmaxAttention: return "softmax_attention";
-    case Memory::Mamba2: return "mamba2";
+    case Memory::DeltaNet: d.eta = p.delta_beta; break;
+    case Memory::GatedDeltaNet:
+      d.eta = p.delta_beta;
+      d.decay = p.gated_decay;
+      break;
+    case Memory::Titans:
+      d.eta = p.eta_mlp > 0 ? p.eta_mlp : default_eta_mlp(p.width);
+      d.chunk = p.titans_chunk;
+      break;
+    case Memory::Lact:
+      d.eta = p.eta_mlp > 0 ? p.eta_mlp : default_eta_mlp(p.width);
+      d.chunk = p.lact_chunk;
+      break;
+    default: throw std::logic_error("recall: not a designed memory");
   }
-  return "?";
+  return d;
+}
+
+}  // namespace
+
+static_assert(static_cast<int>(Memory::Lact) + 1 == kMemories);
+
+const char* memory_id(Memory m) {
+  const RecallMemoryRow* r = recall_row(m);
+  return r ? r->id : "?";
 }
 
 const char* memory_name(Memory m) {
-  switch (m) {
-    case Memory::TttLinear: return "TTT-Linear";
-    case Memory::TttMlp: return "TTT-MLP";
-    case Memory::LinearAttention: return "Linear attention";
-    case Memory::SoftmaxAttention: return "Softmax attention";
-    case Memory::Mamba2: return "Mamba-2";
-  }
-  return "?";
+  const RecallMemoryRow* r = recall_row(m);
+  return r ? r->name : "?";
 }
 
 std::optional<Memory> memory_from_id(std::string_view id) {
-  for (int i = 0; i < kMemories; ++i)
-    if (id == memory_id(static_cast<Memory>(i))) return static_cast<Memory>(i);
+  for (const RecallMemoryRow& r : kRecallMemoryTable)
+    if (id == r.id) return r.m;
   return std::nullopt;
+}
+
+std::string memory_ids(std::string_view sep) {
+  std::string s;
+  for (const RecallMemoryRow& r : kRecallMemoryTable) {
+    if (!s.empty()) s += sep;
+    s += r.id;
+  }
+  return s;
+}
+
+bool is_designed(Memory m) {
+  const RecallMemoryRow* r = recall_row(m);
+  return r && r->preset[0] != '\0';
 }
 
 const std::string& key_alphabet() {
@@ -274,20 +339,49 @@ std::unique_ptr<AssociativeMemory> make_memory(Memory m, const MemoryParams& p) 
     case Memory::LinearAttention: return std::make_unique<LinearAttention>(p);
     case Memory::SoftmaxAttention: return std::make_unique<SoftmaxAttention>(p);
     case Memory::Mamba2: return std::make_unique<Mamba2>(p);
+    case Memory::DeltaNet:
+    case Memory::GatedDeltaNet:
+    case Memory::Titans:
+    case Memory::Lact:
+      return std::make_unique<DesignedMemory>(recall_design_rule(m), recall_design_params(m, p));
   }
-  throw std::invalid_argument("recall: unknown memory");
+  throw std::invalid_argument("recall: unknown memory (expected one of " + memory_ids() + ")");
 }
 
-long state_size(Memory m, int width, int pairs) {
+long weight_size(Memory m, int width, int pairs) {
   const long d = width;
   switch (m) {
     case Memory::TttLinear:
     case Memory::LinearAttention:
-    case Memory::Mamba2: return d * d;
-    case Memory::TttMlp: return 8 * d * d;
+    case Memory::Mamba2:
+    case Memory::DeltaNet:
+    case Memory::GatedDeltaNet: return d * d;
+    case Memory::TttMlp:
+    case Memory::Titans:
+    case Memory::Lact: return 8 * d * d;
     case Memory::SoftmaxAttention: return 2 * d * pairs;
   }
   return 0;
+}
+
+long state_size(Memory m, const MemoryParams& p, int pairs) {
+  const long w = weight_size(m, p.width, pairs);
+  if (!is_designed(m)) return w;
+  // DesignedMemory::state_size's count, without running the memory.
+  const FastWeightRule rule = recall_design_rule(m);
+  const DesignParams dp = recall_design_params(m, p);
+  long n = w;
+  if (rule.optimizer != FastWeightOptimizer::Gd) n += w;
+  if (rule.granularity == FastWeightGranularity::MiniBatch && dp.chunk > 1) n += w;
+  if (rule.granularity == FastWeightGranularity::LargeChunk)
+    n += 2L * p.width * static_cast<long>(pairs % dp.chunk);
+  return n;
+}
+
+long state_size(Memory m, int width, int pairs) {
+  MemoryParams p;
+  p.width = width;
+  return state_size(m, p, pairs);
 }
 
 int recall_correct(Memory m, const Episode& e, const Embedding& emb, const MemoryParams& p) {

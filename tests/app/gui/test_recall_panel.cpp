@@ -42,5 +42,38 @@ TEST(RecallPanel, SettingsRoundTripAndBadOnesAreRefused) {
   EXPECT_EQ(p->save_state(), changed) << "a refused file must change nothing";
 }
 
+// The members plotted: today's five by default (an old file without the key opens so), any of the
+// nine round-trip, and an unknown or repeated id is refused naming the field and the accepted ids.
+TEST(RecallPanel, MembersPlottedRoundTripAndDefaults) {
+  auto p = recall_panel();
+  ASSERT_TRUE(p);
+  const nlohmann::json saved = p->save_state();
+  EXPECT_EQ(saved["view"]["members"],
+            nlohmann::json({"ttt_linear", "ttt_mlp", "linear_attention", "softmax_attention", "mamba2"}));
+  nlohmann::json old = saved;
+  old["view"].erase("members");
+  p->parse_state(old, "panels.recall")();
+  EXPECT_EQ(p->save_state(), saved) << "a file without members opens with the first five";
+  nlohmann::json changed = saved;
+  changed["view"]["members"] = {"deltanet", "gated_deltanet", "titans", "lact", "softmax_attention"};
+  changed["map_memory"] = "lact";
+  p->parse_state(changed, "panels.recall")();
+  EXPECT_EQ(p->save_state(), changed);
+  for (const nlohmann::json& bad : {nlohmann::json({"deltanet", "lstm"}), nlohmann::json({"lact", "lact"}),
+                                    nlohmann::json::array()}) {
+    nlohmann::json j = saved;
+    j["view"]["members"] = bad;
+    try {
+      (void)p->parse_state(j, "panels.recall");
+      ADD_FAILURE() << bad.dump() << " was accepted";
+    } catch (const StateError& e) {
+      EXPECT_NE(std::string(e.what()).find("panels.recall.view"), std::string::npos) << e.what();
+      if (bad.size() == 2 && bad[1] == "lstm")
+        EXPECT_NE(std::string(e.what()).find("ttt_linear, ttt_mlp"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(p->save_state(), changed) << "a refused file must change nothing";
+}
+
 }  // namespace
 }  // namespace tttlab::gui

@@ -2,7 +2,9 @@
 // plain hand-written reference, the episodes against the MQAR generator, and the outcomes the lesson
 // teaches on fixed, printed seeds: softmax attention recalls (nearly) everything, linear attention is
 // exact for few pairs and fails for many, TTT-Linear at η = 1 forgets its oldest pairs first, Mamba-2's
-// decay keeps only its newest pairs, and the forgetting map's last row is the accuracy.
+// decay keeps only its newest pairs, and the forgetting map's last row is the accuracy. The four
+// designed members (DeltaNet, Gated DeltaNet, Titans, LaCT) against §11.2's matrix rules and against
+// their updates written out here; the first five against the numbers the code gave before they came.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +14,8 @@
 #include <vector>
 
 #include "tttlab/analysis/recall.hpp"
+#include "tttlab/fastweight/designed_memory.hpp"
+#include "tttlab/fastweight/matrix_rules.hpp"
 #include "tttlab/nn/activations.hpp"
 #include "tttlab/util/rng.hpp"
 
@@ -348,6 +352,251 @@ TEST(Recall, Mamba2RecallsItsNewestPairsAndForgetsTheOldest) {
   EXPECT_GE(band, 12);
   EXPECT_LE(band, 30);
   EXPECT_GE(accuracy(Memory::Mamba2, d, 4, 16, kSeed), 0.95);  // few pairs: as exact as linear attention
+}
+
+// The first five memories give the numbers they gave before the designed members were added (computed
+// by the recall lab of commit 32de089, seed 3, d = 32): right answers over episodes 0–2 at P = 8, 32,
+// 96, and the ones of the forgetting map of episode 1 at P = 48.
+TEST(Recall, FirstFiveMemoriesUnchanged) {
+  const int d = 32;
+  const std::uint64_t seed = 3;
+  std::printf("[   INFO   ] seed %llu\n", static_cast<unsigned long long>(seed));
+  const Embedding emb(d, seed);
+  MemoryParams p;
+  p.width = d;
+  p.seed = seed;
+  const long expected[kFirstMemories][4] = {
+      {24, 73, 92, 880},    // TTT-Linear
+      {24, 88, 163, 1068},  // TTT-MLP
+      {24, 94, 180, 1093},  // linear attention
+      {24, 96, 288, 1176},  // softmax attention
+      {23, 75, 83, 892},    // Mamba-2
+  };
+  for (int m = 0; m < kFirstMemories; ++m) {
+    const Memory mem = static_cast<Memory>(m);
+    const int pairs[3] = {8, 32, 96};
+    for (int j = 0; j < 3; ++j) {
+      long right = 0;
+      for (int s = 0; s < 3; ++s)
+        right += recall_correct(mem, make_episode(pairs[j], seed, static_cast<std::uint64_t>(s)), emb, p);
+      EXPECT_EQ(right, expected[m][j]) << memory_name(mem) << " P = " << pairs[j];
+    }
+    const auto map = forgetting_rows(mem, make_episode(48, seed, 1), emb, p);
+    long ones = 0;
+    for (const std::uint8_t x : map) ones += x;
+    EXPECT_EQ(ones, expected[m][3]) << memory_name(mem) << " map";
+  }
+}
+
+TEST(Recall, IdsNamesAndTheTable) {
+  EXPECT_EQ(memory_ids(), "ttt_linear, ttt_mlp, linear_attention, softmax_attention, mamba2, deltanet, "
+                          "gated_deltanet, titans, lact");
+  for (int m = 0; m < kMemories; ++m) {
+    const Memory mem = static_cast<Memory>(m);
+    EXPECT_EQ(memory_from_id(memory_id(mem)), mem);
+    EXPECT_STRNE(memory_name(mem), "?");
+    // A designed member's id is its fast-weight preset's.
+    if (is_designed(mem)) {
+      EXPECT_NO_THROW(fast_weight_preset(memory_id(mem))) << memory_id(mem);
+    }
+  }
+  EXPECT_FALSE(memory_from_id("gated-deltanet"));
+  EXPECT_FALSE(memory_from_id(""));
+  EXPECT_EQ(is_designed(Memory::Mamba2), false);
+  EXPECT_EQ(is_designed(Memory::Lact), true);
+}
+
+// DeltaNet and Gated DeltaNet on one episode: the recall lab's memory against matrix_rule_primal
+// (§11.2) with constant β and α, read after every write with the keys read so far.
+TEST(Recall, DeltaNetsAreTheMatrixRules) {
+  const int d = 16, P = 40;
+  const std::uint64_t seed = 11;
+  std::printf("[   INFO   ] seed %llu\n", static_cast<unsigned long long>(seed));
+  const Embedding emb(d, seed);
+  const Episode e = make_episode(P, seed, 0);
+  Mat<double> k(P, d), v(P, d);
+  for (int t = 0; t < P; ++t) {
+    k.row(t) = emb.row(e.keys[static_cast<std::size_t>(t)]);
+    v.row(t) = emb.row(e.values[static_cast<std::size_t>(t)]);
+  }
+  MemoryParams p;
+  p.width = d;
+  p.seed = seed;
+  for (const Memory m : {Memory::DeltaNet, Memory::GatedDeltaNet}) {
+    const MatrixRule rule = m == Memory::DeltaNet ? MatrixRule::DeltaNet : MatrixRule::GatedDeltaNet;
+    const Vec<double> beta = Vec<double>::Constant(P, kDeltaBeta);
+    const Vec<double> alpha = m == Memory::DeltaNet ? Vec<double>() : Vec<double>::Constant(P, kMambaDecay);
+    // q = k: o_t = k_t S_t, the read of the pair just written.
+    const auto ref = matrix_rule_primal<double>(rule, k, k, v, beta, alpha, Mat<double>::Zero(d, d));
+    auto mem = make_memory(m, p);
+    double worst = 0;
+    for (int t = 0; t < P; ++t) {
+      mem->write(k.row(t), v.row(t));
+      const RowVectorXd o = mem->read(k.row(t));
+      worst = std::max(worst, (o - RowVectorXd(ref.o.row(t))).cwiseAbs().maxCoeff());
+    }
+    const MatrixXd S = state_of(*mem, d);
+    const double scale = ref.state.cwiseAbs().maxCoeff();
+    worst = std::max(worst, (S - MatrixXd(ref.state)).cwiseAbs().maxCoeff()) / scale;
+    std::printf("[recall] %s vs matrix_rule_primal: max relative difference %.3g\n", memory_name(m), worst);
+    EXPECT_LE(worst, 1e-12) << memory_name(m);
+    EXPECT_EQ(mem->state_size(), state_size(m, p, P));
+  }
+}
+
+// The MLP members' start, written out: W₁ entries N(0, 1/d) from Rng(seed, kMlpStream), W₂ = 0.
+struct RecallMlpRef {
+  MatrixXd w1, w2, m1, m2;  // weights and momentum
+  RecallMlpRef(int d, std::uint64_t seed) : w1(d, 4 * d), w2(MatrixXd::Zero(4 * d, d)) {
+    Rng rng(seed, kMlpStream);
+    for (int i = 0; i < d; ++i)
+      for (int j = 0; j < 4 * d; ++j) w1(i, j) = rng.normal() / std::sqrt(static_cast<double>(d));
+    m1 = MatrixXd::Zero(d, 4 * d);
+    m2 = MatrixXd::Zero(4 * d, d);
+  }
+  RowVectorXd read(const RowVectorXd& q) const {
+    return (q * w1).unaryExpr([](double a) { return gelu_tanh(a); }) * w2;
+  }
+  // ∇ of the loss whose gradient at the output is dz(output), at (W₁, W₂) = (a, b).
+  template <class Dz>
+  static std::pair<MatrixXd, MatrixXd> grad(const MatrixXd& a, const MatrixXd& b, const RowVectorXd& k, Dz dz_of) {
+    const RowVectorXd pre = k * a;
+    const RowVectorXd h = pre.unaryExpr([](double x) { return gelu_tanh(x); });
+    const RowVectorXd dz = dz_of(RowVectorXd(h * b));
+    const RowVectorXd da = (dz * b.transpose()).cwiseProduct(pre.unaryExpr([](double x) { return gelu_tanh_grad(x); }));
+    return {k.transpose() * da, h.transpose() * dz};
+  }
+};
+
+MatrixXd recall_orthogonalise(const MatrixXd& m) {  // Muon's quintic Newton–Schulz, five steps
+  const bool tall = m.rows() > m.cols();
+  MatrixXd x = tall ? MatrixXd(m.transpose()) : m;
+  x /= x.norm() + 1e-7;
+  for (int i = 0; i < 5; ++i) {
+    const MatrixXd a = x * x.transpose();
+    x = 3.4445 * x + (-4.7750 * a + 2.0315 * a * a) * x;
+  }
+  return tall ? MatrixXd(x.transpose()) : x;
+}
+
+// Titans: at the start of each mini-batch of b pairs W ← (1 − ηλ)W and the gradients of the batch are
+// taken there; every pair then steps M ← μM + G, W ← W − ηM (½‖f(k) − v‖²). LaCT: a chunk of C pairs
+// is invisible until full; then G = Σ −∇⟨f(k), v⟩ at the chunk's start, M ← μM + G, W ← W − η NS(M).
+TEST(Recall, TitansAndLactAreTheirUpdatesWrittenOut) {
+  const int d = 12, P = 37;
+  const std::uint64_t seed = 13;
+  std::printf("[   INFO   ] seed %llu\n", static_cast<unsigned long long>(seed));
+  const Embedding emb(d, seed);
+  const Episode e = make_episode(P, seed, 2);
+  MemoryParams p;
+  p.width = d;
+  p.seed = seed;
+  p.titans_chunk = 5;
+  p.lact_chunk = 6;
+  const double eta = default_eta_mlp(d), mu = kMomentum, lambda = kWeightDecay;
+  auto titans = make_memory(Memory::Titans, p);
+  auto lact = make_memory(Memory::Lact, p);
+  RecallMlpRef rt(d, seed), rl(d, seed);
+  MatrixXd s1, s2;  // Titans' mini-batch start
+  std::vector<int> pending;
+  double worst_t = 0, worst_l = 0;
+  for (int t = 0; t < P; ++t) {
+    const RowVectorXd k = emb.row(e.keys[static_cast<std::size_t>(t)]);
+    const RowVectorXd v = emb.row(e.values[static_cast<std::size_t>(t)]);
+    if (t % p.titans_chunk == 0) {
+      rt.w1 *= 1.0 - eta * lambda;
+      rt.w2 *= 1.0 - eta * lambda;
+      s1 = rt.w1;
+      s2 = rt.w2;
+    }
+    const auto g = RecallMlpRef::grad(s1, s2, k, [&](const RowVectorXd& z) { return RowVectorXd(z - v); });
+    rt.m1 = mu * rt.m1 + g.first;
+    rt.m2 = mu * rt.m2 + g.second;
+    rt.w1 -= eta * rt.m1;
+    rt.w2 -= eta * rt.m2;
+    titans->write(k, v);
+    pending.push_back(t);
+    if (static_cast<int>(pending.size()) == p.lact_chunk) {
+      MatrixXd g1 = MatrixXd::Zero(d, 4 * d), g2 = MatrixXd::Zero(4 * d, d);
+      for (const int i : pending) {
+        const RowVectorXd vi = emb.row(e.values[static_cast<std::size_t>(i)]);
+        const auto gi = RecallMlpRef::grad(rl.w1, rl.w2, emb.row(e.keys[static_cast<std::size_t>(i)]),
+                                           [&](const RowVectorXd&) { return RowVectorXd(-vi); });
+        g1 += gi.first;
+        g2 += gi.second;
+      }
+      rl.m1 = mu * rl.m1 + g1;
+      rl.m2 = mu * rl.m2 + g2;
+      rl.w1 -= eta * recall_orthogonalise(rl.m1);
+      rl.w2 -= eta * recall_orthogonalise(rl.m2);
+      pending.clear();
+    }
+    lact->write(k, v);
+    for (int i = 0; i <= t; ++i) {
+      const RowVectorXd q = emb.row(e.keys[static_cast<std::size_t>(i)]);
+      const RowVectorXd a = titans->read(q), b = lact->read(q);
+      worst_t = std::max(worst_t, (a - rt.read(q)).cwiseAbs().maxCoeff() / std::max(1e-300, a.cwiseAbs().maxCoeff()));
+      if (t >= p.lact_chunk - 1)
+        worst_l = std::max(worst_l, (b - rl.read(q)).cwiseAbs().maxCoeff() / std::max(1e-300, b.cwiseAbs().maxCoeff()));
+      else
+        EXPECT_EQ(b.cwiseAbs().maxCoeff(), 0.0) << "LaCT stores nothing before its first chunk is full";
+    }
+  }
+  std::printf("[recall] written out vs the memory: Titans %.3g, LaCT %.3g (max relative difference)\n", worst_t,
+              worst_l);
+  EXPECT_LE(worst_t, 1e-12);
+  EXPECT_LE(worst_l, 1e-12);
+  // Weights, momentum, the mini-batch's start; LaCT's P mod C pending pairs of 2d numbers each.
+  EXPECT_EQ(titans->state_size(), 24L * d * d);
+  EXPECT_EQ(state_size(Memory::Titans, p, P), 24L * d * d);
+  EXPECT_EQ(lact->state_size(), 16L * d * d + 2L * d * (P % p.lact_chunk));
+  EXPECT_EQ(state_size(Memory::Lact, p, P), lact->state_size());
+  EXPECT_EQ(weight_size(Memory::Lact, d, P), 8L * d * d);
+}
+
+// At d = 32 every designed member recalls a few pairs (LaCT once its chunk is full) and loses pairs
+// once P is well past d; Gated DeltaNet's decay makes it forget its oldest pairs, as Mamba-2's does.
+TEST(Recall, DesignedMembersRecallFewPairsAndForgetTheOldest) {
+  const int d = 32;
+  for (const Memory m : {Memory::DeltaNet, Memory::GatedDeltaNet, Memory::Titans}) {
+    const double small = accuracy(m, d, 8, 8, kSeed), large = accuracy(m, d, 128, 4, kSeed);
+    std::printf("[recall] seed %llu, d = 32: %s P = 8: %.4f, P = 128: %.4f\n", static_cast<unsigned long long>(kSeed),
+                memory_name(m), small, large);
+    EXPECT_GE(small, 0.85) << memory_name(m);
+    EXPECT_LE(large, 0.7) << memory_name(m);
+  }
+  EXPECT_LE(accuracy(Memory::Lact, d, 8, 8, kSeed), 0.1);  // C = 16: nothing stored yet
+  EXPECT_GE(accuracy(Memory::Lact, d, 16, 8, kSeed), 0.9);
+  const int P = 96;
+  const Embedding emb(d, kSeed);
+  MemoryParams p;
+  p.width = d;
+  p.seed = kSeed;
+  double oldest = 0, newest = 0;
+  for (int s = 0; s < 4; ++s) {
+    const auto map = forgetting_rows(Memory::GatedDeltaNet, make_episode(P, kSeed, static_cast<std::uint64_t>(s)), emb, p);
+    for (int i = 0; i < 8; ++i) {
+      oldest += map[static_cast<std::size_t>((P - 1) * P + i)];
+      newest += map[static_cast<std::size_t>((P - 1) * P + P - 1 - i)];
+    }
+  }
+  std::printf("[recall] Gated DeltaNet, P = 96: newest 8 %.3f, oldest 8 %.3f\n", newest / 32, oldest / 32);
+  EXPECT_GE(newest / 32, 0.9);
+  EXPECT_LE(oldest / 32, 0.2);
+}
+
+TEST(Recall, DesignedMembersRejectBadParameters) {
+  MemoryParams p;
+  p.width = 8;
+  p.lact_chunk = 0;
+  EXPECT_THROW(make_memory(Memory::Lact, p), std::invalid_argument);
+  p.lact_chunk = 16;
+  p.momentum = 1.0;
+  EXPECT_THROW(make_memory(Memory::Titans, p), std::invalid_argument);
+  p.momentum = kMomentum;
+  p.delta_beta = 0;
+  EXPECT_THROW(make_memory(Memory::DeltaNet, p), std::invalid_argument);
+  EXPECT_THROW(make_memory(static_cast<Memory>(kMemories), MemoryParams{}), std::invalid_argument);
 }
 
 }  // namespace

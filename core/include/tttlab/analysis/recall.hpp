@@ -14,7 +14,9 @@
 // Rng(seed, kEmbeddingStream) for b = 0, 1, …, 255 in order (d normals per byte). Key k_i = e(key_i),
 // value v_i = e(value_i), query q = e(query key). Row vectors throughout, as in docs/MATH.md §1.
 //
-// THE FIVE MEMORIES, all of width d (state sizes in numbers, for P stored pairs):
+// THE MEMORIES, all of width d (state sizes in numbers, for P stored pairs). The first five are
+// fixed code; the other four are tttlab::DesignedMemory (fastweight/designed_memory.hpp) at their
+// presets of fast_weight_presets(), with the parameters of MemoryParams (one place, docs/MATH.md §9.4):
 //   TTT-Linear         f(k) = kW, W ∈ ℝ^{d×d}, W₀ = 0; one gradient step per pair on ½‖kW − v‖²:
 //                      W ← W − η kᵀ(kW − v), η = 1 (the delta rule, §9.3; with unit keys one step
 //                      makes kW = v exactly). State d².
@@ -30,6 +32,21 @@
 //                      per write, the SSD recurrence (§8.8) with B = k, C = q, x = v and one head.
 //                      The layer learns its decay exp(Δₜ·A) per token and head; here a is fixed
 //                      (MemoryParams::mamba_decay). State d².
+//   DeltaNet           S ← S − β kᵀ(kS − v), β = MemoryParams::delta_beta (the untrained gate's
+//                      σ(0) = ½; at β = 1 it would be this lab's TTT-Linear). State d².
+//   Gated DeltaNet     S ← αS − β kᵀ(αkS − v), β as DeltaNet's, α = MemoryParams::gated_decay (Mamba-2's
+//                      default a, so that it differs from Mamba-2 only in its loss and from DeltaNet
+//                      only in its decay). State d².
+//   Titans             TTT-MLP's network and start, ½‖f(k) − v‖², weight decay λ, momentum μ,
+//                      gradients at the start of mini-batches of b pairs, η = TTT-MLP's. State 8d²
+//                      weights + 8d² momentum + 8d² mini-batch start (b > 1) = 24d².
+//   LaCT               TTT-MLP's network and start, dot-product loss −⟨f(k), v⟩, Muon with momentum μ,
+//                      one update per chunk of C pairs (a pair is seen only once its chunk is full:
+//                      the P mod C newest pairs are not stored), η = TTT-MLP's. State 8d² weights +
+//                      8d² momentum + 2d per pending pair. SwiGLU and the renormalisation of the
+//                      real layer are left out (rule.hpp's preset note).
+// Equal state size: the five matrix members hold d² numbers each; TTT-MLP, Titans and LaCT hold the
+// same 8d² weights, plus their optimizer's buffers; softmax attention grows with P.
 // ANSWER. The value symbol whose embedding has the largest dot product with the read-out (the first
 // one on a tie); the value embeddings are unit vectors, so this is also the largest cosine.
 //
@@ -49,14 +66,35 @@
 
 namespace tttlab::recall {
 
-enum class Memory : int { TttLinear = 0, TttMlp = 1, LinearAttention = 2, SoftmaxAttention = 3, Mamba2 = 4 };
-inline constexpr int kMemories = 5;
+// The values index arrays in views and state files: new members go at the end.
+enum class Memory : int {
+  TttLinear = 0,
+  TttMlp = 1,
+  LinearAttention = 2,
+  SoftmaxAttention = 3,
+  Mamba2 = 4,
+  DeltaNet = 5,
+  GatedDeltaNet = 6,
+  Titans = 7,
+  Lact = 8,
+};
+inline constexpr int kMemories = 9;
+// The memories the lab had first (Memory values 0 … 4): the panel's default selection, so that state
+// files written before the others came open as they were.
+inline constexpr int kFirstMemories = 5;
 
-// "ttt_linear", "ttt_mlp", "linear_attention", "softmax_attention", "mamba2" (state files, measures).
+// "ttt_linear", "ttt_mlp", "linear_attention", "softmax_attention", "mamba2", "deltanet",
+// "gated_deltanet", "titans", "lact" (state files, measures, the command line; the ids of
+// fast_weight_presets() where the member is one).
 const char* memory_id(Memory m);
-// "TTT-Linear", "TTT-MLP", "Linear attention", "Softmax attention", "Mamba-2" (for people).
+// "TTT-Linear", "TTT-MLP", "Linear attention", "Softmax attention", "Mamba-2", "DeltaNet",
+// "Gated DeltaNet", "Titans", "LaCT" (for people).
 const char* memory_name(Memory m);
 std::optional<Memory> memory_from_id(std::string_view id);
+// Every id in Memory order, joined by `sep` (for messages that list the accepted ids).
+std::string memory_ids(std::string_view sep = ", ");
+// True for the members computed by tttlab::DesignedMemory (DeltaNet, Gated DeltaNet, Titans, LaCT).
+bool is_designed(Memory m);
 
 inline constexpr std::uint64_t kEmbeddingStream = 0x656d6265ULL;  // "embe"
 inline constexpr std::uint64_t kMlpStream = 0x6d6c7030ULL;        // "mlp0"
@@ -66,6 +104,12 @@ inline constexpr double kSoftmaxBeta = 64.0;
 // a memory of about 1/(1 − a) = 20 writes.
 inline constexpr double kMambaDecay = 0.95;
 inline constexpr int kMinWidth = 4, kMaxWidth = 128;
+// The designed members' parameters (MemoryParams's defaults; docs/MATH.md §9.4).
+inline constexpr double kDeltaBeta = 0.5;     // DeltaNet's and Gated DeltaNet's β: σ(0)
+inline constexpr double kMomentum = 0.9;      // Titans' and LaCT's μ
+inline constexpr double kWeightDecay = 0.05;  // Titans' λ
+inline constexpr int kTitansChunk = 16;       // Titans' mini-batch b, TTT's
+inline constexpr int kLactChunk = 16;         // LaCT's chunk C
 
 const std::string& key_alphabet();    // 160 bytes, 0x60…0xFF
 const std::string& value_alphabet();  // 64 bytes, 0x20…0x5F
@@ -102,6 +146,14 @@ struct MemoryParams {
   double eta_mlp = 0.0;    // ≤ 0: the default above
   double softmax_beta = kSoftmaxBeta;
   double mamba_decay = kMambaDecay;  // a, in (0, 1]
+  // The designed members' (make_memory throws std::invalid_argument, from tttlab::validate, for a
+  // value out of DesignParams's range). Titans and LaCT step with eta_mlp, as TTT-MLP does.
+  double delta_beta = kDeltaBeta;      // DeltaNet's and Gated DeltaNet's β > 0
+  double gated_decay = kMambaDecay;    // Gated DeltaNet's α, in (0, 1]
+  double momentum = kMomentum;         // Titans' and LaCT's μ, in [0, 1)
+  double weight_decay = kWeightDecay;  // Titans' λ ≥ 0
+  int titans_chunk = kTitansChunk;     // b ≥ 1
+  int lact_chunk = kLactChunk;         // C ≥ 1
 };
 
 // E[gelu(a)²] for a ~ N(0, 1) (tanh GELU, docs/MATH.md §5), by quadrature; about 0.4252.
@@ -119,8 +171,13 @@ class AssociativeMemory {
 };
 std::unique_ptr<AssociativeMemory> make_memory(Memory m, const MemoryParams& p);
 
-// The state size (numbers) of memory m of width d after P pairs.
+// The state size (numbers) of memory m of width d after P pairs, with the default MemoryParams
+// (the designed members' buffers depend on their chunk: see state_size(m, p, pairs)).
 long state_size(Memory m, int width, int pairs);
+long state_size(Memory m, const MemoryParams& p, int pairs);
+// The numbers of the state that are weights (what reads use): d², 8d² or 2Pd; the rest of
+// state_size is the optimizer's momentum, a mini-batch's start state or a pending chunk.
+long weight_size(Memory m, int width, int pairs);
 
 // Reads the episode's pairs into a fresh memory, then asks every query: the number answered right
 // (out of P).
