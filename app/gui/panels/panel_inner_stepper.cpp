@@ -178,8 +178,8 @@ class InnerStepperPanel final
 
     ImGui::Dummy(ImVec2(0, 6));
     if (!v.config.ttt())
-      widgets::note("The member's inner loop runs one token at a time (tttlab/fastweight/member_trace.hpp) in "
-                    "double precision, on the toy head's keys and values.");
+      widgets::note("The member's own inner loop runs one token at a time, in double precision, on the toy "
+                    "head's keys and values.");
     else if (v.config.toy())
       widgets::note("Toy head: q, k and v come from a fixed random byte embedding and random projections drawn "
                     "from the seed, so a byte always has the same key and value. The inner loop is the engine's "
@@ -278,7 +278,7 @@ class InnerStepperPanel final
       ImGui::PushStyleColor(ImGuiCol_Text, ImGui::ColorConvertU32ToFloat4(colors::kError));
       ImGui::TextWrapped("These settings cannot run: %s", v.error.c_str());
       ImGui::PopStyleColor();
-      if (!v.config.toy())
+      if (!v.config.toy() && v.config.ttt())
         widgets::note("Choose another model on the left (an untrained one, or a checkpoint you open), or the toy "
                       "head: every view works with each of them.");
       return;

@@ -592,9 +592,8 @@ class PrimalDualPanel final
     plot::line_plot(tp);
     ImGui::EndGroup();
     if (!narrow) ImGui::SetCursorScreenPos(ImVec2(top.x, top.y + map_w + 36.0f));
-    widgets::note(("Primal form: Sₜ updated token by token (matrix_rule_primal). Chunked form: per chunk of C "
-                   "tokens, matrix products inside the chunk and the state passed between chunks "
-                   "(matrix_rule_chunked; Math reference §11.3). They are the same function, so the outputs agree "
+    widgets::note(("Primal form: Sₜ updated token by token. Chunked form: per chunk of C tokens, matrix "
+                   "products inside the chunk and the state passed between chunks (Math reference §11.3). They are the same function, so the outputs agree "
                    "to rounding (" + std::string(dbl ? "≤ 1e−12 of |O| in double" : "about 1e−6 of |O| in float") +
                    ") for every C, including one that does not divide T. TTT's dual form is different: with b > 1 "
                    "its gradients are stale, and no per-token form equals it.").c_str());

@@ -22,7 +22,7 @@ MemberEngine member_engine(const FastWeightPreset& p) {
   return MemberEngine::Designed;
 }
 
-Mat<double> to_mat(const Eigen::MatrixXd& m) { return m; }
+Mat<double> mt_to_mat(const Eigen::MatrixXd& m) { return m; }
 
 }  // namespace
 
@@ -74,7 +74,7 @@ MemberTracer::MemberTracer(const FastWeightPreset& member, MemberInputs in)
                                   std::to_string(in.design.width) + " (design.width)");
     m->memory.emplace(member.rule, in.design);  // validates rule and parameters
     m->start.emplace(member.rule, in.design);
-    for (const Eigen::MatrixXd& w : m->memory->weights()) m->initial.push_back(to_mat(w));
+    for (const Eigen::MatrixXd& w : m->memory->weights()) m->initial.push_back(mt_to_mat(w));
   }
   m->state = m->initial;
   m->in = std::move(in);
@@ -126,7 +126,7 @@ MemberStepRecord MemberTracer::step() {
   } else {
     DesignedMemory& mem = *m->memory;
     const std::vector<Mat<double>> before = m->state;
-    for (const Eigen::MatrixXd& gm : mem.gradient(k, v)) rec.gradient.push_back(to_mat(gm));
+    for (const Eigen::MatrixXd& gm : mem.gradient(k, v)) rec.gradient.push_back(mt_to_mat(gm));
     const double kk = k.squaredNorm();
     if (kk > 0) {
       rec.key = {k};
@@ -140,7 +140,7 @@ MemberStepRecord MemberTracer::step() {
     rec.output = mem.read(q);
     const auto& w = mem.weights();
     for (std::size_t i = 0; i < w.size(); ++i) {
-      m->state[i] = to_mat(w[i]);
+      m->state[i] = mt_to_mat(w[i]);
       rec.delta.push_back(m->state[i] - before[i]);
     }
   }
