@@ -121,7 +121,12 @@ class EvolutionPanel final
     ImGui::Dummy(ImVec2(0, 6));
     // The text follows the b of the view shown: with b > 1 the tokens of a mini-batch all take their
     // gradient at the state the mini-batch started from, which "one step per token" would hide.
-    if (m_shown_b > 1) {
+    if (!m_settings.head.ttt()) {
+      widgets::note("The member reads the whole text in its primal form (in double precision); every state is "
+                     "kept, so scrubbing is instant. Each token's step adds a rank-1 gradient term (and, with a "
+                     "decay or weight decay, shrinks what is there); the singular values show how many "
+                     "independent directions the state holds.");
+    } else if (m_shown_b > 1) {
       const std::string b = std::to_string(m_shown_b);
       widgets::note(("The head reads the whole text in the primal form (in double precision); every Wₜ is kept, "
                     "so scrubbing is instant. With b = " + b + ", the " + b + " tokens of a mini-batch all take "
@@ -139,7 +144,11 @@ class EvolutionPanel final
   void draw_view(const EvolutionView& v, const Snapshot&, CommandSink&) override {
     m_shown_b = v.mini_batch;
     const Fonts& f = fonts();
-    widgets::panel_title("Hidden-state evolution", "The state Wₜ of one head as it reads the whole sequence.");
+    if (v.config.ttt())
+      widgets::panel_title("Hidden-state evolution", "The state Wₜ of one head as it reads the whole sequence.");
+    else
+      widgets::panel_title("Hidden-state evolution", ("The state of " + v.config.member_name() +
+                                                      " as it reads the whole sequence.").c_str());
     if (!v.error.empty()) {
       ImGui::Dummy(ImVec2(0, 8));
       ImGui::PushStyleColor(ImGuiCol_Text, ImGui::ColorConvertU32ToFloat4(colors::kError));
@@ -151,8 +160,8 @@ class EvolutionPanel final
     ImGui::PushFont(f.small);
     ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kAccent), "%s", v.description.c_str());
     ImGui::SameLine(0, 10);
-    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim), "TTT-%s, d = %d, b = %d, T = %ld%s",
-                       v.mlp ? "MLP" : "Linear", v.d, v.mini_batch, v.tokens(),
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim), "%s, d = %d, b = %d, T = %ld%s",
+                       v.config.member_name().c_str(), v.d, v.mini_batch, v.tokens(),
                        v.done ? "" : "  (computing…)");
     if (!v.config.toy()) widgets::device_line(v.device, v.device_note);
     ImGui::PopFont();
@@ -209,7 +218,7 @@ class EvolutionPanel final
     const Mat<float>& W0 = pick(*v.w0);
     m_map_main = m_settings.show_delta ? Mat<float>(W - W0) : W;
     m_map_step = W - pick(prev);
-    const std::string wn = v.mlp ? (m_settings.layer == 1 ? "W₂" : "W₁") : "W";
+    const std::string wn = v.mlp ? (m_settings.layer == 1 ? "W₂" : "W₁") : v.config.ttt() ? "W" : "S";
     const std::string shape = "[" + std::to_string(W.rows()) + " × " + std::to_string(W.cols()) + "]";
 
     const float avail = ImGui::GetContentRegionAvail().x;
@@ -314,7 +323,7 @@ class EvolutionPanel final
       const long i = std::lround(x);
       return "t = " + std::to_string(i) + "  " + widgets::quoted_token(v.bytes, i);
     };
-    const std::string wn = v.mlp ? (l2 ? "W₂" : "W₁") : "W";
+    const std::string wn = v.mlp ? (l2 ? "W₂" : "W₁") : v.config.ttt() ? "W" : "S";
     // At least 11.5 lines (the view scrolls): the plot's title, labels and axes take about 7 at any UI scale.
     const float h = std::max(ImGui::GetFontSize() * 11.5f, ImGui::GetContentRegionAvail().y - 6.0f);
     const float avail = ImGui::GetContentRegionAvail().x;

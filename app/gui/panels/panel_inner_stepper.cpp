@@ -68,6 +68,27 @@ std::string subscript(long n) {
   return s;
 }
 
+// A member of the family other than TTT whose state is one matrix S (linear attention, Mamba-2,
+// DeltaNet, Gated DeltaNet).
+bool member_matrix(const StepperView& v) { return !v.config.ttt() && !v.mlp(); }
+
+// What one step of a member other than TTT does, in words.
+std::string member_step_text(const StepperView& v) {
+  const std::string id = v.config.member_id();
+  if (id == "linear_attention") return "Sₜ = Sₜ₋₁ + kₜᵀvₜ: one step of rate 1 down the Hebbian loss, whose gradient is −kₜᵀvₜ.";
+  if (id == "mamba2") return "Sₜ = αₜSₜ₋₁ + βₜkₜᵀvₜ: the decay αₜ, then a Hebbian step of rate βₜ (Δₜ in Mamba-2).";
+  if (id == "deltanet") return "Sₜ = Sₜ₋₁ − βₜkₜᵀ(kₜSₜ₋₁ − vₜ): one exact gradient step on this token's squared error, at Sₜ₋₁.";
+  if (id == "gated_deltanet")
+    return "Sₜ = αₜSₜ₋₁ − βₜkₜᵀ(kₜαₜSₜ₋₁ − vₜ): the decay αₜ, then the delta step at the decayed state.";
+  if (id == "titans")
+    return "W ← (1 − ηλ)W, then momentum M ← μM + ∇ℓ and W ← W − ηM; gradients at the mini-batch's start "
+           "(b tokens). DesignedMemory at Titans' components: the gates are fixed here.";
+  if (id == "lact")
+    return "Pairs wait in a chunk of b tokens that reads cannot see; when it is full, one Muon step on the "
+           "chunk's summed gradient (apply, then update). DesignedMemory at LaCT's components.";
+  return "";
+}
+
 class InnerStepperPanel final
     : public FeaturePanel<StepperPanelSettings, StepperView, &Snapshot::stepper> {
  public:
@@ -156,7 +177,10 @@ class InnerStepperPanel final
     }
 
     ImGui::Dummy(ImVec2(0, 6));
-    if (v.config.toy())
+    if (!v.config.ttt())
+      widgets::note("The member's own inner loop runs one token at a time, in double precision, on the toy "
+                    "head's keys and values.");
+    else if (v.config.toy())
       widgets::note("Toy head: q, k and v come from a fixed random byte embedding and random projections drawn "
                     "from the seed, so a byte always has the same key and value. The inner loop is the engine's "
                     "own primal form, run one token at a time.");
@@ -233,17 +257,16 @@ class InnerStepperPanel final
 
   void draw_view(const StepperView& v, const Snapshot& snap, CommandSink& sink) override {
     const Fonts& f = fonts();
-    char explanation[160];
-    std::snprintf(explanation, sizeof explanation,
-                  "Each token is one gradient step on ℓ(W; xₜ) = ½‖f(kₜ; W) − vₜ‖², TTT-%s, primal form.",
-                  v.mlp() ? "MLP" : "Linear");
+    char explanation[256];
+    std::snprintf(explanation, sizeof explanation, "Each token is one gradient step on %s, %s, primal form.",
+                  v.config.member_loss().c_str(), v.config.member_name().c_str());
     widgets::panel_title("Inner-loop stepper", explanation);
     if (!v.description.empty()) {
       ImGui::PushFont(f.small);
       ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kAccent), "%s", v.description.c_str());
       ImGui::SameLine(0, 10);
-      ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim), "d = %d, b = %d, T = %ld", v.d,
-                         v.mini_batch(), v.tokens());
+      ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim), "%s · d = %d, b = %d, T = %ld",
+                         v.config.member_name().c_str(), v.d, v.mini_batch(), v.tokens());
       ImGui::PopFont();
       if (!v.config.toy()) widgets::follow_line(v.model_step, v.reloads);
     }
@@ -255,7 +278,7 @@ class InnerStepperPanel final
       ImGui::PushStyleColor(ImGuiCol_Text, ImGui::ColorConvertU32ToFloat4(colors::kError));
       ImGui::TextWrapped("These settings cannot run: %s", v.error.c_str());
       ImGui::PopStyleColor();
-      if (!v.config.toy())
+      if (!v.config.toy() && v.config.ttt())
         widgets::note("Choose another model on the left (an untrained one, or a checkpoint you open), or the toy "
                       "head: every view works with each of them.");
       return;
@@ -284,10 +307,11 @@ class InnerStepperPanel final
   void eta_strip(const StepperView& v, CommandSink& sink) {
     if (!v.eta || v.eta->empty()) return;
     const Fonts& f = fonts();
+    const char* label = v.config.ttt() ? "ηₜ = τᵢλₜ" : member_matrix(v) ? "βₜ (step)" : "η (step)";
     const float label_w = ImGui::CalcTextSize("ηₜ = τᵢλₜ").x + 10.0f;
     const ImVec2 p = ImGui::GetCursorScreenPos();
     ImGui::GetWindowDrawList()->AddText(f.regular, f.regular->FontSize, ImVec2(p.x, p.y + 1.0f), colors::kTextDim,
-                                        "ηₜ = τᵢλₜ");
+                                        label);
     ImGui::SetCursorScreenPos(ImVec2(p.x + label_w, p.y));
     plot::Heatmap h;
     h.id = "eta";
@@ -305,7 +329,12 @@ class InnerStepperPanel final
     for (long s = v.mini_batch(); s < v.tokens(); s += v.mini_batch()) h.col_lines.push_back(s);
     h.highlight_col = v.cursor;
     const int b = v.mini_batch();
-    h.tooltip = [&v, b](long, long t, double) {
+    h.tooltip = [&v, b](long, long t, double val) {
+      if (!v.config.ttt()) {
+        ImGui::TextDisabled("step size %s", format_value(val, 3).c_str());
+        ImGui::TextDisabled("click to go to this token");
+        return;
+      }
       ImGui::TextDisabled("position %ld of its mini-batch: τ = %s, λ = %s", t % b + 1,
                           v.computed() > t ? format_value(v.records[static_cast<std::size_t>(t)]->tau, 3).c_str() : "…",
                           v.computed() > t ? format_value(v.records[static_cast<std::size_t>(t)]->lambda, 3).c_str()
@@ -332,20 +361,38 @@ class InnerStepperPanel final
     ImGui::Text("t = %ld  %s", t, widgets::quoted_token(v.bytes, t).c_str());
     ImGui::PopFont();
     char text[160];
-    std::snprintf(text, sizeof text, "mini-batch %ld, position %d of %d", r.mini_batch_index, r.pos + 1, b);
-    widgets::same_line_if_fits(text, 16);
-    ImGui::TextUnformatted(text);
-    std::snprintf(text, sizeof text, "λₜ = %s", format_value(r.lambda, 3).c_str());
-    widgets::same_line_if_fits(text, 16);
-    ImGui::TextColored(dim, "%s", text);
-    std::snprintf(text, sizeof text, "τ%s = %s", subscript(r.pos + 1).c_str(), format_value(r.tau, 3).c_str());
-    widgets::same_line_if_fits(text, 12);
-    ImGui::TextColored(dim, "%s", text);
-    std::snprintf(text, sizeof text, "ηₜ = τλ = %s", format_value(r.tau * r.lambda, 3).c_str());
-    widgets::same_line_if_fits(text, 12);
-    ImGui::TextUnformatted(text);
+    const bool ttt = v.config.ttt();
+    if (ttt) {
+      std::snprintf(text, sizeof text, "mini-batch %ld, position %d of %d", r.mini_batch_index, r.pos + 1, b);
+      widgets::same_line_if_fits(text, 16);
+      ImGui::TextUnformatted(text);
+      std::snprintf(text, sizeof text, "λₜ = %s", format_value(r.lambda, 3).c_str());
+      widgets::same_line_if_fits(text, 16);
+      ImGui::TextColored(dim, "%s", text);
+      std::snprintf(text, sizeof text, "τ%s = %s", subscript(r.pos + 1).c_str(), format_value(r.tau, 3).c_str());
+      widgets::same_line_if_fits(text, 12);
+      ImGui::TextColored(dim, "%s", text);
+      std::snprintf(text, sizeof text, "ηₜ = τλ = %s", format_value(r.tau * r.lambda, 3).c_str());
+      widgets::same_line_if_fits(text, 12);
+      ImGui::TextUnformatted(text);
+    } else {
+      if (b > 1) {
+        std::snprintf(text, sizeof text, "%s %ld, position %d of %d",
+                      v.config.member_id() == "lact" ? "chunk" : "mini-batch", r.mini_batch_index, r.pos + 1, b);
+        widgets::same_line_if_fits(text, 16);
+        ImGui::TextUnformatted(text);
+      }
+      std::snprintf(text, sizeof text, "%s = %s", member_matrix(v) ? "βₜ" : "η", format_value(r.lambda, 3).c_str());
+      widgets::same_line_if_fits(text, 16);
+      ImGui::TextUnformatted(text);
+      if (r.alpha != 1.0) {
+        std::snprintf(text, sizeof text, "αₜ = %s", format_value(r.alpha, 4).c_str());
+        widgets::same_line_if_fits(text, 12);
+        ImGui::TextColored(dim, "%s", text);
+      }
+    }
     // The two losses and the change stay together.
-    const double drop = r.loss_before > 0 ? (r.loss_after - r.loss_before) / r.loss_before : 0.0;
+    const double drop = r.loss_before != 0 ? (r.loss_after - r.loss_before) / std::abs(r.loss_before) : 0.0;
     const std::string before = "ℓ(Wₜ₋₁) " + format_value(r.loss_before, 3);
     const std::string after = "ℓ(Wₜ) " + format_value(r.loss_after, 3);
     char change[32];
@@ -361,7 +408,9 @@ class InnerStepperPanel final
     ImGui::PushFont(f.small);
     ImGui::PushTextWrapPos(0.0f);
     const long start = r.mini_batch_index * b;
-    if (r.commits)
+    if (!ttt)
+      ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kTextDim), "%s", member_step_text(v).c_str());
+    else if (r.commits)
       ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kAccent),
                          "Last token of its mini-batch: the state is committed here, and the next token's "
                          "gradient will be taken at this Wₜ.");
@@ -416,13 +465,13 @@ class InnerStepperPanel final
         std::clamp(head_h + est_cell * static_cast<float>(w_now.rows()) + 6.0f, head_h + 70.0f, 250.0f);
     const ImVec2 origin = ImGui::GetCursorScreenPos();
     ImDrawList* dl = ImGui::GetWindowDrawList();
-    const std::string wname = l2 ? "W₂" : (mlp ? "W₁" : "W");
+    const std::string wname = member_matrix(v) ? "S" : l2 ? "W₂" : (mlp ? "W₁" : "W");
     const std::string shape = "[" + std::to_string(w_now.rows()) + " × " + std::to_string(w_now.cols()) + "]";
 
     // Block 1: the rank-1 gradient term, drawn like a multiplication table.
     {
       const std::string key_name = l2 ? "x₂" : "kₜ";
-      const std::string grad_name = l2 ? "∂ℓₜ/∂z₂" : (mlp ? "∂ℓₜ/∂z₁" : "∇ℓₜ");
+      const std::string grad_name = member_matrix(v) ? "∂ℓₜ/∂(kₜS)" : l2 ? "∂ℓₜ/∂z₂" : (mlp ? "∂ℓₜ/∂z₁" : "∇ℓₜ");
       const std::string title = key_name + "ᵀ " + grad_name;
       dl->AddText(f.bold, f.bold->FontSize, origin, colors::kText, title.c_str());
       dl->AddText(f.small, f.small->FontSize, ImVec2(origin.x, origin.y + f.bold->FontSize + 1), colors::kTextDim,
@@ -435,7 +484,20 @@ class InnerStepperPanel final
       cell = std::max(cell, 1.0f);
       const float gap = 5.0f;
       const ImVec2 grid(origin.x + cell + gap, origin.y + head + cell + gap);
-      if (r) {
+      if (r && (l2 ? r->x2.size() == 0 : r->k.size() == 0)) {
+        // No row factors (an MLP member's W₂): the gradient matrix alone.
+        plot::Heatmap o;
+        o.id = "outer";
+        o.export_name = "outer_product";
+        o.m = view_of(l2 ? r->outer2 : r->outer1);
+        o.limit = lim_o;
+        o.show_range = false;
+        o.size = ImVec2(block_w, block_h - head);
+        o.row_name = "i";
+        o.col_name = "j";
+        ImGui::SetCursorScreenPos(ImVec2(origin.x, origin.y + head));
+        plot::heatmap(o);
+      } else if (r) {
         const RowVec<double>& key = l2 ? r->x2 : r->k;
         const RowVec<double>& grad = l2 ? r->grad_z2 : r->grad_z;
         const Mat<double>& outer = l2 ? r->outer2 : r->outer1;
@@ -477,10 +539,11 @@ class InnerStepperPanel final
         o.row_name = "i";
         o.col_name = "j";
         const double eta = r->tau * r->lambda;
-        o.tooltip = [&, eta](long i, long j, double val) {
+        const char* rate = v.config.ttt() ? "ηₜ" : member_matrix(v) ? "βₜ" : "η";
+        o.tooltip = [&, eta, rate](long i, long j, double val) {
           ImGui::Text("%s[%ld] · %s[%ld] = %s · %s", key_name.c_str(), i, grad_name.c_str(), j,
                       format_value(key(i), 4).c_str(), format_value(grad(j), 4).c_str());
-          ImGui::TextDisabled("scaled by −ηₜ = −%s: %s", format_value(eta, 3).c_str(),
+          ImGui::TextDisabled("scaled by −%s = −%s: %s", rate, format_value(eta, 3).c_str(),
                               format_value(-eta * val, 4).c_str());
         };
         ImGui::SetCursorScreenPos(grid);
@@ -529,7 +592,18 @@ class InnerStepperPanel final
         const double eta = r->tau * r->lambda;
         const Mat<double>& outer = l2 ? r->outer2 : r->outer1;
         const int pos = r->pos;
-        h.tooltip = [&, eta, pos](long i, long j, double) {
+        const double alpha = r->alpha;
+        const bool ttt = v.config.ttt(), matrix = member_matrix(v);
+        h.tooltip = [&, eta, pos, alpha, ttt, matrix](long i, long j, double) {
+          if (!ttt) {
+            ImGui::TextDisabled("this token's gradient term −%s·(∇ℓ)[%ld,%ld] = %s", matrix ? "βₜ" : "η", i, j,
+                                format_value(-eta * outer(i, j), 4).c_str());
+            if (alpha != 1.0)
+              ImGui::TextDisabled("and the decay (αₜ − 1)·%sₜ₋₁[%ld,%ld] = %s", wname.c_str(), i, j,
+                                  format_value((alpha - 1.0) * w_prev(i, j), 4).c_str());
+            if (!matrix) ImGui::TextDisabled("(momentum, weight decay and the mini-batch or chunk also move W)");
+            return;
+          }
           ImGui::TextDisabled("this token's own term −ηₜ·(kᵀ∇ℓ)[%ld,%ld] = %s", i, j,
                               format_value(-eta * outer(i, j), 4).c_str());
           if (pos > 0) ImGui::TextDisabled("the rest: τ changes from 1/%d to 1/%d on the earlier terms", pos, pos + 1);
@@ -578,9 +652,14 @@ class InnerStepperPanel final
     lp.id = "losses";
     lp.export_name = "inner_losses";
     lp.title = "Inner losses per token";
-    lp.y_label = widgets::fit("½‖f(kₜ; W) − vₜ‖² at W₀ (no learning), before and after token t's step · "
-                              "dashed: mini-batch ends · drag to scrub",
-                              "½‖f(kₜ; W) − vₜ‖² · dashed: mini-batch ends", avail * 0.64f, fonts().small);
+    const std::string loss = v.config.member_loss();
+    lp.y_label = v.config.ttt()
+                     ? widgets::fit("½‖f(kₜ; W) − vₜ‖² at W₀ (no learning), before and after token t's step · "
+                                    "dashed: mini-batch ends · drag to scrub",
+                                    "½‖f(kₜ; W) − vₜ‖² · dashed: mini-batch ends", avail * 0.64f, fonts().small)
+                     : widgets::fit(v.config.member_name() + ": " + loss +
+                                        " at the start state, before and after token t's step · drag to scrub",
+                                    v.config.member_name() + ": " + loss, avail * 0.64f, fonts().small);
     lp.x_label = "token t";
     lp.size = ImVec2(avail * 0.64f, h);
     lp.x_range = plot::Range{-0.5, std::max(1.0, static_cast<double>(T) - 0.5)};
@@ -589,9 +668,10 @@ class InnerStepperPanel final
     lp.markers = marks;
     if (v.cursor >= 0) lp.cursor = static_cast<double>(v.cursor);
     lp.x_format = fmt;
-    lp.series.push_back(plot::line("ℓ(W₀; xₜ)", l0, colors::kLossInitial, true, 0, 1));
-    lp.series.push_back(plot::line("ℓ(Wₜ₋₁; xₜ)", lb, colors::kLossBefore, true, 0, 1));
-    lp.series.push_back(plot::line("ℓ(Wₜ; xₜ)", la, colors::kLossAfter, true, 0, 1));
+    const std::string w = member_matrix(v) ? "S" : "W";
+    lp.series.push_back(plot::line("ℓ(" + w + "₀; xₜ)", l0, colors::kLossInitial, true, 0, 1));
+    lp.series.push_back(plot::line("ℓ(" + w + "ₜ₋₁; xₜ)", lb, colors::kLossBefore, true, 0, 1));
+    lp.series.push_back(plot::line("ℓ(" + w + "ₜ; xₜ)", la, colors::kLossAfter, true, 0, 1));
     const auto res = plot::line_plot(lp);
     if (res.drag_x) {
       const long t = std::clamp(std::lround(*res.drag_x), 0L, T - 1);
@@ -607,8 +687,8 @@ class InnerStepperPanel final
     np.cursor = lp.cursor;
     np.x_format = fmt;
     const bool mlp = v.mlp();
-    np.series.push_back(plot::line(mlp ? "‖W₁,ₜ‖" : "‖Wₜ‖", wn, colors::kNormW, false));
-    np.series.push_back(plot::line(mlp ? "‖ΔW₁,ₜ‖" : "‖ΔWₜ‖", dn, colors::kNormDW, false));
+    np.series.push_back(plot::line(mlp ? "‖W₁,ₜ‖" : "‖" + w + "ₜ‖", wn, colors::kNormW, false));
+    np.series.push_back(plot::line(mlp ? "‖ΔW₁,ₜ‖" : "‖Δ" + w + "ₜ‖", dn, colors::kNormDW, false));
     const auto res2 = plot::line_plot(np);
     if (res2.drag_x) {
       const long t = std::clamp(std::lround(*res2.drag_x), 0L, T - 1);
@@ -621,7 +701,9 @@ class InnerStepperPanel final
     const long t = v.cursor;
     const int b = v.mini_batch();
     if (t < 0) return;
-    const long start = t / b * b;
+    // A member with one step per token: the last tokens instead of a mini-batch.
+    const bool per_token = !v.config.ttt() && b == 1;
+    const long start = per_token ? 0 : t / b * b;
     const long first = std::max(start, t - 23);
     const bool l2 = v.mlp() && m_settings.layer == 1;
     double lim = 0;
@@ -630,14 +712,18 @@ class InnerStepperPanel final
       lim = std::max(lim, l2 ? r.delta2_absmax : r.delta_absmax);
     }
     ImGui::PushFont(fonts().bold);
-    ImGui::TextUnformatted("ΔW of each token in this mini-batch");
+    ImGui::TextUnformatted(per_token ? (member_matrix(v) ? "ΔS of each of the last tokens" : "ΔW of each of the last tokens")
+                                     : v.config.ttt() || v.config.member_id() != "lact" ? "ΔW of each token in this mini-batch"
+                                                                                  : "ΔW of each token in this chunk");
     ImGui::PopFont();
     ImGui::SameLine(0, 10);
     ImGui::PushFont(fonts().small);
     ImGui::AlignTextToFramePadding();
     ImGui::PushTextWrapPos(0.0f);
     ImGui::TextDisabled("one colour scale (±%s); the last is the current token%s", format_value(lim, 3).c_str(),
-                        !v.config.toy() || v.config.token_index ? "; τᵢ ≈ 1/i: later tokens move W less" : "");
+                        v.config.ttt() && (!v.config.toy() || v.config.token_index)
+                            ? "; τᵢ ≈ 1/i: later tokens move W less"
+                            : "");
     ImGui::PopTextWrapPos();
     ImGui::PopFont();
     const Mat<double>& shape = l2 ? v.records[static_cast<std::size_t>(t)]->delta.W2

@@ -51,7 +51,8 @@ class PrimalDualPanel final
 
   void draw_controls(const PrimalDualView&, const Snapshot& snap, CommandSink& sink) override {
     bool changed = false;
-    if (classroom::visible("primal_dual.reduction")) {
+    const bool ttt = m_settings.run.head.ttt();
+    if (ttt && classroom::visible("primal_dual.reduction")) {
       widgets::section_label("REDUCTION (THEOREM 1)");
       changed |= ImGui::Checkbox("Reduce to linear attention", &m_settings.run.linear_attention);
       widgets::note("One mini-batch (b = T), W₀ = 0, no LayerNorm, residual or bias, λ ≡ 1 and τ ≡ 1, so every "
@@ -61,11 +62,11 @@ class PrimalDualPanel final
 
     widgets::HeadEditorOptions opt;
     opt.limits = PrimalDualModule::limits();
-    opt.lock_reduction = m_settings.run.linear_attention;
     opt.library = snap.library ? snap.library->models.get() : nullptr;
     opt.sink = &sink;
     opt.panel = "primal_dual";
-    if (m_settings.run.linear_attention && m_settings.run.head.toy()) {
+    opt.lock_reduction = ttt && m_settings.run.linear_attention;
+    if (ttt && m_settings.run.linear_attention && m_settings.run.head.toy()) {
       // Show the values the reduction runs with; keep the user's own for when it is switched off.
       HeadConfig shown = m_settings.run.effective();
       changed |= widgets::head_editor(shown, opt);
@@ -76,6 +77,15 @@ class PrimalDualPanel final
       m_settings.run.head.source = shown.source;
     } else {
       changed |= widgets::head_editor(m_settings.run.head, opt);
+    }
+
+    if (!m_settings.run.head.ttt()) {
+      widgets::section_label("PARALLEL FORM");
+      widgets::row("Chunk C", "The chunked form's chunk size: within a chunk, matrix products (SSD's cumulative "
+                              "decays; the UT transform for the delta rules); between chunks, the state. The last "
+                              "chunk is shorter when C does not divide T.");
+      ImGui::SliderInt("##chunk", &m_settings.run.chunk, 1, 256, "C = %d", ImGuiSliderFlags_Logarithmic);
+      changed |= ImGui::IsItemDeactivatedAfterEdit();
     }
 
     if (classroom::visible("primal_dual.measurement")) {
@@ -121,9 +131,19 @@ class PrimalDualPanel final
     // width (the view scrolls), shorter titles and a table that scrolls sideways instead of cutting numbers.
     const float view_w = ImGui::GetContentRegionAvail().x;
     const bool narrow = widgets::narrow_view(view_w);
-    widgets::panel_title("Primal vs dual", narrow ? "Two ways to compute the same TTT layer output."
-                                                  : "Two ways to compute the same TTT layer output: explicit Wₜ per "
-                                                    "token, or matrix products per mini-batch.");
+    const bool member = v.config.head.ttt() == false;
+    const std::string who = v.config.head.member_name();
+    if (!member)
+      widgets::panel_title("Primal vs parallel form", narrow ? "Two ways to compute the same TTT layer output."
+                                                             : "Two ways to compute the same TTT layer output: "
+                                                               "explicit Wₜ per token, or TTT's dual form: matrix "
+                                                               "products per mini-batch.");
+    else
+      widgets::panel_title("Primal vs parallel form",
+                           (narrow ? "Two ways to compute the same " + who + " output."
+                                   : "Two ways to compute the same " + who + " output: the state Sₜ token by token, "
+                                     "or the chunked form: matrix products per chunk of C tokens.")
+                               .c_str());
 
     // Status line: running / failed / stale.
     if (v.outcome == JobOutcome::Running) {
@@ -146,13 +166,19 @@ class PrimalDualPanel final
       ImGui::PushFont(f.small);
       ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kAccent), "%s", v.description.c_str());
       char details[160];
-      std::snprintf(details, sizeof details, "T = %ld tokens, d = %d, b = %d, TTT-%s, %s precision%s", v.T, v.d,
-                    v.mini_batch, v.mlp ? "MLP" : "Linear", v.config.precision == Precision::Double ? "double" : "float",
-                    v.linear_attention ? ", reduced to linear attention" : "");
+      if (v.member_chunked)
+        std::snprintf(details, sizeof details, "T = %ld tokens, d = %d, chunk C = %d, %s, %s precision", v.T, v.d,
+                      v.mini_batch, who.c_str(), v.config.precision == Precision::Double ? "double" : "float");
+      else
+        std::snprintf(details, sizeof details, "T = %ld tokens, d = %d, b = %d, TTT-%s, %s precision%s", v.T, v.d,
+                      v.mini_batch, v.mlp ? "MLP" : "Linear",
+                      v.config.precision == Precision::Double ? "double" : "float",
+                      v.linear_attention ? ", reduced to linear attention" : "");
       widgets::same_line_if_fits(details, 10);
       ImGui::PushTextWrapPos(0.0f);
       ImGui::TextDisabled("%s", details);
-      std::string devices = "Computed on: " + v.cpu_device + " (primal and dual form)";
+      std::string devices =
+          "Computed on: " + v.cpu_device + (v.member_chunked ? " (primal and chunked form)" : " (primal and dual form)");
       if (v.gpu_ran) devices += "; GPU: " + v.gpu_device + " (" + v.gpu_kernel + ")";
       ImGui::TextDisabled("%s", devices.c_str());
       if (!v.gpu_note.empty())
@@ -180,6 +206,10 @@ class PrimalDualPanel final
     const std::string where =
         v.model_source ? "block " + std::to_string(v.shown_block) + ", head " + std::to_string(v.shown_head)
                        : std::string();
+    if (v.member_chunked) {
+      member_view(v, narrow);
+      return;
+    }
     const bool zoom = m_zoom && v.T > 128 && v.attention_start.src_rows < v.T;
     const plot::PooledMatrix& shown_m = zoom ? v.attention_start : v.attention;
     plot::Heatmap m;
@@ -343,7 +373,8 @@ class PrimalDualPanel final
     };
     const double rel = v.max_abs_output > 0 ? v.max_abs_diff / v.max_abs_output : 0.0;
     const std::string relative = "relative " + format_value(rel, 2);
-    card("max |O_primal − O_dual|", "max difference", format_value(v.max_abs_diff, 3),
+    const std::string other = v.member_chunked ? "chunked" : "dual";
+    card("max |O_primal − O_" + other + "|", "max difference", format_value(v.max_abs_diff, 3),
          relative + " (max |O| " + format_value(v.max_abs_output, 3) + ")", relative,
          rel < tol ? colors::kGood : colors::kWarning);
     const auto timing = [&](const char* label, const TimingSummary& t, ImU32 color) {
@@ -351,7 +382,7 @@ class PrimalDualPanel final
       card(label, label, ms(t.median_ms), spread + ", median of " + std::to_string(t.repeats), spread, color);
     };
     timing("primal form (CPU)", v.primal_time, colors::kPrimal);
-    timing("dual form (CPU)", v.dual_time, colors::kDual);
+    timing(v.member_chunked ? "chunked form (CPU)" : "dual form (CPU)", v.dual_time, colors::kDual);
     if (v.gpu_ran) {
       const double grel = v.max_abs_output > 0 ? v.gpu_max_abs_diff / v.max_abs_output : 0.0;
       const std::string grelative = "relative " + format_value(grel, 2);
@@ -366,7 +397,8 @@ class PrimalDualPanel final
     char sp[32], range[64];
     std::snprintf(sp, sizeof sp, "%.2f×", s.median);
     std::snprintf(range, sizeof range, "%.2f–%.2f×", s.min, s.max);
-    card("dual speed-up (CPU, whole model)", "dual speed-up", sp,
+    card(v.member_chunked ? "chunked speed-up (CPU)" : "dual speed-up (CPU, whole model)",
+         v.member_chunked ? "chunked speed-up" : "dual speed-up", sp,
          std::string(range) + ", median of " + std::to_string(s.repeats) + " repeats", range, colors::kText);
     if (v.linear_attention) {
       const double lrel = v.linear_attention_scale > 0 ? v.linear_attention_diff / v.linear_attention_scale : 0.0;
@@ -457,6 +489,114 @@ class PrimalDualPanel final
       ImGui::EndTable();
     }
     ImGui::PopFont();
+  }
+
+  // A member other than TTT: its chunked form's difference per token, the Hebbian members' causal matrix M
+  // (o = M V), the times, and what the chunked form is.
+  void member_view(const PrimalDualView& v, bool narrow) {
+    const Fonts& f = fonts();
+    const float avail_w = ImGui::GetContentRegionAvail().x;
+    const float map_w = narrow ? avail_w : std::min(avail_w * 0.46f, ImGui::GetContentRegionAvail().y - 40.0f);
+    const long C = std::max(1, v.mini_batch);
+    std::vector<long> lines;
+    for (long s = C; s < v.T; s += C) lines.push_back(s);
+    const auto tok = [&v](long t) { return widgets::quoted_token(v.bytes, t); };
+    const bool dbl = v.config.precision == Precision::Double;
+    const std::string id = v.config.head.member_id();
+    const bool delta = id == "deltanet" || id == "gated_deltanet";
+    const ImVec2 top = ImGui::GetCursorScreenPos();
+    if (!v.attention.empty()) {
+      const bool zoom = m_zoom && v.T > 128 && v.attention_start.src_rows < v.T;
+      const plot::PooledMatrix& shown_m = zoom ? v.attention_start : v.attention;
+      plot::Heatmap m;
+      m.id = "attention";
+      m.export_name = "member_matrix_M";
+      const std::string m_name = id == "mamba2" ? "M[i, j] = (αⱼ₊₁⋯αᵢ) βⱼ qᵢ·kⱼ" : "M = tril(QKᵀ)";
+      m.title = fit(m_name + "   (o = M V)", m_name, map_w, f.bold);
+      const std::string sub = zoom ? "the first " + std::to_string(shown_m.src_rows) + " of " + std::to_string(v.T) +
+                                         " tokens (click for all)"
+                                   : "[" + std::to_string(v.T) + " × " + std::to_string(v.T) + "]" +
+                                         (shown_m.pooled() ? ", pooled" : "");
+      m.subtitle = fit(sub + "; dashed: chunk boundaries", sub, map_w - 70.0f, f.small);
+      m.pooled = &shown_m;
+      m.m = plot::MatrixView::of(shown_m);
+      m.size = ImVec2(map_w, narrow ? map_w - 30.0f : map_w + 30.0f);
+      m.max_cell = 40.0f;
+      m.row_name = "query i";
+      m.col_name = "key j";
+      m.row_label = tok;
+      m.col_label = tok;
+      m.masked = [](long i, long j) { return j > i; };
+      m.diagonal_blocks = {0};
+      m.diagonal_blocks.insert(m.diagonal_blocks.end(), lines.begin(), lines.end());
+      m.tooltip = [](long i, long j, double) {
+        if (j > i) ImGui::TextDisabled("above the diagonal: a token never reads later tokens");
+        else ImGui::TextDisabled("how much of vⱼ token i's read-out holds; the chunked form computes the "
+                                 "blocks on the diagonal as matrix products and the rest through the state");
+      };
+      if (plot::heatmap(m).clicked && v.T > 128) m_zoom = !m_zoom;
+    } else {
+      ImGui::BeginGroup();
+      ImGui::Dummy(ImVec2(map_w, 4));
+      ImGui::PushTextWrapPos(ImGui::GetCursorPosX() + map_w);
+      ImGui::TextDisabled("%s",
+                          delta ? "No attention matrix here: the delta rule's read-out is not M V for a matrix of q and "
+                                  "k alone. Its chunked form solves a triangular system per chunk (the UT transform, "
+                                  "T = (I + tril(diag(β)(KKᵀ ⊙ Γ), −1))⁻¹ diag(β)) and passes the state between chunks."
+                                : "");
+      ImGui::PopTextWrapPos();
+      ImGui::EndGroup();
+    }
+    const float right_x = narrow ? top.x : top.x + map_w + 70.0f;
+    const float right_w = avail_w - (right_x - top.x);
+    const float plot_h = narrow ? ImGui::GetFontSize() * 12.5f : (map_w + 30.0f) * 0.5f - 6.0f;
+    if (narrow)
+      ImGui::Dummy(ImVec2(0, 6));
+    else
+      ImGui::SetCursorScreenPos(ImVec2(right_x, top.y));
+    ImGui::BeginGroup();
+    std::vector<plot::VLine> marks;
+    for (long s : lines) marks.push_back({s - 0.5, colors::kMarker, true});
+    std::vector<double> diff = v.token_diff;
+    for (double& d : diff) d = std::max(d, dbl ? 1e-18 : 1e-10);
+    plot::LinePlot dp;
+    dp.id = "token_diff";
+    dp.export_name = "primal_chunked_difference";
+    dp.title = fit("Difference per token, " + v.config.head.member_name(), "Difference per token", right_w, f.bold);
+    dp.y_label = fit("maxⱼ |O_primal − O_chunked|[t, j] (log scale; dashed: chunk boundaries)",
+                     "maxⱼ |O_primal − O_chunked|, log", right_w, f.small);
+    dp.x_label = "token t";
+    dp.size = ImVec2(right_w, plot_h);
+    dp.y_scale = plot::ScaleKind::Log10;
+    dp.x_range = plot::Range{-0.5, static_cast<double>(v.T) - 0.5};
+    dp.markers = marks;
+    dp.x_format = [&](double x) { return "t = " + std::to_string(std::lround(x)) + "  " + tok(std::lround(x)); };
+    dp.series.push_back(plot::line("chunked", diff, colors::kAccent, false, 0, 1));
+    dp.legend = false;
+    plot::line_plot(dp);
+    ImGui::Dummy(ImVec2(0, 6));
+    plot::LinePlot tp;
+    tp.id = "timings";
+    tp.export_name = "primal_chunked_timings";
+    tp.title = "Time of each run";
+    tp.y_label = fit("milliseconds (the first run includes cache warm-up)", "ms", right_w, f.small);
+    tp.x_label = "repeat";
+    tp.size = ImVec2(right_w, plot_h);
+    tp.series.push_back(plot::line("primal", v.primal_ms, colors::kPrimal, false, 1, 1));
+    tp.series.push_back(plot::line("chunked", v.dual_ms, colors::kDual, false, 1, 1));
+    const double top_ms = std::max(*std::max_element(v.primal_ms.begin(), v.primal_ms.end()),
+                                   *std::max_element(v.dual_ms.begin(), v.dual_ms.end()));
+    tp.y_range = plot::Range{0.0, 1.08 * top_ms};
+    tp.x_range = plot::Range{0.8, std::max(2.0, static_cast<double>(v.primal_ms.size()) + 0.2)};
+    tp.x_format = [](double x) { return "run " + std::to_string(std::lround(x)); };
+    plot::line_plot(tp);
+    ImGui::EndGroup();
+    if (!narrow) ImGui::SetCursorScreenPos(ImVec2(top.x, top.y + map_w + 36.0f));
+    widgets::note(("Primal form: Sₜ updated token by token. Chunked form: per chunk of C tokens, matrix "
+                   "products inside the chunk and the state passed between chunks (Math reference §11.3). They are the same function, so the outputs agree "
+                   "to rounding (" + std::string(dbl ? "≤ 1e−12 of |O| in double" : "about 1e−6 of |O| in float") +
+                   ") for every C, including one that does not divide T. TTT's dual form is different: with b > 1 "
+                   "its gradients are stale, and no per-token form equals it.").c_str());
   }
 
   bool m_zoom = true;  // M: the first tokens up close (a view choice, not a setting)

@@ -18,6 +18,7 @@
 #include "gui/lab.hpp"
 #include "gui/plot/plot_common.hpp"
 #include "gui/theme.hpp"
+#include "tttlab/fastweight/rule.hpp"
 
 namespace tttlab::gui::widgets {
 namespace {
@@ -521,6 +522,39 @@ bool head_editor(HeadConfig& c, const HeadEditorOptions& opt) {
 
   if (classroom::visible(with_panel(opt.panel, "source"))) {
     section_label("WHAT RUNS");
+    row("Member", "Which member of the fast-weight family runs (docs/MATH.md §11): TTT-Linear and TTT-MLP on "
+                  "a trained model or the toy head; every other member on the toy head.");
+    {
+      const std::string current = c.member_id();
+      ImGui::BeginDisabled(lock);
+      if (ImGui::BeginCombo("##member", c.member_name().c_str())) {
+        for (const FastWeightPreset& p : fast_weight_presets())
+          if (ImGui::Selectable(p.name.c_str(), p.id == current) && p.id != current) {
+            c.set_member(p.id);
+            if (!c.ttt()) {
+              c.source = HeadSource::Toy;  // the trained model's heads are TTT heads
+              if (fast_weight_preset(p.id).rule.state == FastWeightState::Mlp) {
+                c.d = std::clamp(c.d, 4, opt.limits.max_d_mlp);
+                // Momentum 0.9 on unit keys: η = 1 diverges within a few mini-batches.
+                c.eta_base = std::min(c.eta_base, 0.1);
+              }
+            }
+            changed = true;
+          }
+        ImGui::EndCombo();
+      }
+      ImGui::EndDisabled();
+      if (!c.ttt() && c.source == HeadSource::Model) {
+        ImGui::PushFont(fonts().small);
+        ImGui::PushTextWrapPos(0.0f);
+        ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kError),
+                           "%s runs on the toy head only: the trained model's heads are TTT heads. Choose "
+                           "Source: toy.",
+                           c.member_name().c_str());
+        ImGui::PopTextWrapPos();
+        ImGui::PopFont();
+      }
+    }
     row("Source", "Trained model: a block and head of a real language model (its own Q, K, V, η and W₀). "
                   "Toy head: one head with random projections, for experiments the model cannot show "
                   "(any d, W₀ = 0, LayerNorm off, …).");
@@ -621,6 +655,38 @@ bool head_editor(HeadConfig& c, const HeadEditorOptions& opt) {
     changed = true;
   }
 
+  if (!c.ttt()) {
+    section_label("TOY MEMBER INPUTS");
+    const bool mlp_member = fast_weight_preset(c.member_id()).rule.state == FastWeightState::Mlp;
+    const int max_d = mlp_member ? opt.limits.max_d_mlp : opt.limits.max_d_linear;
+    row("d", mlp_member ? "Width: k, v, q ∈ ℝᵈ, W₁ ∈ ℝᵈˣ⁴ᵈ, W₂ ∈ ℝ⁴ᵈˣᵈ." : "Head dimension: k, v, q ∈ ℝᵈ, S ∈ ℝᵈˣᵈ.");
+    ImGui::SliderInt("##d", &c.d, mlp_member ? 4 : 2, max_d, "%d");
+    changed |= ImGui::IsItemDeactivatedAfterEdit();
+    if (mlp_member) {
+      row("b", c.member_id() == "lact" ? "LaCT's chunk: pairs wait until b are pending, then one update."
+                                       : "Titans' mini-batch: gradients at the state the mini-batch started from.");
+      ImGui::SliderInt("##b", &c.mini_batch, 1, std::min(opt.limits.max_mini_batch, 256), "%d",
+                       ImGuiSliderFlags_Logarithmic);
+      changed |= ImGui::IsItemDeactivatedAfterEdit();
+    }
+    if (c.member_id() != "linear_attention") {
+      row(mlp_member ? "η" : "η base", mlp_member ? "The inner learning rate η." : "βₜ = η_base·σ(xₜ·θ) (learned gate) or η_base (fixed).");
+      float eta = static_cast<float>(c.eta_base);
+      if (ImGui::SliderFloat("##eta", &eta, 0.01f, 100.0f, "%.3g", ImGuiSliderFlags_Logarithmic)) c.eta_base = eta;
+      changed |= ImGui::IsItemDeactivatedAfterEdit();
+    }
+    if (!mlp_member && c.member_id() != "linear_attention") {
+      row("Gate", "Learned: βₜ (and αₜ) depend on the token through a random θ. Fixed: βₜ = η_base, αₜ = σ(3).");
+      int gate = c.gate == EtaGate::Learned ? 0 : 1;
+      if (ImGui::Combo("##gate", &gate, "learned σ(x·θ)\0fixed\0")) {
+        c.gate = gate == 0 ? EtaGate::Learned : EtaGate::Fixed;
+        changed = true;
+      }
+    }
+    note(member_inputs_note(c).c_str());
+    return changed;
+  }
+
   section_label("TOY INNER MODEL f");
   ImGui::BeginDisabled(lock);
   row("Model", "TTT-Linear: f(k) = k + LN(kW + c).  TTT-MLP: f(k) = k + LN(gelu(kW₁ + b₁) W₂ + b₂), 4d hidden "
@@ -670,6 +736,30 @@ bool head_editor(HeadConfig& c, const HeadEditorOptions& opt) {
   return changed;
 }
 
+
+std::string member_inputs_note(const HeadConfig& c) {
+  const std::string id = c.member_id();
+  if (id == "linear_attention")
+    return "Linear attention on the toy head: q and k as drawn (not normalised), S₀ = 0, β = 1; the read is "
+           "after the write, oₜ = qₜSₜ.";
+  if (id == "mamba2")
+    return "Mamba-2's recurrence on the toy head: q and k as drawn, S₀ = 0; βₜ = η_base·σ(xₜ·θ) (Δₜ) and "
+           "αₜ = σ(3 + xₜ·θ_α) ≈ 0.95 with random θ, θ_α (fixed gate: βₜ = η_base, αₜ = σ(3)).";
+  if (id == "deltanet" || id == "gated_deltanet")
+    return std::string(id == "deltanet" ? "DeltaNet" : "Gated DeltaNet") +
+           " on the toy head: k ← k/‖k‖ and q ← q/(‖q‖√d) as its layer does, S₀ = 0; βₜ = η_base·σ(xₜ·θ)" +
+           (id == "gated_deltanet" ? ", αₜ = σ(3 + xₜ·θ_α) ≈ 0.95" : "") +
+           " with random θ (fixed gate: βₜ = η_base" + (id == "gated_deltanet" ? ", αₜ = σ(3)" : "") +
+           "). β above 2 overshoots: watch the loss.";
+  if (id == "titans")
+    return "Titans' memory as the designer's DesignedMemory at its components (the real inner loop is being "
+           "written): k, q, v L2-normalised, W₁ random, W₂ = 0, rate η, weight decay 0.05, momentum 0.9, "
+           "mini-batch b; no learned gates.";
+  if (id == "lact")
+    return "LaCT as the designer's DesignedMemory at its components (the real inner loop is being written): "
+           "k, q, v L2-normalised, a GELU MLP (not SwiGLU), rate η, momentum 0.9, Muon, chunk b.";
+  return "";
+}
 
 std::string quoted_token(const std::vector<unsigned char>& bytes, long t) {
   std::string s;

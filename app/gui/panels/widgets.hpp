@@ -55,6 +55,8 @@ struct HeadEditorOptions {
   bool show_block_head = true;           // block/head pickers (the primal-vs-dual panel uses them for its maps)
 };
 bool head_editor(HeadConfig& c, const HeadEditorOptions& opt);
+// For a member other than TTT: what its q, k, v, β and α are on the toy head, in one paragraph.
+std::string member_inputs_note(const HeadConfig& c);
 
 // A label column of this width, then the control: the layout of every settings column.
 float label_width();

@@ -19,6 +19,19 @@
 //   W0       zero, or N(0, 0.02²) as the official initialisation (biases zero)
 // The projections are NOT trained: the panels show what the inner loop does with whatever keys and
 // values it is given. The UI says so next to the controls.
+//
+// MEMBER: which member of the fast-weight family (tttlab/fastweight/rule.hpp, fast_weight_presets())
+// runs. "ttt_linear" / "ttt_mlp" are TTT with `model` (the TTT path, unchanged; the default, following
+// `model`, so a state file without "member" opens as before). Every other member runs on the TOY
+// source only (the trained model's heads are TTT heads), through tttlab/fastweight/member_trace.hpp, on
+// the toy head's q, k, v (head_inputs.hpp, make_member_inputs):
+//   linear attention, Mamba-2   q, k as drawn (their layers do not normalise them)
+//   DeltaNet, Gated DeltaNet    k̂ = k/‖k‖, q̂ = q/‖q‖/√d (ε = 1e−6 under the roots), as their layers
+//   Titans, LaCT                k, q and v L2-normalised: the unit rows DesignedMemory is built for
+//   β_t = η_base·σ(x_t·θ) (learned gate; the θ of λ, so β_t = d·λ_t) or η_base (fixed gate)
+//   α_t = σ(3 + x_t·θ_α), θ_α ~ N(0, 1/d) (learned gate) or σ(3) ≈ 0.953 (fixed gate)
+//   S₀ = 0 (matrix members); Titans and LaCT: DesignedMemory's start with η = η_base, chunk = b and
+//   its defaults for the decay, weight decay (0.05) and momentum (0.9), seed = `seed`
 #pragma once
 
 #include <cstdint>
@@ -45,6 +58,8 @@ struct HeadConfig {
   std::uint64_t seed = 7;
   int repeat = 1;                 // the text is repeated this many times
   InnerModel model = InnerModel::Linear;
+  // A fast_weight_presets() id; "ttt_linear" and "ttt_mlp" both mean TTT with `model` (member_id()).
+  std::string member = "ttt_linear";
   int d = 16;                     // TOY: head dimension (= width of the toy embedding)
   int mini_batch = 16;            // b (TOY, or MODEL with override_model)
   double eta_base = 1.0;          // η_base (TOY, or MODEL with override_model)
@@ -61,6 +76,15 @@ struct HeadConfig {
 
   long tokens() const { return static_cast<long>(text.size()) * repeat; }
   bool toy() const { return source == HeadSource::Toy; }
+  // TTT (the inner loop of tttlab/ttt/inner.hpp), or another member of the family.
+  bool ttt() const { return member == "ttt_linear" || member == "ttt_mlp"; }
+  // The member as run: "ttt_linear" / "ttt_mlp" following `model` for TTT, else `member`.
+  std::string member_id() const;
+  // Its printed name ("TTT-Linear", "DeltaNet", …) and its inner loss in words.
+  std::string member_name() const;
+  std::string member_loss() const;
+  // Sets the member; a TTT member sets `model` as well.
+  void set_member(const std::string& id);
   static std::string default_text();
   InnerOptions inner_options() const;
   EtaOptions eta_options() const;
@@ -74,12 +98,16 @@ struct HeadLimits {
   int max_mini_batch = 1024;
 };
 
-// Throws std::invalid_argument with a one-line, user-facing message when `c` is unusable. (For the
-// MODEL source, whether block and head exist is checked when the model is at hand.)
+// Throws std::invalid_argument with a one-line, user-facing message when `c` is unusable (an unknown
+// member: the message lists the ids; a member other than TTT with the MODEL source: it says the toy
+// source runs it). (For the MODEL source, whether block and head exist is checked when the model is at
+// hand.)
 void validate(const HeadConfig& c, const HeadLimits& limits);
 
 nlohmann::json to_json(const HeadConfig& c);
-// Reads every field (missing ones keep HeadConfig's defaults); throws StateError on bad content.
+// Reads every field (missing ones keep HeadConfig's defaults; a missing "member" follows "model", a TTT
+// member without "model" sets it); throws StateError on bad content. An unknown member id is read as
+// written and rejected by validate().
 HeadConfig head_config_from(const FieldReader& r);
 
 const char* to_string(InnerModel m);

@@ -15,7 +15,7 @@ namespace tttlab::lab {
 namespace {
 
 // Independent random streams of one seed (Rng's stream argument).
-enum Stream : std::uint64_t { kEmbedding = 1, kProjQ, kProjK, kProjV, kGate, kInit };
+enum Stream : std::uint64_t { kEmbedding = 1, kProjQ, kProjK, kProjV, kGate, kInit, kDecayGate };
 
 template <class S>
 Mat<S> gaussian(Rng& rng, long rows, long cols, double stddev) {
@@ -78,8 +78,45 @@ HeadInputs<S> make_toy_head(const HeadConfig& c) {
     h.w0.W1 = gaussian<S>(ri, h.w0.W1.rows(), h.w0.W1.cols(), 0.02);
     if (h.w0.W2.size() > 0) h.w0.W2 = gaussian<S>(ri, h.w0.W2.rows(), h.w0.W2.cols(), 0.02);
   }
+  if (!c.ttt()) {
+    // α_t = σ(3 + x_t·θ_α): near 0.95, a little lower or higher by token; fixed: σ(3).
+    Rng ra(c.seed, kDecayGate);
+    const RowVec<S> theta_a = gaussian<S>(ra, 1, d, proj_std);
+    h.alpha.resize(T);
+    for (long t = 0; t < T; ++t) {
+      const double z = 3.0 + (c.gate == EtaGate::Learned ? static_cast<double>(X.row(t).dot(theta_a)) : 0.0);
+      h.alpha(t) = static_cast<S>(1.0 / (1.0 + std::exp(-z)));
+    }
+  }
   h.description = std::string("toy head (random projections), seed ") + std::to_string(c.seed);
   return h;
+}
+
+MemberInputs make_member_inputs(const HeadConfig& c, const HeadInputs<double>& h) {
+  const FastWeightPreset& p = fast_weight_preset(c.member_id());
+  MemberInputs in;
+  in.q = h.Q;
+  in.k = h.K;
+  in.v = h.V;
+  const double d = static_cast<double>(h.d());
+  const auto l2 = [](Mat<double>& m, double scale) {
+    for (long t = 0; t < m.rows(); ++t) m.row(t) *= scale / std::sqrt(m.row(t).squaredNorm() + 1e-6);
+  };
+  if (p.id == "deltanet" || p.id == "gated_deltanet") {
+    l2(in.k, 1.0);
+    l2(in.q, 1.0 / std::sqrt(d));
+  } else if (!member_is_matrix_rule(p)) {
+    l2(in.k, 1.0);
+    l2(in.q, 1.0);
+    l2(in.v, 1.0);
+  }
+  in.beta = h.lambda * d;  // λ_t = η_base·σ(x_t·θ)/d, so β_t = η_base·σ(x_t·θ)
+  in.alpha = h.alpha;
+  in.design.width = h.d();
+  in.design.seed = c.seed;
+  in.design.eta = c.eta_base;
+  in.design.chunk = c.mini_batch;
+  return in;
 }
 
 template <class S>

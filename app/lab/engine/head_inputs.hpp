@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "lab/engine/head_config.hpp"
+#include "tttlab/fastweight/member_trace.hpp"
 #include "tttlab/tensor.hpp"
 #include "tttlab/ttt/inner.hpp"
 
@@ -28,6 +29,7 @@ struct HeadInputs {
   InnerOptions options;
   InnerWeights<S> w0;                // the initial inner weights W0
   std::string description;           // "tiny-brown · block 2 · head 1" or "toy head · seed 7"
+  Vec<S> alpha;                      // [T] the toy's decay gate α_t (a member other than TTT; else empty)
 
   long tokens() const { return static_cast<long>(bytes.size()); }
   int d() const { return static_cast<int>(Q.cols()); }
@@ -58,6 +60,10 @@ std::vector<HeadInputs<S>> model_layer_heads_from(const Model<float>& model, con
 // one-line message (bad settings, model missing, block or head out of range).
 template <class S>
 HeadInputs<S> build_head_inputs(const HeadConfig& c, ModelLibrary& library);
+
+// The inputs of the member `c` names (not TTT: c.ttt() is false) from its toy head `h`, normalised and
+// gated as head_config.hpp's MEMBER paragraph says.
+MemberInputs make_member_inputs(const HeadConfig& c, const HeadInputs<double>& h);
 
 // The Theorem 1 reduction applied to already-built inputs: one mini-batch of all T tokens, W0 = 0, no
 // LayerNorm, no residual, no bias, λ ≡ 1 and τ ≡ 1. The inner loop then outputs exactly

@@ -41,6 +41,7 @@ bool EvolutionModule::handle(const Command& command, ModuleContext& ctx) {
 void EvolutionModule::rebuild() {
   m_head.reset();
   m_state.reset();
+  m_tracer.reset();
   m_w0.reset();
   m_steps.clear();
   m_model_version = 0;
@@ -89,7 +90,19 @@ void EvolutionModule::rebuild() {
     } else {
       m_head = build_head_inputs<double>(m_config, *m_library);
     }
-    m_state = InnerState<double>::start(m_head->w0);
+    if (!m_config.ttt()) {
+      HeadInputs<double>& h = *m_head;
+      const FastWeightPreset& p = fast_weight_preset(m_config.member_id());
+      m_tracer.emplace(p, make_member_inputs(m_config, h));
+      const std::vector<Mat<double>>& s0 = m_tracer->initial_state();
+      h.options.model = s0.size() > 1 ? InnerModel::MLP : InnerModel::Linear;
+      h.options.mini_batch = member_is_matrix_rule(p) ? 1 : m_config.mini_batch;
+      h.w0 = InnerWeights<double>{};
+      h.w0.W1 = s0[0];
+      if (s0.size() > 1) h.w0.W2 = s0[1];
+    } else {
+      m_state = InnerState<double>::start(m_head->w0);
+    }
     auto w0 = std::make_shared<EvolutionStep>();
     w0->w1 = m_head->w0.W1.cast<float>();
     w0->w2 = m_head->w0.W2.cast<float>();
@@ -104,6 +117,7 @@ void EvolutionModule::rebuild() {
   } catch (const std::exception& e) {
     m_error = e.what();
     m_head.reset();
+    m_tracer.reset();
   }
   if (!m_config.toy())
     if (const ModelInfo* info = m_library->view()->find(m_config.model_id)) {
@@ -135,9 +149,8 @@ void EvolutionModule::work(ModuleContext& ctx) {
   const long n = std::min(kTokensPerItem, h.tokens() - t0);
   const InnerWeights<double>& W0 = h.w0;
   std::vector<std::shared_ptr<EvolutionStep>> fresh;
-  const InnerObserver<double> observer = [&](const InnerStepRecord<double>& r) {
+  const auto summarise = [&](const InnerWeights<double>& w, double loss_before, double loss_after) {
     auto s = std::make_shared<EvolutionStep>();
-    const InnerWeights<double>& w = *r.w_after;
     s->w1 = w.W1.cast<float>();
     s->w2 = w.W2.cast<float>();
     const Mat<double> d1 = w.W1 - W0.W1;
@@ -152,9 +165,24 @@ void EvolutionModule::work(ModuleContext& ctx) {
       s->sv2 = singular_values(w.W2);
       s->dsv2 = singular_values(d2);
     }
-    s->loss_before = r.loss_before;
-    s->loss_after = r.loss_after;
+    s->loss_before = loss_before;
+    s->loss_after = loss_after;
     fresh.push_back(std::move(s));
+  };
+  if (m_tracer) {
+    InnerWeights<double> w;
+    for (long i = 0; i < n; ++i) {
+      MemberStepRecord r = m_tracer->step();
+      w.W1 = std::move(r.state_after[0]);
+      if (r.state_after.size() > 1) w.W2 = std::move(r.state_after[1]);
+      summarise(w, r.loss_before, r.loss_after);
+    }
+    for (auto& s : fresh) m_steps.push_back(std::move(s));
+    ctx.mark_dirty();
+    return;
+  }
+  const InnerObserver<double> observer = [&](const InnerStepRecord<double>& r) {
+    summarise(*r.w_after, r.loss_before, r.loss_after);
   };
   const Vec<double> lam = h.lambda.segment(t0, n);
   Mat<double> out;

@@ -35,6 +35,9 @@ class EvolutionModule final : public EngineModule, private ModelAccess {
   std::string m_error = "waiting for settings";
   std::optional<HeadInputs<double>> m_head;
   std::optional<InnerState<double>> m_state;
+  // A member other than TTT (toy head): its tracer (tttlab/fastweight/member_trace.hpp) in place of
+  // m_state; W1 holds S or W₁, W2 the MLP's W₂.
+  std::optional<MemberTracer> m_tracer;
   std::shared_ptr<const EvolutionStep> m_w0;
   std::vector<std::shared_ptr<const EvolutionStep>> m_steps;
   std::uint64_t m_seen_library = 0;   // library generation last looked at

@@ -20,6 +20,11 @@ const std::vector<MeasureInfo> kInfos = {
     {"loss_drop_fraction", "fraction of tokens with ℓ(Wₜ; xₜ) < ℓ(Wₜ₋₁; xₜ)", false},
     {"tokens", "T", false},
     {"mini_batch", "b", false},
+    {"loss_after_mean", "mean of ℓ(Wₜ; xₜ), the inner loss after each token's step (the member's own loss)",
+     false},
+    {"state_norm_last", "‖W_T‖_F (‖S_T‖_F for a matrix member; W₁ for an MLP), the state after the last token",
+     false},
+    {"alpha_mean", "mean decay αₜ of a member with one (Mamba-2, Gated DeltaNet); 1 for the others", false},
 };
 
 std::optional<Measures> read(const Snapshot& s) {
@@ -31,8 +36,10 @@ std::optional<Measures> read(const Snapshot& s) {
   // (NaN < NaN is false), so the claim would be judged on numbers that mean nothing. (A toy head that
   // diverges is a lesson of its own: its measures stand.)
   if (!v->config.toy()) fail_if(v->warning, "inner-loop stepper");
-  double lsum = 0, lmin = INFINITY, lmax = -INFINITY, drops = 0, tau_first = 0, tau_last = 0;
+  double lsum = 0, lmin = INFINITY, lmax = -INFINITY, drops = 0, tau_first = 0, tau_last = 0, after = 0, alpha = 0;
   for (const auto& r : v->records) {
+    after += r->loss_after;
+    alpha += r->alpha;
     lsum += r->lambda;
     lmin = std::min(lmin, r->lambda);
     lmax = std::max(lmax, r->lambda);
@@ -50,6 +57,9 @@ std::optional<Measures> read(const Snapshot& s) {
   m["loss_drop_fraction"] = plain(drops / n);
   m["tokens"] = plain(n);
   m["mini_batch"] = plain(v->mini_batch());
+  m["loss_after_mean"] = plain(after / n);
+  m["state_norm_last"] = plain(v->records.back()->w_norm);
+  m["alpha_mean"] = plain(alpha / n);
   return m;
 }
 

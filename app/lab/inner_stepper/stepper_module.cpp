@@ -55,6 +55,7 @@ bool StepperModule::rebuild() {
   m_records.clear();
   m_head.reset();
   m_state.reset();
+  m_tracer.reset();
   m_w0.reset();
   m_eta.reset();
   m_cursor = m_target = -1;
@@ -70,13 +71,15 @@ bool StepperModule::rebuild() {
                     "hold: the learning rate is too large for these settings";
     else
       m_non_finite = non_finite_model_message(model_source(*m_library->view(), m_config.model_id));
+    if (!m_config.ttt()) start_member();
     m_w0 = std::make_shared<const InnerWeights<double>>(m_head->w0);
     const int b = m_head->options.mini_batch;
     auto eta = std::make_shared<std::vector<double>>(static_cast<std::size_t>(m_head->tokens()));
     for (long t = 0; t < m_head->tokens(); ++t)
-      (*eta)[static_cast<std::size_t>(t)] = m_head->params.tau(t % b) * m_head->lambda(t);
+      (*eta)[static_cast<std::size_t>(t)] =
+          m_tracer ? m_member_rate[static_cast<std::size_t>(t)] : m_head->params.tau(t % b) * m_head->lambda(t);
     m_eta = std::move(eta);
-    m_state = InnerState<double>::start(m_head->w0);
+    if (!m_tracer) m_state = InnerState<double>::start(m_head->w0);
     m_error.clear();
     const HeadInputs<double>& h = *m_head;
     if (any_beyond_float(h.Q) || any_beyond_float(h.K) || any_beyond_float(h.V) || any_beyond_float(h.lambda) ||
@@ -86,6 +89,7 @@ bool StepperModule::rebuild() {
   } catch (const std::exception& e) {
     m_error = e.what();
     m_head.reset();
+    m_tracer.reset();
     m_playing = false;
   }
   if (!m_config.toy())
@@ -195,7 +199,84 @@ void StepperModule::work(ModuleContext& ctx) {
   ctx.mark_dirty();
 }
 
+// The member's tracer, and the head's options, W₀ and rates rewritten to describe it (the view draws
+// TokenRecords of either path).
+void StepperModule::start_member() {
+  HeadInputs<double>& h = *m_head;
+  const FastWeightPreset& p = fast_weight_preset(m_config.member_id());
+  MemberInputs in = make_member_inputs(m_config, h);
+  const bool matrix = member_is_matrix_rule(p);
+  const long T = h.tokens();
+  m_member_rate.assign(static_cast<std::size_t>(T), in.design.eta);
+  if (matrix)
+    for (long t = 0; t < T; ++t)
+      m_member_rate[static_cast<std::size_t>(t)] = p.id == "linear_attention" ? 1.0 : in.beta(t);
+  m_tracer.emplace(p, std::move(in));
+  const std::vector<Mat<double>>& w0 = m_tracer->initial_state();
+  h.options.model = w0.size() > 1 ? InnerModel::MLP : InnerModel::Linear;
+  // One step per token for the matrix members; Titans' mini-batch and LaCT's chunk are b tokens.
+  h.options.mini_batch = matrix ? 1 : m_config.mini_batch;
+  h.options.layer_norm = h.options.residual = h.options.bias = false;
+  h.w0 = member_weights(w0);
+}
+
+InnerWeights<double> StepperModule::member_weights(const std::vector<Mat<double>>& w) {
+  InnerWeights<double> o;
+  o.W1 = w[0];
+  o.b1 = RowVec<double>::Zero(w[0].cols());
+  if (w.size() > 1) {
+    o.W2 = w[1];
+    o.b2 = RowVec<double>::Zero(w[1].cols());
+  }
+  return o;
+}
+
+void StepperModule::compute_member_token() {
+  const long t = static_cast<long>(m_records.size());
+  const HeadInputs<double>& h = *m_head;
+  const int b = h.options.mini_batch;
+  auto rec = std::make_shared<TokenRecord>();
+  rec->t = t;
+  rec->byte = h.bytes[static_cast<std::size_t>(t)];
+  rec->mini_batch_index = t / b;
+  rec->pos = static_cast<int>(t % b);
+  rec->commits = rec->pos == b - 1;
+  const auto t0 = Clock::now();
+  MemberStepRecord r = m_tracer->step();
+  m_compute_us_total += std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+  rec->lambda = m_member_rate[static_cast<std::size_t>(t)];
+  rec->tau = 1.0;
+  rec->alpha = r.alpha;
+  rec->loss_initial = r.loss_initial;
+  rec->loss_before = r.loss_before;
+  rec->loss_after = r.loss_after;
+  if (!r.key.empty()) {
+    rec->k = r.key[0];
+    rec->grad_z = r.grad[0];
+  }
+  rec->output = r.output;
+  rec->w_after = member_weights(r.state_after);
+  rec->delta = member_weights(r.delta);
+  rec->outer1 = r.gradient[0];
+  if (r.gradient.size() > 1) rec->outer2 = r.gradient[1];
+  rec->w_norm = rec->w_after.W1.norm();
+  rec->dw_norm = rec->delta.W1.norm();
+  const auto absmax = [](const auto& m) { return m.size() ? m.cwiseAbs().maxCoeff() : 0.0; };
+  rec->w_absmax = absmax(rec->w_after.W1);
+  rec->w2_absmax = absmax(rec->w_after.W2);
+  rec->delta_absmax = absmax(rec->delta.W1);
+  rec->delta2_absmax = absmax(rec->delta.W2);
+  rec->outer_absmax = absmax(rec->outer1);
+  rec->outer2_absmax = absmax(rec->outer2);
+  if (m_warning.empty() &&
+      (beyond_float(rec->loss_initial) || beyond_float(rec->loss_before) || beyond_float(rec->loss_after) ||
+       beyond_float(rec->w_norm) || beyond_float(rec->dw_norm) || any_beyond_float(rec->output)))
+    m_warning = m_non_finite;
+  m_records.push_back(std::move(rec));
+}
+
 void StepperModule::compute_next_token() {
+  if (m_tracer) return compute_member_token();
   const long t = static_cast<long>(m_records.size());
   const HeadInputs<double>& h = *m_head;
   const int b = h.options.mini_batch;

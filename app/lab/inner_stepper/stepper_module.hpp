@@ -6,6 +6,11 @@
 // interleaved with the UI's commands at token granularity. Tokens already computed are never
 // recomputed when the cursor moves back: scrubbing backwards is free.
 //
+// A member of the fast-weight family other than TTT (HeadConfig::member, toy source) runs through
+// MemberTracer instead, one token per work item as well; its records fill the same TokenRecord (state S
+// or {W₁, W₂} as W1/W2 with zero biases, β_t as λ_t with τ = 1, the gradient's row factors as k and
+// grad_z where known).
+//
 // Following a training run: when the library holds newer weights of the head's model (a run saved a
 // checkpoint: ModelInfo::version rose), after_iteration rebuilds the head with them and computes up to
 // the same cursor again (same block, head, text; playback goes on).
@@ -41,6 +46,9 @@ class StepperModule final : public EngineModule {
   void transport(const StepperTransport& t);
   void set_cursor_target(long token);
   void compute_next_token();
+  void start_member();
+  void compute_member_token();
+  static InnerWeights<double> member_weights(const std::vector<Mat<double>>& w);
 
   std::shared_ptr<ModelLibrary> m_library;
   HeadConfig m_config;
@@ -54,6 +62,9 @@ class StepperModule final : public EngineModule {
   std::shared_ptr<const InnerWeights<double>> m_w0;
   std::shared_ptr<const std::vector<double>> m_eta;
   std::optional<InnerState<double>> m_state;
+  // A member other than TTT: its tracer (tttlab/fastweight/member_trace.hpp) in place of m_state.
+  std::optional<MemberTracer> m_tracer;
+  std::vector<double> m_member_rate;  // β_t (matrix members; 1 for linear attention) or η per token
   std::vector<std::shared_ptr<const TokenRecord>> m_records;
   long m_cursor = -1;
   long m_target = -1;  // the cursor moves here, computing tokens as needed

@@ -29,6 +29,8 @@ struct TokenRecord {
   bool commits = false;      // pos == b − 1: the state is committed after this token
   double lambda = 0;         // λ_t
   double tau = 0;            // τ_{pos+1}
+  double alpha = 1;          // a member other than TTT: its decay α_t (1 where it has none); λ is then
+                             // its rate (β_t, or η) and τ = 1
   double loss_initial = 0;   // ℓ(W0; x_t)
   double loss_before = 0;    // ℓ(W_{t−1}; x_t)
   double loss_after = 0;     // ℓ(W_t; x_t)

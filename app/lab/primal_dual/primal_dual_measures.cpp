@@ -20,7 +20,8 @@ const std::vector<MeasureInfo> kInfos = {
      "primal time / dual time of the whole model, repeat by repeat (the forms alternate): the median "
      "of those ratios, with min and max",
      true},
-    {"mini_batch", "b as run", false},
+    {"mini_batch", "b as run (the chunk size C for a member's chunked form)", false},
+    {"chunked", "1 when a member's chunked form ran (primal vs parallel), 0 for TTT's dual form", false},
     {"tokens", "T, the tokens of the text", false},
 };
 
@@ -38,6 +39,7 @@ std::optional<Measures> read(const Snapshot& s) {
   if (v->speedup.repeats > 0)
     m["dual_speedup"] = Measurement{v->speedup.median, v->speedup.min, v->speedup.max, true};
   m["mini_batch"] = plain(v->mini_batch);
+  m["chunked"] = plain(v->member_chunked ? 1.0 : 0.0);
   m["tokens"] = plain(static_cast<double>(v->T));
   return m;
 }

@@ -6,12 +6,13 @@
 #include <stdexcept>
 
 #include "lab/engine/head_inputs.hpp"
+#include "tttlab/fastweight/matrix_rules.hpp"
 
 namespace tttlab::lab {
 
 HeadConfig PrimalDualConfig::effective() const {
   HeadConfig h = head;
-  if (!linear_attention) return h;
+  if (!linear_attention || !h.ttt()) return h;
   h.model = InnerModel::Linear;
   h.mini_batch = static_cast<int>(std::max(1L, h.tokens()));
   h.w0 = W0Init::Zero;
@@ -82,7 +83,7 @@ class TypedJob final : public PrimalDualModule::Job {
       const bool dual = m_times[0][0].size() > m_times[1][0].size();
       run_form(dual);
       if (dual && static_cast<int>(m_times[1][0].size()) == m_cfg.timing_reps)
-        m_phase = m_target.gpu ? Phase::Gpu : Phase::Compare;
+        m_phase = m_target.gpu && m_cfg.head.ttt() ? Phase::Gpu : Phase::Compare;
       return false;
     }
     if (m_phase == Phase::Gpu) {  // one block per work item
@@ -177,7 +178,25 @@ class TypedJob final : public PrimalDualModule::Job {
 
   void build() {
     const HeadConfig& c = m_cfg.head;
-    if (c.toy()) {
+    if (!c.ttt()) {
+      // The member's toy inputs, in the job's precision; λ carries β_t.
+      const HeadInputs<double> toy = make_toy_head<double>(c);
+      const MemberInputs in = make_member_inputs(c, toy);
+      m_rule = *matrix_rule_for(fast_weight_preset(c.member_id()).rule);
+      HeadInputs<S> h;
+      h.bytes = toy.bytes;
+      h.Q = in.q.template cast<S>();
+      h.K = in.k.template cast<S>();
+      h.V = in.v.template cast<S>();
+      h.lambda = in.beta.template cast<S>();
+      h.alpha = in.alpha.template cast<S>();
+      h.options.mini_batch = m_cfg.chunk;
+      h.options.bias = false;
+      h.description = fast_weight_preset(c.member_id()).name + " on the " + toy.description;
+      m_description = h.description;
+      m_blocks.push_back({std::move(h)});
+      if (m_target.gpu) m_gpu_note = "this view has no GPU kernel for " + fast_weight_preset(c.member_id()).name;
+    } else if (c.toy()) {
       m_blocks.push_back({make_toy_head<S>(m_cfg.effective())});
       m_description = m_blocks[0][0].description;
     } else {
@@ -218,6 +237,14 @@ class TypedJob final : public PrimalDualModule::Job {
       std::vector<Mat<S>> o(m_blocks[b].size());
       for (std::size_t h = 0; h < m_blocks[b].size(); ++h) {
         const HeadInputs<S>& x = m_blocks[b][h];
+        if (!m_cfg.head.ttt()) {
+          const Vec<S> beta = uses_beta(m_rule) ? x.lambda : Vec<S>();
+          const Vec<S> alpha = uses_alpha(m_rule) ? x.alpha : Vec<S>();
+          const Mat<S> S0 = Mat<S>::Zero(x.d(), x.V.cols());
+          o[h] = dual ? matrix_rule_chunked<S>(m_rule, x.Q, x.K, x.V, beta, alpha, S0, m_cfg.chunk).o
+                      : matrix_rule_primal<S>(m_rule, x.Q, x.K, x.V, beta, alpha, S0).o;
+          continue;
+        }
         auto st = InnerState<S>::start(x.w0);
         if (dual)
           inner_forward_dual<S>(x.options, x.params, x.Q, x.K, x.V, x.lambda, st, o[h]);
@@ -242,6 +269,7 @@ class TypedJob final : public PrimalDualModule::Job {
     v.mini_batch = b;
     v.bias = shown.options.bias;
     v.mlp = shown.options.model == InnerModel::MLP;
+    v.member_chunked = !m_cfg.head.ttt();
     v.shown_block = m_shown_block;
     v.shown_head = m_shown_head;
     v.linear_attention = m_cfg.linear_attention;
@@ -331,8 +359,28 @@ class TypedJob final : public PrimalDualModule::Job {
     // weighs the gradients (the +1 only with the inner bias).
     const Mat<double> Q = shown.Q.template cast<double>(), K = shown.K.template cast<double>();
     const Vec<double> lam = shown.lambda.template cast<double>();
-    const Vec<double> tau = shown.params.tau.template cast<double>();
+    const Vec<double> tau = v.member_chunked ? Vec<double>() : Vec<double>(shown.params.tau.template cast<double>());
     const double one = shown.options.bias ? 1.0 : 0.0;
+    // A Hebbian member's output is o = M V with M[i, j] = Γ_ij β_j q_i·k_j (j ≤ i), Γ_ij the decay
+    // from token j + 1 to i: cumulative log decays as the chunked form forms them.
+    Vec<double> g = Vec<double>::Zero(T);
+    const bool hebbian = v.member_chunked && !is_delta_rule(m_rule);
+    if (hebbian && uses_alpha(m_rule))
+      for (long t = 0; t < T; ++t) g(t) = (t ? g(t - 1) : 0.0) + std::log(static_cast<double>(shown.alpha(t)));
+    const bool beta = uses_beta(m_rule);
+    const auto M_member = [&](long i, long j) {
+      if (j > i) return 0.0;
+      return std::exp(g(i) - g(j)) * (beta ? lam(j) : 1.0) * Q.row(i).dot(K.row(j));
+    };
+    if (v.member_chunked) {
+      v.attention = v.attention_start = {};
+      if (hebbian) {
+        v.attention = plot::pool_max_abs_fn(T, T, kMaxBins, kMaxBins, M_member);
+        const long n = std::min(T, 96L);
+        v.attention_start = plot::pool_max_abs_fn(n, n, kMaxBins, kMaxBins, M_member);
+      }
+      return;
+    }
     const auto M = [&](long i, long j) {
       const long start = i / b * b;
       if (j < start || j > i) return 0.0;  // other mini-batches interact through W only
@@ -376,6 +424,7 @@ class TypedJob final : public PrimalDualModule::Job {
   int m_done_steps = 0;
   std::string m_description;
   int m_shown_block = 0, m_shown_head = 0;
+  MatrixRule m_rule = MatrixRule::LinearAttention;  // a member other than TTT
   std::vector<std::vector<HeadInputs<S>>> m_blocks;           // [block][head]
   std::vector<std::vector<double>> m_times[2];                // [form][block][rep]
   std::vector<std::vector<Mat<double>>> m_outputs[2];         // [form][block][head], the last repetition
@@ -398,6 +447,15 @@ bool PrimalDualModule::handle(const Command& command, ModuleContext& ctx) {
         if (run.config.timing_reps < 1 || run.config.timing_reps > 50)
           throw std::invalid_argument("timing repetitions must be in [1, 50]");
         validate(run.config.head.toy() ? v.effective : run.config.head, limits());
+        if (!run.config.head.ttt()) {
+          const FastWeightPreset& p = fast_weight_preset(run.config.head.member_id());
+          if (!member_is_matrix_rule(p))
+            throw std::invalid_argument(p.name + " has no parallel form here (only the primal form of the "
+                                        "designer's memory): choose TTT, linear attention, Mamba-2, DeltaNet "
+                                        "or Gated DeltaNet");
+          if (run.config.chunk < 1 || run.config.chunk > 2048)
+            throw std::invalid_argument("the chunk size C must be in [1, 2048]");
+        }
         if (run.config.precision == Precision::Float)
           m_job = std::make_unique<TypedJob<float>>(run.config, *m_library, m_compute->target());
         else

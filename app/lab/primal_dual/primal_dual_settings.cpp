@@ -27,6 +27,7 @@ const SettingsFields<PrimalDualConfig>& config_fields() {
                   {{"double", Precision::Double}, {"float", Precision::Float}})
           .integer("timing_reps", &C::timing_reps, 1, 50)
           .boolean("linear_attention", &C::linear_attention)
+          .integer("chunk", &C::chunk, 1, 2048)
           .choice("gpu_math", &C::gpu_math, {{"fp32", GpuMath::Fp32}, {"tf32", GpuMath::Tf32}})
           .check([](const FieldReader& r, const C& c) {
             try {

@@ -1,7 +1,8 @@
 // app/lab/primal_dual/primal_dual_settings.hpp — primal vs dual's entry of a state file.
 //
 //   "head": {…}, "precision" ("double"|"float"), "timing_reps" (1 … 50), "linear_attention",
-//   "gpu_math" ("fp32"|"tf32"): checked against the module's limits
+//   "chunk" (1 … 2048: the chunked form of a member other than TTT), "gpu_math" ("fp32"|"tf32"): checked
+//   against the module's limits
 #pragma once
 
 #include <nlohmann/json.hpp>

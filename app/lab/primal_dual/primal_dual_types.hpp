@@ -12,6 +12,16 @@
 // With `linear_attention` set, every head is reduced to linear attention (docs/MATH.md §9.1, Theorem 1)
 // on its own Q, K, V: one mini-batch b = T, W0 = 0, no LayerNorm, no residual, no bias, λ ≡ 1, τ ≡ 1,
 // so E ≡ 1 and the output is exactly tril(QKᵀ)V, which the job also computes directly and compares.
+//
+// PRIMAL VS PARALLEL for the other members (HeadConfig::member, toy source only): the member's parallel
+// form instead of TTT's dual form. Linear attention, Mamba-2, DeltaNet and Gated DeltaNet run
+// matrix_rule_primal against matrix_rule_chunked (tttlab/fastweight/matrix_rules.hpp: SSD's cumulative
+// decays, the UT transform for the delta rules) in chunks of `chunk` tokens (the last one shorter when
+// chunk ∤ T), on the member's toy inputs (head_inputs.hpp, make_member_inputs). They are the same
+// function: the difference is rounding (≤ 1e−12 of the output's size in double). "mini_batch" in the
+// view is then the chunk, and M is the Hebbian members' causal weights M[i, j] = (Π_{j<s≤i} α_s) β_j q_i·k_j
+// (o = M V exactly); the delta rules have no such matrix of q and k alone (attention is empty). A member
+// without a parallel form here (Titans, LaCT) is refused with a message that says so.
 #pragma once
 
 #include <string>
@@ -39,7 +49,8 @@ struct PrimalDualConfig {
   HeadConfig head;                // source, text; block/head select what the matrices show
   Precision precision = Precision::Double;
   int timing_reps = 5;            // each form runs this many times; the median time is reported
-  bool linear_attention = false;
+  bool linear_attention = false;   // TTT only
+  int chunk = 16;                   // the chunked form's C (members other than TTT), in [1, 2048]
   GpuMath gpu_math = GpuMath::Fp32;  // the GPU's dual form (when the panels compute on a GPU)
 
   bool operator==(const PrimalDualConfig&) const = default;
@@ -79,6 +90,7 @@ struct PrimalDualView : JobView {
   int mini_batch = 0;               // b as run
   bool bias = true;                 // the inner bias exists (M has the +1)
   bool mlp = false;
+  bool member_chunked = false;      // a member's chunked form ran (not TTT's dual form); mini_batch is C
   std::vector<LayerComparison> layers;
   double max_abs_diff = 0;          // over all layers
   double max_abs_output = 0;
