@@ -21,12 +21,12 @@ TrainConfig score_config(const std::string& corpus) {
 
 // The reference: each target's loss from eval_sequence on the window that scores it (the same
 // windows as text_score.hpp describes), and how many argmax hits.
-struct Reference {
+struct ScoreReference {
   std::vector<double> loss;
   long correct = 0;
 };
-Reference reference(const Model<float>& m, std::span<const std::uint8_t> text, long T) {
-  Reference r;
+ScoreReference reference(const Model<float>& m, std::span<const std::uint8_t> text, long T) {
+  ScoreReference r;
   const long N = static_cast<long>(text.size()), targets = N - 1, full = targets / T, tail = targets - full * T;
   for (long w = 0; w < full; ++w) {
     const std::vector<int> tok(text.begin() + w * T, text.begin() + w * T + T + 1);
@@ -65,7 +65,7 @@ TEST(TextScore, EveryByteIsScoredOnceAndMatchesTheModelWindowByWindow) {
       last_total = tot;
     };
     const TextScore s = score_text(t, text, o);
-    const Reference ref = reference(t.model(), text, 32);
+    const ScoreReference ref = reference(t.model(), text, 32);
     ASSERT_EQ(s.targets, n - 1) << "n = " << n;
     ASSERT_EQ(s.per_byte.size(), ref.loss.size());
     double sum = 0;
