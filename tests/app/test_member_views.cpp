@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
@@ -43,9 +44,11 @@ std::shared_ptr<const StepperView> mv_step_all(const HeadConfig& c) {
   return e.snapshot()->stepper;
 }
 
-// TTT's stepper records, summed, as the code before members computed them (main at 32de089, the
-// same sums over the same toy heads): the TTT path must stay bit for bit.
-TEST(MemberViews, TttStepperRecordsUnchangedBitForBit) {
+// TTT's stepper records, summed, as the code before members computed them (the same sums over the
+// same toy heads, from a portable build: TTTLAB_NATIVE=OFF). A build for another instruction set
+// (-march=native: FMA contractions, AVX-512) rounds differently in the last bits, so the sums are
+// compared to 1e-12 of their scale: far below any change to what the TTT path computes.
+TEST(MemberViews, TttStepperRecordsUnchanged) {
   struct Golden {
     InnerModel model;
     double l0, lb, la, w, o, dw, g;
@@ -72,13 +75,17 @@ TEST(MemberViews, TttStepperRecordsUnchangedBitForBit) {
       dw += r->delta.W1.sum();
       g += r->outer1.sum();
     }
-    EXPECT_EQ(l0, gd.l0);
-    EXPECT_EQ(lb, gd.lb);
-    EXPECT_EQ(la, gd.la);
-    EXPECT_EQ(w, gd.w);
-    EXPECT_EQ(o, gd.o);
-    EXPECT_EQ(dw, gd.dw);
-    EXPECT_EQ(g, gd.g);
+    const auto near = [](double got, double want, const char* what) {
+      EXPECT_LE(std::abs(got - want), 1e-12 * (1.0 + std::abs(want)))
+          << what << ": " << got << " against " << want;
+    };
+    near(l0, gd.l0, "initial losses");
+    near(lb, gd.lb, "losses before");
+    near(la, gd.la, "losses after");
+    near(w, gd.w, "weights");
+    near(o, gd.o, "outputs");
+    near(dw, gd.dw, "changes");
+    near(g, gd.g, "gradient terms");
   }
 }
 
