@@ -137,8 +137,8 @@ INSTANTIATE_TEST_SUITE_P(Lact, LactBackward,
                                            LactFdParam{"muon_partial", 11, 4, false, true},
                                            LactFdParam{"momentum_muon_exact", 12, 4, true, true},
                                            LactFdParam{"one_chunk_only_read", 4, 4, true, true}),
-                         [](const ::testing::TestParamInfo<LactFdParam>& info) {
-                           return std::string(info.param.name);
+                         [](const ::testing::TestParamInfo<LactFdParam>& p) {
+                           return std::string(p.param.name);
                          });
 
 TEST(LactNewtonSchulz, BackwardMatchesFiniteDifferencesAndTallIsTheTransposeOfWide) {
@@ -161,9 +161,10 @@ TEST(LactNewtonSchulz, BackwardMatchesFiniteDifferencesAndTallIsTheTransposeOfWi
     EXPECT_LE(err / scale, 1e-7) << r << "x" << cols;
     // The reference transposes a tall matrix first: NS5(G) = NS5(Gᵀ)ᵀ exactly when G is not square
     // (a square G is iterated as it is, with X Xᵀ, so its transpose is a different computation).
-    if (r != cols)
+    if (r != cols) {
       EXPECT_EQ(lact_newton_schulz5<double>(G),
                 Mat<double>(lact_newton_schulz5<double>(Mat<double>(G.transpose())).transpose()));
+    }
     // Five quintic steps leave the singular values near 1 (the coefficients aim at about 0.7–1.2).
     const Eigen::JacobiSVD<Mat<double>> svd(lact_newton_schulz5<double>(G));
     EXPECT_GT(svd.singularValues().minCoeff(), 0.5) << r << "x" << cols;
@@ -206,7 +207,9 @@ TEST(LactForward, ObserverReportsEveryChunkAndTheRowNormsStay) {
                 lact_chunk_loss<double>(W, c.k.middleRows(steps[i].first_token, steps[i].tokens),
                                         c.v.middleRows(steps[i].first_token, steps[i].tokens)),
                 1e-12);
-    if (i + 1 < steps.size()) EXPECT_EQ(after[i].w1, before[i + 1].w1);
+    if (i + 1 < steps.size()) {
+      EXPECT_EQ(after[i].w1, before[i + 1].w1);
+    }
     // Every row keeps its initial norm (up to the factor ‖p‖ / (‖p‖ + 1e-5)).
     const Vec<double> n0 = c.W.w1.rowwise().norm(), n1 = after[i].w1.rowwise().norm();
     EXPECT_LE(((n1 - n0).array() / n0.array()).abs().maxCoeff(), 1e-4);

@@ -179,8 +179,8 @@ TEST_P(LactFixtureTest, InnerLoopMatchesTheAuthorsInFp64AndFp32) {
 }
 
 INSTANTIATE_TEST_SUITE_P(LaCT, LactFixtureTest, ::testing::ValuesIn(lact_fixture_names()),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           return fixture_test_name(info);
+                         [](const ::testing::TestParamInfo<std::string>& param) {
+                           return fixture_test_name(param);
                          });
 
 // The fixtures tell neighbouring conventions apart: LaCT with one convention changed, in fp64 from

@@ -347,11 +347,14 @@ void TitansLayer<S>::backward(const LayerCache& cache, ConstMatRef<S> dOut, Sequ
     dalpha.col(h) = gr.dalpha;
     deta.col(h) = gr.deta;
   }
-  // θ = σ(z)/d, α = σ(z), η = σ(z): dz = d(out) · out · (1 − σ(z)).
+  // θ = σ(z)/d, α = σ(z), η = σ(z): dz = d(out) · out · (1 − σ(z)). The lambdas below take the
+  // layer input by reference, not the cache: a capture of the cache's file-local type makes GCC warn
+  // (-Wsubobject-linkage) when this file is compiled inside a unity batch.
+  const Mat<S>& x_in = c->x;
   auto through_gate = [&](const Mat<S>& dval, const Mat<S>& val, S scale, const Mat<S>& W,
                           Mat<S>& gW, RowVec<S>& gb) {
     const Mat<S> dz = (dval.array() * val.array() * (S(1) - val.array() / scale)).matrix();
-    gW.noalias() += c->x.transpose() * dz;
+    gW.noalias() += x_in.transpose() * dz;
     gb += dz.colwise().sum();
     dx.noalias() += dz * W.transpose();
   };
@@ -376,7 +379,7 @@ void TitansLayer<S>::backward(const LayerCache& cache, ConstMatRef<S> dOut, Sequ
     const Mat<S> dpre = (dpost.array() * ds.array()).matrix();
     Mat<S> du;
     causal_conv_backward<S>(proj_in, conv_w, dpre, du, g_conv, no_bias_grad);
-    gW.noalias() += c->x.transpose() * du;
+    gW.noalias() += x_in.transpose() * du;
     dx.noalias() += du * W.transpose();
   };
   through(dq, c->cq, c->pq, p.q_conv, g.q_conv, p.q_proj, g.q_proj);

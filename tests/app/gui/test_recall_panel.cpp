@@ -68,8 +68,9 @@ TEST(RecallPanel, MembersPlottedRoundTripAndDefaults) {
       ADD_FAILURE() << bad.dump() << " was accepted";
     } catch (const StateError& e) {
       EXPECT_NE(std::string(e.what()).find("panels.recall.view"), std::string::npos) << e.what();
-      if (bad.size() == 2 && bad[1] == "lstm")
+      if (bad.size() == 2 && bad[1] == "lstm") {
         EXPECT_NE(std::string(e.what()).find("ttt_linear, ttt_mlp"), std::string::npos) << e.what();
+      }
     }
   }
   EXPECT_EQ(p->save_state(), changed) << "a refused file must change nothing";
