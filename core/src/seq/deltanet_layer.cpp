@@ -385,7 +385,10 @@ void DeltaNetLayer<S>::backward(const LayerCache& cache, ConstMatRef<S> dOut,
                                                         dkn.row(t).segment(h * d, d), S(1), eps);
     }
   // silu, the convolutions (no bias: its gradient is dropped) and the projections.
+  // The lambda takes the layer input by reference, not the cache: a capture of the cache's file-local
+  // type makes GCC warn (-Wsubobject-linkage) when this file is compiled inside a unity batch.
   RowVec<S> no_bias_grad = RowVec<S>::Zero(D);
+  const Mat<S>& x_in = c->x;
   auto through = [&](const Mat<S>& dpost, const Mat<S>& pre, const Mat<S>& proj_in,
                      const Mat<S>& conv_w, Mat<S>& g_conv, const Mat<S>& W, Mat<S>& gW) {
     Mat<S> ds;
@@ -393,7 +396,7 @@ void DeltaNetLayer<S>::backward(const LayerCache& cache, ConstMatRef<S> dOut,
     const Mat<S> dpre = (dpost.array() * ds.array()).matrix();
     Mat<S> du;
     causal_conv_backward<S>(proj_in, conv_w, dpre, du, g_conv, no_bias_grad);
-    gW.noalias() += c->x.transpose() * du;
+    gW.noalias() += x_in.transpose() * du;
     dx.noalias() += du * W.transpose();
   };
   through(dq, c->cq, c->pq, p.q_conv, g.q_conv, p.q_proj, g.q_proj);
