@@ -151,7 +151,10 @@ TEST(TitansLayer, ChunkedTrainingFormEqualsTokenByTokenDecodingInFp64) {
   lf.forward_train(x.cast<float>(), yf);
   const double e32 = (yf.cast<double>() - y_train).cwiseAbs().maxCoeff() / scale;
   std::printf("[   INFO   ] titans: max |fp32 − fp64| / max |y| = %.3g\n", e32);
-  EXPECT_LE(e32, 1e-4);
+  // fp32 rounding is amplified by FLA's write (about σ·D times a gradient step, MATH.md §11.9): 7e-5
+  // in the Release build, 1.3e-4 in the sanitizer build (-O1, other contractions). A wrong form
+  // is off by order one.
+  EXPECT_LE(e32, 1e-3);
 }
 
 TEST(TitansLayer, InitialisationStartsWithASmallRateLittleForgettingAndMomentum) {
