@@ -120,6 +120,10 @@ void validate_latency_args(LatencyArgs& a) {
   if (std::find(names.begin(), names.end(), a.preset) == names.end())
     throw std::invalid_argument("--latency: unknown preset '" + a.preset + "'");
   if (a.layers.empty()) throw std::invalid_argument("--latency: no layer to measure");
+  for (const std::string& l : a.layers) {
+    const std::string why = gpu_kernels_missing(seq_layer_from_string(l));
+    if (!why.empty()) throw std::invalid_argument("--latency: " + why);
+  }
   if (a.lengths.empty()) throw std::invalid_argument("--lengths: give at least one context length");
   for (int T : a.lengths)
     if (T < 64 || T > 65536 || T % 64 != 0)

@@ -86,7 +86,10 @@ struct Row {
   long params = 0;
   int batch = 0, seq_len = 0;
   double fwd_flops_per_token = 0;
-  double train_tok_s = 0, train_gflops = 0, train_mfu = 0;
+  // One training step's wall time: median and min–max over the timed steps (after one warm-up).
+  int steps_timed = 0;
+  double step_ms_median = 0, step_ms_min = 0, step_ms_max = 0;
+  double train_tok_s = 0, train_gflops = 0, train_mfu = 0;  // at the median step
   double prefill_tok_s = 0, decode_tok_s = 0;
 };
 
@@ -114,10 +117,19 @@ Row bench_preset(const ModelConfig& model, const std::string& preset, int batch,
   r.seq_len = seq_len;
   r.fwd_flops_per_token = t.model().forward_flops(seq_len) / seq_len;
   t.step();  // warm-up (allocations)
-  const auto t0 = Clock::now();
-  for (int i = 0; i < steps; ++i) t.step();
-  const double s = since(t0);
-  r.train_tok_s = double(steps) * batch * seq_len / s;
+  std::vector<double> ms;
+  for (int i = 0; i < steps; ++i) {
+    const auto t0 = Clock::now();
+    t.step();
+    ms.push_back(1e3 * since(t0));
+  }
+  std::sort(ms.begin(), ms.end());
+  const std::size_t n = ms.size();
+  r.steps_timed = static_cast<int>(n);
+  r.step_ms_median = n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]);
+  r.step_ms_min = ms.front();
+  r.step_ms_max = ms.back();
+  r.train_tok_s = double(batch) * seq_len / (r.step_ms_median / 1e3);
   r.train_gflops = r.train_tok_s * 3 * r.fwd_flops_per_token / 1e9;
   r.train_mfu = r.train_gflops / gemm;
   // Inference, one sequence: prefill (dual form over T tokens), then decode (one primal step a token).
@@ -203,14 +215,14 @@ void print_generation_header() {
   std::printf("\nGeneration at batch 1 (greedy; random weights of each preset). bytes/s = N bytes / the wall time of\n"
               "their decode steps; median and min-max over R repeats, after W warm-up bytes that are not timed\n"
               "(first steps, CUDA graph capture). x CPU: the CUDA median over the CPU median of the same preset.\n");
-  std::printf("%-6s %-11s %-16s %10s %4s %5s %3s %11s %23s %8s\n", "preset", "layer", "device", "params", "W", "N", "R",
+  std::printf("%-6s %-17s %-16s %10s %4s %5s %3s %11s %23s %8s\n", "preset", "layer", "device", "params", "W", "N", "R",
               "bytes/s", "min - max", "x CPU");
 }
 
 void print_generation_row(const GenRow& g) {
   char ratio[32] = "";
   if (g.ratio_to_cpu > 0) std::snprintf(ratio, sizeof ratio, "%.1f", g.ratio_to_cpu);
-  std::printf("%-6s %-11s %-16s %10ld %4d %5d %3d %11.0f %11.0f - %-9.0f %8s\n", g.preset.c_str(), g.layer.c_str(),
+  std::printf("%-6s %-17s %-16s %10ld %4d %5d %3d %11.0f %11.0f - %-9.0f %8s\n", g.preset.c_str(), g.layer.c_str(),
               g.device.c_str(), g.params, g.warmup, g.bytes, g.repeats, g.median_bps, g.min_bps, g.max_bps, ratio);
   std::fflush(stdout);
 }
@@ -231,6 +243,7 @@ struct BenchArgs {
   bool layer_given = false;
   std::string backbone = "m";
   int threads = 0;
+  int steps = 0;  // CPU training rows: timed steps per preset (0: the preset's default)
   bool json = false;
   std::string device = "cpu";
   bool generation_only = false;
@@ -568,6 +581,12 @@ void run(const BenchArgs& a) {
     if (!sel.note.empty()) std::fprintf(stderr, "[%s]\n", sel.note.c_str());
   }
   if (a.gpus > 0 && !cuda) throw CLI::ValidationError("--gpus measures GPUs: use it with --device cuda");
+  // A layer without GPU kernels is measured on the CPU: refused on --device cuda, moved there on auto.
+  if (const std::string why = gpu_kernels_missing(seq_layer_from_string(a.layer)); cuda && !why.empty()) {
+    if (a.device == "cuda") throw CLI::ValidationError(why + "; measure it with --device cpu");
+    std::fprintf(stderr, "[%s: measuring it on the CPU]\n", why.c_str());
+    cuda = false;
+  }
   if (cuda) {
 #ifdef TTTLAB_HAVE_CUDA
     const DeviceSelection sel = select_device(DeviceRequest::CUDA);
@@ -585,8 +604,8 @@ void run(const BenchArgs& a) {
     std::printf("CPU: %d threads; Eigen float GEMM 384x384x384: %.1f GFLOP/s on 1 thread, %.1f GFLOP/s on %d (the ceiling)\n\n",
                 threads, gemm1, gemm, threads);
     if (!a.generation_only)
-      std::printf("%-6s %-11s %10s %9s %12s %12s %10s %7s %12s %12s\n", "preset", "layer", "params", "B x T",
-                  "MFLOP/tok", "train tok/s", "GFLOP/s", "MFU", "prefill t/s", "decode t/s");
+      std::printf("%-6s %-17s %10s %9s %12s %24s %12s %10s %7s %12s %12s\n", "preset", "layer", "params", "B x T",
+                  "MFLOP/tok", "step ms (min-max, n)", "train tok/s", "GFLOP/s", "MFU", "prefill t/s", "decode t/s");
   }
   std::vector<Row> rows;
   ProgressLine progress("presets measured");
@@ -600,12 +619,16 @@ void run(const BenchArgs& a) {
     int batch = 16, seq_len = 256, steps = 4;
     if (p == "small") batch = 4, seq_len = 512, steps = 2;
     if (p == "125m") batch = std::max(1, threads), seq_len = 512, steps = 1;
+    if (a.steps > 0) steps = a.steps;
     Row r = bench_preset(m, p, batch, seq_len, steps, threads, gemm);
     progress.finish();
     if (!a.json) {
-      std::printf("%-6s %-11s %10ld %4d x %-4d %12.2f %12.0f %10.1f %6.1f%% %12.0f %12.0f\n", r.preset.c_str(),
-                  r.layer.c_str(), r.params, r.batch, r.seq_len, 3 * r.fwd_flops_per_token / 1e6, r.train_tok_s,
-                  r.train_gflops, 100 * r.train_mfu, r.prefill_tok_s, r.decode_tok_s);
+      char step[64];
+      std::snprintf(step, sizeof step, "%.1f (%.1f-%.1f, %d)", r.step_ms_median, r.step_ms_min, r.step_ms_max,
+                    r.steps_timed);
+      std::printf("%-6s %-17s %10ld %4d x %-4d %12.2f %24s %12.0f %10.1f %6.1f%% %12.0f %12.0f\n", r.preset.c_str(),
+                  r.layer.c_str(), r.params, r.batch, r.seq_len, 3 * r.fwd_flops_per_token / 1e6, step,
+                  r.train_tok_s, r.train_gflops, 100 * r.train_mfu, r.prefill_tok_s, r.decode_tok_s);
       std::fflush(stdout);
     }
     rows.push_back(r);
@@ -633,6 +656,10 @@ void run(const BenchArgs& a) {
       o["batch"] = r.batch;
       o["seq_len"] = r.seq_len;
       o["train_flops_per_token"] = 3 * r.fwd_flops_per_token;
+      o["train_steps_timed"] = r.steps_timed;
+      o["train_step_ms_median"] = r.step_ms_median;
+      o["train_step_ms_min"] = r.step_ms_min;
+      o["train_step_ms_max"] = r.step_ms_max;
       o["train_tokens_per_s"] = r.train_tok_s;
       o["train_gflops"] = r.train_gflops;
       o["train_mfu"] = r.train_mfu;
@@ -661,9 +688,14 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--presets", a->presets, "Presets to measure")->check(CLI::IsMember({"tiny", "small", "125m"}))->capture_default_str();
   cmd->add_option("--layer", a->layer,
                   "Sequence layer (with --device cuda: the training rows of this layer only)")
-      ->check(CLI::IsMember({"ttt-linear", "ttt-mlp", "linear-attention", "softmax-attention", "mamba2"}))
+      ->check(CLI::IsMember(seq_layer_names()))
       ->capture_default_str();
-  cmd->add_option("--backbone", a->backbone, "m or t (mamba2: t unless m is asked for, which is refused)")
+  cmd->add_option("--steps", a->steps,
+                  "Timed training steps per preset on the CPU, after one warm-up (0: 4 for tiny, 2 for small, "
+                  "1 for 125m)")
+      ->check(CLI::Range(0, 1000));
+  cmd->add_option("--backbone", a->backbone,
+                  "m or t (mamba2, deltanet, gated-deltanet, titans: t unless m is asked for, which is refused)")
       ->check(CLI::IsMember({"t", "m"}))
       ->capture_default_str();
   cmd->add_option("--threads", a->threads, "Worker threads (0: all)")->check(CLI::Range(0, 1024));
@@ -723,8 +755,9 @@ void register_bench(CLI::App& app) {
       run_latency_mode(*a);
       return;
     }
-    // Mamba-2 is a whole Mamba block and sits in the Transformer block (as `tttlab train` decides).
-    if (a->layer == "mamba2" && cmd->count("--backbone") == 0) a->backbone = "t";
+    // Layers that are whole blocks sit in the Transformer block (as `tttlab train` decides).
+    if (transformer_block_only(seq_layer_from_string(a->layer)) && cmd->count("--backbone") == 0)
+      a->backbone = "t";
     run(*a);
   });
 }

@@ -8,8 +8,7 @@ void ModelOptions::add_to(CLI::App* cmd) {
   cmd->add_option("--preset", preset, "Model size: tiny (~1M parameters), small (~11M), 125m")
       ->check(CLI::IsMember({"tiny", "small", "125m"}))->capture_default_str();
   cmd->add_option("--layer", layer, "Sequence layer (deltanet, gated-deltanet and titans: the CPU only for now)")
-      ->check(CLI::IsMember({"ttt-linear", "ttt-mlp", "linear-attention", "softmax-attention", "mamba2",
-                             "deltanet", "gated-deltanet", "titans"}))
+      ->check(CLI::IsMember(seq_layer_names()))
       ->capture_default_str();
   cmd->add_option("--backbone", backbone,
                   "m: Mamba-style (pre-conv, shared Q/K + convs, gate); t: Transformer (mamba2, deltanet, "
@@ -57,8 +56,7 @@ ModelConfig ModelOptions::build(const CLI::App* cmd) const {
     // DeltaNet and Titans with their own short convolutions: "t" unless --backbone m was asked for,
     // which validate() then refuses with its reason.
     const CLI::Option* given = cmd ? cmd->get_option_no_throw("--backbone") : nullptr;
-    if ((c.seq_layer == SeqLayerKind::Mamba2 || c.is_deltanet() || c.seq_layer == SeqLayerKind::Titans) &&
-        !(given && given->count() > 0))
+    if (transformer_block_only(c.seq_layer) && !(given && given->count() > 0))
       c.mamba_backbone = false;
     if (hidden_size) c.hidden_size = hidden_size;
     if (layers) c.num_hidden_layers = layers;

@@ -29,10 +29,27 @@ std::string to_string(SeqLayerKind k) {
   return "?";
 }
 
+const std::vector<SeqLayerKind>& seq_layer_kinds() {
+  static const std::vector<SeqLayerKind> kinds = {
+      SeqLayerKind::TTTLinear, SeqLayerKind::TTTMLP,   SeqLayerKind::LinearAttention,
+      SeqLayerKind::SoftmaxAttention, SeqLayerKind::Mamba2, SeqLayerKind::DeltaNet,
+      SeqLayerKind::GatedDeltaNet, SeqLayerKind::Titans};
+  return kinds;
+}
+
+std::vector<std::string> seq_layer_names() {
+  std::vector<std::string> names;
+  for (SeqLayerKind k : seq_layer_kinds()) names.push_back(to_string(k));
+  return names;
+}
+
+bool transformer_block_only(SeqLayerKind k) {
+  return k == SeqLayerKind::Mamba2 || k == SeqLayerKind::DeltaNet || k == SeqLayerKind::GatedDeltaNet ||
+         k == SeqLayerKind::Titans;
+}
+
 SeqLayerKind seq_layer_from_string(const std::string& s) {
-  for (SeqLayerKind k : {SeqLayerKind::TTTLinear, SeqLayerKind::TTTMLP, SeqLayerKind::LinearAttention,
-                         SeqLayerKind::SoftmaxAttention, SeqLayerKind::Mamba2, SeqLayerKind::DeltaNet,
-                         SeqLayerKind::GatedDeltaNet, SeqLayerKind::Titans})
+  for (SeqLayerKind k : seq_layer_kinds())
     if (s == to_string(k)) return k;
   bad("unknown layer '" + clip(s, 40) +
       "' (expected ttt-linear, ttt-mlp, linear-attention, softmax-attention, mamba2, deltanet, "

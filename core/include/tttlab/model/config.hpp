@@ -63,6 +63,13 @@ enum class SeqLayerKind {
 // "gated-deltanet", "titans"
 std::string to_string(SeqLayerKind k);
 SeqLayerKind seq_layer_from_string(const std::string& s);  // std::invalid_argument if unknown
+// Every layer, in the order above: the one list that option checks and loops over layers read.
+const std::vector<SeqLayerKind>& seq_layer_kinds();
+std::vector<std::string> seq_layer_names();  // to_string of each, in the same order
+// Layers that are a whole block of their own (short convolutions, gate, norm inside): they sit in the
+// Transformer backbone only; the Mamba-style backbone (m) would wrap a second convolution and gate
+// around them, and ModelConfig::validate refuses it.
+bool transformer_block_only(SeqLayerKind k);
 
 // Why no device but the CPU can run a model of this layer at all (empty where GPU kernels exist):
 // DeltaNet, Gated DeltaNet and Titans have no GPU kernels yet. One line without advice (callers add what
