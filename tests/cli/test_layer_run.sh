@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # A fast-weight layer's models through the command line as a user runs them: `tttlab train --layer
-# <layer>` trains on the CPU (the loss falls) and saves a checkpoint whose config.json names the layer
-# (and keeps the given fragment), `eval` scores it, `generate` decodes from it (greedy twice gives the
-# same text), and `--device cuda` is refused for train, eval and generate with the one-line reason (no
+# <layer>` trains on the CPU (the loss falls) and saves checkpoints whose config.json names the layer
+# (and keeps the given fragment), `--resume` from the middle checkpoint repeats the rest of the run's
+# losses exactly, `eval` scores it, `generate` decodes from it (greedy twice gives the same text), and
+# `--device cuda` is refused for train, eval and generate with the one-line reason (no
 # GPU kernels yet) before a GPU is looked for, as `--backbone m` is with its reason.
 #   test_layer_run.sh <tttlab executable> <layer> <config.json fragment, or -> [model options...]
 # e.g. test_layer_run.sh build/tttlab titans '"mini_batch_size": 8' --mini-batch 8
@@ -18,7 +19,7 @@ for i in $(seq 1 400); do echo "the cat sat on the mat $i times, and the dog ran
 model=(--layer "$layer" --hidden-size 32 --heads 2 --layers 2 --intermediate-size 64 "$@")
 run="$work/run-$layer"
 "$exe" train --data "$work/text.txt" "${model[@]}" --seq-len 32 --batch 4 --steps 40 --lr 1e-2 --threads 2 \
-  --eval-windows 2 --seed 3 --device cpu --out "$run" >"$work/train.log" 2>&1 ||
+  --eval-windows 2 --seed 3 --device cpu --checkpoint-every 20 --keep-checkpoints 0 --out "$run" >"$work/train.log" 2>&1 ||
   { echo "FAIL: train --layer $layer exited $?"; cat "$work/train.log"; exit 1; }
 grep -q "\"tttlab_seq_layer\": \"$layer\"" "$run"/*/config.json ||
   { echo "FAIL: the checkpoint's config.json does not name $layer"; ls -R "$run"; exit 1; }
@@ -30,6 +31,16 @@ first=$(grep -m1 '"loss"' "$run/metrics.jsonl" | sed -E 's/.*"loss":([0-9.eE+-]*
 last=$(grep '"loss"' "$run/metrics.jsonl" | tail -1 | sed -E 's/.*"loss":([0-9.eE+-]*).*/\1/')
 awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 1.0) }' ||
   { echo "FAIL: $layer's training loss did not fall (first $first, last $last)"; exit 1; }
+
+# Resume from step 20: the same losses for steps 21..40, to the last digit.
+cp -r "$run" "$work/resumed"
+echo step-0000020 >"$work/resumed/latest"
+"$exe" train --resume "$work/resumed" >"$work/resume.log" 2>&1 ||
+  { echo "FAIL: train --resume of $layer exited $?"; cat "$work/resume.log"; exit 1; }
+losses() { grep '"loss"' "$1" | sed -E 's/^\{"step":([0-9]+),"loss":([^,]*),.*/\1 \2/' | sort -n; }
+[[ $(losses "$run/metrics.jsonl" | wc -l) -eq 40 ]] || { echo "FAIL: the run logged no 40 losses"; exit 1; }
+diff <(losses "$run/metrics.jsonl") <(losses "$work/resumed/metrics.jsonl") >"$work/resume.diff" ||
+  { echo "FAIL: $layer resumed from step 20 gave other losses:"; head "$work/resume.diff"; exit 1; }
 
 "$exe" eval --checkpoint "$run" --data "$work/text.txt" --windows 4 --device cpu --json >"$work/eval.json" 2>"$work/eval.log" ||
   { echo "FAIL: eval of $layer exited $?"; cat "$work/eval.log"; exit 1; }
@@ -57,4 +68,4 @@ rc=0
 "$exe" train --data "$work/text.txt" "${model[@]}" --backbone m --out "$work/m" >/dev/null 2>"$work/m.log" || rc=$?
 [[ $rc -eq 2 ]] && grep -q "Transformer backbone" "$work/m.log" ||
   { echo "FAIL: --backbone m with $layer gave exit $rc:"; cat "$work/m.log"; exit 1; }
-echo "ok: trained $layer from $first to $last nats, evaluated, decoded '$a' twice, refused --device cuda and --backbone m"
+echo "ok: trained $layer from $first to $last nats, resumed exactly, evaluated, decoded '$a' twice, refused --device cuda and --backbone m"

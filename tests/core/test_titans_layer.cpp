@@ -113,7 +113,7 @@ TEST(TitansLayer, BadConfigurationsAreClearErrors) {
   EXPECT_NE(
       error_of([&] { c.validate(); }).find("num_attention_heads (3) must divide hidden_size (16)"),
       std::string::npos);
-  EXPECT_NE(error_of([] { seq_layer_from_string("titan"); }).find("gated-deltanet or titans"),
+  EXPECT_NE(error_of([] { seq_layer_from_string("titan"); }).find("gated-deltanet, titans or lact"),
             std::string::npos);
   EXPECT_EQ(seq_layer_from_string("titans"), SeqLayerKind::Titans);
   EXPECT_NE(gpu_kernels_missing(SeqLayerKind::Titans).find("titans has no GPU kernels"),
