@@ -7,12 +7,12 @@ namespace tttlab::cli {
 void ModelOptions::add_to(CLI::App* cmd) {
   cmd->add_option("--preset", preset, "Model size: tiny (~1M parameters), small (~11M), 125m")
       ->check(CLI::IsMember({"tiny", "small", "125m"}))->capture_default_str();
-  cmd->add_option("--layer", layer, "Sequence layer (deltanet, gated-deltanet and titans: the CPU only for now)")
+  cmd->add_option("--layer", layer, "Sequence layer (deltanet, gated-deltanet, titans and lact: the CPU only for now)")
       ->check(CLI::IsMember(seq_layer_names()))
       ->capture_default_str();
   cmd->add_option("--backbone", backbone,
                   "m: Mamba-style (pre-conv, shared Q/K + convs, gate); t: Transformer (mamba2, deltanet, "
-                  "gated-deltanet, titans: always t, their default)")
+                  "gated-deltanet, titans, lact: always t, their default)")
       ->check(CLI::IsMember({"t", "m"}))->capture_default_str();
   cmd->add_option("--hidden-size", hidden_size, "Override the width D")->check(CLI::Range(1, 1 << 16));
   cmd->add_option("--layers", layers, "Override the number of blocks")->check(CLI::Range(1, 1024));
@@ -32,6 +32,13 @@ void ModelOptions::add_to(CLI::App* cmd) {
                   "DeltaNet, Gated DeltaNet: the chunk length of the chunked (UT) form in training and evaluation "
                   "(default 64; heads from --heads, convolution width conv_kernel 4; CPU only)")
       ->check(CLI::Range(1, 1 << 16));
+  cmd->add_option("--lact-chunk", lact_chunk,
+                  "LaCT: the fast weights' chunk C and the attention's window (default 64; attention heads from "
+                  "--heads; CPU only)")
+      ->check(CLI::Range(1, 1 << 16));
+  cmd->add_option("--lact-heads", lact_heads, "LaCT: the fast weights' heads, dividing D (default 2)")
+      ->check(CLI::Range(1, 1 << 12));
+  cmd->add_flag("--lact-muon", lact_muon, "LaCT: orthogonalise each fast-weight update (Muon, 5 Newton-Schulz steps)");
   cmd->add_flag("--no-inner-ln", no_inner_ln, "Variant: no LayerNorm inside the inner model");
   cmd->add_flag("--no-inner-residual", no_inner_residual, "Variant: no residual in the inner model (target V)");
   cmd->add_flag("--no-inner-bias", no_inner_bias, "Variant: no inner bias");
@@ -53,8 +60,8 @@ ModelConfig ModelOptions::build(const CLI::App* cmd) const {
     c.seq_layer = seq_layer_from_string(layer);
     c.mamba_backbone = backbone == "m";
     // Mamba-2 is a whole Mamba block and sits in the Transformer block, and so do DeltaNet and Gated
-    // DeltaNet and Titans with their own short convolutions: "t" unless --backbone m was asked for,
-    // which validate() then refuses with its reason.
+    // DeltaNet and Titans with their own short convolutions, and LaCT's whole block: "t" unless
+    // --backbone m was asked for, which validate() then refuses with its reason.
     const CLI::Option* given = cmd ? cmd->get_option_no_throw("--backbone") : nullptr;
     if (transformer_block_only(c.seq_layer) && !(given && given->count() > 0))
       c.mamba_backbone = false;
@@ -67,6 +74,9 @@ ModelConfig ModelOptions::build(const CLI::App* cmd) const {
     if (mamba2_headdim) c.mamba2_headdim = mamba2_headdim;
     if (mamba2_chunk) c.mamba2_chunk_size = mamba2_chunk;
     if (deltanet_chunk) c.deltanet_chunk_size = deltanet_chunk;
+    if (lact_chunk) c.lact_chunk_size = lact_chunk;
+    if (lact_heads) c.lact_heads = lact_heads;
+    c.lact_muon = lact_muon;
     c.ttt_base_lr = base_lr >= 0 ? base_lr : default_ttt_base_lr(c.seq_layer);
     c.scan_checkpoint_group_size = remat_group;
     c.inner_layer_norm = !no_inner_ln;

@@ -19,6 +19,9 @@ struct ModelOptions {
   int remat_group = 0;
   int mamba2_d_state = 0, mamba2_headdim = 0, mamba2_chunk = 0;  // 0: ModelConfig's defaults
   int deltanet_chunk = 0;                                      // 0: ModelConfig's default
+  int lact_chunk = 0;                                          // 0: ModelConfig's default
+  int lact_heads = 0;                                          // 0: ModelConfig's default
+  bool lact_muon = false;
   bool no_inner_ln = false, no_inner_residual = false, no_inner_bias = false;
   bool fixed_eta = false, no_token_index = false, frozen_token_index = false, fixed_w0 = false, fixed_views = false;
 

@@ -124,6 +124,7 @@ std::string ModelInfo::layer_name() const {
     case SeqLayerKind::DeltaNet: return "DeltaNet";
     case SeqLayerKind::GatedDeltaNet: return "Gated DeltaNet";
     case SeqLayerKind::Titans: return "Titans";
+    case SeqLayerKind::Lact: return "LaCT";
   }
   return "?";
 }

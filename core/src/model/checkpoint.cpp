@@ -33,7 +33,8 @@ bool is_linear_weight(const std::string& n) {
   for (const char* s : {"q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight", "g_proj.weight",
                         "gate_proj.weight", "up_proj.weight", "down_proj.weight", "in_proj.weight",
                         "out_proj.weight", "a_proj.weight", "b_proj.weight", "theta_proj.weight",
-                        "alpha_proj.weight", "eta_proj.weight"})
+                        "alpha_proj.weight", "eta_proj.weight", "qkv.weight", "lr_proj.weight",
+                        "momentum_proj.0.weight", "ttt_scale_proj.weight"})
     if (ends_with(n, s)) return true;
   return false;
 }
@@ -124,6 +125,7 @@ struct ParamShape {
   std::string name;
   std::int64_t rows, cols;
   bool per_head = false;
+  std::int64_t heads = 0;  // the stack's heads when per_head (0: num_attention_heads)
 };
 std::vector<ParamShape> block_params(const ModelConfig& c) {
   const std::int64_t D = c.hidden_size, F = c.intermediate_size, K = c.conv_kernel, H = c.num_attention_heads;
@@ -168,6 +170,16 @@ std::vector<ParamShape> block_params(const ModelConfig& c) {
       p.insert(p.end(), {{m + "a_proj.weight", D, H}, {m + "A_log", 1, H}, {m + "dt_bias", 1, H},
                          {m + "g_proj.weight", D, D}});
     p.insert(p.end(), {{m + "o_norm.weight", 1, d}, {m + "o_proj.weight", D, D}});
+  } else if (c.seq_layer == SeqLayerKind::Lact) {
+    // The authors' module names; the initial fast weights stacked over the fast-weight heads.
+    const LactLayerConfig lc = c.lact_config();
+    const std::int64_t Hf = lc.lact_heads, df = lc.fw_head_dim(), dh = lc.fw_hidden();
+    p.insert(p.end(), {{m + "qkv.weight", D, 3 * D}, {m + "qk_scale", D, 2}, {m + "qk_offset", D, 2},
+                       {m + "w0", dh, df, true, Hf}, {m + "w1", df, dh, true, Hf}, {m + "w2", dh, df, true, Hf},
+                       {m + "lr_proj.weight", D, 3 * Hf}, {m + "lr_proj.bias", 1, 3 * Hf},
+                       {m + "momentum_proj.0.weight", D, Hf}, {m + "momentum_proj.0.bias", 1, Hf},
+                       {m + "ttt_scale_proj.weight", D, Hf}, {m + "ttt_scale_proj.bias", 1, Hf},
+                       {m + "ttt_norm.weight", 1, df}, {m + "o_proj.weight", D, D}});
   } else if (c.seq_layer == SeqLayerKind::Titans) {
     p.insert(p.end(), {{m + "q_proj.weight", D, D}, {m + "k_proj.weight", D, D}, {m + "v_proj.weight", D, D},
                        {m + "q_conv1d.weight", D, K}, {m + "k_conv1d.weight", D, K},
@@ -185,7 +197,7 @@ std::vector<ParamShape> block_params(const ModelConfig& c) {
 }
 
 std::vector<std::int64_t> file_shape_of(const ParamShape& p, std::int64_t heads) {
-  if (p.per_head) return {heads, p.rows, p.cols};
+  if (p.per_head) return {p.heads > 0 ? p.heads : heads, p.rows, p.cols};
   return file_shape(p.name, p.rows, p.cols);
 }
 

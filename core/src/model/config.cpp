@@ -25,6 +25,7 @@ std::string to_string(SeqLayerKind k) {
     case SeqLayerKind::DeltaNet: return "deltanet";
     case SeqLayerKind::GatedDeltaNet: return "gated-deltanet";
     case SeqLayerKind::Titans: return "titans";
+    case SeqLayerKind::Lact: return "lact";
   }
   return "?";
 }
@@ -33,7 +34,7 @@ const std::vector<SeqLayerKind>& seq_layer_kinds() {
   static const std::vector<SeqLayerKind> kinds = {
       SeqLayerKind::TTTLinear, SeqLayerKind::TTTMLP,   SeqLayerKind::LinearAttention,
       SeqLayerKind::SoftmaxAttention, SeqLayerKind::Mamba2, SeqLayerKind::DeltaNet,
-      SeqLayerKind::GatedDeltaNet, SeqLayerKind::Titans};
+      SeqLayerKind::GatedDeltaNet, SeqLayerKind::Titans, SeqLayerKind::Lact};
   return kinds;
 }
 
@@ -45,7 +46,7 @@ std::vector<std::string> seq_layer_names() {
 
 bool transformer_block_only(SeqLayerKind k) {
   return k == SeqLayerKind::Mamba2 || k == SeqLayerKind::DeltaNet || k == SeqLayerKind::GatedDeltaNet ||
-         k == SeqLayerKind::Titans;
+         k == SeqLayerKind::Titans || k == SeqLayerKind::Lact;
 }
 
 SeqLayerKind seq_layer_from_string(const std::string& s) {
@@ -53,11 +54,12 @@ SeqLayerKind seq_layer_from_string(const std::string& s) {
     if (s == to_string(k)) return k;
   bad("unknown layer '" + clip(s, 40) +
       "' (expected ttt-linear, ttt-mlp, linear-attention, softmax-attention, mamba2, deltanet, "
-      "gated-deltanet or titans)");
+      "gated-deltanet, titans or lact)");
 }
 
 std::string gpu_kernels_missing(SeqLayerKind k) {
-  if (k == SeqLayerKind::DeltaNet || k == SeqLayerKind::GatedDeltaNet || k == SeqLayerKind::Titans)
+  if (k == SeqLayerKind::DeltaNet || k == SeqLayerKind::GatedDeltaNet || k == SeqLayerKind::Titans ||
+      k == SeqLayerKind::Lact)
     return to_string(k) + " has no GPU kernels yet (a later issue); it trains, evaluates and generates on the CPU";
   return {};
 }
@@ -90,7 +92,8 @@ void ModelConfig::validate() const {
   if (hidden_size % num_attention_heads != 0)
     bad("num_attention_heads (" + std::to_string(num_attention_heads) + ") must divide hidden_size (" +
         std::to_string(hidden_size) + ")");
-  if (head_dim() % 2 != 0 && ((is_ttt() && ttt_rope) || seq_layer == SeqLayerKind::SoftmaxAttention))
+  if (head_dim() % 2 != 0 && ((is_ttt() && ttt_rope) || seq_layer == SeqLayerKind::SoftmaxAttention ||
+                              seq_layer == SeqLayerKind::Lact))
     bad("RoPE needs an even head dim, got " + std::to_string(head_dim()));
   if (!(ttt_base_lr >= 0)) bad("ttt_base_lr must be >= 0");
   if (!(rms_norm_eps > 0)) bad("rms_norm_eps must be positive");
@@ -129,6 +132,17 @@ void ModelConfig::validate() const {
   if (seq_layer == SeqLayerKind::Titans && mamba_backbone)
     bad("titans is a whole block with its own short convolutions and uses the Transformer backbone (t); "
         "the Mamba-style backbone (m) would add a second convolution and gate around it");
+  if (seq_layer == SeqLayerKind::Lact) {
+    if (mamba_backbone)
+      bad("lact is a whole block (window attention and fast weights) and uses the Transformer backbone (t); "
+          "the Mamba-style backbone (m) would add a convolution and gate around it");
+    positive(lact_chunk_size, "tttlab_lact_chunk_size");
+    at_most(lact_chunk_size, k_max_mini_batch, "tttlab_lact_chunk_size");
+    positive(lact_heads, "tttlab_lact_heads");
+    if (hidden_size % lact_heads != 0)
+      bad("tttlab_lact_heads (" + std::to_string(lact_heads) + ") must divide hidden_size (" +
+          std::to_string(hidden_size) + ")");
+  }
 }
 
 bool ModelConfig::trains(const std::string& name) const {
@@ -203,6 +217,17 @@ TitansLayerConfig ModelConfig::titans_config() const {
   return c;
 }
 
+LactLayerConfig ModelConfig::lact_config() const {
+  LactLayerConfig c;
+  c.width = hidden_size;
+  c.attn_heads = num_attention_heads;
+  c.lact_heads = lact_heads;
+  c.chunk_size = c.window = lact_chunk_size;
+  c.use_muon = lact_muon;
+  c.rope_theta = rope_theta;
+  return c;
+}
+
 ModelConfig ModelConfig::preset(const std::string& name) {
   ModelConfig c;
   if (name == "tiny") {
@@ -268,6 +293,11 @@ std::string ModelConfig::to_json() const {
   j["tttlab_mamba2_headdim"] = mamba2_headdim;
   j["tttlab_mamba2_chunk_size"] = mamba2_chunk_size;
   j["tttlab_deltanet_chunk_size"] = deltanet_chunk_size;
+  if (seq_layer == SeqLayerKind::Lact) {  // only LaCT's files carry its keys
+    j["tttlab_lact_chunk_size"] = lact_chunk_size;
+    j["tttlab_lact_heads"] = lact_heads;
+    j["tttlab_lact_muon"] = lact_muon;
+  }
   return j.dump(2) + "\n";
 }
 
@@ -297,6 +327,9 @@ ModelConfig ModelConfig::from_json(const std::string& text, const std::string& s
     get_int("tttlab_mamba2_headdim", c.mamba2_headdim);
     get_int("tttlab_mamba2_chunk_size", c.mamba2_chunk_size);
     get_int("tttlab_deltanet_chunk_size", c.deltanet_chunk_size);
+    get_int("tttlab_lact_chunk_size", c.lact_chunk_size);
+    get_int("tttlab_lact_heads", c.lact_heads);
+    f.read("tttlab_lact_muon", c.lact_muon);
     f.read("ttt_base_lr", c.ttt_base_lr);
     f.read("rope_theta", c.rope_theta);
     f.read("rms_norm_eps", c.rms_norm_eps);

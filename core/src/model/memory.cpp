@@ -30,6 +30,12 @@ double count_params(const ModelConfig& c) {
     // decay's projection, A_log, dt_bias and the gate's projection.
     block += 4 * D * D + D * H + 3 * D * K + d;
     if (c.seq_layer == SeqLayerKind::GatedDeltaNet) block += D * H + 2 * H + D * D;
+  } else if (c.seq_layer == SeqLayerKind::Lact) {
+    // qkv, o projections, qk_scale and qk_offset, the initial fast weights (3 per head), the rates',
+    // momentum's and output scale's projections with biases, the output norm.
+    const LactLayerConfig l = c.lact_config();
+    const double Hf = l.lact_heads, df = l.fw_head_dim(), dh = l.fw_hidden();
+    block += 4 * D * D + 4 * D + Hf * 3 * df * dh + 5 * (D * Hf + Hf) + df;
   } else if (c.seq_layer == SeqLayerKind::Titans) {
     // q, k, v, g, o projections, the three convolutions, θ, α, η's projections and biases, the
     // memory's LayerNorm per head, the output norm.
@@ -67,6 +73,15 @@ std::uint64_t estimate_memory(const ModelConfig& c, const MemoryUse& use) {
     // α (3·H); the backward's T + 1 states of d × d (matrix_rule_backward keeps them all, for one head
     // at a time; counted in every block, an upper bound).
     layer = 13 * D + 3 * H + d * d;
+  } else if (c.seq_layer == SeqLayerKind::Lact) {
+    // The cache beyond the block's 16·D: q, k, v, their rotations, scaled, silu'd and normalised
+    // copies, the fast weights' output, the norm and o_proj's input (15·D), the rates, momentum and
+    // scale (5·H_f); the backward's fast weights of every chunk (3·d_f·d_h per head per chunk of C
+    // tokens) and the attention's band (W per head).
+    const LactLayerConfig l = c.lact_config();
+    const double Hf = l.lact_heads, C = l.chunk_size;
+    layer = 15 * D + 5 * Hf + Hf * 3 * l.fw_head_dim() * l.fw_hidden() / std::min(C, T) +
+            H * std::min(C, T);
   } else if (c.seq_layer == SeqLayerKind::Titans) {
     // The cache beyond the block's 16·D: the projections, the convolutions before and after silu, the
     // normalised q and k, the memory's output, the norm, the gate and o_proj's input (15·D), θ, α, η

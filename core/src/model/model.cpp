@@ -132,6 +132,10 @@ Model<S>::Model(const ModelConfig& cfg, bool zeros, std::uint64_t seed) : m_cfg(
       const DeltaNetConfig dc = cfg.deltanet_config();
       b->mixer = std::make_unique<DeltaNetLayer<S>>(
           dc, zeros ? DeltaNetParams<S>::zeros(dc) : DeltaNetParams<S>::init(dc, s, rng));
+    } else if (cfg.seq_layer == SeqLayerKind::Lact) {
+      const LactLayerConfig lc = cfg.lact_config();
+      b->mixer = std::make_unique<LactLayer<S>>(
+          lc, zeros ? LactParams<S>::zeros(lc) : LactParams<S>::init(lc, s, rng));
     } else if (cfg.seq_layer == SeqLayerKind::Titans) {
       const TitansLayerConfig tc = cfg.titans_config();
       b->mixer = std::make_unique<TitansLayer<S>>(

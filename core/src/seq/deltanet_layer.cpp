@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "short_conv_branch.hpp"
 #include "tttlab/fastweight/matrix_rules.hpp"
 #include "tttlab/nn/activation_arrays.hpp"
 #include "tttlab/nn/causal_conv.hpp"
@@ -18,67 +19,48 @@
 namespace tttlab {
 namespace {
 
+using namespace seq_detail;
+
 [[noreturn]] void bad_deltanet(const std::string& msg) {
   throw std::invalid_argument("deltanet layer: " + msg);
 }
 
 template <class S>
 struct DeltaNetStream : SequenceState {
-  Mat<S> q_hist, k_hist, v_hist;  // [K−1, D] each: the convolutions' last inputs, oldest first
-  std::vector<Mat<S>> state;      // per head, S_h [d, d]
+  ShortConvHistory<S> hist;   // the convolutions' last inputs
+  std::vector<Mat<S>> state;  // per head, S_h [d, d]
 };
 
 // What backward needs, all [T, ·] with the heads side by side in the columns.
 template <class S>
 struct DeltaNetCache : LayerCache {
-  Mat<S> x;           // input [T, D]
-  Mat<S> pq, pk, pv;  // the projections, the convolutions' inputs [T, D]
-  Mat<S> cq, ck, cv;  // the convolutions' outputs, before silu [T, D]
-  Mat<S> q, k, v;     // after silu [T, D]
-  Mat<S> qn, kn;      // q̂ (with 1/√d) and k̂ [T, D]
-  Mat<S> beta;        // [T, H]
-  Mat<S> r;           // x W_a + dt_bias [T, H] (gated)
-  Mat<S> alpha;       // [T, H] (gated)
-  Mat<S> o;           // the inner loop's output [T, D]
-  Mat<S> n;           // per-head RMSNorm(o) ⊙ w [T, D]
-  Mat<S> gate;        // x W_g [T, D] (gated)
-  Mat<S> y;           // o_proj's input [T, D]
+  Mat<S> x;                       // input [T, D]
+  ShortConvBranch<S> bq, bk, bv;  // projections, convolutions, silu [T, D] each
+  Mat<S> qn, kn;                  // q̂ (with 1/√d) and k̂ [T, D]
+  Mat<S> beta;                    // [T, H]
+  Mat<S> r;                       // x W_a + dt_bias [T, H] (gated)
+  Mat<S> alpha;                   // [T, H] (gated)
+  Mat<S> o;                       // the inner loop's output [T, D]
+  Mat<S> n;                       // per-head RMSNorm(o) ⊙ w [T, D]
+  Mat<S> gate;                    // x W_g [T, D] (gated)
+  Mat<S> y;                       // o_proj's input [T, D]
 };
-
-template <class S>
-S dn_sigmoid(S z) {
-  return S(1) / (S(1) + std::exp(-z));
-}
 
 // The front of the block, shared by both forms: projections, convolutions (continuing the
 // histories), silu, L2 normalisation, β and α. Fills everything in `c` up to qn, kn, beta, r, alpha.
 template <class S>
-void dn_front(const DeltaNetConfig& cfg, const DeltaNetParams<S>& p, ConstMatRef<S> x, Mat<S>& qh,
-           Mat<S>& kh, Mat<S>& vh, DeltaNetCache<S>& c) {
-  const int D = cfg.width, H = cfg.heads, d = cfg.head_dim();
+void dn_front(const DeltaNetConfig& cfg, const DeltaNetParams<S>& p, ConstMatRef<S> x,
+              ShortConvHistory<S>& hist, DeltaNetCache<S>& c) {
+  const int H = cfg.heads, d = cfg.head_dim();
   const Eigen::Index T = x.rows();
-  const RowVec<S> no_bias = RowVec<S>::Zero(D);
-  c.pq.noalias() = x * p.q_proj;
-  c.pk.noalias() = x * p.k_proj;
-  c.pv.noalias() = x * p.v_proj;
-  causal_conv_forward<S>(c.pq, p.q_conv, no_bias, qh, c.cq);
-  causal_conv_forward<S>(c.pk, p.k_conv, no_bias, kh, c.ck);
-  causal_conv_forward<S>(c.pv, p.v_conv, no_bias, vh, c.cv);
-  silu_array<S>(c.cq, c.q);
-  silu_array<S>(c.ck, c.k);
-  silu_array<S>(c.cv, c.v);
+  short_conv_branch_forward<S>(x, p.q_proj, p.q_conv, hist.q, c.bq);
+  short_conv_branch_forward<S>(x, p.k_proj, p.k_conv, hist.k, c.bk);
+  short_conv_branch_forward<S>(x, p.v_proj, p.v_conv, hist.v, c.bv);
   const S eps = S(cfg.l2_eps), scale = S(1) / std::sqrt(S(d));
-  c.qn.resize(T, D);
-  c.kn.resize(T, D);
-  for (Eigen::Index t = 0; t < T; ++t)
-    for (int h = 0; h < H; ++h) {
-      const auto qs = c.q.row(t).segment(h * d, d);
-      const auto ks = c.k.row(t).segment(h * d, d);
-      c.qn.row(t).segment(h * d, d) = qs * (scale / std::sqrt(qs.squaredNorm() + eps));
-      c.kn.row(t).segment(h * d, d) = ks / std::sqrt(ks.squaredNorm() + eps);
-    }
+  l2_normalize_heads<S>(c.bq.a, d, scale, eps, c.qn);
+  l2_normalize_heads<S>(c.bk.a, d, S(1), eps, c.kn);
   c.beta.noalias() = x * p.b_proj;
-  c.beta = c.beta.unaryExpr([](S z) { return dn_sigmoid(z); });
+  c.beta = c.beta.unaryExpr([](S z) { return seq_sigmoid(z); });
   if (cfg.gated) {
     c.r.noalias() = x * p.a_proj;
     c.r.rowwise() += p.dt_bias;
@@ -96,7 +78,7 @@ void dn_front(const DeltaNetConfig& cfg, const DeltaNetParams<S>& p, ConstMatRef
 // The back of the block: the per-head RMSNorm, the gate and o_proj. Fills c.n, c.gate, c.y from c.o.
 template <class S>
 Mat<S> dn_back(const DeltaNetConfig& cfg, const DeltaNetParams<S>& p, ConstMatRef<S> x,
-            DeltaNetCache<S>& c) {
+               DeltaNetCache<S>& c) {
   const int H = cfg.heads, d = cfg.head_dim();
   const Eigen::Index T = c.o.rows();
   c.n.resize(T, cfg.width);
@@ -128,7 +110,7 @@ DnHeadInputs<S> dn_head_inputs(const DeltaNetConfig& cfg, const DeltaNetCache<S>
   DnHeadInputs<S> in;
   in.q = c.qn.middleCols(h * d, d);
   in.k = c.kn.middleCols(h * d, d);
-  in.v = c.v.middleCols(h * d, d);
+  in.v = c.bv.a.middleCols(h * d, d);
   in.beta = c.beta.col(h);
   if (cfg.gated) in.alpha = c.alpha.col(h);
   return in;
@@ -138,34 +120,11 @@ MatrixRule dn_rule_of(const DeltaNetConfig& cfg) {
   return cfg.gated ? MatrixRule::GatedDeltaNet : MatrixRule::DeltaNet;
 }
 
-// The backward of u ↦ s · u / sqrt(‖u‖² + ε) for one row: du = s (g/n − u (u·g)/n³).
-template <class S, class U, class G>
-RowVec<S> dn_l2_norm_backward(const U& u, const G& g, S s, S eps) {
-  const S n2 = u.squaredNorm() + eps, n = std::sqrt(n2);
-  return (s / n) * (g - u * (u.dot(g) / n2));
-}
-
-template <class S>
-Mat<S> dn_uniform_mat(Eigen::Index r, Eigen::Index c, double lo, double hi, Rng& rng) {
-  Mat<S> m(r, c);
-  for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = S(lo + (hi - lo) * rng.uniform());
-  return m;
-}
-
-template <class S>
-Mat<S> dn_normal_mat(Eigen::Index r, Eigen::Index c, double std, Rng& rng) {
-  Mat<S> m(r, c);
-  for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = S(std * rng.normal());
-  return m;
-}
-
 template <class S>
 void dn_check(const DeltaNetConfig& cfg, const DeltaNetParams<S>& p) {
   cfg.validate();
   auto shape = [](const auto& m, Eigen::Index r, Eigen::Index c, const char* name) {
-    if (m.rows() != r || m.cols() != c)
-      bad_deltanet(std::string(name) + " must be [" + std::to_string(r) + ", " + std::to_string(c) +
-                   "], got [" + std::to_string(m.rows()) + ", " + std::to_string(m.cols()) + "]");
+    require_param_shape("deltanet", m.rows(), m.cols(), r, c, name);
   };
   const int D = cfg.width, H = cfg.heads, K = cfg.conv_kernel, d = cfg.head_dim();
   shape(p.q_proj, D, D, "q_proj.weight");
@@ -207,22 +166,21 @@ DeltaNetParams<S> DeltaNetParams<S>::init(const DeltaNetConfig& cfg, double std,
   cfg.validate();
   const int D = cfg.width, H = cfg.heads, K = cfg.conv_kernel;
   DeltaNetParams p = zeros(cfg);
-  p.q_proj = dn_normal_mat<S>(D, D, std, rng);
-  p.k_proj = dn_normal_mat<S>(D, D, std, rng);
-  p.v_proj = dn_normal_mat<S>(D, D, std, rng);
-  p.b_proj = dn_normal_mat<S>(D, H, std, rng);
-  const double bound = 1.0 / std::sqrt(double(K));  // PyTorch's Conv1d default, fan-in K
-  p.q_conv = dn_uniform_mat<S>(D, K, -bound, bound, rng);
-  p.k_conv = dn_uniform_mat<S>(D, K, -bound, bound, rng);
-  p.v_conv = dn_uniform_mat<S>(D, K, -bound, bound, rng);
+  p.q_proj = seq_normal_mat<S>(D, D, std, rng);
+  p.k_proj = seq_normal_mat<S>(D, D, std, rng);
+  p.v_proj = seq_normal_mat<S>(D, D, std, rng);
+  p.b_proj = seq_normal_mat<S>(D, H, std, rng);
+  p.q_conv = seq_conv_init<S>(D, K, rng);
+  p.k_conv = seq_conv_init<S>(D, K, rng);
+  p.v_conv = seq_conv_init<S>(D, K, rng);
   if (cfg.gated) {
-    p.a_proj = dn_normal_mat<S>(D, H, std, rng);
+    p.a_proj = seq_normal_mat<S>(D, H, std, rng);
     for (int h = 0; h < H; ++h) p.A_log(h) = S(mamba2_init_A_log(rng));
     for (int h = 0; h < H; ++h) p.dt_bias(h) = S(mamba2_init_dt_bias(rng));
-    p.g_proj = dn_normal_mat<S>(D, D, std, rng);
+    p.g_proj = seq_normal_mat<S>(D, D, std, rng);
   }
   p.o_norm = RowVec<S>::Ones(cfg.head_dim());
-  p.o_proj = dn_normal_mat<S>(D, D, std, rng);
+  p.o_proj = seq_normal_mat<S>(D, D, std, rng);
   return p;
 }
 
@@ -251,7 +209,7 @@ DeltaNetLayer<S>::DeltaNetLayer(DeltaNetConfig cfg, DeltaNetParams<S> params)
 template <class S>
 std::unique_ptr<SequenceState> DeltaNetLayer<S>::start() const {
   auto st = std::make_unique<DeltaNetStream<S>>();
-  st->q_hist = st->k_hist = st->v_hist = Mat<S>::Zero(m_cfg.conv_kernel - 1, m_cfg.width);
+  st->hist = ShortConvHistory<S>::zeros(m_cfg.conv_kernel, m_cfg.width);
   const int d = m_cfg.head_dim();
   st->state.assign(m_cfg.heads, Mat<S>::Zero(d, d));
   return st;
@@ -271,7 +229,7 @@ Mat<S> DeltaNetLayer<S>::forward(SequenceState& state, ConstMatRef<S> x, DeltaNe
                  std::to_string(m_cfg.width));
   const int d = m_cfg.head_dim();
   DeltaNetCache<S> c;
-  dn_front<S>(m_cfg, m_params, x, st->q_hist, st->k_hist, st->v_hist, c);
+  dn_front<S>(m_cfg, m_params, x, st->hist, c);
   c.o.resize(x.rows(), m_cfg.width);
   for (int h = 0; h < m_cfg.heads; ++h) {
     const DnHeadInputs<S> in = dn_head_inputs(m_cfg, c, h);
@@ -293,11 +251,11 @@ std::unique_ptr<LayerCache> DeltaNetLayer<S>::forward_train(ConstMatRef<S> x, Ma
   if (x.cols() != m_cfg.width)
     bad_deltanet("input width " + std::to_string(x.cols()) + " differs from the layer's " +
                  std::to_string(m_cfg.width));
-  const int d = m_cfg.head_dim(), K = m_cfg.conv_kernel;
+  const int d = m_cfg.head_dim();
   auto c = std::make_unique<DeltaNetCache<S>>();
   c->x = x;
-  Mat<S> qh = Mat<S>::Zero(K - 1, m_cfg.width), kh = qh, vh = qh;
-  dn_front<S>(m_cfg, m_params, x, qh, kh, vh, *c);
+  ShortConvHistory<S> hist = ShortConvHistory<S>::zeros(m_cfg.conv_kernel, m_cfg.width);
+  dn_front<S>(m_cfg, m_params, x, hist, *c);
   c->o.resize(x.rows(), m_cfg.width);
   const Mat<S> S0 = Mat<S>::Zero(d, d);
   for (int h = 0; h < m_cfg.heads; ++h) {
@@ -347,15 +305,15 @@ void DeltaNetLayer<S>::backward(const LayerCache& cache, ConstMatRef<S> dOut,
     rms_norm_backward<S>(c->o.middleCols(h * d, d), p.o_norm, dn.middleCols(h * d, d), doh,
                          g.o_norm, S(m_cfg.norm_eps));
     const DnHeadInputs<S> in = dn_head_inputs(m_cfg, *c, h);
-    const MatrixRuleGrads<S> gr =
-        matrix_rule_backward<S>(dn_rule_of(m_cfg), in.q, in.k, in.v, in.beta, in.alpha, S0, doh, dSf);
+    const MatrixRuleGrads<S> gr = matrix_rule_backward<S>(dn_rule_of(m_cfg), in.q, in.k, in.v,
+                                                          in.beta, in.alpha, S0, doh, dSf);
     dqn.middleCols(h * d, d) = gr.dq;
     dkn.middleCols(h * d, d) = gr.dk;
     dv.middleCols(h * d, d) = gr.dv;
     dbeta.col(h) = gr.dbeta;
     if (m_cfg.gated) dalpha.col(h) = gr.dalpha;
   }
-  // β = dn_sigmoid(x W_β)
+  // β = sigmoid(x W_β)
   const Mat<S> dzb = (dbeta.array() * c->beta.array() * (S(1) - c->beta.array())).matrix();
   g.b_proj.noalias() += c->x.transpose() * dzb;
   dx.noalias() += dzb * p.b_proj.transpose();
@@ -376,32 +334,13 @@ void DeltaNetLayer<S>::backward(const LayerCache& cache, ConstMatRef<S> dOut,
     dx.noalias() += dr * p.a_proj.transpose();
   }
   // q̂ = q / sqrt(‖q‖² + ε) / √d,  k̂ = k / sqrt(‖k‖² + ε) per head
-  Mat<S> dq(T, D), dk(T, D);
-  for (Eigen::Index t = 0; t < T; ++t)
-    for (int h = 0; h < H; ++h) {
-      dq.row(t).segment(h * d, d) = dn_l2_norm_backward<S>(c->q.row(t).segment(h * d, d),
-                                                        dqn.row(t).segment(h * d, d), scale, eps);
-      dk.row(t).segment(h * d, d) = dn_l2_norm_backward<S>(c->k.row(t).segment(h * d, d),
-                                                        dkn.row(t).segment(h * d, d), S(1), eps);
-    }
-  // silu, the convolutions (no bias: its gradient is dropped) and the projections.
-  // The lambda takes the layer input by reference, not the cache: a capture of the cache's file-local
-  // type makes GCC warn (-Wsubobject-linkage) when this file is compiled inside a unity batch.
-  RowVec<S> no_bias_grad = RowVec<S>::Zero(D);
-  const Mat<S>& x_in = c->x;
-  auto through = [&](const Mat<S>& dpost, const Mat<S>& pre, const Mat<S>& proj_in,
-                     const Mat<S>& conv_w, Mat<S>& g_conv, const Mat<S>& W, Mat<S>& gW) {
-    Mat<S> ds;
-    silu_grad_array<S>(pre, ds);
-    const Mat<S> dpre = (dpost.array() * ds.array()).matrix();
-    Mat<S> du;
-    causal_conv_backward<S>(proj_in, conv_w, dpre, du, g_conv, no_bias_grad);
-    gW.noalias() += x_in.transpose() * du;
-    dx.noalias() += du * W.transpose();
-  };
-  through(dq, c->cq, c->pq, p.q_conv, g.q_conv, p.q_proj, g.q_proj);
-  through(dk, c->ck, c->pk, p.k_conv, g.k_conv, p.k_proj, g.k_proj);
-  through(dv, c->cv, c->pv, p.v_conv, g.v_conv, p.v_proj, g.v_proj);
+  Mat<S> dq, dk;
+  l2_normalize_heads_backward<S>(c->bq.a, dqn, d, scale, eps, dq);
+  l2_normalize_heads_backward<S>(c->bk.a, dkn, d, S(1), eps, dk);
+  // silu, the convolutions and the projections.
+  short_conv_branch_backward<S>(c->x, p.q_proj, p.q_conv, c->bq, dq, g.q_proj, g.q_conv, dx);
+  short_conv_branch_backward<S>(c->x, p.k_proj, p.k_conv, c->bk, dk, g.k_proj, g.k_conv, dx);
+  short_conv_branch_backward<S>(c->x, p.v_proj, p.v_conv, c->bv, dv, g.v_proj, g.v_conv, dx);
 }
 
 template <class S>
@@ -411,12 +350,8 @@ std::unique_ptr<SequenceLayer<S>> DeltaNetLayer<S>::zeros_like() const {
 
 template <class S>
 void DeltaNetLayer<S>::for_each_param(const ParamVisitor<S>& f) {
-  auto mat = [&f](Mat<S>& m, const char* name) {
-    f(Eigen::Map<Mat<S>>(m.data(), m.rows(), m.cols()), name);
-  };
-  auto row = [&f](RowVec<S>& m, const char* name) {
-    f(Eigen::Map<Mat<S>>(m.data(), 1, m.cols()), name);
-  };
+  auto mat = [&f](Mat<S>& m, const char* name) { visit_param<S>(f, m, name); };
+  auto row = [&f](RowVec<S>& m, const char* name) { visit_param<S>(f, m, name); };
   DeltaNetParams<S>& p = m_params;
   mat(p.q_proj, "q_proj.weight");
   mat(p.k_proj, "k_proj.weight");

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "short_conv_branch.hpp"
 #include "tttlab/fastweight/titans.hpp"
 #include "tttlab/nn/activation_arrays.hpp"
 #include "tttlab/nn/causal_conv.hpp"
@@ -16,67 +17,47 @@
 namespace tttlab {
 namespace {
 
+using namespace seq_detail;
+
 [[noreturn]] void bad_titans(const std::string& msg) {
   throw std::invalid_argument("titans layer: " + msg);
 }
 
 template <class S>
 struct TitansStream : SequenceState {
-  Mat<S> q_hist, k_hist, v_hist;  // [K−1, D] each: the convolutions' last inputs, oldest first
+  ShortConvHistory<S> hist;            // the convolutions' last inputs
   std::vector<TitansState<S>> memory;  // per head
 };
 
 // What backward needs, all [T, ·] with the heads side by side in the columns.
 template <class S>
 struct TitansCache : LayerCache {
-  Mat<S> x;                  // input [T, D]
-  Mat<S> pq, pk, pv;         // the projections, the convolutions' inputs [T, D]
-  Mat<S> cq, ck, cv;         // the convolutions' outputs, before silu [T, D]
-  Mat<S> q, k, v;            // after silu [T, D]
-  Mat<S> qn, kn;             // q̂ and k̂ [T, D]
-  Mat<S> theta, alpha, eta;  // [T, H]
-  Mat<S> o;                  // the memory's output [T, D]
-  Mat<S> n;                  // per-head RMSNorm(o) ⊙ w [T, D]
-  Mat<S> gate;               // x W_g [T, D]
-  Mat<S> y;                  // o_proj's input [T, D]
+  Mat<S> x;                       // input [T, D]
+  ShortConvBranch<S> bq, bk, bv;  // projections, convolutions, silu [T, D] each
+  Mat<S> qn, kn;                  // q̂ and k̂ [T, D]
+  Mat<S> theta, alpha, eta;       // [T, H]
+  Mat<S> o;                       // the memory's output [T, D]
+  Mat<S> n;                       // per-head RMSNorm(o) ⊙ w [T, D]
+  Mat<S> gate;                    // x W_g [T, D]
+  Mat<S> y;                       // o_proj's input [T, D]
 };
-
-template <class S>
-S titans_sigmoid(S z) {
-  return S(1) / (S(1) + std::exp(-z));
-}
 
 // The front of the block, shared by both forms: projections, convolutions (continuing the
 // histories), silu, L2 normalisation, θ, α, η.
 template <class S>
 void titans_front(const TitansLayerConfig& cfg, const TitansParams<S>& p, ConstMatRef<S> x,
-                  Mat<S>& qh, Mat<S>& kh, Mat<S>& vh, TitansCache<S>& c) {
-  const int D = cfg.width, H = cfg.heads, d = cfg.head_dim();
-  const Eigen::Index T = x.rows();
-  const RowVec<S> no_bias = RowVec<S>::Zero(D);
-  c.pq.noalias() = x * p.q_proj;
-  c.pk.noalias() = x * p.k_proj;
-  c.pv.noalias() = x * p.v_proj;
-  causal_conv_forward<S>(c.pq, p.q_conv, no_bias, qh, c.cq);
-  causal_conv_forward<S>(c.pk, p.k_conv, no_bias, kh, c.ck);
-  causal_conv_forward<S>(c.pv, p.v_conv, no_bias, vh, c.cv);
-  silu_array<S>(c.cq, c.q);
-  silu_array<S>(c.ck, c.k);
-  silu_array<S>(c.cv, c.v);
+                  ShortConvHistory<S>& hist, TitansCache<S>& c) {
+  const int d = cfg.head_dim();
+  short_conv_branch_forward<S>(x, p.q_proj, p.q_conv, hist.q, c.bq);
+  short_conv_branch_forward<S>(x, p.k_proj, p.k_conv, hist.k, c.bk);
+  short_conv_branch_forward<S>(x, p.v_proj, p.v_conv, hist.v, c.bv);
   const S eps = S(cfg.l2_eps);
-  c.qn.resize(T, D);
-  c.kn.resize(T, D);
-  for (Eigen::Index t = 0; t < T; ++t)
-    for (int h = 0; h < H; ++h) {
-      const auto qs = c.q.row(t).segment(h * d, d);
-      const auto ks = c.k.row(t).segment(h * d, d);
-      c.qn.row(t).segment(h * d, d) = qs / std::sqrt(qs.squaredNorm() + eps);
-      c.kn.row(t).segment(h * d, d) = ks / std::sqrt(ks.squaredNorm() + eps);
-    }
+  l2_normalize_heads<S>(c.bq.a, d, S(1), eps, c.qn);
+  l2_normalize_heads<S>(c.bk.a, d, S(1), eps, c.kn);
   auto gate = [&](const Mat<S>& W, const RowVec<S>& bias, S scale, Mat<S>& out) {
     out.noalias() = x * W;
     out.rowwise() += bias;
-    out = out.unaryExpr([scale](S z) { return scale * titans_sigmoid(z); });
+    out = out.unaryExpr([scale](S z) { return scale * seq_sigmoid(z); });
   };
   gate(p.theta_proj, p.theta_bias, S(1) / S(d), c.theta);
   gate(p.alpha_proj, p.alpha_bias, S(1), c.alpha);
@@ -116,7 +97,7 @@ TitansHeadInputs<S> titans_head_inputs(const TitansLayerConfig& cfg, const Titan
   TitansHeadInputs<S> in;
   in.q = c.qn.middleCols(h * d, d);
   in.k = c.kn.middleCols(h * d, d);
-  in.v = c.v.middleCols(h * d, d);
+  in.v = c.bv.a.middleCols(h * d, d);
   in.w = p.ln_weight.row(h);
   in.b = p.ln_bias.row(h);
   in.theta = c.theta.col(h);
@@ -129,36 +110,13 @@ TitansInner titans_inner_of(const TitansLayerConfig& cfg) {
   return TitansInner{cfg.mini_batch, cfg.ln_eps};
 }
 
-// The backward of u ↦ u / sqrt(‖u‖² + ε) for one row: du = g/n − u (u·g)/n³.
-template <class S, class U, class G>
-RowVec<S> titans_l2_backward(const U& u, const G& g, S eps) {
-  const S n2 = u.squaredNorm() + eps, n = std::sqrt(n2);
-  return (g - u * (u.dot(g) / n2)) / n;
-}
-
-template <class S>
-Mat<S> titans_uniform_mat(Eigen::Index r, Eigen::Index c, double lo, double hi, Rng& rng) {
-  Mat<S> m(r, c);
-  for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = S(lo + (hi - lo) * rng.uniform());
-  return m;
-}
-
-template <class S>
-Mat<S> titans_normal_mat(Eigen::Index r, Eigen::Index c, double std, Rng& rng) {
-  Mat<S> m(r, c);
-  for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = S(std * rng.normal());
-  return m;
-}
-
 double titans_logit(double p) { return std::log(p / (1 - p)); }
 
 template <class S>
 void titans_check(const TitansLayerConfig& cfg, const TitansParams<S>& p) {
   cfg.validate();
   auto shape = [](const auto& m, Eigen::Index r, Eigen::Index c, const char* name) {
-    if (m.rows() != r || m.cols() != c)
-      bad_titans(std::string(name) + " must be [" + std::to_string(r) + ", " + std::to_string(c) +
-                 "], got [" + std::to_string(m.rows()) + ", " + std::to_string(m.cols()) + "]");
+    require_param_shape("titans", m.rows(), m.cols(), r, c, name);
   };
   const int D = cfg.width, H = cfg.heads, K = cfg.conv_kernel, d = cfg.head_dim();
   shape(p.q_proj, D, D, "q_proj.weight");
@@ -203,23 +161,22 @@ TitansParams<S> TitansParams<S>::init(const TitansLayerConfig& cfg, double std, 
   cfg.validate();
   const int D = cfg.width, H = cfg.heads, K = cfg.conv_kernel;
   TitansParams p = zeros(cfg);
-  p.q_proj = titans_normal_mat<S>(D, D, std, rng);
-  p.k_proj = titans_normal_mat<S>(D, D, std, rng);
-  p.v_proj = titans_normal_mat<S>(D, D, std, rng);
-  const double bound = 1.0 / std::sqrt(double(K));  // PyTorch's Conv1d default, fan-in K
-  p.q_conv = titans_uniform_mat<S>(D, K, -bound, bound, rng);
-  p.k_conv = titans_uniform_mat<S>(D, K, -bound, bound, rng);
-  p.v_conv = titans_uniform_mat<S>(D, K, -bound, bound, rng);
-  p.theta_proj = titans_normal_mat<S>(D, H, std, rng);
-  p.alpha_proj = titans_normal_mat<S>(D, H, std, rng);
-  p.eta_proj = titans_normal_mat<S>(D, H, std, rng);
+  p.q_proj = seq_normal_mat<S>(D, D, std, rng);
+  p.k_proj = seq_normal_mat<S>(D, D, std, rng);
+  p.v_proj = seq_normal_mat<S>(D, D, std, rng);
+  p.q_conv = seq_conv_init<S>(D, K, rng);
+  p.k_conv = seq_conv_init<S>(D, K, rng);
+  p.v_conv = seq_conv_init<S>(D, K, rng);
+  p.theta_proj = seq_normal_mat<S>(D, H, std, rng);
+  p.alpha_proj = seq_normal_mat<S>(D, H, std, rng);
+  p.eta_proj = seq_normal_mat<S>(D, H, std, rng);
   p.theta_bias = RowVec<S>::Constant(H, S(titans_logit(0.1)));
   p.alpha_bias = RowVec<S>::Constant(H, S(titans_logit(0.01)));
   p.eta_bias = RowVec<S>::Constant(H, S(titans_logit(0.9)));
   p.ln_weight.setOnes();
   p.o_norm.setOnes();
-  p.g_proj = titans_normal_mat<S>(D, D, std, rng);
-  p.o_proj = titans_normal_mat<S>(D, D, std, rng);
+  p.g_proj = seq_normal_mat<S>(D, D, std, rng);
+  p.o_proj = seq_normal_mat<S>(D, D, std, rng);
   return p;
 }
 
@@ -246,7 +203,7 @@ TitansLayer<S>::TitansLayer(TitansLayerConfig cfg, TitansParams<S> params)
 template <class S>
 std::unique_ptr<SequenceState> TitansLayer<S>::start() const {
   auto st = std::make_unique<TitansStream<S>>();
-  st->q_hist = st->k_hist = st->v_hist = Mat<S>::Zero(m_cfg.conv_kernel - 1, m_cfg.width);
+  st->hist = ShortConvHistory<S>::zeros(m_cfg.conv_kernel, m_cfg.width);
   const int d = m_cfg.head_dim();
   st->memory.assign(m_cfg.heads, TitansState<S>::begin(Mat<S>::Zero(d, d)));
   return st;
@@ -266,7 +223,7 @@ Mat<S> TitansLayer<S>::forward(SequenceState& state, ConstMatRef<S> x, TitansFor
                std::to_string(m_cfg.width));
   const int d = m_cfg.head_dim();
   TitansCache<S> c;
-  titans_front<S>(m_cfg, m_params, x, st->q_hist, st->k_hist, st->v_hist, c);
+  titans_front<S>(m_cfg, m_params, x, st->hist, c);
   c.o.resize(x.rows(), m_cfg.width);
   const TitansInner inner = titans_inner_of(m_cfg);
   for (int h = 0; h < m_cfg.heads; ++h) {
@@ -288,11 +245,11 @@ std::unique_ptr<LayerCache> TitansLayer<S>::forward_train(ConstMatRef<S> x, Mat<
   if (x.cols() != m_cfg.width)
     bad_titans("input width " + std::to_string(x.cols()) + " differs from the layer's " +
                std::to_string(m_cfg.width));
-  const int d = m_cfg.head_dim(), K = m_cfg.conv_kernel;
+  const int d = m_cfg.head_dim();
   auto c = std::make_unique<TitansCache<S>>();
   c->x = x;
-  Mat<S> qh = Mat<S>::Zero(K - 1, m_cfg.width), kh = qh, vh = qh;
-  titans_front<S>(m_cfg, m_params, x, qh, kh, vh, *c);
+  ShortConvHistory<S> hist = ShortConvHistory<S>::zeros(m_cfg.conv_kernel, m_cfg.width);
+  titans_front<S>(m_cfg, m_params, x, hist, *c);
   c->o.resize(x.rows(), m_cfg.width);
   const Mat<S> M0 = Mat<S>::Zero(d, d);
   const TitansInner inner = titans_inner_of(m_cfg);
@@ -362,29 +319,13 @@ void TitansLayer<S>::backward(const LayerCache& cache, ConstMatRef<S> dOut, Sequ
   through_gate(dalpha, c->alpha, S(1), p.alpha_proj, g.alpha_proj, g.alpha_bias);
   through_gate(deta, c->eta, S(1), p.eta_proj, g.eta_proj, g.eta_bias);
   // q̂ = q / sqrt(‖q‖² + ε),  k̂ = k / sqrt(‖k‖² + ε) per head
-  Mat<S> dq(T, D), dk(T, D);
-  for (Eigen::Index t = 0; t < T; ++t)
-    for (int h = 0; h < H; ++h) {
-      dq.row(t).segment(h * d, d) =
-          titans_l2_backward<S>(c->q.row(t).segment(h * d, d), dqn.row(t).segment(h * d, d), eps);
-      dk.row(t).segment(h * d, d) =
-          titans_l2_backward<S>(c->k.row(t).segment(h * d, d), dkn.row(t).segment(h * d, d), eps);
-    }
-  // silu, the convolutions (no bias: its gradient is dropped) and the projections.
-  RowVec<S> no_bias_grad = RowVec<S>::Zero(D);
-  auto through = [&](const Mat<S>& dpost, const Mat<S>& pre, const Mat<S>& proj_in,
-                     const Mat<S>& conv_w, Mat<S>& g_conv, const Mat<S>& W, Mat<S>& gW) {
-    Mat<S> ds;
-    silu_grad_array<S>(pre, ds);
-    const Mat<S> dpre = (dpost.array() * ds.array()).matrix();
-    Mat<S> du;
-    causal_conv_backward<S>(proj_in, conv_w, dpre, du, g_conv, no_bias_grad);
-    gW.noalias() += x_in.transpose() * du;
-    dx.noalias() += du * W.transpose();
-  };
-  through(dq, c->cq, c->pq, p.q_conv, g.q_conv, p.q_proj, g.q_proj);
-  through(dk, c->ck, c->pk, p.k_conv, g.k_conv, p.k_proj, g.k_proj);
-  through(dv, c->cv, c->pv, p.v_conv, g.v_conv, p.v_proj, g.v_proj);
+  Mat<S> dq, dk;
+  l2_normalize_heads_backward<S>(c->bq.a, dqn, d, S(1), eps, dq);
+  l2_normalize_heads_backward<S>(c->bk.a, dkn, d, S(1), eps, dk);
+  // silu, the convolutions and the projections.
+  short_conv_branch_backward<S>(x_in, p.q_proj, p.q_conv, c->bq, dq, g.q_proj, g.q_conv, dx);
+  short_conv_branch_backward<S>(x_in, p.k_proj, p.k_conv, c->bk, dk, g.k_proj, g.k_conv, dx);
+  short_conv_branch_backward<S>(x_in, p.v_proj, p.v_conv, c->bv, dv, g.v_proj, g.v_conv, dx);
 }
 
 template <class S>
@@ -394,12 +335,8 @@ std::unique_ptr<SequenceLayer<S>> TitansLayer<S>::zeros_like() const {
 
 template <class S>
 void TitansLayer<S>::for_each_param(const ParamVisitor<S>& f) {
-  auto mat = [&f](Mat<S>& m, const char* name) {
-    f(Eigen::Map<Mat<S>>(m.data(), m.rows(), m.cols()), name);
-  };
-  auto row = [&f](RowVec<S>& m, const char* name) {
-    f(Eigen::Map<Mat<S>>(m.data(), 1, m.cols()), name);
-  };
+  auto mat = [&f](Mat<S>& m, const char* name) { visit_param<S>(f, m, name); };
+  auto row = [&f](RowVec<S>& m, const char* name) { visit_param<S>(f, m, name); };
   TitansParams<S>& p = m_params;
   mat(p.q_proj, "q_proj.weight");
   mat(p.k_proj, "k_proj.weight");

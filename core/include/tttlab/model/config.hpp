@@ -21,6 +21,11 @@
 // mini-batch from mini_batch_size, its LayerNorm ε from tttlab_ttt_ln_eps, the output norm's ε from
 // rms_norm_eps. The CPU only, too.
 //
+// LaCT (seq_layer = Lact; tttlab/seq/lact_layer.hpp) is its authors' whole block: sliding-window
+// attention and SwiGLU fast weights sharing one qkv projection, in the Transformer block. Attention
+// heads from num_attention_heads, fast-weight heads from lact_heads, the chunk C and the attention
+// window from lact_chunk_size, Muon from lact_muon, RoPE's θ from rope_theta. The CPU only, too.
+//
 // Backbones: "t" (Transformer: separate Q/K projections, no pre-conv, no gate) and "m" (Mamba-style:
 // pre-conv, shared Q/K projection with conv_q/conv_k, GELU gate), i.e. share_qk = use_gate = pre_conv =
 // (backbone == m), as in ttt-lm-jax's TTTLinear/TTTMLP vs TTTLinearBase/TTTMLPBase.
@@ -31,6 +36,7 @@
 
 #include "tttlab/seq/attention_layers.hpp"
 #include "tttlab/seq/deltanet_layer.hpp"
+#include "tttlab/seq/lact_layer.hpp"
 #include "tttlab/seq/mamba2_layer.hpp"
 #include "tttlab/seq/titans_layer.hpp"
 #include "tttlab/ttt/layer.hpp"
@@ -56,11 +62,12 @@ enum class SeqLayerKind {
   Mamba2,
   DeltaNet,
   GatedDeltaNet,
-  Titans
+  Titans,
+  Lact
 };
 
 // "ttt-linear", "ttt-mlp", "linear-attention", "softmax-attention", "mamba2", "deltanet",
-// "gated-deltanet", "titans"
+// "gated-deltanet", "titans", "lact"
 std::string to_string(SeqLayerKind k);
 SeqLayerKind seq_layer_from_string(const std::string& s);  // std::invalid_argument if unknown
 // Every layer, in the order above: the one list that option checks and loops over layers read.
@@ -72,7 +79,7 @@ std::vector<std::string> seq_layer_names();  // to_string of each, in the same o
 bool transformer_block_only(SeqLayerKind k);
 
 // Why no device but the CPU can run a model of this layer at all (empty where GPU kernels exist):
-// DeltaNet, Gated DeltaNet and Titans have no GPU kernels yet. One line without advice (callers add what
+// DeltaNet, Gated DeltaNet, Titans and LaCT have no GPU kernels yet. One line without advice (callers add what
 // to type instead), for `--device cuda` to stop with before anything is allocated or a GPU is looked
 // for.
 std::string gpu_kernels_missing(SeqLayerKind k);
@@ -127,6 +134,12 @@ struct ModelConfig {
   // DeltaNet and Gated DeltaNet: the chunk length C of the chunked (UT) form in training and
   // evaluation (FLA's chunk kernels use 64).
   int deltanet_chunk_size = 64;
+  // LaCT: the chunk C of its fast weights and its attention window (the authors' 2048 scaled down so
+  // that a 256-token window holds several chunks), the fast weights' heads (the authors use 4 at
+  // D = 1536; 2 keeps heads of 64 at the tiny preset), and Muon (off, as the authors' default).
+  int lact_chunk_size = 64;
+  int lact_heads = 2;
+  bool lact_muon = false;
 
   bool is_ttt() const { return seq_layer == SeqLayerKind::TTTLinear || seq_layer == SeqLayerKind::TTTMLP; }
   bool is_deltanet() const {
@@ -140,13 +153,14 @@ struct ModelConfig {
   // Throws std::invalid_argument with a one-line message naming the field: a non-positive size, a size
   // above the k_max_* bounds above, heads not dividing hidden_size, an odd head dim with RoPE, a negative
   // or non-finite rate, epsilon or range, a Mamba-2 headdim not dividing expand · hidden_size, or
-  // Mamba-2, DeltaNet, Gated DeltaNet or Titans on the "m" backbone.
+  // Mamba-2, DeltaNet, Gated DeltaNet, Titans or LaCT on the "m" backbone.
   void validate() const;
   TTTLayerConfig ttt_layer_config() const;
   AttentionConfig attention_config() const;
   Mamba2Config mamba2_config() const;
   DeltaNetConfig deltanet_config() const;
   TitansLayerConfig titans_config() const;
+  LactLayerConfig lact_config() const;
 
   // Presets: "tiny" (~1M parameters, CPU), "small" (~10–30M, GPU), "125m" (the paper's shape with a
   // byte vocabulary, for benchmarks). The layer kind and backbone are set separately.

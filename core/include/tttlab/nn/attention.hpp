@@ -18,6 +18,12 @@
 // causal_attention_forward_cached appends the chunk's K and V and lets query i of the chunk attend to
 // every cached token up to and including its own position. Feeding a sequence in any chunks (one
 // token at a time for sampling) gives the same O as causal_attention_forward over the whole sequence.
+//
+// Sliding window (LaCT's local attention; flash-attn's window_size = (W − 1, 0)): with window W ≥ 1,
+// query t sees only the keys s with t − W < s ≤ t, the last W tokens including its own; the softmax,
+// the backward and the scale are as above over those keys. window ≤ 0 is no limit: the windowed
+// functions then ARE the causal ones above (they call them). The windowed forward and backward work
+// row by row on the band, O(T·W·d) per head; the cached form keeps only the last W − 1 tokens.
 #pragma once
 
 #include "tttlab/nn/views.hpp"
@@ -55,5 +61,23 @@ struct KvCache {
 template <class S>
 void causal_attention_forward_cached(ConstMatRef<S> Q, ConstMatRef<S> K, ConstMatRef<S> V,
                                      int heads, KvCache<S>& cache, Mat<S>& O);
+
+// Sliding-window causal attention over a whole sequence (window W above; ≤ 0: no limit).
+template <class S>
+void windowed_attention_forward(ConstMatRef<S> Q, ConstMatRef<S> K, ConstMatRef<S> V, int heads,
+                                int window, Mat<S>& O);
+
+// Its backward (OVERWRITES dQ, dK, dV), recomputing each row's probabilities.
+template <class S>
+void windowed_attention_backward(ConstMatRef<S> Q, ConstMatRef<S> K, ConstMatRef<S> V, int heads,
+                                 int window, ConstMatRef<S> dO, Mat<S>& dQ, Mat<S>& dK, Mat<S>& dV);
+
+// Streaming: `cache` holds the keys and values of the tokens before Q (at most the last W − 1 of
+// them; empty at the start). Appends K, V, writes O [n, D] (OVERWRITTEN), then keeps only the last
+// W − 1 tokens. Chunks of any size give windowed_attention_forward's O. window ≤ 0: exactly
+// causal_attention_forward_cached (the cache keeps every token).
+template <class S>
+void windowed_attention_forward_cached(ConstMatRef<S> Q, ConstMatRef<S> K, ConstMatRef<S> V,
+                                       int heads, int window, KvCache<S>& cache, Mat<S>& O);
 
 }  // namespace tttlab
