@@ -505,6 +505,10 @@ __device__ __forceinline__ float4 load4(const float* G, long long ld, int i, int
   return v4 ? *reinterpret_cast<const float4*>(p) : make_float4(p[0], p[1], p[2], p[3]);
 }
 
+// Column c of row i of a [Q][W] fp32 tile, swizzled so that the 8-byte reads of a fragment's four
+// rows (a half warp) fall in 32 different banks; 4-float groups stay contiguous.
+__device__ __forceinline__ int fp32_col(int i, int c) { return c ^ ((i & 3) << 3); }
+
 // Rows 0..R−1 of W columns of G (row stride ld), each row i times scale(i), rounded to bf16 into
 // S[R][W + 8]; rows ≥ L as zeros; in two halves, so that a kernel has the loads of several tiles in
 // flight before it stores any: load() issues all of the thread's 4-float loads into registers, store()
@@ -533,6 +537,15 @@ struct TileLoad {
       const float f = i < L ? scale(i) : 0.f;
       *reinterpret_cast<uint2*>(S + i * (W + 8) + c) =
           make_uint2(pack_bf16(f * v[b].x, f * v[b].y), pack_bf16(f * v[b].z, f * v[b].w));
+    }
+  }
+  // The loaded values unrounded into F[R][W] (fp32_col's swizzle; W ≥ 32).
+  __device__ __forceinline__ void store_f32(float* F) const {
+#pragma unroll
+    for (int b = 0; b < kPer; ++b) {
+      const int idx = b * kMmaThreads + int(threadIdx.x);
+      const int i = idx / (W / 4), c = idx % (W / 4) * 4;
+      *reinterpret_cast<float4*>(F + i * W + fp32_col(i, c)) = v[b];
     }
   }
 };
@@ -647,14 +660,29 @@ constexpr std::size_t mma_output_smem() {
          (std::size_t(kQ) * (2 * (N + 8) + (P + 8)) + std::size_t(P) * (N + 8) + kQ * kLQ) * 2;
 }
 template <int P, int N>
-constexpr int grad_fp32_floats() {  // sdt, cs, e, w, dcs, xd; the row partials; red
-  return 6 * kQ + 2 * kQ * kQT + 3 * kQ * (P / 16) + kMmaThreads;
+constexpr int grad_fp32_floats() {  // sdt, cs, e, w, dcs, xd; the row partials; red; dt_raw
+  return 6 * kQ + 2 * kQ * kQT + 3 * kQ * (P / 16) + kMmaThreads + kQ;
 }
 template <int P, int N>
-constexpr std::size_t mma_grad_smem() {
+constexpr std::size_t mma_grad_tiles_smem() {
   return grad_fp32_floats<P, N>() * sizeof(float) + (std::size_t(kQ) * (2 * (P + 8) + 2 * (N + 8)) +
                                                      2 * std::size_t(P) * (N + 8) + 2 * kQ * kLQ) *
                                                         2;
+}
+// The chunk gradient also keeps X and dY in fp32 ([Q][P] each, swizzled) for its dX pass, which
+// otherwise reads them from global memory again in the middle of its products, where that still
+// leaves two blocks per SM (2 × (bytes + 1 KB reserved) ≤ 228 KB): P = N = 64 and smaller.
+template <int P, int N>
+constexpr bool grad_keeps_fp32() {
+  return mma_grad_tiles_smem<P, N>() <= 110 * 1024 &&
+         mma_grad_tiles_smem<P, N>() + 2 * std::size_t(kQ) * P * sizeof(float) <= 113 * 1024;
+}
+template <int P, int N>
+constexpr bool kGradKeepsFp32 = grad_keeps_fp32<P, N>();
+template <int P, int N>
+constexpr std::size_t mma_grad_smem() {
+  return mma_grad_tiles_smem<P, N>() +
+         (grad_keeps_fp32<P, N>() ? 2 * std::size_t(kQ) * P * sizeof(float) : 0);
 }
 
 // (2) state_pass_kernel and dstate_pass_kernel with four state elements per thread (16-byte loads and
@@ -922,6 +950,102 @@ __global__ void __launch_bounds__(kMmaThreads)
                         dS + ((std::size_t(k.n) * H + k.h) * k.nc + k.c) * std::size_t(P) * N);
 }
 
+// One head's inputs to chunk_grad_mma_kernel in two halves, as TileLoad: load() issues the global
+// loads of X, dY (the chunk's rows), dt, dt_raw, and S_p, dS where they are small enough to hold
+// (P·N ≤ 2048; at 64 × 64 holding them too spilled); store() puts them in shared memory (bf16 tiles,
+// and fp32 X, dY where grad_keeps_fp32), loading S_p, dS of larger heads there four 4-float groups
+// at a time, the first group's loads issued before X and dY are stored, and returns the thread's
+// share of ⟨dS, S_p⟩ in fp32, summed in the order the kernel summed it before.
+template <int P, int N>
+struct HeadLoad {
+  static constexpr int kPerS = P * N / 4 / kMmaThreads;  // 4-float groups of S_p (dS) per thread
+  static constexpr bool kHoldS = kPerS <= 2;
+  static constexpr int LN = N + 8;
+  TileLoad<kQ, P> tx, ty;
+  float4 sv[kHoldS ? kPerS : 1], gv[kHoldS ? kPerS : 1];
+  float dtv, raw0, raw1;  // dt of row threadIdx.x; dt_raw of rows 2l, 2l + 1 (warp 0's lane l)
+  __device__ __forceinline__ void load(const Mamba2ScanBackwardArgs& a, const float* dS,
+                                       const Mamba2ScanDims& d, int h) {
+    const Chunk k = chunk_of(d, h);
+    dtv = int(threadIdx.x) < k.L ? a.dt[(k.row0 + threadIdx.x) * d.heads + k.h] : 0.f;
+    if (threadIdx.x < 32) {
+      const int i0 = 2 * int(threadIdx.x);
+      const long long r0 = k.row0 + i0;
+      raw0 = i0 < k.L ? a.dt_raw[r0 * a.ld_dt + k.h] : 0.f;
+      raw1 = i0 + 1 < k.L ? a.dt_raw[(r0 + 1) * a.ld_dt + k.h] : 0.f;
+    } else {
+      raw0 = raw1 = 0.f;
+    }
+    tx.load(a.X + k.row0 * a.ld_x + k.h * P, a.ld_x, k.L);
+    ty.load(a.dY + k.row0 * a.ld_y + k.h * P, a.ld_y, k.L);
+    if constexpr (kHoldS) {
+      const std::size_t soff = soffset(d, k);
+#pragma unroll
+      for (int b = 0; b < kPerS; ++b) {
+        const int idx = b * kMmaThreads + int(threadIdx.x);
+        sv[b] = *reinterpret_cast<const float4*>(a.states + soff + std::size_t(idx) * 4);
+        gv[b] = *reinterpret_cast<const float4*>(dS + soff + std::size_t(idx) * 4);
+      }
+    }
+  }
+  __device__ static std::size_t soffset(const Mamba2ScanDims& d, const Chunk& k) {
+    return ((std::size_t(k.n) * d.heads + k.h) * k.nc + k.c) * std::size_t(P) * N;
+  }
+  __device__ __forceinline__ static float store_s(std::uint16_t* sS, std::uint16_t* sdS, int idx,
+                                                  float4 s, float4 g) {
+    const int p = idx / (N / 4), q = idx % (N / 4) * 4;
+    *reinterpret_cast<uint2*>(sS + p * LN + q) =
+        make_uint2(pack_bf16(s.x, s.y), pack_bf16(s.z, s.w));
+    *reinterpret_cast<uint2*>(sdS + p * LN + q) =
+        make_uint2(pack_bf16(g.x, g.y), pack_bf16(g.z, g.w));
+    return s.x * g.x + s.y * g.y + s.z * g.z + s.w * g.w;
+  }
+  __device__ __forceinline__ float store(const Mamba2ScanBackwardArgs& a, const float* dS,
+                                         const Mamba2ScanDims& d, int h, float* sdt, float* sraw,
+                                         std::uint16_t* sX, std::uint16_t* sdY, std::uint16_t* sS,
+                                         std::uint16_t* sdS, float* fX, float* fdY) const {
+    const Chunk k = chunk_of(d, h);
+    if (int(threadIdx.x) < k.L) sdt[threadIdx.x] = dtv;
+    if (threadIdx.x < 32) {
+      sraw[2 * threadIdx.x] = raw0;
+      sraw[2 * threadIdx.x + 1] = raw1;
+    }
+    if constexpr (kGradKeepsFp32<P, N>) {
+      tx.store_f32(fX);
+      ty.store_f32(fdY);
+    }
+    float part = 0.f;
+    if constexpr (kHoldS) {
+      tx.store(sX, k.L, Unscaled{});
+      ty.store(sdY, k.L, Unscaled{});
+#pragma unroll
+      for (int b = 0; b < kPerS; ++b)
+        part += store_s(sS, sdS, b * kMmaThreads + int(threadIdx.x), sv[b], gv[b]);
+    } else {
+      constexpr int kBatch = kPerS < 4 ? kPerS : 4;
+      const std::size_t soff = soffset(d, k);
+#pragma unroll
+      for (int b0 = 0; b0 < kPerS; b0 += kBatch) {
+        float4 s[kBatch], g[kBatch];
+#pragma unroll
+        for (int b = 0; b < kBatch; ++b) {
+          const int idx = (b0 + b) * kMmaThreads + int(threadIdx.x);
+          s[b] = *reinterpret_cast<const float4*>(a.states + soff + std::size_t(idx) * 4);
+          g[b] = *reinterpret_cast<const float4*>(dS + soff + std::size_t(idx) * 4);
+        }
+        if (b0 == 0) {
+          tx.store(sX, k.L, Unscaled{});
+          ty.store(sdY, k.L, Unscaled{});
+        }
+#pragma unroll
+        for (int b = 0; b < kBatch; ++b)
+          part += store_s(sS, sdS, (b0 + b) * kMmaThreads + int(threadIdx.x), s[b], g[b]);
+      }
+    }
+    return part;
+  }
+};
+
 // (3) backward: every gradient of the chunk, as chunk_grad_kernel, with S_p = states[c] and
 // dS = dS[c], for the heads h_begin .. h_end − 1 of blockIdx.y's group (scan_heads_per_block) in
 // turn. B and C are the heads' common input, so the block loads them once, and it sums dB_h and
@@ -931,10 +1055,11 @@ __global__ void __launch_bounds__(kMmaThreads)
 // several, the groups' sums go there and sum_heads_kernel adds the groups in order.
 template <int P, int N>
 constexpr int grad_min_blocks() {  // two blocks per SM where the tiles leave room for two
-  return mma_grad_smem<P, N>() <= 110 * 1024 ? 2 : 1;
+  return mma_grad_tiles_smem<P, N>() <= 110 * 1024 ? 2 : 1;
 }
-// VEC: X and dY read and dX written in 8-byte pairs (the launch takes it where every stride is
-// even), the same values as one float at a time; at B8 T2048 the kernel took 322 µs instead of 364.
+// VEC: X and dY read (where they are not kept in fp32 in shared memory) and dX written in 8-byte
+// pairs (the launch takes it where every stride is even), the same values as one float at a time; at
+// B8 T2048 the kernel took 322 µs instead of 364.
 template <int P, int N, bool VEC = false>
 __global__ void __launch_bounds__(kMmaThreads, grad_min_blocks<P, N>())
     chunk_grad_mma_kernel(Mamba2ScanBackwardArgs a, Workspace ws, int heads_per_block) {
@@ -949,22 +1074,30 @@ __global__ void __launch_bounds__(kMmaThreads, grad_min_blocks<P, N>())
   float* e = cs + kQ;
   float* w = e + kQ;
   float* dcs = w + kQ;
-  float* xd = dcs + kQ;           // X_i·dXd_i
-  float* rowR = xd + kQ;          // [Q][QT]: R's row sums over each 16 columns (j < i)
-  float* colR = rowR + kQ * kQT;  // [Q][QT]: R's column sums over each 16 rows (m > j)
-  float* omP = colR + kQ * kQT;   // [Q][PT]: Σ_p X ⊙ (B dSᵀ) over each 16 columns
-  float* tmP = omP + kQ * PT;     // [Q][PT]: Σ_p dY ⊙ (C S_pᵀ)
-  float* xdP = tmP + kQ * PT;     // [Q][PT]: Σ_p X ⊙ dXd
-  float* red = xdP + kQ * PT;     // [kMmaThreads]
-  auto* sX = reinterpret_cast<std::uint16_t*>(red + kMmaThreads);  // [Q][P+8]
-  std::uint16_t* sdY = sX + kQ * LP;                               // [Q][P+8]
-  std::uint16_t* sB = sdY + kQ * LP;                               // [Q][N+8]
-  std::uint16_t* sC = sB + kQ * LN;                                // [Q][N+8]
-  std::uint16_t* sS = sC + kQ * LN;                                // [P][N+8]: S_p
-  std::uint16_t* sdS = sS + P * LN;                                // [P][N+8]: dS
-  std::uint16_t* sG = sdS + P * LN;                                // [Q][Q+8]: (C Bᵀ ⊙ L)
-  std::uint16_t* sdGM = sG + kQ * kLQ;                             // [Q][Q+8]: (dY Xdᵀ ⊙ L)
-  const Chunk k0 = chunk_of(d, h_begin);  // the rows: the same for every head
+  float* xd = dcs + kQ;             // X_i·dXd_i
+  float* rowR = xd + kQ;            // [Q][QT]: R's row sums over each 16 columns (j < i)
+  float* colR = rowR + kQ * kQT;    // [Q][QT]: R's column sums over each 16 rows (m > j)
+  float* omP = colR + kQ * kQT;     // [Q][PT]: Σ_p X ⊙ (B dSᵀ) over each 16 columns
+  float* tmP = omP + kQ * PT;       // [Q][PT]: Σ_p dY ⊙ (C S_pᵀ)
+  float* xdP = tmP + kQ * PT;       // [Q][PT]: Σ_p X ⊙ dXd
+  float* red = xdP + kQ * PT;       // [kMmaThreads]
+  float* sraw = red + kMmaThreads;  // [Q]: dt_raw
+  auto* sX = reinterpret_cast<std::uint16_t*>(sraw + kQ);  // [Q][P+8]
+  std::uint16_t* sdY = sX + kQ * LP;                       // [Q][P+8]
+  std::uint16_t* sB = sdY + kQ * LP;                       // [Q][N+8]
+  std::uint16_t* sC = sB + kQ * LN;                        // [Q][N+8]
+  std::uint16_t* sS = sC + kQ * LN;                        // [P][N+8]: S_p
+  std::uint16_t* sdS = sS + P * LN;                        // [P][N+8]: dS
+  std::uint16_t* sG = sdS + P * LN;                        // [Q][Q+8]: (C Bᵀ ⊙ L)
+  std::uint16_t* sdGM = sG + kQ * kLQ;                     // [Q][Q+8]: (dY Xdᵀ ⊙ L)
+  float* fX = reinterpret_cast<float*>(sdGM + kQ * kLQ);   // [Q][P] fp32 (grad_keeps_fp32)
+  float* fdY = fX + kQ * P;                                // [Q][P] fp32
+  const Chunk k0 = chunk_of(d, h_begin);                   // the rows: the same for every head
+  // The next head's tiles are loaded into registers during this head's tail (the row sums and the
+  // suffix sums, which read none of them), so that their loads' latency overlaps that work instead of
+  // opening the head; the same values stored in the same order, so the same bits.
+  HeadLoad<P, N> next;
+  next.load(a, ws.dS, d, h_begin);
   {
     TileLoad<kQ, N> tb, tc;
     tb.load(a.B + k0.row0 * a.ld_bc, a.ld_bc, k0.L);
@@ -983,41 +1116,10 @@ __global__ void __launch_bounds__(kMmaThreads, grad_min_blocks<P, N>())
     const Chunk k = chunk_of(d, h);
     const float A = -expf(a.A_log[k.h]);
     const float Dh = a.D[k.h];
-    for (int i = threadIdx.x; i < k.L; i += blockDim.x) sdt[i] = a.dt[(k.row0 + i) * H + k.h];
     const float* X = a.X + k.row0 * a.ld_x + k.h * P;
     const float* dY = a.dY + k.row0 * a.ld_y + k.h * P;
-    {
-      TileLoad<kQ, P> tx, ty;
-      tx.load(X, a.ld_x, k.L);
-      ty.load(dY, a.ld_y, k.L);
-      tx.store(sX, k.L, Unscaled{});
-      ty.store(sdY, k.L, Unscaled{});
-    }
-    const std::size_t soff = ((std::size_t(k.n) * H + k.h) * k.nc + k.c) * std::size_t(P) * N;
-    float sds_part = 0.f;  // ⟨dS, S_p⟩ in fp32, this thread's share
-    {
-      constexpr int kPer = P * N / 4 / kMmaThreads, kBatch = kPer < 4 ? kPer : 4;
-#pragma unroll
-      for (int b0 = 0; b0 < kPer; b0 += kBatch) {
-        float4 sv[kBatch], gv[kBatch];
-#pragma unroll
-        for (int b = 0; b < kBatch; ++b) {
-          const int idx = (b0 + b) * kMmaThreads + int(threadIdx.x);
-          sv[b] = *reinterpret_cast<const float4*>(a.states + soff + std::size_t(idx) * 4);
-          gv[b] = *reinterpret_cast<const float4*>(ws.dS + soff + std::size_t(idx) * 4);
-        }
-#pragma unroll
-        for (int b = 0; b < kBatch; ++b) {
-          const int idx = (b0 + b) * kMmaThreads + int(threadIdx.x);
-          const int p = idx / (N / 4), q = idx % (N / 4) * 4;
-          *reinterpret_cast<uint2*>(sS + p * LN + q) =
-              make_uint2(pack_bf16(sv[b].x, sv[b].y), pack_bf16(sv[b].z, sv[b].w));
-          *reinterpret_cast<uint2*>(sdS + p * LN + q) =
-              make_uint2(pack_bf16(gv[b].x, gv[b].y), pack_bf16(gv[b].z, gv[b].w));
-          sds_part += sv[b].x * gv[b].x + sv[b].y * gv[b].y + sv[b].z * gv[b].z + sv[b].w * gv[b].w;
-        }
-      }
-    }
+    // ⟨dS, S_p⟩ in fp32, this thread's share
+    const float sds_part = next.store(a, ws.dS, d, h, sdt, sraw, sX, sdY, sS, sdS, fX, fdY);
     __syncthreads();
     segment_sums_warp(sdt, A, k.L, cs, e, w);
     const float sds = block_sum<kMmaThreads>(sds_part, red);  // (syncs)
@@ -1108,7 +1210,14 @@ __global__ void __launch_bounds__(kMmaThreads, grad_min_blocks<P, N>())
           const int p = frag_col(nt, u, 0);
           float* dx = a.dX + (k.row0 + j) * a.ld_dx + k.h * P + p;
           float xs[2], dys[2], dxs[2];
-          if (VEC) {
+          if constexpr (kGradKeepsFp32<P, N>) {
+            const float2 x2 = *reinterpret_cast<const float2*>(fX + j * P + fp32_col(j, p));
+            const float2 y2 = *reinterpret_cast<const float2*>(fdY + j * P + fp32_col(j, p));
+            xs[0] = x2.x;
+            xs[1] = x2.y;
+            dys[0] = y2.x;
+            dys[1] = y2.y;
+          } else if (VEC) {
             const float2 x2 = *reinterpret_cast<const float2*>(X + j * a.ld_x + p);
             const float2 y2 = *reinterpret_cast<const float2*>(dY + j * a.ld_y + p);
             xs[0] = x2.x;
@@ -1197,6 +1306,7 @@ __global__ void __launch_bounds__(kMmaThreads, grad_min_blocks<P, N>())
       }
     });
     __syncthreads();
+    if (h + 1 < h_end) next.load(a, ws.dS, d, h + 1);
     // The segment sums' gradient, row by row, from the partial sums in a fixed order.
     for (int i = threadIdx.x; i < k.L; i += blockDim.x) {
       float rr = 0.f, om = 0.f, tm = 0.f, x = 0.f;
@@ -1218,11 +1328,10 @@ __global__ void __launch_bounds__(kMmaThreads, grad_min_blocks<P, N>())
     // waiting for a load of dt_raw, took a sizeable part of the kernel's time).
     if (threadIdx.x < 32) {
       const int l = threadIdx.x, i0 = 2 * l, i1 = i0 + 1, L = k.L;
+      const float raw0 = sraw[i0], raw1 = sraw[i1];  // (0 past the chunk's end)
       const float om_sum = warp_sum((i0 < L ? red[i0] : 0.f) + (i1 < L ? red[i1] : 0.f));
       const float bias = a.dt_bias[k.h];
       const long long r0 = k.row0 + i0;
-      const float raw0 = i0 < L ? a.dt_raw[r0 * a.ld_dt + k.h] : 0.f;
-      const float raw1 = i1 < L ? a.dt_raw[(r0 + 1) * a.ld_dt + k.h] : 0.f;
       float d0 = i0 < L ? dcs[i0] : 0.f, d1 = i1 < L ? dcs[i1] : 0.f;
       const float last = e[L - 1] * sds + om_sum;
       if (i0 == L - 1) d0 += last;
