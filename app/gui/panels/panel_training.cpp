@@ -28,9 +28,8 @@ namespace {
 using plot::format_value;
 
 const char* const kLayers[] = {"ttt-linear", "ttt-mlp",  "linear-attention", "softmax-attention",
-                               "mamba2",     "deltanet", "gated-deltanet",   "titans"};
-const char* const kLayerNames[] = {"TTT-Linear", "TTT-MLP",  "linear attention", "softmax attention",
-                                   "Mamba-2",    "DeltaNet", "Gated DeltaNet",   "Titans"};
+                               "mamba2",     "deltanet", "gated-deltanet",   "titans", "lact"};
+constexpr int kLayerCount = static_cast<int>(sizeof kLayers / sizeof kLayers[0]);
 const char* const kPresets[] = {"tiny", "small", "125m"};
 
 using XAxis = TrainingXAxis;  // lab/training/training_settings.hpp
@@ -112,26 +111,25 @@ class TrainingPanel final
     if (classroom::visible("training.settings")) {
       widgets::section_label("MODEL");
       widgets::row("Layer", "The sequence layer of every block: the two TTT layers, or the baselines: attention "
-                            "(softmax, linear), Mamba-2, DeltaNet, Gated DeltaNet and Titans (these three on the CPU "
-                            "only).");
+                            "(softmax, linear), Mamba-2, DeltaNet, Gated DeltaNet, Titans and LaCT (these four on the "
+                            "CPU only).");
       int layer = 0;
-      for (int i = 0; i < 8; ++i)
+      for (int i = 0; i < kLayerCount; ++i)
         if (t.layer == kLayers[i]) layer = i;
       if (ImGui::Combo("##layer", &layer,
                        "TTT-Linear\0TTT-MLP\0linear attention\0softmax attention\0Mamba-2\0DeltaNet\0Gated "
-                       "DeltaNet\0Titans\0"))
+                       "DeltaNet\0Titans\0LaCT\0"))
         t.layer = kLayers[layer];
       // Mamba-2 brings its own convolution and gate, DeltaNet, Gated DeltaNet and Titans their own
-      // short convolutions: they always sit in the Transformer block.
+      // short convolutions, LaCT its window attention: they always sit in the Transformer block.
       const bool mamba2 = t.layer == "mamba2";
-      const bool own_block =
-          mamba2 || t.layer == "deltanet" || t.layer == "gated-deltanet" || t.layer == "titans";
+      const bool own_block = transformer_block_only(seq_layer_from_string(t.layer));
       if (own_block) t.mamba = false;
       widgets::row("Backbone", mamba2      ? "Mamba-2 is a whole Mamba block (its own convolution and gate), so it "
                                              "sits in the Transformer block."
-                               : own_block ? "DeltaNet, Gated DeltaNet and Titans are whole blocks (their own "
-                                             "short convolutions), so they sit in the Transformer "
-                                             "block."
+                               : own_block ? "DeltaNet, Gated DeltaNet, Titans and LaCT are whole blocks (their "
+                                             "own short convolutions or window attention), so they sit "
+                                             "in the Transformer block."
                                            : "Mamba (m): pre-convolution, shared Q/K with convolutions, gate. "
                                              "Transformer (t): none.");
       ImGui::BeginDisabled(own_block);

@@ -43,10 +43,9 @@ TrainConfig run_config(const TrainSettings& s) {
   try {
     ModelConfig m = ModelConfig::preset(s.preset);
     m.seq_layer = seq_layer_from_string(s.layer);
-    // Mamba-2 is a whole Mamba block, and DeltaNet and Gated DeltaNet have their own convolutions:
-    // the Transformer block holds them (ModelConfig::validate).
-    m.mamba_backbone = s.mamba && m.seq_layer != SeqLayerKind::Mamba2 && !m.is_deltanet() &&
-                       m.seq_layer != SeqLayerKind::Titans;
+    // Mamba-2, DeltaNet, Gated DeltaNet, Titans and LaCT are whole blocks: the Transformer block holds
+    // them (ModelConfig::validate).
+    m.mamba_backbone = s.mamba && !transformer_block_only(m.seq_layer);
     m.mini_batch_size = s.mini_batch;
     m.ttt_base_lr = s.base_lr > 0 ? s.base_lr : default_ttt_base_lr(m.seq_layer);
     return train_config(m, s);

@@ -27,7 +27,7 @@ TrainDeviceRequest TrainSettings::device_request() const {
 TrainSettings train_settings_from(const FieldReader& t, TrainSettings x) {
   static constexpr std::string_view kLayers[] = {"ttt-linear",        "ttt-mlp", "linear-attention",
                                                  "softmax-attention", "mamba2",  "deltanet",
-                                                 "gated-deltanet",    "titans"};
+                                                 "gated-deltanet",    "titans",  "lact"};
   static constexpr std::string_view kPresets[] = {"tiny", "small", "125m"};
   static constexpr std::string_view kDevices[] = {"auto", "cpu", "cuda"};
   x.layer = std::string(kLayers[t.choice("layer", kLayers, 0)]);
