@@ -242,7 +242,10 @@ class InnerCurvesPanel final
                       // At least 12.5 lines: a plot's title, labels and axes take about 7 at any UI scale.
                       std::max(ImGui::GetFontSize() * 12.5f, (avail.y - gap * static_cast<float>(rows - 1)) / static_cast<float>(rows) - 2.0f));
     std::vector<plot::VLine> marks;
-    for (long s = v.mini_batch; v.mini_batch > 1 && s < v.T; s += v.mini_batch) marks.push_back({s - 0.5, colors::kMarker, true});
+    // A member with one step per token has no mini-batch to mark (TTT's markers as before).
+    const int first_mark = v.member.empty() ? 0 : 1;
+    for (long s = v.mini_batch; v.mini_batch > first_mark && s < v.T; s += v.mini_batch)
+      marks.push_back({s - 0.5, colors::kMarker, true});
     const std::string w = state_letter(v);
     plot::small_multiples(v.blocks, cols, cell, ImVec2(gap, gap), [&](int b, ImVec2 size) {
       const std::size_t k = static_cast<std::size_t>(b);
