@@ -109,9 +109,9 @@ class EvolutionPanel final
       widgets::choice_pair("of Wₜ − W₀", true, "of Wₜ", false, m_settings.spectrum_of_delta);
       if (v.mlp) {
         widgets::row("Layer");
-        ImGui::RadioButton("W₁", &m_settings.layer, 0);
+        ImGui::RadioButton(widgets::state_matrix_name(v.config, true, 0).c_str(), &m_settings.layer, 0);
         ImGui::SameLine();
-        ImGui::RadioButton("W₂", &m_settings.layer, 1);
+        ImGui::RadioButton(widgets::state_matrix_name(v.config, true, 1).c_str(), &m_settings.layer, 1);
       }
       widgets::row("Play speed");
       float sp_f = static_cast<float>(m_settings.play_speed);
@@ -218,7 +218,7 @@ class EvolutionPanel final
     const Mat<float>& W0 = pick(*v.w0);
     m_map_main = m_settings.show_delta ? Mat<float>(W - W0) : W;
     m_map_step = W - pick(prev);
-    const std::string wn = v.mlp ? (m_settings.layer == 1 ? "W₂" : "W₁") : v.config.ttt() ? "W" : "S";
+    const std::string wn = widgets::state_matrix_name(v.config, v.mlp, v.mlp ? m_settings.layer : 0);
     const std::string shape = "[" + std::to_string(W.rows()) + " × " + std::to_string(W.cols()) + "]";
 
     const float avail = ImGui::GetContentRegionAvail().x;
@@ -323,7 +323,7 @@ class EvolutionPanel final
       const long i = std::lround(x);
       return "t = " + std::to_string(i) + "  " + widgets::quoted_token(v.bytes, i);
     };
-    const std::string wn = v.mlp ? (l2 ? "W₂" : "W₁") : v.config.ttt() ? "W" : "S";
+    const std::string wn = widgets::state_matrix_name(v.config, v.mlp, l2 ? 1 : 0);
     // At least 11.5 lines (the view scrolls): the plot's title, labels and axes take about 7 at any UI scale.
     const float h = std::max(ImGui::GetFontSize() * 11.5f, ImGui::GetContentRegionAvail().y - 6.0f);
     const float avail = ImGui::GetContentRegionAvail().x;

@@ -81,11 +81,14 @@ std::string member_step_text(const StepperView& v) {
   if (id == "gated_deltanet")
     return "Sₜ = αₜSₜ₋₁ − βₜkₜᵀ(kₜαₜSₜ₋₁ − vₜ): the decay αₜ, then the delta step at the decayed state.";
   if (id == "titans")
-    return "W ← (1 − ηλ)W, then momentum M ← μM + ∇ℓ and W ← W − ηM; gradients at the mini-batch's start "
-           "(b tokens). DesignedMemory at Titans' components: the gates are fixed here.";
+    return "Sₜ = ηₜSₜ₋₁ − 2θₜkₜᵀuₜ, Mₜ = (1 − αₜ)Mₜ₋₁ + Sₜ: momentum (the \"surprise\" S), forgetting αₜ, and "
+           "uₜ taken at the memory of the mini-batch's start (b tokens). Shown: W₁ = M, W₂ = S (the momentum); "
+           "the gradient term kₜᵀuₜ.";
   if (id == "lact")
-    return "Pairs wait in a chunk of b tokens that reads cannot see; when it is full, one Muon step on the "
-           "chunk's summed gradient (apply, then update). DesignedMemory at LaCT's components.";
+    return "Tokens are read with the weights of their chunk (C = b tokens); when the next chunk's first token "
+           "arrives, one Muon step with momentum on the chunk's rate-weighted gradient, every row renormalised "
+           "(apply, then update). The weights change only there. Shown: W₁ = W₀ [4d, d] and W₂ = W₁ [d, 4d] "
+           "of LaCT's SwiGLU (its W₂, like W₀, is not drawn); the gradient of this token's −f(kₜ)·vₜ.";
   return "";
 }
 
@@ -166,13 +169,19 @@ class InnerStepperPanel final
                         "Fixed over the run: one range per kind of matrix over all computed tokens\n"
                         "(95th percentile), so magnitudes compare while stepping.\n"
                         "Per matrix: every map uses its own largest |value|.");
-    if (v.mlp()) {
+    if (v.mlp() && v.config.ttt()) {
       widgets::row("Layer");
       ImGui::RadioButton("W₁", &m_settings.layer, 0);
       if (ImGui::IsItemHovered()) ImGui::SetTooltip("W₁: d × 4d, the first layer (key kₜ)");
       ImGui::SameLine();
       ImGui::RadioButton("W₂", &m_settings.layer, 1);
       if (ImGui::IsItemHovered()) ImGui::SetTooltip("W₂: 4d × d, the second layer (key x₂ = GELU(z₁))");
+    } else if (v.mlp()) {
+      // Titans: the memory M and the momentum S; LaCT: W₀ and W₁ of its SwiGLU (member_step_text).
+      widgets::row("Matrix");
+      ImGui::RadioButton(widgets::state_matrix_name(v.config, true, 0).c_str(), &m_settings.layer, 0);
+      ImGui::SameLine();
+      ImGui::RadioButton(widgets::state_matrix_name(v.config, true, 1).c_str(), &m_settings.layer, 1);
     }
     }
 
@@ -465,7 +474,8 @@ class InnerStepperPanel final
         std::clamp(head_h + est_cell * static_cast<float>(w_now.rows()) + 6.0f, head_h + 70.0f, 250.0f);
     const ImVec2 origin = ImGui::GetCursorScreenPos();
     ImDrawList* dl = ImGui::GetWindowDrawList();
-    const std::string wname = member_matrix(v) ? "S" : l2 ? "W₂" : (mlp ? "W₁" : "W");
+    const std::string wname = v.config.ttt() ? (l2 ? "W₂" : (mlp ? "W₁" : "W"))
+                                             : widgets::state_matrix_name(v.config, mlp, l2 ? 1 : 0);
     const std::string shape = "[" + std::to_string(w_now.rows()) + " × " + std::to_string(w_now.cols()) + "]";
 
     // Block 1: the rank-1 gradient term, drawn like a multiplication table.

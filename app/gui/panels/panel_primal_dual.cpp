@@ -141,8 +141,9 @@ class PrimalDualPanel final
     else
       widgets::panel_title("Primal vs parallel form",
                            (narrow ? "Two ways to compute the same " + who + " output."
-                                   : "Two ways to compute the same " + who + " output: the state Sₜ token by token, "
-                                     "or the chunked form: matrix products per chunk of C tokens.")
+                                   : "Two ways to compute the same " + who + " output: the state " +
+                                         (v.config.head.member_id() == "titans" ? "Mₜ" : "Sₜ") +
+                                         " token by token, or the chunked form: matrix products per chunk of C tokens.")
                                .c_str());
 
     // Status line: running / failed / stale.
@@ -543,7 +544,14 @@ class PrimalDualPanel final
                           delta ? "No attention matrix here: the delta rule's read-out is not M V for a matrix of q and "
                                   "k alone. Its chunked form solves a triangular system per chunk (the UT transform, "
                                   "T = (I + tril(diag(β)(KKᵀ ⊙ Γ), −1))⁻¹ diag(β)) and passes the state between chunks."
-                                : "");
+                          : id == "titans"
+                              ? "No attention matrix here: Titans' read-out passes through LayerNorms. C is its "
+                                "mini-batch b in both forms (gradients at each mini-batch's start, so b changes the "
+                                "function; both forms compute the same one). The chunked form takes all b writes "
+                                "uₜ from the start memory at once, then the memory and momentum in closed form, "
+                                "Mᵢ = βᵢM_p + fᵢS_p − 2Σⱼ≤ᵢ Gᵢⱼkⱼᵀuⱼ, with β, f, G the products of (1 − α) and η "
+                                "inside the mini-batch (docs/MATH.md §11.9)."
+                              : "");
       ImGui::PopTextWrapPos();
       ImGui::EndGroup();
     }

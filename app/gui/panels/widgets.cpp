@@ -18,6 +18,7 @@
 #include "gui/lab.hpp"
 #include "gui/plot/plot_common.hpp"
 #include "gui/theme.hpp"
+#include "tttlab/fastweight/member_trace.hpp"
 #include "tttlab/fastweight/rule.hpp"
 
 namespace tttlab::gui::widgets {
@@ -533,11 +534,8 @@ bool head_editor(HeadConfig& c, const HeadEditorOptions& opt) {
             c.set_member(p.id);
             if (!c.ttt()) {
               c.source = HeadSource::Toy;  // the trained model's heads are TTT heads
-              if (fast_weight_preset(p.id).rule.state == FastWeightState::Mlp) {
+              if (fast_weight_preset(p.id).rule.state == FastWeightState::Mlp)
                 c.d = std::clamp(c.d, 4, opt.limits.max_d_mlp);
-                // Momentum 0.9 on unit keys: η = 1 diverges within a few mini-batches.
-                c.eta_base = std::min(c.eta_base, 0.1);
-              }
             }
             changed = true;
           }
@@ -752,13 +750,31 @@ std::string member_inputs_note(const HeadConfig& c) {
            " with random θ (fixed gate: βₜ = η_base" + (id == "gated_deltanet" ? ", αₜ = σ(3)" : "") +
            "). β above 2 overshoots: watch the loss.";
   if (id == "titans")
-    return "Titans' memory as the designer's DesignedMemory at its components (the real inner loop is being "
-           "written): k, q, v L2-normalised, W₁ random, W₂ = 0, rate η, weight decay 0.05, momentum 0.9, "
-           "mini-batch b; no learned gates.";
+    return "Titans' own inner loop (FLA's linear memory, docs/MATH.md §11.9) on the toy head: q, k "
+           "L2-normalised as its layer does, v as drawn; M₀ = 0, momentum S₀ = 0, the LayerNorm's w = 1, b = 0; "
+           "θₜ = η_base·σ(xₜ·θ)/d (its layer's 1/d offsets the D·g of FLA's write), the forgetting "
+           "1 − αₜ with αₜ = σ(3 + xₜ·θ_α) (so about 0.05), momentum ηₜ = 0.9; gradients at the start of each "
+           "mini-batch of b. Its loss ‖LN(kₜM) + kₜ − vₜ‖² has no ½, and FLA's step is not exactly its "
+           "gradient (§11.9): a step need not lower it.";
   if (id == "lact")
-    return "LaCT as the designer's DesignedMemory at its components (the real inner loop is being written): "
-           "k, q, v L2-normalised, a GELU MLP (not SwiGLU), rate η, momentum 0.9, Muon, chunk b.";
+    return "LaCT's own inner loop (docs/MATH.md §11.10) on the toy head: q, k L2-normalised as its layer "
+           "does, v as drawn; SwiGLU fast weights W₀, W₂ [4d, d] ~ N(0, 1/d), W₁ [d, 4d] ~ N(0, 1/(4d)) from "
+           "the seed; the rate η_base·σ(xₜ·θ)/d for all three weights, momentum 0.9 and Muon; chunks of C = b "
+           "tokens, read first, learnt from when the next token arrives (the weights do not change in between), "
+           "every row renormalised to its initial norm.";
   return "";
+}
+
+std::string state_matrix_name(const HeadConfig& c, bool mlp, int layer) {
+  if (!c.ttt()) {
+    try {
+      const std::vector<std::string> names = member_state_names(fast_weight_preset(c.member_id()));
+      if (layer >= 0 && static_cast<std::size_t>(layer) < names.size()) return names[static_cast<std::size_t>(layer)];
+    } catch (const std::invalid_argument&) {
+    }
+  }
+  if (!mlp) return c.ttt() ? "W" : "S";
+  return layer == 1 ? "W₂" : "W₁";
 }
 
 std::string quoted_token(const std::vector<unsigned char>& bytes, long t) {

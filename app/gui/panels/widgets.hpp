@@ -57,6 +57,9 @@ struct HeadEditorOptions {
 bool head_editor(HeadConfig& c, const HeadEditorOptions& opt);
 // For a member other than TTT: what its q, k, v, β and α are on the toy head, in one paragraph.
 std::string member_inputs_note(const HeadConfig& c);
+// The name of the state matrix the views draw as layer `layer` (0 or 1): TTT "W" (MLP: "W₁", "W₂"), a
+// matrix member "S", Titans "M" and "S" (its memory and momentum), LaCT "W₀" and "W₁".
+std::string state_matrix_name(const HeadConfig& c, bool mlp, int layer);
 
 // A label column of this width, then the control: the layout of every settings column.
 float label_width();

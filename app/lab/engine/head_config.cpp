@@ -49,7 +49,7 @@ std::string HeadConfig::member_loss() const {
   if (id == "mamba2") return "ℓ(S) = −(kₜS)·vₜ (Hebbian), after the decay S ← αₜS";
   if (id == "deltanet") return "ℓ(S) = ½‖kₜS − vₜ‖²";
   if (id == "gated_deltanet") return "ℓ(S) = ½‖kₜS − vₜ‖², after the decay S ← αₜS";
-  if (id == "titans") return "ℓ(M) = ½‖M(kₜ) − vₜ‖², weight decay, momentum";
+  if (id == "titans") return "ℓ(M) = ‖LN(kₜM) + kₜ − vₜ‖² (FLA's, no ½), forgetting, momentum";
   if (id == "lact") return "ℓ(f) = −f(kₜ)·vₜ, large chunks, Muon";
   return "ℓ";
 }

@@ -27,11 +27,12 @@
 // the toy head's q, k, v (head_inputs.hpp, make_member_inputs):
 //   linear attention, Mamba-2   q, k as drawn (their layers do not normalise them)
 //   DeltaNet, Gated DeltaNet    k̂ = k/‖k‖, q̂ = q/‖q‖/√d (ε = 1e−6 under the roots), as their layers
-//   Titans, LaCT                k, q and v L2-normalised: the unit rows DesignedMemory is built for
+//   Titans, LaCT                k, q L2-normalised as their layers, v as drawn
 //   β_t = η_base·σ(x_t·θ) (learned gate; the θ of λ, so β_t = d·λ_t) or η_base (fixed gate)
 //   α_t = σ(3 + x_t·θ_α), θ_α ~ N(0, 1/d) (learned gate) or σ(3) ≈ 0.953 (fixed gate)
-//   S₀ = 0 (matrix members); Titans and LaCT: DesignedMemory's start with η = η_base, chunk = b and
-//   its defaults for the decay, weight decay (0.05) and momentum (0.9), seed = `seed`
+//   S₀ = 0 (matrix members); Titans (titans.hpp): θ_t = β_t/d, forgetting 1 − α_t, momentum 0.9,
+//   mini-batch b, M₀ = 0, LN w = 1, b = 0; LaCT (lact.hpp): rate β_t/d for W₀, W₁, W₂, momentum 0.9
+//   (Muon, as its preset), chunk C = b, d_h = 4d, initial weights from `seed` (member_trace.hpp)
 #pragma once
 
 #include <cstdint>

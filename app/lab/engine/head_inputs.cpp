@@ -102,16 +102,21 @@ MemberInputs make_member_inputs(const HeadConfig& c, const HeadInputs<double>& h
   const auto l2 = [](Mat<double>& m, double scale) {
     for (long t = 0; t < m.rows(); ++t) m.row(t) *= scale / std::sqrt(m.row(t).squaredNorm() + 1e-6);
   };
+  in.beta = h.lambda * d;  // λ_t = η_base·σ(x_t·θ)/d, so β_t = η_base·σ(x_t·θ)
+  in.alpha = h.alpha;
   if (p.id == "deltanet" || p.id == "gated_deltanet") {
     l2(in.k, 1.0);
     l2(in.q, 1.0 / std::sqrt(d));
-  } else if (!member_is_matrix_rule(p)) {
+  } else if (p.id == "titans" || p.id == "lact") {
+    // Their layers L2-normalise q and k (§11.9, §11.10); v is read as drawn.
     l2(in.k, 1.0);
     l2(in.q, 1.0);
-    l2(in.v, 1.0);
+    // Titans: θ_t = β_t/d (its layer's 1/d offsets the D·g of FLA's write), the forgetting
+    // 1 − α_t, momentum η = 0.9; LaCT: the rate β_t/d of all three weights, momentum 0.9.
+    in.beta = h.lambda;
+    in.momentum = Vec<double>::Constant(h.tokens(), kMemberMomentum);
+    if (p.id == "titans") in.alpha = (1.0 - h.alpha.array()).matrix();
   }
-  in.beta = h.lambda * d;  // λ_t = η_base·σ(x_t·θ)/d, so β_t = η_base·σ(x_t·θ)
-  in.alpha = h.alpha;
   in.design.width = h.d();
   in.design.seed = c.seed;
   in.design.eta = c.eta_base;

@@ -61,6 +61,9 @@ std::vector<HeadInputs<S>> model_layer_heads_from(const Model<float>& model, con
 template <class S>
 HeadInputs<S> build_head_inputs(const HeadConfig& c, ModelLibrary& library);
 
+// Titans' momentum η_t and LaCT's m_t on the toy head (their layers' initial σ(logit 0.9)).
+inline constexpr double kMemberMomentum = 0.9;
+
 // The inputs of the member `c` names (not TTT: c.ttt() is false) from its toy head `h`, normalised and
 // gated as head_config.hpp's MEMBER paragraph says.
 MemberInputs make_member_inputs(const HeadConfig& c, const HeadInputs<double>& h);

@@ -4,6 +4,8 @@
 
 #include "lab/engine/data_source.hpp"
 #include "lab/engine/head_inputs.hpp"
+#include "tttlab/fastweight/member_trace.hpp"
+#include "tttlab/fastweight/rule.hpp"
 #include "tttlab/data/batches.hpp"
 #include "tttlab/model/checkpoint.hpp"
 #include "tttlab/model/model.hpp"
@@ -28,7 +30,33 @@ struct CurvesModule::Job {
   std::unique_ptr<GpuModel> gpu;
   std::vector<GpuLayerInputs> inputs;  // of the current window
   int block = 0;                       // the next block of the current window (GPU path)
+  // A member other than TTT: its preset and the toy head's settings (text and seed set per head).
+  const FastWeightPreset* member = nullptr;
+  HeadConfig toy;
+  std::vector<double> cb, ca;  // LaCT: sums of each update's chunk loss before and after
 };
+
+namespace {
+
+// The toy heads' settings for a member (head_config.hpp's TOY source), validated as the other
+// inner-loop views validate theirs (with this view's longer sequences).
+HeadConfig curves_toy_config(const CurvesSettings& s) {
+  HeadConfig c;
+  c.source = HeadSource::Toy;
+  c.set_member(s.member);
+  c.d = s.toy_d;
+  c.seed = static_cast<std::uint64_t>(s.toy_seed);
+  c.mini_batch = s.toy_mini_batch;
+  c.eta_base = s.toy_eta_base;
+  c.text = std::string(static_cast<std::size_t>(s.seq_len), 'a');
+  HeadLimits lim;
+  lim.max_tokens = 2048;
+  validate(c, lim);
+  if (s.toy_heads < 1 || s.toy_heads > 16) throw std::invalid_argument("toy heads must be in [1, 16]");
+  return c;
+}
+
+}  // namespace
 
 CurvesModule::CurvesModule(std::shared_ptr<ModelLibrary> library,
                            std::shared_ptr<ComputeChoice> compute)
@@ -91,6 +119,7 @@ void CurvesModule::start(const CurvesSettings& s, ModuleContext& ctx, std::share
   v->reloads = m_reloads;
   const std::string id = resolve(s.model_id);
   v->model_id = id;
+  if (!s.ttt()) return start_member(s, ctx, std::move(v));
   if (previous)
     v->first_followed = previous->first_followed          ? previous->first_followed
                         : previous->outcome == JobOutcome::Done ? previous
@@ -170,6 +199,80 @@ void CurvesModule::start(const CurvesSettings& s, ModuleContext& ctx, std::share
   show(std::move(v), ctx);
 }
 
+void CurvesModule::start_member(const CurvesSettings& s, ModuleContext& ctx, std::shared_ptr<CurvesView> v) {
+  v->model_id.clear();
+  try {
+    if (s.seq_len < 8 || s.seq_len > 2048) throw std::invalid_argument("the sequence length T must be in [8, 2048]");
+    if (s.sequences < 1 || s.sequences > 256) throw std::invalid_argument("the number of sequences must be in [1, 256]");
+    auto job = std::make_unique<Job>();
+    job->member = &fast_weight_preset(s.member);  // lists the ids if unknown
+    job->toy = curves_toy_config(s);
+    job->data = load_data(s.data, s.seq_len);
+    job->windows = std::make_unique<SequentialWindows>(std::span<const std::uint8_t>(job->data->val), 1, s.seq_len,
+                                                      s.sequences);
+    v->member = job->member->id;
+    v->member_name = job->toy.member_name();
+    v->member_loss = job->toy.member_loss();
+    v->state_names = member_state_names(*job->member);
+    v->model_label = "toy heads (random projections, d = " + std::to_string(s.toy_d) + ", seeds " +
+                     std::to_string(s.toy_seed) + " … " + std::to_string(s.toy_seed + s.toy_heads - 1) + ")";
+    v->data_description = job->data->description;
+    v->blocks = 1;
+    v->heads = s.toy_heads;
+    v->mini_batch = member_is_matrix_rule(*job->member) ? 1 : s.toy_mini_batch;
+    v->T = s.seq_len;
+    const std::vector<double> zeros(static_cast<std::size_t>(s.seq_len), 0.0);
+    job->s0.assign(1, zeros);
+    job->sb = job->sa = job->s0;
+    v->l0 = v->lb = v->la = job->s0;
+    v->device = engine_thread_cpu();
+    v->device_note = "the member's inner loop in double precision on the CPU";
+    m_job = std::move(job);
+    m_slot.begin(ctx, *v, "Inner-loss curves (" + v->member_name + "): " +
+                              std::to_string(m_job->windows->windows()) + " sequences");
+  } catch (const std::exception& e) {
+    m_job.reset();
+    v->outcome = JobOutcome::Failed;
+    v->error = e.what();
+  }
+  m_seen_library = m_library->generation();
+  show(std::move(v), ctx);
+}
+
+// One window: every toy head runs the member's inner loop over it and adds its three losses per token.
+void CurvesModule::work_member() {
+  Job& j = *m_job;
+  const long T = m_view->T;
+  const TokenBatch b = j.windows->batch_at(j.window);
+  const auto row = b.row(0);
+  HeadConfig c = j.toy;
+  c.text.assign(row.begin(), row.begin() + T);
+  std::size_t update = 0;
+  for (int head = 0; head < m_view->heads; ++head) {
+    c.seed = j.toy.seed + static_cast<std::uint64_t>(head);
+    const HeadInputs<double> h = make_toy_head<double>(c);
+    MemberTracer tracer(*j.member, make_member_inputs(c, h));
+    update = 0;
+    while (tracer.computed() < tracer.tokens()) {
+      const MemberStepRecord r = tracer.step();
+      const std::size_t t = static_cast<std::size_t>(r.token);
+      j.s0[0][t] += r.loss_initial;
+      j.sb[0][t] += r.loss_before;
+      j.sa[0][t] += r.loss_after;
+      if (r.chunk_tokens > 0) {
+        if (j.cb.size() <= update) {
+          j.cb.resize(update + 1, 0.0);
+          j.ca.resize(update + 1, 0.0);
+        }
+        j.cb[update] += r.chunk_loss_before;
+        j.ca[update] += r.chunk_loss_after;
+        ++update;
+      }
+    }
+  }
+  j.pos = T;
+}
+
 void CurvesModule::replay_next(const std::string& model_id) {
   const ShippedCheckpoint& c = m_replay.at(m_replay_next);
   CheckpointLoadInfo info;  // shipped weights carry no checksum: the note is not printed
@@ -187,6 +290,10 @@ std::string CurvesModule::resolve(const std::string& model_id) const {
 
 void CurvesModule::after_iteration(ModuleContext& ctx) {
   if (m_view->generation == 0 || m_library->generation() == m_seen_library) return;
+  if (!m_view->settings.ttt()) {  // toy heads: no weights to follow
+    m_seen_library = m_library->generation();
+    return;
+  }
   m_seen_library = m_library->generation();
   const std::string id = resolve(m_view->settings.model_id);
   if (id.empty()) return;
@@ -212,7 +319,9 @@ void CurvesModule::work(ModuleContext& ctx) {
   const long T = m_view->T;
   const long W = j.windows->windows();
   try {
-    if (j.gpu) {
+    if (j.member) {
+      work_member();
+    } else if (j.gpu) {
       // One block per work item: its heads' inner loops over the whole window, from the GPU's inputs.
       const TokenBatch b = j.windows->batch_at(j.window);
       if (j.block == 0) j.inputs = j.gpu->layer_inputs(b);
@@ -273,6 +382,17 @@ void CurvesModule::work(ModuleContext& ctx) {
       v->lb[b][t] = j.sb[b][t] / n;
       v->la[b][t] = j.sa[b][t] / n;
     }
+  if (!j.cb.empty()) {
+    // LaCT: update u is made when token (u + 1)·C arrives.
+    v->chunk_at.resize(j.cb.size());
+    v->chunk_before.resize(j.cb.size());
+    v->chunk_after.resize(j.cb.size());
+    for (std::size_t u = 0; u < j.cb.size(); ++u) {
+      v->chunk_at[u] = static_cast<long>(u + 1) * v->mini_batch;
+      v->chunk_before[u] = j.cb[u] / n;
+      v->chunk_after[u] = j.ca[u] / n;
+    }
+  }
   m_slot.set_progress(ctx, *v, static_cast<double>(j.window) / static_cast<double>(W));
   if (j.window >= W) {
     m_slot.finish(ctx, *v, JobOutcome::Done);

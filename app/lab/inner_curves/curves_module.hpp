@@ -9,6 +9,10 @@
 // older weights. The model id kFollowTrainingId waits for the next checkpoint any run saves after the
 // request, then follows the newest run (ModelLibrary::newest_put).
 //
+// A member other than TTT (CurvesSettings::member) runs on toy heads instead of a model: one window per
+// work item, every toy head's MemberTracer over it (tttlab/fastweight/member_trace.hpp), the same
+// three sums per token; nothing follows a training run then.
+//
 // A shipped run (model id "shipped-run:<name>", model_library.hpp) stands in for a training run: the
 // module puts its first checkpoint into the library and computes; each time a computation is complete
 // it puts the next one, and the view follows it exactly as it follows a run's new checkpoints (reloads,
@@ -49,6 +53,11 @@ class CurvesModule final : public JobModule<CurvesView, &Snapshot::curves>, priv
   // Starts computing `s` (the resolved model's current weights); `previous`: the view being replaced
   // because newer weights arrived (null for a new request).
   void start(const CurvesSettings& s, ModuleContext& ctx, std::shared_ptr<const CurvesView> previous);
+  // Starts computing `s` for a member other than TTT on toy heads (curves_types.hpp); `v` is the new
+  // view, settings and generation set.
+  void start_member(const CurvesSettings& s, ModuleContext& ctx, std::shared_ptr<CurvesView> v);
+  // One window of a member's toy heads (the job's next work item).
+  void work_member();
   // Ends the job (cancelled or failed) and publishes the view that says so.
   void end(ModuleContext& ctx, JobOutcome outcome, const std::string& message);
   // The library id the settings' model names now ("" while kFollowTrainingId still waits).

@@ -16,7 +16,13 @@ const SettingsFields<CurvesSettings>& run_fields() {
                                               .string("model_id", &C::model_id, 4096)
                                               .string("data", &C::data, 4096)
                                               .integer("seq_len", &C::seq_len, 8, 2048)
-                                              .integer("sequences", &C::sequences, 1, 256);
+                                              .integer("sequences", &C::sequences, 1, 256)
+                                              .string("member", &C::member, 64)
+                                              .integer("toy_d", &C::toy_d, 2, 64)
+                                              .integer("toy_seed", &C::toy_seed, 0, 1000000000)
+                                              .integer("toy_heads", &C::toy_heads, 1, 16)
+                                              .integer("toy_mini_batch", &C::toy_mini_batch, 1, 1024)
+                                              .number("toy_eta_base", &C::toy_eta_base, 1e-6, 1000.0);
   return fields;
 }
 

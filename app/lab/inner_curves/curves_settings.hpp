@@ -1,6 +1,9 @@
 // app/lab/inner_curves/curves_settings.hpp — the inner-loss curves' entry of a state file.
 //
 //   "model_id", "data", "seq_len" (8 … 2048), "sequences" (1 … 256): what is computed
+//   "member" ("ttt", or a fast_weight_presets() id: that member on toy heads), "toy_d" (2 … 64),
+//   "toy_seed", "toy_heads" (1 … 16), "toy_mini_batch" (1 … 1024), "toy_eta_base": the toy heads
+//   (curves_types.hpp); missing: TTT, as before
 //   "view": {"smoothing": 0.6, "log_scale": false, "shared_y": true}
 //   "shipped_run": "<name>" (optional): the shipped run (assets/models/<name>/checkpoint-<step>) that can stand in
 //                  for the training run: "Use the shipped run (no training)" replays it

@@ -3,6 +3,12 @@
 //   ℓ(W_0; x_t)       the initial state, no test-time learning
 //   ℓ(W_{t−1}; x_t)   before the gradient step on x_t
 //   ℓ(W_t; x_t)       after it
+//
+// For TTT these are the model's TTT layers (every block, every head). For any other member of the
+// fast-weight family (tttlab/fastweight/rule.hpp) the same three losses come from that member's own
+// inner loop (tttlab/fastweight/member_trace.hpp) on `toy_heads` toy heads (head_config.hpp's TOY
+// construction and MEMBER inputs; seeds toy_seed, toy_seed + 1, …) reading the same validation
+// windows: one "block", its loss the member's own (docs/MATH.md §11.11).
 #pragma once
 
 #include <cstdint>
@@ -24,7 +30,17 @@ struct CurvesSettings {
   std::string data = "brown";
   int seq_len = 256;    // T
   int sequences = 12;   // validation windows averaged over
+  // "ttt" (or "ttt_linear" / "ttt_mlp"): the model's TTT layers; another fast_weight_presets() id:
+  // that member on toy heads (model_id is then not used).
+  std::string member = "ttt";
+  int toy_d = 16;              // the toy heads' d
+  int toy_seed = 7;            // the first toy head's seed
+  int toy_heads = 4;           // toy heads averaged over
+  int toy_mini_batch = 16;     // Titans' mini-batch b, LaCT's chunk C
+  double toy_eta_base = 1.0;   // η_base of the toy's rates (head_config.hpp)
   bool operator==(const CurvesSettings&) const = default;
+
+  bool ttt() const { return member == "ttt" || member == "ttt_linear" || member == "ttt_mlp"; }
 };
 
 struct CurvesView : JobView {
@@ -38,6 +54,14 @@ struct CurvesView : JobView {
   long T = 0;
   long sequences_done = 0;
   std::vector<std::vector<double>> l0, lb, la;  // [block][t] means over the sequences done and the heads
+  // A member other than TTT (toy heads): its id, printed name, inner loss in words and the names of
+  // its state's matrices (member_state_names); empty for TTT.
+  std::string member, member_name, member_loss;
+  std::vector<std::string> state_names;
+  // LaCT: for each update u, the token whose arrival made it (chunk_at[u]) and the mean over the
+  // sequences done and the heads of its chunk's loss before and after the update.
+  std::vector<long> chunk_at;
+  std::vector<double> chunk_before, chunk_after;
 
   // Following a training run. The view remembers the library version of the weights it was computed
   // with (ModelInfo::version); when a training run puts a newer checkpoint under that id, the module

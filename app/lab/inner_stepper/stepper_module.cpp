@@ -207,10 +207,9 @@ void StepperModule::start_member() {
   MemberInputs in = make_member_inputs(m_config, h);
   const bool matrix = member_is_matrix_rule(p);
   const long T = h.tokens();
-  m_member_rate.assign(static_cast<std::size_t>(T), in.design.eta);
-  if (matrix)
-    for (long t = 0; t < T; ++t)
-      m_member_rate[static_cast<std::size_t>(t)] = p.id == "linear_attention" ? 1.0 : in.beta(t);
+  m_member_rate.assign(static_cast<std::size_t>(T), 1.0);
+  if (p.id != "linear_attention")
+    for (long t = 0; t < T; ++t) m_member_rate[static_cast<std::size_t>(t)] = in.beta(t);
   m_tracer.emplace(p, std::move(in));
   const std::vector<Mat<double>>& w0 = m_tracer->initial_state();
   h.options.model = w0.size() > 1 ? InnerModel::MLP : InnerModel::Linear;

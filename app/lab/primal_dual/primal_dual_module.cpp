@@ -7,6 +7,7 @@
 
 #include "lab/engine/head_inputs.hpp"
 #include "tttlab/fastweight/matrix_rules.hpp"
+#include "tttlab/fastweight/titans.hpp"
 
 namespace tttlab::lab {
 
@@ -182,7 +183,11 @@ class TypedJob final : public PrimalDualModule::Job {
       // The member's toy inputs, in the job's precision; λ carries β_t.
       const HeadInputs<double> toy = make_toy_head<double>(c);
       const MemberInputs in = make_member_inputs(c, toy);
-      m_rule = *matrix_rule_for(fast_weight_preset(c.member_id()).rule);
+      m_titans = c.member_id() == "titans";
+      if (m_titans)
+        m_eta = in.momentum.template cast<S>();  // λ carries θ_t, α the forgetting
+      else
+        m_rule = *matrix_rule_for(fast_weight_preset(c.member_id()).rule);
       HeadInputs<S> h;
       h.bytes = toy.bytes;
       h.Q = in.q.template cast<S>();
@@ -237,6 +242,16 @@ class TypedJob final : public PrimalDualModule::Job {
       std::vector<Mat<S>> o(m_blocks[b].size());
       for (std::size_t h = 0; h < m_blocks[b].size(); ++h) {
         const HeadInputs<S>& x = m_blocks[b][h];
+        if (m_titans) {
+          // titans_chunked against titans_primal at the same mini-batch b = C (§11.9): one function.
+          const RowVec<S> w = RowVec<S>::Ones(x.d()), bias = RowVec<S>::Zero(x.d());
+          const Mat<S> M0 = Mat<S>::Zero(x.d(), x.d());
+          TitansInner inner;
+          inner.mini_batch = m_cfg.chunk;
+          o[h] = dual ? titans_chunked<S>(x.Q, x.K, x.V, w, bias, x.lambda, x.alpha, m_eta, M0, inner).o
+                      : titans_primal<S>(x.Q, x.K, x.V, w, bias, x.lambda, x.alpha, m_eta, M0, inner).o;
+          continue;
+        }
         if (!m_cfg.head.ttt()) {
           const Vec<S> beta = uses_beta(m_rule) ? x.lambda : Vec<S>();
           const Vec<S> alpha = uses_alpha(m_rule) ? x.alpha : Vec<S>();
@@ -364,7 +379,7 @@ class TypedJob final : public PrimalDualModule::Job {
     // A Hebbian member's output is o = M V with M[i, j] = Γ_ij β_j q_i·k_j (j ≤ i), Γ_ij the decay
     // from token j + 1 to i: cumulative log decays as the chunked form forms them.
     Vec<double> g = Vec<double>::Zero(T);
-    const bool hebbian = v.member_chunked && !is_delta_rule(m_rule);
+    const bool hebbian = v.member_chunked && !m_titans && !is_delta_rule(m_rule);
     if (hebbian && uses_alpha(m_rule))
       for (long t = 0; t < T; ++t) g(t) = (t ? g(t - 1) : 0.0) + std::log(static_cast<double>(shown.alpha(t)));
     const bool beta = uses_beta(m_rule);
@@ -424,7 +439,9 @@ class TypedJob final : public PrimalDualModule::Job {
   int m_done_steps = 0;
   std::string m_description;
   int m_shown_block = 0, m_shown_head = 0;
-  MatrixRule m_rule = MatrixRule::LinearAttention;  // a member other than TTT
+  MatrixRule m_rule = MatrixRule::LinearAttention;  // a matrix member
+  bool m_titans = false;                             // Titans: its primal and chunked forms
+  Vec<S> m_eta;                                      // Titans' momentum η_t
   std::vector<std::vector<HeadInputs<S>>> m_blocks;           // [block][head]
   std::vector<std::vector<double>> m_times[2];                // [form][block][rep]
   std::vector<std::vector<Mat<double>>> m_outputs[2];         // [form][block][head], the last repetition
@@ -449,10 +466,10 @@ bool PrimalDualModule::handle(const Command& command, ModuleContext& ctx) {
         validate(run.config.head.toy() ? v.effective : run.config.head, limits());
         if (!run.config.head.ttt()) {
           const FastWeightPreset& p = fast_weight_preset(run.config.head.member_id());
-          if (!member_is_matrix_rule(p))
-            throw std::invalid_argument(p.name + " has no parallel form here (only the primal form of the "
-                                        "designer's memory): choose TTT, linear attention, Mamba-2, DeltaNet "
-                                        "or Gated DeltaNet");
+          if (!member_is_matrix_rule(p) && p.id != "titans")
+            throw std::invalid_argument(p.name + " has no parallel form: each chunk's weights depend on the "
+                                        "last update nonlinearly (docs/MATH.md §11.10); choose TTT, linear "
+                                        "attention, Mamba-2, DeltaNet, Gated DeltaNet or Titans");
           if (run.config.chunk < 1 || run.config.chunk > 2048)
             throw std::invalid_argument("the chunk size C must be in [1, 2048]");
         }

@@ -20,8 +20,11 @@
 // chunk ∤ T), on the member's toy inputs (head_inputs.hpp, make_member_inputs). They are the same
 // function: the difference is rounding (≤ 1e−12 of the output's size in double). "mini_batch" in the
 // view is then the chunk, and M is the Hebbian members' causal weights M[i, j] = (Π_{j<s≤i} α_s) β_j q_i·k_j
-// (o = M V exactly); the delta rules have no such matrix of q and k alone (attention is empty). A member
-// without a parallel form here (Titans, LaCT) is refused with a message that says so.
+// (o = M V exactly); the delta rules have no such matrix of q and k alone (attention is empty). Titans
+// runs titans_primal against titans_chunked (tttlab/fastweight/titans.hpp, §11.9) with its mini-batch
+// b = `chunk` in both (gradients at each mini-batch's start: b changes the function, both forms compute
+// the same one); no matrix M either. LaCT has no parallel form (each chunk's weights depend on the last
+// update nonlinearly, §11.10) and is refused with a message that says so.
 #pragma once
 
 #include <string>
