@@ -359,7 +359,7 @@ long status_kib(const char* key) {
 }
 
 TEST(LosesNothing, F07_ThreadsThatCannotStartGiveAClearError) {
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(TTTLAB_UNDER_SANITIZERS)  // CMakeLists.txt, tttlab_test_program
   GTEST_SKIP() << "AddressSanitizer reserves terabytes of address space: an address-space limit cannot be set "
                   "under it (the Release build runs this test)";
 #endif
@@ -415,7 +415,7 @@ TEST(LosesNothing, F07_AWorkerOutOfMemoryIsAPlainError) {
 // ---- F09: the training estimate covers writing a checkpoint ---------------------------------------
 
 TEST(LosesNothing, F09_TrainingMemoryEstimateCoversCheckpointSaving) {
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(TTTLAB_UNDER_SANITIZERS)  // CMakeLists.txt, tttlab_test_program
   GTEST_SKIP() << "AddressSanitizer's shadow memory and quarantine are not the program's: measured in the Release build";
 #endif
   TempDir tmp;
