@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/layer_test_util.hpp"
 #include "core/nn/grad_check.hpp"
 #include "core/tiny_run.hpp"
 #include "core/word_corpus.hpp"
@@ -128,35 +129,11 @@ TEST(Mamba2, BackwardMatchesFiniteDifferencesForEveryParameterAndTheInput) {
   Mamba2Config cfg;
   cfg.width = 6, cfg.d_state = 3, cfg.d_conv = 3, cfg.expand = 2, cfg.headdim = 4, cfg.chunk_size = 4;
   Mamba2Layer<double> layer = random_layer(cfg, seed);
-  Rng rng(seed + 1);
-  const int T = 11;
-  Mat<double> x = random_mat(T, cfg.width, rng);
-  const Mat<double> W = random_mat(T, cfg.width, rng);
-  Mat<double> y, dx;
-  const auto cache = layer.forward_train(x, y);
-  auto grads = layer.zeros_like();
-  layer.backward(*cache, W, *grads, dx);
-  auto loss = [&] {
-    Mat<double> out;
-    layer.forward_train(x, out);
-    return (out.array() * W.array()).sum();
-  };
-  auto fd = [&](double& v) { return test::central_difference(v, loss); };
-  const double sx = std::max(1.0, dx.cwiseAbs().maxCoeff());
-  for (Eigen::Index i = 0; i < x.size(); ++i) EXPECT_NEAR(dx.data()[i], fd(x.data()[i]), 1e-7 * sx) << "x[" << i << "]";
-  std::vector<Eigen::Map<Mat<double>>> gs, ps;
-  std::vector<std::string> names;
-  grads->for_each_param([&](Eigen::Map<Mat<double>> m, const std::string& n) { gs.push_back(m); names.push_back(n); });
-  layer.for_each_param([&](Eigen::Map<Mat<double>> m, const std::string&) { ps.push_back(m); });
-  EXPECT_EQ(names, (std::vector<std::string>{"in_proj.weight", "conv1d.weight", "conv1d.bias", "dt_bias", "A_log",
-                                             "D", "norm.weight", "out_proj.weight"}));
-  ASSERT_EQ(gs.size(), ps.size());
-  for (size_t k = 0; k < gs.size(); ++k) {
-    const double s = std::max(1.0, gs[k].cwiseAbs().maxCoeff());
-    EXPECT_GT(gs[k].cwiseAbs().maxCoeff(), 1e-3) << names[k] << " carries no gradient to check";
-    for (Eigen::Index i = 0; i < ps[k].size(); ++i)
-      EXPECT_NEAR(gs[k].data()[i], fd(ps[k].data()[i]), 1e-7 * s) << names[k] << "[" << i << "]";
-  }
+  layer_test::expect_backward_matches_finite_differences(
+      layer, 11, seed,
+      {"in_proj.weight", "conv1d.weight", "conv1d.bias", "dt_bias", "A_log", "D", "norm.weight",
+       "out_proj.weight"},
+      1e-3);
 }
 
 TEST(Mamba2, InitialisationFollowsTheReference) {
