@@ -55,6 +55,15 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+// What every row reports of its repeats: the median (the upper one of an even count), min and max.
+struct Spread {
+  double median = 0, min = 0, max = 0;
+};
+Spread spread_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return {v[v.size() / 2], v.front(), v.back()};
+}
+
 // GFLOP/s of float GEMM with `threads` threads each multiplying its own n × n matrices.
 double gemm_rate(int threads, int n, double seconds) {
   std::vector<double> flops(threads, 0.0);
@@ -123,12 +132,11 @@ Row bench_preset(const ModelConfig& model, const std::string& preset, int batch,
     t.step();
     ms.push_back(1e3 * since(t0));
   }
-  std::sort(ms.begin(), ms.end());
-  const std::size_t n = ms.size();
-  r.steps_timed = static_cast<int>(n);
-  r.step_ms_median = n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]);
-  r.step_ms_min = ms.front();
-  r.step_ms_max = ms.back();
+  const Spread step = spread_of(ms);
+  r.steps_timed = static_cast<int>(ms.size());
+  r.step_ms_median = step.median;
+  r.step_ms_min = step.min;
+  r.step_ms_max = step.max;
   r.train_tok_s = double(batch) * seq_len / (r.step_ms_median / 1e3);
   r.train_gflops = r.train_tok_s * 3 * r.fwd_flops_per_token / 1e9;
   r.train_mfu = r.train_gflops / gemm;
@@ -187,7 +195,7 @@ GenRow bench_generation(const std::string& preset, const Model<float>& model, co
     for (int i = 0; i < bytes; ++i) step();
     bps.push_back(bytes / std::max(since(t0), 1e-9));
   }
-  std::sort(bps.begin(), bps.end());
+  const Spread rate = spread_of(bps);
   GenRow g;
   g.preset = preset;
   g.layer = to_string(model.config().seq_layer);
@@ -197,9 +205,9 @@ GenRow bench_generation(const std::string& preset, const Model<float>& model, co
   g.warmup = warmup;
   g.bytes = bytes;
   g.repeats = repeats;
-  g.median_bps = bps[bps.size() / 2];
-  g.min_bps = bps.front();
-  g.max_bps = bps.back();
+  g.median_bps = rate.median;
+  g.min_bps = rate.min;
+  g.max_bps = rate.max;
   return g;
 }
 
@@ -328,10 +336,10 @@ GpuRow bench_gpu_training(const std::string& name, int D, int L, int B, int T, c
     gpu.step(batch);
     ms.push_back(since(t0) * 1e3);
   }
-  std::sort(ms.begin(), ms.end());
-  r.ms_per_step = ms[ms.size() / 2];
-  r.min_ms = ms.front();
-  r.max_ms = ms.back();
+  const Spread step = spread_of(ms);
+  r.ms_per_step = step.median;
+  r.min_ms = step.min;
+  r.max_ms = step.max;
   r.repeats = steps;
   r.tok_s = double(B) * T / (r.ms_per_step / 1e3);
   r.step_flops = 3.0 * B * model.forward_flops(T);
