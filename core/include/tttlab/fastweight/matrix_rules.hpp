@@ -37,17 +37,13 @@
 #include <functional>
 #include <optional>
 
+#include "tttlab/fastweight/matrix_rule_kind.hpp"
 #include "tttlab/fastweight/rule.hpp"
 #include "tttlab/tensor.hpp"
 
 namespace tttlab {
 
-enum class MatrixRule { LinearAttention, DecayedHebbian, DeltaNet, GatedDeltaNet };
-
-const char* to_string(MatrixRule rule);
-bool uses_beta(MatrixRule rule);      // all but LinearAttention
-bool uses_alpha(MatrixRule rule);     // DecayedHebbian, GatedDeltaNet
-bool is_delta_rule(MatrixRule rule);  // DeltaNet, GatedDeltaNet (squared loss)
+// MatrixRule, to_string, uses_beta, uses_alpha, is_delta_rule: tttlab/fastweight/matrix_rule_kind.hpp.
 
 // The inner loop that computes a point of the template, where one here does: a matrix state, one GD
 // step per token (granularity per_token or exact_chunk), a Hebbian or squared loss, no retention or a
