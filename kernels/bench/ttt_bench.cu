@@ -19,6 +19,7 @@
 #include "ttt/ttt_host.hpp"
 #include "tttlab/kernels/attention.hpp"
 #include "tttlab/kernels/gemm.hpp"
+#include "tttlab/kernels/matrix_rules.hpp"
 #include "tttlab/kernels/ttt_bench.hpp"
 
 namespace tttlab::kernels {
@@ -809,6 +810,90 @@ void chunked_linear_rows(Bench& bench, int T) {
   }
 }
 
+// The recurrent delta-rule kernels (matrix_rule_forward / _backward, one block per sequence and
+// head, the tokens in order) for DeltaNet and Gated DeltaNet at the bench's B, H, T and d_k = d_v = d,
+// states kept every 64 tokens. Inputs: q, k uniform in ±1/√d (‖k‖² ≈ ⅓, so the delta step stays a
+// contraction), v and dO in ±1, β in [0, 1), α in [0.5, 1). FLOPs per token and head, counted as the
+// recurrence does them: forward 6·d² (k·S, the rank-one write, q·S; the decay's d² not counted);
+// the backward reruns the forward with dq (6·d²) and walks back with G += qᵀdO, k·G, k·A, the dk row
+// sums, dA and dα (12·d²), so fwd+bwd is 24·d². Floors: the fp32 tensors that must move, q, k, v, o
+// (and dO, dq, dk, dv); not the kept states or the backward's rerun workspace. Rows named
+// "delta rule (recurrent) ...", "gated delta rule (recurrent) ...".
+void matrix_rule_rows(Bench& bench) {
+  const TttDims& D = bench.in().D;
+  const MatrixRuleDims md{D.batch, D.seq_len, D.heads, D.head_dim, D.head_dim, 64};
+  if (!matrix_rule_unsupported(md).empty()) return;
+  const std::size_t act = std::size_t(D.batch) * D.seq_len * D.heads * D.head_dim;
+  const std::size_t gates = std::size_t(D.batch) * D.seq_len * D.heads;
+  const std::size_t wsb = matrix_rule_backward_workspace_bytes(md);
+  const std::size_t kept = matrix_rule_state_floats(md);
+  const double tokens = double(D.batch) * D.heads * D.seq_len, d2 = double(D.head_dim) * D.head_dim;
+  const std::string shape = "B=" + std::to_string(D.batch) + " H=" + std::to_string(D.heads) +
+                            " T=" + std::to_string(D.seq_len) + " d=" + std::to_string(D.head_dim);
+  if (!fits_on_gpu("delta rule", shape, 4.0 * (8.0 * act + 4.0 * gates + kept) + double(wsb)))
+    return;
+  Buf q(act), k(act), v(act), o(act), dO(act), dq(act), dk(act), dv(act);
+  Buf beta(gates), alpha(gates), dbeta(gates), dalpha(gates), states(kept), ws(floats_for(wsb));
+  const float sk = 1.0f / std::sqrt(float(D.head_dim));
+  q.fill(71, -sk, sk);
+  k.fill(72, -sk, sk);
+  v.fill(73, -1.0f, 1.0f);
+  dO.fill(74, -1.0f, 1.0f);
+  beta.fill(75, 0.0f, 1.0f);
+  alpha.fill(76, 0.5f, 1.0f);
+  const int ld = D.heads * D.head_dim;
+  for (const MatrixRule rule : {MatrixRule::DeltaNet, MatrixRule::GatedDeltaNet}) {
+    const bool gated = rule == MatrixRule::GatedDeltaNet;
+    const std::string name = gated ? "gated delta rule (recurrent)" : "delta rule (recurrent)";
+    MatrixRuleForwardArgs f;
+    f.rule = rule;
+    f.dims = md;
+    f.q = q.p;
+    f.k = k.p;
+    f.ld_qk = ld;
+    f.v = v.p;
+    f.ld_v = ld;
+    f.beta = beta.p;
+    f.alpha = gated ? alpha.p : nullptr;
+    f.o = o.p;
+    f.ld_o = ld;
+    f.states = states.p;
+    MatrixRuleBackwardArgs b;
+    b.rule = rule;
+    b.dims = md;
+    b.q = q.p;
+    b.k = k.p;
+    b.ld_qk = ld;
+    b.v = v.p;
+    b.ld_v = ld;
+    b.beta = beta.p;
+    b.alpha = f.alpha;
+    b.states = states.p;
+    b.dO = dO.p;
+    b.ld_do = ld;
+    b.dq = dq.p;
+    b.dk = dk.p;
+    b.ld_dqk = ld;
+    b.dv = dv.p;
+    b.ld_dv = ld;
+    b.dbeta = dbeta.p;
+    b.dalpha = gated ? dalpha.p : nullptr;
+    b.workspace = ws.p;
+    b.workspace_bytes = wsb;
+    const double fwd_ms = bench.time([&] { matrix_rule_forward(f); });
+    bench.add(name + " forward", fwd_ms, 6 * tokens * d2,
+              4.0 * (4.0 * act + gates * (gated ? 2 : 1)), 0, "", 0, &shape);
+    if (bench.cfg().backward) {
+      const double fb_ms = bench.time([&] {
+        matrix_rule_forward(f);
+        matrix_rule_backward(b);
+      });
+      bench.add(name + " fwd+bwd", fb_ms, 24 * tokens * d2,
+                4.0 * (8.0 * act + 2.0 * gates * (gated ? 2 : 1)), 0, "", 0, &shape);
+    }
+  }
+}
+
 }  // namespace
 
 TttBenchReport ttt_bench(const TttBenchConfig& cfg) {
@@ -851,6 +936,7 @@ TttBenchReport ttt_bench(const TttBenchConfig& cfg) {
   chunked_linear_rows(bench, D.seq_len);
   for (int T : cfg.attention_lengths)
     if (T != D.seq_len) chunked_linear_rows(bench, T);
+  matrix_rule_rows(bench);
   TTTLAB_CUDA_CHECK(cudaDeviceSynchronize());
   return rep;
 }

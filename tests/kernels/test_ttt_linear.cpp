@@ -1125,9 +1125,10 @@ TEST(TttBench, ReportsEveryKernelWithTimesFloorsAndBandwidth) {
     EXPECT_GT(row.median_ms, 0.0);
     EXPECT_GT(row.gflops, 0.0);
     EXPECT_GT(row.floor_ms, 0.0);
-    // The attention baselines have no mini-batch.
-    const bool attention = row.name.find("attention") != std::string::npos;
-    EXPECT_EQ(row.shape, attention ? "B=2 H=2 T=64 d=64" : "B=2 H=2 T=64 d=64 b=16");
+    // The attention baselines and the delta rules have no mini-batch.
+    const bool no_mini_batch = row.name.find("attention") != std::string::npos ||
+                               row.name.find("delta rule") != std::string::npos;
+    EXPECT_EQ(row.shape, no_mini_batch ? "B=2 H=2 T=64 d=64" : "B=2 H=2 T=64 d=64 b=16");
   }
   const std::string table = format_ttt_bench(r);
   EXPECT_NE(table.find("ttt-linear forward fallback-simt"), std::string::npos) << table;
@@ -1136,6 +1137,7 @@ TEST(TttBench, ReportsEveryKernelWithTimesFloorsAndBandwidth) {
   // g = 1: every state kept, as the training step runs it.
   EXPECT_NE(table.find("ttt-mlp forward+backward (g=1)"), std::string::npos) << table;
   EXPECT_NE(table.find("softmax-attention fwd+bwd"), std::string::npos) << table;
+  EXPECT_NE(table.find("gated delta rule (recurrent) fwd+bwd"), std::string::npos) << table;
 }
 
 }  // namespace
