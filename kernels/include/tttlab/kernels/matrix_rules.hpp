@@ -24,8 +24,8 @@
 //              its stored state, keeping its ≤ C states S_{t−1} here (and writing dq_t = dO_t S_tᵀ on the
 //              way), then walks the chunk's tokens in reverse with dS carried in registers (§11.4).
 //              B·H·C·d_k·d_v floats (matrix_rule_backward_workspace_bytes); each thread reads back only
-//              what it wrote itself. The forward's work is thus done twice in all; a smaller C trades
-//              stored boundaries for nothing else (the rerun is the same length).
+//              what it wrote itself. The forward's work is thus done twice in all, whatever C; C
+//              trades the two buffers (nc·d_k·d_v against C·d_k·d_v per head), nothing else.
 //
 // CONVENTIONS, as the other ops (mamba2.hpp): this header includes neither CUDA nor Eigen headers
 // (the rule is the core's enum, from its Eigen-free tttlab/fastweight/matrix_rule_kind.hpp).
