@@ -28,6 +28,7 @@ max_ms=$((straight_ms / 20))
 echo "uninterrupted run: ${straight_ms} ms for $steps steps; kills within ${max_ms} ms of each start"
 
 kills=0
+restarts=0
 final=step-$(printf '%07d' $steps)
 while ((kills < 24)); do
   delay_ms=$((RANDOM % max_ms))
@@ -50,8 +51,19 @@ while ((kills < 24)); do
     cat "$work/log"
     exit 1
   elif [[ -f "$work/cut/latest" && "$(cat "$work/cut/latest")" == "$final" ]]; then
-    echo "FAIL (inconclusive): the run finished after only $kills kills"
-    exit 1
+    # The uninterrupted run's time sets the kill window, and on a busy machine (ctest -j) it can be
+    # slower than the restarts that follow, which then finish the run before 24 kills. Every kill so
+    # far resumed; start a new run with half the window, at most 3 times, rather than fail on timing.
+    if ((restarts == 3 || max_ms == 20)); then
+      echo "FAIL (inconclusive): the run finished after only $kills kills, $restarts times with ever shorter windows"
+      exit 1
+    fi
+    restarts=$((restarts + 1))
+    max_ms=$((max_ms / 2))
+    ((max_ms < 20)) && max_ms=20
+    echo "the run finished after $kills kills (each resumed): run $((restarts + 1)) kills within ${max_ms} ms"
+    rm -rf "$work/cut"
+    kills=0
   fi
 done
 last=$(cat "$work/cut/latest" 2>/dev/null || echo "none")
