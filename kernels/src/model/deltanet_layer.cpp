@@ -1,0 +1,288 @@
+// The DeltaNet and Gated DeltaNet layers on the GPU (tttlab/kernels/deltanet.hpp):
+// DeltaNetLayer::forward_train and backward (core/src/seq/deltanet_layer.cpp) statement by statement
+// over the ops, for B sequences stacked as R rows. Correct first: every intermediate the backward
+// reads is kept (no recomputation), each pass is a separate op, and the inner loop is the recurrent
+// matrix rule; the speed is the chunked form's to come (docs/KERNELS.md, "DeltaNet and Gated DeltaNet
+// on the GPU").
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "common/cuda_check.hpp"
+#include "tttlab/kernels/deltanet.hpp"
+#include "tttlab/kernels/matrix_rules.hpp"
+#include "tttlab/kernels/nn_ops.hpp"
+
+namespace tttlab::kernels {
+namespace {
+
+std::size_t up4(std::size_t n) { return (n + 3) / 4 * 4; }
+
+void bad(const std::string& what) { throw std::invalid_argument("deltanet layer (GPU): " + what); }
+
+void check(const DeltaNetLayerDims& d) {
+  if (const std::string why = deltanet_layer_unsupported(d); !why.empty()) bad(why);
+}
+
+MatrixRuleDims rule_dims(const DeltaNetLayerDims& d) {
+  return {d.batch, d.seq_len, d.heads, d.head_dim(), d.head_dim(), d.chunk};
+}
+
+MatrixRule rule_of(const DeltaNetLayerDims& d) {
+  return d.gated ? MatrixRule::GatedDeltaNet : MatrixRule::DeltaNet;
+}
+
+// A bump allocator over base, or a counter only (base null).
+struct Carver {
+  float* base = nullptr;
+  std::size_t used = 0;
+  float* take(std::size_t n) {
+    float* p = base ? base + used : nullptr;
+    used += up4(n);
+    return p;
+  }
+};
+
+std::size_t carve_cache(const DeltaNetLayerDims& d, float* base, DeltaNetLayerCache* out) {
+  const std::size_t R = d.rows(), D = d.width, H = d.heads;
+  Carver c{base};
+  DeltaNetLayerCache k;
+  for (float** t :
+       {&k.uq, &k.uk, &k.uv, &k.cq, &k.ck, &k.cv, &k.aq, &k.ak, &k.av, &k.qn, &k.kn, &k.o, &k.n})
+    *t = c.take(R * D);
+  k.beta = c.take(R * H);
+  if (d.gated) {
+    k.r = c.take(R * H);
+    k.alpha = c.take(R * H);
+    k.gate = c.take(R * D);
+    k.y = c.take(R * D);
+  }
+  k.states = c.take(matrix_rule_state_floats(rule_dims(d)));
+  k.zero_bias = c.take(D);
+  if (out) *out = k;
+  return c.used;
+}
+
+// The backward's scratch: the gradients of y, n, the gate, o, q̂, k̂, v and of the branches' inputs
+// (one [R, D] buffer each, reused by the three branches in turn), of β, α, r and the A_log terms
+// [R, H], the convolutions' discarded bias gradient [D], and the workspaces of the ops.
+struct Scratch {
+  float *dy = nullptr, *dn = nullptr, *dgate = nullptr, *dO = nullptr, *dqn = nullptr,
+        *dkn = nullptr, *dv = nullptr, *da = nullptr, *dc = nullptr, *du = nullptr,
+        *dbeta = nullptr, *dalpha = nullptr, *dr = nullptr, *dA_terms = nullptr, *dbias = nullptr,
+        *norm_ws = nullptr, *conv_ws = nullptr, *sum_ws = nullptr, *rule_ws = nullptr;
+  std::size_t rule_bytes = 0;
+};
+
+std::size_t carve(const DeltaNetLayerDims& d, float* base, Scratch* out) {
+  const std::size_t R = d.rows(), D = d.width, H = d.heads;
+  Carver c{base};
+  Scratch s;
+  for (float** t : {&s.dy, &s.dn, &s.dO, &s.dqn, &s.dkn, &s.dv, &s.da, &s.dc, &s.du})
+    *t = c.take(R * D);
+  s.dbeta = c.take(R * H);
+  if (d.gated) {
+    s.dgate = c.take(R * D);
+    s.dalpha = c.take(R * H);
+    s.dr = c.take(R * H);
+    s.dA_terms = c.take(R * H);
+  }
+  s.dbias = c.take(D);
+  s.norm_ws = c.take(rms_norm_backward_workspace(int(R) * d.heads, d.head_dim()));
+  s.conv_ws = c.take(causal_conv_backward_workspace(d.batch, d.seq_len, d.width, d.conv_kernel));
+  s.sum_ws = c.take(column_sum_workspace(int(R), d.heads));
+  s.rule_bytes = matrix_rule_backward_workspace_bytes(rule_dims(d));
+  s.rule_ws = c.take((s.rule_bytes + 3) / 4);
+  if (out) *out = s;
+  return c.used;
+}
+
+}  // namespace
+
+std::string deltanet_layer_unsupported(const DeltaNetLayerDims& d) {
+  if (d.batch < 1 || d.seq_len < 1 || d.width < 1 || d.heads < 1 || d.chunk < 1)
+    return "the DeltaNet layer needs positive sizes";
+  if (d.width % d.heads != 0) return "the DeltaNet heads must divide the width";
+  if (d.conv_kernel < 1 || d.conv_kernel > 16)
+    return "the GPU's causal convolution needs conv_kernel <= 16, got " +
+           std::to_string(d.conv_kernel);
+  if (!(d.norm_eps > 0.f) || !(d.l2_eps > 0.f)) return "the DeltaNet norms' eps must be positive";
+  return matrix_rule_unsupported(rule_dims(d));
+}
+
+std::size_t deltanet_layer_cache_floats(const DeltaNetLayerDims& d) {
+  return carve_cache(d, nullptr, nullptr);
+}
+
+DeltaNetLayerCache deltanet_layer_cache(const DeltaNetLayerDims& d, float* base) {
+  DeltaNetLayerCache c;
+  carve_cache(d, base, &c);
+  return c;
+}
+
+std::size_t deltanet_layer_workspace_floats(const DeltaNetLayerDims& d) {
+  return carve(d, nullptr, nullptr);
+}
+
+void deltanet_layer_forward(const DeltaNetProduct& product, const DeltaNetLayerDims& d,
+                            const DeltaNetLayerParams& p, const float* x,
+                            const DeltaNetLayerCache& c, float* out, CUstream_st* st) {
+  check(d);
+  if (!x || !out || !c.uq || !p.q_proj || !p.k_proj || !p.v_proj || !p.b_proj || !p.q_conv ||
+      !p.k_conv || !p.v_conv || !p.o_norm || !p.o_proj)
+    bad("forward: a pointer is null");
+  if (d.gated && (!p.a_proj || !p.A_log || !p.dt_bias || !p.g_proj || !c.gate))
+    bad("forward: a gated parameter is null");
+  const int R = d.rows(), D = d.width, H = d.heads, hd = d.head_dim(), K = d.conv_kernel;
+  const std::size_t RD = std::size_t(R) * D;
+  auto linear = [&](const float* W, int N, float* y) {
+    product(false, false, R, N, D, x, nullptr, D, W, nullptr, N, y, N, false);
+  };
+  // q, k, v = silu(conv(x W)), each sequence from a zero history
+  TTTLAB_CUDA_CHECK(cudaMemsetAsync(c.zero_bias, 0, sizeof(float) * D, st));
+  const float* W[3] = {p.q_proj, p.k_proj, p.v_proj};
+  const float* conv[3] = {p.q_conv, p.k_conv, p.v_conv};
+  float* u[3] = {c.uq, c.uk, c.uv};
+  float* cv[3] = {c.cq, c.ck, c.cv};
+  float* a[3] = {c.aq, c.ak, c.av};
+  for (int b = 0; b < 3; ++b) {
+    linear(W[b], D, u[b]);
+    causal_conv_forward(u[b], conv[b], c.zero_bias, d.batch, d.seq_len, D, K, cv[b], st);
+    mamba2_silu_forward(cv[b], a[b], RD, st);
+  }
+  // q̂ = q / ‖q‖ / √d, k̂ = k / ‖k‖ per head
+  deltanet_l2norm_heads_forward(c.aq, R, H, hd, 1.f / std::sqrt(float(hd)), d.l2_eps, c.qn, st);
+  deltanet_l2norm_heads_forward(c.ak, R, H, hd, 1.f, d.l2_eps, c.kn, st);
+  // β = sigmoid(x W_β); gated: α = exp(−exp(A_log)·softplus(x W_a + dt_bias))
+  linear(p.b_proj, H, c.beta);
+  deltanet_sigmoid_forward(c.beta, std::size_t(R) * H, st);
+  if (d.gated) {
+    linear(p.a_proj, H, c.r);
+    deltanet_alpha_forward(c.r, p.dt_bias, p.A_log, R, H, c.alpha, st);
+  }
+  // o = the matrix rule from S_0 = 0
+  MatrixRuleForwardArgs f;
+  f.rule = rule_of(d);
+  f.dims = rule_dims(d);
+  f.q = c.qn;
+  f.k = c.kn;
+  f.ld_qk = D;
+  f.v = c.av;
+  f.ld_v = D;
+  f.beta = c.beta;
+  f.alpha = d.gated ? c.alpha : nullptr;
+  f.o = c.o;
+  f.ld_o = D;
+  f.states = c.states;
+  f.stream = st;
+  matrix_rule_forward(f);
+  // n = RMSNorm(o_h)·w per head: rows of d, one weight shared by the heads
+  rms_norm_forward(c.o, p.o_norm, R * H, hd, d.norm_eps, c.n, st);
+  // gated: y = n ⊙ silu(x W_g);  out = y W_o
+  const float* y = c.n;
+  if (d.gated) {
+    linear(p.g_proj, D, c.gate);
+    mamba2_gate_forward(c.n, c.gate, D, R, D, c.y, st);
+    y = c.y;
+  }
+  product(false, false, R, D, D, y, nullptr, D, p.o_proj, nullptr, D, out, D, false);
+}
+
+void deltanet_layer_backward(const DeltaNetProduct& product, const DeltaNetLayerDims& d,
+                             const DeltaNetLayerParams& p, const float* x,
+                             const DeltaNetLayerCache& c, const float* dOut,
+                             const DeltaNetLayerGrads& g, float* dx, bool accumulate,
+                             float* workspace, CUstream_st* st) {
+  check(d);
+  if (!x || !dOut || !dx || !workspace || !g.q_proj || !g.k_proj || !g.v_proj || !g.b_proj ||
+      !g.q_conv || !g.k_conv || !g.v_conv || !g.o_norm || !g.o_proj)
+    bad("backward: a pointer is null");
+  if (d.gated && (!g.a_proj || !g.A_log || !g.dt_bias || !g.g_proj))
+    bad("backward: a gated gradient is null");
+  const int R = d.rows(), D = d.width, H = d.heads, hd = d.head_dim(), K = d.conv_kernel;
+  const std::size_t RD = std::size_t(R) * D;
+  Scratch s;
+  carve(d, workspace, &s);
+  // Weight gradient W += xᵀ dz and dx (+)= dz Wᵀ, dx written by the first and added to after.
+  bool dx_written = accumulate;
+  auto linear_backward = [&](const float* W, float* gW, int N, const float* dz) {
+    product(true, false, D, N, R, x, nullptr, D, dz, nullptr, N, gW, N, true);
+    product(false, true, R, D, N, dz, nullptr, N, W, nullptr, N, dx, D, dx_written);
+    dx_written = true;
+  };
+  // out = y W_o
+  const float* y = d.gated ? c.y : c.n;
+  product(true, false, D, D, R, y, nullptr, D, dOut, nullptr, D, g.o_proj, D, true);
+  product(false, true, R, D, D, dOut, nullptr, D, p.o_proj, nullptr, D, s.dy, D, false);
+  // y = n ⊙ silu(gate) (gated) or n
+  const float* dn = s.dy;
+  if (d.gated) {
+    mamba2_gate_backward(c.n, c.gate, D, s.dy, R, D, s.dn, s.dgate, D, st);
+    linear_backward(p.g_proj, g.g_proj, D, s.dgate);
+    dn = s.dn;
+  }
+  // n = RMSNorm(o_h)·w per head
+  rms_norm_backward(c.o, p.o_norm, dn, R * H, hd, d.norm_eps, s.dO, false, g.o_norm, s.norm_ws, st);
+  // The inner loop.
+  MatrixRuleBackwardArgs b;
+  b.rule = rule_of(d);
+  b.dims = rule_dims(d);
+  b.q = c.qn;
+  b.k = c.kn;
+  b.ld_qk = D;
+  b.v = c.av;
+  b.ld_v = D;
+  b.beta = c.beta;
+  b.alpha = d.gated ? c.alpha : nullptr;
+  b.states = c.states;
+  b.dO = s.dO;
+  b.ld_do = D;
+  b.dq = s.dqn;
+  b.dk = s.dkn;
+  b.ld_dqk = D;
+  b.dv = s.dv;
+  b.ld_dv = D;
+  b.dbeta = s.dbeta;
+  b.dalpha = d.gated ? s.dalpha : nullptr;
+  b.workspace = s.rule_ws;
+  b.workspace_bytes = s.rule_bytes;
+  b.stream = st;
+  matrix_rule_backward(b);
+  // β = sigmoid(x W_β)
+  deltanet_sigmoid_backward(c.beta, s.dbeta, s.dbeta, std::size_t(R) * H, st);
+  linear_backward(p.b_proj, g.b_proj, H, s.dbeta);
+  // α = exp(g), g = −exp(A_log)·softplus(r), r = x W_a + dt_bias
+  if (d.gated) {
+    deltanet_alpha_backward(c.r, c.alpha, s.dalpha, p.A_log, R, H, s.dr, s.dA_terms, st);
+    column_sum_add(s.dA_terms, R, H, g.A_log, s.sum_ws, st);
+    column_sum_add(s.dr, R, H, g.dt_bias, s.sum_ws, st);
+    linear_backward(p.a_proj, g.a_proj, H, s.dr);
+  }
+  // The L2 normalisations, then per branch silu, the convolution and the projection.
+  TTTLAB_CUDA_CHECK(cudaMemsetAsync(s.dbias, 0, sizeof(float) * D, st));
+  const float* W[3] = {p.q_proj, p.k_proj, p.v_proj};
+  const float* conv[3] = {p.q_conv, p.k_conv, p.v_conv};
+  float* gW[3] = {g.q_proj, g.k_proj, g.v_proj};
+  float* gconv[3] = {g.q_conv, g.k_conv, g.v_conv};
+  const float* u[3] = {c.uq, c.uk, c.uv};
+  const float* cv[3] = {c.cq, c.ck, c.cv};
+  for (int br = 0; br < 3; ++br) {
+    const float* da = s.dv;
+    if (br == 0) {
+      deltanet_l2norm_heads_backward(c.aq, s.dqn, R, H, hd, 1.f / std::sqrt(float(hd)), d.l2_eps,
+                                     s.da, st);
+      da = s.da;
+    } else if (br == 1) {
+      deltanet_l2norm_heads_backward(c.ak, s.dkn, R, H, hd, 1.f, d.l2_eps, s.da, st);
+      da = s.da;
+    }
+    mamba2_silu_backward(cv[br], da, s.dc, RD, st);
+    causal_conv_backward(u[br], conv[br], s.dc, d.batch, d.seq_len, D, K, s.du, false, gconv[br],
+                         s.dbias, s.conv_ws, st);
+    linear_backward(W[br], gW[br], D, s.du);
+  }
+}
+
+}  // namespace tttlab::kernels
