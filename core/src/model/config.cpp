@@ -58,8 +58,7 @@ SeqLayerKind seq_layer_from_string(const std::string& s) {
 }
 
 std::string gpu_kernels_missing(SeqLayerKind k) {
-  if (k == SeqLayerKind::DeltaNet || k == SeqLayerKind::GatedDeltaNet || k == SeqLayerKind::Titans ||
-      k == SeqLayerKind::Lact)
+  if (k == SeqLayerKind::Titans || k == SeqLayerKind::Lact)
     return to_string(k) + " has no GPU kernels yet (a later issue); it trains, evaluates and generates on the CPU";
   return {};
 }

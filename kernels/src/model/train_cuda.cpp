@@ -23,6 +23,7 @@
 #include "ttt/ttt_host.hpp"
 #include "tttlab/kernels/attention.hpp"
 #include "tttlab/kernels/cuda_device.hpp"
+#include "tttlab/kernels/deltanet.hpp"
 #include "tttlab/kernels/mamba2.hpp"
 #include "tttlab/kernels/nn_ops.hpp"
 #include "tttlab/kernels/ttt.hpp"
@@ -88,6 +89,22 @@ Mamba2LayerDims mamba2_dims(const ModelConfig& m, int B, int T) {
   return d;
 }
 
+// The DeltaNet layer's sizes (DeltaNet or Gated DeltaNet) for a batch of B sequences of T tokens.
+DeltaNetLayerDims deltanet_dims(const ModelConfig& m, int B, int T) {
+  const DeltaNetConfig c = m.deltanet_config();
+  DeltaNetLayerDims d;
+  d.batch = B;
+  d.seq_len = T;
+  d.width = c.width;
+  d.heads = c.heads;
+  d.conv_kernel = c.conv_kernel;
+  d.chunk = c.chunk_size;
+  d.gated = c.gated;
+  d.norm_eps = float(c.norm_eps);
+  d.l2_eps = float(c.l2_eps);
+  return d;
+}
+
 }  // namespace
 
 std::string cuda_train_unsupported(const ModelConfig& m) {
@@ -107,8 +124,14 @@ std::string cuda_train_unsupported(const ModelConfig& m) {
       return why + "; use --device cpu";
     return {};
   }
+  if (m.is_deltanet()) {
+    if (std::string why = deltanet_layer_unsupported(deltanet_dims(m, 1, 1)); !why.empty())
+      return why + "; use --device cpu";
+    return {};
+  }
   if (m.seq_layer != SeqLayerKind::TTTLinear && m.seq_layer != SeqLayerKind::TTTMLP)
-    return "the GPU trains ttt-linear, ttt-mlp, mamba2 and the attention baselines; " +
+    return "the GPU trains ttt-linear, ttt-mlp, mamba2, deltanet, gated-deltanet and the attention "
+           "baselines; " +
            to_string(m.seq_layer) + " trains on the CPU (--device cpu)";
   if (std::string why = detail::ttt_shape_unsupported(m.head_dim(), m.mini_batch_size,
                                                       "the GPU's TTT kernels need");
@@ -193,6 +216,8 @@ struct CudaTrainBackend::Impl {
     std::uint16_t* QKV16 = nullptr;
     // Mamba-2 (`mamba2`): what its forward keeps for the backward (mamba2.hpp).
     Mamba2LayerCache m2;
+    // DeltaNet and Gated DeltaNet (`deltanet`): what their forward keeps (deltanet.hpp).
+    DeltaNetLayerCache dn;
   };
   std::vector<Block> blocks;
   float* h_final = nullptr;
@@ -280,6 +305,57 @@ struct CudaTrainBackend::Impl {
     d.batch = nseq;
     return d;
   }
+  // DeltaNet and Gated DeltaNet mixers (DeltaNetLayer): deltanet_layer_forward / _backward with the
+  // step's products (m2_product's); the backward's scratch is shared by the blocks.
+  bool deltanet = false;
+  DeltaNetLayerDims dndims;
+  float* dn_ws = nullptr;
+  DeltaNetLayerParams dn_params(int i) const {
+    const std::string pre = mixer(i);
+    const bool gt = dndims.gated;
+    DeltaNetLayerParams q;
+    q.q_proj = p(pre + "q_proj.weight");
+    q.k_proj = p(pre + "k_proj.weight");
+    q.v_proj = p(pre + "v_proj.weight");
+    q.b_proj = p(pre + "b_proj.weight");
+    q.q_conv = p(pre + "q_conv1d.weight");
+    q.k_conv = p(pre + "k_conv1d.weight");
+    q.v_conv = p(pre + "v_conv1d.weight");
+    q.a_proj = gt ? p(pre + "a_proj.weight") : nullptr;
+    q.A_log = gt ? p(pre + "A_log") : nullptr;
+    q.dt_bias = gt ? p(pre + "dt_bias") : nullptr;
+    q.g_proj = gt ? p(pre + "g_proj.weight") : nullptr;
+    q.o_norm = p(pre + "o_norm.weight");
+    q.o_proj = p(pre + "o_proj.weight");
+    return q;
+  }
+  DeltaNetLayerGrads dn_grads(int i) const {
+    const std::string pre = mixer(i);
+    const bool gt = dndims.gated;
+    DeltaNetLayerGrads q;
+    q.q_proj = g(pre + "q_proj.weight");
+    q.k_proj = g(pre + "k_proj.weight");
+    q.v_proj = g(pre + "v_proj.weight");
+    q.b_proj = g(pre + "b_proj.weight");
+    q.q_conv = g(pre + "q_conv1d.weight");
+    q.k_conv = g(pre + "k_conv1d.weight");
+    q.v_conv = g(pre + "v_conv1d.weight");
+    q.a_proj = gt ? g(pre + "a_proj.weight") : nullptr;
+    q.A_log = gt ? g(pre + "A_log") : nullptr;
+    q.dt_bias = gt ? g(pre + "dt_bias") : nullptr;
+    q.g_proj = gt ? g(pre + "g_proj.weight") : nullptr;
+    q.o_norm = g(pre + "o_norm.weight");
+    q.o_proj = g(pre + "o_proj.weight");
+    return q;
+  }
+  DeltaNetLayerDims dn_batch() const {
+    DeltaNetLayerDims d = dndims;
+    d.batch = nseq;
+    return d;
+  }
+  // The mixers whose layer owns its whole forward and backward (and allocates what it keeps): none of
+  // the TTT or attention buffers of a block.
+  bool own_layer() const { return mamba2 || deltanet; }
   AttentionKind attn_kind = AttentionKind::Softmax;
   std::vector<float*> attn_lse;                          // per block, [Bmax, H, T]
   float *attn_rope_cos = nullptr, *attn_rope_sin = nullptr;  // [T, d/2]: positions 0..T−1
@@ -603,7 +679,7 @@ void CudaTrainBackend::Impl::allocate() {
   const std::size_t R = std::size_t(Bmax) * T;
   const std::size_t RD = R * D, RF = R * F;
   TttDims dims{Bmax, H, T, d, b};
-  n_ck = attention || mamba2 ? 0 : ttt_num_checkpoints(dims, group);
+  n_ck = attention || own_layer() ? 0 : ttt_num_checkpoints(dims, group);
   blocks.resize(L);
   // forward_only: blocks 0 and 1 own their buffers, block i ≥ 2 takes block i mod 2's. Block i writes
   // its output into block i + 1's h_in (and that block's first norm), which is block i − 1's and is no
@@ -628,6 +704,8 @@ void CudaTrainBackend::Impl::allocate() {
     k.a_seq = alloc(RD);
     if (mamba2) {
       k.m2 = mamba2_layer_cache(m2dims, alloc(mamba2_layer_cache_floats(m2dims)));
+    } else if (deltanet) {
+      k.dn = deltanet_layer_cache(dndims, alloc(deltanet_layer_cache_floats(dndims)));
     } else if (attention16() && i > 0) {
       k.XQ = blocks.front().XQ;
       k.XK = blocks.front().XK;
@@ -638,8 +716,8 @@ void CudaTrainBackend::Impl::allocate() {
       k.XV = alloc(RD);
     }
     if (attention16()) k.QKV16 = alloc16(3 * RD);
-    if (!mamba2) k.O = alloc(RD);
-    if (!attention && !mamba2) {
+    if (!own_layer()) k.O = alloc(RD);
+    if (!attention && !own_layer()) {
       k.lam = alloc(std::size_t(Bmax) * H * T);
       k.tau = alloc(b);
       // The post-norm's output Y: the o_proj input of the Transformer backbone. With the Mamba backbone
@@ -698,7 +776,8 @@ void CudaTrainBackend::Impl::allocate() {
   // TTT-MLP: the forward's scratch (d = 128) and the backward's workspace share one buffer (the two
   // run one after the other on the stream).
   if (mamba2) m2_ws = alloc(mamba2_layer_workspace_floats(m2dims));
-  ttt_ws_bytes = attention || mamba2 ? 0
+  if (deltanet) dn_ws = alloc(deltanet_layer_workspace_floats(dndims));
+  ttt_ws_bytes = attention || own_layer() ? 0
                  : ttt_mlp           ? std::max(ttt_mlp_backward_workspace_bytes(dims, group),
                                                 ttt_mlp_forward_workspace_bytes(dims))
                                      : ttt_linear_backward_workspace_bytes(dims, group);
@@ -724,7 +803,7 @@ void CudaTrainBackend::Impl::allocate() {
     for (int i = 0; i < owners; ++i) {
       const Block& k = blocks[i];
       shadowed.emplace_back(k.a_seq, RD);
-      if (!mamba2) shadowed.emplace_back(attention ? k.O : mamba ? k.Yg : k.Y, RD);
+      if (!own_layer()) shadowed.emplace_back(attention ? k.O : mamba ? k.Yg : k.Y, RD);
       shadowed.emplace_back(k.a_ffn, RD);
       shadowed.emplace_back(k.Hd, RF);
     }
@@ -756,7 +835,7 @@ void CudaTrainBackend::Impl::allocate() {
     return;  // the TTT layers' RoPE tables below are not needed
   }
   // RoPE tables for positions 0..b−1 (t mod b).
-  if (!mamba2) upload_rope_tables(b, rope_cos, rope_sin);
+  if (!own_layer()) upload_rope_tables(b, rope_cos, rope_sin);
 }
 
 void CudaTrainBackend::Impl::upload_params() {
@@ -958,6 +1037,8 @@ void CudaTrainBackend::Impl::forward(bool train, float grad_scale) {
       attention_mixer_forward(i, k.a_seq, dx, train);
     else if (mamba2)
       mamba2_layer_forward(m2_product(), m2_batch(), m2_params(i), k.a_seq, k.m2, dx, st);
+    else if (deltanet)
+      deltanet_layer_forward(m2_product(), dn_batch(), dn_params(i), k.a_seq, k.dn, dx, st);
     else
       ttt_forward(i, k.a_seq, dx, train);
     add_rms_norm_to(k.h_mid1, dx, p(pre + "ffn_norm.weight"), k.h_mid2, k.a_ffn);
@@ -1278,6 +1359,9 @@ void CudaTrainBackend::Impl::backward() {
     else if (mamba2)
       mamba2_layer_backward(m2_product(), m2_batch(), m2_params(i), k.a_seq, k.m2, dh, m2_grads(i),
                             da, false, m2_ws, st);
+    else if (deltanet)
+      deltanet_layer_backward(m2_product(), dn_batch(), dn_params(i), k.a_seq, k.dn, dh, dn_grads(i),
+                              da, false, dn_ws, st);
     else
       ttt_backward(i, k.a_seq, dh, dh16_mix, da);
     rms_norm_backward(
@@ -1293,7 +1377,7 @@ void CudaTrainBackend::Impl::backward() {
     }
   }
   embedding_backward(emb_offsets.get(), emb_rows.get(), V, D, dh, g(E), st);
-  if (!attention && !mamba2 && !mc.learnable_w0) {
+  if (!attention && !own_layer() && !mc.learnable_w0) {
     // W0 is fixed at zero in this variant: drop its gradient (model.cpp does the same).
     for (int i = 0; i < L; ++i) {
       const std::string pre = mixer(i);
@@ -1345,6 +1429,8 @@ CudaTrainBackend::CudaTrainBackend(const TrainBackendContext& ctx, const CudaTra
   s.attention = s.mc.seq_layer == SeqLayerKind::LinearAttention || s.mc.seq_layer == SeqLayerKind::SoftmaxAttention;
   s.mamba2 = s.mc.seq_layer == SeqLayerKind::Mamba2;
   if (s.mamba2) s.m2dims = mamba2_dims(s.mc, s.Bmax, s.T);
+  s.deltanet = s.mc.is_deltanet();
+  if (s.deltanet) s.dndims = deltanet_dims(s.mc, s.Bmax, s.T);
   s.attn_kind = s.mc.seq_layer == SeqLayerKind::LinearAttention ? AttentionKind::Linear : AttentionKind::Softmax;
 
   const CudaQuery q = query_cuda_devices();
@@ -1366,7 +1452,7 @@ CudaTrainBackend::CudaTrainBackend(const TrainBackendContext& ctx, const CudaTra
   // Mamba-2's chunked scan on the tensor cores (bf16 operands, fp32 accumulation) in the bf16 step.
   s.m2dims.scan_tensor_cores = s.bf16;
   s.m2dims.bf16_products = s.bf16;
-  s.beside = s.bf16 && !s.attention && !s.ttt_mlp && !s.mamba2;
+  s.beside = s.bf16 && !s.attention && !s.ttt_mlp && !s.own_layer();
   s.flash = s.bf16 && s.attention && s.attn_kind == AttentionKind::Softmax &&
             flash_attention_supported(AttentionDims{1, s.H, s.T, s.d});
   if (options.gemm == GemmPrecision::Tf32 && s.attention && s.attn_kind == AttentionKind::Softmax &&
@@ -1414,6 +1500,7 @@ std::string CudaTrainBackend::describe() const {
                   mamba2_scan_tensor_cores_unsupported(m_impl->m2dims.scan()).empty()
               ? ", Mamba-2 chunked scan on tensor cores (bf16)"
               : ", Mamba-2 chunked scan on CUDA cores (fp32)") +
+         (m_impl->deltanet ? ", delta rule recurrent on CUDA cores (fp32)" : "") +
          (m_impl->options.forward_only ? ", forward only (two blocks' activations, taken in turn)" : "");
 }
 
@@ -1492,7 +1579,7 @@ std::vector<CudaTrainBackend::MixerInputs> CudaTrainBackend::mixer_inputs(const 
   s.require_training("mixer_inputs");
   s.use_device();
   std::vector<MixerInputs> out;
-  if (s.attention || s.mamba2) return out;
+  if (s.attention || s.own_layer()) return out;
   s.upload_batch(batch, false);
   s.forward(false, 0.f);
   const std::size_t rd = std::size_t(s.rows) * s.D, lam = std::size_t(s.nseq) * s.H * s.T;

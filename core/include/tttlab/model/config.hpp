@@ -14,7 +14,7 @@
 // likewise whole blocks with their own short convolutions (and, gated, their own output gate), so they
 // sit in the Transformer block too; they take their heads from num_attention_heads, their convolution
 // width from conv_kernel, their output norm's ε from rms_norm_eps and their chunk from
-// deltanet_chunk_size. They train, evaluate and decode on the CPU only.
+// deltanet_chunk_size. They train and evaluate on the CPU and the GPU, and decode on the CPU only.
 //
 // Titans (seq_layer = Titans; tttlab/seq/titans_layer.hpp) is a whole block of the same shape around
 // Titans' memory: heads from num_attention_heads, convolution width from conv_kernel, the memory's
@@ -79,7 +79,7 @@ std::vector<std::string> seq_layer_names();  // to_string of each, in the same o
 bool transformer_block_only(SeqLayerKind k);
 
 // Why no device but the CPU can run a model of this layer at all (empty where GPU kernels exist):
-// DeltaNet, Gated DeltaNet, Titans and LaCT have no GPU kernels yet. One line without advice (callers add what
+// Titans and LaCT have no GPU kernels yet. One line without advice (callers add what
 // to type instead), for `--device cuda` to stop with before anything is allocated or a GPU is looked
 // for.
 std::string gpu_kernels_missing(SeqLayerKind k);
