@@ -167,6 +167,44 @@ void add_mamba2_grad_cases(std::vector<GradCase>& c) {
   c.push_back(g);
 }
 
+// DeltaNet and Gated DeltaNet mixers (the Transformer backbone, which the layers need), the
+// recurrent inner loop with its kept states every C tokens: d = 32 with C = 16 at T = 37 (a partial
+// last chunk), d = 16 with 3 heads and C = 64 at T = 50 (one partial chunk), and the gated first with
+// tf32 and bf16 products (the bounds of the TTT cases: the inner loop stays fp32, only the products
+// change). fp32 bounds as the other mixers': the inner loop's sums run over at most T tokens.
+void add_deltanet_grad_cases(std::vector<GradCase>& c) {
+  auto add = [&](bool gated, int D, int H, int C, int T) {
+    ModelConfig m = base_model(false, D, H, 8);
+    m.seq_layer = gated ? SeqLayerKind::GatedDeltaNet : SeqLayerKind::DeltaNet;
+    m.deltanet_chunk_size = C;
+    m.max_position_embeddings = 128;
+    GradCase g;
+    g.name = "t, " + to_string(m.seq_layer) + " d=" + std::to_string(D / H) + " (" +
+             std::to_string(H) + " heads) C=" + std::to_string(C) + ", T=" + std::to_string(T);
+    g.model = m;
+    g.seq_len = T;
+    g.opt.gemm = GemmPrecision::Fp32;
+    c.push_back(g);
+  };
+  for (bool gated : {false, true}) {
+    add(gated, 64, 2, 16, 37);
+    add(gated, 48, 3, 64, 50);
+  }
+  GradCase g = c[c.size() - 2];  // gated, d = 32, C = 16, T = 37
+  const GradCase first = g;
+  g.name += ", tf32";
+  g.opt.gemm = GemmPrecision::Tf32;
+  g.tol = 3e-2;
+  g.loss_tol = 1e-3;
+  c.push_back(g);
+  g = first;
+  g.name += ", bf16";
+  g.opt.gemm = GemmPrecision::Bf16;
+  g.tol = 1.2e-1;
+  g.loss_tol = 4e-3;
+  c.push_back(g);
+}
+
 std::vector<GradCase> grad_cases() {
   std::vector<GradCase> c;
   auto add = [&](std::string name, ModelConfig m, int T = 37) {
@@ -281,6 +319,7 @@ std::vector<GradCase> grad_cases() {
   }
   add_attention_grad_cases(c);
   add_mamba2_grad_cases(c);
+  add_deltanet_grad_cases(c);
   return c;
 }
 
@@ -399,6 +438,19 @@ TEST(TrainCuda, UnsupportedModelsAreRefusedWithAReason) {
     m2.mamba2_chunk_size = 64;
     m2.mamba2_d_conv = 20;
     EXPECT_NE(cuda_train_unsupported(m2).find("d_conv"), std::string::npos);
+  }
+  {  // DeltaNet and Gated DeltaNet: the defaults train on the GPU; beyond the inner loop's d <= 128,
+     // or the convolution's K <= 16, a reason.
+    for (SeqLayerKind kind : {SeqLayerKind::DeltaNet, SeqLayerKind::GatedDeltaNet}) {
+      ModelConfig dn = m;
+      dn.seq_layer = kind;
+      EXPECT_EQ(cuda_train_unsupported(dn), "") << to_string(kind);
+      dn.hidden_size = 512, dn.num_attention_heads = 2;  // d = 256
+      EXPECT_NE(cuda_train_unsupported(dn).find("d_k"), std::string::npos) << to_string(kind);
+      dn.num_attention_heads = 8;
+      dn.conv_kernel = 20;
+      EXPECT_NE(cuda_train_unsupported(dn).find("conv_kernel"), std::string::npos) << to_string(kind);
+    }
   }
   {
     ModelConfig wide = m;
@@ -676,47 +728,58 @@ TEST(TrainCuda, Bf16MixedPrecisionFollowsTheFp32Curve) {
 }
 
 // The other mixers: the tiny model of the test above with TTT-MLP (η_base = 0.1, as the official
-// TTT-MLP), with each attention baseline and with Mamba-2 (its defaults: 4 heads of 64, N = 64, chunks
-// of 64), 50 steps on the CPU and on the GPU (fp32 products) from
+// TTT-MLP), with each attention baseline, with Mamba-2 (its defaults: 4 heads of 64, N = 64, chunks
+// of 64) and with DeltaNet and Gated DeltaNet (the CPU's chunked form against the GPU's recurrent
+// one), 50 steps on the CPU and on the GPU (fp32 products) from
 // one seed. Every step's loss within 1e-3 nats, the first step's and the validation loss before
 // training within 1e-5 relative (identical parameters), the validation loss after within 1e-3: the
 // bounds of the TTT-Linear test above, for the same reasons (fp32 rounding differences grow slowly
 // through training; a wrong gradient term moves the curve by 1e-2 or more within a few steps). Two
 // GPU runs agree bit for bit.
+void expect_cpu_loss_curve(SeqLayerKind kind) {
+  SCOPED_TRACE(to_string(kind));
+  TrainConfig cfg = tiny_config(50);
+  cfg.model.seq_layer = kind;
+  if (kind == SeqLayerKind::TTTMLP) cfg.model.ttt_base_lr = 0.1;
+  if (kind == SeqLayerKind::Mamba2 || kind == SeqLayerKind::DeltaNet ||
+      kind == SeqLayerKind::GatedDeltaNet)
+    cfg.model.mamba_backbone = false;  // their block is the Transformer's
+  const Curve cpu = train_curve(cfg, {});
+  CudaTrainOptions fp32;
+  fp32.gemm = GemmPrecision::Fp32;
+  const Curve g32 = train_curve(cfg, cuda_train_backend_factory(fp32));
+  const Curve g32b = train_curve(cfg, cuda_train_backend_factory(fp32));
+  double mx = 0;
+  for (std::size_t i = 0; i < cpu.loss.size(); ++i) {
+    const double diff = g32.loss[i] - cpu.loss[i];
+    mx = std::max(mx, std::abs(diff));
+    if (i % 10 == 0 || i + 1 == cpu.loss.size())
+      std::printf("[ INFO     ] %-17s step %3zu cpu %.5f gpu %.5f diff %+.2e\n", to_string(kind).c_str(), i + 1,
+                  cpu.loss[i], g32.loss[i], diff);
+    EXPECT_NEAR(g32.loss[i], cpu.loss[i], 1e-3) << "step " << i + 1;
+    EXPECT_EQ(g32.loss[i], g32b.loss[i]) << "step " << i + 1 << ": two GPU runs differ";
+  }
+  std::printf("[ INFO     ] %s: max |gpu - cpu| over 50 steps %.2e nats; loss %.4f -> %.4f; validation cpu %.5f -> %.5f, "
+              "gpu %.5f -> %.5f\n",
+              to_string(kind).c_str(), mx, cpu.loss.front(), cpu.loss.back(), cpu.val_before, cpu.val_after,
+              g32.val_before, g32.val_after);
+  EXPECT_NEAR(g32.loss[0], cpu.loss[0], 1e-5 * cpu.loss[0]);
+  EXPECT_NEAR(g32.val_before, cpu.val_before, 1e-5 * cpu.val_before);
+  EXPECT_NEAR(g32.val_after, cpu.val_after, 1e-3);
+  EXPECT_LT(cpu.loss.back(), cpu.loss.front() - 1.0) << "the model should learn the corpus";
+}
+
 TEST(TrainCuda, OtherMixersFollowTheCpuLossCurve) {
   TTTLAB_REQUIRE_GPU();
   for (SeqLayerKind kind : {SeqLayerKind::TTTMLP, SeqLayerKind::SoftmaxAttention,
-                            SeqLayerKind::LinearAttention, SeqLayerKind::Mamba2}) {
-    SCOPED_TRACE(to_string(kind));
-    TrainConfig cfg = tiny_config(50);
-    cfg.model.seq_layer = kind;
-    if (kind == SeqLayerKind::TTTMLP) cfg.model.ttt_base_lr = 0.1;
-    if (kind == SeqLayerKind::Mamba2)
-      cfg.model.mamba_backbone = false;  // its block is the Transformer's
-    const Curve cpu = train_curve(cfg, {});
-    CudaTrainOptions fp32;
-    fp32.gemm = GemmPrecision::Fp32;
-    const Curve g32 = train_curve(cfg, cuda_train_backend_factory(fp32));
-    const Curve g32b = train_curve(cfg, cuda_train_backend_factory(fp32));
-    double mx = 0;
-    for (std::size_t i = 0; i < cpu.loss.size(); ++i) {
-      const double diff = g32.loss[i] - cpu.loss[i];
-      mx = std::max(mx, std::abs(diff));
-      if (i % 10 == 0 || i + 1 == cpu.loss.size())
-        std::printf("[ INFO     ] %-17s step %3zu cpu %.5f gpu %.5f diff %+.2e\n", to_string(kind).c_str(), i + 1,
-                    cpu.loss[i], g32.loss[i], diff);
-      EXPECT_NEAR(g32.loss[i], cpu.loss[i], 1e-3) << "step " << i + 1;
-      EXPECT_EQ(g32.loss[i], g32b.loss[i]) << "step " << i + 1 << ": two GPU runs differ";
-    }
-    std::printf("[ INFO     ] %s: max |gpu - cpu| over 50 steps %.2e nats; loss %.4f -> %.4f; validation cpu %.5f -> %.5f, "
-                "gpu %.5f -> %.5f\n",
-                to_string(kind).c_str(), mx, cpu.loss.front(), cpu.loss.back(), cpu.val_before, cpu.val_after,
-                g32.val_before, g32.val_after);
-    EXPECT_NEAR(g32.loss[0], cpu.loss[0], 1e-5 * cpu.loss[0]);
-    EXPECT_NEAR(g32.val_before, cpu.val_before, 1e-5 * cpu.val_before);
-    EXPECT_NEAR(g32.val_after, cpu.val_after, 1e-3);
-    EXPECT_LT(cpu.loss.back(), cpu.loss.front() - 1.0) << "the model should learn the corpus";
-  }
+                            SeqLayerKind::LinearAttention, SeqLayerKind::Mamba2})
+    expect_cpu_loss_curve(kind);
+}
+
+TEST(TrainCuda, DeltaNetMixersFollowTheCpuLossCurve) {
+  TTTLAB_REQUIRE_GPU();
+  for (SeqLayerKind kind : {SeqLayerKind::DeltaNet, SeqLayerKind::GatedDeltaNet})
+    expect_cpu_loss_curve(kind);
 }
 
 TEST(TrainCuda, ProfiledStepAccountsForItsPhases) {
