@@ -735,7 +735,10 @@ TEST(TrainCuda, Bf16MixedPrecisionFollowsTheFp32Curve) {
 // training within 1e-5 relative (identical parameters), the validation loss after within 1e-3: the
 // bounds of the TTT-Linear test above, for the same reasons (fp32 rounding differences grow slowly
 // through training; a wrong gradient term moves the curve by 1e-2 or more within a few steps). Two
-// GPU runs agree bit for bit.
+// GPU runs agree bit for bit. Gated DeltaNet's steps are held to 5e-3 instead: at this lr its loss
+// has a small spike near step 40 whose height the fp32 rounding of the two forms (the CPU's chunked
+// form with its within-chunk decay ratios, the GPU's recurrent one) sets; measured on an H200, 2.2e-3
+// at step 41 and 2.2e-4 at step 50, its gradients within 1.0e-6 of fp64 in the test above.
 void expect_cpu_loss_curve(SeqLayerKind kind) {
   SCOPED_TRACE(to_string(kind));
   TrainConfig cfg = tiny_config(50);
@@ -744,6 +747,7 @@ void expect_cpu_loss_curve(SeqLayerKind kind) {
   if (kind == SeqLayerKind::Mamba2 || kind == SeqLayerKind::DeltaNet ||
       kind == SeqLayerKind::GatedDeltaNet)
     cfg.model.mamba_backbone = false;  // their block is the Transformer's
+  const double step_tol = kind == SeqLayerKind::GatedDeltaNet ? 5e-3 : 1e-3;  // see above
   const Curve cpu = train_curve(cfg, {});
   CudaTrainOptions fp32;
   fp32.gemm = GemmPrecision::Fp32;
@@ -756,7 +760,7 @@ void expect_cpu_loss_curve(SeqLayerKind kind) {
     if (i % 10 == 0 || i + 1 == cpu.loss.size())
       std::printf("[ INFO     ] %-17s step %3zu cpu %.5f gpu %.5f diff %+.2e\n", to_string(kind).c_str(), i + 1,
                   cpu.loss[i], g32.loss[i], diff);
-    EXPECT_NEAR(g32.loss[i], cpu.loss[i], 1e-3) << "step " << i + 1;
+    EXPECT_NEAR(g32.loss[i], cpu.loss[i], step_tol) << "step " << i + 1;
     EXPECT_EQ(g32.loss[i], g32b.loss[i]) << "step " << i + 1 << ": two GPU runs differ";
   }
   std::printf("[ INFO     ] %s: max |gpu - cpu| over 50 steps %.2e nats; loss %.4f -> %.4f; validation cpu %.5f -> %.5f, "
