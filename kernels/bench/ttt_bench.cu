@@ -858,17 +858,7 @@ void matrix_rule_rows(Bench& bench) {
     f.o = o.p;
     f.ld_o = ld;
     f.states = states.p;
-    MatrixRuleBackwardArgs b;
-    b.rule = rule;
-    b.dims = md;
-    b.q = q.p;
-    b.k = k.p;
-    b.ld_qk = ld;
-    b.v = v.p;
-    b.ld_v = ld;
-    b.beta = beta.p;
-    b.alpha = f.alpha;
-    b.states = states.p;
+    MatrixRuleBackwardArgs b = matrix_rule_backward_args(f);
     b.dO = dO.p;
     b.ld_do = ld;
     b.dq = dq.p;

@@ -209,17 +209,7 @@ RuleOut<float> gpu_rule(MatrixRule rule, const RuleInputs& in) {
   f.states = kept.get();
   matrix_rule_forward(f);
 
-  MatrixRuleBackwardArgs b;
-  b.rule = rule;
-  b.dims = dims;
-  b.q = q.get();
-  b.k = k.get();
-  b.ld_qk = in.ldqk;
-  b.v = v.get();
-  b.ld_v = in.ldv;
-  b.beta = f.beta;
-  b.alpha = f.alpha;
-  b.states = kept.get();
+  MatrixRuleBackwardArgs b = matrix_rule_backward_args(f);
   b.dO = dO.get();
   b.ld_do = in.lddo;
   b.dS_final = c.given ? dS.get() : nullptr;

@@ -121,6 +121,23 @@ void add_attention_grad_cases(std::vector<GradCase>& c) {
   }
 }
 
+// A case again with tf32 and with bf16 products: bf16 operands are rounded 4x coarser than tf32, so
+// 4x the tf32 bounds.
+void add_tf32_and_bf16(std::vector<GradCase>& c, GradCase g) {
+  const GradCase fp32 = g;
+  g.name += ", tf32";
+  g.opt.gemm = GemmPrecision::Tf32;
+  g.tol = 3e-2;
+  g.loss_tol = 1e-3;
+  c.push_back(g);
+  g = fp32;
+  g.name += ", bf16";
+  g.opt.gemm = GemmPrecision::Bf16;
+  g.tol = 1.2e-1;
+  g.loss_tol = 4e-3;
+  c.push_back(g);
+}
+
 // Mamba-2 mixers (the Transformer backbone, which the layer needs): P = N = 16 with chunks of 8 at
 // T = 37 (a partial last chunk); the defaults P = N = Q = 64 at T = 100 (one full chunk and a partial
 // one); d_conv 3, expand 1 and chunks of 16 at T = 50; and the first with tf32 and bf16 products (the
@@ -153,18 +170,7 @@ void add_mamba2_grad_cases(std::vector<GradCase>& c) {
     m.num_attention_heads = 3;
     add("t, mamba2 d_conv 3, expand 1, P=16 N=32 Q=16, T=50", m, 50);
   }
-  GradCase g = first;
-  g.name += ", tf32";
-  g.opt.gemm = GemmPrecision::Tf32;
-  g.tol = 3e-2;
-  g.loss_tol = 1e-3;
-  c.push_back(g);
-  g = first;
-  g.name += ", bf16";
-  g.opt.gemm = GemmPrecision::Bf16;
-  g.tol = 1.2e-1;
-  g.loss_tol = 4e-3;
-  c.push_back(g);
+  add_tf32_and_bf16(c, first);
 }
 
 // DeltaNet and Gated DeltaNet mixers (the Transformer backbone, which the layers need), the
@@ -190,19 +196,7 @@ void add_deltanet_grad_cases(std::vector<GradCase>& c) {
     add(gated, 64, 2, 16, 37);
     add(gated, 48, 3, 64, 50);
   }
-  GradCase g = c[c.size() - 2];  // gated, d = 32, C = 16, T = 37
-  const GradCase first = g;
-  g.name += ", tf32";
-  g.opt.gemm = GemmPrecision::Tf32;
-  g.tol = 3e-2;
-  g.loss_tol = 1e-3;
-  c.push_back(g);
-  g = first;
-  g.name += ", bf16";
-  g.opt.gemm = GemmPrecision::Bf16;
-  g.tol = 1.2e-1;
-  g.loss_tol = 4e-3;
-  c.push_back(g);
+  add_tf32_and_bf16(c, c[c.size() - 2]);  // gated, d = 32, C = 16, T = 37
 }
 
 std::vector<GradCase> grad_cases() {
@@ -251,20 +245,8 @@ std::vector<GradCase> grad_cases() {
     g.opt.engine = GemmEngine::Builtin;
     c.push_back(g);
   }
-  for (int i : {0, 6}) {  // all on (b = 8) and the tensor-core forward (b = 16, d = 64)
-    GradCase g = c[i];
-    g.name += ", tf32";
-    g.opt.gemm = GemmPrecision::Tf32;
-    g.tol = 3e-2;
-    g.loss_tol = 1e-3;
-    c.push_back(g);
-    g = c[i];  // mixed precision: bf16 operands, rounded 4x coarser than tf32: 4x the tf32 bounds
-    g.name += ", bf16";
-    g.opt.gemm = GemmPrecision::Bf16;
-    g.tol = 1.2e-1;
-    g.loss_tol = 4e-3;
-    c.push_back(g);
-  }
+  for (int i : {0, 6})  // all on (b = 8) and the tensor-core forward (b = 16, d = 64)
+    add_tf32_and_bf16(c, c[i]);
   // TTT-MLP mixers (η_base = 0.1 as the official TTT-MLP): both backbones, the variants, a
   // rematerialisation group and a short last mini-batch, b = 16 at d = 64.
   auto mlp = [](ModelConfig m) {

@@ -34,6 +34,25 @@ MatrixRule rule_of(const DeltaNetLayerDims& d) {
   return d.gated ? MatrixRule::GatedDeltaNet : MatrixRule::DeltaNet;
 }
 
+// The inner loop's inputs as the forward keeps them (q̂, k̂, v, β, α and the kept states, [R, D] and
+// [R, H]), for both directions; the forward adds its output.
+MatrixRuleForwardArgs rule_inputs(const DeltaNetLayerDims& d, const DeltaNetLayerCache& c,
+                                  CUstream_st* st) {
+  MatrixRuleForwardArgs f;
+  f.rule = rule_of(d);
+  f.dims = rule_dims(d);
+  f.q = c.qn;
+  f.k = c.kn;
+  f.ld_qk = d.width;
+  f.v = c.av;
+  f.ld_v = d.width;
+  f.beta = c.beta;
+  f.alpha = d.gated ? c.alpha : nullptr;
+  f.states = c.states;
+  f.stream = st;
+  return f;
+}
+
 // A bump allocator over base, or a counter only (base null).
 struct Carver {
   float* base = nullptr;
@@ -163,20 +182,9 @@ void deltanet_layer_forward(const DeltaNetProduct& product, const DeltaNetLayerD
     deltanet_alpha_forward(c.r, p.dt_bias, p.A_log, R, H, c.alpha, st);
   }
   // o = the matrix rule from S_0 = 0
-  MatrixRuleForwardArgs f;
-  f.rule = rule_of(d);
-  f.dims = rule_dims(d);
-  f.q = c.qn;
-  f.k = c.kn;
-  f.ld_qk = D;
-  f.v = c.av;
-  f.ld_v = D;
-  f.beta = c.beta;
-  f.alpha = d.gated ? c.alpha : nullptr;
+  MatrixRuleForwardArgs f = rule_inputs(d, c, st);
   f.o = c.o;
   f.ld_o = D;
-  f.states = c.states;
-  f.stream = st;
   matrix_rule_forward(f);
   // n = RMSNorm(o_h)·w per head: rows of d, one weight shared by the heads
   rms_norm_forward(c.o, p.o_norm, R * H, hd, d.norm_eps, c.n, st);
@@ -226,17 +234,7 @@ void deltanet_layer_backward(const DeltaNetProduct& product, const DeltaNetLayer
   // n = RMSNorm(o_h)·w per head
   rms_norm_backward(c.o, p.o_norm, dn, R * H, hd, d.norm_eps, s.dO, false, g.o_norm, s.norm_ws, st);
   // The inner loop.
-  MatrixRuleBackwardArgs b;
-  b.rule = rule_of(d);
-  b.dims = rule_dims(d);
-  b.q = c.qn;
-  b.k = c.kn;
-  b.ld_qk = D;
-  b.v = c.av;
-  b.ld_v = D;
-  b.beta = c.beta;
-  b.alpha = d.gated ? c.alpha : nullptr;
-  b.states = c.states;
+  MatrixRuleBackwardArgs b = matrix_rule_backward_args(rule_inputs(d, c, st));
   b.dO = s.dO;
   b.ld_do = D;
   b.dq = s.dqn;
@@ -248,7 +246,6 @@ void deltanet_layer_backward(const DeltaNetProduct& product, const DeltaNetLayer
   b.dalpha = d.gated ? s.dalpha : nullptr;
   b.workspace = s.rule_ws;
   b.workspace_bytes = s.rule_bytes;
-  b.stream = st;
   matrix_rule_backward(b);
   // β = sigmoid(x W_β)
   deltanet_sigmoid_backward(c.beta, s.dbeta, s.dbeta, std::size_t(R) * H, st);

@@ -310,43 +310,34 @@ struct CudaTrainBackend::Impl {
   bool deltanet = false;
   DeltaNetLayerDims dndims;
   float* dn_ws = nullptr;
-  DeltaNetLayerParams dn_params(int i) const {
+  // One map from the checkpoint's names to the fields, for the weights (p) and their gradients (g).
+  template <class Out, class Get>
+  Out dn_tensors(int i, Get get) const {
     const std::string pre = mixer(i);
     const bool gt = dndims.gated;
-    DeltaNetLayerParams q;
-    q.q_proj = p(pre + "q_proj.weight");
-    q.k_proj = p(pre + "k_proj.weight");
-    q.v_proj = p(pre + "v_proj.weight");
-    q.b_proj = p(pre + "b_proj.weight");
-    q.q_conv = p(pre + "q_conv1d.weight");
-    q.k_conv = p(pre + "k_conv1d.weight");
-    q.v_conv = p(pre + "v_conv1d.weight");
-    q.a_proj = gt ? p(pre + "a_proj.weight") : nullptr;
-    q.A_log = gt ? p(pre + "A_log") : nullptr;
-    q.dt_bias = gt ? p(pre + "dt_bias") : nullptr;
-    q.g_proj = gt ? p(pre + "g_proj.weight") : nullptr;
-    q.o_norm = p(pre + "o_norm.weight");
-    q.o_proj = p(pre + "o_proj.weight");
+    Out q;
+    q.q_proj = get(pre + "q_proj.weight");
+    q.k_proj = get(pre + "k_proj.weight");
+    q.v_proj = get(pre + "v_proj.weight");
+    q.b_proj = get(pre + "b_proj.weight");
+    q.q_conv = get(pre + "q_conv1d.weight");
+    q.k_conv = get(pre + "k_conv1d.weight");
+    q.v_conv = get(pre + "v_conv1d.weight");
+    if (gt) {
+      q.a_proj = get(pre + "a_proj.weight");
+      q.A_log = get(pre + "A_log");
+      q.dt_bias = get(pre + "dt_bias");
+      q.g_proj = get(pre + "g_proj.weight");
+    }
+    q.o_norm = get(pre + "o_norm.weight");
+    q.o_proj = get(pre + "o_proj.weight");
     return q;
   }
+  DeltaNetLayerParams dn_params(int i) const {
+    return dn_tensors<DeltaNetLayerParams>(i, [this](const std::string& n) { return p(n); });
+  }
   DeltaNetLayerGrads dn_grads(int i) const {
-    const std::string pre = mixer(i);
-    const bool gt = dndims.gated;
-    DeltaNetLayerGrads q;
-    q.q_proj = g(pre + "q_proj.weight");
-    q.k_proj = g(pre + "k_proj.weight");
-    q.v_proj = g(pre + "v_proj.weight");
-    q.b_proj = g(pre + "b_proj.weight");
-    q.q_conv = g(pre + "q_conv1d.weight");
-    q.k_conv = g(pre + "k_conv1d.weight");
-    q.v_conv = g(pre + "v_conv1d.weight");
-    q.a_proj = gt ? g(pre + "a_proj.weight") : nullptr;
-    q.A_log = gt ? g(pre + "A_log") : nullptr;
-    q.dt_bias = gt ? g(pre + "dt_bias") : nullptr;
-    q.g_proj = gt ? g(pre + "g_proj.weight") : nullptr;
-    q.o_norm = g(pre + "o_norm.weight");
-    q.o_proj = g(pre + "o_proj.weight");
-    return q;
+    return dn_tensors<DeltaNetLayerGrads>(i, [this](const std::string& n) { return g(n); });
   }
   DeltaNetLayerDims dn_batch() const {
     DeltaNetLayerDims d = dndims;

@@ -116,4 +116,23 @@ struct MatrixRuleBackwardArgs {
 };
 void matrix_rule_backward(const MatrixRuleBackwardArgs& args);
 
+// The backward's arguments that repeat the forward's: the rule, the dims, q, k, v, β, α with their
+// strides, the kept states and the stream. The caller adds dO, dS_final, the gradients and the
+// workspace.
+inline MatrixRuleBackwardArgs matrix_rule_backward_args(const MatrixRuleForwardArgs& f) {
+  MatrixRuleBackwardArgs b;
+  b.rule = f.rule;
+  b.dims = f.dims;
+  b.q = f.q;
+  b.k = f.k;
+  b.ld_qk = f.ld_qk;
+  b.v = f.v;
+  b.ld_v = f.ld_v;
+  b.beta = f.beta;
+  b.alpha = f.alpha;
+  b.states = f.states;
+  b.stream = f.stream;
+  return b;
+}
+
 }  // namespace tttlab::kernels
