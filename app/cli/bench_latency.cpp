@@ -124,12 +124,6 @@ void validate_latency_args(LatencyArgs& a) {
     const SeqLayerKind kind = seq_layer_from_string(l);
     const std::string why = gpu_kernels_missing(kind);
     if (!why.empty()) throw std::invalid_argument("--latency: " + why);
-    // The decode rows run the GPU decoder, which DeltaNet and Gated DeltaNet do not have yet (they
-    // train and evaluate on the GPU, and decode on the CPU).
-    if (kind == SeqLayerKind::DeltaNet || kind == SeqLayerKind::GatedDeltaNet)
-      throw std::invalid_argument("--latency: " + l +
-                                  " has no GPU decoder yet (it decodes on the CPU), so its decode rows "
-                                  "cannot be measured");
   }
   if (a.lengths.empty()) throw std::invalid_argument("--lengths: give at least one context length");
   for (int T : a.lengths)

@@ -58,9 +58,9 @@ std::unique_ptr<TokenDecoder> make_decoder(const std::string& device, const Mode
   } catch (const std::invalid_argument& e) {
     throw CLI::ValidationError(e.what());
   }
-  // A layer without GPU kernels (Titans, LaCT) stops here, before a GPU is looked for; one that the
-  // GPU trains but does not decode (DeltaNet, Gated DeltaNet) below, with cuda_decode_unsupported's
-  // reason.
+  // A layer without GPU kernels (Titans, LaCT) stops here, before a GPU is looked for; a model the
+  // GPU decoder does not run (cuda_decode_unsupported: linear attention, some shapes) below, with
+  // its reason.
   if (request == DeviceRequest::CUDA)
     if (const std::string why = gpu_kernels_missing(model.config().seq_layer); !why.empty())
       throw CLI::ValidationError("--device cuda: " + why + "; use --device cpu");

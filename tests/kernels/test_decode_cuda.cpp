@@ -40,8 +40,9 @@
 //    with the bytes it needs.
 // 7. Batched decoding (CudaDecoderOptions::batch), the exact products (DecodeProducts::Exact): for
 //    every model kind (TTT-Linear and TTT-MLP on both backbones and b = 16 or 5, softmax attention
-//    on both backbones, Mamba-2 in two shapes), B = 5 or 20 sequences (20: a full group of 16
-//    sequences of the batched product and a partial one) fed different random tokens in lockstep,
+//    on both backbones, Mamba-2 in two shapes, DeltaNet with d = 16 and Gated DeltaNet with d = 24),
+//    B = 5 or 20 sequences (20: a full group of 16 sequences of the batched product and a partial
+//    one) fed different random tokens in lockstep,
 //    with and without CUDA graphs: after a prefill of 21 steps and after each of 20 single steps
 //    every sequence's logits row is BITWISE the logits of a batch-1 decoder fed that sequence's
 //    tokens (the batched kernels compute each sequence with the same sums in the same order; a wrong
@@ -62,6 +63,20 @@
 //    margin exceeds 2e (logits within e of each other cannot reorder two entries more than 2e
 //    apart), and within 2e of the batch-1 maximum where it does not (a near tie; counted and
 //    printed).
+// 9. DeltaNet and Gated DeltaNet models (the Transformer backbone; the GPU's per-token step against
+//    the CPU layer, whose prefill runs the chunked (UT) form and whose single tokens run the primal
+//    form of tttlab/fastweight/matrix_rules.hpp; docs/MATH.md §11.2–§11.3, §11.8): the tiny preset
+//    with each layer (D 128, 4 blocks, d = 32) and three smaller shapes (d = 16 with K = 4; d = 24 with
+//    K = 3: a head dim that is no power of two, so some threads of the step idle; d = 128 with one
+//    head: the largest head dim, two row slices per column), random weights at the printed seed: the
+//    prefill of 21 tokens and 100 single feeds of 2 (121 tokens), logits within the same 1e-3
+//    relative bound, with and without CUDA graphs. Both sides are fp32: the state's recurrence, the
+//    L2 norms and the chunked form's triangular solve round in other orders (5.0e-7..2.2e-6 measured
+//    on an H200); a wrong term (the decay, β, a convolution tap, the norm or the gate) is O(1).
+//    Greedy decoding of 100 bytes from a model of each layer trained on the CPU for 40 steps on the
+//    nine-word text: the same bytes on both devices. Batches of both layers run in 7 and 8 (bitwise, and within 1e-4
+//    through cuBLAS), and cuda_decode_memory counts the states [H, d, d] and the convolutions'
+//    histories of every block per sequence.
 // Seeds are fixed and printed (test_seed(): a hash of the test's name; TTTLAB_TEST_SEED overrides).
 #include <gtest/gtest.h>
 
@@ -80,6 +95,7 @@
 #include "tttlab/kernels/decode_cuda.hpp"
 #include "tttlab/model/checkpoint.hpp"
 #include "tttlab/model/decoder.hpp"
+#include "tttlab/model/memory.hpp"
 #include "tttlab/model/model.hpp"
 #include "tttlab/train/trainer.hpp"
 
@@ -373,6 +389,20 @@ ModelConfig mamba2_model(int D, int layers, int F, int N, int P, int K, int expa
   return c;
 }
 
+// DeltaNet and Gated DeltaNet models (section 9; also in the batches of 7 and 8): two blocks of
+// width D with H heads and convolutions of width K, the Transformer backbone.
+ModelConfig deltanet_model(SeqLayerKind kind, int D, int H, int K) {
+  ModelConfig c;
+  c.hidden_size = D;
+  c.num_attention_heads = H;
+  c.num_hidden_layers = 2;
+  c.intermediate_size = 2 * D;
+  c.seq_layer = kind;
+  c.mamba_backbone = false;
+  c.conv_kernel = K;
+  return c;
+}
+
 TEST(CudaDecoder, Mamba2LogitsMatchTheCpuDecoder) {
   TTTLAB_REQUIRE_GPU();
   const std::uint64_t seed = test_seed();
@@ -399,13 +429,14 @@ TEST(CudaDecoder, Mamba2LogitsMatchTheCpuDecoder) {
   }
 }
 
-TEST(CudaDecoder, Mamba2GreedyBytesOfATrainedModelAreTheCpus) {
-  TTTLAB_REQUIRE_GPU();
-  const std::uint64_t seed = test_seed();
-  std::printf("[   INFO   ] seed %llu\n", static_cast<unsigned long long>(seed));
+// Trains `model` on the CPU for 40 steps on a nine-word text (so that its logits have real maxima,
+// not the near-ties of random weights), then decodes 100 greedy bytes on both devices: the same
+// bytes. The smallest top-2 margins are printed.
+void expect_same_greedy_after_training(const ModelConfig& model_cfg, std::uint64_t seed,
+                                       const std::string& tag) {
   // A nine-word text from a fixed linear congruential sequence (as tests/core/word_corpus.hpp).
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("tttlab_mamba2_decode_" + std::to_string(seed));
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                    ("tttlab_" + tag + "_decode_" + std::to_string(seed));
   std::filesystem::create_directories(dir);
   {
     const char* words[] = {"the ", "cat ", "sat ", "on ", "a ", "mat. ", "dogs ", "run ", "fast. "};
@@ -417,8 +448,7 @@ TEST(CudaDecoder, Mamba2GreedyBytesOfATrainedModelAreTheCpus) {
     }
   }
   TrainConfig cfg;
-  cfg.model = mamba2_model(64, 2, 128, 32, 32, 4, 2);
-  cfg.model.mamba2_chunk_size = 16;
+  cfg.model = model_cfg;
   cfg.model.max_position_embeddings = 64;
   cfg.data = (dir / "corpus.txt").string();
   cfg.steps = 40;
@@ -431,7 +461,8 @@ TEST(CudaDecoder, Mamba2GreedyBytesOfATrainedModelAreTheCpus) {
   Trainer t(cfg, TextData::load(cfg));
   double loss = 0;
   while (!t.finished()) loss = t.step().loss;
-  std::printf("[   INFO   ] trained 40 steps on the CPU: last loss %.3f nats/byte\n", loss);
+  std::printf("[   INFO   ] %s: trained 40 steps on the CPU: last loss %.3f nats/byte\n",
+              tag.c_str(), loss);
   std::filesystem::remove_all(dir);
   const Model<float>& model = t.model();
   double m_cpu = INFINITY, m_gpu = INFINITY;
@@ -443,6 +474,15 @@ TEST(CudaDecoder, Mamba2GreedyBytesOfATrainedModelAreTheCpus) {
       "[   INFO   ] CPU: \"%s\"\n[   INFO   ] smallest top-2 logit margin: CPU %.3g, GPU %.3g\n",
       a.c_str(), m_cpu, m_gpu);
   EXPECT_EQ(a, b);
+}
+
+TEST(CudaDecoder, Mamba2GreedyBytesOfATrainedModelAreTheCpus) {
+  TTTLAB_REQUIRE_GPU();
+  const std::uint64_t seed = test_seed();
+  std::printf("[   INFO   ] seed %llu\n", static_cast<unsigned long long>(seed));
+  ModelConfig m = mamba2_model(64, 2, 128, 32, 32, 4, 2);
+  m.mamba2_chunk_size = 16;
+  expect_same_greedy_after_training(m, seed, "mamba2");
 }
 
 // ---- 5. refusals -------------------------------------------------------------------------------
@@ -472,6 +512,18 @@ TEST(CudaDecoder, RefusesModelsItDoesNotRun) {
   m2.mamba_backbone = true;
   EXPECT_NE(cuda_decode_unsupported(m2), "");
   EXPECT_EQ(cuda_decode_unsupported(m2).find('\n'), std::string::npos);
+  for (const auto kind : {SeqLayerKind::DeltaNet, SeqLayerKind::GatedDeltaNet}) {
+    ModelConfig dn = small_model(kind, false, 16);
+    dn.num_attention_heads = 1;  // d = 128: supported
+    EXPECT_EQ(cuda_decode_unsupported(dn), "");
+    dn.hidden_size = 256;  // d = 256
+    EXPECT_NE(cuda_decode_unsupported(dn).find("head dim of at most 128"), std::string::npos);
+    dn.hidden_size = 128;
+    dn.mamba_backbone = true;
+    EXPECT_NE(cuda_decode_unsupported(dn).find("Transformer backbone"), std::string::npos);
+  }
+  for (const auto kind : {SeqLayerKind::Titans, SeqLayerKind::Lact})
+    EXPECT_NE(cuda_decode_unsupported(small_model(kind, false, 16)), "");
   // The constructor checks before touching the device.
   const Model<float> model(attn, 1);
   EXPECT_THROW(CudaDecoder{model}, std::invalid_argument);
@@ -675,7 +727,8 @@ std::size_t bit_differences(const float* a, const float* b, std::size_t n) {
   return diff;
 }
 
-// The models both batched tests decode: every model kind the decoder runs, on both backbones.
+// The models both batched tests decode: every model kind the decoder runs, on every backbone it
+// runs.
 std::vector<ModelConfig> batch_test_configs() {
   std::vector<ModelConfig> configs;
   for (const auto kind : {SeqLayerKind::TTTLinear, SeqLayerKind::TTTMLP})
@@ -686,6 +739,8 @@ std::vector<ModelConfig> batch_test_configs() {
   configs.push_back(small_model(SeqLayerKind::SoftmaxAttention, true, 16));
   configs.push_back(mamba2_model(64, 2, 128, 16, 16, 4, 2));
   configs.push_back(mamba2_model(96, 2, 192, 24, 48, 3, 1));
+  configs.push_back(deltanet_model(SeqLayerKind::DeltaNet, 64, 4, 4));
+  configs.push_back(deltanet_model(SeqLayerKind::GatedDeltaNet, 96, 4, 3));
   return configs;
 }
 
@@ -969,6 +1024,57 @@ TEST(CudaDecoderBatch, RefusesBadArguments) {
   expect_refusal<std::runtime_error>([&] { CudaDecoder d(model, o); }, "GiB");
   expect_refusal<std::invalid_argument>([&] { cuda_decode_memory(model.config(), 0, 1000); },
                                         "positive");
+}
+
+// ---- 9. DeltaNet and Gated DeltaNet --------------------------------------------------------------
+
+TEST(CudaDecoder, DeltaNetLogitsMatchTheCpuDecoder) {
+  TTTLAB_REQUIRE_GPU();
+  const std::uint64_t seed = test_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::printf("[   INFO   ] seed %llu\n", static_cast<unsigned long long>(seed));
+  int i = 0;
+  for (const auto kind : {SeqLayerKind::DeltaNet, SeqLayerKind::GatedDeltaNet}) {
+    ModelConfig tiny = ModelConfig::preset("tiny");
+    tiny.seq_layer = kind;
+    tiny.mamba_backbone = false;
+    const ModelConfig shapes[] = {tiny, deltanet_model(kind, 64, 4, 4),
+                                  deltanet_model(kind, 96, 4, 3), deltanet_model(kind, 128, 1, 4)};
+    for (const ModelConfig& c : shapes) {
+      ASSERT_EQ(cuda_decode_unsupported(c), "");
+      const Model<float> model(c, seed + i);
+      for (const bool graphs : {true, false}) {
+        SCOPED_TRACE(to_string(kind) + " D " + std::to_string(c.hidden_size) + " d " +
+                     std::to_string(c.head_dim()) + (graphs ? " graphs" : " launches"));
+        std::printf("[   INFO   ] %s D %d, %d blocks, d %d, K %d:\n", to_string(kind).c_str(),
+                    c.hidden_size, c.num_hidden_layers, c.head_dim(), c.conv_kernel);
+        compare_decoders(model, graphs, seed + 200 + i, 100);
+        if (::testing::Test::HasFatalFailure()) return;
+      }
+      ++i;
+    }
+  }
+  // The decoder's memory counts every block's state [H, d, d] and the three convolutions' history
+  // [K−1, 3D] per sequence, and grows linearly with the batch.
+  const ModelConfig g = deltanet_model(SeqLayerKind::GatedDeltaNet, 96, 4, 3);
+  const CudaDecodeMemory m1 = cuda_decode_memory(g, 1, 1000);
+  const CudaDecodeMemory m8 = cuda_decode_memory(g, 8, 1000);
+  EXPECT_EQ(m8.weight_bytes, m1.weight_bytes);
+  EXPECT_GE(m1.weight_bytes, 4.0 * count_params(g));
+  EXPECT_NEAR(m8.batch_bytes, 8 * m1.batch_bytes, 1e-9 * m8.batch_bytes);
+  EXPECT_GE(m1.batch_bytes, 4.0 * 2 * (4 * 24 * 24 + 2 * 3 * 96));
+}
+
+TEST(CudaDecoder, DeltaNetGreedyBytesOfATrainedModelAreTheCpus) {
+  TTTLAB_REQUIRE_GPU();
+  const std::uint64_t seed = test_seed();
+  std::printf("[   INFO   ] seed %llu\n", static_cast<unsigned long long>(seed));
+  for (const auto kind : {SeqLayerKind::DeltaNet, SeqLayerKind::GatedDeltaNet}) {
+    SCOPED_TRACE(to_string(kind));
+    ModelConfig m = deltanet_model(kind, 64, 4, 4);
+    m.deltanet_chunk_size = 16;
+    expect_same_greedy_after_training(m, seed, to_string(kind));
+  }
 }
 
 }  // namespace

@@ -18,6 +18,12 @@
 //   mamba2_ssm    per head S_h ← exp(dt·A)·S_h + dt·xs Bᵀ; g = (S_h C + D·xs) ⊙ silu(z)
 //   rms_scale     the gated RMSNorm
 //   gemv          ·out_proj
+// a DeltaNet or Gated DeltaNet block (the Transformer backbone) by
+//   gemv           a·[W_q | W_k | W_v | W_β | W_a | W_g]   (W_a, W_g: gated only)
+//   deltanet_prep  q, k, v ← silu(conv(·)) with their history; β = sigmoid(·); α (gated)
+//   deltanet_step  per head: L2-normalised q̂, k̂; S_h ← α S_h − β k̂ᵀ(k̂ α S_h − v); o = q̂ S_h;
+//                  the per-head RMSNorm [⊙ silu(x W_g)]
+//   gemv           ·o_proj
 // and a softmax-attention block (either backbone) by
 //   gemv          a·[Wq | Wk | Wv]
 //   attn_prep     RoPE at the global position t on q, k; q ·= 1/√d; k, v → row t of the KV cache
@@ -91,8 +97,19 @@ std::string cuda_decode_unsupported(const ModelConfig& m) {
              std::to_string(m.head_dim()) + "; use --device cpu";
     return {};
   }
+  if (m.is_deltanet()) {
+    if (m.mamba_backbone)
+      return "the GPU decoder runs " + to_string(m.seq_layer) +
+             " with the Transformer backbone (t) only";
+    if (m.head_dim() < 1 || m.head_dim() > detail::kDeltaNetMaxHeadDim)
+      return "the GPU decoder needs a " + to_string(m.seq_layer) + " head dim of at most " +
+             std::to_string(detail::kDeltaNetMaxHeadDim) + ", got " + std::to_string(m.head_dim()) +
+             "; use --device cpu";
+    return {};
+  }
   if (!m.is_ttt())
-    return "the GPU decoder runs ttt-linear, ttt-mlp, softmax-attention and mamba2 models; " +
+    return "the GPU decoder runs ttt-linear, ttt-mlp, softmax-attention, mamba2, deltanet and "
+           "gated-deltanet models; " +
            to_string(m.seq_layer) + " decodes on the CPU (--device cpu)";
   if (std::string why = detail::ttt_shape_unsupported(m.head_dim(), m.mini_batch_size,
                                                       "the GPU decoder needs");
@@ -144,6 +161,11 @@ struct DecBlock {
   float *Win = nullptr, *m_conv_w = nullptr, *m_conv_b = nullptr, *m_hist = nullptr;
   float *dt_bias = nullptr, *A_log = nullptr, *Dskip = nullptr, *m_norm = nullptr, *Wmo = nullptr;
   float* ssm = nullptr;
+  // DeltaNet: [W_q | W_k | W_v | W_β | W_a | W_g] in `Wcat` (plan `cat`), o_proj in `Wo`; the three
+  // convolutions [3D, K] (q's rows, then k's, then v's), A_log and dt_bias (gated), the output norm
+  // [d]; the stream state: the convolutions' history [K−1, 3D] and S [H, d, d].
+  float *dn_conv_w = nullptr, *dn_hist = nullptr, *dn_A_log = nullptr, *dn_dt_bias = nullptr,
+        *dn_norm = nullptr, *dn_state = nullptr;
   // Softmax attention: [Wq | Wk | Wv] in `Wcat` (plan `cat`), Wo in `Wo`; the KV cache [H, cap, d] each.
   float *kcache = nullptr, *vcache = nullptr;
   // SwiGLU
@@ -164,6 +186,12 @@ int ttt_cat_width(const ModelConfig& mc, const TTTLayerConfig& tc) {
   const int D = mc.hidden_size;
   return D + (tc.share_qk ? 0 : D) + D + (tc.use_gate ? D : 0) +
          (tc.eta.gate == EtaGate::Learned ? mc.num_attention_heads : 0);
+}
+
+// [q | k | v | β | α's r | gate]: 3D + H columns, and H + D more for Gated DeltaNet.
+int deltanet_cat_width(const ModelConfig& mc) {
+  const int D = mc.hidden_size, H = mc.num_attention_heads;
+  return 3 * D + H + (mc.seq_layer == SeqLayerKind::GatedDeltaNet ? H + D : 0);
 }
 
 DecodeShapes decode_shapes(const ModelConfig& mc, long cap, int sms, int splits) {
@@ -187,6 +215,12 @@ DecodeShapes decode_shapes(const ModelConfig& mc, long cap, int sms, int splits)
     f += m2.conv_dim() + m2.heads() + 2.0 * m2.d_inner() + outputs(s.in) + outputs(s.mo);
     f += double(L) * (double(std::max(m2.d_conv - 1, 1)) * m2.conv_dim() +
                       double(m2.heads()) * m2.headdim * m2.d_state);
+  } else if (mc.is_deltanet()) {
+    s.cat = detail::gemv_plan(D, deltanet_cat_width(mc), sms);
+    // q, k, v after silu, β and α, o_proj's input; the products' outputs.
+    f += 3.0 * D + 2.0 * H + D + outputs(s.cat) + outputs(s.o);
+    // Per block: the convolutions' history and the state S [H, d, d].
+    f += double(L) * (double(hist) * 3 * D + double(H) * d * d);
   } else if (mc.seq_layer == SeqLayerKind::SoftmaxAttention) {
     s.cat = detail::gemv_plan(D, 3 * D, sms);
     s.att_S = splits > 0 ? splits : detail::decode_attn_splits(H, cap, sms);
@@ -235,6 +269,11 @@ struct CudaDecoder::Impl {
         *y_mo = nullptr;
   GemvScratch s_in, s_mo;
   GemvPlan plan_in, plan_mo;
+  // DeltaNet and Gated DeltaNet (deltanet true): the layer's sizes and its per-token vectors
+  // (q, k, v after silu [3D], β and α [H] each); `Y` is o_proj's input.
+  bool deltanet = false;
+  DeltaNetConfig dc;
+  float *dn_qkv = nullptr, *dn_beta = nullptr, *dn_alpha = nullptr;
   // Softmax attention (attention true): the KV cache's capacity in tokens, the context splits, the
   // RoPE frequencies [d/2] (double), the split partials and the attention output.
   bool attention = false;
@@ -340,8 +379,11 @@ struct CudaDecoder::Impl {
                        const GemvPlan& plan_cat, DecBlock& B);
   void build_mamba2_block(const std::map<std::string, HostTensor>& T, const std::string& sb,
                           DecBlock& B);
+  void build_deltanet_block(const std::map<std::string, HostTensor>& T, const std::string& sb,
+                            const GemvPlan& plan_cat, DecBlock& B);
   void enqueue_ttt(const DecBlock& B, int pos);
   void enqueue_mamba2(const DecBlock& B);
+  void enqueue_deltanet(const DecBlock& B);
   void enqueue_attention(const DecBlock& B);
   void plan_memory(long requested, const DecodeShapes& shapes, double weight_bytes);
   void enqueue_step(int pos);
@@ -381,6 +423,7 @@ void CudaDecoder::Impl::build(const Model<float>& model) {
   if (const std::string why = cuda_decode_unsupported(mc); !why.empty()) throw std::invalid_argument(why);
   mamba2 = mc.seq_layer == SeqLayerKind::Mamba2;
   attention = mc.seq_layer == SeqLayerKind::SoftmaxAttention;
+  deltanet = mc.is_deltanet();
   D = mc.hidden_size;
   F = mc.intermediate_size;
   V = mc.vocab_size;
@@ -398,6 +441,9 @@ void CudaDecoder::Impl::build(const Model<float>& model) {
   if (mamba2) {
     m2 = mc.mamba2_config();
     period = 1;
+  } else if (deltanet) {
+    dc = mc.deltanet_config();
+    period = 1;  // the step has no position
   } else if (attention) {
     // The position is read from device memory, so one graph serves every token.
     period = 1;
@@ -453,7 +499,7 @@ void CudaDecoder::Impl::build(const Model<float>& model) {
     rope_freq = reinterpret_cast<double*>(alloc(fr.size() * 2));
     TTTLAB_CUDA_CHECK(
         cudaMemcpy(rope_freq, fr.data(), fr.size() * sizeof(double), cudaMemcpyHostToDevice));
-  } else if (!mamba2 && tc.rope) {
+  } else if (!mamba2 && !deltanet && tc.rope) {
     std::vector<float> cs(std::size_t(b) * (d / 2)), sn(cs.size());
     rope_tables(d, b, tc.rope_theta, cs.data(), sn.data());
     rope_cos = upload(cs);
@@ -462,7 +508,9 @@ void CudaDecoder::Impl::build(const Model<float>& model) {
 
   // Projection columns of a TTT layer: q (or the shared u), k (without share_qk), v, the gate, θ_lr.
   GemvPlan plan_cat;
-  if (attention) {
+  if (deltanet) {
+    plan_cat = shapes.cat;
+  } else if (attention) {
     off_q = 0;
     off_k = D;
     off_v = 2 * D;
@@ -499,6 +547,8 @@ void CudaDecoder::Impl::build(const Model<float>& model) {
     B.seq_norm = upload(copy_of(need(T, pre + "seq_norm.weight", D)));
     if (mamba2) {
       build_mamba2_block(T, sb, B);
+    } else if (deltanet) {
+      build_deltanet_block(T, sb, plan_cat, B);
     } else if (attention) {
       std::vector<float> cat(std::size_t(D) * 3 * D);
       const char* names[3] = {"q_proj.weight", "k_proj.weight", "v_proj.weight"};
@@ -539,6 +589,15 @@ void CudaDecoder::Impl::build(const Model<float>& model) {
     y_mo = zeros(n * plan_mo.ld);
     s_in = scratch(plan_in);
     s_mo = scratch(plan_mo);
+  } else if (deltanet) {
+    dn_qkv = zeros(n * 3 * D);
+    dn_beta = zeros(n * H);
+    dn_alpha = zeros(n * H);
+    Y = zeros(n * D);
+    y_cat = zeros(n * plan_cat.ld);
+    y_o = zeros(n * plan_o.ld);
+    s_cat = scratch(plan_cat);
+    s_o = scratch(plan_o);
   } else if (attention) {
     q = zeros(n * D);
     Z = zeros(n * D);
@@ -761,6 +820,42 @@ void CudaDecoder::Impl::build_mamba2_block(const std::map<std::string, HostTenso
   B.ssm = zeros(std::size_t(nb) * Hm * m2.headdim * m2.d_state);
 }
 
+void CudaDecoder::Impl::build_deltanet_block(const std::map<std::string, HostTensor>& T,
+                                             const std::string& sb, const GemvPlan& plan_cat,
+                                             DecBlock& B) {
+  const int ncat = plan_cat.N, W = 3 * D, off_b = W, off_a = W + H, off_g = W + 2 * H;
+  // [D, ncat]: row r holds input feature r's weights to every projection column.
+  std::vector<float> cat(std::size_t(D) * ncat, 0.0f);
+  auto put = [&](const HostTensor& t, int cols, int off) {  // t [D, cols] ([in, out])
+    for (int r = 0; r < D; ++r)
+      std::copy(t.data + std::size_t(r) * cols, t.data + std::size_t(r + 1) * cols,
+                cat.begin() + std::size_t(r) * ncat + off);
+  };
+  put(need(T, sb + "q_proj.weight", long(D) * D), D, 0);
+  put(need(T, sb + "k_proj.weight", long(D) * D), D, D);
+  put(need(T, sb + "v_proj.weight", long(D) * D), D, 2 * D);
+  put(need(T, sb + "b_proj.weight", long(D) * H), H, off_b);
+  if (dc.gated) {
+    put(need(T, sb + "a_proj.weight", long(D) * H), H, off_a);
+    put(need(T, sb + "g_proj.weight", long(D) * D), D, off_g);
+    B.dn_A_log = upload(copy_of(need(T, sb + "A_log", H)));
+    B.dn_dt_bias = upload(copy_of(need(T, sb + "dt_bias", H)));
+  }
+  B.cat = plan_cat;
+  B.Wcat = upload_padded(cat.data(), plan_cat);
+  std::vector<float> conv(std::size_t(W) * K);
+  const char* convs[3] = {"q_conv1d.weight", "k_conv1d.weight", "v_conv1d.weight"};
+  for (int w = 0; w < 3; ++w) {
+    const HostTensor& t = need(T, sb + convs[w], long(D) * K);  // [D, K]
+    std::copy(t.data, t.data + std::size_t(D) * K, conv.begin() + std::size_t(w) * D * K);
+  }
+  B.dn_conv_w = upload(conv);
+  B.dn_hist = zeros(std::size_t(nb) * std::max(K - 1, 1) * W);
+  B.dn_norm = upload(copy_of(need(T, sb + "o_norm.weight", d)));
+  B.Wo = upload_padded(need(T, sb + "o_proj.weight", long(D) * D).data, plan_o);
+  B.dn_state = zeros(std::size_t(nb) * H * d * d);  // S_0 = 0
+}
+
 void CudaDecoder::Impl::enqueue_step(int pos) {
   for (int i = 0; i < L; ++i) {
     const DecBlock& B = blocks[i];
@@ -791,6 +886,9 @@ void CudaDecoder::Impl::enqueue_step(int pos) {
     if (mamba2) {
       enqueue_mamba2(B);
       mixed = out(y_mo, plan_mo);
+    } else if (deltanet) {
+      enqueue_deltanet(B);
+      mixed = out(y_o, plan_o);
     } else if (attention) {
       enqueue_attention(B);
       mixed = out(y_o, plan_o);
@@ -839,6 +937,45 @@ void CudaDecoder::Impl::enqueue_mamba2(const DecBlock& B) {
   detail::decode_mamba2_ssm(sa, stream);
   detail::decode_rms_scale(gm, B.m_norm, float(m2.norm_eps), nm, m2.d_inner(), nb, stream);
   gemv(plan_mo, nm, m2.d_inner(), B.Wmo, s_mo, y_mo);
+}
+
+void CudaDecoder::Impl::enqueue_deltanet(const DecBlock& B) {
+  gemv(B.cat, a, D, B.Wcat, s_cat, y_cat);
+  const Partials P = out(y_cat, B.cat);
+  detail::DeltaNetPrepArgs pa;
+  pa.proj = P;
+  pa.conv_w = B.dn_conv_w;
+  pa.hist = B.dn_hist;
+  pa.A_log = dc.gated ? B.dn_A_log : nullptr;
+  pa.dt_bias = B.dn_dt_bias;
+  pa.qkv = dn_qkv;
+  pa.beta = dn_beta;
+  pa.alpha = dc.gated ? dn_alpha : nullptr;
+  pa.off_b = 3 * D;
+  pa.off_a = dc.gated ? 3 * D + H : -1;
+  pa.D = D;
+  pa.K = K;
+  pa.H = H;
+  pa.batch = nb;
+  detail::decode_deltanet_prep(pa, stream);
+  detail::DeltaNetStepArgs sa;
+  sa.proj = P;
+  sa.qkv = dn_qkv;
+  sa.beta = dn_beta;
+  sa.alpha = pa.alpha;
+  sa.o_norm = B.dn_norm;
+  sa.state = B.dn_state;
+  sa.y = Y;
+  sa.scale = 1.0f / std::sqrt(float(d));  // the CPU layer's S(1) / sqrt(S(d))
+  sa.l2_eps = float(dc.l2_eps);
+  sa.norm_eps = float(dc.norm_eps);
+  sa.off_g = dc.gated ? 3 * D + 2 * H : -1;
+  sa.D = D;
+  sa.H = H;
+  sa.d = d;
+  sa.batch = nb;
+  detail::decode_deltanet_step(sa, stream);
+  gemv(plan_o, Y, D, B.Wo, s_o, y_o);
 }
 
 void CudaDecoder::Impl::enqueue_attention(const DecBlock& B) {

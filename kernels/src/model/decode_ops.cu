@@ -2,6 +2,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <cstddef>
 #include <stdexcept>
 #include <string>
@@ -435,6 +436,104 @@ __global__ void __launch_bounds__(kRowThreads)
   for (int c = threadIdx.x; c < n; c += kRowThreads) y[c] = g[c] * r * w[c];
 }
 
+// ---- DeltaNet and Gated DeltaNet ----
+
+// One thread per channel of [q | k | v]; threads below H also make β and α.
+__global__ void deltanet_prep_kernel(DeltaNetPrepArgs p) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x, sq = blockIdx.y;
+  const int W = 3 * p.D, K = p.K;
+  p.proj = seq_partials(p.proj, sq);
+  p.hist += std::size_t(sq) * hist_rows(K) * W;
+  p.qkv += std::size_t(sq) * W;
+  p.beta += std::size_t(sq) * p.H;
+  if (p.alpha) p.alpha += std::size_t(sq) * p.H;
+  if (c < p.H) {
+    const float zb = sum_partials(p.proj, p.off_b + c);
+    p.beta[c] = 1.0f / (1.0f + expf(-zb));  // the CPU layer's sigmoid
+    if (p.A_log) {
+      const double r = double(sum_partials(p.proj, p.off_a + c) + p.dt_bias[c]);
+      const double sp = r > 20.0 ? r : fmax(r, 0.0) + log1p(exp(-fabs(r)));
+      const float g = -expf(p.A_log[c]) * float(sp);
+      // Floored as the CPU layer: α stays in (0, 1] where the decay underflows.
+      p.alpha[c] = fmaxf(expf(g), FLT_MIN);
+    }
+  }
+  if (c >= W) return;
+  const float u = sum_partials(p.proj, c);
+  const float* w = p.conv_w + std::size_t(c) * K;
+  float y = 0.0f;  // no bias; the taps oldest first, as the CPU's causal convolution
+  for (int j = 0; j + 1 < K; ++j) y += w[j] * p.hist[std::size_t(j) * W + c];
+  y += w[K - 1] * u;
+  for (int j = 0; j + 2 < K; ++j)
+    p.hist[std::size_t(j) * W + c] = p.hist[std::size_t(j + 1) * W + c];
+  if (K > 1) p.hist[std::size_t(K - 2) * W + c] = u;
+  p.qkv[c] = mamba2_silu(y);
+}
+
+// One CTA per (head, sequence): thread (j, g) = (tid mod d, tid / d) owns column j of the rows
+// i ≡ g (mod G), G = 256 / d, so the d × d state is spread over (nearly) every thread; the G row
+// slices of a column are summed in shared memory in slice order (deterministic). The state is read
+// twice (for the residual, then for the update and the read-out) rather than held in registers, so
+// any d up to 128 runs without a template per head dim.
+constexpr int kDnThreads = 256;
+static_assert(kDnThreads >= 2 * kDeltaNetMaxHeadDim, "two row slices at the largest head dim");
+__global__ void __launch_bounds__(kDnThreads) deltanet_step_kernel(DeltaNetStepArgs a) {
+  const int h = blockIdx.x, sq = blockIdx.y, tid = threadIdx.x;
+  const int D = a.D, d = a.d;
+  a.proj = seq_partials(a.proj, sq);
+  const float* qkv = a.qkv + std::size_t(sq) * 3 * D;
+  const float beta = a.beta[std::size_t(sq) * a.H + h];
+  const float alpha = a.alpha ? a.alpha[std::size_t(sq) * a.H + h] : 1.0f;
+  float* S = a.state + (std::size_t(sq) * a.H + h) * d * d;
+  __shared__ float qs[kDeltaNetMaxHeadDim], ks[kDeltaNetMaxHeadDim], rs[kDeltaNetMaxHeadDim];
+  __shared__ float red[kDnThreads];
+  const bool lead = tid < d;  // thread j < d finishes column j
+  const float qc = lead ? qkv[h * d + tid] : 0.0f;
+  const float kc = lead ? qkv[D + h * d + tid] : 0.0f;
+  const float nq = sqrtf(block_sum(qc * qc) + a.l2_eps);
+  const float nk = sqrtf(block_sum(kc * kc) + a.l2_eps);
+  if (lead) {
+    qs[tid] = qc * (a.scale / nq);  // the CPU's product with scale / n
+    ks[tid] = kc / nk;              // and its division where the scale is 1
+  }
+  __syncthreads();
+  const int G = kDnThreads / d, j = tid % d, g = tid / d;
+  const bool active = g < G;
+  // r = k̂ (α S) − v; with α = 1 (DeltaNet) the product is exact, so one code path serves both.
+  float part = 0.0f;
+  if (active)
+    for (int i = g; i < d; i += G) part += ks[i] * (alpha * S[std::size_t(i) * d + j]);
+  red[tid] = part;
+  __syncthreads();
+  if (lead) {
+    float r = 0.0f;
+    for (int s = 0; s < G; ++s) r += red[s * d + tid];
+    rs[tid] = r - qkv[2 * D + h * d + tid];
+  }
+  __syncthreads();
+  // S ← α S − (β k̂)ᵀ r and o = q̂ S, each element written once.
+  part = 0.0f;
+  if (active)
+    for (int i = g; i < d; i += G) {
+      const std::size_t e = std::size_t(i) * d + j;
+      const float s = alpha * S[e] - (beta * ks[i]) * rs[j];
+      S[e] = s;
+      part += qs[i] * s;
+    }
+  red[tid] = part;
+  __syncthreads();
+  float o = 0.0f;
+  if (lead)
+    for (int s = 0; s < G; ++s) o += red[s * d + tid];
+  // The per-head RMSNorm (one weight [d] shared by the heads) and the gate.
+  const float rinv = rsqrtf(block_sum(o * o) / float(d) + a.norm_eps);
+  if (lead) {
+    float yc = o * rinv * a.o_norm[tid];
+    if (a.off_g >= 0) yc *= mamba2_silu(sum_partials(a.proj, a.off_g + h * d + tid));
+    a.y[std::size_t(sq) * D + std::size_t(h) * d + tid] = yc;
+  }
+}
+
 // ---- softmax attention over the KV cache ----
 
 constexpr int kAttnThreads = 256;
@@ -773,6 +872,21 @@ void decode_mamba2_ssm(const Mamba2SsmArgs& a, cudaStream_t stream) {
 void decode_rms_scale(const float* g, const float* w, float eps, float* y, int n, int batch,
                       cudaStream_t stream) {
   rms_scale_kernel<<<batch, kRowThreads, 0, stream>>>(g, w, eps, y, n);
+  TTTLAB_CUDA_CHECK(cudaGetLastError());
+}
+
+void decode_deltanet_prep(const DeltaNetPrepArgs& a, cudaStream_t stream) {
+  const int threads = 256;
+  const int n = std::max(3 * a.D, a.H);
+  deltanet_prep_kernel<<<dim3((n + threads - 1) / threads, a.batch), threads, 0, stream>>>(a);
+  TTTLAB_CUDA_CHECK(cudaGetLastError());
+}
+
+void decode_deltanet_step(const DeltaNetStepArgs& a, cudaStream_t stream) {
+  if (a.d < 1 || a.d > kDeltaNetMaxHeadDim)
+    throw std::invalid_argument("decode_deltanet_step: head dim " + std::to_string(a.d) +
+                                " is not in 1.." + std::to_string(kDeltaNetMaxHeadDim));
+  deltanet_step_kernel<<<dim3(a.H, a.batch), kDnThreads, 0, stream>>>(a);
   TTTLAB_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -172,6 +172,54 @@ void decode_mamba2_ssm(const Mamba2SsmArgs& args, cudaStream_t stream);
 void decode_rms_scale(const float* g, const float* w, float eps, float* y, int n, int batch,
                       cudaStream_t stream);
 
+// DeltaNet's and Gated DeltaNet's mixer for one token (tttlab/seq/deltanet_layer.hpp, the primal
+// form of tttlab/fastweight/matrix_rules.hpp; docs/MATH.md §11.2, §11.8), in two kernels around the
+// products a·[W_q | W_k | W_v | W_β | W_a | W_g] and ·o_proj. `proj` is the first product's output:
+// q, k, v's projections u at columns [0, 3D), x·W_β at off_b [H], and (gated) x·W_a at off_a [H] and
+// x·W_g at off_g [D].
+//
+// decode_deltanet_prep: per channel c of [q | k | v], qkv[c] = silu(Σ_j w[c, j]·u_{t−K+1+j}[c]) (no
+// bias) with the rolling history hist [K−1, 3D] (oldest row first, the inputs before the
+// convolution) updated; threads below H also make β[h] = sigmoid(x·W_β) and (gated)
+// α[h] = max(exp(−exp(A_log_h)·softplus(x·W_a + dt_bias_h)), FLT_MIN), softplus in double as the
+// CPU layer computes it (r itself above 20).
+struct DeltaNetPrepArgs {
+  Partials proj;
+  const float* conv_w = nullptr;   // [3D, K]: q's, k's, then v's convolution
+  float* hist = nullptr;           // [K−1, 3D]
+  const float* A_log = nullptr;    // [H]; nullptr: DeltaNet (no α)
+  const float* dt_bias = nullptr;  // [H]
+  float* qkv = nullptr;            // [3D]: silu(conv(u)) of q, k, v
+  float* beta = nullptr;           // [H]
+  float* alpha = nullptr;          // [H] (gated)
+  int off_b = 0, off_a = -1, D = 0, K = 1, H = 1;
+  int batch = 1;
+};
+void decode_deltanet_prep(const DeltaNetPrepArgs& args, cudaStream_t stream);
+
+// decode_deltanet_step: one CTA per head h (of each sequence): q̂ = q_h·scale / sqrt(‖q_h‖² + ε_l2),
+// k̂ = k_h / sqrt(‖k_h‖² + ε_l2), then on the state S_h [d, d] (fp32, row-major, rows the key dim,
+// heads one after another in `state`), in the CPU's order:
+//   S ← α·S (gated),  r = k̂ S − v,  S ← S − (β k̂)ᵀ r,  o = q̂ S,
+// then y_h = RMSNorm(o)·o_norm (ε = norm_eps) [⊙ silu(x·W_g) (gated)], o_proj's input. Each state
+// element is read twice and written once by one thread; the column sums run in a fixed order
+// (deterministic). d ≤ kDeltaNetMaxHeadDim.
+struct DeltaNetStepArgs {
+  Partials proj;                  // x·W_g at off_g (gated)
+  const float* qkv = nullptr;     // [3D]
+  const float* beta = nullptr;    // [H]
+  const float* alpha = nullptr;   // [H]; nullptr: DeltaNet
+  const float* o_norm = nullptr;  // [d]
+  float* state = nullptr;         // [H, d, d]
+  float* y = nullptr;             // [D]
+  float scale = 1.0f;             // 1/√d
+  float l2_eps = 1e-6f, norm_eps = 1e-6f;
+  int off_g = -1, D = 0, H = 1, d = 0;
+  int batch = 1;
+};
+constexpr int kDeltaNetMaxHeadDim = 128;
+void decode_deltanet_step(const DeltaNetStepArgs& args, cudaStream_t stream);
+
 // Softmax attention's mixer for one token (tttlab/seq/attention_layers.hpp; tttlab/nn/attention.hpp),
 // around the two products a·[Wq | Wk | Wv] and ·Wo. The KV cache of a block is two arrays
 // kcache, vcache [H, cap, d] (fp32; head h's rows one after another, row j = the token at global

@@ -14,7 +14,7 @@
 // likewise whole blocks with their own short convolutions (and, gated, their own output gate), so they
 // sit in the Transformer block too; they take their heads from num_attention_heads, their convolution
 // width from conv_kernel, their output norm's ε from rms_norm_eps and their chunk from
-// deltanet_chunk_size. They train and evaluate on the CPU and the GPU, and decode on the CPU only.
+// deltanet_chunk_size. They train, evaluate and decode on the CPU and the GPU.
 //
 // Titans (seq_layer = Titans; tttlab/seq/titans_layer.hpp) is a whole block of the same shape around
 // Titans' memory: heads from num_attention_heads, convolution width from conv_kernel, the memory's

@@ -2,14 +2,18 @@
 // sequences in lockstep).
 //
 // CudaDecoder is the TokenDecoder (tttlab/model/decoder.hpp) of TTT-Linear, TTT-MLP and
-// softmax-attention (Transformer) models of both backbones and of Mamba-2 models (Transformer
-// backbone). It computes the function of the CPU engine's Model::forward fed one token at a time
+// softmax-attention (Transformer) models of both backbones and of Mamba-2, DeltaNet and Gated
+// DeltaNet models (Transformer backbone). It computes the function of the CPU engine's Model::forward fed one token at a time
 // (docs/MATH.md §8; the primal inner step of §6): embedding, per block [pre-conv,] RMSNorm, the
 // mixer, SwiGLU, final RMSNorm and the tied head. The mixer is the TTT layer (projections,
 // [conv_q/conv_k,] RoPE at position t mod b, λ, the primal inner step of ttt_linear_decode_step /
 // ttt_mlp_decode_step, post-norm, [gate,] o_proj), Mamba-2's recurrent form (§8.8: in_proj, the
 // causal conv with its history, silu, softplus(dt), the per-head state S_h [P, N] in fp32, the gated
-// RMSNorm, out_proj) or softmax attention (tttlab/seq/attention_layers.hpp: q, k, v, RoPE at the
+// RMSNorm, out_proj), DeltaNet's and Gated DeltaNet's primal form (§11.2, §11.8: q, k, v, β [, the
+// decay's and the gate's projections] in one product, the three short convolutions with their
+// history, silu, L2-normalised q̂ (with 1/√d) and k̂, β = sigmoid, α = exp(−exp(A_log)·softplus(·)),
+// the per-head state S_h [d, d] in fp32 updated S ← αS − β k̂ᵀ(k̂ αS − v) and read o = q̂ S, the
+// per-head RMSNorm [⊙ silu(gate)], o_proj) or softmax attention (tttlab/seq/attention_layers.hpp: q, k, v, RoPE at the
 // GLOBAL position t, k and v appended to the block's KV cache, softmax(q·Kᵀ/√d)·V over the cache,
 // o_proj). A prompt is prefilled through the same per-token step (exact; the prefix is never run
 // again). docs/KERNELS.md ("Decoding on the GPU") has the design and its measured speed.
@@ -70,10 +74,10 @@ const char* to_string(DecodeProducts p);
 
 struct CudaDecoderOptions {
   int device = 0;           // CUDA device ordinal
-  // One token's step is ~9 kernels per block (Mamba-2: 8, attention: 9); at batch 1 they are short,
-  // so launching them one by one costs more than running them. With cuda_graphs the step is captured
-  // once per mini-batch position (b graphs for TTT; one for Mamba-2 and for attention, which reads
-  // the token's position from device memory; made on first use) and replayed with one launch. Off:
+  // One token's step is ~9 kernels per block (Mamba-2: 8, DeltaNet: 7, attention: 9); at batch 1
+  // they are short, so launching them one by one costs more than running them. With cuda_graphs the
+  // step is captured once per mini-batch position (b graphs for TTT; one for Mamba-2, DeltaNet and
+  // attention, which reads the token's position from device memory; made on first use) and replayed with one launch. Off:
   // plain launches (for debugging and for the bench's comparison).
   bool cuda_graphs = true;
   // Softmax-attention models: the KV cache's capacity in tokens (prompt and generated tokens
@@ -110,9 +114,9 @@ struct CudaDecodeMemory {
 CudaDecodeMemory cuda_decode_memory(const ModelConfig& config, int batch, long context,
                                     int device = 0);
 
-// Why the GPU decoder cannot run this model, in one line ("" when it can): linear attention,
-// Mamba-2 on the Mamba-style backbone, softmax attention with a head dim other than 8, 16, 32, 64 or
-// 128, and for TTT layers mini_batch_size > 64, a head dim outside 16..128 or odd, conv_kernel > 16.
+// Why the GPU decoder cannot run this model, in one line ("" when it can): linear attention, Titans,
+// LaCT, Mamba-2 on the Mamba-style backbone, softmax attention with a head dim other than 8, 16, 32,
+// 64 or 128, DeltaNet and Gated DeltaNet with a head dim above 128, and for TTT layers mini_batch_size > 64, a head dim outside 16..128 or odd, conv_kernel > 16.
 std::string cuda_decode_unsupported(const ModelConfig& config);
 
 class CudaDecoder final : public TokenDecoder {
@@ -154,8 +158,8 @@ class CudaDecoder final : public TokenDecoder {
   // without running the steps in between. The states stay as they are and the skipped cache rows
   // hold zeros (cleared at construction), so the decoder no longer computes the model's function of
   // its tokens; a step's work and memory traffic are what they would be after `position` real
-  // tokens (attention reads rows 0..t whatever they hold; TTT's and Mamba-2's step does not depend
-  // on t beyond t mod b). docs/KERNELS.md ("Decoding on the GPU") says how the bench uses it.
+  // tokens (attention reads rows 0..t whatever they hold; TTT's, Mamba-2's and DeltaNet's step does
+  // not depend on t beyond t mod b). docs/KERNELS.md ("Decoding on the GPU") says how the bench uses it.
   void skip_for_bench(long position);
 
  private:
