@@ -14,6 +14,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <memory>
@@ -28,6 +29,7 @@
 #include "tttlab/model/decoder.hpp"
 #include "tttlab/model/model.hpp"
 #include "tttlab/train/text_score.hpp"
+#include "tttlab/ttt/inner.hpp"
 
 namespace py = pybind11;
 
@@ -62,6 +64,126 @@ std::vector<int> int_list(const py::object& o) {
   if (o.is_none()) return {};
   if (py::isinstance<py::int_>(o)) return {o.cast<int>()};
   return o.cast<std::vector<int>>();
+}
+
+// ---- One TTT-Linear head's inner loop on the caller's arrays (tttlab/ttt/inner.hpp) ----------------
+template <class S>
+using Arr = py::array_t<S, py::array::c_style | py::array::forcecast>;
+
+// `a` as a row-major [rows, cols] matrix; ValueError naming `name` when its shape differs.
+template <class S>
+Mat<S> matrix(const py::object& o, const char* name, py::ssize_t rows, py::ssize_t cols) {
+  const Arr<S> a = Arr<S>::ensure(o);
+  if (!a || a.ndim() != 2 || (rows >= 0 && a.shape(0) != rows) || a.shape(1) != cols)
+    throw std::invalid_argument(std::string(name) + " must be a 2-D array of shape [" +
+                                (rows >= 0 ? std::to_string(rows) : std::string("T")) + ", " +
+                                std::to_string(cols) + "]");
+  Mat<S> m(a.shape(0), a.shape(1));
+  std::copy(a.data(), a.data() + a.size(), m.data());
+  return m;
+}
+
+template <class S>
+std::vector<S> vector(const py::object& o, const char* name, py::ssize_t n) {
+  const Arr<S> a = Arr<S>::ensure(o);
+  if (!a || a.ndim() != 1 || a.shape(0) != n)
+    throw std::invalid_argument(std::string(name) + " must be a 1-D array of length " +
+                                std::to_string(n));
+  return std::vector<S>(a.data(), a.data() + a.size());
+}
+
+template <class S>
+py::dict inner_loop(const py::object& Qo, const py::object& Ko, const py::object& Vo,
+                    const py::object& lam_o, const py::object& W1o, const py::object& b1o,
+                    const py::object& gamma_o, const py::object& beta_o, const py::object& tau_o,
+                    int mini_batch, const std::string& form, bool layer_norm, bool residual) {
+  if (form != "primal" && form != "dual")
+    throw std::invalid_argument("form must be 'primal' or 'dual', got '" + form + "'");
+  if (mini_batch < 1 || mini_batch > (1 << 20))
+    throw std::invalid_argument("mini_batch must be in [1, 1048576], got " +
+                                std::to_string(mini_batch));
+  const Arr<S> q = Arr<S>::ensure(Qo);
+  if (!q || q.ndim() != 2 || q.shape(0) < 1 || q.shape(1) < 1)
+    throw std::invalid_argument("Q must be a 2-D array [T, d] with T, d >= 1");
+  const py::ssize_t T = q.shape(0), d = q.shape(1);
+  InnerOptions opt;
+  opt.model = InnerModel::Linear;
+  opt.mini_batch = mini_batch;
+  opt.layer_norm = layer_norm;
+  opt.residual = residual;
+  opt.bias = !b1o.is_none();
+  const Mat<S> Q = matrix<S>(Qo, "Q", T, d), K = matrix<S>(Ko, "K", T, d),
+               V = matrix<S>(Vo, "V", T, d);
+  const std::vector<S> lam = vector<S>(lam_o, "lam", T);
+  InnerWeights<S> w0 = InnerWeights<S>::zeros(opt, static_cast<int>(d));
+  w0.W1 = matrix<S>(W1o, "W1", d, d);
+  if (opt.bias) {
+    const std::vector<S> b = vector<S>(b1o, "b1", d);
+    for (py::ssize_t j = 0; j < d; ++j) w0.b1(j) = b[static_cast<std::size_t>(j)];
+  }
+  InnerHeadParams<S> p;
+  p.ln_weight = RowVec<S>::Ones(d);
+  p.ln_bias = RowVec<S>::Zero(d);
+  p.tau.resize(mini_batch);
+  for (int i = 0; i < mini_batch; ++i) p.tau(i) = S(1) / S(i + 1);
+  if (!gamma_o.is_none()) {
+    const std::vector<S> g = vector<S>(gamma_o, "ln_weight", d);
+    for (py::ssize_t j = 0; j < d; ++j) p.ln_weight(j) = g[static_cast<std::size_t>(j)];
+  }
+  if (!beta_o.is_none()) {
+    const std::vector<S> b = vector<S>(beta_o, "ln_bias", d);
+    for (py::ssize_t j = 0; j < d; ++j) p.ln_bias(j) = b[static_cast<std::size_t>(j)];
+  }
+  if (!tau_o.is_none()) {
+    const std::vector<S> t = vector<S>(tau_o, "tau", mini_batch);
+    for (int i = 0; i < mini_batch; ++i) p.tau(i) = t[static_cast<std::size_t>(i)];
+  }
+  for (const S x : lam)
+    if (!std::isfinite(double(x))) throw std::invalid_argument("lam must be finite");
+  if (!Q.allFinite() || !K.allFinite() || !V.allFinite() || !w0.W1.allFinite() ||
+      !w0.b1.allFinite() || !p.ln_weight.allFinite() || !p.ln_bias.allFinite() ||
+      !p.tau.allFinite())
+    throw std::invalid_argument("Q, K, V, W1, b1, ln_weight, ln_bias and tau must be finite");
+  check_memory(
+      static_cast<std::uint64_t>(T) * static_cast<std::uint64_t>(d * d + d + 3 + 4 * d) * sizeof(S),
+      "the inner loop's outputs");
+  Vec<S> lambda(T);
+  for (py::ssize_t t = 0; t < T; ++t) lambda(t) = lam[static_cast<std::size_t>(t)];
+  Mat<S> out;
+  std::vector<S> W(form == "primal" ? static_cast<std::size_t>(T * d * d) : 0),
+      b(form == "primal" ? static_cast<std::size_t>(T * d) : 0);
+  std::vector<S> li(form == "primal" ? T : 0), lb(li.size()), la(li.size());
+  {
+    py::gil_scoped_release nogil;
+    InnerState<S> state = InnerState<S>::start(w0);
+    if (form == "dual") {
+      inner_forward_dual<S>(opt, p, Q, K, V, lambda, state, out);
+    } else {
+      const InnerObserver<S> observer = [&](const InnerStepRecord<S>& r) {
+        const auto t = static_cast<std::size_t>(r.token);
+        li[t] = r.loss_initial;
+        lb[t] = r.loss_before;
+        la[t] = r.loss_after;
+        std::copy(r.w_after->W1.data(), r.w_after->W1.data() + d * d,
+                  W.begin() + static_cast<std::ptrdiff_t>(t * d * d));
+        if (opt.bias)
+          std::copy(r.w_after->b1.data(), r.w_after->b1.data() + d,
+                    b.begin() + static_cast<std::ptrdiff_t>(t * d));
+      };
+      inner_forward_primal<S>(opt, p, Q, K, V, lambda, state, out, observer, &w0);
+    }
+  }
+  py::dict r;
+  std::vector<S> o(out.data(), out.data() + out.size());
+  r["out"] = to_numpy(std::move(o), {T, d});
+  if (form == "primal") {
+    r["W1"] = to_numpy(std::move(W), {T, d, d});
+    if (opt.bias) r["b1"] = to_numpy(std::move(b), {T, d});
+    r["loss_initial"] = to_numpy(std::move(li), {T});
+    r["loss_before"] = to_numpy(std::move(lb), {T});
+    r["loss_after"] = to_numpy(std::move(la), {T});
+  }
+  return r;
 }
 
 // A trained model and where it came from.
@@ -314,6 +436,38 @@ PYBIND11_MODULE(_tttlab, m) {
            "top_k 0: all bytes). Returns the prompt followed by the sampled bytes: bytes for a "
            "bytes prompt, str "
            "for a str prompt (bytes that are not UTF-8 become U+FFFD).");
+  m.def(
+      "inner_loop",
+      [](const py::object& Q, const py::object& K, const py::object& V, const py::object& lam,
+         const py::object& W1, const py::object& b1, const py::object& ln_weight,
+         const py::object& ln_bias, const py::object& tau, int mini_batch, const std::string& form,
+         bool layer_norm, bool residual) {
+        const py::array q = py::array::ensure(Q);
+        if (q && q.dtype().is(py::dtype::of<float>()))
+          return tttlab::python::inner_loop<float>(Q, K, V, lam, W1, b1, ln_weight, ln_bias, tau,
+                                                   mini_batch, form, layer_norm, residual);
+        return tttlab::python::inner_loop<double>(Q, K, V, lam, W1, b1, ln_weight, ln_bias, tau,
+                                                  mini_batch, form, layer_norm, residual);
+      },
+      py::arg("Q"), py::arg("K"), py::arg("V"), py::arg("lam"), py::arg("W1"),
+      py::arg("b1") = py::none(), py::kw_only(), py::arg("ln_weight") = py::none(),
+      py::arg("ln_bias") = py::none(), py::arg("tau") = py::none(), py::arg("mini_batch") = 16,
+      py::arg("form") = "primal", py::arg("layer_norm") = true, py::arg("residual") = true,
+      "One TTT-Linear head's inner loop (docs/MATH.md §3) on your arrays, from W0 = (W1, b1): Q, "
+      "K, V [T, d] "
+      "(test, training and label views), lam [T] (the per-token rate lambda_t), W1 [d, d] stored "
+      "[in, out] "
+      "(z = k @ W1 + b1), b1 [d] or None (no bias); ln_weight, ln_bias [d] (the inner LayerNorm; "
+      "default 1, 0); "
+      "tau [mini_batch] (default 1/i, i = 1..b). Computed in float32 when Q is float32, else in "
+      "float64 (the "
+      "other arrays are converted).\n\n"
+      "form='primal' (token by token) returns out [T, d], W1 [T, d, d] and b1 [T, d] (the state "
+      "after each "
+      "token), loss_initial, loss_before, loss_after [T] (the inner loss of W0, W_{t-1}, W_t on "
+      "token t); "
+      "form='dual' (per mini-batch matrix products) returns out only. Both forms compute the same "
+      "function.");
   m.def(
       "load", [](const std::string& path) { return std::make_unique<PyModel>(path); },
       py::arg("path"),

@@ -57,6 +57,31 @@ class Model:
         Returns str for a str prompt (bytes that are not UTF-8 become U+FFFD), bytes otherwise.
         """
 
+def inner_loop(
+    Q: npt.ArrayLike,
+    K: npt.ArrayLike,
+    V: npt.ArrayLike,
+    lam: npt.ArrayLike,
+    W1: npt.ArrayLike,
+    b1: npt.ArrayLike | None = None,
+    *,
+    ln_weight: npt.ArrayLike | None = None,
+    ln_bias: npt.ArrayLike | None = None,
+    tau: npt.ArrayLike | None = None,
+    mini_batch: int = 16,
+    form: str = "primal",
+    layer_norm: bool = True,
+    residual: bool = True,
+) -> dict[str, npt.NDArray[Any]]:
+    """One TTT-Linear head's inner loop (docs/MATH.md §3) on your arrays, from W0 = (W1, b1).
+
+    Q, K, V [T, d] (test, training and label views), lam [T] (the per-token rate), W1 [d, d] stored
+    [in, out] (z = k @ W1 + b1), b1 [d] or None (no bias), ln_weight and ln_bias [d] (default 1 and
+    0), tau [mini_batch] (default 1/i, i = 1..b). float32 when Q is float32, else float64.
+    form='primal': out [T, d], W1 [T, d, d], b1 [T, d] (the state after each token), loss_initial,
+    loss_before, loss_after [T]. form='dual': out only (the same function, per mini-batch products).
+    """
+
 def load(path: str) -> Model:
     """Load a trained model from a checkpoint directory or a run directory (its newest checkpoint).
 
@@ -64,4 +89,4 @@ def load(path: str) -> Model:
     the path does not exist; ValueError or RuntimeError with the engine's message otherwise.
     """
 
-__all__ = ["Model", "load"]
+__all__ = ["Model", "inner_loop", "load"]

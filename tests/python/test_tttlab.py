@@ -218,3 +218,73 @@ def test_docs_example_runs(capsys, monkeypatch):
         exec(compile(b.split("```")[0], "docs/PYTHON.md", "exec"), {})
     out = capsys.readouterr().out
     assert "loss_initial" in out and "loss_after" in out
+
+
+# ---- tttlab.inner_loop: one TTT-Linear head on the caller's arrays ----
+
+INNER_SEED = 20261130
+
+
+def inner_inputs(T=40, d=8, dtype=np.float64):
+    rng = np.random.default_rng(INNER_SEED)
+    a = lambda *s: rng.standard_normal(s)
+    return dict(Q=a(T, d), K=a(T, d), V=a(T, d), lam=0.05 + 0.1 * rng.random(T), W1=0.3 * a(d, d), b1=0.1 * a(d),
+                ln_weight=1 + 0.1 * a(d), ln_bias=0.1 * a(d))
+
+
+def ln_l2_loss(W, b, k, v, gamma, beta, eps=1e-6):
+    """The inner loss with the LayerNorm and the residual (docs/MATH.md §3): ½‖LN(k W + b) − (v − k)‖²."""
+    z = k @ W + b
+    mu = z.mean()
+    y = (z - mu) / np.sqrt(((z - mu) ** 2).mean() + eps) * gamma + beta
+    return 0.5 * ((y - (v - k)) ** 2).sum()
+
+
+def test_inner_loop_primal_states_give_its_losses_and_equal_the_dual_form():
+    print(f"seed {INNER_SEED}")
+    x = inner_inputs()
+    p = tttlab.inner_loop(**x, mini_batch=8)
+    T, d = x["Q"].shape
+    assert p["out"].shape == (T, d) and p["W1"].shape == (T, d, d) and p["b1"].shape == (T, d)
+    # Each reported loss is the NumPy loss of the reported state (fp64; 1e-12 relative covers the
+    # different order of a few d-long sums).
+    for t in range(T):
+        k, v, g, b = x["K"][t], x["V"][t], x["ln_weight"], x["ln_bias"]
+        after = ln_l2_loss(p["W1"][t], p["b1"][t], k, v, g, b)
+        before = ln_l2_loss(*((p["W1"][t - 1], p["b1"][t - 1]) if t else (x["W1"], x["b1"])), k, v, g, b)
+        initial = ln_l2_loss(x["W1"], x["b1"], k, v, g, b)
+        assert after == pytest.approx(p["loss_after"][t], rel=1e-12)
+        assert before == pytest.approx(p["loss_before"][t], rel=1e-12)
+        assert initial == pytest.approx(p["loss_initial"][t], rel=1e-12)
+    # The state changes only through the tokens' updates: mini-batch ends commit it (b = 8).
+    assert not np.array_equal(p["W1"][7], x["W1"])
+    dual = tttlab.inner_loop(**x, mini_batch=8, form="dual")
+    assert set(dual) == {"out"}
+    # The two forms agree to fp64 rounding (the core's own tests hold them to ~1e-15).
+    np.testing.assert_allclose(dual["out"], p["out"], rtol=0, atol=1e-12)
+
+
+def test_inner_loop_float32_follows_float64():
+    x64 = inner_inputs()
+    x32 = {k: v.astype(np.float32) for k, v in x64.items()}
+    a, b = tttlab.inner_loop(**x64, mini_batch=8), tttlab.inner_loop(**x32, mini_batch=8)
+    assert b["out"].dtype == np.float32 and a["out"].dtype == np.float64
+    # fp32 rounding (2^-24 relative) over 40 tokens of d = 8 products: far inside 1e-4.
+    np.testing.assert_allclose(b["out"], a["out"], rtol=0, atol=1e-4)
+    np.testing.assert_allclose(b["W1"], a["W1"], rtol=0, atol=1e-4)
+
+
+def test_inner_loop_refuses_bad_arrays():
+    x = inner_inputs()
+    with pytest.raises(ValueError, match=r"K must be a 2-D array of shape \[40, 8\]"):
+        tttlab.inner_loop(**{**x, "K": x["K"][:5]})
+    with pytest.raises(ValueError, match="lam must be a 1-D array of length 40"):
+        tttlab.inner_loop(**{**x, "lam": x["lam"][:, None]})
+    with pytest.raises(ValueError, match=r"tau must be a 1-D array of length 4"):
+        tttlab.inner_loop(**x, mini_batch=4, tau=np.ones(3))
+    with pytest.raises(ValueError, match="must be finite"):
+        tttlab.inner_loop(**{**x, "V": np.full_like(x["V"], np.nan)})
+    with pytest.raises(ValueError, match="form must be 'primal' or 'dual'"):
+        tttlab.inner_loop(**x, form="chunked")
+    with pytest.raises(ValueError, match=r"mini_batch must be in \[1, 1048576\], got 0"):
+        tttlab.inner_loop(**x, mini_batch=0)
