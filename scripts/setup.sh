@@ -29,12 +29,14 @@ setup_start=$SECONDS
 # OpenGL, so that the GUI's tests can open a window on a machine without a display or GPU (and
 # glxinfo, from mesa-utils, to see what GL that is); npm for the corpus download; clang with
 # libFuzzer's runtime (libclang-rt-dev: Debian's clang does not pull it in) for the fuzz targets of
-# fuzz/, which scripts/test.sh runs. CUDA is optional and not installed here (see README.md).
+# fuzz/, which scripts/test.sh runs; pybind11 and Python's headers for the Python module (python/), NumPy
+# and pytest for its tests (tests/python/). CUDA is optional and not installed here (see README.md).
 PACKAGES=(
   build-essential cmake ninja-build pkg-config ca-certificates clang libclang-rt-dev
   libeigen3-dev libgtest-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
   libimgui-dev libglfw3-dev libmd4c-dev libmd4c-html0-dev libmuparser-dev libstb-dev fonts-dejavu-core
   xvfb xauth libgl1-mesa-dri libglx-mesa0 mesa-utils
+  pybind11-dev python3-dev python3-numpy python3-pytest
 )
 step "1/4 system packages"
 missing=()

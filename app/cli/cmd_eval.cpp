@@ -69,14 +69,7 @@ void write_per_byte_csv(const fs::path& path, std::span<const std::uint8_t> text
 void run(const EvalArgs& a) {
   auto model = load_model(a.checkpoint);
   // Defaults from the run (its data and T) when the checkpoint sits in a run directory.
-  TrainConfig cfg;
-  cfg.model = model->config();
-  cfg.seq_len = model->config().max_position_embeddings;
-  for (const fs::path& p : {fs::path(a.checkpoint) / "train_config.json", fs::path(a.checkpoint).parent_path() / "train_config.json"})
-    if (fs::exists(p)) {
-      cfg = TrainConfig::from_json(read_file_text(p, 1 << 20), p.string());
-      break;
-    }
+  TrainConfig cfg = checkpoint_score_config(*model, a.checkpoint);
   if (!a.data.empty()) cfg.data = a.data;
   cfg.data_dir = a.data_dir;
   if (a.seq_len > 0) cfg.seq_len = a.seq_len;
@@ -88,10 +81,7 @@ void run(const EvalArgs& a) {
   if (!a.per_byte.empty() && split != "whole")
     throw CLI::ValidationError("--per-byte needs a text file scored whole (--data FILE)");
   if (!a.per_byte.empty()) check_output_file(a.per_byte);  // before the scoring, not after it
-  cfg.model = model->config();
   cfg.threads = a.threads;
-  cfg.steps = 1;
-  cfg.lr = 1e-3;
   TextData data;
   std::string note;
   if (split == "whole") {
@@ -99,12 +89,7 @@ void run(const EvalArgs& a) {
     // shorter than one window is scored as one window of its own length.
     data.train = load_text_file(a.data).bytes;
     data.description = a.data;
-    if (data.train.size() < 2) throw std::invalid_argument("'" + a.data + "' has fewer than 2 bytes: nothing to score");
-    if (data.train.size() < static_cast<std::size_t>(cfg.seq_len) + 1) {
-      note = "the file is shorter than one window of " + std::to_string(cfg.seq_len) + " bytes: scored as one window of " +
-             std::to_string(data.train.size() - 1);
-      cfg.seq_len = static_cast<int>(data.train.size()) - 1;
-    }
+    note = fit_window_to_text(cfg, data.train.size(), "'" + a.data + "'");
   } else {
     data = TextData::load(cfg);
   }
@@ -113,14 +98,8 @@ void run(const EvalArgs& a) {
   refuse_gpu_without_kernels(request, model->config());  // before a GPU is looked for
   request.forward_only = true;  // nothing here trains: long windows then fit on the GPU
   const TrainBackendFactory backend = command_line_backend(request, device_note);
-  Trainer t(cfg, std::move(data), backend);
-  // The trainer holds a freshly initialised model: give it the checkpoint's weights (and the backend).
-  t.model().for_each_param([&](Eigen::Map<Mat<float>> dst, const std::string& name) {
-    model->for_each_param([&](Eigen::Map<Mat<float>> src, const std::string& n) {
-      if (n == name) dst = src;
-    });
-  });
-  t.sync_from_host();
+  const std::unique_ptr<Trainer> trainer = scoring_trainer(*model, cfg, std::move(data), backend);
+  const Trainer& t = *trainer;
   const std::span<const std::uint8_t> text = split == "whole" ? std::span<const std::uint8_t>(t.data().train)
                                                               : std::span<const std::uint8_t>(t.data().val);
   if (!a.json)

@@ -32,15 +32,6 @@ struct StatesArgs {
   long max_tokens = 1 << 16;
 };
 
-// What states holds at its peak: every tensor of the file (the writer keeps them until it writes),
-// one block's traces in double, and the block's inputs (a few T x hidden matrices in double).
-std::uint64_t states_memory(const ModelConfig& m, const inspect::StatesRequest& r, const inspect::StatesSummary& plan) {
-  const double file = double(plan.file_bytes);
-  const double block_traces = file / double(std::max<std::size_t>(plan.blocks.size(), 1)) * 8.0 / double(dtype_size(r.stored));
-  const double inputs = 16.0 * double(plan.tokens) * double(m.hidden_size) * sizeof(double);
-  return static_cast<std::uint64_t>(std::min(file + block_traces + inputs, 1.8e19));
-}
-
 void run(const StatesArgs& a) {
   check_output_file(a.out);  // before anything is computed
   inspect::StatesRequest r;
@@ -69,7 +60,7 @@ void run(const StatesArgs& a) {
   const auto model = load_model(a.checkpoint);
   const bool tty = isatty(fileno(stdout));
   const inspect::StatesSummary plan = inspect::plan_states(model->config(), r);
-  check_memory(states_memory(model->config(), r, plan), "the states file");
+  check_memory(inspect::states_memory(model->config(), r, plan), "the states file");
   std::printf("model: %s (%s, b = %d)\n", printable(r.model_source).c_str(), to_string(model->config().seq_layer).c_str(),
               model->config().mini_batch_size);
   std::printf("text: %ld bytes; %zu block%s x %zu head%s; %zu states per head (%s); about %.1f MiB\n", plan.tokens,

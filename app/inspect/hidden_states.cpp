@@ -4,6 +4,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+#include <type_traits>
 
 #include "lab/engine/head_inputs.hpp"
 #include "tttlab/model/checkpoint.hpp"
@@ -58,16 +59,17 @@ std::vector<std::int64_t> append_member(const InnerWeights<double>& w, Member m,
 }
 
 // One member of every saved state as one tensor [n, …], and the same member of W0 as `<name>_initial`.
-void add_member(SafetensorsWriter& w, const std::string& prefix, Member m, const HeadTrace& tr, DType dtype) {
+void emit_member(const std::function<void(const StatesTensor&)>& emit, const std::string& prefix, Member m,
+                 const HeadTrace& tr) {
   std::vector<double> data;
   std::vector<std::int64_t> shape{static_cast<std::int64_t>(tr.states.size())};
   std::vector<std::int64_t> one;
   for (const auto& st : tr.states) one = append_member(st, m, data);
   shape.insert(shape.end(), one.begin(), one.end());
-  w.add(prefix + member_name(m), std::move(shape), std::span<const double>(data), dtype);
+  emit({prefix + member_name(m), std::move(shape), std::span<const double>(data)});
   data.clear();
   one = append_member(tr.w0, m, data);
-  w.add(prefix + member_name(m) + "_initial", std::move(one), std::span<const double>(data), dtype);
+  emit({prefix + member_name(m) + "_initial", std::move(one), std::span<const double>(data)});
 }
 
 }  // namespace
@@ -182,6 +184,38 @@ StatesSummary plan_states(const ModelConfig& m, const StatesRequest& r) {
   return s;
 }
 
+std::uint64_t states_memory(const ModelConfig& m, const StatesRequest& r, const StatesSummary& plan) {
+  const double file = double(plan.file_bytes);
+  const double block_traces = file / double(std::max<std::size_t>(plan.blocks.size(), 1)) * 8.0 / double(dtype_size(r.stored));
+  const double inputs = 16.0 * double(plan.tokens) * double(m.hidden_size) * sizeof(double);
+  return static_cast<std::uint64_t>(std::min(file + block_traces + inputs, 1.8e19));
+}
+
+StatesSummary compute_states(const Model<float>& model, const StatesRequest& r,
+                             const std::function<void(const StatesTensor&)>& emit,
+                             const std::function<void(int, int)>& progress) {
+  const ModelConfig& m = model.config();
+  StatesSummary s = plan_states(m, r);
+  const bool mlp = m.seq_layer == SeqLayerKind::TTTMLP;
+  emit({"tokens", {s.tokens}, std::span<const std::uint8_t>(r.bytes)});
+  emit({"saved_tokens", {static_cast<std::int64_t>(s.saved.size())}, std::span<const std::int64_t>(s.saved)});
+  const int total = static_cast<int>(s.blocks.size() * s.heads.size());
+  int done = 0;
+  for (int b : s.blocks)
+    for (const HeadTrace& tr : trace_block(model, r.bytes, b, s.heads, s.saved)) {
+      if (!trace_is_finite(tr)) throw NonFiniteModelError(non_finite_model_message(r.model_source));
+      const std::string p = "block" + std::to_string(b) + ".head" + std::to_string(tr.head) + ".";
+      for (Member member : {Member::W1, Member::b1, Member::W2, Member::b2})
+        if (mlp || member == Member::W1 || member == Member::b1) emit_member(emit, p, member, tr);
+      const std::pair<const char*, const std::vector<double>*> series[] = {
+          {"loss_initial", &tr.loss_initial}, {"loss_before", &tr.loss_before}, {"loss_after", &tr.loss_after},
+          {"lambda", &tr.lambda},             {"tau", &tr.tau},                 {"eta", &tr.eta}};
+      for (const auto& [name, v] : series) emit({p + name, {s.tokens}, std::span<const double>(*v)});
+      if (progress) progress(++done, total);
+    }
+  return s;
+}
+
 StatesSummary write_states_file(const Model<float>& model, const StatesRequest& r, const std::filesystem::path& out,
                                 const std::function<void(int, int)>& progress) {
   const ModelConfig& m = model.config();
@@ -191,7 +225,6 @@ StatesSummary write_states_file(const Model<float>& model, const StatesRequest& 
                                 std::to_string(r.max_file_bytes >> 20) +
                                 " MiB: save fewer states (--every mini-batch or --stride N), fewer blocks or heads, or "
                                 "a shorter text, or raise --max-size");
-  const bool mlp = m.seq_layer == SeqLayerKind::TTTMLP;
   SafetensorsWriter w;
   nlohmann::json meta_blocks = s.blocks, meta_heads = s.heads;
   w.set_metadata("format", "tttlab-states");
@@ -205,22 +238,19 @@ StatesSummary write_states_file(const Model<float>& model, const StatesRequest& 
   w.set_metadata("saved", every_name(r.every, r.stride));
   w.set_metadata("layout", "W1[n, in, out]: z = k @ W1 + b1 for row vectors k; state i is the state after token "
                            "saved_tokens[i]; *_initial is W0, the state before token 0");
-  w.add("tokens", {s.tokens}, std::span<const std::uint8_t>(r.bytes));
-  w.add("saved_tokens", {static_cast<std::int64_t>(s.saved.size())}, std::span<const std::int64_t>(s.saved));
-  const int total = static_cast<int>(s.blocks.size() * s.heads.size());
-  int done = 0;
-  for (int b : s.blocks)
-    for (const HeadTrace& tr : trace_block(model, r.bytes, b, s.heads, s.saved)) {
-      if (!trace_is_finite(tr)) throw NonFiniteModelError(non_finite_model_message(r.model_source));
-      const std::string p = "block" + std::to_string(b) + ".head" + std::to_string(tr.head) + ".";
-      for (Member member : {Member::W1, Member::b1, Member::W2, Member::b2})
-        if (mlp || member == Member::W1 || member == Member::b1) add_member(w, p, member, tr, r.stored);
-      const std::pair<const char*, const std::vector<double>*> series[] = {
-          {"loss_initial", &tr.loss_initial}, {"loss_before", &tr.loss_before}, {"loss_after", &tr.loss_after},
-          {"lambda", &tr.lambda},             {"tau", &tr.tau},                 {"eta", &tr.eta}};
-      for (const auto& [name, v] : series) w.add(p + name, {s.tokens}, std::span<const double>(*v), r.stored);
-      if (progress) progress(++done, total);
-    }
+  compute_states(
+      model, r,
+      [&](const StatesTensor& t) {
+        std::visit(
+            [&](auto data) {
+              if constexpr (std::is_same_v<decltype(data), std::span<const double>>)
+                w.add(t.name, t.shape, data, r.stored);
+              else
+                w.add(t.name, t.shape, data);
+            },
+            t.data);
+      },
+      progress);
   w.write(out);
   s.file_bytes = std::filesystem::file_size(out);
   return s;

@@ -32,7 +32,9 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <span>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "tttlab/io/safetensors.hpp"
@@ -92,6 +94,28 @@ struct StatesSummary {
 // with a one-line message on a bad request (no TTT layer, a block or head out of range, an empty
 // text, a stride < 1, a dtype other than F32 or F64).
 StatesSummary plan_states(const ModelConfig& model, const StatesRequest& r);
+
+// What computing `r` holds at its peak (bytes): every tensor of the file (the file's writer, or the
+// Python module's arrays, keep them all), one block's traces in double, and the block's inputs (a few
+// T × hidden matrices in double). For check_memory (tttlab/io/limits.hpp) before computing.
+std::uint64_t states_memory(const ModelConfig& m, const StatesRequest& r, const StatesSummary& plan);
+
+// One tensor of the states file as computed, before storage: the floating-point members in double
+// (the file narrows them to r.stored), the tokens as bytes, saved_tokens as int64. Row-major.
+struct StatesTensor {
+  std::string name;
+  std::vector<std::int64_t> shape;
+  std::variant<std::span<const std::uint8_t>, std::span<const std::int64_t>, std::span<const double>> data;
+};
+
+// Computes the request and hands each tensor of the file, in the file's order, to `emit` (its data
+// lives only during the call). Checks as plan_states does and refuses (NonFiniteModelError, with
+// non_finite_model_message(r.model_source)) a head whose states or losses are not finite, before
+// emitting any of that head's tensors. r.max_file_bytes is not checked here. `progress(done, total)`
+// is called after each head. write_states_file and the Python module's Model.states both use it.
+StatesSummary compute_states(const Model<float>& model, const StatesRequest& r,
+                             const std::function<void(const StatesTensor&)>& emit,
+                             const std::function<void(int, int)>& progress = {});
 
 // Computes the request and writes the file atomically. Refuses (std::invalid_argument) a request
 // whose file would exceed r.max_file_bytes, before computing, and (NonFiniteModelError, with

@@ -3,7 +3,10 @@
 // one stream with the same chunks, for every layer kind and backbone; and it validates its input.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <limits>
 #include <memory>
 #include <span>
 #include <stdexcept>
@@ -66,6 +69,73 @@ TEST(CpuDecoder, RefusesEmptyFeedsAndOutOfRangeTokens) {
   const int neg[1] = {-1};
   EXPECT_THROW(dec->feed(neg, logits), std::invalid_argument);
   EXPECT_EQ(dec->position(), 0);
+}
+
+TEST(GenerateTokens, GreedyFollowsTheArgmaxOfTheModelsStreamingLogits) {
+  const Model<float> model(small_config(SeqLayerKind::TTTLinear, true), 7);
+  const std::vector<int> prompt = {'T', 'h', 'e', ' ', 'c', 'a', 't'};
+  GenerateOptions o;
+  o.tokens = 12;
+  o.temperature = 0;
+  const auto dec = make_cpu_decoder(model);
+  const std::vector<int> got = generate_tokens(*dec, prompt, o);
+  auto ref = model.start();
+  Mat<float> logits = model.forward(*ref, prompt);
+  std::vector<int> want;
+  for (int i = 0; i < o.tokens; ++i) {
+    Eigen::Index best = 0;
+    logits.row(logits.rows() - 1).maxCoeff(&best);  // the first of equal maxima, as sample_token
+    want.push_back(static_cast<int>(best));
+    const int tok[1] = {want.back()};
+    logits = model.forward(*ref, tok);
+  }
+  EXPECT_EQ(got, want);
+}
+
+TEST(GenerateTokens, SamplingDrawsOnlyFromTheTopKAndRepeatsForASeed) {
+  const std::uint64_t seed = 20261130;
+  std::printf("[   INFO   ] seed %llu\n", static_cast<unsigned long long>(seed));
+  std::vector<float> logits(256);
+  Rng fill(seed);
+  for (float& x : logits) x = static_cast<float>(fill.uniform() * 4.0);
+  std::vector<int> order(256);
+  for (int i = 0; i < 256; ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](int a, int b) { return logits[a] > logits[b]; });
+  Rng a(seed), b(seed);
+  for (int i = 0; i < 2000; ++i) {
+    const int t = sample_token(logits, 1.5, 3, a);
+    ASSERT_TRUE(t == order[0] || t == order[1] || t == order[2]) << "draw " << i << " gave " << t;
+    ASSERT_EQ(sample_token(logits, 1.5, 3, b), t);
+  }
+  Rng c(seed);
+  EXPECT_EQ(sample_token(logits, 50.0, 1, c), order[0]);  // top_k 1 is greedy at any temperature
+}
+
+TEST(GenerateTokens, RefusesOutOfRangeOptionsNamingTheField) {
+  const auto refused = [](GenerateOptions o, const std::string& field) {
+    try {
+      o.validate();
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what()).rfind(field, 0) == 0;
+    }
+    return false;
+  };
+  GenerateOptions o;
+  EXPECT_NO_THROW(o.validate());
+  o.temperature = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_TRUE(refused(o, "temperature"));
+  o = {};
+  o.temperature = -0.5;
+  EXPECT_TRUE(refused(o, "temperature"));
+  o = {};
+  o.top_k = 257;
+  EXPECT_TRUE(refused(o, "top_k"));
+  o = {};
+  o.tokens = -1;
+  EXPECT_TRUE(refused(o, "tokens"));
+  const Model<float> model(small_config(SeqLayerKind::TTTLinear, true), 1);
+  const auto dec = make_cpu_decoder(model);
+  EXPECT_THROW(generate_tokens(*dec, std::span<const int>(), GenerateOptions{}), std::invalid_argument);
 }
 
 }  // namespace

@@ -101,5 +101,21 @@ TEST(TextScore, EvaluationReportsNextByteAccuracyOnText) {
   EXPECT_GT(after.accuracy, before.accuracy + 0.05) << "before " << before.accuracy << ", after " << after.accuracy;
 }
 
+TEST(TextScore, AShortTextIsOneWindowOfItsOwnLengthAndOneByteIsRefused) {
+  TrainConfig cfg;
+  cfg.seq_len = 64;
+  EXPECT_EQ(fit_window_to_text(cfg, 65, "the text"), "");  // exactly one window of 64 targets
+  EXPECT_EQ(cfg.seq_len, 64);
+  const std::string note = fit_window_to_text(cfg, 20, "the text");
+  EXPECT_EQ(cfg.seq_len, 19);
+  EXPECT_EQ(note, "the text is shorter than one window of 64 bytes: scored as one window of 19");
+  try {
+    fit_window_to_text(cfg, 1, "'f.txt'");
+    ADD_FAILURE() << "a 1-byte text was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "'f.txt' has fewer than 2 bytes: nothing to score");
+  }
+}
+
 }  // namespace
 }  // namespace tttlab

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "tttlab/io/atomic_file.hpp"
 #include "tttlab/model/model.hpp"
 
 namespace tttlab {
@@ -61,6 +62,45 @@ TextScore score_text(const Trainer& trainer, std::span<const std::uint8_t> text,
   s.bpb = s.loss / std::log(2.0);
   s.accuracy = correct / double(s.targets);
   return s;
+}
+
+TrainConfig checkpoint_score_config(const Model<float>& model, const std::filesystem::path& checkpoint) {
+  namespace fs = std::filesystem;
+  TrainConfig cfg;
+  cfg.model = model.config();
+  cfg.seq_len = model.config().max_position_embeddings;
+  for (const fs::path& p : {checkpoint / "train_config.json", checkpoint.parent_path() / "train_config.json"})
+    if (fs::exists(p)) {
+      cfg = TrainConfig::from_json(read_file_text(p, 1 << 20), p.string());
+      break;
+    }
+  cfg.model = model.config();
+  return cfg;
+}
+
+std::string fit_window_to_text(TrainConfig& cfg, std::size_t text_bytes, const std::string& what) {
+  if (text_bytes < 2) throw std::invalid_argument(what + " has fewer than 2 bytes: nothing to score");
+  if (text_bytes >= static_cast<std::size_t>(cfg.seq_len) + 1) return {};
+  const std::string note = what + " is shorter than one window of " + std::to_string(cfg.seq_len) +
+                           " bytes: scored as one window of " + std::to_string(text_bytes - 1);
+  cfg.seq_len = static_cast<int>(text_bytes) - 1;
+  return note;
+}
+
+std::unique_ptr<Trainer> scoring_trainer(Model<float>& model, TrainConfig cfg, TextData data,
+                                         const TrainBackendFactory& backend) {
+  cfg.model = model.config();
+  cfg.steps = 1;
+  cfg.lr = 1e-3;
+  auto t = std::make_unique<Trainer>(cfg, std::move(data), backend);
+  // The trainer holds a freshly initialised model: give it the checkpoint's weights (and the backend).
+  t->model().for_each_param([&](Eigen::Map<Mat<float>> dst, const std::string& name) {
+    model.for_each_param([&](Eigen::Map<Mat<float>> src, const std::string& n) {
+      if (n == name) dst = src;
+    });
+  });
+  t->sync_from_host();
+  return t;
 }
 
 }  // namespace tttlab

@@ -17,6 +17,7 @@
 // This header includes neither Eigen nor CUDA headers.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <span>
@@ -53,5 +54,40 @@ std::unique_ptr<TokenDecoder> make_cpu_decoder(const Model<float>& model);
 // Makes a decoder for a model (the model outlives it). May throw std::invalid_argument for a model
 // the device does not support.
 using DecoderFactory = std::function<std::unique_ptr<TokenDecoder>(const Model<float>&)>;
+
+// ---- Sampling: `tttlab generate` and the Python module (python/) draw bytes by this one rule ----
+class Rng;
+
+// Draws a token from `logits` at `temperature` (0: greedy, the first of equal maxima) among the
+// `top_k` most likely (0: all): softmax((logit − max) / temperature) in double, one rng.uniform().
+int sample_token(std::span<const float> logits, double temperature, int top_k, Rng& rng);
+
+struct GenerateOptions {
+  int tokens = 200;          // tokens to generate, in [0, 2^24]
+  double temperature = 0.8;  // finite, in [0, 100]; 0: greedy
+  int top_k = 0;             // in [0, 256]; 0: all
+  std::uint64_t seed = 0;    // the sampling Rng's seed
+  // Names the model in the refusal of non-finite logits (non_finite_model_message).
+  std::string source;
+  // Throws std::invalid_argument naming the field ("temperature must be ...") when one is out of range.
+  void validate() const;
+};
+
+// What generate_tokens reports as it goes (each optional): `prefilled` once the prompt is fed (and
+// its logits found finite), `token` for each sampled token before it is fed, `step_seconds` with the
+// wall time of each generated token's feed.
+struct GenerateHooks {
+  std::function<void()> prefilled;
+  std::function<void(int)> token;
+  std::function<void(double)> step_seconds;
+};
+
+// Feeds `prompt` (at least one token) to `decoder`, then samples options.tokens tokens, each fed
+// back, and returns them (the prompt not included). Throws NonFiniteModelError
+// (tttlab/model/checkpoint.hpp) when the logits after a feed are not finite: sampling from them would
+// give arbitrary bytes. Only the last position's logits come back from a feed; a non-finite weight
+// makes every later position non-finite too.
+std::vector<int> generate_tokens(TokenDecoder& decoder, std::span<const int> prompt, const GenerateOptions& options,
+                                 const GenerateHooks& hooks = {});
 
 }  // namespace tttlab

@@ -14,7 +14,10 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <functional>
+#include <memory>
+#include <string>
 #include <span>
 #include <vector>
 
@@ -46,5 +49,20 @@ struct TextScoreOptions {
 // Scores `text` (at least 2 bytes) with `trainer`'s current model, in windows of its seq_len.
 // Throws std::invalid_argument for a text shorter than 2 bytes.
 TextScore score_text(const Trainer& trainer, std::span<const std::uint8_t> text, const TextScoreOptions& options = {});
+
+// ---- Scoring a checkpoint: `tttlab eval` and the Python module (python/) take the same steps ----
+// The training configuration a checkpoint is scored with: the run's train_config.json when
+// `checkpoint` is a run directory or a checkpoint inside one (its seq_len, batch size and data), else
+// the defaults with seq_len = the model's max_position_embeddings; the model's own config either way.
+TrainConfig checkpoint_score_config(const Model<float>& model, const std::filesystem::path& checkpoint);
+// A text of `text_bytes` bytes scored whole: throws std::invalid_argument ("<what> has fewer than 2
+// bytes: nothing to score") below 2 bytes. A text shorter than one window (cfg.seq_len + 1 bytes) is
+// scored as one window of its own length: cfg.seq_len becomes text_bytes − 1 and the returned note
+// ("<what> is shorter than one window of …") says so; otherwise the note is empty.
+std::string fit_window_to_text(TrainConfig& cfg, std::size_t text_bytes, const std::string& what);
+// A trainer holding `data` that computes with `model`'s weights (copied) on `backend` (empty: the
+// CPU implementation), ready for score_text. `model` is only read (for_each_param is not const).
+std::unique_ptr<Trainer> scoring_trainer(Model<float>& model, TrainConfig cfg, TextData data,
+                                         const TrainBackendFactory& backend = {});
 
 }  // namespace tttlab

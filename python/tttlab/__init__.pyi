@@ -1,0 +1,92 @@
+"""Type stub of the package tttlab (the extension tttlab._tttlab); docs/PYTHON.md has the details."""
+
+from typing import Any, Sequence, Union
+
+import numpy as np
+import numpy.typing as npt
+
+Text = Union[str, bytes, bytearray, memoryview]
+
+class Model:
+    """A trained model (a checkpoint of `tttlab train`). Made by tttlab.load(path)."""
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The model's config.json as a dict (hidden_size, num_hidden_layers, num_attention_heads, ...)."""
+    @property
+    def path(self) -> str:
+        """The checkpoint directory the model was read from."""
+    @property
+    def parameters(self) -> int:
+        """The number of parameters."""
+    def eval(
+        self, text: Text, *, seq_len: int | None = None, threads: int = 0, per_byte: bool = False
+    ) -> dict[str, Any]:
+        """Score every byte of `text` but the first, as `tttlab eval --data FILE --device cpu --json`.
+
+        Windows of seq_len bytes (default: the run's T, else max_position_embeddings; 2 .. 2**20); a
+        text shorter than one window is one window of its own length ('note' says so).
+        Returns: loss_by_position float64 [seq_len] (nats, mean over the full windows), loss
+        (nats/byte), bpb (bits/byte), accuracy (0..1), bytes, targets, full_windows, tail_targets,
+        seq_len, note; with per_byte=True also per_byte float32 [bytes - 1] (nats, index i = byte i + 1).
+        """
+    def states(
+        self,
+        text: Text,
+        *,
+        block: int | Sequence[int] | None = None,
+        head: int | Sequence[int] | None = None,
+        every: str | int = "token",
+        dtype: str = "float32",
+        max_tokens: int = 65536,
+    ) -> dict[str, npt.NDArray[Any]]:
+        """The tensors of the safetensors file `tttlab states` writes, by name, without the file.
+
+        T tokens, n saved states (every: 'token', 'mini-batch' or an int stride), head dimension d:
+        tokens uint8 [T]; saved_tokens int64 [n]; block{B}.head{H}.W1 [n, d, d] (z = k @ W1 + b1),
+        .b1 [n, d], .W1_initial [d, d], .b1_initial [d] (TTT-MLP adds W2, b2); .loss_initial,
+        .loss_before, .loss_after [T] (the inner loss of W0, W_{t-1} and W_t on token t); .lambda,
+        .tau, .eta [T]. Floating-point arrays in `dtype` (float32 or float64).
+        """
+    def generate(
+        self, prompt: Text, *, tokens: int = 200, temperature: float = 0.8, top_k: int = 0, seed: int = 0
+    ) -> Union[str, bytes]:
+        """The prompt and `tokens` sampled bytes, as `tttlab generate --device cpu` prints them.
+
+        temperature in [0, 100] (0: greedy), top_k in [0, 256] (0: all), tokens in [0, 2**24].
+        Returns str for a str prompt (bytes that are not UTF-8 become U+FFFD), bytes otherwise.
+        """
+
+def inner_loop(
+    Q: npt.ArrayLike,
+    K: npt.ArrayLike,
+    V: npt.ArrayLike,
+    lam: npt.ArrayLike,
+    W1: npt.ArrayLike,
+    b1: npt.ArrayLike | None = None,
+    *,
+    ln_weight: npt.ArrayLike | None = None,
+    ln_bias: npt.ArrayLike | None = None,
+    tau: npt.ArrayLike | None = None,
+    mini_batch: int = 16,
+    form: str = "primal",
+    layer_norm: bool = True,
+    residual: bool = True,
+) -> dict[str, npt.NDArray[Any]]:
+    """One TTT-Linear head's inner loop (docs/MATH.md §3) on your arrays, from W0 = (W1, b1).
+
+    Q, K, V [T, d] (test, training and label views), lam [T] (the per-token rate), W1 [d, d] stored
+    [in, out] (z = k @ W1 + b1), b1 [d] or None (no bias), ln_weight and ln_bias [d] (default 1 and
+    0), tau [mini_batch] (default 1/i, i = 1..b). float32 when Q is float32, else float64.
+    form='primal': out [T, d], W1 [T, d, d], b1 [T, d] (the state after each token), loss_initial,
+    loss_before, loss_after [T]. form='dual': out only (the same function, per mini-batch products).
+    """
+
+def load(path: str) -> Model:
+    """Load a trained model from a checkpoint directory or a run directory (its newest checkpoint).
+
+    The checks of the command line (config, header, checksum, finite outputs). FileNotFoundError when
+    the path does not exist; ValueError or RuntimeError with the engine's message otherwise.
+    """
+
+__all__ = ["Model", "inner_loop", "load"]

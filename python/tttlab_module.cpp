@@ -1,0 +1,479 @@
+// python/tttlab_module.cpp — the extension `tttlab._tttlab` (docs/PYTHON.md): a trained model loaded
+// from a checkpoint, scored, inspected and sampled from NumPy, by the functions `tttlab eval`,
+// `tttlab states` and `tttlab generate` call (tttlab/train/text_score.hpp, inspect/hidden_states.hpp,
+// tttlab/model/decoder.hpp), so that the arrays equal the command line's bit for bit.
+//
+// ERRORS. The engine's exceptions pass through with their messages: std::invalid_argument becomes
+// ValueError, other std::exception RuntimeError (pybind11's translation); a checkpoint path that
+// does not exist raises FileNotFoundError; a text that is neither str nor bytes raises TypeError.
+//
+// THREADS. The GIL is released while the engine computes, so that other Python threads run. Arrays
+// are built from the engine's results once (one copy, in C++ without the GIL) and handed to NumPy
+// without a further copy: each array owns its buffer through a capsule.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "inspect/hidden_states.hpp"
+#include "tttlab/data/text_file.hpp"
+#include "tttlab/io/limits.hpp"
+#include "tttlab/model/checkpoint.hpp"
+#include "tttlab/model/decoder.hpp"
+#include "tttlab/model/model.hpp"
+#include "tttlab/train/text_score.hpp"
+#include "tttlab/ttt/inner.hpp"
+
+namespace py = pybind11;
+
+namespace tttlab::python {
+namespace {
+
+// A NumPy array that takes ownership of `v` (no copy).
+template <class T>
+py::array_t<T> to_numpy(std::vector<T>&& v, std::vector<py::ssize_t> shape) {
+  auto* owner = new std::vector<T>(std::move(v));
+  py::capsule free_owner(owner, [](void* p) { delete static_cast<std::vector<T>*>(p); });
+  return py::array_t<T>(std::move(shape), owner->data(), free_owner);
+}
+
+// The bytes of a str (UTF-8) or of a bytes-like object; TypeError for anything else.
+std::vector<std::uint8_t> text_bytes(const py::handle& text, const char* name) {
+  std::string s;
+  if (py::isinstance<py::str>(text)) {
+    s = text.cast<std::string>();  // UTF-8
+  } else if (py::isinstance<py::bytes>(text) || py::isinstance<py::bytearray>(text) ||
+             py::isinstance<py::memoryview>(text)) {
+    s = py::bytes(py::reinterpret_borrow<py::object>(text)).cast<std::string>();
+  } else {
+    throw py::type_error(std::string(name) + " must be str or bytes, got " +
+                         py::str(py::type::handle_of(text).attr("__name__")).cast<std::string>());
+  }
+  return {s.begin(), s.end()};
+}
+
+// One int or a sequence of ints (None: empty, meaning every block or head).
+std::vector<int> int_list(const py::object& o) {
+  if (o.is_none()) return {};
+  if (py::isinstance<py::int_>(o)) return {o.cast<int>()};
+  return o.cast<std::vector<int>>();
+}
+
+// ---- One TTT-Linear head's inner loop on the caller's arrays (tttlab/ttt/inner.hpp) ----------------
+template <class S>
+using Arr = py::array_t<S, py::array::c_style | py::array::forcecast>;
+
+// `a` as a row-major [rows, cols] matrix; ValueError naming `name` when its shape differs.
+template <class S>
+Mat<S> matrix(const py::object& o, const char* name, py::ssize_t rows, py::ssize_t cols) {
+  const Arr<S> a = Arr<S>::ensure(o);
+  if (!a || a.ndim() != 2 || (rows >= 0 && a.shape(0) != rows) || a.shape(1) != cols)
+    throw std::invalid_argument(std::string(name) + " must be a 2-D array of shape [" +
+                                (rows >= 0 ? std::to_string(rows) : std::string("T")) + ", " +
+                                std::to_string(cols) + "]");
+  Mat<S> m(a.shape(0), a.shape(1));
+  std::copy(a.data(), a.data() + a.size(), m.data());
+  return m;
+}
+
+template <class S>
+std::vector<S> vector(const py::object& o, const char* name, py::ssize_t n) {
+  const Arr<S> a = Arr<S>::ensure(o);
+  if (!a || a.ndim() != 1 || a.shape(0) != n)
+    throw std::invalid_argument(std::string(name) + " must be a 1-D array of length " +
+                                std::to_string(n));
+  return std::vector<S>(a.data(), a.data() + a.size());
+}
+
+template <class S>
+py::dict inner_loop(const py::object& Qo, const py::object& Ko, const py::object& Vo,
+                    const py::object& lam_o, const py::object& W1o, const py::object& b1o,
+                    const py::object& gamma_o, const py::object& beta_o, const py::object& tau_o,
+                    int mini_batch, const std::string& form, bool layer_norm, bool residual) {
+  if (form != "primal" && form != "dual")
+    throw std::invalid_argument("form must be 'primal' or 'dual', got '" + form + "'");
+  if (mini_batch < 1 || mini_batch > (1 << 20))
+    throw std::invalid_argument("mini_batch must be in [1, 1048576], got " +
+                                std::to_string(mini_batch));
+  const Arr<S> q = Arr<S>::ensure(Qo);
+  if (!q || q.ndim() != 2 || q.shape(0) < 1 || q.shape(1) < 1)
+    throw std::invalid_argument("Q must be a 2-D array [T, d] with T, d >= 1");
+  const py::ssize_t T = q.shape(0), d = q.shape(1);
+  InnerOptions opt;
+  opt.model = InnerModel::Linear;
+  opt.mini_batch = mini_batch;
+  opt.layer_norm = layer_norm;
+  opt.residual = residual;
+  opt.bias = !b1o.is_none();
+  const Mat<S> Q = matrix<S>(Qo, "Q", T, d), K = matrix<S>(Ko, "K", T, d),
+               V = matrix<S>(Vo, "V", T, d);
+  const std::vector<S> lam = vector<S>(lam_o, "lam", T);
+  InnerWeights<S> w0 = InnerWeights<S>::zeros(opt, static_cast<int>(d));
+  w0.W1 = matrix<S>(W1o, "W1", d, d);
+  if (opt.bias) {
+    const std::vector<S> b = vector<S>(b1o, "b1", d);
+    for (py::ssize_t j = 0; j < d; ++j) w0.b1(j) = b[static_cast<std::size_t>(j)];
+  }
+  InnerHeadParams<S> p;
+  p.ln_weight = RowVec<S>::Ones(d);
+  p.ln_bias = RowVec<S>::Zero(d);
+  p.tau.resize(mini_batch);
+  for (int i = 0; i < mini_batch; ++i) p.tau(i) = S(1) / S(i + 1);
+  if (!gamma_o.is_none()) {
+    const std::vector<S> g = vector<S>(gamma_o, "ln_weight", d);
+    for (py::ssize_t j = 0; j < d; ++j) p.ln_weight(j) = g[static_cast<std::size_t>(j)];
+  }
+  if (!beta_o.is_none()) {
+    const std::vector<S> b = vector<S>(beta_o, "ln_bias", d);
+    for (py::ssize_t j = 0; j < d; ++j) p.ln_bias(j) = b[static_cast<std::size_t>(j)];
+  }
+  if (!tau_o.is_none()) {
+    const std::vector<S> t = vector<S>(tau_o, "tau", mini_batch);
+    for (int i = 0; i < mini_batch; ++i) p.tau(i) = t[static_cast<std::size_t>(i)];
+  }
+  for (const S x : lam)
+    if (!std::isfinite(double(x))) throw std::invalid_argument("lam must be finite");
+  if (!Q.allFinite() || !K.allFinite() || !V.allFinite() || !w0.W1.allFinite() ||
+      !w0.b1.allFinite() || !p.ln_weight.allFinite() || !p.ln_bias.allFinite() ||
+      !p.tau.allFinite())
+    throw std::invalid_argument("Q, K, V, W1, b1, ln_weight, ln_bias and tau must be finite");
+  check_memory(
+      static_cast<std::uint64_t>(T) * static_cast<std::uint64_t>(d * d + d + 3 + 4 * d) * sizeof(S),
+      "the inner loop's outputs");
+  Vec<S> lambda(T);
+  for (py::ssize_t t = 0; t < T; ++t) lambda(t) = lam[static_cast<std::size_t>(t)];
+  Mat<S> out;
+  std::vector<S> W(form == "primal" ? static_cast<std::size_t>(T * d * d) : 0),
+      b(form == "primal" ? static_cast<std::size_t>(T * d) : 0);
+  std::vector<S> li(form == "primal" ? T : 0), lb(li.size()), la(li.size());
+  {
+    py::gil_scoped_release nogil;
+    InnerState<S> state = InnerState<S>::start(w0);
+    if (form == "dual") {
+      inner_forward_dual<S>(opt, p, Q, K, V, lambda, state, out);
+    } else {
+      const InnerObserver<S> observer = [&](const InnerStepRecord<S>& r) {
+        const auto t = static_cast<std::size_t>(r.token);
+        li[t] = r.loss_initial;
+        lb[t] = r.loss_before;
+        la[t] = r.loss_after;
+        std::copy(r.w_after->W1.data(), r.w_after->W1.data() + d * d,
+                  W.begin() + static_cast<std::ptrdiff_t>(t * d * d));
+        if (opt.bias)
+          std::copy(r.w_after->b1.data(), r.w_after->b1.data() + d,
+                    b.begin() + static_cast<std::ptrdiff_t>(t * d));
+      };
+      inner_forward_primal<S>(opt, p, Q, K, V, lambda, state, out, observer, &w0);
+    }
+  }
+  py::dict r;
+  std::vector<S> o(out.data(), out.data() + out.size());
+  r["out"] = to_numpy(std::move(o), {T, d});
+  if (form == "primal") {
+    r["W1"] = to_numpy(std::move(W), {T, d, d});
+    if (opt.bias) r["b1"] = to_numpy(std::move(b), {T, d});
+    r["loss_initial"] = to_numpy(std::move(li), {T});
+    r["loss_before"] = to_numpy(std::move(lb), {T});
+    r["loss_after"] = to_numpy(std::move(la), {T});
+  }
+  return r;
+}
+
+// A trained model and where it came from.
+class PyModel {
+ public:
+  explicit PyModel(const std::string& path) : m_path(path) {
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) {
+      // The engine's own message ("'PATH' does not exist"), as FileNotFoundError.
+      try {
+        resolve_checkpoint(path);
+      } catch (const std::exception& e) {
+        PyErr_SetString(PyExc_FileNotFoundError, e.what());
+        throw py::error_already_set();
+      }
+    }
+    py::gil_scoped_release nogil;
+    m_model = load_model(path);
+    m_source = resolve_checkpoint(path).string();
+    m_params = m_model->num_params();
+  }
+
+  const ModelConfig& config() const { return m_model->config(); }
+  const std::string& path() const { return m_path; }
+  const std::string& source() const { return m_source; }
+  long params() const { return m_params; }
+
+  py::dict config_dict() const {
+    return py::module_::import("json").attr("loads")(config().to_json()).cast<py::dict>();
+  }
+
+  std::string repr() const {
+    const ModelConfig& c = config();
+    return "<tttlab.Model '" + m_source + "': " + to_string(c.seq_layer) + ", d_model " +
+           std::to_string(c.hidden_size) + ", " + std::to_string(c.num_hidden_layers) +
+           " layers x " + std::to_string(c.num_attention_heads) + " heads, mini-batch " +
+           std::to_string(c.mini_batch_size) + ", " + std::to_string(m_params) + " parameters>";
+  }
+
+  // `tttlab eval --data FILE --device cpu` on the bytes of `text`.
+  py::dict eval(const py::object& text, std::optional<int> seq_len, int threads, bool per_byte) {
+    std::vector<std::uint8_t> bytes = text_bytes(text, "text");
+    if (seq_len && (*seq_len < 2 || *seq_len > (1 << 20)))
+      throw std::invalid_argument("seq_len must be in [2, 1048576], got " +
+                                  std::to_string(*seq_len));
+    if (threads < 0 || threads > 1024)
+      throw std::invalid_argument("threads must be in [0, 1024], got " + std::to_string(threads));
+    TextScore r;
+    std::string note;
+    int window = 0;
+    {
+      py::gil_scoped_release nogil;
+      // The checks `tttlab eval --data FILE` makes on a file's bytes (binary or not UTF-8: refused).
+      if (auto problem = text_problem(compute_text_stats(bytes), "the text"))
+        throw std::invalid_argument(*problem);
+      TrainConfig cfg = checkpoint_score_config(*m_model, m_path);
+      if (seq_len) cfg.seq_len = *seq_len;
+      cfg.threads = threads;
+      note = fit_window_to_text(cfg, bytes.size(), "the text");
+      window = cfg.seq_len;
+      TextData data;
+      data.train = std::move(bytes);
+      data.description = "a text in memory";
+      const std::unique_ptr<Trainer> t = scoring_trainer(*m_model, cfg, std::move(data));
+      TextScoreOptions so;
+      so.per_byte = per_byte;
+      r = score_text(*t, t->data().train, so);
+      if (!std::isfinite(r.loss)) throw NonFiniteModelError(non_finite_model_message(m_source));
+    }
+    py::dict d;
+    const auto T = static_cast<py::ssize_t>(r.loss_by_position.size());
+    d["loss_by_position"] = to_numpy(std::move(r.loss_by_position), {T});
+    d["loss"] = r.loss;
+    d["bpb"] = r.bpb;
+    d["accuracy"] = r.accuracy;
+    d["bytes"] = r.bytes;
+    d["targets"] = r.targets;
+    d["full_windows"] = r.full_windows;
+    d["tail_targets"] = r.tail_targets;
+    d["seq_len"] = window;
+    d["note"] = note;
+    if (per_byte) {
+      const auto n = static_cast<py::ssize_t>(r.per_byte.size());
+      d["per_byte"] = to_numpy(std::move(r.per_byte), {n});
+    }
+    return d;
+  }
+
+  // `tttlab states` without the file: the same tensors, by the same names.
+  py::dict states(const py::object& text, const py::object& block, const py::object& head,
+                  const py::object& every, const std::string& dtype, long max_tokens) {
+    inspect::StatesRequest r;
+    r.bytes = text_bytes(text, "text");
+    r.blocks = int_list(block);
+    r.heads = int_list(head);
+    if (py::isinstance<py::str>(every)) {
+      const std::string e = every.cast<std::string>();
+      if (e == "token")
+        r.every = inspect::SaveEvery::Token;
+      else if (e == "mini-batch")
+        r.every = inspect::SaveEvery::MiniBatchEnd;
+      else
+        throw std::invalid_argument(
+            "every must be 'token', 'mini-batch' or a stride (an int >= 1), got '" + e + "'");
+    } else {
+      r.every = inspect::SaveEvery::Stride;
+      r.stride = every.cast<long>();
+      if (r.stride < 1)
+        throw std::invalid_argument("every: the stride must be at least 1, got " +
+                                    std::to_string(r.stride));
+    }
+    if (dtype == "f32" || dtype == "float32")
+      r.stored = DType::F32;
+    else if (dtype == "f64" || dtype == "float64")
+      r.stored = DType::F64;
+    else
+      throw std::invalid_argument("dtype must be 'float32' or 'float64', got '" + dtype + "'");
+    if (max_tokens < 1)
+      throw std::invalid_argument("max_tokens must be at least 1, got " +
+                                  std::to_string(max_tokens));
+    if (static_cast<long>(r.bytes.size()) > max_tokens)
+      throw std::invalid_argument("the text has " + std::to_string(r.bytes.size()) +
+                                  " bytes, above max_tokens " + std::to_string(max_tokens));
+    r.model_source = m_source;
+    // Each tensor as computed: the floating-point ones narrowed to the stored dtype as the file does.
+    struct Out {
+      std::string name;
+      std::vector<py::ssize_t> shape;
+      std::variant<std::vector<std::uint8_t>, std::vector<std::int64_t>, std::vector<float>,
+                   std::vector<double>>
+          data;
+    };
+    std::vector<Out> out;
+    {
+      py::gil_scoped_release nogil;
+      const inspect::StatesSummary plan = inspect::plan_states(config(), r);
+      check_memory(inspect::states_memory(config(), r, plan), "the states");
+      inspect::compute_states(*m_model, r, [&](const inspect::StatesTensor& t) {
+        Out o{t.name, std::vector<py::ssize_t>(t.shape.begin(), t.shape.end()), {}};
+        std::visit(
+            [&](auto span) {
+              using E = typename decltype(span)::element_type;
+              if constexpr (std::is_same_v<E, const double>) {
+                if (r.stored == DType::F32) {
+                  std::vector<float> v(span.size());
+                  for (std::size_t i = 0; i < span.size(); ++i) v[i] = static_cast<float>(span[i]);
+                  o.data = std::move(v);
+                } else {
+                  o.data = std::vector<double>(span.begin(), span.end());
+                }
+              } else {
+                o.data = std::vector<std::remove_const_t<E>>(span.begin(), span.end());
+              }
+            },
+            t.data);
+        out.push_back(std::move(o));
+      });
+    }
+    py::dict d;
+    for (Out& o : out)
+      std::visit([&](auto& v) { d[py::str(o.name)] = to_numpy(std::move(v), o.shape); }, o.data);
+    return d;
+  }
+
+  // `tttlab generate --device cpu`: the prompt followed by the sampled bytes.
+  py::object generate(const py::object& prompt, int tokens, double temperature, int top_k,
+                      std::uint64_t seed) {
+    const bool as_str = py::isinstance<py::str>(prompt);
+    const std::vector<std::uint8_t> bytes = text_bytes(prompt, "prompt");
+    if (bytes.empty()) throw std::invalid_argument("prompt must not be empty");
+    GenerateOptions go;
+    go.tokens = tokens;
+    go.temperature = temperature;
+    go.top_k = top_k;
+    go.seed = seed;
+    go.source = m_source;
+    go.validate();  // before the GIL is released: a ValueError names the argument
+    std::string text(bytes.begin(), bytes.end());
+    {
+      py::gil_scoped_release nogil;
+      const std::vector<int> p(bytes.begin(), bytes.end());
+      const std::unique_ptr<TokenDecoder> decoder = make_cpu_decoder(*m_model);
+      for (int t : generate_tokens(*decoder, p, go)) text.push_back(static_cast<char>(t));
+    }
+    if (as_str)
+      return py::reinterpret_steal<py::object>(
+          PyUnicode_DecodeUTF8(text.data(), py::ssize_t(text.size()), "replace"));
+    return py::bytes(text);
+  }
+
+ private:
+  std::string m_path;    // as given
+  std::string m_source;  // the checkpoint directory it resolved to
+  std::unique_ptr<Model<float>> m_model;
+  long m_params = 0;
+};
+
+}  // namespace
+}  // namespace tttlab::python
+
+PYBIND11_MODULE(_tttlab, m) {
+  using tttlab::python::PyModel;
+  m.doc() = "TTT Lab's compute engine (the CPU implementation) from Python: see docs/PYTHON.md.";
+  py::class_<PyModel>(
+      m, "Model", "A trained model (a checkpoint of `tttlab train`). Made by tttlab.load(path).")
+      .def_property_readonly(
+          "config", &PyModel::config_dict,
+          "The model's config.json as a dict (hidden_size, num_hidden_layers, ...).")
+      .def_property_readonly("path", &PyModel::source,
+                             "The checkpoint directory the model was read from.")
+      .def_property_readonly("parameters", &PyModel::params, "The number of parameters.")
+      .def("__repr__", &PyModel::repr)
+      .def("eval", &PyModel::eval, py::arg("text"), py::kw_only(), py::arg("seq_len") = py::none(),
+           py::arg("threads") = 0, py::arg("per_byte") = false,
+           "Score every byte of `text` (str: its UTF-8 bytes; or bytes) but the first, as `tttlab "
+           "eval --data "
+           "FILE --device cpu --json` does, in windows of seq_len bytes (default: the run's T, "
+           "from its "
+           "train_config.json, else the model's max_position_embeddings; a text shorter than one "
+           "window is one "
+           "window of its own length, and 'note' says so).\n\n"
+           "Returns a dict: loss_by_position float64 [seq_len] (nats, mean over the full windows; "
+           "empty when there "
+           "are none), loss (nats/byte), bpb (bits/byte), accuracy (next-byte, 0..1), bytes, "
+           "targets, "
+           "full_windows, tail_targets, seq_len, note, and with per_byte=True per_byte float32 "
+           "[bytes - 1] (nats; "
+           "index i is byte i + 1).")
+      .def("states", &PyModel::states, py::arg("text"), py::kw_only(),
+           py::arg("block") = py::none(), py::arg("head") = py::none(), py::arg("every") = "token",
+           py::arg("dtype") = "float32", py::arg("max_tokens") = 1 << 16,
+           "The hidden state of TTT heads along `text`: the tensors of the safetensors file "
+           "`tttlab states` "
+           "writes, by the same names and with the same values, as a dict of NumPy arrays. block, "
+           "head: an int, "
+           "a list of ints, or None (all). every: 'token', 'mini-batch' or an int stride. dtype: "
+           "'float32' or "
+           "'float64'.\n\n"
+           "T tokens, n saved states, head dimension d: tokens uint8 [T]; saved_tokens int64 [n]; "
+           "block{B}.head{H}.W1 [n, d, d] (z = k @ W1 + b1), .b1 [n, d], .W1_initial [d, d], "
+           ".b1_initial [d] "
+           "(TTT-MLP adds W2, b2); .loss_initial, .loss_before, .loss_after [T] (the inner loss of "
+           "W0, W_{t-1} "
+           "and W_t on token t); .lambda, .tau, .eta [T].")
+      .def("generate", &PyModel::generate, py::arg("prompt"), py::kw_only(),
+           py::arg("tokens") = 200, py::arg("temperature") = 0.8, py::arg("top_k") = 0,
+           py::arg("seed") = 0,
+           "Sample `tokens` bytes after `prompt` as `tttlab generate --device cpu` does "
+           "(temperature 0: greedy; "
+           "top_k 0: all bytes). Returns the prompt followed by the sampled bytes: bytes for a "
+           "bytes prompt, str "
+           "for a str prompt (bytes that are not UTF-8 become U+FFFD).");
+  m.def(
+      "inner_loop",
+      [](const py::object& Q, const py::object& K, const py::object& V, const py::object& lam,
+         const py::object& W1, const py::object& b1, const py::object& ln_weight,
+         const py::object& ln_bias, const py::object& tau, int mini_batch, const std::string& form,
+         bool layer_norm, bool residual) {
+        const py::array q = py::array::ensure(Q);
+        if (q && q.dtype().is(py::dtype::of<float>()))
+          return tttlab::python::inner_loop<float>(Q, K, V, lam, W1, b1, ln_weight, ln_bias, tau,
+                                                   mini_batch, form, layer_norm, residual);
+        return tttlab::python::inner_loop<double>(Q, K, V, lam, W1, b1, ln_weight, ln_bias, tau,
+                                                  mini_batch, form, layer_norm, residual);
+      },
+      py::arg("Q"), py::arg("K"), py::arg("V"), py::arg("lam"), py::arg("W1"),
+      py::arg("b1") = py::none(), py::kw_only(), py::arg("ln_weight") = py::none(),
+      py::arg("ln_bias") = py::none(), py::arg("tau") = py::none(), py::arg("mini_batch") = 16,
+      py::arg("form") = "primal", py::arg("layer_norm") = true, py::arg("residual") = true,
+      "One TTT-Linear head's inner loop (docs/MATH.md §3) on your arrays, from W0 = (W1, b1): Q, "
+      "K, V [T, d] "
+      "(test, training and label views), lam [T] (the per-token rate lambda_t), W1 [d, d] stored "
+      "[in, out] "
+      "(z = k @ W1 + b1), b1 [d] or None (no bias); ln_weight, ln_bias [d] (the inner LayerNorm; "
+      "default 1, 0); "
+      "tau [mini_batch] (default 1/i, i = 1..b). Computed in float32 when Q is float32, else in "
+      "float64 (the "
+      "other arrays are converted).\n\n"
+      "form='primal' (token by token) returns out [T, d], W1 [T, d, d] and b1 [T, d] (the state "
+      "after each "
+      "token), loss_initial, loss_before, loss_after [T] (the inner loss of W0, W_{t-1}, W_t on "
+      "token t); "
+      "form='dual' (per mini-batch matrix products) returns out only. Both forms compute the same "
+      "function.");
+  m.def(
+      "load", [](const std::string& path) { return std::make_unique<PyModel>(path); },
+      py::arg("path"),
+      "Load a trained model from a checkpoint directory or a run directory (its newest "
+      "checkpoint), with the "
+      "checks `tttlab eval` makes (config, header, checksum, finite outputs). FileNotFoundError "
+      "when the path "
+      "does not exist, ValueError or RuntimeError with the engine's message otherwise.");
+}
