@@ -399,43 +399,31 @@ PYBIND11_MODULE(_tttlab, m) {
       .def("eval", &PyModel::eval, py::arg("text"), py::kw_only(), py::arg("seq_len") = py::none(),
            py::arg("threads") = 0, py::arg("per_byte") = false,
            "Score every byte of `text` (str: its UTF-8 bytes; or bytes) but the first, as `tttlab "
-           "eval --data "
-           "FILE --device cpu --json` does, in windows of seq_len bytes (default: the run's T, "
-           "from its "
-           "train_config.json, else the model's max_position_embeddings; a text shorter than one "
-           "window is one "
-           "window of its own length, and 'note' says so).\n\n"
-           "Returns a dict: loss_by_position float64 [seq_len] (nats, mean over the full windows; "
-           "empty when there "
-           "are none), loss (nats/byte), bpb (bits/byte), accuracy (next-byte, 0..1), bytes, "
-           "targets, "
-           "full_windows, tail_targets, seq_len, note, and with per_byte=True per_byte float32 "
-           "[bytes - 1] (nats; "
-           "index i is byte i + 1).")
+           "eval --data FILE --device cpu --json` does, in windows of seq_len bytes (default: the "
+           "run's T, from its train_config.json, else the model's max_position_embeddings; a text "
+           "shorter than one window is one window of its own length, and 'note' says "
+           "so).\n\nReturns a dict: loss_by_position float64 [seq_len] (nats, mean over the full "
+           "windows; empty when there are none), loss (nats/byte), bpb (bits/byte), accuracy "
+           "(next-byte, 0..1), bytes, targets, full_windows, tail_targets, seq_len, note, and with "
+           "per_byte=True per_byte float32 [bytes - 1] (nats; index i is byte i + 1).")
       .def("states", &PyModel::states, py::arg("text"), py::kw_only(),
            py::arg("block") = py::none(), py::arg("head") = py::none(), py::arg("every") = "token",
            py::arg("dtype") = "float32", py::arg("max_tokens") = 1 << 16,
            "The hidden state of TTT heads along `text`: the tensors of the safetensors file "
-           "`tttlab states` "
-           "writes, by the same names and with the same values, as a dict of NumPy arrays. block, "
-           "head: an int, "
-           "a list of ints, or None (all). every: 'token', 'mini-batch' or an int stride. dtype: "
-           "'float32' or "
-           "'float64'.\n\n"
-           "T tokens, n saved states, head dimension d: tokens uint8 [T]; saved_tokens int64 [n]; "
+           "`tttlab states` writes, by the same names and with the same values, as a dict of NumPy "
+           "arrays. block, head: an int, a list of ints, or None (all). every: 'token', "
+           "'mini-batch' or an int stride. dtype: 'float32' or 'float64'.\n\nT tokens, n saved "
+           "states, head dimension d: tokens uint8 [T]; saved_tokens int64 [n]; "
            "block{B}.head{H}.W1 [n, d, d] (z = k @ W1 + b1), .b1 [n, d], .W1_initial [d, d], "
-           ".b1_initial [d] "
-           "(TTT-MLP adds W2, b2); .loss_initial, .loss_before, .loss_after [T] (the inner loss of "
-           "W0, W_{t-1} "
-           "and W_t on token t); .lambda, .tau, .eta [T].")
+           ".b1_initial [d] (TTT-MLP adds W2, b2); .loss_initial, .loss_before, .loss_after [T] "
+           "(the inner loss of W0, W_{t-1} and W_t on token t); .lambda, .tau, .eta [T].")
       .def("generate", &PyModel::generate, py::arg("prompt"), py::kw_only(),
            py::arg("tokens") = 200, py::arg("temperature") = 0.8, py::arg("top_k") = 0,
            py::arg("seed") = 0,
            "Sample `tokens` bytes after `prompt` as `tttlab generate --device cpu` does "
-           "(temperature 0: greedy; "
-           "top_k 0: all bytes). Returns the prompt followed by the sampled bytes: bytes for a "
-           "bytes prompt, str "
-           "for a str prompt (bytes that are not UTF-8 become U+FFFD).");
+           "(temperature 0: greedy; top_k 0: all bytes). Returns the prompt followed by the "
+           "sampled bytes: bytes for a bytes prompt, str for a str prompt (bytes that are not "
+           "UTF-8 become U+FFFD).");
   m.def(
       "inner_loop",
       [](const py::object& Q, const py::object& K, const py::object& V, const py::object& lam,
@@ -454,26 +442,19 @@ PYBIND11_MODULE(_tttlab, m) {
       py::arg("ln_bias") = py::none(), py::arg("tau") = py::none(), py::arg("mini_batch") = 16,
       py::arg("form") = "primal", py::arg("layer_norm") = true, py::arg("residual") = true,
       "One TTT-Linear head's inner loop (docs/MATH.md §3) on your arrays, from W0 = (W1, b1): Q, "
-      "K, V [T, d] "
-      "(test, training and label views), lam [T] (the per-token rate lambda_t), W1 [d, d] stored "
-      "[in, out] "
-      "(z = k @ W1 + b1), b1 [d] or None (no bias); ln_weight, ln_bias [d] (the inner LayerNorm; "
-      "default 1, 0); "
-      "tau [mini_batch] (default 1/i, i = 1..b). Computed in float32 when Q is float32, else in "
-      "float64 (the "
-      "other arrays are converted).\n\n"
-      "form='primal' (token by token) returns out [T, d], W1 [T, d, d] and b1 [T, d] (the state "
-      "after each "
-      "token), loss_initial, loss_before, loss_after [T] (the inner loss of W0, W_{t-1}, W_t on "
-      "token t); "
-      "form='dual' (per mini-batch matrix products) returns out only. Both forms compute the same "
-      "function.");
+      "K, V [T, d] (test, training and label views), lam [T] (the per-token rate lambda_t), W1 [d, "
+      "d] stored [in, out] (z = k @ W1 + b1), b1 [d] or None (no bias); ln_weight, ln_bias [d] "
+      "(the inner LayerNorm; default 1, 0); tau [mini_batch] (default 1/i, i = 1..b). Computed in "
+      "float32 when Q is float32, else in float64 (the other arrays are "
+      "converted).\n\nform='primal' (token by token) returns out [T, d], W1 [T, d, d] and b1 [T, "
+      "d] (the state after each token), loss_initial, loss_before, loss_after [T] (the inner loss "
+      "of W0, W_{t-1}, W_t on token t); form='dual' (per mini-batch matrix products) returns out "
+      "only. Both forms compute the same function.");
   m.def(
       "load", [](const std::string& path) { return std::make_unique<PyModel>(path); },
       py::arg("path"),
       "Load a trained model from a checkpoint directory or a run directory (its newest "
-      "checkpoint), with the "
-      "checks `tttlab eval` makes (config, header, checksum, finite outputs). FileNotFoundError "
-      "when the path "
-      "does not exist, ValueError or RuntimeError with the engine's message otherwise.");
+      "checkpoint), with the checks `tttlab eval` makes (config, header, checksum, finite "
+      "outputs). FileNotFoundError when the path does not exist, ValueError or RuntimeError with "
+      "the engine's message otherwise.");
 }
