@@ -19,6 +19,7 @@
 #include "ttt/ttt_host.hpp"
 #include "tttlab/kernels/attention.hpp"
 #include "tttlab/kernels/gemm.hpp"
+#include "tttlab/kernels/delta_rule_chunked.hpp"
 #include "tttlab/kernels/matrix_rules.hpp"
 #include "tttlab/kernels/ttt_bench.hpp"
 
@@ -884,6 +885,60 @@ void matrix_rule_rows(Bench& bench) {
   }
 }
 
+// The chunked tensor-core delta rules (chunked_delta_rule_forward) for DeltaNet and Gated DeltaNet at
+// the bench's B, H, T and d, on matrix_rule_rows' inputs rounded to bf16 (q, k uniform in ±1/√d, v in
+// ±1, β in [0, 1), log α = log of [0.5, 1)). FLOPs per token and head as the chunk form does them with
+// chunks of C = 64: W S_p, Q S_p and Kᵀ U (6·d²), and K Kᵀ, the substitution for W and Ũ, Q Kᵀ and its
+// product with U, counted whole (8·C·d). Floor: Q, K, V read and O written in bf16, β (and log α) read
+// in fp32. Rows named "delta rule forward bf16 chunked tensor cores", "gated delta rule ...".
+void chunked_delta_rows(Bench& bench) {
+  const TttDims& D = bench.in().D;
+  const AttentionDims ad{D.batch, D.heads, D.seq_len, D.head_dim};
+  if (!chunked_delta_rule_supported(ad)) return;
+  const std::size_t act = std::size_t(D.batch) * D.seq_len * D.heads * D.head_dim;
+  const std::size_t gates = std::size_t(D.batch) * D.seq_len * D.heads;
+  const std::size_t wsb = chunked_delta_rule_forward_workspace_bytes(ad);
+  const double tokens = double(D.batch) * D.heads * D.seq_len, d = D.head_dim;
+  const std::string shape = "B=" + std::to_string(D.batch) + " H=" + std::to_string(D.heads) +
+                            " T=" + std::to_string(D.seq_len) + " d=" + std::to_string(D.head_dim);
+  if (!fits_on_gpu("chunked delta rule", shape,
+                   double(act) * (4 * 2 + 4) + 8.0 * gates + double(wsb)))
+    return;
+  Buf16 q(act), k(act), v(act), o(act);
+  Buf beta(gates), log_alpha(gates), ws(floats_for(wsb));
+  {
+    Buf x(act);
+    const int r = D.batch * D.seq_len, c = D.heads * D.head_dim;
+    const float sk = 1.0f / std::sqrt(float(D.head_dim));
+    x.fill(71, -sk, sk);
+    convert_to_bf16(x.p, r, c, c, q.p, c, nullptr);
+    x.fill(72, -sk, sk);
+    convert_to_bf16(x.p, r, c, c, k.p, c, nullptr);
+    x.fill(73, -1.0f, 1.0f);
+    convert_to_bf16(x.p, r, c, c, v.p, c, nullptr);
+    beta.fill(75, 0.0f, 1.0f);
+    log_alpha.fill(76, std::log(0.5f), 0.0f);
+    TTTLAB_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  for (const bool gated : {false, true}) {
+    ChunkedDeltaRuleForwardArgs f;
+    f.dims = ad;
+    f.Q = q.p;
+    f.K = k.p;
+    f.V = v.p;
+    f.beta = beta.p;
+    f.log_alpha = gated ? log_alpha.p : nullptr;
+    f.O = o.p;
+    f.workspace = ws.p;
+    f.workspace_bytes = wsb;
+    const double ms = bench.time([&] { chunked_delta_rule_forward(f); });
+    bench.add(std::string(gated ? "gated delta rule" : "delta rule") +
+                  " forward bf16 chunked tensor cores",
+              ms, tokens * (6 * d * d + 8 * 64.0 * d),
+              4.0 * act * 2 + 4.0 * gates * (gated ? 2 : 1), 0, "", 0, &shape);
+  }
+}
+
 }  // namespace
 
 TttBenchReport ttt_bench(const TttBenchConfig& cfg) {
@@ -927,6 +982,7 @@ TttBenchReport ttt_bench(const TttBenchConfig& cfg) {
   for (int T : cfg.attention_lengths)
     if (T != D.seq_len) chunked_linear_rows(bench, T);
   matrix_rule_rows(bench);
+  chunked_delta_rows(bench);
   TTTLAB_CUDA_CHECK(cudaDeviceSynchronize());
   return rep;
 }

@@ -34,6 +34,7 @@
 
 #include "common/cuda_check.hpp"
 #include "ops/bf16_tiles.cuh"
+#include "ops/chunk_mma.cuh"
 #include "ttt/ttt_mma.cuh"
 #include "tttlab/kernels/attention.hpp"
 
@@ -45,6 +46,7 @@ using detail::cp_async_wait;
 using detail::mma_bf16;
 using detail::pack_bf16;
 using namespace detail::bf16_tiles;
+using namespace detail::chunk_mma;
 
 constexpr int kChunk = 64;      // C
 constexpr int kThreads = 128;   // chunk kernels: 4 warps, 16 rows of the chunk each
@@ -60,73 +62,6 @@ struct LinParams {
   float *dQ, *dK, *dV;
   int H, T, NC;
 };
-
-// acc[16 × 8·NN] += A[rows arow0.., 16·KS] · Yᵀ; only the 16-column blocks np ∈ [lo, hi] (the rest
-// of acc is left as it is).
-template <int LD, int KS, int NN>
-__device__ __forceinline__ void mma_abt(float (&acc)[NN][4], const std::uint16_t* A, int arow0,
-                                        const std::uint16_t* Y, int lane, int lo = 0,
-                                        int hi = NN / 2 - 1) {
-#pragma unroll
-  for (int ks = 0; ks < KS; ++ks) {
-    std::uint32_t a[4];
-    load_a<LD>(a, A, arow0, ks, lane);
-#pragma unroll
-    for (int np = 0; np < NN / 2; ++np) {
-      if (np < lo || np > hi) continue;
-      std::uint32_t b[4];
-      load_b_rows<LD>(b, Y, np, ks, lane);
-      mma_bf16(acc[2 * np], a, b[0], b[1]);
-      mma_bf16(acc[2 * np + 1], a, b[2], b[3]);
-    }
-  }
-}
-
-// acc[16 × 8·NN] += A[rows arow0.., 16·KS] · Y, Y row-major [16·KS, 8·NN].
-template <int LD, int KS, int NN>
-__device__ __forceinline__ void mma_ab(float (&acc)[NN][4], const std::uint16_t* A, int arow0,
-                                       const std::uint16_t* Y, int lane) {
-#pragma unroll
-  for (int ks = 0; ks < KS; ++ks) {
-    std::uint32_t a[4];
-    load_a<LD>(a, A, arow0, ks, lane);
-#pragma unroll
-    for (int np = 0; np < NN / 2; ++np) {
-      std::uint32_t b[4];
-      load_b_cols<LD>(b, Y, np, ks, lane);
-      mma_bf16(acc[2 * np], a, b[0], b[1]);
-      mma_bf16(acc[2 * np + 1], a, b[2], b[3]);
-    }
-  }
-}
-
-// acc[16 × 8·NN] += P · Y, P [16 × 64] a C-layout fragment rounded to bf16 here, Y row-major [64, 8·NN];
-// only the 16-wide k-steps kk ∈ [lo, hi] (P is zero elsewhere).
-template <int LD, int NN>
-__device__ __forceinline__ void mma_p_y(float (&acc)[NN][4], const float (&p)[kChunk / 8][4],
-                                        const std::uint16_t* Y, int lane, int lo, int hi) {
-#pragma unroll
-  for (int kk = 0; kk < kChunk / 16; ++kk) {
-    if (kk < lo || kk > hi) continue;
-    const std::uint32_t a[4] = {pack_bf16(p[2 * kk][0], p[2 * kk][1]),
-                                pack_bf16(p[2 * kk][2], p[2 * kk][3]),
-                                pack_bf16(p[2 * kk + 1][0], p[2 * kk + 1][1]),
-                                pack_bf16(p[2 * kk + 1][2], p[2 * kk + 1][3])};
-#pragma unroll
-    for (int np = 0; np < NN / 2; ++np) {
-      std::uint32_t b[4];
-      load_b_cols<LD>(b, Y, np, kk, lane);
-      mma_bf16(acc[2 * np], a, b[0], b[1]);
-      mma_bf16(acc[2 * np + 1], a, b[2], b[3]);
-    }
-  }
-}
-
-template <int N>
-__device__ __forceinline__ void zero(float (&x)[N][4]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i) x[i][0] = x[i][1] = x[i][2] = x[i][3] = 0.f;
-}
 
 // The causal mask of a warp's 16 × 64 score fragment inside one chunk: rows 16·warp + (g, g + 8) of
 // the chunk. LOWER: keep column ≤ row (Q Kᵀ, dO Vᵀ as rows t); else keep column ≥ row (the
@@ -288,25 +223,6 @@ constexpr std::size_t fused_smem_bytes() {
   return (std::size_t(kFusedStages) * kChunk * (2 * (D + 8) + kStateCols + 8) +
           2 * std::size_t(D) * (kStateCols + 8)) *
          sizeof(std::uint16_t);
-}
-
-// acc[16 × 8·NN] += A[rows arow0.., 16·KS] · Y, A row stride LA, Y row-major [16·KS, 8·NN] with row
-// stride LY.
-template <int LA, int LY, int KS, int NN>
-__device__ __forceinline__ void mma_ab_strided(float (&acc)[NN][4], const std::uint16_t* A,
-                                               int arow0, const std::uint16_t* Y, int lane) {
-#pragma unroll
-  for (int ks = 0; ks < KS; ++ks) {
-    std::uint32_t a[4];
-    load_a<LA>(a, A, arow0, ks, lane);
-#pragma unroll
-    for (int np = 0; np < NN / 2; ++np) {
-      std::uint32_t b[4];
-      load_b_cols<LY>(b, Y, np, ks, lane);
-      mma_bf16(acc[2 * np], a, b[0], b[1]);
-      mma_bf16(acc[2 * np + 1], a, b[2], b[3]);
-    }
-  }
 }
 
 template <int D>

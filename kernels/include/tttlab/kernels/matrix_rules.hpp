@@ -7,7 +7,7 @@
 // member reads after its write, o_t = q_t S_t.
 //
 // DESIGN (docs/KERNELS.md, "Matrix fast-weight rules (recurrent)"): the recurrent form, correct
-// first; the chunked tensor-core form of §11.3 is the fast path still to come. One block of 256
+// first; the chunked tensor-core form of §11.3 is delta_rule_chunked.hpp (forward). One block of 256
 // threads per (sequence, head) walks the tokens in order with the state in registers, in fp32: thread
 // (g, c) holds column c of the state and the rows g, g + G, g + 2G, … (G = 256 / ⌈d_v⌉₃₂ row groups),
 // so the column sums (k_t S, q_t S, k_t G) are a register sum and one pass over G ≤ 8 partials in

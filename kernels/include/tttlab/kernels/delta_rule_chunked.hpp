@@ -1,0 +1,64 @@
+// tttlab/kernels/delta_rule_chunked.hpp — DeltaNet and Gated DeltaNet in the chunked (UT) form of
+// docs/MATH.md §11.3 on the tensor cores: bf16 operands, fp32 accumulation and state. It computes
+// what the recurrent kernels of matrix_rules.hpp compute for these two rules from S_0 = 0 (o_t = q_t S_t,
+// read after the write), and is tested against the CPU's matrix_rule_primal in fp64.
+//
+// With chunks of C = 64 tokens, per chunk and head (g_i the chunk's cumulative log α, γ_i = e^{g_i},
+// Γ_ij = e^{g_i − g_j}; γ = Γ = 1 for DeltaNet):
+//   T̃ = (I + tril(diag(β)(K Kᵀ ⊙ Γ), −1))⁻¹ diag(β),   W = T̃ diag(γ) K,   Ũ = T̃ V
+//   U = Ũ − W S_p,   O = diag(γ) Q S_p + ((Q Kᵀ) ⊙ Γ, lower incl.) U,
+//   S_next = γ_L S_p + Kᵀ diag(γ_L / γ) U.
+// Two kernels:
+//   ut     one block per (chunk, head), all in parallel: A = the strictly lower diag(β)(K Kᵀ ⊙ Γ) on the
+//          tensor cores, then the unit lower-triangular system for [W | Ũ] by forward substitution in
+//          fp32, a column per thread; W and Ũ are written as bf16 (the operands the next kernel's
+//          products take), g as fp32.
+//   walk   one block per (head, 32 value columns) walks the head's chunks in order with its columns of
+//          S in fp32 mma accumulators (no state leaves the chip), as the fused chunked linear
+//          attention does (attention.hpp), with the extra product W S_p before the chunk's outputs.
+// What is rounded to bf16: W, Ũ, U (and U·γ_L/γ) where they enter products, the state's copy that
+// enters Q S_p and W S_p, the masked Q Kᵀ tile, and O on output; the running state never.
+//
+// CONVENTIONS. Every pointer is a DEVICE pointer, 16-byte aligned; R = B·T rows, sequence b's token t
+// at row b·T + t:
+//   Q, K, V, O    [B, T, H·d] bf16, head h at columns h·d … h·d + d − 1; K L2-normalised (not checked:
+//                 device data), as the layers give it
+//   beta          [R, H] fp32, β_t ∈ [0, 1]
+//   log_alpha     [R, H] fp32, log α_t ≤ 0 and finite (Gated DeltaNet; null for DeltaNet)
+// Head dims 64 and 128 (chunked_delta_rule_supported); any B, H and T ≥ 1 (T need not be a multiple of
+// the chunk). Calls are asynchronous on `stream`, validate their arguments first
+// (std::invalid_argument, one line, nothing launched) and throw std::runtime_error when a launch fails.
+// Deterministic: no atomics.
+//
+// WORKSPACE (chunked_delta_rule_forward_workspace_bytes): W and Ũ ([R, H·d] bf16 each) and g
+// ([B·H, ⌈T/64⌉·64] fp32).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "tttlab/kernels/attention.hpp"
+
+struct CUstream_st;
+
+namespace tttlab::kernels {
+
+bool chunked_delta_rule_supported(const AttentionDims& dims);  // head_dim ∈ {64, 128}
+
+std::size_t chunked_delta_rule_forward_workspace_bytes(const AttentionDims& dims);
+
+struct ChunkedDeltaRuleForwardArgs {
+  AttentionDims dims;
+  const std::uint16_t* Q = nullptr;  // [B, T, H·d] bf16
+  const std::uint16_t* K = nullptr;  // L2-normalised rows per head
+  const std::uint16_t* V = nullptr;
+  const float* beta = nullptr;       // [R, H]
+  const float* log_alpha = nullptr;  // [R, H]: Gated DeltaNet; null: DeltaNet
+  std::uint16_t* O = nullptr;        // [B, T, H·d] bf16, OVERWRITTEN; must not overlap the inputs
+  void* workspace = nullptr;         // chunked_delta_rule_forward_workspace_bytes(dims) bytes
+  std::size_t workspace_bytes = 0;
+  CUstream_st* stream = nullptr;
+};
+void chunked_delta_rule_forward(const ChunkedDeltaRuleForwardArgs& args);
+
+}  // namespace tttlab::kernels

@@ -1,0 +1,107 @@
+// Warp-level products over the bf16 tiles of bf16_tiles.cuh for the chunked kernels of the matrix
+// fast-weight rules (linear_attention_chunked.cu, delta_rule_chunked.cu): a warp owns 16 rows of a
+// product and keeps it as mma.sync m16n8k16 C fragments (fp32), and a C fragment rounded to bf16 is
+// the A fragment of the next product, so a masked score tile never touches shared memory. Chunks
+// are 64 tokens. Private to kernels/src.
+#pragma once
+
+#include <cstdint>
+
+#include "ops/bf16_tiles.cuh"
+#include "ttt/ttt_mma.cuh"
+
+namespace tttlab::kernels::detail::chunk_mma {
+
+using detail::mma_bf16;
+using detail::pack_bf16;
+using namespace detail::bf16_tiles;
+
+constexpr int kChunk64 = 64;  // tokens of a chunk: the k extent of mma_p_y's score fragment
+
+// acc[16 × 8·NN] += A[rows arow0.., 16·KS] · Yᵀ; only the 16-column blocks np ∈ [lo, hi] (the rest
+// of acc is left as it is).
+template <int LD, int KS, int NN>
+__device__ __forceinline__ void mma_abt(float (&acc)[NN][4], const std::uint16_t* A, int arow0,
+                                        const std::uint16_t* Y, int lane, int lo = 0,
+                                        int hi = NN / 2 - 1) {
+#pragma unroll
+  for (int ks = 0; ks < KS; ++ks) {
+    std::uint32_t a[4];
+    load_a<LD>(a, A, arow0, ks, lane);
+#pragma unroll
+    for (int np = 0; np < NN / 2; ++np) {
+      if (np < lo || np > hi) continue;
+      std::uint32_t b[4];
+      load_b_rows<LD>(b, Y, np, ks, lane);
+      mma_bf16(acc[2 * np], a, b[0], b[1]);
+      mma_bf16(acc[2 * np + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+// acc[16 × 8·NN] += A[rows arow0.., 16·KS] · Y, Y row-major [16·KS, 8·NN].
+template <int LD, int KS, int NN>
+__device__ __forceinline__ void mma_ab(float (&acc)[NN][4], const std::uint16_t* A, int arow0,
+                                       const std::uint16_t* Y, int lane) {
+#pragma unroll
+  for (int ks = 0; ks < KS; ++ks) {
+    std::uint32_t a[4];
+    load_a<LD>(a, A, arow0, ks, lane);
+#pragma unroll
+    for (int np = 0; np < NN / 2; ++np) {
+      std::uint32_t b[4];
+      load_b_cols<LD>(b, Y, np, ks, lane);
+      mma_bf16(acc[2 * np], a, b[0], b[1]);
+      mma_bf16(acc[2 * np + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+// acc[16 × 8·NN] += P · Y, P [16 × 64] a C-layout fragment rounded to bf16 here, Y row-major [64, 8·NN];
+// only the 16-wide k-steps kk ∈ [lo, hi] (P is zero elsewhere).
+template <int LD, int NN>
+__device__ __forceinline__ void mma_p_y(float (&acc)[NN][4], const float (&p)[kChunk64 / 8][4],
+                                        const std::uint16_t* Y, int lane, int lo, int hi) {
+#pragma unroll
+  for (int kk = 0; kk < kChunk64 / 16; ++kk) {
+    if (kk < lo || kk > hi) continue;
+    const std::uint32_t a[4] = {pack_bf16(p[2 * kk][0], p[2 * kk][1]),
+                                pack_bf16(p[2 * kk][2], p[2 * kk][3]),
+                                pack_bf16(p[2 * kk + 1][0], p[2 * kk + 1][1]),
+                                pack_bf16(p[2 * kk + 1][2], p[2 * kk + 1][3])};
+#pragma unroll
+    for (int np = 0; np < NN / 2; ++np) {
+      std::uint32_t b[4];
+      load_b_cols<LD>(b, Y, np, kk, lane);
+      mma_bf16(acc[2 * np], a, b[0], b[1]);
+      mma_bf16(acc[2 * np + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+template <int N>
+__device__ __forceinline__ void zero(float (&x)[N][4]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) x[i][0] = x[i][1] = x[i][2] = x[i][3] = 0.f;
+}
+
+// acc[16 × 8·NN] += A[rows arow0.., 16·KS] · Y, A row stride LA, Y row-major [16·KS, 8·NN] with row
+// stride LY.
+template <int LA, int LY, int KS, int NN>
+__device__ __forceinline__ void mma_ab_strided(float (&acc)[NN][4], const std::uint16_t* A,
+                                               int arow0, const std::uint16_t* Y, int lane) {
+#pragma unroll
+  for (int ks = 0; ks < KS; ++ks) {
+    std::uint32_t a[4];
+    load_a<LA>(a, A, arow0, ks, lane);
+#pragma unroll
+    for (int np = 0; np < NN / 2; ++np) {
+      std::uint32_t b[4];
+      load_b_cols<LY>(b, Y, np, ks, lane);
+      mma_bf16(acc[2 * np], a, b[0], b[1]);
+      mma_bf16(acc[2 * np + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+}  // namespace tttlab::kernels::detail::chunk_mma

@@ -1,0 +1,463 @@
+// DeltaNet and Gated DeltaNet in the chunked (UT) form on the tensor cores, forward (see
+// tttlab/kernels/delta_rule_chunked.hpp for the math and the contract; docs/MATH.md §11.3).
+//
+// Two kernels, chunks of C = 64 tokens:
+//   ut_kernel    one block of 4 warps per (chunk, head), all in parallel. Warp w forms rows 16w ..
+//                16w + 15 of K Kᵀ on the tensor cores (only the key blocks at or left of its own),
+//                scales them to A_ij = β_i Γ_ij k_i·k_j below the diagonal and leaves them in shared
+//                memory in fp32; then each thread solves (I + A) x = rhs for one column of [W | Ũ]
+//                (rhs = β_i γ_i K[i, col] or β_i V[i, col]) by forward substitution in blocks of 16
+//                rows (a block in registers, the rows before it from shared memory).
+//                The system is unit lower-triangular with |A_ij| ≤ β_i (unit keys, Γ ≤ 1), so
+//                substitution in fp32 is as accurate as the inputs.
+//   walk_kernel  one block of 4 warps per (head, 32 value columns cb) walks the chunks in order with
+//                S[:, cols] in fp32 accumulators, as the fused chunked linear attention does
+//                (linear_attention_chunked.cu). Per chunk: U = Ũ − W S_p and Q S_p (each warp its 16
+//                rows; U and U·γ_L/γ go to shared memory as bf16), a barrier, then the masked
+//                (Q Kᵀ ⊙ Γ) U for O, and S ← γ_L S + Kᵀ (U·γ_L/γ) (warp w the key rows 16·(MT·w + m)).
+//                The copy of S that enters the products is bf16 in shared memory; the fp32 sum is never
+//                rounded. The next chunk's tiles (Q, K, W, Ũ[:, cols], g) load by cp.async while this
+//                one is used.
+// No atomics: the same bits run to run.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "common/cuda_check.hpp"
+#include "ops/bf16_tiles.cuh"
+#include "ops/chunk_mma.cuh"
+#include "ttt/ttt_mma.cuh"
+#include "tttlab/kernels/delta_rule_chunked.hpp"
+
+namespace tttlab::kernels {
+namespace {
+
+using detail::cp_async16;
+using detail::cp_async_commit;
+using detail::cp_async_wait;
+using detail::mma_bf16;
+using detail::pack_bf16;
+using detail::unpack_bf16;
+using namespace detail::bf16_tiles;
+using namespace detail::chunk_mma;
+
+constexpr int kChunk = 64;    // C
+constexpr int kThreads = 128;  // 4 warps, 16 rows of the chunk each
+// Value columns of the state one walk block owns. 16 (twice the blocks, each reading the same Q, K
+// and W tiles) measured the same as 32 at T = 2048 and 8192 on an H200 (docs/KERNELS.md).
+constexpr int kCols = 32;
+constexpr int kStages = 2;     // cp.async stages of the walk kernel
+constexpr int kLA = kChunk + 4;  // row stride of the fp32 A tile (16-byte rows for float4 reads)
+
+struct DeltaParams {
+  const std::uint16_t *Q, *K, *V;
+  const float *beta, *log_alpha;
+  std::uint16_t* O;
+  std::uint16_t *W, *U;  // workspace: W and Ũ, [R, H·d] bf16
+  float* G;              // workspace: g, [B·H, NC·64]
+  int H, T, NC;
+};
+
+__device__ __forceinline__ float bf16_value(std::uint16_t b) {
+  return __uint_as_float(std::uint32_t(b) << 16);
+}
+
+// ---- ut kernel ------------------------------------------------------------------------------------
+template <int D>
+constexpr std::size_t ut_smem_bytes() {
+  return std::size_t(2) * kChunk * (D + 8) * sizeof(std::uint16_t) +
+         (std::size_t(kChunk) * kLA + 2 * kChunk + std::size_t(kChunk) * 2 * D) * sizeof(float);
+}
+
+template <int D, bool GATED>
+__global__ void __launch_bounds__(kThreads) ut_kernel(DeltaParams p) {
+  constexpr int LD = D + 8, KS = D / 16, NS = kChunk / 8;
+  extern __shared__ __align__(16) std::uint16_t smem[];
+  std::uint16_t* Ks = smem;                             // [64][LD]
+  std::uint16_t* Vs = Ks + kChunk * LD;                 // [64][LD]
+  constexpr int kXS = 2 * D;                             // row stride of Xs
+  float* At = reinterpret_cast<float*>(Vs + kChunk * LD);  // [64][kLA]: At[j][i] = A_ij
+  float* gs = At + kChunk * kLA;                        // [64] g_i
+  float* bs = gs + kChunk;                              // [64] β_i
+  float* Xs = bs + kChunk;                              // [64][2D]: the solved [W | Ũ] in fp32
+  const int c = int(blockIdx.x), bh = int(blockIdx.y), n = bh / p.H, h = bh % p.H;
+  const long ld = long(p.H) * D;
+  const long base = long(n) * p.T * ld + long(h) * D;
+  const int c0 = c * kChunk;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  load_rows<kChunk, D, kThreads>(Ks, p.K + base, c0, p.T, ld);
+  load_rows<kChunk, D, kThreads>(Vs, p.V + base, c0, p.T, ld);
+  cp_async_commit();
+  if (warp == 0) {
+    // β and the inclusive prefix sum g of log α over the chunk, two tokens a lane; rows past T have
+    // β = 0 and log α = 0 (they write nothing and leave g at the last token's value).
+    float b2[2], la[2];
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int row = c0 + 2 * lane + e;
+      const bool ok = row < p.T;
+      const long gi = (long(n) * p.T + row) * p.H + h;
+      b2[e] = ok ? p.beta[gi] : 0.f;
+      la[e] = (GATED && ok) ? p.log_alpha[gi] : 0.f;
+    }
+    const float pair = la[0] + la[1];
+    float incl = pair;
+#pragma unroll
+    for (int off = 1; off < 32; off *= 2) {
+      const float y = __shfl_up_sync(0xffffffffu, incl, off);
+      if (lane >= off) incl += y;
+    }
+    const float g0 = incl - pair + la[0], g1 = incl;
+    gs[2 * lane] = g0;
+    gs[2 * lane + 1] = g1;
+    bs[2 * lane] = b2[0];
+    bs[2 * lane + 1] = b2[1];
+    if (GATED) {
+      float* gout = p.G + long(bh) * p.NC * kChunk + c0;
+      gout[2 * lane] = g0;
+      gout[2 * lane + 1] = g1;
+    }
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+
+  // A: rows 16·warp + (g, g + 8), the key blocks 0 .. warp (the rest of the row is never read).
+  float s[NS][4];
+  zero(s);
+  mma_abt<LD, KS, NS>(s, Ks, 16 * warp, Ks, lane, 0, warp);
+#pragma unroll
+  for (int u = 0; u < NS; ++u)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int row = 16 * warp + g + 8 * (e >> 1), col = 8 * u + 2 * t + (e & 1);
+      float a = 0.f;
+      if (col < row) {
+        a = bs[row] * s[u][e];
+        if (GATED) a *= __expf(gs[row] - gs[col]);
+      }
+      if (u / 2 <= warp) At[col * kLA + row] = a;
+    }
+  __syncthreads();
+
+  // Forward substitution, a column of [W | Ũ] per thread, x_i = rhs_i − Σ_{j<i} A_ij x_j, in four
+  // blocks of 16 rows: the rows of earlier blocks come back from Xs (this thread's own column, so no
+  // barrier), a block's own rows stay in registers.
+  for (int col = threadIdx.x; col < 2 * D; col += kThreads) {
+    const bool is_w = col < D;
+    const int cc = is_w ? col : col - D;
+    const std::uint16_t* src = is_w ? Ks : Vs;
+    std::uint16_t* dst = (is_w ? p.W : p.U) + base + cc;
+#pragma unroll 1
+    for (int blk = 0; blk < kChunk / 16; ++blk) {
+      const int i0 = 16 * blk;
+      float r[16];
+#pragma unroll
+      for (int ii = 0; ii < 16; ++ii) {
+        const int i = i0 + ii;
+        r[ii] = bs[i] * bf16_value(src[i * LD + cc]);
+        if (GATED && is_w) r[ii] *= __expf(gs[i]);
+      }
+#pragma unroll 4
+      for (int j = 0; j < i0; ++j) {
+        const float xj = Xs[j * kXS + col];
+        const float4* aj = reinterpret_cast<const float4*>(At + j * kLA + i0);
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const float4 a = aj[q];
+          r[4 * q] = fmaf(-a.x, xj, r[4 * q]);
+          r[4 * q + 1] = fmaf(-a.y, xj, r[4 * q + 1]);
+          r[4 * q + 2] = fmaf(-a.z, xj, r[4 * q + 2]);
+          r[4 * q + 3] = fmaf(-a.w, xj, r[4 * q + 3]);
+        }
+      }
+#pragma unroll
+      for (int ii = 1; ii < 16; ++ii)
+#pragma unroll
+        for (int jj = 0; jj < ii; ++jj) r[ii] = fmaf(-At[(i0 + jj) * kLA + i0 + ii], r[jj], r[ii]);
+#pragma unroll
+      for (int ii = 0; ii < 16; ++ii) {
+        Xs[(i0 + ii) * kXS + col] = r[ii];
+        const __nv_bfloat16 v = __float2bfloat16_rn(r[ii]);
+        if (c0 + i0 + ii < p.T)
+          dst[long(c0 + i0 + ii) * ld] = *reinterpret_cast<const std::uint16_t*>(&v);
+      }
+    }
+  }
+}
+
+// ---- walk kernel ----------------------------------------------------------------------------------
+template <int D, int COLS>
+__host__ __device__ constexpr int walk_tile_elems() {  // one stage: Q, K, W [64][D + 8], Ũ[:, cols] [64][40], g [64] fp32
+  return kChunk * (3 * (D + 8) + COLS + 8) + 2 * kChunk;
+}
+template <int D, int COLS>
+constexpr std::size_t walk_smem_bytes() {
+  return (std::size_t(kStages) * walk_tile_elems<D, COLS>() +
+          (std::size_t(D) + 2 * kChunk) * (COLS + 8)) *
+         sizeof(std::uint16_t);
+}
+
+template <int D, bool GATED, int COLS>
+__global__ void __launch_bounds__(kThreads) walk_kernel(DeltaParams p) {
+  static_assert(D % 64 == 0, "the walk needs D / 16 to be a multiple of the 4 warps");
+  constexpr int LD = D + 8, LV = COLS + 8, KS = D / 16, NV = COLS / 8, MT = D / 64;
+  constexpr int kTile = walk_tile_elems<D, COLS>();
+  extern __shared__ __align__(16) std::uint16_t smem[];
+  std::uint16_t* Ss = smem + kStages * kTile;  // [D][LV]: S_p[:, cols] as bf16
+  std::uint16_t* Us = Ss + D * LV;             // [64][LV]: U
+  std::uint16_t* Uw = Us + kChunk * LV;        // [64][LV]: U · γ_L / γ (the state's write)
+  const int cb = int(blockIdx.x), bh = int(blockIdx.y), n = bh / p.H, h = bh % p.H;
+  const long ld = long(p.H) * D;
+  const long base = long(n) * p.T * ld + long(h) * D;
+  const int v0 = cb * COLS;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  auto load = [&](int c, int b) {
+    std::uint16_t* st = smem + b * kTile;
+    load_rows<kChunk, D, kThreads>(st, p.Q + base, c * kChunk, p.T, ld);
+    load_rows<kChunk, D, kThreads>(st + kChunk * LD, p.K + base, c * kChunk, p.T, ld);
+    load_rows<kChunk, D, kThreads>(st + 2 * kChunk * LD, p.W + base, c * kChunk, p.T, ld);
+    load_rows<kChunk, COLS, kThreads>(st + 3 * kChunk * LD, p.U + base + v0, c * kChunk, p.T, ld);
+    if (GATED && threadIdx.x < kChunk / 4)
+      cp_async16(st + 3 * kChunk * LD + kChunk * LV + 8 * threadIdx.x,
+                 p.G + long(bh) * p.NC * kChunk + c * kChunk + 4 * threadIdx.x, 16);
+  };
+#pragma unroll
+  for (int i = 0; i < kStages - 1; ++i) {
+    if (i < p.NC) load(i, i);
+    cp_async_commit();
+  }
+  float st[MT][NV][4];  // the running state, key rows 16·(MT·warp + m) .., columns v0 ..
+#pragma unroll
+  for (int m = 0; m < MT; ++m) zero(st[m]);
+  for (int c = 0; c < p.NC; ++c) {
+    const int b = c % kStages;
+    cp_async_wait<kStages - 2>();  // chunk c's group has landed
+    __syncthreads();  // every warp is done with chunk c − 1 (its buffers, U, the state copy) and
+                      // chunk c's state copy is written
+    if (c + kStages - 1 < p.NC) load(c + kStages - 1, (c + kStages - 1) % kStages);
+    cp_async_commit();
+    const std::uint16_t* Qs = smem + b * kTile;
+    const std::uint16_t* Ks = Qs + kChunk * LD;
+    const std::uint16_t* Ws = Ks + kChunk * LD;
+    const std::uint16_t* Ut = Ws + kChunk * LD;  // Ũ[:, cols]
+    const float* gs = reinterpret_cast<const float*>(Ut + kChunk * LV);
+    const float gL = GATED ? gs[kChunk - 1] : 0.f;
+
+    // U = Ũ − W S_p and diag(γ) Q S_p on this warp's rows.
+    float u[NV][4], o[NV][4];
+    zero(u);
+    zero(o);
+    if (c > 0) {
+      mma_ab_strided<LD, LV, KS, NV>(u, Ws, 16 * warp, Ss, lane);
+      mma_ab_strided<LD, LV, KS, NV>(o, Qs, 16 * warp, Ss, lane);
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = 16 * warp + g + 8 * r;
+      const float gi = GATED ? gs[row] : 0.f;
+      const float gamma = GATED ? __expf(gi) : 1.f, to_end = GATED ? __expf(gL - gi) : 1.f;
+#pragma unroll
+      for (int uu = 0; uu < NV; ++uu) {
+        const int col = 8 * uu + 2 * t;
+        const float2 ut = unpack_bf16(*reinterpret_cast<const std::uint32_t*>(Ut + row * LV + col));
+        const float a0 = ut.x - u[uu][2 * r], a1 = ut.y - u[uu][2 * r + 1];
+        *reinterpret_cast<std::uint32_t*>(Us + row * LV + col) = pack_bf16(a0, a1);
+        if (GATED) {
+          *reinterpret_cast<std::uint32_t*>(Uw + row * LV + col) =
+              pack_bf16(a0 * to_end, a1 * to_end);
+          o[uu][2 * r] *= gamma;
+          o[uu][2 * r + 1] *= gamma;
+        }
+      }
+    }
+    __syncthreads();  // every row of U is written
+
+    // O = diag(γ) Q S_p + ((Q Kᵀ) ⊙ Γ, j ≤ i) U; warp w's rows see the key blocks 0 .. w.
+    float s[kChunk / 8][4];
+    zero(s);
+    mma_abt<LD, KS, kChunk / 8>(s, Qs, 16 * warp, Ks, lane, 0, warp);
+#pragma unroll
+    for (int uu = 0; uu < kChunk / 8; ++uu)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int col = 8 * uu + 2 * t + (e & 1), row = 16 * warp + g + 8 * (e >> 1);
+        if (col > row)
+          s[uu][e] = 0.f;
+        else if (GATED)
+          s[uu][e] *= __expf(gs[row] - gs[col]);
+      }
+    mma_p_y<LV, NV>(o, s, Us, lane, 0, warp);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = c * kChunk + 16 * warp + g + 8 * r;
+      if (row >= p.T) continue;
+      std::uint16_t* out = p.O + base + long(row) * ld + v0;
+#pragma unroll
+      for (int uu = 0; uu < NV; ++uu)
+        *reinterpret_cast<std::uint32_t*>(out + 8 * uu + 2 * t) =
+            pack_bf16(o[uu][2 * r], o[uu][2 * r + 1]);
+    }
+    if (c + 1 == p.NC) break;
+
+    // S ← γ_L S + Kᵀ (U · γ_L/γ). The copy S_p in Ss was last read before the barrier above, so it
+    // is overwritten in place; the next chunk reads it after its own first barrier.
+    const std::uint16_t* Uin = GATED ? Uw : Us;
+    const float decay = GATED ? __expf(gL) : 1.f;
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+      const int m0 = 16 * (MT * warp + m);
+      if (GATED)
+#pragma unroll
+        for (int uu = 0; uu < NV; ++uu)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) st[m][uu][e] *= decay;
+#pragma unroll
+      for (int ks = 0; ks < kChunk / 16; ++ks) {
+        std::uint32_t a[4];
+        load_a_trans<LD>(a, Ks, m0, ks, lane);
+#pragma unroll
+        for (int np = 0; np < NV / 2; ++np) {
+          std::uint32_t bb[4];
+          load_b_cols<LV>(bb, Uin, np, ks, lane);
+          mma_bf16(st[m][2 * np], a, bb[0], bb[1]);
+          mma_bf16(st[m][2 * np + 1], a, bb[2], bb[3]);
+        }
+      }
+#pragma unroll
+      for (int uu = 0; uu < NV; ++uu)
+#pragma unroll
+        for (int r = 0; r < 2; ++r)
+          *reinterpret_cast<std::uint32_t*>(Ss + (m0 + g + 8 * r) * LV + 8 * uu + 2 * t) =
+              pack_bf16(st[m][uu][2 * r], st[m][uu][2 * r + 1]);
+    }
+  }
+  cp_async_wait<0>();
+}
+
+// ---- host side ------------------------------------------------------------------------------------
+
+void require(bool ok, const std::string& msg) {
+  if (!ok) throw std::invalid_argument(msg);
+}
+
+int chunks(const AttentionDims& d) { return (d.seq_len + kChunk - 1) / kChunk; }
+std::size_t elems(const AttentionDims& d) {
+  return std::size_t(d.batch) * d.seq_len * d.heads * d.head_dim;
+}
+std::size_t gate_elems(const AttentionDims& d) {
+  return std::size_t(d.batch) * d.seq_len * d.heads;
+}
+std::size_t g_bytes(const AttentionDims& d) {
+  return std::size_t(d.batch) * d.heads * chunks(d) * kChunk * sizeof(float);
+}
+
+void check_dims(const char* fn, const AttentionDims& d) {
+  const std::string f(fn);
+  require(d.batch >= 1 && d.heads >= 1 && d.seq_len >= 1,
+          f + ": batch, heads and seq_len must be >= 1 (got B=" + std::to_string(d.batch) +
+              " H=" + std::to_string(d.heads) + " T=" + std::to_string(d.seq_len) + ")");
+  require(chunked_delta_rule_supported(d),
+          f + ": head_dim must be 64 or 128 (got " + std::to_string(d.head_dim) + ")");
+  require(double(d.batch) * d.seq_len * d.heads * d.head_dim < 9.0e18 && d.seq_len <= (1 << 30),
+          f + ": tensors too large");
+  require(double(d.batch) * d.heads <= 65535.0, f + ": batch·heads must be <= 65535 (grid limit)");
+}
+
+struct Range {
+  const void* p;
+  std::size_t bytes;
+  const char* name;
+};
+
+void check_ranges(const char* fn, const Range* ins, int nin, const Range* outs, int nout) {
+  const auto overlap = [](const Range& a, const Range& b) {
+    const auto pa = reinterpret_cast<std::uintptr_t>(a.p),
+               pb = reinterpret_cast<std::uintptr_t>(b.p);
+    return pa < pb + b.bytes && pb < pa + a.bytes;
+  };
+  for (int i = 0; i < nin + nout; ++i) {
+    const Range& r = i < nin ? ins[i] : outs[i - nin];
+    if (!r.p) throw std::invalid_argument(std::string(fn) + ": " + r.name + " is null");
+    require(reinterpret_cast<std::uintptr_t>(r.p) % 16 == 0,
+            std::string(fn) + ": " + r.name + " must be 16-byte aligned (cudaMalloc gives 256)");
+  }
+  for (int i = 0; i < nout; ++i) {
+    for (int j = 0; j < nin; ++j)
+      if (overlap(outs[i], ins[j]))
+        throw std::invalid_argument(std::string(fn) + ": " + outs[i].name + " overlaps " +
+                                    ins[j].name);
+    for (int j = i + 1; j < nout; ++j)
+      if (overlap(outs[i], outs[j]))
+        throw std::invalid_argument(std::string(fn) + ": " + outs[i].name + " overlaps " +
+                                    outs[j].name);
+  }
+}
+
+template <class Kernel>
+void launch(Kernel kernel, dim3 grid, std::size_t smem, cudaStream_t st, const DeltaParams& p) {
+  TTTLAB_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  kernel<<<grid, kThreads, smem, st>>>(p);
+  TTTLAB_CUDA_CHECK(cudaGetLastError());
+}
+
+template <int D, bool GATED>
+void forward_launch(const DeltaParams& p, int bh, cudaStream_t st) {
+  launch(ut_kernel<D, GATED>, dim3(p.NC, bh), ut_smem_bytes<D>(), st, p);
+  launch(walk_kernel<D, GATED, kCols>, dim3(D / kCols, bh), walk_smem_bytes<D, kCols>(), st, p);
+}
+
+}  // namespace
+
+bool chunked_delta_rule_supported(const AttentionDims& d) {
+  return d.head_dim == 64 || d.head_dim == 128;
+}
+
+std::size_t chunked_delta_rule_forward_workspace_bytes(const AttentionDims& dims) {
+  check_dims("chunked_delta_rule_forward_workspace_bytes", dims);
+  return 2 * elems(dims) * sizeof(std::uint16_t) + g_bytes(dims);
+}
+
+void chunked_delta_rule_forward(const ChunkedDeltaRuleForwardArgs& a) {
+  const char* fn = "chunked_delta_rule_forward";
+  check_dims(fn, a.dims);
+  const std::size_t nb = elems(a.dims) * sizeof(std::uint16_t),
+                    gb = gate_elems(a.dims) * sizeof(float),
+                    wsb = chunked_delta_rule_forward_workspace_bytes(a.dims);
+  require(a.workspace_bytes >= wsb, std::string(fn) + ": workspace has " +
+                                        std::to_string(a.workspace_bytes) + " bytes, needs " +
+                                        std::to_string(wsb) +
+                                        " (chunked_delta_rule_forward_workspace_bytes)");
+  const bool gated = a.log_alpha != nullptr;
+  // log_alpha is optional: a null one is the DeltaNet, not a missing input, so it is checked only
+  // when given.
+  const Range ins[] = {{a.Q, nb, "Q"},       {a.K, nb, "K"}, {a.V, nb, "V"}, {a.beta, gb, "beta"},
+                       {gated ? a.log_alpha : a.beta, gb, gated ? "log_alpha" : "beta"}};
+  const Range outs[] = {{a.O, nb, "O"}, {a.workspace, wsb, "workspace"}};
+  check_ranges(fn, ins, 5, outs, 2);
+  DeltaParams p{};
+  p.Q = a.Q;
+  p.K = a.K;
+  p.V = a.V;
+  p.beta = a.beta;
+  p.log_alpha = a.log_alpha;
+  p.O = a.O;
+  p.W = static_cast<std::uint16_t*>(a.workspace);
+  p.U = p.W + elems(a.dims);
+  p.G = reinterpret_cast<float*>(p.U + elems(a.dims));
+  p.H = a.dims.heads;
+  p.T = a.dims.seq_len;
+  p.NC = chunks(a.dims);
+  const int bh = a.dims.batch * a.dims.heads;
+  const cudaStream_t st = a.stream;
+  if (a.dims.head_dim == 64) {
+    gated ? forward_launch<64, true>(p, bh, st) : forward_launch<64, false>(p, bh, st);
+  } else {
+    gated ? forward_launch<128, true>(p, bh, st) : forward_launch<128, false>(p, bh, st);
+  }
+}
+
+}  // namespace tttlab::kernels
