@@ -32,6 +32,8 @@ namespace tttlab::kernels::test {
 namespace {
 
 constexpr double kTolO = 2e-2;
+// The backward rounds more intermediates (above, and in delta_rule_chunked.hpp): 3e-2 of max|ref|.
+constexpr double kTolGrad = 3e-2;
 
 struct DeltaCase {
   int B, H, T, d;
@@ -165,6 +167,118 @@ TEST(ChunkedDeltaRule, IsDeterministic) {
   for (const bool gated : {false, true}) EXPECT_EQ(gpu_output(in, gated), gpu_output(in, gated));
 }
 
+// The backward (DeltaNet, d = 64) against matrix_rule_backward in fp64 with S_0 = 0 and no gradient at
+// S_T, dO ~ N(0, 1) rounded to bf16. Every gradient is poisoned with NaN first.
+struct DeltaGrads {
+  std::vector<float> dq, dk, dv, dbeta;
+};
+struct DeltaGradsRef {
+  std::vector<double> dq, dk, dv, dbeta;
+};
+
+DeltaGradsRef cpu_grads(const DeltaInputs& in, const std::vector<float>& dO) {
+  const DeltaCase& c = in.c;
+  const int HD = c.H * c.d;
+  DeltaGradsRef r;
+  r.dq.assign(std::size_t(c.B) * c.T * HD, 0.0);
+  r.dk = r.dv = r.dq;
+  r.dbeta.assign(std::size_t(c.B) * c.T * c.H, 0.0);
+  for (int n = 0; n < c.B; ++n)
+    for (int h = 0; h < c.H; ++h) {
+      Mat<double> q(c.T, c.d), k(c.T, c.d), v(c.T, c.d), go(c.T, c.d);
+      Vec<double> beta(c.T);
+      for (int t = 0; t < c.T; ++t) {
+        const std::size_t row = std::size_t(n) * c.T + t;
+        for (int i = 0; i < c.d; ++i) {
+          const std::size_t at = row * HD + std::size_t(h) * c.d + i;
+          q(t, i) = in.q[at];
+          k(t, i) = in.k[at];
+          v(t, i) = in.v[at];
+          go(t, i) = dO[at];
+        }
+        beta(t) = in.beta[row * c.H + h];
+      }
+      const Mat<double> zero = Mat<double>::Zero(c.d, c.d);
+      const MatrixRuleGrads<double> g = matrix_rule_backward<double>(
+          MatrixRule::DeltaNet, q, k, v, beta, Vec<double>(), zero, go, zero);
+      for (int t = 0; t < c.T; ++t) {
+        const std::size_t row = std::size_t(n) * c.T + t;
+        for (int i = 0; i < c.d; ++i) {
+          const std::size_t at = row * HD + std::size_t(h) * c.d + i;
+          r.dq[at] = g.dq(t, i);
+          r.dk[at] = g.dk(t, i);
+          r.dv[at] = g.dv(t, i);
+        }
+        r.dbeta[row * c.H + h] = g.dbeta(t);
+      }
+    }
+  return r;
+}
+
+DeltaGrads gpu_grads(const DeltaInputs& in, const std::vector<std::uint16_t>& dO16) {
+  const DeltaCase& c = in.c;
+  const AttentionDims dims{c.B, c.H, c.T, c.d};
+  const std::size_t n = in.q16.size();
+  DeviceBuffer16 q(in.q16), k(in.k16), v(in.v16), go(dO16);
+  DeviceBuffer beta(in.beta), dq(n), dk(n), dv(n), dbeta(in.beta.size());
+  const std::size_t wsb = chunked_delta_rule_backward_workspace_bytes(dims);
+  DeviceBuffer ws((wsb + sizeof(float) - 1) / sizeof(float));
+  for (DeviceBuffer* b : {&dq, &dk, &dv, &dbeta, &ws}) b->poison();
+  ChunkedDeltaRuleBackwardArgs a;
+  a.dims = dims;
+  a.Q = q.get();
+  a.K = k.get();
+  a.V = v.get();
+  a.beta = beta.get();
+  a.dO = go.get();
+  a.dQ = dq.get();
+  a.dK = dk.get();
+  a.dV = dv.get();
+  a.dbeta = dbeta.get();
+  a.workspace = ws.get();
+  a.workspace_bytes = wsb;
+  chunked_delta_rule_backward(a);
+  return {dq.download(), dk.download(), dv.download(), dbeta.download()};
+}
+
+TEST(ChunkedDeltaRule, BackwardMatchesTheCpuBackwardOnBf16Inputs) {
+  TTTLAB_SEEDED_GPU_TEST();
+  std::printf("[ INFO     ] seed %llu; error = max|gpu - cpu| / max|cpu|, bound %.0e\n",
+              (unsigned long long)seed, kTolGrad);
+  double worst = 0;
+  for (const DeltaCase& c : delta_cases()) {
+    if (c.d != 64) continue;
+    SCOPED_TRACE(describe(c, false));
+    const DeltaInputs in = make_inputs(c, rng);
+    std::vector<std::uint16_t> dO16;
+    const std::vector<float> dO = rounded_to_bf16(randn_vec(in.q.size(), rng, 1.0), dO16);
+    const DeltaGradsRef ref = cpu_grads(in, dO);
+    const DeltaGrads got = gpu_grads(in, dO16);
+    const ErrorStat eq = compare(got.dq, ref.dq, 1e-6), ek = compare(got.dk, ref.dk, 1e-6),
+                    ev = compare(got.dv, ref.dv, 1e-6), eb = compare(got.dbeta, ref.dbeta, 1e-6);
+    EXPECT_TRUE(within("dQ", eq, kTolGrad, got.dq, ref.dq));
+    EXPECT_TRUE(within("dK", ek, kTolGrad, got.dk, ref.dk));
+    EXPECT_TRUE(within("dV", ev, kTolGrad, got.dv, ref.dv));
+    EXPECT_TRUE(within("dbeta", eb, kTolGrad, got.dbeta, ref.dbeta));
+    worst = std::max({worst, eq.rel, ek.rel, ev.rel, eb.rel});
+    std::printf("[ INFO     ] %-34s dQ %.2e dK %.2e dV %.2e dbeta %.2e\n",
+                describe(c, false).c_str(), eq.rel, ek.rel, ev.rel, eb.rel);
+  }
+  std::printf("[ INFO     ] DeltaNet backward: worst relative error %.2e\n", worst);
+}
+
+TEST(ChunkedDeltaRule, BackwardIsDeterministic) {
+  TTTLAB_SEEDED_GPU_TEST();
+  const DeltaInputs in = make_inputs({2, 3, 300, 64}, rng);
+  std::vector<std::uint16_t> dO16;
+  rounded_to_bf16(randn_vec(in.q.size(), rng, 1.0), dO16);
+  const DeltaGrads a = gpu_grads(in, dO16), b = gpu_grads(in, dO16);
+  EXPECT_EQ(a.dq, b.dq);
+  EXPECT_EQ(a.dk, b.dk);
+  EXPECT_EQ(a.dv, b.dv);
+  EXPECT_EQ(a.dbeta, b.dbeta);
+}
+
 TEST(ChunkedDeltaRule, ArgumentsAreChecked) {
   TTTLAB_REQUIRE_GPU();
   const AttentionDims dims{2, 2, 70, 64};
@@ -214,6 +328,49 @@ TEST(ChunkedDeltaRule, ArgumentsAreChecked) {
   a = args();
   a.dims.seq_len = 0;
   expect_error(a, "seq_len must be >= 1");
+
+  const std::size_t bws = chunked_delta_rule_backward_workspace_bytes(dims);
+  DeviceBuffer dq(n), dk(n), dv(n), db(gates), bw(bws / 4);
+  auto bargs = [&] {
+    ChunkedDeltaRuleBackwardArgs b;
+    b.dims = dims;
+    b.Q = q.get();
+    b.K = k.get();
+    b.V = v.get();
+    b.beta = beta.get();
+    b.dO = o.get();
+    b.dQ = dq.get();
+    b.dK = dk.get();
+    b.dV = dv.get();
+    b.dbeta = db.get();
+    b.workspace = bw.get();
+    b.workspace_bytes = bws;
+    return b;
+  };
+  EXPECT_NO_THROW(chunked_delta_rule_backward(bargs()));
+  auto expect_bwd_error = [&](ChunkedDeltaRuleBackwardArgs b, const std::string& needle) {
+    try {
+      chunked_delta_rule_backward(b);
+      ADD_FAILURE() << "no error; expected one naming " << needle;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  ChunkedDeltaRuleBackwardArgs b = bargs();
+  b.log_alpha = la.get();
+  expect_bwd_error(b, "log_alpha must be null");
+  b = bargs();
+  b.dims.head_dim = 128;
+  expect_bwd_error(b, "head_dim must be 64");
+  b = bargs();
+  b.dO = nullptr;
+  expect_bwd_error(b, "dO is null");
+  b = bargs();
+  b.dK = b.dQ;
+  expect_bwd_error(b, "dQ overlaps dK");
+  b = bargs();
+  b.workspace_bytes = bws - 16;
+  expect_bwd_error(b, "workspace has");
   TTTLAB_CUDA_CHECK(cudaDeviceSynchronize());
 }
 

@@ -104,4 +104,23 @@ __device__ __forceinline__ void mma_ab_strided(float (&acc)[NN][4], const std::u
   }
 }
 
+// acc[16 × 8·NN] += Xᵀ[rows m0.., 16·KS] · Y: X row-major [16·KS, ≥ m0 + 16] (row stride LX), read
+// transposed by ldmatrix; Y row-major [16·KS, 8·NN] (row stride LY).
+template <int LX, int LY, int KS, int NN>
+__device__ __forceinline__ void mma_atb(float (&acc)[NN][4], const std::uint16_t* X, int m0,
+                                        const std::uint16_t* Y, int lane) {
+#pragma unroll
+  for (int ks = 0; ks < KS; ++ks) {
+    std::uint32_t a[4];
+    load_a_trans<LX>(a, X, m0, ks, lane);
+#pragma unroll
+    for (int np = 0; np < NN / 2; ++np) {
+      std::uint32_t b[4];
+      load_b_cols<LY>(b, Y, np, ks, lane);
+      mma_bf16(acc[2 * np], a, b[0], b[1]);
+      mma_bf16(acc[2 * np + 1], a, b[2], b[3]);
+    }
+  }
+}
+
 }  // namespace tttlab::kernels::detail::chunk_mma

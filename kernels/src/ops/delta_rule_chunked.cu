@@ -58,6 +58,13 @@ struct DeltaParams {
   std::uint16_t* O;
   std::uint16_t *W, *U;  // workspace: W and Ũ, [R, H·d] bf16
   float* G;              // workspace: g, [B·H, NC·64]
+  // The backward's: the ut kernel's N = (I + A)⁻¹ [B·H, NC, 64, 64] (or null: not wanted); the walk's
+  // U [R, H·d] and the states S_p before chunks 1 .. NC − 1 [B·H, NC, d, d] (null: not wanted; O may
+  // then be null too); the reverse walk's dU [R, H·d] and dS after chunks 0 .. NC − 2 [B·H, NC, d, d].
+  std::uint16_t *N, *U_out, *S_out, *dU_out, *dS_out;
+  const std::uint16_t* dO;
+  const std::uint16_t *Ub, *dUb, *Sb, *dSb;  // the same, read by the gradient kernel
+  float *dQ, *dK, *dV, *dbeta;
   int H, T, NC;
 };
 
@@ -67,9 +74,11 @@ __device__ __forceinline__ float bf16_value(std::uint16_t b) {
 
 // ---- ut kernel ------------------------------------------------------------------------------------
 template <int D>
-constexpr std::size_t ut_smem_bytes() {
+constexpr std::size_t ut_smem_bytes(bool with_n) {
   return std::size_t(2) * kChunk * (D + 8) * sizeof(std::uint16_t) +
-         (std::size_t(kChunk) * kLA + 2 * kChunk + std::size_t(kChunk) * 2 * D) * sizeof(float);
+         (std::size_t(kChunk) * kLA + 2 * kChunk +
+          std::size_t(kChunk) * (2 * D + (with_n ? kChunk : 0))) *
+             sizeof(float);
 }
 
 template <int D, bool GATED>
@@ -78,11 +87,11 @@ __global__ void __launch_bounds__(kThreads) ut_kernel(DeltaParams p) {
   extern __shared__ __align__(16) std::uint16_t smem[];
   std::uint16_t* Ks = smem;                             // [64][LD]
   std::uint16_t* Vs = Ks + kChunk * LD;                 // [64][LD]
-  constexpr int kXS = 2 * D;                             // row stride of Xs
+  const int kXS = p.N ? 2 * D + kChunk : 2 * D;          // row stride of Xs
   float* At = reinterpret_cast<float*>(Vs + kChunk * LD);  // [64][kLA]: At[j][i] = A_ij
   float* gs = At + kChunk * kLA;                        // [64] g_i
   float* bs = gs + kChunk;                              // [64] β_i
-  float* Xs = bs + kChunk;                              // [64][2D]: the solved [W | Ũ] in fp32
+  float* Xs = bs + kChunk;                              // [64][2D + 64]: the solved [W | Ũ | N]
   const int c = int(blockIdx.x), bh = int(blockIdx.y), n = bh / p.H, h = bh % p.H;
   const long ld = long(p.H) * D;
   const long base = long(n) * p.T * ld + long(h) * D;
@@ -145,11 +154,12 @@ __global__ void __launch_bounds__(kThreads) ut_kernel(DeltaParams p) {
   // Forward substitution, a column of [W | Ũ] per thread, x_i = rhs_i − Σ_{j<i} A_ij x_j, in four
   // blocks of 16 rows: the rows of earlier blocks come back from Xs (this thread's own column, so no
   // barrier), a block's own rows stay in registers.
-  for (int col = threadIdx.x; col < 2 * D; col += kThreads) {
-    const bool is_w = col < D;
-    const int cc = is_w ? col : col - D;
+  // With p.N (the backward) 64 more columns solve for N = (I + A)⁻¹ itself (rhs = the identity).
+  const int ncols = p.N ? 2 * D + kChunk : 2 * D;
+  for (int col = threadIdx.x; col < ncols; col += kThreads) {
+    const bool is_w = col < D, is_n = col >= 2 * D;
+    const int cc = is_w ? col : is_n ? col - 2 * D : col - D;
     const std::uint16_t* src = is_w ? Ks : Vs;
-    std::uint16_t* dst = (is_w ? p.W : p.U) + base + cc;
 #pragma unroll 1
     for (int blk = 0; blk < kChunk / 16; ++blk) {
       const int i0 = 16 * blk;
@@ -157,7 +167,7 @@ __global__ void __launch_bounds__(kThreads) ut_kernel(DeltaParams p) {
 #pragma unroll
       for (int ii = 0; ii < 16; ++ii) {
         const int i = i0 + ii;
-        r[ii] = bs[i] * bf16_value(src[i * LD + cc]);
+        r[ii] = is_n ? (i == cc ? 1.f : 0.f) : bs[i] * bf16_value(src[i * LD + cc]);
         if (GATED && is_w) r[ii] *= __expf(gs[i]);
       }
 #pragma unroll 4
@@ -181,8 +191,11 @@ __global__ void __launch_bounds__(kThreads) ut_kernel(DeltaParams p) {
       for (int ii = 0; ii < 16; ++ii) {
         Xs[(i0 + ii) * kXS + col] = r[ii];
         const __nv_bfloat16 v = __float2bfloat16_rn(r[ii]);
-        if (c0 + i0 + ii < p.T)
-          dst[long(c0 + i0 + ii) * ld] = *reinterpret_cast<const std::uint16_t*>(&v);
+        const std::uint16_t bits = *reinterpret_cast<const std::uint16_t*>(&v);
+        if (is_n)
+          p.N[(long(bh) * p.NC + c) * kChunk * kChunk + (i0 + ii) * kChunk + cc] = bits;
+        else if (c0 + i0 + ii < p.T)
+          ((is_w ? p.W : p.U) + base + cc)[long(c0 + i0 + ii) * ld] = bits;
       }
     }
   }
@@ -265,6 +278,9 @@ __global__ void __launch_bounds__(kThreads) walk_kernel(DeltaParams p) {
         const float2 ut = unpack_bf16(*reinterpret_cast<const std::uint32_t*>(Ut + row * LV + col));
         const float a0 = ut.x - u[uu][2 * r], a1 = ut.y - u[uu][2 * r + 1];
         *reinterpret_cast<std::uint32_t*>(Us + row * LV + col) = pack_bf16(a0, a1);
+        if (p.U_out && c * kChunk + row < p.T)
+          *reinterpret_cast<std::uint32_t*>(p.U_out + base + long(c * kChunk + row) * ld + v0 + col) =
+              pack_bf16(a0, a1);
         if (GATED) {
           *reinterpret_cast<std::uint32_t*>(Uw + row * LV + col) =
               pack_bf16(a0 * to_end, a1 * to_end);
@@ -276,6 +292,7 @@ __global__ void __launch_bounds__(kThreads) walk_kernel(DeltaParams p) {
     __syncthreads();  // every row of U is written
 
     // O = diag(γ) Q S_p + ((Q Kᵀ) ⊙ Γ, j ≤ i) U; warp w's rows see the key blocks 0 .. w.
+    if (p.O) {
     float s[kChunk / 8][4];
     zero(s);
     mma_abt<LD, KS, kChunk / 8>(s, Qs, 16 * warp, Ks, lane, 0, warp);
@@ -299,6 +316,7 @@ __global__ void __launch_bounds__(kThreads) walk_kernel(DeltaParams p) {
       for (int uu = 0; uu < NV; ++uu)
         *reinterpret_cast<std::uint32_t*>(out + 8 * uu + 2 * t) =
             pack_bf16(o[uu][2 * r], o[uu][2 * r + 1]);
+    }
     }
     if (c + 1 == p.NC) break;
 
@@ -329,12 +347,349 @@ __global__ void __launch_bounds__(kThreads) walk_kernel(DeltaParams p) {
 #pragma unroll
       for (int uu = 0; uu < NV; ++uu)
 #pragma unroll
-        for (int r = 0; r < 2; ++r)
-          *reinterpret_cast<std::uint32_t*>(Ss + (m0 + g + 8 * r) * LV + 8 * uu + 2 * t) =
-              pack_bf16(st[m][uu][2 * r], st[m][uu][2 * r + 1]);
+        for (int r = 0; r < 2; ++r) {
+          const std::uint32_t v = pack_bf16(st[m][uu][2 * r], st[m][uu][2 * r + 1]);
+          *reinterpret_cast<std::uint32_t*>(Ss + (m0 + g + 8 * r) * LV + 8 * uu + 2 * t) = v;
+          if (p.S_out)
+            *reinterpret_cast<std::uint32_t*>(p.S_out + (long(bh) * p.NC + c + 1) * D * D +
+                                              (m0 + g + 8 * r) * D + v0 + 8 * uu + 2 * t) = v;
+        }
     }
   }
   cp_async_wait<0>();
+}
+
+// ---- backward: the reverse walk ---------------------------------------------------------------------
+// DeltaNet only (no decay). One block of 4 warps per (32 value columns cb, head bh) walks the chunks
+// from the last with G = ∂L/∂S (the state after the chunk) in fp32 accumulators, [D, 32] per block.
+// Per chunk, with P = Q Kᵀ masked to j ≤ i (read after the write) and G the gradient of S_next:
+//   dU = Pᵀ dO + K G          (U enters O through P and S_next through Kᵀ U)
+//   G ← Qᵀ dO + G − Wᵀ dU     (the gradient of S_p: O = Q S_p + …, S_next = S_p + …, U = Ũ − W S_p)
+// dU and each G (before the chunk that consumes it) go to the workspace in bf16 for the gradient
+// kernel. G enters K G as a bf16 copy in shared memory, as S does in the forward walk.
+template <int D>
+__host__ __device__ constexpr int rwalk_tile_elems() {  // Q, K, W [64][D + 8], dO[:, cols] [64][40]
+  return kChunk * (3 * (D + 8) + kCols + 8);
+}
+template <int D>
+constexpr std::size_t rwalk_smem_bytes() {
+  return (std::size_t(kStages) * rwalk_tile_elems<D>() + (std::size_t(D) + kChunk) * (kCols + 8)) *
+         sizeof(std::uint16_t);
+}
+
+template <int D>
+__global__ void __launch_bounds__(kThreads) rwalk_kernel(DeltaParams p) {
+  constexpr int LD = D + 8, LV = kCols + 8, NV = kCols / 8, MT = D / 64, last = kChunk / 16 - 1;
+  constexpr int kTile = rwalk_tile_elems<D>();
+  extern __shared__ __align__(16) std::uint16_t smem[];
+  std::uint16_t* Gs = smem + kStages * kTile;  // [D][LV]: G[:, cols] as bf16
+  std::uint16_t* dUs = Gs + D * LV;            // [64][LV]: dU[:, cols]
+  const int cb = int(blockIdx.x), bh = int(blockIdx.y), n = bh / p.H, h = bh % p.H;
+  const long ld = long(p.H) * D;
+  const long base = long(n) * p.T * ld + long(h) * D;
+  const int v0 = cb * kCols;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  auto load = [&](int i, int b) {
+    const int c0 = (p.NC - 1 - i) * kChunk;
+    std::uint16_t* st = smem + b * kTile;
+    load_rows<kChunk, D, kThreads>(st, p.Q + base, c0, p.T, ld);
+    load_rows<kChunk, D, kThreads>(st + kChunk * LD, p.K + base, c0, p.T, ld);
+    load_rows<kChunk, D, kThreads>(st + 2 * kChunk * LD, p.W + base, c0, p.T, ld);
+    load_rows<kChunk, kCols, kThreads>(st + 3 * kChunk * LD, p.dO + base + v0, c0, p.T, ld);
+  };
+#pragma unroll
+  for (int i = 0; i < kStages - 1; ++i) {
+    if (i < p.NC) load(i, i);
+    cp_async_commit();
+  }
+  float gacc[MT][NV][4];
+#pragma unroll
+  for (int m = 0; m < MT; ++m) zero(gacc[m]);
+  for (int i = 0; i < p.NC; ++i) {
+    const int c = p.NC - 1 - i, b = i % kStages;
+    cp_async_wait<kStages - 2>();
+    __syncthreads();
+    if (i + kStages - 1 < p.NC) load(i + kStages - 1, (i + kStages - 1) % kStages);
+    cp_async_commit();
+    const std::uint16_t* Qs = smem + b * kTile;
+    const std::uint16_t* Ks = Qs + kChunk * LD;
+    const std::uint16_t* Ws = Ks + kChunk * LD;
+    const std::uint16_t* dOs = Ws + kChunk * LD;
+
+    // dU on this warp's rows (as keys: the queries at or after them, blocks warp .. last).
+    float du[NV][4], x[kChunk / 8][4];
+    zero(du);
+    zero(x);
+    mma_abt<LD, D / 16, kChunk / 8>(x, Ks, 16 * warp, Qs, lane, warp, last);
+#pragma unroll
+    for (int u = 0; u < kChunk / 8; ++u)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int col = 8 * u + 2 * t + (e & 1), row = 16 * warp + g + 8 * (e >> 1);
+        if (col < row) x[u][e] = 0.f;
+      }
+    mma_p_y<LV, NV>(du, x, dOs, lane, warp, last);
+    if (i > 0) mma_ab_strided<LD, LV, D / 16, NV>(du, Ks, 16 * warp, Gs, lane);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = 16 * warp + g + 8 * r;
+#pragma unroll
+      for (int uu = 0; uu < NV; ++uu) {
+        const std::uint32_t v = pack_bf16(du[uu][2 * r], du[uu][2 * r + 1]);
+        *reinterpret_cast<std::uint32_t*>(dUs + row * LV + 8 * uu + 2 * t) = v;
+        if (c * kChunk + row < p.T)
+          *reinterpret_cast<std::uint32_t*>(p.dU_out + base + long(c * kChunk + row) * ld + v0 +
+                                            8 * uu + 2 * t) = v;
+      }
+    }
+    if (c == 0) break;
+    __syncthreads();  // every row of dU is written; G's copy was last read above
+
+    // G ← G + Qᵀ dO − Wᵀ dU on the key rows 16·(MT·warp + m).
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+      const int m0 = 16 * (MT * warp + m);
+      float wdu[NV][4];
+      zero(wdu);
+      mma_atb<LD, LV, kChunk / 16, NV>(gacc[m], Qs, m0, dOs, lane);
+      mma_atb<LD, LV, kChunk / 16, NV>(wdu, Ws, m0, dUs, lane);
+#pragma unroll
+      for (int uu = 0; uu < NV; ++uu)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          gacc[m][uu][2 * r] -= wdu[uu][2 * r];
+          gacc[m][uu][2 * r + 1] -= wdu[uu][2 * r + 1];
+          const std::uint32_t v = pack_bf16(gacc[m][uu][2 * r], gacc[m][uu][2 * r + 1]);
+          *reinterpret_cast<std::uint32_t*>(Gs + (m0 + g + 8 * r) * LV + 8 * uu + 2 * t) = v;
+          *reinterpret_cast<std::uint32_t*>(p.dS_out + (long(bh) * p.NC + c - 1) * D * D +
+                                            (m0 + g + 8 * r) * D + v0 + 8 * uu + 2 * t) = v;
+        }
+    }
+  }
+  cp_async_wait<0>();
+}
+
+// ---- backward: the gradient kernel ----------------------------------------------------------------
+// DeltaNet only. One block of 4 warps per (chunk, head), all in parallel, from the chunk's tiles, its
+// U and dU (the walks'), S_p (before it; zero for chunk 0), G (the gradient of the state after it;
+// zero for the last chunk) and N = (I + A)⁻¹ (the ut kernel's); T̃ = N diag(β), A = tril(diag(β) K Kᵀ, −1).
+// Warp w owns rows 16w .. 16w + 15 of every [64, ·] result:
+//   dQ  = dO S_pᵀ + (dO Uᵀ ⊙ M) K
+//   dK  = (dO Uᵀ ⊙ M)ᵀ Q + U Gᵀ + T̃ᵀ dW + E K + Eᵀ K
+//   dV  = T̃ᵀ dU,   dW = −dU S_pᵀ
+//   dT̃ = dU Vᵀ + dW Kᵀ,   dN = dT̃ diag(β),   dA = −(Nᵀ dN Nᵀ) below the diagonal,  E = diag(β) dA
+//   dβ_j = Σ_i N_ij dT̃_ij + Σ_{i<j} dA_ji (k_j·k_i)
+// (M keeps j ≤ i.) The intermediates dW, dN, Nᵀ dN and E pass between warps as bf16 tiles in shared
+// memory, one barrier each.
+template <int D>
+constexpr std::size_t grad_smem_bytes() {
+  return (std::size_t(6) * kChunk * (D + 8) + std::size_t(2) * D * (D + 8) +
+          std::size_t(3) * kChunk * (kChunk + 8)) *
+             sizeof(std::uint16_t) +
+         std::size_t(kChunk) * 6 * sizeof(float);
+}
+
+// Rows 16·warp + (g, g + 8) of a [64, ·] fp32 result to global memory (rows < T), scaled per row.
+template <int ND>
+__device__ __forceinline__ void store_rows_f32(float* G, const float (&x)[ND][4], int row0, int T,
+                                               long ld, int lane) {
+  const int g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = row0 + g + 8 * r;
+    if (row >= T) continue;
+    float* dst = G + long(row) * ld;
+#pragma unroll
+    for (int u = 0; u < ND; ++u)
+      *reinterpret_cast<float2*>(dst + 8 * u + 2 * t) = make_float2(x[u][2 * r], x[u][2 * r + 1]);
+  }
+}
+
+// A [16 × 64] C fragment (rows 16·warp ..) to a bf16 tile [64][LDT], each element times f(row, col).
+template <int LDT, class F>
+__device__ __forceinline__ void store_tile_bf16(std::uint16_t* S, const float (&x)[kChunk / 8][4],
+                                                int warp, int lane, F f) {
+  const int g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int u = 0; u < kChunk / 8; ++u)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = 16 * warp + g + 8 * r, col = 8 * u + 2 * t;
+      *reinterpret_cast<std::uint32_t*>(S + row * LDT + col) =
+          pack_bf16(x[u][2 * r] * f(row, col), x[u][2 * r + 1] * f(row, col + 1));
+    }
+}
+
+template <int D>
+__global__ void __launch_bounds__(kThreads) grad_kernel(DeltaParams p) {
+  constexpr int LD = D + 8, LC = kChunk + 8, KS = D / 16, ND = D / 8, NS = kChunk / 8;
+  constexpr int last = kChunk / 16 - 1;
+  extern __shared__ __align__(16) std::uint16_t smem[];
+  std::uint16_t* Qs = smem;
+  std::uint16_t* Ks = Qs + kChunk * LD;
+  std::uint16_t* Vs = Ks + kChunk * LD;
+  std::uint16_t* dOs = Vs + kChunk * LD;
+  std::uint16_t* Us = dOs + kChunk * LD;
+  std::uint16_t* dUs = Us + kChunk * LD;
+  std::uint16_t* Ss = dUs + kChunk * LD;  // [D][LD] S_p
+  std::uint16_t* Gs = Ss + D * LD;        // [D][LD] G
+  std::uint16_t* Ns = Gs + D * LD;        // [64][LC] N
+  std::uint16_t* X1 = Ns + kChunk * LC;   // [64][LC]: dW (LD ≤ LC at D = 64; see below), then Nᵀ dN
+  std::uint16_t* X2 = X1 + kChunk * LC;   // [64][LC]: dN, then E
+  float* bs = reinterpret_cast<float*>(X2 + kChunk * LC);  // [64] β
+  float* colsum = bs + kChunk;                             // [4][64] Σ_i N_ij dT̃_ij per warp
+  float* rowsum = colsum + 4 * kChunk;                     // [64] Σ_j dA_ij k_i·k_j
+  static_assert(D == 64, "the gradient kernel keeps dW in a [64][72] tile");
+  const int c = int(blockIdx.x), bh = int(blockIdx.y), n = bh / p.H, h = bh % p.H;
+  const long ld = long(p.H) * D;
+  const long base = long(n) * p.T * ld + long(h) * D;
+  const int c0 = c * kChunk;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const bool first = c == 0, last_chunk = c == p.NC - 1;
+  load_rows<kChunk, D, kThreads>(Qs, p.Q + base, c0, p.T, ld);
+  load_rows<kChunk, D, kThreads>(Ks, p.K + base, c0, p.T, ld);
+  load_rows<kChunk, D, kThreads>(Vs, p.V + base, c0, p.T, ld);
+  load_rows<kChunk, D, kThreads>(dOs, p.dO + base, c0, p.T, ld);
+  load_rows<kChunk, D, kThreads>(Us, p.Ub + base, c0, p.T, ld);
+  load_rows<kChunk, D, kThreads>(dUs, p.dUb + base, c0, p.T, ld);
+  const long soff = (long(bh) * p.NC + c) * D * D;
+  if (!first) load_rows<D, D, kThreads>(Ss, p.Sb + soff, 0, D, D);
+  if (!last_chunk) load_rows<D, D, kThreads>(Gs, p.dSb + soff, 0, D, D);
+  load_rows<kChunk, kChunk, kThreads>(Ns, p.N + (long(bh) * p.NC + c) * kChunk * kChunk, 0, kChunk,
+                                      kChunk);
+  cp_async_commit();
+  if (threadIdx.x < kChunk) {
+    const int row = c0 + threadIdx.x;
+    bs[threadIdx.x] = row < p.T ? p.beta[(long(n) * p.T + row) * p.H + h] : 0.f;
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+  const int row0 = c0 + 16 * warp;
+
+  // dQ = dO S_pᵀ + (dO Uᵀ ⊙ M) K
+  float acc[ND][4], x[NS][4];
+  zero(acc);
+  zero(x);
+  if (!first) mma_abt<LD, KS, ND>(acc, dOs, 16 * warp, Ss, lane);
+  mma_abt<LD, KS, NS>(x, dOs, 16 * warp, Us, lane, 0, warp);
+#pragma unroll
+  for (int u = 0; u < NS; ++u)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      if (8 * u + 2 * t + (e & 1) > 16 * warp + g + 8 * (e >> 1)) x[u][e] = 0.f;
+  mma_p_y<LD, ND>(acc, x, Ks, lane, 0, warp);
+  store_rows_f32(p.dQ + base, acc, row0, p.T, ld, lane);
+
+  // dK, first terms: (U dOᵀ masked to queries ≥ key) Q + U Gᵀ, kept in dk to the end.
+  float dk[ND][4];
+  zero(dk);
+  zero(x);
+  if (!last_chunk) mma_abt<LD, KS, ND>(dk, Us, 16 * warp, Gs, lane);
+  mma_abt<LD, KS, NS>(x, Us, 16 * warp, dOs, lane, warp, last);
+#pragma unroll
+  for (int u = 0; u < NS; ++u)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      if (8 * u + 2 * t + (e & 1) < 16 * warp + g + 8 * (e >> 1)) x[u][e] = 0.f;
+  mma_p_y<LD, ND>(dk, x, Qs, lane, warp, last);
+
+  // dW = −dU S_pᵀ (zero for the first chunk) to X1.
+  zero(acc);
+  if (!first) mma_abt<LD, KS, ND>(acc, dUs, 16 * warp, Ss, lane);
+  store_tile_bf16<LC>(X1, acc, warp, lane, [](int, int) { return -1.f; });
+  __syncthreads();
+
+  // dV = diag(β) Nᵀ dU; dK += diag(β) Nᵀ dW.
+  zero(acc);
+  mma_atb<LC, LD, kChunk / 16, ND>(acc, Ns, 16 * warp, dUs, lane);
+  {
+    const float b0 = bs[16 * warp + g], b1 = bs[16 * warp + g + 8];
+#pragma unroll
+    for (int u = 0; u < ND; ++u) {
+      acc[u][0] *= b0;
+      acc[u][1] *= b0;
+      acc[u][2] *= b1;
+      acc[u][3] *= b1;
+    }
+    store_rows_f32(p.dV + base, acc, row0, p.T, ld, lane);
+    zero(acc);
+    mma_atb<LC, LC, kChunk / 16, ND>(acc, Ns, 16 * warp, X1, lane);
+#pragma unroll
+    for (int u = 0; u < ND; ++u) {
+      dk[u][0] += b0 * acc[u][0];
+      dk[u][1] += b0 * acc[u][1];
+      dk[u][2] += b1 * acc[u][2];
+      dk[u][3] += b1 * acc[u][3];
+    }
+  }
+
+  // dT̃ = dU Vᵀ + dW Kᵀ (rows i of this warp, all 64 columns j); dβ_j's first term, dN = dT̃ diag(β).
+  zero(x);
+  mma_abt<LD, KS, NS>(x, dUs, 16 * warp, Vs, lane);
+  mma_abt<LC, KS, NS>(x, X1, 16 * warp, Ks, lane);
+#pragma unroll
+  for (int u = 0; u < NS; ++u) {
+    float cs[2];
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int col = 8 * u + 2 * t + e;
+      const int r0 = 16 * warp + g, r1 = r0 + 8;
+      cs[e] = bf16_value(Ns[r0 * LC + col]) * x[u][e] + bf16_value(Ns[r1 * LC + col]) * x[u][2 + e];
+#pragma unroll
+      for (int off = 4; off < 32; off *= 2) cs[e] += __shfl_xor_sync(0xffffffffu, cs[e], off);
+    }
+    if (g == 0) {
+      colsum[warp * kChunk + 8 * u + 2 * t] = cs[0];
+      colsum[warp * kChunk + 8 * u + 2 * t + 1] = cs[1];
+    }
+  }
+  __syncthreads();  // every warp is done reading X1 (dW)
+  store_tile_bf16<LC>(X2, x, warp, lane, [&](int, int col) { return bs[col]; });
+  __syncthreads();
+
+  // Nᵀ dN to X1.
+  zero(x);
+  mma_atb<LC, LC, kChunk / 16, NS>(x, Ns, 16 * warp, X2, lane);
+  __syncthreads();  // every warp is done reading X2 (dN)
+  store_tile_bf16<LC>(X1, x, warp, lane, [](int, int) { return 1.f; });
+  __syncthreads();
+
+  // dA = −(Nᵀ dN) Nᵀ below the diagonal; dβ_i's second term Σ_{j<i} dA_ij k_i·k_j; E = diag(β) dA.
+  zero(x);
+  mma_abt<LC, kChunk / 16, NS>(x, X1, 16 * warp, Ns, lane);
+  float kk[NS][4];
+  zero(kk);
+  mma_abt<LD, KS, NS>(kk, Ks, 16 * warp, Ks, lane, 0, warp);
+  float rs[2] = {0.f, 0.f};
+#pragma unroll
+  for (int u = 0; u < NS; ++u)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int col = 8 * u + 2 * t + (e & 1), row = 16 * warp + g + 8 * (e >> 1);
+      x[u][e] = col < row ? -x[u][e] : 0.f;
+      rs[e >> 1] += x[u][e] * kk[u][e];
+    }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    rs[r] += __shfl_xor_sync(0xffffffffu, rs[r], 1);
+    rs[r] += __shfl_xor_sync(0xffffffffu, rs[r], 2);
+  }
+  if (t == 0) {
+    rowsum[16 * warp + g] = rs[0];
+    rowsum[16 * warp + g + 8] = rs[1];
+  }
+  store_tile_bf16<LC>(X2, x, warp, lane, [&](int row, int) { return bs[row]; });
+  __syncthreads();
+
+  // dK += E K + Eᵀ K, then out; dβ.
+  mma_ab_strided<LC, LD, kChunk / 16, ND>(dk, X2, 16 * warp, Ks, lane);
+  mma_atb<LC, LD, kChunk / 16, ND>(dk, X2, 16 * warp, Ks, lane);
+  store_rows_f32(p.dK + base, dk, row0, p.T, ld, lane);
+  if (threadIdx.x < kChunk && c0 + int(threadIdx.x) < p.T) {
+    const int j = threadIdx.x;
+    p.dbeta[(long(n) * p.T + c0 + j) * p.H + h] =
+        colsum[j] + colsum[kChunk + j] + colsum[2 * kChunk + j] + colsum[3 * kChunk + j] + rowsum[j];
+  }
 }
 
 // ---- host side ------------------------------------------------------------------------------------
@@ -406,8 +761,23 @@ void launch(Kernel kernel, dim3 grid, std::size_t smem, cudaStream_t st, const D
 
 template <int D, bool GATED>
 void forward_launch(const DeltaParams& p, int bh, cudaStream_t st) {
-  launch(ut_kernel<D, GATED>, dim3(p.NC, bh), ut_smem_bytes<D>(), st, p);
+  launch(ut_kernel<D, GATED>, dim3(p.NC, bh), ut_smem_bytes<D>(false), st, p);
   launch(walk_kernel<D, GATED, kCols>, dim3(D / kCols, bh), walk_smem_bytes<D, kCols>(), st, p);
+}
+
+void backward_launch64(const DeltaParams& p, int bh, cudaStream_t st) {
+  launch(ut_kernel<64, false>, dim3(p.NC, bh), ut_smem_bytes<64>(true), st, p);
+  launch(walk_kernel<64, false, kCols>, dim3(64 / kCols, bh), walk_smem_bytes<64, kCols>(), st, p);
+  launch(rwalk_kernel<64>, dim3(64 / kCols, bh), rwalk_smem_bytes<64>(), st, p);
+  launch(grad_kernel<64>, dim3(p.NC, bh), grad_smem_bytes<64>(), st, p);
+}
+
+std::size_t state_bytes(const AttentionDims& d) {
+  return std::size_t(d.batch) * d.heads * chunks(d) * d.head_dim * d.head_dim *
+         sizeof(std::uint16_t);
+}
+std::size_t n_bytes(const AttentionDims& d) {
+  return std::size_t(d.batch) * d.heads * chunks(d) * kChunk * kChunk * sizeof(std::uint16_t);
 }
 
 }  // namespace
@@ -458,6 +828,65 @@ void chunked_delta_rule_forward(const ChunkedDeltaRuleForwardArgs& a) {
   } else {
     gated ? forward_launch<128, true>(p, bh, st) : forward_launch<128, false>(p, bh, st);
   }
+}
+
+bool chunked_delta_rule_backward_supported(const AttentionDims& d) { return d.head_dim == 64; }
+
+std::size_t chunked_delta_rule_backward_workspace_bytes(const AttentionDims& dims) {
+  check_dims("chunked_delta_rule_backward_workspace_bytes", dims);
+  return 4 * elems(dims) * sizeof(std::uint16_t) + 2 * state_bytes(dims) + n_bytes(dims) +
+         g_bytes(dims);
+}
+
+void chunked_delta_rule_backward(const ChunkedDeltaRuleBackwardArgs& a) {
+  const char* fn = "chunked_delta_rule_backward";
+  check_dims(fn, a.dims);
+  require(chunked_delta_rule_backward_supported(a.dims),
+          std::string(fn) + ": head_dim must be 64 (got " + std::to_string(a.dims.head_dim) + ")");
+  require(a.log_alpha == nullptr,
+          std::string(fn) +
+              ": log_alpha must be null: the chunked backward is DeltaNet's (Gated DeltaNet's is "
+              "matrix_rule_backward)");
+  const std::size_t nb = elems(a.dims) * sizeof(std::uint16_t), fb = elems(a.dims) * sizeof(float),
+                    gb = gate_elems(a.dims) * sizeof(float),
+                    wsb = chunked_delta_rule_backward_workspace_bytes(a.dims);
+  require(a.workspace_bytes >= wsb, std::string(fn) + ": workspace has " +
+                                        std::to_string(a.workspace_bytes) + " bytes, needs " +
+                                        std::to_string(wsb) +
+                                        " (chunked_delta_rule_backward_workspace_bytes)");
+  const Range ins[] = {{a.Q, nb, "Q"},       {a.K, nb, "K"},  {a.V, nb, "V"},
+                       {a.beta, gb, "beta"}, {a.dO, nb, "dO"}};
+  const Range outs[] = {{a.dQ, fb, "dQ"},       {a.dK, fb, "dK"},
+                        {a.dV, fb, "dV"},       {a.dbeta, gb, "dbeta"},
+                        {a.workspace, wsb, "workspace"}};
+  check_ranges(fn, ins, 5, outs, 5);
+  DeltaParams p{};
+  p.Q = a.Q;
+  p.K = a.K;
+  p.V = a.V;
+  p.beta = a.beta;
+  p.dO = a.dO;
+  p.dQ = a.dQ;
+  p.dK = a.dK;
+  p.dV = a.dV;
+  p.dbeta = a.dbeta;
+  const std::size_t ne = elems(a.dims), ns = state_bytes(a.dims) / sizeof(std::uint16_t);
+  p.W = static_cast<std::uint16_t*>(a.workspace);
+  p.U = p.W + ne;
+  p.U_out = p.U + ne;
+  p.dU_out = p.U_out + ne;
+  p.S_out = p.dU_out + ne;
+  p.dS_out = p.S_out + ns;
+  p.N = p.dS_out + ns;
+  p.G = reinterpret_cast<float*>(p.N + n_bytes(a.dims) / sizeof(std::uint16_t));
+  p.Ub = p.U_out;
+  p.dUb = p.dU_out;
+  p.Sb = p.S_out;
+  p.dSb = p.dS_out;
+  p.H = a.dims.heads;
+  p.T = a.dims.seq_len;
+  p.NC = chunks(a.dims);
+  backward_launch64(p, a.dims.batch * a.dims.heads, a.stream);
 }
 
 }  // namespace tttlab::kernels
