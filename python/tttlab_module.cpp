@@ -1,7 +1,10 @@
 // python/tttlab_module.cpp — the extension `tttlab._tttlab` (docs/PYTHON.md): a trained model loaded
 // from a checkpoint, scored, inspected and sampled from NumPy, by the functions `tttlab eval`,
 // `tttlab states` and `tttlab generate` call (tttlab/train/text_score.hpp, inspect/hidden_states.hpp,
-// tttlab/model/decoder.hpp), so that the arrays equal the command line's bit for bit.
+// tttlab/model/decoder.hpp), so that the arrays equal the command line's bit for bit; and one head's
+// inner loop (TTT-Linear, the matrix fast-weight rules) on the caller's arrays, forward in both forms
+// and backward by the compute engine's manual backward (tttlab/ttt/inner_backward.hpp,
+// tttlab/fastweight/matrix_rules.hpp).
 //
 // ERRORS. The engine's exceptions pass through with their messages: std::invalid_argument becomes
 // ValueError, other std::exception RuntimeError (pybind11's translation); a checkpoint path that
@@ -24,12 +27,14 @@
 
 #include "inspect/hidden_states.hpp"
 #include "tttlab/data/text_file.hpp"
+#include "tttlab/fastweight/matrix_rules.hpp"
 #include "tttlab/io/limits.hpp"
 #include "tttlab/model/checkpoint.hpp"
 #include "tttlab/model/decoder.hpp"
 #include "tttlab/model/model.hpp"
 #include "tttlab/train/text_score.hpp"
 #include "tttlab/ttt/inner.hpp"
+#include "tttlab/ttt/inner_backward.hpp"
 
 namespace py = pybind11;
 
@@ -92,36 +97,89 @@ std::vector<S> vector(const py::object& o, const char* name, py::ssize_t n) {
   return std::vector<S>(a.data(), a.data() + a.size());
 }
 
+// The checks every array argument passes before its values are read: a real (integer or floating)
+// array, else TypeError naming the argument.
+py::array real_array(const py::object& o, const char* name) {
+  py::array a = py::array::ensure(o);
+  const char kind = a ? a.dtype().kind() : 'O';
+  if (kind != 'f' && kind != 'i' && kind != 'u')
+    throw py::type_error(
+        std::string(name) + " must be an array of real numbers (float32 or float64), got " +
+        (a ? "dtype " + py::str(a.dtype()).cast<std::string>()
+           : py::str(py::type::handle_of(o).attr("__name__")).cast<std::string>()));
+  return a;
+}
+
+// The shape of `o` as an array: ValueError naming `name` unless it has `dims` (a −1 entry: any size).
+void check_shape(const py::object& o, const char* name, std::vector<py::ssize_t> dims) {
+  const py::array a = real_array(o, name);
+  bool ok = a.ndim() == static_cast<py::ssize_t>(dims.size());
+  for (std::size_t i = 0; ok && i < dims.size(); ++i)
+    ok = dims[i] < 0 || a.shape(static_cast<py::ssize_t>(i)) == dims[i];
+  if (ok) return;
+  std::string want;
+  for (std::size_t i = 0; i < dims.size(); ++i)
+    want += (i ? ", " : "") + (dims[i] < 0 ? std::string("any") : std::to_string(dims[i]));
+  std::string got;
+  for (py::ssize_t i = 0; i < a.ndim(); ++i) got += (i ? ", " : "") + std::to_string(a.shape(i));
+  if (dims.size() == 1 && dims[0] >= 0)
+    throw std::invalid_argument(std::string(name) + " must be a 1-D array of length " + want +
+                                ", got shape [" + got + "]");
+  throw std::invalid_argument(std::string(name) + " must be a " + std::to_string(dims.size()) +
+                              "-D array of shape [" + want + "], got shape [" + got + "]");
+}
+
+// The inputs of one TTT-Linear head's inner loop, read from the caller's arrays in precision S.
 template <class S>
-py::dict inner_loop(const py::object& Qo, const py::object& Ko, const py::object& Vo,
-                    const py::object& lam_o, const py::object& W1o, const py::object& b1o,
-                    const py::object& gamma_o, const py::object& beta_o, const py::object& tau_o,
-                    int mini_batch, const std::string& form, bool layer_norm, bool residual) {
-  if (form != "primal" && form != "dual")
-    throw std::invalid_argument("form must be 'primal' or 'dual', got '" + form + "'");
+struct InnerArgs {
+  InnerOptions opt;
+  Mat<S> Q, K, V;
+  Vec<S> lambda;
+  InnerWeights<S> w0;
+  InnerHeadParams<S> p;
+  py::ssize_t T = 0, d = 0;
+};
+
+// Every shape and value is checked before an array is copied; ValueError names the argument.
+template <class S>
+InnerArgs<S> inner_args(const py::object& Qo, const py::object& Ko, const py::object& Vo,
+                        const py::object& lam_o, const py::object& W1o, const py::object& b1o,
+                        const py::object& gamma_o, const py::object& beta_o,
+                        const py::object& tau_o, int mini_batch, bool layer_norm, bool residual) {
   if (mini_batch < 1 || mini_batch > (1 << 20))
     throw std::invalid_argument("mini_batch must be in [1, 1048576], got " +
                                 std::to_string(mini_batch));
-  const Arr<S> q = Arr<S>::ensure(Qo);
-  if (!q || q.ndim() != 2 || q.shape(0) < 1 || q.shape(1) < 1)
+  const py::array q = real_array(Qo, "Q");
+  if (q.ndim() != 2 || q.shape(0) < 1 || q.shape(1) < 1)
     throw std::invalid_argument("Q must be a 2-D array [T, d] with T, d >= 1");
-  const py::ssize_t T = q.shape(0), d = q.shape(1);
-  InnerOptions opt;
-  opt.model = InnerModel::Linear;
-  opt.mini_batch = mini_batch;
-  opt.layer_norm = layer_norm;
-  opt.residual = residual;
-  opt.bias = !b1o.is_none();
-  const Mat<S> Q = matrix<S>(Qo, "Q", T, d), K = matrix<S>(Ko, "K", T, d),
-               V = matrix<S>(Vo, "V", T, d);
+  InnerArgs<S> a;
+  a.T = q.shape(0);
+  a.d = q.shape(1);
+  const py::ssize_t T = a.T, d = a.d;
+  check_shape(Ko, "K", {T, d});
+  check_shape(Vo, "V", {T, d});
+  check_shape(lam_o, "lam", {T});
+  check_shape(W1o, "W1", {d, d});
+  if (!b1o.is_none()) check_shape(b1o, "b1", {d});
+  if (!gamma_o.is_none()) check_shape(gamma_o, "ln_weight", {d});
+  if (!beta_o.is_none()) check_shape(beta_o, "ln_bias", {d});
+  if (!tau_o.is_none()) check_shape(tau_o, "tau", {mini_batch});
+  a.opt.model = InnerModel::Linear;
+  a.opt.mini_batch = mini_batch;
+  a.opt.layer_norm = layer_norm;
+  a.opt.residual = residual;
+  a.opt.bias = !b1o.is_none();
+  a.Q = matrix<S>(Qo, "Q", T, d);
+  a.K = matrix<S>(Ko, "K", T, d);
+  a.V = matrix<S>(Vo, "V", T, d);
   const std::vector<S> lam = vector<S>(lam_o, "lam", T);
-  InnerWeights<S> w0 = InnerWeights<S>::zeros(opt, static_cast<int>(d));
-  w0.W1 = matrix<S>(W1o, "W1", d, d);
-  if (opt.bias) {
+  a.w0 = InnerWeights<S>::zeros(a.opt, static_cast<int>(d));
+  a.w0.W1 = matrix<S>(W1o, "W1", d, d);
+  if (a.opt.bias) {
     const std::vector<S> b = vector<S>(b1o, "b1", d);
-    for (py::ssize_t j = 0; j < d; ++j) w0.b1(j) = b[static_cast<std::size_t>(j)];
+    for (py::ssize_t j = 0; j < d; ++j) a.w0.b1(j) = b[static_cast<std::size_t>(j)];
   }
-  InnerHeadParams<S> p;
+  InnerHeadParams<S>& p = a.p;
   p.ln_weight = RowVec<S>::Ones(d);
   p.ln_bias = RowVec<S>::Zero(d);
   p.tau.resize(mini_batch);
@@ -140,24 +198,38 @@ py::dict inner_loop(const py::object& Qo, const py::object& Ko, const py::object
   }
   for (const S x : lam)
     if (!std::isfinite(double(x))) throw std::invalid_argument("lam must be finite");
-  if (!Q.allFinite() || !K.allFinite() || !V.allFinite() || !w0.W1.allFinite() ||
-      !w0.b1.allFinite() || !p.ln_weight.allFinite() || !p.ln_bias.allFinite() ||
+  if (!a.Q.allFinite() || !a.K.allFinite() || !a.V.allFinite() || !a.w0.W1.allFinite() ||
+      !a.w0.b1.allFinite() || !p.ln_weight.allFinite() || !p.ln_bias.allFinite() ||
       !p.tau.allFinite())
     throw std::invalid_argument("Q, K, V, W1, b1, ln_weight, ln_bias and tau must be finite");
+  a.lambda.resize(T);
+  for (py::ssize_t t = 0; t < T; ++t) a.lambda(t) = lam[static_cast<std::size_t>(t)];
+  return a;
+}
+
+template <class S>
+py::dict inner_loop(const py::object& Qo, const py::object& Ko, const py::object& Vo,
+                    const py::object& lam_o, const py::object& W1o, const py::object& b1o,
+                    const py::object& gamma_o, const py::object& beta_o, const py::object& tau_o,
+                    int mini_batch, const std::string& form, bool layer_norm, bool residual) {
+  if (form != "primal" && form != "dual")
+    throw std::invalid_argument("form must be 'primal' or 'dual', got '" + form + "'");
+  const InnerArgs<S> a = inner_args<S>(Qo, Ko, Vo, lam_o, W1o, b1o, gamma_o, beta_o, tau_o,
+                                       mini_batch, layer_norm, residual);
+  const py::ssize_t T = a.T, d = a.d;
+  const InnerOptions& opt = a.opt;
   check_memory(
       static_cast<std::uint64_t>(T) * static_cast<std::uint64_t>(d * d + d + 3 + 4 * d) * sizeof(S),
       "the inner loop's outputs");
-  Vec<S> lambda(T);
-  for (py::ssize_t t = 0; t < T; ++t) lambda(t) = lam[static_cast<std::size_t>(t)];
   Mat<S> out;
   std::vector<S> W(form == "primal" ? static_cast<std::size_t>(T * d * d) : 0),
       b(form == "primal" ? static_cast<std::size_t>(T * d) : 0);
   std::vector<S> li(form == "primal" ? T : 0), lb(li.size()), la(li.size());
   {
     py::gil_scoped_release nogil;
-    InnerState<S> state = InnerState<S>::start(w0);
+    InnerState<S> state = InnerState<S>::start(a.w0);
     if (form == "dual") {
-      inner_forward_dual<S>(opt, p, Q, K, V, lambda, state, out);
+      inner_forward_dual<S>(opt, a.p, a.Q, a.K, a.V, a.lambda, state, out);
     } else {
       const InnerObserver<S> observer = [&](const InnerStepRecord<S>& r) {
         const auto t = static_cast<std::size_t>(r.token);
@@ -170,7 +242,7 @@ py::dict inner_loop(const py::object& Qo, const py::object& Ko, const py::object
           std::copy(r.w_after->b1.data(), r.w_after->b1.data() + d,
                     b.begin() + static_cast<std::ptrdiff_t>(t * d));
       };
-      inner_forward_primal<S>(opt, p, Q, K, V, lambda, state, out, observer, &w0);
+      inner_forward_primal<S>(opt, a.p, a.Q, a.K, a.V, a.lambda, state, out, observer, &a.w0);
     }
   }
   py::dict r;
@@ -184,6 +256,209 @@ py::dict inner_loop(const py::object& Qo, const py::object& Ko, const py::object
     r["loss_after"] = to_numpy(std::move(la), {T});
   }
   return r;
+}
+
+// An Eigen matrix or vector as a NumPy array of `shape` (one copy).
+template <class E>
+py::array_t<typename E::Scalar> eigen_numpy(const E& m, std::vector<py::ssize_t> shape) {
+  using S = typename E::Scalar;
+  const Mat<S> row_major = m;  // the layout NumPy's C order reads
+  return to_numpy(std::vector<S>(row_major.data(), row_major.data() + row_major.size()),
+                  std::move(shape));
+}
+
+// The gradients of L = Σ dout ⊙ out through the inner loop (tttlab/ttt/inner_backward.hpp, the
+// manual backward the trainer uses; it differentiates the dual form, which is the primal form's
+// function), keyed by the names of the arguments they belong to.
+template <class S>
+py::dict inner_loop_grad(const py::object& Qo, const py::object& Ko, const py::object& Vo,
+                         const py::object& lam_o, const py::object& W1o, const py::object& b1o,
+                         const py::object& dout_o, const py::object& gamma_o,
+                         const py::object& beta_o, const py::object& tau_o, int mini_batch,
+                         bool layer_norm, bool residual) {
+  const InnerArgs<S> a = inner_args<S>(Qo, Ko, Vo, lam_o, W1o, b1o, gamma_o, beta_o, tau_o,
+                                       mini_batch, layer_norm, residual);
+  const py::ssize_t T = a.T, d = a.d;
+  check_shape(dout_o, "dout", {T, d});
+  const Mat<S> dO = matrix<S>(dout_o, "dout", T, d);
+  if (!dO.allFinite()) throw std::invalid_argument("dout must be finite");
+  // The backward keeps the state at the start of every mini-batch, and its own [T, d] gradients.
+  const std::uint64_t mini_batches = static_cast<std::uint64_t>((T + mini_batch - 1) / mini_batch);
+  check_memory((mini_batches * static_cast<std::uint64_t>(d * d + d) +
+                static_cast<std::uint64_t>(T) * static_cast<std::uint64_t>(4 * d + 1)) *
+                   sizeof(S),
+               "the inner loop's backward");
+  InnerGrads<S> g;
+  {
+    py::gil_scoped_release nogil;
+    inner_backward<S>(a.opt, a.p, a.Q, a.K, a.V, a.lambda, a.w0, dO, g);
+  }
+  py::dict r;
+  r["Q"] = eigen_numpy(g.dQ, {T, d});
+  r["K"] = eigen_numpy(g.dK, {T, d});
+  r["V"] = eigen_numpy(g.dV, {T, d});
+  r["lam"] = eigen_numpy(g.dlambda, {T});
+  r["W1"] = eigen_numpy(g.dW0.W1, {d, d});
+  if (a.opt.bias) r["b1"] = eigen_numpy(g.dW0.b1, {d});
+  r["ln_weight"] = eigen_numpy(g.dln_weight, {d});
+  r["ln_bias"] = eigen_numpy(g.dln_bias, {d});
+  r["tau"] = eigen_numpy(g.dtau, {mini_batch});
+  return r;
+}
+
+// ---- The matrix fast-weight rules (tttlab/fastweight/matrix_rules.hpp, docs/MATH.md §11) ------------
+MatrixRule matrix_rule_named(const std::string& name) {
+  for (MatrixRule r : {MatrixRule::LinearAttention, MatrixRule::DecayedHebbian,
+                       MatrixRule::DeltaNet, MatrixRule::GatedDeltaNet})
+    if (name == to_string(r)) return r;
+  throw std::invalid_argument(
+      "rule must be 'linear_attention', 'decayed_hebbian', 'deltanet' or "
+      "'gated_deltanet', got '" +
+      name + "'");
+}
+
+// The inputs of one head's matrix rule, read in precision S.
+template <class S>
+struct RuleArgs {
+  MatrixRule rule{};
+  Mat<S> q, k, v, S0;
+  Vec<S> beta, alpha;  // empty where the rule takes none
+  py::ssize_t T = 0, dk = 0, dv = 0;
+};
+
+template <class S>
+Vec<S> column(const py::object& o, const char* name, py::ssize_t n) {
+  const std::vector<S> x = vector<S>(o, name, n);
+  Vec<S> c(n);
+  for (py::ssize_t t = 0; t < n; ++t) c(t) = x[static_cast<std::size_t>(t)];
+  return c;
+}
+
+template <class S>
+RuleArgs<S> rule_args(const std::string& rule, const py::object& qo, const py::object& ko,
+                      const py::object& vo, const py::object& beta_o, const py::object& alpha_o,
+                      const py::object& S0_o) {
+  RuleArgs<S> a;
+  a.rule = matrix_rule_named(rule);
+  const py::array q = real_array(qo, "q");
+  if (q.ndim() != 2 || q.shape(0) < 1 || q.shape(1) < 1)
+    throw std::invalid_argument("q must be a 2-D array [T, d_k] with T, d_k >= 1");
+  a.T = q.shape(0);
+  a.dk = q.shape(1);
+  check_shape(ko, "k", {a.T, a.dk});
+  const py::array v = real_array(vo, "v");
+  if (v.ndim() != 2 || v.shape(0) != a.T || v.shape(1) < 1)
+    throw std::invalid_argument("v must be a 2-D array [T, d_v] with T = " + std::to_string(a.T) +
+                                " (q's rows) and d_v >= 1");
+  a.dv = v.shape(1);
+  const std::string r = to_string(a.rule);
+  if (uses_beta(a.rule) && beta_o.is_none())
+    throw std::invalid_argument(r + " needs beta [T] (the step size of each token)");
+  if (!uses_beta(a.rule) && !beta_o.is_none())
+    throw std::invalid_argument(r + " takes no beta (its step size is 1)");
+  if (uses_alpha(a.rule) && alpha_o.is_none())
+    throw std::invalid_argument(r + " needs alpha [T] (the decay of each token, in (0, 1])");
+  if (!uses_alpha(a.rule) && !alpha_o.is_none())
+    throw std::invalid_argument(r + " takes no alpha (it does not decay its state)");
+  if (!beta_o.is_none()) check_shape(beta_o, "beta", {a.T});
+  if (!alpha_o.is_none()) check_shape(alpha_o, "alpha", {a.T});
+  if (!S0_o.is_none()) check_shape(S0_o, "S0", {a.dk, a.dv});
+  a.q = matrix<S>(qo, "q", a.T, a.dk);
+  a.k = matrix<S>(ko, "k", a.T, a.dk);
+  a.v = matrix<S>(vo, "v", a.T, a.dv);
+  a.S0 = S0_o.is_none() ? Mat<S>(Mat<S>::Zero(a.dk, a.dv)) : matrix<S>(S0_o, "S0", a.dk, a.dv);
+  if (!beta_o.is_none()) a.beta = column<S>(beta_o, "beta", a.T);
+  if (!alpha_o.is_none()) a.alpha = column<S>(alpha_o, "alpha", a.T);
+  if (!a.q.allFinite() || !a.k.allFinite() || !a.v.allFinite() || !a.S0.allFinite() ||
+      !a.beta.allFinite())
+    throw std::invalid_argument("q, k, v, beta and S0 must be finite");
+  for (py::ssize_t t = 0; t < a.alpha.size(); ++t)
+    if (!(a.alpha(t) > S(0) && a.alpha(t) <= S(1)))  // NaN fails too
+      throw std::invalid_argument("alpha must lie in (0, 1], got " +
+                                  std::to_string(double(a.alpha(t))) + " at token " +
+                                  std::to_string(t));
+  return a;
+}
+
+template <class S>
+py::dict matrix_rule(const std::string& rule, const py::object& qo, const py::object& ko,
+                     const py::object& vo, const py::object& beta_o, const py::object& alpha_o,
+                     const py::object& S0_o, const std::string& form, int chunk) {
+  if (form != "primal" && form != "chunked")
+    throw std::invalid_argument("form must be 'primal' or 'chunked', got '" + form + "'");
+  if (chunk < 1 || chunk > (1 << 16))
+    throw std::invalid_argument("chunk must be in [1, 65536], got " + std::to_string(chunk));
+  const RuleArgs<S> a = rule_args<S>(rule, qo, ko, vo, beta_o, alpha_o, S0_o);
+  const py::ssize_t T = a.T, dk = a.dk, dv = a.dv;
+  const bool primal = form == "primal";
+  check_memory(static_cast<std::uint64_t>(T) *
+                   static_cast<std::uint64_t>((primal ? dk * dv : 0) + 2 * dv + 2) * sizeof(S),
+               "the matrix rule's outputs");
+  std::vector<S> states(primal ? static_cast<std::size_t>(T * dk * dv) : 0);
+  std::vector<S> before(primal ? T : 0), after(before.size());
+  MatrixRuleOutput<S> out;
+  {
+    py::gil_scoped_release nogil;
+    if (primal) {
+      const MatrixRuleObserver<S> observer = [&](const MatrixRuleStep<S>& s) {
+        const auto t = static_cast<std::size_t>(s.token);
+        before[t] = s.loss_before;
+        after[t] = s.loss_after;
+        std::copy(s.state_after->data(), s.state_after->data() + dk * dv,
+                  states.begin() + static_cast<std::ptrdiff_t>(t * dk * dv));
+      };
+      out = matrix_rule_primal<S>(a.rule, a.q, a.k, a.v, a.beta, a.alpha, a.S0, observer);
+    } else {
+      out = matrix_rule_chunked<S>(a.rule, a.q, a.k, a.v, a.beta, a.alpha, a.S0, chunk);
+    }
+  }
+  py::dict r;
+  r["o"] = eigen_numpy(out.o, {T, dv});
+  r["state"] = eigen_numpy(out.state, {dk, dv});
+  if (primal) {
+    r["states"] = to_numpy(std::move(states), {T, dk, dv});
+    r["loss_before"] = to_numpy(std::move(before), {T});
+    r["loss_after"] = to_numpy(std::move(after), {T});
+  }
+  return r;
+}
+
+template <class S>
+py::dict matrix_rule_grad(const std::string& rule, const py::object& qo, const py::object& ko,
+                          const py::object& vo, const py::object& beta_o, const py::object& alpha_o,
+                          const py::object& S0_o, const py::object& dout_o,
+                          const py::object& dstate_o) {
+  const RuleArgs<S> a = rule_args<S>(rule, qo, ko, vo, beta_o, alpha_o, S0_o);
+  const py::ssize_t T = a.T, dk = a.dk, dv = a.dv;
+  check_shape(dout_o, "dout", {T, dv});
+  if (!dstate_o.is_none()) check_shape(dstate_o, "dstate", {dk, dv});
+  const Mat<S> dO = matrix<S>(dout_o, "dout", T, dv);
+  const Mat<S> dST =
+      dstate_o.is_none() ? Mat<S>(Mat<S>::Zero(dk, dv)) : matrix<S>(dstate_o, "dstate", dk, dv);
+  if (!dO.allFinite() || !dST.allFinite())
+    throw std::invalid_argument("dout and dstate must be finite");
+  // The backward keeps the T + 1 states.
+  check_memory(static_cast<std::uint64_t>(T + 1) * static_cast<std::uint64_t>(dk * dv) * sizeof(S),
+               "the matrix rule's backward");
+  MatrixRuleGrads<S> g;
+  {
+    py::gil_scoped_release nogil;
+    g = matrix_rule_backward<S>(a.rule, a.q, a.k, a.v, a.beta, a.alpha, a.S0, dO, dST);
+  }
+  py::dict r;
+  r["q"] = eigen_numpy(g.dq, {T, dk});
+  r["k"] = eigen_numpy(g.dk, {T, dk});
+  r["v"] = eigen_numpy(g.dv, {T, dv});
+  if (uses_beta(a.rule)) r["beta"] = eigen_numpy(g.dbeta, {T});
+  if (uses_alpha(a.rule)) r["alpha"] = eigen_numpy(g.dalpha, {T});
+  r["S0"] = eigen_numpy(g.dS0, {dk, dv});
+  return r;
+}
+
+// float32 when `first` is a float32 array, else float64: the precision of a call.
+bool is_float32(const py::object& first) {
+  const py::array a = py::array::ensure(first);
+  return a && a.dtype().is(py::dtype::of<float>());
 }
 
 // A trained model and where it came from.
@@ -424,14 +699,14 @@ PYBIND11_MODULE(_tttlab, m) {
            "(temperature 0: greedy; top_k 0: all bytes). Returns the prompt followed by the "
            "sampled bytes: bytes for a bytes prompt, str for a str prompt (bytes that are not "
            "UTF-8 become U+FFFD).");
+  using tttlab::python::is_float32;
   m.def(
       "inner_loop",
       [](const py::object& Q, const py::object& K, const py::object& V, const py::object& lam,
          const py::object& W1, const py::object& b1, const py::object& ln_weight,
          const py::object& ln_bias, const py::object& tau, int mini_batch, const std::string& form,
          bool layer_norm, bool residual) {
-        const py::array q = py::array::ensure(Q);
-        if (q && q.dtype().is(py::dtype::of<float>()))
+        if (is_float32(Q))
           return tttlab::python::inner_loop<float>(Q, K, V, lam, W1, b1, ln_weight, ln_bias, tau,
                                                    mini_batch, form, layer_norm, residual);
         return tttlab::python::inner_loop<double>(Q, K, V, lam, W1, b1, ln_weight, ln_bias, tau,
@@ -450,6 +725,70 @@ PYBIND11_MODULE(_tttlab, m) {
       "d] (the state after each token), loss_initial, loss_before, loss_after [T] (the inner loss "
       "of W0, W_{t-1}, W_t on token t); form='dual' (per mini-batch matrix products) returns out "
       "only. Both forms compute the same function.");
+  m.def(
+      "inner_loop_grad",
+      [](const py::object& Q, const py::object& K, const py::object& V, const py::object& lam,
+         const py::object& W1, const py::object& b1, const py::object& dout,
+         const py::object& ln_weight, const py::object& ln_bias, const py::object& tau,
+         int mini_batch, bool layer_norm, bool residual) {
+        if (is_float32(Q))
+          return tttlab::python::inner_loop_grad<float>(Q, K, V, lam, W1, b1, dout, ln_weight,
+                                                        ln_bias, tau, mini_batch, layer_norm,
+                                                        residual);
+        return tttlab::python::inner_loop_grad<double>(
+            Q, K, V, lam, W1, b1, dout, ln_weight, ln_bias, tau, mini_batch, layer_norm, residual);
+      },
+      py::arg("Q"), py::arg("K"), py::arg("V"), py::arg("lam"), py::arg("W1"),
+      py::arg("b1") = py::none(), py::kw_only(), py::arg("dout"), py::arg("ln_weight") = py::none(),
+      py::arg("ln_bias") = py::none(), py::arg("tau") = py::none(), py::arg("mini_batch") = 16,
+      py::arg("layer_norm") = true, py::arg("residual") = true,
+      "The gradients of a scalar loss L through tttlab.inner_loop with the same arguments, given "
+      "dout = dL/d(out) [T, d]: the manual backward the trainer uses (docs/MATH.md §7.3; second "
+      "order, through the inner gradient step). Returns a dict keyed by the argument each gradient "
+      "belongs to: Q, K, V [T, d], lam [T], W1 [d, d], b1 [d] (when b1 is given), ln_weight, "
+      "ln_bias [d], tau [mini_batch]. float32 when Q is float32, else float64.");
+  m.def(
+      "matrix_rule",
+      [](const std::string& rule, const py::object& q, const py::object& k, const py::object& v,
+         const py::object& beta, const py::object& alpha, const py::object& S0,
+         const std::string& form, int chunk) {
+        if (is_float32(q))
+          return tttlab::python::matrix_rule<float>(rule, q, k, v, beta, alpha, S0, form, chunk);
+        return tttlab::python::matrix_rule<double>(rule, q, k, v, beta, alpha, S0, form, chunk);
+      },
+      py::arg("rule"), py::arg("q"), py::arg("k"), py::arg("v"), py::arg("beta") = py::none(),
+      py::arg("alpha") = py::none(), py::arg("S0") = py::none(), py::kw_only(),
+      py::arg("form") = "primal", py::arg("chunk") = 64,
+      "One head of a matrix fast-weight rule (docs/MATH.md §11.2) on your arrays: rule "
+      "'linear_attention' (S_t = S_{t-1} + k_t^T v_t), 'decayed_hebbian' (Mamba-2's: S_t = alpha_t "
+      "S_{t-1} + beta_t k_t^T v_t), 'deltanet' (S_t = S_{t-1} - beta_t k_t^T (k_t S_{t-1} - v_t)) "
+      "or 'gated_deltanet' (S_t = alpha_t S_{t-1} - beta_t k_t^T (alpha_t k_t S_{t-1} - v_t)); "
+      "every rule reads o_t = q_t S_t after its write. q, k [T, d_k] (the delta rules expect "
+      "L2-normalised k), v [T, d_v], beta [T] (all but linear_attention), alpha [T] in (0, 1] "
+      "(decayed_hebbian, gated_deltanet), S0 [d_k, d_v] (default 0). float32 when q is float32, "
+      "else float64.\n\nReturns o [T, d_v] and state [d_k, d_v] (S_T); form='primal' (token by "
+      "token) adds states [T, d_k, d_v] (S_t after each token) and loss_before, loss_after [T] "
+      "(the rule's inner loss of S_{t-1} and S_t on token t: Hebbian -<k S, v>, squared 1/2 "
+      "|k S - v|^2); form='chunked' computes the same function in chunks of `chunk` tokens.");
+  m.def(
+      "matrix_rule_grad",
+      [](const std::string& rule, const py::object& q, const py::object& k, const py::object& v,
+         const py::object& beta, const py::object& alpha, const py::object& S0,
+         const py::object& dout, const py::object& dstate) {
+        if (is_float32(q))
+          return tttlab::python::matrix_rule_grad<float>(rule, q, k, v, beta, alpha, S0, dout,
+                                                         dstate);
+        return tttlab::python::matrix_rule_grad<double>(rule, q, k, v, beta, alpha, S0, dout,
+                                                        dstate);
+      },
+      py::arg("rule"), py::arg("q"), py::arg("k"), py::arg("v"), py::arg("beta") = py::none(),
+      py::arg("alpha") = py::none(), py::arg("S0") = py::none(), py::kw_only(), py::arg("dout"),
+      py::arg("dstate") = py::none(),
+      "The gradients of a scalar loss L through tttlab.matrix_rule with the same arguments, given "
+      "dout = dL/do [T, d_v] and dstate = dL/dS_T [d_k, d_v] (default 0): the manual backward "
+      "(docs/MATH.md §11.4, the recurrence run in reverse). Returns a dict keyed by argument: q, k "
+      "[T, d_k], v [T, d_v], beta [T] and alpha [T] (for the rules that take them), S0 [d_k, "
+      "d_v].");
   m.def(
       "load", [](const std::string& path) { return std::make_unique<PyModel>(path); },
       py::arg("path"),

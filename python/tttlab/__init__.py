@@ -11,6 +11,6 @@ CPU implementation, so the results equal its output bit for bit. docs/PYTHON.md 
 shapes and units.
 """
 
-from ._tttlab import Model, inner_loop, load
+from ._tttlab import Model, inner_loop, inner_loop_grad, load, matrix_rule, matrix_rule_grad
 
-__all__ = ["Model", "inner_loop", "load"]
+__all__ = ["Model", "inner_loop", "inner_loop_grad", "load", "matrix_rule", "matrix_rule_grad"]

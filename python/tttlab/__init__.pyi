@@ -82,6 +82,72 @@ def inner_loop(
     loss_before, loss_after [T]. form='dual': out only (the same function, per mini-batch products).
     """
 
+def inner_loop_grad(
+    Q: npt.ArrayLike,
+    K: npt.ArrayLike,
+    V: npt.ArrayLike,
+    lam: npt.ArrayLike,
+    W1: npt.ArrayLike,
+    b1: npt.ArrayLike | None = None,
+    *,
+    dout: npt.ArrayLike,
+    ln_weight: npt.ArrayLike | None = None,
+    ln_bias: npt.ArrayLike | None = None,
+    tau: npt.ArrayLike | None = None,
+    mini_batch: int = 16,
+    layer_norm: bool = True,
+    residual: bool = True,
+) -> dict[str, npt.NDArray[Any]]:
+    """The gradients of a scalar loss L through inner_loop with the same arguments, given dout = dL/d(out).
+
+    dout [T, d]. The manual backward the trainer uses (docs/MATH.md §7.3). Returns a dict keyed by
+    argument: Q, K, V [T, d], lam [T], W1 [d, d], b1 [d] (when b1 is given), ln_weight, ln_bias [d],
+    tau [mini_batch]. float32 when Q is float32, else float64.
+    """
+
+def matrix_rule(
+    rule: str,
+    q: npt.ArrayLike,
+    k: npt.ArrayLike,
+    v: npt.ArrayLike,
+    beta: npt.ArrayLike | None = None,
+    alpha: npt.ArrayLike | None = None,
+    S0: npt.ArrayLike | None = None,
+    *,
+    form: str = "primal",
+    chunk: int = 64,
+) -> dict[str, npt.NDArray[Any]]:
+    """One head of a matrix fast-weight rule (docs/MATH.md §11.2); every rule reads o_t = q_t S_t after its write.
+
+    rule: 'linear_attention' (S_t = S_{t-1} + k_t^T v_t), 'decayed_hebbian' (Mamba-2's: alpha_t S_{t-1}
+    + beta_t k_t^T v_t), 'deltanet' (S_{t-1} - beta_t k_t^T (k_t S_{t-1} - v_t)) or 'gated_deltanet'
+    (alpha_t S_{t-1} - beta_t k_t^T (alpha_t k_t S_{t-1} - v_t)). q, k [T, d_k] (the delta rules
+    expect L2-normalised k), v [T, d_v], beta [T] (all but linear_attention), alpha [T] in (0, 1]
+    (decayed_hebbian, gated_deltanet), S0 [d_k, d_v] (default 0). float32 when q is float32, else
+    float64. Returns o [T, d_v] and state [d_k, d_v] (S_T); form='primal' adds states [T, d_k, d_v]
+    (S_t after each token) and loss_before, loss_after [T]; form='chunked' is the same function in
+    chunks of `chunk` tokens.
+    """
+
+def matrix_rule_grad(
+    rule: str,
+    q: npt.ArrayLike,
+    k: npt.ArrayLike,
+    v: npt.ArrayLike,
+    beta: npt.ArrayLike | None = None,
+    alpha: npt.ArrayLike | None = None,
+    S0: npt.ArrayLike | None = None,
+    *,
+    dout: npt.ArrayLike,
+    dstate: npt.ArrayLike | None = None,
+) -> dict[str, npt.NDArray[Any]]:
+    """The gradients of a scalar loss L through matrix_rule, given dout = dL/do and dstate = dL/dS_T.
+
+    dout [T, d_v], dstate [d_k, d_v] (default 0). The manual backward (docs/MATH.md §11.4). Returns a
+    dict keyed by argument: q, k [T, d_k], v [T, d_v], beta [T] and alpha [T] (for the rules that
+    take them), S0 [d_k, d_v].
+    """
+
 def load(path: str) -> Model:
     """Load a trained model from a checkpoint directory or a run directory (its newest checkpoint).
 
@@ -89,4 +155,4 @@ def load(path: str) -> Model:
     the path does not exist; ValueError or RuntimeError with the engine's message otherwise.
     """
 
-__all__ = ["Model", "inner_loop", "load"]
+__all__ = ["Model", "inner_loop", "inner_loop_grad", "load", "matrix_rule", "matrix_rule_grad"]
