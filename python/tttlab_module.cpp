@@ -21,6 +21,8 @@
 #include <cmath>
 #include <filesystem>
 #include <memory>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <variant>
 #include <vector>
@@ -32,6 +34,8 @@
 #include "tttlab/model/checkpoint.hpp"
 #include "tttlab/model/decoder.hpp"
 #include "tttlab/model/model.hpp"
+#include "tttlab/model/model_choice.hpp"
+#include "tttlab/train/session.hpp"
 #include "tttlab/train/text_score.hpp"
 #include "tttlab/ttt/inner.hpp"
 #include "tttlab/ttt/inner_backward.hpp"
@@ -461,6 +465,165 @@ bool is_float32(const py::object& first) {
   return a && a.dtype().is(py::dtype::of<float>());
 }
 
+// ---- tttlab.train: `tttlab train --device cpu` (tttlab/train/session.hpp) ------------------------------
+
+// A number from the options dict, in [lo, hi]: ValueError naming the keyword, as the command line's
+// range checks refuse its flags.
+template <class T>
+T option(const py::dict& o, const char* name, T lo, T hi) {
+  T v{};
+  try {
+    v = o[name].cast<T>();
+  } catch (const py::cast_error&) {
+    throw py::type_error(
+        std::string(name) + " must be " + (std::is_integral_v<T> ? "an int" : "a number") +
+        ", got " + py::str(py::type::handle_of(o[name]).attr("__name__")).cast<std::string>());
+  }
+  if (!(v >= lo && v <= hi)) {  // NaN fails too
+    std::ostringstream m;
+    m << name << " must be in [" << lo << ", " << hi << "], got " << v;
+    throw std::invalid_argument(m.str());
+  }
+  return v;
+}
+
+// 0 for None (the preset's value), else an int in [1, hi].
+int override_option(const py::dict& o, const char* name, int hi) {
+  return o[name].is_none() ? 0 : option<int>(o, name, 1, hi);
+}
+
+// Trains as `tttlab train --device cpu` with the same options; `o` holds every keyword of
+// tttlab.train (python/tttlab/__init__.py fills the defaults). The session runs on the caller's thread
+// without the GIL; its hooks take the GIL back between steps to check for Ctrl-C and after each step
+// to call `progress`. Either raising stops the run at the next step boundary, with the checkpoint a
+// stopped run writes (session.hpp), and the exception is raised again once the session has stopped.
+py::dict train(const py::dict& o, const py::object& progress) {
+  ModelChoice m;
+  m.preset = o["preset"].cast<std::string>();
+  m.layer = o["layer"].cast<std::string>();
+  const bool backbone_given = !o["backbone"].is_none();
+  if (backbone_given) m.backbone = o["backbone"].cast<std::string>();
+  m.hidden_size = override_option(o, "hidden_size", 1 << 16);
+  m.layers = override_option(o, "layers", 1024);
+  m.heads = override_option(o, "heads", 1 << 12);
+  m.intermediate_size = override_option(o, "intermediate_size", 1 << 20);
+  m.mini_batch = option<int>(o, "mini_batch", 1, 1 << 20);
+  if (!o["base_lr"].is_none()) m.base_lr = option<double>(o, "base_lr", 0.0, 1e6);
+  m.remat_group = option<int>(o, "remat_group", 0, 1 << 20);
+  m.no_inner_ln = o["no_inner_ln"].cast<bool>();
+  m.no_inner_residual = o["no_inner_residual"].cast<bool>();
+  m.no_inner_bias = o["no_inner_bias"].cast<bool>();
+  m.fixed_eta = o["fixed_eta"].cast<bool>();
+  m.no_token_index = o["no_token_index"].cast<bool>();
+  m.frozen_token_index = o["frozen_token_index"].cast<bool>();
+  if (m.no_token_index && m.frozen_token_index)
+    throw std::invalid_argument("no_token_index and frozen_token_index exclude each other");
+  m.fixed_w0 = o["fixed_w0"].cast<bool>();
+  m.fixed_views = o["fixed_views"].cast<bool>();
+  RunSettings run;
+  run.data = o["data"].cast<std::string>();
+  run.data_dir = o["data_dir"].cast<std::string>();
+  if (run.data.empty() || run.data_dir.empty())
+    throw std::invalid_argument("data and data_dir must not be empty");
+  run.steps = option<long>(o, "steps", 1, 1000000000);
+  run.batch_size = option<int>(o, "batch", 1, 100000);
+  run.seq_len = o["seq_len"].is_none() ? 0 : option<int>(o, "seq_len", 2, 1 << 20);
+  run.lr = option<double>(o, "lr", 1e-9, 10.0);
+  run.warmup_fraction = option<double>(o, "warmup", 0.0, 0.99);
+  run.seed = o["seed"].cast<std::uint64_t>();
+  run.threads = option<int>(o, "threads", 0, 1024);
+  run.checkpoint_every = option<long>(o, "checkpoint_every", 0, 1000000000);
+  run.eval_every = option<long>(o, "eval_every", 0, 1000000000);
+  run.eval_windows = option<int>(o, "eval_windows", 0, 1 << 30);
+  run.max_bad_steps = option<int>(o, "max_bad_steps", 1, 1000000);
+  run.on_diverge = o["on_diverge"].cast<std::string>();
+  if (run.on_diverge != "rollback" && run.on_diverge != "stop")
+    throw std::invalid_argument("on_diverge must be 'rollback' or 'stop', got '" + run.on_diverge +
+                                "'");
+  run.max_rollbacks = option<int>(o, "max_rollbacks", 0, 1000);
+  run.rollback_lr_factor = option<double>(o, "rollback_lr_factor", 0.01, 0.99);
+  SessionOptions so;
+  so.keep_checkpoints = static_cast<std::size_t>(option<int>(o, "keep_checkpoints", 0, 1000000));
+  const std::filesystem::path out = o["out"].cast<std::string>();
+  if (out.empty()) throw std::invalid_argument("out must not be empty");
+  const TrainConfig cfg = train_config(build_model_config(m, backbone_given), run);
+  if (std::filesystem::exists(out / "latest"))
+    throw std::invalid_argument("'" + out.string() + "' already holds a run; choose another out");
+
+  // What the hooks collect: the step and evaluation records of metrics.jsonl, as arrays.
+  std::vector<std::int64_t> step, eval_step;
+  std::vector<double> loss, lr, grad_norm, tokens_per_s, eval_loss, eval_bpb, eval_accuracy,
+      loss_by_position;
+  std::vector<std::uint8_t> skipped;
+  std::optional<py::error_already_set> raised;  // Ctrl-C or the callback's exception
+  std::unique_ptr<TrainingSession> session;
+  std::string checkpoint;
+  {
+    py::gil_scoped_release nogil;
+    session = TrainingSession::create(out, cfg, TextData::load(cfg), {}, so);
+    SessionHooks hooks;
+    hooks.between_steps = [&] {
+      py::gil_scoped_acquire gil;
+      if (!raised && PyErr_CheckSignals() != 0) raised.emplace();
+      return raised ? SessionControl::Stop : SessionControl::Continue;
+    };
+    hooks.on_step = [&](const StepReport& r, double rate, double elapsed) {
+      step.push_back(r.step);
+      loss.push_back(r.loss);
+      lr.push_back(r.lr);
+      grad_norm.push_back(r.grad_norm);
+      tokens_per_s.push_back(rate);
+      skipped.push_back(r.skipped ? 1 : 0);
+      if (progress.is_none()) return;
+      py::gil_scoped_acquire gil;
+      if (raised) return;
+      try {
+        py::dict info;
+        info["lr"] = r.lr;
+        info["grad_norm"] = r.grad_norm;
+        info["skipped"] = r.skipped;
+        info["tokens_per_s"] = rate;
+        info["elapsed_s"] = elapsed;
+        info["steps"] = cfg.steps;
+        progress(r.step, r.loss, info);
+      } catch (py::error_already_set& e) {
+        raised.emplace(std::move(e));
+        session->request_stop();
+      }
+    };
+    hooks.on_eval = [&](const EvalReport& ev, bool final) {
+      eval_step.push_back(ev.step);
+      eval_loss.push_back(ev.loss);
+      eval_bpb.push_back(ev.bpb);
+      eval_accuracy.push_back(ev.accuracy_measured ? ev.accuracy : NAN);
+      if (final) loss_by_position = ev.loss_by_position;
+    };
+    session->run(hooks);
+    if (session->checkpoint_step() >= 0) checkpoint = resolve_checkpoint(out).string();
+  }
+  if (raised) throw std::move(*raised);
+  py::dict d;
+  d["run_dir"] = out.string();
+  d["checkpoint"] = checkpoint;
+  d["train_config"] =
+      py::module_::import("json").attr("loads")(session->trainer().config().to_json());
+  const auto n = static_cast<py::ssize_t>(step.size()),
+             ne = static_cast<py::ssize_t>(eval_step.size());
+  d["step"] = to_numpy(std::move(step), {n});
+  d["loss"] = to_numpy(std::move(loss), {n});
+  d["lr"] = to_numpy(std::move(lr), {n});
+  d["grad_norm"] = to_numpy(std::move(grad_norm), {n});
+  d["tokens_per_s"] = to_numpy(std::move(tokens_per_s), {n});
+  d["skipped"] = to_numpy(std::move(skipped), {n}).attr("astype")("bool");
+  d["eval_step"] = to_numpy(std::move(eval_step), {ne});
+  d["eval_loss"] = to_numpy(std::move(eval_loss), {ne});
+  d["eval_bpb"] = to_numpy(std::move(eval_bpb), {ne});
+  d["eval_accuracy"] = to_numpy(std::move(eval_accuracy), {ne});
+  const auto nt = static_cast<py::ssize_t>(loss_by_position.size());
+  d["val_loss_by_position"] = to_numpy(std::move(loss_by_position), {nt});
+  return d;
+}
+
 // A trained model and where it came from.
 class PyModel {
  public:
@@ -789,6 +952,8 @@ PYBIND11_MODULE(_tttlab, m) {
       "(docs/MATH.md §11.4, the recurrence run in reverse). Returns a dict keyed by argument: q, k "
       "[T, d_k], v [T, d_v], beta [T] and alpha [T] (for the rules that take them), S0 [d_k, "
       "d_v].");
+  m.def("_train", &tttlab::python::train, py::arg("options"), py::arg("progress"),
+        "tttlab.train's engine: the options dict with every keyword filled (see tttlab.train).");
   m.def(
       "load", [](const std::string& path) { return std::make_unique<PyModel>(path); },
       py::arg("path"),

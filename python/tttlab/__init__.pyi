@@ -1,6 +1,7 @@
 """Type stub of the package tttlab (the extension tttlab._tttlab); docs/PYTHON.md has the details."""
 
-from typing import Any, Sequence, Union
+import os
+from typing import Any, Callable, Sequence, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -148,6 +149,56 @@ def matrix_rule_grad(
     take them), S0 [d_k, d_v].
     """
 
+def train(
+    *,
+    out: str | os.PathLike[str],
+    data: str | os.PathLike[str] = "brown",
+    data_dir: str | os.PathLike[str] = "data/brown",
+    preset: str = "tiny",
+    layer: str = "ttt-linear",
+    backbone: str | None = None,
+    steps: int = 1000,
+    batch: int = 16,
+    seq_len: int | None = None,
+    lr: float = 3e-3,
+    warmup: float = 0.1,
+    seed: int = 0,
+    threads: int = 0,
+    checkpoint_every: int = 0,
+    keep_checkpoints: int = 2,
+    eval_every: int = 0,
+    eval_windows: int = 64,
+    mini_batch: int = 16,
+    hidden_size: int | None = None,
+    layers: int | None = None,
+    heads: int | None = None,
+    intermediate_size: int | None = None,
+    base_lr: float | None = None,
+    remat_group: int = 0,
+    no_inner_ln: bool = False,
+    no_inner_residual: bool = False,
+    no_inner_bias: bool = False,
+    fixed_eta: bool = False,
+    no_token_index: bool = False,
+    frozen_token_index: bool = False,
+    fixed_w0: bool = False,
+    fixed_views: bool = False,
+    max_bad_steps: int = 5,
+    on_diverge: str = "rollback",
+    max_rollbacks: int = 3,
+    rollback_lr_factor: float = 0.5,
+    progress: Callable[[int, float, dict[str, Any]], Any] | None = None,
+) -> dict[str, Any]:
+    """Train on the CPU as `tttlab train --device cpu` does (the same flags as keywords), into `out`.
+
+    progress(step, loss, info) after every step, with the GIL (info: lr, grad_norm, skipped,
+    tokens_per_s, elapsed_s, steps). Ctrl-C or an exception from progress stops the run before its next
+    step, leaves the run directory with a checkpoint of that step, and is raised. Returns run_dir,
+    checkpoint, train_config (dict), step int64 [n], loss (nats/byte), lr, grad_norm, tokens_per_s
+    float64 [n], skipped bool [n], eval_step int64 [m], eval_loss, eval_bpb, eval_accuracy float64 [m],
+    val_loss_by_position float64 [T].
+    """
+
 def load(path: str) -> Model:
     """Load a trained model from a checkpoint directory or a run directory (its newest checkpoint).
 
@@ -155,4 +206,4 @@ def load(path: str) -> Model:
     the path does not exist; ValueError or RuntimeError with the engine's message otherwise.
     """
 
-__all__ = ["Model", "inner_loop", "inner_loop_grad", "load", "matrix_rule", "matrix_rule_grad"]
+__all__ = ["Model", "inner_loop", "inner_loop_grad", "load", "matrix_rule", "matrix_rule_grad", "train"]
