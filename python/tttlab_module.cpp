@@ -2,9 +2,10 @@
 // from a checkpoint, scored, inspected and sampled from NumPy, by the functions `tttlab eval`,
 // `tttlab states` and `tttlab generate` call (tttlab/train/text_score.hpp, inspect/hidden_states.hpp,
 // tttlab/model/decoder.hpp), so that the arrays equal the command line's bit for bit; and one head's
-// inner loop (TTT-Linear, the matrix fast-weight rules) on the caller's arrays, forward in both forms
-// and backward by the compute engine's manual backward (tttlab/ttt/inner_backward.hpp,
-// tttlab/fastweight/matrix_rules.hpp).
+// inner loop (TTT-Linear, the matrix fast-weight rules) forward in both forms and backward by the
+// compute engine's manual backward (tttlab/ttt/inner_backward.hpp, tttlab/fastweight/matrix_rules.hpp),
+// on the caller's arrays or on a model's own head (Model.head_inputs, the stepper's inputs); and
+// `tttlab train --device cpu` (tttlab.train, by the same TrainingSession).
 //
 // ERRORS. The engine's exceptions pass through with their messages: std::invalid_argument becomes
 // ValueError, other std::exception RuntimeError (pybind11's translation); a checkpoint path that
@@ -28,6 +29,7 @@
 #include <vector>
 
 #include "inspect/hidden_states.hpp"
+#include "lab/engine/head_inputs.hpp"
 #include "tttlab/data/text_file.hpp"
 #include "tttlab/fastweight/matrix_rules.hpp"
 #include "tttlab/io/limits.hpp"
@@ -149,7 +151,8 @@ template <class S>
 InnerArgs<S> inner_args(const py::object& Qo, const py::object& Ko, const py::object& Vo,
                         const py::object& lam_o, const py::object& W1o, const py::object& b1o,
                         const py::object& gamma_o, const py::object& beta_o,
-                        const py::object& tau_o, int mini_batch, bool layer_norm, bool residual) {
+                        const py::object& tau_o, int mini_batch, bool layer_norm, bool residual,
+                        double ln_eps) {
   if (mini_batch < 1 || mini_batch > (1 << 20))
     throw std::invalid_argument("mini_batch must be in [1, 1048576], got " +
                                 std::to_string(mini_batch));
@@ -173,6 +176,9 @@ InnerArgs<S> inner_args(const py::object& Qo, const py::object& Ko, const py::ob
   a.opt.layer_norm = layer_norm;
   a.opt.residual = residual;
   a.opt.bias = !b1o.is_none();
+  if (!(ln_eps > 0 && ln_eps <= 1))  // NaN fails too
+    throw std::invalid_argument("ln_eps must be in (0, 1], got " + std::to_string(ln_eps));
+  a.opt.ln_eps = ln_eps;
   a.Q = matrix<S>(Qo, "Q", T, d);
   a.K = matrix<S>(Ko, "K", T, d);
   a.V = matrix<S>(Vo, "V", T, d);
@@ -215,11 +221,12 @@ template <class S>
 py::dict inner_loop(const py::object& Qo, const py::object& Ko, const py::object& Vo,
                     const py::object& lam_o, const py::object& W1o, const py::object& b1o,
                     const py::object& gamma_o, const py::object& beta_o, const py::object& tau_o,
-                    int mini_batch, const std::string& form, bool layer_norm, bool residual) {
+                    int mini_batch, const std::string& form, bool layer_norm, bool residual,
+                    double ln_eps) {
   if (form != "primal" && form != "dual")
     throw std::invalid_argument("form must be 'primal' or 'dual', got '" + form + "'");
   const InnerArgs<S> a = inner_args<S>(Qo, Ko, Vo, lam_o, W1o, b1o, gamma_o, beta_o, tau_o,
-                                       mini_batch, layer_norm, residual);
+                                       mini_batch, layer_norm, residual, ln_eps);
   const py::ssize_t T = a.T, d = a.d;
   const InnerOptions& opt = a.opt;
   check_memory(
@@ -279,9 +286,9 @@ py::dict inner_loop_grad(const py::object& Qo, const py::object& Ko, const py::o
                          const py::object& lam_o, const py::object& W1o, const py::object& b1o,
                          const py::object& dout_o, const py::object& gamma_o,
                          const py::object& beta_o, const py::object& tau_o, int mini_batch,
-                         bool layer_norm, bool residual) {
+                         bool layer_norm, bool residual, double ln_eps) {
   const InnerArgs<S> a = inner_args<S>(Qo, Ko, Vo, lam_o, W1o, b1o, gamma_o, beta_o, tau_o,
-                                       mini_batch, layer_norm, residual);
+                                       mini_batch, layer_norm, residual, ln_eps);
   const py::ssize_t T = a.T, d = a.d;
   check_shape(dout_o, "dout", {T, d});
   const Mat<S> dO = matrix<S>(dout_o, "dout", T, d);
@@ -786,6 +793,55 @@ class PyModel {
     return d;
   }
 
+  // The inputs of one TTT head along `text` as the app's stepper and `tttlab states` take them
+  // (lab/engine/head_inputs.hpp: the model computes in float, the inputs are widened to double), keyed
+  // by tttlab.inner_loop's arguments, so that inner_loop(**inputs) is the stepper's inner loop.
+  py::dict head_inputs(const py::object& text, int block, int head, long max_tokens) {
+    std::vector<std::uint8_t> bytes = text_bytes(text, "text");
+    if (bytes.empty()) throw std::invalid_argument("text must not be empty");
+    if (max_tokens < 1)
+      throw std::invalid_argument("max_tokens must be at least 1, got " +
+                                  std::to_string(max_tokens));
+    if (static_cast<long>(bytes.size()) > max_tokens)
+      throw std::invalid_argument("the text has " + std::to_string(bytes.size()) +
+                                  " bytes, above max_tokens " + std::to_string(max_tokens));
+    const ModelConfig& c = config();
+    if (block < 0 || block >= c.num_hidden_layers)
+      throw std::invalid_argument("block " + std::to_string(block) +
+                                  " does not exist: the model has " +
+                                  std::to_string(c.num_hidden_layers) + " blocks");
+    if (head < 0 || head >= c.num_attention_heads)
+      throw std::invalid_argument("head " + std::to_string(head) +
+                                  " does not exist: the model has " +
+                                  std::to_string(c.num_attention_heads) + " heads");
+    std::vector<lab::HeadInputs<double>> heads;
+    {
+      py::gil_scoped_release nogil;
+      heads = lab::model_layer_heads<double>(*m_model, bytes, block, "model");
+    }
+    lab::HeadInputs<double>& h = heads[static_cast<std::size_t>(head)];
+    const py::ssize_t T = h.Q.rows(), d = h.Q.cols();
+    py::dict r;
+    r["Q"] = eigen_numpy(h.Q, {T, d});
+    r["K"] = eigen_numpy(h.K, {T, d});
+    r["V"] = eigen_numpy(h.V, {T, d});
+    r["lam"] = eigen_numpy(h.lambda, {T});
+    r["W1"] = eigen_numpy(h.w0.W1, {h.w0.W1.rows(), h.w0.W1.cols()});
+    r["b1"] = h.options.bias ? py::object(eigen_numpy(h.w0.b1, {h.w0.b1.size()})) : py::none();
+    if (h.options.model == InnerModel::MLP) {
+      r["W2"] = eigen_numpy(h.w0.W2, {h.w0.W2.rows(), h.w0.W2.cols()});
+      if (h.options.bias) r["b2"] = eigen_numpy(h.w0.b2, {h.w0.b2.size()});
+    }
+    r["ln_weight"] = eigen_numpy(h.params.ln_weight, {d});
+    r["ln_bias"] = eigen_numpy(h.params.ln_bias, {d});
+    r["tau"] = eigen_numpy(h.params.tau, {h.params.tau.size()});
+    r["mini_batch"] = h.options.mini_batch;
+    r["layer_norm"] = h.options.layer_norm;
+    r["residual"] = h.options.residual;
+    r["ln_eps"] = h.options.ln_eps;
+    return r;
+  }
+
   // `tttlab generate --device cpu`: the prompt followed by the sampled bytes.
   py::object generate(const py::object& prompt, int tokens, double temperature, int top_k,
                       std::uint64_t seed) {
@@ -855,6 +911,15 @@ PYBIND11_MODULE(_tttlab, m) {
            "block{B}.head{H}.W1 [n, d, d] (z = k @ W1 + b1), .b1 [n, d], .W1_initial [d, d], "
            ".b1_initial [d] (TTT-MLP adds W2, b2); .loss_initial, .loss_before, .loss_after [T] "
            "(the inner loss of W0, W_{t-1} and W_t on token t); .lambda, .tau, .eta [T].")
+      .def("head_inputs", &PyModel::head_inputs, py::arg("text"), py::kw_only(), py::arg("block"),
+           py::arg("head"), py::arg("max_tokens") = 1 << 16,
+           "The inputs of one TTT head's inner loop along `text`, as the app's inner-loop stepper "
+           "and model.states take them (computed by the model in float32, widened to float64), "
+           "keyed by tttlab.inner_loop's arguments: Q, K, V [T, d], lam [T], W1 [d, d] and b1 [d] "
+           "(W0; b1 None without an inner bias), ln_weight, ln_bias [d], tau [b], mini_batch, "
+           "layer_norm, residual, ln_eps. For a TTT-Linear head, tttlab.inner_loop(**inputs) is "
+           "the stepper's inner loop; a TTT-MLP head adds W2 [4d, d] and b2 [d] (and its W1 is [d, "
+           "4d]), which inner_loop does not take.")
       .def("generate", &PyModel::generate, py::arg("prompt"), py::kw_only(),
            py::arg("tokens") = 200, py::arg("temperature") = 0.8, py::arg("top_k") = 0,
            py::arg("seed") = 0,
@@ -868,21 +933,23 @@ PYBIND11_MODULE(_tttlab, m) {
       [](const py::object& Q, const py::object& K, const py::object& V, const py::object& lam,
          const py::object& W1, const py::object& b1, const py::object& ln_weight,
          const py::object& ln_bias, const py::object& tau, int mini_batch, const std::string& form,
-         bool layer_norm, bool residual) {
+         bool layer_norm, bool residual, double ln_eps) {
         if (is_float32(Q))
           return tttlab::python::inner_loop<float>(Q, K, V, lam, W1, b1, ln_weight, ln_bias, tau,
-                                                   mini_batch, form, layer_norm, residual);
+                                                   mini_batch, form, layer_norm, residual, ln_eps);
         return tttlab::python::inner_loop<double>(Q, K, V, lam, W1, b1, ln_weight, ln_bias, tau,
-                                                  mini_batch, form, layer_norm, residual);
+                                                  mini_batch, form, layer_norm, residual, ln_eps);
       },
       py::arg("Q"), py::arg("K"), py::arg("V"), py::arg("lam"), py::arg("W1"),
       py::arg("b1") = py::none(), py::kw_only(), py::arg("ln_weight") = py::none(),
       py::arg("ln_bias") = py::none(), py::arg("tau") = py::none(), py::arg("mini_batch") = 16,
       py::arg("form") = "primal", py::arg("layer_norm") = true, py::arg("residual") = true,
+      py::arg("ln_eps") = 1e-6,
       "One TTT-Linear head's inner loop (docs/MATH.md §3) on your arrays, from W0 = (W1, b1): Q, "
       "K, V [T, d] (test, training and label views), lam [T] (the per-token rate lambda_t), W1 [d, "
       "d] stored [in, out] (z = k @ W1 + b1), b1 [d] or None (no bias); ln_weight, ln_bias [d] "
-      "(the inner LayerNorm; default 1, 0); tau [mini_batch] (default 1/i, i = 1..b). Computed in "
+      "(the inner LayerNorm, with epsilon ln_eps; default 1, 0); tau [mini_batch] (default 1/i, i "
+      "= 1..b). Computed in "
       "float32 when Q is float32, else in float64 (the other arrays are "
       "converted).\n\nform='primal' (token by token) returns out [T, d], W1 [T, d, d] and b1 [T, "
       "d] (the state after each token), loss_initial, loss_before, loss_after [T] (the inner loss "
@@ -893,18 +960,19 @@ PYBIND11_MODULE(_tttlab, m) {
       [](const py::object& Q, const py::object& K, const py::object& V, const py::object& lam,
          const py::object& W1, const py::object& b1, const py::object& dout,
          const py::object& ln_weight, const py::object& ln_bias, const py::object& tau,
-         int mini_batch, bool layer_norm, bool residual) {
+         int mini_batch, bool layer_norm, bool residual, double ln_eps) {
         if (is_float32(Q))
           return tttlab::python::inner_loop_grad<float>(Q, K, V, lam, W1, b1, dout, ln_weight,
                                                         ln_bias, tau, mini_batch, layer_norm,
-                                                        residual);
-        return tttlab::python::inner_loop_grad<double>(
-            Q, K, V, lam, W1, b1, dout, ln_weight, ln_bias, tau, mini_batch, layer_norm, residual);
+                                                        residual, ln_eps);
+        return tttlab::python::inner_loop_grad<double>(Q, K, V, lam, W1, b1, dout, ln_weight,
+                                                       ln_bias, tau, mini_batch, layer_norm,
+                                                       residual, ln_eps);
       },
       py::arg("Q"), py::arg("K"), py::arg("V"), py::arg("lam"), py::arg("W1"),
       py::arg("b1") = py::none(), py::kw_only(), py::arg("dout"), py::arg("ln_weight") = py::none(),
       py::arg("ln_bias") = py::none(), py::arg("tau") = py::none(), py::arg("mini_batch") = 16,
-      py::arg("layer_norm") = true, py::arg("residual") = true,
+      py::arg("layer_norm") = true, py::arg("residual") = true, py::arg("ln_eps") = 1e-6,
       "The gradients of a scalar loss L through tttlab.inner_loop with the same arguments, given "
       "dout = dL/d(out) [T, d]: the manual backward the trainer uses (docs/MATH.md §7.3; second "
       "order, through the inner gradient step). Returns a dict keyed by the argument each gradient "

@@ -49,6 +49,15 @@ class Model:
         .loss_before, .loss_after [T] (the inner loss of W0, W_{t-1} and W_t on token t); .lambda,
         .tau, .eta [T]. Floating-point arrays in `dtype` (float32 or float64).
         """
+    def head_inputs(self, text: Text, *, block: int, head: int, max_tokens: int = 65536) -> dict[str, Any]:
+        """One TTT head's inner-loop inputs along `text`, as the app's stepper and states() take them.
+
+        Computed by the model in float32, widened to float64; keyed by inner_loop's arguments: Q, K,
+        V [T, d], lam [T], W1 [d, d], b1 [d] or None (W0), ln_weight, ln_bias [d], tau [b], mini_batch,
+        layer_norm, residual, ln_eps. For TTT-Linear, inner_loop(**inputs) is the stepper's inner
+        loop; a TTT-MLP head adds W2 [4d, d] and b2 [d] (its W1 is [d, 4d]), which inner_loop does
+        not take.
+        """
     def generate(
         self, prompt: Text, *, tokens: int = 200, temperature: float = 0.8, top_k: int = 0, seed: int = 0
     ) -> Union[str, bytes]:
@@ -73,12 +82,13 @@ def inner_loop(
     form: str = "primal",
     layer_norm: bool = True,
     residual: bool = True,
+    ln_eps: float = 1e-6,
 ) -> dict[str, npt.NDArray[Any]]:
     """One TTT-Linear head's inner loop (docs/MATH.md §3) on your arrays, from W0 = (W1, b1).
 
     Q, K, V [T, d] (test, training and label views), lam [T] (the per-token rate), W1 [d, d] stored
     [in, out] (z = k @ W1 + b1), b1 [d] or None (no bias), ln_weight and ln_bias [d] (default 1 and
-    0), tau [mini_batch] (default 1/i, i = 1..b). float32 when Q is float32, else float64.
+    0; the LayerNorm's epsilon ln_eps), tau [mini_batch] (default 1/i, i = 1..b). float32 when Q is float32, else float64.
     form='primal': out [T, d], W1 [T, d, d], b1 [T, d] (the state after each token), loss_initial,
     loss_before, loss_after [T]. form='dual': out only (the same function, per mini-batch products).
     """
@@ -98,6 +108,7 @@ def inner_loop_grad(
     mini_batch: int = 16,
     layer_norm: bool = True,
     residual: bool = True,
+    ln_eps: float = 1e-6,
 ) -> dict[str, npt.NDArray[Any]]:
     """The gradients of a scalar loss L through inner_loop with the same arguments, given dout = dL/d(out).
 
