@@ -4,7 +4,8 @@
 // tttlab/model/decoder.hpp), so that the arrays equal the command line's bit for bit; and one head's
 // inner loop (TTT-Linear, the matrix fast-weight rules) forward in both forms and backward by the
 // compute engine's manual backward (tttlab/ttt/inner_backward.hpp, tttlab/fastweight/matrix_rules.hpp),
-// on the caller's arrays or on a model's own head (Model.head_inputs, the stepper's inputs); and
+// on the caller's arrays or on a model's own head (Model.head_inputs, the stepper's inputs); a whole
+// TTT layer from NumPy weights, forward and backward (tttlab/ttt/layer.hpp); and
 // `tttlab train --device cpu` (tttlab.train, by the same TrainingSession).
 //
 // ERRORS. The engine's exceptions pass through with their messages: std::invalid_argument becomes
@@ -23,6 +24,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <variant>
@@ -41,6 +43,8 @@
 #include "tttlab/train/text_score.hpp"
 #include "tttlab/ttt/inner.hpp"
 #include "tttlab/ttt/inner_backward.hpp"
+#include "tttlab/ttt/layer.hpp"
+#include "tttlab/util/rng.hpp"
 
 namespace py = pybind11;
 
@@ -470,6 +474,211 @@ py::dict matrix_rule_grad(const std::string& rule, const py::object& qo, const p
 bool is_float32(const py::object& first) {
   const py::array a = py::array::ensure(first);
   return a && a.dtype().is(py::dtype::of<float>());
+}
+
+// ---- A whole TTT layer from NumPy weights (tttlab/ttt/layer.hpp) ----------------------------------------
+
+// The layer the keywords describe (tttlab/__init__.pyi lists them with their defaults, which are
+// TTTLayerConfig's); TypeError for a keyword it does not know, ValueError from validate() naming the
+// field.
+TTTLayerConfig layer_config(int width, int heads, const py::kwargs& kw) {
+  TTTLayerConfig c;
+  c.width = width;
+  c.heads = heads;
+  bool base_lr_given = false;
+  for (const auto& [key, value] : kw) {
+    const std::string k = key.cast<std::string>();
+    const py::handle v = value;
+    if (k == "mini_batch")
+      c.inner.mini_batch = v.cast<int>();
+    else if (k == "inner") {
+      const std::string m = v.cast<std::string>();
+      if (m != "linear" && m != "mlp")
+        throw std::invalid_argument("inner must be 'linear' or 'mlp', got '" + m + "'");
+      c.inner.model = m == "mlp" ? InnerModel::MLP : InnerModel::Linear;
+    } else if (k == "layer_norm")
+      c.inner.layer_norm = v.cast<bool>();
+    else if (k == "residual")
+      c.inner.residual = v.cast<bool>();
+    else if (k == "bias")
+      c.inner.bias = v.cast<bool>();
+    else if (k == "base_lr") {
+      c.eta.base_lr = v.cast<double>();
+      base_lr_given = true;
+    } else if (k == "learned_gate")
+      c.eta.gate = v.cast<bool>() ? EtaGate::Learned : EtaGate::Fixed;
+    else if (k == "token_index")
+      c.eta.token_index = v.cast<bool>();
+    else if (k == "share_qk")
+      c.share_qk = v.cast<bool>();
+    else if (k == "conv_kernel")
+      c.conv_kernel = v.cast<int>();
+    else if (k == "use_gate")
+      c.use_gate = v.cast<bool>();
+    else if (k == "rope")
+      c.rope = v.cast<bool>();
+    else if (k == "rope_theta")
+      c.rope_theta = v.cast<double>();
+    else if (k == "post_norm")
+      c.post_norm = v.cast<bool>();
+    else if (k == "ln_eps")
+      c.inner.ln_eps = c.post_norm_eps = v.cast<double>();
+    else
+      throw py::type_error("unexpected keyword argument '" + k +
+                           "' (the layer's options: "
+                           "mini_batch, inner, layer_norm, residual, bias, base_lr, learned_gate, "
+                           "token_index, share_qk, conv_kernel, use_gate, rope, rope_theta, "
+                           "post_norm, ln_eps)");
+  }
+  if (!base_lr_given) c.eta.base_lr = c.inner.model == InnerModel::MLP ? 0.1 : 1.0;
+  if (!(std::isfinite(c.eta.base_lr) && c.eta.base_lr >= 0))
+    throw std::invalid_argument("base_lr must be finite and >= 0");
+  if (!(c.inner.ln_eps > 0 && c.inner.ln_eps <= 1))
+    throw std::invalid_argument("ln_eps must be in (0, 1], got " + std::to_string(c.inner.ln_eps));
+  c.validate();
+  return c;
+}
+
+// The layer's parameters from `params` (name → array, the names of TTTLayerParams::for_each): every
+// name the layer has must be there with its shape ([rows, cols], or [n] for a one-row tensor), finite,
+// and no other name. ValueError names the parameter.
+template <class S>
+TTTLayerParams<S> layer_params(const TTTLayerConfig& cfg, const py::dict& params) {
+  TTTLayerParams<S> p = TTTLayerParams<S>::zeros(cfg);
+  std::set<std::string> known;
+  p.for_each(cfg, [&](Eigen::Map<Mat<S>> m, const std::string& name) {
+    known.insert(name);
+    const std::string shape =
+        "[" + std::to_string(m.rows()) + ", " + std::to_string(m.cols()) + "]";
+    if (!params.contains(name)) throw std::invalid_argument("params lacks '" + name + "' " + shape);
+    const py::object o = params[name.c_str()];
+    const py::array a = real_array(o, name.c_str());
+    const bool as_row = a.ndim() == 1 && m.rows() == 1 && a.shape(0) == m.cols();
+    if (!as_row && !(a.ndim() == 2 && a.shape(0) == m.rows() && a.shape(1) == m.cols()))
+      throw std::invalid_argument("params['" + name + "'] must be of shape " + shape);
+    const Arr<S> c = Arr<S>::ensure(o);
+    std::copy(c.data(), c.data() + c.size(), m.data());
+    if (!m.allFinite()) throw std::invalid_argument("params['" + name + "'] must be finite");
+  });
+  for (const auto& item : params) {
+    const std::string k = py::str(item.first).cast<std::string>();
+    if (!known.count(k))
+      throw std::invalid_argument("params has '" + k + "', which this layer does not have");
+  }
+  return p;
+}
+
+// Every parameter of `p` as a NumPy array of its stored shape, by name.
+template <class S>
+py::dict params_dict(const TTTLayerConfig& cfg, TTTLayerParams<S>& p) {
+  py::dict d;
+  p.for_each(cfg, [&](Eigen::Map<Mat<S>> m, const std::string& name) {
+    d[py::str(name)] =
+        to_numpy(std::vector<S>(m.data(), m.data() + m.size()), {m.rows(), m.cols()});
+  });
+  return d;
+}
+
+template <class S>
+Mat<S> layer_input(const py::object& xo, const char* name, int width) {
+  const py::array a = real_array(xo, name);
+  if (a.ndim() != 2 || a.shape(0) < 1 || a.shape(1) != width)
+    throw std::invalid_argument(std::string(name) + " must be a 2-D array [T, " +
+                                std::to_string(width) + "] with T >= 1");
+  Mat<S> m = matrix<S>(xo, name, a.shape(0), width);
+  if (!m.allFinite()) throw std::invalid_argument(std::string(name) + " must be finite");
+  return m;
+}
+
+py::dict ttt_layer_params(int width, int heads, std::uint64_t seed, const std::string& dtype,
+                          const py::kwargs& kw) {
+  const TTTLayerConfig cfg = layer_config(width, heads, kw);
+  Rng rng(seed);
+  const auto normal = [&rng] { return rng.normal(); };
+  if (dtype == "float32") {
+    TTTLayerParams<float> p = TTTLayerParams<float>::init(cfg, normal);
+    return params_dict(cfg, p);
+  }
+  if (dtype != "float64")
+    throw std::invalid_argument("dtype must be 'float32' or 'float64', got '" + dtype + "'");
+  TTTLayerParams<double> p = TTTLayerParams<double>::init(cfg, normal);
+  return params_dict(cfg, p);
+}
+
+template <class S>
+py::dict ttt_layer(const py::object& xo, const py::dict& params, int heads, const std::string& form,
+                   const py::kwargs& kw) {
+  if (form != "primal" && form != "dual")
+    throw std::invalid_argument("form must be 'primal' or 'dual', got '" + form + "'");
+  const py::array xa = real_array(xo, "x");
+  if (xa.ndim() != 2) throw std::invalid_argument("x must be a 2-D array [T, D]");
+  const TTTLayerConfig cfg = layer_config(static_cast<int>(xa.shape(1)), heads, kw);
+  const Mat<S> x = layer_input<S>(xo, "x", cfg.width);
+  TTTLayer<S> layer(cfg, layer_params<S>(cfg, params));
+  const py::ssize_t T = x.rows(), D = cfg.width, H = cfg.heads;
+  const bool primal = form == "primal";
+  const InnerWeights<S> w = InnerWeights<S>::zeros(cfg.inner, cfg.head_dim());
+  const py::ssize_t n1 = w.W1.size(), nb1 = w.b1.size(), n2 = w.W2.size(), nb2 = w.b2.size();
+  if (primal)
+    check_memory(static_cast<std::uint64_t>(H * T) *
+                     static_cast<std::uint64_t>(n1 + nb1 + n2 + nb2 + 2) * sizeof(S),
+                 "the layer's states");
+  std::vector<S> W1(primal ? H * T * n1 : 0), b1(primal ? H * T * nb1 : 0),
+      W2(primal ? H * T * n2 : 0), b2(primal ? H * T * nb2 : 0), before(primal ? H * T : 0),
+      after(before.size());
+  Mat<S> y;
+  {
+    py::gil_scoped_release nogil;
+    auto state = layer.start();
+    auto& st = static_cast<TTTLayerState<S>&>(*state);
+    const TTTLayerObserver<S> observer = [&](int h, const InnerStepRecord<S>& r) {
+      const std::size_t i = static_cast<std::size_t>(h) * T + static_cast<std::size_t>(r.token);
+      before[i] = r.loss_before;
+      after[i] = r.loss_after;
+      const InnerWeights<S>& a = *r.w_after;
+      std::copy(a.W1.data(), a.W1.data() + n1, W1.begin() + static_cast<std::ptrdiff_t>(i * n1));
+      std::copy(a.b1.data(), a.b1.data() + nb1, b1.begin() + static_cast<std::ptrdiff_t>(i * nb1));
+      std::copy(a.W2.data(), a.W2.data() + n2, W2.begin() + static_cast<std::ptrdiff_t>(i * n2));
+      std::copy(a.b2.data(), a.b2.data() + nb2, b2.begin() + static_cast<std::ptrdiff_t>(i * nb2));
+    };
+    y = primal ? layer.forward(st, x, TTTForm::Primal, observer)
+               : layer.forward(st, x, TTTForm::Dual);
+  }
+  py::dict r;
+  r["y"] = eigen_numpy(y, {T, D});
+  if (primal) {
+    r["W1"] = to_numpy(std::move(W1), {H, T, w.W1.rows(), w.W1.cols()});
+    // Without the inner bias the biases exist but stay zero: not returned, as inner_loop does.
+    if (cfg.inner.bias) r["b1"] = to_numpy(std::move(b1), {H, T, nb1});
+    if (n2) r["W2"] = to_numpy(std::move(W2), {H, T, w.W2.rows(), w.W2.cols()});
+    if (n2 && cfg.inner.bias) r["b2"] = to_numpy(std::move(b2), {H, T, nb2});
+    r["loss_before"] = to_numpy(std::move(before), {H, T});
+    r["loss_after"] = to_numpy(std::move(after), {H, T});
+  }
+  return r;
+}
+
+template <class S>
+py::dict ttt_layer_grad(const py::object& xo, const py::dict& params, const py::object& dy_o,
+                        int heads, const py::kwargs& kw) {
+  const py::array xa = real_array(xo, "x");
+  if (xa.ndim() != 2) throw std::invalid_argument("x must be a 2-D array [T, D]");
+  const TTTLayerConfig cfg = layer_config(static_cast<int>(xa.shape(1)), heads, kw);
+  const Mat<S> x = layer_input<S>(xo, "x", cfg.width);
+  check_shape(dy_o, "dy", {x.rows(), cfg.width});
+  const Mat<S> dY = layer_input<S>(dy_o, "dy", cfg.width);
+  TTTLayer<S> layer(cfg, layer_params<S>(cfg, params));
+  TTTLayerParams<S> grads = TTTLayerParams<S>::zeros(cfg);
+  Mat<S> dx;
+  {
+    py::gil_scoped_release nogil;
+    TTTLayerCache<S> cache;
+    layer.forward_train(x, cache);
+    layer.backward(cache, dY, grads, dx);
+  }
+  py::dict r = params_dict(cfg, grads);
+  r["x"] = eigen_numpy(dx, {x.rows(), x.cols()});
+  return r;
 }
 
 // ---- tttlab.train: `tttlab train --device cpu` (tttlab/train/session.hpp) ------------------------------
@@ -1020,6 +1229,45 @@ PYBIND11_MODULE(_tttlab, m) {
       "(docs/MATH.md §11.4, the recurrence run in reverse). Returns a dict keyed by argument: q, k "
       "[T, d_k], v [T, d_v], beta [T] and alpha [T] (for the rules that take them), S0 [d_k, "
       "d_v].");
+  m.def(
+      "ttt_layer_params", &tttlab::python::ttt_layer_params, py::arg("width"), py::arg("heads"),
+      py::kw_only(), py::arg("seed") = 0, py::arg("dtype") = "float64",
+      "A TTT layer's parameters at the initialisation of docs/MATH.md §8.5 (projections, theta_lr "
+      "and W0 ~ N(0, 0.02), convolutions N(0, 1/K), norms 1 and 0, the rest 0), drawn from `seed`, "
+      "as a dict of 2-D arrays by the official PyTorch names (q_proj.weight [D, D] stored [in, "
+      "out], "
+      "..., W1[h], b1[h] per head). Keywords after `heads` describe the layer as for "
+      "tttlab.ttt_layer.");
+  m.def(
+      "ttt_layer",
+      [](const py::object& x, const py::dict& params, int heads, const std::string& form,
+         const py::kwargs& kw) {
+        if (is_float32(x)) return tttlab::python::ttt_layer<float>(x, params, heads, form, kw);
+        return tttlab::python::ttt_layer<double>(x, params, heads, form, kw);
+      },
+      py::arg("x"), py::arg("params"), py::kw_only(), py::arg("heads"), py::arg("form") = "dual",
+      "A whole TTT layer (tttlab/ttt/layer.hpp: projections, convolutions, RoPE, the learned rate, "
+      "the inner loop per head, post-norm, gate, output projection) on one sequence x [T, D] from "
+      "the fresh state, with the parameters `params` (the dict tttlab.ttt_layer_params returns, "
+      "any values). Returns y [T, D]; form='primal' adds the state of every head after every "
+      "token, "
+      "W1 [H, T, d, d] and b1 [H, T, d] (TTT-MLP: W1 [H, T, d, 4d], b1, W2, b2), and loss_before, "
+      "loss_after [H, T]. float32 when x is float32, else float64. Keywords: mini_batch (16), "
+      "inner ('linear' or 'mlp'), layer_norm, residual, bias (True), base_lr (1.0 for linear, 0.1 "
+      "for mlp), learned_gate, token_index (True), share_qk, use_gate (False; True for both is the "
+      "Mamba backbone's layer), conv_kernel (4), rope (True), rope_theta (1e4), post_norm (True), "
+      "ln_eps (1e-6).");
+  m.def(
+      "ttt_layer_grad",
+      [](const py::object& x, const py::dict& params, const py::object& dy, int heads,
+         const py::kwargs& kw) {
+        if (is_float32(x)) return tttlab::python::ttt_layer_grad<float>(x, params, dy, heads, kw);
+        return tttlab::python::ttt_layer_grad<double>(x, params, dy, heads, kw);
+      },
+      py::arg("x"), py::arg("params"), py::kw_only(), py::arg("dy"), py::arg("heads"),
+      "The gradients of a scalar loss L through tttlab.ttt_layer (the same arguments), given dy = "
+      "dL/dy [T, D]: the layer's manual backward, the one training runs (docs/MATH.md §7). Returns "
+      "a dict: x [T, D] and every parameter by its name, of its shape.");
   m.def("_train", &tttlab::python::train, py::arg("options"), py::arg("progress"),
         "tttlab.train's engine: the options dict with every keyword filled (see tttlab.train).");
   m.def(

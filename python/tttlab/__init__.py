@@ -15,7 +15,8 @@ docs/PYTHON.md has the API with shapes and units.
 
 import os
 
-from ._tttlab import Model, inner_loop, inner_loop_grad, load, matrix_rule, matrix_rule_grad
+from ._tttlab import Model, inner_loop, inner_loop_grad, load, matrix_rule, matrix_rule_grad, ttt_layer
+from ._tttlab import ttt_layer_grad, ttt_layer_params
 from ._tttlab import _train
 
 
@@ -89,4 +90,15 @@ def train(
     return _train(options, progress)
 
 
-__all__ = ["Model", "inner_loop", "inner_loop_grad", "load", "matrix_rule", "matrix_rule_grad", "train"]
+__all__ = [
+    "Model",
+    "inner_loop",
+    "inner_loop_grad",
+    "load",
+    "matrix_rule",
+    "matrix_rule_grad",
+    "train",
+    "ttt_layer",
+    "ttt_layer_grad",
+    "ttt_layer_params",
+]

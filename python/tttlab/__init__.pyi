@@ -160,6 +160,56 @@ def matrix_rule_grad(
     take them), S0 [d_k, d_v].
     """
 
+def ttt_layer_params(width: int, heads: int, *, seed: int = 0, dtype: str = "float64", **layer: Any) -> dict[str, npt.NDArray[Any]]:
+    """A TTT layer's parameters at the initialisation of docs/MATH.md §8.5, drawn from `seed`.
+
+    A dict of 2-D arrays by the official PyTorch names, linear maps stored [in, out]: q_proj.weight
+    [D, D] (k_proj.weight without share_qk, g_proj.weight with use_gate), v_proj.weight, o_proj.weight,
+    conv_q.weight [D, K] and conv_q.bias [1, D] (and conv_k's, with share_qk), learnable_ttt_lr_weight
+    [H, D], learnable_ttt_lr_bias [1, H], learnable_token_idx [1, b], ttt_norm_weight and
+    ttt_norm_bias [H, d], post_norm.weight and post_norm.bias [1, D], and per head W1[h], b1[h] (W2[h],
+    b2[h] for TTT-MLP). `layer`: the keywords of ttt_layer.
+    """
+
+def ttt_layer(
+    x: npt.ArrayLike,
+    params: dict[str, npt.ArrayLike],
+    *,
+    heads: int,
+    form: str = "dual",
+    mini_batch: int = 16,
+    inner: str = "linear",
+    layer_norm: bool = True,
+    residual: bool = True,
+    bias: bool = True,
+    base_lr: float = ...,
+    learned_gate: bool = True,
+    token_index: bool = True,
+    share_qk: bool = False,
+    use_gate: bool = False,
+    conv_kernel: int = 4,
+    rope: bool = True,
+    rope_theta: float = 1e4,
+    post_norm: bool = True,
+    ln_eps: float = 1e-6,
+) -> dict[str, npt.NDArray[Any]]:
+    """A whole TTT layer (tttlab/ttt/layer.hpp) on one sequence x [T, D] from the fresh state.
+
+    params: ttt_layer_params' names and shapes (a vector may be given 1-D). Returns y [T, D];
+    form='primal' adds every head's state after every token, W1 [H, T, d, d] and b1 [H, T, d]
+    (TTT-MLP: W1 [H, T, d, 4d], b1 [H, T, 4d], W2 [H, T, 4d, d], b2 [H, T, d]; no biases with
+    bias=False), and loss_before, loss_after [H, T]. base_lr defaults to 1.0 (linear) or 0.1 (mlp);
+    share_qk=True, use_gate=True is the Mamba backbone's layer. float32 when x is float32, else float64.
+    """
+
+def ttt_layer_grad(
+    x: npt.ArrayLike, params: dict[str, npt.ArrayLike], *, dy: npt.ArrayLike, heads: int, **layer: Any
+) -> dict[str, npt.NDArray[Any]]:
+    """The gradients of a scalar loss L through ttt_layer (dual form), given dy = dL/dy [T, D].
+
+    The layer's manual backward, the one training runs. Returns x [T, D] and every parameter by name.
+    """
+
 def train(
     *,
     out: str | os.PathLike[str],
@@ -217,4 +267,15 @@ def load(path: str) -> Model:
     the path does not exist; ValueError or RuntimeError with the engine's message otherwise.
     """
 
-__all__ = ["Model", "inner_loop", "inner_loop_grad", "load", "matrix_rule", "matrix_rule_grad", "train"]
+__all__ = [
+    "Model",
+    "inner_loop",
+    "inner_loop_grad",
+    "load",
+    "matrix_rule",
+    "matrix_rule_grad",
+    "train",
+    "ttt_layer",
+    "ttt_layer_grad",
+    "ttt_layer_params",
+]

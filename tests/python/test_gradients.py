@@ -1,5 +1,6 @@
-"""The layer API's gradients (tttlab.inner_loop_grad, tttlab.matrix_rule_grad) and the matrix rules' two
-forms, against central finite differences and plain NumPy loops in float64 (docs/PYTHON.md).
+"""The layer API's gradients (tttlab.inner_loop_grad, tttlab.matrix_rule_grad, tttlab.ttt_layer_grad) and
+the two forms of the matrix rules and of the TTT layer, against central finite differences and plain
+NumPy loops in float64 (docs/PYTHON.md).
 
 Finite-difference tolerances: a central difference with step h errs by O(h²·f''') from truncation and
 by about ε·|L|/h from rounding; with h = 1e-5, inputs of order 1 and L of order 10 both are near 1e-9
@@ -242,3 +243,78 @@ def test_matrix_rule_refuses_bad_input():
         tttlab.matrix_rule_grad("gated_deltanet", **x, dout=np.ones((6, 2)), dstate=np.ones(8))
     with pytest.raises(ValueError, match="dout and dstate must be finite"):
         tttlab.matrix_rule_grad("gated_deltanet", **x, dout=np.full((6, 2), np.nan))
+
+
+# ---- tttlab.ttt_layer and tttlab.ttt_layer_grad: a whole TTT layer from NumPy weights ----
+
+LAYERS = [
+    # The Mamba backbone's layer (shared Q/K with convolutions, gate), T = 10 = 2·4 + 2: a short last mini-batch.
+    (40, dict(heads=2, mini_batch=4, share_qk=True, use_gate=True)),
+    # The Transformer backbone's TTT-MLP layer, without the inner bias.
+    (41, dict(heads=2, mini_batch=4, inner="mlp", bias=False)),
+]
+
+
+def layer_case(case, options, T=10, D=16):
+    rng = rng_for(case)
+    params = tttlab.ttt_layer_params(D, seed=case, **options)
+    # Away from the initialisation (W0 ~ N(0, 0.02), zero biases) so that every term is exercised.
+    params = {k: v + 0.1 * rng.standard_normal(v.shape) for k, v in params.items()}
+    return rng, params, rng.standard_normal((T, D))
+
+
+@pytest.mark.parametrize("case,options", LAYERS)
+def test_ttt_layer_grad_matches_finite_differences(case, options):
+    rng, params, x = layer_case(case, options)
+    dy = rng.standard_normal(x.shape)
+    y = lambda xx, pp: tttlab.ttt_layer(xx, pp, **options)["y"]
+    g = tttlab.ttt_layer_grad(x, params, dy=dy, **options)
+    assert set(g) == set(params) | {"x"}
+    check_gradient(lambda a: float((y(a["x"], params) * dy).sum()), {"x": x}, g, ["x"], rng)
+    for name in params:
+        f = lambda a: float((y(x, {**params, name: a[name]}) * dy).sum())
+        check_gradient(f, {name: params[name]}, g, [name], rng, elements=1)
+
+
+@pytest.mark.parametrize("case,options", LAYERS)
+def test_ttt_layer_primal_form_equals_the_dual_form(case, options):
+    _, params, x = layer_case(case, options)
+    dual = tttlab.ttt_layer(x, params, **options)
+    primal = tttlab.ttt_layer(x, params, **options, form="primal")
+    assert set(dual) == {"y"}
+    # The two forms of every head's inner loop agree to fp64 rounding (docs/MATH.md §4).
+    np.testing.assert_allclose(primal["y"], dual["y"], rtol=0, atol=1e-12)
+    H, T, d = options["heads"], x.shape[0], x.shape[1] // options["heads"]
+    mlp = options.get("inner") == "mlp"
+    assert primal["W1"].shape == ((H, T, d, 4 * d) if mlp else (H, T, d, d))
+    assert primal["loss_before"].shape == (H, T) and ("W2" in primal) == mlp
+    assert ("b1" in primal) == options.get("bias", True)
+    # W_t changes within a mini-batch and the first token starts from W0.
+    assert not np.array_equal(primal["W1"][0, 0], params["W1[0]"])
+    x32 = tttlab.ttt_layer(x.astype(np.float32), {k: v.astype(np.float32) for k, v in params.items()}, **options)
+    # fp32 rounding through the projections, 10 tokens of inner loop and the norms: far inside 1e-4.
+    assert x32["y"].dtype == np.float32
+    np.testing.assert_allclose(x32["y"], dual["y"], rtol=0, atol=1e-4)
+
+
+def test_ttt_layer_refuses_bad_input():
+    _, params, x = layer_case(42, LAYERS[0][1])
+    o = LAYERS[0][1]
+    with pytest.raises(ValueError, match=r"params lacks 'W1\[1\]' \[8, 8\]"):
+        tttlab.ttt_layer(x, {k: v for k, v in params.items() if k != "W1[1]"}, **o)
+    with pytest.raises(ValueError, match=r"params\['q_proj.weight'\] must be of shape \[16, 16\]"):
+        tttlab.ttt_layer(x, {**params, "q_proj.weight": np.zeros((16, 8))}, **o)
+    with pytest.raises(ValueError, match="params has 'k_proj.weight', which this layer does not have"):
+        tttlab.ttt_layer(x, {**params, "k_proj.weight": np.zeros((16, 16))}, **o)
+    with pytest.raises(ValueError, match=r"params\['o_proj.weight'\] must be finite"):
+        tttlab.ttt_layer(x, {**params, "o_proj.weight": np.full((16, 16), np.nan)}, **o)
+    with pytest.raises(ValueError, match="x must be finite"):
+        tttlab.ttt_layer(np.full_like(x, np.inf), params, **o)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'mini_batches'"):
+        tttlab.ttt_layer(x, params, **o, mini_batches=4)
+    with pytest.raises(ValueError, match="inner must be 'linear' or 'mlp'"):
+        tttlab.ttt_layer_params(16, 2, inner="titans")
+    with pytest.raises(ValueError, match="heads"):
+        tttlab.ttt_layer_params(16, 3)  # 3 does not divide 16
+    with pytest.raises(ValueError, match=r"dy must be a 2-D array of shape \[10, 16\]"):
+        tttlab.ttt_layer_grad(x, params, dy=np.ones((10, 15)), **o)
