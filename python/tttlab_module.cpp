@@ -771,6 +771,11 @@ py::dict train(const py::dict& o, const py::object& progress) {
   std::vector<double> loss, lr, grad_norm, tokens_per_s, eval_loss, eval_bpb, eval_accuracy,
       loss_by_position;
   std::vector<std::uint8_t> skipped;
+  struct Event {
+    long step;
+    std::string kind, message;
+  };
+  std::vector<Event> events;
   std::optional<py::error_already_set> raised;  // Ctrl-C or the callback's exception
   std::unique_ptr<TrainingSession> session;
   std::string checkpoint;
@@ -807,6 +812,27 @@ py::dict train(const py::dict& o, const py::object& progress) {
         session->request_stop();
       }
     };
+    // A rollback (session.hpp, DIVERGENCE) truncates metrics.jsonl to the step it goes back to, and
+    // the arrays with it, so that they stay the file's records.
+    hooks.on_event = [&](long at, const std::string& kind, const std::string& message) {
+      if (kind == "rollback") {
+        const auto keep = [at](const std::vector<std::int64_t>& steps) {
+          return static_cast<std::size_t>(
+              std::upper_bound(steps.begin(), steps.end(), static_cast<std::int64_t>(at)) -
+              steps.begin());
+        };
+        const std::size_t n = keep(step), ne = keep(eval_step);
+        for (auto* v : {&loss, &lr, &grad_norm, &tokens_per_s}) v->resize(n);
+        step.resize(n);
+        skipped.resize(n);
+        for (auto* v : {&eval_loss, &eval_bpb, &eval_accuracy}) v->resize(ne);
+        eval_step.resize(ne);
+        events.erase(std::remove_if(events.begin(), events.end(),
+                                    [at](const Event& e) { return e.step > at; }),
+                     events.end());
+      }
+      events.push_back({at, kind, message});
+    };
     hooks.on_eval = [&](const EvalReport& ev, bool final) {
       eval_step.push_back(ev.step);
       eval_loss.push_back(ev.loss);
@@ -837,6 +863,15 @@ py::dict train(const py::dict& o, const py::object& progress) {
   d["eval_accuracy"] = to_numpy(std::move(eval_accuracy), {ne});
   const auto nt = static_cast<py::ssize_t>(loss_by_position.size());
   d["val_loss_by_position"] = to_numpy(std::move(loss_by_position), {nt});
+  py::list ev;
+  for (const Event& e : events) {
+    py::dict x;
+    x["step"] = e.step;
+    x["event"] = e.kind;
+    x["message"] = e.message;
+    ev.append(x);
+  }
+  d["events"] = ev;
   return d;
 }
 

@@ -77,7 +77,9 @@ def train(
     train_config.json as a dict); the step records of metrics.jsonl as arrays: step int64 [n], loss,
     lr, grad_norm, tokens_per_s float64 [n], skipped bool [n]; the evaluations: eval_step int64 [m],
     eval_loss (nats per byte), eval_bpb, eval_accuracy float64 [m]; val_loss_by_position float64 [T]
-    (the final evaluation's mean loss at each position).
+    (the final evaluation's mean loss at each position); events, the event records (skipped steps,
+    rollbacks) as dicts of step, event and message. After a rollback the arrays, like metrics.jsonl,
+    hold the records up to the step the run went back to and then the steps computed again.
     """
     options = dict(locals())
     options.pop("progress")

@@ -257,7 +257,7 @@ def train(
     step, leaves the run directory with a checkpoint of that step, and is raised. Returns run_dir,
     checkpoint, train_config (dict), step int64 [n], loss (nats/byte), lr, grad_norm, tokens_per_s
     float64 [n], skipped bool [n], eval_step int64 [m], eval_loss, eval_bpb, eval_accuracy float64 [m],
-    val_loss_by_position float64 [T].
+    val_loss_by_position float64 [T], events (list of dicts: step, event, message).
     """
 
 def load(path: str) -> Model:

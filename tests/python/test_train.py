@@ -58,7 +58,7 @@ def test_train_equals_cli_bit_for_bit(text_file, tmp_path):
     assert list(r["loss"]) == [s["loss"] for s in steps]
     assert list(r["grad_norm"]) == [s["grad_norm"] for s in steps]
     assert list(r["lr"]) == [s["lr"] for s in steps]
-    assert not r["skipped"].any()
+    assert not r["skipped"].any() and r["events"] == []
     assert list(r["eval_step"]) == [4] and list(r["eval_loss"]) == [e["val_loss"] for e in evals]
     assert list(r["val_loss_by_position"]) == evals[-1]["val_loss_by_position"]
     assert r["loss"].dtype == np.float64 and r["val_loss_by_position"].shape == (32,)
