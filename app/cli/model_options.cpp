@@ -54,44 +54,12 @@ void ModelOptions::add_to(CLI::App* cmd) {
 }
 
 ModelConfig ModelOptions::build(const CLI::App* cmd) const {
-  ModelConfig c;
+  const CLI::Option* given = cmd ? cmd->get_option_no_throw("--backbone") : nullptr;
   try {
-    c = ModelConfig::preset(preset);
-    c.seq_layer = seq_layer_from_string(layer);
-    c.mamba_backbone = backbone == "m";
-    // Mamba-2 is a whole Mamba block and sits in the Transformer block, and so do DeltaNet and Gated
-    // DeltaNet and Titans with their own short convolutions, and LaCT's whole block: "t" unless
-    // --backbone m was asked for, which validate() then refuses with its reason.
-    const CLI::Option* given = cmd ? cmd->get_option_no_throw("--backbone") : nullptr;
-    if (transformer_block_only(c.seq_layer) && !(given && given->count() > 0))
-      c.mamba_backbone = false;
-    if (hidden_size) c.hidden_size = hidden_size;
-    if (layers) c.num_hidden_layers = layers;
-    if (heads) c.num_attention_heads = heads;
-    if (intermediate_size) c.intermediate_size = intermediate_size;
-    c.mini_batch_size = mini_batch;
-    if (mamba2_d_state) c.mamba2_d_state = mamba2_d_state;
-    if (mamba2_headdim) c.mamba2_headdim = mamba2_headdim;
-    if (mamba2_chunk) c.mamba2_chunk_size = mamba2_chunk;
-    if (deltanet_chunk) c.deltanet_chunk_size = deltanet_chunk;
-    if (lact_chunk) c.lact_chunk_size = lact_chunk;
-    if (lact_heads) c.lact_heads = lact_heads;
-    c.lact_muon = lact_muon;
-    c.ttt_base_lr = base_lr >= 0 ? base_lr : default_ttt_base_lr(c.seq_layer);
-    c.scan_checkpoint_group_size = remat_group;
-    c.inner_layer_norm = !no_inner_ln;
-    c.inner_residual = !no_inner_residual;
-    c.inner_bias = !no_inner_bias;
-    c.eta_learned_gate = !fixed_eta;
-    c.eta_token_index = !no_token_index;
-    c.eta_token_index_learnable = !frozen_token_index;
-    c.learnable_w0 = !fixed_w0;
-    c.learnable_views = !fixed_views;
-    c.validate();
+    return build_model_config(*this, given && given->count() > 0);
   } catch (const std::invalid_argument& e) {
     throw CLI::ValidationError(e.what());
   }
-  return c;
 }
 
 }  // namespace tttlab::cli

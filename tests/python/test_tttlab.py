@@ -288,3 +288,48 @@ def test_inner_loop_refuses_bad_arrays():
         tttlab.inner_loop(**x, form="chunked")
     with pytest.raises(ValueError, match=r"mini_batch must be in \[1, 1048576\], got 0"):
         tttlab.inner_loop(**x, mini_batch=0)
+
+
+def test_head_inputs_give_the_states_through_inner_loop(model):
+    """model.head_inputs' arrays are the stepper's: inner_loop's primal form on them is model.states."""
+    text = TEXT[:200]
+    for block, head in ((0, 0), (3, 1)):
+        x = model.head_inputs(text, block=block, head=head)
+        T, d = len(text), 32
+        assert x["Q"].shape == (T, d) and x["lam"].shape == (T,) and x["W1"].shape == (d, d)
+        assert x["tau"].shape == (16,) and x["mini_batch"] == 16 and x["layer_norm"] and x["residual"]
+        assert x["Q"].dtype == np.float64 and x["ln_eps"] == model.config["tttlab_ttt_ln_eps"]
+        s = model.states(text, block=block, head=head, dtype="float64")
+        p = tttlab.inner_loop(**x)
+        h = f"block{block}.head{head}."
+        # The same function on the same double inputs, in the same order: equal bit for bit.
+        for name in ("W1", "b1", "loss_initial", "loss_before", "loss_after"):
+            assert np.array_equal(p[name], s[h + name]), name
+        assert np.array_equal(x["W1"], s[h + "W1_initial"]) and np.array_equal(x["lam"], s[h + "lambda"])
+
+
+def test_head_inputs_refuse_bad_arguments(model):
+    with pytest.raises(ValueError, match="block 4 does not exist: the model has 4 blocks"):
+        model.head_inputs("abc", block=4, head=0)
+    with pytest.raises(ValueError, match="head -1 does not exist: the model has 4 heads"):
+        model.head_inputs("abc", block=0, head=-1)
+    with pytest.raises(ValueError, match="text must not be empty"):
+        model.head_inputs(b"", block=0, head=0)
+    with pytest.raises(ValueError, match="the text has 3 bytes, above max_tokens 2"):
+        model.head_inputs("abc", block=0, head=0, max_tokens=2)
+    with pytest.raises(TypeError, match="text must be str or bytes"):
+        model.head_inputs(3, block=0, head=0)
+
+
+def test_inner_loop_ln_eps():
+    x = inner_inputs()
+    a = tttlab.inner_loop(**x, mini_batch=8)
+    b = tttlab.inner_loop(**x, mini_batch=8, ln_eps=1e-6)
+    c = tttlab.inner_loop(**x, mini_batch=8, ln_eps=0.5)
+    assert np.array_equal(a["out"], b["out"]) and not np.allclose(a["out"], c["out"])
+    # The reported loss follows the epsilon (ln_l2_loss above, with eps = 0.5).
+    k, v = x["K"][0], x["V"][0]
+    want = ln_l2_loss(x["W1"], x["b1"], k, v, x["ln_weight"], x["ln_bias"], eps=0.5)
+    assert c["loss_initial"][0] == pytest.approx(want, rel=1e-12)
+    with pytest.raises(ValueError, match=r"ln_eps must be in \(0, 1\], got 0"):
+        tttlab.inner_loop(**x, ln_eps=0.0)
