@@ -891,10 +891,11 @@ void matrix_rule_rows(Bench& bench) {
 // chunks of C = 64: W S_p, Q S_p and Kᵀ U (6·d²), and K Kᵀ, the substitution for W and Ũ, Q Kᵀ and its
 // product with U, counted whole (8·C·d). Floor: Q, K, V read and O written in bf16, β (and log α) read
 // in fp32. The backward (DeltaNet, d = 64: chunked_delta_rule_backward) reruns the forward's ut and walk
-// kernels, walks back for dU and the state gradients and forms the gradients per chunk; counted whole,
+// kernels, walks back for dU and the state gradients and forms the gradients per chunk (with d log α for
+// the gated rule, whose extra terms are not counted); counted whole,
 // with the forward, 22·d² + 40·C·d + 5·C² per token and head; its floor adds dO read in bf16 and dQ, dK,
 // dV, dβ written in fp32. Rows named "delta rule forward bf16 chunked tensor cores", "gated delta rule
-// ...", "delta rule fwd+bwd bf16 chunked tensor cores".
+// ...", "delta rule fwd+bwd bf16 chunked tensor cores", "gated delta rule fwd+bwd ...".
 void chunked_delta_rows(Bench& bench) {
   const TttDims& D = bench.in().D;
   const AttentionDims ad{D.batch, D.heads, D.seq_len, D.head_dim};
@@ -912,7 +913,7 @@ void chunked_delta_rows(Bench& bench) {
   const std::size_t bwsb = with_backward ? chunked_delta_rule_backward_workspace_bytes(ad) : 0;
   if (with_backward &&
       !fits_on_gpu("chunked delta rule backward", shape,
-                   double(act) * (5 * 2 + 3 * 4) + 12.0 * gates + double(wsb + bwsb)))
+                   double(act) * (5 * 2 + 3 * 4) + 20.0 * gates + double(wsb + bwsb)))
     return;
   Buf16 q(act), k(act), v(act), o(act), dO(act);
   Buf beta(gates), log_alpha(gates), ws(floats_for(wsb));
@@ -950,36 +951,42 @@ void chunked_delta_rows(Bench& bench) {
               4.0 * act * 2 + 4.0 * gates * (gated ? 2 : 1), 0, "", 0, &shape);
   }
   if (!with_backward) return;
-  Buf dq(act), dk(act), dv(act), dbeta(gates), bws(floats_for(bwsb));
-  ChunkedDeltaRuleForwardArgs f;
-  f.dims = ad;
-  f.Q = q.p;
-  f.K = k.p;
-  f.V = v.p;
-  f.beta = beta.p;
-  f.O = o.p;
-  f.workspace = ws.p;
-  f.workspace_bytes = wsb;
-  ChunkedDeltaRuleBackwardArgs b;
-  b.dims = ad;
-  b.Q = q.p;
-  b.K = k.p;
-  b.V = v.p;
-  b.beta = beta.p;
-  b.dO = dO.p;
-  b.dQ = dq.p;
-  b.dK = dk.p;
-  b.dV = dv.p;
-  b.dbeta = dbeta.p;
-  b.workspace = bws.p;
-  b.workspace_bytes = bwsb;
-  const double fb_ms = bench.time([&] {
-    chunked_delta_rule_forward(f);
-    chunked_delta_rule_backward(b);
-  });
-  bench.add("delta rule fwd+bwd bf16 chunked tensor cores", fb_ms,
-            tokens * (22 * d * d + 40 * 64.0 * d + 5 * 64.0 * 64.0),
-            5.0 * act * 2 + 3.0 * act * 4 + 4.0 * gates * 2, 0, "", 0, &shape);
+  Buf dq(act), dk(act), dv(act), dbeta(gates), dla(gates), bws(floats_for(bwsb));
+  for (const bool gated : {false, true}) {
+    ChunkedDeltaRuleForwardArgs f;
+    f.dims = ad;
+    f.Q = q.p;
+    f.K = k.p;
+    f.V = v.p;
+    f.beta = beta.p;
+    f.log_alpha = gated ? log_alpha.p : nullptr;
+    f.O = o.p;
+    f.workspace = ws.p;
+    f.workspace_bytes = wsb;
+    ChunkedDeltaRuleBackwardArgs b;
+    b.dims = ad;
+    b.Q = q.p;
+    b.K = k.p;
+    b.V = v.p;
+    b.beta = beta.p;
+    b.log_alpha = f.log_alpha;
+    b.dO = dO.p;
+    b.dQ = dq.p;
+    b.dK = dk.p;
+    b.dV = dv.p;
+    b.dbeta = dbeta.p;
+    b.dlog_alpha = gated ? dla.p : nullptr;
+    b.workspace = bws.p;
+    b.workspace_bytes = bwsb;
+    const double fb_ms = bench.time([&] {
+      chunked_delta_rule_forward(f);
+      chunked_delta_rule_backward(b);
+    });
+    bench.add(std::string(gated ? "gated delta rule" : "delta rule") +
+                  " fwd+bwd bf16 chunked tensor cores",
+              fb_ms, tokens * (22 * d * d + 40 * 64.0 * d + 5 * 64.0 * 64.0),
+              5.0 * act * 2 + 3.0 * act * 4 + 4.0 * gates * (gated ? 4 : 2), 0, "", 0, &shape);
+  }
 }
 
 }  // namespace

@@ -167,26 +167,28 @@ TEST(ChunkedDeltaRule, IsDeterministic) {
   for (const bool gated : {false, true}) EXPECT_EQ(gpu_output(in, gated), gpu_output(in, gated));
 }
 
-// The backward (DeltaNet, d = 64) against matrix_rule_backward in fp64 with S_0 = 0 and no gradient at
-// S_T, dO ~ N(0, 1) rounded to bf16. Every gradient is poisoned with NaN first.
+// The backward (d = 64) against matrix_rule_backward in fp64 with S_0 = 0 and no gradient at S_T,
+// dO ~ N(0, 1) rounded to bf16. The kernel's d log α is compared with α·dα of the CPU. Every gradient is
+// poisoned with NaN first.
 struct DeltaGrads {
-  std::vector<float> dq, dk, dv, dbeta;
+  std::vector<float> dq, dk, dv, dbeta, dlog_alpha;
 };
 struct DeltaGradsRef {
-  std::vector<double> dq, dk, dv, dbeta;
+  std::vector<double> dq, dk, dv, dbeta, dlog_alpha;
 };
 
-DeltaGradsRef cpu_grads(const DeltaInputs& in, const std::vector<float>& dO) {
+DeltaGradsRef cpu_grads(const DeltaInputs& in, const std::vector<float>& dO, bool gated) {
   const DeltaCase& c = in.c;
   const int HD = c.H * c.d;
   DeltaGradsRef r;
   r.dq.assign(std::size_t(c.B) * c.T * HD, 0.0);
   r.dk = r.dv = r.dq;
   r.dbeta.assign(std::size_t(c.B) * c.T * c.H, 0.0);
+  r.dlog_alpha = r.dbeta;
   for (int n = 0; n < c.B; ++n)
     for (int h = 0; h < c.H; ++h) {
       Mat<double> q(c.T, c.d), k(c.T, c.d), v(c.T, c.d), go(c.T, c.d);
-      Vec<double> beta(c.T);
+      Vec<double> beta(c.T), alpha(c.T);
       for (int t = 0; t < c.T; ++t) {
         const std::size_t row = std::size_t(n) * c.T + t;
         for (int i = 0; i < c.d; ++i) {
@@ -197,10 +199,12 @@ DeltaGradsRef cpu_grads(const DeltaInputs& in, const std::vector<float>& dO) {
           go(t, i) = dO[at];
         }
         beta(t) = in.beta[row * c.H + h];
+        alpha(t) = std::exp(double(in.log_alpha[row * c.H + h]));
       }
       const Mat<double> zero = Mat<double>::Zero(c.d, c.d);
       const MatrixRuleGrads<double> g = matrix_rule_backward<double>(
-          MatrixRule::DeltaNet, q, k, v, beta, Vec<double>(), zero, go, zero);
+          gated ? MatrixRule::GatedDeltaNet : MatrixRule::DeltaNet, q, k, v, beta,
+          gated ? alpha : Vec<double>(), zero, go, zero);
       for (int t = 0; t < c.T; ++t) {
         const std::size_t row = std::size_t(n) * c.T + t;
         for (int i = 0; i < c.d; ++i) {
@@ -210,20 +214,22 @@ DeltaGradsRef cpu_grads(const DeltaInputs& in, const std::vector<float>& dO) {
           r.dv[at] = g.dv(t, i);
         }
         r.dbeta[row * c.H + h] = g.dbeta(t);
+        if (gated) r.dlog_alpha[row * c.H + h] = alpha(t) * g.dalpha(t);
       }
     }
   return r;
 }
 
-DeltaGrads gpu_grads(const DeltaInputs& in, const std::vector<std::uint16_t>& dO16) {
+DeltaGrads gpu_grads(const DeltaInputs& in, const std::vector<std::uint16_t>& dO16, bool gated) {
   const DeltaCase& c = in.c;
   const AttentionDims dims{c.B, c.H, c.T, c.d};
   const std::size_t n = in.q16.size();
   DeviceBuffer16 q(in.q16), k(in.k16), v(in.v16), go(dO16);
-  DeviceBuffer beta(in.beta), dq(n), dk(n), dv(n), dbeta(in.beta.size());
+  DeviceBuffer beta(in.beta), la(in.log_alpha), dq(n), dk(n), dv(n), dbeta(in.beta.size()),
+      dla(in.beta.size());
   const std::size_t wsb = chunked_delta_rule_backward_workspace_bytes(dims);
   DeviceBuffer ws((wsb + sizeof(float) - 1) / sizeof(float));
-  for (DeviceBuffer* b : {&dq, &dk, &dv, &dbeta, &ws}) b->poison();
+  for (DeviceBuffer* b : {&dq, &dk, &dv, &dbeta, &dla, &ws}) b->poison();
   ChunkedDeltaRuleBackwardArgs a;
   a.dims = dims;
   a.Q = q.get();
@@ -235,36 +241,49 @@ DeltaGrads gpu_grads(const DeltaInputs& in, const std::vector<std::uint16_t>& dO
   a.dK = dk.get();
   a.dV = dv.get();
   a.dbeta = dbeta.get();
+  a.log_alpha = gated ? la.get() : nullptr;
+  a.dlog_alpha = gated ? dla.get() : nullptr;
   a.workspace = ws.get();
   a.workspace_bytes = wsb;
   chunked_delta_rule_backward(a);
-  return {dq.download(), dk.download(), dv.download(), dbeta.download()};
+  return {dq.download(), dk.download(), dv.download(), dbeta.download(),
+          gated ? dla.download() : std::vector<float>()};
 }
 
 TEST(ChunkedDeltaRule, BackwardMatchesTheCpuBackwardOnBf16Inputs) {
   TTTLAB_SEEDED_GPU_TEST();
   std::printf("[ INFO     ] seed %llu; error = max|gpu - cpu| / max|cpu|, bound %.0e\n",
               (unsigned long long)seed, kTolGrad);
-  double worst = 0;
-  for (const DeltaCase& c : delta_cases()) {
-    if (c.d != 64) continue;
-    SCOPED_TRACE(describe(c, false));
-    const DeltaInputs in = make_inputs(c, rng);
-    std::vector<std::uint16_t> dO16;
-    const std::vector<float> dO = rounded_to_bf16(randn_vec(in.q.size(), rng, 1.0), dO16);
-    const DeltaGradsRef ref = cpu_grads(in, dO);
-    const DeltaGrads got = gpu_grads(in, dO16);
-    const ErrorStat eq = compare(got.dq, ref.dq, 1e-6), ek = compare(got.dk, ref.dk, 1e-6),
-                    ev = compare(got.dv, ref.dv, 1e-6), eb = compare(got.dbeta, ref.dbeta, 1e-6);
-    EXPECT_TRUE(within("dQ", eq, kTolGrad, got.dq, ref.dq));
-    EXPECT_TRUE(within("dK", ek, kTolGrad, got.dk, ref.dk));
-    EXPECT_TRUE(within("dV", ev, kTolGrad, got.dv, ref.dv));
-    EXPECT_TRUE(within("dbeta", eb, kTolGrad, got.dbeta, ref.dbeta));
-    worst = std::max({worst, eq.rel, ek.rel, ev.rel, eb.rel});
-    std::printf("[ INFO     ] %-34s dQ %.2e dK %.2e dV %.2e dbeta %.2e\n",
-                describe(c, false).c_str(), eq.rel, ek.rel, ev.rel, eb.rel);
+  for (const bool gated : {false, true}) {
+    double worst = 0;
+    for (const DeltaCase& c : delta_cases()) {
+      if (c.d != 64) continue;
+      SCOPED_TRACE(describe(c, gated));
+      const DeltaInputs in = make_inputs(c, rng);
+      std::vector<std::uint16_t> dO16;
+      const std::vector<float> dO = rounded_to_bf16(randn_vec(in.q.size(), rng, 1.0), dO16);
+      const DeltaGradsRef ref = cpu_grads(in, dO, gated);
+      const DeltaGrads got = gpu_grads(in, dO16, gated);
+      const ErrorStat eq = compare(got.dq, ref.dq, 1e-6), ek = compare(got.dk, ref.dk, 1e-6),
+                      ev = compare(got.dv, ref.dv, 1e-6), eb = compare(got.dbeta, ref.dbeta, 1e-6);
+      EXPECT_TRUE(within("dQ", eq, kTolGrad, got.dq, ref.dq));
+      EXPECT_TRUE(within("dK", ek, kTolGrad, got.dk, ref.dk));
+      EXPECT_TRUE(within("dV", ev, kTolGrad, got.dv, ref.dv));
+      EXPECT_TRUE(within("dbeta", eb, kTolGrad, got.dbeta, ref.dbeta));
+      worst = std::max({worst, eq.rel, ek.rel, ev.rel, eb.rel});
+      double ea = 0;
+      if (gated) {
+        const ErrorStat e = compare(got.dlog_alpha, ref.dlog_alpha, 1e-6);
+        EXPECT_TRUE(within("dlog_alpha", e, kTolGrad, got.dlog_alpha, ref.dlog_alpha));
+        worst = std::max(worst, e.rel);
+        ea = e.rel;
+      }
+      std::printf("[ INFO     ] %-34s dQ %.2e dK %.2e dV %.2e dbeta %.2e dlog_alpha %.2e\n",
+                  describe(c, gated).c_str(), eq.rel, ek.rel, ev.rel, eb.rel, ea);
+    }
+    std::printf("[ INFO     ] %s backward: worst relative error %.2e\n",
+                gated ? "Gated DeltaNet" : "DeltaNet", worst);
   }
-  std::printf("[ INFO     ] DeltaNet backward: worst relative error %.2e\n", worst);
 }
 
 TEST(ChunkedDeltaRule, BackwardIsDeterministic) {
@@ -272,11 +291,14 @@ TEST(ChunkedDeltaRule, BackwardIsDeterministic) {
   const DeltaInputs in = make_inputs({2, 3, 300, 64}, rng);
   std::vector<std::uint16_t> dO16;
   rounded_to_bf16(randn_vec(in.q.size(), rng, 1.0), dO16);
-  const DeltaGrads a = gpu_grads(in, dO16), b = gpu_grads(in, dO16);
-  EXPECT_EQ(a.dq, b.dq);
-  EXPECT_EQ(a.dk, b.dk);
-  EXPECT_EQ(a.dv, b.dv);
-  EXPECT_EQ(a.dbeta, b.dbeta);
+  for (const bool gated : {false, true}) {
+    const DeltaGrads a = gpu_grads(in, dO16, gated), b = gpu_grads(in, dO16, gated);
+    EXPECT_EQ(a.dq, b.dq);
+    EXPECT_EQ(a.dk, b.dk);
+    EXPECT_EQ(a.dv, b.dv);
+    EXPECT_EQ(a.dbeta, b.dbeta);
+    EXPECT_EQ(a.dlog_alpha, b.dlog_alpha);
+  }
 }
 
 TEST(ChunkedDeltaRule, ArgumentsAreChecked) {
@@ -358,7 +380,7 @@ TEST(ChunkedDeltaRule, ArgumentsAreChecked) {
   };
   ChunkedDeltaRuleBackwardArgs b = bargs();
   b.log_alpha = la.get();
-  expect_bwd_error(b, "log_alpha must be null");
+  expect_bwd_error(b, "dlog_alpha must be given exactly with log_alpha");
   b = bargs();
   b.dims.head_dim = 128;
   expect_bwd_error(b, "head_dim must be 64");

@@ -64,7 +64,7 @@ struct DeltaParams {
   std::uint16_t *N, *U_out, *S_out, *dU_out, *dS_out;
   const std::uint16_t* dO;
   const std::uint16_t *Ub, *dUb, *Sb, *dSb;  // the same, read by the gradient kernel
-  float *dQ, *dK, *dV, *dbeta;
+  float *dQ, *dK, *dV, *dbeta, *dlog_alpha;
   int H, T, NC;
 };
 
@@ -360,42 +360,49 @@ __global__ void __launch_bounds__(kThreads) walk_kernel(DeltaParams p) {
 }
 
 // ---- backward: the reverse walk ---------------------------------------------------------------------
-// DeltaNet only (no decay). One block of 4 warps per (32 value columns cb, head bh) walks the chunks
-// from the last with G = ∂L/∂S (the state after the chunk) in fp32 accumulators, [D, 32] per block.
-// Per chunk, with P = Q Kᵀ masked to j ≤ i (read after the write) and G the gradient of S_next:
-//   dU = Pᵀ dO + K G          (U enters O through P and S_next through Kᵀ U)
-//   G ← Qᵀ dO + G − Wᵀ dU     (the gradient of S_p: O = Q S_p + …, S_next = S_p + …, U = Ũ − W S_p)
-// dU and each G (before the chunk that consumes it) go to the workspace in bf16 for the gradient
-// kernel. G enters K G as a bf16 copy in shared memory, as S does in the forward walk.
+// One block of 4 warps per (32 value columns cb, head bh) walks the chunks from the last with G = ∂L/∂S
+// (the state after the chunk) in fp32 accumulators, [D, 32] per block. Per chunk, with P = (Q Kᵀ) ⊙ Γ
+// masked to j ≤ i (read after the write), K̃ = diag(γ_L/γ) K and G the gradient of S_next:
+//   dU = Pᵀ dO + K̃ G                     (U enters O through P and S_next through K̃ᵀ U)
+//   G ← γ_L G + (diag(γ) Q)ᵀ dO − Wᵀ dU  (the gradient of S_p: O = diag(γ) Q S_p + …,
+//                                          S_next = γ_L S_p + …, U = Ũ − W S_p)
+// (γ = Γ = 1 for DeltaNet.) dU and each G (before the chunk that consumes it) go to the workspace in
+// bf16 for the gradient kernel. G enters K G as a bf16 copy in shared memory, as S does in the forward
+// walk; for the gated rule diag(γ) dO is a bf16 tile written beside dU.
 template <int D>
-__host__ __device__ constexpr int rwalk_tile_elems() {  // Q, K, W [64][D + 8], dO[:, cols] [64][40]
-  return kChunk * (3 * (D + 8) + kCols + 8);
+__host__ __device__ constexpr int rwalk_tile_elems() {  // Q, K, W [64][D + 8], dO[:, cols], g
+  return kChunk * (3 * (D + 8) + kCols + 8) + 2 * kChunk;
 }
 template <int D>
 constexpr std::size_t rwalk_smem_bytes() {
-  return (std::size_t(kStages) * rwalk_tile_elems<D>() + (std::size_t(D) + kChunk) * (kCols + 8)) *
+  return (std::size_t(kStages) * rwalk_tile_elems<D>() +
+          (std::size_t(D) + 2 * kChunk) * (kCols + 8)) *
          sizeof(std::uint16_t);
 }
 
-template <int D>
+template <int D, bool GATED>
 __global__ void __launch_bounds__(kThreads) rwalk_kernel(DeltaParams p) {
   constexpr int LD = D + 8, LV = kCols + 8, NV = kCols / 8, MT = D / 64, last = kChunk / 16 - 1;
   constexpr int kTile = rwalk_tile_elems<D>();
   extern __shared__ __align__(16) std::uint16_t smem[];
   std::uint16_t* Gs = smem + kStages * kTile;  // [D][LV]: G[:, cols] as bf16
   std::uint16_t* dUs = Gs + D * LV;            // [64][LV]: dU[:, cols]
+  std::uint16_t* dOg = dUs + kChunk * LV;      // [64][LV]: diag(γ) dO[:, cols] (gated)
   const int cb = int(blockIdx.x), bh = int(blockIdx.y), n = bh / p.H, h = bh % p.H;
   const long ld = long(p.H) * D;
   const long base = long(n) * p.T * ld + long(h) * D;
   const int v0 = cb * kCols;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   auto load = [&](int i, int b) {
-    const int c0 = (p.NC - 1 - i) * kChunk;
+    const int c = p.NC - 1 - i, c0 = c * kChunk;
     std::uint16_t* st = smem + b * kTile;
     load_rows<kChunk, D, kThreads>(st, p.Q + base, c0, p.T, ld);
     load_rows<kChunk, D, kThreads>(st + kChunk * LD, p.K + base, c0, p.T, ld);
     load_rows<kChunk, D, kThreads>(st + 2 * kChunk * LD, p.W + base, c0, p.T, ld);
     load_rows<kChunk, kCols, kThreads>(st + 3 * kChunk * LD, p.dO + base + v0, c0, p.T, ld);
+    if (GATED && threadIdx.x < kChunk / 4)
+      cp_async16(st + 3 * kChunk * LD + kChunk * LV + 8 * threadIdx.x,
+                 p.G + long(bh) * p.NC * kChunk + c0 + 4 * threadIdx.x, 16);
   };
 #pragma unroll
   for (int i = 0; i < kStages - 1; ++i) {
@@ -415,6 +422,8 @@ __global__ void __launch_bounds__(kThreads) rwalk_kernel(DeltaParams p) {
     const std::uint16_t* Ks = Qs + kChunk * LD;
     const std::uint16_t* Ws = Ks + kChunk * LD;
     const std::uint16_t* dOs = Ws + kChunk * LD;
+    const float* gs = reinterpret_cast<const float*>(dOs + kChunk * LV);
+    const float gL = GATED ? gs[kChunk - 1] : 0.f;
 
     // dU on this warp's rows (as keys: the queries at or after them, blocks warp .. last).
     float du[NV][4], x[kChunk / 8][4];
@@ -426,13 +435,33 @@ __global__ void __launch_bounds__(kThreads) rwalk_kernel(DeltaParams p) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int col = 8 * u + 2 * t + (e & 1), row = 16 * warp + g + 8 * (e >> 1);
-        if (col < row) x[u][e] = 0.f;
+        if (col < row)
+          x[u][e] = 0.f;
+        else if (GATED)
+          x[u][e] *= __expf(gs[col] - gs[row]);
       }
     mma_p_y<LV, NV>(du, x, dOs, lane, warp, last);
-    if (i > 0) mma_ab_strided<LD, LV, D / 16, NV>(du, Ks, 16 * warp, Gs, lane);
+    if (i > 0) {
+      if (GATED) {
+        float kg[NV][4];
+        zero(kg);
+        mma_ab_strided<LD, LV, D / 16, NV>(kg, Ks, 16 * warp, Gs, lane);
+        const float f0 = __expf(gL - gs[16 * warp + g]), f1 = __expf(gL - gs[16 * warp + g + 8]);
+#pragma unroll
+        for (int uu = 0; uu < NV; ++uu) {
+          du[uu][0] += f0 * kg[uu][0];
+          du[uu][1] += f0 * kg[uu][1];
+          du[uu][2] += f1 * kg[uu][2];
+          du[uu][3] += f1 * kg[uu][3];
+        }
+      } else {
+        mma_ab_strided<LD, LV, D / 16, NV>(du, Ks, 16 * warp, Gs, lane);
+      }
+    }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int row = 16 * warp + g + 8 * r;
+      const float gamma = GATED ? __expf(gs[row]) : 1.f;
 #pragma unroll
       for (int uu = 0; uu < NV; ++uu) {
         const std::uint32_t v = pack_bf16(du[uu][2 * r], du[uu][2 * r + 1]);
@@ -440,18 +469,30 @@ __global__ void __launch_bounds__(kThreads) rwalk_kernel(DeltaParams p) {
         if (c * kChunk + row < p.T)
           *reinterpret_cast<std::uint32_t*>(p.dU_out + base + long(c * kChunk + row) * ld + v0 +
                                             8 * uu + 2 * t) = v;
+        if (GATED) {
+          const float2 o =
+              unpack_bf16(*reinterpret_cast<const std::uint32_t*>(dOs + row * LV + 8 * uu + 2 * t));
+          *reinterpret_cast<std::uint32_t*>(dOg + row * LV + 8 * uu + 2 * t) =
+              pack_bf16(gamma * o.x, gamma * o.y);
+        }
       }
     }
     if (c == 0) break;
-    __syncthreads();  // every row of dU is written; G's copy was last read above
+    __syncthreads();  // every row of dU (and diag(γ) dO) is written; G's copy was last read above
 
-    // G ← G + Qᵀ dO − Wᵀ dU on the key rows 16·(MT·warp + m).
+    // G ← γ_L G + (diag(γ) Q)ᵀ dO − Wᵀ dU on the key rows 16·(MT·warp + m).
+    const float decay = GATED ? __expf(gL) : 1.f;
 #pragma unroll
     for (int m = 0; m < MT; ++m) {
       const int m0 = 16 * (MT * warp + m);
       float wdu[NV][4];
       zero(wdu);
-      mma_atb<LD, LV, kChunk / 16, NV>(gacc[m], Qs, m0, dOs, lane);
+      if (GATED)
+#pragma unroll
+        for (int uu = 0; uu < NV; ++uu)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) gacc[m][uu][e] *= decay;
+      mma_atb<LD, LV, kChunk / 16, NV>(gacc[m], Qs, m0, GATED ? dOg : dOs, lane);
       mma_atb<LD, LV, kChunk / 16, NV>(wdu, Ws, m0, dUs, lane);
 #pragma unroll
       for (int uu = 0; uu < NV; ++uu)
@@ -470,26 +511,36 @@ __global__ void __launch_bounds__(kThreads) rwalk_kernel(DeltaParams p) {
 }
 
 // ---- backward: the gradient kernel ----------------------------------------------------------------
-// DeltaNet only. One block of 4 warps per (chunk, head), all in parallel, from the chunk's tiles, its
-// U and dU (the walks'), S_p (before it; zero for chunk 0), G (the gradient of the state after it;
-// zero for the last chunk) and N = (I + A)⁻¹ (the ut kernel's); T̃ = N diag(β), A = tril(diag(β) K Kᵀ, −1).
+// One block of 4 warps per (chunk, head), all in parallel, from the chunk's tiles, its U and dU (the
+// walks'), S_p (before it; zero for chunk 0), G (the gradient of the state after it; zero for the last
+// chunk) and N = (I + A)⁻¹ (the ut kernel's); T̃ = N diag(β), A = tril(diag(β)(K Kᵀ ⊙ Γ), −1),
+// K̃ = diag(γ_L/γ) K, Kγ = diag(γ) K, P = (Q Kᵀ) ⊙ Γ and dP = dO Uᵀ, both masked to j ≤ i.
 // Warp w owns rows 16w .. 16w + 15 of every [64, ·] result:
-//   dQ  = dO S_pᵀ + (dO Uᵀ ⊙ M) K
-//   dK  = (dO Uᵀ ⊙ M)ᵀ Q + U Gᵀ + T̃ᵀ dW + E K + Eᵀ K
+//   dQ  = diag(γ) dO S_pᵀ + (dP ⊙ Γ) K
+//   dK  = (dP ⊙ Γ)ᵀ Q + diag(γ_L/γ) U Gᵀ + diag(γ) T̃ᵀ dW + E K + Eᵀ K
 //   dV  = T̃ᵀ dU,   dW = −dU S_pᵀ
-//   dT̃ = dU Vᵀ + dW Kᵀ,   dN = dT̃ diag(β),   dA = −(Nᵀ dN Nᵀ) below the diagonal,  E = diag(β) dA
-//   dβ_j = Σ_i N_ij dT̃_ij + Σ_{i<j} dA_ji (k_j·k_i)
-// (M keeps j ≤ i.) The intermediates dW, dN, Nᵀ dN and E pass between warps as bf16 tiles in shared
-// memory, one barrier each.
+//   dT̃ = dU Vᵀ + dW Kγᵀ,   dN = dT̃ diag(β),   dA = −(Nᵀ dN Nᵀ) below the diagonal,
+//   E = diag(β) (dA ⊙ Γ),   dβ_j = Σ_i N_ij dT̃_ij + Σ_{i<j} dA_ji Γ_ji (k_j·k_i)
+// The gated rule adds the gradient of g (the chunk's cumulative log α), from the five places γ and Γ
+// enter, each term read off a product above:
+//   dg_i += γ_i q_i·(dO S_pᵀ)_i                  (O's diag(γ) Q S_p)
+//   dg_i += Σ_j Z_ij, dg_j −= Σ_i Z_ij,  Z = dP ⊙ P   (P's Γ; the same for A's Γ with Z = dA ⊙ A)
+//   dg_i −= z_i, dg_L += Σ_i z_i,  z_i = (γ_L/γ_i) k_i·(U Gᵀ)_i   (K̃)
+//   dg_i += γ_i k_i·(T̃ᵀ dW)_i                    (Kγ)
+//   dg_L += γ_L ⟨G, S_p⟩                          (S_next's γ_L S_p)
+// and d log α_t = Σ_{i ≥ t} dg_i within the chunk (g_i = Σ_{t ≤ i} log α_t); the chunks before see
+// α through S_p, whose gradient the reverse walk carried. (γ = Γ = 1 and no g for DeltaNet.) The
+// intermediates dW, dN, Nᵀ dN and E pass between warps as bf16 tiles in shared memory, one barrier
+// each; the row and column sums of dβ and dg go through small fp32 arrays, summed in a fixed order.
 template <int D>
 constexpr std::size_t grad_smem_bytes() {
   return (std::size_t(6) * kChunk * (D + 8) + std::size_t(2) * D * (D + 8) +
           std::size_t(3) * kChunk * (kChunk + 8)) *
              sizeof(std::uint16_t) +
-         std::size_t(kChunk) * 6 * sizeof(float);
+         std::size_t(kChunk) * 16 * sizeof(float);
 }
 
-// Rows 16·warp + (g, g + 8) of a [64, ·] fp32 result to global memory (rows < T), scaled per row.
+// Rows 16·warp + (g, g + 8) of a [64, ·] fp32 result to global memory (rows < T).
 template <int ND>
 __device__ __forceinline__ void store_rows_f32(float* G, const float (&x)[ND][4], int row0, int T,
                                                long ld, int lane) {
@@ -520,7 +571,52 @@ __device__ __forceinline__ void store_tile_bf16(std::uint16_t* S, const float (&
     }
 }
 
-template <int D>
+// Σ over columns of x[row, col]·Y[row, col] for this warp's rows 16·warp + (g, g + 8), Y a bf16 tile
+// [·][LY]: the two row sums, complete in every lane of the quad.
+template <int LY, int NN>
+__device__ __forceinline__ void row_dots(float (&rs)[2], const float (&x)[NN][4],
+                                         const std::uint16_t* Y, int warp, int lane) {
+  const int g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = 16 * warp + g + 8 * r;
+    float s = 0.f;
+#pragma unroll
+    for (int u = 0; u < NN; ++u) {
+      const float2 y = unpack_bf16(*reinterpret_cast<const std::uint32_t*>(Y + row * LY + 8 * u + 2 * t));
+      s = fmaf(x[u][2 * r], y.x, fmaf(x[u][2 * r + 1], y.y, s));
+    }
+    s += __shfl_xor_sync(0xffffffffu, s, 1);
+    s += __shfl_xor_sync(0xffffffffu, s, 2);
+    rs[r] = s;
+  }
+}
+
+// The row sums (complete in every lane of a quad) and column sums (complete in lanes g = 0) of a warp's
+// [16 × 64] fragment.
+__device__ __forceinline__ void frag_sums(const float (&x)[kChunk / 8][4], float (&rs)[2],
+                                          float (&cs)[kChunk / 8][2]) {
+  rs[0] = rs[1] = 0.f;
+#pragma unroll
+  for (int u = 0; u < kChunk / 8; ++u) {
+    rs[0] += x[u][0] + x[u][1];
+    rs[1] += x[u][2] + x[u][3];
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      float c = x[u][e] + x[u][2 + e];
+#pragma unroll
+      for (int off = 4; off < 32; off *= 2) c += __shfl_xor_sync(0xffffffffu, c, off);
+      cs[u][e] = c;
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    rs[r] += __shfl_xor_sync(0xffffffffu, rs[r], 1);
+    rs[r] += __shfl_xor_sync(0xffffffffu, rs[r], 2);
+  }
+}
+
+template <int D, bool GATED>
 __global__ void __launch_bounds__(kThreads) grad_kernel(DeltaParams p) {
   constexpr int LD = D + 8, LC = kChunk + 8, KS = D / 16, ND = D / 8, NS = kChunk / 8;
   constexpr int last = kChunk / 16 - 1;
@@ -534,11 +630,15 @@ __global__ void __launch_bounds__(kThreads) grad_kernel(DeltaParams p) {
   std::uint16_t* Ss = dUs + kChunk * LD;  // [D][LD] S_p
   std::uint16_t* Gs = Ss + D * LD;        // [D][LD] G
   std::uint16_t* Ns = Gs + D * LD;        // [64][LC] N
-  std::uint16_t* X1 = Ns + kChunk * LC;   // [64][LC]: dW (LD ≤ LC at D = 64; see below), then Nᵀ dN
+  std::uint16_t* X1 = Ns + kChunk * LC;   // [64][LC]: dW, then Nᵀ dN
   std::uint16_t* X2 = X1 + kChunk * LC;   // [64][LC]: dN, then E
   float* bs = reinterpret_cast<float*>(X2 + kChunk * LC);  // [64] β
-  float* colsum = bs + kChunk;                             // [4][64] Σ_i N_ij dT̃_ij per warp
-  float* rowsum = colsum + 4 * kChunk;                     // [64] Σ_j dA_ij k_i·k_j
+  float* gs = bs + kChunk;                                 // [64] g
+  float* colsum = gs + kChunk;                             // [4][64] Σ_i N_ij dT̃_ij per warp
+  float* rowsum = colsum + 4 * kChunk;                     // [64] Σ_j dA_ij A_ij / β_i
+  float* dgrow = rowsum + kChunk;                          // [64] dg's row terms
+  float* dgcol = dgrow + kChunk;                           // [4][64] dg's column terms per warp
+  float* dgl = dgcol + 4 * kChunk;                         // [4] dg_L's terms per warp
   static_assert(D == 64, "the gradient kernel keeps dW in a [64][72] tile");
   const int c = int(blockIdx.x), bh = int(blockIdx.y), n = bh / p.H, h = bh % p.H;
   const long ld = long(p.H) * D;
@@ -561,36 +661,96 @@ __global__ void __launch_bounds__(kThreads) grad_kernel(DeltaParams p) {
   if (threadIdx.x < kChunk) {
     const int row = c0 + threadIdx.x;
     bs[threadIdx.x] = row < p.T ? p.beta[(long(n) * p.T + row) * p.H + h] : 0.f;
+    if (GATED) gs[threadIdx.x] = p.G[long(bh) * p.NC * kChunk + c0 + threadIdx.x];
   }
   cp_async_wait<0>();
   __syncthreads();
-  const int row0 = c0 + 16 * warp;
+  const int row0 = c0 + 16 * warp, ra = 16 * warp + g, rb = ra + 8;
+  const float gL = GATED ? gs[kChunk - 1] : 0.f;
+  auto Gam = [&](int i, int j) { return GATED ? __expf(gs[i] - gs[j]) : 1.f; };
+  float rs[2], cs[NS][2], dgr[2] = {0.f, 0.f}, dgc[NS][2], dgl_w = 0.f;
+#pragma unroll
+  for (int u = 0; u < NS; ++u) dgc[u][0] = dgc[u][1] = 0.f;
 
-  // dQ = dO S_pᵀ + (dO Uᵀ ⊙ M) K
+  // dQ = diag(γ) dO S_pᵀ + (dP ⊙ Γ) K; dg's O and P terms.
   float acc[ND][4], x[NS][4];
   zero(acc);
   zero(x);
   if (!first) mma_abt<LD, KS, ND>(acc, dOs, 16 * warp, Ss, lane);
-  mma_abt<LD, KS, NS>(x, dOs, 16 * warp, Us, lane, 0, warp);
+  if (GATED) {
+    row_dots<LD, ND>(rs, acc, Qs, warp, lane);
+    const float ea = __expf(gs[ra]), eb = __expf(gs[rb]);
+    dgr[0] += ea * rs[0];
+    dgr[1] += eb * rs[1];
 #pragma unroll
-  for (int u = 0; u < NS; ++u)
+    for (int u = 0; u < ND; ++u) {
+      acc[u][0] *= ea;
+      acc[u][1] *= ea;
+      acc[u][2] *= eb;
+      acc[u][3] *= eb;
+    }
+  }
+  mma_abt<LD, KS, NS>(x, dOs, 16 * warp, Us, lane, 0, warp);  // dP
+  if (GATED) {
+    float qk[NS][4], z[NS][4];
+    zero(qk);
+    mma_abt<LD, KS, NS>(qk, Qs, 16 * warp, Ks, lane, 0, warp);
 #pragma unroll
-    for (int e = 0; e < 4; ++e)
-      if (8 * u + 2 * t + (e & 1) > 16 * warp + g + 8 * (e >> 1)) x[u][e] = 0.f;
+    for (int u = 0; u < NS; ++u)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int col = 8 * u + 2 * t + (e & 1), row = 16 * warp + g + 8 * (e >> 1);
+        const float gm = col <= row ? Gam(row, col) : 0.f;
+        x[u][e] *= gm;
+        z[u][e] = x[u][e] * qk[u][e];
+      }
+    frag_sums(z, rs, cs);
+    dgr[0] += rs[0];
+    dgr[1] += rs[1];
+#pragma unroll
+    for (int u = 0; u < NS; ++u) {
+      dgc[u][0] -= cs[u][0];
+      dgc[u][1] -= cs[u][1];
+    }
+  } else {
+#pragma unroll
+    for (int u = 0; u < NS; ++u)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (8 * u + 2 * t + (e & 1) > 16 * warp + g + 8 * (e >> 1)) x[u][e] = 0.f;
+  }
   mma_p_y<LD, ND>(acc, x, Ks, lane, 0, warp);
   store_rows_f32(p.dQ + base, acc, row0, p.T, ld, lane);
 
-  // dK, first terms: (U dOᵀ masked to queries ≥ key) Q + U Gᵀ, kept in dk to the end.
+  // dK, first terms: diag(γ_L/γ) U Gᵀ + ((dP ⊙ Γ)ᵀ masked to queries ≥ key) Q, kept in dk to the end.
   float dk[ND][4];
   zero(dk);
   zero(x);
-  if (!last_chunk) mma_abt<LD, KS, ND>(dk, Us, 16 * warp, Gs, lane);
+  if (!last_chunk) {
+    mma_abt<LD, KS, ND>(dk, Us, 16 * warp, Gs, lane);
+    if (GATED) {
+      const float fa = __expf(gL - gs[ra]), fb = __expf(gL - gs[rb]);
+#pragma unroll
+      for (int u = 0; u < ND; ++u) {
+        dk[u][0] *= fa;
+        dk[u][1] *= fa;
+        dk[u][2] *= fb;
+        dk[u][3] *= fb;
+      }
+      row_dots<LD, ND>(rs, dk, Ks, warp, lane);
+      dgr[0] -= rs[0];
+      dgr[1] -= rs[1];
+      dgl_w += rs[0] + rs[1];  // the quad's rows; summed over g below
+    }
+  }
   mma_abt<LD, KS, NS>(x, Us, 16 * warp, dOs, lane, warp, last);
 #pragma unroll
   for (int u = 0; u < NS; ++u)
 #pragma unroll
-    for (int e = 0; e < 4; ++e)
-      if (8 * u + 2 * t + (e & 1) < 16 * warp + g + 8 * (e >> 1)) x[u][e] = 0.f;
+    for (int e = 0; e < 4; ++e) {
+      const int col = 8 * u + 2 * t + (e & 1), row = 16 * warp + g + 8 * (e >> 1);
+      x[u][e] = col < row ? 0.f : x[u][e] * Gam(col, row);
+    }
   mma_p_y<LD, ND>(dk, x, Qs, lane, warp, last);
 
   // dW = −dU S_pᵀ (zero for the first chunk) to X1.
@@ -599,11 +759,11 @@ __global__ void __launch_bounds__(kThreads) grad_kernel(DeltaParams p) {
   store_tile_bf16<LC>(X1, acc, warp, lane, [](int, int) { return -1.f; });
   __syncthreads();
 
-  // dV = diag(β) Nᵀ dU; dK += diag(β) Nᵀ dW.
+  // dV = diag(β) Nᵀ dU; dK += diag(γ β) Nᵀ dW (and its dg term).
   zero(acc);
   mma_atb<LC, LD, kChunk / 16, ND>(acc, Ns, 16 * warp, dUs, lane);
   {
-    const float b0 = bs[16 * warp + g], b1 = bs[16 * warp + g + 8];
+    const float b0 = bs[ra], b1 = bs[rb];
 #pragma unroll
     for (int u = 0; u < ND; ++u) {
       acc[u][0] *= b0;
@@ -614,33 +774,48 @@ __global__ void __launch_bounds__(kThreads) grad_kernel(DeltaParams p) {
     store_rows_f32(p.dV + base, acc, row0, p.T, ld, lane);
     zero(acc);
     mma_atb<LC, LC, kChunk / 16, ND>(acc, Ns, 16 * warp, X1, lane);
+    const float w0 = b0 * (GATED ? __expf(gs[ra]) : 1.f), w1 = b1 * (GATED ? __expf(gs[rb]) : 1.f);
 #pragma unroll
     for (int u = 0; u < ND; ++u) {
-      dk[u][0] += b0 * acc[u][0];
-      dk[u][1] += b0 * acc[u][1];
-      dk[u][2] += b1 * acc[u][2];
-      dk[u][3] += b1 * acc[u][3];
+      acc[u][0] *= w0;
+      acc[u][1] *= w0;
+      acc[u][2] *= w1;
+      acc[u][3] *= w1;
+      dk[u][0] += acc[u][0];
+      dk[u][1] += acc[u][1];
+      dk[u][2] += acc[u][2];
+      dk[u][3] += acc[u][3];
+    }
+    if (GATED) {
+      row_dots<LD, ND>(rs, acc, Ks, warp, lane);
+      dgr[0] += rs[0];
+      dgr[1] += rs[1];
     }
   }
 
-  // dT̃ = dU Vᵀ + dW Kᵀ (rows i of this warp, all 64 columns j); dβ_j's first term, dN = dT̃ diag(β).
+  // dT̃ = dU Vᵀ + dW Kγᵀ (rows i of this warp, all 64 columns j); dβ_j's first term, dN = dT̃ diag(β).
   zero(x);
   mma_abt<LD, KS, NS>(x, dUs, 16 * warp, Vs, lane);
-  mma_abt<LC, KS, NS>(x, X1, 16 * warp, Ks, lane);
+  if (GATED) {
+    float y[NS][4];
+    zero(y);
+    mma_abt<LC, KS, NS>(y, X1, 16 * warp, Ks, lane);
+#pragma unroll
+    for (int u = 0; u < NS; ++u)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) x[u][e] += y[u][e] * __expf(gs[8 * u + 2 * t + (e & 1)]);
+  } else {
+    mma_abt<LC, KS, NS>(x, X1, 16 * warp, Ks, lane);
+  }
 #pragma unroll
   for (int u = 0; u < NS; ++u) {
-    float cs[2];
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       const int col = 8 * u + 2 * t + e;
-      const int r0 = 16 * warp + g, r1 = r0 + 8;
-      cs[e] = bf16_value(Ns[r0 * LC + col]) * x[u][e] + bf16_value(Ns[r1 * LC + col]) * x[u][2 + e];
+      float s = bf16_value(Ns[ra * LC + col]) * x[u][e] + bf16_value(Ns[rb * LC + col]) * x[u][2 + e];
 #pragma unroll
-      for (int off = 4; off < 32; off *= 2) cs[e] += __shfl_xor_sync(0xffffffffu, cs[e], off);
-    }
-    if (g == 0) {
-      colsum[warp * kChunk + 8 * u + 2 * t] = cs[0];
-      colsum[warp * kChunk + 8 * u + 2 * t + 1] = cs[1];
+      for (int off = 4; off < 32; off *= 2) s += __shfl_xor_sync(0xffffffffu, s, off);
+      if (g == 0) colsum[warp * kChunk + col] = s;
     }
   }
   __syncthreads();  // every warp is done reading X1 (dW)
@@ -654,34 +829,86 @@ __global__ void __launch_bounds__(kThreads) grad_kernel(DeltaParams p) {
   store_tile_bf16<LC>(X1, x, warp, lane, [](int, int) { return 1.f; });
   __syncthreads();
 
-  // dA = −(Nᵀ dN) Nᵀ below the diagonal; dβ_i's second term Σ_{j<i} dA_ij k_i·k_j; E = diag(β) dA.
+  // dA = −(Nᵀ dN) Nᵀ below the diagonal; with K Kᵀ ⊙ Γ (= A / β_i below it): dβ's second term, dg's A
+  // terms (Z = dA ⊙ A) and E = diag(β)(dA ⊙ Γ).
   zero(x);
   mma_abt<LC, kChunk / 16, NS>(x, X1, 16 * warp, Ns, lane);
   float kk[NS][4];
   zero(kk);
   mma_abt<LD, KS, NS>(kk, Ks, 16 * warp, Ks, lane, 0, warp);
-  float rs[2] = {0.f, 0.f};
 #pragma unroll
   for (int u = 0; u < NS; ++u)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int col = 8 * u + 2 * t + (e & 1), row = 16 * warp + g + 8 * (e >> 1);
-      x[u][e] = col < row ? -x[u][e] : 0.f;
-      rs[e >> 1] += x[u][e] * kk[u][e];
+      const float gm = col < row ? Gam(row, col) : 0.f;
+      x[u][e] = col < row ? -x[u][e] : 0.f;  // dA
+      kk[u][e] *= gm;                         // A / β_i
     }
+  {
+    float z[NS][4];
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    rs[r] += __shfl_xor_sync(0xffffffffu, rs[r], 1);
-    rs[r] += __shfl_xor_sync(0xffffffffu, rs[r], 2);
+    for (int u = 0; u < NS; ++u)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) z[u][e] = x[u][e] * kk[u][e];
+    frag_sums(z, rs, cs);
   }
   if (t == 0) {
-    rowsum[16 * warp + g] = rs[0];
-    rowsum[16 * warp + g + 8] = rs[1];
+    rowsum[ra] = rs[0];
+    rowsum[rb] = rs[1];
   }
-  store_tile_bf16<LC>(X2, x, warp, lane, [&](int row, int) { return bs[row]; });
+  if (GATED) {
+    dgr[0] += bs[ra] * rs[0];
+    dgr[1] += bs[rb] * rs[1];
+    // Column sums of dA ⊙ A = β_i (dA ⊙ kk): rows scaled by β first.
+    float z[NS][4];
+#pragma unroll
+    for (int u = 0; u < NS; ++u) {
+      z[u][0] = bs[ra] * x[u][0] * kk[u][0];
+      z[u][1] = bs[ra] * x[u][1] * kk[u][1];
+      z[u][2] = bs[rb] * x[u][2] * kk[u][2];
+      z[u][3] = bs[rb] * x[u][3] * kk[u][3];
+    }
+    float rs2[2];
+    frag_sums(z, rs2, cs);
+#pragma unroll
+    for (int u = 0; u < NS; ++u) {
+      dgc[u][0] -= cs[u][0];
+      dgc[u][1] -= cs[u][1];
+    }
+  }
+  store_tile_bf16<LC>(X2, x, warp, lane, [&](int row, int col) {
+    return col < row ? bs[row] * Gam(row, col) : 0.f;
+  });
+  if (GATED) {
+    if (t == 0) {
+      dgrow[ra] = dgr[0];
+      dgrow[rb] = dgr[1];
+    }
+    if (g == 0)
+#pragma unroll
+      for (int u = 0; u < NS; ++u) {
+        dgcol[warp * kChunk + 8 * u + 2 * t] = dgc[u][0];
+        dgcol[warp * kChunk + 8 * u + 2 * t + 1] = dgc[u][1];
+      }
+    // dg_L: the K̃ terms (one value per quad, summed over the warp's quads) and γ_L ⟨G, S_p⟩ over this
+    // warp's quarter of the state.
+    float l = t == 0 ? dgl_w : 0.f;
+    if (!first && !last_chunk) {
+      float gsum = 0.f;
+      for (int e = threadIdx.x; e < D * D; e += kThreads) {
+        const int r = e / D, col = e % D;
+        gsum = fmaf(bf16_value(Gs[r * LD + col]), bf16_value(Ss[r * LD + col]), gsum);
+      }
+      l += __expf(gL) * gsum;
+    }
+#pragma unroll
+    for (int off = 1; off < 32; off *= 2) l += __shfl_xor_sync(0xffffffffu, l, off);
+    if (lane == 0) dgl[warp] = l;
+  }
   __syncthreads();
 
-  // dK += E K + Eᵀ K, then out; dβ.
+  // dK += E K + Eᵀ K, then out; dβ; d log α.
   mma_ab_strided<LC, LD, kChunk / 16, ND>(dk, X2, 16 * warp, Ks, lane);
   mma_atb<LC, LD, kChunk / 16, ND>(dk, X2, 16 * warp, Ks, lane);
   store_rows_f32(p.dK + base, dk, row0, p.T, ld, lane);
@@ -689,6 +916,30 @@ __global__ void __launch_bounds__(kThreads) grad_kernel(DeltaParams p) {
     const int j = threadIdx.x;
     p.dbeta[(long(n) * p.T + c0 + j) * p.H + h] =
         colsum[j] + colsum[kChunk + j] + colsum[2 * kChunk + j] + colsum[3 * kChunk + j] + rowsum[j];
+  }
+  if (GATED && warp == 0) {
+    float d2[2];
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int i = 2 * lane + e;
+      d2[e] = dgrow[i] + dgcol[i] + dgcol[kChunk + i] + dgcol[2 * kChunk + i] +
+              dgcol[3 * kChunk + i];
+      if (i == kChunk - 1) d2[e] += dgl[0] + dgl[1] + dgl[2] + dgl[3];
+    }
+    // Suffix sums: d log α_t = Σ_{i ≥ t} dg_i.
+    const float pair = d2[0] + d2[1];
+    float suf = pair;
+#pragma unroll
+    for (int off = 1; off < 32; off *= 2) {
+      const float y = __shfl_down_sync(0xffffffffu, suf, off);
+      if (lane + off < 32) suf += y;
+    }
+    const float s0 = suf, s1 = suf - d2[0];
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int row = c0 + 2 * lane + e;
+      if (row < p.T) p.dlog_alpha[(long(n) * p.T + row) * p.H + h] = e == 0 ? s0 : s1;
+    }
   }
 }
 
@@ -765,11 +1016,12 @@ void forward_launch(const DeltaParams& p, int bh, cudaStream_t st) {
   launch(walk_kernel<D, GATED, kCols>, dim3(D / kCols, bh), walk_smem_bytes<D, kCols>(), st, p);
 }
 
+template <bool GATED>
 void backward_launch64(const DeltaParams& p, int bh, cudaStream_t st) {
-  launch(ut_kernel<64, false>, dim3(p.NC, bh), ut_smem_bytes<64>(true), st, p);
-  launch(walk_kernel<64, false, kCols>, dim3(64 / kCols, bh), walk_smem_bytes<64, kCols>(), st, p);
-  launch(rwalk_kernel<64>, dim3(64 / kCols, bh), rwalk_smem_bytes<64>(), st, p);
-  launch(grad_kernel<64>, dim3(p.NC, bh), grad_smem_bytes<64>(), st, p);
+  launch(ut_kernel<64, GATED>, dim3(p.NC, bh), ut_smem_bytes<64>(true), st, p);
+  launch(walk_kernel<64, GATED, kCols>, dim3(64 / kCols, bh), walk_smem_bytes<64, kCols>(), st, p);
+  launch(rwalk_kernel<64, GATED>, dim3(64 / kCols, bh), rwalk_smem_bytes<64>(), st, p);
+  launch(grad_kernel<64, GATED>, dim3(p.NC, bh), grad_smem_bytes<64>(), st, p);
 }
 
 std::size_t state_bytes(const AttentionDims& d) {
@@ -843,10 +1095,9 @@ void chunked_delta_rule_backward(const ChunkedDeltaRuleBackwardArgs& a) {
   check_dims(fn, a.dims);
   require(chunked_delta_rule_backward_supported(a.dims),
           std::string(fn) + ": head_dim must be 64 (got " + std::to_string(a.dims.head_dim) + ")");
-  require(a.log_alpha == nullptr,
-          std::string(fn) +
-              ": log_alpha must be null: the chunked backward is DeltaNet's (Gated DeltaNet's is "
-              "matrix_rule_backward)");
+  const bool gated = a.log_alpha != nullptr;
+  require(gated == (a.dlog_alpha != nullptr),
+          std::string(fn) + ": dlog_alpha must be given exactly with log_alpha (Gated DeltaNet)");
   const std::size_t nb = elems(a.dims) * sizeof(std::uint16_t), fb = elems(a.dims) * sizeof(float),
                     gb = gate_elems(a.dims) * sizeof(float),
                     wsb = chunked_delta_rule_backward_workspace_bytes(a.dims);
@@ -854,12 +1105,21 @@ void chunked_delta_rule_backward(const ChunkedDeltaRuleBackwardArgs& a) {
                                         std::to_string(a.workspace_bytes) + " bytes, needs " +
                                         std::to_string(wsb) +
                                         " (chunked_delta_rule_backward_workspace_bytes)");
-  const Range ins[] = {{a.Q, nb, "Q"},       {a.K, nb, "K"},  {a.V, nb, "V"},
-                       {a.beta, gb, "beta"}, {a.dO, nb, "dO"}};
-  const Range outs[] = {{a.dQ, fb, "dQ"},       {a.dK, fb, "dK"},
-                        {a.dV, fb, "dV"},       {a.dbeta, gb, "dbeta"},
-                        {a.workspace, wsb, "workspace"}};
-  check_ranges(fn, ins, 5, outs, 5);
+  // log_alpha and dlog_alpha are optional (DeltaNet): a null pair stands in by repeating beta and
+  // dbeta, so that only given pointers are checked.
+  const Range ins[] = {{a.Q, nb, "Q"},
+                       {a.K, nb, "K"},
+                       {a.V, nb, "V"},
+                       {a.beta, gb, "beta"},
+                       {a.dO, nb, "dO"},
+                       {gated ? a.log_alpha : a.beta, gb, gated ? "log_alpha" : "beta"}};
+  const Range outs[] = {{a.dQ, fb, "dQ"},
+                        {a.dK, fb, "dK"},
+                        {a.dV, fb, "dV"},
+                        {a.dbeta, gb, "dbeta"},
+                        {a.workspace, wsb, "workspace"},
+                        {gated ? a.dlog_alpha : nullptr, gated ? gb : 0, "dlog_alpha"}};
+  check_ranges(fn, ins, 6, outs, gated ? 6 : 5);
   DeltaParams p{};
   p.Q = a.Q;
   p.K = a.K;
@@ -870,6 +1130,8 @@ void chunked_delta_rule_backward(const ChunkedDeltaRuleBackwardArgs& a) {
   p.dK = a.dK;
   p.dV = a.dV;
   p.dbeta = a.dbeta;
+  p.log_alpha = a.log_alpha;
+  p.dlog_alpha = a.dlog_alpha;
   const std::size_t ne = elems(a.dims), ns = state_bytes(a.dims) / sizeof(std::uint16_t);
   p.W = static_cast<std::uint16_t*>(a.workspace);
   p.U = p.W + ne;
@@ -886,7 +1148,8 @@ void chunked_delta_rule_backward(const ChunkedDeltaRuleBackwardArgs& a) {
   p.H = a.dims.heads;
   p.T = a.dims.seq_len;
   p.NC = chunks(a.dims);
-  backward_launch64(p, a.dims.batch * a.dims.heads, a.stream);
+  const int bh = a.dims.batch * a.dims.heads;
+  gated ? backward_launch64<true>(p, bh, a.stream) : backward_launch64<false>(p, bh, a.stream);
 }
 
 }  // namespace tttlab::kernels

@@ -61,13 +61,12 @@ struct ChunkedDeltaRuleForwardArgs {
 };
 void chunked_delta_rule_forward(const ChunkedDeltaRuleForwardArgs& args);
 
-// BACKWARD (DeltaNet; head_dim 64): the gradients of a loss L(O) with respect to Q, K, V and β, given
-// dO = ∂L/∂O. It recomputes the forward's W, Ũ, U and the states before each chunk, then walks the
+// BACKWARD (head_dim 64): the gradients of a loss L(O) with respect to Q, K, V, β and (Gated DeltaNet)
+// log α, given dO = ∂L/∂O. It recomputes the forward's W, Ũ, U and the states before each chunk, then walks the
 // chunks in reverse for G = ∂L/∂S after each chunk, and finally one block per chunk forms dQ, dK, dV
 // and dβ (through the UT transform: T̃ = N diag(β), N = (I + A)⁻¹). What is rounded to bf16: the
 // forward's as above, dU, G and N and the intermediates dW, dN, Nᵀ dN and E = diag(β) dA where they
-// enter products; the sums are fp32. Gated DeltaNet's backward is matrix_rule_backward's (recurrent)
-// for now: log_alpha must be null.
+// enter products; the sums are fp32.
 // WORKSPACE (chunked_delta_rule_backward_workspace_bytes): W, Ũ, U, dU ([R, H·d] bf16 each), the
 // states and their gradients ([B·H, ⌈T/64⌉, d, d] bf16 each), N ([B·H, ⌈T/64⌉, 64, 64] bf16), g.
 bool chunked_delta_rule_backward_supported(const AttentionDims& dims);  // head_dim == 64
@@ -80,12 +79,13 @@ struct ChunkedDeltaRuleBackwardArgs {
   const std::uint16_t* K = nullptr;
   const std::uint16_t* V = nullptr;
   const float* beta = nullptr;       // [R, H]
-  const float* log_alpha = nullptr;  // must be null (DeltaNet)
+  const float* log_alpha = nullptr;  // [R, H]: Gated DeltaNet; null: DeltaNet
   const std::uint16_t* dO = nullptr;  // ∂L/∂O [B, T, H·d] bf16
   float* dQ = nullptr;               // [B, T, H·d] fp32, OVERWRITTEN; disjoint from everything else
   float* dK = nullptr;
   float* dV = nullptr;
   float* dbeta = nullptr;            // [R, H] fp32, OVERWRITTEN
+  float* dlog_alpha = nullptr;       // [R, H] fp32, OVERWRITTEN; given exactly with log_alpha
   void* workspace = nullptr;         // chunked_delta_rule_backward_workspace_bytes(dims) bytes
   std::size_t workspace_bytes = 0;
   CUstream_st* stream = nullptr;
