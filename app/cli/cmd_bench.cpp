@@ -524,10 +524,13 @@ void run_cuda(const BenchArgs& a, int device, const std::string& device_text) {
                 "one profiled step, ms: total: GEMM, mixer fwd, mixer bwd, rest");
   }
   Json tarr = Json::array();
-  for (const char* layer : {"ttt-linear", "ttt-mlp", "linear-attention", "softmax-attention", "mamba2"}) {
+  for (const char* layer : {"ttt-linear", "ttt-mlp", "linear-attention", "softmax-attention", "mamba2",
+                            "deltanet", "gated-deltanet"}) {
     if (a.layer_given && a.layer != layer) continue;
-    // Mamba-2 sits in the Transformer block whatever --backbone says for the others.
-    const std::string backbone = std::string(layer) == "mamba2" ? "t" : a.backbone;
+    // Mamba-2 and the delta rules sit in the Transformer block whatever --backbone says for the others.
+    const std::string l(layer);
+    const std::string backbone =
+        l == "mamba2" || l == "deltanet" || l == "gated-deltanet" ? "t" : a.backbone;
     for (const auto& gemm : {kernels::GemmPrecision::Tf32, kernels::GemmPrecision::Bf16, kernels::GemmPrecision::Fp32})
       for (int shape = 0; shape < 2; ++shape) {
         const GpuRow r = shape == 0 ? bench_gpu_training("D256-L4", 256, 4, 16, 512, layer, backbone, gemm, 10)
@@ -550,10 +553,11 @@ void run_cuda(const BenchArgs& a, int device, const std::string& device_text) {
   } else {
     std::printf("\nTFLOP/s: 3x the forward's matrix-product FLOPs (inner loop included) per second of a step; ceil%%: that\n"
                 "over the GEMM rate of the same precision measured above. mixer fwd, bwd: the TTT inner loop (TTT\n"
-                "layers) or the attention kernel (attention baselines); Mamba-2's scan counts in the rest. bf16\n"
-                "rows: `tttlab train --precision bf16`, the matrix products with bf16 operands and fp32\n"
-                "accumulation, the TTT inner loop in tf32, everything else fp32 but the SwiGLU's pre-activations\n"
-                "(docs/KERNELS.md, \"Mixed precision\").\n");
+                "layers) or the attention kernel (attention baselines); Mamba-2's scan and the delta rules' inner\n"
+                "loop count in the rest. bf16 rows: `tttlab train --precision bf16`, the matrix products with bf16\n"
+                "operands and fp32 accumulation, the TTT inner loop in tf32, the delta rules' in the chunked bf16\n"
+                "form, everything else fp32 but the SwiGLU's pre-activations (docs/KERNELS.md, \"Mixed\n"
+                "precision\").\n");
   }
   set_exit_code(0);
 }

@@ -177,7 +177,11 @@ void add_mamba2_grad_cases(std::vector<GradCase>& c) {
 // recurrent inner loop with its kept states every C tokens: d = 32 with C = 16 at T = 37 (a partial
 // last chunk), d = 16 with 3 heads and C = 64 at T = 50 (one partial chunk), and the gated first with
 // tf32 and bf16 products (the bounds of the TTT cases: the inner loop stays fp32, only the products
-// change). fp32 bounds as the other mixers': the inner loop's sums run over at most T tokens.
+// change). fp32 bounds as the other mixers': the inner loop's sums run over at most T tokens. Then
+// both rules at d = 64 (2 heads) and T = 100 (two chunks, the second partial) with bf16 products,
+// where the inner loop runs in the chunked bf16 form (delta_rule_chunked.hpp): its own error is of
+// order 1e-2 of the largest gradient (tests/kernels/test_delta_rule_chunked_cuda.cpp), within the
+// bf16 bounds.
 void add_deltanet_grad_cases(std::vector<GradCase>& c) {
   auto add = [&](bool gated, int D, int H, int C, int T) {
     ModelConfig m = base_model(false, D, H, 8);
@@ -197,6 +201,14 @@ void add_deltanet_grad_cases(std::vector<GradCase>& c) {
     add(gated, 48, 3, 64, 50);
   }
   add_tf32_and_bf16(c, c[c.size() - 2]);  // gated, d = 32, C = 16, T = 37
+  for (bool gated : {false, true}) {
+    add(gated, 128, 2, 64, 100);
+    GradCase& g = c.back();
+    g.name += ", bf16 (chunked inner loop)";
+    g.opt.gemm = GemmPrecision::Bf16;
+    g.tol = 1.2e-1;
+    g.loss_tol = 4e-3;
+  }
 }
 
 std::vector<GradCase> grad_cases() {

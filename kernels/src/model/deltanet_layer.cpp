@@ -1,9 +1,9 @@
 // The DeltaNet and Gated DeltaNet layers on the GPU (tttlab/kernels/deltanet.hpp):
 // DeltaNetLayer::forward_train and backward (core/src/seq/deltanet_layer.cpp) statement by statement
-// over the ops, for B sequences stacked as R rows. Correct first: every intermediate the backward
-// reads is kept (no recomputation), each pass is a separate op, and the inner loop is the recurrent
-// matrix rule; the speed is the chunked form's to come (docs/KERNELS.md, "DeltaNet and Gated DeltaNet
-// on the GPU").
+// over the ops, for B sequences stacked as R rows. Every intermediate the backward reads is kept (no
+// recomputation outside the inner loop) and each pass is a separate op. The inner loop is the
+// recurrent matrix rule in fp32, or in the bf16 step the chunked form on the tensor cores
+// (delta_rule_chunked.hpp; docs/KERNELS.md, "DeltaNet and Gated DeltaNet on the GPU").
 #include <cuda_runtime_api.h>
 
 #include <cmath>
@@ -11,7 +11,9 @@
 #include <string>
 
 #include "common/cuda_check.hpp"
+#include "tttlab/kernels/delta_rule_chunked.hpp"
 #include "tttlab/kernels/deltanet.hpp"
+#include "tttlab/kernels/gemm.hpp"
 #include "tttlab/kernels/matrix_rules.hpp"
 #include "tttlab/kernels/nn_ops.hpp"
 
@@ -28,6 +30,10 @@ void check(const DeltaNetLayerDims& d) {
 
 MatrixRuleDims rule_dims(const DeltaNetLayerDims& d) {
   return {d.batch, d.seq_len, d.heads, d.head_dim(), d.head_dim(), d.chunk};
+}
+
+AttentionDims chunked_dims(const DeltaNetLayerDims& d) {
+  return {d.batch, d.heads, d.seq_len, d.head_dim()};
 }
 
 MatrixRule rule_of(const DeltaNetLayerDims& d) {
@@ -80,6 +86,13 @@ std::size_t carve_cache(const DeltaNetLayerDims& d, float* base, DeltaNetLayerCa
   }
   k.states = c.take(matrix_rule_state_floats(rule_dims(d)));
   k.zero_bias = c.take(D);
+  if (deltanet_layer_chunked(d)) {
+    for (std::uint16_t** t : {&k.q16, &k.k16, &k.v16, &k.o16})
+      *t = reinterpret_cast<std::uint16_t*>(c.take((R * D + 1) / 2));
+    if (d.gated) k.log_alpha = c.take(R * H);
+    k.inner_ws_bytes = chunked_delta_rule_forward_workspace_bytes(chunked_dims(d));
+    k.inner_ws = c.take((k.inner_ws_bytes + 3) / 4);
+  }
   if (out) *out = k;
   return c.used;
 }
@@ -93,6 +106,7 @@ struct Scratch {
         *dbeta = nullptr, *dalpha = nullptr, *dr = nullptr, *dA_terms = nullptr, *dbias = nullptr,
         *norm_ws = nullptr, *conv_ws = nullptr, *sum_ws = nullptr, *rule_ws = nullptr;
   std::size_t rule_bytes = 0;
+  std::uint16_t* dO16 = nullptr;  // the chunked inner loop's bf16 dO
 };
 
 std::size_t carve(const DeltaNetLayerDims& d, float* base, Scratch* out) {
@@ -112,8 +126,11 @@ std::size_t carve(const DeltaNetLayerDims& d, float* base, Scratch* out) {
   s.norm_ws = c.take(rms_norm_backward_workspace(int(R) * d.heads, d.head_dim()));
   s.conv_ws = c.take(causal_conv_backward_workspace(d.batch, d.seq_len, d.width, d.conv_kernel));
   s.sum_ws = c.take(column_sum_workspace(int(R), d.heads));
-  s.rule_bytes = matrix_rule_backward_workspace_bytes(rule_dims(d));
+  s.rule_bytes = deltanet_layer_chunked(d)
+                     ? chunked_delta_rule_backward_workspace_bytes(chunked_dims(d))
+                     : matrix_rule_backward_workspace_bytes(rule_dims(d));
   s.rule_ws = c.take((s.rule_bytes + 3) / 4);
+  if (deltanet_layer_chunked(d)) s.dO16 = reinterpret_cast<std::uint16_t*>(c.take((R * D + 1) / 2));
   if (out) *out = s;
   return c.used;
 }
@@ -129,6 +146,10 @@ std::string deltanet_layer_unsupported(const DeltaNetLayerDims& d) {
            std::to_string(d.conv_kernel);
   if (!(d.norm_eps > 0.f) || !(d.l2_eps > 0.f)) return "the DeltaNet norms' eps must be positive";
   return matrix_rule_unsupported(rule_dims(d));
+}
+
+bool deltanet_layer_chunked(const DeltaNetLayerDims& d) {
+  return d.bf16_inner && chunked_delta_rule_backward_supported(chunked_dims(d));
 }
 
 std::size_t deltanet_layer_cache_floats(const DeltaNetLayerDims& d) {
@@ -182,10 +203,30 @@ void deltanet_layer_forward(const DeltaNetProduct& product, const DeltaNetLayerD
     deltanet_alpha_forward(c.r, p.dt_bias, p.A_log, R, H, c.alpha, st);
   }
   // o = the matrix rule from S_0 = 0
-  MatrixRuleForwardArgs f = rule_inputs(d, c, st);
-  f.o = c.o;
-  f.ld_o = D;
-  matrix_rule_forward(f);
+  if (deltanet_layer_chunked(d)) {
+    convert_to_bf16(c.qn, R, D, D, c.q16, D, st);
+    convert_to_bf16(c.kn, R, D, D, c.k16, D, st);
+    convert_to_bf16(c.av, R, D, D, c.v16, D, st);
+    if (d.gated) deltanet_log(c.alpha, std::size_t(R) * H, c.log_alpha, st);
+    ChunkedDeltaRuleForwardArgs f;
+    f.dims = chunked_dims(d);
+    f.Q = c.q16;
+    f.K = c.k16;
+    f.V = c.v16;
+    f.beta = c.beta;
+    f.log_alpha = d.gated ? c.log_alpha : nullptr;
+    f.O = c.o16;
+    f.workspace = c.inner_ws;
+    f.workspace_bytes = c.inner_ws_bytes;
+    f.stream = st;
+    chunked_delta_rule_forward(f);
+    deltanet_widen_bf16(c.o16, RD, c.o, st);
+  } else {
+    MatrixRuleForwardArgs f = rule_inputs(d, c, st);
+    f.o = c.o;
+    f.ld_o = D;
+    matrix_rule_forward(f);
+  }
   // n = RMSNorm(o_h)·w per head: rows of d, one weight shared by the heads
   rms_norm_forward(c.o, p.o_norm, R * H, hd, d.norm_eps, c.n, st);
   // gated: y = n ⊙ silu(x W_g);  out = y W_o
@@ -233,26 +274,50 @@ void deltanet_layer_backward(const DeltaNetProduct& product, const DeltaNetLayer
   }
   // n = RMSNorm(o_h)·w per head
   rms_norm_backward(c.o, p.o_norm, dn, R * H, hd, d.norm_eps, s.dO, false, g.o_norm, s.norm_ws, st);
-  // The inner loop.
-  MatrixRuleBackwardArgs b = matrix_rule_backward_args(rule_inputs(d, c, st));
-  b.dO = s.dO;
-  b.ld_do = D;
-  b.dq = s.dqn;
-  b.dk = s.dkn;
-  b.ld_dqk = D;
-  b.dv = s.dv;
-  b.ld_dv = D;
-  b.dbeta = s.dbeta;
-  b.dalpha = d.gated ? s.dalpha : nullptr;
-  b.workspace = s.rule_ws;
-  b.workspace_bytes = s.rule_bytes;
-  matrix_rule_backward(b);
+  // The inner loop. The chunked form gives d log α (in s.dalpha), which the gate's backward takes
+  // with alpha null.
+  const bool chunked = deltanet_layer_chunked(d);
+  if (chunked) {
+    convert_to_bf16(s.dO, R, D, D, s.dO16, D, st);
+    ChunkedDeltaRuleBackwardArgs b;
+    b.dims = chunked_dims(d);
+    b.Q = c.q16;
+    b.K = c.k16;
+    b.V = c.v16;
+    b.beta = c.beta;
+    b.log_alpha = d.gated ? c.log_alpha : nullptr;
+    b.dO = s.dO16;
+    b.dQ = s.dqn;
+    b.dK = s.dkn;
+    b.dV = s.dv;
+    b.dbeta = s.dbeta;
+    b.dlog_alpha = d.gated ? s.dalpha : nullptr;
+    b.workspace = s.rule_ws;
+    b.workspace_bytes = s.rule_bytes;
+    b.stream = st;
+    chunked_delta_rule_backward(b);
+  } else {
+    MatrixRuleBackwardArgs b = matrix_rule_backward_args(rule_inputs(d, c, st));
+    b.dO = s.dO;
+    b.ld_do = D;
+    b.dq = s.dqn;
+    b.dk = s.dkn;
+    b.ld_dqk = D;
+    b.dv = s.dv;
+    b.ld_dv = D;
+    b.dbeta = s.dbeta;
+    b.dalpha = d.gated ? s.dalpha : nullptr;
+    b.workspace = s.rule_ws;
+    b.workspace_bytes = s.rule_bytes;
+    matrix_rule_backward(b);
+  }
   // β = sigmoid(x W_β)
   deltanet_sigmoid_backward(c.beta, s.dbeta, s.dbeta, std::size_t(R) * H, st);
   linear_backward(p.b_proj, g.b_proj, H, s.dbeta);
   // α = exp(g), g = −exp(A_log)·softplus(r), r = x W_a + dt_bias
   if (d.gated) {
-    deltanet_alpha_backward(c.r, c.alpha, s.dalpha, p.A_log, R, H, s.dr, s.dA_terms, st);
+    deltanet_alpha_backward(c.r, chunked ? nullptr : c.alpha, s.dalpha, p.A_log, R, H, s.dr,
+                            s.dA_terms, st);
     column_sum_add(s.dA_terms, R, H, g.A_log, s.sum_ws, st);
     column_sum_add(s.dr, R, H, g.dt_bias, s.sum_ws, st);
     linear_backward(p.a_proj, g.a_proj, H, s.dr);

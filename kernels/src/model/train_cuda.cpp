@@ -1443,6 +1443,8 @@ CudaTrainBackend::CudaTrainBackend(const TrainBackendContext& ctx, const CudaTra
   // Mamba-2's chunked scan on the tensor cores (bf16 operands, fp32 accumulation) in the bf16 step.
   s.m2dims.scan_tensor_cores = s.bf16;
   s.m2dims.bf16_products = s.bf16;
+  // DeltaNet's and Gated DeltaNet's inner loop in the chunked form on the tensor cores in the bf16 step.
+  s.dndims.bf16_inner = s.bf16;
   s.beside = s.bf16 && !s.attention && !s.ttt_mlp && !s.own_layer();
   s.flash = s.bf16 && s.attention && s.attn_kind == AttentionKind::Softmax &&
             flash_attention_supported(AttentionDims{1, s.H, s.T, s.d});
@@ -1491,7 +1493,10 @@ std::string CudaTrainBackend::describe() const {
                   mamba2_scan_tensor_cores_unsupported(m_impl->m2dims.scan()).empty()
               ? ", Mamba-2 chunked scan on tensor cores (bf16)"
               : ", Mamba-2 chunked scan on CUDA cores (fp32)") +
-         (m_impl->deltanet ? ", delta rule recurrent on CUDA cores (fp32)" : "") +
+         (!m_impl->deltanet ? ""
+          : deltanet_layer_chunked(m_impl->dndims)
+              ? ", delta rule chunked on tensor cores (bf16)"
+              : ", delta rule recurrent on CUDA cores (fp32)") +
          (m_impl->options.forward_only ? ", forward only (two blocks' activations, taken in turn)" : "");
 }
 

@@ -4,6 +4,7 @@
 // docs/MATH.md §11.8). Memory-bound and small beside the inner loop: one warp per (row, head) for the
 // L2 normalisation, one thread per element for the gates. No atomics.
 #include <cfloat>
+#include <cstdint>
 
 #include "ops/ops_common.cuh"
 #include "tttlab/kernels/deltanet.hpp"
@@ -101,12 +102,39 @@ __global__ void alpha_backward_kernel(const float* __restrict__ r, const float* 
   if (i >= n) return;
   const int h = int(i % H);
   const float A = expf(A_log[h]);
-  const float dg = dalpha[i] * alpha[i];
+  const float dg = alpha ? dalpha[i] * alpha[i] : dalpha[i];  // alpha null: dalpha is dg already
   dA_terms[i] = dg * (-A * dn_softplus(r[i]));
   dr[i] = dg * (-A) * dn_softplus_grad(r[i]);
 }
 
+// out = log(α) (α ≥ FLT_MIN, so finite).
+__global__ void log_kernel(const float* __restrict__ a, std::size_t n, float* __restrict__ out) {
+  const std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = logf(a[i]);
+}
+
+// bf16 bit patterns widened to fp32 (exact).
+__global__ void widen_bf16_kernel(const std::uint16_t* __restrict__ a, std::size_t n,
+                                  float* __restrict__ out) {
+  const std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = __uint_as_float(std::uint32_t(a[i]) << 16);
+}
+
 }  // namespace
+
+void deltanet_log(const float* a, std::size_t n, float* out, CUstream_st* stream) {
+  require(n == 0 || (a && out), "deltanet_log", "a pointer is null");
+  if (n == 0) return;
+  log_kernel<<<blocks_for(n, kThreads, 1 << 30), kThreads, 0, stream>>>(a, n, out);
+  check_launch();
+}
+
+void deltanet_widen_bf16(const std::uint16_t* a, std::size_t n, float* out, CUstream_st* stream) {
+  require(n == 0 || (a && out), "deltanet_widen_bf16", "a pointer is null");
+  if (n == 0) return;
+  widen_bf16_kernel<<<blocks_for(n, kThreads, 1 << 30), kThreads, 0, stream>>>(a, n, out);
+  check_launch();
+}
 
 void deltanet_l2norm_heads_forward(const float* a, int R, int H, int d, float scale, float eps,
                                    float* out, CUstream_st* stream) {
@@ -163,7 +191,7 @@ void deltanet_alpha_backward(const float* r, const float* alpha, const float* da
                              CUstream_st* stream) {
   const char* fn = "deltanet_alpha_backward";
   require(R >= 0 && H >= 1, fn, "R must be >= 0 and H >= 1");
-  require(R == 0 || (r && alpha && dalpha && A_log && dr && dA_terms), fn, "a pointer is null");
+  require(R == 0 || (r && dalpha && A_log && dr && dA_terms), fn, "a pointer is null");
   const std::size_t n = std::size_t(R) * H;
   if (n == 0) return;
   alpha_backward_kernel<<<blocks_for(n, kThreads, 1 << 30), kThreads, 0, stream>>>(

@@ -7,11 +7,13 @@
 //                                                     zero bias: FLA's ShortConvolution has none), silu
 //   q̂ = L2-normalised q per head / √d, k̂ = L2-normalised k per head (ε_l2), β = sigmoid(x W_β),
 //   gated: α = max(exp(−exp(A_log)·softplus(x W_a + dt_bias)), FLT_MIN)    the passes of ops/deltanet.cu
-//   o = the recurrent matrix rule (matrix_rules.hpp) from S_0 = 0
+//   o = the recurrent matrix rule (matrix_rules.hpp) from S_0 = 0, in fp32; or, with bf16_inner (the
+//       bf16 training step) and d = 64, the chunked form on the tensor cores (delta_rule_chunked.hpp)
+//       on bf16 copies of q̂, k̂ and v, with log α
 //   n = RMSNorm(o_h)·w_norm per head (rms_norm_forward over B·T·H rows of d)
 //   gated: y = n ⊙ silu(x W_g) (mamba2_gate_forward); ungated: y = n
 //   out = y W_o
-// The backward mirrors it, the inner loop by matrix_rule_backward. The tests
+// The backward mirrors it, the inner loop by matrix_rule_backward or chunked_delta_rule_backward. The tests
 // (tests/kernels/test_train_cuda.cpp) compare whole-model losses and gradients with the CPU
 // implementation.
 //
@@ -21,6 +23,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "tttlab/kernels/mamba2.hpp"
@@ -46,10 +49,15 @@ void deltanet_sigmoid_backward(const float* beta, const float* dbeta, float* dz,
 void deltanet_alpha_forward(float* r, const float* dt_bias, const float* A_log, int R, int H,
                             float* alpha, CUstream_st* stream);
 // Its backward from dα: dr = dα·α·(−exp(A_log))·softplus′(r) and the per-element terms of dA_log,
-// dα·α·(−exp(A_log)·softplus(r)), both [R, H] OVERWRITTEN (the caller sums them over the rows).
+// dα·α·(−exp(A_log)·softplus(r)), both [R, H] OVERWRITTEN (the caller sums them over the rows). With
+// alpha null, dalpha is d log α (= dα·α) itself.
 void deltanet_alpha_backward(const float* r, const float* alpha, const float* dalpha,
                              const float* A_log, int R, int H, float* dr, float* dA_terms,
                              CUstream_st* stream);
+
+// out = log(a) over n elements (the chunked inner loop takes log α); bf16 bit patterns widened to fp32.
+void deltanet_log(const float* a, std::size_t n, float* out, CUstream_st* stream);
+void deltanet_widen_bf16(const std::uint16_t* a, std::size_t n, float* out, CUstream_st* stream);
 
 // ---- the whole layer -------------------------------------------------------------------------------
 // The products: Mamba2Product's contract (fp32 operands here: A16 and B16 are always null, so the
@@ -62,6 +70,10 @@ struct DeltaNetLayerDims {
   int width = 64, heads = 4, conv_kernel = 4;
   int chunk = 64;  // tokens between two states the inner loop's forward keeps (matrix_rules.hpp)
   bool gated = false;
+  // The inner loop in the chunked bf16 form where it takes the head dim (64): the bf16 step's choice
+  // (bf16 operands, fp32 sums and state, relative error of order 1e-2 where the fp32 recurrence's is
+  // 1e-6; tests/kernels/test_delta_rule_chunked_cuda.cpp).
+  bool bf16_inner = false;
   float norm_eps = 1e-6f, l2_eps = 1e-6f;
   int rows() const { return batch * seq_len; }
   int head_dim() const { return heads > 0 ? width / heads : 0; }
@@ -69,6 +81,8 @@ struct DeltaNetLayerDims {
 // Empty when the layer runs on the GPU, else why not (one line): the inner loop's limits (d ≤ 128),
 // conv_kernel ≤ 16.
 std::string deltanet_layer_unsupported(const DeltaNetLayerDims& dims);
+// Whether the inner loop runs in the chunked bf16 form: bf16_inner and a head dim of 64.
+bool deltanet_layer_chunked(const DeltaNetLayerDims& dims);
 
 // The parameters in DeltaNetParams' layouts ([in, out] projections, convolutions [D, K], rows); the
 // gated ones (a_proj, A_log, dt_bias, g_proj) null for DeltaNet. Gradients alike, ADDED TO.
@@ -96,6 +110,12 @@ struct DeltaNetLayerCache {
         *aq = nullptr, *ak = nullptr, *av = nullptr, *qn = nullptr, *kn = nullptr, *beta = nullptr,
         *r = nullptr, *alpha = nullptr, *o = nullptr, *states = nullptr, *n = nullptr,
         *gate = nullptr, *y = nullptr, *zero_bias = nullptr;
+  // The chunked bf16 inner loop's (deltanet_layer_chunked): bf16 q̂, k̂, v and o [R, D], log α [R, H]
+  // and the forward's workspace.
+  std::uint16_t *q16 = nullptr, *k16 = nullptr, *v16 = nullptr, *o16 = nullptr;
+  float* log_alpha = nullptr;
+  void* inner_ws = nullptr;
+  std::size_t inner_ws_bytes = 0;
 };
 std::size_t deltanet_layer_cache_floats(const DeltaNetLayerDims& dims);
 DeltaNetLayerCache deltanet_layer_cache(const DeltaNetLayerDims& dims, float* base);
