@@ -12,7 +12,8 @@
 // ValueError, other std::exception RuntimeError (pybind11's translation); a checkpoint path that
 // does not exist raises FileNotFoundError; a text that is neither str nor bytes raises TypeError.
 //
-// THREADS. The GIL is released while the engine computes, so that other Python threads run. Arrays
+// THREADS. The GIL is released while the engine computes, so that other Python threads run; the long
+// calls (eval, states, generate, train) take it back at their progress points to look for Ctrl-C. Arrays
 // are built from the engine's results once (one copy, in C++ without the GIL) and handed to NumPy
 // without a further copy: each array owns its buffer through a capsule.
 #include <pybind11/numpy.h>
@@ -20,6 +21,7 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <memory>
@@ -27,6 +29,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <variant>
 #include <vector>
 
@@ -80,6 +83,39 @@ std::vector<int> int_list(const py::object& o) {
   if (py::isinstance<py::int_>(o)) return {o.cast<int>()};
   return o.cast<std::vector<int>>();
 }
+
+// ---- Ctrl-C during a long call --------------------------------------------------------------------
+// A call that computes without the GIL looks for Ctrl-C at the engine's own progress points (after a
+// window, a block, a token): check() there. Python handles signals only on the main thread, so the
+// thread that made the call takes the GIL back for PyErr_CheckSignals; the engine's worker threads,
+// which may call the same hook, only read the flag it sets. On Ctrl-C check() throws Interrupted, which
+// unwinds the engine as any exception does (run_parallel rethrows the first one after every worker has
+// finished), and the binding, with the GIL again, raises the KeyboardInterrupt (or the signal handler's
+// own exception) with rethrow().
+struct Interrupted {};
+
+class Interrupt {
+ public:
+  void check() {
+    if (std::this_thread::get_id() == m_caller && !m_stop.load()) {
+      py::gil_scoped_acquire gil;
+      if (PyErr_CheckSignals() != 0) {
+        m_error.emplace();  // fetches the exception the handler set
+        m_stop.store(true);
+      }
+    }
+    if (m_stop.load()) throw Interrupted{};
+  }
+  // With the GIL held, after the engine has returned or unwound.
+  void rethrow() {
+    if (m_error) throw std::move(*m_error);
+  }
+
+ private:
+  std::thread::id m_caller = std::this_thread::get_id();
+  std::atomic<bool> m_stop{false};
+  std::optional<py::error_already_set> m_error;
+};
 
 // ---- One TTT-Linear head's inner loop on the caller's arrays (tttlab/ttt/inner.hpp) ----------------
 template <class S>
@@ -923,7 +959,8 @@ class PyModel {
     TextScore r;
     std::string note;
     int window = 0;
-    {
+    Interrupt interrupt;
+    try {
       py::gil_scoped_release nogil;
       // The checks `tttlab eval --data FILE` makes on a file's bytes (binary or not UTF-8: refused).
       if (auto problem = text_problem(compute_text_stats(bytes), "the text"))
@@ -939,9 +976,12 @@ class PyModel {
       const std::unique_ptr<Trainer> t = scoring_trainer(*m_model, cfg, std::move(data));
       TextScoreOptions so;
       so.per_byte = per_byte;
+      so.progress = [&](std::int64_t, std::int64_t) { interrupt.check(); };
       r = score_text(*t, t->data().train, so);
       if (!std::isfinite(r.loss)) throw NonFiniteModelError(non_finite_model_message(m_source));
+    } catch (const Interrupted&) {
     }
+    interrupt.rethrow();
     py::dict d;
     const auto T = static_cast<py::ssize_t>(r.loss_by_position.size());
     d["loss_by_position"] = to_numpy(std::move(r.loss_by_position), {T});
@@ -1006,11 +1046,12 @@ class PyModel {
           data;
     };
     std::vector<Out> out;
-    {
+    Interrupt interrupt;
+    try {
       py::gil_scoped_release nogil;
       const inspect::StatesSummary plan = inspect::plan_states(config(), r);
       check_memory(inspect::states_memory(config(), r, plan), "the states");
-      inspect::compute_states(*m_model, r, [&](const inspect::StatesTensor& t) {
+      const auto emit = [&](const inspect::StatesTensor& t) {
         Out o{t.name, std::vector<py::ssize_t>(t.shape.begin(), t.shape.end()), {}};
         std::visit(
             [&](auto span) {
@@ -1029,8 +1070,11 @@ class PyModel {
             },
             t.data);
         out.push_back(std::move(o));
-      });
+      };
+      inspect::compute_states(*m_model, r, emit, [&](int, int) { interrupt.check(); });
+    } catch (const Interrupted&) {
     }
+    interrupt.rethrow();
     py::dict d;
     for (Out& o : out)
       std::visit([&](auto& v) { d[py::str(o.name)] = to_numpy(std::move(v), o.shape); }, o.data);
@@ -1100,12 +1144,18 @@ class PyModel {
     go.source = m_source;
     go.validate();  // before the GIL is released: a ValueError names the argument
     std::string text(bytes.begin(), bytes.end());
-    {
+    Interrupt interrupt;
+    try {
       py::gil_scoped_release nogil;
       const std::vector<int> p(bytes.begin(), bytes.end());
       const std::unique_ptr<TokenDecoder> decoder = make_cpu_decoder(*m_model);
-      for (int t : generate_tokens(*decoder, p, go)) text.push_back(static_cast<char>(t));
+      GenerateHooks hooks;
+      hooks.prefilled = [&] { interrupt.check(); };
+      hooks.token = [&](int) { interrupt.check(); };
+      for (int t : generate_tokens(*decoder, p, go, hooks)) text.push_back(static_cast<char>(t));
+    } catch (const Interrupted&) {
     }
+    interrupt.rethrow();
     if (as_str)
       return py::reinterpret_steal<py::object>(
           PyUnicode_DecodeUTF8(text.data(), py::ssize_t(text.size()), "replace"));
@@ -1143,7 +1193,8 @@ PYBIND11_MODULE(_tttlab, m) {
            "so).\n\nReturns a dict: loss_by_position float64 [seq_len] (nats, mean over the full "
            "windows; empty when there are none), loss (nats/byte), bpb (bits/byte), accuracy "
            "(next-byte, 0..1), bytes, targets, full_windows, tail_targets, seq_len, note, and with "
-           "per_byte=True per_byte float32 [bytes - 1] (nats; index i is byte i + 1).")
+           "per_byte=True per_byte float32 [bytes - 1] (nats; index i is byte i + 1).\n\nCtrl-C "
+           "stops it after the window in progress (KeyboardInterrupt).")
       .def("states", &PyModel::states, py::arg("text"), py::kw_only(),
            py::arg("block") = py::none(), py::arg("head") = py::none(), py::arg("every") = "token",
            py::arg("dtype") = "float32", py::arg("max_tokens") = 1 << 16,
@@ -1154,7 +1205,8 @@ PYBIND11_MODULE(_tttlab, m) {
            "states, head dimension d: tokens uint8 [T]; saved_tokens int64 [n]; "
            "block{B}.head{H}.W1 [n, d, d] (z = k @ W1 + b1), .b1 [n, d], .W1_initial [d, d], "
            ".b1_initial [d] (TTT-MLP adds W2, b2); .loss_initial, .loss_before, .loss_after [T] "
-           "(the inner loss of W0, W_{t-1} and W_t on token t); .lambda, .tau, .eta [T].")
+           "(the inner loss of W0, W_{t-1} and W_t on token t); .lambda, .tau, .eta [T].\n\nCtrl-C "
+           "stops it after the block in progress (KeyboardInterrupt).")
       .def("head_inputs", &PyModel::head_inputs, py::arg("text"), py::kw_only(), py::arg("block"),
            py::arg("head"), py::arg("max_tokens") = 1 << 16,
            "The inputs of one TTT head's inner loop along `text`, as the app's inner-loop stepper "
@@ -1170,7 +1222,8 @@ PYBIND11_MODULE(_tttlab, m) {
            "Sample `tokens` bytes after `prompt` as `tttlab generate --device cpu` does "
            "(temperature 0: greedy; top_k 0: all bytes). Returns the prompt followed by the "
            "sampled bytes: bytes for a bytes prompt, str for a str prompt (bytes that are not "
-           "UTF-8 become U+FFFD).");
+           "UTF-8 become U+FFFD).\n\nCtrl-C stops it after the token in progress "
+           "(KeyboardInterrupt).");
   using tttlab::python::is_float32;
   m.def(
       "inner_loop",

@@ -30,6 +30,7 @@ class Model:
         Returns: loss_by_position float64 [seq_len] (nats, mean over the full windows), loss
         (nats/byte), bpb (bits/byte), accuracy (0..1), bytes, targets, full_windows, tail_targets,
         seq_len, note; with per_byte=True also per_byte float32 [bytes - 1] (nats, index i = byte i + 1).
+        Ctrl-C stops it after the window in progress (KeyboardInterrupt).
         """
     def states(
         self,
@@ -48,6 +49,7 @@ class Model:
         .b1 [n, d], .W1_initial [d, d], .b1_initial [d] (TTT-MLP adds W2, b2); .loss_initial,
         .loss_before, .loss_after [T] (the inner loss of W0, W_{t-1} and W_t on token t); .lambda,
         .tau, .eta [T]. Floating-point arrays in `dtype` (float32 or float64).
+        Ctrl-C stops it after the block in progress (KeyboardInterrupt).
         """
     def head_inputs(self, text: Text, *, block: int, head: int, max_tokens: int = 65536) -> dict[str, Any]:
         """One TTT head's inner-loop inputs along `text`, as the app's stepper and states() take them.
@@ -65,6 +67,7 @@ class Model:
 
         temperature in [0, 100] (0: greedy), top_k in [0, 256] (0: all), tokens in [0, 2**24].
         Returns str for a str prompt (bytes that are not UTF-8 become U+FFFD), bytes otherwise.
+        Ctrl-C stops it after the token in progress (KeyboardInterrupt).
         """
 
 def inner_loop(
