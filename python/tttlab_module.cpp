@@ -42,6 +42,7 @@
 #include "tttlab/model/decoder.hpp"
 #include "tttlab/model/model.hpp"
 #include "tttlab/model/model_choice.hpp"
+#include "tttlab/train/metrics.hpp"
 #include "tttlab/train/session.hpp"
 #include "tttlab/train/text_score.hpp"
 #include "tttlab/ttt/inner.hpp"
@@ -796,11 +797,19 @@ py::dict train(const py::dict& o, const py::object& progress) {
   run.rollback_lr_factor = option<double>(o, "rollback_lr_factor", 0.01, 0.99);
   SessionOptions so;
   so.keep_checkpoints = static_cast<std::size_t>(option<int>(o, "keep_checkpoints", 0, 1000000));
-  const std::filesystem::path out = o["out"].cast<std::string>();
-  if (out.empty()) throw std::invalid_argument("out must not be empty");
-  const TrainConfig cfg = train_config(build_model_config(m, backbone_given), run);
-  if (std::filesystem::exists(out / "latest"))
-    throw std::invalid_argument("'" + out.string() + "' already holds a run; choose another out");
+  // Resuming, the run's own train_config.json applies (python/tttlab/__init__.py refuses the options
+  // that would change it, as the command line refuses the flags).
+  const bool resuming = !o["resume"].is_none();
+  const std::filesystem::path out = o[resuming ? "resume" : "out"].cast<std::string>();
+  if (out.empty())
+    throw std::invalid_argument(std::string(resuming ? "resume" : "out") + " must not be empty");
+  TrainConfig cfg;
+  if (!resuming) {
+    cfg = train_config(build_model_config(m, backbone_given), run);
+    if (std::filesystem::exists(out / "latest"))
+      throw std::invalid_argument("'" + out.string() +
+                                  "' already holds a run; choose another out, or resume it");
+  }
 
   // What the hooks collect: the step and evaluation records of metrics.jsonl, as arrays.
   std::vector<std::int64_t> step, eval_step;
@@ -817,7 +826,37 @@ py::dict train(const py::dict& o, const py::object& progress) {
   std::string checkpoint;
   {
     py::gil_scoped_release nogil;
-    session = TrainingSession::create(out, cfg, TextData::load(cfg), {}, so);
+    if (resuming) {
+      session = TrainingSession::resume(out, {}, so);
+      cfg = session->trainer().config();
+      // The records the resumed run keeps (metrics.jsonl up to its checkpoint), so that the arrays
+      // are the whole run's, as the file is.
+      for (const Json& j : read_metrics(session->metrics_path())) {
+        const long at = j.at("step").get<long>();
+        const auto number = [&j](const char* key) {
+          const auto it = j.find(key);
+          return it == j.end() || it->is_null() ? double(NAN) : it->get<double>();
+        };
+        if (j.contains("loss")) {
+          step.push_back(at);
+          loss.push_back(number("loss"));
+          lr.push_back(number("lr"));
+          grad_norm.push_back(number("grad_norm"));
+          tokens_per_s.push_back(number("tokens_per_s"));
+          skipped.push_back(j.value("skipped", false) ? 1 : 0);
+        } else if (j.contains("val_loss")) {
+          eval_step.push_back(at);
+          eval_loss.push_back(number("val_loss"));
+          eval_bpb.push_back(number("val_bpb"));
+          eval_accuracy.push_back(number("val_accuracy"));
+        } else if (j.contains("event")) {
+          events.push_back(
+              {at, j.value("event", std::string()), j.value("message", std::string())});
+        }
+      }
+    } else {
+      session = TrainingSession::create(out, cfg, TextData::load(cfg), {}, so);
+    }
     SessionHooks hooks;
     hooks.between_steps = [&] {
       py::gil_scoped_acquire gil;

@@ -215,7 +215,8 @@ def ttt_layer_grad(
 
 def train(
     *,
-    out: str | os.PathLike[str],
+    out: str | os.PathLike[str] | None = None,
+    resume: str | os.PathLike[str] | None = None,
     data: str | os.PathLike[str] = "brown",
     data_dir: str | os.PathLike[str] = "data/brown",
     preset: str = "tiny",
@@ -257,10 +258,13 @@ def train(
 
     progress(step, loss, info) after every step, with the GIL (info: lr, grad_norm, skipped,
     tokens_per_s, elapsed_s, steps). Ctrl-C or an exception from progress stops the run before its next
-    step, leaves the run directory with a checkpoint of that step, and is raised. Returns run_dir,
+    step, leaves the run directory with a checkpoint of that step, and is raised. resume=RUN continues
+    RUN from its latest checkpoint as `tttlab train --resume RUN` (the run's saved settings: every
+    other keyword but out = RUN, keep_checkpoints and progress left at its default). Returns run_dir,
     checkpoint, train_config (dict), step int64 [n], loss (nats/byte), lr, grad_norm, tokens_per_s
     float64 [n], skipped bool [n], eval_step int64 [m], eval_loss, eval_bpb, eval_accuracy float64 [m],
-    val_loss_by_position float64 [T], events (list of dicts: step, event, message).
+    val_loss_by_position float64 [T], events (list of dicts: step, event, message); resumed, the
+    whole run's records.
     """
 
 def load(path: str) -> Model:
