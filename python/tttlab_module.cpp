@@ -5,7 +5,8 @@
 // inner loop (TTT-Linear, the matrix fast-weight rules) forward in both forms and backward by the
 // compute engine's manual backward (tttlab/ttt/inner_backward.hpp, tttlab/fastweight/matrix_rules.hpp),
 // on the caller's arrays or on a model's own head (Model.head_inputs, the stepper's inputs); a whole
-// TTT layer from NumPy weights, forward and backward (tttlab/ttt/layer.hpp); and
+// TTT layer and a whole DeltaNet or Gated DeltaNet layer from NumPy weights, forward and backward
+// (tttlab/ttt/layer.hpp, tttlab/seq/deltanet_layer.hpp); and
 // `tttlab train --device cpu` (tttlab.train, by the same TrainingSession).
 //
 // ERRORS. The engine's exceptions pass through with their messages: std::invalid_argument becomes
@@ -42,6 +43,7 @@
 #include "tttlab/model/decoder.hpp"
 #include "tttlab/model/model.hpp"
 #include "tttlab/model/model_choice.hpp"
+#include "tttlab/seq/deltanet_layer.hpp"
 #include "tttlab/train/metrics.hpp"
 #include "tttlab/train/session.hpp"
 #include "tttlab/train/text_score.hpp"
@@ -579,11 +581,11 @@ TTTLayerConfig layer_config(int width, int heads, const py::kwargs& kw) {
 // The layer's parameters from `params` (name → array, the names of TTTLayerParams::for_each): every
 // name the layer has must be there with its shape ([rows, cols], or [n] for a one-row tensor), finite,
 // and no other name. ValueError names the parameter.
-template <class S>
-TTTLayerParams<S> layer_params(const TTTLayerConfig& cfg, const py::dict& params) {
-  TTTLayerParams<S> p = TTTLayerParams<S>::zeros(cfg);
+// `for_each(visitor)` visits every parameter of a layer as (Eigen::Map, name).
+template <class S, class ForEach>
+void read_named_params(const ForEach& for_each, const py::dict& params) {
   std::set<std::string> known;
-  p.for_each(cfg, [&](Eigen::Map<Mat<S>> m, const std::string& name) {
+  for_each([&](Eigen::Map<Mat<S>> m, const std::string& name) {
     known.insert(name);
     const std::string shape =
         "[" + std::to_string(m.rows()) + ", " + std::to_string(m.cols()) + "]";
@@ -602,18 +604,29 @@ TTTLayerParams<S> layer_params(const TTTLayerConfig& cfg, const py::dict& params
     if (!known.count(k))
       throw std::invalid_argument("params has '" + k + "', which this layer does not have");
   }
+}
+
+template <class S>
+TTTLayerParams<S> layer_params(const TTTLayerConfig& cfg, const py::dict& params) {
+  TTTLayerParams<S> p = TTTLayerParams<S>::zeros(cfg);
+  read_named_params<S>([&](const auto& visit) { p.for_each(cfg, visit); }, params);
   return p;
 }
 
-// Every parameter of `p` as a NumPy array of its stored shape, by name.
-template <class S>
-py::dict params_dict(const TTTLayerConfig& cfg, TTTLayerParams<S>& p) {
+// Every parameter `for_each` visits as a NumPy array of its stored shape, by name.
+template <class S, class ForEach>
+py::dict named_params_dict(const ForEach& for_each) {
   py::dict d;
-  p.for_each(cfg, [&](Eigen::Map<Mat<S>> m, const std::string& name) {
+  for_each([&](Eigen::Map<Mat<S>> m, const std::string& name) {
     d[py::str(name)] =
         to_numpy(std::vector<S>(m.data(), m.data() + m.size()), {m.rows(), m.cols()});
   });
   return d;
+}
+
+template <class S>
+py::dict params_dict(const TTTLayerConfig& cfg, TTTLayerParams<S>& p) {
+  return named_params_dict<S>([&](const auto& visit) { p.for_each(cfg, visit); });
 }
 
 template <class S>
@@ -714,6 +727,105 @@ py::dict ttt_layer_grad(const py::object& xo, const py::dict& params, const py::
     layer.backward(cache, dY, grads, dx);
   }
   py::dict r = params_dict(cfg, grads);
+  r["x"] = eigen_numpy(dx, {x.rows(), x.cols()});
+  return r;
+}
+
+// ---- A whole DeltaNet or Gated DeltaNet layer from NumPy weights (tttlab/seq/deltanet_layer.hpp) -----
+// The layer's keywords, as deltanet_layer_params, deltanet_layer and deltanet_layer_grad take them.
+DeltaNetConfig deltanet_config(int width, int heads, const py::kwargs& kw) {
+  DeltaNetConfig c;
+  c.width = width;
+  c.heads = heads;
+  for (const auto& [key, value] : kw) {
+    const std::string k = key.cast<std::string>();
+    const py::handle v = value;
+    if (k == "gated")
+      c.gated = v.cast<bool>();
+    else if (k == "conv_kernel")
+      c.conv_kernel = v.cast<int>();
+    else if (k == "chunk")
+      c.chunk_size = v.cast<int>();
+    else if (k == "norm_eps")
+      c.norm_eps = v.cast<double>();
+    else if (k == "l2_eps")
+      c.l2_eps = v.cast<double>();
+    else
+      throw py::type_error("unexpected keyword argument '" + k +
+                           "' (the layer's options: gated, conv_kernel, chunk, norm_eps, l2_eps)");
+  }
+  if (c.conv_kernel > 1024)
+    throw std::invalid_argument("conv_kernel must be at most 1024, got " +
+                                std::to_string(c.conv_kernel));
+  if (c.chunk_size > (1 << 16))
+    throw std::invalid_argument("chunk must be at most 65536, got " + std::to_string(c.chunk_size));
+  c.validate();
+  return c;
+}
+
+template <class S>
+DeltaNetLayer<S> deltanet_from(const DeltaNetConfig& cfg, const py::dict& params) {
+  DeltaNetLayer<S> layer(cfg, DeltaNetParams<S>::zeros(cfg));
+  read_named_params<S>([&](const auto& visit) { layer.for_each_param(visit); }, params);
+  return layer;
+}
+
+py::dict deltanet_layer_params(int width, int heads, std::uint64_t seed, const std::string& dtype,
+                               double std_dev, const py::kwargs& kw) {
+  const DeltaNetConfig cfg = deltanet_config(width, heads, kw);
+  if (!(std_dev >= 0 && std::isfinite(std_dev)))
+    throw std::invalid_argument("std must be finite and >= 0");
+  if (dtype != "float32" && dtype != "float64")
+    throw std::invalid_argument("dtype must be 'float32' or 'float64', got '" + dtype + "'");
+  Rng rng(seed);
+  const auto dict = [&](auto tag) {
+    using S = decltype(tag);
+    DeltaNetLayer<S> layer(cfg, DeltaNetParams<S>::init(cfg, std_dev, rng));
+    return named_params_dict<S>([&](const auto& visit) { layer.for_each_param(visit); });
+  };
+  return dtype == "float32" ? dict(float{}) : dict(double{});
+}
+
+template <class S>
+py::dict deltanet_layer(const py::object& xo, const py::dict& params, int heads,
+                        const std::string& form, const py::kwargs& kw) {
+  if (form != "chunked" && form != "primal")
+    throw std::invalid_argument("form must be 'chunked' or 'primal', got '" + form + "'");
+  const py::array xa = real_array(xo, "x");
+  if (xa.ndim() != 2) throw std::invalid_argument("x must be a 2-D array [T, D]");
+  const DeltaNetConfig cfg = deltanet_config(static_cast<int>(xa.shape(1)), heads, kw);
+  const Mat<S> x = layer_input<S>(xo, "x", cfg.width);
+  const DeltaNetLayer<S> layer = deltanet_from<S>(cfg, params);
+  Mat<S> y;
+  {
+    py::gil_scoped_release nogil;
+    auto state = layer.start();
+    y = layer.forward(*state, x, form == "primal" ? DeltaNetForm::Primal : DeltaNetForm::Chunked);
+  }
+  py::dict r;
+  r["y"] = eigen_numpy(y, {x.rows(), x.cols()});
+  return r;
+}
+
+template <class S>
+py::dict deltanet_layer_grad(const py::object& xo, const py::dict& params, const py::object& dy_o,
+                             int heads, const py::kwargs& kw) {
+  const py::array xa = real_array(xo, "x");
+  if (xa.ndim() != 2) throw std::invalid_argument("x must be a 2-D array [T, D]");
+  const DeltaNetConfig cfg = deltanet_config(static_cast<int>(xa.shape(1)), heads, kw);
+  const Mat<S> x = layer_input<S>(xo, "x", cfg.width);
+  check_shape(dy_o, "dy", {x.rows(), cfg.width});
+  const Mat<S> dY = layer_input<S>(dy_o, "dy", cfg.width);
+  const DeltaNetLayer<S> layer = deltanet_from<S>(cfg, params);
+  std::unique_ptr<SequenceLayer<S>> grads = layer.zeros_like();
+  Mat<S> dx;
+  {
+    py::gil_scoped_release nogil;
+    Mat<S> y;
+    const std::unique_ptr<LayerCache> cache = layer.forward_train(x, y);
+    layer.backward(*cache, dY, *grads, dx);
+  }
+  py::dict r = named_params_dict<S>([&](const auto& visit) { grads->for_each_param(visit); });
   r["x"] = eigen_numpy(dx, {x.rows(), x.cols()});
   return r;
 }
@@ -1395,6 +1507,42 @@ PYBIND11_MODULE(_tttlab, m) {
       "The gradients of a scalar loss L through tttlab.ttt_layer (the same arguments), given dy = "
       "dL/dy [T, D]: the layer's manual backward, the one training runs (docs/MATH.md §7). Returns "
       "a dict: x [T, D] and every parameter by its name, of its shape.");
+  m.def("deltanet_layer_params", &tttlab::python::deltanet_layer_params, py::arg("width"),
+        py::arg("heads"), py::kw_only(), py::arg("seed") = 0, py::arg("dtype") = "float64",
+        py::arg("std") = 0.02,
+        "A DeltaNet (gated=True: Gated DeltaNet) layer's parameters at their initialisation "
+        "(tttlab/seq/deltanet_layer.hpp; `std` the projections' standard deviation), by "
+        "flash-linear-attention's names, projections stored [in, out]: q_proj.weight, "
+        "k_proj.weight, v_proj.weight [D, D], b_proj.weight [D, H], q_conv1d.weight, "
+        "k_conv1d.weight, v_conv1d.weight [D, K], gated: a_proj.weight [D, H], A_log, dt_bias [1, "
+        "H], g_proj.weight [D, D]; o_norm.weight [1, d], o_proj.weight [D, D]. The layer's "
+        "keywords: gated (False), conv_kernel (4), chunk (64), norm_eps, l2_eps (1e-6).");
+  m.def(
+      "deltanet_layer",
+      [](const py::object& x, const py::dict& params, int heads, const std::string& form,
+         const py::kwargs& kw) {
+        if (is_float32(x)) return tttlab::python::deltanet_layer<float>(x, params, heads, form, kw);
+        return tttlab::python::deltanet_layer<double>(x, params, heads, form, kw);
+      },
+      py::arg("x"), py::arg("params"), py::kw_only(), py::arg("heads"), py::arg("form") = "chunked",
+      "A whole DeltaNet or Gated DeltaNet layer (tttlab/seq/deltanet_layer.hpp, docs/MATH.md "
+      "§11.8: projections, short convolutions, L2-normalised q and k, the delta rule per head, the "
+      "output RMSNorm, the gate, the output projection) on one sequence x [T, D] from the empty "
+      "state, with `params` (deltanet_layer_params' names, any values). Returns y [T, D]; "
+      "form='chunked' (chunks of `chunk` tokens, the UT transform) or 'primal' (token by token), "
+      "the same function. float32 when x is float32, else float64.");
+  m.def(
+      "deltanet_layer_grad",
+      [](const py::object& x, const py::dict& params, const py::object& dy, int heads,
+         const py::kwargs& kw) {
+        if (is_float32(x))
+          return tttlab::python::deltanet_layer_grad<float>(x, params, dy, heads, kw);
+        return tttlab::python::deltanet_layer_grad<double>(x, params, dy, heads, kw);
+      },
+      py::arg("x"), py::arg("params"), py::kw_only(), py::arg("dy"), py::arg("heads"),
+      "The gradients of a scalar loss L through tttlab.deltanet_layer (the same arguments), given "
+      "dy = dL/dy [T, D]: the layer's manual backward, the one training runs (docs/MATH.md "
+      "§11.4). Returns a dict: x [T, D] and every parameter by its name, of its shape.");
   m.def("_train", &tttlab::python::train, py::arg("options"), py::arg("progress"),
         "tttlab.train's engine: the options dict with every keyword filled (see tttlab.train).");
   m.def(

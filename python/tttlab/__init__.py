@@ -1,5 +1,6 @@
 """TTT Lab from Python: a trained model loaded from a checkpoint, scored, inspected and sampled; one
-head's inner loop and its gradients on your arrays; and training, as the command line trains.
+head's inner loop and whole TTT and DeltaNet layers, with their gradients, on your arrays; and training, as
+the command line trains.
 
     import tttlab
     model = tttlab.load("assets/models/tiny-brown")
@@ -17,6 +18,7 @@ import inspect
 import os
 
 from ._tttlab import Model, inner_loop, inner_loop_grad, load, matrix_rule, matrix_rule_grad, ttt_layer
+from ._tttlab import deltanet_layer, deltanet_layer_grad, deltanet_layer_params
 from ._tttlab import ttt_layer_grad, ttt_layer_params
 from ._tttlab import _train
 
@@ -118,6 +120,9 @@ def train(
 
 __all__ = [
     "Model",
+    "deltanet_layer",
+    "deltanet_layer_grad",
+    "deltanet_layer_params",
     "inner_loop",
     "inner_loop_grad",
     "load",

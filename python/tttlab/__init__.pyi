@@ -213,6 +213,35 @@ def ttt_layer_grad(
     The layer's manual backward, the one training runs. Returns x [T, D] and every parameter by name.
     """
 
+def deltanet_layer_params(
+    width: int, heads: int, *, seed: int = 0, dtype: str = "float64", std: float = 0.02, **layer: Any
+) -> dict[str, npt.NDArray[Any]]:
+    """A DeltaNet layer's parameters at their initialisation (tttlab/seq/deltanet_layer.hpp), from `seed`.
+
+    By flash-linear-attention's names, projections stored [in, out]: q_proj.weight, k_proj.weight,
+    v_proj.weight [D, D], b_proj.weight [D, H], q_conv1d.weight, k_conv1d.weight, v_conv1d.weight
+    [D, K]; gated: a_proj.weight [D, H], A_log, dt_bias [1, H], g_proj.weight [D, D]; o_norm.weight
+    [1, d], o_proj.weight [D, D]. `std`: the projections' standard deviation. The layer's keywords:
+    gated (False: DeltaNet; True: Gated DeltaNet), conv_kernel (4), chunk (64), norm_eps, l2_eps (1e-6).
+    """
+
+def deltanet_layer(
+    x: npt.ArrayLike, params: dict[str, npt.ArrayLike], *, heads: int, form: str = "chunked", **layer: Any
+) -> dict[str, npt.NDArray[Any]]:
+    """A whole DeltaNet or Gated DeltaNet layer on x [T, D] from the empty state (docs/MATH.md §11.8).
+
+    Returns y [T, D]. form: 'chunked' (chunks of `chunk` tokens, the UT transform) or 'primal' (token
+    by token), the same function. float32 when x is float32, else float64.
+    """
+
+def deltanet_layer_grad(
+    x: npt.ArrayLike, params: dict[str, npt.ArrayLike], *, dy: npt.ArrayLike, heads: int, **layer: Any
+) -> dict[str, npt.NDArray[Any]]:
+    """The gradients of a scalar loss L through deltanet_layer, given dy = dL/dy [T, D].
+
+    The layer's manual backward, the one training runs. Returns x [T, D] and every parameter by name.
+    """
+
 def train(
     *,
     out: str | os.PathLike[str] | None = None,
@@ -276,6 +305,9 @@ def load(path: str) -> Model:
 
 __all__ = [
     "Model",
+    "deltanet_layer",
+    "deltanet_layer_grad",
+    "deltanet_layer_params",
     "inner_loop",
     "inner_loop_grad",
     "load",
