@@ -5,7 +5,7 @@ A call that cannot be interrupted still ends in a KeyboardInterrupt (raised afte
 test gives the interrupted call far more work than it could finish before the bound, and checks that it
 raised within the bound: for eval and generate, work of hundreds of seconds or more against a bound of
 20 s (a hang, not a speed claim); for states, which looks after each block, four blocks against a bound
-of four times one block's time, measured first on the same machine (the four cost more than ten times one,
+of six times one block's time, measured first on the same machine (the four cost more than ten times one,
 each block running the model's forward up to it).
 """
 
@@ -65,4 +65,4 @@ def test_ctrl_c_stops_states_after_a_block(model):
     model.states(text, block=0, head=0, every="mini-batch")
     one_block = time.monotonic() - t0
     took = interrupted(lambda: model.states(text, block=[0, 1, 2, 3], head=0, every="mini-batch"), one_block / 4)
-    assert took < 4 * one_block, (took, one_block)
+    assert took < 6 * one_block, (took, one_block)
