@@ -5,14 +5,16 @@
 // inner loop (TTT-Linear, the matrix fast-weight rules) forward in both forms and backward by the
 // compute engine's manual backward (tttlab/ttt/inner_backward.hpp, tttlab/fastweight/matrix_rules.hpp),
 // on the caller's arrays or on a model's own head (Model.head_inputs, the stepper's inputs); a whole
-// TTT layer from NumPy weights, forward and backward (tttlab/ttt/layer.hpp); and
+// TTT layer and a whole DeltaNet or Gated DeltaNet layer from NumPy weights, forward and backward
+// (tttlab/ttt/layer.hpp, tttlab/seq/deltanet_layer.hpp); and
 // `tttlab train --device cpu` (tttlab.train, by the same TrainingSession).
 //
 // ERRORS. The engine's exceptions pass through with their messages: std::invalid_argument becomes
 // ValueError, other std::exception RuntimeError (pybind11's translation); a checkpoint path that
 // does not exist raises FileNotFoundError; a text that is neither str nor bytes raises TypeError.
 //
-// THREADS. The GIL is released while the engine computes, so that other Python threads run. Arrays
+// THREADS. The GIL is released while the engine computes, so that other Python threads run; the long
+// calls (eval, states, generate, train) take it back at their progress points to look for Ctrl-C. Arrays
 // are built from the engine's results once (one copy, in C++ without the GIL) and handed to NumPy
 // without a further copy: each array owns its buffer through a capsule.
 #include <pybind11/numpy.h>
@@ -20,6 +22,7 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <memory>
@@ -27,6 +30,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <variant>
 #include <vector>
 
@@ -39,6 +43,8 @@
 #include "tttlab/model/decoder.hpp"
 #include "tttlab/model/model.hpp"
 #include "tttlab/model/model_choice.hpp"
+#include "tttlab/seq/deltanet_layer.hpp"
+#include "tttlab/train/metrics.hpp"
 #include "tttlab/train/session.hpp"
 #include "tttlab/train/text_score.hpp"
 #include "tttlab/ttt/inner.hpp"
@@ -80,6 +86,39 @@ std::vector<int> int_list(const py::object& o) {
   if (py::isinstance<py::int_>(o)) return {o.cast<int>()};
   return o.cast<std::vector<int>>();
 }
+
+// ---- Ctrl-C during a long call --------------------------------------------------------------------
+// A call that computes without the GIL looks for Ctrl-C at the engine's own progress points (after a
+// window, a block, a token): check() there. Python handles signals only on the main thread, so the
+// thread that made the call takes the GIL back for PyErr_CheckSignals; the engine's worker threads,
+// which may call the same hook, only read the flag it sets. On Ctrl-C check() throws Interrupted, which
+// unwinds the engine as any exception does (run_parallel rethrows the first one after every worker has
+// finished), and the binding, with the GIL again, raises the KeyboardInterrupt (or the signal handler's
+// own exception) with rethrow().
+struct Interrupted {};
+
+class Interrupt {
+ public:
+  void check() {
+    if (std::this_thread::get_id() == m_caller && !m_stop.load()) {
+      py::gil_scoped_acquire gil;
+      if (PyErr_CheckSignals() != 0) {
+        m_error.emplace();  // fetches the exception the handler set
+        m_stop.store(true);
+      }
+    }
+    if (m_stop.load()) throw Interrupted{};
+  }
+  // With the GIL held, after the engine has returned or unwound.
+  void rethrow() {
+    if (m_error) throw std::move(*m_error);
+  }
+
+ private:
+  std::thread::id m_caller = std::this_thread::get_id();
+  std::atomic<bool> m_stop{false};
+  std::optional<py::error_already_set> m_error;
+};
 
 // ---- One TTT-Linear head's inner loop on the caller's arrays (tttlab/ttt/inner.hpp) ----------------
 template <class S>
@@ -542,11 +581,11 @@ TTTLayerConfig layer_config(int width, int heads, const py::kwargs& kw) {
 // The layer's parameters from `params` (name → array, the names of TTTLayerParams::for_each): every
 // name the layer has must be there with its shape ([rows, cols], or [n] for a one-row tensor), finite,
 // and no other name. ValueError names the parameter.
-template <class S>
-TTTLayerParams<S> layer_params(const TTTLayerConfig& cfg, const py::dict& params) {
-  TTTLayerParams<S> p = TTTLayerParams<S>::zeros(cfg);
+// `for_each(visitor)` visits every parameter of a layer as (Eigen::Map, name).
+template <class S, class ForEach>
+void read_named_params(const ForEach& for_each, const py::dict& params) {
   std::set<std::string> known;
-  p.for_each(cfg, [&](Eigen::Map<Mat<S>> m, const std::string& name) {
+  for_each([&](Eigen::Map<Mat<S>> m, const std::string& name) {
     known.insert(name);
     const std::string shape =
         "[" + std::to_string(m.rows()) + ", " + std::to_string(m.cols()) + "]";
@@ -565,18 +604,29 @@ TTTLayerParams<S> layer_params(const TTTLayerConfig& cfg, const py::dict& params
     if (!known.count(k))
       throw std::invalid_argument("params has '" + k + "', which this layer does not have");
   }
+}
+
+template <class S>
+TTTLayerParams<S> layer_params(const TTTLayerConfig& cfg, const py::dict& params) {
+  TTTLayerParams<S> p = TTTLayerParams<S>::zeros(cfg);
+  read_named_params<S>([&](const auto& visit) { p.for_each(cfg, visit); }, params);
   return p;
 }
 
-// Every parameter of `p` as a NumPy array of its stored shape, by name.
-template <class S>
-py::dict params_dict(const TTTLayerConfig& cfg, TTTLayerParams<S>& p) {
+// Every parameter `for_each` visits as a NumPy array of its stored shape, by name.
+template <class S, class ForEach>
+py::dict named_params_dict(const ForEach& for_each) {
   py::dict d;
-  p.for_each(cfg, [&](Eigen::Map<Mat<S>> m, const std::string& name) {
+  for_each([&](Eigen::Map<Mat<S>> m, const std::string& name) {
     d[py::str(name)] =
         to_numpy(std::vector<S>(m.data(), m.data() + m.size()), {m.rows(), m.cols()});
   });
   return d;
+}
+
+template <class S>
+py::dict params_dict(const TTTLayerConfig& cfg, TTTLayerParams<S>& p) {
+  return named_params_dict<S>([&](const auto& visit) { p.for_each(cfg, visit); });
 }
 
 template <class S>
@@ -681,6 +731,105 @@ py::dict ttt_layer_grad(const py::object& xo, const py::dict& params, const py::
   return r;
 }
 
+// ---- A whole DeltaNet or Gated DeltaNet layer from NumPy weights (tttlab/seq/deltanet_layer.hpp) -----
+// The layer's keywords, as deltanet_layer_params, deltanet_layer and deltanet_layer_grad take them.
+DeltaNetConfig deltanet_config(int width, int heads, const py::kwargs& kw) {
+  DeltaNetConfig c;
+  c.width = width;
+  c.heads = heads;
+  for (const auto& [key, value] : kw) {
+    const std::string k = key.cast<std::string>();
+    const py::handle v = value;
+    if (k == "gated")
+      c.gated = v.cast<bool>();
+    else if (k == "conv_kernel")
+      c.conv_kernel = v.cast<int>();
+    else if (k == "chunk")
+      c.chunk_size = v.cast<int>();
+    else if (k == "norm_eps")
+      c.norm_eps = v.cast<double>();
+    else if (k == "l2_eps")
+      c.l2_eps = v.cast<double>();
+    else
+      throw py::type_error("unexpected keyword argument '" + k +
+                           "' (the layer's options: gated, conv_kernel, chunk, norm_eps, l2_eps)");
+  }
+  if (c.conv_kernel > 1024)
+    throw std::invalid_argument("conv_kernel must be at most 1024, got " +
+                                std::to_string(c.conv_kernel));
+  if (c.chunk_size > (1 << 16))
+    throw std::invalid_argument("chunk must be at most 65536, got " + std::to_string(c.chunk_size));
+  c.validate();
+  return c;
+}
+
+template <class S>
+DeltaNetLayer<S> deltanet_from(const DeltaNetConfig& cfg, const py::dict& params) {
+  DeltaNetLayer<S> layer(cfg, DeltaNetParams<S>::zeros(cfg));
+  read_named_params<S>([&](const auto& visit) { layer.for_each_param(visit); }, params);
+  return layer;
+}
+
+py::dict deltanet_layer_params(int width, int heads, std::uint64_t seed, const std::string& dtype,
+                               double std_dev, const py::kwargs& kw) {
+  const DeltaNetConfig cfg = deltanet_config(width, heads, kw);
+  if (!(std_dev >= 0 && std::isfinite(std_dev)))
+    throw std::invalid_argument("std must be finite and >= 0");
+  if (dtype != "float32" && dtype != "float64")
+    throw std::invalid_argument("dtype must be 'float32' or 'float64', got '" + dtype + "'");
+  Rng rng(seed);
+  const auto dict = [&](auto tag) {
+    using S = decltype(tag);
+    DeltaNetLayer<S> layer(cfg, DeltaNetParams<S>::init(cfg, std_dev, rng));
+    return named_params_dict<S>([&](const auto& visit) { layer.for_each_param(visit); });
+  };
+  return dtype == "float32" ? dict(float{}) : dict(double{});
+}
+
+template <class S>
+py::dict deltanet_layer(const py::object& xo, const py::dict& params, int heads,
+                        const std::string& form, const py::kwargs& kw) {
+  if (form != "chunked" && form != "primal")
+    throw std::invalid_argument("form must be 'chunked' or 'primal', got '" + form + "'");
+  const py::array xa = real_array(xo, "x");
+  if (xa.ndim() != 2) throw std::invalid_argument("x must be a 2-D array [T, D]");
+  const DeltaNetConfig cfg = deltanet_config(static_cast<int>(xa.shape(1)), heads, kw);
+  const Mat<S> x = layer_input<S>(xo, "x", cfg.width);
+  const DeltaNetLayer<S> layer = deltanet_from<S>(cfg, params);
+  Mat<S> y;
+  {
+    py::gil_scoped_release nogil;
+    auto state = layer.start();
+    y = layer.forward(*state, x, form == "primal" ? DeltaNetForm::Primal : DeltaNetForm::Chunked);
+  }
+  py::dict r;
+  r["y"] = eigen_numpy(y, {x.rows(), x.cols()});
+  return r;
+}
+
+template <class S>
+py::dict deltanet_layer_grad(const py::object& xo, const py::dict& params, const py::object& dy_o,
+                             int heads, const py::kwargs& kw) {
+  const py::array xa = real_array(xo, "x");
+  if (xa.ndim() != 2) throw std::invalid_argument("x must be a 2-D array [T, D]");
+  const DeltaNetConfig cfg = deltanet_config(static_cast<int>(xa.shape(1)), heads, kw);
+  const Mat<S> x = layer_input<S>(xo, "x", cfg.width);
+  check_shape(dy_o, "dy", {x.rows(), cfg.width});
+  const Mat<S> dY = layer_input<S>(dy_o, "dy", cfg.width);
+  const DeltaNetLayer<S> layer = deltanet_from<S>(cfg, params);
+  std::unique_ptr<SequenceLayer<S>> grads = layer.zeros_like();
+  Mat<S> dx;
+  {
+    py::gil_scoped_release nogil;
+    Mat<S> y;
+    const std::unique_ptr<LayerCache> cache = layer.forward_train(x, y);
+    layer.backward(*cache, dY, *grads, dx);
+  }
+  py::dict r = named_params_dict<S>([&](const auto& visit) { grads->for_each_param(visit); });
+  r["x"] = eigen_numpy(dx, {x.rows(), x.cols()});
+  return r;
+}
+
 // ---- tttlab.train: `tttlab train --device cpu` (tttlab/train/session.hpp) ------------------------------
 
 // A number from the options dict, in [lo, hi]: ValueError naming the keyword, as the command line's
@@ -760,11 +909,19 @@ py::dict train(const py::dict& o, const py::object& progress) {
   run.rollback_lr_factor = option<double>(o, "rollback_lr_factor", 0.01, 0.99);
   SessionOptions so;
   so.keep_checkpoints = static_cast<std::size_t>(option<int>(o, "keep_checkpoints", 0, 1000000));
-  const std::filesystem::path out = o["out"].cast<std::string>();
-  if (out.empty()) throw std::invalid_argument("out must not be empty");
-  const TrainConfig cfg = train_config(build_model_config(m, backbone_given), run);
-  if (std::filesystem::exists(out / "latest"))
-    throw std::invalid_argument("'" + out.string() + "' already holds a run; choose another out");
+  // Resuming, the run's own train_config.json applies (python/tttlab/__init__.py refuses the options
+  // that would change it, as the command line refuses the flags).
+  const bool resuming = !o["resume"].is_none();
+  const std::filesystem::path out = o[resuming ? "resume" : "out"].cast<std::string>();
+  if (out.empty())
+    throw std::invalid_argument(std::string(resuming ? "resume" : "out") + " must not be empty");
+  TrainConfig cfg;
+  if (!resuming) {
+    cfg = train_config(build_model_config(m, backbone_given), run);
+    if (std::filesystem::exists(out / "latest"))
+      throw std::invalid_argument("'" + out.string() +
+                                  "' already holds a run; choose another out, or resume it");
+  }
 
   // What the hooks collect: the step and evaluation records of metrics.jsonl, as arrays.
   std::vector<std::int64_t> step, eval_step;
@@ -781,7 +938,37 @@ py::dict train(const py::dict& o, const py::object& progress) {
   std::string checkpoint;
   {
     py::gil_scoped_release nogil;
-    session = TrainingSession::create(out, cfg, TextData::load(cfg), {}, so);
+    if (resuming) {
+      session = TrainingSession::resume(out, {}, so);
+      cfg = session->trainer().config();
+      // The records the resumed run keeps (metrics.jsonl up to its checkpoint), so that the arrays
+      // are the whole run's, as the file is.
+      for (const Json& j : read_metrics(session->metrics_path())) {
+        const long at = j.at("step").get<long>();
+        const auto number = [&j](const char* key) {
+          const auto it = j.find(key);
+          return it == j.end() || it->is_null() ? double(NAN) : it->get<double>();
+        };
+        if (j.contains("loss")) {
+          step.push_back(at);
+          loss.push_back(number("loss"));
+          lr.push_back(number("lr"));
+          grad_norm.push_back(number("grad_norm"));
+          tokens_per_s.push_back(number("tokens_per_s"));
+          skipped.push_back(j.value("skipped", false) ? 1 : 0);
+        } else if (j.contains("val_loss")) {
+          eval_step.push_back(at);
+          eval_loss.push_back(number("val_loss"));
+          eval_bpb.push_back(number("val_bpb"));
+          eval_accuracy.push_back(number("val_accuracy"));
+        } else if (j.contains("event")) {
+          events.push_back(
+              {at, j.value("event", std::string()), j.value("message", std::string())});
+        }
+      }
+    } else {
+      session = TrainingSession::create(out, cfg, TextData::load(cfg), {}, so);
+    }
     SessionHooks hooks;
     hooks.between_steps = [&] {
       py::gil_scoped_acquire gil;
@@ -923,7 +1110,8 @@ class PyModel {
     TextScore r;
     std::string note;
     int window = 0;
-    {
+    Interrupt interrupt;
+    try {
       py::gil_scoped_release nogil;
       // The checks `tttlab eval --data FILE` makes on a file's bytes (binary or not UTF-8: refused).
       if (auto problem = text_problem(compute_text_stats(bytes), "the text"))
@@ -939,9 +1127,12 @@ class PyModel {
       const std::unique_ptr<Trainer> t = scoring_trainer(*m_model, cfg, std::move(data));
       TextScoreOptions so;
       so.per_byte = per_byte;
+      so.progress = [&](std::int64_t, std::int64_t) { interrupt.check(); };
       r = score_text(*t, t->data().train, so);
       if (!std::isfinite(r.loss)) throw NonFiniteModelError(non_finite_model_message(m_source));
+    } catch (const Interrupted&) {
     }
+    interrupt.rethrow();
     py::dict d;
     const auto T = static_cast<py::ssize_t>(r.loss_by_position.size());
     d["loss_by_position"] = to_numpy(std::move(r.loss_by_position), {T});
@@ -1006,11 +1197,12 @@ class PyModel {
           data;
     };
     std::vector<Out> out;
-    {
+    Interrupt interrupt;
+    try {
       py::gil_scoped_release nogil;
       const inspect::StatesSummary plan = inspect::plan_states(config(), r);
       check_memory(inspect::states_memory(config(), r, plan), "the states");
-      inspect::compute_states(*m_model, r, [&](const inspect::StatesTensor& t) {
+      const auto emit = [&](const inspect::StatesTensor& t) {
         Out o{t.name, std::vector<py::ssize_t>(t.shape.begin(), t.shape.end()), {}};
         std::visit(
             [&](auto span) {
@@ -1029,8 +1221,11 @@ class PyModel {
             },
             t.data);
         out.push_back(std::move(o));
-      });
+      };
+      inspect::compute_states(*m_model, r, emit, [&](int, int) { interrupt.check(); });
+    } catch (const Interrupted&) {
     }
+    interrupt.rethrow();
     py::dict d;
     for (Out& o : out)
       std::visit([&](auto& v) { d[py::str(o.name)] = to_numpy(std::move(v), o.shape); }, o.data);
@@ -1100,12 +1295,18 @@ class PyModel {
     go.source = m_source;
     go.validate();  // before the GIL is released: a ValueError names the argument
     std::string text(bytes.begin(), bytes.end());
-    {
+    Interrupt interrupt;
+    try {
       py::gil_scoped_release nogil;
       const std::vector<int> p(bytes.begin(), bytes.end());
       const std::unique_ptr<TokenDecoder> decoder = make_cpu_decoder(*m_model);
-      for (int t : generate_tokens(*decoder, p, go)) text.push_back(static_cast<char>(t));
+      GenerateHooks hooks;
+      hooks.prefilled = [&] { interrupt.check(); };
+      hooks.token = [&](int) { interrupt.check(); };
+      for (int t : generate_tokens(*decoder, p, go, hooks)) text.push_back(static_cast<char>(t));
+    } catch (const Interrupted&) {
     }
+    interrupt.rethrow();
     if (as_str)
       return py::reinterpret_steal<py::object>(
           PyUnicode_DecodeUTF8(text.data(), py::ssize_t(text.size()), "replace"));
@@ -1143,7 +1344,8 @@ PYBIND11_MODULE(_tttlab, m) {
            "so).\n\nReturns a dict: loss_by_position float64 [seq_len] (nats, mean over the full "
            "windows; empty when there are none), loss (nats/byte), bpb (bits/byte), accuracy "
            "(next-byte, 0..1), bytes, targets, full_windows, tail_targets, seq_len, note, and with "
-           "per_byte=True per_byte float32 [bytes - 1] (nats; index i is byte i + 1).")
+           "per_byte=True per_byte float32 [bytes - 1] (nats; index i is byte i + 1).\n\nCtrl-C "
+           "stops it after the window in progress (KeyboardInterrupt).")
       .def("states", &PyModel::states, py::arg("text"), py::kw_only(),
            py::arg("block") = py::none(), py::arg("head") = py::none(), py::arg("every") = "token",
            py::arg("dtype") = "float32", py::arg("max_tokens") = 1 << 16,
@@ -1154,7 +1356,8 @@ PYBIND11_MODULE(_tttlab, m) {
            "states, head dimension d: tokens uint8 [T]; saved_tokens int64 [n]; "
            "block{B}.head{H}.W1 [n, d, d] (z = k @ W1 + b1), .b1 [n, d], .W1_initial [d, d], "
            ".b1_initial [d] (TTT-MLP adds W2, b2); .loss_initial, .loss_before, .loss_after [T] "
-           "(the inner loss of W0, W_{t-1} and W_t on token t); .lambda, .tau, .eta [T].")
+           "(the inner loss of W0, W_{t-1} and W_t on token t); .lambda, .tau, .eta [T].\n\nCtrl-C "
+           "stops it after the block in progress (KeyboardInterrupt).")
       .def("head_inputs", &PyModel::head_inputs, py::arg("text"), py::kw_only(), py::arg("block"),
            py::arg("head"), py::arg("max_tokens") = 1 << 16,
            "The inputs of one TTT head's inner loop along `text`, as the app's inner-loop stepper "
@@ -1170,7 +1373,8 @@ PYBIND11_MODULE(_tttlab, m) {
            "Sample `tokens` bytes after `prompt` as `tttlab generate --device cpu` does "
            "(temperature 0: greedy; top_k 0: all bytes). Returns the prompt followed by the "
            "sampled bytes: bytes for a bytes prompt, str for a str prompt (bytes that are not "
-           "UTF-8 become U+FFFD).");
+           "UTF-8 become U+FFFD).\n\nCtrl-C stops it after the token in progress "
+           "(KeyboardInterrupt).");
   using tttlab::python::is_float32;
   m.def(
       "inner_loop",
@@ -1303,6 +1507,42 @@ PYBIND11_MODULE(_tttlab, m) {
       "The gradients of a scalar loss L through tttlab.ttt_layer (the same arguments), given dy = "
       "dL/dy [T, D]: the layer's manual backward, the one training runs (docs/MATH.md §7). Returns "
       "a dict: x [T, D] and every parameter by its name, of its shape.");
+  m.def("deltanet_layer_params", &tttlab::python::deltanet_layer_params, py::arg("width"),
+        py::arg("heads"), py::kw_only(), py::arg("seed") = 0, py::arg("dtype") = "float64",
+        py::arg("std") = 0.02,
+        "A DeltaNet (gated=True: Gated DeltaNet) layer's parameters at their initialisation "
+        "(tttlab/seq/deltanet_layer.hpp; `std` the projections' standard deviation), by "
+        "flash-linear-attention's names, projections stored [in, out]: q_proj.weight, "
+        "k_proj.weight, v_proj.weight [D, D], b_proj.weight [D, H], q_conv1d.weight, "
+        "k_conv1d.weight, v_conv1d.weight [D, K], gated: a_proj.weight [D, H], A_log, dt_bias [1, "
+        "H], g_proj.weight [D, D]; o_norm.weight [1, d], o_proj.weight [D, D]. The layer's "
+        "keywords: gated (False), conv_kernel (4), chunk (64), norm_eps, l2_eps (1e-6).");
+  m.def(
+      "deltanet_layer",
+      [](const py::object& x, const py::dict& params, int heads, const std::string& form,
+         const py::kwargs& kw) {
+        if (is_float32(x)) return tttlab::python::deltanet_layer<float>(x, params, heads, form, kw);
+        return tttlab::python::deltanet_layer<double>(x, params, heads, form, kw);
+      },
+      py::arg("x"), py::arg("params"), py::kw_only(), py::arg("heads"), py::arg("form") = "chunked",
+      "A whole DeltaNet or Gated DeltaNet layer (tttlab/seq/deltanet_layer.hpp, docs/MATH.md "
+      "§11.8: projections, short convolutions, L2-normalised q and k, the delta rule per head, the "
+      "output RMSNorm, the gate, the output projection) on one sequence x [T, D] from the empty "
+      "state, with `params` (deltanet_layer_params' names, any values). Returns y [T, D]; "
+      "form='chunked' (chunks of `chunk` tokens, the UT transform) or 'primal' (token by token), "
+      "the same function. float32 when x is float32, else float64.");
+  m.def(
+      "deltanet_layer_grad",
+      [](const py::object& x, const py::dict& params, const py::object& dy, int heads,
+         const py::kwargs& kw) {
+        if (is_float32(x))
+          return tttlab::python::deltanet_layer_grad<float>(x, params, dy, heads, kw);
+        return tttlab::python::deltanet_layer_grad<double>(x, params, dy, heads, kw);
+      },
+      py::arg("x"), py::arg("params"), py::kw_only(), py::arg("dy"), py::arg("heads"),
+      "The gradients of a scalar loss L through tttlab.deltanet_layer (the same arguments), given "
+      "dy = dL/dy [T, D]: the layer's manual backward, the one training runs (docs/MATH.md "
+      "§11.4). Returns a dict: x [T, D] and every parameter by its name, of its shape.");
   m.def("_train", &tttlab::python::train, py::arg("options"), py::arg("progress"),
         "tttlab.train's engine: the options dict with every keyword filled (see tttlab.train).");
   m.def(

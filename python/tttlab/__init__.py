@@ -1,5 +1,6 @@
 """TTT Lab from Python: a trained model loaded from a checkpoint, scored, inspected and sampled; one
-head's inner loop and its gradients on your arrays; and training, as the command line trains.
+head's inner loop and whole TTT and DeltaNet layers, with their gradients, on your arrays; and training, as
+the command line trains.
 
     import tttlab
     model = tttlab.load("assets/models/tiny-brown")
@@ -13,16 +14,19 @@ The computations are the command line's (`tttlab eval`, `tttlab states`, `tttlab
 docs/PYTHON.md has the API with shapes and units.
 """
 
+import inspect
 import os
 
 from ._tttlab import Model, inner_loop, inner_loop_grad, load, matrix_rule, matrix_rule_grad, ttt_layer
+from ._tttlab import deltanet_layer, deltanet_layer_grad, deltanet_layer_params
 from ._tttlab import ttt_layer_grad, ttt_layer_params
 from ._tttlab import _train
 
 
 def train(
     *,
-    out,
+    out=None,
+    resume=None,
     data="brown",
     data_dir="data/brown",
     preset="tiny",
@@ -71,7 +75,12 @@ def train(
     batch's mean training loss, nats per byte) and info, a dict of lr, grad_norm, skipped,
     tokens_per_s, elapsed_s and steps (the run's total). Ctrl-C (KeyboardInterrupt) or an exception
     raised by progress stops the run before its next step; the run directory keeps the checkpoint a
-    stopped run writes (resumable with `tttlab train --resume OUT`), and the exception is raised.
+    stopped run writes (resumable with `tttlab train --resume OUT` or `train(resume=OUT)`), and the
+    exception is raised.
+
+    resume=RUN continues the run in RUN from its latest checkpoint, as `tttlab train --resume RUN`:
+    the run's saved settings apply, so out (if given) must be RUN and every other keyword but
+    keep_checkpoints and progress must be left at its default; the same loss curve continues exactly.
 
     Returns a dict: run_dir, checkpoint (the newest checkpoint's directory), train_config (the run's
     train_config.json as a dict); the step records of metrics.jsonl as arrays: step int64 [n], loss,
@@ -79,10 +88,27 @@ def train(
     eval_loss (nats per byte), eval_bpb, eval_accuracy float64 [m]; val_loss_by_position float64 [T]
     (the final evaluation's mean loss at each position); events, the event records (skipped steps,
     rollbacks) as dicts of step, event and message. After a rollback the arrays, like metrics.jsonl,
-    hold the records up to the step the run went back to and then the steps computed again.
+    hold the records up to the step the run went back to and then the steps computed again. A resumed
+    run's arrays hold the whole run's records: those of metrics.jsonl up to the checkpoint, then the
+    steps computed in this call.
     """
     options = dict(locals())
     options.pop("progress")
+    if resume is None:
+        if out is None:
+            raise TypeError("train() needs out (the new run's directory) or resume (a run to continue)")
+    else:
+        resume = options["resume"] = os.fspath(resume)
+        if out is not None and os.path.realpath(os.fspath(out)) != os.path.realpath(resume):
+            raise ValueError("out must be the run directory itself when resuming (or left out)")
+        defaults = inspect.signature(train).parameters
+        for name, value in options.items():
+            if name in ("out", "resume", "keep_checkpoints"):
+                continue
+            default = defaults[name].default
+            if type(value) is not type(default) or value != default:
+                raise ValueError(f"{name} cannot be changed when resuming (the run's saved settings apply)")
+        options["out"] = resume
     for name in ("out", "data", "data_dir"):  # str or a path-like object
         options[name] = os.fspath(options[name])
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
@@ -94,6 +120,9 @@ def train(
 
 __all__ = [
     "Model",
+    "deltanet_layer",
+    "deltanet_layer_grad",
+    "deltanet_layer_params",
     "inner_loop",
     "inner_loop_grad",
     "load",

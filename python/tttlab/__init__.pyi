@@ -30,6 +30,7 @@ class Model:
         Returns: loss_by_position float64 [seq_len] (nats, mean over the full windows), loss
         (nats/byte), bpb (bits/byte), accuracy (0..1), bytes, targets, full_windows, tail_targets,
         seq_len, note; with per_byte=True also per_byte float32 [bytes - 1] (nats, index i = byte i + 1).
+        Ctrl-C stops it after the window in progress (KeyboardInterrupt).
         """
     def states(
         self,
@@ -48,6 +49,7 @@ class Model:
         .b1 [n, d], .W1_initial [d, d], .b1_initial [d] (TTT-MLP adds W2, b2); .loss_initial,
         .loss_before, .loss_after [T] (the inner loss of W0, W_{t-1} and W_t on token t); .lambda,
         .tau, .eta [T]. Floating-point arrays in `dtype` (float32 or float64).
+        Ctrl-C stops it after the block in progress (KeyboardInterrupt).
         """
     def head_inputs(self, text: Text, *, block: int, head: int, max_tokens: int = 65536) -> dict[str, Any]:
         """One TTT head's inner-loop inputs along `text`, as the app's stepper and states() take them.
@@ -65,6 +67,7 @@ class Model:
 
         temperature in [0, 100] (0: greedy), top_k in [0, 256] (0: all), tokens in [0, 2**24].
         Returns str for a str prompt (bytes that are not UTF-8 become U+FFFD), bytes otherwise.
+        Ctrl-C stops it after the token in progress (KeyboardInterrupt).
         """
 
 def inner_loop(
@@ -210,9 +213,39 @@ def ttt_layer_grad(
     The layer's manual backward, the one training runs. Returns x [T, D] and every parameter by name.
     """
 
+def deltanet_layer_params(
+    width: int, heads: int, *, seed: int = 0, dtype: str = "float64", std: float = 0.02, **layer: Any
+) -> dict[str, npt.NDArray[Any]]:
+    """A DeltaNet layer's parameters at their initialisation (tttlab/seq/deltanet_layer.hpp), from `seed`.
+
+    By flash-linear-attention's names, projections stored [in, out]: q_proj.weight, k_proj.weight,
+    v_proj.weight [D, D], b_proj.weight [D, H], q_conv1d.weight, k_conv1d.weight, v_conv1d.weight
+    [D, K]; gated: a_proj.weight [D, H], A_log, dt_bias [1, H], g_proj.weight [D, D]; o_norm.weight
+    [1, d], o_proj.weight [D, D]. `std`: the projections' standard deviation. The layer's keywords:
+    gated (False: DeltaNet; True: Gated DeltaNet), conv_kernel (4), chunk (64), norm_eps, l2_eps (1e-6).
+    """
+
+def deltanet_layer(
+    x: npt.ArrayLike, params: dict[str, npt.ArrayLike], *, heads: int, form: str = "chunked", **layer: Any
+) -> dict[str, npt.NDArray[Any]]:
+    """A whole DeltaNet or Gated DeltaNet layer on x [T, D] from the empty state (docs/MATH.md §11.8).
+
+    Returns y [T, D]. form: 'chunked' (chunks of `chunk` tokens, the UT transform) or 'primal' (token
+    by token), the same function. float32 when x is float32, else float64.
+    """
+
+def deltanet_layer_grad(
+    x: npt.ArrayLike, params: dict[str, npt.ArrayLike], *, dy: npt.ArrayLike, heads: int, **layer: Any
+) -> dict[str, npt.NDArray[Any]]:
+    """The gradients of a scalar loss L through deltanet_layer, given dy = dL/dy [T, D].
+
+    The layer's manual backward, the one training runs. Returns x [T, D] and every parameter by name.
+    """
+
 def train(
     *,
-    out: str | os.PathLike[str],
+    out: str | os.PathLike[str] | None = None,
+    resume: str | os.PathLike[str] | None = None,
     data: str | os.PathLike[str] = "brown",
     data_dir: str | os.PathLike[str] = "data/brown",
     preset: str = "tiny",
@@ -254,10 +287,13 @@ def train(
 
     progress(step, loss, info) after every step, with the GIL (info: lr, grad_norm, skipped,
     tokens_per_s, elapsed_s, steps). Ctrl-C or an exception from progress stops the run before its next
-    step, leaves the run directory with a checkpoint of that step, and is raised. Returns run_dir,
+    step, leaves the run directory with a checkpoint of that step, and is raised. resume=RUN continues
+    RUN from its latest checkpoint as `tttlab train --resume RUN` (the run's saved settings: every
+    other keyword but out = RUN, keep_checkpoints and progress left at its default). Returns run_dir,
     checkpoint, train_config (dict), step int64 [n], loss (nats/byte), lr, grad_norm, tokens_per_s
     float64 [n], skipped bool [n], eval_step int64 [m], eval_loss, eval_bpb, eval_accuracy float64 [m],
-    val_loss_by_position float64 [T], events (list of dicts: step, event, message).
+    val_loss_by_position float64 [T], events (list of dicts: step, event, message); resumed, the
+    whole run's records.
     """
 
 def load(path: str) -> Model:
@@ -269,6 +305,9 @@ def load(path: str) -> Model:
 
 __all__ = [
     "Model",
+    "deltanet_layer",
+    "deltanet_layer_grad",
+    "deltanet_layer_params",
     "inner_loop",
     "inner_loop_grad",
     "load",

@@ -1,6 +1,6 @@
-"""The layer API's gradients (tttlab.inner_loop_grad, tttlab.matrix_rule_grad, tttlab.ttt_layer_grad) and
-the two forms of the matrix rules and of the TTT layer, against central finite differences and plain
-NumPy loops in float64 (docs/PYTHON.md).
+"""The layer API's gradients (tttlab.inner_loop_grad, tttlab.matrix_rule_grad, tttlab.ttt_layer_grad,
+tttlab.deltanet_layer_grad) and the two forms of the matrix rules and of the TTT and DeltaNet layers,
+against central finite differences and plain NumPy loops in float64 (docs/PYTHON.md).
 
 Finite-difference tolerances: a central difference with step h errs by O(h²·f''') from truncation and
 by about ε·|L|/h from rounding; with h = 1e-5, inputs of order 1 and L of order 10 both are near 1e-9
@@ -318,3 +318,101 @@ def test_ttt_layer_refuses_bad_input():
         tttlab.ttt_layer_params(16, 3)  # 3 does not divide 16
     with pytest.raises(ValueError, match=r"dy must be a 2-D array of shape \[10, 16\]"):
         tttlab.ttt_layer_grad(x, params, dy=np.ones((10, 15)), **o)
+
+
+# ---- tttlab.deltanet_layer and tttlab.deltanet_layer_grad: a whole DeltaNet layer from NumPy weights ----
+
+DELTANET = [
+    # T = 10 in chunks of 4: two full chunks and a short one.
+    (50, dict(heads=2, chunk=4)),
+    (51, dict(heads=2, chunk=4, gated=True, conv_kernel=3)),
+]
+
+
+def deltanet_case(case, options, T=10, D=16):
+    rng = rng_for(case)
+    params = tttlab.deltanet_layer_params(D, seed=case, **options)
+    # Away from the initialisation (unit norm weight, small projections) so that every term matters.
+    params = {k: v + 0.1 * rng.standard_normal(v.shape) for k, v in params.items()}
+    return rng, params, rng.standard_normal((T, D))
+
+
+def deltanet_reference(x, p, heads, chunk=None, gated=False, conv_kernel=4, eps=1e-6):
+    """The layer as tttlab/seq/deltanet_layer.hpp states it (docs/MATH.md §11.8), token by token in NumPy."""
+    T, D = x.shape
+    d = D // heads
+    silu = lambda z: z / (1 + np.exp(-z))
+    sigmoid = lambda z: 1 / (1 + np.exp(-z))
+
+    def conv(z, w):  # depthwise, causal: the last tap multiplies the current token
+        padded = np.vstack([np.zeros((conv_kernel - 1, D)), z])
+        return sum(padded[j:j + T] * w[:, j] for j in range(conv_kernel))
+
+    q, k, v = (silu(conv(x @ p[f"{n}_proj.weight"], p[f"{n}_conv1d.weight"])) for n in "qkv")
+    beta = sigmoid(x @ p["b_proj.weight"])
+    if gated:
+        softplus = np.log1p(np.exp(x @ p["a_proj.weight"] + p["dt_bias"].reshape(-1)))
+        alpha = np.exp(-np.exp(p["A_log"].reshape(-1)) * softplus)  # Mamba-2's decay
+    o = np.zeros((T, D))
+    for h in range(heads):
+        c = slice(h * d, (h + 1) * d)
+        qh = q[:, c] / np.sqrt((q[:, c] ** 2).sum(1, keepdims=True) + eps) / np.sqrt(d)
+        kh = k[:, c] / np.sqrt((k[:, c] ** 2).sum(1, keepdims=True) + eps)
+        S = np.zeros((d, d))
+        for t in range(T):
+            if gated:
+                S = alpha[t, h] * S
+            S = S - beta[t, h] * np.outer(kh[t], kh[t] @ S - v[t, c])
+            o[t, c] = qh[t] @ S
+        o[:, c] = o[:, c] / np.sqrt((o[:, c] ** 2).mean(1, keepdims=True) + eps) * p["o_norm.weight"].reshape(-1)
+    if gated:
+        o = o * silu(x @ p["g_proj.weight"])
+    return o @ p["o_proj.weight"]
+
+
+@pytest.mark.parametrize("case,options", DELTANET)
+def test_deltanet_layer_equals_its_statement_in_numpy(case, options):
+    _, params, x = deltanet_case(case, options)
+    want = deltanet_reference(x, params, **options)
+    chunked = tttlab.deltanet_layer(x, params, **options)["y"]
+    primal = tttlab.deltanet_layer(x, params, **options, form="primal")["y"]
+    # The same function in float64: only the order of the sums differs (~1e-16 per operation).
+    np.testing.assert_allclose(primal, want, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(chunked, want, rtol=0, atol=1e-12)
+    y32 = tttlab.deltanet_layer(x.astype(np.float32), {k: v.astype(np.float32) for k, v in params.items()},
+                                **options)["y"]
+    # fp32 rounding through the projections, 10 tokens of the rule and the norms: far inside 1e-4.
+    assert y32.dtype == np.float32
+    np.testing.assert_allclose(y32, want, rtol=0, atol=1e-4)
+
+
+@pytest.mark.parametrize("case,options", DELTANET)
+def test_deltanet_layer_grad_matches_finite_differences(case, options):
+    rng, params, x = deltanet_case(case, options)
+    dy = rng.standard_normal(x.shape)
+    y = lambda xx, pp: tttlab.deltanet_layer(xx, pp, **options)["y"]
+    g = tttlab.deltanet_layer_grad(x, params, dy=dy, **options)
+    assert set(g) == set(params) | {"x"}
+    check_gradient(lambda a: float((y(a["x"], params) * dy).sum()), {"x": x}, g, ["x"], rng)
+    for name in params:
+        f = lambda a: float((y(x, {**params, name: a[name]}) * dy).sum())
+        check_gradient(f, {name: params[name]}, g, [name], rng, elements=1)
+
+
+def test_deltanet_layer_refuses_bad_input():
+    o = DELTANET[1][1]
+    _, params, x = deltanet_case(52, o)
+    with pytest.raises(ValueError, match=r"params lacks 'A_log' \[1, 2\]"):
+        tttlab.deltanet_layer(x, {k: v for k, v in params.items() if k != "A_log"}, **o)
+    with pytest.raises(ValueError, match="params has 'a_proj.weight', which this layer does not have"):
+        tttlab.deltanet_layer(x, params, **{**o, "gated": False})
+    with pytest.raises(ValueError, match=r"params\['o_proj.weight'\] must be finite"):
+        tttlab.deltanet_layer(x, {**params, "o_proj.weight": np.full((16, 16), np.nan)}, **o)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'chunks'"):
+        tttlab.deltanet_layer(x, params, **o, chunks=4)
+    with pytest.raises(ValueError, match="form must be 'chunked' or 'primal'"):
+        tttlab.deltanet_layer(x, params, **o, form="dual")
+    with pytest.raises(ValueError, match="heads"):
+        tttlab.deltanet_layer_params(16, 3)
+    with pytest.raises(ValueError, match=r"dy must be a 2-D array of shape \[10, 16\]"):
+        tttlab.deltanet_layer_grad(x, params, dy=np.ones((10, 15)), **o)

@@ -10,6 +10,7 @@ import os
 import shutil
 import struct
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -333,3 +334,21 @@ def test_inner_loop_ln_eps():
     assert c["loss_initial"][0] == pytest.approx(want, rel=1e-12)
     with pytest.raises(ValueError, match=r"ln_eps must be in \(0, 1\], got 0"):
         tttlab.inner_loop(**x, ln_eps=0.0)
+
+
+def test_official_parity_script_runs_our_side(tmp_path):
+    # tests/python/official_parity.py compares with the official PyTorch model where torch is (docs/PYTHON.md,
+    # "The official model"); its dry run is our side alone: the windows cut, eval's curve, the skips.
+    f = tmp_path / "text.txt"
+    f.write_text(TEXT)
+    r = subprocess.run([sys.executable, str(REPO / "tests" / "python" / "official_parity.py"), "--dry-run",
+                        "--models", "tiny-brown", "long-mamba2-t", "--windows", "2", "--text", str(f)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "our side: the module" in r.stdout
+    assert "long-mamba2-t" in r.stdout and "skipped: its sequence layer is mamba2" in r.stdout
+    line = next(x for x in r.stdout.splitlines() if x.strip().startswith("tiny-brown"))
+    # Two windows of T = 256 from the text's first 513 bytes: eval of those bytes, as Model.eval gives it.
+    want = tttlab.load(str(MODEL)).eval(TEXT.encode()[:513], seq_len=256)
+    assert want["full_windows"] == 2 and want["tail_targets"] == 0
+    assert f"ours mean {sum(want['loss_by_position'].tolist()) / 256:.6f}" in line  # the script's sum
