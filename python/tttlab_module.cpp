@@ -166,11 +166,15 @@ void check_shape(const py::object& o, const char* name, std::vector<py::ssize_t>
   for (std::size_t i = 0; ok && i < dims.size(); ++i)
     ok = dims[i] < 0 || a.shape(static_cast<py::ssize_t>(i)) == dims[i];
   if (ok) return;
-  std::string want;
-  for (std::size_t i = 0; i < dims.size(); ++i)
-    want += (i ? ", " : "") + (dims[i] < 0 ? std::string("any") : std::to_string(dims[i]));
-  std::string got;
-  for (py::ssize_t i = 0; i < a.ndim(); ++i) got += (i ? ", " : "") + std::to_string(a.shape(i));
+  std::string want, got;
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    if (i) want += ", ";
+    want += dims[i] < 0 ? std::string("any") : std::to_string(dims[i]);
+  }
+  for (py::ssize_t i = 0; i < a.ndim(); ++i) {
+    if (i) got += ", ";
+    got += std::to_string(a.shape(i));
+  }
   if (dims.size() == 1 && dims[0] >= 0)
     throw std::invalid_argument(std::string(name) + " must be a 1-D array of length " + want +
                                 ", got shape [" + got + "]");
