@@ -39,23 +39,6 @@ __device__ __forceinline__ void mma_abt(float (&acc)[NN][4], const std::uint16_t
   }
 }
 
-// acc[16 × 8·NN] += A[rows arow0.., 16·KS] · Y, Y row-major [16·KS, 8·NN].
-template <int LD, int KS, int NN>
-__device__ __forceinline__ void mma_ab(float (&acc)[NN][4], const std::uint16_t* A, int arow0,
-                                       const std::uint16_t* Y, int lane) {
-#pragma unroll
-  for (int ks = 0; ks < KS; ++ks) {
-    std::uint32_t a[4];
-    load_a<LD>(a, A, arow0, ks, lane);
-#pragma unroll
-    for (int np = 0; np < NN / 2; ++np) {
-      std::uint32_t b[4];
-      load_b_cols<LD>(b, Y, np, ks, lane);
-      mma_bf16(acc[2 * np], a, b[0], b[1]);
-      mma_bf16(acc[2 * np + 1], a, b[2], b[3]);
-    }
-  }
-}
 
 // acc[16 × 8·NN] += P · Y, P [16 × 64] a C-layout fragment rounded to bf16 here, Y row-major [64, 8·NN];
 // only the 16-wide k-steps kk ∈ [lo, hi] (P is zero elsewhere).
@@ -102,6 +85,13 @@ __device__ __forceinline__ void mma_ab_strided(float (&acc)[NN][4], const std::u
       mma_bf16(acc[2 * np + 1], a, b[2], b[3]);
     }
   }
+}
+
+// acc[16 × 8·NN] += A[rows arow0.., 16·KS] · Y, Y row-major [16·KS, 8·NN], both with row stride LD.
+template <int LD, int KS, int NN>
+__device__ __forceinline__ void mma_ab(float (&acc)[NN][4], const std::uint16_t* A, int arow0,
+                                       const std::uint16_t* Y, int lane) {
+  mma_ab_strided<LD, LD, KS, NN>(acc, A, arow0, Y, lane);
 }
 
 // acc[16 × 8·NN] += Xᵀ[rows m0.., 16·KS] · Y: X row-major [16·KS, ≥ m0 + 16] (row stride LX), read

@@ -27,6 +27,7 @@
 #include <string>
 
 #include "common/cuda_check.hpp"
+#include "common/device_ranges.hpp"
 #include "ops/bf16_tiles.cuh"
 #include "ops/chunk_mma.cuh"
 #include "ttt/ttt_mma.cuh"
@@ -332,18 +333,7 @@ __global__ void __launch_bounds__(kThreads) walk_kernel(DeltaParams p) {
         for (int uu = 0; uu < NV; ++uu)
 #pragma unroll
           for (int e = 0; e < 4; ++e) st[m][uu][e] *= decay;
-#pragma unroll
-      for (int ks = 0; ks < kChunk / 16; ++ks) {
-        std::uint32_t a[4];
-        load_a_trans<LD>(a, Ks, m0, ks, lane);
-#pragma unroll
-        for (int np = 0; np < NV / 2; ++np) {
-          std::uint32_t bb[4];
-          load_b_cols<LV>(bb, Uin, np, ks, lane);
-          mma_bf16(st[m][2 * np], a, bb[0], bb[1]);
-          mma_bf16(st[m][2 * np + 1], a, bb[2], bb[3]);
-        }
-      }
+      mma_atb<LD, LV, kChunk / 16, NV>(st[m], Ks, m0, Uin, lane);
 #pragma unroll
       for (int uu = 0; uu < NV; ++uu)
 #pragma unroll
@@ -972,35 +962,8 @@ void check_dims(const char* fn, const AttentionDims& d) {
   require(double(d.batch) * d.heads <= 65535.0, f + ": batch·heads must be <= 65535 (grid limit)");
 }
 
-struct Range {
-  const void* p;
-  std::size_t bytes;
-  const char* name;
-};
-
-void check_ranges(const char* fn, const Range* ins, int nin, const Range* outs, int nout) {
-  const auto overlap = [](const Range& a, const Range& b) {
-    const auto pa = reinterpret_cast<std::uintptr_t>(a.p),
-               pb = reinterpret_cast<std::uintptr_t>(b.p);
-    return pa < pb + b.bytes && pb < pa + a.bytes;
-  };
-  for (int i = 0; i < nin + nout; ++i) {
-    const Range& r = i < nin ? ins[i] : outs[i - nin];
-    if (!r.p) throw std::invalid_argument(std::string(fn) + ": " + r.name + " is null");
-    require(reinterpret_cast<std::uintptr_t>(r.p) % 16 == 0,
-            std::string(fn) + ": " + r.name + " must be 16-byte aligned (cudaMalloc gives 256)");
-  }
-  for (int i = 0; i < nout; ++i) {
-    for (int j = 0; j < nin; ++j)
-      if (overlap(outs[i], ins[j]))
-        throw std::invalid_argument(std::string(fn) + ": " + outs[i].name + " overlaps " +
-                                    ins[j].name);
-    for (int j = i + 1; j < nout; ++j)
-      if (overlap(outs[i], outs[j]))
-        throw std::invalid_argument(std::string(fn) + ": " + outs[i].name + " overlaps " +
-                                    outs[j].name);
-  }
-}
+using detail::check_device_ranges;
+using Range = detail::DeviceRange;
 
 template <class Kernel>
 void launch(Kernel kernel, dim3 grid, std::size_t smem, cudaStream_t st, const DeltaParams& p) {
@@ -1059,7 +1022,7 @@ void chunked_delta_rule_forward(const ChunkedDeltaRuleForwardArgs& a) {
   const Range ins[] = {{a.Q, nb, "Q"},       {a.K, nb, "K"}, {a.V, nb, "V"}, {a.beta, gb, "beta"},
                        {gated ? a.log_alpha : a.beta, gb, gated ? "log_alpha" : "beta"}};
   const Range outs[] = {{a.O, nb, "O"}, {a.workspace, wsb, "workspace"}};
-  check_ranges(fn, ins, 5, outs, 2);
+  check_device_ranges(fn, ins, 5, outs, 2);
   DeltaParams p{};
   p.Q = a.Q;
   p.K = a.K;
@@ -1119,7 +1082,7 @@ void chunked_delta_rule_backward(const ChunkedDeltaRuleBackwardArgs& a) {
                         {a.dbeta, gb, "dbeta"},
                         {a.workspace, wsb, "workspace"},
                         {gated ? a.dlog_alpha : nullptr, gated ? gb : 0, "dlog_alpha"}};
-  check_ranges(fn, ins, 6, outs, gated ? 6 : 5);
+  check_device_ranges(fn, ins, 6, outs, gated ? 6 : 5);
   DeltaParams p{};
   p.Q = a.Q;
   p.K = a.K;

@@ -33,6 +33,7 @@
 #include <utility>
 
 #include "common/cuda_check.hpp"
+#include "common/device_ranges.hpp"
 #include "ops/bf16_tiles.cuh"
 #include "ops/chunk_mma.cuh"
 #include "ttt/ttt_mma.cuh"
@@ -137,18 +138,7 @@ __global__ void __launch_bounds__(2 * D)
     __syncthreads();               // and every warp is done with the buffer loaded next
     if (i + kStages - 1 < walked) load(i + kStages - 1, (i + kStages - 1) % kStages);
     cp_async_commit();
-#pragma unroll
-    for (int ks = 0; ks < kChunk / 16; ++ks) {
-      std::uint32_t a[4];
-      load_a_trans<LX>(a, Xs + b * kChunk * LX, m0, ks, lane);
-#pragma unroll
-      for (int np = 0; np < NN / 2; ++np) {
-        std::uint32_t bb[4];
-        load_b_cols<LY>(bb, Ys + b * kChunk * LY, np, ks, lane);
-        mma_bf16(acc[2 * np], a, bb[0], bb[1]);
-        mma_bf16(acc[2 * np + 1], a, bb[2], bb[3]);
-      }
-    }
+    mma_atb<LX, LY, kChunk / 16, NN>(acc, Xs + b * kChunk * LX, m0, Ys + b * kChunk * LY, lane);
   }
   cp_async_wait<0>();
 }
@@ -285,18 +275,7 @@ __global__ void __launch_bounds__(kThreads) forward_fused_kernel(LinParams p) {
 #pragma unroll
     for (int m = 0; m < MT; ++m) {
       const int m0 = 16 * (MT * warp + m);
-#pragma unroll
-      for (int ks = 0; ks < kChunk / 16; ++ks) {
-        std::uint32_t a[4];
-        load_a_trans<LD>(a, Ks, m0, ks, lane);
-#pragma unroll
-        for (int np = 0; np < NV / 2; ++np) {
-          std::uint32_t bb[4];
-          load_b_cols<LV>(bb, Vs, np, ks, lane);
-          mma_bf16(st[m][2 * np], a, bb[0], bb[1]);
-          mma_bf16(st[m][2 * np + 1], a, bb[2], bb[3]);
-        }
-      }
+      mma_atb<LD, LV, kChunk / 16, NV>(st[m], Ks, m0, Vs, lane);
 #pragma unroll
       for (int u = 0; u < NV; ++u)
 #pragma unroll
@@ -400,35 +379,8 @@ void check_dims(const char* fn, const AttentionDims& d) {
   require(double(d.batch) * d.heads <= 65535.0, f + ": batch·heads must be <= 65535 (grid limit)");
 }
 
-struct Range {
-  const void* p;
-  std::size_t bytes;
-  const char* name;
-};
-
-void check_ranges(const char* fn, const Range* ins, int nin, const Range* outs, int nout) {
-  const auto overlap = [](const Range& a, const Range& b) {
-    const auto pa = reinterpret_cast<std::uintptr_t>(a.p),
-               pb = reinterpret_cast<std::uintptr_t>(b.p);
-    return pa < pb + b.bytes && pb < pa + a.bytes;
-  };
-  for (int i = 0; i < nin + nout; ++i) {
-    const Range& r = i < nin ? ins[i] : outs[i - nin];
-    if (!r.p) throw std::invalid_argument(std::string(fn) + ": " + r.name + " is null");
-    require(reinterpret_cast<std::uintptr_t>(r.p) % 16 == 0,
-            std::string(fn) + ": " + r.name + " must be 16-byte aligned (cudaMalloc gives 256)");
-  }
-  for (int i = 0; i < nout; ++i) {
-    for (int j = 0; j < nin; ++j)
-      if (overlap(outs[i], ins[j]))
-        throw std::invalid_argument(std::string(fn) + ": " + outs[i].name + " overlaps " +
-                                    ins[j].name);
-    for (int j = i + 1; j < nout; ++j)
-      if (overlap(outs[i], outs[j]))
-        throw std::invalid_argument(std::string(fn) + ": " + outs[i].name + " overlaps " +
-                                    outs[j].name);
-  }
-}
+using detail::check_device_ranges;
+using Range = detail::DeviceRange;
 
 std::size_t elems(const AttentionDims& d) {
   return std::size_t(d.batch) * d.seq_len * d.heads * d.head_dim;
@@ -522,7 +474,7 @@ void chunked_linear_attention_forward(const ChunkedLinearAttentionForwardArgs& a
   check_workspace(fn, a.workspace_bytes, sb, "chunked_linear_attention_forward_workspace_bytes");
   const Range ins[] = {{a.Q, nb, "Q"}, {a.K, nb, "K"}, {a.V, nb, "V"}};
   const Range outs[] = {{a.O, nb, "O"}, {a.workspace, sb, "workspace"}};
-  check_ranges(fn, ins, 3, outs, 2);
+  check_device_ranges(fn, ins, 3, outs, 2);
   LinParams p = make_params(a.dims);
   p.Q = a.Q;
   p.K = a.K;
@@ -546,7 +498,7 @@ void chunked_linear_attention_backward(const ChunkedLinearAttentionBackwardArgs&
   const Range ins[] = {{a.Q, nb, "Q"}, {a.K, nb, "K"}, {a.V, nb, "V"}, {a.dO, nb, "dO"}};
   const Range outs[] = {
       {a.dQ, fb, "dQ"}, {a.dK, fb, "dK"}, {a.dV, fb, "dV"}, {a.workspace, 2 * sb, "workspace"}};
-  check_ranges(fn, ins, 4, outs, 4);
+  check_device_ranges(fn, ins, 4, outs, 4);
   LinParams p = make_params(a.dims);
   p.Q = a.Q;
   p.K = a.K;
