@@ -5,8 +5,8 @@
 // inner loop (TTT-Linear, the matrix fast-weight rules) forward in both forms and backward by the
 // compute engine's manual backward (tttlab/ttt/inner_backward.hpp, tttlab/fastweight/matrix_rules.hpp),
 // on the caller's arrays or on a model's own head (Model.head_inputs, the stepper's inputs); a whole
-// TTT layer and a whole DeltaNet or Gated DeltaNet layer from NumPy weights, forward and backward
-// (tttlab/ttt/layer.hpp, tttlab/seq/deltanet_layer.hpp); and
+// TTT layer, a whole DeltaNet or Gated DeltaNet layer and a whole Mamba-2 layer from NumPy weights,
+// forward and backward (tttlab/ttt/layer.hpp, tttlab/seq/deltanet_layer.hpp, mamba2_layer.hpp); and
 // `tttlab train --device cpu` (tttlab.train, by the same TrainingSession).
 //
 // ERRORS. The engine's exceptions pass through with their messages: std::invalid_argument becomes
@@ -44,6 +44,7 @@
 #include "tttlab/model/model.hpp"
 #include "tttlab/model/model_choice.hpp"
 #include "tttlab/seq/deltanet_layer.hpp"
+#include "tttlab/seq/mamba2_layer.hpp"
 #include "tttlab/train/metrics.hpp"
 #include "tttlab/train/session.hpp"
 #include "tttlab/train/text_score.hpp"
@@ -834,6 +835,131 @@ py::dict deltanet_layer_grad(const py::object& xo, const py::dict& params, const
   return r;
 }
 
+// ---- Mamba-2, Titans and LaCT layers from NumPy weights (tttlab/seq/{mamba2,titans,lact}_layer.hpp) ---
+// The three share the SequenceLayer interface, so one reader, runner and backward serves them: Layer<S>
+// is constructed from (config, Params<S>::zeros) and filled through for_each_param, by the names the
+// layer's checkpoints use.
+
+// x's width, read before the layer's config (which needs it) and before x is converted.
+int sequence_width(const py::object& xo) {
+  const py::array xa = real_array(xo, "x");
+  if (xa.ndim() != 2) throw std::invalid_argument("x must be a 2-D array [T, D]");
+  return static_cast<int>(xa.shape(1));
+}
+
+// An int keyword in [1, hi]: the bound keeps a typo from allocating the zero parameters of a huge layer
+// before the arrays are read.
+int bounded_int(const py::handle& v, const std::string& name, int hi) {
+  const int n = v.cast<int>();
+  if (n > hi)
+    throw std::invalid_argument(name + " must be at most " + std::to_string(hi) + ", got " +
+                                std::to_string(n));
+  return n;
+}
+
+template <template <class> class Layer, template <class> class Params, class S, class Config>
+Layer<S> sequence_layer_from(const Config& cfg, const py::dict& params) {
+  Layer<S> layer(cfg, Params<S>::zeros(cfg));
+  read_named_params<S>([&](const auto& visit) { layer.for_each_param(visit); }, params);
+  return layer;
+}
+
+template <template <class> class Layer, template <class> class Params, class Config>
+py::dict sequence_layer_params(const Config& cfg, std::uint64_t seed, const std::string& dtype,
+                               double std_dev) {
+  if (!(std_dev >= 0 && std::isfinite(std_dev)))
+    throw std::invalid_argument("std must be finite and >= 0");
+  if (dtype != "float32" && dtype != "float64")
+    throw std::invalid_argument("dtype must be 'float32' or 'float64', got '" + dtype + "'");
+  Rng rng(seed);
+  const auto dict = [&](auto tag) {
+    using S = decltype(tag);
+    Layer<S> layer(cfg, Params<S>::init(cfg, std_dev, rng));
+    return named_params_dict<S>([&](const auto& visit) { layer.for_each_param(visit); });
+  };
+  return dtype == "float32" ? dict(float{}) : dict(double{});
+}
+
+// `run(layer, state, x)` runs one of the layer's forms from its empty state.
+template <template <class> class Layer, template <class> class Params, class S, class Config,
+          class Run>
+py::dict sequence_layer_forward(const Config& cfg, const py::object& xo, const py::dict& params,
+                                const Run& run) {
+  const Mat<S> x = layer_input<S>(xo, "x", cfg.width);
+  const Layer<S> layer = sequence_layer_from<Layer, Params, S>(cfg, params);
+  Mat<S> y;
+  {
+    py::gil_scoped_release nogil;
+    auto state = layer.start();
+    y = run(layer, *state, x);
+  }
+  py::dict r;
+  r["y"] = eigen_numpy(y, {x.rows(), x.cols()});
+  return r;
+}
+
+// The training path: forward_train, then the layer's manual backward.
+template <template <class> class Layer, template <class> class Params, class S, class Config>
+py::dict sequence_layer_grad(const Config& cfg, const py::object& xo, const py::dict& params,
+                             const py::object& dy_o) {
+  const Mat<S> x = layer_input<S>(xo, "x", cfg.width);
+  check_shape(dy_o, "dy", {x.rows(), cfg.width});
+  const Mat<S> dY = layer_input<S>(dy_o, "dy", cfg.width);
+  const Layer<S> layer = sequence_layer_from<Layer, Params, S>(cfg, params);
+  std::unique_ptr<SequenceLayer<S>> grads = layer.zeros_like();
+  Mat<S> dx;
+  {
+    py::gil_scoped_release nogil;
+    Mat<S> y;
+    const std::unique_ptr<LayerCache> cache = layer.forward_train(x, y);
+    layer.backward(*cache, dY, *grads, dx);
+  }
+  py::dict r = named_params_dict<S>([&](const auto& visit) { grads->for_each_param(visit); });
+  r["x"] = eigen_numpy(dx, {x.rows(), x.cols()});
+  return r;
+}
+
+// Mamba-2's keywords, as mamba2_layer_params, mamba2_layer and mamba2_layer_grad take them.
+Mamba2Config mamba2_config(int width, const py::kwargs& kw) {
+  Mamba2Config c;
+  c.width = width;
+  for (const auto& [key, value] : kw) {
+    const std::string k = key.cast<std::string>();
+    const py::handle v = value;
+    if (k == "d_state")
+      c.d_state = bounded_int(v, k, 1 << 12);
+    else if (k == "d_conv")
+      c.d_conv = bounded_int(v, k, 1024);
+    else if (k == "expand")
+      c.expand = bounded_int(v, k, 64);
+    else if (k == "headdim")
+      c.headdim = bounded_int(v, k, 1 << 16);
+    else if (k == "chunk")
+      c.chunk_size = bounded_int(v, k, 1 << 16);
+    else if (k == "norm_eps")
+      c.norm_eps = v.cast<double>();
+    else
+      throw py::type_error("unexpected keyword argument '" + k +
+                           "' (the layer's options: d_state, d_conv, expand, headdim, chunk, "
+                           "norm_eps)");
+  }
+  c.validate();
+  return c;
+}
+
+template <class S>
+py::dict mamba2_layer(const py::object& xo, const py::dict& params, const std::string& form,
+                      const py::kwargs& kw) {
+  if (form != "chunked" && form != "recurrent")
+    throw std::invalid_argument("form must be 'chunked' or 'recurrent', got '" + form + "'");
+  const Mamba2Config cfg = mamba2_config(sequence_width(xo), kw);
+  const Mamba2Form f = form == "recurrent" ? Mamba2Form::Recurrent : Mamba2Form::Chunked;
+  return sequence_layer_forward<Mamba2Layer, Mamba2Params, S>(
+      cfg, xo, params, [f](const Mamba2Layer<S>& layer, SequenceState& st, const Mat<S>& x) {
+        return layer.forward(st, x, f);
+      });
+}
+
 // ---- tttlab.train: `tttlab train --device cpu` (tttlab/train/session.hpp) ------------------------------
 
 // A number from the options dict, in [lo, hi]: ValueError naming the keyword, as the command line's
@@ -1547,6 +1673,51 @@ PYBIND11_MODULE(_tttlab, m) {
       "The gradients of a scalar loss L through tttlab.deltanet_layer (the same arguments), given "
       "dy = dL/dy [T, D]: the layer's manual backward, the one training runs (docs/MATH.md "
       "§11.4). Returns a dict: x [T, D] and every parameter by its name, of its shape.");
+  m.def(
+      "mamba2_layer_params",
+      [](int width, std::uint64_t seed, const std::string& dtype, double std_dev,
+         const py::kwargs& kw) {
+        using namespace tttlab;
+        using namespace tttlab::python;
+        return sequence_layer_params<Mamba2Layer, Mamba2Params>(mamba2_config(width, kw), seed,
+                                                                dtype, std_dev);
+      },
+      py::arg("width"), py::kw_only(), py::arg("seed") = 0, py::arg("dtype") = "float64",
+      py::arg("std") = 0.02,
+      "A Mamba-2 layer's parameters at their initialisation (tttlab/seq/mamba2_layer.hpp: the "
+      "reference's for dt_bias, A_log, D, the convolution and the norm; the projections N(0, std)) "
+      "by the reference's state_dict names, projections stored [in, out]: in_proj.weight [D, "
+      "2*d_inner + 2N + H] (columns z, x, B, C, dt), conv1d.weight [d_inner + 2N, K], conv1d.bias "
+      "[1, d_inner + 2N], dt_bias, A_log, D [1, H], norm.weight [1, d_inner], out_proj.weight "
+      "[d_inner, D]. The layer's keywords: d_state (N, 16), d_conv (K, 4), expand (2; d_inner = "
+      "expand*D), headdim (P, 16; H = d_inner/P), chunk (16), norm_eps (1e-5).");
+  m.def(
+      "mamba2_layer",
+      [](const py::object& x, const py::dict& params, const std::string& form,
+         const py::kwargs& kw) {
+        if (is_float32(x)) return tttlab::python::mamba2_layer<float>(x, params, form, kw);
+        return tttlab::python::mamba2_layer<double>(x, params, form, kw);
+      },
+      py::arg("x"), py::arg("params"), py::kw_only(), py::arg("form") = "chunked",
+      "A whole Mamba-2 layer (tttlab/seq/mamba2_layer.hpp, docs/MATH.md §8.8: in_proj, the causal "
+      "convolution, the selective scan per head, the gated RMSNorm, out_proj) on one sequence x "
+      "[T, D] from the empty state, with `params` (mamba2_layer_params' names, any values). "
+      "Returns y [T, D]; form='chunked' (the SSD matrix form in chunks of `chunk` tokens) or "
+      "'recurrent' (token by token), the same function. float32 when x is float32, else float64.");
+  m.def(
+      "mamba2_layer_grad",
+      [](const py::object& x, const py::dict& params, const py::object& dy, const py::kwargs& kw) {
+        using namespace tttlab;
+        using namespace tttlab::python;
+        const Mamba2Config cfg = mamba2_config(sequence_width(x), kw);
+        if (is_float32(x))
+          return sequence_layer_grad<Mamba2Layer, Mamba2Params, float>(cfg, x, params, dy);
+        return sequence_layer_grad<Mamba2Layer, Mamba2Params, double>(cfg, x, params, dy);
+      },
+      py::arg("x"), py::arg("params"), py::kw_only(), py::arg("dy"),
+      "The gradients of a scalar loss L through tttlab.mamba2_layer (the same arguments), given "
+      "dy = dL/dy [T, D]: the layer's manual backward through the chunked form, the one training "
+      "runs. Returns a dict: x [T, D] and every parameter by its name, of its shape.");
   m.def("_train", &tttlab::python::train, py::arg("options"), py::arg("progress"),
         "tttlab.train's engine: the options dict with every keyword filled (see tttlab.train).");
   m.def(

@@ -19,6 +19,7 @@ import os
 
 from ._tttlab import Model, inner_loop, inner_loop_grad, load, matrix_rule, matrix_rule_grad, ttt_layer
 from ._tttlab import deltanet_layer, deltanet_layer_grad, deltanet_layer_params
+from ._tttlab import mamba2_layer, mamba2_layer_grad, mamba2_layer_params
 from ._tttlab import ttt_layer_grad, ttt_layer_params
 from ._tttlab import _train
 
@@ -126,6 +127,9 @@ __all__ = [
     "inner_loop",
     "inner_loop_grad",
     "load",
+    "mamba2_layer",
+    "mamba2_layer_grad",
+    "mamba2_layer_params",
     "matrix_rule",
     "matrix_rule_grad",
     "train",

@@ -242,6 +242,36 @@ def deltanet_layer_grad(
     The layer's manual backward, the one training runs. Returns x [T, D] and every parameter by name.
     """
 
+def mamba2_layer_params(
+    width: int, *, seed: int = 0, dtype: str = "float64", std: float = 0.02, **layer: Any
+) -> dict[str, npt.NDArray[Any]]:
+    """A Mamba-2 layer's parameters at their initialisation (tttlab/seq/mamba2_layer.hpp), from `seed`.
+
+    By the reference's state_dict names, projections stored [in, out]: in_proj.weight [D, 2*d_inner +
+    2N + H] (columns z, x, B, C, dt), conv1d.weight [d_inner + 2N, K], conv1d.bias [1, d_inner + 2N],
+    dt_bias, A_log, D [1, H], norm.weight [1, d_inner], out_proj.weight [d_inner, D]. `std`: the
+    projections' standard deviation. The layer's keywords: d_state (N, 16), d_conv (K, 4), expand (2;
+    d_inner = expand*D), headdim (P, 16; H = d_inner/P), chunk (16), norm_eps (1e-5).
+    """
+
+def mamba2_layer(
+    x: npt.ArrayLike, params: dict[str, npt.ArrayLike], *, form: str = "chunked", **layer: Any
+) -> dict[str, npt.NDArray[Any]]:
+    """A whole Mamba-2 layer on x [T, D] from the empty state (docs/MATH.md §8.8).
+
+    Returns y [T, D]. form: 'chunked' (the SSD matrix form in chunks of `chunk` tokens) or 'recurrent'
+    (token by token), the same function. float32 when x is float32, else float64.
+    """
+
+def mamba2_layer_grad(
+    x: npt.ArrayLike, params: dict[str, npt.ArrayLike], *, dy: npt.ArrayLike, **layer: Any
+) -> dict[str, npt.NDArray[Any]]:
+    """The gradients of a scalar loss L through mamba2_layer, given dy = dL/dy [T, D].
+
+    The layer's manual backward through the chunked form, the one training runs. Returns x [T, D] and
+    every parameter by name.
+    """
+
 def train(
     *,
     out: str | os.PathLike[str] | None = None,
@@ -311,6 +341,9 @@ __all__ = [
     "inner_loop",
     "inner_loop_grad",
     "load",
+    "mamba2_layer",
+    "mamba2_layer_grad",
+    "mamba2_layer_params",
     "matrix_rule",
     "matrix_rule_grad",
     "train",

@@ -1,5 +1,6 @@
 """The layer API's gradients (tttlab.inner_loop_grad, tttlab.matrix_rule_grad, tttlab.ttt_layer_grad,
-tttlab.deltanet_layer_grad) and the two forms of the matrix rules and of the TTT and DeltaNet layers,
+tttlab.deltanet_layer_grad, tttlab.mamba2_layer_grad) and the two forms of the matrix rules and of the
+TTT, DeltaNet and Mamba-2 layers,
 against central finite differences and plain NumPy loops in float64 (docs/PYTHON.md).
 
 Finite-difference tolerances: a central difference with step h errs by O(h²·f''') from truncation and
@@ -416,3 +417,111 @@ def test_deltanet_layer_refuses_bad_input():
         tttlab.deltanet_layer_params(16, 3)
     with pytest.raises(ValueError, match=r"dy must be a 2-D array of shape \[10, 16\]"):
         tttlab.deltanet_layer_grad(x, params, dy=np.ones((10, 15)), **o)
+
+
+# ---- tttlab.mamba2_layer and tttlab.mamba2_layer_grad: a whole Mamba-2 layer from NumPy weights ----
+
+MAMBA2 = [
+    # d_inner = 16 in 4 heads of 4, T = 10 in chunks of 4: two full chunks and a short one.
+    (60, dict(expand=2, headdim=4, d_state=4, d_conv=3, chunk=4)),
+    # One head, one chunk longer than the sequence.
+    (61, dict(expand=1, headdim=8, d_state=3, d_conv=4, chunk=16)),
+]
+
+
+def mamba2_case(case, options, T=10, D=8):
+    rng = rng_for(case)
+    params = tttlab.mamba2_layer_params(D, seed=case, **options)
+    params = {k: v + 0.1 * rng.standard_normal(v.shape) for k, v in params.items()}
+    # dt = softplus(dt_raw + dt_bias) of order 1 and A = −exp(A_log) in [−4, −1], so that each token's
+    # decay exp(dt·A) is far from 1 and the scan's decay terms carry weight in every gradient.
+    params["dt_bias"] = rng.uniform(-1, 1, params["dt_bias"].shape)
+    params["A_log"] = np.log(rng.uniform(1, 4, params["A_log"].shape))
+    return rng, params, rng.standard_normal((T, D))
+
+
+def mamba2_reference(x, p, expand, headdim, d_state, d_conv, chunk=None, eps=1e-5):
+    """The layer as tttlab/seq/mamba2_layer.hpp states it (docs/MATH.md §8.8), token by token in NumPy."""
+    T, D = x.shape
+    di, N, K = expand * D, d_state, d_conv
+    silu = lambda z: z / (1 + np.exp(-z))
+    zxbcdt = x @ p["in_proj.weight"]
+    z, xbc, dt_raw = zxbcdt[:, :di], zxbcdt[:, di:2 * di + 2 * N], zxbcdt[:, 2 * di + 2 * N:]
+    padded = np.vstack([np.zeros((K - 1, xbc.shape[1])), xbc])  # causal: the last tap is the current token
+    xbc = silu(sum(padded[j:j + T] * p["conv1d.weight"][:, j] for j in range(K)) + p["conv1d.bias"].reshape(-1))
+    xs, B, C = xbc[:, :di], xbc[:, di:di + N], xbc[:, di + N:]
+    dt = np.log1p(np.exp(dt_raw + p["dt_bias"].reshape(-1)))
+    A = -np.exp(p["A_log"].reshape(-1))
+    y = np.zeros((T, di))
+    for h in range(di // headdim):
+        c = slice(h * headdim, (h + 1) * headdim)
+        S = np.zeros((headdim, N))
+        for t in range(T):
+            S = np.exp(dt[t, h] * A[h]) * S + dt[t, h] * np.outer(xs[t, c], B[t])
+            y[t, c] = S @ C[t] + p["D"].reshape(-1)[h] * xs[t, c]
+    g = y * silu(z)
+    n = g / np.sqrt((g ** 2).mean(1, keepdims=True) + eps) * p["norm.weight"].reshape(-1)
+    return n @ p["out_proj.weight"]
+
+
+@pytest.mark.parametrize("case,options", MAMBA2)
+def test_mamba2_layer_equals_its_statement_in_numpy(case, options):
+    _, params, x = mamba2_case(case, options)
+    want = mamba2_reference(x, params, **options)
+    chunked = tttlab.mamba2_layer(x, params, **options)["y"]
+    recurrent = tttlab.mamba2_layer(x, params, **options, form="recurrent")["y"]
+    # The same function in float64: only the order of the sums differs (~1e-16 per operation).
+    np.testing.assert_allclose(recurrent, want, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(chunked, want, rtol=0, atol=1e-12)
+    y32 = tttlab.mamba2_layer(x.astype(np.float32), {k: v.astype(np.float32) for k, v in params.items()},
+                              **options)["y"]
+    # fp32 rounding through the projections, 10 tokens of the scan and the norm: far inside 1e-4.
+    assert y32.dtype == np.float32
+    np.testing.assert_allclose(y32, want, rtol=0, atol=1e-4)
+
+
+@pytest.mark.parametrize("case,options", MAMBA2)
+def test_mamba2_layer_grad_matches_finite_differences(case, options):
+    rng, params, x = mamba2_case(case, options)
+    dy = rng.standard_normal(x.shape)
+    y = lambda xx, pp: tttlab.mamba2_layer(xx, pp, **options)["y"]
+    g = tttlab.mamba2_layer_grad(x, params, dy=dy, **options)
+    assert set(g) == set(params) | {"x"}
+    check_gradient(lambda a: float((y(a["x"], params) * dy).sum()), {"x": x}, g, ["x"], rng)
+    for name in params:
+        f = lambda a: float((y(x, {**params, name: a[name]}) * dy).sum())
+        check_gradient(f, {name: params[name]}, g, [name], rng, elements=1)
+    g32 = tttlab.mamba2_layer_grad(x.astype(np.float32), {k: v.astype(np.float32) for k, v in params.items()},
+                                   dy=dy.astype(np.float32), **options)
+    # fp32 against fp64 relative to each gradient's size: the same sums in fp32 (ε ≈ 6e-8), over
+    # tens of terms and a norm; 1e-4 still fails on any wrong term.
+    for name in g:
+        assert g32[name].dtype == np.float32
+        np.testing.assert_allclose(g32[name], g[name], rtol=0, atol=1e-4 * max(1.0, np.abs(g[name]).max()))
+
+
+def test_mamba2_layer_refuses_bad_input():
+    o = MAMBA2[0][1]
+    _, params, x = mamba2_case(62, o)
+    with pytest.raises(ValueError, match=r"params lacks 'A_log' \[1, 4\]"):
+        tttlab.mamba2_layer(x, {k: v for k, v in params.items() if k != "A_log"}, **o)
+    with pytest.raises(ValueError, match="params has 'a_proj.weight', which this layer does not have"):
+        tttlab.mamba2_layer(x, {**params, "a_proj.weight": np.zeros((8, 4))}, **o)
+    with pytest.raises(ValueError, match=r"params\['in_proj.weight'\] must be of shape \[8, 44\]"):
+        tttlab.mamba2_layer(x, {**params, "in_proj.weight": np.zeros((44, 8))}, **o)
+    with pytest.raises(ValueError, match=r"params\['out_proj.weight'\] must be finite"):
+        tttlab.mamba2_layer(x, {**params, "out_proj.weight": np.full((16, 8), np.nan)}, **o)
+    with pytest.raises(ValueError, match="x must be finite"):
+        tttlab.mamba2_layer(np.full((10, 8), np.nan), params, **o)
+    with pytest.raises(ValueError, match=r"x must be a 2-D array \[T, D\]"):
+        tttlab.mamba2_layer(np.zeros(8), params, **o)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'chunks'"):
+        tttlab.mamba2_layer(x, params, **o, chunks=4)
+    with pytest.raises(ValueError, match="form must be 'chunked' or 'recurrent', got 'primal'"):
+        tttlab.mamba2_layer(x, params, **o, form="primal")
+    with pytest.raises(ValueError, match="headdim"):
+        tttlab.mamba2_layer_params(8, expand=2, headdim=5)
+    with pytest.raises(ValueError, match="expand must be at most 64, got 100000"):
+        tttlab.mamba2_layer_params(8, expand=100000)
+    with pytest.raises(ValueError, match=r"dy must be a 2-D array of shape \[10, 8\]"):
+        tttlab.mamba2_layer_grad(x, params, dy=np.ones((10, 7)), **o)
