@@ -5,8 +5,9 @@
 // inner loop (TTT-Linear, the matrix fast-weight rules) forward in both forms and backward by the
 // compute engine's manual backward (tttlab/ttt/inner_backward.hpp, tttlab/fastweight/matrix_rules.hpp),
 // on the caller's arrays or on a model's own head (Model.head_inputs, the stepper's inputs); a whole
-// TTT layer, a whole DeltaNet or Gated DeltaNet layer and a whole Mamba-2 layer from NumPy weights,
-// forward and backward (tttlab/ttt/layer.hpp, tttlab/seq/deltanet_layer.hpp, mamba2_layer.hpp); and
+// TTT layer, a whole DeltaNet or Gated DeltaNet layer and a whole Mamba-2, Titans or LaCT layer from
+// NumPy weights, forward and backward (tttlab/ttt/layer.hpp, tttlab/seq/deltanet_layer.hpp,
+// mamba2_layer.hpp, titans_layer.hpp, lact_layer.hpp); and
 // `tttlab train --device cpu` (tttlab.train, by the same TrainingSession).
 //
 // ERRORS. The engine's exceptions pass through with their messages: std::invalid_argument becomes
@@ -44,7 +45,9 @@
 #include "tttlab/model/model.hpp"
 #include "tttlab/model/model_choice.hpp"
 #include "tttlab/seq/deltanet_layer.hpp"
+#include "tttlab/seq/lact_layer.hpp"
 #include "tttlab/seq/mamba2_layer.hpp"
+#include "tttlab/seq/titans_layer.hpp"
 #include "tttlab/train/metrics.hpp"
 #include "tttlab/train/session.hpp"
 #include "tttlab/train/text_score.hpp"
@@ -960,6 +963,104 @@ py::dict mamba2_layer(const py::object& xo, const py::dict& params, const std::s
       });
 }
 
+// Titans' keywords, as titans_layer_params, titans_layer and titans_layer_grad take them.
+TitansLayerConfig titans_config(int width, int heads, const py::kwargs& kw) {
+  TitansLayerConfig c;
+  c.width = width;
+  c.heads = heads;
+  for (const auto& [key, value] : kw) {
+    const std::string k = key.cast<std::string>();
+    const py::handle v = value;
+    if (k == "conv_kernel")
+      c.conv_kernel = bounded_int(v, k, 1024);
+    else if (k == "mini_batch")
+      c.mini_batch = bounded_int(v, k, 1 << 16);
+    else if (k == "ln_eps")
+      c.ln_eps = v.cast<double>();
+    else if (k == "norm_eps")
+      c.norm_eps = v.cast<double>();
+    else if (k == "l2_eps")
+      c.l2_eps = v.cast<double>();
+    else
+      throw py::type_error("unexpected keyword argument '" + k +
+                           "' (the layer's options: conv_kernel, mini_batch, ln_eps, norm_eps, "
+                           "l2_eps)");
+  }
+  c.validate();
+  return c;
+}
+
+template <class S>
+py::dict titans_layer(const py::object& xo, const py::dict& params, int heads,
+                      const std::string& form, const py::kwargs& kw) {
+  if (form != "chunked" && form != "primal")
+    throw std::invalid_argument("form must be 'chunked' or 'primal', got '" + form + "'");
+  const TitansLayerConfig cfg = titans_config(sequence_width(xo), heads, kw);
+  const TitansForm f = form == "primal" ? TitansForm::Primal : TitansForm::Chunked;
+  return sequence_layer_forward<TitansLayer, TitansParams, S>(
+      cfg, xo, params, [f](const TitansLayer<S>& layer, SequenceState& st, const Mat<S>& x) {
+        return layer.forward(st, x, f);
+      });
+}
+
+// LaCT's keywords, as lact_layer_params, lact_layer and lact_layer_grad take them.
+LactLayerConfig lact_config(int width, const py::kwargs& kw) {
+  LactLayerConfig c;
+  c.width = width;
+  for (const auto& [key, value] : kw) {
+    const std::string k = key.cast<std::string>();
+    const py::handle v = value;
+    if (k == "attn_heads")
+      c.attn_heads = bounded_int(v, k, 1 << 12);
+    else if (k == "lact_heads")
+      c.lact_heads = bounded_int(v, k, 1 << 12);
+    else if (k == "inter_multi")
+      c.inter_multi = bounded_int(v, k, 64);
+    else if (k == "chunk")
+      c.chunk_size = bounded_int(v, k, 1 << 16);
+    else if (k == "window")
+      c.window = bounded_int(v, k, 1 << 16);
+    else if (k == "momentum")
+      c.use_momentum = v.cast<bool>();
+    else if (k == "muon")
+      c.use_muon = v.cast<bool>();
+    else if (k == "rope_theta")
+      c.rope_theta = v.cast<double>();
+    else if (k == "base_lr")
+      c.base_lr = v.cast<double>();
+    else if (k == "norm_eps")
+      c.norm_eps = v.cast<double>();
+    else
+      throw py::type_error("unexpected keyword argument '" + k +
+                           "' (the layer's options: attn_heads, lact_heads, inter_multi, chunk, "
+                           "window, momentum, muon, rope_theta, base_lr, norm_eps)");
+  }
+  c.validate();
+  return c;
+}
+
+// form 'chunked' is the training path's forward (lact_forward over the sequence, the band attention);
+// 'stream' feeds the streaming forward one token at a time, as decoding does (lact_stream, the KV
+// cache of the last W − 1 tokens).
+template <class S>
+py::dict lact_layer(const py::object& xo, const py::dict& params, const std::string& form,
+                    const py::kwargs& kw) {
+  if (form != "chunked" && form != "stream")
+    throw std::invalid_argument("form must be 'chunked' or 'stream', got '" + form + "'");
+  const LactLayerConfig cfg = lact_config(sequence_width(xo), kw);
+  const bool stream = form == "stream";
+  return sequence_layer_forward<LactLayer, LactParams, S>(
+      cfg, xo, params, [stream](const LactLayer<S>& layer, SequenceState& st, const Mat<S>& x) {
+        Mat<S> y(x.rows(), x.cols());
+        if (!stream) {
+          layer.forward_train(x, y);
+          return y;
+        }
+        for (Eigen::Index t = 0; t < x.rows(); ++t) y.row(t) = layer.forward(st, x.row(t));
+        return y;
+      });
+}
+
 // ---- tttlab.train: `tttlab train --device cpu` (tttlab/train/session.hpp) ------------------------------
 
 // A number from the options dict, in [lo, hi]: ValueError naming the keyword, as the command line's
@@ -1718,6 +1819,102 @@ PYBIND11_MODULE(_tttlab, m) {
       "The gradients of a scalar loss L through tttlab.mamba2_layer (the same arguments), given "
       "dy = dL/dy [T, D]: the layer's manual backward through the chunked form, the one training "
       "runs. Returns a dict: x [T, D] and every parameter by its name, of its shape.");
+  m.def(
+      "titans_layer_params",
+      [](int width, int heads, std::uint64_t seed, const std::string& dtype, double std_dev,
+         const py::kwargs& kw) {
+        using namespace tttlab;
+        using namespace tttlab::python;
+        return sequence_layer_params<TitansLayer, TitansParams>(titans_config(width, heads, kw),
+                                                                seed, dtype, std_dev);
+      },
+      py::arg("width"), py::arg("heads"), py::kw_only(), py::arg("seed") = 0,
+      py::arg("dtype") = "float64", py::arg("std") = 0.02,
+      "A Titans layer's parameters at their initialisation (tttlab/seq/titans_layer.hpp; `std` the "
+      "projections' standard deviation), projections stored [in, out]: q_proj.weight, "
+      "k_proj.weight, v_proj.weight [D, D], q_conv1d.weight, k_conv1d.weight, v_conv1d.weight [D, "
+      "K], theta_proj.weight, alpha_proj.weight, eta_proj.weight [D, H] and their .bias [1, H], "
+      "ttt_norm.weight, ttt_norm.bias [H, d], o_norm.weight [1, d], g_proj.weight [D, D], "
+      "o_proj.weight [D, D]. The layer's keywords: conv_kernel (4), mini_batch (16), ln_eps, "
+      "norm_eps, l2_eps (1e-6).");
+  m.def(
+      "titans_layer",
+      [](const py::object& x, const py::dict& params, int heads, const std::string& form,
+         const py::kwargs& kw) {
+        if (is_float32(x)) return tttlab::python::titans_layer<float>(x, params, heads, form, kw);
+        return tttlab::python::titans_layer<double>(x, params, heads, form, kw);
+      },
+      py::arg("x"), py::arg("params"), py::kw_only(), py::arg("heads"), py::arg("form") = "chunked",
+      "A whole Titans layer (tttlab/seq/titans_layer.hpp, docs/MATH.md §11.9: projections, short "
+      "convolutions, L2-normalised q and k, the memory with momentum and weight decay per head, "
+      "the output RMSNorm, the gate, the output projection) on one sequence x [T, D] from the "
+      "empty state, with `params` (titans_layer_params' names, any values). Returns y [T, D]; "
+      "form='chunked' (one chunk per mini-batch) or 'primal' (token by token), the same function. "
+      "float32 when x is float32, else float64.");
+  m.def(
+      "titans_layer_grad",
+      [](const py::object& x, const py::dict& params, const py::object& dy, int heads,
+         const py::kwargs& kw) {
+        using namespace tttlab;
+        using namespace tttlab::python;
+        const TitansLayerConfig cfg = titans_config(sequence_width(x), heads, kw);
+        if (is_float32(x))
+          return sequence_layer_grad<TitansLayer, TitansParams, float>(cfg, x, params, dy);
+        return sequence_layer_grad<TitansLayer, TitansParams, double>(cfg, x, params, dy);
+      },
+      py::arg("x"), py::arg("params"), py::kw_only(), py::arg("dy"), py::arg("heads"),
+      "The gradients of a scalar loss L through tttlab.titans_layer (the same arguments), given "
+      "dy = dL/dy [T, D]: the layer's manual backward, the one training runs. Returns a dict: x "
+      "[T, D] and every parameter by its name, of its shape.");
+  m.def(
+      "lact_layer_params",
+      [](int width, std::uint64_t seed, const std::string& dtype, double std_dev,
+         const py::kwargs& kw) {
+        using namespace tttlab;
+        using namespace tttlab::python;
+        return sequence_layer_params<LactLayer, LactParams>(lact_config(width, kw), seed, dtype,
+                                                            std_dev);
+      },
+      py::arg("width"), py::kw_only(), py::arg("seed") = 0, py::arg("dtype") = "float64",
+      py::arg("std") = 0.02,
+      "A LaCT layer's parameters at their initialisation (tttlab/seq/lact_layer.hpp; `std` the "
+      "projections' standard deviation) by its authors' module names, projections stored [in, "
+      "out], the initial fast weights per head: qkv.weight [D, 3D], qk_scale, qk_offset [D, 2], "
+      "w0[h], w2[h] [d_h, d_f], w1[h] [d_f, d_h], lr_proj.weight [D, 3*H_f], lr_proj.bias [1, "
+      "3*H_f], momentum: momentum_proj.0.weight [D, H_f], momentum_proj.0.bias [1, H_f]; "
+      "ttt_scale_proj.weight [D, H_f], ttt_scale_proj.bias [1, H_f], ttt_norm.weight [1, d_f], "
+      "o_proj.weight [D, D]. The layer's keywords: attn_heads (H_a, 4), lact_heads (H_f, 2), "
+      "inter_multi (1; d_h = inter_multi*d_f), chunk (64), window (64), momentum (True), muon "
+      "(False), rope_theta (1e4), base_lr (1e-3), norm_eps (1e-5).");
+  m.def(
+      "lact_layer",
+      [](const py::object& x, const py::dict& params, const std::string& form,
+         const py::kwargs& kw) {
+        if (is_float32(x)) return tttlab::python::lact_layer<float>(x, params, form, kw);
+        return tttlab::python::lact_layer<double>(x, params, form, kw);
+      },
+      py::arg("x"), py::arg("params"), py::kw_only(), py::arg("form") = "chunked",
+      "A whole LaCT layer (tttlab/seq/lact_layer.hpp, docs/MATH.md §11.10: the qkv projection, "
+      "sliding-window attention with RoPE, the SwiGLU fast weights per head learning chunk by "
+      "chunk with momentum, their RMSNorm and per-head scale, the output projection) on one "
+      "sequence x [T, D] from the empty state, with `params` (lact_layer_params' names, any "
+      "values). Returns y [T, D]; form='chunked' (the training path, the sequence at once) or "
+      "'stream' (the streaming forward one token at a time, as decoding), the same function. "
+      "float32 when x is float32, else float64.");
+  m.def(
+      "lact_layer_grad",
+      [](const py::object& x, const py::dict& params, const py::object& dy, const py::kwargs& kw) {
+        using namespace tttlab;
+        using namespace tttlab::python;
+        const LactLayerConfig cfg = lact_config(sequence_width(x), kw);
+        if (is_float32(x))
+          return sequence_layer_grad<LactLayer, LactParams, float>(cfg, x, params, dy);
+        return sequence_layer_grad<LactLayer, LactParams, double>(cfg, x, params, dy);
+      },
+      py::arg("x"), py::arg("params"), py::kw_only(), py::arg("dy"),
+      "The gradients of a scalar loss L through tttlab.lact_layer (the same arguments), given dy = "
+      "dL/dy [T, D]: the layer's manual backward, the one training runs. Returns a dict: x [T, D] "
+      "and every parameter by its name, of its shape.");
   m.def("_train", &tttlab::python::train, py::arg("options"), py::arg("progress"),
         "tttlab.train's engine: the options dict with every keyword filled (see tttlab.train).");
   m.def(

@@ -19,7 +19,9 @@ import os
 
 from ._tttlab import Model, inner_loop, inner_loop_grad, load, matrix_rule, matrix_rule_grad, ttt_layer
 from ._tttlab import deltanet_layer, deltanet_layer_grad, deltanet_layer_params
+from ._tttlab import lact_layer, lact_layer_grad, lact_layer_params
 from ._tttlab import mamba2_layer, mamba2_layer_grad, mamba2_layer_params
+from ._tttlab import titans_layer, titans_layer_grad, titans_layer_params
 from ._tttlab import ttt_layer_grad, ttt_layer_params
 from ._tttlab import _train
 
@@ -126,12 +128,18 @@ __all__ = [
     "deltanet_layer_params",
     "inner_loop",
     "inner_loop_grad",
+    "lact_layer",
+    "lact_layer_grad",
+    "lact_layer_params",
     "load",
     "mamba2_layer",
     "mamba2_layer_grad",
     "mamba2_layer_params",
     "matrix_rule",
     "matrix_rule_grad",
+    "titans_layer",
+    "titans_layer_grad",
+    "titans_layer_params",
     "train",
     "ttt_layer",
     "ttt_layer_grad",

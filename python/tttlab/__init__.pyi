@@ -272,6 +272,68 @@ def mamba2_layer_grad(
     every parameter by name.
     """
 
+def titans_layer_params(
+    width: int, heads: int, *, seed: int = 0, dtype: str = "float64", std: float = 0.02, **layer: Any
+) -> dict[str, npt.NDArray[Any]]:
+    """A Titans layer's parameters at their initialisation (tttlab/seq/titans_layer.hpp), from `seed`.
+
+    Projections stored [in, out]: q_proj.weight, k_proj.weight, v_proj.weight [D, D], q_conv1d.weight,
+    k_conv1d.weight, v_conv1d.weight [D, K], theta_proj.weight, alpha_proj.weight, eta_proj.weight
+    [D, H] and their .bias [1, H], ttt_norm.weight, ttt_norm.bias [H, d], o_norm.weight [1, d],
+    g_proj.weight, o_proj.weight [D, D]. `std`: the projections' standard deviation. The layer's
+    keywords: conv_kernel (4), mini_batch (16), ln_eps, norm_eps, l2_eps (1e-6).
+    """
+
+def titans_layer(
+    x: npt.ArrayLike, params: dict[str, npt.ArrayLike], *, heads: int, form: str = "chunked", **layer: Any
+) -> dict[str, npt.NDArray[Any]]:
+    """A whole Titans layer on x [T, D] from the empty state (docs/MATH.md §11.9).
+
+    Returns y [T, D]. form: 'chunked' (one chunk per mini-batch) or 'primal' (token by token), the
+    same function. float32 when x is float32, else float64.
+    """
+
+def titans_layer_grad(
+    x: npt.ArrayLike, params: dict[str, npt.ArrayLike], *, dy: npt.ArrayLike, heads: int, **layer: Any
+) -> dict[str, npt.NDArray[Any]]:
+    """The gradients of a scalar loss L through titans_layer, given dy = dL/dy [T, D].
+
+    The layer's manual backward, the one training runs. Returns x [T, D] and every parameter by name.
+    """
+
+def lact_layer_params(
+    width: int, *, seed: int = 0, dtype: str = "float64", std: float = 0.02, **layer: Any
+) -> dict[str, npt.NDArray[Any]]:
+    """A LaCT layer's parameters at their initialisation (tttlab/seq/lact_layer.hpp), from `seed`.
+
+    By its authors' module names, projections stored [in, out], the initial fast weights one array per
+    head: qkv.weight [D, 3D], qk_scale, qk_offset [D, 2], w0[h], w2[h] [d_h, d_f], w1[h] [d_f, d_h],
+    lr_proj.weight [D, 3*H_f], lr_proj.bias [1, 3*H_f], with momentum momentum_proj.0.weight [D, H_f]
+    and momentum_proj.0.bias [1, H_f], ttt_scale_proj.weight [D, H_f], ttt_scale_proj.bias [1, H_f],
+    ttt_norm.weight [1, d_f], o_proj.weight [D, D]. `std`: the projections' standard deviation. The
+    layer's keywords: attn_heads (H_a, 4), lact_heads (H_f, 2), inter_multi (1; d_h = inter_multi*d_f),
+    chunk (64), window (64), momentum (True), muon (False), rope_theta (1e4), base_lr (1e-3),
+    norm_eps (1e-5).
+    """
+
+def lact_layer(
+    x: npt.ArrayLike, params: dict[str, npt.ArrayLike], *, form: str = "chunked", **layer: Any
+) -> dict[str, npt.NDArray[Any]]:
+    """A whole LaCT layer on x [T, D] from the empty state (docs/MATH.md §11.10).
+
+    Returns y [T, D]. form: 'chunked' (the training path, the sequence at once) or 'stream' (the
+    streaming forward one token at a time, as decoding), the same function. float32 when x is float32,
+    else float64.
+    """
+
+def lact_layer_grad(
+    x: npt.ArrayLike, params: dict[str, npt.ArrayLike], *, dy: npt.ArrayLike, **layer: Any
+) -> dict[str, npt.NDArray[Any]]:
+    """The gradients of a scalar loss L through lact_layer, given dy = dL/dy [T, D].
+
+    The layer's manual backward, the one training runs. Returns x [T, D] and every parameter by name.
+    """
+
 def train(
     *,
     out: str | os.PathLike[str] | None = None,
@@ -340,12 +402,18 @@ __all__ = [
     "deltanet_layer_params",
     "inner_loop",
     "inner_loop_grad",
+    "lact_layer",
+    "lact_layer_grad",
+    "lact_layer_params",
     "load",
     "mamba2_layer",
     "mamba2_layer_grad",
     "mamba2_layer_params",
     "matrix_rule",
     "matrix_rule_grad",
+    "titans_layer",
+    "titans_layer_grad",
+    "titans_layer_params",
     "train",
     "ttt_layer",
     "ttt_layer_grad",

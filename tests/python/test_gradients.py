@@ -1,6 +1,6 @@
 """The layer API's gradients (tttlab.inner_loop_grad, tttlab.matrix_rule_grad, tttlab.ttt_layer_grad,
-tttlab.deltanet_layer_grad, tttlab.mamba2_layer_grad) and the two forms of the matrix rules and of the
-TTT, DeltaNet and Mamba-2 layers,
+tttlab.deltanet_layer_grad, tttlab.mamba2_layer_grad, tttlab.titans_layer_grad, tttlab.lact_layer_grad)
+and the two forms of the matrix rules and of the TTT, DeltaNet, Mamba-2, Titans and LaCT layers,
 against central finite differences and plain NumPy loops in float64 (docs/PYTHON.md).
 
 Finite-difference tolerances: a central difference with step h errs by O(h²·f''') from truncation and
@@ -25,23 +25,23 @@ def rng_for(case):
     return np.random.default_rng(seed)
 
 
-def check_gradient(f, x, grads, names, rng, elements=3):
+def check_gradient(f, x, grads, names, rng, elements=3, h=H):
     """Central differences of the scalar f(x) along a random direction per argument and at a few elements."""
     for name in names:
         u = rng.standard_normal(np.shape(x[name]))
         plus, minus = dict(x), dict(x)
-        plus[name] = x[name] + H * u
-        minus[name] = x[name] - H * u
-        fd = (f(plus) - f(minus)) / (2 * H)
+        plus[name] = x[name] + h * u
+        minus[name] = x[name] - h * u
+        fd = (f(plus) - f(minus)) / (2 * h)
         an = float((grads[name] * u).sum())
         assert an == pytest.approx(fd, rel=RTOL_FD, abs=1e-8), f"d/d{name} along a random direction"
         flat = np.asarray(x[name]).reshape(-1)
         for i in rng.choice(flat.size, size=min(elements, flat.size), replace=False):
             e = np.zeros(flat.size)
-            e[i] = H
+            e[i] = h
             plus[name] = (flat + e).reshape(np.shape(x[name]))
             minus[name] = (flat - e).reshape(np.shape(x[name]))
-            fd = (f(plus) - f(minus)) / (2 * H)
+            fd = (f(plus) - f(minus)) / (2 * h)
             assert grads[name].reshape(-1)[i] == pytest.approx(fd, rel=RTOL_FD, abs=1e-8), f"d/d{name}[{i}]"
         plus[name] = minus[name] = x[name]
 
@@ -525,3 +525,117 @@ def test_mamba2_layer_refuses_bad_input():
         tttlab.mamba2_layer_params(8, expand=100000)
     with pytest.raises(ValueError, match=r"dy must be a 2-D array of shape \[10, 8\]"):
         tttlab.mamba2_layer_grad(x, params, dy=np.ones((10, 7)), **o)
+
+
+# ---- tttlab.titans_layer and tttlab.lact_layer, and their gradients: whole layers from NumPy weights ----
+# Their state is more than one matrix (memory and momentum; SwiGLU fast weights beside an attention
+# cache), so these check the two forms against each other and the backward against central differences.
+
+SEQUENCE_LAYERS = [
+    # Titans, T = 10 in mini-batches of 4: two full and a short one.
+    ("titans", 70, dict(heads=2, mini_batch=4, conv_kernel=3)),
+    # One head, one mini-batch longer than the sequence.
+    ("titans", 71, dict(heads=1, mini_batch=16)),
+    # LaCT, T = 10 in chunks of 4 with a window of 4: the attention's cache and the fast weights both
+    # cross chunk boundaries. base_lr 0.1 (1e-3 by default) so that the fast weights' updates carry weight.
+    ("lact", 72, dict(attn_heads=2, lact_heads=2, chunk=4, window=4, base_lr=0.1)),
+    # Muon without momentum, a hidden width twice the head's, a window longer than the chunk.
+    ("lact", 73, dict(attn_heads=4, lact_heads=1, inter_multi=2, chunk=4, window=6, momentum=False,
+                      muon=True, base_lr=0.1)),
+]
+SECOND_FORM = {"titans": "primal", "lact": "stream"}
+
+
+def sequence_layer_case(member, case, options, T=10, D=8):
+    rng = rng_for(case)
+    make = getattr(tttlab, f"{member}_layer_params")
+    params = make(D, options["heads"], seed=case, **{k: v for k, v in options.items() if k != "heads"}) \
+        if member == "titans" else make(D, seed=case, **options)
+    # Away from the initialisation (unit norms, zero offsets, small projections) so that every term matters.
+    params = {k: v + 0.1 * rng.standard_normal(v.shape) for k, v in params.items()}
+    return rng, params, rng.standard_normal((T, D))
+
+
+@pytest.mark.parametrize("member,case,options", SEQUENCE_LAYERS)
+def test_sequence_layer_forms_agree_and_float32_follows_float64(member, case, options):
+    _, params, x = sequence_layer_case(member, case, options)
+    layer = getattr(tttlab, f"{member}_layer")
+    chunked = layer(x, params, **options)["y"]
+    other = layer(x, params, **options, form=SECOND_FORM[member])["y"]
+    # The same function in float64: only the order of the sums differs, ~1e-16 per operation over 10
+    # tokens.
+    assert np.abs(chunked).max() > 1e-2
+    np.testing.assert_allclose(other, chunked, rtol=0, atol=1e-12)
+    y32 = layer(x.astype(np.float32), {k: v.astype(np.float32) for k, v in params.items()}, **options)["y"]
+    # fp32 rounding through the projections, 10 tokens of the inner loop and the norms: far inside 1e-4.
+    assert y32.dtype == np.float32
+    np.testing.assert_allclose(y32, chunked, rtol=0, atol=1e-4)
+
+
+# A step of 1e-6 here: both blocks normalise q and k per head to unit length (d = 4 or 8 channels), whose
+# third derivatives are large, so along a random direction of a whole projection the h² term at
+# h = 1e-5 reaches a few 1e-6 relative (it falls a hundredfold per tenfold smaller h, as truncation
+# does). At 1e-6 it is near 3e-8, and rounding, ε·|L|/h, stays near 1e-9: 1e-6 keeps a margin of 30.
+H_SEQUENCE = 1e-6
+
+
+@pytest.mark.parametrize("member,case,options", SEQUENCE_LAYERS)
+def test_sequence_layer_grad_matches_finite_differences(member, case, options):
+    rng, params, x = sequence_layer_case(member, case, options)
+    dy = rng.standard_normal(x.shape)
+    layer, grad = getattr(tttlab, f"{member}_layer"), getattr(tttlab, f"{member}_layer_grad")
+    y = lambda xx, pp: layer(xx, pp, **options)["y"]
+    g = grad(x, params, dy=dy, **options)
+    assert set(g) == set(params) | {"x"}
+    check_gradient(lambda a: float((y(a["x"], params) * dy).sum()), {"x": x}, g, ["x"], rng, h=H_SEQUENCE)
+    for name in params:
+        f = lambda a: float((y(x, {**params, name: a[name]}) * dy).sum())
+        check_gradient(f, {name: params[name]}, g, [name], rng, elements=1, h=H_SEQUENCE)
+
+
+def test_titans_layer_refuses_bad_input():
+    o = SEQUENCE_LAYERS[0][2]
+    _, params, x = sequence_layer_case("titans", 74, o)
+    with pytest.raises(ValueError, match=r"params lacks 'eta_proj.bias' \[1, 2\]"):
+        tttlab.titans_layer(x, {k: v for k, v in params.items() if k != "eta_proj.bias"}, **o)
+    with pytest.raises(ValueError, match="params has 'w0', which this layer does not have"):
+        tttlab.titans_layer(x, {**params, "w0": np.zeros((4, 4))}, **o)
+    with pytest.raises(ValueError, match=r"params\['ttt_norm.weight'\] must be of shape \[2, 4\]"):
+        tttlab.titans_layer(x, {**params, "ttt_norm.weight": np.ones(8)}, **o)
+    with pytest.raises(ValueError, match=r"params\['g_proj.weight'\] must be finite"):
+        tttlab.titans_layer(x, {**params, "g_proj.weight": np.full((8, 8), np.inf)}, **o)
+    with pytest.raises(ValueError, match="x must be finite"):
+        tttlab.titans_layer(np.full((10, 8), np.nan), params, **o)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'chunk'"):
+        tttlab.titans_layer(x, params, **o, chunk=4)
+    with pytest.raises(ValueError, match="form must be 'chunked' or 'primal', got 'recurrent'"):
+        tttlab.titans_layer(x, params, **o, form="recurrent")
+    with pytest.raises(ValueError, match="heads"):
+        tttlab.titans_layer_params(8, 3)
+    with pytest.raises(ValueError, match=r"dy must be a 2-D array of shape \[10, 8\]"):
+        tttlab.titans_layer_grad(x, params, dy=np.ones((9, 8)), **o)
+
+
+def test_lact_layer_refuses_bad_input():
+    o = SEQUENCE_LAYERS[2][2]
+    _, params, x = sequence_layer_case("lact", 75, o)
+    with pytest.raises(ValueError, match=r"params lacks 'w1\[1\]' \[4, 4\]"):
+        tttlab.lact_layer(x, {k: v for k, v in params.items() if k != "w1[1]"}, **o)
+    with pytest.raises(ValueError, match="params has 'momentum_proj.0.weight', which this layer does not have"):
+        tttlab.lact_layer(x, params, **{**o, "momentum": False})
+    with pytest.raises(ValueError, match=r"params\['qkv.weight'\] must be of shape \[8, 24\]"):
+        tttlab.lact_layer(x, {**params, "qkv.weight": np.zeros((24, 8))}, **o)
+    with pytest.raises(ValueError, match=r"params\['w0\[0\]'\] must be finite"):
+        tttlab.lact_layer(x, {**params, "w0[0]": np.full((4, 4), np.nan)}, **o)
+    with pytest.raises(ValueError, match=r"x must be a 2-D array \[T, 8\] with T >= 1"):
+        tttlab.lact_layer(np.zeros((0, 8)), params, **o)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'heads'"):
+        tttlab.lact_layer(x, params, **o, heads=2)
+    with pytest.raises(ValueError, match="form must be 'chunked' or 'stream', got 'primal'"):
+        tttlab.lact_layer(x, params, **o, form="primal")
+    with pytest.raises(ValueError, match="RoPE needs an even attention head dim"):
+        tttlab.lact_layer_params(8, attn_heads=8)
+    with pytest.raises(ValueError, match="inter_multi must be at most 64, got 1000"):
+        tttlab.lact_layer_params(8, inter_multi=1000)
+    with pytest.raises(ValueError, match=r"dy must be a 2-D array of shape \[10, 8\]"):
+        tttlab.lact_layer_grad(x, params, dy=np.ones((10, 7)), **o)
