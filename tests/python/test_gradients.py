@@ -575,7 +575,9 @@ def test_sequence_layer_forms_agree_and_float32_follows_float64(member, case, op
 # A step of 1e-6 here: both blocks normalise q and k per head to unit length (d = 4 or 8 channels), whose
 # third derivatives are large, so along a random direction of a whole projection the h² term at
 # h = 1e-5 reaches a few 1e-6 relative (it falls a hundredfold per tenfold smaller h, as truncation
-# does). At 1e-6 it is near 3e-8, and rounding, ε·|L|/h, stays near 1e-9: 1e-6 keeps a margin of 30.
+# does). At 1e-6 it is near 3e-8 relative, while rounding, ε·|L|/h with |L| of order 10, grows to a
+# few 1e-9 absolute: inside the 1e-8 absolute floor that covers the small gradients (the rates' and
+# the biases', ~1e-3), where a wrong term would still be off by order one.
 H_SEQUENCE = 1e-6
 
 
