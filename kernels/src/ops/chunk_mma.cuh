@@ -14,6 +14,7 @@ namespace tttlab::kernels::detail::chunk_mma {
 
 using detail::mma_bf16;
 using detail::pack_bf16;
+using detail::unpack_bf16;
 using namespace detail::bf16_tiles;
 
 constexpr int kChunk64 = 64;  // tokens of a chunk: the k extent of mma_p_y's score fragment
@@ -103,6 +104,34 @@ __device__ __forceinline__ void mma_atb(float (&acc)[NN][4], const std::uint16_t
   for (int ks = 0; ks < KS; ++ks) {
     std::uint32_t a[4];
     load_a_trans<LX>(a, X, m0, ks, lane);
+#pragma unroll
+    for (int np = 0; np < NN / 2; ++np) {
+      std::uint32_t b[4];
+      load_b_cols<LY>(b, Y, np, ks, lane);
+      mma_bf16(acc[2 * np], a, b[0], b[1]);
+      mma_bf16(acc[2 * np + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+// The same with row k of X (k along the contraction, 0 .. 16·KS − 1) scaled by w(k): the A fragments
+// are widened, scaled and rounded back to bf16, so a diagonal scaling of X needs no copy of it.
+template <int LX, int LY, int KS, int NN, class W>
+__device__ __forceinline__ void mma_atb_scaled(float (&acc)[NN][4], const std::uint16_t* X, int m0,
+                                               const std::uint16_t* Y, int lane, W w) {
+  const int t = lane % 4;
+#pragma unroll
+  for (int ks = 0; ks < KS; ++ks) {
+    std::uint32_t a[4];
+    load_a_trans<LX>(a, X, m0, ks, lane);
+    // a0, a1: k = 16·ks + 2t, +1 (rows m0 + g, m0 + g + 8); a2, a3: the same k + 8.
+    const int k0 = 16 * ks + 2 * t;
+    const float w0 = w(k0), w1 = w(k0 + 1), w8 = w(k0 + 8), w9 = w(k0 + 9);
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const float2 v = unpack_bf16(a[r]);
+      a[r] = r < 2 ? pack_bf16(v.x * w0, v.y * w1) : pack_bf16(v.x * w8, v.y * w9);
+    }
 #pragma unroll
     for (int np = 0; np < NN / 2; ++np) {
       std::uint32_t b[4];

@@ -13,8 +13,9 @@
 //   walk_kernel  one block of 4 warps per (head, 32 value columns cb) walks the chunks in order with
 //                S[:, cols] in fp32 accumulators, as the fused chunked linear attention does
 //                (linear_attention_chunked.cu). Per chunk: U = Ũ − W S_p and Q S_p (each warp its 16
-//                rows; U and U·γ_L/γ go to shared memory as bf16), a barrier, then the masked
-//                (Q Kᵀ ⊙ Γ) U for O, and S ← γ_L S + Kᵀ (U·γ_L/γ) (warp w the key rows 16·(MT·w + m)).
+//                rows; U goes to shared memory as bf16), a barrier, then the masked (Q Kᵀ ⊙ Γ) U for
+//                O, and S ← γ_L S + (diag(γ_L/γ) K)ᵀ U (warp w the key rows 16·(MT·w + m)), the
+//                diagonal applied to the Kᵀ fragments in registers (chunk_mma.cuh, mma_atb_scaled).
 //                The copy of S that enters the products is bf16 in shared memory; the fp32 sum is never
 //                rounded. The next chunk's tiles (Q, K, W, Ũ[:, cols], g) load by cp.async while this
 //                one is used.
@@ -28,6 +29,7 @@
 
 #include "common/cuda_check.hpp"
 #include "common/device_ranges.hpp"
+#include "common/launch.hpp"
 #include "ops/bf16_tiles.cuh"
 #include "ops/chunk_mma.cuh"
 #include "ttt/ttt_mma.cuh"
@@ -210,7 +212,7 @@ __host__ __device__ constexpr int walk_tile_elems() {  // one stage: Q, K, W [64
 template <int D, int COLS>
 constexpr std::size_t walk_smem_bytes() {
   return (std::size_t(kStages) * walk_tile_elems<D, COLS>() +
-          (std::size_t(D) + 2 * kChunk) * (COLS + 8)) *
+          (std::size_t(D) + kChunk) * (COLS + 8)) *
          sizeof(std::uint16_t);
 }
 
@@ -222,7 +224,6 @@ __global__ void __launch_bounds__(kThreads) walk_kernel(DeltaParams p) {
   extern __shared__ __align__(16) std::uint16_t smem[];
   std::uint16_t* Ss = smem + kStages * kTile;  // [D][LV]: S_p[:, cols] as bf16
   std::uint16_t* Us = Ss + D * LV;             // [64][LV]: U
-  std::uint16_t* Uw = Us + kChunk * LV;        // [64][LV]: U · γ_L / γ (the state's write)
   const int cb = int(blockIdx.x), bh = int(blockIdx.y), n = bh / p.H, h = bh % p.H;
   const long ld = long(p.H) * D;
   const long base = long(n) * p.T * ld + long(h) * D;
@@ -272,7 +273,7 @@ __global__ void __launch_bounds__(kThreads) walk_kernel(DeltaParams p) {
     for (int r = 0; r < 2; ++r) {
       const int row = 16 * warp + g + 8 * r;
       const float gi = GATED ? gs[row] : 0.f;
-      const float gamma = GATED ? __expf(gi) : 1.f, to_end = GATED ? __expf(gL - gi) : 1.f;
+      const float gamma = GATED ? __expf(gi) : 1.f;
 #pragma unroll
       for (int uu = 0; uu < NV; ++uu) {
         const int col = 8 * uu + 2 * t;
@@ -283,8 +284,6 @@ __global__ void __launch_bounds__(kThreads) walk_kernel(DeltaParams p) {
           *reinterpret_cast<std::uint32_t*>(p.U_out + base + long(c * kChunk + row) * ld + v0 + col) =
               pack_bf16(a0, a1);
         if (GATED) {
-          *reinterpret_cast<std::uint32_t*>(Uw + row * LV + col) =
-              pack_bf16(a0 * to_end, a1 * to_end);
           o[uu][2 * r] *= gamma;
           o[uu][2 * r + 1] *= gamma;
         }
@@ -321,9 +320,9 @@ __global__ void __launch_bounds__(kThreads) walk_kernel(DeltaParams p) {
     }
     if (c + 1 == p.NC) break;
 
-    // S ← γ_L S + Kᵀ (U · γ_L/γ). The copy S_p in Ss was last read before the barrier above, so it
-    // is overwritten in place; the next chunk reads it after its own first barrier.
-    const std::uint16_t* Uin = GATED ? Uw : Us;
+    // S ← γ_L S + (diag(γ_L/γ) K)ᵀ U, the diagonal applied to Kᵀ's fragments. The copy S_p in Ss was
+    // last read before the barrier above, so it is overwritten in place; the next chunk reads it after
+    // its own first barrier.
     const float decay = GATED ? __expf(gL) : 1.f;
 #pragma unroll
     for (int m = 0; m < MT; ++m) {
@@ -333,7 +332,11 @@ __global__ void __launch_bounds__(kThreads) walk_kernel(DeltaParams p) {
         for (int uu = 0; uu < NV; ++uu)
 #pragma unroll
           for (int e = 0; e < 4; ++e) st[m][uu][e] *= decay;
-      mma_atb<LD, LV, kChunk / 16, NV>(st[m], Ks, m0, Uin, lane);
+      if (GATED)
+        mma_atb_scaled<LD, LV, kChunk / 16, NV>(st[m], Ks, m0, Us, lane,
+                                                 [&](int k) { return __expf(gL - gs[k]); });
+      else
+        mma_atb<LD, LV, kChunk / 16, NV>(st[m], Ks, m0, Us, lane);
 #pragma unroll
       for (int uu = 0; uu < NV; ++uu)
 #pragma unroll
@@ -358,7 +361,7 @@ __global__ void __launch_bounds__(kThreads) walk_kernel(DeltaParams p) {
 //                                          S_next = γ_L S_p + …, U = Ũ − W S_p)
 // (γ = Γ = 1 for DeltaNet.) dU and each G (before the chunk that consumes it) go to the workspace in
 // bf16 for the gradient kernel. G enters K G as a bf16 copy in shared memory, as S does in the forward
-// walk; for the gated rule diag(γ) dO is a bf16 tile written beside dU.
+// walk; for the gated rule diag(γ) scales Q's fragments in registers, as K's in the forward walk.
 template <int D>
 __host__ __device__ constexpr int rwalk_tile_elems() {  // Q, K, W [64][D + 8], dO[:, cols], g
   return kChunk * (3 * (D + 8) + kCols + 8) + 2 * kChunk;
@@ -366,7 +369,7 @@ __host__ __device__ constexpr int rwalk_tile_elems() {  // Q, K, W [64][D + 8], 
 template <int D>
 constexpr std::size_t rwalk_smem_bytes() {
   return (std::size_t(kStages) * rwalk_tile_elems<D>() +
-          (std::size_t(D) + 2 * kChunk) * (kCols + 8)) *
+          (std::size_t(D) + kChunk) * (kCols + 8)) *
          sizeof(std::uint16_t);
 }
 
@@ -377,7 +380,6 @@ __global__ void __launch_bounds__(kThreads) rwalk_kernel(DeltaParams p) {
   extern __shared__ __align__(16) std::uint16_t smem[];
   std::uint16_t* Gs = smem + kStages * kTile;  // [D][LV]: G[:, cols] as bf16
   std::uint16_t* dUs = Gs + D * LV;            // [64][LV]: dU[:, cols]
-  std::uint16_t* dOg = dUs + kChunk * LV;      // [64][LV]: diag(γ) dO[:, cols] (gated)
   const int cb = int(blockIdx.x), bh = int(blockIdx.y), n = bh / p.H, h = bh % p.H;
   const long ld = long(p.H) * D;
   const long base = long(n) * p.T * ld + long(h) * D;
@@ -451,7 +453,6 @@ __global__ void __launch_bounds__(kThreads) rwalk_kernel(DeltaParams p) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int row = 16 * warp + g + 8 * r;
-      const float gamma = GATED ? __expf(gs[row]) : 1.f;
 #pragma unroll
       for (int uu = 0; uu < NV; ++uu) {
         const std::uint32_t v = pack_bf16(du[uu][2 * r], du[uu][2 * r + 1]);
@@ -459,16 +460,10 @@ __global__ void __launch_bounds__(kThreads) rwalk_kernel(DeltaParams p) {
         if (c * kChunk + row < p.T)
           *reinterpret_cast<std::uint32_t*>(p.dU_out + base + long(c * kChunk + row) * ld + v0 +
                                             8 * uu + 2 * t) = v;
-        if (GATED) {
-          const float2 o =
-              unpack_bf16(*reinterpret_cast<const std::uint32_t*>(dOs + row * LV + 8 * uu + 2 * t));
-          *reinterpret_cast<std::uint32_t*>(dOg + row * LV + 8 * uu + 2 * t) =
-              pack_bf16(gamma * o.x, gamma * o.y);
-        }
       }
     }
     if (c == 0) break;
-    __syncthreads();  // every row of dU (and diag(γ) dO) is written; G's copy was last read above
+    __syncthreads();  // every row of dU is written; G's copy was last read above
 
     // G ← γ_L G + (diag(γ) Q)ᵀ dO − Wᵀ dU on the key rows 16·(MT·warp + m).
     const float decay = GATED ? __expf(gL) : 1.f;
@@ -482,7 +477,11 @@ __global__ void __launch_bounds__(kThreads) rwalk_kernel(DeltaParams p) {
         for (int uu = 0; uu < NV; ++uu)
 #pragma unroll
           for (int e = 0; e < 4; ++e) gacc[m][uu][e] *= decay;
-      mma_atb<LD, LV, kChunk / 16, NV>(gacc[m], Qs, m0, GATED ? dOg : dOs, lane);
+      if (GATED)
+        mma_atb_scaled<LD, LV, kChunk / 16, NV>(gacc[m], Qs, m0, dOs, lane,
+                                                 [&](int k) { return __expf(gs[k]); });
+      else
+        mma_atb<LD, LV, kChunk / 16, NV>(gacc[m], Qs, m0, dOs, lane);
       mma_atb<LD, LV, kChunk / 16, NV>(wdu, Ws, m0, dUs, lane);
 #pragma unroll
       for (int uu = 0; uu < NV; ++uu)
@@ -965,10 +964,10 @@ void check_dims(const char* fn, const AttentionDims& d) {
 using detail::check_device_ranges;
 using Range = detail::DeviceRange;
 
+// All of L1 as shared memory: at d = 64 three walk blocks (76 KiB each) fit an SM, one wave at B16 H12.
 template <class Kernel>
 void launch(Kernel kernel, dim3 grid, std::size_t smem, cudaStream_t st, const DeltaParams& p) {
-  TTTLAB_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  detail::allow_shared_memory(kernel, smem);
   kernel<<<grid, kThreads, smem, st>>>(p);
   TTTLAB_CUDA_CHECK(cudaGetLastError());
 }

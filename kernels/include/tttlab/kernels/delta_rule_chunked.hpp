@@ -16,7 +16,7 @@
 //   walk   one block per (head, 32 value columns) walks the head's chunks in order with its columns of
 //          S in fp32 mma accumulators (no state leaves the chip), as the fused chunked linear
 //          attention does (attention.hpp), with the extra product W S_p before the chunk's outputs.
-// What is rounded to bf16: W, Ũ, U (and U·γ_L/γ) where they enter products, the state's copy that
+// What is rounded to bf16: W, Ũ, U (and K·γ_L/γ) where they enter products, the state's copy that
 // enters Q S_p and W S_p, the masked Q Kᵀ tile, and O on output; the running state never.
 //
 // CONVENTIONS. Every pointer is a DEVICE pointer, 16-byte aligned; R = B·T rows, sequence b's token t
