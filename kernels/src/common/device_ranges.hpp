@@ -17,6 +17,23 @@ struct DeviceRange {
   const char* name;
 };
 
+// The sizes of a [B, T, H·d] sequence op: positive, within the index types and the grid's y limit
+// (B·H), and a head dim the kernels take (`supported`, listed as `dims` in the message), checked in
+// that order; std::invalid_argument naming the first that fails.
+inline void check_chunked_dims(const char* fn, int B, int H, int T, int d, bool supported,
+                               const char* dims) {
+  const std::string f(fn);
+  const auto require = [](bool ok, const std::string& msg) {
+    if (!ok) throw std::invalid_argument(msg);
+  };
+  require(B >= 1 && H >= 1 && T >= 1, f + ": batch, heads and seq_len must be >= 1 (got B=" +
+                                          std::to_string(B) + " H=" + std::to_string(H) +
+                                          " T=" + std::to_string(T) + ")");
+  require(supported, f + ": head_dim must be " + dims + " (got " + std::to_string(d) + ")");
+  require(double(B) * T * H * d < 9.0e18 && T <= (1 << 30), f + ": tensors too large");
+  require(double(B) * H <= 65535.0, f + ": batch·heads must be <= 65535 (grid limit)");
+}
+
 // std::invalid_argument, "fn: <name> is null", "... must be 16-byte aligned" or "fn: <out> overlaps
 // <in or out>", for the first offence found.
 inline void check_device_ranges(const char* fn, const DeviceRange* ins, int nin,

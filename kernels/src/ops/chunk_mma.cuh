@@ -142,4 +142,20 @@ __device__ __forceinline__ void mma_atb_scaled(float (&acc)[NN][4], const std::u
   }
 }
 
+// Rows 16·warp + (g, g + 8) of a [64, ·] fp32 result (a warp's 16-row C fragments) to global memory (rows < T).
+template <int ND>
+__device__ __forceinline__ void store_rows(float* G, const float (&x)[ND][4], int row0, int T,
+                                           long ld, int lane) {
+  const int g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = row0 + g + 8 * r;
+    if (row >= T) continue;
+    float* dst = G + long(row) * ld;
+#pragma unroll
+    for (int u = 0; u < ND; ++u)
+      *reinterpret_cast<float2*>(dst + 8 * u + 2 * t) = make_float2(x[u][2 * r], x[u][2 * r + 1]);
+  }
+}
+
 }  // namespace tttlab::kernels::detail::chunk_mma

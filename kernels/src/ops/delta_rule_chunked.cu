@@ -529,22 +529,6 @@ constexpr std::size_t grad_smem_bytes() {
          std::size_t(kChunk) * 16 * sizeof(float);
 }
 
-// Rows 16·warp + (g, g + 8) of a [64, ·] fp32 result to global memory (rows < T).
-template <int ND>
-__device__ __forceinline__ void store_rows_f32(float* G, const float (&x)[ND][4], int row0, int T,
-                                               long ld, int lane) {
-  const int g = lane / 4, t = lane % 4;
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = row0 + g + 8 * r;
-    if (row >= T) continue;
-    float* dst = G + long(row) * ld;
-#pragma unroll
-    for (int u = 0; u < ND; ++u)
-      *reinterpret_cast<float2*>(dst + 8 * u + 2 * t) = make_float2(x[u][2 * r], x[u][2 * r + 1]);
-  }
-}
-
 // A [16 × 64] C fragment (rows 16·warp ..) to a bf16 tile [64][LDT], each element times f(row, col).
 template <int LDT, class F>
 __device__ __forceinline__ void store_tile_bf16(std::uint16_t* S, const float (&x)[kChunk / 8][4],
@@ -709,7 +693,7 @@ __global__ void __launch_bounds__(kThreads) grad_kernel(DeltaParams p) {
         if (8 * u + 2 * t + (e & 1) > 16 * warp + g + 8 * (e >> 1)) x[u][e] = 0.f;
   }
   mma_p_y<LD, ND>(acc, x, Ks, lane, 0, warp);
-  store_rows_f32(p.dQ + base, acc, row0, p.T, ld, lane);
+  store_rows(p.dQ + base, acc, row0, p.T, ld, lane);
 
   // dK, first terms: diag(γ_L/γ) U Gᵀ + ((dP ⊙ Γ)ᵀ masked to queries ≥ key) Q, kept in dk to the end.
   float dk[ND][4];
@@ -760,7 +744,7 @@ __global__ void __launch_bounds__(kThreads) grad_kernel(DeltaParams p) {
       acc[u][2] *= b1;
       acc[u][3] *= b1;
     }
-    store_rows_f32(p.dV + base, acc, row0, p.T, ld, lane);
+    store_rows(p.dV + base, acc, row0, p.T, ld, lane);
     zero(acc);
     mma_atb<LC, LC, kChunk / 16, ND>(acc, Ns, 16 * warp, X1, lane);
     const float w0 = b0 * (GATED ? __expf(gs[ra]) : 1.f), w1 = b1 * (GATED ? __expf(gs[rb]) : 1.f);
@@ -900,7 +884,7 @@ __global__ void __launch_bounds__(kThreads) grad_kernel(DeltaParams p) {
   // dK += E K + Eᵀ K, then out; dβ; d log α.
   mma_ab_strided<LC, LD, kChunk / 16, ND>(dk, X2, 16 * warp, Ks, lane);
   mma_atb<LC, LD, kChunk / 16, ND>(dk, X2, 16 * warp, Ks, lane);
-  store_rows_f32(p.dK + base, dk, row0, p.T, ld, lane);
+  store_rows(p.dK + base, dk, row0, p.T, ld, lane);
   if (threadIdx.x < kChunk && c0 + int(threadIdx.x) < p.T) {
     const int j = threadIdx.x;
     p.dbeta[(long(n) * p.T + c0 + j) * p.H + h] =
@@ -950,15 +934,8 @@ std::size_t g_bytes(const AttentionDims& d) {
 }
 
 void check_dims(const char* fn, const AttentionDims& d) {
-  const std::string f(fn);
-  require(d.batch >= 1 && d.heads >= 1 && d.seq_len >= 1,
-          f + ": batch, heads and seq_len must be >= 1 (got B=" + std::to_string(d.batch) +
-              " H=" + std::to_string(d.heads) + " T=" + std::to_string(d.seq_len) + ")");
-  require(chunked_delta_rule_supported(d),
-          f + ": head_dim must be 64 or 128 (got " + std::to_string(d.head_dim) + ")");
-  require(double(d.batch) * d.seq_len * d.heads * d.head_dim < 9.0e18 && d.seq_len <= (1 << 30),
-          f + ": tensors too large");
-  require(double(d.batch) * d.heads <= 65535.0, f + ": batch·heads must be <= 65535 (grid limit)");
+  detail::check_chunked_dims(fn, d.batch, d.heads, d.seq_len, d.head_dim,
+                             chunked_delta_rule_supported(d), "64 or 128");
 }
 
 using detail::check_device_ranges;

@@ -287,22 +287,6 @@ __global__ void __launch_bounds__(kThreads) forward_fused_kernel(LinParams p) {
   cp_async_wait<0>();
 }
 
-// Rows 16·warp + (g, g + 8) of a chunk's fp32 gradient [64, D] to global memory (rows < T).
-template <int ND>
-__device__ __forceinline__ void store_rows(float* G, const float (&x)[ND][4], int row0, int T,
-                                           long ld, int lane) {
-  const int g = lane / 4, t = lane % 4;
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = row0 + g + 8 * r;
-    if (row >= T) continue;
-    float* dst = G + long(row) * ld;
-#pragma unroll
-    for (int u = 0; u < ND; ++u)
-      *reinterpret_cast<float2*>(dst + 8 * u + 2 * t) = make_float2(x[u][2 * r], x[u][2 * r + 1]);
-  }
-}
-
 // dQ_c, dK_c, dV_c of one chunk, one after the other (one accumulator live at a time). Warp w owns
 // the chunk's rows 16w .. 16w + 15: as queries (dQ: keys 16-blocks 0 .. w) and as keys (dK, dV:
 // queries 16-blocks w .. 3).
@@ -368,15 +352,8 @@ void require(bool ok, const std::string& msg) {
 }
 
 void check_dims(const char* fn, const AttentionDims& d) {
-  const std::string f(fn);
-  require(d.batch >= 1 && d.heads >= 1 && d.seq_len >= 1,
-          f + ": batch, heads and seq_len must be >= 1 (got B=" + std::to_string(d.batch) +
-              " H=" + std::to_string(d.heads) + " T=" + std::to_string(d.seq_len) + ")");
-  require(chunked_linear_attention_supported(d),
-          f + ": head_dim must be 32, 64 or 128 (got " + std::to_string(d.head_dim) + ")");
-  require(double(d.batch) * d.seq_len * d.heads * d.head_dim < 9.0e18 && d.seq_len <= (1 << 30),
-          f + ": tensors too large");
-  require(double(d.batch) * d.heads <= 65535.0, f + ": batch·heads must be <= 65535 (grid limit)");
+  detail::check_chunked_dims(fn, d.batch, d.heads, d.seq_len, d.head_dim,
+                             chunked_linear_attention_supported(d), "32, 64 or 128");
 }
 
 using detail::check_device_ranges;
