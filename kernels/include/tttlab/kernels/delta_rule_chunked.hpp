@@ -64,9 +64,10 @@ void chunked_delta_rule_forward(const ChunkedDeltaRuleForwardArgs& args);
 // BACKWARD (head_dim 64): the gradients of a loss L(O) with respect to Q, K, V, β and (Gated DeltaNet)
 // log α, given dO = ∂L/∂O. It recomputes the forward's W, Ũ, U and the states before each chunk, then walks the
 // chunks in reverse for G = ∂L/∂S after each chunk, and finally one block per chunk forms dQ, dK, dV
-// and dβ (through the UT transform: T̃ = N diag(β), N = (I + A)⁻¹). What is rounded to bf16: the
-// forward's as above, dU, G and N and the intermediates dW, dN, Nᵀ dN and E = diag(β) dA where they
-// enter products; the sums are fp32.
+// and dβ (through the UT transform: T̃ = N diag(β), N = (I + A)⁻¹, formed in fp32 by 16 × 16 blocks,
+// W and Ũ then taken from it on the tensor cores with N's scaled copies split into two bf16 parts).
+// What is rounded to bf16: the forward's as above, dU, G and N and the intermediates dW, dN, Nᵀ dN and
+// E = diag(β) dA where they enter products; the sums are fp32.
 // WORKSPACE (chunked_delta_rule_backward_workspace_bytes): W, Ũ, U, dU ([R, H·d] bf16 each), the
 // states and their gradients ([B·H, ⌈T/64⌉, d, d] bf16 each), N ([B·H, ⌈T/64⌉, 64, 64] bf16), g.
 bool chunked_delta_rule_backward_supported(const AttentionDims& dims);  // head_dim == 64
