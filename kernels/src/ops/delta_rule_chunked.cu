@@ -307,9 +307,9 @@ __global__ void __launch_bounds__(kThreads) ut_kernel(DeltaParams p) {
 }
 
 // ---- walk kernel ----------------------------------------------------------------------------------
+// One stage of the walk kernel: Q, K, W [64][D + 8], Ũ[:, cols] [64][COLS + 8], g [64] fp32.
 template <int D, int COLS>
-__host__ __device__ constexpr int
-walk_tile_elems() {  // one stage: Q, K, W [64][D + 8], Ũ[:, cols] [64][40], g [64] fp32
+__host__ __device__ constexpr int walk_tile_elems() {
   return kChunk * (3 * (D + 8) + COLS + 8) + 2 * kChunk;
 }
 template <int D, int COLS>
