@@ -20,6 +20,11 @@
 // (padding of the kernels' d-tiles); several sequences and heads, so head and sequence offsets are
 // exercised. A case with logits of standard deviation ~40 checks the softmax's max subtraction
 // (without it exp overflows to inf). TTTLAB_GPU_TEST_QUICK=1 (under compute-sanitizer) keeps a few.
+//
+// The sliding window (AttentionForwardArgs::window) against windowed_attention_forward/_backward in
+// fp64, with the same tolerances (its sums run over ≤ W keys, fewer terms than the causal ones):
+// W = 1, 5, 64, 100 and W ≥ T, T = 1, 63, 65, 200, 300, d = 32, 64 (and one case each at d = 40,
+// 128 and with large logits); no limit (window ≤ 0, or ≥ T) gives the causal kernels' bits.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -41,6 +46,7 @@ namespace {
 struct AttnCase {
   int B, H, T, d;
   double q_scale = 1.0;  // multiplies Q: large logits
+  int window = 0;        // softmax's sliding window W (≤ 0: plain causal)
 };
 
 std::vector<AttnCase> attention_cases() {
@@ -90,15 +96,17 @@ Reference reference(AttentionKind kind, const AttnCase& k, const std::vector<flo
                       g = seq_mat(dO, s, k.T, D);
     Mat<double> o, dq, dk, dv;
     if (kind == AttentionKind::Softmax) {
-      causal_attention_forward<double>(q, kk, v, k.H, o);
-      causal_attention_backward<double>(q, kk, v, k.H, g, dq, dk, dv);
-      // log Σ_{s ≤ t} exp(q_t·k_s/√d), with the row maximum taken out.
+      // window ≤ 0: the windowed functions are the causal ones (they call them).
+      windowed_attention_forward<double>(q, kk, v, k.H, k.window, o);
+      windowed_attention_backward<double>(q, kk, v, k.H, k.window, g, dq, dk, dv);
+      // log Σ_{lo ≤ s ≤ t} exp(q_t·k_s/√d), with the row maximum taken out (lo = t − W + 1 ≥ 0).
       for (int h = 0; h < k.H; ++h)
         for (int t = 0; t < k.T; ++t) {
-          std::vector<double> sc(t + 1);
+          const int lo = k.window > 0 ? std::max(0, t - k.window + 1) : 0;
+          std::vector<double> sc(t + 1, -INFINITY);
           double mx = -INFINITY, scale = 0;
           const double inv = 1 / std::sqrt(double(k.d));
-          for (int u = 0; u <= t; ++u) {
+          for (int u = lo; u <= t; ++u) {
             const auto qt = q.row(t).segment(h * k.d, k.d), ku = kk.row(u).segment(h * k.d, k.d);
             sc[u] = qt.dot(ku) * inv;
             mx = std::max(mx, sc[u]);
@@ -154,7 +162,8 @@ void set_tensors(Args& a, const AttentionDims& dims, float* Q, float* K, float* 
 std::string case_name(AttentionKind kind, const AttnCase& k) {
   return std::string(name_of(kind)) + " B=" + std::to_string(k.B) + " H=" + std::to_string(k.H) +
          " T=" + std::to_string(k.T) + " d=" + std::to_string(k.d) +
-         (k.q_scale != 1.0 ? " Q x" + std::to_string(int(k.q_scale)) : std::string());
+         (k.q_scale != 1.0 ? " Q x" + std::to_string(int(k.q_scale)) : std::string()) +
+         (k.window != 0 ? " W=" + std::to_string(k.window) : std::string());
 }
 
 struct Outputs {
@@ -176,12 +185,14 @@ Outputs run_gpu(AttentionKind kind, const AttnCase& k, const std::vector<float>&
   set_tensors(f, dims, q.get(), kk.get(), v.get(), o.get(), soft ? lse.get() : nullptr);
   f.kind = kind;
   f.precision = precision;
+  f.window = k.window;
   attention_forward(f);
   AttentionBackwardArgs b;
   set_tensors(b, dims, q.get(), kk.get(), v.get(), soft ? o.get() : nullptr,
               soft ? lse.get() : nullptr);
   b.kind = kind;
   b.precision = precision;
+  b.window = k.window;
   b.dO = g.get();
   b.dQ = dq.get();
   b.dK = dk.get();
@@ -242,6 +253,82 @@ TEST(Attention, BackwardIsDeterministic) {
       EXPECT_EQ(a.dK, b.dK) << name_of(kind);
       EXPECT_EQ(a.dV, b.dV) << name_of(kind);
     }
+}
+
+// ---- sliding window (softmax, fp32) -------------------------------------------------------------
+std::vector<AttnCase> window_cases() {
+  if (quick_mode())
+    return {{2, 2, 65, 32, 1.0, 5}, {1, 2, 200, 64, 1.0, 64}, {2, 1, 300, 64, 1.0, 100}};
+  std::vector<AttnCase> c;
+  for (int d : {32, 64})
+    for (int T : {1, 63, 65, 200, 300})
+      for (int W : {1, 5, 64, 100, T, T + 37}) c.push_back({2, 3, T, d, 1.0, W});
+  c.push_back({2, 2, 130, 40, 1.0, 5});     // d-tile padding
+  c.push_back({1, 2, 200, 128, 1.0, 64});   // d = 128
+  c.push_back({2, 2, 300, 64, 40.0, 5});    // large logits: max subtraction over a band
+  c.push_back({1, 2, 129, 128, 40.0, 70});  // a band across three key tiles
+  return c;
+}
+
+TEST(Attention, SlidingWindowMatchesTheCpuEngine) {
+  TTTLAB_REQUIRE_GPU();
+  const std::uint64_t seed = test_seed();
+  std::printf("[ INFO     ] seed %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  double worst = 0;
+  for (const AttnCase& k : window_cases()) {
+    const std::size_t n = std::size_t(k.B) * k.T * k.H * k.d;
+    const std::vector<float> Q = randn_vec(n, rng, k.q_scale), K = randn_vec(n, rng, 1.0),
+                             V = randn_vec(n, rng, 1.0), dO = randn_vec(n, rng, 1.0);
+    const Reference ref = reference(AttentionKind::Softmax, k, Q, K, V, dO);
+    const std::string name = case_name(AttentionKind::Softmax, k);
+    SCOPED_TRACE(name + ", seed " + std::to_string(seed));
+    const Outputs got = run_gpu(AttentionKind::Softmax, k, Q, K, V, dO);
+    const ErrorStat eo = compare(got.O, ref.O, kFloor), eq = compare(got.dQ, ref.dQ, kFloor),
+                    ek = compare(got.dK, ref.dK, kFloor), ev = compare(got.dV, ref.dV, kFloor);
+    EXPECT_TRUE(within("O", eo, 1e-4, got.O, ref.O));
+    EXPECT_TRUE(within("dQ", eq, 1e-4, got.dQ, ref.dQ));
+    EXPECT_TRUE(within("dK", ek, 1e-4, got.dK, ref.dK));
+    EXPECT_TRUE(within("dV", ev, 1e-4, got.dV, ref.dV));
+    expect_lse_within(got.lse, ref);
+    worst = std::max({worst, eo.rel, eq.rel, ek.rel, ev.rel});
+    if (k.q_scale != 1.0 || quick_mode())
+      std::printf("[ INFO     ] %-46s O %.1e dQ %.1e dK %.1e dV %.1e (x max|ref|)\n", name.c_str(),
+                  eo.rel, eq.rel, ek.rel, ev.rel);
+  }
+  std::printf("[ INFO     ] windowed worst relative error over all cases: %.2e\n", worst);
+}
+
+// No limit is the causal kernels bit for bit: window ≤ 0 (the default) and every window ≥ T give
+// window = 0's outputs; and a window is deterministic like the rest.
+TEST(Attention, NoWindowIsTheCausalKernelBitForBit) {
+  TTTLAB_SEEDED_GPU_TEST();
+  for (AttnCase k : {AttnCase{2, 3, 200, 64}, AttnCase{1, 2, 65, 32}, AttnCase{2, 2, 300, 128}}) {
+    const std::size_t n = std::size_t(k.B) * k.T * k.H * k.d;
+    const auto Q = randn_vec(n, rng, 1.0), K = randn_vec(n, rng, 1.0), V = randn_vec(n, rng, 1.0),
+               dO = randn_vec(n, rng, 1.0);
+    const Outputs causal = run_gpu(AttentionKind::Softmax, k, Q, K, V, dO);
+    for (int W : {-1, -64, k.T, k.T + 1, 1 << 30}) {
+      k.window = W;
+      SCOPED_TRACE(case_name(AttentionKind::Softmax, k));
+      const Outputs got = run_gpu(AttentionKind::Softmax, k, Q, K, V, dO);
+      EXPECT_EQ(got.O, causal.O);
+      EXPECT_EQ(got.lse, causal.lse);
+      EXPECT_EQ(got.dQ, causal.dQ);
+      EXPECT_EQ(got.dK, causal.dK);
+      EXPECT_EQ(got.dV, causal.dV);
+    }
+    k.window = 64;
+    SCOPED_TRACE(case_name(AttentionKind::Softmax, k));
+    const Outputs a = run_gpu(AttentionKind::Softmax, k, Q, K, V, dO),
+                  b = run_gpu(AttentionKind::Softmax, k, Q, K, V, dO);
+    EXPECT_EQ(a.O, b.O);
+    EXPECT_EQ(a.lse, b.lse);
+    EXPECT_EQ(a.dQ, b.dQ);
+    EXPECT_EQ(a.dK, b.dK);
+    EXPECT_EQ(a.dV, b.dV);
+    EXPECT_NE(a.O, causal.O);  // the window does cut rows t ≥ 64
+  }
 }
 
 // `call` throws std::invalid_argument, one line, mentioning `words`.
@@ -325,6 +412,24 @@ TEST(Attention, ArgumentsAreChecked) {
     auto a = bwd();
     a.dV = const_cast<float*>(a.dO);
     expect_refused([&] { attention_backward(a); }, "dV overlaps dO");
+  }
+  {
+    auto a = fwd();
+    a.kind = AttentionKind::Linear;
+    a.window = 4;
+    expect_refused([&] { attention_forward(a); }, "window is for softmax attention only");
+  }
+  {
+    auto a = bwd();
+    a.precision = AttentionPrecision::tf32;
+    a.window = 4;
+    expect_refused([&] { attention_backward(a); }, "window needs AttentionPrecision::fp32");
+  }
+  {
+    auto a = fwd();
+    a.precision = AttentionPrecision::tf32;
+    a.window = 4;
+    expect_refused([&] { attention_forward(a); }, "window needs AttentionPrecision::fp32");
   }
   {
     // Linear attention reads neither O nor lse and needs no workspace.

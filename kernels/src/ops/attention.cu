@@ -15,8 +15,16 @@
 // The rows of a half-warp share ty, so a row's reductions (max, sum) are shuffles over lanes xor 1..8.
 //
 // Softmax scores are kept in log2 units (s₂ = q·k·log2(e)/√d, p = 2^(s₂ − m₂)); the saved lse is
-// converted back to the natural log. Masked scores are −∞ and give p = 0 exactly; the first key of a
-// sequence is visible to every row, so no row's maximum stays −∞ after the first tile.
+// converted back to the natural log. Masked scores are −∞ and give p = 0 exactly.
+//
+// Sliding window W (Params::window): query q sees the keys k with q − W < k ≤ q. A query tile walks
+// the key tiles from the one holding q0 − W + 1 (its first row's first key) to its own, a key tile
+// the query tiles from its own to the one holding k0 + 63 + W − 1 (its last key's last query); the
+// mask k > q − W cuts the boundary tiles. No limit is W = tiles·64, which masks nothing, not even
+// in the padding rows, and starts every walk at tile 0: the causal kernels exactly. Without a limit
+// the first key of a sequence is visible to every row; with one, a row's first tiles may hold none
+// of its keys, so its maximum is still −∞ there and the exponentials subtract 0 in its place
+// (p = 0, no NaN). Every row < T sees its own key, so its sum is ≥ 1 at the end.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -42,6 +50,7 @@ struct Params {
   float *Out, *lse, *delta, *dQ, *dK, *dV;
   int H, T, d;
   int tiles;       // ceil(T / 64)
+  int window;      // W: the keys q − W + 1 .. q; tiles·64 when there is no limit (masks nothing)
   float scale;     // 1/√d (softmax), 1 (linear)
   float scale_l2;  // scale·log2(e)
 };
@@ -181,7 +190,7 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(Params p) {
 #pragma unroll
   for (int i = 0; i < 4; ++i) m[i] = -INFINITY, l[i] = 0.f;
 
-  for (int kt = 0; kt <= qt; ++kt) {
+  for (int kt = max(0, q0 - p.window + 1) / kTile; kt <= qt; ++kt) {
     const int k0 = kt * kTile;
     __syncthreads();  // the previous tile's readers of Ks, Vs, Ps are done
     load_tile<DM>(Ks, p.K + head, k0, p.T, p.d, ld);
@@ -203,16 +212,19 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(Params p) {
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
           const int k = k0 + tx + 16 * j;
-          s[i][j] = (k <= q && k < p.T) ? s[i][j] * p.scale_l2 : -INFINITY;
+          s[i][j] = (k <= q && k > q - p.window && k < p.T) ? s[i][j] * p.scale_l2 : -INFINITY;
           mx = fmaxf(mx, s[i][j]);
         }
         const float m_new = fmaxf(m[i], half_warp_max(mx));
-        const float alpha = exp2f(m[i] - m_new);  // 0 on the first tile (m = −∞)
+        // −∞ while none of the row's keys has been seen (windowed rows only): subtract 0 instead,
+        // which keeps alpha and every p at 0 rather than exp2(−∞ + ∞) = NaN.
+        const float m_sub = m_new == -INFINITY ? 0.f : m_new;
+        const float alpha = exp2f(m[i] - m_sub);  // 0 on the row's first tile (m = −∞)
         m[i] = m_new;
         float sum = 0.f;
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-          const float e = exp2f(s[i][j] - m_new);
+          const float e = exp2f(s[i][j] - m_sub);
           sum += e;
           Ps[(ty + 16 * i) * kLdP + tx + 16 * j] = e;
         }
@@ -230,7 +242,7 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(Params p) {
   } else {
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      const float total = half_warp_sum(l[i]);  // ≥ 1: the row's maximum contributes 2⁰
+      const float total = half_warp_sum(l[i]);  // ≥ 1 for q < T: the row's maximum contributes 2⁰
       const int q = q0 + ty + 16 * i;
       const float inv = 1.f / total;
 #pragma unroll
@@ -259,7 +271,8 @@ __global__ void attention_delta_kernel(Params p, long rows) {
   if (lane == 0) p.delta[w] = s;
 }
 
-// dQ: block (x, y) owns query tile tiles − 1 − x of head y and walks the key tiles 0..qt.
+// dQ: block (x, y) owns query tile tiles − 1 − x of head y and walks the key tiles that meet its
+// band, up to qt.
 //   softmax: P = 2^(s₂ − lse₂), dS = P ⊙ (dO Vᵀ − δ), dQ = (1/√d) Σ dS K
 //   linear:  dA = tril(dO Vᵀ), dQ = Σ dA K
 template <int DM, bool kLinear>
@@ -287,7 +300,7 @@ __global__ void __launch_bounds__(kThreads) attention_dq_kernel(Params p) {
     }
   }
   float acc[4][DM / 16] = {};
-  for (int kt = 0; kt <= qt; ++kt) {
+  for (int kt = max(0, q0 - p.window + 1) / kTile; kt <= qt; ++kt) {
     const int k0 = kt * kTile;
     __syncthreads();
     load_tile<DM>(Ks, p.K + head, k0, p.T, p.d, ld);
@@ -303,7 +316,7 @@ __global__ void __launch_bounds__(kThreads) attention_dq_kernel(Params p) {
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const int k = k0 + tx + 16 * j;
-        const bool visible = k <= q && k < p.T && q < p.T;
+        const bool visible = k <= q && k > q - p.window && k < p.T && q < p.T;
         float ds;
         if constexpr (kLinear) {
           ds = visible ? dp[i][j] : 0.f;
@@ -320,7 +333,8 @@ __global__ void __launch_bounds__(kThreads) attention_dq_kernel(Params p) {
 }
 
 // dK, dV: block (x, y) owns key tile x of head y (tile 0, the longest, first) and walks the query
-// tiles kt..tiles − 1. The tiles are computed transposed (rows = keys, columns = queries):
+// tiles from kt to the last that meets its band (tiles − 1 without a limit). The tiles are computed
+// transposed (rows = keys, columns = queries):
 //   softmax: Pᵀ = 2^(K Qᵀ·scale₂ − lse₂), dV = Σ Pᵀ dO, dSᵀ = Pᵀ ⊙ (V dOᵀ − δ), dK = (1/√d) Σ dSᵀ Q
 //   linear:  Aᵀ = triu(K Qᵀ), dV = Σ Aᵀ dO, dAᵀ = triu(V dOᵀ), dK = Σ dAᵀ Q
 template <int DM, bool kLinear>
@@ -343,7 +357,9 @@ __global__ void __launch_bounds__(kThreads) attention_dkdv_kernel(Params p) {
   load_tile<DM>(Ks, p.K + head, k0, p.T, p.d, ld);
   load_tile<DM>(Vs, p.V + head, k0, p.T, p.d, ld);
   float dk[4][DM / 16] = {}, dv[4][DM / 16] = {};
-  for (int qt = kt; qt < p.tiles; ++qt) {
+  // The last query that sees one of the tile's keys is k0 + 63 + W − 1 (long: W may be tiles·64).
+  const int qt_end = int(min(long(p.tiles), (long(k0) + kTile - 1 + p.window - 1) / kTile + 1));
+  for (int qt = kt; qt < qt_end; ++qt) {
     const int q0 = qt * kTile;
     __syncthreads();
     load_tile<DM>(Qs, p.Q + head, q0, p.T, p.d, ld);
@@ -365,7 +381,7 @@ __global__ void __launch_bounds__(kThreads) attention_dkdv_kernel(Params p) {
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const int qj = tx + 16 * j, q = q0 + qj;
-        const bool visible = k <= q && q < p.T;
+        const bool visible = k <= q && k > q - p.window && q < p.T;
         float pt, ds;
         if constexpr (kLinear) {
           pt = visible ? st[i][j] : 0.f;
@@ -424,12 +440,13 @@ int dm_of(int d) { return d <= 32 ? 32 : d <= 64 ? 64 : 128; }
 std::size_t tile_bytes(int dm) { return std::size_t(kTile) * (dm + 4) * sizeof(float); }
 std::size_t p_bytes() { return std::size_t(kTile) * kLdP * sizeof(float); }
 
-Params make_params(const AttentionDims& D, AttentionKind kind) {
+Params make_params(const AttentionDims& D, AttentionKind kind, int window) {
   Params p{};
   p.H = D.heads;
   p.T = D.seq_len;
   p.d = D.head_dim;
   p.tiles = (D.seq_len + kTile - 1) / kTile;
+  p.window = window > 0 && window < D.seq_len ? window : p.tiles * kTile;
   p.scale = kind == AttentionKind::Softmax ? float(1.0 / std::sqrt(double(D.head_dim))) : 1.f;
   p.scale_l2 = float(double(p.scale) * 1.4426950408889634);
   return p;
@@ -471,6 +488,16 @@ void backward_dispatch(const Params& p, int bh, cudaStream_t st) {
     case 64: backward_launch<64, kLinear>(p, bh, st); break;
     default: backward_launch<128, kLinear>(p, bh, st); break;
   }
+}
+
+// A window (> 0) is for the fp32 softmax kernels only.
+void check_window(const char* fn, int window, AttentionKind kind, AttentionPrecision precision) {
+  if (window <= 0) return;
+  require(kind == AttentionKind::Softmax,
+          std::string(fn) + ": window is for softmax attention only (linear attention is causal)");
+  require(
+      precision == AttentionPrecision::fp32,
+      std::string(fn) + ": window needs AttentionPrecision::fp32 (the tf32 kernels are causal)");
 }
 
 // AttentionPrecision::tf32's own conditions: softmax, head_dim 32/64/128, 16-byte aligned tensors.
@@ -526,6 +553,7 @@ void attention_forward(const AttentionForwardArgs& a) {
                            std::pair{static_cast<const float*>(a.O), "O"}})
       check_disjoint(fn, a.lse, row_floats(a.dims), "lse", t, n, name);
   }
+  check_window(fn, a.window, a.kind, a.precision);
   if (check_tf32(fn, a.precision, a.kind, a.dims,
                  {{a.Q, "Q"}, {a.K, "K"}, {a.V, "V"}, {a.O, "O"}})) {
     detail::FlashTf32Args t = tf32_args(a.dims, a.stream);
@@ -537,7 +565,7 @@ void attention_forward(const AttentionForwardArgs& a) {
     detail::flash_tf32_forward(t);
     return;
   }
-  Params p = make_params(a.dims, a.kind);
+  Params p = make_params(a.dims, a.kind, a.window);
   p.Q = a.Q;
   p.K = a.K;
   p.V = a.V;
@@ -590,10 +618,11 @@ void attention_backward(const AttentionBackwardArgs& a) {
     for (std::size_t j = i + 1; j < 4; ++j)
       check_disjoint(fn, outs[i].p, outs[i].n, outs[i].name, outs[j].p, outs[j].n, outs[j].name);
   }
+  check_window(fn, a.window, a.kind, a.precision);
   const bool tf32 = check_tf32(fn, a.precision, a.kind, a.dims,
                               {{a.Q, "Q"}, {a.K, "K"}, {a.V, "V"}, {a.dO, "dO"}, {a.dQ, "dQ"},
                                {a.dK, "dK"}, {a.dV, "dV"}});
-  Params p = make_params(a.dims, a.kind);
+  Params p = make_params(a.dims, a.kind, a.window);
   p.Q = a.Q;
   p.K = a.K;
   p.V = a.V;

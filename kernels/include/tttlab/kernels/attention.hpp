@@ -9,12 +9,22 @@
 //            O_h = tril(Q_h K_hᵀ) V_h (tril keeps the diagonal; no scale, no normalisation)
 // The tests (tests/kernels/test_attention.cpp) compare every output with those functions in fp64.
 //
+// SLIDING WINDOW (softmax, fp32 CUDA-core kernels only; LaCT's local attention, flash-attn's
+// window_size = (W − 1, 0)): with `window` W ≥ 1, query t sees only the keys t − W + 1 .. t:
+// windowed_attention_forward / _backward of core/include/tttlab/nn/attention.hpp. The kernels skip
+// the key tiles wholly outside the band, so a head costs O(T·W·d) instead of O(T²·d). window ≤ 0
+// (the default) is no limit, and so is any W ≥ T: both run the causal kernels' arithmetic on the
+// same tiles in the same order and give their bits. Linear attention, AttentionPrecision::tf32 and
+// the bf16 kernels below have no window: asking for one with them is refused (the bf16 arguments
+// have no window field: they are causal).
+//
 // DESIGN (docs/KERNELS.md, "Attention baselines"): FlashAttention-2 style, fp32 storage (and, for
 // AttentionPrecision::tf32, the same structure on the tf32 tensor cores: see AttentionPrecision); the tile
 // products on the CUDA cores (fp32 FMAs, float4 shared-memory reads; a 3xTF32 tensor-core version was
 // no faster and is retired, docs/KERNELS.md). A block owns a tile of 64 queries of one head, streams
-// the 64-key tiles at or below the diagonal through shared memory and keeps the softmax online (running row maximum and sum), so no [T, T]
-// matrix is ever stored. The forward saves each row's log-sum-exp; the backward recomputes P tile by
+// the 64-key tiles at or below the diagonal (with a window, only those that meet its band) through
+// shared memory and keeps the softmax online (running row maximum and sum), so no [T, T] matrix is
+// ever stored. The forward saves each row's log-sum-exp; the backward recomputes P tile by
 // tile from it, in two kernels: one owns a query tile and writes dQ, the other owns a key tile and
 // writes dK and dV. No atomics: every result is the same bit for bit from run to run.
 //
@@ -78,6 +88,9 @@ struct AttentionForwardArgs {
   float* lse = nullptr;
   CUstream_st* stream = nullptr;
   AttentionPrecision precision = AttentionPrecision::fp32;
+  // Softmax, fp32 only: the sliding window W (see SLIDING WINDOW above); ≤ 0: plain causal. With
+  // W ≥ 1 the lse is that of the row's W keys (or fewer at the start), as the backward needs.
+  int window = 0;
 };
 void attention_forward(const AttentionForwardArgs& args);
 // Whether AttentionPrecision::tf32 can run these dims: head_dim ∈ {32, 64, 128}.
@@ -106,6 +119,7 @@ struct AttentionBackwardArgs {
   std::size_t workspace_bytes = 0;
   CUstream_st* stream = nullptr;
   AttentionPrecision precision = AttentionPrecision::fp32;  // as the forward's (see above)
+  int window = 0;  // as the forward's: the lse must come from a forward with the same window
 };
 void attention_backward(const AttentionBackwardArgs& args);
 
