@@ -17,14 +17,15 @@
 // Softmax scores are kept in log2 units (s₂ = q·k·log2(e)/√d, p = 2^(s₂ − m₂)); the saved lse is
 // converted back to the natural log. Masked scores are −∞ and give p = 0 exactly.
 //
-// Sliding window W (Params::window): query q sees the keys k with q − W < k ≤ q. A query tile walks
-// the key tiles from the one holding q0 − W + 1 (its first row's first key) to its own, a key tile
-// the query tiles from its own to the one holding k0 + 63 + W − 1 (its last key's last query); the
-// mask k > q − W cuts the boundary tiles. No limit is W = tiles·64, which masks nothing, not even
+// Sliding window W (Params::window): query q sees the keys k with q − W < k ≤ q (in_band). A query
+// tile walks the key tiles from the one holding q0 − W + 1 (its first row's first key) to its own,
+// a key tile the query tiles from its own to the one holding k0 + 63 + W − 1 (its last key's last
+// query); the mask cuts the boundary tiles. No limit is W = tiles·64, which masks nothing, not even
 // in the padding rows, and starts every walk at tile 0: the causal kernels exactly. Without a limit
 // the first key of a sequence is visible to every row; with one, a row's first tiles may hold none
 // of its keys, so its maximum is still −∞ there and the exponentials subtract 0 in its place
-// (p = 0, no NaN). Every row < T sees its own key, so its sum is ≥ 1 at the end.
+// (p = 0, no NaN). Every row < T sees its own key, so its sum is ≥ 1 at the end. Linear attention
+// has no window: its kernels keep the whole walk.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -50,9 +51,10 @@ struct Params {
   float *Out, *lse, *delta, *dQ, *dK, *dV;
   int H, T, d;
   int tiles;       // ceil(T / 64)
-  int window;      // W: the keys q − W + 1 .. q; tiles·64 when there is no limit (masks nothing)
   float scale;     // 1/√d (softmax), 1 (linear)
   float scale_l2;  // scale·log2(e)
+  int window;      // W: the keys q − W + 1 .. q; tiles·64 when there is no limit (masks nothing)
+  int band_tiles;  // query tiles a key tile's band meets, ⌊(W + 62)/64⌋ + 1: to k0 + 63 + W − 1
 };
 
 constexpr int kLdP = kTile + 4;  // score tiles [64][68]
@@ -70,6 +72,11 @@ __device__ __forceinline__ void load_tile(float* S, const float* G, int r0, int 
     const int r = idx / DM, c = idx % DM;
     S[r * ldt<DM>() + c] = (r0 + r < T && c < d) ? G[long(r0 + r) * ld + c] : 0.f;
   }
+}
+
+// q − W < k ≤ q, in one comparison: q − k ∈ [0, W).
+__device__ __forceinline__ bool in_band(int q, int k, int window) {
+  return unsigned(q - k) < unsigned(window);
 }
 
 // Column of element j (< DM/16) of a thread's d-wide accumulator row: four consecutive columns per
@@ -190,7 +197,7 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(Params p) {
 #pragma unroll
   for (int i = 0; i < 4; ++i) m[i] = -INFINITY, l[i] = 0.f;
 
-  for (int kt = max(0, q0 - p.window + 1) / kTile; kt <= qt; ++kt) {
+  for (int kt = kLinear ? 0 : max(0, q0 - p.window + 1) / kTile; kt <= qt; ++kt) {
     const int k0 = kt * kTile;
     __syncthreads();  // the previous tile's readers of Ks, Vs, Ps are done
     load_tile<DM>(Ks, p.K + head, k0, p.T, p.d, ld);
@@ -212,7 +219,7 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(Params p) {
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
           const int k = k0 + tx + 16 * j;
-          s[i][j] = (k <= q && k > q - p.window && k < p.T) ? s[i][j] * p.scale_l2 : -INFINITY;
+          s[i][j] = (in_band(q, k, p.window) && k < p.T) ? s[i][j] * p.scale_l2 : -INFINITY;
           mx = fmaxf(mx, s[i][j]);
         }
         const float m_new = fmaxf(m[i], half_warp_max(mx));
@@ -300,7 +307,7 @@ __global__ void __launch_bounds__(kThreads) attention_dq_kernel(Params p) {
     }
   }
   float acc[4][DM / 16] = {};
-  for (int kt = max(0, q0 - p.window + 1) / kTile; kt <= qt; ++kt) {
+  for (int kt = kLinear ? 0 : max(0, q0 - p.window + 1) / kTile; kt <= qt; ++kt) {
     const int k0 = kt * kTile;
     __syncthreads();
     load_tile<DM>(Ks, p.K + head, k0, p.T, p.d, ld);
@@ -316,7 +323,7 @@ __global__ void __launch_bounds__(kThreads) attention_dq_kernel(Params p) {
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const int k = k0 + tx + 16 * j;
-        const bool visible = k <= q && k > q - p.window && k < p.T && q < p.T;
+        const bool visible = in_band(q, k, p.window) && k < p.T && q < p.T;
         float ds;
         if constexpr (kLinear) {
           ds = visible ? dp[i][j] : 0.f;
@@ -338,7 +345,7 @@ __global__ void __launch_bounds__(kThreads) attention_dq_kernel(Params p) {
 //   softmax: Pᵀ = 2^(K Qᵀ·scale₂ − lse₂), dV = Σ Pᵀ dO, dSᵀ = Pᵀ ⊙ (V dOᵀ − δ), dK = (1/√d) Σ dSᵀ Q
 //   linear:  Aᵀ = triu(K Qᵀ), dV = Σ Aᵀ dO, dAᵀ = triu(V dOᵀ), dK = Σ dAᵀ Q
 template <int DM, bool kLinear>
-__global__ void __launch_bounds__(kThreads) attention_dkdv_kernel(Params p) {
+__device__ __forceinline__ void attention_dkdv(const Params& p) {
   extern __shared__ float smem[];
   float* Ks = smem;
   float* Vs = Ks + kTile * ldt<DM>();
@@ -357,9 +364,7 @@ __global__ void __launch_bounds__(kThreads) attention_dkdv_kernel(Params p) {
   load_tile<DM>(Ks, p.K + head, k0, p.T, p.d, ld);
   load_tile<DM>(Vs, p.V + head, k0, p.T, p.d, ld);
   float dk[4][DM / 16] = {}, dv[4][DM / 16] = {};
-  // The last query that sees one of the tile's keys is k0 + 63 + W − 1 (long: W may be tiles·64).
-  const int qt_end = int(min(long(p.tiles), (long(k0) + kTile - 1 + p.window - 1) / kTile + 1));
-  for (int qt = kt; qt < qt_end; ++qt) {
+  for (int qt = kt; qt < p.tiles && (kLinear || qt - kt < p.band_tiles); ++qt) {
     const int q0 = qt * kTile;
     __syncthreads();
     load_tile<DM>(Qs, p.Q + head, q0, p.T, p.d, ld);
@@ -381,7 +386,7 @@ __global__ void __launch_bounds__(kThreads) attention_dkdv_kernel(Params p) {
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const int qj = tx + 16 * j, q = q0 + qj;
-        const bool visible = k <= q && k > q - p.window && q < p.T;
+        const bool visible = in_band(q, k, p.window) && q < p.T;
         float pt, ds;
         if constexpr (kLinear) {
           pt = visible ? st[i][j] : 0.f;
@@ -400,6 +405,19 @@ __global__ void __launch_bounds__(kThreads) attention_dkdv_kernel(Params p) {
   }
   store_rows<DM>(p.dV + head, dv, 1.f, k0, p.T, p.d, ld, ty, tx);
   store_rows<DM>(p.dK + head, dk, p.scale, k0, p.T, p.d, ld, ty, tx);
+}
+
+template <int DM, bool kLinear>
+__global__ void __launch_bounds__(kThreads) attention_dkdv_kernel(Params p) {
+  attention_dkdv<DM, kLinear>(p);
+}
+
+// The softmax instance at DM = 64 held to 128 registers, two blocks per SM (105 KB of shared memory
+// each): ptxas's own choice for it moves between 128 registers with a few spills and 146 without
+// (one block per SM) on changes elsewhere as small as two more ints in Params. A minimum of one
+// block on the other instances would change their allocation too, hence a kernel of its own.
+__global__ void __launch_bounds__(kThreads, 2) attention_dkdv_softmax64_kernel(Params p) {
+  attention_dkdv<64, false>(p);
 }
 
 // ---- host ------------------------------------------------------------------------------------------
@@ -447,6 +465,7 @@ Params make_params(const AttentionDims& D, AttentionKind kind, int window) {
   p.d = D.head_dim;
   p.tiles = (D.seq_len + kTile - 1) / kTile;
   p.window = window > 0 && window < D.seq_len ? window : p.tiles * kTile;
+  p.band_tiles = int((long(p.window) + kTile - 2) / kTile + 1);
   p.scale = kind == AttentionKind::Softmax ? float(1.0 / std::sqrt(double(D.head_dim))) : 1.f;
   p.scale_l2 = float(double(p.scale) * 1.4426950408889634);
   return p;
@@ -468,8 +487,11 @@ void forward_launch(const Params& p, int bh, cudaStream_t st) {
 template <int DM, bool kLinear>
 void backward_launch(const Params& p, int bh, cudaStream_t st) {
   launch(attention_dq_kernel<DM, kLinear>, dim3(p.tiles, bh), 4 * tile_bytes(DM) + p_bytes(), st, p);
-  launch(attention_dkdv_kernel<DM, kLinear>, dim3(p.tiles, bh),
-         4 * tile_bytes(DM) + 2 * p_bytes() + 2 * kTile * sizeof(float), st, p);
+  const std::size_t dkdv_smem = 4 * tile_bytes(DM) + 2 * p_bytes() + 2 * kTile * sizeof(float);
+  if constexpr (DM == 64 && !kLinear)
+    launch(attention_dkdv_softmax64_kernel, dim3(p.tiles, bh), dkdv_smem, st, p);
+  else
+    launch(attention_dkdv_kernel<DM, kLinear>, dim3(p.tiles, bh), dkdv_smem, st, p);
 }
 
 template <bool kLinear>
