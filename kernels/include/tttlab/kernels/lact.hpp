@@ -35,9 +35,11 @@
 //
 // SHARED MEMORY (dynamic, opted in above 48 KiB; at most 227 KiB on an H200): per tile row
 //   forward  3d + 4 d_h + 3 floats, backward 6d + 10 d_h + 3 floats, plus the row norms (2 d_h + d,
-//   and as much again for their gradients in the backward) and 256 floats of partial sums. A tile
-//   has min(16, what fits) rows: at d = 64, d_h = 128 the backward takes 16 rows, 109 KiB; at
-//   d = 128, d_h = 256, 16 rows, 214 KiB; at d_h = 512, 9 rows. lact_forward_smem_bytes and
+//   and as much again for their gradients in the backward) and 260 floats of partial sums and
+//   scalars. A tile has min(16, C, what fits) rows: at d = 64, d_h = 128 the forward takes
+//   45.5 KiB and the backward 107.7 KiB (16 rows); at d = d_h = 64, 29.0 and 66.7 KiB; at d = 128,
+//   d_h = 256, 90.7 and 214.2 KiB; at d = 128, d_h = 512 the backward's tile is 9 rows (217 KiB).
+//   lact_forward_tile_rows, lact_backward_tile_rows, lact_forward_smem_bytes and
 //   lact_backward_smem_bytes give the figure of a shape.
 //
 // CONVENTIONS, as titans.hpp: this header includes neither CUDA nor Eigen headers. Every pointer is
@@ -52,7 +54,7 @@
 // their arguments first (std::invalid_argument, one line naming the field, nothing launched) and
 // throw std::runtime_error when a launch fails. No global state.
 // SHAPES: any B ≤ 65535, H ≥ 1, T ≥ 1 (T need not be a multiple of C), C ≥ 1, 1 ≤ d ≤ 128,
-// 1 ≤ d_h ≤ 512 (LaCT's layer: d_h = inter_multi · d).
+// 1 ≤ d_h ≤ 512 (LaCT's layer: d_h = inter_multi · d, inter_multi = 1 by default).
 #pragma once
 
 #include <cstddef>
