@@ -495,6 +495,8 @@ int tile_rows(std::size_t fixed, std::size_t per_row, int chunk) {
   return int(rows);
 }
 
+// The dynamic shared-memory opt-in alone, not common/launch.hpp's allow_shared_memory: that also
+// asks for the largest shared carveout, and these kernels read the weights through L1.
 template <class Kernel>
 void set_smem(Kernel kernel, std::size_t smem) {
   TTTLAB_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
