@@ -10,20 +10,21 @@
 // sit in rows wider than H·d, and every output is poisoned with NaN first, so an unwritten element
 // fails.
 // Shapes: d = 16, 20, 32, 64, 128 with d_h = d, 2d (d_h = 2d at d = 128 is the kernels' largest tile
-// of shared memory), C = 1, 7, 16, 32 and C > T; T a multiple of C once (an exact last chunk), else
-// not (a partial last chunk, and T ≤ C: no update at all); with and without momentum, with and
-// without dW_final; B and H ≥ 2 where the CPU's time allows.
+// of shared memory), C = 1, 7, 16, 32, LaCT's 2048 and C > T; T a multiple of C once (an exact last
+// chunk), else not (a partial last chunk, and T ≤ C: no update at all); with and without momentum,
+// with and without dW_final; B and H ≥ 2 where the CPU's time allows.
 // ERROR = max|gpu − cpu| / max|cpu| per tensor. Bounds: forward (o, the final weights) 5e-5,
-// backward (every gradient) 2e-4. The GPU computes in fp32 (unit roundoff 6e-8) through dots of
-// d or d_h terms and chunk sums of C terms, over at most 44 updates, each renormalising every row to
-// its initial norm (so the weights stay of the same size and rounding does not grow with the
+// backward (every gradient) 2e-4. The GPU computes in fp32 (unit roundoff 6e-8) through dots of d or
+// d_h terms and chunk sums of C ≤ 2048 terms, over at most 44 updates, each renormalising every row
+// to its initial norm (so the weights stay of the same size and rounding does not grow with the
 // updates); the backward's dots and sums are of the same lengths. The host emulation of these
 // kernels (their arithmetic compiled for the CPU, one thread per GPU thread) measured on this file's
-// shapes, with other draws of the same distributions, worst 6.8e-7 forward and 1.1e-6 backward; the
-// same CPU functions instantiated in fp32 are printed beside the GPU for scale. The bounds leave two
-// orders of magnitude above that for the GPU's expf and fused multiply-adds. A wrong, missing or
-// misplaced term (a chunk read after its update, a lost momentum carry, a stale renormalisation
-// target, a token of the wrong chunk) is O(1): a dropped momentum carry measured 0.75 there.
+// shapes, with other draws of the same distributions, worst 6.8e-7 forward and 3.7e-6 backward (the
+// latter at C = 2048: dW's sums over 2048 tokens); the same CPU functions instantiated in fp32 are
+// printed beside the GPU for scale. The bounds leave 50× and more above that for the GPU's expf and
+// fused multiply-adds. A wrong, missing or misplaced term (a chunk read after its update, a lost
+// momentum carry, a stale renormalisation target, a token of the wrong chunk) is O(1): a dropped
+// momentum carry measured 0.75 there.
 // Seeds are fixed and printed (test_seed(); TTTLAB_TEST_SEED overrides).
 #include <gtest/gtest.h>
 
@@ -61,11 +62,12 @@ std::string describe(const LactCase& c) {
 std::vector<LactCase> lact_cases() {
   if (quick_mode())
     return {{2, 2, 37, 16, 32, 8, true, true}, {1, 2, 45, 64, 128, 16, false, false}};
-  return {{2, 2, 37, 16, 32, 8, true, true},    {2, 3, 50, 32, 32, 16, false, false},
-          {2, 2, 45, 16, 16, 1, true, false},   {2, 2, 5, 16, 16, 64, true, true},
-          {2, 2, 70, 64, 128, 32, true, true},  {2, 2, 40, 20, 40, 7, false, true},
-          {1, 2, 75, 64, 64, 16, true, false},  {1, 1, 30, 128, 256, 16, true, true},
-          {1, 2, 40, 128, 128, 7, false, true}, {2, 2, 64, 32, 64, 16, true, true}};
+  return {{2, 2, 37, 16, 32, 8, true, true},     {2, 3, 50, 32, 32, 16, false, false},
+          {2, 2, 45, 16, 16, 1, true, false},    {2, 2, 5, 16, 16, 64, true, true},
+          {2, 2, 70, 64, 128, 32, true, true},   {2, 2, 40, 20, 40, 7, false, true},
+          {1, 2, 75, 64, 64, 16, true, false},   {1, 1, 30, 128, 256, 16, true, true},
+          {1, 2, 40, 128, 128, 7, false, true},  {2, 2, 64, 32, 64, 16, true, true},
+          {1, 1, 2100, 64, 64, 2048, true, true}};
 }
 
 struct LactInputs {
