@@ -19,7 +19,7 @@
 // by one thread (a token's d_h-vector entry, an output entry, or an entry of a weight's sum over the
 // tile's tokens, each accumulated into global memory by the one thread that owns it), so there are
 // no atomics and a run repeats its bits. A tile costs three barriers in the forward and in the
-// backward; a chunk's update (the renormalisation, a thread per row) two or three more.
+// backward; a chunk's update (the renormalisation, a thread per row) at most four more.
 //
 // WHAT IS STORED, AND WHY. Each chunk's weights depend on the last update nonlinearly (the
 // renormalisation), so the backward, which walks the chunks in reverse, needs every chunk's
@@ -35,8 +35,8 @@
 //
 // SHARED MEMORY (dynamic, opted in above 48 KiB; at most 227 KiB on an H200): per tile row
 //   forward  3d + 4 d_h + 3 floats, backward 6d + 10 d_h + 3 floats, plus the row norms (2 d_h + d,
-//   and as much again for their gradients in the backward) and 260 floats of partial sums and
-//   scalars. A tile has min(16, C, what fits) rows: at d = 64, d_h = 128 the forward takes
+//   and as much again for their gradients in the backward), 4 scalars and, in the backward, 256
+//   partial sums. A tile has min(16, C, what fits) rows: at d = 64, d_h = 128 the forward takes
 //   45.5 KiB and the backward 107.7 KiB (16 rows); at d = d_h = 64, 29.0 and 66.7 KiB; at d = 128,
 //   d_h = 256, 90.7 and 214.2 KiB; at d = 128, d_h = 512 the backward's tile is 9 rows (217 KiB).
 //   lact_forward_tile_rows, lact_backward_tile_rows, lact_forward_smem_bytes and
