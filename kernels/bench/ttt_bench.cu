@@ -20,7 +20,9 @@
 #include "tttlab/kernels/attention.hpp"
 #include "tttlab/kernels/gemm.hpp"
 #include "tttlab/kernels/delta_rule_chunked.hpp"
+#include "tttlab/kernels/lact.hpp"
 #include "tttlab/kernels/matrix_rules.hpp"
+#include "tttlab/kernels/titans.hpp"
 #include "tttlab/kernels/ttt_bench.hpp"
 
 namespace tttlab::kernels {
@@ -989,6 +991,185 @@ void chunked_delta_rows(Bench& bench) {
   }
 }
 
+// Titans' memory (titans_forward / _backward, recurrent: one block per sequence and head, the tokens
+// in order) at the bench's B, H, T, d and mini-batch b, states kept every C = 4b tokens (a multiple
+// of b), a zero initial memory. Inputs: q, k uniform in ±1/√d, v and dO in ±1, θ in [0.02, 0.2)/d, α
+// in [0, 0.05), η in [0.5, 0.95) (the test's ranges), the LayerNorm's w in [0.9, 1.1), bias in
+// ±0.1. FLOPs per token and head as the recurrence does them: forward 8·d² (k·M_start, the momentum's
+// rank-one write and decay, the memory's decay and add, q·M; the d-vectors' LayerNorms not
+// counted); the backward reruns the forward with dq (10·d²) and walks back with G_M += qᵀdy,
+// G_S += G_M, dα, dη, k·G_S, the dk row sums, G_start += kᵀdd and the two decays (19·d²), so fwd+bwd
+// is 37·d². Floors: the fp32 tensors that must move, q, k, v, o and θ, α, η (and dO, dq, dk, dv, dθ,
+// dα, dη); not the kept states or the backward's workspace. Rows named "titans memory (recurrent)
+// forward fp32", "... fwd+bwd fp32".
+void titans_rows(Bench& bench) {
+  const TttDims& D = bench.in().D;
+  const TitansDims td{D.batch, D.seq_len, D.heads, D.head_dim, D.mini_batch, 4 * D.mini_batch};
+  if (!titans_unsupported(td).empty()) return;
+  const std::size_t act = std::size_t(D.batch) * D.seq_len * D.heads * D.head_dim;
+  const std::size_t gates = std::size_t(D.batch) * D.seq_len * D.heads;
+  const std::size_t hd = std::size_t(D.heads) * D.head_dim;
+  const std::size_t kept = titans_state_floats(td);
+  const std::size_t wsb = bench.cfg().backward ? titans_backward_workspace_bytes(td) : 0;
+  const double tokens = double(D.batch) * D.heads * D.seq_len, d2 = double(D.head_dim) * D.head_dim;
+  const std::string shape = "B=" + std::to_string(D.batch) + " H=" + std::to_string(D.heads) +
+                            " T=" + std::to_string(D.seq_len) + " d=" + std::to_string(D.head_dim) +
+                            " b=" + std::to_string(D.mini_batch);
+  if (!fits_on_gpu("titans memory", shape,
+                   4.0 * (8.0 * act + 6.0 * gates + 4.0 * hd + kept) + double(wsb)))
+    return;
+  Buf q(act), k(act), v(act), o(act), dO(act), dq(act), dk(act), dv(act);
+  Buf theta(gates), alpha(gates), eta(gates), dtheta(gates), dalpha(gates), deta(gates);
+  Buf w(hd), bias(hd), dw(hd), dbias(hd), states(kept), ws(floats_for(wsb));
+  const float sk = 1.0f / std::sqrt(float(D.head_dim));
+  q.fill(81, -sk, sk);
+  k.fill(82, -sk, sk);
+  v.fill(83, -1.0f, 1.0f);
+  dO.fill(84, -1.0f, 1.0f);
+  theta.fill(85, 0.02f / float(D.head_dim), 0.2f / float(D.head_dim));
+  alpha.fill(86, 0.0f, 0.05f);
+  eta.fill(87, 0.5f, 0.95f);
+  w.fill(88, 0.9f, 1.1f);
+  bias.fill(89, -0.1f, 0.1f);
+  const int ld = D.heads * D.head_dim;
+  TitansForwardArgs f;
+  f.dims = td;
+  f.q = q.p;
+  f.ld_q = ld;
+  f.k = k.p;
+  f.ld_k = ld;
+  f.v = v.p;
+  f.ld_v = ld;
+  f.theta = theta.p;
+  f.alpha = alpha.p;
+  f.eta = eta.p;
+  f.w = w.p;
+  f.bias = bias.p;
+  f.o = o.p;
+  f.ld_o = ld;
+  f.states = states.p;
+  const double fwd_ms = bench.time([&] { titans_forward(f); });
+  bench.add("titans memory (recurrent) forward fp32", fwd_ms, 8 * tokens * d2,
+            4.0 * (4.0 * act + 3.0 * gates), 0, "", 0, &shape);
+  if (!bench.cfg().backward) return;
+  TitansBackwardArgs b = titans_backward_args(f);
+  b.dO = dO.p;
+  b.ld_do = ld;
+  b.dq = dq.p;
+  b.ld_dq = ld;
+  b.dk = dk.p;
+  b.ld_dk = ld;
+  b.dv = dv.p;
+  b.ld_dv = ld;
+  b.dtheta = dtheta.p;
+  b.dalpha = dalpha.p;
+  b.deta = deta.p;
+  b.dw = dw.p;
+  b.dbias = dbias.p;
+  b.workspace = ws.p;
+  b.workspace_bytes = wsb;
+  const double fb_ms = bench.time([&] {
+    titans_forward(f);
+    titans_backward(b);
+  });
+  bench.add("titans memory (recurrent) fwd+bwd fp32", fb_ms, 37 * tokens * d2,
+            4.0 * (8.0 * act + 6.0 * gates), 0, "", 0, &shape);
+}
+
+// LaCT's inner loop (lact_forward / _backward: one block per sequence and head, chunks of C tokens
+// in tiles of 16, fp32 FMAs) at the bench's B, H, T and d, with the lab layer's sizes: d_h = d
+// (inter_multi 1), C = 64, momentum. Inputs: q, k uniform in ±1/√d, v and dO in ±1, the rates in
+// [0.01, 0.1), momentum in [0.5, 0.95), w0, w2 in ±√(3/d) and w1 in ±√(3/d_h) (the layer's
+// variances). FLOPs per token and head (F = d·d_h), counted as the kernels do them: the read 6·F
+// (q W0ᵀ, q W2ᵀ, h W1ᵀ); a token of an updating chunk 12·F more (k W0ᵀ, k W2ᵀ, v W1 and its share
+// of the three weight sums); the renormalisation not counted. The backward: the read's 16·F
+// (y0, y2, dO W1, dq, the three weight sums) and an updating token's 30·F (six d_h-vectors of
+// dots, dv, dk and the ∂L/∂G products, three weight sums). Floors: q, k, v, o, the rates and the
+// momentum in fp32 (and dO, dq, dk, dv and their gradients); not the kept states or the backward's
+// workspace. Rows named "lact inner loop forward fp32", "... fwd+bwd fp32".
+void lact_rows(Bench& bench) {
+  const TttDims& D = bench.in().D;
+  const int chunk = 64;
+  const LactDims ld_dims{D.batch, D.seq_len, D.heads, D.head_dim, D.head_dim, chunk};
+  if (!lact_unsupported(ld_dims).empty()) return;
+  const std::size_t act = std::size_t(D.batch) * D.seq_len * D.heads * D.head_dim;
+  const std::size_t gates = std::size_t(D.batch) * D.seq_len * D.heads;
+  const std::size_t wts = std::size_t(D.batch) * D.heads * D.head_dim * D.head_dim;
+  const std::size_t kept = lact_state_floats(ld_dims);
+  const std::size_t wsb = bench.cfg().backward ? lact_backward_workspace_bytes(ld_dims) : 0;
+  const double heads = double(D.batch) * D.heads, F = double(D.head_dim) * D.head_dim;
+  const double read = double(D.seq_len), upd = double(ld_dims.updates()) * chunk;
+  const std::string shape = "B=" + std::to_string(D.batch) + " H=" + std::to_string(D.heads) +
+                            " T=" + std::to_string(D.seq_len) + " d=" + std::to_string(D.head_dim) +
+                            " C=" + std::to_string(chunk);
+  if (!fits_on_gpu("lact inner loop", shape,
+                   4.0 * (8.0 * act + 8.0 * gates + 6.0 * wts + kept) + double(wsb)))
+    return;
+  Buf q(act), k(act), v(act), o(act), dO(act), dq(act), dk(act), dv(act);
+  Buf lr0(gates), lr1(gates), lr2(gates), mom(gates);
+  Buf dlr0(gates), dlr1(gates), dlr2(gates), dmom(gates);
+  Buf w0(wts), w1(wts), w2(wts), dw0(wts), dw1(wts), dw2(wts), states(kept), ws(floats_for(wsb));
+  const float sk = 1.0f / std::sqrt(float(D.head_dim)), sw = std::sqrt(3.0f / float(D.head_dim));
+  q.fill(91, -sk, sk);
+  k.fill(92, -sk, sk);
+  v.fill(93, -1.0f, 1.0f);
+  dO.fill(94, -1.0f, 1.0f);
+  lr0.fill(95, 0.01f, 0.1f);
+  lr1.fill(96, 0.01f, 0.1f);
+  lr2.fill(97, 0.01f, 0.1f);
+  mom.fill(98, 0.5f, 0.95f);
+  w0.fill(99, -sw, sw);
+  w1.fill(100, -sw, sw);
+  w2.fill(101, -sw, sw);
+  const int ld = D.heads * D.head_dim;
+  LactForwardArgs f;
+  f.dims = ld_dims;
+  f.q = q.p;
+  f.ld_q = ld;
+  f.k = k.p;
+  f.ld_k = ld;
+  f.v = v.p;
+  f.ld_v = ld;
+  f.lr0 = lr0.p;
+  f.lr1 = lr1.p;
+  f.lr2 = lr2.p;
+  f.momentum = mom.p;
+  f.w0 = w0.p;
+  f.w1 = w1.p;
+  f.w2 = w2.p;
+  f.o = o.p;
+  f.ld_o = ld;
+  f.states = states.p;
+  const double fwd_ms = bench.time([&] { lact_forward(f); });
+  bench.add("lact inner loop forward fp32", fwd_ms, heads * F * (6 * read + 12 * upd),
+            4.0 * (4.0 * act + 4.0 * gates), 0, "", 0, &shape);
+  if (!bench.cfg().backward) return;
+  LactBackwardArgs b = lact_backward_args(f);
+  b.dO = dO.p;
+  b.ld_do = ld;
+  b.dq = dq.p;
+  b.ld_dq = ld;
+  b.dk = dk.p;
+  b.ld_dk = ld;
+  b.dv = dv.p;
+  b.ld_dv = ld;
+  b.dlr0 = dlr0.p;
+  b.dlr1 = dlr1.p;
+  b.dlr2 = dlr2.p;
+  b.dmomentum = dmom.p;
+  b.dw0 = dw0.p;
+  b.dw1 = dw1.p;
+  b.dw2 = dw2.p;
+  b.workspace = ws.p;
+  b.workspace_bytes = wsb;
+  const double fb_ms = bench.time([&] {
+    lact_forward(f);
+    lact_backward(b);
+  });
+  bench.add("lact inner loop fwd+bwd fp32", fb_ms, heads * F * (22 * read + 42 * upd),
+            4.0 * (8.0 * act + 8.0 * gates), 0, "", 0, &shape);
+}
+
 }  // namespace
 
 TttBenchReport ttt_bench(const TttBenchConfig& cfg) {
@@ -1033,6 +1214,8 @@ TttBenchReport ttt_bench(const TttBenchConfig& cfg) {
     if (T != D.seq_len) chunked_linear_rows(bench, T);
   matrix_rule_rows(bench);
   chunked_delta_rows(bench);
+  titans_rows(bench);
+  lact_rows(bench);
   TTTLAB_CUDA_CHECK(cudaDeviceSynchronize());
   return rep;
 }

@@ -1,0 +1,175 @@
+// tttlab/kernels/lact.hpp — LaCT's large-chunk inner loop on the GPU, forward and backward, for a
+// whole batch (docs/MATH.md §11.10; the CPU functions it computes are lact_forward and lact_backward,
+// tttlab/fastweight/lact.hpp, run once per sequence and head).
+//
+// Per head of one sequence, SwiGLU fast weights W0, W2 [d_h, d], W1 [d, d_h] (d = d_k = d_v), read
+// as row vectors f_W(x) = (silu(x W0ᵀ) ⊙ (x W2ᵀ)) W1ᵀ. The tokens are cut into chunks of C; each
+// chunk is read with the weights from before it (o_t = f_W(q_t)), and every chunk but the last then
+// takes one step: G_i = −Σ_t η_{i,t} ∇_{W_i} ℓ_t with ℓ_t = −⟨f_W(k_t), v_t⟩ and the per-token rates
+// lr0, lr1, lr2; m_c = G + m̄_c m_{c−1} (m̄_c the chunk's mean momentum; m_c = G without momentum);
+// W ← W + m_c; every row renormalised to its norm at the start of the sequence
+// (W[r] ← W[r] / (‖W[r]‖ + 1e-5) · ‖W_0[r]‖). No Muon: the kernels refuse it (lact_unsupported).
+//
+// DESIGN (docs/KERNELS.md, "LaCT's inner loop on the GPU"): correct first, in fp32 with plain FMAs
+// (no tensor cores), a sibling of titans.hpp. One block of 256 threads per (sequence, head) walks
+// the chunks in order; a chunk is walked in tiles of up to 16 tokens (lact_tile_rows), whose inputs
+// and per-token d_h-vectors sit in shared memory, while the weights, the step m_c and the gradients
+// of the weights live in global memory (the states and the workspace below: d_h · d floats per
+// matrix does not fit in shared memory at d = 128). Every product is a dot of fixed order computed
+// by one thread (a token's d_h-vector entry, an output entry, or an entry of a weight's sum over the
+// tile's tokens, each accumulated into global memory by the one thread that owns it), so there are
+// no atomics and a run repeats its bits. A tile costs three barriers in the forward and in the
+// backward; a chunk's update (the renormalisation, a thread per row) at most four more.
+//
+// WHAT IS STORED, AND WHY. Each chunk's weights depend on the last update nonlinearly (the
+// renormalisation), so the backward, which walks the chunks in reverse, needs every chunk's
+// weights; the forward keeps them:
+//   states   [B, H, nc, 6, d_h·d], nc = ⌈T / C⌉: for chunk c, W0, W1, W2 (the weights the chunk is
+//            read with; chunk 0's are the initial ones) then m_c's three matrices (the step, for
+//            the backward's W + m_c and momentum; unused for the last chunk). lact_state_floats.
+//            The forward uses them as its working memory: it is not optional.
+//   workspace  of the backward: per (sequence, head) ∂L/∂W and ∂L/∂m (3 · d_h · d floats each),
+//            lact_backward_workspace_bytes.
+// The backward walks the chunks in reverse: the renormalisation's backward (a thread per row, from
+// W_c + m_c), then the chunk's tokens, tile by tile, recomputing the forward's d_h-vectors from W_c.
+//
+// SHARED MEMORY (dynamic, opted in above 48 KiB; at most 227 KiB on an H200): per tile row
+//   forward  3d + 4 d_h + 3 floats, backward 6d + 10 d_h + 3 floats, plus the row norms (2 d_h + d,
+//   and as much again for their gradients in the backward), 4 scalars and, in the backward, 256
+//   partial sums. A tile has min(16, C, what fits) rows: at d = 64, d_h = 128 the forward takes
+//   45.5 KiB and the backward 107.7 KiB (16 rows); at d = d_h = 64, 29.0 and 66.7 KiB; at d = 128,
+//   d_h = 256, 90.7 and 214.2 KiB; at d = 128, d_h = 512 the backward's tile is 9 rows (217 KiB).
+//   lact_forward_tile_rows, lact_backward_tile_rows, lact_forward_smem_bytes and
+//   lact_backward_smem_bytes give the figure of a shape.
+//
+// CONVENTIONS, as titans.hpp: this header includes neither CUDA nor Eigen headers. Every pointer is
+// a DEVICE pointer, fp32; R = B·T rows, sequence n's token t at row n·T + t, rows with the given
+// leading dimensions:
+//   q, k, v, o, dO, dq, dk, dv   [R, ≥ H·d], head h at columns h·d … h·d + d − 1
+//   lr0, lr1, lr2, momentum and their gradients   [R, H] contiguous: column h for head h
+//   w0, w2 and their gradients   [B, H, d_h, d] contiguous, row-major; w1 [B, H, d, d_h]
+// (initial weights per sequence and head, as the layer broadcasts them; their gradients are per
+// sequence, the caller sums over the batch). The layer's positive rates, momentum in (0, 1) and
+// L2-normalised q, k are not checked (device data). Calls are asynchronous on `stream`, validate
+// their arguments first (std::invalid_argument, one line naming the field, nothing launched) and
+// throw std::runtime_error when a launch fails. No global state.
+// SHAPES: any B ≤ 65535, H ≥ 1, T ≥ 1 (T need not be a multiple of C), C ≥ 1, 1 ≤ d ≤ 128,
+// 1 ≤ d_h ≤ 512 (LaCT's layer: d_h = inter_multi · d, inter_multi = 1 by default).
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+struct CUstream_st;
+
+namespace tttlab::kernels {
+
+struct LactDims {
+  int batch = 1;      // B
+  int seq_len = 1;    // T
+  int heads = 1;      // H
+  int dim = 64;       // d = d_k = d_v
+  int hidden = 64;    // d_h
+  int chunk = 2048;   // C
+  bool muon = false;  // refused: the kernels have no Newton–Schulz
+  int chunks() const { return (seq_len + chunk - 1) / chunk; }
+  int updates() const { return seq_len > 0 ? (seq_len - 1) / chunk : 0; }
+};
+
+// Empty when the kernels take the shape, else why not (one line, naming the field).
+std::string lact_unsupported(const LactDims& dims);
+// Floats of `states` ([B, H, nc, 6, d_h·d]).
+std::size_t lact_state_floats(const LactDims& dims);
+// Bytes of the backward's workspace (floats: B·H·6·d_h·d).
+std::size_t lact_backward_workspace_bytes(const LactDims& dims);
+// Tokens per tile, and the dynamic shared memory of each kernel at that tile (see SHARED MEMORY).
+int lact_forward_tile_rows(const LactDims& dims);
+int lact_backward_tile_rows(const LactDims& dims);
+std::size_t lact_forward_smem_bytes(const LactDims& dims);
+std::size_t lact_backward_smem_bytes(const LactDims& dims);
+
+struct LactForwardArgs {
+  LactDims dims;
+  const float* q = nullptr;
+  int ld_q = 0;
+  const float* k = nullptr;
+  int ld_k = 0;
+  const float* v = nullptr;
+  int ld_v = 0;
+  const float* lr0 = nullptr;       // [R, H]
+  const float* lr1 = nullptr;       // [R, H]
+  const float* lr2 = nullptr;       // [R, H]
+  const float* momentum = nullptr;  // [R, H], or null: no momentum
+  const float* w0 = nullptr;        // [B, H, d_h, d] the initial weights
+  const float* w1 = nullptr;        // [B, H, d, d_h]
+  const float* w2 = nullptr;        // [B, H, d_h, d]
+  float* o = nullptr;               // OVERWRITTEN
+  int ld_o = 0;
+  float* w0_final = nullptr;  // OVERWRITTEN with the weights the last chunk is read with, or null
+  float* w1_final = nullptr;
+  float* w2_final = nullptr;
+  float* states =
+      nullptr;  // OVERWRITTEN (lact_state_floats): working memory, kept for the backward
+  CUstream_st* stream = nullptr;
+};
+void lact_forward(const LactForwardArgs& args);
+
+struct LactBackwardArgs {
+  LactDims dims;  // as in the forward
+  const float* q = nullptr;
+  int ld_q = 0;
+  const float* k = nullptr;
+  int ld_k = 0;
+  const float* v = nullptr;
+  int ld_v = 0;
+  const float* lr0 = nullptr;
+  const float* lr1 = nullptr;
+  const float* lr2 = nullptr;
+  const float* momentum = nullptr;  // as in the forward (null: no momentum)
+  const float* states = nullptr;    // the forward's
+  const float* dO = nullptr;        // ∂L/∂o
+  int ld_do = 0;
+  const float* dw0_final = nullptr;  // ∂L/∂(the forward's w*_final), each null for zero
+  const float* dw1_final = nullptr;
+  const float* dw2_final = nullptr;
+  float* dq = nullptr;  // OVERWRITTEN
+  int ld_dq = 0;
+  float* dk = nullptr;  // OVERWRITTEN
+  int ld_dk = 0;
+  float* dv = nullptr;  // OVERWRITTEN
+  int ld_dv = 0;
+  float* dlr0 = nullptr;       // [R, H] OVERWRITTEN
+  float* dlr1 = nullptr;       // [R, H] OVERWRITTEN
+  float* dlr2 = nullptr;       // [R, H] OVERWRITTEN
+  float* dmomentum = nullptr;  // [R, H] OVERWRITTEN; must be given exactly when momentum is
+  float* dw0 = nullptr;        // [B, H, d_h, d] OVERWRITTEN: of the initial weights
+  float* dw1 = nullptr;        // [B, H, d, d_h] OVERWRITTEN
+  float* dw2 = nullptr;        // [B, H, d_h, d] OVERWRITTEN
+  void* workspace = nullptr;   // lact_backward_workspace_bytes(dims), float-aligned
+  std::size_t workspace_bytes = 0;
+  CUstream_st* stream = nullptr;
+};
+void lact_backward(const LactBackwardArgs& args);
+
+// The backward's arguments that repeat the forward's: the dims, q, k, v with their strides, the
+// rates, the momentum, the kept states and the stream. The caller adds dO, the final weights'
+// gradients, the gradients and the workspace.
+inline LactBackwardArgs lact_backward_args(const LactForwardArgs& f) {
+  LactBackwardArgs b;
+  b.dims = f.dims;
+  b.q = f.q;
+  b.ld_q = f.ld_q;
+  b.k = f.k;
+  b.ld_k = f.ld_k;
+  b.v = f.v;
+  b.ld_v = f.ld_v;
+  b.lr0 = f.lr0;
+  b.lr1 = f.lr1;
+  b.lr2 = f.lr2;
+  b.momentum = f.momentum;
+  b.states = f.states;
+  b.stream = f.stream;
+  return b;
+}
+
+}  // namespace tttlab::kernels
