@@ -33,7 +33,9 @@
 //    Mixed precision (bf16 products) against fp32 products on the GPU: Bf16MixedPrecisionFollowsTheFp32Curve.
 //    And Mamba-2 (Transformer backbone): gradient cases at fp32's 1e-4 over head dims, state sizes, chunk
 //    sizes (T not a multiple of the chunk), d_conv and expand, plus tf32 / bf16 products at their
-//    bounds; its 50-step curve beside the other mixers'.
+//    bounds; its 50-step curve beside the other mixers'. DeltaNet, Gated DeltaNet and Titans
+//    likewise (add_deltanet_grad_cases, add_titans_grad_cases: Titans' fp32 bound is its memory
+//    kernels' 1e-3, for the reason given there), each with its own curve.
 // 3. Checkpoints: a GPU run resumed on the GPU continues the same losses bit for bit; resumed on the
 //    CPU (and a CPU run on the GPU) it stays within the fp32 training tolerance (1e-3 nats).
 #include <gtest/gtest.h>
@@ -211,6 +213,38 @@ void add_deltanet_grad_cases(std::vector<GradCase>& c) {
   }
 }
 
+// Titans mixers (the Transformer backbone, which the layer needs): d = 32 with b = 8 at T = 37 (a
+// partial last mini-batch; the memory's one kept-state chunk of 64 longer than T), d = 16 with 3
+// heads and b = 5 at T = 100 (kept states every 60 tokens: two chunks, the second partial; T not a
+// multiple of b), d = 64 (the memory kernels' largest) with b = 16 at T = 100; and the first with
+// tf32 and bf16 products at the TTT cases' bounds (the memory stays fp32, only the products
+// change). The fp32 bound is the memory kernels' own, 1e-3 relative
+// (tests/kernels/test_titans_cuda.cpp), not the 1e-4 of the other mixers: the memory's write
+// normalises z = k·M_start, whose spread σ is far below |k|·|M_start| early in the sequence
+// (M_0 = 0; σ = sqrt(ε_ln) at z = 0), so the fp32 rounding of its recurrent sums over the T·d
+// terms of a head reaches the gradients amplified by up to |z|/σ, on the CPU's fp32 side as on the
+// GPU's (printed beside). A wrong term is still O(1).
+void add_titans_grad_cases(std::vector<GradCase>& c) {
+  auto add = [&](int D, int H, int b, int T) {
+    ModelConfig m = base_model(false, D, H, b);
+    m.seq_layer = SeqLayerKind::Titans;
+    m.max_position_embeddings = 128;
+    GradCase g;
+    g.name = "t, titans d=" + std::to_string(D / H) + " (" + std::to_string(H) + " heads) b=" +
+             std::to_string(b) + ", T=" + std::to_string(T);
+    g.model = m;
+    g.seq_len = T;
+    g.opt.gemm = GemmPrecision::Fp32;
+    g.tol = 1e-3;
+    c.push_back(g);
+  };
+  add(64, 2, 8, 37);
+  const GradCase first = c.back();
+  add(48, 3, 5, 100);
+  add(128, 2, 16, 100);
+  add_tf32_and_bf16(c, first);
+}
+
 std::vector<GradCase> grad_cases() {
   std::vector<GradCase> c;
   auto add = [&](std::string name, ModelConfig m, int T = 37) {
@@ -314,6 +348,7 @@ std::vector<GradCase> grad_cases() {
   add_attention_grad_cases(c);
   add_mamba2_grad_cases(c);
   add_deltanet_grad_cases(c);
+  add_titans_grad_cases(c);
   return c;
 }
 
@@ -445,6 +480,20 @@ TEST(TrainCuda, UnsupportedModelsAreRefusedWithAReason) {
       dn.conv_kernel = 20;
       EXPECT_NE(cuda_train_unsupported(dn).find("conv_kernel"), std::string::npos) << to_string(kind);
     }
+  }
+  {  // Titans: the defaults train on the GPU; beyond the memory's d <= 64, or the convolution's
+     // K <= 16, a reason. LaCT has no GPU kernels.
+    ModelConfig tt = m;
+    tt.seq_layer = SeqLayerKind::Titans;
+    EXPECT_EQ(cuda_train_unsupported(tt), "");
+    tt.hidden_size = 256, tt.num_attention_heads = 2;  // d = 128
+    EXPECT_NE(cuda_train_unsupported(tt).find("dim in 1..64"), std::string::npos);
+    tt.num_attention_heads = 8;
+    tt.conv_kernel = 20;
+    EXPECT_NE(cuda_train_unsupported(tt).find("conv_kernel"), std::string::npos);
+    ModelConfig lact = m;
+    lact.seq_layer = SeqLayerKind::Lact;
+    EXPECT_NE(cuda_train_unsupported(lact).find("lact trains on the CPU"), std::string::npos);
   }
   {
     ModelConfig wide = m;
@@ -723,8 +772,8 @@ TEST(TrainCuda, Bf16MixedPrecisionFollowsTheFp32Curve) {
 
 // The other mixers: the tiny model of the test above with TTT-MLP (η_base = 0.1, as the official
 // TTT-MLP), with each attention baseline, with Mamba-2 (its defaults: 4 heads of 64, N = 64, chunks
-// of 64) and with DeltaNet and Gated DeltaNet (the CPU's chunked form against the GPU's recurrent
-// one), 50 steps on the CPU and on the GPU (fp32 products) from
+// of 64), with DeltaNet and Gated DeltaNet and with Titans (the CPU's chunked form against the
+// GPU's recurrent one), 50 steps on the CPU and on the GPU (fp32 products) from
 // one seed. Every step's loss within 1e-3 nats, the first step's and the validation loss before
 // training within 1e-5 relative (identical parameters), the validation loss after within 1e-3: the
 // bounds of the TTT-Linear test above, for the same reasons (fp32 rounding differences grow slowly
@@ -739,7 +788,7 @@ void expect_cpu_loss_curve(SeqLayerKind kind) {
   cfg.model.seq_layer = kind;
   if (kind == SeqLayerKind::TTTMLP) cfg.model.ttt_base_lr = 0.1;
   if (kind == SeqLayerKind::Mamba2 || kind == SeqLayerKind::DeltaNet ||
-      kind == SeqLayerKind::GatedDeltaNet)
+      kind == SeqLayerKind::GatedDeltaNet || kind == SeqLayerKind::Titans)
     cfg.model.mamba_backbone = false;  // their block is the Transformer's
   const double step_tol = kind == SeqLayerKind::GatedDeltaNet ? 5e-3 : 1e-3;  // see above
   const Curve cpu = train_curve(cfg, {});
@@ -778,6 +827,12 @@ TEST(TrainCuda, DeltaNetMixersFollowTheCpuLossCurve) {
   TTTLAB_REQUIRE_GPU();
   for (SeqLayerKind kind : {SeqLayerKind::DeltaNet, SeqLayerKind::GatedDeltaNet})
     expect_cpu_loss_curve(kind);
+}
+
+// Titans (4 heads of d = 32, b = 16): the CPU's chunked memory against the GPU's recurrent one.
+TEST(TrainCuda, TitansMixerFollowsTheCpuLossCurve) {
+  TTTLAB_REQUIRE_GPU();
+  expect_cpu_loss_curve(SeqLayerKind::Titans);
 }
 
 TEST(TrainCuda, ProfiledStepAccountsForItsPhases) {
