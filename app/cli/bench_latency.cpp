@@ -122,7 +122,7 @@ void validate_latency_args(LatencyArgs& a) {
   if (a.layers.empty()) throw std::invalid_argument("--latency: no layer to measure");
   for (const std::string& l : a.layers) {
     const SeqLayerKind kind = seq_layer_from_string(l);
-    const std::string why = gpu_kernels_missing(kind);
+    const std::string why = gpu_decoder_missing(kind);
     if (!why.empty()) throw std::invalid_argument("--latency: " + why);
   }
   if (a.lengths.empty()) throw std::invalid_argument("--lengths: give at least one context length");

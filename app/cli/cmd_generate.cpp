@@ -58,11 +58,11 @@ std::unique_ptr<TokenDecoder> make_decoder(const std::string& device, const Mode
   } catch (const std::invalid_argument& e) {
     throw CLI::ValidationError(e.what());
   }
-  // A layer without GPU kernels (Titans, LaCT) stops here, before a GPU is looked for; a model the
-  // GPU decoder does not run (cuda_decode_unsupported: linear attention, some shapes) below, with
-  // its reason.
+  // A layer without a GPU decoder (Titans, LaCT) stops here, before a GPU is looked for; a model
+  // the GPU decoder does not run (cuda_decode_unsupported: linear attention, some shapes) below,
+  // with its reason.
   if (request == DeviceRequest::CUDA)
-    if (const std::string why = gpu_kernels_missing(model.config().seq_layer); !why.empty())
+    if (const std::string why = gpu_decoder_missing(model.config().seq_layer); !why.empty())
       throw CLI::ValidationError("--device cuda: " + why + "; use --device cpu");
   const DeviceSelection sel = select_device(request);  // DeviceError (exit 1) for cuda without a GPU
   note = sel.note;

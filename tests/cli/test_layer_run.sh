@@ -3,10 +3,12 @@
 # <layer>` trains on the CPU (the loss falls) and saves checkpoints whose config.json names the layer
 # (and keeps the given fragment), `--resume` from the middle checkpoint repeats the rest of the run's
 # losses exactly, `eval` scores it, `generate` decodes from it (greedy twice gives the same text), and
-# `--backbone m` is refused with its reason. A layer without GPU kernels (titans, lact) is refused on
+# `--backbone m` is refused with its reason. A layer without GPU kernels (lact) is refused on
 # `--device cuda` for train, eval and generate with the one-line reason before a GPU is looked for; the
-# layers with GPU kernels (deltanet, gated-deltanet) generate on `--device cuda` the CPU's greedy text
-# where there is a GPU, and without one exit 1 with the device's one-line reason (not a usage error).
+# layers with the GPU decoder (deltanet, gated-deltanet) generate on `--device cuda` the CPU's greedy
+# text where there is a GPU, and without one exit 1 with the device's one-line reason (not a usage
+# error); titans trains on `--device cuda` where there is a GPU (exit 1 with that reason without one)
+# and its generate is refused there (no GPU decoder).
 #   test_layer_run.sh <tttlab executable> <layer> <config.json fragment, or -> [model options...]
 # e.g. test_layer_run.sh build/tttlab titans '"mini_batch_size": 8' --mini-batch 8
 set -euo pipefail
@@ -55,12 +57,14 @@ a=$(gen) || { echo "FAIL: generate from $layer exited $?"; exit 1; }
 b=$(gen)
 [[ -n "$a" && "$a" == "$b" ]] || { echo "FAIL: greedy decoding of $layer gave '$a' then '$b'"; exit 1; }
 
-# --device cuda: a usage error (exit 2) naming the missing kernels, on a machine with or without a GPU.
+# --device cuda: a usage error (exit 2) naming the missing kernels (or decoder), on a machine with or
+# without a GPU.
+missing="no GPU kernels"
 expect_refusal() {
   local what=$1; shift
   local rc=0
   "$@" >/dev/null 2>"$work/cuda.log" || rc=$?
-  [[ $rc -eq 2 ]] && grep -q "$layer has no GPU kernels yet (a later issue)" "$work/cuda.log" ||
+  [[ $rc -eq 2 ]] && grep -q "$layer has $missing yet (a later issue)" "$work/cuda.log" ||
     { echo "FAIL: $what --device cuda with $layer gave exit $rc:"; cat "$work/cuda.log"; exit 1; }
 }
 case $layer in
@@ -77,6 +81,21 @@ case $layer in
         { echo "FAIL: generate --device cuda with $layer gave exit $rc:"; cat "$work/cuda.out" "$work/cuda.log"; exit 1; }
       cuda_note="no GPU for generate --device cuda"
     fi
+    ;;
+  titans)
+    rc=0
+    "$exe" train --data "$work/text.txt" "${model[@]}" --seq-len 32 --batch 4 --steps 2 --threads 2 \
+      --device cuda --out "$work/cuda-$layer" >"$work/cuda.out" 2>"$work/cuda.log" || rc=$?
+    if [[ $rc -eq 0 ]]; then
+      cuda_note="trained on the GPU"
+    else
+      [[ $rc -eq 1 ]] && grep -q "^.*--device cuda: .*CUDA" "$work/cuda.log" ||
+        { echo "FAIL: train --device cuda with $layer gave exit $rc:"; cat "$work/cuda.out" "$work/cuda.log"; exit 1; }
+      cuda_note="no GPU for train --device cuda"
+    fi
+    missing="no GPU decoder"
+    expect_refusal generate "$exe" generate --checkpoint "$run" --prompt "the " --tokens 4 --device cuda
+    cuda_note="$cuda_note, refused generate --device cuda"
     ;;
   *)
     expect_refusal train "$exe" train --data "$work/text.txt" "${model[@]}" --steps 2 --device cuda --out "$work/cuda-$layer"

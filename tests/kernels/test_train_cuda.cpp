@@ -33,7 +33,10 @@
 //    Mixed precision (bf16 products) against fp32 products on the GPU: Bf16MixedPrecisionFollowsTheFp32Curve.
 //    And Mamba-2 (Transformer backbone): gradient cases at fp32's 1e-4 over head dims, state sizes, chunk
 //    sizes (T not a multiple of the chunk), d_conv and expand, plus tf32 / bf16 products at their
-//    bounds; its 50-step curve beside the other mixers'.
+//    bounds; its 50-step curve beside the other mixers'. DeltaNet, Gated DeltaNet and Titans
+//    likewise (add_deltanet_grad_cases, add_titans_grad_cases: Titans' fp32 bound is its memory
+//    kernels' 1e-3, for the reason given there), each with its own curve (Titans' over 5 steps:
+//    TitansMixerFollowsTheCpuLossCurve says why).
 // 3. Checkpoints: a GPU run resumed on the GPU continues the same losses bit for bit; resumed on the
 //    CPU (and a CPU run on the GPU) it stays within the fp32 training tolerance (1e-3 nats).
 #include <gtest/gtest.h>
@@ -211,6 +214,40 @@ void add_deltanet_grad_cases(std::vector<GradCase>& c) {
   }
 }
 
+// Titans mixers (the Transformer backbone, which the layer needs): d = 32 with b = 8 at T = 37 (a
+// partial last mini-batch; the memory's one kept-state chunk of 64 longer than T), d = 16 with 3
+// heads and b = 5 at T = 100 (kept states every 60 tokens: two chunks, the second partial; T not a
+// multiple of b), d = 64 (the memory kernels' largest) with b = 16 at T = 100; and the first with
+// tf32 and bf16 products at the TTT cases' bounds (the memory stays fp32, only the products
+// change). The fp32 bound is the memory kernels' own, 1e-3 relative
+// (tests/kernels/test_titans_cuda.cpp), not the 1e-4 of the other mixers: the memory's write
+// normalises z = k·M_start, whose spread σ is far below |k|·|M_start| early in the sequence
+// (M_0 = 0; σ = sqrt(ε_ln) at z = 0), so the fp32 rounding of its recurrent sums over the T·d
+// terms of a head reaches the gradients amplified by up to |z|/σ, on the CPU's fp32 side as on the
+// GPU's (printed beside). Measured on an H200: 2.9e-5, 5.3e-5 and 9.5e-6 for the three fp32 cases,
+// where the CPU's fp32 implementation is off fp64 by 4.9e-5, 5.3e-5 and 1.0e-5 (so 1e-4 would leave
+// no room); 8.3e-3 with tf32 and 5.1e-2 with bf16 products. A wrong term is still O(1).
+void add_titans_grad_cases(std::vector<GradCase>& c) {
+  auto add = [&](int D, int H, int b, int T) {
+    ModelConfig m = base_model(false, D, H, b);
+    m.seq_layer = SeqLayerKind::Titans;
+    m.max_position_embeddings = 128;
+    GradCase g;
+    g.name = "t, titans d=" + std::to_string(D / H) + " (" + std::to_string(H) +
+             " heads) b=" + std::to_string(b) + ", T=" + std::to_string(T);
+    g.model = m;
+    g.seq_len = T;
+    g.opt.gemm = GemmPrecision::Fp32;
+    g.tol = 1e-3;
+    c.push_back(g);
+  };
+  add(64, 2, 8, 37);
+  const GradCase first = c.back();
+  add(48, 3, 5, 100);
+  add(128, 2, 16, 100);
+  add_tf32_and_bf16(c, first);
+}
+
 std::vector<GradCase> grad_cases() {
   std::vector<GradCase> c;
   auto add = [&](std::string name, ModelConfig m, int T = 37) {
@@ -314,6 +351,7 @@ std::vector<GradCase> grad_cases() {
   add_attention_grad_cases(c);
   add_mamba2_grad_cases(c);
   add_deltanet_grad_cases(c);
+  add_titans_grad_cases(c);
   return c;
 }
 
@@ -445,6 +483,20 @@ TEST(TrainCuda, UnsupportedModelsAreRefusedWithAReason) {
       dn.conv_kernel = 20;
       EXPECT_NE(cuda_train_unsupported(dn).find("conv_kernel"), std::string::npos) << to_string(kind);
     }
+  }
+  {  // Titans: the defaults train on the GPU; beyond the memory's d <= 64, or the convolution's
+     // K <= 16, a reason. LaCT has no GPU kernels.
+    ModelConfig tt = m;
+    tt.seq_layer = SeqLayerKind::Titans;
+    EXPECT_EQ(cuda_train_unsupported(tt), "");
+    tt.hidden_size = 256, tt.num_attention_heads = 2;  // d = 128
+    EXPECT_NE(cuda_train_unsupported(tt).find("dim in 1..64"), std::string::npos);
+    tt.num_attention_heads = 8;
+    tt.conv_kernel = 20;
+    EXPECT_NE(cuda_train_unsupported(tt).find("conv_kernel"), std::string::npos);
+    ModelConfig lact = m;
+    lact.seq_layer = SeqLayerKind::Lact;
+    EXPECT_NE(cuda_train_unsupported(lact).find("lact trains on the CPU"), std::string::npos);
   }
   {
     ModelConfig wide = m;
@@ -778,6 +830,45 @@ TEST(TrainCuda, DeltaNetMixersFollowTheCpuLossCurve) {
   TTTLAB_REQUIRE_GPU();
   for (SeqLayerKind kind : {SeqLayerKind::DeltaNet, SeqLayerKind::GatedDeltaNet})
     expect_cpu_loss_curve(kind);
+}
+
+// Titans (the tiny model: 4 heads of d = 32, b = 16; the CPU's chunked memory against the GPU's
+// recurrent one) trains chaotically in fp32 at this lr, so it is held over 5 steps only, with the
+// memory's LayerNorm at ε = 1e-2. Measured on an H200 over tiny_config(50): two GPU runs differing
+// only in the GEMM library's summation order (cuBLAS and the built-in GEMM, fp32) part by 2.8e-4
+// nats at step 3 and 4e-2 by step 10 at the default ε = 1e-6, by 1.5e-5 at step 4 and 4e-2 by
+// step 10 at ε = 1e-2 (DeltaNet's stay within 1e-5 over 50 steps), and the GPU and the CPU by as
+// much. The write's LayerNorm divides by σ ≥ sqrt(ε) (up to 1e3 at the default, where M_start ≈ 0
+// makes z small), which amplifies rounding, and Adam's normalised steps carry it into every
+// parameter. Over these 5 steps (their own schedule) the GPU-GPU difference was at most 1.2e-4 and
+// the GPU-CPU one 2.3e-4 (step 5; 1.2e-3 at step 6 of 6), so every step's loss and the validation
+// loss after are held within 2e-3 nats, ~10x the band; the first step's and the validation loss
+// before training within 1e-5 relative (identical parameters); two GPU runs agree bit for bit. The
+// gradients themselves are held by GradientsMatchTheCpuEngine, at the default ε.
+TEST(TrainCuda, TitansMixerFollowsTheCpuLossCurve) {
+  TTTLAB_REQUIRE_GPU();
+  TrainConfig cfg = tiny_config(5);
+  cfg.model.seq_layer = SeqLayerKind::Titans;
+  cfg.model.mamba_backbone = false;  // its block is the Transformer's
+  cfg.model.ttt_ln_eps = 1e-2;
+  const Curve cpu = train_curve(cfg, {});
+  CudaTrainOptions fp32;
+  fp32.gemm = GemmPrecision::Fp32;
+  const Curve g32 = train_curve(cfg, cuda_train_backend_factory(fp32));
+  const Curve g32b = train_curve(cfg, cuda_train_backend_factory(fp32));
+  for (std::size_t i = 0; i < cpu.loss.size(); ++i) {
+    std::printf("[ INFO     ] titans step %zu cpu %.6f gpu %.6f diff %+.2e\n", i + 1, cpu.loss[i],
+                g32.loss[i], g32.loss[i] - cpu.loss[i]);
+    EXPECT_NEAR(g32.loss[i], cpu.loss[i], 2e-3) << "step " << i + 1;
+    EXPECT_EQ(g32.loss[i], g32b.loss[i]) << "step " << i + 1 << ": two GPU runs differ";
+  }
+  std::printf("[ INFO     ] titans: validation cpu %.6f -> %.6f, gpu %.6f -> %.6f\n",
+              cpu.val_before, cpu.val_after, g32.val_before, g32.val_after);
+  EXPECT_NEAR(g32.loss[0], cpu.loss[0], 1e-5 * cpu.loss[0]);
+  EXPECT_NEAR(g32.val_before, cpu.val_before, 1e-5 * cpu.val_before);
+  EXPECT_NEAR(g32.val_after, cpu.val_after, 2e-3);
+  EXPECT_LT(cpu.loss.back(), cpu.loss.front() - 0.3)
+      << "the model should start to learn the corpus";
 }
 
 TEST(TrainCuda, ProfiledStepAccountsForItsPhases) {

@@ -1,6 +1,7 @@
 // The DeltaNet and Gated DeltaNet layers on the GPU (tttlab/kernels/deltanet.hpp):
 // DeltaNetLayer::forward_train and backward (core/src/seq/deltanet_layer.cpp) statement by statement
-// over the ops, for B sequences stacked as R rows. Every intermediate the backward reads is kept (no
+// over the ops, for B sequences stacked as R rows; the block around the inner loop is
+// short_conv_block.hpp's, shared with Titans. Every intermediate the backward reads is kept (no
 // recomputation outside the inner loop) and each pass is a separate op. The inner loop is the
 // recurrent matrix rule in fp32, or in the bf16 step the chunked form on the tensor cores
 // (delta_rule_chunked.hpp; docs/KERNELS.md, "DeltaNet and Gated DeltaNet on the GPU").
@@ -11,6 +12,7 @@
 #include <string>
 
 #include "common/cuda_check.hpp"
+#include "model/short_conv_block.hpp"
 #include "tttlab/kernels/delta_rule_chunked.hpp"
 #include "tttlab/kernels/deltanet.hpp"
 #include "tttlab/kernels/gemm.hpp"
@@ -20,7 +22,11 @@
 namespace tttlab::kernels {
 namespace {
 
-std::size_t up4(std::size_t n) { return (n + 3) / 4 * 4; }
+using detail::BlockCarver;
+using detail::BlockLinearBackward;
+using detail::ShortConvBlockCache;
+using detail::ShortConvBlockDims;
+using detail::ShortConvBlockScratch;
 
 void bad(const std::string& what) { throw std::invalid_argument("deltanet layer (GPU): " + what); }
 
@@ -38,6 +44,50 @@ AttentionDims chunked_dims(const DeltaNetLayerDims& d) {
 
 MatrixRule rule_of(const DeltaNetLayerDims& d) {
   return d.gated ? MatrixRule::GatedDeltaNet : MatrixRule::DeltaNet;
+}
+
+// The shared block's view of the layer: q̂ scaled by 1/√d, gated with Gated DeltaNet.
+ShortConvBlockDims block_dims(const DeltaNetLayerDims& d) {
+  ShortConvBlockDims b;
+  b.batch = d.batch;
+  b.seq_len = d.seq_len;
+  b.width = d.width;
+  b.heads = d.heads;
+  b.conv_kernel = d.conv_kernel;
+  b.q_scale = 1.f / std::sqrt(float(d.head_dim()));
+  b.gated = d.gated;
+  b.norm_eps = d.norm_eps;
+  b.l2_eps = d.l2_eps;
+  return b;
+}
+
+detail::ShortConvBlockParams block_params(const DeltaNetLayerParams& p) {
+  return {p.q_proj, p.k_proj, p.v_proj, p.q_conv, p.k_conv, p.v_conv, p.g_proj, p.o_norm, p.o_proj};
+}
+
+detail::ShortConvBlockGrads block_grads(const DeltaNetLayerGrads& g) {
+  return {g.q_proj, g.k_proj, g.v_proj, g.q_conv, g.k_conv, g.v_conv, g.g_proj, g.o_norm, g.o_proj};
+}
+
+ShortConvBlockCache block_cache(const DeltaNetLayerCache& k) {
+  ShortConvBlockCache b;
+  b.uq = k.uq;
+  b.uk = k.uk;
+  b.uv = k.uv;
+  b.cq = k.cq;
+  b.ck = k.ck;
+  b.cv = k.cv;
+  b.aq = k.aq;
+  b.ak = k.ak;
+  b.av = k.av;
+  b.qn = k.qn;
+  b.kn = k.kn;
+  b.o = k.o;
+  b.n = k.n;
+  b.gate = k.gate;
+  b.y = k.y;
+  b.zero_bias = k.zero_bias;
+  return b;
 }
 
 // The inner loop's inputs as the forward keeps them (q̂, k̂, v, β, α and the kept states, [R, D] and
@@ -59,33 +109,34 @@ MatrixRuleForwardArgs rule_inputs(const DeltaNetLayerDims& d, const DeltaNetLaye
   return f;
 }
 
-// A bump allocator over base, or a counter only (base null).
-struct Carver {
-  float* base = nullptr;
-  std::size_t used = 0;
-  float* take(std::size_t n) {
-    float* p = base ? base + used : nullptr;
-    used += up4(n);
-    return p;
-  }
-};
-
 std::size_t carve_cache(const DeltaNetLayerDims& d, float* base, DeltaNetLayerCache* out) {
   const std::size_t R = d.rows(), D = d.width, H = d.heads;
-  Carver c{base};
+  BlockCarver c{base};
+  ShortConvBlockCache b;
+  detail::carve_short_conv_block_cache(block_dims(d), c, &b);
   DeltaNetLayerCache k;
-  for (float** t :
-       {&k.uq, &k.uk, &k.uv, &k.cq, &k.ck, &k.cv, &k.aq, &k.ak, &k.av, &k.qn, &k.kn, &k.o, &k.n})
-    *t = c.take(R * D);
+  k.uq = b.uq;
+  k.uk = b.uk;
+  k.uv = b.uv;
+  k.cq = b.cq;
+  k.ck = b.ck;
+  k.cv = b.cv;
+  k.aq = b.aq;
+  k.ak = b.ak;
+  k.av = b.av;
+  k.qn = b.qn;
+  k.kn = b.kn;
+  k.o = b.o;
+  k.n = b.n;
+  k.gate = b.gate;
+  k.y = b.y;
+  k.zero_bias = b.zero_bias;
   k.beta = c.take(R * H);
   if (d.gated) {
     k.r = c.take(R * H);
     k.alpha = c.take(R * H);
-    k.gate = c.take(R * D);
-    k.y = c.take(R * D);
   }
   k.states = c.take(matrix_rule_state_floats(rule_dims(d)));
-  k.zero_bias = c.take(D);
   if (deltanet_layer_chunked(d)) {
     for (std::uint16_t** t : {&k.q16, &k.k16, &k.v16, &k.o16})
       *t = reinterpret_cast<std::uint16_t*>(c.take((R * D + 1) / 2));
@@ -97,34 +148,27 @@ std::size_t carve_cache(const DeltaNetLayerDims& d, float* base, DeltaNetLayerCa
   return c.used;
 }
 
-// The backward's scratch: the gradients of y, n, the gate, o, q̂, k̂, v and of the branches' inputs
-// (one [R, D] buffer each, reused by the three branches in turn), of β, α, r and the A_log terms
-// [R, H], the convolutions' discarded bias gradient [D], and the workspaces of the ops.
+// The backward's scratch: the shared block's, the gradients of β, α, r and the A_log terms [R, H],
+// and the workspaces of the column sums and the inner loop.
 struct Scratch {
-  float *dy = nullptr, *dn = nullptr, *dgate = nullptr, *dO = nullptr, *dqn = nullptr,
-        *dkn = nullptr, *dv = nullptr, *da = nullptr, *dc = nullptr, *du = nullptr,
-        *dbeta = nullptr, *dalpha = nullptr, *dr = nullptr, *dA_terms = nullptr, *dbias = nullptr,
-        *norm_ws = nullptr, *conv_ws = nullptr, *sum_ws = nullptr, *rule_ws = nullptr;
+  ShortConvBlockScratch block;
+  float *dbeta = nullptr, *dalpha = nullptr, *dr = nullptr, *dA_terms = nullptr, *sum_ws = nullptr,
+        *rule_ws = nullptr;
   std::size_t rule_bytes = 0;
   std::uint16_t* dO16 = nullptr;  // the chunked inner loop's bf16 dO
 };
 
 std::size_t carve(const DeltaNetLayerDims& d, float* base, Scratch* out) {
   const std::size_t R = d.rows(), D = d.width, H = d.heads;
-  Carver c{base};
+  BlockCarver c{base};
   Scratch s;
-  for (float** t : {&s.dy, &s.dn, &s.dO, &s.dqn, &s.dkn, &s.dv, &s.da, &s.dc, &s.du})
-    *t = c.take(R * D);
+  detail::carve_short_conv_block_scratch(block_dims(d), c, &s.block);
   s.dbeta = c.take(R * H);
   if (d.gated) {
-    s.dgate = c.take(R * D);
     s.dalpha = c.take(R * H);
     s.dr = c.take(R * H);
     s.dA_terms = c.take(R * H);
   }
-  s.dbias = c.take(D);
-  s.norm_ws = c.take(rms_norm_backward_workspace(int(R) * d.heads, d.head_dim()));
-  s.conv_ws = c.take(causal_conv_backward_workspace(d.batch, d.seq_len, d.width, d.conv_kernel));
   s.sum_ws = c.take(column_sum_workspace(int(R), d.heads));
   s.rule_bytes = deltanet_layer_chunked(d)
                      ? chunked_delta_rule_backward_workspace_bytes(chunked_dims(d))
@@ -175,26 +219,14 @@ void deltanet_layer_forward(const DeltaNetProduct& product, const DeltaNetLayerD
     bad("forward: a pointer is null");
   if (d.gated && (!p.a_proj || !p.A_log || !p.dt_bias || !p.g_proj || !c.gate))
     bad("forward: a gated parameter is null");
-  const int R = d.rows(), D = d.width, H = d.heads, hd = d.head_dim(), K = d.conv_kernel;
+  const int R = d.rows(), D = d.width, H = d.heads;
   const std::size_t RD = std::size_t(R) * D;
+  const ShortConvBlockDims bd = block_dims(d);
   auto linear = [&](const float* W, int N, float* y) {
     product(false, false, R, N, D, x, nullptr, D, W, nullptr, N, y, N, false);
   };
-  // q, k, v = silu(conv(x W)), each sequence from a zero history
-  TTTLAB_CUDA_CHECK(cudaMemsetAsync(c.zero_bias, 0, sizeof(float) * D, st));
-  const float* W[3] = {p.q_proj, p.k_proj, p.v_proj};
-  const float* conv[3] = {p.q_conv, p.k_conv, p.v_conv};
-  float* u[3] = {c.uq, c.uk, c.uv};
-  float* cv[3] = {c.cq, c.ck, c.cv};
-  float* a[3] = {c.aq, c.ak, c.av};
-  for (int b = 0; b < 3; ++b) {
-    linear(W[b], D, u[b]);
-    causal_conv_forward(u[b], conv[b], c.zero_bias, d.batch, d.seq_len, D, K, cv[b], st);
-    mamba2_silu_forward(cv[b], a[b], RD, st);
-  }
-  // q̂ = q / ‖q‖ / √d, k̂ = k / ‖k‖ per head
-  deltanet_l2norm_heads_forward(c.aq, R, H, hd, 1.f / std::sqrt(float(hd)), d.l2_eps, c.qn, st);
-  deltanet_l2norm_heads_forward(c.ak, R, H, hd, 1.f, d.l2_eps, c.kn, st);
+  // q, k, v = silu(conv(x W)); q̂ = q / ‖q‖ / √d, k̂ = k / ‖k‖ per head
+  detail::short_conv_block_front(product, bd, block_params(p), x, block_cache(c), st);
   // β = sigmoid(x W_β); gated: α = exp(−exp(A_log)·softplus(x W_a + dt_bias))
   linear(p.b_proj, H, c.beta);
   deltanet_sigmoid_forward(c.beta, std::size_t(R) * H, st);
@@ -227,16 +259,8 @@ void deltanet_layer_forward(const DeltaNetProduct& product, const DeltaNetLayerD
     f.ld_o = D;
     matrix_rule_forward(f);
   }
-  // n = RMSNorm(o_h)·w per head: rows of d, one weight shared by the heads
-  rms_norm_forward(c.o, p.o_norm, R * H, hd, d.norm_eps, c.n, st);
-  // gated: y = n ⊙ silu(x W_g);  out = y W_o
-  const float* y = c.n;
-  if (d.gated) {
-    linear(p.g_proj, D, c.gate);
-    mamba2_gate_forward(c.n, c.gate, D, R, D, c.y, st);
-    y = c.y;
-  }
-  product(false, false, R, D, D, y, nullptr, D, p.o_proj, nullptr, D, out, D, false);
+  // n = RMSNorm(o_h)·w per head; gated: y = n ⊙ silu(x W_g); out = y W_o
+  detail::short_conv_block_back(product, bd, block_params(p), x, block_cache(c), out, st);
 }
 
 void deltanet_layer_backward(const DeltaNetProduct& product, const DeltaNetLayerDims& d,
@@ -250,35 +274,22 @@ void deltanet_layer_backward(const DeltaNetProduct& product, const DeltaNetLayer
     bad("backward: a pointer is null");
   if (d.gated && (!g.a_proj || !g.A_log || !g.dt_bias || !g.g_proj))
     bad("backward: a gated gradient is null");
-  const int R = d.rows(), D = d.width, H = d.heads, hd = d.head_dim(), K = d.conv_kernel;
-  const std::size_t RD = std::size_t(R) * D;
+  const int R = d.rows(), D = d.width, H = d.heads;
   Scratch s;
   carve(d, workspace, &s);
+  const ShortConvBlockScratch& sb = s.block;
+  const ShortConvBlockDims bd = block_dims(d);
+  const ShortConvBlockCache bc = block_cache(c);
   // Weight gradient W += xᵀ dz and dx (+)= dz Wᵀ, dx written by the first and added to after.
-  bool dx_written = accumulate;
-  auto linear_backward = [&](const float* W, float* gW, int N, const float* dz) {
-    product(true, false, D, N, R, x, nullptr, D, dz, nullptr, N, gW, N, true);
-    product(false, true, R, D, N, dz, nullptr, N, W, nullptr, N, dx, D, dx_written);
-    dx_written = true;
-  };
-  // out = y W_o
-  const float* y = d.gated ? c.y : c.n;
-  product(true, false, D, D, R, y, nullptr, D, dOut, nullptr, D, g.o_proj, D, true);
-  product(false, true, R, D, D, dOut, nullptr, D, p.o_proj, nullptr, D, s.dy, D, false);
-  // y = n ⊙ silu(gate) (gated) or n
-  const float* dn = s.dy;
-  if (d.gated) {
-    mamba2_gate_backward(c.n, c.gate, D, s.dy, R, D, s.dn, s.dgate, D, st);
-    linear_backward(p.g_proj, g.g_proj, D, s.dgate);
-    dn = s.dn;
-  }
-  // n = RMSNorm(o_h)·w per head
-  rms_norm_backward(c.o, p.o_norm, dn, R * H, hd, d.norm_eps, s.dO, false, g.o_norm, s.norm_ws, st);
+  BlockLinearBackward lin{product, x, R, D, dx, accumulate};
+  // out = y W_o; y = n ⊙ silu(gate) (gated) or n; n = RMSNorm(o_h)·w per head
+  detail::short_conv_block_back_backward(product, bd, block_params(p), bc, dOut, block_grads(g), sb,
+                                         lin, st);
   // The inner loop. The chunked form gives d log α (in s.dalpha), which the gate's backward takes
   // with alpha null.
   const bool chunked = deltanet_layer_chunked(d);
   if (chunked) {
-    convert_to_bf16(s.dO, R, D, D, s.dO16, D, st);
+    convert_to_bf16(sb.dO, R, D, D, s.dO16, D, st);
     ChunkedDeltaRuleBackwardArgs b;
     b.dims = chunked_dims(d);
     b.Q = c.q16;
@@ -287,9 +298,9 @@ void deltanet_layer_backward(const DeltaNetProduct& product, const DeltaNetLayer
     b.beta = c.beta;
     b.log_alpha = d.gated ? c.log_alpha : nullptr;
     b.dO = s.dO16;
-    b.dQ = s.dqn;
-    b.dK = s.dkn;
-    b.dV = s.dv;
+    b.dQ = sb.dqn;
+    b.dK = sb.dkn;
+    b.dV = sb.dv;
     b.dbeta = s.dbeta;
     b.dlog_alpha = d.gated ? s.dalpha : nullptr;
     b.workspace = s.rule_ws;
@@ -298,12 +309,12 @@ void deltanet_layer_backward(const DeltaNetProduct& product, const DeltaNetLayer
     chunked_delta_rule_backward(b);
   } else {
     MatrixRuleBackwardArgs b = matrix_rule_backward_args(rule_inputs(d, c, st));
-    b.dO = s.dO;
+    b.dO = sb.dO;
     b.ld_do = D;
-    b.dq = s.dqn;
-    b.dk = s.dkn;
+    b.dq = sb.dqn;
+    b.dk = sb.dkn;
     b.ld_dqk = D;
-    b.dv = s.dv;
+    b.dv = sb.dv;
     b.ld_dv = D;
     b.dbeta = s.dbeta;
     b.dalpha = d.gated ? s.dalpha : nullptr;
@@ -313,38 +324,17 @@ void deltanet_layer_backward(const DeltaNetProduct& product, const DeltaNetLayer
   }
   // β = sigmoid(x W_β)
   deltanet_sigmoid_backward(c.beta, s.dbeta, s.dbeta, std::size_t(R) * H, st);
-  linear_backward(p.b_proj, g.b_proj, H, s.dbeta);
+  lin(p.b_proj, g.b_proj, H, s.dbeta);
   // α = exp(g), g = −exp(A_log)·softplus(r), r = x W_a + dt_bias
   if (d.gated) {
     deltanet_alpha_backward(c.r, chunked ? nullptr : c.alpha, s.dalpha, p.A_log, R, H, s.dr,
                             s.dA_terms, st);
     column_sum_add(s.dA_terms, R, H, g.A_log, s.sum_ws, st);
     column_sum_add(s.dr, R, H, g.dt_bias, s.sum_ws, st);
-    linear_backward(p.a_proj, g.a_proj, H, s.dr);
+    lin(p.a_proj, g.a_proj, H, s.dr);
   }
   // The L2 normalisations, then per branch silu, the convolution and the projection.
-  TTTLAB_CUDA_CHECK(cudaMemsetAsync(s.dbias, 0, sizeof(float) * D, st));
-  const float* W[3] = {p.q_proj, p.k_proj, p.v_proj};
-  const float* conv[3] = {p.q_conv, p.k_conv, p.v_conv};
-  float* gW[3] = {g.q_proj, g.k_proj, g.v_proj};
-  float* gconv[3] = {g.q_conv, g.k_conv, g.v_conv};
-  const float* u[3] = {c.uq, c.uk, c.uv};
-  const float* cv[3] = {c.cq, c.ck, c.cv};
-  for (int br = 0; br < 3; ++br) {
-    const float* da = s.dv;
-    if (br == 0) {
-      deltanet_l2norm_heads_backward(c.aq, s.dqn, R, H, hd, 1.f / std::sqrt(float(hd)), d.l2_eps,
-                                     s.da, st);
-      da = s.da;
-    } else if (br == 1) {
-      deltanet_l2norm_heads_backward(c.ak, s.dkn, R, H, hd, 1.f, d.l2_eps, s.da, st);
-      da = s.da;
-    }
-    mamba2_silu_backward(cv[br], da, s.dc, RD, st);
-    causal_conv_backward(u[br], conv[br], s.dc, d.batch, d.seq_len, D, K, s.du, false, gconv[br],
-                         s.dbias, s.conv_ws, st);
-    linear_backward(W[br], gW[br], D, s.du);
-  }
+  detail::short_conv_block_front_backward(bd, block_params(p), bc, block_grads(g), sb, lin, st);
 }
 
 }  // namespace tttlab::kernels

@@ -25,6 +25,7 @@
 #include "tttlab/kernels/cuda_device.hpp"
 #include "tttlab/kernels/deltanet.hpp"
 #include "tttlab/kernels/mamba2.hpp"
+#include "tttlab/kernels/titans.hpp"
 #include "tttlab/kernels/nn_ops.hpp"
 #include "tttlab/kernels/ttt.hpp"
 #include "tttlab/model/model.hpp"
@@ -105,6 +106,22 @@ DeltaNetLayerDims deltanet_dims(const ModelConfig& m, int B, int T) {
   return d;
 }
 
+// The Titans layer's sizes for a batch of B sequences of T tokens.
+TitansLayerDims titans_dims(const ModelConfig& m, int B, int T) {
+  const TitansLayerConfig c = m.titans_config();
+  TitansLayerDims d;
+  d.batch = B;
+  d.seq_len = T;
+  d.width = c.width;
+  d.heads = c.heads;
+  d.conv_kernel = c.conv_kernel;
+  d.mini_batch = c.mini_batch;
+  d.ln_eps = float(c.ln_eps);
+  d.norm_eps = float(c.norm_eps);
+  d.l2_eps = float(c.l2_eps);
+  return d;
+}
+
 }  // namespace
 
 std::string cuda_train_unsupported(const ModelConfig& m) {
@@ -129,9 +146,14 @@ std::string cuda_train_unsupported(const ModelConfig& m) {
       return why + "; use --device cpu";
     return {};
   }
+  if (m.seq_layer == SeqLayerKind::Titans) {
+    if (std::string why = titans_layer_unsupported(titans_dims(m, 1, 1)); !why.empty())
+      return why + "; use --device cpu";
+    return {};
+  }
   if (m.seq_layer != SeqLayerKind::TTTLinear && m.seq_layer != SeqLayerKind::TTTMLP)
-    return "the GPU trains ttt-linear, ttt-mlp, mamba2, deltanet, gated-deltanet and the attention "
-           "baselines; " +
+    return "the GPU trains ttt-linear, ttt-mlp, mamba2, deltanet, gated-deltanet, titans and the "
+           "attention baselines; " +
            to_string(m.seq_layer) + " trains on the CPU (--device cpu)";
   if (std::string why = detail::ttt_shape_unsupported(m.head_dim(), m.mini_batch_size,
                                                       "the GPU's TTT kernels need");
@@ -218,6 +240,8 @@ struct CudaTrainBackend::Impl {
     Mamba2LayerCache m2;
     // DeltaNet and Gated DeltaNet (`deltanet`): what their forward keeps (deltanet.hpp).
     DeltaNetLayerCache dn;
+    // Titans (`titans`): what its forward keeps (titans.hpp).
+    TitansLayerCache tt;
   };
   std::vector<Block> blocks;
   float* h_final = nullptr;
@@ -344,9 +368,48 @@ struct CudaTrainBackend::Impl {
     d.batch = nseq;
     return d;
   }
+  // Titans mixers (TitansLayer): titans_layer_forward / _backward with the step's products (the
+  // memory itself in fp32); the backward's scratch is shared by the blocks.
+  bool titans = false;
+  TitansLayerDims ttdims;
+  float* tt_ws = nullptr;
+  template <class Out, class Get>
+  Out tt_tensors(int i, Get get) const {
+    const std::string pre = mixer(i);
+    Out q;
+    q.q_proj = get(pre + "q_proj.weight");
+    q.k_proj = get(pre + "k_proj.weight");
+    q.v_proj = get(pre + "v_proj.weight");
+    q.q_conv = get(pre + "q_conv1d.weight");
+    q.k_conv = get(pre + "k_conv1d.weight");
+    q.v_conv = get(pre + "v_conv1d.weight");
+    q.theta_proj = get(pre + "theta_proj.weight");
+    q.theta_bias = get(pre + "theta_proj.bias");
+    q.alpha_proj = get(pre + "alpha_proj.weight");
+    q.alpha_bias = get(pre + "alpha_proj.bias");
+    q.eta_proj = get(pre + "eta_proj.weight");
+    q.eta_bias = get(pre + "eta_proj.bias");
+    q.ln_weight = get(pre + "ttt_norm.weight");
+    q.ln_bias = get(pre + "ttt_norm.bias");
+    q.o_norm = get(pre + "o_norm.weight");
+    q.g_proj = get(pre + "g_proj.weight");
+    q.o_proj = get(pre + "o_proj.weight");
+    return q;
+  }
+  TitansLayerParams tt_params(int i) const {
+    return tt_tensors<TitansLayerParams>(i, [this](const std::string& n) { return p(n); });
+  }
+  TitansLayerGrads tt_grads(int i) const {
+    return tt_tensors<TitansLayerGrads>(i, [this](const std::string& n) { return g(n); });
+  }
+  TitansLayerDims tt_batch() const {
+    TitansLayerDims d = ttdims;
+    d.batch = nseq;
+    return d;
+  }
   // The mixers whose layer owns its whole forward and backward (and allocates what it keeps): none of
   // the TTT or attention buffers of a block.
-  bool own_layer() const { return mamba2 || deltanet; }
+  bool own_layer() const { return mamba2 || deltanet || titans; }
   AttentionKind attn_kind = AttentionKind::Softmax;
   std::vector<float*> attn_lse;                          // per block, [Bmax, H, T]
   float *attn_rope_cos = nullptr, *attn_rope_sin = nullptr;  // [T, d/2]: positions 0..T−1
@@ -697,6 +760,8 @@ void CudaTrainBackend::Impl::allocate() {
       k.m2 = mamba2_layer_cache(m2dims, alloc(mamba2_layer_cache_floats(m2dims)));
     } else if (deltanet) {
       k.dn = deltanet_layer_cache(dndims, alloc(deltanet_layer_cache_floats(dndims)));
+    } else if (titans) {
+      k.tt = titans_layer_cache(ttdims, alloc(titans_layer_cache_floats(ttdims)));
     } else if (attention16() && i > 0) {
       k.XQ = blocks.front().XQ;
       k.XK = blocks.front().XK;
@@ -768,6 +833,7 @@ void CudaTrainBackend::Impl::allocate() {
   // run one after the other on the stream).
   if (mamba2) m2_ws = alloc(mamba2_layer_workspace_floats(m2dims));
   if (deltanet) dn_ws = alloc(deltanet_layer_workspace_floats(dndims));
+  if (titans) tt_ws = alloc(titans_layer_workspace_floats(ttdims));
   ttt_ws_bytes = attention || own_layer() ? 0
                  : ttt_mlp           ? std::max(ttt_mlp_backward_workspace_bytes(dims, group),
                                                 ttt_mlp_forward_workspace_bytes(dims))
@@ -1030,6 +1096,8 @@ void CudaTrainBackend::Impl::forward(bool train, float grad_scale) {
       mamba2_layer_forward(m2_product(), m2_batch(), m2_params(i), k.a_seq, k.m2, dx, st);
     else if (deltanet)
       deltanet_layer_forward(m2_product(), dn_batch(), dn_params(i), k.a_seq, k.dn, dx, st);
+    else if (titans)
+      titans_layer_forward(m2_product(), tt_batch(), tt_params(i), k.a_seq, k.tt, dx, st);
     else
       ttt_forward(i, k.a_seq, dx, train);
     add_rms_norm_to(k.h_mid1, dx, p(pre + "ffn_norm.weight"), k.h_mid2, k.a_ffn);
@@ -1353,6 +1421,9 @@ void CudaTrainBackend::Impl::backward() {
     else if (deltanet)
       deltanet_layer_backward(m2_product(), dn_batch(), dn_params(i), k.a_seq, k.dn, dh, dn_grads(i),
                               da, false, dn_ws, st);
+    else if (titans)
+      titans_layer_backward(m2_product(), tt_batch(), tt_params(i), k.a_seq, k.tt, dh, tt_grads(i),
+                            da, false, tt_ws, st);
     else
       ttt_backward(i, k.a_seq, dh, dh16_mix, da);
     rms_norm_backward(
@@ -1422,6 +1493,8 @@ CudaTrainBackend::CudaTrainBackend(const TrainBackendContext& ctx, const CudaTra
   if (s.mamba2) s.m2dims = mamba2_dims(s.mc, s.Bmax, s.T);
   s.deltanet = s.mc.is_deltanet();
   if (s.deltanet) s.dndims = deltanet_dims(s.mc, s.Bmax, s.T);
+  s.titans = s.mc.seq_layer == SeqLayerKind::Titans;
+  if (s.titans) s.ttdims = titans_dims(s.mc, s.Bmax, s.T);
   s.attn_kind = s.mc.seq_layer == SeqLayerKind::LinearAttention ? AttentionKind::Linear : AttentionKind::Softmax;
 
   const CudaQuery q = query_cuda_devices();
@@ -1497,6 +1570,7 @@ std::string CudaTrainBackend::describe() const {
           : deltanet_layer_chunked(m_impl->dndims)
               ? ", delta rule chunked on tensor cores (bf16)"
               : ", delta rule recurrent on CUDA cores (fp32)") +
+         (m_impl->titans ? ", Titans' memory recurrent on CUDA cores (fp32)" : "") +
          (m_impl->options.forward_only ? ", forward only (two blocks' activations, taken in turn)" : "");
 }
 

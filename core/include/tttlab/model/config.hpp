@@ -79,10 +79,12 @@ std::vector<std::string> seq_layer_names();  // to_string of each, in the same o
 bool transformer_block_only(SeqLayerKind k);
 
 // Why no device but the CPU can run a model of this layer at all (empty where GPU kernels exist):
-// Titans and LaCT have no GPU kernels yet. One line without advice (callers add what
-// to type instead), for `--device cuda` to stop with before anything is allocated or a GPU is looked
-// for.
+// LaCT has no GPU kernels yet. One line without advice (callers add what to type instead), for
+// `--device cuda` to stop with before anything is allocated or a GPU is looked for.
 std::string gpu_kernels_missing(SeqLayerKind k);
+// Likewise for the GPU decoder (generation, `bench --latency`): Titans trains on the GPU but has no
+// GPU decoder yet; LaCT has no GPU kernels at all (gpu_kernels_missing's line).
+std::string gpu_decoder_missing(SeqLayerKind k);
 
 // The official η_base for a layer: 1.0 for TTT-Linear (and the layers without an inner loop), 0.1
 // for TTT-MLP, whose larger inner model takes smaller steps.

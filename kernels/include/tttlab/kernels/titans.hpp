@@ -58,6 +58,8 @@
 #include <cstddef>
 #include <string>
 
+#include "tttlab/kernels/mamba2.hpp"
+
 struct CUstream_st;
 
 namespace tttlab::kernels {
@@ -160,5 +162,77 @@ inline TitansBackwardArgs titans_backward_args(const TitansForwardArgs& f) {
   b.stream = f.stream;
   return b;
 }
+
+// ---- the whole layer -------------------------------------------------------------------------------
+// TitansLayer::forward_train and backward (core/include/tttlab/seq/titans_layer.hpp, docs/MATH.md
+// §11.9) for a batch of B sequences, statement by statement over the ops in fp32 storage
+// (model/titans_layer.cpp): DeltaNet's block around the inner loop (model/short_conv_block.hpp:
+// q, k, v = silu(conv(x W)), q̂ and k̂ L2-normalised per head with no 1/√d, the gated output
+// y = RMSNorm(o_h)·w ⊙ silu(x W_g), out = y W_o), the gates θ = σ(x W_θ + b_θ)/d,
+// α = σ(x W_α + b_α), η = σ(x W_η + b_η) [R, H] (eta_forward / eta_backward, nn_ops.hpp, over R
+// rows of one token), and the memory above (titans_forward / titans_backward, always fp32) from
+// M_0 = 0. The products are the step's (Mamba2Product's contract, fp32 operands).
+using TitansProduct = Mamba2Product;
+
+// TitansLayerConfig (tttlab/seq/titans_layer.hpp) for a batch of B sequences of T tokens.
+struct TitansLayerDims {
+  int batch = 1, seq_len = 1;
+  int width = 64, heads = 4, conv_kernel = 4;
+  int mini_batch = 16;  // b
+  float ln_eps = 1e-6f, norm_eps = 1e-6f, l2_eps = 1e-6f;
+  int rows() const { return batch * seq_len; }
+  int head_dim() const { return heads > 0 ? width / heads : 0; }
+  // The memory's shape; its chunk (tokens between two kept states) is the largest multiple of b not
+  // above 64, or b itself where b > 64.
+  TitansDims memory() const;
+};
+// Empty when the layer runs on the GPU, else why not (one line): the memory's limits (d <= 64),
+// conv_kernel <= 16.
+std::string titans_layer_unsupported(const TitansLayerDims& dims);
+
+// The parameters in TitansParams' layouts ([in, out] projections, convolutions [D, K], biases [H],
+// the memory's LayerNorm [H, d], o_norm [d]). Gradients alike, ADDED TO.
+struct TitansLayerParams {
+  const float *q_proj = nullptr, *k_proj = nullptr, *v_proj = nullptr, *q_conv = nullptr,
+              *k_conv = nullptr, *v_conv = nullptr, *theta_proj = nullptr, *theta_bias = nullptr,
+              *alpha_proj = nullptr, *alpha_bias = nullptr, *eta_proj = nullptr,
+              *eta_bias = nullptr, *ln_weight = nullptr, *ln_bias = nullptr, *o_norm = nullptr,
+              *g_proj = nullptr, *o_proj = nullptr;
+};
+struct TitansLayerGrads {
+  float *q_proj = nullptr, *k_proj = nullptr, *v_proj = nullptr, *q_conv = nullptr,
+        *k_conv = nullptr, *v_conv = nullptr, *theta_proj = nullptr, *theta_bias = nullptr,
+        *alpha_proj = nullptr, *alpha_bias = nullptr, *eta_proj = nullptr, *eta_bias = nullptr,
+        *ln_weight = nullptr, *ln_bias = nullptr, *o_norm = nullptr, *g_proj = nullptr,
+        *o_proj = nullptr;
+};
+
+// What the forward keeps, in one allocation of titans_layer_cache_floats(dims) floats, carved by
+// titans_layer_cache: the shared block's intermediates (uq … kn, o, n, gate, y, the zero bias:
+// [R, D] each but the bias [D]), θ, α, η [R, H], and the memory's kept states
+// (titans_state_floats).
+struct TitansLayerCache {
+  float *uq = nullptr, *uk = nullptr, *uv = nullptr, *cq = nullptr, *ck = nullptr, *cv = nullptr,
+        *aq = nullptr, *ak = nullptr, *av = nullptr, *qn = nullptr, *kn = nullptr, *o = nullptr,
+        *n = nullptr, *gate = nullptr, *y = nullptr, *zero_bias = nullptr, *theta = nullptr,
+        *alpha = nullptr, *eta = nullptr, *states = nullptr;
+};
+std::size_t titans_layer_cache_floats(const TitansLayerDims& dims);
+TitansLayerCache titans_layer_cache(const TitansLayerDims& dims, float* base);
+// The backward's scratch, in floats (16-byte aligned base).
+std::size_t titans_layer_workspace_floats(const TitansLayerDims& dims);
+
+// out [R, D] = the layer applied to x [R, D], each sequence from the empty prefix. The cache and
+// workspace may be carved for a larger batch than dims.batch (the same T).
+void titans_layer_forward(const TitansProduct& product, const TitansLayerDims& dims,
+                          const TitansLayerParams& p, const float* x, const TitansLayerCache& cache,
+                          float* out, CUstream_st* stream);
+// From dOut [R, D]: dx [R, D] (OVERWRITTEN, or ADDED TO with accumulate) and every parameter's
+// gradient ADDED TO g.
+void titans_layer_backward(const TitansProduct& product, const TitansLayerDims& dims,
+                           const TitansLayerParams& p, const float* x,
+                           const TitansLayerCache& cache, const float* dOut,
+                           const TitansLayerGrads& g, float* dx, bool accumulate, float* workspace,
+                           CUstream_st* stream);
 
 }  // namespace tttlab::kernels
