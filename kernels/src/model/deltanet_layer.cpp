@@ -61,35 +61,6 @@ ShortConvBlockDims block_dims(const DeltaNetLayerDims& d) {
   return b;
 }
 
-detail::ShortConvBlockParams block_params(const DeltaNetLayerParams& p) {
-  return {p.q_proj, p.k_proj, p.v_proj, p.q_conv, p.k_conv, p.v_conv, p.g_proj, p.o_norm, p.o_proj};
-}
-
-detail::ShortConvBlockGrads block_grads(const DeltaNetLayerGrads& g) {
-  return {g.q_proj, g.k_proj, g.v_proj, g.q_conv, g.k_conv, g.v_conv, g.g_proj, g.o_norm, g.o_proj};
-}
-
-ShortConvBlockCache block_cache(const DeltaNetLayerCache& k) {
-  ShortConvBlockCache b;
-  b.uq = k.uq;
-  b.uk = k.uk;
-  b.uv = k.uv;
-  b.cq = k.cq;
-  b.ck = k.ck;
-  b.cv = k.cv;
-  b.aq = k.aq;
-  b.ak = k.ak;
-  b.av = k.av;
-  b.qn = k.qn;
-  b.kn = k.kn;
-  b.o = k.o;
-  b.n = k.n;
-  b.gate = k.gate;
-  b.y = k.y;
-  b.zero_bias = k.zero_bias;
-  return b;
-}
-
 // The inner loop's inputs as the forward keeps them (q̂, k̂, v, β, α and the kept states, [R, D] and
 // [R, H]), for both directions; the forward adds its output.
 MatrixRuleForwardArgs rule_inputs(const DeltaNetLayerDims& d, const DeltaNetLayerCache& c,
@@ -226,7 +197,8 @@ void deltanet_layer_forward(const DeltaNetProduct& product, const DeltaNetLayerD
     product(false, false, R, N, D, x, nullptr, D, W, nullptr, N, y, N, false);
   };
   // q, k, v = silu(conv(x W)); q̂ = q / ‖q‖ / √d, k̂ = k / ‖k‖ per head
-  detail::short_conv_block_front(product, bd, block_params(p), x, block_cache(c), st);
+  detail::short_conv_block_front(product, bd, detail::short_conv_block_params(p), x,
+                                 detail::short_conv_block_cache(c), st);
   // β = sigmoid(x W_β); gated: α = exp(−exp(A_log)·softplus(x W_a + dt_bias))
   linear(p.b_proj, H, c.beta);
   deltanet_sigmoid_forward(c.beta, std::size_t(R) * H, st);
@@ -260,7 +232,8 @@ void deltanet_layer_forward(const DeltaNetProduct& product, const DeltaNetLayerD
     matrix_rule_forward(f);
   }
   // n = RMSNorm(o_h)·w per head; gated: y = n ⊙ silu(x W_g); out = y W_o
-  detail::short_conv_block_back(product, bd, block_params(p), x, block_cache(c), out, st);
+  detail::short_conv_block_back(product, bd, detail::short_conv_block_params(p), x,
+                                detail::short_conv_block_cache(c), out, st);
 }
 
 void deltanet_layer_backward(const DeltaNetProduct& product, const DeltaNetLayerDims& d,
@@ -279,12 +252,12 @@ void deltanet_layer_backward(const DeltaNetProduct& product, const DeltaNetLayer
   carve(d, workspace, &s);
   const ShortConvBlockScratch& sb = s.block;
   const ShortConvBlockDims bd = block_dims(d);
-  const ShortConvBlockCache bc = block_cache(c);
+  const ShortConvBlockCache bc = detail::short_conv_block_cache(c);
   // Weight gradient W += xᵀ dz and dx (+)= dz Wᵀ, dx written by the first and added to after.
   BlockLinearBackward lin{product, x, R, D, dx, accumulate};
   // out = y W_o; y = n ⊙ silu(gate) (gated) or n; n = RMSNorm(o_h)·w per head
-  detail::short_conv_block_back_backward(product, bd, block_params(p), bc, dOut, block_grads(g), sb,
-                                         lin, st);
+  detail::short_conv_block_back_backward(product, bd, detail::short_conv_block_params(p), bc, dOut,
+                                         detail::short_conv_block_grads(g), sb, lin, st);
   // The inner loop. The chunked form gives d log α (in s.dalpha), which the gate's backward takes
   // with alpha null.
   const bool chunked = deltanet_layer_chunked(d);
@@ -334,7 +307,8 @@ void deltanet_layer_backward(const DeltaNetProduct& product, const DeltaNetLayer
     lin(p.a_proj, g.a_proj, H, s.dr);
   }
   // The L2 normalisations, then per branch silu, the convolution and the projection.
-  detail::short_conv_block_front_backward(bd, block_params(p), bc, block_grads(g), sb, lin, st);
+  detail::short_conv_block_front_backward(bd, detail::short_conv_block_params(p), bc,
+                                          detail::short_conv_block_grads(g), sb, lin, st);
 }
 
 }  // namespace tttlab::kernels

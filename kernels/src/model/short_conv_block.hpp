@@ -115,4 +115,36 @@ void short_conv_block_front_backward(const ShortConvBlockDims& d, const ShortCon
                                      const ShortConvBlockScratch& s, BlockLinearBackward& lin,
                                      CUstream_st* stream);
 
+// The block's views of a layer's own structs (DeltaNet's, Titans'): each layer names these members
+// alike, so one adapter serves every layer that wraps the block.
+template <class P>
+ShortConvBlockParams short_conv_block_params(const P& p) {
+  return {p.q_proj, p.k_proj, p.v_proj, p.q_conv, p.k_conv, p.v_conv, p.g_proj, p.o_norm, p.o_proj};
+}
+template <class G>
+ShortConvBlockGrads short_conv_block_grads(const G& g) {
+  return {g.q_proj, g.k_proj, g.v_proj, g.q_conv, g.k_conv, g.v_conv, g.g_proj, g.o_norm, g.o_proj};
+}
+template <class C>
+ShortConvBlockCache short_conv_block_cache(const C& k) {
+  ShortConvBlockCache b;
+  b.uq = k.uq;
+  b.uk = k.uk;
+  b.uv = k.uv;
+  b.cq = k.cq;
+  b.ck = k.ck;
+  b.cv = k.cv;
+  b.aq = k.aq;
+  b.ak = k.ak;
+  b.av = k.av;
+  b.qn = k.qn;
+  b.kn = k.kn;
+  b.o = k.o;
+  b.n = k.n;
+  b.gate = k.gate;
+  b.y = k.y;
+  b.zero_bias = k.zero_bias;
+  return b;
+}
+
 }  // namespace tttlab::kernels::detail

@@ -42,35 +42,6 @@ ShortConvBlockDims block_dims(const TitansLayerDims& d) {
   return b;
 }
 
-detail::ShortConvBlockParams block_params(const TitansLayerParams& p) {
-  return {p.q_proj, p.k_proj, p.v_proj, p.q_conv, p.k_conv, p.v_conv, p.g_proj, p.o_norm, p.o_proj};
-}
-
-detail::ShortConvBlockGrads block_grads(const TitansLayerGrads& g) {
-  return {g.q_proj, g.k_proj, g.v_proj, g.q_conv, g.k_conv, g.v_conv, g.g_proj, g.o_norm, g.o_proj};
-}
-
-ShortConvBlockCache block_cache(const TitansLayerCache& k) {
-  ShortConvBlockCache b;
-  b.uq = k.uq;
-  b.uk = k.uk;
-  b.uv = k.uv;
-  b.cq = k.cq;
-  b.ck = k.ck;
-  b.cv = k.cv;
-  b.aq = k.aq;
-  b.ak = k.ak;
-  b.av = k.av;
-  b.qn = k.qn;
-  b.kn = k.kn;
-  b.o = k.o;
-  b.n = k.n;
-  b.gate = k.gate;
-  b.y = k.y;
-  b.zero_bias = k.zero_bias;
-  return b;
-}
-
 // The memory's inputs as the forward keeps them (q̂, k̂, v [R, D], θ, α, η [R, H], the LayerNorm's
 // weight and bias, the kept states), for both directions; the forward adds its output.
 TitansForwardArgs memory_inputs(const TitansLayerDims& d, const TitansLayerParams& p,
@@ -200,7 +171,8 @@ void titans_layer_forward(const TitansProduct& product, const TitansLayerDims& d
   const int R = d.rows(), D = d.width, H = d.heads;
   const ShortConvBlockDims bd = block_dims(d);
   // q, k, v = silu(conv(x W)); q̂ = q / ‖q‖, k̂ = k / ‖k‖ per head
-  detail::short_conv_block_front(product, bd, block_params(p), x, block_cache(c), st);
+  detail::short_conv_block_front(product, bd, detail::short_conv_block_params(p), x,
+                                 detail::short_conv_block_cache(c), st);
   // θ = σ(x W_θ + b_θ)/d, α = σ(x W_α + b_α), η = σ(x W_η + b_η): eta_forward over R sequences of one
   // token writes them [R, H], the memory's layout. The pre-activation x W [R, H] goes to c.o, which
   // the memory writes only after (eta_forward's input and output may not alias).
@@ -217,7 +189,8 @@ void titans_layer_forward(const TitansProduct& product, const TitansLayerDims& d
   f.ld_o = D;
   titans_forward(f);
   // n = RMSNorm(o_h)·w per head; y = n ⊙ silu(x W_g); out = y W_o
-  detail::short_conv_block_back(product, bd, block_params(p), x, block_cache(c), out, st);
+  detail::short_conv_block_back(product, bd, detail::short_conv_block_params(p), x,
+                                detail::short_conv_block_cache(c), out, st);
 }
 
 void titans_layer_backward(const TitansProduct& product, const TitansLayerDims& d,
@@ -235,13 +208,13 @@ void titans_layer_backward(const TitansProduct& product, const TitansLayerDims& 
   carve(d, workspace, &s);
   const ShortConvBlockScratch& sb = s.block;
   const ShortConvBlockDims bd = block_dims(d);
-  const ShortConvBlockCache bc = block_cache(c);
+  const ShortConvBlockCache bc = detail::short_conv_block_cache(c);
   // Weight gradient W += xᵀ dz and dx (+)= dz Wᵀ, dx written by the first and added to after, in the
   // CPU's order: g_proj, θ, α, η, then q, k, v.
   BlockLinearBackward lin{product, x, R, D, dx, accumulate};
   // out = y W_o; y = n ⊙ silu(gate); n = RMSNorm(o_h)·w per head
-  detail::short_conv_block_back_backward(product, bd, block_params(p), bc, dOut, block_grads(g), sb,
-                                         lin, st);
+  detail::short_conv_block_back_backward(product, bd, detail::short_conv_block_params(p), bc, dOut,
+                                         detail::short_conv_block_grads(g), sb, lin, st);
   // The memory, from ∂L/∂M_T = 0: dq̂, dk̂, dv, dθ, dα, dη, and dw, dbias summed over the batch.
   TitansBackwardArgs b = titans_backward_args(memory_inputs(d, p, c, st));
   b.dO = sb.dO;
@@ -275,7 +248,8 @@ void titans_layer_backward(const TitansProduct& product, const TitansLayerDims& 
   through_gate(s.dalpha, c.alpha, 1.f, p.alpha_proj, g.alpha_proj, g.alpha_bias);
   through_gate(s.deta, c.eta, 1.f, p.eta_proj, g.eta_proj, g.eta_bias);
   // q̂ = q / ‖q‖, k̂ = k / ‖k‖ per head, then per branch silu, the convolution and the projection.
-  detail::short_conv_block_front_backward(bd, block_params(p), bc, block_grads(g), sb, lin, st);
+  detail::short_conv_block_front_backward(bd, detail::short_conv_block_params(p), bc,
+                                          detail::short_conv_block_grads(g), sb, lin, st);
 }
 
 }  // namespace tttlab::kernels
