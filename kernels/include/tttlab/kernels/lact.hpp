@@ -168,7 +168,7 @@ void lact_backward(const LactBackwardArgs& args);
 // (the same size for both; its contents need not survive between the calls): the packed chunk
 // [B·H, 2C', d] of q and k, of dO and v, the rates, the d_h-vectors [B·H, 2C', d_h] three times and
 // [B·H, C', d_h] three more, outputs [B·H, 3C', d], ∂L/∂W and ∂L/∂m (B·H·6·d_h·d), the row norms
-// and the chunks' mean momenta, C' = min(C, T). The arguments are checked as lact_forward's /
+// and the chunks' mean momenta, C' = min(C, T) (about 66 MiB at B16 H12 d = d_h = C = 64). The arguments are checked as lact_forward's /
 // lact_backward's, plus the workspace (std::invalid_argument naming it, nothing launched). The
 // shapes are lact_unsupported's, and B·H ≤ 65535 on the built-in GEMM kernel. Muon is refused.
 std::size_t lact_chunked_workspace_bytes(const LactDims& dims);
