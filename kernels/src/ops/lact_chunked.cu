@@ -175,17 +175,18 @@ __global__ void row_norms(const float* st, long long head_stride, float* nrm, in
 
 // mbar[i, c] = the mean momentum of chunk c < upd of head i (a thread each, in token order).
 __global__ void chunk_means(const float* m, float* mbar, int H, int T, int C, int nc, int upd, int heads) {
-  const int e = blockIdx.x * blockDim.x + threadIdx.x;
-  if (e >= heads * nc) return;
-  const int i = e / nc, c = e % nc, n = i / H, h = i % H;
-  float v = 0.f;
-  if (c < upd) {
-    float s = 0.f;
-    const long long row = (long long)n * T + (long long)c * C;
-    for (int t = 0; t < C; ++t) s += m[(row + t) * H + h];
-    v = s / float(C);
+  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < (long long)heads * nc;
+       e += (long long)gridDim.x * blockDim.x) {
+    const int i = int(e / nc), c = int(e % nc), n = i / H, h = i % H;
+    float v = 0.f;
+    if (c < upd) {
+      float s = 0.f;
+      const long long row = (long long)n * T + (long long)c * C;
+      for (int t = 0; t < C; ++t) s += m[(row + t) * H + h];
+      v = s / float(C);
+    }
+    mbar[e] = v;
   }
-  mbar[e] = v;
 }
 
 // Packs chunk c's tokens of every head: qk rows 0..L−1 ← q (rows Cp.. ← k when update), dv rows
@@ -480,8 +481,8 @@ void common_checks(const char* fn, const LactDims& d, const Gemm& gemm, const vo
   require(ws != nullptr, fn, "workspace must not be null (lact_chunked_workspace_bytes)");
   require(ws_bytes >= lact_chunked_workspace_bytes(d), fn,
           "workspace_bytes is smaller than lact_chunked_workspace_bytes(dims)");
-  require(gemm.engine() != GemmEngine::Builtin || std::size_t(d.batch) * d.heads <= 65535, fn,
-          "batch·heads above 65535 on the built-in GEMM kernel (grid z)");
+  require(std::size_t(d.batch) * d.heads <= 65535, fn,
+          "batch·heads above 65535 (a grid row per head, and the built-in GEMM's grid z)");
 }
 
 }  // namespace

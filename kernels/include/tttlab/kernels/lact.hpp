@@ -170,7 +170,7 @@ void lact_backward(const LactBackwardArgs& args);
 // [B·H, C', d_h] three more, outputs [B·H, 3C', d], ∂L/∂W and ∂L/∂m (B·H·6·d_h·d), the row norms
 // and the chunks' mean momenta, C' = min(C, T) (about 66 MiB at B16 H12 d = d_h = C = 64). The arguments are checked as lact_forward's /
 // lact_backward's, plus the workspace (std::invalid_argument naming it, nothing launched). The
-// shapes are lact_unsupported's, and B·H ≤ 65535 on the built-in GEMM kernel. Muon is refused.
+// shapes are lact_unsupported's, and B·H ≤ 65535 (refused naming batch·heads). Muon is refused.
 std::size_t lact_chunked_workspace_bytes(const LactDims& dims);
 
 // The forward needs args.workspace / workspace_bytes (LactForwardArgs below; lact_forward ignores them).
