@@ -174,7 +174,8 @@ __global__ void row_norms(const float* st, long long head_stride, float* nrm, in
 }
 
 // mbar[i, c] = the mean momentum of chunk c < upd of head i (a thread each, in token order).
-__global__ void chunk_means(const float* m, float* mbar, int H, int T, int C, int nc, int upd, int heads) {
+__global__ void chunk_means(const float* m, float* mbar, int H, int T, int C, int nc, int upd,
+                            int heads) {
   for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < (long long)heads * nc;
        e += (long long)gridDim.x * blockDim.x) {
     const int i = int(e / nc), c = int(e % nc), n = i / H, h = i % H;
@@ -224,8 +225,8 @@ __global__ void gather_chunk(const GatherArgs a) {
 }
 
 // The reverse: x[row, col..] ← out block rows base.. (or 0 when `zero`), for the L tokens.
-__global__ void scatter_chunk(float* x, int ld, const float* out, long long s_out, long long base, int H,
-                              int T, int d, int s, int L, bool zero) {
+__global__ void scatter_chunk(float* x, int ld, const float* out, long long s_out, long long base,
+                              int H, int T, int d, int s, int L, bool zero) {
   const int i = blockIdx.y, n = i / H, h = i % H;
   const long long row = (long long)n * T + s, col = (long long)h * d;
   const float* o = out + i * s_out + base;
@@ -238,8 +239,8 @@ __global__ void scatter_chunk(float* x, int ld, const float* out, long long s_ou
 // The forward's per-token d_h-vectors, in place (element (t, j) of every head):
 //   y0[t] ← silu(y0) ⊙ y2 (the read's h); with update, y0[Cp + t] ← A0, y2[Cp + t] ← A2,
 //   vh[Cp + t] ← A1 (see the top of the file).
-__global__ void forward_gates(float* y0, float* y2, float* vh, const float* lr, long long s_y, long long s_lr,
-                              int Cp, int dh, int L, bool update) {
+__global__ void forward_gates(float* y0, float* y2, float* vh, const float* lr, long long s_y,
+                              long long s_lr, int Cp, int dh, int L, bool update) {
   const int i = blockIdx.y;
   float* Y0 = y0 + i * s_y;
   float* Y2 = y2 + i * s_y;
@@ -260,8 +261,8 @@ __global__ void forward_gates(float* y0, float* y2, float* vh, const float* lr, 
 }
 
 // m_c = G + m̄_c m_{c−1} (in G's slot), W_{c+1} = renorm(W_c + m_c): a warp per row of a head.
-__global__ void forward_update(float* st, long long head_stride, int c, const float* nrm, const float* mbar,
-                               int nc, int d, int dh, bool momentum) {
+__global__ void forward_update(float* st, long long head_stride, int c, const float* nrm,
+                               const float* mbar, int nc, int d, int dh, bool momentum) {
   const int nrows = 2 * dh + d, i = blockIdx.y, lane = threadIdx.x % 32;
   const int r = blockIdx.x * kWarps + threadIdx.x / 32;
   if (r >= nrows) return;
@@ -288,8 +289,8 @@ __global__ void forward_update(float* st, long long head_stride, int c, const fl
 }
 
 // dW ← ∂L/∂W_init-or-final (dwf, or 0), dG ← 0, dn ← 0.
-__global__ void backward_init(float* dw, long long s_dw, const float* f0, const float* f1, const float* f2,
-                              float* dn, int nrows, long long F, int heads) {
+__global__ void backward_init(float* dw, long long s_dw, const float* f0, const float* f1,
+                              const float* f2, float* dn, int nrows, long long F, int heads) {
   const long long n = 6 * F * heads;
   for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < n;
        e += (long long)gridDim.x * blockDim.x) {
@@ -306,9 +307,9 @@ __global__ void backward_init(float* dw, long long s_dw, const float* f0, const 
 
 // The renormalisation's backward for chunk c (a warp per row): dW (∂L/∂W_{c+1}) becomes ∂L/∂P in
 // place (P = W_c + m_c), dG (∂L/∂m_c) = ∂L/∂P + m̄_{c+1} ∂L/∂m_{c+1}, dn += ∂L/∂(target).
-__global__ void backward_renorm(const float* st, long long head_stride, int c, float* dw, long long s_dw,
-                                const float* nrm, float* dn, const float* mbar, int nc, int d, int dh,
-                                bool carry) {
+__global__ void backward_renorm(const float* st, long long head_stride, int c, float* dw,
+                                long long s_dw, const float* nrm, float* dn, const float* mbar,
+                                int nc, int d, int dh, bool carry) {
   const int nrows = 2 * dh + d, i = blockIdx.y, lane = threadIdx.x % 32;
   const int r = blockIdx.x * kWarps + threadIdx.x / 32;
   if (r >= nrows) return;
@@ -341,8 +342,9 @@ __global__ void backward_renorm(const float* st, long long head_stride, int c, f
 
 // ∂L/∂m̄_c = ⟨∂L/∂m_c, m_{c−1}⟩ (0 for c = 0), spread evenly over the chunk's tokens: a block per
 // head, a fixed tree.
-__global__ void backward_momentum(const float* st, long long head_stride, int c, const float* dw, long long s_dw,
-                                  float* dmomentum, long long F3, int H, int T, int C) {
+__global__ void backward_momentum(const float* st, long long head_stride, int c, const float* dw,
+                                  long long s_dw, float* dmomentum, long long F3, int H, int T,
+                                  int C) {
   __shared__ float part[kThreads];
   const int i = blockIdx.x, n = i / H, h = i % H;
   float s = 0.f;
@@ -433,8 +435,8 @@ __global__ void backward_gates(const GatesBackArgs a) {
 // ∂L/∂W_init: dW += dn / nrm · W_init per row (the targets are the initial row norms), then the
 // three gradients written out. A warp per row.
 __global__ void backward_finish(const float* st, long long head_stride, float* dw, long long s_dw,
-                                const float* nrm, const float* dn, float* o0, float* o1, float* o2, int d,
-                                int dh) {
+                                const float* nrm, const float* dn, float* o0, float* o1, float* o2,
+                                int d, int dh) {
   const int nrows = 2 * dh + d, i = blockIdx.y, lane = threadIdx.x % 32;
   const int r = blockIdx.x * kWarps + threadIdx.x / 32;
   if (r >= nrows) return;
@@ -467,17 +469,19 @@ int blocks(long long n, int cap = 4096) {
 struct Batched {
   const Gemm& g;
   int heads;
-  void operator()(bool ta, bool tb, int M, int N, int K, const float* A, int lda, long long sa, const float* B,
-                  int ldb, long long sb, float beta, float* C, int ldc, long long sc) const {
+  void operator()(bool ta, bool tb, int M, int N, int K, const float* A, int lda, long long sa,
+                  const float* B, int ldb, long long sb, float beta, float* C, int ldc,
+                  long long sc) const {
     g.batched(ta, tb, M, N, K, 1.f, A, lda, sa, B, ldb, sb, beta, C, ldc, sc, heads);
   }
 };
 
-void common_checks(const char* fn, const LactDims& d, const Gemm& gemm, const void* ws, std::size_t ws_bytes,
-                   CUstream_st* stream) {
+void common_checks(const char* fn, const LactDims& d, const Gemm& gemm, const void* ws,
+                   std::size_t ws_bytes, CUstream_st* stream) {
   const std::string why = lact_unsupported(d);
   require(why.empty(), fn, why);
-  require(gemm.stream() == stream, fn, "stream differs from the Gemm's stream (the products run on the Gemm's)");
+  require(gemm.stream() == stream, fn,
+          "stream differs from the Gemm's stream (the products run on the Gemm's)");
   require(ws != nullptr, fn, "workspace must not be null (lact_chunked_workspace_bytes)");
   require(ws_bytes >= lact_chunked_workspace_bytes(d), fn,
           "workspace_bytes is smaller than lact_chunked_workspace_bytes(dims)");
@@ -511,27 +515,28 @@ void lact_forward_chunked(const Gemm& gemm, const LactForwardArgs& a) {
   const long long F = s.F, hs = (long long)s.nc * 6 * F;  // a head's states
   cudaStream_t st = a.stream;
   float* ws = static_cast<float*>(a.workspace);
-  float *qk = ws + l.o_qk, *dv = ws + l.o_dv, *lr = ws + l.o_lr, *y0 = ws + l.o_y0, *y2 = ws + l.o_y2,
-        *vh = ws + l.o_dh, *out = ws + l.o_out, *nrm = ws + l.o_nrm, *mbar = ws + l.o_mbar;
+  float *qk = ws + l.o_qk, *dv = ws + l.o_dv, *lr = ws + l.o_lr, *y0 = ws + l.o_y0,
+        *y2 = ws + l.o_y2, *vh = ws + l.o_dh, *out = ws + l.o_out, *nrm = ws + l.o_nrm,
+        *mbar = ws + l.o_mbar;
   const Batched mm{gemm, BH};
   const dim3 rows_grid((s.nrows + kWarps - 1) / kWarps, BH);
 
-  copy_weights<<<blocks(3 * F * BH), kThreads, 0, st>>>(a.states, hs, 0, a.w0, a.w1, a.w2, nullptr, nullptr,
-                                                         nullptr, F, BH, false);
+  copy_weights<<<blocks(3 * F * BH), kThreads, 0, st>>>(a.states, hs, 0, a.w0, a.w1, a.w2, nullptr,
+                                                        nullptr, nullptr, F, BH, false);
   check_launch();
   row_norms<<<rows_grid, kThreads, 0, st>>>(a.states, hs, nrm, dm, dh);
   check_launch();
   if (a.momentum) {
-    chunk_means<<<blocks((long long)BH * s.nc), kThreads, 0, st>>>(a.momentum, mbar, s.H, s.T, s.C, s.nc, s.upd,
-                                                                  BH);
+    chunk_means<<<blocks((long long)BH * s.nc), kThreads, 0, st>>>(a.momentum, mbar, s.H, s.T, s.C,
+                                                                   s.nc, s.upd, BH);
     check_launch();
   }
   for (int c = 0; c < s.nc; ++c) {
     const int t0 = c * s.C, L = c < s.upd ? s.C : s.T - t0;
     const bool update = c < s.upd;
     const float* W = a.states + (long long)c * 6 * F;  // head 0's W0; W1 at +F, W2 at +2F
-    GatherArgs g{a.q, a.k, a.v, nullptr, a.lr0, a.lr1, a.lr2, a.ld_q, a.ld_k, a.ld_v, 0,
-                 qk, dv, lr, l.qk, l.dv, l.lr, s.H, s.T, dm, Cp, t0, L, update};
+    GatherArgs g{a.q, a.k, a.v,  nullptr, a.lr0, a.lr1, a.lr2, a.ld_q, a.ld_k, a.ld_v, 0, qk,
+                 dv,  lr,  l.qk, l.dv,    l.lr,  s.H,   s.T,   dm,     Cp,     t0,     L, update};
     gather_chunk<<<dim3(blocks((long long)L * dm, 64), BH), kThreads, 0, st>>>(g);
     check_launch();
     const int M = update ? 2 * Cp : L;  // q rows, then k rows
@@ -540,27 +545,29 @@ void lact_forward_chunked(const Gemm& gemm, const LactForwardArgs& a) {
     if (update)
       mm(false, false, Cp, dh, dm, dv + (long long)Cp * dm, dm, l.dv, W + F, dh, hs, 0.f,
          vh + (long long)Cp * dh, dh, l.dh);
-    forward_gates<<<dim3(blocks((long long)L * dh, 64), BH), kThreads, 0, st>>>(y0, y2, vh, lr, l.y0, l.lr, Cp,
-                                                                               dh, L, update);
+    forward_gates<<<dim3(blocks((long long)L * dh, 64), BH), kThreads, 0, st>>>(
+        y0, y2, vh, lr, l.y0, l.lr, Cp, dh, L, update);
     check_launch();
     mm(false, true, L, dm, dh, y0, dh, l.y0, W + F, dh, hs, 0.f, out, dm, l.out);
-    scatter_chunk<<<dim3(blocks((long long)L * dm, 64), BH), kThreads, 0, st>>>(a.o, a.ld_o, out, l.out, 0, s.H,
-                                                                                s.T, dm, t0, L, false);
+    scatter_chunk<<<dim3(blocks((long long)L * dm, 64), BH), kThreads, 0, st>>>(
+        a.o, a.ld_o, out, l.out, 0, s.H, s.T, dm, t0, L, false);
     check_launch();
     if (!update) break;
     float* G = a.states + (long long)c * 6 * F + 3 * F;
     const float* Kp = qk + (long long)Cp * dm;
     mm(true, false, dh, dm, Cp, y0 + (long long)Cp * dh, dh, l.y0, Kp, dm, l.qk, 0.f, G, dm, hs);
-    mm(true, false, dm, dh, Cp, dv + (long long)Cp * dm, dm, l.dv, vh + (long long)Cp * dh, dh, l.dh, 0.f,
-       G + F, dh, hs);
-    mm(true, false, dh, dm, Cp, y2 + (long long)Cp * dh, dh, l.y2, Kp, dm, l.qk, 0.f, G + 2 * F, dm, hs);
-    forward_update<<<rows_grid, kThreads, 0, st>>>(a.states, hs, c, nrm, mbar, s.nc, dm, dh, a.momentum != nullptr);
+    mm(true, false, dm, dh, Cp, dv + (long long)Cp * dm, dm, l.dv, vh + (long long)Cp * dh, dh,
+       l.dh, 0.f, G + F, dh, hs);
+    mm(true, false, dh, dm, Cp, y2 + (long long)Cp * dh, dh, l.y2, Kp, dm, l.qk, 0.f, G + 2 * F, dm,
+       hs);
+    forward_update<<<rows_grid, kThreads, 0, st>>>(a.states, hs, c, nrm, mbar, s.nc, dm, dh,
+                                                   a.momentum != nullptr);
     check_launch();
   }
   if (a.w0_final) {
-    copy_weights<<<blocks(3 * F * BH), kThreads, 0, st>>>(a.states, hs, (long long)s.upd * 6 * F, nullptr,
-                                                           nullptr, nullptr, a.w0_final, a.w1_final, a.w2_final, F,
-                                                           BH, true);
+    copy_weights<<<blocks(3 * F * BH), kThreads, 0, st>>>(a.states, hs, (long long)s.upd * 6 * F,
+                                                          nullptr, nullptr, nullptr, a.w0_final,
+                                                          a.w1_final, a.w2_final, F, BH, true);
     check_launch();
   }
 }
@@ -589,9 +596,10 @@ void lact_backward_chunked(const Gemm& gemm, const LactBackwardArgs& a) {
   const long long F = s.F, hs = (long long)s.nc * 6 * F;
   cudaStream_t st = a.stream;
   float* ws = static_cast<float*>(a.workspace);
-  float *qk = ws + l.o_qk, *dvb = ws + l.o_dv, *lr = ws + l.o_lr, *y0 = ws + l.o_y0, *y2 = ws + l.o_y2,
-        *vh = ws + l.o_dh, *a1 = ws + l.o_a1, *e0 = ws + l.o_e0, *e2 = ws + l.o_e2, *out = ws + l.o_out,
-        *dw = ws + l.o_dw, *nrm = ws + l.o_nrm, *dn = ws + l.o_dn, *mbar = ws + l.o_mbar;
+  float *qk = ws + l.o_qk, *dvb = ws + l.o_dv, *lr = ws + l.o_lr, *y0 = ws + l.o_y0,
+        *y2 = ws + l.o_y2, *vh = ws + l.o_dh, *a1 = ws + l.o_a1, *e0 = ws + l.o_e0,
+        *e2 = ws + l.o_e2, *out = ws + l.o_out, *dw = ws + l.o_dw, *nrm = ws + l.o_nrm,
+        *dn = ws + l.o_dn, *mbar = ws + l.o_mbar;
   float* dG = dw + 3 * F;  // ∂L/∂m_c, head 0's (per-head stride l.dw)
   const Batched mm{gemm, BH};
   const dim3 rows_grid((s.nrows + kWarps - 1) / kWarps, BH);
@@ -599,28 +607,31 @@ void lact_backward_chunked(const Gemm& gemm, const LactBackwardArgs& a) {
   row_norms<<<rows_grid, kThreads, 0, st>>>(a.states, hs, nrm, dm, dh);
   check_launch();
   if (a.momentum) {
-    chunk_means<<<blocks((long long)BH * s.nc), kThreads, 0, st>>>(a.momentum, mbar, s.H, s.T, s.C, s.nc, s.upd,
-                                                                  BH);
+    chunk_means<<<blocks((long long)BH * s.nc), kThreads, 0, st>>>(a.momentum, mbar, s.H, s.T, s.C,
+                                                                   s.nc, s.upd, BH);
     check_launch();
   }
-  backward_init<<<blocks(6 * F * BH), kThreads, 0, st>>>(dw, l.dw, a.dw0_final, a.dw1_final, a.dw2_final, dn,
-                                                          s.nrows, F, BH);
+  backward_init<<<blocks(6 * F * BH), kThreads, 0, st>>>(dw, l.dw, a.dw0_final, a.dw1_final,
+                                                         a.dw2_final, dn, s.nrows, F, BH);
   check_launch();
   for (int c = s.nc - 1; c >= 0; --c) {
     const int t0 = c * s.C, L = c < s.upd ? s.C : s.T - t0;
     const bool update = c < s.upd;
     const float* W = a.states + (long long)c * 6 * F;
     if (update) {
-      backward_renorm<<<rows_grid, kThreads, 0, st>>>(a.states, hs, c, dw, l.dw, nrm, dn, mbar, s.nc, dm, dh,
+      backward_renorm<<<rows_grid, kThreads, 0, st>>>(a.states, hs, c, dw, l.dw, nrm, dn, mbar,
+                                                      s.nc, dm, dh,
                                                       a.momentum != nullptr && c + 1 < s.upd);
       check_launch();
       if (a.momentum) {
-        backward_momentum<<<BH, kThreads, 0, st>>>(a.states, hs, c, dw, l.dw, a.dmomentum, 3 * F, s.H, s.T, s.C);
+        backward_momentum<<<BH, kThreads, 0, st>>>(a.states, hs, c, dw, l.dw, a.dmomentum, 3 * F,
+                                                   s.H, s.T, s.C);
         check_launch();
       }
     }
-    GatherArgs g{a.q, a.k, a.v, a.dO, a.lr0, a.lr1, a.lr2, a.ld_q, a.ld_k, a.ld_v, a.ld_do,
-                 qk, dvb, lr, l.qk, l.dv, l.lr, s.H, s.T, dm, Cp, t0, L, update};
+    GatherArgs g{a.q,    a.k,    a.v,     a.dO, a.lr0, a.lr1, a.lr2, a.ld_q,
+                 a.ld_k, a.ld_v, a.ld_do, qk,   dvb,   lr,    l.qk,  l.dv,
+                 l.lr,   s.H,    s.T,     dm,   Cp,    t0,    L,     update};
     gather_chunk<<<dim3(blocks((long long)L * dm, 64), BH), kThreads, 0, st>>>(g);
     check_launch();
     const int M = update ? 2 * Cp : L;  // q (dO) rows, then k (v) rows
@@ -631,11 +642,11 @@ void lact_backward_chunked(const Gemm& gemm, const LactBackwardArgs& a) {
     mm(false, false, M, dh, dm, dvb, dm, l.dv, W + F, dh, hs, 0.f, vh, dh, l.dh);
     if (update) {
       mm(false, false, Cp, dh, dm, Vp, dm, l.dv, dG + F, dh, l.dw, 0.f, a1, dh, l.a1);  // V ∂L/∂G1
-      mm(false, true, Cp, dh, dm, Kp, dm, l.qk, dG, dm, l.dw, 0.f, e0, dh, l.e0);        // K ∂L/∂G0ᵀ
+      mm(false, true, Cp, dh, dm, Kp, dm, l.qk, dG, dm, l.dw, 0.f, e0, dh, l.e0);  // K ∂L/∂G0ᵀ
       mm(false, true, Cp, dh, dm, Kp, dm, l.qk, dG + 2 * F, dm, l.dw, 0.f, e2, dh, l.e2);
     }
-    GatesBackArgs gb{y0, y2, vh, a1, e0, e2, lr, l.y0, l.a1, l.lr, a.dlr0, a.dlr1, a.dlr2, a.dmomentum,
-                     s.H, s.T, Cp, dh, t0, L, update};
+    GatesBackArgs gb{y0,     y2,     vh,          a1,  e0,  e2, lr, l.y0, l.a1, l.lr,  a.dlr0,
+                     a.dlr1, a.dlr2, a.dmomentum, s.H, s.T, Cp, dh, t0,   L,    update};
     backward_gates<<<dim3((L + kWarps - 1) / kWarps, BH), kThreads, 0, st>>>(gb);
     check_launch();
     // [dq; dk] = [gy0; gz0] W0 + [gy2; gz2] W2 (+ the step's terms on the k rows); dv.
@@ -647,23 +658,26 @@ void lact_backward_chunked(const Gemm& gemm, const LactBackwardArgs& a) {
       mm(false, false, Cp, dm, dh, e0, dh, l.e0, dG, dm, l.dw, 1.f, dk_out, dm, l.out);
       mm(false, false, Cp, dm, dh, e2, dh, l.e2, dG + 2 * F, dm, l.dw, 1.f, dk_out, dm, l.out);
       mm(false, true, Cp, dm, dh, a1, dh, l.a1, dG + F, dh, l.dw, 0.f, dv_out, dm, l.out);
-      mm(false, true, Cp, dm, dh, vh + (long long)Cp * dh, dh, l.dh, W + F, dh, hs, 1.f, dv_out, dm, l.out);
+      mm(false, true, Cp, dm, dh, vh + (long long)Cp * dh, dh, l.dh, W + F, dh, hs, 1.f, dv_out, dm,
+         l.out);
     }
     // ∂L/∂W_c += the read's and the step's terms, stacked over the q (dO) and k (v) rows.
     mm(true, false, dh, dm, M, y0, dh, l.y0, qk, dm, l.qk, 1.f, dw, dm, l.dw);
     mm(true, false, dh, dm, M, y2, dh, l.y2, qk, dm, l.qk, 1.f, dw + 2 * F, dm, l.dw);
     mm(true, false, dm, dh, M, dvb, dm, l.dv, vh, dh, l.dh, 1.f, dw + F, dh, l.dw);
     const dim3 sg(blocks((long long)L * dm, 64), BH);
-    scatter_chunk<<<sg, kThreads, 0, st>>>(a.dq, a.ld_dq, out, l.out, 0, s.H, s.T, dm, t0, L, false);
+    scatter_chunk<<<sg, kThreads, 0, st>>>(a.dq, a.ld_dq, out, l.out, 0, s.H, s.T, dm, t0, L,
+                                           false);
     check_launch();
-    scatter_chunk<<<sg, kThreads, 0, st>>>(a.dk, a.ld_dk, out, l.out, (long long)Cp * dm, s.H, s.T, dm, t0, L,
-                                           !update);
+    scatter_chunk<<<sg, kThreads, 0, st>>>(a.dk, a.ld_dk, out, l.out, (long long)Cp * dm, s.H, s.T,
+                                           dm, t0, L, !update);
     check_launch();
-    scatter_chunk<<<sg, kThreads, 0, st>>>(a.dv, a.ld_dv, out, l.out, 2LL * Cp * dm, s.H, s.T, dm, t0, L,
-                                           !update);
+    scatter_chunk<<<sg, kThreads, 0, st>>>(a.dv, a.ld_dv, out, l.out, 2LL * Cp * dm, s.H, s.T, dm,
+                                           t0, L, !update);
     check_launch();
   }
-  backward_finish<<<rows_grid, kThreads, 0, st>>>(a.states, hs, dw, l.dw, nrm, dn, a.dw0, a.dw1, a.dw2, dm, dh);
+  backward_finish<<<rows_grid, kThreads, 0, st>>>(a.states, hs, dw, l.dw, nrm, dn, a.dw0, a.dw1,
+                                                  a.dw2, dm, dh);
   check_launch();
 }
 
