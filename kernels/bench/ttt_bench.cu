@@ -1087,6 +1087,10 @@ void titans_rows(Bench& bench) {
 // dots, dv, dk and the ∂L/∂G products, three weight sums). Floors: q, k, v, o, the rates and the
 // momentum in fp32 (and dO, dq, dk, dv and their gradients); not the kept states or the backward's
 // workspace. Rows named "lact inner loop forward fp32", "... fwd+bwd fp32".
+// Beside them the chunked form (lact_forward_chunked / _backward_chunked: batched products over the
+// B·H heads through a cuBLAS Gemm of fp32, then tf32, precision; the same FLOPs counted, as it does
+// the same products; the same floors): rows "lact chunked forward fp32" / "... tf32" and "lact
+// chunked fwd+bwd fp32" / "... tf32", each with the kernels' row of its kind as its peer.
 void lact_rows(Bench& bench) {
   const TttDims& D = bench.in().D;
   const int chunk = 64;
@@ -1097,18 +1101,20 @@ void lact_rows(Bench& bench) {
   const std::size_t wts = std::size_t(D.batch) * D.heads * D.head_dim * D.head_dim;
   const std::size_t kept = lact_state_floats(ld_dims);
   const std::size_t wsb = bench.cfg().backward ? lact_backward_workspace_bytes(ld_dims) : 0;
+  const std::size_t cwsb = lact_chunked_workspace_bytes(ld_dims);
   const double heads = double(D.batch) * D.heads, F = double(D.head_dim) * D.head_dim;
   const double read = double(D.seq_len), upd = double(ld_dims.updates()) * chunk;
   const std::string shape = "B=" + std::to_string(D.batch) + " H=" + std::to_string(D.heads) +
                             " T=" + std::to_string(D.seq_len) + " d=" + std::to_string(D.head_dim) +
                             " C=" + std::to_string(chunk);
   if (!fits_on_gpu("lact inner loop", shape,
-                   4.0 * (8.0 * act + 8.0 * gates + 6.0 * wts + kept) + double(wsb)))
+                   4.0 * (8.0 * act + 8.0 * gates + 6.0 * wts + kept) + double(wsb) + double(cwsb)))
     return;
   Buf q(act), k(act), v(act), o(act), dO(act), dq(act), dk(act), dv(act);
   Buf lr0(gates), lr1(gates), lr2(gates), mom(gates);
   Buf dlr0(gates), dlr1(gates), dlr2(gates), dmom(gates);
   Buf w0(wts), w1(wts), w2(wts), dw0(wts), dw1(wts), dw2(wts), states(kept), ws(floats_for(wsb));
+  Buf cws(floats_for(cwsb));
   const float sk = 1.0f / std::sqrt(float(D.head_dim)), sw = std::sqrt(3.0f / float(D.head_dim));
   q.fill(91, -sk, sk);
   k.fill(92, -sk, sk);
@@ -1143,6 +1149,16 @@ void lact_rows(Bench& bench) {
   const double fwd_ms = bench.time([&] { lact_forward(f); });
   bench.add("lact inner loop forward fp32", fwd_ms, heads * F * (6 * read + 12 * upd),
             4.0 * (4.0 * act + 4.0 * gates), 0, "", 0, &shape);
+  LactForwardArgs cf = f;
+  cf.workspace = cws.p;
+  cf.workspace_bytes = cwsb;
+  const GemmPrecision precisions[] = {GemmPrecision::Fp32, GemmPrecision::Tf32};
+  for (GemmPrecision p : precisions) {
+    const Gemm gemm(cf.stream, p);
+    const double ms = bench.time([&] { lact_forward_chunked(gemm, cf); });
+    bench.add(std::string("lact chunked forward ") + to_string(p), ms, heads * F * (6 * read + 12 * upd),
+              4.0 * (4.0 * act + 4.0 * gates), fwd_ms, "lact inner loop forward fp32", 0, &shape);
+  }
   if (!bench.cfg().backward) return;
   LactBackwardArgs b = lact_backward_args(f);
   b.dO = dO.p;
@@ -1168,6 +1184,18 @@ void lact_rows(Bench& bench) {
   });
   bench.add("lact inner loop fwd+bwd fp32", fb_ms, heads * F * (22 * read + 42 * upd),
             4.0 * (8.0 * act + 8.0 * gates), 0, "", 0, &shape);
+  LactBackwardArgs cb = b;
+  cb.workspace = cws.p;
+  cb.workspace_bytes = cwsb;
+  for (GemmPrecision p : precisions) {
+    const Gemm gemm(cf.stream, p);
+    const double ms = bench.time([&] {
+      lact_forward_chunked(gemm, cf);
+      lact_backward_chunked(gemm, cb);
+    });
+    bench.add(std::string("lact chunked fwd+bwd ") + to_string(p), ms, heads * F * (22 * read + 42 * upd),
+              4.0 * (8.0 * act + 8.0 * gates), fb_ms, "lact inner loop fwd+bwd fp32", 0, &shape);
+  }
 }
 
 }  // namespace

@@ -34,11 +34,13 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "test_ttt_util.hpp"
 #include "tttlab/fastweight/lact.hpp"
+#include "tttlab/kernels/gemm.hpp"
 #include "tttlab/kernels/lact.hpp"
 
 namespace tttlab::kernels::test {
@@ -210,7 +212,12 @@ LactOut<double> cpu_lact(const LactInputs& in) {
   return r;
 }
 
-LactOut<float> gpu_lact(const LactInputs& in) {
+// Which functions run: the correct-first kernels (lact_forward, lact_backward), the chunked form
+// through `gemm` (lact_forward_chunked, lact_backward_chunked), or the kernels' forward with the
+// chunked backward reading its states (the two share the states' layout).
+enum class Path { Kernels, Chunked, KernelForwardChunkedBackward };
+
+LactOut<float> gpu_lact(const LactInputs& in, Path path = Path::Kernels, const Gemm* gemm = nullptr) {
   const LactCase& c = in.c;
   const LactDims dims{c.B, c.T, c.H, c.d, c.dh, c.C};
   const int HD = c.H * c.d;
@@ -224,8 +231,10 @@ LactOut<float> gpu_lact(const LactInputs& in) {
   DeviceBuffer dw0(w0.size()), dw1(w0.size()), dw2(w0.size());
   const std::size_t ws_bytes = lact_backward_workspace_bytes(dims);
   DeviceBuffer ws((ws_bytes + sizeof(float) - 1) / sizeof(float));
+  const std::size_t cws_bytes = path == Path::Kernels ? 0 : lact_chunked_workspace_bytes(dims);
+  DeviceBuffer cws((cws_bytes + sizeof(float) - 1) / sizeof(float));
   for (DeviceBuffer* b : {&o, &w0f, &w1f, &w2f, &states, &dq, &dk, &dv, &dlr0, &dlr1, &dlr2, &dm,
-                          &dw0, &dw1, &dw2, &ws})
+                          &dw0, &dw1, &dw2, &ws, &cws})
     b->poison();
 
   LactForwardArgs f;
@@ -249,7 +258,12 @@ LactOut<float> gpu_lact(const LactInputs& in) {
   f.w1_final = w1f.get();
   f.w2_final = w2f.get();
   f.states = states.get();
-  lact_forward(f);
+  f.workspace = cws.get();
+  f.workspace_bytes = cws_bytes;
+  if (path == Path::Chunked)
+    lact_forward_chunked(*gemm, f);
+  else
+    lact_forward(f);
 
   LactBackwardArgs b = lact_backward_args(f);
   b.dO = dO.get();
@@ -274,7 +288,13 @@ LactOut<float> gpu_lact(const LactInputs& in) {
   b.dw2 = dw2.get();
   b.workspace = ws.get();
   b.workspace_bytes = ws_bytes;
-  lact_backward(b);
+  if (path == Path::Kernels) {
+    lact_backward(b);
+  } else {
+    b.workspace = cws.get();
+    b.workspace_bytes = cws_bytes;
+    lact_backward_chunked(*gemm, b);
+  }
 
   LactOut<float> r;
   r.o = o.download();
@@ -378,6 +398,224 @@ TEST(LactCuda, TwoRunsGiveTheSameBits) {
     EXPECT_EQ(a.dw1, b.dw1);
     EXPECT_EQ(a.dw2, b.dw2);
   }
+}
+
+// ---- the chunked form (lact_forward_chunked / lact_backward_chunked) ------------------------------
+// The same shapes and inputs, the products in fp32 (a cuBLAS Gemm of Fp32 precision: full fp32
+// products), against the CPU in fp64 with the kernels' bounds: the chunked form does the same fp32
+// arithmetic in another order (products of the same lengths: dots of d or d_h terms, sums over the
+// C ≤ 2048 tokens of a chunk, in cuBLAS's order instead of a thread's), so its rounding is of the
+// same size. Against the kernels (both run here) twice those bounds, each being within its own of
+// the reference. Also the kernels' forward with the chunked backward reading its states (the same
+// layout), within the backward's bound.
+
+double rel_to(const std::vector<float>& got, const std::vector<float>& ref) {
+  double e = 0, m = 1e-6;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    m = std::max(m, double(std::abs(ref[i])));
+    e = std::max(e, double(std::abs(double(got[i]) - double(ref[i]))));
+  }
+  return e / m;
+}
+
+TEST(LactChunkedCuda, ForwardAndBackwardMatchTheCpuInFp64AndTheKernels) {
+  TTTLAB_SEEDED_GPU_TEST();
+  const Gemm gemm(nullptr, GemmPrecision::Fp32);
+  std::printf("[ INFO     ] seed %llu; %s; bounds %.0e forward, %.0e backward (against the kernels: "
+              "twice those)\n",
+              (unsigned long long)seed, gemm.describe().c_str(), kTolForward, kTolBackward);
+  double worst_f = 0, worst_b = 0, worst_kf = 0, worst_kb = 0;
+  for (const LactCase& c : lact_cases()) {
+    SCOPED_TRACE(describe(c));
+    const LactInputs in = make_inputs(c, rng);
+    const LactOut<double> ref = cpu_lact<double>(in);
+    const LactOut<float> got = gpu_lact(in, Path::Chunked, &gemm);
+    const LactOut<float> ker = gpu_lact(in, Path::Kernels);
+    const LactOut<float> mix = gpu_lact(in, Path::KernelForwardChunkedBackward, &gemm);
+    double wf = 0, wb = 0;
+    expect_within("o", got.o, ref.o, kTolForward, wf);
+    expect_within("w0_final", got.w0f, ref.w0f, kTolForward, wf);
+    expect_within("w1_final", got.w1f, ref.w1f, kTolForward, wf);
+    expect_within("w2_final", got.w2f, ref.w2f, kTolForward, wf);
+    expect_within("dq", got.dq, ref.dq, kTolBackward, wb);
+    expect_within("dk", got.dk, ref.dk, kTolBackward, wb);
+    expect_within("dv", got.dv, ref.dv, kTolBackward, wb);
+    expect_within("dlr0", got.dlr0, ref.dlr0, kTolBackward, wb);
+    expect_within("dlr1", got.dlr1, ref.dlr1, kTolBackward, wb);
+    expect_within("dlr2", got.dlr2, ref.dlr2, kTolBackward, wb);
+    if (c.momentum) expect_within("dmomentum", got.dmomentum, ref.dmomentum, kTolBackward, wb);
+    expect_within("dw0", got.dw0, ref.dw0, kTolBackward, wb);
+    expect_within("dw1", got.dw1, ref.dw1, kTolBackward, wb);
+    expect_within("dw2", got.dw2, ref.dw2, kTolBackward, wb);
+    // The chunked backward on the kernels' states.
+    double mb = 0;
+    expect_within("dq (kernels' states)", mix.dq, ref.dq, kTolBackward, mb);
+    expect_within("dk (kernels' states)", mix.dk, ref.dk, kTolBackward, mb);
+    expect_within("dv (kernels' states)", mix.dv, ref.dv, kTolBackward, mb);
+    expect_within("dlr1 (kernels' states)", mix.dlr1, ref.dlr1, kTolBackward, mb);
+    if (c.momentum) expect_within("dmomentum (kernels' states)", mix.dmomentum, ref.dmomentum, kTolBackward, mb);
+    expect_within("dw0 (kernels' states)", mix.dw0, ref.dw0, kTolBackward, mb);
+    expect_within("dw1 (kernels' states)", mix.dw1, ref.dw1, kTolBackward, mb);
+    // Against the kernels.
+    double kf = 0, kb = 0;
+    for (const auto& [name, x, y] :
+         {std::tuple{"o", &got.o, &ker.o}, std::tuple{"w0_final", &got.w0f, &ker.w0f},
+          std::tuple{"w1_final", &got.w1f, &ker.w1f}, std::tuple{"w2_final", &got.w2f, &ker.w2f}}) {
+      const double e = rel_to(*x, *y);
+      EXPECT_LE(e, 2 * kTolForward) << name << " against the kernels";
+      kf = std::max(kf, e);
+    }
+    for (const auto& [name, x, y] :
+         {std::tuple{"dq", &got.dq, &ker.dq}, std::tuple{"dk", &got.dk, &ker.dk}, std::tuple{"dv", &got.dv, &ker.dv},
+          std::tuple{"dlr0", &got.dlr0, &ker.dlr0}, std::tuple{"dlr1", &got.dlr1, &ker.dlr1},
+          std::tuple{"dlr2", &got.dlr2, &ker.dlr2}, std::tuple{"dmomentum", &got.dmomentum, &ker.dmomentum},
+          std::tuple{"dw0", &got.dw0, &ker.dw0}, std::tuple{"dw1", &got.dw1, &ker.dw1},
+          std::tuple{"dw2", &got.dw2, &ker.dw2}}) {
+      const double e = rel_to(*x, *y);
+      EXPECT_LE(e, 2 * kTolBackward) << name << " against the kernels";
+      kb = std::max(kb, e);
+    }
+    std::printf("[ INFO     ] %-52s chunked: forward %.2e, backward %.2e (on the kernels' states %.2e) | "
+                "against the kernels: forward %.2e, backward %.2e\n",
+                describe(c).c_str(), wf, wb, mb, kf, kb);
+    worst_f = std::max(worst_f, wf);
+    worst_b = std::max({worst_b, wb, mb});
+    worst_kf = std::max(worst_kf, kf);
+    worst_kb = std::max(worst_kb, kb);
+  }
+  std::printf("[ INFO     ] worst over the shapes (chunked): forward %.2e, backward %.2e; against the "
+              "kernels %.2e, %.2e\n",
+              worst_f, worst_b, worst_kf, worst_kb);
+}
+
+// Tf32 products (operands rounded to 10 bits): against the fp64 reference within 1e-2. The host
+// emulation of lact_chunked.cu with its products' operands rounded to tf32 (to nearest) measured, on
+// every shape of lact_cases(), worst 8.3e-4 forward and 2.8e-3 backward (tf32's ~1e-3 per product);
+// a wrong product or term is O(1).
+TEST(LactChunkedCuda, Tf32ProductsStayClose) {
+  TTTLAB_SEEDED_GPU_TEST();
+  const Gemm gemm(nullptr, GemmPrecision::Tf32);
+  std::printf("[ INFO     ] seed %llu; %s\n", (unsigned long long)seed, gemm.describe().c_str());
+  for (const LactCase& c : {LactCase{2, 2, 70, 64, 128, 32, true, true}, LactCase{2, 3, 50, 32, 32, 16, false, false}}) {
+    SCOPED_TRACE(describe(c));
+    const LactInputs in = make_inputs(c, rng);
+    const LactOut<double> ref = cpu_lact<double>(in);
+    const LactOut<float> got = gpu_lact(in, Path::Chunked, &gemm);
+    constexpr double kTolTf32 = 1e-2;
+    double wf = 0, wb = 0;
+    expect_within("o", got.o, ref.o, kTolTf32, wf);
+    expect_within("w0_final", got.w0f, ref.w0f, kTolTf32, wf);
+    expect_within("dq", got.dq, ref.dq, kTolTf32, wb);
+    expect_within("dk", got.dk, ref.dk, kTolTf32, wb);
+    expect_within("dv", got.dv, ref.dv, kTolTf32, wb);
+    expect_within("dw0", got.dw0, ref.dw0, kTolTf32, wb);
+    expect_within("dw1", got.dw1, ref.dw1, kTolTf32, wb);
+    expect_within("dlr1", got.dlr1, ref.dlr1, kTolTf32, wb);
+    std::printf("[ INFO     ] %-52s tf32: forward %.2e, backward %.2e\n", describe(c).c_str(), wf, wb);
+  }
+}
+
+// Fixed-order sums in every kernel and cuBLAS's run-to-run determinism: a second run gives the
+// same bits.
+TEST(LactChunkedCuda, TwoRunsGiveTheSameBits) {
+  TTTLAB_SEEDED_GPU_TEST();
+  std::printf("[ INFO     ] seed %llu\n", (unsigned long long)seed);
+  const Gemm gemm(nullptr, GemmPrecision::Fp32);
+  for (const LactCase& c : {LactCase{3, 3, 100, 64, 128, 16, true, true},
+                            LactCase{2, 2, 61, 24, 24, 8, false, false}}) {
+    SCOPED_TRACE(describe(c));
+    const LactInputs in = make_inputs(c, rng);
+    const LactOut<float> a = gpu_lact(in, Path::Chunked, &gemm), b = gpu_lact(in, Path::Chunked, &gemm);
+    EXPECT_EQ(a.o, b.o);
+    EXPECT_EQ(a.w0f, b.w0f);
+    EXPECT_EQ(a.w1f, b.w1f);
+    EXPECT_EQ(a.w2f, b.w2f);
+    EXPECT_EQ(a.dq, b.dq);
+    EXPECT_EQ(a.dk, b.dk);
+    EXPECT_EQ(a.dv, b.dv);
+    EXPECT_EQ(a.dlr0, b.dlr0);
+    EXPECT_EQ(a.dlr1, b.dlr1);
+    EXPECT_EQ(a.dlr2, b.dlr2);
+    EXPECT_EQ(a.dmomentum, b.dmomentum);
+    EXPECT_EQ(a.dw0, b.dw0);
+    EXPECT_EQ(a.dw1, b.dw1);
+    EXPECT_EQ(a.dw2, b.dw2);
+  }
+}
+
+// The chunked functions' argument checks, before any launch (a built-in Gemm of the null stream
+// needs no device to be made): runs without a GPU.
+TEST(LactChunkedCuda, ArgumentsAreCheckedBeforeAnyLaunch) {
+  const Gemm gemm(nullptr, GemmPrecision::Fp32, GemmEngine::Builtin);
+  auto error_of = [](auto call) {
+    try {
+      call();
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  float dummy = 0;
+  LactForwardArgs f;
+  f.dims = {1, 8, 2, 16, 32, 4};
+  f.q = f.k = f.v = f.lr0 = f.lr1 = f.lr2 = f.w0 = f.w1 = f.w2 = &dummy;
+  f.o = f.states = &dummy;
+  f.ld_q = f.ld_k = f.ld_v = f.ld_o = 32;
+  f.workspace = &dummy;
+  f.workspace_bytes = lact_chunked_workspace_bytes(f.dims);
+  EXPECT_GT(f.workspace_bytes, 0u);
+  EXPECT_EQ(lact_chunked_workspace_bytes({1, 8, 1, 64, 64, 4, true}), 0u) << "muon has no workspace size";
+  const struct {
+    void (*edit)(LactForwardArgs&);
+    const char* field;
+  } fbad[] = {{[](LactForwardArgs& g) { g.dims.muon = true; }, "muon"},
+              {[](LactForwardArgs& g) { g.dims.dim = 200; }, "dim"},
+              {[](LactForwardArgs& g) { g.dims.chunk = 0; }, "chunk"},
+              {[](LactForwardArgs& g) { g.ld_q = 31; }, "ld_q"},
+              {[](LactForwardArgs& g) { g.ld_v = 31; }, "ld_v"},
+              {[](LactForwardArgs& g) { g.ld_o = 31; }, "ld_o"},
+              {[](LactForwardArgs& g) { g.w1 = nullptr; }, "null"},
+              {[](LactForwardArgs& g) { g.states = nullptr; }, "null"},
+              {[](LactForwardArgs& g) { g.workspace = nullptr; }, "workspace"},
+              {[](LactForwardArgs& g) { g.workspace_bytes -= 4; }, "workspace_bytes"},
+              {[](LactForwardArgs& g) { g.stream = reinterpret_cast<CUstream_st*>(&g); }, "stream"},
+              {[](LactForwardArgs& g) { g.w1_final = &g.o[0]; }, "w1_final"}};
+  for (const auto& b : fbad) {
+    LactForwardArgs g = f;
+    b.edit(g);
+    const std::string e = error_of([&] { lact_forward_chunked(gemm, g); });
+    EXPECT_NE(e.find(b.field), std::string::npos) << "'" << e << "' does not name " << b.field;
+  }
+  LactBackwardArgs b = lact_backward_args(f);
+  b.dO = &dummy;
+  b.dq = b.dk = b.dv = b.dlr0 = b.dlr1 = b.dlr2 = b.dw0 = b.dw1 = b.dw2 = &dummy;
+  b.workspace = &dummy;
+  b.workspace_bytes = lact_chunked_workspace_bytes(b.dims);
+  b.ld_do = b.ld_dq = b.ld_dk = b.ld_dv = 32;
+  auto backward_error = [&](const LactBackwardArgs& g) {
+    return error_of([&] { lact_backward_chunked(gemm, g); });
+  };
+  LactBackwardArgs g = b;
+  g.workspace_bytes -= 4;
+  EXPECT_NE(backward_error(g).find("workspace_bytes"), std::string::npos) << backward_error(g);
+  g = b;
+  g.dims.muon = true;
+  EXPECT_NE(backward_error(g).find("muon"), std::string::npos) << backward_error(g);
+  g = b;
+  g.ld_dk = 31;
+  EXPECT_NE(backward_error(g).find("ld_dk"), std::string::npos) << backward_error(g);
+  g = b;
+  g.dO = nullptr;
+  EXPECT_NE(backward_error(g).find("null"), std::string::npos) << backward_error(g);
+  g = b;
+  g.dw2 = nullptr;
+  EXPECT_NE(backward_error(g).find("null"), std::string::npos) << backward_error(g);
+  g = b;
+  g.momentum = &dummy;  // without dmomentum
+  EXPECT_NE(backward_error(g).find("dmomentum"), std::string::npos) << backward_error(g);
+  g = b;
+  g.workspace = nullptr;
+  EXPECT_NE(backward_error(g).find("workspace"), std::string::npos) << backward_error(g);
 }
 
 // Every supported shape's tile has at least one token and fits the H200's 227 KiB of shared memory

@@ -1114,6 +1114,102 @@ TEST_F(NnOps, GemmBf16OutIsTheBf16ProductRounded) {
                std::logic_error);
 }
 
+// Gemm::batched against a plain fp64 product per batch entry: every engine and precision, the four
+// transposes, padded leading dimensions, batch strides larger than an entry (gaps that must stay
+// untouched), a stride of 0 (one operand shared by every entry), beta 0 and 1, and batch 1. The
+// tolerances are the single product's (GemmAllTransposesEnginesAndPrecisions: the same roundings).
+TEST_F(NnOps, GemmBatchedMatchesAProductPerEntry) {
+  struct Shape {
+    int M, N, K, batch;
+    bool share_b;  // stride_b = 0
+  };
+  const std::vector<Shape> shapes = {{1, 1, 1, 1, false},   {64, 64, 64, 7, false}, {37, 5, 129, 3, true},
+                                     {128, 16, 64, 12, false}, {16, 64, 128, 5, true}, {5, 6, 0, 2, false}};
+  std::vector<std::unique_ptr<Gemm>> engines;
+  for (GemmEngine engine : {GemmEngine::Cublas, GemmEngine::Builtin})
+    for (GemmPrecision prec : {GemmPrecision::Fp32, GemmPrecision::Tf32, GemmPrecision::Bf16})
+      engines.push_back(std::make_unique<Gemm>(nullptr, prec, engine));
+  EXPECT_EQ(engines[0]->engine(), GemmEngine::Cublas) << "cuBLAS could not be loaded: " << engines[0]->describe();
+  std::vector<double> worst(engines.size(), 0.0);
+  for (const Shape& sh : shapes)
+    for (int t = 0; t < 4; ++t) {
+      const bool ta = t & 1, tb = t & 2;
+      const int M = sh.M, N = sh.N, K = sh.K, nb = sh.batch;
+      const int lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 1, ldc = N + 2;
+      const long long sa = (long long)(ta ? K : M) * lda + 5;
+      const long long sb = sh.share_b ? 0 : (long long)(tb ? N : K) * ldb + 1;
+      const long long sc = (long long)M * ldc + 3;
+      const auto a = randn(std::size_t(sa) * nb), b = randn(std::size_t(sh.share_b ? (tb ? N : K) * ldb : sb * nb));
+      const auto c0 = randn(std::size_t(sc) * nb);
+      for (std::size_t e = 0; e < engines.size(); ++e) {
+        const Gemm& gemm = *engines[e];
+        const bool cublas = gemm.engine() == GemmEngine::Cublas;
+        const double tol = !cublas ? 1e-4 : gemm.precision() == GemmPrecision::Tf32 ? 5e-3
+                                         : gemm.precision() == GemmPrecision::Bf16 ? 2e-2 : 1e-4;
+        SCOPED_TRACE(gemm.describe() + " M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" +
+                     std::to_string(K) + " batch=" + std::to_string(nb) + (ta ? " A^T" : "") + (tb ? " B^T" : "") +
+                     (sh.share_b ? " B shared" : "") + " seed " + std::to_string(seed_));
+        for (float beta : {0.f, 1.f}) {
+          DeviceBuffer A(a), Bm(b), C(c0);
+          gemm.batched(ta, tb, M, N, K, 0.5f, A.get(), lda, sa, Bm.get(), ldb, sb, beta, C.get(), ldc, sc, nb);
+          const std::vector<float> got = C.download();
+          std::vector<double> ref(c0.begin(), c0.end());  // the padding and the gaps stay as they were
+          for (int z = 0; z < nb; ++z)
+            for (int i = 0; i < M; ++i)
+              for (int j = 0; j < N; ++j) {
+                double acc = 0;
+                for (int k = 0; k < K; ++k) {
+                  const double av = ta ? a[z * sa + std::size_t(k) * lda + i] : a[z * sa + std::size_t(i) * lda + k];
+                  const double bv = tb ? b[z * sb + std::size_t(j) * ldb + k] : b[z * sb + std::size_t(k) * ldb + j];
+                  acc += av * bv;
+                }
+                const std::size_t o = z * sc + std::size_t(i) * ldc + j;
+                ref[o] = 0.5 * acc + beta * c0[o];
+              }
+          const ErrorStat err = compare(got, ref);
+          worst[e] = std::max(worst[e], err.rel);
+          EXPECT_TRUE(within("gemm batched", err, tol, got, ref));
+        }
+      }
+    }
+  for (std::size_t e = 0; e < engines.size(); ++e) {
+    std::printf("[ INFO     ] batched, %s: worst relative error %.2e\n", engines[e]->describe().c_str(), worst[e]);
+    if (!(engines[e]->engine() == GemmEngine::Cublas && engines[e]->precision() != GemmPrecision::Fp32))
+      worst_ = std::max(worst_, worst[e]);
+  }
+}
+
+// The batched product's argument checks, on the host before any launch (a built-in Gemm needs no
+// device to be made, and every call below is refused before it would launch): runs without a GPU.
+TEST(GemmBatched, ArgumentsAreCheckedBeforeAnyLaunch) {
+  const Gemm gemm(nullptr, GemmPrecision::Fp32, GemmEngine::Builtin);
+  float x = 0;
+  auto error_of = [&](auto call) {
+    try {
+      call();
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  auto call = [&](int M, int N, int K, int lda, long long sa, int ldb, long long sb, float* C, int ldc,
+                  long long sc, int batch) {
+    return error_of([&] { gemm.batched(false, false, M, N, K, 1.f, &x, lda, sa, &x, ldb, sb, 0.f, C, ldc, sc, batch); });
+  };
+  EXPECT_NE(call(-1, 4, 4, 4, 16, 4, 16, &x, 4, 16, 2).find("M, N, K"), std::string::npos);
+  EXPECT_NE(call(4, 4, 4, 4, 16, 4, 16, &x, 4, 16, -1).find("batch"), std::string::npos);
+  EXPECT_NE(call(4, 4, 4, 4, -16, 4, 16, &x, 4, 16, 2).find("strides"), std::string::npos);
+  EXPECT_NE(call(4, 4, 4, 3, 16, 4, 16, &x, 4, 16, 2).find("lda"), std::string::npos);
+  EXPECT_NE(call(4, 4, 4, 4, 16, 3, 16, &x, 4, 16, 2).find("ldb"), std::string::npos);
+  EXPECT_NE(call(4, 4, 4, 4, 16, 4, 16, &x, 3, 16, 2).find("ldc"), std::string::npos);
+  EXPECT_NE(call(4, 4, 4, 4, 16, 4, 16, nullptr, 4, 16, 2).find("null"), std::string::npos);
+  EXPECT_NE(call(4, 4, 4, 4, 16, 4, 16, &x, 4, 15, 2).find("stride_c"), std::string::npos);
+  EXPECT_NE(call(4, 4, 4, 4, 16, 4, 16, &x, 4, 16, 70000).find("65535"), std::string::npos);
+  // Nothing to do: accepted without a launch.
+  EXPECT_EQ(call(4, 4, 4, 4, 16, 4, 16, &x, 4, 16, 0), "accepted");
+  EXPECT_EQ(call(0, 4, 4, 4, 16, 4, 16, &x, 4, 16, 3), "accepted");
+}
+
 TEST_F(NnOps, ConvertToBf16RoundsToNearestEvenOverStridedRows) {
   // Values that exercise the rounding: random normals, exact ties both ways, the largest finite
   // floats (which round to ±inf), subnormals, zeros of both signs, infinities and NaN.

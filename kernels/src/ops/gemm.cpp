@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -29,6 +30,11 @@ using SetWorkspaceFn = cublasStatus_t (*)(cublasHandle_t, void*, std::size_t);
 using GemmExFn = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
                                     const void*, const void*, cudaDataType, int, const void*, cudaDataType, int,
                                     const void*, void*, cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
+using GemmStridedBatchedExFn = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int,
+                                                  int, const void*, const void*, cudaDataType, int, long long,
+                                                  const void*, cudaDataType, int, long long, const void*, void*,
+                                                  cudaDataType, int, long long, int, cublasComputeType_t,
+                                                  cublasGemmAlgo_t);
 
 struct CublasLibrary {
   void* handle = nullptr;
@@ -38,6 +44,7 @@ struct CublasLibrary {
   GetVersionFn get_version = nullptr;
   SetWorkspaceFn set_workspace = nullptr;
   GemmExFn gemm_ex = nullptr;
+  GemmStridedBatchedExFn gemm_strided_batched_ex = nullptr;
   std::string error;  // why it is not loaded
 };
 
@@ -73,6 +80,8 @@ const CublasLibrary& cublas_library() {
     lib.get_version = reinterpret_cast<GetVersionFn>(sym("cublasGetVersion_v2"));
     lib.set_workspace = reinterpret_cast<SetWorkspaceFn>(sym("cublasSetWorkspace_v2"));
     lib.gemm_ex = reinterpret_cast<GemmExFn>(sym("cublasGemmEx"));
+    lib.gemm_strided_batched_ex =
+        reinterpret_cast<GemmStridedBatchedExFn>(sym("cublasGemmStridedBatchedEx"));
   });
   return lib;
 }
@@ -178,6 +187,7 @@ void Gemm::set_workspace(void* workspace, std::size_t bytes) {
 
 GemmEngine Gemm::engine() const { return m_impl->engine; }
 GemmPrecision Gemm::precision() const { return m_impl->precision; }
+CUstream_st* Gemm::stream() const { return m_impl->stream; }
 
 std::string Gemm::describe() const {
   if (m_impl->engine == GemmEngine::Cublas) {
@@ -217,6 +227,68 @@ void Gemm::operator()(bool trans_a, bool trans_b, int M, int N, int K, float alp
   if (s != CUBLAS_STATUS_SUCCESS)
     throw std::runtime_error("cublasGemmEx failed (" + status_text(s) + ") at M=" + std::to_string(M) +
                              " N=" + std::to_string(N) + " K=" + std::to_string(K));
+}
+
+void Gemm::batched(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
+                   long long stride_a, const float* B, int ldb, long long stride_b, float beta, float* C,
+                   int ldc, long long stride_c, int batch) const {
+  auto bad = [](const std::string& m) { throw std::invalid_argument("gemm (batched): " + m); };
+  if (M < 0 || N < 0 || K < 0) bad("M, N, K must be >= 0");
+  if (batch < 0) bad("batch must be >= 0");
+  if (stride_a < 0 || stride_b < 0 || stride_c < 0) bad("strides must be >= 0");
+  if (M == 0 || N == 0 || batch == 0) return;
+  if (ldc < N) bad("ldc (" + std::to_string(ldc) + ") < N (" + std::to_string(N) + ")");
+  if (lda < (trans_a ? M : K) || lda < 1) bad("lda (" + std::to_string(lda) + ") too small");
+  if (ldb < (trans_b ? K : N) || ldb < 1) bad("ldb (" + std::to_string(ldb) + ") too small");
+  if (!C || (K > 0 && (!A || !B))) bad("a matrix pointer is null");
+  if (batch > 1 && stride_c < (long long)(M - 1) * ldc + N) bad("stride_c is smaller than one C: entries overlap");
+  if (m_impl->engine == GemmEngine::Builtin) {
+    if (batch > 65535) bad("batch (" + std::to_string(batch) + ") > 65535 on the built-in kernel");
+    gemm_builtin_batched(trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb, stride_b, beta, C, ldc,
+                         stride_c, batch, m_impl->stream);
+    return;
+  }
+  const void* a_ptr = A;
+  const void* b_ptr = B;
+  cudaDataType in_type = CUDA_R_32F;
+  cublasComputeType_t compute =
+      m_impl->precision == GemmPrecision::Tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  if (m_impl->precision == GemmPrecision::Bf16 && K > 0) {
+    // Each operand's batch rounded as one [batch, span] matrix of row stride `stride`, span the
+    // elements from an entry's first to its last (the row padding between is rounded too, and
+    // unread): the copy keeps the leading dimension and takes the stride span (rounded up to 8).
+    // Entries that overlap (0 < stride < span) are rounded one by one.
+    auto round = [&](const float* X, int rows, int cols, int ld, long long& stride, Bf16Scratch& buf) {
+      const long long span = (long long)(rows - 1) * ld + cols;
+      const long long stride16 = stride == 0 ? 0 : (span + 7) / 8 * 8;
+      const int n = stride == 0 ? 1 : batch;
+      std::uint16_t* copy = buf.reserve(std::size_t((n - 1) * stride16 + span), m_impl->stream);
+      if (stride == 0 || stride >= span) {
+        if (span > std::numeric_limits<int>::max() || stride > std::numeric_limits<int>::max())
+          bad("an operand's entry is too large for the bf16 rounding");
+        convert_to_bf16(X, n, int(span), int(std::max(stride, span)), copy, int(std::max<long long>(stride16, span)),
+                        m_impl->stream);
+      } else {
+        for (int i = 0; i < n; ++i)
+          convert_to_bf16(X + i * stride, rows, cols, ld, copy + i * stride16, ld, m_impl->stream);
+      }
+      stride = stride16;
+      return static_cast<const void*>(copy);
+    };
+    a_ptr = round(A, trans_a ? K : M, trans_a ? M : K, lda, stride_a, m_impl->a16);
+    b_ptr = round(B, trans_b ? N : K, trans_b ? K : N, ldb, stride_b, m_impl->b16);
+    in_type = CUDA_R_16BF;
+    compute = CUBLAS_COMPUTE_32F;
+  }
+  // Column-major view as in operator(): the operands swap places and keep their flags.
+  const cublasStatus_t s = cublas_library().gemm_strided_batched_ex(
+      m_impl->handle, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha,
+      b_ptr, in_type, ldb, stride_b, a_ptr, in_type, lda, stride_a, &beta, C, CUDA_R_32F, ldc, stride_c, batch,
+      compute, CUBLAS_GEMM_DEFAULT);
+  if (s != CUBLAS_STATUS_SUCCESS)
+    throw std::runtime_error("cublasGemmStridedBatchedEx failed (" + status_text(s) + ") at M=" +
+                             std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K) +
+                             " batch=" + std::to_string(batch));
 }
 
 void Gemm::bf16(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,

@@ -5,8 +5,13 @@
 namespace tttlab::kernels {
 namespace {
 
+// blockIdx.z: the batch entry (Gemm::batched), at A + z·sa, B + z·sb, C + z·sc.
 __global__ void gemm_kernel(bool ta, bool tb, int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
-                            const float* __restrict__ B, int ldb, float beta, float* __restrict__ C, int ldc) {
+                            const float* __restrict__ B, int ldb, float beta, float* __restrict__ C, int ldc,
+                            long long sa, long long sb, long long sc) {
+  A += sa * blockIdx.z;
+  B += sb * blockIdx.z;
+  C += sc * blockIdx.z;
   __shared__ float As[16][64 + 1];
   __shared__ float Bs[16][64 + 1];
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
@@ -63,7 +68,18 @@ void gemm_builtin(bool trans_a, bool trans_b, int M, int N, int K, float alpha, 
   if (M <= 0 || N <= 0) return;
   require(M <= 65535 * 64, "gemm_builtin", "M too large for the grid");
   gemm_kernel<<<dim3((N + 63) / 64, (M + 63) / 64), 256, 0, stream>>>(trans_a, trans_b, M, N, K, alpha, A, lda, B,
-                                                                      ldb, beta, C, ldc);
+                                                                      ldb, beta, C, ldc, 0, 0, 0);
+  check_launch();
+}
+
+void gemm_builtin_batched(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
+                          long long stride_a, const float* B, int ldb, long long stride_b, float beta, float* C,
+                          int ldc, long long stride_c, int batch, CUstream_st* stream) {
+  if (M <= 0 || N <= 0 || batch <= 0) return;
+  require(M <= 65535 * 64, "gemm_builtin_batched", "M too large for the grid");
+  require(batch <= 65535, "gemm_builtin_batched", "batch too large for the grid (at most 65535)");
+  gemm_kernel<<<dim3((N + 63) / 64, (M + 63) / 64, batch), 256, 0, stream>>>(
+      trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, stride_a, stride_b, stride_c);
   check_launch();
 }
 

@@ -63,6 +63,18 @@ class Gemm {
   void operator()(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
                   int lda, const float* B, int ldb, float beta, float* C, int ldc) const;
 
+  // `batch` independent products of the same shape, entry i reading A + i·stride_a, B + i·stride_b
+  // and writing C + i·stride_c (strides in elements, ≥ 0; 0 reuses one operand for every entry),
+  // each exactly as operator() with the same flags, leading dimensions, alpha and beta: cuBLAS's
+  // cublasGemmStridedBatchedEx in the Gemm's precision (Bf16 rounds the operands into bf16 copies
+  // first, as operator() does), or the built-in kernel with the batch on its grid's z dimension.
+  // The entries' C must not overlap (stride_c ≥ the extent of one C, or batch = 1). One launch for
+  // the whole batch. batch = 0, M = 0 or N = 0: nothing. Checks as operator() and batch ≥ 0,
+  // strides ≥ 0, batch ≤ 65535 on the built-in kernel; std::invalid_argument (one line) first.
+  void batched(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
+               long long stride_a, const float* B, int ldb, long long stride_b, float beta, float* C,
+               int ldc, long long stride_c, int batch) const;
+
   // The same product with bf16 operands given (Bf16 precision on cuBLAS only, else
   // std::logic_error): A16 / B16, when not null, are bf16 copies of the stored A / B made beforehand
   // (convert_to_bf16; row strides lda16 / ldb16); a null copy is rounded here from the fp32 operand
@@ -87,6 +99,7 @@ class Gemm {
 
   GemmEngine engine() const;
   GemmPrecision precision() const;
+  CUstream_st* stream() const;  // the stream the products run on
   // "cuBLAS 13.0.0, tf32 GEMMs" / "built-in fp32 GEMM kernel (cuBLAS not loaded: ...)".
   std::string describe() const;
 

@@ -111,6 +111,9 @@ struct LactForwardArgs {
   float* states =
       nullptr;  // OVERWRITTEN (lact_state_floats): working memory, kept for the backward
   CUstream_st* stream = nullptr;
+  // lact_forward_chunked only (lact_forward ignores them): lact_chunked_workspace_bytes(dims).
+  void* workspace = nullptr;
+  std::size_t workspace_bytes = 0;
 };
 void lact_forward(const LactForwardArgs& args);
 
@@ -145,11 +148,39 @@ struct LactBackwardArgs {
   float* dw0 = nullptr;        // [B, H, d_h, d] OVERWRITTEN: of the initial weights
   float* dw1 = nullptr;        // [B, H, d, d_h] OVERWRITTEN
   float* dw2 = nullptr;        // [B, H, d_h, d] OVERWRITTEN
-  void* workspace = nullptr;   // lact_backward_workspace_bytes(dims), float-aligned
+  void* workspace = nullptr;   // lact_backward_workspace_bytes(dims), float-aligned (the chunked
+                               // backward: lact_chunked_workspace_bytes(dims))
   std::size_t workspace_bytes = 0;
   CUstream_st* stream = nullptr;
 };
 void lact_backward(const LactBackwardArgs& args);
+
+// ---- the chunk-parallel form (docs/KERNELS.md, "The chunked form") -------------------------------
+// The same functions, inputs, outputs and kept states ([B, H, nc, 6, d_h·d], so either backward
+// reads either forward's states), computed as strided-batched matrix products over the B·H heads
+// (one batch entry per sequence and head, through `gemm`: its precision, Fp32 / Tf32 / Bf16, is that
+// of every product) and small row and elementwise kernels, the host looping over the chunks on the
+// stream: per chunk the forward gathers the chunk's tokens of every head into packed [B·H, C, d]
+// blocks, takes its products (q W0ᵀ, q W2ᵀ, k W0ᵀ, k W2ᵀ, v W1, the read h W1ᵀ and the three
+// weight sums of the step as [d_h, C]×[C, d] products written into the states), and one row kernel
+// does the momentum, W + m_c and the renormalisation; the backward walks the chunks in reverse the
+// same way. `gemm` must be bound to `args.stream` (the products run on the Gemm's stream, the
+// small kernels on args.stream; a Gemm of another stream is refused). Needs a WORKSPACE of
+// lact_chunked_workspace_bytes(dims) bytes, float-aligned (one size for both calls; nothing in it
+// needs to survive from the forward to the backward): the packed chunk [B·H, 2C', d] of q and k, of
+// dO and v, the rates, the d_h-vectors [B·H, 2C', d_h] three times and [B·H, C', d_h] three more,
+// outputs [B·H, 3C', d], ∂L/∂W and ∂L/∂m (B·H·6·d_h·d), the row norms and the chunks' mean momenta,
+// C' = min(C, T): about 66 MiB at B16 H12 d = d_h = C = 64. The arguments are checked as
+// lact_forward's / lact_backward's, plus the workspace and the stream (std::invalid_argument naming
+// the field, nothing launched). The shapes are lact_unsupported's (0 bytes for a refused one), and
+// B·H ≤ 65535 (refused naming batch·heads). Muon is refused.
+std::size_t lact_chunked_workspace_bytes(const LactDims& dims);
+
+// The forward takes its workspace in LactForwardArgs::workspace / workspace_bytes (which
+// lact_forward ignores), the backward in LactBackwardArgs's, each ≥ lact_chunked_workspace_bytes.
+class Gemm;
+void lact_forward_chunked(const Gemm& gemm, const LactForwardArgs& args);
+void lact_backward_chunked(const Gemm& gemm, const LactBackwardArgs& args);
 
 // The backward's arguments that repeat the forward's: the dims, q, k, v with their strides, the
 // rates, the momentum, the kept states and the stream. The caller adds dO, the final weights'

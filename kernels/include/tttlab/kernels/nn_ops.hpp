@@ -225,5 +225,10 @@ void adamw_update(float* p, const float* g, float* m, float* v, std::size_t n,
 // Row-major C[M, N] = alpha·op(A)·op(B) + beta·C, the contract of Gemm::operator().
 void gemm_builtin(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
                   const float* B, int ldb, float beta, float* C, int ldc, CUstream_st* stream);
+// `batch` of them (grid z), entry i at A + i·stride_a, B + i·stride_b, C + i·stride_c (Gemm::batched).
+void gemm_builtin_batched(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
+                          int lda, long long stride_a, const float* B, int ldb, long long stride_b,
+                          float beta, float* C, int ldc, long long stride_c, int batch,
+                          CUstream_st* stream);
 
 }  // namespace tttlab::kernels
