@@ -62,7 +62,7 @@ std::string gpu_kernels_missing(SeqLayerKind) { return {}; }
 std::string gpu_decoder_missing(SeqLayerKind k) {
   if (k == SeqLayerKind::Titans || k == SeqLayerKind::Lact)
     return to_string(k) +
-           " has no GPU decoder yet (a later issue); it evaluates and generates on the CPU";
+           " has no GPU decoder yet (a later issue); it generates on the CPU";
   return gpu_kernels_missing(k);
 }
 
