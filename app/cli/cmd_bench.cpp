@@ -707,7 +707,7 @@ void register_bench(CLI::App& app) {
                   "1 for 125m)")
       ->check(CLI::Range(0, 1000));
   cmd->add_option("--backbone", a->backbone,
-                  "m or t (mamba2, deltanet, gated-deltanet, titans: t unless m is asked for, which is refused)")
+                  "m or t (mamba2, deltanet, gated-deltanet, titans, lact: t unless m is asked for, which is refused)")
       ->check(CLI::IsMember({"t", "m"}))
       ->capture_default_str();
   cmd->add_option("--threads", a->threads, "Worker threads (0: all)")->check(CLI::Range(0, 1024));

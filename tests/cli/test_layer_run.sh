@@ -82,7 +82,7 @@ case $layer in
       cuda_note="no GPU for generate --device cuda"
     fi
     ;;
-  titans)
+  titans | lact)
     rc=0
     "$exe" train --data "$work/text.txt" "${model[@]}" --seq-len 32 --batch 4 --steps 2 --threads 2 \
       --device cuda --out "$work/cuda-$layer" >"$work/cuda.out" 2>"$work/cuda.log" || rc=$?

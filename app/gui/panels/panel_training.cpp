@@ -111,8 +111,7 @@ class TrainingPanel final
     if (classroom::visible("training.settings")) {
       widgets::section_label("MODEL");
       widgets::row("Layer", "The sequence layer of every block: the two TTT layers, or the baselines: attention "
-                            "(softmax, linear), Mamba-2, DeltaNet, Gated DeltaNet, Titans and LaCT (LaCT on the CPU "
-                            "only).");
+                            "(softmax, linear), Mamba-2, DeltaNet, Gated DeltaNet, Titans and LaCT.");
       int layer = 0;
       for (int i = 0; i < kLayerCount; ++i)
         if (t.layer == kLayers[i]) layer = i;

@@ -24,6 +24,7 @@
 #include "tttlab/kernels/attention.hpp"
 #include "tttlab/kernels/cuda_device.hpp"
 #include "tttlab/kernels/deltanet.hpp"
+#include "tttlab/kernels/lact.hpp"
 #include "tttlab/kernels/mamba2.hpp"
 #include "tttlab/kernels/titans.hpp"
 #include "tttlab/kernels/nn_ops.hpp"
@@ -122,6 +123,25 @@ TitansLayerDims titans_dims(const ModelConfig& m, int B, int T) {
   return d;
 }
 
+// The LaCT layer's sizes for a batch of B sequences of T tokens.
+LactLayerDims lact_dims(const ModelConfig& m, int B, int T) {
+  const LactLayerConfig c = m.lact_config();
+  LactLayerDims d;
+  d.batch = B;
+  d.seq_len = T;
+  d.width = c.width;
+  d.attn_heads = c.attn_heads;
+  d.lact_heads = c.lact_heads;
+  d.inter_multi = c.inter_multi;
+  d.chunk = c.chunk_size;
+  d.window = c.window;
+  d.momentum = c.use_momentum;
+  d.muon = c.use_muon;
+  d.base_lr = float(c.base_lr);
+  d.norm_eps = float(c.norm_eps);
+  return d;
+}
+
 }  // namespace
 
 std::string cuda_train_unsupported(const ModelConfig& m) {
@@ -151,9 +171,14 @@ std::string cuda_train_unsupported(const ModelConfig& m) {
       return why + "; use --device cpu";
     return {};
   }
+  if (m.seq_layer == SeqLayerKind::Lact) {
+    if (std::string why = lact_layer_unsupported(lact_dims(m, 1, 1)); !why.empty())
+      return why + "; use --device cpu";
+    return {};
+  }
   if (m.seq_layer != SeqLayerKind::TTTLinear && m.seq_layer != SeqLayerKind::TTTMLP)
-    return "the GPU trains ttt-linear, ttt-mlp, mamba2, deltanet, gated-deltanet, titans and the "
-           "attention baselines; " +
+    return "the GPU trains ttt-linear, ttt-mlp, mamba2, deltanet, gated-deltanet, titans, lact and "
+           "the attention baselines; " +
            to_string(m.seq_layer) + " trains on the CPU (--device cpu)";
   if (std::string why = detail::ttt_shape_unsupported(m.head_dim(), m.mini_batch_size,
                                                       "the GPU's TTT kernels need");
@@ -242,6 +267,8 @@ struct CudaTrainBackend::Impl {
     DeltaNetLayerCache dn;
     // Titans (`titans`): what its forward keeps (titans.hpp).
     TitansLayerCache tt;
+    // LaCT (`lact`): what its forward keeps (lact.hpp).
+    LactLayerCache lc;
   };
   std::vector<Block> blocks;
   float* h_final = nullptr;
@@ -407,9 +434,54 @@ struct CudaTrainBackend::Impl {
     d.batch = nseq;
     return d;
   }
+  // LaCT mixers (LactLayer): lact_layer_forward / _backward with the step's products (the
+  // attention always the fp32 CUDA-core kernels with the window, the inner loop fp32); the
+  // backward's scratch is shared by the blocks, and so are the RoPE tables of positions 0..T−1.
+  bool lact = false;
+  LactLayerDims lcdims;
+  float* lc_ws = nullptr;
+  float *lc_rope_cos = nullptr, *lc_rope_sin = nullptr;
+  template <class Out, class Get>
+  Out lc_tensors(int i, Get get) const {
+    const std::string pre = mixer(i);
+    Out q;
+    q.qkv = get(pre + "qkv.weight");
+    q.qk_scale = get(pre + "qk_scale");
+    q.qk_offset = get(pre + "qk_offset");
+    // the per-head initial weights w0[h] … side by side, [H_f, rows, cols] (layout's groups)
+    q.w0 = get(pre + "w0");
+    q.w1 = get(pre + "w1");
+    q.w2 = get(pre + "w2");
+    q.lr_proj = get(pre + "lr_proj.weight");
+    q.lr_bias = get(pre + "lr_proj.bias");
+    if (lcdims.momentum) {
+      q.momentum_proj = get(pre + "momentum_proj.0.weight");
+      q.momentum_bias = get(pre + "momentum_proj.0.bias");
+    }
+    q.scale_proj = get(pre + "ttt_scale_proj.weight");
+    q.scale_bias = get(pre + "ttt_scale_proj.bias");
+    q.ttt_norm = get(pre + "ttt_norm.weight");
+    q.o_proj = get(pre + "o_proj.weight");
+    return q;
+  }
+  LactLayerParams lc_params(int i) const {
+    LactLayerParams q =
+        lc_tensors<LactLayerParams>(i, [this](const std::string& n) { return p(n); });
+    q.rope_cos = lc_rope_cos;
+    q.rope_sin = lc_rope_sin;
+    return q;
+  }
+  LactLayerGrads lc_grads(int i) const {
+    return lc_tensors<LactLayerGrads>(i, [this](const std::string& n) { return g(n); });
+  }
+  LactLayerDims lc_batch() const {
+    LactLayerDims d = lcdims;
+    d.batch = nseq;
+    return d;
+  }
   // The mixers whose layer owns its whole forward and backward (and allocates what it keeps): none of
   // the TTT or attention buffers of a block.
-  bool own_layer() const { return mamba2 || deltanet || titans; }
+  bool own_layer() const { return mamba2 || deltanet || titans || lact; }
   AttentionKind attn_kind = AttentionKind::Softmax;
   std::vector<float*> attn_lse;                          // per block, [Bmax, H, T]
   float *attn_rope_cos = nullptr, *attn_rope_sin = nullptr;  // [T, d/2]: positions 0..T−1
@@ -700,6 +772,14 @@ struct CudaTrainBackend::Impl {
 
 void CudaTrainBackend::Impl::layout(Model<float>& m) {
   std::map<std::string, std::size_t> group_base;
+  // The heads of each per-head group: the attention heads' count for the TTT layers' states, LaCT's
+  // own fast-weight heads (lact_heads) for its initial weights.
+  std::map<std::string, int> group_heads;
+  m.for_each_param([&](Eigen::Map<Mat<float>>, const std::string& name) {
+    std::string key;
+    int head = 0;
+    if (split_head_index(name, key, head)) group_heads[key] = std::max(group_heads[key], head + 1);
+  });
   m.for_each_param([&](Eigen::Map<Mat<float>> t, const std::string& name) {
     Tensor x{name, static_cast<long>(t.rows()), static_cast<long>(t.cols()), 0};
     std::string key;
@@ -711,7 +791,7 @@ void CudaTrainBackend::Impl::layout(Model<float>& m) {
         if (head != 0) throw std::logic_error("train_cuda: per-head tensors of '" + key + "' out of order");
         it = group_base.emplace(key, total).first;
         offset_of[key] = total;
-        total = align_up(total + std::size_t(H) * x.size());
+        total = align_up(total + std::size_t(group_heads.at(key)) * x.size());
       }
       x.offset = it->second + std::size_t(head) * x.size();
     } else {
@@ -762,6 +842,8 @@ void CudaTrainBackend::Impl::allocate() {
       k.dn = deltanet_layer_cache(dndims, alloc(deltanet_layer_cache_floats(dndims)));
     } else if (titans) {
       k.tt = titans_layer_cache(ttdims, alloc(titans_layer_cache_floats(ttdims)));
+    } else if (lact) {
+      k.lc = lact_layer_cache(lcdims, alloc(lact_layer_cache_floats(lcdims)));
     } else if (attention16() && i > 0) {
       k.XQ = blocks.front().XQ;
       k.XK = blocks.front().XK;
@@ -834,6 +916,10 @@ void CudaTrainBackend::Impl::allocate() {
   if (mamba2) m2_ws = alloc(mamba2_layer_workspace_floats(m2dims));
   if (deltanet) dn_ws = alloc(deltanet_layer_workspace_floats(dndims));
   if (titans) tt_ws = alloc(titans_layer_workspace_floats(ttdims));
+  if (lact) {
+    lc_ws = alloc(lact_layer_workspace_floats(lcdims));
+    upload_rope_tables(T, lc_rope_cos, lc_rope_sin);  // d = D / H, the attention's head dim
+  }
   ttt_ws_bytes = attention || own_layer() ? 0
                  : ttt_mlp           ? std::max(ttt_mlp_backward_workspace_bytes(dims, group),
                                                 ttt_mlp_forward_workspace_bytes(dims))
@@ -1098,6 +1184,8 @@ void CudaTrainBackend::Impl::forward(bool train, float grad_scale) {
       deltanet_layer_forward(m2_product(), dn_batch(), dn_params(i), k.a_seq, k.dn, dx, st);
     else if (titans)
       titans_layer_forward(m2_product(), tt_batch(), tt_params(i), k.a_seq, k.tt, dx, st);
+    else if (lact)
+      lact_layer_forward(m2_product(), lc_batch(), lc_params(i), k.a_seq, k.lc, dx, st);
     else
       ttt_forward(i, k.a_seq, dx, train);
     add_rms_norm_to(k.h_mid1, dx, p(pre + "ffn_norm.weight"), k.h_mid2, k.a_ffn);
@@ -1424,6 +1512,9 @@ void CudaTrainBackend::Impl::backward() {
     else if (titans)
       titans_layer_backward(m2_product(), tt_batch(), tt_params(i), k.a_seq, k.tt, dh, tt_grads(i),
                             da, false, tt_ws, st);
+    else if (lact)
+      lact_layer_backward(m2_product(), lc_batch(), lc_params(i), k.a_seq, k.lc, dh, lc_grads(i),
+                          da, false, lc_ws, st);
     else
       ttt_backward(i, k.a_seq, dh, dh16_mix, da);
     rms_norm_backward(
@@ -1495,6 +1586,8 @@ CudaTrainBackend::CudaTrainBackend(const TrainBackendContext& ctx, const CudaTra
   if (s.deltanet) s.dndims = deltanet_dims(s.mc, s.Bmax, s.T);
   s.titans = s.mc.seq_layer == SeqLayerKind::Titans;
   if (s.titans) s.ttdims = titans_dims(s.mc, s.Bmax, s.T);
+  s.lact = s.mc.seq_layer == SeqLayerKind::Lact;
+  if (s.lact) s.lcdims = lact_dims(s.mc, s.Bmax, s.T);
   s.attn_kind = s.mc.seq_layer == SeqLayerKind::LinearAttention ? AttentionKind::Linear : AttentionKind::Softmax;
 
   const CudaQuery q = query_cuda_devices();
@@ -1571,6 +1664,7 @@ std::string CudaTrainBackend::describe() const {
               ? ", delta rule chunked on tensor cores (bf16)"
               : ", delta rule recurrent on CUDA cores (fp32)") +
          (m_impl->titans ? ", Titans' memory recurrent on CUDA cores (fp32)" : "") +
+         (m_impl->lact ? ", LaCT's fast weights and windowed attention on CUDA cores (fp32)" : "") +
          (m_impl->options.forward_only ? ", forward only (two blocks' activations, taken in turn)" : "");
 }
 

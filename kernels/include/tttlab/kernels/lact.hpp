@@ -60,6 +60,8 @@
 #include <cstddef>
 #include <string>
 
+#include "tttlab/kernels/mamba2.hpp"
+
 struct CUstream_st;
 
 namespace tttlab::kernels {
@@ -202,5 +204,128 @@ inline LactBackwardArgs lact_backward_args(const LactForwardArgs& f) {
   b.stream = f.stream;
   return b;
 }
+
+// ---- the layer's element-wise ops ----------------------------------------------------------------
+// The small passes of LaCT's block (core/src/seq/lact_layer.cpp) that no op of nn_ops.hpp covers,
+// each mirroring the CPU statement named (tests/kernels/test_lact_layer_ops.cpp holds them to CPU
+// references). CONVENTIONS as nn_ops.hpp: device pointers, fp32, row-major, R rows; "=" overwritten,
+// "+=" added to; one line of std::invalid_argument on a bad argument before any launch.
+//
+// The fast weights' q or k from the projection u [R, D] (lact_front): t = u ⊙ s + b per channel
+// (scale s and offset b read at scale[c·ld_sb], offset[c·ld_sb]: a column of qk_scale / qk_offset
+// [D, 2]), us = silu(t) (=), and per head of d channels f = us / (‖us‖ + eps) (=, LaCT's l2_norm).
+void lact_qk_forward(const float* u, const float* scale, const float* offset, int ld_sb, int R,
+                     int D, int d, float eps, float* us, float* f, CUstream_st* stream);
+// Its backward from dF [R, D] (lact_l2_heads_backward, then silu′(t)): dt = ∂L/∂t (=), dtu = dt ⊙ u
+// (=: the terms of the scale's gradient; the caller sums dt and dtu over the rows), du += dt ⊙ s.
+void lact_qk_backward(const float* u, const float* us, const float* scale, const float* offset,
+                      int ld_sb, const float* dF, int R, int D, int d, float eps, float* du, float* dt,
+                      float* dtu, CUstream_st* stream);
+// y = silu(x) (=) and dx += dy ⊙ silu′(x) over n elements (v's silu).
+void lact_silu_forward(const float* x, std::size_t n, float* y, CUstream_st* stream);
+void lact_silu_backward_add(const float* x, const float* dy, std::size_t n, float* dx,
+                            CUstream_st* stream);
+// The rates: from z [R, 3H] = x W_lr, zl = (z + bias) + base (=; may alias z) and
+// lr_i[r, h] = softplus(zl[r, 3h + i]) [R, H] (=) for i = 0, 1, 2 (head h's three columns: the
+// kernels' layout). softplus as mamba2_softplus (z itself above 20).
+void lact_rates_forward(const float* z, const float* bias, float base, int R, int H, float* zl,
+                        float* lr0, float* lr1, float* lr2, CUstream_st* stream);
+// dz[r, 3h + i] = dlr_i[r, h] · softplus′(zl[r, 3h + i]) (=).
+void lact_rates_backward(const float* zl, const float* dlr0, const float* dlr1, const float* dlr2,
+                         int R, int H, float* dz, CUstream_st* stream);
+// The output scale and the branches' sum (lact_back): per head h of d channels,
+// o = a + n ⊙ silu(z[r, h] + bias[h]) (=; o may alias a). n, a, o [R, H·d]; z [R, H].
+void lact_scale_forward(const float* n, const float* z, const float* bias, const float* a, int R,
+                        int H, int d, float* o, CUstream_st* stream);
+// Its backward from dO [R, H·d]: dn = dO ⊙ silu(z + b) (=) and
+// dz[r, h] = Σ_c dO·n over the head's channels · silu′(z + b) (=).
+void lact_scale_backward(const float* n, const float* z, const float* bias, const float* dO, int R,
+                         int H, int d, float* dn, float* dz, CUstream_st* stream);
+// dst[i·stride] += src[i], i < n (a column of qk_scale's or qk_offset's gradient [D, 2]).
+void lact_add_strided(const float* src, int n, float* dst, int stride, CUstream_st* stream);
+
+// ---- the whole layer -------------------------------------------------------------------------------
+// LactLayer::forward_train and backward (core/include/tttlab/seq/lact_layer.hpp, docs/MATH.md
+// §11.10) for a batch of B sequences, statement by statement over the ops in fp32 storage
+// (model/lact_layer.cpp): the qkv projection; the sliding-window softmax attention on RoPE(q),
+// RoPE(k), v (attention.hpp, ALWAYS the fp32 CUDA-core kernels: only they take a window); the fast
+// weights' q, k (scale, offset, silu, per-head L2, RoPE) and v = silu(v); the rates (softplus) and
+// the momentum (sigmoid, eta_forward over R rows of one token); the inner loop above (always fp32)
+// from the learnable initial weights broadcast to every sequence (their gradients summed over the
+// batch); the per-head RMSNorm, the output scale and o_proj. The products are the step's
+// (Mamba2Product's contract, fp32 operands).
+using LactProduct = Mamba2Product;
+
+// LactLayerConfig (tttlab/seq/lact_layer.hpp) for a batch of B sequences of T tokens.
+struct LactLayerDims {
+  int batch = 1, seq_len = 1;
+  int width = 64;        // D
+  int attn_heads = 4;    // H_a (d_a = D / H_a)
+  int lact_heads = 2;    // H_f (d_f = D / H_f)
+  int inter_multi = 1;   // d_h = inter_multi · d_f
+  int chunk = 64;        // C
+  int window = 64;       // W
+  bool momentum = true;  // use_momentum
+  bool muon = false;     // refused (lact_unsupported)
+  float base_lr = 1e-3f, norm_eps = 1e-5f;
+  int rows() const { return batch * seq_len; }
+  int attn_head_dim() const { return attn_heads > 0 ? width / attn_heads : 0; }
+  int fw_head_dim() const { return lact_heads > 0 ? width / lact_heads : 0; }
+  int fw_hidden() const { return inter_multi * fw_head_dim(); }
+  LactDims inner() const;  // the inner loop's shape
+};
+// Empty when the layer runs on the GPU, else why not (one line naming the field): positive sizes,
+// the heads dividing the width, an even attention head dim of at most 128 (the attention kernels),
+// window >= 1, and the inner loop's limits (lact_unsupported: d_f <= 128, d_h <= 512, no muon).
+std::string lact_layer_unsupported(const LactLayerDims& dims);
+
+// The parameters in LactParams' layouts ([in, out] projections; qk_scale, qk_offset [D, 2]; w0, w2
+// [H_f, d_h, d_f], w1 [H_f, d_f, d_h] stacked over the heads; biases [N]; ttt_norm [d_f]), plus the
+// RoPE tables of positions 0..T−1 (rope_tables(d_a, T, rope_theta): [T, d_a/2] each, the caller's).
+// momentum_proj, momentum_bias null without momentum. Gradients alike (no tables), ADDED TO.
+struct LactLayerParams {
+  const float *qkv = nullptr, *qk_scale = nullptr, *qk_offset = nullptr, *w0 = nullptr,
+              *w1 = nullptr, *w2 = nullptr, *lr_proj = nullptr, *lr_bias = nullptr,
+              *momentum_proj = nullptr, *momentum_bias = nullptr, *scale_proj = nullptr,
+              *scale_bias = nullptr, *ttt_norm = nullptr, *o_proj = nullptr;
+  const float *rope_cos = nullptr, *rope_sin = nullptr;
+};
+struct LactLayerGrads {
+  float *qkv = nullptr, *qk_scale = nullptr, *qk_offset = nullptr, *w0 = nullptr, *w1 = nullptr,
+        *w2 = nullptr, *lr_proj = nullptr, *lr_bias = nullptr, *momentum_proj = nullptr,
+        *momentum_bias = nullptr, *scale_proj = nullptr, *scale_bias = nullptr,
+        *ttt_norm = nullptr, *o_proj = nullptr;
+};
+
+// What the forward keeps, in one allocation of lact_layer_cache_floats(dims) floats, carved by
+// lact_layer_cache: [R, D] each: q, k, v, qa, ka (after RoPE), qs, ks (silu(q̃), silu(k̃)), qf, kf
+// (the fast weights' q, k), vs (silu(v)), oa (the attention's output), of (the fast weights'), n
+// (RMSNorm(of)·w), o (oa + y_f, o_proj's input); lr_z [R, 3 H_f]; lr0, lr1, lr2, mom, sz [R, H_f];
+// the attention's lse [B, H_a, T]; the initial weights broadcast to the batch (w0b, w2b
+// [B, H_f, d_h, d_f], w1b [B, H_f, d_f, d_h]); the inner loop's kept states (lact_state_floats).
+struct LactLayerCache {
+  float *q = nullptr, *k = nullptr, *v = nullptr, *qa = nullptr, *ka = nullptr, *qs = nullptr,
+        *ks = nullptr, *qf = nullptr, *kf = nullptr, *vs = nullptr, *oa = nullptr, *of = nullptr,
+        *n = nullptr, *o = nullptr, *lr_z = nullptr, *lr0 = nullptr, *lr1 = nullptr,
+        *lr2 = nullptr, *mom = nullptr, *sz = nullptr, *lse = nullptr, *w0b = nullptr,
+        *w1b = nullptr, *w2b = nullptr, *states = nullptr;
+};
+std::size_t lact_layer_cache_floats(const LactLayerDims& dims);
+LactLayerCache lact_layer_cache(const LactLayerDims& dims, float* base);
+// The backward's scratch, in floats (16-byte aligned base).
+std::size_t lact_layer_workspace_floats(const LactLayerDims& dims);
+
+// out [R, D] = the layer applied to x [R, D], each sequence from the empty prefix. The cache and
+// workspace may be carved for a larger batch than dims.batch (the same T). x is read only by the
+// products (with bf16 products it may be a buffer whose bf16 shadow the products read).
+void lact_layer_forward(const LactProduct& product, const LactLayerDims& dims,
+                        const LactLayerParams& p, const float* x, const LactLayerCache& cache,
+                        float* out, CUstream_st* stream);
+// From dOut [R, D]: dx [R, D] (OVERWRITTEN, or ADDED TO with accumulate) and every parameter's
+// gradient ADDED TO g.
+void lact_layer_backward(const LactProduct& product, const LactLayerDims& dims,
+                         const LactLayerParams& p, const float* x, const LactLayerCache& cache,
+                         const float* dOut, const LactLayerGrads& g, float* dx, bool accumulate,
+                         float* workspace, CUstream_st* stream);
 
 }  // namespace tttlab::kernels
