@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <stdexcept>
 #include <vector>
 
 #include "tttlab/fastweight/lact.hpp"
@@ -57,6 +58,17 @@ static Vec<float> colv(const float* p, int H, int n, int T, int h) {
   Vec<float> v(T);
   for (int t = 0; t < T; ++t) v[t] = p[std::size_t(n * T + t) * H + h];
   return v;
+}
+// The chunk-parallel form's scratch: a size of the right order (a float per token and head), so that
+// the cache's carving includes it; the host test passes no Gemm, so the chunked calls never run.
+std::size_t lact_chunked_workspace_bytes(const LactDims& d) {
+  return 4 * std::size_t(d.batch) * d.heads * d.seq_len;
+}
+void lact_forward_chunked(const Gemm&, const LactForwardArgs&) {
+  throw std::logic_error("host test: the layer was given a Gemm");
+}
+void lact_backward_chunked(const Gemm&, const LactBackwardArgs&) {
+  throw std::logic_error("host test: the layer was given a Gemm");
 }
 void lact_forward(const LactForwardArgs& a) {
   const LactDims& d = a.dims;
@@ -402,7 +414,7 @@ TEST(LactLayerHost, TheGpuLayersOrchestrationMatchesTheCpuLayer) {
       }
   };
   std::vector<float> x = fl(X), out(B * T * D), dO = fl(dOut), dx(B * T * D);
-  lact_layer_forward(prod, d, p, x.data(), c, out.data(), nullptr);
+  lact_layer_forward(prod, nullptr, d, p, x.data(), c, out.data(), nullptr);
   // gradients, zero
   auto zero_like = [&](const auto& m) {
     store.push_back(std::vector<float>(m.size(), 0.f));
@@ -423,7 +435,7 @@ TEST(LactLayerHost, TheGpuLayersOrchestrationMatchesTheCpuLayer) {
   gg.scale_bias = zero_like(P.scale_bias);
   gg.ttt_norm = zero_like(P.ttt_norm);
   gg.o_proj = zero_like(P.o_proj);
-  lact_layer_backward(prod, d, p, x.data(), c, dO.data(), gg, dx.data(), false, ws.data(), nullptr);
+  lact_layer_backward(prod, nullptr, d, p, x.data(), c, dO.data(), gg, dx.data(), false, ws.data(), nullptr);
   auto cmp = [&](const char* name, const float* got, const auto& ref) {
     double mr = 0, me = 0;
     for (Eigen::Index i = 0; i < ref.size(); ++i) {

@@ -235,15 +235,15 @@ TEST(LactLayerOps, TheLayerNamesWhatItCannotRun) {
   const LactProduct none;
   b = d;
   b.muon = true;
-  EXPECT_NE(error_of([&] { lact_layer_forward(none, b, p, nullptr, c, nullptr, nullptr); })
+  EXPECT_NE(error_of([&] { lact_layer_forward(none, nullptr, b, p, nullptr, c, nullptr, nullptr); })
                 .find("lact layer (GPU): the LaCT layer's muon"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { lact_layer_forward(none, d, p, nullptr, c, nullptr, nullptr); })
+  EXPECT_NE(error_of([&] { lact_layer_forward(none, nullptr, d, p, nullptr, c, nullptr, nullptr); })
                 .find("forward: a pointer is null"),
             std::string::npos);
   LactLayerGrads g;
   EXPECT_NE(error_of([&] {
-              lact_layer_backward(none, d, p, nullptr, c, nullptr, g, nullptr, false, nullptr,
+              lact_layer_backward(none, nullptr, d, p, nullptr, c, nullptr, g, nullptr, false, nullptr,
                                   nullptr);
             }).find("backward: a pointer is null"),
             std::string::npos);

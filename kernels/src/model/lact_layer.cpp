@@ -31,9 +31,25 @@ void check(const LactLayerDims& d) {
   if (const std::string why = lact_layer_unsupported(d); !why.empty()) bad(why);
 }
 
-// The inner loop, the one place it is called (see the file's comment).
-void run_lact_forward(const LactForwardArgs& a) { lact_forward(a); }
-void run_lact_backward(const LactBackwardArgs& a) { lact_backward(a); }
+// The inner loop, the one place it is called (see the file's comment): the chunk-parallel form on
+// the given products, or the correct-first kernels without them.
+void run_lact_forward(const Gemm* gemm, const LactForwardArgs& a) {
+  if (gemm)
+    lact_forward_chunked(*gemm, a);
+  else
+    lact_forward(a);
+}
+void run_lact_backward(const Gemm* gemm, const LactBackwardArgs& a) {
+  if (gemm)
+    lact_backward_chunked(*gemm, a);
+  else
+    lact_backward(a);
+}
+// Bytes of the inner loop's scratch for either form: the chunked form's (both directions) or the
+// kernels' backward's, whichever is larger.
+std::size_t inner_scratch_bytes(const LactLayerDims& d) {
+  return std::max(lact_chunked_workspace_bytes(d.inner()), lact_backward_workspace_bytes(d.inner()));
+}
 
 // The inner loop's inputs as the forward keeps them, for both directions; the forward adds its
 // initial weights and output.
@@ -71,6 +87,7 @@ std::size_t carve_cache(const LactLayerDims& d, float* base, LactLayerCache* out
   k.lse = c.take(std::size_t(d.batch) * d.attn_heads * d.seq_len);
   for (float** t : {&k.w0b, &k.w1b, &k.w2b}) *t = c.take(fw_floats(d));
   k.states = c.take(lact_state_floats(d.inner()));
+  k.inner_ws = c.take((lact_chunked_workspace_bytes(d.inner()) + 3) / 4);
   if (out) *out = k;
   return c.used;
 }
@@ -114,7 +131,7 @@ std::size_t carve(const LactLayerDims& d, float* base, Scratch* out) {
                               column_sum_workspace(d.batch, fw)}));
   s.attn_bytes = attention_backward_workspace_bytes(attention_dims(d), AttentionKind::Softmax);
   s.attn_ws = c.take((s.attn_bytes + 3) / 4);
-  s.inner_bytes = lact_backward_workspace_bytes(d.inner());
+  s.inner_bytes = inner_scratch_bytes(d);
   s.inner_ws = c.take((s.inner_bytes + 3) / 4);
   if (out) *out = s;
   return c.used;
@@ -180,7 +197,7 @@ std::size_t lact_layer_workspace_floats(const LactLayerDims& d) {
   return carve(d, nullptr, nullptr);
 }
 
-void lact_layer_forward(const LactProduct& product, const LactLayerDims& d,
+void lact_layer_forward(const LactProduct& product, const Gemm* inner_gemm, const LactLayerDims& d,
                         const LactLayerParams& p, const float* x, const LactLayerCache& c,
                         float* out, CUstream_st* st) {
   check(d);
@@ -246,7 +263,9 @@ void lact_layer_forward(const LactProduct& product, const LactLayerDims& d,
   f.w2 = c.w2b;
   f.o = c.of;
   f.ld_o = D;
-  run_lact_forward(f);
+  f.workspace = c.inner_ws;
+  f.workspace_bytes = lact_chunked_workspace_bytes(d.inner());
+  run_lact_forward(inner_gemm, f);
   // n = RMSNorm(o_f,h)·w per fast head ([R, D] as [R·H_f, d_f]); o = o_a + n ⊙ silu(sz + b_s)
   rms_norm_forward(c.of, p.ttt_norm, R * Hf, df, d.norm_eps, c.n, st);
   lact_scale_forward(c.n, c.sz, p.scale_bias, c.oa, R, Hf, df, c.o, st);
@@ -254,7 +273,7 @@ void lact_layer_forward(const LactProduct& product, const LactLayerDims& d,
   product(false, false, R, D, D, c.o, nullptr, D, p.o_proj, nullptr, D, out, D, false);
 }
 
-void lact_layer_backward(const LactProduct& product, const LactLayerDims& d,
+void lact_layer_backward(const LactProduct& product, const Gemm* inner_gemm, const LactLayerDims& d,
                          const LactLayerParams& p, const float* x, const LactLayerCache& c,
                          const float* dOut, const LactLayerGrads& g, float* dx, bool accumulate,
                          float* workspace, CUstream_st* st) {
@@ -317,7 +336,7 @@ void lact_layer_backward(const LactProduct& product, const LactLayerDims& d,
   b.dw2 = s.dw2b;
   b.workspace = s.inner_ws;
   b.workspace_bytes = s.inner_bytes;
-  run_lact_backward(b);
+  run_lact_backward(inner_gemm, b);
   const int fw = int(fw_floats(d) / std::size_t(B));
   column_sum_add(s.dw0b, B, fw, g.w0, s.sum_ws, st);
   column_sum_add(s.dw1b, B, fw, g.w1, s.sum_ws, st);

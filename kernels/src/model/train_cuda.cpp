@@ -435,9 +435,13 @@ struct CudaTrainBackend::Impl {
     return d;
   }
   // LaCT mixers (LactLayer): lact_layer_forward / _backward with the step's products (the
-  // attention always the fp32 CUDA-core kernels with the window, the inner loop fp32); the
-  // backward's scratch is shared by the blocks, and so are the RoPE tables of positions 0..T−1.
+  // attention always the fp32 CUDA-core kernels with the window); the inner loop in its
+  // chunk-parallel form on lact_inner_gemm(): the step's products in the fp32 and tf32 steps, tf32
+  // ones in the bf16 step (the chunked form's tests hold fp32 and tf32, not bf16). The backward's
+  // scratch is shared by the blocks, and so are the RoPE tables of positions 0..T−1.
   bool lact = false;
+  std::unique_ptr<Gemm> lact_gemm;  // the bf16 step's tf32 products for the inner loop
+  const Gemm* lact_inner_gemm() const { return lact_gemm ? lact_gemm.get() : gemm.get(); }
   LactLayerDims lcdims;
   float* lc_ws = nullptr;
   float *lc_rope_cos = nullptr, *lc_rope_sin = nullptr;
@@ -1185,7 +1189,7 @@ void CudaTrainBackend::Impl::forward(bool train, float grad_scale) {
     else if (titans)
       titans_layer_forward(m2_product(), tt_batch(), tt_params(i), k.a_seq, k.tt, dx, st);
     else if (lact)
-      lact_layer_forward(m2_product(), lc_batch(), lc_params(i), k.a_seq, k.lc, dx, st);
+      lact_layer_forward(m2_product(), lact_inner_gemm(), lc_batch(), lc_params(i), k.a_seq, k.lc, dx, st);
     else
       ttt_forward(i, k.a_seq, dx, train);
     add_rms_norm_to(k.h_mid1, dx, p(pre + "ffn_norm.weight"), k.h_mid2, k.a_ffn);
@@ -1513,7 +1517,7 @@ void CudaTrainBackend::Impl::backward() {
       titans_layer_backward(m2_product(), tt_batch(), tt_params(i), k.a_seq, k.tt, dh, tt_grads(i),
                             da, false, tt_ws, st);
     else if (lact)
-      lact_layer_backward(m2_product(), lc_batch(), lc_params(i), k.a_seq, k.lc, dh, lc_grads(i),
+      lact_layer_backward(m2_product(), lact_inner_gemm(), lc_batch(), lc_params(i), k.a_seq, k.lc, dh, lc_grads(i),
                           da, false, lc_ws, st);
     else
       ttt_backward(i, k.a_seq, dh, dh16_mix, da);
@@ -1603,6 +1607,8 @@ CudaTrainBackend::CudaTrainBackend(const TrainBackendContext& ctx, const CudaTra
   TTTLAB_CUDA_CHECK(cudaStreamCreateWithPriority(&s.stream, cudaStreamNonBlocking, highest));
   s.gemm = std::make_unique<Gemm>(s.stream, options.gemm, options.engine);
   s.bf16 = options.gemm == GemmPrecision::Bf16 && s.gemm->engine() == GemmEngine::Cublas;
+  if (s.lact && options.gemm == GemmPrecision::Bf16)
+    s.lact_gemm = std::make_unique<Gemm>(s.stream, GemmPrecision::Tf32, options.engine);
   // TTT-Linear only: beside the TTT-MLP backward (whose carry lives in L2, which the products'
   // operands then stream through) the bf16 step measured no faster, and slower with the carry pinned
   // in an L2 set-aside (docs/history/kernels-notebook.md has the runs).
@@ -1639,6 +1645,7 @@ CudaTrainBackend::~CudaTrainBackend() {
     m_impl->storage.clear();
     m_impl->storage16.clear();
     m_impl->gemm.reset();  // its cuBLAS handle is bound to the stream
+    m_impl->lact_gemm.reset();
     for (cudaEvent_t e : m_impl->events) cudaEventDestroy(e);
     cudaStreamDestroy(m_impl->stream);
     if (m_impl->side_stream) {  // idle: every queued product was joined into the stream
@@ -1664,7 +1671,10 @@ std::string CudaTrainBackend::describe() const {
               ? ", delta rule chunked on tensor cores (bf16)"
               : ", delta rule recurrent on CUDA cores (fp32)") +
          (m_impl->titans ? ", Titans' memory recurrent on CUDA cores (fp32)" : "") +
-         (m_impl->lact ? ", LaCT's fast weights and windowed attention on CUDA cores (fp32)" : "") +
+         (m_impl->lact ? std::string(", LaCT's fast weights in chunks on batched ") +
+                              to_string(m_impl->lact_inner_gemm()->precision()) +
+                              " products, its windowed attention on CUDA cores (fp32)"
+                        : std::string()) +
          (m_impl->options.forward_only ? ", forward only (two blocks' activations, taken in turn)" : "");
 }
 

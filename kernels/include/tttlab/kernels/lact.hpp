@@ -250,10 +250,12 @@ void lact_add_strided(const float* src, int n, float* dst, int stride, CUstream_
 // (model/lact_layer.cpp): the qkv projection; the sliding-window softmax attention on RoPE(q),
 // RoPE(k), v (attention.hpp, ALWAYS the fp32 CUDA-core kernels: only they take a window); the fast
 // weights' q, k (scale, offset, silu, per-head L2, RoPE) and v = silu(v); the rates (softplus) and
-// the momentum (sigmoid, eta_forward over R rows of one token); the inner loop above (always fp32)
-// from the learnable initial weights broadcast to every sequence (their gradients summed over the
-// batch); the per-head RMSNorm, the output scale and o_proj. The products are the step's
-// (Mamba2Product's contract, fp32 operands).
+// the momentum (sigmoid, eta_forward over R rows of one token); the inner loop above from the
+// learnable initial weights broadcast to every sequence (their gradients summed over the batch):
+// the chunk-parallel form (lact_forward_chunked / _backward_chunked) on `inner_gemm`'s products
+// when one is given (fp32 or tf32: the precisions its tests hold), else the correct-first kernels
+// (lact_forward / lact_backward, fp32); the per-head RMSNorm, the output scale and o_proj. The
+// other products are the step's (Mamba2Product's contract, fp32 operands).
 using LactProduct = Mamba2Product;
 
 // LactLayerConfig (tttlab/seq/lact_layer.hpp) for a batch of B sequences of T tokens.
@@ -302,13 +304,15 @@ struct LactLayerGrads {
 // (the fast weights' q, k), vs (silu(v)), oa (the attention's output), of (the fast weights'), n
 // (RMSNorm(of)·w), o (oa + y_f, o_proj's input); lr_z [R, 3 H_f]; lr0, lr1, lr2, mom, sz [R, H_f];
 // the attention's lse [B, H_a, T]; the initial weights broadcast to the batch (w0b, w2b
-// [B, H_f, d_h, d_f], w1b [B, H_f, d_f, d_h]); the inner loop's kept states (lact_state_floats).
+// [B, H_f, d_h, d_f], w1b [B, H_f, d_f, d_h]); the inner loop's kept states (lact_state_floats);
+// inner_ws, the chunk-parallel forward's scratch (lact_chunked_workspace_bytes, not read after the
+// forward).
 struct LactLayerCache {
   float *q = nullptr, *k = nullptr, *v = nullptr, *qa = nullptr, *ka = nullptr, *qs = nullptr,
         *ks = nullptr, *qf = nullptr, *kf = nullptr, *vs = nullptr, *oa = nullptr, *of = nullptr,
         *n = nullptr, *o = nullptr, *lr_z = nullptr, *lr0 = nullptr, *lr1 = nullptr,
         *lr2 = nullptr, *mom = nullptr, *sz = nullptr, *lse = nullptr, *w0b = nullptr,
-        *w1b = nullptr, *w2b = nullptr, *states = nullptr;
+        *w1b = nullptr, *w2b = nullptr, *states = nullptr, *inner_ws = nullptr;
 };
 std::size_t lact_layer_cache_floats(const LactLayerDims& dims);
 LactLayerCache lact_layer_cache(const LactLayerDims& dims, float* base);
@@ -318,12 +322,14 @@ std::size_t lact_layer_workspace_floats(const LactLayerDims& dims);
 // out [R, D] = the layer applied to x [R, D], each sequence from the empty prefix. The cache and
 // workspace may be carved for a larger batch than dims.batch (the same T). x is read only by the
 // products (with bf16 products it may be a buffer whose bf16 shadow the products read).
-void lact_layer_forward(const LactProduct& product, const LactLayerDims& dims,
-                        const LactLayerParams& p, const float* x, const LactLayerCache& cache,
-                        float* out, CUstream_st* stream);
+// inner_gemm: the inner loop's products (see above), null for the correct-first kernels.
+void lact_layer_forward(const LactProduct& product, const Gemm* inner_gemm,
+                        const LactLayerDims& dims, const LactLayerParams& p, const float* x,
+                        const LactLayerCache& cache, float* out, CUstream_st* stream);
 // From dOut [R, D]: dx [R, D] (OVERWRITTEN, or ADDED TO with accumulate) and every parameter's
 // gradient ADDED TO g.
-void lact_layer_backward(const LactProduct& product, const LactLayerDims& dims,
+void lact_layer_backward(const LactProduct& product, const Gemm* inner_gemm,
+                         const LactLayerDims& dims,
                          const LactLayerParams& p, const float* x, const LactLayerCache& cache,
                          const float* dOut, const LactLayerGrads& g, float* dx, bool accumulate,
                          float* workspace, CUstream_st* stream);
