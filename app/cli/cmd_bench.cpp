@@ -285,6 +285,9 @@ GpuRow bench_gpu_training(const std::string& name, int D, int L, int B, int T, c
   cfg.model.num_attention_heads = D / 64;
   cfg.model.intermediate_size = (D * 8 / 3 + 63) / 64 * 64;  // SwiGLU's 8/3·D, rounded up to 64 (2048 at D=768)
   cfg.model.seq_layer = seq_layer_from_string(layer);
+  // LaCT's fast-weight heads of 128, the widest its GPU inner loop takes (the default 2 heads would be
+  // 384 wide at D = 768).
+  cfg.model.lact_heads = std::max(1, D / 128);
   cfg.model.mamba_backbone = backbone == "m";
   cfg.model.max_position_embeddings = T;
   cfg.batch_size = B;
@@ -525,12 +528,13 @@ void run_cuda(const BenchArgs& a, int device, const std::string& device_text) {
   }
   Json tarr = Json::array();
   for (const char* layer : {"ttt-linear", "ttt-mlp", "linear-attention", "softmax-attention", "mamba2",
-                            "deltanet", "gated-deltanet"}) {
+                            "deltanet", "gated-deltanet", "titans", "lact"}) {
     if (a.layer_given && a.layer != layer) continue;
-    // Mamba-2 and the delta rules sit in the Transformer block whatever --backbone says for the others.
+    // Only the TTT layers and the attention baselines take the Mamba-style backbone; the family's
+    // other members sit in the Transformer block whatever --backbone says.
     const std::string l(layer);
-    const std::string backbone =
-        l == "mamba2" || l == "deltanet" || l == "gated-deltanet" ? "t" : a.backbone;
+    const bool transformer_only = l == "mamba2" || l == "deltanet" || l == "gated-deltanet" || l == "titans" || l == "lact";
+    const std::string backbone = transformer_only ? "t" : a.backbone;
     for (const auto& gemm : {kernels::GemmPrecision::Tf32, kernels::GemmPrecision::Bf16, kernels::GemmPrecision::Fp32})
       for (int shape = 0; shape < 2; ++shape) {
         const GpuRow r = shape == 0 ? bench_gpu_training("D256-L4", 256, 4, 16, 512, layer, backbone, gemm, 10)
@@ -553,11 +557,11 @@ void run_cuda(const BenchArgs& a, int device, const std::string& device_text) {
   } else {
     std::printf("\nTFLOP/s: 3x the forward's matrix-product FLOPs (inner loop included) per second of a step; ceil%%: that\n"
                 "over the GEMM rate of the same precision measured above. mixer fwd, bwd: the TTT inner loop (TTT\n"
-                "layers) or the attention kernel (attention baselines); Mamba-2's scan and the delta rules' inner\n"
-                "loop count in the rest. bf16 rows: `tttlab train --precision bf16`, the matrix products with bf16\n"
-                "operands and fp32 accumulation, the TTT inner loop in tf32, the delta rules' in the chunked bf16\n"
+                "layers) or the attention kernel (attention baselines); the other members' inner loops count in\n"
+                "the rest. bf16 rows: `tttlab train --precision bf16`, the matrix products with bf16 operands and\n"
+                "fp32 accumulation, the TTT inner loop and LaCT's in tf32, the delta rules' in the chunked bf16\n"
                 "form, everything else fp32 but the SwiGLU's pre-activations (docs/KERNELS.md, \"Mixed\n"
-                "precision\").\n");
+                "precision\"). LaCT: fast-weight heads of 128 (D / 128 heads).\n");
   }
   set_exit_code(0);
 }

@@ -1125,10 +1125,13 @@ TEST(TttBench, ReportsEveryKernelWithTimesFloorsAndBandwidth) {
     EXPECT_GT(row.median_ms, 0.0);
     EXPECT_GT(row.gflops, 0.0);
     EXPECT_GT(row.floor_ms, 0.0);
-    // The attention baselines and the delta rules have no mini-batch.
+    // The attention baselines and the delta rules have no mini-batch; LaCT's rows name their chunk.
     const bool no_mini_batch = row.name.find("attention") != std::string::npos ||
                                row.name.find("delta rule") != std::string::npos;
-    EXPECT_EQ(row.shape, no_mini_batch ? "B=2 H=2 T=64 d=64" : "B=2 H=2 T=64 d=64 b=16");
+    const bool lact = row.name.rfind("lact ", 0) == 0;
+    EXPECT_EQ(row.shape, lact            ? "B=2 H=2 T=64 d=64 C=64"
+                         : no_mini_batch ? "B=2 H=2 T=64 d=64"
+                                         : "B=2 H=2 T=64 d=64 b=16");
   }
   const std::string table = format_ttt_bench(r);
   EXPECT_NE(table.find("ttt-linear forward fallback-simt"), std::string::npos) << table;
@@ -1138,6 +1141,7 @@ TEST(TttBench, ReportsEveryKernelWithTimesFloorsAndBandwidth) {
   EXPECT_NE(table.find("ttt-mlp forward+backward (g=1)"), std::string::npos) << table;
   EXPECT_NE(table.find("softmax-attention fwd+bwd"), std::string::npos) << table;
   EXPECT_NE(table.find("gated delta rule (recurrent) fwd+bwd"), std::string::npos) << table;
+  EXPECT_NE(table.find("lact chunked fwd+bwd tf32"), std::string::npos) << table;
 }
 
 }  // namespace
