@@ -285,8 +285,8 @@ GpuRow bench_gpu_training(const std::string& name, int D, int L, int B, int T, c
   cfg.model.num_attention_heads = D / 64;
   cfg.model.intermediate_size = (D * 8 / 3 + 63) / 64 * 64;  // SwiGLU's 8/3·D, rounded up to 64 (2048 at D=768)
   cfg.model.seq_layer = seq_layer_from_string(layer);
-  // LaCT's fast-weight heads of 128, the widest its GPU inner loop takes (the default 2 heads would be
-  // 384 wide at D = 768).
+  // LaCT's fast-weight heads of 128 (D / 128 of them), as docs/RESULTS.md's rows were measured; the
+  // default 2 heads would be 384 wide at D = 768.
   cfg.model.lact_heads = std::max(1, D / 128);
   cfg.model.mamba_backbone = backbone == "m";
   cfg.model.max_position_embeddings = T;

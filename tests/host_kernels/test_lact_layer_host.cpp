@@ -42,6 +42,7 @@ static float silu_g(float z) {
 }
 
 std::string lact_unsupported(const LactDims& d) { return d.muon ? "muon" : ""; }
+std::string lact_chunked_unsupported(const LactDims& d) { return d.muon ? "muon" : ""; }
 std::size_t lact_state_floats(const LactDims& d) {
   return std::size_t(d.batch) * d.heads * d.chunks() * 6 * d.hidden * d.dim;
 }

@@ -488,6 +488,42 @@ TEST(LactChunkedCuda, ForwardAndBackwardMatchTheCpuInFp64AndTheKernels) {
               worst_f, worst_b, worst_kf, worst_kb);
 }
 
+// Widths past the kernels' limits (d_f > 128, d_h > 512), which only the chunked form takes: the
+// LaCT layer's default two heads at D = 768 are d_f = d_h = 384. Against the CPU in fp64 with the
+// same bounds as the kernels' shapes (fp32 products: the same arithmetic, sums of length d, d_h and
+// C, whose rounding grows as the square root of the length, well inside the bounds at 512).
+TEST(LactChunkedCuda, WiderThanTheKernelsMatchTheCpuInFp64) {
+  TTTLAB_SEEDED_GPU_TEST();
+  const Gemm gemm(nullptr, GemmPrecision::Fp32);
+  std::printf("[ INFO     ] seed %llu; %s; bounds %.0e forward, %.0e backward\n",
+              (unsigned long long)seed, gemm.describe().c_str(), kTolForward, kTolBackward);
+  for (const LactCase& c : {LactCase{1, 2, 40, 192, 384, 16, true, true},
+                            LactCase{1, 1, 33, 384, 384, 8, false, true},
+                            LactCase{1, 1, 20, 96, 768, 8, true, false}}) {
+    SCOPED_TRACE(describe(c));
+    ASSERT_NE(lact_unsupported({c.B, c.T, c.H, c.d, c.dh, c.C}), "") << "not past the kernels' limits";
+    const LactInputs in = make_inputs(c, rng);
+    const LactOut<double> ref = cpu_lact<double>(in);
+    const LactOut<float> got = gpu_lact(in, Path::Chunked, &gemm);
+    double wf = 0, wb = 0;
+    expect_within("o", got.o, ref.o, kTolForward, wf);
+    expect_within("w0_final", got.w0f, ref.w0f, kTolForward, wf);
+    expect_within("w1_final", got.w1f, ref.w1f, kTolForward, wf);
+    expect_within("w2_final", got.w2f, ref.w2f, kTolForward, wf);
+    expect_within("dq", got.dq, ref.dq, kTolBackward, wb);
+    expect_within("dk", got.dk, ref.dk, kTolBackward, wb);
+    expect_within("dv", got.dv, ref.dv, kTolBackward, wb);
+    expect_within("dlr0", got.dlr0, ref.dlr0, kTolBackward, wb);
+    expect_within("dlr1", got.dlr1, ref.dlr1, kTolBackward, wb);
+    expect_within("dlr2", got.dlr2, ref.dlr2, kTolBackward, wb);
+    if (c.momentum) expect_within("dmomentum", got.dmomentum, ref.dmomentum, kTolBackward, wb);
+    expect_within("dw0", got.dw0, ref.dw0, kTolBackward, wb);
+    expect_within("dw1", got.dw1, ref.dw1, kTolBackward, wb);
+    expect_within("dw2", got.dw2, ref.dw2, kTolBackward, wb);
+    std::printf("[ INFO     ] %-52s chunked: forward %.2e, backward %.2e\n", describe(c).c_str(), wf, wb);
+  }
+}
+
 // Tf32 products (operands rounded to 10 bits): against the fp64 reference within 1e-2. The host
 // emulation of lact_chunked.cu with its products' operands rounded to tf32 (to nearest) measured, on
 // every shape of lact_cases(), worst 8.3e-4 forward and 2.8e-3 backward (tf32's ~1e-3 per product);
@@ -565,11 +601,21 @@ TEST(LactChunkedCuda, ArgumentsAreCheckedBeforeAnyLaunch) {
   f.workspace_bytes = lact_chunked_workspace_bytes(f.dims);
   EXPECT_GT(f.workspace_bytes, 0u);
   EXPECT_EQ(lact_chunked_workspace_bytes({1, 8, 1, 64, 64, 4, true}), 0u) << "muon has no workspace size";
+  // The chunked form takes widths past the kernels' (d <= 128, d_h <= 512), up to 512 and 2048.
+  EXPECT_EQ(lact_chunked_unsupported({1, 8, 2, 384, 384, 4}), "");
+  EXPECT_EQ(lact_chunked_unsupported({1, 8, 2, 512, 2048, 4}), "");
+  EXPECT_NE(lact_unsupported({1, 8, 2, 384, 384, 4}), "");
+  EXPECT_NE(lact_chunked_unsupported({1, 8, 2, 513, 64, 4}).find("dim in 1..512, got 513"), std::string::npos);
+  EXPECT_NE(lact_chunked_unsupported({1, 8, 2, 64, 2049, 4}).find("hidden (d_h) in 1..2048, got 2049"),
+            std::string::npos);
+  EXPECT_NE(lact_chunked_unsupported({1, 8, 2, 384, 384, 0}).find("chunk >= 1"), std::string::npos);
+  EXPECT_NE(lact_chunked_unsupported({0, 8, 2, 384, 384, 4}).find("batch >= 1"), std::string::npos);
   const struct {
     void (*edit)(LactForwardArgs&);
     const char* field;
   } fbad[] = {{[](LactForwardArgs& g) { g.dims.muon = true; }, "muon"},
-              {[](LactForwardArgs& g) { g.dims.dim = 200; }, "dim"},
+              {[](LactForwardArgs& g) { g.dims.dim = 600; }, "dim"},
+              {[](LactForwardArgs& g) { g.dims.hidden = 3000; }, "hidden"},
               {[](LactForwardArgs& g) { g.dims.chunk = 0; }, "chunk"},
               {[](LactForwardArgs& g) { g.ld_q = 31; }, "ld_q"},
               {[](LactForwardArgs& g) { g.ld_v = 31; }, "ld_v"},

@@ -218,11 +218,15 @@ TEST(LactLayerOps, TheLayerNamesWhatItCannotRun) {
   b.attn_heads = 1;  // d_a = 256
   EXPECT_NE(lact_layer_unsupported(b).find("attention head dim"), std::string::npos);
   b = d;
-  b.lact_heads = 1;  // d_f = 256
-  EXPECT_NE(lact_layer_unsupported(b).find("dim in 1..128, got 256"), std::string::npos);
+  b.lact_heads = 1;  // d_f = d_h = 256: past the kernels' 128, which the chunked form the layer runs takes
+  EXPECT_EQ(lact_layer_unsupported(b), "");
+  b.width = 1024, b.attn_heads = 8;  // d_f = 1024
+  EXPECT_NE(lact_layer_unsupported(b).find("dim in 1..512, got 1024"), std::string::npos);
   b = d;
   b.inter_multi = 5;  // d_h = 640
-  EXPECT_NE(lact_layer_unsupported(b).find("hidden (d_h) in 1..512, got 640"), std::string::npos);
+  EXPECT_EQ(lact_layer_unsupported(b), "");
+  b.inter_multi = 17;  // d_h = 2176
+  EXPECT_NE(lact_layer_unsupported(b).find("hidden (d_h) in 1..2048, got 2176"), std::string::npos);
   b = d;
   b.muon = true;
   EXPECT_NE(lact_layer_unsupported(b).find("muon"), std::string::npos);

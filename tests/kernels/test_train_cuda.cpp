@@ -252,13 +252,14 @@ void add_titans_grad_cases(std::vector<GradCase>& c) {
 // attention heads (d_a = 16) and 2 fast heads (d_f = d_h = 32), C = W = 16 at T = 37 (two updates and
 // a partial last chunk: T a multiple of neither, T > W so the window cuts); D = 48 with 3 attention
 // heads and 3 fast heads of 16, C = W = 8 at T = 50 (six updates, W well below T); D = 128 with
-// 2 heads of 64 each way, C = W = 64 at T = 100 (one update, the tiny preset's C); and the first with
+// 2 heads of 64 each way, C = W = 64 at T = 100 (one update, the tiny preset's C); D = 192 with 3
+// attention heads of 64 and one fast head of 192, C = W = 16 at T = 37 (d_f past the correct-first
+// kernels' 128, which only the chunked inner loop the step runs takes); and the first with
 // tf32 and bf16 products (the attention and the inner loop stay fp32, only the products change: the
 // other mixers' bounds). The fp32 bound is the inner loop kernels' own backward bound, 2e-4 relative
 // (tests/kernels/test_lact_cuda.cpp), not the 1e-4 of the other mixers: the chunk's update passes
 // the gradients through the renormalisation and the momentum of every later chunk, whose fp32
-// rounding the CPU's fp32 engine shows as well (printed beside). Not yet run on a GPU. A wrong term
-// is still O(1).
+// rounding the CPU's fp32 engine shows as well (printed beside). A wrong term is still O(1).
 void add_lact_grad_cases(std::vector<GradCase>& c) {
   auto add = [&](int D, int Ha, int Hf, int C, int T) {
     ModelConfig m = base_model(false, D, Ha, 8);
@@ -280,6 +281,7 @@ void add_lact_grad_cases(std::vector<GradCase>& c) {
   const GradCase first = c.back();
   add(48, 3, 3, 8, 50);
   add(128, 2, 2, 64, 100);
+  add(192, 3, 1, 16, 37);
   add_tf32_and_bf16(c, first);
 }
 
@@ -531,19 +533,19 @@ TEST(TrainCuda, UnsupportedModelsAreRefusedWithAReason) {
     tt.conv_kernel = 20;
     EXPECT_NE(cuda_train_unsupported(tt).find("conv_kernel"), std::string::npos);
   }
-  {  // LaCT: the defaults (and the tiny preset's D = 256 shape: d_f = d_h = 128) train on the GPU;
-     // beyond the inner loop's d_f <= 128, with Muon, or an attention head dim the windowed
-     // attention does not take, a reason naming the field and sending to the CPU.
+  {  // LaCT: the defaults (and the 125m shape's two fast heads of 384) train on the GPU; beyond the
+     // chunked inner loop's d_f <= 512, with Muon, or an attention head dim the windowed attention
+     // does not take, a reason naming the field and sending to the CPU.
     ModelConfig lc = m;
     lc.seq_layer = SeqLayerKind::Lact;
     lc.mamba_backbone = false;
     EXPECT_EQ(cuda_train_unsupported(lc), "");
-    lc.hidden_size = 256, lc.num_attention_heads = 4;
+    lc.hidden_size = 768, lc.num_attention_heads = 12;  // d_f = 384
     EXPECT_EQ(cuda_train_unsupported(lc), "");
-    lc.lact_heads = 1;  // d_f = 256
-    EXPECT_NE(cuda_train_unsupported(lc).find("dim in 1..128, got 256"), std::string::npos);
+    lc.hidden_size = 1024, lc.num_attention_heads = 8, lc.lact_heads = 1;  // d_f = 1024
+    EXPECT_NE(cuda_train_unsupported(lc).find("dim in 1..512, got 1024"), std::string::npos);
     EXPECT_NE(cuda_train_unsupported(lc).find("--device cpu"), std::string::npos);
-    lc.lact_heads = 2;
+    lc.hidden_size = 256, lc.num_attention_heads = 4, lc.lact_heads = 2;
     lc.lact_muon = true;
     EXPECT_NE(cuda_train_unsupported(lc).find("muon"), std::string::npos);
     lc.lact_muon = false;

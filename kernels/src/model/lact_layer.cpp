@@ -180,7 +180,7 @@ std::string lact_layer_unsupported(const LactLayerDims& d) {
   if (d.muon)
     return "the LaCT layer's muon (lact_muon) runs on the CPU only: the GPU's inner loop has no "
            "Newton-Schulz";
-  return lact_unsupported(d.inner());
+  return lact_chunked_unsupported(d.inner());
 }
 
 std::size_t lact_layer_cache_floats(const LactLayerDims& d) {

@@ -478,7 +478,7 @@ struct Batched {
 
 void common_checks(const char* fn, const LactDims& d, const Gemm& gemm, const void* ws,
                    std::size_t ws_bytes, CUstream_st* stream) {
-  const std::string why = lact_unsupported(d);
+  const std::string why = lact_chunked_unsupported(d);
   require(why.empty(), fn, why);
   require(gemm.stream() == stream, fn,
           "stream differs from the Gemm's stream (the products run on the Gemm's)");
@@ -491,8 +491,21 @@ void common_checks(const char* fn, const LactDims& d, const Gemm& gemm, const vo
 
 }  // namespace
 
+std::string lact_chunked_unsupported(const LactDims& d) {
+  constexpr int kMaxDim = 512, kMaxHidden = 2048;
+  if (d.dim < 1 || d.dim > kMaxDim)
+    return "LaCT's chunked form needs dim in 1.." + std::to_string(kMaxDim) + ", got " +
+           std::to_string(d.dim);
+  if (d.hidden < 1 || d.hidden > kMaxHidden)
+    return "LaCT's chunked form needs hidden (d_h) in 1.." + std::to_string(kMaxHidden) + ", got " +
+           std::to_string(d.hidden);
+  LactDims rest = d;  // every other field as the kernels check it
+  rest.dim = rest.hidden = 1;
+  return lact_unsupported(rest);
+}
+
 std::size_t lact_chunked_workspace_bytes(const LactDims& d) {
-  if (!lact_unsupported(d).empty()) return 0;
+  if (!lact_chunked_unsupported(d).empty()) return 0;
   return sizeof(float) * std::size_t(layout_of(shape_of(d)).total);
 }
 

@@ -174,9 +174,15 @@ void lact_backward(const LactBackwardArgs& args);
 // outputs [B·H, 3C', d], ∂L/∂W and ∂L/∂m (B·H·6·d_h·d), the row norms and the chunks' mean momenta,
 // C' = min(C, T): about 66 MiB at B16 H12 d = d_h = C = 64. The arguments are checked as
 // lact_forward's / lact_backward's, plus the workspace and the stream (std::invalid_argument naming
-// the field, nothing launched). The shapes are lact_unsupported's (0 bytes for a refused one), and
-// B·H ≤ 65535 (refused naming batch·heads). Muon is refused.
+// the field, nothing launched). The shapes are lact_chunked_unsupported's (0 bytes for a refused
+// one), and B·H ≤ 65535 (refused naming batch·heads). Muon is refused.
 std::size_t lact_chunked_workspace_bytes(const LactDims& dims);
+// Empty when the chunked form takes the shape, else why not (one line naming the field): the
+// kernels' checks (lact_unsupported) but for the widths, d ≤ 512 and d_h ≤ 2048. Nothing of the
+// chunked form is sized by them (no shared-memory tile: the products take any width, the row and
+// token kernels loop over it); the bounds keep every index of the workspace and states well inside
+// its integer types, and only the widths the tests hold are taken.
+std::string lact_chunked_unsupported(const LactDims& dims);
 
 // The forward takes its workspace in LactForwardArgs::workspace / workspace_bytes (which
 // lact_forward ignores), the backward in LactBackwardArgs's, each ≥ lact_chunked_workspace_bytes.
@@ -254,7 +260,7 @@ void lact_add_strided(const float* src, int n, float* dst, int stride, CUstream_
 // learnable initial weights broadcast to every sequence (their gradients summed over the batch):
 // the chunk-parallel form (lact_forward_chunked / _backward_chunked) on `inner_gemm`'s products
 // when one is given (fp32 or tf32: the precisions its tests hold), else the correct-first kernels
-// (lact_forward / lact_backward, fp32); the per-head RMSNorm, the output scale and o_proj. The
+// (lact_forward / lact_backward, fp32, which refuse d_f > 128 and d_h > 512); the per-head RMSNorm, the output scale and o_proj. The
 // other products are the step's (Mamba2Product's contract, fp32 operands).
 using LactProduct = Mamba2Product;
 
@@ -278,7 +284,8 @@ struct LactLayerDims {
 };
 // Empty when the layer runs on the GPU, else why not (one line naming the field): positive sizes,
 // the heads dividing the width, an even attention head dim of at most 128 (the attention kernels),
-// window >= 1, and the inner loop's limits (lact_unsupported: d_f <= 128, d_h <= 512, no muon).
+// window >= 1, and the chunked inner loop's limits, which the training step runs
+// (lact_chunked_unsupported: d_f <= 512, d_h <= 2048, no muon).
 std::string lact_layer_unsupported(const LactLayerDims& dims);
 
 // The parameters in LactParams' layouts ([in, out] projections; qk_scale, qk_offset [D, 2]; w0, w2
