@@ -324,6 +324,26 @@ double rel_error(const std::vector<double>& got, const std::vector<double>& ref)
   return e / m;
 }
 
+// Every output of a GPU run against the fp64 reference at the kernels' bounds: the forward's into
+// wf, the gradients' into wb (each the worst relative error seen).
+void expect_every_output_within(const LactCase& c, const LactOut<float>& got, const LactOut<double>& ref,
+                                double& wf, double& wb) {
+  expect_within("o", got.o, ref.o, kTolForward, wf);
+  expect_within("w0_final", got.w0f, ref.w0f, kTolForward, wf);
+  expect_within("w1_final", got.w1f, ref.w1f, kTolForward, wf);
+  expect_within("w2_final", got.w2f, ref.w2f, kTolForward, wf);
+  expect_within("dq", got.dq, ref.dq, kTolBackward, wb);
+  expect_within("dk", got.dk, ref.dk, kTolBackward, wb);
+  expect_within("dv", got.dv, ref.dv, kTolBackward, wb);
+  expect_within("dlr0", got.dlr0, ref.dlr0, kTolBackward, wb);
+  expect_within("dlr1", got.dlr1, ref.dlr1, kTolBackward, wb);
+  expect_within("dlr2", got.dlr2, ref.dlr2, kTolBackward, wb);
+  if (c.momentum) expect_within("dmomentum", got.dmomentum, ref.dmomentum, kTolBackward, wb);
+  expect_within("dw0", got.dw0, ref.dw0, kTolBackward, wb);
+  expect_within("dw1", got.dw1, ref.dw1, kTolBackward, wb);
+  expect_within("dw2", got.dw2, ref.dw2, kTolBackward, wb);
+}
+
 TEST(LactCuda, ForwardAndBackwardMatchTheCpuInFp64) {
   TTTLAB_SEEDED_GPU_TEST();
   std::printf(
@@ -338,20 +358,7 @@ TEST(LactCuda, ForwardAndBackwardMatchTheCpuInFp64) {
     const LactOut<double> f32 = cpu_lact<float>(in);
     const LactOut<float> got = gpu_lact(in);
     double wf = 0, wb = 0;
-    expect_within("o", got.o, ref.o, kTolForward, wf);
-    expect_within("w0_final", got.w0f, ref.w0f, kTolForward, wf);
-    expect_within("w1_final", got.w1f, ref.w1f, kTolForward, wf);
-    expect_within("w2_final", got.w2f, ref.w2f, kTolForward, wf);
-    expect_within("dq", got.dq, ref.dq, kTolBackward, wb);
-    expect_within("dk", got.dk, ref.dk, kTolBackward, wb);
-    expect_within("dv", got.dv, ref.dv, kTolBackward, wb);
-    expect_within("dlr0", got.dlr0, ref.dlr0, kTolBackward, wb);
-    expect_within("dlr1", got.dlr1, ref.dlr1, kTolBackward, wb);
-    expect_within("dlr2", got.dlr2, ref.dlr2, kTolBackward, wb);
-    if (c.momentum) expect_within("dmomentum", got.dmomentum, ref.dmomentum, kTolBackward, wb);
-    expect_within("dw0", got.dw0, ref.dw0, kTolBackward, wb);
-    expect_within("dw1", got.dw1, ref.dw1, kTolBackward, wb);
-    expect_within("dw2", got.dw2, ref.dw2, kTolBackward, wb);
+    expect_every_output_within(c, got, ref, wf, wb);
     double cf = 0, cb = 0;
     for (const auto& [x, y] : {std::pair{&f32.o, &ref.o}, std::pair{&f32.w0f, &ref.w0f},
                                std::pair{&f32.w1f, &ref.w1f}, std::pair{&f32.w2f, &ref.w2f}})
@@ -433,20 +440,7 @@ TEST(LactChunkedCuda, ForwardAndBackwardMatchTheCpuInFp64AndTheKernels) {
     const LactOut<float> ker = gpu_lact(in, Path::Kernels);
     const LactOut<float> mix = gpu_lact(in, Path::KernelForwardChunkedBackward, &gemm);
     double wf = 0, wb = 0;
-    expect_within("o", got.o, ref.o, kTolForward, wf);
-    expect_within("w0_final", got.w0f, ref.w0f, kTolForward, wf);
-    expect_within("w1_final", got.w1f, ref.w1f, kTolForward, wf);
-    expect_within("w2_final", got.w2f, ref.w2f, kTolForward, wf);
-    expect_within("dq", got.dq, ref.dq, kTolBackward, wb);
-    expect_within("dk", got.dk, ref.dk, kTolBackward, wb);
-    expect_within("dv", got.dv, ref.dv, kTolBackward, wb);
-    expect_within("dlr0", got.dlr0, ref.dlr0, kTolBackward, wb);
-    expect_within("dlr1", got.dlr1, ref.dlr1, kTolBackward, wb);
-    expect_within("dlr2", got.dlr2, ref.dlr2, kTolBackward, wb);
-    if (c.momentum) expect_within("dmomentum", got.dmomentum, ref.dmomentum, kTolBackward, wb);
-    expect_within("dw0", got.dw0, ref.dw0, kTolBackward, wb);
-    expect_within("dw1", got.dw1, ref.dw1, kTolBackward, wb);
-    expect_within("dw2", got.dw2, ref.dw2, kTolBackward, wb);
+    expect_every_output_within(c, got, ref, wf, wb);
     // The chunked backward on the kernels' states.
     double mb = 0;
     expect_within("dq (kernels' states)", mix.dq, ref.dq, kTolBackward, mb);
@@ -506,20 +500,7 @@ TEST(LactChunkedCuda, WiderThanTheKernelsMatchTheCpuInFp64) {
     const LactOut<double> ref = cpu_lact<double>(in);
     const LactOut<float> got = gpu_lact(in, Path::Chunked, &gemm);
     double wf = 0, wb = 0;
-    expect_within("o", got.o, ref.o, kTolForward, wf);
-    expect_within("w0_final", got.w0f, ref.w0f, kTolForward, wf);
-    expect_within("w1_final", got.w1f, ref.w1f, kTolForward, wf);
-    expect_within("w2_final", got.w2f, ref.w2f, kTolForward, wf);
-    expect_within("dq", got.dq, ref.dq, kTolBackward, wb);
-    expect_within("dk", got.dk, ref.dk, kTolBackward, wb);
-    expect_within("dv", got.dv, ref.dv, kTolBackward, wb);
-    expect_within("dlr0", got.dlr0, ref.dlr0, kTolBackward, wb);
-    expect_within("dlr1", got.dlr1, ref.dlr1, kTolBackward, wb);
-    expect_within("dlr2", got.dlr2, ref.dlr2, kTolBackward, wb);
-    if (c.momentum) expect_within("dmomentum", got.dmomentum, ref.dmomentum, kTolBackward, wb);
-    expect_within("dw0", got.dw0, ref.dw0, kTolBackward, wb);
-    expect_within("dw1", got.dw1, ref.dw1, kTolBackward, wb);
-    expect_within("dw2", got.dw2, ref.dw2, kTolBackward, wb);
+    expect_every_output_within(c, got, ref, wf, wb);
     std::printf("[ INFO     ] %-52s chunked: forward %.2e, backward %.2e\n", describe(c).c_str(), wf, wb);
   }
 }
