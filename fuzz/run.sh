@@ -5,8 +5,11 @@
 #   bash fuzz/run.sh                       every target for 20 s (what scripts/test.sh runs in CI)
 #   bash fuzz/run.sh --long [SECONDS]      every target for SECONDS (default 3600): the long run
 #   bash fuzz/run.sh --time 60 fuzz_lesson one target, 60 s
+#   bash fuzz/run.sh --no-build --build-dir build-asan
+#                                          the fuzzers the `asan` preset built beside the tests (CI)
 #   options: --runs N (stop each target after N inputs, or at its time limit, whichever comes first),
-#            --jobs N (targets at a time, default 1), --no-build (use the fuzzers already built)
+#            --jobs N (targets at a time, default 1), --no-build (use the fuzzers already built),
+#            --build-dir DIR (where they are, default build-fuzz/; findings and corpora go there too)
 #
 # Each target runs with a per-input time limit (-timeout=10 s: slower is a hang) and a memory limit
 # (-rss_limit_mb=2048, also the limit of any single allocation): both count as findings, like a crash
@@ -27,6 +30,7 @@ seconds=20
 parallel=1
 runs=-1
 build=1
+build_dir=build-fuzz
 targets=()
 while (($#)); do
   case $1 in
@@ -37,6 +41,7 @@ while (($#)); do
     --jobs) parallel=${2:?--jobs needs a number}; shift ;;
     --runs) runs=${2:?--runs needs a number}; shift ;;
     --no-build) build=0 ;;
+    --build-dir) build_dir=${2:?--build-dir needs a folder}; shift ;;
     -h | --help) sed -n '2,/^set -uo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;;
     fuzz_*) targets+=("$1") ;;
     *) echo "fuzz/run.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
@@ -46,7 +51,9 @@ done
 ((${#targets[@]})) || targets=("${TARGETS_ALL[@]}")
 [[ $seconds =~ ^[1-9][0-9]*$ ]] || { echo "fuzz/run.sh: seconds must be a positive integer" >&2; exit 2; }
 
-BUILD=build-fuzz
+BUILD=${build_dir%/}
+((build == 0)) || [[ $BUILD == build-fuzz ]] ||
+  { echo "fuzz/run.sh: --build-dir takes the fuzzers another preset built: use it with --no-build" >&2; exit 2; }
 fail() {
   printf 'fuzz: FAILED: %s\n' "$*" >&2
   exit 1
@@ -75,7 +82,8 @@ if ((build)); then
   printf '==> built in %ds\n' $((SECONDS - t0))
 fi
 for t in "${targets[@]}"; do
-  [[ -x $BUILD/$t ]] || fail "$BUILD/$t is not built (unknown target, or run without --no-build)"
+  [[ -x $BUILD/$t ]] ||
+    fail "$BUILD/$t is not built (unknown target, run without --no-build, or a build without TTTLAB_BUILD_FUZZERS)"
 done
 
 # Sanitizers: stop at the first report; leaks count. libFuzzer turns each into a finding.

@@ -11,14 +11,15 @@
 #   web            scripts/web.sh --test: the browser build (build-web/, emscripten) and its test in
 #                  headless Chromium (web/test/): first frame, the engine's numbers against the native
 #                  build, every panel and lesson 1 drawn, no console error; screenshots in build-web/test/
-#   build asan     the `asan` preset (build-asan/): -O1 -g1, AddressSanitizer + UBSan, CPU only, a
-#                  unity build
+#   build asan     the `asan` preset (build-asan/): clang, -O1 -g1, AddressSanitizer + UBSan, CPU only,
+#                  a unity build, the tests and the libFuzzer targets of fuzz/ from one compile of the
+#                  engine (its libraries carry the fuzzers' coverage instrumentation)
 #   ctest asan     every test again under the sanitizers; any report fails its test. gui_screenshots
 #                  shoots three panels there (tests/app/CMakeLists.txt): every panel's drawing runs
 #                  under the sanitizers in the headless panel tests
-#   fuzz           fuzz/run.sh: builds the libFuzzer targets (build-fuzz/, clang, ASan + UBSan, a unity
-#                  build) and runs each for 20 s on its seed corpus, one per core at a time; a crash,
-#                  hang, out-of-memory or leak fails it
+#   fuzz           fuzz/run.sh on the fuzzers of build-asan/: each runs for 20 s on its seed corpus, one
+#                  per core at a time; a crash, hang, out-of-memory or leak fails it. (`bash fuzz/run.sh`
+#                  alone builds its own `fuzz` preset, build-fuzz/, for long runs.)
 # Tests run under Xvfb when there is no display, so that tests which open a window can. A summary
 # closes the output; the exit status is 0 only when every stage passed.
 set -uo pipefail
@@ -149,21 +150,25 @@ else
   record "build asan" FAIL $((SECONDS - t0)) "the sanitizer build failed; its tests did not run"
 fi
 
-# The fuzz targets, a short fixed time each (fuzz/run.sh --long runs them for long), one per core at a
-# time: each is a single process, so two run side by side on two cores in the time of one. Its
-# closing "total:" line (executions, targets with findings) becomes the summary's detail; a missing
-# clang or libFuzzer fails the stage with run.sh's message.
-banner "fuzz (bash fuzz/run.sh: every target 20 s under ASan + UBSan, $JOBS at a time)"
+# The fuzz targets the sanitizer build made, a short fixed time each (fuzz/run.sh --long runs them for
+# long), one per core at a time: each is a single process, so two run side by side on two cores in the
+# time of one. Building them there, not in a preset of their own, spares CI a second sanitized compile
+# of the engine. Its closing "total:" line (executions, targets with findings) becomes the summary's
+# detail.
+banner "fuzz (bash fuzz/run.sh on build-asan/: every target 20 s under ASan + UBSan, $JOBS at a time)"
 t0=$SECONDS
-mkdir -p build-fuzz
-bash fuzz/run.sh --time 20 --jobs "$JOBS" 2>&1 | tee build-fuzz/fuzz.log
-fuzz_rc=${PIPESTATUS[0]}
-fuzz_line=$(sed -n 's/^  total: //p' build-fuzz/fuzz.log | tail -n1)
-if ((fuzz_rc == 0)); then
-  record fuzz ok $((SECONDS - t0)) "${fuzz_line:-no total line}"
+if [[ -x build-asan/fuzz_lesson ]]; then
+  bash fuzz/run.sh --no-build --build-dir build-asan --time 20 --jobs "$JOBS" 2>&1 | tee build-asan/fuzz.log
+  fuzz_rc=${PIPESTATUS[0]}
+  fuzz_line=$(sed -n 's/^  total: //p' build-asan/fuzz.log | tail -n1)
+  if ((fuzz_rc == 0)); then
+    record fuzz ok $((SECONDS - t0)) "${fuzz_line:-no total line}"
+  else
+    fuzz_why=$(sed -n 's/^fuzz: FAILED: //p' build-asan/fuzz.log | tail -n1)
+    record fuzz FAIL $((SECONDS - t0)) "${fuzz_why:-${fuzz_line:-fuzz/run.sh exited $fuzz_rc}}; log: build-asan/fuzz.log"
+  fi
 else
-  fuzz_why=$(sed -n 's/^fuzz: FAILED: //p' build-fuzz/fuzz.log | tail -n1)
-  record fuzz FAIL $((SECONDS - t0)) "${fuzz_why:-${fuzz_line:-fuzz/run.sh exited $fuzz_rc}}; log: build-fuzz/fuzz.log"
+  record fuzz FAIL $((SECONDS - t0)) "the sanitizer build made no fuzzers (build-asan/fuzz_lesson missing)"
 fi
 
 summary

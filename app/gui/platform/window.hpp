@@ -92,7 +92,9 @@ class Window {
   GLFWwindow* m_window = nullptr;
   void* m_egl = nullptr;  // the EGL display, context and library of a headless window (window_desktop.cpp)
   unsigned m_fbo = 0, m_color_rb = 0;
-  double m_last_wake_ms = -1e300;  // the browser: when wait_events() last said to draw
+#ifdef __EMSCRIPTEN__
+  double m_last_wake_ms = -1e300;  // when wait_events() last said to draw
+#endif
   void make_fbo();
 };
 

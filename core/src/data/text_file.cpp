@@ -107,7 +107,9 @@ TextRead read_text_file(const std::filesystem::path& path, std::uint64_t max_byt
     throw TextFileError("cannot read '" + clip(path.string(), 240) + "': " + std::to_string(r.file_bytes) +
                         " bytes is more than the limit of " + std::to_string(max_bytes) + " bytes");
   check_memory(r.file_bytes, "reading '" + clip(path.string(), 240) + "'");
-  r.bytes.reserve(static_cast<std::size_t>(r.file_bytes));
+  // The whole size is reserved only once the first chunk has passed the rule: a file refused there
+  // costs a chunk of memory, not its size (a 3 GiB sparse file would otherwise map 3 GiB).
+  r.bytes.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(r.file_bytes, k_text_chunk_bytes)));
   // Running counts of the rule's measures over what was read (the full statistics are computed once,
   // on the whole text). Each chunk is scanned on its own: a UTF-8 character cut by a chunk boundary
   // counts as invalid bytes here, at most 3 bytes in a chunk of a MiB, far below the 1 % limit.
@@ -147,6 +149,7 @@ TextRead read_text_file(const std::filesystem::path& path, std::uint64_t max_byt
       r.problem = text_problem(seen, path.string());
       return r;
     }
+    if (base == 0) r.bytes.reserve(static_cast<std::size_t>(r.file_bytes));
   }
   return r;
 }
