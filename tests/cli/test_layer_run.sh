@@ -3,12 +3,12 @@
 # <layer>` trains on the CPU (the loss falls) and saves checkpoints whose config.json names the layer
 # (and keeps the given fragment), `--resume` from the middle checkpoint repeats the rest of the run's
 # losses exactly, `eval` scores it, `generate` decodes from it (greedy twice gives the same text), and
-# `--backbone m` is refused with its reason. A layer without GPU kernels (lact) is refused on
-# `--device cuda` for train, eval and generate with the one-line reason before a GPU is looked for; the
-# layers with the GPU decoder (deltanet, gated-deltanet) generate on `--device cuda` the CPU's greedy
-# text where there is a GPU, and without one exit 1 with the device's one-line reason (not a usage
-# error); titans trains on `--device cuda` where there is a GPU (exit 1 with that reason without one)
-# and its generate is refused there (no GPU decoder).
+# `--backbone m` is refused with its reason. A layer without GPU kernels (none today) would be refused
+# on `--device cuda` for train, eval and generate with the one-line reason before a GPU is looked for;
+# the layers with the GPU decoder (deltanet, gated-deltanet, titans) generate on `--device cuda` the CPU's
+# greedy text where there is a GPU, and without one exit 1 with the device's one-line reason (not a
+# usage error); titans and lact train on `--device cuda` where there is a GPU (exit 1 with that reason
+# without one), and lact's generate is refused there (no GPU decoder).
 #   test_layer_run.sh <tttlab executable> <layer> <config.json fragment, or -> [model options...]
 # e.g. test_layer_run.sh build/tttlab titans '"mini_batch_size": 8' --mini-batch 8
 set -euo pipefail
@@ -67,32 +67,45 @@ expect_refusal() {
   [[ $rc -eq 2 ]] && grep -q "$layer has $missing yet (a later issue)" "$work/cuda.log" ||
     { echo "FAIL: $what --device cuda with $layer gave exit $rc:"; cat "$work/cuda.log"; exit 1; }
 }
+# Where there is a GPU: train two steps there (titans, lact) or decode the CPU's greedy text there
+# (deltanet, gated-deltanet, titans); without one, exit 1 with the device's one-line reason.
+cuda_train() {
+  local rc=0
+  "$exe" train --data "$work/text.txt" "${model[@]}" --seq-len 32 --batch 4 --steps 2 --threads 2 \
+    --device cuda --out "$work/cuda-$layer" >"$work/cuda.out" 2>"$work/cuda.log" || rc=$?
+  if [[ $rc -eq 0 ]]; then
+    cuda_note="trained on the GPU"
+  else
+    [[ $rc -eq 1 ]] && grep -q "^.*--device cuda: .*CUDA" "$work/cuda.log" ||
+      { echo "FAIL: train --device cuda with $layer gave exit $rc:"; cat "$work/cuda.out" "$work/cuda.log"; exit 1; }
+    cuda_note="no GPU for train --device cuda"
+  fi
+}
+cuda_generate() {
+  local rc=0 note
+  "$exe" generate --checkpoint "$run" --prompt "the cat " --tokens 24 --temperature 0 --device cuda \
+    >"$work/cuda.out" 2>"$work/cuda.log" || rc=$?
+  if [[ $rc -eq 0 ]]; then
+    [[ "$(cat "$work/cuda.out")" == "$a" ]] ||
+      { echo "FAIL: greedy generate --device cuda with $layer gave '$(cat "$work/cuda.out")', the CPU '$a'"; exit 1; }
+    note="decoded the same text on the GPU"
+  else
+    [[ $rc -eq 1 && $(wc -l <"$work/cuda.log") -eq 1 ]] && grep -q "^.*--device cuda: .*CUDA" "$work/cuda.log" ||
+      { echo "FAIL: generate --device cuda with $layer gave exit $rc:"; cat "$work/cuda.out" "$work/cuda.log"; exit 1; }
+    note="no GPU for generate --device cuda"
+  fi
+  cuda_note="${cuda_note:+$cuda_note, }$note"
+}
 case $layer in
   deltanet | gated-deltanet)
-    rc=0
-    "$exe" generate --checkpoint "$run" --prompt "the cat " --tokens 24 --temperature 0 --device cuda \
-      >"$work/cuda.out" 2>"$work/cuda.log" || rc=$?
-    if [[ $rc -eq 0 ]]; then
-      [[ "$(cat "$work/cuda.out")" == "$a" ]] ||
-        { echo "FAIL: greedy generate --device cuda with $layer gave '$(cat "$work/cuda.out")', the CPU '$a'"; exit 1; }
-      cuda_note="decoded the same text on the GPU"
-    else
-      [[ $rc -eq 1 && $(wc -l <"$work/cuda.log") -eq 1 ]] && grep -q "^.*--device cuda: .*CUDA" "$work/cuda.log" ||
-        { echo "FAIL: generate --device cuda with $layer gave exit $rc:"; cat "$work/cuda.out" "$work/cuda.log"; exit 1; }
-      cuda_note="no GPU for generate --device cuda"
-    fi
+    cuda_generate
     ;;
-  titans | lact)
-    rc=0
-    "$exe" train --data "$work/text.txt" "${model[@]}" --seq-len 32 --batch 4 --steps 2 --threads 2 \
-      --device cuda --out "$work/cuda-$layer" >"$work/cuda.out" 2>"$work/cuda.log" || rc=$?
-    if [[ $rc -eq 0 ]]; then
-      cuda_note="trained on the GPU"
-    else
-      [[ $rc -eq 1 ]] && grep -q "^.*--device cuda: .*CUDA" "$work/cuda.log" ||
-        { echo "FAIL: train --device cuda with $layer gave exit $rc:"; cat "$work/cuda.out" "$work/cuda.log"; exit 1; }
-      cuda_note="no GPU for train --device cuda"
-    fi
+  titans)
+    cuda_train
+    cuda_generate
+    ;;
+  lact)
+    cuda_train
     missing="no GPU decoder"
     expect_refusal generate "$exe" generate --checkpoint "$run" --prompt "the " --tokens 4 --device cuda
     cuda_note="$cuda_note, refused generate --device cuda"

@@ -40,7 +40,8 @@
 //    with the bytes it needs.
 // 7. Batched decoding (CudaDecoderOptions::batch), the exact products (DecodeProducts::Exact): for
 //    every model kind (TTT-Linear and TTT-MLP on both backbones and b = 16 or 5, softmax attention
-//    on both backbones, Mamba-2 in two shapes, DeltaNet with d = 16 and Gated DeltaNet with d = 24),
+//    on both backbones, Mamba-2 in two shapes, DeltaNet with d = 16, Gated DeltaNet with d = 24 and
+//    Titans with d = 24, b = 5),
 //    B = 5 or 20 sequences (20: a full group of 16 sequences of the batched product and a partial
 //    one) fed different random tokens in lockstep,
 //    with and without CUDA graphs: after a prefill of 21 steps and after each of 20 single steps
@@ -77,6 +78,17 @@
 //    nine-word text: the same bytes on both devices. Batches of both layers run in 7 and 8 (bitwise, and within 1e-4
 //    through cuBLAS), and cuda_decode_memory counts the states [H, d, d] and the convolutions'
 //    histories of every block per sequence.
+// 10. Titans models (the Transformer backbone; the GPU's per-token step against the CPU layer, whose
+//    prefill runs the chunked form and whose single tokens run titans_step; docs/MATH.md §11.9): the
+//    tiny preset with --layer titans (D 128, 4 blocks, d = 32, b = 16) and three smaller shapes (d = 16,
+//    K = 4, b = 1: the memory's start moves every token; d = 24, K = 3, b = 5: a head dim that is no
+//    power of two and mini-batches that end at every residue of the 21-token prefill; d = 128 with
+//    one head, b = 16), random weights at the printed seed: the prefill of 21 tokens and 100 single
+//    feeds of 2, logits within the same 1e-3 relative bound, with and without CUDA graphs (b graphs:
+//    the step at pos = b − 1 moves the start). Both sides are fp32 with sums in other orders; a wrong
+//    term (a gate, the momentum, the decay, the start's timing, a LayerNorm) is O(1). Greedy decoding
+//    of 100 bytes from a model (b = 8) trained on the CPU for 40 steps on the nine-word text: the same
+//    bytes on both devices. Batches run in 7 and 8, and cuda_decode_memory counts the three states.
 // Seeds are fixed and printed (test_seed(): a hash of the test's name; TTTLAB_TEST_SEED overrides).
 #include <gtest/gtest.h>
 
@@ -403,6 +415,14 @@ ModelConfig deltanet_model(SeqLayerKind kind, int D, int H, int K) {
   return c;
 }
 
+// Titans models (section 10; also in the batches of 7 and 8): two blocks of width D with H heads,
+// convolutions of width K and the memory's mini-batch b, the Transformer backbone.
+ModelConfig titans_model(int D, int H, int K, int b) {
+  ModelConfig c = deltanet_model(SeqLayerKind::Titans, D, H, K);
+  c.mini_batch_size = b;
+  return c;
+}
+
 TEST(CudaDecoder, Mamba2LogitsMatchTheCpuDecoder) {
   TTTLAB_REQUIRE_GPU();
   const std::uint64_t seed = test_seed();
@@ -522,8 +542,13 @@ TEST(CudaDecoder, RefusesModelsItDoesNotRun) {
     dn.mamba_backbone = true;
     EXPECT_NE(cuda_decode_unsupported(dn).find("Transformer backbone"), std::string::npos);
   }
-  for (const auto kind : {SeqLayerKind::Titans, SeqLayerKind::Lact})
-    EXPECT_NE(cuda_decode_unsupported(small_model(kind, false, 16)), "");
+  ModelConfig ti = small_model(SeqLayerKind::Titans, false, 16);
+  EXPECT_EQ(cuda_decode_unsupported(ti), "");
+  ti.num_attention_heads = 1;  // d = 128: supported
+  EXPECT_EQ(cuda_decode_unsupported(ti), "");
+  ti.hidden_size = 256;  // d = 256
+  EXPECT_NE(cuda_decode_unsupported(ti).find("titans head dim of at most 128"), std::string::npos);
+  EXPECT_NE(cuda_decode_unsupported(small_model(SeqLayerKind::Lact, false, 16)), "");
   // The constructor checks before touching the device.
   const Model<float> model(attn, 1);
   EXPECT_THROW(CudaDecoder{model}, std::invalid_argument);
@@ -741,6 +766,7 @@ std::vector<ModelConfig> batch_test_configs() {
   configs.push_back(mamba2_model(96, 2, 192, 24, 48, 3, 1));
   configs.push_back(deltanet_model(SeqLayerKind::DeltaNet, 64, 4, 4));
   configs.push_back(deltanet_model(SeqLayerKind::GatedDeltaNet, 96, 4, 3));
+  configs.push_back(titans_model(96, 4, 3, 5));
   return configs;
 }
 
@@ -1075,6 +1101,51 @@ TEST(CudaDecoder, DeltaNetGreedyBytesOfATrainedModelAreTheCpus) {
     m.deltanet_chunk_size = 16;
     expect_same_greedy_after_training(m, seed, to_string(kind));
   }
+}
+
+// ---- 10. Titans ---------------------------------------------------------------------------------
+
+TEST(CudaDecoder, TitansLogitsMatchTheCpuDecoder) {
+  TTTLAB_REQUIRE_GPU();
+  const std::uint64_t seed = test_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::printf("[   INFO   ] seed %llu\n", static_cast<unsigned long long>(seed));
+  ModelConfig tiny = ModelConfig::preset("tiny");
+  tiny.seq_layer = SeqLayerKind::Titans;
+  tiny.mamba_backbone = false;
+  const ModelConfig shapes[] = {tiny, titans_model(64, 4, 4, 1), titans_model(96, 4, 3, 5),
+                                titans_model(128, 1, 4, 16)};
+  int i = 0;
+  for (const ModelConfig& c : shapes) {
+    ASSERT_EQ(cuda_decode_unsupported(c), "");
+    const Model<float> model(c, seed + i);
+    for (const bool graphs : {true, false}) {
+      SCOPED_TRACE("titans D " + std::to_string(c.hidden_size) + " d " +
+                   std::to_string(c.head_dim()) + " b " + std::to_string(c.mini_batch_size) +
+                   (graphs ? " graphs" : " launches"));
+      std::printf("[   INFO   ] titans D %d, %d blocks, d %d, K %d, b %d:\n", c.hidden_size,
+                  c.num_hidden_layers, c.head_dim(), c.conv_kernel, c.mini_batch_size);
+      compare_decoders(model, graphs, seed + 200 + i, 100);
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+    ++i;
+  }
+  // The decoder's memory counts every block's three states [H, d, d] and the convolutions' history
+  // [K−1, 3D] per sequence, and grows linearly with the batch.
+  const ModelConfig t = titans_model(96, 4, 3, 5);
+  const CudaDecodeMemory m1 = cuda_decode_memory(t, 1, 1000);
+  const CudaDecodeMemory m8 = cuda_decode_memory(t, 8, 1000);
+  EXPECT_EQ(m8.weight_bytes, m1.weight_bytes);
+  EXPECT_GE(m1.weight_bytes, 4.0 * count_params(t));
+  EXPECT_NEAR(m8.batch_bytes, 8 * m1.batch_bytes, 1e-9 * m8.batch_bytes);
+  EXPECT_GE(m1.batch_bytes, 4.0 * 2 * (3 * 4 * 24 * 24 + 2 * 3 * 96));
+}
+
+TEST(CudaDecoder, TitansGreedyBytesOfATrainedModelAreTheCpus) {
+  TTTLAB_REQUIRE_GPU();
+  const std::uint64_t seed = test_seed();
+  std::printf("[   INFO   ] seed %llu\n", static_cast<unsigned long long>(seed));
+  expect_same_greedy_after_training(titans_model(64, 4, 4, 8), seed, "titans");
 }
 
 }  // namespace

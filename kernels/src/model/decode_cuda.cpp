@@ -24,6 +24,13 @@
 //   deltanet_step  per head: L2-normalised q̂, k̂; S_h ← α S_h − β k̂ᵀ(k̂ α S_h − v); o = q̂ S_h;
 //                  the per-head RMSNorm [⊙ silu(x W_g)]
 //   gemv           ·o_proj
+// a Titans block (the Transformer backbone) by
+//   gemv           a·[W_q | W_k | W_v | W_θ | W_α | W_η | W_g]
+//   deltanet_prep  q, k, v ← silu(conv(·)) with their history (no β)
+//   titans_step    per head: the gates; the memory's write from M₀ (the memory at the mini-batch's
+//                  start), S ← η S − 2θ k̂ᵀu, M ← (1 − α) M + S, M₀ ← M at the mini-batch's last
+//                  token (pos = t mod b); o = q̂ M + w ⊙ LN(q̂ M) + b; the per-head RMSNorm ⊙ silu(x W_g)
+//   gemv           ·o_proj
 // and a softmax-attention block (either backbone) by
 //   gemv          a·[Wq | Wk | Wv]
 //   attn_prep     RoPE at the global position t on q, k; q ·= 1/√d; k, v → row t of the KV cache
@@ -52,7 +59,7 @@
 // per mini-batch position pos (the only launch argument that changes from token to token; the token
 // and, for attention, its global position t are read from device memory, where feed() copies them
 // before each step; Mamba-2's and attention's steps take no position argument, so one graph) and
-// replayed with one cudaGraphLaunch.
+// replayed with one cudaGraphLaunch (Titans, whose mini-batch ends at pos = b − 1, has b graphs too).
 #include "tttlab/kernels/decode_cuda.hpp"
 
 #include <cuda_runtime_api.h>
@@ -107,9 +114,17 @@ std::string cuda_decode_unsupported(const ModelConfig& m) {
              "; use --device cpu";
     return {};
   }
+  if (m.seq_layer == SeqLayerKind::Titans) {
+    if (m.mamba_backbone) return "the GPU decoder runs titans with the Transformer backbone (t) only";
+    if (m.head_dim() < 1 || m.head_dim() > detail::kTitansMaxHeadDim)
+      return "the GPU decoder needs a titans head dim of at most " +
+             std::to_string(detail::kTitansMaxHeadDim) + ", got " + std::to_string(m.head_dim()) +
+             "; use --device cpu";
+    return {};
+  }
   if (!m.is_ttt())
-    return "the GPU decoder runs ttt-linear, ttt-mlp, softmax-attention, mamba2, deltanet and "
-           "gated-deltanet models; " +
+    return "the GPU decoder runs ttt-linear, ttt-mlp, softmax-attention, mamba2, deltanet, "
+           "gated-deltanet and titans models; " +
            to_string(m.seq_layer) + " decodes on the CPU (--device cpu)";
   if (std::string why = detail::ttt_shape_unsupported(m.head_dim(), m.mini_batch_size,
                                                       "the GPU decoder needs");
@@ -166,6 +181,11 @@ struct DecBlock {
   // [d]; the stream state: the convolutions' history [K−1, 3D] and S [H, d, d].
   float *dn_conv_w = nullptr, *dn_hist = nullptr, *dn_A_log = nullptr, *dn_dt_bias = nullptr,
         *dn_norm = nullptr, *dn_state = nullptr;
+  // Titans: [W_q | W_k | W_v | W_θ | W_α | W_η | W_g] in `Wcat`, o_proj in `Wo`, the convolutions,
+  // the history and the output norm in the DeltaNet fields above; the gates' biases [3H], ttt_norm's
+  // weight and bias [H, d]; the stream state: M, S and M₀ [H, d, d] each.
+  float *ti_gate_b = nullptr, *ti_ln_w = nullptr, *ti_ln_b = nullptr, *ti_memory = nullptr,
+        *ti_momentum = nullptr, *ti_start = nullptr;
   // Softmax attention: [Wq | Wk | Wv] in `Wcat` (plan `cat`), Wo in `Wo`; the KV cache [H, cap, d] each.
   float *kcache = nullptr, *vcache = nullptr;
   // SwiGLU
@@ -194,6 +214,9 @@ int deltanet_cat_width(const ModelConfig& mc) {
   return 3 * D + H + (mc.seq_layer == SeqLayerKind::GatedDeltaNet ? H + D : 0);
 }
 
+// [q | k | v | θ | α | η | gate]: 4D + 3H columns.
+int titans_cat_width(const ModelConfig& mc) { return 4 * mc.hidden_size + 3 * mc.num_attention_heads; }
+
 DecodeShapes decode_shapes(const ModelConfig& mc, long cap, int sms, int splits) {
   DecodeShapes s;
   const int D = mc.hidden_size, F = mc.intermediate_size, V = mc.vocab_size,
@@ -221,6 +244,12 @@ DecodeShapes decode_shapes(const ModelConfig& mc, long cap, int sms, int splits)
     f += 3.0 * D + 2.0 * H + D + outputs(s.cat) + outputs(s.o);
     // Per block: the convolutions' history and the state S [H, d, d].
     f += double(L) * (double(hist) * 3 * D + double(H) * d * d);
+  } else if (mc.seq_layer == SeqLayerKind::Titans) {
+    s.cat = detail::gemv_plan(D, titans_cat_width(mc), sms);
+    // q, k, v after silu, o_proj's input; the products' outputs.
+    f += 3.0 * D + D + outputs(s.cat) + outputs(s.o);
+    // Per block: the convolutions' history and the states M, S, M₀ [H, d, d].
+    f += double(L) * (double(hist) * 3 * D + 3.0 * H * d * d);
   } else if (mc.seq_layer == SeqLayerKind::SoftmaxAttention) {
     s.cat = detail::gemv_plan(D, 3 * D, sms);
     s.att_S = splits > 0 ? splits : detail::decode_attn_splits(H, cap, sms);
@@ -259,7 +288,7 @@ struct CudaDecoder::Impl {
   int cc_major = 0, cc_minor = 0;
   int D = 0, F = 0, V = 0, H = 0, d = 0, b = 0, K = 1, L = 0, hid = 0;
   int off_q = 0, off_k = -1, off_v = 0, off_g = -1, off_lr = -1;  // the TTT projection's columns
-  // The steps' period: the mini-batch size b for TTT (pos = t mod b), 1 for Mamba-2.
+  // The steps' period: the mini-batch size b for TTT and Titans (pos = t mod b), 1 for the rest.
   int period = 1;
   bool mlp = false;
   // Mamba-2 (mamba2 true): its sizes (tttlab/seq/mamba2_layer.hpp) and per-token vectors.
@@ -273,6 +302,9 @@ struct CudaDecoder::Impl {
   // (q, k, v after silu [3D], β and α [H] each); `Y` is o_proj's input.
   bool deltanet = false;
   DeltaNetConfig dc;
+  // Titans (titans true): its sizes; it shares the DeltaNet vectors q, k, v and Y.
+  bool titans = false;
+  TitansLayerConfig tic;
   float *dn_qkv = nullptr, *dn_beta = nullptr, *dn_alpha = nullptr;
   // Softmax attention (attention true): the KV cache's capacity in tokens, the context splits, the
   // RoPE frequencies [d/2] (double), the split partials and the attention output.
@@ -384,6 +416,9 @@ struct CudaDecoder::Impl {
   void enqueue_ttt(const DecBlock& B, int pos);
   void enqueue_mamba2(const DecBlock& B);
   void enqueue_deltanet(const DecBlock& B);
+  void build_titans_block(const std::map<std::string, HostTensor>& T, const std::string& sb,
+                          const GemvPlan& plan_cat, DecBlock& B);
+  void enqueue_titans(const DecBlock& B, int pos);
   void enqueue_attention(const DecBlock& B);
   void plan_memory(long requested, const DecodeShapes& shapes, double weight_bytes);
   void enqueue_step(int pos);
@@ -424,6 +459,7 @@ void CudaDecoder::Impl::build(const Model<float>& model) {
   mamba2 = mc.seq_layer == SeqLayerKind::Mamba2;
   attention = mc.seq_layer == SeqLayerKind::SoftmaxAttention;
   deltanet = mc.is_deltanet();
+  titans = mc.seq_layer == SeqLayerKind::Titans;
   D = mc.hidden_size;
   F = mc.intermediate_size;
   V = mc.vocab_size;
@@ -444,6 +480,9 @@ void CudaDecoder::Impl::build(const Model<float>& model) {
   } else if (deltanet) {
     dc = mc.deltanet_config();
     period = 1;  // the step has no position
+  } else if (titans) {
+    tic = mc.titans_config();
+    period = tic.mini_batch;  // M₀ ← M after the token at pos = b − 1
   } else if (attention) {
     // The position is read from device memory, so one graph serves every token.
     period = 1;
@@ -499,7 +538,7 @@ void CudaDecoder::Impl::build(const Model<float>& model) {
     rope_freq = reinterpret_cast<double*>(alloc(fr.size() * 2));
     TTTLAB_CUDA_CHECK(
         cudaMemcpy(rope_freq, fr.data(), fr.size() * sizeof(double), cudaMemcpyHostToDevice));
-  } else if (!mamba2 && !deltanet && tc.rope) {
+  } else if (!mamba2 && !deltanet && !titans && tc.rope) {
     std::vector<float> cs(std::size_t(b) * (d / 2)), sn(cs.size());
     rope_tables(d, b, tc.rope_theta, cs.data(), sn.data());
     rope_cos = upload(cs);
@@ -508,7 +547,7 @@ void CudaDecoder::Impl::build(const Model<float>& model) {
 
   // Projection columns of a TTT layer: q (or the shared u), k (without share_qk), v, the gate, θ_lr.
   GemvPlan plan_cat;
-  if (deltanet) {
+  if (deltanet || titans) {
     plan_cat = shapes.cat;
   } else if (attention) {
     off_q = 0;
@@ -549,6 +588,8 @@ void CudaDecoder::Impl::build(const Model<float>& model) {
       build_mamba2_block(T, sb, B);
     } else if (deltanet) {
       build_deltanet_block(T, sb, plan_cat, B);
+    } else if (titans) {
+      build_titans_block(T, sb, plan_cat, B);
     } else if (attention) {
       std::vector<float> cat(std::size_t(D) * 3 * D);
       const char* names[3] = {"q_proj.weight", "k_proj.weight", "v_proj.weight"};
@@ -589,10 +630,12 @@ void CudaDecoder::Impl::build(const Model<float>& model) {
     y_mo = zeros(n * plan_mo.ld);
     s_in = scratch(plan_in);
     s_mo = scratch(plan_mo);
-  } else if (deltanet) {
+  } else if (deltanet || titans) {
     dn_qkv = zeros(n * 3 * D);
-    dn_beta = zeros(n * H);
-    dn_alpha = zeros(n * H);
+    if (deltanet) {
+      dn_beta = zeros(n * H);
+      dn_alpha = zeros(n * H);
+    }
     Y = zeros(n * D);
     y_cat = zeros(n * plan_cat.ld);
     y_o = zeros(n * plan_o.ld);
@@ -856,6 +899,48 @@ void CudaDecoder::Impl::build_deltanet_block(const std::map<std::string, HostTen
   B.dn_state = zeros(std::size_t(nb) * H * d * d);  // S_0 = 0
 }
 
+void CudaDecoder::Impl::build_titans_block(const std::map<std::string, HostTensor>& T,
+                                           const std::string& sb, const GemvPlan& plan_cat,
+                                           DecBlock& B) {
+  const int ncat = plan_cat.N, W = 3 * D, off_gates = W, off_gate = W + 3 * H;
+  std::vector<float> cat(std::size_t(D) * ncat, 0.0f);
+  auto put = [&](const HostTensor& t, int cols, int off) {  // t [D, cols] ([in, out])
+    for (int r = 0; r < D; ++r)
+      std::copy(t.data + std::size_t(r) * cols, t.data + std::size_t(r + 1) * cols,
+                cat.begin() + std::size_t(r) * ncat + off);
+  };
+  put(need(T, sb + "q_proj.weight", long(D) * D), D, 0);
+  put(need(T, sb + "k_proj.weight", long(D) * D), D, D);
+  put(need(T, sb + "v_proj.weight", long(D) * D), D, 2 * D);
+  const char* gates[3] = {"theta_proj", "alpha_proj", "eta_proj"};
+  std::vector<float> bias(std::size_t(3) * H);
+  for (int i = 0; i < 3; ++i) {
+    put(need(T, sb + gates[i] + ".weight", long(D) * H), H, off_gates + i * H);
+    const HostTensor& bt = need(T, sb + gates[i] + ".bias", H);
+    std::copy(bt.data, bt.data + H, bias.begin() + std::size_t(i) * H);
+  }
+  put(need(T, sb + "g_proj.weight", long(D) * D), D, off_gate);
+  B.cat = plan_cat;
+  B.Wcat = upload_padded(cat.data(), plan_cat);
+  std::vector<float> conv(std::size_t(W) * K);
+  const char* convs[3] = {"q_conv1d.weight", "k_conv1d.weight", "v_conv1d.weight"};
+  for (int w = 0; w < 3; ++w) {
+    const HostTensor& t = need(T, sb + convs[w], long(D) * K);  // [D, K]
+    std::copy(t.data, t.data + std::size_t(D) * K, conv.begin() + std::size_t(w) * D * K);
+  }
+  B.dn_conv_w = upload(conv);
+  B.dn_hist = zeros(std::size_t(nb) * std::max(K - 1, 1) * W);
+  B.dn_norm = upload(copy_of(need(T, sb + "o_norm.weight", d)));
+  B.ti_gate_b = upload(bias);
+  B.ti_ln_w = upload(copy_of(need(T, sb + "ttt_norm.weight", long(H) * d)));
+  B.ti_ln_b = upload(copy_of(need(T, sb + "ttt_norm.bias", long(H) * d)));
+  B.Wo = upload_padded(need(T, sb + "o_proj.weight", long(D) * D).data, plan_o);
+  const std::size_t states = std::size_t(nb) * H * d * d;  // M₀ = M = 0, S = 0
+  B.ti_memory = zeros(states);
+  B.ti_momentum = zeros(states);
+  B.ti_start = zeros(states);
+}
+
 void CudaDecoder::Impl::enqueue_step(int pos) {
   for (int i = 0; i < L; ++i) {
     const DecBlock& B = blocks[i];
@@ -888,6 +973,9 @@ void CudaDecoder::Impl::enqueue_step(int pos) {
       mixed = out(y_mo, plan_mo);
     } else if (deltanet) {
       enqueue_deltanet(B);
+      mixed = out(y_o, plan_o);
+    } else if (titans) {
+      enqueue_titans(B, pos);
       mixed = out(y_o, plan_o);
     } else if (attention) {
       enqueue_attention(B);
@@ -975,6 +1063,44 @@ void CudaDecoder::Impl::enqueue_deltanet(const DecBlock& B) {
   sa.d = d;
   sa.batch = nb;
   detail::decode_deltanet_step(sa, stream);
+  gemv(plan_o, Y, D, B.Wo, s_o, y_o);
+}
+
+void CudaDecoder::Impl::enqueue_titans(const DecBlock& B, int pos) {
+  gemv(B.cat, a, D, B.Wcat, s_cat, y_cat);
+  const Partials P = out(y_cat, B.cat);
+  detail::DeltaNetPrepArgs pa;  // the convolutions only (beta null)
+  pa.proj = P;
+  pa.conv_w = B.dn_conv_w;
+  pa.hist = B.dn_hist;
+  pa.qkv = dn_qkv;
+  pa.D = D;
+  pa.K = K;
+  pa.H = H;
+  pa.batch = nb;
+  detail::decode_deltanet_prep(pa, stream);
+  detail::TitansStepArgs sa;
+  sa.proj = P;
+  sa.qkv = dn_qkv;
+  sa.gate_bias = B.ti_gate_b;
+  sa.ln_w = B.ti_ln_w;
+  sa.ln_b = B.ti_ln_b;
+  sa.o_norm = B.dn_norm;
+  sa.memory = B.ti_memory;
+  sa.momentum = B.ti_momentum;
+  sa.start = B.ti_start;
+  sa.y = Y;
+  sa.l2_eps = float(tic.l2_eps);
+  sa.ln_eps = float(tic.ln_eps);
+  sa.norm_eps = float(tic.norm_eps);
+  sa.commit = pos == period - 1;
+  sa.off_gates = 3 * D;
+  sa.off_g = 3 * D + 3 * H;
+  sa.D = D;
+  sa.H = H;
+  sa.d = d;
+  sa.batch = nb;
+  detail::decode_titans_step(sa, stream);
   gemv(plan_o, Y, D, B.Wo, s_o, y_o);
 }
 

@@ -445,9 +445,9 @@ __global__ void deltanet_prep_kernel(DeltaNetPrepArgs p) {
   p.proj = seq_partials(p.proj, sq);
   p.hist += std::size_t(sq) * hist_rows(K) * W;
   p.qkv += std::size_t(sq) * W;
-  p.beta += std::size_t(sq) * p.H;
+  if (p.beta) p.beta += std::size_t(sq) * p.H;
   if (p.alpha) p.alpha += std::size_t(sq) * p.H;
-  if (c < p.H) {
+  if (c < p.H && p.beta) {
     const float zb = sum_partials(p.proj, p.off_b + c);
     p.beta[c] = 1.0f / (1.0f + expf(-zb));  // the CPU layer's sigmoid
     if (p.A_log) {
@@ -532,6 +532,96 @@ __global__ void __launch_bounds__(kDnThreads) deltanet_step_kernel(DeltaNetStepA
     if (a.off_g >= 0) yc *= mamba2_silu(sum_partials(a.proj, a.off_g + h * d + tid));
     a.y[std::size_t(sq) * D + std::size_t(h) * d + tid] = yc;
   }
+}
+
+// ---- Titans ----
+
+// The DeltaNet step's layout (kDnThreads threads; thread (j, g) owns column j of the rows i ≡ g
+// (mod G)), over three states: M₀ is read for the key's projection z, then S, M (and M₀ at a commit)
+// are updated element by element and M is read out, each element by its one thread.
+static_assert(kDnThreads >= 2 * kTitansMaxHeadDim, "two row slices at the largest head dim");
+__global__ void __launch_bounds__(kDnThreads) titans_step_kernel(TitansStepArgs a) {
+  const int h = blockIdx.x, sq = blockIdx.y, tid = threadIdx.x;
+  const int D = a.D, d = a.d, H = a.H;
+  a.proj = seq_partials(a.proj, sq);
+  const float* qkv = a.qkv + std::size_t(sq) * 3 * D;
+  const std::size_t so = (std::size_t(sq) * H + h) * d * d;
+  float* M = a.memory + so;
+  float* S = a.momentum + so;
+  float* M0 = a.start + so;
+  const float* w = a.ln_w + std::size_t(h) * d;
+  const float* b = a.ln_b + std::size_t(h) * d;
+  __shared__ float qs[kTitansMaxHeadDim], ks[kTitansMaxHeadDim], us[kTitansMaxHeadDim];
+  __shared__ float red[kDnThreads];
+  const float fd = float(d);
+  // The gates, as the CPU layer: scale · sigmoid(x·W + bias).
+  const float theta = (1.0f / fd) * (1.0f / (1.0f + expf(-(sum_partials(a.proj, a.off_gates + h) +
+                                                            a.gate_bias[h]))));
+  const float alpha =
+      1.0f / (1.0f + expf(-(sum_partials(a.proj, a.off_gates + H + h) + a.gate_bias[H + h])));
+  const float eta = 1.0f / (1.0f + expf(-(sum_partials(a.proj, a.off_gates + 2 * H + h) +
+                                          a.gate_bias[2 * H + h])));
+  const bool lead = tid < d;  // thread j < d finishes column j
+  const float qc = lead ? qkv[h * d + tid] : 0.0f;
+  const float kc = lead ? qkv[D + h * d + tid] : 0.0f;
+  const float nq = sqrtf(block_sum(qc * qc) + a.l2_eps);
+  const float nk = sqrtf(block_sum(kc * kc) + a.l2_eps);
+  const float kh = kc / nk;
+  if (lead) {
+    qs[tid] = qc / nq;
+    ks[tid] = kh;
+  }
+  __syncthreads();
+  const int G = kDnThreads / d, j = tid % d, g = tid / d;
+  const bool active = g < G;
+  // z = k̂ M₀, then its LayerNorm.
+  float part = 0.0f;
+  if (active)
+    for (int i = g; i < d; i += G) part += ks[i] * M0[std::size_t(i) * d + j];
+  red[tid] = part;
+  __syncthreads();
+  float z = 0.0f;
+  if (lead)
+    for (int s = 0; s < G; ++s) z += red[s * d + tid];
+  const float zmu = block_sum(z) / fd;
+  const float zc = lead ? z - zmu : 0.0f;
+  const float zsig = sqrtf(block_sum(zc * zc) / fd + a.ln_eps);
+  const float zhat = zc / zsig;
+  // u = d·g − (Σg + (g·ẑ) ẑ) / (σ d), g = (w ⊙ ẑ + b − v + k̂) ⊙ w.
+  float gj = 0.0f;
+  if (lead) gj = (w[tid] * zhat + b[tid] - qkv[2 * D + h * d + tid] + kh) * w[tid];
+  const float sg = block_sum(gj);
+  const float sgz = block_sum(gj * zhat);
+  const float c = 1.0f / (zsig * fd);
+  if (lead) us[tid] = fd * gj - c * (sg + sgz * zhat);
+  __syncthreads();
+  // S ← η S − (2θ k̂)ᵀ u, M ← (1 − α) M + S [, M₀ ← M], y = q̂ M; each element written once.
+  const float two_theta = 2.0f * theta, keep = 1.0f - alpha;
+  part = 0.0f;
+  if (active)
+    for (int i = g; i < d; i += G) {
+      const std::size_t e = std::size_t(i) * d + j;
+      const float s = eta * S[e] - (two_theta * ks[i]) * us[j];
+      S[e] = s;
+      const float m = keep * M[e] + s;
+      M[e] = m;
+      if (a.commit) M0[e] = m;
+      part += qs[i] * m;
+    }
+  red[tid] = part;
+  __syncthreads();
+  float y = 0.0f;
+  if (lead)
+    for (int s = 0; s < G; ++s) y += red[s * d + tid];
+  // o = y + w ⊙ LN(y) + b, then the per-head RMSNorm and the gate.
+  const float ymu = block_sum(y) / fd;
+  const float yc = lead ? y - ymu : 0.0f;
+  const float ysig = sqrtf(block_sum(yc * yc) / fd + a.ln_eps);
+  const float o = lead ? y + w[tid] * (yc / ysig) + b[tid] : 0.0f;
+  const float rinv = rsqrtf(block_sum(o * o) / fd + a.norm_eps);
+  if (lead)
+    a.y[std::size_t(sq) * D + std::size_t(h) * d + tid] =
+        o * rinv * a.o_norm[tid] * mamba2_silu(sum_partials(a.proj, a.off_g + h * d + tid));
 }
 
 // ---- softmax attention over the KV cache ----
@@ -887,6 +977,14 @@ void decode_deltanet_step(const DeltaNetStepArgs& a, cudaStream_t stream) {
     throw std::invalid_argument("decode_deltanet_step: head dim " + std::to_string(a.d) +
                                 " is not in 1.." + std::to_string(kDeltaNetMaxHeadDim));
   deltanet_step_kernel<<<dim3(a.H, a.batch), kDnThreads, 0, stream>>>(a);
+  TTTLAB_CUDA_CHECK(cudaGetLastError());
+}
+
+void decode_titans_step(const TitansStepArgs& a, cudaStream_t stream) {
+  if (a.d < 1 || a.d > kTitansMaxHeadDim)
+    throw std::invalid_argument("decode_titans_step: head dim " + std::to_string(a.d) +
+                                " is not in 1.." + std::to_string(kTitansMaxHeadDim));
+  titans_step_kernel<<<dim3(a.H, a.batch), kDnThreads, 0, stream>>>(a);
   TTTLAB_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -182,7 +182,7 @@ void decode_rms_scale(const float* g, const float* w, float eps, float* y, int n
 // bias) with the rolling history hist [K−1, 3D] (oldest row first, the inputs before the
 // convolution) updated; threads below H also make β[h] = sigmoid(x·W_β) and (gated)
 // α[h] = max(exp(−exp(A_log_h)·softplus(x·W_a + dt_bias_h)), FLT_MIN), softplus in double as the
-// CPU layer computes it (r itself above 20).
+// CPU layer computes it (r itself above 20). With beta = nullptr only the convolutions run (Titans).
 struct DeltaNetPrepArgs {
   Partials proj;
   const float* conv_w = nullptr;   // [3D, K]: q's, k's, then v's convolution
@@ -190,7 +190,7 @@ struct DeltaNetPrepArgs {
   const float* A_log = nullptr;    // [H]; nullptr: DeltaNet (no α)
   const float* dt_bias = nullptr;  // [H]
   float* qkv = nullptr;            // [3D]: silu(conv(u)) of q, k, v
-  float* beta = nullptr;           // [H]
+  float* beta = nullptr;           // [H]; nullptr: no β (Titans)
   float* alpha = nullptr;          // [H] (gated)
   int off_b = 0, off_a = -1, D = 0, K = 1, H = 1;
   int batch = 1;
@@ -219,6 +219,37 @@ struct DeltaNetStepArgs {
 };
 constexpr int kDeltaNetMaxHeadDim = 128;
 void decode_deltanet_step(const DeltaNetStepArgs& args, cudaStream_t stream);
+
+// Titans' mixer for one token (tttlab/seq/titans_layer.hpp; titans_step of
+// tttlab/fastweight/titans.hpp; docs/MATH.md §11.9). The product a·[W_q | W_k | W_v | W_θ | W_α | W_η |
+// W_g] comes first; decode_deltanet_prep with beta = nullptr makes q, k, v = silu(conv(·)) with their
+// history. Then decode_titans_step, one CTA per head h (of each sequence), with the CPU's order:
+//   q̂, k̂ = q_h, k_h / sqrt(‖·‖² + ε_l2);  θ = σ(z_θ + b_θ)/d, α = σ(z_α + b_α), η = σ(z_η + b_η)
+//   z = k̂ M₀ (M₀: the memory at the start of the mini-batch), ẑ = LN(z) with σ_z, ε = ln_eps
+//   g = (w ⊙ ẑ + b − v + k̂) ⊙ w,  u = d·g − (Σg + (g·ẑ) ẑ) / (σ_z d)
+//   S ← η S − (2θ k̂)ᵀ u,  M ← (1 − α) M + S,  M₀ ← M where `commit` (the token ends a mini-batch)
+//   y = q̂ M,  o = y + w ⊙ LN(y) + b,  then RMSNorm(o)·o_norm (ε = norm_eps) ⊙ silu(x·W_g)
+// with w, b the head's row of ttt_norm. The three states [H, d, d] (fp32, row-major, rows the key
+// dim) are each element's one thread's; the column sums run in a fixed order (deterministic).
+// d ≤ kTitansMaxHeadDim.
+struct TitansStepArgs {
+  Partials proj;                     // the gates' logits at off_gates (θ's H, α's H, η's H), x·W_g at off_g
+  const float* qkv = nullptr;        // [3D]
+  const float* gate_bias = nullptr;  // [3H]: θ's, α's, η's biases
+  const float* ln_w = nullptr;       // [H, d]
+  const float* ln_b = nullptr;       // [H, d]
+  const float* o_norm = nullptr;     // [d]
+  float* memory = nullptr;           // M [H, d, d]
+  float* momentum = nullptr;         // S [H, d, d]
+  float* start = nullptr;            // M₀ [H, d, d]
+  float* y = nullptr;                // [D]
+  float l2_eps = 1e-6f, ln_eps = 1e-6f, norm_eps = 1e-6f;
+  bool commit = false;
+  int off_gates = 0, off_g = 0, D = 0, H = 1, d = 0;
+  int batch = 1;
+};
+constexpr int kTitansMaxHeadDim = 128;
+void decode_titans_step(const TitansStepArgs& args, cudaStream_t stream);
 
 // Softmax attention's mixer for one token (tttlab/seq/attention_layers.hpp; tttlab/nn/attention.hpp),
 // around the two products a·[Wq | Wk | Wv] and ·Wo. The KV cache of a block is two arrays

@@ -19,7 +19,7 @@
 // Titans (seq_layer = Titans; tttlab/seq/titans_layer.hpp) is a whole block of the same shape around
 // Titans' memory: heads from num_attention_heads, convolution width from conv_kernel, the memory's
 // mini-batch from mini_batch_size, its LayerNorm ε from tttlab_ttt_ln_eps, the output norm's ε from
-// rms_norm_eps. The CPU only, too.
+// rms_norm_eps. It trains, evaluates and decodes on the CPU and the GPU.
 //
 // LaCT (seq_layer = Lact; tttlab/seq/lact_layer.hpp) is its authors' whole block: sliding-window
 // attention and SwiGLU fast weights sharing one qkv projection, in the Transformer block. Attention
@@ -84,8 +84,8 @@ bool transformer_block_only(SeqLayerKind k);
 // place to say so). One line without advice (callers add what to type instead), for
 // `--device cuda` to stop with before anything is allocated or a GPU is looked for.
 std::string gpu_kernels_missing(SeqLayerKind k);
-// Likewise for the GPU decoder (generation, `bench --latency`): Titans and LaCT train on the GPU but
-// have no GPU decoder yet.
+// Likewise for the GPU decoder (generation, `bench --latency`): LaCT trains on the GPU but has no
+// GPU decoder yet.
 std::string gpu_decoder_missing(SeqLayerKind k);
 
 // The official η_base for a layer: 1.0 for TTT-Linear (and the layers without an inner loop), 0.1

@@ -114,9 +114,10 @@ struct CudaDecodeMemory {
 CudaDecodeMemory cuda_decode_memory(const ModelConfig& config, int batch, long context,
                                     int device = 0);
 
-// Why the GPU decoder cannot run this model, in one line ("" when it can): linear attention, Titans,
-// LaCT, Mamba-2 on the Mamba-style backbone, softmax attention with a head dim other than 8, 16, 32,
-// 64 or 128, DeltaNet and Gated DeltaNet with a head dim above 128, and for TTT layers mini_batch_size > 64, a head dim outside 16..128 or odd, conv_kernel > 16.
+// Why the GPU decoder cannot run this model, in one line ("" when it can): linear attention, LaCT,
+// Mamba-2 on the Mamba-style backbone, softmax attention with a head dim other than 8, 16, 32, 64 or
+// 128, DeltaNet, Gated DeltaNet and Titans with a head dim above 128, and for TTT layers
+// mini_batch_size > 64, a head dim outside 16..128 or odd, conv_kernel > 16.
 std::string cuda_decode_unsupported(const ModelConfig& config);
 
 class CudaDecoder final : public TokenDecoder {
