@@ -58,7 +58,7 @@ std::unique_ptr<TokenDecoder> make_decoder(const std::string& device, const Mode
   } catch (const std::invalid_argument& e) {
     throw CLI::ValidationError(e.what());
   }
-  // A layer without a GPU decoder (LaCT) stops here, before a GPU is looked for; a model
+  // A layer without a GPU decoder (none today) stops here, before a GPU is looked for; a model
   // the GPU decoder does not run (cuda_decode_unsupported: linear attention, some shapes) below,
   // with its reason.
   if (request == DeviceRequest::CUDA)

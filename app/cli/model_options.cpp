@@ -7,7 +7,7 @@ namespace tttlab::cli {
 void ModelOptions::add_to(CLI::App* cmd) {
   cmd->add_option("--preset", preset, "Model size: tiny (~1M parameters), small (~11M), 125m")
       ->check(CLI::IsMember({"tiny", "small", "125m"}))->capture_default_str();
-  cmd->add_option("--layer", layer, "Sequence layer (lact: trains and evaluates on the GPU, generates on the CPU)")
+  cmd->add_option("--layer", layer, "Sequence layer")
       ->check(CLI::IsMember(seq_layer_names()))
       ->capture_default_str();
   cmd->add_option("--backbone", backbone,

@@ -5,10 +5,9 @@
 # losses exactly, `eval` scores it, `generate` decodes from it (greedy twice gives the same text), and
 # `--backbone m` is refused with its reason. A layer without GPU kernels (none today) would be refused
 # on `--device cuda` for train, eval and generate with the one-line reason before a GPU is looked for;
-# the layers with the GPU decoder (deltanet, gated-deltanet, titans) generate on `--device cuda` the CPU's
-# greedy text where there is a GPU, and without one exit 1 with the device's one-line reason (not a
-# usage error); titans and lact train on `--device cuda` where there is a GPU (exit 1 with that reason
-# without one), and lact's generate is refused there (no GPU decoder).
+# every layer here generates on `--device cuda` the CPU's greedy text where there is a GPU, and
+# without one exits 1 with the device's one-line reason (not a usage error); titans and lact also
+# train two steps on `--device cuda` where there is a GPU (exit 1 with that reason without one).
 #   test_layer_run.sh <tttlab executable> <layer> <config.json fragment, or -> [model options...]
 # e.g. test_layer_run.sh build/tttlab titans '"mini_batch_size": 8' --mini-batch 8
 set -euo pipefail
@@ -100,15 +99,9 @@ case $layer in
   deltanet | gated-deltanet)
     cuda_generate
     ;;
-  titans)
+  titans | lact)
     cuda_train
     cuda_generate
-    ;;
-  lact)
-    cuda_train
-    missing="no GPU decoder"
-    expect_refusal generate "$exe" generate --checkpoint "$run" --prompt "the " --tokens 4 --device cuda
-    cuda_note="$cuda_note, refused generate --device cuda"
     ;;
   *)
     expect_refusal train "$exe" train --data "$work/text.txt" "${model[@]}" --steps 2 --device cuda --out "$work/cuda-$layer"

@@ -183,10 +183,9 @@ TEST(LactModel, BadModelConfigurationsAreClearErrors) {
   EXPECT_NE(error_of([] { seq_layer_from_string("lact-swiglu"); }).find("titans or lact"),
             std::string::npos);
   EXPECT_EQ(seq_layer_from_string("lact"), SeqLayerKind::Lact);
-  // It trains on the GPU (tests/kernels/test_train_cuda.cpp) but has no GPU decoder.
+  // It trains and decodes on the GPU (tests/kernels/test_train_cuda.cpp, test_decode_cuda.cpp).
   EXPECT_EQ(gpu_kernels_missing(SeqLayerKind::Lact), "");
-  EXPECT_NE(gpu_decoder_missing(SeqLayerKind::Lact).find("lact has no GPU decoder"),
-            std::string::npos);
+  EXPECT_EQ(gpu_decoder_missing(SeqLayerKind::Lact), "");
 }
 
 // ---- inside a model ------------------------------------------------------------------------------

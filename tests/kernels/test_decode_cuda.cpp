@@ -40,8 +40,8 @@
 //    with the bytes it needs.
 // 7. Batched decoding (CudaDecoderOptions::batch), the exact products (DecodeProducts::Exact): for
 //    every model kind (TTT-Linear and TTT-MLP on both backbones and b = 16 or 5, softmax attention
-//    on both backbones, Mamba-2 in two shapes, DeltaNet with d = 16, Gated DeltaNet with d = 24 and
-//    Titans with d = 24, b = 5),
+//    on both backbones, Mamba-2 in two shapes, DeltaNet with d = 16, Gated DeltaNet with d = 24,
+//    Titans with d = 24, b = 5, and LaCT with C = 5),
 //    B = 5 or 20 sequences (20: a full group of 16 sequences of the batched product and a partial
 //    one) fed different random tokens in lockstep,
 //    with and without CUDA graphs: after a prefill of 21 steps and after each of 20 single steps
@@ -89,6 +89,19 @@
 //    term (a gate, the momentum, the decay, the start's timing, a LayerNorm) is O(1). Greedy decoding
 //    of 100 bytes from a model (b = 8) trained on the CPU for 40 steps on the nine-word text: the same
 //    bytes on both devices. Batches run in 7 and 8, and cuda_decode_memory counts the three states.
+// 11. LaCT models (the Transformer backbone; the GPU's per-token step, a sliding-window attention over
+//    a ring of W = C cached rows and the fast weights' chunk update at t ≡ 0 (mod C), against the CPU
+//    layer's stream, lact_stream and windowed_attention_forward_cached): the tiny preset with --layer
+//    lact (D 128, 4 attention heads, 2 fast heads, C = 64: one update in 121 tokens) and three smaller
+//    shapes (C = 8 with 2 fast heads of 32: fifteen updates and a full window from token 8 on; C = 5
+//    with 4 fast heads of 16 and 2 attention heads of 32: a chunk that is no power of two and
+//    updates that fall inside the prefill; one head of each of 128, C = 16), random weights at the
+//    printed seed: the prefill of 21 tokens and 100 single feeds of 2, logits within the same 1e-3
+//    relative bound, with and without CUDA graphs (one graph: t is read from device memory). Both
+//    sides are fp32 with sums in other orders; a wrong term (a rate, the momentum, the
+//    renormalisation, RoPE's position, the window's edge) is O(1). Greedy decoding of 100 bytes from a
+//    model (C = 8) trained on the CPU for 40 steps on the nine-word text: the same bytes on both
+//    devices. Batches run in 7 and 8, and cuda_decode_memory counts the per-sequence state.
 // Seeds are fixed and printed (test_seed(): a hash of the test's name; TTTLAB_TEST_SEED overrides).
 #include <gtest/gtest.h>
 
@@ -423,6 +436,15 @@ ModelConfig titans_model(int D, int H, int K, int b) {
   return c;
 }
 
+// LaCT models (section 11; also in the batches of 7 and 8): two blocks of width D with H attention
+// heads, H_f fast-weight heads and the chunk (and window) C, the Transformer backbone.
+ModelConfig lact_model(int D, int H, int Hf, int C) {
+  ModelConfig c = deltanet_model(SeqLayerKind::Lact, D, H, 4);
+  c.lact_heads = Hf;
+  c.lact_chunk_size = C;
+  return c;
+}
+
 TEST(CudaDecoder, Mamba2LogitsMatchTheCpuDecoder) {
   TTTLAB_REQUIRE_GPU();
   const std::uint64_t seed = test_seed();
@@ -548,7 +570,16 @@ TEST(CudaDecoder, RefusesModelsItDoesNotRun) {
   EXPECT_EQ(cuda_decode_unsupported(ti), "");
   ti.hidden_size = 256;  // d = 256
   EXPECT_NE(cuda_decode_unsupported(ti).find("titans head dim of at most 128"), std::string::npos);
-  EXPECT_NE(cuda_decode_unsupported(small_model(SeqLayerKind::Lact, false, 16)), "");
+  ModelConfig la = small_model(SeqLayerKind::Lact, false, 16);
+  EXPECT_EQ(cuda_decode_unsupported(la), "");
+  la.lact_muon = true;
+  EXPECT_NE(cuda_decode_unsupported(la).find("without Muon"), std::string::npos);
+  la.lact_muon = false;
+  la.num_attention_heads = 8;  // d_a = 16: supported
+  EXPECT_EQ(cuda_decode_unsupported(la), "");
+  la.num_attention_heads = 2;
+  la.hidden_size = 96;  // d_a = 48: no power of two
+  EXPECT_NE(cuda_decode_unsupported(la).find("lact attention head dim"), std::string::npos);
   // The constructor checks before touching the device.
   const Model<float> model(attn, 1);
   EXPECT_THROW(CudaDecoder{model}, std::invalid_argument);
@@ -767,6 +798,7 @@ std::vector<ModelConfig> batch_test_configs() {
   configs.push_back(deltanet_model(SeqLayerKind::DeltaNet, 64, 4, 4));
   configs.push_back(deltanet_model(SeqLayerKind::GatedDeltaNet, 96, 4, 3));
   configs.push_back(titans_model(96, 4, 3, 5));
+  configs.push_back(lact_model(64, 4, 4, 5));
   return configs;
 }
 
@@ -1146,6 +1178,52 @@ TEST(CudaDecoder, TitansGreedyBytesOfATrainedModelAreTheCpus) {
   const std::uint64_t seed = test_seed();
   std::printf("[   INFO   ] seed %llu\n", static_cast<unsigned long long>(seed));
   expect_same_greedy_after_training(titans_model(64, 4, 4, 8), seed, "titans");
+}
+
+// ---- 11. LaCT -----------------------------------------------------------------------------------
+
+TEST(CudaDecoder, LactLogitsMatchTheCpuDecoder) {
+  TTTLAB_REQUIRE_GPU();
+  const std::uint64_t seed = test_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::printf("[   INFO   ] seed %llu\n", static_cast<unsigned long long>(seed));
+  ModelConfig tiny = ModelConfig::preset("tiny");
+  tiny.seq_layer = SeqLayerKind::Lact;
+  tiny.mamba_backbone = false;
+  const ModelConfig shapes[] = {tiny, lact_model(64, 4, 2, 8), lact_model(64, 2, 4, 5),
+                                lact_model(128, 1, 1, 16)};
+  int i = 0;
+  for (const ModelConfig& c : shapes) {
+    ASSERT_EQ(cuda_decode_unsupported(c), "");
+    const Model<float> model(c, seed + i);
+    for (const bool graphs : {true, false}) {
+      SCOPED_TRACE("lact D " + std::to_string(c.hidden_size) + " H " +
+                   std::to_string(c.num_attention_heads) + " H_f " + std::to_string(c.lact_heads) +
+                   " C " + std::to_string(c.lact_chunk_size) + (graphs ? " graphs" : " launches"));
+      std::printf("[   INFO   ] lact D %d, %d blocks, %d attention heads, %d fast heads, C %d:\n",
+                  c.hidden_size, c.num_hidden_layers, c.num_attention_heads, c.lact_heads,
+                  c.lact_chunk_size);
+      compare_decoders(model, graphs, seed + 200 + i, 100);
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+    ++i;
+  }
+  // The decoder's memory counts every block's ring, fast weights, their momentum and the held chunk
+  // per sequence, and grows linearly with the batch.
+  const ModelConfig l = lact_model(64, 4, 2, 8);
+  const CudaDecodeMemory m1 = cuda_decode_memory(l, 1, 1000);
+  const CudaDecodeMemory m8 = cuda_decode_memory(l, 8, 1000);
+  EXPECT_EQ(m8.weight_bytes, m1.weight_bytes);
+  EXPECT_GE(m1.weight_bytes, 4.0 * count_params(l));
+  EXPECT_NEAR(m8.batch_bytes, 8 * m1.batch_bytes, 1e-9 * m8.batch_bytes);
+  EXPECT_GE(m1.batch_bytes, 4.0 * 2 * (2 * 8 * 64 + 6 * 2 * 32 * 32 + 2 * 8 * (2 * 32 + 4)));
+}
+
+TEST(CudaDecoder, LactGreedyBytesOfATrainedModelAreTheCpus) {
+  TTTLAB_REQUIRE_GPU();
+  const std::uint64_t seed = test_seed();
+  std::printf("[   INFO   ] seed %llu\n", static_cast<unsigned long long>(seed));
+  expect_same_greedy_after_training(lact_model(64, 4, 2, 8), seed, "lact");
 }
 
 }  // namespace

@@ -59,12 +59,7 @@ SeqLayerKind seq_layer_from_string(const std::string& s) {
 
 std::string gpu_kernels_missing(SeqLayerKind) { return {}; }
 
-std::string gpu_decoder_missing(SeqLayerKind k) {
-  if (k == SeqLayerKind::Lact)
-    return to_string(k) +
-           " has no GPU decoder yet (a later issue); it generates on the CPU";
-  return gpu_kernels_missing(k);
-}
+std::string gpu_decoder_missing(SeqLayerKind k) { return gpu_kernels_missing(k); }
 
 void ModelConfig::validate() const {
   auto positive = [](int v, const char* name) {

@@ -31,6 +31,14 @@
 //                  start), S ← η S − 2θ k̂ᵀu, M ← (1 − α) M + S, M₀ ← M at the mini-batch's last
 //                  token (pos = t mod b); o = q̂ M + w ⊙ LN(q̂ M) + b; the per-head RMSNorm ⊙ silu(x W_g)
 //   gemv           ·o_proj
+// a LaCT block (the Transformer backbone) by
+//   gemv          a·[W_qkv | W_lr | W_m | W_s]
+//   attn_prep     as below, into a ring of W rows (the window; row t mod W)
+//   attn_split / attn_combine  over the ring's min(t + 1, W) rows
+//   lact_update   (a no-op unless t > 0 and t ≡ 0 mod C) the held chunk's step of the fast weights
+//   lact_fast     q̃, k̃, ṽ, the rates and momentum into the chunk; o_f = f_W(q̃); y = z_attn +
+//                 RMSNorm(o_f)·ttt_norm · silu(x W_s + b_s)
+//   gemv          ·o_proj
 // and a softmax-attention block (either backbone) by
 //   gemv          a·[Wq | Wk | Wv]
 //   attn_prep     RoPE at the global position t on q, k; q ·= 1/√d; k, v → row t of the KV cache
@@ -122,9 +130,23 @@ std::string cuda_decode_unsupported(const ModelConfig& m) {
              "; use --device cpu";
     return {};
   }
+  if (m.seq_layer == SeqLayerKind::Lact) {
+    const LactLayerConfig lc = m.lact_config();
+    if (m.mamba_backbone) return "the GPU decoder runs lact with the Transformer backbone (t) only";
+    if (lc.use_muon) return "the GPU decoder runs lact without Muon (--lact-muon); use --device cpu";
+    if (!detail::decode_attn_head_dim_ok(lc.attn_head_dim()))
+      return "the GPU decoder needs a lact attention head dim of 8, 16, 32, 64 or 128, got " +
+             std::to_string(lc.attn_head_dim()) + "; use --device cpu";
+    const int df = lc.fw_head_dim(), dh = lc.fw_hidden();
+    if (df % 2 != 0 || 2 * df + dh > detail::kLactDecodeMaxSmemFloats)
+      return "the GPU decoder needs an even lact fast-weight head dim d_f with 2 d_f + d_h <= " +
+             std::to_string(detail::kLactDecodeMaxSmemFloats) + ", got d_f " + std::to_string(df) +
+             " and d_h " + std::to_string(dh) + "; use --device cpu";
+    return {};
+  }
   if (!m.is_ttt())
     return "the GPU decoder runs ttt-linear, ttt-mlp, softmax-attention, mamba2, deltanet, "
-           "gated-deltanet and titans models; " +
+           "gated-deltanet, titans and lact models; " +
            to_string(m.seq_layer) + " decodes on the CPU (--device cpu)";
   if (std::string why = detail::ttt_shape_unsupported(m.head_dim(), m.mini_batch_size,
                                                       "the GPU decoder needs");
@@ -186,6 +208,12 @@ struct DecBlock {
   // weight and bias [H, d]; the stream state: M, S and M₀ [H, d, d] each.
   float *ti_gate_b = nullptr, *ti_ln_w = nullptr, *ti_ln_b = nullptr, *ti_memory = nullptr,
         *ti_momentum = nullptr, *ti_start = nullptr;
+  // LaCT: [W_qkv | W_lr | W_m | W_s] in `Wcat`, o_proj in `Wo`, the attention's ring in kcache,
+  // vcache [H, W, d]; qk_scale, qk_offset [D, 2], the biases, ttt_norm [d_f]; the stream state: the
+  // fast weights W0, W1, W2 and their momentum [H_f, d_h·d_f] each, the held chunk.
+  float *la_qk_scale = nullptr, *la_qk_offset = nullptr, *la_lr_b = nullptr, *la_m_b = nullptr,
+        *la_s_b = nullptr, *la_norm = nullptr, *la_row_norms = nullptr, *la_w[3] = {},
+        *la_m[3] = {}, *la_chunk = nullptr;
   // Softmax attention: [Wq | Wk | Wv] in `Wcat` (plan `cat`), Wo in `Wo`; the KV cache [H, cap, d] each.
   float *kcache = nullptr, *vcache = nullptr;
   // SwiGLU
@@ -212,6 +240,12 @@ int ttt_cat_width(const ModelConfig& mc, const TTTLayerConfig& tc) {
 int deltanet_cat_width(const ModelConfig& mc) {
   const int D = mc.hidden_size, H = mc.num_attention_heads;
   return 3 * D + H + (mc.seq_layer == SeqLayerKind::GatedDeltaNet ? H + D : 0);
+}
+
+// [q | k | v | the rates (3 H_f) | the momentum (H_f, where used) | the output scale (H_f)].
+int lact_cat_width(const ModelConfig& mc) {
+  const LactLayerConfig lc = mc.lact_config();
+  return 3 * mc.hidden_size + (lc.use_momentum ? 5 : 4) * lc.lact_heads;
 }
 
 // [q | k | v | θ | α | η | gate]: 4D + 3H columns.
@@ -250,6 +284,16 @@ DecodeShapes decode_shapes(const ModelConfig& mc, long cap, int sms, int splits)
     f += 3.0 * D + D + outputs(s.cat) + outputs(s.o);
     // Per block: the convolutions' history and the states M, S, M₀ [H, d, d].
     f += double(L) * (double(hist) * 3 * D + 3.0 * H * d * d);
+  } else if (mc.seq_layer == SeqLayerKind::Lact) {
+    const LactLayerConfig lc = mc.lact_config();
+    const double Hf = lc.lact_heads, df = lc.fw_head_dim(), dh = lc.fw_hidden(), C = lc.chunk_size;
+    s.cat = detail::gemv_plan(D, lact_cat_width(mc), sms);
+    s.att_S = splits > 0 ? splits : detail::decode_attn_splits(H, lc.window, sms);
+    // q, the attention's output, o_proj's input, the splits' partials, the update's per-token
+    // vectors [H_f, C, 3 d_h]; the products' outputs.
+    f += 3.0 * D + double(H) * s.att_S * (d + 2) + Hf * C * 3 * dh + outputs(s.cat) + outputs(s.o);
+    // Per block: the ring [2, W, D], the fast weights and their momentum, the held chunk.
+    f += double(L) * (2.0 * lc.window * D + 6.0 * Hf * dh * df + Hf * C * (2 * df + 4));
   } else if (mc.seq_layer == SeqLayerKind::SoftmaxAttention) {
     s.cat = detail::gemv_plan(D, 3 * D, sms);
     s.att_S = splits > 0 ? splits : detail::decode_attn_splits(H, cap, sms);
@@ -305,6 +349,11 @@ struct CudaDecoder::Impl {
   // Titans (titans true): its sizes; it shares the DeltaNet vectors q, k, v and Y.
   bool titans = false;
   TitansLayerConfig tic;
+  // LaCT (lact true): its sizes, the ring's rows (W), the update's per-token vectors; it shares
+  // the attention's q, Z, part_o, part_ml, rope_freq and att_S, and Y.
+  bool lact = false;
+  LactLayerConfig lac;
+  float* la_scratch = nullptr;
   float *dn_qkv = nullptr, *dn_beta = nullptr, *dn_alpha = nullptr;
   // Softmax attention (attention true): the KV cache's capacity in tokens, the context splits, the
   // RoPE frequencies [d/2] (double), the split partials and the attention output.
@@ -419,6 +468,9 @@ struct CudaDecoder::Impl {
   void build_titans_block(const std::map<std::string, HostTensor>& T, const std::string& sb,
                           const GemvPlan& plan_cat, DecBlock& B);
   void enqueue_titans(const DecBlock& B, int pos);
+  void build_lact_block(const std::map<std::string, HostTensor>& T, const std::string& sb,
+                        const GemvPlan& plan_cat, DecBlock& B);
+  void enqueue_lact(const DecBlock& B);
   void enqueue_attention(const DecBlock& B);
   void plan_memory(long requested, const DecodeShapes& shapes, double weight_bytes);
   void enqueue_step(int pos);
@@ -460,6 +512,7 @@ void CudaDecoder::Impl::build(const Model<float>& model) {
   attention = mc.seq_layer == SeqLayerKind::SoftmaxAttention;
   deltanet = mc.is_deltanet();
   titans = mc.seq_layer == SeqLayerKind::Titans;
+  lact = mc.seq_layer == SeqLayerKind::Lact;
   D = mc.hidden_size;
   F = mc.intermediate_size;
   V = mc.vocab_size;
@@ -483,6 +536,9 @@ void CudaDecoder::Impl::build(const Model<float>& model) {
   } else if (titans) {
     tic = mc.titans_config();
     period = tic.mini_batch;  // M₀ ← M after the token at pos = b − 1
+  } else if (lact) {
+    lac = mc.lact_config();
+    period = 1;  // t is read from device memory
   } else if (attention) {
     // The position is read from device memory, so one graph serves every token.
     period = 1;
@@ -531,14 +587,14 @@ void CudaDecoder::Impl::build(const Model<float>& model) {
     for (int c = 0; c < D; ++c) Et[std::size_t(c) * V + vv] = E.data[std::size_t(vv) * D + c];
   embed_t = upload_padded(Et.data(), plan_head);
   final_norm = upload(copy_of(need(T, "model.norm.weight", D)));
-  if (attention) {
+  if (attention || lact) {
     // θ_m = rope_theta^(−2m/d) in double, as the CPU's rope_apply computes it.
     std::vector<double> fr(std::size_t(d / 2));
     for (int m = 0; m < d / 2; ++m) fr[m] = std::pow(mc.rope_theta, -2.0 * double(m) / double(d));
     rope_freq = reinterpret_cast<double*>(alloc(fr.size() * 2));
     TTTLAB_CUDA_CHECK(
         cudaMemcpy(rope_freq, fr.data(), fr.size() * sizeof(double), cudaMemcpyHostToDevice));
-  } else if (!mamba2 && !deltanet && !titans && tc.rope) {
+  } else if (!mamba2 && !deltanet && !titans && !lact && tc.rope) {
     std::vector<float> cs(std::size_t(b) * (d / 2)), sn(cs.size());
     rope_tables(d, b, tc.rope_theta, cs.data(), sn.data());
     rope_cos = upload(cs);
@@ -547,7 +603,7 @@ void CudaDecoder::Impl::build(const Model<float>& model) {
 
   // Projection columns of a TTT layer: q (or the shared u), k (without share_qk), v, the gate, θ_lr.
   GemvPlan plan_cat;
-  if (deltanet || titans) {
+  if (deltanet || titans || lact) {
     plan_cat = shapes.cat;
   } else if (attention) {
     off_q = 0;
@@ -590,6 +646,8 @@ void CudaDecoder::Impl::build(const Model<float>& model) {
       build_deltanet_block(T, sb, plan_cat, B);
     } else if (titans) {
       build_titans_block(T, sb, plan_cat, B);
+    } else if (lact) {
+      build_lact_block(T, sb, plan_cat, B);
     } else if (attention) {
       std::vector<float> cat(std::size_t(D) * 3 * D);
       const char* names[3] = {"q_proj.weight", "k_proj.weight", "v_proj.weight"};
@@ -641,6 +699,18 @@ void CudaDecoder::Impl::build(const Model<float>& model) {
     y_o = zeros(n * plan_o.ld);
     s_cat = scratch(plan_cat);
     s_o = scratch(plan_o);
+  } else if (lact) {
+    q = zeros(n * D);
+    Z = zeros(n * D);
+    Y = zeros(n * D);
+    y_cat = zeros(n * plan_cat.ld);
+    y_o = zeros(n * plan_o.ld);
+    s_cat = scratch(plan_cat);
+    s_o = scratch(plan_o);
+    att_S = shapes.att_S;
+    part_o = zeros(n * H * att_S * d);
+    part_ml = zeros(n * H * att_S * 2);
+    la_scratch = zeros(n * lac.lact_heads * lac.chunk_size * 3 * lac.fw_hidden());
   } else if (attention) {
     q = zeros(n * D);
     Z = zeros(n * D);
@@ -941,6 +1011,57 @@ void CudaDecoder::Impl::build_titans_block(const std::map<std::string, HostTenso
   B.ti_start = zeros(states);
 }
 
+void CudaDecoder::Impl::build_lact_block(const std::map<std::string, HostTensor>& T,
+                                         const std::string& sb, const GemvPlan& plan_cat,
+                                         DecBlock& B) {
+  const int ncat = plan_cat.N, Hf = lac.lact_heads, df = lac.fw_head_dim(), dh = lac.fw_hidden();
+  const int off_lr = 3 * D, off_m = off_lr + 3 * Hf, off_s = off_m + (lac.use_momentum ? Hf : 0);
+  std::vector<float> cat(std::size_t(D) * ncat, 0.0f);
+  auto put = [&](const HostTensor& t, int cols, int off) {  // t [D, cols] ([in, out])
+    for (int r = 0; r < D; ++r)
+      std::copy(t.data + std::size_t(r) * cols, t.data + std::size_t(r + 1) * cols,
+                cat.begin() + std::size_t(r) * ncat + off);
+  };
+  put(need(T, sb + "qkv.weight", long(D) * 3 * D), 3 * D, 0);
+  put(need(T, sb + "lr_proj.weight", long(D) * 3 * Hf), 3 * Hf, off_lr);
+  if (lac.use_momentum) {
+    put(need(T, sb + "momentum_proj.0.weight", long(D) * Hf), Hf, off_m);
+    B.la_m_b = upload(copy_of(need(T, sb + "momentum_proj.0.bias", Hf)));
+  }
+  put(need(T, sb + "ttt_scale_proj.weight", long(D) * Hf), Hf, off_s);
+  B.cat = plan_cat;
+  B.Wcat = upload_padded(cat.data(), plan_cat);
+  B.la_qk_scale = upload(copy_of(need(T, sb + "qk_scale", long(D) * 2)));
+  B.la_qk_offset = upload(copy_of(need(T, sb + "qk_offset", long(D) * 2)));
+  B.la_lr_b = upload(copy_of(need(T, sb + "lr_proj.bias", 3L * Hf)));
+  B.la_s_b = upload(copy_of(need(T, sb + "ttt_scale_proj.bias", Hf)));
+  B.la_norm = upload(copy_of(need(T, sb + "ttt_norm.weight", df)));
+  B.Wo = upload_padded(need(T, sb + "o_proj.weight", long(D) * D).data, plan_o);
+  // The initial fast weights, one copy per sequence, and their rows' norms (the renormalisation's
+  // targets, [H_f, 2 d_h + d_f]: W0's d_h, W1's d_f, W2's d_h), as lact_row_norms in float.
+  const char* names[3] = {"w0", "w1", "w2"};
+  const int rows[3] = {dh, df, dh}, cols[3] = {df, dh, df};
+  const std::size_t wsz = std::size_t(dh) * df;
+  std::vector<float> norms(std::size_t(Hf) * (2 * dh + df));
+  for (int w = 0; w < 3; ++w) {
+    const HostTensor& t = need(T, sb + names[w], long(Hf) * long(wsz));
+    B.la_w[w] = upload_each(copy_of(t));
+    B.la_m[w] = zeros(std::size_t(nb) * Hf * wsz);
+    const int at = w == 0 ? 0 : w == 1 ? dh : dh + df;
+    for (int h = 0; h < Hf; ++h)
+      for (int r = 0; r < rows[w]; ++r) {
+        const float* p = t.data + std::size_t(h) * wsz + std::size_t(r) * cols[w];
+        norms[std::size_t(h) * (2 * dh + df) + at + r] =
+            Eigen::Map<const Eigen::RowVectorXf>(p, cols[w]).norm();
+      }
+  }
+  B.la_row_norms = upload(norms);
+  B.la_chunk = zeros(std::size_t(nb) * Hf * lac.chunk_size * (2 * df + 4));
+  // The attention's ring: the window's W rows.
+  B.kcache = zeros(std::size_t(nb) * H * lac.window * d);
+  B.vcache = zeros(std::size_t(nb) * H * lac.window * d);
+}
+
 void CudaDecoder::Impl::enqueue_step(int pos) {
   for (int i = 0; i < L; ++i) {
     const DecBlock& B = blocks[i];
@@ -976,6 +1097,9 @@ void CudaDecoder::Impl::enqueue_step(int pos) {
       mixed = out(y_o, plan_o);
     } else if (titans) {
       enqueue_titans(B, pos);
+      mixed = out(y_o, plan_o);
+    } else if (lact) {
+      enqueue_lact(B);
       mixed = out(y_o, plan_o);
     } else if (attention) {
       enqueue_attention(B);
@@ -1101,6 +1225,79 @@ void CudaDecoder::Impl::enqueue_titans(const DecBlock& B, int pos) {
   sa.d = d;
   sa.batch = nb;
   detail::decode_titans_step(sa, stream);
+  gemv(plan_o, Y, D, B.Wo, s_o, y_o);
+}
+
+void CudaDecoder::Impl::enqueue_lact(const DecBlock& B) {
+  gemv(B.cat, a, D, B.Wcat, s_cat, y_cat);
+  const Partials P = out(y_cat, B.cat);
+  const int W = lac.window, Hf = lac.lact_heads;
+  detail::AttnPrepArgs pa;
+  pa.P = P;
+  pa.off_q = 0;
+  pa.off_k = D;
+  pa.off_v = 2 * D;
+  pa.pos = token_dev + nb;
+  pa.freq = rope_freq;
+  pa.scale = float(1.0 / std::sqrt(double(d)));  // the CPU's attention_scale<float>
+  pa.q = q;
+  pa.kcache = B.kcache;
+  pa.vcache = B.vcache;
+  pa.cap = W;
+  pa.ring = W;
+  pa.D = D;
+  pa.H = H;
+  pa.d = d;
+  pa.batch = nb;
+  detail::decode_attn_prep(pa, stream);
+  detail::AttnArgs aa;
+  aa.q = q;
+  aa.kcache = B.kcache;
+  aa.vcache = B.vcache;
+  aa.pos = token_dev + nb;
+  aa.part_o = part_o;
+  aa.part_ml = part_ml;
+  aa.z = Z;
+  aa.cap = W;
+  aa.ring = W;
+  aa.H = H;
+  aa.d = d;
+  aa.S = att_S;
+  aa.batch = nb;
+  detail::decode_attention(aa, stream);
+  detail::LactArgs la;
+  la.proj = P;
+  la.pos = token_dev + nb;
+  la.qk_scale = B.la_qk_scale;
+  la.qk_offset = B.la_qk_offset;
+  la.lr_bias = B.la_lr_b;
+  la.m_bias = lac.use_momentum ? B.la_m_b : nullptr;
+  la.s_bias = B.la_s_b;
+  la.ttt_norm = B.la_norm;
+  la.freq = rope_freq;
+  la.row_norms = B.la_row_norms;
+  for (int w = 0; w < 3; ++w) {
+    (w == 0 ? la.w0 : w == 1 ? la.w1 : la.w2) = B.la_w[w];
+    (w == 0 ? la.m0 : w == 1 ? la.m1 : la.m2) = B.la_m[w];
+  }
+  la.chunk = B.la_chunk;
+  la.scratch = la_scratch;
+  la.z = Z;
+  la.y = Y;
+  la.lr_base = float(std::log(std::expm1(lac.base_lr)));  // the CPU layer's S(log(expm1(base)))
+  la.norm_eps = float(lac.norm_eps);
+  la.off_lr = 3 * D;
+  la.off_m = lac.use_momentum ? 3 * D + 3 * Hf : -1;
+  la.off_s = 3 * D + (lac.use_momentum ? 4 : 3) * Hf;
+  la.D = D;
+  la.H = Hf;
+  la.df = lac.fw_head_dim();
+  la.dh = lac.fw_hidden();
+  la.da = d;
+  la.C = lac.chunk_size;
+  la.batch = nb;
+  detail::decode_lact_update(la, stream);
+  detail::decode_lact_fast(la, stream);
   gemv(plan_o, Y, D, B.Wo, s_o, y_o);
 }
 
@@ -1292,7 +1489,7 @@ void CudaDecoder::Impl::run_steps(std::span<const int> tokens) {
   }
   for (std::size_t i = 0; i < steps; ++i) {
     std::copy(tokens.begin() + i * nb, tokens.begin() + (i + 1) * nb, token_host + i * row);
-    token_host[i * row + nb] = attention ? int(this->tokens + long(i)) : 0;
+    token_host[i * row + nb] = attention || lact ? int(this->tokens + long(i)) : 0;
   }
   for (std::size_t i = 0; i < steps; ++i) {
     TTTLAB_CUDA_CHECK(cudaMemcpyAsync(token_dev, token_host + i * row, row * sizeof(int),

@@ -624,6 +624,182 @@ __global__ void __launch_bounds__(kDnThreads) titans_step_kernel(TitansStepArgs 
         o * rinv * a.o_norm[tid] * mamba2_silu(sum_partials(a.proj, a.off_g + h * d + tid));
 }
 
+// ---- LaCT ----
+
+constexpr int kLactThreads = 256;
+
+__device__ __forceinline__ float lact_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+// One CTA per (fast head, sequence), three phases separated by barriers: the chunk's per-token
+// d_h-vectors (a thread per (token, hidden unit)), the step of every weight entry (a thread per
+// entry, its sum over the chunk's tokens in order), the rows' renormalisation (a warp per row).
+__global__ void __launch_bounds__(kLactThreads) lact_update_kernel(LactArgs a) {
+  const int t = *a.pos;
+  if (t == 0 || t % a.C != 0) return;  // the chunk before t is full only here
+  const int h = blockIdx.x, sq = blockIdx.y, tid = threadIdx.x;
+  const int df = a.df, dh = a.dh, C = a.C, row = 2 * df + 4;
+  const std::size_t hs = std::size_t(sq) * a.H + h, wsz = std::size_t(dh) * df;
+  float* W0 = a.w0 + hs * wsz;
+  float* W1 = a.w1 + hs * wsz;
+  float* W2 = a.w2 + hs * wsz;
+  float* M0 = a.m0 + hs * wsz;
+  float* M1 = a.m1 + hs * wsz;
+  float* M2 = a.m2 + hs * wsz;
+  const float* buf = a.chunk + hs * C * row;
+  float* scr = a.scratch + hs * C * 3 * dh;
+  // Per token s and unit i: z0 = W0 k, z2 = W2 k, g = (ṽ W1)_i; h = silu(z0) z2, dz0 = g z2 silu'(z0),
+  // dz2 = g silu(z0).
+  for (int e = tid; e < C * dh; e += kLactThreads) {
+    const int s = e / dh, i = e % dh;
+    const float* k = buf + std::size_t(s) * row;
+    const float* v = k + df;
+    float z0 = 0.0f, z2 = 0.0f, g = 0.0f;
+    for (int c = 0; c < df; ++c) {
+      z0 += W0[std::size_t(i) * df + c] * k[c];
+      z2 += W2[std::size_t(i) * df + c] * k[c];
+    }
+    for (int r = 0; r < df; ++r) g += v[r] * W1[std::size_t(r) * dh + i];
+    const float sg = lact_sigmoid(z0), sl = z0 * sg, sp = sg * (1.0f + z0 * (1.0f - sg));
+    float* o = scr + std::size_t(s) * 3 * dh;
+    o[i] = sl * z2;
+    o[dh + i] = g * z2 * sp;
+    o[2 * dh + i] = g * sl;
+  }
+  __syncthreads();
+  float mbar = 0.0f;
+  if (a.m_bias) {
+    for (int s = 0; s < C; ++s) mbar += buf[std::size_t(s) * row + 2 * df + 3];
+    mbar /= float(C);
+  }
+  // W ← W + M with M = G + m̄ M (G without momentum), every entry by one thread.
+  auto step = [&](float* W, float* M, std::size_t e, float G) {
+    if (a.m_bias) {
+      G = G + M[e] * mbar;
+      M[e] = G;
+    }
+    W[e] = W[e] + G;
+  };
+  for (std::size_t e = tid; e < wsz; e += kLactThreads) {
+    {  // W1 [d_f, d_h]: G = Σ_s ṽ_s[r] (lr1_s h_s[j])
+      const int r = int(e / dh), j = int(e % dh);
+      float G = 0.0f;
+      for (int s = 0; s < C; ++s) {
+        const float* b = buf + std::size_t(s) * row;
+        G += b[df + r] * (b[2 * df + 1] * scr[std::size_t(s) * 3 * dh + j]);
+      }
+      step(W1, M1, e, G);
+    }
+    {  // W0, W2 [d_h, d_f]: G = Σ_s dz_s[i] (lr_s k̃_s[c])
+      const int i = int(e / df), c = int(e % df);
+      float G0 = 0.0f, G2 = 0.0f;
+      for (int s = 0; s < C; ++s) {
+        const float* b = buf + std::size_t(s) * row;
+        const float* o = scr + std::size_t(s) * 3 * dh;
+        G0 += o[dh + i] * (b[2 * df] * b[c]);
+        G2 += o[2 * dh + i] * (b[2 * df + 2] * b[c]);
+      }
+      step(W0, M0, e, G0);
+      step(W2, M2, e, G2);
+    }
+  }
+  __syncthreads();
+  // Row r of each weight to its norm at the start: W[r] / (‖W[r]‖ + 1e-5) · n[r].
+  const float* norms = a.row_norms + std::size_t(h) * (2 * dh + df);
+  const int lane = tid & 31, warp = tid >> 5, warps = kLactThreads / 32;
+  auto renorm = [&](float* W, int rows, int cols, const float* n) {
+    for (int r = warp; r < rows; r += warps) {
+      float* w = W + std::size_t(r) * cols;
+      float ss = 0.0f;
+      for (int c = lane; c < cols; c += 32) ss += w[c] * w[c];
+      const float den = sqrtf(warp_sum(ss)) + 1e-5f;
+      for (int c = lane; c < cols; c += 32) w[c] = w[c] / den * n[r];
+    }
+  };
+  renorm(W0, dh, df, norms);
+  renorm(W1, df, dh, norms + dh);
+  renorm(W2, dh, df, norms + dh + df);
+}
+
+__global__ void __launch_bounds__(kLactThreads) lact_fast_kernel(LactArgs a) {
+  extern __shared__ float lact_sm[];
+  const int h = blockIdx.x, sq = blockIdx.y, tid = threadIdx.x;
+  const int D = a.D, df = a.df, dh = a.dh, C = a.C, row = 2 * df + 4;
+  const Partials P = seq_partials(a.proj, sq);
+  const int t = *a.pos;
+  const std::size_t hs = std::size_t(sq) * a.H + h, wsz = std::size_t(dh) * df;
+  const float* W0 = a.w0 + hs * wsz;
+  const float* W1 = a.w1 + hs * wsz;
+  const float* W2 = a.w2 + hs * wsz;
+  float* slot = a.chunk + (hs * C + t % C) * row;
+  float* qf = lact_sm;       // [d_f]; o_f after the apply
+  float* kf = qf + df;       // [d_f]
+  float* hid = kf + df;      // [d_h]
+  // q̃, k̃ = silu(· ⊙ scale + offset), ṽ = silu(v), and the squares of the first two.
+  float sq_q = 0.0f, sq_k = 0.0f;
+  for (int c = tid; c < df; c += kLactThreads) {
+    const int col = h * df + c;
+    const float q = sum_partials(P, col), k = sum_partials(P, D + col), v = sum_partials(P, 2 * D + col);
+    const float qt = q * a.qk_scale[2 * col] + a.qk_offset[2 * col];
+    const float kt = k * a.qk_scale[2 * col + 1] + a.qk_offset[2 * col + 1];
+    const float qs = qt * lact_sigmoid(qt), ks = kt * lact_sigmoid(kt);
+    qf[c] = qs;
+    kf[c] = ks;
+    sq_q += qs * qs;
+    sq_k += ks * ks;
+    slot[df + c] = v * lact_sigmoid(v);
+  }
+  const float dq = sqrtf(block_sum(sq_q)) + 1e-5f;  // block_sum's barriers publish qf, kf
+  const float dk = sqrtf(block_sum(sq_k)) + 1e-5f;
+  // L2, then RoPE at t with the attention's heads (pairs (2m, 2m+1) of each d_a-wide head).
+  for (int i = tid; 2 * i < df; i += kLactThreads) {
+    const int c = 2 * i, j = (h * df + c) % a.da;
+    double sd, cd;
+    sincos(double(t) * a.freq[j / 2], &sd, &cd);
+    const float cs = float(cd), sn = float(sd);
+    const float q0 = qf[c] / dq, q1 = qf[c + 1] / dq, k0 = kf[c] / dk, k1 = kf[c + 1] / dk;
+    qf[c] = q0 * cs - q1 * sn;
+    qf[c + 1] = q0 * sn + q1 * cs;
+    const float r0 = k0 * cs - k1 * sn, r1 = k0 * sn + k1 * cs;
+    kf[c] = r0;
+    kf[c + 1] = r1;
+    slot[c] = r0;
+    slot[c + 1] = r1;
+  }
+  __syncthreads();
+  // o_f = W1 (silu(W0 q̃) ⊙ (W2 q̃)).
+  for (int i = tid; i < dh; i += kLactThreads) {
+    float y0 = 0.0f, y2 = 0.0f;
+    for (int c = 0; c < df; ++c) {
+      y0 += W0[std::size_t(i) * df + c] * qf[c];
+      y2 += W2[std::size_t(i) * df + c] * qf[c];
+    }
+    hid[i] = y0 * lact_sigmoid(y0) * y2;
+  }
+  __syncthreads();
+  float ss = 0.0f;
+  for (int r = tid; r < df; r += kLactThreads) {
+    float o = 0.0f;
+    for (int j = 0; j < dh; ++j) o += W1[std::size_t(r) * dh + j] * hid[j];
+    qf[r] = o;  // q̃ is read by no one after the barrier above
+    ss += o * o;
+  }
+  const float rinv = rsqrtf(block_sum(ss) / float(df) + a.norm_eps);
+  const float sz = sum_partials(P, a.off_s + h) + a.s_bias[h];
+  const float scale = sz * lact_sigmoid(sz);
+  const float* z = a.z + std::size_t(sq) * D;
+  float* y = a.y + std::size_t(sq) * D;
+  for (int r = tid; r < df; r += kLactThreads)
+    y[h * df + r] = z[h * df + r] + qf[r] * rinv * a.ttt_norm[r] * scale;
+  // The rates (softplus in double, as the CPU layer) and the momentum, into the chunk's slot.
+  if (tid < 3) {
+    const float zf = sum_partials(P, a.off_lr + 3 * h + tid) + a.lr_bias[3 * h + tid] + a.lr_base;
+    const double r = double(zf);
+    slot[2 * df + tid] = float(r > 20.0 ? r : fmax(r, 0.0) + log1p(exp(-fabs(r))));
+  } else if (tid == 3 && a.m_bias) {
+    slot[2 * df + 3] = lact_sigmoid(sum_partials(P, a.off_m + h) + a.m_bias[h]);
+  }
+}
+
 // ---- softmax attention over the KV cache ----
 
 constexpr int kAttnThreads = 256;
@@ -639,7 +815,7 @@ __global__ void attn_prep_kernel(AttnPrepArgs p) {
   p.kcache += std::size_t(sq) * p.H * p.cap * p.d;
   p.vcache += std::size_t(sq) * p.H * p.cap * p.d;
   const int c = 2 * i, h = c / p.d, j = c % p.d;
-  const int t = *p.pos;
+  const int t = *p.pos, row_t = p.ring > 0 ? t % p.ring : t;
   float q0 = sum_partials(p.P, p.off_q + c), q1 = sum_partials(p.P, p.off_q + c + 1);
   float k0 = sum_partials(p.P, p.off_k + c), k1 = sum_partials(p.P, p.off_k + c + 1);
   const float v0 = sum_partials(p.P, p.off_v + c), v1 = sum_partials(p.P, p.off_v + c + 1);
@@ -656,7 +832,7 @@ __global__ void attn_prep_kernel(AttnPrepArgs p) {
   }
   p.q[c] = p.scale * q0;
   p.q[c + 1] = p.scale * q1;
-  const std::size_t row = (std::size_t(h) * p.cap + t) * p.d + j;
+  const std::size_t row = (std::size_t(h) * p.cap + row_t) * p.d + j;
   p.kcache[row] = k0;
   p.kcache[row + 1] = k1;
   p.vcache[row] = v0;
@@ -710,7 +886,7 @@ __global__ void __launch_bounds__(kAttnThreads) attn_split_kernel(AttnArgs a) {
   a.part_o += std::size_t(sq) * a.H * S * d;
   a.part_ml += std::size_t(sq) * a.H * S * 2;
   const int tid = threadIdx.x, c4 = tid % G, r = tid / G;
-  const int L = *a.pos + 1;
+  const int L = (a.ring > 0 ? min(*a.pos, a.ring - 1) : *a.pos) + 1;
   const int chunk = max((L + S - 1) / S, kAttnMinChunk);
   const int j0 = min(L, split * chunk), j1 = min(L, j0 + chunk);
   const float4 q4 = reinterpret_cast<const float4*>(a.q + std::size_t(h) * d)[c4];
@@ -985,6 +1161,21 @@ void decode_titans_step(const TitansStepArgs& a, cudaStream_t stream) {
     throw std::invalid_argument("decode_titans_step: head dim " + std::to_string(a.d) +
                                 " is not in 1.." + std::to_string(kTitansMaxHeadDim));
   titans_step_kernel<<<dim3(a.H, a.batch), kDnThreads, 0, stream>>>(a);
+  TTTLAB_CUDA_CHECK(cudaGetLastError());
+}
+
+void decode_lact_update(const LactArgs& a, cudaStream_t stream) {
+  lact_update_kernel<<<dim3(a.H, a.batch), kLactThreads, 0, stream>>>(a);
+  TTTLAB_CUDA_CHECK(cudaGetLastError());
+}
+
+void decode_lact_fast(const LactArgs& a, cudaStream_t stream) {
+  const int floats = 2 * a.df + a.dh;
+  if (a.df < 2 || a.df % 2 != 0 || a.dh < 1 || floats > kLactDecodeMaxSmemFloats)
+    throw std::invalid_argument("decode_lact_fast: d_f " + std::to_string(a.df) + " and d_h " +
+                                std::to_string(a.dh) + " need an even d_f and 2 d_f + d_h <= " +
+                                std::to_string(kLactDecodeMaxSmemFloats));
+  lact_fast_kernel<<<dim3(a.H, a.batch), kLactThreads, std::size_t(floats) * sizeof(float), stream>>>(a);
   TTTLAB_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -251,6 +251,52 @@ struct TitansStepArgs {
 constexpr int kTitansMaxHeadDim = 128;
 void decode_titans_step(const TitansStepArgs& args, cudaStream_t stream);
 
+// LaCT's block for one token (tttlab/seq/lact_layer.hpp; lact_stream of tttlab/fastweight/lact.hpp;
+// docs/MATH.md §11.10), around the products a·[W_qkv | W_lr | W_m | W_s] (q, k, v at [0, 3D); the
+// rates' logits at off_lr [3 H_f: head h's three at 3h]; the momentum's at off_m [H_f] where it is
+// used; the output scale's at off_s [H_f]) and ·o_proj. The sliding-window attention is the
+// softmax attention's prep and kernels with ring = W (RoPE at the global position t; the cache of a
+// block is a ring of W rows). Then two kernels, one CTA per fast head (of each sequence), the
+// position t read from device memory:
+//   decode_lact_update  where t > 0 and t ≡ 0 (mod C): the chunk held in `chunk` (C tokens of k̃, ṽ,
+//                       the three rates and the momentum) takes its step, as lact_update: the
+//                       d_h-vectors of each token into `scratch`, G_i, M_i = G_i + m̄ M_i (m̄ the
+//                       chunk's mean momentum; M_i = 0 without momentum), W_i += M_i, every row
+//                       renormalised to its norm at the start (row_norms). Elsewhere it returns.
+//   decode_lact_fast    q̃ = silu(q ⊙ s_q + o_q), k̃ likewise, ṽ = silu(v); q̃, k̃ L2-normalised per
+//                       fast head (‖·‖ + 1e-5) then RoPE'd with the attention's heads; o_f = f_W(q̃);
+//                       k̃, ṽ, the rates softplus(z + b + softplus⁻¹(base_lr)) (in double, as the CPU)
+//                       and the momentum sigmoid(z + b) into the chunk's slot t mod C; then
+//                       y = z_attn + RMSNorm(o_f)·ttt_norm · silu(x·W_s + b_s), o_proj's input.
+// The fast weights W0, W2 [H_f, d_h, d_f] and W1 [H_f, d_f, d_h] (row-major, per sequence) and
+// their momentum are the stream's state; every sum has a fixed order (deterministic).
+struct LactArgs {
+  Partials proj;
+  const int* pos = nullptr;          // device: t
+  const float* qk_scale = nullptr;   // [D, 2]: column 0 for q, 1 for k
+  const float* qk_offset = nullptr;  // [D, 2]
+  const float* lr_bias = nullptr;    // [3 H_f]
+  const float* m_bias = nullptr;     // [H_f], or null: no momentum
+  const float* s_bias = nullptr;     // [H_f]
+  const float* ttt_norm = nullptr;   // [d_f]
+  const double* freq = nullptr;      // [d_a/2]: rope_theta^(−2m/d_a)
+  const float* row_norms = nullptr;  // [H_f, 2 d_h + d_f]: W0's, W1's, then W2's rows at the start
+  float *w0 = nullptr, *w1 = nullptr, *w2 = nullptr;  // the fast weights
+  float *m0 = nullptr, *m1 = nullptr, *m2 = nullptr;  // their momentum
+  float* chunk = nullptr;    // [H_f, C, 2 d_f + 4]: k̃ [d_f], ṽ [d_f], lr0, lr1, lr2, m per token
+  float* scratch = nullptr;  // [H_f, C, 3 d_h] (the update's per-token vectors)
+  const float* z = nullptr;  // [D]: the attention's output
+  float* y = nullptr;        // [D]
+  float lr_base = 0.0f;      // softplus⁻¹(base_lr)
+  float norm_eps = 1e-5f;
+  int off_lr = 0, off_m = -1, off_s = 0, D = 0, H = 1, df = 0, dh = 0, da = 0, C = 1;
+  int batch = 1;
+};
+// The dynamic shared memory of decode_lact_fast: 2 d_f + d_h floats, at most 48 KiB.
+constexpr int kLactDecodeMaxSmemFloats = 12 * 1024;
+void decode_lact_update(const LactArgs& args, cudaStream_t stream);
+void decode_lact_fast(const LactArgs& args, cudaStream_t stream);
+
 // Softmax attention's mixer for one token (tttlab/seq/attention_layers.hpp; tttlab/nn/attention.hpp),
 // around the two products a·[Wq | Wk | Wv] and ·Wo. The KV cache of a block is two arrays
 // kcache, vcache [H, cap, d] (fp32; head h's rows one after another, row j = the token at global
@@ -272,6 +318,8 @@ struct AttnPrepArgs {
   float* vcache = nullptr;       // [H, cap, d]
   int cap = 0, D = 0, H = 1, d = 0;
   int batch = 1;  // every sequence at the same position t
+  // > 0: the cache is a ring of `ring` rows (= cap; LaCT's window): token t goes to row t mod ring.
+  int ring = 0;
 };
 void decode_attn_prep(const AttnPrepArgs& args, cudaStream_t stream);
 
@@ -292,6 +340,9 @@ struct AttnArgs {
   float* z = nullptr;             // [D]: the attention output, o_proj's input
   int cap = 0, H = 1, d = 0, S = 1;
   int batch = 1;  // part_o [batch, H, S, d], part_ml [batch, H, S, 2]
+  // > 0: a ring of `ring` rows (= cap) holding the last min(t + 1, ring) tokens, every row read
+  // (softmax does not depend on the rows' order).
+  int ring = 0;
 };
 bool decode_attn_head_dim_ok(int d);
 // The number of context splits S for H heads and a cache of cap rows on a GPU of `sms` SMs: about

@@ -24,8 +24,8 @@
 // LaCT (seq_layer = Lact; tttlab/seq/lact_layer.hpp) is its authors' whole block: sliding-window
 // attention and SwiGLU fast weights sharing one qkv projection, in the Transformer block. Attention
 // heads from num_attention_heads, fast-weight heads from lact_heads, the chunk C and the attention
-// window from lact_chunk_size, Muon from lact_muon, RoPE's θ from rope_theta. It trains and
-// evaluates on the GPU too (without Muon: kernels/src/model/lact_layer.cpp); it decodes on the CPU.
+// window from lact_chunk_size, Muon from lact_muon, RoPE's θ from rope_theta. It trains, evaluates
+// and decodes on the GPU too (without Muon: kernels/src/model/lact_layer.cpp, decode_cuda.cpp).
 //
 // Backbones: "t" (Transformer: separate Q/K projections, no pre-conv, no gate) and "m" (Mamba-style:
 // pre-conv, shared Q/K projection with conv_q/conv_k, GELU gate), i.e. share_qk = use_gate = pre_conv =
@@ -84,8 +84,8 @@ bool transformer_block_only(SeqLayerKind k);
 // place to say so). One line without advice (callers add what to type instead), for
 // `--device cuda` to stop with before anything is allocated or a GPU is looked for.
 std::string gpu_kernels_missing(SeqLayerKind k);
-// Likewise for the GPU decoder (generation, `bench --latency`): LaCT trains on the GPU but has no
-// GPU decoder yet.
+// Likewise for the GPU decoder (generation, `bench --latency`): every layer has one now; a model
+// whose shape the decoder does not take is refused by kernels::cuda_decode_unsupported.
 std::string gpu_decoder_missing(SeqLayerKind k);
 
 // The official η_base for a layer: 1.0 for TTT-Linear (and the layers without an inner loop), 0.1
