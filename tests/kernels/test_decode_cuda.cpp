@@ -25,7 +25,7 @@
 //    gate, conv tap) is O(1). Greedy decoding of 100 bytes from a Mamba-2 model trained on the CPU
 //    for 40 steps on a nine-word text (so that its logits have real maxima, not the near-ties of
 //    random weights): the same bytes on both devices, the smallest top-2 margin printed.
-// 5. Unsupported models are refused with one-line reasons (no GPU needed).
+// 5. Unsupported shapes are refused with one-line reasons (no GPU needed).
 // 6. Softmax-attention (Transformer) models, the GPU's KV-cache step against the CPU layer's
 //    cached attention (tttlab/nn/attention.hpp): the tiny and small presets with --layer
 //    softmax-attention on both backbones (d = 32, 64) and two more head dims (d = 16 with 8 heads,
@@ -41,7 +41,7 @@
 // 7. Batched decoding (CudaDecoderOptions::batch), the exact products (DecodeProducts::Exact): for
 //    every model kind (TTT-Linear and TTT-MLP on both backbones and b = 16 or 5, softmax attention
 //    on both backbones, Mamba-2 in two shapes, DeltaNet with d = 16, Gated DeltaNet with d = 24,
-//    Titans with d = 24, b = 5, and LaCT with C = 5),
+//    Titans with d = 24, b = 5, LaCT with C = 5 and linear attention on the Mamba-style backbone),
 //    B = 5 or 20 sequences (20: a full group of 16 sequences of the batched product and a partial
 //    one) fed different random tokens in lockstep,
 //    with and without CUDA graphs: after a prefill of 21 steps and after each of 20 single steps
@@ -102,6 +102,12 @@
 //    renormalisation, RoPE's position, the window's edge) is O(1). Greedy decoding of 100 bytes from a
 //    model (C = 8) trained on the CPU for 40 steps on the nine-word text: the same bytes on both
 //    devices. Batches run in 7 and 8, and cuda_decode_memory counts the per-sequence state.
+// 12. Linear attention (both backbones; the GPU's per-token step S ← S + kᵀv, z = q S against the CPU
+//    layer's linear_attention_chunk): D 128 with d = 32 on each backbone, d = 24 (4 heads of a
+//    width that is no power of two) and d = 128 (one head), random weights at the printed seed: the
+//    prefill of 21 tokens and 100 single feeds of 2, logits within the same 1e-3 relative bound, with
+//    and without CUDA graphs. Greedy decoding of 100 bytes from a model trained on the CPU for 40
+//    steps on the nine-word text: the same bytes on both devices. A batch runs in 7 and 8.
 // Seeds are fixed and printed (test_seed(): a hash of the test's name; TTTLAB_TEST_SEED overrides).
 #include <gtest/gtest.h>
 
@@ -530,8 +536,12 @@ TEST(CudaDecoder, Mamba2GreedyBytesOfATrainedModelAreTheCpus) {
 // ---- 5. refusals -------------------------------------------------------------------------------
 
 TEST(CudaDecoder, RefusesModelsItDoesNotRun) {
-  ModelConfig attn = small_model(SeqLayerKind::LinearAttention, false, 16);
-  EXPECT_NE(cuda_decode_unsupported(attn), "");
+  for (const bool mamba : {false, true})
+    EXPECT_EQ(cuda_decode_unsupported(small_model(SeqLayerKind::LinearAttention, mamba, 16)), "");
+  ModelConfig lin = small_model(SeqLayerKind::LinearAttention, false, 16);
+  lin.hidden_size = 256, lin.num_attention_heads = 1;  // d = 256
+  EXPECT_NE(cuda_decode_unsupported(lin).find("linear-attention head dim of at most 128"),
+            std::string::npos);
   ModelConfig soft = small_model(SeqLayerKind::SoftmaxAttention, true, 16);
   EXPECT_EQ(cuda_decode_unsupported(soft), "");
   soft.num_attention_heads = 8;  // d = 16
@@ -581,7 +591,9 @@ TEST(CudaDecoder, RefusesModelsItDoesNotRun) {
   la.hidden_size = 96;  // d_a = 48: no power of two
   EXPECT_NE(cuda_decode_unsupported(la).find("lact attention head dim"), std::string::npos);
   // The constructor checks before touching the device.
-  const Model<float> model(attn, 1);
+  ModelConfig muon = small_model(SeqLayerKind::Lact, false, 16);
+  muon.lact_muon = true;
+  const Model<float> model(muon, 1);
   EXPECT_THROW(CudaDecoder{model}, std::invalid_argument);
   // Options are checked before the device is touched, too.
   const Model<float> sm(small_model(SeqLayerKind::SoftmaxAttention, false, 16), 1);
@@ -799,6 +811,7 @@ std::vector<ModelConfig> batch_test_configs() {
   configs.push_back(deltanet_model(SeqLayerKind::GatedDeltaNet, 96, 4, 3));
   configs.push_back(titans_model(96, 4, 3, 5));
   configs.push_back(lact_model(64, 4, 4, 5));
+  configs.push_back(small_model(SeqLayerKind::LinearAttention, true, 16));
   return configs;
 }
 
@@ -1224,6 +1237,46 @@ TEST(CudaDecoder, LactGreedyBytesOfATrainedModelAreTheCpus) {
   const std::uint64_t seed = test_seed();
   std::printf("[   INFO   ] seed %llu\n", static_cast<unsigned long long>(seed));
   expect_same_greedy_after_training(lact_model(64, 4, 2, 8), seed, "lact");
+}
+
+// ---- 12. linear attention ------------------------------------------------------------------------
+
+TEST(CudaDecoder, LinearAttentionLogitsMatchTheCpuDecoder) {
+  TTTLAB_REQUIRE_GPU();
+  const std::uint64_t seed = test_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::printf("[   INFO   ] seed %llu\n", static_cast<unsigned long long>(seed));
+  ModelConfig d24 = small_model(SeqLayerKind::LinearAttention, false, 16);
+  d24.hidden_size = 96;  // 4 heads of 24
+  ModelConfig d128 = small_model(SeqLayerKind::LinearAttention, true, 16);
+  d128.num_attention_heads = 1;
+  const ModelConfig shapes[] = {small_model(SeqLayerKind::LinearAttention, false, 16),
+                                small_model(SeqLayerKind::LinearAttention, true, 16), d24, d128};
+  int i = 0;
+  for (const ModelConfig& c : shapes) {
+    ASSERT_EQ(cuda_decode_unsupported(c), "");
+    const Model<float> model(c, seed + i);
+    for (const bool graphs : {true, false}) {
+      SCOPED_TRACE("linear-attention D " + std::to_string(c.hidden_size) + " d " +
+                   std::to_string(c.head_dim()) + (c.mamba_backbone ? " m" : " t") +
+                   (graphs ? " graphs" : " launches"));
+      std::printf("[   INFO   ] linear-attention D %d, d %d, backbone %s:\n", c.hidden_size,
+                  c.head_dim(), c.mamba_backbone ? "m" : "t");
+      compare_decoders(model, graphs, seed + 200 + i, 100);
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+    ++i;
+  }
+}
+
+TEST(CudaDecoder, LinearAttentionGreedyBytesOfATrainedModelAreTheCpus) {
+  TTTLAB_REQUIRE_GPU();
+  const std::uint64_t seed = test_seed();
+  std::printf("[   INFO   ] seed %llu\n", static_cast<unsigned long long>(seed));
+  ModelConfig m = small_model(SeqLayerKind::LinearAttention, false, 16);
+  m.hidden_size = 64;
+  m.intermediate_size = 128;
+  expect_same_greedy_after_training(m, seed, "linear-attention");
 }
 
 }  // namespace

@@ -39,6 +39,10 @@
 //   lact_fast     q̃, k̃, ṽ, the rates and momentum into the chunk; o_f = f_W(q̃); y = z_attn +
 //                 RMSNorm(o_f)·ttt_norm · silu(x W_s + b_s)
 //   gemv          ·o_proj
+// a linear-attention block (either backbone) by
+//   gemv          a·[Wq | Wk | Wv]
+//   linear_attn   per head: S_h ← S_h + k_hᵀ v_h, z_h = q_h S_h
+//   gemv          ·Wo
 // and a softmax-attention block (either backbone) by
 //   gemv          a·[Wq | Wk | Wv]
 //   attn_prep     RoPE at the global position t on q, k; q ·= 1/√d; k, v → row t of the KV cache
@@ -144,10 +148,16 @@ std::string cuda_decode_unsupported(const ModelConfig& m) {
              " and d_h " + std::to_string(dh) + "; use --device cpu";
     return {};
   }
-  if (!m.is_ttt())
-    return "the GPU decoder runs ttt-linear, ttt-mlp, softmax-attention, mamba2, deltanet, "
-           "gated-deltanet, titans and lact models; " +
-           to_string(m.seq_layer) + " decodes on the CPU (--device cpu)";
+  if (m.seq_layer == SeqLayerKind::LinearAttention) {
+    if (m.head_dim() < 1 || m.head_dim() > detail::kLinearAttnMaxHeadDim)
+      return "the GPU decoder needs a linear-attention head dim of at most " +
+             std::to_string(detail::kLinearAttnMaxHeadDim) + ", got " +
+             std::to_string(m.head_dim()) + "; use --device cpu";
+    return {};
+  }
+  if (!m.is_ttt())  // a layer added to the CPU engine before its GPU step
+    return "the GPU decoder has no step for " + to_string(m.seq_layer) +
+           " models; it decodes on the CPU (--device cpu)";
   if (std::string why = detail::ttt_shape_unsupported(m.head_dim(), m.mini_batch_size,
                                                       "the GPU decoder needs");
       !why.empty())
@@ -294,6 +304,10 @@ DecodeShapes decode_shapes(const ModelConfig& mc, long cap, int sms, int splits)
     f += 3.0 * D + double(H) * s.att_S * (d + 2) + Hf * C * 3 * dh + outputs(s.cat) + outputs(s.o);
     // Per block: the ring [2, W, D], the fast weights and their momentum, the held chunk.
     f += double(L) * (2.0 * lc.window * D + 6.0 * Hf * dh * df + Hf * C * (2 * df + 4));
+  } else if (mc.seq_layer == SeqLayerKind::LinearAttention) {
+    s.cat = detail::gemv_plan(D, 3 * D, sms);
+    f += D + outputs(s.cat) + outputs(s.o);  // the attention's output; the products' outputs
+    f += double(L) * H * d * d;               // per block: the state S [H, d, d]
   } else if (mc.seq_layer == SeqLayerKind::SoftmaxAttention) {
     s.cat = detail::gemv_plan(D, 3 * D, sms);
     s.att_S = splits > 0 ? splits : detail::decode_attn_splits(H, cap, sms);
@@ -353,6 +367,8 @@ struct CudaDecoder::Impl {
   // the attention's q, Z, part_o, part_ml, rope_freq and att_S, and Y.
   bool lact = false;
   LactLayerConfig lac;
+  // Linear attention (linear true): the state per block in dn_state, the output in Z.
+  bool linear = false;
   float* la_scratch = nullptr;
   float *dn_qkv = nullptr, *dn_beta = nullptr, *dn_alpha = nullptr;
   // Softmax attention (attention true): the KV cache's capacity in tokens, the context splits, the
@@ -472,6 +488,7 @@ struct CudaDecoder::Impl {
                         const GemvPlan& plan_cat, DecBlock& B);
   void enqueue_lact(const DecBlock& B);
   void enqueue_attention(const DecBlock& B);
+  void enqueue_linear_attention(const DecBlock& B);
   void plan_memory(long requested, const DecodeShapes& shapes, double weight_bytes);
   void enqueue_step(int pos);
   void run_step(int pos);
@@ -513,6 +530,7 @@ void CudaDecoder::Impl::build(const Model<float>& model) {
   deltanet = mc.is_deltanet();
   titans = mc.seq_layer == SeqLayerKind::Titans;
   lact = mc.seq_layer == SeqLayerKind::Lact;
+  linear = mc.seq_layer == SeqLayerKind::LinearAttention;
   D = mc.hidden_size;
   F = mc.intermediate_size;
   V = mc.vocab_size;
@@ -539,6 +557,8 @@ void CudaDecoder::Impl::build(const Model<float>& model) {
   } else if (lact) {
     lac = mc.lact_config();
     period = 1;  // t is read from device memory
+  } else if (linear) {
+    period = 1;  // the step has no position
   } else if (attention) {
     // The position is read from device memory, so one graph serves every token.
     period = 1;
@@ -594,7 +614,7 @@ void CudaDecoder::Impl::build(const Model<float>& model) {
     rope_freq = reinterpret_cast<double*>(alloc(fr.size() * 2));
     TTTLAB_CUDA_CHECK(
         cudaMemcpy(rope_freq, fr.data(), fr.size() * sizeof(double), cudaMemcpyHostToDevice));
-  } else if (!mamba2 && !deltanet && !titans && !lact && tc.rope) {
+  } else if (!mamba2 && !deltanet && !titans && !lact && !linear && tc.rope) {
     std::vector<float> cs(std::size_t(b) * (d / 2)), sn(cs.size());
     rope_tables(d, b, tc.rope_theta, cs.data(), sn.data());
     rope_cos = upload(cs);
@@ -605,7 +625,7 @@ void CudaDecoder::Impl::build(const Model<float>& model) {
   GemvPlan plan_cat;
   if (deltanet || titans || lact) {
     plan_cat = shapes.cat;
-  } else if (attention) {
+  } else if (attention || linear) {
     off_q = 0;
     off_k = D;
     off_v = 2 * D;
@@ -648,7 +668,7 @@ void CudaDecoder::Impl::build(const Model<float>& model) {
       build_titans_block(T, sb, plan_cat, B);
     } else if (lact) {
       build_lact_block(T, sb, plan_cat, B);
-    } else if (attention) {
+    } else if (attention || linear) {
       std::vector<float> cat(std::size_t(D) * 3 * D);
       const char* names[3] = {"q_proj.weight", "k_proj.weight", "v_proj.weight"};
       for (int w = 0; w < 3; ++w) {
@@ -660,6 +680,7 @@ void CudaDecoder::Impl::build(const Model<float>& model) {
       B.cat = plan_cat;
       B.Wcat = upload_padded(cat.data(), plan_cat);
       B.Wo = upload_padded(need(T, sb + "o_proj.weight", long(D) * D).data, plan_o);
+      if (linear) B.dn_state = zeros(std::size_t(nb) * H * d * d);  // S_0 = 0
     } else
       build_ttt_block(T, sb, plan_cat, B);
     B.ffn_norm = upload(copy_of(need(T, pre + "ffn_norm.weight", D)));
@@ -695,6 +716,12 @@ void CudaDecoder::Impl::build(const Model<float>& model) {
       dn_alpha = zeros(n * H);
     }
     Y = zeros(n * D);
+    y_cat = zeros(n * plan_cat.ld);
+    y_o = zeros(n * plan_o.ld);
+    s_cat = scratch(plan_cat);
+    s_o = scratch(plan_o);
+  } else if (linear) {
+    Z = zeros(n * D);
     y_cat = zeros(n * plan_cat.ld);
     y_o = zeros(n * plan_o.ld);
     s_cat = scratch(plan_cat);
@@ -1104,6 +1131,9 @@ void CudaDecoder::Impl::enqueue_step(int pos) {
     } else if (attention) {
       enqueue_attention(B);
       mixed = out(y_o, plan_o);
+    } else if (linear) {
+      enqueue_linear_attention(B);
+      mixed = out(y_o, plan_o);
     } else {
       enqueue_ttt(B, pos);
       mixed = out(y_o, plan_o);
@@ -1299,6 +1329,23 @@ void CudaDecoder::Impl::enqueue_lact(const DecBlock& B) {
   detail::decode_lact_update(la, stream);
   detail::decode_lact_fast(la, stream);
   gemv(plan_o, Y, D, B.Wo, s_o, y_o);
+}
+
+void CudaDecoder::Impl::enqueue_linear_attention(const DecBlock& B) {
+  gemv(B.cat, a, D, B.Wcat, s_cat, y_cat);
+  detail::LinearAttnStepArgs la;
+  la.proj = out(y_cat, B.cat);
+  la.state = B.dn_state;
+  la.z = Z;
+  la.off_q = off_q;
+  la.off_k = off_k;
+  la.off_v = off_v;
+  la.D = D;
+  la.H = H;
+  la.d = d;
+  la.batch = nb;
+  detail::decode_linear_attn_step(la, stream);
+  gemv(plan_o, Z, D, B.Wo, s_o, y_o);
 }
 
 void CudaDecoder::Impl::enqueue_attention(const DecBlock& B) {

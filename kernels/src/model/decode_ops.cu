@@ -624,6 +624,39 @@ __global__ void __launch_bounds__(kDnThreads) titans_step_kernel(TitansStepArgs 
         o * rinv * a.o_norm[tid] * mamba2_silu(sum_partials(a.proj, a.off_g + h * d + tid));
 }
 
+// ---- linear attention ----
+
+static_assert(kDnThreads >= 2 * kLinearAttnMaxHeadDim, "two row slices at the largest head dim");
+__global__ void __launch_bounds__(kDnThreads) linear_attn_step_kernel(LinearAttnStepArgs a) {
+  const int h = blockIdx.x, sq = blockIdx.y, tid = threadIdx.x, d = a.d;
+  a.proj = seq_partials(a.proj, sq);
+  float* S = a.state + (std::size_t(sq) * a.H + h) * d * d;
+  __shared__ float qs[kLinearAttnMaxHeadDim], ks[kLinearAttnMaxHeadDim], vs[kLinearAttnMaxHeadDim];
+  __shared__ float red[kDnThreads];
+  if (tid < d) {
+    qs[tid] = sum_partials(a.proj, a.off_q + h * d + tid);
+    ks[tid] = sum_partials(a.proj, a.off_k + h * d + tid);
+    vs[tid] = sum_partials(a.proj, a.off_v + h * d + tid);
+  }
+  __syncthreads();
+  const int G = kDnThreads / d, j = tid % d, g = tid / d;
+  float part = 0.0f;
+  if (g < G)
+    for (int i = g; i < d; i += G) {
+      const std::size_t e = std::size_t(i) * d + j;
+      const float s = S[e] + ks[i] * vs[j];
+      S[e] = s;
+      part += qs[i] * s;
+    }
+  red[tid] = part;
+  __syncthreads();
+  if (tid < d) {
+    float z = 0.0f;
+    for (int s = 0; s < G; ++s) z += red[s * d + tid];
+    a.z[std::size_t(sq) * a.D + std::size_t(h) * d + tid] = z;
+  }
+}
+
 // ---- LaCT ----
 
 constexpr int kLactThreads = 256;
@@ -1161,6 +1194,14 @@ void decode_titans_step(const TitansStepArgs& a, cudaStream_t stream) {
     throw std::invalid_argument("decode_titans_step: head dim " + std::to_string(a.d) +
                                 " is not in 1.." + std::to_string(kTitansMaxHeadDim));
   titans_step_kernel<<<dim3(a.H, a.batch), kDnThreads, 0, stream>>>(a);
+  TTTLAB_CUDA_CHECK(cudaGetLastError());
+}
+
+void decode_linear_attn_step(const LinearAttnStepArgs& a, cudaStream_t stream) {
+  if (a.d < 1 || a.d > kLinearAttnMaxHeadDim)
+    throw std::invalid_argument("decode_linear_attn_step: head dim " + std::to_string(a.d) +
+                                " is not in 1.." + std::to_string(kLinearAttnMaxHeadDim));
+  linear_attn_step_kernel<<<dim3(a.H, a.batch), kDnThreads, 0, stream>>>(a);
   TTTLAB_CUDA_CHECK(cudaGetLastError());
 }
 

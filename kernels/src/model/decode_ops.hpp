@@ -251,6 +251,22 @@ struct TitansStepArgs {
 constexpr int kTitansMaxHeadDim = 128;
 void decode_titans_step(const TitansStepArgs& args, cudaStream_t stream);
 
+// Linear attention's mixer for one token (tttlab/seq/attention_layers.hpp, linear_attention_chunk
+// of tttlab/nn/linear_attention.hpp; no RoPE, no normalisation), between the products
+// a·[Wq | Wk | Wv] and ·Wo: one CTA per head h (of each sequence), S_h ← S_h + k_hᵀ v_h, then
+// z_h = q_h S_h (the token attends to itself). The state S [H, d, d] (fp32, row-major, rows the key
+// dim) is the DeltaNet step's layout: each element read and written by one thread, the column sums
+// in a fixed order (deterministic). d ≤ kLinearAttnMaxHeadDim.
+struct LinearAttnStepArgs {
+  Partials proj;  // q at off_q, k at off_k, v at off_v
+  float* state = nullptr;  // [H, d, d]
+  float* z = nullptr;      // [D]
+  int off_q = 0, off_k = 0, off_v = 0, D = 0, H = 1, d = 0;
+  int batch = 1;
+};
+constexpr int kLinearAttnMaxHeadDim = 128;
+void decode_linear_attn_step(const LinearAttnStepArgs& args, cudaStream_t stream);
+
 // LaCT's block for one token (tttlab/seq/lact_layer.hpp; lact_stream of tttlab/fastweight/lact.hpp;
 // docs/MATH.md §11.10), around the products a·[W_qkv | W_lr | W_m | W_s] (q, k, v at [0, 3D); the
 // rates' logits at off_lr [3 H_f: head h's three at 3h]; the momentum's at off_m [H_f] where it is

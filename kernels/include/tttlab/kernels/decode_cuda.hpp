@@ -1,8 +1,8 @@
 // tttlab/kernels/decode_cuda.hpp — whole-model token decoding on the GPU (fp32; batch 1, or B
 // sequences in lockstep).
 //
-// CudaDecoder is the TokenDecoder (tttlab/model/decoder.hpp) of TTT-Linear, TTT-MLP and
-// softmax-attention (Transformer) models of both backbones and of Mamba-2, DeltaNet, Gated
+// CudaDecoder is the TokenDecoder (tttlab/model/decoder.hpp) of TTT-Linear, TTT-MLP, linear-attention
+// and softmax-attention (Transformer) models of both backbones and of Mamba-2, DeltaNet, Gated
 // DeltaNet, Titans and LaCT models (Transformer backbone). It computes the function of the CPU engine's Model::forward fed one token at a time
 // (docs/MATH.md §8; the primal inner step of §6): embedding, per block [pre-conv,] RMSNorm, the
 // mixer, SwiGLU, final RMSNorm and the tied head. The mixer is the TTT layer (projections,
@@ -14,7 +14,8 @@
 // history, silu, L2-normalised q̂ (with 1/√d) and k̂, β = sigmoid, α = exp(−exp(A_log)·softplus(·)),
 // the per-head state S_h [d, d] in fp32 updated S ← αS − β k̂ᵀ(k̂ αS − v) and read o = q̂ S, the
 // per-head RMSNorm [⊙ silu(gate)], o_proj), Titans' step (§11.9: titans_step of its memory, momentum
-// and the mini-batch's start per head, in DeltaNet's block), LaCT's stream (§11.10: the sliding-window
+// and the mini-batch's start per head, in DeltaNet's block), linear attention (S ← S + kᵀv, z = q S
+// per head, no RoPE), LaCT's stream (§11.10: the sliding-window
 // attention over a ring of W cached rows, the SwiGLU fast weights read per token and updated from
 // the held chunk every C tokens, no Muon) or softmax attention (tttlab/seq/attention_layers.hpp: q, k, v, RoPE at the
 // GLOBAL position t, k and v appended to the block's KV cache, softmax(q·Kᵀ/√d)·V over the cache,
@@ -117,8 +118,8 @@ struct CudaDecodeMemory {
 CudaDecodeMemory cuda_decode_memory(const ModelConfig& config, int batch, long context,
                                     int device = 0);
 
-// Why the GPU decoder cannot run this model, in one line ("" when it can): linear attention, LaCT
-// with Muon or an attention head dim other than 8, 16, 32, 64 or 128 or with 2 d_f + d_h over
+// Why the GPU decoder cannot run this model, in one line ("" when it can): linear attention with a
+// head dim above 128, LaCT with Muon or an attention head dim other than 8, 16, 32, 64 or 128 or with 2 d_f + d_h over
 // kLactDecodeMaxSmemFloats, Mamba-2 on the Mamba-style backbone, softmax attention with a head dim other than 8, 16, 32, 64 or
 // 128, DeltaNet, Gated DeltaNet and Titans with a head dim above 128, and for TTT layers
 // mini_batch_size > 64, a head dim outside 16..128 or odd, conv_kernel > 16.
