@@ -1071,16 +1071,19 @@ void CudaDecoder::Impl::build_lact_block(const std::map<std::string, HostTensor>
   const std::size_t wsz = std::size_t(dh) * df;
   std::vector<float> norms(std::size_t(Hf) * (2 * dh + df));
   for (int w = 0; w < 3; ++w) {
-    const HostTensor& t = need(T, sb + names[w], long(Hf) * long(wsz));
-    B.la_w[w] = upload_each(copy_of(t));
-    B.la_m[w] = zeros(std::size_t(nb) * Hf * wsz);
+    // The model names each head's matrix "w0[h]" (its checkpoint stacks them [H_f, rows, cols]).
+    std::vector<float> all(std::size_t(Hf) * wsz);
     const int at = w == 0 ? 0 : w == 1 ? dh : dh + df;
-    for (int h = 0; h < Hf; ++h)
-      for (int r = 0; r < rows[w]; ++r) {
-        const float* p = t.data + std::size_t(h) * wsz + std::size_t(r) * cols[w];
+    for (int h = 0; h < Hf; ++h) {
+      const HostTensor& t =
+          need(T, sb + names[w] + "[" + std::to_string(h) + "]", long(wsz));
+      std::copy(t.data, t.data + wsz, all.begin() + std::size_t(h) * wsz);
+      for (int r = 0; r < rows[w]; ++r)
         norms[std::size_t(h) * (2 * dh + df) + at + r] =
-            Eigen::Map<const Eigen::RowVectorXf>(p, cols[w]).norm();
-      }
+            Eigen::Map<const Eigen::RowVectorXf>(t.data + std::size_t(r) * cols[w], cols[w]).norm();
+    }
+    B.la_w[w] = upload_each(all);
+    B.la_m[w] = zeros(std::size_t(nb) * Hf * wsz);
   }
   B.la_row_norms = upload(norms);
   B.la_chunk = zeros(std::size_t(nb) * Hf * lac.chunk_size * (2 * df + 4));
