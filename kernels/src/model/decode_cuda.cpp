@@ -142,8 +142,8 @@ std::string cuda_decode_unsupported(const ModelConfig& m) {
       return "the GPU decoder needs a lact attention head dim of 8, 16, 32, 64 or 128, got " +
              std::to_string(lc.attn_head_dim()) + "; use --device cpu";
     const int df = lc.fw_head_dim(), dh = lc.fw_hidden();
-    if (df % 2 != 0 || 2 * df + dh > detail::kLactDecodeMaxSmemFloats)
-      return "the GPU decoder needs an even lact fast-weight head dim d_f with 2 d_f + d_h <= " +
+    if (df % 2 != 0 || 2 * df + 2 * dh > detail::kLactDecodeMaxSmemFloats)
+      return "the GPU decoder needs an even lact fast-weight head dim d_f with 2 d_f + 2 d_h <= " +
              std::to_string(detail::kLactDecodeMaxSmemFloats) + ", got d_f " + std::to_string(df) +
              " and d_h " + std::to_string(dh) + "; use --device cpu";
     return {};

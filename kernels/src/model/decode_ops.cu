@@ -663,94 +663,124 @@ constexpr int kLactThreads = 256;
 
 __device__ __forceinline__ float lact_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
-// One CTA per (fast head, sequence), three phases separated by barriers: the chunk's per-token
-// d_h-vectors (a thread per (token, hidden unit)), the step of every weight entry (a thread per
-// entry, its sum over the chunk's tokens in order), the rows' renormalisation (a warp per row).
-__global__ void __launch_bounds__(kLactThreads) lact_update_kernel(LactArgs a) {
+// The chunk's update in three kernels, each a no-op unless t > 0 and t ≡ 0 (mod C) (the chunk before
+// t is full only there), each sum in a fixed order.
+__device__ __forceinline__ bool lact_updates_now(const LactArgs& a) {
   const int t = *a.pos;
-  if (t == 0 || t % a.C != 0) return;  // the chunk before t is full only here
-  const int h = blockIdx.x, sq = blockIdx.y, tid = threadIdx.x;
+  return t > 0 && t % a.C == 0;
+}
+
+// 1. One CTA per (token s, fast head, sequence): z0 = W0 k̃, z2 = W2 k̃ (a warp per row, the lanes on
+// consecutive entries), g = ṽ W1 (a thread per column); then h = silu(z0) z2, dz0 = g z2 silu'(z0),
+// dz2 = g silu(z0) into the scratch.
+__global__ void __launch_bounds__(kLactThreads) lact_update_vectors_kernel(LactArgs a) {
+  if (!lact_updates_now(a)) return;
+  extern __shared__ float lact_uv[];
+  const int s = blockIdx.x, h = blockIdx.y, sq = blockIdx.z, tid = threadIdx.x;
   const int df = a.df, dh = a.dh, C = a.C, row = 2 * df + 4;
   const std::size_t hs = std::size_t(sq) * a.H + h, wsz = std::size_t(dh) * df;
-  float* W0 = a.w0 + hs * wsz;
-  float* W1 = a.w1 + hs * wsz;
-  float* W2 = a.w2 + hs * wsz;
-  float* M0 = a.m0 + hs * wsz;
-  float* M1 = a.m1 + hs * wsz;
-  float* M2 = a.m2 + hs * wsz;
-  const float* buf = a.chunk + hs * C * row;
-  float* scr = a.scratch + hs * C * 3 * dh;
-  // Per token s and unit i: z0 = W0 k, z2 = W2 k, g = (ṽ W1)_i; h = silu(z0) z2, dz0 = g z2 silu'(z0),
-  // dz2 = g silu(z0).
-  for (int e = tid; e < C * dh; e += kLactThreads) {
-    const int s = e / dh, i = e % dh;
-    const float* k = buf + std::size_t(s) * row;
-    const float* v = k + df;
-    float z0 = 0.0f, z2 = 0.0f, g = 0.0f;
-    for (int c = 0; c < df; ++c) {
-      z0 += W0[std::size_t(i) * df + c] * k[c];
-      z2 += W2[std::size_t(i) * df + c] * k[c];
+  const float* W0 = a.w0 + hs * wsz;
+  const float* W1 = a.w1 + hs * wsz;
+  const float* W2 = a.w2 + hs * wsz;
+  const float* buf = a.chunk + (hs * C + s) * row;
+  float* k = lact_uv;   // [d_f]
+  float* v = k + df;    // [d_f]
+  float* z0 = v + df;   // [d_h]
+  float* z2 = z0 + dh;  // [d_h]
+  for (int c = tid; c < 2 * df; c += kLactThreads) k[c] = buf[c];  // k̃ then ṽ
+  __syncthreads();
+  const int lane = tid & 31, warp = tid >> 5, warps = kLactThreads / 32;
+  for (int i = warp; i < dh; i += warps) {
+    float y0 = 0.0f, y2 = 0.0f;
+    for (int c = lane; c < df; c += 32) {
+      y0 += W0[std::size_t(i) * df + c] * k[c];
+      y2 += W2[std::size_t(i) * df + c] * k[c];
     }
-    for (int r = 0; r < df; ++r) g += v[r] * W1[std::size_t(r) * dh + i];
-    const float sg = lact_sigmoid(z0), sl = z0 * sg, sp = sg * (1.0f + z0 * (1.0f - sg));
-    float* o = scr + std::size_t(s) * 3 * dh;
-    o[i] = sl * z2;
-    o[dh + i] = g * z2 * sp;
-    o[2 * dh + i] = g * sl;
+    y0 = warp_sum(y0);
+    y2 = warp_sum(y2);
+    if (lane == 0) {
+      z0[i] = y0;
+      z2[i] = y2;
+    }
   }
   __syncthreads();
+  float* o = a.scratch + (hs * C + s) * 3 * dh;
+  for (int i = tid; i < dh; i += kLactThreads) {
+    float g = 0.0f;
+    for (int r = 0; r < df; ++r) g += v[r] * W1[std::size_t(r) * dh + i];
+    const float x = z0[i], sg = lact_sigmoid(x), sl = x * sg, sp = sg * (1.0f + x * (1.0f - sg));
+    o[i] = sl * z2[i];
+    o[dh + i] = g * z2[i] * sp;
+    o[2 * dh + i] = g * sl;
+  }
+}
+
+// 2. A thread per weight entry (the grid's x over d_h·d_f, y the fast head, z the sequence): G summed
+// over the chunk's tokens in order, then M = G + m̄ M (G without momentum), W ← W + M.
+__global__ void __launch_bounds__(kLactThreads) lact_update_step_kernel(LactArgs a) {
+  if (!lact_updates_now(a)) return;
+  const int h = blockIdx.y, sq = blockIdx.z;
+  const int df = a.df, dh = a.dh, C = a.C, row = 2 * df + 4;
+  const std::size_t hs = std::size_t(sq) * a.H + h, wsz = std::size_t(dh) * df;
+  const std::size_t e = std::size_t(blockIdx.x) * kLactThreads + threadIdx.x;
+  if (e >= wsz) return;
+  const float* buf = a.chunk + hs * C * row;
+  const float* scr = a.scratch + hs * C * 3 * dh;
   float mbar = 0.0f;
   if (a.m_bias) {
     for (int s = 0; s < C; ++s) mbar += buf[std::size_t(s) * row + 2 * df + 3];
     mbar /= float(C);
   }
-  // W ← W + M with M = G + m̄ M (G without momentum), every entry by one thread.
-  auto step = [&](float* W, float* M, std::size_t e, float G) {
+  auto step = [&](float* W, float* M, float G) {
     if (a.m_bias) {
-      G = G + M[e] * mbar;
-      M[e] = G;
+      G = G + M[hs * wsz + e] * mbar;
+      M[hs * wsz + e] = G;
     }
-    W[e] = W[e] + G;
+    W[hs * wsz + e] = W[hs * wsz + e] + G;
   };
-  for (std::size_t e = tid; e < wsz; e += kLactThreads) {
-    {  // W1 [d_f, d_h]: G = Σ_s ṽ_s[r] (lr1_s h_s[j])
-      const int r = int(e / dh), j = int(e % dh);
-      float G = 0.0f;
-      for (int s = 0; s < C; ++s) {
-        const float* b = buf + std::size_t(s) * row;
-        G += b[df + r] * (b[2 * df + 1] * scr[std::size_t(s) * 3 * dh + j]);
-      }
-      step(W1, M1, e, G);
+  {  // W1 [d_f, d_h]: G = Σ_s ṽ_s[r] (lr1_s h_s[j])
+    const int r = int(e / dh), j = int(e % dh);
+    float G = 0.0f;
+    for (int s = 0; s < C; ++s) {
+      const float* b = buf + std::size_t(s) * row;
+      G += b[df + r] * (b[2 * df + 1] * scr[std::size_t(s) * 3 * dh + j]);
     }
-    {  // W0, W2 [d_h, d_f]: G = Σ_s dz_s[i] (lr_s k̃_s[c])
-      const int i = int(e / df), c = int(e % df);
-      float G0 = 0.0f, G2 = 0.0f;
-      for (int s = 0; s < C; ++s) {
-        const float* b = buf + std::size_t(s) * row;
-        const float* o = scr + std::size_t(s) * 3 * dh;
-        G0 += o[dh + i] * (b[2 * df] * b[c]);
-        G2 += o[2 * dh + i] * (b[2 * df + 2] * b[c]);
-      }
-      step(W0, M0, e, G0);
-      step(W2, M2, e, G2);
-    }
+    step(a.w1, a.m1, G);
   }
-  __syncthreads();
-  // Row r of each weight to its norm at the start: W[r] / (‖W[r]‖ + 1e-5) · n[r].
-  const float* norms = a.row_norms + std::size_t(h) * (2 * dh + df);
-  const int lane = tid & 31, warp = tid >> 5, warps = kLactThreads / 32;
-  auto renorm = [&](float* W, int rows, int cols, const float* n) {
-    for (int r = warp; r < rows; r += warps) {
-      float* w = W + std::size_t(r) * cols;
-      float ss = 0.0f;
-      for (int c = lane; c < cols; c += 32) ss += w[c] * w[c];
-      const float den = sqrtf(warp_sum(ss)) + 1e-5f;
-      for (int c = lane; c < cols; c += 32) w[c] = w[c] / den * n[r];
+  {  // W0, W2 [d_h, d_f]: G = Σ_s dz_s[i] (lr_s k̃_s[c])
+    const int i = int(e / df), c = int(e % df);
+    float G0 = 0.0f, G2 = 0.0f;
+    for (int s = 0; s < C; ++s) {
+      const float* b = buf + std::size_t(s) * row;
+      const float* o = scr + std::size_t(s) * 3 * dh;
+      G0 += o[dh + i] * (b[2 * df] * b[c]);
+      G2 += o[2 * dh + i] * (b[2 * df + 2] * b[c]);
     }
-  };
-  renorm(W0, dh, df, norms);
-  renorm(W1, df, dh, norms + dh);
-  renorm(W2, dh, df, norms + dh + df);
+    step(a.w0, a.m0, G0);
+    step(a.w2, a.m2, G2);
+  }
+}
+
+// 3. One warp per row (the grid's x over W0's d_h rows, W1's d_f, W2's d_h): the row to its norm at
+// the start, W[r] / (‖W[r]‖ + 1e-5) · n[r].
+__global__ void __launch_bounds__(32) lact_update_renorm_kernel(LactArgs a) {
+  if (!lact_updates_now(a)) return;
+  const int h = blockIdx.y, sq = blockIdx.z, lane = threadIdx.x;
+  const int df = a.df, dh = a.dh;
+  const std::size_t hs = std::size_t(sq) * a.H + h, wsz = std::size_t(dh) * df;
+  int r = blockIdx.x, cols = df;
+  float* W = a.w0;
+  if (r >= dh + df) {
+    W = a.w2, r -= dh + df;
+  } else if (r >= dh) {
+    W = a.w1, r -= dh, cols = dh;
+  }
+  float* w = W + hs * wsz + std::size_t(r) * cols;
+  float ss = 0.0f;
+  for (int c = lane; c < cols; c += 32) ss += w[c] * w[c];
+  const float den = sqrtf(warp_sum(ss)) + 1e-5f;
+  const float n = a.row_norms[std::size_t(h) * (2 * dh + df) + blockIdx.x];
+  for (int c = lane; c < cols; c += 32) w[c] = w[c] / den * n;
 }
 
 __global__ void __launch_bounds__(kLactThreads) lact_fast_kernel(LactArgs a) {
@@ -799,23 +829,29 @@ __global__ void __launch_bounds__(kLactThreads) lact_fast_kernel(LactArgs a) {
     slot[c + 1] = r1;
   }
   __syncthreads();
-  // o_f = W1 (silu(W0 q̃) ⊙ (W2 q̃)).
-  for (int i = tid; i < dh; i += kLactThreads) {
+  // o_f = W1 (silu(W0 q̃) ⊙ (W2 q̃)): a warp per row of the weights (the lanes read the row's
+  // consecutive entries), its sum by the xor butterfly (a fixed order).
+  const int lane = tid & 31, warp = tid >> 5, warps = kLactThreads / 32;
+  for (int i = warp; i < dh; i += warps) {
     float y0 = 0.0f, y2 = 0.0f;
-    for (int c = 0; c < df; ++c) {
+    for (int c = lane; c < df; c += 32) {
       y0 += W0[std::size_t(i) * df + c] * qf[c];
       y2 += W2[std::size_t(i) * df + c] * qf[c];
     }
-    hid[i] = y0 * lact_sigmoid(y0) * y2;
+    y0 = warp_sum(y0);
+    y2 = warp_sum(y2);
+    if (lane == 0) hid[i] = y0 * lact_sigmoid(y0) * y2;
+  }
+  __syncthreads();
+  for (int r = warp; r < df; r += warps) {
+    float o = 0.0f;
+    for (int j = lane; j < dh; j += 32) o += W1[std::size_t(r) * dh + j] * hid[j];
+    o = warp_sum(o);
+    if (lane == 0) qf[r] = o;  // q̃ is read by no one after the barrier above
   }
   __syncthreads();
   float ss = 0.0f;
-  for (int r = tid; r < df; r += kLactThreads) {
-    float o = 0.0f;
-    for (int j = 0; j < dh; ++j) o += W1[std::size_t(r) * dh + j] * hid[j];
-    qf[r] = o;  // q̃ is read by no one after the barrier above
-    ss += o * o;
-  }
+  for (int r = tid; r < df; r += kLactThreads) ss += qf[r] * qf[r];
   const float rinv = rsqrtf(block_sum(ss) / float(df) + a.norm_eps);
   const float sz = sum_partials(P, a.off_s + h) + a.s_bias[h];
   const float scale = sz * lact_sigmoid(sz);
@@ -1206,15 +1242,22 @@ void decode_linear_attn_step(const LinearAttnStepArgs& a, cudaStream_t stream) {
 }
 
 void decode_lact_update(const LactArgs& a, cudaStream_t stream) {
-  lact_update_kernel<<<dim3(a.H, a.batch), kLactThreads, 0, stream>>>(a);
+  const std::size_t smem = std::size_t(2 * a.df + 2 * a.dh) * sizeof(float);
+  lact_update_vectors_kernel<<<dim3(a.C, a.H, a.batch), kLactThreads, smem, stream>>>(a);
+  TTTLAB_CUDA_CHECK(cudaGetLastError());
+  const std::size_t wsz = std::size_t(a.dh) * a.df;
+  lact_update_step_kernel<<<dim3(unsigned((wsz + kLactThreads - 1) / kLactThreads), a.H, a.batch),
+                            kLactThreads, 0, stream>>>(a);
+  TTTLAB_CUDA_CHECK(cudaGetLastError());
+  lact_update_renorm_kernel<<<dim3(2 * a.dh + a.df, a.H, a.batch), 32, 0, stream>>>(a);
   TTTLAB_CUDA_CHECK(cudaGetLastError());
 }
 
 void decode_lact_fast(const LactArgs& a, cudaStream_t stream) {
   const int floats = 2 * a.df + a.dh;
-  if (a.df < 2 || a.df % 2 != 0 || a.dh < 1 || floats > kLactDecodeMaxSmemFloats)
+  if (a.df < 2 || a.df % 2 != 0 || a.dh < 1 || 2 * a.df + 2 * a.dh > kLactDecodeMaxSmemFloats)
     throw std::invalid_argument("decode_lact_fast: d_f " + std::to_string(a.df) + " and d_h " +
-                                std::to_string(a.dh) + " need an even d_f and 2 d_f + d_h <= " +
+                                std::to_string(a.dh) + " need an even d_f and 2 d_f + 2 d_h <= " +
                                 std::to_string(kLactDecodeMaxSmemFloats));
   lact_fast_kernel<<<dim3(a.H, a.batch), kLactThreads, std::size_t(floats) * sizeof(float), stream>>>(a);
   TTTLAB_CUDA_CHECK(cudaGetLastError());

@@ -275,10 +275,11 @@ void decode_linear_attn_step(const LinearAttnStepArgs& args, cudaStream_t stream
 // block is a ring of W rows). Then two kernels, one CTA per fast head (of each sequence), the
 // position t read from device memory:
 //   decode_lact_update  where t > 0 and t ≡ 0 (mod C): the chunk held in `chunk` (C tokens of k̃, ṽ,
-//                       the three rates and the momentum) takes its step, as lact_update: the
-//                       d_h-vectors of each token into `scratch`, G_i, M_i = G_i + m̄ M_i (m̄ the
-//                       chunk's mean momentum; M_i = 0 without momentum), W_i += M_i, every row
-//                       renormalised to its norm at the start (row_norms). Elsewhere it returns.
+//                       the three rates and the momentum) takes its step, as lact_update, in three
+//                       kernels: the d_h-vectors of each token into `scratch` (a CTA per token);
+//                       G_i, M_i = G_i + m̄ M_i (m̄ the chunk's mean momentum; M_i = 0 without
+//                       momentum), W_i += M_i (a thread per weight entry); every row renormalised
+//                       to its norm at the start (row_norms; a warp per row). Elsewhere they return.
 //   decode_lact_fast    q̃ = silu(q ⊙ s_q + o_q), k̃ likewise, ṽ = silu(v); q̃, k̃ L2-normalised per
 //                       fast head (‖·‖ + 1e-5) then RoPE'd with the attention's heads; o_f = f_W(q̃);
 //                       k̃, ṽ, the rates softplus(z + b + softplus⁻¹(base_lr)) (in double, as the CPU)
@@ -308,7 +309,8 @@ struct LactArgs {
   int off_lr = 0, off_m = -1, off_s = 0, D = 0, H = 1, df = 0, dh = 0, da = 0, C = 1;
   int batch = 1;
 };
-// The dynamic shared memory of decode_lact_fast: 2 d_f + d_h floats, at most 48 KiB.
+// The dynamic shared memory of the update's first kernel, 2 d_f + 2 d_h floats (decode_lact_fast's,
+// 2 d_f + d_h, is less), at most 48 KiB.
 constexpr int kLactDecodeMaxSmemFloats = 12 * 1024;
 void decode_lact_update(const LactArgs& args, cudaStream_t stream);
 void decode_lact_fast(const LactArgs& args, cudaStream_t stream);

@@ -119,7 +119,7 @@ CudaDecodeMemory cuda_decode_memory(const ModelConfig& config, int batch, long c
                                     int device = 0);
 
 // Why the GPU decoder cannot run this model, in one line ("" when it can): linear attention with a
-// head dim above 128, LaCT with Muon or an attention head dim other than 8, 16, 32, 64 or 128 or with 2 d_f + d_h over
+// head dim above 128, LaCT with Muon or an attention head dim other than 8, 16, 32, 64 or 128 or with 2 d_f + 2 d_h over
 // kLactDecodeMaxSmemFloats, Mamba-2 on the Mamba-style backbone, softmax attention with a head dim other than 8, 16, 32, 64 or
 // 128, DeltaNet, Gated DeltaNet and Titans with a head dim above 128, and for TTT layers
 // mini_batch_size > 64, a head dim outside 16..128 or odd, conv_kernel > 16.
