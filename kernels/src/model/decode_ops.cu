@@ -670,117 +670,129 @@ __device__ __forceinline__ bool lact_updates_now(const LactArgs& a) {
   return t > 0 && t % a.C == 0;
 }
 
-// 1. One CTA per (token s, fast head, sequence): z0 = W0 k̃, z2 = W2 k̃ (a warp per row, the lanes on
+// The three kernels' grids leave out the batch: each block walks the sequences in turn, so that the
+// launches of the steps without an update (all but one in C) stay small at large batches.
+//
+// 1. One CTA per (token s, fast head): z0 = W0 k̃, z2 = W2 k̃ (a warp per row, the lanes on
 // consecutive entries), g = ṽ W1 (a thread per column); then h = silu(z0) z2, dz0 = g z2 silu'(z0),
 // dz2 = g silu(z0) into the scratch.
 __global__ void __launch_bounds__(kLactThreads) lact_update_vectors_kernel(LactArgs a) {
   if (!lact_updates_now(a)) return;
   extern __shared__ float lact_uv[];
-  const int s = blockIdx.x, h = blockIdx.y, sq = blockIdx.z, tid = threadIdx.x;
+  const int s = blockIdx.x, h = blockIdx.y, tid = threadIdx.x;
   const int df = a.df, dh = a.dh, C = a.C, row = 2 * df + 4;
-  const std::size_t hs = std::size_t(sq) * a.H + h, wsz = std::size_t(dh) * df;
-  const float* W0 = a.w0 + hs * wsz;
-  const float* W1 = a.w1 + hs * wsz;
-  const float* W2 = a.w2 + hs * wsz;
-  const float* buf = a.chunk + (hs * C + s) * row;
-  float* k = lact_uv;   // [d_f]
-  float* v = k + df;    // [d_f]
-  float* z0 = v + df;   // [d_h]
-  float* z2 = z0 + dh;  // [d_h]
-  for (int c = tid; c < 2 * df; c += kLactThreads) k[c] = buf[c];  // k̃ then ṽ
-  __syncthreads();
-  const int lane = tid & 31, warp = tid >> 5, warps = kLactThreads / 32;
-  for (int i = warp; i < dh; i += warps) {
-    float y0 = 0.0f, y2 = 0.0f;
-    for (int c = lane; c < df; c += 32) {
-      y0 += W0[std::size_t(i) * df + c] * k[c];
-      y2 += W2[std::size_t(i) * df + c] * k[c];
+  for (int sq = 0; sq < a.batch; ++sq) {
+    const std::size_t hs = std::size_t(sq) * a.H + h, wsz = std::size_t(dh) * df;
+    const float* W0 = a.w0 + hs * wsz;
+    const float* W1 = a.w1 + hs * wsz;
+    const float* W2 = a.w2 + hs * wsz;
+    const float* buf = a.chunk + (hs * C + s) * row;
+    float* k = lact_uv;                                              // [d_f]
+    float* v = k + df;                                               // [d_f]
+    float* z0 = v + df;                                              // [d_h]
+    float* z2 = z0 + dh;                                             // [d_h]
+    for (int c = tid; c < 2 * df; c += kLactThreads) k[c] = buf[c];  // k̃ then ṽ
+    __syncthreads();
+    const int lane = tid & 31, warp = tid >> 5, warps = kLactThreads / 32;
+    for (int i = warp; i < dh; i += warps) {
+      float y0 = 0.0f, y2 = 0.0f;
+      for (int c = lane; c < df; c += 32) {
+        y0 += W0[std::size_t(i) * df + c] * k[c];
+        y2 += W2[std::size_t(i) * df + c] * k[c];
+      }
+      y0 = warp_sum(y0);
+      y2 = warp_sum(y2);
+      if (lane == 0) {
+        z0[i] = y0;
+        z2[i] = y2;
+      }
     }
-    y0 = warp_sum(y0);
-    y2 = warp_sum(y2);
-    if (lane == 0) {
-      z0[i] = y0;
-      z2[i] = y2;
+    __syncthreads();
+    float* o = a.scratch + (hs * C + s) * 3 * dh;
+    for (int i = tid; i < dh; i += kLactThreads) {
+      float g = 0.0f;
+      for (int r = 0; r < df; ++r) g += v[r] * W1[std::size_t(r) * dh + i];
+      const float x = z0[i], sg = lact_sigmoid(x), sl = x * sg, sp = sg * (1.0f + x * (1.0f - sg));
+      o[i] = sl * z2[i];
+      o[dh + i] = g * z2[i] * sp;
+      o[2 * dh + i] = g * sl;
     }
-  }
-  __syncthreads();
-  float* o = a.scratch + (hs * C + s) * 3 * dh;
-  for (int i = tid; i < dh; i += kLactThreads) {
-    float g = 0.0f;
-    for (int r = 0; r < df; ++r) g += v[r] * W1[std::size_t(r) * dh + i];
-    const float x = z0[i], sg = lact_sigmoid(x), sl = x * sg, sp = sg * (1.0f + x * (1.0f - sg));
-    o[i] = sl * z2[i];
-    o[dh + i] = g * z2[i] * sp;
-    o[2 * dh + i] = g * sl;
+    __syncthreads();  // k, v, z0, z2 are the next sequence's
   }
 }
 
-// 2. A thread per weight entry (the grid's x over d_h·d_f, y the fast head, z the sequence): G summed
-// over the chunk's tokens in order, then M = G + m̄ M (G without momentum), W ← W + M.
+// 2. A thread per weight entry (the grid's x over d_h·d_f, y the fast head), for each sequence: G
+// summed over the chunk's tokens in order, then M = G + m̄ M (G without momentum), W ← W + M.
 __global__ void __launch_bounds__(kLactThreads) lact_update_step_kernel(LactArgs a) {
   if (!lact_updates_now(a)) return;
-  const int h = blockIdx.y, sq = blockIdx.z;
+  const int h = blockIdx.y;
   const int df = a.df, dh = a.dh, C = a.C, row = 2 * df + 4;
-  const std::size_t hs = std::size_t(sq) * a.H + h, wsz = std::size_t(dh) * df;
+  const std::size_t wsz = std::size_t(dh) * df;
   const std::size_t e = std::size_t(blockIdx.x) * kLactThreads + threadIdx.x;
   if (e >= wsz) return;
-  const float* buf = a.chunk + hs * C * row;
-  const float* scr = a.scratch + hs * C * 3 * dh;
-  float mbar = 0.0f;
-  if (a.m_bias) {
-    for (int s = 0; s < C; ++s) mbar += buf[std::size_t(s) * row + 2 * df + 3];
-    mbar /= float(C);
-  }
-  auto step = [&](float* W, float* M, float G) {
+  for (int sq = 0; sq < a.batch; ++sq) {
+    const std::size_t hs = std::size_t(sq) * a.H + h;
+    const float* buf = a.chunk + hs * C * row;
+    const float* scr = a.scratch + hs * C * 3 * dh;
+    float mbar = 0.0f;
     if (a.m_bias) {
-      G = G + M[hs * wsz + e] * mbar;
-      M[hs * wsz + e] = G;
+      for (int s = 0; s < C; ++s) mbar += buf[std::size_t(s) * row + 2 * df + 3];
+      mbar /= float(C);
     }
-    W[hs * wsz + e] = W[hs * wsz + e] + G;
-  };
-  {  // W1 [d_f, d_h]: G = Σ_s ṽ_s[r] (lr1_s h_s[j])
-    const int r = int(e / dh), j = int(e % dh);
-    float G = 0.0f;
-    for (int s = 0; s < C; ++s) {
-      const float* b = buf + std::size_t(s) * row;
-      G += b[df + r] * (b[2 * df + 1] * scr[std::size_t(s) * 3 * dh + j]);
+    auto step = [&](float* W, float* M, float G) {
+      if (a.m_bias) {
+        G = G + M[hs * wsz + e] * mbar;
+        M[hs * wsz + e] = G;
+      }
+      W[hs * wsz + e] = W[hs * wsz + e] + G;
+    };
+    {  // W1 [d_f, d_h]: G = Σ_s ṽ_s[r] (lr1_s h_s[j])
+      const int r = int(e / dh), j = int(e % dh);
+      float G = 0.0f;
+      for (int s = 0; s < C; ++s) {
+        const float* b = buf + std::size_t(s) * row;
+        G += b[df + r] * (b[2 * df + 1] * scr[std::size_t(s) * 3 * dh + j]);
+      }
+      step(a.w1, a.m1, G);
     }
-    step(a.w1, a.m1, G);
-  }
-  {  // W0, W2 [d_h, d_f]: G = Σ_s dz_s[i] (lr_s k̃_s[c])
-    const int i = int(e / df), c = int(e % df);
-    float G0 = 0.0f, G2 = 0.0f;
-    for (int s = 0; s < C; ++s) {
-      const float* b = buf + std::size_t(s) * row;
-      const float* o = scr + std::size_t(s) * 3 * dh;
-      G0 += o[dh + i] * (b[2 * df] * b[c]);
-      G2 += o[2 * dh + i] * (b[2 * df + 2] * b[c]);
+    {  // W0, W2 [d_h, d_f]: G = Σ_s dz_s[i] (lr_s k̃_s[c])
+      const int i = int(e / df), c = int(e % df);
+      float G0 = 0.0f, G2 = 0.0f;
+      for (int s = 0; s < C; ++s) {
+        const float* b = buf + std::size_t(s) * row;
+        const float* o = scr + std::size_t(s) * 3 * dh;
+        G0 += o[dh + i] * (b[2 * df] * b[c]);
+        G2 += o[2 * dh + i] * (b[2 * df + 2] * b[c]);
+      }
+      step(a.w0, a.m0, G0);
+      step(a.w2, a.m2, G2);
     }
-    step(a.w0, a.m0, G0);
-    step(a.w2, a.m2, G2);
   }
 }
 
-// 3. One warp per row (the grid's x over W0's d_h rows, W1's d_f, W2's d_h): the row to its norm at
-// the start, W[r] / (‖W[r]‖ + 1e-5) · n[r].
+// 3. One warp per row (the grid's x over W0's d_h rows, W1's d_f, W2's d_h; y the fast head), for
+// each sequence: the row to its norm at the start, W[r] / (‖W[r]‖ + 1e-5) · n[r].
 __global__ void __launch_bounds__(32) lact_update_renorm_kernel(LactArgs a) {
   if (!lact_updates_now(a)) return;
-  const int h = blockIdx.y, sq = blockIdx.z, lane = threadIdx.x;
+  const int h = blockIdx.y, lane = threadIdx.x;
   const int df = a.df, dh = a.dh;
-  const std::size_t hs = std::size_t(sq) * a.H + h, wsz = std::size_t(dh) * df;
-  int r = blockIdx.x, cols = df;
-  float* W = a.w0;
-  if (r >= dh + df) {
-    W = a.w2, r -= dh + df;
-  } else if (r >= dh) {
-    W = a.w1, r -= dh, cols = dh;
+  const std::size_t wsz = std::size_t(dh) * df;
+  for (int sq = 0; sq < a.batch; ++sq) {
+    const std::size_t hs = std::size_t(sq) * a.H + h;
+    int r = blockIdx.x, cols = df;
+    float* W = a.w0;
+    if (r >= dh + df) {
+      W = a.w2, r -= dh + df;
+    } else if (r >= dh) {
+      W = a.w1, r -= dh, cols = dh;
+    }
+    float* w = W + hs * wsz + std::size_t(r) * cols;
+    float ss = 0.0f;
+    for (int c = lane; c < cols; c += 32) ss += w[c] * w[c];
+    const float den = sqrtf(warp_sum(ss)) + 1e-5f;
+    const float n = a.row_norms[std::size_t(h) * (2 * dh + df) + blockIdx.x];
+    for (int c = lane; c < cols; c += 32) w[c] = w[c] / den * n;
   }
-  float* w = W + hs * wsz + std::size_t(r) * cols;
-  float ss = 0.0f;
-  for (int c = lane; c < cols; c += 32) ss += w[c] * w[c];
-  const float den = sqrtf(warp_sum(ss)) + 1e-5f;
-  const float n = a.row_norms[std::size_t(h) * (2 * dh + df) + blockIdx.x];
-  for (int c = lane; c < cols; c += 32) w[c] = w[c] / den * n;
 }
 
 __global__ void __launch_bounds__(kLactThreads) lact_fast_kernel(LactArgs a) {
@@ -1243,13 +1255,13 @@ void decode_linear_attn_step(const LinearAttnStepArgs& a, cudaStream_t stream) {
 
 void decode_lact_update(const LactArgs& a, cudaStream_t stream) {
   const std::size_t smem = std::size_t(2 * a.df + 2 * a.dh) * sizeof(float);
-  lact_update_vectors_kernel<<<dim3(a.C, a.H, a.batch), kLactThreads, smem, stream>>>(a);
+  lact_update_vectors_kernel<<<dim3(a.C, a.H), kLactThreads, smem, stream>>>(a);
   TTTLAB_CUDA_CHECK(cudaGetLastError());
   const std::size_t wsz = std::size_t(a.dh) * a.df;
-  lact_update_step_kernel<<<dim3(unsigned((wsz + kLactThreads - 1) / kLactThreads), a.H, a.batch),
+  lact_update_step_kernel<<<dim3(unsigned((wsz + kLactThreads - 1) / kLactThreads), a.H),
                             kLactThreads, 0, stream>>>(a);
   TTTLAB_CUDA_CHECK(cudaGetLastError());
-  lact_update_renorm_kernel<<<dim3(2 * a.dh + a.df, a.H, a.batch), 32, 0, stream>>>(a);
+  lact_update_renorm_kernel<<<dim3(2 * a.dh + a.df, a.H), 32, 0, stream>>>(a);
   TTTLAB_CUDA_CHECK(cudaGetLastError());
 }
 
