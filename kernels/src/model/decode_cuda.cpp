@@ -481,6 +481,10 @@ struct CudaDecoder::Impl {
   void enqueue_ttt(const DecBlock& B, int pos);
   void enqueue_mamba2(const DecBlock& B);
   void enqueue_deltanet(const DecBlock& B);
+  // The q, k, v short convolutions [3D, K] (DeltaNet's and Titans' blocks), their history and the
+  // output norm, into the DeltaNet fields of B.
+  void build_short_conv(const std::map<std::string, HostTensor>& T, const std::string& sb,
+                        DecBlock& B);
   void build_titans_block(const std::map<std::string, HostTensor>& T, const std::string& sb,
                           const GemvPlan& plan_cat, DecBlock& B);
   void enqueue_titans(const DecBlock& B, int pos);
@@ -488,6 +492,9 @@ struct CudaDecoder::Impl {
                         const GemvPlan& plan_cat, DecBlock& B);
   void enqueue_lact(const DecBlock& B);
   void enqueue_attention(const DecBlock& B);
+  // q, k, v at columns 0, D, 2D of P: RoPE at t, k and v into B's cache of `rows` rows (a ring
+  // when ring > 0), the softmax over it into Z. Softmax attention's mixer and LaCT's window.
+  void cached_attention(const DecBlock& B, const Partials& P, int rows, int ring);
   void enqueue_linear_attention(const DecBlock& B);
   void plan_memory(long requested, const DecodeShapes& shapes, double weight_bytes);
   void enqueue_step(int pos);
@@ -519,6 +526,20 @@ const HostTensor& need(const std::map<std::string, HostTensor>& m, const std::st
 std::vector<float> copy_of(const HostTensor& t) {
   return std::vector<float>(t.data, t.data + t.rows * t.cols);
 }
+
+// One product's weight [D, ncat] (row-major: row r holds input feature r's weights to every
+// column), filled block by block from the model's [D, cols] ([in, out]) tensors: a layer's
+// projections concatenated so that one pass over the input makes them all.
+struct ColumnBlocks {
+  int D, ncat;
+  std::vector<float> w;
+  ColumnBlocks(int D_, int ncat_) : D(D_), ncat(ncat_), w(std::size_t(D_) * ncat_, 0.0f) {}
+  void put(const HostTensor& t, int cols, int off) {
+    for (int r = 0; r < D; ++r)
+      std::copy(t.data + std::size_t(r) * cols, t.data + std::size_t(r + 1) * cols,
+                w.begin() + std::size_t(r) * ncat + off);
+  }
+};
 
 }  // namespace
 
@@ -960,29 +981,9 @@ void CudaDecoder::Impl::build_mamba2_block(const std::map<std::string, HostTenso
   B.ssm = zeros(std::size_t(nb) * Hm * m2.headdim * m2.d_state);
 }
 
-void CudaDecoder::Impl::build_deltanet_block(const std::map<std::string, HostTensor>& T,
-                                             const std::string& sb, const GemvPlan& plan_cat,
-                                             DecBlock& B) {
-  const int ncat = plan_cat.N, W = 3 * D, off_b = W, off_a = W + H, off_g = W + 2 * H;
-  // [D, ncat]: row r holds input feature r's weights to every projection column.
-  std::vector<float> cat(std::size_t(D) * ncat, 0.0f);
-  auto put = [&](const HostTensor& t, int cols, int off) {  // t [D, cols] ([in, out])
-    for (int r = 0; r < D; ++r)
-      std::copy(t.data + std::size_t(r) * cols, t.data + std::size_t(r + 1) * cols,
-                cat.begin() + std::size_t(r) * ncat + off);
-  };
-  put(need(T, sb + "q_proj.weight", long(D) * D), D, 0);
-  put(need(T, sb + "k_proj.weight", long(D) * D), D, D);
-  put(need(T, sb + "v_proj.weight", long(D) * D), D, 2 * D);
-  put(need(T, sb + "b_proj.weight", long(D) * H), H, off_b);
-  if (dc.gated) {
-    put(need(T, sb + "a_proj.weight", long(D) * H), H, off_a);
-    put(need(T, sb + "g_proj.weight", long(D) * D), D, off_g);
-    B.dn_A_log = upload(copy_of(need(T, sb + "A_log", H)));
-    B.dn_dt_bias = upload(copy_of(need(T, sb + "dt_bias", H)));
-  }
-  B.cat = plan_cat;
-  B.Wcat = upload_padded(cat.data(), plan_cat);
+void CudaDecoder::Impl::build_short_conv(const std::map<std::string, HostTensor>& T,
+                                         const std::string& sb, DecBlock& B) {
+  const int W = 3 * D;
   std::vector<float> conv(std::size_t(W) * K);
   const char* convs[3] = {"q_conv1d.weight", "k_conv1d.weight", "v_conv1d.weight"};
   for (int w = 0; w < 3; ++w) {
@@ -992,6 +993,26 @@ void CudaDecoder::Impl::build_deltanet_block(const std::map<std::string, HostTen
   B.dn_conv_w = upload(conv);
   B.dn_hist = zeros(std::size_t(nb) * std::max(K - 1, 1) * W);
   B.dn_norm = upload(copy_of(need(T, sb + "o_norm.weight", d)));
+}
+
+void CudaDecoder::Impl::build_deltanet_block(const std::map<std::string, HostTensor>& T,
+                                             const std::string& sb, const GemvPlan& plan_cat,
+                                             DecBlock& B) {
+  const int ncat = plan_cat.N, W = 3 * D, off_b = W, off_a = W + H, off_g = W + 2 * H;
+  ColumnBlocks cat(D, ncat);
+  cat.put(need(T, sb + "q_proj.weight", long(D) * D), D, 0);
+  cat.put(need(T, sb + "k_proj.weight", long(D) * D), D, D);
+  cat.put(need(T, sb + "v_proj.weight", long(D) * D), D, 2 * D);
+  cat.put(need(T, sb + "b_proj.weight", long(D) * H), H, off_b);
+  if (dc.gated) {
+    cat.put(need(T, sb + "a_proj.weight", long(D) * H), H, off_a);
+    cat.put(need(T, sb + "g_proj.weight", long(D) * D), D, off_g);
+    B.dn_A_log = upload(copy_of(need(T, sb + "A_log", H)));
+    B.dn_dt_bias = upload(copy_of(need(T, sb + "dt_bias", H)));
+  }
+  B.cat = plan_cat;
+  B.Wcat = upload_padded(cat.w.data(), plan_cat);
+  build_short_conv(T, sb, B);
   B.Wo = upload_padded(need(T, sb + "o_proj.weight", long(D) * D).data, plan_o);
   B.dn_state = zeros(std::size_t(nb) * H * d * d);  // S_0 = 0
 }
@@ -1000,34 +1021,21 @@ void CudaDecoder::Impl::build_titans_block(const std::map<std::string, HostTenso
                                            const std::string& sb, const GemvPlan& plan_cat,
                                            DecBlock& B) {
   const int ncat = plan_cat.N, W = 3 * D, off_gates = W, off_gate = W + 3 * H;
-  std::vector<float> cat(std::size_t(D) * ncat, 0.0f);
-  auto put = [&](const HostTensor& t, int cols, int off) {  // t [D, cols] ([in, out])
-    for (int r = 0; r < D; ++r)
-      std::copy(t.data + std::size_t(r) * cols, t.data + std::size_t(r + 1) * cols,
-                cat.begin() + std::size_t(r) * ncat + off);
-  };
-  put(need(T, sb + "q_proj.weight", long(D) * D), D, 0);
-  put(need(T, sb + "k_proj.weight", long(D) * D), D, D);
-  put(need(T, sb + "v_proj.weight", long(D) * D), D, 2 * D);
+  ColumnBlocks cat(D, ncat);
+  cat.put(need(T, sb + "q_proj.weight", long(D) * D), D, 0);
+  cat.put(need(T, sb + "k_proj.weight", long(D) * D), D, D);
+  cat.put(need(T, sb + "v_proj.weight", long(D) * D), D, 2 * D);
   const char* gates[3] = {"theta_proj", "alpha_proj", "eta_proj"};
   std::vector<float> bias(std::size_t(3) * H);
   for (int i = 0; i < 3; ++i) {
-    put(need(T, sb + gates[i] + ".weight", long(D) * H), H, off_gates + i * H);
+    cat.put(need(T, sb + gates[i] + ".weight", long(D) * H), H, off_gates + i * H);
     const HostTensor& bt = need(T, sb + gates[i] + ".bias", H);
     std::copy(bt.data, bt.data + H, bias.begin() + std::size_t(i) * H);
   }
-  put(need(T, sb + "g_proj.weight", long(D) * D), D, off_gate);
+  cat.put(need(T, sb + "g_proj.weight", long(D) * D), D, off_gate);
   B.cat = plan_cat;
-  B.Wcat = upload_padded(cat.data(), plan_cat);
-  std::vector<float> conv(std::size_t(W) * K);
-  const char* convs[3] = {"q_conv1d.weight", "k_conv1d.weight", "v_conv1d.weight"};
-  for (int w = 0; w < 3; ++w) {
-    const HostTensor& t = need(T, sb + convs[w], long(D) * K);  // [D, K]
-    std::copy(t.data, t.data + std::size_t(D) * K, conv.begin() + std::size_t(w) * D * K);
-  }
-  B.dn_conv_w = upload(conv);
-  B.dn_hist = zeros(std::size_t(nb) * std::max(K - 1, 1) * W);
-  B.dn_norm = upload(copy_of(need(T, sb + "o_norm.weight", d)));
+  B.Wcat = upload_padded(cat.w.data(), plan_cat);
+  build_short_conv(T, sb, B);
   B.ti_gate_b = upload(bias);
   B.ti_ln_w = upload(copy_of(need(T, sb + "ttt_norm.weight", long(H) * d)));
   B.ti_ln_b = upload(copy_of(need(T, sb + "ttt_norm.bias", long(H) * d)));
@@ -1043,21 +1051,16 @@ void CudaDecoder::Impl::build_lact_block(const std::map<std::string, HostTensor>
                                          DecBlock& B) {
   const int ncat = plan_cat.N, Hf = lac.lact_heads, df = lac.fw_head_dim(), dh = lac.fw_hidden();
   const int off_lr = 3 * D, off_m = off_lr + 3 * Hf, off_s = off_m + (lac.use_momentum ? Hf : 0);
-  std::vector<float> cat(std::size_t(D) * ncat, 0.0f);
-  auto put = [&](const HostTensor& t, int cols, int off) {  // t [D, cols] ([in, out])
-    for (int r = 0; r < D; ++r)
-      std::copy(t.data + std::size_t(r) * cols, t.data + std::size_t(r + 1) * cols,
-                cat.begin() + std::size_t(r) * ncat + off);
-  };
-  put(need(T, sb + "qkv.weight", long(D) * 3 * D), 3 * D, 0);
-  put(need(T, sb + "lr_proj.weight", long(D) * 3 * Hf), 3 * Hf, off_lr);
+  ColumnBlocks cat(D, ncat);
+  cat.put(need(T, sb + "qkv.weight", long(D) * 3 * D), 3 * D, 0);
+  cat.put(need(T, sb + "lr_proj.weight", long(D) * 3 * Hf), 3 * Hf, off_lr);
   if (lac.use_momentum) {
-    put(need(T, sb + "momentum_proj.0.weight", long(D) * Hf), Hf, off_m);
+    cat.put(need(T, sb + "momentum_proj.0.weight", long(D) * Hf), Hf, off_m);
     B.la_m_b = upload(copy_of(need(T, sb + "momentum_proj.0.bias", Hf)));
   }
-  put(need(T, sb + "ttt_scale_proj.weight", long(D) * Hf), Hf, off_s);
+  cat.put(need(T, sb + "ttt_scale_proj.weight", long(D) * Hf), Hf, off_s);
   B.cat = plan_cat;
-  B.Wcat = upload_padded(cat.data(), plan_cat);
+  B.Wcat = upload_padded(cat.w.data(), plan_cat);
   B.la_qk_scale = upload(copy_of(need(T, sb + "qk_scale", long(D) * 2)));
   B.la_qk_offset = upload(copy_of(need(T, sb + "qk_offset", long(D) * 2)));
   B.la_lr_b = upload(copy_of(need(T, sb + "lr_proj.bias", 3L * Hf)));
@@ -1264,40 +1267,8 @@ void CudaDecoder::Impl::enqueue_titans(const DecBlock& B, int pos) {
 void CudaDecoder::Impl::enqueue_lact(const DecBlock& B) {
   gemv(B.cat, a, D, B.Wcat, s_cat, y_cat);
   const Partials P = out(y_cat, B.cat);
-  const int W = lac.window, Hf = lac.lact_heads;
-  detail::AttnPrepArgs pa;
-  pa.P = P;
-  pa.off_q = 0;
-  pa.off_k = D;
-  pa.off_v = 2 * D;
-  pa.pos = token_dev + nb;
-  pa.freq = rope_freq;
-  pa.scale = float(1.0 / std::sqrt(double(d)));  // the CPU's attention_scale<float>
-  pa.q = q;
-  pa.kcache = B.kcache;
-  pa.vcache = B.vcache;
-  pa.cap = W;
-  pa.ring = W;
-  pa.D = D;
-  pa.H = H;
-  pa.d = d;
-  pa.batch = nb;
-  detail::decode_attn_prep(pa, stream);
-  detail::AttnArgs aa;
-  aa.q = q;
-  aa.kcache = B.kcache;
-  aa.vcache = B.vcache;
-  aa.pos = token_dev + nb;
-  aa.part_o = part_o;
-  aa.part_ml = part_ml;
-  aa.z = Z;
-  aa.cap = W;
-  aa.ring = W;
-  aa.H = H;
-  aa.d = d;
-  aa.S = att_S;
-  aa.batch = nb;
-  detail::decode_attention(aa, stream);
+  const int W = lac.window, Hf = lac.lact_heads;  // the ring of W rows is the window
+  cached_attention(B, P, W, W);
   detail::LactArgs la;
   la.proj = P;
   la.pos = token_dev + nb;
@@ -1351,20 +1322,20 @@ void CudaDecoder::Impl::enqueue_linear_attention(const DecBlock& B) {
   gemv(plan_o, Z, D, B.Wo, s_o, y_o);
 }
 
-void CudaDecoder::Impl::enqueue_attention(const DecBlock& B) {
-  gemv(B.cat, a, D, B.Wcat, s_cat, y_cat);
+void CudaDecoder::Impl::cached_attention(const DecBlock& B, const Partials& P, int rows, int ring) {
   detail::AttnPrepArgs pa;
-  pa.P = out(y_cat, B.cat);
-  pa.off_q = off_q;
-  pa.off_k = off_k;
-  pa.off_v = off_v;
+  pa.P = P;
+  pa.off_q = 0;
+  pa.off_k = D;
+  pa.off_v = 2 * D;
   pa.pos = token_dev + nb;
   pa.freq = rope_freq;
   pa.scale = float(1.0 / std::sqrt(double(d)));  // the CPU's attention_scale<float>
   pa.q = q;
   pa.kcache = B.kcache;
   pa.vcache = B.vcache;
-  pa.cap = int(cap);
+  pa.cap = rows;
+  pa.ring = ring;
   pa.D = D;
   pa.H = H;
   pa.d = d;
@@ -1378,12 +1349,18 @@ void CudaDecoder::Impl::enqueue_attention(const DecBlock& B) {
   aa.part_o = part_o;
   aa.part_ml = part_ml;
   aa.z = Z;
-  aa.cap = int(cap);
+  aa.cap = rows;
+  aa.ring = ring;
   aa.H = H;
   aa.d = d;
   aa.S = att_S;
   aa.batch = nb;
   detail::decode_attention(aa, stream);
+}
+
+void CudaDecoder::Impl::enqueue_attention(const DecBlock& B) {
+  gemv(B.cat, a, D, B.Wcat, s_cat, y_cat);
+  cached_attention(B, out(y_cat, B.cat), int(cap), 0);
   gemv(plan_o, Z, D, B.Wo, s_o, y_o);
 }
 
