@@ -15,6 +15,13 @@
 #             the bf16 difference is judged against), for TTT-Linear and TTT-MLP; compare_curves.py
 #             with the bf16 tolerance of docs/KERNELS.md
 #   ncu       Nsight Compute sections of the default TTT-Linear forward and backward kernels
+#   family    the fast-weight family against its public peers in one call: every member's whole-model
+#             training rows (`tttlab bench --device cuda --training-only --json`), the kernel rows at
+#             T = 2048 and 8192 (`tttlab_ttt_bench`), flash-linear-attention's delta rules
+#             (peers/delta_rule_peers.py), FLA's Titans reference and LaCT's own loop
+#             (peers/fastweight_mlp_peers.py); FLA_SRC and LACT_SRC name their checkouts, PY the Python
+#             with PyTorch. family_targets.py then reads the files into one JSON of the targets.
+# The panel tests of `tests` read the Brown corpus at data/brown of the working tree (bash scripts/setup.sh).
 # Run from a folder holding tttlab, tttlab_gpu_tests and this script (plus compare_runs.py, compare_curves.py and
 # brown/{train,val}.txt for `brown` and `bf16`, tttlab_ttt_bench for `ncu`). Logs go to $OUT (or ./out). Steps: "tests sanitize bench" by
 # default, or name them as arguments. The tests' random inputs come from fixed seeds;
@@ -48,9 +55,14 @@ for s in $steps; do
     sanitize)
       echo "== compute-sanitizer at $CS"
       # The kernel tests; the cuBLAS GEMM test does not finish under racecheck (cuBLAS's own kernels).
+      # The family's kernels and decoders too: under racecheck those take minutes (SANITIZE_SECONDS).
+      SANITIZE_FILTER='TttLinear*:TttMlp*:Attention*:FlashAttention*:MatrixRuleCuda*:NnOps*-NnOps.Gemm*'
+      SANITIZE_FILTER+=':ChunkedDeltaRule*:TitansCuda*:LactCuda*:LactChunkedCuda*:LactLayerOps*:ChunkedLinearAttention*'
+      SANITIZE_FILTER+=':Mamba2Cuda*:DecodeKernels*:CudaDecoder.TitansGreedy*:CudaDecoder.LactGreedy*'
+      SANITIZE_FILTER+=':CudaDecoder.LinearAttentionGreedy*'
       for tool in memcheck racecheck; do
         TTTLAB_GPU_TEST_QUICK=1 timeout ${SANITIZE_SECONDS:-240} "$CS" --tool $tool --error-exitcode 7 \
-          ./tttlab_gpu_tests --gtest_filter='TttLinear*:TttMlp*:Attention*:FlashAttention*:MatrixRuleCuda*:NnOps*-NnOps.Gemm*' > "$OUT/$tool.log" 2>&1
+          ./tttlab_gpu_tests --gtest_filter="$SANITIZE_FILTER" > "$OUT/$tool.log" 2>&1
         echo "$tool rc=$?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/$tool.log" | head -8
       done ;;
     bench)
@@ -107,8 +119,26 @@ for s in $steps; do
           ./tttlab_ttt_bench --default-only --repeats 1 --warmup 0 > "$OUT/ncu_$k.txt" 2>&1; echo "ncu $k rc=$?"
       done
       grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|Issue Slots Busy|Achieved Occupancy|Registers Per" "$OUT"/ncu_*.txt | head -40 ;;
+    family)
+      PY=${PY:-python3}
+      echo "== family: whole-model training rows"
+      timeout 240 ./tttlab bench --device cuda --training-only --json > "$OUT/family_training.json" 2> "$OUT/family_training.err"
+      echo "training rc=$?"
+      echo "== family: kernel rows at T = 2048 and 8192"
+      timeout 100 ./tttlab_ttt_bench --repeats 10 > "$OUT/family_kernels_2048.txt" 2>&1; echo "kernels 2048 rc=$?"
+      timeout 70 ./tttlab_ttt_bench --seq 8192 --no-mlp --default-only --repeats 10 > "$OUT/family_kernels_8192.txt" 2>&1
+      echo "kernels 8192 rc=$?"
+      echo "== family: peers (FLA at $FLA_SRC, LaCT at $LACT_SRC)"
+      PYTHONPATH="$FLA_SRC" timeout 240 "$PY" peers/delta_rule_peers.py --seq 2048 8192 --repeats 10 --lift-triton-guard \
+        --json "$OUT/family_fla_delta.json" > "$OUT/family_fla_delta.txt" 2>&1; echo "fla delta rc=$?"
+      timeout 90 "$PY" peers/fastweight_mlp_peers.py --lact "$LACT_SRC" --fla "$FLA_SRC" --only titans --repeats 3 \
+        --max-call-s 10 > "$OUT/family_titans_peer.json" 2> "$OUT/family_titans_peer.err"; echo "titans peer rc=$?"
+      timeout 40 "$PY" peers/fastweight_mlp_peers.py --lact "$LACT_SRC" --fla "$FLA_SRC" --only lact --repeats 5 \
+        --max-call-s 10 > "$OUT/family_lact_peer.json" 2> "$OUT/family_lact_peer.err"; echo "lact peer rc=$?"
+      # The device tool returns at most 8 files: one archive.
+      tar -czf "$OUT/family.tar.gz" -C "$OUT" $(cd "$OUT" && ls family_*) && rm -f "$OUT"/family_* ;;
     *)
-      echo "unknown step '$s' (tests, sanitize, bench, brown, bf16, ncu)"; exit 2 ;;
+      echo "unknown step '$s' (tests, sanitize, bench, brown, bf16, ncu, family)"; exit 2 ;;
   esac
 done
 rm -rf "$W"
