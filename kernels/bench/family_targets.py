@@ -8,7 +8,7 @@ where the target is a ratio, the peer's time from the same call; then the raw ro
 Given several calls' files (a call that timed a subset again, e.g. the delta rules with FLA), each
 target is read from the first call that measured both its sides, and says which ("call": the index).
 
-The targets (docs/KERNELS.md, "The fast-weight family against its targets"): DeltaNet and Gated
+The targets (docs/KERNELS.md, "The family against its targets"): DeltaNet and Gated
 DeltaNet forward and forward + backward at most 1.0x flash-linear-attention's chunk_delta_rule /
 chunk_gated_delta_rule at T = 2048 and 8192; TTT-MLP forward + backward at most 8 ms; Titans' memory
 and LaCT's update faster than the fastest public implementation run (FLA's PyTorch Titans reference,
