@@ -663,6 +663,25 @@ constexpr int kLactThreads = 256;
 
 __device__ __forceinline__ float lact_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
+// W0 x and W2 x for the block's fast head: a warp per row of the weights (the lanes read the row's
+// consecutive entries, so the loads coalesce), each row's sums by the xor butterfly (a fixed order);
+// lane 0 hands row i's two values to store(i, y0, y2). The caller syncs before reading them.
+template <class Store>
+__device__ __forceinline__ void lact_w0_w2_rows(const float* W0, const float* W2, const float* x,
+                                                int dh, int df, Store store) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = kLactThreads / 32;
+  for (int i = warp; i < dh; i += warps) {
+    float y0 = 0.0f, y2 = 0.0f;
+    for (int c = lane; c < df; c += 32) {
+      y0 += W0[std::size_t(i) * df + c] * x[c];
+      y2 += W2[std::size_t(i) * df + c] * x[c];
+    }
+    y0 = warp_sum(y0);
+    y2 = warp_sum(y2);
+    if (lane == 0) store(i, y0, y2);
+  }
+}
+
 // The chunk's update in three kernels, each a no-op unless t > 0 and t ≡ 0 (mod C) (the chunk before
 // t is full only there), each sum in a fixed order.
 __device__ __forceinline__ bool lact_updates_now(const LactArgs& a) {
@@ -693,20 +712,10 @@ __global__ void __launch_bounds__(kLactThreads) lact_update_vectors_kernel(LactA
     float* z2 = z0 + dh;                                             // [d_h]
     for (int c = tid; c < 2 * df; c += kLactThreads) k[c] = buf[c];  // k̃ then ṽ
     __syncthreads();
-    const int lane = tid & 31, warp = tid >> 5, warps = kLactThreads / 32;
-    for (int i = warp; i < dh; i += warps) {
-      float y0 = 0.0f, y2 = 0.0f;
-      for (int c = lane; c < df; c += 32) {
-        y0 += W0[std::size_t(i) * df + c] * k[c];
-        y2 += W2[std::size_t(i) * df + c] * k[c];
-      }
-      y0 = warp_sum(y0);
-      y2 = warp_sum(y2);
-      if (lane == 0) {
-        z0[i] = y0;
-        z2[i] = y2;
-      }
-    }
+    lact_w0_w2_rows(W0, W2, k, dh, df, [&](int i, float y0, float y2) {
+      z0[i] = y0;
+      z2[i] = y2;
+    });
     __syncthreads();
     float* o = a.scratch + (hs * C + s) * 3 * dh;
     for (int i = tid; i < dh; i += kLactThreads) {
@@ -841,20 +850,11 @@ __global__ void __launch_bounds__(kLactThreads) lact_fast_kernel(LactArgs a) {
     slot[c + 1] = r1;
   }
   __syncthreads();
-  // o_f = W1 (silu(W0 q̃) ⊙ (W2 q̃)): a warp per row of the weights (the lanes read the row's
-  // consecutive entries), its sum by the xor butterfly (a fixed order).
-  const int lane = tid & 31, warp = tid >> 5, warps = kLactThreads / 32;
-  for (int i = warp; i < dh; i += warps) {
-    float y0 = 0.0f, y2 = 0.0f;
-    for (int c = lane; c < df; c += 32) {
-      y0 += W0[std::size_t(i) * df + c] * qf[c];
-      y2 += W2[std::size_t(i) * df + c] * qf[c];
-    }
-    y0 = warp_sum(y0);
-    y2 = warp_sum(y2);
-    if (lane == 0) hid[i] = y0 * lact_sigmoid(y0) * y2;
-  }
+  // o_f = W1 (silu(W0 q̃) ⊙ (W2 q̃)).
+  lact_w0_w2_rows(W0, W2, qf, dh, df,
+                  [&](int i, float y0, float y2) { hid[i] = y0 * lact_sigmoid(y0) * y2; });
   __syncthreads();
+  const int lane = tid & 31, warp = tid >> 5, warps = kLactThreads / 32;
   for (int r = warp; r < df; r += warps) {
     float o = 0.0f;
     for (int j = lane; j < dh; j += 32) o += W1[std::size_t(r) * dh + j] * hid[j];
