@@ -892,9 +892,11 @@ void matrix_rule_rows(Bench& bench) {
 // ±1, β in [0, 1), log α = log of [0.5, 1)). FLOPs per token and head as the chunk form does them with
 // chunks of C = 64: W S_p, Q S_p and Kᵀ U (6·d²), and K Kᵀ, the substitution for W and Ũ, Q Kᵀ and its
 // product with U, counted whole (8·C·d). Floor: Q, K, V read and O written in bf16, β (and log α) read
-// in fp32. The backward (DeltaNet, d = 64: chunked_delta_rule_backward) reruns the forward's ut and walk
-// kernels, walks back for dU and the state gradients and forms the gradients per chunk (with d log α for
-// the gated rule, whose extra terms are not counted); counted whole,
+// in fp32. The backward (d = 64: chunked_delta_rule_backward) walks back for dU and the state gradients
+// and forms the gradients per chunk (with d log α for the gated rule, whose extra terms are not counted),
+// from what the forward kept (the fwd+bwd row, as the training step runs it) or after rerunning the
+// forward's two kernels itself (the "backward recomputes" row, whose peer column is the first's time);
+// counted whole,
 // with the forward, 22·d² + 40·C·d + 5·C² per token and head; its floor adds dO read in bf16 and dQ, dK,
 // dV, dβ written in fp32. Rows named "delta rule forward bf16 chunked tensor cores", "gated delta rule
 // ...", "delta rule fwd+bwd bf16 chunked tensor cores", "gated delta rule fwd+bwd ...".
@@ -912,10 +914,11 @@ void chunked_delta_rows(Bench& bench) {
                    double(act) * (4 * 2 + 4) + 8.0 * gates + double(wsb)))
     return;
   const bool with_backward = bench.cfg().backward && chunked_delta_rule_backward_supported(ad);
-  const std::size_t bwsb = with_backward ? chunked_delta_rule_backward_workspace_bytes(ad) : 0;
+  const std::size_t bwsb = with_backward ? chunked_delta_rule_backward_workspace_bytes(ad) : 0,
+                    kb = with_backward ? chunked_delta_rule_keep_bytes(ad) : 0;
   if (with_backward &&
       !fits_on_gpu("chunked delta rule backward", shape,
-                   double(act) * (5 * 2 + 3 * 4) + 20.0 * gates + double(wsb + bwsb)))
+                   double(act) * (5 * 2 + 3 * 4) + 20.0 * gates + double(wsb + bwsb + kb)))
     return;
   Buf16 q(act), k(act), v(act), o(act), dO(act);
   Buf beta(gates), log_alpha(gates), ws(floats_for(wsb));
@@ -953,7 +956,8 @@ void chunked_delta_rows(Bench& bench) {
               4.0 * act * 2 + 4.0 * gates * (gated ? 2 : 1), 0, "", 0, &shape);
   }
   if (!with_backward) return;
-  Buf dq(act), dk(act), dv(act), dbeta(gates), dla(gates), bws(floats_for(bwsb));
+  Buf dq(act), dk(act), dv(act), dbeta(gates), dla(gates), bws(floats_for(bwsb)),
+      kept(floats_for(kb));
   for (const bool gated : {false, true}) {
     ChunkedDeltaRuleForwardArgs f;
     f.dims = ad;
@@ -980,14 +984,28 @@ void chunked_delta_rows(Bench& bench) {
     b.dlog_alpha = gated ? dla.p : nullptr;
     b.workspace = bws.p;
     b.workspace_bytes = bwsb;
+    // The training step's way: the forward keeps what the backward reads (chunked_delta_rule_keep_bytes),
+    // then, for comparison, the backward recomputing it from the inputs, as FLA's does.
+    ChunkedDeltaRuleForwardArgs fk = f;
+    fk.keep = kept.p;
+    fk.keep_bytes = kb;
+    ChunkedDeltaRuleBackwardArgs bk = b;
+    bk.kept = kept.p;
+    bk.kept_bytes = kb;
+    const std::string name = gated ? "gated delta rule" : "delta rule";
+    const double flops = tokens * (22 * d * d + 40 * 64.0 * d + 5 * 64.0 * 64.0),
+                 bytes = 5.0 * act * 2 + 3.0 * act * 4 + 4.0 * gates * (gated ? 4 : 2);
     const double fb_ms = bench.time([&] {
+      chunked_delta_rule_forward(fk);
+      chunked_delta_rule_backward(bk);
+    });
+    bench.add(name + " fwd+bwd bf16 chunked tensor cores", fb_ms, flops, bytes, 0, "", 0, &shape);
+    const double rc_ms = bench.time([&] {
       chunked_delta_rule_forward(f);
       chunked_delta_rule_backward(b);
     });
-    bench.add(std::string(gated ? "gated delta rule" : "delta rule") +
-                  " fwd+bwd bf16 chunked tensor cores",
-              fb_ms, tokens * (22 * d * d + 40 * 64.0 * d + 5 * 64.0 * 64.0),
-              5.0 * act * 2 + 3.0 * act * 4 + 4.0 * gates * (gated ? 4 : 2), 0, "", 0, &shape);
+    bench.add(name + " fwd+bwd bf16 chunked, backward recomputes", rc_ms, flops, bytes, fb_ms,
+              name + " fwd+bwd bf16 chunked tensor cores", 0, &shape);
   }
 }
 

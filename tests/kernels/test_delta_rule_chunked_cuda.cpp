@@ -286,6 +286,95 @@ TEST(ChunkedDeltaRule, BackwardMatchesTheCpuBackwardOnBf16Inputs) {
   }
 }
 
+// KEEPING: a forward given `keep` runs the backward's first two kernels, so its O (W and Ũ from N, not
+// by substitution) is checked against the CPU at the forward's bound, and the backward given that
+// memory as `kept` must give the very bits of the backward that recomputes it. The kept memory and the
+// smaller workspace are poisoned first, so a part the forward did not write, or one the backward still
+// expects in its workspace, fails.
+struct KeptRun {
+  std::vector<float> o;
+  DeltaGrads grads;
+};
+
+KeptRun gpu_kept_run(const DeltaInputs& in, const std::vector<std::uint16_t>& dO16, bool gated) {
+  const DeltaCase& c = in.c;
+  const AttentionDims dims{c.B, c.H, c.T, c.d};
+  const std::size_t n = in.q16.size();
+  DeviceBuffer16 q(in.q16), k(in.k16), v(in.v16), go(dO16), o(n);
+  DeviceBuffer beta(in.beta), la(in.log_alpha), dq(n), dk(n), dv(n), dbeta(in.beta.size()),
+      dla(in.beta.size());
+  const std::size_t kb = chunked_delta_rule_keep_bytes(dims),
+                    wsb = chunked_delta_rule_backward_workspace_bytes(dims, true);
+  DeviceBuffer kept((kb + sizeof(float) - 1) / sizeof(float)),
+      ws((wsb + sizeof(float) - 1) / sizeof(float));
+  for (DeviceBuffer* b : {&dq, &dk, &dv, &dbeta, &dla, &kept, &ws}) b->poison();
+  o.poison();
+  ChunkedDeltaRuleForwardArgs f;
+  f.dims = dims;
+  f.Q = q.get();
+  f.K = k.get();
+  f.V = v.get();
+  f.beta = beta.get();
+  f.log_alpha = gated ? la.get() : nullptr;
+  f.O = o.get();
+  f.keep = kept.get();
+  f.keep_bytes = kb;
+  chunked_delta_rule_forward(f);
+  ChunkedDeltaRuleBackwardArgs a;
+  a.dims = dims;
+  a.Q = q.get();
+  a.K = k.get();
+  a.V = v.get();
+  a.beta = beta.get();
+  a.dO = go.get();
+  a.dQ = dq.get();
+  a.dK = dk.get();
+  a.dV = dv.get();
+  a.dbeta = dbeta.get();
+  a.log_alpha = f.log_alpha;
+  a.dlog_alpha = gated ? dla.get() : nullptr;
+  a.workspace = ws.get();
+  a.workspace_bytes = wsb;
+  a.kept = kept.get();
+  a.kept_bytes = kb;
+  chunked_delta_rule_backward(a);
+  KeptRun r;
+  for (std::uint16_t x : o.download()) r.o.push_back(bf16_to_float(x));
+  r.grads = {dq.download(), dk.download(), dv.download(), dbeta.download(),
+             gated ? dla.download() : std::vector<float>()};
+  return r;
+}
+
+TEST(ChunkedDeltaRule, KeptForwardMatchesTheCpuAndItsBackwardTheRecomputingOne) {
+  TTTLAB_SEEDED_GPU_TEST();
+  std::printf("[ INFO     ] seed %llu; O: max|gpu - cpu| / max|cpu|, bound %.0e; gradients: the "
+              "recomputing backward's bits\n",
+              (unsigned long long)seed, kTolO);
+  for (const bool gated : {false, true}) {
+    double worst = 0;
+    for (const DeltaCase& c : delta_cases()) {
+      if (c.d != 64) continue;
+      SCOPED_TRACE(describe(c, gated));
+      const DeltaInputs in = make_inputs(c, rng);
+      std::vector<std::uint16_t> dO16;
+      rounded_to_bf16(randn_vec(in.q.size(), rng, 1.0), dO16);
+      const KeptRun got = gpu_kept_run(in, dO16, gated);
+      const std::vector<double> ref = cpu_output(in, gated);
+      const ErrorStat e = compare(got.o, ref, 1e-6);
+      EXPECT_TRUE(within("O", e, kTolO, got.o, ref));
+      worst = std::max(worst, e.rel);
+      const DeltaGrads want = gpu_grads(in, dO16, gated);
+      EXPECT_EQ(got.grads.dq, want.dq);
+      EXPECT_EQ(got.grads.dk, want.dk);
+      EXPECT_EQ(got.grads.dv, want.dv);
+      EXPECT_EQ(got.grads.dbeta, want.dbeta);
+      EXPECT_EQ(got.grads.dlog_alpha, want.dlog_alpha);
+    }
+    std::printf("[ INFO     ] %s, forward that keeps: worst relative error of O %.2e\n",
+                gated ? "Gated DeltaNet" : "DeltaNet", worst);
+  }
+}
+
 TEST(ChunkedDeltaRule, BackwardIsDeterministic) {
   TTTLAB_SEEDED_GPU_TEST();
   const DeltaInputs in = make_inputs({2, 3, 300, 64}, rng);
@@ -393,6 +482,39 @@ TEST(ChunkedDeltaRule, ArgumentsAreChecked) {
   b = bargs();
   b.workspace_bytes = bws - 16;
   expect_bwd_error(b, "workspace has");
+
+  // Keeping: W, Ũ, U in bf16, the states and N (2 chunks each) in bf16, g.
+  const std::size_t kb = chunked_delta_rule_keep_bytes(dims),
+                    kws = chunked_delta_rule_backward_workspace_bytes(dims, true);
+  EXPECT_EQ(kb, 3 * n * 2 + 2u * 2 * 2 * (64 * 64 + 64 * 64) * 2 + 2u * 2 * 2 * 64 * 4);
+  EXPECT_EQ(kws + kb, bws);
+  DeviceBuffer kept(kb / 4);
+  a = args();
+  a.keep = kept.get();
+  a.keep_bytes = kb;
+  a.workspace = nullptr;
+  a.workspace_bytes = 0;
+  EXPECT_NO_THROW(chunked_delta_rule_forward(a));
+  a.keep_bytes = kb - 4;
+  expect_error(a, "keep has");
+  a.keep_bytes = kb;
+  a.dims.head_dim = 128;
+  expect_error(a, "keep needs head_dim 64");
+  a = args();
+  a.keep = kept.get();
+  a.keep_bytes = kb;
+  a.O = reinterpret_cast<std::uint16_t*>(kept.get()) + 8;
+  expect_error(a, "overlaps");
+  b = bargs();
+  b.kept = kept.get();
+  b.kept_bytes = kb;
+  b.workspace_bytes = kws;
+  EXPECT_NO_THROW(chunked_delta_rule_backward(b));
+  b.workspace_bytes = kws - 16;
+  expect_bwd_error(b, "with kept");
+  b.workspace_bytes = kws;
+  b.kept_bytes = kb - 4;
+  expect_bwd_error(b, "kept has");
   TTTLAB_CUDA_CHECK(cudaDeviceSynchronize());
 }
 

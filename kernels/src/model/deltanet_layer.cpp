@@ -112,7 +112,9 @@ std::size_t carve_cache(const DeltaNetLayerDims& d, float* base, DeltaNetLayerCa
     for (std::uint16_t** t : {&k.q16, &k.k16, &k.v16, &k.o16})
       *t = reinterpret_cast<std::uint16_t*>(c.take((R * D + 1) / 2));
     if (d.gated) k.log_alpha = c.take(R * H);
-    k.inner_ws_bytes = chunked_delta_rule_forward_workspace_bytes(chunked_dims(d));
+    // What the inner loop's forward keeps for its backward (chunked_delta_rule_keep_bytes): the
+    // backward then skips recomputing it.
+    k.inner_ws_bytes = chunked_delta_rule_keep_bytes(chunked_dims(d));
     k.inner_ws = c.take((k.inner_ws_bytes + 3) / 4);
   }
   if (out) *out = k;
@@ -142,7 +144,7 @@ std::size_t carve(const DeltaNetLayerDims& d, float* base, Scratch* out) {
   }
   s.sum_ws = c.take(column_sum_workspace(int(R), d.heads));
   s.rule_bytes = deltanet_layer_chunked(d)
-                     ? chunked_delta_rule_backward_workspace_bytes(chunked_dims(d))
+                     ? chunked_delta_rule_backward_workspace_bytes(chunked_dims(d), true)
                      : matrix_rule_backward_workspace_bytes(rule_dims(d));
   s.rule_ws = c.take((s.rule_bytes + 3) / 4);
   if (deltanet_layer_chunked(d)) s.dO16 = reinterpret_cast<std::uint16_t*>(c.take((R * D + 1) / 2));
@@ -220,8 +222,8 @@ void deltanet_layer_forward(const DeltaNetProduct& product, const DeltaNetLayerD
     f.beta = c.beta;
     f.log_alpha = d.gated ? c.log_alpha : nullptr;
     f.O = c.o16;
-    f.workspace = c.inner_ws;
-    f.workspace_bytes = c.inner_ws_bytes;
+    f.keep = c.inner_ws;
+    f.keep_bytes = c.inner_ws_bytes;
     f.stream = st;
     chunked_delta_rule_forward(f);
     deltanet_widen_bf16(c.o16, RD, c.o, st);
@@ -278,6 +280,8 @@ void deltanet_layer_backward(const DeltaNetProduct& product, const DeltaNetLayer
     b.dlog_alpha = d.gated ? s.dalpha : nullptr;
     b.workspace = s.rule_ws;
     b.workspace_bytes = s.rule_bytes;
+    b.kept = c.inner_ws;
+    b.kept_bytes = c.inner_ws_bytes;
     b.stream = st;
     chunked_delta_rule_backward(b);
   } else {

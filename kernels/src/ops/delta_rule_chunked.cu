@@ -715,6 +715,7 @@ __global__ void __launch_bounds__(kThreads) grad_kernel(DeltaParams p) {
   float* dgrow = rowsum + kChunk;                          // [64] dg's row terms
   float* dgcol = dgrow + kChunk;                           // [4][64] dg's column terms per warp
   float* dgl = dgcol + 4 * kChunk;                         // [4] dg_L's terms per warp
+  float* egs = dgl + 4;                                    // [64] γ_i = e^{g_i}
   static_assert(D == 64, "the gradient kernel keeps dW in a [64][72] tile");
   const int c = int(blockIdx.x), bh = int(blockIdx.y), n = bh / p.H, h = bh % p.H;
   const long ld = long(p.H) * D;
@@ -737,13 +738,29 @@ __global__ void __launch_bounds__(kThreads) grad_kernel(DeltaParams p) {
   if (threadIdx.x < kChunk) {
     const int row = c0 + threadIdx.x;
     bs[threadIdx.x] = row < p.T ? p.beta[(long(n) * p.T + row) * p.H + h] : 0.f;
-    if (GATED) gs[threadIdx.x] = p.G[long(bh) * p.NC * kChunk + c0 + threadIdx.x];
+    if (GATED) {
+      const float gi = p.G[long(bh) * p.NC * kChunk + c0 + threadIdx.x];
+      gs[threadIdx.x] = gi;
+      egs[threadIdx.x] = __expf(gi);
+    }
   }
   cp_async_wait<0>();
   __syncthreads();
   const int row0 = c0 + 16 * warp, ra = 16 * warp + g, rb = ra + 8;
   const float gL = GATED ? gs[kChunk - 1] : 0.f;
-  auto Gam = [&](int i, int j) { return GATED ? __expf(gs[i] - gs[j]) : 1.f; };
+  // Γ at this thread's 32 fragment positions (row 16·warp + g + 8·(e >> 1), col 8u + 2t + (e & 1)), in
+  // both triangles: e^{g_row − g_col} for col ≤ row, as the tiles with queries (or A's rows) down
+  // take it, and e^{g_col − g_row} for col > row, as the transposed tile of dK's second term takes it.
+  // One exponential per position here, where each use computed its own (the gated kernel's largest
+  // cost over DeltaNet's).
+  float gam[NS][4];
+#pragma unroll
+  for (int u = 0; u < NS; ++u)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int col = 8 * u + 2 * t + (e & 1), row = 16 * warp + g + 8 * (e >> 1);
+      gam[u][e] = GATED ? __expf(col <= row ? gs[row] - gs[col] : gs[col] - gs[row]) : 1.f;
+    }
   float rs[2], cs[NS][2], dgr[2] = {0.f, 0.f}, dgc[NS][2], dgl_w = 0.f;
 #pragma unroll
   for (int u = 0; u < NS; ++u) dgc[u][0] = dgc[u][1] = 0.f;
@@ -755,7 +772,7 @@ __global__ void __launch_bounds__(kThreads) grad_kernel(DeltaParams p) {
   if (!first) mma_abt<LD, KS, ND>(acc, dOs, 16 * warp, Ss, lane);
   if (GATED) {
     row_dots<LD, ND>(rs, acc, Qs, warp, lane);
-    const float ea = __expf(gs[ra]), eb = __expf(gs[rb]);
+    const float ea = egs[ra], eb = egs[rb];
     dgr[0] += ea * rs[0];
     dgr[1] += eb * rs[1];
 #pragma unroll
@@ -776,8 +793,7 @@ __global__ void __launch_bounds__(kThreads) grad_kernel(DeltaParams p) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int col = 8 * u + 2 * t + (e & 1), row = 16 * warp + g + 8 * (e >> 1);
-        const float gm = col <= row ? Gam(row, col) : 0.f;
-        x[u][e] *= gm;
+        x[u][e] *= col <= row ? gam[u][e] : 0.f;
         z[u][e] = x[u][e] * qk[u][e];
       }
     frag_sums(z, rs, cs);
@@ -825,7 +841,7 @@ __global__ void __launch_bounds__(kThreads) grad_kernel(DeltaParams p) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int col = 8 * u + 2 * t + (e & 1), row = 16 * warp + g + 8 * (e >> 1);
-      x[u][e] = col < row ? 0.f : x[u][e] * Gam(col, row);
+      x[u][e] = col < row ? 0.f : x[u][e] * gam[u][e];
     }
   mma_p_y<LD, ND>(dk, x, Qs, lane, warp, last);
 
@@ -850,7 +866,7 @@ __global__ void __launch_bounds__(kThreads) grad_kernel(DeltaParams p) {
     store_rows(p.dV + base, acc, row0, p.T, ld, lane);
     zero(acc);
     mma_atb<LC, LC, kChunk / 16, ND>(acc, Ns, 16 * warp, X1, lane);
-    const float w0 = b0 * (GATED ? __expf(gs[ra]) : 1.f), w1 = b1 * (GATED ? __expf(gs[rb]) : 1.f);
+    const float w0 = b0 * (GATED ? egs[ra] : 1.f), w1 = b1 * (GATED ? egs[rb] : 1.f);
 #pragma unroll
     for (int u = 0; u < ND; ++u) {
       acc[u][0] *= w0;
@@ -879,7 +895,7 @@ __global__ void __launch_bounds__(kThreads) grad_kernel(DeltaParams p) {
 #pragma unroll
     for (int u = 0; u < NS; ++u)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) x[u][e] += y[u][e] * __expf(gs[8 * u + 2 * t + (e & 1)]);
+      for (int e = 0; e < 4; ++e) x[u][e] += y[u][e] * egs[8 * u + 2 * t + (e & 1)];
   } else {
     mma_abt<LC, KS, NS>(x, X1, 16 * warp, Ks, lane);
   }
@@ -918,9 +934,8 @@ __global__ void __launch_bounds__(kThreads) grad_kernel(DeltaParams p) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int col = 8 * u + 2 * t + (e & 1), row = 16 * warp + g + 8 * (e >> 1);
-      const float gm = col < row ? Gam(row, col) : 0.f;
-      x[u][e] = col < row ? -x[u][e] : 0.f;  // dA
-      kk[u][e] *= gm;                        // A / β_i
+      x[u][e] = col < row ? -x[u][e] : 0.f;     // dA
+      kk[u][e] *= col < row ? gam[u][e] : 0.f;  // A / β_i
     }
   {
     float z[NS][4];
@@ -954,8 +969,18 @@ __global__ void __launch_bounds__(kThreads) grad_kernel(DeltaParams p) {
       dgc[u][1] -= cs[u][1];
     }
   }
-  store_tile_bf16<LC>(X2, x, warp, lane,
-                      [&](int row, int col) { return col < row ? bs[row] * Gam(row, col) : 0.f; });
+  // E = diag(β)(dA ⊙ Γ); dA is zero on and above the diagonal already.
+  {
+    const float b0 = bs[ra], b1 = bs[rb];
+#pragma unroll
+    for (int u = 0; u < NS; ++u) {
+      x[u][0] *= b0 * gam[u][0];
+      x[u][1] *= b0 * gam[u][1];
+      x[u][2] *= b1 * gam[u][2];
+      x[u][3] *= b1 * gam[u][3];
+    }
+  }
+  store_tile_bf16<LC>(X2, x, warp, lane, [](int, int) { return 1.f; });
   if (GATED) {
     if (t == 0) {
       dgrow[ra] = dgr[0];
@@ -1059,10 +1084,17 @@ void forward_launch(const DeltaParams& p, int bh, cudaStream_t st) {
   launch(walk_kernel<D, GATED, kCols>, dim3(D / kCols, bh), walk_smem_bytes<D, kCols>(), st, p);
 }
 
+// The backward's ut and walk kernels: N, W, Ũ and g, then U and the states before each chunk (and O when
+// p.O is set: the forward that keeps them for its backward).
 template <bool GATED>
-void backward_launch64(const DeltaParams& p, int bh, cudaStream_t st) {
+void recompute_launch64(const DeltaParams& p, int bh, cudaStream_t st) {
   launch(ut_kernel<64, GATED, true>, dim3(p.NC, bh), ut_smem_bytes<64, true>(), st, p);
   launch(walk_kernel<64, GATED, kCols>, dim3(64 / kCols, bh), walk_smem_bytes<64, kCols>(), st, p);
+}
+
+template <bool GATED>
+void backward_launch64(const DeltaParams& p, int bh, bool kept, cudaStream_t st) {
+  if (!kept) recompute_launch64<GATED>(p, bh, st);
   launch(rwalk_kernel<64, GATED>, dim3(64 / kCols, bh), rwalk_smem_bytes<64>(), st, p);
   launch(grad_kernel<64, GATED>, dim3(p.NC, bh), grad_smem_bytes<64>(), st, p);
 }
@@ -1073,6 +1105,23 @@ std::size_t state_bytes(const AttentionDims& d) {
 }
 std::size_t n_bytes(const AttentionDims& d) {
   return std::size_t(d.batch) * d.heads * chunks(d) * kChunk * kChunk * sizeof(std::uint16_t);
+}
+
+// The memory a forward keeps for its backward, in this order: W, Ũ, U, the states, N, g.
+struct Kept {
+  std::uint16_t *W, *Ut, *U, *S, *N;
+  float* G;
+};
+Kept kept_layout(const AttentionDims& d, void* base) {
+  const std::size_t ne = elems(d);
+  Kept k;
+  k.W = static_cast<std::uint16_t*>(base);
+  k.Ut = k.W + ne;
+  k.U = k.Ut + ne;
+  k.S = k.U + ne;
+  k.N = k.S + state_bytes(d) / sizeof(std::uint16_t);
+  k.G = reinterpret_cast<float*>(k.N + n_bytes(d) / sizeof(std::uint16_t));
+  return k;
 }
 
 }  // namespace
@@ -1086,16 +1135,32 @@ std::size_t chunked_delta_rule_forward_workspace_bytes(const AttentionDims& dims
   return 2 * elems(dims) * sizeof(std::uint16_t) + g_bytes(dims);
 }
 
+std::size_t chunked_delta_rule_keep_bytes(const AttentionDims& dims) {
+  check_dims("chunked_delta_rule_keep_bytes", dims);
+  return 3 * elems(dims) * sizeof(std::uint16_t) + state_bytes(dims) + n_bytes(dims) +
+         g_bytes(dims);
+}
+
 void chunked_delta_rule_forward(const ChunkedDeltaRuleForwardArgs& a) {
   const char* fn = "chunked_delta_rule_forward";
   check_dims(fn, a.dims);
+  const bool keep = a.keep != nullptr;
+  require(!keep || chunked_delta_rule_backward_supported(a.dims),
+          std::string(fn) + ": keep needs head_dim 64, the backward's (got " +
+              std::to_string(a.dims.head_dim) + ")");
   const std::size_t nb = elems(a.dims) * sizeof(std::uint16_t),
                     gb = gate_elems(a.dims) * sizeof(float),
-                    wsb = chunked_delta_rule_forward_workspace_bytes(a.dims);
-  require(a.workspace_bytes >= wsb, std::string(fn) + ": workspace has " +
-                                        std::to_string(a.workspace_bytes) + " bytes, needs " +
-                                        std::to_string(wsb) +
-                                        " (chunked_delta_rule_forward_workspace_bytes)");
+                    wsb = keep ? chunked_delta_rule_keep_bytes(a.dims)
+                               : chunked_delta_rule_forward_workspace_bytes(a.dims);
+  if (keep)
+    require(a.keep_bytes >= wsb, std::string(fn) + ": keep has " + std::to_string(a.keep_bytes) +
+                                     " bytes, needs " + std::to_string(wsb) +
+                                     " (chunked_delta_rule_keep_bytes)");
+  else
+    require(a.workspace_bytes >= wsb, std::string(fn) + ": workspace has " +
+                                          std::to_string(a.workspace_bytes) + " bytes, needs " +
+                                          std::to_string(wsb) +
+                                          " (chunked_delta_rule_forward_workspace_bytes)");
   const bool gated = a.log_alpha != nullptr;
   // log_alpha is optional: a null one is the DeltaNet, not a missing input, so it is checked only
   // when given.
@@ -1104,7 +1169,8 @@ void chunked_delta_rule_forward(const ChunkedDeltaRuleForwardArgs& a) {
                        {a.V, nb, "V"},
                        {a.beta, gb, "beta"},
                        {gated ? a.log_alpha : a.beta, gb, gated ? "log_alpha" : "beta"}};
-  const Range outs[] = {{a.O, nb, "O"}, {a.workspace, wsb, "workspace"}};
+  const Range outs[] = {{a.O, nb, "O"},
+                        {keep ? a.keep : a.workspace, wsb, keep ? "keep" : "workspace"}};
   check_device_ranges(fn, ins, 5, outs, 2);
   DeltaParams p{};
   p.Q = a.Q;
@@ -1113,14 +1179,25 @@ void chunked_delta_rule_forward(const ChunkedDeltaRuleForwardArgs& a) {
   p.beta = a.beta;
   p.log_alpha = a.log_alpha;
   p.O = a.O;
-  p.W = static_cast<std::uint16_t*>(a.workspace);
-  p.U = p.W + elems(a.dims);
-  p.G = reinterpret_cast<float*>(p.U + elems(a.dims));
   p.H = a.dims.heads;
   p.T = a.dims.seq_len;
   p.NC = chunks(a.dims);
   const int bh = a.dims.batch * a.dims.heads;
   const cudaStream_t st = a.stream;
+  if (keep) {
+    const Kept k = kept_layout(a.dims, a.keep);
+    p.W = k.W;
+    p.U = k.Ut;
+    p.U_out = k.U;
+    p.S_out = k.S;
+    p.N = k.N;
+    p.G = k.G;
+    gated ? recompute_launch64<true>(p, bh, st) : recompute_launch64<false>(p, bh, st);
+    return;
+  }
+  p.W = static_cast<std::uint16_t*>(a.workspace);
+  p.U = p.W + elems(a.dims);
+  p.G = reinterpret_cast<float*>(p.U + elems(a.dims));
   if (a.dims.head_dim == 64) {
     gated ? forward_launch<64, true>(p, bh, st) : forward_launch<64, false>(p, bh, st);
   } else {
@@ -1130,10 +1207,11 @@ void chunked_delta_rule_forward(const ChunkedDeltaRuleForwardArgs& a) {
 
 bool chunked_delta_rule_backward_supported(const AttentionDims& d) { return d.head_dim == 64; }
 
-std::size_t chunked_delta_rule_backward_workspace_bytes(const AttentionDims& dims) {
+std::size_t chunked_delta_rule_backward_workspace_bytes(const AttentionDims& dims, bool kept) {
   check_dims("chunked_delta_rule_backward_workspace_bytes", dims);
-  return 4 * elems(dims) * sizeof(std::uint16_t) + 2 * state_bytes(dims) + n_bytes(dims) +
-         g_bytes(dims);
+  // dU and the state gradients, after what a forward could have kept.
+  const std::size_t own = elems(dims) * sizeof(std::uint16_t) + state_bytes(dims);
+  return kept ? own : own + chunked_delta_rule_keep_bytes(dims);
 }
 
 void chunked_delta_rule_backward(const ChunkedDeltaRuleBackwardArgs& a) {
@@ -1144,26 +1222,34 @@ void chunked_delta_rule_backward(const ChunkedDeltaRuleBackwardArgs& a) {
   const bool gated = a.log_alpha != nullptr;
   require(gated == (a.dlog_alpha != nullptr),
           std::string(fn) + ": dlog_alpha must be given exactly with log_alpha (Gated DeltaNet)");
+  const bool kept = a.kept != nullptr;
   const std::size_t nb = elems(a.dims) * sizeof(std::uint16_t), fb = elems(a.dims) * sizeof(float),
                     gb = gate_elems(a.dims) * sizeof(float),
-                    wsb = chunked_delta_rule_backward_workspace_bytes(a.dims);
-  require(a.workspace_bytes >= wsb, std::string(fn) + ": workspace has " +
-                                        std::to_string(a.workspace_bytes) + " bytes, needs " +
-                                        std::to_string(wsb) +
-                                        " (chunked_delta_rule_backward_workspace_bytes)");
+                    wsb = chunked_delta_rule_backward_workspace_bytes(a.dims, kept),
+                    kb = kept ? chunked_delta_rule_keep_bytes(a.dims) : 0;
+  require(a.workspace_bytes >= wsb,
+          std::string(fn) + ": workspace has " + std::to_string(a.workspace_bytes) +
+              " bytes, needs " + std::to_string(wsb) + " (chunked_delta_rule_backward_workspace_bytes" +
+              (kept ? " with kept" : "") + ")");
+  require(!kept || a.kept_bytes >= kb, std::string(fn) + ": kept has " +
+                                           std::to_string(a.kept_bytes) + " bytes, needs " +
+                                           std::to_string(kb) + " (chunked_delta_rule_keep_bytes)");
   // log_alpha and dlog_alpha are optional (DeltaNet): a null pair stands in by repeating beta and
   // dbeta, so that only given pointers are checked.
-  const Range ins[] = {
-      {a.Q, nb, "Q"},   {a.K, nb, "K"},
-      {a.V, nb, "V"},   {a.beta, gb, "beta"},
-      {a.dO, nb, "dO"}, {gated ? a.log_alpha : a.beta, gb, gated ? "log_alpha" : "beta"}};
+  const Range ins[] = {{a.Q, nb, "Q"},
+                       {a.K, nb, "K"},
+                       {a.V, nb, "V"},
+                       {a.beta, gb, "beta"},
+                       {a.dO, nb, "dO"},
+                       {gated ? a.log_alpha : a.beta, gb, gated ? "log_alpha" : "beta"},
+                       {kept ? a.kept : a.beta, kept ? kb : gb, kept ? "kept" : "beta"}};
   const Range outs[] = {{a.dQ, fb, "dQ"},
                         {a.dK, fb, "dK"},
                         {a.dV, fb, "dV"},
                         {a.dbeta, gb, "dbeta"},
                         {a.workspace, wsb, "workspace"},
                         {gated ? a.dlog_alpha : nullptr, gated ? gb : 0, "dlog_alpha"}};
-  check_device_ranges(fn, ins, 6, outs, gated ? 6 : 5);
+  check_device_ranges(fn, ins, 7, outs, gated ? 6 : 5);
   DeltaParams p{};
   p.Q = a.Q;
   p.K = a.K;
@@ -1176,15 +1262,19 @@ void chunked_delta_rule_backward(const ChunkedDeltaRuleBackwardArgs& a) {
   p.dbeta = a.dbeta;
   p.log_alpha = a.log_alpha;
   p.dlog_alpha = a.dlog_alpha;
-  const std::size_t ne = elems(a.dims), ns = state_bytes(a.dims) / sizeof(std::uint16_t);
-  p.W = static_cast<std::uint16_t*>(a.workspace);
-  p.U = p.W + ne;
-  p.U_out = p.U + ne;
-  p.dU_out = p.U_out + ne;
-  p.S_out = p.dU_out + ne;
-  p.dS_out = p.S_out + ns;
-  p.N = p.dS_out + ns;
-  p.G = reinterpret_cast<float*>(p.N + n_bytes(a.dims) / sizeof(std::uint16_t));
+  // The workspace: dU, the state gradients, then (unless kept) room for what the forward keeps. The
+  // kernels read the kept memory only (rwalk and grad), so a const_cast makes no write to it.
+  p.dU_out = static_cast<std::uint16_t*>(a.workspace);
+  p.dS_out = p.dU_out + elems(a.dims);
+  const Kept k =
+      kept_layout(a.dims, kept ? const_cast<void*>(a.kept)
+                               : static_cast<void*>(p.dS_out + state_bytes(a.dims) / sizeof(std::uint16_t)));
+  p.W = k.W;
+  p.U = k.Ut;
+  p.U_out = k.U;
+  p.S_out = k.S;
+  p.N = k.N;
+  p.G = k.G;
   p.Ub = p.U_out;
   p.dUb = p.dU_out;
   p.Sb = p.S_out;
@@ -1193,7 +1283,8 @@ void chunked_delta_rule_backward(const ChunkedDeltaRuleBackwardArgs& a) {
   p.T = a.dims.seq_len;
   p.NC = chunks(a.dims);
   const int bh = a.dims.batch * a.dims.heads;
-  gated ? backward_launch64<true>(p, bh, a.stream) : backward_launch64<false>(p, bh, a.stream);
+  gated ? backward_launch64<true>(p, bh, kept, a.stream)
+        : backward_launch64<false>(p, bh, kept, a.stream);
 }
 
 }  // namespace tttlab::kernels

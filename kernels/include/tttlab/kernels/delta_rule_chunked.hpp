@@ -56,7 +56,9 @@ struct ChunkedDeltaRuleForwardArgs {
   const float* log_alpha = nullptr;  // [R, H]: Gated DeltaNet; null: DeltaNet
   std::uint16_t* O = nullptr;        // [B, T, H·d] bf16, OVERWRITTEN; must not overlap the inputs
   void* workspace = nullptr;         // chunked_delta_rule_forward_workspace_bytes(dims) bytes
-  std::size_t workspace_bytes = 0;
+  std::size_t workspace_bytes = 0;   // (unused when keep is given)
+  void* keep = nullptr;              // optional, head_dim 64: chunked_delta_rule_keep_bytes(dims) bytes
+  std::size_t keep_bytes = 0;        // OVERWRITTEN with what the backward reads (KEEPING, below)
   CUstream_st* stream = nullptr;
 };
 void chunked_delta_rule_forward(const ChunkedDeltaRuleForwardArgs& args);
@@ -70,9 +72,23 @@ void chunked_delta_rule_forward(const ChunkedDeltaRuleForwardArgs& args);
 // E = diag(β) dA where they enter products; the sums are fp32.
 // WORKSPACE (chunked_delta_rule_backward_workspace_bytes): W, Ũ, U, dU ([R, H·d] bf16 each), the
 // states and their gradients ([B·H, ⌈T/64⌉, d, d] bf16 each), N ([B·H, ⌈T/64⌉, 64, 64] bf16), g.
+//
+// KEEPING (head_dim 64). The backward's first two kernels recompute what the forward computed. A training
+// step that can hold it passes the forward `keep`: the forward then runs those two kernels itself (the
+// ut kernel's backward instance, [W | Ũ] from N on the tensor cores rather than by substitution, so O
+// differs from the plain forward's in its last bits, within the same bounds) and leaves W, Ũ, U, the
+// states before each chunk, N and g there. The backward given that memory as `kept` reads them and
+// skips its first two kernels; its results are bit-identical to the recomputing backward's. It costs
+// chunked_delta_rule_keep_bytes(dims), about 6d + 2d²/64 + 132 bytes per token and head (644 at
+// d = 64), held from the forward to the backward, against FLA's choice of keeping only A and
+// recomputing the rest. The kept memory must come from a forward on the same inputs and dims: it is
+// device data and is not checked.
 bool chunked_delta_rule_backward_supported(const AttentionDims& dims);  // head_dim == 64
 
-std::size_t chunked_delta_rule_backward_workspace_bytes(const AttentionDims& dims);
+std::size_t chunked_delta_rule_keep_bytes(const AttentionDims& dims);  // head_dim 64
+// With kept = true the workspace holds dU and the state gradients only.
+std::size_t chunked_delta_rule_backward_workspace_bytes(const AttentionDims& dims,
+                                                        bool kept = false);
 
 struct ChunkedDeltaRuleBackwardArgs {
   AttentionDims dims;
@@ -87,8 +103,10 @@ struct ChunkedDeltaRuleBackwardArgs {
   float* dV = nullptr;
   float* dbeta = nullptr;            // [R, H] fp32, OVERWRITTEN
   float* dlog_alpha = nullptr;       // [R, H] fp32, OVERWRITTEN; given exactly with log_alpha
-  void* workspace = nullptr;         // chunked_delta_rule_backward_workspace_bytes(dims) bytes
+  void* workspace = nullptr;  // chunked_delta_rule_backward_workspace_bytes(dims, kept != null) bytes
   std::size_t workspace_bytes = 0;
+  const void* kept = nullptr;  // optional: a forward's `keep` on the same inputs (KEEPING, above)
+  std::size_t kept_bytes = 0;
   CUstream_st* stream = nullptr;
 };
 void chunked_delta_rule_backward(const ChunkedDeltaRuleBackwardArgs& args);

@@ -111,7 +111,7 @@ struct DeltaNetLayerCache {
         *r = nullptr, *alpha = nullptr, *o = nullptr, *states = nullptr, *n = nullptr,
         *gate = nullptr, *y = nullptr, *zero_bias = nullptr;
   // The chunked bf16 inner loop's (deltanet_layer_chunked): bf16 q̂, k̂, v and o [R, D], log α [R, H]
-  // and the forward's workspace.
+  // and what its forward keeps for its backward (chunked_delta_rule_keep_bytes).
   std::uint16_t *q16 = nullptr, *k16 = nullptr, *v16 = nullptr, *o16 = nullptr;
   float* log_alpha = nullptr;
   void* inner_ws = nullptr;
