@@ -64,7 +64,8 @@ struct ChunkedDeltaRuleForwardArgs {
 void chunked_delta_rule_forward(const ChunkedDeltaRuleForwardArgs& args);
 
 // BACKWARD (head_dim 64): the gradients of a loss L(O) with respect to Q, K, V, β and (Gated DeltaNet)
-// log α, given dO = ∂L/∂O. It recomputes the forward's W, Ũ, U and the states before each chunk, then walks the
+// log α, given dO = ∂L/∂O. It recomputes the forward's W, Ũ, U and the states before each chunk (or reads
+// them from what the forward kept: KEEPING, below), then walks the
 // chunks in reverse for G = ∂L/∂S after each chunk, and finally one block per chunk forms dQ, dK, dV
 // and dβ (through the UT transform: T̃ = N diag(β), N = (I + A)⁻¹, formed in fp32 by 16 × 16 blocks,
 // W and Ũ then taken from it on the tensor cores with N's scaled copies split into two bf16 parts).
