@@ -113,29 +113,40 @@ std::vector<double> cpu_output(const DeltaInputs& in, bool gated) {
   return o;
 }
 
-std::vector<float> gpu_output(const DeltaInputs& in, bool gated) {
-  const DeltaCase& c = in.c;
-  const AttentionDims dims{c.B, c.H, c.T, c.d};
-  DeviceBuffer16 q(in.q16), k(in.k16), v(in.v16), o(in.q16.size());
-  DeviceBuffer beta(in.beta), log_alpha(in.log_alpha);
-  const std::size_t wsb = chunked_delta_rule_forward_workspace_bytes(dims);
-  DeviceBuffer ws((wsb + sizeof(float) - 1) / sizeof(float));
-  o.poison();
-  ws.poison();
+// The forward's arguments on device copies of a case's inputs (no workspace yet).
+ChunkedDeltaRuleForwardArgs forward_args(const DeltaCase& c, const DeviceBuffer16& q,
+                                         const DeviceBuffer16& k, const DeviceBuffer16& v,
+                                         const DeviceBuffer& beta, const DeviceBuffer& log_alpha,
+                                         bool gated, DeviceBuffer16& o) {
   ChunkedDeltaRuleForwardArgs a;
-  a.dims = dims;
+  a.dims = {c.B, c.H, c.T, c.d};
   a.Q = q.get();
   a.K = k.get();
   a.V = v.get();
   a.beta = beta.get();
   a.log_alpha = gated ? log_alpha.get() : nullptr;
   a.O = o.get();
-  a.workspace = ws.get();
-  a.workspace_bytes = wsb;
-  chunked_delta_rule_forward(a);
+  return a;
+}
+
+std::vector<float> widened(const DeviceBuffer16& o) {
   std::vector<float> out;
   for (std::uint16_t x : o.download()) out.push_back(bf16_to_float(x));
   return out;
+}
+
+std::vector<float> gpu_output(const DeltaInputs& in, bool gated) {
+  DeviceBuffer16 q(in.q16), k(in.k16), v(in.v16), o(in.q16.size());
+  DeviceBuffer beta(in.beta), log_alpha(in.log_alpha);
+  ChunkedDeltaRuleForwardArgs a = forward_args(in.c, q, k, v, beta, log_alpha, gated, o);
+  const std::size_t wsb = chunked_delta_rule_forward_workspace_bytes(a.dims);
+  DeviceBuffer ws((wsb + sizeof(float) - 1) / sizeof(float));
+  o.poison();
+  ws.poison();
+  a.workspace = ws.get();
+  a.workspace_bytes = wsb;
+  chunked_delta_rule_forward(a);
+  return widened(o);
 }
 
 TEST(ChunkedDeltaRule, ForwardMatchesTheCpuPrimalFormOnBf16Inputs) {
@@ -220,16 +231,32 @@ DeltaGradsRef cpu_grads(const DeltaInputs& in, const std::vector<float>& dO, boo
   return r;
 }
 
-DeltaGrads gpu_grads(const DeltaInputs& in, const std::vector<std::uint16_t>& dO16, bool gated) {
+// The backward's gradients. With kept_o, after a forward that keeps what the backward reads (KEEPING
+// in delta_rule_chunked.hpp), its O going to *kept_o; the kept memory and the backward's smaller
+// workspace are poisoned first, so a part the forward did not write, or one the backward still
+// expects in its workspace, fails.
+DeltaGrads gpu_grads(const DeltaInputs& in, const std::vector<std::uint16_t>& dO16, bool gated,
+                     std::vector<float>* kept_o = nullptr) {
   const DeltaCase& c = in.c;
   const AttentionDims dims{c.B, c.H, c.T, c.d};
   const std::size_t n = in.q16.size();
-  DeviceBuffer16 q(in.q16), k(in.k16), v(in.v16), go(dO16);
+  const bool keep = kept_o != nullptr;
+  DeviceBuffer16 q(in.q16), k(in.k16), v(in.v16), go(dO16), o(keep ? n : 1);
   DeviceBuffer beta(in.beta), la(in.log_alpha), dq(n), dk(n), dv(n), dbeta(in.beta.size()),
       dla(in.beta.size());
-  const std::size_t wsb = chunked_delta_rule_backward_workspace_bytes(dims);
-  DeviceBuffer ws((wsb + sizeof(float) - 1) / sizeof(float));
-  for (DeviceBuffer* b : {&dq, &dk, &dv, &dbeta, &dla, &ws}) b->poison();
+  const std::size_t wsb = chunked_delta_rule_backward_workspace_bytes(dims, keep),
+                    kb = keep ? chunked_delta_rule_keep_bytes(dims) : 0;
+  DeviceBuffer ws((wsb + sizeof(float) - 1) / sizeof(float)),
+      kept(keep ? (kb + sizeof(float) - 1) / sizeof(float) : 1);
+  for (DeviceBuffer* b : {&dq, &dk, &dv, &dbeta, &dla, &ws, &kept}) b->poison();
+  o.poison();
+  if (keep) {
+    ChunkedDeltaRuleForwardArgs f = forward_args(c, q, k, v, beta, la, gated, o);
+    f.keep = kept.get();
+    f.keep_bytes = kb;
+    chunked_delta_rule_forward(f);
+    *kept_o = widened(o);
+  }
   ChunkedDeltaRuleBackwardArgs a;
   a.dims = dims;
   a.Q = q.get();
@@ -245,6 +272,10 @@ DeltaGrads gpu_grads(const DeltaInputs& in, const std::vector<std::uint16_t>& dO
   a.dlog_alpha = gated ? dla.get() : nullptr;
   a.workspace = ws.get();
   a.workspace_bytes = wsb;
+  if (keep) {
+    a.kept = kept.get();
+    a.kept_bytes = kb;
+  }
   chunked_delta_rule_backward(a);
   return {dq.download(), dk.download(), dv.download(), dbeta.download(),
           gated ? dla.download() : std::vector<float>()};
@@ -288,63 +319,7 @@ TEST(ChunkedDeltaRule, BackwardMatchesTheCpuBackwardOnBf16Inputs) {
 
 // KEEPING: a forward given `keep` runs the backward's first two kernels, so its O (W and Ũ from N, not
 // by substitution) is checked against the CPU at the forward's bound, and the backward given that
-// memory as `kept` must give the very bits of the backward that recomputes it. The kept memory and the
-// smaller workspace are poisoned first, so a part the forward did not write, or one the backward still
-// expects in its workspace, fails.
-struct KeptRun {
-  std::vector<float> o;
-  DeltaGrads grads;
-};
-
-KeptRun gpu_kept_run(const DeltaInputs& in, const std::vector<std::uint16_t>& dO16, bool gated) {
-  const DeltaCase& c = in.c;
-  const AttentionDims dims{c.B, c.H, c.T, c.d};
-  const std::size_t n = in.q16.size();
-  DeviceBuffer16 q(in.q16), k(in.k16), v(in.v16), go(dO16), o(n);
-  DeviceBuffer beta(in.beta), la(in.log_alpha), dq(n), dk(n), dv(n), dbeta(in.beta.size()),
-      dla(in.beta.size());
-  const std::size_t kb = chunked_delta_rule_keep_bytes(dims),
-                    wsb = chunked_delta_rule_backward_workspace_bytes(dims, true);
-  DeviceBuffer kept((kb + sizeof(float) - 1) / sizeof(float)),
-      ws((wsb + sizeof(float) - 1) / sizeof(float));
-  for (DeviceBuffer* b : {&dq, &dk, &dv, &dbeta, &dla, &kept, &ws}) b->poison();
-  o.poison();
-  ChunkedDeltaRuleForwardArgs f;
-  f.dims = dims;
-  f.Q = q.get();
-  f.K = k.get();
-  f.V = v.get();
-  f.beta = beta.get();
-  f.log_alpha = gated ? la.get() : nullptr;
-  f.O = o.get();
-  f.keep = kept.get();
-  f.keep_bytes = kb;
-  chunked_delta_rule_forward(f);
-  ChunkedDeltaRuleBackwardArgs a;
-  a.dims = dims;
-  a.Q = q.get();
-  a.K = k.get();
-  a.V = v.get();
-  a.beta = beta.get();
-  a.dO = go.get();
-  a.dQ = dq.get();
-  a.dK = dk.get();
-  a.dV = dv.get();
-  a.dbeta = dbeta.get();
-  a.log_alpha = f.log_alpha;
-  a.dlog_alpha = gated ? dla.get() : nullptr;
-  a.workspace = ws.get();
-  a.workspace_bytes = wsb;
-  a.kept = kept.get();
-  a.kept_bytes = kb;
-  chunked_delta_rule_backward(a);
-  KeptRun r;
-  for (std::uint16_t x : o.download()) r.o.push_back(bf16_to_float(x));
-  r.grads = {dq.download(), dk.download(), dv.download(), dbeta.download(),
-             gated ? dla.download() : std::vector<float>()};
-  return r;
-}
-
+// memory as `kept` must give the very bits of the backward that recomputes it.
 TEST(ChunkedDeltaRule, KeptForwardMatchesTheCpuAndItsBackwardTheRecomputingOne) {
   TTTLAB_SEEDED_GPU_TEST();
   std::printf("[ INFO     ] seed %llu; O: max|gpu - cpu| / max|cpu|, bound %.0e; gradients: the "
@@ -358,17 +333,18 @@ TEST(ChunkedDeltaRule, KeptForwardMatchesTheCpuAndItsBackwardTheRecomputingOne) 
       const DeltaInputs in = make_inputs(c, rng);
       std::vector<std::uint16_t> dO16;
       rounded_to_bf16(randn_vec(in.q.size(), rng, 1.0), dO16);
-      const KeptRun got = gpu_kept_run(in, dO16, gated);
+      std::vector<float> o;
+      const DeltaGrads got = gpu_grads(in, dO16, gated, &o);
       const std::vector<double> ref = cpu_output(in, gated);
-      const ErrorStat e = compare(got.o, ref, 1e-6);
-      EXPECT_TRUE(within("O", e, kTolO, got.o, ref));
+      const ErrorStat e = compare(o, ref, 1e-6);
+      EXPECT_TRUE(within("O", e, kTolO, o, ref));
       worst = std::max(worst, e.rel);
       const DeltaGrads want = gpu_grads(in, dO16, gated);
-      EXPECT_EQ(got.grads.dq, want.dq);
-      EXPECT_EQ(got.grads.dk, want.dk);
-      EXPECT_EQ(got.grads.dv, want.dv);
-      EXPECT_EQ(got.grads.dbeta, want.dbeta);
-      EXPECT_EQ(got.grads.dlog_alpha, want.dlog_alpha);
+      EXPECT_EQ(got.dq, want.dq);
+      EXPECT_EQ(got.dk, want.dk);
+      EXPECT_EQ(got.dv, want.dv);
+      EXPECT_EQ(got.dbeta, want.dbeta);
+      EXPECT_EQ(got.dlog_alpha, want.dlog_alpha);
     }
     std::printf("[ INFO     ] %s, forward that keeps: worst relative error of O %.2e\n",
                 gated ? "Gated DeltaNet" : "DeltaNet", worst);

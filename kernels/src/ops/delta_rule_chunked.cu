@@ -1120,21 +1120,16 @@ std::size_t n_bytes(const AttentionDims& d) {
   return std::size_t(d.batch) * d.heads * chunks(d) * kChunk * kChunk * sizeof(std::uint16_t);
 }
 
-// The memory a forward keeps for its backward, in this order: W, Ũ, U, the states, N, g.
-struct Kept {
-  std::uint16_t *W, *Ut, *U, *S, *N;
-  float* G;
-};
-Kept kept_layout(const AttentionDims& d, void* base) {
+// Points p at the memory a forward keeps for its backward, laid out in this order: W, Ũ, U, the states,
+// N, g.
+void point_at_kept(DeltaParams& p, const AttentionDims& d, void* base) {
   const std::size_t ne = elems(d);
-  Kept k;
-  k.W = static_cast<std::uint16_t*>(base);
-  k.Ut = k.W + ne;
-  k.U = k.Ut + ne;
-  k.S = k.U + ne;
-  k.N = k.S + state_bytes(d) / sizeof(std::uint16_t);
-  k.G = reinterpret_cast<float*>(k.N + n_bytes(d) / sizeof(std::uint16_t));
-  return k;
+  p.W = static_cast<std::uint16_t*>(base);
+  p.U = p.W + ne;
+  p.U_out = p.U + ne;
+  p.S_out = p.U_out + ne;
+  p.N = p.S_out + state_bytes(d) / sizeof(std::uint16_t);
+  p.G = reinterpret_cast<float*>(p.N + n_bytes(d) / sizeof(std::uint16_t));
 }
 
 }  // namespace
@@ -1198,13 +1193,7 @@ void chunked_delta_rule_forward(const ChunkedDeltaRuleForwardArgs& a) {
   const int bh = a.dims.batch * a.dims.heads;
   const cudaStream_t st = a.stream;
   if (keep) {
-    const Kept k = kept_layout(a.dims, a.keep);
-    p.W = k.W;
-    p.U = k.Ut;
-    p.U_out = k.U;
-    p.S_out = k.S;
-    p.N = k.N;
-    p.G = k.G;
+    point_at_kept(p, a.dims, a.keep);
     gated ? recompute_launch64<true>(p, bh, st) : recompute_launch64<false>(p, bh, st);
     return;
   }
@@ -1279,15 +1268,9 @@ void chunked_delta_rule_backward(const ChunkedDeltaRuleBackwardArgs& a) {
   // kernels read the kept memory only (rwalk and grad), so a const_cast makes no write to it.
   p.dU_out = static_cast<std::uint16_t*>(a.workspace);
   p.dS_out = p.dU_out + elems(a.dims);
-  const Kept k =
-      kept_layout(a.dims, kept ? const_cast<void*>(a.kept)
-                               : static_cast<void*>(p.dS_out + state_bytes(a.dims) / sizeof(std::uint16_t)));
-  p.W = k.W;
-  p.U = k.Ut;
-  p.U_out = k.U;
-  p.S_out = k.S;
-  p.N = k.N;
-  p.G = k.G;
+  point_at_kept(p, a.dims,
+                kept ? const_cast<void*>(a.kept)
+                     : static_cast<void*>(p.dS_out + state_bytes(a.dims) / sizeof(std::uint16_t)));
   p.Ub = p.U_out;
   p.dUb = p.dU_out;
   p.Sb = p.S_out;
