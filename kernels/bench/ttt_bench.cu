@@ -1230,17 +1230,28 @@ TttBenchReport ttt_bench(const TttBenchConfig& cfg) {
   rep.device = prop.name;
   rep.copy_bandwidth_gbs = copy_bandwidth_gbs();
 
+  for (const std::string& g : cfg.groups)
+    detail::require(std::find_if(std::begin(kTttBenchGroups), std::end(kTttBenchGroups),
+                                 [&](const char* k) { return g == k; }) != std::end(kTttBenchGroups),
+                    "ttt_bench: no row group named '" + g + "'");
+  const auto wanted = [&](const char* group) {
+    return cfg.groups.empty() ||
+           std::find(cfg.groups.begin(), cfg.groups.end(), group) != cfg.groups.end();
+  };
+
   const Inputs in(D);
   Bench bench(cfg, rep, in, prop.multiProcessorCount);
-  const TttLinearForwardArgs fa = linear_forward_args(in);
-  linear_forward_rows(bench, fa);
-  // g = 4, whose backward recomputes 3 of every 4 states, and g = 1, every state kept, as the
-  // training step does.
-  if (cfg.backward) {
-    linear_backward_rows(bench, fa, 4);
-    linear_backward_rows(bench, fa, 1);
+  if (wanted("ttt-linear")) {
+    const TttLinearForwardArgs fa = linear_forward_args(in);
+    linear_forward_rows(bench, fa);
+    // g = 4, whose backward recomputes 3 of every 4 states, and g = 1, every state kept, as the
+    // training step does.
+    if (cfg.backward) {
+      linear_backward_rows(bench, fa, 4);
+      linear_backward_rows(bench, fa, 1);
+    }
   }
-  if (cfg.mlp) {
+  if (cfg.mlp && wanted("ttt-mlp")) {
     const MlpState mlp(in);
     const TttMlpForwardArgs ma = mlp.forward_args(in);
     mlp_forward_rows(bench, ma);
@@ -1251,17 +1262,21 @@ TttBenchReport ttt_bench(const TttBenchConfig& cfg) {
       mlp_backward_rows(bench, ma, mlp.hd, 1);
     }
   }
-  attention_rows(bench);
-  flash_rows(bench, D.seq_len);
-  for (int T : cfg.attention_lengths)
-    if (T != D.seq_len) flash_rows(bench, T);
-  chunked_linear_rows(bench, D.seq_len);
-  for (int T : cfg.attention_lengths)
-    if (T != D.seq_len) chunked_linear_rows(bench, T);
-  matrix_rule_rows(bench);
-  chunked_delta_rows(bench);
-  titans_rows(bench);
-  lact_rows(bench);
+  if (wanted("attention")) {
+    attention_rows(bench);
+    flash_rows(bench, D.seq_len);
+    for (int T : cfg.attention_lengths)
+      if (T != D.seq_len) flash_rows(bench, T);
+  }
+  if (wanted("linear-attention")) {
+    chunked_linear_rows(bench, D.seq_len);
+    for (int T : cfg.attention_lengths)
+      if (T != D.seq_len) chunked_linear_rows(bench, T);
+  }
+  if (wanted("matrix-rules")) matrix_rule_rows(bench);
+  if (wanted("delta-rules")) chunked_delta_rows(bench);
+  if (wanted("titans")) titans_rows(bench);
+  if (wanted("lact")) lact_rows(bench);
   TTTLAB_CUDA_CHECK(cudaDeviceSynchronize());
   return rep;
 }

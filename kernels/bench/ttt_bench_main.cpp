@@ -4,6 +4,10 @@
 //
 //   tttlab_ttt_bench [--batch N] [--heads N] [--seq N] [--dim N] [--mini-batch N]
 //                    [--warmup N] [--repeats N] [--no-mlp] [--no-backward] [--default-only]
+//                    [--attention-length T]... [--only GROUP]...
+//
+// --only times one group of rows (repeat it for several): ttt-linear, ttt-mlp, attention,
+// linear-attention, matrix-rules, delta-rules, titans, lact.
 //
 // Exit status: 0 ok, 1 failure (no GPU, CUDA error), 2 usage error.
 #include <cstdio>
@@ -45,17 +49,25 @@ int main(int argc, char** argv) {
       else if (a == "--warmup") cfg.warmup = parse_int("--warmup", value());
       else if (a == "--repeats") cfg.repeats = parse_int("--repeats", value());
       else if (a == "--attention-length") cfg.attention_lengths.push_back(parse_int("--attention-length", value()));
+      else if (a == "--only") cfg.groups.push_back(value());
       else if (a == "--no-mlp") cfg.mlp = false;
       else if (a == "--no-backward") cfg.backward = false;
       else if (a == "--default-only") cfg.all_versions = false;
       else if (a == "--help" || a == "-h") {
         std::printf("usage: tttlab_ttt_bench [--batch N] [--heads N] [--seq N] [--dim N] "
                     "[--mini-batch N] [--warmup N] [--repeats N] [--no-mlp] [--no-backward] "
-                    "[--default-only] [--attention-length T]...\n");
+                    "[--default-only] [--attention-length T]... [--only GROUP]...\n"
+                    "groups: ttt-linear ttt-mlp attention linear-attention matrix-rules "
+                    "delta-rules titans lact\n");
         return 0;
       } else {
         throw std::invalid_argument("unknown option '" + a + "' (see --help)");
       }
+    }
+    for (const std::string& g : cfg.groups) {
+      bool known = false;
+      for (const char* k : kTttBenchGroups) known = known || g == k;
+      if (!known) throw std::invalid_argument("--only: no row group named '" + g + "' (see --help)");
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tttlab_ttt_bench: %s\n", e.what());

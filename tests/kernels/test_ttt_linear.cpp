@@ -24,6 +24,7 @@
 #include <cstring>
 #include <ostream>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -1142,6 +1143,31 @@ TEST(TttBench, ReportsEveryKernelWithTimesFloorsAndBandwidth) {
   EXPECT_NE(table.find("softmax-attention fwd+bwd"), std::string::npos) << table;
   EXPECT_NE(table.find("gated delta rule (recurrent) fwd+bwd"), std::string::npos) << table;
   EXPECT_NE(table.find("lact chunked fwd+bwd tf32"), std::string::npos) << table;
+}
+
+// --only: the groups asked for and no other row; an unknown name is refused before anything runs.
+TEST(TttBench, TimesOnlyTheGroupsAsked) {
+  TTTLAB_REQUIRE_GPU();
+  TttBenchConfig cfg;
+  cfg.dims = {2, 2, 64, 64, 16};
+  cfg.warmup = 1;
+  cfg.repeats = 2;
+  cfg.all_versions = false;
+  cfg.groups = {"titans", "ttt-linear"};
+  const TttBenchReport r = ttt_bench(cfg);
+  bool titans = false, linear = false;
+  for (const TttBenchRow& row : r.rows) {
+    SCOPED_TRACE(row.name);
+    const bool is_titans = row.name.rfind("titans ", 0) == 0;
+    const bool is_linear = row.name.rfind("ttt-linear ", 0) == 0;
+    EXPECT_TRUE(is_titans || is_linear);
+    titans = titans || is_titans;
+    linear = linear || is_linear;
+  }
+  EXPECT_TRUE(titans);
+  EXPECT_TRUE(linear);
+  cfg.groups = {"titan"};
+  EXPECT_THROW(ttt_bench(cfg), std::invalid_argument);
 }
 
 }  // namespace

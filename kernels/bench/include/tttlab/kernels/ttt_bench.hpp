@@ -40,7 +40,14 @@ struct TttBenchConfig {
   bool all_versions = true;  // every version of each kernel (otherwise the Default only)
   // The bf16 tensor-core attention is also timed at these sequence lengths (same B, H, d).
   std::vector<int> attention_lengths;
+  // The row groups to time (kTttBenchGroups); empty: all of them.
+  std::vector<std::string> groups;
 };
+
+// The names --only takes, one per group of rows, in the order the groups run.
+inline constexpr const char* kTttBenchGroups[] = {"ttt-linear", "ttt-mlp", "attention",
+                                                  "linear-attention", "matrix-rules", "delta-rules",
+                                                  "titans", "lact"};
 
 struct TttBenchReport {
   std::string device;          // GPU name
