@@ -8,17 +8,20 @@
 // the branches on a row (i < d) are uniform within a warp and its shuffles see all 32 lanes. Lanes past
 // d and rows past d hold zeros and read zeros.
 //
-// A token's d-vectors live in "lane vectors": float x[NJ] in every lane of every warp, lane l holding
+// A token's d-vectors live in "lane vectors": float x[NJ] in every lane of a warp, lane l holding
 // entries l + 32j (NJ = CV / 32), zero past d. Their sums over d are warp shuffles (xor butterflies:
-// every lane, and every warp, ends with the same bits), so each warp computes them redundantly and
-// thread (g, c) finds entry c in its own registers, x[c / 32]: u reaches the write, dy the dq row sum
-// and dd the dk row sum with no barrier.
+// every lane ends with the same bits), so one warp does a token's vector work alone.
 //
-// The token's inputs are staged in shared memory, double-buffered: their global loads are issued at
-// the top of the previous token into registers (Staged) and stored into the other buffer before that
-// token's last barrier. With two barriers a token (forward, and each of the backward's two walks) the
-// single column-sum buffers are safe: a buffer written before a token's barrier k is read between
-// barriers k and k+1 of the same token, and written again only after barrier k + 1 or later.
+// Segments. The gradients of a mini-batch's tokens are all taken at its first memory M_start, so the
+// tokens of a segment (up to kSeg of one mini-batch) share their barriers: every thread writes its
+// column partials of z_t = k_t M_start for all of them at once; a warp a token forms the write's
+// vectors (u into shared memory); each thread then runs the segment's state steps in its registers,
+// writing its partials of y_t = q_t M_t after each; and a warp a token reads the outputs out. Four
+// barriers a segment instead of two a token. The backward's reverse walk is split the same way:
+// the walk of G_M and G_S in registers with every reduction it needs written as partials (dα, dη,
+// k_t G_S, the row sums of dq_t and of dk_t's G_S term), a warp a token for u's backward, then each
+// thread's rank-one updates of the mini-batch start's gradient and dk_t's M_start term. Every sum
+// has a fixed order and one writer, so two runs give the same bits.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -27,6 +30,7 @@
 #include <type_traits>
 
 #include "common/cuda_check.hpp"
+#include "common/launch.hpp"
 #include "tttlab/kernels/titans.hpp"
 
 namespace tttlab::kernels {
@@ -35,7 +39,6 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kMaxDim = 64;
-constexpr int kMaxGroups = 8;  // G at d ≤ 32
 constexpr int kMaxColWarps = kMaxDim / 32;
 
 struct Layout {
@@ -56,6 +59,41 @@ __device__ __forceinline__ Layout layout_of(int d) {
 __device__ __forceinline__ float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
+}
+
+// R sums over the warp's 32 lanes at once (R a power of two, 2 ≤ R ≤ 16): v[r] is lane l's term of
+// sum r. Each of the first log2 R exchange steps halves the values a lane holds (it keeps half of the
+// sums and sends the other half to its partner), then plain steps finish them: 2R − 2 + 5 − log2 R
+// shuffles instead of 5R. Returns the sum this lane ends with, sum row_of(lane) (in lanes 2r and
+// 2r + 1 for R = 16).
+template <int R>
+__device__ __forceinline__ int multi_sum_row(int lane) {
+  int r = 0;
+#pragma unroll
+  for (int off = 16, w = R / 2; w >= 1; off >>= 1, w >>= 1) r += ((lane & off) ? w : 0);
+  return r;
+}
+// One exchange step of multi_sum: lanes whose bit OFF is clear keep v[0..W) and send v[W..2W), their
+// partners the other way round; v[0..W) then holds pair sums.
+template <int W, int OFF, int R>
+__device__ __forceinline__ void halve(float (&v)[R], int lane) {
+  const bool upper = (lane & OFF) != 0;
+#pragma unroll
+  for (int k = 0; k < W; ++k) {
+    const float send = upper ? v[k] : v[k + W];
+    const float keep = upper ? v[k + W] : v[k];
+    v[k] = keep + __shfl_xor_sync(0xffffffffu, send, OFF);
+  }
+  if constexpr (W > 1) halve<W / 2, OFF / 2>(v, lane);
+}
+template <int R>
+__device__ __forceinline__ float multi_sum(float (&v)[R], int lane) {
+  static_assert(R >= 2 && R <= 16 && (R & (R - 1)) == 0, "R a power of two in 2..16");
+  halve<R / 2, 16>(v, lane);
+  float x = v[0];
+#pragma unroll
+  for (int off = 16 / R; off >= 1; off >>= 1) x += __shfl_xor_sync(0xffffffffu, x, off);
+  return x;
 }
 
 // Sums over d of lane vectors (entries past d are zero).
@@ -98,100 +136,48 @@ __device__ __forceinline__ float layer_norm(const float (&x)[NJ], const bool (&i
   return sigma;
 }
 
-// The lane vector of column sums: x[c] = Σ_g red[g][c].
+// The lane vector of column sums over the row groups: x[c] = Σ_g red[g·CV + c] (red: one token's
+// column partials, indexed by thread), in the order of g.
 template <int NJ>
-__device__ __forceinline__ void column_sums(const float (*red)[kMaxDim], const Layout& l,
+__device__ __forceinline__ void column_sums(const float* red, const Layout& l,
                                             const bool (&in)[NJ], float (&x)[NJ]) {
 #pragma unroll
   for (int j = 0; j < NJ; ++j) {
     float s = 0.f;
     if (in[j])
-      for (int g = 0; g < l.groups; ++g) s += red[g][l.lane + 32 * j];
+      for (int g = 0; g < l.groups; ++g) s += red[g * l.cv + l.lane + 32 * j];
     x[j] = s;
   }
 }
 
-// One token's inputs and, for the backward's reverse walk, what its rerun kept; zeros past d.
-enum TokenVec { kQ, kK, kV, kDO, kDY, kU, kZH, kG, kE, kTokenVecs };
-enum TokenScalar { kTheta, kAlpha, kEta, kSigma, kSg, kSgz, kTokenScalars };
-struct TokenBuf {
-  float vec[kTokenVecs][kMaxDim];
-  float sc[kTokenScalars];
+// ---- segments ------------------------------------------------------------------------------------
+// A segment is up to kSeg consecutive tokens of one mini-batch. Their gradients are all taken at the
+// same M_start, so z_t = k_t M_start and the write's vectors of every token of a segment are formed
+// together, and the barriers of a segment are shared by its tokens (four in the forward, four in
+// each of the backward's two walks): a token's own work between them is the thread's state step in
+// registers and its column or row partials written to shared memory, one row of partials a token.
+constexpr int kSeg = 16;
+// The segment's token vectors (rows of kMaxDim floats, entries past d never read), by slot:
+//   forward and the backward's rerun: q, k, v, dO;  the reverse walk: q, k, dy, u, ẑ, g, e
+// and scalars θ, α, η (both), σ, Σg, Σ(g ⊙ ẑ) (the reverse walk).
+enum SegVec { kQ, kK, kV, kDO, kDY = 2, kU, kZH, kG, kE, kSegVecs };
+enum SegScalar { kTheta, kAlpha, kEta, kSigma, kSg, kSgz, kSegScalars };
+struct Seg {
+  float vec[kSegVecs][kSeg][kMaxDim];
+  float sc[kSegScalars][kSeg];
+  float red[kSeg][kThreads];                   // column partials, a row a token
+  float col[2][kSeg][kMaxDim];                 // u (forward); dd and de (reverse walk)
+  float part[2][kSeg][kMaxColWarps][kMaxDim];  // row partials of dq and dk, by warp of a row group
+  float scal[2][kSeg][kWarps];                 // dα, dη partials per warp
+  float acc[2][kWarps][kMaxDim];               // dw, dbias per warp, summed at the end
 };
+constexpr std::size_t kSegBytes = sizeof(Seg);
+
 // The workspace keeps, per token of a chunk, dy, u, ẑ, g, e (d each, in the order of kDY … kE), then
 // σ, Σg, Σ(g ⊙ ẑ) and one float of padding.
 constexpr int kKeptVecs = kE - kDY + 1;
 __host__ __device__ __forceinline__ std::size_t kept_floats(int d) {
   return std::size_t(kKeptVecs) * d + 4;
-}
-
-struct TokenSrc {
-  const float *q, *k, *v, *dO, *theta, *alpha, *eta;
-  int ld_q, ld_k, ld_v, ld_do, heads, d;
-};
-
-// What one thread carries from a token's global loads to its shared buffer: thread i < kMaxDim entry
-// i of up to 7 vectors, threads kMaxDim … kMaxDim + 5 one scalar each.
-struct Staged {
-  float a[7];
-};
-
-// The inputs of the forward and of the backward's rerun: q, k, v, dO (where given), θ, α, η.
-__device__ __forceinline__ void fetch_inputs(Staged& s, const TokenSrc& src, int h, long long row) {
-  const int i = threadIdx.x;
-  if (i < kMaxDim) {
-    const bool in = i < src.d;
-    const long long col = (long long)h * src.d + i;
-    s.a[0] = in ? src.q[row * src.ld_q + col] : 0.f;
-    s.a[1] = in ? src.k[row * src.ld_k + col] : 0.f;
-    s.a[2] = in ? src.v[row * src.ld_v + col] : 0.f;
-    s.a[3] = (in && src.dO) ? src.dO[row * src.ld_do + col] : 0.f;
-  } else if (i < kMaxDim + 3) {
-    const float* p = i == kMaxDim ? src.theta : i == kMaxDim + 1 ? src.alpha : src.eta;
-    s.a[0] = p[row * src.heads + h];
-  }
-}
-__device__ __forceinline__ void stage_inputs(TokenBuf& b, const Staged& s) {
-  const int i = threadIdx.x;
-  if (i < kMaxDim) {
-    b.vec[kQ][i] = s.a[0];
-    b.vec[kK][i] = s.a[1];
-    b.vec[kV][i] = s.a[2];
-    b.vec[kDO][i] = s.a[3];
-  } else if (i < kMaxDim + 3) {
-    b.sc[i - kMaxDim] = s.a[0];
-  }
-}
-
-// The reverse walk's token: q, k, θ, α, η from the inputs; dy, u, ẑ, g, e, σ, Σg, Σ(g ⊙ ẑ) from the
-// rerun's `kept` (this token's, in the workspace; written by other threads before a barrier).
-__device__ __forceinline__ void fetch_reverse(Staged& s, const TokenSrc& src, int h, long long row,
-                                              const float* kept) {
-  const int i = threadIdx.x;
-  if (i < kMaxDim) {
-    const bool in = i < src.d;
-    const long long col = (long long)h * src.d + i;
-    s.a[0] = in ? src.q[row * src.ld_q + col] : 0.f;
-    s.a[1] = in ? src.k[row * src.ld_k + col] : 0.f;
-#pragma unroll
-    for (int f = 0; f < kKeptVecs; ++f) s.a[2 + f] = in ? kept[f * src.d + i] : 0.f;
-  } else if (i < kMaxDim + 3) {
-    const float* p = i == kMaxDim ? src.theta : i == kMaxDim + 1 ? src.alpha : src.eta;
-    s.a[0] = p[row * src.heads + h];
-  } else if (i < kMaxDim + kTokenScalars) {
-    s.a[0] = kept[kKeptVecs * src.d + (i - kMaxDim - 3)];
-  }
-}
-__device__ __forceinline__ void stage_reverse(TokenBuf& b, const Staged& s) {
-  const int i = threadIdx.x;
-  if (i < kMaxDim) {
-    b.vec[kQ][i] = s.a[0];
-    b.vec[kK][i] = s.a[1];
-#pragma unroll
-    for (int f = 0; f < kKeptVecs; ++f) b.vec[kDY + f][i] = s.a[2 + f];
-  } else if (i < kMaxDim + kTokenScalars) {
-    b.sc[i - kMaxDim] = s.a[0];
-  }
 }
 
 // A d × d matrix's entries of this thread, row-major at src (null: zeros).
@@ -215,6 +201,17 @@ __device__ __forceinline__ void store_mat(const float (&m)[RPT], float* dst, con
   }
 }
 
+// Asks for this thread's entries of a d × d matrix at src to be brought into L1 (no registers held).
+template <int RPT>
+__device__ __forceinline__ void prefetch_mat(const float* src, const Layout& l, int d) {
+  if (l.c >= d) return;
+#pragma unroll
+  for (int r = 0; r < RPT; ++r) {
+    const int i = l.g + l.groups * r;
+    if (i < d) asm volatile("prefetch.global.L1 [%0];" ::"l"(src + std::size_t(i) * d + l.c));
+  }
+}
+
 // This thread's part of the column sum x·m (x a token vector in shared memory).
 template <int RPT>
 __device__ __forceinline__ float column_partial(const float (&m)[RPT], const float* x,
@@ -228,35 +225,29 @@ __device__ __forceinline__ float column_partial(const float (&m)[RPT], const flo
   return p;
 }
 
-// The row sums of one token for the thread's rows: part[w][i] = Σ over warp w's 32 columns of u(r),
-// w the warp's place within its row group; write_rows sums the ≤ 2 warps after a barrier.
-template <int RPT, class U>
-__device__ __forceinline__ void row_partials(const Layout& l, int d, float (*part)[kMaxDim], U u) {
-#pragma unroll
-  for (int r = 0; r < RPT; ++r) {
-    const int i = l.g + l.groups * r;
-    if (i < d) {  // uniform in the warp
-      const float sum = warp_sum(l.c < d ? u(r) : 0.f);
-      if (l.lane == 0) part[l.wc][i] = sum;
-    }
-  }
+// The number of tokens of the segment starting at t (absolute), ≤ `left`, inside t's mini-batch.
+__device__ __forceinline__ int segment_length(int t, int b, int left) {
+  return min(min(kSeg, b - t % b), left);
 }
-// Warp 0 only: out[i] = Σ_w part[w][i] + add[i] for the d entries (add a lane vector).
-template <int NJ>
-__device__ __forceinline__ void write_rows(float* out, const float (*part)[kMaxDim],
-                                           const Layout& l, int d, const float (&add)[NJ]) {
-#pragma unroll
-  for (int j = 0; j < NJ; ++j) {
-    const int i = l.lane + 32 * j;
-    if (i < d) {
-      float s = 0.f;
-      for (int w = 0; w < l.cv / 32; ++w) s += part[w][i];
-      out[i] = s + add[j];
-    }
+
+// Rows row .. row + L − 1 of a [R, ≥ H·d] input, columns col .. col + d − 1, into dst[j][0..d).
+__device__ __forceinline__ void load_rows(float (*dst)[kMaxDim], const float* src, int ld,
+                                          long long row, long long col, int L, int d) {
+  for (int i = threadIdx.x; i < L * d; i += kThreads)
+    dst[i / d][i % d] = src[(row + i / d) * ld + col + i % d];
+}
+// θ, α, η of head h for the L tokens from row.
+__device__ __forceinline__ void load_rates(Seg& sg, const float* theta, const float* alpha,
+                                           const float* eta, int heads, int h, long long row,
+                                           int L) {
+  for (int i = threadIdx.x; i < 3 * L; i += kThreads) {
+    const int f = i / L, j = i % L;
+    const float* p = f == 0 ? theta : f == 1 ? alpha : eta;
+    sg.sc[kTheta + f][j] = p[(row + j) * heads + h];
   }
 }
 
-// What one token writes, from z = k_t M_start (its column partials in red) to u, as titans_write:
+// What one token writes, from z = k_t M_start (its column partials red) to u, as titans_write:
 // ẑ, e = w ⊙ ẑ + bias − v + k, g = e ⊙ w, Σg, Σ(g ⊙ ẑ), u = D·g − (Σg + ẑ·Σ(g ⊙ ẑ)) / (σ D).
 template <int NJ>
 struct Write {
@@ -264,8 +255,8 @@ struct Write {
   float sigma, sg, sgz;
 };
 template <int NJ>
-__device__ __forceinline__ void token_write(Write<NJ>& o, const float (*red)[kMaxDim],
-                                            const TokenBuf& x, const float (&w)[NJ],
+__device__ __forceinline__ void token_write(Write<NJ>& o, const float* red, const float* k,
+                                            const float* v, const float (&w)[NJ],
                                             const float (&bias)[NJ], const bool (&in)[NJ],
                                             const Layout& l, int d, float eps) {
   float z[NJ];
@@ -274,7 +265,7 @@ __device__ __forceinline__ void token_write(Write<NJ>& o, const float (*red)[kMa
 #pragma unroll
   for (int j = 0; j < NJ; ++j) {
     const int c = l.lane + 32 * j;
-    o.e[j] = in[j] ? w[j] * o.zh[j] + bias[j] - x.vec[kV][c] + x.vec[kK][c] : 0.f;
+    o.e[j] = in[j] ? w[j] * o.zh[j] + bias[j] - v[c] + k[c] : 0.f;
     o.g[j] = o.e[j] * w[j];
   }
   o.sg = vsum(o.g);
@@ -287,13 +278,14 @@ __device__ __forceinline__ void token_write(Write<NJ>& o, const float (*red)[kMa
 // titans_step's update of the thread's entries, given u[c]: S = η S − (2θ k_i) u_c, M = (1 − α) M + S.
 template <int RPT>
 __device__ __forceinline__ void state_step(float (&M)[RPT], float (&S)[RPT], float uc,
-                                           const TokenBuf& x, const Layout& l, int d) {
-  const float two_theta = 2.f * x.sc[kTheta], eta = x.sc[kEta], keep = 1.f - x.sc[kAlpha];
+                                           const float* k, float theta, float alpha, float eta,
+                                           const Layout& l, int d) {
+  const float two_theta = 2.f * theta, keep = 1.f - alpha;
 #pragma unroll
   for (int r = 0; r < RPT; ++r) {
     const int i = l.g + l.groups * r;
     if (i < d) {
-      S[r] = S[r] * eta - (two_theta * x.vec[kK][i]) * uc;
+      S[r] = S[r] * eta - (two_theta * k[i]) * uc;
       M[r] = M[r] * keep + S[r];
     }
   }
@@ -313,20 +305,50 @@ __device__ __forceinline__ void head_params(const float* w_all, const float* b_a
   }
 }
 
+// The segment's writes, a warp per token: z from the column partials, then u into sg.col[0] (and,
+// given `keep`, what the reverse walk reads back, kept_floats(d) a token).
+template <int NJ>
+__device__ __forceinline__ void segment_writes(Seg& sg, int L, const float (&w)[NJ],
+                                               const float (&bias)[NJ], const bool (&in)[NJ],
+                                               const Layout& l, int d, float eps, float* keep) {
+  for (int j = l.warp; j < L; j += kWarps) {
+    Write<NJ> wr;
+    token_write(wr, sg.red[j], sg.vec[kK][j], sg.vec[kV][j], w, bias, in, l, d, eps);
+#pragma unroll
+    for (int jj = 0; jj < NJ; ++jj)
+      if (in[jj]) sg.col[0][j][l.lane + 32 * jj] = wr.u[jj];
+    if (keep) {
+      float* kept = keep + std::size_t(j) * kept_floats(d);
+#pragma unroll
+      for (int jj = 0; jj < NJ; ++jj) {
+        const int c = l.lane + 32 * jj;
+        if (in[jj]) {
+          kept[(kU - kDY) * d + c] = wr.u[jj];
+          kept[(kZH - kDY) * d + c] = wr.zh[jj];
+          kept[(kG - kDY) * d + c] = wr.g[jj];
+          kept[(kE - kDY) * d + c] = wr.e[jj];
+        }
+      }
+      if (l.lane == 0) {
+        kept[kKeptVecs * d + 0] = wr.sigma;
+        kept[kKeptVecs * d + 1] = wr.sg;
+        kept[kKeptVecs * d + 2] = wr.sgz;
+      }
+    }
+  }
+}
+
 template <int RPT, int NJ>
-__global__ void __launch_bounds__(kThreads) forward_kernel(TitansForwardArgs a) {
+__global__ void __launch_bounds__(kThreads, 1) forward_kernel(TitansForwardArgs a) {
+  extern __shared__ float4 seg_smem[];
+  Seg& sg = *reinterpret_cast<Seg*>(seg_smem);
   const TitansDims& dm = a.dims;
-  const int d = dm.dim, h = blockIdx.x, n = blockIdx.y;
+  const int d = dm.dim, h = blockIdx.x, n = blockIdx.y, T = dm.seq_len, b = dm.mini_batch;
   const Layout l = layout_of(d);
-  __shared__ TokenBuf buf[2];
-  __shared__ float red_z[kMaxGroups][kMaxDim];  // column partials of k_t M_start
-  __shared__ float red_y[kMaxGroups][kMaxDim];  // column partials of q_t M_t
   bool in[NJ];
   float w[NJ], bias[NJ];
   head_params(a.w, a.bias, h, d, l, in, w, bias);
-  const TokenSrc src{a.q,    a.k,    a.v,    nullptr, a.theta,  a.alpha, a.eta,
-                     a.ld_q, a.ld_k, a.ld_v, 0,       dm.heads, d};
-  const long long row0 = (long long)n * dm.seq_len;
+  const long long row0 = (long long)n * T, col = (long long)h * d;
   const std::size_t dd = std::size_t(d) * d;
   float M[RPT], S[RPT], Ms[RPT];  // M_{t−1}, S_{t−1}, M_start
   load_mat(M, a.M0 ? a.M0 + (std::size_t(n) * dm.heads + h) * dd : nullptr, l, d);
@@ -335,43 +357,45 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(TitansForwardArgs a) 
     S[r] = 0.f;
     Ms[r] = M[r];
   }
-  const int nc = (dm.seq_len + dm.chunk - 1) / dm.chunk;
+  const int nc = (T + dm.chunk - 1) / dm.chunk;
   float* states =
       a.states ? a.states + (std::size_t(n) * dm.heads + h) * std::size_t(nc) * 2 * dd : nullptr;
-  Staged st{};
-  fetch_inputs(st, src, h, row0);
-  stage_inputs(buf[0], st);
-  __syncthreads();
-  for (int t = 0; t < dm.seq_len; ++t) {
-    const int p = t & 1;
-    const TokenBuf& x = buf[p];
-    const bool more = t + 1 < dm.seq_len;
-    if (more) fetch_inputs(st, src, h, row0 + t + 1);
-    if (states && t % dm.chunk == 0) {
-      float* s0 = states + std::size_t(t / dm.chunk) * 2 * dd;
+  for (int t0 = 0; t0 < T;) {
+    const int L = segment_length(t0, b, T - t0);
+    __syncthreads();  // the previous segment's reads of sg
+    load_rows(sg.vec[kQ], a.q, a.ld_q, row0 + t0, col, L, d);
+    load_rows(sg.vec[kK], a.k, a.ld_k, row0 + t0, col, L, d);
+    load_rows(sg.vec[kV], a.v, a.ld_v, row0 + t0, col, L, d);
+    load_rates(sg, a.theta, a.alpha, a.eta, dm.heads, h, row0 + t0, L);
+    if (states && t0 % dm.chunk == 0) {  // a chunk starts a mini-batch, so a segment
+      float* s0 = states + std::size_t(t0 / dm.chunk) * 2 * dd;
       store_mat(M, s0, l, d);
       store_mat(S, s0 + dd, l, d);
     }
-    red_z[l.g][l.c] = column_partial(Ms, x.vec[kK], l, d);
     __syncthreads();
-    Write<NJ> wr;
-    token_write(wr, red_z, x, w, bias, in, l, d, a.eps);
-    state_step(M, S, pick(wr.u, l.wc), x, l, d);
-    if ((t + 1) % dm.mini_batch == 0)
+    for (int j = 0; j < L; ++j) sg.red[j][threadIdx.x] = column_partial(Ms, sg.vec[kK][j], l, d);
+    __syncthreads();
+    segment_writes(sg, L, w, bias, in, l, d, a.eps, nullptr);
+    __syncthreads();
+    for (int j = 0; j < L; ++j) {
+      const float uc = l.c < d ? sg.col[0][j][l.c] : 0.f;
+      state_step(M, S, uc, sg.vec[kK][j], sg.sc[kTheta][j], sg.sc[kAlpha][j], sg.sc[kEta][j], l, d);
+      sg.red[j][threadIdx.x] = column_partial(M, sg.vec[kQ][j], l, d);
+    }
+    if ((t0 + L) % b == 0)
 #pragma unroll
       for (int r = 0; r < RPT; ++r) Ms[r] = M[r];
-    red_y[l.g][l.c] = column_partial(M, x.vec[kQ], l, d);
-    if (more) stage_inputs(buf[p ^ 1], st);
     __syncthreads();
-    if (l.warp == 0) {  // o = y + w ⊙ LN(y) + bias
+    for (int j = l.warp; j < L; j += kWarps) {  // o = y + w ⊙ LN(y) + bias
       float y[NJ], yh[NJ];
-      column_sums(red_y, l, in, y);
+      column_sums(sg.red[j], l, in, y);
       layer_norm(y, in, d, a.eps, yh);
-      float* o = a.o + (row0 + t) * a.ld_o + (long long)h * d;
+      float* o = a.o + (row0 + t0 + j) * a.ld_o + col;
 #pragma unroll
-      for (int j = 0; j < NJ; ++j)
-        if (in[j]) o[l.lane + 32 * j] = y[j] + w[j] * yh[j] + bias[j];
+      for (int jj = 0; jj < NJ; ++jj)
+        if (in[jj]) o[l.lane + 32 * jj] = y[jj] + w[jj] * yh[jj] + bias[jj];
     }
+    t0 += L;
   }
   if (a.M_final) store_mat(M, a.M_final + (std::size_t(n) * dm.heads + h) * dd, l, d);
 }
@@ -384,22 +408,18 @@ __host__ __device__ __forceinline__ std::size_t ws_head_floats(int d, int C) {
 
 template <int RPT, int NJ>
 __global__ void __launch_bounds__(kThreads) backward_kernel(TitansBackwardArgs a) {
+  extern __shared__ float4 seg_smem[];
+  Seg& sg = *reinterpret_cast<Seg*>(seg_smem);
   const TitansDims& dm = a.dims;
-  const int d = dm.dim, h = blockIdx.x, n = blockIdx.y, C = dm.chunk, b = dm.mini_batch;
+  const int d = dm.dim, h = blockIdx.x, n = blockIdx.y, T = dm.seq_len, C = dm.chunk,
+            b = dm.mini_batch;
   const Layout l = layout_of(d);
-  __shared__ TokenBuf buf[2];
-  __shared__ float red_a[kMaxGroups][kMaxDim];      // column partials: k_t M_start (rerun), k_t G_S
-  __shared__ float red_b[kMaxGroups][kMaxDim];      // column partials: q_t M_t (rerun)
-  __shared__ float part[2][kMaxColWarps][kMaxDim];  // row partials (dq, dk), by token parity
-  __shared__ float scal[2][2][kWarps];              // dα, dη partials per warp, by token parity
   bool in[NJ];
   float w[NJ], bias[NJ];
   head_params(a.w, a.bias, h, d, l, in, w, bias);
-  const TokenSrc src{a.q,    a.k,    a.v,    a.dO,    a.theta,  a.alpha, a.eta,
-                     a.ld_q, a.ld_k, a.ld_v, a.ld_do, dm.heads, d};
-  const long long row0 = (long long)n * dm.seq_len, col = (long long)h * d;
+  const long long row0 = (long long)n * T, col = (long long)h * d;
   const std::size_t dd = std::size_t(d) * d, head = std::size_t(n) * dm.heads + h;
-  const int nc = (dm.seq_len + C - 1) / C;  // TitansDims::chunks(), which is host code
+  const int nc = (T + C - 1) / C;  // TitansDims::chunks(), which is host code
   const std::size_t kf = kept_floats(d);
   const float* states = a.states + head * std::size_t(nc) * 2 * dd;
   float* ws = static_cast<float*>(a.workspace);
@@ -408,7 +428,7 @@ __global__ void __launch_bounds__(kThreads) backward_kernel(TitansBackwardArgs a
   float* ws_kept = ws_states + std::size_t(C) * 2 * dd;
   const float D = float(d);
 
-  float dw_acc[NJ], db_acc[NJ];
+  float dw_acc[NJ], db_acc[NJ];  // this warp's tokens' share
 #pragma unroll
   for (int j = 0; j < NJ; ++j) dw_acc[j] = db_acc[j] = 0.f;
   float GM[RPT], GS[RPT], Gst[RPT];  // ∂L/∂M_t, ∂L/∂S_t, ∂L/∂(the mini-batch's M_start)
@@ -417,154 +437,182 @@ __global__ void __launch_bounds__(kThreads) backward_kernel(TitansBackwardArgs a
   for (int r = 0; r < RPT; ++r) GS[r] = Gst[r] = 0.f;
 
   for (int c = nc - 1; c >= 0; --c) {
-    const int t0 = c * C, L = min(C, dm.seq_len - t0);
+    const int t0 = c * C, Lc = min(C, T - t0);
     // The chunk rerun from its stored M, S (a chunk starts a mini-batch: M is its M_start), keeping
-    // M_{t−1}, S_{t−1} and the token's vectors in the workspace; dq_t = dy_t M_tᵀ is written during
-    // the next token (or after the loop), from row partials kept by parity.
+    // M_{t−1}, S_{t−1} and the token's vectors in the workspace, then the output's LayerNorm
+    // backward: dy kept, dw and dbias's shares.
     {
       float M[RPT], S[RPT], Ms[RPT];
       load_mat(M, states + std::size_t(c) * 2 * dd, l, d);
       load_mat(S, states + std::size_t(c) * 2 * dd + dd, l, d);
 #pragma unroll
       for (int r = 0; r < RPT; ++r) Ms[r] = M[r];
-      Staged st{};
-      fetch_inputs(st, src, h, row0 + t0);
-      __syncthreads();  // the previous chunk's reverse walk: its last reads of buf and part
-      stage_inputs(buf[0], st);
-      __syncthreads();
-      for (int j = 0; j < L; ++j) {
-        const int p = j & 1, t = t0 + j;
-        const TokenBuf& x = buf[p];
-        const bool more = j + 1 < L;
-        if (more) fetch_inputs(st, src, h, row0 + t + 1);
-        float* wsj = ws_states + std::size_t(j) * 2 * dd;
-        store_mat(M, wsj, l, d);
-        store_mat(S, wsj + dd, l, d);
-        red_a[l.g][l.c] = column_partial(Ms, x.vec[kK], l, d);
+      for (int s0 = 0; s0 < Lc;) {
+        const int L = segment_length(t0 + s0, b, Lc - s0);
+        const long long row = row0 + t0 + s0;
+        __syncthreads();  // the previous segment's (or walk's) reads of sg
+        load_rows(sg.vec[kQ], a.q, a.ld_q, row, col, L, d);
+        load_rows(sg.vec[kK], a.k, a.ld_k, row, col, L, d);
+        load_rows(sg.vec[kV], a.v, a.ld_v, row, col, L, d);
+        load_rows(sg.vec[kDO], a.dO, a.ld_do, row, col, L, d);
+        load_rates(sg, a.theta, a.alpha, a.eta, dm.heads, h, row, L);
         __syncthreads();
-        const float zero[NJ] = {};
-        if (j > 0 && l.warp == 0)
-          write_rows(a.dq + (row0 + t - 1) * a.ld_dq + col, part[p ^ 1], l, d, zero);
-        Write<NJ> wr;
-        token_write(wr, red_a, x, w, bias, in, l, d, a.eps);
-        float* kept = ws_kept + std::size_t(j) * kf;
-        if (l.warp == 0) {
-#pragma unroll
-          for (int jj = 0; jj < NJ; ++jj) {
-            const int cc = l.lane + 32 * jj;
-            if (in[jj]) {
-              kept[(kU - kDY) * d + cc] = wr.u[jj];
-              kept[(kZH - kDY) * d + cc] = wr.zh[jj];
-              kept[(kG - kDY) * d + cc] = wr.g[jj];
-              kept[(kE - kDY) * d + cc] = wr.e[jj];
-            }
-          }
-          if (l.lane == 0) {
-            kept[kKeptVecs * d + 0] = wr.sigma;
-            kept[kKeptVecs * d + 1] = wr.sg;
-            kept[kKeptVecs * d + 2] = wr.sgz;
-          }
+        for (int j = 0; j < L; ++j) sg.red[j][threadIdx.x] = column_partial(Ms, sg.vec[kK][j], l, d);
+        __syncthreads();
+        float* kept = ws_kept + std::size_t(s0) * kf;
+        segment_writes(sg, L, w, bias, in, l, d, a.eps, kept);
+        __syncthreads();
+        for (int j = 0; j < L; ++j) {
+          float* wsj = ws_states + std::size_t(s0 + j) * 2 * dd;
+          store_mat(M, wsj, l, d);
+          store_mat(S, wsj + dd, l, d);
+          const float uc = l.c < d ? sg.col[0][j][l.c] : 0.f;
+          state_step(M, S, uc, sg.vec[kK][j], sg.sc[kTheta][j], sg.sc[kAlpha][j], sg.sc[kEta][j], l,
+                     d);
+          sg.red[j][threadIdx.x] = column_partial(M, sg.vec[kQ][j], l, d);
         }
-        state_step(M, S, pick(wr.u, l.wc), x, l, d);
-        if ((t + 1) % b == 0)
+        if ((t0 + s0 + L) % b == 0)
 #pragma unroll
           for (int r = 0; r < RPT; ++r) Ms[r] = M[r];
-        red_b[l.g][l.c] = column_partial(M, x.vec[kQ], l, d);
-        if (more) stage_inputs(buf[p ^ 1], st);
         __syncthreads();
         // o = y + w ⊙ ŷ + bias: dw += dO ⊙ ŷ, dbias += dO, dy = dO + LN'ᵀ(dO ⊙ w) (titans_ln_back).
-        float y[NJ], yh[NJ], dO[NJ], dyh[NJ], dy[NJ];
-        column_sums(red_b, l, in, y);
-        const float sy = layer_norm(y, in, d, a.eps, yh);
+        for (int j = l.warp; j < L; j += kWarps) {
+          float y[NJ], yh[NJ], dO[NJ], dyh[NJ];
+          column_sums(sg.red[j], l, in, y);
+          const float sy = layer_norm(y, in, d, a.eps, yh);
 #pragma unroll
-        for (int jj = 0; jj < NJ; ++jj) {
-          dO[jj] = x.vec[kDO][l.lane + 32 * jj];
-          dyh[jj] = dO[jj] * w[jj];
-          dw_acc[jj] += dO[jj] * yh[jj];
-          db_acc[jj] += dO[jj];
-        }
-        const float m1 = vsum(dyh) / D, m2 = vdot(dyh, yh) / D;
-#pragma unroll
-        for (int jj = 0; jj < NJ; ++jj)
-          dy[jj] = in[jj] ? dO[jj] + ((dyh[jj] - m1) - yh[jj] * m2) / sy : 0.f;
-        if (l.warp == 0)
+          for (int jj = 0; jj < NJ; ++jj) {
+            dO[jj] = in[jj] ? sg.vec[kDO][j][l.lane + 32 * jj] : 0.f;
+            dyh[jj] = dO[jj] * w[jj];
+            dw_acc[jj] += dO[jj] * yh[jj];
+            db_acc[jj] += dO[jj];
+          }
+          const float m1 = vsum(dyh) / D, m2 = vdot(dyh, yh) / D;
+          float* kj = kept + std::size_t(j) * kf;
 #pragma unroll
           for (int jj = 0; jj < NJ; ++jj)
-            if (in[jj]) kept[l.lane + 32 * jj] = dy[jj];  // kDY's place
-        const float dyc = pick(dy, l.wc);
-        row_partials<RPT>(l, d, part[p], [&](int r) { return dyc * M[r]; });
+            if (in[jj]) kj[l.lane + 32 * jj] = dO[jj] + ((dyh[jj] - m1) - yh[jj] * m2) / sy;
+        }
+        s0 += L;
       }
-      __syncthreads();  // the last token's row partials; the workspace's vectors for other threads
-      const float zero[NJ] = {};
-      if (l.warp == 0)
-        write_rows(a.dq + (row0 + t0 + L - 1) * a.ld_dq + col, part[(L - 1) & 1], l, d, zero);
     }
+    __syncthreads();  // the kept vectors, written by other warps, are read below
 
-    // The chunk's tokens in reverse, titans_backward's step.
-    {
-      Staged st{};
-      fetch_reverse(st, src, h, row0 + t0 + L - 1, ws_kept + std::size_t(L - 1) * kf);
-      stage_reverse(buf[(L - 1) & 1], st);
-      __syncthreads();
-      float Ms[RPT];  // this token's M_start, read back where the walk enters a mini-batch
+    // The chunk's tokens in reverse, titans_backward's step, a segment at a time from the last.
+    for (int s1 = Lc; s1 > 0;) {
+      const int mb0 = (t0 + s1 - 1) / b * b - t0;  // the mini-batch's first token, from t0
+      const int s0 = max(mb0, s1 - kSeg), L = s1 - s0;
+      const long long row = row0 + t0 + s0;
+      __syncthreads();  // the previous segment's reads of sg
+      load_rows(sg.vec[kQ], a.q, a.ld_q, row, col, L, d);
+      load_rows(sg.vec[kK], a.k, a.ld_k, row, col, L, d);
+      load_rates(sg, a.theta, a.alpha, a.eta, dm.heads, h, row, L);
+      for (int i = threadIdx.x; i < L * d; i += kThreads) {
+        const float* kj = ws_kept + std::size_t(s0 + i / d) * kf;
 #pragma unroll
-      for (int r = 0; r < RPT; ++r) Ms[r] = 0.f;
+        for (int f = 0; f < kKeptVecs; ++f) sg.vec[kDY + f][i / d][i % d] = kj[f * d + i % d];
+      }
+      for (int i = threadIdx.x; i < 3 * L; i += kThreads)
+        sg.sc[kSigma + i / L][i % L] = ws_kept[std::size_t(s0 + i % L) * kf + kKeptVecs * d + i / L];
+      float Ms[RPT];  // the mini-batch's M_start (M_{t−1} at its first token, as this thread stored it)
+      load_mat(Ms, ws_states + std::size_t(mb0) * 2 * dd, l, d);
+      __syncthreads();
+
+      // (1) The walk in registers: G_M += q_tᵀ dy_t; G_S += G_M; the partials of dα = −⟨G_M, M_{t−1}⟩,
+      // dη = ⟨G_S, S_{t−1}⟩ and k_t G_S; the row partials of dq_t = dy_t M_tᵀ (M_t formed again from
+      // M_{t−1}, S_{t−1} by the forward's step) and of dk_t's −2θ u_t G_Sᵀ; then G_M ← (1 − α) G_M,
+      // G_S ← η G_S.
       for (int j = L - 1; j >= 0; --j) {
-        const int p = j & 1, t = t0 + j;
-        const long long row = row0 + t;
-        const TokenBuf& x = buf[p];
-        if (j > 0) fetch_reverse(st, src, h, row - 1, ws_kept + std::size_t(j - 1) * kf);
-        if (j == L - 1 || (t + 1) % b == 0)
-          load_mat(Ms, ws_states + std::size_t(t / b * b - t0) * 2 * dd, l, d);
         float Mp[RPT], Sp[RPT];  // M_{t−1}, S_{t−1}, as this thread stored them
-        load_mat(Mp, ws_states + std::size_t(j) * 2 * dd, l, d);
-        load_mat(Sp, ws_states + std::size_t(j) * 2 * dd + dd, l, d);
-        // G_M += q_tᵀ dy_t; G_S += G_M; dα = −⟨G_M, M_{t−1}⟩; dη = ⟨G_S, S_{t−1}⟩; k_t G_S.
-        const float dyc = x.vec[kDY][l.c];
+        load_mat(Mp, ws_states + std::size_t(s0 + j) * 2 * dd, l, d);
+        load_mat(Sp, ws_states + std::size_t(s0 + j) * 2 * dd + dd, l, d);
+        // The token before's, on their way while this one is worked on (the walk has no other
+        // loads to overlap them with).
+        if (s0 + j > 0) {
+          prefetch_mat<RPT>(ws_states + std::size_t(s0 + j - 1) * 2 * dd, l, d);
+          prefetch_mat<RPT>(ws_states + std::size_t(s0 + j - 1) * 2 * dd + dd, l, d);
+        }
+        const float dyc = l.c < d ? sg.vec[kDY][j][l.c] : 0.f;
+        const float uraw = l.c < d ? sg.vec[kU][j][l.c] : 0.f;
+        const float theta = sg.sc[kTheta][j], keep = 1.f - sg.sc[kAlpha][j], eta = sg.sc[kEta][j];
+        const float two_theta = 2.f * theta, uc = (-2.f * theta) * uraw;
+        const float* q = sg.vec[kQ][j];
+        const float* k = sg.vec[kK][j];
         float pa = 0.f, pe = 0.f, pk = 0.f;
 #pragma unroll
         for (int r = 0; r < RPT; ++r) {
           const int i = l.g + l.groups * r;
           if (i < d) {
-            GM[r] += x.vec[kQ][i] * dyc;
+            GM[r] += q[i] * dyc;
             GS[r] += GM[r];
             pa += GM[r] * Mp[r];
             pe += GS[r] * Sp[r];
-            pk += x.vec[kK][i] * GS[r];
+            pk += k[i] * GS[r];
           }
         }
-        red_a[l.g][l.c] = pk;
+        sg.red[j][threadIdx.x] = pk;
         pa = warp_sum(pa);
         pe = warp_sum(pe);
         if (l.lane == 0) {
-          scal[p][0][l.warp] = pa;
-          scal[p][1][l.warp] = pe;
+          sg.scal[0][j][l.warp] = pa;
+          sg.scal[1][j][l.warp] = pe;
         }
-        __syncthreads();
+        {
+          // Row sums RPT at a time (multi_sum); every term is zero past d (Mp, Sp, GS are).
+          const int r = multi_sum_row<RPT>(l.lane), i = l.g + l.groups * r;
+          const bool writer = (l.lane & (32 / RPT - 1)) == 0 && i < d;
+          float v[RPT];
+#pragma unroll
+          for (int rr = 0; rr < RPT; ++rr) {
+            const int ii = l.g + l.groups * rr;
+            const float St = Sp[rr] * eta - (two_theta * (ii < d ? k[ii] : 0.f)) * uraw;
+            v[rr] = dyc * (Mp[rr] * keep + St);
+          }
+          const float sq = multi_sum(v, l.lane);
+#pragma unroll
+          for (int rr = 0; rr < RPT; ++rr) {
+            v[rr] = uc * GS[rr];
+            GM[rr] *= keep;
+            GS[rr] *= eta;
+          }
+          const float sk = multi_sum(v, l.lane);
+          if (writer) {
+            sg.part[0][j][l.wc][i] = sq;
+            sg.part[1][j][l.wc][i] = sk;
+          }
+        }
+      }
+      __syncthreads();
+
+      // (2) A warp a token: k_t G_S's column sums, then dθ, u's backward through the write's
+      // LayerNorm to dd (the gradient of z) and de; dv = −de, dα, dη.
+      for (int j = l.warp; j < L; j += kWarps) {
+        const long long rj = row + j;
         float kgs[NJ], u[NJ], zh[NJ], g[NJ], e[NJ];
-        column_sums(red_a, l, in, kgs);
+        column_sums(sg.red[j], l, in, kgs);
 #pragma unroll
         for (int jj = 0; jj < NJ; ++jj) {
           const int cc = l.lane + 32 * jj;
-          u[jj] = x.vec[kU][cc];
-          zh[jj] = x.vec[kZH][cc];
-          g[jj] = x.vec[kG][cc];
-          e[jj] = x.vec[kE][cc];
+          u[jj] = in[jj] ? sg.vec[kU][j][cc] : 0.f;
+          zh[jj] = in[jj] ? sg.vec[kZH][j][cc] : 0.f;
+          g[jj] = in[jj] ? sg.vec[kG][j][cc] : 0.f;
+          e[jj] = in[jj] ? sg.vec[kE][j][cc] : 0.f;
         }
-        const float theta = x.sc[kTheta], sigma = x.sc[kSigma], sg = x.sc[kSg], sgz = x.sc[kSgz];
+        const float theta = sg.sc[kTheta][j], sigma = sg.sc[kSigma][j], sgs = sg.sc[kSg][j],
+                    sgz = sg.sc[kSgz][j];
         const float dtheta = -2.f * vdot(kgs, u);
         // du = −2θ k G_S; u = D g − c (Σg + ẑ Σ(g ⊙ ẑ)), c = 1 / (σ D).
         float du[NJ], dg[NJ], dzh[NJ], de[NJ], ddv[NJ];
 #pragma unroll
         for (int jj = 0; jj < NJ; ++jj) du[jj] = (-2.f * theta) * kgs[jj];
         const float cinv = 1.f / (sigma * D);
-        const float s1 = vsum(du), s2 = vdot(du, zh);
+        const float s1v = vsum(du), s2v = vdot(du, zh);
 #pragma unroll
         for (int jj = 0; jj < NJ; ++jj) {
-          dg[jj] = in[jj] ? D * du[jj] - cinv * (s1 + s2 * zh[jj]) : 0.f;
-          dzh[jj] = -cinv * (sgz * du[jj] + s2 * g[jj]);
+          dg[jj] = in[jj] ? D * du[jj] - cinv * (s1v + s2v * zh[jj]) : 0.f;
+          dzh[jj] = -cinv * (sgz * du[jj] + s2v * g[jj]);
         }
-        const float dsigma = cinv * (sg * s1 + sgz * s2) / sigma;
+        const float dsigma = cinv * (sgs * s1v + sgz * s2v) / sigma;
         // g = e ⊙ w, e = w ⊙ ẑ + bias − v + k.
 #pragma unroll
         for (int jj = 0; jj < NJ; ++jj) {
@@ -580,55 +628,92 @@ __global__ void __launch_bounds__(kThreads) backward_kernel(TitansBackwardArgs a
           ddv[jj] = in[jj] ? dzh[jj] / sigma + (dsig_total / D) * zh[jj] : 0.f;
         const float mean_dd = vsum(ddv) / D;
 #pragma unroll
-        for (int jj = 0; jj < NJ; ++jj) ddv[jj] = in[jj] ? ddv[jj] - mean_dd : 0.f;
-        if (l.warp == 0) {
-#pragma unroll
-          for (int jj = 0; jj < NJ; ++jj)
-            if (in[jj]) a.dv[row * a.ld_dv + col + l.lane + 32 * jj] = -de[jj];
-          if (l.lane == 0) {
-            float sa = 0.f, se = 0.f;
-            for (int ww = 0; ww < kWarps; ++ww) {
-              sa += scal[p][0][ww];
-              se += scal[p][1][ww];
-            }
-            a.dtheta[row * dm.heads + h] = dtheta;
-            a.dalpha[row * dm.heads + h] = -sa;
-            a.deta[row * dm.heads + h] = se;
+        for (int jj = 0; jj < NJ; ++jj) {
+          const int cc = l.lane + 32 * jj;
+          if (in[jj]) {
+            sg.col[0][j][cc] = ddv[jj] - mean_dd;
+            sg.col[1][j][cc] = de[jj];
+            a.dv[rj * a.ld_dv + col + cc] = -de[jj];
           }
         }
-        // dk = −2θ u G_Sᵀ + de + dd M_startᵀ (the row sums; de is added by write_rows).
-        const float uc = (-2.f * theta) * pick(u, l.wc), ddc = pick(ddv, l.wc);
-        row_partials<RPT>(l, d, part[p], [&](int r) { return uc * GS[r] + ddc * Ms[r]; });
-        // G_start += k_tᵀ dd; G_M ← (1 − α) G_M; G_S ← η G_S; at a mini-batch's first token the
-        // memory before it is its M_start: G_M += G_start.
-        const float keep = 1.f - x.sc[kAlpha], eta = x.sc[kEta];
-        const bool first = t % b == 0;
+        if (l.lane == 0) {
+          float sa = 0.f, se = 0.f;
+          for (int ww = 0; ww < kWarps; ++ww) {
+            sa += sg.scal[0][j][ww];
+            se += sg.scal[1][j][ww];
+          }
+          a.dtheta[rj * dm.heads + h] = dtheta;
+          a.dalpha[rj * dm.heads + h] = -sa;
+          a.deta[rj * dm.heads + h] = se;
+        }
+      }
+      __syncthreads();
+
+      // (3) G_start += k_tᵀ dd_t (the tokens in reverse, as the CPU), dk_t's dd_t M_startᵀ row sums
+      // added to its partials; at the mini-batch's first token G_M += G_start.
+      for (int j = L - 1; j >= 0; --j) {
+        const float ddc = l.c < d ? sg.col[0][j][l.c] : 0.f;
+        const float* k = sg.vec[kK][j];
+        float vb[RPT];
 #pragma unroll
         for (int r = 0; r < RPT; ++r) {
           const int i = l.g + l.groups * r;
+          if (i < d) Gst[r] += k[i] * ddc;
+          vb[r] = ddc * Ms[r];
+        }
+        const int r = multi_sum_row<RPT>(l.lane), i = l.g + l.groups * r;
+        const float sb = multi_sum(vb, l.lane);
+        if ((l.lane & (32 / RPT - 1)) == 0 && i < d) sg.part[1][j][l.wc][i] += sb;
+      }
+      if (s0 == mb0)
+#pragma unroll
+        for (int r = 0; r < RPT; ++r) {
+          GM[r] += Gst[r];
+          Gst[r] = 0.f;
+        }
+      __syncthreads();
+
+      // (4) dq_t and dk_t = (row sums) + de_t, a warp a token.
+      for (int j = l.warp; j < L; j += kWarps) {
+        const long long rj = row + j;
+#pragma unroll
+        for (int jj = 0; jj < NJ; ++jj) {
+          const int i = l.lane + 32 * jj;
           if (i < d) {
-            Gst[r] += x.vec[kK][i] * ddc;
-            GM[r] *= keep;
-            GS[r] *= eta;
-            if (first) {
-              GM[r] += Gst[r];
-              Gst[r] = 0.f;
+            float sq = 0.f, sk = 0.f;
+            for (int ww = 0; ww < l.cv / 32; ++ww) {
+              sq += sg.part[0][j][ww][i];
+              sk += sg.part[1][j][ww][i];
             }
+            a.dq[rj * a.ld_dq + col + i] = sq;
+            a.dk[rj * a.ld_dk + col + i] = sk + sg.col[1][j][i];
           }
         }
-        if (j > 0) stage_reverse(buf[p ^ 1], st);
-        __syncthreads();
-        if (l.warp == 0) write_rows(a.dk + row * a.ld_dk + col, part[p], l, d, de);
       }
+      s1 = s0;
     }
   }
   if (a.dM0) store_mat(GM, a.dM0 + head * dd, l, d);
+  // dw, dbias: each warp's share, summed over the warps in order.
+  __syncthreads();
+#pragma unroll
+  for (int j = 0; j < NJ; ++j)
+    if (in[j]) {
+      sg.acc[0][l.warp][l.lane + 32 * j] = dw_acc[j];
+      sg.acc[1][l.warp][l.lane + 32 * j] = db_acc[j];
+    }
+  __syncthreads();
   if (l.warp == 0)
 #pragma unroll
     for (int j = 0; j < NJ; ++j)
       if (in[j]) {
-        partial_dw[l.lane + 32 * j] = dw_acc[j];
-        partial_dw[d + l.lane + 32 * j] = db_acc[j];
+        float sw = 0.f, sb = 0.f;
+        for (int ww = 0; ww < kWarps; ++ww) {
+          sw += sg.acc[0][ww][l.lane + 32 * j];
+          sb += sg.acc[1][ww][l.lane + 32 * j];
+        }
+        partial_dw[l.lane + 32 * j] = sw;
+        partial_dw[d + l.lane + 32 * j] = sb;
       }
 }
 
@@ -713,7 +798,9 @@ void titans_forward(const TitansForwardArgs& a) {
   require_eps(a.eps, fn);
   const dim3 grid(d.heads, d.batch);
   with_shape(d, [&](auto rpt, auto nj) {
-    forward_kernel<decltype(rpt)::value, decltype(nj)::value><<<grid, kThreads, 0, a.stream>>>(a);
+    const auto kernel = forward_kernel<decltype(rpt)::value, decltype(nj)::value>;
+    detail::allow_shared_memory(kernel, kSegBytes);
+    kernel<<<grid, kThreads, kSegBytes, a.stream>>>(a);
   });
   TTTLAB_CUDA_CHECK(cudaGetLastError());
 }
@@ -739,7 +826,9 @@ void titans_backward(const TitansBackwardArgs& a) {
           "workspace_bytes is smaller than titans_backward_workspace_bytes(dims)");
   const dim3 grid(d.heads, d.batch);
   with_shape(d, [&](auto rpt, auto nj) {
-    backward_kernel<decltype(rpt)::value, decltype(nj)::value><<<grid, kThreads, 0, a.stream>>>(a);
+    const auto kernel = backward_kernel<decltype(rpt)::value, decltype(nj)::value>;
+    detail::allow_shared_memory(kernel, kSegBytes);
+    kernel<<<grid, kThreads, kSegBytes, a.stream>>>(a);
   });
   TTTLAB_CUDA_CHECK(cudaGetLastError());
   const int entries = d.heads * d.dim;

@@ -15,14 +15,18 @@
 // fp32, a sibling of matrix_rules.hpp. One block of 256 threads per (sequence, head) walks the tokens
 // in order with M, S and M_start in registers: thread (g, c) holds column c and the rows g, g + G, …
 // (G = 256 / ⌈d⌉₃₂ = 8 or 4 row groups), so a column sum (k·M_start, q·M, k·G_S) is a register sum and
-// one pass over G partials in shared memory, and a row sum (dq, dk) a warp shuffle and one pass over
-// ≤ 2 warps. The d-vectors of a token (z, ẑ, g, u, y, their LayerNorms and sums over d) are computed by
-// EVERY warp redundantly, lane l holding entries l and l + 32, with warp shuffles only: lane l of any
-// warp then holds u[c] for its own column c, so the write needs no further barrier. A token costs two
-// barriers in the forward (z's column sum, y's column sum) and in each of the backward's two walks
-// (the rerun: z and y, its dq row sums read after the next token's first barrier; the reverse walk:
-// k·G_S, then the dk row sums). Every sum has a fixed order and every result one writer: no atomics, the same bits
-// run to run; dw and dbias are summed over the batch by a second kernel, sequences in order.
+// one pass over G partials in shared memory, and a row sum (dq, dk) a warp reduction and one pass
+// over ≤ 2 warps. The tokens go in segments of up to 16 of one mini-batch, whose gradients are all
+// taken at the same M_start: the segment's column partials of z = k·M_start are written at once, a
+// warp a token forms the write's d-vectors (z, ẑ, g, u with warp shuffles), each thread runs the
+// segment's state steps in its registers, writing its partials of y = q·M after each, and a warp a
+// token reads the outputs out. Four barriers a segment, in the forward and in each of the backward's
+// two walks (the rerun; the reverse walk: G_M and G_S in registers with every reduction written as
+// partials, then u's backward a warp a token, then the rank-one updates of M_start's gradient). The
+// row sums of a token's RPT rows are one exchange-and-halve reduction (2·RPT − 2 + 5 − log2 RPT
+// shuffles, not 5·RPT). Every sum has a fixed order and every result one writer: no atomics, the
+// same bits run to run; dw and dbias are summed over the batch by a second kernel, sequences in
+// order.
 //
 // WHAT IS STORED, AND WHY. The backward needs M_{t−1}, S_{t−1} and M_start at every token, walked in
 // reverse, and the recurrence can only be run forward (undoing token t divides by η_t and needs u_t,
@@ -33,11 +37,12 @@
 //              that mini-batch's M_start.
 //   workspace  per (sequence, head): the chunk's ≤ C states M_{t−1}, S_{t−1} (2·C·d²), and per token the
 //              d-vectors dy, u, ẑ, g, e and the scalars σ, Σg, Σ(g ⊙ ẑ) (5d + 4), written by the rerun
-//              of the chunk from its stored M, S (which also writes dq_t = dy_t M_tᵀ); and the partial
-//              dw, dbias of the sequence (2d). titans_backward_workspace_bytes. The states are read back
-//              only by the thread that wrote them; the vectors cross threads after a barrier.
+//              of the chunk from its stored M, S; and the partial dw, dbias of the sequence (2d).
+//              titans_backward_workspace_bytes. The states are read back only by the thread that
+//              wrote them; the vectors cross threads after a barrier.
 //   The backward then walks the chunk's tokens in reverse with ∂L/∂M, ∂L/∂S and the mini-batch start's
-//   gradient in registers, titans_backward's step. The forward's work is done twice in all.
+//   gradient in registers, titans_backward's step, forming M_t again from M_{t−1}, S_{t−1} for
+//   dq_t = dy_t M_tᵀ. The forward's work is done twice in all.
 //
 // CONVENTIONS, as matrix_rules.hpp: this header includes neither CUDA nor Eigen headers. Every
 // pointer is a DEVICE pointer, fp32; R = B·T rows, sequence n's token t at row n·T + t, rows with the
