@@ -111,17 +111,6 @@ __device__ __forceinline__ float vdot(const float (&x)[NJ], const float (&y)[NJ]
   for (int j = 0; j < NJ; ++j) s += x[j] * y[j];
   return warp_sum(s);
 }
-// Entry 32·j + lane of a lane vector (j = c / 32 for the thread's column c), without indexing the
-// register array at run time.
-template <int NJ>
-__device__ __forceinline__ float pick(const float (&x)[NJ], int j) {
-  float r = x[0];
-#pragma unroll
-  for (int jj = 1; jj < NJ; ++jj)
-    if (j == jj) r = x[jj];
-  return r;
-}
-
 // titans_ln: xhat = (x − mean x) / σ, σ = sqrt(var x + ε) with the biased variance of the centred x;
 // returns σ. `in` marks the entries below d.
 template <int NJ>
