@@ -23,7 +23,7 @@
 // token reads the outputs out. Four barriers a segment, in the forward and in each of the backward's
 // two walks (the rerun; the reverse walk: G_M and G_S in registers with every reduction written as
 // partials, then u's backward a warp a token, then the rank-one updates of M_start's gradient). The
-// row sums of a token's RPT rows are one exchange-and-halve reduction (2·RPT − 2 + 5 − log2 RPT
+// row sums of a token's RPT rows are one exchange-and-halve reduction (RPT − 1 + 5 − log2 RPT
 // shuffles, not 5·RPT). Every sum has a fixed order and every result one writer: no atomics, the
 // same bits run to run; dw and dbias are summed over the batch by a second kernel, sequences in
 // order.
