@@ -64,8 +64,8 @@ __device__ __forceinline__ float warp_sum(float v) {
 // R sums over the warp's 32 lanes at once (R a power of two, 2 ≤ R ≤ 16): v[r] is lane l's term of
 // sum r. Each of the first log2 R exchange steps halves the values a lane holds (it keeps half of the
 // sums and sends the other half to its partner), then plain steps finish them: R − 1 + 5 − log2 R
-// shuffles instead of 5R. Returns the sum this lane ends with, sum multi_sum_row<R>(lane) (in lanes 2r and
-// 2r + 1 for R = 16).
+// shuffles instead of 5R. Returns the sum this lane ends with, sum number multi_sum_row<R>(lane)
+// (for R = 16, sum r in lanes 2r and 2r + 1).
 template <int R>
 __device__ __forceinline__ int multi_sum_row(int lane) {
   int r = 0;
