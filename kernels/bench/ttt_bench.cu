@@ -1231,9 +1231,7 @@ TttBenchReport ttt_bench(const TttBenchConfig& cfg) {
   rep.copy_bandwidth_gbs = copy_bandwidth_gbs();
 
   for (const std::string& g : cfg.groups)
-    detail::require(std::find_if(std::begin(kTttBenchGroups), std::end(kTttBenchGroups),
-                                 [&](const char* k) { return g == k; }) != std::end(kTttBenchGroups),
-                    "ttt_bench: no row group named '" + g + "'");
+    detail::require(is_ttt_bench_group(g), "ttt_bench: no row group named '" + g + "'");
   const auto wanted = [&](const char* group) {
     return cfg.groups.empty() ||
            std::find(cfg.groups.begin(), cfg.groups.end(), group) != cfg.groups.end();

@@ -64,11 +64,9 @@ int main(int argc, char** argv) {
         throw std::invalid_argument("unknown option '" + a + "' (see --help)");
       }
     }
-    for (const std::string& g : cfg.groups) {
-      bool known = false;
-      for (const char* k : kTttBenchGroups) known = known || g == k;
-      if (!known) throw std::invalid_argument("--only: no row group named '" + g + "' (see --help)");
-    }
+    for (const std::string& g : cfg.groups)
+      if (!is_ttt_bench_group(g))
+        throw std::invalid_argument("--only: no row group named '" + g + "' (see --help)");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tttlab_ttt_bench: %s\n", e.what());
     return 2;

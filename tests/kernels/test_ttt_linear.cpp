@@ -1111,13 +1111,18 @@ TEST(TttLinearArguments, BackwardRejectsASmallWorkspace) {
 
 // ---- Benchmark --------------------------------------------------------------------------------------
 
-TEST(TttBench, ReportsEveryKernelWithTimesFloorsAndBandwidth) {
-  TTTLAB_REQUIRE_GPU();
+// A bench run at a small shape, few repeats: what the bench tests time.
+TttBenchConfig small_bench(int repeats) {
   TttBenchConfig cfg;
   cfg.dims = {2, 2, 64, 64, 16};
   cfg.warmup = 1;
-  cfg.repeats = 3;
-  const TttBenchReport r = ttt_bench(cfg);
+  cfg.repeats = repeats;
+  return cfg;
+}
+
+TEST(TttBench, ReportsEveryKernelWithTimesFloorsAndBandwidth) {
+  TTTLAB_REQUIRE_GPU();
+  const TttBenchReport r = ttt_bench(small_bench(3));
   EXPECT_FALSE(r.device.empty());
   EXPECT_GT(r.copy_bandwidth_gbs, 10.0);
   ASSERT_GE(r.rows.size(), 6u);  // 3 forwards, fwd+bwd, 2 backwards, mlp, attention
@@ -1148,10 +1153,7 @@ TEST(TttBench, ReportsEveryKernelWithTimesFloorsAndBandwidth) {
 // --only: the groups asked for and no other row; an unknown name is refused before anything runs.
 TEST(TttBench, TimesOnlyTheGroupsAsked) {
   TTTLAB_REQUIRE_GPU();
-  TttBenchConfig cfg;
-  cfg.dims = {2, 2, 64, 64, 16};
-  cfg.warmup = 1;
-  cfg.repeats = 2;
+  TttBenchConfig cfg = small_bench(2);
   cfg.all_versions = false;
   cfg.groups = {"titans", "ttt-linear"};
   const TttBenchReport r = ttt_bench(cfg);

@@ -57,8 +57,8 @@ struct ChunkedDeltaRuleForwardArgs {
   std::uint16_t* O = nullptr;        // [B, T, H·d] bf16, OVERWRITTEN; must not overlap the inputs
   void* workspace = nullptr;         // chunked_delta_rule_forward_workspace_bytes(dims) bytes
   std::size_t workspace_bytes = 0;   // (unused when keep is given)
-  void* keep = nullptr;  // optional, head_dim 64: chunked_delta_rule_keep_bytes(dims) bytes,
-  std::size_t keep_bytes = 0;  // OVERWRITTEN with what the backward reads (KEEPING, below)
+  void* keep = nullptr;              // optional, head_dim 64: chunked_delta_rule_keep_bytes(dims) bytes
+  std::size_t keep_bytes = 0;        // OVERWRITTEN with what the backward reads (KEEPING, below)
   CUstream_st* stream = nullptr;
 };
 void chunked_delta_rule_forward(const ChunkedDeltaRuleForwardArgs& args);

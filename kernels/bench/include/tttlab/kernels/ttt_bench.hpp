@@ -48,6 +48,11 @@ struct TttBenchConfig {
 inline constexpr const char* kTttBenchGroups[] = {"ttt-linear", "ttt-mlp", "attention",
                                                   "linear-attention", "matrix-rules", "delta-rules",
                                                   "titans", "lact"};
+inline bool is_ttt_bench_group(const std::string& name) {
+  for (const char* g : kTttBenchGroups)
+    if (name == g) return true;
+  return false;
+}
 
 struct TttBenchReport {
   std::string device;          // GPU name
