@@ -182,8 +182,13 @@ TEST(Titans, BackwardMatchesFiniteDifferencesInFp64) {
           titans_primal<double>(c.q, c.k, c.v, c.w, c.b, c.theta, c.alpha, c.eta, c.M0, in);
       return r.o.cwiseProduct(dO).sum() + r.state.memory.cwiseProduct(dM).sum();
     };
+    for (const bool chunked : {false, true}) {
     const TitansGrads<double> g =
-        titans_backward<double>(c.q, c.k, c.v, c.w, c.b, c.theta, c.alpha, c.eta, c.M0, in, dO, dM);
+        chunked ? titans_backward_chunked<double>(c.q, c.k, c.v, c.w, c.b, c.theta, c.alpha, c.eta,
+                                                  c.M0, in, dO, dM)
+                : titans_backward<double>(c.q, c.k, c.v, c.w, c.b, c.theta, c.alpha, c.eta, c.M0,
+                                          in, dO, dM);
+    const char* form = chunked ? "chunked" : "primal";
     const double h = 1e-6;
     double worst = 0;
     auto check = [&](double* x, Eigen::Index n, const double* grad, const char* name) {
@@ -200,9 +205,9 @@ TEST(Titans, BackwardMatchesFiniteDifferencesInFp64) {
         scale = std::max(scale, std::abs(fd));
       }
       const double rel = err / std::max(scale, 1e-12);
-      std::printf("[titans] seed %u b=%d FD d%-6s rel %.2e (max |grad| %.3e)\n", seed, mb, name,
-                  rel, scale);
-      EXPECT_LE(rel, 1e-6) << name << " b=" << mb;
+      std::printf("[titans] seed %u b=%d %-7s FD d%-6s rel %.2e (max |grad| %.3e)\n", seed, mb,
+                  form, name, rel, scale);
+      EXPECT_LE(rel, 1e-6) << name << " b=" << mb << " " << form;
       EXPECT_GT(scale, 0.0) << name;
       worst = std::max(worst, rel);
     };
@@ -215,6 +220,40 @@ TEST(Titans, BackwardMatchesFiniteDifferencesInFp64) {
     check(c.alpha.data(), c.alpha.size(), g.dalpha.data(), "alpha");
     check(c.eta.data(), c.eta.size(), g.deta.data(), "eta");
     check(c.M0.data(), c.M0.size(), g.dM0.data(), "M0");
+    }
+  }
+}
+
+// The chunked backward is the primal one to rounding in fp64, for mini-batches that divide T, that
+// do not, and that exceed it.
+TEST(Titans, ChunkedBackwardIsThePrimalBackwardInFp64) {
+  const unsigned seed = 416;
+  const int T = 37, D = 8;
+  for (int mb : {1, 2, 5, 9, 16, 37, 64}) {
+    const TitansCase<double> c = titans_random_case(T, D, seed);
+    std::mt19937_64 gen(seed + 7);
+    std::normal_distribution<double> nd(0.0, 1.0);
+    Mat<double> dO(T, D), dM(D, D);
+    for (Eigen::Index i = 0; i < dO.size(); ++i) dO.data()[i] = nd(gen);
+    for (Eigen::Index i = 0; i < dM.size(); ++i) dM.data()[i] = nd(gen);
+    const TitansInner in{mb, 1e-6};
+    const TitansGrads<double> p =
+        titans_backward<double>(c.q, c.k, c.v, c.w, c.b, c.theta, c.alpha, c.eta, c.M0, in, dO, dM);
+    const TitansGrads<double> g = titans_backward_chunked<double>(
+        c.q, c.k, c.v, c.w, c.b, c.theta, c.alpha, c.eta, c.M0, in, dO, dM);
+    const double errs[] = {titans_rel(g.dq, p.dq),
+                           titans_rel(g.dk, p.dk),
+                           titans_rel(g.dv, p.dv),
+                           titans_rel(g.dw, p.dw),
+                           titans_rel(g.db, p.db),
+                           titans_rel(g.dtheta, p.dtheta),
+                           titans_rel(g.dalpha, p.dalpha),
+                           titans_rel(g.deta, p.deta),
+                           titans_rel(g.dM0, p.dM0)};
+    const double worst = *std::max_element(std::begin(errs), std::end(errs));
+    std::printf("[titans] seed %u T=%d D=%d b=%d chunked vs primal backward: worst rel %.2e\n",
+                seed, T, D, mb, worst);
+    for (double e : errs) EXPECT_LE(e, 1e-12) << "b=" << mb;
   }
 }
 

@@ -332,6 +332,206 @@ TitansGrads<S> titans_backward(ConstMatRef<S> q, ConstMatRef<S> k, ConstMatRef<S
   return gr;
 }
 
+// The chunk coefficients of one mini-batch of L tokens from c0 (the recursions titans_chunked
+// states): β_i = Π_{l≤i} a_l (a = 1 − α), m_i = Π_{l≤i} η_l, f_i = a_i f_{i−1} + m_i,
+// n_ij = θ_j Π_{j<l≤i} η_l, G_ij = a_i G_{i−1,j} + n_ij (G_jj = n_jj = θ_j).
+template <class S>
+struct TitansCoefficients {
+  Vec<S> beta, m, f;
+  Mat<S> n, G;
+};
+
+template <class S>
+TitansCoefficients<S> titans_coefficients(const Vec<S>& theta, const Vec<S>& alpha,
+                                          const Vec<S>& eta, Eigen::Index c0, Eigen::Index L) {
+  TitansCoefficients<S> k;
+  k.beta.resize(L);
+  k.m.resize(L);
+  k.f.resize(L);
+  k.n = Mat<S>::Zero(L, L);
+  k.G = Mat<S>::Zero(L, L);
+  for (Eigen::Index i = 0; i < L; ++i) {
+    const S a = S(1) - alpha(c0 + i), e = eta(c0 + i);
+    k.beta(i) = i == 0 ? a : a * k.beta(i - 1);
+    k.m(i) = i == 0 ? e : e * k.m(i - 1);
+    k.f(i) = i == 0 ? k.m(i) : a * k.f(i - 1) + k.m(i);
+    for (Eigen::Index j = 0; j < i; ++j) {
+      k.n(i, j) = e * k.n(i - 1, j);
+      k.G(i, j) = a * k.G(i - 1, j) + k.n(i, j);
+    }
+    k.n(i, i) = k.G(i, i) = theta(c0 + i);
+  }
+  return k;
+}
+
+template <class S>
+TitansGrads<S> titans_backward_chunked(ConstMatRef<S> q, ConstMatRef<S> k, ConstMatRef<S> v,
+                                       const RowVec<S>& w, const RowVec<S>& b, const Vec<S>& theta,
+                                       const Vec<S>& alpha, const Vec<S>& eta, ConstMatRef<S> M0,
+                                       const TitansInner& inner, ConstMatRef<S> dO,
+                                       ConstMatRef<S> dM_final) {
+  titans_validate<S>(q, k, v, w, b, theta, alpha, eta, M0, inner, "titans_backward_chunked");
+  const Eigen::Index T = q.rows(), D = q.cols(), C = inner.mini_batch;
+  if (dO.rows() != T || dO.cols() != D)
+    throw std::invalid_argument("titans_backward_chunked: dO must be [T, D]");
+  if (dM_final.rows() != D || dM_final.cols() != D)
+    throw std::invalid_argument("titans_backward_chunked: dM_final must be [D, D]");
+  const Eigen::Index chunks = (T + C - 1) / C;
+  // The memory and momentum entering every mini-batch, by titans_chunked's update (from M_0 each
+  // chunk is one whole mini-batch, the last possibly shorter).
+  std::vector<Mat<S>> Ms, Ss;
+  Ms.reserve(std::size_t(chunks));
+  Ss.reserve(std::size_t(chunks));
+  TitansWrite<S> wr;
+  const auto chunk_writes = [&](const Mat<S>& Mp, Eigen::Index c0, Eigen::Index L,
+                                std::vector<TitansWrite<S>>* keep) {
+    Mat<S> U(L, D);
+    for (Eigen::Index i = 0; i < L; ++i) {
+      titans_write<S>(Mp, k.row(c0 + i), v.row(c0 + i), w, b, inner.eps, wr);
+      U.row(i) = wr.u;
+      if (keep) (*keep)[std::size_t(i)] = wr;
+    }
+    return U;
+  };
+  {
+    Mat<S> Mp = M0, Sp = Mat<S>::Zero(D, D);
+    for (Eigen::Index c0 = 0; c0 < T; c0 += C) {
+      const Eigen::Index L = std::min(C, T - c0);
+      Ms.push_back(Mp);
+      Ss.push_back(Sp);
+      const Mat<S> U = chunk_writes(Mp, c0, L, nullptr);
+      const TitansCoefficients<S> co = titans_coefficients<S>(theta, alpha, eta, c0, L);
+      const auto Kc = k.middleRows(c0, L);
+      const Mat<S> Kg = co.G.row(L - 1).transpose().asDiagonal() * Kc;
+      const Mat<S> Kn = co.n.row(L - 1).transpose().asDiagonal() * Kc;
+      const Mat<S> Snew = co.m(L - 1) * Sp - S(2) * Kn.transpose() * U;
+      Mp = co.beta(L - 1) * Mp + co.f(L - 1) * Sp - S(2) * Kg.transpose() * U;
+      Sp = Snew;
+    }
+  }
+  TitansGrads<S> gr;
+  gr.dq.resize(T, D);
+  gr.dk.resize(T, D);
+  gr.dv.resize(T, D);
+  gr.dw = RowVec<S>::Zero(D);
+  gr.db = RowVec<S>::Zero(D);
+  gr.dtheta.resize(T);
+  gr.dalpha.resize(T);
+  gr.deta.resize(T);
+  Mat<S> GM = dM_final;            // ∂L/∂(the memory leaving the chunk)
+  Mat<S> GS = Mat<S>::Zero(D, D);  // ∂L/∂(the momentum leaving it)
+  const S Dn = S(D);
+  std::vector<TitansWrite<S>> wrs(static_cast<std::size_t>(C));
+  RowVec<S> yhat;
+  for (Eigen::Index ci = chunks - 1; ci >= 0; --ci) {
+    const Eigen::Index c0 = ci * C, L = std::min(C, T - c0);
+    const Mat<S>& Mp = Ms[std::size_t(ci)];
+    const Mat<S>& Sp = Ss[std::size_t(ci)];
+    const auto Qc = q.middleRows(c0, L);
+    const auto Kc = k.middleRows(c0, L);
+    const Mat<S> U = chunk_writes(Mp, c0, L, &wrs);
+    const TitansCoefficients<S> co = titans_coefficients<S>(theta, alpha, eta, c0, L);
+    // The forward's read: Y = diag(β) Q M_p + diag(f) Q S_p − 2 (QKᵀ ⊙ G) U, o = Y + w ⊙ LN(Y) + b.
+    const Mat<S> QM = Qc * Mp, QS = Qc * Sp, QK = Qc * Kc.transpose();
+    const Mat<S> A = QK.cwiseProduct(co.G);
+    Mat<S> Y = co.beta.asDiagonal() * QM;
+    Y.noalias() += co.f.asDiagonal() * QS;
+    Y.noalias() -= S(2) * A * U;
+    Mat<S> dY(L, D);
+    for (Eigen::Index i = 0; i < L; ++i) {
+      const RowVec<S> y = Y.row(i), doi = dO.row(c0 + i);
+      const S sy = titans_ln<S>(y, inner.eps, yhat);
+      gr.dw += doi.cwiseProduct(yhat);
+      gr.db += doi;
+      dY.row(i) = doi + titans_ln_back<S>(RowVec<S>(doi.cwiseProduct(w)), yhat, sy);
+    }
+    // The coefficients' adjoints from Y and from the state leaving the chunk
+    // (M_L = β_L M_p + f_L S_p − 2 Kᵀ diag(G_L·) U,  S_L = m_L S_p − 2 Kᵀ diag(n_L·) U).
+    Vec<S> dbeta = (dY.cwiseProduct(QM)).rowwise().sum();
+    Vec<S> df = (dY.cwiseProduct(QS)).rowwise().sum();
+    Vec<S> dm = Vec<S>::Zero(L);
+    dbeta(L - 1) += GM.cwiseProduct(Mp).sum();
+    df(L - 1) += GM.cwiseProduct(Sp).sum();
+    dm(L - 1) += GS.cwiseProduct(Sp).sum();
+    const Mat<S> dYU = dY * U.transpose();  // (i, j): dY_i · u_j
+    Mat<S> dG = S(-2) * QK.cwiseProduct(dYU).template triangularView<Eigen::Lower>().toDenseMatrix();
+    Mat<S> dn = Mat<S>::Zero(L, L);
+    const Mat<S> KGM = Kc * GM, KGS = Kc * GS;  // rows k_j GM, k_j GS
+    dG.row(L - 1) -= S(2) * KGM.cwiseProduct(U).rowwise().sum().transpose();
+    dn.row(L - 1) -= S(2) * KGS.cwiseProduct(U).rowwise().sum().transpose();
+    // Q: through QM, QS and QKᵀ.  K: through QKᵀ and through the state leaving the chunk.
+    const Mat<S> dQK = S(-2) * dYU.cwiseProduct(co.G);
+    gr.dq.middleRows(c0, L).noalias() = co.beta.asDiagonal() * (dY * Mp.transpose());
+    gr.dq.middleRows(c0, L).noalias() += co.f.asDiagonal() * (dY * Sp.transpose());
+    gr.dq.middleRows(c0, L).noalias() += dQK * Kc;
+    Mat<S> dK = dQK.transpose() * Qc;
+    const Vec<S> gL = co.G.row(L - 1).transpose(), nL = co.n.row(L - 1).transpose();
+    dK.noalias() -= S(2) * gL.asDiagonal() * (U * GM.transpose());
+    dK.noalias() -= S(2) * nL.asDiagonal() * (U * GS.transpose());
+    // U: through Y and the state leaving the chunk.
+    Mat<S> dU = S(-2) * A.transpose() * dY;
+    dU.noalias() -= S(2) * gL.asDiagonal() * KGM;
+    dU.noalias() -= S(2) * nL.asDiagonal() * KGS;
+    // The state entering the chunk, directly.
+    Mat<S> GMp = co.beta(L - 1) * GM;
+    GMp.noalias() += Qc.transpose() * co.beta.asDiagonal() * dY;
+    Mat<S> GSp = co.f(L - 1) * GM + co.m(L - 1) * GS;
+    GSp.noalias() += Qc.transpose() * co.f.asDiagonal() * dY;
+    // Each u's backward (titans_backward's, per token), from the start memory M_p.
+    for (Eigen::Index i = 0; i < L; ++i) {
+      const TitansWrite<S>& x = wrs[std::size_t(i)];
+      const RowVec<S> du = dU.row(i);
+      const S c = S(1) / (x.sigma * Dn);
+      const S s1 = du.sum(), s2 = du.dot(x.zhat);
+      const RowVec<S> dg = Dn * du - c * (RowVec<S>::Constant(D, s1) + s2 * x.zhat);
+      RowVec<S> dzhat = -c * (x.sgz * du + s2 * x.g);
+      const S dsigma = c * (x.sg * s1 + x.sgz * s2) / x.sigma;
+      const RowVec<S> de = dg.cwiseProduct(w);
+      gr.dw += dg.cwiseProduct(x.e) + de.cwiseProduct(x.zhat);
+      gr.db += de;
+      gr.dv.row(c0 + i) = -de;
+      dK.row(i) += de;
+      dzhat += de.cwiseProduct(w);
+      const S dsig_total = dsigma - dzhat.dot(x.zhat) / x.sigma;
+      RowVec<S> dd = dzhat / x.sigma + (dsig_total / Dn) * x.zhat;
+      dd.array() -= dd.mean();
+      dK.row(i).noalias() += dd * Mp.transpose();
+      GMp.noalias() += Kc.row(i).transpose() * dd;
+    }
+    gr.dk.middleRows(c0, L) = dK;
+    // θ, α, η through the coefficients' recursions, in reverse (rows i = L−1 .. 0).
+    for (Eigen::Index i = L - 1; i >= 0; --i) {
+      const S a = S(1) - alpha(c0 + i), e = eta(c0 + i);
+      S da = 0, de = 0;
+      for (Eigen::Index j = 0; j < i; ++j) {  // G_ij = a_i G_{i−1,j} + n_ij,  n_ij = η_i n_{i−1,j}
+        da += dG(i, j) * co.G(i - 1, j);
+        dG(i - 1, j) += a * dG(i, j);
+        dn(i, j) += dG(i, j);
+        de += dn(i, j) * co.n(i - 1, j);
+        dn(i - 1, j) += e * dn(i, j);
+      }
+      gr.dtheta(c0 + i) = dG(i, i) + dn(i, i);
+      dm(i) += df(i);  // f_i = a_i f_{i−1} + m_i
+      if (i > 0) {
+        da += df(i) * co.f(i - 1) + dbeta(i) * co.beta(i - 1);
+        df(i - 1) += a * df(i);
+        dbeta(i - 1) += a * dbeta(i);  // β_i = a_i β_{i−1}
+        de += dm(i) * co.m(i - 1);     // m_i = η_i m_{i−1}
+        dm(i - 1) += e * dm(i);
+      } else {
+        da += dbeta(i);
+        de += dm(i);
+      }
+      gr.dalpha(c0 + i) = -da;
+      gr.deta(c0 + i) = de;
+    }
+    GM = GMp;
+    GS = GSp;
+  }
+  gr.dM0 = GM;
+  return gr;
+}
+
 #define TTTLAB_INSTANTIATE(S)                                                                      \
   template struct TitansState<S>;                                                                  \
   template RowVec<S> titans_step<S>(TitansState<S>&, const RowVec<S>&, const RowVec<S>&,           \
@@ -356,7 +556,11 @@ TitansGrads<S> titans_backward(ConstMatRef<S> q, ConstMatRef<S> k, ConstMatRef<S
   template TitansGrads<S> titans_backward<S>(ConstMatRef<S>, ConstMatRef<S>, ConstMatRef<S>,       \
                                              const RowVec<S>&, const RowVec<S>&, const Vec<S>&,    \
                                              const Vec<S>&, const Vec<S>&, ConstMatRef<S>,         \
-                                             const TitansInner&, ConstMatRef<S>, ConstMatRef<S>);
+                                             const TitansInner&, ConstMatRef<S>, ConstMatRef<S>);  \
+  template TitansGrads<S> titans_backward_chunked<S>(                                              \
+      ConstMatRef<S>, ConstMatRef<S>, ConstMatRef<S>, const RowVec<S>&, const RowVec<S>&,          \
+      const Vec<S>&, const Vec<S>&, const Vec<S>&, ConstMatRef<S>, const TitansInner&,             \
+      ConstMatRef<S>, ConstMatRef<S>);
 
 TTTLAB_INSTANTIATE(float)
 TTTLAB_INSTANTIATE(double)

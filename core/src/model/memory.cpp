@@ -1,6 +1,7 @@
 // The memory estimate of a model (see tttlab/model/memory.hpp).
 #include "tttlab/model/memory.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -85,9 +86,10 @@ std::uint64_t estimate_memory(const ModelConfig& c, const MemoryUse& use) {
   } else if (c.seq_layer == SeqLayerKind::Titans) {
     // The cache beyond the block's 16·D: the projections, the convolutions before and after silu, the
     // normalised q and k, the memory's output, the norm, the gate and o_proj's input (15·D), θ, α, η
-    // (3·H); the backward's T + 1 memories and momenta of d × d (titans_backward keeps them, for one
-    // head at a time; counted in every block, an upper bound).
-    layer = 15 * D + 3 * H + 2 * d * d;
+    // (3·H); the backward's memory and momentum of d × d entering each mini-batch
+    // (titans_backward_chunked keeps them, for one head at a time; counted in every block, an upper
+    // bound).
+    layer = 15 * D + 3 * H + 2 * d * d / std::max(1.0, b);
   } else if (c.seq_layer == SeqLayerKind::SoftmaxAttention) {
     layer = H * T;
   } else {

@@ -293,8 +293,8 @@ void TitansLayer<S>::backward(const LayerCache& cache, ConstMatRef<S> dOut, Sequ
     rms_norm_backward<S>(c->o.middleCols(h * d, d), p.o_norm, dn.middleCols(h * d, d), doh,
                          g.o_norm, S(m_cfg.norm_eps));
     const TitansHeadInputs<S> in = titans_head_inputs(m_cfg, p, *c, h);
-    const TitansGrads<S> gr = titans_backward<S>(in.q, in.k, in.v, in.w, in.b, in.theta, in.alpha,
-                                                 in.eta, M0, inner, doh, dMf);
+    const TitansGrads<S> gr = titans_backward_chunked<S>(in.q, in.k, in.v, in.w, in.b, in.theta,
+                                                         in.alpha, in.eta, M0, inner, doh, dMf);
     dqn.middleCols(h * d, d) = gr.dq;
     dkn.middleCols(h * d, d) = gr.dk;
     dv.middleCols(h * d, d) = gr.dv;

@@ -138,4 +138,16 @@ TitansGrads<S> titans_backward(ConstMatRef<S> q, ConstMatRef<S> k, ConstMatRef<S
                                const TitansInner& inner, ConstMatRef<S> dO,
                                ConstMatRef<S> dM_final);
 
+// The same gradients by the chunked form: a mini-batch at a time in reverse, its outputs' and end
+// state's adjoints taken through the closed form titans_chunked evaluates (products of [L, D] and
+// [L, L] matrices instead of T rank-one steps), θ, α, η through the coefficients' recursions. Keeps
+// the memory and momentum entering each mini-batch only (2·⌈T/b⌉·D² numbers). Equal to
+// titans_backward to rounding (tests/core/test_titans.cpp); what the layer's CPU backward runs.
+template <class S>
+TitansGrads<S> titans_backward_chunked(ConstMatRef<S> q, ConstMatRef<S> k, ConstMatRef<S> v,
+                                       const RowVec<S>& w, const RowVec<S>& b, const Vec<S>& theta,
+                                       const Vec<S>& alpha, const Vec<S>& eta, ConstMatRef<S> M0,
+                                       const TitansInner& inner, ConstMatRef<S> dO,
+                                       ConstMatRef<S> dM_final);
+
 }  // namespace tttlab

@@ -22,7 +22,7 @@
 // primal form for one token (decoding) and the chunked form, continuing the carried state, for
 // several (prefill, evaluation). They are the same function (agreement to rounding in fp64:
 // tests/core/test_titans_layer.cpp). backward is manual: the projections, convolutions and norms by
-// hand, the memory by titans_backward.
+// hand, the memory by titans_backward_chunked (titans_backward's gradients, a mini-batch at a time).
 //
 // Parameters (tensor.hpp's [in, out] storage; checkpoints store the projections as nn.Linear's
 // [out, in]):
