@@ -1019,7 +1019,9 @@ void chunked_delta_rows(Bench& bench) {
 // G_S += G_M, dα, dη, k·G_S, the dk row sums, G_start += kᵀdd and the two decays (19·d²), so fwd+bwd
 // is 37·d². Floors: the fp32 tensors that must move, q, k, v, o and θ, α, η (and dO, dq, dk, dv, dθ,
 // dα, dη); not the kept states or the backward's workspace. Rows named "titans memory (recurrent)
-// forward fp32", "... fwd+bwd fp32".
+// forward fp32", "... fwd+bwd fp32": the forward is the recurrent kernel; the backward is what
+// titans_backward's `automatic` form runs (the chunked backward at b ≤ 16), its FLOPs still counted
+// as the recurrence's.
 void titans_rows(Bench& bench) {
   const TttDims& D = bench.in().D;
   const TitansDims td{D.batch, D.seq_len, D.heads, D.head_dim, D.mini_batch, 4 * D.mini_batch};

@@ -183,43 +183,43 @@ TEST(Titans, BackwardMatchesFiniteDifferencesInFp64) {
       return r.o.cwiseProduct(dO).sum() + r.state.memory.cwiseProduct(dM).sum();
     };
     for (const bool chunked : {false, true}) {
-    const TitansGrads<double> g =
-        chunked ? titans_backward_chunked<double>(c.q, c.k, c.v, c.w, c.b, c.theta, c.alpha, c.eta,
-                                                  c.M0, in, dO, dM)
-                : titans_backward<double>(c.q, c.k, c.v, c.w, c.b, c.theta, c.alpha, c.eta, c.M0,
-                                          in, dO, dM);
-    const char* form = chunked ? "chunked" : "primal";
-    const double h = 1e-6;
-    double worst = 0;
-    auto check = [&](double* x, Eigen::Index n, const double* grad, const char* name) {
-      double err = 0, scale = 0;
-      for (Eigen::Index i = 0; i < n; ++i) {
-        const double keep = x[i];
-        x[i] = keep + h;
-        const double lp = loss();
-        x[i] = keep - h;
-        const double lm = loss();
-        x[i] = keep;
-        const double fd = (lp - lm) / (2 * h);
-        err = std::max(err, std::abs(fd - grad[i]));
-        scale = std::max(scale, std::abs(fd));
-      }
-      const double rel = err / std::max(scale, 1e-12);
-      std::printf("[titans] seed %u b=%d %-7s FD d%-6s rel %.2e (max |grad| %.3e)\n", seed, mb,
-                  form, name, rel, scale);
-      EXPECT_LE(rel, 1e-6) << name << " b=" << mb << " " << form;
-      EXPECT_GT(scale, 0.0) << name;
-      worst = std::max(worst, rel);
-    };
-    check(c.q.data(), c.q.size(), g.dq.data(), "q");
-    check(c.k.data(), c.k.size(), g.dk.data(), "k");
-    check(c.v.data(), c.v.size(), g.dv.data(), "v");
-    check(c.w.data(), c.w.size(), g.dw.data(), "w");
-    check(c.b.data(), c.b.size(), g.db.data(), "b");
-    check(c.theta.data(), c.theta.size(), g.dtheta.data(), "theta");
-    check(c.alpha.data(), c.alpha.size(), g.dalpha.data(), "alpha");
-    check(c.eta.data(), c.eta.size(), g.deta.data(), "eta");
-    check(c.M0.data(), c.M0.size(), g.dM0.data(), "M0");
+      const TitansGrads<double> g =
+          chunked ? titans_backward_chunked<double>(c.q, c.k, c.v, c.w, c.b, c.theta, c.alpha,
+                                                    c.eta, c.M0, in, dO, dM)
+                  : titans_backward<double>(c.q, c.k, c.v, c.w, c.b, c.theta, c.alpha, c.eta, c.M0,
+                                            in, dO, dM);
+      const char* form = chunked ? "chunked" : "primal";
+      const double h = 1e-6;
+      double worst = 0;
+      auto check = [&](double* x, Eigen::Index n, const double* grad, const char* name) {
+        double err = 0, scale = 0;
+        for (Eigen::Index i = 0; i < n; ++i) {
+          const double keep = x[i];
+          x[i] = keep + h;
+          const double lp = loss();
+          x[i] = keep - h;
+          const double lm = loss();
+          x[i] = keep;
+          const double fd = (lp - lm) / (2 * h);
+          err = std::max(err, std::abs(fd - grad[i]));
+          scale = std::max(scale, std::abs(fd));
+        }
+        const double rel = err / std::max(scale, 1e-12);
+        std::printf("[titans] seed %u b=%d %-7s FD d%-6s rel %.2e (max |grad| %.3e)\n", seed, mb,
+                    form, name, rel, scale);
+        EXPECT_LE(rel, 1e-6) << name << " b=" << mb << " " << form;
+        EXPECT_GT(scale, 0.0) << name;
+        worst = std::max(worst, rel);
+      };
+      check(c.q.data(), c.q.size(), g.dq.data(), "q");
+      check(c.k.data(), c.k.size(), g.dk.data(), "k");
+      check(c.v.data(), c.v.size(), g.dv.data(), "v");
+      check(c.w.data(), c.w.size(), g.dw.data(), "w");
+      check(c.b.data(), c.b.size(), g.db.data(), "b");
+      check(c.theta.data(), c.theta.size(), g.dtheta.data(), "theta");
+      check(c.alpha.data(), c.alpha.size(), g.dalpha.data(), "alpha");
+      check(c.eta.data(), c.eta.size(), g.deta.data(), "eta");
+      check(c.M0.data(), c.M0.size(), g.dM0.data(), "M0");
     }
   }
 }
@@ -239,17 +239,12 @@ TEST(Titans, ChunkedBackwardIsThePrimalBackwardInFp64) {
     const TitansInner in{mb, 1e-6};
     const TitansGrads<double> p =
         titans_backward<double>(c.q, c.k, c.v, c.w, c.b, c.theta, c.alpha, c.eta, c.M0, in, dO, dM);
-    const TitansGrads<double> g = titans_backward_chunked<double>(
-        c.q, c.k, c.v, c.w, c.b, c.theta, c.alpha, c.eta, c.M0, in, dO, dM);
-    const double errs[] = {titans_rel(g.dq, p.dq),
-                           titans_rel(g.dk, p.dk),
-                           titans_rel(g.dv, p.dv),
-                           titans_rel(g.dw, p.dw),
-                           titans_rel(g.db, p.db),
-                           titans_rel(g.dtheta, p.dtheta),
-                           titans_rel(g.dalpha, p.dalpha),
-                           titans_rel(g.deta, p.deta),
-                           titans_rel(g.dM0, p.dM0)};
+    const TitansGrads<double> g = titans_backward_chunked<double>(c.q, c.k, c.v, c.w, c.b, c.theta,
+                                                                  c.alpha, c.eta, c.M0, in, dO, dM);
+    const double errs[] = {
+        titans_rel(g.dq, p.dq),         titans_rel(g.dk, p.dk),     titans_rel(g.dv, p.dv),
+        titans_rel(g.dw, p.dw),         titans_rel(g.db, p.db),     titans_rel(g.dtheta, p.dtheta),
+        titans_rel(g.dalpha, p.dalpha), titans_rel(g.deta, p.deta), titans_rel(g.dM0, p.dM0)};
     const double worst = *std::max_element(std::begin(errs), std::end(errs));
     std::printf("[titans] seed %u T=%d D=%d b=%d chunked vs primal backward: worst rel %.2e\n",
                 seed, T, D, mb, worst);

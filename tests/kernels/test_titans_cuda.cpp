@@ -194,7 +194,8 @@ TitansOut<double> cpu_titans(const TitansInputs& in) {
   return r;
 }
 
-TitansOut<float> gpu_titans(const TitansInputs& in) {
+TitansOut<float> gpu_titans(const TitansInputs& in,
+                            TitansBackwardForm form = TitansBackwardForm::automatic) {
   const TitansCase& c = in.c;
   const TitansDims dims{c.B, c.T, c.H, c.d, c.b, c.C};
   const int HD = c.H * c.d;
@@ -233,6 +234,7 @@ TitansOut<float> gpu_titans(const TitansInputs& in) {
   titans_forward(f);
 
   TitansBackwardArgs b = titans_backward_args(f);
+  b.form = form;
   b.dO = dO.get();
   b.ld_do = in.lddo;
   b.dM_final = c.given ? dM.get() : nullptr;
@@ -290,37 +292,43 @@ TEST(TitansCuda, ForwardAndBackwardMatchTheCpuInFp64) {
     const TitansInputs in = make_inputs(c, rng);
     const TitansOut<double> ref = cpu_titans<double>(in);
     const TitansOut<double> f32 = cpu_titans<float>(in);
-    const TitansOut<float> got = gpu_titans(in);
-    double wf = 0, wb = 0;
-    expect_within("o", got.o, ref.o, kTolForward, wf);
-    expect_within("M_final", got.M_final, ref.M_final, kTolForward, wf);
-    expect_within("dq", got.dq, ref.dq, kTolBackward, wb);
-    expect_within("dk", got.dk, ref.dk, kTolBackward, wb);
-    expect_within("dv", got.dv, ref.dv, kTolBackward, wb);
-    expect_within("dtheta", got.dtheta, ref.dtheta, kTolBackward, wb);
-    expect_within("dalpha", got.dalpha, ref.dalpha, kTolBackward, wb);
-    expect_within("deta", got.deta, ref.deta, kTolBackward, wb);
-    expect_within("dw", got.dw, ref.dw, kTolBackward, wb);
-    expect_within("dbias", got.dbias, ref.dbias, kTolBackward, wb);
-    expect_within("dM0", got.dM0, ref.dM0, kTolBackward, wb);
-    const double cf = std::max(rel_error(f32.o, ref.o), rel_error(f32.M_final, ref.M_final));
-    double cb = 0;
-    for (const auto& [x, y] : {std::pair{&f32.dq, &ref.dq},
-                               {&f32.dk, &ref.dk},
-                               {&f32.dv, &ref.dv},
-                               {&f32.dtheta, &ref.dtheta},
-                               {&f32.dalpha, &ref.dalpha},
-                               {&f32.deta, &ref.deta},
-                               {&f32.dw, &ref.dw},
-                               {&f32.dbias, &ref.dbias},
-                               {&f32.dM0, &ref.dM0}})
-      cb = std::max(cb, rel_error(*x, *y));
-    std::printf(
-        "[ INFO     ] %-44s gpu: forward %.2e, backward %.2e | cpu fp32: forward %.2e, backward "
-        "%.2e\n",
-        describe(c).c_str(), wf, wb, cf, cb);
-    worst_f = std::max(worst_f, wf);
-    worst_b = std::max(worst_b, wb);
+    for (const TitansBackwardForm form :
+         {TitansBackwardForm::tokens, TitansBackwardForm::chunked}) {
+      if (form == TitansBackwardForm::chunked && c.b > 16) continue;
+      const char* form_name = form == TitansBackwardForm::chunked ? "chunked" : "tokens";
+      SCOPED_TRACE(form_name);
+      const TitansOut<float> got = gpu_titans(in, form);
+      double wf = 0, wb = 0;
+      expect_within("o", got.o, ref.o, kTolForward, wf);
+      expect_within("M_final", got.M_final, ref.M_final, kTolForward, wf);
+      expect_within("dq", got.dq, ref.dq, kTolBackward, wb);
+      expect_within("dk", got.dk, ref.dk, kTolBackward, wb);
+      expect_within("dv", got.dv, ref.dv, kTolBackward, wb);
+      expect_within("dtheta", got.dtheta, ref.dtheta, kTolBackward, wb);
+      expect_within("dalpha", got.dalpha, ref.dalpha, kTolBackward, wb);
+      expect_within("deta", got.deta, ref.deta, kTolBackward, wb);
+      expect_within("dw", got.dw, ref.dw, kTolBackward, wb);
+      expect_within("dbias", got.dbias, ref.dbias, kTolBackward, wb);
+      expect_within("dM0", got.dM0, ref.dM0, kTolBackward, wb);
+      const double cf = std::max(rel_error(f32.o, ref.o), rel_error(f32.M_final, ref.M_final));
+      double cb = 0;
+      for (const auto& [x, y] : {std::pair{&f32.dq, &ref.dq},
+                                 {&f32.dk, &ref.dk},
+                                 {&f32.dv, &ref.dv},
+                                 {&f32.dtheta, &ref.dtheta},
+                                 {&f32.dalpha, &ref.dalpha},
+                                 {&f32.deta, &ref.deta},
+                                 {&f32.dw, &ref.dw},
+                                 {&f32.dbias, &ref.dbias},
+                                 {&f32.dM0, &ref.dM0}})
+        cb = std::max(cb, rel_error(*x, *y));
+      std::printf(
+          "[ INFO     ] %-44s %-7s gpu: forward %.2e, backward %.2e | cpu fp32: forward %.2e, "
+          "backward %.2e\n",
+          describe(c).c_str(), form_name, wf, wb, cf, cb);
+      worst_f = std::max(worst_f, wf);
+      worst_b = std::max(worst_b, wb);
+    }
   }
   std::printf("[ INFO     ] worst over the shapes (gpu): forward %.2e, backward %.2e\n", worst_f,
               worst_b);
@@ -335,18 +343,22 @@ TEST(TitansCuda, TwoRunsGiveTheSameBits) {
        {TitansCase{3, 3, 100, 64, 4, 16, true}, TitansCase{2, 2, 61, 24, 1, 8, false}}) {
     SCOPED_TRACE(describe(c));
     const TitansInputs in = make_inputs(c, rng);
-    const TitansOut<float> a = gpu_titans(in), b = gpu_titans(in);
-    EXPECT_EQ(a.o, b.o);
-    EXPECT_EQ(a.M_final, b.M_final);
-    EXPECT_EQ(a.dq, b.dq);
-    EXPECT_EQ(a.dk, b.dk);
-    EXPECT_EQ(a.dv, b.dv);
-    EXPECT_EQ(a.dtheta, b.dtheta);
-    EXPECT_EQ(a.dalpha, b.dalpha);
-    EXPECT_EQ(a.deta, b.deta);
-    EXPECT_EQ(a.dw, b.dw);
-    EXPECT_EQ(a.dbias, b.dbias);
-    EXPECT_EQ(a.dM0, b.dM0);
+    for (const TitansBackwardForm form :
+         {TitansBackwardForm::tokens, TitansBackwardForm::chunked}) {
+      SCOPED_TRACE(form == TitansBackwardForm::chunked ? "chunked" : "tokens");
+      const TitansOut<float> a = gpu_titans(in, form), b = gpu_titans(in, form);
+      EXPECT_EQ(a.o, b.o);
+      EXPECT_EQ(a.M_final, b.M_final);
+      EXPECT_EQ(a.dq, b.dq);
+      EXPECT_EQ(a.dk, b.dk);
+      EXPECT_EQ(a.dv, b.dv);
+      EXPECT_EQ(a.dtheta, b.dtheta);
+      EXPECT_EQ(a.dalpha, b.dalpha);
+      EXPECT_EQ(a.deta, b.deta);
+      EXPECT_EQ(a.dw, b.dw);
+      EXPECT_EQ(a.dbias, b.dbias);
+      EXPECT_EQ(a.dM0, b.dM0);
+    }
   }
 }
 

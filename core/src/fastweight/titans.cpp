@@ -454,7 +454,8 @@ TitansGrads<S> titans_backward_chunked(ConstMatRef<S> q, ConstMatRef<S> k, Const
     df(L - 1) += GM.cwiseProduct(Sp).sum();
     dm(L - 1) += GS.cwiseProduct(Sp).sum();
     const Mat<S> dYU = dY * U.transpose();  // (i, j): dY_i · u_j
-    Mat<S> dG = S(-2) * QK.cwiseProduct(dYU).template triangularView<Eigen::Lower>().toDenseMatrix();
+    Mat<S> dG =
+        S(-2) * QK.cwiseProduct(dYU).template triangularView<Eigen::Lower>().toDenseMatrix();
     Mat<S> dn = Mat<S>::Zero(L, L);
     const Mat<S> KGM = Kc * GM, KGS = Kc * GS;  // rows k_j GM, k_j GS
     dG.row(L - 1) -= S(2) * KGM.cwiseProduct(U).rowwise().sum().transpose();

@@ -8,7 +8,8 @@
 namespace tttlab {
 
 double count_params(const ModelConfig& c) {
-  const double D = c.hidden_size, F = c.intermediate_size, V = c.vocab_size, H = c.num_attention_heads;
+  const double D = c.hidden_size, F = c.intermediate_size, V = c.vocab_size,
+               H = c.num_attention_heads;
   const double K = c.conv_kernel, b = c.mini_batch_size, d = c.head_dim();
   double block = D /*seq_norm*/ + D /*ffn_norm*/ + 3 * D * F /*SwiGLU*/;
   if (c.mamba_backbone) block += D + D * K + D;  // pre-conv: norm, kernel, bias
@@ -50,7 +51,8 @@ double count_params(const ModelConfig& c) {
 std::uint64_t estimate_memory(const ModelConfig& c, const MemoryUse& use) {
   const double S = 4;
   const double P = count_params(c);
-  const double D = c.hidden_size, F = c.intermediate_size, V = c.vocab_size, H = c.num_attention_heads;
+  const double D = c.hidden_size, F = c.intermediate_size, V = c.vocab_size,
+               H = c.num_attention_heads;
   const double d = c.head_dim(), b = c.mini_batch_size;
   const double T = use.window > 0 ? double(use.window) : double(c.max_position_embeddings);
   // Training: the model, AdamW's two moments and the gradient models, plus what writing a checkpoint
@@ -67,7 +69,8 @@ std::uint64_t estimate_memory(const ModelConfig& c, const MemoryUse& use) {
     // Q × Q matrices.
     const Mamba2Config m = c.mamba2_config();
     const double di = m.d_inner(), cd = m.conv_dim(), nh = m.heads(), Q = m.chunk_size;
-    layer = m.in_proj_width() + 2 * cd + nh + 3 * di + nh * m.headdim * m.d_state / std::min(Q, T) + 3 * std::min(Q, T);
+    layer = m.in_proj_width() + 2 * cd + nh + 3 * di + nh * m.headdim * m.d_state / std::min(Q, T) +
+            3 * std::min(Q, T);
   } else if (c.is_deltanet()) {
     // The cache beyond the block's 16·D: the projections, the convolutions before and after silu, the
     // normalised q and k, the inner loop's output, the norm, the gate and o_proj's input (13·D), β and

@@ -22,9 +22,13 @@
 // k_t G_S, the row sums of dq_t and of dk_t's G_S term), a warp a token for u's backward, then each
 // thread's rank-one updates of the mini-batch start's gradient and dk_t's M_start term. Every sum
 // has a fixed order and one writer, so two runs give the same bits.
+//
+// The backward also has a chunked form (chunked_backward_kernel, below): the mini-batches in reverse
+// through titans_backward_chunked's products, which titans_backward runs for b ≤ 16.
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -128,8 +132,8 @@ __device__ __forceinline__ float layer_norm(const float (&x)[NJ], const bool (&i
 // The lane vector of column sums over the row groups: x[c] = Σ_g red[g·CV + c] (red: one token's
 // column partials, indexed by thread), in the order of g.
 template <int NJ>
-__device__ __forceinline__ void column_sums(const float* red, const Layout& l,
-                                            const bool (&in)[NJ], float (&x)[NJ]) {
+__device__ __forceinline__ void column_sums(const float* red, const Layout& l, const bool (&in)[NJ],
+                                            float (&x)[NJ]) {
 #pragma unroll
   for (int j = 0; j < NJ; ++j) {
     float s = 0.f;
@@ -446,7 +450,8 @@ __global__ void __launch_bounds__(kThreads) backward_kernel(TitansBackwardArgs a
         load_rows(sg.vec[kDO], a.dO, a.ld_do, row, col, L, d);
         load_rates(sg, a.theta, a.alpha, a.eta, dm.heads, h, row, L);
         __syncthreads();
-        for (int j = 0; j < L; ++j) sg.red[j][threadIdx.x] = column_partial(Ms, sg.vec[kK][j], l, d);
+        for (int j = 0; j < L; ++j)
+          sg.red[j][threadIdx.x] = column_partial(Ms, sg.vec[kK][j], l, d);
         __syncthreads();
         float* kept = ws_kept + std::size_t(s0) * kf;
         segment_writes(sg, L, w, bias, in, l, d, a.eps, kept);
@@ -502,8 +507,10 @@ __global__ void __launch_bounds__(kThreads) backward_kernel(TitansBackwardArgs a
         for (int f = 0; f < kKeptVecs; ++f) sg.vec[kDY + f][i / d][i % d] = kj[f * d + i % d];
       }
       for (int i = threadIdx.x; i < 3 * L; i += kThreads)
-        sg.sc[kSigma + i / L][i % L] = ws_kept[std::size_t(s0 + i % L) * kf + kKeptVecs * d + i / L];
-      float Ms[RPT];  // the mini-batch's M_start (M_{t−1} at its first token, as this thread stored it)
+        sg.sc[kSigma + i / L][i % L] =
+            ws_kept[std::size_t(s0 + i % L) * kf + kKeptVecs * d + i / L];
+      float Ms
+          [RPT];  // the mini-batch's M_start (M_{t−1} at its first token, as this thread stored it)
       load_mat(Ms, ws_states + std::size_t(mb0) * 2 * dd, l, d);
       __syncthreads();
 
@@ -722,6 +729,618 @@ __global__ void sum_over_batch_kernel(const float* partial, int batch, int heads
   dbias[idx] = sb;
 }
 
+// ---- the backward in the chunked form -------------------------------------------------------------
+// titans_backward_chunked (core/src/fastweight/titans.cpp, docs/MATH.md §11.9) a mini-batch at a
+// time, for b ≤ kChunkMaxB: the outputs' and the end state's adjoints through the closed form
+// Y = diag(β) Q M_p + diag(f) Q S_p − 2 (QKᵀ ⊙ G) U, as products of [b, d], [b, b] and [d, d]
+// matrices in shared memory on the CUDA cores in fp32, instead of the token walk's rank-one steps.
+// One block of 256 threads per (sequence, head), as the recurrent kernels. The stored state of a chunk
+// of C tokens is run forward to each of its mini-batches' starts (M_p, S_p into the workspace, where
+// the token walk keeps its per-token states), then the mini-batches are walked in reverse with
+// ∂L/∂M and ∂L/∂S in shared memory. Every sum has a fixed order and one writer: the same bits run to
+// run, and dw, dbias go through the same per-sequence partials as the token walk's.
+constexpr int kChunkMaxB = 16;
+// 16 warps a block: with one block an SM (its shared memory), the warps are what hides the latency of
+// the products' shared-memory reads and of the row reductions.
+constexpr int kCThreads = 512, kCWarps = kCThreads / 32;
+// Rows a product task computes (one column of kRB rows: 16 × 64 products are one task a thread).
+constexpr int kRB = 2;
+constexpr int kRowGroups = kCThreads / kMaxDim, kRowsPer = kMaxDim / kRowGroups;
+
+// An operand in shared memory: element (i, r) at p[i·rs + r·cs].
+struct Op {
+  const float* p;
+  int rs, cs;
+  __device__ __forceinline__ float operator()(int i, int r) const { return p[i * rs + r * cs]; }
+};
+
+// Whether an operand's runs along k (A's rows: k_is_col; B's columns: not) can be read four at a
+// time: contiguous in k, 16-byte aligned, k a multiple of 4.
+__device__ __forceinline__ bool quads(const Op& x, bool k_is_col, int k) {
+  const int step = k_is_col ? x.cs : x.rs, lead = k_is_col ? x.rs : x.cs;
+  return step == 1 && k % 4 == 0 && lead % 4 == 0 &&
+         reinterpret_cast<std::uintptr_t>(x.p) % 16 == 0;
+}
+__device__ __forceinline__ float4 quad_at(const float* p) {
+  return *reinterpret_cast<const float4*>(p);
+}
+
+// out(i, j, Σ_r A(i, r) B(r, j)) for i < m, j < n: a task is one column j of kRB rows, so a warp's
+// B reads are one row of B (or, where B's k runs are contiguous, one run per lane) and its A reads
+// broadcasts. Where A's rows are contiguous in k (and aligned), A is read four k at a time, and so is
+// B where its columns are: the products' shared-memory reads are what bounds them.
+template <class Out>
+__device__ __forceinline__ void small_mm(int m, int n, int k, Op A, Op B, Out out) {
+  const int tasks = ((m + kRB - 1) / kRB) * n;
+  const bool a4 = quads(A, true, k), b4 = a4 && quads(B, false, k);
+  for (int task = threadIdx.x; task < tasks; task += kCThreads) {
+    const int i0 = (task / n) * kRB, j = task % n;
+    float acc[kRB] = {};
+    if (a4) {
+      for (int r = 0; r < k; r += 4) {
+        float bv[4];
+        if (b4) {
+          const float4 t = quad_at(B.p + j * B.cs + r);
+          bv[0] = t.x, bv[1] = t.y, bv[2] = t.z, bv[3] = t.w;
+        } else {
+#pragma unroll
+          for (int q = 0; q < 4; ++q) bv[q] = B(r + q, j);
+        }
+#pragma unroll
+        for (int u = 0; u < kRB; ++u)
+          if (i0 + u < m) {
+            const float4 av = quad_at(A.p + (i0 + u) * A.rs + r);
+            acc[u] += av.x * bv[0];
+            acc[u] += av.y * bv[1];
+            acc[u] += av.z * bv[2];
+            acc[u] += av.w * bv[3];
+          }
+      }
+    } else {
+#pragma unroll 4
+      for (int r = 0; r < k; ++r) {
+        const float bv = B(r, j);
+#pragma unroll
+        for (int u = 0; u < kRB; ++u)
+          if (i0 + u < m) acc[u] += A(i0 + u, r) * bv;
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kRB; ++u)
+      if (i0 + u < m) out(i0 + u, j, acc[u]);
+  }
+}
+
+// x[s] = row[r0 + s] for s < kRowsPer (where r0 + s < d): four at a time where d is a multiple of 16.
+__device__ __forceinline__ void load_run(const float* row, int r0, int d, float (&x)[kRowsPer]) {
+  if (d % 16 == 0) {
+#pragma unroll
+    for (int s = 0; s < kRowsPer; s += 4) {
+      const float4 t = r0 < d ? quad_at(row + r0 + s) : make_float4(0.f, 0.f, 0.f, 0.f);
+      x[s] = t.x, x[s + 1] = t.y, x[s + 2] = t.z, x[s + 3] = t.w;
+    }
+  } else {
+#pragma unroll
+    for (int s = 0; s < kRowsPer; ++s) x[s] = r0 + s < d ? row[r0 + s] : 0.f;
+  }
+}
+
+// The block's sums of three values per thread, each in a fixed order (the warps' sums, then those
+// partials in warp order), with two barriers for the three.
+__device__ __forceinline__ void block_sum3(float (&v)[3], float* scratch) {
+#pragma unroll
+  for (int q = 0; q < 3; ++q) {
+    v[q] = warp_sum(v[q]);
+    if (threadIdx.x % 32 == 0) scratch[q * kCWarps + threadIdx.x / 32] = v[q];
+  }
+  __syncthreads();
+#pragma unroll
+  for (int q = 0; q < 3; ++q) {
+    float s = 0.f;
+    for (int w = 0; w < kCWarps; ++w) s += scratch[q * kCWarps + w];
+    v[q] = s;
+  }
+  __syncthreads();
+}
+
+// The chunked backward's shared memory, in floats: four d × d matrices (M_p, S_p, ∂L/∂M, ∂L/∂S),
+// kCRows rows of [b, d], kCSq matrices of [b, b] and kCScal vectors of b; then 4·kCWarps floats for
+// block sums and each warp's dw, dbias. The d-wide rows are padded to a multiple of 4 plus 4 floats:
+// 16-byte runs, and a warp's 16-byte reads of eight rows at once fall on distinct banks.
+enum CRow { cQ, cK, cV, cU, cZH, cG, cE, cDY, cQM, cQS, cKGM, cKGS, cDU, cDK, cDD, kCRows };
+enum CSq { sQK, sA, sG, sN, sDG, sDN, sDYU, kCSq };
+enum CScal { vTh, vAl, vEt, vBe, vM, vF, vSig, vSg, vSgz, vDBe, vDF, vDM, kCScal };
+struct ChunkLayout {
+  int d, b, ld, lb;
+  __host__ __device__ std::size_t mat() const { return std::size_t(d) * ld; }
+  __host__ __device__ std::size_t rows() const { return std::size_t(b) * ld; }
+  __host__ __device__ std::size_t sq() const { return std::size_t(b) * lb; }
+  __host__ __device__ std::size_t floats() const {
+    return 4 * mat() + kCRows * rows() + kCSq * sq() + kCScal * std::size_t(b) + 4 * kCWarps +
+           2 * std::size_t(kCWarps) * d;
+  }
+};
+__host__ __device__ inline ChunkLayout chunk_layout(int d, int b) {
+  return ChunkLayout{d, b, ((d + 3) & ~3) + 4, b | 1};
+}
+
+// The coefficients of L tokens (titans_coefficients): lane j of warp 0 forms column j of n and G,
+// lane i the prefix products β_i, m_i and f_i.
+__device__ __forceinline__ void chunk_coefficients(const ChunkLayout& cl, float* G, float* N,
+                                                   const float* th, const float* al,
+                                                   const float* et, float* beta, float* mm,
+                                                   float* f, int L) {
+  const int lane = threadIdx.x % 32;
+  if (threadIdx.x >= 32) return;
+  if (lane < L) {
+    const int j = lane;
+    float n = 0.f, g = 0.f;
+    for (int i = 0; i < L; ++i) {
+      if (i < j) {
+        N[i * cl.lb + j] = G[i * cl.lb + j] = 0.f;
+      } else if (i == j) {
+        n = g = th[j];
+        N[i * cl.lb + j] = G[i * cl.lb + j] = n;
+      } else {
+        n = et[i] * n;
+        g = (1.f - al[i]) * g + n;
+        N[i * cl.lb + j] = n;
+        G[i * cl.lb + j] = g;
+      }
+    }
+    float be = 1.f, m = 1.f, ff = 0.f;
+    for (int i = 0; i <= j; ++i) {
+      const float a = 1.f - al[i];
+      be = i == 0 ? a : a * be;
+      m = i == 0 ? et[i] : et[i] * m;
+      ff = i == 0 ? m : a * ff + m;
+    }
+    beta[j] = be;
+    mm[j] = m;
+    f[j] = ff;
+  }
+}
+
+template <int NJ>
+__global__ void __launch_bounds__(kCThreads, 1) chunked_backward_kernel(TitansBackwardArgs a) {
+  extern __shared__ float4 chunk_smem[];
+  float* sm = reinterpret_cast<float*>(chunk_smem);
+  const TitansDims& dm = a.dims;
+  const int d = dm.dim, h = blockIdx.x, n = blockIdx.y, T = dm.seq_len, C = dm.chunk,
+            b = dm.mini_batch;
+  const ChunkLayout cl = chunk_layout(d, b);
+  const int ld = cl.ld, lb = cl.lb;
+  float* Mp = sm;
+  float* Sp = Mp + cl.mat();
+  float* GM = Sp + cl.mat();
+  float* GS = GM + cl.mat();
+  float* rowbuf = GS + cl.mat();
+  const auto R = [&](int r) { return rowbuf + r * cl.rows(); };
+  float* sqbuf = rowbuf + kCRows * cl.rows();
+  const auto Sq = [&](int s) { return sqbuf + s * cl.sq(); };
+  float* scal = sqbuf + kCSq * cl.sq();
+  const auto V = [&](int v) { return scal + v * b; };
+  float* red = scal + kCScal * b;  // 4 · kCWarps
+  float* acc = red + 4 * kCWarps;  // [kCWarps, 2, d]: each warp's dw, dbias
+
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  // The d × d updates of rank ≤ b: thread (trg, tc) holds column tc of the kRowsPer rows from
+  // trg·kRowsPer, so a warp's reads of a k or q row are broadcasts, four at a time.
+  const int tc = tid % kMaxDim, trg = tid / kMaxDim;
+  bool in[NJ];
+  float w[NJ], bias[NJ];
+  head_params(a.w, a.bias, h, d, layout_of(d), in, w, bias);  // lane vectors: entries l + 32j
+  const long long row0 = (long long)n * T, col = (long long)h * d;
+  const std::size_t dd = std::size_t(d) * d, head = std::size_t(n) * dm.heads + h;
+  const int nc = (T + C - 1) / C;
+  const float* states = a.states + head * std::size_t(nc) * 2 * dd;
+  float* ws = static_cast<float*>(a.workspace);
+  float* partial_dw = ws + head * 2 * d;
+  float* ws_states = ws + std::size_t(dm.batch) * dm.heads * 2 * d + head * ws_head_floats(d, C);
+  const float D = float(d);
+  const int H = dm.heads;
+
+  float dw_acc[NJ], db_acc[NJ];
+#pragma unroll
+  for (int j = 0; j < NJ; ++j) dw_acc[j] = db_acc[j] = 0.f;
+
+  for (int i = tid; i < d * d; i += kCThreads) {
+    const int r = i / d, c = i % d;
+    GM[r * ld + c] = a.dM_final ? a.dM_final[head * dd + i] : 0.f;
+    GS[r * ld + c] = 0.f;
+  }
+
+  // z = k M_p for the L rows of cK into cZH, then a warp a row: ẑ, e, g, Σg, Σ(g ⊙ ẑ), σ and u.
+  const auto writes = [&](int L) {
+    small_mm(L, d, d, Op{R(cK), ld, 1}, Op{Mp, ld, 1}, [&](int i, int j, float v) {
+      R(cZH)[i * ld + j] = v;
+    });
+    __syncthreads();
+    for (int i = warp; i < L; i += kCWarps) {
+      float z[NJ], zh[NJ], e[NJ], g[NJ];
+#pragma unroll
+      for (int j = 0; j < NJ; ++j) z[j] = in[j] ? R(cZH)[i * ld + lane + 32 * j] : 0.f;
+      const float sigma = layer_norm(z, in, d, a.eps, zh);
+#pragma unroll
+      for (int j = 0; j < NJ; ++j) {
+        const int c = lane + 32 * j;
+        e[j] = in[j] ? w[j] * zh[j] + bias[j] - R(cV)[i * ld + c] + R(cK)[i * ld + c] : 0.f;
+        g[j] = e[j] * w[j];
+      }
+      const float sg = vsum(g), sgz = vdot(g, zh), cinv = 1.f / (sigma * D);
+#pragma unroll
+      for (int j = 0; j < NJ; ++j) {
+        const int c = lane + 32 * j;
+        if (!in[j]) continue;
+        R(cZH)[i * ld + c] = zh[j];
+        R(cE)[i * ld + c] = e[j];
+        R(cG)[i * ld + c] = g[j];
+        R(cU)[i * ld + c] = D * g[j] - cinv * (sg + sgz * zh[j]);
+      }
+      if (lane == 0) {
+        V(vSig)[i] = sigma;
+        V(vSg)[i] = sg;
+        V(vSgz)[i] = sgz;
+      }
+    }
+  };
+  // Rows t0 .. t0 + L − 1 of q, k, v (and dO into cDY) and their rates.
+  const auto load_inputs = [&](int t0, int L, bool with_q) {
+    for (int i = tid; i < L * d; i += kCThreads) {
+      const int r = i / d, c = i % d;
+      const long long g = row0 + t0 + r;
+      R(cK)[r * ld + c] = a.k[g * a.ld_k + col + c];
+      R(cV)[r * ld + c] = a.v[g * a.ld_v + col + c];
+      if (with_q) {
+        R(cQ)[r * ld + c] = a.q[g * a.ld_q + col + c];
+        R(cDY)[r * ld + c] = a.dO[g * a.ld_do + col + c];
+      }
+    }
+    for (int i = tid; i < L; i += kCThreads) {
+      const long long g = row0 + t0 + i;
+      V(vTh)[i] = a.theta[g * H + h];
+      V(vAl)[i] = a.alpha[g * H + h];
+      V(vEt)[i] = a.eta[g * H + h];
+    }
+  };
+
+  for (int c = nc - 1; c >= 0; --c) {
+    const int c0 = c * C, Lc = min(C, T - c0), P = (Lc + b - 1) / b;
+    // The chunk's stored M, S run forward to each mini-batch's start (slot p of the workspace).
+    for (int i = tid; i < d * d; i += kCThreads) {
+      const int r = i / d, cc = i % d;
+      Mp[r * ld + cc] = states[(std::size_t(c) * 2) * dd + i];
+      Sp[r * ld + cc] = states[(std::size_t(c) * 2 + 1) * dd + i];
+    }
+    __syncthreads();
+    for (int p = 0; p + 1 < P; ++p) {
+      float* slot = ws_states + std::size_t(p) * 2 * dd;
+      for (int i = tid; i < d * d; i += kCThreads) {
+        const int r = i / d, cc = i % d;
+        slot[i] = Mp[r * ld + cc];
+        slot[dd + i] = Sp[r * ld + cc];
+      }
+      load_inputs(c0 + p * b, b, false);
+      __syncthreads();
+      chunk_coefficients(cl, Sq(sG), Sq(sN), V(vTh), V(vAl), V(vEt), V(vBe), V(vM), V(vF), b);
+      writes(b);
+      __syncthreads();
+      // M ← β_L M + f_L S − 2 Σ_j G_Lj k_jᵀ u_j,  S ← m_L S − 2 Σ_j n_Lj k_jᵀ u_j.
+      const float* gL = Sq(sG) + (b - 1) * lb;
+      const float* nL = Sq(sN) + (b - 1) * lb;
+      const float bL = V(vBe)[b - 1], fL = V(vF)[b - 1], mL = V(vM)[b - 1];
+      if (tc < d) {
+        float sg[kRowsPer] = {}, sn[kRowsPer] = {};
+        for (int j = 0; j < b; ++j) {
+          const float u = R(cU)[j * ld + tc], gu = gL[j] * u, nu = nL[j] * u;
+          float kr[kRowsPer];
+          load_run(R(cK) + j * ld, trg * kRowsPer, d, kr);
+#pragma unroll
+          for (int s = 0; s < kRowsPer; ++s) {
+            sg[s] += kr[s] * gu;
+            sn[s] += kr[s] * nu;
+          }
+        }
+#pragma unroll
+        for (int s = 0; s < kRowsPer; ++s) {
+          const int r = trg * kRowsPer + s;
+          if (r < d) {
+            const float m0 = Mp[r * ld + tc], s0 = Sp[r * ld + tc];
+            Mp[r * ld + tc] = bL * m0 + fL * s0 - 2.f * sg[s];
+            Sp[r * ld + tc] = mL * s0 - 2.f * sn[s];
+          }
+        }
+      }
+      __syncthreads();
+    }
+    // The mini-batches in reverse.
+    for (int p = P - 1; p >= 0; --p) {
+      const int t0 = c0 + p * b, L = min(b, Lc - p * b);
+      if (p != P - 1) {
+        const float* slot = ws_states + std::size_t(p) * 2 * dd;
+        for (int i = tid; i < d * d; i += kCThreads) {
+          const int r = i / d, cc = i % d;
+          Mp[r * ld + cc] = slot[i];
+          Sp[r * ld + cc] = slot[dd + i];
+        }
+      }
+      load_inputs(t0, L, true);
+      // ⟨∂L/∂M, M_p⟩, ⟨∂L/∂M, S_p⟩, ⟨∂L/∂S, S_p⟩: this thread's terms (summed below).
+      float pm = 0.f, pf = 0.f, ps = 0.f;
+      __syncthreads();
+      for (int i = tid; i < d * d; i += kCThreads) {
+        const int r = i / d, cc = i % d, o = r * ld + cc;
+        pm += GM[o] * Mp[o];
+        pf += GM[o] * Sp[o];
+        ps += GS[o] * Sp[o];
+      }
+      chunk_coefficients(cl, Sq(sG), Sq(sN), V(vTh), V(vAl), V(vEt), V(vBe), V(vM), V(vF), L);
+      small_mm(L, d, d, Op{R(cQ), ld, 1}, Op{Mp, ld, 1}, [&](int i, int j, float v) {
+        R(cQM)[i * ld + j] = v;
+      });
+      small_mm(L, d, d, Op{R(cQ), ld, 1}, Op{Sp, ld, 1}, [&](int i, int j, float v) {
+        R(cQS)[i * ld + j] = v;
+      });
+      small_mm(L, L, d, Op{R(cQ), ld, 1}, Op{R(cK), 1, ld},
+               [&](int i, int j, float v) { Sq(sQK)[i * lb + j] = v; });
+      small_mm(L, d, d, Op{R(cK), ld, 1}, Op{GM, ld, 1}, [&](int i, int j, float v) {
+        R(cKGM)[i * ld + j] = v;
+      });
+      small_mm(L, d, d, Op{R(cK), ld, 1}, Op{GS, ld, 1}, [&](int i, int j, float v) {
+        R(cKGS)[i * ld + j] = v;
+      });
+      writes(L);  // its first barrier orders the products above before their readers
+      float sums[3] = {pm, pf, ps};
+      block_sum3(sums, red);  // its barriers: u, ẑ, … are in
+      const float sum_m = sums[0], sum_f = sums[1], sum_s = sums[2];
+      for (int i = tid; i < L * L; i += kCThreads) {
+        const int r = i / L, j = i % L;
+        Sq(sA)[r * lb + j] = j <= r ? Sq(sQK)[r * lb + j] * Sq(sG)[r * lb + j] : 0.f;
+      }
+      __syncthreads();
+      // The read, a warp a row: Y, its LayerNorm, dw, dbias, dY; dβ_i = dY_i·QM_i, df_i = dY_i·QS_i.
+      for (int i = warp; i < L; i += kCWarps) {
+        float y[NJ], yh[NJ], dO[NJ];
+        const float be = V(vBe)[i], ff = V(vF)[i];
+#pragma unroll
+        for (int j = 0; j < NJ; ++j) {
+          const int cc = lane + 32 * j;
+          float v = 0.f;
+          if (in[j]) {
+            float au = 0.f;
+            for (int jj = 0; jj <= i; ++jj) au += Sq(sA)[i * lb + jj] * R(cU)[jj * ld + cc];
+            v = be * R(cQM)[i * ld + cc] + ff * R(cQS)[i * ld + cc] - 2.f * au;
+          }
+          y[j] = v;
+          dO[j] = in[j] ? R(cDY)[i * ld + cc] : 0.f;
+        }
+        const float sy = layer_norm(y, in, d, a.eps, yh);
+        float dyh[NJ];
+#pragma unroll
+        for (int j = 0; j < NJ; ++j) {
+          dw_acc[j] += dO[j] * yh[j];
+          db_acc[j] += dO[j];
+          dyh[j] = dO[j] * w[j];
+        }
+        const float m1 = vsum(dyh) / D, m2 = vdot(dyh, yh) / D;
+        float dy[NJ], qm[NJ], qs[NJ];
+#pragma unroll
+        for (int j = 0; j < NJ; ++j) {
+          const int cc = lane + 32 * j;
+          dy[j] = in[j] ? dO[j] + (dyh[j] - m1 - yh[j] * m2) / sy : 0.f;
+          qm[j] = in[j] ? R(cQM)[i * ld + cc] : 0.f;
+          qs[j] = in[j] ? R(cQS)[i * ld + cc] : 0.f;
+          if (in[j]) R(cDY)[i * ld + cc] = dy[j];
+        }
+        const float dbe = vdot(dy, qm), dff = vdot(dy, qs);
+        if (lane == 0) {
+          V(vDBe)[i] = dbe + (i == L - 1 ? sum_m : 0.f);
+          V(vDF)[i] = dff + (i == L - 1 ? sum_f : 0.f);
+          V(vDM)[i] = i == L - 1 ? sum_s : 0.f;
+        }
+      }
+      __syncthreads();
+      // dY Uᵀ; then dG, dn and dQK = −2 dYUᵀ ⊙ G (in place of dY Uᵀ).
+      small_mm(L, L, d, Op{R(cDY), ld, 1}, Op{R(cU), 1, ld},
+               [&](int i, int j, float v) { Sq(sDYU)[i * lb + j] = v; });
+      __syncthreads();
+      for (int i = tid; i < L * L; i += kCThreads) {
+        const int r = i / L, j = i % L, o = r * lb + j;
+        const float dyu = Sq(sDYU)[o];
+        Sq(sDG)[o] = j <= r ? -2.f * Sq(sQK)[o] * dyu : 0.f;
+        Sq(sDN)[o] = 0.f;
+        Sq(sDYU)[o] = j <= r ? -2.f * dyu * Sq(sG)[o] : 0.f;
+      }
+      __syncthreads();
+      // The end state's terms of the last row: dG_{L−1,j} −= 2 k_j ∂L/∂M u_jᵀ, dn likewise with ∂L/∂S.
+      for (int j = warp; j < L; j += kCWarps) {
+        float sgm = 0.f, sgs = 0.f;
+        for (int cc = lane; cc < d; cc += 32) {
+          const float u = R(cU)[j * ld + cc];
+          sgm += R(cKGM)[j * ld + cc] * u;
+          sgs += R(cKGS)[j * ld + cc] * u;
+        }
+        sgm = warp_sum(sgm);
+        sgs = warp_sum(sgs);
+        if (lane == 0) {
+          Sq(sDG)[(L - 1) * lb + j] -= 2.f * sgm;
+          Sq(sDN)[(L - 1) * lb + j] -= 2.f * sgs;
+        }
+      }
+      __syncthreads();
+      // θ, α, η through the coefficients' recursions (warp 0, rows in reverse, lane j a column),
+      // beside the products below, which read none of what it writes.
+      if (warp == 0) {
+        float* dG = Sq(sDG);
+        float* dN = Sq(sDN);
+        const float* G = Sq(sG);
+        const float* N = Sq(sN);
+        float dbe_c = 0.f, df_c = 0.f, dm_c = 0.f;  // the carried dβ_i, df_i, dm_i (lane 0)
+        for (int i = L - 1; i >= 0; --i) {
+          const float aa = 1.f - V(vAl)[i], e = V(vEt)[i];
+          float da = 0.f, de = 0.f;
+          const int j = lane;
+          if (j < i) {
+            const float dg = dG[i * lb + j];
+            da = dg * G[(i - 1) * lb + j];
+            dG[(i - 1) * lb + j] += aa * dg;
+            const float dn = dN[i * lb + j] + dg;
+            de = dn * N[(i - 1) * lb + j];
+            dN[(i - 1) * lb + j] += e * dn;
+          }
+          da = warp_sum(da);
+          de = warp_sum(de);
+          __syncwarp();
+          if (lane == 0) {
+            const std::size_t g = std::size_t(row0 + t0 + i) * H + h;
+            a.dtheta[g] = dG[i * lb + i] + dN[i * lb + i];
+            const float dbe = V(vDBe)[i] + dbe_c, dff = V(vDF)[i] + df_c;
+            const float dmm = V(vDM)[i] + dm_c + dff;
+            if (i > 0) {
+              da += dff * V(vF)[i - 1] + dbe * V(vBe)[i - 1];
+              de += dmm * V(vM)[i - 1];
+              df_c = aa * dff;
+              dbe_c = aa * dbe;
+              dm_c = e * dmm;
+            } else {
+              da += dbe;
+              de += dmm;
+            }
+            a.dalpha[g] = -da;
+            a.deta[g] = de;
+          }
+          __syncwarp();
+        }
+      }
+      const float* gL = Sq(sG) + (L - 1) * lb;
+      const float* nL = Sq(sN) + (L - 1) * lb;
+      const float bL = V(vBe)[L - 1], fL = V(vF)[L - 1], mL = V(vM)[L - 1];
+      // dq = diag(β) dY M_pᵀ + diag(f) dY S_pᵀ + dQK K, straight to global memory.
+      small_mm(L, d, d, Op{R(cDY), ld, 1}, Op{Mp, 1, ld}, [&](int i, int j, float v) {
+        R(cQM)[i * ld + j] = V(vBe)[i] * v;
+      });
+      small_mm(L, d, d, Op{R(cDY), ld, 1}, Op{Sp, 1, ld}, [&](int i, int j, float v) {
+        R(cQS)[i * ld + j] = V(vF)[i] * v;
+      });
+      // dU = −2 Aᵀ dY − 2 diag(g_L) K ∂L/∂M − 2 diag(n_L) K ∂L/∂S.
+      small_mm(L, d, L, Op{Sq(sA), 1, lb}, Op{R(cDY), ld, 1}, [&](int i, int j, float v) {
+        R(cDU)
+        [i * ld + j] =
+            -2.f * v - 2.f * gL[i] * R(cKGM)[i * ld + j] - 2.f * nL[i] * R(cKGS)[i * ld + j];
+      });
+      // dK's first terms: dQKᵀ Q − 2 diag(g_L) U ∂L/∂Mᵀ − 2 diag(n_L) U ∂L/∂Sᵀ.
+      small_mm(L, d, L, Op{Sq(sDYU), 1, lb}, Op{R(cQ), ld, 1}, [&](int i, int j, float v) {
+        R(cDK)[i * ld + j] = v;
+      });
+      __syncthreads();
+      small_mm(L, d, d, Op{R(cU), ld, 1}, Op{GM, 1, ld}, [&](int i, int j, float v) {
+        R(cDK)[i * ld + j] -= 2.f * gL[i] * v;
+      });
+      small_mm(L, d, L, Op{Sq(sDYU), lb, 1}, Op{R(cK), ld, 1}, [&](int i, int j, float v) {
+        const long long g = row0 + t0 + i;
+        a.dq[g * a.ld_dq + col + j] = R(cQM)[i * ld + j] + R(cQS)[i * ld + j] + v;
+      });
+      __syncthreads();
+      small_mm(L, d, d, Op{R(cU), ld, 1}, Op{GS, 1, ld}, [&](int i, int j, float v) {
+        R(cDK)[i * ld + j] -= 2.f * nL[i] * v;
+      });
+      __syncthreads();
+      // Each u's backward, a warp a row (titans_backward's): dv, dk's e term, dw, dbias, and dd = ∂L/∂z.
+      for (int i = warp; i < L; i += kCWarps) {
+        float du[NJ], zh[NJ], g[NJ], e[NJ];
+#pragma unroll
+        for (int j = 0; j < NJ; ++j) {
+          const int cc = lane + 32 * j;
+          du[j] = in[j] ? R(cDU)[i * ld + cc] : 0.f;
+          zh[j] = in[j] ? R(cZH)[i * ld + cc] : 0.f;
+          g[j] = in[j] ? R(cG)[i * ld + cc] : 0.f;
+          e[j] = in[j] ? R(cE)[i * ld + cc] : 0.f;
+        }
+        const float sigma = V(vSig)[i], sg = V(vSg)[i], sgz = V(vSgz)[i];
+        const float cinv = 1.f / (sigma * D);
+        const float s1 = vsum(du), s2 = vdot(du, zh);
+        float dzh[NJ];
+        const long long gr = row0 + t0 + i;
+#pragma unroll
+        for (int j = 0; j < NJ; ++j) {
+          const int cc = lane + 32 * j;
+          const float dg = in[j] ? D * du[j] - cinv * (s1 + s2 * zh[j]) : 0.f;
+          const float de = dg * w[j];
+          dzh[j] = -cinv * (sgz * du[j] + s2 * g[j]) + de * w[j];
+          dw_acc[j] += dg * e[j] + de * zh[j];
+          db_acc[j] += de;
+          if (in[j]) {
+            a.dv[gr * a.ld_dv + col + cc] = -de;
+            R(cDK)[i * ld + cc] += de;
+          }
+        }
+        const float dsigma = cinv * (sg * s1 + sgz * s2) / sigma;
+        const float dsig_total = dsigma - vdot(dzh, zh) / sigma;
+        float ddv[NJ];
+#pragma unroll
+        for (int j = 0; j < NJ; ++j)
+          ddv[j] = in[j] ? dzh[j] / sigma + (dsig_total / D) * zh[j] : 0.f;
+        const float mean = vsum(ddv) / D;
+#pragma unroll
+        for (int j = 0; j < NJ; ++j)
+          if (in[j]) R(cDD)[i * ld + lane + 32 * j] = ddv[j] - mean;
+      }
+      __syncthreads();
+      // dk = the terms above + dd M_pᵀ; then the state entering the mini-batch's adjoints:
+      // ∂L/∂S_p = f_L ∂L/∂M + m_L ∂L/∂S + Qᵀ diag(f) dY,  ∂L/∂M_p = β_L ∂L/∂M + Qᵀ diag(β) dY + Kᵀ dd.
+      small_mm(L, d, d, Op{R(cDD), ld, 1}, Op{Mp, 1, ld}, [&](int i, int j, float v) {
+        const long long g = row0 + t0 + i;
+        a.dk[g * a.ld_dk + col + j] = R(cDK)[i * ld + j] + v;
+      });
+      if (tc < d) {
+        float qb[kRowsPer] = {}, qf[kRowsPer] = {}, kd[kRowsPer] = {};
+        for (int j = 0; j < L; ++j) {
+          const float dy = R(cDY)[j * ld + tc], dyb = V(vBe)[j] * dy, dyf = V(vF)[j] * dy;
+          const float ddj = R(cDD)[j * ld + tc];
+          float q[kRowsPer], kr[kRowsPer];
+          load_run(R(cQ) + j * ld, trg * kRowsPer, d, q);
+          load_run(R(cK) + j * ld, trg * kRowsPer, d, kr);
+#pragma unroll
+          for (int s = 0; s < kRowsPer; ++s) {
+            qb[s] += q[s] * dyb;
+            qf[s] += q[s] * dyf;
+            kd[s] += kr[s] * ddj;
+          }
+        }
+#pragma unroll
+        for (int s = 0; s < kRowsPer; ++s) {
+          const int r = trg * kRowsPer + s, o = r * ld + tc;
+          if (r < d) {
+            const float gm = GM[o], gs = GS[o];
+            GS[o] = fL * gm + mL * gs + qf[s];
+            GM[o] = bL * gm + qb[s] + kd[s];
+          }
+        }
+      }
+      __syncthreads();
+    }
+  }
+  if (a.dM0)
+    for (int i = tid; i < d * d; i += kCThreads) a.dM0[head * dd + i] = GM[(i / d) * ld + i % d];
+      // dw, dbias: each warp's share, summed over the warps in order.
+#pragma unroll
+  for (int j = 0; j < NJ; ++j)
+    if (in[j]) {
+      acc[warp * 2 * d + lane + 32 * j] = dw_acc[j];
+      acc[warp * 2 * d + d + lane + 32 * j] = db_acc[j];
+    }
+  __syncthreads();
+  for (int c = tid; c < d; c += kCThreads) {
+    float sw = 0.f, sb = 0.f;
+    for (int ww = 0; ww < kCWarps; ++ww) {
+      sw += acc[ww * 2 * d + c];
+      sb += acc[ww * 2 * d + d + c];
+    }
+    partial_dw[c] = sw;
+    partial_dw[d + c] = sb;
+  }
+}
+
 inline void require(bool ok, const char* fn, const std::string& what) {
   if (!ok) throw std::invalid_argument(std::string(fn) + ": " + what);
 }
@@ -813,11 +1432,23 @@ void titans_backward(const TitansBackwardArgs& a) {
   require_eps(a.eps, fn);
   require(a.workspace_bytes >= titans_backward_workspace_bytes(d), fn,
           "workspace_bytes is smaller than titans_backward_workspace_bytes(dims)");
+  const bool chunked = a.form == TitansBackwardForm::chunked ||
+                       (a.form == TitansBackwardForm::automatic && d.mini_batch <= kChunkMaxB);
+  require(!chunked || d.mini_batch <= kChunkMaxB, fn,
+          "the chunked form takes mini_batch <= " + std::to_string(kChunkMaxB) + ", got " +
+              std::to_string(d.mini_batch));
   const dim3 grid(d.heads, d.batch);
   with_shape(d, [&](auto rpt, auto nj) {
-    const auto kernel = backward_kernel<decltype(rpt)::value, decltype(nj)::value>;
-    detail::allow_shared_memory(kernel, kSegBytes);
-    kernel<<<grid, kThreads, kSegBytes, a.stream>>>(a);
+    if (chunked) {
+      const auto kernel = chunked_backward_kernel<decltype(nj)::value>;
+      const std::size_t smem = chunk_layout(d.dim, d.mini_batch).floats() * sizeof(float);
+      detail::allow_shared_memory(kernel, smem);
+      kernel<<<grid, kCThreads, smem, a.stream>>>(a);
+    } else {
+      const auto kernel = backward_kernel<decltype(rpt)::value, decltype(nj)::value>;
+      detail::allow_shared_memory(kernel, kSegBytes);
+      kernel<<<grid, kThreads, kSegBytes, a.stream>>>(a);
+    }
   });
   TTTLAB_CUDA_CHECK(cudaGetLastError());
   const int entries = d.heads * d.dim;

@@ -28,6 +28,13 @@
 // same bits run to run; dw and dbias are summed over the batch by a second kernel, sequences in
 // order.
 //
+// THE CHUNKED BACKWARD (TitansBackwardForm::chunked, what `automatic` runs for b ≤ 16): the same
+// gradients as titans_backward_chunked computes them on the CPU, a mini-batch at a time in reverse
+// through the closed form Y = diag(β) Q M_p + diag(f) Q S_p − 2 (QKᵀ ⊙ G) U: products of [b, d],
+// [b, b] and [d, d] matrices in shared memory on the CUDA cores, one block of 512 threads per
+// (sequence, head). It reads the same stored states and workspace (the mini-batches' start states
+// of a chunk, rerun from its stored M, S, go where the token walk keeps its per-token states).
+//
 // WHAT IS STORED, AND WHY. The backward needs M_{t−1}, S_{t−1} and M_start at every token, walked in
 // reverse, and the recurrence can only be run forward (undoing token t divides by η_t and needs u_t,
 // which is taken at the earlier M_start). So, as the matrix rules:
@@ -109,8 +116,15 @@ struct TitansForwardArgs {
 };
 void titans_forward(const TitansForwardArgs& args);
 
+// Which backward runs. Both compute titans_backward's gradients (to fp32 rounding): `tokens` walks
+// the tokens in reverse (the recurrent kernel, any b); `chunked` walks the mini-batches in reverse
+// through the chunked form's closed form (titans_backward_chunked; b ≤ 16). `automatic` takes the
+// chunked form where it applies.
+enum class TitansBackwardForm { automatic, chunked, tokens };
+
 struct TitansBackwardArgs {
   TitansDims dims;  // as in the forward, the same chunk
+  TitansBackwardForm form = TitansBackwardForm::automatic;
   const float* q = nullptr;
   int ld_q = 0;
   const float* k = nullptr;
